@@ -1,0 +1,67 @@
+#include "status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { BG_ERROR_CAPACITY = 1024 };
+
+/* Per-thread message buffer: the one piece of thread-local state in the
+ * library, the errno pattern. */
+static _Thread_local char error_message[BG_ERROR_CAPACITY];
+
+const char *bg_status_name(bg_status_t status) {
+    switch (status) {
+    case BG_OK: return "ok";
+    case BG_ERR_INVALID: return "invalid";
+    case BG_ERR_PARSE: return "parse";
+    case BG_ERR_IO: return "io";
+    case BG_ERR_NOMEM: return "out-of-memory";
+    case BG_ERR_UNSUPPORTED: return "unsupported";
+    case BG_ERR_NUMERIC: return "numeric";
+    case BG_ERR_BACKEND: return "backend";
+    case BG_ERR_INTERNAL: return "internal";
+    }
+    return "unknown";
+}
+
+bg_status_t bg_error_set(bg_status_t status, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(error_message, sizeof error_message, format, args);
+    va_end(args);
+    return status;
+}
+
+bg_status_t bg_error_prefix(bg_status_t status, const char *format, ...) {
+    char prefix[BG_ERROR_CAPACITY];
+    char old[BG_ERROR_CAPACITY];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(prefix, sizeof prefix, format, args);
+    va_end(args);
+    memcpy(old, error_message, sizeof old);
+    /* Truncation is fine: the message stays a valid, shortened string. */
+    size_t len = strlen(prefix);
+    if (len >= sizeof error_message) len = sizeof error_message - 1;
+    memcpy(error_message, prefix, len);
+    size_t rest = strlen(old);
+    if (rest > sizeof error_message - 1 - len) rest = sizeof error_message - 1 - len;
+    memcpy(error_message + len, old, rest);
+    error_message[len + rest] = '\0';
+    return status;
+}
+
+const char *bg_error_message(void) { return error_message; }
+
+void bg_error_clear(void) { error_message[0] = '\0'; }
+
+int bg_status_exit_code(bg_status_t status) {
+    switch (status) {
+    case BG_OK: return 0;
+    case BG_ERR_INVALID:
+    case BG_ERR_PARSE:
+    case BG_ERR_UNSUPPORTED: return 2;
+    default: return 1;
+    }
+}

@@ -1,0 +1,58 @@
+#!/bin/sh
+# The whole test suite, as CI runs it (.ci/run calls exactly this):
+#   1. formatting check (clang-format, .clang-format)
+#   2. release build with -Werror: unit and slow suites
+#   3. ASan+UBSan build with -Werror: unit suite
+# Installs missing Debian packages first. Ends with "N passed, M failed".
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+sh scripts/ensure-deps.sh
+
+echo "== formatting"
+unformatted=""
+for f in $(git ls-files '*.c' '*.h' '*.inc' 2>/dev/null || find lib stages scheduler cli bench tests -name '*.[ch]'); do
+    if ! clang-format --style=file "$f" | cmp -s - "$f"; then
+        unformatted="$unformatted $f"
+    fi
+done
+format_failed=0
+if [ -n "$unformatted" ]; then
+    echo "not clang-formatted (run clang-format -i on them):$unformatted"
+    format_failed=1
+fi
+
+status=0
+echo "== release build, -Werror"
+[ -f build-test/build.ninja ] || meson setup build-test -Dwerror=true
+ninja -C build-test
+meson test -C build-test --suite unit --suite slow --print-errorlogs --num-processes 2 || status=1
+
+echo "== ASan+UBSan build, -Werror"
+[ -f build-asan/build.ninja ] || meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined \
+    -Db_lundef=false -Dbuildtype=debugoptimized
+ninja -C build-asan
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+    meson test -C build-asan --suite unit --print-errorlogs --num-processes 2 || status=1
+
+# One closing line over both builds, counted from meson's test logs.
+python3 - build-test/meson-logs/testlog.json build-asan/meson-logs/testlog.json "$format_failed" <<'PY'
+import json, sys
+passed = failed = skipped = 0
+for path in sys.argv[1:3]:
+    for line in open(path):
+        result = json.loads(line)["result"]
+        if result in ("OK", "EXPECTEDFAIL"):
+            passed += 1
+        elif result == "SKIP":
+            skipped += 1
+        else:
+            failed += 1
+if sys.argv[3] == "1":
+    failed += 1
+else:
+    passed += 1
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+PY
+[ "$format_failed" -eq 0 ] || status=1
+exit $status
