@@ -1,0 +1,671 @@
+#include "model_spec.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A spec is a few hundred bytes; anything this big is the wrong file, and
+ * refusing it keeps a mistaken path from eating memory. */
+enum { MODEL_SPEC_MAX_FILE = 64 << 20 };
+
+/* Longest piece of a user token echoed back in a message, so one absurd
+ * token cannot crowd the file name and position out of the message. */
+enum { TOKEN_SHOWN_MAX = 64 };
+
+enum { OPTIONS_MAX = 5 };
+
+typedef enum option_type {
+    OPTION_SIZE,       /* whole number 1..BG_MODEL_SPEC_MAX_DIM */
+    OPTION_PADDING,    /* valid = 0, same = 1 */
+    OPTION_ACTIVATION, /* none/linear = 0, relu = 1 */
+} option_type_t;
+
+enum { PADDING_VALID = 0, PADDING_SAME = 1 };
+enum { ACTIVATION_NONE = 0, ACTIVATION_RELU = 1 };
+
+typedef struct option_def {
+    const char *key;
+    option_type_t type;
+    bool required;
+} option_def_t;
+
+/* Input is not a bg_layer_kind_t (it is not in the layer stack), so the
+ * table marks it apart and its `kind` is unused. */
+typedef struct layer_def {
+    const char *word;
+    bool is_input;
+    bg_layer_kind_t kind;
+    const option_def_t *options;
+    int num_options;
+} layer_def_t;
+
+/* The build_* functions read option values by these indices; keep each
+ * enum in step with its table. */
+static const option_def_t input_options[] = {
+    {"channels", OPTION_SIZE, true},
+    {"height", OPTION_SIZE, true},
+    {"width", OPTION_SIZE, true},
+};
+enum { INPUT_CHANNELS, INPUT_HEIGHT, INPUT_WIDTH };
+
+static const option_def_t conv2d_options[] = {
+    {"filters", OPTION_SIZE, true},           {"kernel", OPTION_SIZE, true},
+    {"stride", OPTION_SIZE, false},           {"padding", OPTION_PADDING, false},
+    {"activation", OPTION_ACTIVATION, false},
+};
+enum { CONV_FILTERS, CONV_KERNEL, CONV_STRIDE, CONV_PADDING, CONV_ACTIVATION };
+
+static const option_def_t pool_options[] = {
+    {"size", OPTION_SIZE, true},
+    {"stride", OPTION_SIZE, false},
+};
+enum { POOL_SIZE, POOL_STRIDE };
+
+static const option_def_t dense_options[] = {
+    {"units", OPTION_SIZE, true},
+    {"activation", OPTION_ACTIVATION, false},
+};
+enum { DENSE_UNITS, DENSE_ACTIVATION };
+
+#define LAYER_DEF(word, is_input, kind, options)                                                   \
+    { word, is_input, kind, options, (int)(sizeof options / sizeof options[0]) }
+
+static const layer_def_t layer_defs[] = {
+    LAYER_DEF("input", true, BG_LAYER_CONV2D, input_options),
+    LAYER_DEF("conv2d", false, BG_LAYER_CONV2D, conv2d_options),
+    LAYER_DEF("maxpool", false, BG_LAYER_MAXPOOL, pool_options),
+    LAYER_DEF("avgpool", false, BG_LAYER_AVGPOOL, pool_options),
+    {"flatten", false, BG_LAYER_FLATTEN, NULL, 0},
+    LAYER_DEF("dense", false, BG_LAYER_DENSE, dense_options),
+    {"relu", false, BG_LAYER_RELU, NULL, 0},
+    {"softmax_cross_entropy", false, BG_LAYER_SOFTMAX_CROSS_ENTROPY, NULL, 0},
+};
+enum { NUM_LAYER_DEFS = (int)(sizeof layer_defs / sizeof layer_defs[0]) };
+
+/* One line's layer word and option values, before shapes are inferred. */
+typedef struct layer_line {
+    const layer_def_t *def;
+    int line, col;
+    int64_t values[OPTIONS_MAX];
+    int value_cols[OPTIONS_MAX]; /* 0 when the option was not written */
+    int key_cols[OPTIONS_MAX];
+} layer_line_t;
+
+typedef struct parser {
+    const char *name;
+    bg_model_spec_t *spec;
+    int capacity;
+    bool seen_input, seen_loss;
+    int input_line, loss_line;
+    int last_line, last_col; /* the last layer word, for "missing loss" */
+    bg_shape_t shape;        /* output of the last layer so far */
+} parser_t;
+
+const char *bg_layer_kind_name(bg_layer_kind_t kind) {
+    switch (kind) {
+    case BG_LAYER_CONV2D: return "conv2d";
+    case BG_LAYER_MAXPOOL: return "maxpool";
+    case BG_LAYER_AVGPOOL: return "avgpool";
+    case BG_LAYER_FLATTEN: return "flatten";
+    case BG_LAYER_DENSE: return "dense";
+    case BG_LAYER_RELU: return "relu";
+    case BG_LAYER_SOFTMAX_CROSS_ENTROPY: return "softmax_cross_entropy";
+    }
+    return "unknown";
+}
+
+static int token_shown(size_t length) {
+    return length > TOKEN_SHOWN_MAX ? TOKEN_SHOWN_MAX : (int)length;
+}
+
+__attribute__((format(printf, 4, 5))) static bg_status_t
+parse_error(const parser_t *p, int line, int col, const char *format, ...) {
+    char message[512];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(message, sizeof message, format, args);
+    va_end(args);
+    return bg_error_set(BG_ERR_PARSE, "%s:%d:%d: %s", p->name, line, col, message);
+}
+
+static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+/* Tabs and bare carriage returns are layout; every other control byte means
+ * the file is not text (a binary or a truncated download). */
+static bool is_control(unsigned char c) {
+    return (c < 0x20 && c != '\t' && c != '\r' && c != '\n') || c == 0x7f;
+}
+
+static bool checked_mul(int64_t a, int64_t b, int64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+static bool checked_add(int64_t a, int64_t b, int64_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+static uint64_t fnv1a_update(uint64_t hash, const char *bytes, size_t length) {
+    for (size_t i = 0; i < length; i++) {
+        hash ^= (unsigned char)bytes[i];
+        hash *= 0x100000001b3ULL;
+    }
+    return hash;
+}
+
+/* Hashes what determines the model's parameters and computation, not how it
+ * was written, so reformatting a spec keeps checkpoints loadable. */
+static uint64_t spec_fingerprint(const bg_model_spec_t *spec) {
+    char canonical[160];
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    int length =
+        snprintf(canonical, sizeof canonical, "input %" PRId64 " %" PRId64 " %" PRId64 "\n",
+                 spec->input.c, spec->input.h, spec->input.w);
+    hash = fnv1a_update(hash, canonical, (size_t)length);
+    for (int i = 0; i < spec->num_layers; i++) {
+        const bg_layer_spec_t *layer = &spec->layers[i];
+        length = snprintf(canonical, sizeof canonical,
+                          "%s %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 "\n",
+                          bg_layer_kind_name(layer->kind), layer->filters, layer->kernel,
+                          layer->stride, layer->pad);
+        hash = fnv1a_update(hash, canonical, (size_t)length);
+    }
+    return hash;
+}
+
+static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, int index,
+                                      const char *key, size_t key_length, const char *value,
+                                      size_t value_length, int line, int value_col) {
+    const option_def_t *option = &layer->def->options[index];
+    if (option->type == OPTION_PADDING) {
+        if (value_length == 5 && memcmp(value, "valid", 5) == 0) {
+            layer->values[index] = PADDING_VALID;
+        } else if (value_length == 4 && memcmp(value, "same", 4) == 0) {
+            layer->values[index] = PADDING_SAME;
+        } else {
+            return parse_error(p, line, value_col, "padding=%.*s: expected valid or same",
+                               token_shown(value_length), value);
+        }
+        return BG_OK;
+    }
+    if (option->type == OPTION_ACTIVATION) {
+        if (value_length == 4 && memcmp(value, "relu", 4) == 0) {
+            layer->values[index] = ACTIVATION_RELU;
+        } else if ((value_length == 4 && memcmp(value, "none", 4) == 0) ||
+                   (value_length == 6 && memcmp(value, "linear", 6) == 0)) {
+            layer->values[index] = ACTIVATION_NONE;
+        } else {
+            return parse_error(p, line, value_col, "activation=%.*s: expected relu, none or linear",
+                               token_shown(value_length), value);
+        }
+        return BG_OK;
+    }
+    /* Digits only: strtol would accept signs, spaces and hex, none of which
+     * belong in a size. The running value stops growing past the maximum, so
+     * a thousand-digit number cannot overflow. */
+    int64_t number = 0;
+    for (size_t i = 0; i < value_length; i++) {
+        if (value[i] < '0' || value[i] > '9') {
+            return parse_error(p, line, value_col,
+                               "%.*s=%.*s: expected a whole number from 1 to %d", (int)key_length,
+                               key, token_shown(value_length), value, BG_MODEL_SPEC_MAX_DIM);
+        }
+        if (number <= BG_MODEL_SPEC_MAX_DIM) number = number * 10 + (value[i] - '0');
+    }
+    if (number < 1 || number > BG_MODEL_SPEC_MAX_DIM) {
+        return parse_error(p, line, value_col, "%.*s=%.*s is out of range (1 to %d)",
+                           (int)key_length, key, token_shown(value_length), value,
+                           BG_MODEL_SPEC_MAX_DIM);
+    }
+    layer->values[index] = number;
+    return BG_OK;
+}
+
+static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const char *token,
+                                size_t length, int line, int col) {
+    const char *equals = memchr(token, '=', length);
+    if (equals == NULL) {
+        return parse_error(p, line, col, "option '%.*s' needs a value (%.*s=VALUE)",
+                           token_shown(length), token, token_shown(length), token);
+    }
+    size_t key_length = (size_t)(equals - token);
+    if (key_length == 0) {
+        return parse_error(p, line, col, "option '%.*s' has no name before '='",
+                           token_shown(length), token);
+    }
+    int index = -1;
+    for (int i = 0; i < layer->def->num_options; i++) {
+        const char *key = layer->def->options[i].key;
+        if (strlen(key) == key_length && memcmp(key, token, key_length) == 0) index = i;
+    }
+    if (index < 0) {
+        if (layer->def->num_options == 0) {
+            return parse_error(p, line, col, "unknown option '%.*s' for %s (it takes no options)",
+                               token_shown(key_length), token, layer->def->word);
+        }
+        char expected[128] = "";
+        for (int i = 0; i < layer->def->num_options; i++) {
+            if (i > 0) strcat(expected, ", ");
+            strcat(expected, layer->def->options[i].key);
+        }
+        return parse_error(p, line, col, "unknown option '%.*s' for %s (expected %s)",
+                           token_shown(key_length), token, layer->def->word, expected);
+    }
+    if (layer->key_cols[index] != 0) {
+        return parse_error(p, line, col, "duplicate option '%.*s' (first at column %d)",
+                           (int)key_length, token, layer->key_cols[index]);
+    }
+    size_t value_length = length - key_length - 1;
+    if (value_length == 0) {
+        return parse_error(p, line, col, "empty value for option '%.*s'", (int)key_length, token);
+    }
+    int value_col = col + (int)key_length + 1;
+    BG_CHECK(parse_option_value(p, layer, index, token, key_length, equals + 1, value_length, line,
+                                value_col));
+    layer->key_cols[index] = col;
+    layer->value_cols[index] = value_col;
+    return BG_OK;
+}
+
+static bg_status_t append_layer(parser_t *p, const layer_line_t *source, bg_layer_spec_t **out) {
+    bg_model_spec_t *spec = p->spec;
+    if (spec->num_layers >= BG_MODEL_SPEC_MAX_LAYERS) {
+        return parse_error(p, source->line, source->col, "more than %d layers",
+                           BG_MODEL_SPEC_MAX_LAYERS);
+    }
+    if (spec->num_layers == p->capacity) {
+        int capacity = p->capacity == 0 ? 16 : p->capacity * 2;
+        bg_layer_spec_t *layers = realloc(spec->layers, (size_t)capacity * sizeof *layers);
+        if (layers == NULL) {
+            return bg_error_set(BG_ERR_NOMEM, "%s: out of memory for %d layers", p->name, capacity);
+        }
+        spec->layers = layers;
+        p->capacity = capacity;
+    }
+    bg_layer_spec_t *layer = &spec->layers[spec->num_layers++];
+    memset(layer, 0, sizeof *layer);
+    layer->line = source->line;
+    layer->col = source->col;
+    layer->in = p->shape;
+    *out = layer;
+    return BG_OK;
+}
+
+/* Fills params, FLOPs and activation bytes from the shapes already set and
+ * folds them into the totals; all of it overflow-checked. */
+static bg_status_t finish_layer(parser_t *p, bg_layer_spec_t *layer) {
+    bg_model_spec_t *spec = p->spec;
+    bg_shape_t in = layer->in, out = layer->out;
+    int64_t in_numel = 0, out_numel = 0, k2 = 0, t = 0, u = 0;
+    bool ok = checked_mul(in.c, in.h, &t) && checked_mul(t, in.w, &in_numel) &&
+              checked_mul(out.c, out.h, &t) && checked_mul(t, out.w, &out_numel) &&
+              checked_mul(out_numel, 4, &layer->activation_bytes);
+    switch (layer->kind) {
+    case BG_LAYER_CONV2D:
+        /* params = filters*c*k*k + filters; flops = 2*c*k*k*filters*out_h*out_w */
+        ok = ok && checked_mul(layer->kernel, layer->kernel, &k2) && checked_mul(in.c, k2, &t) &&
+             checked_mul(t, layer->filters, &t) && checked_add(t, layer->filters, &layer->params) &&
+             checked_mul(t, 2, &u) && checked_mul(u, out.h, &u) &&
+             checked_mul(u, out.w, &layer->flops);
+        break;
+    case BG_LAYER_MAXPOOL:
+    case BG_LAYER_AVGPOOL:
+        ok = ok && checked_mul(layer->kernel, layer->kernel, &k2) &&
+             checked_mul(out_numel, k2, &layer->flops);
+        break;
+    case BG_LAYER_FLATTEN: break;
+    case BG_LAYER_DENSE:
+        ok = ok && checked_mul(in_numel, layer->filters, &t) &&
+             checked_add(t, layer->filters, &layer->params) && checked_mul(t, 2, &layer->flops);
+        break;
+    case BG_LAYER_RELU: layer->flops = in_numel; break;
+    case BG_LAYER_SOFTMAX_CROSS_ENTROPY: ok = ok && checked_mul(in.c, 3, &layer->flops); break;
+    }
+    ok = ok && checked_add(spec->total_params, layer->params, &spec->total_params) &&
+         checked_add(spec->total_flops, layer->flops, &spec->total_flops);
+    if (!ok) {
+        return parse_error(p, layer->line, layer->col,
+                           "layer too large: its sizes overflow 64-bit counts");
+    }
+    p->shape = out;
+    return BG_OK;
+}
+
+static bg_status_t append_relu(parser_t *p, const layer_line_t *source) {
+    bg_layer_spec_t *relu = NULL;
+    BG_CHECK(append_layer(p, source, &relu));
+    relu->kind = BG_LAYER_RELU;
+    relu->out = relu->in;
+    return finish_layer(p, relu);
+}
+
+static bg_status_t build_conv2d(parser_t *p, const layer_line_t *source) {
+    bg_shape_t in = p->shape;
+    int64_t filters = source->values[CONV_FILTERS];
+    int64_t kernel = source->values[CONV_KERNEL];
+    int64_t stride = source->value_cols[CONV_STRIDE] ? source->values[CONV_STRIDE] : 1;
+    int64_t pad = 0;
+    if (source->value_cols[CONV_PADDING] && source->values[CONV_PADDING] == PADDING_SAME) {
+        /* An even kernel cannot be centred, so "same" would need uneven
+         * padding, which the backends do not implement. */
+        if (kernel % 2 == 0) {
+            return parse_error(p, source->line, source->col,
+                               "padding=same needs an odd kernel, got kernel=%" PRId64, kernel);
+        }
+        pad = (kernel - 1) / 2;
+    }
+    /* Dimensions are at most BG_MODEL_SPEC_MAX_DIM, so these sums cannot
+     * overflow. */
+    if (in.h + 2 * pad < kernel || in.w + 2 * pad < kernel) {
+        return parse_error(p, source->line, source->col,
+                           "conv2d kernel %" PRId64 "x%" PRId64 " does not fit its %" PRId64
+                           "x%" PRId64 " input (padding %" PRId64 ")",
+                           kernel, kernel, in.h, in.w, pad);
+    }
+    bg_layer_spec_t *layer = NULL;
+    BG_CHECK(append_layer(p, source, &layer));
+    layer->kind = BG_LAYER_CONV2D;
+    layer->filters = filters;
+    layer->kernel = kernel;
+    layer->stride = stride;
+    layer->pad = pad;
+    layer->out.c = filters;
+    layer->out.h = (in.h + 2 * pad - kernel) / stride + 1;
+    layer->out.w = (in.w + 2 * pad - kernel) / stride + 1;
+    BG_CHECK(finish_layer(p, layer));
+    if (source->values[CONV_ACTIVATION] == ACTIVATION_RELU) BG_CHECK(append_relu(p, source));
+    return BG_OK;
+}
+
+static bg_status_t build_pool(parser_t *p, const layer_line_t *source, bg_layer_kind_t kind) {
+    bg_shape_t in = p->shape;
+    int64_t size = source->values[POOL_SIZE];
+    int64_t stride = source->value_cols[POOL_STRIDE] ? source->values[POOL_STRIDE] : size;
+    if (size > in.h || size > in.w) {
+        return parse_error(p, source->line, source->col,
+                           "%s size %" PRId64 " does not fit its %" PRId64 "x%" PRId64 " input",
+                           bg_layer_kind_name(kind), size, in.h, in.w);
+    }
+    bg_layer_spec_t *layer = NULL;
+    BG_CHECK(append_layer(p, source, &layer));
+    layer->kind = kind;
+    layer->kernel = size;
+    layer->stride = stride;
+    layer->out.c = in.c;
+    layer->out.h = (in.h - size) / stride + 1;
+    layer->out.w = (in.w - size) / stride + 1;
+    return finish_layer(p, layer);
+}
+
+static bg_status_t build_flat_layer(parser_t *p, const layer_line_t *source, bg_layer_kind_t kind) {
+    bg_shape_t in = p->shape;
+    if (in.h != 1 || in.w != 1) {
+        return parse_error(p, source->line, source->col,
+                           "%s needs a flat input, got %" PRId64 "x%" PRId64 "x%" PRId64
+                           "; add 'flatten' before it",
+                           bg_layer_kind_name(kind), in.c, in.h, in.w);
+    }
+    bg_layer_spec_t *layer = NULL;
+    BG_CHECK(append_layer(p, source, &layer));
+    layer->kind = kind;
+    if (kind == BG_LAYER_DENSE) {
+        layer->filters = source->values[DENSE_UNITS];
+        layer->out = (bg_shape_t){layer->filters, 1, 1};
+    } else {
+        layer->out = in;
+        p->spec->classes = in.c;
+    }
+    BG_CHECK(finish_layer(p, layer));
+    if (kind == BG_LAYER_DENSE && source->values[DENSE_ACTIVATION] == ACTIVATION_RELU) {
+        BG_CHECK(append_relu(p, source));
+    }
+    return BG_OK;
+}
+
+static bg_status_t build_layer(parser_t *p, const layer_line_t *source) {
+    const layer_def_t *def = source->def;
+    if (def->is_input) {
+        p->spec->input = (bg_shape_t){source->values[INPUT_CHANNELS], source->values[INPUT_HEIGHT],
+                                      source->values[INPUT_WIDTH]};
+        p->shape = p->spec->input;
+        return BG_OK;
+    }
+    bg_layer_spec_t *layer = NULL;
+    switch (def->kind) {
+    case BG_LAYER_CONV2D: return build_conv2d(p, source);
+    case BG_LAYER_MAXPOOL:
+    case BG_LAYER_AVGPOOL: return build_pool(p, source, def->kind);
+    case BG_LAYER_DENSE:
+    case BG_LAYER_SOFTMAX_CROSS_ENTROPY: return build_flat_layer(p, source, def->kind);
+    case BG_LAYER_FLATTEN:
+    case BG_LAYER_RELU:
+        BG_CHECK(append_layer(p, source, &layer));
+        layer->kind = def->kind;
+        layer->out = layer->in;
+        if (def->kind == BG_LAYER_FLATTEN) {
+            int64_t channels = 0;
+            if (!checked_mul(layer->in.c, layer->in.h, &channels) ||
+                !checked_mul(channels, layer->in.w, &channels)) {
+                return parse_error(p, layer->line, layer->col,
+                                   "layer too large: its sizes overflow 64-bit counts");
+            }
+            layer->out = (bg_shape_t){channels, 1, 1};
+        }
+        return finish_layer(p, layer);
+    }
+    return bg_error_set(BG_ERR_INTERNAL, "%s: unhandled layer kind %d", p->name, def->kind);
+}
+
+/* Checks where a layer may appear: input first and once, the loss last. */
+static bg_status_t check_order(parser_t *p, const layer_def_t *def, int line, int col) {
+    if (p->seen_loss) {
+        return parse_error(p, line, col,
+                           "'%s' after softmax_cross_entropy (line %d); the loss must be the "
+                           "last layer",
+                           def->word, p->loss_line);
+    }
+    if (def->is_input) {
+        if (p->seen_input) {
+            return parse_error(p, line, col,
+                               "'input' repeated (first at line %d); a model has one input",
+                               p->input_line);
+        }
+        p->seen_input = true;
+        p->input_line = line;
+        return BG_OK;
+    }
+    if (!p->seen_input) {
+        return parse_error(p, line, col, "the first layer must be 'input', got '%s'", def->word);
+    }
+    if (def->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
+        p->seen_loss = true;
+        p->loss_line = line;
+    }
+    return BG_OK;
+}
+
+/* Parses one line (`length` bytes, newline and trailing \r removed). */
+static bg_status_t parse_line(parser_t *p, const char *text, size_t length, int line) {
+    const char *comment = memchr(text, '#', length);
+    if (comment != NULL) length = (size_t)(comment - text);
+    size_t i = 0;
+    while (i < length && is_blank(text[i])) i++;
+    if (i == length) return BG_OK;
+
+    size_t word_start = i;
+    while (i < length && !is_blank(text[i])) i++;
+    size_t word_length = i - word_start;
+    const char *word = text + word_start;
+    int word_col = (int)word_start + 1;
+
+    const layer_def_t *def = NULL;
+    for (int d = 0; d < NUM_LAYER_DEFS; d++) {
+        if (strlen(layer_defs[d].word) == word_length &&
+            memcmp(layer_defs[d].word, word, word_length) == 0) {
+            def = &layer_defs[d];
+        }
+    }
+    if (def == NULL) {
+        return parse_error(p, line, word_col,
+                           "unknown layer '%.*s' (expected input, conv2d, maxpool, avgpool, "
+                           "flatten, dense, relu, softmax_cross_entropy)",
+                           token_shown(word_length), word);
+    }
+    BG_CHECK(check_order(p, def, line, word_col));
+
+    layer_line_t layer = {.def = def, .line = line, .col = word_col};
+    for (;;) {
+        while (i < length && is_blank(text[i])) i++;
+        if (i == length) break;
+        size_t token_start = i;
+        while (i < length && !is_blank(text[i])) i++;
+        BG_CHECK(parse_option(p, &layer, text + token_start, i - token_start, line,
+                              (int)token_start + 1));
+    }
+    for (int o = 0; o < def->num_options; o++) {
+        if (def->options[o].required && layer.value_cols[o] == 0) {
+            return parse_error(p, line, word_col, "missing option '%s' for %s", def->options[o].key,
+                               def->word);
+        }
+    }
+    p->last_line = line;
+    p->last_col = word_col;
+    return build_layer(p, &layer);
+}
+
+static bg_status_t parse_text(parser_t *p, const char *text, size_t size) {
+    size_t position = 0;
+    int line = 0;
+    while (position < size) {
+        if (line == INT_MAX) {
+            return parse_error(p, line, 1, "more than %d lines", INT_MAX);
+        }
+        line++;
+        const char *start = text + position;
+        const char *newline = memchr(start, '\n', size - position);
+        size_t length = newline != NULL ? (size_t)(newline - start) : size - position;
+        position += length + (newline != NULL ? 1 : 0);
+        if (length > 0 && start[length - 1] == '\r') length--;
+
+        /* Bytes are checked before the length, so a binary file is called
+         * binary rather than "line too long". */
+        size_t checked = length > BG_MODEL_SPEC_MAX_LINE ? BG_MODEL_SPEC_MAX_LINE : length;
+        for (size_t i = 0; i < checked; i++) {
+            unsigned char byte = (unsigned char)start[i];
+            if (is_control(byte)) {
+                return parse_error(p, line, (int)i + 1,
+                                   "unexpected byte 0x%02x; a model spec is text", byte);
+            }
+        }
+        if (length > BG_MODEL_SPEC_MAX_LINE) {
+            return parse_error(p, line, BG_MODEL_SPEC_MAX_LINE + 1, "line longer than %d bytes",
+                               BG_MODEL_SPEC_MAX_LINE);
+        }
+        BG_CHECK(parse_line(p, start, length, line));
+    }
+    if (!p->seen_input) {
+        return parse_error(p, 1, 1, "empty model spec: expected an 'input' line");
+    }
+    if (!p->seen_loss) {
+        return parse_error(p, p->last_line, p->last_col,
+                           "missing final softmax_cross_entropy (the model must end with the "
+                           "loss layer)");
+    }
+    return BG_OK;
+}
+
+static char *copy_string(const char *s) {
+    size_t length = strlen(s);
+    char *copy = malloc(length + 1);
+    if (copy != NULL) memcpy(copy, s, length + 1);
+    return copy;
+}
+
+bg_status_t bg_model_spec_parse(const char *name, const char *text, size_t size,
+                                bg_model_spec_t **out) {
+    if (out == NULL || (text == NULL && size > 0)) {
+        return bg_error_set(BG_ERR_INVALID, "bg_model_spec_parse: %s is NULL",
+                            out == NULL ? "out" : "text");
+    }
+    if (name == NULL) name = "<model spec>";
+    bg_status_t st = BG_OK;
+    bg_model_spec_t *spec = calloc(1, sizeof *spec);
+    BG_ALLOC_CHECK_GOTO(spec, st, fail);
+    spec->source_name = copy_string(name);
+    BG_ALLOC_CHECK_GOTO(spec->source_name, st, fail);
+
+    parser_t parser = {.name = name, .spec = spec};
+    BG_CHECK_GOTO(parse_text(&parser, text, size), st, fail);
+    spec->fingerprint = spec_fingerprint(spec);
+    *out = spec;
+    return BG_OK;
+fail:
+    bg_model_spec_destroy(spec);
+    return st;
+}
+
+static bg_status_t read_file(const char *path, char **out_text, size_t *out_size) {
+    bg_status_t st = BG_OK;
+    char *text = NULL;
+    size_t size = 0, capacity = 0;
+    FILE *file = fopen(path, "rb");
+    if (file == NULL) {
+        return bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    }
+    /* Read in chunks instead of trusting the file size, so pipes and
+     * /dev/stdin work; stop one byte past the limit to detect oversize. */
+    for (;;) {
+        if (size == capacity) {
+            capacity = capacity == 0 ? 4096 : capacity * 2;
+            if (capacity > (size_t)MODEL_SPEC_MAX_FILE + 1) capacity = MODEL_SPEC_MAX_FILE + 1;
+            char *grown = realloc(text, capacity);
+            BG_ALLOC_CHECK_GOTO(grown, st, done);
+            text = grown;
+        }
+        size_t got = fread(text + size, 1, capacity - size, file);
+        size += got;
+        if (size > (size_t)MODEL_SPEC_MAX_FILE) {
+            st = bg_error_set(BG_ERR_PARSE,
+                              "%s: larger than %d MiB; a model spec is a short "
+                              "text file",
+                              path, MODEL_SPEC_MAX_FILE >> 20);
+            goto done;
+        }
+        if (got == 0) break;
+    }
+    if (ferror(file)) {
+        st = bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+        goto done;
+    }
+    *out_text = text;
+    *out_size = size;
+    text = NULL;
+done:
+    free(text);
+    fclose(file);
+    return st;
+}
+
+bg_status_t bg_model_spec_load(const char *path, bg_model_spec_t **out) {
+    if (path == NULL || out == NULL) {
+        return bg_error_set(BG_ERR_INVALID, "bg_model_spec_load: %s is NULL",
+                            path == NULL ? "path" : "out");
+    }
+    char *text = NULL;
+    size_t size = 0;
+    BG_CHECK(read_file(path, &text, &size));
+    bg_status_t st = bg_model_spec_parse(path, text, size, out);
+    free(text);
+    return st;
+}
+
+void bg_model_spec_destroy(bg_model_spec_t *spec) {
+    if (spec == NULL) return;
+    free(spec->layers);
+    free(spec->source_name);
+    free(spec);
+}

@@ -1,0 +1,97 @@
+/* Model spec: the text format of DESIGN.md, parsed into a layer stack with
+ * inferred shapes, parameter counts, FLOPs and activation bytes.
+ *
+ *   input channels=1 height=28 width=28
+ *   conv2d filters=32 kernel=3 activation=relu
+ *   maxpool size=2
+ *   flatten
+ *   dense units=128 activation=relu
+ *   dense units=10
+ *   softmax_cross_entropy
+ *
+ * One layer per line, `key=value` options, `#` starts a comment. The first
+ * layer must be `input`, the last `softmax_cross_entropy`. An `activation=relu`
+ * option on conv2d or dense becomes a separate relu layer right after it, so
+ * the layer stack numbers layers the way PyTorch's nn.Sequential does
+ * (checkpoint names "0.weight", "4.bias", ... follow that numbering). */
+#ifndef BG_MODEL_SPEC_H
+#define BG_MODEL_SPEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { BG_MODEL_SPEC_MAX_LINE = 4096 }; /* bytes per line, newline excluded */
+enum { BG_MODEL_SPEC_MAX_LAYERS = 100000 };
+enum { BG_MODEL_SPEC_MAX_DIM = 1 << 20 }; /* largest accepted size option */
+
+typedef enum bg_layer_kind {
+    BG_LAYER_CONV2D,
+    BG_LAYER_MAXPOOL,
+    BG_LAYER_AVGPOOL,
+    BG_LAYER_FLATTEN,
+    BG_LAYER_DENSE,
+    BG_LAYER_RELU,
+    BG_LAYER_SOFTMAX_CROSS_ENTROPY,
+} bg_layer_kind_t;
+
+/* Per-sample activation shape. Dense outputs are (C, 1, 1). */
+typedef struct bg_shape {
+    int64_t c, h, w;
+} bg_shape_t;
+
+typedef struct bg_layer_spec {
+    bg_layer_kind_t kind;
+    int line, col;      /* where the layer was written in the spec file */
+    bg_shape_t in, out; /* per-sample shapes */
+    /* conv2d: filters, kernel, stride, padding; pools: kernel (=size), stride;
+     * dense: units (in `filters`). Unused fields are 0. */
+    int64_t filters;
+    int64_t kernel;
+    int64_t stride;
+    int64_t pad;              /* rows/cols of zeros on each side (same => (k-1)/2) */
+    int64_t params;           /* trainable parameters (weights + biases) */
+    int64_t flops;            /* forward FLOPs per sample (multiply-add = 2) */
+    int64_t activation_bytes; /* bytes of this layer's output per sample (fp32) */
+} bg_layer_spec_t;
+
+typedef struct bg_model_spec {
+    char *source_name; /* file name used in messages */
+    bg_shape_t input;
+    int64_t classes; /* outputs of the last layer before the loss */
+    int num_layers;  /* including the final softmax_cross_entropy */
+    bg_layer_spec_t *layers;
+    int64_t total_params;
+    int64_t total_flops;  /* forward, per sample */
+    uint64_t fingerprint; /* hash of the canonical layer stack (checkpoints) */
+} bg_model_spec_t;
+
+/* Parses a model spec held in memory (`text`, `size` bytes, need not be
+ * NUL-terminated). `name` is used in error messages: on BG_ERR_PARSE the
+ * message reads "name:line:col: what is wrong". On success *out owns a new
+ * spec; free it with bg_model_spec_destroy(). *out is untouched on failure. */
+bg_status_t bg_model_spec_parse(const char *name, const char *text, size_t size,
+                                bg_model_spec_t **out);
+
+/* Reads and parses the file at `path` (BG_ERR_IO if it cannot be read). */
+bg_status_t bg_model_spec_load(const char *path, bg_model_spec_t **out);
+
+/* Frees a spec; NULL is a no-op. */
+void bg_model_spec_destroy(bg_model_spec_t *spec);
+
+/* Lower-case name of a layer kind as written in spec files. */
+const char *bg_layer_kind_name(bg_layer_kind_t kind);
+
+/* Number of floats in a per-sample shape. */
+static inline int64_t bg_shape_numel(bg_shape_t s) { return s.c * s.h * s.w; }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_MODEL_SPEC_H */

@@ -1,0 +1,757 @@
+/* Tests for the model spec parser: shapes, parameter counts and FLOPs of
+ * known models, the fingerprint, and one test per error message. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model_spec.h"
+
+#define MNIST_INPUT "input channels=1 height=28 width=28\n"
+
+static const char origin_cnn[] = "input channels=1 height=28 width=28\n"
+                                 "conv2d filters=32 kernel=3 activation=relu\n"
+                                 "maxpool size=2\n"
+                                 "flatten\n"
+                                 "dense units=128 activation=relu\n"
+                                 "dense units=10\n"
+                                 "softmax_cross_entropy\n";
+
+/* A recognisable pointer, to check that *out is untouched on failure. */
+static bg_model_spec_t *const untouched = (bg_model_spec_t *)&origin_cnn;
+
+static bg_model_spec_t *parse_ok(const char *text) {
+    bg_model_spec_t *spec = NULL;
+    bg_status_t st = bg_model_spec_parse("spec", text, strlen(text), &spec);
+    if (st != BG_OK) fail_msg("unexpected error: %s", bg_error_message());
+    assert_non_null(spec);
+    return spec;
+}
+
+static void expect_error_sized(const char *text, size_t size, const char *message) {
+    bg_model_spec_t *spec = untouched;
+    bg_error_clear();
+    assert_int_equal(bg_model_spec_parse("spec", text, size, &spec), BG_ERR_PARSE);
+    assert_string_equal(bg_error_message(), message);
+    assert_ptr_equal(spec, untouched);
+}
+
+static void expect_error(const char *text, const char *message) {
+    expect_error_sized(text, strlen(text), message);
+}
+
+static void assert_shape(bg_shape_t shape, int64_t c, int64_t h, int64_t w) {
+    assert_int_equal(shape.c, c);
+    assert_int_equal(shape.h, h);
+    assert_int_equal(shape.w, w);
+}
+
+static uint64_t fingerprint_of(const char *text) {
+    bg_model_spec_t *spec = parse_ok(text);
+    uint64_t fingerprint = spec->fingerprint;
+    bg_model_spec_destroy(spec);
+    return fingerprint;
+}
+
+/* ---- accepted specs ---------------------------------------------------- */
+
+static void test_origin_cnn(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse_ok(origin_cnn);
+    assert_string_equal(spec->source_name, "spec");
+    assert_shape(spec->input, 1, 28, 28);
+    assert_int_equal(spec->num_layers, 8);
+    assert_int_equal(spec->classes, 10);
+
+    const bg_layer_kind_t kinds[8] = {
+        BG_LAYER_CONV2D, BG_LAYER_RELU, BG_LAYER_MAXPOOL, BG_LAYER_FLATTEN,
+        BG_LAYER_DENSE,  BG_LAYER_RELU, BG_LAYER_DENSE,   BG_LAYER_SOFTMAX_CROSS_ENTROPY,
+    };
+    const int lines[8] = {2, 2, 3, 4, 5, 5, 6, 7};
+    const int64_t params[8] = {320, 0, 0, 0, 5408 * 128 + 128, 0, 1290, 0};
+    const int64_t flops[8] = {
+        2 * 1 * 9 * 32 * 26 * 26, 32 * 26 * 26, 32 * 13 * 13 * 4, 0,
+        2 * 5408 * 128,           128,          2 * 128 * 10,     30,
+    };
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(spec->layers[i].kind, kinds[i]);
+        assert_int_equal(spec->layers[i].line, lines[i]);
+        assert_int_equal(spec->layers[i].col, 1);
+        assert_int_equal(spec->layers[i].params, params[i]);
+        assert_int_equal(spec->layers[i].flops, flops[i]);
+        assert_int_equal(spec->layers[i].activation_bytes, bg_shape_numel(spec->layers[i].out) * 4);
+        if (i > 0) {
+            bg_shape_t previous = spec->layers[i - 1].out, in = spec->layers[i].in;
+            assert_shape(in, previous.c, previous.h, previous.w);
+        }
+    }
+    assert_shape(spec->layers[0].in, 1, 28, 28);
+    assert_shape(spec->layers[0].out, 32, 26, 26);
+    assert_shape(spec->layers[1].out, 32, 26, 26);
+    assert_shape(spec->layers[2].out, 32, 13, 13);
+    assert_shape(spec->layers[3].out, 5408, 1, 1);
+    assert_shape(spec->layers[4].out, 128, 1, 1);
+    assert_shape(spec->layers[6].out, 10, 1, 1);
+    assert_shape(spec->layers[7].out, 10, 1, 1);
+
+    const bg_layer_spec_t *conv = &spec->layers[0];
+    assert_int_equal(conv->filters, 32);
+    assert_int_equal(conv->kernel, 3);
+    assert_int_equal(conv->stride, 1);
+    assert_int_equal(conv->pad, 0);
+    assert_int_equal(conv->activation_bytes, 32 * 26 * 26 * 4);
+    assert_int_equal(spec->layers[2].kernel, 2);
+    assert_int_equal(spec->layers[2].stride, 2);
+    assert_int_equal(spec->layers[2].pad, 0);
+    assert_int_equal(spec->layers[4].filters, 128);
+    assert_int_equal(spec->layers[6].filters, 10);
+    assert_int_equal(spec->layers[1].filters, 0);
+
+    assert_int_equal(spec->total_params, 693962);
+    int64_t total_flops = 0;
+    for (int i = 0; i < 8; i++) total_flops += flops[i];
+    assert_int_equal(spec->total_flops, total_flops);
+    assert_int_equal(spec->total_flops, 1819806);
+    bg_model_spec_destroy(spec);
+}
+
+static void test_conv_padding_same_and_stride(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse_ok("input channels=3 height=32 width=30\n"
+                                     "conv2d filters=16 kernel=5 padding=same\n"
+                                     "conv2d filters=8 kernel=3 padding=same stride=2\n"
+                                     "conv2d filters=4 kernel=3 stride=2 padding=valid\n"
+                                     "conv2d filters=2 kernel=1 activation=linear\n"
+                                     "flatten\n"
+                                     "dense units=5 activation=none\n"
+                                     "softmax_cross_entropy\n");
+    assert_int_equal(spec->num_layers, 7);
+    const bg_layer_spec_t *l = spec->layers;
+    assert_int_equal(l[0].kind, BG_LAYER_CONV2D);
+    assert_int_equal(l[0].pad, 2);
+    assert_int_equal(l[0].stride, 1);
+    assert_shape(l[0].out, 16, 32, 30);
+    assert_int_equal(l[0].params, 16 * 3 * 25 + 16);
+    assert_int_equal(l[0].flops, 2LL * 3 * 25 * 16 * 32 * 30);
+    /* (32 + 2 - 3) / 2 + 1 = 16, (30 + 2 - 3) / 2 + 1 = 15 */
+    assert_int_equal(l[1].pad, 1);
+    assert_int_equal(l[1].stride, 2);
+    assert_shape(l[1].out, 8, 16, 15);
+    /* (16 - 3) / 2 + 1 = 7, (15 - 3) / 2 + 1 = 7 */
+    assert_int_equal(l[2].pad, 0);
+    assert_shape(l[2].out, 4, 7, 7);
+    assert_int_equal(l[2].flops, 2LL * 8 * 9 * 4 * 7 * 7);
+    assert_shape(l[3].out, 2, 7, 7);
+    assert_int_equal(l[3].params, 2 * 4 + 2);
+    assert_int_equal(l[4].kind, BG_LAYER_FLATTEN);
+    assert_shape(l[4].out, 98, 1, 1);
+    assert_int_equal(l[5].kind, BG_LAYER_DENSE);
+    assert_int_equal(l[6].kind, BG_LAYER_SOFTMAX_CROSS_ENTROPY);
+    assert_int_equal(spec->classes, 5);
+    bg_model_spec_destroy(spec);
+}
+
+static void test_pools(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse_ok("input channels=4 height=13 width=11\n"
+                                     "maxpool size=3 stride=2\n"
+                                     "avgpool size=2\n"
+                                     "avgpool size=2 stride=1\n"
+                                     "relu\n"
+                                     "flatten\n"
+                                     "softmax_cross_entropy\n");
+    const bg_layer_spec_t *l = spec->layers;
+    assert_int_equal(spec->num_layers, 6);
+    /* (13 - 3) / 2 + 1 = 6, (11 - 3) / 2 + 1 = 5 */
+    assert_int_equal(l[0].kind, BG_LAYER_MAXPOOL);
+    assert_int_equal(l[0].kernel, 3);
+    assert_int_equal(l[0].stride, 2);
+    assert_shape(l[0].out, 4, 6, 5);
+    assert_int_equal(l[0].flops, 4 * 6 * 5 * 9);
+    assert_int_equal(l[0].params, 0);
+    /* floor: (6 - 2) / 2 + 1 = 3, (5 - 2) / 2 + 1 = 2 */
+    assert_int_equal(l[1].kind, BG_LAYER_AVGPOOL);
+    assert_int_equal(l[1].kernel, 2);
+    assert_int_equal(l[1].stride, 2);
+    assert_shape(l[1].out, 4, 3, 2);
+    assert_int_equal(l[1].flops, 4 * 3 * 2 * 4);
+    assert_int_equal(l[2].stride, 1);
+    assert_shape(l[2].out, 4, 2, 1);
+    assert_int_equal(l[2].flops, 4 * 2 * 1 * 4);
+    assert_int_equal(l[3].kind, BG_LAYER_RELU);
+    assert_int_equal(l[3].flops, 8);
+    assert_int_equal(l[3].activation_bytes, 32);
+    assert_shape(l[4].out, 8, 1, 1);
+    assert_int_equal(l[5].flops, 24);
+    assert_int_equal(spec->total_params, 0);
+    assert_int_equal(spec->classes, 8);
+    bg_model_spec_destroy(spec);
+}
+
+static void test_layout_comments_crlf_tabs(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse_ok("# the origin CNN\r\n"
+                                     "\r\n"
+                                     "   \t\n"
+                                     "  input\tchannels=1  height=28 width=28   # MNIST\r\n"
+                                     "\tconv2d filters=32 kernel=3 activation=relu\r\n"
+                                     "maxpool size=2#no space before the comment\r\n"
+                                     "flatten\r\n"
+                                     "dense units=128\ractivation=relu\r\n"
+                                     "dense units=10 \t \r\n"
+                                     "softmax_cross_entropy");
+    assert_int_equal(spec->num_layers, 8);
+    assert_int_equal(spec->total_params, 693962);
+    assert_int_equal(spec->layers[0].line, 5);
+    assert_int_equal(spec->layers[0].col, 2);
+    assert_int_equal(spec->layers[1].line, 5);
+    assert_int_equal(spec->layers[1].col, 2);
+    assert_int_equal(spec->layers[2].line, 6);
+    assert_int_equal(spec->layers[4].line, 8);
+    assert_int_equal(spec->layers[5].line, 8);
+    assert_int_equal(spec->layers[7].line, 10);
+    assert_int_equal(spec->fingerprint, fingerprint_of(origin_cnn));
+    bg_model_spec_destroy(spec);
+}
+
+static void test_explicit_relu_and_largest_size(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse_ok("input channels=1048576 height=1 width=1\n"
+                                     "relu\n"
+                                     "dense units=1048576\n"
+                                     "softmax_cross_entropy\n");
+    assert_int_equal(spec->num_layers, 3);
+    assert_int_equal(spec->layers[0].kind, BG_LAYER_RELU);
+    assert_int_equal(spec->layers[0].flops, 1048576);
+    assert_int_equal(spec->layers[0].params, 0);
+    assert_int_equal(spec->layers[1].params, 1048576LL * 1048576 + 1048576);
+    assert_int_equal(spec->classes, 1048576);
+    bg_model_spec_destroy(spec);
+}
+
+static void test_leading_zeros(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse_ok("input channels=01 height=0028 width=28\n"
+                                     "flatten\n"
+                                     "softmax_cross_entropy\n");
+    assert_shape(spec->input, 1, 28, 28);
+    assert_int_equal(spec->classes, 784);
+    bg_model_spec_destroy(spec);
+}
+
+/* The buffer ends exactly where the spec ends, so ASan catches any read past
+ * `size`; and a size shorter than the text must hide what follows. */
+static void test_not_nul_terminated(void **state) {
+    (void)state;
+    size_t size = strlen(origin_cnn) - 1; /* without the final newline */
+    char *exact = malloc(size);
+    assert_non_null(exact);
+    memcpy(exact, origin_cnn, size);
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("exact", exact, size, &spec), BG_OK);
+    assert_int_equal(spec->num_layers, 8);
+    assert_int_equal(spec->total_params, 693962);
+    bg_model_spec_destroy(spec);
+
+    /* A number that ends the buffer: "width=2" of "width=28". */
+    size_t input_size = strlen(MNIST_INPUT) - 2;
+    memcpy(exact, MNIST_INPUT, input_size);
+    expect_error_sized(exact, input_size,
+                       "spec:1:1: missing final softmax_cross_entropy (the model must end "
+                       "with the loss layer)");
+    /* A layer word that ends the buffer. */
+    expect_error_sized(exact, 3,
+                       "spec:1:1: unknown layer 'inp' (expected input, conv2d, "
+                       "maxpool, avgpool, flatten, dense, relu, "
+                       "softmax_cross_entropy)");
+    /* A comment and a \r that end the buffer. */
+    memcpy(exact, "# x\r", 4);
+    expect_error_sized(exact, 4, "spec:1:1: empty model spec: expected an 'input' line");
+    free(exact);
+
+    const char trailing[] = "input channels=1 height=1 width=1\nsoftmax_cross_entropy\nJUNK";
+    spec = NULL;
+    assert_int_equal(bg_model_spec_parse("t", trailing, sizeof trailing - 5, &spec), BG_OK);
+    assert_int_equal(spec->num_layers, 1);
+    assert_int_equal(spec->total_flops, 3);
+    bg_model_spec_destroy(spec);
+}
+
+static void test_fingerprint(void **state) {
+    (void)state;
+    uint64_t base = fingerprint_of(origin_cnn);
+    assert_int_not_equal(base, 0);
+    /* Same model written differently: layout, comments, defaults spelled
+     * out, the relu written as its own layer. */
+    assert_int_equal(base, fingerprint_of("# origin\n\n"
+                                          "input   width=28 height=28 channels=1\n"
+                                          "conv2d kernel=3 filters=32 stride=1 padding=valid\n"
+                                          "relu # split out\n"
+                                          "maxpool size=2 stride=2\n"
+                                          "\tflatten\n"
+                                          "dense units=128 activation=relu\n"
+                                          "dense units=10 activation=none\n"
+                                          "softmax_cross_entropy\n"));
+    /* Different models. */
+    assert_int_not_equal(base, fingerprint_of("input channels=1 height=28 width=28\n"
+                                              "conv2d filters=32 kernel=5 activation=relu\n"
+                                              "maxpool size=2\n"
+                                              "flatten\n"
+                                              "dense units=128 activation=relu\n"
+                                              "dense units=10\n"
+                                              "softmax_cross_entropy\n"));
+    assert_int_not_equal(base, fingerprint_of("input channels=1 height=28 width=28\n"
+                                              "conv2d filters=32 kernel=3\n"
+                                              "maxpool size=2\n"
+                                              "flatten\n"
+                                              "dense units=128 activation=relu\n"
+                                              "dense units=10\n"
+                                              "softmax_cross_entropy\n"));
+    assert_int_not_equal(base, fingerprint_of("input channels=1 height=28 width=28\n"
+                                              "conv2d filters=32 kernel=3 activation=relu\n"
+                                              "avgpool size=2\n"
+                                              "flatten\n"
+                                              "dense units=128 activation=relu\n"
+                                              "dense units=10\n"
+                                              "softmax_cross_entropy\n"));
+    assert_int_not_equal(base, fingerprint_of("input channels=3 height=28 width=28\n"
+                                              "conv2d filters=32 kernel=3 activation=relu\n"
+                                              "maxpool size=2\n"
+                                              "flatten\n"
+                                              "dense units=128 activation=relu\n"
+                                              "dense units=10\n"
+                                              "softmax_cross_entropy\n"));
+}
+
+static void test_layer_kind_names(void **state) {
+    (void)state;
+    assert_string_equal(bg_layer_kind_name(BG_LAYER_CONV2D), "conv2d");
+    assert_string_equal(bg_layer_kind_name(BG_LAYER_MAXPOOL), "maxpool");
+    assert_string_equal(bg_layer_kind_name(BG_LAYER_AVGPOOL), "avgpool");
+    assert_string_equal(bg_layer_kind_name(BG_LAYER_FLATTEN), "flatten");
+    assert_string_equal(bg_layer_kind_name(BG_LAYER_DENSE), "dense");
+    assert_string_equal(bg_layer_kind_name(BG_LAYER_RELU), "relu");
+    assert_string_equal(bg_layer_kind_name(BG_LAYER_SOFTMAX_CROSS_ENTROPY),
+                        "softmax_cross_entropy");
+}
+
+static void test_destroy_null(void **state) {
+    (void)state;
+    bg_model_spec_destroy(NULL);
+}
+
+static void test_null_arguments(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = untouched;
+    assert_int_equal(bg_model_spec_parse("spec", origin_cnn, strlen(origin_cnn), NULL),
+                     BG_ERR_INVALID);
+    assert_int_equal(bg_model_spec_parse("spec", NULL, 5, &spec), BG_ERR_INVALID);
+    assert_ptr_equal(spec, untouched);
+    /* A NULL name still gives a usable message. */
+    assert_int_equal(bg_model_spec_parse(NULL, NULL, 0, &spec), BG_ERR_PARSE);
+    assert_string_equal(bg_error_message(),
+                        "<model spec>:1:1: empty model spec: expected an 'input' line");
+    assert_ptr_equal(spec, untouched);
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+static char *write_temp_file(const char *text, size_t size) {
+    char *path = strdup("/tmp/test_model_spec_XXXXXX");
+    assert_non_null(path);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, size), (ssize_t)size);
+    assert_int_equal(close(fd), 0);
+    return path;
+}
+
+static void test_load(void **state) {
+    (void)state;
+    char *path = write_temp_file(origin_cnn, strlen(origin_cnn));
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_load(path, &spec), BG_OK);
+    assert_string_equal(spec->source_name, path);
+    assert_int_equal(spec->num_layers, 8);
+    assert_int_equal(spec->total_params, 693962);
+    assert_int_equal(spec->fingerprint, fingerprint_of(origin_cnn));
+    bg_model_spec_destroy(spec);
+    unlink(path);
+    free(path);
+}
+
+static void test_load_parse_error_names_file(void **state) {
+    (void)state;
+    const char text[] = MNIST_INPUT "conv3d filters=1\n";
+    char *path = write_temp_file(text, strlen(text));
+    bg_model_spec_t *spec = untouched;
+    assert_int_equal(bg_model_spec_load(path, &spec), BG_ERR_PARSE);
+    char expected[256];
+    snprintf(expected, sizeof expected,
+             "%s:2:1: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
+             "flatten, dense, relu, softmax_cross_entropy)",
+             path);
+    assert_string_equal(bg_error_message(), expected);
+    assert_ptr_equal(spec, untouched);
+    unlink(path);
+    free(path);
+}
+
+static void test_load_missing_file(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = untouched;
+    assert_int_equal(bg_model_spec_load("/nonexistent/model.spec", &spec), BG_ERR_IO);
+    assert_string_equal(bg_error_message(),
+                        "cannot read '/nonexistent/model.spec': No such file or directory");
+    assert_ptr_equal(spec, untouched);
+}
+
+static void test_load_directory(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = untouched;
+    assert_int_equal(bg_model_spec_load("/tmp", &spec), BG_ERR_IO);
+    assert_string_equal(bg_error_message(), "cannot read '/tmp': Is a directory");
+    assert_ptr_equal(spec, untouched);
+}
+
+static void test_load_too_large(void **state) {
+    (void)state;
+    char *path = write_temp_file("", 0);
+    /* Sparse: 64 MiB + 1 of zeros without writing them. */
+    assert_int_equal(truncate(path, (64 << 20) + 1), 0);
+    bg_model_spec_t *spec = untouched;
+    assert_int_equal(bg_model_spec_load(path, &spec), BG_ERR_PARSE);
+    char expected[256];
+    snprintf(expected, sizeof expected, "%s: larger than 64 MiB; a model spec is a short text file",
+             path);
+    assert_string_equal(bg_error_message(), expected);
+    assert_ptr_equal(spec, untouched);
+    unlink(path);
+    free(path);
+}
+
+/* ---- errors: lexical --------------------------------------------------- */
+
+static void test_error_empty(void **state) {
+    (void)state;
+    const char *message = "spec:1:1: empty model spec: expected an 'input' line";
+    expect_error("", message);
+    expect_error("\n\n  \t\r\n", message);
+    expect_error("# only a comment\n   # and another\n", message);
+}
+
+static void test_error_nul_byte(void **state) {
+    (void)state;
+    const char text[] = "input channels=1\0 height=28 width=28\n";
+    expect_error_sized(text, sizeof text - 1,
+                       "spec:1:17: unexpected byte 0x00; a model spec is text");
+}
+
+static void test_error_control_byte_in_comment(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "flatten # \x01\n",
+                 "spec:2:11: unexpected byte 0x01; a model spec is text");
+    expect_error(MNIST_INPUT "\x1b[0m", "spec:2:1: unexpected byte 0x1b; a model spec is text");
+    expect_error(MNIST_INPUT "flatten\x7f", "spec:2:8: unexpected byte 0x7f; a model spec is text");
+}
+
+static void test_error_long_line(void **state) {
+    (void)state;
+    /* A comment line of exactly BG_MODEL_SPEC_MAX_LINE bytes (plus \r\n) is
+     * fine; one byte more is not. */
+    size_t prefix = strlen(MNIST_INPUT);
+    const char tail[] = "\r\nflatten\nsoftmax_cross_entropy\n";
+    /* A static buffer, not malloc: gcc 12's -Warray-bounds misfires on the
+     * malloc'd one under -fsanitize=undefined. */
+    static char text[sizeof MNIST_INPUT + BG_MODEL_SPEC_MAX_LINE + 64];
+    assert_true(prefix + BG_MODEL_SPEC_MAX_LINE + 1 + sizeof tail <= sizeof text);
+    memcpy(text, MNIST_INPUT, prefix);
+    memset(text + prefix, '#', BG_MODEL_SPEC_MAX_LINE);
+    memcpy(text + prefix + BG_MODEL_SPEC_MAX_LINE, tail, sizeof tail);
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("spec", text, strlen(text), &spec), BG_OK);
+    assert_int_equal(spec->num_layers, 2);
+    bg_model_spec_destroy(spec);
+
+    memset(text + prefix, '#', BG_MODEL_SPEC_MAX_LINE + 1);
+    memcpy(text + prefix + BG_MODEL_SPEC_MAX_LINE + 1, "\nsoftmax_cross_entropy\n", 24);
+    expect_error(text, "spec:2:4097: line longer than 4096 bytes");
+}
+
+/* ---- errors: layers and options ---------------------------------------- */
+
+static void test_error_unknown_layer(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "\n  conv3d filters=1 kernel=3\n",
+                 "spec:3:3: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
+                 "flatten, dense, relu, softmax_cross_entropy)");
+    /* Case matters. */
+    expect_error("Input channels=1 height=1 width=1\n",
+                 "spec:1:1: unknown layer 'Input' (expected input, conv2d, maxpool, avgpool, "
+                 "flatten, dense, relu, softmax_cross_entropy)");
+}
+
+static void test_error_unknown_option(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "conv2d filters=32 kernal=3\n",
+                 "spec:2:19: unknown option 'kernal' for conv2d (expected filters, kernel, "
+                 "stride, padding, activation)");
+    expect_error(MNIST_INPUT "maxpool size=2 padding=same\n",
+                 "spec:2:16: unknown option 'padding' for maxpool (expected size, stride)");
+    expect_error(MNIST_INPUT "dense units=3 kernel=3\n",
+                 "spec:2:15: unknown option 'kernel' for dense (expected units, activation)");
+    expect_error("input channels=1 height=1 width=1 depth=1\n",
+                 "spec:1:35: unknown option 'depth' for input (expected channels, height, "
+                 "width)");
+    expect_error(MNIST_INPUT "flatten start=1\n",
+                 "spec:2:9: unknown option 'start' for flatten (it takes no options)");
+}
+
+static void test_error_option_without_value(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "maxpool size 2\n",
+                 "spec:2:9: option 'size' needs a value (size=VALUE)");
+    expect_error(MNIST_INPUT "relu inplace\n",
+                 "spec:2:6: option 'inplace' needs a value (inplace=VALUE)");
+    expect_error(MNIST_INPUT "maxpool =2\n", "spec:2:9: option '=2' has no name before '='");
+}
+
+static void test_error_empty_value(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "maxpool size=\n", "spec:2:9: empty value for option 'size'");
+    expect_error(MNIST_INPUT "maxpool size= 2\n", "spec:2:9: empty value for option 'size'");
+}
+
+static void test_error_non_numeric_value(void **state) {
+    (void)state;
+    const char *expected = "spec:2:26: kernel=%s: expected a whole number from 1 to 1048576";
+    const char *values[] = {"3x", "x3", "-3", "+3", "3.0", "0x3", "1e3", "３"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char text[128], message[160];
+        snprintf(text, sizeof text, MNIST_INPUT "conv2d filters=32 kernel=%s\n", values[i]);
+        snprintf(message, sizeof message, expected, values[i]);
+        expect_error(text, message);
+    }
+}
+
+static void test_error_out_of_range_value(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "conv2d filters=0 kernel=3\n",
+                 "spec:2:16: filters=0 is out of range (1 to 1048576)");
+    expect_error(MNIST_INPUT "conv2d filters=000 kernel=3\n",
+                 "spec:2:16: filters=000 is out of range (1 to 1048576)");
+    expect_error("input channels=1048577 height=1 width=1\n",
+                 "spec:1:16: channels=1048577 is out of range (1 to 1048576)");
+    expect_error("input channels=1 height=99999999999999999999999999 width=1\n",
+                 "spec:1:25: height=99999999999999999999999999 is out of range (1 to 1048576)");
+}
+
+static void test_error_bad_enum_value(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "conv2d filters=1 kernel=3 padding=full\n",
+                 "spec:2:35: padding=full: expected valid or same");
+    expect_error(MNIST_INPUT "conv2d filters=1 kernel=3 padding=SAME\n",
+                 "spec:2:35: padding=SAME: expected valid or same");
+    expect_error(MNIST_INPUT "flatten\ndense units=10 activation=tanh\n",
+                 "spec:3:27: activation=tanh: expected relu, none or linear");
+}
+
+static void test_error_duplicate_option(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "maxpool size=2 size=3\n",
+                 "spec:2:16: duplicate option 'size' (first at column 9)");
+    expect_error(MNIST_INPUT "flatten\ndense units=1 activation=relu activation=relu\n",
+                 "spec:3:31: duplicate option 'activation' (first at column 15)");
+}
+
+static void test_error_missing_required_option(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "  conv2d filters=32\n",
+                 "spec:2:3: missing option 'kernel' for conv2d");
+    expect_error(MNIST_INPUT "conv2d kernel=3\n", "spec:2:1: missing option 'filters' for conv2d");
+    expect_error("input channels=1 height=28\n", "spec:1:1: missing option 'width' for input");
+    expect_error(MNIST_INPUT "avgpool stride=2\n", "spec:2:1: missing option 'size' for avgpool");
+    expect_error(MNIST_INPUT "flatten\ndense activation=relu\n",
+                 "spec:3:1: missing option 'units' for dense");
+}
+
+/* ---- errors: layer order ----------------------------------------------- */
+
+static void test_error_input_not_first(void **state) {
+    (void)state;
+    expect_error("# comment first is fine\n\nconv2d filters=1 kernel=1\n",
+                 "spec:3:1: the first layer must be 'input', got 'conv2d'");
+    expect_error("softmax_cross_entropy\n",
+                 "spec:1:1: the first layer must be 'input', got 'softmax_cross_entropy'");
+}
+
+static void test_error_input_repeated(void **state) {
+    (void)state;
+    expect_error("\n" MNIST_INPUT "flatten\n input channels=1 height=1 width=1\n",
+                 "spec:4:2: 'input' repeated (first at line 2); a model has one input");
+}
+
+static void test_error_missing_loss(void **state) {
+    (void)state;
+    const char *message = "missing final softmax_cross_entropy (the model must end with the "
+                          "loss layer)";
+    char expected[160];
+    snprintf(expected, sizeof expected, "spec:1:1: %s", message);
+    expect_error(MNIST_INPUT, expected);
+    snprintf(expected, sizeof expected, "spec:3:3: %s", message);
+    expect_error(MNIST_INPUT "flatten\n  dense units=10\n# trailing comment\n\n", expected);
+}
+
+static void test_error_layer_after_loss(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "flatten\nsoftmax_cross_entropy\n\ndense units=3\n",
+                 "spec:5:1: 'dense' after softmax_cross_entropy (line 3); the loss must be "
+                 "the last layer");
+    expect_error(MNIST_INPUT "flatten\nsoftmax_cross_entropy\nsoftmax_cross_entropy\n",
+                 "spec:4:1: 'softmax_cross_entropy' after softmax_cross_entropy (line 3); the "
+                 "loss must be the last layer");
+}
+
+static void test_error_too_many_layers(void **state) {
+    (void)state;
+    /* input 1x1x1, then `count` relus and the loss. */
+    size_t count = BG_MODEL_SPEC_MAX_LAYERS - 1;
+    size_t prefix = strlen("input channels=1 height=1 width=1\n");
+    const char last[] = "dense units=1 activation=relu\nsoftmax_cross_entropy\n";
+    size_t capacity = prefix + count * 5 + sizeof last;
+    char *text = malloc(capacity);
+    assert_non_null(text);
+    memcpy(text, "input channels=1 height=1 width=1\n", prefix);
+    char *cursor = text + prefix;
+    for (size_t i = 0; i < count; i++, cursor += 5) memcpy(cursor, "relu\n", 5);
+    strcpy(cursor, "softmax_cross_entropy\n");
+
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("spec", text, strlen(text), &spec), BG_OK);
+    assert_int_equal(spec->num_layers, BG_MODEL_SPEC_MAX_LAYERS);
+    assert_int_equal(spec->layers[BG_MODEL_SPEC_MAX_LAYERS - 1].line, BG_MODEL_SPEC_MAX_LAYERS + 1);
+    bg_model_spec_destroy(spec);
+
+    memcpy(cursor, "relu\n", 5);
+    strcpy(cursor + 5, "softmax_cross_entropy\n");
+    expect_error(text, "spec:100002:1: more than 100000 layers");
+
+    /* The relu that activation=relu adds counts too. */
+    memcpy(cursor, last, sizeof last);
+    expect_error(text, "spec:100001:1: more than 100000 layers");
+    free(text);
+}
+
+/* ---- errors: shapes ---------------------------------------------------- */
+
+static void test_error_conv_kernel_too_large(void **state) {
+    (void)state;
+    expect_error("input channels=1 height=2 width=5\nconv2d filters=1 kernel=3\n",
+                 "spec:2:1: conv2d kernel 3x3 does not fit its 2x5 input (padding 0)");
+    expect_error(MNIST_INPUT "maxpool size=14 stride=1\nconv2d filters=1 kernel=16\n",
+                 "spec:3:1: conv2d kernel 16x16 does not fit its 15x15 input (padding 0)");
+}
+
+static void test_error_same_padding_even_kernel(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "conv2d filters=1 kernel=4 padding=same\n",
+                 "spec:2:1: padding=same needs an odd kernel, got kernel=4");
+}
+
+static void test_error_pool_too_large(void **state) {
+    (void)state;
+    expect_error("input channels=1 height=4 width=2\nmaxpool size=3\n",
+                 "spec:2:1: maxpool size 3 does not fit its 4x2 input");
+    expect_error("input channels=1 height=2 width=4\n\tavgpool size=3 stride=1\n",
+                 "spec:2:2: avgpool size 3 does not fit its 2x4 input");
+}
+
+static void test_error_dense_needs_flat_input(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "conv2d filters=32 kernel=3\nmaxpool size=2\ndense units=10\n",
+                 "spec:4:1: dense needs a flat input, got 32x13x13; add 'flatten' before it");
+}
+
+static void test_error_loss_needs_flat_input(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "softmax_cross_entropy\n",
+                 "spec:2:1: softmax_cross_entropy needs a flat input, got 1x28x28; add "
+                 "'flatten' before it");
+}
+
+static void test_error_layer_too_large(void **state) {
+    (void)state;
+    /* 2^60 inputs times 2^20 units overflows int64. */
+    expect_error("input channels=1048576 height=1048576 width=1048576\n"
+                 "flatten\n"
+                 "dense units=1048576\n"
+                 "softmax_cross_entropy\n",
+                 "spec:3:1: layer too large: its sizes overflow 64-bit counts");
+    /* filters * c * k * k = 2^20 * 2^20 * 2^40. */
+    expect_error("input channels=1048576 height=1048576 width=1048576\n"
+                 "conv2d filters=1048576 kernel=1048576\n",
+                 "spec:2:1: layer too large: its sizes overflow 64-bit counts");
+    /* A relu on a 2^60-float map fits (2^60 FLOPs, 2^62 bytes) but a conv
+     * with 8 filters on it needs 2 * 2^20 * 8 * 2^40 = 2^64 FLOPs. */
+    expect_error("input channels=1048576 height=1048576 width=1048576\n"
+                 "relu\n"
+                 "conv2d filters=8 kernel=1\n",
+                 "spec:3:1: layer too large: its sizes overflow 64-bit counts");
+    /* Each relu fits; the eighth pushes total_flops to 2^63. */
+    expect_error("input channels=1048576 height=1048576 width=1048576\n"
+                 "relu\nrelu\nrelu\nrelu\nrelu\nrelu\nrelu\n"
+                 "relu\n",
+                 "spec:9:1: layer too large: its sizes overflow 64-bit counts");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_origin_cnn),
+        cmocka_unit_test(test_conv_padding_same_and_stride),
+        cmocka_unit_test(test_pools),
+        cmocka_unit_test(test_layout_comments_crlf_tabs),
+        cmocka_unit_test(test_explicit_relu_and_largest_size),
+        cmocka_unit_test(test_leading_zeros),
+        cmocka_unit_test(test_not_nul_terminated),
+        cmocka_unit_test(test_fingerprint),
+        cmocka_unit_test(test_layer_kind_names),
+        cmocka_unit_test(test_destroy_null),
+        cmocka_unit_test(test_null_arguments),
+        cmocka_unit_test(test_load),
+        cmocka_unit_test(test_load_parse_error_names_file),
+        cmocka_unit_test(test_load_missing_file),
+        cmocka_unit_test(test_load_directory),
+        cmocka_unit_test(test_load_too_large),
+        cmocka_unit_test(test_error_empty),
+        cmocka_unit_test(test_error_nul_byte),
+        cmocka_unit_test(test_error_control_byte_in_comment),
+        cmocka_unit_test(test_error_long_line),
+        cmocka_unit_test(test_error_unknown_layer),
+        cmocka_unit_test(test_error_unknown_option),
+        cmocka_unit_test(test_error_option_without_value),
+        cmocka_unit_test(test_error_empty_value),
+        cmocka_unit_test(test_error_non_numeric_value),
+        cmocka_unit_test(test_error_out_of_range_value),
+        cmocka_unit_test(test_error_bad_enum_value),
+        cmocka_unit_test(test_error_duplicate_option),
+        cmocka_unit_test(test_error_missing_required_option),
+        cmocka_unit_test(test_error_input_not_first),
+        cmocka_unit_test(test_error_input_repeated),
+        cmocka_unit_test(test_error_missing_loss),
+        cmocka_unit_test(test_error_layer_after_loss),
+        cmocka_unit_test(test_error_too_many_layers),
+        cmocka_unit_test(test_error_conv_kernel_too_large),
+        cmocka_unit_test(test_error_same_padding_even_kernel),
+        cmocka_unit_test(test_error_pool_too_large),
+        cmocka_unit_test(test_error_dense_needs_flat_input),
+        cmocka_unit_test(test_error_loss_needs_flat_input),
+        cmocka_unit_test(test_error_layer_too_large),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
