@@ -1,0 +1,270 @@
+/* Datasets in host memory: MNIST-format IDX files or generated samples. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* access() */
+#endif
+
+#include "dataset.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "idx.h"
+
+enum {
+    DATASET_PATH_MAX = 4096,
+    SYNTHETIC_TRAIN_COUNT = 8192,
+    SYNTHETIC_TEST_COUNT = 2048,
+    SYNTHETIC_PROTOTYPE_STREAM = 1000,
+    SYNTHETIC_SAMPLE_STREAM = 2000,
+};
+
+/* Noise around each class prototype: with prototypes uniform in [0, 1) the
+ * classes overlap pixel by pixel, so a model has to combine many pixels. */
+static const double SYNTHETIC_NOISE = 0.35;
+
+static const char *const TRAIN_IMAGES = "train-images-idx3-ubyte";
+static const char *const TRAIN_LABELS = "train-labels-idx1-ubyte";
+static const char *const TEST_IMAGES = "t10k-images-idx3-ubyte";
+static const char *const TEST_LABELS = "t10k-labels-idx1-ubyte";
+
+/* Whether `count` samples of `shape` (each dimension positive) fit in a
+ * size_t byte count, so the allocations below cannot overflow. */
+static int dataset_fits(bg_shape_t shape, int64_t count) {
+    uint64_t limit = SIZE_MAX / sizeof(float);
+    uint64_t numel = (uint64_t)shape.c;
+    if ((uint64_t)shape.h > limit / numel) return 0;
+    numel *= (uint64_t)shape.h;
+    if ((uint64_t)shape.w > limit / numel) return 0;
+    numel *= (uint64_t)shape.w;
+    return (uint64_t)count <= limit / numel;
+}
+
+/* Allocates a dataset of `count` samples of `shape`, contents unset. */
+static bg_status_t dataset_alloc(bg_shape_t shape, int64_t classes, int64_t count,
+                                 bg_dataset_t **out) {
+    if (shape.c <= 0 || shape.h <= 0 || shape.w <= 0 || count <= 0 || classes <= 0 ||
+        classes > INT32_MAX)
+        return bg_error_set(BG_ERR_INVALID,
+                            "dataset: shape %lldx%lldx%lld, %lld samples, %lld classes: all must "
+                            "be positive (classes at most %d)",
+                            (long long)shape.c, (long long)shape.h, (long long)shape.w,
+                            (long long)count, (long long)classes, INT32_MAX);
+    if (!dataset_fits(shape, count))
+        return bg_error_set(
+            BG_ERR_INVALID, "dataset: %lld samples of shape %lldx%lldx%lld do not fit in memory",
+            (long long)count, (long long)shape.c, (long long)shape.h, (long long)shape.w);
+
+    bg_status_t st = BG_OK;
+    size_t numel = (size_t)bg_shape_numel(shape);
+    bg_dataset_t *ds = calloc(1, sizeof *ds);
+    BG_ALLOC_CHECK_GOTO(ds, st, fail);
+    ds->count = count;
+    ds->shape = shape;
+    ds->classes = classes;
+    ds->images = malloc((size_t)count * numel * sizeof(float));
+    BG_ALLOC_CHECK_GOTO(ds->images, st, fail);
+    ds->labels = malloc((size_t)count * sizeof(int32_t));
+    BG_ALLOC_CHECK_GOTO(ds->labels, st, fail);
+    *out = ds;
+    return BG_OK;
+fail:
+    bg_dataset_destroy(ds);
+    return st;
+}
+
+bg_status_t bg_dataset_load_idx(const char *images_path, const char *labels_path, int64_t classes,
+                                bg_dataset_t **out) {
+    if (images_path == NULL || labels_path == NULL || out == NULL)
+        return bg_error_set(BG_ERR_INVALID, "bg_dataset_load_idx: NULL path or out");
+    bg_status_t st = BG_OK;
+    bg_idx_t *images = NULL, *labels = NULL;
+    bg_dataset_t *ds = NULL;
+
+    BG_CHECK_GOTO(bg_idx_load(images_path, &images), st, done);
+    if (images->ndim != 3) {
+        st = bg_error_set(BG_ERR_PARSE,
+                          "%s: images must have 3 dimensions (count, height, width), the file "
+                          "has %d",
+                          images_path, images->ndim);
+        goto done;
+    }
+    BG_CHECK_GOTO(bg_idx_load(labels_path, &labels), st, done);
+    if (labels->ndim != 1) {
+        st = bg_error_set(BG_ERR_PARSE, "%s: labels must have 1 dimension (count), the file has %d",
+                          labels_path, labels->ndim);
+        goto done;
+    }
+    if (images->dims[0] != labels->dims[0]) {
+        st =
+            bg_error_set(BG_ERR_PARSE, "%s holds %lld images but %s holds %lld labels", images_path,
+                         (long long)images->dims[0], labels_path, (long long)labels->dims[0]);
+        goto done;
+    }
+
+    int64_t count = images->dims[0];
+    bg_shape_t shape = {1, images->dims[1], images->dims[2]};
+    BG_CHECK_GOTO(dataset_alloc(shape, classes, count, &ds), st, done);
+    for (int64_t i = 0; i < count; i++) {
+        int64_t label = labels->data[i];
+        if (label >= classes) {
+            st =
+                bg_error_set(BG_ERR_PARSE, "%s: label %lld at index %lld is outside 0..%lld",
+                             labels_path, (long long)label, (long long)i, (long long)(classes - 1));
+            goto done;
+        }
+        ds->labels[i] = (int32_t)label;
+    }
+    for (size_t i = 0; i < images->size; i++) ds->images[i] = (float)images->data[i] / 255.0f;
+
+    *out = ds;
+    ds = NULL;
+done:
+    bg_dataset_destroy(ds);
+    bg_idx_destroy(labels);
+    bg_idx_destroy(images);
+    return st;
+}
+
+/* Finds `dir`/`name`, else `dir`/`name`.gz, writing the one that exists into
+ * `path`. `hint` ends the message when neither does. */
+static bg_status_t find_file(const char *dir, const char *name, const char *hint,
+                             char path[DATASET_PATH_MAX]) {
+    int n = snprintf(path, DATASET_PATH_MAX, "%s/%s", dir, name);
+    if (n < 0 || n + 3 >= DATASET_PATH_MAX)
+        return bg_error_set(BG_ERR_INVALID, "%s: dataset directory path is too long", dir);
+    if (access(path, F_OK) == 0) return BG_OK;
+    strcat(path, ".gz");
+    if (access(path, F_OK) == 0) return BG_OK;
+    return bg_error_set(BG_ERR_IO, "%s: no %s: tried %s/%s and %s/%s.gz%s", dir, name, dir, name,
+                        dir, name, hint);
+}
+
+/* Loads one split from `dir` and checks it matches the model's input. */
+static bg_status_t load_split(const char *dir, const char *images_name, const char *labels_name,
+                              const char *hint, bg_shape_t shape, int64_t classes,
+                              bg_dataset_t **out) {
+    char images_path[DATASET_PATH_MAX];
+    char labels_path[DATASET_PATH_MAX];
+    BG_CHECK(find_file(dir, images_name, hint, images_path));
+    BG_CHECK(find_file(dir, labels_name, hint, labels_path));
+    bg_dataset_t *ds = NULL;
+    BG_CHECK(bg_dataset_load_idx(images_path, labels_path, classes, &ds));
+    if (ds->shape.c != shape.c || ds->shape.h != shape.h || ds->shape.w != shape.w) {
+        bg_status_t st = bg_error_set(
+            BG_ERR_INVALID, "%s: images are %lldx%lldx%lld but the model's input is %lldx%lldx%lld",
+            images_path, (long long)ds->shape.c, (long long)ds->shape.h, (long long)ds->shape.w,
+            (long long)shape.c, (long long)shape.h, (long long)shape.w);
+        bg_dataset_destroy(ds);
+        return st;
+    }
+    *out = ds;
+    return BG_OK;
+}
+
+bg_status_t bg_dataset_open(const char *source, bg_shape_t shape, int64_t classes, uint64_t seed,
+                            bg_dataset_t **train, bg_dataset_t **test) {
+    if (source == NULL || train == NULL || test == NULL)
+        return bg_error_set(BG_ERR_INVALID, "bg_dataset_open: NULL source, train or test");
+    bg_status_t st = BG_OK;
+    bg_dataset_t *train_set = NULL, *test_set = NULL;
+
+    if (strcmp(source, "synthetic") == 0) {
+        BG_CHECK_GOTO(
+            bg_dataset_synthetic(shape, classes, SYNTHETIC_TRAIN_COUNT, seed, 0, &train_set), st,
+            fail);
+        BG_CHECK_GOTO(
+            bg_dataset_synthetic(shape, classes, SYNTHETIC_TEST_COUNT, seed, 1, &test_set), st,
+            fail);
+    } else {
+        const char *dir = source;
+        const char *hint = "";
+        if (strcmp(source, "fashion-mnist") == 0) {
+            dir = BG_FASHION_MNIST_DIR;
+            hint = " (install Debian's dataset-fashion-mnist package)";
+        }
+        BG_CHECK_GOTO(load_split(dir, TRAIN_IMAGES, TRAIN_LABELS, hint, shape, classes, &train_set),
+                      st, fail);
+        BG_CHECK_GOTO(load_split(dir, TEST_IMAGES, TEST_LABELS, hint, shape, classes, &test_set),
+                      st, fail);
+    }
+    *train = train_set;
+    *test = test_set;
+    return BG_OK;
+fail:
+    bg_dataset_destroy(train_set);
+    bg_dataset_destroy(test_set);
+    return st;
+}
+
+bg_status_t bg_dataset_synthetic(bg_shape_t shape, int64_t classes, int64_t count, uint64_t seed,
+                                 uint64_t stream, bg_dataset_t **out) {
+    if (out == NULL) return bg_error_set(BG_ERR_INVALID, "bg_dataset_synthetic: NULL out");
+    bg_status_t st = BG_OK;
+    bg_dataset_t *ds = NULL;
+    float *prototypes = NULL;
+    BG_CHECK_GOTO(dataset_alloc(shape, classes, count, &ds), st, done);
+    size_t numel = (size_t)bg_shape_numel(shape);
+    /* dataset_alloc checked count * numel; the prototypes need classes * numel. */
+    if (!dataset_fits(shape, classes)) {
+        st = bg_error_set(BG_ERR_INVALID, "dataset: %lld class prototypes do not fit in memory",
+                          (long long)classes);
+        goto done;
+    }
+    prototypes = malloc((size_t)classes * numel * sizeof(float));
+    BG_ALLOC_CHECK_GOTO(prototypes, st, done);
+
+    /* Prototypes come from their own stream so that every `stream` (train,
+     * test) draws samples around the same classes. */
+    bg_rng_t rng;
+    bg_rng_seed(&rng, seed, SYNTHETIC_PROTOTYPE_STREAM);
+    for (size_t i = 0; i < (size_t)classes * numel; i++)
+        prototypes[i] = (float)bg_rng_uniform(&rng);
+
+    bg_rng_seed(&rng, seed, SYNTHETIC_SAMPLE_STREAM + stream);
+    for (int64_t s = 0; s < count; s++) {
+        int32_t label = (int32_t)bg_rng_below(&rng, (uint64_t)classes);
+        const float *prototype = prototypes + (size_t)label * numel;
+        float *image = ds->images + (size_t)s * numel;
+        ds->labels[s] = label;
+        for (size_t i = 0; i < numel; i++) {
+            double x = prototype[i] + SYNTHETIC_NOISE * bg_rng_normal(&rng);
+            image[i] = (float)(x < 0.0 ? 0.0 : x > 1.0 ? 1.0 : x);
+        }
+    }
+    *out = ds;
+    ds = NULL;
+done:
+    free(prototypes);
+    bg_dataset_destroy(ds);
+    return st;
+}
+
+void bg_dataset_destroy(bg_dataset_t *ds) {
+    if (ds == NULL) return;
+    free(ds->images);
+    free(ds->labels);
+    free(ds);
+}
+
+void bg_dataset_shuffle(int64_t count, int64_t *order, bg_rng_t *rng) {
+    for (int64_t i = 0; i < count; i++) order[i] = i;
+    for (int64_t i = count - 1; i > 0; i--) {
+        int64_t j = (int64_t)bg_rng_below(rng, (uint64_t)i + 1);
+        int64_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+void bg_dataset_gather(const bg_dataset_t *ds, const int64_t *order, int64_t n, float *images,
+                       int32_t *labels) {
+    size_t numel = (size_t)bg_shape_numel(ds->shape);
+    for (int64_t k = 0; k < n; k++) {
+        memcpy(images + (size_t)k * numel, ds->images + (size_t)order[k] * numel,
+               numel * sizeof(float));
+        labels[k] = ds->labels[order[k]];
+    }
+}

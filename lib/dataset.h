@@ -1,0 +1,69 @@
+/* Labelled image datasets held in host memory: Fashion-MNIST (or any
+ * MNIST-format directory) read from IDX files, or synthetic data for
+ * benchmarks and tests. Pixels are scaled to [0, 1] (x / 255), as in the
+ * original Keras example. */
+#ifndef BG_DATASET_H
+#define BG_DATASET_H
+
+#include <stdint.h>
+
+#include "model_spec.h"
+#include "rng.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where Debian's dataset-fashion-mnist package installs the data. */
+#define BG_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+typedef struct bg_dataset {
+    int64_t count;
+    bg_shape_t shape; /* per-sample (channels, height, width) */
+    int64_t classes;
+    float *images;   /* count * c * h * w values in [0, 1], NCHW */
+    int32_t *labels; /* count values in [0, classes) */
+} bg_dataset_t;
+
+/* Builds a dataset from an IDX image file (3 dims: count, h, w; one channel)
+ * and an IDX label file (1 dim: count). Rejects, naming the file: counts that
+ * differ, labels >= classes, a wrong number of dimensions (BG_ERR_PARSE). */
+bg_status_t bg_dataset_load_idx(const char *images_path, const char *labels_path, int64_t classes,
+                                bg_dataset_t **out);
+
+/* Opens the train and test sets named by `source`:
+ *   "fashion-mnist"  BG_FASHION_MNIST_DIR
+ *   "synthetic"      generated: 8192 train and 2048 test samples of shape
+ *                    `shape` drawn around one random prototype per class,
+ *                    so a model can learn them; deterministic in `seed`
+ *   anything else    a directory holding train-images-idx3-ubyte,
+ *                    train-labels-idx1-ubyte, t10k-images-idx3-ubyte and
+ *                    t10k-labels-idx1-ubyte, each optionally ending in .gz
+ * The images must have the model's input `shape`; a mismatch is
+ * BG_ERR_INVALID naming the file and both shapes. A missing file is BG_ERR_IO
+ * naming every path tried (and, for fashion-mnist, the Debian package). */
+bg_status_t bg_dataset_open(const char *source, bg_shape_t shape, int64_t classes, uint64_t seed,
+                            bg_dataset_t **train, bg_dataset_t **test);
+
+/* Synthetic dataset of `count` samples (see bg_dataset_open). `seed` fixes the
+ * class prototypes; `stream` selects which samples are drawn around them, so
+ * a train and a test set share prototypes but not samples. */
+bg_status_t bg_dataset_synthetic(bg_shape_t shape, int64_t classes, int64_t count, uint64_t seed,
+                                 uint64_t stream, bg_dataset_t **out);
+
+/* NULL is a no-op. */
+void bg_dataset_destroy(bg_dataset_t *ds);
+
+/* Writes a uniformly random permutation of 0..count-1 into order (Fisher-Yates). */
+void bg_dataset_shuffle(int64_t count, int64_t *order, bg_rng_t *rng);
+
+/* Copies samples order[0..n) into images (n, c, h, w) and labels (n). */
+void bg_dataset_gather(const bg_dataset_t *ds, const int64_t *order, int64_t n, float *images,
+                       int32_t *labels);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_DATASET_H */

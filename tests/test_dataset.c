@@ -1,0 +1,582 @@
+/* Datasets: IDX loading and its rejections, directory lookup with .gz
+ * fallback, synthetic data, shuffling and gathering. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* mkdtemp() */
+#endif
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "dataset.h"
+
+enum { PATH_CAPACITY = 512 };
+
+typedef struct fixture {
+    char dir[PATH_CAPACITY];
+    char path[PATH_CAPACITY];
+    char other[PATH_CAPACITY];
+} fixture_t;
+
+static int setup(void **state) {
+    fixture_t *f = calloc(1, sizeof *f);
+    if (f == NULL) return -1;
+    strcpy(f->dir, "/tmp/brigade-test-dataset-XXXXXX");
+    if (mkdtemp(f->dir) == NULL) {
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture_t *f = *state;
+    DIR *d = opendir(f->dir);
+    if (d != NULL) {
+        struct dirent *e;
+        char path[PATH_CAPACITY + 256];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            snprintf(path, sizeof path, "%s/%s", f->dir, e->d_name);
+            remove(path);
+        }
+        closedir(d);
+    }
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static void join(char *out, const char *dir, const char *name) {
+    int n = snprintf(out, PATH_CAPACITY, "%s/%s", dir, name);
+    assert_true(n > 0 && n < PATH_CAPACITY);
+}
+
+/* Writes an unsigned-byte IDX file (gzip when the name ends in .gz). */
+static void write_idx(const char *path, int ndim, const uint32_t *dims, const uint8_t *data) {
+    uint8_t header[4 + 4 * 4] = {0, 0, 0x08, (uint8_t)ndim};
+    size_t size = 1;
+    for (int i = 0; i < ndim; i++) {
+        uint8_t *p = header + 4 + 4 * i;
+        p[0] = (uint8_t)(dims[i] >> 24);
+        p[1] = (uint8_t)(dims[i] >> 16);
+        p[2] = (uint8_t)(dims[i] >> 8);
+        p[3] = (uint8_t)dims[i];
+        size *= dims[i];
+    }
+    size_t header_size = 4 + 4 * (size_t)ndim;
+    size_t len = strlen(path);
+    if (len > 3 && strcmp(path + len - 3, ".gz") == 0) {
+        gzFile gz = gzopen(path, "wb");
+        assert_non_null(gz);
+        assert_int_equal(gzwrite(gz, header, (unsigned)header_size), (int)header_size);
+        assert_int_equal(gzwrite(gz, data, (unsigned)size), (int)size);
+        assert_int_equal(gzclose(gz), Z_OK);
+    } else {
+        FILE *file = fopen(path, "wb");
+        assert_non_null(file);
+        assert_int_equal(fwrite(header, 1, header_size, file), header_size);
+        assert_int_equal(fwrite(data, 1, size, file), size);
+        assert_int_equal(fclose(file), 0);
+    }
+}
+
+/* Writes `count` images of h x w (pixel = sample + index) and labels
+ * (sample % 10) under `images_name` and `labels_name` in the fixture dir. */
+static void write_split(fixture_t *f, const char *images_name, const char *labels_name,
+                        uint32_t count, uint32_t h, uint32_t w) {
+    uint8_t *pixels = malloc((size_t)count * h * w);
+    uint8_t *labels = malloc(count);
+    assert_non_null(pixels);
+    assert_non_null(labels);
+    for (size_t i = 0; i < (size_t)count * h * w; i++) pixels[i] = (uint8_t)(i / (h * w) + i);
+    for (uint32_t i = 0; i < count; i++) labels[i] = (uint8_t)(i % 10);
+    uint32_t image_dims[] = {count, h, w};
+    join(f->path, f->dir, images_name);
+    write_idx(f->path, 3, image_dims, pixels);
+    join(f->path, f->dir, labels_name);
+    write_idx(f->path, 1, &count, labels);
+    free(pixels);
+    free(labels);
+}
+
+/* The status, and a message that contains `text` (and `name`, if given). */
+static void check_error(bg_status_t st, bg_status_t expected, const char *name, const char *text) {
+    const char *message = bg_error_message();
+    if (st != expected || (name && strstr(message, name) == NULL) || strstr(message, text) == NULL)
+        fail_msg("got %s \"%s\", wanted %s naming \"%s\" with \"%s\"", bg_status_name(st), message,
+                 bg_status_name(expected), name ? name : "", text);
+}
+
+static void test_load_idx_scaling(void **state) {
+    fixture_t *f = *state;
+    const uint8_t pixels[] = {0, 255, 51, 102, 1, 2, 3, 4, 10, 20, 30, 40};
+    const uint8_t labels[] = {0, 9, 3};
+    uint32_t image_dims[] = {3, 2, 2}, label_dims[] = {3};
+    join(f->path, f->dir, "images");
+    join(f->other, f->dir, "labels");
+    write_idx(f->path, 3, image_dims, pixels);
+    write_idx(f->other, 1, label_dims, labels);
+
+    bg_dataset_t *ds = NULL;
+    assert_int_equal(bg_dataset_load_idx(f->path, f->other, 10, &ds), BG_OK);
+    assert_int_equal(ds->count, 3);
+    assert_int_equal(ds->shape.c, 1);
+    assert_int_equal(ds->shape.h, 2);
+    assert_int_equal(ds->shape.w, 2);
+    assert_int_equal(ds->classes, 10);
+    assert_true(ds->images[0] == 0.0f);
+    assert_true(ds->images[1] == 1.0f);
+    assert_true(ds->images[2] == 0.2f);
+    assert_true(ds->images[3] == 0.4f);
+    for (int i = 0; i < 12; i++) assert_true(ds->images[i] == (float)pixels[i] / 255.0f);
+    assert_int_equal(ds->labels[0], 0);
+    assert_int_equal(ds->labels[1], 9);
+    assert_int_equal(ds->labels[2], 3);
+    bg_dataset_destroy(ds);
+}
+
+static void test_count_mismatch(void **state) {
+    fixture_t *f = *state;
+    const uint8_t pixels[12] = {0};
+    const uint8_t labels[2] = {0};
+    uint32_t image_dims[] = {3, 2, 2}, label_dims[] = {2};
+    join(f->path, f->dir, "images");
+    join(f->other, f->dir, "labels");
+    write_idx(f->path, 3, image_dims, pixels);
+    write_idx(f->other, 1, label_dims, labels);
+    bg_dataset_t *sentinel = (bg_dataset_t *)(uintptr_t)0x1234;
+    bg_dataset_t *ds = sentinel;
+    assert_int_equal(bg_dataset_load_idx(f->path, f->other, 10, &ds), BG_ERR_PARSE);
+    char expected[3 * PATH_CAPACITY];
+    snprintf(expected, sizeof expected, "%s holds 3 images but %s holds 2 labels", f->path,
+             f->other);
+    assert_string_equal(bg_error_message(), expected);
+    assert_ptr_equal(ds, sentinel);
+}
+
+static void test_label_out_of_range(void **state) {
+    fixture_t *f = *state;
+    uint8_t pixels[346] = {0};
+    uint8_t labels[346];
+    for (int i = 0; i < 346; i++) labels[i] = (uint8_t)(i % 10);
+    labels[345] = 12;
+    uint32_t image_dims[] = {346, 1, 1}, label_dims[] = {346};
+    join(f->path, f->dir, "images");
+    join(f->other, f->dir, "labels");
+    write_idx(f->path, 3, image_dims, pixels);
+    write_idx(f->other, 1, label_dims, labels);
+    bg_dataset_t *ds = NULL;
+    assert_int_equal(bg_dataset_load_idx(f->path, f->other, 10, &ds), BG_ERR_PARSE);
+    char expected[2 * PATH_CAPACITY];
+    snprintf(expected, sizeof expected, "%s: label 12 at index 345 is outside 0..9", f->other);
+    assert_string_equal(bg_error_message(), expected);
+    assert_null(ds);
+    /* With 13 classes the same files are fine. */
+    assert_int_equal(bg_dataset_load_idx(f->path, f->other, 13, &ds), BG_OK);
+    assert_int_equal(ds->labels[345], 12);
+    bg_dataset_destroy(ds);
+}
+
+static void test_wrong_dimensions(void **state) {
+    fixture_t *f = *state;
+    const uint8_t bytes[12] = {0};
+    uint32_t flat_dims[] = {3, 4}, cube_dims[] = {3, 2, 2}, label_dims[] = {3, 1};
+    bg_dataset_t *ds = NULL;
+    join(f->path, f->dir, "flat");
+    join(f->other, f->dir, "labels");
+    write_idx(f->path, 2, flat_dims, bytes);
+    write_idx(f->other, 2, label_dims, bytes);
+    check_error(bg_dataset_load_idx(f->path, f->other, 10, &ds), BG_ERR_PARSE, f->path,
+                "images must have 3 dimensions (count, height, width), the file has 2");
+    join(f->path, f->dir, "cube");
+    write_idx(f->path, 3, cube_dims, bytes);
+    check_error(bg_dataset_load_idx(f->path, f->other, 10, &ds), BG_ERR_PARSE, f->other,
+                "labels must have 1 dimension (count), the file has 2");
+    join(f->other, f->dir, "missing");
+    check_error(bg_dataset_load_idx(f->path, f->other, 10, &ds), BG_ERR_IO, f->other,
+                "cannot open");
+    assert_null(ds);
+}
+
+static void test_open_directory(void **state) {
+    fixture_t *f = *state;
+    write_split(f, "train-images-idx3-ubyte", "train-labels-idx1-ubyte", 5, 4, 3);
+    write_split(f, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 3, 4, 3);
+    bg_dataset_t *train = NULL, *test = NULL;
+    bg_shape_t shape = {1, 4, 3};
+    assert_int_equal(bg_dataset_open(f->dir, shape, 10, 1, &train, &test), BG_OK);
+    assert_int_equal(train->count, 5);
+    assert_int_equal(test->count, 3);
+    assert_int_equal(train->shape.h, 4);
+    assert_int_equal(train->shape.w, 3);
+    assert_int_equal(test->classes, 10);
+    /* Sample 4, pixel 5 of a 12-pixel image held 4 + (4 * 12 + 5) = 57. */
+    assert_true(train->images[4 * 12 + 5] == 57.0f / 255.0f);
+    assert_int_equal(train->labels[4], 4);
+    assert_int_equal(test->labels[2], 2);
+    bg_dataset_destroy(train);
+    bg_dataset_destroy(test);
+}
+
+static void test_open_gz_fallback(void **state) {
+    fixture_t *f = *state;
+    write_split(f, "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", 6, 2, 2);
+    write_split(f, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte.gz", 4, 2, 2);
+    /* With both present the plain file wins: a broken .gz beside it is never read. */
+    join(f->path, f->dir, "t10k-images-idx3-ubyte.gz");
+    FILE *file = fopen(f->path, "wb");
+    assert_non_null(file);
+    fputs("\x1f\x8bnot gzip", file);
+    fclose(file);
+
+    bg_dataset_t *train = NULL, *test = NULL;
+    bg_shape_t shape = {1, 2, 2};
+    assert_int_equal(bg_dataset_open(f->dir, shape, 10, 1, &train, &test), BG_OK);
+    assert_int_equal(train->count, 6);
+    assert_int_equal(test->count, 4);
+    assert_true(train->images[5 * 4 + 3] == (float)(5 + 23) / 255.0f);
+    assert_int_equal(train->labels[5], 5);
+    bg_dataset_destroy(train);
+    bg_dataset_destroy(test);
+}
+
+static void test_open_missing(void **state) {
+    fixture_t *f = *state;
+    write_split(f, "train-images-idx3-ubyte", "train-labels-idx1-ubyte", 2, 2, 2);
+    write_split(f, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 2, 2, 2);
+    join(f->path, f->dir, "t10k-labels-idx1-ubyte");
+    assert_int_equal(remove(f->path), 0);
+
+    bg_dataset_t *sentinel = (bg_dataset_t *)(uintptr_t)0x1234;
+    bg_dataset_t *train = sentinel, *test = sentinel;
+    bg_shape_t shape = {1, 2, 2};
+    assert_int_equal(bg_dataset_open(f->dir, shape, 10, 1, &train, &test), BG_ERR_IO);
+    char expected[3 * PATH_CAPACITY];
+    snprintf(expected, sizeof expected, "tried %s and %s.gz", f->path, f->path);
+    check_error(BG_ERR_IO, BG_ERR_IO, f->dir, expected);
+    assert_null(strstr(bg_error_message(), "dataset-fashion-mnist"));
+    assert_ptr_equal(train, sentinel);
+    assert_ptr_equal(test, sentinel);
+
+    char nowhere[PATH_CAPACITY];
+    join(nowhere, f->dir, "nowhere");
+    assert_int_equal(bg_dataset_open(nowhere, shape, 10, 1, &train, &test), BG_ERR_IO);
+    check_error(BG_ERR_IO, BG_ERR_IO, nowhere, "train-images-idx3-ubyte.gz");
+}
+
+static void test_open_shape_mismatch(void **state) {
+    fixture_t *f = *state;
+    write_split(f, "train-images-idx3-ubyte", "train-labels-idx1-ubyte", 2, 28, 28);
+    write_split(f, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 2, 28, 28);
+    bg_dataset_t *train = NULL, *test = NULL;
+    bg_shape_t shape = {3, 32, 32};
+    assert_int_equal(bg_dataset_open(f->dir, shape, 10, 1, &train, &test), BG_ERR_INVALID);
+    char expected[2 * PATH_CAPACITY];
+    snprintf(expected, sizeof expected,
+             "%s/train-images-idx3-ubyte: images are 1x28x28 but the model's input is 3x32x32",
+             f->dir);
+    assert_string_equal(bg_error_message(), expected);
+    assert_null(train);
+    assert_null(test);
+
+    /* Only the test split disagrees: the train split must not leak. */
+    write_split(f, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 2, 28, 27);
+    shape = (bg_shape_t){1, 28, 28};
+    assert_int_equal(bg_dataset_open(f->dir, shape, 10, 1, &train, &test), BG_ERR_INVALID);
+    check_error(BG_ERR_INVALID, BG_ERR_INVALID, "t10k-images-idx3-ubyte",
+                "images are 1x28x27 but the model's input is 1x28x28");
+    assert_null(train);
+    assert_null(test);
+
+    /* Labels 0..9 do not fit one class; the loader's message comes through. */
+    write_split(f, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 2, 28, 28);
+    assert_int_equal(bg_dataset_open(f->dir, shape, 1, 1, &train, &test), BG_ERR_PARSE);
+    check_error(BG_ERR_PARSE, BG_ERR_PARSE, "train-labels-idx1-ubyte",
+                "label 1 at index 1 is outside 0..0");
+}
+
+static void test_fashion_mnist(void **state) {
+    (void)state;
+    struct stat st;
+    if (stat(BG_FASHION_MNIST_DIR, &st) != 0) skip();
+    bg_dataset_t *train = NULL, *test = NULL;
+    bg_shape_t shape = {1, 28, 28};
+    bg_status_t status = bg_dataset_open("fashion-mnist", shape, 10, 1, &train, &test);
+    if (status != BG_OK) fail_msg("%s", bg_error_message());
+    assert_int_equal(train->count, 60000);
+    assert_int_equal(test->count, 10000);
+    assert_int_equal(train->shape.c, 1);
+    assert_int_equal(train->shape.h, 28);
+    assert_int_equal(train->shape.w, 28);
+    int64_t histogram[10] = {0};
+    for (int64_t i = 0; i < test->count; i++) histogram[test->labels[i]]++;
+    for (int c = 0; c < 10; c++) assert_int_equal(histogram[c], 1000);
+    float lo = 1.0f, hi = 0.0f;
+    for (int64_t i = 0; i < test->count * 784; i++) {
+        if (test->images[i] < lo) lo = test->images[i];
+        if (test->images[i] > hi) hi = test->images[i];
+    }
+    assert_true(lo == 0.0f);
+    assert_true(hi == 1.0f);
+    bg_dataset_destroy(train);
+    bg_dataset_destroy(test);
+}
+
+static void test_fashion_mnist_missing(void **state) {
+    (void)state;
+    struct stat st;
+    if (stat(BG_FASHION_MNIST_DIR, &st) == 0) skip();
+    bg_dataset_t *train = NULL, *test = NULL;
+    bg_shape_t shape = {1, 28, 28};
+    check_error(bg_dataset_open("fashion-mnist", shape, 10, 1, &train, &test), BG_ERR_IO,
+                BG_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz",
+                "(install Debian's dataset-fashion-mnist package)");
+    assert_null(train);
+}
+
+static void test_synthetic_deterministic(void **state) {
+    (void)state;
+    bg_shape_t shape = {2, 5, 3};
+    bg_dataset_t *a = NULL, *b = NULL, *other_stream = NULL, *other_seed = NULL;
+    assert_int_equal(bg_dataset_synthetic(shape, 7, 500, 42, 0, &a), BG_OK);
+    assert_int_equal(bg_dataset_synthetic(shape, 7, 500, 42, 0, &b), BG_OK);
+    assert_int_equal(bg_dataset_synthetic(shape, 7, 500, 42, 1, &other_stream), BG_OK);
+    assert_int_equal(bg_dataset_synthetic(shape, 7, 500, 43, 0, &other_seed), BG_OK);
+    assert_int_equal(a->count, 500);
+    assert_int_equal(a->classes, 7);
+    assert_int_equal(a->shape.c, 2);
+    assert_int_equal(a->shape.h, 5);
+    assert_int_equal(a->shape.w, 3);
+    assert_memory_equal(a->images, b->images, 500 * 30 * sizeof(float));
+    assert_memory_equal(a->labels, b->labels, 500 * sizeof(int32_t));
+
+    int same_labels = 0, same_pixels = 0, clamped_low = 0, clamped_high = 0;
+    int class_seen[7] = {0};
+    for (int i = 0; i < 500; i++) {
+        assert_in_range(a->labels[i], 0, 6);
+        class_seen[a->labels[i]]++;
+        same_labels += a->labels[i] == other_stream->labels[i];
+    }
+    for (int i = 0; i < 500 * 30; i++) {
+        float x = a->images[i];
+        assert_true(x >= 0.0f && x <= 1.0f);
+        clamped_low += x == 0.0f;
+        clamped_high += x == 1.0f;
+        same_pixels += x == other_stream->images[i] || x == other_seed->images[i];
+    }
+    /* Uniform labels: about 71 per class; 1/7 of the labels agree by chance. */
+    for (int c = 0; c < 7; c++) assert_in_range(class_seen[c], 40, 110);
+    assert_in_range(same_labels, 40, 110);
+    /* Noise of 0.35 pushes some pixels past either end, but not most. */
+    assert_in_range(clamped_low, 150, 3000);
+    assert_in_range(clamped_high, 150, 3000);
+    assert_true(same_pixels < clamped_low + clamped_high);
+    bg_dataset_destroy(a);
+    bg_dataset_destroy(b);
+    bg_dataset_destroy(other_stream);
+    bg_dataset_destroy(other_seed);
+}
+
+/* Per-class mean images (classes, numel) of a synthetic set. */
+static void class_means(const bg_dataset_t *ds, double *means) {
+    int64_t numel = bg_shape_numel(ds->shape);
+    int64_t seen[16] = {0};
+    memset(means, 0, (size_t)(ds->classes * numel) * sizeof(double));
+    for (int64_t s = 0; s < ds->count; s++) {
+        seen[ds->labels[s]]++;
+        for (int64_t i = 0; i < numel; i++)
+            means[ds->labels[s] * numel + i] += ds->images[s * numel + i];
+    }
+    for (int64_t c = 0; c < ds->classes; c++)
+        for (int64_t i = 0; i < numel; i++) means[c * numel + i] /= (double)seen[c];
+}
+
+/* Train and test streams share prototypes (their class means agree), other
+ * seeds do not, and the classes are separable: a nearest-class-mean rule
+ * fitted on the train stream labels the test stream well. */
+static void test_synthetic_learnable(void **state) {
+    (void)state;
+    enum { CLASSES = 10, NUMEL = 64, COUNT = 4000 };
+    bg_shape_t shape = {1, 8, 8};
+    bg_dataset_t *train = NULL, *test = NULL, *other = NULL;
+    assert_int_equal(bg_dataset_synthetic(shape, CLASSES, COUNT, 9, 0, &train), BG_OK);
+    assert_int_equal(bg_dataset_synthetic(shape, CLASSES, COUNT, 9, 1, &test), BG_OK);
+    assert_int_equal(bg_dataset_synthetic(shape, CLASSES, COUNT, 10, 1, &other), BG_OK);
+    static double train_means[CLASSES * NUMEL], test_means[CLASSES * NUMEL],
+        other_means[CLASSES * NUMEL];
+    class_means(train, train_means);
+    class_means(test, test_means);
+    class_means(other, other_means);
+    double same = 0.0, different = 0.0;
+    for (int i = 0; i < CLASSES * NUMEL; i++) {
+        same += fabs(train_means[i] - test_means[i]);
+        different += fabs(train_means[i] - other_means[i]);
+    }
+    same /= CLASSES * NUMEL;
+    different /= CLASSES * NUMEL;
+    assert_true(same < 0.03);
+    assert_true(different > 0.15);
+
+    int correct = 0;
+    for (int s = 0; s < COUNT; s++) {
+        int best = -1;
+        double best_distance = INFINITY;
+        for (int c = 0; c < CLASSES; c++) {
+            double d = 0.0;
+            for (int i = 0; i < NUMEL; i++) {
+                double e = test->images[s * NUMEL + i] - train_means[c * NUMEL + i];
+                d += e * e;
+            }
+            if (d < best_distance) {
+                best_distance = d;
+                best = c;
+            }
+        }
+        correct += best == test->labels[s];
+    }
+    assert_true(correct > COUNT * 9 / 10);
+    bg_dataset_destroy(train);
+    bg_dataset_destroy(test);
+    bg_dataset_destroy(other);
+}
+
+static void test_open_synthetic(void **state) {
+    (void)state;
+    bg_shape_t shape = {1, 4, 4};
+    bg_dataset_t *train = NULL, *test = NULL, *expected = NULL;
+    assert_int_equal(bg_dataset_open("synthetic", shape, 10, 5, &train, &test), BG_OK);
+    assert_int_equal(train->count, 8192);
+    assert_int_equal(test->count, 2048);
+    assert_int_equal(test->shape.h, 4);
+    assert_int_equal(train->classes, 10);
+    assert_int_equal(bg_dataset_synthetic(shape, 10, 8192, 5, 0, &expected), BG_OK);
+    assert_memory_equal(train->images, expected->images, 8192 * 16 * sizeof(float));
+    assert_memory_equal(train->labels, expected->labels, 8192 * sizeof(int32_t));
+    bg_dataset_destroy(expected);
+    assert_int_equal(bg_dataset_synthetic(shape, 10, 2048, 5, 1, &expected), BG_OK);
+    assert_memory_equal(test->images, expected->images, 2048 * 16 * sizeof(float));
+    bg_dataset_destroy(expected);
+    bg_dataset_destroy(train);
+    bg_dataset_destroy(test);
+}
+
+static void test_synthetic_invalid(void **state) {
+    (void)state;
+    bg_dataset_t *sentinel = (bg_dataset_t *)(uintptr_t)0x1234;
+    bg_dataset_t *ds = sentinel;
+    bg_shape_t shape = {1, 4, 4};
+    check_error(bg_dataset_synthetic(shape, 0, 10, 1, 0, &ds), BG_ERR_INVALID, NULL, "0 classes");
+    check_error(bg_dataset_synthetic(shape, 10, 0, 1, 0, &ds), BG_ERR_INVALID, NULL, "0 samples");
+    shape.w = 0;
+    check_error(bg_dataset_synthetic(shape, 10, 10, 1, 0, &ds), BG_ERR_INVALID, NULL,
+                "shape 1x4x0");
+    shape = (bg_shape_t){1 << 20, 1 << 20, 1 << 20};
+    check_error(bg_dataset_synthetic(shape, 10, 10, 1, 0, &ds), BG_ERR_INVALID, NULL,
+                "do not fit in memory");
+    assert_ptr_equal(ds, sentinel);
+    bg_dataset_t *test = sentinel;
+    check_error(bg_dataset_open("synthetic", shape, 10, 1, &ds, &test), BG_ERR_INVALID, NULL,
+                "do not fit in memory");
+    assert_ptr_equal(ds, sentinel);
+    assert_ptr_equal(test, sentinel);
+}
+
+static void test_shuffle(void **state) {
+    (void)state;
+    enum { COUNT = 1000 };
+    int64_t a[COUNT], b[COUNT], c[COUNT];
+    bg_rng_t rng;
+    bg_rng_seed(&rng, 3, 7);
+    bg_dataset_shuffle(COUNT, a, &rng);
+    bg_rng_seed(&rng, 3, 7);
+    bg_dataset_shuffle(COUNT, b, &rng);
+    bg_rng_seed(&rng, 4, 7);
+    bg_dataset_shuffle(COUNT, c, &rng);
+    assert_memory_equal(a, b, sizeof a);
+
+    int seen[COUNT] = {0};
+    int fixed = 0, same_as_c = 0;
+    for (int i = 0; i < COUNT; i++) {
+        assert_in_range(a[i], 0, COUNT - 1);
+        seen[a[i]]++;
+        fixed += a[i] == i;
+        same_as_c += a[i] == c[i];
+    }
+    for (int i = 0; i < COUNT; i++) assert_int_equal(seen[i], 1);
+    /* A random permutation has one fixed point on average. */
+    assert_true(fixed < 10);
+    assert_true(same_as_c < 10);
+
+    /* Every position of a 3-element shuffle receives every element. */
+    int where[3][3] = {{0}};
+    for (int t = 0; t < 600; t++) {
+        int64_t small[3];
+        bg_dataset_shuffle(3, small, &rng);
+        for (int i = 0; i < 3; i++) where[i][small[i]]++;
+    }
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) assert_in_range(where[i][j], 140, 260);
+
+    int64_t one = 5;
+    bg_dataset_shuffle(1, &one, &rng);
+    assert_int_equal(one, 0);
+    bg_dataset_shuffle(0, NULL, &rng);
+}
+
+static void test_gather(void **state) {
+    (void)state;
+    bg_shape_t shape = {2, 3, 2};
+    bg_dataset_t *ds = NULL;
+    assert_int_equal(bg_dataset_synthetic(shape, 4, 20, 1, 0, &ds), BG_OK);
+    const int64_t order[] = {5, 0, 19, 5};
+    float images[4 * 12];
+    int32_t labels[4];
+    bg_dataset_gather(ds, order, 4, images, labels);
+    for (int k = 0; k < 4; k++) {
+        assert_memory_equal(images + k * 12, ds->images + order[k] * 12, 12 * sizeof(float));
+        assert_int_equal(labels[k], ds->labels[order[k]]);
+    }
+    bg_dataset_destroy(ds);
+}
+
+static void test_destroy_null(void **state) {
+    (void)state;
+    bg_dataset_destroy(NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_load_idx_scaling, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_count_mismatch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_label_out_of_range, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_dimensions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_directory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_gz_fallback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_missing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_shape_mismatch, setup, teardown),
+        cmocka_unit_test(test_fashion_mnist),
+        cmocka_unit_test(test_fashion_mnist_missing),
+        cmocka_unit_test(test_synthetic_deterministic),
+        cmocka_unit_test(test_synthetic_learnable),
+        cmocka_unit_test(test_open_synthetic),
+        cmocka_unit_test(test_synthetic_invalid),
+        cmocka_unit_test(test_shuffle),
+        cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_destroy_null),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

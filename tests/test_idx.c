@@ -1,0 +1,436 @@
+/* IDX parser and loader: valid files in both forms, and every rejection with
+ * its status and a message that names the file. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* mkdtemp() */
+#endif
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "idx.h"
+
+enum { PATH_CAPACITY = 512, IDX_CAPACITY = 4096 };
+
+typedef struct fixture {
+    char dir[PATH_CAPACITY];
+    char path[PATH_CAPACITY];
+} fixture_t;
+
+static int setup(void **state) {
+    fixture_t *f = calloc(1, sizeof *f);
+    if (f == NULL) return -1;
+    strcpy(f->dir, "/tmp/brigade-test-idx-XXXXXX");
+    if (mkdtemp(f->dir) == NULL) {
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture_t *f = *state;
+    DIR *d = opendir(f->dir);
+    if (d != NULL) {
+        struct dirent *e;
+        char path[PATH_CAPACITY + 256];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            snprintf(path, sizeof path, "%s/%s", f->dir, e->d_name);
+            remove(path);
+        }
+        closedir(d);
+    }
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Sets f->path to a file called `name` in the temp dir. */
+static const char *path_of(fixture_t *f, const char *name) {
+    int n = snprintf(f->path, sizeof f->path, "%s/%s", f->dir, name);
+    assert_true(n > 0 && (size_t)n < sizeof f->path);
+    return f->path;
+}
+
+/* Writes an IDX image into buf: magic (0, 0, type, ndim), big-endian dims,
+ * then `data_bytes` bytes counting up from 0. Returns its length. */
+static size_t make_idx(uint8_t *buf, int type, int ndim, const uint32_t *dims, size_t data_bytes) {
+    size_t n = 0;
+    buf[n++] = 0;
+    buf[n++] = 0;
+    buf[n++] = (uint8_t)type;
+    buf[n++] = (uint8_t)ndim;
+    for (int i = 0; i < ndim; i++) {
+        buf[n++] = (uint8_t)(dims[i] >> 24);
+        buf[n++] = (uint8_t)(dims[i] >> 16);
+        buf[n++] = (uint8_t)(dims[i] >> 8);
+        buf[n++] = (uint8_t)dims[i];
+    }
+    assert_true(n + data_bytes <= IDX_CAPACITY);
+    for (size_t i = 0; i < data_bytes; i++) buf[n++] = (uint8_t)(i * 7 + 3);
+    return n;
+}
+
+static void write_plain(const char *path, const uint8_t *bytes, size_t size) {
+    FILE *file = fopen(path, "wb");
+    assert_non_null(file);
+    assert_int_equal(fwrite(bytes, 1, size, file), size);
+    assert_int_equal(fclose(file), 0);
+}
+
+static void write_gzip(const char *path, const uint8_t *bytes, size_t size) {
+    gzFile gz = gzopen(path, "wb");
+    assert_non_null(gz);
+    assert_int_equal(gzwrite(gz, bytes, (unsigned)size), (int)size);
+    assert_int_equal(gzclose(gz), Z_OK);
+}
+
+static size_t read_plain(const char *path, uint8_t *bytes, size_t capacity) {
+    FILE *file = fopen(path, "rb");
+    assert_non_null(file);
+    size_t n = fread(bytes, 1, capacity, file);
+    fclose(file);
+    return n;
+}
+
+/* The status, and a message that names `name` and contains `text`. */
+static void check_error(bg_status_t st, bg_status_t expected, const char *name, const char *text) {
+    const char *message = bg_error_message();
+    if (st != expected || strstr(message, name) == NULL || strstr(message, text) == NULL)
+        fail_msg("got %s \"%s\", wanted %s naming \"%s\" with \"%s\"", bg_status_name(st), message,
+                 bg_status_name(expected), name, text);
+}
+
+/* Parses from memory, expecting a rejection; the output is left alone. */
+static void check_parse_error(const uint8_t *bytes, size_t size, const char *text) {
+    bg_idx_t *sentinel = (bg_idx_t *)(uintptr_t)0x1234;
+    bg_idx_t *idx = sentinel;
+    bg_error_clear();
+    check_error(bg_idx_parse("mem.idx", bytes, size, &idx), BG_ERR_PARSE, "mem.idx", text);
+    assert_ptr_equal(idx, sentinel);
+}
+
+static void test_parse_images(void **state) {
+    (void)state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {2, 3, 4};
+    size_t n = make_idx(buf, 0x08, 3, dims, 24);
+    assert_int_equal(n, 4 + 12 + 24);
+    bg_idx_t *idx = NULL;
+    assert_int_equal(bg_idx_parse("mem.idx", buf, n, &idx), BG_OK);
+    assert_int_equal(idx->ndim, 3);
+    assert_int_equal(idx->dims[0], 2);
+    assert_int_equal(idx->dims[1], 3);
+    assert_int_equal(idx->dims[2], 4);
+    assert_int_equal(idx->dims[3], 0);
+    assert_int_equal(idx->size, 24);
+    assert_memory_equal(idx->data, buf + 16, 24);
+    assert_int_equal(idx->data[23], (uint8_t)(23 * 7 + 3));
+    bg_idx_destroy(idx);
+}
+
+static void test_parse_four_dims(void **state) {
+    (void)state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {2, 1, 3, 5};
+    size_t n = make_idx(buf, 0x08, 4, dims, 30);
+    bg_idx_t *idx = NULL;
+    assert_int_equal(bg_idx_parse("mem.idx", buf, n, &idx), BG_OK);
+    assert_int_equal(idx->ndim, 4);
+    assert_int_equal(idx->dims[3], 5);
+    assert_int_equal(idx->size, 30);
+    bg_idx_destroy(idx);
+}
+
+static void test_load_labels_plain(void **state) {
+    fixture_t *f = *state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {300};
+    size_t n = make_idx(buf, 0x08, 1, dims, 300);
+    write_plain(path_of(f, "labels"), buf, n);
+    bg_idx_t *idx = NULL;
+    assert_int_equal(bg_idx_load(f->path, &idx), BG_OK);
+    assert_int_equal(idx->ndim, 1);
+    assert_int_equal(idx->dims[0], 300);
+    assert_int_equal(idx->size, 300);
+    assert_memory_equal(idx->data, buf + 8, 300);
+    bg_idx_destroy(idx);
+}
+
+static void test_load_gzip(void **state) {
+    fixture_t *f = *state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {10, 12, 12};
+    size_t n = make_idx(buf, 0x08, 3, dims, 1440);
+    write_gzip(path_of(f, "images.gz"), buf, n);
+    uint8_t raw[IDX_CAPACITY];
+    /* Really compressed, not stored: the test would prove nothing otherwise. */
+    size_t on_disk = read_plain(f->path, raw, sizeof raw);
+    assert_int_equal(raw[0], 0x1f);
+    assert_int_equal(raw[1], 0x8b);
+    assert_true(on_disk < n);
+
+    bg_idx_t *idx = NULL;
+    assert_int_equal(bg_idx_load(f->path, &idx), BG_OK);
+    assert_int_equal(idx->ndim, 3);
+    assert_int_equal(idx->dims[0], 10);
+    assert_int_equal(idx->dims[1], 12);
+    assert_int_equal(idx->dims[2], 12);
+    assert_int_equal(idx->size, 1440);
+    assert_memory_equal(idx->data, buf + 16, 1440);
+    bg_idx_destroy(idx);
+}
+
+static void test_bad_magic(void **state) {
+    (void)state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {4};
+    size_t n = make_idx(buf, 0x08, 1, dims, 4);
+    buf[0] = 0x01;
+    check_parse_error(buf, n, "bad magic 0x01000801");
+    buf[0] = 0;
+    buf[1] = 0x1f;
+    check_parse_error(buf, n, "bad magic 0x001F0801");
+}
+
+static void test_bad_type(void **state) {
+    (void)state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {4};
+    size_t n = make_idx(buf, 0x0D, 1, dims, 16);
+    check_parse_error(buf, n, "");
+    assert_string_equal(bg_error_message(),
+                        "mem.idx: unsupported IDX element type 0x0D (brigade reads unsigned "
+                        "bytes, 0x08)");
+}
+
+static void test_zero_dims(void **state) {
+    (void)state;
+    uint8_t buf[IDX_CAPACITY];
+    size_t n = make_idx(buf, 0x08, 0, NULL, 0);
+    check_parse_error(buf, n, "IDX header has 0 dimensions; brigade reads 1 to 4");
+}
+
+static void test_five_dims(void **state) {
+    (void)state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {1, 1, 1, 1, 1};
+    size_t n = make_idx(buf, 0x08, 5, dims, 1);
+    check_parse_error(buf, n, "IDX header has 5 dimensions; brigade reads 1 to 4");
+}
+
+static void test_zero_dimension(void **state) {
+    (void)state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {3, 0, 4};
+    size_t n = make_idx(buf, 0x08, 3, dims, 0);
+    check_parse_error(buf, n, "dimension 2 of 3 is zero");
+}
+
+static void test_overflow_dims(void **state) {
+    (void)state;
+    uint8_t buf[IDX_CAPACITY];
+    /* 65535^4 > 2^63 would wrap a naive 64-bit product. */
+    uint32_t dims[] = {65535, 65535, 65535, 65535};
+    size_t n = make_idx(buf, 0x08, 4, dims, 0);
+    check_parse_error(buf, n,
+                      "dimensions 65535x65535x65535x65535 exceed the limit of 1073741824 data "
+                      "bytes");
+    uint32_t huge[] = {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu};
+    n = make_idx(buf, 0x08, 4, huge, 0);
+    check_parse_error(buf, n, "exceed the limit of 1073741824");
+}
+
+static void test_size_limit(void **state) {
+    (void)state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t over[] = {(1u << 30) + 1};
+    size_t n = make_idx(buf, 0x08, 1, over, 0);
+    check_parse_error(buf, n, "dimensions 1073741825 exceed the limit");
+    /* Exactly the limit passes the size check and fails only for want of data. */
+    uint32_t at[] = {1u << 15, 1u << 15};
+    n = make_idx(buf, 0x08, 2, at, 0);
+    check_parse_error(buf, n, "truncated: header promises 1073741824 data bytes, file has 0");
+}
+
+static void test_truncated_by_one(void **state) {
+    fixture_t *f = *state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {2, 3, 4};
+    size_t n = make_idx(buf, 0x08, 3, dims, 24);
+    write_plain(path_of(f, "short-idx3-ubyte"), buf, n - 1);
+    bg_idx_t *idx = NULL;
+    bg_status_t st = bg_idx_load(f->path, &idx);
+    assert_int_equal(st, BG_ERR_PARSE);
+    char expected[PATH_CAPACITY + 100];
+    snprintf(expected, sizeof expected, "%s: truncated: header promises 24 data bytes, file has 23",
+             f->path);
+    assert_string_equal(bg_error_message(), expected);
+    assert_null(idx);
+
+    /* The same through gzip: the count is of decompressed bytes. */
+    write_gzip(path_of(f, "short-idx3-ubyte.gz"), buf, n - 1);
+    check_error(bg_idx_load(f->path, &idx), BG_ERR_PARSE, f->path,
+                "truncated: header promises 24 data bytes, file has 23");
+}
+
+static void test_trailing_byte(void **state) {
+    fixture_t *f = *state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {2, 3, 4};
+    size_t n = make_idx(buf, 0x08, 3, dims, 25);
+    write_plain(path_of(f, "long-idx3-ubyte"), buf, n);
+    bg_idx_t *idx = NULL;
+    assert_int_equal(bg_idx_load(f->path, &idx), BG_ERR_PARSE);
+    char expected[PATH_CAPACITY + 100];
+    snprintf(expected, sizeof expected, "%s: 1 unexpected bytes after the data", f->path);
+    assert_string_equal(bg_error_message(), expected);
+    assert_null(idx);
+}
+
+static void test_truncated_header(void **state) {
+    (void)state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {2, 3, 4};
+    make_idx(buf, 0x08, 3, dims, 0);
+    check_parse_error(buf, 13, "truncated: a 3-dimensional IDX header needs 16 bytes, file has 13");
+    check_parse_error(buf, 3, "truncated: 3 bytes, too short for the 4-byte IDX magic");
+    check_parse_error(NULL, 0, "truncated: 0 bytes");
+}
+
+static void test_empty_file(void **state) {
+    fixture_t *f = *state;
+    write_plain(path_of(f, "empty"), (const uint8_t *)"", 0);
+    bg_idx_t *idx = NULL;
+    check_error(bg_idx_load(f->path, &idx), BG_ERR_PARSE, f->path, "truncated: 0 bytes");
+    assert_null(idx);
+}
+
+/* Writes a valid gzip IDX, XORs the byte at `at` (from the end when
+ * negative) with `mask`, drops the last `cut` bytes, and expects a
+ * corrupt-gzip rejection naming the file. */
+static void check_corrupt_gzip(fixture_t *f, const char *name, long at, uint8_t mask, size_t cut) {
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {8, 8, 8};
+    size_t n = make_idx(buf, 0x08, 3, dims, 512);
+    write_gzip(path_of(f, name), buf, n);
+    uint8_t raw[IDX_CAPACITY];
+    size_t size = read_plain(f->path, raw, sizeof raw);
+    assert_true(size > 20 && size > cut);
+    raw[at < 0 ? (long)size + at : at] ^= mask;
+    write_plain(f->path, raw, size - cut);
+    bg_idx_t *idx = NULL;
+    check_error(bg_idx_load(f->path, &idx), BG_ERR_PARSE, f->path, "corrupt gzip data: ");
+    assert_null(idx);
+}
+
+static void test_corrupt_gzip(void **state) {
+    fixture_t *f = *state;
+    check_corrupt_gzip(f, "method.gz", 2, 0x0f, 0); /* deflate (8) becomes 7 */
+    assert_non_null(strstr(bg_error_message(), "unknown compression method"));
+    check_corrupt_gzip(f, "crc.gz", -8, 0xff, 0); /* the trailer's CRC-32 */
+    assert_non_null(strstr(bg_error_message(), "incorrect data check"));
+    check_corrupt_gzip(f, "length.gz", -1, 0x01, 0); /* the trailer's length */
+    assert_non_null(strstr(bg_error_message(), "incorrect length check"));
+    check_corrupt_gzip(f, "cut.gz", 0, 0, 6);
+    assert_non_null(strstr(bg_error_message(), "unexpected end of file"));
+    check_corrupt_gzip(f, "body.gz", 12, 0xff, 0);
+}
+
+static void test_missing_file(void **state) {
+    fixture_t *f = *state;
+    bg_idx_t *sentinel = (bg_idx_t *)(uintptr_t)0x1234;
+    bg_idx_t *idx = sentinel;
+    check_error(bg_idx_load(path_of(f, "nonexistent-idx1-ubyte"), &idx), BG_ERR_IO, f->path,
+                "cannot open: No such file or directory");
+    assert_ptr_equal(idx, sentinel);
+}
+
+static void test_directory(void **state) {
+    fixture_t *f = *state;
+    bg_idx_t *idx = NULL;
+    check_error(bg_idx_load(f->dir, &idx), BG_ERR_IO, f->dir, "Is a directory");
+    assert_null(idx);
+}
+
+/* Every proper prefix of a valid file is rejected, and every single-byte
+ * change to its header either parses consistently or is rejected: no reads
+ * past the end (ASan) and no half-filled output. */
+static void test_prefixes_and_mutations(void **state) {
+    (void)state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {3, 5, 7};
+    size_t n = make_idx(buf, 0x08, 3, dims, 105);
+    for (size_t len = 0; len < n; len++) {
+        /* An exact-size heap copy, so ASan sees any read past `len`. */
+        uint8_t *copy = malloc(len ? len : 1);
+        assert_non_null(copy);
+        memcpy(copy, buf, len);
+        check_parse_error(copy, len, "truncated");
+        free(copy);
+    }
+    for (size_t at = 0; at < 16; at++) {
+        for (int value = 0; value < 256; value++) {
+            uint8_t *copy = malloc(n);
+            assert_non_null(copy);
+            memcpy(copy, buf, n);
+            copy[at] = (uint8_t)value;
+            bg_idx_t *idx = NULL;
+            bg_status_t st = bg_idx_parse("mem.idx", copy, n, &idx);
+            if (st == BG_OK) {
+                int64_t product = 1;
+                for (int i = 0; i < idx->ndim; i++) product *= idx->dims[i];
+                assert_int_equal(product, idx->size);
+                assert_int_equal(idx->size + 4 + 4 * (size_t)idx->ndim, n);
+                bg_idx_destroy(idx);
+            } else {
+                assert_int_equal(st, BG_ERR_PARSE);
+                assert_null(idx);
+            }
+            free(copy);
+        }
+    }
+}
+
+static void test_destroy_null(void **state) {
+    (void)state;
+    bg_idx_destroy(NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_images),
+        cmocka_unit_test(test_parse_four_dims),
+        cmocka_unit_test_setup_teardown(test_load_labels_plain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_gzip, setup, teardown),
+        cmocka_unit_test(test_bad_magic),
+        cmocka_unit_test(test_bad_type),
+        cmocka_unit_test(test_zero_dims),
+        cmocka_unit_test(test_five_dims),
+        cmocka_unit_test(test_zero_dimension),
+        cmocka_unit_test(test_overflow_dims),
+        cmocka_unit_test(test_size_limit),
+        cmocka_unit_test_setup_teardown(test_truncated_by_one, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trailing_byte, setup, teardown),
+        cmocka_unit_test(test_truncated_header),
+        cmocka_unit_test_setup_teardown(test_empty_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_gzip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_directory, setup, teardown),
+        cmocka_unit_test(test_prefixes_and_mutations),
+        cmocka_unit_test(test_destroy_null),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
