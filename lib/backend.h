@@ -1,0 +1,164 @@
+/* The backend interface: a table of function pointers behind an opaque
+ * handle, one implementation per kind of device (CPU now, CUDA later).
+ *
+ * Every op works on device memory obtained from the same backend, in the
+ * backend's element type (float, or double for the CPU backend's gradient
+ * checks). Arrays are dense and row-major; activations are NCHW. Ops with
+ * "accumulate" in their comment add into their outputs (gradients are summed
+ * over micro-batches); all others overwrite. On CUDA an op is enqueued on the
+ * backend's compute stream; on CPU it runs to completion in the caller.
+ *
+ * Layers (lib/layer.h) call these ops; nothing else touches device memory. */
+#ifndef BG_BACKEND_H
+#define BG_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "optim_config.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum bg_dtype { BG_F32, BG_F64 } bg_dtype_t;
+
+static inline size_t bg_dtype_size(bg_dtype_t t) { return t == BG_F64 ? 8 : 4; }
+
+/* Geometry of a 2-D convolution on a batch: x (n, c, h, w), weights
+ * (filters, c, kernel, kernel), y (n, filters, out_h, out_w). */
+typedef struct bg_conv2d_geometry {
+    int64_t n, c, h, w;
+    int64_t filters, kernel, stride, pad;
+    int64_t out_h, out_w;
+} bg_conv2d_geometry_t;
+
+/* Geometry of max/average pooling: x (n, c, h, w), y (n, c, out_h, out_w);
+ * no padding, windows of size x size every `stride`. */
+typedef struct bg_pool_geometry {
+    int64_t n, c, h, w;
+    int64_t size, stride;
+    int64_t out_h, out_w;
+} bg_pool_geometry_t;
+
+typedef struct bg_backend bg_backend_t;
+
+typedef struct bg_backend_ops {
+    void (*destroy)(bg_backend_t *be);
+
+    /* Memory. alloc returns zeroed memory; free(NULL) is a no-op. */
+    bg_status_t (*alloc)(bg_backend_t *be, size_t bytes, void **out);
+    void (*free)(bg_backend_t *be, void *ptr);
+    bg_status_t (*upload)(bg_backend_t *be, void *dst, const void *host_src, size_t bytes);
+    bg_status_t (*download)(bg_backend_t *be, void *host_dst, const void *src, size_t bytes);
+    /* Waits until every op enqueued so far has finished. */
+    bg_status_t (*synchronize)(bg_backend_t *be);
+
+    /* x[0..n) = 0 */
+    bg_status_t (*zero)(bg_backend_t *be, void *x, int64_t n);
+    /* dst[0..n) = src[0..n) */
+    bg_status_t (*copy)(bg_backend_t *be, void *dst, const void *src, int64_t n);
+    /* x[0..n) *= alpha */
+    bg_status_t (*scale)(bg_backend_t *be, void *x, int64_t n, double alpha);
+
+    /* Scratch bytes the conv2d ops below need for this geometry. */
+    size_t (*conv2d_workspace_bytes)(bg_backend_t *be, const bg_conv2d_geometry_t *g);
+    /* y = conv(x, w) + b. x: (n,c,h,w) w: (f,c,k,k) b: (f) y: (n,f,oh,ow) */
+    bg_status_t (*conv2d_forward)(bg_backend_t *be, const bg_conv2d_geometry_t *g, const void *x,
+                                  const void *w, const void *b, void *y, void *workspace);
+    /* dx = conv_transpose(dy, w). dy: (n,f,oh,ow) w: (f,c,k,k) dx: (n,c,h,w) */
+    bg_status_t (*conv2d_backward_data)(bg_backend_t *be, const bg_conv2d_geometry_t *g,
+                                        const void *dy, const void *w, void *dx, void *workspace);
+    /* accumulate: dw += dy (*) x, db += sum of dy over n, oh, ow.
+     * x: (n,c,h,w) dy: (n,f,oh,ow) dw: (f,c,k,k) db: (f) */
+    bg_status_t (*conv2d_backward_weights)(bg_backend_t *be, const bg_conv2d_geometry_t *g,
+                                           const void *x, const void *dy, void *dw, void *db,
+                                           void *workspace);
+
+    /* y = x w^T + b. x: (n, in) w: (out, in) b: (out) y: (n, out) */
+    bg_status_t (*dense_forward)(bg_backend_t *be, int64_t n, int64_t in, int64_t out,
+                                 const void *x, const void *w, const void *b, void *y);
+    /* dx = dy w. dy: (n, out) w: (out, in) dx: (n, in) */
+    bg_status_t (*dense_backward_data)(bg_backend_t *be, int64_t n, int64_t in, int64_t out,
+                                       const void *dy, const void *w, void *dx);
+    /* accumulate: dw += dy^T x, db += sum of dy over n.
+     * x: (n, in) dy: (n, out) dw: (out, in) db: (out) */
+    bg_status_t (*dense_backward_weights)(bg_backend_t *be, int64_t n, int64_t in, int64_t out,
+                                          const void *x, const void *dy, void *dw, void *db);
+
+    /* y = max(x, 0); x and y may alias. x, y: (count) */
+    bg_status_t (*relu_forward)(bg_backend_t *be, int64_t count, const void *x, void *y);
+    /* dx = dy where y > 0, else 0; dy and dx may alias. y, dy, dx: (count) */
+    bg_status_t (*relu_backward)(bg_backend_t *be, int64_t count, const void *y, const void *dy,
+                                 void *dx);
+
+    /* Max pooling. x: (n,c,h,w) y: (n,c,oh,ow). The backward routes each
+     * gradient to the first position of its window that holds the maximum
+     * (found again from x and y, so no index buffer is kept; a window
+     * holding a NaN sends it to its last position). Overlapping
+     * windows accumulate into dx, which is overwritten first. */
+    bg_status_t (*maxpool_forward)(bg_backend_t *be, const bg_pool_geometry_t *g, const void *x,
+                                   void *y);
+    bg_status_t (*maxpool_backward)(bg_backend_t *be, const bg_pool_geometry_t *g, const void *x,
+                                    const void *y, const void *dy, void *dx);
+    /* Average pooling, same shapes; dx is overwritten. */
+    bg_status_t (*avgpool_forward)(bg_backend_t *be, const bg_pool_geometry_t *g, const void *x,
+                                   void *y);
+    bg_status_t (*avgpool_backward)(bg_backend_t *be, const bg_pool_geometry_t *g, const void *dy,
+                                    void *dx);
+
+    /* probs = softmax(logits) row by row; *loss_sum = sum over rows of
+     * -log probs[label]; *correct = rows whose argmax equals the label (ties:
+     * lowest index). labels: device int32 (n). logits, probs: (n, classes).
+     * Labels outside [0, classes) are BG_ERR_INVALID. */
+    bg_status_t (*softmax_xent_forward)(bg_backend_t *be, int64_t n, int64_t classes,
+                                        const void *logits, const int32_t *labels, void *probs,
+                                        double *loss_sum, int64_t *correct);
+    /* dlogits = scale * (probs - onehot(labels)). Use scale = 1/B to average
+     * the loss over a mini-batch of B samples split into micro-batches. */
+    bg_status_t (*softmax_xent_backward)(bg_backend_t *be, int64_t n, int64_t classes,
+                                         const void *probs, const int32_t *labels, double scale,
+                                         void *dlogits);
+
+    /* Optimizer updates of `count` parameters in place; `step` counts from 1.
+     * velocity / m / v are state buffers, zero before the first step. */
+    bg_status_t (*sgd_update)(bg_backend_t *be, int64_t count, void *param, const void *grad,
+                              void *velocity, const bg_sgd_config_t *cfg, int64_t step);
+    bg_status_t (*adam_update)(bg_backend_t *be, int64_t count, void *param, const void *grad,
+                               void *m, void *v, const bg_adam_config_t *cfg, int64_t step);
+
+    /* *out = true if every x[0..count) is finite. */
+    bg_status_t (*all_finite)(bg_backend_t *be, int64_t count, const void *x, int *out);
+} bg_backend_ops_t;
+
+/* The common head of every backend object; implementations embed it first. */
+struct bg_backend {
+    const bg_backend_ops_t *ops;
+    bg_dtype_t dtype;
+    char name[32]; /* "cpu:0", "cuda:1", ... for messages */
+};
+
+/* Destroys any backend; NULL is a no-op. */
+void bg_backend_destroy(bg_backend_t *be);
+
+/* Bytes of `count` elements in the backend's type. */
+static inline size_t bg_backend_bytes(const bg_backend_t *be, int64_t count) {
+    return (size_t)count * bg_dtype_size(be->dtype);
+}
+
+/* Allocates `count` zeroed elements of the backend's type. */
+bg_status_t bg_backend_alloc_elems(bg_backend_t *be, int64_t count, void **out);
+
+/* Copies `count` host doubles to device memory in the backend's type. */
+bg_status_t bg_backend_upload_doubles(bg_backend_t *be, void *dst, const double *src,
+                                      int64_t count);
+/* Copies `count` device elements to host doubles. */
+bg_status_t bg_backend_download_doubles(bg_backend_t *be, double *dst, const void *src,
+                                        int64_t count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_BACKEND_H */

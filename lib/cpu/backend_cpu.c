@@ -1,0 +1,62 @@
+#include "backend_cpu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "backend_cpu_impl.h"
+
+/* Alignment of every allocation: a cache line, and enough for AVX-512 loads. */
+enum { CPU_ALIGNMENT = 64 };
+
+typedef struct bg_cpu_backend {
+    bg_backend_t base;
+} bg_cpu_backend_t;
+
+void bg_cpu_destroy(bg_backend_t *be) { free(be); }
+
+bg_status_t bg_cpu_alloc(bg_backend_t *be, size_t bytes, void **out) {
+    size_t rounded = (bytes + CPU_ALIGNMENT - 1) / CPU_ALIGNMENT * CPU_ALIGNMENT;
+    if (rounded == 0) rounded = CPU_ALIGNMENT;
+    void *ptr = aligned_alloc(CPU_ALIGNMENT, rounded);
+    if (ptr == NULL)
+        return bg_error_set(BG_ERR_NOMEM, "%s: out of memory allocating %zu bytes", be->name,
+                            bytes);
+    memset(ptr, 0, rounded);
+    *out = ptr;
+    return BG_OK;
+}
+
+void bg_cpu_free(bg_backend_t *be, void *ptr) {
+    (void)be;
+    free(ptr);
+}
+
+bg_status_t bg_cpu_transfer(bg_backend_t *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes > 0) memcpy(dst, src, bytes);
+    return BG_OK;
+}
+
+bg_status_t bg_cpu_synchronize(bg_backend_t *be) {
+    (void)be;
+    return BG_OK;
+}
+
+bg_status_t bg_backend_cpu_create(const bg_cpu_config_t *cfg, bg_backend_t **out) {
+    if (cfg->dtype != BG_F32 && cfg->dtype != BG_F64)
+        return bg_error_set(BG_ERR_INVALID, "cpu backend: unknown element type %d",
+                            (int)cfg->dtype);
+    bg_cpu_backend_t *cpu = calloc(1, sizeof *cpu);
+    if (cpu == NULL) return bg_error_set(BG_ERR_NOMEM, "cpu backend: out of memory");
+    cpu->base.ops = cfg->dtype == BG_F64 ? &bg_cpu_ops_f64 : &bg_cpu_ops_f32;
+    cpu->base.dtype = cfg->dtype;
+    snprintf(cpu->base.name, sizeof cpu->base.name, "cpu:%d", cfg->index);
+    /* A CPU device is one core: OpenBLAS must not spread a stage's GEMMs over
+     * the cores that the other stages run on. */
+    openblas_set_num_threads(1);
+    *out = &cpu->base;
+    return BG_OK;
+}

@@ -1,0 +1,17 @@
+/* Internal to the CPU backend: the memory ops shared by both element types
+ * and the two ops tables. */
+#ifndef BG_BACKEND_CPU_IMPL_H
+#define BG_BACKEND_CPU_IMPL_H
+
+#include "../backend.h"
+
+void bg_cpu_destroy(bg_backend_t *be);
+bg_status_t bg_cpu_alloc(bg_backend_t *be, size_t bytes, void **out);
+void bg_cpu_free(bg_backend_t *be, void *ptr);
+bg_status_t bg_cpu_transfer(bg_backend_t *be, void *dst, const void *src, size_t bytes);
+bg_status_t bg_cpu_synchronize(bg_backend_t *be);
+
+extern const bg_backend_ops_t bg_cpu_ops_f32;
+extern const bg_backend_ops_t bg_cpu_ops_f64;
+
+#endif /* BG_BACKEND_CPU_IMPL_H */

@@ -1,0 +1,13 @@
+/* The CPU backend's single-precision ops (what training runs). */
+#include <cblas.h>
+
+#include "backend_cpu_impl.h"
+
+#define REAL         float
+#define KERNEL(name) name##_f32
+#define GEMM         cblas_sgemm
+#define SQRT         sqrtf
+#define OPS_TABLE    bg_cpu_ops_f32
+
+#include "kernels.inc"
+#include "ops_table.inc"

@@ -1,0 +1,134 @@
+#include "layer.h"
+
+#include <math.h>
+
+static bg_conv2d_geometry_t conv_geometry(const bg_layer_spec_t *s, int64_t n) {
+    bg_conv2d_geometry_t g = {
+        .n = n,
+        .c = s->in.c,
+        .h = s->in.h,
+        .w = s->in.w,
+        .filters = s->filters,
+        .kernel = s->kernel,
+        .stride = s->stride,
+        .pad = s->pad,
+        .out_h = s->out.h,
+        .out_w = s->out.w,
+    };
+    return g;
+}
+
+static bg_pool_geometry_t pool_geometry(const bg_layer_spec_t *s, int64_t n) {
+    bg_pool_geometry_t g = {
+        .n = n,
+        .c = s->in.c,
+        .h = s->in.h,
+        .w = s->in.w,
+        .size = s->kernel,
+        .stride = s->stride,
+        .out_h = s->out.h,
+        .out_w = s->out.w,
+    };
+    return g;
+}
+
+void bg_layer_param_counts(const bg_layer_spec_t *spec, int64_t *weights, int64_t *biases) {
+    *weights = 0;
+    *biases = 0;
+    if (spec->kind == BG_LAYER_CONV2D) {
+        *weights = spec->filters * spec->in.c * spec->kernel * spec->kernel;
+        *biases = spec->filters;
+    } else if (spec->kind == BG_LAYER_DENSE) {
+        *weights = spec->filters * bg_shape_numel(spec->in);
+        *biases = spec->filters;
+    }
+}
+
+void bg_layer_init_params(const bg_layer_spec_t *spec, int index, uint64_t seed, float *weights,
+                          float *biases) {
+    int64_t nw, nb;
+    bg_layer_param_counts(spec, &nw, &nb);
+    if (nw == 0) return;
+    int64_t fan_in = nw / spec->filters;
+    double bound = 1.0 / sqrt((double)fan_in);
+    bg_rng_t rng;
+    bg_rng_seed(&rng, seed, (uint64_t)index);
+    for (int64_t i = 0; i < nw; i++) weights[i] = (float)((2 * bg_rng_uniform(&rng) - 1) * bound);
+    for (int64_t i = 0; i < nb; i++) biases[i] = (float)((2 * bg_rng_uniform(&rng) - 1) * bound);
+}
+
+size_t bg_layer_workspace_bytes(const bg_layer_spec_t *spec, bg_backend_t *be, int64_t n) {
+    if (spec->kind != BG_LAYER_CONV2D) return 0;
+    bg_conv2d_geometry_t g = conv_geometry(spec, n);
+    return be->ops->conv2d_workspace_bytes(be, &g);
+}
+
+bg_status_t bg_layer_forward(const bg_layer_spec_t *spec, bg_backend_t *be,
+                             const bg_layer_params_t *p, int64_t n, const void *x, void *y,
+                             void *workspace) {
+    const bg_backend_ops_t *ops = be->ops;
+    switch (spec->kind) {
+    case BG_LAYER_CONV2D: {
+        bg_conv2d_geometry_t g = conv_geometry(spec, n);
+        return ops->conv2d_forward(be, &g, x, p->weight, p->bias, y, workspace);
+    }
+    case BG_LAYER_DENSE:
+        return ops->dense_forward(be, n, bg_shape_numel(spec->in), spec->filters, x, p->weight,
+                                  p->bias, y);
+    case BG_LAYER_MAXPOOL: {
+        bg_pool_geometry_t g = pool_geometry(spec, n);
+        return ops->maxpool_forward(be, &g, x, y);
+    }
+    case BG_LAYER_AVGPOOL: {
+        bg_pool_geometry_t g = pool_geometry(spec, n);
+        return ops->avgpool_forward(be, &g, x, y);
+    }
+    case BG_LAYER_RELU: return ops->relu_forward(be, n * bg_shape_numel(spec->in), x, y);
+    case BG_LAYER_FLATTEN: return ops->copy(be, y, x, n * bg_shape_numel(spec->in));
+    case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
+    }
+    return bg_error_set(BG_ERR_INTERNAL, "%s: bg_layer_forward called on %s", be->name,
+                        bg_layer_kind_name(spec->kind));
+}
+
+bg_status_t bg_layer_backward_data(const bg_layer_spec_t *spec, bg_backend_t *be,
+                                   const bg_layer_params_t *p, int64_t n, const void *x,
+                                   const void *y, const void *dy, void *dx, void *workspace) {
+    const bg_backend_ops_t *ops = be->ops;
+    switch (spec->kind) {
+    case BG_LAYER_CONV2D: {
+        bg_conv2d_geometry_t g = conv_geometry(spec, n);
+        return ops->conv2d_backward_data(be, &g, dy, p->weight, dx, workspace);
+    }
+    case BG_LAYER_DENSE:
+        return ops->dense_backward_data(be, n, bg_shape_numel(spec->in), spec->filters, dy,
+                                        p->weight, dx);
+    case BG_LAYER_MAXPOOL: {
+        bg_pool_geometry_t g = pool_geometry(spec, n);
+        return ops->maxpool_backward(be, &g, x, y, dy, dx);
+    }
+    case BG_LAYER_AVGPOOL: {
+        bg_pool_geometry_t g = pool_geometry(spec, n);
+        return ops->avgpool_backward(be, &g, dy, dx);
+    }
+    case BG_LAYER_RELU: return ops->relu_backward(be, n * bg_shape_numel(spec->in), y, dy, dx);
+    case BG_LAYER_FLATTEN: return ops->copy(be, dx, dy, n * bg_shape_numel(spec->in));
+    case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
+    }
+    return bg_error_set(BG_ERR_INTERNAL, "%s: bg_layer_backward_data called on %s", be->name,
+                        bg_layer_kind_name(spec->kind));
+}
+
+bg_status_t bg_layer_backward_weights(const bg_layer_spec_t *spec, bg_backend_t *be,
+                                      const bg_layer_params_t *p, int64_t n, const void *x,
+                                      const void *dy, void *workspace) {
+    const bg_backend_ops_t *ops = be->ops;
+    if (spec->kind == BG_LAYER_CONV2D) {
+        bg_conv2d_geometry_t g = conv_geometry(spec, n);
+        return ops->conv2d_backward_weights(be, &g, x, dy, p->weight_grad, p->bias_grad, workspace);
+    }
+    if (spec->kind == BG_LAYER_DENSE)
+        return ops->dense_backward_weights(be, n, bg_shape_numel(spec->in), spec->filters, x, dy,
+                                           p->weight_grad, p->bias_grad);
+    return BG_OK;
+}

@@ -1,0 +1,64 @@
+/* Layers: the math of one entry of the layer stack on a backend, split the
+ * way pipeline schedules need it: forward, backward_data (dX) and
+ * backward_weights (dW, accumulated). A layer holds no activations; the
+ * stage that runs it passes them in, so it can keep several micro-batches in
+ * flight.
+ *
+ * Parameters follow PyTorch's layouts: conv2d weight (filters, channels, k, k),
+ * dense weight (units, inputs), biases (filters) / (units). */
+#ifndef BG_LAYER_H
+#define BG_LAYER_H
+
+#include "backend.h"
+#include "model_spec.h"
+#include "rng.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Device buffers of one layer's parameters and their gradients. Layers
+ * without parameters have counts of 0 and NULL pointers. */
+typedef struct bg_layer_params {
+    int64_t weight_count, bias_count;
+    void *weight, *bias;
+    void *weight_grad, *bias_grad;
+} bg_layer_params_t;
+
+/* Number of weight and bias values of a layer. */
+void bg_layer_param_counts(const bg_layer_spec_t *spec, int64_t *weights, int64_t *biases);
+
+/* Initialises weights and biases the way PyTorch's nn.Conv2d and nn.Linear
+ * do by default: uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)] (Kaiming-uniform
+ * with a = sqrt(5)), fan_in = channels * k * k or inputs. The random stream is
+ * seeded by (seed, layer index), so a layer gets the same values whatever
+ * stage or device it lands on. Values are written to host `weights` and
+ * `biases` (sized by bg_layer_param_counts). */
+void bg_layer_init_params(const bg_layer_spec_t *spec, int index, uint64_t seed, float *weights,
+                          float *biases);
+
+/* Scratch bytes forward and backward need for a batch of n samples. */
+size_t bg_layer_workspace_bytes(const bg_layer_spec_t *spec, bg_backend_t *be, int64_t n);
+
+/* y = layer(x). x: (n, in.c, in.h, in.w) y: (n, out.c, out.h, out.w).
+ * Not for softmax_cross_entropy (see bg_stage_t, which owns the labels). */
+bg_status_t bg_layer_forward(const bg_layer_spec_t *spec, bg_backend_t *be,
+                             const bg_layer_params_t *p, int64_t n, const void *x, void *y,
+                             void *workspace);
+
+/* dx = dL/dx from dy = dL/dy, given the forward's x and y. dx is overwritten. */
+bg_status_t bg_layer_backward_data(const bg_layer_spec_t *spec, bg_backend_t *be,
+                                   const bg_layer_params_t *p, int64_t n, const void *x,
+                                   const void *y, const void *dy, void *dx, void *workspace);
+
+/* Accumulates dL/dW and dL/db into p->weight_grad and p->bias_grad. A no-op
+ * for layers without parameters. */
+bg_status_t bg_layer_backward_weights(const bg_layer_spec_t *spec, bg_backend_t *be,
+                                      const bg_layer_params_t *p, int64_t n, const void *x,
+                                      const void *dy, void *workspace);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_LAYER_H */

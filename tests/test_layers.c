@@ -1,0 +1,1079 @@
+/* Layers and the loss on the CPU backend: every backward checked against
+ * central finite differences in double precision, gradient accumulation, the
+ * float kernels against the double ones, and parameter initialisation.
+ *
+ * The scalar checked is L = sum(r * layer(x)) for a random upstream r, so
+ * dL/dx = backward_data(dy = r) and dL/dW = backward_weights(dy = r). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cpu/backend_cpu.h"
+#include "layer.h"
+#include "rng.h"
+
+/* Finite-difference step and the tolerance of a gradient entry:
+ * |analytic - numeric| <= FD_ABS_TOL + FD_REL_TOL * |numeric|. */
+#define FD_EPS     1e-6
+#define FD_REL_TOL 1e-6
+#define FD_ABS_TOL 1e-8
+
+/* |got - want| <= tol, failing (NaN included) with both values and the
+ * caller's line; cmocka 1.1's assert_float_equal works in float. */
+#define expect_near(got, want, tol) expect_near_at((got), (want), (tol), #got, __FILE__, __LINE__)
+
+static void expect_near_at(double got, double want, double tol, const char *expr, const char *file,
+                           int line) {
+    if (fabs(got - want) <= tol) return;
+    print_error("%s = %.17g, want %.17g (tolerance %.3g)\n", expr, got, want, tol);
+    _fail(file, line);
+}
+
+typedef enum input_kind {
+    INPUT_NORMAL,   /* standard normal */
+    INPUT_DISTINCT, /* a shuffled ladder 0.013 apart: no ties for max pooling */
+    INPUT_NO_KINK,  /* |x| in [0.1, 1.1], so relu's kink is never crossed */
+} input_kind_t;
+
+/* Device buffers and host copies of one layer run on one backend. */
+typedef struct layer_run {
+    bg_backend_t *be;
+    const bg_layer_spec_t *spec;
+    int64_t n, nx, ny, nw, nb;
+    bg_layer_params_t p;
+    void *x, *y, *dy, *dx, *workspace;
+} layer_run_t;
+
+/* Largest errors seen by one gradient check, for the log. */
+typedef struct error_stats {
+    double max_abs;     /* over every entry */
+    double max_rel;     /* over entries with |numeric| >= 1e-2 */
+    double max_numeric; /* largest |numeric|, to prove the check is not vacuous */
+    double max_ratio;   /* largest error / tolerance: the margin left */
+} error_stats_t;
+
+static bg_backend_t *backend_create(bg_dtype_t dtype) {
+    bg_cpu_config_t cfg = BG_CPU_CONFIG_INIT;
+    cfg.dtype = dtype;
+    bg_backend_t *be = NULL;
+    if (bg_backend_cpu_create(&cfg, &be) != BG_OK) fail_msg("%s", bg_error_message());
+    assert_non_null(be);
+    return be;
+}
+
+static int setup_f64(void **state) {
+    bg_cpu_config_t cfg = BG_CPU_CONFIG_INIT;
+    cfg.dtype = BG_F64;
+    bg_backend_t *be = NULL;
+    if (bg_backend_cpu_create(&cfg, &be) != BG_OK) return -1;
+    *state = be;
+    return 0;
+}
+
+static int teardown_backend(void **state) {
+    bg_backend_destroy(*state);
+    return 0;
+}
+
+static void check_ok(bg_status_t st) {
+    if (st != BG_OK) fail_msg("status %s: %s", bg_status_name(st), bg_error_message());
+}
+
+static void *alloc_elems(bg_backend_t *be, int64_t count) {
+    void *ptr = NULL;
+    check_ok(bg_backend_alloc_elems(be, count, &ptr));
+    assert_non_null(ptr);
+    return ptr;
+}
+
+static double *host_alloc(int64_t count) {
+    double *ptr = calloc((size_t)(count > 0 ? count : 1), sizeof *ptr);
+    assert_non_null(ptr);
+    return ptr;
+}
+
+static void fill_random(bg_rng_t *rng, double *out, int64_t count, input_kind_t kind) {
+    switch (kind) {
+    case INPUT_NORMAL:
+        for (int64_t i = 0; i < count; i++) out[i] = bg_rng_normal(rng);
+        break;
+    case INPUT_DISTINCT:
+        for (int64_t i = 0; i < count; i++) out[i] = 0.013 * (double)(i - count / 2);
+        for (int64_t i = count - 1; i > 0; i--) {
+            int64_t j = (int64_t)bg_rng_below(rng, (uint64_t)i + 1);
+            double t = out[i];
+            out[i] = out[j];
+            out[j] = t;
+        }
+        break;
+    case INPUT_NO_KINK:
+        for (int64_t i = 0; i < count; i++) {
+            double magnitude = 0.1 + bg_rng_uniform(rng);
+            out[i] = bg_rng_uniform(rng) < 0.5 ? -magnitude : magnitude;
+        }
+        break;
+    }
+}
+
+static void run_create(bg_backend_t *be, const bg_layer_spec_t *spec, int64_t n, layer_run_t *run) {
+    memset(run, 0, sizeof *run);
+    run->be = be;
+    run->spec = spec;
+    run->n = n;
+    run->nx = n * bg_shape_numel(spec->in);
+    run->ny = n * bg_shape_numel(spec->out);
+    bg_layer_param_counts(spec, &run->nw, &run->nb);
+    run->x = alloc_elems(be, run->nx);
+    run->y = alloc_elems(be, run->ny);
+    run->dy = alloc_elems(be, run->ny);
+    run->dx = alloc_elems(be, run->nx);
+    size_t ws_bytes = bg_layer_workspace_bytes(spec, be, n);
+    check_ok(be->ops->alloc(be, ws_bytes, &run->workspace));
+    run->p.weight_count = run->nw;
+    run->p.bias_count = run->nb;
+    if (run->nw > 0) {
+        run->p.weight = alloc_elems(be, run->nw);
+        run->p.bias = alloc_elems(be, run->nb);
+        run->p.weight_grad = alloc_elems(be, run->nw);
+        run->p.bias_grad = alloc_elems(be, run->nb);
+    }
+}
+
+static void run_destroy(layer_run_t *run) {
+    bg_backend_t *be = run->be;
+    void *buffers[] = {run->x,          run->y,        run->dy,     run->dx,
+                       run->workspace,  run->p.weight, run->p.bias, run->p.weight_grad,
+                       run->p.bias_grad};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) be->ops->free(be, buffers[i]);
+}
+
+static void upload(bg_backend_t *be, void *dst, const double *src, int64_t count) {
+    check_ok(bg_backend_upload_doubles(be, dst, src, count));
+}
+
+static void download(bg_backend_t *be, double *dst, const void *src, int64_t count) {
+    check_ok(bg_backend_download_doubles(be, dst, src, count));
+}
+
+/* Uploads x, w, b and runs the forward pass; y_out (ny) receives y. */
+static void run_forward(layer_run_t *run, const double *x, const double *w, const double *b,
+                        double *y_out) {
+    upload(run->be, run->x, x, run->nx);
+    if (run->nw > 0) {
+        upload(run->be, run->p.weight, w, run->nw);
+        upload(run->be, run->p.bias, b, run->nb);
+    }
+    check_ok(bg_layer_forward(run->spec, run->be, &run->p, run->n, run->x, run->y, run->workspace));
+    if (y_out != NULL) download(run->be, y_out, run->y, run->ny);
+}
+
+/* dL/dv[i] for L = sum(r * layer(x; w, b)) where v is one of x, w, b (the
+ * caller passes which), by central differences. Subtracting the two outputs
+ * before the dot product keeps the roundoff of unaffected outputs at zero. */
+static double numeric_derivative(layer_run_t *run, double *x, double *w, double *b, double *v,
+                                 int64_t i, const double *r, double *y_plus, double *y_minus) {
+    const double saved = v[i];
+    v[i] = saved + FD_EPS;
+    run_forward(run, x, w, b, y_plus);
+    v[i] = saved - FD_EPS;
+    run_forward(run, x, w, b, y_minus);
+    /* The step actually taken, after rounding saved +- FD_EPS. */
+    const double step = (saved + FD_EPS) - (saved - FD_EPS);
+    v[i] = saved;
+    double sum = 0;
+    for (int64_t j = 0; j < run->ny; j++) sum += r[j] * (y_plus[j] - y_minus[j]);
+    return sum / step;
+}
+
+/* The forward pass written the obvious way, one output at a time, so that a
+ * forward and a backward that are wrong in the same way cannot pass the
+ * finite-difference check together. x: (n, in) y: (n, out) */
+static double reference_output(const bg_layer_spec_t *s, const double *x, const double *w,
+                               const double *b, int64_t i, int64_t c, int64_t oy, int64_t ox) {
+    const double *xi = x + i * bg_shape_numel(s->in);
+    switch (s->kind) {
+    case BG_LAYER_CONV2D: {
+        double sum = b[c];
+        for (int64_t ch = 0; ch < s->in.c; ch++)
+            for (int64_t ky = 0; ky < s->kernel; ky++)
+                for (int64_t kx = 0; kx < s->kernel; kx++) {
+                    int64_t iy = oy * s->stride + ky - s->pad, ix = ox * s->stride + kx - s->pad;
+                    if (iy < 0 || iy >= s->in.h || ix < 0 || ix >= s->in.w) continue;
+                    sum += w[((c * s->in.c + ch) * s->kernel + ky) * s->kernel + kx] *
+                           xi[(ch * s->in.h + iy) * s->in.w + ix];
+                }
+        return sum;
+    }
+    case BG_LAYER_DENSE: {
+        double sum = b[c];
+        for (int64_t k = 0; k < bg_shape_numel(s->in); k++)
+            sum += w[c * bg_shape_numel(s->in) + k] * xi[k];
+        return sum;
+    }
+    case BG_LAYER_MAXPOOL:
+    case BG_LAYER_AVGPOOL: {
+        double best = -INFINITY, sum = 0;
+        for (int64_t ky = 0; ky < s->kernel; ky++)
+            for (int64_t kx = 0; kx < s->kernel; kx++) {
+                double v = xi[(c * s->in.h + oy * s->stride + ky) * s->in.w + ox * s->stride + kx];
+                best = fmax(best, v);
+                sum += v;
+            }
+        return s->kind == BG_LAYER_MAXPOOL ? best : sum / (double)(s->kernel * s->kernel);
+    }
+    case BG_LAYER_RELU: return fmax(xi[(c * s->in.h + oy) * s->in.w + ox], 0);
+    case BG_LAYER_FLATTEN: return xi[(c * s->out.h + oy) * s->out.w + ox];
+    case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
+    }
+    fail_msg("no reference for layer kind %d", (int)s->kind);
+    return 0;
+}
+
+static void expect_reference_forward(const bg_layer_spec_t *s, int64_t n, const double *x,
+                                     const double *w, const double *b, const double *y) {
+    int64_t j = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 0; c < s->out.c; c++)
+            for (int64_t oy = 0; oy < s->out.h; oy++)
+                for (int64_t ox = 0; ox < s->out.w; ox++, j++) {
+                    const double want = reference_output(s, x, w, b, i, c, oy, ox);
+                    if (!(fabs(y[j] - want) <= 1e-12 * (1 + fabs(want))))
+                        fail_msg("y[%lld] = %.17g, reference %.17g", (long long)j, y[j], want);
+                }
+}
+
+static void expect_gradient(const char *what, int64_t i, double analytic, double numeric,
+                            error_stats_t *stats) {
+    const double err = fabs(analytic - numeric);
+    if (err > stats->max_abs) stats->max_abs = err;
+    if (fabs(numeric) >= 1e-2 && err / fabs(numeric) > stats->max_rel)
+        stats->max_rel = err / fabs(numeric);
+    if (fabs(numeric) > stats->max_numeric) stats->max_numeric = fabs(numeric);
+    const double tol = FD_ABS_TOL + FD_REL_TOL * fabs(numeric);
+    if (err / tol > stats->max_ratio) stats->max_ratio = err / tol;
+    if (!(err <= tol))
+        fail_msg("%s[%lld]: analytic %.12g, finite difference %.12g (error %.3g)", what,
+                 (long long)i, analytic, numeric, err);
+}
+
+/* The full check of one layer on the f64 backend: dx, dW and db against
+ * finite differences, dx overwritten, and dW/db accumulated by a second call. */
+static void check_layer(bg_backend_t *be, const bg_layer_spec_t *spec, int64_t n, uint64_t seed,
+                        input_kind_t kind) {
+    assert_int_equal(be->dtype, BG_F64);
+    layer_run_t run;
+    run_create(be, spec, n, &run);
+    bg_rng_t rng;
+    bg_rng_seed(&rng, seed, 0);
+
+    double *x = host_alloc(run.nx), *r = host_alloc(run.ny);
+    double *w = host_alloc(run.nw), *b = host_alloc(run.nb);
+    double *dx = host_alloc(run.nx), *dw = host_alloc(run.nw), *db = host_alloc(run.nb);
+    double *dw2 = host_alloc(run.nw), *db2 = host_alloc(run.nb);
+    double *y_plus = host_alloc(run.ny), *y_minus = host_alloc(run.ny);
+    fill_random(&rng, x, run.nx, kind);
+    fill_random(&rng, r, run.ny, INPUT_NORMAL);
+    fill_random(&rng, w, run.nw, INPUT_NORMAL);
+    fill_random(&rng, b, run.nb, INPUT_NORMAL);
+
+    /* The forward against the reference, then analytic gradients. dx starts
+     * as garbage: backward_data must overwrite it. */
+    run_forward(&run, x, w, b, y_plus);
+    expect_reference_forward(spec, n, x, w, b, y_plus);
+    upload(be, run.dy, r, run.ny);
+    for (int64_t i = 0; i < run.nx; i++) dx[i] = 777.0;
+    upload(be, run.dx, dx, run.nx);
+    check_ok(
+        bg_layer_backward_data(spec, be, &run.p, n, run.x, run.y, run.dy, run.dx, run.workspace));
+    download(be, dx, run.dx, run.nx);
+    check_ok(bg_layer_backward_weights(spec, be, &run.p, n, run.x, run.dy, run.workspace));
+    if (run.nw > 0) {
+        download(be, dw, run.p.weight_grad, run.nw);
+        download(be, db, run.p.bias_grad, run.nb);
+    }
+
+    error_stats_t stats = {0};
+    for (int64_t i = 0; i < run.nx; i++)
+        expect_gradient("dx", i, dx[i], numeric_derivative(&run, x, w, b, x, i, r, y_plus, y_minus),
+                        &stats);
+    for (int64_t i = 0; i < run.nw; i++)
+        expect_gradient("dw", i, dw[i], numeric_derivative(&run, x, w, b, w, i, r, y_plus, y_minus),
+                        &stats);
+    for (int64_t i = 0; i < run.nb; i++)
+        expect_gradient("db", i, db[i], numeric_derivative(&run, x, w, b, b, i, r, y_plus, y_minus),
+                        &stats);
+    /* Every layer passes some gradient of order one through. */
+    assert_true(stats.max_numeric > 0.1);
+
+    /* A second backward_weights adds the same gradient again. */
+    if (run.nw > 0) {
+        check_ok(bg_layer_backward_weights(spec, be, &run.p, n, run.x, run.dy, run.workspace));
+        download(be, dw2, run.p.weight_grad, run.nw);
+        download(be, db2, run.p.bias_grad, run.nb);
+        for (int64_t i = 0; i < run.nw; i++)
+            expect_near(dw2[i], 2 * dw[i], 1e-12 * (1 + fabs(dw[i])));
+        for (int64_t i = 0; i < run.nb; i++)
+            expect_near(db2[i], 2 * db[i], 1e-12 * (1 + fabs(db[i])));
+    }
+    print_message("%s n=%lld: %lld+%lld+%lld entries, max abs error %.2e, max rel error %.2e"
+                  ", worst error/tolerance %.2f\n",
+                  bg_layer_kind_name(spec->kind), (long long)n, (long long)run.nx,
+                  (long long)run.nw, (long long)run.nb, stats.max_abs, stats.max_rel,
+                  stats.max_ratio);
+
+    double *host[] = {x, r, w, b, dx, dw, db, dw2, db2, y_plus, y_minus};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    run_destroy(&run);
+}
+
+/* ---- conv2d ---- */
+
+static void test_conv2d_k3_valid(void **state) {
+    /* Non-square input so that h and w cannot be swapped unnoticed. */
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_CONV2D,
+        .in = {1, 6, 7},
+        .out = {4, 4, 5},
+        .filters = 4,
+        .kernel = 3,
+        .stride = 1,
+        .pad = 0,
+    };
+    check_layer(*state, &spec, 2, 11, INPUT_NORMAL);
+}
+
+static void test_conv2d_k3_pad1_stride2(void **state) {
+    /* (8 + 2 - 3) / 2 + 1 = 4 rows, (7 + 2 - 3) / 2 + 1 = 4 columns. */
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_CONV2D,
+        .in = {2, 8, 7},
+        .out = {3, 4, 4},
+        .filters = 3,
+        .kernel = 3,
+        .stride = 2,
+        .pad = 1,
+    };
+    check_layer(*state, &spec, 2, 12, INPUT_NORMAL);
+}
+
+static void test_conv2d_k1(void **state) {
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_CONV2D,
+        .in = {3, 4, 5},
+        .out = {5, 4, 5},
+        .filters = 5,
+        .kernel = 1,
+        .stride = 1,
+        .pad = 0,
+    };
+    check_layer(*state, &spec, 2, 13, INPUT_NORMAL);
+}
+
+static void test_conv2d_multichannel_same(void **state) {
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_CONV2D,
+        .in = {3, 5, 5},
+        .out = {2, 5, 5},
+        .filters = 2,
+        .kernel = 3,
+        .stride = 1,
+        .pad = 1,
+    };
+    check_layer(*state, &spec, 3, 14, INPUT_NORMAL);
+}
+
+/* ---- dense, pooling, relu, flatten ---- */
+
+static void test_dense(void **state) {
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_DENSE,
+        .in = {12, 1, 1},
+        .out = {5, 1, 1},
+        .filters = 5,
+    };
+    check_layer(*state, &spec, 3, 21, INPUT_NORMAL);
+}
+
+static void test_dense_single_sample(void **state) {
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_DENSE,
+        .in = {7, 1, 1},
+        .out = {1, 1, 1},
+        .filters = 1,
+    };
+    check_layer(*state, &spec, 1, 22, INPUT_NORMAL);
+}
+
+static void test_maxpool_2_2(void **state) {
+    /* The last row of the 7-row input is outside every window. */
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_MAXPOOL,
+        .in = {2, 7, 6},
+        .out = {2, 3, 3},
+        .kernel = 2,
+        .stride = 2,
+    };
+    check_layer(*state, &spec, 2, 31, INPUT_DISTINCT);
+}
+
+static void test_maxpool_3_2_overlapping(void **state) {
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_MAXPOOL,
+        .in = {2, 7, 7},
+        .out = {2, 3, 3},
+        .kernel = 3,
+        .stride = 2,
+    };
+    check_layer(*state, &spec, 3, 32, INPUT_DISTINCT);
+}
+
+static void test_maxpool_2_2_even(void **state) {
+    /* Windows tile the input exactly (the kernels may take a faster path). */
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_MAXPOOL,
+        .in = {2, 6, 8},
+        .out = {2, 3, 4},
+        .kernel = 2,
+        .stride = 2,
+    };
+    check_layer(*state, &spec, 2, 33, INPUT_DISTINCT);
+}
+
+/* Runs max pooling forward and backward on one plane; dx starts as garbage. */
+static void maxpool_plane(bg_backend_t *be, const bg_layer_spec_t *spec, const double *x,
+                          const double *dy, double *y, double *dx) {
+    layer_run_t run;
+    run_create(be, spec, 1, &run);
+    run_forward(&run, x, NULL, NULL, y);
+    upload(be, run.dy, dy, run.ny);
+    double *garbage = host_alloc(run.nx);
+    for (int64_t i = 0; i < run.nx; i++) garbage[i] = 777.0;
+    upload(be, run.dx, garbage, run.nx);
+    check_ok(
+        bg_layer_backward_data(spec, be, &run.p, 1, run.x, run.y, run.dy, run.dx, run.workspace));
+    download(be, dx, run.dx, run.nx);
+    free(garbage);
+    run_destroy(&run);
+}
+
+/* Ties send the gradient to the first maximum in row-major order, both when
+ * the windows tile the input and when they do not. */
+static void test_maxpool_ties(void **state) {
+    bg_backend_t *be = *state;
+    const bg_layer_spec_t tiled = {
+        .kind = BG_LAYER_MAXPOOL,
+        .in = {1, 2, 4},
+        .out = {1, 1, 2},
+        .kernel = 2,
+        .stride = 2,
+    };
+    const double x1[8] = {1, 1, 0, 3, 1, 1, 3, 3}, dy1[2] = {5, 7};
+    const double want1[8] = {5, 0, 0, 7, 0, 0, 0, 0};
+    double y[2], dx[9];
+    maxpool_plane(be, &tiled, x1, dy1, y, dx);
+    expect_near(y[0], 1, 0);
+    expect_near(y[1], 3, 0);
+    for (int i = 0; i < 8; i++) expect_near(dx[i], want1[i], 0);
+
+    /* 3x3 input, one 2x2 window: the last row and column get no gradient. */
+    const bg_layer_spec_t ragged = {
+        .kind = BG_LAYER_MAXPOOL,
+        .in = {1, 3, 3},
+        .out = {1, 1, 1},
+        .kernel = 2,
+        .stride = 2,
+    };
+    const double x2[9] = {1, 2, 9, 2, 2, 9, 9, 9, 9}, dy2[1] = {4};
+    const double want2[9] = {0, 4, 0, 0, 0, 0, 0, 0, 0};
+    maxpool_plane(be, &ragged, x2, dy2, y, dx);
+    expect_near(y[0], 2, 0);
+    for (int i = 0; i < 9; i++) expect_near(dx[i], want2[i], 0);
+
+    /* Overlapping 2x2 windows with stride 1 on a constant row pair: each
+     * window's gradient goes to its own top-left cell and they add up. */
+    const bg_layer_spec_t overlap = {
+        .kind = BG_LAYER_MAXPOOL,
+        .in = {1, 2, 3},
+        .out = {1, 1, 2},
+        .kernel = 2,
+        .stride = 1,
+    };
+    const double x3[6] = {2, 2, 2, 2, 2, 2}, dy3[2] = {1, 10};
+    const double want3[6] = {1, 10, 0, 0, 0, 0};
+    maxpool_plane(be, &overlap, x3, dy3, y, dx);
+    for (int i = 0; i < 6; i++) expect_near(dx[i], want3[i], 0);
+}
+
+/* relu's x and y may alias, and so may dy and dx. */
+static void test_relu_in_place(void **state) {
+    bg_backend_t *be = *state;
+    const double x[4] = {-1, 2, -3, 4}, dy[4] = {10, 20, 30, 40};
+    double out[4];
+    void *buffer = alloc_elems(be, 4), *grad = alloc_elems(be, 4);
+    upload(be, buffer, x, 4);
+    check_ok(be->ops->relu_forward(be, 4, buffer, buffer));
+    download(be, out, buffer, 4);
+    const double want_y[4] = {0, 2, 0, 4}, want_dx[4] = {0, 20, 0, 40};
+    for (int i = 0; i < 4; i++) expect_near(out[i], want_y[i], 0);
+    upload(be, grad, dy, 4);
+    check_ok(be->ops->relu_backward(be, 4, buffer, grad, grad));
+    download(be, out, grad, 4);
+    for (int i = 0; i < 4; i++) expect_near(out[i], want_dx[i], 0);
+    be->ops->free(be, buffer);
+    be->ops->free(be, grad);
+}
+
+static void test_avgpool_2_2(void **state) {
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_AVGPOOL,
+        .in = {2, 6, 6},
+        .out = {2, 3, 3},
+        .kernel = 2,
+        .stride = 2,
+    };
+    check_layer(*state, &spec, 2, 41, INPUT_NORMAL);
+}
+
+static void test_avgpool_3_1(void **state) {
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_AVGPOOL,
+        .in = {2, 5, 6},
+        .out = {2, 3, 4},
+        .kernel = 3,
+        .stride = 1,
+    };
+    check_layer(*state, &spec, 3, 42, INPUT_NORMAL);
+}
+
+static void test_relu(void **state) {
+    const bg_layer_spec_t spec = {.kind = BG_LAYER_RELU, .in = {3, 4, 4}, .out = {3, 4, 4}};
+    check_layer(*state, &spec, 2, 51, INPUT_NO_KINK);
+}
+
+static void test_flatten(void **state) {
+    const bg_layer_spec_t spec = {.kind = BG_LAYER_FLATTEN, .in = {2, 3, 3}, .out = {18, 1, 1}};
+    check_layer(*state, &spec, 3, 61, INPUT_NORMAL);
+}
+
+/* Forward values of small cases worked by hand, so that a forward and a
+ * backward that are wrong in the same way cannot pass together. */
+static void test_forward_hand_values(void **state) {
+    bg_backend_t *be = *state;
+    /* maxpool 2/2 on one 2x4 plane, and avgpool of the same. */
+    const bg_layer_spec_t maxpool = {
+        .kind = BG_LAYER_MAXPOOL,
+        .in = {1, 2, 4},
+        .out = {1, 1, 2},
+        .kernel = 2,
+        .stride = 2,
+    };
+    const bg_layer_spec_t avgpool = {
+        .kind = BG_LAYER_AVGPOOL,
+        .in = {1, 2, 4},
+        .out = {1, 1, 2},
+        .kernel = 2,
+        .stride = 2,
+    };
+    const double x[8] = {1, -2, 3, 4, 5, 0, -1, 2};
+    double y[2];
+    layer_run_t run;
+    run_create(be, &maxpool, 1, &run);
+    run_forward(&run, x, NULL, NULL, y);
+    expect_near(y[0], 5, 0);
+    expect_near(y[1], 4, 0);
+    run_destroy(&run);
+    run_create(be, &avgpool, 1, &run);
+    run_forward(&run, x, NULL, NULL, y);
+    expect_near(y[0], 1, 1e-15);
+    expect_near(y[1], 2, 1e-15);
+    run_destroy(&run);
+
+    /* conv2d 2x2 kernel, pad 1, on a 1x1 input of value 2: each output sees
+     * one kernel tap, (0,0) sees w[1][1], (1,1) sees w[0][0]. */
+    const bg_layer_spec_t conv = {
+        .kind = BG_LAYER_CONV2D,
+        .in = {1, 1, 1},
+        .out = {1, 2, 2},
+        .filters = 1,
+        .kernel = 2,
+        .stride = 1,
+        .pad = 1,
+    };
+    const double cx[1] = {2}, cw[4] = {1, 10, 100, 1000}, cb[1] = {0.5};
+    double cy[4];
+    run_create(be, &conv, 1, &run);
+    run_forward(&run, cx, cw, cb, cy);
+    const double want_conv[4] = {2000.5, 200.5, 20.5, 2.5};
+    for (int i = 0; i < 4; i++) expect_near(cy[i], want_conv[i], 1e-12);
+    run_destroy(&run);
+
+    /* dense: y = x w^T + b with w (2, 3). */
+    const bg_layer_spec_t dense = {
+        .kind = BG_LAYER_DENSE,
+        .in = {3, 1, 1},
+        .out = {2, 1, 1},
+        .filters = 2,
+    };
+    const double dx_in[3] = {1, 2, 3}, dw[6] = {1, 0, -1, 0.5, 0.5, 0.5}, db[2] = {10, -10};
+    double dy[2];
+    run_create(be, &dense, 1, &run);
+    run_forward(&run, dx_in, dw, db, dy);
+    expect_near(dy[0], 8, 1e-12);
+    expect_near(dy[1], -7, 1e-12);
+    run_destroy(&run);
+}
+
+static void test_param_counts(void **state) {
+    (void)state;
+    const bg_layer_spec_t conv = {
+        .kind = BG_LAYER_CONV2D,
+        .in = {3, 8, 8},
+        .out = {16, 6, 6},
+        .filters = 16,
+        .kernel = 3,
+        .stride = 1,
+    };
+    const bg_layer_spec_t dense = {
+        .kind = BG_LAYER_DENSE,
+        .in = {20, 1, 1},
+        .out = {7, 1, 1},
+        .filters = 7,
+    };
+    const bg_layer_spec_t relu = {.kind = BG_LAYER_RELU, .in = {3, 2, 2}, .out = {3, 2, 2}};
+    int64_t nw = -1, nb = -1;
+    bg_layer_param_counts(&conv, &nw, &nb);
+    assert_int_equal(nw, 16 * 3 * 3 * 3);
+    assert_int_equal(nb, 16);
+    bg_layer_param_counts(&dense, &nw, &nb);
+    assert_int_equal(nw, 140);
+    assert_int_equal(nb, 7);
+    bg_layer_param_counts(&relu, &nw, &nb);
+    assert_int_equal(nw, 0);
+    assert_int_equal(nb, 0);
+}
+
+/* Layers without parameters accept backward_weights as a no-op; the loss
+ * layer is not a bg_layer_forward layer. */
+static void test_parameterless_and_loss_layer(void **state) {
+    bg_backend_t *be = *state;
+    const bg_layer_spec_t relu = {.kind = BG_LAYER_RELU, .in = {4, 1, 1}, .out = {4, 1, 1}};
+    const bg_layer_params_t none = {0};
+    double buffer[4] = {0};
+    assert_int_equal(bg_layer_backward_weights(&relu, be, &none, 1, buffer, buffer, NULL), BG_OK);
+    const bg_layer_spec_t loss = {
+        .kind = BG_LAYER_SOFTMAX_CROSS_ENTROPY,
+        .in = {4, 1, 1},
+        .out = {1, 1, 1},
+    };
+    bg_error_clear();
+    assert_int_equal(bg_layer_forward(&loss, be, &none, 1, buffer, buffer, NULL), BG_ERR_INTERNAL);
+    assert_non_null(strstr(bg_error_message(), "softmax_cross_entropy"));
+}
+
+/* ---- softmax cross-entropy ---- */
+
+typedef struct loss_buffers {
+    void *logits, *probs, *dlogits;
+    int32_t *labels;
+} loss_buffers_t;
+
+static void loss_create(bg_backend_t *be, int64_t n, int64_t classes, const double *logits,
+                        const int32_t *labels, loss_buffers_t *lb) {
+    lb->logits = alloc_elems(be, n * classes);
+    lb->probs = alloc_elems(be, n * classes);
+    lb->dlogits = alloc_elems(be, n * classes);
+    void *labels_device = NULL;
+    check_ok(be->ops->alloc(be, sizeof(int32_t) * (size_t)n, &labels_device));
+    check_ok(be->ops->upload(be, labels_device, labels, sizeof(int32_t) * (size_t)n));
+    lb->labels = labels_device;
+    upload(be, lb->logits, logits, n * classes);
+}
+
+static void loss_destroy(bg_backend_t *be, loss_buffers_t *lb) {
+    be->ops->free(be, lb->logits);
+    be->ops->free(be, lb->probs);
+    be->ops->free(be, lb->dlogits);
+    be->ops->free(be, lb->labels);
+}
+
+static void test_softmax_xent_hand_values(void **state) {
+    bg_backend_t *be = *state;
+    loss_buffers_t lb;
+    double loss = -1, probs[3 * 3];
+    int64_t correct = -1;
+
+    /* logits (0, ln 3): probabilities (1/4, 3/4), loss -ln(3/4) = ln(4/3). */
+    const double two[2] = {0, log(3.0)};
+    const int32_t label_one[1] = {1};
+    loss_create(be, 1, 2, two, label_one, &lb);
+    check_ok(
+        be->ops->softmax_xent_forward(be, 1, 2, lb.logits, lb.labels, lb.probs, &loss, &correct));
+    expect_near(loss, log(4.0 / 3.0), 1e-15);
+    assert_int_equal(correct, 1);
+    download(be, probs, lb.probs, 2);
+    expect_near(probs[0], 0.25, 1e-15);
+    expect_near(probs[1], 0.75, 1e-15);
+    /* dlogits = scale * (p - onehot) = 0.5 * (1/4, -1/4). */
+    double d[2];
+    check_ok(be->ops->softmax_xent_backward(be, 1, 2, lb.probs, lb.labels, 0.5, lb.dlogits));
+    download(be, d, lb.dlogits, 2);
+    expect_near(d[0], 0.125, 1e-15);
+    expect_near(d[1], -0.125, 1e-15);
+    loss_destroy(be, &lb);
+
+    /* Three rows: a wrong prediction, a tie won by the lowest index (right),
+     * the same tie with the other label (wrong). Large logits check that the
+     * maximum is subtracted before exp(). */
+    const double rows[9] = {2, 1, 0, 1, 3, 3, 1001, 1003, 1003};
+    const int32_t labels[3] = {2, 1, 2};
+    loss_create(be, 3, 3, rows, labels, &lb);
+    check_ok(
+        be->ops->softmax_xent_forward(be, 3, 3, lb.logits, lb.labels, lb.probs, &loss, &correct));
+    const double row0 = log(exp(2.0) + exp(1.0) + 1.0); /* -log p[2], z[2] = 0 */
+    const double row1 = log(exp(-2.0) + 2.0);           /* shifted by 3 */
+    const double want = row0 + 2 * row1;
+    expect_near(loss, want, 1e-12);
+    assert_int_equal(correct, 1);
+    download(be, probs, lb.probs, 9);
+    for (int i = 0; i < 3; i++) {
+        double sum = probs[3 * i] + probs[3 * i + 1] + probs[3 * i + 2];
+        expect_near(sum, 1.0, 1e-15);
+    }
+    expect_near(probs[3], exp(-2.0) / (exp(-2.0) + 2.0), 1e-15);
+    expect_near(probs[6], probs[3], 1e-15);
+    loss_destroy(be, &lb);
+}
+
+static double loss_of(bg_backend_t *be, loss_buffers_t *lb, int64_t n, int64_t classes,
+                      const double *logits) {
+    double loss = 0;
+    int64_t correct = 0;
+    upload(be, lb->logits, logits, n * classes);
+    check_ok(be->ops->softmax_xent_forward(be, n, classes, lb->logits, lb->labels, lb->probs, &loss,
+                                           &correct));
+    return loss;
+}
+
+static void test_softmax_xent_gradient(void **state) {
+    bg_backend_t *be = *state;
+    enum { N = 3, CLASSES = 5 };
+    const double scale = 1.0 / N;
+    double logits[N * CLASSES], d[N * CLASSES];
+    const int32_t labels[N] = {4, 0, 2};
+    bg_rng_t rng;
+    bg_rng_seed(&rng, 71, 0);
+    fill_random(&rng, logits, N * CLASSES, INPUT_NORMAL);
+    loss_buffers_t lb;
+    loss_create(be, N, CLASSES, logits, labels, &lb);
+    (void)loss_of(be, &lb, N, CLASSES, logits);
+    check_ok(
+        be->ops->softmax_xent_backward(be, N, CLASSES, lb.probs, lb.labels, scale, lb.dlogits));
+    download(be, d, lb.dlogits, N * CLASSES);
+
+    error_stats_t stats = {0};
+    for (int i = 0; i < N * CLASSES; i++) {
+        const double saved = logits[i];
+        logits[i] = saved + FD_EPS;
+        double plus = loss_of(be, &lb, N, CLASSES, logits);
+        logits[i] = saved - FD_EPS;
+        double minus = loss_of(be, &lb, N, CLASSES, logits);
+        logits[i] = saved;
+        expect_gradient("dlogits", i, d[i], scale * (plus - minus) / (2 * FD_EPS), &stats);
+    }
+    /* Each row of the gradient sums to zero. */
+    for (int i = 0; i < N; i++) {
+        double sum = 0;
+        for (int k = 0; k < CLASSES; k++) sum += d[i * CLASSES + k];
+        expect_near(sum, 0, 1e-15);
+    }
+    assert_true(stats.max_numeric > 0.1);
+    print_message("softmax_xent: max abs error %.2e, max rel error %.2e, worst error/tolerance"
+                  " %.2f\n",
+                  stats.max_abs, stats.max_rel, stats.max_ratio);
+    loss_destroy(be, &lb);
+}
+
+static void test_softmax_xent_bad_label(void **state) {
+    bg_backend_t *be = *state;
+    const double logits[6] = {0, 1, 2, 3, 4, 5};
+    const int32_t too_big[2] = {0, 3}, negative[2] = {-1, 0};
+    double loss = 0;
+    int64_t correct = 0;
+    loss_buffers_t lb;
+    loss_create(be, 2, 3, logits, too_big, &lb);
+    bg_error_clear();
+    assert_int_equal(
+        be->ops->softmax_xent_forward(be, 2, 3, lb.logits, lb.labels, lb.probs, &loss, &correct),
+        BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "label 3"));
+    loss_destroy(be, &lb);
+    loss_create(be, 2, 3, logits, negative, &lb);
+    assert_int_equal(
+        be->ops->softmax_xent_forward(be, 2, 3, lb.logits, lb.labels, lb.probs, &loss, &correct),
+        BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "label -1"));
+    loss_destroy(be, &lb);
+}
+
+/* ---- float kernels against double kernels ---- */
+
+typedef struct pass_result {
+    double *y, *dx, *dw, *db;
+} pass_result_t;
+
+/* Forward, backward_data and backward_weights of one layer on `be` with the
+ * given inputs; results are host doubles owned by the caller. */
+static pass_result_t full_pass(bg_backend_t *be, const bg_layer_spec_t *spec, int64_t n,
+                               const double *x, const double *w, const double *b, const double *r) {
+    layer_run_t run;
+    run_create(be, spec, n, &run);
+    pass_result_t out = {host_alloc(run.ny), host_alloc(run.nx), host_alloc(run.nw),
+                         host_alloc(run.nb)};
+    run_forward(&run, x, w, b, out.y);
+    upload(be, run.dy, r, run.ny);
+    check_ok(
+        bg_layer_backward_data(spec, be, &run.p, n, run.x, run.y, run.dy, run.dx, run.workspace));
+    check_ok(bg_layer_backward_weights(spec, be, &run.p, n, run.x, run.dy, run.workspace));
+    download(be, out.dx, run.dx, run.nx);
+    download(be, out.dw, run.p.weight_grad, run.nw);
+    download(be, out.db, run.p.bias_grad, run.nb);
+    run_destroy(&run);
+    return out;
+}
+
+/* max |got - want| <= tol * max |want|, and want is not all zeros. */
+static double expect_close_norm(const char *what, const double *got, const double *want,
+                                int64_t count, double tol) {
+    double max_err = 0, max_want = 0;
+    for (int64_t i = 0; i < count; i++) {
+        max_err = fmax(max_err, fabs(got[i] - want[i]));
+        max_want = fmax(max_want, fabs(want[i]));
+    }
+    if (count == 0) return 0;
+    assert_true(max_want > 0);
+    if (max_err > tol * max_want)
+        fail_msg("%s: float differs from double by %.3g (scale %.3g)", what, max_err, max_want);
+    return max_err / max_want;
+}
+
+static void compare_float_double(const bg_layer_spec_t *spec, int64_t n, uint64_t seed,
+                                 input_kind_t kind) {
+    bg_backend_t *f32 = backend_create(BG_F32), *f64 = backend_create(BG_F64);
+    int64_t nx = n * bg_shape_numel(spec->in), ny = n * bg_shape_numel(spec->out), nw, nb;
+    bg_layer_param_counts(spec, &nw, &nb);
+    double *x = host_alloc(nx), *r = host_alloc(ny), *w = host_alloc(nw), *b = host_alloc(nb);
+    bg_rng_t rng;
+    bg_rng_seed(&rng, seed, 0);
+    /* Values that float holds exactly would hide the rounding; these do not. */
+    fill_random(&rng, x, nx, kind);
+    fill_random(&rng, r, ny, INPUT_NORMAL);
+    fill_random(&rng, w, nw, INPUT_NORMAL);
+    fill_random(&rng, b, nb, INPUT_NORMAL);
+    pass_result_t single = full_pass(f32, spec, n, x, w, b, r);
+    pass_result_t dbl = full_pass(f64, spec, n, x, w, b, r);
+    double worst = 0;
+    worst = fmax(worst, expect_close_norm("y", single.y, dbl.y, ny, 1e-4));
+    worst = fmax(worst, expect_close_norm("dx", single.dx, dbl.dx, nx, 1e-4));
+    worst = fmax(worst, expect_close_norm("dw", single.dw, dbl.dw, nw, 1e-4));
+    worst = fmax(worst, expect_close_norm("db", single.db, dbl.db, nb, 1e-4));
+    /* Float really was used: some rounding shows. */
+    assert_true(worst > 0);
+    print_message("%s float vs double: max relative difference %.2e\n",
+                  bg_layer_kind_name(spec->kind), worst);
+    double *host[] = {x,         r,         w,     b,      single.y, single.dx,
+                      single.dw, single.db, dbl.y, dbl.dx, dbl.dw,   dbl.db};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    bg_backend_destroy(f32);
+    bg_backend_destroy(f64);
+}
+
+static void test_float_matches_double_conv2d(void **state) {
+    (void)state;
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_CONV2D,
+        .in = {3, 9, 8},
+        .out = {4, 5, 4},
+        .filters = 4,
+        .kernel = 3,
+        .stride = 2,
+        .pad = 1,
+    };
+    compare_float_double(&spec, 3, 81, INPUT_NORMAL);
+}
+
+static void test_float_matches_double_dense(void **state) {
+    (void)state;
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_DENSE,
+        .in = {50, 1, 1},
+        .out = {10, 1, 1},
+        .filters = 10,
+    };
+    compare_float_double(&spec, 4, 82, INPUT_NORMAL);
+}
+
+/* The pooling and relu kernels have float-specific fast paths to cover too. */
+static void test_float_matches_double_pool_relu(void **state) {
+    (void)state;
+    const bg_layer_spec_t tiled = {
+        .kind = BG_LAYER_MAXPOOL,
+        .in = {3, 6, 8},
+        .out = {3, 3, 4},
+        .kernel = 2,
+        .stride = 2,
+    };
+    const bg_layer_spec_t ragged = {
+        .kind = BG_LAYER_MAXPOOL,
+        .in = {3, 7, 7},
+        .out = {3, 3, 3},
+        .kernel = 3,
+        .stride = 2,
+    };
+    const bg_layer_spec_t avg = {
+        .kind = BG_LAYER_AVGPOOL,
+        .in = {3, 6, 6},
+        .out = {3, 4, 4},
+        .kernel = 3,
+        .stride = 1,
+    };
+    const bg_layer_spec_t relu = {.kind = BG_LAYER_RELU, .in = {3, 5, 5}, .out = {3, 5, 5}};
+    compare_float_double(&tiled, 2, 83, INPUT_DISTINCT);
+    compare_float_double(&ragged, 2, 84, INPUT_DISTINCT);
+    compare_float_double(&avg, 2, 85, INPUT_NORMAL);
+    compare_float_double(&relu, 2, 86, INPUT_NO_KINK);
+}
+
+/* ---- parameter initialisation ---- */
+
+static void test_init_params_distribution(void **state) {
+    (void)state;
+    enum { INPUTS = 1000, UNITS = 200 };
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_DENSE,
+        .in = {INPUTS, 1, 1},
+        .out = {UNITS, 1, 1},
+        .filters = UNITS,
+    };
+    const int64_t nw = (int64_t)INPUTS * UNITS;
+    float *w = malloc(sizeof(float) * (size_t)nw), *b = malloc(sizeof(float) * UNITS);
+    assert_non_null(w);
+    assert_non_null(b);
+    bg_layer_init_params(&spec, 3, 1234, w, b);
+    const double bound = 1.0 / sqrt((double)INPUTS);
+    double sum = 0, sum_sq = 0, lo = 1, hi = -1;
+    for (int64_t i = 0; i < nw; i++) {
+        assert_true(fabs(w[i]) <= bound);
+        sum += w[i];
+        sum_sq += (double)w[i] * w[i];
+        lo = fmin(lo, w[i]);
+        hi = fmax(hi, w[i]);
+    }
+    const double mean = sum / (double)nw, variance = sum_sq / (double)nw - mean * mean;
+    /* Five standard errors of the mean of nw uniform values. */
+    assert_true(fabs(mean) < 5 * bound / sqrt(3.0 * (double)nw));
+    /* The sample variance of 200000 uniforms is within 1.5% with margin. */
+    expect_near(variance, bound * bound / 3, 0.015 * bound * bound / 3);
+    /* The whole interval is used, not a narrower one. */
+    assert_true(hi > 0.999 * bound && lo < -0.999 * bound);
+    double bias_sum_sq = 0;
+    for (int i = 0; i < UNITS; i++) {
+        assert_true(fabs(b[i]) <= bound);
+        bias_sum_sq += (double)b[i] * b[i];
+    }
+    /* Biases are drawn, not left at zero: rms well above bound / 10. */
+    assert_true(sqrt(bias_sum_sq / UNITS) > 0.3 * bound);
+    print_message("init dense: mean %.2e, variance / (bound^2/3) = %.4f\n", mean,
+                  variance / (bound * bound / 3));
+    free(w);
+    free(b);
+}
+
+static void test_init_params_conv_fan_in(void **state) {
+    (void)state;
+    /* fan_in = channels * k * k = 3 * 5 * 5 = 75, not filters * k * k. */
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_CONV2D,
+        .in = {3, 12, 12},
+        .out = {16, 8, 8},
+        .filters = 16,
+        .kernel = 5,
+        .stride = 1,
+    };
+    enum { NW = 16 * 3 * 5 * 5, NB = 16 };
+    float w[NW], b[NB];
+    bg_layer_init_params(&spec, 0, 99, w, b);
+    const double bound = 1.0 / sqrt(75.0);
+    double hi = 0;
+    for (int i = 0; i < NW; i++) {
+        assert_true(fabs(w[i]) <= bound);
+        hi = fmax(hi, fabs(w[i]));
+    }
+    for (int i = 0; i < NB; i++) assert_true(fabs(b[i]) <= bound);
+    assert_true(hi > 0.98 * bound);
+}
+
+static void test_init_params_deterministic(void **state) {
+    (void)state;
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_DENSE,
+        .in = {30, 1, 1},
+        .out = {8, 1, 1},
+        .filters = 8,
+    };
+    enum { NW = 240, NB = 8 };
+    float w1[NW], b1[NB], w2[NW], b2[NB], w3[NW], b3[NB], w4[NW], b4[NB];
+    bg_layer_init_params(&spec, 5, 42, w1, b1);
+    bg_layer_init_params(&spec, 5, 42, w2, b2);
+    bg_layer_init_params(&spec, 6, 42, w3, b3);
+    bg_layer_init_params(&spec, 5, 43, w4, b4);
+    assert_memory_equal(w1, w2, sizeof w1);
+    assert_memory_equal(b1, b2, sizeof b1);
+    int same_index = 0, same_seed = 0;
+    for (int i = 0; i < NW; i++) {
+        same_index += w1[i] == w3[i];
+        same_seed += w1[i] == w4[i];
+    }
+    assert_int_equal(same_index, 0);
+    assert_int_equal(same_seed, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv2d_k3_valid),
+        cmocka_unit_test(test_conv2d_k3_pad1_stride2),
+        cmocka_unit_test(test_conv2d_k1),
+        cmocka_unit_test(test_conv2d_multichannel_same),
+        cmocka_unit_test(test_dense),
+        cmocka_unit_test(test_dense_single_sample),
+        cmocka_unit_test(test_maxpool_2_2),
+        cmocka_unit_test(test_maxpool_3_2_overlapping),
+        cmocka_unit_test(test_maxpool_2_2_even),
+        cmocka_unit_test(test_maxpool_ties),
+        cmocka_unit_test(test_relu_in_place),
+        cmocka_unit_test(test_avgpool_2_2),
+        cmocka_unit_test(test_avgpool_3_1),
+        cmocka_unit_test(test_relu),
+        cmocka_unit_test(test_flatten),
+        cmocka_unit_test(test_forward_hand_values),
+        cmocka_unit_test(test_param_counts),
+        cmocka_unit_test(test_parameterless_and_loss_layer),
+        cmocka_unit_test(test_softmax_xent_hand_values),
+        cmocka_unit_test(test_softmax_xent_gradient),
+        cmocka_unit_test(test_softmax_xent_bad_label),
+        cmocka_unit_test(test_float_matches_double_conv2d),
+        cmocka_unit_test(test_float_matches_double_dense),
+        cmocka_unit_test(test_float_matches_double_pool_relu),
+        cmocka_unit_test(test_init_params_distribution),
+        cmocka_unit_test(test_init_params_conv_fan_in),
+        cmocka_unit_test(test_init_params_deterministic),
+    };
+    return cmocka_run_group_tests(tests, setup_f64, teardown_backend);
+}
