@@ -1,0 +1,422 @@
+/* Tests for model checkpoints: a bit-exact round trip, the file's tensor
+ * names, shapes and metadata (what PyTorch's state_dict of the origin CNN
+ * would hold), and every way a file can fail to fit the model, each with a
+ * message naming the file and the tensor. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#endif
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "model_spec.h"
+#include "safetensors.h"
+
+static const char origin_cnn[] = "# the CNN from the project's origin\n"
+                                 "input channels=1 height=28 width=28\n"
+                                 "conv2d filters=32 kernel=3 activation=relu\n"
+                                 "maxpool size=2\n"
+                                 "flatten\n"
+                                 "dense units=128 activation=relu\n"
+                                 "dense units=10\n"
+                                 "softmax_cross_entropy\n";
+
+static const char smaller_cnn[] = "input channels=1 height=28 width=28\n"
+                                  "conv2d filters=32 kernel=3 activation=relu\n"
+                                  "maxpool size=2\n"
+                                  "flatten\n"
+                                  "dense units=64 activation=relu\n"
+                                  "dense units=10\n"
+                                  "softmax_cross_entropy\n";
+
+/* The origin CNN's tensors in the order of the flat parameter vector. */
+typedef struct expected_tensor {
+    const char *name;
+    int ndim;
+    int64_t shape[4];
+    int64_t count;
+} expected_tensor_t;
+
+static const expected_tensor_t origin_tensors[] = {
+    {"0.weight", 4, {32, 1, 3, 3}, 288},  {"0.bias", 1, {32}, 32},
+    {"4.weight", 2, {128, 5408}, 692224}, {"4.bias", 1, {128}, 128},
+    {"6.weight", 2, {10, 128}, 1280},     {"6.bias", 1, {10}, 10},
+};
+enum { ORIGIN_TENSORS = sizeof origin_tensors / sizeof origin_tensors[0] };
+enum { ORIGIN_PARAMS = 693962 };
+
+typedef struct fixture {
+    char *dir;
+    char path[512];  /* a checkpoint file in dir */
+    char other[512]; /* a second file name in dir */
+    bg_model_spec_t *spec;
+    float *params; /* i * 0.001f */
+    float *loaded;
+} fixture_t;
+
+/* ---- helpers ---- */
+
+static bg_model_spec_t *spec_parse(const char *name, const char *text) {
+    bg_model_spec_t *spec = NULL;
+    bg_status_t st = bg_model_spec_parse(name, text, strlen(text), &spec);
+    if (st != BG_OK) fail_msg("%s", bg_error_message());
+    return spec;
+}
+
+static void dir_remove(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        assert_int_equal(unlink(path), 0);
+    }
+    closedir(d);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+static int setup(void **state) {
+    fixture_t *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->dir = strdup("/tmp/test_checkpoint.XXXXXX");
+    assert_non_null(f->dir);
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->path, sizeof f->path, "%s/model.safetensors", f->dir);
+    snprintf(f->other, sizeof f->other, "%s/other.safetensors", f->dir);
+    f->spec = spec_parse("origin.model", origin_cnn);
+    assert_int_equal(f->spec->total_params, ORIGIN_PARAMS);
+    f->params = malloc(sizeof(float) * ORIGIN_PARAMS);
+    f->loaded = malloc(sizeof(float) * ORIGIN_PARAMS);
+    assert_non_null(f->params);
+    assert_non_null(f->loaded);
+    for (int64_t i = 0; i < ORIGIN_PARAMS; i++) f->params[i] = (float)i * 0.001f;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture_t *f = *state;
+    dir_remove(f->dir);
+    free(f->dir);
+    bg_model_spec_destroy(f->spec);
+    free(f->params);
+    free(f->loaded);
+    free(f);
+    return 0;
+}
+
+/* The tensors of the origin CNN over `params`, as bg_safetensors_write wants
+ * them. */
+static void origin_tensor_list(const float *params, bg_safetensors_tensor_t *out) {
+    int64_t offset = 0;
+    for (int i = 0; i < ORIGIN_TENSORS; i++) {
+        const expected_tensor_t *e = &origin_tensors[i];
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].name = e->name;
+        out[i].ndim = e->ndim;
+        memcpy(out[i].shape, e->shape, sizeof e->shape);
+        out[i].data = params + offset;
+        offset += e->count;
+    }
+}
+
+/* Asserts status and that the message names the file and `needle`. */
+static void check_error(bg_status_t got, bg_status_t want, const char *path, const char *needle) {
+    const char *message = bg_error_message();
+    if (got != want)
+        fail_msg("status %s, expected %s (message: %s)", bg_status_name(got), bg_status_name(want),
+                 message);
+    if (strstr(message, path) == NULL) fail_msg("message does not name '%s': %s", path, message);
+    if (needle != NULL && strstr(message, needle) == NULL)
+        fail_msg("message does not contain '%s': %s", needle, message);
+}
+
+static void put_u64_le(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Writes a safetensors file by hand, zero data, tensor i having dtype
+ * dtypes[i] (bg_safetensors_write only writes F32). */
+static void write_raw(const char *path, const char *const *dtypes) {
+    char header[2048];
+    size_t len = 0;
+    uint64_t offset = 0;
+    len += (size_t)snprintf(header + len, sizeof header - len, "{");
+    for (int i = 0; i < ORIGIN_TENSORS; i++) {
+        const expected_tensor_t *e = &origin_tensors[i];
+        uint64_t bytes = (uint64_t)e->count * (strcmp(dtypes[i], "F64") == 0 ? 8 : 4);
+        len += (size_t)snprintf(header + len, sizeof header - len,
+                                "%s\"%s\":{\"dtype\":\"%s\","
+                                "\"shape\":[",
+                                i ? "," : "", e->name, dtypes[i]);
+        for (int d = 0; d < e->ndim; d++)
+            len += (size_t)snprintf(header + len, sizeof header - len, "%s%" PRId64, d ? "," : "",
+                                    e->shape[d]);
+        len += (size_t)snprintf(header + len, sizeof header - len,
+                                "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", offset,
+                                offset + bytes);
+        offset += bytes;
+    }
+    len += (size_t)snprintf(header + len, sizeof header - len, "}");
+    assert_true(len < sizeof header);
+    while (len % 8 != 0) header[len++] = ' ';
+    FILE *file = fopen(path, "wb");
+    assert_non_null(file);
+    uint8_t prefix[8];
+    put_u64_le(prefix, len);
+    assert_int_equal(fwrite(prefix, 1, 8, file), 8);
+    assert_int_equal(fwrite(header, 1, len, file), len);
+    uint8_t *zeros = calloc(offset, 1);
+    assert_non_null(zeros);
+    assert_int_equal(fwrite(zeros, 1, offset, file), offset);
+    free(zeros);
+    assert_int_equal(fclose(file), 0);
+}
+
+/* ---- tests ---- */
+
+static void test_round_trip(void **state) {
+    fixture_t *f = *state;
+    assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 1234), BG_OK);
+    memset(f->loaded, 0xff, sizeof(float) * ORIGIN_PARAMS);
+    int64_t step = -1;
+    bg_status_t st = bg_checkpoint_load(f->path, f->spec, f->loaded, &step);
+    if (st != BG_OK) fail_msg("%s", bg_error_message());
+    assert_int_equal(step, 1234);
+    assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
+
+    /* step is optional. */
+    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_OK);
+
+    /* Saving again replaces the file atomically and leaves nothing else. */
+    f->params[0] = -1.5f;
+    assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 1235), BG_OK);
+    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &step), BG_OK);
+    assert_int_equal(step, 1235);
+    assert_true(f->loaded[0] == -1.5f);
+    DIR *d = opendir(f->dir);
+    assert_non_null(d);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) entries += e->d_name[0] != '.';
+    closedir(d);
+    assert_int_equal(entries, 1);
+}
+
+static void test_file_layout(void **state) {
+    fixture_t *f = *state;
+    assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 7), BG_OK);
+    bg_safetensors_t *file = NULL;
+    bg_status_t st = bg_safetensors_load(f->path, &file);
+    if (st != BG_OK) fail_msg("%s", bg_error_message());
+    assert_int_equal(file->count, ORIGIN_TENSORS);
+    int64_t offset = 0;
+    for (int i = 0; i < ORIGIN_TENSORS; i++) {
+        const expected_tensor_t *want = &origin_tensors[i];
+        const bg_safetensors_entry_t *e = bg_safetensors_find(file, want->name);
+        if (e == NULL) fail_msg("tensor %s missing", want->name);
+        assert_string_equal(e->dtype, "F32");
+        assert_int_equal(e->ndim, want->ndim);
+        for (int d = 0; d < want->ndim; d++) assert_int_equal(e->shape[d], want->shape[d]);
+        assert_int_equal(e->end - e->begin, (uint64_t)want->count * 4);
+        /* The data is the flat parameter slice, little-endian F32. */
+        for (int64_t k = 0; k < want->count; k += want->count / 7 + 1) {
+            const uint8_t *p = file->data + e->begin + 4 * k;
+            uint32_t bits =
+                (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+            float value;
+            memcpy(&value, &bits, sizeof value);
+            assert_true(value == f->params[offset + k]);
+        }
+        offset += want->count;
+    }
+    assert_int_equal(offset, ORIGIN_PARAMS);
+    const char *format = bg_safetensors_metadata(file, "format");
+    assert_non_null(format);
+    assert_string_equal(format, "pt");
+    const char *step = bg_safetensors_metadata(file, "brigade.step");
+    assert_non_null(step);
+    assert_string_equal(step, "7");
+    char fingerprint[32];
+    snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, f->spec->fingerprint);
+    const char *model = bg_safetensors_metadata(file, "brigade.model");
+    assert_non_null(model);
+    assert_string_equal(model, fingerprint);
+    bg_safetensors_destroy(file);
+}
+
+static void test_other_model(void **state) {
+    fixture_t *f = *state;
+    bg_model_spec_t *small = spec_parse("small.model", smaller_cnn);
+    assert_true(small->fingerprint != f->spec->fingerprint);
+    float *small_params = calloc((size_t)small->total_params, sizeof(float));
+    assert_non_null(small_params);
+
+    /* A checkpoint of the origin CNN does not load into the smaller one... */
+    assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 1), BG_OK);
+    check_error(bg_checkpoint_load(f->path, small, small_params, NULL), BG_ERR_INVALID, f->path,
+                "another model");
+    /* ...nor the other way round. */
+    assert_int_equal(bg_checkpoint_save(f->other, small, small_params, 1), BG_OK);
+    check_error(bg_checkpoint_load(f->other, f->spec, f->loaded, NULL), BG_ERR_INVALID, f->other,
+                "another model");
+    free(small_params);
+    bg_model_spec_destroy(small);
+}
+
+static void test_other_model_without_fingerprint(void **state) {
+    fixture_t *f = *state;
+    /* The origin CNN's tensors (no brigade metadata) into the smaller model:
+     * the shapes give it away. */
+    bg_model_spec_t *small = spec_parse("small.model", smaller_cnn);
+    float *small_params = calloc((size_t)small->total_params, sizeof(float));
+    assert_non_null(small_params);
+    bg_safetensors_tensor_t tensors[ORIGIN_TENSORS];
+    origin_tensor_list(f->params, tensors);
+    assert_int_equal(bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS, NULL, NULL, 0), BG_OK);
+    check_error(bg_checkpoint_load(f->path, small, small_params, NULL), BG_ERR_INVALID, f->path,
+                "'4.weight' has shape [128, 5408]; the model needs [64, 5408]");
+    free(small_params);
+    bg_model_spec_destroy(small);
+}
+
+static void test_missing_tensor(void **state) {
+    fixture_t *f = *state;
+    bg_safetensors_tensor_t tensors[ORIGIN_TENSORS];
+    origin_tensor_list(f->params, tensors);
+    /* Leave 4.bias out. */
+    memmove(&tensors[3], &tensors[4], sizeof tensors[0] * 2);
+    assert_int_equal(bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS - 1, NULL, NULL, 0),
+                     BG_OK);
+    check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_INVALID, f->path,
+                "'4.bias' is missing");
+}
+
+static void test_extra_tensor(void **state) {
+    fixture_t *f = *state;
+    bg_safetensors_tensor_t tensors[ORIGIN_TENSORS + 1];
+    origin_tensor_list(f->params, tensors);
+    memset(&tensors[ORIGIN_TENSORS], 0, sizeof tensors[0]);
+    tensors[ORIGIN_TENSORS].name = "8.weight";
+    tensors[ORIGIN_TENSORS].ndim = 2;
+    tensors[ORIGIN_TENSORS].shape[0] = 2;
+    tensors[ORIGIN_TENSORS].shape[1] = 3;
+    tensors[ORIGIN_TENSORS].data = f->params;
+    assert_int_equal(bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS + 1, NULL, NULL, 0),
+                     BG_OK);
+    check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_INVALID, f->path,
+                "'8.weight' is not part of this model");
+}
+
+static void test_wrong_dtype(void **state) {
+    fixture_t *f = *state;
+    const char *dtypes[ORIGIN_TENSORS] = {"F32", "F32", "F32", "F32", "F64", "F32"};
+    write_raw(f->path, dtypes);
+    check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_INVALID, f->path,
+                "'6.weight' is F64");
+
+    /* The hand-written file itself is fine: all F32 loads. */
+    const char *all_f32[ORIGIN_TENSORS] = {"F32", "F32", "F32", "F32", "F32", "F32"};
+    write_raw(f->path, all_f32);
+    bg_status_t st = bg_checkpoint_load(f->path, f->spec, f->loaded, NULL);
+    if (st != BG_OK) fail_msg("%s", bg_error_message());
+    for (int64_t i = 0; i < ORIGIN_PARAMS; i += 9973) assert_true(f->loaded[i] == 0.0f);
+}
+
+static void test_wrong_shape(void **state) {
+    fixture_t *f = *state;
+    bg_safetensors_tensor_t tensors[ORIGIN_TENSORS];
+    origin_tensor_list(f->params, tensors);
+    /* Same element count, other shape: (32, 9) instead of (32, 1, 3, 3). */
+    tensors[0].ndim = 2;
+    tensors[0].shape[0] = 32;
+    tensors[0].shape[1] = 9;
+    tensors[0].shape[2] = tensors[0].shape[3] = 0;
+    assert_int_equal(bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS, NULL, NULL, 0), BG_OK);
+    check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_INVALID, f->path,
+                "'0.weight' has shape [32, 9]; the model needs [32, 1, 3, 3]");
+
+    /* Transposed dense weight (PyTorch's layout is (out, in)). */
+    origin_tensor_list(f->params, tensors);
+    tensors[4].shape[0] = 128;
+    tensors[4].shape[1] = 10;
+    assert_int_equal(bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS, NULL, NULL, 0), BG_OK);
+    check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_INVALID, f->path,
+                "'6.weight' has shape [128, 10]; the model needs [10, 128]");
+}
+
+static void test_foreign_file_loads(void **state) {
+    fixture_t *f = *state;
+    /* As PyTorch's safetensors.torch.save_file would write it: the right
+     * tensors, in another order, with no brigade metadata. */
+    bg_safetensors_tensor_t tensors[ORIGIN_TENSORS], reversed[ORIGIN_TENSORS];
+    origin_tensor_list(f->params, tensors);
+    for (int i = 0; i < ORIGIN_TENSORS; i++) reversed[i] = tensors[ORIGIN_TENSORS - 1 - i];
+    const char *keys[] = {"format"};
+    const char *values[] = {"pt"};
+    assert_int_equal(bg_safetensors_write(f->path, reversed, ORIGIN_TENSORS, keys, values, 1),
+                     BG_OK);
+    int64_t step = -1;
+    bg_status_t st = bg_checkpoint_load(f->path, f->spec, f->loaded, &step);
+    if (st != BG_OK) fail_msg("%s", bg_error_message());
+    assert_int_equal(step, 0);
+    assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
+
+    /* No metadata at all. */
+    assert_int_equal(bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS, NULL, NULL, 0), BG_OK);
+    memset(f->loaded, 0, sizeof(float) * ORIGIN_PARAMS);
+    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &step), BG_OK);
+    assert_int_equal(step, 0);
+    assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
+}
+
+static void test_unreadable_files(void **state) {
+    fixture_t *f = *state;
+    check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_IO, f->path, NULL);
+
+    /* A truncated checkpoint is a parse error naming the file. */
+    assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 1), BG_OK);
+    FILE *in = fopen(f->path, "rb");
+    assert_non_null(in);
+    char head[100];
+    assert_int_equal(fread(head, 1, sizeof head, in), sizeof head);
+    fclose(in);
+    FILE *out = fopen(f->other, "wb");
+    assert_non_null(out);
+    assert_int_equal(fwrite(head, 1, sizeof head, out), sizeof head);
+    assert_int_equal(fclose(out), 0);
+    check_error(bg_checkpoint_load(f->other, f->spec, f->loaded, NULL), BG_ERR_PARSE, f->other,
+                NULL);
+
+    /* Saving into a missing directory is an I/O error naming the path. */
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/no/such/dir/model.safetensors", f->dir);
+    check_error(bg_checkpoint_save(missing, f->spec, f->params, 1), BG_ERR_IO, missing, NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_layout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_other_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_other_model_without_fingerprint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_tensor, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_extra_tensor, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_dtype, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_shape, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_file_loads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unreadable_files, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("checkpoint", tests, NULL, NULL);
+}

@@ -1,0 +1,776 @@
+/* Tests for the safetensors reader and writer: round trips through real
+ * files, every rejection the header comment promises (with its message), and
+ * single-byte corruptions and truncations of a valid file. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#endif
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "safetensors.h"
+
+#define BAD_NAME "bad.safetensors"
+
+/* ---- helpers ---- */
+
+static char *dir_create(void) {
+    char *dir = strdup("/tmp/test_safetensors.XXXXXX");
+    assert_non_null(dir);
+    assert_non_null(mkdtemp(dir));
+    return dir;
+}
+
+static char *path_join(const char *dir, const char *name) {
+    size_t len = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(len);
+    assert_non_null(path);
+    snprintf(path, len, "%s/%s", dir, name);
+    return path;
+}
+
+/* Entries other than . and .., so a leftover temp file shows up. */
+static int dir_count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int count = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) count++;
+    closedir(d);
+    return count;
+}
+
+static void dir_remove(char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char *path = path_join(dir, e->d_name);
+        assert_int_equal(unlink(path), 0);
+        free(path);
+    }
+    closedir(d);
+    assert_int_equal(rmdir(dir), 0);
+    free(dir);
+}
+
+static uint8_t *file_read(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    assert_true(len >= 0);
+    rewind(f);
+    uint8_t *bytes = malloc(len > 0 ? (size_t)len : 1);
+    assert_non_null(bytes);
+    assert_int_equal(fread(bytes, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *size = (size_t)len;
+    return bytes;
+}
+
+static uint64_t le64(const uint8_t *b) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | b[i];
+    return v;
+}
+
+/* A file whose length prefix says `header_len` (which may lie), followed by
+ * the JSON text and `data_size` bytes of 0xAB. Allocated to the exact size
+ * so that ASan sees any read past the end. */
+static uint8_t *file_build_raw(uint64_t header_len, const char *json, size_t data_size,
+                               size_t *size) {
+    size_t json_len = strlen(json);
+    *size = 8 + json_len + data_size;
+    uint8_t *bytes = malloc(*size);
+    assert_non_null(bytes);
+    for (int i = 0; i < 8; i++) bytes[i] = (uint8_t)(header_len >> (8 * i));
+    memcpy(bytes + 8, json, json_len);
+    memset(bytes + 8 + json_len, 0xAB, data_size);
+    return bytes;
+}
+
+static uint8_t *file_build(const char *json, size_t data_size, size_t *size) {
+    return file_build_raw(strlen(json), json, data_size, size);
+}
+
+/* Parses and expects BG_ERR_PARSE with exactly `message`, *out untouched. */
+static void expect_bytes_rejected(const uint8_t *bytes, size_t size, const char *message) {
+    bg_safetensors_t sentinel;
+    bg_safetensors_t *st = &sentinel;
+    bg_error_clear();
+    assert_int_equal(bg_safetensors_parse(BAD_NAME, bytes, size, &st), BG_ERR_PARSE);
+    assert_ptr_equal(st, &sentinel);
+    assert_string_equal(bg_error_message(), message);
+}
+
+static void expect_rejected(const char *json, size_t data_size, const char *message) {
+    size_t size;
+    uint8_t *bytes = file_build(json, data_size, &size);
+    expect_bytes_rejected(bytes, size, message);
+    free(bytes);
+}
+
+static bg_safetensors_t *expect_accepted(const char *json, size_t data_size) {
+    size_t size;
+    uint8_t *bytes = file_build(json, data_size, &size);
+    bg_safetensors_t *st = NULL;
+    bg_status_t status = bg_safetensors_parse("good.safetensors", bytes, size, &st);
+    if (status != BG_OK) fail_msg("rejected: %s", bg_error_message());
+    free(bytes);
+    return st;
+}
+
+/* ---- writing and loading ---- */
+
+static void test_round_trip(void **state) {
+    (void)state;
+    char *dir = dir_create();
+    char *path = path_join(dir, "model.safetensors");
+    float weight[4 * 1 * 3 * 3], bias[4] = {0.5f, -1.25f, 3.0f, 1e-30f}, scale = 42.0f;
+    for (int i = 0; i < 36; i++) weight[i] = (float)i * 0.25f - 4.0f;
+    bg_safetensors_tensor_t tensors[] = {
+        {.name = "conv.weight", .ndim = 4, .shape = {4, 1, 3, 3}, .data = weight},
+        {.name = "conv.bias", .ndim = 1, .shape = {4}, .data = bias},
+        {.name = "empty", .ndim = 2, .shape = {2, 0}, .data = NULL},
+        {.name = "scale", .ndim = 0, .data = &scale},
+    };
+    const char *keys[] = {"format", "step"};
+    const char *values[] = {"pt", "1200"};
+    assert_int_equal(bg_safetensors_write(path, tensors, 4, keys, values, 2), BG_OK);
+
+    size_t size;
+    uint8_t *bytes = file_read(path, &size);
+    uint64_t header_len = le64(bytes);
+    assert_int_equal((8 + header_len) % 8, 0);
+    assert_int_equal(size, 8 + header_len + (36 + 4 + 0 + 1) * 4);
+    struct stat info;
+    assert_int_equal(stat(path, &info), 0);
+    assert_int_equal(info.st_mode & 0777, 0644);
+    free(bytes);
+
+    bg_safetensors_t *st = NULL;
+    assert_int_equal(bg_safetensors_load(path, &st), BG_OK);
+    assert_int_equal(st->count, 4);
+    assert_int_equal(st->data_size, 41 * 4);
+    /* Entries come back sorted by offset: the zero-size one sits between
+     * the bias and the scalar. */
+    assert_string_equal(st->entries[0].name, "conv.weight");
+    assert_string_equal(st->entries[1].name, "conv.bias");
+    assert_string_equal(st->entries[2].name, "empty");
+    assert_string_equal(st->entries[3].name, "scale");
+
+    const bg_safetensors_entry_t *w = bg_safetensors_find(st, "conv.weight");
+    assert_non_null(w);
+    assert_string_equal(w->dtype, "F32");
+    assert_int_equal(w->ndim, 4);
+    assert_int_equal(w->shape[0], 4);
+    assert_int_equal(w->shape[1], 1);
+    assert_int_equal(w->shape[2], 3);
+    assert_int_equal(w->shape[3], 3);
+    assert_int_equal(w->begin, 0);
+    assert_int_equal(w->end, 144);
+    float loaded[36];
+    memcpy(loaded, st->data + w->begin, sizeof loaded);
+    assert_memory_equal(loaded, weight, sizeof weight);
+
+    const bg_safetensors_entry_t *b = bg_safetensors_find(st, "conv.bias");
+    assert_non_null(b);
+    assert_int_equal(b->begin, 144);
+    assert_int_equal(b->end, 160);
+    memcpy(loaded, st->data + b->begin, sizeof bias);
+    assert_memory_equal(loaded, bias, sizeof bias);
+
+    const bg_safetensors_entry_t *e = bg_safetensors_find(st, "empty");
+    assert_non_null(e);
+    assert_int_equal(e->ndim, 2);
+    assert_int_equal(e->shape[1], 0);
+    assert_int_equal(e->begin, 160);
+    assert_int_equal(e->end, 160);
+
+    const bg_safetensors_entry_t *s = bg_safetensors_find(st, "scale");
+    assert_non_null(s);
+    assert_int_equal(s->ndim, 0);
+    assert_int_equal(s->end - s->begin, 4);
+    float loaded_scale;
+    memcpy(&loaded_scale, st->data + s->begin, 4);
+    assert_true(loaded_scale == 42.0f);
+
+    assert_null(bg_safetensors_find(st, "missing"));
+    assert_int_equal(st->metadata_count, 2);
+    assert_string_equal(bg_safetensors_metadata(st, "format"), "pt");
+    assert_string_equal(bg_safetensors_metadata(st, "step"), "1200");
+    assert_null(bg_safetensors_metadata(st, "missing"));
+    bg_safetensors_destroy(st);
+
+    assert_int_equal(dir_count_entries(dir), 1);
+    free(path);
+    dir_remove(dir);
+}
+
+/* The exact bytes matter: PyTorch's loader must read what we write. */
+static void test_write_exact_header(void **state) {
+    (void)state;
+    char *dir = dir_create();
+    char *path = path_join(dir, "w.safetensors");
+    float data[2] = {1.0f, 2.0f};
+    bg_safetensors_tensor_t tensor = {.name = "w", .ndim = 1, .shape = {2}, .data = data};
+    const char *keys[] = {"k"};
+    const char *values[] = {"v"};
+    assert_int_equal(bg_safetensors_write(path, &tensor, 1, keys, values, 1), BG_OK);
+
+    const char *json = "{\"__metadata__\":{\"k\":\"v\"},\"w\":{\"dtype\":\"F32\",\"shape\":[2],"
+                       "\"data_offsets\":[0,8]}}";
+    size_t json_len = strlen(json); /* 79: padded with 1 space to 80 */
+    size_t size;
+    uint8_t *bytes = file_read(path, &size);
+    assert_int_equal(le64(bytes), 80);
+    assert_int_equal(json_len, 79);
+    assert_int_equal(size, 8 + 80 + 8);
+    assert_memory_equal(bytes + 8, json, json_len);
+    assert_int_equal(bytes[8 + 79], ' ');
+    const uint8_t one_two[8] = {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40};
+    assert_memory_equal(bytes + 88, one_two, 8);
+    free(bytes);
+    free(path);
+    dir_remove(dir);
+}
+
+static void test_write_empty(void **state) {
+    (void)state;
+    char *dir = dir_create();
+    char *path = path_join(dir, "empty.safetensors");
+    assert_int_equal(bg_safetensors_write(path, NULL, 0, NULL, NULL, 0), BG_OK);
+    size_t size;
+    uint8_t *bytes = file_read(path, &size);
+    assert_int_equal(size, 16);
+    assert_int_equal(le64(bytes), 8);
+    assert_memory_equal(bytes + 8, "{}      ", 8);
+    free(bytes);
+    bg_safetensors_t *st = NULL;
+    assert_int_equal(bg_safetensors_load(path, &st), BG_OK);
+    assert_int_equal(st->count, 0);
+    assert_int_equal(st->metadata_count, 0);
+    assert_int_equal(st->data_size, 0);
+    bg_safetensors_destroy(st);
+    free(path);
+    dir_remove(dir);
+}
+
+static void test_write_replaces_existing(void **state) {
+    (void)state;
+    char *dir = dir_create();
+    char *path = path_join(dir, "ckpt.safetensors");
+    float first[3] = {1, 2, 3}, second[2] = {7, 8};
+    bg_safetensors_tensor_t a = {.name = "a", .ndim = 1, .shape = {3}, .data = first};
+    bg_safetensors_tensor_t b = {.name = "b", .ndim = 2, .shape = {1, 2}, .data = second};
+    assert_int_equal(bg_safetensors_write(path, &a, 1, NULL, NULL, 0), BG_OK);
+    assert_int_equal(bg_safetensors_write(path, &b, 1, NULL, NULL, 0), BG_OK);
+
+    bg_safetensors_t *st = NULL;
+    assert_int_equal(bg_safetensors_load(path, &st), BG_OK);
+    assert_int_equal(st->count, 1);
+    assert_null(bg_safetensors_find(st, "a"));
+    const bg_safetensors_entry_t *e = bg_safetensors_find(st, "b");
+    assert_non_null(e);
+    assert_int_equal(e->ndim, 2);
+    float loaded[2];
+    memcpy(loaded, st->data + e->begin, sizeof loaded);
+    assert_memory_equal(loaded, second, sizeof second);
+    bg_safetensors_destroy(st);
+    assert_int_equal(dir_count_entries(dir), 1);
+    free(path);
+    dir_remove(dir);
+}
+
+static void test_write_missing_directory(void **state) {
+    (void)state;
+    char *dir = dir_create();
+    char *path = path_join(dir, "missing/x.safetensors");
+    float x = 1.0f;
+    bg_safetensors_tensor_t t = {.name = "x", .ndim = 0, .data = &x};
+    assert_int_equal(bg_safetensors_write(path, &t, 1, NULL, NULL, 0), BG_ERR_IO);
+    char expected[512];
+    snprintf(expected, sizeof expected, "cannot write '%s': mkstemp: No such file or directory",
+             path);
+    assert_string_equal(bg_error_message(), expected);
+    assert_int_equal(dir_count_entries(dir), 0);
+    free(path);
+    dir_remove(dir);
+}
+
+/* A failure after the temporary file exists must remove it. */
+static void test_write_rename_failure_removes_temp(void **state) {
+    (void)state;
+    char *dir = dir_create();
+    char *path = path_join(dir, "taken");
+    assert_int_equal(mkdir(path, 0755), 0);
+    float x = 1.0f;
+    bg_safetensors_tensor_t t = {.name = "x", .ndim = 0, .data = &x};
+    assert_int_equal(bg_safetensors_write(path, &t, 1, NULL, NULL, 0), BG_ERR_IO);
+    char expected[512];
+    snprintf(expected, sizeof expected, "cannot write '%s': rename: Is a directory", path);
+    assert_string_equal(bg_error_message(), expected);
+    assert_int_equal(dir_count_entries(dir), 1);
+    assert_int_equal(rmdir(path), 0);
+    free(path);
+    dir_remove(dir);
+}
+
+/* Invalid requests fail before anything touches the disk: an existing
+ * checkpoint survives and no temporary file is left. */
+static void test_write_invalid_keeps_existing(void **state) {
+    (void)state;
+    char *dir = dir_create();
+    char *path = path_join(dir, "keep.safetensors");
+    float data[2] = {5, 6};
+    bg_safetensors_tensor_t good = {.name = "g", .ndim = 1, .shape = {2}, .data = data};
+    assert_int_equal(bg_safetensors_write(path, &good, 1, NULL, NULL, 0), BG_OK);
+    size_t before_size;
+    uint8_t *before = file_read(path, &before_size);
+
+    bg_safetensors_tensor_t dup[] = {
+        {.name = "a", .ndim = 1, .shape = {1}, .data = data},
+        {.name = "b", .ndim = 1, .shape = {1}, .data = data},
+        {.name = "a", .ndim = 1, .shape = {2}, .data = data},
+    };
+    assert_int_equal(bg_safetensors_write(path, dup, 3, NULL, NULL, 0), BG_ERR_INVALID);
+    char expected[512];
+    snprintf(expected, sizeof expected, "%s: duplicate tensor name 'a'", path);
+    assert_string_equal(bg_error_message(), expected);
+
+    bg_safetensors_tensor_t bad = {.name = "n", .ndim = 2, .shape = {2, -3}, .data = data};
+    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
+    snprintf(expected, sizeof expected, "%s: tensor 'n': shape[1] = -3 is out of range", path);
+    assert_string_equal(bg_error_message(), expected);
+
+    bad = (bg_safetensors_tensor_t){.name = "d", .ndim = 9, .data = data};
+    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
+    snprintf(expected, sizeof expected, "%s: tensor 'd': ndim 9 not in [0, 8]", path);
+    assert_string_equal(bg_error_message(), expected);
+
+    bad = (bg_safetensors_tensor_t){.name = "z", .ndim = 1, .shape = {3}, .data = NULL};
+    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
+    snprintf(expected, sizeof expected, "%s: tensor 'z': data is NULL", path);
+    assert_string_equal(bg_error_message(), expected);
+
+    bad = (bg_safetensors_tensor_t){.name = "__metadata__", .ndim = 1, .shape = {1}, .data = data};
+    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
+
+    const char *keys[] = {"k", "k"};
+    const char *values[] = {"1", "2"};
+    assert_int_equal(bg_safetensors_write(path, &good, 1, keys, values, 2), BG_ERR_INVALID);
+    snprintf(expected, sizeof expected, "%s: duplicate metadata key 'k'", path);
+    assert_string_equal(bg_error_message(), expected);
+
+    size_t after_size;
+    uint8_t *after = file_read(path, &after_size);
+    assert_int_equal(after_size, before_size);
+    assert_memory_equal(after, before, before_size);
+    assert_int_equal(dir_count_entries(dir), 1);
+    free(before);
+    free(after);
+    free(path);
+    dir_remove(dir);
+}
+
+static void test_load_missing_file(void **state) {
+    (void)state;
+    bg_safetensors_t sentinel;
+    bg_safetensors_t *st = &sentinel;
+    assert_int_equal(bg_safetensors_load("/nonexistent/x.safetensors", &st), BG_ERR_IO);
+    assert_ptr_equal(st, &sentinel);
+    assert_string_equal(bg_error_message(),
+                        "cannot read '/nonexistent/x.safetensors': No such file or directory");
+}
+
+/* load reads in pieces; its checks must match parse's on a bad file. */
+static void test_load_rejects_bad_file(void **state) {
+    (void)state;
+    char *dir = dir_create();
+    char *path = path_join(dir, "bad.safetensors");
+    size_t size;
+    uint8_t *bytes =
+        file_build("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8, &size);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, size, f), size);
+    fclose(f);
+    bg_safetensors_t *st = NULL;
+    assert_int_equal(bg_safetensors_load(path, &st), BG_ERR_PARSE);
+    assert_null(st);
+    char expected[512];
+    snprintf(expected, sizeof expected, "%s: bytes [4, 8) of the data belong to no tensor", path);
+    assert_string_equal(bg_error_message(), expected);
+
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, 5, f), 5);
+    fclose(f);
+    assert_int_equal(bg_safetensors_load(path, &st), BG_ERR_PARSE);
+    snprintf(expected, sizeof expected, "%s: 5 bytes is too short for the 8-byte header length",
+             path);
+    assert_string_equal(bg_error_message(), expected);
+    free(bytes);
+    free(path);
+    dir_remove(dir);
+}
+
+/* ---- headers that must be accepted ---- */
+
+static void test_parse_mixed_dtypes(void **state) {
+    (void)state;
+    /* Listed out of offset order, with a zero-size tensor sharing byte 2. */
+    bg_safetensors_t *st = expect_accepted(
+        "{\"c\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[2,10]},"
+        "\"z\":{\"dtype\":\"F64\",\"shape\":[4503599627370496,0],\"data_offsets\":[2,2]},"
+        "\"a\":{\"dtype\":\"BF16\",\"shape\":[],\"data_offsets\":[0,2]},"
+        "\"__metadata__\":{},"
+        "\"d\":{\"dtype\":\"BOOL\",\"shape\":[3],\"data_offsets\":[10,13]}}  \n",
+        13);
+    assert_int_equal(st->count, 4);
+    assert_int_equal(st->metadata_count, 0);
+    assert_string_equal(st->entries[0].name, "a");
+    assert_string_equal(st->entries[0].dtype, "BF16");
+    assert_int_equal(st->entries[0].ndim, 0);
+    assert_string_equal(st->entries[1].name, "z");
+    assert_int_equal(st->entries[1].shape[0], 4503599627370496);
+    assert_string_equal(st->entries[2].name, "c");
+    assert_string_equal(st->entries[2].dtype, "I64");
+    assert_string_equal(st->entries[3].name, "d");
+    assert_int_equal(st->entries[3].end, 13);
+    assert_int_equal(st->data[12], 0xAB);
+    bg_safetensors_destroy(st);
+    bg_safetensors_destroy(NULL);
+}
+
+static void test_parse_metadata_only(void **state) {
+    (void)state;
+    bg_safetensors_t *st =
+        expect_accepted("{\"__metadata__\":{\"a\":\"1\",\"b\":\"\xc3\xa9\"}}", 0);
+    assert_int_equal(st->count, 0);
+    assert_int_equal(st->metadata_count, 2);
+    assert_string_equal(bg_safetensors_metadata(st, "b"), "\xc3\xa9");
+    bg_safetensors_destroy(st);
+}
+
+/* ---- headers that must be rejected ---- */
+
+#define F32_1(offsets) "{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":" offsets "}"
+
+static void test_reject_too_short(void **state) {
+    (void)state;
+    const uint8_t bytes[5] = {2, 0, 0, 0, 0};
+    uint8_t *copy = malloc(5);
+    memcpy(copy, bytes, 5);
+    expect_bytes_rejected(copy, 5, BAD_NAME ": 5 bytes is too short for the 8-byte header length");
+    free(copy);
+}
+
+static void test_reject_header_past_end(void **state) {
+    (void)state;
+    size_t size;
+    uint8_t *bytes = file_build_raw(100, "{}", 0, &size);
+    expect_bytes_rejected(bytes, size,
+                          BAD_NAME ": header length 100 runs past the end of the file (10 bytes)");
+    free(bytes);
+    /* The largest u64 must not wrap the 8 + N check. */
+    bytes = file_build_raw(UINT64_MAX, "{}", 0, &size);
+    expect_bytes_rejected(bytes, size,
+                          BAD_NAME ": header length 18446744073709551615 exceeds the limit of "
+                                   "100000000 bytes");
+    free(bytes);
+}
+
+static void test_reject_header_over_limit(void **state) {
+    (void)state;
+    size_t size;
+    uint8_t *bytes = file_build_raw(BG_SAFETENSORS_MAX_HEADER + 1, "{}", 0, &size);
+    expect_bytes_rejected(bytes, size,
+                          BAD_NAME ": header length 100000001 exceeds the limit of 100000000 "
+                                   "bytes");
+    free(bytes);
+}
+
+static void test_reject_not_json(void **state) {
+    (void)state;
+    expect_rejected("{\"a\": ", 0, BAD_NAME ": header is not valid JSON (near header byte 5)");
+    expect_rejected("", 0, BAD_NAME ": header is not valid JSON (near header byte 0)");
+    expect_rejected("{} x", 0, BAD_NAME ": unexpected text after the JSON header (header byte 3)");
+    expect_rejected("{}{}", 0, BAD_NAME ": unexpected text after the JSON header (header byte 2)");
+    expect_rejected("{\"\xff\":1}", 0, BAD_NAME ": header is not valid UTF-8 (header byte 2)");
+    expect_rejected("{\"\xc0\xaf\":1}", 0, BAD_NAME ": header is not valid UTF-8 (header byte 2)");
+}
+
+static void test_reject_json_array(void **state) {
+    (void)state;
+    expect_rejected("[1, 2]", 0, BAD_NAME ": header is not a JSON object");
+    expect_rejected("\"text\"", 0, BAD_NAME ": header is not a JSON object");
+}
+
+static void test_reject_missing_fields(void **state) {
+    (void)state;
+    expect_rejected("{\"w\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+                    BAD_NAME ": tensor 'w': missing field 'dtype'");
+    expect_rejected("{\"w\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4,
+                    BAD_NAME ": tensor 'w': missing field 'shape'");
+    expect_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4,
+                    BAD_NAME ": tensor 'w': missing field 'data_offsets'");
+    expect_rejected("{\"w\":[1]}", 4, BAD_NAME ": tensor 'w': entry is not a JSON object");
+}
+
+static void test_reject_wrong_fields(void **state) {
+    (void)state;
+    expect_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", 4,
+                    BAD_NAME ": tensor 'w': unexpected field 'x'");
+    expect_rejected("{\"w\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],"
+                    "\"data_offsets\":[0,4]}}",
+                    4, BAD_NAME ": tensor 'w': duplicate field 'dtype'");
+    expect_rejected("{\"w\":{\"dtype\":32,\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+                    BAD_NAME ": tensor 'w': dtype is not a string");
+    expect_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":1,\"data_offsets\":[0,4]}}", 4,
+                    BAD_NAME ": tensor 'w': shape is not an array");
+    expect_rejected("{\"\":" F32_1("[0,4]") "}", 4, BAD_NAME ": empty tensor name in header");
+}
+
+static void test_reject_unknown_dtype(void **state) {
+    (void)state;
+    expect_rejected("{\"w\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+                    BAD_NAME ": tensor 'w': unknown dtype 'F33'");
+    expect_rejected("{\"w\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+                    BAD_NAME ": tensor 'w': unknown dtype 'f32'");
+}
+
+static void test_reject_bad_dims(void **state) {
+    (void)state;
+    expect_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,-1],\"data_offsets\":[0,4]}}", 4,
+                    BAD_NAME ": tensor 'w': shape[1] is not a non-negative integer");
+    expect_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4,
+                    BAD_NAME ": tensor 'w': shape[0] is not a non-negative integer");
+    expect_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[\"1\"],\"data_offsets\":[0,4]}}", 4,
+                    BAD_NAME ": tensor 'w': shape[0] is not a non-negative integer");
+    /* 2^53 + 1 would read back as 2^53: refuse the whole inexact range. */
+    expect_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[9007199254740993],"
+                    "\"data_offsets\":[0,4]}}",
+                    4, BAD_NAME ": tensor 'w': shape[0] is not a non-negative integer");
+    expect_rejected("{\"w\":{\"dtype\":\"U8\",\"shape\":[4503599627370496,4503599627370496],"
+                    "\"data_offsets\":[0,4]}}",
+                    4,
+                    BAD_NAME ": tensor 'w': shape [4503599627370496, 4503599627370496] of U8 "
+                             "overflows 64 bits");
+}
+
+static void test_reject_too_many_dims(void **state) {
+    (void)state;
+    expect_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],"
+                    "\"data_offsets\":[0,4]}}",
+                    4, BAD_NAME ": tensor 'w': shape has 9 dims, more than 8");
+}
+
+static void test_reject_bad_offsets(void **state) {
+    (void)state;
+    const char *pair = ": tensor 'w': data_offsets is not a pair of non-negative integers";
+    char expected[256];
+    snprintf(expected, sizeof expected, "%s%s", BAD_NAME, pair);
+    expect_rejected("{\"w\":" F32_1("[0,4.5]") "}", 4, expected);
+    expect_rejected("{\"w\":" F32_1("[-0.5,4]") "}", 4, expected);
+    expect_rejected("{\"w\":" F32_1("[-4,0]") "}", 4, expected);
+    expect_rejected("{\"w\":" F32_1("[0]") "}", 4, expected);
+    expect_rejected("{\"w\":" F32_1("[0,4,8]") "}", 4, expected);
+    expect_rejected("{\"w\":" F32_1("[0,\"4\"]") "}", 4, expected);
+    expect_rejected("{\"w\":" F32_1("{\"a\":0,\"b\":4}") "}", 4, expected);
+    expect_rejected("{\"w\":" F32_1("[0,9007199254740993]") "}", 4, expected);
+}
+
+static void test_reject_offsets_out_of_bounds(void **state) {
+    (void)state;
+    expect_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4,
+                    BAD_NAME ": tensor 'w': data_offsets [0, 8] exceed the 4 bytes of data");
+}
+
+static void test_reject_begin_after_end(void **state) {
+    (void)state;
+    expect_rejected("{\"w\":" F32_1("[8,4]") "}", 8,
+                    BAD_NAME ": tensor 'w': data_offsets [8, 4] end before they begin");
+}
+
+static void test_reject_size_mismatch(void **state) {
+    (void)state;
+    expect_rejected("{\"0.weight\":{\"dtype\":\"F32\",\"shape\":[32,1,3,3],"
+                    "\"data_offsets\":[0,1200]}}",
+                    1200,
+                    BAD_NAME ": tensor '0.weight': data_offsets [0, 1200] do not match shape "
+                             "[32, 1, 3, 3] of F32 (1152 bytes)");
+    expect_rejected("{\"h\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,4]}}", 4,
+                    BAD_NAME ": tensor 'h': data_offsets [0, 4] do not match shape [3] of F16 "
+                             "(6 bytes)");
+}
+
+static void test_reject_overlap(void **state) {
+    (void)state;
+    expect_rejected("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                    "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                    12, BAD_NAME ": tensor 'b': data_offsets [4, 12] overlap tensor 'a' [0, 8]");
+    /* Two names for the same bytes is an overlap too. */
+    expect_rejected("{\"a\":" F32_1("[0,4]") ",\"b\":" F32_1("[0,4]") "}", 4,
+                    BAD_NAME ": tensor 'b': data_offsets [0, 4] overlap tensor 'a' [0, 4]");
+}
+
+static void test_reject_gap(void **state) {
+    (void)state;
+    expect_rejected("{\"a\":" F32_1("[0,4]") ",\"b\":" F32_1("[8,12]") "}", 12,
+                    BAD_NAME ": tensor 'b': data_offsets [8, 12] leave a gap: bytes [4, 8) belong "
+                             "to no tensor");
+    expect_rejected("{\"a\":" F32_1("[4,8]") "}", 8,
+                    BAD_NAME ": tensor 'a': data_offsets [4, 8] leave a gap: bytes [0, 4) belong "
+                             "to no tensor");
+}
+
+static void test_reject_trailing_data(void **state) {
+    (void)state;
+    expect_rejected("{\"a\":" F32_1("[0,4]") "}", 5,
+                    BAD_NAME ": bytes [4, 5) of the data belong to no tensor");
+    expect_rejected("{}", 3, BAD_NAME ": bytes [0, 3) of the data belong to no tensor");
+}
+
+static void test_reject_duplicate_keys(void **state) {
+    (void)state;
+    expect_rejected("{\"a\":" F32_1("[0,4]") ",\"a\":" F32_1("[4,8]") "}", 8,
+                    BAD_NAME ": duplicate key 'a' in header");
+    expect_rejected("{\"__metadata__\":{},\"__metadata__\":{}}", 0,
+                    BAD_NAME ": duplicate key '__metadata__' in header");
+    expect_rejected("{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", 0,
+                    BAD_NAME ": duplicate metadata key 'k'");
+}
+
+static void test_reject_bad_metadata(void **state) {
+    (void)state;
+    expect_rejected("{\"__metadata__\":{\"epoch\":3}}", 0,
+                    BAD_NAME ": metadata 'epoch' is not a string");
+    expect_rejected("{\"__metadata__\":{\"epoch\":null}}", 0,
+                    BAD_NAME ": metadata 'epoch' is not a string");
+    expect_rejected("{\"__metadata__\":[\"a\"]}", 0,
+                    BAD_NAME ": __metadata__ is not a JSON object");
+}
+
+/* ---- corruption ---- */
+
+/* Every single-byte corruption and every truncation of a valid file: parse
+ * must never crash or read out of bounds (ASan allocations are exact), and
+ * must answer OK or PARSE. Data bytes carry no checksum yet, so their flips
+ * parse; nearly every header flip must not. */
+static void test_corruption(void **state) {
+    (void)state;
+    char *dir = dir_create();
+    char *path = path_join(dir, "small.safetensors");
+    float w[6] = {1, 2, 3, 4, 5, 6}, b[2] = {-1, 1};
+    bg_safetensors_tensor_t tensors[] = {
+        {.name = "fc.weight", .ndim = 2, .shape = {2, 3}, .data = w},
+        {.name = "fc.bias", .ndim = 1, .shape = {2}, .data = b},
+    };
+    const char *keys[] = {"step"};
+    const char *values[] = {"7"};
+    assert_int_equal(bg_safetensors_write(path, tensors, 2, keys, values, 1), BG_OK);
+    size_t size;
+    uint8_t *original = file_read(path, &size);
+    size_t data_start = 8 + (size_t)le64(original);
+    assert_int_equal(size - data_start, 32);
+
+    static const uint8_t masks[] = {0x01, 0x02, 0x20, 0x80, 0xFF};
+    int prefix_parse = 0, header_parse = 0, header_total = 0, data_ok = 0;
+    for (size_t i = 0; i < size; i++) {
+        for (size_t m = 0; m < sizeof masks; m++) {
+            uint8_t *bytes = malloc(size);
+            assert_non_null(bytes);
+            memcpy(bytes, original, size);
+            bytes[i] ^= masks[m];
+            bg_safetensors_t *st = NULL;
+            bg_status_t status = bg_safetensors_parse("flip", bytes, size, &st);
+            if (status != BG_OK && status != BG_ERR_PARSE)
+                fail_msg("byte %zu ^ 0x%02x: status %d: %s", i, masks[m], status,
+                         bg_error_message());
+            if (status == BG_OK) {
+                assert_non_null(st);
+                bg_safetensors_destroy(st);
+            } else {
+                assert_null(st);
+                assert_memory_equal(bg_error_message(), "flip: ", 6);
+            }
+            if (i < 8) {
+                prefix_parse += status == BG_ERR_PARSE;
+            } else if (i < data_start) {
+                header_total++;
+                header_parse += status == BG_ERR_PARSE;
+            } else {
+                data_ok += status == BG_OK;
+            }
+            free(bytes);
+        }
+    }
+    assert_int_equal(prefix_parse, 8 * (int)sizeof masks);
+    assert_int_equal(data_ok, 32 * (int)sizeof masks);
+    /* Flips inside names and metadata values can yield another valid
+     * header; structure, numbers, dtypes and padding cannot. */
+    if (header_parse * 10 < header_total * 9)
+        fail_msg("only %d of %d header flips rejected", header_parse, header_total);
+
+    for (size_t len = 0; len < size; len++) {
+        uint8_t *bytes = malloc(len ? len : 1);
+        assert_non_null(bytes);
+        memcpy(bytes, original, len);
+        bg_safetensors_t *st = NULL;
+        assert_int_equal(bg_safetensors_parse("cut", bytes, len, &st), BG_ERR_PARSE);
+        assert_null(st);
+        free(bytes);
+    }
+    free(original);
+    free(path);
+    dir_remove(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_write_exact_header),
+        cmocka_unit_test(test_write_empty),
+        cmocka_unit_test(test_write_replaces_existing),
+        cmocka_unit_test(test_write_missing_directory),
+        cmocka_unit_test(test_write_rename_failure_removes_temp),
+        cmocka_unit_test(test_write_invalid_keeps_existing),
+        cmocka_unit_test(test_load_missing_file),
+        cmocka_unit_test(test_load_rejects_bad_file),
+        cmocka_unit_test(test_parse_mixed_dtypes),
+        cmocka_unit_test(test_parse_metadata_only),
+        cmocka_unit_test(test_reject_too_short),
+        cmocka_unit_test(test_reject_header_past_end),
+        cmocka_unit_test(test_reject_header_over_limit),
+        cmocka_unit_test(test_reject_not_json),
+        cmocka_unit_test(test_reject_json_array),
+        cmocka_unit_test(test_reject_missing_fields),
+        cmocka_unit_test(test_reject_wrong_fields),
+        cmocka_unit_test(test_reject_unknown_dtype),
+        cmocka_unit_test(test_reject_bad_dims),
+        cmocka_unit_test(test_reject_too_many_dims),
+        cmocka_unit_test(test_reject_bad_offsets),
+        cmocka_unit_test(test_reject_offsets_out_of_bounds),
+        cmocka_unit_test(test_reject_begin_after_end),
+        cmocka_unit_test(test_reject_size_mismatch),
+        cmocka_unit_test(test_reject_overlap),
+        cmocka_unit_test(test_reject_gap),
+        cmocka_unit_test(test_reject_trailing_data),
+        cmocka_unit_test(test_reject_duplicate_keys),
+        cmocka_unit_test(test_reject_bad_metadata),
+        cmocka_unit_test(test_corruption),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
