@@ -1,0 +1,71 @@
+/* The training loop on one device: epochs of shuffled mini-batches through a
+ * single stage that holds the whole model, then evaluation on the test set.
+ * The pipelined executor (several stages, micro-batches) reuses the same
+ * configuration and result types. */
+#ifndef BG_TRAIN_H
+#define BG_TRAIN_H
+
+#include <stdint.h>
+
+#include "dataset.h"
+#include "model_spec.h"
+#include "optimizer.h"
+#include "stage.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the loop reports after each step (and once more at each epoch end). */
+typedef struct bg_train_progress {
+    int epoch, epochs;         /* 1-based epoch, number of epochs */
+    int64_t step, total_steps; /* steps done in the run, steps the run will take */
+    double loss;               /* mean training loss over this epoch so far */
+    double samples_per_s;      /* training throughput so far */
+    double eta_s;              /* estimated seconds to the end of training */
+    int epoch_done;            /* 1 on the report that closes an epoch */
+} bg_train_progress_t;
+
+typedef void (*bg_train_progress_fn)(void *ctx, const bg_train_progress_t *progress);
+
+typedef struct bg_train_config {
+    const bg_model_spec_t *spec;
+    const bg_dataset_t *train, *test;
+    int64_t batch; /* samples per optimizer step */
+    int epochs;    /* passes over the training set */
+    int64_t steps; /* if > 0, stop after this many steps in all */
+    uint64_t seed; /* initialisation and shuffling */
+    bg_optimizer_config_t optimizer;
+    const float *initial_params; /* if not NULL, spec->total_params values to start from */
+    bg_train_progress_fn progress;
+    void *progress_ctx;
+} bg_train_config_t;
+
+#define BG_TRAIN_CONFIG_INIT                                                                       \
+    { .batch = 64, .epochs = 1, .steps = 0, .seed = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT }
+
+typedef struct bg_train_result {
+    int64_t steps;        /* optimizer steps taken */
+    double loss;          /* mean training loss over the last epoch's steps */
+    double test_loss;     /* mean cross-entropy on the test set */
+    double test_accuracy; /* fraction of test samples classified correctly */
+    double train_seconds; /* wall time of the training steps (evaluation excluded) */
+    double samples_per_s; /* training samples per second */
+} bg_train_result_t;
+
+/* Trains on the CPU backend (one device), evaluates, and leaves the final
+ * parameters in `final_params` (spec->total_params floats) if not NULL.
+ * Deterministic: the same config gives bit-identical parameters. */
+bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result,
+                         float *final_params);
+
+/* Mean loss and accuracy of a stage holding the whole model over `data`,
+ * in batches of the stage's max_batch. */
+bg_status_t bg_train_evaluate(bg_stage_t *stage, int64_t batch, const bg_dataset_t *data,
+                              double *loss, double *accuracy);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_TRAIN_H */

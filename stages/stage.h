@@ -1,0 +1,119 @@
+/* A stage: a contiguous slice [first_layer, last_layer) of the layer stack
+ * bound to one backend device, with everything it needs to run micro-batches:
+ * parameters, gradients, optimizer state, activation buffers and workspace,
+ * all allocated once at creation (no allocation while training).
+ *
+ * The stage that holds the final softmax_cross_entropy layer computes the loss
+ * from labels; every other stage receives dL/d(output) from its successor.
+ * Gradients accumulate across backward calls until bg_stage_zero_grads(), so
+ * a mini-batch can be split into micro-batches. Not thread-safe: one thread
+ * drives a stage. */
+#ifndef BG_STAGE_H
+#define BG_STAGE_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "model_spec.h"
+#include "optimizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bg_stage bg_stage_t;
+
+typedef struct bg_stage_config {
+    const bg_model_spec_t *spec; /* must outlive the stage */
+    int first_layer, last_layer; /* [first, last) indices into spec->layers */
+    bg_backend_t *backend;       /* borrowed; must outlive the stage */
+    int64_t max_batch;           /* largest batch (micro-batch) forward will see */
+    uint64_t seed;               /* parameter initialisation (bg_layer_init_params) */
+    bg_optimizer_config_t optimizer;
+} bg_stage_config_t;
+
+#define BG_STAGE_CONFIG_INIT                                                                       \
+    {                                                                                              \
+        .first_layer = 0, .last_layer = 0, .max_batch = 64, .seed = 0,                             \
+        .optimizer = BG_OPTIMIZER_CONFIG_INIT                                                      \
+    }
+
+/* Memory the stage holds, by category, in bytes. */
+typedef struct bg_stage_memory {
+    size_t params, grads, optimizer, activations, workspace;
+} bg_stage_memory_t;
+
+/* Loss figures of one forward pass through the last stage. */
+typedef struct bg_stage_loss {
+    double loss_sum; /* sum over samples of the cross-entropy */
+    int64_t correct; /* samples whose argmax equals the label */
+} bg_stage_loss_t;
+
+/* Creates a stage and initialises its parameters from cfg->seed.
+ * BG_ERR_INVALID for an empty or out-of-range layer slice or max_batch < 1;
+ * BG_ERR_NOMEM naming the bytes when memory runs out. */
+bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out);
+
+/* NULL and half-built stages are fine. */
+void bg_stage_destroy(bg_stage_t *stage);
+
+/* Whether this stage ends with the loss layer. */
+int bg_stage_has_loss(const bg_stage_t *stage);
+
+/* Device buffer for the stage input, (max_batch, in) in the backend's type. */
+void *bg_stage_input(bg_stage_t *stage);
+
+/* Copies n host samples (n, in) and, on the loss stage, n labels into the
+ * stage's input and label buffers. labels may be NULL on other stages. */
+bg_status_t bg_stage_load_batch(bg_stage_t *stage, int64_t n, const float *images,
+                                const int32_t *labels);
+
+/* Runs the forward pass on the first n samples of the input buffer. On the
+ * loss stage, `loss` (if not NULL) receives the loss sum and correct count. */
+bg_status_t bg_stage_forward(bg_stage_t *stage, int64_t n, bg_stage_loss_t *loss);
+
+/* Device buffer holding the output (n, out) of the last forward. On the loss
+ * stage it holds the softmax probabilities. */
+const void *bg_stage_output(const bg_stage_t *stage);
+
+/* Device buffer (max_batch, out) into which a non-loss stage's caller writes
+ * dL/d(output) before bg_stage_backward(). NULL on the loss stage. */
+void *bg_stage_output_grad(bg_stage_t *stage);
+
+/* Backward pass for the n samples of the last forward: accumulates parameter
+ * gradients and, unless this stage starts at layer 0, leaves dL/d(input) in
+ * bg_stage_input_grad(). On the loss stage the loss gradient is scaled by
+ * loss_scale (1/B averages over a mini-batch of B samples). */
+bg_status_t bg_stage_backward(bg_stage_t *stage, int64_t n, double loss_scale);
+
+/* dL/d(input) of the last backward, (n, in); NULL for a stage at layer 0. */
+const void *bg_stage_input_grad(const bg_stage_t *stage);
+
+/* Sets every gradient to zero. */
+bg_status_t bg_stage_zero_grads(bg_stage_t *stage);
+
+/* Applies one optimizer step with the accumulated gradients. */
+bg_status_t bg_stage_step(bg_stage_t *stage);
+
+/* Optimizer steps taken so far. */
+int64_t bg_stage_steps(const bg_stage_t *stage);
+
+/* Trainable parameters held by the stage. */
+int64_t bg_stage_param_count(const bg_stage_t *stage);
+
+/* Copies parameters to/from host memory, flat: for each layer of the slice in
+ * order, its weight then its bias (bg_stage_param_count() floats). */
+bg_status_t bg_stage_download_params(bg_stage_t *stage, float *host);
+bg_status_t bg_stage_upload_params(bg_stage_t *stage, const float *host);
+
+/* Same for the accumulated gradients (tests compare them across placements). */
+bg_status_t bg_stage_download_grads(bg_stage_t *stage, float *host);
+
+/* Bytes held, by category. */
+bg_stage_memory_t bg_stage_memory(const bg_stage_t *stage);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_STAGE_H */

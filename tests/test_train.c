@@ -1,0 +1,154 @@
+/* End-to-end training on one device: synthetic data, a small CNN. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset.h"
+#include "model_spec.h"
+#include "train.h"
+
+static const char small_cnn[] = "input channels=1 height=12 width=12\n"
+                                "conv2d filters=8 kernel=3 activation=relu\n"
+                                "maxpool size=2\n"
+                                "flatten\n"
+                                "dense units=32 activation=relu\n"
+                                "dense units=4\n"
+                                "softmax_cross_entropy\n";
+
+typedef struct fixture {
+    bg_model_spec_t *spec;
+    bg_dataset_t *train, *test;
+} fixture_t;
+
+static int setup(void **state) {
+    fixture_t *f = calloc(1, sizeof *f);
+    assert_int_equal(bg_model_spec_parse("small", small_cnn, strlen(small_cnn), &f->spec), BG_OK);
+    assert_int_equal(bg_dataset_synthetic(f->spec->input, 4, 1024, 3, 0, &f->train), BG_OK);
+    assert_int_equal(bg_dataset_synthetic(f->spec->input, 4, 512, 3, 1, &f->test), BG_OK);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture_t *f = *state;
+    bg_dataset_destroy(f->train);
+    bg_dataset_destroy(f->test);
+    bg_model_spec_destroy(f->spec);
+    free(f);
+    return 0;
+}
+
+static bg_train_config_t config(const fixture_t *f) {
+    bg_train_config_t cfg = BG_TRAIN_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.train = f->train;
+    cfg.test = f->test;
+    cfg.batch = 32;
+    cfg.epochs = 3;
+    cfg.seed = 11;
+    return cfg;
+}
+
+/* The model learns: chance is 0.25 and the initial loss about ln 4. */
+static void test_learns_synthetic(void **state) {
+    fixture_t *f = *state;
+    bg_train_config_t cfg = config(f);
+    bg_train_result_t r;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
+    assert_int_equal(r.steps, 3 * 32);
+    assert_true(r.test_accuracy > 0.9);
+    print_message("loss %.4f test accuracy %.4f\n", r.loss, r.test_accuracy);
+    assert_true(r.loss < 0.8); /* from about ln 4 = 1.39 */
+    assert_true(r.samples_per_s > 0);
+}
+
+/* Same configuration, bit-identical weights (DESIGN: synchronous semantics). */
+static void test_deterministic(void **state) {
+    fixture_t *f = *state;
+    bg_train_config_t cfg = config(f);
+    cfg.epochs = 1;
+    int64_t n = f->spec->total_params;
+    float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+    bg_train_result_t ra, rb;
+    assert_int_equal(bg_train_run(&cfg, &ra, a), BG_OK);
+    assert_int_equal(bg_train_run(&cfg, &rb, b), BG_OK);
+    assert_memory_equal(a, b, sizeof(float) * (size_t)n);
+    assert_true(ra.loss == rb.loss);
+    cfg.seed = 12;
+    assert_int_equal(bg_train_run(&cfg, &rb, b), BG_OK);
+    assert_true(memcmp(a, b, sizeof(float) * (size_t)n) != 0);
+    free(a);
+    free(b);
+}
+
+/* --steps stops early; a partial last batch is trained on, not dropped. */
+static void test_steps_and_partial_batch(void **state) {
+    fixture_t *f = *state;
+    bg_train_config_t cfg = config(f);
+    cfg.steps = 5;
+    bg_train_result_t r;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
+    assert_int_equal(r.steps, 5);
+    cfg.steps = 0;
+    cfg.epochs = 1;
+    cfg.batch = 1000; /* 1024 samples: one batch of 1000, one of 24 */
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
+    assert_int_equal(r.steps, 2);
+}
+
+/* Starting from given parameters: zero steps of training is impossible, so
+ * compare one SGD step with lr 0 against the initial parameters. */
+static void test_initial_params_used(void **state) {
+    fixture_t *f = *state;
+    bg_train_config_t cfg = config(f);
+    int64_t n = f->spec->total_params;
+    float *start = malloc(sizeof(float) * (size_t)n), *end = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) start[i] = (float)((i % 7) - 3) * 0.01f;
+    cfg.initial_params = start;
+    cfg.steps = 1;
+    cfg.optimizer.kind = BG_OPTIMIZER_SGD;
+    cfg.optimizer.sgd.lr = 0;
+    bg_train_result_t r;
+    assert_int_equal(bg_train_run(&cfg, &r, end), BG_OK);
+    assert_memory_equal(start, end, sizeof(float) * (size_t)n);
+    free(start);
+    free(end);
+}
+
+static void test_rejects_bad_config(void **state) {
+    fixture_t *f = *state;
+    bg_train_config_t cfg = config(f);
+    bg_train_result_t r;
+    cfg.batch = 0;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "--batch"));
+    cfg = config(f);
+    cfg.epochs = 0;
+    cfg.steps = 0;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INVALID);
+}
+
+/* A diverging run stops with a numeric error naming the step. */
+static void test_divergence_reported(void **state) {
+    fixture_t *f = *state;
+    bg_train_config_t cfg = config(f);
+    cfg.optimizer.kind = BG_OPTIMIZER_SGD;
+    cfg.optimizer.sgd.lr = 1e30;
+    bg_train_result_t r;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_NUMERIC);
+    assert_non_null(strstr(bg_error_message(), "step "));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_learns_synthetic),        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_steps_and_partial_batch), cmocka_unit_test(test_initial_params_used),
+        cmocka_unit_test(test_rejects_bad_config),      cmocka_unit_test(test_divergence_reported),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
