@@ -1,0 +1,40 @@
+/* Shared pieces of the brigade command: option parsing helpers, number
+ * formatting, and the subcommands' entry points. Every entry point returns
+ * the process exit status (0 ok, 1 failure while running, 2 bad usage or
+ * bad input) after printing its own messages. */
+#ifndef BG_CLI_H
+#define BG_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+int bg_cmd_summary(int argc, char **argv);
+int bg_cmd_train(int argc, char **argv);
+
+/* Prints "brigade CMD: message" to stderr and returns exit status 2. */
+int bg_cli_usage_error(const char *cmd, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prints "brigade CMD: <library message>" and returns the status's exit code. */
+int bg_cli_fail(const char *cmd, bg_status_t status);
+
+/* The status to report when an input the user named (model spec, dataset,
+ * checkpoint) cannot be loaded: an input that cannot be read is bad input
+ * (exit 2), so BG_ERR_IO becomes BG_ERR_INVALID; others pass unchanged. */
+bg_status_t bg_cli_input_status(bg_status_t status);
+
+/* Parses a whole decimal integer in [min, max]; BG_ERR_INVALID with a message
+ * naming the option otherwise. */
+bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, int64_t max,
+                             int64_t *out);
+
+/* Parses a whole finite floating-point number in [min, max]. */
+bg_status_t bg_cli_parse_double(const char *option, const char *text, double min, double max,
+                                double *out);
+
+/* Formats n with thousands separators ("693,962") into buf. */
+const char *bg_cli_group_digits(int64_t n, char *buf, size_t size);
+
+#endif /* BG_CLI_H */

@@ -1,0 +1,83 @@
+/* brigade summary MODEL: the layer table of a model spec. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "layer.h"
+#include "model_spec.h"
+
+static const char help[] =
+    "usage: brigade summary MODEL\n"
+    "\n"
+    "Prints each layer of MODEL (a model spec file) with its output shape,\n"
+    "trainable parameters, forward FLOPs per sample (a multiply-add counts 2)\n"
+    "and the bytes of its output activation per sample (fp32), then totals.\n"
+    "Layer numbers are the names used in checkpoints (\"0.weight\", ...).\n";
+
+static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
+    switch (l->kind) {
+    case BG_LAYER_CONV2D:
+        snprintf(buf, size, "conv2d %lldx%lld/%lld pad %lld", (long long)l->kernel,
+                 (long long)l->kernel, (long long)l->stride, (long long)l->pad);
+        break;
+    case BG_LAYER_MAXPOOL:
+    case BG_LAYER_AVGPOOL:
+        snprintf(buf, size, "%s %lldx%lld/%lld", bg_layer_kind_name(l->kind), (long long)l->kernel,
+                 (long long)l->kernel, (long long)l->stride);
+        break;
+    default: snprintf(buf, size, "%s", bg_layer_kind_name(l->kind)); break;
+    }
+}
+
+static void shape_text(bg_shape_t s, char *buf, size_t size) {
+    if (s.h == 1 && s.w == 1)
+        snprintf(buf, size, "%lld", (long long)s.c);
+    else
+        snprintf(buf, size, "%lldx%lldx%lld", (long long)s.c, (long long)s.h, (long long)s.w);
+}
+
+int bg_cmd_summary(int argc, char **argv) {
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(help, stdout);
+            return 0;
+        }
+        if (argv[i][0] == '-' && argv[i][1] != '\0')
+            return bg_cli_usage_error("summary", "unknown option '%s'", argv[i]);
+        if (path != NULL) return bg_cli_usage_error("summary", "more than one MODEL given");
+        path = argv[i];
+    }
+    if (path == NULL) return bg_cli_usage_error("summary", "no MODEL given");
+    bg_model_spec_t *spec;
+    bg_status_t st = bg_model_spec_load(path, &spec);
+    if (st != BG_OK) return bg_cli_fail("summary", bg_cli_input_status(st));
+
+    char shape[48], what[48], params[32], flops[32], bytes[32];
+    shape_text(spec->input, shape, sizeof shape);
+    printf("%s: %d layers, input %s, %lld classes\n\n", path, spec->num_layers, shape,
+           (long long)spec->classes);
+    printf("%5s  %-22s %-12s %12s %14s %12s\n", "layer", "kind", "output", "params", "FLOPs/sample",
+           "act bytes");
+    int64_t total_bytes = 0;
+    for (int i = 0; i < spec->num_layers; i++) {
+        const bg_layer_spec_t *l = &spec->layers[i];
+        describe(l, what, sizeof what);
+        shape_text(l->out, shape, sizeof shape);
+        total_bytes += l->activation_bytes;
+        printf("%5d  %-22s %-12s %12s %14s %12s\n", i, what, shape,
+               bg_cli_group_digits(l->params, params, sizeof params),
+               bg_cli_group_digits(l->flops, flops, sizeof flops),
+               bg_cli_group_digits(l->activation_bytes, bytes, sizeof bytes));
+    }
+    printf("%5s  %-22s %-12s %12s %14s %12s\n", "", "total", "",
+           bg_cli_group_digits(spec->total_params, params, sizeof params),
+           bg_cli_group_digits(spec->total_flops, flops, sizeof flops),
+           bg_cli_group_digits(total_bytes, bytes, sizeof bytes));
+    printf("\nparameters: %s (%.2f MiB fp32); one training step costs about 3x the forward "
+           "FLOPs per sample\n",
+           bg_cli_group_digits(spec->total_params, params, sizeof params),
+           (double)spec->total_params * 4.0 / (1024.0 * 1024.0));
+    bg_model_spec_destroy(spec);
+    return 0;
+}

@@ -1,0 +1,45 @@
+/* brigade: pipeline model-parallel training. This file only dispatches to the
+ * subcommands (cli/cmd_*.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: brigade COMMAND [ARGS]\n"
+    "\n"
+    "Pipeline model-parallel training: cut a layer stack into stages and stream\n"
+    "micro-batches through them.\n"
+    "\n"
+    "commands:\n"
+    "  summary MODEL   layer table: output shape, parameters, FLOPs, activation bytes\n"
+    "  train   MODEL   train a model and report test accuracy and samples/s\n"
+    "\n"
+    "Planned, not yet in this build: plan, simulate, sweep, profile, topo\n"
+    "(see docs/design.md).\n"
+    "\n"
+    "'brigade COMMAND --help' explains a command's options.\n"
+    "Exit status: 0 success, 1 failure while running, 2 bad usage or bad input.\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "summary") == 0) return bg_cmd_summary(argc - 1, argv + 1);
+    if (strcmp(cmd, "train") == 0) return bg_cmd_train(argc - 1, argv + 1);
+    static const char *const planned[] = {"plan", "simulate", "sweep", "profile", "topo"};
+    for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++) {
+        if (strcmp(cmd, planned[i]) == 0) {
+            fprintf(stderr, "brigade: '%s' is not implemented in this build yet\n", cmd);
+            return 2;
+        }
+    }
+    fprintf(stderr, "brigade: unknown command '%s'\n\n%s", cmd, usage);
+    return 2;
+}

@@ -1,0 +1,68 @@
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+int bg_cli_usage_error(const char *cmd, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    fprintf(stderr, "brigade %s: ", cmd);
+    vfprintf(stderr, format, args);
+    fprintf(stderr, "\n(see 'brigade %s --help')\n", cmd);
+    va_end(args);
+    return 2;
+}
+
+int bg_cli_fail(const char *cmd, bg_status_t status) {
+    fprintf(stderr, "brigade %s: %s\n", cmd, bg_error_message());
+    return bg_status_exit_code(status);
+}
+
+bg_status_t bg_cli_input_status(bg_status_t status) {
+    return status == BG_ERR_IO ? BG_ERR_INVALID : status;
+}
+
+bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, int64_t max,
+                             int64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    long long value = strtoll(text, &end, 10);
+    if (text[0] == '\0' || *end != '\0' || errno == ERANGE)
+        return bg_error_set(BG_ERR_INVALID, "%s: expected an integer, got '%s'", option, text);
+    if (value < min || value > max)
+        return bg_error_set(BG_ERR_INVALID, "%s: %lld is outside %" PRId64 "..%" PRId64, option,
+                            value, min, max);
+    *out = value;
+    return BG_OK;
+}
+
+bg_status_t bg_cli_parse_double(const char *option, const char *text, double min, double max,
+                                double *out) {
+    char *end = NULL;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (text[0] == '\0' || *end != '\0' || errno == ERANGE || !isfinite(value))
+        return bg_error_set(BG_ERR_INVALID, "%s: expected a number, got '%s'", option, text);
+    if (value < min || value > max)
+        return bg_error_set(BG_ERR_INVALID, "%s: %g is outside %g..%g", option, value, min, max);
+    *out = value;
+    return BG_OK;
+}
+
+const char *bg_cli_group_digits(int64_t n, char *buf, size_t size) {
+    char digits[32];
+    snprintf(digits, sizeof digits, "%" PRId64, n < 0 ? -n : n);
+    size_t len = strlen(digits), at = 0;
+    if (n < 0 && at + 1 < size) buf[at++] = '-';
+    for (size_t i = 0; i < len && at + 2 < size; i++) {
+        if (i > 0 && (len - i) % 3 == 0) buf[at++] = ',';
+        buf[at++] = digits[i];
+    }
+    buf[at] = '\0';
+    return buf;
+}

@@ -1,0 +1,56 @@
+#include "progress.h"
+
+#include <time.h>
+#include <unistd.h>
+
+static double monotonic_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void format_duration(double seconds, char *buf, size_t size) {
+    long s = (long)(seconds + 0.5);
+    if (s >= 3600)
+        snprintf(buf, size, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else
+        snprintf(buf, size, "%ld:%02ld", s / 60, s % 60);
+}
+
+void bg_progress_init(bg_progress_t *p, FILE *out, int64_t steps_per_epoch) {
+    p->out = out;
+    p->terminal = isatty(fileno(out));
+    p->steps_per_epoch = steps_per_epoch > 0 ? steps_per_epoch : 1;
+    p->last_draw = 0;
+}
+
+void bg_progress_report(void *ctx, const bg_train_progress_t *r) {
+    bg_progress_t *p = ctx;
+    char eta[32];
+    format_duration(r->eta_s, eta, sizeof eta);
+    int64_t in_epoch = (r->step - 1) % p->steps_per_epoch + 1;
+    if (p->terminal) {
+        double now = monotonic_seconds();
+        /* Redrawing every step would cost more than a small model's step. */
+        if (!r->epoch_done && now - p->last_draw < 0.1) return;
+        p->last_draw = now;
+        enum { WIDTH = 24 };
+        int filled = (int)(WIDTH * r->step / (r->total_steps > 0 ? r->total_steps : 1));
+        char bar[WIDTH + 1];
+        for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
+        bar[WIDTH] = '\0';
+        fprintf(p->out,
+                "\r\033[Kepoch %d/%d [%s] step %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
+                r->epoch, r->epochs, bar, (long long)r->step, (long long)r->total_steps, r->loss,
+                r->samples_per_s, eta);
+        if (r->epoch_done) fputc('\n', p->out);
+        fflush(p->out);
+        return;
+    }
+    int64_t tenth = p->steps_per_epoch / 10 > 0 ? p->steps_per_epoch / 10 : 1;
+    if (!r->epoch_done && in_epoch % tenth != 0) return;
+    fprintf(p->out, "epoch %d/%d step %lld/%lld loss %.4f %.0f samples/s eta %s%s\n", r->epoch,
+            r->epochs, (long long)r->step, (long long)r->total_steps, r->loss, r->samples_per_s,
+            eta, r->epoch_done ? " (epoch done)" : "");
+    fflush(p->out);
+}

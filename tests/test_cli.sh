@@ -1,0 +1,257 @@
+#!/bin/sh
+# Tests of the brigade command line: exit statuses (0 ok, 1 failure while
+# running, 2 bad usage or bad input), the messages that name what is wrong,
+# and a short real training run with its metrics and checkpoint.
+#
+# usage: test_cli.sh PATH/TO/brigade
+# Runs from any directory; examples/ is found through $BRIGADE_SOURCE_ROOT
+# (set by meson) or else next to this script.
+
+if [ $# -ne 1 ] || [ ! -x "$1" ]; then
+    echo "usage: $0 PATH/TO/brigade" >&2
+    exit 2
+fi
+case $1 in
+/*) BRIGADE=$1 ;;
+*) BRIGADE=$(pwd)/$1 ;;
+esac
+
+if [ -n "${BRIGADE_SOURCE_ROOT:-}" ]; then
+    ROOT=$BRIGADE_SOURCE_ROOT
+else
+    ROOT=$(cd "$(dirname "$0")/.." && pwd)
+fi
+MODEL=$ROOT/examples/fashion_cnn.model
+if [ ! -f "$MODEL" ]; then
+    echo "test_cli.sh: cannot find $MODEL (set BRIGADE_SOURCE_ROOT)" >&2
+    exit 2
+fi
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/brigade-cli.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' HUP INT TERM
+OUT=$T/stdout
+ERR=$T/stderr
+
+passed=0
+failed=0
+
+pass() {
+    passed=$((passed + 1))
+}
+
+# fail WHAT: records a failure and shows what the last command printed.
+fail() {
+    failed=$((failed + 1))
+    echo "FAIL: $1" >&2
+    if [ -s "$ERR" ]; then
+        echo "  stderr:" >&2
+        head -c 2000 "$ERR" | sed 's/^/    /' >&2
+    fi
+}
+
+# run ARGS...: runs brigade with stdin from /dev/null, stdout and stderr to
+# files (so neither is a terminal); leaves the exit status in $status.
+run() {
+    "$BRIGADE" "$@" </dev/null >"$OUT" 2>"$ERR"
+    status=$?
+}
+
+# expect STATUS 'stderr substring' -- ARGS...: runs brigade with ARGS and
+# checks its exit status and that stderr contains the substring ('' accepts
+# any stderr). STATUS may be 'nonzero'.
+expect() {
+    want=$1
+    needle=$2
+    shift 2
+    [ "$1" = "--" ] && shift
+    what="brigade $*"
+    run "$@"
+    if [ "$want" = nonzero ]; then
+        if [ "$status" -eq 0 ]; then
+            fail "$what: exit status 0, expected non-zero"
+            return 1
+        fi
+    elif [ "$status" -ne "$want" ]; then
+        fail "$what: exit status $status, expected $want"
+        return 1
+    fi
+    if [ -n "$needle" ] && ! grep -qF -- "$needle" "$ERR"; then
+        fail "$what: stderr does not contain '$needle'"
+        return 1
+    fi
+    pass
+    return 0
+}
+
+# stdout_has 'substring' WHAT: checks the last command's stdout.
+stdout_has() {
+    if grep -qF -- "$1" "$OUT"; then
+        pass
+    else
+        fail "$2: stdout does not contain '$1'"
+    fi
+}
+
+# check CONDITION-COMMAND... : counts a pass if the command succeeds.
+check() {
+    what=$1
+    shift
+    if "$@"; then
+        pass
+    else
+        fail "$what"
+    fi
+}
+
+# --- usage -----------------------------------------------------------------
+
+expect 2 "usage: brigade" --
+check "no command prints nothing on stdout" test ! -s "$OUT"
+expect 0 "" -- --help
+stdout_has "train" "brigade --help"
+stdout_has "summary" "brigade --help"
+expect 2 "unknown command 'frobnicate'" -- frobnicate
+expect 2 "not implemented" -- plan "$MODEL"
+expect 0 "" -- train --help
+stdout_has "--batch" "brigade train --help"
+expect 0 "" -- summary --help
+
+# --- summary ---------------------------------------------------------------
+
+expect 0 "" -- summary "$MODEL"
+stdout_has "693,962" "brigade summary"
+stdout_has "softmax_cross_entropy" "brigade summary"
+expect 2 "no MODEL" -- summary
+expect 2 "unknown option '--bogus'" -- summary --bogus "$MODEL"
+expect 2 "more than one MODEL" -- summary "$MODEL" "$MODEL"
+# A model file that cannot be read is bad input (2), naming the path.
+expect 2 "$T/missing.model" -- summary "$T/missing.model"
+expect 2 "$T" -- summary "$T"
+
+# Malformed specs: exit 2 with "FILE:LINE:COL: message".
+spec_head='input channels=1 height=28 width=28'
+printf '%s\nconv2d filters=4 kernel=3\nfoo units=3\nsoftmax_cross_entropy\n' "$spec_head" \
+    >"$T/unknown.model"
+expect 2 "$T/unknown.model:3:1: unknown layer 'foo'" -- summary "$T/unknown.model"
+
+printf '%s\ndense units=abc\nsoftmax_cross_entropy\n' "$spec_head" >"$T/badvalue.model"
+expect 2 "$T/badvalue.model:2:13:" -- summary "$T/badvalue.model"
+check "bad value message names the value" grep -qF "units=abc" "$ERR"
+
+printf '%s\ndense units=10 color=red\nsoftmax_cross_entropy\n' "$spec_head" >"$T/badkey.model"
+expect 2 "$T/badkey.model:2:16:" -- summary "$T/badkey.model"
+
+: >"$T/empty.model"
+expect 2 "$T/empty.model:1:1:" -- summary "$T/empty.model"
+
+printf 'input channels=1\000\001\002 height=28\n\377\376binary\n' >"$T/binary.model"
+expect 2 "$T/binary.model:1:17:" -- summary "$T/binary.model"
+
+{
+    printf '%s #' "$spec_head"
+    i=0
+    while [ $i -lt 50 ]; do
+        printf '%s' 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'
+        i=$((i + 1))
+    done
+    printf '\ndense units=10\nsoftmax_cross_entropy\n'
+} >"$T/longline.model"
+expect 2 "$T/longline.model:1:" -- summary "$T/longline.model"
+check "a 5000-byte line does not flood stderr" test "$(wc -c <"$ERR")" -lt 1000
+
+printf '%s\ndense units=10\n' "$spec_head" >"$T/noloss.model"
+expect 2 "$T/noloss.model:" -- summary "$T/noloss.model"
+
+# --- train: usage errors -----------------------------------------------------
+
+expect 2 "no MODEL" -- train
+expect 2 "no MODEL" -- train --steps 1
+expect 2 "unknown option '--bogus'" -- train "$MODEL" --bogus 3
+expect 2 "unknown option '--bogus'" -- train "$MODEL" --bogus
+expect 2 "more than one MODEL" -- train "$MODEL" "$MODEL"
+expect 2 "--batch" -- train "$MODEL" --batch 0
+expect 2 "--batch" -- train "$MODEL" --batch abc
+expect 2 "--batch" -- train "$MODEL" --batch 12x
+expect 2 "--lr" -- train "$MODEL" --lr -1
+expect 2 "--lr" -- train "$MODEL" --lr nan
+expect 2 "foo" -- train "$MODEL" --optimizer foo
+expect 2 "--epochs" -- train "$MODEL" --epochs
+expect 2 "--epochs" -- train "$MODEL" --epochs -1
+expect 2 "--steps" -- train "$MODEL" --steps 0
+expect 2 "--momentum" -- train "$MODEL" --momentum 2
+expect 2 "--seed" -- train "$MODEL" --seed -5
+expect 2 "$T/missing.model" -- train "$T/missing.model" --data synthetic --steps 1
+expect 2 "$T/unknown.model:3:1:" -- train "$T/unknown.model" --data synthetic --steps 1
+check "usage errors print nothing on stdout" test ! -s "$OUT"
+
+# --- train: data errors ------------------------------------------------------
+
+expect nonzero "/nonexistent/data" -- train "$MODEL" --data /nonexistent/data --steps 1
+
+# IDX files of the wrong shape: 2 images of 4x4 where the model wants 28x28.
+mkdir "$T/idx4x4"
+for set in train t10k; do
+    {
+        printf '\000\000\010\003\000\000\000\002\000\000\000\004\000\000\000\004'
+        head -c 32 /dev/zero
+    } >"$T/idx4x4/$set-images-idx3-ubyte"
+    printf '\000\000\010\001\000\000\000\002\001\002' >"$T/idx4x4/$set-labels-idx1-ubyte"
+done
+expect 2 "train-images-idx3-ubyte" -- train "$MODEL" --data "$T/idx4x4" --steps 1
+
+# --- train: a short real run -------------------------------------------------
+
+W=$T/W.safetensors
+M=$T/M.json
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 3 --batch 16 --metrics "$M" \
+    --save "$W"; then
+    stdout_has "test accuracy" "short training run"
+    check "checkpoint written" test -s "$W"
+    check "metrics JSON has loss, test_accuracy, samples_per_s and steps == 3" \
+        python3 -c '
+import json, math, sys
+m = json.load(open(sys.argv[1]))
+for key in ("loss", "test_accuracy", "samples_per_s", "steps"):
+    assert key in m, key
+assert m["steps"] == 3, m["steps"]
+assert math.isfinite(m["loss"]) and m["loss"] > 0, m["loss"]
+assert 0 <= m["test_accuracy"] <= 1, m["test_accuracy"]
+assert m["samples_per_s"] > 0, m["samples_per_s"]
+' "$M"
+    # Not a terminal: plain progress lines, no carriage returns or escapes.
+    check "plain 'epoch' progress lines on stderr" grep -q '^epoch 1/1 step 3/3' "$ERR"
+    tr -d '\r\033' <"$ERR" >"$T/stderr.plain"
+    check "no carriage returns or escapes in progress" cmp -s "$ERR" "$T/stderr.plain"
+    leftovers=
+    for file in "$T"/W.safetensors?* "$T"/.W.safetensors*; do
+        [ -e "$file" ] && leftovers="$leftovers $file"
+    done
+    check "no temporary files left beside the checkpoint:$leftovers" test -z "$leftovers"
+fi
+
+expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --load "$W"
+stdout_has "test accuracy" "training from a checkpoint"
+
+# A truncated checkpoint is bad input naming the file.
+head -c 100 "$W" >"$T/corrupt.safetensors"
+expect 2 "$T/corrupt.safetensors" -- train "$MODEL" --data synthetic --steps 1 \
+    --load "$T/corrupt.safetensors"
+expect 2 "$T/nothing.safetensors" -- train "$MODEL" --data synthetic --steps 1 \
+    --load "$T/nothing.safetensors"
+
+# A checkpoint of another model: same tensor names, other shapes.
+sed 's/units=128/units=64/' "$MODEL" >"$T/small.model"
+if expect 0 "" -- train "$T/small.model" --data synthetic --steps 1 --batch 16 \
+    --save "$T/small.safetensors"; then
+    expect 2 "another model" -- train "$MODEL" --data synthetic --steps 1 \
+        --load "$T/small.safetensors"
+    check "another model: message names the file" grep -qF "$T/small.safetensors" "$ERR"
+fi
+
+# An unwritable output fails, naming the path.
+expect nonzero "$T/no/such/dir/M.json" -- train "$MODEL" --data synthetic --steps 1 --batch 16 \
+    --metrics "$T/no/such/dir/M.json"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
