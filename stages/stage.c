@@ -194,7 +194,8 @@ bg_status_t bg_stage_load_batch(bg_stage_t *s, int64_t n, const float *images,
     if (n < 1 || n > s->max_batch)
         return bg_error_set(BG_ERR_INVALID, "stage: batch of %lld samples, room for 1..%lld",
                             (long long)n, (long long)s->max_batch);
-    BG_CHECK(upload_floats(s->be, s->input, images, n * bg_shape_numel(layer_spec(s, 0)->in)));
+    if (images != NULL)
+        BG_CHECK(upload_floats(s->be, s->input, images, n * bg_shape_numel(layer_spec(s, 0)->in)));
     if (bg_stage_has_loss(s) && labels != NULL)
         BG_CHECK(s->be->ops->upload(s->be, s->labels, labels, sizeof(int32_t) * (size_t)n));
     return BG_OK;

@@ -64,7 +64,8 @@ int bg_stage_has_loss(const bg_stage_t *stage);
 void *bg_stage_input(bg_stage_t *stage);
 
 /* Copies n host samples (n, in) and, on the loss stage, n labels into the
- * stage's input and label buffers. labels may be NULL on other stages. */
+ * stage's input and label buffers. images may be NULL (a loss stage fed by a
+ * predecessor needs only its labels); labels may be NULL on other stages. */
 bg_status_t bg_stage_load_batch(bg_stage_t *stage, int64_t n, const float *images,
                                 const int32_t *labels);
 
