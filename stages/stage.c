@@ -95,6 +95,11 @@ static bg_status_t allocate_buffers(bg_stage_t *s) {
         const bg_layer_spec_t *l = layer_spec(s, i);
         int64_t out = bg_shape_numel(l->out);
         if (out > widest) widest = out;
+        if (l->kind == BG_LAYER_FLATTEN) {
+            /* A flatten is a reshape of NCHW data: its output is its input. */
+            s->outputs[i] = i > 0 ? s->outputs[i - 1] : s->input;
+            continue;
+        }
         BG_CHECK(alloc_counted(s, nb * out, &s->memory.activations, &s->outputs[i]));
         size_t ws = bg_layer_workspace_bytes(l, s->be, nb);
         if (ws > workspace) workspace = ws;
@@ -168,7 +173,8 @@ void bg_stage_destroy(bg_stage_t *s) {
     if (s->opt_state != NULL)
         for (int i = 0; i < s->count * 4; i++) be->ops->free(be, s->opt_state[i]);
     if (s->outputs != NULL)
-        for (int i = 0; i < s->count; i++) be->ops->free(be, s->outputs[i]);
+        for (int i = 0; i < s->count; i++)
+            if (layer_spec(s, i)->kind != BG_LAYER_FLATTEN) be->ops->free(be, s->outputs[i]);
     be->ops->free(be, s->input);
     be->ops->free(be, s->grad_a);
     be->ops->free(be, s->grad_b);
@@ -210,7 +216,9 @@ bg_status_t bg_stage_forward(bg_stage_t *s, int64_t n, bg_stage_loss_t *loss) {
     for (int i = 0; i < s->count; i++) {
         const bg_layer_spec_t *l = layer_spec(s, i);
         bg_status_t st;
-        if (l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
+        if (l->kind == BG_LAYER_FLATTEN) {
+            st = BG_OK; /* output aliases the input */
+        } else if (l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
             bg_stage_loss_t result = {0};
             st = s->be->ops->softmax_xent_forward(s->be, n, l->in.c, x, s->labels, s->outputs[i],
                                                   &result.loss_sum, &result.correct);
@@ -245,7 +253,12 @@ bg_status_t bg_stage_backward(bg_stage_t *s, int64_t n, double loss_scale) {
         void *dx = dy == s->grad_a ? s->grad_b : s->grad_a;
         if (i == 0) dx = s->input_grad;
         bg_status_t st = BG_OK;
-        if (l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
+        if (l->kind == BG_LAYER_FLATTEN) {
+            /* The gradient passes through unchanged; only a stage that starts
+             * with the flatten must hand it over in its own buffer. */
+            if (i > 0) continue;
+            if (dx != NULL) st = s->be->ops->copy(s->be, dx, dy, n * bg_shape_numel(l->in));
+        } else if (l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
             if (dx == NULL) break; /* a model that is only its loss: nothing to train */
             st = s->be->ops->softmax_xent_backward(s->be, n, l->in.c, s->outputs[i], s->labels,
                                                    loss_scale, dx);

@@ -203,14 +203,13 @@ static void whole_pass(bg_stage_t *s, int64_t n, const float *images, const int3
 
 /* ---- tests ---- */
 
-/* Two stages split at layer 4 compute what one stage computes, over two
+/* Two stages split at `split` compute what one stage computes, over two
  * optimizer steps (Adam). */
-static void test_split_equals_whole(void **state) {
-    fixture_t *f = *state;
+static void check_split_equals_whole(fixture_t *f, int split) {
     bg_backend_t *be = f->f64;
     bg_stage_t *whole = stage_create(f, be, 0, LAYERS, BATCH, NULL);
-    bg_stage_t *a = stage_create(f, be, 0, SPLIT, BATCH, NULL);
-    bg_stage_t *b = stage_create(f, be, SPLIT, LAYERS, BATCH, NULL);
+    bg_stage_t *a = stage_create(f, be, 0, split, BATCH, NULL);
+    bg_stage_t *b = stage_create(f, be, split, LAYERS, BATCH, NULL);
     assert_true(bg_stage_has_loss(whole));
     assert_false(bg_stage_has_loss(a));
     assert_true(bg_stage_has_loss(b));
@@ -271,6 +270,13 @@ static void test_split_equals_whole(void **state) {
     bg_stage_destroy(whole);
     bg_stage_destroy(a);
     bg_stage_destroy(b);
+}
+
+/* Split after the flatten (stage b starts with dense) and before it (stage b
+ * starts with the flatten, whose output aliases its input). */
+static void test_split_equals_whole(void **state) {
+    check_split_equals_whole(*state, 4);
+    check_split_equals_whole(*state, 3);
 }
 
 /* Gradients accumulate: two micro-batches of 8, each scaled by 1/16, give
