@@ -152,7 +152,17 @@ bg_status_t bg_checkpoint_load(const char *path, const bg_model_spec_t *spec, fl
     }
     if (step != NULL) {
         const char *text = bg_safetensors_metadata(st_file, "brigade.step");
-        *step = text != NULL ? strtoll(text, NULL, 10) : 0;
+        *step = 0;
+        if (text != NULL) {
+            char *end = NULL;
+            long long value = strtoll(text, &end, 10);
+            if (text[0] == '\0' || *end != '\0' || value < 0) {
+                st = bg_error_set(BG_ERR_PARSE, "%s: brigade.step is '%s', not a step count", path,
+                                  text);
+                goto done;
+            }
+            *step = value;
+        }
     }
     st = BG_OK;
 done:

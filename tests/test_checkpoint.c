@@ -381,6 +381,28 @@ static void test_foreign_file_loads(void **state) {
     assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
 }
 
+/* A step count that is not a whole non-negative number is refused. */
+static void test_bad_step_metadata(void **state) {
+    fixture_t *f = *state;
+    bg_safetensors_tensor_t tensors[ORIGIN_TENSORS];
+    origin_tensor_list(f->params, tensors);
+    const char *keys[] = {"brigade.step"};
+    const char *bad[] = {"", "12x", "-3"};
+    for (int i = 0; i < 3; i++) {
+        const char *values[] = {bad[i]};
+        assert_int_equal(bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS, keys, values, 1),
+                         BG_OK);
+        int64_t step = -1;
+        check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, &step), BG_ERR_PARSE, f->path,
+                    "not a step count");
+    }
+    const char *good[] = {"42"};
+    assert_int_equal(bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS, keys, good, 1), BG_OK);
+    int64_t step = -1;
+    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &step), BG_OK);
+    assert_int_equal(step, 42);
+}
+
 static void test_unreadable_files(void **state) {
     fixture_t *f = *state;
     check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_IO, f->path, NULL);
@@ -416,6 +438,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_wrong_dtype, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_shape, setup, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_file_loads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_step_metadata, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unreadable_files, setup, teardown),
     };
     return cmocka_run_group_tests_name("checkpoint", tests, NULL, NULL);
