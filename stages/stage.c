@@ -3,33 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layer.h"
-
-struct bg_stage {
-    const bg_model_spec_t *spec;
-    bg_backend_t *be;
-    int first, last; /* layer slice [first, last) */
-    int count;       /* last - first */
-    int64_t max_batch;
-    int64_t batch; /* n of the last forward */
-    bg_optimizer_config_t optimizer;
-    int64_t steps;
-
-    bg_layer_params_t *params; /* count entries */
-    void **opt_state;          /* count * 2 * state_buffers: weight states, bias states */
-    void *input;               /* (max_batch, in) */
-    void **outputs;            /* count entries, (max_batch, out of layer) */
-    void *grad_a, *grad_b;     /* ping-pong dL/d(activation) buffers */
-    void *output_grad;         /* non-loss stage: dL/d(output) from the successor */
-    void *input_grad;          /* stage not at layer 0: dL/d(input) for the predecessor */
-    int32_t *labels;           /* loss stage: (max_batch) */
-    void *workspace;
-    bg_stage_memory_t memory;
-};
-
-static const bg_layer_spec_t *layer_spec(const bg_stage_t *s, int i) {
-    return &s->spec->layers[s->first + i];
-}
+#include "stage_impl.h"
 
 static bg_status_t alloc_counted(bg_stage_t *s, int64_t elems, size_t *category, void **out) {
     BG_CHECK(bg_backend_alloc_elems(s->be, elems, out));
@@ -62,7 +36,7 @@ static bg_status_t allocate_params(bg_stage_t *s, uint64_t seed) {
     int states = bg_optimizer_state_buffers(&s->optimizer);
     for (int i = 0; i < s->count; i++) {
         bg_layer_params_t *p = &s->params[i];
-        bg_layer_param_counts(layer_spec(s, i), &p->weight_count, &p->bias_count);
+        bg_layer_param_counts(stage_layer(s, i), &p->weight_count, &p->bias_count);
         if (p->weight_count == 0) continue;
         BG_CHECK(alloc_counted(s, p->weight_count, &s->memory.params, &p->weight));
         BG_CHECK(alloc_counted(s, p->bias_count, &s->memory.params, &p->bias));
@@ -76,7 +50,7 @@ static bg_status_t allocate_params(bg_stage_t *s, uint64_t seed) {
         }
         float *host = malloc(sizeof(float) * (size_t)(p->weight_count + p->bias_count));
         if (host == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory initialising layer");
-        bg_layer_init_params(layer_spec(s, i), s->first + i, seed, host, host + p->weight_count);
+        bg_layer_init_params(stage_layer(s, i), s->first + i, seed, host, host + p->weight_count);
         bg_status_t st = upload_floats(s->be, p->weight, host, p->weight_count);
         if (st == BG_OK) st = upload_floats(s->be, p->bias, host + p->weight_count, p->bias_count);
         free(host);
@@ -85,35 +59,56 @@ static bg_status_t allocate_params(bg_stage_t *s, uint64_t seed) {
     return BG_OK;
 }
 
+/* Allocates one micro-batch's stash and adds its bytes to stash_slot. */
+static bg_status_t allocate_slot(bg_stage_t *s, stage_slot_t *slot, size_t *bytes) {
+    const int64_t nb = s->max_batch;
+    BG_CHECK(alloc_counted(s, nb * bg_shape_numel(stage_layer(s, 0)->in), bytes, &slot->input));
+    slot->outputs = calloc((size_t)s->count, sizeof *slot->outputs);
+    slot->saved_dy = calloc((size_t)s->count, sizeof *slot->saved_dy);
+    if (slot->outputs == NULL || slot->saved_dy == NULL)
+        return bg_error_set(BG_ERR_NOMEM, "stage: out of memory");
+    for (int i = 0; i < s->count; i++) {
+        const bg_layer_spec_t *l = stage_layer(s, i);
+        int64_t out = nb * bg_shape_numel(l->out);
+        if (!s->recompute && l->kind != BG_LAYER_FLATTEN)
+            BG_CHECK(alloc_counted(s, out, bytes, &slot->outputs[i]));
+        if (s->split_backward && stage_layer_has_params(s, i))
+            BG_CHECK(alloc_counted(s, out, bytes, &slot->saved_dy[i]));
+    }
+    if (bg_stage_has_loss(s)) {
+        BG_CHECK(s->be->ops->alloc(s->be, sizeof(int32_t) * (size_t)nb, (void **)&slot->labels));
+        *bytes += sizeof(int32_t) * (size_t)nb;
+    }
+    return BG_OK;
+}
+
 static bg_status_t allocate_buffers(bg_stage_t *s) {
     const int64_t nb = s->max_batch;
-    int64_t in = bg_shape_numel(layer_spec(s, 0)->in);
+    int64_t in = bg_shape_numel(stage_layer(s, 0)->in);
     int64_t widest = in;
     size_t workspace = 0;
-    BG_CHECK(alloc_counted(s, nb * in, &s->memory.activations, &s->input));
     for (int i = 0; i < s->count; i++) {
-        const bg_layer_spec_t *l = layer_spec(s, i);
+        const bg_layer_spec_t *l = stage_layer(s, i);
         int64_t out = bg_shape_numel(l->out);
         if (out > widest) widest = out;
-        if (l->kind == BG_LAYER_FLATTEN) {
-            /* A flatten is a reshape of NCHW data: its output is its input. */
-            s->outputs[i] = i > 0 ? s->outputs[i - 1] : s->input;
-            continue;
-        }
-        BG_CHECK(alloc_counted(s, nb * out, &s->memory.activations, &s->outputs[i]));
         size_t ws = bg_layer_workspace_bytes(l, s->be, nb);
         if (ws > workspace) workspace = ws;
+        if (s->recompute && l->kind != BG_LAYER_FLATTEN)
+            BG_CHECK(alloc_counted(s, nb * out, &s->memory.buffers, &s->work_outputs[i]));
     }
-    BG_CHECK(alloc_counted(s, nb * widest, &s->memory.activations, &s->grad_a));
-    BG_CHECK(alloc_counted(s, nb * widest, &s->memory.activations, &s->grad_b));
-    if (bg_stage_has_loss(s)) {
-        BG_CHECK(s->be->ops->alloc(s->be, sizeof(int32_t) * (size_t)nb, (void **)&s->labels));
-        s->memory.activations += sizeof(int32_t) * (size_t)nb;
-    } else {
-        int64_t out = bg_shape_numel(layer_spec(s, s->count - 1)->out);
-        BG_CHECK(alloc_counted(s, nb * out, &s->memory.activations, &s->output_grad));
+    for (int k = 0; k < s->slot_count; k++) {
+        size_t bytes = 0;
+        BG_CHECK(allocate_slot(s, &s->slots[k], &bytes));
+        s->memory.stash += bytes;
+        s->memory.stash_slot = bytes;
     }
-    if (s->first > 0) BG_CHECK(alloc_counted(s, nb * in, &s->memory.activations, &s->input_grad));
+    BG_CHECK(alloc_counted(s, nb * widest, &s->memory.buffers, &s->grad_a));
+    BG_CHECK(alloc_counted(s, nb * widest, &s->memory.buffers, &s->grad_b));
+    if (!bg_stage_has_loss(s)) {
+        int64_t out = bg_shape_numel(stage_layer(s, s->count - 1)->out);
+        BG_CHECK(alloc_counted(s, nb * out, &s->memory.buffers, &s->output_grad));
+    }
+    if (s->first > 0) BG_CHECK(alloc_counted(s, nb * in, &s->memory.buffers, &s->input_grad));
     if (workspace > 0) {
         BG_CHECK(s->be->ops->alloc(s->be, workspace, &s->workspace));
         s->memory.workspace = workspace;
@@ -132,6 +127,9 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
     if (cfg->max_batch < 1)
         return bg_error_set(BG_ERR_INVALID, "stage: batch size must be >= 1, got %lld",
                             (long long)cfg->max_batch);
+    if (cfg->stash_slots < 1 || cfg->stash_slots > 65536)
+        return bg_error_set(BG_ERR_INVALID, "stage: stash slots must be 1..65536, got %d",
+                            cfg->stash_slots);
     bg_stage_t *s = calloc(1, sizeof *s);
     if (s == NULL) return bg_error_set(BG_ERR_NOMEM, "stage: out of memory");
     s->spec = spec;
@@ -141,11 +139,15 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
     s->count = cfg->last_layer - cfg->first_layer;
     s->max_batch = cfg->max_batch;
     s->optimizer = cfg->optimizer;
+    s->split_backward = cfg->split_backward != 0;
+    s->recompute = cfg->recompute != 0;
+    s->slot_count = cfg->stash_slots;
     bg_status_t st = BG_OK;
     s->params = calloc((size_t)s->count, sizeof *s->params);
     s->opt_state = calloc((size_t)s->count * 4, sizeof *s->opt_state);
-    s->outputs = calloc((size_t)s->count, sizeof *s->outputs);
-    if (s->params == NULL || s->opt_state == NULL || s->outputs == NULL) {
+    s->slots = calloc((size_t)s->slot_count, sizeof *s->slots);
+    s->work_outputs = calloc((size_t)s->count, sizeof *s->work_outputs);
+    if (s->params == NULL || s->opt_state == NULL || s->slots == NULL || s->work_outputs == NULL) {
         st = bg_error_set(BG_ERR_NOMEM, "stage: out of memory");
         goto fail;
     }
@@ -157,6 +159,18 @@ fail:
     bg_error_prefix(st, "stage for layers %d..%d on %s: ", s->first, s->last - 1, s->be->name);
     bg_stage_destroy(s);
     return st;
+}
+
+static void free_slot(bg_stage_t *s, stage_slot_t *slot) {
+    bg_backend_t *be = s->be;
+    be->ops->free(be, slot->input);
+    for (int i = 0; i < s->count; i++) {
+        if (slot->outputs != NULL) be->ops->free(be, slot->outputs[i]);
+        if (slot->saved_dy != NULL) be->ops->free(be, slot->saved_dy[i]);
+    }
+    be->ops->free(be, slot->labels);
+    free(slot->outputs);
+    free(slot->saved_dy);
 }
 
 void bg_stage_destroy(bg_stage_t *s) {
@@ -172,19 +186,19 @@ void bg_stage_destroy(bg_stage_t *s) {
     }
     if (s->opt_state != NULL)
         for (int i = 0; i < s->count * 4; i++) be->ops->free(be, s->opt_state[i]);
-    if (s->outputs != NULL)
-        for (int i = 0; i < s->count; i++)
-            if (layer_spec(s, i)->kind != BG_LAYER_FLATTEN) be->ops->free(be, s->outputs[i]);
-    be->ops->free(be, s->input);
+    if (s->slots != NULL)
+        for (int k = 0; k < s->slot_count; k++) free_slot(s, &s->slots[k]);
+    if (s->work_outputs != NULL)
+        for (int i = 0; i < s->count; i++) be->ops->free(be, s->work_outputs[i]);
     be->ops->free(be, s->grad_a);
     be->ops->free(be, s->grad_b);
     be->ops->free(be, s->output_grad);
     be->ops->free(be, s->input_grad);
-    be->ops->free(be, s->labels);
     be->ops->free(be, s->workspace);
     free(s->params);
     free(s->opt_state);
-    free(s->outputs);
+    free(s->slots);
+    free(s->work_outputs);
     free(s);
 }
 
@@ -193,88 +207,8 @@ int bg_stage_has_loss(const bg_stage_t *s) {
            s->spec->layers[s->last - 1].kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY;
 }
 
-void *bg_stage_input(bg_stage_t *s) { return s->input; }
-
-bg_status_t bg_stage_load_batch(bg_stage_t *s, int64_t n, const float *images,
-                                const int32_t *labels) {
-    if (n < 1 || n > s->max_batch)
-        return bg_error_set(BG_ERR_INVALID, "stage: batch of %lld samples, room for 1..%lld",
-                            (long long)n, (long long)s->max_batch);
-    if (images != NULL)
-        BG_CHECK(upload_floats(s->be, s->input, images, n * bg_shape_numel(layer_spec(s, 0)->in)));
-    if (bg_stage_has_loss(s) && labels != NULL)
-        BG_CHECK(s->be->ops->upload(s->be, s->labels, labels, sizeof(int32_t) * (size_t)n));
-    return BG_OK;
-}
-
-bg_status_t bg_stage_forward(bg_stage_t *s, int64_t n, bg_stage_loss_t *loss) {
-    if (n < 1 || n > s->max_batch)
-        return bg_error_set(BG_ERR_INVALID, "stage: batch of %lld samples, room for 1..%lld",
-                            (long long)n, (long long)s->max_batch);
-    s->batch = n;
-    const void *x = s->input;
-    for (int i = 0; i < s->count; i++) {
-        const bg_layer_spec_t *l = layer_spec(s, i);
-        bg_status_t st;
-        if (l->kind == BG_LAYER_FLATTEN) {
-            st = BG_OK; /* output aliases the input */
-        } else if (l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
-            bg_stage_loss_t result = {0};
-            st = s->be->ops->softmax_xent_forward(s->be, n, l->in.c, x, s->labels, s->outputs[i],
-                                                  &result.loss_sum, &result.correct);
-            if (st == BG_OK && loss != NULL) *loss = result;
-        } else {
-            st = bg_layer_forward(l, s->be, &s->params[i], n, x, s->outputs[i], s->workspace);
-        }
-        if (st != BG_OK)
-            return bg_error_prefix(st, "forward of layer %d (%s): ", s->first + i,
-                                   bg_layer_kind_name(l->kind));
-        x = s->outputs[i];
-    }
-    return BG_OK;
-}
-
-const void *bg_stage_output(const bg_stage_t *s) { return s->outputs[s->count - 1]; }
-
-void *bg_stage_output_grad(bg_stage_t *s) { return s->output_grad; }
-
-const void *bg_stage_input_grad(const bg_stage_t *s) { return s->input_grad; }
-
-bg_status_t bg_stage_backward(bg_stage_t *s, int64_t n, double loss_scale) {
-    if (n != s->batch)
-        return bg_error_set(BG_ERR_INTERNAL,
-                            "stage: backward of %lld samples after a forward "
-                            "of %lld",
-                            (long long)n, (long long)s->batch);
-    const void *dy = s->output_grad; /* NULL on the loss stage; set by its first layer */
-    for (int i = s->count - 1; i >= 0; i--) {
-        const bg_layer_spec_t *l = layer_spec(s, i);
-        const void *x = i > 0 ? s->outputs[i - 1] : s->input;
-        void *dx = dy == s->grad_a ? s->grad_b : s->grad_a;
-        if (i == 0) dx = s->input_grad;
-        bg_status_t st = BG_OK;
-        if (l->kind == BG_LAYER_FLATTEN) {
-            /* The gradient passes through unchanged; only a stage that starts
-             * with the flatten must hand it over in its own buffer. */
-            if (i > 0) continue;
-            if (dx != NULL) st = s->be->ops->copy(s->be, dx, dy, n * bg_shape_numel(l->in));
-        } else if (l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
-            if (dx == NULL) break; /* a model that is only its loss: nothing to train */
-            st = s->be->ops->softmax_xent_backward(s->be, n, l->in.c, s->outputs[i], s->labels,
-                                                   loss_scale, dx);
-        } else {
-            st = bg_layer_backward_weights(l, s->be, &s->params[i], n, x, dy, s->workspace);
-            /* The model's first layer has no one to pass dL/d(input) to. */
-            if (st == BG_OK && dx != NULL)
-                st = bg_layer_backward_data(l, s->be, &s->params[i], n, x, s->outputs[i], dy, dx,
-                                            s->workspace);
-        }
-        if (st != BG_OK)
-            return bg_error_prefix(st, "backward of layer %d (%s): ", s->first + i,
-                                   bg_layer_kind_name(l->kind));
-        dy = dx;
-    }
-    return BG_OK;
+bg_status_t bg_stage_upload_floats(bg_backend_t *be, void *dst, const float *src, int64_t n) {
+    return upload_floats(be, dst, src, n);
 }
 
 bg_status_t bg_stage_zero_grads(bg_stage_t *s) {
@@ -341,4 +275,9 @@ bg_status_t bg_stage_download_grads(bg_stage_t *s, float *host) {
     return copy_params(s, host, NULL, 1);
 }
 
-bg_stage_memory_t bg_stage_memory(const bg_stage_t *s) { return s->memory; }
+bg_stage_memory_t bg_stage_memory(const bg_stage_t *s) {
+    bg_stage_memory_t m = s->memory;
+    m.stash_current = m.stash_slot * (size_t)m.in_flight;
+    m.stash_peak = m.stash_slot * (size_t)m.peak_in_flight;
+    return m;
+}

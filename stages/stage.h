@@ -30,17 +30,29 @@ typedef struct bg_stage_config {
     int64_t max_batch;           /* largest batch (micro-batch) forward will see */
     uint64_t seed;               /* parameter initialisation (bg_layer_init_params) */
     bg_optimizer_config_t optimizer;
+    int stash_slots;    /* micro-batches held at once (bg_schedule_stash_slots), >= 1 */
+    int split_backward; /* 1: backward is B (dX) then a separate W (dW), as in zb-h1 */
+    int recompute;      /* 1: keep only each micro-batch's input; re-run the forward
+                         * before its backward (and before its W) */
 } bg_stage_config_t;
 
 #define BG_STAGE_CONFIG_INIT                                                                       \
     {                                                                                              \
         .first_layer = 0, .last_layer = 0, .max_batch = 64, .seed = 0,                             \
-        .optimizer = BG_OPTIMIZER_CONFIG_INIT                                                      \
+        .optimizer = BG_OPTIMIZER_CONFIG_INIT, .stash_slots = 1, .split_backward = 0,              \
+        .recompute = 0                                                                             \
     }
 
-/* Memory the stage holds, by category, in bytes. */
+/* Memory the stage holds, by category, in bytes. The stash is what in-flight
+ * micro-batches keep between their forward and their last backward op (layer
+ * inputs and outputs, labels, and with split_backward the output gradients W
+ * needs); buffers are the gradients passed between layers and stages. */
 typedef struct bg_stage_memory {
-    size_t params, grads, optimizer, activations, workspace;
+    size_t params, grads, optimizer, stash, buffers, workspace;
+    size_t stash_slot;    /* stash bytes of one micro-batch */
+    size_t stash_current; /* stash_slot * micro-batches now in flight */
+    size_t stash_peak;    /* stash_slot * most micro-batches ever in flight */
+    int in_flight, peak_in_flight;
 } bg_stage_memory_t;
 
 /* Loss figures of one forward pass through the last stage. */
@@ -89,6 +101,39 @@ bg_status_t bg_stage_backward(bg_stage_t *stage, int64_t n, double loss_scale);
 
 /* dL/d(input) of the last backward, (n, in); NULL for a stage at layer 0. */
 const void *bg_stage_input_grad(const bg_stage_t *stage);
+
+/* Micro-batch slots. A pipeline keeps several micro-batches in flight on a
+ * stage; each gets a slot (micro-batch index mod stash_slots) holding what its
+ * backward needs. The single-batch calls above use slot 0. */
+
+/* Device buffer for the input of `slot`, (max_batch, in). */
+void *bg_stage_slot_input(bg_stage_t *stage, int slot);
+
+/* Like bg_stage_load_batch, into `slot`. */
+bg_status_t bg_stage_load_slot(bg_stage_t *stage, int slot, int64_t n, const float *images,
+                               const int32_t *labels);
+
+/* Forward of the n samples in `slot`'s input. With `stash` the slot is held
+ * until its last backward op; without (evaluation) nothing is kept. n may be
+ * 0 (an empty micro-batch of a short final batch): nothing is computed. */
+bg_status_t bg_stage_forward_slot(bg_stage_t *stage, int slot, int64_t n, int stash,
+                                  bg_stage_loss_t *loss);
+
+/* Output (n, out) of `slot`'s last forward. With recompute it is valid only
+ * until the next forward, backward or weights call on any slot. */
+const void *bg_stage_slot_output(const bg_stage_t *stage, int slot);
+
+/* B for `slot`: dL/d(input) into bg_stage_input_grad() (unless the stage
+ * starts at layer 0) and, without split_backward, the weight gradients;
+ * reads dL/d(output) from bg_stage_output_grad() on non-loss stages. */
+bg_status_t bg_stage_backward_slot(bg_stage_t *stage, int slot, int64_t n, double loss_scale);
+
+/* W for `slot` (split_backward only): accumulates the weight gradients from
+ * what B saved, then frees the slot. */
+bg_status_t bg_stage_weights_slot(bg_stage_t *stage, int slot, int64_t n);
+
+/* Forgets every held micro-batch (after an aborted step). */
+void bg_stage_release_slots(bg_stage_t *stage);
 
 /* Sets every gradient to zero. */
 bg_status_t bg_stage_zero_grads(bg_stage_t *stage);

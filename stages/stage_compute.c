@@ -1,0 +1,199 @@
+/* The passes of a stage over one micro-batch slot: forward, backward (B) and
+ * the separate weight-gradient pass (W) of split-backward schedules. */
+#include <string.h>
+
+#include "stage_impl.h"
+
+static bg_status_t check_slot(const bg_stage_t *s, int slot, int64_t n) {
+    if (slot < 0 || slot >= s->slot_count)
+        return bg_error_set(BG_ERR_INTERNAL, "stage: slot %d of %d", slot, s->slot_count);
+    if (n < 0 || n > s->max_batch)
+        return bg_error_set(BG_ERR_INVALID, "stage: batch of %lld samples, room for 1..%lld",
+                            (long long)n, (long long)s->max_batch);
+    return BG_OK;
+}
+
+void *bg_stage_layer_output(const bg_stage_t *s, const stage_slot_t *slot, int i) {
+    if (stage_layer(s, i)->kind == BG_LAYER_FLATTEN)
+        return i > 0 ? bg_stage_layer_output(s, slot, i - 1) : slot->input;
+    return s->recompute ? s->work_outputs[i] : slot->outputs[i];
+}
+
+void *bg_stage_slot_input(bg_stage_t *s, int slot) { return s->slots[slot].input; }
+
+void *bg_stage_input(bg_stage_t *s) { return s->slots[0].input; }
+
+const void *bg_stage_slot_output(const bg_stage_t *s, int slot) {
+    return bg_stage_layer_output(s, &s->slots[slot], s->count - 1);
+}
+
+const void *bg_stage_output(const bg_stage_t *s) { return bg_stage_slot_output(s, 0); }
+
+void *bg_stage_output_grad(bg_stage_t *s) { return s->output_grad; }
+
+const void *bg_stage_input_grad(const bg_stage_t *s) { return s->input_grad; }
+
+bg_status_t bg_stage_load_slot(bg_stage_t *s, int slot, int64_t n, const float *images,
+                               const int32_t *labels) {
+    BG_CHECK(check_slot(s, slot, n));
+    if (n < 1)
+        return bg_error_set(BG_ERR_INVALID, "stage: batch of %lld samples, room for 1..%lld",
+                            (long long)n, (long long)s->max_batch);
+    stage_slot_t *sl = &s->slots[slot];
+    if (images != NULL)
+        BG_CHECK(bg_stage_upload_floats(s->be, sl->input, images,
+                                        n * bg_shape_numel(stage_layer(s, 0)->in)));
+    if (bg_stage_has_loss(s) && labels != NULL)
+        BG_CHECK(s->be->ops->upload(s->be, sl->labels, labels, sizeof(int32_t) * (size_t)n));
+    return BG_OK;
+}
+
+bg_status_t bg_stage_load_batch(bg_stage_t *s, int64_t n, const float *images,
+                                const int32_t *labels) {
+    return bg_stage_load_slot(s, 0, n, images, labels);
+}
+
+/* Runs the layers of `slot` forward; the loss (if wanted) from the loss layer. */
+static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, bg_stage_loss_t *loss) {
+    const void *x = sl->input;
+    for (int i = 0; i < s->count; i++) {
+        const bg_layer_spec_t *l = stage_layer(s, i);
+        void *y = bg_stage_layer_output(s, sl, i);
+        bg_status_t st = BG_OK;
+        if (l->kind == BG_LAYER_FLATTEN) {
+            /* output aliases the input */
+        } else if (l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
+            bg_stage_loss_t result = {0};
+            st = s->be->ops->softmax_xent_forward(s->be, n, l->in.c, x, sl->labels, y,
+                                                  &result.loss_sum, &result.correct);
+            if (st == BG_OK && loss != NULL) *loss = result;
+        } else {
+            st = bg_layer_forward(l, s->be, &s->params[i], n, x, y, s->workspace);
+        }
+        if (st != BG_OK)
+            return bg_error_prefix(st, "forward of layer %d (%s): ", s->first + i,
+                                   bg_layer_kind_name(l->kind));
+        x = y;
+    }
+    return BG_OK;
+}
+
+bg_status_t bg_stage_forward_slot(bg_stage_t *s, int slot, int64_t n, int stash,
+                                  bg_stage_loss_t *loss) {
+    BG_CHECK(check_slot(s, slot, n));
+    stage_slot_t *sl = &s->slots[slot];
+    if (stash) {
+        if (sl->state == SLOT_FREE) {
+            s->memory.in_flight++;
+            if (s->memory.in_flight > s->memory.peak_in_flight)
+                s->memory.peak_in_flight = s->memory.in_flight;
+        } else if (sl->state == SLOT_BACKWARD_DONE) {
+            return bg_error_set(BG_ERR_INTERNAL, "stage: forward into slot %d, whose W has not run",
+                                slot);
+        }
+        sl->state = SLOT_FORWARD_DONE;
+    }
+    sl->batch = n;
+    if (loss != NULL) *loss = (bg_stage_loss_t){0};
+    if (n == 0) return BG_OK;
+    return run_forward(s, sl, n, loss);
+}
+
+bg_status_t bg_stage_forward(bg_stage_t *s, int64_t n, bg_stage_loss_t *loss) {
+    if (n < 1)
+        return bg_error_set(BG_ERR_INVALID, "stage: batch of %lld samples, room for 1..%lld",
+                            (long long)n, (long long)s->max_batch);
+    return bg_stage_forward_slot(s, 0, n, 1, loss);
+}
+
+static void release(bg_stage_t *s, stage_slot_t *sl) {
+    sl->state = SLOT_FREE;
+    s->memory.in_flight--;
+}
+
+/* Where B writes dL/d(output of layer i-1), i.e. layer i's dx: the slot's
+ * saved gradient when W will need it, else the ping-pong buffer not holding
+ * dy. Layer 0 writes to the stage's input_grad (NULL at the model's input). */
+static void *backward_target(bg_stage_t *s, stage_slot_t *sl, int i, const void *dy) {
+    if (i == 0) return s->input_grad;
+    if (s->split_backward && stage_layer_has_params(s, i - 1)) return sl->saved_dy[i - 1];
+    return dy == s->grad_a ? s->grad_b : s->grad_a;
+}
+
+bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double loss_scale) {
+    BG_CHECK(check_slot(s, slot, n));
+    stage_slot_t *sl = &s->slots[slot];
+    if (sl->state != SLOT_FORWARD_DONE || sl->batch != n)
+        return bg_error_set(BG_ERR_INTERNAL,
+                            "stage: backward of %lld samples in slot %d without its forward",
+                            (long long)n, slot);
+    if (n == 0) goto done;
+    if (s->recompute) BG_CHECK(run_forward(s, sl, n, NULL));
+    const void *dy = s->output_grad; /* NULL on the loss stage; set by the loss layer */
+    for (int i = s->count - 1; i >= 0; i--) {
+        const bg_layer_spec_t *l = stage_layer(s, i);
+        const void *x = i > 0 ? bg_stage_layer_output(s, sl, i - 1) : sl->input;
+        const void *y = bg_stage_layer_output(s, sl, i);
+        void *dx = backward_target(s, sl, i, dy);
+        bg_status_t st = BG_OK;
+        if (s->split_backward && stage_layer_has_params(s, i) && dy != sl->saved_dy[i]) {
+            /* The stage's last layer gets dy in a shared buffer: keep a copy. */
+            st = s->be->ops->copy(s->be, sl->saved_dy[i], dy, n * bg_shape_numel(l->out));
+            dy = sl->saved_dy[i];
+        }
+        if (st == BG_OK && l->kind == BG_LAYER_FLATTEN) {
+            /* The gradient passes through unchanged, unless a stage that
+             * starts with the flatten must hand it over in its own buffer. */
+            if (i > 0 && dx != sl->saved_dy[i - 1]) continue;
+            if (dx != NULL) st = s->be->ops->copy(s->be, dx, dy, n * bg_shape_numel(l->in));
+        } else if (st == BG_OK && l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
+            if (dx == NULL) break; /* a model that is only its loss: nothing to train */
+            st =
+                s->be->ops->softmax_xent_backward(s->be, n, l->in.c, y, sl->labels, loss_scale, dx);
+        } else if (st == BG_OK) {
+            if (!s->split_backward)
+                st = bg_layer_backward_weights(l, s->be, &s->params[i], n, x, dy, s->workspace);
+            /* The model's first layer has no one to pass dL/d(input) to. */
+            if (st == BG_OK && dx != NULL)
+                st = bg_layer_backward_data(l, s->be, &s->params[i], n, x, y, dy, dx, s->workspace);
+        }
+        if (st != BG_OK)
+            return bg_error_prefix(st, "backward of layer %d (%s): ", s->first + i,
+                                   bg_layer_kind_name(l->kind));
+        dy = dx;
+    }
+done:
+    if (s->split_backward)
+        sl->state = SLOT_BACKWARD_DONE;
+    else
+        release(s, sl);
+    return BG_OK;
+}
+
+bg_status_t bg_stage_backward(bg_stage_t *s, int64_t n, double loss_scale) {
+    return bg_stage_backward_slot(s, 0, n, loss_scale);
+}
+
+bg_status_t bg_stage_weights_slot(bg_stage_t *s, int slot, int64_t n) {
+    BG_CHECK(check_slot(s, slot, n));
+    stage_slot_t *sl = &s->slots[slot];
+    if (!s->split_backward || sl->state != SLOT_BACKWARD_DONE || sl->batch != n)
+        return bg_error_set(BG_ERR_INTERNAL, "stage: W of slot %d without its B", slot);
+    if (n > 0 && s->recompute) BG_CHECK(run_forward(s, sl, n, NULL));
+    for (int i = 0; n > 0 && i < s->count; i++) {
+        if (!stage_layer_has_params(s, i)) continue;
+        const void *x = i > 0 ? bg_stage_layer_output(s, sl, i - 1) : sl->input;
+        bg_status_t st = bg_layer_backward_weights(stage_layer(s, i), s->be, &s->params[i], n, x,
+                                                   sl->saved_dy[i], s->workspace);
+        if (st != BG_OK)
+            return bg_error_prefix(st, "weight gradient of layer %d (%s): ", s->first + i,
+                                   bg_layer_kind_name(stage_layer(s, i)->kind));
+    }
+    release(s, sl);
+    return BG_OK;
+}
+
+void bg_stage_release_slots(bg_stage_t *s) {
+    for (int k = 0; k < s->slot_count; k++) s->slots[k].state = SLOT_FREE;
+    s->memory.in_flight = 0;
+}

@@ -1,0 +1,58 @@
+/* Internal to the stage runtime (stage.c: lifecycle and parameters;
+ * stage_compute.c: forward, backward and weight passes). */
+#ifndef BG_STAGE_IMPL_H
+#define BG_STAGE_IMPL_H
+
+#include "layer.h"
+#include "stage.h"
+
+typedef enum slot_state { SLOT_FREE, SLOT_FORWARD_DONE, SLOT_BACKWARD_DONE } slot_state_t;
+
+/* What one in-flight micro-batch keeps. */
+typedef struct stage_slot {
+    void *input;     /* (max_batch, in) */
+    void **outputs;  /* per layer (max_batch, out); NULL with recompute; flatten aliases */
+    void **saved_dy; /* split_backward: per layer with parameters, dL/d(output) for W */
+    int32_t *labels; /* loss stage: (max_batch) */
+    int64_t batch;   /* n of its forward */
+    slot_state_t state;
+} stage_slot_t;
+
+struct bg_stage {
+    const bg_model_spec_t *spec;
+    bg_backend_t *be;
+    int first, last; /* layer slice [first, last) */
+    int count;       /* last - first */
+    int64_t max_batch;
+    bg_optimizer_config_t optimizer;
+    int64_t steps;
+    int split_backward, recompute;
+
+    bg_layer_params_t *params; /* count entries */
+    void **opt_state;          /* count * 4: (weight, bias) x up to 2 state buffers */
+    int slot_count;
+    stage_slot_t *slots;
+    void **work_outputs;   /* recompute: per layer outputs shared by all slots */
+    void *grad_a, *grad_b; /* ping-pong dL/d(activation) between layers */
+    void *output_grad;     /* non-loss stage: dL/d(output) from the successor */
+    void *input_grad;      /* stage not at layer 0: dL/d(input) for the predecessor */
+    void *workspace;
+    bg_stage_memory_t memory;
+};
+
+static inline const bg_layer_spec_t *stage_layer(const bg_stage_t *s, int i) {
+    return &s->spec->layers[s->first + i];
+}
+
+static inline int stage_layer_has_params(const bg_stage_t *s, int i) {
+    return s->params[i].weight_count > 0;
+}
+
+/* Where layer i's output for `slot` lives: its own buffer, the shared
+ * recompute buffer, or (flatten) its input. */
+void *bg_stage_layer_output(const bg_stage_t *s, const stage_slot_t *slot, int i);
+
+/* Host floats to device memory in the backend's type. */
+bg_status_t bg_stage_upload_floats(bg_backend_t *be, void *dst, const float *src, int64_t n);
+
+#endif /* BG_STAGE_IMPL_H */
