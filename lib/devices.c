@@ -1,0 +1,85 @@
+#include "devices.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parses a whole decimal number in [min, max] from text[0..len). */
+static int parse_count(const char *text, size_t len, int min, int max, int *out) {
+    if (len == 0 || len > 6) return 0;
+    int value = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] < '0' || text[i] > '9') return 0;
+        value = value * 10 + (text[i] - '0');
+    }
+    if (value < min || value > max) return 0;
+    *out = value;
+    return 1;
+}
+
+static bg_status_t add_device(bg_device_list_t *list, bg_device_kind_t kind, int physical,
+                              int virtual_index, int virtual_count) {
+    if (list->count >= BG_MAX_DEVICES)
+        return bg_error_set(BG_ERR_INVALID, "--devices: more than %d devices", BG_MAX_DEVICES);
+    bg_device_t *d = &list->devices[list->count];
+    d->kind = kind;
+    d->physical = physical;
+    if (kind == BG_DEVICE_CPU)
+        snprintf(d->name, sizeof d->name, "cpu:%d", list->count);
+    else if (virtual_count > 1)
+        snprintf(d->name, sizeof d->name, "cuda:%d/%d", physical, virtual_index);
+    else
+        snprintf(d->name, sizeof d->name, "cuda:%d", physical);
+    list->count++;
+    return BG_OK;
+}
+
+/* One comma-separated item of a cuda list: "cuda:G" or "cuda:GxV". */
+static bg_status_t parse_cuda_item(const char *item, size_t len, bg_device_list_t *list) {
+    const char *x = memchr(item, 'x', len);
+    int gpu, copies = 1;
+    size_t gpu_len = x ? (size_t)(x - item) - 5 : len - 5;
+    if (len < 6 || strncmp(item, "cuda:", 5) != 0 ||
+        !parse_count(item + 5, gpu_len, 0, 255, &gpu) ||
+        (x && !parse_count(x + 1, len - (size_t)(x + 1 - item), 1, BG_MAX_DEVICES, &copies)))
+        return bg_error_set(BG_ERR_INVALID,
+                            "--devices: '%.*s' is not a GPU (expected cuda:G or cuda:GxV)",
+                            (int)len, item);
+    for (int v = 0; v < copies; v++) BG_CHECK(add_device(list, BG_DEVICE_CUDA, gpu, v, copies));
+    return BG_OK;
+}
+
+bg_status_t bg_device_list_parse(const char *text, int cores, bg_device_list_t *out) {
+    bg_device_list_t list = {0};
+    if (cores < 1) cores = 1;
+    if (strcmp(text, "auto") == 0) {
+        for (int i = 0; i < cores; i++) BG_CHECK(add_device(&list, BG_DEVICE_CPU, i, 0, 1));
+    } else if (strcmp(text, "cpu") == 0) {
+        BG_CHECK(add_device(&list, BG_DEVICE_CPU, 0, 0, 1));
+    } else if (strncmp(text, "cpu:", 4) == 0) {
+        int n;
+        if (!parse_count(text + 4, strlen(text + 4), 1, BG_MAX_DEVICES, &n))
+            return bg_error_set(BG_ERR_INVALID,
+                                "--devices: '%s': expected cpu:N with N from 1 to %d", text,
+                                BG_MAX_DEVICES);
+        for (int i = 0; i < n; i++) BG_CHECK(add_device(&list, BG_DEVICE_CPU, i % cores, 0, 1));
+    } else if (strncmp(text, "cuda", 4) == 0) {
+        const char *item = text;
+        while (*item != '\0') {
+            const char *comma = strchr(item, ',');
+            size_t len = comma ? (size_t)(comma - item) : strlen(item);
+            BG_CHECK(parse_cuda_item(item, len, &list));
+            item += len + (comma ? 1 : 0);
+            if (comma && *item == '\0')
+                return bg_error_set(BG_ERR_INVALID, "--devices: '%s' ends with a comma", text);
+        }
+    } else {
+        return bg_error_set(BG_ERR_INVALID,
+                            "--devices: '%s' is not a device list (expected cpu, cpu:N, "
+                            "cuda:0,cuda:1, cuda:0x4 or auto)",
+                            text);
+    }
+    *out = list;
+    return BG_OK;
+}

@@ -1,0 +1,41 @@
+/* Device strings (--devices): which devices the stages run on.
+ *
+ *   cpu          one CPU device
+ *   cpu:N        N CPU devices, one worker thread each, bound to cores
+ *                0..N-1 (wrapping around when N exceeds the cores)
+ *   cuda:0,cuda:1   GPUs by index; cuda:0x4 four virtual devices sharing GPU 0
+ *   auto         the GPUs when this build has a CUDA backend, else one CPU
+ *                device per core */
+#ifndef BG_DEVICES_H
+#define BG_DEVICES_H
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { BG_MAX_DEVICES = 256 };
+
+typedef enum bg_device_kind { BG_DEVICE_CPU, BG_DEVICE_CUDA } bg_device_kind_t;
+
+typedef struct bg_device {
+    bg_device_kind_t kind;
+    int physical;  /* the core (CPU) or GPU index it runs on */
+    char name[24]; /* "cpu:0", "cuda:0", "cuda:0/1" for the second virtual device of GPU 0 */
+} bg_device_t;
+
+typedef struct bg_device_list {
+    int count;
+    bg_device_t devices[BG_MAX_DEVICES];
+} bg_device_list_t;
+
+/* Parses a device string for a machine with `cores` cores. Malformed strings
+ * are BG_ERR_INVALID with a message quoting the bad part. */
+bg_status_t bg_device_list_parse(const char *text, int cores, bg_device_list_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_DEVICES_H */
