@@ -1,0 +1,138 @@
+#include "channel.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Slot states besides a micro-batch number. */
+enum { SLOT_FREE = -1, SLOT_BUSY = -2 /* being copied in or out, unlocked */ };
+
+typedef struct channel_slot {
+    int microbatch; /* or SLOT_FREE / SLOT_BUSY */
+    size_t bytes;
+    void *data;
+} channel_slot_t;
+
+struct bg_channel {
+    pthread_mutex_t lock;
+    pthread_cond_t changed; /* a slot was filled or freed, or the channel aborted */
+    int capacity;
+    size_t slot_bytes;
+    channel_slot_t *slots;
+    int aborted;
+    char name[64];
+};
+
+bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out) {
+    if (cfg->capacity < 1)
+        return bg_error_set(BG_ERR_INTERNAL, "channel: capacity %d < 1", cfg->capacity);
+    bg_channel_t *ch = calloc(1, sizeof *ch);
+    if (ch == NULL) return bg_error_set(BG_ERR_NOMEM, "channel: out of memory");
+    ch->capacity = cfg->capacity;
+    ch->slot_bytes = cfg->slot_bytes;
+    snprintf(ch->name, sizeof ch->name, "%s", cfg->name ? cfg->name : "channel");
+    pthread_mutex_init(&ch->lock, NULL);
+    pthread_cond_init(&ch->changed, NULL);
+    ch->slots = calloc((size_t)cfg->capacity, sizeof *ch->slots);
+    if (ch->slots == NULL) {
+        bg_channel_destroy(ch);
+        return bg_error_set(BG_ERR_NOMEM, "channel: out of memory");
+    }
+    for (int i = 0; i < ch->capacity; i++) {
+        ch->slots[i].microbatch = SLOT_FREE;
+        ch->slots[i].data = malloc(cfg->slot_bytes > 0 ? cfg->slot_bytes : 1);
+        if (ch->slots[i].data == NULL) {
+            bg_channel_destroy(ch);
+            return bg_error_set(BG_ERR_NOMEM, "%s: out of memory for %d slots of %zu bytes",
+                                cfg->name, cfg->capacity, cfg->slot_bytes);
+        }
+    }
+    *out = ch;
+    return BG_OK;
+}
+
+void bg_channel_destroy(bg_channel_t *ch) {
+    if (ch == NULL) return;
+    if (ch->slots != NULL)
+        for (int i = 0; i < ch->capacity; i++) free(ch->slots[i].data);
+    free(ch->slots);
+    pthread_mutex_destroy(&ch->lock);
+    pthread_cond_destroy(&ch->changed);
+    free(ch);
+}
+
+bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, const void *src,
+                            size_t bytes) {
+    if (bytes > ch->slot_bytes)
+        return bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes, slots hold %zu", ch->name,
+                            bytes, ch->slot_bytes);
+    pthread_mutex_lock(&ch->lock);
+    channel_slot_t *slot = NULL;
+    while (!ch->aborted) {
+        for (int i = 0; i < ch->capacity && slot == NULL; i++)
+            if (ch->slots[i].microbatch == SLOT_FREE) slot = &ch->slots[i];
+        if (slot != NULL) break;
+        pthread_cond_wait(&ch->changed, &ch->lock);
+    }
+    if (ch->aborted) {
+        pthread_mutex_unlock(&ch->lock);
+        return bg_error_set(BG_ERR_INTERNAL, "%s: aborted", ch->name);
+    }
+    /* Reserve the slot so the copy can run unlocked. */
+    slot->microbatch = SLOT_BUSY;
+    pthread_mutex_unlock(&ch->lock);
+    bg_status_t st = bytes > 0 ? be->ops->download(be, slot->data, src, bytes) : BG_OK;
+    pthread_mutex_lock(&ch->lock);
+    slot->microbatch = st == BG_OK ? microbatch : SLOT_FREE;
+    slot->bytes = bytes;
+    pthread_cond_broadcast(&ch->changed);
+    pthread_mutex_unlock(&ch->lock);
+    return st;
+}
+
+bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, void *dst,
+                            size_t capacity, size_t *bytes) {
+    pthread_mutex_lock(&ch->lock);
+    channel_slot_t *slot = NULL;
+    while (!ch->aborted) {
+        for (int i = 0; i < ch->capacity && slot == NULL; i++)
+            if (ch->slots[i].microbatch == microbatch) slot = &ch->slots[i];
+        if (slot != NULL) break;
+        pthread_cond_wait(&ch->changed, &ch->lock);
+    }
+    if (ch->aborted) {
+        pthread_mutex_unlock(&ch->lock);
+        return bg_error_set(BG_ERR_INTERNAL, "%s: aborted", ch->name);
+    }
+    slot->microbatch = SLOT_BUSY;
+    pthread_mutex_unlock(&ch->lock);
+    bg_status_t st = BG_OK;
+    if (slot->bytes > capacity)
+        st = bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes for a %zu-byte buffer",
+                          ch->name, slot->bytes, capacity);
+    else if (slot->bytes > 0)
+        st = be->ops->upload(be, dst, slot->data, slot->bytes);
+    *bytes = slot->bytes;
+    pthread_mutex_lock(&ch->lock);
+    slot->microbatch = SLOT_FREE;
+    pthread_cond_broadcast(&ch->changed);
+    pthread_mutex_unlock(&ch->lock);
+    return st;
+}
+
+void bg_channel_abort(bg_channel_t *ch) {
+    pthread_mutex_lock(&ch->lock);
+    ch->aborted = 1;
+    pthread_cond_broadcast(&ch->changed);
+    pthread_mutex_unlock(&ch->lock);
+}
+
+void bg_channel_reset(bg_channel_t *ch) {
+    pthread_mutex_lock(&ch->lock);
+    ch->aborted = 0;
+    for (int i = 0; i < ch->capacity; i++) ch->slots[i].microbatch = SLOT_FREE;
+    pthread_mutex_unlock(&ch->lock);
+}
+
+size_t bg_channel_bytes(const bg_channel_t *ch) { return (size_t)ch->capacity * ch->slot_bytes; }

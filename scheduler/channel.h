@@ -1,0 +1,62 @@
+/* A channel carries tensors from one stage to the next (activations) or back
+ * (gradients): a small ring of preallocated slots, each holding one
+ * micro-batch's tensor tagged with its micro-batch number. The sender copies
+ * into a free slot (waiting while the ring is full); the receiver waits for
+ * the slot with the micro-batch it wants and copies it out. Nothing is
+ * allocated after creation.
+ *
+ * CPU devices share host memory, so slots are host buffers and the copies go
+ * through the backends' download/upload. Thread-safe: one sender thread and
+ * one receiver thread. */
+#ifndef BG_CHANNEL_H
+#define BG_CHANNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bg_channel bg_channel_t;
+
+typedef struct bg_channel_config {
+    size_t slot_bytes; /* largest message */
+    int capacity;      /* slots in the ring, >= 1 */
+    const char *name;  /* for messages: "activations stage 0 -> 1" */
+} bg_channel_config_t;
+
+bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out);
+
+/* NULL is a no-op. */
+void bg_channel_destroy(bg_channel_t *ch);
+
+/* Copies `bytes` of device memory `src` (on backend `be`) into the ring as
+ * micro-batch `microbatch`. Blocks while the ring is full. Returns
+ * BG_ERR_INTERNAL ("aborted") if the channel is aborted meanwhile. */
+bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, const void *src,
+                            size_t bytes);
+
+/* Waits for micro-batch `microbatch`, copies it into device memory `dst` (on
+ * backend `be`, room for `capacity` bytes), frees its slot, and reports its
+ * size in *bytes. */
+bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, void *dst,
+                            size_t capacity, size_t *bytes);
+
+/* Wakes every waiter; their calls, and all later ones until reset, fail. */
+void bg_channel_abort(bg_channel_t *ch);
+
+/* Drops pending messages and clears an abort (between steps). */
+void bg_channel_reset(bg_channel_t *ch);
+
+/* Bytes the ring holds (capacity * slot_bytes), for the memory report. */
+size_t bg_channel_bytes(const bg_channel_t *ch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_CHANNEL_H */

@@ -1,0 +1,519 @@
+#include "pipeline.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "channel.h"
+#include "cpu/backend_cpu.h"
+
+enum { CROSS_DEVICE_CAPACITY = 2 }; /* double buffering between devices */
+
+typedef enum pipeline_job { JOB_TRAIN, JOB_EVALUATE } pipeline_job_t;
+
+typedef struct device_worker {
+    bg_pipeline_t *p;
+    int device;
+    pthread_t thread;
+    int started;
+} device_worker_t;
+
+struct bg_pipeline {
+    bg_pipeline_config_t cfg;
+    int devices, chunks, stages, microbatches;
+    int64_t max_micro;       /* largest micro-batch */
+    bg_backend_t **backends; /* per device */
+    bg_stage_t **stage;      /* per stage */
+    int *first;              /* stages + 1 layer boundaries */
+    int *slots;              /* stash slots per stage */
+    bg_schedule_t *train, *eval;
+    bg_channel_t **forward;  /* forward[s]: stage s -> s+1 activations */
+    bg_channel_t **backward; /* backward[s]: stage s+1 -> s gradients */
+    device_worker_t *workers;
+
+    /* The current job, written by the caller before it starts the workers. */
+    pipeline_job_t job;
+    const float *images;
+    const int32_t *labels;
+    int64_t batch;
+    int64_t *micro_offset, *micro_size; /* per micro-batch */
+    double loss_sum;                    /* written by the last stage's device only */
+    int64_t correct;
+
+    pthread_mutex_t lock;
+    pthread_cond_t work, done;
+    uint64_t generation; /* incremented for every job */
+    int remaining;       /* workers still running the current job */
+    int quit;
+    bg_status_t status; /* first failure of the current job */
+    char message[1024];
+};
+
+bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, int *first) {
+    const int n = spec->num_layers;
+    if (stages < 1 || stages > n)
+        return bg_error_set(BG_ERR_INVALID, "cannot cut %d layers into %d stages", n, stages);
+    /* Cost of a layer: forward plus backward, about 3x the forward for layers
+     * with weights (dX and dW) and 2x for the others. */
+    int64_t *prefix = calloc((size_t)n + 1, sizeof *prefix);
+    int64_t *best = malloc(sizeof(int64_t) * (size_t)(n + 1) * (size_t)(stages + 1));
+    int *cut = malloc(sizeof(int) * (size_t)(n + 1) * (size_t)(stages + 1));
+    if (prefix == NULL || best == NULL || cut == NULL) {
+        free(prefix);
+        free(best);
+        free(cut);
+        return bg_error_set(BG_ERR_NOMEM, "out of memory balancing stages");
+    }
+    for (int i = 0; i < n; i++)
+        prefix[i + 1] = prefix[i] + spec->layers[i].flops * (spec->layers[i].params ? 3 : 2) + 1;
+#define BEST(k, j) best[(size_t)(k) * (size_t)(n + 1) + (size_t)(j)]
+#define CUT(k, j)  cut[(size_t)(k) * (size_t)(n + 1) + (size_t)(j)]
+    /* BEST(k, j): the lightest slowest stage when layers [0, j) form k stages. */
+    for (int j = 1; j <= n; j++) BEST(1, j) = prefix[j];
+    for (int k = 2; k <= stages; k++) {
+        for (int j = k; j <= n; j++) {
+            BEST(k, j) = INT64_MAX;
+            for (int i = k - 1; i < j; i++) {
+                int64_t last = prefix[j] - prefix[i];
+                int64_t worst = BEST(k - 1, i) > last ? BEST(k - 1, i) : last;
+                if (worst < BEST(k, j)) {
+                    BEST(k, j) = worst;
+                    CUT(k, j) = i;
+                }
+            }
+        }
+    }
+    int j = n;
+    for (int k = stages; k >= 2; k--) {
+        j = CUT(k, j);
+        first[k - 1] = j;
+    }
+    first[0] = 0;
+#undef BEST
+#undef CUT
+    free(prefix);
+    free(best);
+    free(cut);
+    return BG_OK;
+}
+
+static bg_status_t check_split(const bg_model_spec_t *spec, int stages, const int *split,
+                               int *first) {
+    first[0] = 0;
+    for (int s = 1; s < stages; s++) {
+        first[s] = split[s - 1];
+        if (first[s] <= first[s - 1] || first[s] >= spec->num_layers)
+            return bg_error_set(BG_ERR_INVALID,
+                                "--split: stage %d would start at layer %d; boundaries must "
+                                "increase and lie within 1..%d",
+                                s, first[s], spec->num_layers - 1);
+    }
+    first[stages] = spec->num_layers;
+    return BG_OK;
+}
+
+/* ---- running ops ---- */
+
+static bg_backend_t *stage_backend(const bg_pipeline_t *p, int s) {
+    return p->backends[s % p->devices];
+}
+
+static size_t stage_bytes(const bg_pipeline_t *p, int layer_boundary, int64_t n) {
+    const bg_model_spec_t *spec = p->cfg.spec;
+    int64_t numel = bg_shape_numel(spec->layers[layer_boundary].in);
+    return bg_backend_bytes(p->backends[0], n * numel);
+}
+
+static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
+    bg_stage_t *stage = p->stage[s];
+    bg_backend_t *be = stage_backend(p, s);
+    const int slot = mb % p->slots[s];
+    const int64_t n = p->micro_size[mb], at = p->micro_offset[mb];
+    const int last = s == p->stages - 1;
+    const int64_t in_numel = bg_shape_numel(p->cfg.spec->layers[p->first[s]].in);
+    if (s == 0 && n > 0)
+        BG_CHECK(bg_stage_load_slot(stage, slot, n, p->images + at * in_numel,
+                                    last ? p->labels + at : NULL));
+    if (s > 0) {
+        size_t got;
+        BG_CHECK(bg_channel_recv(p->forward[s - 1], be, mb, bg_stage_slot_input(stage, slot),
+                                 stage_bytes(p, p->first[s], p->max_micro), &got));
+        if (last && n > 0) BG_CHECK(bg_stage_load_slot(stage, slot, n, NULL, p->labels + at));
+    }
+    bg_stage_loss_t loss = {0};
+    BG_CHECK(bg_stage_forward_slot(stage, slot, n, p->job == JOB_TRAIN, &loss));
+    if (last) {
+        p->loss_sum += loss.loss_sum;
+        p->correct += loss.correct;
+    } else {
+        BG_CHECK(bg_channel_send(p->forward[s], be, mb, bg_stage_slot_output(stage, slot),
+                                 stage_bytes(p, p->first[s + 1], n)));
+    }
+    return BG_OK;
+}
+
+static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
+    bg_stage_t *stage = p->stage[s];
+    bg_backend_t *be = stage_backend(p, s);
+    const int64_t n = p->micro_size[mb];
+    if (s < p->stages - 1) {
+        size_t got;
+        BG_CHECK(bg_channel_recv(p->backward[s], be, mb, bg_stage_output_grad(stage),
+                                 stage_bytes(p, p->first[s + 1], p->max_micro), &got));
+    }
+    BG_CHECK(bg_stage_backward_slot(stage, mb % p->slots[s], n, 1.0 / (double)p->batch));
+    if (s > 0)
+        BG_CHECK(bg_channel_send(p->backward[s - 1], be, mb, bg_stage_input_grad(stage),
+                                 stage_bytes(p, p->first[s], n)));
+    return BG_OK;
+}
+
+static bg_status_t run_op(bg_pipeline_t *p, int device, const bg_op_t *op) {
+    switch (op->kind) {
+    case BG_OP_FORWARD: return run_forward(p, op->stage, op->microbatch);
+    case BG_OP_BACKWARD: return run_backward(p, op->stage, op->microbatch);
+    case BG_OP_WEIGHT:
+        return bg_stage_weights_slot(p->stage[op->stage], op->microbatch % p->slots[op->stage],
+                                     p->micro_size[op->microbatch]);
+    case BG_OP_STEP:
+        for (int s = device; s < p->stages; s += p->devices) BG_CHECK(bg_stage_step(p->stage[s]));
+        return BG_OK;
+    }
+    return bg_error_set(BG_ERR_INTERNAL, "unknown op kind %d", (int)op->kind);
+}
+
+static const char *op_name(bg_op_kind_t kind) {
+    switch (kind) {
+    case BG_OP_FORWARD: return "forward";
+    case BG_OP_BACKWARD: return "backward";
+    case BG_OP_WEIGHT: return "weight gradient";
+    case BG_OP_STEP: return "optimizer step";
+    }
+    return "?";
+}
+
+static bg_status_t run_device(bg_pipeline_t *p, int device) {
+    const bg_schedule_t *schedule = p->job == JOB_TRAIN ? p->train : p->eval;
+    if (p->job == JOB_TRAIN)
+        for (int s = device; s < p->stages; s += p->devices)
+            BG_CHECK(bg_stage_zero_grads(p->stage[s]));
+    for (int i = 0; i < schedule->op_counts[device]; i++) {
+        const bg_op_t *op = &schedule->ops[device][i];
+        bg_status_t st = run_op(p, device, op);
+        if (st != BG_OK) {
+            if (op->kind == BG_OP_STEP)
+                return bg_error_prefix(
+                    st, "device %s, optimizer step: ", p->cfg.devices->devices[device].name);
+            return bg_error_prefix(st, "stage %d on %s, micro-batch %d, %s: ", op->stage,
+                                   p->cfg.devices->devices[device].name, op->microbatch,
+                                   op_name(op->kind));
+        }
+    }
+    return BG_OK;
+}
+
+static void abort_channels(bg_pipeline_t *p) {
+    for (int s = 0; s + 1 < p->stages; s++) {
+        bg_channel_abort(p->forward[s]);
+        bg_channel_abort(p->backward[s]);
+    }
+}
+
+static void *device_main(void *arg) {
+    device_worker_t *w = arg;
+    bg_pipeline_t *p = w->p;
+    const bg_device_t *dev = &p->cfg.devices->devices[w->device];
+    /* Unbound is slower, not wrong: a refused binding is not an error. */
+    if (p->cfg.topology != NULL && dev->kind == BG_DEVICE_CPU)
+        (void)bg_topology_bind_thread(p->cfg.topology, dev->physical);
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (p->generation == seen && !p->quit) pthread_cond_wait(&p->work, &p->lock);
+        if (p->quit) break;
+        seen = p->generation;
+        pthread_mutex_unlock(&p->lock);
+        bg_status_t st = run_device(p, w->device);
+        if (st != BG_OK) {
+            /* Wake the stages waiting on this one; their own failures
+             * ("aborted") are consequences, not the cause. */
+            pthread_mutex_lock(&p->lock);
+            int first_failure = p->status == BG_OK;
+            if (first_failure) {
+                p->status = st;
+                snprintf(p->message, sizeof p->message, "%s", bg_error_message());
+            }
+            pthread_mutex_unlock(&p->lock);
+            if (first_failure) abort_channels(p);
+        }
+        pthread_mutex_lock(&p->lock);
+        if (--p->remaining == 0) pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *images,
+                           const int32_t *labels, int64_t n, bg_pipeline_result_t *result) {
+    if (n < 1 || n > p->cfg.batch)
+        return bg_error_set(BG_ERR_INVALID, "a batch of %lld samples; the pipeline takes 1..%lld",
+                            (long long)n, (long long)p->cfg.batch);
+    p->job = job;
+    p->images = images;
+    p->labels = labels;
+    p->batch = n;
+    p->loss_sum = 0;
+    p->correct = 0;
+    for (int mb = 0, at = 0; mb < p->microbatches; mb++) {
+        p->micro_size[mb] = n / p->microbatches + (mb < n % p->microbatches);
+        p->micro_offset[mb] = at;
+        at += (int)p->micro_size[mb];
+    }
+    pthread_mutex_lock(&p->lock);
+    p->status = BG_OK;
+    p->remaining = p->devices;
+    p->generation++;
+    pthread_cond_broadcast(&p->work);
+    while (p->remaining > 0) pthread_cond_wait(&p->done, &p->lock);
+    bg_status_t st = p->status;
+    pthread_mutex_unlock(&p->lock);
+    if (st != BG_OK) {
+        for (int s = 0; s + 1 < p->stages; s++) {
+            bg_channel_reset(p->forward[s]);
+            bg_channel_reset(p->backward[s]);
+        }
+        for (int s = 0; s < p->stages; s++) bg_stage_release_slots(p->stage[s]);
+        return bg_error_set(st, "%s", p->message);
+    }
+    result->loss_sum = p->loss_sum;
+    result->correct = p->correct;
+    return BG_OK;
+}
+
+bg_status_t bg_pipeline_train_step(bg_pipeline_t *p, const float *images, const int32_t *labels,
+                                   int64_t n, bg_pipeline_result_t *result) {
+    return run_job(p, JOB_TRAIN, images, labels, n, result);
+}
+
+bg_status_t bg_pipeline_evaluate(bg_pipeline_t *p, const float *images, const int32_t *labels,
+                                 int64_t n, bg_pipeline_result_t *result) {
+    return run_job(p, JOB_EVALUATE, images, labels, n, result);
+}
+
+/* ---- construction ---- */
+
+static bg_status_t create_backends(bg_pipeline_t *p) {
+    for (int d = 0; d < p->devices; d++) {
+        const bg_device_t *dev = &p->cfg.devices->devices[d];
+        if (dev->kind != BG_DEVICE_CPU)
+            return bg_error_set(BG_ERR_UNSUPPORTED,
+                                "device %s: this build has no CUDA backend (use --devices cpu:N)",
+                                dev->name);
+        bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
+        cpu.dtype = p->cfg.dtype;
+        cpu.index = d;
+        BG_CHECK(bg_backend_cpu_create(&cpu, &p->backends[d]));
+    }
+    return BG_OK;
+}
+
+static bg_status_t create_schedules(bg_pipeline_t *p) {
+    bg_schedule_config_t sc = BG_SCHEDULE_CONFIG_INIT;
+    sc.kind = p->cfg.schedule;
+    sc.devices = p->devices;
+    sc.chunks = p->chunks;
+    sc.microbatches = p->microbatches;
+    BG_CHECK(bg_schedule_create(&sc, &p->train));
+    sc.forward_only = 1;
+    BG_CHECK(bg_schedule_create(&sc, &p->eval));
+    for (int s = 0; s < p->stages; s++) {
+        p->slots[s] = bg_schedule_stash_slots(p->train, s);
+        if (p->slots[s] < 1) p->slots[s] = 1;
+    }
+    return BG_OK;
+}
+
+static bg_status_t create_stages(bg_pipeline_t *p) {
+    for (int s = 0; s < p->stages; s++) {
+        bg_stage_config_t sc = BG_STAGE_CONFIG_INIT;
+        sc.spec = p->cfg.spec;
+        sc.first_layer = p->first[s];
+        sc.last_layer = p->first[s + 1];
+        sc.backend = stage_backend(p, s);
+        sc.max_batch = p->max_micro;
+        sc.seed = p->cfg.seed;
+        sc.optimizer = p->cfg.optimizer;
+        sc.stash_slots = p->slots[s];
+        sc.split_backward = p->train->split_backward;
+        sc.recompute = p->cfg.recompute;
+        BG_CHECK(bg_stage_create(&sc, &p->stage[s]));
+    }
+    return BG_OK;
+}
+
+static bg_status_t create_channels(bg_pipeline_t *p) {
+    for (int s = 0; s + 1 < p->stages; s++) {
+        char name[64];
+        bg_channel_config_t cc = {
+            .slot_bytes = stage_bytes(p, p->first[s + 1], p->max_micro),
+            /* Stages on one device hand over within one thread: the ring must
+             * hold every micro-batch, or the thread would wait on itself. */
+            .capacity =
+                s % p->devices == (s + 1) % p->devices ? p->microbatches : CROSS_DEVICE_CAPACITY,
+            .name = name,
+        };
+        snprintf(name, sizeof name, "activations stage %d -> %d", s, s + 1);
+        BG_CHECK(bg_channel_create(&cc, &p->forward[s]));
+        snprintf(name, sizeof name, "gradients stage %d -> %d", s + 1, s);
+        BG_CHECK(bg_channel_create(&cc, &p->backward[s]));
+    }
+    return BG_OK;
+}
+
+static bg_status_t start_workers(bg_pipeline_t *p) {
+    for (int d = 0; d < p->devices; d++) {
+        device_worker_t *w = &p->workers[d];
+        w->p = p;
+        w->device = d;
+        if (pthread_create(&w->thread, NULL, device_main, w) != 0)
+            return bg_error_set(BG_ERR_NOMEM, "cannot start the thread of device %s",
+                                p->cfg.devices->devices[d].name);
+        w->started = 1;
+    }
+    return BG_OK;
+}
+
+static bg_status_t allocate(bg_pipeline_t *p) {
+    p->backends = calloc((size_t)p->devices, sizeof *p->backends);
+    p->stage = calloc((size_t)p->stages, sizeof *p->stage);
+    p->first = calloc((size_t)p->stages + 1, sizeof *p->first);
+    p->slots = calloc((size_t)p->stages, sizeof *p->slots);
+    p->forward = calloc((size_t)p->stages, sizeof *p->forward);
+    p->backward = calloc((size_t)p->stages, sizeof *p->backward);
+    p->workers = calloc((size_t)p->devices, sizeof *p->workers);
+    p->micro_offset = calloc((size_t)p->microbatches, sizeof *p->micro_offset);
+    p->micro_size = calloc((size_t)p->microbatches, sizeof *p->micro_size);
+    if (!p->backends || !p->stage || !p->first || !p->slots || !p->forward || !p->backward ||
+        !p->workers || !p->micro_offset || !p->micro_size)
+        return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
+    return BG_OK;
+}
+
+bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **out) {
+    if (cfg->spec == NULL || cfg->devices == NULL || cfg->devices->count < 1)
+        return bg_error_set(BG_ERR_INVALID, "pipeline: no model or no devices");
+    if (cfg->chunks < 1 || cfg->microbatches < 1 || cfg->batch < 1)
+        return bg_error_set(BG_ERR_INVALID,
+                            "pipeline: chunks, micro-batches and batch must be >= 1");
+    if (cfg->microbatches > cfg->batch)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%d micro-batches of a %lld-sample batch would leave some empty",
+                            cfg->microbatches, (long long)cfg->batch);
+    const int stages = cfg->devices->count * cfg->chunks;
+    if (stages > BG_MAX_STAGES)
+        return bg_error_set(BG_ERR_INVALID, "%d stages; at most %d", stages, BG_MAX_STAGES);
+    bg_pipeline_t *p = calloc(1, sizeof *p);
+    if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
+    p->cfg = *cfg;
+    p->devices = cfg->devices->count;
+    p->chunks = cfg->chunks;
+    p->stages = stages;
+    p->microbatches = cfg->microbatches;
+    p->max_micro = (cfg->batch + cfg->microbatches - 1) / cfg->microbatches;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->done, NULL);
+    bg_status_t st;
+    BG_CHECK_GOTO(allocate(p), st, fail);
+    if (stages > cfg->spec->num_layers) {
+        st = bg_error_set(BG_ERR_INVALID,
+                          "%d stages (%d devices x %d chunks) but the model has only %d layers",
+                          stages, p->devices, p->chunks, cfg->spec->num_layers);
+        goto fail;
+    }
+    if (cfg->split != NULL)
+        BG_CHECK_GOTO(check_split(cfg->spec, stages, cfg->split, p->first), st, fail);
+    else
+        BG_CHECK_GOTO(bg_pipeline_balance_split(cfg->spec, stages, p->first), st, fail);
+    p->first[stages] = cfg->spec->num_layers;
+    BG_CHECK_GOTO(create_schedules(p), st, fail);
+    BG_CHECK_GOTO(create_backends(p), st, fail);
+    BG_CHECK_GOTO(create_stages(p), st, fail);
+    BG_CHECK_GOTO(create_channels(p), st, fail);
+    BG_CHECK_GOTO(start_workers(p), st, fail);
+    *out = p;
+    return BG_OK;
+fail:
+    bg_pipeline_destroy(p);
+    return st;
+}
+
+void bg_pipeline_destroy(bg_pipeline_t *p) {
+    if (p == NULL) return;
+    pthread_mutex_lock(&p->lock);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->lock);
+    for (int d = 0; p->workers != NULL && d < p->devices; d++)
+        if (p->workers[d].started) pthread_join(p->workers[d].thread, NULL);
+    for (int s = 0; s < p->stages; s++) {
+        if (p->stage != NULL) bg_stage_destroy(p->stage[s]);
+        if (p->forward != NULL) bg_channel_destroy(p->forward[s]);
+        if (p->backward != NULL) bg_channel_destroy(p->backward[s]);
+    }
+    for (int d = 0; p->backends != NULL && d < p->devices; d++) bg_backend_destroy(p->backends[d]);
+    bg_schedule_destroy(p->train);
+    bg_schedule_destroy(p->eval);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->work);
+    pthread_cond_destroy(&p->done);
+    free(p->backends);
+    free(p->stage);
+    free(p->first);
+    free(p->slots);
+    free(p->forward);
+    free(p->backward);
+    free(p->workers);
+    free(p->micro_offset);
+    free(p->micro_size);
+    free(p);
+}
+
+/* ---- queries ---- */
+
+int bg_pipeline_stage_count(const bg_pipeline_t *p) { return p->stages; }
+
+const bg_schedule_t *bg_pipeline_schedule(const bg_pipeline_t *p) { return p->train; }
+
+bg_pipeline_stage_info_t bg_pipeline_stage_info(const bg_pipeline_t *p, int s) {
+    bg_pipeline_stage_info_t info = {
+        .first_layer = p->first[s],
+        .last_layer = p->first[s + 1],
+        .device = s % p->devices,
+        .device_name = p->cfg.devices->devices[s % p->devices].name,
+        .stash_slots = p->slots[s],
+        .memory = bg_stage_memory(p->stage[s]),
+    };
+    if (s > 0) info.channel_bytes += bg_channel_bytes(p->forward[s - 1]);
+    if (s + 1 < p->stages) info.channel_bytes += bg_channel_bytes(p->backward[s]);
+    return info;
+}
+
+bg_status_t bg_pipeline_download_params(bg_pipeline_t *p, float *host) {
+    int64_t at = 0;
+    for (int s = 0; s < p->stages; s++) {
+        BG_CHECK(bg_stage_download_params(p->stage[s], host + at));
+        at += bg_stage_param_count(p->stage[s]);
+    }
+    return BG_OK;
+}
+
+bg_status_t bg_pipeline_upload_params(bg_pipeline_t *p, const float *host) {
+    int64_t at = 0;
+    for (int s = 0; s < p->stages; s++) {
+        BG_CHECK(bg_stage_upload_params(p->stage[s], host + at));
+        at += bg_stage_param_count(p->stage[s]);
+    }
+    return BG_OK;
+}

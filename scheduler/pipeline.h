@@ -1,0 +1,104 @@
+/* The executor: stages on several devices, one host thread per device,
+ * running a schedule (scheduler/schedule.h) for every mini-batch.
+ *
+ * A mini-batch of n samples is cut into M micro-batches (sizes differ by at
+ * most one); the first stage reads images, the last reads labels, and
+ * channels (scheduler/channel.h) carry activations forward and gradients
+ * back between stages. Gradients accumulate over the micro-batches, scaled by
+ * 1/n, and every stage takes one optimizer step at the end: the same update
+ * as one device on the whole mini-batch. Evaluation runs a forward-only
+ * schedule through the same stages. */
+#ifndef BG_PIPELINE_H
+#define BG_PIPELINE_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "devices.h"
+#include "model_spec.h"
+#include "optimizer.h"
+#include "schedule.h"
+#include "stage.h"
+#include "topology.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { BG_MAX_STAGES = 1024 };
+
+typedef struct bg_pipeline bg_pipeline_t;
+
+typedef struct bg_pipeline_config {
+    const bg_model_spec_t *spec;     /* must outlive the pipeline */
+    const bg_device_list_t *devices; /* K = devices->count */
+    bg_topology_t *topology;         /* binds device threads to cores; NULL: unbound */
+    bg_schedule_kind_t schedule;
+    int chunks;       /* V stages per device (interleaved) */
+    int microbatches; /* M */
+    int64_t batch;    /* B: largest mini-batch */
+    const int *split; /* first layer of stages 1..S-1 (S-1 values), or NULL */
+    int recompute;
+    uint64_t seed;
+    bg_optimizer_config_t optimizer;
+    bg_dtype_t dtype; /* BG_F32; BG_F64 for exact equivalence tests */
+} bg_pipeline_config_t;
+
+#define BG_PIPELINE_CONFIG_INIT                                                                    \
+    {                                                                                              \
+        .schedule = BG_SCHEDULE_1F1B, .chunks = 1, .microbatches = 1, .batch = 64, .split = NULL,  \
+        .recompute = 0, .seed = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT, .dtype = BG_F32          \
+    }
+
+/* Sums over a mini-batch, from the last stage. */
+typedef struct bg_pipeline_result {
+    double loss_sum;
+    int64_t correct;
+} bg_pipeline_result_t;
+
+/* Where a stage runs and what it holds. */
+typedef struct bg_pipeline_stage_info {
+    int first_layer, last_layer; /* [first, last) */
+    int device;                  /* index into the device list */
+    const char *device_name;
+    int stash_slots; /* from the schedule's theory */
+    bg_stage_memory_t memory;
+    size_t channel_bytes; /* ring buffers of the channels it receives from */
+} bg_pipeline_stage_info_t;
+
+/* Cuts the model into S = K * V stages (cfg->split, or balancing FLOPs),
+ * generates and validates the schedule, creates backends, stages, channels
+ * and the device threads. BG_ERR_INVALID for impossible requests (more stages
+ * than layers, a bad split, a schedule that rejects K/V/M), BG_ERR_UNSUPPORTED
+ * for CUDA devices in a build without the CUDA backend. */
+bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **out);
+
+/* Stops the threads and frees everything; NULL is a no-op. */
+void bg_pipeline_destroy(bg_pipeline_t *p);
+
+/* One optimizer step on n <= B samples: images (n, in), labels (n). */
+bg_status_t bg_pipeline_train_step(bg_pipeline_t *p, const float *images, const int32_t *labels,
+                                   int64_t n, bg_pipeline_result_t *result);
+
+/* Forward only (no gradients, no step) on n <= B samples. */
+bg_status_t bg_pipeline_evaluate(bg_pipeline_t *p, const float *images, const int32_t *labels,
+                                 int64_t n, bg_pipeline_result_t *result);
+
+int bg_pipeline_stage_count(const bg_pipeline_t *p);
+bg_pipeline_stage_info_t bg_pipeline_stage_info(const bg_pipeline_t *p, int stage);
+const bg_schedule_t *bg_pipeline_schedule(const bg_pipeline_t *p);
+
+/* All parameters, flat in layer order (spec->total_params floats). */
+bg_status_t bg_pipeline_download_params(bg_pipeline_t *p, float *host);
+bg_status_t bg_pipeline_upload_params(bg_pipeline_t *p, const float *host);
+
+/* First layer of each of `stages` stages that balances forward+backward
+ * FLOPs (the slowest stage as light as possible), into first[0..stages).
+ * BG_ERR_INVALID when the model has fewer layers than stages. */
+bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, int *first);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_PIPELINE_H */

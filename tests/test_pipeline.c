@@ -1,0 +1,300 @@
+/* The executor: K stages x M micro-batches x every schedule, with and without
+ * recomputation, against one device and one micro-batch. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset.h"
+#include "pipeline.h"
+
+/* 8 layers: conv, relu, maxpool, flatten, dense, relu, dense, loss. */
+static const char small_cnn[] = "input channels=1 height=10 width=10\n"
+                                "conv2d filters=4 kernel=3 activation=relu\n"
+                                "maxpool size=2\n"
+                                "flatten\n"
+                                "dense units=16 activation=relu\n"
+                                "dense units=5\n"
+                                "softmax_cross_entropy\n";
+
+enum { BATCH = 16, STEPS = 3 };
+
+typedef struct fixture {
+    bg_model_spec_t *spec;
+    bg_dataset_t *data; /* STEPS batches */
+    float *want_f32, *want_f64;
+    double want_loss;
+} fixture_t;
+
+typedef struct run_config {
+    bg_schedule_kind_t schedule;
+    int devices, chunks, microbatches, recompute;
+    bg_dtype_t dtype;
+} run_config_t;
+
+static bg_optimizer_config_t optimizer(void) {
+    bg_optimizer_config_t o = BG_OPTIMIZER_CONFIG_INIT; /* Adam */
+    o.adam.lr = 0.01;
+    return o;
+}
+
+/* Trains STEPS steps; returns the parameters (caller frees) and loss sum. */
+static float *train(const fixture_t *f, const run_config_t *rc, double *loss_sum) {
+    bg_device_list_t devices;
+    char spec[32];
+    snprintf(spec, sizeof spec, "cpu:%d", rc->devices);
+    assert_int_equal(bg_device_list_parse(spec, 2, &devices), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.devices = &devices;
+    cfg.schedule = rc->schedule;
+    cfg.chunks = rc->chunks;
+    cfg.microbatches = rc->microbatches;
+    cfg.batch = BATCH;
+    cfg.recompute = rc->recompute;
+    cfg.seed = 5;
+    cfg.optimizer = optimizer();
+    cfg.dtype = rc->dtype;
+    bg_pipeline_t *p = NULL;
+    bg_status_t st = bg_pipeline_create(&cfg, &p);
+    if (st != BG_OK) fail_msg("%s", bg_error_message());
+    double total = 0;
+    for (int k = 0; k < STEPS; k++) {
+        bg_pipeline_result_t r;
+        const int64_t numel = bg_shape_numel(f->spec->input);
+        st = bg_pipeline_train_step(p, f->data->images + k * BATCH * numel,
+                                    f->data->labels + k * BATCH, BATCH, &r);
+        if (st != BG_OK) fail_msg("%s", bg_error_message());
+        total += r.loss_sum;
+    }
+    float *params = malloc(sizeof(float) * (size_t)f->spec->total_params);
+    assert_int_equal(bg_pipeline_download_params(p, params), BG_OK);
+    bg_pipeline_destroy(p);
+    *loss_sum = total;
+    return params;
+}
+
+static int setup(void **state) {
+    fixture_t *f = calloc(1, sizeof *f);
+    assert_int_equal(bg_model_spec_parse("small", small_cnn, strlen(small_cnn), &f->spec), BG_OK);
+    assert_int_equal(bg_dataset_synthetic(f->spec->input, 5, STEPS * BATCH, 9, 0, &f->data), BG_OK);
+    run_config_t one = {BG_SCHEDULE_GPIPE, 1, 1, 1, 0, BG_F32};
+    double loss64;
+    f->want_f32 = train(f, &one, &f->want_loss);
+    one.dtype = BG_F64;
+    f->want_f64 = train(f, &one, &loss64);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture_t *f = *state;
+    free(f->want_f32);
+    free(f->want_f64);
+    bg_dataset_destroy(f->data);
+    bg_model_spec_destroy(f->spec);
+    free(f);
+    return 0;
+}
+
+/* Largest difference relative to the largest parameter. */
+static double relative_error(const float *a, const float *b, int64_t n) {
+    double diff = 0, scale = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (fabs((double)a[i] - b[i]) > diff) diff = fabs((double)a[i] - b[i]);
+        if (fabs((double)b[i]) > scale) scale = fabs((double)b[i]);
+    }
+    return diff / scale;
+}
+
+static int allowed(const run_config_t *rc) {
+    if (rc->schedule == BG_SCHEDULE_INTERLEAVED) return rc->microbatches % rc->devices == 0;
+    return rc->chunks == 1;
+}
+
+/* Every schedule, K in 1..4, M in {1,2,4,8}, with and without recompute,
+ * equals one device with one micro-batch after STEPS Adam steps. */
+static void test_equivalence(void **state) {
+    fixture_t *f = *state;
+    static const bg_schedule_kind_t kinds[] = {BG_SCHEDULE_GPIPE, BG_SCHEDULE_1F1B,
+                                               BG_SCHEDULE_INTERLEAVED, BG_SCHEDULE_ZB_H1};
+    static const int ms[] = {1, 2, 4, 8};
+    int runs = 0;
+    double worst = 0;
+    for (int k = 0; k < 4; k++) {
+        for (int devices = 1; devices <= 4; devices++) {
+            for (int m = 0; m < 4; m++) {
+                for (int recompute = 0; recompute <= 1; recompute++) {
+                    run_config_t rc = {kinds[k], devices, 1, ms[m], recompute, BG_F32};
+                    if (kinds[k] == BG_SCHEDULE_INTERLEAVED) rc.chunks = devices <= 2 ? 2 : 1;
+                    if (!allowed(&rc)) continue;
+                    double loss;
+                    float *got = train(f, &rc, &loss);
+                    double err = relative_error(got, f->want_f32, f->spec->total_params);
+                    if (err > worst) worst = err;
+                    if (!(err <= 1e-5))
+                        fail_msg("%s K=%d V=%d M=%d recompute=%d: relative error %g",
+                                 bg_schedule_kind_name(rc.schedule), devices, rc.chunks, ms[m],
+                                 recompute, err);
+                    if (!(fabs(loss - f->want_loss) <= 1e-5 * fabs(f->want_loss)))
+                        fail_msg("loss %.9g vs %.9g", loss, f->want_loss);
+                    free(got);
+                    runs++;
+                }
+            }
+        }
+    }
+    print_message("%d configurations, worst relative error %.3g\n", runs, worst);
+    assert_true(runs >= 90);
+}
+
+/* In double precision the pipeline matches one device to rounding. */
+static void test_equivalence_f64(void **state) {
+    fixture_t *f = *state;
+    static const run_config_t cases[] = {
+        {BG_SCHEDULE_1F1B, 4, 1, 8, 0, BG_F64},
+        {BG_SCHEDULE_ZB_H1, 3, 1, 4, 1, BG_F64},
+        {BG_SCHEDULE_INTERLEAVED, 2, 2, 4, 0, BG_F64},
+        {BG_SCHEDULE_GPIPE, 2, 1, 2, 1, BG_F64},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double loss;
+        float *got = train(f, &cases[i], &loss);
+        double err = relative_error(got, f->want_f64, f->spec->total_params);
+        if (!(err <= 1e-6)) fail_msg("case %zu: relative error %g", i, err);
+        free(got);
+    }
+}
+
+/* Two runs of one configuration give bit-identical weights. */
+static void test_bit_identical(void **state) {
+    fixture_t *f = *state;
+    run_config_t rc = {BG_SCHEDULE_1F1B, 3, 1, 4, 0, BG_F32};
+    double la, lb;
+    float *a = train(f, &rc, &la), *b = train(f, &rc, &lb);
+    assert_memory_equal(a, b, sizeof(float) * (size_t)f->spec->total_params);
+    assert_true(la == lb);
+    free(a);
+    free(b);
+}
+
+/* Peak micro-batches held per stage match the schedule's theory. */
+static void test_stash_peaks(void **state) {
+    fixture_t *f = *state;
+    bg_device_list_t devices;
+    assert_int_equal(bg_device_list_parse("cpu:4", 2, &devices), BG_OK);
+    for (int kind = 0; kind < 2; kind++) {
+        bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+        cfg.spec = f->spec;
+        cfg.devices = &devices;
+        cfg.schedule = kind == 0 ? BG_SCHEDULE_GPIPE : BG_SCHEDULE_1F1B;
+        cfg.microbatches = 8;
+        cfg.batch = BATCH;
+        bg_pipeline_t *p;
+        assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
+        bg_pipeline_result_t r;
+        assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r),
+                         BG_OK);
+        for (int s = 0; s < 4; s++) {
+            bg_pipeline_stage_info_t info = bg_pipeline_stage_info(p, s);
+            int want = kind == 0 ? 8 : 4 - s; /* GPipe: M; 1F1B: K - s */
+            assert_int_equal(info.memory.peak_in_flight, want);
+            assert_int_equal(info.stash_slots, want);
+            assert_int_equal(info.memory.in_flight, 0);
+            assert_int_equal(info.memory.stash_peak, (size_t)want * info.memory.stash_slot);
+        }
+        bg_pipeline_destroy(p);
+    }
+}
+
+/* Evaluation through the pipeline counts what one device counts. */
+static void test_evaluate(void **state) {
+    fixture_t *f = *state;
+    bg_device_list_t one, three;
+    assert_int_equal(bg_device_list_parse("cpu", 2, &one), BG_OK);
+    assert_int_equal(bg_device_list_parse("cpu:3", 2, &three), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.devices = &one;
+    cfg.batch = BATCH;
+    bg_pipeline_t *a, *b;
+    assert_int_equal(bg_pipeline_create(&cfg, &a), BG_OK);
+    cfg.devices = &three;
+    cfg.microbatches = 4;
+    assert_int_equal(bg_pipeline_create(&cfg, &b), BG_OK);
+    bg_pipeline_result_t ra, rb;
+    assert_int_equal(bg_pipeline_evaluate(a, f->data->images, f->data->labels, 13, &ra), BG_OK);
+    assert_int_equal(bg_pipeline_evaluate(b, f->data->images, f->data->labels, 13, &rb), BG_OK);
+    assert_int_equal(ra.correct, rb.correct);
+    assert_true(fabs(ra.loss_sum - rb.loss_sum) <= 1e-5 * ra.loss_sum);
+    assert_true(ra.loss_sum > 0);
+    /* Evaluation changes nothing: the same call gives the same figures. */
+    assert_int_equal(bg_pipeline_evaluate(b, f->data->images, f->data->labels, 13, &ra), BG_OK);
+    assert_true(ra.loss_sum == rb.loss_sum);
+    bg_pipeline_destroy(a);
+    bg_pipeline_destroy(b);
+}
+
+static void expect_create_error(fixture_t *f, const char *devices_text, bg_schedule_kind_t kind,
+                                int chunks, int m, const int *split, bg_status_t want,
+                                const char *needle) {
+    bg_device_list_t devices;
+    assert_int_equal(bg_device_list_parse(devices_text, 2, &devices), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.devices = &devices;
+    cfg.schedule = kind;
+    cfg.chunks = chunks;
+    cfg.microbatches = m;
+    cfg.batch = BATCH;
+    cfg.split = split;
+    bg_pipeline_t *p = NULL;
+    assert_int_equal(bg_pipeline_create(&cfg, &p), want);
+    assert_null(p);
+    if (strstr(bg_error_message(), needle) == NULL)
+        fail_msg("message '%s' lacks '%s'", bg_error_message(), needle);
+}
+
+static void test_invalid_requests(void **state) {
+    fixture_t *f = *state;
+    expect_create_error(f, "cpu:4", BG_SCHEDULE_INTERLEAVED, 2, 6, NULL, BG_ERR_INVALID,
+                        "multiple");
+    expect_create_error(f, "cpu:9", BG_SCHEDULE_1F1B, 1, 4, NULL, BG_ERR_INVALID, "only 8 layers");
+    expect_create_error(f, "cpu:2", BG_SCHEDULE_1F1B, 2, 4, NULL, BG_ERR_INVALID, "chunks");
+    expect_create_error(f, "cpu:2", BG_SCHEDULE_1F1B, 1, 32, NULL, BG_ERR_INVALID, "empty");
+    static const int backwards[] = {5, 3};
+    expect_create_error(f, "cpu:3", BG_SCHEDULE_GPIPE, 1, 2, backwards, BG_ERR_INVALID, "--split");
+    static const int too_far[] = {8};
+    expect_create_error(f, "cpu:2", BG_SCHEDULE_GPIPE, 1, 2, too_far, BG_ERR_INVALID, "--split");
+    expect_create_error(f, "cuda:0x2", BG_SCHEDULE_GPIPE, 1, 2, NULL, BG_ERR_UNSUPPORTED,
+                        "no CUDA backend");
+}
+
+/* The default split balances FLOPs: on the origin-like CNN the conv and the
+ * big dense layer end up on different stages. */
+static void test_balance_split(void **state) {
+    fixture_t *f = *state;
+    int first[8];
+    assert_int_equal(bg_pipeline_balance_split(f->spec, 2, first), BG_OK);
+    assert_int_equal(first[0], 0);
+    assert_true(first[1] >= 1 && first[1] <= 4);
+    assert_int_equal(bg_pipeline_balance_split(f->spec, 8, first), BG_OK);
+    for (int s = 0; s < 8; s++) assert_int_equal(first[s], s);
+    assert_int_equal(bg_pipeline_balance_split(f->spec, 9, first), BG_ERR_INVALID);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_equivalence),   cmocka_unit_test(test_equivalence_f64),
+        cmocka_unit_test(test_bit_identical), cmocka_unit_test(test_stash_peaks),
+        cmocka_unit_test(test_evaluate),      cmocka_unit_test(test_invalid_requests),
+        cmocka_unit_test(test_balance_split),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
