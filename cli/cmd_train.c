@@ -1,5 +1,6 @@
-/* brigade train MODEL [options]: trains on one CPU device, evaluates on the
- * test set, optionally loads/saves a checkpoint and writes metrics JSON. */
+/* brigade train MODEL [options]: trains through a pipeline of stages,
+ * evaluates on the test set, reports per-stage memory, optionally
+ * loads/saves a checkpoint and writes metrics JSON. */
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,14 +12,18 @@
 #include "cli.h"
 #include "dataset.h"
 #include "model_spec.h"
+#include "placement.h"
 #include "progress.h"
+#include "topology.h"
 #include "train.h"
 
 static const char help[] =
     "usage: brigade train MODEL [options]\n"
     "\n"
-    "Trains MODEL (a model spec file) on the CPU backend, then prints the test\n"
-    "accuracy and the training throughput.\n"
+    "Trains MODEL (a model spec file), cut into stages on one or more devices,\n"
+    "then prints the test accuracy, the training throughput and each stage's\n"
+    "memory. One device and one micro-batch is plain training; any placement\n"
+    "computes the same weights up to floating-point rounding.\n"
     "\n"
     "training:\n"
     "  --data SOURCE      fashion-mnist (default; Debian's dataset-fashion-mnist),\n"
@@ -34,19 +39,24 @@ static const char help[] =
     "  --seed S           initialisation and shuffling seed (default 1)\n"
     "  --load FILE        start from the weights in a safetensors checkpoint\n"
     "  --save FILE        write the final weights as safetensors (atomically)\n"
+    "%s"
     "outputs:\n"
     "  --metrics FILE     write the final figures as JSON: loss, test_loss,\n"
-    "                     test_accuracy, samples_per_s, steps, train_seconds\n"
+    "                     test_accuracy, samples_per_s, steps, train_seconds and a\n"
+    "                     stages list (layers, device, peak_bytes by category)\n"
     "\n"
     "Progress goes to stderr: a bar on a terminal, a line per tenth of an epoch\n"
     "otherwise. Results go to stdout.\n"
     "\n"
-    "example:\n"
-    "  brigade train examples/fashion_cnn.model --epochs 5\n";
+    "examples:\n"
+    "  brigade train examples/fashion_cnn.model --epochs 5\n"
+    "  brigade train examples/fashion_cnn.model --devices cpu:2 --microbatches 4\n"
+    "  brigade train examples/fashion_cnn.model --stages 4 --schedule zb-h1 --microbatches 8\n";
 
 typedef struct train_options {
     const char *model, *data, *load, *save, *metrics;
     bg_train_config_t train;
+    bg_placement_t placement;
     double lr; /* < 0: the optimizer's default */
 } train_options_t;
 
@@ -64,6 +74,7 @@ static int is_option(const char *arg) {
 
 static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *show_help) {
     int64_t value;
+    bg_placement_init(&o->placement);
     o->data = "fashion-mnist";
     o->lr = -1;
     for (int i = 1; i < argc; i++) {
@@ -79,10 +90,18 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             o->model = arg;
             continue;
         }
-        if (!is_option(arg)) return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+        int placement = bg_placement_is_option(arg);
+        if (placement == 2) {
+            BG_CHECK(bg_placement_apply(&o->placement, arg, NULL));
+            continue;
+        }
+        if (!is_option(arg) && !placement)
+            return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
         if (i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", arg);
         const char *v = argv[++i];
-        if (strcmp(arg, "--data") == 0) {
+        if (placement) {
+            BG_CHECK(bg_placement_apply(&o->placement, arg, v));
+        } else if (strcmp(arg, "--data") == 0) {
             o->data = v;
         } else if (strcmp(arg, "--epochs") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 0, 1000000, &value));
@@ -120,6 +139,29 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     return BG_OK;
 }
 
+/* What a stage held at its peak: everything but the stash is fixed; the
+ * stash peaks with the most micro-batches in flight. */
+static size_t stage_peak_bytes(const bg_pipeline_stage_info_t *info) {
+    const bg_stage_memory_t *m = &info->memory;
+    return m->params + m->grads + m->optimizer + m->stash_peak + m->buffers + m->workspace +
+           info->channel_bytes;
+}
+
+static void print_stages(const bg_train_result_t *r) {
+    printf("%5s  %-8s %-10s %10s %10s %10s %10s %8s\n", "stage", "layers", "device", "peak MiB",
+           "params", "optimizer", "stash", "in flight");
+    const double mib = 1024.0 * 1024.0;
+    for (int s = 0; s < r->stages; s++) {
+        const bg_pipeline_stage_info_t *info = &r->stage_info[s];
+        char layers[32];
+        snprintf(layers, sizeof layers, "%d-%d", info->first_layer, info->last_layer - 1);
+        printf("%5d  %-8s %-10s %10.2f %10.2f %10.2f %10.2f %8d\n", s, layers, info->device_name,
+               (double)stage_peak_bytes(info) / mib, (double)info->memory.params / mib,
+               (double)info->memory.optimizer / mib, (double)info->memory.stash_peak / mib,
+               info->memory.peak_in_flight);
+    }
+}
+
 static bg_status_t write_metrics(const char *path, const train_options_t *o,
                                  const bg_train_result_t *r) {
     cJSON *root = cJSON_CreateObject();
@@ -135,6 +177,31 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     cJSON_AddNumberToObject(root, "test_accuracy", r->test_accuracy);
     cJSON_AddNumberToObject(root, "samples_per_s", r->samples_per_s);
     cJSON_AddNumberToObject(root, "train_seconds", r->train_seconds);
+    cJSON_AddStringToObject(root, "schedule", bg_schedule_kind_name(o->placement.schedule));
+    cJSON_AddNumberToObject(root, "microbatches", o->placement.microbatches);
+    cJSON_AddBoolToObject(root, "recompute", o->placement.recompute);
+    cJSON *stages = cJSON_AddArrayToObject(root, "stages");
+    for (int s = 0; stages != NULL && s < r->stages; s++) {
+        const bg_pipeline_stage_info_t *info = &r->stage_info[s];
+        const bg_stage_memory_t *m = &info->memory;
+        cJSON *stage = cJSON_CreateObject();
+        cJSON *layers = cJSON_AddArrayToObject(stage, "layers");
+        for (int l = info->first_layer; layers != NULL && l < info->last_layer; l++)
+            cJSON_AddItemToArray(layers, cJSON_CreateNumber(l));
+        cJSON_AddStringToObject(stage, "device", info->device_name);
+        cJSON_AddNumberToObject(stage, "peak_bytes", (double)stage_peak_bytes(info));
+        cJSON *peak = cJSON_AddObjectToObject(stage, "peak_by_category");
+        cJSON_AddNumberToObject(peak, "params", (double)m->params);
+        cJSON_AddNumberToObject(peak, "grads", (double)m->grads);
+        cJSON_AddNumberToObject(peak, "optimizer", (double)m->optimizer);
+        cJSON_AddNumberToObject(peak, "stash", (double)m->stash_peak);
+        cJSON_AddNumberToObject(peak, "buffers", (double)m->buffers);
+        cJSON_AddNumberToObject(peak, "channels", (double)info->channel_bytes);
+        cJSON_AddNumberToObject(peak, "workspace", (double)m->workspace);
+        cJSON_AddNumberToObject(stage, "stash_slots", info->stash_slots);
+        cJSON_AddNumberToObject(stage, "peak_microbatches_in_flight", m->peak_in_flight);
+        cJSON_AddItemToArray(stages, stage);
+    }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
@@ -154,19 +221,24 @@ int bg_cmd_train(int argc, char **argv) {
     int show_help = 0;
     bg_status_t st = parse_args(argc, argv, &o, &show_help);
     if (show_help) {
-        fputs(help, stdout);
+        printf(help, bg_placement_help);
         return 0;
     }
     if (st != BG_OK) return bg_cli_usage_error("train", "%s", bg_error_message());
 
     bg_model_spec_t *spec = NULL;
     bg_dataset_t *train = NULL, *test = NULL;
+    bg_topology_t *topology = NULL;
+    bg_train_result_t r = {0};
     float *params = NULL;
     int code = 0;
     BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
     BG_CHECK_GOTO(bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes,
                                                       o.train.seed, &train, &test)),
                   st, fail);
+    BG_CHECK_GOTO(bg_topology_create(NULL, &topology), st, fail);
+    BG_CHECK_GOTO(bg_placement_resolve(&o.placement, spec, bg_topology_core_count(topology)), st,
+                  fail);
     params = malloc(sizeof(float) * (size_t)(spec->total_params > 0 ? spec->total_params : 1));
     BG_ALLOC_CHECK_GOTO(params, st, fail);
     if (o.load != NULL) {
@@ -177,6 +249,9 @@ int bg_cmd_train(int argc, char **argv) {
     fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s\n", o.model,
             o.data, (long long)train->count, (long long)test->count, (long long)o.train.batch,
             bg_optimizer_kind_name(o.train.optimizer.kind));
+    fputs("placement: ", stderr);
+    bg_placement_describe(&o.placement, stderr);
+    fputc('\n', stderr);
     bg_progress_t progress;
     bg_progress_init(&progress, stderr, (train->count + o.train.batch - 1) / o.train.batch);
     o.train.spec = spec;
@@ -184,11 +259,18 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.test = test;
     o.train.progress = bg_progress_report;
     o.train.progress_ctx = &progress;
-    bg_train_result_t r;
+    o.train.devices = &o.placement.devices;
+    o.train.topology = topology;
+    o.train.schedule = o.placement.schedule;
+    o.train.chunks = o.placement.chunks;
+    o.train.microbatches = o.placement.microbatches;
+    o.train.split = o.placement.split_count > 0 ? o.placement.split : NULL;
+    o.train.recompute = o.placement.recompute;
     BG_CHECK_GOTO(bg_train_run(&o.train, &r, params), st, fail);
     printf("test accuracy: %.4f (test loss %.4f)\n", r.test_accuracy, r.test_loss);
     printf("trained %lld steps in %.1f s: %.0f samples/s, last epoch's mean loss %.4f\n",
            (long long)r.steps, r.train_seconds, r.samples_per_s, r.loss);
+    print_stages(&r);
     if (o.save != NULL) {
         BG_CHECK_GOTO(bg_checkpoint_save(o.save, spec, params, r.steps), st, fail);
         printf("saved weights to %s\n", o.save);
@@ -198,6 +280,8 @@ int bg_cmd_train(int argc, char **argv) {
 fail:
     code = bg_cli_fail("train", st);
 done:
+    bg_train_result_free(&r);
+    bg_topology_destroy(topology);
     free(params);
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);

@@ -491,10 +491,11 @@ bg_pipeline_stage_info_t bg_pipeline_stage_info(const bg_pipeline_t *p, int s) {
         .first_layer = p->first[s],
         .last_layer = p->first[s + 1],
         .device = s % p->devices,
-        .device_name = p->cfg.devices->devices[s % p->devices].name,
         .stash_slots = p->slots[s],
         .memory = bg_stage_memory(p->stage[s]),
     };
+    snprintf(info.device_name, sizeof info.device_name, "%s",
+             p->cfg.devices->devices[s % p->devices].name);
     if (s > 0) info.channel_bytes += bg_channel_bytes(p->forward[s - 1]);
     if (s + 1 < p->stages) info.channel_bytes += bg_channel_bytes(p->backward[s]);
     return info;

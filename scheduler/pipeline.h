@@ -60,7 +60,7 @@ typedef struct bg_pipeline_result {
 typedef struct bg_pipeline_stage_info {
     int first_layer, last_layer; /* [first, last) */
     int device;                  /* index into the device list */
-    const char *device_name;
+    char device_name[24];
     int stash_slots; /* from the schedule's theory */
     bg_stage_memory_t memory;
     size_t channel_bytes; /* ring buffers of the channels it receives from */

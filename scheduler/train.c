@@ -4,15 +4,13 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cpu/backend_cpu.h"
-
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-bg_status_t bg_train_evaluate(bg_stage_t *stage, int64_t batch, const bg_dataset_t *data,
+bg_status_t bg_train_evaluate(bg_pipeline_t *p, int64_t batch, const bg_dataset_t *data,
                               double *loss, double *accuracy) {
     bg_status_t st = BG_OK;
     int64_t numel = bg_shape_numel(data->shape);
@@ -28,9 +26,8 @@ bg_status_t bg_train_evaluate(bg_stage_t *stage, int64_t batch, const bg_dataset
         int64_t n = data->count - start < batch ? data->count - start : batch;
         for (int64_t i = 0; i < n; i++) order[i] = start + i;
         bg_dataset_gather(data, order, n, images, labels);
-        bg_stage_loss_t part;
-        BG_CHECK_GOTO(bg_stage_load_batch(stage, n, images, labels), st, done);
-        BG_CHECK_GOTO(bg_stage_forward(stage, n, &part), st, done);
+        bg_pipeline_result_t part;
+        BG_CHECK_GOTO(bg_pipeline_evaluate(p, images, labels, n, &part), st, done);
         loss_sum += part.loss_sum;
         correct += part.correct;
     }
@@ -41,6 +38,12 @@ done:
     free(labels);
     free(order);
     return st;
+}
+
+void bg_train_result_free(bg_train_result_t *result) {
+    free(result->stage_info);
+    result->stage_info = NULL;
+    result->stages = 0;
 }
 
 static bg_status_t check_config(const bg_train_config_t *cfg) {
@@ -71,8 +74,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     epochs = (int)((total + per_epoch - 1) / per_epoch);
 
     bg_status_t st = BG_OK;
-    bg_backend_t *be = NULL;
-    bg_stage_t *stage = NULL;
+    bg_pipeline_t *pipe = NULL;
+    bg_train_result_t r = {0};
     float *images = malloc(sizeof(float) * (size_t)(batch * numel));
     int32_t *labels = malloc(sizeof(int32_t) * (size_t)batch);
     int64_t *order = malloc(sizeof(int64_t) * (size_t)train->count);
@@ -80,19 +83,27 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     BG_ALLOC_CHECK_GOTO(labels, st, done);
     BG_ALLOC_CHECK_GOTO(order, st, done);
 
-    bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
-    BG_CHECK_GOTO(bg_backend_cpu_create(&cpu, &be), st, done);
-    bg_stage_config_t sc = BG_STAGE_CONFIG_INIT;
-    sc.spec = cfg->spec;
-    sc.first_layer = 0;
-    sc.last_layer = cfg->spec->num_layers;
-    sc.backend = be;
-    sc.max_batch = batch;
-    sc.seed = cfg->seed;
-    sc.optimizer = cfg->optimizer;
-    BG_CHECK_GOTO(bg_stage_create(&sc, &stage), st, done);
+    bg_device_list_t one_cpu;
+    const bg_device_list_t *devices = cfg->devices;
+    if (devices == NULL) {
+        BG_CHECK_GOTO(bg_device_list_parse("cpu", 1, &one_cpu), st, done);
+        devices = &one_cpu;
+    }
+    bg_pipeline_config_t pc = BG_PIPELINE_CONFIG_INIT;
+    pc.spec = cfg->spec;
+    pc.devices = devices;
+    pc.topology = cfg->topology;
+    pc.schedule = cfg->schedule;
+    pc.chunks = cfg->chunks;
+    pc.microbatches = cfg->microbatches;
+    pc.batch = batch;
+    pc.split = cfg->split;
+    pc.recompute = cfg->recompute;
+    pc.seed = cfg->seed;
+    pc.optimizer = cfg->optimizer;
+    BG_CHECK_GOTO(bg_pipeline_create(&pc, &pipe), st, done);
     if (cfg->initial_params != NULL)
-        BG_CHECK_GOTO(bg_stage_upload_params(stage, cfg->initial_params), st, done);
+        BG_CHECK_GOTO(bg_pipeline_upload_params(pipe, cfg->initial_params), st, done);
 
     /* Shuffling has its own stream, apart from the per-layer init streams. */
     bg_rng_t shuffle;
@@ -108,12 +119,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
         for (int64_t at = 0; at < train->count && step < total; at += batch) {
             int64_t n = train->count - at < batch ? train->count - at : batch;
             bg_dataset_gather(train, order + at, n, images, labels);
-            bg_stage_loss_t loss;
-            BG_CHECK_GOTO(bg_stage_load_batch(stage, n, images, labels), st, done);
-            BG_CHECK_GOTO(bg_stage_zero_grads(stage), st, done);
-            BG_CHECK_GOTO(bg_stage_forward(stage, n, &loss), st, done);
-            BG_CHECK_GOTO(bg_stage_backward(stage, n, 1.0 / (double)n), st, done);
-            BG_CHECK_GOTO(bg_stage_step(stage), st, done);
+            bg_pipeline_result_t loss;
+            BG_CHECK_GOTO(bg_pipeline_train_step(pipe, images, labels, n, &loss), st, done);
             double mean = loss.loss_sum / (double)n;
             if (!isfinite(mean)) {
                 st = bg_error_set(BG_ERR_NUMERIC, "step %lld (epoch %d): loss is %g",
@@ -140,11 +147,9 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
         }
     }
     double seconds = now_seconds() - start;
-    bg_train_result_t r = {
-        .steps = step,
-        .loss = epoch_steps > 0 ? epoch_loss / (double)epoch_steps : 0,
-        .train_seconds = seconds,
-    };
+    r.steps = step;
+    r.loss = epoch_steps > 0 ? epoch_loss / (double)epoch_steps : 0;
+    r.train_seconds = seconds;
     /* Count the samples actually seen: the last batch of an epoch may be short. */
     int64_t samples = 0;
     for (int64_t k = 0; k < step; k++) {
@@ -152,14 +157,19 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
         samples += train->count - at < batch ? train->count - at : batch;
     }
     r.samples_per_s = seconds > 0 ? (double)samples / seconds : 0;
-    BG_CHECK_GOTO(bg_train_evaluate(stage, batch, cfg->test, &r.test_loss, &r.test_accuracy), st,
+    BG_CHECK_GOTO(bg_train_evaluate(pipe, batch, cfg->test, &r.test_loss, &r.test_accuracy), st,
                   done);
     if (final_params != NULL)
-        BG_CHECK_GOTO(bg_stage_download_params(stage, final_params), st, done);
+        BG_CHECK_GOTO(bg_pipeline_download_params(pipe, final_params), st, done);
+    r.stages = bg_pipeline_stage_count(pipe);
+    r.stage_info = calloc((size_t)r.stages, sizeof *r.stage_info);
+    BG_ALLOC_CHECK_GOTO(r.stage_info, st, done);
+    for (int s = 0; s < r.stages; s++) r.stage_info[s] = bg_pipeline_stage_info(pipe, s);
     *result = r;
+    r.stage_info = NULL;
 done:
-    bg_stage_destroy(stage);
-    bg_backend_destroy(be);
+    bg_train_result_free(&r);
+    bg_pipeline_destroy(pipe);
     free(images);
     free(labels);
     free(order);

@@ -1,16 +1,18 @@
-/* The training loop on one device: epochs of shuffled mini-batches through a
- * single stage that holds the whole model, then evaluation on the test set.
- * The pipelined executor (several stages, micro-batches) reuses the same
- * configuration and result types. */
+/* The training loop: epochs of shuffled mini-batches through a pipeline
+ * (scheduler/pipeline.h) of one or more stages, then evaluation on the test
+ * set through the same stages. One device and one micro-batch is the
+ * reference that every pipelined configuration must match. */
 #ifndef BG_TRAIN_H
 #define BG_TRAIN_H
 
 #include <stdint.h>
 
 #include "dataset.h"
+#include "devices.h"
 #include "model_spec.h"
 #include "optimizer.h"
-#include "stage.h"
+#include "pipeline.h"
+#include "topology.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,12 +39,22 @@ typedef struct bg_train_config {
     uint64_t seed; /* initialisation and shuffling */
     bg_optimizer_config_t optimizer;
     const float *initial_params; /* if not NULL, spec->total_params values to start from */
+    /* Placement; the defaults are one CPU device, one micro-batch. */
+    const bg_device_list_t *devices; /* NULL: one CPU device */
+    bg_topology_t *topology;         /* NULL: threads unbound */
+    bg_schedule_kind_t schedule;
+    int chunks, microbatches;
+    const int *split; /* NULL: balance FLOPs */
+    int recompute;
     bg_train_progress_fn progress;
     void *progress_ctx;
 } bg_train_config_t;
 
 #define BG_TRAIN_CONFIG_INIT                                                                       \
-    { .batch = 64, .epochs = 1, .steps = 0, .seed = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT }
+    {                                                                                              \
+        .batch = 64, .epochs = 1, .steps = 0, .seed = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT,    \
+        .schedule = BG_SCHEDULE_1F1B, .chunks = 1, .microbatches = 1                               \
+    }
 
 typedef struct bg_train_result {
     int64_t steps;        /* optimizer steps taken */
@@ -51,17 +63,21 @@ typedef struct bg_train_result {
     double test_accuracy; /* fraction of test samples classified correctly */
     double train_seconds; /* wall time of the training steps (evaluation excluded) */
     double samples_per_s; /* training samples per second */
+    int stages;
+    bg_pipeline_stage_info_t *stage_info; /* per stage, at the end; bg_train_result_free */
 } bg_train_result_t;
 
-/* Trains on the CPU backend (one device), evaluates, and leaves the final
- * parameters in `final_params` (spec->total_params floats) if not NULL.
- * Deterministic: the same config gives bit-identical parameters. */
+/* Trains, evaluates, and leaves the final parameters in `final_params`
+ * (spec->total_params floats) if not NULL. Deterministic: the same config
+ * gives bit-identical parameters. */
 bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result,
                          float *final_params);
 
-/* Mean loss and accuracy of a stage holding the whole model over `data`,
- * in batches of the stage's max_batch. */
-bg_status_t bg_train_evaluate(bg_stage_t *stage, int64_t batch, const bg_dataset_t *data,
+/* Frees what a result owns. */
+void bg_train_result_free(bg_train_result_t *result);
+
+/* Mean loss and accuracy over `data`, in batches of `batch`, through p. */
+bg_status_t bg_train_evaluate(bg_pipeline_t *p, int64_t batch, const bg_dataset_t *data,
                               double *loss, double *accuracy);
 
 #ifdef __cplusplus

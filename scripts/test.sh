@@ -3,6 +3,7 @@
 #   1. formatting check (clang-format, .clang-format)
 #   2. release build with -Werror: unit and slow suites
 #   3. ASan+UBSan build with -Werror: unit suite
+#   4. ThreadSanitizer build: the tests of multi-threaded code (suite threads)
 # Installs missing Debian packages first. Ends with "N passed, M failed".
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,11 +36,19 @@ ninja -C build-asan
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
     meson test -C build-asan --suite unit --print-errorlogs --num-processes 2 || status=1
 
-# One closing line over both builds, counted from meson's test logs.
-python3 - build-test/meson-logs/testlog.json build-asan/meson-logs/testlog.json "$format_failed" <<'PY'
+echo "== ThreadSanitizer build"
+[ -f build-tsan/build.ninja ] || meson setup build-tsan -Dwerror=true -Db_sanitize=thread \
+    -Db_lundef=false -Dbuildtype=debugoptimized
+ninja -C build-tsan
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    meson test -C build-tsan --suite threads --print-errorlogs --num-processes 2 || status=1
+
+# One closing line over all builds, counted from meson's test logs.
+python3 - build-test/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
+    build-tsan/meson-logs/testlog.json "$format_failed" <<'PY'
 import json, sys
 passed = failed = skipped = 0
-for path in sys.argv[1:3]:
+for path in sys.argv[1:4]:
     for line in open(path):
         result = json.loads(line)["result"]
         if result in ("OK", "EXPECTEDFAIL"):
@@ -48,7 +57,7 @@ for path in sys.argv[1:3]:
             skipped += 1
         else:
             failed += 1
-if sys.argv[3] == "1":
+if sys.argv[4] == "1":
     failed += 1
 else:
     passed += 1

@@ -249,6 +249,52 @@ if expect 0 "" -- train "$T/small.model" --data synthetic --steps 1 --batch 16 \
     check "another model: message names the file" grep -qF "$T/small.safetensors" "$ERR"
 fi
 
+# --- placement ---
+expect 2 "--devices: 'gpu' is not a device list" -- train "$MODEL" --data synthetic --devices gpu
+expect 2 "expected cpu:N" -- train "$MODEL" --data synthetic --devices cpu:0
+expect 2 "no CUDA backend" -- train "$MODEL" --data synthetic --steps 1 --devices cuda:0x2
+expect 2 "--stages 3 but --devices cpu:2 gives 2 devices" -- train "$MODEL" --data synthetic \
+    --devices cpu:2 --stages 3
+expect 2 "9 stages but the model has only 8 layers" -- train "$MODEL" --data synthetic \
+    --stages 9
+expect 2 "--split gives 2 boundaries; 2 stages need 1" -- train "$MODEL" --data synthetic \
+    --stages 2 --split 2,4
+expect 2 "--split: expected layer numbers" -- train "$MODEL" --data synthetic --stages 2 \
+    --split x
+expect 2 "stage 1 would start at layer 9" -- train "$MODEL" --data synthetic --steps 1 \
+    --stages 2 --split 9
+expect 2 "unknown schedule" -- train "$MODEL" --data synthetic --schedule pipedream
+expect 2 "multiple of the device count" -- train "$MODEL" --data synthetic --steps 1 \
+    --devices cpu:4 --schedule interleaved --chunks 2 --microbatches 6
+expect 2 "--chunks applies only to the interleaved schedule" -- train "$MODEL" \
+    --data synthetic --steps 1 --devices cpu:2 --chunks 2
+expect 2 "would leave some empty" -- train "$MODEL" --data synthetic --steps 1 --batch 4 \
+    --microbatches 8
+
+# A real 2-stage run: the summary names both stages and the metrics list them.
+M2=$T/pipeline.json
+if expect 0 "placement: 2 stages on cpu:0, cpu:1; zb-h1, 4 micro-batches, recompute" -- \
+    train "$MODEL" --data synthetic --steps 2 --batch 16 --devices cpu:2 --schedule zb-h1 \
+    --microbatches 4 --recompute --split 4 --metrics "$M2"; then
+    if grep -q "cpu:1" "$OUT" && python3 - "$M2" <<'PY'; then
+import json, sys
+m = json.load(open(sys.argv[1]))
+stages = m["stages"]
+assert len(stages) == 2, stages
+assert stages[0]["layers"] == [0, 1, 2, 3], stages[0]["layers"]
+assert stages[1]["layers"] == [4, 5, 6, 7], stages[1]["layers"]
+assert stages[1]["device"] == "cpu:1"
+assert m["schedule"] == "zb-h1" and m["microbatches"] == 4 and m["recompute"] is True
+for s in stages:
+    assert s["peak_bytes"] == sum(s["peak_by_category"].values()), s
+assert stages[1]["peak_by_category"]["params"] == (5408 * 128 + 128 + 128 * 10 + 10) * 4
+PY
+        pass
+    else
+        fail "2-stage metrics"
+    fi
+fi
+
 # An unwritable output fails, naming the path.
 expect nonzero "$T/no/such/dir/M.json" -- train "$MODEL" --data synthetic --steps 1 --batch 16 \
     --metrics "$T/no/such/dir/M.json"

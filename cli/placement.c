@@ -1,0 +1,117 @@
+#include "placement.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+const char bg_placement_help[] =
+    "placement:\n"
+    "  --devices SPEC     cpu (default), cpu:N (N devices, one thread each, bound to\n"
+    "                     cores), cuda:0,cuda:1 or cuda:0x4 (needs the CUDA build), auto\n"
+    "  --stages K         use the first K devices (default: all of them)\n"
+    "  --split I,J,...    first layer of stages 1..S-1 (default: balance FLOPs);\n"
+    "                     layer numbers as in 'brigade summary'\n"
+    "  --schedule NAME    gpipe, 1f1b (default), interleaved or zb-h1\n"
+    "  --chunks V         stages per device for interleaved (default 1)\n"
+    "  --microbatches M   micro-batches per mini-batch (default 1)\n"
+    "  --recompute        keep only each micro-batch's stage input; re-run the\n"
+    "                     forward before the backward (less memory, more compute)\n";
+
+void bg_placement_init(bg_placement_t *p) {
+    memset(p, 0, sizeof *p);
+    p->devices_text = "cpu";
+    p->schedule = BG_SCHEDULE_1F1B;
+    p->chunks = 1;
+    p->microbatches = 1;
+}
+
+int bg_placement_is_option(const char *arg) {
+    static const char *const with_value[] = {"--devices",  "--stages", "--split",
+                                             "--schedule", "--chunks", "--microbatches"};
+    for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
+        if (strcmp(arg, with_value[i]) == 0) return 1;
+    return strcmp(arg, "--recompute") == 0 ? 2 : 0;
+}
+
+static bg_status_t parse_split(bg_placement_t *p, const char *text) {
+    p->split_count = 0;
+    const char *at = text;
+    while (*at != '\0') {
+        char *end;
+        long value = strtol(at, &end, 10);
+        if (end == at || (*end != ',' && *end != '\0') || value < 1 || value > 1000000)
+            return bg_error_set(BG_ERR_INVALID,
+                                "--split: expected layer numbers like 3,5, got '%s'", text);
+        if (p->split_count + 1 >= BG_MAX_STAGES)
+            return bg_error_set(BG_ERR_INVALID, "--split: more than %d stages", BG_MAX_STAGES);
+        p->split[p->split_count++] = (int)value;
+        at = *end == ',' ? end + 1 : end;
+        if (*end == ',' && *at == '\0')
+            return bg_error_set(BG_ERR_INVALID, "--split: '%s' ends with a comma", text);
+    }
+    if (p->split_count == 0) return bg_error_set(BG_ERR_INVALID, "--split: no layer numbers");
+    return BG_OK;
+}
+
+bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *value) {
+    int64_t n;
+    if (strcmp(arg, "--devices") == 0) {
+        p->devices_text = value;
+    } else if (strcmp(arg, "--stages") == 0) {
+        BG_CHECK(bg_cli_parse_int(arg, value, 1, BG_MAX_STAGES, &n));
+        p->stages = (int)n;
+    } else if (strcmp(arg, "--split") == 0) {
+        BG_CHECK(parse_split(p, value));
+    } else if (strcmp(arg, "--schedule") == 0) {
+        BG_CHECK(bg_schedule_kind_parse(value, &p->schedule));
+    } else if (strcmp(arg, "--chunks") == 0) {
+        BG_CHECK(bg_cli_parse_int(arg, value, 1, 64, &n));
+        p->chunks = (int)n;
+    } else if (strcmp(arg, "--microbatches") == 0) {
+        BG_CHECK(bg_cli_parse_int(arg, value, 1, 65536, &n));
+        p->microbatches = (int)n;
+    } else if (strcmp(arg, "--recompute") == 0) {
+        p->recompute = 1;
+    } else {
+        return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+    }
+    return BG_OK;
+}
+
+bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec, int cores) {
+    const char *text = p->devices_text;
+    char implied[32];
+    /* --stages K without --devices means K CPU devices. */
+    if (p->stages > 0 && strcmp(text, "cpu") == 0) {
+        snprintf(implied, sizeof implied, "cpu:%d", p->stages);
+        text = implied;
+    }
+    BG_CHECK(bg_device_list_parse(text, cores, &p->devices));
+    if (p->stages > 0) {
+        if (p->stages > p->devices.count)
+            return bg_error_set(BG_ERR_INVALID,
+                                "--stages %d but --devices %s gives %d devices (use --chunks for "
+                                "several stages per device)",
+                                p->stages, p->devices_text, p->devices.count);
+        p->devices.count = p->stages;
+    }
+    int stages = p->devices.count * p->chunks;
+    if (p->split_count > 0 && p->split_count != stages - 1)
+        return bg_error_set(BG_ERR_INVALID, "--split gives %d boundaries; %d stages need %d",
+                            p->split_count, stages, stages - 1);
+    if (stages > spec->num_layers)
+        return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layers", stages,
+                            spec->num_layers);
+    return BG_OK;
+}
+
+void bg_placement_describe(const bg_placement_t *p, FILE *out) {
+    int stages = p->devices.count * p->chunks;
+    fprintf(out, "%d stage%s on ", stages, stages == 1 ? "" : "s");
+    for (int d = 0; d < p->devices.count; d++)
+        fprintf(out, "%s%s", d ? ", " : "", p->devices.devices[d].name);
+    fprintf(out, "; %s, %d micro-batch%s%s", bg_schedule_kind_name(p->schedule), p->microbatches,
+            p->microbatches == 1 ? "" : "es", p->recompute ? ", recompute" : "");
+    if (p->chunks > 1) fprintf(out, ", %d chunks per device", p->chunks);
+}
