@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* Slot states besides a micro-batch number. */
 enum { SLOT_FREE = -1, SLOT_BUSY = -2 /* being copied in or out, unlocked */ };
@@ -23,6 +24,12 @@ struct bg_channel {
     int aborted;
     char name[64];
 };
+
+double bg_channel_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out) {
     if (cfg->capacity < 1)
@@ -63,7 +70,8 @@ void bg_channel_destroy(bg_channel_t *ch) {
 }
 
 bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, const void *src,
-                            size_t bytes) {
+                            size_t bytes, bg_channel_timing_t *timing) {
+    if (timing != NULL) timing->call = bg_channel_clock();
     if (bytes > ch->slot_bytes)
         return bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes, slots hold %zu", ch->name,
                             bytes, ch->slot_bytes);
@@ -82,17 +90,20 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     /* Reserve the slot so the copy can run unlocked. */
     slot->microbatch = SLOT_BUSY;
     pthread_mutex_unlock(&ch->lock);
+    if (timing != NULL) timing->ready = bg_channel_clock();
     bg_status_t st = bytes > 0 ? be->ops->download(be, slot->data, src, bytes) : BG_OK;
     pthread_mutex_lock(&ch->lock);
     slot->microbatch = st == BG_OK ? microbatch : SLOT_FREE;
     slot->bytes = bytes;
+    if (timing != NULL) timing->done = bg_channel_clock();
     pthread_cond_broadcast(&ch->changed);
     pthread_mutex_unlock(&ch->lock);
     return st;
 }
 
 bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, void *dst,
-                            size_t capacity, size_t *bytes) {
+                            size_t capacity, size_t *bytes, bg_channel_timing_t *timing) {
+    if (timing != NULL) timing->call = bg_channel_clock();
     pthread_mutex_lock(&ch->lock);
     channel_slot_t *slot = NULL;
     while (!ch->aborted) {
@@ -107,6 +118,7 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     }
     slot->microbatch = SLOT_BUSY;
     pthread_mutex_unlock(&ch->lock);
+    if (timing != NULL) timing->ready = bg_channel_clock();
     bg_status_t st = BG_OK;
     if (slot->bytes > capacity)
         st = bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes for a %zu-byte buffer",
@@ -114,6 +126,7 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     else if (slot->bytes > 0)
         st = be->ops->upload(be, dst, slot->data, slot->bytes);
     *bytes = slot->bytes;
+    if (timing != NULL) timing->done = bg_channel_clock();
     pthread_mutex_lock(&ch->lock);
     slot->microbatch = SLOT_FREE;
     pthread_cond_broadcast(&ch->changed);

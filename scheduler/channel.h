@@ -23,6 +23,16 @@ extern "C" {
 
 typedef struct bg_channel bg_channel_t;
 
+/* When a send or receive waited and copied (monotonic seconds): it waited
+ * from `call` to `ready` (for ring space, or for the message), then copied
+ * until `done`. */
+typedef struct bg_channel_timing {
+    double call, ready, done;
+} bg_channel_timing_t;
+
+/* The clock of bg_channel_timing_t (CLOCK_MONOTONIC, seconds). */
+double bg_channel_clock(void);
+
 typedef struct bg_channel_config {
     size_t slot_bytes; /* largest message */
     int capacity;      /* slots in the ring, >= 1 */
@@ -38,13 +48,13 @@ void bg_channel_destroy(bg_channel_t *ch);
  * micro-batch `microbatch`. Blocks while the ring is full. Returns
  * BG_ERR_INTERNAL ("aborted") if the channel is aborted meanwhile. */
 bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, const void *src,
-                            size_t bytes);
+                            size_t bytes, bg_channel_timing_t *timing);
 
 /* Waits for micro-batch `microbatch`, copies it into device memory `dst` (on
  * backend `be`, room for `capacity` bytes), frees its slot, and reports its
- * size in *bytes. */
+ * size in *bytes. `timing` may be NULL in both calls. */
 bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, void *dst,
-                            size_t capacity, size_t *bytes);
+                            size_t capacity, size_t *bytes, bg_channel_timing_t *timing);
 
 /* Wakes every waiter; their calls, and all later ones until reset, fail. */
 void bg_channel_abort(bg_channel_t *ch);

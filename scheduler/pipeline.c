@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "channel.h"
+#include "timeline.h"
 #include "cpu/backend_cpu.h"
 
 enum { CROSS_DEVICE_CAPACITY = 2 }; /* double buffering between devices */
@@ -40,6 +41,14 @@ struct bg_pipeline {
     int64_t *micro_offset, *micro_size; /* per micro-batch */
     double loss_sum;                    /* written by the last stage's device only */
     int64_t correct;
+
+    /* Recording (bg_pipeline_record): each device appends to its own buffer,
+     * sized from the schedule, merged into the timeline after the step. */
+    bg_timeline_t *record;
+    int recorded_steps;
+    double origin, job_start;
+    bg_event_t **events; /* per device */
+    int *event_count, *event_capacity;
 
     pthread_mutex_t lock;
     pthread_cond_t work, done;
@@ -125,6 +134,27 @@ static size_t stage_bytes(const bg_pipeline_t *p, int layer_boundary, int64_t n)
     return bg_backend_bytes(p->backends[0], n * numel);
 }
 
+/* Records one event of `device` when recording; never allocates. */
+static void note(bg_pipeline_t *p, int device, bg_event_kind_t kind, int stage, int mb, int peer,
+                 double start, double end) {
+    if (p->record == NULL || p->event_count[device] >= p->event_capacity[device]) return;
+    p->events[device][p->event_count[device]++] = (bg_event_t){.kind = kind,
+                                                               .device = device,
+                                                               .stage = stage,
+                                                               .microbatch = mb,
+                                                               .peer_stage = peer,
+                                                               .step = p->recorded_steps,
+                                                               .start = start - p->origin,
+                                                               .end = end - p->origin};
+}
+
+/* Records the wait and the copy of a channel transfer with `peer`. */
+static void note_transfer(bg_pipeline_t *p, int device, bg_event_kind_t copy, int stage, int mb,
+                          int peer, const bg_channel_timing_t *t) {
+    if (t->ready > t->call) note(p, device, BG_EVENT_WAIT, stage, mb, peer, t->call, t->ready);
+    note(p, device, copy, stage, mb, peer, t->ready, t->done);
+}
+
 static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     bg_stage_t *stage = p->stage[s];
     bg_backend_t *be = stage_backend(p, s);
@@ -135,20 +165,26 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     if (s == 0 && n > 0)
         BG_CHECK(bg_stage_load_slot(stage, slot, n, p->images + at * in_numel,
                                     last ? p->labels + at : NULL));
+    const int device = s % p->devices;
+    bg_channel_timing_t t;
     if (s > 0) {
         size_t got;
         BG_CHECK(bg_channel_recv(p->forward[s - 1], be, mb, bg_stage_slot_input(stage, slot),
-                                 stage_bytes(p, p->first[s], p->max_micro), &got));
+                                 stage_bytes(p, p->first[s], p->max_micro), &got, &t));
+        note_transfer(p, device, BG_EVENT_RECV, s, mb, s - 1, &t);
         if (last && n > 0) BG_CHECK(bg_stage_load_slot(stage, slot, n, NULL, p->labels + at));
     }
     bg_stage_loss_t loss = {0};
+    double start = bg_channel_clock();
     BG_CHECK(bg_stage_forward_slot(stage, slot, n, p->job == JOB_TRAIN, &loss));
+    note(p, device, BG_EVENT_FORWARD, s, mb, -1, start, bg_channel_clock());
     if (last) {
         p->loss_sum += loss.loss_sum;
         p->correct += loss.correct;
     } else {
         BG_CHECK(bg_channel_send(p->forward[s], be, mb, bg_stage_slot_output(stage, slot),
-                                 stage_bytes(p, p->first[s + 1], n)));
+                                 stage_bytes(p, p->first[s + 1], n), &t));
+        note_transfer(p, device, BG_EVENT_SEND, s, mb, s + 1, &t);
     }
     return BG_OK;
 }
@@ -157,27 +193,38 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
     bg_stage_t *stage = p->stage[s];
     bg_backend_t *be = stage_backend(p, s);
     const int64_t n = p->micro_size[mb];
+    const int device = s % p->devices;
+    bg_channel_timing_t t;
     if (s < p->stages - 1) {
         size_t got;
         BG_CHECK(bg_channel_recv(p->backward[s], be, mb, bg_stage_output_grad(stage),
-                                 stage_bytes(p, p->first[s + 1], p->max_micro), &got));
+                                 stage_bytes(p, p->first[s + 1], p->max_micro), &got, &t));
+        note_transfer(p, device, BG_EVENT_RECV, s, mb, s + 1, &t);
     }
+    double start = bg_channel_clock();
     BG_CHECK(bg_stage_backward_slot(stage, mb % p->slots[s], n, 1.0 / (double)p->batch));
-    if (s > 0)
+    note(p, device, BG_EVENT_BACKWARD, s, mb, -1, start, bg_channel_clock());
+    if (s > 0) {
         BG_CHECK(bg_channel_send(p->backward[s - 1], be, mb, bg_stage_input_grad(stage),
-                                 stage_bytes(p, p->first[s], n)));
+                                 stage_bytes(p, p->first[s], n), &t));
+        note_transfer(p, device, BG_EVENT_SEND, s, mb, s - 1, &t);
+    }
     return BG_OK;
 }
 
 static bg_status_t run_op(bg_pipeline_t *p, int device, const bg_op_t *op) {
+    double start = bg_channel_clock();
     switch (op->kind) {
     case BG_OP_FORWARD: return run_forward(p, op->stage, op->microbatch);
     case BG_OP_BACKWARD: return run_backward(p, op->stage, op->microbatch);
     case BG_OP_WEIGHT:
-        return bg_stage_weights_slot(p->stage[op->stage], op->microbatch % p->slots[op->stage],
-                                     p->micro_size[op->microbatch]);
+        BG_CHECK(bg_stage_weights_slot(p->stage[op->stage], op->microbatch % p->slots[op->stage],
+                                       p->micro_size[op->microbatch]));
+        note(p, device, BG_EVENT_WEIGHT, op->stage, op->microbatch, -1, start, bg_channel_clock());
+        return BG_OK;
     case BG_OP_STEP:
         for (int s = device; s < p->stages; s += p->devices) BG_CHECK(bg_stage_step(p->stage[s]));
+        note(p, device, BG_EVENT_STEP, device, -1, -1, start, bg_channel_clock());
         return BG_OK;
     }
     return bg_error_set(BG_ERR_INTERNAL, "unknown op kind %d", (int)op->kind);
@@ -254,6 +301,19 @@ static void *device_main(void *arg) {
     return NULL;
 }
 
+/* Moves the devices' events of the step just run into the timeline. */
+static bg_status_t merge_events(bg_pipeline_t *p, double job_end) {
+    int total = 0;
+    for (int d = 0; d < p->devices; d++) total += p->event_count[d];
+    BG_CHECK(bg_timeline_reserve(p->record, total));
+    for (int d = 0; d < p->devices; d++)
+        for (int i = 0; i < p->event_count[d]; i++)
+            BG_CHECK(bg_timeline_add(p->record, &p->events[d][i]));
+    bg_timeline_add_step(p->record, p->job_start - p->origin, job_end - p->origin);
+    p->recorded_steps++;
+    return BG_OK;
+}
+
 static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *images,
                            const int32_t *labels, int64_t n, bg_pipeline_result_t *result) {
     if (n < 1 || n > p->cfg.batch)
@@ -270,6 +330,14 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
         p->micro_offset[mb] = at;
         at += (int)p->micro_size[mb];
     }
+    const int recording = p->record != NULL && job == JOB_TRAIN;
+    p->job_start = bg_channel_clock();
+    if (recording) {
+        if (p->recorded_steps == 0) p->origin = p->job_start;
+        for (int d = 0; d < p->devices; d++) p->event_count[d] = 0;
+    }
+    bg_timeline_t *record = p->record;
+    if (!recording) p->record = NULL; /* evaluation steps are not recorded */
     pthread_mutex_lock(&p->lock);
     p->status = BG_OK;
     p->remaining = p->devices;
@@ -278,6 +346,9 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
     while (p->remaining > 0) pthread_cond_wait(&p->done, &p->lock);
     bg_status_t st = p->status;
     pthread_mutex_unlock(&p->lock);
+    double job_end = bg_channel_clock();
+    p->record = record;
+    if (recording && st == BG_OK) st = merge_events(p, job_end);
     if (st != BG_OK) {
         for (int s = 0; s + 1 < p->stages; s++) {
             bg_channel_reset(p->forward[s]);
@@ -477,7 +548,50 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     free(p->workers);
     free(p->micro_offset);
     free(p->micro_size);
+    for (int d = 0; p->events != NULL && d < p->devices; d++) free(p->events[d]);
+    free(p->events);
+    free(p->event_count);
+    free(p->event_capacity);
     free(p);
+}
+
+/* ---- recording ---- */
+
+bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl) {
+    if (tl != NULL && p->events == NULL) {
+        p->events = calloc((size_t)p->devices, sizeof *p->events);
+        p->event_count = calloc((size_t)p->devices, sizeof *p->event_count);
+        p->event_capacity = calloc((size_t)p->devices, sizeof *p->event_capacity);
+        if (!p->events || !p->event_count || !p->event_capacity)
+            return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
+        for (int d = 0; d < p->devices; d++) {
+            /* Per op at most: a wait and a copy in, the op, a wait and a copy out. */
+            int capacity = 5 * p->train->op_counts[d] + 8;
+            p->events[d] = malloc(sizeof **p->events * (size_t)capacity);
+            if (p->events[d] == NULL)
+                return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
+            p->event_capacity[d] = capacity;
+        }
+    }
+    /* A timeline's times count from the start of its first recorded step. */
+    if (tl != p->record) p->recorded_steps = tl != NULL ? tl->steps : 0;
+    p->record = tl;
+    return BG_OK;
+}
+
+bg_status_t bg_pipeline_timeline_create(const bg_pipeline_t *p, bg_timeline_t **out) {
+    const char *names[BG_MAX_DEVICES];
+    for (int d = 0; d < p->devices; d++) names[d] = p->cfg.devices->devices[d].name;
+    bg_timeline_config_t tc = {
+        .schedule = p->cfg.schedule,
+        .devices = p->devices,
+        .stages = p->stages,
+        .chunks = p->chunks,
+        .microbatches = p->microbatches,
+        .device_names = names,
+        .measured = 1,
+    };
+    return bg_timeline_create(&tc, out);
 }
 
 /* ---- queries ---- */

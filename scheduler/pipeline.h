@@ -19,6 +19,7 @@
 #include "optimizer.h"
 #include "schedule.h"
 #include "stage.h"
+#include "timeline.h"
 #include "topology.h"
 
 #ifdef __cplusplus
@@ -87,6 +88,16 @@ bg_status_t bg_pipeline_evaluate(bg_pipeline_t *p, const float *images, const in
 int bg_pipeline_stage_count(const bg_pipeline_t *p);
 bg_pipeline_stage_info_t bg_pipeline_stage_info(const bg_pipeline_t *p, int stage);
 const bg_schedule_t *bg_pipeline_schedule(const bg_pipeline_t *p);
+
+/* Records every following training step into `tl` (created with
+ * bg_pipeline_timeline_create), until called with NULL: each op, each copy
+ * into or out of a channel, and each wait on a neighbour, with monotonic
+ * clock times. Evaluation is not recorded. Recording adds two clock reads per
+ * event and no allocation during a step. */
+bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl);
+
+/* A timeline shaped for this pipeline (devices, stages, schedule). */
+bg_status_t bg_pipeline_timeline_create(const bg_pipeline_t *p, bg_timeline_t **out);
 
 /* All parameters, flat in layer order (spec->total_params floats). */
 bg_status_t bg_pipeline_download_params(bg_pipeline_t *p, float *host);

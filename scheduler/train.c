@@ -43,6 +43,8 @@ done:
 void bg_train_result_free(bg_train_result_t *result) {
     free(result->stage_info);
     result->stage_info = NULL;
+    bg_timeline_destroy(result->timeline);
+    result->timeline = NULL;
     result->stages = 0;
 }
 
@@ -104,6 +106,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     BG_CHECK_GOTO(bg_pipeline_create(&pc, &pipe), st, done);
     if (cfg->initial_params != NULL)
         BG_CHECK_GOTO(bg_pipeline_upload_params(pipe, cfg->initial_params), st, done);
+    if (cfg->record_steps > 0)
+        BG_CHECK_GOTO(bg_pipeline_timeline_create(pipe, &r.timeline), st, done);
 
     /* Shuffling has its own stream, apart from the per-layer init streams. */
     bg_rng_t shuffle;
@@ -120,6 +124,9 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             int64_t n = train->count - at < batch ? train->count - at : batch;
             bg_dataset_gather(train, order + at, n, images, labels);
             bg_pipeline_result_t loss;
+            if (r.timeline != NULL &&
+                step == (total > cfg->record_steps ? total - cfg->record_steps : 0))
+                BG_CHECK_GOTO(bg_pipeline_record(pipe, r.timeline), st, done);
             BG_CHECK_GOTO(bg_pipeline_train_step(pipe, images, labels, n, &loss), st, done);
             double mean = loss.loss_sum / (double)n;
             if (!isfinite(mean)) {
@@ -147,6 +154,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
         }
     }
     double seconds = now_seconds() - start;
+    BG_CHECK_GOTO(bg_pipeline_record(pipe, NULL), st, done);
     r.steps = step;
     r.loss = epoch_steps > 0 ? epoch_loss / (double)epoch_steps : 0;
     r.train_seconds = seconds;
@@ -167,6 +175,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     for (int s = 0; s < r.stages; s++) r.stage_info[s] = bg_pipeline_stage_info(pipe, s);
     *result = r;
     r.stage_info = NULL;
+    r.timeline = NULL;
 done:
     bg_train_result_free(&r);
     bg_pipeline_destroy(pipe);

@@ -46,6 +46,7 @@ typedef struct bg_train_config {
     int chunks, microbatches;
     const int *split; /* NULL: balance FLOPs */
     int recompute;
+    int record_steps; /* record the last N training steps into result->timeline */
     bg_train_progress_fn progress;
     void *progress_ctx;
 } bg_train_config_t;
@@ -65,6 +66,7 @@ typedef struct bg_train_result {
     double samples_per_s; /* training samples per second */
     int stages;
     bg_pipeline_stage_info_t *stage_info; /* per stage, at the end; bg_train_result_free */
+    bg_timeline_t *timeline;              /* the recorded steps, or NULL; idem */
 } bg_train_result_t;
 
 /* Trains, evaluates, and leaves the final parameters in `final_params`

@@ -289,12 +289,69 @@ static void test_balance_split(void **state) {
     assert_int_equal(bg_pipeline_balance_split(f->spec, 9, first), BG_ERR_INVALID);
 }
 
+/* Recording: every op once per step, every transfer as a copy (and maybe a
+ * wait) on both ends, events of a device never overlap, all inside the
+ * step's span. */
+static void test_recording(void **state) {
+    fixture_t *f = *state;
+    bg_device_list_t devices;
+    assert_int_equal(bg_device_list_parse("cpu:2", 2, &devices), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.devices = &devices;
+    cfg.schedule = BG_SCHEDULE_ZB_H1;
+    cfg.microbatches = 4;
+    cfg.batch = BATCH;
+    bg_pipeline_t *p;
+    bg_timeline_t *tl;
+    assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
+    assert_int_equal(bg_pipeline_timeline_create(p, &tl), BG_OK);
+    bg_pipeline_result_t r;
+    /* An unrecorded step, two recorded ones, an evaluation, one more unrecorded. */
+    assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(bg_pipeline_record(p, tl), BG_OK);
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r),
+                         BG_OK);
+    assert_int_equal(bg_pipeline_evaluate(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(bg_pipeline_record(p, NULL), BG_OK);
+    assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(tl->steps, 2);
+    assert_true(tl->step_start[0] == 0);
+    assert_true(tl->step_end[0] > 0 && tl->step_start[1] >= tl->step_end[0]);
+    assert_string_equal(tl->device_names[1], "cpu:1");
+
+    int count[2][BG_EVENT_KINDS] = {{0}};
+    bg_timeline_sort(tl);
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        assert_true(e->step == 0 || e->step == 1);
+        assert_true(e->start >= tl->step_start[e->step] && e->end <= tl->step_end[e->step]);
+        assert_int_equal(e->stage, e->device);
+        if (i > 0 && tl->events[i - 1].device == e->device)
+            assert_true(e->start >= tl->events[i - 1].end);
+        if (e->kind >= BG_EVENT_SEND) assert_int_equal(e->peer_stage, 1 - e->stage);
+        count[e->device][e->kind]++;
+    }
+    for (int d = 0; d < 2; d++) {
+        assert_int_equal(count[d][BG_EVENT_FORWARD], 2 * 4);
+        assert_int_equal(count[d][BG_EVENT_BACKWARD], 2 * 4);
+        assert_int_equal(count[d][BG_EVENT_WEIGHT], 2 * 4);
+        assert_int_equal(count[d][BG_EVENT_STEP], 2);
+        /* stage 0 sends activations and receives gradients; stage 1 the reverse */
+        assert_int_equal(count[d][BG_EVENT_SEND], 2 * 4);
+        assert_int_equal(count[d][BG_EVENT_RECV], 2 * 4);
+    }
+    bg_timeline_destroy(tl);
+    bg_pipeline_destroy(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equivalence),   cmocka_unit_test(test_equivalence_f64),
         cmocka_unit_test(test_bit_identical), cmocka_unit_test(test_stash_peaks),
         cmocka_unit_test(test_evaluate),      cmocka_unit_test(test_invalid_requests),
-        cmocka_unit_test(test_balance_split),
+        cmocka_unit_test(test_balance_split), cmocka_unit_test(test_recording),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,229 @@
+#include "report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int is_compute(bg_event_kind_t kind) {
+    return kind == BG_EVENT_FORWARD || kind == BG_EVENT_BACKWARD || kind == BG_EVENT_WEIGHT ||
+           kind == BG_EVENT_STEP;
+}
+
+static int is_copy(bg_event_kind_t kind) {
+    return kind == BG_EVENT_SEND || kind == BG_EVENT_RECV;
+}
+
+void bg_timeline_summary_destroy(bg_timeline_summary_t *s) {
+    if (s == NULL) return;
+    free(s->device);
+    free(s->stage);
+    free(s->device_names);
+    free(s);
+}
+
+/* Adds one event's duration to its device's and stage's sums. */
+static void account_event(bg_timeline_summary_t *s, const bg_event_t *e) {
+    double length = e->end - e->start;
+    bg_device_summary_t *d = &s->device[e->device];
+    if (is_compute(e->kind)) d->compute_s += length;
+    if (is_copy(e->kind)) d->copy_s += length;
+    if (e->kind == BG_EVENT_WAIT) d->wait_s += length;
+    if (e->stage < 0) return;
+    bg_stage_summary_t *st = &s->stage[e->stage];
+    if (is_compute(e->kind)) st->compute_s += length;
+    if (is_copy(e->kind)) st->copy_s += length;
+    switch (e->kind) {
+    case BG_EVENT_FORWARD: st->forward_s += length; break;
+    case BG_EVENT_BACKWARD: st->backward_s += length; break;
+    case BG_EVENT_WEIGHT: st->weight_s += length; break;
+    case BG_EVENT_WAIT:
+        if (e->peer_stage == e->stage - 1) st->wait_prev_s += length;
+        if (e->peer_stage == e->stage + 1) st->wait_next_s += length;
+        break;
+    default: break;
+    }
+}
+
+/* Per-step means of the sums, the fractions and the headline figures. */
+static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
+    double steps = s->steps > 0 ? s->steps : 1;
+    double step_sum = 0;
+    for (int i = 0; i < tl->steps; i++) step_sum += tl->step_end[i] - tl->step_start[i];
+    if (tl->steps > 0) {
+        s->step_s = step_sum / tl->steps;
+    } else if (tl->count > 0) {
+        double first = tl->events[0].start, last = tl->events[0].end;
+        for (int i = 1; i < tl->count; i++) {
+            if (tl->events[i].start < first) first = tl->events[i].start;
+            if (tl->events[i].end > last) last = tl->events[i].end;
+        }
+        s->step_s = last - first;
+    }
+    double min_compute = 0, max_compute = 0;
+    for (int d = 0; d < s->devices; d++) {
+        bg_device_summary_t *dev = &s->device[d];
+        dev->compute_s /= steps;
+        dev->copy_s /= steps;
+        dev->wait_s /= steps;
+        dev->idle_s = s->step_s - dev->compute_s - dev->copy_s;
+        if (s->step_s > 0) {
+            dev->compute_frac = dev->compute_s / s->step_s;
+            dev->copy_frac = dev->copy_s / s->step_s;
+            dev->idle_frac = dev->idle_s / s->step_s;
+        }
+        s->bubble_measured += dev->idle_frac / s->devices;
+        s->exposed_transfer_frac += dev->copy_frac / s->devices;
+        if (d == 0 || dev->compute_s < min_compute) min_compute = dev->compute_s;
+        if (d == 0 || dev->compute_s > max_compute) max_compute = dev->compute_s;
+    }
+    if (s->step_s > 0) s->imbalance = (max_compute - min_compute) / s->step_s;
+    for (int i = 0; i < s->stages; i++) {
+        bg_stage_summary_t *st = &s->stage[i];
+        st->compute_s /= steps;
+        st->forward_s /= steps;
+        st->backward_s /= steps;
+        st->weight_s /= steps;
+        st->wait_prev_s /= steps;
+        st->wait_next_s /= steps;
+        st->copy_s /= steps;
+    }
+}
+
+bg_status_t bg_timeline_summarize(const bg_timeline_t *tl, bg_timeline_summary_t **out) {
+    if (tl == NULL || out == NULL)
+        return bg_error_set(BG_ERR_INVALID, "timeline summary: NULL argument");
+    bg_status_t st = BG_OK;
+    bg_timeline_summary_t *s = calloc(1, sizeof *s);
+    BG_ALLOC_CHECK_GOTO(s, st, fail);
+    s->schedule = tl->schedule;
+    s->devices = tl->devices;
+    s->stages = tl->stages;
+    s->chunks = tl->chunks;
+    s->microbatches = tl->microbatches;
+    s->measured = tl->measured;
+    s->steps = tl->steps > 0 ? tl->steps : (tl->count > 0 ? 1 : 0);
+    s->bubble_theory =
+        bg_schedule_theoretical_bubble(tl->schedule, tl->devices, tl->microbatches, tl->chunks);
+    s->device = calloc((size_t)tl->devices, sizeof *s->device);
+    BG_ALLOC_CHECK_GOTO(s->device, st, fail);
+    s->stage = calloc((size_t)tl->stages, sizeof *s->stage);
+    BG_ALLOC_CHECK_GOTO(s->stage, st, fail);
+    s->device_names = calloc((size_t)tl->devices, sizeof *s->device_names);
+    BG_ALLOC_CHECK_GOTO(s->device_names, st, fail);
+    memcpy(s->device_names, tl->device_names, sizeof *s->device_names * (size_t)tl->devices);
+    for (int i = 0; i < tl->stages; i++) s->stage[i].device = -1;
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (e->device < 0 || e->device >= tl->devices || e->stage < -1 || e->stage >= tl->stages) {
+            st = bg_error_set(BG_ERR_INVALID,
+                              "timeline summary: event %d (%s) has device %d, stage %d; the "
+                              "timeline has %d devices, %d stages",
+                              i, bg_event_kind_name(e->kind), e->device, e->stage, tl->devices,
+                              tl->stages);
+            goto fail;
+        }
+        if (e->stage >= 0 && s->stage[e->stage].device < 0) s->stage[e->stage].device = e->device;
+        account_event(s, e);
+    }
+    for (int i = 0; i < tl->stages; i++)
+        if (s->stage[i].device < 0) s->stage[i].device = i % tl->devices;
+    finish_summary(s, tl);
+    *out = s;
+    return BG_OK;
+fail:
+    bg_timeline_summary_destroy(s);
+    return st;
+}
+
+bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const size_t *peak_bytes) {
+    if (out == NULL || s == NULL)
+        return bg_error_set(BG_ERR_INVALID, "timeline summary: NULL argument");
+    fprintf(out, "%5s  %-16s %10s %6s %6s %12s %12s %9s %9s\n", "stage", "device", "compute ms",
+            "busy%", "idle%", "wait prev ms", "wait next ms", "copy ms", "peak MiB");
+    for (int i = 0; i < s->stages; i++) {
+        const bg_stage_summary_t *st = &s->stage[i];
+        double busy = s->step_s > 0 ? 100.0 * st->compute_s / s->step_s : 0;
+        double idle = 100.0 * s->device[st->device].idle_frac;
+        fprintf(out, "%5d  %-16s %10.3f %6.1f %6.1f %12.3f %12.3f %9.3f ", i,
+                s->device_names[st->device], 1e3 * st->compute_s, busy, idle,
+                1e3 * st->wait_prev_s, 1e3 * st->wait_next_s, 1e3 * st->copy_s);
+        if (peak_bytes != NULL)
+            fprintf(out, "%9.1f\n", (double)peak_bytes[i] / (1024.0 * 1024.0));
+        else
+            fprintf(out, "%9s\n", "-");
+    }
+    fprintf(out, "bubble: measured %.1f%% vs theory %.1f%% (%s, K=%d", 100 * s->bubble_measured,
+            100 * s->bubble_theory, bg_schedule_kind_name(s->schedule), s->devices);
+    if (s->chunks > 1) fprintf(out, ", V=%d", s->chunks);
+    fprintf(out,
+            ", M=%d); stage imbalance %.1f%%; exposed transfer %.1f%%; step %.3f ms (%s)\n",
+            s->microbatches, 100 * s->imbalance, 100 * s->exposed_transfer_frac, 1e3 * s->step_s,
+            s->measured ? "measured" : "predicted");
+    if (ferror(out)) return bg_error_set(BG_ERR_IO, "timeline summary: writing the table failed");
+    return BG_OK;
+}
+
+/* Adds name: number pairs; returns 0 when cJSON could not allocate. */
+static int add_numbers(cJSON *object, const char *const *names, const double *values, int count) {
+    for (int i = 0; i < count; i++)
+        if (cJSON_AddNumberToObject(object, names[i], values[i]) == NULL) return 0;
+    return 1;
+}
+
+static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
+    static const char *const names[] = {"compute_s",    "copy_s",    "wait_s",   "idle_s",
+                                        "compute_frac", "copy_frac", "idle_frac"};
+    const bg_device_summary_t *dev = &s->device[d];
+    const double values[] = {dev->compute_s,    dev->copy_s,    dev->wait_s,   dev->idle_s,
+                             dev->compute_frac, dev->copy_frac, dev->idle_frac};
+    cJSON *item = cJSON_CreateObject();
+    if (item == NULL) return 0;
+    if (!cJSON_AddItemToArray(array, item)) {
+        cJSON_Delete(item);
+        return 0;
+    }
+    return cJSON_AddStringToObject(item, "name", s->device_names[d]) != NULL &&
+           add_numbers(item, names, values, 7);
+}
+
+static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
+    static const char *const names[] = {"stage",      "device",     "compute_s",   "forward_s",
+                                        "backward_s", "weight_s",   "wait_prev_s", "wait_next_s",
+                                        "copy_s"};
+    const bg_stage_summary_t *st = &s->stage[i];
+    const double values[] = {i,           st->device,      st->compute_s,   st->forward_s,
+                             st->backward_s, st->weight_s, st->wait_prev_s, st->wait_next_s,
+                             st->copy_s};
+    cJSON *item = cJSON_CreateObject();
+    if (item == NULL) return 0;
+    if (!cJSON_AddItemToArray(array, item)) {
+        cJSON_Delete(item);
+        return 0;
+    }
+    return add_numbers(item, names, values, 9);
+}
+
+bg_status_t bg_summary_to_json(const bg_timeline_summary_t *s, cJSON *object) {
+    if (s == NULL || object == NULL)
+        return bg_error_set(BG_ERR_INVALID, "timeline summary: NULL argument");
+    static const char *const names[] = {"chunks", "microbatches",    "steps",
+                                        "step_s", "bubble_measured", "bubble_theory",
+                                        "imbalance", "exposed_transfer_frac"};
+    const double values[] = {s->chunks,          s->microbatches, s->steps,
+                             s->step_s,          s->bubble_measured,
+                             s->bubble_theory,   s->imbalance,    s->exposed_transfer_frac};
+    if (cJSON_AddStringToObject(object, "schedule", bg_schedule_kind_name(s->schedule)) == NULL ||
+        cJSON_AddBoolToObject(object, "measured", s->measured != 0) == NULL ||
+        !add_numbers(object, names, values, 8))
+        goto nomem;
+    cJSON *devices = cJSON_AddArrayToObject(object, "devices");
+    if (devices == NULL) goto nomem;
+    for (int d = 0; d < s->devices; d++)
+        if (!add_device(devices, s, d)) goto nomem;
+    cJSON *stages = cJSON_AddArrayToObject(object, "stages");
+    if (stages == NULL) goto nomem;
+    for (int i = 0; i < s->stages; i++)
+        if (!add_stage(stages, s, i)) goto nomem;
+    return BG_OK;
+nomem:
+    return bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory building JSON");
+}

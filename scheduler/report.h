@@ -1,0 +1,86 @@
+/* Summary figures of a timeline: where each device's step time went
+ * (compute, copies, waits, idle), per stage and per device, the measured
+ * bubble beside the schedule's theoretical one, stage imbalance and exposed
+ * transfer time. Works on measured and predicted timelines alike.
+ *
+ * All times are seconds per training step: sums over the recorded steps
+ * divided by their number. A timeline with events but no recorded step is
+ * read as one step spanning its events. */
+#ifndef BG_REPORT_H
+#define BG_REPORT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "timeline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bg_device_summary {
+    double compute_s;                          /* F, B, W and STEP events */
+    double copy_s;                             /* SEND and RECV events */
+    double wait_s;                             /* WAIT events */
+    double idle_s;                             /* step_s - compute_s - copy_s: waits and gaps */
+    double compute_frac, copy_frac, idle_frac; /* of step_s (0 when step_s is 0) */
+} bg_device_summary_t;
+
+typedef struct bg_stage_summary {
+    int device;       /* the device that ran the stage */
+    double compute_s; /* forward_s + backward_s + weight_s + STEP events of the stage */
+    double forward_s, backward_s, weight_s;
+    double wait_prev_s; /* WAIT events whose peer_stage is stage - 1 */
+    double wait_next_s; /* WAIT events whose peer_stage is stage + 1 */
+    double copy_s;      /* SEND and RECV events of the stage */
+} bg_stage_summary_t;
+
+typedef struct bg_timeline_summary {
+    bg_schedule_kind_t schedule;
+    int devices, stages, chunks, microbatches, steps;
+    int measured;                 /* copied from the timeline */
+    double step_s;                /* mean of step_end - step_start */
+    double bubble_measured;       /* mean over devices of idle_frac */
+    double bubble_theory;         /* bg_schedule_theoretical_bubble */
+    double imbalance;             /* (max - min device compute_s) / step_s */
+    double exposed_transfer_frac; /* mean over devices of copy_frac */
+    bg_device_summary_t *device;  /* devices entries */
+    bg_stage_summary_t *stage;    /* stages entries */
+    char (*device_names)[24];     /* devices entries, copied from the timeline */
+} bg_timeline_summary_t;
+
+/* Summarizes a timeline (its events in any order). *out is set only on
+ * success and freed with bg_timeline_summary_destroy. BG_ERR_INVALID for a
+ * NULL timeline or an event whose device or stage is out of range (the
+ * message names it); BG_ERR_NOMEM if an allocation fails. */
+bg_status_t bg_timeline_summarize(const bg_timeline_t *tl, bg_timeline_summary_t **out);
+
+/* NULL is a no-op. */
+void bg_timeline_summary_destroy(bg_timeline_summary_t *s);
+
+/* Prints a table, one row per stage (device, compute ms, busy % of the
+ * step, idle % of its device, waits on the previous and next stage in ms,
+ * copy ms, peak MiB from peak_bytes[stage] or "-" when peak_bytes is NULL),
+ * then one line: "bubble: measured 18.2% vs theory 20.0% (1f1b, K=2, M=4);
+ * stage imbalance 3.1%; exposed transfer 0.8%; step 12.3 ms (measured)".
+ * BG_ERR_IO if writing to out fails. */
+bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const size_t *peak_bytes);
+
+/* Adds every figure to an existing JSON object: "schedule" (its name),
+ * "chunks", "microbatches", "steps", "measured" (bool), "step_s",
+ * "bubble_measured", "bubble_theory", "imbalance", "exposed_transfer_frac",
+ * "devices" (array, one object per device: "name" and the
+ * bg_device_summary_t fields by name) and "stages" (array, one object per
+ * stage: "stage" and the bg_stage_summary_t fields by name). Times in
+ * seconds, fractions in 0..1. BG_ERR_INVALID for NULL arguments;
+ * BG_ERR_NOMEM if cJSON cannot allocate (object may then hold some of the
+ * fields). */
+bg_status_t bg_summary_to_json(const bg_timeline_summary_t *s, cJSON *object);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_REPORT_H */

@@ -1,0 +1,113 @@
+#include "timeline.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bg_status_t bg_timeline_create(const bg_timeline_config_t *cfg, bg_timeline_t **out) {
+    if (cfg->devices < 1 || cfg->stages < 1)
+        return bg_error_set(BG_ERR_INVALID, "timeline: %d devices, %d stages", cfg->devices,
+                            cfg->stages);
+    bg_timeline_t *tl = calloc(1, sizeof *tl);
+    if (tl == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline: out of memory");
+    tl->schedule = cfg->schedule;
+    tl->devices = cfg->devices;
+    tl->stages = cfg->stages;
+    tl->chunks = cfg->chunks;
+    tl->microbatches = cfg->microbatches;
+    tl->measured = cfg->measured;
+    tl->device_names = calloc((size_t)cfg->devices, sizeof *tl->device_names);
+    if (tl->device_names == NULL) {
+        free(tl);
+        return bg_error_set(BG_ERR_NOMEM, "timeline: out of memory");
+    }
+    for (int d = 0; d < cfg->devices; d++) {
+        if (cfg->device_names != NULL && cfg->device_names[d] != NULL)
+            snprintf(tl->device_names[d], sizeof tl->device_names[d], "%s", cfg->device_names[d]);
+        else
+            snprintf(tl->device_names[d], sizeof tl->device_names[d], "device %d", d);
+    }
+    *out = tl;
+    return BG_OK;
+}
+
+void bg_timeline_destroy(bg_timeline_t *tl) {
+    if (tl == NULL) return;
+    free(tl->device_names);
+    free(tl->step_start);
+    free(tl->step_end);
+    free(tl->events);
+    free(tl);
+}
+
+bg_status_t bg_timeline_reserve(bg_timeline_t *tl, int events) {
+    if (tl->count + events > tl->capacity) {
+        int capacity = tl->capacity > 0 ? tl->capacity : 256;
+        while (capacity < tl->count + events) capacity *= 2;
+        bg_event_t *grown = realloc(tl->events, sizeof *grown * (size_t)capacity);
+        if (grown == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline: out of memory");
+        tl->events = grown;
+        tl->capacity = capacity;
+    }
+    if (tl->steps + 1 > tl->step_capacity) {
+        int capacity = tl->step_capacity > 0 ? tl->step_capacity * 2 : 16;
+        double *start = realloc(tl->step_start, sizeof *start * (size_t)capacity);
+        if (start == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline: out of memory");
+        tl->step_start = start;
+        double *end = realloc(tl->step_end, sizeof *end * (size_t)capacity);
+        if (end == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline: out of memory");
+        tl->step_end = end;
+        tl->step_capacity = capacity;
+    }
+    return BG_OK;
+}
+
+bg_status_t bg_timeline_add(bg_timeline_t *tl, const bg_event_t *event) {
+    if (event->device < 0 || event->device >= tl->devices || event->end < event->start)
+        return bg_error_set(BG_ERR_INTERNAL, "timeline: bad event (device %d, %g..%g)",
+                            event->device, event->start, event->end);
+    BG_CHECK(bg_timeline_reserve(tl, 1));
+    tl->events[tl->count++] = *event;
+    return BG_OK;
+}
+
+int bg_timeline_add_step(bg_timeline_t *tl, double start, double end) {
+    /* bg_timeline_reserve made room for one more step. */
+    tl->step_start[tl->steps] = start;
+    tl->step_end[tl->steps] = end;
+    return tl->steps++;
+}
+
+static int compare_events(const void *a, const void *b) {
+    const bg_event_t *x = a, *y = b;
+    if (x->device != y->device) return x->device - y->device;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    return (x->end > y->end) - (x->end < y->end);
+}
+
+void bg_timeline_sort(bg_timeline_t *tl) {
+    qsort(tl->events, (size_t)tl->count, sizeof *tl->events, compare_events);
+}
+
+void bg_timeline_clear(bg_timeline_t *tl) {
+    tl->count = 0;
+    tl->steps = 0;
+}
+
+const char *bg_event_kind_name(bg_event_kind_t kind) {
+    static const char *const names[BG_EVENT_KINDS] = {"F",    "B",    "W",   "step",
+                                                      "send", "recv", "wait"};
+    return (unsigned)kind < BG_EVENT_KINDS ? names[kind] : "?";
+}
+
+double bg_schedule_theoretical_bubble(bg_schedule_kind_t kind, int devices, int microbatches,
+                                      int chunks) {
+    double k1 = devices - 1, m = microbatches;
+    switch (kind) {
+    case BG_SCHEDULE_GPIPE:
+    case BG_SCHEDULE_1F1B: return k1 / (m + k1);
+    case BG_SCHEDULE_INTERLEAVED: return k1 / (chunks * m + k1);
+    case BG_SCHEDULE_ZB_H1: return k1 / (3 * m + k1);
+    }
+    return 0;
+}

@@ -1,0 +1,100 @@
+/* Timelines: what every device did, and when, during one or more training
+ * steps. The executor records them from clocks (measured); the simulator
+ * produces them from a cost model (predicted). Every report (text summary,
+ * Chrome trace, SVG picture) reads this one type, so predicted and measured
+ * runs compare directly.
+ *
+ * Times are seconds from the timeline's origin (the start of its first
+ * recorded step). Events of one device never overlap. */
+#ifndef BG_TIMELINE_H
+#define BG_TIMELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "schedule.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum bg_event_kind {
+    BG_EVENT_FORWARD,  /* F: a stage's forward of one micro-batch */
+    BG_EVENT_BACKWARD, /* B: backward (dX, plus dW unless the schedule splits it) */
+    BG_EVENT_WEIGHT,   /* W: weight gradients (split schedules) */
+    BG_EVENT_STEP,     /* optimizer step of the device's stages */
+    BG_EVENT_SEND,     /* copying a tensor into the channel to peer_stage */
+    BG_EVENT_RECV,     /* copying a tensor out of the channel from peer_stage */
+    BG_EVENT_WAIT,     /* blocked on peer_stage: its data has not arrived, or the
+                        * channel to it is full */
+} bg_event_kind_t;
+
+enum { BG_EVENT_KINDS = 7 };
+
+typedef struct bg_event {
+    bg_event_kind_t kind;
+    int device;
+    int stage;      /* the stage the device was working for */
+    int microbatch; /* -1 for STEP */
+    int peer_stage; /* SEND/RECV/WAIT: the other end; -1 otherwise */
+    int step;       /* which recorded step, 0-based */
+    double start, end;
+} bg_event_t;
+
+typedef struct bg_timeline_config {
+    bg_schedule_kind_t schedule;
+    int devices, stages, chunks, microbatches;
+    const char *const *device_names; /* devices entries, copied */
+    int measured;                    /* 1: from the executor; 0: from the simulator */
+} bg_timeline_config_t;
+
+typedef struct bg_timeline {
+    bg_schedule_kind_t schedule;
+    int devices, stages, chunks, microbatches;
+    int measured;
+    char (*device_names)[24];
+    int steps;                     /* steps recorded */
+    double *step_start, *step_end; /* per step */
+    int step_capacity;
+    bg_event_t *events;
+    int count, capacity;
+} bg_timeline_t;
+
+bg_status_t bg_timeline_create(const bg_timeline_config_t *cfg, bg_timeline_t **out);
+
+/* NULL is a no-op. */
+void bg_timeline_destroy(bg_timeline_t *tl);
+
+/* Appends an event (grows the buffer; the executor reserves ahead so this
+ * does not allocate during a step). */
+bg_status_t bg_timeline_add(bg_timeline_t *tl, const bg_event_t *event);
+
+/* Makes room for `events` more events and one more step. */
+bg_status_t bg_timeline_reserve(bg_timeline_t *tl, int events);
+
+/* Records a step's span; returns its index. */
+int bg_timeline_add_step(bg_timeline_t *tl, double start, double end);
+
+/* Sorts events by device, then start time (reports expect this order). */
+void bg_timeline_sort(bg_timeline_t *tl);
+
+/* Drops all events and steps (keeps the buffers). */
+void bg_timeline_clear(bg_timeline_t *tl);
+
+/* Short name of an event kind: "F", "B", "W", "step", "send", "recv", "wait". */
+const char *bg_event_kind_name(bg_event_kind_t kind);
+
+/* The idle fraction a schedule leaves in theory with equal stage times:
+ *   gpipe, 1f1b:  (K-1) / (M + K - 1)
+ *   interleaved:  (K-1) / (V*M + K - 1)
+ *   zb-h1:        (K-1) / (3M + K - 1)   (F, B and W of equal length)
+ * K devices, M micro-batches, V chunks. */
+double bg_schedule_theoretical_bubble(bg_schedule_kind_t kind, int devices, int microbatches,
+                                      int chunks);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_TIMELINE_H */
