@@ -14,6 +14,9 @@
 #include "model_spec.h"
 #include "placement.h"
 #include "progress.h"
+#include "report.h"
+#include "svg.h"
+#include "trace.h"
 #include "topology.h"
 #include "train.h"
 
@@ -42,8 +45,13 @@ static const char help[] =
     "%s"
     "outputs:\n"
     "  --metrics FILE     write the final figures as JSON: loss, test_loss,\n"
-    "                     test_accuracy, samples_per_s, steps, train_seconds and a\n"
-    "                     stages list (layers, device, peak_bytes by category)\n"
+    "                     test_accuracy, samples_per_s, steps, train_seconds, a\n"
+    "                     stages list (layers, device, peak_bytes by category) and\n"
+    "                     the timeline summary (bubble, waits, transfers)\n"
+    "  --trace FILE.json  Chrome trace of the last recorded steps (open in Perfetto\n"
+    "                     or chrome://tracing): one track per stage and transfer lane\n"
+    "  --timeline FILE.svg  picture of the last recorded step, one row per stage\n"
+    "  --record-steps N   how many final steps to record for the reports (default 3)\n"
     "\n"
     "Progress goes to stderr: a bar on a terminal, a line per tenth of an epoch\n"
     "otherwise. Results go to stdout.\n"
@@ -54,7 +62,7 @@ static const char help[] =
     "  brigade train examples/fashion_cnn.model --stages 4 --schedule zb-h1 --microbatches 8\n";
 
 typedef struct train_options {
-    const char *model, *data, *load, *save, *metrics;
+    const char *model, *data, *load, *save, *metrics, *trace, *timeline;
     bg_train_config_t train;
     bg_placement_t placement;
     double lr; /* < 0: the optimizer's default */
@@ -62,8 +70,9 @@ typedef struct train_options {
 
 /* Every option takes a value. */
 static const char *const options_with_value[] = {
-    "--data",     "--epochs",       "--steps", "--batch", "--optimizer", "--lr",
-    "--momentum", "--weight-decay", "--seed",  "--load",  "--save",      "--metrics",
+    "--data", "--epochs",   "--steps",        "--batch",    "--optimizer",
+    "--lr",   "--momentum", "--weight-decay", "--seed",     "--load",
+    "--save", "--metrics",  "--trace",        "--timeline", "--record-steps",
 };
 
 static int is_option(const char *arg) {
@@ -76,6 +85,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     int64_t value;
     bg_placement_init(&o->placement);
     o->data = "fashion-mnist";
+    o->train.record_steps = 3;
     o->lr = -1;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -130,6 +140,13 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             o->save = v;
         } else if (strcmp(arg, "--metrics") == 0) {
             o->metrics = v;
+        } else if (strcmp(arg, "--trace") == 0) {
+            o->trace = v;
+        } else if (strcmp(arg, "--timeline") == 0) {
+            o->timeline = v;
+        } else if (strcmp(arg, "--record-steps") == 0) {
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, 1000, &value));
+            o->train.record_steps = (int)value;
         } else {
             return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
         }
@@ -163,7 +180,7 @@ static void print_stages(const bg_train_result_t *r) {
 }
 
 static bg_status_t write_metrics(const char *path, const train_options_t *o,
-                                 const bg_train_result_t *r) {
+                                 const bg_train_result_t *r, const bg_timeline_summary_t *summary) {
     cJSON *root = cJSON_CreateObject();
     if (root == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
     cJSON_AddStringToObject(root, "model", o->model);
@@ -202,6 +219,14 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
         cJSON_AddNumberToObject(stage, "peak_microbatches_in_flight", m->peak_in_flight);
         cJSON_AddItemToArray(stages, stage);
     }
+    if (summary != NULL) {
+        cJSON *timeline = cJSON_AddObjectToObject(root, "timeline");
+        bg_status_t st = timeline ? bg_summary_to_json(summary, timeline) : BG_ERR_NOMEM;
+        if (st != BG_OK) {
+            cJSON_Delete(root);
+            return st == BG_ERR_NOMEM ? bg_error_set(st, "out of memory writing metrics") : st;
+        }
+    }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
@@ -230,6 +255,7 @@ int bg_cmd_train(int argc, char **argv) {
     bg_dataset_t *train = NULL, *test = NULL;
     bg_topology_t *topology = NULL;
     bg_train_result_t r = {0};
+    bg_timeline_summary_t *summary = NULL;
     float *params = NULL;
     int code = 0;
     BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
@@ -271,15 +297,38 @@ int bg_cmd_train(int argc, char **argv) {
     printf("trained %lld steps in %.1f s: %.0f samples/s, last epoch's mean loss %.4f\n",
            (long long)r.steps, r.train_seconds, r.samples_per_s, r.loss);
     print_stages(&r);
+    if (r.timeline != NULL && r.timeline->steps > 0) {
+        size_t *peaks = calloc((size_t)r.stages, sizeof *peaks);
+        BG_ALLOC_CHECK_GOTO(peaks, st, fail);
+        for (int s = 0; s < r.stages; s++) peaks[s] = stage_peak_bytes(&r.stage_info[s]);
+        st = bg_timeline_summarize(r.timeline, &summary);
+        if (st == BG_OK) {
+            printf("\nlast %d step%s, as recorded:\n", r.timeline->steps,
+                   r.timeline->steps == 1 ? "" : "s");
+            st = bg_summary_print(stdout, summary, peaks);
+        }
+        free(peaks);
+        BG_CHECK_GOTO(st, st, fail);
+        if (o.trace != NULL) {
+            BG_CHECK_GOTO(bg_trace_write(o.trace, r.timeline), st, fail);
+            printf("trace written to %s\n", o.trace);
+        }
+        if (o.timeline != NULL) {
+            BG_CHECK_GOTO(bg_svg_timeline_write(o.timeline, r.timeline, r.timeline->steps - 1), st,
+                          fail);
+            printf("timeline written to %s\n", o.timeline);
+        }
+    }
     if (o.save != NULL) {
         BG_CHECK_GOTO(bg_checkpoint_save(o.save, spec, params, r.steps), st, fail);
         printf("saved weights to %s\n", o.save);
     }
-    if (o.metrics != NULL) BG_CHECK_GOTO(write_metrics(o.metrics, &o, &r), st, fail);
+    if (o.metrics != NULL) BG_CHECK_GOTO(write_metrics(o.metrics, &o, &r, summary), st, fail);
     goto done;
 fail:
     code = bg_cli_fail("train", st);
 done:
+    bg_timeline_summary_destroy(summary);
     bg_train_result_free(&r);
     bg_topology_destroy(topology);
     free(params);

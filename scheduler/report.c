@@ -8,9 +8,7 @@ static int is_compute(bg_event_kind_t kind) {
            kind == BG_EVENT_STEP;
 }
 
-static int is_copy(bg_event_kind_t kind) {
-    return kind == BG_EVENT_SEND || kind == BG_EVENT_RECV;
-}
+static int is_copy(bg_event_kind_t kind) { return kind == BG_EVENT_SEND || kind == BG_EVENT_RECV; }
 
 void bg_timeline_summary_destroy(bg_timeline_summary_t *s) {
     if (s == NULL) return;
@@ -144,8 +142,8 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
         double busy = s->step_s > 0 ? 100.0 * st->compute_s / s->step_s : 0;
         double idle = 100.0 * s->device[st->device].idle_frac;
         fprintf(out, "%5d  %-16s %10.3f %6.1f %6.1f %12.3f %12.3f %9.3f ", i,
-                s->device_names[st->device], 1e3 * st->compute_s, busy, idle,
-                1e3 * st->wait_prev_s, 1e3 * st->wait_next_s, 1e3 * st->copy_s);
+                s->device_names[st->device], 1e3 * st->compute_s, busy, idle, 1e3 * st->wait_prev_s,
+                1e3 * st->wait_next_s, 1e3 * st->copy_s);
         if (peak_bytes != NULL)
             fprintf(out, "%9.1f\n", (double)peak_bytes[i] / (1024.0 * 1024.0));
         else
@@ -154,9 +152,11 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
     fprintf(out, "bubble: measured %.1f%% vs theory %.1f%% (%s, K=%d", 100 * s->bubble_measured,
             100 * s->bubble_theory, bg_schedule_kind_name(s->schedule), s->devices);
     if (s->chunks > 1) fprintf(out, ", V=%d", s->chunks);
-    fprintf(out,
-            ", M=%d); stage imbalance %.1f%%; exposed transfer %.1f%%; step %.3f ms (%s)\n",
-            s->microbatches, 100 * s->imbalance, 100 * s->exposed_transfer_frac, 1e3 * s->step_s,
+    /* About three significant digits: 123 ms, 12.3 ms, 1.23 ms, 0.123 ms. */
+    double step_ms = 1e3 * s->step_s;
+    int decimals = step_ms >= 100 ? 0 : step_ms >= 10 ? 1 : step_ms >= 1 ? 2 : 3;
+    fprintf(out, ", M=%d); stage imbalance %.1f%%; exposed transfer %.1f%%; step %.*f ms (%s)\n",
+            s->microbatches, 100 * s->imbalance, 100 * s->exposed_transfer_frac, decimals, step_ms,
             s->measured ? "measured" : "predicted");
     if (ferror(out)) return bg_error_set(BG_ERR_IO, "timeline summary: writing the table failed");
     return BG_OK;
@@ -186,12 +186,18 @@ static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
 }
 
 static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
-    static const char *const names[] = {"stage",      "device",     "compute_s",   "forward_s",
-                                        "backward_s", "weight_s",   "wait_prev_s", "wait_next_s",
-                                        "copy_s"};
+    static const char *const names[] = {"stage",       "device",      "compute_s",
+                                        "forward_s",   "backward_s",  "weight_s",
+                                        "wait_prev_s", "wait_next_s", "copy_s"};
     const bg_stage_summary_t *st = &s->stage[i];
-    const double values[] = {i,           st->device,      st->compute_s,   st->forward_s,
-                             st->backward_s, st->weight_s, st->wait_prev_s, st->wait_next_s,
+    const double values[] = {i,
+                             st->device,
+                             st->compute_s,
+                             st->forward_s,
+                             st->backward_s,
+                             st->weight_s,
+                             st->wait_prev_s,
+                             st->wait_next_s,
                              st->copy_s};
     cJSON *item = cJSON_CreateObject();
     if (item == NULL) return 0;
@@ -205,12 +211,12 @@ static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
 bg_status_t bg_summary_to_json(const bg_timeline_summary_t *s, cJSON *object) {
     if (s == NULL || object == NULL)
         return bg_error_set(BG_ERR_INVALID, "timeline summary: NULL argument");
-    static const char *const names[] = {"chunks", "microbatches",    "steps",
-                                        "step_s", "bubble_measured", "bubble_theory",
+    static const char *const names[] = {"chunks",    "microbatches",         "steps",
+                                        "step_s",    "bubble_measured",      "bubble_theory",
                                         "imbalance", "exposed_transfer_frac"};
-    const double values[] = {s->chunks,          s->microbatches, s->steps,
-                             s->step_s,          s->bubble_measured,
-                             s->bubble_theory,   s->imbalance,    s->exposed_transfer_frac};
+    const double values[] = {s->chunks,    s->microbatches,         s->steps,
+                             s->step_s,    s->bubble_measured,      s->bubble_theory,
+                             s->imbalance, s->exposed_transfer_frac};
     if (cJSON_AddStringToObject(object, "schedule", bg_schedule_kind_name(s->schedule)) == NULL ||
         cJSON_AddBoolToObject(object, "measured", s->measured != 0) == NULL ||
         !add_numbers(object, names, values, 8))

@@ -1,0 +1,259 @@
+/* brigade sweep MODEL --microbatches 1,2,4,...: runs a few warmed-up
+ * training steps for every micro-batch count (and schedule), measures step
+ * time, throughput, bubble and memory from the recorded timelines, prints a
+ * table and can draw throughput and bubble against M. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "dataset.h"
+#include "placement.h"
+#include "report.h"
+#include "svg.h"
+#include "topology.h"
+
+enum { MAX_POINTS = 256 };
+
+static const char help[] =
+    "usage: brigade sweep MODEL --microbatches M1,M2,... [options]\n"
+    "\n"
+    "For each micro-batch count (and each schedule), builds the pipeline, runs\n"
+    "warm-up steps, records timed steps, and prints: M, schedule, step ms,\n"
+    "samples/s, measured bubble %%, theoretical bubble %%, stage imbalance %% and\n"
+    "each stage's peak memory. Figures are measured on this machine.\n"
+    "\n"
+    "sweep:\n"
+    "  --microbatches LIST  micro-batch counts, e.g. 1,2,4,8,16 (required)\n"
+    "  --schedule LIST      schedules, e.g. gpipe,1f1b (default 1f1b)\n"
+    "  --steps N            timed steps per point (default 5)\n"
+    "  --warmup N           untimed steps first (default 2)\n"
+    "  --batch B            samples per step (default 64)\n"
+    "  --data SOURCE        synthetic (default), fashion-mnist or a directory\n"
+    "  --chart FILE.svg     draw samples/s and bubble against M\n"
+    "%s"
+    "\n"
+    "example:\n"
+    "  brigade sweep examples/fashion_cnn.model --devices cpu:2 \\\n"
+    "      --microbatches 1,2,4,8,16 --schedule gpipe,1f1b --chart sweep.svg\n";
+
+typedef struct sweep_options {
+    const char *model, *data, *chart;
+    int ms[64], m_count;
+    bg_schedule_kind_t schedules[4];
+    int schedule_count;
+    int64_t steps, warmup, batch;
+    bg_placement_t placement;
+} sweep_options_t;
+
+static bg_status_t parse_list(const char *option, const char *text, int *values, int capacity,
+                              int *count) {
+    *count = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", text);
+    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item != NULL;
+         item = strtok_r(NULL, ",", &save)) {
+        int64_t v;
+        if (*count >= capacity)
+            return bg_error_set(BG_ERR_INVALID, "%s: more than %d values", option, capacity);
+        BG_CHECK(bg_cli_parse_int(option, item, 1, 65536, &v));
+        values[(*count)++] = (int)v;
+    }
+    if (*count == 0) return bg_error_set(BG_ERR_INVALID, "%s: no values in '%s'", option, text);
+    return BG_OK;
+}
+
+static bg_status_t parse_schedules(const char *text, sweep_options_t *o) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text);
+    o->schedule_count = 0;
+    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item != NULL;
+         item = strtok_r(NULL, ",", &save)) {
+        if (o->schedule_count >= 4)
+            return bg_error_set(BG_ERR_INVALID, "--schedule: at most 4 schedules");
+        BG_CHECK(bg_schedule_kind_parse(item, &o->schedules[o->schedule_count++]));
+    }
+    if (o->schedule_count == 0) return bg_error_set(BG_ERR_INVALID, "--schedule: none given");
+    return BG_OK;
+}
+
+static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *show_help) {
+    bg_placement_init(&o->placement);
+    o->data = "synthetic";
+    o->steps = 5;
+    o->warmup = 2;
+    o->batch = 64;
+    o->schedules[0] = BG_SCHEDULE_1F1B;
+    o->schedule_count = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            *show_help = 1;
+            return BG_OK;
+        }
+        if (arg[0] != '-' || arg[1] == '\0') {
+            if (o->model != NULL) return bg_error_set(BG_ERR_INVALID, "more than one MODEL given");
+            o->model = arg;
+            continue;
+        }
+        if (strcmp(arg, "--recompute") == 0) {
+            BG_CHECK(bg_placement_apply(&o->placement, arg, NULL));
+            continue;
+        }
+        static const char *const own[] = {"--microbatches", "--schedule", "--steps", "--warmup",
+                                          "--batch",        "--data",     "--chart"};
+        int known = bg_placement_is_option(arg) != 0;
+        for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) known |= !strcmp(arg, own[k]);
+        if (!known) return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+        if (i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", arg);
+        const char *v = argv[++i];
+        if (strcmp(arg, "--microbatches") == 0)
+            BG_CHECK(parse_list(arg, v, o->ms, 64, &o->m_count));
+        else if (strcmp(arg, "--schedule") == 0)
+            BG_CHECK(parse_schedules(v, o));
+        else if (strcmp(arg, "--steps") == 0)
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, 100000, &o->steps));
+        else if (strcmp(arg, "--warmup") == 0)
+            BG_CHECK(bg_cli_parse_int(arg, v, 0, 100000, &o->warmup));
+        else if (strcmp(arg, "--batch") == 0)
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));
+        else if (strcmp(arg, "--data") == 0)
+            o->data = v;
+        else if (strcmp(arg, "--chart") == 0)
+            o->chart = v;
+        else
+            BG_CHECK(bg_placement_apply(&o->placement, arg, v));
+    }
+    if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
+    if (o->m_count == 0)
+        return bg_error_set(BG_ERR_INVALID, "--microbatches LIST is required (e.g. 1,2,4,8)");
+    return BG_OK;
+}
+
+/* Runs one point: warm-up, recorded steps, summary. A configuration the
+ * pipeline refuses (e.g. interleaved with M not a multiple of K) is reported
+ * in *skip and is not an error of the sweep. */
+static bg_status_t run_point(const sweep_options_t *o, const bg_model_spec_t *spec,
+                             const bg_dataset_t *data, bg_topology_t *topo, bg_schedule_kind_t kind,
+                             int m, bg_sweep_point_t *point, char *skip, size_t skip_size,
+                             FILE *out) {
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = spec;
+    cfg.devices = &o->placement.devices;
+    cfg.topology = topo;
+    cfg.schedule = kind;
+    cfg.chunks = o->placement.chunks;
+    cfg.microbatches = m;
+    cfg.batch = o->batch;
+    cfg.split = o->placement.split_count > 0 ? o->placement.split : NULL;
+    cfg.recompute = o->placement.recompute;
+    bg_pipeline_t *p = NULL;
+    bg_timeline_t *tl = NULL;
+    bg_timeline_summary_t *summary = NULL;
+    bg_status_t st = bg_pipeline_create(&cfg, &p);
+    if (st == BG_ERR_INVALID) {
+        snprintf(skip, skip_size, "%s", bg_error_message());
+        return BG_OK;
+    }
+    BG_CHECK(st);
+    const int64_t numel = bg_shape_numel(spec->input);
+    const int64_t per_epoch = data->count / o->batch;
+    BG_CHECK_GOTO(bg_pipeline_timeline_create(p, &tl), st, done);
+    for (int64_t k = 0; k < o->warmup + o->steps; k++) {
+        if (k == o->warmup) BG_CHECK_GOTO(bg_pipeline_record(p, tl), st, done);
+        int64_t at = (k % (per_epoch > 0 ? per_epoch : 1)) * o->batch;
+        bg_pipeline_result_t r;
+        BG_CHECK_GOTO(
+            bg_pipeline_train_step(p, data->images + at * numel, data->labels + at, o->batch, &r),
+            st, done);
+    }
+    BG_CHECK_GOTO(bg_pipeline_record(p, NULL), st, done);
+    BG_CHECK_GOTO(bg_timeline_summarize(tl, &summary), st, done);
+    point->schedule = bg_schedule_kind_name(kind);
+    point->microbatches = m;
+    point->step_ms = summary->step_s * 1e3;
+    point->samples_per_s = (double)o->batch / summary->step_s;
+    point->bubble_measured = summary->bubble_measured;
+    point->bubble_theory = summary->bubble_theory;
+    fprintf(out, "%4d  %-11s %9.2f %11.0f %9.1f %9.1f %9.1f  ", m, point->schedule, point->step_ms,
+            point->samples_per_s, 100 * summary->bubble_measured, 100 * summary->bubble_theory,
+            100 * summary->imbalance);
+    for (int s = 0; s < bg_pipeline_stage_count(p); s++) {
+        bg_pipeline_stage_info_t info = bg_pipeline_stage_info(p, s);
+        const bg_stage_memory_t *mem = &info.memory;
+        size_t peak = mem->params + mem->grads + mem->optimizer + mem->stash_peak + mem->buffers +
+                      mem->workspace + info.channel_bytes;
+        fprintf(out, "%s%.1f", s ? "/" : "", (double)peak / (1024.0 * 1024.0));
+    }
+    fputc('\n', out);
+    fflush(out);
+done:
+    bg_timeline_summary_destroy(summary);
+    bg_timeline_destroy(tl);
+    bg_pipeline_destroy(p);
+    return st;
+}
+
+int bg_cmd_sweep(int argc, char **argv) {
+    sweep_options_t o = {0};
+    int show_help = 0;
+    bg_status_t st = parse_args(argc, argv, &o, &show_help);
+    if (show_help) {
+        printf(help, bg_placement_help);
+        return 0;
+    }
+    if (st != BG_OK) return bg_cli_usage_error("sweep", "%s", bg_error_message());
+    bg_model_spec_t *spec = NULL;
+    bg_dataset_t *train = NULL, *test = NULL;
+    bg_topology_t *topo = NULL;
+    bg_sweep_point_t *points = calloc(MAX_POINTS, sizeof *points);
+    int count = 0, code = 0;
+    BG_ALLOC_CHECK_GOTO(points, st, fail);
+    BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
+    BG_CHECK_GOTO(bg_topology_create(NULL, &topo), st, fail);
+    BG_CHECK_GOTO(bg_placement_resolve(&o.placement, spec, bg_topology_core_count(topo)), st, fail);
+    BG_CHECK_GOTO(
+        bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes, 1, &train, &test)),
+        st, fail);
+    if (train->count < o.batch) {
+        st = bg_error_set(BG_ERR_INVALID, "--batch %lld is larger than the %lld training samples",
+                          (long long)o.batch, (long long)train->count);
+        goto fail;
+    }
+    fprintf(stderr, "sweep of %s, batch %lld, %lld warm-up + %lld timed steps per point: ", o.model,
+            (long long)o.batch, (long long)o.warmup, (long long)o.steps);
+    bg_placement_describe(&o.placement, stderr);
+    fputc('\n', stderr);
+    printf("%4s  %-11s %9s %11s %9s %9s %9s  %s\n", "M", "schedule", "step ms", "samples/s",
+           "bubble %", "theory %", "imbal. %", "peak MiB per stage");
+    int total = o.schedule_count * o.m_count, done_points = 0;
+    for (int k = 0; k < o.schedule_count; k++) {
+        for (int i = 0; i < o.m_count; i++) {
+            char skip[512] = "";
+            fprintf(stderr, "[%d/%d] %s M=%d\n", ++done_points, total,
+                    bg_schedule_kind_name(o.schedules[k]), o.ms[i]);
+            BG_CHECK_GOTO(run_point(&o, spec, train, topo, o.schedules[k], o.ms[i], &points[count],
+                                    skip, sizeof skip, stdout),
+                          st, fail);
+            if (skip[0] != '\0')
+                printf("%4d  %-11s skipped: %s\n", o.ms[i], bg_schedule_kind_name(o.schedules[k]),
+                       skip);
+            else if (count + 1 < MAX_POINTS)
+                count++;
+        }
+    }
+    if (o.chart != NULL && count > 0) {
+        BG_CHECK_GOTO(bg_svg_chart_write(o.chart, points, count), st, fail);
+        printf("chart written to %s\n", o.chart);
+    }
+    goto done;
+fail:
+    code = bg_cli_fail("sweep", st);
+done:
+    free(points);
+    bg_dataset_destroy(train);
+    bg_dataset_destroy(test);
+    bg_topology_destroy(topo);
+    bg_model_spec_destroy(spec);
+    return code;
+}

@@ -1,0 +1,469 @@
+#include "svg.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+#define FONT "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\""
+
+static const char *const kind_colours[BG_EVENT_KINDS] = {"#4c78a8", "#54a24b", "#f58518", "#9d9d9d",
+                                                         "#b07aa1", "#b07aa1", "#f4a6a6"};
+static const char *const kind_labels[BG_EVENT_KINDS] = {
+    "forward (F)", "backward (B)", "weight gradient (W)", "optimizer step", "send",
+    "receive",     "wait"};
+
+/* Writes text with XML's special characters escaped. */
+static void put_escaped(FILE *out, const char *text) {
+    for (; *text != '\0'; text++) {
+        switch (*text) {
+        case '<': fputs("&lt;", out); break;
+        case '>': fputs("&gt;", out); break;
+        case '&': fputs("&amp;", out); break;
+        case '"': fputs("&quot;", out); break;
+        case '\'': fputs("&apos;", out); break;
+        default: fputc(*text, out); break;
+        }
+    }
+}
+
+static FILE *open_svg(const char *path, const char *what, bg_status_t *st) {
+    FILE *out = fopen(path, "w");
+    if (out == NULL)
+        *st = bg_error_set(BG_ERR_IO, "%s: cannot open '%s': %s", what, path, strerror(errno));
+    return out;
+}
+
+static bg_status_t close_svg(FILE *out, const char *path, const char *what) {
+    int failed = ferror(out);
+    int saved = errno;
+    if (fclose(out) != 0 && !failed) {
+        failed = 1;
+        saved = errno;
+    }
+    if (failed)
+        return bg_error_set(BG_ERR_IO, "%s: cannot write '%s': %s", what, path, strerror(saved));
+    return BG_OK;
+}
+
+/* A tick spacing of 1, 2 or 5 times a power of ten giving about `target`
+ * ticks over range. */
+static double nice_step(double range, int target) {
+    double raw = range / target;
+    double magnitude = pow(10, floor(log10(raw)));
+    static const double factors[] = {1, 2, 5, 10};
+    for (int i = 0; i < 4; i++)
+        if (factors[i] * magnitude >= raw) return factors[i] * magnitude;
+    return 10 * magnitude;
+}
+
+static int decimals_for(double step) {
+    int decimals = (int)-floor(log10(step) + 1e-9);
+    return decimals > 0 ? decimals : 0;
+}
+
+static int is_op(bg_event_kind_t kind) { return kind <= BG_EVENT_STEP; }
+
+/* The row an event is drawn in (a stage-less step goes to its device's). */
+static int event_row(const bg_event_t *e) { return e->stage >= 0 ? e->stage : e->device; }
+
+typedef struct timeline_layout {
+    double t0, t1;     /* seconds shown */
+    double x0, width;  /* plot area in px */
+    double top, pitch; /* first row's top, row to row */
+    int lane;          /* 1: a transfer lane below each row */
+    int present[BG_EVENT_KINDS];
+} timeline_layout_t;
+
+static double x_of(const timeline_layout_t *l, double t) {
+    return l->x0 + (t - l->t0) / (l->t1 - l->t0) * l->width;
+}
+
+static void draw_event(FILE *out, const timeline_layout_t *l, const bg_event_t *e, double y) {
+    double x = x_of(l, e->start), w = x_of(l, e->end) - x;
+    const char *kind = bg_event_kind_name(e->kind);
+    if (is_op(e->kind)) {
+        fprintf(out,
+                "<rect class=\"op\" data-stage=\"%d\" data-kind=\"%s\" data-mb=\"%d\" x=\"%.2f\" "
+                "y=\"%.1f\" width=\"%.2f\" height=\"26\" fill=\"%s\" stroke=\"#fff\" "
+                "stroke-width=\"0.6\">",
+                e->stage, kind, e->microbatch, x, y, w, kind_colours[e->kind]);
+    } else {
+        const char *fill = e->kind == BG_EVENT_WAIT ? "url(#hatch)" : kind_colours[e->kind];
+        fprintf(out,
+                "<rect class=\"%s\" data-stage=\"%d\" data-kind=\"%s\" x=\"%.2f\" y=\"%.1f\" "
+                "width=\"%.2f\" height=\"7\" fill=\"%s\">",
+                e->kind == BG_EVENT_WAIT ? "wait" : "copy", e->stage, kind, x, y + 28, w, fill);
+    }
+    fprintf(out, "<title>%s", kind);
+    if (e->microbatch >= 0) fprintf(out, " %d", e->microbatch);
+    if (e->peer_stage >= 0) fprintf(out, " (stage %d)", e->peer_stage);
+    fprintf(out, ", stage %d, step %d: %.3f to %.3f ms</title></rect>\n", e->stage, e->step,
+            1e3 * e->start, 1e3 * e->end);
+    if (!is_op(e->kind)) return;
+    char label[16];
+    if (e->kind == BG_EVENT_STEP)
+        snprintf(label, sizeof label, "step");
+    else
+        snprintf(label, sizeof label, "%d", e->microbatch);
+    if (w < 6.5 * (double)strlen(label) + 4) return;
+    fprintf(out,
+            "<text x=\"%.2f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\" fill=\"%s\">%s"
+            "</text>\n",
+            x + w / 2, y + 17, e->kind <= BG_EVENT_BACKWARD ? "#fff" : "#222", label);
+}
+
+static void draw_axis(FILE *out, const timeline_layout_t *l, double y) {
+    double range_ms = 1e3 * (l->t1 - l->t0);
+    double step = nice_step(range_ms, (int)(l->width / 90));
+    int decimals = decimals_for(step);
+    fprintf(out, "<g class=\"axis\" " FONT " font-size=\"11\" fill=\"#333\">\n");
+    fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n", l->x0,
+            y, l->x0 + l->width, y);
+    for (double t = 0; t <= range_ms * (1 + 1e-9); t += step) {
+        double x = l->x0 + t / range_ms * l->width;
+        fprintf(out,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>"
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.*f</text>\n",
+                x, y, x, y + 5, x, l->top - 4, x, y, x, y + 18, decimals, t);
+    }
+    fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">time (ms)</text>\n</g>\n",
+            l->x0 + l->width / 2, y + 36);
+}
+
+static void draw_legend(FILE *out, const timeline_layout_t *l, double y) {
+    double x = l->x0;
+    fprintf(out, "<g class=\"legend\" " FONT " font-size=\"12\" fill=\"#222\">\n");
+    for (int k = 0; k < BG_EVENT_KINDS; k++) {
+        if (!l->present[k] || k == BG_EVENT_RECV) continue;
+        const char *label = k == BG_EVENT_SEND ? "send/receive" : kind_labels[k];
+        fprintf(out,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"%d\" fill=\"%s\"/>"
+                "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                x, y + (is_op(k) ? 0 : 4), is_op(k) ? 14 : 7,
+                k == BG_EVENT_WAIT ? "url(#hatch)" : kind_colours[k], x + 28, y + 11, label);
+        x += 28 + 7.0 * (double)strlen(label) + 24;
+    }
+    fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#666\">empty: idle</text>\n</g>\n", x, y + 11);
+}
+
+static void draw_title(FILE *out, const bg_timeline_t *tl, const bg_timeline_summary_t *s, int step,
+                       double x) {
+    fprintf(out, "<text x=\"%.1f\" y=\"26\" " FONT " font-size=\"17\" font-weight=\"bold\">", x);
+    fprintf(out, "%s schedule: K=%d", bg_schedule_kind_name(tl->schedule), tl->devices);
+    if (tl->chunks > 1) fprintf(out, ", V=%d", tl->chunks);
+    fprintf(out, ", M=%d, %s</text>\n", tl->microbatches, tl->measured ? "measured" : "predicted");
+    fprintf(out, "<text x=\"%.1f\" y=\"46\" " FONT " font-size=\"13\" fill=\"#444\">", x);
+    double step_ms = 1e3 * s->step_s;
+    int decimals = step_ms >= 100 ? 0 : step_ms >= 10 ? 1 : step_ms >= 1 ? 2 : 3;
+    fprintf(out, "bubble %.1f%% measured vs %.1f%% theory; step %.*f ms", 100 * s->bubble_measured,
+            100 * s->bubble_theory, decimals, step_ms);
+    if (s->steps > 1) fprintf(out, " (mean of %d steps)", s->steps);
+    if (step >= 0 && s->steps > 1) fprintf(out, "; showing step %d", step);
+    fprintf(out, "</text>\n");
+}
+
+/* Time span, rows and width of the picture. */
+static void plan_timeline(const bg_timeline_t *tl, int step, timeline_layout_t *l, int *ops) {
+    int have = 0;
+    if (step >= 0) {
+        l->t0 = tl->step_start[step];
+        l->t1 = tl->step_end[step];
+        have = 1;
+    } else {
+        for (int i = 0; i < tl->steps; i++) {
+            if (!have || tl->step_start[i] < l->t0) l->t0 = tl->step_start[i];
+            if (!have || tl->step_end[i] > l->t1) l->t1 = tl->step_end[i];
+            have = 1;
+        }
+    }
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (step >= 0 && e->step != step) continue;
+        if (!have || e->start < l->t0) l->t0 = e->start;
+        if (!have || e->end > l->t1) l->t1 = e->end;
+        have = 1;
+        l->present[e->kind] = 1;
+        if (!is_op(e->kind)) l->lane = 1;
+        int row = event_row(e);
+        if (is_op(e->kind) && row >= 0 && row < tl->stages) ops[row]++;
+    }
+    if (!(l->t1 > l->t0)) l->t1 = l->t0 + 1e-3;
+    int widest = 0;
+    for (int s = 0; s < tl->stages; s++)
+        if (ops[s] > widest) widest = ops[s];
+    double total = 300 + 16.0 * widest;
+    l->width = (total < 1200 ? 1200 : total > 2400 ? 2400 : total);
+    l->top = 64;
+    l->pitch = l->lane ? 44 : 34;
+}
+
+bg_status_t bg_svg_timeline_write(const char *path, const bg_timeline_t *tl, int step) {
+    if (path == NULL || tl == NULL) return bg_error_set(BG_ERR_INVALID, "svg: NULL argument");
+    if (step < -1 || step >= tl->steps)
+        return bg_error_set(BG_ERR_INVALID, "svg '%s': step %d out of range (%d recorded)", path,
+                            step, tl->steps);
+    bg_timeline_summary_t *summary = NULL;
+    BG_CHECK(bg_timeline_summarize(tl, &summary));
+    bg_status_t st = BG_OK;
+    timeline_layout_t l = {0};
+    int *ops = calloc((size_t)tl->stages, sizeof *ops);
+    FILE *out = NULL;
+    BG_ALLOC_CHECK_GOTO(ops, st, done);
+    plan_timeline(tl, step, &l, ops);
+    size_t name_chars = 0;
+    for (int d = 0; d < tl->devices; d++)
+        if (strlen(tl->device_names[d]) > name_chars) name_chars = strlen(tl->device_names[d]);
+    l.x0 = 20 + 7.5 * (double)(name_chars + 13);
+    double total_width = l.width;
+    l.width = total_width - l.x0 - 30;
+    double axis_y = l.top + tl->stages * l.pitch + 4;
+    double height = axis_y + 90;
+    out = open_svg(path, "svg timeline", &st);
+    if (out == NULL) goto done;
+    fprintf(out,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+            "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">\n<defs><pattern "
+            "id=\"hatch\" width=\"5\" height=\"5\" patternUnits=\"userSpaceOnUse\" "
+            "patternTransform=\"rotate(45)\"><rect width=\"5\" height=\"5\" fill=\"#fbdada\"/>"
+            "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"5\" stroke=\"#d62728\" stroke-width=\"2\"/>"
+            "</pattern></defs>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
+            total_width, height, total_width, height);
+    draw_title(out, tl, summary, step, 20);
+    draw_axis(out, &l, axis_y);
+    for (int i = 0; step < 0 && tl->steps > 1 && i < tl->steps; i++)
+        fprintf(out,
+                "<line class=\"step-start\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" "
+                "stroke=\"#888\" stroke-dasharray=\"4 3\"/>\n",
+                x_of(&l, tl->step_start[i]), l.top - 8, x_of(&l, tl->step_start[i]), axis_y);
+    for (int s = 0; s < tl->stages; s++) {
+        double y = l.top + s * l.pitch;
+        int device = summary->stage[s].device;
+        fprintf(out, "<g class=\"row\" data-stage=\"%d\" " FONT ">\n", s);
+        fprintf(out,
+                "<rect class=\"band\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"26\" "
+                "fill=\"%s\"/>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" "
+                "text-anchor=\"end\" fill=\"#222\">stage %d (",
+                l.x0, y, l.width, s % 2 ? "#f3f3f3" : "#f8f8f8", l.x0 - 10, y + 18, s);
+        put_escaped(out, tl->device_names[device]);
+        fprintf(out, ")</text>\n");
+        for (int i = 0; i < tl->count; i++) {
+            const bg_event_t *e = &tl->events[i];
+            if (event_row(e) == s && (step < 0 || e->step == step)) draw_event(out, &l, e, y);
+        }
+        fprintf(out, "</g>\n");
+    }
+    draw_legend(out, &l, axis_y + 52);
+    fprintf(out, "</svg>\n");
+    st = close_svg(out, path, "svg timeline");
+done:
+    free(ops);
+    bg_timeline_summary_destroy(summary);
+    return st;
+}
+
+static const char *const palette[] = {"#4c78a8", "#e45756", "#54a24b", "#f58518",
+                                      "#b279a2", "#72b7b2", "#9d755d", "#ff9da6"};
+
+typedef struct chart_layout {
+    double x0, y0, width, height; /* plot area in px */
+    double log_min, log_max;      /* log2 M at the plot's left and right edges */
+    double left_max, right_max;   /* samples/s and bubble % at the top */
+} chart_layout_t;
+
+static double chart_x(const chart_layout_t *c, int m) {
+    return c->x0 + (log2(m) - c->log_min) / (c->log_max - c->log_min) * c->width;
+}
+
+static double chart_y(const chart_layout_t *c, double value, double max) {
+    return c->y0 + c->height - value / max * c->height;
+}
+
+static int compare_points(const void *a, const void *b) {
+    const bg_sweep_point_t *x = a, *y = b;
+    return (x->microbatches > y->microbatches) - (x->microbatches < y->microbatches);
+}
+
+/* value of a point in series 0 (samples/s), 1 (bubble %), 2 (theory %). */
+static double series_value(const bg_sweep_point_t *p, int series) {
+    return series == 0 ? p->samples_per_s
+                       : 100 * (series == 1 ? p->bubble_measured : p->bubble_theory);
+}
+
+/* One schedule's line of one series, then its markers. */
+static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point_t *sorted,
+                        int count, const char *schedule, int series, const char *colour) {
+    static const char *const classes[] = {"throughput", "bubble", "theory"};
+    static const char *const styles[] = {"stroke-width=\"2.5\"", "stroke-width=\"1.5\"",
+                                         "stroke-width=\"1.5\" stroke-dasharray=\"6 4\""};
+    double max = series == 0 ? c->left_max : c->right_max;
+    fprintf(out, "<path class=\"%s\" data-schedule=\"", classes[series]);
+    put_escaped(out, schedule);
+    fprintf(out, "\" fill=\"none\" stroke=\"%s\" %s d=\"", colour, styles[series]);
+    int pen_up = 1;
+    for (int i = 0; i < count; i++) {
+        double v = series_value(&sorted[i], series);
+        if (strcmp(sorted[i].schedule, schedule) != 0) continue;
+        if (!isfinite(v)) {
+            pen_up = 1;
+            continue;
+        }
+        fprintf(out, "%c%.2f %.2f ", pen_up ? 'M' : 'L', chart_x(c, sorted[i].microbatches),
+                chart_y(c, v, max));
+        pen_up = 0;
+    }
+    fprintf(out, "\"/>\n");
+    for (int i = 0; series < 2 && i < count; i++) {
+        double v = series_value(&sorted[i], series);
+        if (strcmp(sorted[i].schedule, schedule) != 0 || !isfinite(v)) continue;
+        double x = chart_x(c, sorted[i].microbatches), y = chart_y(c, v, max);
+        if (series == 0)
+            fprintf(out, "<circle class=\"point\" cx=\"%.2f\" cy=\"%.2f\" r=\"4\" fill=\"%s\">", x,
+                    y, colour);
+        else
+            fprintf(out,
+                    "<rect class=\"bubble-point\" x=\"%.2f\" y=\"%.2f\" width=\"6\" height=\"6\" "
+                    "fill=\"#fff\" stroke=\"%s\" stroke-width=\"1.5\">",
+                    x - 3, y - 3, colour);
+        fprintf(out, "<title>");
+        put_escaped(out, schedule);
+        fprintf(out,
+                ", M=%d: %.1f samples/s, bubble %.1f%% (theory %.1f%%), step %.3f ms</title>%s\n",
+                sorted[i].microbatches, sorted[i].samples_per_s, 100 * sorted[i].bubble_measured,
+                100 * sorted[i].bubble_theory, sorted[i].step_ms,
+                series == 0 ? "</circle>" : "</rect>");
+    }
+}
+
+/* Grid, both value axes and the log2 M axis. */
+static void draw_chart_axes(FILE *out, const chart_layout_t *c, double left_step,
+                            double right_step) {
+    double bottom = c->y0 + c->height, right = c->x0 + c->width;
+    fprintf(out, "<g class=\"axis\" " FONT " font-size=\"12\" fill=\"#333\">\n");
+    for (double v = 0; v <= c->left_max * (1 + 1e-9); v += left_step) {
+        double y = chart_y(c, v, c->left_max);
+        fprintf(out,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>"
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n",
+                c->x0, y, right, y, c->x0 - 6, y + 4, decimals_for(left_step), v);
+    }
+    for (double v = 0; v <= c->right_max * (1 + 1e-9); v += right_step)
+        fprintf(out, "<text x=\"%.1f\" y=\"%.1f\">%.*f</text>\n", right + 6,
+                chart_y(c, v, c->right_max) + 4, decimals_for(right_step), v);
+    int first = (int)ceil(c->log_min), last = (int)floor(c->log_max);
+    int stride = last - first > 12 ? 2 : 1;
+    for (int k = first; k <= last; k += stride) {
+        double x = chart_x(c, 1 << k);
+        fprintf(out,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>"
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n",
+                x, bottom, x, bottom + 5, x, bottom + 20, 1 << k);
+    }
+    fprintf(out,
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+            "stroke=\"#333\"/>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">micro-batches "
+            "M (log scale)</text>\n<text transform=\"translate(%.1f %.1f) rotate(-90)\" "
+            "text-anchor=\"middle\">samples/s</text>\n<text transform=\"translate(%.1f %.1f) "
+            "rotate(90)\" text-anchor=\"middle\">bubble %%</text>\n</g>\n",
+            c->x0, c->y0, c->width, c->height, c->x0 + c->width / 2, bottom + 42, c->x0 - 60,
+            c->y0 + c->height / 2, right + 50, c->y0 + c->height / 2);
+}
+
+static void draw_chart_legend(FILE *out, const char **names, int schedules, double x, double y) {
+    static const char *const keys[] = {"samples/s (left)", "bubble measured (right)",
+                                       "bubble theory (right)"};
+    static const char *const styles[] = {"stroke-width=\"2.5\"", "stroke-width=\"1.5\"",
+                                         "stroke-width=\"1.5\" stroke-dasharray=\"6 4\""};
+    fprintf(out, "<g class=\"legend\" " FONT " font-size=\"12\" fill=\"#222\">\n");
+    double at = x;
+    for (int i = 0; i < schedules; i++) {
+        fprintf(out,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"18\" height=\"10\" fill=\"%s\"/><text "
+                "x=\"%.1f\" y=\"%.1f\">",
+                at, y - 9, palette[i % 8], at + 24, y);
+        put_escaped(out, names[i]);
+        fprintf(out, "</text>\n");
+        at += 24 + 7.0 * (double)strlen(names[i]) + 20;
+    }
+    at = x;
+    for (int k = 0; k < 3; k++) {
+        fprintf(out,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\" %s/>"
+                "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                at, y + 18, at + 28, y + 18, styles[k], at + 34, y + 22, keys[k]);
+        at += 34 + 7.0 * (double)strlen(keys[k]) + 24;
+    }
+    fprintf(out, "</g>\n");
+}
+
+/* The smallest multiple of step at or above value (at least one step). */
+static double round_up(double value, double step) {
+    double top = ceil(value / step - 1e-9) * step;
+    return top > 0 ? top : step;
+}
+
+bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points, int count) {
+    if (path == NULL || points == NULL || count < 1)
+        return bg_error_set(BG_ERR_INVALID, "svg chart: no points");
+    for (int i = 0; i < count; i++)
+        if (points[i].schedule == NULL || points[i].microbatches < 1)
+            return bg_error_set(BG_ERR_INVALID, "svg chart '%s': point %d has %s, M=%d", path, i,
+                                points[i].schedule ? "a schedule" : "no schedule",
+                                points[i].microbatches);
+    bg_status_t st = BG_OK;
+    bg_sweep_point_t *sorted = malloc(sizeof *sorted * (size_t)count);
+    const char **names = malloc(sizeof *names * (size_t)count);
+    FILE *out = NULL;
+    BG_ALLOC_CHECK_GOTO(sorted, st, done);
+    BG_ALLOC_CHECK_GOTO(names, st, done);
+    memcpy(sorted, points, sizeof *sorted * (size_t)count);
+    qsort(sorted, (size_t)count, sizeof *sorted, compare_points);
+    int schedules = 0;
+    double max_rate = 0, max_bubble = 0;
+    for (int i = 0; i < count; i++) {
+        int seen = 0;
+        for (int j = 0; j < schedules && !seen; j++)
+            seen = strcmp(names[j], points[i].schedule) == 0;
+        if (!seen) names[schedules++] = points[i].schedule;
+        if (isfinite(points[i].samples_per_s) && points[i].samples_per_s > max_rate)
+            max_rate = points[i].samples_per_s;
+        for (int series = 1; series < 3; series++) {
+            double v = series_value(&points[i], series);
+            if (isfinite(v) && v > max_bubble) max_bubble = v;
+        }
+    }
+    chart_layout_t c = {.x0 = 90, .y0 = 60, .width = 760, .height = 380};
+    c.log_min = log2(sorted[0].microbatches) - 0.3;
+    c.log_max = log2(sorted[count - 1].microbatches) + 0.3;
+    if (sorted[0].microbatches == sorted[count - 1].microbatches)
+        c.log_min -= 0.7, c.log_max += 0.7;
+    double left_step = nice_step(max_rate > 0 ? max_rate : 1, 5);
+    c.left_max = round_up(max_rate, left_step);
+    double right_step = nice_step(max_bubble > 5 ? (max_bubble < 100 ? max_bubble : 100) : 5, 5);
+    c.right_max = round_up(max_bubble < 100 ? max_bubble : 100, right_step);
+    double width = c.x0 + c.width + 90, height = c.y0 + c.height + 110;
+    out = open_svg(path, "svg chart", &st);
+    if (out == NULL) goto done;
+    fprintf(out,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+            "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">\n<rect width=\"100%%\" "
+            "height=\"100%%\" fill=\"#fff\"/>\n<text x=\"%.1f\" y=\"32\" " FONT
+            " font-size=\"17\" font-weight=\"bold\">Throughput and pipeline bubble vs "
+            "micro-batches</text>\n",
+            width, height, width, height, c.x0);
+    draw_chart_axes(out, &c, left_step, right_step);
+    for (int i = 0; i < schedules; i++)
+        for (int series = 0; series < 3; series++)
+            draw_series(out, &c, sorted, count, names[i], series, palette[i % 8]);
+    draw_chart_legend(out, names, schedules, c.x0, c.y0 + c.height + 72);
+    fprintf(out, "</svg>\n");
+    st = close_svg(out, path, "svg chart");
+done:
+    free(sorted);
+    free(names);
+    return st;
+}

@@ -1,0 +1,63 @@
+/* SVG pictures of pipeline runs.
+ *
+ * bg_svg_timeline_write draws a timeline in the style of the GPipe paper's
+ * schedule figure: one row per stage, time left to right, a box per op.
+ * bg_svg_chart_write draws `brigade sweep`'s results: throughput and bubble
+ * against the number of micro-batches, one line per schedule.
+ *
+ * Both write self-contained SVG 1.1 (no scripts, no external fonts) that
+ * browsers, Inkscape and rsvg-convert render. */
+#ifndef BG_SVG_H
+#define BG_SVG_H
+
+#include "timeline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Writes a picture of tl to path, replacing the file.
+ *
+ * step: which recorded step to draw (0 .. tl->steps - 1), or -1 for all.
+ * Layout: a title (schedule, K, V, M, measured or predicted, measured and
+ * theoretical bubble); one <g class="row"> per stage, labelled "stage 0
+ * (cpu:0)", holding one <rect class="op"> per F/B/W/STEP event
+ * (data-stage, data-kind "F"/"B"/"W"/"step", data-mb; F blue, B green, W
+ * orange, step grey; the micro-batch written inside when the box is wide
+ * enough) and, in a thin lane below, sends and receives (<rect
+ * class="copy">) and waits (<rect class="wait">, hatched light red); idle
+ * time is left empty; a time axis in ms and a legend. A stage-less optimizer
+ * step is drawn in the row of the stage numbered like its device. The width
+ * grows with the number of ops per row, from 1200 to 2400 px.
+ *
+ * BG_ERR_INVALID for NULL arguments or a step out of range; BG_ERR_IO
+ * naming the path when it cannot be written; BG_ERR_NOMEM. */
+bg_status_t bg_svg_timeline_write(const char *path, const bg_timeline_t *tl, int step);
+
+/* One `brigade sweep` measurement or prediction. */
+typedef struct bg_sweep_point {
+    const char *schedule; /* "1f1b", ...: points with equal names form one line */
+    int microbatches;     /* M >= 1 */
+    double samples_per_s;
+    double bubble_measured, bubble_theory; /* fractions 0..1 */
+    double step_ms;
+} bg_sweep_point_t;
+
+/* Writes a chart of points to path: M on a log2 x axis, samples/s on the
+ * left axis (a thick line with round markers per schedule), bubble % on the
+ * right axis (measured: thin solid line with square markers; theory:
+ * dashed), a legend and a title. Points may come in any order; non-finite
+ * values are left out. <path class="throughput">, <path class="bubble">
+ * and <path class="theory"> per schedule; <circle class="point"> per
+ * finite samples/s value.
+ *
+ * BG_ERR_INVALID for NULL arguments, count < 1, a NULL schedule name or
+ * M < 1; BG_ERR_IO naming the path when it cannot be written;
+ * BG_ERR_NOMEM. */
+bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points, int count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_SVG_H */

@@ -1,0 +1,164 @@
+#include "trace.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+static int is_transfer(bg_event_kind_t kind) {
+    return kind == BG_EVENT_SEND || kind == BG_EVENT_RECV || kind == BG_EVENT_WAIT;
+}
+
+/* The stage a compute event's lane belongs to (a stage-less optimizer step
+ * goes on its device's lane). */
+static int lane_stage(const bg_event_t *e) { return e->stage >= 0 ? e->stage : e->device; }
+
+static void event_name(const bg_event_t *e, char *name, size_t size) {
+    /* A transfer toward a later stage carries F's activation, toward an
+     * earlier one B's gradient. */
+    char what = e->peer_stage > e->stage ? 'F' : 'B';
+    switch (e->kind) {
+    case BG_EVENT_FORWARD: snprintf(name, size, "F%d", e->microbatch); break;
+    case BG_EVENT_BACKWARD: snprintf(name, size, "B%d", e->microbatch); break;
+    case BG_EVENT_WEIGHT: snprintf(name, size, "W%d", e->microbatch); break;
+    case BG_EVENT_STEP: snprintf(name, size, "step"); break;
+    case BG_EVENT_SEND:
+        if (e->microbatch >= 0)
+            snprintf(name, size, "send %c%d to stage %d", what, e->microbatch, e->peer_stage);
+        else
+            snprintf(name, size, "send to stage %d", e->peer_stage);
+        break;
+    case BG_EVENT_RECV:
+        if (e->microbatch >= 0)
+            snprintf(name, size, "recv %c%d from stage %d", e->peer_stage < e->stage ? 'F' : 'B',
+                     e->microbatch, e->peer_stage);
+        else
+            snprintf(name, size, "recv from stage %d", e->peer_stage);
+        break;
+    case BG_EVENT_WAIT: snprintf(name, size, "wait for stage %d", e->peer_stage); break;
+    default: snprintf(name, size, "?"); break;
+    }
+}
+
+/* Appends {"name": meta, "ph": "M", "pid", "tid", "args": {key: value}}. */
+static int add_metadata(cJSON *events, const char *meta, int pid, int tid, const char *text,
+                        int sort_index) {
+    cJSON *item = cJSON_CreateObject();
+    if (item == NULL || !cJSON_AddItemToArray(events, item)) {
+        cJSON_Delete(item);
+        return 0;
+    }
+    cJSON *args;
+    if (cJSON_AddStringToObject(item, "name", meta) == NULL ||
+        cJSON_AddStringToObject(item, "ph", "M") == NULL ||
+        cJSON_AddNumberToObject(item, "pid", pid) == NULL ||
+        cJSON_AddNumberToObject(item, "tid", tid) == NULL ||
+        (args = cJSON_AddObjectToObject(item, "args")) == NULL)
+        return 0;
+    if (text != NULL) return cJSON_AddStringToObject(args, "name", text) != NULL;
+    return cJSON_AddNumberToObject(args, "sort_index", sort_index) != NULL;
+}
+
+static int add_event(cJSON *events, const bg_event_t *e) {
+    char name[64];
+    event_name(e, name, sizeof name);
+    int tid = is_transfer(e->kind) ? BG_TRACE_TRANSFER_TID + lane_stage(e) : lane_stage(e);
+    /* Whole nanoseconds: short numbers, and ts + dur of one event never
+     * passes the next event's ts on the same lane. */
+    long long start_ns = llround(e->start * 1e9), end_ns = llround(e->end * 1e9);
+    cJSON *item = cJSON_CreateObject();
+    if (item == NULL || !cJSON_AddItemToArray(events, item)) {
+        cJSON_Delete(item);
+        return 0;
+    }
+    cJSON *args;
+    if (cJSON_AddStringToObject(item, "name", name) == NULL ||
+        cJSON_AddStringToObject(item, "cat", bg_event_kind_name(e->kind)) == NULL ||
+        cJSON_AddStringToObject(item, "ph", "X") == NULL ||
+        cJSON_AddNumberToObject(item, "pid", e->device) == NULL ||
+        cJSON_AddNumberToObject(item, "tid", tid) == NULL ||
+        cJSON_AddNumberToObject(item, "ts", (double)start_ns / 1e3) == NULL ||
+        cJSON_AddNumberToObject(item, "dur", (double)(end_ns - start_ns) / 1e3) == NULL ||
+        (args = cJSON_AddObjectToObject(item, "args")) == NULL ||
+        cJSON_AddNumberToObject(args, "stage", e->stage) == NULL ||
+        cJSON_AddNumberToObject(args, "microbatch", e->microbatch) == NULL ||
+        cJSON_AddNumberToObject(args, "step", e->step) == NULL)
+        return 0;
+    if (is_transfer(e->kind) && cJSON_AddNumberToObject(args, "peer_stage", e->peer_stage) == NULL)
+        return 0;
+    return 1;
+}
+
+/* Names every device and every lane the events use, ordering each stage's
+ * transfer lane right below its compute lane. */
+static int add_lane_names(cJSON *events, const bg_timeline_t *tl, unsigned char *used) {
+    /* used[(device * lanes + stage) * 2 + transfer] */
+    int lanes = tl->stages > tl->devices ? tl->stages : tl->devices;
+    for (int s = 0; s < tl->stages; s++) used[((size_t)(s % tl->devices) * lanes + s) * 2] = 1;
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        int lane = lane_stage(e);
+        if (lane >= 0 && lane < lanes)
+            used[((size_t)e->device * lanes + lane) * 2 + is_transfer(e->kind)] = 1;
+    }
+    char text[64];
+    for (int d = 0; d < tl->devices; d++) {
+        if (!add_metadata(events, "process_name", d, 0, tl->device_names[d], 0) ||
+            !add_metadata(events, "process_sort_index", d, 0, NULL, d))
+            return 0;
+        for (int lane = 0; lane < lanes; lane++) {
+            for (int transfer = 0; transfer < 2; transfer++) {
+                if (!used[((size_t)d * lanes + lane) * 2 + transfer]) continue;
+                int tid = transfer ? BG_TRACE_TRANSFER_TID + lane : lane;
+                snprintf(text, sizeof text, transfer ? "stage %d transfers" : "stage %d", lane);
+                if (!add_metadata(events, "thread_name", d, tid, text, 0) ||
+                    !add_metadata(events, "thread_sort_index", d, tid, NULL, 2 * lane + transfer))
+                    return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static bg_status_t write_text(const char *path, const char *text) {
+    FILE *file = fopen(path, "w");
+    if (file == NULL)
+        return bg_error_set(BG_ERR_IO, "trace: cannot open '%s': %s", path, strerror(errno));
+    size_t length = strlen(text);
+    int ok = fwrite(text, 1, length, file) == length && fputc('\n', file) != EOF;
+    int saved = errno;
+    if (fclose(file) != 0 && ok) {
+        ok = 0;
+        saved = errno;
+    }
+    if (!ok) return bg_error_set(BG_ERR_IO, "trace: cannot write '%s': %s", path, strerror(saved));
+    return BG_OK;
+}
+
+bg_status_t bg_trace_write(const char *path, const bg_timeline_t *tl) {
+    if (path == NULL || tl == NULL) return bg_error_set(BG_ERR_INVALID, "trace: NULL argument");
+    bg_status_t st = BG_OK;
+    char *text = NULL;
+    int lanes = tl->stages > tl->devices ? tl->stages : tl->devices;
+    unsigned char *used = calloc((size_t)tl->devices * (size_t)lanes * 2, 1);
+    cJSON *root = cJSON_CreateObject();
+    cJSON *events = root != NULL ? cJSON_AddArrayToObject(root, "traceEvents") : NULL;
+    if (used == NULL || events == NULL || !add_lane_names(events, tl, used)) goto nomem;
+    for (int i = 0; i < tl->count; i++)
+        if (!add_event(events, &tl->events[i])) goto nomem;
+    if (cJSON_AddStringToObject(root, "displayTimeUnit", "ms") == NULL) goto nomem;
+    text = cJSON_PrintUnformatted(root);
+    if (text == NULL) goto nomem;
+    st = write_text(path, text);
+    goto done;
+nomem:
+    st = bg_error_set(BG_ERR_NOMEM, "trace: out of memory building '%s'", path);
+done:
+    free(text);
+    cJSON_Delete(root);
+    free(used);
+    return st;
+}

@@ -1,0 +1,660 @@
+/* Reports of a timeline: every summary figure of a hand-built timeline with
+ * known waits, copies and gaps; the theoretical bubble of every schedule;
+ * the summary as a table and as JSON; the Chrome trace parsed back; the SVG
+ * timeline and sweep chart checked for well-formed XML and their counts of
+ * rows, op boxes and lines; unwritable paths. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "report.h"
+#include "svg.h"
+#include "trace.h"
+
+static const double EPS = 1e-12;
+
+#define expect_near(got, want, eps) expect_near_at((got), (want), (eps), #got, __FILE__, __LINE__)
+
+/* cmocka's float assertion works in single precision. */
+static void expect_near_at(double got, double want, double eps, const char *what, const char *file,
+                           int line) {
+    if (fabs(got - want) <= eps) return;
+    print_error("%s = %.17g, want %.17g (within %g)\n", what, got, want, eps);
+    _fail(file, line);
+}
+
+static void check_ok(bg_status_t st) {
+    if (st != BG_OK) fail_msg("status %s: %s", bg_status_name(st), bg_error_message());
+}
+
+static bg_timeline_t *make_timeline(bg_schedule_kind_t kind, int devices, int stages, int chunks,
+                                    int microbatches, const char *const *names) {
+    bg_timeline_config_t cfg = {.schedule = kind,
+                                .devices = devices,
+                                .stages = stages,
+                                .chunks = chunks,
+                                .microbatches = microbatches,
+                                .device_names = names,
+                                .measured = 1};
+    bg_timeline_t *tl = NULL;
+    check_ok(bg_timeline_create(&cfg, &tl));
+    return tl;
+}
+
+/* Adds an event with times in ms. */
+static void add(bg_timeline_t *tl, bg_event_kind_t kind, int device, int stage, int mb, int peer,
+                int step, double start_ms, double end_ms) {
+    bg_event_t e = {.kind = kind,
+                    .device = device,
+                    .stage = stage,
+                    .microbatch = mb,
+                    .peer_stage = peer,
+                    .step = step,
+                    .start = start_ms * 1e-3,
+                    .end = end_ms * 1e-3};
+    check_ok(bg_timeline_add(tl, &e));
+}
+
+/* Two devices, two stages, two steps of 10 and 12 ms (mean 11 ms). The
+ * expected figures below are the sums of these durations, per step. */
+static bg_timeline_t *hand_timeline(void) {
+    static const char *const names[] = {"cpu:0", "cpu:1"};
+    bg_timeline_t *tl = make_timeline(BG_SCHEDULE_1F1B, 2, 2, 1, 2, names);
+    check_ok(bg_timeline_reserve(tl, 0));
+    bg_timeline_add_step(tl, 0, 10e-3);
+    check_ok(bg_timeline_reserve(tl, 0));
+    bg_timeline_add_step(tl, 10e-3, 22e-3);
+    /* Device 0, stage 0, step 0: compute 1+1+2+2+0.5, copy 0.5*3, wait 2. */
+    add(tl, BG_EVENT_FORWARD, 0, 0, 0, -1, 0, 0, 1);
+    add(tl, BG_EVENT_SEND, 0, 0, 0, 1, 0, 1, 1.5);
+    add(tl, BG_EVENT_FORWARD, 0, 0, 1, -1, 0, 1.5, 2.5);
+    add(tl, BG_EVENT_SEND, 0, 0, 1, 1, 0, 2.5, 3);
+    add(tl, BG_EVENT_WAIT, 0, 0, 0, 1, 0, 3, 5);
+    add(tl, BG_EVENT_RECV, 0, 0, 0, 1, 0, 5, 5.5);
+    add(tl, BG_EVENT_BACKWARD, 0, 0, 0, -1, 0, 5.5, 7.5);
+    add(tl, BG_EVENT_BACKWARD, 0, 0, 1, -1, 0, 7.5, 9.5);
+    add(tl, BG_EVENT_STEP, 0, 0, -1, -1, 0, 9.5, 10);
+    /* Device 1, stage 1, step 0: compute 1+2+1+2+1 (a stage-less step),
+     * copy 0.5, wait 1.5 on stage 0. */
+    add(tl, BG_EVENT_WAIT, 1, 1, 0, 0, 0, 0, 1.5);
+    add(tl, BG_EVENT_FORWARD, 1, 1, 0, -1, 0, 1.5, 2.5);
+    add(tl, BG_EVENT_BACKWARD, 1, 1, 0, -1, 0, 2.5, 4.5);
+    add(tl, BG_EVENT_SEND, 1, 1, 0, 0, 0, 4.5, 5);
+    add(tl, BG_EVENT_FORWARD, 1, 1, 1, -1, 0, 5, 6);
+    add(tl, BG_EVENT_BACKWARD, 1, 1, 1, -1, 0, 6, 8);
+    add(tl, BG_EVENT_STEP, 1, -1, -1, -1, 0, 8, 9);
+    /* Step 1: device 0 computes 1 and waits 3 on stage 1; device 1 waits 2
+     * on stage 0 and computes 1 + 0.5. */
+    add(tl, BG_EVENT_FORWARD, 0, 0, 0, -1, 1, 10, 11);
+    add(tl, BG_EVENT_WAIT, 0, 0, 0, 1, 1, 11, 14);
+    add(tl, BG_EVENT_WAIT, 1, 1, 0, 0, 1, 10, 12);
+    add(tl, BG_EVENT_FORWARD, 1, 1, 0, -1, 1, 12, 13);
+    add(tl, BG_EVENT_WEIGHT, 1, 1, 0, -1, 1, 13, 13.5);
+    return tl;
+}
+
+static void test_summary_figures(void **state) {
+    (void)state;
+    bg_timeline_t *tl = hand_timeline();
+    bg_timeline_summary_t *s = NULL;
+    check_ok(bg_timeline_summarize(tl, &s));
+    assert_int_equal(s->devices, 2);
+    assert_int_equal(s->stages, 2);
+    assert_int_equal(s->steps, 2);
+    double step = 11e-3;
+    expect_near(s->step_s, step, EPS);
+
+    const bg_device_summary_t *d0 = &s->device[0], *d1 = &s->device[1];
+    expect_near(d0->compute_s, (6.5e-3 + 1e-3) / 2, EPS);
+    expect_near(d0->copy_s, 1.5e-3 / 2, EPS);
+    expect_near(d0->wait_s, (2e-3 + 3e-3) / 2, EPS);
+    expect_near(d0->idle_s, step - 3.75e-3 - 0.75e-3, EPS);
+    expect_near(d0->compute_frac, 3.75 / 11, EPS);
+    expect_near(d0->copy_frac, 0.75 / 11, EPS);
+    expect_near(d0->idle_frac, 6.5 / 11, EPS);
+    expect_near(d1->compute_s, (7e-3 + 1.5e-3) / 2, EPS);
+    expect_near(d1->copy_s, 0.5e-3 / 2, EPS);
+    expect_near(d1->wait_s, (1.5e-3 + 2e-3) / 2, EPS);
+    expect_near(d1->idle_s, step - 4.25e-3 - 0.25e-3, EPS);
+    expect_near(d1->compute_frac, 4.25 / 11, EPS);
+    expect_near(d1->copy_frac, 0.25 / 11, EPS);
+    expect_near(d1->idle_frac, 6.5 / 11, EPS);
+
+    const bg_stage_summary_t *s0 = &s->stage[0], *s1 = &s->stage[1];
+    assert_int_equal(s0->device, 0);
+    expect_near(s0->forward_s, 3e-3 / 2, EPS);
+    expect_near(s0->backward_s, 4e-3 / 2, EPS);
+    expect_near(s0->weight_s, 0, EPS);
+    expect_near(s0->compute_s, 7.5e-3 / 2, EPS); /* with its STEP */
+    expect_near(s0->wait_prev_s, 0, EPS);
+    expect_near(s0->wait_next_s, 5e-3 / 2, EPS);
+    expect_near(s0->copy_s, 1.5e-3 / 2, EPS);
+    assert_int_equal(s1->device, 1);
+    expect_near(s1->forward_s, 3e-3 / 2, EPS);
+    expect_near(s1->backward_s, 4e-3 / 2, EPS);
+    expect_near(s1->weight_s, 0.5e-3 / 2, EPS);
+    expect_near(s1->compute_s, 7.5e-3 / 2, EPS); /* its STEP had no stage */
+    expect_near(s1->wait_prev_s, 3.5e-3 / 2, EPS);
+    expect_near(s1->wait_next_s, 0, EPS);
+    expect_near(s1->copy_s, 0.5e-3 / 2, EPS);
+
+    expect_near(s->bubble_measured, (6.5 / 11 + 6.5 / 11) / 2, EPS);
+    expect_near(s->bubble_theory, 1.0 / 3, EPS);
+    expect_near(s->imbalance, (4.25e-3 - 3.75e-3) / step, EPS);
+    expect_near(s->exposed_transfer_frac, (0.75 / 11 + 0.25 / 11) / 2, EPS);
+    assert_string_equal(s->device_names[1], "cpu:1");
+    bg_timeline_summary_destroy(s);
+    bg_timeline_destroy(tl);
+}
+
+/* Without recorded steps the events' span is the one step; an empty
+ * timeline has all figures 0; events out of range are refused. */
+static void test_summary_edge_cases(void **state) {
+    (void)state;
+    bg_timeline_t *tl = make_timeline(BG_SCHEDULE_GPIPE, 1, 1, 1, 1, NULL);
+    bg_timeline_summary_t *s = NULL;
+    check_ok(bg_timeline_summarize(tl, &s));
+    assert_int_equal(s->steps, 0);
+    expect_near(s->step_s, 0, EPS);
+    expect_near(s->bubble_measured, 0, EPS);
+    expect_near(s->bubble_theory, 0, EPS);
+    assert_string_equal(s->device_names[0], "device 0");
+    bg_timeline_summary_destroy(s);
+    add(tl, BG_EVENT_FORWARD, 0, 0, 0, -1, 0, 2, 3);
+    add(tl, BG_EVENT_BACKWARD, 0, 0, 0, -1, 0, 4, 6);
+    check_ok(bg_timeline_summarize(tl, &s));
+    assert_int_equal(s->steps, 1);
+    expect_near(s->step_s, 4e-3, EPS);
+    expect_near(s->device[0].idle_frac, 0.25, EPS);
+    bg_timeline_summary_destroy(s);
+    add(tl, BG_EVENT_FORWARD, 0, 1, 0, -1, 0, 6, 7);
+    s = NULL;
+    assert_int_equal(bg_timeline_summarize(tl, &s), BG_ERR_INVALID);
+    assert_null(s);
+    assert_non_null(strstr(bg_error_message(), "event 2 (F) has device 0, stage 1"));
+    bg_timeline_summary_destroy(NULL);
+    bg_timeline_destroy(tl);
+}
+
+static void test_theoretical_bubble(void **state) {
+    (void)state;
+    expect_near(bg_schedule_theoretical_bubble(BG_SCHEDULE_GPIPE, 4, 8, 1), 3.0 / 11, EPS);
+    expect_near(bg_schedule_theoretical_bubble(BG_SCHEDULE_1F1B, 4, 8, 1), 3.0 / 11, EPS);
+    expect_near(bg_schedule_theoretical_bubble(BG_SCHEDULE_INTERLEAVED, 4, 8, 2), 3.0 / 19, EPS);
+    expect_near(bg_schedule_theoretical_bubble(BG_SCHEDULE_ZB_H1, 4, 8, 1), 3.0 / 27, EPS);
+    expect_near(bg_schedule_theoretical_bubble(BG_SCHEDULE_1F1B, 1, 8, 1), 0, EPS);
+    expect_near(bg_schedule_theoretical_bubble(BG_SCHEDULE_GPIPE, 8, 1, 1), 7.0 / 8, EPS);
+}
+
+static void test_summary_print(void **state) {
+    (void)state;
+    bg_timeline_t *tl = hand_timeline();
+    bg_timeline_summary_t *s = NULL;
+    check_ok(bg_timeline_summarize(tl, &s));
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    const size_t peak[] = {3u << 20, 5u << 19};
+    check_ok(bg_summary_print(out, s, peak));
+    check_ok(bg_summary_print(out, s, NULL));
+    fclose(out);
+    assert_non_null(strstr(text, "bubble: measured 59.1% vs theory 33.3% (1f1b, K=2, M=2); "
+                                 "stage imbalance 4.5%; exposed transfer 4.5%; step 11.0 ms "
+                                 "(measured)\n"));
+    /* Stage 1: compute 3.75 ms, busy 34.1%, its device idle 59.1%, waits
+     * 1.75 and 0 ms, copy 0.25 ms, 2.5 MiB. */
+    assert_non_null(strstr(text, "    1  cpu:1                 3.750   34.1   59.1        1.750"
+                                 "        0.000     0.250       2.5\n"));
+    assert_non_null(strstr(text, "0.250         -\n"));
+    free(text);
+    bg_timeline_summary_destroy(s);
+    bg_timeline_destroy(tl);
+}
+
+static double number(const cJSON *object, const char *name) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, name);
+    if (!cJSON_IsNumber(item)) fail_msg("no number \"%s\"", name);
+    return item->valuedouble;
+}
+
+static void test_summary_json(void **state) {
+    (void)state;
+    bg_timeline_t *tl = hand_timeline();
+    bg_timeline_summary_t *s = NULL;
+    check_ok(bg_timeline_summarize(tl, &s));
+    cJSON *object = cJSON_CreateObject();
+    check_ok(bg_summary_to_json(s, object));
+    char *text = cJSON_PrintUnformatted(object);
+    cJSON_Delete(object);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    assert_non_null(root);
+    assert_string_equal(cJSON_GetObjectItem(root, "schedule")->valuestring, "1f1b");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(root, "measured")));
+    expect_near(number(root, "microbatches"), 2, EPS);
+    expect_near(number(root, "steps"), 2, EPS);
+    expect_near(number(root, "step_s"), s->step_s, EPS);
+    expect_near(number(root, "bubble_measured"), s->bubble_measured, EPS);
+    expect_near(number(root, "bubble_theory"), 1.0 / 3, EPS);
+    expect_near(number(root, "imbalance"), s->imbalance, EPS);
+    expect_near(number(root, "exposed_transfer_frac"), s->exposed_transfer_frac, EPS);
+    const cJSON *devices = cJSON_GetObjectItem(root, "devices");
+    assert_int_equal(cJSON_GetArraySize(devices), 2);
+    const cJSON *d1 = cJSON_GetArrayItem(devices, 1);
+    assert_string_equal(cJSON_GetObjectItem(d1, "name")->valuestring, "cpu:1");
+    expect_near(number(d1, "compute_s"), 4.25e-3, EPS);
+    expect_near(number(d1, "wait_s"), 1.75e-3, EPS);
+    expect_near(number(d1, "idle_frac"), 6.5 / 11, EPS);
+    const cJSON *stages = cJSON_GetObjectItem(root, "stages");
+    assert_int_equal(cJSON_GetArraySize(stages), 2);
+    const cJSON *s0 = cJSON_GetArrayItem(stages, 0);
+    expect_near(number(s0, "stage"), 0, EPS);
+    expect_near(number(s0, "device"), 0, EPS);
+    expect_near(number(s0, "wait_next_s"), 2.5e-3, EPS);
+    expect_near(number(s0, "backward_s"), 2e-3, EPS);
+    expect_near(number(cJSON_GetArrayItem(stages, 1), "weight_s"), 0.25e-3, EPS);
+    cJSON_Delete(root);
+    bg_timeline_summary_destroy(s);
+    bg_timeline_destroy(tl);
+}
+
+static char *read_all(const char *path) {
+    FILE *file = fopen(path, "rb");
+    if (file == NULL) fail_msg("cannot open %s", path);
+    fseek(file, 0, SEEK_END);
+    long size = ftell(file);
+    fseek(file, 0, SEEK_SET);
+    char *text = malloc((size_t)size + 1);
+    assert_int_equal(fread(text, 1, (size_t)size, file), (size_t)size);
+    text[size] = '\0';
+    fclose(file);
+    return text;
+}
+
+static char temp_dir[64];
+
+static const char *temp_path(const char *name) {
+    static char path[128];
+    snprintf(path, sizeof path, "%s/%s", temp_dir, name);
+    return path;
+}
+
+static int count_of(const char *text, const char *needle) {
+    int n = 0;
+    for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+/* A timeline from a schedule's op lists by list scheduling: F 1 ms, B 2 ms,
+ * W and STEP 0.5 ms, each transfer between devices a 0.1 ms send on the
+ * producer and a 0.1 ms receive on the consumer, which waits for the data
+ * when it is not there yet. Steps follow one another. */
+typedef struct sim_state {
+    bg_timeline_t *tl;
+    double *clock, *ready; /* per device; per (kind F/B, stage, mb): data sent */
+    int stages, microbatches, step;
+} sim_state_t;
+
+static double *sim_ready(sim_state_t *sim, int backward, int stage, int mb) {
+    return &sim->ready[((size_t)backward * sim->stages + stage) * sim->microbatches + mb];
+}
+
+static void sim_event(sim_state_t *sim, bg_event_kind_t kind, int device, int stage, int mb,
+                      int peer, double length) {
+    bg_event_t e = {
+        kind, device, stage, mb, peer, sim->step, sim->clock[device], sim->clock[device] + length};
+    check_ok(bg_timeline_add(sim->tl, &e));
+    sim->clock[device] = e.end;
+}
+
+/* Runs op if its input is there: 1 when it ran. */
+static int sim_op(sim_state_t *sim, const bg_schedule_t *sc, int device, const bg_op_t *op) {
+    static const double cost_ms[] = {1, 2, 0.5, 0.5};
+    int devices = sc->devices, s = op->stage, mb = op->microbatch;
+    int peer = op->kind == BG_OP_FORWARD && s > 0                 ? s - 1
+               : op->kind == BG_OP_BACKWARD && s < sc->stages - 1 ? s + 1
+                                                                  : -1;
+    if (peer >= 0) {
+        double at = *sim_ready(sim, op->kind == BG_OP_BACKWARD, peer, mb);
+        if (at < 0) return 0;
+        if (peer % devices != device) {
+            if (at > sim->clock[device])
+                sim_event(sim, BG_EVENT_WAIT, device, s, mb, peer, at - sim->clock[device]);
+            sim_event(sim, BG_EVENT_RECV, device, s, mb, peer, 0.1e-3);
+        }
+    }
+    sim_event(sim, (bg_event_kind_t)op->kind, device, op->kind == BG_OP_STEP ? -1 : s,
+              op->kind == BG_OP_STEP ? -1 : mb, -1, cost_ms[op->kind] * 1e-3);
+    int next = op->kind == BG_OP_FORWARD ? s + 1 : s - 1;
+    if (op->kind <= BG_OP_BACKWARD && next >= 0 && next < sc->stages) {
+        if (next % devices != device) sim_event(sim, BG_EVENT_SEND, device, s, mb, next, 0.1e-3);
+        *sim_ready(sim, op->kind == BG_OP_BACKWARD, s, mb) = sim->clock[device];
+    }
+    return 1;
+}
+
+static bg_timeline_t *simulate_timeline(bg_schedule_kind_t kind, int devices, int chunks,
+                                        int microbatches, int steps) {
+    bg_schedule_config_t cfg = {kind, devices, chunks, microbatches, 0};
+    bg_schedule_t *sc = NULL;
+    check_ok(bg_schedule_create(&cfg, &sc));
+    const char *names[64];
+    char text[64][16];
+    for (int d = 0; d < devices; d++) {
+        snprintf(text[d], sizeof text[d], "cpu:%d", d);
+        names[d] = text[d];
+    }
+    sim_state_t sim = {.stages = sc->stages, .microbatches = microbatches};
+    sim.tl = make_timeline(kind, devices, sc->stages, chunks, microbatches, names);
+    sim.clock = calloc((size_t)devices, sizeof *sim.clock);
+    sim.ready = malloc(sizeof *sim.ready * 2 * (size_t)(sc->stages * microbatches));
+    int *next = calloc((size_t)devices, sizeof *next);
+    double start = 0;
+    for (sim.step = 0; sim.step < steps; sim.step++) {
+        for (int i = 0; i < 2 * sc->stages * microbatches; i++) sim.ready[i] = -1;
+        for (int d = 0; d < devices; d++) sim.clock[d] = start, next[d] = 0;
+        for (int progress = 1; progress;) {
+            progress = 0;
+            for (int d = 0; d < devices; d++)
+                while (next[d] < sc->op_counts[d] && sim_op(&sim, sc, d, &sc->ops[d][next[d]]))
+                    next[d]++, progress = 1;
+        }
+        double end = start;
+        for (int d = 0; d < devices; d++) {
+            assert_int_equal(next[d], sc->op_counts[d]);
+            if (sim.clock[d] > end) end = sim.clock[d];
+        }
+        check_ok(bg_timeline_reserve(sim.tl, 0));
+        bg_timeline_add_step(sim.tl, start, end);
+        start = end;
+    }
+    free(next);
+    free(sim.clock);
+    free(sim.ready);
+    bg_schedule_destroy(sc);
+    return sim.tl;
+}
+
+/* A small XML well-formedness check, enough for the SVG written here:
+ * elements nest and close in order, one root, attribute values quoted,
+ * no raw '<' in values or text and every '&' an entity. */
+static int is_name_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == ':' || c == '.';
+}
+
+static int entity_ok(const char *p) {
+    static const char *const entities[] = {"&lt;", "&gt;", "&amp;", "&quot;", "&apos;"};
+    for (int i = 0; i < 5; i++)
+        if (strncmp(p, entities[i], strlen(entities[i])) == 0) return 1;
+    return 0;
+}
+
+static int xml_check(const char *p, char *why, size_t size) {
+    enum { DEPTH = 64, NAME = 32 };
+    char stack[DEPTH][NAME];
+    int depth = 0, roots = 0;
+    const char *start = p;
+#define XML_FAIL(...)                                                                              \
+    do {                                                                                           \
+        int n_ = snprintf(why, size, "at %ld: ", (long)(p - start));                               \
+        snprintf(why + n_, size - (size_t)n_, __VA_ARGS__);                                        \
+        return 0;                                                                                  \
+    } while (0)
+    while (*p != '\0') {
+        if (*p == '&' && !entity_ok(p)) XML_FAIL("bare '&' in text");
+        if (*p != '<') {
+            if (depth == 0 && *p != ' ' && *p != '\n') XML_FAIL("text outside the root");
+            p++;
+            continue;
+        }
+        const char *close = p[1] == '?' ? "?>" : strncmp(p, "<!--", 4) == 0 ? "-->" : NULL;
+        if (close != NULL) {
+            const char *end = strstr(p, close);
+            if (end == NULL) XML_FAIL("unterminated %s", close);
+            p = end + strlen(close);
+            continue;
+        }
+        int closing = p[1] == '/';
+        p += closing ? 2 : 1;
+        char name[NAME];
+        int n = 0;
+        while (is_name_char(*p) && n < NAME - 1) name[n++] = *p++;
+        name[n] = '\0';
+        if (n == 0) XML_FAIL("empty tag name");
+        if (closing) {
+            if (*p != '>') XML_FAIL("junk in </%s>", name);
+            if (depth == 0 || strcmp(stack[depth - 1], name) != 0)
+                XML_FAIL("</%s> closes <%s>", name, depth ? stack[depth - 1] : "nothing");
+            depth--;
+            p++;
+            continue;
+        }
+        for (;;) {
+            while (*p == ' ' || *p == '\n') p++;
+            if (*p == '>' || (p[0] == '/' && p[1] == '>')) break;
+            if (!is_name_char(*p)) XML_FAIL("bad attribute in <%s>", name);
+            while (is_name_char(*p)) p++;
+            if (p[0] != '=' || (p[1] != '"' && p[1] != '\''))
+                XML_FAIL("unquoted value in <%s>", name);
+            char quote = p[1];
+            for (p += 2; *p != quote; p++) {
+                if (*p == '\0' || *p == '<') XML_FAIL("bad value in <%s>", name);
+                if (*p == '&' && !entity_ok(p)) XML_FAIL("bare '&' in a value in <%s>", name);
+            }
+            p++;
+        }
+        if (depth == 0) roots++;
+        if (*p == '/') {
+            p += 2;
+            continue;
+        }
+        if (depth == DEPTH) XML_FAIL("too deep");
+        snprintf(stack[depth++], NAME, "%s", name);
+        p++;
+    }
+    if (depth != 0) XML_FAIL("<%s> not closed", stack[depth - 1]);
+    if (roots != 1) XML_FAIL("%d root elements", roots);
+    return 1;
+#undef XML_FAIL
+}
+
+static void test_trace(void **state) {
+    (void)state;
+    bg_timeline_t *tl = simulate_timeline(BG_SCHEDULE_1F1B, 3, 1, 4, 2);
+    const char *path = temp_path("trace.json");
+    check_ok(bg_trace_write(path, tl));
+    char *text = read_all(path);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    assert_non_null(root);
+    assert_string_equal(cJSON_GetObjectItem(root, "displayTimeUnit")->valuestring, "ms");
+    const cJSON *events = cJSON_GetObjectItem(root, "traceEvents");
+    int complete = 0, process_names = 0, thread_names = 0, found_f3 = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, events) {
+        const char *ph = cJSON_GetObjectItem(e, "ph")->valuestring;
+        const char *name = cJSON_GetObjectItem(e, "name")->valuestring;
+        int pid = (int)number(e, "pid"), tid = (int)number(e, "tid");
+        if (strcmp(ph, "M") == 0) {
+            const char *label =
+                cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "name")
+                    ? cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "name")->valuestring
+                    : "";
+            char want[32];
+            if (strcmp(name, "process_name") == 0) {
+                snprintf(want, sizeof want, "cpu:%d", pid);
+                assert_string_equal(label, want);
+                process_names++;
+            } else if (strcmp(name, "thread_name") == 0) {
+                if (tid >= BG_TRACE_TRANSFER_TID)
+                    snprintf(want, sizeof want, "stage %d transfers", tid - BG_TRACE_TRANSFER_TID);
+                else
+                    snprintf(want, sizeof want, "stage %d", tid);
+                assert_string_equal(label, want);
+                thread_names++;
+            }
+            continue;
+        }
+        assert_string_equal(ph, "X");
+        const bg_event_t *want = &tl->events[complete++];
+        assert_int_equal(pid, want->device);
+        const cJSON *args = cJSON_GetObjectItem(e, "args");
+        assert_int_equal((int)number(args, "stage"), want->stage);
+        assert_int_equal((int)number(args, "microbatch"), want->microbatch);
+        assert_int_equal((int)number(args, "step"), want->step);
+        expect_near(number(e, "ts"), want->start * 1e6, 1e-3);
+        expect_near(number(e, "dur"), (want->end - want->start) * 1e6, 1e-3);
+        if (want->kind == BG_EVENT_FORWARD && want->microbatch == 3) {
+            assert_string_equal(name, "F3");
+            assert_int_equal(tid, want->stage);
+            found_f3++;
+        }
+        if (want->kind == BG_EVENT_SEND && want->stage == 1 && want->peer_stage == 2 &&
+            want->microbatch == 3)
+            assert_string_equal(name, "send F3 to stage 2");
+        if (want->kind == BG_EVENT_WAIT) {
+            char wait[32];
+            snprintf(wait, sizeof wait, "wait for stage %d", want->peer_stage);
+            assert_string_equal(name, wait);
+            assert_int_equal(tid, BG_TRACE_TRANSFER_TID + want->stage);
+        }
+    }
+    assert_int_equal(complete, tl->count);
+    assert_int_equal(found_f3, 3 * 2); /* 3 stages, 2 steps */
+    assert_int_equal(process_names, 3);
+    assert_int_equal(thread_names, 3 + 3); /* compute and transfer lane per stage */
+    cJSON_Delete(root);
+    bg_timeline_destroy(tl);
+}
+
+static void expect_well_formed(const char *text) {
+    char why[256];
+    if (!xml_check(text, why, sizeof why)) fail_msg("not well-formed XML: %s", why);
+}
+
+static void test_svg_timeline(void **state) {
+    (void)state;
+    bg_timeline_t *tl = simulate_timeline(BG_SCHEDULE_ZB_H1, 4, 1, 8, 2);
+    snprintf(tl->device_names[2], sizeof tl->device_names[2], "gpu<2> & \"x\"");
+    int ops = 0, ops_step1 = 0, weights = 0;
+    for (int i = 0; i < tl->count; i++) {
+        if (tl->events[i].kind > BG_EVENT_STEP) continue;
+        ops++;
+        ops_step1 += tl->events[i].step == 1;
+        weights += tl->events[i].kind == BG_EVENT_WEIGHT;
+    }
+    const char *path = temp_path("timeline.svg");
+    check_ok(bg_svg_timeline_write(path, tl, -1));
+    char *text = read_all(path);
+    expect_well_formed(text);
+    assert_int_equal(count_of(text, "<g class=\"row\""), 4);
+    assert_int_equal(count_of(text, "<rect class=\"op\""), ops);
+    assert_int_equal(count_of(text, "data-kind=\"W\""), weights);
+    assert_int_equal(weights, 4 * 8 * 2);
+    assert_non_null(strstr(text, "stage 2 (gpu&lt;2&gt; &amp; &quot;x&quot;)"));
+    assert_non_null(strstr(text, "zb-h1 schedule: K=4, M=8, measured"));
+    free(text);
+    check_ok(bg_svg_timeline_write(path, tl, 1));
+    text = read_all(path);
+    expect_well_formed(text);
+    assert_int_equal(count_of(text, "<rect class=\"op\""), ops_step1);
+    free(text);
+    assert_int_equal(bg_svg_timeline_write(path, tl, 2), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "step 2 out of range"));
+    bg_timeline_destroy(tl);
+
+    /* gpipe with 64 micro-batches: narrow F boxes go unlabelled. */
+    tl = simulate_timeline(BG_SCHEDULE_GPIPE, 4, 1, 64, 1);
+    check_ok(bg_svg_timeline_write(path, tl, 0));
+    text = read_all(path);
+    expect_well_formed(text);
+    assert_int_equal(count_of(text, "<rect class=\"op\""), 4 * (64 * 2 + 1));
+    assert_non_null(strstr(text, "width=\"2364\""));
+    free(text);
+    bg_timeline_destroy(tl);
+}
+
+static void test_svg_chart(void **state) {
+    (void)state;
+    bg_sweep_point_t points[] = {
+        {"1f1b", 8, 900, 0.27, 3.0 / 11, 8.9}, {"1f1b", 1, 300, 0.75, 0.75, 3.3},
+        {"gpipe", 2, 480, 0.61, 0.6, 4.2},     {"1f1b", 4, 700, 0.43, 3.0 / 7, 5.7},
+        {"1f1b", 2, 500, 0.6, 0.6, 4.0},       {"gpipe", 8, NAN, 0.28, 3.0 / 11, 9.0},
+        {"gpipe", 1, 290, 0.76, 0.75, 3.4},    {"a<b", 4, 650, 0.2, 0.2, 6},
+    };
+    const char *path = temp_path("chart.svg");
+    check_ok(bg_svg_chart_write(path, points, 8));
+    char *text = read_all(path);
+    expect_well_formed(text);
+    assert_int_equal(count_of(text, "<path class=\"throughput\""), 3);
+    assert_int_equal(count_of(text, "<path class=\"bubble\""), 3);
+    assert_int_equal(count_of(text, "<path class=\"theory\""), 3);
+    assert_int_equal(count_of(text, "<circle class=\"point\""), 7);
+    assert_non_null(strstr(text, "data-schedule=\"a&lt;b\""));
+    /* 1f1b's line visits M = 1, 2, 4, 8 in order: four points, one move. */
+    const char *line = strstr(text, "class=\"throughput\" data-schedule=\"1f1b\"");
+    assert_non_null(line);
+    const char *d = strstr(line, " d=\"");
+    assert_int_equal(d[4], 'M');
+    assert_int_equal(count_of(d, "L") >= 3, 1);
+    free(text);
+    assert_int_equal(bg_svg_chart_write(path, points, 0), BG_ERR_INVALID);
+    points[2].microbatches = 0;
+    assert_int_equal(bg_svg_chart_write(path, points, 8), BG_ERR_INVALID);
+}
+
+static void expect_io_error(bg_status_t st, const char *path) {
+    assert_int_equal(st, BG_ERR_IO);
+    if (strstr(bg_error_message(), path) == NULL)
+        fail_msg("message \"%s\" does not name %s", bg_error_message(), path);
+}
+
+static void test_unwritable_paths(void **state) {
+    (void)state;
+    bg_timeline_t *tl = hand_timeline();
+    const char *path = "/nonexistent-brigade-dir/out.file";
+    expect_io_error(bg_trace_write(path, tl), path);
+    expect_io_error(bg_svg_timeline_write(path, tl, -1), path);
+    bg_sweep_point_t point = {"1f1b", 4, 100, 0.4, 0.4, 1};
+    expect_io_error(bg_svg_chart_write(path, &point, 1), path);
+    if (access("/dev/full", W_OK) == 0) {
+        expect_io_error(bg_trace_write("/dev/full", tl), "/dev/full");
+        expect_io_error(bg_svg_timeline_write("/dev/full", tl, 0), "/dev/full");
+    }
+    bg_timeline_destroy(tl);
+}
+
+static int make_temp_dir(void **state) {
+    (void)state;
+    snprintf(temp_dir, sizeof temp_dir, "/tmp/brigade_report_XXXXXX");
+    return mkdtemp(temp_dir) == NULL ? -1 : 0;
+}
+
+static int remove_temp_dir(void **state) {
+    (void)state;
+    const char *names[] = {"trace.json", "timeline.svg", "chart.svg"};
+    for (int i = 0; i < 3; i++) remove(temp_path(names[i]));
+    return rmdir(temp_dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_summary_figures),    cmocka_unit_test(test_summary_edge_cases),
+        cmocka_unit_test(test_theoretical_bubble), cmocka_unit_test(test_summary_print),
+        cmocka_unit_test(test_summary_json),       cmocka_unit_test(test_trace),
+        cmocka_unit_test(test_svg_timeline),       cmocka_unit_test(test_svg_chart),
+        cmocka_unit_test(test_unwritable_paths),
+    };
+    return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
+}
