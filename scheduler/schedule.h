@@ -20,8 +20,11 @@
  *   interleaved  Megatron's interleaved 1F1B with V chunks; M must be a
  *                multiple of K
  *   zb-h1        the Zero Bubble paper's ZB-H1: 1F1B's F/B order with the
- *                backward split into B and W, each stage deferring S-1-s of
- *                its W's to fill the drain bubble
+ *                backward split into B and W; stage s runs W(i - s) after
+ *                its i-th B, so later stages put off their W's and pass
+ *                gradients back sooner, and the W's fill the drain. With
+ *                F = B = W the bubble is (K-1)/(3M+K-1); every stage holds
+ *                up to min(K, M) micro-batches
  * Forward-only schedules (evaluation) have F ops and no B/W/STEP.
  *
  * Interleaved order (per device d, k = 0 .. M*V-1): the k-th forward is
@@ -29,8 +32,8 @@
  * backward is the same micro-batch of chunk V-1 - (k / K) % V. Warm-up:
  * all M*V forwards when M = K, else min(2 (K-d-1) + (V-1) K, M*V); then
  * F(warm-up + i), B(i) pairs; then the remaining backwards. 1f1b is this
- * shape with V = 1 and min(S-1-s, M) warm-up forwards; zb-h1 adds W(i - w)
- * after the i-th B (w its warm-up count) and the last w W's at the end. */
+ * shape with V = 1 and min(S-1-s, M) warm-up forwards; zb-h1 adds W(i - s)
+ * after the i-th B of stage s and the last s W's at the end. */
 #ifndef BG_SCHEDULE_H
 #define BG_SCHEDULE_H
 

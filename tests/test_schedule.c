@@ -219,17 +219,21 @@ static void test_zb_h1_ops(void **state) {
     (void)state;
     bg_schedule_t *s = make(BG_SCHEDULE_ZB_H1, 2, 1, 3, 0);
     assert_int_equal(s->split_backward, 1);
-    /* Device 0: one warm-up F, so W(k) follows B(k+1) and W2 runs last. */
-    expect_device(s, 0, "F0 F1 B0 F2 B1 W0 B2 W1 W2 STEP");
-    expect_device(s, 1, "F0 B0 W0 F1 B1 W1 F2 B2 W2 STEP");
+    /* Device 0 (first stage): one warm-up F, each W right after its B.
+     * Device 1 (last stage): W(k) lags one B behind, W2 runs last. */
+    expect_device(s, 0, "F0 F1 B0 W0 F2 B1 W1 B2 W2 STEP");
+    expect_device(s, 1, "F0 B0 F1 B1 W0 F2 B2 W1 W2 STEP");
     bg_schedule_destroy(s);
 
     s = make(BG_SCHEDULE_ZB_H1, 4, 1, 8, 0);
     expect_device(s, 0,
-                  "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 W0 F7 B4 W1 B5 W2 B6 W3 B7 W4 W5 W6 "
-                  "W7 STEP");
+                  "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 B5 W5 B6 W6 B7 W7 "
+                  "STEP");
+    expect_device(s, 3,
+                  "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 F6 B6 W3 F7 B7 W4 W5 W6 W7 "
+                  "STEP");
     expect_device(s, 2,
-                  "F0 F1 B0 F2 B1 W0 F3 B2 W1 F4 B3 W2 F5 B4 W3 F6 B5 W4 F7 B6 W5 B7 W6 "
+                  "F0 F1 B0 F2 B1 F3 B2 W0 F4 B3 W1 F5 B4 W2 F6 B5 W3 F7 B6 W4 B7 W5 W6 "
                   "W7 STEP");
     bg_schedule_destroy(s);
 }
@@ -314,12 +318,10 @@ static void check_generated(const bg_schedule_t *s) {
         switch (s->kind) {
         case BG_SCHEDULE_GPIPE: assert_int_equal(slots, M); break;
         case BG_SCHEDULE_1F1B: assert_int_equal(slots, min_int(K - stage, M)); break;
-        case BG_SCHEDULE_ZB_H1: {
-            /* w warm-ups; W lags B by w: 2w+1 live at F(w+i) once i >= w. */
-            const int w = min_int(K - 1 - stage, M);
-            assert_int_equal(slots, min_int(2 * w + 1, M));
+        case BG_SCHEDULE_ZB_H1:
+            /* K-1-s warm-ups and W's lagging s places: K live at most. */
+            assert_int_equal(slots, min_int(K, M));
             break;
-        }
         case BG_SCHEDULE_INTERLEAVED:
             assert_true(slots >= 1);
             assert_true(slots <= M);
@@ -478,11 +480,11 @@ static void test_specific_rejections(void **state) {
                    "later (op 1)");
     free_copy(c);
 
-    c = copy_schedule(zb, 1); /* device 3: F0 B0 W0 -> F0 W0 B0 */
-    swap_ops(c, 3, 1);
+    c = copy_schedule(zb, 1); /* device 0: ... B0 W0 -> ... W0 B0 */
+    swap_ops(c, 0, 4);
     expect_invalid(bg_schedule_validate(c),
-                   "device 3, op 1 (W0 of stage 3): needs B0 of stage 3, which this device runs "
-                   "later (op 2)");
+                   "device 0, op 4 (W0 of stage 0): needs B0 of stage 0, which this device runs "
+                   "later (op 5)");
     free_copy(c);
 
     c = copy_schedule(f1b, 1); /* STEP first on device 0 */
@@ -649,16 +651,13 @@ static void test_stash_slots(void **state) {
     bg_schedule_destroy(s);
 
     /* zb-h1, K=4, M=8 (lists in test_zb_h1_ops). Stage s has w = 3 - s
-     * warm-up forwards and runs W(i - w) right after B(i); a micro-batch
-     * is held until its W. F(w+i) runs after B(0..i-1) and W(0..i-1-w), so
-     * it sees micro-batches max(0, i-w) .. w+i live: w+i+1 for i < w, then
-     * 2w+1 (i goes up to M-w-1, which is >= w on every stage here).
-     * Stage 0 (w=3): at F6 (i=3), W's not yet run since none, 0..6: 7; at
-     * F7, W0 has run, 1..7: 7. Stage 1 (w=2): at F4, 0..4: 5. Stage 2
-     * (w=1): at F2, 0..2: 3. Stage 3 (w=0): F B W in turn: 1. 1F1B holds
-     * 4, 3, 2, 1: each deferred W keeps its micro-batch held w ops more. */
+     * warm-up forwards and runs W(i - s) after B(i); a micro-batch is held
+     * until its W. F(w+i) runs after B(0..i-1) and W(0..i-1-s), so it sees
+     * micro-batches max(0, i-s) .. w+i live: w+i+1 for i < s, then
+     * w + s + 1 = 4 = K. 1F1B holds 4, 3, 2, 1: the later stages hold their
+     * micro-batches longer, waiting for their deferred W's. */
     s = make(BG_SCHEDULE_ZB_H1, 4, 1, 8, 0);
-    expect_stash(s, (const int[]){7, 5, 3, 1});
+    expect_stash(s, (const int[]){4, 4, 4, 4});
     bg_schedule_destroy(s);
 
     /* Interleaved K=2, V=2, M=4 (lists in test_interleaved_ops). Stage 0:
