@@ -12,6 +12,7 @@
 
 int bg_cmd_summary(int argc, char **argv);
 int bg_cmd_train(int argc, char **argv);
+int bg_cmd_plan(int argc, char **argv);
 int bg_cmd_sweep(int argc, char **argv);
 
 /* Prints "brigade CMD: message" to stderr and returns exit status 2. */

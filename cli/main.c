@@ -14,9 +14,10 @@ static const char usage[] =
     "commands:\n"
     "  summary MODEL   layer table: output shape, parameters, FLOPs, activation bytes\n"
     "  train   MODEL   train a model and report test accuracy and samples/s\n"
+    "  plan    MODEL   stages, devices, predicted time and memory; refuses what cannot fit\n"
     "  sweep   MODEL   step time, throughput, bubble and memory for each micro-batch count\n"
     "\n"
-    "Planned, not yet in this build: plan, simulate, profile, topo\n"
+    "Planned, not yet in this build: simulate, profile, topo\n"
     "(see docs/design.md).\n"
     "\n"
     "'brigade COMMAND --help' explains a command's options.\n"
@@ -34,8 +35,9 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "summary") == 0) return bg_cmd_summary(argc - 1, argv + 1);
     if (strcmp(cmd, "train") == 0) return bg_cmd_train(argc - 1, argv + 1);
+    if (strcmp(cmd, "plan") == 0) return bg_cmd_plan(argc - 1, argv + 1);
     if (strcmp(cmd, "sweep") == 0) return bg_cmd_sweep(argc - 1, argv + 1);
-    static const char *const planned[] = {"plan", "simulate", "profile", "topo"};
+    static const char *const planned[] = {"simulate", "profile", "topo"};
     for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++) {
         if (strcmp(cmd, planned[i]) == 0) {
             fprintf(stderr, "brigade: '%s' is not implemented in this build yet\n", cmd);

@@ -112,7 +112,7 @@ expect 0 "" -- --help
 stdout_has "train" "brigade --help"
 stdout_has "summary" "brigade --help"
 expect 2 "unknown command 'frobnicate'" -- frobnicate
-expect 2 "not implemented" -- plan "$MODEL"
+expect 2 "not implemented" -- topo
 expect 0 "" -- train --help
 stdout_has "--batch" "brigade train --help"
 expect 0 "" -- summary --help

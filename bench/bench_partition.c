@@ -1,0 +1,123 @@
+/* Time the planner takes for a deep model: 1,000 layers cut into 64 stages
+ * on 64 CPU devices, without a memory limit, with a limit that binds, and
+ * with one nothing fits under (which also searches for the smallest
+ * overflow); then the device order of 10 devices (exact) and 64 (greedy).
+ * The bar is under a second for each plan.
+ *
+ *   bench_partition
+ *
+ * Not a test: prints its figures, asserts nothing about them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "partition.h"
+
+enum { LAYERS = 1000, STAGES = 64, CONV_BLOCKS = 150 };
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* 1,000 layers: conv+relu blocks of varying widths on 16x16 maps, a
+ * flatten, dense+relu blocks of varying widths, the classifier and loss. */
+static char *deep_model_text(void) {
+    size_t size = 64 * 1024;
+    char *text = malloc(size);
+    if (text == NULL) return NULL;
+    int at = snprintf(text, size, "input channels=3 height=16 width=16\n");
+    int layers = 0;
+    for (int i = 0; i < CONV_BLOCKS; i++, layers += 2)
+        at +=
+            snprintf(text + at, size - (size_t)at,
+                     "conv2d filters=%d kernel=3 padding=same activation=relu\n", 4 + (i * 7) % 13);
+    at += snprintf(text + at, size - (size_t)at, "flatten\n");
+    layers++;
+    for (int i = 0; layers + 2 <= LAYERS - 2; i++, layers += 2)
+        at += snprintf(text + at, size - (size_t)at, "dense units=%d activation=relu\n",
+                       16 + (i * 37) % 113);
+    if (layers < LAYERS - 2) at += snprintf(text + at, size - (size_t)at, "relu\n");
+    snprintf(text + at, size - (size_t)at, "dense units=10\nsoftmax_cross_entropy\n");
+    return text;
+}
+
+static int plan(const bg_cost_model_t *model, bg_cost_device_t *dev, size_t capacity,
+                const char *what) {
+    for (int d = 0; d < STAGES; d++) dev[d].memory_bytes = capacity;
+    bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
+    pc.model = model;
+    pc.devices = STAGES;
+    pc.device = dev;
+    bg_partition_t *p = NULL;
+    double start = now_seconds();
+    bg_status_t st = bg_partition_create(&pc, &p);
+    double elapsed = now_seconds() - start;
+    if (st != BG_OK) {
+        fprintf(stderr, "bench_partition: %s\n", bg_error_message());
+        return 1;
+    }
+    size_t peak = 0;
+    for (int s = 0; s < p->stages; s++)
+        if (p->stage[s].peak_bytes > peak) peak = p->stage[s].peak_bytes;
+    printf("%-28s %8.1f ms  %s, bottleneck %.3f ms/micro-batch, largest stage %.2f MiB\n", what,
+           elapsed * 1e3, p->fits ? "fits" : "does not fit", p->bottleneck_s * 1e3,
+           (double)peak / (1024.0 * 1024.0));
+    bg_partition_destroy(p);
+    return 0;
+}
+
+static void order(int k) {
+    double *bw = malloc(sizeof(double) * (size_t)(k * k));
+    int *out = malloc(sizeof(int) * (size_t)k);
+    if (bw == NULL || out == NULL) return;
+    for (int i = 0; i < k * k; i++) bw[i] = 1 + (double)((i * 7919) % 97);
+    double slowest = 0, start = now_seconds();
+    bg_status_t st = bg_device_order(bw, k, 0, out, &slowest);
+    printf("device order of %2d devices    %8.3f ms  %s, slowest link %.0f\n", k,
+           (now_seconds() - start) * 1e3, st == BG_OK ? "ok" : bg_error_message(), slowest);
+    free(bw);
+    free(out);
+}
+
+int main(void) {
+    char *text = deep_model_text();
+    bg_model_spec_t *spec = NULL;
+    if (text == NULL || bg_model_spec_parse("deep", text, strlen(text), &spec) != BG_OK) {
+        fprintf(stderr, "bench_partition: %s\n", bg_error_message());
+        free(text);
+        return 1;
+    }
+    free(text);
+    bg_cost_config_t cc = BG_COST_CONFIG_INIT;
+    cc.spec = spec;
+    cc.batch = 64;
+    cc.microbatches = 8;
+    bg_cost_model_t *model = NULL;
+    if (bg_cost_model_create(&cc, &model) != BG_OK) {
+        fprintf(stderr, "bench_partition: %s\n", bg_error_message());
+        bg_model_spec_destroy(spec);
+        return 1;
+    }
+    bg_cost_stage_t whole = {.first_layer = 0, .last_layer = spec->num_layers, .stash_slots = 1};
+    bg_cost_memory_t all = bg_cost_stage_memory(model, &whole);
+    size_t even = bg_cost_memory_peak(&all) / STAGES;
+    printf("%d layers onto %d stages (whole model as one stage: %.2f MiB)\n", spec->num_layers,
+           STAGES, (double)bg_cost_memory_peak(&all) / (1024.0 * 1024.0));
+    bg_cost_device_t dev[STAGES];
+    for (int d = 0; d < STAGES; d++) {
+        bg_cost_device_t one = BG_COST_DEVICE_CPU_CORE_INIT;
+        snprintf(one.name, sizeof one.name, "cpu:%d", d);
+        dev[d] = one;
+    }
+    int failed = plan(model, dev, 0, "no memory limit");
+    failed |= plan(model, dev, even * 3, "limit 3x an even share");
+    failed |= plan(model, dev, even / 4, "limit 1/4 of an even share");
+    order(10);
+    order(64);
+    bg_cost_model_destroy(model);
+    bg_model_spec_destroy(spec);
+    return failed;
+}

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Measured pipeline bubble against theory on the CPU backend (issue 4's bar):
+# K = 2 CPU devices, M in {1,2,4,8,16}, GPipe and 1F1B, on a model that cuts
+# into two equal halves. For each point prints the measured bubble, the
+# theoretical (K-1)/(M+K-1), the measured stage imbalance, and whether the
+# measured bubble lies within 3 points of theory + imbalance.
+#   bench/bubble.sh [BUILD_DIR]     (default: build)
+set -eu
+build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export OPENBLAS_NUM_THREADS=1
+out=$("$build/cli/brigade" sweep examples/mlp_balanced.model --devices cpu:2 --split 5 \
+    --microbatches 1,2,4,8,16 --schedule gpipe,1f1b --batch 64 --warmup 3 --steps 10 \
+    --chart "${CHART:-/dev/null}")
+echo "$out"
+echo
+echo "$out" | awk '$2 == "gpipe" || $2 == "1f1b" {
+    limit = $6 + $7 + 3;
+    verdict = ($5 <= limit) ? "within" : "OUTSIDE";
+    printf "%-6s M=%-3s measured %5.1f%%  theory %5.1f%% + imbalance %5.1f%% + 3 = %5.1f%%  %s\n",
+           $2, $1, $5, $6, $7, limit, verdict
+}'

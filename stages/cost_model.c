@@ -1,0 +1,213 @@
+#include "cost_model.h"
+
+#include <stdlib.h>
+
+#include "cpu/backend_cpu.h"
+#include "layer.h"
+
+/* Range maxima in O(1): level k holds the maxima of windows of 2^k values. */
+typedef struct range_max {
+    int levels;
+    int64_t **level; /* level[k][i] = max of values[i .. i + 2^k) */
+} range_max_t;
+
+struct bg_cost_model {
+    bg_cost_config_t cfg;
+    int layers;
+    int64_t micro;      /* samples per micro-batch */
+    size_t elem;        /* bytes per element */
+    int states;         /* optimizer state buffers per parameter buffer */
+    int has_loss_layer; /* the last layer is softmax_cross_entropy */
+    /* Prefix sums over layers, layers + 1 entries each. */
+    int64_t *forward_flops;  /* forward FLOPs per sample */
+    int64_t *backward_flops; /* 2x forward with weights, else 1x */
+    int64_t *backward_ops;   /* 2 ops with weights, else 1 */
+    int64_t *param_elems;    /* weights + biases of layers with weights */
+    int64_t *output_elems;   /* per-sample outputs of layers other than flatten */
+    int64_t *weighted_elems; /* per-sample outputs of layers with weights */
+    int64_t *boundary;       /* per-sample numel at each boundary (not a prefix sum) */
+    range_max_t widest;      /* over boundary[0 .. layers] */
+    range_max_t workspace;   /* bytes, over layers */
+};
+
+static void range_max_free(range_max_t *r) {
+    for (int k = 0; r->level != NULL && k < r->levels; k++) free(r->level[k]);
+    free(r->level);
+}
+
+static bg_status_t range_max_build(range_max_t *r, const int64_t *values, int n) {
+    r->levels = 1;
+    while ((1 << r->levels) <= n) r->levels++;
+    r->level = calloc((size_t)r->levels, sizeof *r->level);
+    if (r->level == NULL) return bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
+    for (int k = 0; k < r->levels; k++) {
+        int count = n - (1 << k) + 1;
+        r->level[k] = malloc(sizeof(int64_t) * (size_t)count);
+        if (r->level[k] == NULL) return bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
+        for (int i = 0; i < count; i++) {
+            if (k == 0) {
+                r->level[k][i] = values[i];
+            } else {
+                int64_t a = r->level[k - 1][i], b = r->level[k - 1][i + (1 << (k - 1))];
+                r->level[k][i] = a > b ? a : b;
+            }
+        }
+    }
+    return BG_OK;
+}
+
+/* Maximum of values[first .. last], inclusive, first <= last. */
+static int64_t range_max_query(const range_max_t *r, int first, int last) {
+    int k = 31 - __builtin_clz((unsigned)(last - first + 1));
+    int64_t a = r->level[k][first], b = r->level[k][last - (1 << k) + 1];
+    return a > b ? a : b;
+}
+
+void bg_cost_model_destroy(bg_cost_model_t *m) {
+    if (m == NULL) return;
+    free(m->forward_flops);
+    free(m->backward_flops);
+    free(m->backward_ops);
+    free(m->param_elems);
+    free(m->output_elems);
+    free(m->weighted_elems);
+    free(m->boundary);
+    range_max_free(&m->widest);
+    range_max_free(&m->workspace);
+    free(m);
+}
+
+static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
+    const bg_model_spec_t *spec = m->cfg.spec;
+    const int n = m->layers;
+    int64_t *workspace = malloc(sizeof(int64_t) * (size_t)n);
+    if (workspace == NULL) return bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
+    for (int i = 0; i < n; i++) {
+        const bg_layer_spec_t *l = &spec->layers[i];
+        int64_t weights, biases;
+        bg_layer_param_counts(l, &weights, &biases);
+        int weighted = weights > 0;
+        int64_t out = bg_shape_numel(l->out);
+        m->forward_flops[i + 1] = m->forward_flops[i] + l->flops;
+        m->backward_flops[i + 1] = m->backward_flops[i] + l->flops * (weighted ? 2 : 1);
+        m->backward_ops[i + 1] = m->backward_ops[i] + (weighted ? 2 : 1);
+        m->param_elems[i + 1] = m->param_elems[i] + (weighted ? weights + biases : 0);
+        m->output_elems[i + 1] = m->output_elems[i] + (l->kind == BG_LAYER_FLATTEN ? 0 : out);
+        m->weighted_elems[i + 1] = m->weighted_elems[i] + (weighted ? out : 0);
+        m->boundary[i] = bg_shape_numel(l->in);
+        workspace[i] = (int64_t)bg_layer_workspace_bytes(l, be, m->micro);
+    }
+    m->boundary[n] = bg_shape_numel(spec->layers[n - 1].out);
+    bg_status_t st = range_max_build(&m->widest, m->boundary, n + 1);
+    if (st == BG_OK) st = range_max_build(&m->workspace, workspace, n);
+    free(workspace);
+    return st;
+}
+
+bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **out) {
+    const bg_model_spec_t *spec = cfg->spec;
+    if (spec == NULL || spec->num_layers < 1)
+        return bg_error_set(BG_ERR_INVALID, "cost model: no model given");
+    if (cfg->batch < 1 || cfg->microbatches < 1 || cfg->microbatches > cfg->batch)
+        return bg_error_set(BG_ERR_INVALID,
+                            "cost model: %d micro-batches of a %lld-sample batch (need 1..B)",
+                            cfg->microbatches, (long long)cfg->batch);
+    bg_cost_model_t *m = calloc(1, sizeof *m);
+    if (m == NULL) return bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
+    m->cfg = *cfg;
+    m->layers = spec->num_layers;
+    m->micro = (cfg->batch + cfg->microbatches - 1) / cfg->microbatches;
+    m->elem = bg_dtype_size(cfg->dtype);
+    m->states = bg_optimizer_state_buffers(&cfg->optimizer);
+    m->has_loss_layer = spec->layers[m->layers - 1].kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY;
+    size_t count = (size_t)m->layers + 1;
+    m->forward_flops = calloc(count, sizeof(int64_t));
+    m->backward_flops = calloc(count, sizeof(int64_t));
+    m->backward_ops = calloc(count, sizeof(int64_t));
+    m->param_elems = calloc(count, sizeof(int64_t));
+    m->output_elems = calloc(count, sizeof(int64_t));
+    m->weighted_elems = calloc(count, sizeof(int64_t));
+    m->boundary = calloc(count, sizeof(int64_t));
+    bg_status_t st = BG_OK;
+    bg_backend_t *own = NULL, *be = cfg->workspace_backend;
+    if (!m->forward_flops || !m->backward_flops || !m->backward_ops || !m->param_elems ||
+        !m->output_elems || !m->weighted_elems || !m->boundary) {
+        st = bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
+        goto fail;
+    }
+    if (be == NULL) {
+        bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
+        cpu.dtype = cfg->dtype;
+        BG_CHECK_GOTO(bg_backend_cpu_create(&cpu, &own), st, fail);
+        be = own;
+    }
+    BG_CHECK_GOTO(tabulate(m, be), st, fail);
+    bg_backend_destroy(own);
+    *out = m;
+    return BG_OK;
+fail:
+    bg_backend_destroy(own);
+    bg_cost_model_destroy(m);
+    return st;
+}
+
+int bg_cost_model_layers(const bg_cost_model_t *m) { return m->layers; }
+
+int64_t bg_cost_model_microbatch(const bg_cost_model_t *m) { return m->micro; }
+
+const bg_cost_config_t *bg_cost_model_config(const bg_cost_model_t *m) { return &m->cfg; }
+
+bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device_t *d, int first,
+                                  int last) {
+    const double samples = (double)m->micro;
+    double fwd_flops = (double)(m->forward_flops[last] - m->forward_flops[first]);
+    double bwd_flops = (double)(m->backward_flops[last] - m->backward_flops[first]);
+    double bwd_ops = (double)(m->backward_ops[last] - m->backward_ops[first]);
+    bg_cost_time_t t;
+    t.forward = fwd_flops * samples / d->flops_per_s + (last - first) * d->op_overhead_s;
+    t.backward = bwd_flops * samples / d->flops_per_s + bwd_ops * d->op_overhead_s;
+    t.recompute = m->cfg.recompute ? t.forward : 0;
+    return t;
+}
+
+size_t bg_cost_boundary_bytes(const bg_cost_model_t *m, int layer) {
+    return (size_t)(m->boundary[layer] * m->micro) * m->elem;
+}
+
+double bg_cost_transfer_seconds(const bg_cost_link_t *link, size_t bytes) {
+    return (double)bytes / link->bytes_per_s + link->latency_s;
+}
+
+int bg_cost_channel_slots(int devices, int microbatches, int from, int to) {
+    return from % devices == to % devices ? microbatches : 2;
+}
+
+bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_stage_t *stage) {
+    const int first = stage->first_layer, last = stage->last_layer;
+    const size_t e = m->elem, nb = (size_t)m->micro;
+    const int has_loss = last == m->layers && m->has_loss_layer;
+    bg_cost_memory_t r = {0};
+    r.params = (size_t)(m->param_elems[last] - m->param_elems[first]) * e;
+    r.grads = r.params;
+    r.optimizer = (size_t)m->states * r.params;
+
+    size_t input = nb * (size_t)m->boundary[first] * e;
+    size_t outputs = nb * (size_t)(m->output_elems[last] - m->output_elems[first]) * e;
+    r.stash_slot = input + (m->cfg.recompute ? 0 : outputs);
+    if (m->cfg.split_backward)
+        r.stash_slot += nb * (size_t)(m->weighted_elems[last] - m->weighted_elems[first]) * e;
+    if (has_loss) r.stash_slot += nb * sizeof(int32_t);
+    r.stash = (size_t)(stage->stash_slots > 1 ? stage->stash_slots : 1) * r.stash_slot;
+
+    size_t widest = (size_t)range_max_query(&m->widest, first, last);
+    r.buffers = 2 * nb * widest * e;
+    if (!has_loss) r.buffers += nb * (size_t)m->boundary[last] * e;
+    if (first > 0) r.buffers += input;
+    if (m->cfg.recompute) r.buffers += outputs;
+
+    if (first > 0) r.channels += (size_t)stage->input_channel_slots * input;
+    if (last < m->layers)
+        r.channels += (size_t)stage->grad_channel_slots * bg_cost_boundary_bytes(m, last);
+    r.workspace = (size_t)range_max_query(&m->workspace, first, last - 1);
+    return r;
+}

@@ -1,0 +1,164 @@
+/* The analytic cost model the planner works from: how long a slice of the
+ * layer stack takes on a device, how many bytes cross each stage boundary,
+ * how long a link takes to carry them, and how much memory a stage holds.
+ *
+ * Time, per micro-batch of n samples on a device of F FLOP/s with a per-op
+ * overhead o (launch, dispatch):
+ *   forward(layer)  = flops * n / F + o
+ *   backward(layer) = 2 * flops * n / F + 2 o   layers with weights (dX + dW)
+ *                   =     flops * n / F +   o   the others (dX only)
+ *   recompute       = the stage's forward again before its backward
+ *   transfer(bytes) = bytes / bandwidth + latency
+ * where flops are bg_layer_spec_t.flops (forward FLOPs per sample).
+ *
+ * Memory mirrors what bg_stage_create allocates and what the pipeline adds
+ * for a stage's channels, category by category (tests/test_partition.c
+ * checks the two agree byte for byte). With b = ceil(B / M) samples per
+ * micro-batch and e bytes per element:
+ *   params, grads   weights + biases of the stage's layers, e each
+ *   optimizer       0, 1 or 2 x params (sgd, sgd with momentum, adam)
+ *   stash           stash_slots x one micro-batch's stash: its input, every
+ *                   layer's output but flatten's (which aliases its input),
+ *                   with split backward (zb-h1) dL/d(output) of each layer
+ *                   with weights, and int32 labels on the loss stage; with
+ *                   recompute only the input (plus the zb-h1 gradients)
+ *   buffers         2 x the widest activation (gradient ping-pong), the
+ *                   output gradient (not on the loss stage), the input
+ *                   gradient (not at layer 0), and with recompute one
+ *                   shared set of layer outputs
+ *   channels        the rings of the channels the stage receives from:
+ *                   activations from its predecessor, gradients from its
+ *                   successor, each slots x the boundary activation
+ *   workspace       the largest any layer asks for (conv2d im2col), as the
+ *                   backend reports it (bg_layer_workspace_bytes) */
+#ifndef BG_COST_MODEL_H
+#define BG_COST_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "model_spec.h"
+#include "optimizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sustained FLOP/s of one CPU core running brigade's CPU backend. Measured:
+ * the origin CNN (1.82 MFLOP forward per sample, ~3x that per training
+ * sample) trains at about 9,000 samples/s on one core of the development
+ * machine (OpenBLAS, batch 64): 9,000 x 3 x 1.82e6 = 49 GFLOP/s. */
+#define BG_COST_CPU_CORE_FLOPS 50e9
+/* Fixed cost of one layer op on a CPU core (a function call, a pass over
+ * small tensors). */
+#define BG_COST_CPU_OP_OVERHEAD_S 2e-6
+
+/* A device as the planner sees it. */
+typedef struct bg_cost_device {
+    char name[24];        /* "cpu:0", "cuda:1" */
+    double flops_per_s;   /* sustained FLOP/s, > 0 */
+    double op_overhead_s; /* added to every layer op */
+    size_t memory_bytes;  /* capacity for stages; 0: unlimited */
+} bg_cost_device_t;
+
+#define BG_COST_DEVICE_CPU_CORE_INIT                                                               \
+    {                                                                                              \
+        .name = "cpu", .flops_per_s = BG_COST_CPU_CORE_FLOPS,                                      \
+        .op_overhead_s = BG_COST_CPU_OP_OVERHEAD_S, .memory_bytes = 0                              \
+    }
+
+/* A link between two devices, one direction. */
+typedef struct bg_cost_link {
+    double bytes_per_s; /* > 0 */
+    double latency_s;
+} bg_cost_link_t;
+
+/* Two CPU devices of one machine: a channel copies a tensor into a host ring
+ * and out again (two memcpys at about 10 GB/s each) and wakes the receiver
+ * (a condition variable, some microseconds). */
+#define BG_COST_LINK_HOST_INIT                                                                     \
+    { .bytes_per_s = 5e9, .latency_s = 5e-6 }
+
+typedef struct bg_cost_config {
+    const bg_model_spec_t *spec; /* must outlive the model */
+    int64_t batch;               /* B, samples per optimizer step */
+    int microbatches;            /* M; a micro-batch holds ceil(B / M) samples */
+    bg_optimizer_config_t optimizer;
+    int recompute;      /* --recompute */
+    int split_backward; /* the schedule splits B and W (zb-h1) */
+    bg_dtype_t dtype;   /* element type of every tensor */
+    /* Asked for conv2d workspace sizes; borrowed. NULL: a CPU backend of
+     * `dtype`, made and freed inside bg_cost_model_create. */
+    bg_backend_t *workspace_backend;
+} bg_cost_config_t;
+
+#define BG_COST_CONFIG_INIT                                                                        \
+    {                                                                                              \
+        .spec = NULL, .batch = 64, .microbatches = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT,       \
+        .recompute = 0, .split_backward = 0, .dtype = BG_F32, .workspace_backend = NULL            \
+    }
+
+typedef struct bg_cost_model bg_cost_model_t;
+
+/* Tabulates per-layer costs so that every query below on a layer range takes
+ * O(1) time. BG_ERR_INVALID for a missing spec, B < 1, M < 1 or M > B;
+ * BG_ERR_NOMEM. *out is set only on success; free with bg_cost_model_destroy. */
+bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **out);
+
+/* NULL is a no-op. */
+void bg_cost_model_destroy(bg_cost_model_t *model);
+
+/* Layers in the model, and samples per micro-batch, ceil(B / M). */
+int bg_cost_model_layers(const bg_cost_model_t *model);
+int64_t bg_cost_model_microbatch(const bg_cost_model_t *model);
+const bg_cost_config_t *bg_cost_model_config(const bg_cost_model_t *model);
+
+/* Seconds one micro-batch spends in layers [first, last) on `device`. */
+typedef struct bg_cost_time {
+    double forward, backward; /* backward: B and W together */
+    double recompute;         /* the extra forward with recompute, else 0 */
+} bg_cost_time_t;
+
+bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *model, const bg_cost_device_t *device,
+                                  int first, int last);
+
+/* Bytes of one micro-batch's activation at boundary `layer`: the input of
+ * that layer (0 <= layer < layers), or the model's output (layer == layers).
+ * The same bytes flow back as the gradient. */
+size_t bg_cost_boundary_bytes(const bg_cost_model_t *model, int layer);
+
+/* Seconds `link` takes to carry `bytes`. */
+double bg_cost_transfer_seconds(const bg_cost_link_t *link, size_t bytes);
+
+/* Ring slots of the channel from stage `from` to stage `to` (adjacent) with
+ * K devices and M micro-batches, stage s on device s % K: M when both stages
+ * share a device (the thread hands over to itself), else 2 (double
+ * buffering). Mirrors scheduler/pipeline.c. */
+int bg_cost_channel_slots(int devices, int microbatches, int from, int to);
+
+/* A stage to price: layers [first, last) with its schedule's stash slots. */
+typedef struct bg_cost_stage {
+    int first_layer, last_layer;
+    int stash_slots;         /* bg_schedule_stash_slots, at least 1 */
+    int input_channel_slots; /* ring slots from the previous stage; unused at layer 0 */
+    int grad_channel_slots;  /* ring slots from the next stage; unused on the last */
+} bg_cost_stage_t;
+
+/* Predicted bytes by category; the peak is their sum. */
+typedef struct bg_cost_memory {
+    size_t params, grads, optimizer, stash, buffers, channels, workspace;
+    size_t stash_slot; /* one micro-batch's stash */
+} bg_cost_memory_t;
+
+bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *model, const bg_cost_stage_t *stage);
+
+static inline size_t bg_cost_memory_peak(const bg_cost_memory_t *m) {
+    return m->params + m->grads + m->optimizer + m->stash + m->buffers + m->channels + m->workspace;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_COST_MODEL_H */

@@ -1,0 +1,245 @@
+#include "partition.h"
+
+#include <float.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* Stages and layers beyond which the (stage, layer) tables would not be
+ * worth their memory: 64M cells of cut points (256 MiB). */
+#define MAX_CELLS ((size_t)1 << 26)
+
+typedef struct context {
+    const bg_partition_config_t *cfg;
+    int layers, stages;
+} context_t;
+
+static const bg_cost_link_t *link_between(const context_t *c, int from_stage, int to_stage) {
+    const bg_partition_config_t *cfg = c->cfg;
+    if (cfg->links == NULL) return &cfg->link;
+    int k = cfg->devices;
+    return &cfg->links[(from_stage % k) * k + to_stage % k];
+}
+
+/* The schedule's stash slots and the channel slots of stage s. */
+static bg_cost_stage_t stage_slots(const context_t *c, int s) {
+    const bg_partition_config_t *cfg = c->cfg;
+    const int k = cfg->devices, mb = bg_cost_model_config(cfg->model)->microbatches;
+    bg_cost_stage_t stage = {
+        .stash_slots = cfg->stash_slots != NULL ? cfg->stash_slots[s] : 1,
+        .input_channel_slots = s > 0 ? bg_cost_channel_slots(k, mb, s - 1, s) : 0,
+        .grad_channel_slots = s + 1 < c->stages ? bg_cost_channel_slots(k, mb, s + 1, s) : 0,
+    };
+    if (stage.stash_slots < 1) stage.stash_slots = 1;
+    return stage;
+}
+
+/* Prices stage s holding layers [first, last). */
+static void price(const context_t *c, int s, int first, int last, bg_partition_stage_t *out) {
+    const bg_partition_config_t *cfg = c->cfg;
+    const bg_cost_model_t *m = cfg->model;
+    const int k = cfg->devices;
+    const bg_cost_device_t *dev = &cfg->device[s % k];
+    out->first_layer = first;
+    out->last_layer = last;
+    out->device = s % k;
+    out->time = bg_cost_stage_time(m, dev, first, last);
+    out->send_s = 0;
+    if (last < c->layers)
+        out->send_s +=
+            bg_cost_transfer_seconds(link_between(c, s, s + 1), bg_cost_boundary_bytes(m, last));
+    if (first > 0)
+        out->send_s +=
+            bg_cost_transfer_seconds(link_between(c, s, s - 1), bg_cost_boundary_bytes(m, first));
+    out->seconds = out->time.forward + out->time.backward + out->time.recompute + out->send_s;
+    bg_cost_stage_t stage = stage_slots(c, s);
+    stage.first_layer = first;
+    stage.last_layer = last;
+    out->memory = bg_cost_stage_memory(m, &stage);
+    out->peak_bytes = bg_cost_memory_peak(&out->memory);
+    out->capacity_bytes = dev->memory_bytes / (size_t)cfg->chunks;
+}
+
+static size_t overflow_of(const bg_partition_stage_t *st) {
+    if (st->capacity_bytes == 0 || st->peak_bytes <= st->capacity_bytes) return 0;
+    return st->peak_bytes - st->capacity_bytes;
+}
+
+/* The stage's peak without the terms that scale with its input activation
+ * (the input kept in each stash slot, the input gradient buffer, the ring
+ * of the channel from the previous stage). The rest, parameters, layer
+ * outputs, widest activation, workspace, only grows as the stage takes
+ * more layers: a lower bound on every longer stage ending where it ends. */
+static size_t growing_bytes(const context_t *c, const bg_cost_stage_t *slots,
+                            const bg_partition_stage_t *st) {
+    size_t copies = (size_t)slots->stash_slots;
+    if (st->first_layer > 0) copies += 1 + (size_t)slots->input_channel_slots;
+    return st->peak_bytes - copies * bg_cost_boundary_bytes(c->cfg->model, st->first_layer);
+}
+
+static bg_status_t check_config(const bg_partition_config_t *cfg, context_t *c) {
+    if (cfg->model == NULL || cfg->device == NULL)
+        return bg_error_set(BG_ERR_INVALID, "partition: no cost model or no devices");
+    if (cfg->devices < 1 || cfg->chunks < 1)
+        return bg_error_set(BG_ERR_INVALID, "partition: %d devices x %d chunks", cfg->devices,
+                            cfg->chunks);
+    c->cfg = cfg;
+    c->layers = bg_cost_model_layers(cfg->model);
+    c->stages = cfg->devices * cfg->chunks;
+    if (c->stages > c->layers)
+        return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layers", c->stages,
+                            c->layers);
+    if ((size_t)c->stages * (size_t)(c->layers + 1) > MAX_CELLS)
+        return bg_error_set(BG_ERR_INVALID, "partition: %d stages x %d layers is too large",
+                            c->stages, c->layers);
+    for (int d = 0; d < cfg->devices; d++)
+        if (!(cfg->device[d].flops_per_s > 0))
+            return bg_error_set(BG_ERR_INVALID, "partition: device %d (%s) has no speed", d,
+                                cfg->device[d].name);
+    return BG_OK;
+}
+
+/* Fills a result for the split first[0..S), first[S] = layers. */
+static bg_status_t build_result(const context_t *c, const int *first, bg_partition_t **out) {
+    bg_partition_t *p = calloc(1, sizeof *p);
+    if (p != NULL) p->stage = calloc((size_t)c->stages, sizeof *p->stage);
+    if (p == NULL || p->stage == NULL) {
+        bg_partition_destroy(p);
+        return bg_error_set(BG_ERR_NOMEM, "partition: out of memory");
+    }
+    p->stages = c->stages;
+    p->fits = 1;
+    p->worst_stage = -1;
+    for (int s = 0; s < c->stages; s++) {
+        int last = s + 1 < c->stages ? first[s + 1] : c->layers;
+        price(c, s, first[s], last, &p->stage[s]);
+        if (p->stage[s].seconds > p->bottleneck_s) p->bottleneck_s = p->stage[s].seconds;
+        size_t over = overflow_of(&p->stage[s]);
+        if (over > 0 && (p->fits || over > p->overflow_bytes)) {
+            p->fits = 0;
+            p->worst_stage = s;
+            p->overflow_bytes = over;
+        }
+    }
+    *out = p;
+    return BG_OK;
+}
+
+/* The dynamic programme. best[j] of row s: the best value over splits of
+ * layers [0, j) into stages 0..s; cut[s][j]: where stage s starts in it.
+ * Mode time: the value is the largest stage time, and stages over their
+ * capacity are excluded. Mode overflow: the value is the largest overflow.
+ * Returns 1 and the split in first[] if any split has a finite value. */
+typedef enum dp_mode { DP_TIME, DP_OVERFLOW } dp_mode_t;
+
+static int solve(const context_t *c, dp_mode_t mode, double *prev, double *cur, int *cut,
+                 int *first) {
+    const int n = c->layers, stages = c->stages;
+    bg_partition_stage_t st;
+#define CUT(s, j) cut[(size_t)(s) * (size_t)(n + 1) + (size_t)(j)]
+    for (int s = 0; s < stages; s++) {
+        const bg_cost_stage_t slots = stage_slots(c, s);
+        int jmin = s + 1, jmax = n - (stages - 1 - s);
+        for (int j = 0; j <= n; j++) cur[j] = DBL_MAX;
+        for (int j = jmin; j <= jmax; j++) {
+            double best = DBL_MAX;
+            int imin = s == 0 ? 0 : s;
+            int imax = s == 0 ? 0 : j - 1;
+            for (int i = imax; i >= imin; i--) {
+                double before = s == 0 ? 0 : prev[i];
+                if (before >= best) continue; /* cannot be strictly better; also unreachable */
+                price(c, s, i, j, &st);
+                /* Compute time and growing_bytes only grow as i falls, so
+                 * once they rule a stage out they rule out all longer ones. */
+                size_t floor = growing_bytes(c, &slots, &st);
+                int floor_over = st.capacity_bytes != 0 && floor > st.capacity_bytes;
+                double value;
+                if (mode == DP_TIME) {
+                    double compute = st.time.forward + st.time.backward + st.time.recompute;
+                    if (compute >= best || floor_over) break;
+                    if (st.capacity_bytes != 0 && st.peak_bytes > st.capacity_bytes) continue;
+                    value = st.seconds;
+                } else {
+                    if (floor_over && (double)(floor - st.capacity_bytes) >= best) break;
+                    value = (double)overflow_of(&st);
+                }
+                if (value < before) value = before;
+                if (value < best) {
+                    best = value;
+                    CUT(s, j) = i;
+                }
+            }
+            cur[j] = best;
+        }
+        double *t = prev;
+        prev = cur;
+        cur = t;
+    }
+    if (prev[n] == DBL_MAX) return 0;
+    int j = n;
+    for (int s = stages - 1; s >= 0; s--) {
+        first[s] = CUT(s, j);
+        j = first[s];
+    }
+#undef CUT
+    return 1;
+}
+
+bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t **out) {
+    context_t c;
+    BG_CHECK(check_config(cfg, &c));
+    const size_t row = (size_t)c.layers + 1;
+    double *a = calloc(row, sizeof(double)), *b = calloc(row, sizeof(double));
+    int *cut = malloc(sizeof(int) * row * (size_t)c.stages);
+    int *first = malloc(sizeof(int) * (size_t)c.stages);
+    bg_status_t st = BG_OK;
+    if (a == NULL || b == NULL || cut == NULL || first == NULL) {
+        st = bg_error_set(BG_ERR_NOMEM, "partition: out of memory for %d stages x %d layers",
+                          c.stages, c.layers);
+    } else {
+        /* Overflow is an exact integer as long as it stays below 2^53 bytes. */
+        if (!solve(&c, DP_TIME, a, b, cut, first) && !solve(&c, DP_OVERFLOW, a, b, cut, first))
+            st = bg_error_set(BG_ERR_INTERNAL, "partition: no split of %d layers into %d stages",
+                              c.layers, c.stages);
+        if (st == BG_OK) st = build_result(&c, first, out);
+    }
+    free(a);
+    free(b);
+    free(cut);
+    free(first);
+    return st;
+}
+
+bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *first,
+                                  bg_partition_t **out) {
+    context_t c;
+    BG_CHECK(check_config(cfg, &c));
+    if (first[0] != 0)
+        return bg_error_set(BG_ERR_INVALID, "split: stage 0 must start at layer 0, not %d",
+                            first[0]);
+    for (int s = 1; s < c.stages; s++)
+        if (first[s] <= first[s - 1] || first[s] >= c.layers)
+            return bg_error_set(BG_ERR_INVALID,
+                                "split: stage %d would start at layer %d; boundaries must "
+                                "increase and lie within 1..%d",
+                                s, first[s], c.layers - 1);
+    return build_result(&c, first, out);
+}
+
+void bg_partition_destroy(bg_partition_t *p) {
+    if (p == NULL) return;
+    free(p->stage);
+    free(p);
+}
+
+double bg_partition_step_seconds(const bg_partition_t *p, const bg_partition_config_t *cfg) {
+    const bg_cost_config_t *cost = bg_cost_model_config(cfg->model);
+    double total = 0, heaviest = 0;
+    for (int d = 0; d < cfg->devices; d++) {
+        double load = 0;
+        for (int s = d; s < p->stages; s += cfg->devices) load += p->stage[s].seconds;
+        if (load > heaviest) heaviest = load;
+        total += load;
+    }
+    double fill = (total - heaviest) / (double)cfg->chunks / (cost->split_backward ? 3.0 : 1.0);
+    return cost->microbatches * heaviest + fill;
+}

@@ -1,0 +1,118 @@
+/* The partitioner: cuts the layer stack into S = K * V contiguous stages,
+ * stage s on device s % K (Megatron's interleaving when V > 1), so that the
+ * slowest stage is as fast as possible and every stage fits its device.
+ *
+ * Objective. A stage's time per micro-batch is its compute (forward,
+ * backward, recompute; bg_cost_stage_time on its device) plus the sends it
+ * makes itself: its output activation to the next stage and its input
+ * gradient to the previous one (bg_cost_transfer_seconds over the link
+ * between their devices). Sends are counted as if nothing hid them: on the
+ * CPU backend the sending thread does the copy, and on a GPU the copy engine
+ * overlaps them only partly. The partition minimises the largest stage time
+ * (the pipeline's steady-state period); ties keep the first split found.
+ *
+ * Constraint. Every stage's predicted peak (bg_cost_stage_memory with its
+ * schedule's stash slots and channel slots) is at most its device's
+ * capacity divided by V: with V > 1 a device holds V stages, and an even
+ * share each keeps the problem one a dynamic programme solves exactly.
+ *
+ * Exactness. For this objective and constraint the dynamic programme over
+ * (stage, last layer) is exact: it examines every contiguous split in
+ * O(S * N^2) time and O(S * N) memory for N layers. When no split fits, the
+ * result is the split whose worst overflow is smallest (again exact), and
+ * names that stage and its overflow. */
+#ifndef BG_PARTITION_H
+#define BG_PARTITION_H
+
+#include <stddef.h>
+
+#include "cost_model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bg_partition_config {
+    const bg_cost_model_t *model;   /* borrowed */
+    int devices;                    /* K >= 1 */
+    int chunks;                     /* V >= 1: stages per device */
+    const bg_cost_device_t *device; /* K entries, in chain order */
+    /* K x K, links[a * K + b] carries device a's sends to device b; NULL:
+     * `link` between every pair (and within a device). */
+    const bg_cost_link_t *links;
+    bg_cost_link_t link;
+    const int *stash_slots; /* S entries (bg_schedule_stash_slots); NULL: 1 each */
+} bg_partition_config_t;
+
+#define BG_PARTITION_CONFIG_INIT                                                                   \
+    {                                                                                              \
+        .model = NULL, .devices = 1, .chunks = 1, .device = NULL, .links = NULL,                   \
+        .link = BG_COST_LINK_HOST_INIT, .stash_slots = NULL                                        \
+    }
+
+typedef struct bg_partition_stage {
+    int first_layer, last_layer; /* [first, last) */
+    int device;                  /* index into the config's devices */
+    bg_cost_time_t time;         /* per micro-batch */
+    double send_s;               /* its sends per micro-batch */
+    double seconds;              /* compute + sends per micro-batch */
+    bg_cost_memory_t memory;
+    size_t peak_bytes;     /* bg_cost_memory_peak(&memory) */
+    size_t capacity_bytes; /* its share of the device; 0: unlimited */
+} bg_partition_stage_t;
+
+typedef struct bg_partition {
+    int stages;                  /* S */
+    int fits;                    /* 1: every stage within its capacity */
+    double bottleneck_s;         /* the largest stage seconds: the objective */
+    int worst_stage;             /* !fits: the stage with the largest overflow, else -1 */
+    size_t overflow_bytes;       /* its peak minus its capacity */
+    bg_partition_stage_t *stage; /* S entries */
+} bg_partition_t;
+
+/* Finds the best split (above). A split that does not fit is still a result
+ * (fits = 0), not an error. BG_ERR_INVALID for a bad config (no model, K or
+ * V < 1, more stages than layers, a device with flops_per_s <= 0);
+ * BG_ERR_NOMEM. *out is set only on success; free with
+ * bg_partition_destroy. */
+bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t **out);
+
+/* Prices a given split: first[0..S) with first[0] = 0 and boundaries
+ * increasing below the layer count (BG_ERR_INVALID naming the first bad
+ * one otherwise). */
+bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *first,
+                                  bg_partition_t **out);
+
+/* NULL is a no-op. */
+void bg_partition_destroy(bg_partition_t *partition);
+
+/* Predicted seconds of one optimizer step of M micro-batches, extending the
+ * theoretical bubble to unequal stages. With t_s the stage times, L_d the
+ * sum over device d's stages and L the largest L_d:
+ *   step = M * L + (sum_s t_s - L) / (V * w)
+ * where w is 3 for split-backward schedules (zb-h1 fills the drain with W
+ * work) and 1 otherwise. Equal stages give back (K-1)/(M+K-1) (gpipe,
+ * 1f1b), (K-1)/(VM+K-1) (interleaved) and (K-1)/(3M+K-1) (zb-h1). */
+double bg_partition_step_seconds(const bg_partition_t *partition, const bg_partition_config_t *cfg);
+
+/* Device order: the chain of devices (a cycle when `cycle`, as interleaved
+ * stages wrap from the last device to the first) that maximises the
+ * slowest link between consecutive devices. `bandwidth` is K x K, entry
+ * a * K + b from a to b; a pair counts at its slower direction (activations
+ * go one way, gradients the other). Exact (subset dynamic programme,
+ * O(2^K K^2 log K)) for K <= BG_DEVICE_ORDER_EXACT_MAX; above, greedy:
+ * start from the fastest pair and grow the chain at whichever end has the
+ * faster next link. Ties keep the lexicographically smallest order, so equal
+ * links give 0, 1, ..., K-1. Writes K device indices into `order` and the
+ * slowest link into *slowest (if not NULL). BG_ERR_INVALID for K < 1 or
+ * K > BG_MAX_DEVICES; BG_ERR_NOMEM. */
+enum { BG_DEVICE_ORDER_EXACT_MAX = 10 };
+
+bg_status_t bg_device_order(const double *bandwidth, int devices, int cycle, int *order,
+                            double *slowest);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_PARTITION_H */

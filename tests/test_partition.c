@@ -1,0 +1,466 @@
+/* The placement planner: the dynamic programme against a brute force over
+ * every contiguous split on random instances (random models, devices,
+ * capacities, links and stash slots), infeasible instances reported with
+ * the smallest worst overflow, the memory model against the bytes real
+ * stages and pipelines allocate, and the device order against a brute force
+ * over permutations. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cpu.h"
+#include "partition.h"
+#include "pipeline.h"
+#include "rng.h"
+#include "stage.h"
+
+enum { MAX_STAGES = 5, MAX_DEVICES = 7 };
+
+static const char origin_cnn[] = "input channels=1 height=28 width=28\n"
+                                 "conv2d filters=32 kernel=3 activation=relu\n"
+                                 "maxpool size=2\n"
+                                 "flatten\n"
+                                 "dense units=128 activation=relu\n"
+                                 "dense units=10\n"
+                                 "softmax_cross_entropy\n";
+
+static bg_model_spec_t *parse(const char *text) {
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("test", text, strlen(text), &spec), BG_OK);
+    return spec;
+}
+
+/* A random model of 3..12 layers: convolutions, pools and relus, a flatten,
+ * dense layers and relus, the classifier and the loss. */
+static bg_model_spec_t *random_model(bg_rng_t *rng) {
+    char text[2048];
+    int64_t hw = 4 + (int64_t)bg_rng_below(rng, 7);
+    int at = snprintf(text, sizeof text, "input channels=%d height=%lld width=%lld\n",
+                      1 + (int)bg_rng_below(rng, 3), (long long)hw, (long long)hw);
+    int convs = (int)bg_rng_below(rng, 5), denses = (int)bg_rng_below(rng, 6);
+    for (int i = 0; i < convs; i++) {
+        uint64_t pick = bg_rng_below(rng, 4);
+        if (pick == 0)
+            at += snprintf(text + at, sizeof text - (size_t)at,
+                           "conv2d filters=%d kernel=%d padding=same\n",
+                           1 + (int)bg_rng_below(rng, 6), bg_rng_below(rng, 2) ? 3 : 1);
+        else if (pick == 1)
+            at += snprintf(text + at, sizeof text - (size_t)at, "relu\n");
+        else if (hw >= 2) {
+            at += snprintf(text + at, sizeof text - (size_t)at, "%s size=2\n",
+                           pick == 2 ? "maxpool" : "avgpool");
+            hw /= 2;
+        } else
+            at += snprintf(text + at, sizeof text - (size_t)at, "relu\n");
+    }
+    at += snprintf(text + at, sizeof text - (size_t)at, "flatten\n");
+    for (int i = 0; i < denses; i++)
+        at += snprintf(text + at, sizeof text - (size_t)at, "%s\n",
+                       bg_rng_below(rng, 2) ? "relu" : "dense units=12");
+    snprintf(text + at, sizeof text - (size_t)at, "dense units=%d\nsoftmax_cross_entropy\n",
+             2 + (int)bg_rng_below(rng, 4));
+    return parse(text);
+}
+
+static void random_cost_config(bg_rng_t *rng, bg_cost_config_t *cfg) {
+    cfg->batch = 1 + (int64_t)bg_rng_below(rng, 16);
+    cfg->microbatches = 1 + (int)bg_rng_below(rng, (uint64_t)(cfg->batch < 4 ? cfg->batch : 4));
+    cfg->recompute = (int)bg_rng_below(rng, 2);
+    cfg->split_backward = (int)bg_rng_below(rng, 2);
+    uint64_t opt = bg_rng_below(rng, 3);
+    cfg->optimizer.kind = opt == 2 ? BG_OPTIMIZER_ADAM : BG_OPTIMIZER_SGD;
+    cfg->optimizer.sgd.momentum = opt == 1 ? 0.9 : 0;
+}
+
+/* ---- the partitioner against a brute force ---- */
+
+typedef struct brute {
+    int any_fits;
+    double best_time;     /* over fitting splits */
+    size_t best_overflow; /* smallest worst overflow over all splits */
+} brute_t;
+
+/* Visits every split of layers [from, n) into stages s..S-1. */
+static void brute_force(const bg_partition_config_t *cfg, int *first, int s, int stages, int n,
+                        brute_t *b) {
+    if (s == stages) {
+        bg_partition_t *p = NULL;
+        assert_int_equal(bg_partition_evaluate(cfg, first, &p), BG_OK);
+        if (p->fits && (!b->any_fits || p->bottleneck_s < b->best_time))
+            b->best_time = p->bottleneck_s;
+        b->any_fits |= p->fits;
+        size_t over = p->fits ? 0 : p->overflow_bytes;
+        if (over < b->best_overflow) b->best_overflow = over;
+        bg_partition_destroy(p);
+        return;
+    }
+    for (int i = first[s - 1] + 1; i <= n - (stages - s); i++) {
+        first[s] = i;
+        brute_force(cfg, first, s + 1, stages, n, b);
+    }
+}
+
+static void test_dp_equals_brute_force(void **state) {
+    (void)state;
+    bg_rng_t rng;
+    bg_rng_seed(&rng, 2024, 7);
+    int feasible = 0, infeasible = 0;
+    for (int instance = 0; instance < 500; instance++) {
+        bg_model_spec_t *spec = random_model(&rng);
+        bg_cost_config_t cc = BG_COST_CONFIG_INIT;
+        cc.spec = spec;
+        random_cost_config(&rng, &cc);
+        bg_cost_model_t *model = NULL;
+        assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
+
+        int n = spec->num_layers, max_stages = n < MAX_STAGES ? n : MAX_STAGES;
+        int stages = 1 + (int)bg_rng_below(&rng, (uint64_t)max_stages);
+        int chunks = stages % 2 == 0 && bg_rng_below(&rng, 3) == 0 ? 2 : 1;
+        int devices = stages / chunks;
+        /* Capacities around what one stage of the whole model would need,
+         * so that some instances fit and some do not. */
+        bg_cost_stage_t whole = {.first_layer = 0, .last_layer = n, .stash_slots = 1};
+        bg_cost_memory_t all = bg_cost_stage_memory(model, &whole);
+        bg_cost_device_t dev[MAX_STAGES];
+        bg_cost_link_t links[MAX_STAGES * MAX_STAGES];
+        int slots[MAX_STAGES];
+        for (int d = 0; d < devices; d++) {
+            bg_cost_device_t one = BG_COST_DEVICE_CPU_CORE_INIT;
+            one.flops_per_s = 1e9 * (1 + 9 * bg_rng_uniform(&rng));
+            one.op_overhead_s = 1e-6 * bg_rng_uniform(&rng);
+            double share = 0.15 + 0.9 * bg_rng_uniform(&rng);
+            one.memory_bytes = bg_rng_below(&rng, 8) == 0
+                                   ? 0
+                                   : (size_t)(share * (double)bg_cost_memory_peak(&all));
+            dev[d] = one;
+        }
+        for (int i = 0; i < devices * devices; i++)
+            links[i] = (bg_cost_link_t){.bytes_per_s = 1e8 * (1 + 99 * bg_rng_uniform(&rng)),
+                                        .latency_s = 1e-5 * bg_rng_uniform(&rng)};
+        for (int s = 0; s < stages; s++) slots[s] = 1 + (int)bg_rng_below(&rng, 4);
+
+        bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
+        pc.model = model;
+        pc.devices = devices;
+        pc.chunks = chunks;
+        pc.device = dev;
+        pc.links = bg_rng_below(&rng, 4) == 0 ? NULL : links;
+        pc.stash_slots = slots;
+        bg_partition_t *p = NULL;
+        assert_int_equal(bg_partition_create(&pc, &p), BG_OK);
+        assert_int_equal(p->stages, stages);
+        assert_int_equal(p->stage[0].first_layer, 0);
+        assert_int_equal(p->stage[stages - 1].last_layer, n);
+        for (int s = 1; s < stages; s++)
+            assert_int_equal(p->stage[s].first_layer, p->stage[s - 1].last_layer);
+
+        int first[MAX_STAGES] = {0};
+        brute_t b = {.any_fits = 0, .best_time = 0, .best_overflow = SIZE_MAX};
+        brute_force(&pc, first, 1, stages, n, &b);
+        assert_int_equal(p->fits, b.any_fits);
+        if (b.any_fits) {
+            feasible++;
+            assert_true(p->bottleneck_s == b.best_time);
+            assert_int_equal(p->worst_stage, -1);
+        } else {
+            infeasible++;
+            assert_int_equal(p->overflow_bytes, b.best_overflow);
+            const bg_partition_stage_t *w = &p->stage[p->worst_stage];
+            assert_int_equal(w->peak_bytes - w->capacity_bytes, p->overflow_bytes);
+        }
+        for (int s = 0; s < stages; s++) {
+            assert_int_equal(p->stage[s].device, s % devices);
+            size_t over =
+                p->stage[s].capacity_bytes && p->stage[s].peak_bytes > p->stage[s].capacity_bytes
+                    ? p->stage[s].peak_bytes - p->stage[s].capacity_bytes
+                    : 0;
+            assert_true(over <= p->overflow_bytes);
+            assert_true(p->stage[s].seconds <= p->bottleneck_s);
+        }
+        bg_partition_destroy(p);
+        bg_cost_model_destroy(model);
+        bg_model_spec_destroy(spec);
+    }
+    /* Both kinds of instance were exercised. */
+    assert_true(feasible >= 50);
+    assert_true(infeasible >= 30);
+}
+
+/* ---- the memory model against real stages ---- */
+
+static void expect_same_memory(const bg_cost_memory_t *want, const bg_stage_memory_t *got) {
+    assert_int_equal(want->params, got->params);
+    assert_int_equal(want->grads, got->grads);
+    assert_int_equal(want->optimizer, got->optimizer);
+    assert_int_equal(want->stash_slot, got->stash_slot);
+    assert_int_equal(want->stash, got->stash);
+    assert_int_equal(want->buffers, got->buffers);
+    assert_int_equal(want->workspace, got->workspace);
+}
+
+static void check_stages_of(bg_model_spec_t *spec, bg_rng_t *rng, bg_dtype_t dtype) {
+    bg_cost_config_t cc = BG_COST_CONFIG_INIT;
+    cc.spec = spec;
+    cc.dtype = dtype;
+    random_cost_config(rng, &cc);
+    bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
+    cpu.dtype = dtype;
+    bg_backend_t *be = NULL;
+    assert_int_equal(bg_backend_cpu_create(&cpu, &be), BG_OK);
+    bg_cost_model_t *model = NULL;
+    assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
+    int n = spec->num_layers;
+    int first = (int)bg_rng_below(rng, (uint64_t)n);
+    int last = first + 1 + (int)bg_rng_below(rng, (uint64_t)(n - first));
+    bg_cost_stage_t cs = {
+        .first_layer = first, .last_layer = last, .stash_slots = 1 + (int)bg_rng_below(rng, 4)};
+    bg_stage_config_t sc = BG_STAGE_CONFIG_INIT;
+    sc.spec = spec;
+    sc.first_layer = first;
+    sc.last_layer = last;
+    sc.backend = be;
+    sc.max_batch = bg_cost_model_microbatch(model);
+    sc.optimizer = cc.optimizer;
+    sc.stash_slots = cs.stash_slots;
+    sc.split_backward = cc.split_backward;
+    sc.recompute = cc.recompute;
+    bg_stage_t *stage = NULL;
+    assert_int_equal(bg_stage_create(&sc, &stage), BG_OK);
+    bg_cost_memory_t want = bg_cost_stage_memory(model, &cs);
+    bg_stage_memory_t got = bg_stage_memory(stage);
+    expect_same_memory(&want, &got);
+    bg_stage_destroy(stage);
+    bg_cost_model_destroy(model);
+    bg_backend_destroy(be);
+}
+
+static void test_memory_matches_stages(void **state) {
+    (void)state;
+    bg_rng_t rng;
+    bg_rng_seed(&rng, 99, 1);
+    bg_model_spec_t *origin = parse(origin_cnn);
+    for (int i = 0; i < 40; i++) check_stages_of(origin, &rng, i % 4 == 0 ? BG_F64 : BG_F32);
+    bg_model_spec_destroy(origin);
+    for (int i = 0; i < 150; i++) {
+        bg_model_spec_t *spec = random_model(&rng);
+        check_stages_of(spec, &rng, i % 5 == 0 ? BG_F64 : BG_F32);
+        bg_model_spec_destroy(spec);
+    }
+}
+
+/* Whole pipelines: stash slots from the schedule, and the channels. */
+static void check_pipeline(const bg_model_spec_t *spec, const char *devices_text,
+                           bg_schedule_kind_t kind, int chunks, int microbatches, int recompute,
+                           const int *split) {
+    bg_device_list_t devices;
+    assert_int_equal(bg_device_list_parse(devices_text, 2, &devices), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = spec;
+    cfg.devices = &devices;
+    cfg.schedule = kind;
+    cfg.chunks = chunks;
+    cfg.microbatches = microbatches;
+    cfg.batch = 10;
+    cfg.split = split;
+    cfg.recompute = recompute;
+    bg_pipeline_t *pipe = NULL;
+    assert_int_equal(bg_pipeline_create(&cfg, &pipe), BG_OK);
+    const bg_schedule_t *sched = bg_pipeline_schedule(pipe);
+    int stages = bg_pipeline_stage_count(pipe);
+
+    bg_cost_config_t cc = BG_COST_CONFIG_INIT;
+    cc.spec = spec;
+    cc.batch = cfg.batch;
+    cc.microbatches = microbatches;
+    cc.optimizer = cfg.optimizer;
+    cc.recompute = recompute;
+    cc.split_backward = sched->split_backward;
+    bg_cost_model_t *model = NULL;
+    assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
+    int slots[16], first[16];
+    bg_cost_device_t dev[16];
+    for (int s = 0; s < stages; s++) {
+        slots[s] = bg_schedule_stash_slots(sched, s);
+        first[s] = bg_pipeline_stage_info(pipe, s).first_layer;
+    }
+    for (int d = 0; d < devices.count; d++) dev[d] = (bg_cost_device_t)BG_COST_DEVICE_CPU_CORE_INIT;
+    bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
+    pc.model = model;
+    pc.devices = devices.count;
+    pc.chunks = chunks;
+    pc.device = dev;
+    pc.stash_slots = slots;
+    bg_partition_t *p = NULL;
+    assert_int_equal(bg_partition_evaluate(&pc, first, &p), BG_OK);
+    for (int s = 0; s < stages; s++) {
+        bg_pipeline_stage_info_t info = bg_pipeline_stage_info(pipe, s);
+        assert_int_equal(p->stage[s].last_layer, info.last_layer);
+        assert_int_equal(info.stash_slots, slots[s] < 1 ? 1 : slots[s]);
+        expect_same_memory(&p->stage[s].memory, &info.memory);
+        assert_int_equal(p->stage[s].memory.channels, info.channel_bytes);
+    }
+    bg_partition_destroy(p);
+    bg_cost_model_destroy(model);
+    bg_pipeline_destroy(pipe);
+}
+
+static void test_memory_matches_pipelines(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(origin_cnn);
+    const int split4[] = {4}, split3[] = {2, 4, 6};
+    check_pipeline(spec, "cpu:2", BG_SCHEDULE_1F1B, 1, 4, 0, split4);
+    check_pipeline(spec, "cpu:2", BG_SCHEDULE_GPIPE, 1, 3, 1, NULL);
+    check_pipeline(spec, "cpu:2", BG_SCHEDULE_ZB_H1, 1, 4, 1, split4);
+    check_pipeline(spec, "cpu:3", BG_SCHEDULE_ZB_H1, 1, 5, 0, NULL);
+    check_pipeline(spec, "cpu:2", BG_SCHEDULE_INTERLEAVED, 2, 4, 0, split3);
+    check_pipeline(spec, "cpu", BG_SCHEDULE_INTERLEAVED, 2, 3, 1, NULL);
+    bg_model_spec_destroy(spec);
+}
+
+/* ---- step time, recompute, errors ---- */
+
+static void test_step_and_recompute(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(origin_cnn);
+    bg_cost_config_t cc = BG_COST_CONFIG_INIT;
+    cc.spec = spec;
+    cc.microbatches = 4;
+    bg_cost_device_t dev[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
+    const int slots[2] = {2, 1}, split[2] = {0, 4};
+    bg_partition_t *plain = NULL, *recompute = NULL;
+    for (int r = 0; r < 2; r++) {
+        cc.recompute = r;
+        bg_cost_model_t *model = NULL;
+        assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
+        bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
+        pc.model = model;
+        pc.devices = 2;
+        pc.device = dev;
+        pc.stash_slots = slots;
+        assert_int_equal(bg_partition_evaluate(&pc, split, r ? &recompute : &plain), BG_OK);
+        bg_partition_t *p = r ? recompute : plain;
+        /* gpipe/1f1b with two stages: sum of stages plus (M-1) bottlenecks. */
+        double t0 = p->stage[0].seconds, t1 = p->stage[1].seconds;
+        double want = t0 + t1 + 3 * (t0 > t1 ? t0 : t1);
+        assert_true(fabs(bg_partition_step_seconds(p, &pc) - want) <= 1e-12 * want);
+        bg_cost_model_destroy(model);
+    }
+    /* Recompute keeps only the input: less stash, more compute. */
+    assert_true(recompute->stage[0].memory.stash < plain->stage[0].memory.stash);
+    assert_true(recompute->stage[0].time.recompute > 0);
+    assert_true(plain->stage[0].time.recompute == 0);
+    assert_true(recompute->stage[0].seconds > plain->stage[0].seconds);
+    bg_partition_destroy(plain);
+    bg_partition_destroy(recompute);
+
+    bg_cost_model_t *model = NULL;
+    cc.microbatches = 65;
+    assert_int_equal(bg_cost_model_create(&cc, &model), BG_ERR_INVALID);
+    cc.microbatches = 1;
+    assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
+    bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
+    pc.model = model;
+    pc.device = dev;
+    pc.devices = 9;
+    bg_partition_t *p = NULL;
+    bg_cost_device_t many[9];
+    for (int d = 0; d < 9; d++) many[d] = dev[0];
+    pc.device = many;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "only 8 layers"));
+    pc.devices = 2;
+    const int bad[2] = {0, 8};
+    assert_int_equal(bg_partition_evaluate(&pc, bad, &p), BG_ERR_INVALID);
+    assert_null(p);
+    bg_partition_destroy(NULL);
+    bg_cost_model_destroy(NULL);
+    bg_cost_model_destroy(model);
+    bg_model_spec_destroy(spec);
+}
+
+/* ---- device order ---- */
+
+static double pair_speed(const double *bw, int k, int a, int b) {
+    return bw[a * k + b] < bw[b * k + a] ? bw[a * k + b] : bw[b * k + a];
+}
+
+static double chain_speed(const double *bw, int k, const int *order, int cycle) {
+    double slowest = INFINITY;
+    for (int i = 0; i + 1 < k; i++)
+        slowest = fmin(slowest, pair_speed(bw, k, order[i], order[i + 1]));
+    if (cycle && k > 1) slowest = fmin(slowest, pair_speed(bw, k, order[k - 1], order[0]));
+    return slowest;
+}
+
+/* Lexicographically first permutation with the fastest slowest link. */
+static void brute_order(const double *bw, int k, int cycle, int *perm, int at, int *used,
+                        double *best, int *best_order) {
+    if (at == k) {
+        double speed = chain_speed(bw, k, perm, cycle);
+        if (speed > *best) {
+            *best = speed;
+            memcpy(best_order, perm, sizeof(int) * (size_t)k);
+        }
+        return;
+    }
+    for (int d = 0; d < k; d++) {
+        if (used[d]) continue;
+        used[d] = 1;
+        perm[at] = d;
+        brute_order(bw, k, cycle, perm, at + 1, used, best, best_order);
+        used[d] = 0;
+    }
+}
+
+static void test_device_order(void **state) {
+    (void)state;
+    bg_rng_t rng;
+    bg_rng_seed(&rng, 5, 5);
+    double bw[12 * 12];
+    int order[12], want[12], perm[12], used[12];
+    for (int instance = 0; instance < 300; instance++) {
+        int k = 2 + instance % (MAX_DEVICES - 1), cycle = (instance / 6) % 2;
+        /* Few distinct speeds, so ties are common. */
+        int levels = instance % 3 == 0 ? 3 : 1000;
+        for (int i = 0; i < k * k; i++) bw[i] = 1 + (double)bg_rng_below(&rng, (uint64_t)levels);
+        double slowest = 0, best = -1;
+        assert_int_equal(bg_device_order(bw, k, cycle, order, &slowest), BG_OK);
+        memset(used, 0, sizeof used);
+        brute_order(bw, k, cycle, perm, 0, used, &best, want);
+        assert_true(slowest == best);
+        assert_memory_equal(order, want, sizeof(int) * (size_t)k);
+    }
+    /* Equal links keep the given order; above the exact limit, a greedy
+     * chain that is still a permutation and reports its slowest link. */
+    for (int k = 1; k <= 12; k++) {
+        for (int i = 0; i < k * k; i++) bw[i] = k > 10 ? 1 + (double)bg_rng_below(&rng, 50) : 7;
+        double slowest = 0;
+        assert_int_equal(bg_device_order(bw, k, 0, order, &slowest), BG_OK);
+        memset(used, 0, sizeof used);
+        for (int i = 0; i < k; i++) {
+            assert_true(order[i] >= 0 && order[i] < k && !used[order[i]]);
+            used[order[i]] = 1;
+            if (k <= 10) assert_int_equal(order[i], i);
+        }
+        if (k > 1) assert_true(slowest == chain_speed(bw, k, order, 0));
+    }
+    assert_int_equal(bg_device_order(bw, 0, 0, order, NULL), BG_ERR_INVALID);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dp_equals_brute_force),
+        cmocka_unit_test(test_memory_matches_stages),
+        cmocka_unit_test(test_memory_matches_pipelines),
+        cmocka_unit_test(test_step_and_recompute),
+        cmocka_unit_test(test_device_order),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,240 @@
+#!/bin/sh
+# Tests of 'brigade plan': the stages it prints, its JSON (the same stage
+# keys as 'brigade train --metrics', and the same bytes), refusing a plan
+# that does not fit (exit 2, naming the stage and the bytes), --recompute
+# lowering the stash, --split overriding the planner, and --device-mem sizes.
+#
+# usage: test_plan.sh PATH/TO/brigade
+# Runs from any directory; examples/ is found through $BRIGADE_SOURCE_ROOT
+# (set by meson) or else next to this script.
+
+if [ $# -ne 1 ] || [ ! -x "$1" ]; then
+    echo "usage: $0 PATH/TO/brigade" >&2
+    exit 2
+fi
+case $1 in
+/*) BRIGADE=$1 ;;
+*) BRIGADE=$(pwd)/$1 ;;
+esac
+
+if [ -n "${BRIGADE_SOURCE_ROOT:-}" ]; then
+    ROOT=$BRIGADE_SOURCE_ROOT
+else
+    ROOT=$(cd "$(dirname "$0")/.." && pwd)
+fi
+MODEL=$ROOT/examples/fashion_cnn.model
+if [ ! -f "$MODEL" ]; then
+    echo "test_plan.sh: cannot find $MODEL (set BRIGADE_SOURCE_ROOT)" >&2
+    exit 2
+fi
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/brigade-plan.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' HUP INT TERM
+OUT=$T/stdout
+ERR=$T/stderr
+
+passed=0
+failed=0
+
+pass() {
+    passed=$((passed + 1))
+}
+
+# fail WHAT: records a failure and shows what the last command printed.
+fail() {
+    failed=$((failed + 1))
+    echo "FAIL: $1" >&2
+    if [ -s "$ERR" ]; then
+        echo "  stderr:" >&2
+        head -c 2000 "$ERR" | sed 's/^/    /' >&2
+    fi
+}
+
+# run ARGS...: runs brigade with stdin from /dev/null, stdout and stderr to
+# files (so neither is a terminal); leaves the exit status in $status.
+run() {
+    "$BRIGADE" "$@" </dev/null >"$OUT" 2>"$ERR"
+    status=$?
+}
+
+# expect STATUS 'stderr substring' -- ARGS...: runs brigade with ARGS and
+# checks its exit status and that stderr contains the substring ('' accepts
+# any stderr). STATUS may be 'nonzero'.
+expect() {
+    want=$1
+    needle=$2
+    shift 2
+    [ "$1" = "--" ] && shift
+    what="brigade $*"
+    run "$@"
+    if [ "$want" = nonzero ]; then
+        if [ "$status" -eq 0 ]; then
+            fail "$what: exit status 0, expected non-zero"
+            return 1
+        fi
+    elif [ "$status" -ne "$want" ]; then
+        fail "$what: exit status $status, expected $want"
+        return 1
+    fi
+    if [ -n "$needle" ] && ! grep -qF -- "$needle" "$ERR"; then
+        fail "$what: stderr does not contain '$needle'"
+        return 1
+    fi
+    pass
+    return 0
+}
+
+# stdout_has 'substring' WHAT: checks the last command's stdout.
+stdout_has() {
+    if grep -qF -- "$1" "$OUT"; then
+        pass
+    else
+        fail "$2: stdout does not contain '$1'"
+    fi
+}
+
+# check CONDITION-COMMAND... : counts a pass if the command succeeds.
+check() {
+    what=$1
+    shift
+    if "$@"; then
+        pass
+    else
+        fail "$what"
+    fi
+}
+
+# json_check WHAT PYTHON-CODE: runs the code on the last command's stdout
+# parsed as JSON (bound to `p`); sys.argv[2] is the scratch directory.
+json_check() {
+    what=$1
+    if python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+$2" "$OUT" "$T" 2>"$T/python.err"; then
+        pass
+    else
+        fail "$what"
+        sed 's/^/    /' "$T/python.err" >&2
+    fi
+}
+
+# --- usage -------------------------------------------------------------------
+
+expect 0 "" -- plan --help
+stdout_has "--device-mem" "brigade plan --help"
+stdout_has "--split" "brigade plan --help"
+expect 2 "no MODEL" -- plan
+expect 2 "unknown option '--bogus'" -- plan "$MODEL" --bogus
+expect 2 "$T/missing.model" -- plan "$T/missing.model"
+expect 2 "--batch" -- plan "$MODEL" --batch 0
+expect 2 "foo" -- plan "$MODEL" --optimizer foo
+expect 2 "would leave some empty" -- plan "$MODEL" --batch 4 --microbatches 8
+expect 2 "multiple of the device count" -- plan "$MODEL" --devices cpu:4 \
+    --schedule interleaved --chunks 2 --microbatches 6
+expect 2 "9 stages but the model has only 8 layers" -- plan "$MODEL" --stages 9
+expect 2 "--split gives 2 boundaries; 2 stages need 1" -- plan "$MODEL" --stages 2 --split 2,4
+expect 2 "stage 1 would start at layer 9" -- plan "$MODEL" --stages 2 --split 9
+for bad in abc 0 -5 1.5X 12QB '' 1e30G nan; do
+    expect 2 "--device-mem: expected a size" -- plan "$MODEL" --device-mem "$bad"
+done
+expect 2 "--device-mem needs a value" -- plan "$MODEL" --device-mem
+check "usage errors print nothing on stdout" test ! -s "$OUT"
+
+# --- a plan that fits --------------------------------------------------------
+
+expect 0 "" -- plan "$MODEL" --devices cpu:2
+stdout_has "2 stages on cpu:0, cpu:1" "plan on cpu:2"
+check "plan on cpu:2 prints a row for each of 2 stages" \
+    test "$(grep -cE '^ +[01] +[0-9]+-[0-9]+ +cpu:[01] ' "$OUT")" -eq 2
+stdout_has "predicted step" "plan on cpu:2"
+stdout_has "bubble" "plan on cpu:2"
+
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 4 --json
+json_check "plan --json has the stage keys of train --metrics and the totals" '
+for key in ("stages", "step_ms", "bubble_theory", "bubble", "fits", "schedule", "microbatches"):
+    assert key in p, key
+assert p["fits"] is True
+assert abs(p["bubble_theory"] - 1 / 5) < 1e-12, p["bubble_theory"]
+assert len(p["stages"]) == 2
+cats = {"params", "grads", "optimizer", "stash", "buffers", "channels", "workspace"}
+layers = []
+for s in p["stages"]:
+    for key in ("layers", "device", "predicted_ms", "peak_bytes", "peak_by_category",
+                "stash_slots", "peak_microbatches_in_flight"):
+        assert key in s, key
+    assert set(s["peak_by_category"]) == cats, s["peak_by_category"]
+    assert s["peak_bytes"] == sum(s["peak_by_category"].values())
+    assert s["predicted_ms"]["busy"] > 0
+    layers += s["layers"]
+assert layers == list(range(8)), layers
+assert p["stages"][1]["device"] == "cpu:1"
+assert p["step_ms"] > 0'
+
+# --recompute keeps only each micro-batch's input: a smaller stash.
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 4 --split 4 --json
+cp "$OUT" "$T/plain.json"
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 4 --split 4 --recompute --json
+json_check "--recompute lowers the stash of stage 0" '
+q = json.load(open(sys.argv[2] + "/plain.json"))
+assert p["recompute"] is True and q["recompute"] is False
+a, b = p["stages"][0]["peak_by_category"], q["stages"][0]["peak_by_category"]
+assert a["stash"] < b["stash"], (a, b)
+assert p["stages"][0]["peak_bytes"] < q["stages"][0]["peak_bytes"]'
+
+# --split overrides the planner.
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 2 --json
+json_check "--split 2 puts layers 0-1 on stage 0" '
+assert p["stages"][0]["layers"] == [0, 1], p["stages"][0]["layers"]'
+
+# --device-mem sizes: bytes, or K/M/G/T in powers of 1024.
+for size in 1000000:1000000 512M:536870912 8G:8589934592 1.5G:1610612736; do
+    arg=${size%%:*}
+    bytes=${size#*:}
+    run plan "$MODEL" --devices cpu:2 --device-mem "$arg" --json
+    json_check "--device-mem $arg is $bytes bytes per stage" "
+assert all(s['capacity_bytes'] == $bytes for s in p['stages']), p['stages']"
+done
+
+# --- plans that do not fit ---------------------------------------------------
+
+expect 2 "does not fit: stage 0 (layers 0-3 on cpu:0) needs 27,923,104 bytes" -- \
+    plan "$MODEL" --devices cpu:2 --device-mem 4M
+check "the overflow is in bytes" grep -qF "23,728,800 bytes over its 4,194,304-byte capacity" "$ERR"
+check "a plan that does not fit still prints its table" grep -qF "cpu:1" "$OUT"
+# 20 MiB is too little for a 64-sample micro-batch, enough for 16-sample ones.
+expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --device-mem 20M
+check "smaller micro-batches are suggested" grep -qF -- "--microbatches 4 " "$ERR"
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --device-mem 20M --microbatches 4
+# 12 MiB needs several savings at once: the dense layer's Adam state alone
+# leaves too little room beside its stash.
+expect 2 "--recompute --optimizer sgd --schedule 1f1b fits" -- plan "$MODEL" --devices cpu:2 \
+    --device-mem 12M --microbatches 4 --schedule gpipe
+expect 2 "" -- plan "$MODEL" --devices cpu:2 --device-mem 4M --json
+json_check "--json of a plan that does not fit names the overflow" '
+assert p["fits"] is False and p["overflow"]["stage"] == 0, p.get("overflow")
+assert p["overflow"]["bytes"] == 23728800, p["overflow"]'
+
+# --- plan and train agree ----------------------------------------------------
+
+# The same placement trained for two steps: every stage key train reports
+# equals the plan's (the memory model is exact), 1f1b and zb-h1.
+for schedule in 1f1b zb-h1; do
+    set -- --devices cpu:2 --microbatches 4 --batch 16 --schedule "$schedule" --split 4
+    run plan "$MODEL" "$@" --json
+    cp "$OUT" "$T/plan.json"
+    if expect 0 "" -- train "$MODEL" "$@" --data synthetic --steps 2 --metrics "$T/train.json"; then
+        check "plan and train report the same stages ($schedule)" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+t = json.load(open(sys.argv[2]))
+assert len(p["stages"]) == len(t["stages"])
+for a, b in zip(p["stages"], t["stages"]):
+    for key in b:
+        assert a[key] == b[key], (key, a[key], b[key])
+' "$T/plan.json" "$T/train.json"
+    fi
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
