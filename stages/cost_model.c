@@ -26,6 +26,9 @@ struct bg_cost_model {
     int64_t *output_elems;   /* per-sample outputs of layers other than flatten */
     int64_t *weighted_elems; /* per-sample outputs of layers with weights */
     int64_t *boundary;       /* per-sample numel at each boundary (not a prefix sum) */
+    /* With a profile: prefix sums of measured seconds per micro-batch. */
+    double *forward_s, *backward_s, *weight_s, *update_s;
+    double first_dx_s; /* layer 0's dX, which the executor never runs */
     range_max_t widest;      /* over boundary[0 .. layers] */
     range_max_t workspace;   /* bytes, over layers */
 };
@@ -65,6 +68,10 @@ static int64_t range_max_query(const range_max_t *r, int first, int last) {
 
 void bg_cost_model_destroy(bg_cost_model_t *m) {
     if (m == NULL) return;
+    free(m->forward_s);
+    free(m->backward_s);
+    free(m->weight_s);
+    free(m->update_s);
     free(m->forward_flops);
     free(m->backward_flops);
     free(m->backward_ops);
@@ -98,6 +105,24 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         workspace[i] = (int64_t)bg_layer_workspace_bytes(l, be, m->micro);
     }
     m->boundary[n] = bg_shape_numel(spec->layers[n - 1].out);
+    const bg_profile_t *prof = m->cfg.profile;
+    if (prof != NULL) {
+        if (prof->layers != n) {
+            free(workspace);
+            return bg_error_set(BG_ERR_INVALID, "cost model: profile of %d layers for %d",
+                                prof->layers, n);
+        }
+        const double scale = (double)m->micro / (double)prof->batch;
+        for (int i = 0; i < n; i++) {
+            const bg_layer_profile_t *lp = &prof->layer[i];
+            m->forward_s[i + 1] = m->forward_s[i] + scale * lp->forward_s;
+            m->backward_s[i + 1] =
+                m->backward_s[i] + scale * (lp->backward_data_s + lp->backward_weights_s);
+            m->weight_s[i + 1] = m->weight_s[i] + scale * lp->backward_weights_s;
+            m->update_s[i + 1] = m->update_s[i] + lp->update_s;
+        }
+        m->first_dx_s = scale * prof->layer[0].backward_data_s;
+    }
     bg_status_t st = range_max_build(&m->widest, m->boundary, n + 1);
     if (st == BG_OK) st = range_max_build(&m->workspace, workspace, n);
     free(workspace);
@@ -128,10 +153,15 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     m->output_elems = calloc(count, sizeof(int64_t));
     m->weighted_elems = calloc(count, sizeof(int64_t));
     m->boundary = calloc(count, sizeof(int64_t));
+    m->forward_s = calloc(count, sizeof(double));
+    m->backward_s = calloc(count, sizeof(double));
+    m->weight_s = calloc(count, sizeof(double));
+    m->update_s = calloc(count, sizeof(double));
     bg_status_t st = BG_OK;
     bg_backend_t *own = NULL, *be = cfg->workspace_backend;
     if (!m->forward_flops || !m->backward_flops || !m->backward_ops || !m->param_elems ||
-        !m->output_elems || !m->weighted_elems || !m->boundary) {
+        !m->output_elems || !m->weighted_elems || !m->boundary || !m->forward_s ||
+        !m->backward_s || !m->weight_s || !m->update_s) {
         st = bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
         goto fail;
     }
@@ -163,9 +193,22 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
     double fwd_flops = (double)(m->forward_flops[last] - m->forward_flops[first]);
     double bwd_flops = (double)(m->backward_flops[last] - m->backward_flops[first]);
     double bwd_ops = (double)(m->backward_ops[last] - m->backward_ops[first]);
-    bg_cost_time_t t;
-    t.forward = fwd_flops * samples / d->flops_per_s + (last - first) * d->op_overhead_s;
-    t.backward = bwd_flops * samples / d->flops_per_s + bwd_ops * d->op_overhead_s;
+    bg_cost_time_t t = {0};
+    if (m->cfg.profile != NULL) {
+        t.forward = m->forward_s[last] - m->forward_s[first];
+        t.backward = m->backward_s[last] - m->backward_s[first];
+        if (first == 0) t.backward -= m->first_dx_s;
+        t.weight = m->weight_s[last] - m->weight_s[first];
+        t.update = m->update_s[last] - m->update_s[first];
+    } else {
+        t.forward = fwd_flops * samples / d->flops_per_s + (last - first) * d->op_overhead_s;
+        t.backward = bwd_flops * samples / d->flops_per_s + bwd_ops * d->op_overhead_s;
+        /* dW costs what the forward costs, for the layers with weights. */
+        t.weight = (bwd_flops - fwd_flops) * samples / d->flops_per_s;
+        /* The update streams parameters, gradients and state: memory-bound. */
+        double params = (double)(m->param_elems[last] - m->param_elems[first]);
+        t.update = params * (double)m->elem * (3.0 + 2.0 * m->states) / BG_COST_MEMORY_BYTES_PER_S;
+    }
     t.recompute = m->cfg.recompute ? t.forward : 0;
     return t;
 }

@@ -40,6 +40,7 @@
 #include "backend.h"
 #include "model_spec.h"
 #include "optimizer.h"
+#include "profile.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,6 +54,9 @@ extern "C" {
 /* Fixed cost of one layer op on a CPU core (a function call, a pass over
  * small tensors). */
 #define BG_COST_CPU_OP_OVERHEAD_S 2e-6
+
+/* Memory bandwidth of a CPU core, for memory-bound work (optimizer updates). */
+#define BG_COST_MEMORY_BYTES_PER_S 10e9
 
 /* A device as the planner sees it. */
 typedef struct bg_cost_device {
@@ -91,12 +95,17 @@ typedef struct bg_cost_config {
     /* Asked for conv2d workspace sizes; borrowed. NULL: a CPU backend of
      * `dtype`, made and freed inside bg_cost_model_create. */
     bg_backend_t *workspace_backend;
+    /* Measured layer times (brigade profile) to use instead of FLOPs over
+     * the device's speed; borrowed, may be NULL. Times scale linearly from
+     * the profile's micro-batch size to this model's. */
+    const bg_profile_t *profile;
 } bg_cost_config_t;
 
 #define BG_COST_CONFIG_INIT                                                                        \
     {                                                                                              \
         .spec = NULL, .batch = 64, .microbatches = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT,       \
-        .recompute = 0, .split_backward = 0, .dtype = BG_F32, .workspace_backend = NULL            \
+        .recompute = 0, .split_backward = 0, .dtype = BG_F32, .workspace_backend = NULL,           \
+        .profile = NULL                                                                            \
     }
 
 typedef struct bg_cost_model bg_cost_model_t;
@@ -117,7 +126,9 @@ const bg_cost_config_t *bg_cost_model_config(const bg_cost_model_t *model);
 /* Seconds one micro-batch spends in layers [first, last) on `device`. */
 typedef struct bg_cost_time {
     double forward, backward; /* backward: B and W together */
+    double weight;            /* the W part of backward (dW) */
     double recompute;         /* the extra forward with recompute, else 0 */
+    double update;            /* the optimizer step of the layers' parameters */
 } bg_cost_time_t;
 
 bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *model, const bg_cost_device_t *device,

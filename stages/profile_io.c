@@ -1,0 +1,138 @@
+/* Reading and writing profiles as JSON (cJSON). */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "profile.h"
+
+enum { MAX_PROFILE_BYTES = 64 << 20 };
+
+bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
+    cJSON *root = cJSON_CreateObject();
+    if (root == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
+    char fingerprint[32];
+    snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, p->fingerprint);
+    cJSON_AddStringToObject(root, "model", fingerprint);
+    cJSON_AddStringToObject(root, "device", p->device);
+    cJSON_AddNumberToObject(root, "batch", (double)p->batch);
+    cJSON_AddNumberToObject(root, "copy_bytes_per_s", p->copy_bytes_per_s);
+    cJSON *layers = cJSON_AddArrayToObject(root, "layers");
+    for (int i = 0; layers != NULL && i < p->layers; i++) {
+        cJSON *l = cJSON_CreateObject();
+        cJSON_AddNumberToObject(l, "forward_s", p->layer[i].forward_s);
+        cJSON_AddNumberToObject(l, "backward_data_s", p->layer[i].backward_data_s);
+        cJSON_AddNumberToObject(l, "backward_weights_s", p->layer[i].backward_weights_s);
+        cJSON_AddNumberToObject(l, "update_s", p->layer[i].update_s);
+        cJSON_AddItemToArray(layers, l);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
+    bg_status_t st = BG_OK;
+    FILE *f = fopen(path, "w");
+    if (f == NULL || fputs(text, f) < 0 || fputc('\n', f) < 0)
+        st = bg_error_set(BG_ERR_IO, "cannot write profile '%s': %s", path, strerror(errno));
+    if (f != NULL && fclose(f) != 0 && st == BG_OK)
+        st = bg_error_set(BG_ERR_IO, "cannot write profile '%s': %s", path, strerror(errno));
+    free(text);
+    return st;
+}
+
+static bg_status_t read_text(const char *path, char **out) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    char *text = malloc(MAX_PROFILE_BYTES + 1);
+    size_t n = text ? fread(text, 1, MAX_PROFILE_BYTES + 1, f) : 0;
+    int failed = text == NULL || ferror(f);
+    fclose(f);
+    if (failed) {
+        free(text);
+        return bg_error_set(BG_ERR_IO, "cannot read '%s'", path);
+    }
+    if (n > MAX_PROFILE_BYTES) {
+        free(text);
+        return bg_error_set(BG_ERR_PARSE, "%s: larger than 64 MiB; not a profile", path);
+    }
+    text[n] = '\0';
+    *out = text;
+    return BG_OK;
+}
+
+/* A non-negative finite number field of `object`, or a parse error. */
+static bg_status_t number_field(const char *path, const cJSON *object, const char *key,
+                                const char *where, double *out) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, key);
+    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble) || item->valuedouble < 0)
+        return bg_error_set(BG_ERR_PARSE, "%s: %s: '%s' must be a number >= 0", path, where, key);
+    *out = item->valuedouble;
+    return BG_OK;
+}
+
+bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_profile_t **out) {
+    char *text = NULL;
+    BG_CHECK(read_text(path, &text));
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    bg_profile_t *p = NULL;
+    bg_status_t st = BG_OK;
+    if (!cJSON_IsObject(root)) {
+        st = bg_error_set(BG_ERR_PARSE, "%s: not a JSON profile (run brigade profile)", path);
+        goto done;
+    }
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
+    char want[32];
+    snprintf(want, sizeof want, "%016" PRIx64, spec->fingerprint);
+    if (!cJSON_IsString(model) || strcmp(model->valuestring, want) != 0) {
+        st = bg_error_set(BG_ERR_INVALID,
+                          "%s: profile of another model (its fingerprint %s, "
+                          "this model %s)",
+                          path, cJSON_IsString(model) ? model->valuestring : "none", want);
+        goto done;
+    }
+    if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) != spec->num_layers) {
+        st = bg_error_set(BG_ERR_PARSE, "%s: needs a 'layers' list of %d entries", path,
+                          spec->num_layers);
+        goto done;
+    }
+    p = calloc(1, sizeof *p);
+    BG_ALLOC_CHECK_GOTO(p, st, done);
+    p->layers = spec->num_layers;
+    p->fingerprint = spec->fingerprint;
+    p->layer = calloc((size_t)p->layers, sizeof *p->layer);
+    BG_ALLOC_CHECK_GOTO(p->layer, st, done);
+    double batch = 0;
+    BG_CHECK_GOTO(number_field(path, root, "batch", "profile", &batch), st, done);
+    BG_CHECK_GOTO(number_field(path, root, "copy_bytes_per_s", "profile", &p->copy_bytes_per_s), st,
+                  done);
+    if (batch < 1 || batch > 1e9 || p->copy_bytes_per_s <= 0) {
+        st = bg_error_set(BG_ERR_PARSE, "%s: batch and copy_bytes_per_s must be positive", path);
+        goto done;
+    }
+    p->batch = (int64_t)batch;
+    const cJSON *device = cJSON_GetObjectItemCaseSensitive(root, "device");
+    snprintf(p->device, sizeof p->device, "%s", cJSON_IsString(device) ? device->valuestring : "?");
+    for (int i = 0; i < p->layers; i++) {
+        const cJSON *l = cJSON_GetArrayItem(layers, i);
+        char where[32];
+        snprintf(where, sizeof where, "layer %d", i);
+        bg_layer_profile_t *lp = &p->layer[i];
+        BG_CHECK_GOTO(number_field(path, l, "forward_s", where, &lp->forward_s), st, done);
+        BG_CHECK_GOTO(number_field(path, l, "backward_data_s", where, &lp->backward_data_s), st,
+                      done);
+        BG_CHECK_GOTO(number_field(path, l, "backward_weights_s", where, &lp->backward_weights_s),
+                      st, done);
+        BG_CHECK_GOTO(number_field(path, l, "update_s", where, &lp->update_s), st, done);
+    }
+    *out = p;
+    p = NULL;
+done:
+    bg_profile_destroy(p);
+    cJSON_Delete(root);
+    return st;
+}
