@@ -60,6 +60,7 @@ static void test_learns_synthetic(void **state) {
     bg_train_config_t cfg = config(f);
     bg_train_result_t r;
     assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
+    bg_train_result_free(&r);
     assert_int_equal(r.steps, 3 * 32);
     assert_true(r.test_accuracy > 0.9);
     print_message("loss %.4f test accuracy %.4f\n", r.loss, r.test_accuracy);
@@ -77,10 +78,13 @@ static void test_deterministic(void **state) {
     bg_train_result_t ra, rb;
     assert_int_equal(bg_train_run(&cfg, &ra, a), BG_OK);
     assert_int_equal(bg_train_run(&cfg, &rb, b), BG_OK);
+    bg_train_result_free(&ra);
+    bg_train_result_free(&rb);
     assert_memory_equal(a, b, sizeof(float) * (size_t)n);
     assert_true(ra.loss == rb.loss);
     cfg.seed = 12;
     assert_int_equal(bg_train_run(&cfg, &rb, b), BG_OK);
+    bg_train_result_free(&rb);
     assert_true(memcmp(a, b, sizeof(float) * (size_t)n) != 0);
     free(a);
     free(b);
@@ -93,11 +97,13 @@ static void test_steps_and_partial_batch(void **state) {
     cfg.steps = 5;
     bg_train_result_t r;
     assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
+    bg_train_result_free(&r);
     assert_int_equal(r.steps, 5);
     cfg.steps = 0;
     cfg.epochs = 1;
     cfg.batch = 1000; /* 1024 samples: one batch of 1000, one of 24 */
     assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
+    bg_train_result_free(&r);
     assert_int_equal(r.steps, 2);
 }
 
@@ -115,6 +121,7 @@ static void test_initial_params_used(void **state) {
     cfg.optimizer.sgd.lr = 0;
     bg_train_result_t r;
     assert_int_equal(bg_train_run(&cfg, &r, end), BG_OK);
+    bg_train_result_free(&r);
     assert_memory_equal(start, end, sizeof(float) * (size_t)n);
     free(start);
     free(end);

@@ -4,6 +4,7 @@
 #include "backend_cpu_impl.h"
 
 #define REAL         float
+#define UREAL        uint32_t
 #define KERNEL(name) name##_f32
 #define GEMM         cblas_sgemm
 #define SQRT         sqrtf

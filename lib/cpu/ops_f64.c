@@ -5,6 +5,7 @@
 #include "backend_cpu_impl.h"
 
 #define REAL         double
+#define UREAL        uint64_t
 #define KERNEL(name) name##_f64
 #define GEMM         cblas_dgemm
 #define SQRT         sqrt
