@@ -32,6 +32,15 @@ static bg_pool_geometry_t pool_geometry(const bg_layer_spec_t *s, int64_t n) {
     return g;
 }
 
+int bg_layer_runs_in_place(const bg_model_spec_t *spec, int index) {
+    if (index < 1 || index >= spec->num_layers) return 0;
+    if (spec->layers[index].kind != BG_LAYER_RELU) return 0;
+    bg_layer_kind_t before = spec->layers[index - 1].kind;
+    /* Max-pool's backward compares its input with its output, and a relu's
+     * backward reads its output: those must keep theirs. */
+    return before == BG_LAYER_CONV2D || before == BG_LAYER_DENSE || before == BG_LAYER_AVGPOOL;
+}
+
 void bg_layer_param_counts(const bg_layer_spec_t *spec, int64_t *weights, int64_t *biases) {
     *weights = 0;
     *biases = 0;

@@ -23,14 +23,14 @@ struct bg_cost_model {
     int64_t *backward_flops; /* 2x forward with weights, else 1x */
     int64_t *backward_ops;   /* 2 ops with weights, else 1 */
     int64_t *param_elems;    /* weights + biases of layers with weights */
-    int64_t *output_elems;   /* per-sample outputs of layers other than flatten */
+    int64_t *output_elems;   /* per-sample outputs of layers with a buffer of their own */
     int64_t *weighted_elems; /* per-sample outputs of layers with weights */
     int64_t *boundary;       /* per-sample numel at each boundary (not a prefix sum) */
     /* With a profile: prefix sums of measured seconds per micro-batch. */
     double *forward_s, *backward_s, *weight_s, *update_s;
-    double first_dx_s; /* layer 0's dX, which the executor never runs */
-    range_max_t widest;      /* over boundary[0 .. layers] */
-    range_max_t workspace;   /* bytes, over layers */
+    double first_dx_s;     /* layer 0's dX, which the executor never runs */
+    range_max_t widest;    /* over boundary[0 .. layers] */
+    range_max_t workspace; /* bytes, over layers */
 };
 
 static void range_max_free(range_max_t *r) {
@@ -99,7 +99,8 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         m->backward_flops[i + 1] = m->backward_flops[i] + l->flops * (weighted ? 2 : 1);
         m->backward_ops[i + 1] = m->backward_ops[i] + (weighted ? 2 : 1);
         m->param_elems[i + 1] = m->param_elems[i] + (weighted ? weights + biases : 0);
-        m->output_elems[i + 1] = m->output_elems[i] + (l->kind == BG_LAYER_FLATTEN ? 0 : out);
+        int aliases = l->kind == BG_LAYER_FLATTEN || bg_layer_runs_in_place(spec, i);
+        m->output_elems[i + 1] = m->output_elems[i] + (aliases ? 0 : out);
         m->weighted_elems[i + 1] = m->weighted_elems[i] + (weighted ? out : 0);
         m->boundary[i] = bg_shape_numel(l->in);
         workspace[i] = (int64_t)bg_layer_workspace_bytes(l, be, m->micro);
@@ -160,8 +161,8 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     bg_status_t st = BG_OK;
     bg_backend_t *own = NULL, *be = cfg->workspace_backend;
     if (!m->forward_flops || !m->backward_flops || !m->backward_ops || !m->param_elems ||
-        !m->output_elems || !m->weighted_elems || !m->boundary || !m->forward_s ||
-        !m->backward_s || !m->weight_s || !m->update_s) {
+        !m->output_elems || !m->weighted_elems || !m->boundary || !m->forward_s || !m->backward_s ||
+        !m->weight_s || !m->update_s) {
         st = bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
         goto fail;
     }
@@ -236,6 +237,10 @@ bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_st
 
     size_t input = nb * (size_t)m->boundary[first] * e;
     size_t outputs = nb * (size_t)(m->output_elems[last] - m->output_elems[first]) * e;
+    /* A relu that would run in place keeps its own output when its
+     * predecessor is on the previous stage. */
+    if (bg_layer_runs_in_place(m->cfg.spec, first))
+        outputs += nb * (size_t)bg_shape_numel(m->cfg.spec->layers[first].out) * e;
     r.stash_slot = input + (m->cfg.recompute ? 0 : outputs);
     if (m->cfg.split_backward)
         r.stash_slot += nb * (size_t)(m->weighted_elems[last] - m->weighted_elems[first]) * e;

@@ -18,7 +18,8 @@
  *   params, grads   weights + biases of the stage's layers, e each
  *   optimizer       0, 1 or 2 x params (sgd, sgd with momentum, adam)
  *   stash           stash_slots x one micro-batch's stash: its input, every
- *                   layer's output but flatten's (which aliases its input),
+ *                   layer's output but flatten's and in-place relus' (see
+ *                   bg_layer_runs_in_place),
  *                   with split backward (zb-h1) dL/d(output) of each layer
  *                   with weights, and int32 labels on the loss stage; with
  *                   recompute only the input (plus the zb-h1 gradients)

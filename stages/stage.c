@@ -70,7 +70,7 @@ static bg_status_t allocate_slot(bg_stage_t *s, stage_slot_t *slot, size_t *byte
     for (int i = 0; i < s->count; i++) {
         const bg_layer_spec_t *l = stage_layer(s, i);
         int64_t out = nb * bg_shape_numel(l->out);
-        if (!s->recompute && l->kind != BG_LAYER_FLATTEN)
+        if (!s->recompute && !stage_layer_aliases(s, i))
             BG_CHECK(alloc_counted(s, out, bytes, &slot->outputs[i]));
         if (s->split_backward && stage_layer_has_params(s, i))
             BG_CHECK(alloc_counted(s, out, bytes, &slot->saved_dy[i]));
@@ -93,7 +93,7 @@ static bg_status_t allocate_buffers(bg_stage_t *s) {
         if (out > widest) widest = out;
         size_t ws = bg_layer_workspace_bytes(l, s->be, nb);
         if (ws > workspace) workspace = ws;
-        if (s->recompute && l->kind != BG_LAYER_FLATTEN)
+        if (s->recompute && !stage_layer_aliases(s, i))
             BG_CHECK(alloc_counted(s, nb * out, &s->memory.buffers, &s->work_outputs[i]));
     }
     for (int k = 0; k < s->slot_count; k++) {

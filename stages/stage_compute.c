@@ -14,7 +14,7 @@ static bg_status_t check_slot(const bg_stage_t *s, int slot, int64_t n) {
 }
 
 void *bg_stage_layer_output(const bg_stage_t *s, const stage_slot_t *slot, int i) {
-    if (stage_layer(s, i)->kind == BG_LAYER_FLATTEN)
+    if (stage_layer_aliases(s, i))
         return i > 0 ? bg_stage_layer_output(s, slot, i - 1) : slot->input;
     return s->recompute ? s->work_outputs[i] : slot->outputs[i];
 }

@@ -48,6 +48,14 @@ static inline int stage_layer_has_params(const bg_stage_t *s, int i) {
     return s->params[i].weight_count > 0;
 }
 
+/* 1 when layer i (of the stage) keeps no output buffer of its own: a
+ * flatten (a reshape), or a relu running in place over its predecessor's
+ * output. */
+static inline int stage_layer_aliases(const bg_stage_t *s, int i) {
+    if (stage_layer(s, i)->kind == BG_LAYER_FLATTEN) return 1;
+    return i > 0 && bg_layer_runs_in_place(s->spec, s->first + i);
+}
+
 /* Where layer i's output for `slot` lives: its own buffer, the shared
  * recompute buffer, or (flatten) its input. */
 void *bg_stage_layer_output(const bg_stage_t *s, const stage_slot_t *slot, int i);

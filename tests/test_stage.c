@@ -20,6 +20,7 @@
 
 #include "backend_cpu.h"
 #include "model_spec.h"
+#include "layer.h"
 #include "stage.h"
 
 static const char origin_cnn[] = "input channels=1 height=28 width=28\n"
@@ -467,12 +468,15 @@ static void test_memory(void **state) {
     assert_int_equal(m.params, (size_t)TOTAL_PARAMS * 4);
     assert_int_equal(m.grads, (size_t)TOTAL_PARAMS * 4);
     assert_int_equal(m.optimizer, (size_t)TOTAL_PARAMS * 4 * 2); /* m and v */
-    /* One slot's stash: the input, every layer's output but the flatten's
-     * (it aliases its input) and the labels, for max_batch samples. */
+    /* One slot's stash: the input, the labels, and every layer's output but
+     * the flatten's (it aliases its input) and the relus' after conv2d and
+     * dense (they run in place), for max_batch samples. */
     size_t slot = (size_t)BATCH * PIXELS * 4 + (size_t)BATCH * 4;
     for (int i = 0; i < LAYERS; i++)
-        if (f->spec->layers[i].kind != BG_LAYER_FLATTEN)
+        if (f->spec->layers[i].kind != BG_LAYER_FLATTEN && f->spec->layers[i].kind != BG_LAYER_RELU)
             slot += (size_t)BATCH * (size_t)f->spec->layers[i].activation_bytes;
+    assert_true(bg_layer_runs_in_place(f->spec, 1));  /* relu after conv2d */
+    assert_false(bg_layer_runs_in_place(f->spec, 2)); /* maxpool */
     assert_int_equal(m.stash_slot, slot);
     assert_int_equal(m.stash, slot); /* one slot by default */
     assert_int_equal(m.in_flight, 0);
