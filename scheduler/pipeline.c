@@ -624,6 +624,32 @@ bg_status_t bg_pipeline_download_params(bg_pipeline_t *p, float *host) {
     return BG_OK;
 }
 
+bg_status_t bg_pipeline_download_optimizer_state(bg_pipeline_t *p, int k, float *host) {
+    int64_t at = 0;
+    for (int s = 0; s < p->stages; s++) {
+        if (bg_stage_param_count(p->stage[s]) > 0)
+            BG_CHECK(bg_stage_download_optimizer_state(p->stage[s], k, host + at));
+        at += bg_stage_param_count(p->stage[s]);
+    }
+    return BG_OK;
+}
+
+bg_status_t bg_pipeline_upload_optimizer_state(bg_pipeline_t *p, int k, const float *host) {
+    int64_t at = 0;
+    for (int s = 0; s < p->stages; s++) {
+        if (bg_stage_param_count(p->stage[s]) > 0)
+            BG_CHECK(bg_stage_upload_optimizer_state(p->stage[s], k, host + at));
+        at += bg_stage_param_count(p->stage[s]);
+    }
+    return BG_OK;
+}
+
+int64_t bg_pipeline_steps(const bg_pipeline_t *p) { return bg_stage_steps(p->stage[0]); }
+
+void bg_pipeline_set_steps(bg_pipeline_t *p, int64_t steps) {
+    for (int s = 0; s < p->stages; s++) bg_stage_set_steps(p->stage[s], steps);
+}
+
 bg_status_t bg_pipeline_upload_params(bg_pipeline_t *p, const float *host) {
     int64_t at = 0;
     for (int s = 0; s < p->stages; s++) {

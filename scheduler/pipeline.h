@@ -103,6 +103,14 @@ bg_status_t bg_pipeline_timeline_create(const bg_pipeline_t *p, bg_timeline_t **
 bg_status_t bg_pipeline_download_params(bg_pipeline_t *p, float *host);
 bg_status_t bg_pipeline_upload_params(bg_pipeline_t *p, const float *host);
 
+/* Optimizer state k (0..bg_optimizer_state_buffers-1) of every stage, flat
+ * like the parameters; and the step count every stage has taken. For
+ * checkpoints that resume a run exactly. */
+bg_status_t bg_pipeline_download_optimizer_state(bg_pipeline_t *p, int k, float *host);
+bg_status_t bg_pipeline_upload_optimizer_state(bg_pipeline_t *p, int k, const float *host);
+int64_t bg_pipeline_steps(const bg_pipeline_t *p);
+void bg_pipeline_set_steps(bg_pipeline_t *p, int64_t steps);
+
 /* First layer of each of `stages` stages that balances forward+backward
  * FLOPs (the slowest stage as light as possible), into first[0..stages).
  * BG_ERR_INVALID when the model has fewer layers than stages. */

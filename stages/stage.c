@@ -244,13 +244,22 @@ int64_t bg_stage_param_count(const bg_stage_t *s) {
 }
 
 /* Visits every parameter buffer (or its gradient) in the flat order. */
-static bg_status_t copy_params(bg_stage_t *s, float *host_out, const float *host_in, int grads) {
+/* What copy_buffers moves: parameters, gradients or optimizer state k. */
+enum { COPY_PARAMS = -2, COPY_GRADS = -1 };
+
+/* Visits every parameter buffer (or its gradient, or its optimizer state
+ * `which` >= 0) in the flat order: per layer, weight then bias. */
+static bg_status_t copy_buffers(bg_stage_t *s, int which, float *host_out, const float *host_in) {
     int64_t at = 0;
     for (int i = 0; i < s->count; i++) {
         bg_layer_params_t *p = &s->params[i];
         if (p->weight_count == 0) continue;
-        void *w = grads ? p->weight_grad : p->weight;
-        void *b = grads ? p->bias_grad : p->bias;
+        void *w = which == COPY_PARAMS  ? p->weight
+                  : which == COPY_GRADS ? p->weight_grad
+                                        : s->opt_state[(i * 2) * 2 + which];
+        void *b = which == COPY_PARAMS  ? p->bias
+                  : which == COPY_GRADS ? p->bias_grad
+                                        : s->opt_state[(i * 2 + 1) * 2 + which];
         if (host_out != NULL) {
             BG_CHECK(download_floats(s->be, host_out + at, w, p->weight_count));
             BG_CHECK(download_floats(s->be, host_out + at + p->weight_count, b, p->bias_count));
@@ -264,16 +273,39 @@ static bg_status_t copy_params(bg_stage_t *s, float *host_out, const float *host
 }
 
 bg_status_t bg_stage_download_params(bg_stage_t *s, float *host) {
-    return copy_params(s, host, NULL, 0);
+    return copy_buffers(s, COPY_PARAMS, host, NULL);
 }
 
 bg_status_t bg_stage_upload_params(bg_stage_t *s, const float *host) {
-    return copy_params(s, NULL, host, 0);
+    return copy_buffers(s, COPY_PARAMS, NULL, host);
 }
 
 bg_status_t bg_stage_download_grads(bg_stage_t *s, float *host) {
-    return copy_params(s, host, NULL, 1);
+    return copy_buffers(s, COPY_GRADS, host, NULL);
 }
+
+int bg_stage_optimizer_states(const bg_stage_t *s) {
+    return bg_optimizer_state_buffers(&s->optimizer);
+}
+
+static bg_status_t check_state(const bg_stage_t *s, int k) {
+    if (k < 0 || k >= bg_stage_optimizer_states(s))
+        return bg_error_set(BG_ERR_INVALID, "stage: optimizer state %d of %d", k,
+                            bg_stage_optimizer_states(s));
+    return BG_OK;
+}
+
+bg_status_t bg_stage_download_optimizer_state(bg_stage_t *s, int k, float *host) {
+    BG_CHECK(check_state(s, k));
+    return copy_buffers(s, k, host, NULL);
+}
+
+bg_status_t bg_stage_upload_optimizer_state(bg_stage_t *s, int k, const float *host) {
+    BG_CHECK(check_state(s, k));
+    return copy_buffers(s, k, NULL, host);
+}
+
+void bg_stage_set_steps(bg_stage_t *s, int64_t steps) { s->steps = steps; }
 
 bg_stage_memory_t bg_stage_memory(const bg_stage_t *s) {
     bg_stage_memory_t m = s->memory;

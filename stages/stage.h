@@ -155,6 +155,16 @@ bg_status_t bg_stage_upload_params(bg_stage_t *stage, const float *host);
 /* Same for the accumulated gradients (tests compare them across placements). */
 bg_status_t bg_stage_download_grads(bg_stage_t *stage, float *host);
 
+/* Optimizer state buffers per parameter (0 sgd, 1 sgd with momentum, 2
+ * adam: m then v), and their values in the flat order of the parameters. */
+int bg_stage_optimizer_states(const bg_stage_t *stage);
+bg_status_t bg_stage_download_optimizer_state(bg_stage_t *stage, int k, float *host);
+bg_status_t bg_stage_upload_optimizer_state(bg_stage_t *stage, int k, const float *host);
+
+/* Sets the optimizer step count (Adam's bias correction depends on it), for
+ * resuming a run. */
+void bg_stage_set_steps(bg_stage_t *stage, int64_t steps);
+
 /* Bytes held, by category. */
 bg_stage_memory_t bg_stage_memory(const bg_stage_t *stage);
 

@@ -346,12 +346,68 @@ static void test_recording(void **state) {
     bg_pipeline_destroy(p);
 }
 
+/* Parameters, optimizer state and step count moved into a fresh pipeline of
+ * another placement continue the run bit for bit (in double, where the
+ * placements agree exactly). */
+static void test_state_transfer(void **state) {
+    fixture_t *f = *state;
+    bg_device_list_t two, one;
+    assert_int_equal(bg_device_list_parse("cpu:2", 2, &two), BG_OK);
+    assert_int_equal(bg_device_list_parse("cpu", 2, &one), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.devices = &two;
+    cfg.microbatches = 2;
+    cfg.batch = BATCH;
+    cfg.optimizer = optimizer();
+    cfg.dtype = BG_F64;
+    bg_pipeline_t *a, *b;
+    assert_int_equal(bg_pipeline_create(&cfg, &a), BG_OK);
+    cfg.devices = &one;
+    cfg.microbatches = 1;
+    cfg.seed = 99; /* other initial weights: all must come from the transfer */
+    assert_int_equal(bg_pipeline_create(&cfg, &b), BG_OK);
+    const int64_t n = f->spec->total_params, numel = bg_shape_numel(f->spec->input);
+    bg_pipeline_result_t r;
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(bg_pipeline_train_step(a, f->data->images + k * BATCH * numel,
+                                                f->data->labels + k * BATCH, BATCH, &r),
+                         BG_OK);
+    float *buf = malloc(sizeof(float) * (size_t)n);
+    assert_int_equal(bg_pipeline_download_params(a, buf), BG_OK);
+    assert_int_equal(bg_pipeline_upload_params(b, buf), BG_OK);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(bg_pipeline_download_optimizer_state(a, k, buf), BG_OK);
+        assert_int_equal(bg_pipeline_upload_optimizer_state(b, k, buf), BG_OK);
+    }
+    assert_int_equal(bg_pipeline_download_optimizer_state(a, 2, buf), BG_ERR_INVALID);
+    assert_int_equal(bg_pipeline_steps(a), 2);
+    bg_pipeline_set_steps(b, bg_pipeline_steps(a));
+    const float *images = f->data->images + 2 * BATCH * numel;
+    const int32_t *labels = f->data->labels + 2 * BATCH;
+    bg_pipeline_result_t ra, rb;
+    assert_int_equal(bg_pipeline_train_step(a, images, labels, BATCH, &ra), BG_OK);
+    assert_int_equal(bg_pipeline_train_step(b, images, labels, BATCH, &rb), BG_OK);
+    float *pa = malloc(sizeof(float) * (size_t)n), *pb = malloc(sizeof(float) * (size_t)n);
+    assert_int_equal(bg_pipeline_download_params(a, pa), BG_OK);
+    assert_int_equal(bg_pipeline_download_params(b, pb), BG_OK);
+    double err = relative_error(pa, pb, n);
+    if (!(err <= 1e-6)) fail_msg("relative error %g after the transfer", err);
+    assert_true(fabs(ra.loss_sum - rb.loss_sum) <= 1e-9 * ra.loss_sum);
+    free(buf);
+    free(pa);
+    free(pb);
+    bg_pipeline_destroy(a);
+    bg_pipeline_destroy(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_equivalence),   cmocka_unit_test(test_equivalence_f64),
-        cmocka_unit_test(test_bit_identical), cmocka_unit_test(test_stash_peaks),
-        cmocka_unit_test(test_evaluate),      cmocka_unit_test(test_invalid_requests),
-        cmocka_unit_test(test_balance_split), cmocka_unit_test(test_recording),
+        cmocka_unit_test(test_equivalence),    cmocka_unit_test(test_equivalence_f64),
+        cmocka_unit_test(test_bit_identical),  cmocka_unit_test(test_stash_peaks),
+        cmocka_unit_test(test_evaluate),       cmocka_unit_test(test_invalid_requests),
+        cmocka_unit_test(test_balance_split),  cmocka_unit_test(test_recording),
+        cmocka_unit_test(test_state_transfer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
