@@ -22,6 +22,7 @@ typedef enum bg_status {
     BG_ERR_NUMERIC,     /* non-finite value where a finite one is required (exit 1) */
     BG_ERR_BACKEND,     /* a backend call failed (exit 1) */
     BG_ERR_INTERNAL,    /* a broken invariant: a bug in brigade (exit 1) */
+    BG_ERR_STALLED,     /* a stage waited longer than the stall timeout (exit 1) */
 } bg_status_t;
 
 /* Short stable name of a status ("invalid", "parse", ...). Never NULL. */

@@ -1,5 +1,7 @@
 #include "channel.h"
 
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -22,8 +24,32 @@ struct bg_channel {
     size_t slot_bytes;
     channel_slot_t *slots;
     int aborted;
+    double timeout_s;
     char name[64];
 };
+
+/* Waits on the channel's condition until `deadline` (CLOCK_REALTIME, what
+ * pthread_cond_timedwait measures); returns 1 when the deadline passed. */
+static int wait_until(bg_channel_t *ch, const struct timespec *deadline) {
+    if (deadline == NULL) {
+        pthread_cond_wait(&ch->changed, &ch->lock);
+        return 0;
+    }
+    return pthread_cond_timedwait(&ch->changed, &ch->lock, deadline) == ETIMEDOUT;
+}
+
+static struct timespec *make_deadline(const bg_channel_t *ch, struct timespec *out) {
+    if (ch->timeout_s <= 0) return NULL;
+    clock_gettime(CLOCK_REALTIME, out);
+    double whole = floor(ch->timeout_s);
+    out->tv_sec += (time_t)whole;
+    out->tv_nsec += (long)((ch->timeout_s - whole) * 1e9);
+    if (out->tv_nsec >= 1000000000L) {
+        out->tv_sec++;
+        out->tv_nsec -= 1000000000L;
+    }
+    return out;
+}
 
 double bg_channel_clock(void) {
     struct timespec ts;
@@ -38,6 +64,7 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
     if (ch == NULL) return bg_error_set(BG_ERR_NOMEM, "channel: out of memory");
     ch->capacity = cfg->capacity;
     ch->slot_bytes = cfg->slot_bytes;
+    ch->timeout_s = cfg->timeout_s;
     snprintf(ch->name, sizeof ch->name, "%s", cfg->name ? cfg->name : "channel");
     pthread_mutex_init(&ch->lock, NULL);
     pthread_cond_init(&ch->changed, NULL);
@@ -75,16 +102,22 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     if (bytes > ch->slot_bytes)
         return bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes, slots hold %zu", ch->name,
                             bytes, ch->slot_bytes);
+    struct timespec when, *deadline = make_deadline(ch, &when);
     pthread_mutex_lock(&ch->lock);
     channel_slot_t *slot = NULL;
-    while (!ch->aborted) {
+    int stalled = 0;
+    while (!ch->aborted && !stalled) {
         for (int i = 0; i < ch->capacity && slot == NULL; i++)
             if (ch->slots[i].microbatch == SLOT_FREE) slot = &ch->slots[i];
         if (slot != NULL) break;
-        pthread_cond_wait(&ch->changed, &ch->lock);
+        stalled = wait_until(ch, deadline);
     }
-    if (ch->aborted) {
+    if (ch->aborted || slot == NULL) {
         pthread_mutex_unlock(&ch->lock);
+        if (!ch->aborted)
+            return bg_error_set(BG_ERR_STALLED,
+                                "%s: no room to send micro-batch %d for %.3g s (stall timeout)",
+                                ch->name, microbatch, ch->timeout_s);
         return bg_error_set(BG_ERR_INTERNAL, "%s: aborted", ch->name);
     }
     /* Reserve the slot so the copy can run unlocked. */
@@ -104,16 +137,23 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
 bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, void *dst,
                             size_t capacity, size_t *bytes, bg_channel_timing_t *timing) {
     if (timing != NULL) timing->call = bg_channel_clock();
+    struct timespec when, *deadline = make_deadline(ch, &when);
     pthread_mutex_lock(&ch->lock);
     channel_slot_t *slot = NULL;
-    while (!ch->aborted) {
+    int stalled = 0;
+    while (!ch->aborted && !stalled) {
         for (int i = 0; i < ch->capacity && slot == NULL; i++)
             if (ch->slots[i].microbatch == microbatch) slot = &ch->slots[i];
         if (slot != NULL) break;
-        pthread_cond_wait(&ch->changed, &ch->lock);
+        stalled = wait_until(ch, deadline);
     }
-    if (ch->aborted) {
+    if (ch->aborted || slot == NULL) {
         pthread_mutex_unlock(&ch->lock);
+        if (!ch->aborted)
+            return bg_error_set(BG_ERR_STALLED,
+                                "%s: micro-batch %d did not arrive within %.3g s (stall "
+                                "timeout)",
+                                ch->name, microbatch, ch->timeout_s);
         return bg_error_set(BG_ERR_INTERNAL, "%s: aborted", ch->name);
     }
     slot->microbatch = SLOT_BUSY;

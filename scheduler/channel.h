@@ -37,6 +37,8 @@ typedef struct bg_channel_config {
     size_t slot_bytes; /* largest message */
     int capacity;      /* slots in the ring, >= 1 */
     const char *name;  /* for messages: "activations stage 0 -> 1" */
+    double timeout_s;  /* a send or receive waiting longer fails with
+                        * BG_ERR_STALLED; 0 waits forever */
 } bg_channel_config_t;
 
 bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out);

@@ -1,9 +1,12 @@
 #include "pipeline.h"
 
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "channel.h"
 #include "timeline.h"
@@ -13,11 +16,25 @@ enum { CROSS_DEVICE_CAPACITY = 2 }; /* double buffering between devices */
 
 typedef enum pipeline_job { JOB_TRAIN, JOB_EVALUATE } pipeline_job_t;
 
+enum { RECORDER_DEPTH = 6 };
+
+/* The flight recorder of one device: its last ops, and what it is doing
+ * now. Written only by the device's thread; read after the step ended. */
+typedef struct flight_entry {
+    bg_op_t op;
+    double start, end; /* end < 0: still running */
+    int failed;
+} flight_entry_t;
+
 typedef struct device_worker {
     bg_pipeline_t *p;
     int device;
     pthread_t thread;
     int started;
+    flight_entry_t recent[RECORDER_DEPTH];
+    int recent_count;  /* ops recorded this step */
+    char doing[96];    /* "waiting for gradients from stage 2", ... */
+    int stopped_stage; /* test hook: the stage already stopped this step */
 } device_worker_t;
 
 struct bg_pipeline {
@@ -50,8 +67,16 @@ struct bg_pipeline {
     bg_event_t **events; /* per device */
     int *event_count, *event_capacity;
 
+    /* Non-finite values of the current step: the first one found. */
+    int nan_found;
+    char nan_report[256];
+    /* Devices waiting at the optimizer step until all have checked. */
+    int barrier_count;
+    uint64_t barrier_round;
+    int aborted;
+
     pthread_mutex_t lock;
-    pthread_cond_t work, done;
+    pthread_cond_t work, done, barrier;
     uint64_t generation; /* incremented for every job */
     int remaining;       /* workers still running the current job */
     int quit;
@@ -155,6 +180,47 @@ static void note_transfer(bg_pipeline_t *p, int device, bg_event_kind_t copy, in
     note(p, device, copy, stage, mb, peer, t->ready, t->done);
 }
 
+static void set_doing(bg_pipeline_t *p, int s, const char *format, int peer) {
+    device_worker_t *w = &p->workers[s % p->devices];
+    snprintf(w->doing, sizeof w->doing, format, peer);
+}
+
+/* Records the first non-finite value of the step; later ones are effects. */
+static void report_nan(bg_pipeline_t *p, int stage, int mb, int layer, const char *what) {
+    pthread_mutex_lock(&p->lock);
+    if (!p->nan_found) {
+        p->nan_found = 1;
+        char where[48] = "";
+        if (mb >= 0) snprintf(where, sizeof where, ", micro-batch %d", mb);
+        snprintf(p->nan_report, sizeof p->nan_report, "stage %d%s, layer %d (%s): %s is not finite",
+                 stage, where, layer, bg_layer_kind_name(p->cfg.spec->layers[layer].kind), what);
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Checks `count` values at `x` on stage s's device. */
+static bg_status_t check_finite(bg_pipeline_t *p, int s, int mb, int layer, const void *x,
+                                int64_t count, const char *what) {
+    if (!p->cfg.check_finite || count == 0) return BG_OK;
+    bg_backend_t *be = stage_backend(p, s);
+    int ok;
+    BG_CHECK(be->ops->all_finite(be, count, x, &ok));
+    if (!ok) report_nan(p, s, mb, layer, what);
+    return BG_OK;
+}
+
+/* The test hook that stops a stage: waits until the step is aborted. */
+static bg_status_t maybe_stop(bg_pipeline_t *p, int s) {
+    device_worker_t *w = &p->workers[s % p->devices];
+    if (s != p->cfg.stop_stage || p->job != JOB_TRAIN || w->stopped_stage == s) return BG_OK;
+    w->stopped_stage = s;
+    set_doing(p, s, "stopped by the test hook on stage %d", s);
+    pthread_mutex_lock(&p->lock);
+    while (!p->aborted) pthread_cond_wait(&p->barrier, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    return bg_error_set(BG_ERR_INTERNAL, "stopped by the test hook");
+}
+
 static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     bg_stage_t *stage = p->stage[s];
     bg_backend_t *be = stage_backend(p, s);
@@ -169,19 +235,32 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     bg_channel_timing_t t;
     if (s > 0) {
         size_t got;
+        set_doing(p, s, "waiting for activations from stage %d", s - 1);
         BG_CHECK(bg_channel_recv(p->forward[s - 1], be, mb, bg_stage_slot_input(stage, slot),
                                  stage_bytes(p, p->first[s], p->max_micro), &got, &t));
         note_transfer(p, device, BG_EVENT_RECV, s, mb, s - 1, &t);
         if (last && n > 0) BG_CHECK(bg_stage_load_slot(stage, slot, n, NULL, p->labels + at));
     }
     bg_stage_loss_t loss = {0};
+    set_doing(p, s, "computing a forward on stage %d", s);
     double start = bg_channel_clock();
     BG_CHECK(bg_stage_forward_slot(stage, slot, n, p->job == JOB_TRAIN, &loss));
     note(p, device, BG_EVENT_FORWARD, s, mb, -1, start, bg_channel_clock());
+    const int out_layer = p->first[s + 1] - 1;
+    if (s == p->cfg.nan_stage && mb == p->cfg.nan_microbatch && p->job == JOB_TRAIN && n > 0) {
+        const double nan = NAN;
+        BG_CHECK(bg_backend_upload_doubles(be, (void *)bg_stage_slot_output(stage, slot), &nan, 1));
+    }
     if (last) {
         p->loss_sum += loss.loss_sum;
         p->correct += loss.correct;
+        if (p->cfg.check_finite && !isfinite(loss.loss_sum))
+            report_nan(p, s, mb, out_layer, "the loss");
     } else {
+        BG_CHECK(check_finite(p, s, mb, out_layer, bg_stage_slot_output(stage, slot),
+                              n * bg_shape_numel(p->cfg.spec->layers[out_layer].out),
+                              "the forward output"));
+        set_doing(p, s, "sending activations to stage %d", s + 1);
         BG_CHECK(bg_channel_send(p->forward[s], be, mb, bg_stage_slot_output(stage, slot),
                                  stage_bytes(p, p->first[s + 1], n), &t));
         note_transfer(p, device, BG_EVENT_SEND, s, mb, s + 1, &t);
@@ -197,14 +276,20 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
     bg_channel_timing_t t;
     if (s < p->stages - 1) {
         size_t got;
+        set_doing(p, s, "waiting for gradients from stage %d", s + 1);
         BG_CHECK(bg_channel_recv(p->backward[s], be, mb, bg_stage_output_grad(stage),
                                  stage_bytes(p, p->first[s + 1], p->max_micro), &got, &t));
         note_transfer(p, device, BG_EVENT_RECV, s, mb, s + 1, &t);
     }
+    set_doing(p, s, "computing a backward on stage %d", s);
     double start = bg_channel_clock();
     BG_CHECK(bg_stage_backward_slot(stage, mb % p->slots[s], n, 1.0 / (double)p->batch));
     note(p, device, BG_EVENT_BACKWARD, s, mb, -1, start, bg_channel_clock());
     if (s > 0) {
+        BG_CHECK(check_finite(p, s, mb, p->first[s], bg_stage_input_grad(stage),
+                              n * bg_shape_numel(p->cfg.spec->layers[p->first[s]].in),
+                              "the gradient of its input"));
+        set_doing(p, s, "sending gradients to stage %d", s - 1);
         BG_CHECK(bg_channel_send(p->backward[s - 1], be, mb, bg_stage_input_grad(stage),
                                  stage_bytes(p, p->first[s], n), &t));
         note_transfer(p, device, BG_EVENT_SEND, s, mb, s - 1, &t);
@@ -212,8 +297,41 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
     return BG_OK;
 }
 
+/* Every device checks its weight gradients, then waits here until all
+ * have: the step is taken everywhere or nowhere. */
+static bg_status_t step_barrier(bg_pipeline_t *p, int device) {
+    for (int s = device; s < p->stages; s += p->devices) {
+        int layer;
+        if (!p->cfg.check_finite) break;
+        BG_CHECK(bg_stage_find_nonfinite_grad(p->stage[s], &layer));
+        if (layer >= 0) report_nan(p, s, -1, layer, "the accumulated weight gradient");
+    }
+    pthread_mutex_lock(&p->lock);
+    uint64_t round = p->barrier_round;
+    if (++p->barrier_count == p->devices) {
+        p->barrier_count = 0;
+        p->barrier_round++;
+        pthread_cond_broadcast(&p->barrier);
+    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += (time_t)ceil(p->cfg.stall_timeout_s > 0 ? p->cfg.stall_timeout_s : 1e6);
+    int timed_out = 0;
+    while (p->barrier_round == round && !p->aborted && !timed_out)
+        timed_out = pthread_cond_timedwait(&p->barrier, &p->lock, &deadline) == ETIMEDOUT;
+    int aborted = p->aborted, skip = p->nan_found;
+    pthread_mutex_unlock(&p->lock);
+    if (aborted) return bg_error_set(BG_ERR_INTERNAL, "aborted at the optimizer step");
+    if (timed_out)
+        return bg_error_set(BG_ERR_STALLED,
+                            "waited at the optimizer step for the other devices longer than the "
+                            "stall timeout");
+    return skip ? BG_ERR_NUMERIC : BG_OK;
+}
+
 static bg_status_t run_op(bg_pipeline_t *p, int device, const bg_op_t *op) {
     double start = bg_channel_clock();
+    if (op->kind != BG_OP_STEP) BG_CHECK(maybe_stop(p, op->stage));
     switch (op->kind) {
     case BG_OP_FORWARD: return run_forward(p, op->stage, op->microbatch);
     case BG_OP_BACKWARD: return run_backward(p, op->stage, op->microbatch);
@@ -222,10 +340,16 @@ static bg_status_t run_op(bg_pipeline_t *p, int device, const bg_op_t *op) {
                                        p->micro_size[op->microbatch]));
         note(p, device, BG_EVENT_WEIGHT, op->stage, op->microbatch, -1, start, bg_channel_clock());
         return BG_OK;
-    case BG_OP_STEP:
+    case BG_OP_STEP: {
+        snprintf(p->workers[device].doing, sizeof p->workers[device].doing,
+                 "waiting for every device to reach the optimizer step");
+        bg_status_t st = step_barrier(p, device);
+        if (st == BG_ERR_NUMERIC) return BG_OK; /* skipped everywhere; reported by run_job */
+        BG_CHECK(st);
         for (int s = device; s < p->stages; s += p->devices) BG_CHECK(bg_stage_step(p->stage[s]));
         note(p, device, BG_EVENT_STEP, device, -1, -1, start, bg_channel_clock());
         return BG_OK;
+    }
     }
     return bg_error_set(BG_ERR_INTERNAL, "unknown op kind %d", (int)op->kind);
 }
@@ -245,9 +369,16 @@ static bg_status_t run_device(bg_pipeline_t *p, int device) {
     if (p->job == JOB_TRAIN)
         for (int s = device; s < p->stages; s += p->devices)
             BG_CHECK(bg_stage_zero_grads(p->stage[s]));
+    device_worker_t *w = &p->workers[device];
+    w->recent_count = 0;
+    w->stopped_stage = -1;
     for (int i = 0; i < schedule->op_counts[device]; i++) {
         const bg_op_t *op = &schedule->ops[device][i];
+        flight_entry_t *e = &w->recent[w->recent_count++ % RECORDER_DEPTH];
+        *e = (flight_entry_t){*op, bg_channel_clock() - p->job_start, -1, 0};
         bg_status_t st = run_op(p, device, op);
+        e->end = bg_channel_clock() - p->job_start;
+        e->failed = st != BG_OK;
         if (st != BG_OK) {
             if (op->kind == BG_OP_STEP)
                 return bg_error_prefix(
@@ -257,10 +388,15 @@ static bg_status_t run_device(bg_pipeline_t *p, int device) {
                                    op_name(op->kind));
         }
     }
+    snprintf(w->doing, sizeof w->doing, "finished its ops");
     return BG_OK;
 }
 
 static void abort_channels(bg_pipeline_t *p) {
+    pthread_mutex_lock(&p->lock);
+    p->aborted = 1;
+    pthread_cond_broadcast(&p->barrier);
+    pthread_mutex_unlock(&p->lock);
     for (int s = 0; s + 1 < p->stages; s++) {
         bg_channel_abort(p->forward[s]);
         bg_channel_abort(p->backward[s]);
@@ -299,6 +435,41 @@ static void *device_main(void *arg) {
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
+}
+
+/* The message of a stalled step: the first failure, then every device's
+ * last ops and what it was doing when the step stopped. */
+static bg_status_t stall_report(bg_pipeline_t *p) {
+    char text[4096];
+    size_t at = (size_t)snprintf(text, sizeof text,
+                                 "%s\nflight recorder (ms from the step's start):", p->message);
+    for (int d = 0; d < p->devices && at < sizeof text; d++) {
+        const device_worker_t *w = &p->workers[d];
+        at += (size_t)snprintf(text + at, sizeof text - at,
+                               "\n  %s:", p->cfg.devices->devices[d].name);
+        int first = w->recent_count > RECORDER_DEPTH ? w->recent_count - RECORDER_DEPTH : 0;
+        for (int i = first; i < w->recent_count && at < sizeof text; i++) {
+            const flight_entry_t *e = &w->recent[i % RECORDER_DEPTH];
+            char name[24];
+            if (e->op.kind == BG_OP_STEP)
+                snprintf(name, sizeof name, "step");
+            else
+                snprintf(name, sizeof name, "%s%d@%d",
+                         e->op.kind == BG_OP_FORWARD    ? "F"
+                         : e->op.kind == BG_OP_BACKWARD ? "B"
+                                                        : "W",
+                         e->op.microbatch, e->op.stage);
+            if (e->end >= 0)
+                at += (size_t)snprintf(text + at, sizeof text - at, " %s %.3f-%.3f%s", name,
+                                       1e3 * e->start, 1e3 * e->end, e->failed ? " (failed)" : "");
+            else
+                at += (size_t)snprintf(text + at, sizeof text - at, " %s from %.3f (unfinished)",
+                                       name, 1e3 * e->start);
+        }
+        if (at < sizeof text)
+            at += (size_t)snprintf(text + at, sizeof text - at, "; last: %s", w->doing);
+    }
+    return bg_error_set(BG_ERR_STALLED, "%s", text);
 }
 
 /* Moves the devices' events of the step just run into the timeline. */
@@ -340,6 +511,10 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
     if (!recording) p->record = NULL; /* evaluation steps are not recorded */
     pthread_mutex_lock(&p->lock);
     p->status = BG_OK;
+    p->nan_found = 0;
+    p->nan_report[0] = '\0';
+    p->aborted = 0;
+    p->barrier_count = 0;
     p->remaining = p->devices;
     p->generation++;
     pthread_cond_broadcast(&p->work);
@@ -355,10 +530,15 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
             bg_channel_reset(p->backward[s]);
         }
         for (int s = 0; s < p->stages; s++) bg_stage_release_slots(p->stage[s]);
+        if (st == BG_ERR_STALLED) return stall_report(p);
         return bg_error_set(st, "%s", p->message);
     }
     result->loss_sum = p->loss_sum;
     result->correct = p->correct;
+    result->skipped = p->nan_found;
+    snprintf(result->nan_report, sizeof result->nan_report, "%s", p->nan_report);
+    if (p->nan_found)
+        for (int s = 0; s < p->stages; s++) bg_stage_release_slots(p->stage[s]);
     return BG_OK;
 }
 
@@ -433,6 +613,7 @@ static bg_status_t create_channels(bg_pipeline_t *p) {
             .capacity =
                 s % p->devices == (s + 1) % p->devices ? p->microbatches : CROSS_DEVICE_CAPACITY,
             .name = name,
+            .timeout_s = p->cfg.stall_timeout_s,
         };
         snprintf(name, sizeof name, "activations stage %d -> %d", s, s + 1);
         BG_CHECK(bg_channel_create(&cc, &p->forward[s]));
@@ -495,6 +676,7 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done, NULL);
+    pthread_cond_init(&p->barrier, NULL);
     bg_status_t st;
     BG_CHECK_GOTO(allocate(p), st, fail);
     if (stages > cfg->spec->num_layers) {
@@ -539,6 +721,7 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->work);
     pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->barrier);
     free(p->backends);
     free(p->stage);
     free(p->first);

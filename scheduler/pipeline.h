@@ -43,18 +43,38 @@ typedef struct bg_pipeline_config {
     uint64_t seed;
     bg_optimizer_config_t optimizer;
     bg_dtype_t dtype; /* BG_F32; BG_F64 for exact equivalence tests */
+    /* A stage waiting on a neighbour longer than this stops the whole step
+     * with BG_ERR_STALLED and a report of what every device was doing (the
+     * last ops of each, like a flight recorder); 0 waits forever. */
+    double stall_timeout_s;
+    /* Check losses, activations sent between stages, gradients sent back and
+     * the accumulated weight gradients for NaN/Inf; if any is found, every
+     * stage skips the optimizer step and the result says where (step,
+     * stage, micro-batch, layer). */
+    int check_finite;
+    /* Test hooks, -1 when off: the device of stage `stop_stage` stops (waits
+     * until the step is aborted) at its first op of that stage; stage
+     * `nan_stage` writes a NaN into its forward output of `nan_microbatch`. */
+    int stop_stage, nan_stage, nan_microbatch;
 } bg_pipeline_config_t;
 
 #define BG_PIPELINE_CONFIG_INIT                                                                    \
     {                                                                                              \
         .schedule = BG_SCHEDULE_1F1B, .chunks = 1, .microbatches = 1, .batch = 64, .split = NULL,  \
-        .recompute = 0, .seed = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT, .dtype = BG_F32          \
+        .recompute = 0, .seed = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT, .dtype = BG_F32,         \
+        .stall_timeout_s = 300, .check_finite = 1, .stop_stage = -1, .nan_stage = -1,             \
+        .nan_microbatch = -1                                                                       \
     }
 
 /* Sums over a mini-batch, from the last stage. */
 typedef struct bg_pipeline_result {
     double loss_sum;
     int64_t correct;
+    /* 1 when a non-finite value was found and no stage took its optimizer
+     * step; nan_report then says where ("stage 1, micro-batch 3, layer 6
+     * (dense): forward output is not finite"). */
+    int skipped;
+    char nan_report[256];
 } bg_pipeline_result_t;
 
 /* Where a stage runs and what it holds. */

@@ -135,6 +135,10 @@ bg_status_t bg_stage_weights_slot(bg_stage_t *stage, int slot, int64_t n);
 /* Forgets every held micro-batch (after an aborted step). */
 void bg_stage_release_slots(bg_stage_t *stage);
 
+/* Finds the first layer whose accumulated weight gradients hold a NaN or an
+ * infinity: *layer is its index in the model, or -1 when all are finite. */
+bg_status_t bg_stage_find_nonfinite_grad(bg_stage_t *stage, int *layer);
+
 /* Sets every gradient to zero. */
 bg_status_t bg_stage_zero_grads(bg_stage_t *stage);
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dataset.h"
+#include "channel.h"
 #include "pipeline.h"
 
 /* 8 layers: conv, relu, maxpool, flatten, dense, relu, dense, loss. */
@@ -401,13 +402,105 @@ static void test_state_transfer(void **state) {
     bg_pipeline_destroy(b);
 }
 
+static bg_pipeline_t *make_pipeline(fixture_t *f, const char *devices_text, bg_schedule_kind_t kind,
+                                    int m, bg_device_list_t *devices,
+                                    void (*adjust)(bg_pipeline_config_t *, int), int arg) {
+    assert_int_equal(bg_device_list_parse(devices_text, 2, devices), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.devices = devices;
+    cfg.schedule = kind;
+    cfg.microbatches = m;
+    cfg.batch = BATCH;
+    if (adjust != NULL) adjust(&cfg, arg);
+    bg_pipeline_t *p = NULL;
+    if (bg_pipeline_create(&cfg, &p) != BG_OK) fail_msg("%s", bg_error_message());
+    return p;
+}
+
+static void inject_nan(bg_pipeline_config_t *cfg, int stage) {
+    cfg->nan_stage = stage;
+    cfg->nan_microbatch = 1;
+}
+
+/* A NaN written into one micro-batch's activation on one stage: found on
+ * that stage, reported with micro-batch and layer, and no stage steps. */
+static void test_nan_guard(void **state) {
+    fixture_t *f = *state;
+    static const bg_schedule_kind_t kinds[] = {BG_SCHEDULE_GPIPE, BG_SCHEDULE_1F1B,
+                                               BG_SCHEDULE_ZB_H1};
+    const int64_t n = f->spec->total_params;
+    float *before = malloc(sizeof(float) * (size_t)n), *after = malloc(sizeof(float) * (size_t)n);
+    for (int k = 0; k < 3; k++) {
+        for (int stage = 0; stage < 2; stage++) {
+            bg_device_list_t devices;
+            bg_pipeline_t *p = make_pipeline(f, "cpu:3", kinds[k], 4, &devices, inject_nan, stage);
+            assert_int_equal(bg_pipeline_download_params(p, before), BG_OK);
+            bg_pipeline_result_t r;
+            assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r),
+                             BG_OK);
+            assert_int_equal(r.skipped, 1);
+            char want[64];
+            snprintf(want, sizeof want, "stage %d, micro-batch 1, layer", stage);
+            if (strstr(r.nan_report, want) == NULL ||
+                strstr(r.nan_report, "forward output") == NULL)
+                fail_msg("report '%s' lacks '%s'", r.nan_report, want);
+            assert_int_equal(bg_pipeline_download_params(p, after), BG_OK);
+            assert_memory_equal(before, after, sizeof(float) * (size_t)n);
+            assert_int_equal(bg_pipeline_steps(p), 0);
+            bg_pipeline_destroy(p);
+        }
+    }
+    /* Without the hook the same step is taken. */
+    bg_device_list_t devices;
+    bg_pipeline_t *p = make_pipeline(f, "cpu:3", BG_SCHEDULE_1F1B, 4, &devices, NULL, 0);
+    bg_pipeline_result_t r;
+    assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(r.skipped, 0);
+    assert_int_equal(bg_pipeline_steps(p), 1);
+    bg_pipeline_destroy(p);
+    free(before);
+    free(after);
+}
+
+static void stop_stage(bg_pipeline_config_t *cfg, int stage) {
+    cfg->stop_stage = stage;
+    cfg->stall_timeout_s = 0.2;
+}
+
+/* A stage that stops: the step ends within the timeout on every schedule,
+ * with what every device was doing. */
+static void test_stall_watchdog(void **state) {
+    fixture_t *f = *state;
+    static const bg_schedule_kind_t kinds[] = {BG_SCHEDULE_GPIPE, BG_SCHEDULE_1F1B,
+                                               BG_SCHEDULE_INTERLEAVED, BG_SCHEDULE_ZB_H1};
+    for (int k = 0; k < 4; k++) {
+        for (int stage = 0; stage < 2; stage++) {
+            bg_device_list_t devices;
+            bg_pipeline_t *p = make_pipeline(f, "cpu:2", kinds[k], 4, &devices, stop_stage, stage);
+            bg_pipeline_result_t r;
+            double start = bg_channel_clock();
+            bg_status_t st = bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r);
+            double seconds = bg_channel_clock() - start;
+            assert_int_equal(st, BG_ERR_STALLED);
+            const char *msg = bg_error_message();
+            if (strstr(msg, "stall timeout") == NULL || strstr(msg, "flight recorder") == NULL ||
+                strstr(msg, "stopped by the test hook") == NULL || strstr(msg, "cpu:1:") == NULL)
+                fail_msg("%s: %s", bg_schedule_kind_name(kinds[k]), msg);
+            assert_true(seconds < 5.0);
+            bg_pipeline_destroy(p);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equivalence),    cmocka_unit_test(test_equivalence_f64),
         cmocka_unit_test(test_bit_identical),  cmocka_unit_test(test_stash_peaks),
         cmocka_unit_test(test_evaluate),       cmocka_unit_test(test_invalid_requests),
         cmocka_unit_test(test_balance_split),  cmocka_unit_test(test_recording),
-        cmocka_unit_test(test_state_transfer),
+        cmocka_unit_test(test_state_transfer), cmocka_unit_test(test_nan_guard),
+        cmocka_unit_test(test_stall_watchdog),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
