@@ -14,6 +14,8 @@ int bg_cmd_summary(int argc, char **argv);
 int bg_cmd_train(int argc, char **argv);
 int bg_cmd_plan(int argc, char **argv);
 int bg_cmd_sweep(int argc, char **argv);
+int bg_cmd_profile(int argc, char **argv);
+int bg_cmd_simulate(int argc, char **argv);
 
 /* Prints "brigade CMD: message" to stderr and returns exit status 2. */
 int bg_cli_usage_error(const char *cmd, const char *format, ...)

@@ -1,7 +1,8 @@
 /* brigade sweep MODEL --microbatches 1,2,4,...: runs a few warmed-up
  * training steps for every micro-batch count (and schedule), measures step
  * time, throughput, bubble and memory from the recorded timelines, prints a
- * table and can draw throughput and bubble against M. */
+ * table and can draw throughput and bubble against M. With --simulate each
+ * point is planned and simulated (stages/planner.h) instead of run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "cli.h"
 #include "dataset.h"
 #include "placement.h"
+#include "planning.h"
 #include "report.h"
 #include "svg.h"
 #include "topology.h"
@@ -21,12 +23,17 @@ static const char help[] =
     "For each micro-batch count (and each schedule), builds the pipeline, runs\n"
     "warm-up steps, records timed steps, and prints: M, schedule, step ms,\n"
     "samples/s, measured bubble %%, theoretical bubble %%, stage imbalance %% and\n"
-    "each stage's peak memory. Figures are measured on this machine.\n"
+    "each stage's peak memory. Figures are measured on this machine; with\n"
+    "--simulate they are predicted instead (as 'brigade simulate' does, from the\n"
+    "cost model or --profile), and the table and chart say \"(simulated)\".\n"
+    "Without --split each point uses the planner's split for its M and\n"
+    "schedule; a point that does not fit --device-mem is skipped.\n"
     "\n"
     "sweep:\n"
     "  --microbatches LIST  micro-batch counts, e.g. 1,2,4,8,16 (required)\n"
     "  --schedule LIST      schedules, e.g. gpipe,1f1b (default 1f1b)\n"
-    "  --steps N            timed steps per point (default 5)\n"
+    "  --simulate           predict every point instead of running it\n"
+    "  --steps N            timed (or simulated) steps per point (default 5)\n"
     "  --warmup N           untimed steps first (default 2)\n"
     "  --batch B            samples per step (default 64)\n"
     "  --data SOURCE        synthetic (default), fashion-mnist or a directory\n"
@@ -35,7 +42,9 @@ static const char help[] =
     "\n"
     "example:\n"
     "  brigade sweep examples/fashion_cnn.model --devices cpu:2 \\\n"
-    "      --microbatches 1,2,4,8,16 --schedule gpipe,1f1b --chart sweep.svg\n";
+    "      --microbatches 1,2,4,8,16 --schedule gpipe,1f1b --chart sweep.svg\n"
+    "  brigade sweep examples/fashion_cnn.model --devices cpu:2 --simulate \\\n"
+    "      --microbatches 1,2,4,8,16 --profile cnn.profile.json\n";
 
 typedef struct sweep_options {
     const char *model, *data, *chart;
@@ -43,8 +52,23 @@ typedef struct sweep_options {
     bg_schedule_kind_t schedules[4];
     int schedule_count;
     int64_t steps, warmup, batch;
+    int simulate;
     bg_placement_t placement;
 } sweep_options_t;
+
+/* What every point shares. */
+typedef struct sweep_context {
+    const sweep_options_t *o;
+    const bg_model_spec_t *spec;
+    const bg_dataset_t *data; /* NULL when simulating */
+    bg_topology_t *topology;
+    const bg_profile_t *profile;
+    bg_cost_device_t *devices; /* K entries */
+} sweep_context_t;
+
+/* Chart line names of simulated points, by bg_schedule_kind_t. */
+static const char *const simulated_names[] = {"gpipe (simulated)", "1f1b (simulated)",
+                                              "interleaved (simulated)", "zb-h1 (simulated)"};
 
 static bg_status_t parse_list(const char *option, const char *text, int *values, int capacity,
                               int *count) {
@@ -100,6 +124,10 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
             BG_CHECK(bg_placement_apply(&o->placement, arg, NULL));
             continue;
         }
+        if (strcmp(arg, "--simulate") == 0) {
+            o->simulate = 1;
+            continue;
+        }
         static const char *const own[] = {"--microbatches", "--schedule", "--steps", "--warmup",
                                           "--batch",        "--data",     "--chart"};
         int known = bg_placement_is_option(arg) != 0;
@@ -130,33 +158,44 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     return BG_OK;
 }
 
-/* Runs one point: warm-up, recorded steps, summary. A configuration the
- * pipeline refuses (e.g. interleaved with M not a multiple of K) is reported
- * in *skip and is not an error of the sweep. */
-static bg_status_t run_point(const sweep_options_t *o, const bg_model_spec_t *spec,
-                             const bg_dataset_t *data, bg_topology_t *topo, bg_schedule_kind_t kind,
-                             int m, bg_sweep_point_t *point, char *skip, size_t skip_size,
-                             FILE *out) {
+/* Prints a point's row: its figures, then each stage's peak MiB. */
+static void print_row(FILE *out, const bg_sweep_point_t *point, const char *schedule,
+                      const bg_timeline_summary_t *summary, const size_t *peaks, int stages) {
+    fprintf(out, "%4d  %-11s %9.2f %11.0f %9.1f %9.1f %9.1f  ", point->microbatches, schedule,
+            point->step_ms, point->samples_per_s, 100 * summary->bubble_measured,
+            100 * summary->bubble_theory, 100 * summary->imbalance);
+    for (int s = 0; s < stages; s++)
+        fprintf(out, "%s%.1f", s ? "/" : "", (double)peaks[s] / (1024.0 * 1024.0));
+    fputc('\n', out);
+    fflush(out);
+}
+
+/* Runs the plan's placement: warm-up, recorded steps; leaves the recorded
+ * timeline in *out and each stage's peak bytes in peaks. A configuration
+ * the pipeline refuses is reported in *skip and is not an error. */
+static bg_status_t measure(const sweep_context_t *c, const bg_plan_t *plan, bg_timeline_t **out,
+                           size_t *peaks, char *skip, size_t skip_size) {
+    const sweep_options_t *o = c->o;
     bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
-    cfg.spec = spec;
+    cfg.spec = c->spec;
     cfg.devices = &o->placement.devices;
-    cfg.topology = topo;
-    cfg.schedule = kind;
+    cfg.topology = c->topology;
+    cfg.schedule = plan->request.schedule;
     cfg.chunks = o->placement.chunks;
-    cfg.microbatches = m;
+    cfg.microbatches = plan->request.microbatches;
     cfg.batch = o->batch;
-    cfg.split = o->placement.split_count > 0 ? o->placement.split : NULL;
+    cfg.split = plan->partition->stages > 1 ? plan->first_layer + 1 : NULL;
     cfg.recompute = o->placement.recompute;
     bg_pipeline_t *p = NULL;
     bg_timeline_t *tl = NULL;
-    bg_timeline_summary_t *summary = NULL;
     bg_status_t st = bg_pipeline_create(&cfg, &p);
     if (st == BG_ERR_INVALID) {
         snprintf(skip, skip_size, "%s", bg_error_message());
         return BG_OK;
     }
     BG_CHECK(st);
-    const int64_t numel = bg_shape_numel(spec->input);
+    const bg_dataset_t *data = c->data;
+    const int64_t numel = bg_shape_numel(c->spec->input);
     const int64_t per_epoch = data->count / o->batch;
     BG_CHECK_GOTO(bg_pipeline_timeline_create(p, &tl), st, done);
     for (int64_t k = 0; k < o->warmup + o->steps; k++) {
@@ -168,29 +207,73 @@ static bg_status_t run_point(const sweep_options_t *o, const bg_model_spec_t *sp
             st, done);
     }
     BG_CHECK_GOTO(bg_pipeline_record(p, NULL), st, done);
+    for (int s = 0; s < bg_pipeline_stage_count(p); s++) {
+        bg_pipeline_stage_info_t info = bg_pipeline_stage_info(p, s);
+        const bg_stage_memory_t *mem = &info.memory;
+        peaks[s] = mem->params + mem->grads + mem->optimizer + mem->stash_peak + mem->buffers +
+                   mem->workspace + info.channel_bytes;
+    }
+    *out = tl;
+    tl = NULL;
+done:
+    bg_timeline_destroy(tl);
+    bg_pipeline_destroy(p);
+    return st;
+}
+
+/* One point: plans it, then measures or simulates it, and prints its row.
+ * A configuration that is impossible or does not fit is reported in *skip
+ * and is not an error of the sweep. */
+static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, int m,
+                             bg_sweep_point_t *point, char *skip, size_t skip_size, FILE *out) {
+    const sweep_options_t *o = c->o;
+    bg_placement_t placement = o->placement;
+    placement.schedule = kind;
+    placement.microbatches = m;
+    bg_optimizer_config_t optimizer = BG_OPTIMIZER_CONFIG_INIT;
+    bg_plan_request_t request;
+    bg_placement_plan_request(&placement, c->spec, o->batch, &optimizer, c->profile, o->simulate,
+                              c->devices, &request);
+    bg_plan_t *plan = NULL;
+    bg_timeline_t *tl = NULL;
+    bg_timeline_summary_t *summary = NULL;
+    size_t *peaks = NULL;
+    bg_status_t st = bg_plan_create(&request, &plan);
+    if (st == BG_ERR_INVALID) {
+        snprintf(skip, skip_size, "%s", bg_error_message());
+        return BG_OK;
+    }
+    BG_CHECK(st);
+    const bg_partition_t *part = plan->partition;
+    if (!part->fits) {
+        char over[32];
+        snprintf(skip, skip_size, "does not fit: stage %d is %s bytes over its capacity",
+                 part->worst_stage,
+                 bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over));
+        goto done;
+    }
+    peaks = calloc((size_t)part->stages, sizeof *peaks);
+    BG_ALLOC_CHECK_GOTO(peaks, st, done);
+    if (o->simulate) {
+        for (int s = 0; s < part->stages; s++) peaks[s] = part->stage[s].peak_bytes;
+        BG_CHECK_GOTO(bg_plan_simulate(plan, (int)o->steps, &tl), st, done);
+    } else {
+        BG_CHECK_GOTO(measure(c, plan, &tl, peaks, skip, skip_size), st, done);
+        if (tl == NULL) goto done;
+    }
     BG_CHECK_GOTO(bg_timeline_summarize(tl, &summary), st, done);
-    point->schedule = bg_schedule_kind_name(kind);
+    point->schedule = o->simulate ? simulated_names[kind] : bg_schedule_kind_name(kind);
     point->microbatches = m;
     point->step_ms = summary->step_s * 1e3;
     point->samples_per_s = (double)o->batch / summary->step_s;
     point->bubble_measured = summary->bubble_measured;
     point->bubble_theory = summary->bubble_theory;
-    fprintf(out, "%4d  %-11s %9.2f %11.0f %9.1f %9.1f %9.1f  ", m, point->schedule, point->step_ms,
-            point->samples_per_s, 100 * summary->bubble_measured, 100 * summary->bubble_theory,
-            100 * summary->imbalance);
-    for (int s = 0; s < bg_pipeline_stage_count(p); s++) {
-        bg_pipeline_stage_info_t info = bg_pipeline_stage_info(p, s);
-        const bg_stage_memory_t *mem = &info.memory;
-        size_t peak = mem->params + mem->grads + mem->optimizer + mem->stash_peak + mem->buffers +
-                      mem->workspace + info.channel_bytes;
-        fprintf(out, "%s%.1f", s ? "/" : "", (double)peak / (1024.0 * 1024.0));
-    }
-    fputc('\n', out);
-    fflush(out);
+    print_row(out, point, bg_schedule_kind_name(kind), summary, peaks, part->stages);
 done:
+    free(peaks);
     bg_timeline_summary_destroy(summary);
     bg_timeline_destroy(tl);
-    bg_pipeline_destroy(p);
+    bg_plan_destroy(plan);
     return st;
 }
 
@@ -206,35 +289,56 @@ int bg_cmd_sweep(int argc, char **argv) {
     bg_model_spec_t *spec = NULL;
     bg_dataset_t *train = NULL, *test = NULL;
     bg_topology_t *topo = NULL;
+    bg_profile_t *profile = NULL;
+    bg_cost_device_t *devices = NULL;
     bg_sweep_point_t *points = calloc(MAX_POINTS, sizeof *points);
     int count = 0, code = 0;
     BG_ALLOC_CHECK_GOTO(points, st, fail);
     BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
     BG_CHECK_GOTO(bg_topology_create(NULL, &topo), st, fail);
     BG_CHECK_GOTO(bg_placement_resolve(&o.placement, spec, bg_topology_core_count(topo)), st, fail);
-    BG_CHECK_GOTO(
-        bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes, 1, &train, &test)),
-        st, fail);
-    if (train->count < o.batch) {
-        st = bg_error_set(BG_ERR_INVALID, "--batch %lld is larger than the %lld training samples",
-                          (long long)o.batch, (long long)train->count);
-        goto fail;
+    BG_CHECK_GOTO(bg_cli_profile_load(&o.placement, spec, &profile), st, fail);
+    devices = calloc((size_t)o.placement.devices.count, sizeof *devices);
+    BG_ALLOC_CHECK_GOTO(devices, st, fail);
+    if (!o.simulate) {
+        BG_CHECK_GOTO(bg_cli_input_status(
+                          bg_dataset_open(o.data, spec->input, spec->classes, 1, &train, &test)),
+                      st, fail);
+        if (train->count < o.batch) {
+            st = bg_error_set(BG_ERR_INVALID,
+                              "--batch %lld is larger than the %lld training samples",
+                              (long long)o.batch, (long long)train->count);
+            goto fail;
+        }
+        fprintf(stderr,
+                "sweep of %s, batch %lld, %lld warm-up + %lld timed steps per point: ", o.model,
+                (long long)o.batch, (long long)o.warmup, (long long)o.steps);
+    } else {
+        fprintf(stderr,
+                "simulated sweep of %s, batch %lld, %lld steps per point, costs from %s: ", o.model,
+                (long long)o.batch, (long long)o.steps,
+                profile != NULL ? o.placement.profile_path : "the analytic cost model");
     }
-    fprintf(stderr, "sweep of %s, batch %lld, %lld warm-up + %lld timed steps per point: ", o.model,
-            (long long)o.batch, (long long)o.warmup, (long long)o.steps);
     bg_placement_describe(&o.placement, stderr);
     fputc('\n', stderr);
+    if (o.simulate) printf("(simulated) predicted by the planner and the simulator, not run\n");
     printf("%4s  %-11s %9s %11s %9s %9s %9s  %s\n", "M", "schedule", "step ms", "samples/s",
            "bubble %", "theory %", "imbal. %", "peak MiB per stage");
+    sweep_context_t c = {.o = &o,
+                         .spec = spec,
+                         .data = train,
+                         .topology = topo,
+                         .profile = profile,
+                         .devices = devices};
     int total = o.schedule_count * o.m_count, done_points = 0;
     for (int k = 0; k < o.schedule_count; k++) {
         for (int i = 0; i < o.m_count; i++) {
             char skip[512] = "";
             fprintf(stderr, "[%d/%d] %s M=%d\n", ++done_points, total,
                     bg_schedule_kind_name(o.schedules[k]), o.ms[i]);
-            BG_CHECK_GOTO(run_point(&o, spec, train, topo, o.schedules[k], o.ms[i], &points[count],
-                                    skip, sizeof skip, stdout),
-                          st, fail);
+            BG_CHECK_GOTO(
+                run_point(&c, o.schedules[k], o.ms[i], &points[count], skip, sizeof skip, stdout),
+                st, fail);
             if (skip[0] != '\0')
                 printf("%4d  %-11s skipped: %s\n", o.ms[i], bg_schedule_kind_name(o.schedules[k]),
                        skip);
@@ -244,13 +348,15 @@ int bg_cmd_sweep(int argc, char **argv) {
     }
     if (o.chart != NULL && count > 0) {
         BG_CHECK_GOTO(bg_svg_chart_write(o.chart, points, count), st, fail);
-        printf("chart written to %s\n", o.chart);
+        printf("chart written to %s%s\n", o.chart, o.simulate ? " (simulated)" : "");
     }
     goto done;
 fail:
     code = bg_cli_fail("sweep", st);
 done:
     free(points);
+    free(devices);
+    bg_profile_destroy(profile);
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);
     bg_topology_destroy(topo);

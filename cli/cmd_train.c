@@ -13,6 +13,7 @@
 #include "dataset.h"
 #include "model_spec.h"
 #include "placement.h"
+#include "planning.h"
 #include "progress.h"
 #include "report.h"
 #include "svg.h"
@@ -43,6 +44,8 @@ static const char help[] =
     "  --load FILE        start from the weights in a safetensors checkpoint\n"
     "  --save FILE        write the final weights as safetensors (atomically)\n"
     "%s"
+    "  (without --split, train cuts the model as 'brigade plan' does; with\n"
+    "  --device-mem it refuses a plan that does not fit, as plan does)\n"
     "outputs:\n"
     "  --metrics FILE     write the final figures as JSON: loss, test_loss,\n"
     "                     test_accuracy, samples_per_s, steps, train_seconds, a\n"
@@ -256,6 +259,9 @@ int bg_cmd_train(int argc, char **argv) {
     bg_topology_t *topology = NULL;
     bg_train_result_t r = {0};
     bg_timeline_summary_t *summary = NULL;
+    bg_profile_t *profile = NULL;
+    bg_cost_device_t *devices = NULL;
+    bg_plan_t *plan = NULL;
     float *params = NULL;
     int code = 0;
     BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
@@ -265,6 +271,20 @@ int bg_cmd_train(int argc, char **argv) {
     BG_CHECK_GOTO(bg_topology_create(NULL, &topology), st, fail);
     BG_CHECK_GOTO(bg_placement_resolve(&o.placement, spec, bg_topology_core_count(topology)), st,
                   fail);
+    /* The planner picks the split (unless --split), and M and the schedule
+     * when asked; memory is checked only against a given --device-mem. */
+    BG_CHECK_GOTO(bg_cli_profile_load(&o.placement, spec, &profile), st, fail);
+    devices = calloc((size_t)o.placement.devices.count, sizeof *devices);
+    BG_ALLOC_CHECK_GOTO(devices, st, fail);
+    bg_plan_request_t request;
+    bg_placement_plan_request(&o.placement, spec, o.train.batch, &o.train.optimizer, profile, 0,
+                              devices, &request);
+    BG_CHECK_GOTO(bg_cli_plan_make("train", &o.placement, &request, &plan), st, fail);
+    if (!plan->partition->fits) {
+        bg_cli_plan_explain_overflow("train", plan, &o.placement, 0);
+        code = 2;
+        goto done;
+    }
     params = malloc(sizeof(float) * (size_t)(spec->total_params > 0 ? spec->total_params : 1));
     BG_ALLOC_CHECK_GOTO(params, st, fail);
     if (o.load != NULL) {
@@ -277,6 +297,10 @@ int bg_cmd_train(int argc, char **argv) {
             bg_optimizer_kind_name(o.train.optimizer.kind));
     fputs("placement: ", stderr);
     bg_placement_describe(&o.placement, stderr);
+    for (int s = 1; s < plan->partition->stages; s++)
+        fprintf(stderr, "%s%d", s == 1 ? "; split " : ",", plan->first_layer[s]);
+    if (plan->partition->stages > 1)
+        fputs(o.placement.split_count > 0 ? " (--split)" : " (the planner's)", stderr);
     fputc('\n', stderr);
     bg_progress_t progress;
     bg_progress_init(&progress, stderr, (train->count + o.train.batch - 1) / o.train.batch);
@@ -290,7 +314,7 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.schedule = o.placement.schedule;
     o.train.chunks = o.placement.chunks;
     o.train.microbatches = o.placement.microbatches;
-    o.train.split = o.placement.split_count > 0 ? o.placement.split : NULL;
+    o.train.split = plan->partition->stages > 1 ? plan->first_layer + 1 : NULL;
     o.train.recompute = o.placement.recompute;
     BG_CHECK_GOTO(bg_train_run(&o.train, &r, params), st, fail);
     printf("test accuracy: %.4f (test loss %.4f)\n", r.test_accuracy, r.test_loss);
@@ -330,6 +354,9 @@ fail:
 done:
     bg_timeline_summary_destroy(summary);
     bg_train_result_free(&r);
+    bg_plan_destroy(plan);
+    free(devices);
+    bg_profile_destroy(profile);
     bg_topology_destroy(topology);
     free(params);
     bg_dataset_destroy(train);

@@ -15,9 +15,13 @@ static const char usage[] =
     "  summary MODEL   layer table: output shape, parameters, FLOPs, activation bytes\n"
     "  train   MODEL   train a model and report test accuracy and samples/s\n"
     "  plan    MODEL   stages, devices, predicted time and memory; refuses what cannot fit\n"
-    "  sweep   MODEL   step time, throughput, bubble and memory for each micro-batch count\n"
+    "  simulate MODEL  predicted run: the same per-stage summary as train, from the\n"
+    "                  cost model or a measured profile\n"
+    "  sweep   MODEL   step time, throughput, bubble and memory for each micro-batch\n"
+    "                  count, measured or simulated\n"
+    "  profile MODEL   measured per-layer times and copy bandwidth for the planner\n"
     "\n"
-    "Planned, not yet in this build: simulate, profile, topo\n"
+    "Planned, not yet in this build: topo\n"
     "(see docs/design.md).\n"
     "\n"
     "'brigade COMMAND --help' explains a command's options.\n"
@@ -37,7 +41,9 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "train") == 0) return bg_cmd_train(argc - 1, argv + 1);
     if (strcmp(cmd, "plan") == 0) return bg_cmd_plan(argc - 1, argv + 1);
     if (strcmp(cmd, "sweep") == 0) return bg_cmd_sweep(argc - 1, argv + 1);
-    static const char *const planned[] = {"simulate", "profile", "topo"};
+    if (strcmp(cmd, "simulate") == 0) return bg_cmd_simulate(argc - 1, argv + 1);
+    if (strcmp(cmd, "profile") == 0) return bg_cmd_profile(argc - 1, argv + 1);
+    static const char *const planned[] = {"topo"};
     for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++) {
         if (strcmp(cmd, planned[i]) == 0) {
             fprintf(stderr, "brigade: '%s' is not implemented in this build yet\n", cmd);

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -10,13 +11,26 @@ const char bg_placement_help[] =
     "  --devices SPEC     cpu (default), cpu:N (N devices, one thread each, bound to\n"
     "                     cores), cuda:0,cuda:1 or cuda:0x4 (needs the CUDA build), auto\n"
     "  --stages K         use the first K devices (default: all of them)\n"
-    "  --split I,J,...    first layer of stages 1..S-1 (default: balance FLOPs);\n"
-    "                     layer numbers as in 'brigade summary'\n"
-    "  --schedule NAME    gpipe, 1f1b (default), interleaved or zb-h1\n"
+    "  --split I,J,...    first layer of stages 1..S-1 (default: the planner's\n"
+    "                     split, see 'brigade plan'); layer numbers as in\n"
+    "                     'brigade summary'\n"
+    "  --schedule NAME    gpipe, 1f1b (default), interleaved or zb-h1; auto: the\n"
+    "                     one with the highest predicted throughput that fits\n"
+    "                     (gpipe, 1f1b, zb-h1, and interleaved with --chunks > 1)\n"
     "  --chunks V         stages per device for interleaved (default 1)\n"
-    "  --microbatches M   micro-batches per mini-batch (default 1)\n"
+    "  --microbatches M   micro-batches per mini-batch (default 1); auto: the M\n"
+    "                     (divisors of B, powers of two) with the highest\n"
+    "                     predicted throughput while every stage fits\n"
     "  --recompute        keep only each micro-batch's stage input; re-run the\n"
-    "                     forward before the backward (less memory, more compute)\n";
+    "                     forward before the backward (less memory, more compute)\n"
+    "  --device-mem SIZE  memory each device may use: bytes, or a number with K,\n"
+    "                     M, G or T (powers of 1024): 1000000, 512M, 8G, 1.5G.\n"
+    "                     Without it plan and simulate give the CPU devices the\n"
+    "                     host's memory, shared, and CUDA devices no limit (this\n"
+    "                     build cannot ask them); train checks only a given\n"
+    "                     size. With --chunks V each stage may use 1/V of it\n"
+    "  --profile FILE     measured layer times ('brigade profile') for the\n"
+    "                     planner in place of FLOPs over an assumed speed\n";
 
 void bg_placement_init(bg_placement_t *p) {
     memset(p, 0, sizeof *p);
@@ -27,8 +41,9 @@ void bg_placement_init(bg_placement_t *p) {
 }
 
 int bg_placement_is_option(const char *arg) {
-    static const char *const with_value[] = {"--devices",  "--stages", "--split",
-                                             "--schedule", "--chunks", "--microbatches"};
+    static const char *const with_value[] = {"--devices",    "--stages", "--split",
+                                             "--schedule",   "--chunks", "--microbatches",
+                                             "--device-mem", "--profile"};
     for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
         if (strcmp(arg, with_value[i]) == 0) return 1;
     return strcmp(arg, "--recompute") == 0 ? 2 : 0;
@@ -54,6 +69,28 @@ static bg_status_t parse_split(bg_placement_t *p, const char *text) {
     return BG_OK;
 }
 
+/* "512M", "1.5G", "1000000": bytes, suffixes in powers of 1024. */
+static bg_status_t parse_size(const char *option, const char *text, size_t *out) {
+    char *end = NULL;
+    double value = (text[0] >= '0' && text[0] <= '9') || text[0] == '.' ? strtod(text, &end) : -1;
+    double scale = 1;
+    if (end != NULL && *end != '\0') {
+        const char *units = "KMGT";
+        const char *unit = strchr(units, end[0] >= 'a' ? end[0] - 32 : end[0]);
+        if (unit != NULL) {
+            for (const char *u = units; u <= unit; u++) scale *= 1024;
+            end++;
+            if (strcmp(end, "B") == 0 || strcmp(end, "iB") == 0) end += strlen(end);
+        }
+    }
+    if (end == NULL || *end != '\0' || !(value * scale >= 1) || value * scale > 9.0e18)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: expected a size like 1000000, 512M, 8G or 1.5G, got '%s'", option,
+                            text);
+    *out = (size_t)(value * scale);
+    return BG_OK;
+}
+
 bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *value) {
     int64_t n;
     if (strcmp(arg, "--devices") == 0) {
@@ -64,13 +101,21 @@ bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *v
     } else if (strcmp(arg, "--split") == 0) {
         BG_CHECK(parse_split(p, value));
     } else if (strcmp(arg, "--schedule") == 0) {
-        BG_CHECK(bg_schedule_kind_parse(value, &p->schedule));
+        p->auto_schedule = strcmp(value, "auto") == 0;
+        if (!p->auto_schedule) BG_CHECK(bg_schedule_kind_parse(value, &p->schedule));
     } else if (strcmp(arg, "--chunks") == 0) {
         BG_CHECK(bg_cli_parse_int(arg, value, 1, 64, &n));
         p->chunks = (int)n;
     } else if (strcmp(arg, "--microbatches") == 0) {
-        BG_CHECK(bg_cli_parse_int(arg, value, 1, 65536, &n));
-        p->microbatches = (int)n;
+        p->auto_microbatches = strcmp(value, "auto") == 0;
+        if (!p->auto_microbatches) {
+            BG_CHECK(bg_cli_parse_int(arg, value, 1, 65536, &n));
+            p->microbatches = (int)n;
+        }
+    } else if (strcmp(arg, "--device-mem") == 0) {
+        BG_CHECK(parse_size(arg, value, &p->device_mem));
+    } else if (strcmp(arg, "--profile") == 0) {
+        p->profile_path = value;
     } else if (strcmp(arg, "--recompute") == 0) {
         p->recompute = 1;
     } else {
@@ -104,6 +149,50 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
         return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layers", stages,
                             spec->num_layers);
     return BG_OK;
+}
+
+void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_share,
+                               bg_cost_device_t *out) {
+    const bg_device_list_t *list = &p->devices;
+    for (int d = 0; d < count; d++) {
+        const bg_device_t *dev = &list->devices[d < list->count ? d : list->count - 1];
+        bg_cost_device_t c = BG_COST_DEVICE_CPU_CORE_INIT;
+        if (d < list->count)
+            snprintf(c.name, sizeof c.name, "%s", dev->name);
+        else
+            snprintf(c.name, sizeof c.name, "%s:%d", dev->kind == BG_DEVICE_CPU ? "cpu" : "cuda",
+                     d);
+        c.memory_bytes = p->device_mem;
+        if (dev->kind == BG_DEVICE_CUDA) {
+            c.flops_per_s = 10e12; /* an assumed mid-range GPU; no CUDA backend to ask */
+            c.op_overhead_s = 10e-6;
+        } else if (c.memory_bytes == 0 && host_share) {
+            long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+            if (pages > 0 && page > 0)
+                c.memory_bytes = (size_t)pages * (size_t)page / (size_t)count;
+        }
+        out[d] = c;
+    }
+}
+
+void bg_placement_plan_request(const bg_placement_t *p, const bg_model_spec_t *spec, int64_t batch,
+                               const bg_optimizer_config_t *optimizer, const bg_profile_t *profile,
+                               int host_share, bg_cost_device_t *device, bg_plan_request_t *out) {
+    bg_plan_request_t r = BG_PLAN_REQUEST_INIT;
+    r.spec = spec;
+    r.schedule = p->schedule;
+    r.devices = p->devices.count;
+    r.chunks = p->chunks;
+    r.microbatches = p->microbatches;
+    r.batch = batch;
+    r.optimizer = *optimizer;
+    r.recompute = p->recompute;
+    r.split = p->split_count > 0 ? p->split : NULL;
+    bg_placement_cost_devices(p, r.devices, host_share, device);
+    r.device = device;
+    if (profile != NULL) r.link = bg_plan_profile_link(profile);
+    r.profile = profile;
+    *out = r;
 }
 
 void bg_placement_describe(const bg_placement_t *p, FILE *out) {

@@ -6,7 +6,7 @@
  * this machine.
  *
  * Saved as JSON: {"model": fingerprint (hex), "device": "cpu", "batch": b,
- * "copy_bytes_per_s": x, "layers": [{"kind": "conv2d", "forward_s": ..,
+ * "copy_bytes_per_s": x, "layers": [{"forward_s": ..,
  * "backward_data_s": .., "backward_weights_s": .., "update_s": ..}, ...]}. */
 #ifndef BG_PROFILE_H
 #define BG_PROFILE_H

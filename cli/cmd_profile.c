@@ -1,0 +1,171 @@
+/* brigade profile MODEL [options]: times every layer's forward, dX, dW and
+ * optimizer update on one CPU core at the micro-batch size the planner will
+ * use (stages/profile.h), prints them, and writes the profile as JSON for
+ * --profile. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "devices.h"
+#include "model_spec.h"
+#include "profile.h"
+#include "topology.h"
+
+static const char help[] =
+    "usage: brigade profile MODEL [options]\n"
+    "\n"
+    "Measures what each layer of MODEL costs on this machine: its forward, its\n"
+    "backward-data (dX) and backward-weights (dW), and the optimizer update of\n"
+    "its parameters, each the median of several timed runs after two warm-up\n"
+    "runs, on one CPU core (one OpenBLAS thread, as a CPU device runs), for a\n"
+    "micro-batch of ceil(B / M) samples; and the bandwidth of one memcpy, as a\n"
+    "channel between stages does twice per transfer. Prints a table and, with\n"
+    "-o, writes the profile that plan, train, simulate and sweep take with\n"
+    "--profile (their cost model then uses these times, scaled to their\n"
+    "micro-batch size, instead of FLOPs over an assumed speed).\n"
+    "\n"
+    "options:\n"
+    "  --batch B          samples per optimizer step (default 64)\n"
+    "  --microbatches M   micro-batches per step (default 1): layers are timed\n"
+    "                     on ceil(B / M) samples\n"
+    "  --repetitions R    timed runs per op, the median counts (default 7, 1..101)\n"
+    "  --optimizer NAME   adam (default) or sgd, for the update times\n"
+    "  --momentum X       sgd momentum (default 0)\n"
+    "  --devices SPEC     where to measure; this build measures on a CPU core\n"
+    "                     (cpu, the default, or cpu:N: the first core)\n"
+    "  -o FILE            write the profile as JSON\n"
+    "\n"
+    "example:\n"
+    "  brigade profile examples/fashion_cnn.model --microbatches 4 -o cnn.profile.json\n"
+    "  brigade simulate examples/fashion_cnn.model --devices cpu:2 --microbatches 4 \\\n"
+    "      --profile cnn.profile.json\n";
+
+typedef struct profile_options {
+    const char *model, *output, *devices;
+    int64_t batch, microbatches, repetitions;
+    bg_optimizer_config_t optimizer;
+} profile_options_t;
+
+static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *show_help) {
+    static const char *const with_value[] = {"--batch",     "--microbatches", "--repetitions",
+                                             "--optimizer", "--momentum",     "--devices",
+                                             "-o"};
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            *show_help = 1;
+            return BG_OK;
+        }
+        if (arg[0] != '-' || arg[1] == '\0') {
+            if (o->model != NULL)
+                return bg_error_set(BG_ERR_INVALID, "more than one MODEL given ('%s', '%s')",
+                                    o->model, arg);
+            o->model = arg;
+            continue;
+        }
+        int known = 0;
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+            known |= strcmp(arg, with_value[k]) == 0;
+        if (!known) return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+        if (i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", arg);
+        const char *v = argv[++i];
+        if (strcmp(arg, "--batch") == 0)
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));
+        else if (strcmp(arg, "--microbatches") == 0)
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, 65536, &o->microbatches));
+        else if (strcmp(arg, "--repetitions") == 0)
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, 101, &o->repetitions));
+        else if (strcmp(arg, "--optimizer") == 0)
+            BG_CHECK(bg_optimizer_kind_parse(v, &o->optimizer.kind));
+        else if (strcmp(arg, "--momentum") == 0)
+            BG_CHECK(bg_cli_parse_double(arg, v, 0, 1, &o->optimizer.sgd.momentum));
+        else if (strcmp(arg, "--devices") == 0)
+            o->devices = v;
+        else
+            o->output = v;
+    }
+    if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
+    if (o->microbatches > o->batch)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%lld micro-batches of a %lld-sample batch would leave some empty",
+                            (long long)o->microbatches, (long long)o->batch);
+    return BG_OK;
+}
+
+static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
+    printf("%5s  %-22s %9s %9s %9s %10s %9s\n", "layer", "kind", "fwd ms", "dX ms", "dW ms",
+           "update ms", "total ms");
+    bg_layer_profile_t sum = {0};
+    for (int i = 0; i < p->layers; i++) {
+        const bg_layer_profile_t *l = &p->layer[i];
+        double total = l->forward_s + l->backward_data_s + l->backward_weights_s;
+        printf("%5d  %-22s %9.4f %9.4f %9.4f %10.4f %9.4f\n", i,
+               bg_layer_kind_name(spec->layers[i].kind), l->forward_s * 1e3,
+               l->backward_data_s * 1e3, l->backward_weights_s * 1e3, l->update_s * 1e3,
+               total * 1e3);
+        sum.forward_s += l->forward_s;
+        sum.backward_data_s += l->backward_data_s;
+        sum.backward_weights_s += l->backward_weights_s;
+        sum.update_s += l->update_s;
+    }
+    printf("%5s  %-22s %9.4f %9.4f %9.4f %10.4f %9.4f\n", "", "total", sum.forward_s * 1e3,
+           sum.backward_data_s * 1e3, sum.backward_weights_s * 1e3, sum.update_s * 1e3,
+           (sum.forward_s + sum.backward_data_s + sum.backward_weights_s) * 1e3);
+    printf("\ntotal ms: fwd + dX + dW of one micro-batch of %lld samples (update: once a step)\n",
+           (long long)p->batch);
+    printf("copy bandwidth: %.2f GB/s per memcpy (a channel copies twice per transfer)\n",
+           p->copy_bytes_per_s / 1e9);
+}
+
+int bg_cmd_profile(int argc, char **argv) {
+    profile_options_t o = {
+        .batch = 64, .microbatches = 1, .repetitions = 7, .optimizer = BG_OPTIMIZER_CONFIG_INIT};
+    int show_help = 0;
+    bg_status_t st = parse_args(argc, argv, &o, &show_help);
+    if (show_help) {
+        fputs(help, stdout);
+        return 0;
+    }
+    if (st != BG_OK) return bg_cli_usage_error("profile", "%s", bg_error_message());
+    bg_model_spec_t *spec = NULL;
+    bg_topology_t *topology = NULL;
+    bg_profile_t *profile = NULL;
+    int code = 0;
+    BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
+    BG_CHECK_GOTO(bg_topology_create(NULL, &topology), st, fail);
+    if (o.devices != NULL) {
+        bg_device_list_t list;
+        BG_CHECK_GOTO(bg_device_list_parse(o.devices, bg_topology_core_count(topology), &list), st,
+                      fail);
+        if (list.devices[0].kind != BG_DEVICE_CPU) {
+            st = bg_error_set(BG_ERR_UNSUPPORTED,
+                              "--devices %s: this build profiles on a CPU core only", o.devices);
+            goto fail;
+        }
+    }
+    /* Like a CPU device's thread: on one core, so timings do not wander. A
+     * machine that refuses binding still gets a profile. */
+    if (bg_topology_bind_thread(topology, 0) != BG_OK) bg_error_clear();
+    bg_profile_config_t pc = BG_PROFILE_CONFIG_INIT;
+    pc.spec = spec;
+    pc.batch = (o.batch + o.microbatches - 1) / o.microbatches;
+    pc.repetitions = (int)o.repetitions;
+    pc.optimizer = o.optimizer;
+    fprintf(stderr, "profiling %s: %d layers, micro-batch of %lld samples, %d timed runs each\n",
+            o.model, spec->num_layers, (long long)pc.batch, pc.repetitions);
+    BG_CHECK_GOTO(bg_profile_measure(&pc, &profile), st, fail);
+    print_profile(spec, profile);
+    if (o.output != NULL) {
+        BG_CHECK_GOTO(bg_profile_save(profile, o.output), st, fail);
+        printf("profile written to %s\n", o.output);
+    }
+    goto done;
+fail:
+    code = bg_cli_fail("profile", st);
+done:
+    bg_profile_destroy(profile);
+    bg_topology_destroy(topology);
+    bg_model_spec_destroy(spec);
+    return code;
+}

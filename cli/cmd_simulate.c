@@ -1,0 +1,229 @@
+/* brigade simulate MODEL [options]: plans a placement (stages/planner.h),
+ * runs its schedule through the discrete-event simulator with the plan's
+ * predicted costs, and prints the same summary as train, so predicted and
+ * measured runs compare directly; writes the same trace, timeline and
+ * metrics files. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "placement.h"
+#include "planning.h"
+#include "report.h"
+#include "svg.h"
+#include "topology.h"
+#include "trace.h"
+
+static const char help[] =
+    "usage: brigade simulate MODEL [options]\n"
+    "\n"
+    "Predicts a training run without running it: plans the stages as 'brigade\n"
+    "plan' does (or takes --split), then simulates the schedule event by event,\n"
+    "each device running its ops in order, transfers crossing the links while\n"
+    "devices compute. Durations come from the cost model: analytic, or this\n"
+    "machine's measured layer times with --profile (brigade profile). Prints\n"
+    "the same per-stage summary as 'brigade train' (busy, idle, waits, bubble\n"
+    "beside (K-1)/(M+K-1)) with the plan's peak memory per stage, and the\n"
+    "predicted samples/s. A plan that does not fit is refused as plan does.\n"
+    "\n"
+    "simulate:\n"
+    "  --batch B          samples per optimizer step (default 64)\n"
+    "  --optimizer NAME   adam (default) or sgd\n"
+    "  --momentum X       sgd momentum (default 0)\n"
+    "  --steps N          steps to simulate (default 3)\n"
+    "\n%s"
+    "outputs:\n"
+    "  --metrics FILE     the summary as JSON under \"timeline\", and a \"stages\"\n"
+    "                     list with the keys of 'brigade plan --json' stages\n"
+    "  --trace FILE.json  Chrome trace of the simulated steps (Perfetto)\n"
+    "  --timeline FILE.svg  picture of the last simulated step\n"
+    "\n"
+    "examples:\n"
+    "  brigade simulate examples/fashion_cnn.model --devices cpu:2 --microbatches 4\n"
+    "  brigade profile examples/fashion_cnn.model --microbatches 4 -o cnn.profile.json\n"
+    "  brigade simulate examples/fashion_cnn.model --devices cpu:2 --microbatches 4 \\\n"
+    "      --profile cnn.profile.json --timeline sim.svg\n";
+
+typedef struct simulate_options {
+    const char *model, *metrics, *trace, *timeline;
+    bg_placement_t placement;
+    int64_t batch, steps;
+    bg_optimizer_config_t optimizer;
+} simulate_options_t;
+
+static bg_status_t parse_args(int argc, char **argv, simulate_options_t *o, int *show_help) {
+    static const char *const own[] = {"--batch",   "--optimizer", "--momentum", "--steps",
+                                      "--metrics", "--trace",     "--timeline"};
+    bg_placement_init(&o->placement);
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            *show_help = 1;
+            return BG_OK;
+        }
+        if (arg[0] != '-' || arg[1] == '\0') {
+            if (o->model != NULL)
+                return bg_error_set(BG_ERR_INVALID, "more than one MODEL given ('%s', '%s')",
+                                    o->model, arg);
+            o->model = arg;
+            continue;
+        }
+        int placement = bg_placement_is_option(arg);
+        if (placement == 2) {
+            BG_CHECK(bg_placement_apply(&o->placement, arg, NULL));
+            continue;
+        }
+        int known = placement != 0;
+        for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) known |= !strcmp(arg, own[k]);
+        if (!known) return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+        if (i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", arg);
+        const char *v = argv[++i];
+        if (placement)
+            BG_CHECK(bg_placement_apply(&o->placement, arg, v));
+        else if (strcmp(arg, "--batch") == 0)
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));
+        else if (strcmp(arg, "--optimizer") == 0)
+            BG_CHECK(bg_optimizer_kind_parse(v, &o->optimizer.kind));
+        else if (strcmp(arg, "--momentum") == 0)
+            BG_CHECK(bg_cli_parse_double(arg, v, 0, 1, &o->optimizer.sgd.momentum));
+        else if (strcmp(arg, "--steps") == 0)
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, 1000, &o->steps));
+        else if (strcmp(arg, "--metrics") == 0)
+            o->metrics = v;
+        else if (strcmp(arg, "--trace") == 0)
+            o->trace = v;
+        else
+            o->timeline = v;
+    }
+    if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
+    return BG_OK;
+}
+
+static bg_status_t write_metrics(const simulate_options_t *o, const bg_plan_t *plan,
+                                 const bg_timeline_summary_t *summary) {
+    cJSON *root = cJSON_CreateObject(), *timeline = NULL;
+    if (root == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
+    const bg_plan_request_t *r = &plan->request;
+    cJSON_AddStringToObject(root, "model", o->model);
+    cJSON_AddStringToObject(root, "optimizer", bg_optimizer_kind_name(r->optimizer.kind));
+    cJSON_AddNumberToObject(root, "batch", (double)r->batch);
+    cJSON_AddStringToObject(root, "schedule", bg_schedule_kind_name(r->schedule));
+    cJSON_AddNumberToObject(root, "microbatches", r->microbatches);
+    cJSON_AddNumberToObject(root, "chunks", r->chunks);
+    cJSON_AddBoolToObject(root, "recompute", r->recompute);
+    if (o->placement.profile_path != NULL)
+        cJSON_AddStringToObject(root, "profile", o->placement.profile_path);
+    else
+        cJSON_AddNullToObject(root, "profile");
+    cJSON_AddNumberToObject(root, "steps", (double)o->steps);
+    cJSON_AddNumberToObject(root, "samples_per_s",
+                            summary->step_s > 0 ? (double)r->batch / summary->step_s : 0);
+    cJSON *stages = cJSON_AddArrayToObject(root, "stages");
+    bg_status_t st = stages != NULL ? BG_OK : BG_ERR_NOMEM;
+    for (int s = 0; st == BG_OK && s < plan->partition->stages; s++) {
+        cJSON *stage = bg_cli_plan_stage_json(plan, s);
+        if (stage == NULL) st = BG_ERR_NOMEM;
+        cJSON_AddItemToArray(stages, stage);
+    }
+    if (st == BG_OK) timeline = cJSON_AddObjectToObject(root, "timeline");
+    if (st == BG_OK) st = timeline != NULL ? bg_summary_to_json(summary, timeline) : BG_ERR_NOMEM;
+    char *text = st == BG_OK ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
+    FILE *f = fopen(o->metrics, "w");
+    if (f == NULL || fputs(text, f) < 0 || fputc('\n', f) < 0)
+        st = bg_error_set(BG_ERR_IO, "cannot write metrics to '%s'", o->metrics);
+    if (f != NULL && fclose(f) != 0 && st == BG_OK)
+        st = bg_error_set(BG_ERR_IO, "cannot write metrics to '%s'", o->metrics);
+    free(text);
+    return st;
+}
+
+/* Prints the summary and writes the requested files. */
+static bg_status_t report(const simulate_options_t *o, const bg_plan_t *plan,
+                          const bg_timeline_t *tl) {
+    bg_timeline_summary_t *summary = NULL;
+    const int stages = plan->partition->stages;
+    size_t *peaks = calloc((size_t)stages, sizeof *peaks);
+    bg_status_t st = BG_OK;
+    BG_ALLOC_CHECK_GOTO(peaks, st, done);
+    for (int s = 0; s < stages; s++) peaks[s] = plan->partition->stage[s].peak_bytes;
+    BG_CHECK_GOTO(bg_timeline_summarize(tl, &summary), st, done);
+    printf("%d step%s, as simulated:\n", tl->steps, tl->steps == 1 ? "" : "s");
+    BG_CHECK_GOTO(bg_summary_print(stdout, summary, peaks), st, done);
+    printf("predicted: %.0f samples/s (step %.3f ms)\n",
+           summary->step_s > 0 ? (double)plan->request.batch / summary->step_s : 0.0,
+           summary->step_s * 1e3);
+    if (o->trace != NULL) {
+        BG_CHECK_GOTO(bg_trace_write(o->trace, tl), st, done);
+        printf("trace written to %s\n", o->trace);
+    }
+    if (o->timeline != NULL) {
+        BG_CHECK_GOTO(bg_svg_timeline_write(o->timeline, tl, tl->steps - 1), st, done);
+        printf("timeline written to %s\n", o->timeline);
+    }
+    if (o->metrics != NULL) {
+        BG_CHECK_GOTO(write_metrics(o, plan, summary), st, done);
+        printf("metrics written to %s\n", o->metrics);
+    }
+done:
+    bg_timeline_summary_destroy(summary);
+    free(peaks);
+    return st;
+}
+
+int bg_cmd_simulate(int argc, char **argv) {
+    simulate_options_t o = {.batch = 64, .steps = 3, .optimizer = BG_OPTIMIZER_CONFIG_INIT};
+    int show_help = 0;
+    bg_status_t st = parse_args(argc, argv, &o, &show_help);
+    if (show_help) {
+        printf(help, bg_placement_help);
+        return 0;
+    }
+    if (st != BG_OK) return bg_cli_usage_error("simulate", "%s", bg_error_message());
+    bg_model_spec_t *spec = NULL;
+    bg_topology_t *topology = NULL;
+    bg_profile_t *profile = NULL;
+    bg_cost_device_t *devices = NULL;
+    bg_plan_t *plan = NULL;
+    bg_timeline_t *tl = NULL;
+    int code = 0;
+    BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
+    BG_CHECK_GOTO(bg_topology_create(NULL, &topology), st, fail);
+    BG_CHECK_GOTO(bg_placement_resolve(&o.placement, spec, bg_topology_core_count(topology)), st,
+                  fail);
+    BG_CHECK_GOTO(bg_cli_profile_load(&o.placement, spec, &profile), st, fail);
+    devices = calloc((size_t)o.placement.devices.count, sizeof *devices);
+    BG_ALLOC_CHECK_GOTO(devices, st, fail);
+    bg_plan_request_t r;
+    bg_placement_plan_request(&o.placement, spec, o.batch, &o.optimizer, profile, 1, devices, &r);
+    BG_CHECK_GOTO(bg_cli_plan_make("simulate", &o.placement, &r, &plan), st, fail);
+    printf("simulation of %s: ", o.model);
+    bg_placement_describe(&o.placement, stdout);
+    printf("\nbatch %lld (micro-batches of %lld), %s; %s; costs from %s\n\n", (long long)o.batch,
+           (long long)bg_cost_model_microbatch(plan->model),
+           bg_optimizer_kind_name(o.optimizer.kind),
+           r.split != NULL ? "split given by --split" : "split chosen by the planner",
+           profile != NULL ? o.placement.profile_path : "the analytic cost model");
+    if (!plan->partition->fits) {
+        bg_cli_plan_explain_overflow("simulate", plan, &o.placement, 1);
+        code = 2;
+        goto done;
+    }
+    BG_CHECK_GOTO(bg_plan_simulate(plan, (int)o.steps, &tl), st, fail);
+    BG_CHECK_GOTO(report(&o, plan, tl), st, fail);
+    goto done;
+fail:
+    code = bg_cli_fail("simulate", st);
+done:
+    bg_timeline_destroy(tl);
+    bg_plan_destroy(plan);
+    free(devices);
+    bg_profile_destroy(profile);
+    bg_topology_destroy(topology);
+    bg_model_spec_destroy(spec);
+    return code;
+}

@@ -1,0 +1,233 @@
+#include "planning.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const double mib = 1024.0 * 1024.0;
+
+bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *spec,
+                                bg_profile_t **out) {
+    *out = NULL;
+    if (p->profile_path == NULL) return BG_OK;
+    return bg_cli_input_status(bg_profile_load(p->profile_path, spec, out));
+}
+
+bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,
+                             bg_plan_t **out) {
+    unsigned flags = (p->auto_microbatches ? BG_PLAN_SEARCH_MICROBATCHES : 0) |
+                     (p->auto_schedule ? BG_PLAN_SEARCH_SCHEDULE : 0);
+    if (flags == 0) return bg_plan_create(request, out);
+    bg_plan_t *plan = NULL;
+    BG_CHECK(bg_plan_search(request, flags, &plan));
+    p->microbatches = plan->request.microbatches;
+    p->schedule = plan->request.schedule;
+    char rate[32];
+    fprintf(stderr, "brigade %s: chose", cmd);
+    if (p->auto_microbatches) fprintf(stderr, " --microbatches %d", p->microbatches);
+    if (p->auto_schedule) fprintf(stderr, " --schedule %s", bg_schedule_kind_name(p->schedule));
+    fprintf(stderr, ": %s samples/s predicted (step %.3f ms with the optimizer step), %s\n",
+            bg_cli_group_digits((int64_t)(bg_plan_samples_per_s(plan) + 0.5), rate, sizeof rate),
+            (plan->step_s + plan->update_s) * 1e3,
+            plan->partition->fits ? "every stage fits" : "but nothing fits; this overflows least");
+    *out = plan;
+    return BG_OK;
+}
+
+void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
+    const bg_partition_t *part = p->partition;
+    const int m = p->request.microbatches;
+    fprintf(out, "%5s  %-9s %-8s %8s %8s %8s %8s %10s %10s %5s %9s %9s %9s %9s\n", "stage",
+            "layers", "device", "fwd ms", "bwd ms", "send ms", "busy ms", "peak MiB", "cap MiB",
+            "use", "params", "optimizer", "stash", "buffers");
+    for (int s = 0; s < part->stages; s++) {
+        const bg_partition_stage_t *st = &part->stage[s];
+        char layers[32], cap[16], use[16];
+        snprintf(layers, sizeof layers, "%d-%d", st->first_layer, st->last_layer - 1);
+        snprintf(cap, sizeof cap, "%.2f", (double)st->capacity_bytes / mib);
+        snprintf(use, sizeof use, "%.0f%%",
+                 100.0 * (double)st->peak_bytes /
+                     (double)(st->capacity_bytes ? st->capacity_bytes : 1));
+        fprintf(out,
+                "%5d  %-9s %-8s %8.3f %8.3f %8.3f %8.3f %10.2f %10s %5s %9.2f %9.2f %9.2f %9.2f\n",
+                s, layers, p->device[st->device].name, m * st->time.forward * 1e3,
+                m * (st->time.backward + st->time.recompute) * 1e3, m * st->send_s * 1e3,
+                m * st->seconds * 1e3, (double)st->peak_bytes / mib, st->capacity_bytes ? cap : "-",
+                st->capacity_bytes ? use : "-", (double)st->memory.params / mib,
+                (double)st->memory.optimizer / mib, (double)st->memory.stash / mib,
+                (double)st->memory.buffers / mib);
+    }
+    fprintf(out, "\npredicted step: %.3f ms (%.0f samples/s); bottleneck stage %d\n",
+            p->step_s * 1e3, p->step_s > 0 ? (double)p->request.batch / p->step_s : 0.0,
+            bg_plan_bottleneck_stage(p));
+    fprintf(out, "bubble: %.1f%% predicted, %.1f%% in theory for equal stages\n", 100.0 * p->bubble,
+            100.0 * p->bubble_theory);
+}
+
+cJSON *bg_cli_plan_stage_json(const bg_plan_t *p, int s) {
+    const bg_partition_stage_t *st = &p->partition->stage[s];
+    const bg_cost_memory_t *mem = &st->memory;
+    const int m = p->request.microbatches;
+    cJSON *stage = cJSON_CreateObject();
+    if (stage == NULL) return NULL;
+    cJSON *layers = cJSON_AddArrayToObject(stage, "layers");
+    for (int l = st->first_layer; layers != NULL && l < st->last_layer; l++)
+        cJSON_AddItemToArray(layers, cJSON_CreateNumber(l));
+    cJSON_AddStringToObject(stage, "device", p->device[st->device].name);
+    cJSON *ms = cJSON_AddObjectToObject(stage, "predicted_ms");
+    cJSON_AddNumberToObject(ms, "forward", m * st->time.forward * 1e3);
+    cJSON_AddNumberToObject(ms, "backward", m * st->time.backward * 1e3);
+    cJSON_AddNumberToObject(ms, "recompute", m * st->time.recompute * 1e3);
+    cJSON_AddNumberToObject(ms, "send", m * st->send_s * 1e3);
+    cJSON_AddNumberToObject(ms, "busy", m * st->seconds * 1e3);
+    cJSON_AddNumberToObject(stage, "peak_bytes", (double)st->peak_bytes);
+    cJSON_AddNumberToObject(stage, "capacity_bytes", (double)st->capacity_bytes);
+    cJSON *peak = cJSON_AddObjectToObject(stage, "peak_by_category");
+    cJSON_AddNumberToObject(peak, "params", (double)mem->params);
+    cJSON_AddNumberToObject(peak, "grads", (double)mem->grads);
+    cJSON_AddNumberToObject(peak, "optimizer", (double)mem->optimizer);
+    cJSON_AddNumberToObject(peak, "stash", (double)mem->stash);
+    cJSON_AddNumberToObject(peak, "buffers", (double)mem->buffers);
+    cJSON_AddNumberToObject(peak, "channels", (double)mem->channels);
+    cJSON_AddNumberToObject(peak, "workspace", (double)mem->workspace);
+    int slots = p->stash_slots[s] < 1 ? 1 : p->stash_slots[s];
+    cJSON_AddNumberToObject(stage, "stash_slots", slots);
+    cJSON_AddNumberToObject(stage, "peak_microbatches_in_flight", slots);
+    return stage;
+}
+
+cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
+    const bg_plan_request_t *r = &p->request;
+    const bg_partition_t *part = p->partition;
+    cJSON *root = cJSON_CreateObject();
+    if (root == NULL) return NULL;
+    cJSON_AddStringToObject(root, "model", model);
+    cJSON_AddStringToObject(root, "optimizer", bg_optimizer_kind_name(r->optimizer.kind));
+    cJSON_AddNumberToObject(root, "batch", (double)r->batch);
+    cJSON_AddStringToObject(root, "schedule", bg_schedule_kind_name(r->schedule));
+    cJSON_AddNumberToObject(root, "microbatches", r->microbatches);
+    cJSON_AddNumberToObject(root, "chunks", r->chunks);
+    cJSON_AddBoolToObject(root, "recompute", r->recompute);
+    cJSON_AddBoolToObject(root, "fits", part->fits);
+    cJSON *stages = cJSON_AddArrayToObject(root, "stages");
+    for (int s = 0; stages != NULL && s < part->stages; s++) {
+        cJSON *stage = bg_cli_plan_stage_json(p, s);
+        if (stage == NULL) {
+            cJSON_Delete(root);
+            return NULL;
+        }
+        cJSON_AddItemToArray(stages, stage);
+    }
+    cJSON_AddNumberToObject(root, "step_ms", p->step_s * 1e3);
+    cJSON_AddNumberToObject(root, "samples_per_s",
+                            p->step_s > 0 ? (double)r->batch / p->step_s : 0);
+    cJSON_AddNumberToObject(root, "bottleneck_stage", bg_plan_bottleneck_stage(p));
+    cJSON_AddNumberToObject(root, "bubble", p->bubble);
+    cJSON_AddNumberToObject(root, "bubble_theory", p->bubble_theory);
+    if (!part->fits) {
+        cJSON *over = cJSON_AddObjectToObject(root, "overflow");
+        cJSON_AddNumberToObject(over, "stage", part->worst_stage);
+        cJSON_AddNumberToObject(over, "bytes", (double)part->overflow_bytes);
+    }
+    return root;
+}
+
+/* Tries one change; prints it if the plan then fits. Returns 1 if it did. */
+static int try_variant(const bg_plan_request_t *r, const char *what) {
+    bg_plan_t *p = NULL;
+    if (bg_plan_create(r, &p) != BG_OK) return 0;
+    int fits = p->partition->fits;
+    if (fits) {
+        size_t peak = 0;
+        for (int s = 0; s < p->partition->stages; s++)
+            if (p->partition->stage[s].peak_bytes > peak) peak = p->partition->stage[s].peak_bytes;
+        fprintf(stderr, "  %-32s fits: largest stage %.2f MiB, step %.3f ms\n", what,
+                (double)peak / mib, p->step_s * 1e3);
+    }
+    bg_plan_destroy(p);
+    return fits;
+}
+
+/* Tries more devices, the fewest first; returns 1 at the first that fits. */
+static int try_more_devices(const bg_plan_request_t *r, const bg_placement_t *placement,
+                            int host_share) {
+    int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
+    bg_cost_device_t *devices = calloc((size_t)most, sizeof *devices);
+    if (devices == NULL) return 0;
+    bg_plan_request_t v = *r;
+    v.split = NULL;
+    v.device = devices;
+    int fits = 0;
+    char what[64];
+    for (int k = r->devices + 1; !fits && k <= most && k * r->chunks <= r->spec->num_layers; k++) {
+        v.devices = k;
+        bg_placement_cost_devices(placement, k, host_share, devices);
+        snprintf(what, sizeof what, "%d devices (--stages %d)", k, k);
+        fits = try_variant(&v, what);
+    }
+    free(devices);
+    return fits;
+}
+
+void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
+                                  const bg_placement_t *placement, int host_share) {
+    const bg_plan_request_t *r = &p->request;
+    const bg_partition_t *part = p->partition;
+    const bg_partition_stage_t *st = &part->stage[part->worst_stage];
+    char need[32], cap[32], over[32];
+    fprintf(stderr,
+            "brigade %s: does not fit: stage %d (layers %d-%d on %s) needs %s bytes "
+            "(%.2f MiB), %s bytes over its %s-byte capacity\n",
+            cmd, part->worst_stage, st->first_layer, st->last_layer - 1, p->device[st->device].name,
+            bg_cli_group_digits((int64_t)st->peak_bytes, need, sizeof need),
+            (double)st->peak_bytes / mib,
+            bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over),
+            bg_cli_group_digits((int64_t)st->capacity_bytes, cap, sizeof cap));
+    fprintf(stderr, "%s; what would help:\n",
+            r->split != NULL ? "this is the given --split"
+                             : "this is the split that overflows least");
+    int helped = 0;
+    char what[64];
+    bg_plan_request_t v = *r;
+    if (r->split != NULL) {
+        v.split = NULL;
+        helped |= try_variant(&v, "leave out --split");
+        v = *r;
+    }
+    if (!r->recompute) {
+        v.recompute = 1;
+        helped |= try_variant(&v, "--recompute");
+        v = *r;
+    }
+    if (r->schedule == BG_SCHEDULE_GPIPE) {
+        v.schedule = BG_SCHEDULE_1F1B;
+        helped |= try_variant(&v, "--schedule 1f1b");
+        v = *r;
+    }
+    if (r->optimizer.kind == BG_OPTIMIZER_ADAM) {
+        v.optimizer.kind = BG_OPTIMIZER_SGD;
+        helped |= try_variant(&v, "--optimizer sgd");
+        v = *r;
+    }
+    const int ms[] = {r->microbatches * 2, r->microbatches * 4, r->microbatches / 2};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        if (ms[i] < 1 || ms[i] > r->batch || ms[i] == r->microbatches) continue;
+        v.microbatches = ms[i];
+        snprintf(what, sizeof what, "--microbatches %d", ms[i]);
+        helped |= try_variant(&v, what);
+    }
+    if (try_more_devices(r, placement, host_share)) helped = 1;
+    if (helped) return;
+    /* Every memory saving at once, on the devices given. */
+    v = *r;
+    v.recompute = 1;
+    v.optimizer.kind = BG_OPTIMIZER_SGD;
+    v.optimizer.sgd.momentum = 0;
+    if (v.schedule == BG_SCHEDULE_GPIPE) v.schedule = BG_SCHEDULE_1F1B;
+    snprintf(what, sizeof what, "--recompute --optimizer sgd%s",
+             r->schedule == BG_SCHEDULE_GPIPE ? " --schedule 1f1b" : "");
+    if (!try_variant(&v, what))
+        fprintf(stderr, "  none of these fits, alone or together: use more devices or give each "
+                        "more memory (--device-mem)\n");
+}

@@ -1,0 +1,43 @@
+/* The planner (stages/planner.h) as the commands use it: loading --profile,
+ * resolving --microbatches auto and --schedule auto, the plan's table and
+ * JSON, and the explanation of a plan that does not fit. plan, train,
+ * simulate and sweep share these so that they print and refuse alike. */
+#ifndef BG_CLI_PLANNING_H
+#define BG_CLI_PLANNING_H
+
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "placement.h"
+#include "planner.h"
+
+/* Loads --profile for `spec` into *out, or sets *out = NULL without one.
+ * Errors name the file (exit 2: bad input). */
+bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *spec,
+                                bg_profile_t **out);
+
+/* Plans `request`; with --microbatches auto or --schedule auto searches
+ * them (bg_plan_search), prints the choice on stderr ("brigade CMD:
+ * --microbatches auto: 8 (1f1b), 12,345 samples/s predicted") and writes it
+ * back into the placement. */
+bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,
+                             bg_plan_t **out);
+
+/* The stage table, predicted step and bubble, as 'brigade plan' prints them. */
+void bg_cli_plan_print_table(const bg_plan_t *plan, FILE *out);
+
+/* Stage s as a JSON object with the keys of 'brigade train --metrics'
+ * stages plus predicted_ms and capacity_bytes; NULL if out of memory. */
+cJSON *bg_cli_plan_stage_json(const bg_plan_t *plan, int s);
+
+/* The whole plan as JSON ('brigade plan --json'); NULL if out of memory. */
+cJSON *bg_cli_plan_json(const bg_plan_t *plan, const char *model);
+
+/* Explains on stderr a plan that does not fit: which stage overflows by how
+ * many bytes, and which single changes (or all memory savings together)
+ * would make it fit. `host_share` as for bg_placement_cost_devices. */
+void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *plan, const bg_placement_t *p,
+                                  int host_share);
+
+#endif /* BG_CLI_PLANNING_H */

@@ -1,0 +1,94 @@
+/* From a plan to the simulator: per-stage durations and a predicted run. */
+#include <stdlib.h>
+
+#include "planner.h"
+
+void bg_plan_costs_destroy(bg_plan_costs_t *c) {
+    if (c == NULL) return;
+    free(c->forward);
+    free(c->backward);
+    free(c->weight);
+    free(c->recompute);
+    free(c->activation_transfer);
+    free(c->gradient_transfer);
+    free(c->step);
+    free(c);
+}
+
+bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
+    const bg_partition_t *part = plan->partition;
+    const int stages = part->stages, devices = plan->request.devices;
+    const size_t n = (size_t)stages, links = n > 1 ? n - 1 : 1;
+    const int split = plan->schedule->split_backward;
+    bg_plan_costs_t *c = calloc(1, sizeof *c);
+    if (c == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
+    c->forward = calloc(n, sizeof(double));
+    c->backward = calloc(n, sizeof(double));
+    c->weight = calloc(n, sizeof(double));
+    c->recompute = calloc(n, sizeof(double));
+    c->activation_transfer = calloc(links, sizeof(double));
+    c->gradient_transfer = calloc(links, sizeof(double));
+    c->step = calloc((size_t)devices, sizeof(double));
+    if (!c->forward || !c->backward || !c->weight || !c->recompute || !c->activation_transfer ||
+        !c->gradient_transfer || !c->step) {
+        bg_plan_costs_destroy(c);
+        return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
+    }
+    for (int s = 0; s < stages; s++) {
+        const bg_cost_time_t *t = &part->stage[s].time;
+        c->forward[s] = t->forward;
+        c->backward[s] = split ? t->backward - t->weight : t->backward;
+        /* The difference of two sums of the same terms may round below 0. */
+        if (c->backward[s] < 0) c->backward[s] = 0;
+        c->weight[s] = split ? t->weight : 0;
+        c->recompute[s] = t->recompute;
+        c->step[part->stage[s].device] += t->update;
+    }
+    for (int b = 0; b + 1 < stages; b++) {
+        size_t bytes = bg_cost_boundary_bytes(plan->model, part->stage[b + 1].first_layer);
+        double seconds = bg_cost_transfer_seconds(&plan->request.link, bytes);
+        c->activation_transfer[b] = seconds;
+        c->gradient_transfer[b] = seconds;
+    }
+    c->sim = (bg_sim_costs_t){
+        .forward = c->forward,
+        .backward = c->backward,
+        .weight = c->weight,
+        .recompute = c->recompute,
+        .activation_transfer = c->activation_transfer,
+        .gradient_transfer = c->gradient_transfer,
+        .step = c->step,
+    };
+    *out = c;
+    return BG_OK;
+}
+
+bg_status_t bg_plan_simulate(const bg_plan_t *plan, int steps, bg_timeline_t **out) {
+    if (steps < 1) return bg_error_set(BG_ERR_INVALID, "simulate: %d steps (need >= 1)", steps);
+    const bg_plan_request_t *r = &plan->request;
+    const char **names = calloc((size_t)r->devices, sizeof *names);
+    if (names == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
+    for (int d = 0; d < r->devices; d++) names[d] = plan->device[d].name;
+    bg_timeline_config_t tc = {
+        .schedule = r->schedule,
+        .devices = r->devices,
+        .stages = plan->partition->stages,
+        .chunks = r->chunks,
+        .microbatches = r->microbatches,
+        .device_names = names,
+        .measured = 0,
+    };
+    bg_plan_costs_t *costs = NULL;
+    bg_timeline_t *tl = NULL;
+    bg_status_t st;
+    BG_CHECK_GOTO(bg_plan_costs_create(plan, &costs), st, done);
+    BG_CHECK_GOTO(bg_timeline_create(&tc, &tl), st, done);
+    BG_CHECK_GOTO(bg_simulate(plan->schedule, &costs->sim, steps, tl), st, done);
+    *out = tl;
+    tl = NULL;
+done:
+    bg_timeline_destroy(tl);
+    bg_plan_costs_destroy(costs);
+    free(names);
+    return st;
+}

@@ -1,0 +1,193 @@
+#include "planner.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void bg_plan_destroy(bg_plan_t *p) {
+    if (p == NULL) return;
+    bg_partition_destroy(p->partition);
+    bg_cost_model_destroy(p->model);
+    bg_schedule_destroy(p->schedule);
+    free(p->device);
+    free(p->stash_slots);
+    free(p->first_layer);
+    free(p);
+}
+
+/* Builds the schedule, the cost model and the partition of an allocated
+ * plan whose request is set. */
+static bg_status_t plan_fill(bg_plan_t *p) {
+    const bg_plan_request_t *r = &p->request;
+    const int k = r->devices, stages = r->devices * r->chunks;
+    bg_schedule_config_t sc = BG_SCHEDULE_CONFIG_INIT;
+    sc.kind = r->schedule;
+    sc.devices = k;
+    sc.chunks = r->chunks;
+    sc.microbatches = r->microbatches;
+    BG_CHECK(bg_schedule_create(&sc, &p->schedule));
+    p->stash_slots = calloc((size_t)stages, sizeof *p->stash_slots);
+    p->first_layer = calloc((size_t)stages, sizeof *p->first_layer);
+    p->device = calloc((size_t)k, sizeof *p->device);
+    if (p->stash_slots == NULL || p->first_layer == NULL || p->device == NULL)
+        return bg_error_set(BG_ERR_NOMEM, "planner: out of memory for %d stages", stages);
+    for (int s = 0; s < stages; s++) p->stash_slots[s] = bg_schedule_stash_slots(p->schedule, s);
+    memcpy(p->device, r->device, sizeof *p->device * (size_t)k);
+
+    bg_cost_config_t cc = BG_COST_CONFIG_INIT;
+    cc.spec = r->spec;
+    cc.batch = r->batch;
+    cc.microbatches = r->microbatches;
+    cc.optimizer = r->optimizer;
+    cc.recompute = r->recompute;
+    cc.split_backward = p->schedule->split_backward;
+    cc.profile = r->profile;
+    BG_CHECK(bg_cost_model_create(&cc, &p->model));
+
+    bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
+    pc.model = p->model;
+    pc.devices = k;
+    pc.chunks = r->chunks;
+    pc.device = p->device;
+    pc.link = r->link;
+    pc.stash_slots = p->stash_slots;
+    p->config = pc;
+    if (r->split != NULL) {
+        p->first_layer[0] = 0;
+        for (int s = 1; s < stages; s++) p->first_layer[s] = r->split[s - 1];
+        BG_CHECK(bg_partition_evaluate(&p->config, p->first_layer, &p->partition));
+    } else {
+        BG_CHECK(bg_partition_create(&p->config, &p->partition));
+        for (int s = 0; s < stages; s++) p->first_layer[s] = p->partition->stage[s].first_layer;
+    }
+    p->request.device = p->device;
+    p->request.split = r->split != NULL ? p->first_layer + 1 : NULL;
+
+    const bg_partition_t *part = p->partition;
+    p->step_s = bg_partition_step_seconds(part, &p->config);
+    double busy = 0;
+    for (int s = 0; s < part->stages; s++) busy += part->stage[s].seconds;
+    p->bubble = p->step_s > 0 ? 1 - busy * r->microbatches / (k * p->step_s) : 0;
+    p->bubble_theory = bg_schedule_theoretical_bubble(r->schedule, k, r->microbatches, r->chunks);
+    for (int d = 0; d < k; d++) {
+        double update = 0;
+        for (int s = d; s < part->stages; s += k) update += part->stage[s].time.update;
+        if (update > p->update_s) p->update_s = update;
+    }
+    return BG_OK;
+}
+
+bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
+    if (r == NULL || r->spec == NULL || r->device == NULL || out == NULL)
+        return bg_error_set(BG_ERR_INVALID, "planner: no model or no devices given");
+    if (r->devices < 1 || r->chunks < 1)
+        return bg_error_set(BG_ERR_INVALID, "planner: %d devices x %d chunks", r->devices,
+                            r->chunks);
+    if (r->microbatches > r->batch)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%d micro-batches of a %lld-sample batch would "
+                            "leave some empty",
+                            r->microbatches, (long long)r->batch);
+    bg_plan_t *p = calloc(1, sizeof *p);
+    if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
+    p->request = *r;
+    bg_status_t st = plan_fill(p);
+    if (st != BG_OK) {
+        bg_plan_destroy(p);
+        return st;
+    }
+    *out = p;
+    return BG_OK;
+}
+
+int bg_plan_bottleneck_stage(const bg_plan_t *p) {
+    const bg_partition_t *part = p->partition;
+    int worst = 0;
+    for (int s = 1; s < part->stages; s++)
+        if (part->stage[s].seconds > part->stage[worst].seconds) worst = s;
+    return worst;
+}
+
+double bg_plan_samples_per_s(const bg_plan_t *p) {
+    double seconds = p->step_s + p->update_s;
+    return seconds > 0 ? (double)p->request.batch / seconds : 0;
+}
+
+bg_cost_link_t bg_plan_profile_link(const bg_profile_t *profile) {
+    bg_cost_link_t link = BG_COST_LINK_HOST_INIT;
+    if (profile != NULL && profile->copy_bytes_per_s > 0)
+        link.bytes_per_s = profile->copy_bytes_per_s / 2;
+    return link;
+}
+
+int bg_plan_microbatch_candidates(int64_t batch, int *out, int capacity) {
+    int count = 0;
+    for (int64_t m = 1; m <= batch && m <= BG_SCHEDULE_MAX_MICROBATCHES; m++) {
+        int power = (m & (m - 1)) == 0;
+        if (batch % m != 0 && !power) continue;
+        if (count < capacity) out[count] = (int)m;
+        count++;
+    }
+    return count;
+}
+
+/* 1 if a is a better choice than b (NULL: none yet). */
+static int better(const bg_plan_t *a, const bg_plan_t *b) {
+    if (b == NULL) return 1;
+    if (a->partition->fits != b->partition->fits) return a->partition->fits;
+    if (a->partition->fits) return bg_plan_samples_per_s(a) > bg_plan_samples_per_s(b);
+    return a->partition->overflow_bytes < b->partition->overflow_bytes;
+}
+
+bg_status_t bg_plan_search(const bg_plan_request_t *r, unsigned flags, bg_plan_t **out) {
+    if ((flags & ~(unsigned)(BG_PLAN_SEARCH_MICROBATCHES | BG_PLAN_SEARCH_SCHEDULE)) != 0)
+        return bg_error_set(BG_ERR_INVALID, "planner: unknown search flags 0x%x", flags);
+    if (r->batch < 1)
+        return bg_error_set(BG_ERR_INVALID, "planner: a batch of %lld samples",
+                            (long long)r->batch);
+    bg_schedule_kind_t kinds[4] = {r->schedule};
+    int kind_count = 1;
+    if (flags & BG_PLAN_SEARCH_SCHEDULE) {
+        kinds[0] = BG_SCHEDULE_1F1B;
+        kinds[1] = BG_SCHEDULE_GPIPE;
+        kinds[2] = BG_SCHEDULE_ZB_H1;
+        kinds[3] = BG_SCHEDULE_INTERLEAVED;
+        kind_count = r->chunks > 1 ? 4 : 3;
+    }
+    int *ms = NULL, m_count = 1, own = r->microbatches;
+    if (flags & BG_PLAN_SEARCH_MICROBATCHES) {
+        m_count = bg_plan_microbatch_candidates(r->batch, NULL, 0);
+        ms = malloc(sizeof *ms * (size_t)(m_count > 0 ? m_count : 1));
+        if (ms == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
+        bg_plan_microbatch_candidates(r->batch, ms, m_count);
+    }
+    bg_plan_t *best = NULL;
+    bg_status_t st = BG_OK;
+    for (int i = 0; i < m_count && st == BG_OK; i++) {
+        for (int k = 0; k < kind_count; k++) {
+            bg_plan_request_t v = *r;
+            v.microbatches = ms != NULL ? ms[i] : own;
+            v.schedule = kinds[k];
+            bg_plan_t *p = NULL;
+            bg_status_t one = bg_plan_create(&v, &p);
+            if (one == BG_ERR_INVALID) continue; /* this combination is impossible */
+            if (one != BG_OK) {
+                st = one;
+                break;
+            }
+            if (better(p, best)) {
+                bg_plan_destroy(best);
+                best = p;
+            } else {
+                bg_plan_destroy(p);
+            }
+        }
+    }
+    free(ms);
+    if (st == BG_OK && best == NULL) st = BG_ERR_INVALID; /* the last refusal's message stands */
+    if (st != BG_OK) {
+        bg_plan_destroy(best);
+        return st;
+    }
+    *out = best;
+    return BG_OK;
+}

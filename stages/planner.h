@@ -1,0 +1,151 @@
+/* The planner: from a model, a schedule request and the devices, builds the
+ * schedule, the cost model (analytic, or from a measured profile) and the
+ * partition into stages (the best split, stages/partition.h, or a given
+ * one), with the predicted step time and bubble. It also searches the
+ * micro-batch count and the schedule for the best predicted throughput
+ * (--microbatches auto, --schedule auto), and turns a plan into the
+ * simulator's per-stage costs (scheduler/simulator.h), so that `brigade
+ * plan`, `train`, `simulate` and `sweep --simulate` all decide the same way.
+ *
+ * Predictions. step_s is bg_partition_step_seconds: M times the busiest
+ * device's time per micro-batch plus the fill and drain of the others,
+ * without the optimizer step, which update_s adds (the slowest device's
+ * updates of its stages' parameters; it does not depend on M or the
+ * schedule). bubble is the predicted idle fraction of step_s, 1 - (M * sum
+ * of stage seconds) / (K * step_s); bubble_theory is the schedule's
+ * (K-1)/(M+K-1) family (bg_schedule_theoretical_bubble) for equal stages. */
+#ifndef BG_PLANNER_H
+#define BG_PLANNER_H
+
+#include <stdint.h>
+
+#include "cost_model.h"
+#include "partition.h"
+#include "profile.h"
+#include "schedule.h"
+#include "simulator.h"
+#include "timeline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What to plan. Pointers are borrowed for the call; the plan copies the
+ * devices and the split, but keeps pointing at spec and profile, which must
+ * outlive it. */
+typedef struct bg_plan_request {
+    const bg_model_spec_t *spec;
+    bg_schedule_kind_t schedule;
+    int devices;      /* K >= 1 */
+    int chunks;       /* V >= 1: stages per device (interleaved) */
+    int microbatches; /* M, 1..B */
+    int64_t batch;    /* B, samples per optimizer step */
+    bg_optimizer_config_t optimizer;
+    int recompute;
+    const int *split;               /* S - 1 first layers of stages 1..S-1; NULL: the planner */
+    const bg_cost_device_t *device; /* K entries, in chain order */
+    bg_cost_link_t link;            /* between every pair of devices */
+    const bg_profile_t *profile;    /* measured layer times, or NULL: analytic */
+} bg_plan_request_t;
+
+#define BG_PLAN_REQUEST_INIT                                                                       \
+    {                                                                                              \
+        .spec = NULL, .schedule = BG_SCHEDULE_1F1B, .devices = 1, .chunks = 1, .microbatches = 1,  \
+        .batch = 64, .optimizer = BG_OPTIMIZER_CONFIG_INIT, .recompute = 0, .split = NULL,         \
+        .device = NULL, .link = BG_COST_LINK_HOST_INIT, .profile = NULL                            \
+    }
+
+typedef struct bg_plan {
+    /* The request, with device pointing at `device` below and split at
+     * first_layer + 1 when a split was given (else NULL). */
+    bg_plan_request_t request;
+    bg_schedule_t *schedule;
+    bg_cost_model_t *model;
+    bg_cost_device_t *device; /* K entries */
+    int *stash_slots;         /* S entries, bg_schedule_stash_slots */
+    int *first_layer;         /* S entries: where each stage starts */
+    bg_partition_config_t config;
+    bg_partition_t *partition; /* fits, per-stage layers, times, memory, worst overflow */
+    double step_s;             /* predicted seconds per step, without the update */
+    double update_s;           /* the optimizer step: the slowest device's updates */
+    double bubble;             /* predicted idle fraction (above) */
+    double bubble_theory;      /* for equal stages */
+} bg_plan_t;
+
+/* Plans a request. A plan that does not fit its devices' memory is still a
+ * plan (partition->fits = 0, naming the worst stage and its overflow), not
+ * an error. BG_ERR_INVALID for an impossible request, with the message of
+ * the part that refused it: M > B ("would leave some empty"), a schedule
+ * that rejects K/V/M, a bad split, more stages than layers, a profile of
+ * another layer count; BG_ERR_NOMEM. *out is set only on success; free
+ * with bg_plan_destroy. */
+bg_status_t bg_plan_create(const bg_plan_request_t *request, bg_plan_t **out);
+
+/* NULL and half-built plans are fine. */
+void bg_plan_destroy(bg_plan_t *plan);
+
+/* The stage with the largest time per micro-batch (the first of equals). */
+int bg_plan_bottleneck_stage(const bg_plan_t *plan);
+
+/* Predicted samples per second with the optimizer step: B / (step_s +
+ * update_s), 0 when that is 0. */
+double bg_plan_samples_per_s(const bg_plan_t *plan);
+
+/* The link between two CPU devices as a profile measured it: a channel
+ * copies a tensor twice (into the ring and out of it), each a memcpy at the
+ * profile's copy_bytes_per_s, and wakes the receiver (a few microseconds). */
+bg_cost_link_t bg_plan_profile_link(const bg_profile_t *profile);
+
+/* --- searching M and the schedule ------------------------------------- */
+
+enum {
+    BG_PLAN_SEARCH_MICROBATCHES = 1, /* try every M of bg_plan_microbatch_candidates */
+    BG_PLAN_SEARCH_SCHEDULE = 2,     /* try gpipe, 1f1b, zb-h1, and interleaved when V > 1 */
+};
+
+/* The micro-batch counts worth trying for a batch of B: every divisor of B
+ * and every power of two up to B, ascending, without repeats. Writes at most
+ * `capacity` of them into `out` and returns how many there are in all. */
+int bg_plan_microbatch_candidates(int64_t batch, int *out, int capacity);
+
+/* Plans every combination `flags` opens up (the request's own M and
+ * schedule otherwise) and keeps the one with the highest predicted
+ * throughput (bg_plan_samples_per_s) among those where every stage fits; ties keep the smaller M,
+ * then the earlier schedule in the order 1f1b, gpipe, zb-h1, interleaved
+ * (1f1b holds less than gpipe for the same time). Combinations a schedule
+ * rejects (interleaved with M not a multiple of K) are skipped. When none
+ * fits, the result is the one whose worst overflow is smallest (fits = 0).
+ * BG_ERR_INVALID for flags other than the two above, or when every
+ * combination is rejected (the last reason); BG_ERR_NOMEM. */
+bg_status_t bg_plan_search(const bg_plan_request_t *request, unsigned flags, bg_plan_t **out);
+
+/* --- simulating a plan ------------------------------------------------ */
+
+/* Per-stage durations for bg_simulate, from a plan's cost model: forward;
+ * backward (dX and dW, or dX only when the schedule splits the backward,
+ * zb-h1); weight (dW, split schedules); recompute; activation and gradient
+ * transfers of each boundary's bytes over the request's link; and per
+ * device the optimizer step, the sum of its stages' updates. */
+typedef struct bg_plan_costs {
+    bg_sim_costs_t sim; /* points into the arrays below */
+    double *forward, *backward, *weight, *recompute;
+    double *activation_transfer, *gradient_transfer; /* S - 1 entries (at least 1) */
+    double *step;                                    /* K entries */
+} bg_plan_costs_t;
+
+/* *out is set only on success; free with bg_plan_costs_destroy. */
+bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out);
+
+/* NULL is a no-op. */
+void bg_plan_costs_destroy(bg_plan_costs_t *costs);
+
+/* Simulates `steps` >= 1 steps of the plan into a new timeline (measured =
+ * 0, devices named as the plan's). *out is set only on success; free with
+ * bg_timeline_destroy. */
+bg_status_t bg_plan_simulate(const bg_plan_t *plan, int steps, bg_timeline_t **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_PLANNER_H */

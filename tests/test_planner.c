@@ -1,0 +1,330 @@
+/* The planner (stages/planner.h): stage times from a hand-made profile,
+ * the --microbatches auto / --schedule auto search against evaluating every
+ * candidate, and simulator costs from a plan against the theoretical
+ * bubble. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "planner.h"
+#include "report.h"
+
+static const char origin_cnn[] = "input channels=1 height=28 width=28\n"
+                                 "conv2d filters=32 kernel=3 activation=relu\n"
+                                 "maxpool size=2\n"
+                                 "flatten\n"
+                                 "dense units=128 activation=relu\n"
+                                 "dense units=10\n"
+                                 "softmax_cross_entropy\n";
+
+/* Layers: 0 flatten, 1 dense, 2 dense, 3 softmax_cross_entropy. */
+static const char small_mlp[] = "input channels=1 height=1 width=8\n"
+                                "flatten\n"
+                                "dense units=16\n"
+                                "dense units=10\n"
+                                "softmax_cross_entropy\n";
+
+static bg_model_spec_t *parse(const char *text) {
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("test", text, strlen(text), &spec), BG_OK);
+    return spec;
+}
+
+static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 + 1e-9 * fabs(b); }
+
+/* A profile of small_mlp at micro-batch `batch`, in milliseconds: flatten
+ * free; dense 1: F 1, dX 0.5, dW 1.5; dense 2: F 1, dX 1, dW 1; the loss
+ * free. Split at layer 2 the stages are equal (F 1, B 2 each; stage 0 never
+ * runs layer 0's dX, which is 0 anyway). */
+static bg_layer_profile_t mlp_layers[4] = {
+    {0, 0, 0, 0},
+    {1e-3, 0.5e-3, 1.5e-3, 0},
+    {1e-3, 1e-3, 1e-3, 0},
+    {0, 0, 0, 0},
+};
+
+static bg_profile_t mlp_profile(int64_t batch, bg_layer_profile_t *layers) {
+    bg_profile_t p = {.layers = 4, .batch = batch, .copy_bytes_per_s = 8e9, .layer = layers};
+    snprintf(p.device, sizeof p.device, "cpu");
+    return p;
+}
+
+static bg_plan_request_t request_for(const bg_model_spec_t *spec, const bg_cost_device_t *devices,
+                                     int k, int m, int64_t batch) {
+    bg_plan_request_t r = BG_PLAN_REQUEST_INIT;
+    r.spec = spec;
+    r.devices = k;
+    r.microbatches = m;
+    r.batch = batch;
+    r.device = devices;
+    return r;
+}
+
+/* Stage times are the profile's sums over each stage's layers, scaled from
+ * the profile's micro-batch to the plan's (updates are per step, unscaled);
+ * the first stage leaves out layer 0's dX. */
+static void test_profile_stage_times(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(small_mlp);
+    bg_layer_profile_t layers[4];
+    memcpy(layers, mlp_layers, sizeof layers);
+    layers[0].backward_data_s = 0.25e-3; /* counted nowhere: stage 0 does not run it */
+    layers[1].update_s = 0.125e-3;
+    layers[2].update_s = 0.0625e-3;
+    bg_profile_t profile = mlp_profile(8, layers);
+    bg_cost_device_t devices[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
+    const int ms[] = {1, 2, 4, 8};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        for (int given = 0; given < 2; given++) {
+            const int split[] = {2};
+            bg_plan_request_t r = request_for(spec, devices, 2, ms[i], 64);
+            r.profile = &profile;
+            r.link = bg_plan_profile_link(&profile);
+            r.split = given ? split : NULL;
+            bg_plan_t *plan = NULL;
+            assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+            const double scale = (64.0 / ms[i]) / 8.0;
+            for (int s = 0; s < 2; s++) {
+                const bg_partition_stage_t *st = &plan->partition->stage[s];
+                assert_int_equal(plan->first_layer[s], st->first_layer);
+                double f = 0, b = 0, w = 0, u = 0;
+                for (int l = st->first_layer; l < st->last_layer; l++) {
+                    f += layers[l].forward_s;
+                    if (l > 0) b += layers[l].backward_data_s;
+                    b += layers[l].backward_weights_s;
+                    w += layers[l].backward_weights_s;
+                    u += layers[l].update_s;
+                }
+                assert_true(close_to(st->time.forward, scale * f));
+                assert_true(close_to(st->time.backward, scale * b));
+                assert_true(close_to(st->time.weight, scale * w));
+                assert_true(close_to(st->time.update, u));
+                assert_true(st->time.recompute == 0);
+            }
+            /* The optimizer step: the slowest device's updates, per step. */
+            double u0 = 0, u1 = 0;
+            for (int l = 0; l < 4; l++)
+                *(l < plan->first_layer[1] ? &u0 : &u1) += layers[l].update_s;
+            assert_true(close_to(plan->update_s, u0 > u1 ? u0 : u1));
+            assert_true(
+                close_to(bg_plan_samples_per_s(plan), 64 / (plan->step_s + plan->update_s)));
+            if (given) {
+                assert_non_null(plan->request.split);
+                assert_int_equal(plan->request.split[0], 2);
+            } else {
+                assert_null(plan->request.split);
+            }
+            /* The link is two copies at the profile's memcpy bandwidth. */
+            assert_true(close_to(plan->request.link.bytes_per_s, 4e9));
+            bg_plan_destroy(plan);
+        }
+    }
+    bg_model_spec_destroy(spec);
+}
+
+static void test_request_errors(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(small_mlp);
+    bg_cost_device_t devices[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
+    bg_plan_t *plan = NULL;
+    bg_plan_request_t r = request_for(spec, devices, 2, 8, 4);
+    assert_int_equal(bg_plan_create(&r, &plan), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "would leave some empty"));
+    r = request_for(spec, devices, 2, 3, 64);
+    r.schedule = BG_SCHEDULE_INTERLEAVED;
+    r.chunks = 2;
+    assert_int_equal(bg_plan_create(&r, &plan), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "multiple of the device count"));
+    bg_layer_profile_t layers[3] = {{0}};
+    bg_profile_t three = {.layers = 3, .batch = 8, .copy_bytes_per_s = 1e9, .layer = layers};
+    r = request_for(spec, devices, 2, 4, 64);
+    r.profile = &three;
+    assert_int_equal(bg_plan_create(&r, &plan), BG_ERR_INVALID);
+    assert_null(plan);
+    bg_model_spec_destroy(spec);
+}
+
+static void test_microbatch_candidates(void **state) {
+    (void)state;
+    int got[32];
+    const int want48[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48};
+    int n = bg_plan_microbatch_candidates(48, got, 32);
+    assert_int_equal(n, 11);
+    for (int i = 0; i < n; i++) assert_int_equal(got[i], want48[i]);
+    const int want20[] = {1, 2, 4, 5, 8, 10, 16, 20};
+    n = bg_plan_microbatch_candidates(20, got, 3);
+    assert_int_equal(n, 8);
+    for (int i = 0; i < 3; i++) assert_int_equal(got[i], want20[i]);
+    assert_int_equal(bg_plan_microbatch_candidates(1, got, 32), 1);
+    assert_int_equal(got[0], 1);
+}
+
+/* The search keeps the fitting candidate of the highest throughput (the
+ * first in order among equals), as evaluating every candidate finds. */
+static void check_search(const bg_plan_request_t *r, unsigned flags) {
+    bg_plan_t *chosen = NULL;
+    assert_int_equal(bg_plan_search(r, flags, &chosen), BG_OK);
+    int ms[64];
+    int m_count = (flags & BG_PLAN_SEARCH_MICROBATCHES)
+                      ? bg_plan_microbatch_candidates(r->batch, ms, 64)
+                      : (ms[0] = r->microbatches, 1);
+    const bg_schedule_kind_t order[] = {BG_SCHEDULE_1F1B, BG_SCHEDULE_GPIPE, BG_SCHEDULE_ZB_H1,
+                                        BG_SCHEDULE_INTERLEAVED};
+    int kinds = (flags & BG_PLAN_SEARCH_SCHEDULE) ? (r->chunks > 1 ? 4 : 3) : 1;
+    double best = -1;
+    int best_m = 0, any_fit = 0;
+    bg_schedule_kind_t best_kind = r->schedule;
+    for (int i = 0; i < m_count; i++) {
+        for (int k = 0; k < kinds; k++) {
+            bg_plan_request_t v = *r;
+            v.microbatches = ms[i];
+            if (flags & BG_PLAN_SEARCH_SCHEDULE) v.schedule = order[k];
+            bg_plan_t *p = NULL;
+            if (bg_plan_create(&v, &p) != BG_OK) continue;
+            double rate = bg_plan_samples_per_s(p);
+            if (p->partition->fits) {
+                any_fit = 1;
+                assert_true(rate <= bg_plan_samples_per_s(chosen));
+                if (rate > best) {
+                    best = rate;
+                    best_m = ms[i];
+                    best_kind = v.schedule;
+                }
+            }
+            bg_plan_destroy(p);
+        }
+    }
+    assert_true(any_fit);
+    assert_true(chosen->partition->fits);
+    assert_int_equal(chosen->request.microbatches, best_m);
+    assert_int_equal(chosen->request.schedule, best_kind);
+    assert_true(bg_plan_samples_per_s(chosen) == best);
+    bg_plan_destroy(chosen);
+}
+
+static void test_search(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(origin_cnn);
+    bg_cost_device_t devices[4];
+    for (int d = 0; d < 4; d++) {
+        devices[d] = (bg_cost_device_t)BG_COST_DEVICE_CPU_CORE_INIT;
+        snprintf(devices[d].name, sizeof devices[d].name, "cpu:%d", d);
+    }
+    const size_t caps[] = {0, 20u << 20, 14u << 20};
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        for (int d = 0; d < 4; d++) devices[d].memory_bytes = caps[c];
+        for (int k = 2; k <= 4; k += 2) {
+            bg_plan_request_t r = request_for(spec, devices, k, 1, 64);
+            check_search(&r, BG_PLAN_SEARCH_MICROBATCHES);
+            check_search(&r, BG_PLAN_SEARCH_MICROBATCHES | BG_PLAN_SEARCH_SCHEDULE);
+            r.microbatches = 8;
+            check_search(&r, BG_PLAN_SEARCH_SCHEDULE);
+        }
+    }
+    /* A memory cap that rules out the small M: the choice still fits. */
+    for (int d = 0; d < 2; d++) devices[d].memory_bytes = 20u << 20;
+    bg_plan_request_t r = request_for(spec, devices, 2, 1, 64);
+    bg_plan_t *plan = NULL;
+    assert_int_equal(bg_plan_search(&r, BG_PLAN_SEARCH_MICROBATCHES, &plan), BG_OK);
+    assert_true(plan->partition->fits);
+    assert_true(plan->request.microbatches > 1);
+    bg_plan_destroy(plan);
+    /* Nothing fits: the least overflow, marked as not fitting. */
+    for (int d = 0; d < 2; d++) devices[d].memory_bytes = 1u << 20;
+    assert_int_equal(bg_plan_search(&r, BG_PLAN_SEARCH_MICROBATCHES, &plan), BG_OK);
+    assert_false(plan->partition->fits);
+    bg_plan_destroy(plan);
+    assert_int_equal(bg_plan_search(&r, 4, &plan), BG_ERR_INVALID);
+    bg_model_spec_destroy(spec);
+}
+
+/* A 2-stage split of equal costs, simulated from the plan: the bubble is
+ * (K-1)/(M+K-1) and the step (M+K-1)(F+B). */
+static void test_simulate_equal_stages(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(small_mlp);
+    bg_profile_t profile = mlp_profile(16, mlp_layers);
+    bg_cost_device_t devices[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
+    const int split[] = {2};
+    for (int kind = 0; kind < 2; kind++) {
+        for (int m = 1; m <= 8; m *= 2) {
+            bg_plan_request_t r = request_for(spec, devices, 2, m, 16 * m);
+            r.schedule = kind ? BG_SCHEDULE_1F1B : BG_SCHEDULE_GPIPE;
+            r.profile = &profile;
+            r.split = split;
+            r.link = (bg_cost_link_t){.bytes_per_s = 1e30, .latency_s = 0};
+            bg_plan_t *plan = NULL;
+            assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+            bg_plan_costs_t *costs = NULL;
+            assert_int_equal(bg_plan_costs_create(plan, &costs), BG_OK);
+            for (int s = 0; s < 2; s++) {
+                assert_true(close_to(costs->forward[s], 1e-3));
+                assert_true(close_to(costs->backward[s], 2e-3));
+                assert_true(costs->weight[s] == 0 && costs->recompute[s] == 0);
+                assert_true(costs->step[s] == 0);
+            }
+            assert_true(costs->activation_transfer[0] < 1e-15);
+            bg_plan_costs_destroy(costs);
+            bg_timeline_t *tl = NULL;
+            assert_int_equal(bg_plan_simulate(plan, 2, &tl), BG_OK);
+            assert_int_equal(tl->steps, 2);
+            assert_false(tl->measured);
+            assert_string_equal(tl->device_names[1], "cpu");
+            bg_timeline_summary_t *summary = NULL;
+            assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
+            assert_true(fabs(summary->bubble_measured - 1.0 / (m + 1)) < 1e-9);
+            assert_true(fabs(summary->bubble_theory - 1.0 / (m + 1)) < 1e-12);
+            assert_true(fabs(summary->step_s - (m + 1) * 3e-3) < 1e-9);
+            /* The plan's own prediction agrees for equal stages. */
+            assert_true(fabs(plan->step_s - summary->step_s) < 1e-9);
+            assert_true(fabs(plan->bubble - summary->bubble_measured) < 1e-9);
+            bg_timeline_summary_destroy(summary);
+            bg_timeline_destroy(tl);
+            bg_plan_destroy(plan);
+        }
+    }
+    bg_model_spec_destroy(spec);
+}
+
+/* zb-h1 splits the backward: B is dX (and recompute), W is dW. */
+static void test_split_backward_costs(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(small_mlp);
+    bg_profile_t profile = mlp_profile(16, mlp_layers);
+    bg_cost_device_t devices[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
+    const int split[] = {2};
+    bg_plan_request_t r = request_for(spec, devices, 2, 4, 64);
+    r.schedule = BG_SCHEDULE_ZB_H1;
+    r.profile = &profile;
+    r.split = split;
+    r.recompute = 1;
+    bg_plan_t *plan = NULL;
+    assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+    bg_plan_costs_t *costs = NULL;
+    assert_int_equal(bg_plan_costs_create(plan, &costs), BG_OK);
+    assert_true(close_to(costs->backward[0], 0.5e-3));
+    assert_true(close_to(costs->weight[0], 1.5e-3));
+    assert_true(close_to(costs->backward[1], 1e-3));
+    assert_true(close_to(costs->weight[1], 1e-3));
+    assert_true(close_to(costs->recompute[0], 1e-3));
+    size_t bytes = bg_cost_boundary_bytes(plan->model, 2);
+    assert_true(
+        close_to(costs->gradient_transfer[0], bytes / r.link.bytes_per_s + r.link.latency_s));
+    bg_plan_costs_destroy(costs);
+    bg_plan_destroy(plan);
+    bg_model_spec_destroy(spec);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_profile_stage_times),   cmocka_unit_test(test_request_errors),
+        cmocka_unit_test(test_microbatch_candidates), cmocka_unit_test(test_search),
+        cmocka_unit_test(test_simulate_equal_stages), cmocka_unit_test(test_split_backward_costs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

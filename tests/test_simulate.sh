@@ -1,0 +1,301 @@
+#!/bin/sh
+# Tests of 'brigade profile', 'brigade simulate', 'sweep --simulate' and the
+# planner's choices: a profile is JSON that parses and belongs to its model
+# (another model's is refused, naming the file), a simulation prints the
+# train summary with its bubble line, writes a trace, a timeline and
+# metrics that parse, --microbatches auto and --schedule auto print their
+# choice, train refuses what does not fit --device-mem, and bad sizes are
+# usage errors.
+#
+# usage: test_simulate.sh PATH/TO/brigade
+# Runs from any directory; examples/ is found through $BRIGADE_SOURCE_ROOT
+# (set by meson) or else next to this script.
+
+if [ $# -ne 1 ] || [ ! -x "$1" ]; then
+    echo "usage: $0 PATH/TO/brigade" >&2
+    exit 2
+fi
+case $1 in
+/*) BRIGADE=$1 ;;
+*) BRIGADE=$(pwd)/$1 ;;
+esac
+
+if [ -n "${BRIGADE_SOURCE_ROOT:-}" ]; then
+    ROOT=$BRIGADE_SOURCE_ROOT
+else
+    ROOT=$(cd "$(dirname "$0")/.." && pwd)
+fi
+MODEL=$ROOT/examples/fashion_cnn.model
+if [ ! -f "$MODEL" ]; then
+    echo "test_simulate.sh: cannot find $MODEL (set BRIGADE_SOURCE_ROOT)" >&2
+    exit 2
+fi
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/brigade-simulate.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' HUP INT TERM
+OUT=$T/stdout
+ERR=$T/stderr
+
+passed=0
+failed=0
+
+pass() {
+    passed=$((passed + 1))
+}
+
+# fail WHAT: records a failure and shows what the last command printed.
+fail() {
+    failed=$((failed + 1))
+    echo "FAIL: $1" >&2
+    if [ -s "$ERR" ]; then
+        echo "  stderr:" >&2
+        head -c 2000 "$ERR" | sed 's/^/    /' >&2
+    fi
+}
+
+# run ARGS...: runs brigade with stdin from /dev/null, stdout and stderr to
+# files (so neither is a terminal); leaves the exit status in $status.
+run() {
+    "$BRIGADE" "$@" </dev/null >"$OUT" 2>"$ERR"
+    status=$?
+}
+
+# expect STATUS 'stderr substring' -- ARGS...: runs brigade with ARGS and
+# checks its exit status and that stderr contains the substring ('' accepts
+# any stderr). STATUS may be 'nonzero'.
+expect() {
+    want=$1
+    needle=$2
+    shift 2
+    [ "$1" = "--" ] && shift
+    what="brigade $*"
+    run "$@"
+    if [ "$want" = nonzero ]; then
+        if [ "$status" -eq 0 ]; then
+            fail "$what: exit status 0, expected non-zero"
+            return 1
+        fi
+    elif [ "$status" -ne "$want" ]; then
+        fail "$what: exit status $status, expected $want"
+        return 1
+    fi
+    if [ -n "$needle" ] && ! grep -qF -- "$needle" "$ERR"; then
+        fail "$what: stderr does not contain '$needle'"
+        return 1
+    fi
+    pass
+    return 0
+}
+
+# stdout_has 'substring' WHAT: checks the last command's stdout.
+stdout_has() {
+    if grep -qF -- "$1" "$OUT"; then
+        pass
+    else
+        fail "$2: stdout does not contain '$1'"
+    fi
+}
+
+# check CONDITION-COMMAND... : counts a pass if the command succeeds.
+check() {
+    what=$1
+    shift
+    if "$@"; then
+        pass
+    else
+        fail "$what"
+    fi
+}
+
+# json_check WHAT PYTHON-CODE: runs the code on the last command's stdout
+# parsed as JSON (bound to `p`); sys.argv[2] is the scratch directory.
+json_check() {
+    what=$1
+    if python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+$2" "$OUT" "$T" 2>"$T/python.err"; then
+        pass
+    else
+        fail "$what"
+        sed 's/^/    /' "$T/python.err" >&2
+    fi
+}
+
+# --- usage -------------------------------------------------------------------
+
+# file_check WHAT FILE PYTHON-CODE: runs the code on FILE parsed as JSON
+# (bound to `p`).
+file_check() {
+    what=$1
+    if python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+$3" "$2" 2>"$T/python.err"; then
+        pass
+    else
+        fail "$what"
+        sed 's/^/    /' "$T/python.err" >&2
+    fi
+}
+
+# --- profile -----------------------------------------------------------------
+
+expect 0 "" -- profile --help
+stdout_has "--microbatches" "brigade profile --help"
+expect 2 "no MODEL" -- profile
+expect 2 "unknown option '--bogus'" -- profile "$MODEL" --bogus
+expect 2 "--repetitions" -- profile "$MODEL" --repetitions 0
+expect 2 "would leave some empty" -- profile "$MODEL" --batch 4 --microbatches 8
+expect 2 "$T/missing.model" -- profile "$T/missing.model"
+check "usage errors print nothing on stdout" test ! -s "$OUT"
+
+P=$T/cnn.profile.json
+if expect 0 "" -- profile "$MODEL" --batch 64 --microbatches 4 --repetitions 3 -o "$P"; then
+    stdout_has "conv2d" "profile table"
+    stdout_has "total" "profile table"
+    stdout_has "copy bandwidth" "profile table"
+    check "profile table has a row per layer" \
+        test "$(grep -cE '^ +[0-7] +[a-z_0-9]+ +[0-9.]+ ' "$OUT")" -eq 8
+    file_check "profile JSON parses, 8 layers at micro-batch 16" "$P" '
+assert p["batch"] == 16, p["batch"]
+assert p["copy_bytes_per_s"] > 0
+assert len(p["layers"]) == 8
+for l in p["layers"]:
+    for key in ("forward_s", "backward_data_s", "backward_weights_s", "update_s"):
+        assert l[key] >= 0, (key, l)
+assert p["layers"][0]["forward_s"] > 0
+assert p["layers"][4]["backward_weights_s"] > 0 and p["layers"][4]["update_s"] > 0
+assert p["layers"][1]["backward_weights_s"] == 0'
+fi
+
+# A profile of another model (other shapes) is refused, naming the file.
+sed 's/units=128/units=64/' "$MODEL" >"$T/small.model"
+expect 0 "" -- profile "$T/small.model" --repetitions 1 -o "$T/small.profile.json"
+expect 2 "$T/small.profile.json" -- simulate "$MODEL" --profile "$T/small.profile.json"
+check "another model's profile: says so" grep -qF "another model" "$ERR"
+expect 2 "$T/small.profile.json" -- plan "$MODEL" --profile "$T/small.profile.json"
+expect 2 "$T/none.json" -- simulate "$MODEL" --profile "$T/none.json"
+printf '{"model": 3' >"$T/broken.json"
+expect 2 "$T/broken.json" -- simulate "$MODEL" --profile "$T/broken.json"
+
+# --- simulate ----------------------------------------------------------------
+
+expect 0 "" -- simulate --help
+stdout_has "--profile" "brigade simulate --help"
+expect 2 "no MODEL" -- simulate
+expect 2 "unknown option '--bogus'" -- simulate "$MODEL" --bogus
+expect 2 "--steps" -- simulate "$MODEL" --steps 0
+expect 2 "multiple of the device count" -- simulate "$MODEL" --devices cpu:4 \
+    --schedule interleaved --chunks 2 --microbatches 6
+
+expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4
+stdout_has "3 steps, as simulated" "simulate"
+stdout_has "bubble: measured" "simulate"
+stdout_has "vs theory 20.0% (1f1b, K=2, M=4)" "simulate"
+stdout_has "(predicted)" "simulate"
+stdout_has "predicted: " "simulate"
+check "simulate prints a row for each of 2 stages" \
+    test "$(grep -cE '^ +[01] +cpu:[01] ' "$OUT")" -eq 2
+
+if [ -s "$P" ]; then
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$P"
+    stdout_has "costs from $P" "simulate --profile"
+    stdout_has "bubble: measured" "simulate --profile"
+    expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 4 --profile "$P" --json
+    json_check "plan --profile predicts from the profile" '
+assert p["fits"] is True and p["step_ms"] > 0'
+fi
+
+# Nearly equal stages come near the theory: the balanced MLP split in half
+# (the optimizer step, done by both devices at once, and the last dense
+# layer on stage 1 keep it from being exact; test_planner.c checks exact).
+MLP=$ROOT/examples/mlp_balanced.model
+expect 0 "" -- simulate "$MLP" --devices cpu:2 --split 5 --microbatches 8 --schedule gpipe \
+    --metrics "$T/mlp.json"
+file_check "mlp_balanced split at 5: bubble near (K-1)/(M+K-1)" "$T/mlp.json" '
+t = p["timeline"]
+assert abs(t["bubble_theory"] - 1 / 9) < 1e-12, t["bubble_theory"]
+assert abs(t["bubble_measured"] - 1 / 9) < 0.04, t["bubble_measured"]'
+
+# The same files as train: trace, timeline and metrics.
+expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --schedule zb-h1 \
+    --trace "$T/sim.trace.json" --timeline "$T/sim.svg" --metrics "$T/sim.json"
+file_check "simulate --trace is a Chrome trace" "$T/sim.trace.json" '
+events = [e for e in p["traceEvents"] if e.get("ph") == "X"]
+assert events, "no events"
+assert {e["pid"] for e in events} == {0, 1}
+assert any(e["name"].startswith("W") for e in events)'
+check "simulate --timeline is SVG" grep -q "<svg" "$T/sim.svg"
+run plan "$MODEL" --devices cpu:2 --microbatches 4 --schedule zb-h1 --json
+cp "$OUT" "$T/plan.json"
+file_check "simulate --metrics: summary and plan stages" "$T/sim.json" '
+q = json.load(open(sys.argv[1].replace("sim.json", "plan.json")))
+t = p["timeline"]
+for key in ("step_s", "bubble_measured", "bubble_theory", "devices", "stages"):
+    assert key in t, key
+assert t["measured"] is False and t["schedule"] == "zb-h1" and t["steps"] == 3
+assert p["samples_per_s"] > 0 and p["microbatches"] == 4
+assert len(p["stages"]) == len(q["stages"]) == 2
+for a, b in zip(p["stages"], q["stages"]):
+    assert set(a) == set(b), (set(a), set(b))
+    assert a == b, (a, b)'
+
+# --- the planner's choices -----------------------------------------------------
+
+expect 0 "chose --microbatches" -- plan "$MODEL" --devices cpu:2 --microbatches auto
+stdout_has "2 stages on cpu:0, cpu:1; 1f1b" "plan --microbatches auto"
+expect 0 "chose --microbatches" -- simulate "$MODEL" --devices cpu:2 --microbatches auto
+# Under a memory cap the choice fits: 16M leaves out M = 1 (stage 0 then needs over 20 MiB).
+expect 0 "every stage fits" -- plan "$MODEL" --devices cpu:2 --microbatches auto \
+    --device-mem 16M --json
+json_check "--microbatches auto under 16M fits with M > 1" '
+assert p["fits"] is True and p["microbatches"] > 1, p["microbatches"]
+assert all(s["peak_bytes"] <= 16 << 20 for s in p["stages"]), p["stages"]'
+expect 0 "chose --microbatches" -- plan "$MODEL" --devices cpu:2 --microbatches auto \
+    --schedule auto --json
+check "--schedule auto prints its choice" grep -qF -- "--schedule " "$ERR"
+json_check "--schedule auto picks a schedule" '
+assert p["schedule"] in ("gpipe", "1f1b", "zb-h1"), p["schedule"]'
+expect 0 "chose --microbatches" -- train "$MODEL" --data synthetic --steps 1 --batch 16 \
+    --devices cpu:2 --microbatches auto
+expect 2 "--microbatches: expected an integer" -- plan "$MODEL" --microbatches many
+
+# --- memory: --device-mem everywhere -------------------------------------------
+
+for cmd in plan simulate train sweep; do
+    expect 2 "--device-mem: expected a size" -- "$cmd" "$MODEL" --device-mem 12QB
+done
+expect 2 "brigade simulate: does not fit: stage 0" -- simulate "$MODEL" --devices cpu:2 \
+    --device-mem 4M
+# train refuses what does not fit with plan's message, before training.
+run plan "$MODEL" --devices cpu:2 --device-mem 4M
+sed -n 's/^brigade plan: //p' "$ERR" >"$T/plan.refusal"
+expect 2 "brigade train: does not fit: stage 0 (layers 0-3 on cpu:0) needs " -- \
+    train "$MODEL" --data synthetic --steps 1 --devices cpu:2 --device-mem 4M
+sed -n 's/^brigade train: //p' "$ERR" >"$T/train.refusal"
+check "train's refusal is plan's" cmp -s "$T/plan.refusal" "$T/train.refusal"
+check "train's refusal says what would help" grep -qF "what would help" "$ERR"
+check "train refuses before training" test ! -s "$OUT"
+expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --devices cpu:2 \
+    --device-mem 64M
+check "train without --split uses the planner's split" \
+    grep -qF "split 4 (the planner's)" "$ERR"
+
+# --- sweep --simulate ----------------------------------------------------------
+
+expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 1,2,4,8 \
+    --schedule gpipe,1f1b --chart "$T/chart.svg"
+stdout_has "(simulated)" "sweep --simulate"
+check "sweep --simulate prints a row per M and schedule" \
+    test "$(grep -cE '^ +[1248] +(gpipe|1f1b) +[0-9.]+ ' "$OUT")" -eq 8
+check "sweep --simulate chart is SVG marked simulated" grep -qF "1f1b (simulated)" "$T/chart.svg"
+if [ -s "$P" ]; then
+    expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 2,4 --profile "$P"
+    check "sweep --simulate --profile prints a row per M" \
+        test "$(grep -cE '^ +[24] +1f1b +[0-9.]+ ' "$OUT")" -eq 2
+fi
+expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 1,4 --device-mem 16M
+check "sweep --simulate skips what does not fit" grep -qE '^ +1 +1f1b +skipped: does not fit' "$OUT"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
