@@ -43,6 +43,11 @@ static const char help[] =
     "  --seed S           initialisation and shuffling seed (default 1)\n"
     "  --load FILE        start from the weights in a safetensors checkpoint\n"
     "  --save FILE        write the final weights as safetensors (atomically)\n"
+    "  --nan stop|skip    a NaN or Inf in a loss or gradient stops the run (default),\n"
+    "                     or skips that optimizer step on every stage and goes on\n"
+    "  --nan-limit N      with --nan skip, stop after N skipped steps (default 10)\n"
+    "  --stall-timeout S  a stage waiting on a neighbour longer than S seconds stops\n"
+    "                     the run with what every stage was doing (default 300)\n"
     "%s"
     "  (without --split, train cuts the model as 'brigade plan' does; with\n"
     "  --device-mem it refuses a plan that does not fit, as plan does)\n"
@@ -73,9 +78,9 @@ typedef struct train_options {
 
 /* Every option takes a value. */
 static const char *const options_with_value[] = {
-    "--data", "--epochs",   "--steps",        "--batch",    "--optimizer",
-    "--lr",   "--momentum", "--weight-decay", "--seed",     "--load",
-    "--save", "--metrics",  "--trace",        "--timeline", "--record-steps",
+    "--data",     "--epochs",       "--steps",        "--batch", "--optimizer", "--lr",
+    "--momentum", "--weight-decay", "--seed",         "--load",  "--save",      "--metrics",
+    "--trace",    "--timeline",     "--record-steps", "--nan",   "--nan-limit", "--stall-timeout",
 };
 
 static int is_option(const char *arg) {
@@ -147,6 +152,14 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             o->trace = v;
         } else if (strcmp(arg, "--timeline") == 0) {
             o->timeline = v;
+        } else if (strcmp(arg, "--nan") == 0) {
+            if (strcmp(v, "stop") != 0 && strcmp(v, "skip") != 0)
+                return bg_error_set(BG_ERR_INVALID, "--nan: expected stop or skip, got '%s'", v);
+            o->train.nan_skip = strcmp(v, "skip") == 0;
+        } else if (strcmp(arg, "--nan-limit") == 0) {
+            BG_CHECK(bg_cli_parse_int(arg, v, 0, INT64_MAX / 2, &o->train.nan_limit));
+        } else if (strcmp(arg, "--stall-timeout") == 0) {
+            BG_CHECK(bg_cli_parse_double(arg, v, 0, 1e9, &o->train.stall_timeout_s));
         } else if (strcmp(arg, "--record-steps") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1000, &value));
             o->train.record_steps = (int)value;
@@ -320,6 +333,9 @@ int bg_cmd_train(int argc, char **argv) {
     printf("test accuracy: %.4f (test loss %.4f)\n", r.test_accuracy, r.test_loss);
     printf("trained %lld steps in %.1f s: %.0f samples/s, last epoch's mean loss %.4f\n",
            (long long)r.steps, r.train_seconds, r.samples_per_s, r.loss);
+    if (r.skipped_steps > 0)
+        printf("skipped %lld step%s for non-finite values; the last at %s\n",
+               (long long)r.skipped_steps, r.skipped_steps == 1 ? "" : "s", r.nan_report);
     print_stages(&r);
     if (r.timeline != NULL && r.timeline->steps > 0) {
         size_t *peaks = calloc((size_t)r.stages, sizeof *peaks);

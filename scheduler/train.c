@@ -1,6 +1,7 @@
 #include "train.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -103,6 +104,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     pc.recompute = cfg->recompute;
     pc.seed = cfg->seed;
     pc.optimizer = cfg->optimizer;
+    pc.stall_timeout_s = cfg->stall_timeout_s;
     BG_CHECK_GOTO(bg_pipeline_create(&pc, &pipe), st, done);
     if (cfg->initial_params != NULL)
         BG_CHECK_GOTO(bg_pipeline_upload_params(pipe, cfg->initial_params), st, done);
@@ -129,10 +131,28 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 BG_CHECK_GOTO(bg_pipeline_record(pipe, r.timeline), st, done);
             BG_CHECK_GOTO(bg_pipeline_train_step(pipe, images, labels, n, &loss), st, done);
             double mean = loss.loss_sum / (double)n;
-            if (!isfinite(mean)) {
-                st = bg_error_set(BG_ERR_NUMERIC, "step %lld (epoch %d): loss is %g",
-                                  (long long)step + 1, epoch, mean);
-                goto done;
+            if (loss.skipped || !isfinite(mean)) {
+                const char *where = loss.skipped ? loss.nan_report : "the loss is not finite";
+                if (!cfg->nan_skip) {
+                    st = bg_error_set(BG_ERR_NUMERIC,
+                                      "step %lld (epoch %d): %s; no stage took the step "
+                                      "(--nan skip would go on)",
+                                      (long long)step + 1, epoch, where);
+                    goto done;
+                }
+                r.skipped_steps++;
+                snprintf(r.nan_report, sizeof r.nan_report, "step %lld: %s", (long long)step + 1,
+                         where);
+                if (r.skipped_steps > cfg->nan_limit) {
+                    st = bg_error_set(BG_ERR_NUMERIC,
+                                      "%lld steps skipped for non-finite values, more than "
+                                      "--nan-limit %lld; the last: %s",
+                                      (long long)r.skipped_steps, (long long)cfg->nan_limit,
+                                      r.nan_report);
+                    goto done;
+                }
+                step++;
+                continue;
             }
             epoch_loss += mean;
             epoch_steps++;

@@ -47,6 +47,11 @@ typedef struct bg_train_config {
     const int *split; /* NULL: balance FLOPs */
     int recompute;
     int record_steps; /* record the last N training steps into result->timeline */
+    /* A step with a NaN or Inf: stop the run (nan_skip 0, the default) or skip
+     * the step on every stage and go on, up to nan_limit skipped steps. */
+    int nan_skip;
+    int64_t nan_limit;
+    double stall_timeout_s; /* see bg_pipeline_config_t; 0 waits forever */
     bg_train_progress_fn progress;
     void *progress_ctx;
 } bg_train_config_t;
@@ -54,7 +59,8 @@ typedef struct bg_train_config {
 #define BG_TRAIN_CONFIG_INIT                                                                       \
     {                                                                                              \
         .batch = 64, .epochs = 1, .steps = 0, .seed = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT,    \
-        .schedule = BG_SCHEDULE_1F1B, .chunks = 1, .microbatches = 1                               \
+        .schedule = BG_SCHEDULE_1F1B, .chunks = 1, .microbatches = 1, .nan_skip = 0,               \
+        .nan_limit = 10, .stall_timeout_s = 300                                                    \
     }
 
 typedef struct bg_train_result {
@@ -67,6 +73,8 @@ typedef struct bg_train_result {
     int stages;
     bg_pipeline_stage_info_t *stage_info; /* per stage, at the end; bg_train_result_free */
     bg_timeline_t *timeline;              /* the recorded steps, or NULL; idem */
+    int64_t skipped_steps;                /* steps skipped for non-finite values */
+    char nan_report[320];                 /* where the last of them was found */
 } bg_train_result_t;
 
 /* Trains, evaluates, and leaves the final parameters in `final_params`

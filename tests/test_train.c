@@ -149,6 +149,14 @@ static void test_divergence_reported(void **state) {
     bg_train_result_t r;
     assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_NUMERIC);
     assert_non_null(strstr(bg_error_message(), "step "));
+    assert_non_null(strstr(bg_error_message(), "no stage took the step"));
+    assert_non_null(strstr(bg_error_message(), "stage "));
+    /* Skipping goes on past such steps, up to the limit. */
+    cfg.nan_skip = 1;
+    cfg.nan_limit = 2;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_NUMERIC);
+    assert_non_null(strstr(bg_error_message(), "3 steps skipped"));
+    assert_non_null(strstr(bg_error_message(), "--nan-limit 2"));
 }
 
 int main(void) {
