@@ -1,0 +1,125 @@
+#!/bin/sh
+# The GPU check (/work/shared/GPU.md, docs/cuda.md): one prepared run on the
+# GPU machine, a few minutes long, everything written under a results folder.
+#
+# On a build machine (has the toolkit, no GPU), prepare the build folder:
+#   bench/gpu-check.sh --prepare [BUILD]
+# configures BUILD (default build-gpu) with -Dcuda=enabled, builds the CUDA op
+# test, and copies into BUILD/gpu-libs the shared libraries it loads that the
+# GPU machine lacks (today OpenBLAS with its Fortran runtime, and cmocka:
+# everything but glibc, the compiler runtime and CUDA's own); it ends by
+# listing the paths to carry to the GPU machine (about 40 MiB).
+#
+# On the GPU machine, from the repository root:
+#   bench/gpu-check.sh [BUILD] [RESULTS]
+# RESULTS defaults to $OUT, else bench/out/gpu-check. It finds cuDNN, cuBLAS
+# and NCCL (pip wheels under site-packages, or a toolkit), records the GPU and
+# driver, runs every CUDA op against the CPU op (tests/test_cuda_ops.c), runs
+# the same test under compute-sanitizer's memcheck when the toolkit has it,
+# and prints a short table last. It never changes the GPU's clocks or modes.
+# Exit status: 0 when the op test passed, 1 otherwise.
+set -u
+
+if [ "${1:-}" = "--prepare" ]; then
+    set -e
+    build=${2:-build-gpu}
+    if [ -f "$build/build.ninja" ]; then
+        meson configure "$build" -Dcuda=enabled -Dbuildtype=release
+    else
+        meson setup "$build" -Dcuda=enabled -Dbuildtype=release -Dwerror=true
+    fi
+    ninja -C "$build" tests/test_cuda_ops
+    rm -rf "$build/gpu-libs"
+    mkdir -p "$build/gpu-libs"
+    # Everything the test loads except glibc, the compiler runtimes every
+    # Linux has, and the CUDA libraries, which the GPU machine brings.
+    for lib in $(ldd "$build/tests/test_cuda_ops" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
+        case $(basename "$lib") in
+        libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) ;;
+        libgcc_s.so.* | libstdc++.so.*) ;;
+        libcudart.so.* | libcublas.so.* | libcublasLt.so.* | libcudnn*.so.* | libnccl.so.*) ;;
+        *) cp -L "$lib" "$build/gpu-libs/" ;;
+        esac
+    done
+    du -sh "$build/tests/test_cuda_ops" "$build/gpu-libs"
+    echo "carry to the GPU machine: $build/tests/test_cuda_ops $build/gpu-libs"
+    exit 0
+fi
+
+build=${1:-build-gpu}
+results=${2:-${OUT:-bench/out/gpu-check}}
+mkdir -p "$results"
+test_exe="$build/tests/test_cuda_ops"
+[ -f "$test_exe" ] && [ ! -x "$test_exe" ] && chmod +x "$test_exe"
+
+# ---- machine ----
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)"
+    echo "host: $(uname -srm)"
+    nvidia-smi -L
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
+    command -v nvcc >/dev/null && nvcc --version | tail -2
+} >"$results/machine.txt" 2>&1
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+
+# ---- libraries: one search of the file system, then LD_LIBRARY_PATH ----
+find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o \
+    \( -name 'libcudnn.so.9*' -o -name 'libcublas.so.13*' -o -name 'libcublasLt.so.13*' \
+    -o -name 'libnccl.so.2*' -o -name 'libcudart.so.13*' \) -print 2>/dev/null >"$results/libraries.txt"
+lib_dirs=""
+for name in libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libcudart.so.13 libnccl.so.2; do
+    path=$(grep "/$name" "$results/libraries.txt" | head -1)
+    [ -n "$path" ] || continue
+    dir=$(dirname "$path")
+    case ":$lib_dirs:" in
+    *":$dir:"*) ;;
+    *) lib_dirs="${lib_dirs:+$lib_dirs:}$dir" ;;
+    esac
+done
+cudnn=$(grep '/libcudnn.so.9' "$results/libraries.txt" | head -1)
+cublas=$(grep '/libcublas.so.13' "$results/libraries.txt" | head -1)
+export LD_LIBRARY_PATH="$build/gpu-libs:$lib_dirs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >>"$results/libraries.txt"
+ldd "$test_exe" >>"$results/libraries.txt" 2>&1
+
+# ---- the CUDA op test ----
+export BRIGADE_SOURCE_ROOT="$PWD" OPENBLAS_NUM_THREADS=1
+# cuDNN 9 writes its own account of errors and warnings here.
+export CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$results/cudnn.log"
+started=$(date +%s)
+timeout 300 "$test_exe" >"$results/test_cuda_ops.txt" 2>&1
+test_rc=$?
+test_s=$(($(date +%s) - started))
+passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$results/test_cuda_ops.txt" | tail -1)
+failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$results/test_cuda_ops.txt" | tail -1)
+
+# ---- the same under compute-sanitizer (out-of-bounds and misaligned
+# accesses, API errors in the kernels written here) ----
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+memcheck="not run (no compute-sanitizer)"
+if [ -n "$sanitizer" ]; then
+    CUDNN_LOGDEST_DBG="$results/cudnn-memcheck.log" timeout 180 "$sanitizer" --tool memcheck --leak-check no --error-exitcode 9 \
+        "$test_exe" >"$results/memcheck.txt" 2>&1
+    rc=$?
+    errors=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$results/memcheck.txt" | tail -1)
+    case $rc in
+    0) memcheck="${errors:-0} errors" ;;
+    124) memcheck="timed out after 180 s" ;;
+    *) memcheck="${errors:-?} errors (rc $rc)" ;;
+    esac
+fi
+
+# ---- the table ----
+{
+    printf '%-28s %s\n' "check" "result"
+    printf '%-28s %s\n' "GPU" "${gpu:-none found} (driver ${driver:-?})"
+    printf '%-28s %s\n' "cuDNN" "${cudnn:-not found}"
+    printf '%-28s %s\n' "cuBLAS" "${cublas:-not found}"
+    printf '%-28s %s\n' "test_cuda_ops" \
+        "${passed:-0} passed, ${failed:-0} failed, rc $test_rc, ${test_s} s"
+    printf '%-28s %s\n' "test_cuda_ops under memcheck" "$memcheck"
+    printf '%-28s %s\n' "results" "$results"
+} | tee "$results/summary.txt"
+[ "$test_rc" -eq 0 ]

@@ -1,0 +1,96 @@
+/* The CUDA backend: every op of lib/backend.h on one NVIDIA GPU, in single
+ * precision. Convolutions go through cuDNN 9 (legacy convolution API), GEMMs
+ * through cuBLAS, everything else through small kernels of brigade's own
+ * (the .cu files beside this header) that follow the CPU reference,
+ * lib/cpu/kernels.inc, op for op: the elementwise ops, pooling and the
+ * optimizer updates give the CPU's bits; GEMMs, convolutions and reductions
+ * agree to rounding.
+ *
+ * This header is plain C with no CUDA types, so that any file may include it.
+ * It is always built: a build without CUDA (-Dcuda=disabled, or no nvcc)
+ * compiles lib/cuda/cuda_absent.c instead, whose bg_backend_cuda_create()
+ * returns BG_ERR_UNSUPPORTED and whose bg_cuda_device_count() returns 0.
+ *
+ * Streams. A backend owns a compute stream and a copy stream, both created
+ * non-blocking (no implicit ordering with the legacy default stream). Every op
+ * is enqueued on the compute stream and returns without waiting, except:
+ *   - upload and download, which copy on the compute stream and then wait for
+ *     it, so the host buffer may be reused (upload) or read (download) when
+ *     they return;
+ *   - softmax_xent_forward and all_finite, which return host values and so
+ *     wait for the compute stream;
+ *   - free, alloc and a convolution geometry's first use (algorithm search),
+ *     which may wait for the whole device (cudaFree, cudnnFind*).
+ * The copy stream is created for the pipeline executor's channels (copies
+ * that overlap compute); no op uses it yet.
+ *
+ * Threads. One thread drives one backend at a time, as with the CPU backend.
+ * Every op first makes the backend's GPU current on the calling thread
+ * (cudaSetDevice), so the driving thread may change between steps. */
+#ifndef BG_BACKEND_CUDA_H
+#define BG_BACKEND_CUDA_H
+
+#include <stddef.h>
+
+#include "../backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bg_cuda_config {
+    int device;       /* GPU index as CUDA numbers them; the backend is named "cuda:<device>" */
+    bg_dtype_t dtype; /* BG_F32; BG_F64 is BG_ERR_UNSUPPORTED (gradient checks run on the CPU) */
+    int allow_tf32;   /* 1: cuBLAS and cuDNN may use TF32 tensor cores (products rounded to a
+                       * 10-bit mantissa, ~1e-3 relative); 0: IEEE FP32 FMA arithmetic only */
+    size_t conv_workspace_limit; /* most scratch bytes a convolution algorithm may use; the
+                                  * workspace a layer allocates is at most this (0: algorithms
+                                  * that need none) */
+} bg_cuda_config_t;
+
+#define BG_CUDA_CONFIG_INIT                                                                        \
+    { .device = 0, .dtype = BG_F32, .allow_tf32 = 0, .conv_workspace_limit = (size_t)256 << 20 }
+
+/* Creates a backend on GPU cfg->device: its compute and copy streams, a
+ * cuBLAS handle and a cuDNN handle bound to the compute stream, and an empty
+ * cache of convolution algorithms.
+ *
+ * The cache. cuDNN offers several algorithms per convolution whose speed
+ * depends on the geometry. The first time a geometry (bg_conv2d_geometry_t,
+ * batch size included) is seen -- by conv2d_workspace_bytes, or by a conv2d
+ * op -- the backend times every algorithm of the forward, backward-data and
+ * backward-filter convolutions with cudnnFind*AlgorithmEx on scratch buffers
+ * and keeps, for each, the fastest one that is deterministic (same bits on
+ * every run), needs at most the workspace limit, and with allow_tf32 = 0 does
+ * not use tensor-op math; when no deterministic algorithm qualifies, the
+ * fastest qualifying one. conv2d_workspace_bytes returns the largest
+ * workspace of the three choices, so the workspace a stage allocates covers
+ * them. A conv2d op meeting a geometry not sized before (a smaller last
+ * micro-batch) searches with the workspace of the same geometry at the
+ * largest sized batch as its limit: the caller's workspace must be at least
+ * conv2d_workspace_bytes of this geometry or of the same geometry with a
+ * larger batch. The cache lives as long as the backend; a search allocates
+ * and frees scratch memory and waits for the device, so it happens once per
+ * geometry, before or in the first training step.
+ *
+ * Returns BG_OK and stores the backend in *out (release it with
+ * bg_backend_destroy()); BG_ERR_UNSUPPORTED for dtype BG_F64 or a build
+ * without CUDA; BG_ERR_INVALID for a device index outside
+ * 0..bg_cuda_device_count()-1; BG_ERR_BACKEND when a CUDA, cuBLAS or cuDNN
+ * call fails (the message names the call, file and line); BG_ERR_NOMEM when
+ * host or device memory runs out. *out is untouched on failure. */
+bg_status_t bg_backend_cuda_create(const bg_cuda_config_t *cfg, bg_backend_t **out);
+
+/* Number of GPUs CUDA can use: 0 without a GPU, without a driver, or in a
+ * build without CUDA. Never fails; safe to call from any thread. */
+int bg_cuda_device_count(void);
+
+/* 1 when this build has the CUDA backend (configured with nvcc found and
+ * -Dcuda not disabled), 0 otherwise. */
+int bg_cuda_built(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_BACKEND_CUDA_H */

@@ -1,0 +1,389 @@
+/* 2-D convolutions through cuDNN 9's legacy convolution API (NCHW float
+ * tensors, cross-correlation as the CPU's im2col computes, symmetric zero
+ * padding and equal strides from the geometry), with the per-geometry cache
+ * of algorithms described in backend_cuda.h. The bias terms are brigade's own
+ * kernels: y += b per channel, and db += sum of dy per filter by a one-block-
+ * per-filter tree reduction (a fixed order: the same bits on every run). */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "cuda_internal.h"
+
+/* ---- bias kernels ---- */
+
+/* y: (n, filters, plane) += b: (filters) */
+__global__ static void add_channel_bias_kernel(float *y, const float *b, int64_t n, int64_t filters,
+                                               int64_t plane) {
+    BG_CUDA_GRID_LOOP(i, n * filters * plane) y[i] += b[(i / plane) % filters];
+}
+
+/* db: (filters) += the sum of dy: (n, filters, plane) over n and plane; one
+ * block of BG_CUDA_THREADS (a power of two) per filter. */
+__global__ static void add_filter_sums_kernel(float *db, const float *dy, int64_t n,
+                                              int64_t filters, int64_t plane) {
+    __shared__ float partial[BG_CUDA_THREADS];
+    const int64_t f = blockIdx.x;
+    float sum = 0;
+    for (int64_t i = threadIdx.x; i < n * plane; i += BG_CUDA_THREADS)
+        sum += dy[((i / plane) * filters + f) * plane + i % plane];
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int half = BG_CUDA_THREADS / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) db[f] += partial[0];
+}
+
+static cudaError_t add_channel_bias(float *y, const float *b, int64_t n, int64_t filters,
+                                    int64_t plane, cudaStream_t stream) {
+    const int64_t count = n * filters * plane;
+    if (count == 0) return cudaSuccess;
+    add_channel_bias_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(y, b, n, filters,
+                                                                                   plane);
+    return cudaGetLastError();
+}
+
+static cudaError_t add_filter_sums(float *db, const float *dy, int64_t n, int64_t filters,
+                                   int64_t plane, cudaStream_t stream) {
+    if (filters == 0) return cudaSuccess;
+    add_filter_sums_kernel<<<(unsigned)filters, BG_CUDA_THREADS, 0, stream>>>(db, dy, n, filters,
+                                                                              plane);
+    return cudaGetLastError();
+}
+
+/* ---- descriptors ---- */
+
+static int same_shape(const bg_conv2d_geometry_t *a, const bg_conv2d_geometry_t *b) {
+    return a->c == b->c && a->h == b->h && a->w == b->w && a->filters == b->filters &&
+           a->kernel == b->kernel && a->stride == b->stride && a->pad == b->pad &&
+           a->out_h == b->out_h && a->out_w == b->out_w;
+}
+
+/* cuDNN's legacy API takes int sizes and tensors of fewer than 2^31
+ * elements. */
+static bg_status_t check_geometry(bg_backend_t *be, const bg_conv2d_geometry_t *g) {
+    const int64_t sizes[] = {g->n,      g->c,      g->h,   g->w,     g->filters,
+                             g->kernel, g->stride, g->pad, g->out_h, g->out_w};
+    int fits = g->stride >= 1 && g->kernel >= 1;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        fits = fits && sizes[i] >= 0 && sizes[i] <= INT_MAX;
+    fits = fits && g->n * g->c * g->h * g->w <= INT_MAX &&
+           g->n * g->filters * g->out_h * g->out_w <= INT_MAX &&
+           g->filters * g->c * g->kernel * g->kernel <= INT_MAX;
+    if (!fits)
+        return bg_error_set(BG_ERR_UNSUPPORTED,
+                            "%s: conv2d of (%lld, %lld, %lld, %lld) with %lld filters %lldx%lld "
+                            "is beyond cuDNN's 32-bit sizes",
+                            be->name, (long long)g->n, (long long)g->c, (long long)g->h,
+                            (long long)g->w, (long long)g->filters, (long long)g->kernel,
+                            (long long)g->kernel);
+    return BG_OK;
+}
+
+/* Sets the backend's descriptors to geometry g: x (n,c,h,w), w (f,c,k,k),
+ * y (n,f,oh,ow), and the convolution with the given math type. */
+static bg_status_t describe(bg_backend_t *be, const bg_conv2d_geometry_t *g, cudnnMathType_t math) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    BG_CHECK(check_geometry(be, g));
+    BG_CUDNN_CHECK(be, cudnnSetTensor4dDescriptor(cu->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                  (int)g->n, (int)g->c, (int)g->h, (int)g->w));
+    BG_CUDNN_CHECK(be, cudnnSetFilter4dDescriptor(cu->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                  (int)g->filters, (int)g->c, (int)g->kernel,
+                                                  (int)g->kernel));
+    BG_CUDNN_CHECK(be, cudnnSetTensor4dDescriptor(cu->y_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                  (int)g->n, (int)g->filters, (int)g->out_h,
+                                                  (int)g->out_w));
+    BG_CUDNN_CHECK(be, cudnnSetConvolution2dDescriptor(cu->conv_desc, (int)g->pad, (int)g->pad,
+                                                       (int)g->stride, (int)g->stride, 1, 1,
+                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    BG_CUDNN_CHECK(be, cudnnSetConvolutionMathType(cu->conv_desc, math));
+    return BG_OK;
+}
+
+/* The math type a call runs with: without TF32, FMA only (cuDNN's default
+ * math allows TF32 tensor cores on Ampere and later). */
+static cudnnMathType_t run_math(const bg_cuda_backend_t *cu, cudnnMathType_t timed) {
+    return cu->allow_tf32 ? timed : CUDNN_FMA_MATH;
+}
+
+/* ---- choosing algorithms ---- */
+
+/* Index of the result to use among cudnnFind's, which come fastest first:
+ * the fastest that succeeded, fits `limit` and uses no tensor-op math unless
+ * TF32 is allowed, preferring deterministic ones; -1 when none fits. */
+template <typename Perf>
+static int choose(const Perf *results, int count, size_t limit, int allow_tf32) {
+    for (int deterministic_only = 1; deterministic_only >= 0; deterministic_only--) {
+        for (int i = 0; i < count; i++) {
+            const Perf *r = &results[i];
+            if (r->status != CUDNN_STATUS_SUCCESS || r->memory > limit) continue;
+            if (!allow_tf32 && (r->mathType == CUDNN_TENSOR_OP_MATH ||
+                                r->mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+                continue;
+            if (deterministic_only && r->determinism != CUDNN_DETERMINISTIC) continue;
+            return i;
+        }
+    }
+    return -1;
+}
+
+static bg_status_t none_fits(bg_backend_t *be, const char *which, const bg_conv2d_geometry_t *g,
+                             size_t limit) {
+    return bg_error_set(BG_ERR_BACKEND,
+                        "%s: cuDNN has no %s algorithm for conv2d of (%lld, %lld, %lld, %lld) with "
+                        "%lld filters %lldx%lld within %zu bytes of workspace",
+                        be->name, which, (long long)g->n, (long long)g->c, (long long)g->h,
+                        (long long)g->w, (long long)g->filters, (long long)g->kernel,
+                        (long long)g->kernel, limit);
+}
+
+/* Scratch for a search: `limit` bytes, or less when the device has less
+ * free (halving, and giving up below 1 MiB). *got is what was allocated. */
+static void search_workspace(bg_backend_t *be, size_t limit, void **out, size_t *got) {
+    size_t bytes = limit;
+    *out = NULL;
+    *got = 0;
+    while (bytes > 0) {
+        if (bg_cuda_malloc(be, bytes, out) == BG_OK) {
+            *got = bytes;
+            return;
+        }
+        *out = NULL;
+        bytes = bytes > ((size_t)1 << 20) ? bytes / 2 : 0;
+    }
+    bg_error_clear(); /* running short of scratch only narrows the choice */
+}
+
+/* Times every algorithm of the three convolutions of g (cudnnFind*Ex on
+ * zeroed scratch tensors) and fills *a with the choices. The workspace is
+ * `workspace` of `limit` bytes, or (NULL) scratch allocated here. */
+static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_t limit,
+                          void *workspace, bg_cuda_conv_algos_t *a) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    const size_t x_bytes = sizeof(float) * (size_t)(g->n * g->c * g->h * g->w);
+    const size_t w_bytes = sizeof(float) * (size_t)(g->filters * g->c * g->kernel * g->kernel);
+    const size_t y_bytes = sizeof(float) * (size_t)(g->n * g->filters * g->out_h * g->out_w);
+    void *x = NULL, *w = NULL, *y = NULL, *scratch = NULL;
+    cudnnConvolutionFwdAlgoPerf_t forward[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    cudnnConvolutionBwdDataAlgoPerf_t backward_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdFilterAlgoPerf_t backward_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int returned = 0, pick = -1, out_n = 0, out_c = 0, out_h = 0, out_w = 0;
+    bg_status_t st = BG_OK;
+
+    BG_CHECK_GOTO(describe(be, g, cu->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), st, done);
+    BG_CUDNN_CHECK_GOTO(be,
+                        cudnnGetConvolution2dForwardOutputDim(cu->conv_desc, cu->x_desc, cu->w_desc,
+                                                              &out_n, &out_c, &out_h, &out_w),
+                        st, done);
+    if (out_h != g->out_h || out_w != g->out_w) {
+        st = bg_error_set(BG_ERR_INVALID,
+                          "%s: conv2d geometry says %lldx%lld outputs, cuDNN computes %dx%d",
+                          be->name, (long long)g->out_h, (long long)g->out_w, out_h, out_w);
+        goto done;
+    }
+    BG_CHECK_GOTO(bg_cuda_malloc(be, x_bytes, &x), st, done);
+    BG_CHECK_GOTO(bg_cuda_malloc(be, w_bytes, &w), st, done);
+    BG_CHECK_GOTO(bg_cuda_malloc(be, y_bytes, &y), st, done);
+    /* Zeros rather than leftover bits: NaNs or denormals could skew timings. */
+    BG_CUDA_CHECK_GOTO(be, cudaMemsetAsync(x, 0, x_bytes, cu->compute), st, done);
+    BG_CUDA_CHECK_GOTO(be, cudaMemsetAsync(w, 0, w_bytes, cu->compute), st, done);
+    BG_CUDA_CHECK_GOTO(be, cudaMemsetAsync(y, 0, y_bytes, cu->compute), st, done);
+    if (workspace == NULL && limit > 0) {
+        search_workspace(be, limit, &scratch, &limit);
+        workspace = scratch;
+    }
+    if (workspace == NULL) limit = 0;
+
+    BG_CUDNN_CHECK_GOTO(be,
+                        cudnnFindConvolutionForwardAlgorithmEx(
+                            cu->cudnn, cu->x_desc, x, cu->w_desc, w, cu->conv_desc, cu->y_desc, y,
+                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, forward, workspace, limit),
+                        st, done);
+    pick = choose(forward, returned, limit, cu->allow_tf32);
+    if (pick < 0) {
+        st = none_fits(be, "forward", g, limit);
+        goto done;
+    }
+    a->forward = forward[pick].algo;
+    a->forward_math = forward[pick].mathType;
+    a->forward_bytes = forward[pick].memory;
+
+    /* dy is y's scratch, dx is x's. */
+    BG_CUDNN_CHECK_GOTO(be,
+                        cudnnFindConvolutionBackwardDataAlgorithmEx(
+                            cu->cudnn, cu->w_desc, w, cu->y_desc, y, cu->conv_desc, cu->x_desc, x,
+                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, backward_data,
+                            workspace, limit),
+                        st, done);
+    pick = choose(backward_data, returned, limit, cu->allow_tf32);
+    if (pick < 0) {
+        st = none_fits(be, "backward-data", g, limit);
+        goto done;
+    }
+    a->backward_data = backward_data[pick].algo;
+    a->backward_data_math = backward_data[pick].mathType;
+    a->backward_data_bytes = backward_data[pick].memory;
+
+    /* dy is y's scratch, dw is w's. */
+    BG_CUDNN_CHECK_GOTO(be,
+                        cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                            cu->cudnn, cu->x_desc, x, cu->y_desc, y, cu->conv_desc, cu->w_desc, w,
+                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, backward_filter,
+                            workspace, limit),
+                        st, done);
+    pick = choose(backward_filter, returned, limit, cu->allow_tf32);
+    if (pick < 0) {
+        st = none_fits(be, "backward-filter", g, limit);
+        goto done;
+    }
+    a->backward_filter = backward_filter[pick].algo;
+    a->backward_filter_math = backward_filter[pick].mathType;
+    a->backward_filter_bytes = backward_filter[pick].memory;
+
+    a->workspace_bytes = a->forward_bytes;
+    if (a->backward_data_bytes > a->workspace_bytes) a->workspace_bytes = a->backward_data_bytes;
+    if (a->backward_filter_bytes > a->workspace_bytes)
+        a->workspace_bytes = a->backward_filter_bytes;
+done:
+    /* cudaFree waits for the device, so the searches are over. */
+    bg_cuda_free_quietly(scratch);
+    bg_cuda_free_quietly(y);
+    bg_cuda_free_quietly(w);
+    bg_cuda_free_quietly(x);
+    return st;
+}
+
+/* The cached algorithms of g, searched for on a miss. `sizing`: called from
+ * conv2d_workspace_bytes, which searches within the configured limit and
+ * marks the entry as one a caller sizes its workspace from. Otherwise (an
+ * op) a miss searches within the workspace of the smallest sized entry of
+ * the same shape with a batch at least g->n (0 bytes when there is none),
+ * using the caller's workspace. *out is a copy: the cache may move. */
+static bg_status_t algorithms(bg_backend_t *be, const bg_conv2d_geometry_t *g, int sizing,
+                              void *workspace, bg_cuda_conv_algos_t *out) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    size_t limit = sizing ? cu->conv_workspace_limit : 0;
+    int sized_found = 0;
+    for (int i = 0; i < cu->conv_cache_count; i++) {
+        bg_cuda_conv_algos_t *entry = &cu->conv_cache[i];
+        if (!same_shape(&entry->geometry, g)) continue;
+        if (entry->geometry.n == g->n) {
+            if (sizing) entry->sized = 1;
+            *out = *entry;
+            return BG_OK;
+        }
+        if (!sizing && entry->sized && entry->geometry.n >= g->n &&
+            (!sized_found || entry->workspace_bytes < limit)) {
+            limit = entry->workspace_bytes;
+            sized_found = 1;
+        }
+    }
+    if (!sizing && workspace == NULL) limit = 0; /* the op has nothing to run within */
+    if (cu->conv_cache_count == cu->conv_cache_capacity) {
+        const int capacity = cu->conv_cache_capacity > 0 ? 2 * cu->conv_cache_capacity : 8;
+        bg_cuda_conv_algos_t *grown =
+            (bg_cuda_conv_algos_t *)realloc(cu->conv_cache, sizeof *grown * (size_t)capacity);
+        if (grown == NULL)
+            return bg_error_set(BG_ERR_NOMEM, "%s: out of memory caching conv2d algorithms",
+                                be->name);
+        cu->conv_cache = grown;
+        cu->conv_cache_capacity = capacity;
+    }
+    bg_cuda_conv_algos_t found = {};
+    found.geometry = *g;
+    found.sized = sizing;
+    BG_CHECK(search(be, g, limit, sizing ? NULL : workspace, &found));
+    cu->conv_cache[cu->conv_cache_count++] = found;
+    *out = found;
+    return BG_OK;
+}
+
+extern "C" void bg_cuda_conv_cache_clear(bg_cuda_backend_t *cu) {
+    free(cu->conv_cache);
+    cu->conv_cache = NULL;
+    cu->conv_cache_count = cu->conv_cache_capacity = 0;
+}
+
+/* An algorithm needing workspace must get some. */
+static bg_status_t check_workspace(bg_backend_t *be, size_t bytes, const void *workspace) {
+    if (bytes > 0 && workspace == NULL)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: conv2d needs %zu bytes of workspace and got none (size it with "
+                            "conv2d_workspace_bytes)",
+                            be->name, bytes);
+    return BG_OK;
+}
+
+/* ---- ops ---- */
+
+/* Returns 0 when the search fails; the op then searches again and reports
+ * the error. */
+extern "C" size_t bg_cuda_conv2d_workspace_bytes(bg_backend_t *be, const bg_conv2d_geometry_t *g) {
+    bg_cuda_conv_algos_t a = {};
+    if (g->n == 0 || bg_cuda_enter(be) != BG_OK) return 0;
+    if (algorithms(be, g, 1, NULL, &a) != BG_OK) return 0;
+    return a.workspace_bytes;
+}
+
+extern "C" bg_status_t bg_cuda_conv2d_forward(bg_backend_t *be, const bg_conv2d_geometry_t *g,
+                                              const void *x, const void *w, const void *b, void *y,
+                                              void *workspace) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    bg_cuda_conv_algos_t a = {};
+    const float one = 1, zero = 0;
+    if (g->n == 0) return BG_OK;
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CHECK(algorithms(be, g, 0, workspace, &a));
+    BG_CHECK(check_workspace(be, a.forward_bytes, workspace));
+    BG_CHECK(describe(be, g, run_math(cu, a.forward_math)));
+    /* y (n,f,oh,ow) = conv(x (n,c,h,w), w (f,c,k,k)) */
+    BG_CUDNN_CHECK(be, cudnnConvolutionForward(cu->cudnn, &one, cu->x_desc, x, cu->w_desc, w,
+                                               cu->conv_desc, a.forward, workspace, a.forward_bytes,
+                                               &zero, cu->y_desc, y));
+    BG_CUDA_CHECK(be, add_channel_bias((float *)y, (const float *)b, g->n, g->filters,
+                                       g->out_h * g->out_w, cu->compute));
+    return BG_OK;
+}
+
+extern "C" bg_status_t bg_cuda_conv2d_backward_data(bg_backend_t *be, const bg_conv2d_geometry_t *g,
+                                                    const void *dy, const void *w, void *dx,
+                                                    void *workspace) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    bg_cuda_conv_algos_t a = {};
+    const float one = 1, zero = 0;
+    if (g->n == 0) return BG_OK;
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CHECK(algorithms(be, g, 0, workspace, &a));
+    BG_CHECK(check_workspace(be, a.backward_data_bytes, workspace));
+    BG_CHECK(describe(be, g, run_math(cu, a.backward_data_math)));
+    /* dx (n,c,h,w) = conv_transpose(dy (n,f,oh,ow), w (f,c,k,k)); beta = 0
+     * overwrites */
+    BG_CUDNN_CHECK(be, cudnnConvolutionBackwardData(cu->cudnn, &one, cu->w_desc, w, cu->y_desc, dy,
+                                                    cu->conv_desc, a.backward_data, workspace,
+                                                    a.backward_data_bytes, &zero, cu->x_desc, dx));
+    return BG_OK;
+}
+
+extern "C" bg_status_t bg_cuda_conv2d_backward_weights(bg_backend_t *be,
+                                                       const bg_conv2d_geometry_t *g, const void *x,
+                                                       const void *dy, void *dw, void *db,
+                                                       void *workspace) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    bg_cuda_conv_algos_t a = {};
+    const float one = 1;
+    if (g->n == 0) return BG_OK;
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CHECK(algorithms(be, g, 0, workspace, &a));
+    BG_CHECK(check_workspace(be, a.backward_filter_bytes, workspace));
+    BG_CHECK(describe(be, g, run_math(cu, a.backward_filter_math)));
+    /* dw (f,c,k,k) += x (n,c,h,w) (*) dy (n,f,oh,ow); beta = 1 accumulates */
+    BG_CUDNN_CHECK(be,
+                   cudnnConvolutionBackwardFilter(cu->cudnn, &one, cu->x_desc, x, cu->y_desc, dy,
+                                                  cu->conv_desc, a.backward_filter, workspace,
+                                                  a.backward_filter_bytes, &one, cu->w_desc, dw));
+    /* db (f) += sum of dy over n, oh, ow */
+    BG_CUDA_CHECK(be, add_filter_sums((float *)db, (const float *)dy, g->n, g->filters,
+                                      g->out_h * g->out_w, cu->compute));
+    return BG_OK;
+}

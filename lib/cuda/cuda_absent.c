@@ -1,0 +1,13 @@
+/* The CUDA API in a build without CUDA (-Dcuda=disabled, or no nvcc): the
+ * rest of brigade calls it unconditionally and is told there is nothing. */
+#include "backend_cuda.h"
+
+bg_status_t bg_backend_cuda_create(const bg_cuda_config_t *cfg, bg_backend_t **out) {
+    (void)out;
+    return bg_error_set(BG_ERR_UNSUPPORTED,
+                        "cuda:%d: this build has no CUDA backend (configure with -Dcuda=enabled "
+                        "on a machine with nvcc)",
+                        cfg->device);
+}
+
+int bg_cuda_device_count(void) { return 0; }

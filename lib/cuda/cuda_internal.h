@@ -1,0 +1,98 @@
+/* Internal to the CUDA backend (.cu files only): the backend object, its
+ * convolution-algorithm cache, and helpers shared by the op files. */
+#ifndef BG_CUDA_INTERNAL_H
+#define BG_CUDA_INTERNAL_H
+
+#include <stdint.h>
+
+#include "backend_cuda.h"
+#include "cuda_check.h"
+#include "cuda_ops.h"
+
+/* Threads per block of the elementwise kernels. */
+enum { BG_CUDA_THREADS = 256 };
+
+/* The algorithms cuDNN chose for one convolution geometry (see the cache in
+ * backend_cuda.h) and the workspace bytes each needs. */
+typedef struct bg_cuda_conv_algos {
+    bg_conv2d_geometry_t geometry;
+    cudnnConvolutionFwdAlgo_t forward;
+    cudnnConvolutionBwdDataAlgo_t backward_data;
+    cudnnConvolutionBwdFilterAlgo_t backward_filter;
+    /* Math type each was timed with; with allow_tf32 = 0 always FMA. */
+    cudnnMathType_t forward_math, backward_data_math, backward_filter_math;
+    size_t forward_bytes, backward_data_bytes, backward_filter_bytes;
+    size_t workspace_bytes; /* the largest of the three */
+    int sized;              /* returned by conv2d_workspace_bytes: a caller may hold this much */
+} bg_cuda_conv_algos_t;
+
+/* What the reductions (softmax_xent_forward, all_finite) hand back to the
+ * host: one device copy, one pinned host copy. */
+typedef struct bg_cuda_reduction {
+    double loss_sum;
+    long long correct;
+    long long first_bad_label; /* lowest row whose label is out of range; n when none */
+    int nonfinite;             /* all_finite: 1 when some element is Inf or NaN */
+} bg_cuda_reduction_t;
+
+typedef struct bg_cuda_backend {
+    bg_backend_t base;
+    int device;
+    int allow_tf32;
+    size_t conv_workspace_limit;
+    cudaStream_t compute; /* every op */
+    cudaStream_t copy;    /* reserved for the executor's channel copies */
+    cublasHandle_t cublas;
+    cudnnHandle_t cudnn;
+    /* Descriptors reset before every cuDNN call (host-side structs, cheap). */
+    cudnnTensorDescriptor_t x_desc, y_desc;
+    cudnnFilterDescriptor_t w_desc;
+    cudnnConvolutionDescriptor_t conv_desc;
+    bg_cuda_conv_algos_t *conv_cache;
+    int conv_cache_count, conv_cache_capacity;
+    bg_cuda_reduction_t *device_reduction;
+    bg_cuda_reduction_t *host_reduction; /* pinned (cudaMallocHost) */
+    /* Per-row scratch of softmax_xent_forward, grown to the largest batch
+     * seen (the only allocation after the first step's). */
+    void *row_scratch;
+    size_t row_scratch_bytes;
+} bg_cuda_backend_t;
+
+static inline bg_cuda_backend_t *bg_cuda_of(bg_backend_t *be) { return (bg_cuda_backend_t *)be; }
+
+/* Blocks of BG_CUDA_THREADS threads for a grid-stride loop over `count`
+ * elements: enough to fill the GPU, never more than there are elements. */
+static inline unsigned bg_cuda_blocks(int64_t count) {
+    const int64_t most = 65536;
+    int64_t blocks = (count + BG_CUDA_THREADS - 1) / BG_CUDA_THREADS;
+    return (unsigned)(blocks < most ? blocks : most);
+}
+
+/* for (i = this thread's first element; i < count; i += threads in the grid) */
+#define BG_CUDA_GRID_LOOP(i, count)                                                                \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count);                  \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Makes the backend's GPU current on the calling thread. Every op starts so. */
+bg_status_t bg_cuda_enter(bg_backend_t *be);
+
+/* cudaMalloc with an out-of-memory message that names the bytes asked for
+ * and the bytes free (BG_ERR_NOMEM). Never managed memory. */
+bg_status_t bg_cuda_malloc(bg_backend_t *be, size_t bytes, void **out);
+
+/* Frees what bg_cuda_malloc returned (NULL is a no-op); errors are ignored,
+ * as in destructors. */
+void bg_cuda_free_quietly(void *ptr);
+
+/* Forgets every cached convolution algorithm (backend destruction). */
+void bg_cuda_conv_cache_clear(bg_cuda_backend_t *cu);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_CUDA_INTERNAL_H */

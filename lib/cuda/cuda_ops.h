@@ -1,0 +1,92 @@
+/* Internal to the CUDA backend: the functions behind its ops table, one per
+ * entry of bg_backend_ops_t with the same arguments (lib/backend.h documents
+ * shapes and semantics; the CPU reference of each is in lib/cpu/kernels.inc).
+ * Plain C without CUDA types, so that the table itself (ops_table.c) is C
+ * with designated initializers. Tensors are device float arrays. */
+#ifndef BG_CUDA_OPS_H
+#define BG_CUDA_OPS_H
+
+#include "../backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+extern const bg_backend_ops_t bg_cuda_ops_f32;
+
+/* backend_cuda.cu: lifetime, memory, synchronization */
+void bg_cuda_destroy(bg_backend_t *be);
+bg_status_t bg_cuda_alloc(bg_backend_t *be, size_t bytes, void **out);
+void bg_cuda_free(bg_backend_t *be, void *ptr);
+bg_status_t bg_cuda_upload(bg_backend_t *be, void *dst, const void *host_src, size_t bytes);
+bg_status_t bg_cuda_download(bg_backend_t *be, void *host_dst, const void *src, size_t bytes);
+bg_status_t bg_cuda_synchronize(bg_backend_t *be);
+
+/* elementwise.cu */
+/* x: (n) */
+bg_status_t bg_cuda_zero(bg_backend_t *be, void *x, int64_t n);
+/* dst, src: (n) */
+bg_status_t bg_cuda_copy(bg_backend_t *be, void *dst, const void *src, int64_t n);
+/* x: (n) */
+bg_status_t bg_cuda_scale(bg_backend_t *be, void *x, int64_t n, double alpha);
+/* x, y: (count) */
+bg_status_t bg_cuda_relu_forward(bg_backend_t *be, int64_t count, const void *x, void *y);
+/* y, dy, dx: (count) */
+bg_status_t bg_cuda_relu_backward(bg_backend_t *be, int64_t count, const void *y, const void *dy,
+                                  void *dx);
+/* param, grad, velocity: (count) */
+bg_status_t bg_cuda_sgd_update(bg_backend_t *be, int64_t count, void *param, const void *grad,
+                               void *velocity, const bg_sgd_config_t *cfg, int64_t step);
+/* param, grad, m, v: (count) */
+bg_status_t bg_cuda_adam_update(bg_backend_t *be, int64_t count, void *param, const void *grad,
+                                void *m, void *v, const bg_adam_config_t *cfg, int64_t step);
+/* x: (count) */
+bg_status_t bg_cuda_all_finite(bg_backend_t *be, int64_t count, const void *x, int *out);
+
+/* conv_cudnn.cu */
+size_t bg_cuda_conv2d_workspace_bytes(bg_backend_t *be, const bg_conv2d_geometry_t *g);
+/* x: (n,c,h,w) w: (f,c,k,k) b: (f) y: (n,f,oh,ow) */
+bg_status_t bg_cuda_conv2d_forward(bg_backend_t *be, const bg_conv2d_geometry_t *g, const void *x,
+                                   const void *w, const void *b, void *y, void *workspace);
+/* dy: (n,f,oh,ow) w: (f,c,k,k) dx: (n,c,h,w) */
+bg_status_t bg_cuda_conv2d_backward_data(bg_backend_t *be, const bg_conv2d_geometry_t *g,
+                                         const void *dy, const void *w, void *dx, void *workspace);
+/* x: (n,c,h,w) dy: (n,f,oh,ow) dw: (f,c,k,k) db: (f) */
+bg_status_t bg_cuda_conv2d_backward_weights(bg_backend_t *be, const bg_conv2d_geometry_t *g,
+                                            const void *x, const void *dy, void *dw, void *db,
+                                            void *workspace);
+
+/* dense_cublas.cu */
+/* x: (n, in) w: (out, in) b: (out) y: (n, out) */
+bg_status_t bg_cuda_dense_forward(bg_backend_t *be, int64_t n, int64_t in, int64_t out,
+                                  const void *x, const void *w, const void *b, void *y);
+/* dy: (n, out) w: (out, in) dx: (n, in) */
+bg_status_t bg_cuda_dense_backward_data(bg_backend_t *be, int64_t n, int64_t in, int64_t out,
+                                        const void *dy, const void *w, void *dx);
+/* x: (n, in) dy: (n, out) dw: (out, in) db: (out) */
+bg_status_t bg_cuda_dense_backward_weights(bg_backend_t *be, int64_t n, int64_t in, int64_t out,
+                                           const void *x, const void *dy, void *dw, void *db);
+
+/* pool.cu; x, dx: (n,c,h,w) y, dy: (n,c,oh,ow) */
+bg_status_t bg_cuda_maxpool_forward(bg_backend_t *be, const bg_pool_geometry_t *g, const void *x,
+                                    void *y);
+bg_status_t bg_cuda_maxpool_backward(bg_backend_t *be, const bg_pool_geometry_t *g, const void *x,
+                                     const void *y, const void *dy, void *dx);
+bg_status_t bg_cuda_avgpool_forward(bg_backend_t *be, const bg_pool_geometry_t *g, const void *x,
+                                    void *y);
+bg_status_t bg_cuda_avgpool_backward(bg_backend_t *be, const bg_pool_geometry_t *g, const void *dy,
+                                     void *dx);
+
+/* softmax_xent.cu; logits, probs, dlogits: (n, classes) labels: (n) */
+bg_status_t bg_cuda_softmax_xent_forward(bg_backend_t *be, int64_t n, int64_t classes,
+                                         const void *logits, const int32_t *labels, void *probs,
+                                         double *loss_sum, int64_t *correct);
+bg_status_t bg_cuda_softmax_xent_backward(bg_backend_t *be, int64_t n, int64_t classes,
+                                          const void *probs, const int32_t *labels, double scale,
+                                          void *dlogits);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_CUDA_OPS_H */

@@ -1,0 +1,188 @@
+/* Max and average pooling, brigade's own kernels rather than cuDNN's: the
+ * max-pool backward must route each gradient to the first maximum of its
+ * window in row-major order (a window whose maximum is NaN routes to its
+ * last position), which cuDNN does not promise, and both backwards must sum
+ * overlapping windows in the CPU's order.
+ *
+ * Forwards run one thread per output. Backwards run one thread per input
+ * element and gather from the windows that cover it, in increasing (oy, ox)
+ * order starting from zero: the same sums, in the same order, as the CPU's
+ * scatter (lib/cpu/kernels.inc), with no atomics and so the same bits on
+ * every run. With the usual non-overlapping windows an element has one
+ * window. Geometry: x, dx (n, c, h, w); y, dy (n, c, out_h, out_w); planes
+ * p = n * c. */
+#include "cuda_internal.h"
+
+/* The coordinates of element i of a (planes, height, width) array. */
+typedef struct pool_position {
+    int64_t plane, row, col;
+} pool_position_t;
+
+__device__ static pool_position_t pool_position(int64_t i, int64_t height, int64_t width) {
+    pool_position_t at;
+    at.col = i % width;
+    at.row = (i / width) % height;
+    at.plane = i / (width * height);
+    return at;
+}
+
+/* The range [*lo, *hi] of windows along one axis that cover input position
+ * `pos`: those o with o * stride <= pos < o * stride + size. */
+__device__ static void covering_windows(int64_t pos, int64_t size, int64_t stride, int64_t out,
+                                        int64_t *lo, int64_t *hi) {
+    *lo = pos < size ? 0 : (pos - size) / stride + 1;
+    *hi = pos / stride < out - 1 ? pos / stride : out - 1;
+}
+
+/* x: (n,c,h,w) y: (n,c,oh,ow) */
+__global__ static void maxpool_forward_kernel(float *y, const float *x, bg_pool_geometry_t g) {
+    const int64_t count = g.n * g.c * g.out_h * g.out_w;
+    BG_CUDA_GRID_LOOP(i, count) {
+        const pool_position_t o = pool_position(i, g.out_h, g.out_w);
+        const float *win = x + (o.plane * g.h + o.row * g.stride) * g.w + o.col * g.stride;
+        float best;
+        if (g.size == 2 && g.stride == 2) {
+            /* The CPU's 2x2 path compares in pairs; with a NaN in the window
+             * the result depends on that order, so it is kept. */
+            const float a = win[0] > win[1] ? win[0] : win[1];
+            const float b = win[g.w] > win[g.w + 1] ? win[g.w] : win[g.w + 1];
+            best = a > b ? a : b;
+        } else {
+            best = win[0];
+            for (int64_t ky = 0; ky < g.size; ky++)
+                for (int64_t kx = 0; kx < g.size; kx++)
+                    if (win[ky * g.w + kx] > best) best = win[ky * g.w + kx];
+        }
+        y[i] = best;
+    }
+}
+
+/* Offset within its window (ky * w + kx) of the position that takes a
+ * window's gradient: the first, in row-major order, holding the maximum
+ * `best`; the last when none does (best is NaN). win: the window's first
+ * element in x. */
+__device__ static int64_t maxpool_routed(const float *win, int64_t w, int64_t size, float best) {
+    for (int64_t ky = 0; ky < size; ky++)
+        for (int64_t kx = 0; kx < size; kx++)
+            if (win[ky * w + kx] == best) return ky * w + kx;
+    return (size - 1) * w + size - 1;
+}
+
+/* x, dx: (n,c,h,w) y, dy: (n,c,oh,ow); dx is overwritten */
+__global__ static void maxpool_backward_kernel(float *dx, const float *x, const float *y,
+                                               const float *dy, bg_pool_geometry_t g) {
+    const int64_t count = g.n * g.c * g.h * g.w;
+    BG_CUDA_GRID_LOOP(i, count) {
+        const pool_position_t in = pool_position(i, g.h, g.w);
+        int64_t oy_lo, oy_hi, ox_lo, ox_hi;
+        covering_windows(in.row, g.size, g.stride, g.out_h, &oy_lo, &oy_hi);
+        covering_windows(in.col, g.size, g.stride, g.out_w, &ox_lo, &ox_hi);
+        float sum = 0;
+        for (int64_t oy = oy_lo; oy <= oy_hi; oy++) {
+            for (int64_t ox = ox_lo; ox <= ox_hi; ox++) {
+                const int64_t o = (in.plane * g.out_h + oy) * g.out_w + ox;
+                const int64_t start = (in.plane * g.h + oy * g.stride) * g.w + ox * g.stride;
+                if (start + maxpool_routed(x + start, g.w, g.size, y[o]) == i) sum += dy[o];
+            }
+        }
+        dx[i] = sum;
+    }
+}
+
+/* x: (n,c,h,w) y: (n,c,oh,ow) */
+__global__ static void avgpool_forward_kernel(float *y, const float *x, bg_pool_geometry_t g) {
+    const float inv = 1.0f / (float)(g.size * g.size);
+    const int64_t count = g.n * g.c * g.out_h * g.out_w;
+    BG_CUDA_GRID_LOOP(i, count) {
+        const pool_position_t o = pool_position(i, g.out_h, g.out_w);
+        const float *win = x + (o.plane * g.h + o.row * g.stride) * g.w + o.col * g.stride;
+        float sum = 0;
+        for (int64_t ky = 0; ky < g.size; ky++)
+            for (int64_t kx = 0; kx < g.size; kx++) sum += win[ky * g.w + kx];
+        y[i] = sum * inv;
+    }
+}
+
+/* dy: (n,c,oh,ow) dx: (n,c,h,w); dx is overwritten */
+__global__ static void avgpool_backward_kernel(float *dx, const float *dy, bg_pool_geometry_t g) {
+    const float inv = 1.0f / (float)(g.size * g.size);
+    const int64_t count = g.n * g.c * g.h * g.w;
+    BG_CUDA_GRID_LOOP(i, count) {
+        const pool_position_t in = pool_position(i, g.h, g.w);
+        int64_t oy_lo, oy_hi, ox_lo, ox_hi;
+        covering_windows(in.row, g.size, g.stride, g.out_h, &oy_lo, &oy_hi);
+        covering_windows(in.col, g.size, g.stride, g.out_w, &ox_lo, &ox_hi);
+        float sum = 0;
+        for (int64_t oy = oy_lo; oy <= oy_hi; oy++)
+            for (int64_t ox = ox_lo; ox <= ox_hi; ox++)
+                sum += dy[(in.plane * g.out_h + oy) * g.out_w + ox] * inv;
+        dx[i] = sum;
+    }
+}
+
+/* ---- launchers: stream last ---- */
+
+static cudaError_t maxpool_forward(float *y, const float *x, bg_pool_geometry_t g,
+                                   cudaStream_t stream) {
+    const int64_t count = g.n * g.c * g.out_h * g.out_w;
+    if (count == 0) return cudaSuccess;
+    maxpool_forward_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(y, x, g);
+    return cudaGetLastError();
+}
+
+static cudaError_t maxpool_backward(float *dx, const float *x, const float *y, const float *dy,
+                                    bg_pool_geometry_t g, cudaStream_t stream) {
+    const int64_t count = g.n * g.c * g.h * g.w;
+    if (count == 0) return cudaSuccess;
+    maxpool_backward_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(dx, x, y, dy, g);
+    return cudaGetLastError();
+}
+
+static cudaError_t avgpool_forward(float *y, const float *x, bg_pool_geometry_t g,
+                                   cudaStream_t stream) {
+    const int64_t count = g.n * g.c * g.out_h * g.out_w;
+    if (count == 0) return cudaSuccess;
+    avgpool_forward_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(y, x, g);
+    return cudaGetLastError();
+}
+
+static cudaError_t avgpool_backward(float *dx, const float *dy, bg_pool_geometry_t g,
+                                    cudaStream_t stream) {
+    const int64_t count = g.n * g.c * g.h * g.w;
+    if (count == 0) return cudaSuccess;
+    avgpool_backward_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(dx, dy, g);
+    return cudaGetLastError();
+}
+
+/* ---- ops ---- */
+
+extern "C" bg_status_t bg_cuda_maxpool_forward(bg_backend_t *be, const bg_pool_geometry_t *g,
+                                               const void *x, void *y) {
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CUDA_CHECK(be, maxpool_forward((float *)y, (const float *)x, *g, bg_cuda_of(be)->compute));
+    return BG_OK;
+}
+
+extern "C" bg_status_t bg_cuda_maxpool_backward(bg_backend_t *be, const bg_pool_geometry_t *g,
+                                                const void *x, const void *y, const void *dy,
+                                                void *dx) {
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CUDA_CHECK(be, maxpool_backward((float *)dx, (const float *)x, (const float *)y,
+                                       (const float *)dy, *g, bg_cuda_of(be)->compute));
+    return BG_OK;
+}
+
+extern "C" bg_status_t bg_cuda_avgpool_forward(bg_backend_t *be, const bg_pool_geometry_t *g,
+                                               const void *x, void *y) {
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CUDA_CHECK(be, avgpool_forward((float *)y, (const float *)x, *g, bg_cuda_of(be)->compute));
+    return BG_OK;
+}
+
+extern "C" bg_status_t bg_cuda_avgpool_backward(bg_backend_t *be, const bg_pool_geometry_t *g,
+                                                const void *dy, void *dx) {
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CUDA_CHECK(be,
+                  avgpool_backward((float *)dx, (const float *)dy, *g, bg_cuda_of(be)->compute));
+    return BG_OK;
+}

@@ -1,0 +1,646 @@
+/* Every CUDA op against the CPU backend's float op on the same random
+ * inputs (DESIGN.md, testing level 3), and one training step of the origin
+ * CNN as a stage on each backend. Skipped (exit 77) where CUDA sees no GPU or
+ * the build has no CUDA backend.
+ *
+ * Tolerances. The elementwise ops, pooling, the dense bias gradient and the
+ * optimizer updates are written to give the CPU's bits (lib/cuda is
+ * built with --fmad=false); they are checked to 1e-5 relative all the same,
+ * so that a libm difference in one ulp does not fail the suite. GEMMs and
+ * convolutions sum in another order (cuBLAS, cuDNN; TF32 off): 1e-4
+ * relative, measured against max(|want|, 1% of the largest |want|) so that
+ * results that cancel to nearly zero do not count. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cpu.h"
+#include "backend_cuda.h"
+#include "model_spec.h"
+#include "rng.h"
+#include "stage.h"
+
+enum { EXACTISH = 0, SUMMED = 1 };
+
+static const double ELEMENTWISE_RTOL = 1e-5, GEMM_RTOL = 1e-4;
+
+typedef struct fixture {
+    bg_backend_t *cpu, *gpu;
+    bg_rng_t rng;
+} fixture_t;
+
+/* One tensor on both backends. Device pointers of either backend are plain
+ * addresses, so offsets into them work alike. */
+typedef struct twin {
+    void *cpu, *gpu;
+    int64_t count; /* floats (or int32 labels) */
+} twin_t;
+
+static void ok(bg_status_t st) {
+    if (st != BG_OK) fail_msg("%s: %s", bg_status_name(st), bg_error_message());
+}
+
+/* Runs `call` on each backend in turn: `be` is the backend and P(t) twin t's
+ * buffer on it. */
+#define ON_BOTH(call)                                                                              \
+    for (int side = 0; side < 2; side++) {                                                         \
+        bg_backend_t *be = side ? f->gpu : f->cpu;                                                 \
+        ok(call);                                                                                  \
+    }
+#define P(t) (side ? (t).gpu : (t).cpu)
+
+static int setup(void **state) {
+    fixture_t *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
+    ok(bg_backend_cpu_create(&cpu, &f->cpu));
+    bg_cuda_config_t gpu = BG_CUDA_CONFIG_INIT;
+    ok(bg_backend_cuda_create(&gpu, &f->gpu));
+    assert_string_equal(f->gpu->name, "cuda:0");
+    bg_rng_seed(&f->rng, 2024, 6);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture_t *f = *state;
+    bg_backend_destroy(f->gpu);
+    bg_backend_destroy(f->cpu);
+    free(f);
+    return 0;
+}
+
+/* ---- twins ---- */
+
+/* `count` elements of 4 bytes with the given host values (NULL: zeros). */
+static twin_t twin_new(fixture_t *f, int64_t count, const void *values) {
+    twin_t t = {NULL, NULL, count};
+    const size_t bytes = 4 * (size_t)count;
+    ok(f->cpu->ops->alloc(f->cpu, bytes, &t.cpu));
+    ok(f->gpu->ops->alloc(f->gpu, bytes, &t.gpu));
+    if (values != NULL) {
+        ok(f->cpu->ops->upload(f->cpu, t.cpu, values, bytes));
+        ok(f->gpu->ops->upload(f->gpu, t.gpu, values, bytes));
+    }
+    return t;
+}
+
+static float *random_floats(fixture_t *f, int64_t count, double lo, double hi) {
+    float *v = malloc(sizeof(float) * (size_t)(count > 0 ? count : 1));
+    assert_non_null(v);
+    for (int64_t i = 0; i < count; i++) v[i] = (float)(lo + (hi - lo) * bg_rng_uniform(&f->rng));
+    return v;
+}
+
+static twin_t twin_random(fixture_t *f, int64_t count, double lo, double hi) {
+    float *v = random_floats(f, count, lo, hi);
+    twin_t t = twin_new(f, count, v);
+    free(v);
+    return t;
+}
+
+static void twin_free(fixture_t *f, twin_t *t) {
+    f->cpu->ops->free(f->cpu, t->cpu);
+    f->gpu->ops->free(f->gpu, t->gpu);
+    t->cpu = t->gpu = NULL;
+}
+
+/* The twin's values on one backend, in a malloc'd host array. */
+static float *twin_download(fixture_t *f, const twin_t *t, int gpu) {
+    float *v = malloc(sizeof(float) * (size_t)(t->count > 0 ? t->count : 1));
+    assert_non_null(v);
+    bg_backend_t *be = gpu ? f->gpu : f->cpu;
+    ok(be->ops->download(be, v, gpu ? t->gpu : t->cpu, sizeof(float) * (size_t)t->count));
+    return v;
+}
+
+/* Asserts that the GPU's values are the CPU's within rtol, relative to
+ * max(|want|, floor) where floor is 1% of the largest |want| for summed
+ * results (GEMM, convolution) and 1e-30 for elementwise ones. NaN must
+ * match NaN. */
+static void expect_close(fixture_t *f, const twin_t *t, double rtol, int kind, const char *what) {
+    float *want = twin_download(f, t, 0), *got = twin_download(f, t, 1);
+    double largest = 0;
+    for (int64_t i = 0; i < t->count; i++)
+        if (isfinite(want[i]) && fabs(want[i]) > largest) largest = fabs(want[i]);
+    const double floor = kind == SUMMED ? 0.01 * largest : 1e-30;
+    double worst = 0;
+    int64_t worst_at = -1;
+    for (int64_t i = 0; i < t->count; i++) {
+        if (isnan(want[i]) || isnan(got[i])) {
+            if (isnan(want[i]) != isnan(got[i]))
+                fail_msg("%s[%lld]: gpu %g, cpu %g", what, (long long)i, got[i], want[i]);
+            continue;
+        }
+        if (want[i] == got[i]) continue; /* also equal infinities */
+        const double scale = fabs(want[i]) > floor ? fabs(want[i]) : floor;
+        const double err = fabs((double)got[i] - (double)want[i]) / scale;
+        if (!(err <= worst)) {
+            worst = err;
+            worst_at = i;
+        }
+    }
+    if (worst > rtol)
+        fail_msg("%s: relative error %.3g at [%lld] (gpu %.9g, cpu %.9g) exceeds %.1g", what, worst,
+                 (long long)worst_at, got[worst_at], want[worst_at], rtol);
+    free(want);
+    free(got);
+}
+
+/* ---- memory, zero, copy, scale ---- */
+
+static void test_memory_ops(void **state) {
+    fixture_t *f = *state;
+    enum { N = 4099 };
+    twin_t zeros = twin_new(f, N, NULL);
+    float *v = twin_download(f, &zeros, 1);
+    for (int i = 0; i < N; i++) assert_true(v[i] == 0.0f); /* alloc returns zeroed memory */
+    free(v);
+
+    float *host = random_floats(f, N, -3, 3);
+    twin_t x = twin_new(f, N, host);
+    v = twin_download(f, &x, 1);
+    assert_memory_equal(v, host, sizeof(float) * N); /* upload/download round trip */
+    free(v);
+
+    ON_BOTH(be->ops->scale(be, P(x), N, 0.37));
+    expect_close(f, &x, ELEMENTWISE_RTOL, EXACTISH, "scale");
+    ON_BOTH(be->ops->copy(be, P(zeros), P(x), N - 5));
+    expect_close(f, &zeros, ELEMENTWISE_RTOL, EXACTISH, "copy");
+    ON_BOTH(be->ops->zero(be, (float *)P(x) + 11, 1000));
+    expect_close(f, &x, ELEMENTWISE_RTOL, EXACTISH, "zero");
+    v = twin_download(f, &x, 1);
+    assert_true(v[10] != 0.0f && v[11] == 0.0f && v[1010] == 0.0f && v[1011] != 0.0f);
+    free(v);
+    ON_BOTH(be->ops->synchronize(be));
+    free(host);
+    twin_free(f, &x);
+    twin_free(f, &zeros);
+}
+
+/* ---- relu ---- */
+
+static void test_relu(void **state) {
+    fixture_t *f = *state;
+    enum { N = 10007 };
+    twin_t x = twin_random(f, N, -1, 1), y = twin_new(f, N, NULL);
+    twin_t dy = twin_random(f, N, -1, 1), dx = twin_new(f, N, NULL);
+    ON_BOTH(be->ops->relu_forward(be, N, P(x), P(y)));
+    expect_close(f, &y, ELEMENTWISE_RTOL, EXACTISH, "relu forward");
+    ON_BOTH(be->ops->relu_backward(be, N, P(y), P(dy), P(dx)));
+    expect_close(f, &dx, ELEMENTWISE_RTOL, EXACTISH, "relu backward");
+    /* In place: x and y alias, dy and dx alias. */
+    ON_BOTH(be->ops->relu_forward(be, N, P(x), P(x)));
+    expect_close(f, &x, ELEMENTWISE_RTOL, EXACTISH, "relu forward in place");
+    ON_BOTH(be->ops->relu_backward(be, N, P(x), P(dy), P(dy)));
+    expect_close(f, &dy, ELEMENTWISE_RTOL, EXACTISH, "relu backward in place");
+    twin_free(f, &x);
+    twin_free(f, &y);
+    twin_free(f, &dy);
+    twin_free(f, &dx);
+}
+
+/* ---- dense ---- */
+
+static void check_dense(fixture_t *f, int64_t n, int64_t in, int64_t out) {
+    twin_t x = twin_random(f, n * in, -1, 1), w = twin_random(f, out * in, -0.1, 0.1);
+    twin_t b = twin_random(f, out, -1, 1), y = twin_new(f, n * out, NULL);
+    twin_t dy = twin_random(f, n * out, -1, 1), dx = twin_new(f, n * in, NULL);
+    /* Start the gradients from values, not zeros, to see that they add. */
+    twin_t dw = twin_random(f, out * in, -1, 1), db = twin_random(f, out, -1, 1);
+    ON_BOTH(be->ops->dense_forward(be, n, in, out, P(x), P(w), P(b), P(y)));
+    expect_close(f, &y, GEMM_RTOL, SUMMED, "dense forward");
+    ON_BOTH(be->ops->dense_backward_data(be, n, in, out, P(dy), P(w), P(dx)));
+    expect_close(f, &dx, GEMM_RTOL, SUMMED, "dense backward data");
+    for (int call = 0; call < 2; call++) {
+        ON_BOTH(be->ops->dense_backward_weights(be, n, in, out, P(x), P(dy), P(dw), P(db)));
+        expect_close(f, &dw, GEMM_RTOL, SUMMED, "dense backward weights (dw)");
+        expect_close(f, &db, ELEMENTWISE_RTOL, EXACTISH, "dense backward weights (db)");
+    }
+    twin_free(f, &x);
+    twin_free(f, &w);
+    twin_free(f, &b);
+    twin_free(f, &y);
+    twin_free(f, &dy);
+    twin_free(f, &dx);
+    twin_free(f, &dw);
+    twin_free(f, &db);
+}
+
+static void test_dense(void **state) {
+    fixture_t *f = *state;
+    check_dense(f, 7, 300, 45);
+    check_dense(f, 1, 3, 1);
+    check_dense(f, 64, 5408, 128); /* the origin CNN's first dense layer */
+}
+
+/* ---- conv2d ---- */
+
+static bg_conv2d_geometry_t conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t filters,
+                                 int64_t kernel, int64_t stride, int64_t pad) {
+    bg_conv2d_geometry_t g = {.n = n,
+                              .c = c,
+                              .h = h,
+                              .w = w,
+                              .filters = filters,
+                              .kernel = kernel,
+                              .stride = stride,
+                              .pad = pad};
+    g.out_h = (h + 2 * pad - kernel) / stride + 1;
+    g.out_w = (w + 2 * pad - kernel) / stride + 1;
+    return g;
+}
+
+/* The three convolution ops on geometry g, then again on a smaller batch
+ * (a short last micro-batch: the CUDA backend meets a new geometry inside
+ * an op and must stay within the workspace sized for the full batch). */
+static void check_conv(fixture_t *f, bg_conv2d_geometry_t g) {
+    const int64_t nx = g.n * g.c * g.h * g.w, ny = g.n * g.filters * g.out_h * g.out_w;
+    const int64_t nw = g.filters * g.c * g.kernel * g.kernel;
+    twin_t x = twin_random(f, nx, -1, 1), w = twin_random(f, nw, -0.3, 0.3);
+    twin_t b = twin_random(f, g.filters, -1, 1), y = twin_new(f, ny, NULL);
+    twin_t dy = twin_random(f, ny, -1, 1), dx = twin_new(f, nx, NULL);
+    twin_t dw = twin_random(f, nw, -1, 1), db = twin_random(f, g.filters, -1, 1);
+    void *workspace[2] = {NULL, NULL};
+    for (int side = 0; side < 2; side++) {
+        bg_backend_t *be = side ? f->gpu : f->cpu;
+        size_t bytes = be->ops->conv2d_workspace_bytes(be, &g);
+        if (bytes > 0) ok(be->ops->alloc(be, bytes, &workspace[side]));
+    }
+    for (int round = 0; round < 2; round++) {
+        bg_conv2d_geometry_t run = g;
+        if (round == 1) run.n = g.n > 1 ? g.n - 1 : 1;
+        ON_BOTH(be->ops->conv2d_forward(be, &run, P(x), P(w), P(b), P(y), workspace[side]));
+        expect_close(f, &y, GEMM_RTOL, SUMMED, "conv2d forward");
+        ON_BOTH(be->ops->conv2d_backward_data(be, &run, P(dy), P(w), P(dx), workspace[side]));
+        expect_close(f, &dx, GEMM_RTOL, SUMMED, "conv2d backward data");
+        /* Twice: dw and db accumulate. */
+        for (int call = 0; call < 2; call++) {
+            ON_BOTH(be->ops->conv2d_backward_weights(be, &run, P(x), P(dy), P(dw), P(db),
+                                                     workspace[side]));
+            expect_close(f, &dw, GEMM_RTOL, SUMMED, "conv2d backward weights (dw)");
+            expect_close(f, &db, GEMM_RTOL, SUMMED, "conv2d backward weights (db)");
+        }
+    }
+    f->cpu->ops->free(f->cpu, workspace[0]);
+    f->gpu->ops->free(f->gpu, workspace[1]);
+    twin_free(f, &x);
+    twin_free(f, &w);
+    twin_free(f, &b);
+    twin_free(f, &y);
+    twin_free(f, &dy);
+    twin_free(f, &dx);
+    twin_free(f, &dw);
+    twin_free(f, &db);
+}
+
+static void test_conv2d(void **state) {
+    fixture_t *f = *state;
+    check_conv(f, conv(8, 1, 28, 28, 32, 3, 1, 0)); /* the origin CNN's */
+    check_conv(f, conv(4, 3, 9, 7, 5, 3, 2, 1));    /* stride and padding, odd sizes */
+    check_conv(f, conv(2, 16, 12, 12, 8, 5, 1, 2)); /* more channels, "same" padding */
+}
+
+/* ---- pooling ---- */
+
+static bg_pool_geometry_t pool(int64_t n, int64_t c, int64_t h, int64_t w, int64_t size,
+                               int64_t stride) {
+    bg_pool_geometry_t g = {.n = n, .c = c, .h = h, .w = w, .size = size, .stride = stride};
+    g.out_h = (h - size) / stride + 1;
+    g.out_w = (w - size) / stride + 1;
+    return g;
+}
+
+/* Small integers: most windows hold their maximum more than once. */
+static float *tied_floats(fixture_t *f, int64_t count) {
+    float *v = malloc(sizeof(float) * (size_t)count);
+    assert_non_null(v);
+    for (int64_t i = 0; i < count; i++) v[i] = (float)bg_rng_below(&f->rng, 4);
+    return v;
+}
+
+static void check_maxpool(fixture_t *f, bg_pool_geometry_t g, int with_nans) {
+    const int64_t nx = g.n * g.c * g.h * g.w, ny = g.n * g.c * g.out_h * g.out_w;
+    float *values = tied_floats(f, nx);
+    if (with_nans)
+        for (int64_t i = 0; i < nx; i += 7) values[i] = NAN;
+    twin_t x = twin_new(f, nx, values), y = twin_new(f, ny, NULL);
+    twin_t dy = twin_random(f, ny, -1, 1), dx = twin_random(f, nx, 5, 6); /* dx is overwritten */
+    ON_BOTH(be->ops->maxpool_forward(be, &g, P(x), P(y)));
+    expect_close(f, &y, ELEMENTWISE_RTOL, EXACTISH, "maxpool forward");
+    ON_BOTH(be->ops->maxpool_backward(be, &g, P(x), P(y), P(dy), P(dx)));
+    expect_close(f, &dx, ELEMENTWISE_RTOL, EXACTISH, "maxpool backward");
+    free(values);
+    twin_free(f, &x);
+    twin_free(f, &y);
+    twin_free(f, &dy);
+    twin_free(f, &dx);
+}
+
+/* The rule itself, on single windows: ties go to the first maximum in
+ * row-major order; a window whose maximum is NaN sends its gradient to its
+ * last position. */
+static void check_maxpool_rule(fixture_t *f, bg_pool_geometry_t g, const float *x_host,
+                               const float *want_dx) {
+    const int64_t nx = g.h * g.w;
+    const float dy_host = 0.5f;
+    twin_t x = twin_new(f, nx, x_host), y = twin_new(f, 1, NULL);
+    twin_t dy = twin_new(f, 1, &dy_host), dx = twin_new(f, nx, NULL);
+    ON_BOTH(be->ops->maxpool_forward(be, &g, P(x), P(y)));
+    ON_BOTH(be->ops->maxpool_backward(be, &g, P(x), P(y), P(dy), P(dx)));
+    for (int gpu = 0; gpu < 2; gpu++) {
+        float *got = twin_download(f, &dx, gpu);
+        for (int64_t i = 0; i < nx; i++)
+            if (got[i] != want_dx[i])
+                fail_msg("%s: dx[%lld] = %g, want %g", gpu ? "gpu" : "cpu", (long long)i, got[i],
+                         want_dx[i]);
+        free(got);
+    }
+    twin_free(f, &x);
+    twin_free(f, &y);
+    twin_free(f, &dy);
+    twin_free(f, &dx);
+}
+
+static void test_maxpool(void **state) {
+    fixture_t *f = *state;
+    for (int with_nans = 0; with_nans < 2; with_nans++) {
+        check_maxpool(f, pool(2, 3, 8, 6, 2, 2), with_nans); /* 2x2 windows tiling the input */
+        check_maxpool(f, pool(1, 2, 7, 5, 2, 2), with_nans); /* odd sizes: a row, a column left */
+        check_maxpool(f, pool(2, 2, 9, 9, 3, 2), with_nans); /* overlapping windows */
+        check_maxpool(f, pool(1, 3, 5, 6, 2, 1), with_nans);
+        check_maxpool(f, pool(1, 1, 9, 9, 3, 3), with_nans);
+    }
+    const float ties[4] = {3, 3, 3, 3}, first[4] = {0.5f, 0, 0, 0};
+    check_maxpool_rule(f, pool(1, 1, 2, 2, 2, 2), ties, first);
+    const float later[4] = {1, 3, 2, 3}, second[4] = {0, 0.5f, 0, 0};
+    check_maxpool_rule(f, pool(1, 1, 2, 2, 2, 2), later, second);
+    const float nan_last[4] = {1, 2, 0, NAN}, last[4] = {0, 0, 0, 0.5f};
+    check_maxpool_rule(f, pool(1, 1, 2, 2, 2, 2), nan_last, last);
+    const float nan_first[9] = {NAN, 1, 2, 3, 4, 5, 6, 7, 8};
+    const float last9[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0.5f};
+    check_maxpool_rule(f, pool(1, 1, 3, 3, 3, 3), nan_first, last9);
+}
+
+static void check_avgpool(fixture_t *f, bg_pool_geometry_t g) {
+    const int64_t nx = g.n * g.c * g.h * g.w, ny = g.n * g.c * g.out_h * g.out_w;
+    twin_t x = twin_random(f, nx, -1, 1), y = twin_new(f, ny, NULL);
+    twin_t dy = twin_random(f, ny, -1, 1), dx = twin_random(f, nx, 5, 6);
+    ON_BOTH(be->ops->avgpool_forward(be, &g, P(x), P(y)));
+    expect_close(f, &y, ELEMENTWISE_RTOL, EXACTISH, "avgpool forward");
+    ON_BOTH(be->ops->avgpool_backward(be, &g, P(dy), P(dx)));
+    expect_close(f, &dx, ELEMENTWISE_RTOL, EXACTISH, "avgpool backward");
+    twin_free(f, &x);
+    twin_free(f, &y);
+    twin_free(f, &dy);
+    twin_free(f, &dx);
+}
+
+static void test_avgpool(void **state) {
+    fixture_t *f = *state;
+    check_avgpool(f, pool(2, 3, 8, 6, 2, 2));
+    check_avgpool(f, pool(1, 2, 7, 5, 2, 2));
+    check_avgpool(f, pool(2, 2, 9, 9, 3, 2)); /* overlapping windows */
+    check_avgpool(f, pool(1, 3, 5, 6, 2, 1));
+}
+
+/* ---- softmax cross-entropy ---- */
+
+static void test_softmax_xent(void **state) {
+    fixture_t *f = *state;
+    enum { N = 37, CLASSES = 10 };
+    float *logits_host = random_floats(f, N * CLASSES, -6, 6);
+    /* Rows with tied maxima: the lowest index is the prediction. */
+    for (int k = 0; k < CLASSES; k++) logits_host[3 * CLASSES + k] = 0;
+    logits_host[4 * CLASSES + 2] = logits_host[4 * CLASSES + 7] = 9;
+    int32_t labels_host[N];
+    for (int i = 0; i < N; i++) labels_host[i] = (int32_t)bg_rng_below(&f->rng, CLASSES);
+    labels_host[3] = 0; /* right by the tie rule */
+    labels_host[4] = 7; /* wrong by the tie rule */
+    twin_t logits = twin_new(f, N * CLASSES, logits_host), labels = twin_new(f, N, labels_host);
+    twin_t probs = twin_new(f, N * CLASSES, NULL), dlogits = twin_new(f, N * CLASSES, NULL);
+
+    double loss[2];
+    int64_t correct[2];
+    ON_BOTH(be->ops->softmax_xent_forward(be, N, CLASSES, P(logits), P(labels), P(probs),
+                                          &loss[side], &correct[side]));
+    expect_close(f, &probs, ELEMENTWISE_RTOL, EXACTISH, "softmax probabilities");
+    assert_true(fabs(loss[1] - loss[0]) <= 1e-9 * fabs(loss[0]));
+    assert_int_equal(correct[1], correct[0]);
+    assert_true(correct[0] > 0 && correct[0] < N);
+
+    ON_BOTH(
+        be->ops->softmax_xent_backward(be, N, CLASSES, P(probs), P(labels), 1.0 / N, P(dlogits)));
+    expect_close(f, &dlogits, ELEMENTWISE_RTOL, EXACTISH, "softmax backward");
+
+    /* A label out of range is the caller's error, named. */
+    labels_host[5] = CLASSES;
+    ok(f->gpu->ops->upload(f->gpu, labels.gpu, labels_host, sizeof labels_host));
+    double l = -1;
+    int64_t c = -1;
+    assert_int_equal(f->gpu->ops->softmax_xent_forward(f->gpu, N, CLASSES, logits.gpu, labels.gpu,
+                                                       probs.gpu, &l, &c),
+                     BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "label 10 of sample 5"));
+    free(logits_host);
+    twin_free(f, &logits);
+    twin_free(f, &labels);
+    twin_free(f, &probs);
+    twin_free(f, &dlogits);
+}
+
+/* ---- optimizers ---- */
+
+static void check_sgd(fixture_t *f, bg_sgd_config_t cfg) {
+    enum { N = 5000 };
+    twin_t param = twin_random(f, N, -1, 1), velocity = twin_new(f, N, NULL);
+    for (int64_t step = 1; step <= 3; step++) {
+        twin_t grad = twin_random(f, N, -1, 1);
+        ON_BOTH(be->ops->sgd_update(be, N, P(param), P(grad), P(velocity), &cfg, step));
+        twin_free(f, &grad);
+    }
+    expect_close(f, &param, ELEMENTWISE_RTOL, EXACTISH, "sgd parameters after 3 steps");
+    expect_close(f, &velocity, ELEMENTWISE_RTOL, EXACTISH, "sgd velocity after 3 steps");
+    twin_free(f, &param);
+    twin_free(f, &velocity);
+}
+
+static void test_sgd(void **state) {
+    fixture_t *f = *state;
+    bg_sgd_config_t plain = BG_SGD_CONFIG_INIT;
+    check_sgd(f, plain);
+    bg_sgd_config_t momentum = BG_SGD_CONFIG_INIT;
+    momentum.lr = 0.05;
+    momentum.momentum = 0.9;
+    momentum.dampening = 0.1;
+    momentum.weight_decay = 1e-2;
+    check_sgd(f, momentum);
+    momentum.dampening = 0;
+    momentum.nesterov = 1;
+    check_sgd(f, momentum);
+}
+
+static void check_adam(fixture_t *f, bg_adam_config_t cfg) {
+    enum { N = 5000 };
+    twin_t param = twin_random(f, N, -1, 1);
+    twin_t m = twin_new(f, N, NULL), v = twin_new(f, N, NULL);
+    for (int64_t step = 1; step <= 3; step++) {
+        twin_t grad = twin_random(f, N, -1, 1);
+        ON_BOTH(be->ops->adam_update(be, N, P(param), P(grad), P(m), P(v), &cfg, step));
+        twin_free(f, &grad);
+    }
+    expect_close(f, &param, ELEMENTWISE_RTOL, EXACTISH, "adam parameters after 3 steps");
+    expect_close(f, &m, ELEMENTWISE_RTOL, EXACTISH, "adam m after 3 steps");
+    expect_close(f, &v, ELEMENTWISE_RTOL, EXACTISH, "adam v after 3 steps");
+    twin_free(f, &param);
+    twin_free(f, &m);
+    twin_free(f, &v);
+}
+
+static void test_adam(void **state) {
+    fixture_t *f = *state;
+    bg_adam_config_t cfg = BG_ADAM_CONFIG_INIT;
+    check_adam(f, cfg);
+    cfg.lr = 3e-3;
+    cfg.weight_decay = 1e-2;
+    cfg.beta2 = 0.99;
+    check_adam(f, cfg);
+}
+
+/* ---- all_finite ---- */
+
+static void test_all_finite(void **state) {
+    fixture_t *f = *state;
+    enum { N = 100003 };
+    float *host = random_floats(f, N, -1e30, 1e30);
+    twin_t x = twin_new(f, N, host);
+    const float bad[2] = {NAN, -INFINITY};
+    int finite[2] = {-1, -1};
+    ON_BOTH(be->ops->all_finite(be, N, P(x), &finite[side]));
+    assert_int_equal(finite[0], 1);
+    assert_int_equal(finite[1], 1);
+    for (int k = 0; k < 2; k++) {
+        ok(f->gpu->ops->upload(f->gpu, (float *)x.gpu + N - 1 - k * 5000, &bad[k], sizeof(float)));
+        finite[1] = -1;
+        ok(f->gpu->ops->all_finite(f->gpu, N, x.gpu, &finite[1]));
+        assert_int_equal(finite[1], 0);
+    }
+    ok(f->gpu->ops->all_finite(f->gpu, 0, x.gpu, &finite[1]));
+    assert_int_equal(finite[1], 1);
+    free(host);
+    twin_free(f, &x);
+}
+
+/* ---- a stage of the origin CNN on each backend ---- */
+
+static const char origin_cnn[] = "input channels=1 height=28 width=28\n"
+                                 "conv2d filters=32 kernel=3 activation=relu\n"
+                                 "maxpool size=2\n"
+                                 "flatten\n"
+                                 "dense units=128 activation=relu\n"
+                                 "dense units=10\n"
+                                 "softmax_cross_entropy\n";
+
+static void test_stage(void **state) {
+    fixture_t *f = *state;
+    enum { BATCH = 16, PIXELS = 28 * 28 };
+    bg_model_spec_t *spec = NULL;
+    ok(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &spec));
+    float *images = random_floats(f, BATCH * PIXELS, 0, 1);
+    int32_t labels[BATCH];
+    for (int i = 0; i < BATCH; i++) labels[i] = (i * 7) % 10;
+
+    bg_stage_t *stage[2] = {NULL, NULL};
+    bg_stage_loss_t loss[2];
+    for (int side = 0; side < 2; side++) {
+        bg_stage_config_t cfg = BG_STAGE_CONFIG_INIT;
+        cfg.spec = spec;
+        cfg.first_layer = 0;
+        cfg.last_layer = spec->num_layers;
+        cfg.backend = side ? f->gpu : f->cpu;
+        cfg.max_batch = BATCH;
+        cfg.seed = 42;
+        ok(bg_stage_create(&cfg, &stage[side]));
+        ok(bg_stage_load_batch(stage[side], BATCH, images, labels));
+        ok(bg_stage_forward(stage[side], BATCH, &loss[side]));
+        ok(bg_stage_backward(stage[side], BATCH, 1.0 / BATCH));
+    }
+    assert_true(fabs(loss[1].loss_sum - loss[0].loss_sum) <= 1e-5 * fabs(loss[0].loss_sum));
+    assert_int_equal(loss[1].correct, loss[0].correct);
+
+    /* Gradients, then parameters after one Adam step, through twins over
+     * host copies so expect_close can compare them. */
+    const int64_t count = bg_stage_param_count(stage[0]);
+    assert_int_equal(bg_stage_param_count(stage[1]), count);
+    float *host[2] = {malloc(sizeof(float) * (size_t)count), malloc(sizeof(float) * (size_t)count)};
+    assert_non_null(host[0]);
+    assert_non_null(host[1]);
+    for (int what = 0; what < 2; what++) {
+        for (int side = 0; side < 2; side++) {
+            if (what == 1) ok(bg_stage_step(stage[side]));
+            ok(what == 0 ? bg_stage_download_grads(stage[side], host[side])
+                         : bg_stage_download_params(stage[side], host[side]));
+        }
+        twin_t t = twin_new(f, count, host[0]);
+        ok(f->gpu->ops->upload(f->gpu, t.gpu, host[1], sizeof(float) * (size_t)count));
+        expect_close(f, &t, GEMM_RTOL, SUMMED,
+                     what == 0 ? "stage gradients" : "stage parameters after a step");
+        twin_free(f, &t);
+    }
+    free(host[0]);
+    free(host[1]);
+    bg_stage_destroy(stage[1]);
+    bg_stage_destroy(stage[0]);
+    free(images);
+    bg_model_spec_destroy(spec);
+}
+
+/* ---- backend creation ---- */
+
+static void test_create_errors(void **state) {
+    (void)state;
+    bg_backend_t *be = NULL;
+    bg_cuda_config_t cfg = BG_CUDA_CONFIG_INIT;
+    cfg.dtype = BG_F64;
+    assert_int_equal(bg_backend_cuda_create(&cfg, &be), BG_ERR_UNSUPPORTED);
+    cfg.dtype = BG_F32;
+    cfg.device = bg_cuda_device_count();
+    assert_int_equal(bg_backend_cuda_create(&cfg, &be), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "no such GPU"));
+    assert_null(be);
+}
+
+int main(void) {
+    if (!bg_cuda_built()) {
+        printf("test_cuda_ops: skipped: this build has no CUDA backend (-Dcuda=disabled or no "
+               "nvcc)\n");
+        return 77;
+    }
+    if (bg_cuda_device_count() == 0) {
+        printf("test_cuda_ops: skipped: CUDA sees no GPU on this machine (no device or no "
+               "driver); the CUDA ops are checked on the GPU machine by bench/gpu-check.sh\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_errors),
+        cmocka_unit_test_setup_teardown(test_memory_ops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_relu, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dense, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conv2d, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_maxpool, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_avgpool, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_softmax_xent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sgd, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adam, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_all_finite, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stage, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
