@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/backend_cuda.h"
+
 /* Parses a whole decimal number in [min, max] from text[0..len). */
 static int parse_count(const char *text, size_t len, int min, int max, int *out) {
     if (len == 0 || len > 6) return 0;
@@ -54,7 +56,11 @@ bg_status_t bg_device_list_parse(const char *text, int cores, bg_device_list_t *
     bg_device_list_t list = {0};
     if (cores < 1) cores = 1;
     if (strcmp(text, "auto") == 0) {
-        for (int i = 0; i < cores; i++) BG_CHECK(add_device(&list, BG_DEVICE_CPU, i, 0, 1));
+        int gpus = bg_cuda_device_count();
+        for (int i = 0; i < gpus && i < BG_MAX_DEVICES; i++)
+            BG_CHECK(add_device(&list, BG_DEVICE_CUDA, i, 0, 1));
+        for (int i = 0; gpus == 0 && i < cores; i++)
+            BG_CHECK(add_device(&list, BG_DEVICE_CPU, i, 0, 1));
     } else if (strcmp(text, "cpu") == 0) {
         BG_CHECK(add_device(&list, BG_DEVICE_CPU, 0, 0, 1));
     } else if (strncmp(text, "cpu:", 4) == 0) {

@@ -11,6 +11,7 @@
 #include "channel.h"
 #include "timeline.h"
 #include "cpu/backend_cpu.h"
+#include "cuda/backend_cuda.h"
 
 enum { CROSS_DEVICE_CAPACITY = 2 }; /* double buffering between devices */
 
@@ -557,10 +558,27 @@ bg_status_t bg_pipeline_evaluate(bg_pipeline_t *p, const float *images, const in
 static bg_status_t create_backends(bg_pipeline_t *p) {
     for (int d = 0; d < p->devices; d++) {
         const bg_device_t *dev = &p->cfg.devices->devices[d];
-        if (dev->kind != BG_DEVICE_CPU)
-            return bg_error_set(BG_ERR_UNSUPPORTED,
-                                "device %s: this build has no CUDA backend (use --devices cpu:N)",
-                                dev->name);
+        if (dev->kind == BG_DEVICE_CUDA) {
+            if (!bg_cuda_built())
+                return bg_error_set(BG_ERR_UNSUPPORTED,
+                                    "device %s: this build has no CUDA backend (use --devices "
+                                    "cpu:N)",
+                                    dev->name);
+            if (dev->physical >= bg_cuda_device_count())
+                return bg_error_set(BG_ERR_UNSUPPORTED,
+                                    "device %s: CUDA sees %d GPU%s on this machine (use "
+                                    "--devices cpu:N)",
+                                    dev->name, bg_cuda_device_count(),
+                                    bg_cuda_device_count() == 1 ? "" : "s");
+            /* Channels stage tensors through host memory (download, then
+             * upload on the receiver): correct on any pair of devices, not
+             * yet the copy-stream transfers of docs/cuda.md. */
+            bg_cuda_config_t cuda = BG_CUDA_CONFIG_INIT;
+            cuda.device = dev->physical;
+            cuda.dtype = p->cfg.dtype;
+            BG_CHECK(bg_backend_cuda_create(&cuda, &p->backends[d]));
+            continue;
+        }
         bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
         cpu.dtype = p->cfg.dtype;
         cpu.index = d;

@@ -252,7 +252,7 @@ fi
 # --- placement ---
 expect 2 "--devices: 'gpu' is not a device list" -- train "$MODEL" --data synthetic --devices gpu
 expect 2 "expected cpu:N" -- train "$MODEL" --data synthetic --devices cpu:0
-expect 2 "no CUDA backend" -- train "$MODEL" --data synthetic --steps 1 --devices cuda:0x2
+expect 2 "device cuda:0/0: " -- train "$MODEL" --data synthetic --steps 1 --devices cuda:0x2
 expect 2 "--stages 3 but --devices cpu:2 gives 2 devices" -- train "$MODEL" --data synthetic \
     --devices cpu:2 --stages 3
 expect 2 "9 stages but the model has only 8 layers" -- train "$MODEL" --data synthetic \

@@ -274,7 +274,7 @@ static void test_invalid_requests(void **state) {
     static const int too_far[] = {8};
     expect_create_error(f, "cpu:2", BG_SCHEDULE_GPIPE, 1, 2, too_far, BG_ERR_INVALID, "--split");
     expect_create_error(f, "cuda:0x2", BG_SCHEDULE_GPIPE, 1, 2, NULL, BG_ERR_UNSUPPORTED,
-                        "no CUDA backend");
+                        "(use --devices cpu:N)");
 }
 
 /* The default split balances FLOPs: on the origin-like CNN the conv and the
