@@ -41,8 +41,13 @@ static const char help[] =
     "  --momentum X       sgd momentum (default 0)\n"
     "  --weight-decay X   L2 penalty added to the gradient (default 0)\n"
     "  --seed S           initialisation and shuffling seed (default 1)\n"
-    "  --load FILE        start from the weights in a safetensors checkpoint\n"
-    "  --save FILE        write the final weights as safetensors (atomically)\n"
+    "  --load FILE        start from the weights of a safetensors checkpoint (from\n"
+    "                     brigade or PyTorch); optimizer and data order start afresh\n"
+    "  --save FILE        write the training state (weights under PyTorch's names,\n"
+    "                     optimizer state, step, data position) atomically at the end\n"
+    "  --save-every N     ... and every N steps (a crash loses at most N steps)\n"
+    "  --resume FILE      continue the run saved in FILE exactly; --steps and\n"
+    "                     --epochs count from the start of the run\n"
     "  --nan stop|skip    a NaN or Inf in a loss or gradient stops the run (default),\n"
     "                     or skips that optimizer step on every stage and goes on\n"
     "  --nan-limit N      with --nan skip, stop after N skipped steps (default 10)\n"
@@ -70,7 +75,7 @@ static const char help[] =
     "  brigade train examples/fashion_cnn.model --stages 4 --schedule zb-h1 --microbatches 8\n";
 
 typedef struct train_options {
-    const char *model, *data, *load, *save, *metrics, *trace, *timeline;
+    const char *model, *data, *load, *save, *metrics, *trace, *timeline, *resume;
     bg_train_config_t train;
     bg_placement_t placement;
     double lr; /* < 0: the optimizer's default */
@@ -78,9 +83,10 @@ typedef struct train_options {
 
 /* Every option takes a value. */
 static const char *const options_with_value[] = {
-    "--data",     "--epochs",       "--steps",        "--batch", "--optimizer", "--lr",
-    "--momentum", "--weight-decay", "--seed",         "--load",  "--save",      "--metrics",
-    "--trace",    "--timeline",     "--record-steps", "--nan",   "--nan-limit", "--stall-timeout",
+    "--data", "--epochs",    "--steps",         "--batch",      "--optimizer",
+    "--lr",   "--momentum",  "--weight-decay",  "--seed",       "--load",
+    "--save", "--metrics",   "--trace",         "--timeline",   "--record-steps",
+    "--nan",  "--nan-limit", "--stall-timeout", "--save-every", "--resume",
 };
 
 static int is_option(const char *arg) {
@@ -144,6 +150,10 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             o->train.seed = (uint64_t)value;
         } else if (strcmp(arg, "--load") == 0) {
             o->load = v;
+        } else if (strcmp(arg, "--resume") == 0) {
+            o->resume = v;
+        } else if (strcmp(arg, "--save-every") == 0) {
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, INT64_MAX / 2, &o->train.save_every));
         } else if (strcmp(arg, "--save") == 0) {
             o->save = v;
         } else if (strcmp(arg, "--metrics") == 0) {
@@ -168,6 +178,9 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         }
     }
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
+    if (o->load != NULL && o->resume != NULL)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--load and --resume both give the weights; choose one");
     if (o->lr >= 0) bg_optimizer_set_lr(&o->train.optimizer, o->lr);
     return BG_OK;
 }
@@ -272,6 +285,7 @@ int bg_cmd_train(int argc, char **argv) {
     bg_topology_t *topology = NULL;
     bg_train_result_t r = {0};
     bg_timeline_summary_t *summary = NULL;
+    bg_train_state_t resume = {0};
     bg_profile_t *profile = NULL;
     bg_cost_device_t *devices = NULL;
     bg_plan_t *plan = NULL;
@@ -305,6 +319,15 @@ int bg_cmd_train(int argc, char **argv) {
                       fail);
         o.train.initial_params = params;
     }
+    if (o.resume != NULL) {
+        BG_CHECK_GOTO(
+            bg_cli_input_status(bg_train_state_load(o.resume, spec, &o.train.optimizer, &resume)),
+            st, fail);
+        o.train.resume = &resume;
+        fprintf(stderr, "resuming %s at step %lld (epoch %d, sample %lld)\n", o.resume,
+                (long long)resume.step, resume.epoch, (long long)resume.position);
+    }
+    o.train.save_path = o.save;
     fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s\n", o.model,
             o.data, (long long)train->count, (long long)test->count, (long long)o.train.batch,
             bg_optimizer_kind_name(o.train.optimizer.kind));
@@ -359,15 +382,14 @@ int bg_cmd_train(int argc, char **argv) {
             printf("timeline written to %s\n", o.timeline);
         }
     }
-    if (o.save != NULL) {
-        BG_CHECK_GOTO(bg_checkpoint_save(o.save, spec, params, r.steps), st, fail);
-        printf("saved weights to %s\n", o.save);
-    }
+    if (o.save != NULL && r.saved_step > 0)
+        printf("saved the training state at step %lld to %s\n", (long long)r.saved_step, o.save);
     if (o.metrics != NULL) BG_CHECK_GOTO(write_metrics(o.metrics, &o, &r, summary), st, fail);
     goto done;
 fail:
     code = bg_cli_fail("train", st);
 done:
+    bg_train_state_free(&resume);
     bg_timeline_summary_destroy(summary);
     bg_train_result_free(&r);
     bg_plan_destroy(plan);

@@ -1,14 +1,27 @@
+/* Checkpoints: the model's tensors in safetensors files, with CRC-32s of
+ * the header and of every tensor in the metadata (checkpoint.h). The
+ * header checksum sits at a fixed place, the first value of the header, so
+ * that it can cover every other byte of the header, padding included: with
+ * it and the tensor checksums, any change of a single byte is detected. */
 #include "checkpoint.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <zlib.h>
 
 #include "layer.h"
 #include "safetensors.h"
 
 enum { NAME_CAPACITY = 32 };
+enum { CRC_DIGITS = 8 };
+
+static const char crc_placeholder[] = "00000000";
 
 /* One parameter tensor of the model: its name, shape and offset in the flat
  * parameter vector. */
@@ -53,12 +66,317 @@ static int list_tensors(const bg_model_spec_t *spec, tensor_slot_t *slots) {
     return n;
 }
 
+static bg_status_t slots_create(const bg_model_spec_t *spec, tensor_slot_t **slots, int *count);
+
+bg_status_t bg_checkpoint_model_tensors(const bg_model_spec_t *spec, bg_checkpoint_tensor_t **out,
+                                        int *count) {
+    tensor_slot_t *slots = NULL;
+    int n = 0;
+    BG_CHECK(slots_create(spec, &slots, &n));
+    bg_checkpoint_tensor_t *list = calloc((size_t)n + 1, sizeof *list);
+    if (list == NULL) {
+        free(slots);
+        return bg_error_set(BG_ERR_NOMEM, "checkpoint: out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        memcpy(list[i].name, slots[i].name, sizeof list[i].name);
+        list[i].ndim = slots[i].ndim;
+        memcpy(list[i].shape, slots[i].shape, sizeof list[i].shape);
+        list[i].offset = slots[i].offset;
+        list[i].count = slots[i].count;
+    }
+    free(slots);
+    *out = list;
+    *count = n;
+    return BG_OK;
+}
+
 static bg_status_t slots_create(const bg_model_spec_t *spec, tensor_slot_t **slots, int *count) {
     *slots = calloc((size_t)spec->num_layers * 2 + 1, sizeof **slots);
     if (*slots == NULL) return bg_error_set(BG_ERR_NOMEM, "checkpoint: out of memory");
     *count = list_tensors(spec, *slots);
     return BG_OK;
 }
+
+/* ---- checksums ---- */
+
+/* zlib's crc32 takes an unsigned length: large tensors go in pieces. */
+static uint32_t crc32_update(uint32_t crc, const uint8_t *bytes, uint64_t size) {
+    while (size > 0) {
+        uInt piece = size > (1u << 30) ? (1u << 30) : (uInt)size;
+        crc = (uint32_t)crc32(crc, bytes, piece);
+        bytes += piece;
+        size -= piece;
+    }
+    return crc;
+}
+
+static bool host_is_little_endian(void) {
+    const uint16_t probe = 1;
+    uint8_t first;
+    memcpy(&first, &probe, 1);
+    return first == 1;
+}
+
+/* CRC-32 of the bytes the file holds for `data`: little-endian floats. */
+static uint32_t crc32_floats(const float *data, uint64_t size) {
+    uint32_t crc = (uint32_t)crc32(0, Z_NULL, 0);
+    if (host_is_little_endian()) return crc32_update(crc, (const uint8_t *)data, size);
+    uint8_t chunk[4096];
+    const uint8_t *src = (const uint8_t *)data;
+    while (size > 0) {
+        size_t n = size < sizeof chunk ? (size_t)size : sizeof chunk;
+        for (size_t i = 0; i < n; i += 4)
+            for (size_t k = 0; k < 4; k++) chunk[i + k] = src[i + 3 - k];
+        crc = crc32_update(crc, chunk, n);
+        src += n;
+        size -= n;
+    }
+    return crc;
+}
+
+/* Exactly 8 lowercase hex digits, as the writer prints them. */
+static bool crc_parse(const char *text, uint32_t *value) {
+    uint32_t v = 0;
+    for (int i = 0; i < CRC_DIGITS; i++) {
+        char c = text[i];
+        int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (digit < 0) return false;
+        v = v << 4 | (uint32_t)digit;
+    }
+    if (text[CRC_DIGITS] != '\0' && text[CRC_DIGITS] != '"') return false;
+    *value = v;
+    return true;
+}
+
+static bool has_prefix(const char *text, const char *prefix) {
+    return strncmp(text, prefix, strlen(prefix)) == 0;
+}
+
+/* The header checksum: CRC-32 of header[0, size) with the 8 digits at
+ * `digits` read as zeros. */
+static uint32_t header_crc(const uint8_t *header, size_t size, size_t digits) {
+    uint32_t crc = (uint32_t)crc32(0, Z_NULL, 0);
+    crc = crc32_update(crc, header, digits);
+    crc = crc32_update(crc, (const uint8_t *)crc_placeholder, CRC_DIGITS);
+    return crc32_update(crc, header + digits + CRC_DIGITS, size - digits - CRC_DIGITS);
+}
+
+/* Where the header checksum's digits sit in a file brigade wrote. */
+static size_t header_crc_offset(void) { return 8 + strlen(BG_CHECKPOINT_HEADER_START); }
+
+bg_status_t bg_checkpoint_save_tensors(const char *path, const bg_safetensors_tensor_t *tensors,
+                                       int count, const char *const *metadata_keys,
+                                       const char *const *metadata_values, int metadata_count) {
+    if (!path || path[0] == '\0' || count < 0 || (count > 0 && !tensors) || metadata_count < 0 ||
+        (metadata_count > 0 && (!metadata_keys || !metadata_values)) ||
+        count > INT_MAX - 1 - metadata_count)
+        return bg_error_set(BG_ERR_INVALID, "%s: bg_checkpoint_save_tensors: invalid arguments",
+                            path ? path : "(null)");
+    for (int i = 0; i < metadata_count; i++) {
+        const char *key = metadata_keys[i];
+        if (key && (strcmp(key, BG_CHECKPOINT_HEADER_CRC_KEY) == 0 ||
+                    has_prefix(key, BG_CHECKPOINT_TENSOR_CRC_KEY)))
+            return bg_error_set(BG_ERR_INVALID, "%s: metadata key '%s' is reserved for checksums",
+                                path, key);
+    }
+    for (int i = 0; i < count; i++)
+        if (!tensors[i].name)
+            return bg_error_set(BG_ERR_INVALID, "%s: tensor %d has no name", path, i);
+
+    bg_status_t st = BG_OK;
+    int total = 1 + metadata_count + count;
+    const char **keys = calloc((size_t)total, sizeof *keys);
+    const char **values = calloc((size_t)total, sizeof *values);
+    char **crc_keys = calloc((size_t)count + 1, sizeof *crc_keys);
+    char(*digits)[CRC_DIGITS + 1] = calloc((size_t)count + 1, sizeof *digits);
+    uint8_t *header = NULL;
+    size_t header_size = 0;
+    BG_ALLOC_CHECK_GOTO(keys, st, done);
+    BG_ALLOC_CHECK_GOTO(values, st, done);
+    BG_ALLOC_CHECK_GOTO(crc_keys, st, done);
+    BG_ALLOC_CHECK_GOTO(digits, st, done);
+    /* The header checksum first: it must open the header (checkpoint.h). */
+    keys[0] = BG_CHECKPOINT_HEADER_CRC_KEY;
+    values[0] = crc_placeholder;
+    for (int i = 0; i < metadata_count; i++) {
+        keys[1 + i] = metadata_keys[i];
+        values[1 + i] = metadata_values[i];
+    }
+    for (int i = 0; i < count; i++) {
+        size_t len = strlen(BG_CHECKPOINT_TENSOR_CRC_KEY) + strlen(tensors[i].name) + 1;
+        crc_keys[i] = malloc(len);
+        BG_ALLOC_CHECK_GOTO(crc_keys[i], st, done);
+        snprintf(crc_keys[i], len, "%s%s", BG_CHECKPOINT_TENSOR_CRC_KEY, tensors[i].name);
+        keys[1 + metadata_count + i] = crc_keys[i];
+        values[1 + metadata_count + i] = crc_placeholder;
+    }
+    /* A first encoding checks every argument (names, shapes, data, UTF-8)
+     * before the data is read for its checksums. */
+    BG_CHECK_GOTO(bg_safetensors_header_encode(path, tensors, count, keys, values, total, &header,
+                                               &header_size),
+                  st, done);
+    free(header);
+    header = NULL;
+    for (int i = 0; i < count; i++) {
+        uint64_t size = sizeof(float);
+        for (int d = 0; d < tensors[i].ndim; d++) size *= (uint64_t)tensors[i].shape[d];
+        snprintf(digits[i], sizeof digits[i], "%08" PRIx32,
+                 size ? crc32_floats(tensors[i].data, size) : (uint32_t)crc32(0, Z_NULL, 0));
+        values[1 + metadata_count + i] = digits[i];
+    }
+    BG_CHECK_GOTO(bg_safetensors_header_encode(path, tensors, count, keys, values, total, &header,
+                                               &header_size),
+                  st, done);
+    size_t at = header_crc_offset();
+    if (header_size < at + CRC_DIGITS ||
+        memcmp(header + 8, BG_CHECKPOINT_HEADER_START, at - 8) != 0) {
+        st = bg_error_set(BG_ERR_INTERNAL, "%s: the encoded header does not start with %s", path,
+                          BG_CHECKPOINT_HEADER_START);
+        goto done;
+    }
+    char crc_text[CRC_DIGITS + 1];
+    snprintf(crc_text, sizeof crc_text, "%08" PRIx32, header_crc(header, header_size, at));
+    memcpy(header + at, crc_text, CRC_DIGITS);
+    st = bg_safetensors_write_encoded(path, header, header_size, tensors, count);
+
+done:
+    free(header);
+    if (crc_keys)
+        for (int i = 0; i < count; i++) free(crc_keys[i]);
+    free(crc_keys);
+    free(digits);
+    free(values);
+    free(keys);
+    return st;
+}
+
+/* A tensor checksum from the metadata: the tensor's name and the value. */
+typedef struct named_crc {
+    const char *name;
+    const char *text;
+} named_crc_t;
+
+static int named_crc_compare(const void *a, const void *b) {
+    return strcmp(((const named_crc_t *)a)->name, ((const named_crc_t *)b)->name);
+}
+
+static bg_status_t header_verify(const char *name, const bg_safetensors_t *file) {
+    const char *value = bg_safetensors_metadata(file, BG_CHECKPOINT_HEADER_CRC_KEY);
+    if (!value)
+        return bg_error_set(
+            BG_ERR_PARSE,
+            "%s: brigade checkpoint without a header checksum "
+            "(" BG_CHECKPOINT_HEADER_CRC_KEY "): corrupt, written before brigade "
+            "had checksums, or rewritten by a tool that kept the brigade.* metadata",
+            name);
+    size_t at = header_crc_offset();
+    uint32_t expected;
+    if (!file->header || file->header_size < at + CRC_DIGITS + 1 ||
+        memcmp(file->header + 8, BG_CHECKPOINT_HEADER_START, at - 8) != 0 ||
+        !crc_parse((const char *)file->header + at, &expected) ||
+        strncmp(value, (const char *)file->header + at, CRC_DIGITS) != 0 ||
+        value[CRC_DIGITS] != '\0')
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: header is corrupt: a brigade checkpoint starts with "
+                            "%sXXXXXXXX\" (8 lowercase hex digits)",
+                            name, BG_CHECKPOINT_HEADER_START);
+    uint32_t actual = header_crc(file->header, (size_t)file->header_size, at);
+    if (actual != expected)
+        return bg_error_set(
+            BG_ERR_PARSE, "%s: header is corrupt (checksum %08" PRIx32 ", expected %08" PRIx32 ")",
+            name, actual, expected);
+    return BG_OK;
+}
+
+static int entry_pointer_compare(const void *a, const void *b) {
+    return strcmp((*(const bg_safetensors_entry_t *const *)a)->name,
+                  (*(const bg_safetensors_entry_t *const *)b)->name);
+}
+
+/* Every tensor has a checksum and every checksum a tensor; both lists go
+ * in name order, so this is O(n log n) for files with many tensors. */
+static bg_status_t tensors_verify(const char *name, const bg_safetensors_t *file) {
+    bg_status_t st = BG_OK;
+    size_t prefix_len = strlen(BG_CHECKPOINT_TENSOR_CRC_KEY);
+    int crc_count = 0;
+    named_crc_t *crcs = calloc((size_t)file->metadata_count + 1, sizeof *crcs);
+    const bg_safetensors_entry_t **entries = calloc((size_t)file->count + 1, sizeof *entries);
+    BG_ALLOC_CHECK_GOTO(crcs, st, done);
+    BG_ALLOC_CHECK_GOTO(entries, st, done);
+    for (int i = 0; i < file->metadata_count; i++) {
+        if (!has_prefix(file->metadata_keys[i], BG_CHECKPOINT_TENSOR_CRC_KEY)) continue;
+        crcs[crc_count].name = file->metadata_keys[i] + prefix_len;
+        crcs[crc_count].text = file->metadata_values[i];
+        crc_count++;
+    }
+    for (int i = 0; i < file->count; i++) entries[i] = &file->entries[i];
+    qsort(crcs, (size_t)crc_count, sizeof *crcs, named_crc_compare);
+    qsort(entries, (size_t)file->count, sizeof *entries, entry_pointer_compare);
+    int c = 0;
+    for (int i = 0; i < file->count; i++) {
+        const bg_safetensors_entry_t *e = entries[i];
+        if (c < crc_count && strcmp(crcs[c].name, e->name) < 0) break; /* orphan, below */
+        if (c == crc_count || strcmp(crcs[c].name, e->name) != 0) {
+            st = bg_error_set(BG_ERR_PARSE,
+                              "%s: tensor '%s' has no checksum (" BG_CHECKPOINT_TENSOR_CRC_KEY
+                              "%s) in a brigade checkpoint",
+                              name, e->name, e->name);
+            goto done;
+        }
+        uint32_t expected;
+        if (strlen(crcs[c].text) != CRC_DIGITS || !crc_parse(crcs[c].text, &expected)) {
+            st = bg_error_set(BG_ERR_PARSE,
+                              "%s: tensor '%s': checksum '%s' is not 8 lowercase hex digits", name,
+                              e->name, crcs[c].text);
+            goto done;
+        }
+        uint32_t actual =
+            crc32_update((uint32_t)crc32(0, Z_NULL, 0), file->data + e->begin, e->end - e->begin);
+        if (actual != expected) {
+            st = bg_error_set(BG_ERR_PARSE,
+                              "%s: tensor '%s' is corrupt (checksum %08" PRIx32
+                              ", expected %08" PRIx32 ")",
+                              name, e->name, actual, expected);
+            goto done;
+        }
+        c++;
+    }
+    if (c < crc_count)
+        st =
+            bg_error_set(BG_ERR_PARSE, "%s: checksum for tensor '%s', which the file does not hold",
+                         name, crcs[c].name);
+done:
+    free(entries);
+    free(crcs);
+    return st;
+}
+
+bg_status_t bg_checkpoint_verify(const char *name, const bg_safetensors_t *file) {
+    if (!file) return bg_error_set(BG_ERR_INVALID, "bg_checkpoint_verify: NULL file");
+    if (!name) name = "<memory>";
+    bool brigade = false;
+    for (int i = 0; i < file->metadata_count && !brigade; i++)
+        brigade = has_prefix(file->metadata_keys[i], BG_CHECKPOINT_METADATA_PREFIX);
+    if (!brigade) return BG_OK;
+    BG_CHECK(header_verify(name, file));
+    return tensors_verify(name, file);
+}
+
+bg_status_t bg_checkpoint_read(const char *path, bg_safetensors_t **out) {
+    if (!path || !out) return bg_error_set(BG_ERR_INVALID, "bg_checkpoint_read: NULL argument");
+    bg_safetensors_t *file = NULL;
+    BG_CHECK(bg_safetensors_load(path, &file));
+    bg_status_t st = bg_checkpoint_verify(path, file);
+    if (st != BG_OK) {
+        bg_safetensors_destroy(file);
+        return st;
+    }
+    *out = file;
+    return BG_OK;
+}
+
+/* ---- the model's parameters ---- */
 
 bg_status_t bg_checkpoint_save(const char *path, const bg_model_spec_t *spec, const float *params,
                                int64_t step) {
@@ -81,7 +399,7 @@ bg_status_t bg_checkpoint_save(const char *path, const bg_model_spec_t *spec, co
     snprintf(steps, sizeof steps, "%" PRId64, step);
     const char *keys[] = {"format", "brigade.model", "brigade.step"};
     const char *values[] = {"pt", fingerprint, steps};
-    bg_status_t st = bg_safetensors_write(path, tensors, count, keys, values, 3);
+    bg_status_t st = bg_checkpoint_save_tensors(path, tensors, count, keys, values, 3);
     free(tensors);
     free(slots);
     return st;
@@ -108,13 +426,21 @@ static bg_status_t check_entry(const char *path, const bg_safetensors_entry_t *e
     return BG_OK;
 }
 
-bg_status_t bg_checkpoint_load(const char *path, const bg_model_spec_t *spec, float *params,
-                               int64_t *step) {
-    bg_safetensors_t *st_file = NULL;
+/* Copies the model's tensors out of a verified file. */
+static int slot_pointer_compare(const void *a, const void *b) {
+    return strcmp((*(const tensor_slot_t *const *)a)->name,
+                  (*(const tensor_slot_t *const *)b)->name);
+}
+
+/* Copies the model's tensors out of a verified file. Lookups go through
+ * name-sorted arrays: a model may have 200,000 tensors. */
+static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file,
+                               const bg_model_spec_t *spec, float *params, int64_t *step) {
     tensor_slot_t *slots = NULL;
+    const bg_safetensors_entry_t **entries = NULL;
+    const tensor_slot_t **sorted_slots = NULL;
     int count = 0;
     bg_status_t st;
-    BG_CHECK_GOTO(bg_safetensors_load(path, &st_file), st, done);
     BG_CHECK_GOTO(slots_create(spec, &slots, &count), st, done);
     const char *fingerprint = bg_safetensors_metadata(st_file, "brigade.model");
     if (fingerprint != NULL) {
@@ -128,21 +454,39 @@ bg_status_t bg_checkpoint_load(const char *path, const bg_model_spec_t *spec, fl
             goto done;
         }
     }
+    entries = calloc((size_t)st_file->count + 1, sizeof *entries);
+    sorted_slots = calloc((size_t)count + 1, sizeof *sorted_slots);
+    BG_ALLOC_CHECK_GOTO(entries, st, done);
+    BG_ALLOC_CHECK_GOTO(sorted_slots, st, done);
+    for (int k = 0; k < st_file->count; k++) entries[k] = &st_file->entries[k];
+    qsort(entries, (size_t)st_file->count, sizeof *entries, entry_pointer_compare);
     for (int i = 0; i < count; i++) {
-        const bg_safetensors_entry_t *e = bg_safetensors_find(st_file, slots[i].name);
-        if (e == NULL) {
+        bg_safetensors_entry_t key_entry = {.name = slots[i].name};
+        const bg_safetensors_entry_t *key = &key_entry;
+        const bg_safetensors_entry_t **found =
+            bsearch(&key, entries, (size_t)st_file->count, sizeof *entries, entry_pointer_compare);
+        if (found == NULL) {
             st = bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' is missing", path, slots[i].name);
             goto done;
         }
-        BG_CHECK_GOTO(check_entry(path, e, &slots[i]), st, done);
-        memcpy(params + slots[i].offset, st_file->data + e->begin,
+        BG_CHECK_GOTO(check_entry(path, *found, &slots[i]), st, done);
+        memcpy(params + slots[i].offset, st_file->data + (*found)->begin,
                sizeof(float) * (size_t)slots[i].count);
     }
+    /* Names are unique on both sides, so equal counts mean equal sets. */
     if (st_file->count != count) {
+        for (int i = 0; i < count; i++) sorted_slots[i] = &slots[i];
+        qsort(sorted_slots, (size_t)count, sizeof *sorted_slots, slot_pointer_compare);
         for (int k = 0; k < st_file->count; k++) {
-            int known = 0;
-            for (int i = 0; i < count && !known; i++)
-                known = strcmp(st_file->entries[k].name, slots[i].name) == 0;
+            tensor_slot_t key_slot;
+            snprintf(key_slot.name, sizeof key_slot.name, "%s", st_file->entries[k].name);
+            const tensor_slot_t *key = &key_slot;
+            /* A training-state checkpoint also holds the optimizer's state
+             * (scheduler/train_state.h); loading weights leaves it aside. */
+            bool known = strncmp(st_file->entries[k].name, "optimizer.", 10) == 0 ||
+                         (strlen(st_file->entries[k].name) < sizeof key_slot.name &&
+                          bsearch(&key, sorted_slots, (size_t)count, sizeof *sorted_slots,
+                                  slot_pointer_compare) != NULL);
             if (!known) {
                 st = bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' is not part of this model", path,
                                   st_file->entries[k].name);
@@ -155,8 +499,9 @@ bg_status_t bg_checkpoint_load(const char *path, const bg_model_spec_t *spec, fl
         *step = 0;
         if (text != NULL) {
             char *end = NULL;
+            errno = 0;
             long long value = strtoll(text, &end, 10);
-            if (text[0] == '\0' || *end != '\0' || value < 0) {
+            if (text[0] == '\0' || *end != '\0' || value < 0 || errno == ERANGE) {
                 st = bg_error_set(BG_ERR_PARSE, "%s: brigade.step is '%s', not a step count", path,
                                   text);
                 goto done;
@@ -166,7 +511,32 @@ bg_status_t bg_checkpoint_load(const char *path, const bg_model_spec_t *spec, fl
     }
     st = BG_OK;
 done:
+    free(sorted_slots);
+    free(entries);
     free(slots);
-    bg_safetensors_destroy(st_file);
+    return st;
+}
+
+bg_status_t bg_checkpoint_load(const char *path, const bg_model_spec_t *spec, float *params,
+                               int64_t *step) {
+    if (!path || !spec || (!params && spec->total_params > 0))
+        return bg_error_set(BG_ERR_INVALID, "bg_checkpoint_load: NULL argument");
+    bg_safetensors_t *file = NULL;
+    BG_CHECK(bg_checkpoint_read(path, &file));
+    bg_status_t st = params_take(path, file, spec, params, step);
+    bg_safetensors_destroy(file);
+    return st;
+}
+
+bg_status_t bg_checkpoint_parse(const char *name, const uint8_t *bytes, size_t size,
+                                const bg_model_spec_t *spec, float *params, int64_t *step) {
+    if (!name) name = "<memory>";
+    if (!spec || (!params && spec->total_params > 0))
+        return bg_error_set(BG_ERR_INVALID, "%s: bg_checkpoint_parse: NULL argument", name);
+    bg_safetensors_t *file = NULL;
+    BG_CHECK(bg_safetensors_parse(name, bytes, size, &file));
+    bg_status_t st = bg_checkpoint_verify(name, file);
+    if (st == BG_OK) st = params_take(name, file, spec, params, step);
+    bg_safetensors_destroy(file);
     return st;
 }

@@ -1,13 +1,14 @@
 /* safetensors reader and atomic F32 writer. The header is untrusted input
  * (checkpoints are downloaded and shared), so every field is validated before
  * any offset is used, and the data must be tiled exactly by the tensors. */
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L /* mkstemp, fsync, strdup, O_CLOEXEC */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* mkostemp, flock; also fsync, strdup, O_CLOEXEC */
 #endif
 
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -400,15 +402,20 @@ bg_status_t bg_safetensors_parse(const char *name, const uint8_t *bytes, size_t 
     BG_CHECK(file_size_check(name, size));
     BG_CHECK(header_length_check(name, bytes, size, &header_len));
 
-    char *header = malloc(header_len + 1);
+    /* The length prefix, the header text and a NUL for cJSON (header_parse). */
+    uint8_t *header = malloc(8 + header_len + 1);
     if (!header) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory for the header", name);
-    memcpy(header, bytes + 8, header_len);
-    header[header_len] = '\0';
+    memcpy(header, bytes, 8 + header_len);
+    header[8 + header_len] = '\0';
     uint64_t data_size = size - 8 - header_len;
     bg_safetensors_t *st = NULL;
-    bg_status_t status = header_parse(name, header, header_len, data_size, &st);
-    free(header);
-    if (status != BG_OK) return status;
+    bg_status_t status = header_parse(name, (const char *)header + 8, header_len, data_size, &st);
+    if (status != BG_OK) {
+        free(header);
+        return status;
+    }
+    st->header = header;
+    st->header_size = 8 + header_len;
 
     st->data = malloc(data_size ? data_size : 1);
     if (!st->data) {
@@ -445,7 +452,7 @@ static bg_status_t read_error(const char *path, int result) {
 bg_status_t bg_safetensors_load(const char *path, bg_safetensors_t **out) {
     if (!path || !out) return bg_error_set(BG_ERR_INVALID, "bg_safetensors_load: NULL argument");
     bg_status_t status = BG_OK;
-    char *header = NULL;
+    uint8_t *header = NULL;
     bg_safetensors_t *st = NULL;
     int result;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -473,14 +480,19 @@ bg_status_t bg_safetensors_load(const char *path, bg_safetensors_t **out) {
         goto cleanup;
     }
 
-    header = malloc(header_len + 1);
+    header = malloc(8 + header_len + 1);
     BG_ALLOC_CHECK_GOTO(header, status, cleanup);
-    if ((result = read_exact(fd, header, header_len)) != 0) {
+    memcpy(header, prefix, sizeof prefix);
+    if ((result = read_exact(fd, header + 8, header_len)) != 0) {
         status = read_error(path, result);
         goto cleanup;
     }
-    header[header_len] = '\0';
-    BG_CHECK_GOTO(header_parse(path, header, header_len, data_size, &st), status, cleanup);
+    header[8 + header_len] = '\0';
+    BG_CHECK_GOTO(header_parse(path, (const char *)header + 8, header_len, data_size, &st), status,
+                  cleanup);
+    st->header = header;
+    st->header_size = 8 + header_len;
+    header = NULL;
 
     /* Reading the data straight into its owned buffer avoids holding a
      * multi-gigabyte checkpoint twice. */
@@ -526,6 +538,7 @@ void bg_safetensors_destroy(bg_safetensors_t *st) {
     free(st->metadata_keys);
     free(st->metadata_values);
     free(st->data);
+    free(st->header);
     free(st);
 }
 
@@ -615,12 +628,13 @@ static bool json_array_add_integer(cJSON *array, uint64_t value) {
     return true;
 }
 
-/* The JSON header padded with spaces so that 8 + length is a multiple of 8,
- * which keeps the data aligned for readers that map the file. */
+/* The 8-byte length and the JSON header padded with spaces so that 8 +
+ * length is a multiple of 8, which keeps the data aligned for readers that
+ * map the file. */
 static bg_status_t header_build(const char *path, const bg_safetensors_tensor_t *tensors, int count,
                                 const uint64_t *bytes, const char *const *keys,
-                                const char *const *values, int metadata_count, char **out,
-                                size_t *out_len) {
+                                const char *const *values, int metadata_count, uint8_t **out,
+                                size_t *out_size) {
     bg_status_t status = BG_OK;
     char *text = NULL;
     cJSON *root = cJSON_CreateObject();
@@ -652,12 +666,13 @@ static bg_status_t header_build(const char *path, const bg_safetensors_tensor_t 
     BG_ALLOC_CHECK_GOTO(text, status, cleanup);
     size_t len = strlen(text);
     size_t padded = len + (8 - len % 8) % 8;
-    char *header = malloc(padded);
+    uint8_t *header = malloc(8 + padded);
     BG_ALLOC_CHECK_GOTO(header, status, cleanup);
-    memcpy(header, text, len);
-    memset(header + len, ' ', padded - len);
+    for (int i = 0; i < 8; i++) header[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+    memcpy(header + 8, text, len);
+    memset(header + 8 + len, ' ', padded - len);
     *out = header;
-    *out_len = padded;
+    *out_size = 8 + padded;
     goto cleanup;
 
 nomem:
@@ -739,34 +754,123 @@ static bg_status_t io_error(const char *path, const char *call, int error) {
     return bg_error_set(BG_ERR_IO, "cannot write '%s': %s: %s", path, call, strerror(error));
 }
 
-static bg_status_t file_write_atomic(const char *path, const char *header, size_t header_len,
+enum { TEMP_RANDOM_CHARS = 6 }; /* the XXXXXX of mkostemp */
+static const char temp_infix[] = ".tmp.";
+
+/* Creates and locks "PATH.tmp.XXXXXX" in `temp` (path_len + sizeof
+ * temp_infix + TEMP_RANDOM_CHARS bytes). The lock tells temp_files_remove_stale
+ * in other processes that the file is alive; a cleaner that locked the new
+ * file before us has unlinked it, which we see as no links, and try again. */
+static int temp_create(const char *path, char *temp) {
+    size_t path_len = strlen(path);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        memcpy(temp, path, path_len);
+        memcpy(temp + path_len, temp_infix, sizeof temp_infix - 1);
+        memset(temp + path_len + sizeof temp_infix - 1, 'X', TEMP_RANDOM_CHARS);
+        temp[path_len + sizeof temp_infix - 1 + TEMP_RANDOM_CHARS] = '\0';
+        int fd = mkostemp(temp, O_CLOEXEC);
+        if (fd < 0) return -1;
+        int locked;
+        while ((locked = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+        }
+        /* Without working locks (some network file systems) the file stays
+         * unlocked; cleaners then never take it, so writing on is safe. */
+        if (locked != 0) return fd;
+        struct stat info;
+        if (fstat(fd, &info) != 0) {
+            int error = errno;
+            close(fd);
+            unlink(temp);
+            errno = error;
+            return -1;
+        }
+        if (info.st_nlink > 0) return fd;
+        close(fd);
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+/* True when `name` is base + ".tmp." + 6 letters or digits, mkostemp's form. */
+static bool temp_name_matches(const char *name, const char *base, size_t base_len) {
+    size_t infix_len = sizeof temp_infix - 1;
+    if (strlen(name) != base_len + infix_len + TEMP_RANDOM_CHARS) return false;
+    if (memcmp(name, base, base_len) != 0 || memcmp(name + base_len, temp_infix, infix_len) != 0)
+        return false;
+    for (const char *p = name + base_len + infix_len; *p; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')))
+            return false;
+    }
+    return true;
+}
+
+/* Removes the temporary files of writers of `path` that died mid-write (a
+ * kill, a crash, a power cut): those nobody holds a lock on. A live writer
+ * holds its lock from creation to rename, so its file is never taken; the
+ * name is checked to still be the locked inode before it is unlinked.
+ * Best effort: a failure here leaves files behind, never fails a write. */
+static void temp_files_remove_stale(const char *path) {
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0; /* with the slash */
+    size_t base_len = strlen(base);
+    char *candidate = malloc(dir_len + base_len + sizeof temp_infix + TEMP_RANDOM_CHARS);
+    if (!candidate) return;
+    memcpy(candidate, path, dir_len);
+    char *dir_name = NULL;
+    if (slash) {
+        dir_name = malloc(dir_len + 1);
+        if (!dir_name) {
+            free(candidate);
+            return;
+        }
+        memcpy(dir_name, path, dir_len);
+        dir_name[dir_len] = '\0';
+    }
+    DIR *dir = opendir(dir_name ? dir_name : ".");
+    for (struct dirent *e; dir && (e = readdir(dir)) != NULL;) {
+        if (!temp_name_matches(e->d_name, base, base_len)) continue;
+        strcpy(candidate + dir_len, e->d_name);
+        /* O_NONBLOCK: a FIFO of that name must not hang the writer. */
+        int fd = open(candidate, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) continue;
+        struct stat held, named;
+        if (fstat(fd, &held) == 0 && S_ISREG(held.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+            lstat(candidate, &named) == 0 && named.st_dev == held.st_dev &&
+            named.st_ino == held.st_ino)
+            unlink(candidate);
+        close(fd);
+    }
+    if (dir) closedir(dir);
+    free(dir_name);
+    free(candidate);
+}
+
+static bg_status_t file_write_atomic(const char *path, const uint8_t *header, size_t header_size,
                                      const bg_safetensors_tensor_t *tensors, int count,
                                      const uint64_t *bytes) {
-    static const char suffix[] = ".tmp.XXXXXX";
     bg_status_t status = BG_OK;
     size_t path_len = strlen(path);
-    char *temp = malloc(path_len + sizeof suffix);
+    char *temp = malloc(path_len + sizeof temp_infix + TEMP_RANDOM_CHARS);
     if (!temp) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);
-    memcpy(temp, path, path_len);
-    memcpy(temp + path_len, suffix, sizeof suffix);
 
-    int fd = mkstemp(temp);
+    int lock_fd = -1;
+    int fd = temp_create(path, temp);
     if (fd < 0) {
-        status = io_error(path, "mkstemp", errno);
+        status = io_error(path, "mkostemp", errno);
         free(temp);
         return status;
     }
     bool temp_exists = true;
-    /* mkstemp creates 0600; checkpoints are meant to be shared like any
+    /* mkostemp creates 0600; checkpoints are meant to be shared like any
      * file the user writes. The umask cannot be read without changing it,
      * which would race with other threads. */
     if (fchmod(fd, 0644) != 0) {
         status = io_error(path, "fchmod", errno);
         goto cleanup;
     }
-    uint8_t prefix[8];
-    for (int i = 0; i < 8; i++) prefix[i] = (uint8_t)((uint64_t)header_len >> (8 * i));
-    if (write_all(fd, prefix, sizeof prefix) != 0 || write_all(fd, header, header_len) != 0) {
+    if (write_all(fd, header, header_size) != 0) {
         status = io_error(path, "write", errno);
         goto cleanup;
     }
@@ -780,6 +884,14 @@ static bg_status_t file_write_atomic(const char *path, const char *header, size_
         status = io_error(path, "fsync", errno);
         goto cleanup;
     }
+    /* A second descriptor keeps the lock until after the rename: a cleaner
+     * must not take the file while it has its temporary name, and closing
+     * the first still reports late write errors (NFS) before the rename. */
+    lock_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (lock_fd < 0) {
+        status = io_error(path, "fcntl", errno);
+        goto cleanup;
+    }
     int closed = close(fd);
     fd = -1;
     if (closed != 0) {
@@ -791,43 +903,160 @@ static bg_status_t file_write_atomic(const char *path, const char *header, size_
         goto cleanup;
     }
     temp_exists = false;
+    close(lock_fd);
+    lock_fd = -1;
     status = directory_sync(path);
+    if (status == BG_OK) temp_files_remove_stale(path);
 
 cleanup:
-    if (fd >= 0) close(fd);
     if (temp_exists) unlink(temp);
+    if (fd >= 0) close(fd);
+    if (lock_fd >= 0) close(lock_fd);
     free(temp);
+    return status;
+}
+
+/* Everything bg_safetensors_write refuses before it builds a header; fills
+ * bytes[i] with the size of tensor i. */
+static bg_status_t write_arguments_check(const char *name, const bg_safetensors_tensor_t *tensors,
+                                         int count, const char *const *metadata_keys,
+                                         const char *const *metadata_values, int metadata_count,
+                                         uint64_t *bytes) {
+    BG_CHECK(tensors_check(name, tensors, count, bytes));
+    const char **names = malloc((count > 0 ? (size_t)count : 1) * sizeof *names);
+    if (!names) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", name);
+    for (int i = 0; i < count; i++) names[i] = tensors[i].name;
+    bg_status_t status = names_check_unique(name, "tensor name", names, count);
+    free(names);
+    if (status != BG_OK) return status;
+    return metadata_check(name, metadata_keys, metadata_values, metadata_count);
+}
+
+static bool write_arguments_valid(const char *path, int count, const void *tensors,
+                                  int metadata_count, const void *keys, const void *values) {
+    return path && path[0] != '\0' && count >= 0 && (count == 0 || tensors) &&
+           metadata_count >= 0 && (metadata_count == 0 || (keys && values));
+}
+
+bg_status_t bg_safetensors_header_encode(const char *name, const bg_safetensors_tensor_t *tensors,
+                                         int count, const char *const *metadata_keys,
+                                         const char *const *metadata_values, int metadata_count,
+                                         uint8_t **out, size_t *out_size) {
+    if (!write_arguments_valid(name, count, tensors, metadata_count, metadata_keys,
+                               metadata_values) ||
+        !out || !out_size)
+        return bg_error_set(BG_ERR_INVALID, "%s: bg_safetensors_header_encode: invalid arguments",
+                            name ? name : "(null)");
+    uint64_t *bytes = malloc((count > 0 ? (size_t)count : 1) * sizeof *bytes);
+    if (!bytes) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", name);
+    bg_status_t status = write_arguments_check(name, tensors, count, metadata_keys, metadata_values,
+                                               metadata_count, bytes);
+    if (status == BG_OK)
+        status = header_build(name, tensors, count, bytes, metadata_keys, metadata_values,
+                              metadata_count, out, out_size);
+    free(bytes);
+    return status;
+}
+
+/* A tensor to write with its place in the data and in the caller's list. */
+typedef struct laid_out {
+    bg_safetensors_entry_t entry;
+    int index;
+} laid_out_t;
+
+static int laid_out_compare(const void *a, const void *b) {
+    return entry_compare(&((const laid_out_t *)a)->entry, &((const laid_out_t *)b)->entry);
+}
+
+/* Checks that `header` parses and lays out exactly `tensors`, so the data
+ * lands where the header says. */
+static bg_status_t encoded_header_check(const char *path, const uint8_t *header, size_t header_size,
+                                        const bg_safetensors_tensor_t *tensors, int count,
+                                        const uint64_t *bytes) {
+    uint64_t data_size = 0;
+    for (int i = 0; i < count; i++) data_size += bytes[i];
+    if (header_size < 8 || le64_decode(header) != header_size - 8 ||
+        header_size - 8 > BG_SAFETENSORS_MAX_HEADER)
+        return bg_error_set(BG_ERR_INVALID, "%s: header to write: bad length prefix", path);
+    char *text = malloc(header_size - 8 + 1);
+    if (!text) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);
+    memcpy(text, header + 8, header_size - 8);
+    text[header_size - 8] = '\0';
+    bg_safetensors_t *st = NULL;
+    laid_out_t *expected = NULL;
+    bg_status_t status = header_parse(path, text, header_size - 8, data_size, &st);
+    free(text);
+    if (status != BG_OK) return bg_error_prefix(BG_ERR_INVALID, "header to write does not parse: ");
+    expected = calloc(count > 0 ? (size_t)count : 1, sizeof *expected);
+    if (!expected) {
+        status = bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);
+        goto cleanup;
+    }
+    uint64_t offset = 0;
+    for (int i = 0; i < count; i++) {
+        expected[i].entry.name = (char *)tensors[i].name;
+        expected[i].entry.begin = offset;
+        expected[i].entry.end = offset += bytes[i];
+        expected[i].index = i;
+    }
+    /* Both lists in the parser's order, so they must agree entry by entry. */
+    qsort(expected, (size_t)count, sizeof *expected, laid_out_compare);
+    bool same = st->count == count;
+    for (int i = 0; same && i < count; i++) {
+        const bg_safetensors_entry_t *e = &st->entries[i], *want = &expected[i].entry;
+        const bg_safetensors_tensor_t *t = &tensors[expected[i].index];
+        same = strcmp(e->name, want->name) == 0 && e->begin == want->begin && e->end == want->end &&
+               strcmp(e->dtype, "F32") == 0 && e->ndim == t->ndim;
+        for (int d = 0; same && d < e->ndim; d++) same = e->shape[d] == t->shape[d];
+    }
+    if (!same)
+        status = bg_error_set(BG_ERR_INVALID,
+                              "%s: header to write does not describe the given tensors", path);
+cleanup:
+    free(expected);
+    bg_safetensors_destroy(st);
+    return status;
+}
+
+bg_status_t bg_safetensors_write_encoded(const char *path, const uint8_t *header,
+                                         size_t header_size, const bg_safetensors_tensor_t *tensors,
+                                         int count) {
+    if (!write_arguments_valid(path, count, tensors, 0, NULL, NULL) || !header)
+        return bg_error_set(BG_ERR_INVALID, "%s: bg_safetensors_write_encoded: invalid arguments",
+                            path ? path : "(null)");
+    uint64_t *bytes = malloc((count > 0 ? (size_t)count : 1) * sizeof *bytes);
+    if (!bytes) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);
+    bg_status_t status = tensors_check(path, tensors, count, bytes);
+    if (status == BG_OK)
+        status = encoded_header_check(path, header, header_size, tensors, count, bytes);
+    if (status == BG_OK)
+        status = file_write_atomic(path, header, header_size, tensors, count, bytes);
+    free(bytes);
     return status;
 }
 
 bg_status_t bg_safetensors_write(const char *path, const bg_safetensors_tensor_t *tensors,
                                  int count, const char *const *metadata_keys,
                                  const char *const *metadata_values, int metadata_count) {
-    if (!path || path[0] == '\0' || count < 0 || (count > 0 && !tensors) || metadata_count < 0 ||
-        (metadata_count > 0 && (!metadata_keys || !metadata_values)))
+    if (!write_arguments_valid(path, count, tensors, metadata_count, metadata_keys,
+                               metadata_values))
         return bg_error_set(BG_ERR_INVALID, "%s: bg_safetensors_write: invalid arguments",
                             path ? path : "(null)");
     bg_status_t status = BG_OK;
-    char *header = NULL;
-    size_t header_len = 0;
-    const char **names = NULL;
+    uint8_t *header = NULL;
+    size_t header_size = 0;
     uint64_t *bytes = malloc((count > 0 ? (size_t)count : 1) * sizeof *bytes);
     BG_ALLOC_CHECK_GOTO(bytes, status, cleanup);
-    BG_CHECK_GOTO(tensors_check(path, tensors, count, bytes), status, cleanup);
-    names = malloc((count > 0 ? (size_t)count : 1) * sizeof *names);
-    BG_ALLOC_CHECK_GOTO(names, status, cleanup);
-    for (int i = 0; i < count; i++) names[i] = tensors[i].name;
-    BG_CHECK_GOTO(names_check_unique(path, "tensor name", names, count), status, cleanup);
-    BG_CHECK_GOTO(metadata_check(path, metadata_keys, metadata_values, metadata_count), status,
-                  cleanup);
-    BG_CHECK_GOTO(header_build(path, tensors, count, bytes, metadata_keys, metadata_values,
-                               metadata_count, &header, &header_len),
+    BG_CHECK_GOTO(write_arguments_check(path, tensors, count, metadata_keys, metadata_values,
+                                        metadata_count, bytes),
                   status, cleanup);
-    status = file_write_atomic(path, header, header_len, tensors, count, bytes);
+    BG_CHECK_GOTO(header_build(path, tensors, count, bytes, metadata_keys, metadata_values,
+                               metadata_count, &header, &header_size),
+                  status, cleanup);
+    status = file_write_atomic(path, header, header_size, tensors, count, bytes);
 
 cleanup:
     free(header);
-    free(names);
     free(bytes);
     return status;
 }

@@ -35,6 +35,11 @@ typedef struct bg_safetensors {
     char **metadata_values;
     uint8_t *data; /* the byte buffer after the header (owned) */
     uint64_t data_size;
+    /* The file's first header_size bytes exactly as read: the 8-byte length
+     * and the JSON text with its padding (owned). Kept so that a caller can
+     * verify the header byte for byte (checkpoint.h's header checksum). */
+    uint8_t *header;
+    uint64_t header_size;
 } bg_safetensors_t;
 
 /* Parses a whole file held in memory. Validates: the header length against
@@ -68,13 +73,43 @@ typedef struct bg_safetensors_tensor {
 } bg_safetensors_tensor_t;
 
 /* Writes `count` tensors and `metadata_count` string pairs to `path`
- * atomically: a temporary file in the same directory, fsync, rename over
- * `path`, fsync of the directory. On any failure the temporary file is
- * removed and an existing file at `path` is left as it was (BG_ERR_IO naming
- * the path and the failing call). Header padded with spaces to 8 bytes. */
+ * atomically: a temporary file "PATH.tmp.XXXXXX" in the same directory,
+ * fsync, rename over `path`, fsync of the directory. On any failure the
+ * temporary file is removed and an existing file at `path` is left as it was
+ * (BG_ERR_IO naming the path and the failing call). Header padded with
+ * spaces to 8 bytes; metadata first, in the given order, then the tensors in
+ * the given order, their data laid out in that order.
+ *
+ * A writer holds an exclusive flock() on its temporary file from creation to
+ * rename. A process killed mid-write leaves its temporary file behind, and
+ * the kernel drops its lock; after every successful write, files named
+ * "PATH.tmp." plus 6 letters or digits that nobody holds a lock on are
+ * removed. Concurrent writers of the same path never remove each other's
+ * files (the last rename wins); names of that form next to `path` are
+ * reserved for this. Thread-safe for distinct or equal paths. */
 bg_status_t bg_safetensors_write(const char *path, const bg_safetensors_tensor_t *tensors,
                                  int count, const char *const *metadata_keys,
                                  const char *const *metadata_values, int metadata_count);
+
+/* The first bytes bg_safetensors_write would write for these tensors and
+ * metadata: the 8-byte length and the JSON header padded with spaces.
+ * Same argument checks as bg_safetensors_write (BG_ERR_INVALID naming `name`).
+ * On success *out is a malloc'd buffer of *out_size bytes the caller frees;
+ * both are untouched on failure. */
+bg_status_t bg_safetensors_header_encode(const char *name, const bg_safetensors_tensor_t *tensors,
+                                         int count, const char *const *metadata_keys,
+                                         const char *const *metadata_values, int metadata_count,
+                                         uint8_t **out, size_t *out_size);
+
+/* Writes `header` (header_size bytes, the 8-byte length included) followed
+ * by the tensors' data to `path`, atomically as bg_safetensors_write does.
+ * The header must parse and describe exactly these tensors, as F32 with
+ * these shapes, laid out in this order: one from bg_safetensors_header_encode
+ * for the same tensors, possibly with metadata values rewritten in place
+ * (same length). Anything else is BG_ERR_INVALID and writes nothing. */
+bg_status_t bg_safetensors_write_encoded(const char *path, const uint8_t *header,
+                                         size_t header_size, const bg_safetensors_tensor_t *tensors,
+                                         int count);
 
 #ifdef __cplusplus
 }

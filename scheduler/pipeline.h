@@ -62,7 +62,7 @@ typedef struct bg_pipeline_config {
     {                                                                                              \
         .schedule = BG_SCHEDULE_1F1B, .chunks = 1, .microbatches = 1, .batch = 64, .split = NULL,  \
         .recompute = 0, .seed = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT, .dtype = BG_F32,         \
-        .stall_timeout_s = 300, .check_finite = 1, .stop_stage = -1, .nan_stage = -1,             \
+        .stall_timeout_s = 300, .check_finite = 1, .stop_stage = -1, .nan_stage = -1,              \
         .nan_microbatch = -1                                                                       \
     }
 

@@ -79,6 +79,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     bg_status_t st = BG_OK;
     bg_pipeline_t *pipe = NULL;
     bg_train_result_t r = {0};
+    bg_train_state_t save = {0};
     float *images = malloc(sizeof(float) * (size_t)(batch * numel));
     int32_t *labels = malloc(sizeof(int32_t) * (size_t)batch);
     int64_t *order = malloc(sizeof(int64_t) * (size_t)train->count);
@@ -114,15 +115,33 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     /* Shuffling has its own stream, apart from the per-layer init streams. */
     bg_rng_t shuffle;
     bg_rng_seed(&shuffle, cfg->seed, UINT64_C(0x5348554646));
-    int64_t step = 0;
+    int64_t step = 0, first_position = 0;
+    int first_epoch = 1;
+    if (cfg->resume != NULL) {
+        const bg_train_state_t *rs = cfg->resume;
+        BG_CHECK_GOTO(bg_pipeline_upload_params(pipe, rs->params), st, done);
+        for (int k = 0; k < rs->states; k++)
+            BG_CHECK_GOTO(bg_pipeline_upload_optimizer_state(pipe, k, rs->state[k]), st, done);
+        bg_pipeline_set_steps(pipe, rs->optimizer_steps);
+        shuffle = rs->shuffle_rng;
+        step = rs->step;
+        first_epoch = rs->epoch;
+        first_position = rs->position;
+    }
+    const int64_t first_step = step;
+    BG_CHECK_GOTO(bg_train_state_init(&save, cfg->spec, &cfg->optimizer), st, done);
     double start = now_seconds();
     double epoch_loss = 0;
     int64_t epoch_steps = 0;
-    for (int epoch = 1; epoch <= epochs && step < total; epoch++) {
+    for (int epoch = first_epoch; epoch <= epochs && step < total; epoch++) {
+        /* A checkpoint records the generator before this epoch's shuffle, so
+         * a resumed run draws the same order. */
+        bg_rng_t before_shuffle = shuffle;
         bg_dataset_shuffle(train->count, order, &shuffle);
         epoch_loss = 0;
         epoch_steps = 0;
-        for (int64_t at = 0; at < train->count && step < total; at += batch) {
+        int64_t at = epoch == first_epoch ? first_position : 0;
+        for (; at < train->count && step < total; at += batch) {
             int64_t n = train->count - at < batch ? train->count - at : batch;
             bg_dataset_gather(train, order + at, n, images, labels);
             bg_pipeline_result_t loss;
@@ -131,17 +150,18 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 BG_CHECK_GOTO(bg_pipeline_record(pipe, r.timeline), st, done);
             BG_CHECK_GOTO(bg_pipeline_train_step(pipe, images, labels, n, &loss), st, done);
             double mean = loss.loss_sum / (double)n;
+            step++;
             if (loss.skipped || !isfinite(mean)) {
                 const char *where = loss.skipped ? loss.nan_report : "the loss is not finite";
                 if (!cfg->nan_skip) {
                     st = bg_error_set(BG_ERR_NUMERIC,
                                       "step %lld (epoch %d): %s; no stage took the step "
                                       "(--nan skip would go on)",
-                                      (long long)step + 1, epoch, where);
+                                      (long long)step, epoch, where);
                     goto done;
                 }
                 r.skipped_steps++;
-                snprintf(r.nan_report, sizeof r.nan_report, "step %lld: %s", (long long)step + 1,
+                snprintf(r.nan_report, sizeof r.nan_report, "step %lld: %s", (long long)step,
                          where);
                 if (r.skipped_steps > cfg->nan_limit) {
                     st = bg_error_set(BG_ERR_NUMERIC,
@@ -151,23 +171,37 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                                       r.nan_report);
                     goto done;
                 }
-                step++;
-                continue;
+            } else {
+                epoch_loss += mean;
+                epoch_steps++;
             }
-            epoch_loss += mean;
-            epoch_steps++;
-            step++;
+            const int epoch_over = at + n >= train->count;
+            if (cfg->save_path != NULL &&
+                (step == total || (cfg->save_every > 0 && step % cfg->save_every == 0))) {
+                save.step = step;
+                save.optimizer_steps = bg_pipeline_steps(pipe);
+                save.epoch = epoch_over ? epoch + 1 : epoch;
+                save.position = epoch_over ? 0 : at + n;
+                save.shuffle_rng = epoch_over ? shuffle : before_shuffle;
+                BG_CHECK_GOTO(bg_pipeline_download_params(pipe, save.params), st, done);
+                for (int k = 0; k < save.states; k++)
+                    BG_CHECK_GOTO(bg_pipeline_download_optimizer_state(pipe, k, save.state[k]), st,
+                                  done);
+                BG_CHECK_GOTO(bg_train_state_save(cfg->save_path, cfg->spec, &save), st, done);
+                r.saved_step = step;
+            }
             if (cfg->progress != NULL) {
                 double elapsed = now_seconds() - start;
+                const int64_t here = step - first_step;
                 bg_train_progress_t p = {
                     .epoch = epoch,
                     .epochs = epochs,
                     .step = step,
                     .total_steps = total,
-                    .loss = epoch_loss / (double)epoch_steps,
-                    .samples_per_s = elapsed > 0 ? (double)(step * batch) / elapsed : 0,
-                    .eta_s = elapsed / (double)step * (double)(total - step),
-                    .epoch_done = at + batch >= train->count || step == total,
+                    .loss = epoch_steps > 0 ? epoch_loss / (double)epoch_steps : 0,
+                    .samples_per_s = elapsed > 0 ? (double)(here * batch) / elapsed : 0,
+                    .eta_s = elapsed / (double)here * (double)(total - step),
+                    .epoch_done = epoch_over || step == total,
                 };
                 cfg->progress(cfg->progress_ctx, &p);
             }
@@ -180,7 +214,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     r.train_seconds = seconds;
     /* Count the samples actually seen: the last batch of an epoch may be short. */
     int64_t samples = 0;
-    for (int64_t k = 0; k < step; k++) {
+    for (int64_t k = first_step; k < step; k++) {
         int64_t at = (k % per_epoch) * batch;
         samples += train->count - at < batch ? train->count - at : batch;
     }
@@ -197,6 +231,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     r.stage_info = NULL;
     r.timeline = NULL;
 done:
+    bg_train_state_free(&save);
     bg_train_result_free(&r);
     bg_pipeline_destroy(pipe);
     free(images);

@@ -13,6 +13,7 @@
 #include "optimizer.h"
 #include "pipeline.h"
 #include "topology.h"
+#include "train_state.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,6 +53,13 @@ typedef struct bg_train_config {
     int nan_skip;
     int64_t nan_limit;
     double stall_timeout_s; /* see bg_pipeline_config_t; 0 waits forever */
+    /* Continue a run from a training-state checkpoint (scheduler/train_state.h);
+     * steps and epochs still count from the start of the run. */
+    const bg_train_state_t *resume;
+    /* Write the training state to save_path every save_every steps (0: only
+     * at the end) and at the end. */
+    const char *save_path;
+    int64_t save_every;
     bg_train_progress_fn progress;
     void *progress_ctx;
 } bg_train_config_t;
@@ -74,6 +82,7 @@ typedef struct bg_train_result {
     bg_pipeline_stage_info_t *stage_info; /* per stage, at the end; bg_train_result_free */
     bg_timeline_t *timeline;              /* the recorded steps, or NULL; idem */
     int64_t skipped_steps;                /* steps skipped for non-finite values */
+    int64_t saved_step;                   /* step of the last checkpoint written, or 0 */
     char nan_report[320];                 /* where the last of them was found */
 } bg_train_result_t;
 

@@ -1,9 +1,11 @@
 /* Tests for model checkpoints: a bit-exact round trip, the file's tensor
  * names, shapes and metadata (what PyTorch's state_dict of the origin CNN
  * would hold), and every way a file can fail to fit the model, each with a
- * message naming the file and the tensor. */
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+ * message naming the file and the tensor; the checksums (values, the rules
+ * for brigade and foreign files, extra tensors) and the cleanup of temporary
+ * files that killed writers leave behind. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* mkdtemp, flock */
 #endif
 
 #include <stdarg.h>
@@ -17,7 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "checkpoint.h"
 #include "model_spec.h"
@@ -387,20 +392,346 @@ static void test_bad_step_metadata(void **state) {
     bg_safetensors_tensor_t tensors[ORIGIN_TENSORS];
     origin_tensor_list(f->params, tensors);
     const char *keys[] = {"brigade.step"};
-    const char *bad[] = {"", "12x", "-3"};
-    for (int i = 0; i < 3; i++) {
+    const char *bad[] = {"", "12x", "-3", "99999999999999999999"};
+    for (int i = 0; i < 4; i++) {
         const char *values[] = {bad[i]};
-        assert_int_equal(bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS, keys, values, 1),
-                         BG_OK);
+        assert_int_equal(
+            bg_checkpoint_save_tensors(f->path, tensors, ORIGIN_TENSORS, keys, values, 1), BG_OK);
         int64_t step = -1;
         check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, &step), BG_ERR_PARSE, f->path,
                     "not a step count");
     }
     const char *good[] = {"42"};
-    assert_int_equal(bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS, keys, good, 1), BG_OK);
+    assert_int_equal(bg_checkpoint_save_tensors(f->path, tensors, ORIGIN_TENSORS, keys, good, 1),
+                     BG_OK);
     int64_t step = -1;
     assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &step), BG_OK);
     assert_int_equal(step, 42);
+}
+
+/* ---- checksums ---- */
+
+static uint8_t *file_read(const char *path, size_t *size) {
+    FILE *in = fopen(path, "rb");
+    assert_non_null(in);
+    assert_int_equal(fseek(in, 0, SEEK_END), 0);
+    long len = ftell(in);
+    assert_true(len > 0);
+    rewind(in);
+    uint8_t *bytes = malloc((size_t)len);
+    assert_non_null(bytes);
+    assert_int_equal(fread(bytes, 1, (size_t)len, in), (size_t)len);
+    fclose(in);
+    *size = (size_t)len;
+    return bytes;
+}
+
+static void file_write(const char *path, const uint8_t *bytes, size_t size) {
+    FILE *out = fopen(path, "wb");
+    assert_non_null(out);
+    assert_int_equal(fwrite(bytes, 1, size, out), size);
+    assert_int_equal(fclose(out), 0);
+}
+
+static uint32_t crc_of(const void *bytes, size_t size) {
+    return (uint32_t)crc32(crc32(0, Z_NULL, 0), bytes, (uInt)size);
+}
+
+/* The header checksum as docs/checkpoints.md defines it, computed here
+ * independently of the library: CRC-32 of the file's first 8 + N bytes with
+ * the value's own digits read as "00000000". */
+static uint32_t header_crc_by_hand(const uint8_t *file) {
+    size_t header_size = 8;
+    for (int i = 0; i < 8; i++) header_size += (size_t)file[i] << (8 * i);
+    size_t at = 8 + strlen(BG_CHECKPOINT_HEADER_START);
+    uint8_t *copy = malloc(header_size);
+    assert_non_null(copy);
+    memcpy(copy, file, header_size);
+    memset(copy + at, '0', 8);
+    uint32_t crc = crc_of(copy, header_size);
+    free(copy);
+    return crc;
+}
+
+/* Writes a file with a correct header checksum but the given metadata
+ * (after the header checksum) and no tensor checksums of its own: for
+ * files that are intact but break the checksum rules. */
+static void write_with_header_crc(const char *path, const bg_safetensors_tensor_t *tensors,
+                                  int count, const char *const *keys, const char *const *values,
+                                  int metadata_count) {
+    const char *all_keys[8] = {BG_CHECKPOINT_HEADER_CRC_KEY};
+    const char *all_values[8] = {"00000000"};
+    assert_true(metadata_count < 8);
+    for (int i = 0; i < metadata_count; i++) {
+        all_keys[1 + i] = keys[i];
+        all_values[1 + i] = values[i];
+    }
+    uint8_t *header = NULL;
+    size_t header_size = 0;
+    assert_int_equal(bg_safetensors_header_encode(path, tensors, count, all_keys, all_values,
+                                                  1 + metadata_count, &header, &header_size),
+                     BG_OK);
+    char digits[9];
+    snprintf(digits, sizeof digits, "%08" PRIx32, header_crc_by_hand(header));
+    memcpy(header + 8 + strlen(BG_CHECKPOINT_HEADER_START), digits, 8);
+    bg_status_t st = bg_safetensors_write_encoded(path, header, header_size, tensors, count);
+    if (st != BG_OK) fail_msg("%s", bg_error_message());
+    free(header);
+}
+
+static void test_checksums_written(void **state) {
+    fixture_t *f = *state;
+    assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 3), BG_OK);
+    size_t size;
+    uint8_t *bytes = file_read(f->path, &size);
+    /* The header checksum opens the header and covers all of it. */
+    assert_memory_equal(bytes + 8, BG_CHECKPOINT_HEADER_START, strlen(BG_CHECKPOINT_HEADER_START));
+    bg_safetensors_t *file = NULL;
+    assert_int_equal(bg_safetensors_load(f->path, &file), BG_OK);
+    char want[9];
+    snprintf(want, sizeof want, "%08" PRIx32, header_crc_by_hand(bytes));
+    assert_string_equal(bg_safetensors_metadata(file, BG_CHECKPOINT_HEADER_CRC_KEY), want);
+    assert_int_equal(file->metadata_count, 4 + ORIGIN_TENSORS);
+    /* One checksum per tensor: CRC-32 of its bytes in the file, which are
+     * the little-endian floats of its slice of the parameters. */
+    int64_t offset = 0;
+    for (int i = 0; i < ORIGIN_TENSORS; i++) {
+        const expected_tensor_t *t = &origin_tensors[i];
+        char key[64];
+        snprintf(key, sizeof key, "brigade.crc32.%s", t->name);
+        const char *value = bg_safetensors_metadata(file, key);
+        if (!value) fail_msg("no %s", key);
+        snprintf(want, sizeof want, "%08" PRIx32,
+                 crc_of(f->params + offset, sizeof(float) * (size_t)t->count));
+        assert_string_equal(value, want);
+        const bg_safetensors_entry_t *e = bg_safetensors_find(file, t->name);
+        snprintf(want, sizeof want, "%08" PRIx32, crc_of(file->data + e->begin, e->end - e->begin));
+        assert_string_equal(value, want);
+        offset += t->count;
+    }
+    assert_int_equal(bg_checkpoint_verify(f->path, file), BG_OK);
+    bg_safetensors_destroy(file);
+
+    /* The in-memory twin of load agrees. */
+    int64_t step = -1;
+    memset(f->loaded, 0, sizeof(float) * ORIGIN_PARAMS);
+    assert_int_equal(bg_checkpoint_parse("mem", bytes, size, f->spec, f->loaded, &step), BG_OK);
+    assert_int_equal(step, 3);
+    assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
+    free(bytes);
+}
+
+static void test_corrupt_tensor(void **state) {
+    fixture_t *f = *state;
+    assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 3), BG_OK);
+    size_t size;
+    uint8_t *bytes = file_read(f->path, &size);
+    bg_safetensors_t *file = NULL;
+    assert_int_equal(bg_safetensors_parse("x", bytes, size, &file), BG_OK);
+    const bg_safetensors_entry_t *e = bg_safetensors_find(file, "4.weight");
+    size_t data_start = (size_t)file->header_size;
+    /* One bit of one float of 4.weight, in the middle of the tensor. */
+    size_t at = data_start + (size_t)(e->begin + e->end) / 2;
+    bytes[at] ^= 0x10;
+    char message[160];
+    snprintf(message, sizeof message,
+             "tensor '4.weight' is corrupt (checksum %08" PRIx32 ", expected %s)",
+             crc_of(bytes + data_start + e->begin, e->end - e->begin),
+             bg_safetensors_metadata(file, "brigade.crc32.4.weight"));
+    file_write(f->other, bytes, size);
+    check_error(bg_checkpoint_load(f->other, f->spec, f->loaded, NULL), BG_ERR_PARSE, f->other,
+                message);
+    check_error(bg_checkpoint_parse(f->other, bytes, size, f->spec, f->loaded, NULL), BG_ERR_PARSE,
+                f->other, message);
+    bg_safetensors_destroy(file);
+
+    /* A digit of the step count: the header checksum catches it. */
+    bytes[at] ^= 0x10;
+    char *step = (char *)memmem(bytes, data_start, "\"brigade.step\":\"3\"", 18);
+    assert_non_null(step);
+    step[16] = '4';
+    file_write(f->other, bytes, size);
+    check_error(bg_checkpoint_load(f->other, f->spec, f->loaded, NULL), BG_ERR_PARSE, f->other,
+                "header is corrupt (checksum");
+    /* So does a padding byte turned into another kind of whitespace. */
+    step[16] = '3';
+    assert_int_equal(bytes[data_start - 1], ' ');
+    bytes[data_start - 1] = '\n';
+    file_write(f->other, bytes, size);
+    check_error(bg_checkpoint_load(f->other, f->spec, f->loaded, NULL), BG_ERR_PARSE, f->other,
+                "header is corrupt (checksum");
+    bytes[data_start - 1] = ' ';
+    file_write(f->other, bytes, size);
+    assert_int_equal(bg_checkpoint_load(f->other, f->spec, f->loaded, NULL), BG_OK);
+    free(bytes);
+}
+
+/* A file with brigade metadata must carry every checksum; one without any
+ * is another tool's and loads unchecked (test_foreign_file_loads). */
+static void test_checksum_rules(void **state) {
+    fixture_t *f = *state;
+    bg_safetensors_tensor_t tensors[ORIGIN_TENSORS];
+    origin_tensor_list(f->params, tensors);
+    char fingerprint[32];
+    snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, f->spec->fingerprint);
+
+    /* brigade.model but no checksums at all, as brigade wrote before it
+     * had them. */
+    const char *model_key[] = {"brigade.model"};
+    const char *model_value[] = {fingerprint};
+    assert_int_equal(
+        bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS, model_key, model_value, 1), BG_OK);
+    check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_PARSE, f->path,
+                "brigade checkpoint without a header checksum (brigade.header_crc32)");
+
+    /* A header checksum that is not where brigade puts it (a tool that
+     * rewrote the file, keeping the metadata in another order). */
+    const char *late_keys[] = {"brigade.model", "brigade.header_crc32"};
+    const char *late_values[] = {fingerprint, "00000000"};
+    assert_int_equal(
+        bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS, late_keys, late_values, 2), BG_OK);
+    check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_PARSE, f->path,
+                "header is corrupt: a brigade checkpoint starts with {\"__metadata__\":{\"brigade."
+                "header_crc32\":\"XXXXXXXX\"");
+
+    /* A sound header checksum, but no tensor checksums. */
+    write_with_header_crc(f->path, tensors, ORIGIN_TENSORS, model_key, model_value, 1);
+    check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_PARSE, f->path,
+                "tensor '0.bias' has no checksum (brigade.crc32.0.bias)");
+
+    /* A checksum of a tensor the file does not hold. */
+    char crcs[ORIGIN_TENSORS + 1][9];
+    const char *keys[ORIGIN_TENSORS + 1], *values[ORIGIN_TENSORS + 1];
+    char names[ORIGIN_TENSORS + 1][40];
+    int64_t offset = 0;
+    for (int i = 0; i < ORIGIN_TENSORS; i++) {
+        snprintf(names[i], sizeof names[i], "brigade.crc32.%s", origin_tensors[i].name);
+        snprintf(crcs[i], sizeof crcs[i], "%08" PRIx32,
+                 crc_of(f->params + offset, sizeof(float) * (size_t)origin_tensors[i].count));
+        keys[i] = names[i];
+        values[i] = crcs[i];
+        offset += origin_tensors[i].count;
+    }
+    write_with_header_crc(f->path, tensors, ORIGIN_TENSORS, keys, values, 6);
+    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_OK);
+    snprintf(names[6], sizeof names[6], "brigade.crc32.9.weight");
+    keys[6] = names[6];
+    values[6] = crcs[0];
+    write_with_header_crc(f->path, tensors, ORIGIN_TENSORS, keys, values, 7);
+    check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_PARSE, f->path,
+                "checksum for tensor '9.weight', which the file does not hold");
+
+    /* Checksums are exactly 8 lowercase hex digits. */
+    const char *malformed[] = {"ABCDEF01", "1234567", "123456789", "0x123456", ""};
+    for (int k = 0; k < 5; k++) {
+        values[2] = malformed[k];
+        write_with_header_crc(f->path, tensors, ORIGIN_TENSORS, keys, values, 6);
+        check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_PARSE, f->path,
+                    "tensor '4.weight': checksum");
+    }
+}
+
+/* Extra tensors (optimizer state, say) get the same protection; the
+ * checksum keys are the writer's own. */
+static void test_save_tensors(void **state) {
+    fixture_t *f = *state;
+    bg_safetensors_tensor_t tensors[ORIGIN_TENSORS + 1];
+    origin_tensor_list(f->params, tensors);
+    float moment[6] = {0.5f, -0.25f, 1, 2, 3, 4};
+    tensors[ORIGIN_TENSORS] = (bg_safetensors_tensor_t){
+        .name = "optimizer.m.6.bias", .ndim = 2, .shape = {2, 3}, .data = moment};
+    const char *keys[] = {"brigade.optimizer"};
+    const char *values[] = {"adam"};
+    assert_int_equal(
+        bg_checkpoint_save_tensors(f->path, tensors, ORIGIN_TENSORS + 1, keys, values, 1), BG_OK);
+    bg_safetensors_t *file = NULL;
+    bg_status_t st = bg_checkpoint_read(f->path, &file);
+    if (st != BG_OK) fail_msg("%s", bg_error_message());
+    const bg_safetensors_entry_t *e = bg_safetensors_find(file, "optimizer.m.6.bias");
+    assert_non_null(e);
+    assert_memory_equal(file->data + e->begin, moment, sizeof moment);
+    assert_string_equal(bg_safetensors_metadata(file, "brigade.optimizer"), "adam");
+    char want[9];
+    snprintf(want, sizeof want, "%08" PRIx32, crc_of(moment, sizeof moment));
+    assert_string_equal(bg_safetensors_metadata(file, "brigade.crc32.optimizer.m.6.bias"), want);
+    bg_safetensors_destroy(file);
+
+    /* Corrupting the extra tensor is caught like any other. */
+    size_t size;
+    uint8_t *bytes = file_read(f->path, &size);
+    bytes[size - 1] ^= 1; /* the last byte of the last tensor, the moment */
+    file_write(f->other, bytes, size);
+    bg_safetensors_t sentinel;
+    file = &sentinel; /* must stay untouched on failure */
+    check_error(bg_checkpoint_read(f->other, &file), BG_ERR_PARSE, f->other,
+                "tensor 'optimizer.m.6.bias' is corrupt (checksum");
+    assert_ptr_equal(file, &sentinel);
+    free(bytes);
+
+    /* Reserved keys. */
+    const char *reserved[] = {"brigade.header_crc32", "brigade.crc32.0.weight"};
+    for (int i = 0; i < 2; i++) {
+        const char *v[] = {"00000000"};
+        check_error(bg_checkpoint_save_tensors(f->other, tensors, 1, &reserved[i], v, 1),
+                    BG_ERR_INVALID, f->other, "reserved for checksums");
+    }
+    /* Bad tensors are refused before their data is read. */
+    bg_safetensors_tensor_t bad = {.name = "x", .ndim = 1, .shape = {4}, .data = NULL};
+    check_error(bg_checkpoint_save_tensors(f->other, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID,
+                f->other, "data is NULL");
+    bad.name = NULL;
+    check_error(bg_checkpoint_save_tensors(f->other, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID,
+                f->other, "has no name");
+}
+
+/* ---- temporary files ---- */
+
+static int dir_count(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) entries += e->d_name[0] != '.';
+    closedir(d);
+    return entries;
+}
+
+static void touch(const char *path) {
+    FILE *file = fopen(path, "wb");
+    assert_non_null(file);
+    assert_int_equal(fputs("partial", file) >= 0, 1);
+    assert_int_equal(fclose(file), 0);
+}
+
+/* What a killed writer leaves (an unlocked PATH.tmp.XXXXXX) goes with the
+ * next successful save; a live writer's (locked) file and other names stay. */
+static void test_stale_temp_files(void **state) {
+    fixture_t *f = *state;
+    char stale[600], live[600], other_names[3][600];
+    snprintf(stale, sizeof stale, "%s.tmp.Ab3xZ9", f->path);
+    snprintf(live, sizeof live, "%s.tmp.q1w2e3", f->path);
+    snprintf(other_names[0], sizeof other_names[0], "%s.tmp.backup1", f->path);
+    snprintf(other_names[1], sizeof other_names[1], "%s.tmp.ab-cd_", f->path);
+    snprintf(other_names[2], sizeof other_names[2], "%s.tmp.Ab3xZ9", f->other);
+    touch(stale);
+    touch(live);
+    for (int i = 0; i < 3; i++) touch(other_names[i]);
+    int held = open(live, O_RDONLY);
+    assert_true(held >= 0);
+    assert_int_equal(flock(held, LOCK_EX), 0);
+
+    assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 1), BG_OK);
+    assert_int_equal(access(stale, F_OK), -1);
+    assert_int_equal(access(live, F_OK), 0);
+    for (int i = 0; i < 3; i++) assert_int_equal(access(other_names[i], F_OK), 0);
+    assert_int_equal(dir_count(f->dir), 5);
+
+    /* Its writer gone, the formerly live file is stale too. */
+    close(held);
+    assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 2), BG_OK);
+    assert_int_equal(access(live, F_OK), -1);
+    assert_int_equal(dir_count(f->dir), 4);
+    for (int i = 0; i < 3; i++) assert_int_equal(unlink(other_names[i]), 0);
+    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_OK);
 }
 
 static void test_unreadable_files(void **state) {
@@ -440,6 +771,11 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_foreign_file_loads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_step_metadata, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unreadable_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checksums_written, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_tensor, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checksum_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_save_tensors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_temp_files, setup, teardown),
     };
     return cmocka_run_group_tests_name("checkpoint", tests, NULL, NULL);
 }

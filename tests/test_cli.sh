@@ -295,6 +295,22 @@ PY
     fi
 fi
 
+# --- resuming ---
+R=$T/run.safetensors
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 2 --batch 16 --save "$R" --save-every 1; then
+    stdout_has "saved the training state at step 2" "--save"
+fi
+if expect 0 "resuming $R at step 2 (epoch 1, sample 32)" -- train "$MODEL" --data synthetic \
+    --steps 3 --batch 16 --resume "$R" --save "$R"; then
+    stdout_has "saved the training state at step 3" "--resume then --save"
+fi
+expect 2 "--load and --resume both give the weights" -- train "$MODEL" --data synthetic \
+    --steps 1 --load "$R" --resume "$R"
+expect 2 "$T/missing.safetensors" -- train "$MODEL" --data synthetic --steps 1 \
+    --resume "$T/missing.safetensors"
+expect 2 "saved with optimizer adam" -- train "$MODEL" --data synthetic --steps 4 --batch 16 \
+    --resume "$R" --optimizer sgd
+
 # An unwritable output fails, naming the path.
 expect nonzero "$T/no/such/dir/M.json" -- train "$MODEL" --data synthetic --steps 1 --batch 16 \
     --metrics "$T/no/such/dir/M.json"

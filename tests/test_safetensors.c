@@ -1,8 +1,8 @@
 /* Tests for the safetensors reader and writer: round trips through real
  * files, every rejection the header comment promises (with its message), and
  * single-byte corruptions and truncations of a valid file. */
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* mkdtemp, memmem */
 #endif
 
 #include <stdarg.h>
@@ -301,7 +301,7 @@ static void test_write_missing_directory(void **state) {
     bg_safetensors_tensor_t t = {.name = "x", .ndim = 0, .data = &x};
     assert_int_equal(bg_safetensors_write(path, &t, 1, NULL, NULL, 0), BG_ERR_IO);
     char expected[512];
-    snprintf(expected, sizeof expected, "cannot write '%s': mkstemp: No such file or directory",
+    snprintf(expected, sizeof expected, "cannot write '%s': mkostemp: No such file or directory",
              path);
     assert_string_equal(bg_error_message(), expected);
     assert_int_equal(dir_count_entries(dir), 0);
@@ -663,6 +663,82 @@ static void test_reject_bad_metadata(void **state) {
                     BAD_NAME ": __metadata__ is not a JSON object");
 }
 
+/* The writer in two steps: the header bytes, then a file from them. The
+ * header must describe exactly the tensors written after it. */
+static void test_write_encoded(void **state) {
+    (void)state;
+    char *dir = dir_create();
+    char *path = path_join(dir, "encoded.safetensors");
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[2] = {7, 8};
+    bg_safetensors_tensor_t tensors[] = {
+        {.name = "a", .ndim = 2, .shape = {2, 3}, .data = a},
+        {.name = "b", .ndim = 1, .shape = {2}, .data = b},
+    };
+    const char *keys[] = {"k"};
+    const char *values[] = {"v1"};
+    uint8_t *header = NULL;
+    size_t header_size = 0;
+    assert_int_equal(
+        bg_safetensors_header_encode(path, tensors, 2, keys, values, 1, &header, &header_size),
+        BG_OK);
+    assert_int_equal(header_size % 8, 0);
+    assert_int_equal(le64(header), header_size - 8);
+    /* A metadata value rewritten in place, same length. */
+    uint8_t *value = memmem(header, header_size, "\"v1\"", 4);
+    assert_non_null(value);
+    value[2] = '2';
+    assert_int_equal(bg_safetensors_write_encoded(path, header, header_size, tensors, 2), BG_OK);
+    size_t size;
+    uint8_t *bytes = file_read(path, &size);
+    assert_int_equal(size, header_size + 32);
+    assert_memory_equal(bytes, header, header_size);
+    bg_safetensors_t *st = NULL;
+    assert_int_equal(bg_safetensors_parse("x", bytes, size, &st), BG_OK);
+    assert_string_equal(bg_safetensors_metadata(st, "k"), "v2");
+    /* The parsed file keeps its header bytes. */
+    assert_int_equal(st->header_size, header_size);
+    assert_memory_equal(st->header, header, header_size);
+    bg_safetensors_destroy(st);
+    free(bytes);
+    assert_int_equal(unlink(path), 0);
+
+    /* Tensors other than the header's: other order, other shape, fewer. */
+    bg_safetensors_tensor_t swapped[] = {tensors[1], tensors[0]};
+    assert_int_equal(bg_safetensors_write_encoded(path, header, header_size, swapped, 2),
+                     BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "does not describe the given tensors"));
+    bg_safetensors_tensor_t reshaped[] = {tensors[0], tensors[1]};
+    reshaped[0].shape[0] = 3;
+    reshaped[0].shape[1] = 2;
+    assert_int_equal(bg_safetensors_write_encoded(path, header, header_size, reshaped, 2),
+                     BG_ERR_INVALID);
+    assert_int_equal(bg_safetensors_write_encoded(path, header, header_size, tensors, 1),
+                     BG_ERR_INVALID);
+    /* A broken header. */
+    header[0] ^= 8;
+    assert_int_equal(bg_safetensors_write_encoded(path, header, header_size, tensors, 2),
+                     BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "bad length prefix"));
+    header[0] ^= 8;
+    header[8] = '[';
+    assert_int_equal(bg_safetensors_write_encoded(path, header, header_size, tensors, 2),
+                     BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "header to write does not parse"));
+    assert_int_equal(dir_count_entries(dir), 0);
+
+    /* Encoding checks its arguments as writing does. */
+    uint8_t *untouched = (uint8_t *)&size;
+    uint8_t *out = untouched;
+    bg_safetensors_tensor_t nameless = {.name = "", .ndim = 0, .data = a};
+    assert_int_equal(
+        bg_safetensors_header_encode(path, &nameless, 1, NULL, NULL, 0, &out, &header_size),
+        BG_ERR_INVALID);
+    assert_ptr_equal(out, untouched);
+    free(header);
+    free(path);
+    dir_remove(dir);
+}
+
 /* ---- corruption ---- */
 
 /* Every single-byte corruption and every truncation of a valid file: parse
@@ -771,6 +847,7 @@ int main(void) {
         cmocka_unit_test(test_reject_duplicate_keys),
         cmocka_unit_test(test_reject_bad_metadata),
         cmocka_unit_test(test_corruption),
+        cmocka_unit_test(test_write_encoded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,184 @@
+#include "train_state.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+
+enum { STATE_NAME = 64 };
+
+static const char *state_name(bg_optimizer_kind_t kind, int k) {
+    if (kind == BG_OPTIMIZER_ADAM) return k == 0 ? "m" : "v";
+    return "momentum";
+}
+
+bg_status_t bg_train_state_init(bg_train_state_t *st, const bg_model_spec_t *spec,
+                                const bg_optimizer_config_t *optimizer) {
+    memset(st, 0, sizeof *st);
+    st->optimizer = optimizer->kind;
+    st->states = bg_optimizer_state_buffers(optimizer);
+    st->params_count = spec->total_params;
+    size_t bytes = sizeof(float) * (size_t)(spec->total_params > 0 ? spec->total_params : 1);
+    st->params = malloc(bytes);
+    for (int k = 0; k < st->states; k++) st->state[k] = malloc(bytes);
+    if (st->params == NULL || (st->states > 0 && st->state[0] == NULL) ||
+        (st->states > 1 && st->state[1] == NULL)) {
+        bg_train_state_free(st);
+        return bg_error_set(BG_ERR_NOMEM, "training state: out of memory");
+    }
+    return BG_OK;
+}
+
+void bg_train_state_free(bg_train_state_t *st) {
+    free(st->params);
+    free(st->state[0]);
+    free(st->state[1]);
+    st->params = st->state[0] = st->state[1] = NULL;
+}
+
+bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
+                                const bg_train_state_t *st) {
+    bg_checkpoint_tensor_t *model = NULL;
+    int count = 0;
+    BG_CHECK(bg_checkpoint_model_tensors(spec, &model, &count));
+    const int total = count * (1 + st->states);
+    bg_safetensors_tensor_t *tensors = calloc((size_t)total + 1, sizeof *tensors);
+    char(*names)[STATE_NAME] = calloc((size_t)total + 1, sizeof *names);
+    bg_status_t status = BG_OK;
+    if (tensors == NULL || names == NULL) {
+        status = bg_error_set(BG_ERR_NOMEM, "training state: out of memory");
+        goto done;
+    }
+    for (int k = -1, at = 0; k < st->states; k++) {
+        for (int i = 0; i < count; i++, at++) {
+            const float *base = k < 0 ? st->params : st->state[k];
+            if (k < 0)
+                snprintf(names[at], STATE_NAME, "%s", model[i].name);
+            else
+                snprintf(names[at], STATE_NAME, "optimizer.%s.%s", state_name(st->optimizer, k),
+                         model[i].name);
+            tensors[at].name = names[at];
+            tensors[at].ndim = model[i].ndim;
+            memcpy(tensors[at].shape, model[i].shape, sizeof model[i].shape);
+            tensors[at].data = base + model[i].offset;
+        }
+    }
+    char fingerprint[32], step[32], updates[32], epoch[32], position[32], rng[80];
+    snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, spec->fingerprint);
+    snprintf(step, sizeof step, "%" PRId64, st->step);
+    snprintf(updates, sizeof updates, "%" PRId64, st->optimizer_steps);
+    snprintf(epoch, sizeof epoch, "%d", st->epoch);
+    snprintf(position, sizeof position, "%" PRId64, st->position);
+    snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
+             st->shuffle_rng.state[0], st->shuffle_rng.state[1], st->shuffle_rng.state[2],
+             st->shuffle_rng.state[3]);
+    const char *keys[] = {"format",        "brigade.model",           "brigade.kind",
+                          "brigade.step",  "brigade.optimizer_steps", "brigade.optimizer",
+                          "brigade.epoch", "brigade.position",        "brigade.shuffle_rng"};
+    const char *values[] = {"pt",  fingerprint, "training-state",
+                            step,  updates,     bg_optimizer_kind_name(st->optimizer),
+                            epoch, position,    rng};
+    status = bg_checkpoint_save_tensors(path, tensors, total, keys, values,
+                                        (int)(sizeof keys / sizeof keys[0]));
+done:
+    free(tensors);
+    free(names);
+    free(model);
+    return status;
+}
+
+/* A decimal metadata value, or a parse error naming the key. */
+static bg_status_t metadata_int(const char *path, const bg_safetensors_t *file, const char *key,
+                                int64_t *out) {
+    const char *text = bg_safetensors_metadata(file, key);
+    char *end = NULL;
+    long long value = text ? strtoll(text, &end, 10) : -1;
+    if (text == NULL || text[0] == '\0' || *end != '\0' || value < 0)
+        return bg_error_set(BG_ERR_PARSE, "%s: metadata '%s' is missing or not a count", path, key);
+    *out = value;
+    return BG_OK;
+}
+
+static bg_status_t read_tensor(const char *path, const bg_safetensors_t *file, const char *name,
+                               const bg_checkpoint_tensor_t *want, float *out) {
+    const bg_safetensors_entry_t *e = bg_safetensors_find(file, name);
+    if (e == NULL) return bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' is missing", path, name);
+    int same = strcmp(e->dtype, "F32") == 0 && e->ndim == want->ndim;
+    for (int d = 0; same && d < want->ndim; d++) same = e->shape[d] == want->shape[d];
+    if (!same)
+        return bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' does not have the model's shape", path,
+                            name);
+    memcpy(out + want->offset, file->data + e->begin, sizeof(float) * (size_t)want->count);
+    return BG_OK;
+}
+
+static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
+                              const bg_model_spec_t *spec, bg_train_state_t *st) {
+    char want[32];
+    snprintf(want, sizeof want, "%016" PRIx64, spec->fingerprint);
+    const char *model = bg_safetensors_metadata(file, "brigade.model");
+    if (model == NULL || strcmp(model, want) != 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: checkpoint belongs to another model (fingerprint %s, this model "
+                            "is %s)",
+                            path, model ? model : "none", want);
+    const char *kind = bg_safetensors_metadata(file, "brigade.kind");
+    if (kind == NULL || strcmp(kind, "training-state") != 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: holds weights only, not a training state to resume (use --load)",
+                            path);
+    const char *optimizer = bg_safetensors_metadata(file, "brigade.optimizer");
+    if (optimizer == NULL || strcmp(optimizer, bg_optimizer_kind_name(st->optimizer)) != 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: saved with optimizer %s; this run uses %s (and its state)", path,
+                            optimizer ? optimizer : "?", bg_optimizer_kind_name(st->optimizer));
+    int64_t epoch = 0;
+    BG_CHECK(metadata_int(path, file, "brigade.step", &st->step));
+    BG_CHECK(metadata_int(path, file, "brigade.optimizer_steps", &st->optimizer_steps));
+    BG_CHECK(metadata_int(path, file, "brigade.epoch", &epoch));
+    BG_CHECK(metadata_int(path, file, "brigade.position", &st->position));
+    if (epoch < 1 || epoch > 1000000)
+        return bg_error_set(BG_ERR_PARSE, "%s: brigade.epoch %lld is out of range", path,
+                            (long long)epoch);
+    st->epoch = (int)epoch;
+    const char *rng = bg_safetensors_metadata(file, "brigade.shuffle_rng");
+    if (rng == NULL || strlen(rng) != 64)
+        return bg_error_set(BG_ERR_PARSE, "%s: brigade.shuffle_rng is missing or malformed", path);
+    for (int i = 0; i < 4; i++) {
+        char part[17];
+        memcpy(part, rng + 16 * i, 16);
+        part[16] = '\0';
+        char *end;
+        st->shuffle_rng.state[i] = strtoull(part, &end, 16);
+        if (*end != '\0')
+            return bg_error_set(BG_ERR_PARSE, "%s: brigade.shuffle_rng is malformed", path);
+    }
+    bg_checkpoint_tensor_t *model_tensors = NULL;
+    int count = 0;
+    BG_CHECK(bg_checkpoint_model_tensors(spec, &model_tensors, &count));
+    bg_status_t status = BG_OK;
+    for (int i = 0; status == BG_OK && i < count; i++) {
+        status = read_tensor(path, file, model_tensors[i].name, &model_tensors[i], st->params);
+        for (int k = 0; status == BG_OK && k < st->states; k++) {
+            char name[STATE_NAME];
+            snprintf(name, sizeof name, "optimizer.%s.%s", state_name(st->optimizer, k),
+                     model_tensors[i].name);
+            status = read_tensor(path, file, name, &model_tensors[i], st->state[k]);
+        }
+    }
+    free(model_tensors);
+    return status;
+}
+
+bg_status_t bg_train_state_load(const char *path, const bg_model_spec_t *spec,
+                                const bg_optimizer_config_t *optimizer, bg_train_state_t *st) {
+    bg_safetensors_t *file = NULL;
+    BG_CHECK(bg_checkpoint_read(path, &file));
+    bg_status_t status = bg_train_state_init(st, spec, optimizer);
+    if (status == BG_OK) status = read_state(path, file, spec, st);
+    if (status != BG_OK) bg_train_state_free(st);
+    bg_safetensors_destroy(file);
+    return status;
+}

@@ -1,0 +1,70 @@
+/* Training-state checkpoints: everything a run needs to continue exactly
+ * where it stopped, in one safetensors file (lib/checkpoint.h, with its
+ * checksums):
+ *
+ *   tensors   the model's parameters under their PyTorch names ("0.weight",
+ *             ...), so other tools read the weights on their own; the
+ *             optimizer state beside them as "optimizer.m.0.weight",
+ *             "optimizer.v.0.weight" (adam) or "optimizer.momentum.0.weight"
+ *             (sgd with momentum)
+ *   metadata  brigade.kind = "training-state", brigade.step (iterations
+ *             done), brigade.optimizer_steps, brigade.optimizer (adam|sgd),
+ *             brigade.epoch (the epoch in progress, 1-based),
+ *             brigade.position (its samples already trained on) and
+ *             brigade.shuffle_rng (the shuffling generator as it was before
+ *             that epoch's shuffle, 4 x 16 hex digits)
+ *
+ * A checkpoint belongs to its model (the fingerprint is checked) but not to a
+ * placement: weights are per layer, so a run may resume on other devices,
+ * stages or schedules. */
+#ifndef BG_TRAIN_STATE_H
+#define BG_TRAIN_STATE_H
+
+#include <stdint.h>
+
+#include "model_spec.h"
+#include "optimizer.h"
+#include "rng.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bg_train_state {
+    int64_t step;            /* training iterations done (skipped ones included) */
+    int64_t optimizer_steps; /* updates taken (Adam's bias correction counts these) */
+    int epoch;               /* the epoch in progress, 1-based */
+    int64_t position;        /* samples of that epoch already trained on */
+    bg_rng_t shuffle_rng;    /* before that epoch's shuffle */
+    bg_optimizer_kind_t optimizer;
+    int states;           /* optimizer state buffers: 0, 1 or 2 */
+    int64_t params_count; /* spec->total_params */
+    float *params;        /* params_count values, flat in layer order */
+    float *state[2];      /* states buffers of params_count values */
+} bg_train_state_t;
+
+/* Allocates the buffers of a state for `spec` and `optimizer`. */
+bg_status_t bg_train_state_init(bg_train_state_t *state, const bg_model_spec_t *spec,
+                                const bg_optimizer_config_t *optimizer);
+
+/* Frees the buffers; the struct may then be reused. */
+void bg_train_state_free(bg_train_state_t *state);
+
+/* Writes the state atomically to `path`. */
+bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
+                                const bg_train_state_t *state);
+
+/* Reads a training-state checkpoint of `spec` into `state` (buffers
+ * allocated here; free with bg_train_state_free). The optimizer must be the
+ * one of the run (`optimizer`): resuming Adam state into SGD is refused.
+ * BG_ERR_PARSE for a corrupt file, BG_ERR_INVALID for another model's file,
+ * another optimizer, or a weights-only checkpoint (use --load for those). */
+bg_status_t bg_train_state_load(const char *path, const bg_model_spec_t *spec,
+                                const bg_optimizer_config_t *optimizer, bg_train_state_t *state);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_TRAIN_STATE_H */
