@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc.h"
+
 /* Slot states besides a micro-batch number. */
 enum { SLOT_FREE = -1, SLOT_BUSY = -2 /* being copied in or out, unlocked */ };
 
@@ -60,7 +62,7 @@ double bg_channel_clock(void) {
 bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out) {
     if (cfg->capacity < 1)
         return bg_error_set(BG_ERR_INTERNAL, "channel: capacity %d < 1", cfg->capacity);
-    bg_channel_t *ch = calloc(1, sizeof *ch);
+    bg_channel_t *ch = bg_calloc(1, sizeof *ch);
     if (ch == NULL) return bg_error_set(BG_ERR_NOMEM, "channel: out of memory");
     ch->capacity = cfg->capacity;
     ch->slot_bytes = cfg->slot_bytes;
@@ -68,14 +70,14 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
     snprintf(ch->name, sizeof ch->name, "%s", cfg->name ? cfg->name : "channel");
     pthread_mutex_init(&ch->lock, NULL);
     pthread_cond_init(&ch->changed, NULL);
-    ch->slots = calloc((size_t)cfg->capacity, sizeof *ch->slots);
+    ch->slots = bg_calloc((size_t)cfg->capacity, sizeof *ch->slots);
     if (ch->slots == NULL) {
         bg_channel_destroy(ch);
         return bg_error_set(BG_ERR_NOMEM, "channel: out of memory");
     }
     for (int i = 0; i < ch->capacity; i++) {
         ch->slots[i].microbatch = SLOT_FREE;
-        ch->slots[i].data = malloc(cfg->slot_bytes > 0 ? cfg->slot_bytes : 1);
+        ch->slots[i].data = bg_malloc(cfg->slot_bytes > 0 ? cfg->slot_bytes : 1);
         if (ch->slots[i].data == NULL) {
             bg_channel_destroy(ch);
             return bg_error_set(BG_ERR_NOMEM, "%s: out of memory for %d slots of %zu bytes",

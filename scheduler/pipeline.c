@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc.h"
 #include "channel.h"
 #include "timeline.h"
 #include "cpu/backend_cpu.h"
@@ -91,9 +92,9 @@ bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, i
         return bg_error_set(BG_ERR_INVALID, "cannot cut %d layers into %d stages", n, stages);
     /* Cost of a layer: forward plus backward, about 3x the forward for layers
      * with weights (dX and dW) and 2x for the others. */
-    int64_t *prefix = calloc((size_t)n + 1, sizeof *prefix);
-    int64_t *best = malloc(sizeof(int64_t) * (size_t)(n + 1) * (size_t)(stages + 1));
-    int *cut = malloc(sizeof(int) * (size_t)(n + 1) * (size_t)(stages + 1));
+    int64_t *prefix = bg_calloc((size_t)n + 1, sizeof *prefix);
+    int64_t *best = bg_malloc(sizeof(int64_t) * (size_t)(n + 1) * (size_t)(stages + 1));
+    int *cut = bg_malloc(sizeof(int) * (size_t)(n + 1) * (size_t)(stages + 1));
     if (prefix == NULL || best == NULL || cut == NULL) {
         free(prefix);
         free(best);
@@ -655,15 +656,15 @@ static bg_status_t start_workers(bg_pipeline_t *p) {
 }
 
 static bg_status_t allocate(bg_pipeline_t *p) {
-    p->backends = calloc((size_t)p->devices, sizeof *p->backends);
-    p->stage = calloc((size_t)p->stages, sizeof *p->stage);
-    p->first = calloc((size_t)p->stages + 1, sizeof *p->first);
-    p->slots = calloc((size_t)p->stages, sizeof *p->slots);
-    p->forward = calloc((size_t)p->stages, sizeof *p->forward);
-    p->backward = calloc((size_t)p->stages, sizeof *p->backward);
-    p->workers = calloc((size_t)p->devices, sizeof *p->workers);
-    p->micro_offset = calloc((size_t)p->microbatches, sizeof *p->micro_offset);
-    p->micro_size = calloc((size_t)p->microbatches, sizeof *p->micro_size);
+    p->backends = bg_calloc((size_t)p->devices, sizeof *p->backends);
+    p->stage = bg_calloc((size_t)p->stages, sizeof *p->stage);
+    p->first = bg_calloc((size_t)p->stages + 1, sizeof *p->first);
+    p->slots = bg_calloc((size_t)p->stages, sizeof *p->slots);
+    p->forward = bg_calloc((size_t)p->stages, sizeof *p->forward);
+    p->backward = bg_calloc((size_t)p->stages, sizeof *p->backward);
+    p->workers = bg_calloc((size_t)p->devices, sizeof *p->workers);
+    p->micro_offset = bg_calloc((size_t)p->microbatches, sizeof *p->micro_offset);
+    p->micro_size = bg_calloc((size_t)p->microbatches, sizeof *p->micro_size);
     if (!p->backends || !p->stage || !p->first || !p->slots || !p->forward || !p->backward ||
         !p->workers || !p->micro_offset || !p->micro_size)
         return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
@@ -683,7 +684,7 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
     const int stages = cfg->devices->count * cfg->chunks;
     if (stages > BG_MAX_STAGES)
         return bg_error_set(BG_ERR_INVALID, "%d stages; at most %d", stages, BG_MAX_STAGES);
-    bg_pipeline_t *p = calloc(1, sizeof *p);
+    bg_pipeline_t *p = bg_calloc(1, sizeof *p);
     if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
     p->cfg = *cfg;
     p->devices = cfg->devices->count;
@@ -760,15 +761,15 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
 
 bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl) {
     if (tl != NULL && p->events == NULL) {
-        p->events = calloc((size_t)p->devices, sizeof *p->events);
-        p->event_count = calloc((size_t)p->devices, sizeof *p->event_count);
-        p->event_capacity = calloc((size_t)p->devices, sizeof *p->event_capacity);
+        p->events = bg_calloc((size_t)p->devices, sizeof *p->events);
+        p->event_count = bg_calloc((size_t)p->devices, sizeof *p->event_count);
+        p->event_capacity = bg_calloc((size_t)p->devices, sizeof *p->event_capacity);
         if (!p->events || !p->event_count || !p->event_capacity)
             return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
         for (int d = 0; d < p->devices; d++) {
             /* Per op at most: a wait and a copy in, the op, a wait and a copy out. */
             int capacity = 5 * p->train->op_counts[d] + 8;
-            p->events[d] = malloc(sizeof **p->events * (size_t)capacity);
+            p->events[d] = bg_malloc(sizeof **p->events * (size_t)capacity);
             if (p->events[d] == NULL)
                 return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
             p->event_capacity[d] = capacity;

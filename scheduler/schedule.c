@@ -5,6 +5,7 @@
  * `warmup` forwards, then pairs F(warmup + i), B(i), then the remaining
  * backwards. The kinds differ only in the warm-up (gpipe's fill-drain puts
  * every forward in it), in the chunks (interleaved) and in zb-h1's W's. */
+#include "alloc.h"
 #include "schedule.h"
 
 #include <stdarg.h>
@@ -226,7 +227,7 @@ bg_status_t bg_schedule_create(const bg_schedule_config_t *cfg, bg_schedule_t **
         return bg_error_set(BG_ERR_INVALID, "bg_schedule_create: NULL argument");
     BG_CHECK(check_config(cfg));
     bg_status_t st = BG_OK;
-    bg_schedule_t *s = calloc(1, sizeof *s);
+    bg_schedule_t *s = bg_calloc(1, sizeof *s);
     BG_ALLOC_CHECK_GOTO(s, st, fail);
     s->kind = cfg->kind;
     s->devices = cfg->devices;
@@ -235,13 +236,13 @@ bg_status_t bg_schedule_create(const bg_schedule_config_t *cfg, bg_schedule_t **
     s->microbatches = cfg->microbatches;
     s->forward_only = cfg->forward_only ? 1 : 0;
     s->split_backward = cfg->kind == BG_SCHEDULE_ZB_H1 && !s->forward_only;
-    s->op_counts = calloc((size_t)s->devices, sizeof *s->op_counts);
+    s->op_counts = bg_calloc((size_t)s->devices, sizeof *s->op_counts);
     BG_ALLOC_CHECK_GOTO(s->op_counts, st, fail);
-    s->ops = calloc((size_t)s->devices, sizeof *s->ops);
+    s->ops = bg_calloc((size_t)s->devices, sizeof *s->ops);
     BG_ALLOC_CHECK_GOTO(s->ops, st, fail);
     const size_t capacity = (size_t)ops_per_device(s);
     for (int d = 0; d < s->devices; d++) {
-        s->ops[d] = malloc(capacity * sizeof *s->ops[d]);
+        s->ops[d] = bg_malloc(capacity * sizeof *s->ops[d]);
         BG_ALLOC_CHECK_GOTO(s->ops[d], st, fail);
         generate_device(s, d);
     }
@@ -506,9 +507,9 @@ static bg_status_t deadlock_error(const bg_schedule_t *s, const int *position,
 static bg_status_t dry_run(const bg_schedule_t *s, const int *position) {
     const int K = s->devices;
     const int channels = channel_count(s);
-    device_state_t *state = calloc((size_t)K, sizeof *state);
-    int *stack = malloc((size_t)K * sizeof *stack);
-    int *held = malloc((size_t)(channels > 0 ? channels : 1) * sizeof *held);
+    device_state_t *state = bg_calloc((size_t)K, sizeof *state);
+    int *stack = bg_malloc((size_t)K * sizeof *stack);
+    int *held = bg_malloc((size_t)(channels > 0 ? channels : 1) * sizeof *held);
     bg_status_t st = BG_OK;
     BG_ALLOC_CHECK_GOTO(state, st, done);
     BG_ALLOC_CHECK_GOTO(stack, st, done);
@@ -548,7 +549,7 @@ bg_status_t bg_schedule_validate(const bg_schedule_t *schedule) {
     const bg_schedule_t *s = schedule;
     const size_t cells = (size_t)OP_KINDS_WITH_CELL * (size_t)s->stages * (size_t)s->microbatches;
     bg_status_t st = BG_OK;
-    int *position = malloc(cells * sizeof *position);
+    int *position = bg_malloc(cells * sizeof *position);
     BG_ALLOC_CHECK_GOTO(position, st, done);
     memset(position, 0xff, cells * sizeof *position); /* all -1: not seen */
     BG_CHECK_GOTO(check_ops(s, position), st, done);
@@ -573,7 +574,7 @@ int bg_schedule_stash_slots(const bg_schedule_t *schedule, int stage) {
         return -1;
     }
     if (s->forward_only) return 0;
-    unsigned char *finished = calloc((size_t)s->microbatches, 1);
+    unsigned char *finished = bg_calloc((size_t)s->microbatches, 1);
     if (finished == NULL) {
         bg_error_set(BG_ERR_NOMEM, "%s:%d: out of memory (stash flags)", __FILE__, __LINE__);
         return -1;

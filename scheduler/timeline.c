@@ -4,11 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
+
 bg_status_t bg_timeline_create(const bg_timeline_config_t *cfg, bg_timeline_t **out) {
     if (cfg->devices < 1 || cfg->stages < 1)
         return bg_error_set(BG_ERR_INVALID, "timeline: %d devices, %d stages", cfg->devices,
                             cfg->stages);
-    bg_timeline_t *tl = calloc(1, sizeof *tl);
+    bg_timeline_t *tl = bg_calloc(1, sizeof *tl);
     if (tl == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline: out of memory");
     tl->schedule = cfg->schedule;
     tl->devices = cfg->devices;
@@ -16,7 +18,7 @@ bg_status_t bg_timeline_create(const bg_timeline_config_t *cfg, bg_timeline_t **
     tl->chunks = cfg->chunks;
     tl->microbatches = cfg->microbatches;
     tl->measured = cfg->measured;
-    tl->device_names = calloc((size_t)cfg->devices, sizeof *tl->device_names);
+    tl->device_names = bg_calloc((size_t)cfg->devices, sizeof *tl->device_names);
     if (tl->device_names == NULL) {
         free(tl);
         return bg_error_set(BG_ERR_NOMEM, "timeline: out of memory");
@@ -44,17 +46,17 @@ bg_status_t bg_timeline_reserve(bg_timeline_t *tl, int events) {
     if (tl->count + events > tl->capacity) {
         int capacity = tl->capacity > 0 ? tl->capacity : 256;
         while (capacity < tl->count + events) capacity *= 2;
-        bg_event_t *grown = realloc(tl->events, sizeof *grown * (size_t)capacity);
+        bg_event_t *grown = bg_realloc(tl->events, sizeof *grown * (size_t)capacity);
         if (grown == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline: out of memory");
         tl->events = grown;
         tl->capacity = capacity;
     }
     if (tl->steps + 1 > tl->step_capacity) {
         int capacity = tl->step_capacity > 0 ? tl->step_capacity * 2 : 16;
-        double *start = realloc(tl->step_start, sizeof *start * (size_t)capacity);
+        double *start = bg_realloc(tl->step_start, sizeof *start * (size_t)capacity);
         if (start == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline: out of memory");
         tl->step_start = start;
-        double *end = realloc(tl->step_end, sizeof *end * (size_t)capacity);
+        double *end = bg_realloc(tl->step_end, sizeof *end * (size_t)capacity);
         if (end == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline: out of memory");
         tl->step_end = end;
         tl->step_capacity = capacity;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "stage_impl.h"
 
 static bg_status_t alloc_counted(bg_stage_t *s, int64_t elems, size_t *category, void **out) {
@@ -14,7 +15,7 @@ static bg_status_t alloc_counted(bg_stage_t *s, int64_t elems, size_t *category,
 /* Host floats to device memory in the backend's type. */
 static bg_status_t upload_floats(bg_backend_t *be, void *dst, const float *src, int64_t n) {
     if (be->dtype == BG_F32) return be->ops->upload(be, dst, src, (size_t)n * sizeof(float));
-    double *tmp = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    double *tmp = bg_malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
     if (tmp == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", be->name);
     for (int64_t i = 0; i < n; i++) tmp[i] = src[i];
     bg_status_t st = be->ops->upload(be, dst, tmp, (size_t)n * sizeof(double));
@@ -24,7 +25,7 @@ static bg_status_t upload_floats(bg_backend_t *be, void *dst, const float *src, 
 
 static bg_status_t download_floats(bg_backend_t *be, float *dst, const void *src, int64_t n) {
     if (be->dtype == BG_F32) return be->ops->download(be, dst, src, (size_t)n * sizeof(float));
-    double *tmp = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    double *tmp = bg_malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
     if (tmp == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", be->name);
     bg_status_t st = be->ops->download(be, tmp, src, (size_t)n * sizeof(double));
     for (int64_t i = 0; st == BG_OK && i < n; i++) dst[i] = (float)tmp[i];
@@ -48,7 +49,7 @@ static bg_status_t allocate_params(bg_stage_t *s, uint64_t seed) {
             BG_CHECK(alloc_counted(s, p->bias_count, &s->memory.optimizer,
                                    &s->opt_state[(i * 2 + 1) * 2 + k]));
         }
-        float *host = malloc(sizeof(float) * (size_t)(p->weight_count + p->bias_count));
+        float *host = bg_malloc(sizeof(float) * (size_t)(p->weight_count + p->bias_count));
         if (host == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory initialising layer");
         bg_layer_init_params(stage_layer(s, i), s->first + i, seed, host, host + p->weight_count);
         bg_status_t st = upload_floats(s->be, p->weight, host, p->weight_count);
@@ -63,8 +64,8 @@ static bg_status_t allocate_params(bg_stage_t *s, uint64_t seed) {
 static bg_status_t allocate_slot(bg_stage_t *s, stage_slot_t *slot, size_t *bytes) {
     const int64_t nb = s->max_batch;
     BG_CHECK(alloc_counted(s, nb * bg_shape_numel(stage_layer(s, 0)->in), bytes, &slot->input));
-    slot->outputs = calloc((size_t)s->count, sizeof *slot->outputs);
-    slot->saved_dy = calloc((size_t)s->count, sizeof *slot->saved_dy);
+    slot->outputs = bg_calloc((size_t)s->count, sizeof *slot->outputs);
+    slot->saved_dy = bg_calloc((size_t)s->count, sizeof *slot->saved_dy);
     if (slot->outputs == NULL || slot->saved_dy == NULL)
         return bg_error_set(BG_ERR_NOMEM, "stage: out of memory");
     for (int i = 0; i < s->count; i++) {
@@ -130,7 +131,7 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
     if (cfg->stash_slots < 1 || cfg->stash_slots > 65536)
         return bg_error_set(BG_ERR_INVALID, "stage: stash slots must be 1..65536, got %d",
                             cfg->stash_slots);
-    bg_stage_t *s = calloc(1, sizeof *s);
+    bg_stage_t *s = bg_calloc(1, sizeof *s);
     if (s == NULL) return bg_error_set(BG_ERR_NOMEM, "stage: out of memory");
     s->spec = spec;
     s->be = cfg->backend;
@@ -143,10 +144,10 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
     s->recompute = cfg->recompute != 0;
     s->slot_count = cfg->stash_slots;
     bg_status_t st = BG_OK;
-    s->params = calloc((size_t)s->count, sizeof *s->params);
-    s->opt_state = calloc((size_t)s->count * 4, sizeof *s->opt_state);
-    s->slots = calloc((size_t)s->slot_count, sizeof *s->slots);
-    s->work_outputs = calloc((size_t)s->count, sizeof *s->work_outputs);
+    s->params = bg_calloc((size_t)s->count, sizeof *s->params);
+    s->opt_state = bg_calloc((size_t)s->count * 4, sizeof *s->opt_state);
+    s->slots = bg_calloc((size_t)s->slot_count, sizeof *s->slots);
+    s->work_outputs = bg_calloc((size_t)s->count, sizeof *s->work_outputs);
     if (s->params == NULL || s->opt_state == NULL || s->slots == NULL || s->work_outputs == NULL) {
         st = bg_error_set(BG_ERR_NOMEM, "stage: out of memory");
         goto fail;

@@ -8,6 +8,7 @@
 
 #include <cblas.h>
 
+#include "alloc.h"
 #include "backend_cpu_impl.h"
 
 /* Alignment of every allocation: a cache line, and enough for AVX-512 loads.
@@ -27,7 +28,7 @@ bg_status_t bg_cpu_alloc(bg_backend_t *be, size_t bytes, void **out) {
     size_t align = bytes >= CPU_HUGE_PAGE ? CPU_HUGE_PAGE : CPU_ALIGNMENT;
     size_t rounded = (bytes + align - 1) / align * align;
     if (rounded == 0) rounded = CPU_ALIGNMENT;
-    void *ptr = aligned_alloc(align, rounded);
+    void *ptr = bg_aligned_alloc(align, rounded);
     if (ptr == NULL)
         return bg_error_set(BG_ERR_NOMEM, "%s: out of memory allocating %zu bytes", be->name,
                             bytes);
@@ -60,7 +61,7 @@ bg_status_t bg_backend_cpu_create(const bg_cpu_config_t *cfg, bg_backend_t **out
     if (cfg->dtype != BG_F32 && cfg->dtype != BG_F64)
         return bg_error_set(BG_ERR_INVALID, "cpu backend: unknown element type %d",
                             (int)cfg->dtype);
-    bg_cpu_backend_t *cpu = calloc(1, sizeof *cpu);
+    bg_cpu_backend_t *cpu = bg_calloc(1, sizeof *cpu);
     if (cpu == NULL) return bg_error_set(BG_ERR_NOMEM, "cpu backend: out of memory");
     cpu->base.ops = cfg->dtype == BG_F64 ? &bg_cpu_ops_f64 : &bg_cpu_ops_f32;
     cpu->base.dtype = cfg->dtype;
