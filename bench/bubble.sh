@@ -4,13 +4,16 @@
 # into two equal halves. For each point prints the measured bubble, the
 # theoretical (K-1)/(M+K-1), the measured stage imbalance, and whether the
 # measured bubble lies within 3 points of theory + imbalance.
-#   bench/bubble.sh [BUILD_DIR]     (default: build)
+#   [MODEL=examples/conv_balanced.model SPLIT=4] bench/bubble.sh [BUILD_DIR]
+# (build folder default: build; the model must cut into two halves at SPLIT)
 set -eu
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export OPENBLAS_NUM_THREADS=1
-out=$("$build/cli/brigade" sweep examples/mlp_balanced.model --devices cpu:2 --split 5 \
+model=${MODEL:-examples/conv_balanced.model}
+split=${SPLIT:-4}
+out=$("$build/cli/brigade" sweep "$model" --devices cpu:2 --split "$split" \
     --microbatches 1,2,4,8,16 --schedule gpipe,1f1b --batch 64 --warmup 3 --steps 10 \
     --chart "${CHART:-/dev/null}")
 echo "$out"

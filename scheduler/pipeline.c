@@ -346,6 +346,10 @@ static bg_status_t run_op(bg_pipeline_t *p, int device, const bg_op_t *op) {
         snprintf(p->workers[device].doing, sizeof p->workers[device].doing,
                  "waiting for every device to reach the optimizer step");
         bg_status_t st = step_barrier(p, device);
+        /* The barrier is waiting, not work: a WAIT on no particular stage. */
+        double stepping = bg_channel_clock();
+        note(p, device, BG_EVENT_WAIT, device, -1, -1, start, stepping);
+        start = stepping;
         if (st == BG_ERR_NUMERIC) return BG_OK; /* skipped everywhere; reported by run_job */
         BG_CHECK(st);
         for (int s = device; s < p->stages; s += p->devices) BG_CHECK(bg_stage_step(p->stage[s]));

@@ -27,7 +27,8 @@ typedef enum bg_event_kind {
     BG_EVENT_SEND,     /* copying a tensor into the channel to peer_stage */
     BG_EVENT_RECV,     /* copying a tensor out of the channel from peer_stage */
     BG_EVENT_WAIT,     /* blocked on peer_stage: its data has not arrived, or the
-                        * channel to it is full */
+                        * channel to it is full; peer_stage -1: waiting for every
+                        * device to reach the optimizer step */
 } bg_event_kind_t;
 
 enum { BG_EVENT_KINDS = 7 };

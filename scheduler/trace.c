@@ -38,7 +38,12 @@ static void event_name(const bg_event_t *e, char *name, size_t size) {
         else
             snprintf(name, size, "recv from stage %d", e->peer_stage);
         break;
-    case BG_EVENT_WAIT: snprintf(name, size, "wait for stage %d", e->peer_stage); break;
+    case BG_EVENT_WAIT:
+        if (e->peer_stage >= 0)
+            snprintf(name, size, "wait for stage %d", e->peer_stage);
+        else
+            snprintf(name, size, "wait for every device (optimizer step)");
+        break;
     default: snprintf(name, size, "?"); break;
     }
 }

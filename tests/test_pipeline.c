@@ -322,7 +322,7 @@ static void test_recording(void **state) {
     assert_true(tl->step_end[0] > 0 && tl->step_start[1] >= tl->step_end[0]);
     assert_string_equal(tl->device_names[1], "cpu:1");
 
-    int count[2][BG_EVENT_KINDS] = {{0}};
+    int count[2][BG_EVENT_KINDS] = {{0}}, barrier_waits[2] = {0};
     bg_timeline_sort(tl);
     for (int i = 0; i < tl->count; i++) {
         const bg_event_t *e = &tl->events[i];
@@ -331,7 +331,10 @@ static void test_recording(void **state) {
         assert_int_equal(e->stage, e->device);
         if (i > 0 && tl->events[i - 1].device == e->device)
             assert_true(e->start >= tl->events[i - 1].end);
-        if (e->kind >= BG_EVENT_SEND) assert_int_equal(e->peer_stage, 1 - e->stage);
+        /* Waits at the optimizer step name no stage. */
+        if (e->kind >= BG_EVENT_SEND && e->peer_stage >= 0)
+            assert_int_equal(e->peer_stage, 1 - e->stage);
+        if (e->kind == BG_EVENT_WAIT && e->peer_stage < 0) barrier_waits[e->device]++;
         count[e->device][e->kind]++;
     }
     for (int d = 0; d < 2; d++) {
@@ -339,6 +342,7 @@ static void test_recording(void **state) {
         assert_int_equal(count[d][BG_EVENT_BACKWARD], 2 * 4);
         assert_int_equal(count[d][BG_EVENT_WEIGHT], 2 * 4);
         assert_int_equal(count[d][BG_EVENT_STEP], 2);
+        assert_int_equal(barrier_waits[d], 2); /* one per step, before the update */
         /* stage 0 sends activations and receives gradients; stage 1 the reverse */
         assert_int_equal(count[d][BG_EVENT_SEND], 2 * 4);
         assert_int_equal(count[d][BG_EVENT_RECV], 2 * 4);
