@@ -149,7 +149,8 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
         else
             fprintf(out, "%9s\n", "-");
     }
-    fprintf(out, "bubble: measured %.1f%% vs theory %.1f%% (%s, K=%d", 100 * s->bubble_measured,
+    fprintf(out, "bubble: %s %.1f%% vs theory %.1f%% (%s, K=%d",
+            s->measured ? "measured" : "predicted", 100 * s->bubble_measured,
             100 * s->bubble_theory, bg_schedule_kind_name(s->schedule), s->devices);
     if (s->chunks > 1) fprintf(out, ", V=%d", s->chunks);
     /* About three significant digits: 123 ms, 12.3 ms, 1.23 ms, 0.123 ms. */

@@ -160,8 +160,8 @@ static void draw_title(FILE *out, const bg_timeline_t *tl, const bg_timeline_sum
     fprintf(out, "<text x=\"%.1f\" y=\"46\" " FONT " font-size=\"13\" fill=\"#444\">", x);
     double step_ms = 1e3 * s->step_s;
     int decimals = step_ms >= 100 ? 0 : step_ms >= 10 ? 1 : step_ms >= 1 ? 2 : 3;
-    fprintf(out, "bubble %.1f%% measured vs %.1f%% theory; step %.*f ms", 100 * s->bubble_measured,
-            100 * s->bubble_theory, decimals, step_ms);
+    fprintf(out, "bubble %.1f%% %s vs %.1f%% theory; step %.*f ms", 100 * s->bubble_measured,
+            tl->measured ? "measured" : "predicted", 100 * s->bubble_theory, decimals, step_ms);
     if (s->steps > 1) fprintf(out, " (mean of %d steps)", s->steps);
     if (step >= 0 && s->steps > 1) fprintf(out, "; showing step %d", step);
     fprintf(out, "</text>\n");

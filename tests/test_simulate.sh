@@ -190,7 +190,7 @@ expect 2 "multiple of the device count" -- simulate "$MODEL" --devices cpu:4 \
 
 expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4
 stdout_has "3 steps, as simulated" "simulate"
-stdout_has "bubble: measured" "simulate"
+stdout_has "bubble: predicted" "simulate"
 stdout_has "vs theory 20.0% (1f1b, K=2, M=4)" "simulate"
 stdout_has "(predicted)" "simulate"
 stdout_has "predicted: " "simulate"
@@ -200,7 +200,7 @@ check "simulate prints a row for each of 2 stages" \
 if [ -s "$P" ]; then
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$P"
     stdout_has "costs from $P" "simulate --profile"
-    stdout_has "bubble: measured" "simulate --profile"
+    stdout_has "bubble: predicted" "simulate --profile"
     expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 4 --profile "$P" --json
     json_check "plan --profile predicts from the profile" '
 assert p["fits"] is True and p["step_ms"] > 0'
