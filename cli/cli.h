@@ -14,6 +14,7 @@ int bg_cmd_summary(int argc, char **argv);
 int bg_cmd_train(int argc, char **argv);
 int bg_cmd_plan(int argc, char **argv);
 int bg_cmd_sweep(int argc, char **argv);
+int bg_cmd_topo(int argc, char **argv);
 int bg_cmd_profile(int argc, char **argv);
 int bg_cmd_simulate(int argc, char **argv);
 

@@ -20,9 +20,9 @@ static const char usage[] =
     "  sweep   MODEL   step time, throughput, bubble and memory for each micro-batch\n"
     "                  count, measured or simulated\n"
     "  profile MODEL   measured per-layer times and copy bandwidth for the planner\n"
+    "  topo            packages, NUMA nodes, cores, GPUs and the links between them\n"
     "\n"
-    "Planned, not yet in this build: topo\n"
-    "(see docs/design.md).\n"
+    "Guides: docs/pipelines.md, docs/reports.md, docs/planner.md, docs/checkpoints.md.\n"
     "\n"
     "'brigade COMMAND --help' explains a command's options.\n"
     "Exit status: 0 success, 1 failure while running, 2 bad usage or bad input.\n";
@@ -43,13 +43,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "sweep") == 0) return bg_cmd_sweep(argc - 1, argv + 1);
     if (strcmp(cmd, "simulate") == 0) return bg_cmd_simulate(argc - 1, argv + 1);
     if (strcmp(cmd, "profile") == 0) return bg_cmd_profile(argc - 1, argv + 1);
-    static const char *const planned[] = {"topo"};
-    for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++) {
-        if (strcmp(cmd, planned[i]) == 0) {
-            fprintf(stderr, "brigade: '%s' is not implemented in this build yet\n", cmd);
-            return 2;
-        }
-    }
+    if (strcmp(cmd, "topo") == 0) return bg_cmd_topo(argc - 1, argv + 1);
     fprintf(stderr, "brigade: unknown command '%s'\n\n%s", cmd, usage);
     return 2;
 }

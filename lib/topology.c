@@ -1,6 +1,7 @@
 #include "topology.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,8 @@ bg_status_t bg_topology_create(const char *xml_path, bg_topology_t **out) {
                           strerror(errno));
         goto fail;
     }
+    /* PCI devices (GPUs and the bridges above them) for locality. */
+    hwloc_topology_set_io_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     if (hwloc_topology_load(t->hw) != 0) {
         st = bg_error_set(xml_path ? BG_ERR_INVALID : BG_ERR_INTERNAL,
                           "%s: hwloc could not load the topology (%s)",
@@ -66,4 +69,106 @@ bg_status_t bg_topology_bind_thread(bg_topology_t *t, int core) {
         return bg_error_set(BG_ERR_UNSUPPORTED, "binding to core %d failed: %s", core,
                             strerror(errno));
     return BG_OK;
+}
+
+bg_topology_summary_t bg_topology_summary(const bg_topology_t *t) {
+    bg_topology_summary_t s = {
+        .packages = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PACKAGE),
+        .numa_nodes = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_NUMANODE),
+        .cores = t->cores,
+        .pus = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PU),
+    };
+    for (int n = 0; n < s.numa_nodes; n++) s.memory_bytes += bg_topology_numa_memory(t, n);
+    return s;
+}
+
+static hwloc_obj_t core_object(const bg_topology_t *t, int core) {
+    return hwloc_get_obj_by_type(t->hw, t->core_type, (unsigned)core);
+}
+
+int bg_topology_core_package(const bg_topology_t *t, int core) {
+    hwloc_obj_t obj = core_object(t, core);
+    hwloc_obj_t package =
+        obj ? hwloc_get_ancestor_obj_by_type(t->hw, HWLOC_OBJ_PACKAGE, obj) : NULL;
+    return package != NULL ? (int)package->logical_index : -1;
+}
+
+/* The NUMA node whose cpuset holds `cpuset`, or -1. */
+static int numa_of(const bg_topology_t *t, hwloc_const_cpuset_t cpuset) {
+    if (cpuset == NULL) return -1;
+    int nodes = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_NUMANODE);
+    for (int n = 0; n < nodes; n++) {
+        hwloc_obj_t node = hwloc_get_obj_by_type(t->hw, HWLOC_OBJ_NUMANODE, (unsigned)n);
+        if (node->cpuset != NULL && hwloc_bitmap_isincluded(cpuset, node->cpuset)) return n;
+    }
+    return -1;
+}
+
+int bg_topology_core_numa(const bg_topology_t *t, int core) {
+    hwloc_obj_t obj = core_object(t, core);
+    return obj != NULL ? numa_of(t, obj->cpuset) : -1;
+}
+
+uint64_t bg_topology_numa_memory(const bg_topology_t *t, int node) {
+    hwloc_obj_t obj = hwloc_get_obj_by_type(t->hw, HWLOC_OBJ_NUMANODE, (unsigned)node);
+    return obj != NULL && obj->attr != NULL ? obj->attr->numanode.local_memory : 0;
+}
+
+/* PCI class 0x03xx: display, VGA and 3D controllers (what GPUs report). */
+static int is_gpu(hwloc_obj_t obj) {
+    return obj->type == HWLOC_OBJ_PCI_DEVICE && (obj->attr->pcidev.class_id >> 8) == 0x03;
+}
+
+static hwloc_obj_t gpu_object(const bg_topology_t *t, int index) {
+    int seen = 0;
+    for (hwloc_obj_t obj = hwloc_get_next_pcidev(t->hw, NULL); obj != NULL;
+         obj = hwloc_get_next_pcidev(t->hw, obj))
+        if (is_gpu(obj) && seen++ == index) return obj;
+    return NULL;
+}
+
+int bg_topology_gpu_count(const bg_topology_t *t) {
+    int count = 0;
+    for (hwloc_obj_t obj = hwloc_get_next_pcidev(t->hw, NULL); obj != NULL;
+         obj = hwloc_get_next_pcidev(t->hw, obj))
+        count += is_gpu(obj);
+    return count;
+}
+
+bg_topology_gpu_t bg_topology_gpu(const bg_topology_t *t, int index) {
+    bg_topology_gpu_t g = {.numa = -1, .package = -1};
+    hwloc_obj_t obj = gpu_object(t, index);
+    if (obj == NULL) return g;
+    const struct hwloc_pcidev_attr_s *pci = &obj->attr->pcidev;
+    snprintf(g.busid, sizeof g.busid, "%04x:%02x:%02x.%01x", pci->domain, pci->bus, pci->dev,
+             pci->func);
+    g.vendor = pci->vendor_id;
+    g.device = pci->device_id;
+    hwloc_obj_t near = hwloc_get_non_io_ancestor_obj(t->hw, obj);
+    if (near != NULL) {
+        g.numa = numa_of(t, near->cpuset);
+        hwloc_obj_t package = near->type == HWLOC_OBJ_PACKAGE
+                                  ? near
+                                  : hwloc_get_ancestor_obj_by_type(t->hw, HWLOC_OBJ_PACKAGE, near);
+        g.package = package != NULL ? (int)package->logical_index : -1;
+    }
+    return g;
+}
+
+const char *bg_topology_gpu_link(const bg_topology_t *t, int a, int b) {
+    hwloc_obj_t x = gpu_object(t, a), y = gpu_object(t, b);
+    if (x == NULL || y == NULL) return "?";
+    if (a == b) return "X";
+    hwloc_obj_t common = hwloc_get_common_ancestor_obj(t->hw, x, y);
+    if (common != NULL && common->type == HWLOC_OBJ_BRIDGE) {
+        /* Below the host bridge: one switch, or a chain of them. */
+        if (common->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) return "PHB";
+        int switches = 0;
+        for (hwloc_obj_t o = x->parent; o != NULL && o != common; o = o->parent)
+            switches += o->type == HWLOC_OBJ_BRIDGE;
+        return switches == 0 ? "PIX" : "PXB";
+    }
+    bg_topology_gpu_t gx = bg_topology_gpu(t, a), gy = bg_topology_gpu(t, b);
+    if (gx.numa >= 0 && gx.numa == gy.numa) return "NODE";
+    return "SYS";
 }

@@ -5,6 +5,8 @@
 #ifndef BG_TOPOLOGY_H
 #define BG_TOPOLOGY_H
 
+#include <stdint.h>
+
 #include "status.h"
 
 #ifdef __cplusplus
@@ -22,6 +24,36 @@ void bg_topology_destroy(bg_topology_t *topo);
 
 /* Physical cores (processing units when hwloc reports no cores); >= 1. */
 int bg_topology_core_count(const bg_topology_t *topo);
+
+/* What `brigade topo` shows of a machine. */
+typedef struct bg_topology_summary {
+    int packages, numa_nodes, cores, pus;
+    uint64_t memory_bytes; /* total over NUMA nodes (0 when hwloc does not know) */
+} bg_topology_summary_t;
+
+bg_topology_summary_t bg_topology_summary(const bg_topology_t *topo);
+
+/* The package (socket) and NUMA node of core `core` (0-based logical
+ * indexes), -1 when unknown; and the memory of NUMA node `node`. */
+int bg_topology_core_package(const bg_topology_t *topo, int core);
+int bg_topology_core_numa(const bg_topology_t *topo, int core);
+uint64_t bg_topology_numa_memory(const bg_topology_t *topo, int node);
+
+/* GPUs hwloc found on the PCI bus (display or 3D controllers), in bus
+ * order, with the NUMA node and package they are attached to (-1 unknown). */
+typedef struct bg_topology_gpu {
+    char busid[16]; /* "0000:65:00.0" */
+    unsigned vendor, device;
+    int numa, package;
+} bg_topology_gpu_t;
+
+int bg_topology_gpu_count(const bg_topology_t *topo);
+bg_topology_gpu_t bg_topology_gpu(const bg_topology_t *topo, int index);
+
+/* How two GPUs are connected, in nvidia-smi topo's words: "PIX" (one PCIe
+ * switch), "PXB" (several switches), "PHB" (one host bridge), "NODE" (one
+ * NUMA node, different host bridges), "SYS" (across sockets). */
+const char *bg_topology_gpu_link(const bg_topology_t *topo, int a, int b);
 
 /* Binds the calling thread to core `core % core_count`. BG_ERR_UNSUPPORTED
  * when binding is impossible (an XML topology, or the system refuses), so the

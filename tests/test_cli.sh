@@ -112,7 +112,10 @@ expect 0 "" -- --help
 stdout_has "train" "brigade --help"
 stdout_has "summary" "brigade --help"
 expect 2 "unknown command 'frobnicate'" -- frobnicate
-expect 2 "not implemented" -- topo
+expect 0 "" -- topo --topology "$ROOT/tests/fixtures/two-socket-8-core.xml"
+stdout_has "2 packages, 2 NUMA nodes" "brigade topo --topology"
+stdout_has "  cpu:0         X     NODE     NODE     NODE      SYS" "topo link matrix"
+expect 2 "not a readable hwloc XML" -- topo --topology "$T/missing.xml"
 expect 0 "" -- train --help
 stdout_has "--batch" "brigade train --help"
 expect 0 "" -- summary --help

@@ -74,6 +74,16 @@ static void test_topology_from_xml(void **state) {
     bg_status_t st = bg_topology_create(path, &t);
     if (st != BG_OK) fail_msg("%s", bg_error_message());
     assert_int_equal(bg_topology_core_count(t), 8);
+    bg_topology_summary_t sum = bg_topology_summary(t);
+    assert_int_equal(sum.packages, 2);
+    assert_int_equal(sum.numa_nodes, 2);
+    assert_int_equal(sum.pus, 16);
+    assert_true(sum.memory_bytes == bg_topology_numa_memory(t, 0) + bg_topology_numa_memory(t, 1));
+    for (int core = 0; core < 8; core++) {
+        assert_int_equal(bg_topology_core_package(t, core), core / 4);
+        assert_int_equal(bg_topology_core_numa(t, core), core / 4);
+    }
+    assert_int_equal(bg_topology_gpu_count(t), 0);
     /* Binding needs the live machine. */
     assert_int_equal(bg_topology_bind_thread(t, 0), BG_ERR_UNSUPPORTED);
     bg_topology_destroy(t);

@@ -1,0 +1,108 @@
+/* brigade topo [--topology FILE.xml]: the machine as the placement planner
+ * sees it: packages, NUMA nodes and their memory, cores, GPUs on the PCI bus
+ * with their locality, and the links between devices, in the words of
+ * `nvidia-smi topo -m`. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cuda/backend_cuda.h"
+#include "topology.h"
+
+enum { MATRIX_LIMIT = 16 };
+
+static const char help[] =
+    "usage: brigade topo [--topology FILE.xml]\n"
+    "\n"
+    "Shows this machine (or the machine an hwloc XML export describes): packages,\n"
+    "NUMA nodes and their memory, cores and which package and NUMA node each is\n"
+    "in, the GPUs on the PCI bus with the NUMA node they hang off, and how devices\n"
+    "are linked:\n"
+    "  X     the device itself\n"
+    "  NODE  within one NUMA node\n"
+    "  SYS   across NUMA nodes or sockets (the slowest path)\n"
+    "  PIX, PXB, PHB  GPUs behind one PCIe switch, several switches, or one host\n"
+    "        bridge\n"
+    "CPU device cpu:N runs on core N; brigade plan and train read the same\n"
+    "topology (--topology for a machine you do not have: lstopo --of xml).\n";
+
+static const char *core_link(const bg_topology_t *t, int a, int b) {
+    if (a == b) return "X";
+    int na = bg_topology_core_numa(t, a), nb = bg_topology_core_numa(t, b);
+    if (na >= 0 && na == nb) return "NODE";
+    return "SYS";
+}
+
+static void print_cores(const bg_topology_t *t, int cores) {
+    printf("\n%6s %8s %6s\n", "core", "package", "NUMA");
+    for (int c = 0; c < cores; c++)
+        printf("%6d %8d %6d\n", c, bg_topology_core_package(t, c), bg_topology_core_numa(t, c));
+    if (cores > MATRIX_LIMIT) {
+        printf("\n(%d cores: the link matrix is left out above %d)\n", cores, MATRIX_LIMIT);
+        return;
+    }
+    printf("\nlinks between CPU devices\n%8s", "");
+    for (int c = 0; c < cores; c++) printf(" %6s%-2d", "cpu:", c);
+    printf("\n");
+    for (int a = 0; a < cores; a++) {
+        printf("  cpu:%-2d", a);
+        for (int b = 0; b < cores; b++) printf(" %8s", core_link(t, a, b));
+        printf("\n");
+    }
+}
+
+static void print_gpus(const bg_topology_t *t) {
+    int gpus = bg_topology_gpu_count(t);
+    if (gpus == 0) {
+        printf("\nno GPU on the PCI bus in this topology\n");
+        return;
+    }
+    printf("\n%4s %-14s %-11s %6s %8s\n", "gpu", "PCI bus", "vendor:dev", "NUMA", "package");
+    for (int g = 0; g < gpus; g++) {
+        bg_topology_gpu_t info = bg_topology_gpu(t, g);
+        printf("%4d %-14s %04x:%04x   %6d %8d\n", g, info.busid, info.vendor, info.device,
+               info.numa, info.package);
+    }
+    if (gpus > MATRIX_LIMIT) return;
+    printf("\nlinks between GPUs\n%6s", "");
+    for (int g = 0; g < gpus; g++) printf(" gpu%-3d", g);
+    printf("\n");
+    for (int a = 0; a < gpus; a++) {
+        printf("  gpu%-2d", a);
+        for (int b = 0; b < gpus; b++) printf(" %6s", bg_topology_gpu_link(t, a, b));
+        printf("\n");
+    }
+}
+
+int bg_cmd_topo(int argc, char **argv) {
+    const char *xml = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(help, stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--topology") == 0 && i + 1 < argc) {
+            xml = argv[++i];
+            continue;
+        }
+        return bg_cli_usage_error("topo", "unknown argument '%s'", argv[i]);
+    }
+    bg_topology_t *t = NULL;
+    bg_status_t st = bg_topology_create(xml, &t);
+    if (st != BG_OK) return bg_cli_fail("topo", st);
+    bg_topology_summary_t s = bg_topology_summary(t);
+    printf("%s: %d package%s, %d NUMA node%s (%.1f GiB), %d cores, %d hardware threads\n",
+           xml ? xml : "this machine", s.packages, s.packages == 1 ? "" : "s", s.numa_nodes,
+           s.numa_nodes == 1 ? "" : "s", (double)s.memory_bytes / (1024.0 * 1024.0 * 1024.0),
+           s.cores, s.pus);
+    for (int n = 0; n < s.numa_nodes; n++)
+        printf("  NUMA node %d: %.1f GiB\n", n,
+               (double)bg_topology_numa_memory(t, n) / (1024.0 * 1024.0 * 1024.0));
+    if (xml == NULL)
+        printf("CUDA: %s, %d GPU%s visible\n", bg_cuda_built() ? "built" : "not built",
+               bg_cuda_device_count(), bg_cuda_device_count() == 1 ? "" : "s");
+    print_cores(t, s.cores);
+    print_gpus(t);
+    bg_topology_destroy(t);
+    return 0;
+}
