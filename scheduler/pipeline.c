@@ -331,7 +331,26 @@ static bg_status_t step_barrier(bg_pipeline_t *p, int device) {
     return skip ? BG_ERR_NUMERIC : BG_OK;
 }
 
+/* The op itself, between NVTX range marks named like the trace's ops. */
+static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op);
+
 static bg_status_t run_op(bg_pipeline_t *p, int device, const bg_op_t *op) {
+    char name[32];
+    if (op->kind == BG_OP_STEP)
+        snprintf(name, sizeof name, "step");
+    else
+        snprintf(name, sizeof name, "%s%d@%d",
+                 op->kind == BG_OP_FORWARD    ? "F"
+                 : op->kind == BG_OP_BACKWARD ? "B"
+                                              : "W",
+                 op->microbatch, op->stage);
+    bg_nvtx_push(name);
+    bg_status_t st = run_op_marked(p, device, op);
+    bg_nvtx_pop();
+    return st;
+}
+
+static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op) {
     double start = bg_channel_clock();
     if (op->kind != BG_OP_STEP) BG_CHECK(maybe_stop(p, op->stage));
     switch (op->kind) {
