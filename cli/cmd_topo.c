@@ -88,7 +88,7 @@ int bg_cmd_topo(int argc, char **argv) {
         return bg_cli_usage_error("topo", "unknown argument '%s'", argv[i]);
     }
     bg_topology_t *t = NULL;
-    bg_status_t st = bg_topology_create(xml, &t);
+    bg_status_t st = bg_topology_create_with_pci(xml, &t);
     if (st != BG_OK) return bg_cli_fail("topo", st);
     bg_topology_summary_t s = bg_topology_summary(t);
     printf("%s: %d package%s, %d NUMA node%s (%.1f GiB), %d cores, %d hardware threads\n",

@@ -14,7 +14,9 @@ struct bg_topology {
     hwloc_obj_type_t core_type; /* HWLOC_OBJ_CORE, or HWLOC_OBJ_PU without cores */
 };
 
-bg_status_t bg_topology_create(const char *xml_path, bg_topology_t **out) {
+/* Loads a topology; with `pci`, also the PCI devices (GPUs and the bridges
+ * above them), which on the live machine takes hwloc's PCI plugin. */
+static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
     bg_topology_t *t = calloc(1, sizeof *t);
     if (t == NULL) return bg_error_set(BG_ERR_NOMEM, "topology: out of memory");
     if (hwloc_topology_init(&t->hw) != 0) {
@@ -27,8 +29,7 @@ bg_status_t bg_topology_create(const char *xml_path, bg_topology_t **out) {
                           strerror(errno));
         goto fail;
     }
-    /* PCI devices (GPUs and the bridges above them) for locality. */
-    hwloc_topology_set_io_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (pci) hwloc_topology_set_io_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     if (hwloc_topology_load(t->hw) != 0) {
         st = bg_error_set(xml_path ? BG_ERR_INVALID : BG_ERR_INTERNAL,
                           "%s: hwloc could not load the topology (%s)",
@@ -49,6 +50,14 @@ fail:
     hwloc_topology_destroy(t->hw);
     free(t);
     return st;
+}
+
+bg_status_t bg_topology_create(const char *xml_path, bg_topology_t **out) {
+    return load(xml_path, 0, out);
+}
+
+bg_status_t bg_topology_create_with_pci(const char *xml_path, bg_topology_t **out) {
+    return load(xml_path, 1, out);
 }
 
 void bg_topology_destroy(bg_topology_t *t) {

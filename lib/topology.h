@@ -19,6 +19,11 @@ typedef struct bg_topology bg_topology_t;
  * (BG_ERR_INVALID naming the file if hwloc cannot read it). */
 bg_status_t bg_topology_create(const char *xml_path, bg_topology_t **out);
 
+/* The same, with the PCI devices (GPUs and the bridges above them) that
+ * bg_topology_gpu_* report. Slower on the live machine (hwloc's PCI plugin),
+ * so only `brigade topo` asks for them; without, the GPU count is 0. */
+bg_status_t bg_topology_create_with_pci(const char *xml_path, bg_topology_t **out);
+
 /* NULL is a no-op. */
 void bg_topology_destroy(bg_topology_t *topo);
 
