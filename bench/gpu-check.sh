@@ -28,7 +28,7 @@ if [ "${1:-}" = "--prepare" ]; then
     else
         meson setup "$build" -Dcuda=enabled -Dbuildtype=release -Dwerror=true
     fi
-    ninja -C "$build" tests/test_cuda_ops
+    ninja -C "$build" tests/test_cuda_ops tests/test_cuda_pipeline
     rm -rf "$build/gpu-libs"
     mkdir -p "$build/gpu-libs"
     # Everything the test loads except glibc, the compiler runtimes every
@@ -41,8 +41,8 @@ if [ "${1:-}" = "--prepare" ]; then
         *) cp -L "$lib" "$build/gpu-libs/" ;;
         esac
     done
-    du -sh "$build/tests/test_cuda_ops" "$build/gpu-libs"
-    echo "carry to the GPU machine: $build/tests/test_cuda_ops $build/gpu-libs"
+    du -sh "$build/tests/test_cuda_ops" "$build/tests/test_cuda_pipeline" "$build/gpu-libs"
+    echo "carry to the GPU machine: $build/tests/test_cuda_ops $build/tests/test_cuda_pipeline $build/gpu-libs"
     exit 0
 fi
 
@@ -95,6 +95,20 @@ test_s=$(($(date +%s) - started))
 passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$results/test_cuda_ops.txt" | tail -1)
 failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$results/test_cuda_ops.txt" | tail -1)
 
+# ---- the pipeline on one GPU shared by 2 and 4 stages, against the CPU ----
+pipeline_exe="$build/tests/test_cuda_pipeline"
+[ -f "$pipeline_exe" ] && [ ! -x "$pipeline_exe" ] && chmod +x "$pipeline_exe"
+pipeline="not run (no $pipeline_exe)"
+if [ -x "$pipeline_exe" ]; then
+    timeout 300 "$pipeline_exe" >"$results/test_cuda_pipeline.txt" 2>&1
+    rc=$?
+    case $rc in
+    0) pipeline="passed: $(grep -c 'relative)' "$results/test_cuda_pipeline.txt") placements within 1e-4" ;;
+    77) pipeline="skipped (no GPU)" ;;
+    *) pipeline="FAILED (rc $rc; see test_cuda_pipeline.txt)" ;;
+    esac
+fi
+
 # ---- the same under compute-sanitizer (out-of-bounds and misaligned
 # accesses, API errors in the kernels written here) ----
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
@@ -120,6 +134,7 @@ fi
     printf '%-28s %s\n' "test_cuda_ops" \
         "${passed:-0} passed, ${failed:-0} failed, rc $test_rc, ${test_s} s"
     printf '%-28s %s\n' "test_cuda_ops under memcheck" "$memcheck"
+    printf '%-28s %s\n' "pipeline cuda:0x2, cuda:0x4" "$pipeline"
     printf '%-28s %s\n' "results" "$results"
 } | tee "$results/summary.txt"
 [ "$test_rc" -eq 0 ]
