@@ -1,0 +1,122 @@
+# The harness of the command-line tests (test_cli.sh, test_plan.sh,
+# test_simulate.sh), sourced by each after it sets TEST_NAME:
+#
+#   TEST_NAME=plan
+#   . "$(dirname "$0")/cli_harness.sh"
+#
+# It checks the one argument (the brigade binary), finds examples/ through
+# $BRIGADE_SOURCE_ROOT (set by meson) or next to the tests, makes a scratch
+# directory $T (removed on exit), and defines run, expect, stdout_has, check
+# and json_check, which count passes and failures for the closing line
+# "N passed, M failed" that each test prints itself.
+
+if [ $# -ne 1 ] || [ ! -x "$1" ]; then
+    echo "usage: $0 PATH/TO/brigade" >&2
+    exit 2
+fi
+case $1 in
+/*) BRIGADE=$1 ;;
+*) BRIGADE=$(pwd)/$1 ;;
+esac
+
+if [ -n "${BRIGADE_SOURCE_ROOT:-}" ]; then
+    ROOT=$BRIGADE_SOURCE_ROOT
+else
+    ROOT=$(cd "$(dirname "$0")/.." && pwd)
+fi
+MODEL=$ROOT/examples/fashion_cnn.model
+if [ ! -f "$MODEL" ]; then
+    echo "$TEST_NAME: cannot find $MODEL (set BRIGADE_SOURCE_ROOT)" >&2
+    exit 2
+fi
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/brigade-$TEST_NAME.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' HUP INT TERM
+OUT=$T/stdout
+ERR=$T/stderr
+
+passed=0
+failed=0
+
+pass() {
+    passed=$((passed + 1))
+}
+
+# fail WHAT: records a failure and shows what the last command printed.
+fail() {
+    failed=$((failed + 1))
+    echo "FAIL: $1" >&2
+    if [ -s "$ERR" ]; then
+        echo "  stderr:" >&2
+        head -c 2000 "$ERR" | sed 's/^/    /' >&2
+    fi
+}
+
+# run ARGS...: runs brigade with stdin from /dev/null, stdout and stderr to
+# files (so neither is a terminal); leaves the exit status in $status.
+run() {
+    "$BRIGADE" "$@" </dev/null >"$OUT" 2>"$ERR"
+    status=$?
+}
+
+# expect STATUS 'stderr substring' -- ARGS...: runs brigade with ARGS and
+# checks its exit status and that stderr contains the substring ('' accepts
+# any stderr). STATUS may be 'nonzero'.
+expect() {
+    want=$1
+    needle=$2
+    shift 2
+    [ "$1" = "--" ] && shift
+    what="brigade $*"
+    run "$@"
+    if [ "$want" = nonzero ]; then
+        if [ "$status" -eq 0 ]; then
+            fail "$what: exit status 0, expected non-zero"
+            return 1
+        fi
+    elif [ "$status" -ne "$want" ]; then
+        fail "$what: exit status $status, expected $want"
+        return 1
+    fi
+    if [ -n "$needle" ] && ! grep -qF -- "$needle" "$ERR"; then
+        fail "$what: stderr does not contain '$needle'"
+        return 1
+    fi
+    pass
+    return 0
+}
+
+# stdout_has 'substring' WHAT: checks the last command's stdout.
+stdout_has() {
+    if grep -qF -- "$1" "$OUT"; then
+        pass
+    else
+        fail "$2: stdout does not contain '$1'"
+    fi
+}
+
+# check CONDITION-COMMAND... : counts a pass if the command succeeds.
+check() {
+    what=$1
+    shift
+    if "$@"; then
+        pass
+    else
+        fail "$what"
+    fi
+}
+
+# json_check WHAT PYTHON-CODE: runs the code on the last command's stdout
+# parsed as JSON (bound to `p`); sys.argv[2] is the scratch directory.
+json_check() {
+    what=$1
+    if python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+$2" "$OUT" "$T" 2>"$T/python.err"; then
+        pass
+    else
+        fail "$what"
+        sed 's/^/    /' "$T/python.err" >&2
+    fi
+}
