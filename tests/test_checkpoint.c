@@ -25,6 +25,7 @@
 #include <zlib.h>
 
 #include "checkpoint.h"
+#include "support/scratch.h"
 #include "model_spec.h"
 #include "safetensors.h"
 
@@ -79,25 +80,12 @@ static bg_model_spec_t *spec_parse(const char *name, const char *text) {
     return spec;
 }
 
-static void dir_remove(const char *dir) {
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char path[600];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        assert_int_equal(unlink(path), 0);
-    }
-    closedir(d);
-    assert_int_equal(rmdir(dir), 0);
-}
-
 static int setup(void **state) {
     fixture_t *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    f->dir = strdup("/tmp/test_checkpoint.XXXXXX");
+    f->dir = malloc(64);
     assert_non_null(f->dir);
-    assert_non_null(mkdtemp(f->dir));
+    assert_int_equal(bg_test_scratch_make(f->dir, 64, "checkpoint"), 0);
     snprintf(f->path, sizeof f->path, "%s/model.safetensors", f->dir);
     snprintf(f->other, sizeof f->other, "%s/other.safetensors", f->dir);
     f->spec = spec_parse("origin.model", origin_cnn);
@@ -113,7 +101,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     fixture_t *f = *state;
-    dir_remove(f->dir);
+    assert_int_equal(bg_test_scratch_remove(f->dir), 0);
     free(f->dir);
     bg_model_spec_destroy(f->spec);
     free(f->params);

@@ -21,6 +21,7 @@
 #include <zlib.h>
 
 #include "dataset.h"
+#include "support/scratch.h"
 
 enum { PATH_CAPACITY = 512 };
 
@@ -32,9 +33,7 @@ typedef struct fixture {
 
 static int setup(void **state) {
     fixture_t *f = calloc(1, sizeof *f);
-    if (f == NULL) return -1;
-    strcpy(f->dir, "/tmp/brigade-test-dataset-XXXXXX");
-    if (mkdtemp(f->dir) == NULL) {
+    if (f == NULL || bg_test_scratch_make(f->dir, sizeof f->dir, "dataset") != 0) {
         free(f);
         return -1;
     }
@@ -44,20 +43,9 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     fixture_t *f = *state;
-    DIR *d = opendir(f->dir);
-    if (d != NULL) {
-        struct dirent *e;
-        char path[PATH_CAPACITY + 256];
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            snprintf(path, sizeof path, "%s/%s", f->dir, e->d_name);
-            remove(path);
-        }
-        closedir(d);
-    }
-    rmdir(f->dir);
+    int failed = bg_test_scratch_remove(f->dir);
     free(f);
-    return 0;
+    return failed;
 }
 
 static void join(char *out, const char *dir, const char *name) {

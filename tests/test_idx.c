@@ -19,6 +19,7 @@
 #include <zlib.h>
 
 #include "idx.h"
+#include "support/scratch.h"
 
 enum { PATH_CAPACITY = 512, IDX_CAPACITY = 4096 };
 
@@ -29,9 +30,7 @@ typedef struct fixture {
 
 static int setup(void **state) {
     fixture_t *f = calloc(1, sizeof *f);
-    if (f == NULL) return -1;
-    strcpy(f->dir, "/tmp/brigade-test-idx-XXXXXX");
-    if (mkdtemp(f->dir) == NULL) {
+    if (f == NULL || bg_test_scratch_make(f->dir, sizeof f->dir, "idx") != 0) {
         free(f);
         return -1;
     }
@@ -41,20 +40,9 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     fixture_t *f = *state;
-    DIR *d = opendir(f->dir);
-    if (d != NULL) {
-        struct dirent *e;
-        char path[PATH_CAPACITY + 256];
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            snprintf(path, sizeof path, "%s/%s", f->dir, e->d_name);
-            remove(path);
-        }
-        closedir(d);
-    }
-    rmdir(f->dir);
+    int failed = bg_test_scratch_remove(f->dir);
     free(f);
-    return 0;
+    return failed;
 }
 
 /* Sets f->path to a file called `name` in the temp dir. */

@@ -13,6 +13,7 @@
 
 #include "checkpoint.h"
 #include "dataset.h"
+#include "support/scratch.h"
 #include "train.h"
 
 static const char small_cnn[] = "input channels=1 height=8 width=8\n"
@@ -34,17 +35,14 @@ static int setup(void **state) {
     /* 100 samples in batches of 16: 7 steps an epoch, the last one short. */
     assert_int_equal(bg_dataset_synthetic(f->spec->input, 4, 100, 3, 0, &f->train), BG_OK);
     assert_int_equal(bg_dataset_synthetic(f->spec->input, 4, 40, 3, 1, &f->test), BG_OK);
-    snprintf(f->dir, sizeof f->dir, "/tmp/brigade-resume.XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
+    assert_int_equal(bg_test_scratch_make(f->dir, sizeof f->dir, "resume"), 0);
     *state = f;
     return 0;
 }
 
 static int teardown(void **state) {
     fixture_t *f = *state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(bg_test_scratch_remove(f->dir), 0);
     bg_dataset_destroy(f->train);
     bg_dataset_destroy(f->test);
     bg_model_spec_destroy(f->spec);

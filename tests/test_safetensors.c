@@ -19,15 +19,16 @@
 #include <unistd.h>
 
 #include "safetensors.h"
+#include "support/scratch.h"
 
 #define BAD_NAME "bad.safetensors"
 
 /* ---- helpers ---- */
 
 static char *dir_create(void) {
-    char *dir = strdup("/tmp/test_safetensors.XXXXXX");
+    char *dir = malloc(64);
     assert_non_null(dir);
-    assert_non_null(mkdtemp(dir));
+    assert_int_equal(bg_test_scratch_make(dir, 64, "safetensors"), 0);
     return dir;
 }
 
@@ -51,16 +52,7 @@ static int dir_count_entries(const char *dir) {
 }
 
 static void dir_remove(char *dir) {
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char *path = path_join(dir, e->d_name);
-        assert_int_equal(unlink(path), 0);
-        free(path);
-    }
-    closedir(d);
-    assert_int_equal(rmdir(dir), 0);
+    assert_int_equal(bg_test_scratch_remove(dir), 0);
     free(dir);
 }
 
