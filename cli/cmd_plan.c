@@ -120,21 +120,13 @@ int bg_cmd_plan(int argc, char **argv) {
         return 0;
     }
     if (st != BG_OK) return bg_cli_usage_error("plan", "%s", bg_error_message());
-    bg_model_spec_t *spec = NULL;
-    bg_topology_t *topology = NULL;
-    bg_profile_t *profile = NULL;
-    bg_cost_device_t *devices = NULL;
+    bg_cli_setup_t setup = {0};
     bg_plan_t *p = NULL;
     int code = 0;
-    BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
-    BG_CHECK_GOTO(bg_topology_create(NULL, &topology), st, fail);
-    BG_CHECK_GOTO(bg_placement_resolve(&o.placement, spec, bg_topology_core_count(topology)), st,
-                  fail);
-    BG_CHECK_GOTO(bg_cli_profile_load(&o.placement, spec, &profile), st, fail);
-    devices = calloc((size_t)o.placement.devices.count, sizeof *devices);
-    BG_ALLOC_CHECK_GOTO(devices, st, fail);
+    BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &setup), st, fail);
     bg_plan_request_t r;
-    bg_placement_plan_request(&o.placement, spec, o.batch, &o.optimizer, profile, 1, devices, &r);
+    bg_placement_plan_request(&o.placement, setup.spec, o.batch, &o.optimizer, setup.profile, 1,
+                              setup.devices, &r);
     BG_CHECK_GOTO(bg_cli_plan_make("plan", &o.placement, &r, &p), st, fail);
     if (o.json) {
         cJSON *root = bg_cli_plan_json(p, o.model);
@@ -164,9 +156,6 @@ fail:
     code = bg_cli_fail("plan", st);
 done:
     bg_plan_destroy(p);
-    free(devices);
-    bg_profile_destroy(profile);
-    bg_topology_destroy(topology);
-    bg_model_spec_destroy(spec);
+    bg_cli_setup_close(&setup);
     return code;
 }

@@ -184,22 +184,14 @@ int bg_cmd_simulate(int argc, char **argv) {
         return 0;
     }
     if (st != BG_OK) return bg_cli_usage_error("simulate", "%s", bg_error_message());
-    bg_model_spec_t *spec = NULL;
-    bg_topology_t *topology = NULL;
-    bg_profile_t *profile = NULL;
-    bg_cost_device_t *devices = NULL;
+    bg_cli_setup_t setup = {0};
     bg_plan_t *plan = NULL;
     bg_timeline_t *tl = NULL;
     int code = 0;
-    BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
-    BG_CHECK_GOTO(bg_topology_create(NULL, &topology), st, fail);
-    BG_CHECK_GOTO(bg_placement_resolve(&o.placement, spec, bg_topology_core_count(topology)), st,
-                  fail);
-    BG_CHECK_GOTO(bg_cli_profile_load(&o.placement, spec, &profile), st, fail);
-    devices = calloc((size_t)o.placement.devices.count, sizeof *devices);
-    BG_ALLOC_CHECK_GOTO(devices, st, fail);
+    BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &setup), st, fail);
     bg_plan_request_t r;
-    bg_placement_plan_request(&o.placement, spec, o.batch, &o.optimizer, profile, 1, devices, &r);
+    bg_placement_plan_request(&o.placement, setup.spec, o.batch, &o.optimizer, setup.profile, 1,
+                              setup.devices, &r);
     BG_CHECK_GOTO(bg_cli_plan_make("simulate", &o.placement, &r, &plan), st, fail);
     printf("simulation of %s: ", o.model);
     bg_placement_describe(&o.placement, stdout);
@@ -207,7 +199,7 @@ int bg_cmd_simulate(int argc, char **argv) {
            (long long)bg_cost_model_microbatch(plan->model),
            bg_optimizer_kind_name(o.optimizer.kind),
            r.split != NULL ? "split given by --split" : "split chosen by the planner",
-           profile != NULL ? o.placement.profile_path : "the analytic cost model");
+           setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
     if (!plan->partition->fits) {
         bg_cli_plan_explain_overflow("simulate", plan, &o.placement, 1);
         code = 2;
@@ -221,9 +213,6 @@ fail:
 done:
     bg_timeline_destroy(tl);
     bg_plan_destroy(plan);
-    free(devices);
-    bg_profile_destroy(profile);
-    bg_topology_destroy(topology);
-    bg_model_spec_destroy(spec);
+    bg_cli_setup_close(&setup);
     return code;
 }

@@ -286,20 +286,13 @@ int bg_cmd_sweep(int argc, char **argv) {
         return 0;
     }
     if (st != BG_OK) return bg_cli_usage_error("sweep", "%s", bg_error_message());
-    bg_model_spec_t *spec = NULL;
+    bg_cli_setup_t setup = {0};
     bg_dataset_t *train = NULL, *test = NULL;
-    bg_topology_t *topo = NULL;
-    bg_profile_t *profile = NULL;
-    bg_cost_device_t *devices = NULL;
     bg_sweep_point_t *points = calloc(MAX_POINTS, sizeof *points);
     int count = 0, code = 0;
     BG_ALLOC_CHECK_GOTO(points, st, fail);
-    BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
-    BG_CHECK_GOTO(bg_topology_create(NULL, &topo), st, fail);
-    BG_CHECK_GOTO(bg_placement_resolve(&o.placement, spec, bg_topology_core_count(topo)), st, fail);
-    BG_CHECK_GOTO(bg_cli_profile_load(&o.placement, spec, &profile), st, fail);
-    devices = calloc((size_t)o.placement.devices.count, sizeof *devices);
-    BG_ALLOC_CHECK_GOTO(devices, st, fail);
+    BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &setup), st, fail);
+    const bg_model_spec_t *spec = setup.spec;
     if (!o.simulate) {
         BG_CHECK_GOTO(bg_cli_input_status(
                           bg_dataset_open(o.data, spec->input, spec->classes, 1, &train, &test)),
@@ -317,7 +310,7 @@ int bg_cmd_sweep(int argc, char **argv) {
         fprintf(stderr,
                 "simulated sweep of %s, batch %lld, %lld steps per point, costs from %s: ", o.model,
                 (long long)o.batch, (long long)o.steps,
-                profile != NULL ? o.placement.profile_path : "the analytic cost model");
+                setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
     }
     bg_placement_describe(&o.placement, stderr);
     fputc('\n', stderr);
@@ -327,9 +320,9 @@ int bg_cmd_sweep(int argc, char **argv) {
     sweep_context_t c = {.o = &o,
                          .spec = spec,
                          .data = train,
-                         .topology = topo,
-                         .profile = profile,
-                         .devices = devices};
+                         .topology = setup.topology,
+                         .profile = setup.profile,
+                         .devices = setup.devices};
     int total = o.schedule_count * o.m_count, done_points = 0;
     for (int k = 0; k < o.schedule_count; k++) {
         for (int i = 0; i < o.m_count; i++) {
@@ -355,11 +348,9 @@ fail:
     code = bg_cli_fail("sweep", st);
 done:
     free(points);
-    free(devices);
-    bg_profile_destroy(profile);
+
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);
-    bg_topology_destroy(topo);
-    bg_model_spec_destroy(spec);
+    bg_cli_setup_close(&setup);
     return code;
 }

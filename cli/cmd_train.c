@@ -280,32 +280,24 @@ int bg_cmd_train(int argc, char **argv) {
     }
     if (st != BG_OK) return bg_cli_usage_error("train", "%s", bg_error_message());
 
-    bg_model_spec_t *spec = NULL;
+    bg_cli_setup_t setup = {0};
     bg_dataset_t *train = NULL, *test = NULL;
-    bg_topology_t *topology = NULL;
     bg_train_result_t r = {0};
     bg_timeline_summary_t *summary = NULL;
     bg_train_state_t resume = {0};
-    bg_profile_t *profile = NULL;
-    bg_cost_device_t *devices = NULL;
     bg_plan_t *plan = NULL;
     float *params = NULL;
     int code = 0;
-    BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
+    BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &setup), st, fail);
+    const bg_model_spec_t *spec = setup.spec;
     BG_CHECK_GOTO(bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes,
                                                       o.train.seed, &train, &test)),
                   st, fail);
-    BG_CHECK_GOTO(bg_topology_create(NULL, &topology), st, fail);
-    BG_CHECK_GOTO(bg_placement_resolve(&o.placement, spec, bg_topology_core_count(topology)), st,
-                  fail);
     /* The planner picks the split (unless --split), and M and the schedule
      * when asked; memory is checked only against a given --device-mem. */
-    BG_CHECK_GOTO(bg_cli_profile_load(&o.placement, spec, &profile), st, fail);
-    devices = calloc((size_t)o.placement.devices.count, sizeof *devices);
-    BG_ALLOC_CHECK_GOTO(devices, st, fail);
     bg_plan_request_t request;
-    bg_placement_plan_request(&o.placement, spec, o.train.batch, &o.train.optimizer, profile, 0,
-                              devices, &request);
+    bg_placement_plan_request(&o.placement, spec, o.train.batch, &o.train.optimizer, setup.profile,
+                              0, setup.devices, &request);
     BG_CHECK_GOTO(bg_cli_plan_make("train", &o.placement, &request, &plan), st, fail);
     if (!plan->partition->fits) {
         bg_cli_plan_explain_overflow("train", plan, &o.placement, 0);
@@ -346,7 +338,7 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.progress = bg_progress_report;
     o.train.progress_ctx = &progress;
     o.train.devices = &o.placement.devices;
-    o.train.topology = topology;
+    o.train.topology = setup.topology;
     o.train.schedule = o.placement.schedule;
     o.train.chunks = o.placement.chunks;
     o.train.microbatches = o.placement.microbatches;
@@ -393,12 +385,9 @@ done:
     bg_timeline_summary_destroy(summary);
     bg_train_result_free(&r);
     bg_plan_destroy(plan);
-    free(devices);
-    bg_profile_destroy(profile);
-    bg_topology_destroy(topology);
     free(params);
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);
-    bg_model_spec_destroy(spec);
+    bg_cli_setup_close(&setup);
     return code;
 }

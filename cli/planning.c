@@ -231,3 +231,22 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         fprintf(stderr, "  none of these fits, alone or together: use more devices or give each "
                         "more memory (--device-mem)\n");
 }
+
+bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement, bg_cli_setup_t *out) {
+    *out = (bg_cli_setup_t){0};
+    BG_CHECK(bg_cli_input_status(bg_model_spec_load(model, &out->spec)));
+    BG_CHECK(bg_topology_create(NULL, &out->topology));
+    BG_CHECK(bg_placement_resolve(placement, out->spec, bg_topology_core_count(out->topology)));
+    BG_CHECK(bg_cli_profile_load(placement, out->spec, &out->profile));
+    out->devices = calloc((size_t)placement->devices.count, sizeof *out->devices);
+    if (out->devices == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory");
+    return BG_OK;
+}
+
+void bg_cli_setup_close(bg_cli_setup_t *setup) {
+    free(setup->devices);
+    bg_profile_destroy(setup->profile);
+    bg_topology_destroy(setup->topology);
+    bg_model_spec_destroy(setup->spec);
+    *setup = (bg_cli_setup_t){0};
+}

@@ -17,6 +17,22 @@
 bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *spec,
                                 bg_profile_t **out);
 
+/* What every planning command (plan, simulate, sweep, train) starts from:
+ * the model, this machine's topology, the placement resolved against its
+ * cores, the --profile (NULL without one), and room for the planner's
+ * description of each device. */
+typedef struct bg_cli_setup {
+    bg_model_spec_t *spec;
+    bg_topology_t *topology;
+    bg_profile_t *profile;
+    bg_cost_device_t *devices; /* placement->devices.count entries */
+} bg_cli_setup_t;
+
+/* Opens all of it for MODEL; a model or profile that cannot be read is bad
+ * input (exit 2). Close with bg_cli_setup_close, also after a failure. */
+bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement, bg_cli_setup_t *out);
+void bg_cli_setup_close(bg_cli_setup_t *setup);
+
 /* Plans `request`; with --microbatches auto or --schedule auto searches
  * them (bg_plan_search), prints the choice on stderr ("brigade CMD:
  * --microbatches auto: 8 (1f1b), 12,345 samples/s predicted") and writes it
