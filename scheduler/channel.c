@@ -190,4 +190,8 @@ void bg_channel_reset(bg_channel_t *ch) {
     pthread_mutex_unlock(&ch->lock);
 }
 
+int bg_channel_ring_slots(int devices, int microbatches, int from, int to) {
+    return from % devices == to % devices ? microbatches : 2;
+}
+
 size_t bg_channel_bytes(const bg_channel_t *ch) { return (size_t)ch->capacity * ch->slot_bytes; }

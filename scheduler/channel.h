@@ -64,6 +64,13 @@ void bg_channel_abort(bg_channel_t *ch);
 /* Drops pending messages and clears an abort (between steps). */
 void bg_channel_reset(bg_channel_t *ch);
 
+/* Ring slots of the channel between adjacent stages `from` and `to` with K
+ * devices and M micro-batches, stage s on device s % K: M when both stages
+ * share a device (the thread hands over to itself and must never wait on
+ * itself), else 2 (double buffering). The executor sizes its channels by
+ * this and the cost model counts their bytes by it. */
+int bg_channel_ring_slots(int devices, int microbatches, int from, int to);
+
 /* Bytes the ring holds (capacity * slot_bytes), for the memory report. */
 size_t bg_channel_bytes(const bg_channel_t *ch);
 

@@ -14,8 +14,6 @@
 #include "cpu/backend_cpu.h"
 #include "cuda/backend_cuda.h"
 
-enum { CROSS_DEVICE_CAPACITY = 2 }; /* double buffering between devices */
-
 typedef enum pipeline_job { JOB_TRAIN, JOB_EVALUATE } pipeline_job_t;
 
 enum { RECORDER_DEPTH = 6 };
@@ -335,16 +333,10 @@ static bg_status_t step_barrier(bg_pipeline_t *p, int device) {
 static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op);
 
 static bg_status_t run_op(bg_pipeline_t *p, int device, const bg_op_t *op) {
-    char name[32];
-    if (op->kind == BG_OP_STEP)
-        snprintf(name, sizeof name, "step");
-    else
-        snprintf(name, sizeof name, "%s%d@%d",
-                 op->kind == BG_OP_FORWARD    ? "F"
-                 : op->kind == BG_OP_BACKWARD ? "B"
-                                              : "W",
-                 op->microbatch, op->stage);
-    bg_nvtx_push(name);
+    bg_nvtx_push_op(op->kind == BG_OP_FORWARD    ? "F"
+                    : op->kind == BG_OP_BACKWARD ? "B"
+                                                 : "W",
+                    op->kind == BG_OP_STEP ? -1 : op->microbatch, op->stage);
     bg_status_t st = run_op_marked(p, device, op);
     bg_nvtx_pop();
     return st;
@@ -650,10 +642,7 @@ static bg_status_t create_channels(bg_pipeline_t *p) {
         char name[64];
         bg_channel_config_t cc = {
             .slot_bytes = stage_bytes(p, p->first[s + 1], p->max_micro),
-            /* Stages on one device hand over within one thread: the ring must
-             * hold every micro-batch, or the thread would wait on itself. */
-            .capacity =
-                s % p->devices == (s + 1) % p->devices ? p->microbatches : CROSS_DEVICE_CAPACITY,
+            .capacity = bg_channel_ring_slots(p->devices, p->microbatches, s, s + 1),
             .name = name,
             .timeout_s = p->cfg.stall_timeout_s,
         };

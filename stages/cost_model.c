@@ -222,10 +222,6 @@ double bg_cost_transfer_seconds(const bg_cost_link_t *link, size_t bytes) {
     return (double)bytes / link->bytes_per_s + link->latency_s;
 }
 
-int bg_cost_channel_slots(int devices, int microbatches, int from, int to) {
-    return from % devices == to % devices ? microbatches : 2;
-}
-
 bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_stage_t *stage) {
     const int first = stage->first_layer, last = stage->last_layer;
     const size_t e = m->elem, nb = (size_t)m->micro;

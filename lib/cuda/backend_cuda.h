@@ -85,10 +85,11 @@ bg_status_t bg_backend_cuda_create(const bg_cuda_config_t *cfg, bg_backend_t **o
  * build without CUDA. Never fails; safe to call from any thread. */
 int bg_cuda_device_count(void);
 
-/* Opens and closes a named NVTX range on the calling thread, so Nsight
- * Systems shows brigade's ops ("F3@1", "B3@1", ...) under their names. No-ops
- * in a build without CUDA; cheap when no profiler is attached. */
-void bg_nvtx_push(const char *name);
+/* Opens and closes an NVTX range on the calling thread named like the
+ * trace's ops: "F3@1" for kind "F", micro-batch 3, stage 1; "step" when the
+ * micro-batch is negative. Nsight Systems shows brigade's ops under these
+ * names. No-ops, that format nothing, in a build without CUDA. */
+void bg_nvtx_push_op(const char *kind, int microbatch, int stage);
 void bg_nvtx_pop(void);
 
 /* 1 when this build has the CUDA backend (configured with nvcc found and

@@ -12,6 +12,10 @@ bg_status_t bg_backend_cuda_create(const bg_cuda_config_t *cfg, bg_backend_t **o
 
 int bg_cuda_device_count(void) { return 0; }
 
-void bg_nvtx_push(const char *name) { (void)name; }
+void bg_nvtx_push_op(const char *kind, int microbatch, int stage) {
+    (void)kind;
+    (void)microbatch;
+    (void)stage;
+}
 
 void bg_nvtx_pop(void) {}

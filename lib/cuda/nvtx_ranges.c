@@ -4,8 +4,17 @@
  * function pointer check: nothing else. */
 #include <nvtx3/nvToolsExt.h>
 
+#include <stdio.h>
+
 #include "backend_cuda.h"
 
-void bg_nvtx_push(const char *name) { nvtxRangePushA(name); }
+void bg_nvtx_push_op(const char *kind, int microbatch, int stage) {
+    char name[32];
+    if (microbatch < 0)
+        snprintf(name, sizeof name, "step");
+    else
+        snprintf(name, sizeof name, "%s%d@%d", kind, microbatch, stage);
+    nvtxRangePushA(name);
+}
 
 void bg_nvtx_pop(void) { nvtxRangePop(); }
