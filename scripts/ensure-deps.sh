@@ -2,7 +2,8 @@
 # Installs, from Debian's packages, whatever brigade needs that is missing.
 # Used by scripts/train-example.sh and scripts/test.sh; safe to run again.
 set -eu
-packages="meson ninja-build pkg-config gcc libc6-dev python3 libhwloc-dev libcmocka-dev \
+# g++: nvcc compiles with it, and a CUDA build links libstdc++.
+packages="meson ninja-build pkg-config gcc g++ libc6-dev python3 libhwloc-dev libcmocka-dev \
 libopenblas-dev zlib1g-dev libcjson-dev dataset-fashion-mnist clang-format"
 # For the fuzz targets (scripts/fuzz.sh): clang and its libFuzzer runtime,
 # Debian 12's names. Installed when the archive has them; without them the
