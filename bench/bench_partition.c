@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "device_order.h"
 #include "partition.h"
 
 enum { LAYERS = 1000, STAGES = 64, CONV_BLOCKS = 150 };
@@ -115,7 +116,7 @@ int main(void) {
     int failed = plan(model, dev, 0, "no memory limit");
     failed |= plan(model, dev, even * 3, "limit 3x an even share");
     failed |= plan(model, dev, even / 4, "limit 1/4 of an even share");
-    order(10);
+    order(BG_DEVICE_ORDER_EXACT_MAX);
     order(64);
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);

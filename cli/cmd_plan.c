@@ -59,7 +59,11 @@ static const char help[] =
     "  brigade plan examples/fashion_cnn.model --devices cpu:2 --device-mem 20M\n"
     "      (does not fit; says which stage overflows and that --microbatches 4 fits)\n"
     "  brigade plan examples/fashion_cnn.model --devices cpu:2 --split 4 --json\n"
-    "  brigade plan examples/fashion_cnn.model --devices cpu:2 --microbatches auto\n";
+    "  brigade plan examples/fashion_cnn.model --devices cpu:2 --microbatches auto\n"
+    "  brigade plan examples/fashion_cnn.model --topology two-socket-8-gpu.xml \\\n"
+    "      --devices auto --stages 4\n"
+    "      (an 8-GPU server described by hwloc XML, as in tests/fixtures; the\n"
+    "      four stages stay behind one socket's PCIe switches)\n";
 
 typedef struct plan_options {
     const char *model;
@@ -130,6 +134,10 @@ int bg_cmd_plan(int argc, char **argv) {
     BG_CHECK_GOTO(bg_cli_plan_make("plan", &o.placement, &r, &p), st, fail);
     if (o.json) {
         cJSON *root = bg_cli_plan_json(p, o.model);
+        if (root != NULL && !bg_cli_links_json(&o.placement, root)) {
+            cJSON_Delete(root);
+            root = NULL;
+        }
         char *text = root != NULL ? cJSON_Print(root) : NULL;
         cJSON_Delete(root);
         if (text == NULL) {
@@ -141,7 +149,9 @@ int bg_cmd_plan(int argc, char **argv) {
     } else {
         printf("plan for %s: ", o.model);
         bg_placement_describe(&o.placement, stdout);
-        printf("\nbatch %lld (micro-batches of %lld), %s; %s\n\n", (long long)o.batch,
+        printf("\n");
+        bg_placement_describe_links(&o.placement, stdout);
+        printf("batch %lld (micro-batches of %lld), %s; %s\n\n", (long long)o.batch,
                (long long)bg_cost_model_microbatch(p->model),
                bg_optimizer_kind_name(o.optimizer.kind),
                r.split != NULL ? "split given by --split" : "split chosen by the planner");

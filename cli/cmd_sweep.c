@@ -155,6 +155,11 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
     if (o->m_count == 0)
         return bg_error_set(BG_ERR_INVALID, "--microbatches LIST is required (e.g. 1,2,4,8)");
+    if (o->placement.topology_path != NULL && !o->simulate)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--topology %s describes another machine: add --simulate (a sweep "
+                            "without it trains on this one)",
+                            o->placement.topology_path);
     return BG_OK;
 }
 

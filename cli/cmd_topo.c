@@ -16,7 +16,8 @@ static const char help[] =
     "\n"
     "Shows this machine (or the machine an hwloc XML export describes): packages,\n"
     "NUMA nodes and their memory, cores and which package and NUMA node each is\n"
-    "in, the GPUs on the PCI bus with the NUMA node they hang off, and how devices\n"
+    "in, the GPUs on the PCI bus with the NUMA node they hang off (and, where\n"
+    "hwloc's CUDA device is known, their CUDA index and memory), and how devices\n"
     "are linked:\n"
     "  X     the device itself\n"
     "  NODE  within one NUMA node\n"
@@ -24,14 +25,9 @@ static const char help[] =
     "  PIX, PXB, PHB  GPUs behind one PCIe switch, several switches, or one host\n"
     "        bridge\n"
     "CPU device cpu:N runs on core N; brigade plan and train read the same\n"
-    "topology (--topology for a machine you do not have: lstopo --of xml).\n";
-
-static const char *core_link(const bg_topology_t *t, int a, int b) {
-    if (a == b) return "X";
-    int na = bg_topology_core_numa(t, a), nb = bg_topology_core_numa(t, b);
-    if (na >= 0 && na == nb) return "NODE";
-    return "SYS";
-}
+    "topology and order the stages' devices by these links (plan, simulate and\n"
+    "sweep --simulate take --topology for a machine you do not have: lstopo\n"
+    "--of xml; tests/fixtures/two-socket-8-gpu.xml is an 8-GPU server).\n";
 
 static void print_cores(const bg_topology_t *t, int cores) {
     printf("\n%6s %8s %6s\n", "core", "package", "NUMA");
@@ -46,7 +42,7 @@ static void print_cores(const bg_topology_t *t, int cores) {
     printf("\n");
     for (int a = 0; a < cores; a++) {
         printf("  cpu:%-2d", a);
-        for (int b = 0; b < cores; b++) printf(" %8s", core_link(t, a, b));
+        for (int b = 0; b < cores; b++) printf(" %8s", bg_topology_core_link(t, a, b));
         printf("\n");
     }
 }
@@ -57,11 +53,17 @@ static void print_gpus(const bg_topology_t *t) {
         printf("\nno GPU on the PCI bus in this topology\n");
         return;
     }
-    printf("\n%4s %-14s %-11s %6s %8s\n", "gpu", "PCI bus", "vendor:dev", "NUMA", "package");
+    printf("\n%4s %-14s %-11s %6s %8s %-8s %10s\n", "gpu", "PCI bus", "vendor:dev", "NUMA",
+           "package", "CUDA", "memory");
     for (int g = 0; g < gpus; g++) {
         bg_topology_gpu_t info = bg_topology_gpu(t, g);
-        printf("%4d %-14s %04x:%04x   %6d %8d\n", g, info.busid, info.vendor, info.device,
-               info.numa, info.package);
+        char cuda[16] = "-", memory[24] = "-";
+        if (info.cuda >= 0) snprintf(cuda, sizeof cuda, "cuda:%d", info.cuda);
+        if (info.memory_bytes > 0)
+            snprintf(memory, sizeof memory, "%.1f GiB",
+                     (double)info.memory_bytes / (1024.0 * 1024.0 * 1024.0));
+        printf("%4d %-14s %04x:%04x   %6d %8d %-8s %10s\n", g, info.busid, info.vendor, info.device,
+               info.numa, info.package, cuda, memory);
     }
     if (gpus > MATRIX_LIMIT) return;
     printf("\nlinks between GPUs\n%6s", "");

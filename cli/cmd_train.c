@@ -181,6 +181,11 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     if (o->load != NULL && o->resume != NULL)
         return bg_error_set(BG_ERR_INVALID,
                             "--load and --resume both give the weights; choose one");
+    if (o->placement.topology_path != NULL)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--topology %s describes another machine; train runs on this one "
+                            "(plan or simulate it with --topology)",
+                            o->placement.topology_path);
     if (o->lr >= 0) bg_optimizer_set_lr(&o->train.optimizer, o->lr);
     return BG_OK;
 }

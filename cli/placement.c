@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cuda/backend_cuda.h"
+#include "device_order.h"
 
 const char bg_placement_help[] =
     "placement:\n"
@@ -30,7 +32,14 @@ const char bg_placement_help[] =
     "                     build cannot ask them); train checks only a given\n"
     "                     size. With --chunks V each stage may use 1/V of it\n"
     "  --profile FILE     measured layer times ('brigade profile') for the\n"
-    "                     planner in place of FLOPs over an assumed speed\n";
+    "                     planner in place of FLOPs over an assumed speed\n"
+    "  --topology FILE    plan for the machine an hwloc XML file describes\n"
+    "                     (lstopo --of xml; see 'brigade topo') instead of this\n"
+    "                     one: its cores, NUMA nodes, GPUs and their PCI links\n"
+    "                     (plan, simulate and sweep --simulate only)\n"
+    "  The stages go to the devices whose chain has the fastest links (the\n"
+    "  slowest link first, then the fewest slow ones, then the order given);\n"
+    "  with --stages K, the best K of them. 'brigade plan' prints the links.\n";
 
 void bg_placement_init(bg_placement_t *p) {
     memset(p, 0, sizeof *p);
@@ -41,9 +50,9 @@ void bg_placement_init(bg_placement_t *p) {
 }
 
 int bg_placement_is_option(const char *arg) {
-    static const char *const with_value[] = {"--devices",    "--stages", "--split",
-                                             "--schedule",   "--chunks", "--microbatches",
-                                             "--device-mem", "--profile"};
+    static const char *const with_value[] = {"--devices",    "--stages",  "--split",
+                                             "--schedule",   "--chunks",  "--microbatches",
+                                             "--device-mem", "--profile", "--topology"};
     for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
         if (strcmp(arg, with_value[i]) == 0) return 1;
     return strcmp(arg, "--recompute") == 0 ? 2 : 0;
@@ -116,6 +125,8 @@ bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *v
         BG_CHECK(parse_size(arg, value, &p->device_mem));
     } else if (strcmp(arg, "--profile") == 0) {
         p->profile_path = value;
+    } else if (strcmp(arg, "--topology") == 0) {
+        p->topology_path = value;
     } else if (strcmp(arg, "--recompute") == 0) {
         p->recompute = 1;
     } else {
@@ -124,7 +135,8 @@ bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *v
     return BG_OK;
 }
 
-bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec, int cores) {
+bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
+                                 const bg_topology_t *topo) {
     const char *text = p->devices_text;
     char implied[32];
     /* --stages K without --devices means K CPU devices. */
@@ -132,16 +144,14 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
         snprintf(implied, sizeof implied, "cpu:%d", p->stages);
         text = implied;
     }
-    BG_CHECK(bg_device_list_parse(text, cores, &p->devices));
-    if (p->stages > 0) {
-        if (p->stages > p->devices.count)
-            return bg_error_set(BG_ERR_INVALID,
-                                "--stages %d but --devices %s gives %d devices (use --chunks for "
-                                "several stages per device)",
-                                p->stages, p->devices_text, p->devices.count);
-        p->devices.count = p->stages;
-    }
-    int stages = p->devices.count * p->chunks;
+    int gpus = p->topology_path != NULL ? bg_topology_gpu_count(topo) : bg_cuda_device_count();
+    BG_CHECK(bg_device_list_parse_on(text, bg_topology_core_count(topo), gpus, &p->devices));
+    if (p->stages > p->devices.count)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--stages %d but --devices %s gives %d devices (use --chunks for "
+                            "several stages per device)",
+                            p->stages, p->devices_text, p->devices.count);
+    int stages = (p->stages > 0 ? p->stages : p->devices.count) * p->chunks;
     if (p->split_count > 0 && p->split_count != stages - 1)
         return bg_error_set(BG_ERR_INVALID, "--split gives %d boundaries; %d stages need %d",
                             p->split_count, stages, stages - 1);
@@ -149,6 +159,28 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
         return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layers", stages,
                             spec->num_layers);
     return BG_OK;
+}
+
+bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
+                                bg_device_links_t **chosen) {
+    const int n = p->devices.count, k = p->stages > 0 ? p->stages : n;
+    double *speed = malloc(sizeof(double) * (size_t)(n * n));
+    int *order = malloc(sizeof(int) * (size_t)n);
+    bg_status_t st = BG_OK;
+    if (speed == NULL || order == NULL) {
+        st = bg_error_set(BG_ERR_NOMEM, "out of memory choosing %d devices", n);
+        goto done;
+    }
+    for (int i = 0; i < n * n; i++) speed[i] = all->link[i].bytes_per_s;
+    BG_CHECK_GOTO(bg_device_choose(speed, n, k, p->chunks > 1, order, NULL), st, done);
+    BG_CHECK_GOTO(bg_device_links_select(all, order, k, chosen), st, done);
+    bg_device_list_t picked = {.count = k};
+    for (int i = 0; i < k; i++) picked.devices[i] = p->devices.devices[order[i]];
+    p->devices = picked;
+done:
+    free(speed);
+    free(order);
+    return st;
 }
 
 void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_share,
@@ -166,6 +198,8 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
         if (dev->kind == BG_DEVICE_CUDA) {
             c.flops_per_s = 10e12; /* an assumed mid-range GPU; no CUDA backend to ask */
             c.op_overhead_s = 10e-6;
+            if (c.memory_bytes == 0 && p->links != NULL && d < p->links->count)
+                c.memory_bytes = p->links->memory_bytes[d];
         } else if (c.memory_bytes == 0 && host_share) {
             long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
             if (pages > 0 && page > 0)
@@ -191,6 +225,7 @@ void bg_placement_plan_request(const bg_placement_t *p, const bg_model_spec_t *s
     bg_placement_cost_devices(p, r.devices, host_share, device);
     r.device = device;
     if (profile != NULL) r.link = bg_plan_profile_link(profile);
+    if (p->links != NULL && p->links->count == r.devices) r.links = p->links->link;
     r.profile = profile;
     *out = r;
 }
@@ -203,4 +238,21 @@ void bg_placement_describe(const bg_placement_t *p, FILE *out) {
     fprintf(out, "; %s, %d micro-batch%s%s", bg_schedule_kind_name(p->schedule), p->microbatches,
             p->microbatches == 1 ? "" : "es", p->recompute ? ", recompute" : "");
     if (p->chunks > 1) fprintf(out, ", %d chunks per device", p->chunks);
+}
+
+void bg_placement_describe_links(const bg_placement_t *p, FILE *out) {
+    const bg_device_links_t *l = p->links;
+    if (l == NULL || l->count < 2) return;
+    const int k = l->count;
+    int slowest = -1;
+    fprintf(out, "links: %s", p->devices.devices[0].name);
+    for (int d = 1; d <= k; d++) {
+        if (d == k && !(p->chunks > 1 && k > 2)) break;
+        int at = (d - 1) * k + d % k;
+        fprintf(out, " -%s- %s%s", l->word[at], d == k ? "back to " : "",
+                p->devices.devices[d % k].name);
+        if (slowest < 0 || l->link[at].bytes_per_s < l->link[slowest].bytes_per_s) slowest = at;
+    }
+    fprintf(out, "; slowest %s at %.1f GB/s\n", l->word[slowest],
+            l->link[slowest].bytes_per_s / 1e9);
 }

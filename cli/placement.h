@@ -6,11 +6,13 @@
 
 #include <stdio.h>
 
+#include "device_links.h"
 #include "devices.h"
 #include "model_spec.h"
 #include "pipeline.h"
 #include "planner.h"
 #include "schedule.h"
+#include "topology.h"
 
 typedef struct bg_placement {
     const char *devices_text; /* --devices, default "cpu" */
@@ -22,7 +24,12 @@ typedef struct bg_placement {
     int auto_schedule, auto_microbatches; /* --schedule auto, --microbatches auto */
     size_t device_mem;                    /* --device-mem in bytes, 0: not given */
     const char *profile_path;             /* --profile, or NULL */
-    bg_device_list_t devices;             /* resolved by bg_placement_resolve */
+    const char *topology_path;            /* --topology, or NULL: this machine */
+    bg_device_list_t devices;             /* resolved by bg_placement_resolve, then chosen */
+    /* The chosen devices' links and memory, in chain order (set by
+     * bg_cli_setup_open, which owns them); NULL: the default link and no
+     * known memory. */
+    const bg_device_links_t *links;
 } bg_placement_t;
 
 /* Help text for the options, for commands' --help. */
@@ -36,28 +43,46 @@ int bg_placement_is_option(const char *arg);
 /* Applies option `arg` with `value` (NULL for flags). */
 bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *value);
 
-/* Resolves the device list against the machine's `cores` and checks the
- * combination: --stages K uses the first K devices; a --split needs one value
- * per stage boundary. */
-bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec, int cores);
+/* Resolves the device list against the machine `topo` describes (its cores;
+ * its GPUs for `auto` when it is an XML file, else the GPUs CUDA sees) and
+ * checks the combination: --stages K at most the devices; a --split needs
+ * one value per stage boundary. */
+bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
+                                 const bg_topology_t *topo);
+
+/* Chooses the devices the stages run on and their order from `all`, the
+ * links among every resolved device (stages/device_order.h: the chain of
+ * the fastest links; --stages K takes the best K; interleaved chains close
+ * into a cycle). Reorders p->devices to the choice and stores the chosen
+ * devices' links in *chosen (the caller frees it and may point p->links at
+ * it). */
+bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
+                                bg_device_links_t **chosen);
 
 /* The first `count` devices as the planner sees them (beyond the list,
  * copies of its last device named by index): a CPU device is one core
  * (BG_COST_DEVICE_CPU_CORE_INIT), a CUDA device an assumed 10 TFLOP/s. Each
- * may use --device-mem bytes; without it, with `host_share`, CPU devices
- * share the host's memory (1/count each), else they are unlimited. */
+ * may use --device-mem bytes; without it, a GPU has its memory when the
+ * links know it, and with `host_share` CPU devices share the host's memory
+ * (1/count each); else they are unlimited. */
 void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_share,
                                bg_cost_device_t *out);
 
 /* A planner request for the resolved placement (K, V, M, schedule,
- * recompute, --split) with batch B, an optimizer and a profile (or NULL;
- * with one the link is the profile's, bg_plan_profile_link). `device` must
- * hold K entries; it is filled with bg_placement_cost_devices. */
+ * recompute, --split, the chosen devices' links) with batch B, an optimizer
+ * and a profile (or NULL; with one the link between CPU devices is the
+ * profile's, bg_plan_profile_link). `device` must hold K entries; it is
+ * filled with bg_placement_cost_devices. */
 void bg_placement_plan_request(const bg_placement_t *p, const bg_model_spec_t *spec, int64_t batch,
                                const bg_optimizer_config_t *optimizer, const bg_profile_t *profile,
                                int host_share, bg_cost_device_t *device, bg_plan_request_t *out);
 
 /* Prints a one-line description ("2 stages on cpu:0, cpu:1; 1f1b, M=4"). */
 void bg_placement_describe(const bg_placement_t *p, FILE *out);
+
+/* Prints the chain of devices with the links between neighbours
+ * ("links: cuda:0 -PIX- cuda:1 -PHB- cuda:2, slowest PHB at 18.0 GB/s")
+ * and a newline; nothing for one device or without links. */
+void bg_placement_describe_links(const bg_placement_t *p, FILE *out);
 
 #endif /* BG_CLI_PLACEMENT_H */

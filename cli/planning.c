@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cuda/backend_cuda.h"
 
 static const double mib = 1024.0 * 1024.0;
 
@@ -157,6 +158,7 @@ static int try_more_devices(const bg_plan_request_t *r, const bg_placement_t *pl
     if (devices == NULL) return 0;
     bg_plan_request_t v = *r;
     v.split = NULL;
+    v.links = NULL; /* the links of the chosen devices only */
     v.device = devices;
     int fits = 0;
     char what[64];
@@ -232,12 +234,49 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
                         "more memory (--device-mem)\n");
 }
 
+int bg_cli_links_json(const bg_placement_t *p, cJSON *plan) {
+    cJSON *links = cJSON_AddArrayToObject(plan, "links");
+    if (links == NULL) return 0;
+    const bg_device_links_t *l = p->links;
+    const int k = l != NULL ? l->count : 0;
+    for (int d = 0; d + 1 < k; d++) {
+        cJSON *link = cJSON_CreateObject();
+        if (link == NULL || !cJSON_AddItemToArray(links, link)) {
+            cJSON_Delete(link);
+            return 0;
+        }
+        int at = d * k + d + 1;
+        if (cJSON_AddStringToObject(link, "from", p->devices.devices[d].name) == NULL ||
+            cJSON_AddStringToObject(link, "to", p->devices.devices[d + 1].name) == NULL ||
+            cJSON_AddStringToObject(link, "kind", l->word[at]) == NULL ||
+            cJSON_AddNumberToObject(link, "bytes_per_s", l->link[at].bytes_per_s) == NULL)
+            return 0;
+    }
+    return 1;
+}
+
 bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement, bg_cli_setup_t *out) {
     *out = (bg_cli_setup_t){0};
     BG_CHECK(bg_cli_input_status(bg_model_spec_load(model, &out->spec)));
-    BG_CHECK(bg_topology_create(NULL, &out->topology));
-    BG_CHECK(bg_placement_resolve(placement, out->spec, bg_topology_core_count(out->topology)));
+    /* An XML file describes another machine, GPUs and all; on this one the
+     * PCI devices are read only where CUDA sees GPUs (hwloc's PCI scan is
+     * slow). */
+    const char *xml = placement->topology_path;
+    if (xml != NULL || bg_cuda_device_count() > 0)
+        BG_CHECK(bg_cli_input_status(bg_topology_create_with_pci(xml, &out->topology)));
+    else
+        BG_CHECK(bg_topology_create(NULL, &out->topology));
+    BG_CHECK(bg_placement_resolve(placement, out->spec, out->topology));
     BG_CHECK(bg_cli_profile_load(placement, out->spec, &out->profile));
+    bg_cost_link_t host = BG_COST_LINK_HOST_INIT;
+    if (out->profile != NULL) host = bg_plan_profile_link(out->profile);
+    bg_device_links_t *all = NULL;
+    BG_CHECK(bg_cli_input_status(
+        bg_device_links_create(out->topology, &placement->devices, &host, xml == NULL, &all)));
+    bg_status_t st = bg_placement_choose(placement, all, &out->links);
+    bg_device_links_destroy(all);
+    BG_CHECK(st);
+    placement->links = out->links;
     out->devices = calloc((size_t)placement->devices.count, sizeof *out->devices);
     if (out->devices == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory");
     return BG_OK;
@@ -245,6 +284,7 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement, bg_c
 
 void bg_cli_setup_close(bg_cli_setup_t *setup) {
     free(setup->devices);
+    bg_device_links_destroy(setup->links);
     bg_profile_destroy(setup->profile);
     bg_topology_destroy(setup->topology);
     bg_model_spec_destroy(setup->spec);

@@ -18,12 +18,14 @@ bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *
                                 bg_profile_t **out);
 
 /* What every planning command (plan, simulate, sweep, train) starts from:
- * the model, this machine's topology, the placement resolved against its
- * cores, the --profile (NULL without one), and room for the planner's
- * description of each device. */
+ * the model, the machine's topology (this one, or --topology), the
+ * placement resolved against it with its devices chosen and ordered by
+ * their links, the --profile (NULL without one), and room for the
+ * planner's description of each device. */
 typedef struct bg_cli_setup {
     bg_model_spec_t *spec;
     bg_topology_t *topology;
+    bg_device_links_t *links; /* the chosen devices' (placement->links points here) */
     bg_profile_t *profile;
     bg_cost_device_t *devices; /* placement->devices.count entries */
 } bg_cli_setup_t;
@@ -49,6 +51,11 @@ cJSON *bg_cli_plan_stage_json(const bg_plan_t *plan, int s);
 
 /* The whole plan as JSON ('brigade plan --json'); NULL if out of memory. */
 cJSON *bg_cli_plan_json(const bg_plan_t *plan, const char *model);
+
+/* Adds "links" to a plan's JSON: for each pair of consecutive devices in
+ * the chain, {"from", "to", "kind" (nvidia-smi topo's word), "bytes_per_s"}.
+ * 0 if out of memory. */
+int bg_cli_links_json(const bg_placement_t *p, cJSON *plan);
 
 /* Explains on stderr a plan that does not fit: which stage overflows by how
  * many bytes, and which single changes (or all memory savings together)

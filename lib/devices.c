@@ -53,10 +53,13 @@ static bg_status_t parse_cuda_item(const char *item, size_t len, bg_device_list_
 }
 
 bg_status_t bg_device_list_parse(const char *text, int cores, bg_device_list_t *out) {
+    return bg_device_list_parse_on(text, cores, bg_cuda_device_count(), out);
+}
+
+bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_device_list_t *out) {
     bg_device_list_t list = {0};
     if (cores < 1) cores = 1;
     if (strcmp(text, "auto") == 0) {
-        int gpus = bg_cuda_device_count();
         for (int i = 0; i < gpus && i < BG_MAX_DEVICES; i++)
             BG_CHECK(add_device(&list, BG_DEVICE_CUDA, i, 0, 1));
         for (int i = 0; gpus == 0 && i < cores; i++)

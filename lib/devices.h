@@ -4,8 +4,8 @@
  *   cpu:N        N CPU devices, one worker thread each, bound to cores
  *                0..N-1 (wrapping around when N exceeds the cores)
  *   cuda:0,cuda:1   GPUs by index; cuda:0x4 four virtual devices sharing GPU 0
- *   auto         the GPUs when this build has a CUDA backend, else one CPU
- *                device per core */
+ *   auto         the GPUs when this build has a CUDA backend and CUDA sees
+ *                some, else one CPU device per core */
 #ifndef BG_DEVICES_H
 #define BG_DEVICES_H
 
@@ -33,6 +33,10 @@ typedef struct bg_device_list {
 /* Parses a device string for a machine with `cores` cores. Malformed strings
  * are BG_ERR_INVALID with a message quoting the bad part. */
 bg_status_t bg_device_list_parse(const char *text, int cores, bg_device_list_t *out);
+
+/* The same for a machine with `gpus` GPUs (what `auto` takes), such as one
+ * an hwloc XML file describes; bg_device_list_parse asks CUDA. */
+bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_device_list_t *out);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <hwloc.h>
 
@@ -145,7 +146,7 @@ int bg_topology_gpu_count(const bg_topology_t *t) {
 }
 
 bg_topology_gpu_t bg_topology_gpu(const bg_topology_t *t, int index) {
-    bg_topology_gpu_t g = {.numa = -1, .package = -1};
+    bg_topology_gpu_t g = {.numa = -1, .package = -1, .cuda = -1};
     hwloc_obj_t obj = gpu_object(t, index);
     if (obj == NULL) return g;
     const struct hwloc_pcidev_attr_s *pci = &obj->attr->pcidev;
@@ -153,6 +154,17 @@ bg_topology_gpu_t bg_topology_gpu(const bg_topology_t *t, int index) {
              pci->func);
     g.vendor = pci->vendor_id;
     g.device = pci->device_id;
+    /* hwloc's CUDA plugin (or an XML export made with it) hangs an OS
+     * device "cudaN" with the GPU's memory in KiB below the PCI device. */
+    for (hwloc_obj_t child = obj->io_first_child; child != NULL; child = child->next_sibling) {
+        int n;
+        if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == NULL ||
+            sscanf(child->name, "cuda%d", &n) != 1)
+            continue;
+        g.cuda = n;
+        const char *kib = hwloc_obj_get_info_by_name(child, "CUDAGlobalMemorySize");
+        if (kib != NULL) g.memory_bytes = strtoull(kib, NULL, 10) * 1024;
+    }
     hwloc_obj_t near = hwloc_get_non_io_ancestor_obj(t->hw, obj);
     if (near != NULL) {
         g.numa = numa_of(t, near->cpuset);
@@ -170,14 +182,35 @@ const char *bg_topology_gpu_link(const bg_topology_t *t, int a, int b) {
     if (a == b) return "X";
     hwloc_obj_t common = hwloc_get_common_ancestor_obj(t->hw, x, y);
     if (common != NULL && common->type == HWLOC_OBJ_BRIDGE) {
-        /* Below the host bridge: one switch, or a chain of them. */
         if (common->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) return "PHB";
-        int switches = 0;
+        /* Below one switch's upstream port, each GPU sits behind one of its
+         * downstream ports; more bridges on the way mean a chain of
+         * switches. */
+        int bridges = 0;
         for (hwloc_obj_t o = x->parent; o != NULL && o != common; o = o->parent)
-            switches += o->type == HWLOC_OBJ_BRIDGE;
-        return switches == 0 ? "PIX" : "PXB";
+            bridges += o->type == HWLOC_OBJ_BRIDGE;
+        return bridges <= 1 ? "PIX" : "PXB";
     }
     bg_topology_gpu_t gx = bg_topology_gpu(t, a), gy = bg_topology_gpu(t, b);
     if (gx.numa >= 0 && gx.numa == gy.numa) return "NODE";
     return "SYS";
+}
+
+const char *bg_topology_core_link(const bg_topology_t *t, int a, int b) {
+    if (a == b) return "X";
+    int na = bg_topology_core_numa(t, a), nb = bg_topology_core_numa(t, b);
+    if (na >= 0 && na == nb) return "NODE";
+    return "SYS";
+}
+
+int bg_topology_gpu_find(const bg_topology_t *t, int cuda_device, const char *busid) {
+    int gpus = bg_topology_gpu_count(t);
+    for (int g = 0; g < gpus; g++) {
+        bg_topology_gpu_t info = bg_topology_gpu(t, g);
+        if (busid != NULL ? strcasecmp(info.busid, busid) == 0 : info.cuda == cuda_device) return g;
+    }
+    /* Without hwloc's CUDA devices, CUDA numbers GPUs in PCI bus order. */
+    return busid == NULL && cuda_device >= 0 && cuda_device < gpus && bg_topology_gpu(t, 0).cuda < 0
+               ? cuda_device
+               : -1;
 }

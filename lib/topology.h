@@ -50,6 +50,8 @@ typedef struct bg_topology_gpu {
     char busid[16]; /* "0000:65:00.0" */
     unsigned vendor, device;
     int numa, package;
+    int cuda;              /* CUDA's index when hwloc's CUDA device "cudaN" is below it, else -1 */
+    uint64_t memory_bytes; /* from that CUDA device, 0 unknown */
 } bg_topology_gpu_t;
 
 int bg_topology_gpu_count(const bg_topology_t *topo);
@@ -59,6 +61,18 @@ bg_topology_gpu_t bg_topology_gpu(const bg_topology_t *topo, int index);
  * switch), "PXB" (several switches), "PHB" (one host bridge), "NODE" (one
  * NUMA node, different host bridges), "SYS" (across sockets). */
 const char *bg_topology_gpu_link(const bg_topology_t *topo, int a, int b);
+
+/* How two cores are linked: "X" (the same), "NODE" (one NUMA node), "SYS"
+ * (across NUMA nodes). */
+const char *bg_topology_core_link(const bg_topology_t *topo, int a, int b);
+
+/* The topology's GPU (index as for bg_topology_gpu) that CUDA device
+ * `cuda_device` is: the one at PCI address `busid` when given (what the
+ * CUDA runtime reports on a live machine), else the one whose hwloc CUDA
+ * device is "cuda<cuda_device>", else, when the topology names no CUDA
+ * devices, the cuda_device-th GPU in bus order (CUDA's default order).
+ * -1 when there is none. */
+int bg_topology_gpu_find(const bg_topology_t *topo, int cuda_device, const char *busid);
 
 /* Binds the calling thread to core `core % core_count`. BG_ERR_UNSUPPORTED
  * when binding is impossible (an XML topology, or the system refuses), so the

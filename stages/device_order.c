@@ -1,20 +1,24 @@
-/* Device order (declared in partition.h): the chain of devices whose slowest
- * link between neighbours is as fast as possible. */
+#include "device_order.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "devices.h"
-#include "partition.h"
 
 typedef struct order_problem {
     const double *bandwidth;
-    int k, cycle;
+    int n, k, cycle;
 } order_problem_t;
 
-/* A pair carries traffic both ways: it is as fast as its slower direction. */
+/* Two costs closer than this (relative) are equal, so that sums added in
+ * different orders still tie and rule 3 decides. */
+static const double tie = 1e-9;
+
+static int less(double a, double b) { return a < b - tie * fabs(b); }
+
 static double link_speed(const order_problem_t *p, int a, int b) {
-    double ab = p->bandwidth[a * p->k + b], ba = p->bandwidth[b * p->k + a];
+    double ab = p->bandwidth[a * p->n + b], ba = p->bandwidth[b * p->n + a];
     return ab < ba ? ab : ba;
 }
 
@@ -24,43 +28,62 @@ static double slowest_link(const order_problem_t *p, const int *order) {
         double w = link_speed(p, order[i], order[i + 1]);
         if (w < slowest) slowest = w;
     }
-    if (p->cycle && p->k > 1) {
+    if (p->cycle && p->k > 2) {
         double w = link_speed(p, order[p->k - 1], order[0]);
         if (w < slowest) slowest = w;
     }
     return slowest;
 }
 
-/* ok[mask * k + v]: the devices of `mask` can be visited in a chain that
- * starts at v (a member of mask) with every link >= threshold; for a cycle,
- * the chain must also end next to device 0, where the cycle starts. */
-static void reachable(const order_problem_t *p, double threshold, unsigned char *ok) {
-    const int k = p->k;
-    for (uint32_t mask = 1; mask < (1u << k); mask++) {
-        for (int v = 0; v < k; v++) {
-            unsigned char r = 0;
-            if (mask & (1u << v)) {
-                uint32_t rest = mask & ~(1u << v);
-                if (rest == 0) {
-                    r = !p->cycle || k == 1 || (v != 0 && link_speed(p, v, 0) >= threshold);
+/* The cost of one link at `threshold`: 1 / speed, or INFINITY when the
+ * link is slower than the threshold. */
+static double link_cost(const order_problem_t *p, int a, int b, double threshold) {
+    double w = link_speed(p, a, b);
+    return w >= threshold ? 1.0 / w : INFINITY;
+}
+
+/* finish[mask * n + v]: the least cost of completing a chain of k devices
+ * that has visited `mask` and stands at v (a member of mask), using links
+ * of at least `threshold`; for a cycle, including the closing link back to
+ * `start`. INFINITY when no completion exists. A superset of a mask is a
+ * larger number, so masks run downwards. */
+static void fill_finish(const order_problem_t *p, double threshold, int start, double *finish) {
+    const int n = p->n;
+    for (uint32_t mask = (1u << n) - 1; mask >= 1; mask--) {
+        int size = __builtin_popcount(mask);
+        for (int v = 0; v < n; v++) {
+            double best = INFINITY;
+            if ((mask & (1u << v)) && size <= p->k) {
+                if (size == p->k) {
+                    best = p->cycle && p->k > 2 ? link_cost(p, v, start, threshold) : 0;
                 } else {
-                    for (int u = 0; u < k && !r; u++)
-                        r = (rest & (1u << u)) && link_speed(p, v, u) >= threshold &&
-                            ok[rest * (uint32_t)k + (uint32_t)u];
+                    for (int u = 0; u < n; u++) {
+                        if (mask & (1u << u)) continue;
+                        double c = link_cost(p, v, u, threshold) +
+                                   finish[(mask | (1u << u)) * (uint32_t)n + (uint32_t)u];
+                        if (c < best) best = c;
+                    }
                 }
             }
-            ok[mask * (uint32_t)k + (uint32_t)v] = r;
+            finish[mask * (uint32_t)n + (uint32_t)v] = best;
         }
     }
 }
 
-/* First device a full chain can start from at `threshold`, or -1. */
-static int chain_start(const order_problem_t *p, const unsigned char *ok) {
-    uint32_t all = (1u << p->k) - 1;
-    if (p->cycle) return ok[all * (uint32_t)p->k] ? 0 : -1;
-    for (int v = 0; v < p->k; v++)
-        if (ok[all * (uint32_t)p->k + (uint32_t)v]) return v;
-    return -1;
+/* The best chain at `threshold`: its first device in *start (-1 if there is
+ * none) and its cost; `finish` holds the table of that start. For a path
+ * the table does not depend on the start, so it is filled once. */
+static double best_start(const order_problem_t *p, double threshold, double *finish, int *start) {
+    double best = INFINITY;
+    *start = -1;
+    if (!p->cycle) fill_finish(p, threshold, 0, finish);
+    for (int s = 0; s < p->n; s++) {
+        if (p->cycle) fill_finish(p, threshold, s, finish);
+        double c = finish[(1u << s) * (uint32_t)p->n + (uint32_t)s];
+        if (isfinite(c) && (*start < 0 || less(c, best))) best = c, *start = s;
+    }
+    if (p->cycle && *start >= 0) fill_finish(p, threshold, *start, finish);
+    return best;
 }
 
 static int compare_doubles(const void *a, const void *b) {
@@ -68,63 +91,69 @@ static int compare_doubles(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static bg_status_t order_exact(const order_problem_t *p, int *order) {
-    const int k = p->k;
-    unsigned char *ok = malloc((size_t)k << k);
-    double *speeds = malloc(sizeof(double) * (size_t)(k * k + 1));
-    if (ok == NULL || speeds == NULL) {
-        free(ok);
+static bg_status_t choose_exact(const order_problem_t *p, int *order) {
+    const int n = p->n;
+    double *finish = malloc(sizeof(double) * ((size_t)n << n));
+    double *speeds = malloc(sizeof(double) * (size_t)(n * n + 1));
+    if (finish == NULL || speeds == NULL) {
+        free(finish);
         free(speeds);
         return bg_error_set(BG_ERR_NOMEM, "device order: out of memory");
     }
-    int count = 0;
-    for (int a = 0; a < k; a++)
-        for (int b = a + 1; b < k; b++) speeds[count++] = link_speed(p, a, b);
+    int count = 0, start;
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++) speeds[count++] = link_speed(p, a, b);
     if (count == 0) speeds[count++] = INFINITY;
     qsort(speeds, (size_t)count, sizeof *speeds, compare_doubles);
-    /* The answer is one of the link speeds; the slowest always admits a
-     * chain. Binary search for the fastest that still does. */
+    /* Rule 1: the answer is one of the link speeds, and the slowest always
+     * admits a chain; binary search for the fastest that still does. */
     int lo = 0, hi = count - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        reachable(p, speeds[mid], ok);
-        if (chain_start(p, ok) >= 0)
+        best_start(p, speeds[mid], finish, &start);
+        if (start >= 0)
             lo = mid;
         else
             hi = mid - 1;
     }
-    reachable(p, speeds[lo], ok);
-    /* Smallest device first at every step among those that can finish. */
-    int at = chain_start(p, ok);
-    uint32_t rest = ((1u << k) - 1) & ~(1u << at);
-    order[0] = at;
-    for (int i = 1; i < k; i++) {
-        int next = 0;
-        while (!((rest & (1u << next)) && link_speed(p, at, next) >= speeds[lo] &&
-                 ok[rest * (uint32_t)k + (uint32_t)next]))
-            next++;
+    /* Rules 2 and 3: the cheapest chain at that speed, walked forward
+     * taking the smallest next device that stays cheapest. */
+    const double threshold = speeds[lo];
+    best_start(p, threshold, finish, &start);
+    uint32_t mask = 1u << start;
+    order[0] = start;
+    for (int i = 1; i < p->k; i++) {
+        int at = order[i - 1];
+        double here = finish[mask * (uint32_t)n + (uint32_t)at];
+        int next = -1;
+        for (int u = 0; u < n && next < 0; u++) {
+            if (mask & (1u << u)) continue;
+            double c = link_cost(p, at, u, threshold) +
+                       finish[(mask | (1u << u)) * (uint32_t)n + (uint32_t)u];
+            if (isfinite(c) && !less(here, c)) next = u;
+        }
         order[i] = next;
-        rest &= ~(1u << next);
-        at = next;
+        mask |= 1u << next;
     }
-    free(ok);
+    free(finish);
     free(speeds);
     return BG_OK;
 }
 
-/* Fastest pair first, then the fastest link from either end of the chain. */
-static bg_status_t order_greedy(const order_problem_t *p, int *order) {
-    const int k = p->k;
-    unsigned char *used = calloc((size_t)k, 1);
-    int *chain = malloc(sizeof(int) * (size_t)(2 * k));
+/* Fastest pair first, then the fastest link from either end of the chain,
+ * until it holds k devices. */
+static bg_status_t choose_greedy(const order_problem_t *p, int *order) {
+    const int n = p->n, k = p->k;
+    unsigned char *used = calloc((size_t)n, 1);
+    int *chain = malloc(sizeof(int) * (size_t)(2 * k + 1));
     if (used == NULL || chain == NULL) {
         free(used);
         free(chain);
         return bg_error_set(BG_ERR_NOMEM, "device order: out of memory");
     }
     int a0 = 0, b0 = 1;
-    for (int a = 0; a < k; a++)
-        for (int b = a + 1; b < k; b++)
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++)
             if (link_speed(p, a, b) > link_speed(p, a0, b0)) a0 = a, b0 = b;
     int head = k, tail = k; /* chain[head .. tail] */
     chain[head] = a0;
@@ -133,7 +162,7 @@ static bg_status_t order_greedy(const order_problem_t *p, int *order) {
     for (int placed = 2; placed < k; placed++) {
         int best = -1, at_head = 0;
         double speed = -INFINITY;
-        for (int u = 0; u < k; u++) {
+        for (int u = 0; u < n; u++) {
             if (used[u]) continue;
             double to_tail = link_speed(p, chain[tail], u), to_head = link_speed(p, chain[head], u);
             if (to_tail > speed) best = u, speed = to_tail, at_head = 0;
@@ -151,19 +180,32 @@ static bg_status_t order_greedy(const order_problem_t *p, int *order) {
     return BG_OK;
 }
 
-bg_status_t bg_device_order(const double *bandwidth, int devices, int cycle, int *order,
-                            double *slowest) {
-    if (bandwidth == NULL || order == NULL || devices < 1 || devices > BG_MAX_DEVICES)
-        return bg_error_set(BG_ERR_INVALID, "device order: %d devices (need 1..%d and a matrix)",
-                            devices, BG_MAX_DEVICES);
-    order_problem_t p = {.bandwidth = bandwidth, .k = devices, .cycle = cycle != 0};
-    if (devices == 1) {
+bg_status_t bg_device_choose(const double *bandwidth, int n, int k, int cycle, int *order,
+                             double *slowest) {
+    if (bandwidth == NULL || order == NULL || n < 1 || n > BG_MAX_DEVICES || k < 1 || k > n)
+        return bg_error_set(BG_ERR_INVALID,
+                            "device order: %d of %d devices (need 1 <= k <= n <= %d and a matrix)",
+                            k, n, BG_MAX_DEVICES);
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++)
+            if (a != b && !(bandwidth[a * n + b] > 0))
+                return bg_error_set(BG_ERR_INVALID,
+                                    "device order: the link from device %d to %d has speed %g "
+                                    "(must be positive)",
+                                    a, b, bandwidth[a * n + b]);
+    order_problem_t p = {.bandwidth = bandwidth, .n = n, .k = k, .cycle = cycle != 0};
+    if (k == 1) {
         order[0] = 0;
-    } else if (devices <= BG_DEVICE_ORDER_EXACT_MAX) {
-        BG_CHECK(order_exact(&p, order));
+    } else if (n <= BG_DEVICE_ORDER_EXACT_MAX) {
+        BG_CHECK(choose_exact(&p, order));
     } else {
-        BG_CHECK(order_greedy(&p, order));
+        BG_CHECK(choose_greedy(&p, order));
     }
     if (slowest != NULL) *slowest = slowest_link(&p, order);
     return BG_OK;
+}
+
+bg_status_t bg_device_order(const double *bandwidth, int n, int cycle, int *order,
+                            double *slowest) {
+    return bg_device_choose(bandwidth, n, n, cycle, order, slowest);
 }

@@ -95,22 +95,6 @@ void bg_partition_destroy(bg_partition_t *partition);
  * 1f1b), (K-1)/(VM+K-1) (interleaved) and (K-1)/(3M+K-1) (zb-h1). */
 double bg_partition_step_seconds(const bg_partition_t *partition, const bg_partition_config_t *cfg);
 
-/* Device order: the chain of devices (a cycle when `cycle`, as interleaved
- * stages wrap from the last device to the first) that maximises the
- * slowest link between consecutive devices. `bandwidth` is K x K, entry
- * a * K + b from a to b; a pair counts at its slower direction (activations
- * go one way, gradients the other). Exact (subset dynamic programme,
- * O(2^K K^2 log K)) for K <= BG_DEVICE_ORDER_EXACT_MAX; above, greedy:
- * start from the fastest pair and grow the chain at whichever end has the
- * faster next link. Ties keep the lexicographically smallest order, so equal
- * links give 0, 1, ..., K-1. Writes K device indices into `order` and the
- * slowest link into *slowest (if not NULL). BG_ERR_INVALID for K < 1 or
- * K > BG_MAX_DEVICES; BG_ERR_NOMEM. */
-enum { BG_DEVICE_ORDER_EXACT_MAX = 10 };
-
-bg_status_t bg_device_order(const double *bandwidth, int devices, int cycle, int *order,
-                            double *slowest);
-
 #ifdef __cplusplus
 }
 #endif

@@ -46,9 +46,8 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
     }
     for (int b = 0; b + 1 < stages; b++) {
         size_t bytes = bg_cost_boundary_bytes(plan->model, part->stage[b + 1].first_layer);
-        double seconds = bg_cost_transfer_seconds(&plan->request.link, bytes);
-        c->activation_transfer[b] = seconds;
-        c->gradient_transfer[b] = seconds;
+        c->activation_transfer[b] = bg_cost_transfer_seconds(bg_plan_link(plan, b, b + 1), bytes);
+        c->gradient_transfer[b] = bg_cost_transfer_seconds(bg_plan_link(plan, b + 1, b), bytes);
     }
     c->sim = (bg_sim_costs_t){
         .forward = c->forward,

@@ -9,6 +9,7 @@ void bg_plan_destroy(bg_plan_t *p) {
     bg_cost_model_destroy(p->model);
     bg_schedule_destroy(p->schedule);
     free(p->device);
+    free(p->links);
     free(p->stash_slots);
     free(p->first_layer);
     free(p);
@@ -32,6 +33,11 @@ static bg_status_t plan_fill(bg_plan_t *p) {
         return bg_error_set(BG_ERR_NOMEM, "planner: out of memory for %d stages", stages);
     for (int s = 0; s < stages; s++) p->stash_slots[s] = bg_schedule_stash_slots(p->schedule, s);
     memcpy(p->device, r->device, sizeof *p->device * (size_t)k);
+    if (r->links != NULL) {
+        p->links = malloc(sizeof *p->links * (size_t)(k * k));
+        if (p->links == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
+        memcpy(p->links, r->links, sizeof *p->links * (size_t)(k * k));
+    }
 
     bg_cost_config_t cc = BG_COST_CONFIG_INIT;
     cc.spec = r->spec;
@@ -49,6 +55,7 @@ static bg_status_t plan_fill(bg_plan_t *p) {
     pc.chunks = r->chunks;
     pc.device = p->device;
     pc.link = r->link;
+    pc.links = p->links;
     pc.stash_slots = p->stash_slots;
     p->config = pc;
     if (r->split != NULL) {
@@ -60,6 +67,7 @@ static bg_status_t plan_fill(bg_plan_t *p) {
         for (int s = 0; s < stages; s++) p->first_layer[s] = p->partition->stage[s].first_layer;
     }
     p->request.device = p->device;
+    p->request.links = p->links;
     p->request.split = r->split != NULL ? p->first_layer + 1 : NULL;
 
     const bg_partition_t *part = p->partition;
@@ -105,6 +113,12 @@ int bg_plan_bottleneck_stage(const bg_plan_t *p) {
     for (int s = 1; s < part->stages; s++)
         if (part->stage[s].seconds > part->stage[worst].seconds) worst = s;
     return worst;
+}
+
+const bg_cost_link_t *bg_plan_link(const bg_plan_t *p, int from, int to) {
+    const int k = p->request.devices;
+    if (p->links == NULL) return &p->request.link;
+    return &p->links[(from % k) * k + to % k];
 }
 
 double bg_plan_samples_per_s(const bg_plan_t *p) {

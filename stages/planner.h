@@ -44,7 +44,8 @@ typedef struct bg_plan_request {
     int recompute;
     const int *split;               /* S - 1 first layers of stages 1..S-1; NULL: the planner */
     const bg_cost_device_t *device; /* K entries, in chain order */
-    bg_cost_link_t link;            /* between every pair of devices */
+    bg_cost_link_t link;            /* between every pair of devices, unless `links` */
+    const bg_cost_link_t *links;    /* K x K in chain order, a * K + b: a's sends to b; or NULL */
     const bg_profile_t *profile;    /* measured layer times, or NULL: analytic */
 } bg_plan_request_t;
 
@@ -52,16 +53,18 @@ typedef struct bg_plan_request {
     {                                                                                              \
         .spec = NULL, .schedule = BG_SCHEDULE_1F1B, .devices = 1, .chunks = 1, .microbatches = 1,  \
         .batch = 64, .optimizer = BG_OPTIMIZER_CONFIG_INIT, .recompute = 0, .split = NULL,         \
-        .device = NULL, .link = BG_COST_LINK_HOST_INIT, .profile = NULL                            \
+        .device = NULL, .link = BG_COST_LINK_HOST_INIT, .links = NULL, .profile = NULL             \
     }
 
 typedef struct bg_plan {
-    /* The request, with device pointing at `device` below and split at
-     * first_layer + 1 when a split was given (else NULL). */
+    /* The request, with device pointing at `device` below, links at `links`
+     * (when given) and split at first_layer + 1 when a split was given
+     * (else NULL). */
     bg_plan_request_t request;
     bg_schedule_t *schedule;
     bg_cost_model_t *model;
     bg_cost_device_t *device; /* K entries */
+    bg_cost_link_t *links;    /* K x K, or NULL: request.link everywhere */
     int *stash_slots;         /* S entries, bg_schedule_stash_slots */
     int *first_layer;         /* S entries: where each stage starts */
     bg_partition_config_t config;
@@ -86,6 +89,10 @@ void bg_plan_destroy(bg_plan_t *plan);
 
 /* The stage with the largest time per micro-batch (the first of equals). */
 int bg_plan_bottleneck_stage(const bg_plan_t *plan);
+
+/* The link that carries stage `from`'s sends to stage `to`: between their
+ * devices (stage s runs on device s % K). */
+const bg_cost_link_t *bg_plan_link(const bg_plan_t *plan, int from, int to);
 
 /* Predicted samples per second with the optimizer step: B / (step_s +
  * update_s), 0 when that is 0. */

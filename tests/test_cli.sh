@@ -22,6 +22,9 @@ expect 0 "" -- topo --topology "$ROOT/tests/fixtures/two-socket-8-core.xml"
 stdout_has "2 packages, 2 NUMA nodes" "brigade topo --topology"
 stdout_has "  cpu:0         X     NODE     NODE     NODE      SYS" "topo link matrix"
 expect 2 "not a readable hwloc XML" -- topo --topology "$T/missing.xml"
+expect 0 "" -- topo --topology "$ROOT/tests/fixtures/two-socket-8-gpu.xml"
+stdout_has "   5 0000:93:00.0   10de:2335        1        1 cuda:5    140.0 GiB" "topo GPU table"
+stdout_has "  gpu0       X    PIX    PHB    PHB    SYS    SYS    SYS    SYS" "topo GPU links"
 expect 0 "" -- train --help
 stdout_has "--batch" "brigade train --help"
 expect 0 "" -- summary --help

@@ -385,82 +385,12 @@ static void test_step_and_recompute(void **state) {
     bg_model_spec_destroy(spec);
 }
 
-/* ---- device order ---- */
-
-static double pair_speed(const double *bw, int k, int a, int b) {
-    return bw[a * k + b] < bw[b * k + a] ? bw[a * k + b] : bw[b * k + a];
-}
-
-static double chain_speed(const double *bw, int k, const int *order, int cycle) {
-    double slowest = INFINITY;
-    for (int i = 0; i + 1 < k; i++)
-        slowest = fmin(slowest, pair_speed(bw, k, order[i], order[i + 1]));
-    if (cycle && k > 1) slowest = fmin(slowest, pair_speed(bw, k, order[k - 1], order[0]));
-    return slowest;
-}
-
-/* Lexicographically first permutation with the fastest slowest link. */
-static void brute_order(const double *bw, int k, int cycle, int *perm, int at, int *used,
-                        double *best, int *best_order) {
-    if (at == k) {
-        double speed = chain_speed(bw, k, perm, cycle);
-        if (speed > *best) {
-            *best = speed;
-            memcpy(best_order, perm, sizeof(int) * (size_t)k);
-        }
-        return;
-    }
-    for (int d = 0; d < k; d++) {
-        if (used[d]) continue;
-        used[d] = 1;
-        perm[at] = d;
-        brute_order(bw, k, cycle, perm, at + 1, used, best, best_order);
-        used[d] = 0;
-    }
-}
-
-static void test_device_order(void **state) {
-    (void)state;
-    bg_rng_t rng;
-    bg_rng_seed(&rng, 5, 5);
-    double bw[12 * 12];
-    int order[12], want[12], perm[12], used[12];
-    for (int instance = 0; instance < 300; instance++) {
-        int k = 2 + instance % (MAX_DEVICES - 1), cycle = (instance / 6) % 2;
-        /* Few distinct speeds, so ties are common. */
-        int levels = instance % 3 == 0 ? 3 : 1000;
-        for (int i = 0; i < k * k; i++) bw[i] = 1 + (double)bg_rng_below(&rng, (uint64_t)levels);
-        double slowest = 0, best = -1;
-        assert_int_equal(bg_device_order(bw, k, cycle, order, &slowest), BG_OK);
-        memset(used, 0, sizeof used);
-        brute_order(bw, k, cycle, perm, 0, used, &best, want);
-        assert_true(slowest == best);
-        assert_memory_equal(order, want, sizeof(int) * (size_t)k);
-    }
-    /* Equal links keep the given order; above the exact limit, a greedy
-     * chain that is still a permutation and reports its slowest link. */
-    for (int k = 1; k <= 12; k++) {
-        for (int i = 0; i < k * k; i++) bw[i] = k > 10 ? 1 + (double)bg_rng_below(&rng, 50) : 7;
-        double slowest = 0;
-        assert_int_equal(bg_device_order(bw, k, 0, order, &slowest), BG_OK);
-        memset(used, 0, sizeof used);
-        for (int i = 0; i < k; i++) {
-            assert_true(order[i] >= 0 && order[i] < k && !used[order[i]]);
-            used[order[i]] = 1;
-            if (k <= 10) assert_int_equal(order[i], i);
-        }
-        if (k > 1) assert_true(slowest == chain_speed(bw, k, order, 0));
-    }
-    assert_int_equal(bg_device_order(bw, 0, 0, order, NULL), BG_ERR_INVALID);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dp_equals_brute_force),
         cmocka_unit_test(test_memory_matches_stages),
         cmocka_unit_test(test_memory_matches_pipelines),
         cmocka_unit_test(test_step_and_recompute),
-        cmocka_unit_test(test_device_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

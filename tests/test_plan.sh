@@ -88,6 +88,54 @@ for size in 1000000:1000000 512M:536870912 8G:8589934592 1.5G:1610612736; do
 assert all(s['capacity_bytes'] == $bytes for s in p['stages']), p['stages']"
 done
 
+# --- placement on a machine described by hwloc XML ---------------------------
+# tests/fixtures/two-socket-8-gpu.xml: GPUs 0-3 on package 0, 4-7 on
+# package 1; PIX within a PCIe switch (0-1, 2-3, 4-5, 6-7), PHB between the
+# switches of one package, SYS across packages. The device list is given
+# interleaved across the sockets, so keeping the given order would cross
+# at every stage.
+
+GPUS=$ROOT/tests/fixtures/two-socket-8-gpu.xml
+MIXED=cuda:0,cuda:4,cuda:1,cuda:5,cuda:2,cuda:6,cuda:3,cuda:7
+# json_check on a plan: the socket of each stage's device, and the links.
+SOCKETS='
+socket = [int(s["device"].split(":")[1]) // 4 for s in p["stages"]]
+kinds = [l["kind"] for l in p["links"]]
+'
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices "$MIXED" --stages 4 --json
+json_check "a 4-stage plan on the 2-socket 8-GPU server stays on one socket" "$SOCKETS"'
+assert len(socket) == 4 and len(set(socket)) == 1, socket
+assert [s["device"] for s in p["stages"]] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"], p["stages"]
+assert kinds == ["PIX", "PHB", "PIX"], kinds
+assert [l["bytes_per_s"] for l in p["links"]] == [25e9, 18e9, 25e9], p["links"]
+assert all(s["capacity_bytes"] == 140 * 2**30 for s in p["stages"]), "GPU memory from the XML"
+'
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices "$MIXED" --json
+json_check "an 8-stage plan on the 2-socket 8-GPU server crosses sockets once" "$SOCKETS"'
+crossings = sum(a != b for a, b in zip(socket, socket[1:]))
+assert len(socket) == 8 and crossings == 1, socket
+assert kinds.count("SYS") == 1 and kinds.count("PIX") == 4 and kinds.count("PHB") == 2, kinds
+'
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices auto --stages 4
+stdout_has "links: cuda:0 -PIX- cuda:1 -PHB- cuda:2 -PIX- cuda:3; slowest PHB at 18.0 GB/s" \
+    "plan --topology prints the chain of links"
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2,cuda:5 --json
+json_check "virtual devices of one GPU share its memory and copy on the GPU" '
+assert [s["device"] for s in p["stages"]] == ["cuda:0/0", "cuda:0/1", "cuda:5"], p["stages"]
+assert [l["kind"] for l in p["links"]] == ["GPU", "SYS"], p["links"]
+assert [s["capacity_bytes"] for s in p["stages"]] == [70 * 2**30, 70 * 2**30, 140 * 2**30]
+'
+expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/two-socket-8-core.xml" \
+    --devices cpu:8 --stages 4 --json
+json_check "4 CPU stages of a 2-socket machine stay on one NUMA node" '
+assert [s["device"] for s in p["stages"]] == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"], p["stages"]
+assert [l["kind"] for l in p["links"]] == ["NODE"] * 3, p["links"]
+'
+expect 2 "cuda:9: the topology has 8 GPUs" -- plan "$MODEL" --topology "$GPUS" --devices cuda:9
+expect 2 "not a readable hwloc XML" -- plan "$MODEL" --topology "$T/missing.xml"
+expect 2 "describes another machine" -- train "$MODEL" --topology "$GPUS" --steps 1
+expect 2 "add --simulate" -- sweep "$MODEL" --topology "$GPUS" --microbatches 1,2
+
 # --- plans that do not fit ---------------------------------------------------
 
 expect 2 "does not fit: stage 0 (layers 0-3 on cpu:0) needs 22,385,312 bytes" -- \

@@ -85,6 +85,26 @@ bg_status_t bg_backend_cuda_create(const bg_cuda_config_t *cfg, bg_backend_t **o
  * build without CUDA. Never fails; safe to call from any thread. */
 int bg_cuda_device_count(void);
 
+/* What the CUDA runtime reports of one GPU, for placement. */
+typedef struct bg_cuda_device_info {
+    char busid[16];      /* PCI address in lower case, "0000:65:00.0", as hwloc writes it */
+    char name[64];       /* "NVIDIA H200" */
+    size_t memory_bytes; /* total global memory */
+    int multiprocessors;
+} bg_cuda_device_info_t;
+
+/* Fills *out for GPU `device`. BG_ERR_INVALID for an index outside
+ * 0..bg_cuda_device_count()-1 (always, in a build without CUDA);
+ * BG_ERR_BACKEND naming the call when CUDA fails. */
+bg_status_t bg_cuda_device_info(int device, bg_cuda_device_info_t *out);
+
+/* Whether GPU a can read and write GPU b's memory directly: -1 when it
+ * cannot (cudaDeviceCanAccessPeer), for an index out of range, a == b, or a
+ * build without CUDA; else CUDA's performance rank of the pair's link
+ * (cudaDevP2PAttrPerformanceRank, 0 or more; CUDA leaves its scale open, so
+ * the planner uses it only to tell direct links from staged ones). */
+int bg_cuda_peer_rank(int a, int b);
+
 /* Opens and closes an NVTX range on the calling thread named like the
  * trace's ops: "F3@1" for kind "F", micro-batch 3, stage 1; "step" when the
  * micro-batch is negative. Nsight Systems shows brigade's ops under these

@@ -12,6 +12,18 @@ bg_status_t bg_backend_cuda_create(const bg_cuda_config_t *cfg, bg_backend_t **o
 
 int bg_cuda_device_count(void) { return 0; }
 
+bg_status_t bg_cuda_device_info(int device, bg_cuda_device_info_t *out) {
+    (void)out;
+    return bg_error_set(BG_ERR_INVALID, "cuda:%d: no such GPU (this build has no CUDA backend)",
+                        device);
+}
+
+int bg_cuda_peer_rank(int a, int b) {
+    (void)a;
+    (void)b;
+    return -1;
+}
+
 void bg_nvtx_push_op(const char *kind, int microbatch, int stage) {
     (void)kind;
     (void)microbatch;

@@ -1,0 +1,168 @@
+#include "device_links.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/backend_cuda.h"
+
+/* A CPU device's link across NUMA nodes, as a share of the host link
+ * within one (an assumption, like the GPU figures). */
+static const double cross_numa_share = 0.5;
+
+void bg_device_links_destroy(bg_device_links_t *l) {
+    if (l == NULL) return;
+    free(l->link);
+    free(l->word);
+    free(l->memory_bytes);
+    free(l);
+}
+
+static bg_status_t links_alloc(int n, bg_device_links_t **out) {
+    bg_device_links_t *l = calloc(1, sizeof *l);
+    if (l != NULL) {
+        l->count = n;
+        l->link = calloc((size_t)(n * n), sizeof *l->link);
+        l->word = calloc((size_t)(n * n), sizeof *l->word);
+        l->memory_bytes = calloc((size_t)n, sizeof *l->memory_bytes);
+    }
+    if (l == NULL || l->link == NULL || l->word == NULL || l->memory_bytes == NULL) {
+        bg_device_links_destroy(l);
+        return bg_error_set(BG_ERR_NOMEM, "device links: out of memory for %d devices", n);
+    }
+    *out = l;
+    return BG_OK;
+}
+
+/* What is known of one GPU device: its GPU in the topology (-1 unknown)
+ * and the GPU's memory. */
+typedef struct gpu_place {
+    int topo_gpu;
+    size_t memory_bytes;
+} gpu_place_t;
+
+static bg_status_t place_gpu(const bg_topology_t *topo, const bg_device_t *d, int live,
+                             gpu_place_t *out) {
+    gpu_place_t g = {.topo_gpu = -1};
+    bg_cuda_device_info_t info;
+    if (live && bg_cuda_device_info(d->physical, &info) == BG_OK) {
+        g.topo_gpu = bg_topology_gpu_find(topo, d->physical, info.busid);
+        g.memory_bytes = info.memory_bytes;
+    } else {
+        bg_error_clear();
+        g.topo_gpu = bg_topology_gpu_find(topo, d->physical, NULL);
+        int gpus = bg_topology_gpu_count(topo);
+        if (!live && g.topo_gpu < 0)
+            return bg_error_set(BG_ERR_INVALID,
+                                "%s: the topology has %d GPU%s%s; there is no GPU %d on it",
+                                d->name, gpus, gpus == 1 ? "" : "s",
+                                gpus > 0 ? " (see brigade topo --topology)" : "", d->physical);
+        if (g.topo_gpu >= 0) g.memory_bytes = bg_topology_gpu(topo, g.topo_gpu).memory_bytes;
+    }
+    *out = g;
+    return BG_OK;
+}
+
+static bg_cost_link_t gpu_link(double bytes_per_s) {
+    return (bg_cost_link_t){.bytes_per_s = bytes_per_s, .latency_s = BG_LINK_GPU_LATENCY_S};
+}
+
+/* The link between GPU devices a and b (different devices). */
+static void link_gpus(const bg_topology_t *topo, const bg_device_t *a, const bg_device_t *b,
+                      const gpu_place_t *ga, const gpu_place_t *gb, int live, bg_cost_link_t *link,
+                      const char **word) {
+    static const struct {
+        const char *word;
+        double bytes_per_s;
+    } speeds[] = {
+        {"PIX", BG_LINK_PIX_BYTES_PER_S}, {"PXB", BG_LINK_PXB_BYTES_PER_S},
+        {"PHB", BG_LINK_PHB_BYTES_PER_S}, {"NODE", BG_LINK_NODE_BYTES_PER_S},
+        {"SYS", BG_LINK_SYS_BYTES_PER_S},
+    };
+    if (a->physical == b->physical) {
+        *word = "GPU";
+        *link = gpu_link(BG_LINK_SAME_GPU_BYTES_PER_S);
+        return;
+    }
+    *word = "?";
+    *link = gpu_link(BG_LINK_UNKNOWN_BYTES_PER_S);
+    if (ga->topo_gpu >= 0 && gb->topo_gpu >= 0) {
+        const char *w = bg_topology_gpu_link(topo, ga->topo_gpu, gb->topo_gpu);
+        for (size_t i = 0; i < sizeof speeds / sizeof speeds[0]; i++)
+            if (strcmp(w, speeds[i].word) == 0) {
+                *word = speeds[i].word;
+                *link = gpu_link(speeds[i].bytes_per_s);
+            }
+    }
+    /* Without peer access a copy goes through pinned host memory. */
+    if (live && a->physical < bg_cuda_device_count() && b->physical < bg_cuda_device_count() &&
+        bg_cuda_peer_rank(a->physical, b->physical) < 0) {
+        *word = "SYS";
+        *link = gpu_link(BG_LINK_SYS_BYTES_PER_S);
+    }
+}
+
+bg_status_t bg_device_links_create(const bg_topology_t *topo, const bg_device_list_t *devices,
+                                   const bg_cost_link_t *host, int live, bg_device_links_t **out) {
+    const int n = devices->count;
+    bg_device_links_t *l = NULL;
+    gpu_place_t *gpu = calloc((size_t)(n > 0 ? n : 1), sizeof *gpu);
+    if (gpu == NULL) return bg_error_set(BG_ERR_NOMEM, "device links: out of memory");
+    bg_status_t st = links_alloc(n, &l);
+    for (int d = 0; st == BG_OK && d < n; d++) {
+        const bg_device_t *dev = &devices->devices[d];
+        if (dev->kind != BG_DEVICE_CUDA) continue;
+        st = place_gpu(topo, dev, live, &gpu[d]);
+        /* Virtual devices share their GPU's memory evenly. */
+        int sharing = 0;
+        for (int e = 0; e < n; e++)
+            sharing += devices->devices[e].kind == BG_DEVICE_CUDA &&
+                       devices->devices[e].physical == dev->physical;
+        l->memory_bytes[d] = gpu[d].memory_bytes / (size_t)sharing;
+    }
+    for (int a = 0; st == BG_OK && a < n; a++) {
+        for (int b = 0; b < n; b++) {
+            const bg_device_t *da = &devices->devices[a], *db = &devices->devices[b];
+            bg_cost_link_t *link = &l->link[a * n + b];
+            const char **word = &l->word[a * n + b];
+            if (a == b) {
+                *word = "X";
+                *link = *host;
+            } else if (da->kind == BG_DEVICE_CUDA && db->kind == BG_DEVICE_CUDA) {
+                link_gpus(topo, da, db, &gpu[a], &gpu[b], live, link, word);
+            } else if (da->kind == BG_DEVICE_CUDA || db->kind == BG_DEVICE_CUDA) {
+                *word = "HOST";
+                *link = gpu_link(BG_LINK_HOST_BYTES_PER_S);
+            } else {
+                const char *w = da->physical == db->physical
+                                    ? "X"
+                                    : bg_topology_core_link(topo, da->physical, db->physical);
+                *word = w;
+                *link = *host;
+                if (strcmp(w, "SYS") == 0) link->bytes_per_s *= cross_numa_share;
+            }
+        }
+    }
+    free(gpu);
+    if (st != BG_OK) {
+        bg_device_links_destroy(l);
+        return st;
+    }
+    *out = l;
+    return BG_OK;
+}
+
+bg_status_t bg_device_links_select(const bg_device_links_t *all, const int *order, int k,
+                                   bg_device_links_t **out) {
+    bg_device_links_t *l = NULL;
+    BG_CHECK(links_alloc(k, &l));
+    const int n = all->count;
+    for (int i = 0; i < k; i++) {
+        l->memory_bytes[i] = all->memory_bytes[order[i]];
+        for (int j = 0; j < k; j++) {
+            l->link[i * k + j] = all->link[order[i] * n + order[j]];
+            l->word[i * k + j] = all->word[order[i] * n + order[j]];
+        }
+    }
+    *out = l;
+    return BG_OK;
+}

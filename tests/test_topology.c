@@ -1,0 +1,132 @@
+/* The topology read from hwloc XML fixtures of machines we do not have
+ * (lib/topology.h), and the links and memory the planner takes from it
+ * (stages/device_links.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "device_links.h"
+#include "devices.h"
+#include "topology.h"
+
+static const uint64_t gib = 1024ull * 1024 * 1024;
+
+/* Loads tests/fixtures/NAME with PCI devices. */
+static bg_topology_t *load_fixture(const char *name) {
+    const char *root = getenv("BRIGADE_SOURCE_ROOT");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/%s", root != NULL ? root : "..", name);
+    bg_topology_t *t = NULL;
+    assert_int_equal(bg_topology_create_with_pci(path, &t), BG_OK);
+    return t;
+}
+
+static void test_gpu_server(void **state) {
+    (void)state;
+    bg_topology_t *t = load_fixture("two-socket-8-gpu.xml");
+    bg_topology_summary_t s = bg_topology_summary(t);
+    assert_int_equal(s.packages, 2);
+    assert_int_equal(s.numa_nodes, 2);
+    assert_int_equal(s.cores, 16);
+    assert_int_equal(bg_topology_gpu_count(t), 8);
+    for (int g = 0; g < 8; g++) {
+        bg_topology_gpu_t info = bg_topology_gpu(t, g);
+        assert_int_equal(info.cuda, g);
+        assert_int_equal(info.package, g / 4);
+        assert_int_equal(info.numa, g / 4);
+        assert_int_equal(info.vendor, 0x10de);
+        assert_true(info.memory_bytes == 140 * gib);
+    }
+    assert_string_equal(bg_topology_gpu(t, 5).busid, "0000:93:00.0");
+    assert_string_equal(bg_topology_gpu_link(t, 0, 0), "X");
+    assert_string_equal(bg_topology_gpu_link(t, 0, 1), "PIX");
+    assert_string_equal(bg_topology_gpu_link(t, 6, 7), "PIX");
+    assert_string_equal(bg_topology_gpu_link(t, 1, 2), "PHB");
+    assert_string_equal(bg_topology_gpu_link(t, 3, 4), "SYS");
+    assert_string_equal(bg_topology_gpu_link(t, 0, 8), "?");
+    /* CUDA device to topology GPU: by PCI address, else by hwloc's name. */
+    assert_int_equal(bg_topology_gpu_find(t, 0, "0000:A2:00.0"), 6);
+    assert_int_equal(bg_topology_gpu_find(t, 0, "0000:ff:00.0"), -1);
+    assert_int_equal(bg_topology_gpu_find(t, 7, NULL), 7);
+    assert_int_equal(bg_topology_gpu_find(t, 8, NULL), -1);
+    assert_string_equal(bg_topology_core_link(t, 0, 7), "NODE");
+    assert_string_equal(bg_topology_core_link(t, 7, 8), "SYS");
+    bg_topology_destroy(t);
+}
+
+static void test_gpu_links(void **state) {
+    (void)state;
+    bg_topology_t *t = load_fixture("two-socket-8-gpu.xml");
+    bg_device_list_t list;
+    assert_int_equal(bg_device_list_parse_on("cuda:0x2,cuda:1,cuda:4", 16, 8, &list), BG_OK);
+    const bg_cost_link_t host = {.bytes_per_s = 5e9, .latency_s = 1e-6};
+    bg_device_links_t *l = NULL;
+    assert_int_equal(bg_device_links_create(t, &list, &host, 0, &l), BG_OK);
+    assert_int_equal(l->count, 4);
+    const char *want[4][4] = {{"X", "GPU", "PIX", "SYS"},
+                              {"GPU", "X", "PIX", "SYS"},
+                              {"PIX", "PIX", "X", "SYS"},
+                              {"SYS", "SYS", "SYS", "X"}};
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++) assert_string_equal(l->word[a * 4 + b], want[a][b]);
+    assert_true(l->link[0 * 4 + 1].bytes_per_s == BG_LINK_SAME_GPU_BYTES_PER_S);
+    assert_true(l->link[1 * 4 + 2].bytes_per_s == BG_LINK_PIX_BYTES_PER_S);
+    assert_true(l->link[2 * 4 + 3].bytes_per_s == BG_LINK_SYS_BYTES_PER_S);
+    assert_true(l->link[2 * 4 + 3].latency_s == BG_LINK_GPU_LATENCY_S);
+    /* GPU 0's memory is shared by its two virtual devices. */
+    assert_true(l->memory_bytes[0] == 70 * gib && l->memory_bytes[1] == 70 * gib);
+    assert_true(l->memory_bytes[2] == 140 * gib && l->memory_bytes[3] == 140 * gib);
+
+    /* Choosing devices 3 and 2, in that order, keeps their rows. */
+    bg_device_links_t *two = NULL;
+    const int order[2] = {3, 2};
+    assert_int_equal(bg_device_links_select(l, order, 2, &two), BG_OK);
+    assert_string_equal(two->word[0 * 2 + 1], "SYS");
+    assert_true(two->memory_bytes[0] == 140 * gib);
+    bg_device_links_destroy(two);
+    bg_device_links_destroy(l);
+
+    /* A GPU the XML does not have is an error that names it. */
+    assert_int_equal(bg_device_list_parse_on("cuda:8", 16, 8, &list), BG_OK);
+    l = NULL;
+    assert_int_equal(bg_device_links_create(t, &list, &host, 0, &l), BG_ERR_INVALID);
+    assert_null(l);
+    assert_non_null(strstr(bg_error_message(), "cuda:8: the topology has 8 GPUs"));
+    bg_device_links_destroy(NULL);
+    bg_topology_destroy(t);
+}
+
+static void test_cpu_links(void **state) {
+    (void)state;
+    bg_topology_t *t = load_fixture("two-socket-8-core.xml");
+    bg_device_list_t list;
+    /* cpu:0..3 on package 0, cpu:4.. on package 1; cpu:9 wraps to core 1. */
+    assert_int_equal(bg_device_list_parse_on("cpu:10", 8, 0, &list), BG_OK);
+    const bg_cost_link_t host = {.bytes_per_s = 6e9, .latency_s = 2e-6};
+    bg_device_links_t *l = NULL;
+    assert_int_equal(bg_device_links_create(t, &list, &host, 0, &l), BG_OK);
+    assert_string_equal(l->word[0 * 10 + 3], "NODE");
+    assert_true(l->link[0 * 10 + 3].bytes_per_s == 6e9);
+    assert_string_equal(l->word[3 * 10 + 4], "SYS");
+    assert_true(l->link[3 * 10 + 4].bytes_per_s == 3e9);
+    assert_true(l->link[3 * 10 + 4].latency_s == 2e-6);
+    assert_string_equal(l->word[1 * 10 + 9], "X"); /* the same core */
+    assert_true(l->memory_bytes[0] == 0);
+    bg_device_links_destroy(l);
+    bg_topology_destroy(t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gpu_server),
+        cmocka_unit_test(test_gpu_links),
+        cmocka_unit_test(test_cpu_links),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
