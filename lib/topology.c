@@ -214,3 +214,16 @@ int bg_topology_gpu_find(const bg_topology_t *t, int cuda_device, const char *bu
                ? cuda_device
                : -1;
 }
+
+bg_status_t bg_topology_bind_thread_near_gpu(bg_topology_t *t, int gpu) {
+    if (t->from_xml)
+        return bg_error_set(BG_ERR_UNSUPPORTED, "cannot bind threads on a topology read from XML");
+    hwloc_obj_t obj = gpu_object(t, gpu);
+    hwloc_obj_t near = obj != NULL ? hwloc_get_non_io_ancestor_obj(t->hw, obj) : NULL;
+    if (near == NULL || near->cpuset == NULL)
+        return bg_error_set(BG_ERR_UNSUPPORTED, "no GPU %d in the topology", gpu);
+    if (hwloc_set_cpubind(t->hw, near->cpuset, HWLOC_CPUBIND_THREAD) != 0)
+        return bg_error_set(BG_ERR_UNSUPPORTED, "binding near GPU %d failed: %s", gpu,
+                            strerror(errno));
+    return BG_OK;
+}

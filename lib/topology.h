@@ -79,6 +79,13 @@ int bg_topology_gpu_find(const bg_topology_t *topo, int cuda_device, const char 
  * caller can decide to run unbound. Thread-safe. */
 bg_status_t bg_topology_bind_thread(bg_topology_t *topo, int core);
 
+/* Binds the calling thread to the cores near GPU `gpu` (index as for
+ * bg_topology_gpu): those of the closest non-I/O object above its PCI
+ * device, usually its NUMA node or package, as hwloc/cudart.h's
+ * hwloc_cudart_get_device_cpuset gives them. BG_ERR_UNSUPPORTED as for
+ * bg_topology_bind_thread, or when there is no such GPU. Thread-safe. */
+bg_status_t bg_topology_bind_thread_near_gpu(bg_topology_t *topo, int gpu);
+
 #ifdef __cplusplus
 }
 #endif

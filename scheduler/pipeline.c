@@ -420,13 +420,27 @@ static void abort_channels(bg_pipeline_t *p) {
     }
 }
 
+/* Binds the calling thread to a CPU device's core, or to the cores near a
+ * GPU (its PCI address from CUDA, found in the topology's PCI tree). */
+static void bind_device_thread(bg_topology_t *topo, const bg_device_t *dev) {
+    if (dev->kind == BG_DEVICE_CPU) {
+        (void)bg_topology_bind_thread(topo, dev->physical);
+    } else {
+        bg_cuda_device_info_t info;
+        int gpu = bg_cuda_device_info(dev->physical, &info) == BG_OK
+                      ? bg_topology_gpu_find(topo, dev->physical, info.busid)
+                      : -1;
+        if (gpu >= 0) (void)bg_topology_bind_thread_near_gpu(topo, gpu);
+    }
+    bg_error_clear();
+}
+
 static void *device_main(void *arg) {
     device_worker_t *w = arg;
     bg_pipeline_t *p = w->p;
     const bg_device_t *dev = &p->cfg.devices->devices[w->device];
     /* Unbound is slower, not wrong: a refused binding is not an error. */
-    if (p->cfg.topology != NULL && dev->kind == BG_DEVICE_CPU)
-        (void)bg_topology_bind_thread(p->cfg.topology, dev->physical);
+    if (p->cfg.topology != NULL) bind_device_thread(p->cfg.topology, dev);
     uint64_t seen = 0;
     pthread_mutex_lock(&p->lock);
     for (;;) {

@@ -33,7 +33,7 @@ typedef struct bg_pipeline bg_pipeline_t;
 typedef struct bg_pipeline_config {
     const bg_model_spec_t *spec;     /* must outlive the pipeline */
     const bg_device_list_t *devices; /* K = devices->count */
-    bg_topology_t *topology;         /* binds device threads to cores; NULL: unbound */
+    bg_topology_t *topology;         /* binds device threads to their core, or near their GPU */
     bg_schedule_kind_t schedule;
     int chunks;       /* V stages per device (interleaved) */
     int microbatches; /* M */
