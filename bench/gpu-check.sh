@@ -4,11 +4,12 @@
 #
 # On a build machine (has the toolkit, no GPU), prepare the build folder:
 #   bench/gpu-check.sh --prepare [BUILD]
-# configures BUILD (default build-gpu) with -Dcuda=enabled, builds the CUDA op
-# test, and copies into BUILD/gpu-libs the shared libraries it loads that the
-# GPU machine lacks (today OpenBLAS with its Fortran runtime, and cmocka:
-# everything but glibc, the compiler runtime and CUDA's own); it ends by
-# listing the paths to carry to the GPU machine (about 40 MiB).
+# configures BUILD (default build-gpu) with -Dcuda=enabled, builds brigade
+# and the CUDA tests, packs into BUILD/gpu-libs.tar.xz the shared libraries
+# they load that the GPU machine lacks (OpenBLAS with its Fortran runtime,
+# cJSON, hwloc, cmocka: everything but glibc, the compiler runtime and
+# CUDA's own), copies Fashion-MNIST (Debian's dataset-fashion-mnist) into
+# BUILD/data, and ends by listing the paths to carry (about 45 MiB).
 #
 # On the GPU machine, from the repository root:
 #   bench/gpu-check.sh [BUILD] [RESULTS]
@@ -16,7 +17,11 @@
 # and NCCL (pip wheels under site-packages, or a toolkit), records the GPU and
 # driver, runs every CUDA op against the CPU op (tests/test_cuda_ops.c), runs
 # the same test under compute-sanitizer's memcheck when the toolkit has it,
-# and prints a short table last. It never changes the GPU's clocks or modes.
+# the pipeline on cuda:0x2 and cuda:0x4 against one CPU device
+# (tests/test_cuda_pipeline.c), the speed goals of docs/cuda.md (brigade
+# against PyTorch eager at batch 64 and 256; four stages sharing the GPU
+# against one; exposed copy time), 5 epochs of Fashion-MNIST on cuda:0, and
+# prints a short table last. It never changes the GPU's clocks or modes.
 # Exit status: 0 when the op test passed, 1 otherwise.
 set -u
 
@@ -24,25 +29,41 @@ if [ "${1:-}" = "--prepare" ]; then
     set -e
     build=${2:-build-gpu}
     if [ -f "$build/build.ninja" ]; then
-        meson configure "$build" -Dcuda=enabled -Dbuildtype=release
+        meson configure "$build" -Dcuda=enabled -Dbuildtype=release -Dtests=true
     else
-        meson setup "$build" -Dcuda=enabled -Dbuildtype=release -Dwerror=true
+        meson setup "$build" -Dcuda=enabled -Dbuildtype=release -Dwerror=true -Dtests=true
     fi
-    ninja -C "$build" tests/test_cuda_ops tests/test_cuda_pipeline
-    rm -rf "$build/gpu-libs"
-    mkdir -p "$build/gpu-libs"
-    # Everything the test loads except glibc, the compiler runtimes every
+    ninja -C "$build" cli/brigade tests/test_cuda_ops tests/test_cuda_pipeline
+    libs=$(mktemp -d)
+    # Everything the programs load except glibc, the compiler runtimes every
     # Linux has, and the CUDA libraries, which the GPU machine brings.
-    for lib in $(ldd "$build/tests/test_cuda_ops" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
-        case $(basename "$lib") in
-        libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) ;;
-        libgcc_s.so.* | libstdc++.so.*) ;;
-        libcudart.so.* | libcublas.so.* | libcublasLt.so.* | libcudnn*.so.* | libnccl.so.*) ;;
-        *) cp -L "$lib" "$build/gpu-libs/" ;;
-        esac
+    for exe in "$build/cli/brigade" "$build/tests/test_cuda_ops"; do
+        for lib in $(ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
+            case $(basename "$lib") in
+            libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) ;;
+            libgcc_s.so.* | libstdc++.so.*) ;;
+            libcudart.so.* | libcublas.so.* | libcublasLt.so.* | libcudnn*.so.* | libnccl.so.*) ;;
+            *) cp -L "$lib" "$libs/" ;;
+            esac
+        done
     done
-    du -sh "$build/tests/test_cuda_ops" "$build/tests/test_cuda_pipeline" "$build/gpu-libs"
-    echo "carry to the GPU machine: $build/tests/test_cuda_ops $build/tests/test_cuda_pipeline $build/gpu-libs"
+    rm -rf "$build/gpu-libs"
+    tar -C "$libs" -cJf "$build/gpu-libs.tar.xz" .
+    rm -rf "$libs"
+    rm -rf "$build/data"
+    if [ -d /usr/share/datasets/fashion-mnist ]; then
+        mkdir -p "$build/data/fashion-mnist"
+        cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$build/data/fashion-mnist/"
+    else
+        echo "no /usr/share/datasets/fashion-mnist (apt-get install dataset-fashion-mnist):" \
+            "the accuracy run will be skipped"
+    fi
+    carry="$build/cli/brigade $build/tests/test_cuda_ops $build/tests/test_cuda_pipeline"
+    carry="$carry $build/gpu-libs.tar.xz"
+    [ -d "$build/data" ] && carry="$carry $build/data"
+    # shellcheck disable=SC2086 # the list is meant to split
+    du -shc $carry | tail -1
+    echo "carry to the GPU machine: $carry"
     exit 0
 fi
 
@@ -50,7 +71,15 @@ build=${1:-build-gpu}
 results=${2:-${OUT:-bench/out/gpu-check}}
 mkdir -p "$results"
 test_exe="$build/tests/test_cuda_ops"
-[ -f "$test_exe" ] && [ ! -x "$test_exe" ] && chmod +x "$test_exe"
+brigade="$build/cli/brigade"
+for exe in "$test_exe" "$brigade" "$build/tests/test_cuda_pipeline"; do
+    [ -f "$exe" ] && [ ! -x "$exe" ] && chmod +x "$exe"
+done
+if [ -f "$build/gpu-libs.tar.xz" ]; then
+    rm -rf "$build/gpu-libs"
+    mkdir -p "$build/gpu-libs"
+    tar -C "$build/gpu-libs" -xJf "$build/gpu-libs.tar.xz"
+fi
 
 # ---- machine ----
 {
@@ -125,6 +154,58 @@ if [ -n "$sanitizer" ]; then
     esac
 fi
 
+# ---- speed goals (docs/cuda.md): brigade against PyTorch eager on the same
+# GPU, model and batch; four stages sharing the GPU against one ----
+# step_ms RUN-NAME ARGS...: trains on synthetic data, 20 warm-up steps then
+# 100 recorded, and prints the mean recorded step in ms (empty on failure).
+step_ms() {
+    name=$1
+    shift
+    timeout 120 "$brigade" train examples/fashion_cnn.model --data synthetic --steps 120 \
+        --record-steps 100 --metrics "$results/$name.json" "$@" >"$results/$name.txt" 2>&1 &&
+        python3 -c "import json, sys
+t = json.load(open(sys.argv[1]))['timeline']
+print('%.4f %.4f' % (t['step_s'] * 1e3, t['exposed_transfer_frac']))" "$results/$name.json"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "?" }'; }
+speed=""
+if [ -x "$brigade" ]; then
+    for batch in 64 256; do
+        ours=$(step_ms "brigade-b$batch" --devices cuda:0 --batch "$batch" | cut -d' ' -f1)
+        theirs=$(timeout 120 python3 bench/step_pytorch.py --device cuda --batch "$batch" \
+            --steps 100 2>"$results/pytorch-b$batch.err" | tee "$results/pytorch-b$batch.txt" |
+            awk '/^pytorch_mean_step_ms/ {print $2}')
+        speed="$speed$(printf '%-28s brigade %s ms, PyTorch %s ms: ratio %s (goal <= 0.5)' \
+            "step, batch $batch" "${ours:-?}" "${theirs:-?}" "$(ratio "${ours:-0}" "${theirs:-0}")")
+"
+    done
+    one=$(step_ms "stages-1" --devices cuda:0 --batch 256 --microbatches 4 | cut -d' ' -f1)
+    four=$(step_ms "stages-4" --devices cuda:0x4 --batch 256 --microbatches 4)
+    speed="$speed$(printf '%-28s %s ms on cuda:0x4, %s ms on cuda:0: ratio %s (goal <= 1.1)' \
+        "4 stages, batch 256, M=4" "${four%% *}" "${one:-?}" "$(ratio "${four%% *}" "${one:-0}")")
+"
+    speed="$speed$(printf '%-28s %s of the step (goal <= 0.02)' "exposed copy, cuda:0x4" \
+        "${four#* }")
+"
+fi
+
+# ---- accuracy: the origin CNN, 5 epochs of Fashion-MNIST on cuda:0 ----
+accuracy="not run (no $build/data/fashion-mnist)"
+if [ -x "$brigade" ] && [ -d "$build/data/fashion-mnist" ]; then
+    timeout 300 "$brigade" train examples/fashion_cnn.model --epochs 5 --devices cuda:0 \
+        --data "$build/data/fashion-mnist" --metrics "$results/accuracy.json" \
+        >"$results/accuracy.txt" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+        accuracy=$(python3 -c "import json, sys
+m = json.load(open(sys.argv[1]))
+print('test accuracy %.4f (goal >= 0.90), %.0f samples/s' % (m['test_accuracy'], m['samples_per_s']))" \
+            "$results/accuracy.json")
+    else
+        accuracy="FAILED (rc $rc; see accuracy.txt)"
+    fi
+fi
+
 # ---- the table ----
 {
     printf '%-28s %s\n' "check" "result"
@@ -135,6 +216,8 @@ fi
         "${passed:-0} passed, ${failed:-0} failed, rc $test_rc, ${test_s} s"
     printf '%-28s %s\n' "test_cuda_ops under memcheck" "$memcheck"
     printf '%-28s %s\n' "pipeline cuda:0x2, cuda:0x4" "$pipeline"
+    printf '%s' "$speed"
+    printf '%-28s %s\n' "5 epochs on cuda:0" "$accuracy"
     printf '%-28s %s\n' "results" "$results"
 } | tee "$results/summary.txt"
 [ "$test_rc" -eq 0 ]
