@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "cuda/backend_cuda.h"
 
 /* Slot states besides a micro-batch number. */
 enum { SLOT_FREE = -1, SLOT_BUSY = -2 /* being copied in or out, unlocked */ };
@@ -16,7 +17,8 @@ enum { SLOT_FREE = -1, SLOT_BUSY = -2 /* being copied in or out, unlocked */ };
 typedef struct channel_slot {
     int microbatch; /* or SLOT_FREE / SLOT_BUSY */
     size_t bytes;
-    void *data;
+    void *data;             /* host slots */
+    bg_cuda_slot_t *device; /* slots between CUDA backends */
 } channel_slot_t;
 
 struct bg_channel {
@@ -25,6 +27,7 @@ struct bg_channel {
     int capacity;
     size_t slot_bytes;
     channel_slot_t *slots;
+    int on_device; /* slots are bg_cuda_slot_t on the receiver */
     int aborted;
     double timeout_s;
     char name[64];
@@ -75,6 +78,20 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
         bg_channel_destroy(ch);
         return bg_error_set(BG_ERR_NOMEM, "channel: out of memory");
     }
+    ch->on_device = bg_backend_is_cuda(cfg->sender) && bg_backend_is_cuda(cfg->receiver);
+    if (ch->on_device) {
+        bg_status_t st = bg_cuda_enable_peer_access(cfg->sender, cfg->receiver);
+        for (int i = 0; st == BG_OK && i < ch->capacity; i++) {
+            ch->slots[i].microbatch = SLOT_FREE;
+            st = bg_cuda_slot_create(cfg->receiver, cfg->slot_bytes, &ch->slots[i].device);
+        }
+        if (st != BG_OK) {
+            bg_channel_destroy(ch);
+            return st;
+        }
+        *out = ch;
+        return BG_OK;
+    }
     for (int i = 0; i < ch->capacity; i++) {
         ch->slots[i].microbatch = SLOT_FREE;
         ch->slots[i].data = bg_malloc(cfg->slot_bytes > 0 ? cfg->slot_bytes : 1);
@@ -91,7 +108,10 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
 void bg_channel_destroy(bg_channel_t *ch) {
     if (ch == NULL) return;
     if (ch->slots != NULL)
-        for (int i = 0; i < ch->capacity; i++) free(ch->slots[i].data);
+        for (int i = 0; i < ch->capacity; i++) {
+            free(ch->slots[i].data);
+            bg_cuda_slot_destroy(ch->slots[i].device);
+        }
     free(ch->slots);
     pthread_mutex_destroy(&ch->lock);
     pthread_cond_destroy(&ch->changed);
@@ -126,7 +146,10 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     slot->microbatch = SLOT_BUSY;
     pthread_mutex_unlock(&ch->lock);
     if (timing != NULL) timing->ready = bg_channel_clock();
-    bg_status_t st = bytes > 0 ? be->ops->download(be, slot->data, src, bytes) : BG_OK;
+    bg_status_t st = BG_OK;
+    if (bytes > 0)
+        st = ch->on_device ? bg_cuda_slot_fill(slot->device, be, src, bytes)
+                           : be->ops->download(be, slot->data, src, bytes);
     pthread_mutex_lock(&ch->lock);
     slot->microbatch = st == BG_OK ? microbatch : SLOT_FREE;
     slot->bytes = bytes;
@@ -166,7 +189,8 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
         st = bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes for a %zu-byte buffer",
                           ch->name, slot->bytes, capacity);
     else if (slot->bytes > 0)
-        st = be->ops->upload(be, dst, slot->data, slot->bytes);
+        st = ch->on_device ? bg_cuda_slot_drain(slot->device, dst, slot->bytes)
+                           : be->ops->upload(be, dst, slot->data, slot->bytes);
     *bytes = slot->bytes;
     if (timing != NULL) timing->done = bg_channel_clock();
     pthread_mutex_lock(&ch->lock);

@@ -5,9 +5,13 @@
  * the slot with the micro-batch it wants and copies it out. Nothing is
  * allocated after creation.
  *
- * CPU devices share host memory, so slots are host buffers and the copies go
- * through the backends' download/upload. Thread-safe: one sender thread and
- * one receiver thread. */
+ * Between CPU devices (or a CPU and a GPU) slots are host buffers and the
+ * copies go through the backends' download/upload. Between two CUDA
+ * backends slots live in the receiver's memory (bg_cuda_slot_t): a send
+ * enqueues the copy on the receiver's copy stream and a receive enqueues
+ * the copy out on its compute stream, ordered by events, so neither waits
+ * for the GPU; the host only tracks which slot holds which micro-batch.
+ * Thread-safe: one sender thread and one receiver thread. */
 #ifndef BG_CHANNEL_H
 #define BG_CHANNEL_H
 
@@ -39,6 +43,10 @@ typedef struct bg_channel_config {
     const char *name;  /* for messages: "activations stage 0 -> 1" */
     double timeout_s;  /* a send or receive waiting longer fails with
                         * BG_ERR_STALLED; 0 waits forever */
+    /* The sending and receiving backends, or NULL: host slots. When both
+     * are CUDA backends the slots are on the receiver's GPU, and every send
+     * and receive must use these two backends. */
+    bg_backend_t *sender, *receiver;
 } bg_channel_config_t;
 
 bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out);
@@ -71,7 +79,9 @@ void bg_channel_reset(bg_channel_t *ch);
  * this and the cost model counts their bytes by it. */
 int bg_channel_ring_slots(int devices, int microbatches, int from, int to);
 
-/* Bytes the ring holds (capacity * slot_bytes), for the memory report. */
+/* Bytes the ring holds (capacity * slot_bytes), for the memory report: host
+ * memory, or the receiver's GPU memory for a channel between CUDA
+ * backends. */
 size_t bg_channel_bytes(const bg_channel_t *ch);
 
 #ifdef __cplusplus

@@ -600,9 +600,9 @@ static bg_status_t create_backends(bg_pipeline_t *p) {
                                     "--devices cpu:N)",
                                     dev->name, bg_cuda_device_count(),
                                     bg_cuda_device_count() == 1 ? "" : "s");
-            /* Channels stage tensors through host memory (download, then
-             * upload on the receiver): correct on any pair of devices, not
-             * yet the copy-stream transfers of docs/cuda.md. */
+            /* Channels between two CUDA stages copy on the receiver's copy
+             * stream (scheduler/channel.h); with a CPU stage, through host
+             * memory. */
             bg_cuda_config_t cuda = BG_CUDA_CONFIG_INIT;
             cuda.device = dev->physical;
             cuda.dtype = p->cfg.dtype;
@@ -660,9 +660,14 @@ static bg_status_t create_channels(bg_pipeline_t *p) {
             .name = name,
             .timeout_s = p->cfg.stall_timeout_s,
         };
+        bg_backend_t *here = p->backends[s % p->devices], *next = p->backends[(s + 1) % p->devices];
         snprintf(name, sizeof name, "activations stage %d -> %d", s, s + 1);
+        cc.sender = here;
+        cc.receiver = next;
         BG_CHECK(bg_channel_create(&cc, &p->forward[s]));
         snprintf(name, sizeof name, "gradients stage %d -> %d", s + 1, s);
+        cc.sender = next;
+        cc.receiver = here;
         BG_CHECK(bg_channel_create(&cc, &p->backward[s]));
     }
     return BG_OK;

@@ -21,8 +21,8 @@
  *     wait for the compute stream;
  *   - free, alloc and a convolution geometry's first use (algorithm search),
  *     which may wait for the whole device (cudaFree, cudnnFind*).
- * The copy stream is created for the pipeline executor's channels (copies
- * that overlap compute); no op uses it yet.
+ * The copy stream carries the pipeline's stage-to-stage copies into this
+ * backend (the slots below), so that they overlap compute; no op uses it.
  *
  * Threads. One thread drives one backend at a time, as with the CPU backend.
  * Every op first makes the backend's GPU current on the calling thread
@@ -84,6 +84,50 @@ bg_status_t bg_backend_cuda_create(const bg_cuda_config_t *cfg, bg_backend_t **o
 /* Number of GPUs CUDA can use: 0 without a GPU, without a driver, or in a
  * build without CUDA. Never fails; safe to call from any thread. */
 int bg_cuda_device_count(void);
+
+/* ---- transfers between stages ---------------------------------------
+ *
+ * A slot is a buffer on a receiving CUDA backend that a sending CUDA
+ * backend (the same GPU, or another) fills and the receiver drains, with
+ * no host waits; the pipeline's channels keep a ring of them between two
+ * CUDA stages. Order, by events recorded on the streams:
+ *   fill:  the receiver's copy stream waits until the sender's compute
+ *          stream has produced the source and the receiver has read the
+ *          slot's previous message, copies (device to device on one GPU,
+ *          cudaMemcpyPeerAsync between GPUs), and the sender's compute
+ *          stream waits for that copy before it may overwrite the source;
+ *   drain: the receiver's compute stream waits for the fill, then copies
+ *          the slot into the stage's buffer.
+ * One thread fills a slot and one drains it; the host decides which slot
+ * is free (the channel's ring). */
+typedef struct bg_cuda_slot bg_cuda_slot_t;
+
+/* 1 when `be` is a CUDA backend (0 for NULL, and always in a build
+ * without CUDA). */
+int bg_backend_is_cuda(const bg_backend_t *be);
+
+/* A slot of `bytes` on `receiver` (a CUDA backend), with its events.
+ * BG_ERR_NOMEM naming the backend when its memory runs out; BG_ERR_BACKEND
+ * for a CUDA failure; BG_ERR_UNSUPPORTED without CUDA. */
+bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, bg_cuda_slot_t **out);
+
+/* NULL is a no-op. */
+void bg_cuda_slot_destroy(bg_cuda_slot_t *slot);
+
+/* Enqueues the copy of `bytes` of `src` (memory of `sender`) into the
+ * slot, ordered as above; returns without waiting. */
+bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender, const void *src,
+                              size_t bytes);
+
+/* Enqueues the copy of the slot's first `bytes` into `dst` (the
+ * receiver's memory) on the receiver's compute stream; returns without
+ * waiting. */
+bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes);
+
+/* Lets GPU a's copies reach GPU b's memory directly where CUDA allows it
+ * (cudaDeviceEnablePeerAccess); where it does not, and on one GPU, does
+ * nothing (peer copies then go through host memory). */
+bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b);
 
 /* What the CUDA runtime reports of one GPU, for placement. */
 typedef struct bg_cuda_device_info {

@@ -31,3 +31,36 @@ void bg_nvtx_push_op(const char *kind, int microbatch, int stage) {
 }
 
 void bg_nvtx_pop(void) {}
+
+int bg_backend_is_cuda(const bg_backend_t *be) {
+    (void)be;
+    return 0;
+}
+
+bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, bg_cuda_slot_t **out) {
+    (void)bytes;
+    (void)out;
+    return bg_error_set(BG_ERR_UNSUPPORTED, "%s: this build has no CUDA backend", receiver->name);
+}
+
+void bg_cuda_slot_destroy(bg_cuda_slot_t *slot) { (void)slot; }
+
+bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender, const void *src,
+                              size_t bytes) {
+    (void)slot;
+    (void)src;
+    (void)bytes;
+    return bg_error_set(BG_ERR_UNSUPPORTED, "%s: this build has no CUDA backend", sender->name);
+}
+
+bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes) {
+    (void)slot;
+    (void)dst;
+    (void)bytes;
+    return bg_error_set(BG_ERR_UNSUPPORTED, "this build has no CUDA backend");
+}
+
+bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b) {
+    (void)b;
+    return bg_error_set(BG_ERR_UNSUPPORTED, "%s: this build has no CUDA backend", a->name);
+}

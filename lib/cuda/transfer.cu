@@ -1,0 +1,118 @@
+/* Stage-to-stage copies between CUDA backends (backend_cuda.h, "Transfers
+ * between stages"): a slot of the receiver's memory that the sender fills
+ * on the receiver's copy stream and the receiver drains on its compute
+ * stream, ordered by events so that the host never waits. */
+#include <stdlib.h>
+
+#include "backend_cuda.h"
+#include "cuda_check.h"
+#include "cuda_internal.h"
+#include "cuda_ops.h"
+
+struct bg_cuda_slot {
+    bg_backend_t *receiver;
+    void *data;
+    size_t bytes;
+    cudaEvent_t written; /* on the sender's compute stream: the source is complete */
+    cudaEvent_t filled;  /* on the receiver's copy stream: the slot holds the message */
+    cudaEvent_t drained; /* on the receiver's compute stream: the slot was read out */
+};
+
+extern "C" int bg_backend_is_cuda(const bg_backend_t *be) {
+    return be != NULL && be->ops == &bg_cuda_ops_f32;
+}
+
+extern "C" void bg_cuda_slot_destroy(bg_cuda_slot_t *slot) {
+    if (slot == NULL) return;
+    bg_cuda_backend_t *cu = bg_cuda_of(slot->receiver);
+    if (cudaSetDevice(cu->device) == cudaSuccess) {
+        cudaEvent_t events[] = {slot->written, slot->filled, slot->drained};
+        for (cudaEvent_t e : events)
+            if (e != NULL && cudaEventDestroy(e) != cudaSuccess) (void)cudaGetLastError();
+    } else {
+        (void)cudaGetLastError();
+    }
+    slot->receiver->ops->free(slot->receiver, slot->data);
+    free(slot);
+}
+
+extern "C" bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes,
+                                           bg_cuda_slot_t **out) {
+    bg_cuda_slot_t *slot = (bg_cuda_slot_t *)calloc(1, sizeof *slot);
+    if (slot == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", receiver->name);
+    slot->receiver = receiver;
+    slot->bytes = bytes;
+    bg_cuda_backend_t *cu = bg_cuda_of(receiver);
+    bg_status_t st = BG_OK;
+    BG_CUDA_CHECK_GOTO(receiver, cudaSetDevice(cu->device), st, fail);
+    /* The events order work and are never timed. The sender records
+     * `written` on its own GPU's stream, so it is created there in fill. */
+    BG_CUDA_CHECK_GOTO(receiver, cudaEventCreateWithFlags(&slot->filled, cudaEventDisableTiming),
+                       st, fail);
+    BG_CUDA_CHECK_GOTO(receiver, cudaEventCreateWithFlags(&slot->drained, cudaEventDisableTiming),
+                       st, fail);
+    st = receiver->ops->alloc(receiver, bytes > 0 ? bytes : 1, &slot->data);
+    if (st != BG_OK) goto fail;
+    *out = slot;
+    return BG_OK;
+fail:
+    bg_cuda_slot_destroy(slot);
+    return st;
+}
+
+extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender,
+                                         const void *src, size_t bytes) {
+    if (bytes > slot->bytes)
+        return bg_error_set(BG_ERR_INTERNAL, "%s: %zu bytes for a %zu-byte slot", sender->name,
+                            bytes, slot->bytes);
+    bg_cuda_backend_t *from = bg_cuda_of(sender), *to = bg_cuda_of(slot->receiver);
+    BG_CUDA_CHECK(sender, cudaSetDevice(from->device));
+    if (slot->written == NULL)
+        BG_CUDA_CHECK(sender, cudaEventCreateWithFlags(&slot->written, cudaEventDisableTiming));
+    BG_CUDA_CHECK(sender, cudaEventRecord(slot->written, from->compute));
+    BG_CUDA_CHECK(sender, cudaSetDevice(to->device));
+    /* The copy reads the source only after the sender's ops that wrote it. */
+    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(to->copy, slot->written, 0));
+    /* It overwrites the slot only after the receiver's last read of it
+     * (an event never recorded, on first use, is already complete). */
+    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(to->copy, slot->drained, 0));
+    if (from->device == to->device)
+        BG_CUDA_CHECK(sender,
+                      cudaMemcpyAsync(slot->data, src, bytes, cudaMemcpyDeviceToDevice, to->copy));
+    else
+        BG_CUDA_CHECK(sender, cudaMemcpyPeerAsync(slot->data, to->device, src, from->device, bytes,
+                                                  to->copy));
+    BG_CUDA_CHECK(sender, cudaEventRecord(slot->filled, to->copy));
+    BG_CUDA_CHECK(sender, cudaSetDevice(from->device));
+    /* The sender's later ops, which may overwrite the source (the next
+     * micro-batch's output in the same stash slot), wait for the copy. */
+    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(from->compute, slot->filled, 0));
+    return BG_OK;
+}
+
+extern "C" bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes) {
+    bg_backend_t *be = slot->receiver;
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    BG_CUDA_CHECK(be, cudaSetDevice(cu->device));
+    /* The receiver's compute stream reads the slot only once it is filled. */
+    BG_CUDA_CHECK(be, cudaStreamWaitEvent(cu->compute, slot->filled, 0));
+    BG_CUDA_CHECK(be,
+                  cudaMemcpyAsync(dst, slot->data, bytes, cudaMemcpyDeviceToDevice, cu->compute));
+    BG_CUDA_CHECK(be, cudaEventRecord(slot->drained, cu->compute));
+    return BG_OK;
+}
+
+extern "C" bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b) {
+    int from = bg_cuda_of(a)->device, to = bg_cuda_of(b)->device, can = 0;
+    if (from == to) return BG_OK;
+    BG_CUDA_CHECK(a, cudaDeviceCanAccessPeer(&can, from, to));
+    if (!can) return BG_OK; /* cudaMemcpyPeerAsync stages through host memory */
+    BG_CUDA_CHECK(a, cudaSetDevice(from));
+    cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();
+        return BG_OK;
+    }
+    BG_CUDA_CHECK(a, e);
+    return BG_OK;
+}
