@@ -53,6 +53,9 @@ static const char help[] =
     "  --nan-limit N      with --nan skip, stop after N skipped steps (default 10)\n"
     "  --stall-timeout S  a stage waiting on a neighbour longer than S seconds stops\n"
     "                     the run with what every stage was doing (default 300)\n"
+    "  --tf32             let cuBLAS and cuDNN on cuda devices round products to\n"
+    "                     TF32 (tensor cores, about 1e-3 relative); default: IEEE\n"
+    "                     FP32 arithmetic, as on the CPU\n"
     "%s"
     "  (without --split, train cuts the model as 'brigade plan' does; with\n"
     "  --device-mem it refuses a plan that does not fit, as plan does)\n"
@@ -117,6 +120,10 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         int placement = bg_placement_is_option(arg);
         if (placement == 2) {
             BG_CHECK(bg_placement_apply(&o->placement, arg, NULL));
+            continue;
+        }
+        if (strcmp(arg, "--tf32") == 0) {
+            o->train.allow_tf32 = 1;
             continue;
         }
         if (!is_option(arg) && !placement)

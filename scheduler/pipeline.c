@@ -606,6 +606,7 @@ static bg_status_t create_backends(bg_pipeline_t *p) {
             bg_cuda_config_t cuda = BG_CUDA_CONFIG_INIT;
             cuda.device = dev->physical;
             cuda.dtype = p->cfg.dtype;
+            cuda.allow_tf32 = p->cfg.allow_tf32;
             BG_CHECK(bg_backend_cuda_create(&cuda, &p->backends[d]));
             continue;
         }

@@ -43,6 +43,7 @@ typedef struct bg_pipeline_config {
     uint64_t seed;
     bg_optimizer_config_t optimizer;
     bg_dtype_t dtype; /* BG_F32; BG_F64 for exact equivalence tests */
+    int allow_tf32;   /* CUDA devices may use TF32 tensor cores (bg_cuda_config_t) */
     /* A stage waiting on a neighbour longer than this stops the whole step
      * with BG_ERR_STALLED and a report of what every device was doing (the
      * last ops of each, like a flight recorder); 0 waits forever. */

@@ -106,6 +106,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     pc.seed = cfg->seed;
     pc.optimizer = cfg->optimizer;
     pc.stall_timeout_s = cfg->stall_timeout_s;
+    pc.allow_tf32 = cfg->allow_tf32;
     BG_CHECK_GOTO(bg_pipeline_create(&pc, &pipe), st, done);
     if (cfg->initial_params != NULL)
         BG_CHECK_GOTO(bg_pipeline_upload_params(pipe, cfg->initial_params), st, done);

@@ -53,6 +53,7 @@ typedef struct bg_train_config {
     int nan_skip;
     int64_t nan_limit;
     double stall_timeout_s; /* see bg_pipeline_config_t; 0 waits forever */
+    int allow_tf32;         /* see bg_pipeline_config_t */
     /* Continue a run from a training-state checkpoint (scheduler/train_state.h);
      * steps and epochs still count from the start of the run. */
     const bg_train_state_t *resume;

@@ -96,6 +96,8 @@ expect 2 "--seed" -- train "$MODEL" --seed -5
 expect 2 "$T/missing.model" -- train "$T/missing.model" --data synthetic --steps 1
 expect 2 "$T/unknown.model:3:1:" -- train "$T/unknown.model" --data synthetic --steps 1
 check "usage errors print nothing on stdout" test ! -s "$OUT"
+# --tf32 only matters on GPUs; on CPU devices it is accepted and changes nothing.
+expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 8 --tf32
 
 # --- train: data errors ------------------------------------------------------
 
