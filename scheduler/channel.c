@@ -161,7 +161,10 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
 
 bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, void *dst,
                             size_t capacity, size_t *bytes, bg_channel_timing_t *timing) {
-    if (timing != NULL) timing->call = bg_channel_clock();
+    if (timing != NULL) {
+        timing->call = bg_channel_clock();
+        timing->arrived = -1;
+    }
     struct timespec when, *deadline = make_deadline(ch, &when);
     pthread_mutex_lock(&ch->lock);
     channel_slot_t *slot = NULL;
@@ -188,9 +191,12 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     if (slot->bytes > capacity)
         st = bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes for a %zu-byte buffer",
                           ch->name, slot->bytes, capacity);
+    else if (slot->bytes > 0 && ch->on_device)
+        st = bg_cuda_slot_drain(slot->device, dst, slot->bytes,
+                                timing != NULL ? timing->clock : NULL,
+                                timing != NULL ? &timing->arrived : NULL);
     else if (slot->bytes > 0)
-        st = ch->on_device ? bg_cuda_slot_drain(slot->device, dst, slot->bytes)
-                           : be->ops->upload(be, dst, slot->data, slot->bytes);
+        st = be->ops->upload(be, dst, slot->data, slot->bytes);
     *bytes = slot->bytes;
     if (timing != NULL) timing->done = bg_channel_clock();
     pthread_mutex_lock(&ch->lock);

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "cuda/backend_cuda.h"
 #include "status.h"
 
 #ifdef __cplusplus
@@ -29,9 +30,13 @@ typedef struct bg_channel bg_channel_t;
 
 /* When a send or receive waited and copied (monotonic seconds): it waited
  * from `call` to `ready` (for ring space, or for the message), then copied
- * until `done`. */
+ * until `done`. On CUDA backends these are the host's times of enqueuing;
+ * a receive given the receiver's `clock` also records, in `arrived`, the
+ * clock mark at which the message is there on the GPU (-1 otherwise). */
 typedef struct bg_channel_timing {
     double call, ready, done;
+    bg_cuda_clock_t *clock; /* in: the receiver's clock, or NULL */
+    int arrived;            /* out: a mark of `clock`, or -1 */
 } bg_channel_timing_t;
 
 /* The clock of bg_channel_timing_t (CLOCK_MONOTONIC, seconds). */

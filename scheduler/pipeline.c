@@ -66,6 +66,15 @@ struct bg_pipeline {
     double origin, job_start;
     bg_event_t **events; /* per device */
     int *event_count, *event_capacity;
+    /* GPUs run ops later than the host enqueues them: a CUDA device's
+     * events are timed by its clock (CUDA events on the compute stream;
+     * NULL for CPU devices), from the marks of each event's start and end
+     * (event_marks[d][2 i], [2 i + 1]; -1 for none), read after the step
+     * and placed on the host's clock at clock_zero[d], the host time of
+     * mark 0. */
+    bg_cuda_clock_t **clocks;
+    int **event_marks;
+    double *clock_zero;
 
     /* Non-finite values of the current step: the first one found. */
     int nan_found;
@@ -159,25 +168,64 @@ static size_t stage_bytes(const bg_pipeline_t *p, int layer_boundary, int64_t n)
     return bg_backend_bytes(p->backends[0], n * numel);
 }
 
-/* Records one event of `device` when recording; never allocates. */
-static void note(bg_pipeline_t *p, int device, bg_event_kind_t kind, int stage, int mb, int peer,
-                 double start, double end) {
-    if (p->record == NULL || p->event_count[device] >= p->event_capacity[device]) return;
-    p->events[device][p->event_count[device]++] = (bg_event_t){.kind = kind,
-                                                               .device = device,
-                                                               .stage = stage,
-                                                               .microbatch = mb,
-                                                               .peer_stage = peer,
-                                                               .step = p->recorded_steps,
-                                                               .start = start - p->origin,
-                                                               .end = end - p->origin};
+/* A moment of a device's work: the host's clock, and on a GPU being
+ * recorded the clock mark enqueued then (-1: none). */
+typedef struct stamp {
+    double host;
+    int mark;
+} stamp_t;
+
+static int gpu_timed(const bg_pipeline_t *p, int device) {
+    return p->record != NULL && p->clocks != NULL && p->clocks[device] != NULL;
 }
 
-/* Records the wait and the copy of a channel transfer with `peer`. */
+static stamp_t stamp(bg_pipeline_t *p, int device) {
+    stamp_t t = {bg_channel_clock(), -1};
+    if (gpu_timed(p, device)) t.mark = bg_cuda_clock_mark(p->clocks[device]);
+    return t;
+}
+
+/* Records one event of `device` when recording; never allocates. */
+static void note(bg_pipeline_t *p, int device, bg_event_kind_t kind, int stage, int mb, int peer,
+                 stamp_t start, stamp_t end) {
+    if (p->record == NULL || p->event_count[device] >= p->event_capacity[device]) return;
+    int i = p->event_count[device]++;
+    p->events[device][i] = (bg_event_t){.kind = kind,
+                                        .device = device,
+                                        .stage = stage,
+                                        .microbatch = mb,
+                                        .peer_stage = peer,
+                                        .step = p->recorded_steps,
+                                        .start = start.host - p->origin,
+                                        .end = end.host - p->origin};
+    if (p->event_marks != NULL && p->event_marks[device] != NULL) {
+        p->event_marks[device][2 * i] = start.mark;
+        p->event_marks[device][2 * i + 1] = end.mark;
+    }
+}
+
+static stamp_t host_stamp(double host) { return (stamp_t){host, -1}; }
+
+/* Records the wait and the copy of a channel transfer with `peer`, done
+ * between `before` and `after`. On the host's clock: the channel's own
+ * times. On a GPU's clock, for a channel between GPUs: a receive waited
+ * from `before` until the message arrived (t->arrived) and copied it out
+ * until `after`; a send held the sender's stream from `before` until its
+ * copy was done, at `after` (its wait for ring space is the host's). */
 static void note_transfer(bg_pipeline_t *p, int device, bg_event_kind_t copy, int stage, int mb,
-                          int peer, const bg_channel_timing_t *t) {
-    if (t->ready > t->call) note(p, device, BG_EVENT_WAIT, stage, mb, peer, t->call, t->ready);
-    note(p, device, copy, stage, mb, peer, t->ready, t->done);
+                          int peer, const bg_channel_timing_t *t, stamp_t before, stamp_t after) {
+    if (!gpu_timed(p, device)) {
+        if (t->ready > t->call)
+            note(p, device, BG_EVENT_WAIT, stage, mb, peer, host_stamp(t->call),
+                 host_stamp(t->ready));
+        note(p, device, copy, stage, mb, peer, host_stamp(t->ready), host_stamp(t->done));
+    } else if (copy == BG_EVENT_RECV && t->arrived >= 0) {
+        stamp_t arrived = {t->ready, t->arrived};
+        note(p, device, BG_EVENT_WAIT, stage, mb, peer, before, arrived);
+        note(p, device, copy, stage, mb, peer, arrived, after);
+    } else {
+        note(p, device, copy, stage, mb, peer, before, after);
+    }
 }
 
 static void set_doing(bg_pipeline_t *p, int s, const char *format, int peer) {
@@ -232,20 +280,21 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
         BG_CHECK(bg_stage_load_slot(stage, slot, n, p->images + at * in_numel,
                                     last ? p->labels + at : NULL));
     const int device = s % p->devices;
-    bg_channel_timing_t t;
+    bg_channel_timing_t t = {.clock = gpu_timed(p, device) ? p->clocks[device] : NULL};
     if (s > 0) {
         size_t got;
         set_doing(p, s, "waiting for activations from stage %d", s - 1);
+        stamp_t before = stamp(p, device);
         BG_CHECK(bg_channel_recv(p->forward[s - 1], be, mb, bg_stage_slot_input(stage, slot),
                                  stage_bytes(p, p->first[s], p->max_micro), &got, &t));
-        note_transfer(p, device, BG_EVENT_RECV, s, mb, s - 1, &t);
+        note_transfer(p, device, BG_EVENT_RECV, s, mb, s - 1, &t, before, stamp(p, device));
         if (last && n > 0) BG_CHECK(bg_stage_load_slot(stage, slot, n, NULL, p->labels + at));
     }
     bg_stage_loss_t loss = {0};
     set_doing(p, s, "computing a forward on stage %d", s);
-    double start = bg_channel_clock();
+    stamp_t start = stamp(p, device);
     BG_CHECK(bg_stage_forward_slot(stage, slot, n, p->job == JOB_TRAIN, &loss));
-    note(p, device, BG_EVENT_FORWARD, s, mb, -1, start, bg_channel_clock());
+    note(p, device, BG_EVENT_FORWARD, s, mb, -1, start, stamp(p, device));
     const int out_layer = p->first[s + 1] - 1;
     if (s == p->cfg.nan_stage && mb == p->cfg.nan_microbatch && p->job == JOB_TRAIN && n > 0) {
         const double nan = NAN;
@@ -261,9 +310,10 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
                               n * bg_shape_numel(p->cfg.spec->layers[out_layer].out),
                               "the forward output"));
         set_doing(p, s, "sending activations to stage %d", s + 1);
+        stamp_t before = stamp(p, device);
         BG_CHECK(bg_channel_send(p->forward[s], be, mb, bg_stage_slot_output(stage, slot),
                                  stage_bytes(p, p->first[s + 1], n), &t));
-        note_transfer(p, device, BG_EVENT_SEND, s, mb, s + 1, &t);
+        note_transfer(p, device, BG_EVENT_SEND, s, mb, s + 1, &t, before, stamp(p, device));
     }
     return BG_OK;
 }
@@ -273,26 +323,28 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
     bg_backend_t *be = stage_backend(p, s);
     const int64_t n = p->micro_size[mb];
     const int device = s % p->devices;
-    bg_channel_timing_t t;
+    bg_channel_timing_t t = {.clock = gpu_timed(p, device) ? p->clocks[device] : NULL};
     if (s < p->stages - 1) {
         size_t got;
         set_doing(p, s, "waiting for gradients from stage %d", s + 1);
+        stamp_t before = stamp(p, device);
         BG_CHECK(bg_channel_recv(p->backward[s], be, mb, bg_stage_output_grad(stage),
                                  stage_bytes(p, p->first[s + 1], p->max_micro), &got, &t));
-        note_transfer(p, device, BG_EVENT_RECV, s, mb, s + 1, &t);
+        note_transfer(p, device, BG_EVENT_RECV, s, mb, s + 1, &t, before, stamp(p, device));
     }
     set_doing(p, s, "computing a backward on stage %d", s);
-    double start = bg_channel_clock();
+    stamp_t start = stamp(p, device);
     BG_CHECK(bg_stage_backward_slot(stage, mb % p->slots[s], n, 1.0 / (double)p->batch));
-    note(p, device, BG_EVENT_BACKWARD, s, mb, -1, start, bg_channel_clock());
+    note(p, device, BG_EVENT_BACKWARD, s, mb, -1, start, stamp(p, device));
     if (s > 0) {
         BG_CHECK(check_finite(p, s, mb, p->first[s], bg_stage_input_grad(stage),
                               n * bg_shape_numel(p->cfg.spec->layers[p->first[s]].in),
                               "the gradient of its input"));
         set_doing(p, s, "sending gradients to stage %d", s - 1);
+        stamp_t before = stamp(p, device);
         BG_CHECK(bg_channel_send(p->backward[s - 1], be, mb, bg_stage_input_grad(stage),
                                  stage_bytes(p, p->first[s], n), &t));
-        note_transfer(p, device, BG_EVENT_SEND, s, mb, s - 1, &t);
+        note_transfer(p, device, BG_EVENT_SEND, s, mb, s - 1, &t, before, stamp(p, device));
     }
     return BG_OK;
 }
@@ -343,7 +395,7 @@ static bg_status_t run_op(bg_pipeline_t *p, int device, const bg_op_t *op) {
 }
 
 static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op) {
-    double start = bg_channel_clock();
+    stamp_t start = stamp(p, device);
     if (op->kind != BG_OP_STEP) BG_CHECK(maybe_stop(p, op->stage));
     switch (op->kind) {
     case BG_OP_FORWARD: return run_forward(p, op->stage, op->microbatch);
@@ -351,20 +403,21 @@ static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op
     case BG_OP_WEIGHT:
         BG_CHECK(bg_stage_weights_slot(p->stage[op->stage], op->microbatch % p->slots[op->stage],
                                        p->micro_size[op->microbatch]));
-        note(p, device, BG_EVENT_WEIGHT, op->stage, op->microbatch, -1, start, bg_channel_clock());
+        note(p, device, BG_EVENT_WEIGHT, op->stage, op->microbatch, -1, start, stamp(p, device));
         return BG_OK;
     case BG_OP_STEP: {
         snprintf(p->workers[device].doing, sizeof p->workers[device].doing,
                  "waiting for every device to reach the optimizer step");
         bg_status_t st = step_barrier(p, device);
-        /* The barrier is waiting, not work: a WAIT on no particular stage. */
-        double stepping = bg_channel_clock();
-        note(p, device, BG_EVENT_WAIT, device, -1, -1, start, stepping);
+        /* The barrier is waiting, not work: a WAIT on no particular stage
+         * (on a GPU's clock it is idle time, as nothing was enqueued). */
+        stamp_t stepping = stamp(p, device);
+        if (!gpu_timed(p, device)) note(p, device, BG_EVENT_WAIT, device, -1, -1, start, stepping);
         start = stepping;
         if (st == BG_ERR_NUMERIC) return BG_OK; /* skipped everywhere; reported by run_job */
         BG_CHECK(st);
         for (int s = device; s < p->stages; s += p->devices) BG_CHECK(bg_stage_step(p->stage[s]));
-        note(p, device, BG_EVENT_STEP, device, -1, -1, start, bg_channel_clock());
+        note(p, device, BG_EVENT_STEP, device, -1, -1, start, stamp(p, device));
         return BG_OK;
     }
     }
@@ -389,6 +442,10 @@ static bg_status_t run_device(bg_pipeline_t *p, int device) {
     device_worker_t *w = &p->workers[device];
     w->recent_count = 0;
     w->stopped_stage = -1;
+    if (gpu_timed(p, device)) {
+        BG_CHECK(bg_cuda_clock_restart(p->clocks[device]));
+        p->clock_zero[device] = bg_channel_clock();
+    }
     for (int i = 0; i < schedule->op_counts[device]; i++) {
         const bg_op_t *op = &schedule->ops[device][i];
         flight_entry_t *e = &w->recent[w->recent_count++ % RECORDER_DEPTH];
@@ -503,14 +560,38 @@ static bg_status_t stall_report(bg_pipeline_t *p) {
     return bg_error_set(BG_ERR_STALLED, "%s", text);
 }
 
+/* Puts a GPU's events on the host's clock: each event with both marks gets
+ * their times; one without (a mark the clock had no room for) is dropped,
+ * as host and GPU times do not mix. Returns the last end, or `end`. */
+static bg_status_t read_gpu_times(bg_pipeline_t *p, int d, double *end) {
+    const int *marks = p->event_marks[d];
+    int kept = 0;
+    for (int i = 0; i < p->event_count[d]; i++) {
+        if (marks[2 * i] < 0 || marks[2 * i + 1] < 0) continue;
+        double a, b;
+        BG_CHECK(bg_cuda_clock_seconds(p->clocks[d], marks[2 * i], &a));
+        BG_CHECK(bg_cuda_clock_seconds(p->clocks[d], marks[2 * i + 1], &b));
+        bg_event_t e = p->events[d][i];
+        e.start = p->clock_zero[d] + a - p->origin;
+        e.end = p->clock_zero[d] + b - p->origin;
+        if (e.end + p->origin > *end) *end = e.end + p->origin;
+        p->events[d][kept++] = e;
+    }
+    p->event_count[d] = kept;
+    return BG_OK;
+}
+
 /* Moves the devices' events of the step just run into the timeline. */
 static bg_status_t merge_events(bg_pipeline_t *p, double job_end) {
     int total = 0;
+    for (int d = 0; d < p->devices; d++)
+        if (gpu_timed(p, d)) BG_CHECK(read_gpu_times(p, d, &job_end));
     for (int d = 0; d < p->devices; d++) total += p->event_count[d];
     BG_CHECK(bg_timeline_reserve(p->record, total));
     for (int d = 0; d < p->devices; d++)
         for (int i = 0; i < p->event_count[d]; i++)
             BG_CHECK(bg_timeline_add(p->record, &p->events[d][i]));
+    /* A GPU may finish the step after its host thread has. */
     bg_timeline_add_step(p->record, p->job_start - p->origin, job_end - p->origin);
     p->recorded_steps++;
     return BG_OK;
@@ -783,6 +864,11 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     free(p->micro_offset);
     free(p->micro_size);
     for (int d = 0; p->events != NULL && d < p->devices; d++) free(p->events[d]);
+    for (int d = 0; p->clocks != NULL && d < p->devices; d++) bg_cuda_clock_destroy(p->clocks[d]);
+    for (int d = 0; p->event_marks != NULL && d < p->devices; d++) free(p->event_marks[d]);
+    free(p->clocks);
+    free(p->event_marks);
+    free(p->clock_zero);
     free(p->events);
     free(p->event_count);
     free(p->event_capacity);
@@ -790,6 +876,22 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
 }
 
 /* ---- recording ---- */
+
+/* A clock for GPU device d, with room for both marks of `events` events
+ * and the arrival marks of its receives. */
+static bg_status_t create_clock(bg_pipeline_t *p, int d, int events) {
+    if (p->clocks == NULL) {
+        p->clocks = bg_calloc((size_t)p->devices, sizeof *p->clocks);
+        p->event_marks = bg_calloc((size_t)p->devices, sizeof *p->event_marks);
+        p->clock_zero = bg_calloc((size_t)p->devices, sizeof *p->clock_zero);
+        if (p->clocks == NULL || p->event_marks == NULL || p->clock_zero == NULL)
+            return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
+    }
+    p->event_marks[d] = bg_malloc(sizeof **p->event_marks * (size_t)(2 * events));
+    if (p->event_marks[d] == NULL)
+        return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
+    return bg_cuda_clock_create(p->backends[d], 3 * events + 1, &p->clocks[d]);
+}
 
 bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl) {
     if (tl != NULL && p->events == NULL) {
@@ -805,6 +907,7 @@ bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl) {
             if (p->events[d] == NULL)
                 return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
             p->event_capacity[d] = capacity;
+            if (bg_backend_is_cuda(p->backends[d])) BG_CHECK(create_clock(p, d, capacity));
         }
     }
     /* A timeline's times count from the start of its first recorded step. */

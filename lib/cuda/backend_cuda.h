@@ -101,6 +101,7 @@ int bg_cuda_device_count(void);
  * One thread fills a slot and one drains it; the host decides which slot
  * is free (the channel's ring). */
 typedef struct bg_cuda_slot bg_cuda_slot_t;
+typedef struct bg_cuda_clock bg_cuda_clock_t; /* "Clocks" below */
 
 /* 1 when `be` is a CUDA backend (0 for NULL, and always in a build
  * without CUDA). */
@@ -121,13 +122,43 @@ bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender, const 
 
 /* Enqueues the copy of the slot's first `bytes` into `dst` (the
  * receiver's memory) on the receiver's compute stream; returns without
- * waiting. */
-bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes);
+ * waiting. With a `clock` of the receiver, records a mark between the
+ * wait for the fill and the copy (the message's arrival on the GPU) into
+ * *arrived (-1 without). */
+bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes,
+                               bg_cuda_clock_t *clock, int *arrived);
 
 /* Lets GPU a's copies reach GPU b's memory directly where CUDA allows it
  * (cudaDeviceEnablePeerAccess); where it does not, and on one GPU, does
  * nothing (peer copies then go through host memory). */
 bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b);
+
+/* ---- clocks ----------------------------------------------------------
+ *
+ * Ops on a GPU run later than the host enqueues them, so the executor
+ * times a CUDA device's ops with events on its compute stream: marks
+ * recorded between ops and read back, after the step, as seconds since
+ * mark 0 (CUDA's event resolution is about half a microsecond).
+ * bg_cuda_clock_t is declared with the slots above. */
+
+/* A clock of `capacity` marks on `be`'s compute stream. BG_ERR_UNSUPPORTED
+ * without CUDA. */
+bg_status_t bg_cuda_clock_create(bg_backend_t *be, int capacity, bg_cuda_clock_t **out);
+
+/* NULL is a no-op. */
+void bg_cuda_clock_destroy(bg_cuda_clock_t *clock);
+
+/* Waits for the compute stream to be idle, forgets every mark, and
+ * records mark 0, which therefore happens "now" on the host's clock. */
+bg_status_t bg_cuda_clock_restart(bg_cuda_clock_t *clock);
+
+/* Records the next mark after the ops enqueued so far; returns its index,
+ * or -1 when the clock is full or CUDA refuses (never an error: the op
+ * then keeps its host time). */
+int bg_cuda_clock_mark(bg_cuda_clock_t *clock);
+
+/* Waits for mark `index` and gives the seconds from mark 0 to it. */
+bg_status_t bg_cuda_clock_seconds(bg_cuda_clock_t *clock, int index, double *out);
 
 /* What the CUDA runtime reports of one GPU, for placement. */
 typedef struct bg_cuda_device_info {

@@ -53,14 +53,42 @@ bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender, const 
     return bg_error_set(BG_ERR_UNSUPPORTED, "%s: this build has no CUDA backend", sender->name);
 }
 
-bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes) {
+bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes,
+                               bg_cuda_clock_t *clock, int *arrived) {
     (void)slot;
     (void)dst;
     (void)bytes;
+    (void)clock;
+    if (arrived != NULL) *arrived = -1;
     return bg_error_set(BG_ERR_UNSUPPORTED, "this build has no CUDA backend");
 }
 
 bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b) {
     (void)b;
     return bg_error_set(BG_ERR_UNSUPPORTED, "%s: this build has no CUDA backend", a->name);
+}
+
+bg_status_t bg_cuda_clock_create(bg_backend_t *be, int capacity, bg_cuda_clock_t **out) {
+    (void)capacity;
+    (void)out;
+    return bg_error_set(BG_ERR_UNSUPPORTED, "%s: this build has no CUDA backend", be->name);
+}
+
+void bg_cuda_clock_destroy(bg_cuda_clock_t *clock) { (void)clock; }
+
+bg_status_t bg_cuda_clock_restart(bg_cuda_clock_t *clock) {
+    (void)clock;
+    return bg_error_set(BG_ERR_UNSUPPORTED, "this build has no CUDA backend");
+}
+
+int bg_cuda_clock_mark(bg_cuda_clock_t *clock) {
+    (void)clock;
+    return -1;
+}
+
+bg_status_t bg_cuda_clock_seconds(bg_cuda_clock_t *clock, int index, double *out) {
+    (void)clock;
+    (void)index;
+    (void)out;
+    return bg_error_set(BG_ERR_UNSUPPORTED, "this build has no CUDA backend");
 }

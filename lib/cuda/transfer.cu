@@ -90,12 +90,15 @@ extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sen
     return BG_OK;
 }
 
-extern "C" bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes) {
+extern "C" bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes,
+                                          bg_cuda_clock_t *clock, int *arrived) {
     bg_backend_t *be = slot->receiver;
     bg_cuda_backend_t *cu = bg_cuda_of(be);
+    if (arrived != NULL) *arrived = -1;
     BG_CUDA_CHECK(be, cudaSetDevice(cu->device));
     /* The receiver's compute stream reads the slot only once it is filled. */
     BG_CUDA_CHECK(be, cudaStreamWaitEvent(cu->compute, slot->filled, 0));
+    if (clock != NULL && arrived != NULL) *arrived = bg_cuda_clock_mark(clock);
     BG_CUDA_CHECK(be,
                   cudaMemcpyAsync(dst, slot->data, bytes, cudaMemcpyDeviceToDevice, cu->compute));
     BG_CUDA_CHECK(be, cudaEventRecord(slot->drained, cu->compute));

@@ -1,0 +1,81 @@
+/* Op timing on a CUDA backend's compute stream with CUDA events
+ * (backend_cuda.h, "Clocks"). */
+#include <stdlib.h>
+
+#include "backend_cuda.h"
+#include "cuda_check.h"
+#include "cuda_internal.h"
+
+struct bg_cuda_clock {
+    bg_backend_t *be;
+    cudaEvent_t *marks;
+    int capacity, count;
+};
+
+extern "C" void bg_cuda_clock_destroy(bg_cuda_clock_t *clock) {
+    if (clock == NULL) return;
+    if (clock->marks != NULL && cudaSetDevice(bg_cuda_of(clock->be)->device) == cudaSuccess) {
+        for (int i = 0; i < clock->capacity; i++)
+            if (clock->marks[i] != NULL && cudaEventDestroy(clock->marks[i]) != cudaSuccess)
+                (void)cudaGetLastError();
+    } else {
+        (void)cudaGetLastError();
+    }
+    free(clock->marks);
+    free(clock);
+}
+
+extern "C" bg_status_t bg_cuda_clock_create(bg_backend_t *be, int capacity, bg_cuda_clock_t **out) {
+    bg_cuda_clock_t *clock = (bg_cuda_clock_t *)calloc(1, sizeof *clock);
+    if (clock != NULL) clock->marks = (cudaEvent_t *)calloc((size_t)capacity, sizeof(cudaEvent_t));
+    if (clock == NULL || clock->marks == NULL) {
+        free(clock);
+        return bg_error_set(BG_ERR_NOMEM, "%s: out of memory for %d clock marks", be->name,
+                            capacity);
+    }
+    clock->be = be;
+    clock->capacity = capacity;
+    bg_status_t st = BG_OK;
+    BG_CUDA_CHECK_GOTO(be, cudaSetDevice(bg_cuda_of(be)->device), st, fail);
+    for (int i = 0; i < capacity; i++)
+        BG_CUDA_CHECK_GOTO(be, cudaEventCreate(&clock->marks[i]), st, fail);
+    *out = clock;
+    return BG_OK;
+fail:
+    bg_cuda_clock_destroy(clock);
+    return st;
+}
+
+extern "C" bg_status_t bg_cuda_clock_restart(bg_cuda_clock_t *clock) {
+    bg_backend_t *be = clock->be;
+    /* Mark 0 stands for "now" only on an idle stream. */
+    BG_CUDA_CHECK(be, cudaSetDevice(bg_cuda_of(be)->device));
+    BG_CUDA_CHECK(be, cudaStreamSynchronize(bg_cuda_of(be)->compute));
+    clock->count = 0;
+    return bg_cuda_clock_mark(clock) == 0
+               ? BG_OK
+               : bg_error_set(BG_ERR_BACKEND, "%s: could not record a clock mark", be->name);
+}
+
+extern "C" int bg_cuda_clock_mark(bg_cuda_clock_t *clock) {
+    if (clock->count >= clock->capacity) return -1;
+    bg_cuda_backend_t *cu = bg_cuda_of(clock->be);
+    if (cudaSetDevice(cu->device) != cudaSuccess ||
+        cudaEventRecord(clock->marks[clock->count], cu->compute) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return clock->count++;
+}
+
+extern "C" bg_status_t bg_cuda_clock_seconds(bg_cuda_clock_t *clock, int index, double *out) {
+    bg_backend_t *be = clock->be;
+    if (index < 0 || index >= clock->count)
+        return bg_error_set(BG_ERR_INTERNAL, "%s: no clock mark %d (%d recorded)", be->name, index,
+                            clock->count);
+    float ms = 0;
+    BG_CUDA_CHECK(be, cudaEventSynchronize(clock->marks[index]));
+    BG_CUDA_CHECK(be, cudaEventElapsedTime(&ms, clock->marks[0], clock->marks[index]));
+    *out = 1e-3 * (double)ms;
+    return BG_OK;
+}
