@@ -222,6 +222,21 @@ double bg_cost_transfer_seconds(const bg_cost_link_t *link, size_t bytes) {
     return (double)bytes / link->bytes_per_s + link->latency_s;
 }
 
+bg_cost_crossing_t bg_cost_boundary_crossing(const bg_cost_model_t *m, const bg_cost_link_t *link,
+                                             int layer) {
+    const size_t bytes = bg_cost_boundary_bytes(m, layer);
+    if (link->copy_bytes_per_s <= 0)
+        return (bg_cost_crossing_t){0, bg_cost_transfer_seconds(link, bytes), 0};
+    const bg_profile_t *prof = m->cfg.profile;
+    if (prof != NULL && prof->version >= 2 && layer > 0 && layer < m->layers) {
+        const double scale = (double)m->micro / (double)prof->batch;
+        return (bg_cost_crossing_t){scale * prof->layer[layer].send_s, link->latency_s,
+                                    scale * prof->layer[layer].recv_s};
+    }
+    const double copy = (double)bytes / link->copy_bytes_per_s;
+    return (bg_cost_crossing_t){copy, link->latency_s, copy};
+}
+
 bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_stage_t *stage) {
     const int first = stage->first_layer, last = stage->last_layer;
     const size_t e = m->elem, nb = (size_t)m->micro;

@@ -11,6 +11,10 @@ void bg_plan_costs_destroy(bg_plan_costs_t *c) {
     free(c->recompute);
     free(c->activation_transfer);
     free(c->gradient_transfer);
+    free(c->activation_send);
+    free(c->activation_recv);
+    free(c->gradient_send);
+    free(c->gradient_recv);
     free(c->step);
     free(c);
 }
@@ -28,9 +32,14 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
     c->recompute = calloc(n, sizeof(double));
     c->activation_transfer = calloc(links, sizeof(double));
     c->gradient_transfer = calloc(links, sizeof(double));
+    c->activation_send = calloc(links, sizeof(double));
+    c->activation_recv = calloc(links, sizeof(double));
+    c->gradient_send = calloc(links, sizeof(double));
+    c->gradient_recv = calloc(links, sizeof(double));
     c->step = calloc((size_t)devices, sizeof(double));
     if (!c->forward || !c->backward || !c->weight || !c->recompute || !c->activation_transfer ||
-        !c->gradient_transfer || !c->step) {
+        !c->gradient_transfer || !c->activation_send || !c->activation_recv || !c->gradient_send ||
+        !c->gradient_recv || !c->step) {
         bg_plan_costs_destroy(c);
         return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
     }
@@ -44,11 +53,13 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         c->recompute[s] = t->recompute;
         c->step[part->stage[s].device] += t->update;
     }
+    const bg_cost_link_t *link = &plan->request.link;
     for (int b = 0; b + 1 < stages; b++) {
-        size_t bytes = bg_cost_boundary_bytes(plan->model, part->stage[b + 1].first_layer);
-        double seconds = bg_cost_transfer_seconds(&plan->request.link, bytes);
-        c->activation_transfer[b] = seconds;
-        c->gradient_transfer[b] = seconds;
+        bg_cost_crossing_t x =
+            bg_cost_boundary_crossing(plan->model, link, part->stage[b + 1].first_layer);
+        c->activation_transfer[b] = c->gradient_transfer[b] = x.link_s;
+        c->activation_send[b] = c->gradient_send[b] = x.send_s;
+        c->activation_recv[b] = c->gradient_recv[b] = x.recv_s;
     }
     c->sim = (bg_sim_costs_t){
         .forward = c->forward,
@@ -57,7 +68,13 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         .recompute = c->recompute,
         .activation_transfer = c->activation_transfer,
         .gradient_transfer = c->gradient_transfer,
+        .activation_send = c->activation_send,
+        .activation_recv = c->activation_recv,
+        .gradient_send = c->gradient_send,
+        .gradient_recv = c->gradient_recv,
         .step = c->step,
+        .wake_s = link->wake_s,
+        .handoff_s = link->handoff_s,
     };
     *out = c;
     return BG_OK;

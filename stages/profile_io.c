@@ -17,10 +17,16 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
     if (root == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
     char fingerprint[32];
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, p->fingerprint);
+    cJSON_AddNumberToObject(root, "version", p->version);
     cJSON_AddStringToObject(root, "model", fingerprint);
     cJSON_AddStringToObject(root, "device", p->device);
     cJSON_AddNumberToObject(root, "batch", (double)p->batch);
     cJSON_AddNumberToObject(root, "copy_bytes_per_s", p->copy_bytes_per_s);
+    if (p->version >= 2) {
+        cJSON_AddNumberToObject(root, "stash_slots", p->stash_slots);
+        cJSON_AddNumberToObject(root, "handoff_s", p->handoff_s);
+        cJSON_AddNumberToObject(root, "wake_s", p->wake_s);
+    }
     cJSON *layers = cJSON_AddArrayToObject(root, "layers");
     for (int i = 0; layers != NULL && i < p->layers; i++) {
         cJSON *l = cJSON_CreateObject();
@@ -28,6 +34,10 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
         cJSON_AddNumberToObject(l, "backward_data_s", p->layer[i].backward_data_s);
         cJSON_AddNumberToObject(l, "backward_weights_s", p->layer[i].backward_weights_s);
         cJSON_AddNumberToObject(l, "update_s", p->layer[i].update_s);
+        if (p->version >= 2) {
+            cJSON_AddNumberToObject(l, "send_s", p->layer[i].send_s);
+            cJSON_AddNumberToObject(l, "recv_s", p->layer[i].recv_s);
+        }
         cJSON_AddItemToArray(layers, l);
     }
     char *text = cJSON_Print(root);
@@ -84,6 +94,24 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
         st = bg_error_set(BG_ERR_PARSE, "%s: not a JSON profile (run brigade profile)", path);
         goto done;
     }
+    /* Version 1 had no "version" field. */
+    const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
+    int format = 1;
+    if (version != NULL) {
+        if (!cJSON_IsNumber(version) || version->valuedouble != floor(version->valuedouble) ||
+            version->valuedouble < 1) {
+            st = bg_error_set(BG_ERR_PARSE, "%s: 'version' must be a whole number >= 1", path);
+            goto done;
+        }
+        if (version->valuedouble > BG_PROFILE_VERSION) {
+            st = bg_error_set(BG_ERR_PARSE,
+                              "%s: profile format version %g; this brigade reads versions 1 to "
+                              "%d (run brigade profile again)",
+                              path, version->valuedouble, BG_PROFILE_VERSION);
+            goto done;
+        }
+        format = (int)version->valuedouble;
+    }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
     char want[32];
@@ -102,6 +130,7 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
     }
     p = calloc(1, sizeof *p);
     BG_ALLOC_CHECK_GOTO(p, st, done);
+    p->version = format;
     p->layers = spec->num_layers;
     p->fingerprint = spec->fingerprint;
     p->layer = calloc((size_t)p->layers, sizeof *p->layer);
@@ -115,6 +144,17 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
         goto done;
     }
     p->batch = (int64_t)batch;
+    if (format >= 2) {
+        double slots = 0;
+        BG_CHECK_GOTO(number_field(path, root, "stash_slots", "profile", &slots), st, done);
+        BG_CHECK_GOTO(number_field(path, root, "handoff_s", "profile", &p->handoff_s), st, done);
+        BG_CHECK_GOTO(number_field(path, root, "wake_s", "profile", &p->wake_s), st, done);
+        if (slots < 1 || slots > 1e6) {
+            st = bg_error_set(BG_ERR_PARSE, "%s: stash_slots must be >= 1", path);
+            goto done;
+        }
+        p->stash_slots = (int)slots;
+    }
     const cJSON *device = cJSON_GetObjectItemCaseSensitive(root, "device");
     snprintf(p->device, sizeof p->device, "%s", cJSON_IsString(device) ? device->valuestring : "?");
     for (int i = 0; i < p->layers; i++) {
@@ -128,6 +168,10 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
         BG_CHECK_GOTO(number_field(path, l, "backward_weights_s", where, &lp->backward_weights_s),
                       st, done);
         BG_CHECK_GOTO(number_field(path, l, "update_s", where, &lp->update_s), st, done);
+        if (format >= 2) {
+            BG_CHECK_GOTO(number_field(path, l, "send_s", where, &lp->send_s), st, done);
+            BG_CHECK_GOTO(number_field(path, l, "recv_s", where, &lp->recv_s), st, done);
+        }
     }
     *out = p;
     p = NULL;

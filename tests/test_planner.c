@@ -42,10 +42,10 @@ static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 + 1e-9 * f
  * free. Split at layer 2 the stages are equal (F 1, B 2 each; stage 0 never
  * runs layer 0's dX, which is 0 anyway). */
 static bg_layer_profile_t mlp_layers[4] = {
-    {0, 0, 0, 0},
-    {1e-3, 0.5e-3, 1.5e-3, 0},
-    {1e-3, 1e-3, 1e-3, 0},
-    {0, 0, 0, 0},
+    {0, 0, 0, 0, 0, 0},
+    {1e-3, 0.5e-3, 1.5e-3, 0, 0, 0},
+    {1e-3, 1e-3, 1e-3, 0, 0, 0},
+    {0, 0, 0, 0, 0, 0},
 };
 
 static bg_profile_t mlp_profile(int64_t batch, bg_layer_profile_t *layers) {
