@@ -74,7 +74,7 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, bg_st
         if (st != BG_OK)
             return bg_error_prefix(st, "forward of layer %d (%s): ", s->first + i,
                                    bg_layer_kind_name(l->kind));
-        stage_time_add(s, s->times.forward, i, start);
+        if (l->kind != BG_LAYER_FLATTEN) stage_time_add(s, s->times.forward, i, start);
         x = y;
     }
     return BG_OK;
@@ -168,7 +168,8 @@ bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double lo
         if (st != BG_OK)
             return bg_error_prefix(st, "backward of layer %d (%s): ", s->first + i,
                                    bg_layer_kind_name(l->kind));
-        stage_time_add(s, s->times.backward_data, i, start);
+        /* The model's first layer computes no dX: nothing to time. */
+        if (dx != NULL) stage_time_add(s, s->times.backward_data, i, start);
         dy = dx;
     }
 done:
