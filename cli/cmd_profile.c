@@ -30,6 +30,14 @@ static const char help[] =
     "            (recv); and, over all boundaries, the time from the sender's\n"
     "            copy to the sleeping receiver running (hand-off) and what waking\n"
     "            it costs the sender (wake)\n"
+    "  stages    every range of consecutive layers (models of up to 64 layers)\n"
+    "            timed as a stage of its own, as a pipeline device runs one: its\n"
+    "            forward, backward and update, and the channel copies around\n"
+    "            them, with 1, 2 and M micro-batches in flight (the stash slots\n"
+    "            of 1F1B's last stage, of the one before it, and of GPipe);\n"
+    "            each the median over three allocations of the stage. A stage's\n"
+    "            time is not the sum of its layers' (its working set decides its\n"
+    "            cache misses); the simulator uses these where it can\n"
     "  memcpy    the bandwidth of one memcpy of 4 MiB\n"
     "\n"
     "Prints a table and, with -o, writes the profile (JSON, format version 2;\n"
@@ -175,6 +183,7 @@ int bg_cmd_profile(int argc, char **argv) {
     pc.batch = (o.batch + o.microbatches - 1) / o.microbatches;
     pc.repetitions = (int)o.repetitions;
     pc.optimizer = o.optimizer;
+    pc.microbatches = (int)(o.microbatches < 64 ? o.microbatches : 64);
     pc.topology = topology;
     pc.peer_core = peer_core;
     fprintf(stderr, "profiling %s: %d layers, micro-batch of %lld samples, %d timed runs each\n",

@@ -1,6 +1,7 @@
 #include "cost_model.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu/backend_cpu.h"
 #include "layer.h"
@@ -212,6 +213,32 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
     }
     t.recompute = m->cfg.recompute ? t.forward : 0;
     return t;
+}
+
+int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int slots,
+                           bg_cost_measured_stage_t *out) {
+    const bg_profile_t *prof = m->cfg.profile;
+    if (prof == NULL) return 0;
+    const bg_stage_profile_t *best = NULL;
+    for (int i = 0; i < prof->stage_count; i++) {
+        const bg_stage_profile_t *sp = &prof->stage[i];
+        if (sp->first != first || sp->last != last) continue;
+        if (best == NULL || abs(sp->slots - slots) < abs(best->slots - slots)) best = sp;
+    }
+    if (best == NULL) return 0;
+    const double scale = (double)m->micro / (double)prof->batch;
+    bg_cost_measured_stage_t r = {0};
+    r.time.forward = scale * best->forward_s;
+    r.time.backward = scale * best->backward_s;
+    r.time.weight = m->weight_s[last] - m->weight_s[first];
+    r.time.update = best->update_s;
+    r.time.recompute = m->cfg.recompute ? r.time.forward : 0;
+    r.recv_s = scale * best->recv_s;
+    r.send_s = scale * best->send_s;
+    r.grad_recv_s = scale * best->grad_recv_s;
+    r.grad_send_s = scale * best->grad_send_s;
+    *out = r;
+    return 1;
 }
 
 size_t bg_cost_boundary_bytes(const bg_cost_model_t *m, int layer) {

@@ -176,6 +176,22 @@ typedef struct bg_cost_crossing {
 bg_cost_crossing_t bg_cost_boundary_crossing(const bg_cost_model_t *model,
                                              const bg_cost_link_t *link, int layer);
 
+/* A layer range as the profile timed it as a stage of its own (version 2
+ * profiles): its times (per micro-batch, scaled to this model's; the update
+ * per step; weight from the layers' dW; recompute the forward again with
+ * --recompute) and the channel copies it made around its ops, the
+ * activation in and out, the gradient in and out. */
+typedef struct bg_cost_measured_stage {
+    bg_cost_time_t time;
+    double recv_s, send_s, grad_recv_s, grad_send_s;
+} bg_cost_measured_stage_t;
+
+/* Fills *out for layers [first, last) with `slots` micro-batches in flight
+ * (the entry with the nearest slot count) and returns 1, or returns 0 when
+ * the profile has no such range (or there is no profile). */
+int bg_cost_measured_stage(const bg_cost_model_t *model, int first, int last, int slots,
+                           bg_cost_measured_stage_t *out);
+
 /* A stage to price: layers [first, last) with its schedule's stash slots. */
 typedef struct bg_cost_stage {
     int first_layer, last_layer;

@@ -43,15 +43,28 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         bg_plan_costs_destroy(c);
         return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
     }
+    /* Stages the profile timed as stages of their own, with the plan's
+     * stash slots, take those times; others the sums over their layers. */
+    bg_cost_measured_stage_t *measured = calloc(n, sizeof *measured);
+    int *found = calloc(n, sizeof *found);
+    if (measured == NULL || found == NULL) {
+        free(measured);
+        free(found);
+        bg_plan_costs_destroy(c);
+        return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
+    }
     for (int s = 0; s < stages; s++) {
-        const bg_cost_time_t *t = &part->stage[s].time;
+        const bg_partition_stage_t *ps = &part->stage[s];
+        found[s] = bg_cost_measured_stage(plan->model, ps->first_layer, ps->last_layer,
+                                          plan->stash_slots[s], &measured[s]);
+        const bg_cost_time_t *t = found[s] ? &measured[s].time : &ps->time;
         c->forward[s] = t->forward;
         c->backward[s] = split ? t->backward - t->weight : t->backward;
         /* The difference of two sums of the same terms may round below 0. */
         if (c->backward[s] < 0) c->backward[s] = 0;
         c->weight[s] = split ? t->weight : 0;
         c->recompute[s] = t->recompute;
-        c->step[part->stage[s].device] += t->update;
+        c->step[ps->device] += t->update;
     }
     const bg_cost_link_t *link = &plan->request.link;
     for (int b = 0; b + 1 < stages; b++) {
@@ -60,7 +73,16 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         c->activation_transfer[b] = c->gradient_transfer[b] = x.link_s;
         c->activation_send[b] = c->gradient_send[b] = x.send_s;
         c->activation_recv[b] = c->gradient_recv[b] = x.recv_s;
+        /* Copies the devices make: as the two stages made them when timed. */
+        if (link->copy_bytes_per_s > 0 && found[b] && found[b + 1]) {
+            c->activation_send[b] = measured[b].send_s;
+            c->activation_recv[b] = measured[b + 1].recv_s;
+            c->gradient_send[b] = measured[b + 1].grad_send_s;
+            c->gradient_recv[b] = measured[b].grad_recv_s;
+        }
     }
+    free(measured);
+    free(found);
     c->sim = (bg_sim_costs_t){
         .forward = c->forward,
         .backward = c->backward,

@@ -8,10 +8,11 @@
 
 #include "channel.h"
 #include "cpu/backend_cpu.h"
+#include "profile_impl.h"
 #include "rng.h"
 #include "stage.h"
 
-enum { WARMUP = 2, MAX_REPETITIONS = 101, MAX_STASH_SLOTS = 64 };
+enum { WARMUP = PROFILE_WARMUP, MAX_REPETITIONS = 101, MAX_STASH_SLOTS = 64 };
 
 /* How long an end of the channel measurement works before it sends: long
  * enough that the other thread is asleep (a virtual machine's vCPU then
@@ -24,8 +25,7 @@ static int compare_doubles(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Median of n values (sorted in place); 0 for none. */
-static double median(double *values, int n) {
+double profile_median(double *values, int n) {
     if (n < 1) return 0;
     qsort(values, (size_t)n, sizeof *values, compare_doubles);
     return values[n / 2];
@@ -132,11 +132,12 @@ static bg_status_t measure_layers(bg_backend_t *be, const bg_profile_config_t *c
     for (int i = 0; i < n; i++) {
         bg_layer_profile_t *l = &p->layer[i];
         const size_t at = (size_t)i * (size_t)ls.capacity;
-        l->forward_s = median(ls.sample[OP_FORWARD] + at, ls.count[OP_FORWARD]);
-        l->backward_data_s = median(ls.sample[OP_BACKWARD_DATA] + at, ls.count[OP_BACKWARD_DATA]);
+        l->forward_s = profile_median(ls.sample[OP_FORWARD] + at, ls.count[OP_FORWARD]);
+        l->backward_data_s =
+            profile_median(ls.sample[OP_BACKWARD_DATA] + at, ls.count[OP_BACKWARD_DATA]);
         l->backward_weights_s =
-            median(ls.sample[OP_BACKWARD_WEIGHTS] + at, ls.count[OP_BACKWARD_WEIGHTS]);
-        l->update_s = median(ls.sample[OP_UPDATE] + at, ls.count[OP_UPDATE]);
+            profile_median(ls.sample[OP_BACKWARD_WEIGHTS] + at, ls.count[OP_BACKWARD_WEIGHTS]);
+        l->update_s = profile_median(ls.sample[OP_UPDATE] + at, ls.count[OP_UPDATE]);
     }
 done:
     bg_stage_destroy(stage);
@@ -273,7 +274,8 @@ static bg_status_t measure_crossing(bg_backend_t *be, const bg_profile_config_t 
             handoff[n] = times[1 - s][4][k] - times[s][2][k];
             wake[n] = times[s][3][k] - times[s][2][k];
         }
-    *out = (crossing_t){median(send, n), median(recv, n), median(handoff, n), median(wake, n)};
+    *out = (crossing_t){profile_median(send, n), profile_median(recv, n),
+                        profile_median(handoff, n), profile_median(wake, n)};
 done:
     bg_channel_destroy(ab);
     bg_channel_destroy(ba);
@@ -300,8 +302,8 @@ static bg_status_t measure_channels(bg_backend_t *be, const bg_profile_config_t 
         handoff[count] = c.handoff;
         wake[count++] = c.wake;
     }
-    p->handoff_s = median(handoff, count);
-    p->wake_s = median(wake, count);
+    p->handoff_s = profile_median(handoff, count);
+    p->wake_s = profile_median(wake, count);
 done:
     free(handoff);
     free(wake);
@@ -332,10 +334,11 @@ done:
 bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **out) {
     if (cfg->spec == NULL || cfg->batch < 1 || cfg->repetitions < 1 ||
         cfg->repetitions > MAX_REPETITIONS || cfg->stash_slots < 1 ||
-        cfg->stash_slots > MAX_STASH_SLOTS)
+        cfg->stash_slots > MAX_STASH_SLOTS || cfg->microbatches < 1 ||
+        cfg->microbatches > MAX_STASH_SLOTS)
         return bg_error_set(BG_ERR_INVALID,
                             "profile: need a model, batch >= 1, 1..%d repetitions and 1..%d "
-                            "stash slots",
+                            "stash slots and micro-batches",
                             MAX_REPETITIONS, MAX_STASH_SLOTS);
     bg_profile_t *p = calloc(1, sizeof *p);
     if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
@@ -353,6 +356,7 @@ bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **ou
     BG_CHECK_GOTO(bg_backend_cpu_create(&cpu, &be), st, fail);
     BG_CHECK_GOTO(measure_layers(be, cfg, p), st, fail);
     BG_CHECK_GOTO(measure_channels(be, cfg, p), st, fail);
+    BG_CHECK_GOTO(profile_measure_stages(be, cfg, p), st, fail);
     p->copy_bytes_per_s = measure_copy();
     bg_backend_destroy(be);
     *out = p;
@@ -366,5 +370,6 @@ fail:
 void bg_profile_destroy(bg_profile_t *p) {
     if (p == NULL) return;
     free(p->layer);
+    free(p->stage);
     free(p);
 }

@@ -42,6 +42,19 @@ typedef struct bg_layer_profile {
     double send_s, recv_s;     /* its input through a channel: each end's copy (version 2) */
 } bg_layer_profile_t;
 
+/* A layer range [first, last) timed as a stage of its own with `slots`
+ * micro-batches in flight (profile_stages.c): per micro-batch its forward,
+ * backward (dX and dW) and the copies around them; its update per step. */
+typedef struct bg_stage_profile {
+    int first, last, slots;
+    double forward_s, backward_s, update_s;
+    double recv_s, send_s;           /* activation in (first > 0), out (last < layers) */
+    double grad_recv_s, grad_send_s; /* gradient in (last < layers), out (first > 0) */
+} bg_stage_profile_t;
+
+/* Models of more layers get no stage ranges (there are L(L+1)/2 of them). */
+#define BG_PROFILE_MAX_STAGE_LAYERS 64
+
 /* The profile format this build writes; it reads 1 and 2. */
 #define BG_PROFILE_VERSION 2
 
@@ -56,6 +69,8 @@ typedef struct bg_profile {
     uint64_t fingerprint;    /* of the model spec */
     char device[24];
     bg_layer_profile_t *layer;
+    int stage_count;           /* version 2: every layer range at slots 1, 2 and M */
+    bg_stage_profile_t *stage; /* stage_count entries, or NULL */
 } bg_profile_t;
 
 typedef struct bg_profile_config {
@@ -64,6 +79,7 @@ typedef struct bg_profile_config {
     int repetitions; /* timed rounds after warm-up; the median counts */
     bg_optimizer_config_t optimizer;
     int stash_slots;         /* micro-batches in flight in each round, >= 1 */
+    int microbatches;        /* M: layer ranges are timed with 1, 2 and M in flight */
     bg_topology_t *topology; /* binds the channel's other thread; NULL: unbound */
     int peer_core;           /* the core it binds to */
 } bg_profile_config_t;
@@ -71,7 +87,7 @@ typedef struct bg_profile_config {
 #define BG_PROFILE_CONFIG_INIT                                                                     \
     {                                                                                              \
         .spec = NULL, .batch = 64, .repetitions = 7, .optimizer = BG_OPTIMIZER_CONFIG_INIT,        \
-        .stash_slots = 2, .topology = NULL, .peer_core = 1                                         \
+        .stash_slots = 2, .microbatches = 1, .topology = NULL, .peer_core = 1                      \
     }
 
 /* Times every layer on one CPU device (this thread, one OpenBLAS thread; a

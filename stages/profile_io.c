@@ -40,6 +40,22 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
         }
         cJSON_AddItemToArray(layers, l);
     }
+    cJSON *stages = p->stage_count > 0 ? cJSON_AddArrayToObject(root, "stages") : NULL;
+    for (int i = 0; stages != NULL && i < p->stage_count; i++) {
+        const bg_stage_profile_t *sp = &p->stage[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "first", sp->first);
+        cJSON_AddNumberToObject(o, "last", sp->last);
+        cJSON_AddNumberToObject(o, "slots", sp->slots);
+        cJSON_AddNumberToObject(o, "forward_s", sp->forward_s);
+        cJSON_AddNumberToObject(o, "backward_s", sp->backward_s);
+        cJSON_AddNumberToObject(o, "update_s", sp->update_s);
+        cJSON_AddNumberToObject(o, "recv_s", sp->recv_s);
+        cJSON_AddNumberToObject(o, "send_s", sp->send_s);
+        cJSON_AddNumberToObject(o, "grad_recv_s", sp->grad_recv_s);
+        cJSON_AddNumberToObject(o, "grad_send_s", sp->grad_send_s);
+        cJSON_AddItemToArray(stages, o);
+    }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
@@ -80,6 +96,44 @@ static bg_status_t number_field(const char *path, const cJSON *object, const cha
     if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble) || item->valuedouble < 0)
         return bg_error_set(BG_ERR_PARSE, "%s: %s: '%s' must be a number >= 0", path, where, key);
     *out = item->valuedouble;
+    return BG_OK;
+}
+
+/* The optional "stages" list of a version 2 profile. */
+static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t *p) {
+    const cJSON *stages = cJSON_GetObjectItemCaseSensitive(root, "stages");
+    if (stages == NULL) return BG_OK;
+    if (!cJSON_IsArray(stages))
+        return bg_error_set(BG_ERR_PARSE, "%s: 'stages' must be a list", path);
+    const int count = cJSON_GetArraySize(stages);
+    p->stage = calloc((size_t)(count > 0 ? count : 1), sizeof *p->stage);
+    if (p->stage == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
+    for (int i = 0; i < count; i++) {
+        const cJSON *o = cJSON_GetArrayItem(stages, i);
+        char where[32];
+        snprintf(where, sizeof where, "stage entry %d", i);
+        bg_stage_profile_t *sp = &p->stage[i];
+        double first = 0, last = 0, slots = 0;
+        BG_CHECK(number_field(path, o, "first", where, &first));
+        BG_CHECK(number_field(path, o, "last", where, &last));
+        BG_CHECK(number_field(path, o, "slots", where, &slots));
+        if (first != floor(first) || last != floor(last) || slots != floor(slots) ||
+            last <= first || last > p->layers || slots < 1 || slots > 1e6)
+            return bg_error_set(BG_ERR_PARSE,
+                                "%s: %s: needs whole 0 <= first < last <= %d and slots >= 1", path,
+                                where, p->layers);
+        sp->first = (int)first;
+        sp->last = (int)last;
+        sp->slots = (int)slots;
+        BG_CHECK(number_field(path, o, "forward_s", where, &sp->forward_s));
+        BG_CHECK(number_field(path, o, "backward_s", where, &sp->backward_s));
+        BG_CHECK(number_field(path, o, "update_s", where, &sp->update_s));
+        BG_CHECK(number_field(path, o, "recv_s", where, &sp->recv_s));
+        BG_CHECK(number_field(path, o, "send_s", where, &sp->send_s));
+        BG_CHECK(number_field(path, o, "grad_recv_s", where, &sp->grad_recv_s));
+        BG_CHECK(number_field(path, o, "grad_send_s", where, &sp->grad_send_s));
+        p->stage_count++;
+    }
     return BG_OK;
 }
 
@@ -154,6 +208,7 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
             goto done;
         }
         p->stash_slots = (int)slots;
+        BG_CHECK_GOTO(load_stages(path, root, p), st, done);
     }
     const cJSON *device = cJSON_GetObjectItemCaseSensitive(root, "device");
     snprintf(p->device, sizeof p->device, "%s", cJSON_IsString(device) ? device->valuestring : "?");
