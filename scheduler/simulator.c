@@ -120,10 +120,12 @@ static bg_status_t send_output(sim_state_t *st, int d, int step, bg_timeline_t *
     const int r = device_of(st, peer);
     const double copy =
         forward ? cost(c->activation_send, boundary) : cost(c->gradient_send, boundary);
+    const double check =
+        forward ? cost(c->activation_check, boundary) : cost(c->gradient_check, boundary);
     if (copy > 0)
-        BG_CHECK(bg_timeline_add(
-            tl, &(bg_event_t){BG_EVENT_SEND, d, s, op->microbatch, peer, step, t, t + copy}));
-    double sent = t + copy, arrival = sent;
+        BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_SEND, d, s, op->microbatch, peer, step,
+                                                   t + check, t + check + copy}));
+    double sent = t + check + copy, arrival = sent;
     st->pending[d] = NULL;
     int woken = r != d && waits_for(st, r, forward ? BG_OP_FORWARD : BG_OP_BACKWARD, peer,
                                     op->microbatch, sent);
@@ -257,9 +259,11 @@ static bg_status_t check_costs(const bg_schedule_t *sc, const bg_sim_costs_t *c)
     const double *arrays[] = {c->forward, c->backward, c->weight, c->recompute};
     const char *names[] = {"forward", "backward", "weight", "recompute"};
     const double *links[] = {c->activation_transfer, c->gradient_transfer, c->activation_send,
-                             c->activation_recv,     c->gradient_send,     c->gradient_recv};
+                             c->activation_recv,     c->gradient_send,     c->gradient_recv,
+                             c->activation_check,    c->gradient_check};
     const char *link_names[] = {"activation transfer", "gradient transfer", "activation send",
-                                "activation receive",  "gradient send",     "gradient receive"};
+                                "activation receive",  "gradient send",     "gradient receive",
+                                "activation check",    "gradient check"};
     if (c->forward == NULL || c->backward == NULL)
         return bg_error_set(BG_ERR_INVALID, "simulator: forward and backward costs are required");
     if (sc->stages > 1 && (c->activation_transfer == NULL || c->gradient_transfer == NULL))
@@ -269,7 +273,7 @@ static bg_status_t check_costs(const bg_schedule_t *sc, const bg_sim_costs_t *c)
             if (!valid_duration(arrays[a][s]))
                 return bg_error_set(BG_ERR_INVALID, "simulator: %s cost of stage %d is %g",
                                     names[a], s, arrays[a][s]);
-    for (int a = 0; a < 6; a++)
+    for (int a = 0; a < 8; a++)
         for (int b = 0; links[a] != NULL && b + 1 < sc->stages; b++)
             if (!valid_duration(links[a][b]))
                 return bg_error_set(BG_ERR_INVALID, "simulator: %s cost %d is %g", link_names[a], b,

@@ -7,11 +7,10 @@
  * starts when its device is free and its inputs have arrived.
  *
  * A tensor crossing between stages goes in three parts. The sending device
- * copies it out (a SEND event: on CPU devices the thread copies it into the
- * channel's ring itself); then it crosses the link between the two devices
- * (one transfer at a time per direction between two stages; a transfer
- * overlaps compute; between stages on one device there is no link); then
- * the receiving device copies it in (a RECV event) before the op that needs
+ * checks it (no event) and copies it out (a SEND event: on CPU devices the thread copies it into
+ * the channel's ring itself); then it crosses the link between the two devices (one transfer at a
+ * time per direction between two stages; a transfer overlaps compute; between stages on one device
+ * there is no link); then the receiving device copies it in (a RECV event) before the op that needs
  * it. Any part may cost 0 (a GPU's copy engine: only the link part).
  * Channels are unbounded. Time a device spends waiting for an input is
  * recorded as a WAIT event with the peer stage.
@@ -53,6 +52,11 @@ typedef struct bg_sim_costs {
      * it in, stage s+1's copying its gradient out, stage s's copying it in. */
     const double *activation_send, *activation_recv;
     const double *gradient_send, *gradient_recv;
+    /* Per boundary, may be NULL (0): what the sending device does with the
+     * tensor before it copies it out (the executor's check for NaN and Inf
+     * on CPU devices), activations and gradients; no event (the executor
+     * records none), so it counts as idle in the bubble as measured. */
+    const double *activation_check, *gradient_check;
     const double *step; /* optimizer step per device (devices entries); may be NULL */
     double wake_s;      /* a device waking a peer blocked on it (above) */
     double handoff_s;   /* from a wake to the woken thread running (above) */

@@ -237,6 +237,8 @@ int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int sl
     r.send_s = scale * best->send_s;
     r.grad_recv_s = scale * best->grad_recv_s;
     r.grad_send_s = scale * best->grad_send_s;
+    r.check_s = scale * best->check_s;
+    r.grad_check_s = scale * best->grad_check_s;
     *out = r;
     return 1;
 }

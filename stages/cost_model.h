@@ -184,6 +184,7 @@ bg_cost_crossing_t bg_cost_boundary_crossing(const bg_cost_model_t *model,
 typedef struct bg_cost_measured_stage {
     bg_cost_time_t time;
     double recv_s, send_s, grad_recv_s, grad_send_s;
+    double check_s, grad_check_s; /* the NaN/Inf checks before its sends */
 } bg_cost_measured_stage_t;
 
 /* Fills *out for layers [first, last) with `slots` micro-batches in flight

@@ -15,6 +15,8 @@ void bg_plan_costs_destroy(bg_plan_costs_t *c) {
     free(c->activation_recv);
     free(c->gradient_send);
     free(c->gradient_recv);
+    free(c->activation_check);
+    free(c->gradient_check);
     free(c->step);
     free(c);
 }
@@ -36,10 +38,12 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
     c->activation_recv = calloc(links, sizeof(double));
     c->gradient_send = calloc(links, sizeof(double));
     c->gradient_recv = calloc(links, sizeof(double));
+    c->activation_check = calloc(links, sizeof(double));
+    c->gradient_check = calloc(links, sizeof(double));
     c->step = calloc((size_t)devices, sizeof(double));
     if (!c->forward || !c->backward || !c->weight || !c->recompute || !c->activation_transfer ||
         !c->gradient_transfer || !c->activation_send || !c->activation_recv || !c->gradient_send ||
-        !c->gradient_recv || !c->step) {
+        !c->gradient_recv || !c->activation_check || !c->gradient_check || !c->step) {
         bg_plan_costs_destroy(c);
         return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
     }
@@ -79,6 +83,8 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
             c->activation_recv[b] = measured[b + 1].recv_s;
             c->gradient_send[b] = measured[b + 1].grad_send_s;
             c->gradient_recv[b] = measured[b].grad_recv_s;
+            c->activation_check[b] = measured[b].check_s;
+            c->gradient_check[b] = measured[b + 1].grad_check_s;
         }
     }
     free(measured);
@@ -94,6 +100,8 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         .activation_recv = c->activation_recv,
         .gradient_send = c->gradient_send,
         .gradient_recv = c->gradient_recv,
+        .activation_check = c->activation_check,
+        .gradient_check = c->gradient_check,
         .step = c->step,
         .wake_s = link->wake_s,
         .handoff_s = link->handoff_s,

@@ -136,6 +136,7 @@ typedef struct bg_plan_costs {
     double *activation_transfer, *gradient_transfer; /* S - 1 entries (at least 1) */
     double *activation_send, *activation_recv;       /* the devices' own copies */
     double *gradient_send, *gradient_recv;           /* (bg_cost_boundary_crossing) */
+    double *activation_check, *gradient_check;       /* measured stages only */
     double *step;                                    /* K entries */
 } bg_plan_costs_t;
 

@@ -50,6 +50,7 @@ typedef struct bg_stage_profile {
     double forward_s, backward_s, update_s;
     double recv_s, send_s;           /* activation in (first > 0), out (last < layers) */
     double grad_recv_s, grad_send_s; /* gradient in (last < layers), out (first > 0) */
+    double check_s, grad_check_s;    /* the NaN/Inf check of what it sends, before each */
 } bg_stage_profile_t;
 
 /* Models of more layers get no stage ranges (there are L(L+1)/2 of them). */

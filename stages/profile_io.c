@@ -54,6 +54,8 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
         cJSON_AddNumberToObject(o, "send_s", sp->send_s);
         cJSON_AddNumberToObject(o, "grad_recv_s", sp->grad_recv_s);
         cJSON_AddNumberToObject(o, "grad_send_s", sp->grad_send_s);
+        cJSON_AddNumberToObject(o, "check_s", sp->check_s);
+        cJSON_AddNumberToObject(o, "grad_check_s", sp->grad_check_s);
         cJSON_AddItemToArray(stages, o);
     }
     char *text = cJSON_Print(root);
@@ -132,6 +134,8 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
         BG_CHECK(number_field(path, o, "send_s", where, &sp->send_s));
         BG_CHECK(number_field(path, o, "grad_recv_s", where, &sp->grad_recv_s));
         BG_CHECK(number_field(path, o, "grad_send_s", where, &sp->grad_send_s));
+        BG_CHECK(number_field(path, o, "check_s", where, &sp->check_s));
+        BG_CHECK(number_field(path, o, "grad_check_s", where, &sp->grad_check_s));
         p->stage_count++;
     }
     return BG_OK;

@@ -20,6 +20,7 @@ typedef struct range_bench {
     bg_stage_t *stage;
     void *in, *out, *grad_in, *grad_out;
     size_t in_bytes, out_bytes;
+    int64_t in_numel, out_numel;
     int first, last, layers, slots;
 } range_bench_t;
 
@@ -31,6 +32,8 @@ enum {
     PART_SEND,
     PART_GRAD_RECV,
     PART_GRAD_SEND,
+    PART_CHECK,
+    PART_GRAD_CHECK,
     PARTS
 };
 
@@ -45,6 +48,7 @@ static void note(range_samples_t *rs, int part, double seconds) {
 
 static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
     bg_backend_t *be = b->be;
+    int finite = 1;
     BG_CHECK(bg_stage_zero_grads(b->stage));
     for (int k = 0; k < b->slots; k++) {
         double t0 = bg_channel_clock();
@@ -56,13 +60,16 @@ static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
         if (b->first == 0) BG_CHECK(bg_stage_load_slot(b->stage, k, n, b->in, NULL));
         BG_CHECK(bg_stage_forward_slot(b->stage, k, n, 1, NULL));
         double t2 = bg_channel_clock();
-        if (b->last < b->layers)
-            BG_CHECK(
-                be->ops->download(be, b->out, bg_stage_slot_output(b->stage, k), b->out_bytes));
+        /* The executor checks what it sends for NaN and Inf, then copies. */
+        const void *y = bg_stage_slot_output(b->stage, k);
+        if (b->last < b->layers) BG_CHECK(be->ops->all_finite(be, b->out_numel, y, &finite));
         double t3 = bg_channel_clock();
+        if (b->last < b->layers) BG_CHECK(be->ops->download(be, b->out, y, b->out_bytes));
+        double t4 = bg_channel_clock();
         note(rs, PART_RECV, t1 - t0);
         note(rs, PART_FORWARD, t2 - t1);
-        note(rs, PART_SEND, t3 - t2);
+        note(rs, PART_CHECK, t3 - t2);
+        note(rs, PART_SEND, t4 - t3);
     }
     for (int k = 0; k < b->slots; k++) {
         double t0 = bg_channel_clock();
@@ -71,13 +78,15 @@ static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
         double t1 = bg_channel_clock();
         BG_CHECK(bg_stage_backward_slot(b->stage, k, n, 1.0 / (double)(n * b->slots)));
         double t2 = bg_channel_clock();
-        if (b->first > 0)
-            BG_CHECK(
-                be->ops->download(be, b->grad_out, bg_stage_input_grad(b->stage), b->in_bytes));
+        const void *dx = bg_stage_input_grad(b->stage);
+        if (b->first > 0) BG_CHECK(be->ops->all_finite(be, b->in_numel, dx, &finite));
         double t3 = bg_channel_clock();
+        if (b->first > 0) BG_CHECK(be->ops->download(be, b->grad_out, dx, b->in_bytes));
+        double t4 = bg_channel_clock();
         note(rs, PART_GRAD_RECV, t1 - t0);
         note(rs, PART_BACKWARD, t2 - t1);
-        note(rs, PART_GRAD_SEND, t3 - t2);
+        note(rs, PART_GRAD_CHECK, t3 - t2);
+        note(rs, PART_GRAD_SEND, t4 - t3);
     }
     double t0 = bg_channel_clock();
     BG_CHECK(bg_stage_step(b->stage));
@@ -140,9 +149,10 @@ static bg_status_t measure_range(bg_backend_t *be, const bg_profile_config_t *cf
     range_samples_t rs = {.capacity = rounds * ALLOCATIONS * slots};
     bg_status_t st = BG_OK;
     int32_t *labels = NULL;
-    b.in_bytes = bg_backend_bytes(be, n * bg_shape_numel(spec->layers[first].in));
-    b.out_bytes =
-        last < b.layers ? bg_backend_bytes(be, n * bg_shape_numel(spec->layers[last].in)) : 0;
+    b.in_numel = n * bg_shape_numel(spec->layers[first].in);
+    b.out_numel = last < b.layers ? n * bg_shape_numel(spec->layers[last].in) : 0;
+    b.in_bytes = bg_backend_bytes(be, b.in_numel);
+    b.out_bytes = bg_backend_bytes(be, b.out_numel);
     for (int p = 0; p < PARTS; p++) {
         rs.sample[p] = calloc((size_t)rs.capacity, sizeof(double));
         BG_ALLOC_CHECK_GOTO(rs.sample[p], st, done);
@@ -175,6 +185,10 @@ static bg_status_t measure_range(bg_backend_t *be, const bg_profile_config_t *cf
                            : 0,
         .grad_send_s =
             first > 0 ? profile_median(rs.sample[PART_GRAD_SEND], rs.count[PART_GRAD_SEND]) : 0,
+        .check_s =
+            last < b.layers ? profile_median(rs.sample[PART_CHECK], rs.count[PART_CHECK]) : 0,
+        .grad_check_s =
+            first > 0 ? profile_median(rs.sample[PART_GRAD_CHECK], rs.count[PART_GRAD_CHECK]) : 0,
     };
 done:
     free(b.in);

@@ -332,9 +332,9 @@ static void test_measured_stage_costs(void **state) {
     profile.handoff_s = 30e-6;
     profile.wake_s = 10e-6;
     bg_stage_profile_t ranges[] = {
-        {0, 2, 2, 2e-3, 3e-3, 1e-4, 0, 1e-4, 2e-4, 0},
-        {0, 2, 1, 5e-3, 5e-3, 5e-4, 0, 5e-4, 5e-4, 0},
-        {2, 4, 1, 1e-3, 4e-3, 2e-4, 3e-4, 0, 0, 4e-4},
+        {0, 2, 2, 2e-3, 3e-3, 1e-4, 0, 1e-4, 2e-4, 0, 5e-5, 0},
+        {0, 2, 1, 5e-3, 5e-3, 5e-4, 0, 5e-4, 5e-4, 0, 5e-4, 0},
+        {2, 4, 1, 1e-3, 4e-3, 2e-4, 3e-4, 0, 0, 4e-4, 0, 6e-5},
     };
     profile.stage = ranges;
     profile.stage_count = 3;
@@ -361,6 +361,8 @@ static void test_measured_stage_costs(void **state) {
         assert_true(close_to(c->activation_recv[0], 6e-4));
         assert_true(close_to(c->gradient_send[0], 8e-4));
         assert_true(close_to(c->gradient_recv[0], 4e-4));
+        assert_true(close_to(c->activation_check[0], 1e-4));
+        assert_true(close_to(c->gradient_check[0], 1.2e-4));
         assert_true(close_to(c->activation_transfer[0], 30e-6));
         assert_true(close_to(c->sim.wake_s, 10e-6) && close_to(c->sim.handoff_s, 30e-6));
         bg_plan_costs_destroy(c);

@@ -187,6 +187,22 @@ static void test_device_copies(void **state) {
     assert_true(near(summary->bubble_measured, 3.375 / 5.75));
     bg_timeline_summary_destroy(summary);
     bg_timeline_destroy(tl);
+    /* The sender's check before its copy (0.5 forward, 0.25 backward)
+     * delays each SEND and shows as no event: idle, as the executor's. */
+    double check_f[1] = {0.5}, check_b[1] = {0.25};
+    costs.activation_check = check_f;
+    costs.gradient_check = check_b;
+    tl = simulate_two(BG_SCHEDULE_GPIPE, 1, &costs);
+    assert_true(near(tl->step_end[1] - tl->step_start[1], 6.5));
+    e = step_event(tl, BG_EVENT_SEND, 0, 0);
+    assert_true(near(e.start, 1.5) && near(e.end, 1.75));
+    e = step_event(tl, BG_EVENT_SEND, 1, 0);
+    assert_true(near(e.start, 4.625) && near(e.end, 4.875));
+    assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
+    assert_true(near(summary->device[0].copy_s, 0.375));
+    assert_true(near(summary->bubble_measured, (6.5 - 2.375) / 6.5));
+    bg_timeline_summary_destroy(summary);
+    bg_timeline_destroy(tl);
 }
 
 /* Hand-overs: devices start handoff 0.2 into the step; a send to a device
