@@ -1,7 +1,7 @@
 /* brigade profile MODEL [options]: times every layer's forward, dX, dW and
  * optimizer update on one CPU core at the micro-batch size the planner will
- * use (stages/profile.h), prints them, and writes the profile as JSON for
- * --profile. */
+ * use, and the channel costs between two cores (stages/profile.h), prints
+ * them, and writes the profile as JSON for --profile. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,29 +15,52 @@
 static const char help[] =
     "usage: brigade profile MODEL [options]\n"
     "\n"
-    "Measures what each layer of MODEL costs on this machine: its forward, its\n"
-    "backward-data (dX) and backward-weights (dW), and the optimizer update of\n"
-    "its parameters, each the median of several timed runs after two warm-up\n"
-    "runs, on one CPU core (one OpenBLAS thread, as a CPU device runs), for a\n"
-    "micro-batch of ceil(B / M) samples; and the bandwidth of one memcpy, as a\n"
-    "channel between stages does twice per transfer. Prints a table and, with\n"
-    "-o, writes the profile that plan, train, simulate and sweep take with\n"
-    "--profile (their cost model then uses these times, scaled to their\n"
-    "micro-batch size, instead of FLOPs over an assumed speed).\n"
+    "Measures, on this machine, what the planner and the simulator need to\n"
+    "predict a CPU pipeline, for a micro-batch of ceil(B / M) samples:\n"
+    "\n"
+    "  layers    each layer's forward, backward-data (dX), backward-weights (dW)\n"
+    "            and optimizer update, timed where the pipeline runs them: inside\n"
+    "            a stage of the whole model on one CPU core (one OpenBLAS\n"
+    "            thread), with 2 micro-batches in flight through its stash slots;\n"
+    "            each the median of the timed rounds after two warm-up rounds\n"
+    "  channels  for every layer boundary, what handing its tensor to another CPU\n"
+    "            device costs, measured with a second thread on the next device's\n"
+    "            core passing it back and forth through real channels: the\n"
+    "            sender's copy into the ring (send), the receiver's copy out\n"
+    "            (recv); and, over all boundaries, the time from the sender's\n"
+    "            copy to the sleeping receiver running (hand-off) and what waking\n"
+    "            it costs the sender (wake)\n"
+    "  stages    every range of consecutive layers (models of up to 64 layers)\n"
+    "            timed as a stage of its own, as a pipeline device runs one: its\n"
+    "            forward, backward and update, and the channel copies around\n"
+    "            them, with 1, 2 and M micro-batches in flight (the stash slots\n"
+    "            of 1F1B's last stage, of the one before it, and of GPipe);\n"
+    "            each the median over three allocations of the stage. A stage's\n"
+    "            time is not the sum of its layers' (its working set decides its\n"
+    "            cache misses); the simulator uses these where it can\n"
+    "  memcpy    the bandwidth of one memcpy of 4 MiB\n"
+    "\n"
+    "Prints a table and, with -o, writes the profile (JSON, format version 2;\n"
+    "version 1 files still load) that plan, train, simulate and sweep take with\n"
+    "--profile: their cost model then uses these times, scaled to their\n"
+    "micro-batch size, instead of FLOPs over an assumed speed, and the\n"
+    "simulator puts the copies on the devices that make them.\n"
     "\n"
     "options:\n"
     "  --batch B          samples per optimizer step (default 64)\n"
     "  --microbatches M   micro-batches per step (default 1): layers are timed\n"
     "                     on ceil(B / M) samples\n"
-    "  --repetitions R    timed runs per op, the median counts (default 7, 1..101)\n"
+    "  --repetitions R    timed rounds, the median counts (default 7, 1..101)\n"
     "  --optimizer NAME   adam (default) or sgd, for the update times\n"
     "  --momentum X       sgd momentum (default 0)\n"
-    "  --devices SPEC     where to measure; this build measures on a CPU core\n"
-    "                     (cpu, the default, or cpu:N: the first core)\n"
+    "  --devices SPEC     where to measure; this build measures on CPU cores\n"
+    "                     (cpu, the default, or cpu:N: layers on the first core,\n"
+    "                     the channels' other end on the second)\n"
     "  -o FILE            write the profile as JSON\n"
     "\n"
     "example:\n"
-    "  brigade profile examples/fashion_cnn.model --microbatches 4 -o cnn.profile.json\n"
+    "  brigade profile examples/fashion_cnn.model --microbatches 4 --devices cpu:2 \\\n"
+    "      -o cnn.profile.json\n"
     "  brigade simulate examples/fashion_cnn.model --devices cpu:2 --microbatches 4 \\\n"
     "      --profile cnn.profile.json\n";
 
@@ -116,6 +139,11 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
            (long long)p->batch);
     printf("copy bandwidth: %.2f GB/s per memcpy (a channel copies twice per transfer)\n",
            p->copy_bytes_per_s / 1e9);
+    printf("channels: hand-off %.1f us, wake %.1f us; per boundary (us): send/recv",
+           1e6 * p->handoff_s, 1e6 * p->wake_s);
+    for (int i = 1; i < p->layers; i++)
+        printf(" %d:%.1f/%.1f", i, 1e6 * p->layer[i].send_s, 1e6 * p->layer[i].recv_s);
+    printf("\n");
 }
 
 int bg_cmd_profile(int argc, char **argv) {
@@ -134,6 +162,7 @@ int bg_cmd_profile(int argc, char **argv) {
     int code = 0;
     BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
     BG_CHECK_GOTO(bg_topology_create(NULL, &topology), st, fail);
+    int peer_core = 1 % bg_topology_core_count(topology);
     if (o.devices != NULL) {
         bg_device_list_t list;
         BG_CHECK_GOTO(bg_device_list_parse(o.devices, bg_topology_core_count(topology), &list), st,
@@ -143,6 +172,8 @@ int bg_cmd_profile(int argc, char **argv) {
                               "--devices %s: this build profiles on a CPU core only", o.devices);
             goto fail;
         }
+        if (list.count > 1 && list.devices[1].kind == BG_DEVICE_CPU)
+            peer_core = list.devices[1].physical;
     }
     /* Like a CPU device's thread: on one core, so timings do not wander. A
      * machine that refuses binding still gets a profile. */
@@ -152,6 +183,9 @@ int bg_cmd_profile(int argc, char **argv) {
     pc.batch = (o.batch + o.microbatches - 1) / o.microbatches;
     pc.repetitions = (int)o.repetitions;
     pc.optimizer = o.optimizer;
+    pc.microbatches = (int)(o.microbatches < 64 ? o.microbatches : 64);
+    pc.topology = topology;
+    pc.peer_core = peer_core;
     fprintf(stderr, "profiling %s: %d layers, micro-batch of %lld samples, %d timed runs each\n",
             o.model, spec->num_layers, (long long)pc.batch, pc.repetitions);
     BG_CHECK_GOTO(bg_profile_measure(&pc, &profile), st, fail);

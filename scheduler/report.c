@@ -86,6 +86,52 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
     }
 }
 
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of n > 0 values (sorted in place): the mean of the middle two
+ * for even n. */
+static double median(double *values, int n) {
+    qsort(values, (size_t)n, sizeof *values, compare_doubles);
+    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+/* step_median_s and bubble_median from each recorded step's own figures. */
+static bg_status_t step_medians(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
+    s->step_median_s = s->step_s;
+    s->bubble_median = s->bubble_measured;
+    if (tl->steps < 1) return BG_OK;
+    const int n = tl->steps, k = tl->devices;
+    double *busy = calloc((size_t)n * (size_t)k, sizeof(double));
+    double *length = malloc(sizeof(double) * (size_t)n),
+           *bubble = malloc(sizeof(double) * (size_t)n);
+    if (busy == NULL || length == NULL || bubble == NULL) {
+        free(busy);
+        free(length);
+        free(bubble);
+        return bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory");
+    }
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (e->step >= 0 && e->step < n && (is_compute(e->kind) || is_copy(e->kind)))
+            busy[(size_t)e->step * (size_t)k + (size_t)e->device] += e->end - e->start;
+    }
+    for (int j = 0; j < n; j++) {
+        length[j] = tl->step_end[j] - tl->step_start[j];
+        bubble[j] = 0;
+        for (int d = 0; d < k && length[j] > 0; d++)
+            bubble[j] += (1 - busy[(size_t)j * (size_t)k + (size_t)d] / length[j]) / k;
+    }
+    s->step_median_s = median(length, n);
+    s->bubble_median = median(bubble, n);
+    free(busy);
+    free(length);
+    free(bubble);
+    return BG_OK;
+}
+
 bg_status_t bg_timeline_summarize(const bg_timeline_t *tl, bg_timeline_summary_t **out) {
     if (tl == NULL || out == NULL)
         return bg_error_set(BG_ERR_INVALID, "timeline summary: NULL argument");
@@ -125,6 +171,7 @@ bg_status_t bg_timeline_summarize(const bg_timeline_t *tl, bg_timeline_summary_t
     for (int i = 0; i < tl->stages; i++)
         if (s->stage[i].device < 0) s->stage[i].device = i % tl->devices;
     finish_summary(s, tl);
+    BG_CHECK_GOTO(step_medians(s, tl), st, fail);
     *out = s;
     return BG_OK;
 fail:
@@ -212,15 +259,16 @@ static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
 bg_status_t bg_summary_to_json(const bg_timeline_summary_t *s, cJSON *object) {
     if (s == NULL || object == NULL)
         return bg_error_set(BG_ERR_INVALID, "timeline summary: NULL argument");
-    static const char *const names[] = {"chunks",    "microbatches",         "steps",
-                                        "step_s",    "bubble_measured",      "bubble_theory",
-                                        "imbalance", "exposed_transfer_frac"};
-    const double values[] = {s->chunks,    s->microbatches,         s->steps,
-                             s->step_s,    s->bubble_measured,      s->bubble_theory,
-                             s->imbalance, s->exposed_transfer_frac};
+    static const char *const names[] = {
+        "chunks",        "microbatches",  "steps",         "step_s",    "bubble_measured",
+        "step_median_s", "bubble_median", "bubble_theory", "imbalance", "exposed_transfer_frac"};
+    const double values[] = {
+        s->chunks,          s->microbatches,         s->steps,         s->step_s,
+        s->bubble_measured, s->step_median_s,        s->bubble_median, s->bubble_theory,
+        s->imbalance,       s->exposed_transfer_frac};
     if (cJSON_AddStringToObject(object, "schedule", bg_schedule_kind_name(s->schedule)) == NULL ||
         cJSON_AddBoolToObject(object, "measured", s->measured != 0) == NULL ||
-        !add_numbers(object, names, values, 8))
+        !add_numbers(object, names, values, 10))
         goto nomem;
     cJSON *devices = cJSON_AddArrayToObject(object, "devices");
     if (devices == NULL) goto nomem;

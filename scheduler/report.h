@@ -40,9 +40,14 @@ typedef struct bg_stage_summary {
 typedef struct bg_timeline_summary {
     bg_schedule_kind_t schedule;
     int devices, stages, chunks, microbatches, steps;
-    int measured;                 /* copied from the timeline */
-    double step_s;                /* mean of step_end - step_start */
-    double bubble_measured;       /* mean over devices of idle_frac */
+    int measured;           /* copied from the timeline */
+    double step_s;          /* mean of step_end - step_start */
+    double bubble_measured; /* mean over devices of idle_frac */
+    /* Robust to a few disturbed steps (a busy machine): the median of the
+     * recorded steps' lengths, and of their own bubbles (each the mean over
+     * devices of that step's idle fraction); step_s and bubble_measured
+     * when no step is recorded. */
+    double step_median_s, bubble_median;
     double bubble_theory;         /* bg_schedule_theoretical_bubble */
     double imbalance;             /* (max - min device compute_s) / step_s */
     double exposed_transfer_frac; /* mean over devices of copy_frac */
@@ -70,8 +75,8 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
 
 /* Adds every figure to an existing JSON object: "schedule" (its name),
  * "chunks", "microbatches", "steps", "measured" (bool), "step_s",
- * "bubble_measured", "bubble_theory", "imbalance", "exposed_transfer_frac",
- * "devices" (array, one object per device: "name" and the
+ * "bubble_measured", "step_median_s", "bubble_median", "bubble_theory", "imbalance",
+ * "exposed_transfer_frac", "devices" (array, one object per device: "name" and the
  * bg_device_summary_t fields by name) and "stages" (array, one object per
  * stage: "stage" and the bg_stage_summary_t fields by name). Times in
  * seconds, fractions in 0..1. BG_ERR_INVALID for NULL arguments;

@@ -15,14 +15,48 @@ typedef struct sim_state {
     double *forward_link, *backward_link; /* per boundary */
     double *device_free;
     int *pc;
+    /* A device whose op has ended but whose output is not sent yet: the
+     * send is an event of its own at the op's end, taken in time order, so
+     * that whether the receiver already waits is known when it happens. */
+    const bg_op_t **pending; /* per device: the op whose output to send, or NULL */
+    int barrier_known;       /* every device has reached the optimizer step */
+    double barrier_time;     /* when the last one did */
+    int barrier_last;        /* which device that was */
 } sim_state_t;
 
 static double cost(const double *array, int index) { return array != NULL ? array[index] : 0; }
 
 static int device_of(const sim_state_t *st, int stage) { return stage % st->schedule->devices; }
 
+/* Whether device d has nothing left before its optimizer step (or at all). */
+static int at_barrier(const sim_state_t *st, int d) {
+    const bg_schedule_t *sc = st->schedule;
+    if (st->pending[d] != NULL) return 0;
+    return st->pc[d] >= sc->op_counts[d] || sc->ops[d][st->pc[d]].kind == BG_OP_STEP;
+}
+
+/* When device d may start its STEP, or -1 while some device is not there. */
+static double step_ready(sim_state_t *st, int d) {
+    const bg_schedule_t *sc = st->schedule;
+    if (!st->barrier_known) {
+        int last = -1, waiting = 0;
+        for (int e = 0; e < sc->devices; e++) {
+            if (!at_barrier(st, e)) return -1;
+            if (st->pc[e] >= sc->op_counts[e]) continue;
+            waiting++;
+            if (last < 0 || st->device_free[e] > st->device_free[last]) last = e;
+        }
+        st->barrier_known = 1;
+        st->barrier_time = st->device_free[last];
+        /* With one device at the barrier nobody sleeps there. */
+        st->barrier_last = waiting > 1 ? last : -1;
+    }
+    if (st->barrier_last < 0) return st->barrier_time;
+    return st->barrier_time + (d == st->barrier_last ? st->costs->wake_s : st->costs->handoff_s);
+}
+
 /* Earliest time the op's inputs are all there, or -1 if one is missing. */
-static double inputs_ready(const sim_state_t *st, const bg_op_t *op) {
+static double inputs_ready(sim_state_t *st, const bg_op_t *op, int device) {
     const int at = op->stage * st->microbatches + op->microbatch;
     switch (op->kind) {
     case BG_OP_FORWARD: return op->stage == 0 ? 0 : st->activation_ready[at];
@@ -34,7 +68,7 @@ static double inputs_ready(const sim_state_t *st, const bg_op_t *op) {
         return grad < 0 ? -1 : fmax(own, grad);
     }
     case BG_OP_WEIGHT: return st->backward_done[at];
-    case BG_OP_STEP: return 0;
+    case BG_OP_STEP: return step_ready(st, device);
     }
     return -1;
 }
@@ -50,26 +84,63 @@ static double duration(const sim_state_t *st, const bg_op_t *op, int device) {
     return 0;
 }
 
-/* Ships an op's output: records when it reaches the neighbour stage. */
-static void send_output(sim_state_t *st, const bg_op_t *op, double end) {
-    const int s = op->stage, at = s * st->microbatches + op->microbatch;
-    if (op->kind == BG_OP_FORWARD && s + 1 < st->stages) {
-        double arrival = end;
-        if (device_of(st, s) != device_of(st, s + 1)) {
-            double start = fmax(end, st->forward_link[s]);
-            arrival = start + st->costs->activation_transfer[s];
-            st->forward_link[s] = arrival;
-        }
-        st->activation_ready[at + st->microbatches] = arrival;
-    } else if (op->kind == BG_OP_BACKWARD && s > 0) {
-        double arrival = end;
-        if (device_of(st, s) != device_of(st, s - 1)) {
-            double start = fmax(end, st->backward_link[s - 1]);
-            arrival = start + st->costs->gradient_transfer[s - 1];
-            st->backward_link[s - 1] = arrival;
-        }
-        st->gradient_ready[at - st->microbatches] = arrival;
+/* The copy into the device before the op: its input from the previous
+ * stage (F) or its output gradient from the next one (B); 0 otherwise. */
+static double receive_cost(const sim_state_t *st, const bg_op_t *op) {
+    if (op->kind == BG_OP_FORWARD && op->stage > 0)
+        return cost(st->costs->activation_recv, op->stage - 1);
+    if (op->kind == BG_OP_BACKWARD && op->stage + 1 < st->stages)
+        return cost(st->costs->gradient_recv, op->stage);
+    return 0;
+}
+
+/* Whether an op sends its output to a neighbour stage. */
+static int sends_output(const sim_state_t *st, const bg_op_t *op) {
+    return (op->kind == BG_OP_FORWARD && op->stage + 1 < st->stages) ||
+           (op->kind == BG_OP_BACKWARD && op->stage > 0);
+}
+
+/* Whether device r is blocked, at time t, waiting for exactly this op. */
+static int waits_for(const sim_state_t *st, int r, bg_op_kind_t kind, int stage, int mb, double t) {
+    const bg_schedule_t *sc = st->schedule;
+    if (st->pending[r] != NULL || st->pc[r] >= sc->op_counts[r] || st->device_free[r] > t) return 0;
+    const bg_op_t *next = &sc->ops[r][st->pc[r]];
+    return next->kind == kind && next->stage == stage && next->microbatch == mb;
+}
+
+/* Ships device d's pending output at time t: its own copy out (SEND), the
+ * wake of a receiver already waiting, the link; records when it reaches
+ * the neighbour stage. */
+static bg_status_t send_output(sim_state_t *st, int d, int step, bg_timeline_t *tl) {
+    const bg_op_t *op = st->pending[d];
+    const bg_sim_costs_t *c = st->costs;
+    const double t = st->device_free[d];
+    const int s = op->stage, forward = op->kind == BG_OP_FORWARD;
+    const int peer = forward ? s + 1 : s - 1, boundary = forward ? s : s - 1;
+    const int r = device_of(st, peer);
+    const double copy =
+        forward ? cost(c->activation_send, boundary) : cost(c->gradient_send, boundary);
+    const double check =
+        forward ? cost(c->activation_check, boundary) : cost(c->gradient_check, boundary);
+    if (copy > 0)
+        BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_SEND, d, s, op->microbatch, peer, step,
+                                                   t + check, t + check + copy}));
+    double sent = t + check + copy, arrival = sent;
+    st->pending[d] = NULL;
+    int woken = r != d && waits_for(st, r, forward ? BG_OP_FORWARD : BG_OP_BACKWARD, peer,
+                                    op->microbatch, sent);
+    st->device_free[d] = sent + (woken ? c->wake_s : 0);
+    if (r != d) {
+        double *link = forward ? &st->forward_link[boundary] : &st->backward_link[boundary];
+        double start = fmax(sent, *link);
+        arrival = start + (forward ? c->activation_transfer : c->gradient_transfer)[boundary];
+        *link = arrival;
     }
+    if (forward)
+        st->activation_ready[peer * st->microbatches + op->microbatch] = arrival;
+    else
+        st->gradient_ready[peer * st->microbatches + op->microbatch] = arrival;
+    return BG_OK;
 }
 
 static bg_event_kind_t event_kind(bg_op_kind_t kind) {
@@ -89,6 +160,35 @@ static int waited_peer(const sim_state_t *st, const bg_op_t *op) {
     return -1;
 }
 
+/* Starts device d's next op at `start` (its inputs there at `ready`). */
+static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready, int step,
+                             bg_timeline_t *tl) {
+    const bg_op_t *op = &st->schedule->ops[d][st->pc[d]++];
+    int peer = waited_peer(st, op);
+    if (ready > st->device_free[d] && (peer >= 0 || op->kind == BG_OP_STEP))
+        /* The executor records the barrier's wait on the device's own lane. */
+        BG_CHECK(bg_timeline_add(
+            tl, &(bg_event_t){BG_EVENT_WAIT, d, op->kind == BG_OP_STEP ? d : op->stage,
+                              op->microbatch, peer, step, st->device_free[d], ready}));
+    double copy = receive_cost(st, op);
+    if (copy > 0)
+        BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_RECV, d, op->stage, op->microbatch,
+                                                   peer, step, start, start + copy}));
+    start += copy;
+    double end = start + duration(st, op, d);
+    BG_CHECK(bg_timeline_add(tl, &(bg_event_t){event_kind(op->kind), d,
+                                               op->kind == BG_OP_STEP ? d : op->stage,
+                                               op->microbatch, -1, step, start, end}));
+    st->device_free[d] = end;
+    if (op->kind != BG_OP_STEP) {
+        const int at = op->stage * st->microbatches + op->microbatch;
+        if (op->kind == BG_OP_FORWARD) st->forward_done[at] = end;
+        if (op->kind == BG_OP_BACKWARD) st->backward_done[at] = end;
+        if (sends_output(st, op)) st->pending[d] = op;
+    }
+    return BG_OK;
+}
+
 static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timeline_t *tl) {
     const bg_schedule_t *sc = st->schedule;
     const int cells = st->stages * st->microbatches;
@@ -97,18 +197,32 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
         st->forward_done[i] = st->backward_done[i] = -1;
     }
     for (int b = 0; b + 1 < st->stages; b++) st->forward_link[b] = st->backward_link[b] = origin;
+    /* Each device's thread is woken by the caller at the step's start. */
     for (int d = 0; d < sc->devices; d++) {
-        st->device_free[d] = origin;
+        st->device_free[d] = origin + st->costs->handoff_s;
         st->pc[d] = 0;
+        st->pending[d] = NULL;
     }
+    st->barrier_known = 0;
     for (;;) {
-        /* Commit the op that can start earliest: events then happen in time
-         * order, so links are granted in the order transfers are ready. */
-        int best = -1;
+        /* Take the earliest thing that can happen next, a pending send
+         * (first, on a tie) or an op start: events then happen in time
+         * order, so links are granted in the order transfers are ready and
+         * a send knows whether its receiver is already waiting. */
+        int best = -1, best_is_send = 0;
         double best_start = INFINITY, best_ready = 0;
         for (int d = 0; d < sc->devices; d++) {
+            if (st->pending[d] != NULL) {
+                if (st->device_free[d] < best_start ||
+                    (st->device_free[d] == best_start && !best_is_send)) {
+                    best_start = st->device_free[d];
+                    best = d;
+                    best_is_send = 1;
+                }
+                continue;
+            }
             if (st->pc[d] >= sc->op_counts[d]) continue;
-            double ready = inputs_ready(st, &sc->ops[d][st->pc[d]]);
+            double ready = inputs_ready(st, &sc->ops[d][st->pc[d]], d);
             if (ready < 0) continue;
             ready = fmax(ready, origin);
             double start = fmax(st->device_free[d], ready);
@@ -116,26 +230,14 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
                 best_start = start;
                 best_ready = ready;
                 best = d;
+                best_is_send = 0;
             }
         }
         if (best < 0) break;
-        const bg_op_t *op = &sc->ops[best][st->pc[best]++];
-        int peer = waited_peer(st, op);
-        if (best_ready > st->device_free[best] && peer >= 0)
-            BG_CHECK(
-                bg_timeline_add(tl, &(bg_event_t){BG_EVENT_WAIT, best, op->stage, op->microbatch,
-                                                  peer, step, st->device_free[best], best_ready}));
-        double end = best_start + duration(st, op, best);
-        BG_CHECK(bg_timeline_add(tl, &(bg_event_t){event_kind(op->kind), best,
-                                                   op->kind == BG_OP_STEP ? best : op->stage,
-                                                   op->microbatch, -1, step, best_start, end}));
-        st->device_free[best] = end;
-        if (op->kind != BG_OP_STEP) {
-            const int at = op->stage * st->microbatches + op->microbatch;
-            if (op->kind == BG_OP_FORWARD) st->forward_done[at] = end;
-            if (op->kind == BG_OP_BACKWARD) st->backward_done[at] = end;
-            send_output(st, op, end);
-        }
+        if (best_is_send)
+            BG_CHECK(send_output(st, best, step, tl));
+        else
+            BG_CHECK(commit_op(st, best, best_start, best_ready, step, tl));
     }
     double end = origin;
     for (int d = 0; d < sc->devices; d++) {
@@ -144,31 +246,45 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
                                 st->pc[d]);
         end = fmax(end, st->device_free[d]);
     }
+    /* The caller learns the step is over when its thread is woken. */
+    end += st->costs->handoff_s;
     BG_CHECK(bg_timeline_reserve(tl, 0));
     bg_timeline_add_step(tl, origin, end);
     return BG_OK;
 }
 
+static int valid_duration(double x) { return isfinite(x) && x >= 0; }
+
 static bg_status_t check_costs(const bg_schedule_t *sc, const bg_sim_costs_t *c) {
     const double *arrays[] = {c->forward, c->backward, c->weight, c->recompute};
     const char *names[] = {"forward", "backward", "weight", "recompute"};
+    const double *links[] = {c->activation_transfer, c->gradient_transfer, c->activation_send,
+                             c->activation_recv,     c->gradient_send,     c->gradient_recv,
+                             c->activation_check,    c->gradient_check};
+    const char *link_names[] = {"activation transfer", "gradient transfer", "activation send",
+                                "activation receive",  "gradient send",     "gradient receive",
+                                "activation check",    "gradient check"};
     if (c->forward == NULL || c->backward == NULL)
         return bg_error_set(BG_ERR_INVALID, "simulator: forward and backward costs are required");
     if (sc->stages > 1 && (c->activation_transfer == NULL || c->gradient_transfer == NULL))
         return bg_error_set(BG_ERR_INVALID, "simulator: transfer costs are required");
     for (int a = 0; a < 4; a++)
         for (int s = 0; arrays[a] != NULL && s < sc->stages; s++)
-            if (!isfinite(arrays[a][s]) || arrays[a][s] < 0)
+            if (!valid_duration(arrays[a][s]))
                 return bg_error_set(BG_ERR_INVALID, "simulator: %s cost of stage %d is %g",
                                     names[a], s, arrays[a][s]);
-    for (int b = 0; b + 1 < sc->stages; b++)
-        if (!isfinite(c->activation_transfer[b]) || c->activation_transfer[b] < 0 ||
-            !isfinite(c->gradient_transfer[b]) || c->gradient_transfer[b] < 0)
-            return bg_error_set(BG_ERR_INVALID, "simulator: transfer cost %d is negative", b);
+    for (int a = 0; a < 8; a++)
+        for (int b = 0; links[a] != NULL && b + 1 < sc->stages; b++)
+            if (!valid_duration(links[a][b]))
+                return bg_error_set(BG_ERR_INVALID, "simulator: %s cost %d is %g", link_names[a], b,
+                                    links[a][b]);
     for (int d = 0; c->step != NULL && d < sc->devices; d++)
-        if (!isfinite(c->step[d]) || c->step[d] < 0)
+        if (!valid_duration(c->step[d]))
             return bg_error_set(BG_ERR_INVALID, "simulator: step cost of device %d is %g", d,
                                 c->step[d]);
+    if (!valid_duration(c->wake_s) || !valid_duration(c->handoff_s))
+        return bg_error_set(BG_ERR_INVALID, "simulator: wake %g s and hand-off %g s", c->wake_s,
+                            c->handoff_s);
     return BG_OK;
 }
 
@@ -193,9 +309,10 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     st.backward_link = calloc((size_t)st.stages, sizeof(double));
     st.device_free = calloc((size_t)schedule->devices, sizeof(double));
     st.pc = calloc((size_t)schedule->devices, sizeof(int));
+    st.pending = calloc((size_t)schedule->devices, sizeof *st.pending);
     bg_status_t status = BG_OK;
     if (!st.activation_ready || !st.gradient_ready || !st.forward_done || !st.backward_done ||
-        !st.forward_link || !st.backward_link || !st.device_free || !st.pc)
+        !st.forward_link || !st.backward_link || !st.device_free || !st.pc || !st.pending)
         status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
     double origin = tl->steps > 0 ? tl->step_end[tl->steps - 1] : 0;
     for (int k = 0; status == BG_OK && k < steps; k++) {
@@ -210,5 +327,6 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     free(st.backward_link);
     free(st.device_free);
     free(st.pc);
+    free(st.pending);
     return status;
 }

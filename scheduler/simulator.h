@@ -4,13 +4,28 @@
  * directly.
  *
  * Model: each device runs its op list in order, one op at a time; an op
- * starts when its device is free and its inputs have arrived. A transfer
- * between stages on different devices starts when the producing op ends (or
- * when its link is free: one transfer at a time per direction between two
- * stages) and overlaps compute; between stages on one device it is free.
- * Channels are unbounded. The time a device spends waiting for an input is
- * recorded as a WAIT event with the peer stage; transfers themselves are not
- * events of any device (they run on links). */
+ * starts when its device is free and its inputs have arrived.
+ *
+ * A tensor crossing between stages goes in three parts. The sending device
+ * checks it (no event) and copies it out (a SEND event: on CPU devices the thread copies it into
+ * the channel's ring itself); then it crosses the link between the two devices (one transfer at a
+ * time per direction between two stages; a transfer overlaps compute; between stages on one device
+ * there is no link); then the receiving device copies it in (a RECV event) before the op that needs
+ * it. Any part may cost 0 (a GPU's copy engine: only the link part).
+ * Channels are unbounded. Time a device spends waiting for an input is
+ * recorded as a WAIT event with the peer stage.
+ *
+ * Hand-overs between threads cost time too (measured on CPU devices, where
+ * a blocked thread sleeps on a condition variable): a send to a device that
+ * is already waiting for it keeps the sender busy wake_s longer (waking the
+ * sleeper; no event, as the executor records none); every device starts a
+ * step handoff_s after the step begins (its thread is woken by the caller),
+ * and the step ends handoff_s after its last op (the caller is woken).
+ *
+ * The optimizer step is a barrier, as in the executor: every device's STEP
+ * starts only when every device has finished its other ops. The last to
+ * arrive wakes the others (a WAIT of wake_s), which start handoff_s after
+ * that arrival (a WAIT on no stage, peer -1). */
 #ifndef BG_SIMULATOR_H
 #define BG_SIMULATOR_H
 
@@ -28,9 +43,23 @@ typedef struct bg_sim_costs {
     const double *backward;  /* B (dX, plus dW when the schedule does not split it) */
     const double *weight;    /* W (split schedules); may be NULL otherwise */
     const double *recompute; /* extra forward before B (and W) with recompute; may be NULL */
-    const double *activation_transfer; /* stage s -> s+1, stages-1 entries */
-    const double *gradient_transfer;   /* stage s+1 -> s, stages-1 entries */
+    /* Per boundary (stages-1 entries): the link part of a crossing,
+     * activations stage s -> s+1 and gradients stage s+1 -> s. */
+    const double *activation_transfer;
+    const double *gradient_transfer;
+    /* Per boundary, the parts the devices do themselves; each may be NULL
+     * (0): stage s's device copying its activation out, stage s+1's copying
+     * it in, stage s+1's copying its gradient out, stage s's copying it in. */
+    const double *activation_send, *activation_recv;
+    const double *gradient_send, *gradient_recv;
+    /* Per boundary, may be NULL (0): what the sending device does with the
+     * tensor before it copies it out (the executor's check for NaN and Inf
+     * on CPU devices), activations and gradients; no event (the executor
+     * records none), so it counts as idle in the bubble as measured. */
+    const double *activation_check, *gradient_check;
     const double *step; /* optimizer step per device (devices entries); may be NULL */
+    double wake_s;      /* a device waking a peer blocked on it (above) */
+    double handoff_s;   /* from a wake to the woken thread running (above) */
 } bg_sim_costs_t;
 
 /* Runs `steps` training steps of `schedule` and appends them to `tl` (made

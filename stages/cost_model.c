@@ -1,6 +1,7 @@
 #include "cost_model.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu/backend_cpu.h"
 #include "layer.h"
@@ -214,12 +215,55 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
     return t;
 }
 
+int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int slots,
+                           bg_cost_measured_stage_t *out) {
+    const bg_profile_t *prof = m->cfg.profile;
+    if (prof == NULL) return 0;
+    const bg_stage_profile_t *best = NULL;
+    for (int i = 0; i < prof->stage_count; i++) {
+        const bg_stage_profile_t *sp = &prof->stage[i];
+        if (sp->first != first || sp->last != last) continue;
+        if (best == NULL || abs(sp->slots - slots) < abs(best->slots - slots)) best = sp;
+    }
+    if (best == NULL) return 0;
+    const double scale = (double)m->micro / (double)prof->batch;
+    bg_cost_measured_stage_t r = {0};
+    r.time.forward = scale * best->forward_s;
+    r.time.backward = scale * best->backward_s;
+    r.time.weight = m->weight_s[last] - m->weight_s[first];
+    r.time.update = best->update_s;
+    r.time.recompute = m->cfg.recompute ? r.time.forward : 0;
+    r.recv_s = scale * best->recv_s;
+    r.send_s = scale * best->send_s;
+    r.grad_recv_s = scale * best->grad_recv_s;
+    r.grad_send_s = scale * best->grad_send_s;
+    r.check_s = scale * best->check_s;
+    r.grad_check_s = scale * best->grad_check_s;
+    *out = r;
+    return 1;
+}
+
 size_t bg_cost_boundary_bytes(const bg_cost_model_t *m, int layer) {
     return (size_t)(m->boundary[layer] * m->micro) * m->elem;
 }
 
 double bg_cost_transfer_seconds(const bg_cost_link_t *link, size_t bytes) {
     return (double)bytes / link->bytes_per_s + link->latency_s;
+}
+
+bg_cost_crossing_t bg_cost_boundary_crossing(const bg_cost_model_t *m, const bg_cost_link_t *link,
+                                             int layer) {
+    const size_t bytes = bg_cost_boundary_bytes(m, layer);
+    if (link->copy_bytes_per_s <= 0)
+        return (bg_cost_crossing_t){0, bg_cost_transfer_seconds(link, bytes), 0};
+    const bg_profile_t *prof = m->cfg.profile;
+    if (prof != NULL && prof->version >= 2 && layer > 0 && layer < m->layers) {
+        const double scale = (double)m->micro / (double)prof->batch;
+        return (bg_cost_crossing_t){scale * prof->layer[layer].send_s, link->latency_s,
+                                    scale * prof->layer[layer].recv_s};
+    }
+    const double copy = (double)bytes / link->copy_bytes_per_s;
+    return (bg_cost_crossing_t){copy, link->latency_s, copy};
 }
 
 bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_stage_t *stage) {

@@ -76,10 +76,24 @@ typedef struct bg_cost_device {
         .op_overhead_s = BG_COST_CPU_OP_OVERHEAD_S, .memory_bytes = 0                              \
     }
 
-/* A link between two devices, one direction. */
+/* A link between two devices, one direction.
+ *
+ * Who moves the bytes: on GPUs a copy engine carries them over the link
+ * while both devices compute (copy_bytes_per_s = 0: the link's bandwidth and
+ * latency are the whole transfer). Between CPU devices the threads copy
+ * them themselves, the sender into the channel's ring, the receiver out of
+ * it (copy_bytes_per_s > 0: each end spends bytes / copy_bytes_per_s of its
+ * own time, and only the latency, the hand-over from one thread to the
+ * other, lies between). wake_s and handoff_s are what a hand-over between
+ * host threads costs (bg_sim_costs_t); 0 where not measured. For the
+ * planner's estimate a transfer is bytes / bytes_per_s + latency_s either
+ * way. */
 typedef struct bg_cost_link {
     double bytes_per_s; /* > 0 */
     double latency_s;
+    double copy_bytes_per_s; /* > 0: the devices copy at each end (above) */
+    double wake_s;           /* a thread waking another blocked on it */
+    double handoff_s;        /* from that wake to the woken thread running */
 } bg_cost_link_t;
 
 /* Two CPU devices of one machine: a channel copies a tensor into a host ring
@@ -88,7 +102,7 @@ typedef struct bg_cost_link {
  * measurement: a profile measures memcpy on the machine (40 to 48 GB/s on a
  * 4 MiB buffer on the development machine) and then replaces it. */
 #define BG_COST_LINK_HOST_INIT                                                                     \
-    { .bytes_per_s = 5e9, .latency_s = 5e-6 }
+    { .bytes_per_s = 5e9, .latency_s = 5e-6, .copy_bytes_per_s = 0, .wake_s = 0, .handoff_s = 0 }
 
 typedef struct bg_cost_config {
     const bg_model_spec_t *spec; /* must outlive the model */
@@ -147,6 +161,37 @@ size_t bg_cost_boundary_bytes(const bg_cost_model_t *model, int layer);
 
 /* Seconds `link` takes to carry `bytes`. */
 double bg_cost_transfer_seconds(const bg_cost_link_t *link, size_t bytes);
+
+/* The parts of one crossing of boundary `layer` (as bytes of
+ * bg_cost_boundary_bytes) over `link`: the sending device's own copy, the
+ * link's part, the receiving device's own copy. With copy_bytes_per_s > 0
+ * the copies come from the profile's measured send_s and recv_s of that
+ * boundary when it has them (version 2, scaled to the micro-batch), else
+ * from copy_bytes_per_s, and the link's part is its latency; otherwise the
+ * copies are 0 and the link's part is bg_cost_transfer_seconds. */
+typedef struct bg_cost_crossing {
+    double send_s, link_s, recv_s;
+} bg_cost_crossing_t;
+
+bg_cost_crossing_t bg_cost_boundary_crossing(const bg_cost_model_t *model,
+                                             const bg_cost_link_t *link, int layer);
+
+/* A layer range as the profile timed it as a stage of its own (version 2
+ * profiles): its times (per micro-batch, scaled to this model's; the update
+ * per step; weight from the layers' dW; recompute the forward again with
+ * --recompute) and the channel copies it made around its ops, the
+ * activation in and out, the gradient in and out. */
+typedef struct bg_cost_measured_stage {
+    bg_cost_time_t time;
+    double recv_s, send_s, grad_recv_s, grad_send_s;
+    double check_s, grad_check_s; /* the NaN/Inf checks before its sends */
+} bg_cost_measured_stage_t;
+
+/* Fills *out for layers [first, last) with `slots` micro-batches in flight
+ * (the entry with the nearest slot count) and returns 1, or returns 0 when
+ * the profile has no such range (or there is no profile). */
+int bg_cost_measured_stage(const bg_cost_model_t *model, int first, int last, int slots,
+                           bg_cost_measured_stage_t *out);
 
 /* A stage to price: layers [first, last) with its schedule's stash slots. */
 typedef struct bg_cost_stage {

@@ -138,7 +138,10 @@ bg_status_t bg_device_links_create(const bg_topology_t *topo, const bg_device_li
                                     : bg_topology_core_link(topo, da->physical, db->physical);
                 *word = w;
                 *link = *host;
-                if (strcmp(w, "SYS") == 0) link->bytes_per_s *= cross_numa_share;
+                if (strcmp(w, "SYS") == 0) {
+                    link->bytes_per_s *= cross_numa_share;
+                    link->copy_bytes_per_s *= cross_numa_share;
+                }
             }
         }
     }

@@ -11,6 +11,12 @@ void bg_plan_costs_destroy(bg_plan_costs_t *c) {
     free(c->recompute);
     free(c->activation_transfer);
     free(c->gradient_transfer);
+    free(c->activation_send);
+    free(c->activation_recv);
+    free(c->gradient_send);
+    free(c->gradient_recv);
+    free(c->activation_check);
+    free(c->gradient_check);
     free(c->step);
     free(c);
 }
@@ -28,27 +34,67 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
     c->recompute = calloc(n, sizeof(double));
     c->activation_transfer = calloc(links, sizeof(double));
     c->gradient_transfer = calloc(links, sizeof(double));
+    c->activation_send = calloc(links, sizeof(double));
+    c->activation_recv = calloc(links, sizeof(double));
+    c->gradient_send = calloc(links, sizeof(double));
+    c->gradient_recv = calloc(links, sizeof(double));
+    c->activation_check = calloc(links, sizeof(double));
+    c->gradient_check = calloc(links, sizeof(double));
     c->step = calloc((size_t)devices, sizeof(double));
     if (!c->forward || !c->backward || !c->weight || !c->recompute || !c->activation_transfer ||
-        !c->gradient_transfer || !c->step) {
+        !c->gradient_transfer || !c->activation_send || !c->activation_recv || !c->gradient_send ||
+        !c->gradient_recv || !c->activation_check || !c->gradient_check || !c->step) {
+        bg_plan_costs_destroy(c);
+        return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
+    }
+    /* Stages the profile timed as stages of their own, with the plan's
+     * stash slots, take those times; others the sums over their layers. */
+    bg_cost_measured_stage_t *measured = calloc(n, sizeof *measured);
+    int *found = calloc(n, sizeof *found);
+    if (measured == NULL || found == NULL) {
+        free(measured);
+        free(found);
         bg_plan_costs_destroy(c);
         return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
     }
     for (int s = 0; s < stages; s++) {
-        const bg_cost_time_t *t = &part->stage[s].time;
+        const bg_partition_stage_t *ps = &part->stage[s];
+        found[s] = bg_cost_measured_stage(plan->model, ps->first_layer, ps->last_layer,
+                                          plan->stash_slots[s], &measured[s]);
+        const bg_cost_time_t *t = found[s] ? &measured[s].time : &ps->time;
         c->forward[s] = t->forward;
         c->backward[s] = split ? t->backward - t->weight : t->backward;
         /* The difference of two sums of the same terms may round below 0. */
         if (c->backward[s] < 0) c->backward[s] = 0;
         c->weight[s] = split ? t->weight : 0;
         c->recompute[s] = t->recompute;
-        c->step[part->stage[s].device] += t->update;
+        c->step[ps->device] += t->update;
     }
     for (int b = 0; b + 1 < stages; b++) {
-        size_t bytes = bg_cost_boundary_bytes(plan->model, part->stage[b + 1].first_layer);
-        c->activation_transfer[b] = bg_cost_transfer_seconds(bg_plan_link(plan, b, b + 1), bytes);
-        c->gradient_transfer[b] = bg_cost_transfer_seconds(bg_plan_link(plan, b + 1, b), bytes);
+        /* Each direction over the link between the two stages' devices. */
+        const bg_cost_link_t *ahead = bg_plan_link(plan, b, b + 1),
+                             *back = bg_plan_link(plan, b + 1, b);
+        const int layer = part->stage[b + 1].first_layer;
+        bg_cost_crossing_t x = bg_cost_boundary_crossing(plan->model, ahead, layer);
+        bg_cost_crossing_t y = bg_cost_boundary_crossing(plan->model, back, layer);
+        c->activation_transfer[b] = x.link_s;
+        c->activation_send[b] = x.send_s;
+        c->activation_recv[b] = x.recv_s;
+        c->gradient_transfer[b] = y.link_s;
+        c->gradient_send[b] = y.send_s;
+        c->gradient_recv[b] = y.recv_s;
+        /* Copies the devices make: as the two stages made them when timed. */
+        if (ahead->copy_bytes_per_s > 0 && found[b] && found[b + 1]) {
+            c->activation_send[b] = measured[b].send_s;
+            c->activation_recv[b] = measured[b + 1].recv_s;
+            c->gradient_send[b] = measured[b + 1].grad_send_s;
+            c->gradient_recv[b] = measured[b].grad_recv_s;
+            c->activation_check[b] = measured[b].check_s;
+            c->gradient_check[b] = measured[b + 1].grad_check_s;
+        }
     }
+    free(measured);
+    free(found);
     c->sim = (bg_sim_costs_t){
         .forward = c->forward,
         .backward = c->backward,
@@ -56,7 +102,15 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         .recompute = c->recompute,
         .activation_transfer = c->activation_transfer,
         .gradient_transfer = c->gradient_transfer,
+        .activation_send = c->activation_send,
+        .activation_recv = c->activation_recv,
+        .gradient_send = c->gradient_send,
+        .gradient_recv = c->gradient_recv,
+        .activation_check = c->activation_check,
+        .gradient_check = c->gradient_check,
         .step = c->step,
+        .wake_s = plan->request.link.wake_s,
+        .handoff_s = plan->request.link.handoff_s,
     };
     *out = c;
     return BG_OK;

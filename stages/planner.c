@@ -128,8 +128,15 @@ double bg_plan_samples_per_s(const bg_plan_t *p) {
 
 bg_cost_link_t bg_plan_profile_link(const bg_profile_t *profile) {
     bg_cost_link_t link = BG_COST_LINK_HOST_INIT;
-    if (profile != NULL && profile->copy_bytes_per_s > 0)
+    if (profile != NULL && profile->copy_bytes_per_s > 0) {
         link.bytes_per_s = profile->copy_bytes_per_s / 2;
+        link.copy_bytes_per_s = profile->copy_bytes_per_s;
+    }
+    if (profile != NULL && profile->version >= 2) {
+        link.latency_s = profile->handoff_s;
+        link.wake_s = profile->wake_s;
+        link.handoff_s = profile->handoff_s;
+    }
     return link;
 }
 

@@ -100,7 +100,9 @@ double bg_plan_samples_per_s(const bg_plan_t *plan);
 
 /* The link between two CPU devices as a profile measured it: a channel
  * copies a tensor twice (into the ring and out of it), each a memcpy at the
- * profile's copy_bytes_per_s, and wakes the receiver (a few microseconds). */
+ * profile's copy_bytes_per_s, done by the two devices' threads
+ * (copy_bytes_per_s set), and wakes the receiver: with a version 2 profile
+ * its measured hand-off (the latency) and wake costs, else 5 us. */
 bg_cost_link_t bg_plan_profile_link(const bg_profile_t *profile);
 
 /* --- searching M and the schedule ------------------------------------- */
@@ -131,12 +133,17 @@ bg_status_t bg_plan_search(const bg_plan_request_t *request, unsigned flags, bg_
 /* Per-stage durations for bg_simulate, from a plan's cost model: forward;
  * backward (dX and dW, or dX only when the schedule splits the backward,
  * zb-h1); weight (dW, split schedules); recompute; activation and gradient
- * transfers of each boundary's bytes over the request's link; and per
- * device the optimizer step, the sum of its stages' updates. */
+ * crossings of each boundary over the request's link, split into the
+ * devices' copies and the link's part (bg_cost_boundary_crossing); the
+ * link's wake and hand-off costs; and per device the optimizer step, the
+ * sum of its stages' updates. */
 typedef struct bg_plan_costs {
     bg_sim_costs_t sim; /* points into the arrays below */
     double *forward, *backward, *weight, *recompute;
     double *activation_transfer, *gradient_transfer; /* S - 1 entries (at least 1) */
+    double *activation_send, *activation_recv;       /* the devices' own copies */
+    double *gradient_send, *gradient_recv;           /* (bg_cost_boundary_crossing) */
+    double *activation_check, *gradient_check;       /* measured stages only */
     double *step;                                    /* K entries */
 } bg_plan_costs_t;
 

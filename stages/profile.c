@@ -1,151 +1,317 @@
 #include "profile.h"
 
-#include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include <cjson/cJSON.h>
-
+#include "channel.h"
 #include "cpu/backend_cpu.h"
-#include "layer.h"
+#include "profile_impl.h"
+#include "rng.h"
+#include "stage.h"
 
-enum { WARMUP = 2, MAX_REPETITIONS = 101 };
+enum { WARMUP = PROFILE_WARMUP, MAX_REPETITIONS = 101, MAX_STASH_SLOTS = 64 };
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+/* How long an end of the channel measurement works before it sends: long
+ * enough that the other thread is asleep (a virtual machine's vCPU then
+ * halts, and waking it costs more than after a short sleep), about as long
+ * as pipeline stages wait for each other. */
+#define PAUSE_S 1e-3
 
 static int compare_doubles(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-/* Buffers for timing one layer. */
-typedef struct layer_bench {
-    bg_backend_t *be;
-    const bg_layer_spec_t *spec;
-    bg_layer_params_t p;
-    void *x, *y, *dy, *dx, *workspace, *state[2];
-    int32_t *labels;
-    int64_t n;
-} layer_bench_t;
-
-typedef enum bench_op { OP_FORWARD, OP_BACKWARD_DATA, OP_BACKWARD_WEIGHTS, OP_UPDATE } bench_op_t;
-
-static bg_status_t run_op(layer_bench_t *b, bench_op_t op, const bg_optimizer_config_t *opt) {
-    const bg_layer_spec_t *l = b->spec;
-    bg_backend_t *be = b->be;
-    if (l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
-        double loss;
-        int64_t correct;
-        if (op == OP_FORWARD)
-            return be->ops->softmax_xent_forward(be, b->n, l->in.c, b->x, b->labels, b->y, &loss,
-                                                 &correct);
-        if (op == OP_BACKWARD_DATA)
-            return be->ops->softmax_xent_backward(be, b->n, l->in.c, b->y, b->labels, 1.0, b->dx);
-        return BG_OK;
-    }
-    switch (op) {
-    case OP_FORWARD: return bg_layer_forward(l, be, &b->p, b->n, b->x, b->y, b->workspace);
-    case OP_BACKWARD_DATA:
-        return bg_layer_backward_data(l, be, &b->p, b->n, b->x, b->y, b->dy, b->dx, b->workspace);
-    case OP_BACKWARD_WEIGHTS:
-        return bg_layer_backward_weights(l, be, &b->p, b->n, b->x, b->dy, b->workspace);
-    case OP_UPDATE:
-        if (b->p.weight_count == 0) return BG_OK;
-        BG_CHECK(bg_optimizer_update(opt, be, 1, b->p.weight_count, b->p.weight, b->p.weight_grad,
-                                     b->state));
-        return BG_OK;
-    }
-    return BG_OK;
+double profile_median(double *values, int n) {
+    if (n < 1) return 0;
+    qsort(values, (size_t)n, sizeof *values, compare_doubles);
+    return values[n / 2];
 }
 
-/* Median seconds of `reps` runs after warm-up. */
-static bg_status_t time_op(layer_bench_t *b, bench_op_t op, const bg_optimizer_config_t *opt,
-                           int reps, double *seconds) {
-    double times[MAX_REPETITIONS];
-    for (int k = 0; k < WARMUP + reps; k++) {
-        double start = now();
-        BG_CHECK(run_op(b, op, opt));
-        if (k >= WARMUP) times[k - WARMUP] = now() - start;
+/* ---- layer times, inside a stage of the whole model ---- */
+
+/* Samples per layer: sample[op][layer * capacity + k]. */
+enum { OP_FORWARD, OP_BACKWARD_DATA, OP_BACKWARD_WEIGHTS, OP_UPDATE, OPS };
+
+typedef struct layer_samples {
+    int layers, capacity, count[OPS];
+    double *sample[OPS];
+    double *now[OPS]; /* what the stage adds to during one call, per layer */
+} layer_samples_t;
+
+/* Moves what the stage timed in the last call into the samples. */
+static void collect(layer_samples_t *ls, int op) {
+    for (int i = 0; i < ls->layers; i++) {
+        ls->sample[op][(size_t)i * (size_t)ls->capacity + (size_t)ls->count[op]] = ls->now[op][i];
+        ls->now[op][i] = 0;
     }
-    qsort(times, (size_t)reps, sizeof *times, compare_doubles);
-    *seconds = times[reps / 2];
-    return BG_OK;
+    ls->count[op]++;
 }
 
-static void free_bench(layer_bench_t *b) {
-    bg_backend_t *be = b->be;
-    void *buffers[] = {
-        b->x,        b->y,        b->dy,     b->dx,     b->workspace,     b->state[0],
-        b->state[1], b->p.weight, b->p.bias, b->labels, b->p.weight_grad, b->p.bias_grad};
-    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) be->ops->free(be, buffers[i]);
-}
-
-static bg_status_t fill_uniform(bg_backend_t *be, void *dst, int64_t count, uint64_t stream) {
-    double *host = malloc(sizeof(double) * (size_t)(count > 0 ? count : 1));
-    if (host == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
+static void fill_floats(float *dst, int64_t count, uint64_t stream) {
     bg_rng_t rng;
     bg_rng_seed(&rng, 42, stream);
-    for (int64_t i = 0; i < count; i++) host[i] = 2 * bg_rng_uniform(&rng) - 1;
-    bg_status_t st = bg_backend_upload_doubles(be, dst, host, count);
-    free(host);
-    return st;
+    for (int64_t i = 0; i < count; i++) dst[i] = (float)(2 * bg_rng_uniform(&rng) - 1);
 }
 
-static bg_status_t profile_layer(bg_backend_t *be, const bg_profile_config_t *cfg, int index,
-                                 bg_layer_profile_t *out) {
-    const bg_layer_spec_t *l = &cfg->spec->layers[index];
-    layer_bench_t b = {.be = be, .spec = l, .n = cfg->batch};
-    const int64_t in = cfg->batch * bg_shape_numel(l->in),
-                  outn = cfg->batch * bg_shape_numel(l->out);
-    bg_status_t st;
-    bg_layer_param_counts(l, &b.p.weight_count, &b.p.bias_count);
-    BG_CHECK_GOTO(bg_backend_alloc_elems(be, in, &b.x), st, done);
-    BG_CHECK_GOTO(bg_backend_alloc_elems(be, outn, &b.y), st, done);
-    BG_CHECK_GOTO(bg_backend_alloc_elems(be, outn, &b.dy), st, done);
-    BG_CHECK_GOTO(bg_backend_alloc_elems(be, in, &b.dx), st, done);
-    BG_CHECK_GOTO(
-        be->ops->alloc(be, bg_layer_workspace_bytes(l, be, cfg->batch) + 64, &b.workspace), st,
-        done);
-    BG_CHECK_GOTO(be->ops->alloc(be, sizeof(int32_t) * (size_t)cfg->batch, (void **)&b.labels), st,
-                  done);
-    if (b.p.weight_count > 0) {
-        BG_CHECK_GOTO(bg_backend_alloc_elems(be, b.p.weight_count, &b.p.weight), st, done);
-        BG_CHECK_GOTO(bg_backend_alloc_elems(be, b.p.bias_count, &b.p.bias), st, done);
-        BG_CHECK_GOTO(bg_backend_alloc_elems(be, b.p.weight_count, &b.p.weight_grad), st, done);
-        BG_CHECK_GOTO(bg_backend_alloc_elems(be, b.p.bias_count, &b.p.bias_grad), st, done);
-        for (int k = 0; k < 2; k++)
-            BG_CHECK_GOTO(bg_backend_alloc_elems(be, b.p.weight_count, &b.state[k]), st, done);
-        BG_CHECK_GOTO(fill_uniform(be, b.p.weight, b.p.weight_count, 1), st, done);
-        BG_CHECK_GOTO(fill_uniform(be, b.p.bias, b.p.bias_count, 2), st, done);
+/* One round: `slots` forwards, their backwards in the same order, an
+ * update; `record` keeps the times. */
+static bg_status_t run_round(bg_stage_t *stage, const bg_profile_config_t *cfg, int slots,
+                             layer_samples_t *ls, int record) {
+    BG_CHECK(bg_stage_zero_grads(stage));
+    for (int k = 0; k < slots; k++) {
+        BG_CHECK(bg_stage_forward_slot(stage, k, cfg->batch, 1, NULL));
+        if (record) collect(ls, OP_FORWARD);
     }
-    BG_CHECK_GOTO(fill_uniform(be, b.x, in, 3), st, done);
-    BG_CHECK_GOTO(fill_uniform(be, b.dy, outn, 4), st, done);
+    for (int k = 0; k < slots; k++) {
+        BG_CHECK(bg_stage_backward_slot(stage, k, cfg->batch, 1.0 / (double)(cfg->batch * slots)));
+        if (record) {
+            collect(ls, OP_BACKWARD_DATA);
+            collect(ls, OP_BACKWARD_WEIGHTS);
+        }
+    }
+    BG_CHECK(bg_stage_step(stage));
+    if (record) collect(ls, OP_UPDATE);
+    for (int op = 0; !record && op < OPS; op++)
+        for (int i = 0; i < ls->layers; i++) ls->now[op][i] = 0;
+    return BG_OK;
+}
+
+static bg_status_t measure_layers(bg_backend_t *be, const bg_profile_config_t *cfg,
+                                  bg_profile_t *p) {
+    const bg_model_spec_t *spec = cfg->spec;
+    const int n = spec->num_layers, slots = cfg->stash_slots, reps = cfg->repetitions;
+    layer_samples_t ls = {.layers = n, .capacity = reps * slots};
+    bg_stage_t *stage = NULL;
+    float *host = NULL;
+    int32_t *labels = NULL;
+    bg_status_t st = BG_OK;
+    for (int op = 0; op < OPS; op++) {
+        ls.sample[op] = calloc((size_t)n * (size_t)ls.capacity, sizeof(double));
+        ls.now[op] = calloc((size_t)n, sizeof(double));
+        BG_ALLOC_CHECK_GOTO(ls.sample[op], st, done);
+        BG_ALLOC_CHECK_GOTO(ls.now[op], st, done);
+    }
+    bg_stage_config_t sc = BG_STAGE_CONFIG_INIT;
+    sc.spec = spec;
+    sc.first_layer = 0;
+    sc.last_layer = n;
+    sc.backend = be;
+    sc.max_batch = cfg->batch;
+    sc.seed = 1;
+    sc.optimizer = cfg->optimizer;
+    sc.stash_slots = slots;
+    BG_CHECK_GOTO(bg_stage_create(&sc, &stage), st, done);
+    const int64_t in = cfg->batch * bg_shape_numel(spec->layers[0].in);
+    host = malloc(sizeof(float) * (size_t)in);
     /* Labels stay 0: valid for any number of classes. */
-    const int reps = cfg->repetitions;
-    *out = (bg_layer_profile_t){0};
-    BG_CHECK_GOTO(time_op(&b, OP_FORWARD, &cfg->optimizer, reps, &out->forward_s), st, done);
-    BG_CHECK_GOTO(time_op(&b, OP_BACKWARD_DATA, &cfg->optimizer, reps, &out->backward_data_s), st,
-                  done);
-    if (b.p.weight_count > 0) {
-        BG_CHECK_GOTO(
-            time_op(&b, OP_BACKWARD_WEIGHTS, &cfg->optimizer, reps, &out->backward_weights_s), st,
-            done);
-        BG_CHECK_GOTO(time_op(&b, OP_UPDATE, &cfg->optimizer, reps, &out->update_s), st, done);
+    labels = calloc((size_t)cfg->batch, sizeof(int32_t));
+    BG_ALLOC_CHECK_GOTO(host, st, done);
+    BG_ALLOC_CHECK_GOTO(labels, st, done);
+    for (int k = 0; k < slots; k++) {
+        fill_floats(host, in, 3 + (uint64_t)k);
+        BG_CHECK_GOTO(bg_stage_load_slot(stage, k, cfg->batch, host, labels), st, done);
+    }
+    if (!bg_stage_has_loss(stage)) {
+        const int64_t out = cfg->batch * bg_shape_numel(spec->layers[n - 1].out);
+        double *dy = malloc(sizeof(double) * (size_t)out);
+        BG_ALLOC_CHECK_GOTO(dy, st, done);
+        for (int64_t i = 0; i < out; i++) dy[i] = 1e-3 * (double)(i % 7);
+        st = bg_backend_upload_doubles(be, bg_stage_output_grad(stage), dy, out);
+        free(dy);
+        BG_CHECK_GOTO(st, st, done);
+    }
+    bg_stage_layer_times_t times = {ls.now[OP_FORWARD], ls.now[OP_BACKWARD_DATA],
+                                    ls.now[OP_BACKWARD_WEIGHTS], ls.now[OP_UPDATE]};
+    bg_stage_set_layer_times(stage, &times);
+    for (int r = 0; r < WARMUP + reps; r++)
+        BG_CHECK_GOTO(run_round(stage, cfg, slots, &ls, r >= WARMUP), st, done);
+    for (int i = 0; i < n; i++) {
+        bg_layer_profile_t *l = &p->layer[i];
+        const size_t at = (size_t)i * (size_t)ls.capacity;
+        l->forward_s = profile_median(ls.sample[OP_FORWARD] + at, ls.count[OP_FORWARD]);
+        l->backward_data_s =
+            profile_median(ls.sample[OP_BACKWARD_DATA] + at, ls.count[OP_BACKWARD_DATA]);
+        l->backward_weights_s =
+            profile_median(ls.sample[OP_BACKWARD_WEIGHTS] + at, ls.count[OP_BACKWARD_WEIGHTS]);
+        l->update_s = profile_median(ls.sample[OP_UPDATE] + at, ls.count[OP_UPDATE]);
     }
 done:
-    free_bench(&b);
-    if (st != BG_OK) bg_error_prefix(st, "profiling layer %d: ", index);
+    bg_stage_destroy(stage);
+    free(host);
+    free(labels);
+    for (int op = 0; op < OPS; op++) {
+        free(ls.sample[op]);
+        free(ls.now[op]);
+    }
+    if (st != BG_OK) bg_error_prefix(st, "profiling the layers: ");
     return st;
 }
 
-/* Bytes per second of one memcpy of a few MiB, as a channel does. */
+/* ---- channel costs, between two threads ---- */
+
+/* A pause long enough that the other thread is asleep on its channel, spent
+ * writing the buffer about to be sent, as a stage computes its output. */
+static void produce(void *buffer, size_t bytes) {
+    const double until = bg_channel_clock() + PAUSE_S;
+    unsigned char value = 1;
+    do memset(buffer, value++, bytes > 0 ? bytes : 0);
+    while (bg_channel_clock() < until);
+}
+
+/* The two ends: each sends `rounds` messages of `bytes` and receives as
+ * many, in turn (the main end first), and notes its copies and waits. */
+typedef struct channel_end {
+    bg_channel_t *out, *in;
+    bg_backend_t *be;
+    void *src, *dst;
+    size_t bytes, capacity;
+    int rounds, first; /* first: sends before it receives */
+    bg_topology_t *topology;
+    int core;
+    double *send, *recv;       /* rounds entries: own copies */
+    double *sent_at, *woke_at; /* rounds: own send done; own return from send */
+    double *ready_at;          /* rounds: own receive ready */
+    bg_status_t status;
+} channel_end_t;
+
+static bg_status_t run_end(channel_end_t *e) {
+    for (int k = 0; k < e->rounds; k++) {
+        bg_channel_timing_t t;
+        size_t got;
+        if (!e->first) {
+            BG_CHECK(bg_channel_recv(e->in, e->be, k, e->dst, e->capacity, &got, &t));
+            e->recv[k] = t.done - t.ready;
+            e->ready_at[k] = t.ready;
+        }
+        produce(e->src, e->bytes);
+        BG_CHECK(bg_channel_send(e->out, e->be, k, e->src, e->bytes, &t));
+        e->woke_at[k] = bg_channel_clock();
+        e->send[k] = t.done - t.ready;
+        e->sent_at[k] = t.done;
+        if (e->first) {
+            BG_CHECK(bg_channel_recv(e->in, e->be, k, e->dst, e->capacity, &got, &t));
+            e->recv[k] = t.done - t.ready;
+            e->ready_at[k] = t.ready;
+        }
+    }
+    return BG_OK;
+}
+
+static void *peer_main(void *arg) {
+    channel_end_t *e = arg;
+    if (e->topology != NULL && bg_topology_bind_thread(e->topology, e->core) != BG_OK)
+        bg_error_clear();
+    e->status = run_end(e);
+    return NULL;
+}
+
+/* Medians of one message size's exchanges, both directions together. */
+typedef struct crossing {
+    double send, recv, handoff, wake;
+} crossing_t;
+
+static bg_status_t measure_crossing(bg_backend_t *be, const bg_profile_config_t *cfg, size_t bytes,
+                                    crossing_t *out) {
+    enum { ROUNDS_MAX = MAX_REPETITIONS + WARMUP };
+    const int rounds = WARMUP + cfg->repetitions;
+    bg_channel_t *ab = NULL, *ba = NULL;
+    void *buffers[4] = {NULL, NULL, NULL, NULL};
+    double times[2][5][ROUNDS_MAX];
+    bg_status_t st = BG_OK;
+    bg_channel_config_t cc = {
+        .slot_bytes = bytes, .capacity = 2, .name = "profile channel", .timeout_s = 60};
+    BG_CHECK_GOTO(bg_channel_create(&cc, &ab), st, done);
+    BG_CHECK_GOTO(bg_channel_create(&cc, &ba), st, done);
+    for (int i = 0; i < 4; i++) {
+        buffers[i] = malloc(bytes > 0 ? bytes : 1);
+        BG_ALLOC_CHECK_GOTO(buffers[i], st, done);
+        memset(buffers[i], 0, bytes);
+    }
+    channel_end_t ends[2];
+    for (int s = 0; s < 2; s++)
+        ends[s] = (channel_end_t){.out = s ? ba : ab,
+                                  .in = s ? ab : ba,
+                                  .be = be,
+                                  .src = buffers[2 * s],
+                                  .dst = buffers[2 * s + 1],
+                                  .bytes = bytes,
+                                  .capacity = bytes,
+                                  .rounds = rounds,
+                                  .first = s == 0,
+                                  .topology = cfg->topology,
+                                  .core = cfg->peer_core,
+                                  .send = times[s][0],
+                                  .recv = times[s][1],
+                                  .sent_at = times[s][2],
+                                  .woke_at = times[s][3],
+                                  .ready_at = times[s][4]};
+    pthread_t peer;
+    if (pthread_create(&peer, NULL, peer_main, &ends[1]) != 0) {
+        st = bg_error_set(BG_ERR_INTERNAL, "profile: cannot start the channel's second thread");
+        goto done;
+    }
+    ends[0].status = run_end(&ends[0]);
+    if (ends[0].status != BG_OK) {
+        bg_channel_abort(ab);
+        bg_channel_abort(ba);
+    }
+    pthread_join(peer, NULL);
+    BG_CHECK_GOTO(ends[0].status, st, done);
+    BG_CHECK_GOTO(ends[1].status, st, done);
+    /* After warm-up, both directions: a send of one end, the receive of the
+     * other (asleep since the pause began). */
+    double send[2 * ROUNDS_MAX], recv[2 * ROUNDS_MAX], handoff[2 * ROUNDS_MAX],
+        wake[2 * ROUNDS_MAX];
+    int n = 0;
+    for (int k = WARMUP; k < rounds; k++)
+        for (int s = 0; s < 2; s++, n++) {
+            send[n] = times[s][0][k];
+            recv[n] = times[1 - s][1][k];
+            handoff[n] = times[1 - s][4][k] - times[s][2][k];
+            wake[n] = times[s][3][k] - times[s][2][k];
+        }
+    *out = (crossing_t){profile_median(send, n), profile_median(recv, n),
+                        profile_median(handoff, n), profile_median(wake, n)};
+done:
+    bg_channel_destroy(ab);
+    bg_channel_destroy(ba);
+    for (int i = 0; i < 4; i++) free(buffers[i]);
+    return st;
+}
+
+/* Every layer boundary's crossing at the micro-batch size; the hand-off and
+ * wake are medians over all sizes (they do not depend on the size). */
+static bg_status_t measure_channels(bg_backend_t *be, const bg_profile_config_t *cfg,
+                                    bg_profile_t *p) {
+    const int n = cfg->spec->num_layers;
+    double *handoff = calloc((size_t)n, sizeof(double)), *wake = calloc((size_t)n, sizeof(double));
+    bg_status_t st = BG_OK;
+    int count = 0;
+    BG_ALLOC_CHECK_GOTO(handoff, st, done);
+    BG_ALLOC_CHECK_GOTO(wake, st, done);
+    for (int i = 1; i < n; i++) {
+        size_t bytes = bg_backend_bytes(be, cfg->batch * bg_shape_numel(cfg->spec->layers[i].in));
+        crossing_t c;
+        BG_CHECK_GOTO(measure_crossing(be, cfg, bytes, &c), st, done);
+        p->layer[i].send_s = c.send;
+        p->layer[i].recv_s = c.recv;
+        handoff[count] = c.handoff;
+        wake[count++] = c.wake;
+    }
+    p->handoff_s = profile_median(handoff, count);
+    p->wake_s = profile_median(wake, count);
+done:
+    free(handoff);
+    free(wake);
+    if (st != BG_OK) bg_error_prefix(st, "profiling the channels: ");
+    return st;
+}
+
+/* Bytes per second of one memcpy of a few MiB. */
 static double measure_copy(void) {
     enum { BYTES = 4 << 20 };
     char *a = malloc(BYTES), *b = malloc(BYTES);
@@ -154,9 +320,9 @@ static double measure_copy(void) {
     memset(a, 1, BYTES);
     memset(b, 2, BYTES);
     for (int k = 0; k < 7; k++) {
-        double start = now();
+        double start = bg_channel_clock();
         memcpy(k % 2 ? a : b, k % 2 ? b : a, BYTES);
-        double rate = BYTES / (now() - start);
+        double rate = BYTES / (bg_channel_clock() - start);
         if (rate > best) best = rate;
     }
 done:
@@ -167,15 +333,19 @@ done:
 
 bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **out) {
     if (cfg->spec == NULL || cfg->batch < 1 || cfg->repetitions < 1 ||
-        cfg->repetitions > MAX_REPETITIONS)
+        cfg->repetitions > MAX_REPETITIONS || cfg->stash_slots < 1 ||
+        cfg->stash_slots > MAX_STASH_SLOTS || cfg->microbatches < 1 ||
+        cfg->microbatches > MAX_STASH_SLOTS)
         return bg_error_set(BG_ERR_INVALID,
-                            "profile: need a model, batch >= 1 and 1..%d "
-                            "repetitions",
-                            MAX_REPETITIONS);
+                            "profile: need a model, batch >= 1, 1..%d repetitions and 1..%d "
+                            "stash slots and micro-batches",
+                            MAX_REPETITIONS, MAX_STASH_SLOTS);
     bg_profile_t *p = calloc(1, sizeof *p);
     if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
+    p->version = BG_PROFILE_VERSION;
     p->layers = cfg->spec->num_layers;
     p->batch = cfg->batch;
+    p->stash_slots = cfg->stash_slots;
     p->fingerprint = cfg->spec->fingerprint;
     snprintf(p->device, sizeof p->device, "cpu");
     p->layer = calloc((size_t)p->layers, sizeof *p->layer);
@@ -184,8 +354,9 @@ bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **ou
     BG_ALLOC_CHECK_GOTO(p->layer, st, fail);
     bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
     BG_CHECK_GOTO(bg_backend_cpu_create(&cpu, &be), st, fail);
-    for (int i = 0; i < p->layers; i++)
-        BG_CHECK_GOTO(profile_layer(be, cfg, i, &p->layer[i]), st, fail);
+    BG_CHECK_GOTO(measure_layers(be, cfg, p), st, fail);
+    BG_CHECK_GOTO(measure_channels(be, cfg, p), st, fail);
+    BG_CHECK_GOTO(profile_measure_stages(be, cfg, p), st, fail);
     p->copy_bytes_per_s = measure_copy();
     bg_backend_destroy(be);
     *out = p;
@@ -199,5 +370,6 @@ fail:
 void bg_profile_destroy(bg_profile_t *p) {
     if (p == NULL) return;
     free(p->layer);
+    free(p->stage);
     free(p);
 }

@@ -1,13 +1,25 @@
-/* Measured per-layer costs: `brigade profile` times each layer's forward,
- * backward-data, backward-weights and optimizer update on a device at the
- * micro-batch size, after warm-up, and the bandwidth of a channel copy. The
- * cost model (stages/cost_model.h) uses a profile in place of its analytic
- * estimates when one is given (--profile), so plans and simulations follow
- * this machine.
+/* Measured costs: `brigade profile` times, on a CPU device at the
+ * micro-batch size, each layer's forward, backward-data (dX),
+ * backward-weights (dW) and optimizer update where the pipeline runs them:
+ * inside a stage of the whole model (its in-place relus, its aliased
+ * flatten, its stash slots rotating), several micro-batches in flight, the
+ * median over many; and what crossing each layer boundary costs when a CPU
+ * device hands a tensor to another through a channel, measured with two
+ * threads on two cores passing it back and forth through real channels: the
+ * sender's copy into the ring, the receiver's copy out, the time from the
+ * sender's copy to the waiting receiver running (hand-off), and the time
+ * the sender spends waking it. The cost model (stages/cost_model.h) uses a
+ * profile in place of its analytic estimates when one is given (--profile),
+ * so plans and simulations follow this machine.
  *
- * Saved as JSON: {"model": fingerprint (hex), "device": "cpu", "batch": b,
- * "copy_bytes_per_s": x, "layers": [{"forward_s": ..,
- * "backward_data_s": .., "backward_weights_s": .., "update_s": ..}, ...]}. */
+ * Saved as JSON: {"version": 2, "model": fingerprint (hex), "device": "cpu",
+ * "batch": b, "stash_slots": s, "copy_bytes_per_s": x, "handoff_s": ..,
+ * "wake_s": .., "layers": [{"forward_s": .., "backward_data_s": ..,
+ * "backward_weights_s": .., "update_s": .., "send_s": .., "recv_s": ..},
+ * ...]} where send_s and recv_s are the copies of the layer's input (0 for
+ * layer 0). Version 1 (no "version") lacks stash_slots, handoff_s, wake_s,
+ * send_s and recv_s and still loads: its copies are then estimated from
+ * copy_bytes_per_s. */
 #ifndef BG_PROFILE_H
 #define BG_PROFILE_H
 
@@ -16,6 +28,7 @@
 #include "model_spec.h"
 #include "optimizer.h"
 #include "status.h"
+#include "topology.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,35 +39,69 @@ typedef struct bg_layer_profile {
     double backward_data_s;    /* dX */
     double backward_weights_s; /* dW (0 for layers without weights) */
     double update_s;           /* optimizer step of its parameters */
+    double send_s, recv_s;     /* its input through a channel: each end's copy (version 2) */
 } bg_layer_profile_t;
 
+/* A layer range [first, last) timed as a stage of its own with `slots`
+ * micro-batches in flight (profile_stages.c): per micro-batch its forward,
+ * backward (dX and dW) and the copies around them; its update per step. */
+typedef struct bg_stage_profile {
+    int first, last, slots;
+    double forward_s, backward_s, update_s;
+    double recv_s, send_s;           /* activation in (first > 0), out (last < layers) */
+    double grad_recv_s, grad_send_s; /* gradient in (last < layers), out (first > 0) */
+    double check_s, grad_check_s;    /* the NaN/Inf check of what it sends, before each */
+} bg_stage_profile_t;
+
+/* Models of more layers get no stage ranges (there are L(L+1)/2 of them). */
+#define BG_PROFILE_MAX_STAGE_LAYERS 64
+
+/* The profile format this build writes; it reads 1 and 2. */
+#define BG_PROFILE_VERSION 2
+
 typedef struct bg_profile {
+    int version; /* 1: layer times and copy bandwidth only; 2: and channel costs */
     int layers;
     int64_t batch;           /* micro-batch size the times are for */
-    double copy_bytes_per_s; /* one memcpy, as a channel does on each end */
+    double copy_bytes_per_s; /* one memcpy of a few MiB */
+    int stash_slots;         /* micro-batches in flight while timing (version 2) */
+    double handoff_s;        /* a sender's copy done -> the waiting receiver running */
+    double wake_s;           /* what that wake costs the sender */
     uint64_t fingerprint;    /* of the model spec */
     char device[24];
     bg_layer_profile_t *layer;
+    int stage_count;           /* version 2: every layer range at slots 1, 2 and M */
+    bg_stage_profile_t *stage; /* stage_count entries, or NULL */
 } bg_profile_t;
 
 typedef struct bg_profile_config {
     const bg_model_spec_t *spec;
     int64_t batch;   /* micro-batch size to time */
-    int repetitions; /* timed runs per op after warm-up; the median counts */
+    int repetitions; /* timed rounds after warm-up; the median counts */
     bg_optimizer_config_t optimizer;
+    int stash_slots;         /* micro-batches in flight in each round, >= 1 */
+    int microbatches;        /* M: layer ranges are timed with 1, 2 and M in flight */
+    bg_topology_t *topology; /* binds the channel's other thread; NULL: unbound */
+    int peer_core;           /* the core it binds to */
 } bg_profile_config_t;
 
 #define BG_PROFILE_CONFIG_INIT                                                                     \
-    { .spec = NULL, .batch = 64, .repetitions = 7, .optimizer = BG_OPTIMIZER_CONFIG_INIT }
+    {                                                                                              \
+        .spec = NULL, .batch = 64, .repetitions = 7, .optimizer = BG_OPTIMIZER_CONFIG_INIT,        \
+        .stash_slots = 2, .microbatches = 1, .topology = NULL, .peer_core = 1                      \
+    }
 
-/* Times every layer on one CPU device (this thread, one OpenBLAS thread). */
+/* Times every layer on one CPU device (this thread, one OpenBLAS thread; a
+ * round runs stash_slots forwards, their backwards and an update), and the
+ * channel costs with a second thread on peer_core. */
 bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **out);
 
 /* Writes a profile as JSON (BG_ERR_IO naming the path). */
 bg_status_t bg_profile_save(const bg_profile_t *profile, const char *path);
 
-/* Reads a profile and checks it belongs to `spec` (same fingerprint and layer
- * count); BG_ERR_PARSE / BG_ERR_INVALID naming the file otherwise. */
+/* Reads a profile (version 1 or 2) and checks it belongs to `spec` (same
+ * fingerprint and layer count); BG_ERR_PARSE / BG_ERR_INVALID naming the
+ * file otherwise, and for a newer version, saying to profile again. */
 bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_profile_t **out);
 
 /* NULL is a no-op. */

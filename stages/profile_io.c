@@ -17,10 +17,16 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
     if (root == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
     char fingerprint[32];
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, p->fingerprint);
+    cJSON_AddNumberToObject(root, "version", p->version);
     cJSON_AddStringToObject(root, "model", fingerprint);
     cJSON_AddStringToObject(root, "device", p->device);
     cJSON_AddNumberToObject(root, "batch", (double)p->batch);
     cJSON_AddNumberToObject(root, "copy_bytes_per_s", p->copy_bytes_per_s);
+    if (p->version >= 2) {
+        cJSON_AddNumberToObject(root, "stash_slots", p->stash_slots);
+        cJSON_AddNumberToObject(root, "handoff_s", p->handoff_s);
+        cJSON_AddNumberToObject(root, "wake_s", p->wake_s);
+    }
     cJSON *layers = cJSON_AddArrayToObject(root, "layers");
     for (int i = 0; layers != NULL && i < p->layers; i++) {
         cJSON *l = cJSON_CreateObject();
@@ -28,7 +34,29 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
         cJSON_AddNumberToObject(l, "backward_data_s", p->layer[i].backward_data_s);
         cJSON_AddNumberToObject(l, "backward_weights_s", p->layer[i].backward_weights_s);
         cJSON_AddNumberToObject(l, "update_s", p->layer[i].update_s);
+        if (p->version >= 2) {
+            cJSON_AddNumberToObject(l, "send_s", p->layer[i].send_s);
+            cJSON_AddNumberToObject(l, "recv_s", p->layer[i].recv_s);
+        }
         cJSON_AddItemToArray(layers, l);
+    }
+    cJSON *stages = p->stage_count > 0 ? cJSON_AddArrayToObject(root, "stages") : NULL;
+    for (int i = 0; stages != NULL && i < p->stage_count; i++) {
+        const bg_stage_profile_t *sp = &p->stage[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "first", sp->first);
+        cJSON_AddNumberToObject(o, "last", sp->last);
+        cJSON_AddNumberToObject(o, "slots", sp->slots);
+        cJSON_AddNumberToObject(o, "forward_s", sp->forward_s);
+        cJSON_AddNumberToObject(o, "backward_s", sp->backward_s);
+        cJSON_AddNumberToObject(o, "update_s", sp->update_s);
+        cJSON_AddNumberToObject(o, "recv_s", sp->recv_s);
+        cJSON_AddNumberToObject(o, "send_s", sp->send_s);
+        cJSON_AddNumberToObject(o, "grad_recv_s", sp->grad_recv_s);
+        cJSON_AddNumberToObject(o, "grad_send_s", sp->grad_send_s);
+        cJSON_AddNumberToObject(o, "check_s", sp->check_s);
+        cJSON_AddNumberToObject(o, "grad_check_s", sp->grad_check_s);
+        cJSON_AddItemToArray(stages, o);
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
@@ -73,6 +101,46 @@ static bg_status_t number_field(const char *path, const cJSON *object, const cha
     return BG_OK;
 }
 
+/* The optional "stages" list of a version 2 profile. */
+static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t *p) {
+    const cJSON *stages = cJSON_GetObjectItemCaseSensitive(root, "stages");
+    if (stages == NULL) return BG_OK;
+    if (!cJSON_IsArray(stages))
+        return bg_error_set(BG_ERR_PARSE, "%s: 'stages' must be a list", path);
+    const int count = cJSON_GetArraySize(stages);
+    p->stage = calloc((size_t)(count > 0 ? count : 1), sizeof *p->stage);
+    if (p->stage == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
+    for (int i = 0; i < count; i++) {
+        const cJSON *o = cJSON_GetArrayItem(stages, i);
+        char where[32];
+        snprintf(where, sizeof where, "stage entry %d", i);
+        bg_stage_profile_t *sp = &p->stage[i];
+        double first = 0, last = 0, slots = 0;
+        BG_CHECK(number_field(path, o, "first", where, &first));
+        BG_CHECK(number_field(path, o, "last", where, &last));
+        BG_CHECK(number_field(path, o, "slots", where, &slots));
+        if (first != floor(first) || last != floor(last) || slots != floor(slots) ||
+            last <= first || last > p->layers || slots < 1 || slots > 1e6)
+            return bg_error_set(BG_ERR_PARSE,
+                                "%s: %s: needs whole 0 <= first < last <= %d and slots >= 1", path,
+                                where, p->layers);
+        sp->first = (int)first;
+        sp->last = (int)last;
+        sp->slots = (int)slots;
+        BG_CHECK(number_field(path, o, "forward_s", where, &sp->forward_s));
+        BG_CHECK(number_field(path, o, "backward_s", where, &sp->backward_s));
+        BG_CHECK(number_field(path, o, "update_s", where, &sp->update_s));
+        BG_CHECK(number_field(path, o, "recv_s", where, &sp->recv_s));
+        BG_CHECK(number_field(path, o, "send_s", where, &sp->send_s));
+        BG_CHECK(number_field(path, o, "grad_recv_s", where, &sp->grad_recv_s));
+        BG_CHECK(number_field(path, o, "grad_send_s", where, &sp->grad_send_s));
+        BG_CHECK(number_field(path, o, "check_s", where, &sp->check_s));
+        BG_CHECK(number_field(path, o, "grad_check_s", where, &sp->grad_check_s));
+        p->stage_count++;
+    }
+    return BG_OK;
+}
+
 bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_profile_t **out) {
     char *text = NULL;
     BG_CHECK(read_text(path, &text));
@@ -83,6 +151,24 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
     if (!cJSON_IsObject(root)) {
         st = bg_error_set(BG_ERR_PARSE, "%s: not a JSON profile (run brigade profile)", path);
         goto done;
+    }
+    /* Version 1 had no "version" field. */
+    const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
+    int format = 1;
+    if (version != NULL) {
+        if (!cJSON_IsNumber(version) || version->valuedouble != floor(version->valuedouble) ||
+            version->valuedouble < 1) {
+            st = bg_error_set(BG_ERR_PARSE, "%s: 'version' must be a whole number >= 1", path);
+            goto done;
+        }
+        if (version->valuedouble > BG_PROFILE_VERSION) {
+            st = bg_error_set(BG_ERR_PARSE,
+                              "%s: profile format version %g; this brigade reads versions 1 to "
+                              "%d (run brigade profile again)",
+                              path, version->valuedouble, BG_PROFILE_VERSION);
+            goto done;
+        }
+        format = (int)version->valuedouble;
     }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
@@ -102,6 +188,7 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
     }
     p = calloc(1, sizeof *p);
     BG_ALLOC_CHECK_GOTO(p, st, done);
+    p->version = format;
     p->layers = spec->num_layers;
     p->fingerprint = spec->fingerprint;
     p->layer = calloc((size_t)p->layers, sizeof *p->layer);
@@ -115,6 +202,18 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
         goto done;
     }
     p->batch = (int64_t)batch;
+    if (format >= 2) {
+        double slots = 0;
+        BG_CHECK_GOTO(number_field(path, root, "stash_slots", "profile", &slots), st, done);
+        BG_CHECK_GOTO(number_field(path, root, "handoff_s", "profile", &p->handoff_s), st, done);
+        BG_CHECK_GOTO(number_field(path, root, "wake_s", "profile", &p->wake_s), st, done);
+        if (slots < 1 || slots > 1e6) {
+            st = bg_error_set(BG_ERR_PARSE, "%s: stash_slots must be >= 1", path);
+            goto done;
+        }
+        p->stash_slots = (int)slots;
+        BG_CHECK_GOTO(load_stages(path, root, p), st, done);
+    }
     const cJSON *device = cJSON_GetObjectItemCaseSensitive(root, "device");
     snprintf(p->device, sizeof p->device, "%s", cJSON_IsString(device) ? device->valuestring : "?");
     for (int i = 0; i < p->layers; i++) {
@@ -128,6 +227,10 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
         BG_CHECK_GOTO(number_field(path, l, "backward_weights_s", where, &lp->backward_weights_s),
                       st, done);
         BG_CHECK_GOTO(number_field(path, l, "update_s", where, &lp->update_s), st, done);
+        if (format >= 2) {
+            BG_CHECK_GOTO(number_field(path, l, "send_s", where, &lp->send_s), st, done);
+            BG_CHECK_GOTO(number_field(path, l, "recv_s", where, &lp->recv_s), st, done);
+        }
     }
     *out = p;
     p = NULL;

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "stage_impl.h"
@@ -227,16 +228,29 @@ bg_status_t bg_stage_step(bg_stage_t *s) {
     for (int i = 0; i < s->count; i++) {
         bg_layer_params_t *p = &s->params[i];
         if (p->weight_count == 0) continue;
+        double start = s->timing ? stage_clock() : 0;
         BG_CHECK(bg_optimizer_update(&s->optimizer, s->be, step, p->weight_count, p->weight,
                                      p->weight_grad, &s->opt_state[(i * 2) * 2]));
         BG_CHECK(bg_optimizer_update(&s->optimizer, s->be, step, p->bias_count, p->bias,
                                      p->bias_grad, &s->opt_state[(i * 2 + 1) * 2]));
+        stage_time_add(s, s->times.update, i, start);
     }
     s->steps = step;
     return BG_OK;
 }
 
 int64_t bg_stage_steps(const bg_stage_t *s) { return s->steps; }
+
+double stage_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void bg_stage_set_layer_times(bg_stage_t *s, const bg_stage_layer_times_t *times) {
+    s->timing = times != NULL;
+    if (times != NULL) s->times = *times;
+}
 
 int64_t bg_stage_param_count(const bg_stage_t *s) {
     int64_t total = 0;

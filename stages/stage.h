@@ -169,6 +169,19 @@ bg_status_t bg_stage_upload_optimizer_state(bg_stage_t *stage, int k, const floa
  * resuming a run. */
 void bg_stage_set_steps(bg_stage_t *stage, int64_t steps);
 
+/* Seconds each layer's work took, for profiling (brigade profile): while
+ * set, the forward, backward and weights calls and bg_stage_step add the
+ * time of each layer's part to its entry (index i: the stage's i-th layer):
+ * forward, dX (with the loss gradient and the copies B makes for W),
+ * dW, and the optimizer update of its parameters. */
+typedef struct bg_stage_layer_times {
+    double *forward, *backward_data, *backward_weights, *update; /* layer-count entries */
+} bg_stage_layer_times_t;
+
+/* Starts adding to `times` (copied; its arrays are borrowed and must
+ * outlive the setting), or stops with NULL. */
+void bg_stage_set_layer_times(bg_stage_t *stage, const bg_stage_layer_times_t *times);
+
 /* Bytes held, by category. */
 bg_stage_memory_t bg_stage_memory(const bg_stage_t *stage);
 

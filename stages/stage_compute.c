@@ -60,6 +60,7 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, bg_st
         const bg_layer_spec_t *l = stage_layer(s, i);
         void *y = bg_stage_layer_output(s, sl, i);
         bg_status_t st = BG_OK;
+        double start = s->timing ? stage_clock() : 0;
         if (l->kind == BG_LAYER_FLATTEN) {
             /* output aliases the input */
         } else if (l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
@@ -73,6 +74,7 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, bg_st
         if (st != BG_OK)
             return bg_error_prefix(st, "forward of layer %d (%s): ", s->first + i,
                                    bg_layer_kind_name(l->kind));
+        if (l->kind != BG_LAYER_FLATTEN) stage_time_add(s, s->times.forward, i, start);
         x = y;
     }
     return BG_OK;
@@ -136,6 +138,7 @@ bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double lo
         const void *y = bg_stage_layer_output(s, sl, i);
         void *dx = backward_target(s, sl, i, dy);
         bg_status_t st = BG_OK;
+        double start = s->timing ? stage_clock() : 0;
         if (s->split_backward && stage_layer_has_params(s, i) && dy != sl->saved_dy[i]) {
             /* The stage's last layer gets dy in a shared buffer: keep a copy. */
             st = s->be->ops->copy(s->be, sl->saved_dy[i], dy, n * bg_shape_numel(l->out));
@@ -151,8 +154,13 @@ bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double lo
             st =
                 s->be->ops->softmax_xent_backward(s->be, n, l->in.c, y, sl->labels, loss_scale, dx);
         } else if (st == BG_OK) {
-            if (!s->split_backward)
+            if (!s->split_backward) {
                 st = bg_layer_backward_weights(l, s->be, &s->params[i], n, x, dy, s->workspace);
+                if (stage_layer_has_params(s, i)) {
+                    stage_time_add(s, s->times.backward_weights, i, start);
+                    start = s->timing ? stage_clock() : 0;
+                }
+            }
             /* The model's first layer has no one to pass dL/d(input) to. */
             if (st == BG_OK && dx != NULL)
                 st = bg_layer_backward_data(l, s->be, &s->params[i], n, x, y, dy, dx, s->workspace);
@@ -160,6 +168,8 @@ bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double lo
         if (st != BG_OK)
             return bg_error_prefix(st, "backward of layer %d (%s): ", s->first + i,
                                    bg_layer_kind_name(l->kind));
+        /* The model's first layer computes no dX: nothing to time. */
+        if (dx != NULL) stage_time_add(s, s->times.backward_data, i, start);
         dy = dx;
     }
 done:
@@ -183,8 +193,10 @@ bg_status_t bg_stage_weights_slot(bg_stage_t *s, int slot, int64_t n) {
     for (int i = 0; n > 0 && i < s->count; i++) {
         if (!stage_layer_has_params(s, i)) continue;
         const void *x = i > 0 ? bg_stage_layer_output(s, sl, i - 1) : sl->input;
+        double start = s->timing ? stage_clock() : 0;
         bg_status_t st = bg_layer_backward_weights(stage_layer(s, i), s->be, &s->params[i], n, x,
                                                    sl->saved_dy[i], s->workspace);
+        if (st == BG_OK) stage_time_add(s, s->times.backward_weights, i, start);
         if (st != BG_OK)
             return bg_error_prefix(st, "weight gradient of layer %d (%s): ", s->first + i,
                                    bg_layer_kind_name(stage_layer(s, i)->kind));

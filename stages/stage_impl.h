@@ -38,6 +38,8 @@ struct bg_stage {
     void *input_grad;      /* stage not at layer 0: dL/d(input) for the predecessor */
     void *workspace;
     bg_stage_memory_t memory;
+    int timing;                   /* 1 while layer times are being added */
+    bg_stage_layer_times_t times; /* bg_stage_set_layer_times */
 };
 
 static inline const bg_layer_spec_t *stage_layer(const bg_stage_t *s, int i) {
@@ -59,6 +61,14 @@ static inline int stage_layer_aliases(const bg_stage_t *s, int i) {
 /* Where layer i's output for `slot` lives: its own buffer, the shared
  * recompute buffer, or (flatten) its input. */
 void *bg_stage_layer_output(const bg_stage_t *s, const stage_slot_t *slot, int i);
+
+/* Monotonic seconds, for the layer times. */
+double stage_clock(void);
+
+/* Adds the seconds since `since` to entry i of `array` when timing. */
+static inline void stage_time_add(const bg_stage_t *s, double *array, int i, double since) {
+    if (s->timing) array[i] += stage_clock() - since;
+}
 
 /* Host floats to device memory in the backend's type. */
 bg_status_t bg_stage_upload_floats(bg_backend_t *be, void *dst, const float *src, int64_t n);

@@ -42,10 +42,10 @@ static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 + 1e-9 * f
  * free. Split at layer 2 the stages are equal (F 1, B 2 each; stage 0 never
  * runs layer 0's dX, which is 0 anyway). */
 static bg_layer_profile_t mlp_layers[4] = {
-    {0, 0, 0, 0},
-    {1e-3, 0.5e-3, 1.5e-3, 0},
-    {1e-3, 1e-3, 1e-3, 0},
-    {0, 0, 0, 0},
+    {0, 0, 0, 0, 0, 0},
+    {1e-3, 0.5e-3, 1.5e-3, 0, 0, 0},
+    {1e-3, 1e-3, 1e-3, 0, 0, 0},
+    {0, 0, 0, 0, 0, 0},
 };
 
 static bg_profile_t mlp_profile(int64_t batch, bg_layer_profile_t *layers) {
@@ -320,11 +320,91 @@ static void test_split_backward_costs(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* A version 2 profile: layer ranges timed as stages give the simulator's
+ * stage times and the devices' copies (the entry with the nearest slot
+ * count), scaled from the profile's micro-batch; the link's part is the
+ * hand-off, and the wake and hand-off reach the simulator. */
+static void test_measured_stage_costs(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(small_mlp);
+    bg_profile_t profile = mlp_profile(8, mlp_layers);
+    profile.version = 2;
+    profile.handoff_s = 30e-6;
+    profile.wake_s = 10e-6;
+    bg_stage_profile_t ranges[] = {
+        {0, 2, 2, 2e-3, 3e-3, 1e-4, 0, 1e-4, 2e-4, 0, 5e-5, 0},
+        {0, 2, 1, 5e-3, 5e-3, 5e-4, 0, 5e-4, 5e-4, 0, 5e-4, 0},
+        {2, 4, 1, 1e-3, 4e-3, 2e-4, 3e-4, 0, 0, 4e-4, 0, 6e-5},
+    };
+    profile.stage = ranges;
+    profile.stage_count = 3;
+    bg_cost_device_t devices[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
+    const int split[] = {2};
+    for (int kind = 0; kind < 2; kind++) {
+        /* 1F1B: stage 0 holds 2 micro-batches, stage 1 one; GPipe: 4 each,
+         * nearest to stage 0's entry of 2 slots. */
+        bg_plan_request_t r = request_for(spec, devices, 2, 4, 64);
+        r.schedule = kind ? BG_SCHEDULE_1F1B : BG_SCHEDULE_GPIPE;
+        r.profile = &profile;
+        r.split = split;
+        r.link = bg_plan_profile_link(&profile);
+        assert_true(r.link.copy_bytes_per_s == 8e9 && r.link.latency_s == 30e-6);
+        bg_plan_t *plan = NULL;
+        assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+        bg_plan_costs_t *c = NULL;
+        assert_int_equal(bg_plan_costs_create(plan, &c), BG_OK);
+        /* Micro-batches of 16 samples from a profile at 8: times x 2. */
+        assert_true(close_to(c->forward[0], 4e-3) && close_to(c->forward[1], 2e-3));
+        assert_true(close_to(c->backward[0], 6e-3) && close_to(c->backward[1], 8e-3));
+        assert_true(close_to(c->step[0], 1e-4) && close_to(c->step[1], 2e-4));
+        assert_true(close_to(c->activation_send[0], 2e-4));
+        assert_true(close_to(c->activation_recv[0], 6e-4));
+        assert_true(close_to(c->gradient_send[0], 8e-4));
+        assert_true(close_to(c->gradient_recv[0], 4e-4));
+        assert_true(close_to(c->activation_check[0], 1e-4));
+        assert_true(close_to(c->gradient_check[0], 1.2e-4));
+        assert_true(close_to(c->activation_transfer[0], 30e-6));
+        assert_true(close_to(c->sim.wake_s, 10e-6) && close_to(c->sim.handoff_s, 30e-6));
+        bg_plan_costs_destroy(c);
+        bg_plan_destroy(plan);
+    }
+    /* Without measured ranges: the layers' sums, and the copies of the
+     * boundary's channel measurement (version 2), or of the memcpy
+     * bandwidth (version 1, which has no hand-off: the default latency). */
+    profile.stage_count = 0;
+    bg_layer_profile_t layers[4];
+    memcpy(layers, mlp_layers, sizeof layers);
+    layers[2].send_s = 1e-5;
+    layers[2].recv_s = 2e-5;
+    profile.layer = layers;
+    for (int version = 2; version >= 1; version--) {
+        profile.version = version;
+        bg_plan_request_t r = request_for(spec, devices, 2, 4, 64);
+        r.profile = &profile;
+        r.split = split;
+        r.link = bg_plan_profile_link(&profile);
+        bg_plan_t *plan = NULL;
+        assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+        bg_plan_costs_t *c = NULL;
+        assert_int_equal(bg_plan_costs_create(plan, &c), BG_OK);
+        const double copy = (double)bg_cost_boundary_bytes(plan->model, 2) / 8e9;
+        const double send = version == 2 ? 2e-5 : copy, recv = version == 2 ? 4e-5 : copy;
+        assert_true(close_to(c->activation_send[0], send) && close_to(c->gradient_send[0], send));
+        assert_true(close_to(c->activation_recv[0], recv) && close_to(c->gradient_recv[0], recv));
+        assert_true(close_to(c->activation_transfer[0], version == 2 ? 30e-6 : 5e-6));
+        assert_true(close_to(c->forward[0], 2e-3)); /* layer 1's forward, x 2 */
+        bg_plan_costs_destroy(c);
+        bg_plan_destroy(plan);
+    }
+    bg_model_spec_destroy(spec);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_stage_times),   cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_microbatch_candidates), cmocka_unit_test(test_search),
         cmocka_unit_test(test_simulate_equal_stages), cmocka_unit_test(test_split_backward_costs),
+        cmocka_unit_test(test_measured_stage_costs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

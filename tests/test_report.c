@@ -152,6 +152,10 @@ static void test_summary_figures(void **state) {
     expect_near(s->bubble_theory, 1.0 / 3, EPS);
     expect_near(s->imbalance, (4.25e-3 - 3.75e-3) / step, EPS);
     expect_near(s->exposed_transfer_frac, (0.75 / 11 + 0.25 / 11) / 2, EPS);
+    /* Each step's own bubble: step 0 (10 ms) idles 2 and 2.5 ms, step 1
+     * (12 ms) 11 and 10.5 ms; the median of two is their mean. */
+    expect_near(s->step_median_s, 11e-3, EPS);
+    expect_near(s->bubble_median, ((2 + 2.5) / 20 + (11 + 10.5) / 24) / 2, EPS);
     assert_string_equal(s->device_names[1], "cpu:1");
     bg_timeline_summary_destroy(s);
     bg_timeline_destroy(tl);
@@ -176,6 +180,9 @@ static void test_summary_edge_cases(void **state) {
     assert_int_equal(s->steps, 1);
     expect_near(s->step_s, 4e-3, EPS);
     expect_near(s->device[0].idle_frac, 0.25, EPS);
+    /* No recorded step: the medians are the span's figures. */
+    expect_near(s->step_median_s, 4e-3, EPS);
+    expect_near(s->bubble_median, 0.25, EPS);
     bg_timeline_summary_destroy(s);
     add(tl, BG_EVENT_FORWARD, 0, 1, 0, -1, 0, 6, 7);
     s = NULL;
@@ -244,6 +251,8 @@ static void test_summary_json(void **state) {
     expect_near(number(root, "microbatches"), 2, EPS);
     expect_near(number(root, "steps"), 2, EPS);
     expect_near(number(root, "step_s"), s->step_s, EPS);
+    expect_near(number(root, "step_median_s"), s->step_median_s, EPS);
+    expect_near(number(root, "bubble_median"), s->bubble_median, EPS);
     expect_near(number(root, "bubble_measured"), s->bubble_measured, EPS);
     expect_near(number(root, "bubble_theory"), 1.0 / 3, EPS);
     expect_near(number(root, "imbalance"), s->imbalance, EPS);

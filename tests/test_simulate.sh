@@ -57,7 +57,32 @@ for l in p["layers"]:
         assert l[key] >= 0, (key, l)
 assert p["layers"][0]["forward_s"] > 0
 assert p["layers"][4]["backward_weights_s"] > 0 and p["layers"][4]["update_s"] > 0
-assert p["layers"][1]["backward_weights_s"] == 0'
+assert p["layers"][1]["backward_weights_s"] == 0
+assert p["version"] == 2 and p["stash_slots"] == 2
+assert p["handoff_s"] > 0 and p["wake_s"] > 0
+assert p["layers"][0]["send_s"] == 0 and p["layers"][0]["recv_s"] == 0
+assert p["layers"][4]["send_s"] > 0 and p["layers"][4]["recv_s"] > 0
+# every range of the 8 layers, with 1, 2 and 4 micro-batches in flight
+assert len(p["stages"]) == 36 * 3, len(p["stages"])
+ranges = {(s["first"], s["last"], s["slots"]) for s in p["stages"]}
+assert (0, 4, 2) in ranges and (4, 8, 1) in ranges and (0, 8, 4) in ranges
+s = [s for s in p["stages"] if (s["first"], s["last"], s["slots"]) == (4, 8, 1)][0]
+assert s["forward_s"] > 0 and s["recv_s"] > 0 and s["send_s"] == 0 and s["grad_send_s"] > 0'
+    # A version 1 profile (no version, no channel costs) still loads; a
+    # newer version is refused, saying to profile again.
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+for key in ('version', 'stash_slots', 'handoff_s', 'wake_s', 'stages'):
+    del p[key]
+for l in p['layers']:
+    del l['send_s'], l['recv_s']
+json.dump(p, open(sys.argv[2], 'w'))
+p['version'] = 3
+json.dump(p, open(sys.argv[3], 'w'))" "$P" "$T/v1.profile.json" "$T/v3.profile.json"
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/v1.profile.json"
+    stdout_has "bubble: predicted" "simulate with a version 1 profile"
+    expect 2 "$T/v3.profile.json" -- simulate "$MODEL" --profile "$T/v3.profile.json"
+    check "a newer profile version: says to profile again" grep -qF "run brigade profile again" "$ERR"
 fi
 
 # A profile of another model (other shapes) is refused, naming the file.

@@ -113,6 +113,154 @@ static void test_zero_bubble(void **state) {
     assert_true(zb.step < plain.step);
 }
 
+/* Simulates two steps of a K = 2 schedule with the given costs; returns the
+ * timeline (sorted) of which the caller checks the second step. */
+static bg_timeline_t *simulate_two(bg_schedule_kind_t kind, int m, const bg_sim_costs_t *costs) {
+    bg_schedule_config_t sc = BG_SCHEDULE_CONFIG_INIT;
+    sc.kind = kind;
+    sc.devices = 2;
+    sc.microbatches = m;
+    bg_schedule_t *schedule;
+    assert_int_equal(bg_schedule_create(&sc, &schedule), BG_OK);
+    bg_timeline_config_t tc = {
+        .schedule = kind, .devices = 2, .stages = 2, .chunks = 1, .microbatches = m};
+    bg_timeline_t *tl;
+    assert_int_equal(bg_timeline_create(&tc, &tl), BG_OK);
+    assert_int_equal(bg_simulate(schedule, costs, 2, tl), BG_OK);
+    bg_schedule_destroy(schedule);
+    bg_timeline_sort(tl);
+    return tl;
+}
+
+/* The event of `kind` of step 1 on `device` for micro-batch mb; fails if
+ * there is none. Times are returned relative to the step's start. */
+static bg_event_t step_event(const bg_timeline_t *tl, bg_event_kind_t kind, int device, int mb) {
+    for (int i = 0; i < tl->count; i++) {
+        bg_event_t e = tl->events[i];
+        if (e.step == 1 && e.kind == kind && e.device == device && e.microbatch == mb) {
+            e.start -= tl->step_start[1];
+            e.end -= tl->step_start[1];
+            return e;
+        }
+    }
+    fail_msg("no %s event on device %d for micro-batch %d", bg_event_kind_name(kind), device, mb);
+    return (bg_event_t){0};
+}
+
+static int near(double a, double b) { return fabs(a - b) < 1e-12; }
+
+/* Copies the devices do themselves occupy them (SEND after the producing
+ * op, RECV before the consuming one); the link part lies between. GPipe,
+ * K = 2, M = 1, F = B = 1, send 0.25, receive 0.125, link 0.5:
+ *   F0 0-1, send 1-1.25, link to 1.75, recv 1.75-1.875, F1 to 2.875,
+ *   B1 to 3.875, send to 4.125, link to 4.625, recv to 4.75, B0 to 5.75. */
+static void test_device_copies(void **state) {
+    (void)state;
+    double f[2] = {1, 1}, b[2] = {1, 1}, link[1] = {0.5}, send[1] = {0.25}, recv[1] = {0.125};
+    bg_sim_costs_t costs = {.forward = f,
+                            .backward = b,
+                            .activation_transfer = link,
+                            .gradient_transfer = link,
+                            .activation_send = send,
+                            .activation_recv = recv,
+                            .gradient_send = send,
+                            .gradient_recv = recv};
+    bg_timeline_t *tl = simulate_two(BG_SCHEDULE_GPIPE, 1, &costs);
+    assert_true(near(tl->step_end[1] - tl->step_start[1], 5.75));
+    bg_event_t e = step_event(tl, BG_EVENT_SEND, 0, 0);
+    assert_true(near(e.start, 1) && near(e.end, 1.25) && e.peer_stage == 1);
+    e = step_event(tl, BG_EVENT_RECV, 1, 0);
+    assert_true(near(e.start, 1.75) && near(e.end, 1.875) && e.peer_stage == 0);
+    e = step_event(tl, BG_EVENT_FORWARD, 1, 0);
+    assert_true(near(e.start, 1.875) && near(e.end, 2.875));
+    e = step_event(tl, BG_EVENT_SEND, 1, 0);
+    assert_true(near(e.start, 3.875) && near(e.end, 4.125) && e.peer_stage == 0);
+    e = step_event(tl, BG_EVENT_BACKWARD, 0, 0);
+    assert_true(near(e.start, 4.75) && near(e.end, 5.75));
+    /* Copies count as copy time, not compute: idle = 5.75 - 2 - 0.375. */
+    bg_timeline_summary_t *summary;
+    assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
+    for (int d = 0; d < 2; d++) {
+        assert_true(near(summary->device[d].compute_s, 2));
+        assert_true(near(summary->device[d].copy_s, 0.375));
+    }
+    assert_true(near(summary->bubble_measured, 3.375 / 5.75));
+    bg_timeline_summary_destroy(summary);
+    bg_timeline_destroy(tl);
+    /* The sender's check before its copy (0.5 forward, 0.25 backward)
+     * delays each SEND and shows as no event: idle, as the executor's. */
+    double check_f[1] = {0.5}, check_b[1] = {0.25};
+    costs.activation_check = check_f;
+    costs.gradient_check = check_b;
+    tl = simulate_two(BG_SCHEDULE_GPIPE, 1, &costs);
+    assert_true(near(tl->step_end[1] - tl->step_start[1], 6.5));
+    e = step_event(tl, BG_EVENT_SEND, 0, 0);
+    assert_true(near(e.start, 1.5) && near(e.end, 1.75));
+    e = step_event(tl, BG_EVENT_SEND, 1, 0);
+    assert_true(near(e.start, 4.625) && near(e.end, 4.875));
+    assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
+    assert_true(near(summary->device[0].copy_s, 0.375));
+    assert_true(near(summary->bubble_measured, (6.5 - 2.375) / 6.5));
+    bg_timeline_summary_destroy(summary);
+    bg_timeline_destroy(tl);
+}
+
+/* Hand-overs: devices start handoff 0.2 into the step; a send to a device
+ * already waiting keeps the sender wake 0.1 longer, one to a busy device
+ * does not; the optimizer step waits for every device (the last to arrive
+ * starts wake later, the others handoff later); the step ends handoff after
+ * the last op. GPipe, K = 2, M = 2, F = B = 1, link 0.5, steps 0.3 and 0.4:
+ *   dev 0: F0 0.2-1.2 (dev 1 waits: free at 1.3), F1 1.3-2.3 (dev 1 busy
+ *          with F0 1.7-2.7: no wake), B0 5.3-6.3 (its gradient sent at 4.8
+ *          to a waiting dev 0), B1 6.4-7.4 (its gradient sent at 5.9 while
+ *          dev 0 was busy), last at the barrier: waits 7.4-7.5, step 7.5-7.8;
+ *   dev 1: F0 1.7-2.7, F1 2.8-3.8, B0 3.8-4.8 then the wake to 4.9, B1
+ *          4.9-5.9, waits 5.9-7.6, step 7.6-8.0; the step ends at 8.2. */
+static void test_handoffs_and_barrier(void **state) {
+    (void)state;
+    double f[2] = {1, 1}, b[2] = {1, 1}, link[1] = {0.5}, step[2] = {0.3, 0.4};
+    bg_sim_costs_t costs = {.forward = f,
+                            .backward = b,
+                            .activation_transfer = link,
+                            .gradient_transfer = link,
+                            .step = step,
+                            .wake_s = 0.1,
+                            .handoff_s = 0.2};
+    bg_timeline_t *tl = simulate_two(BG_SCHEDULE_GPIPE, 2, &costs);
+    assert_true(near(tl->step_end[1] - tl->step_start[1], 8.2));
+    assert_true(near(tl->step_start[1], tl->step_end[0]));
+    bg_event_t e = step_event(tl, BG_EVENT_FORWARD, 0, 0);
+    assert_true(near(e.start, 0.2) && near(e.end, 1.2));
+    e = step_event(tl, BG_EVENT_FORWARD, 0, 1);
+    assert_true(near(e.start, 1.3));
+    e = step_event(tl, BG_EVENT_FORWARD, 1, 1);
+    assert_true(near(e.start, 2.8));
+    e = step_event(tl, BG_EVENT_BACKWARD, 1, 1);
+    assert_true(near(e.start, 4.9) && near(e.end, 5.9));
+    e = step_event(tl, BG_EVENT_BACKWARD, 0, 0);
+    assert_true(near(e.start, 5.3));
+    e = step_event(tl, BG_EVENT_BACKWARD, 0, 1);
+    assert_true(near(e.start, 6.4) && near(e.end, 7.4));
+    e = step_event(tl, BG_EVENT_STEP, 0, -1);
+    assert_true(near(e.start, 7.5) && near(e.end, 7.8));
+    e = step_event(tl, BG_EVENT_STEP, 1, -1);
+    assert_true(near(e.start, 7.6) && near(e.end, 8.0));
+    /* Both wait at the barrier, as the executor records it: a WAIT on the
+     * device's own lane with no peer. */
+    int barrier_waits = 0;
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *w = &tl->events[i];
+        if (w->step != 1 || w->kind != BG_EVENT_WAIT || w->peer_stage != -1) continue;
+        barrier_waits++;
+        assert_int_equal(w->stage, w->device);
+        double start = w->start - tl->step_start[1], end = w->end - tl->step_start[1];
+        if (w->device == 0) assert_true(near(start, 7.4) && near(end, 7.5));
+        if (w->device == 1) assert_true(near(start, 5.9) && near(end, 7.6));
+    }
+    assert_int_equal(barrier_waits, 2);
+    bg_timeline_destroy(tl);
+}
+
 static void test_rejects_bad_costs(void **state) {
     (void)state;
     bg_schedule_config_t sc = BG_SCHEDULE_CONFIG_INIT;
@@ -138,9 +286,10 @@ static void test_rejects_bad_costs(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fill_drain),        cmocka_unit_test(test_transfers),
-        cmocka_unit_test(test_interleaved),       cmocka_unit_test(test_zero_bubble),
-        cmocka_unit_test(test_rejects_bad_costs),
+        cmocka_unit_test(test_fill_drain),           cmocka_unit_test(test_transfers),
+        cmocka_unit_test(test_interleaved),          cmocka_unit_test(test_zero_bubble),
+        cmocka_unit_test(test_rejects_bad_costs),    cmocka_unit_test(test_device_copies),
+        cmocka_unit_test(test_handoffs_and_barrier),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

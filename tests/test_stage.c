@@ -572,6 +572,37 @@ static void test_errors(void **state) {
     bg_stage_destroy(s);
 }
 
+/* Layer times: while set, each layer's work lands in its own entries (dW
+ * and the update only for layers with weights; flatten does nothing, layer
+ * 0 computes no dX); unset, nothing is added. */
+static void test_layer_times(void **state) {
+    fixture_t *f = *state;
+    bg_stage_t *stage = stage_create(f, f->f32, 0, LAYERS, BATCH, NULL);
+    double forward[LAYERS] = {0}, dx[LAYERS] = {0}, dw[LAYERS] = {0}, update[LAYERS] = {0};
+    bg_stage_layer_times_t times = {forward, dx, dw, update};
+    bg_stage_set_layer_times(stage, &times);
+    ok(bg_stage_load_batch(stage, BATCH, f->images, f->labels));
+    ok(bg_stage_forward(stage, BATCH, NULL));
+    ok(bg_stage_backward(stage, BATCH, 1.0 / BATCH));
+    ok(bg_stage_step(stage));
+    for (int i = 0; i < LAYERS; i++) {
+        const bg_layer_kind_t kind = f->spec->layers[i].kind;
+        const int weighted = kind == BG_LAYER_CONV2D || kind == BG_LAYER_DENSE;
+        if (kind == BG_LAYER_FLATTEN) {
+            assert_true(forward[i] == 0 && dx[i] == 0);
+        } else {
+            assert_true(forward[i] > 0);
+            assert_true(i == 0 ? dx[i] == 0 : dx[i] > 0);
+        }
+        assert_true(weighted ? dw[i] > 0 && update[i] > 0 : dw[i] == 0 && update[i] == 0);
+    }
+    const double conv = forward[0];
+    bg_stage_set_layer_times(stage, NULL);
+    ok(bg_stage_forward(stage, BATCH, NULL));
+    assert_true(forward[0] == conv);
+    bg_stage_destroy(stage);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_equals_whole),
@@ -580,6 +611,7 @@ int main(void) {
         cmocka_unit_test(test_init_independent_of_split),
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_layer_times),
     };
     return cmocka_run_group_tests_name("stage", tests, setup, teardown);
 }

@@ -1,0 +1,99 @@
+#!/bin/sh
+# Simulator accuracy on the CPU backend (issue 5's bar): with a profile
+# measured on this machine, is the simulated step within 5% of the measured
+# one and the simulated bubble within 2 points, for GPipe and 1F1B at K = 2
+# CPU devices and M in {1, 2, 4, 8}?
+#
+# For each model and M: `brigade profile` at the micro-batch size
+# (--devices cpu:2, so the channel costs are measured between the two
+# cores); then for each schedule `brigade simulate` with that profile and a
+# measured `brigade train --data synthetic` on the same split (the plan's,
+# read from simulate's metrics, or SPLIT), STEPS steps of which the last
+# RECORD are recorded; the measured figures are the medians over the
+# recorded steps (step_median_s, bubble_median of --metrics), and with
+# REPEAT > 1 the median of REPEAT such runs. Prints one row per point with
+# both figures and the errors, and per model how many of the 8 points meet
+# the bar.
+#
+#   [MODELS="examples/fashion_cnn.model examples/conv_balanced.model:4"]
+#   [STEPS=80 RECORD=60 REPEAT=3 REPETITIONS=21] bench/sim_accuracy.sh [BUILD_DIR]
+#
+# MODELS lists model specs, each optionally with :SPLIT (the first layer of
+# stage 1; default: the planner's split). The build folder defaults to
+# build; nothing is built here. The machine should be otherwise idle (the
+# script prints the load before and after): every figure moves with it.
+set -eu
+build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+brigade="$build/cli/brigade"
+models=${MODELS:-"examples/fashion_cnn.model examples/conv_balanced.model:4"}
+steps=${STEPS:-80}
+record=${RECORD:-60}
+repeat=${REPEAT:-3}
+repetitions=${REPETITIONS:-21}
+batch=64
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# json FILE EXPRESSION: prints EXPRESSION evaluated on FILE's JSON (bound to p).
+json() {
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+print($2)" "$1"
+}
+
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) ($(getconf _NPROCESSORS_ONLN) cores)"
+printf '%-22s %-6s %3s %5s | %9s %9s %7s | %8s %8s %7s | %s\n' model schedule M split \
+    "meas ms" "sim ms" "err %" "meas bub" "sim bub" "err pt" bar
+for entry in $models; do
+    model=${entry%%:*}
+    split=
+    [ "$entry" != "$model" ] && split=${entry#*:}
+    name=$(basename "$model" .model)
+    met=0
+    for m in 1 2 4 8; do
+        profile="$work/$name.m$m.profile.json"
+        "$brigade" profile "$model" --batch $batch --microbatches $m --devices cpu:2 \
+            --repetitions "$repetitions" -o "$profile" >/dev/null 2>&1
+        for schedule in gpipe 1f1b; do
+            placement="--devices cpu:2 --batch $batch --microbatches $m --schedule $schedule"
+            [ -n "$split" ] && placement="$placement --split $split"
+            # shellcheck disable=SC2086
+            "$brigade" simulate "$model" $placement --profile "$profile" \
+                --metrics "$work/sim.json" >/dev/null
+            cut=$(json "$work/sim.json" 'p["stages"][1]["layers"][0]')
+            : >"$work/runs"
+            run=0
+            while [ $run -lt "$repeat" ]; do
+                # shellcheck disable=SC2086
+                "$brigade" train "$model" --data synthetic --steps "$steps" \
+                    --record-steps "$record" $placement --split "$cut" \
+                    --profile "$profile" --metrics "$work/train.json" >/dev/null 2>&1
+                json "$work/train.json" \
+                    '"%r %r" % (p["timeline"]["step_median_s"], p["timeline"]["bubble_median"])' \
+                    >>"$work/runs"
+                run=$((run + 1))
+            done
+            sim=$(json "$work/sim.json" \
+                '"%r %r" % (p["timeline"]["step_s"], p["timeline"]["bubble_measured"])')
+            row=$(sort -g -k1,1 "$work/runs" | awk -v n="$repeat" 'NR == int((n + 1) / 2) {s = $1}
+                END {printf "%s ", s}')
+            row="$row$(sort -g -k2,2 "$work/runs" | awk -v n="$repeat" \
+                'NR == int((n + 1) / 2) {print $2}')"
+            line=$(echo "$row $sim" | awk -v model="$name" -v sched="$schedule" -v m="$m" \
+                -v cut="$cut" '{
+                step_err = 100 * ($3 - $1) / $1; bubble_err = 100 * ($4 - $2);
+                ok = (step_err <= 5 && step_err >= -5 && bubble_err <= 2 && bubble_err >= -2);
+                printf "%-22s %-6s %3d %5d | %9.3f %9.3f %+7.1f | %7.1f%% %7.1f%% %+7.1f | %s\n",
+                       model, sched, m, cut, 1e3 * $1, 1e3 * $3, step_err, 100 * $2, 100 * $4,
+                       bubble_err, ok ? "meets" : "MISSES"
+            }')
+            echo "$line"
+            case "$line" in *meets) met=$((met + 1)) ;; esac
+        done
+    done
+    echo "$name: $met of 8 points meet the bar (|step err| <= 5%, |bubble err| <= 2 points)"
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,20 @@
+/* Internal to the profiler (profile.c: layers, channels, the whole;
+ * profile_stages.c: layer ranges as stages). */
+#ifndef BG_PROFILE_IMPL_H
+#define BG_PROFILE_IMPL_H
+
+#include "backend.h"
+#include "profile.h"
+
+enum { PROFILE_WARMUP = 2 };
+
+/* Median of n values (sorted in place); 0 for none. */
+double profile_median(double *values, int n);
+
+/* Measures every layer range [first, last) as a stage at each of the slot
+ * counts 1, 2 and M (those <= M) into p->stage; nothing for models of more
+ * than BG_PROFILE_MAX_STAGE_LAYERS layers. */
+bg_status_t profile_measure_stages(bg_backend_t *be, const bg_profile_config_t *cfg,
+                                   bg_profile_t *p);
+
+#endif /* BG_PROFILE_IMPL_H */

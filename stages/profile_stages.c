@@ -1,0 +1,228 @@
+/* Profiling every contiguous layer range as a stage of its own, as the
+ * pipeline runs one: alone on its core (its own caches), with the
+ * schedule's stash slots rotating, and with the channel copies around each
+ * op (the input copied in before F, the output copied out after it, the
+ * output gradient copied in before B, the input gradient out after it).
+ * Stage costs do not add up from layer costs: a stage's working set, and so
+ * its cache misses, depends on which layers share the core and on how many
+ * micro-batches it holds. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "channel.h"
+#include "profile_impl.h"
+#include "rng.h"
+#include "stage.h"
+
+/* Buffers standing for the channels' ring slots at the stage's two ends. */
+typedef struct range_bench {
+    bg_backend_t *be;
+    bg_stage_t *stage;
+    void *in, *out, *grad_in, *grad_out;
+    size_t in_bytes, out_bytes;
+    int64_t in_numel, out_numel;
+    int first, last, layers, slots;
+} range_bench_t;
+
+enum {
+    PART_FORWARD,
+    PART_BACKWARD,
+    PART_UPDATE,
+    PART_RECV,
+    PART_SEND,
+    PART_GRAD_RECV,
+    PART_GRAD_SEND,
+    PART_CHECK,
+    PART_GRAD_CHECK,
+    PARTS
+};
+
+typedef struct range_samples {
+    int count[PARTS], capacity;
+    double *sample[PARTS];
+} range_samples_t;
+
+static void note(range_samples_t *rs, int part, double seconds) {
+    if (rs != NULL && rs->count[part] < rs->capacity) rs->sample[part][rs->count[part]++] = seconds;
+}
+
+static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
+    bg_backend_t *be = b->be;
+    int finite = 1;
+    BG_CHECK(bg_stage_zero_grads(b->stage));
+    for (int k = 0; k < b->slots; k++) {
+        double t0 = bg_channel_clock();
+        if (b->first > 0)
+            BG_CHECK(be->ops->upload(be, bg_stage_slot_input(b->stage, k), b->in, b->in_bytes));
+        double t1 = bg_channel_clock();
+        /* The first stage loads its samples before each forward, as the
+         * executor does: part of its forward here. */
+        if (b->first == 0) BG_CHECK(bg_stage_load_slot(b->stage, k, n, b->in, NULL));
+        BG_CHECK(bg_stage_forward_slot(b->stage, k, n, 1, NULL));
+        double t2 = bg_channel_clock();
+        /* The executor checks what it sends for NaN and Inf, then copies. */
+        const void *y = bg_stage_slot_output(b->stage, k);
+        if (b->last < b->layers) BG_CHECK(be->ops->all_finite(be, b->out_numel, y, &finite));
+        double t3 = bg_channel_clock();
+        if (b->last < b->layers) BG_CHECK(be->ops->download(be, b->out, y, b->out_bytes));
+        double t4 = bg_channel_clock();
+        note(rs, PART_RECV, t1 - t0);
+        note(rs, PART_FORWARD, t2 - t1);
+        note(rs, PART_CHECK, t3 - t2);
+        note(rs, PART_SEND, t4 - t3);
+    }
+    for (int k = 0; k < b->slots; k++) {
+        double t0 = bg_channel_clock();
+        if (b->last < b->layers)
+            BG_CHECK(be->ops->upload(be, bg_stage_output_grad(b->stage), b->grad_in, b->out_bytes));
+        double t1 = bg_channel_clock();
+        BG_CHECK(bg_stage_backward_slot(b->stage, k, n, 1.0 / (double)(n * b->slots)));
+        double t2 = bg_channel_clock();
+        const void *dx = bg_stage_input_grad(b->stage);
+        if (b->first > 0) BG_CHECK(be->ops->all_finite(be, b->in_numel, dx, &finite));
+        double t3 = bg_channel_clock();
+        if (b->first > 0) BG_CHECK(be->ops->download(be, b->grad_out, dx, b->in_bytes));
+        double t4 = bg_channel_clock();
+        note(rs, PART_GRAD_RECV, t1 - t0);
+        note(rs, PART_BACKWARD, t2 - t1);
+        note(rs, PART_GRAD_CHECK, t3 - t2);
+        note(rs, PART_GRAD_SEND, t4 - t3);
+    }
+    double t0 = bg_channel_clock();
+    BG_CHECK(bg_stage_step(b->stage));
+    note(rs, PART_UPDATE, bg_channel_clock() - t0);
+    return BG_OK;
+}
+
+/* A host buffer of `bytes` random values in (-1, 1) as floats. */
+static void *random_buffer(size_t bytes, uint64_t stream) {
+    float *x = malloc(bytes > 0 ? bytes : 1);
+    if (x == NULL) return NULL;
+    bg_rng_t rng;
+    bg_rng_seed(&rng, 7, stream);
+    for (size_t i = 0; i < bytes / sizeof(float); i++)
+        x[i] = (float)(2 * bg_rng_uniform(&rng) - 1) * 1e-2f;
+    return x;
+}
+
+/* Times one allocation of the stage: warm-up rounds, then `rounds` rounds
+ * into `rs`. */
+static bg_status_t time_allocation(bg_backend_t *be, const bg_profile_config_t *cfg,
+                                   range_bench_t *b, const int32_t *labels, int rounds,
+                                   range_samples_t *rs) {
+    bg_stage_config_t sc = BG_STAGE_CONFIG_INIT;
+    sc.spec = cfg->spec;
+    sc.first_layer = b->first;
+    sc.last_layer = b->last;
+    sc.backend = be;
+    sc.max_batch = cfg->batch;
+    sc.seed = 1;
+    sc.optimizer = cfg->optimizer;
+    sc.stash_slots = b->slots;
+    bg_status_t st = BG_OK;
+    BG_CHECK(bg_stage_create(&sc, &b->stage));
+    for (int k = 0; k < b->slots; k++)
+        BG_CHECK_GOTO(
+            bg_stage_load_slot(b->stage, k, cfg->batch, b->first == 0 ? b->in : NULL, labels), st,
+            done);
+    for (int r = 0; r < PROFILE_WARMUP + rounds; r++)
+        BG_CHECK_GOTO(run_round(b, cfg->batch, r >= PROFILE_WARMUP ? rs : NULL), st, done);
+done:
+    bg_stage_destroy(b->stage);
+    b->stage = NULL;
+    return st;
+}
+
+/* Allocations of each stage timed: the same stage runs at two speeds from
+ * one allocation to the next on some machines (a virtual machine's memory
+ * placement), and so does the executor from one run to the next; the median
+ * over several allocations follows the common one. */
+enum { ALLOCATIONS = 3 };
+
+static bg_status_t measure_range(bg_backend_t *be, const bg_profile_config_t *cfg, int first,
+                                 int last, int slots, bg_stage_profile_t *out) {
+    const bg_model_spec_t *spec = cfg->spec;
+    const int64_t n = cfg->batch;
+    range_bench_t b = {
+        .be = be, .first = first, .last = last, .layers = spec->num_layers, .slots = slots};
+    const int rounds = (cfg->repetitions + ALLOCATIONS - 1) / ALLOCATIONS;
+    range_samples_t rs = {.capacity = rounds * ALLOCATIONS * slots};
+    bg_status_t st = BG_OK;
+    int32_t *labels = NULL;
+    b.in_numel = n * bg_shape_numel(spec->layers[first].in);
+    b.out_numel = last < b.layers ? n * bg_shape_numel(spec->layers[last].in) : 0;
+    b.in_bytes = bg_backend_bytes(be, b.in_numel);
+    b.out_bytes = bg_backend_bytes(be, b.out_numel);
+    for (int p = 0; p < PARTS; p++) {
+        rs.sample[p] = calloc((size_t)rs.capacity, sizeof(double));
+        BG_ALLOC_CHECK_GOTO(rs.sample[p], st, done);
+    }
+    b.in = random_buffer(b.in_bytes, 1);
+    b.grad_out = malloc(b.in_bytes > 0 ? b.in_bytes : 1);
+    b.out = malloc(b.out_bytes > 0 ? b.out_bytes : 1);
+    b.grad_in = random_buffer(b.out_bytes, 2);
+    labels = calloc((size_t)n, sizeof(int32_t)); /* 0: valid for any number of classes */
+    BG_ALLOC_CHECK_GOTO(b.in, st, done);
+    BG_ALLOC_CHECK_GOTO(b.grad_out, st, done);
+    BG_ALLOC_CHECK_GOTO(b.out, st, done);
+    BG_ALLOC_CHECK_GOTO(b.grad_in, st, done);
+    BG_ALLOC_CHECK_GOTO(labels, st, done);
+    memset(b.grad_out, 0, b.in_bytes);
+    memset(b.out, 0, b.out_bytes);
+    for (int a = 0; a < ALLOCATIONS; a++)
+        BG_CHECK_GOTO(time_allocation(be, cfg, &b, labels, rounds, &rs), st, done);
+    *out = (bg_stage_profile_t){
+        .first = first,
+        .last = last,
+        .slots = slots,
+        .forward_s = profile_median(rs.sample[PART_FORWARD], rs.count[PART_FORWARD]),
+        .backward_s = profile_median(rs.sample[PART_BACKWARD], rs.count[PART_BACKWARD]),
+        .update_s = profile_median(rs.sample[PART_UPDATE], rs.count[PART_UPDATE]),
+        .recv_s = first > 0 ? profile_median(rs.sample[PART_RECV], rs.count[PART_RECV]) : 0,
+        .send_s = last < b.layers ? profile_median(rs.sample[PART_SEND], rs.count[PART_SEND]) : 0,
+        .grad_recv_s = last < b.layers
+                           ? profile_median(rs.sample[PART_GRAD_RECV], rs.count[PART_GRAD_RECV])
+                           : 0,
+        .grad_send_s =
+            first > 0 ? profile_median(rs.sample[PART_GRAD_SEND], rs.count[PART_GRAD_SEND]) : 0,
+        .check_s =
+            last < b.layers ? profile_median(rs.sample[PART_CHECK], rs.count[PART_CHECK]) : 0,
+        .grad_check_s =
+            first > 0 ? profile_median(rs.sample[PART_GRAD_CHECK], rs.count[PART_GRAD_CHECK]) : 0,
+    };
+done:
+    free(b.in);
+    free(b.out);
+    free(b.grad_in);
+    free(b.grad_out);
+    free(labels);
+    for (int p = 0; p < PARTS; p++) free(rs.sample[p]);
+    if (st != BG_OK) bg_error_prefix(st, "profiling layers %d..%d as a stage: ", first, last - 1);
+    return st;
+}
+
+bg_status_t profile_measure_stages(bg_backend_t *be, const bg_profile_config_t *cfg,
+                                   bg_profile_t *p) {
+    const int n = cfg->spec->num_layers;
+    if (n > BG_PROFILE_MAX_STAGE_LAYERS) return BG_OK;
+    /* The slot counts a stage can have: 1 (the last stage of 1F1B), 2 (the
+     * stage before it, double buffering) and M (every GPipe stage). */
+    int slot_counts[3], kinds = 0;
+    const int candidates[3] = {1, 2, cfg->microbatches};
+    for (int c = 0; c < 3; c++) {
+        int s = candidates[c], seen = s < 1 || s > cfg->microbatches;
+        for (int k = 0; k < kinds; k++) seen |= slot_counts[k] == s;
+        if (!seen) slot_counts[kinds++] = s;
+    }
+    const int total = n * (n + 1) / 2 * kinds;
+    p->stage = calloc((size_t)total, sizeof *p->stage);
+    if (p->stage == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
+    for (int first = 0; first < n; first++)
+        for (int last = first + 1; last <= n; last++)
+            for (int k = 0; k < kinds; k++) {
+                BG_CHECK(
+                    measure_range(be, cfg, first, last, slot_counts[k], &p->stage[p->stage_count]));
+                p->stage_count++;
+            }
+    return BG_OK;
+}
