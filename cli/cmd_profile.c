@@ -37,7 +37,14 @@ static const char help[] =
     "            of 1F1B's last stage, of the one before it, and of GPipe);\n"
     "            each the median over three allocations of the stage. A stage's\n"
     "            time is not the sum of its layers' (its working set decides its\n"
-    "            cache misses); the simulator uses these where it can\n"
+    "            cache misses); the simulator uses these where it can.\n"
+    "            With two CPU devices or more (--devices cpu:N), each range is\n"
+    "            timed again under load: while a thread on the second device's\n"
+    "            core runs the layers a neighbour stage would hold (those after\n"
+    "            the range, or before it when it ends the model) in a loop. Both\n"
+    "            cores share the cache and the memory bandwidth, so a stage runs\n"
+    "            slower while the other device computes; the simulator slows\n"
+    "            each op by as much of that as the other device computes beside it\n"
     "  memcpy    the bandwidth of one memcpy of 4 MiB\n"
     "\n"
     "Prints a table and, with -o, writes the profile (JSON, format version 2;\n"
@@ -55,7 +62,8 @@ static const char help[] =
     "  --momentum X       sgd momentum (default 0)\n"
     "  --devices SPEC     where to measure; this build measures on CPU cores\n"
     "                     (cpu, the default, or cpu:N: layers on the first core,\n"
-    "                     the channels' other end on the second)\n"
+    "                     the channels' other end and the co-runner on the\n"
+    "                     second)\n"
     "  -o FILE            write the profile as JSON\n"
     "\n"
     "example:\n"
@@ -162,7 +170,7 @@ int bg_cmd_profile(int argc, char **argv) {
     int code = 0;
     BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
     BG_CHECK_GOTO(bg_topology_create(NULL, &topology), st, fail);
-    int peer_core = 1 % bg_topology_core_count(topology);
+    int peer_core = 1 % bg_topology_core_count(topology), loaded = 0;
     if (o.devices != NULL) {
         bg_device_list_t list;
         BG_CHECK_GOTO(bg_device_list_parse(o.devices, bg_topology_core_count(topology), &list), st,
@@ -172,8 +180,10 @@ int bg_cmd_profile(int argc, char **argv) {
                               "--devices %s: this build profiles on a CPU core only", o.devices);
             goto fail;
         }
-        if (list.count > 1 && list.devices[1].kind == BG_DEVICE_CPU)
+        if (list.count > 1 && list.devices[1].kind == BG_DEVICE_CPU) {
             peer_core = list.devices[1].physical;
+            loaded = peer_core != list.devices[0].physical;
+        }
     }
     /* Like a CPU device's thread: on one core, so timings do not wander. A
      * machine that refuses binding still gets a profile. */
@@ -186,6 +196,7 @@ int bg_cmd_profile(int argc, char **argv) {
     pc.microbatches = (int)(o.microbatches < 64 ? o.microbatches : 64);
     pc.topology = topology;
     pc.peer_core = peer_core;
+    pc.loaded = loaded;
     fprintf(stderr, "profiling %s: %d layers, micro-batch of %lld samples, %d timed runs each\n",
             o.model, spec->num_layers, (long long)pc.batch, pc.repetitions);
     BG_CHECK_GOTO(bg_profile_measure(&pc, &profile), st, fail);

@@ -42,6 +42,15 @@ typedef struct bg_layer_profile {
     double send_s, recv_s;     /* its input through a channel: each end's copy (version 2) */
 } bg_layer_profile_t;
 
+/* A stage's medians while a co-runner on the other core runs the layers a
+ * neighbour stage would hold (profile_stages.c): what its ops cost while the
+ * other device computes too (shared cache and memory bandwidth). All 0 when
+ * not measured (a profile of one device, or an older profile). */
+typedef struct bg_stage_load {
+    double forward_s, backward_s, update_s;
+    double copies_s; /* its copies and checks of one micro-batch, both directions, summed */
+} bg_stage_load_t;
+
 /* A layer range [first, last) timed as a stage of its own with `slots`
  * micro-batches in flight (profile_stages.c): per micro-batch its forward,
  * backward (dX and dW) and the copies around them; its update per step. */
@@ -51,6 +60,7 @@ typedef struct bg_stage_profile {
     double recv_s, send_s;           /* activation in (first > 0), out (last < layers) */
     double grad_recv_s, grad_send_s; /* gradient in (last < layers), out (first > 0) */
     double check_s, grad_check_s;    /* the NaN/Inf check of what it sends, before each */
+    bg_stage_load_t loaded;          /* the same under load; 0 when not measured */
 } bg_stage_profile_t;
 
 /* Models of more layers get no stage ranges (there are L(L+1)/2 of them). */
@@ -83,12 +93,13 @@ typedef struct bg_profile_config {
     int microbatches;        /* M: layer ranges are timed with 1, 2 and M in flight */
     bg_topology_t *topology; /* binds the channel's other thread; NULL: unbound */
     int peer_core;           /* the core it binds to */
+    int loaded; /* also time each layer range beside a co-runner on peer_core (K >= 2) */
 } bg_profile_config_t;
 
 #define BG_PROFILE_CONFIG_INIT                                                                     \
     {                                                                                              \
         .spec = NULL, .batch = 64, .repetitions = 7, .optimizer = BG_OPTIMIZER_CONFIG_INIT,        \
-        .stash_slots = 2, .microbatches = 1, .topology = NULL, .peer_core = 1                      \
+        .stash_slots = 2, .microbatches = 1, .topology = NULL, .peer_core = 1, .loaded = 0         \
     }
 
 /* Times every layer on one CPU device (this thread, one OpenBLAS thread; a

@@ -56,6 +56,14 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
         cJSON_AddNumberToObject(o, "grad_send_s", sp->grad_send_s);
         cJSON_AddNumberToObject(o, "check_s", sp->check_s);
         cJSON_AddNumberToObject(o, "grad_check_s", sp->grad_check_s);
+        const bg_stage_load_t *l = &sp->loaded;
+        if (l->forward_s > 0 || l->backward_s > 0) {
+            cJSON *lo = cJSON_AddObjectToObject(o, "loaded");
+            cJSON_AddNumberToObject(lo, "forward_s", l->forward_s);
+            cJSON_AddNumberToObject(lo, "backward_s", l->backward_s);
+            cJSON_AddNumberToObject(lo, "update_s", l->update_s);
+            cJSON_AddNumberToObject(lo, "copies_s", l->copies_s);
+        }
         cJSON_AddItemToArray(stages, o);
     }
     char *text = cJSON_Print(root);
@@ -136,6 +144,19 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
         BG_CHECK(number_field(path, o, "grad_send_s", where, &sp->grad_send_s));
         BG_CHECK(number_field(path, o, "check_s", where, &sp->check_s));
         BG_CHECK(number_field(path, o, "grad_check_s", where, &sp->grad_check_s));
+        /* Optional: measured beside a co-runner (profiles of two CPU devices). */
+        const cJSON *lo = cJSON_GetObjectItemCaseSensitive(o, "loaded");
+        if (lo != NULL) {
+            char loaded_where[48];
+            snprintf(loaded_where, sizeof loaded_where, "stage entry %d 'loaded'", i);
+            bg_stage_load_t *l = &sp->loaded;
+            if (!cJSON_IsObject(lo))
+                return bg_error_set(BG_ERR_PARSE, "%s: %s must be an object", path, loaded_where);
+            BG_CHECK(number_field(path, lo, "forward_s", loaded_where, &l->forward_s));
+            BG_CHECK(number_field(path, lo, "backward_s", loaded_where, &l->backward_s));
+            BG_CHECK(number_field(path, lo, "update_s", loaded_where, &l->update_s));
+            BG_CHECK(number_field(path, lo, "copies_s", loaded_where, &l->copies_s));
+        }
         p->stage_count++;
     }
     return BG_OK;

@@ -6,10 +6,14 @@
  * Stage costs do not add up from layer costs: a stage's working set, and so
  * its cache misses, depends on which layers share the core and on how many
  * micro-batches it holds. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "channel.h"
+#include "cpu/backend_cpu.h"
 #include "profile_impl.h"
 #include "rng.h"
 #include "stage.h"
@@ -139,6 +143,134 @@ done:
  * over several allocations follows the common one. */
 enum { ALLOCATIONS = 3 };
 
+/* ---- under load: the pipeline's other stage running beside it ---- */
+
+/* The co-runner: on peer_core, with a backend of its own, the layers the
+ * other stage of a two-stage split would hold (after the range, or before
+ * it when the range ends the model, or the whole model for the whole
+ * model), in rounds of F, B and update until told to stop: the memory
+ * traffic the pipeline puts next to a stage while both compute. */
+typedef struct co_runner {
+    const bg_profile_config_t *cfg;
+    int first, last;
+    atomic_int stop, started;
+    bg_status_t status;
+} co_runner_t;
+
+static bg_status_t co_run(co_runner_t *co) {
+    const bg_profile_config_t *cfg = co->cfg;
+    const bg_model_spec_t *spec = cfg->spec;
+    bg_backend_t *be = NULL;
+    bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
+    cpu.index = 1;
+    range_bench_t b = {
+        .first = co->first, .last = co->last, .layers = spec->num_layers, .slots = 1};
+    int32_t *labels = calloc((size_t)cfg->batch, sizeof(int32_t));
+    bg_status_t st = BG_OK;
+    BG_ALLOC_CHECK_GOTO(labels, st, done);
+    BG_CHECK_GOTO(bg_backend_cpu_create(&cpu, &be), st, done);
+    b.be = be;
+    b.in_numel = cfg->batch * bg_shape_numel(spec->layers[b.first].in);
+    b.out_numel = b.last < b.layers ? cfg->batch * bg_shape_numel(spec->layers[b.last].in) : 0;
+    b.in_bytes = bg_backend_bytes(be, b.in_numel);
+    b.out_bytes = bg_backend_bytes(be, b.out_numel);
+    b.in = random_buffer(b.in_bytes, 3);
+    b.grad_out = calloc(b.in_bytes > 0 ? b.in_bytes : 1, 1);
+    b.out = calloc(b.out_bytes > 0 ? b.out_bytes : 1, 1);
+    b.grad_in = random_buffer(b.out_bytes, 4);
+    BG_ALLOC_CHECK_GOTO(b.in, st, done);
+    BG_ALLOC_CHECK_GOTO(b.grad_out, st, done);
+    BG_ALLOC_CHECK_GOTO(b.out, st, done);
+    BG_ALLOC_CHECK_GOTO(b.grad_in, st, done);
+    bg_stage_config_t sc = BG_STAGE_CONFIG_INIT;
+    sc.spec = spec;
+    sc.first_layer = b.first;
+    sc.last_layer = b.last;
+    sc.backend = be;
+    sc.max_batch = cfg->batch;
+    sc.seed = 2;
+    sc.optimizer = cfg->optimizer;
+    sc.stash_slots = 1;
+    BG_CHECK_GOTO(bg_stage_create(&sc, &b.stage), st, done);
+    BG_CHECK_GOTO(bg_stage_load_slot(b.stage, 0, cfg->batch, b.first == 0 ? b.in : NULL, labels),
+                  st, done);
+    /* One round before the measured stage starts, so that it runs beside
+     * a co-runner in its steady state. */
+    BG_CHECK_GOTO(run_round(&b, cfg->batch, NULL), st, done);
+    atomic_store(&co->started, 1);
+    while (!atomic_load(&co->stop)) BG_CHECK_GOTO(run_round(&b, cfg->batch, NULL), st, done);
+done:
+    atomic_store(&co->started, 1);
+    bg_stage_destroy(b.stage);
+    bg_backend_destroy(be);
+    free(b.in);
+    free(b.out);
+    free(b.grad_in);
+    free(b.grad_out);
+    free(labels);
+    return st;
+}
+
+static void *co_runner_main(void *arg) {
+    co_runner_t *co = arg;
+    if (co->cfg->topology != NULL &&
+        bg_topology_bind_thread(co->cfg->topology, co->cfg->peer_core) != BG_OK)
+        bg_error_clear();
+    co->status = co_run(co);
+    return NULL;
+}
+
+/* Times the range's stage again, over as many allocations, while a
+ * co-runner works on peer_core; the medians go into *out. */
+static bg_status_t measure_loaded(bg_backend_t *be, const bg_profile_config_t *cfg,
+                                  range_bench_t *b, const int32_t *labels, int rounds,
+                                  bg_stage_load_t *out) {
+    const int n = b->layers;
+    co_runner_t co = {.cfg = cfg, .first = b->last, .last = n};
+    if (b->last == n)
+        co = (co_runner_t){.cfg = cfg, .first = 0, .last = b->first > 0 ? b->first : n};
+    range_samples_t rs = {.capacity = rounds * ALLOCATIONS * b->slots};
+    bg_status_t st = BG_OK;
+    int running = 0;
+    pthread_t thread;
+    for (int p = 0; p < PARTS; p++) {
+        rs.sample[p] = calloc((size_t)rs.capacity, sizeof(double));
+        BG_ALLOC_CHECK_GOTO(rs.sample[p], st, done);
+    }
+    if (pthread_create(&thread, NULL, co_runner_main, &co) != 0) {
+        st = bg_error_set(BG_ERR_INTERNAL, "profile: cannot start the co-runner thread");
+        goto done;
+    }
+    running = 1;
+    while (!atomic_load(&co.started)) nanosleep(&(struct timespec){0, 100000}, NULL);
+    for (int a = 0; a < ALLOCATIONS; a++)
+        BG_CHECK_GOTO(time_allocation(be, cfg, b, labels, rounds, &rs), st, done);
+    const int *c = rs.count;
+    /* The parts this range has: those into it (first > 0), those out of it (last < layers). */
+    const int inner[] = {PART_RECV, PART_GRAD_SEND, PART_GRAD_CHECK},
+              outer[] = {PART_SEND, PART_GRAD_RECV, PART_CHECK};
+    double copies = 0;
+    for (int k = 0; k < 3; k++) {
+        if (b->first > 0) copies += profile_median(rs.sample[inner[k]], c[inner[k]]);
+        if (b->last < n) copies += profile_median(rs.sample[outer[k]], c[outer[k]]);
+    }
+    *out = (bg_stage_load_t){
+        .forward_s = profile_median(rs.sample[PART_FORWARD], c[PART_FORWARD]),
+        .backward_s = profile_median(rs.sample[PART_BACKWARD], c[PART_BACKWARD]),
+        .update_s = profile_median(rs.sample[PART_UPDATE], c[PART_UPDATE]),
+        .copies_s = copies,
+    };
+done:
+    if (running) {
+        atomic_store(&co.stop, 1);
+        pthread_join(thread, NULL);
+        if (st == BG_OK) st = co.status;
+    }
+    for (int p = 0; p < PARTS; p++) free(rs.sample[p]);
+    if (st != BG_OK) bg_error_prefix(st, "under load: ");
+    return st;
+}
+
 static bg_status_t measure_range(bg_backend_t *be, const bg_profile_config_t *cfg, int first,
                                  int last, int slots, bg_stage_profile_t *out) {
     const bg_model_spec_t *spec = cfg->spec;
@@ -171,6 +303,8 @@ static bg_status_t measure_range(bg_backend_t *be, const bg_profile_config_t *cf
     memset(b.out, 0, b.out_bytes);
     for (int a = 0; a < ALLOCATIONS; a++)
         BG_CHECK_GOTO(time_allocation(be, cfg, &b, labels, rounds, &rs), st, done);
+    bg_stage_load_t loaded = {0};
+    if (cfg->loaded) BG_CHECK_GOTO(measure_loaded(be, cfg, &b, labels, rounds, &loaded), st, done);
     *out = (bg_stage_profile_t){
         .first = first,
         .last = last,
@@ -189,6 +323,7 @@ static bg_status_t measure_range(bg_backend_t *be, const bg_profile_config_t *cf
             last < b.layers ? profile_median(rs.sample[PART_CHECK], rs.count[PART_CHECK]) : 0,
         .grad_check_s =
             first > 0 ? profile_median(rs.sample[PART_GRAD_CHECK], rs.count[PART_GRAD_CHECK]) : 0,
+        .loaded = loaded,
     };
 done:
     free(b.in);

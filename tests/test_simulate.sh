@@ -83,6 +83,30 @@ json.dump(p, open(sys.argv[3], 'w'))" "$P" "$T/v1.profile.json" "$T/v3.profile.j
     stdout_has "bubble: predicted" "simulate with a version 1 profile"
     expect 2 "$T/v3.profile.json" -- simulate "$MODEL" --profile "$T/v3.profile.json"
     check "a newer profile version: says to profile again" grep -qF "run brigade profile again" "$ERR"
+    # One device: no co-runner, so no range is timed under load.
+    file_check "a profile of one device has no times under load" "$P" '
+assert all("loaded" not in s for s in p["stages"])'
+fi
+
+# Two CPU devices: every range is timed again beside a co-runner on the
+# second core; a malformed time under load is refused, naming the entry.
+P2=$T/cnn2.profile.json
+if expect 0 "" -- profile "$MODEL" --batch 64 --microbatches 2 --devices cpu:2 \
+    --repetitions 3 -o "$P2"; then
+    file_check "a profile of two devices has every range under load" "$P2" '
+assert p["version"] == 2
+assert len(p["stages"]) == 36 * 2, len(p["stages"])
+for s in p["stages"]:
+    l = s["loaded"]
+    assert l["forward_s"] > 0 and l["backward_s"] > 0, s
+    assert l["update_s"] >= 0 and l["copies_s"] >= 0, s'
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --profile "$P2"
+    stdout_has "bubble: predicted" "simulate with times under load"
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+p['stages'][5]['loaded']['backward_s'] = -1
+json.dump(p, open(sys.argv[2], 'w'))" "$P2" "$T/badload.profile.json"
+    expect 2 "stage entry 5 'loaded'" -- simulate "$MODEL" --profile "$T/badload.profile.json"
 fi
 
 # A profile of another model (other shapes) is refused, naming the file.
