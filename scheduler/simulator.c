@@ -22,7 +22,12 @@ typedef struct sim_state {
     int barrier_known;       /* every device has reached the optimizer step */
     double barrier_time;     /* when the last one did */
     int barrier_last;        /* which device that was */
+    /* Under contention: each F, B and W's stretch, [kind * cells + stage *
+     * M + mb] for kinds F, B, W; NULL without contention. */
+    double *stretch;
 } sim_state_t;
+
+enum { STRETCH_FORWARD, STRETCH_BACKWARD, STRETCH_WEIGHT, STRETCH_KINDS };
 
 static double cost(const double *array, int index) { return array != NULL ? array[index] : 0; }
 
@@ -73,12 +78,22 @@ static double inputs_ready(sim_state_t *st, const bg_op_t *op, int device) {
     return -1;
 }
 
+/* The stretch of an op under contention (1 without). */
+static double stretch(const sim_state_t *st, int kind, int stage, int mb) {
+    if (st->stretch == NULL) return 1;
+    const int cells = st->stages * st->microbatches;
+    return st->stretch[kind * cells + stage * st->microbatches + mb];
+}
+
 static double duration(const sim_state_t *st, const bg_op_t *op, int device) {
     const bg_sim_costs_t *c = st->costs;
+    const int s = op->stage, mb = op->microbatch;
     switch (op->kind) {
-    case BG_OP_FORWARD: return c->forward[op->stage];
-    case BG_OP_BACKWARD: return c->backward[op->stage] + cost(c->recompute, op->stage);
-    case BG_OP_WEIGHT: return cost(c->weight, op->stage) + cost(c->recompute, op->stage);
+    case BG_OP_FORWARD: return c->forward[s] * stretch(st, STRETCH_FORWARD, s, mb);
+    case BG_OP_BACKWARD:
+        return (c->backward[s] + cost(c->recompute, s)) * stretch(st, STRETCH_BACKWARD, s, mb);
+    case BG_OP_WEIGHT:
+        return (cost(c->weight, s) + cost(c->recompute, s)) * stretch(st, STRETCH_WEIGHT, s, mb);
     case BG_OP_STEP: return cost(c->step, device);
     }
     return 0;
@@ -255,6 +270,43 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
 
 static int valid_duration(double x) { return isfinite(x) && x >= 0; }
 
+/* Whether an event keeps its device busy (an op or a copy; not a wait). */
+static int busy(const bg_event_t *e) { return e->kind != BG_EVENT_WAIT; }
+
+/* From the events [from, to) of one simulated step: each F, B and W's
+ * stretch, 1 + (contention - 1) x the fraction of it during which other
+ * devices were busy. */
+static void settle_stretch(sim_state_t *st, const bg_timeline_t *tl, int from, int to) {
+    const int cells = st->stages * st->microbatches;
+    for (int i = from; i < to; i++) {
+        const bg_event_t *e = &tl->events[i];
+        int kind = e->kind == BG_EVENT_FORWARD    ? STRETCH_FORWARD
+                   : e->kind == BG_EVENT_BACKWARD ? STRETCH_BACKWARD
+                   : e->kind == BG_EVENT_WEIGHT   ? STRETCH_WEIGHT
+                                                  : -1;
+        const double length = e->end - e->start;
+        if (kind < 0 || length <= 0) continue;
+        double overlap = 0;
+        for (int j = from; j < to; j++) {
+            const bg_event_t *o = &tl->events[j];
+            if (o->device == e->device || !busy(o)) continue;
+            overlap += fmax(0, fmin(e->end, o->end) - fmax(e->start, o->start));
+        }
+        const double c = st->costs->contention[e->stage];
+        const double fraction = fmin(1, overlap / length);
+        st->stretch[kind * cells + e->stage * st->microbatches + e->microbatch] =
+            c > 1 ? 1 + (c - 1) * fraction : 1;
+    }
+}
+
+/* Whether the costs ask for contention on more than one device. */
+static int contended(const bg_schedule_t *sc, const bg_sim_costs_t *c) {
+    if (c->contention == NULL || sc->devices < 2) return 0;
+    for (int s = 0; s < sc->stages; s++)
+        if (c->contention[s] > 1) return 1;
+    return 0;
+}
+
 static bg_status_t check_costs(const bg_schedule_t *sc, const bg_sim_costs_t *c) {
     const double *arrays[] = {c->forward, c->backward, c->weight, c->recompute};
     const char *names[] = {"forward", "backward", "weight", "recompute"};
@@ -278,6 +330,10 @@ static bg_status_t check_costs(const bg_schedule_t *sc, const bg_sim_costs_t *c)
             if (!valid_duration(links[a][b]))
                 return bg_error_set(BG_ERR_INVALID, "simulator: %s cost %d is %g", link_names[a], b,
                                     links[a][b]);
+    for (int s = 0; c->contention != NULL && s < sc->stages; s++)
+        if (!valid_duration(c->contention[s]))
+            return bg_error_set(BG_ERR_INVALID, "simulator: contention of stage %d is %g", s,
+                                c->contention[s]);
     for (int d = 0; c->step != NULL && d < sc->devices; d++)
         if (!valid_duration(c->step[d]))
             return bg_error_set(BG_ERR_INVALID, "simulator: step cost of device %d is %g", d,
@@ -315,6 +371,19 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
         !st.forward_link || !st.backward_link || !st.device_free || !st.pc || !st.pending)
         status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
     double origin = tl->steps > 0 ? tl->step_end[tl->steps - 1] : 0;
+    if (status == BG_OK && contended(schedule, costs)) {
+        st.stretch = malloc(sizeof(double) * STRETCH_KINDS * cells);
+        if (st.stretch == NULL) status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
+        for (size_t i = 0; st.stretch != NULL && i < STRETCH_KINDS * cells; i++) st.stretch[i] = 1;
+        /* Each pass simulates a step into tl and takes it back out. */
+        const int count = tl->count, recorded = tl->steps;
+        for (int pass = 0; status == BG_OK && pass < BG_SIM_CONTENTION_PASSES; pass++) {
+            status = run_step(&st, tl->steps, origin, tl);
+            if (status == BG_OK) settle_stretch(&st, tl, count, tl->count);
+            tl->count = count;
+            tl->steps = recorded;
+        }
+    }
     for (int k = 0; status == BG_OK && k < steps; k++) {
         status = run_step(&st, tl->steps, origin, tl);
         if (status == BG_OK) origin = tl->step_end[tl->steps - 1];
@@ -328,5 +397,6 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     free(st.device_free);
     free(st.pc);
     free(st.pending);
+    free(st.stretch);
     return status;
 }

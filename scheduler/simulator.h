@@ -25,7 +25,16 @@
  * The optimizer step is a barrier, as in the executor: every device's STEP
  * starts only when every device has finished its other ops. The last to
  * arrive wakes the others (a WAIT of wake_s), which start handoff_s after
- * that arrival (a WAIT on no stage, peer -1). */
+ * that arrival (a WAIT on no stage, peer -1).
+ *
+ * Contention (costs->contention): how long an op takes depends on what the
+ * other devices do meanwhile, which depends on how long ops take. The
+ * simulator runs a step with every op at its own duration, notes for each
+ * F, B and W the fraction of it during which another device was busy,
+ * stretches each by its fraction of its stage's contention, and runs the
+ * step again: BG_SIM_CONTENTION_PASSES such passes, then the recorded
+ * steps with the last pass's durations. With K > 2 the fractions of the
+ * other devices add (at most 1). */
 #ifndef BG_SIMULATOR_H
 #define BG_SIMULATOR_H
 
@@ -36,6 +45,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Passes that settle the durations of ops under contention. */
+#define BG_SIM_CONTENTION_PASSES 3
 
 /* Durations in seconds, per stage (stages entries) unless noted. */
 typedef struct bg_sim_costs {
@@ -58,8 +70,16 @@ typedef struct bg_sim_costs {
      * records none), so it counts as idle in the bubble as measured. */
     const double *activation_check, *gradient_check;
     const double *step; /* optimizer step per device (devices entries); may be NULL */
-    double wake_s;      /* a device waking a peer blocked on it (above) */
-    double handoff_s;   /* from a wake to the woken thread running (above) */
+    /* Per stage, may be NULL (and an entry 0 or 1): how many times longer
+     * the stage's F, B and W (and recompute) take while another device
+     * computes beside them, all the time (CPU cores sharing a cache and the
+     * memory bandwidth; measured by `brigade profile` under load). An op
+     * takes its duration times 1 + (contention - 1) x the fraction of it
+     * during which another device is busy (an op or a copy, not a wait),
+     * found by a fixed point (below). */
+    const double *contention;
+    double wake_s;    /* a device waking a peer blocked on it (above) */
+    double handoff_s; /* from a wake to the woken thread running (above) */
 } bg_sim_costs_t;
 
 /* Runs `steps` training steps of `schedule` and appends them to `tl` (made

@@ -261,6 +261,56 @@ static void test_handoffs_and_barrier(void **state) {
     bg_timeline_destroy(tl);
 }
 
+/* Contention: an op is stretched by its stage's contention times the
+ * fraction of it during which the other device is busy. GPipe, K = 2,
+ * M = 2, F = 1, B = 2, no copies or transfers; alone:
+ *   dev 0: F0 0-1, F1 1-2, B0 5-7, B1 7-9; dev 1: F0 1-2, F1 2-3, B0 3-5,
+ *   B1 5-7: step 9. dev 0's F1 and B0 and dev 1's F0 and B1 run entirely
+ *   beside the other device's work, the rest alone. With contention 1.2
+ * those four take 1.2 times as long and still overlap entirely:
+ *   dev 0: F0 0-1, F1 1-2.2, B0 5.2-7.6, B1 7.6-9.6;
+ *   dev 1: F0 1-2.2, F1 2.2-3.2, B0 3.2-5.2, B1 5.2-7.6: step 9.6.
+ * With M = 1 nothing overlaps: the step stays 6. */
+static void test_contention(void **state) {
+    (void)state;
+    double f[2] = {1, 1}, b[2] = {2, 2}, link[1] = {0}, contention[2] = {1.2, 1.2};
+    bg_sim_costs_t costs = {.forward = f,
+                            .backward = b,
+                            .activation_transfer = link,
+                            .gradient_transfer = link,
+                            .contention = contention};
+    bg_timeline_t *tl = simulate_two(BG_SCHEDULE_GPIPE, 2, &costs);
+    assert_true(near(tl->step_end[1] - tl->step_start[1], 9.6));
+    assert_true(near(tl->step_end[0] - tl->step_start[0], 9.6));
+    bg_event_t e = step_event(tl, BG_EVENT_FORWARD, 0, 0);
+    assert_true(near(e.start, 0) && near(e.end, 1));
+    e = step_event(tl, BG_EVENT_FORWARD, 0, 1);
+    assert_true(near(e.start, 1) && near(e.end, 2.2));
+    e = step_event(tl, BG_EVENT_FORWARD, 1, 1);
+    assert_true(near(e.start, 2.2) && near(e.end, 3.2));
+    e = step_event(tl, BG_EVENT_BACKWARD, 1, 0);
+    assert_true(near(e.start, 3.2) && near(e.end, 5.2));
+    e = step_event(tl, BG_EVENT_BACKWARD, 1, 1);
+    assert_true(near(e.start, 5.2) && near(e.end, 7.6));
+    e = step_event(tl, BG_EVENT_BACKWARD, 0, 0);
+    assert_true(near(e.start, 5.2) && near(e.end, 7.6));
+    e = step_event(tl, BG_EVENT_BACKWARD, 0, 1);
+    assert_true(near(e.start, 7.6) && near(e.end, 9.6));
+    assert_int_equal(tl->steps, 2); /* the settling passes leave no steps behind */
+    bg_timeline_destroy(tl);
+    tl = simulate_two(BG_SCHEDULE_GPIPE, 1, &costs);
+    assert_true(near(tl->step_end[1] - tl->step_start[1], 6));
+    bg_timeline_destroy(tl);
+    /* Contention 1 (or 0, or none) is today's model. */
+    for (int k = 0; k < 3; k++) {
+        contention[0] = contention[1] = k;
+        costs.contention = k < 2 ? contention : NULL;
+        tl = simulate_two(BG_SCHEDULE_GPIPE, 2, &costs);
+        assert_true(near(tl->step_end[1] - tl->step_start[1], 9));
+        bg_timeline_destroy(tl);
+    }
+}
+
 static void test_rejects_bad_costs(void **state) {
     (void)state;
     bg_schedule_config_t sc = BG_SCHEDULE_CONFIG_INIT;
@@ -278,6 +328,11 @@ static void test_rejects_bad_costs(void **state) {
     assert_int_equal(bg_simulate(schedule, &costs, 1, tl), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "forward cost of stage 1"));
     f[1] = 1;
+    double contention[2] = {1.1, NAN};
+    costs.contention = contention;
+    assert_int_equal(bg_simulate(schedule, &costs, 1, tl), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "contention of stage 1"));
+    costs.contention = NULL;
     costs.activation_transfer = NULL;
     assert_int_equal(bg_simulate(schedule, &costs, 1, tl), BG_ERR_INVALID);
     bg_timeline_destroy(tl);
@@ -289,7 +344,7 @@ int main(void) {
         cmocka_unit_test(test_fill_drain),           cmocka_unit_test(test_transfers),
         cmocka_unit_test(test_interleaved),          cmocka_unit_test(test_zero_bubble),
         cmocka_unit_test(test_rejects_bad_costs),    cmocka_unit_test(test_device_copies),
-        cmocka_unit_test(test_handoffs_and_barrier),
+        cmocka_unit_test(test_handoffs_and_barrier), cmocka_unit_test(test_contention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
