@@ -239,6 +239,9 @@ int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int sl
     r.grad_send_s = scale * best->grad_send_s;
     r.check_s = scale * best->check_s;
     r.grad_check_s = scale * best->grad_check_s;
+    const double alone = best->forward_s + best->backward_s,
+                 loaded = best->loaded.forward_s + best->loaded.backward_s;
+    r.contention = alone > 0 && loaded > 0 ? loaded / alone : 0;
     *out = r;
     return 1;
 }

@@ -185,6 +185,9 @@ typedef struct bg_cost_measured_stage {
     bg_cost_time_t time;
     double recv_s, send_s, grad_recv_s, grad_send_s;
     double check_s, grad_check_s; /* the NaN/Inf checks before its sends */
+    /* Its forward plus backward under load over the same alone (profiled
+     * beside a co-runner on another core); 0 when not measured. */
+    double contention;
 } bg_cost_measured_stage_t;
 
 /* Fills *out for layers [first, last) with `slots` micro-batches in flight

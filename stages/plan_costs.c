@@ -18,6 +18,7 @@ void bg_plan_costs_destroy(bg_plan_costs_t *c) {
     free(c->activation_check);
     free(c->gradient_check);
     free(c->step);
+    free(c->contention);
     free(c);
 }
 
@@ -41,9 +42,11 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
     c->activation_check = calloc(links, sizeof(double));
     c->gradient_check = calloc(links, sizeof(double));
     c->step = calloc((size_t)devices, sizeof(double));
+    c->contention = calloc(n, sizeof(double));
     if (!c->forward || !c->backward || !c->weight || !c->recompute || !c->activation_transfer ||
         !c->gradient_transfer || !c->activation_send || !c->activation_recv || !c->gradient_send ||
-        !c->gradient_recv || !c->activation_check || !c->gradient_check || !c->step) {
+        !c->gradient_recv || !c->activation_check || !c->gradient_check || !c->step ||
+        !c->contention) {
         bg_plan_costs_destroy(c);
         return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
     }
@@ -68,6 +71,7 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         if (c->backward[s] < 0) c->backward[s] = 0;
         c->weight[s] = split ? t->weight : 0;
         c->recompute[s] = t->recompute;
+        c->contention[s] = found[s] ? measured[s].contention : 0;
         c->step[ps->device] += t->update;
     }
     for (int b = 0; b + 1 < stages; b++) {
@@ -109,6 +113,7 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         .activation_check = c->activation_check,
         .gradient_check = c->gradient_check,
         .step = c->step,
+        .contention = c->contention,
         .wake_s = plan->request.link.wake_s,
         .handoff_s = plan->request.link.handoff_s,
     };

@@ -145,6 +145,7 @@ typedef struct bg_plan_costs {
     double *gradient_send, *gradient_recv;           /* (bg_cost_boundary_crossing) */
     double *activation_check, *gradient_check;       /* measured stages only */
     double *step;                                    /* K entries */
+    double *contention;                              /* measured stages under load only, else 0 */
 } bg_plan_costs_t;
 
 /* *out is set only on success; free with bg_plan_costs_destroy. */

@@ -323,7 +323,8 @@ static void test_split_backward_costs(void **state) {
 /* A version 2 profile: layer ranges timed as stages give the simulator's
  * stage times and the devices' copies (the entry with the nearest slot
  * count), scaled from the profile's micro-batch; the link's part is the
- * hand-off, and the wake and hand-off reach the simulator. */
+ * hand-off, and the wake and hand-off reach the simulator; a range timed
+ * under load gives its stage a contention. */
 static void test_measured_stage_costs(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse(small_mlp);
@@ -332,9 +333,9 @@ static void test_measured_stage_costs(void **state) {
     profile.handoff_s = 30e-6;
     profile.wake_s = 10e-6;
     bg_stage_profile_t ranges[] = {
-        {0, 2, 2, 2e-3, 3e-3, 1e-4, 0, 1e-4, 2e-4, 0, 5e-5, 0},
-        {0, 2, 1, 5e-3, 5e-3, 5e-4, 0, 5e-4, 5e-4, 0, 5e-4, 0},
-        {2, 4, 1, 1e-3, 4e-3, 2e-4, 3e-4, 0, 0, 4e-4, 0, 6e-5},
+        {0, 2, 2, 2e-3, 3e-3, 1e-4, 0, 1e-4, 2e-4, 0, 5e-5, 0, {2.5e-3, 3.5e-3, 1e-4, 4e-4}},
+        {0, 2, 1, 5e-3, 5e-3, 5e-4, 0, 5e-4, 5e-4, 0, 5e-4, 0, {0, 0, 0, 0}},
+        {2, 4, 1, 1e-3, 4e-3, 2e-4, 3e-4, 0, 0, 4e-4, 0, 6e-5, {0, 0, 0, 0}},
     };
     profile.stage = ranges;
     profile.stage_count = 3;
@@ -365,6 +366,10 @@ static void test_measured_stage_costs(void **state) {
         assert_true(close_to(c->gradient_check[0], 1.2e-4));
         assert_true(close_to(c->activation_transfer[0], 30e-6));
         assert_true(close_to(c->sim.wake_s, 10e-6) && close_to(c->sim.handoff_s, 30e-6));
+        /* Stage 0's range was timed under load too: F + B 6 ms against 5
+         * alone; stage 1's was not. */
+        assert_true(close_to(c->contention[0], 1.2) && c->contention[1] == 0);
+        assert_true(c->sim.contention == c->contention);
         bg_plan_costs_destroy(c);
         bg_plan_destroy(plan);
     }
