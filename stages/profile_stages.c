@@ -109,53 +109,25 @@ static void *random_buffer(size_t bytes, uint64_t stream) {
     return x;
 }
 
-/* Times one allocation of the stage: warm-up rounds, then `rounds` rounds
- * into `rs`. */
-static bg_status_t time_allocation(bg_backend_t *be, const bg_profile_config_t *cfg,
-                                   range_bench_t *b, const int32_t *labels, int rounds,
-                                   range_samples_t *rs) {
-    bg_stage_config_t sc = BG_STAGE_CONFIG_INIT;
-    sc.spec = cfg->spec;
-    sc.first_layer = b->first;
-    sc.last_layer = b->last;
-    sc.backend = be;
-    sc.max_batch = cfg->batch;
-    sc.seed = 1;
-    sc.optimizer = cfg->optimizer;
-    sc.stash_slots = b->slots;
-    bg_status_t st = BG_OK;
-    BG_CHECK(bg_stage_create(&sc, &b->stage));
-    for (int k = 0; k < b->slots; k++)
-        BG_CHECK_GOTO(
-            bg_stage_load_slot(b->stage, k, cfg->batch, b->first == 0 ? b->in : NULL, labels), st,
-            done);
-    for (int r = 0; r < PROFILE_WARMUP + rounds; r++)
-        BG_CHECK_GOTO(run_round(b, cfg->batch, r >= PROFILE_WARMUP ? rs : NULL), st, done);
-done:
-    bg_stage_destroy(b->stage);
-    b->stage = NULL;
-    return st;
-}
-
-/* Allocations of each stage timed: the same stage runs at two speeds from
- * one allocation to the next on some machines (a virtual machine's memory
- * placement), and so does the executor from one run to the next; the median
- * over several allocations follows the common one. */
-enum { ALLOCATIONS = 3 };
-
 /* ---- under load: the pipeline's other stage running beside it ---- */
 
 /* The co-runner: on peer_core, with a backend of its own, the layers the
  * other stage of a two-stage split would hold (after the range, or before
  * it when the range ends the model, or the whole model for the whole
- * model), in rounds of F, B and update until told to stop: the memory
- * traffic the pipeline puts next to a stage while both compute. */
+ * model), in rounds of F, B and update while asked to run: the memory
+ * traffic the pipeline puts next to a stage while both compute. Between
+ * requests it sleeps. */
 typedef struct co_runner {
     const bg_profile_config_t *cfg;
     int first, last;
-    atomic_int stop, started;
-    bg_status_t status;
+    atomic_int stop, run; /* asked of it */
+    atomic_int ready;     /* its stage is built (or it failed) */
+    atomic_int active;    /* inside its rounds */
+    atomic_int finished;  /* co_run has returned (failed, unless asked to stop) */
+    bg_status_t status;   /* read after joining it */
 } co_runner_t;
+
+static void pause_briefly(void) { nanosleep(&(struct timespec){0, 20000}, NULL); }
 
 static bg_status_t co_run(co_runner_t *co) {
     const bg_profile_config_t *cfg = co->cfg;
@@ -194,13 +166,18 @@ static bg_status_t co_run(co_runner_t *co) {
     BG_CHECK_GOTO(bg_stage_create(&sc, &b.stage), st, done);
     BG_CHECK_GOTO(bg_stage_load_slot(b.stage, 0, cfg->batch, b.first == 0 ? b.in : NULL, labels),
                   st, done);
-    /* One round before the measured stage starts, so that it runs beside
-     * a co-runner in its steady state. */
     BG_CHECK_GOTO(run_round(&b, cfg->batch, NULL), st, done);
-    atomic_store(&co->started, 1);
-    while (!atomic_load(&co->stop)) BG_CHECK_GOTO(run_round(&b, cfg->batch, NULL), st, done);
+    atomic_store(&co->ready, 1);
+    while (!atomic_load(&co->stop)) {
+        if (!atomic_load(&co->run)) {
+            atomic_store(&co->active, 0);
+            pause_briefly();
+            continue;
+        }
+        atomic_store(&co->active, 1);
+        BG_CHECK_GOTO(run_round(&b, cfg->batch, NULL), st, done);
+    }
 done:
-    atomic_store(&co->started, 1);
     bg_stage_destroy(b.stage);
     bg_backend_destroy(be);
     free(b.in);
@@ -217,59 +194,64 @@ static void *co_runner_main(void *arg) {
         bg_topology_bind_thread(co->cfg->topology, co->cfg->peer_core) != BG_OK)
         bg_error_clear();
     co->status = co_run(co);
+    atomic_store(&co->finished, 1);
+    atomic_store(&co->ready, 1);
     return NULL;
 }
 
-/* Times the range's stage again, over as many allocations, while a
- * co-runner works on peer_core; the medians go into *out. */
-static bg_status_t measure_loaded(bg_backend_t *be, const bg_profile_config_t *cfg,
-                                  range_bench_t *b, const int32_t *labels, int rounds,
-                                  bg_stage_load_t *out) {
-    const int n = b->layers;
-    co_runner_t co = {.cfg = cfg, .first = b->last, .last = n};
-    if (b->last == n)
-        co = (co_runner_t){.cfg = cfg, .first = 0, .last = b->first > 0 ? b->first : n};
-    range_samples_t rs = {.capacity = rounds * ALLOCATIONS * b->slots};
+/* Asks the co-runner to run or to rest, and waits until it does: a
+ * loaded round starts once it is inside its rounds, an alone one once it
+ * has finished the round it was in. */
+static bg_status_t co_runner_set(co_runner_t *co, int run) {
+    atomic_store(&co->run, run);
+    while (atomic_load(&co->active) != run) {
+        if (atomic_load(&co->finished))
+            return bg_error_set(BG_ERR_INTERNAL, "profile: the co-runner stopped");
+        pause_briefly();
+    }
+    return BG_OK;
+}
+
+/* Times one allocation of the stage: warm-up rounds, then `rounds` rounds
+ * into `rs`; with a co-runner, each round twice, alone (into rs) and beside
+ * the co-runner (into loaded), so that both see the same allocation. */
+static bg_status_t time_allocation(bg_backend_t *be, const bg_profile_config_t *cfg,
+                                   range_bench_t *b, const int32_t *labels, int rounds,
+                                   range_samples_t *rs, co_runner_t *co, range_samples_t *loaded) {
+    bg_stage_config_t sc = BG_STAGE_CONFIG_INIT;
+    sc.spec = cfg->spec;
+    sc.first_layer = b->first;
+    sc.last_layer = b->last;
+    sc.backend = be;
+    sc.max_batch = cfg->batch;
+    sc.seed = 1;
+    sc.optimizer = cfg->optimizer;
+    sc.stash_slots = b->slots;
     bg_status_t st = BG_OK;
-    int running = 0;
-    pthread_t thread;
-    for (int p = 0; p < PARTS; p++) {
-        rs.sample[p] = calloc((size_t)rs.capacity, sizeof(double));
-        BG_ALLOC_CHECK_GOTO(rs.sample[p], st, done);
+    BG_CHECK(bg_stage_create(&sc, &b->stage));
+    for (int k = 0; k < b->slots; k++)
+        BG_CHECK_GOTO(
+            bg_stage_load_slot(b->stage, k, cfg->batch, b->first == 0 ? b->in : NULL, labels), st,
+            done);
+    for (int r = 0; r < PROFILE_WARMUP + rounds; r++) {
+        if (co != NULL) BG_CHECK_GOTO(co_runner_set(co, 0), st, done);
+        BG_CHECK_GOTO(run_round(b, cfg->batch, r >= PROFILE_WARMUP ? rs : NULL), st, done);
+        if (co == NULL) continue;
+        BG_CHECK_GOTO(co_runner_set(co, 1), st, done);
+        BG_CHECK_GOTO(run_round(b, cfg->batch, r >= PROFILE_WARMUP ? loaded : NULL), st, done);
     }
-    if (pthread_create(&thread, NULL, co_runner_main, &co) != 0) {
-        st = bg_error_set(BG_ERR_INTERNAL, "profile: cannot start the co-runner thread");
-        goto done;
-    }
-    running = 1;
-    while (!atomic_load(&co.started)) nanosleep(&(struct timespec){0, 100000}, NULL);
-    for (int a = 0; a < ALLOCATIONS; a++)
-        BG_CHECK_GOTO(time_allocation(be, cfg, b, labels, rounds, &rs), st, done);
-    const int *c = rs.count;
-    /* The parts this range has: those into it (first > 0), those out of it (last < layers). */
-    const int inner[] = {PART_RECV, PART_GRAD_SEND, PART_GRAD_CHECK},
-              outer[] = {PART_SEND, PART_GRAD_RECV, PART_CHECK};
-    double copies = 0;
-    for (int k = 0; k < 3; k++) {
-        if (b->first > 0) copies += profile_median(rs.sample[inner[k]], c[inner[k]]);
-        if (b->last < n) copies += profile_median(rs.sample[outer[k]], c[outer[k]]);
-    }
-    *out = (bg_stage_load_t){
-        .forward_s = profile_median(rs.sample[PART_FORWARD], c[PART_FORWARD]),
-        .backward_s = profile_median(rs.sample[PART_BACKWARD], c[PART_BACKWARD]),
-        .update_s = profile_median(rs.sample[PART_UPDATE], c[PART_UPDATE]),
-        .copies_s = copies,
-    };
 done:
-    if (running) {
-        atomic_store(&co.stop, 1);
-        pthread_join(thread, NULL);
-        if (st == BG_OK) st = co.status;
-    }
-    for (int p = 0; p < PARTS; p++) free(rs.sample[p]);
-    if (st != BG_OK) bg_error_prefix(st, "under load: ");
+    if (co != NULL && st == BG_OK) st = co_runner_set(co, 0);
+    bg_stage_destroy(b->stage);
+    b->stage = NULL;
     return st;
 }
+
+/* Allocations of each stage timed: the same stage runs at two speeds from
+ * one allocation to the next on some machines (a virtual machine's memory
+ * placement), and so does the executor from one run to the next; the median
+ * over several allocations follows the common one. */
+enum { ALLOCATIONS = 3 };
 
 static bg_status_t measure_range(bg_backend_t *be, const bg_profile_config_t *cfg, int first,
                                  int last, int slots, bg_stage_profile_t *out) {
@@ -278,7 +260,11 @@ static bg_status_t measure_range(bg_backend_t *be, const bg_profile_config_t *cf
     range_bench_t b = {
         .be = be, .first = first, .last = last, .layers = spec->num_layers, .slots = slots};
     const int rounds = (cfg->repetitions + ALLOCATIONS - 1) / ALLOCATIONS;
-    range_samples_t rs = {.capacity = rounds * ALLOCATIONS * slots};
+    range_samples_t rs = {.capacity = rounds * ALLOCATIONS * slots},
+                    load = {.capacity = rs.capacity};
+    co_runner_t co = {0};
+    pthread_t thread;
+    int running = 0;
     bg_status_t st = BG_OK;
     int32_t *labels = NULL;
     b.in_numel = n * bg_shape_numel(spec->layers[first].in);
@@ -301,10 +287,45 @@ static bg_status_t measure_range(bg_backend_t *be, const bg_profile_config_t *cf
     BG_ALLOC_CHECK_GOTO(labels, st, done);
     memset(b.grad_out, 0, b.in_bytes);
     memset(b.out, 0, b.out_bytes);
+    if (cfg->loaded) {
+        /* The co-runner holds what a neighbour stage would. */
+        co.cfg = cfg;
+        co.first = last < b.layers ? last : 0;
+        co.last = last < b.layers ? b.layers : first > 0 ? first : b.layers;
+        for (int p = 0; p < PARTS; p++) {
+            load.sample[p] = calloc((size_t)load.capacity, sizeof(double));
+            BG_ALLOC_CHECK_GOTO(load.sample[p], st, done);
+        }
+        if (pthread_create(&thread, NULL, co_runner_main, &co) != 0) {
+            st = bg_error_set(BG_ERR_INTERNAL, "profile: cannot start the co-runner thread");
+            goto done;
+        }
+        running = 1;
+        while (!atomic_load(&co.ready)) pause_briefly();
+        if (atomic_load(&co.finished)) {
+            st = bg_error_set(BG_ERR_INTERNAL, "profile: the co-runner stopped");
+            goto done;
+        }
+    }
     for (int a = 0; a < ALLOCATIONS; a++)
-        BG_CHECK_GOTO(time_allocation(be, cfg, &b, labels, rounds, &rs), st, done);
+        BG_CHECK_GOTO(
+            time_allocation(be, cfg, &b, labels, rounds, &rs, running ? &co : NULL, &load), st,
+            done);
     bg_stage_load_t loaded = {0};
-    if (cfg->loaded) BG_CHECK_GOTO(measure_loaded(be, cfg, &b, labels, rounds, &loaded), st, done);
+    if (running) {
+        const int *c = load.count;
+        /* The parts this range has: those at its start (first > 0), at its end (last < layers). */
+        const int inner[] = {PART_RECV, PART_GRAD_SEND, PART_GRAD_CHECK},
+                  outer[] = {PART_SEND, PART_GRAD_RECV, PART_CHECK};
+        for (int k = 0; k < 3; k++) {
+            if (first > 0) loaded.copies_s += profile_median(load.sample[inner[k]], c[inner[k]]);
+            if (last < b.layers)
+                loaded.copies_s += profile_median(load.sample[outer[k]], c[outer[k]]);
+        }
+        loaded.forward_s = profile_median(load.sample[PART_FORWARD], c[PART_FORWARD]);
+        loaded.backward_s = profile_median(load.sample[PART_BACKWARD], c[PART_BACKWARD]);
+        loaded.update_s = profile_median(load.sample[PART_UPDATE], c[PART_UPDATE]);
+    }
     *out = (bg_stage_profile_t){
         .first = first,
         .last = last,
@@ -326,6 +347,15 @@ static bg_status_t measure_range(bg_backend_t *be, const bg_profile_config_t *cf
         .loaded = loaded,
     };
 done:
+    if (running) {
+        atomic_store(&co.stop, 1);
+        pthread_join(thread, NULL);
+        /* Its own error, with its message, unless this thread failed first. */
+        if (co.status != BG_OK && (st == BG_OK || st == BG_ERR_INTERNAL))
+            st =
+                bg_error_set(co.status, "profile: the co-runner on core %d failed", cfg->peer_core);
+    }
+    for (int p = 0; p < PARTS; p++) free(load.sample[p]);
     free(b.in);
     free(b.out);
     free(b.grad_in);
