@@ -152,6 +152,23 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
     for (int i = 1; i < p->layers; i++)
         printf(" %d:%.1f/%.1f", i, 1e6 * p->layer[i].send_s, 1e6 * p->layer[i].recv_s);
     printf("\n");
+    /* Over the ranges timed under load: F + B beside the co-runner / alone. */
+    double lowest = 0, highest = 0;
+    int loaded = 0;
+    for (int i = 0; i < p->stage_count; i++) {
+        const bg_stage_profile_t *sp = &p->stage[i];
+        const double alone = sp->forward_s + sp->backward_s,
+                     under = sp->loaded.forward_s + sp->loaded.backward_s;
+        if (alone <= 0 || under <= 0) continue;
+        const double ratio = under / alone;
+        if (loaded == 0 || ratio < lowest) lowest = ratio;
+        if (loaded == 0 || ratio > highest) highest = ratio;
+        loaded++;
+    }
+    if (loaded > 0)
+        printf("under load: %d layer ranges' fwd + bwd beside a co-runner on the other core, "
+               "x%.2f to x%.2f of alone\n",
+               loaded, lowest, highest);
 }
 
 int bg_cmd_profile(int argc, char **argv) {

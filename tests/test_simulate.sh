@@ -93,6 +93,7 @@ fi
 P2=$T/cnn2.profile.json
 if expect 0 "" -- profile "$MODEL" --batch 64 --microbatches 2 --devices cpu:2 \
     --repetitions 3 -o "$P2"; then
+    stdout_has "under load: 72 layer ranges" "profile table of two devices"
     file_check "a profile of two devices has every range under load" "$P2" '
 assert p["version"] == 2
 assert len(p["stages"]) == 36 * 2, len(p["stages"])
