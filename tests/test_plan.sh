@@ -119,6 +119,10 @@ assert kinds.count("SYS") == 1 and kinds.count("PIX") == 4 and kinds.count("PHB"
 expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices auto --stages 4
 stdout_has "links: cuda:0 -PIX- cuda:1 -PHB- cuda:2 -PIX- cuda:3; slowest PHB at 18.0 GB/s" \
     "plan --topology prints the chain of links"
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices "$MIXED" --stages 4 \
+    --schedule interleaved --chunks 2 --microbatches 4
+stdout_has "links: cuda:0 -PIX- cuda:1 -PHB- cuda:2 -PIX- cuda:3 -PHB- back to cuda:0;" \
+    "interleaved stages wrap around one socket's GPUs"
 expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2,cuda:5 --json
 json_check "virtual devices of one GPU share its memory and copy on the GPU" '
 assert [s["device"] for s in p["stages"]] == ["cuda:0/0", "cuda:0/1", "cuda:5"], p["stages"]
