@@ -30,6 +30,10 @@ int bg_cli_fail(const char *cmd, bg_status_t status);
  * (exit 2), so BG_ERR_IO becomes BG_ERR_INVALID; others pass unchanged. */
 bg_status_t bg_cli_input_status(bg_status_t status);
 
+/* The value of option argv[*i]: argv[*i + 1], advancing *i past it;
+ * BG_ERR_INVALID ("--batch needs a value") when there is none. */
+bg_status_t bg_cli_option_value(int argc, char **argv, int *i, const char **out);
+
 /* Parses a whole decimal integer in [min, max]; BG_ERR_INVALID with a message
  * naming the option otherwise. */
 bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, int64_t max,

@@ -76,42 +76,27 @@ typedef struct plan_options {
 static bg_status_t parse_args(int argc, char **argv, plan_options_t *o, int *show_help) {
     bg_placement_init(&o->placement);
     o->batch = 64;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            *show_help = 1;
-            return BG_OK;
-        }
-        if (arg[0] != '-' || arg[1] == '\0') {
-            if (o->model != NULL)
-                return bg_error_set(BG_ERR_INVALID, "more than one MODEL given ('%s', '%s')",
-                                    o->model, arg);
-            o->model = arg;
+    for (int i = 1; i < argc && !*show_help; i++) {
+        int taken;
+        BG_CHECK(bg_cli_shared_arg(argc, argv, &i, &o->model, &o->placement, show_help, &taken));
+        if (taken) continue;
+        const char *arg = argv[i], *v;
+        if (strcmp(arg, "--json") == 0) {
+            o->json = 1;
             continue;
         }
-        int placement = bg_placement_is_option(arg);
-        if (placement == 2 || strcmp(arg, "--json") == 0) {
-            if (placement == 2)
-                BG_CHECK(bg_placement_apply(&o->placement, arg, NULL));
-            else
-                o->json = 1;
-            continue;
-        }
-        int known = placement || strcmp(arg, "--batch") == 0 || strcmp(arg, "--optimizer") == 0 ||
-                    strcmp(arg, "--momentum") == 0;
-        if (!known) return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
-        if (i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", arg);
-        const char *v = argv[++i];
-        if (placement)
-            BG_CHECK(bg_placement_apply(&o->placement, arg, v));
-        else if (strcmp(arg, "--batch") == 0)
+        if (strcmp(arg, "--batch") != 0 && strcmp(arg, "--optimizer") != 0 &&
+            strcmp(arg, "--momentum") != 0)
+            return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+        BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
+        if (strcmp(arg, "--batch") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));
         else if (strcmp(arg, "--optimizer") == 0)
             BG_CHECK(bg_optimizer_kind_parse(v, &o->optimizer.kind));
         else
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1, &o->optimizer.sgd.momentum));
     }
-    if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
+    if (o->model == NULL && !*show_help) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
     return BG_OK;
 }
 
@@ -127,11 +112,9 @@ int bg_cmd_plan(int argc, char **argv) {
     bg_cli_setup_t setup = {0};
     bg_plan_t *p = NULL;
     int code = 0;
-    BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &setup), st, fail);
-    bg_plan_request_t r;
-    bg_placement_plan_request(&o.placement, setup.spec, o.batch, &o.optimizer, setup.profile, 1,
-                              setup.devices, &r);
-    BG_CHECK_GOTO(bg_cli_plan_make("plan", &o.placement, &r, &p), st, fail);
+    BG_CHECK_GOTO(
+        bg_cli_plan_open("plan", o.model, &o.placement, o.batch, &o.optimizer, &setup, &p), st,
+        fail);
     if (o.json) {
         cJSON *root = bg_cli_plan_json(p, o.model);
         if (root != NULL && !bg_cli_links_json(&o.placement, root)) {
@@ -154,7 +137,7 @@ int bg_cmd_plan(int argc, char **argv) {
         printf("batch %lld (micro-batches of %lld), %s; %s\n\n", (long long)o.batch,
                (long long)bg_cost_model_microbatch(p->model),
                bg_optimizer_kind_name(o.optimizer.kind),
-               r.split != NULL ? "split given by --split" : "split chosen by the planner");
+               p->request.split != NULL ? "split given by --split" : "split chosen by the planner");
         bg_cli_plan_print_table(p, stdout);
     }
     if (!p->partition->fits) {

@@ -66,32 +66,15 @@ static bg_status_t parse_args(int argc, char **argv, simulate_options_t *o, int 
     static const char *const own[] = {"--batch",   "--optimizer", "--momentum", "--steps",
                                       "--metrics", "--trace",     "--timeline"};
     bg_placement_init(&o->placement);
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            *show_help = 1;
-            return BG_OK;
-        }
-        if (arg[0] != '-' || arg[1] == '\0') {
-            if (o->model != NULL)
-                return bg_error_set(BG_ERR_INVALID, "more than one MODEL given ('%s', '%s')",
-                                    o->model, arg);
-            o->model = arg;
-            continue;
-        }
-        int placement = bg_placement_is_option(arg);
-        if (placement == 2) {
-            BG_CHECK(bg_placement_apply(&o->placement, arg, NULL));
-            continue;
-        }
-        int known = placement != 0;
+    for (int i = 1; i < argc && !*show_help; i++) {
+        int taken, known = 0;
+        BG_CHECK(bg_cli_shared_arg(argc, argv, &i, &o->model, &o->placement, show_help, &taken));
+        if (taken) continue;
+        const char *arg = argv[i], *v;
         for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) known |= !strcmp(arg, own[k]);
         if (!known) return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
-        if (i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", arg);
-        const char *v = argv[++i];
-        if (placement)
-            BG_CHECK(bg_placement_apply(&o->placement, arg, v));
-        else if (strcmp(arg, "--batch") == 0)
+        BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
+        if (strcmp(arg, "--batch") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));
         else if (strcmp(arg, "--optimizer") == 0)
             BG_CHECK(bg_optimizer_kind_parse(v, &o->optimizer.kind));
@@ -106,7 +89,7 @@ static bg_status_t parse_args(int argc, char **argv, simulate_options_t *o, int 
         else
             o->timeline = v;
     }
-    if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
+    if (o->model == NULL && !*show_help) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
     return BG_OK;
 }
 
@@ -196,17 +179,15 @@ int bg_cmd_simulate(int argc, char **argv) {
     bg_plan_t *plan = NULL;
     bg_timeline_t *tl = NULL;
     int code = 0;
-    BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &setup), st, fail);
-    bg_plan_request_t r;
-    bg_placement_plan_request(&o.placement, setup.spec, o.batch, &o.optimizer, setup.profile, 1,
-                              setup.devices, &r);
-    BG_CHECK_GOTO(bg_cli_plan_make("simulate", &o.placement, &r, &plan), st, fail);
+    BG_CHECK_GOTO(
+        bg_cli_plan_open("simulate", o.model, &o.placement, o.batch, &o.optimizer, &setup, &plan),
+        st, fail);
     printf("simulation of %s: ", o.model);
     bg_placement_describe(&o.placement, stdout);
     printf("\nbatch %lld (micro-batches of %lld), %s; %s; costs from %s\n\n", (long long)o.batch,
            (long long)bg_cost_model_microbatch(plan->model),
            bg_optimizer_kind_name(o.optimizer.kind),
-           r.split != NULL ? "split given by --split" : "split chosen by the planner",
+           plan->request.split != NULL ? "split given by --split" : "split chosen by the planner",
            setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
     if (!plan->partition->fits) {
         bg_cli_plan_explain_overflow("simulate", plan, &o.placement, 1);

@@ -109,32 +109,23 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     o->batch = 64;
     o->schedules[0] = BG_SCHEDULE_1F1B;
     o->schedule_count = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            *show_help = 1;
-            return BG_OK;
-        }
-        if (arg[0] != '-' || arg[1] == '\0') {
-            if (o->model != NULL) return bg_error_set(BG_ERR_INVALID, "more than one MODEL given");
-            o->model = arg;
-            continue;
-        }
-        if (strcmp(arg, "--recompute") == 0) {
-            BG_CHECK(bg_placement_apply(&o->placement, arg, NULL));
-            continue;
-        }
+    static const char *const own[] = {"--microbatches", "--schedule", "--steps", "--warmup",
+                                      "--batch",        "--data",     "--chart"};
+    for (int i = 1; i < argc && !*show_help; i++) {
+        const char *arg = argv[i], *v;
+        int taken = 0, known = 0;
+        for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) known |= !strcmp(arg, own[k]);
+        /* --microbatches and --schedule are lists here, not placement's. */
+        if (!known)
+            BG_CHECK(
+                bg_cli_shared_arg(argc, argv, &i, &o->model, &o->placement, show_help, &taken));
+        if (taken) continue;
         if (strcmp(arg, "--simulate") == 0) {
             o->simulate = 1;
             continue;
         }
-        static const char *const own[] = {"--microbatches", "--schedule", "--steps", "--warmup",
-                                          "--batch",        "--data",     "--chart"};
-        int known = bg_placement_is_option(arg) != 0;
-        for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) known |= !strcmp(arg, own[k]);
         if (!known) return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
-        if (i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", arg);
-        const char *v = argv[++i];
+        BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--microbatches") == 0)
             BG_CHECK(parse_list(arg, v, o->ms, 64, &o->m_count));
         else if (strcmp(arg, "--schedule") == 0)
@@ -147,11 +138,10 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));
         else if (strcmp(arg, "--data") == 0)
             o->data = v;
-        else if (strcmp(arg, "--chart") == 0)
-            o->chart = v;
         else
-            BG_CHECK(bg_placement_apply(&o->placement, arg, v));
+            o->chart = v;
     }
+    if (*show_help) return BG_OK;
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
     if (o->m_count == 0)
         return bg_error_set(BG_ERR_INVALID, "--microbatches LIST is required (e.g. 1,2,4,8)");

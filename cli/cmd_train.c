@@ -104,35 +104,18 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     o->data = "fashion-mnist";
     o->train.record_steps = 3;
     o->lr = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            *show_help = 1;
-            return BG_OK;
-        }
-        if (arg[0] != '-' || arg[1] == '\0') {
-            if (o->model != NULL)
-                return bg_error_set(BG_ERR_INVALID, "more than one MODEL given ('%s', '%s')",
-                                    o->model, arg);
-            o->model = arg;
-            continue;
-        }
-        int placement = bg_placement_is_option(arg);
-        if (placement == 2) {
-            BG_CHECK(bg_placement_apply(&o->placement, arg, NULL));
-            continue;
-        }
+    for (int i = 1; i < argc && !*show_help; i++) {
+        int taken;
+        BG_CHECK(bg_cli_shared_arg(argc, argv, &i, &o->model, &o->placement, show_help, &taken));
+        if (taken) continue;
+        const char *arg = argv[i], *v;
         if (strcmp(arg, "--tf32") == 0) {
             o->train.allow_tf32 = 1;
             continue;
         }
-        if (!is_option(arg) && !placement)
-            return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
-        if (i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", arg);
-        const char *v = argv[++i];
-        if (placement) {
-            BG_CHECK(bg_placement_apply(&o->placement, arg, v));
-        } else if (strcmp(arg, "--data") == 0) {
+        if (!is_option(arg)) return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+        BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
+        if (strcmp(arg, "--data") == 0) {
             o->data = v;
         } else if (strcmp(arg, "--epochs") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 0, 1000000, &value));
@@ -184,6 +167,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
         }
     }
+    if (*show_help) return BG_OK;
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
     if (o->load != NULL && o->resume != NULL)
         return bg_error_set(BG_ERR_INVALID,

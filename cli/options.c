@@ -27,6 +27,12 @@ bg_status_t bg_cli_input_status(bg_status_t status) {
     return status == BG_ERR_IO ? BG_ERR_INVALID : status;
 }
 
+bg_status_t bg_cli_option_value(int argc, char **argv, int *i, const char **out) {
+    if (*i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", argv[*i]);
+    *out = argv[++*i];
+    return BG_OK;
+}
+
 bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, int64_t max,
                              int64_t *out) {
     char *end = NULL;

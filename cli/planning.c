@@ -8,6 +8,30 @@
 
 static const double mib = 1024.0 * 1024.0;
 
+bg_status_t bg_cli_shared_arg(int argc, char **argv, int *i, const char **model,
+                              bg_placement_t *placement, int *show_help, int *taken) {
+    const char *arg = argv[*i], *value = NULL;
+    *taken = 1;
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+        *show_help = 1;
+        return BG_OK;
+    }
+    if (arg[0] != '-' || arg[1] == '\0') {
+        if (*model != NULL)
+            return bg_error_set(BG_ERR_INVALID, "more than one MODEL given ('%s', '%s')", *model,
+                                arg);
+        *model = arg;
+        return BG_OK;
+    }
+    int kind = bg_placement_is_option(arg);
+    if (kind == 0) {
+        *taken = 0;
+        return BG_OK;
+    }
+    if (kind == 1) BG_CHECK(bg_cli_option_value(argc, argv, i, &value));
+    return bg_placement_apply(placement, arg, value);
+}
+
 bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *spec,
                                 bg_profile_t **out) {
     *out = NULL;
@@ -289,4 +313,14 @@ void bg_cli_setup_close(bg_cli_setup_t *setup) {
     bg_topology_destroy(setup->topology);
     bg_model_spec_destroy(setup->spec);
     *setup = (bg_cli_setup_t){0};
+}
+
+bg_status_t bg_cli_plan_open(const char *cmd, const char *model, bg_placement_t *p, int64_t batch,
+                             const bg_optimizer_config_t *optimizer, bg_cli_setup_t *setup,
+                             bg_plan_t **plan) {
+    BG_CHECK(bg_cli_setup_open(model, p, setup));
+    bg_plan_request_t r;
+    bg_placement_plan_request(p, setup->spec, batch, optimizer, setup->profile, 1, setup->devices,
+                              &r);
+    return bg_cli_plan_make(cmd, p, &r, plan);
 }

@@ -12,6 +12,14 @@
 #include "placement.h"
 #include "planner.h"
 
+/* Takes argument argv[*i] of plan, simulate, sweep or train when it is one
+ * they all share: --help or -h (sets *show_help), the MODEL (a word not
+ * starting with '-'; a second one is an error naming both), or a
+ * placement option with its value (advancing *i past the value). *taken is
+ * 1 for those, 0 for anything else, which the command parses itself. */
+bg_status_t bg_cli_shared_arg(int argc, char **argv, int *i, const char **model,
+                              bg_placement_t *placement, int *show_help, int *taken);
+
 /* Loads --profile for `spec` into *out, or sets *out = NULL without one.
  * Errors name the file (exit 2: bad input). */
 bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *spec,
@@ -41,6 +49,15 @@ void bg_cli_setup_close(bg_cli_setup_t *setup);
  * back into the placement. */
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,
                              bg_plan_t **out);
+
+/* What plan and simulate start from: bg_cli_setup_open for MODEL, then
+ * the plan of the placement for batch B and `optimizer` (CPU devices share
+ * the host's memory when --device-mem is not given) through
+ * bg_cli_plan_make. Close the setup and destroy the plan also after a
+ * failure. */
+bg_status_t bg_cli_plan_open(const char *cmd, const char *model, bg_placement_t *p, int64_t batch,
+                             const bg_optimizer_config_t *optimizer, bg_cli_setup_t *setup,
+                             bg_plan_t **plan);
 
 /* The stage table, predicted step and bubble, as 'brigade plan' prints them. */
 void bg_cli_plan_print_table(const bg_plan_t *plan, FILE *out);
