@@ -118,33 +118,41 @@ void bg_channel_destroy(bg_channel_t *ch) {
     free(ch);
 }
 
-bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, const void *src,
-                            size_t bytes, bg_channel_timing_t *timing) {
-    if (timing != NULL) timing->call = bg_channel_clock();
-    if (bytes > ch->slot_bytes)
-        return bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes, slots hold %zu", ch->name,
-                            bytes, ch->slot_bytes);
+/* Waits for a slot whose state is `want` (SLOT_FREE, or a micro-batch)
+ * and reserves it (SLOT_BUSY) so that its copy can run unlocked. NULL when
+ * the channel was aborted or the stall timeout passed (*aborted says
+ * which). */
+static channel_slot_t *reserve_slot(bg_channel_t *ch, int want, int *aborted) {
     struct timespec when, *deadline = make_deadline(ch, &when);
     pthread_mutex_lock(&ch->lock);
     channel_slot_t *slot = NULL;
     int stalled = 0;
     while (!ch->aborted && !stalled) {
         for (int i = 0; i < ch->capacity && slot == NULL; i++)
-            if (ch->slots[i].microbatch == SLOT_FREE) slot = &ch->slots[i];
+            if (ch->slots[i].microbatch == want) slot = &ch->slots[i];
         if (slot != NULL) break;
         stalled = wait_until(ch, deadline);
     }
-    if (ch->aborted || slot == NULL) {
-        pthread_mutex_unlock(&ch->lock);
-        if (!ch->aborted)
-            return bg_error_set(BG_ERR_STALLED,
-                                "%s: no room to send micro-batch %d for %.3g s (stall timeout)",
-                                ch->name, microbatch, ch->timeout_s);
-        return bg_error_set(BG_ERR_INTERNAL, "%s: aborted", ch->name);
-    }
-    /* Reserve the slot so the copy can run unlocked. */
-    slot->microbatch = SLOT_BUSY;
+    *aborted = ch->aborted;
+    if (ch->aborted) slot = NULL;
+    if (slot != NULL) slot->microbatch = SLOT_BUSY;
     pthread_mutex_unlock(&ch->lock);
+    return slot;
+}
+
+bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, const void *src,
+                            size_t bytes, bg_channel_timing_t *timing) {
+    if (timing != NULL) timing->call = bg_channel_clock();
+    if (bytes > ch->slot_bytes)
+        return bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes, slots hold %zu", ch->name,
+                            bytes, ch->slot_bytes);
+    int aborted;
+    channel_slot_t *slot = reserve_slot(ch, SLOT_FREE, &aborted);
+    if (slot == NULL && aborted) return bg_error_set(BG_ERR_INTERNAL, "%s: aborted", ch->name);
+    if (slot == NULL)
+        return bg_error_set(BG_ERR_STALLED,
+                            "%s: no room to send micro-batch %d for %.3g s (stall timeout)",
+                            ch->name, microbatch, ch->timeout_s);
     if (timing != NULL) timing->ready = bg_channel_clock();
     bg_status_t st = BG_OK;
     if (bytes > 0)
@@ -165,27 +173,13 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
         timing->call = bg_channel_clock();
         timing->arrived = -1;
     }
-    struct timespec when, *deadline = make_deadline(ch, &when);
-    pthread_mutex_lock(&ch->lock);
-    channel_slot_t *slot = NULL;
-    int stalled = 0;
-    while (!ch->aborted && !stalled) {
-        for (int i = 0; i < ch->capacity && slot == NULL; i++)
-            if (ch->slots[i].microbatch == microbatch) slot = &ch->slots[i];
-        if (slot != NULL) break;
-        stalled = wait_until(ch, deadline);
-    }
-    if (ch->aborted || slot == NULL) {
-        pthread_mutex_unlock(&ch->lock);
-        if (!ch->aborted)
-            return bg_error_set(BG_ERR_STALLED,
-                                "%s: micro-batch %d did not arrive within %.3g s (stall "
-                                "timeout)",
-                                ch->name, microbatch, ch->timeout_s);
-        return bg_error_set(BG_ERR_INTERNAL, "%s: aborted", ch->name);
-    }
-    slot->microbatch = SLOT_BUSY;
-    pthread_mutex_unlock(&ch->lock);
+    int aborted;
+    channel_slot_t *slot = reserve_slot(ch, microbatch, &aborted);
+    if (slot == NULL && aborted) return bg_error_set(BG_ERR_INTERNAL, "%s: aborted", ch->name);
+    if (slot == NULL)
+        return bg_error_set(BG_ERR_STALLED,
+                            "%s: micro-batch %d did not arrive within %.3g s (stall timeout)",
+                            ch->name, microbatch, ch->timeout_s);
     if (timing != NULL) timing->ready = bg_channel_clock();
     bg_status_t st = BG_OK;
     if (slot->bytes > capacity)
