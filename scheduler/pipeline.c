@@ -179,10 +179,13 @@ static int gpu_timed(const bg_pipeline_t *p, int device) {
     return p->record != NULL && p->clocks != NULL && p->clocks[device] != NULL;
 }
 
+/* A clock mark of a GPU being recorded, else -1 (no work on CPU devices). */
+static int gpu_mark(bg_pipeline_t *p, int device) {
+    return gpu_timed(p, device) ? bg_cuda_clock_mark(p->clocks[device]) : -1;
+}
+
 static stamp_t stamp(bg_pipeline_t *p, int device) {
-    stamp_t t = {bg_channel_clock(), -1};
-    if (gpu_timed(p, device)) t.mark = bg_cuda_clock_mark(p->clocks[device]);
-    return t;
+    return (stamp_t){bg_channel_clock(), gpu_mark(p, device)};
 }
 
 /* Records one event of `device` when recording; never allocates. */
@@ -207,24 +210,25 @@ static void note(bg_pipeline_t *p, int device, bg_event_kind_t kind, int stage, 
 static stamp_t host_stamp(double host) { return (stamp_t){host, -1}; }
 
 /* Records the wait and the copy of a channel transfer with `peer`, done
- * between `before` and `after`. On the host's clock: the channel's own
- * times. On a GPU's clock, for a channel between GPUs: a receive waited
+ * between the GPU marks `before` and `after` (gpu_mark). On the host's
+ * clock: the channel's own times. On a GPU's clock, for a channel between GPUs: a receive waited
  * from `before` until the message arrived (t->arrived) and copied it out
  * until `after`; a send held the sender's stream from `before` until its
  * copy was done, at `after` (its wait for ring space is the host's). */
 static void note_transfer(bg_pipeline_t *p, int device, bg_event_kind_t copy, int stage, int mb,
-                          int peer, const bg_channel_timing_t *t, stamp_t before, stamp_t after) {
+                          int peer, const bg_channel_timing_t *t, int before, int after) {
+    const stamp_t start = {t->call, before}, end = {t->done, after};
     if (!gpu_timed(p, device)) {
         if (t->ready > t->call)
             note(p, device, BG_EVENT_WAIT, stage, mb, peer, host_stamp(t->call),
                  host_stamp(t->ready));
         note(p, device, copy, stage, mb, peer, host_stamp(t->ready), host_stamp(t->done));
     } else if (copy == BG_EVENT_RECV && t->arrived >= 0) {
-        stamp_t arrived = {t->ready, t->arrived};
-        note(p, device, BG_EVENT_WAIT, stage, mb, peer, before, arrived);
-        note(p, device, copy, stage, mb, peer, arrived, after);
+        const stamp_t arrived = {t->ready, t->arrived};
+        note(p, device, BG_EVENT_WAIT, stage, mb, peer, start, arrived);
+        note(p, device, copy, stage, mb, peer, arrived, end);
     } else {
-        note(p, device, copy, stage, mb, peer, before, after);
+        note(p, device, copy, stage, mb, peer, start, end);
     }
 }
 
@@ -284,10 +288,10 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     if (s > 0) {
         size_t got;
         set_doing(p, s, "waiting for activations from stage %d", s - 1);
-        stamp_t before = stamp(p, device);
+        int before = gpu_mark(p, device);
         BG_CHECK(bg_channel_recv(p->forward[s - 1], be, mb, bg_stage_slot_input(stage, slot),
                                  stage_bytes(p, p->first[s], p->max_micro), &got, &t));
-        note_transfer(p, device, BG_EVENT_RECV, s, mb, s - 1, &t, before, stamp(p, device));
+        note_transfer(p, device, BG_EVENT_RECV, s, mb, s - 1, &t, before, gpu_mark(p, device));
         if (last && n > 0) BG_CHECK(bg_stage_load_slot(stage, slot, n, NULL, p->labels + at));
     }
     bg_stage_loss_t loss = {0};
@@ -310,10 +314,10 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
                               n * bg_shape_numel(p->cfg.spec->layers[out_layer].out),
                               "the forward output"));
         set_doing(p, s, "sending activations to stage %d", s + 1);
-        stamp_t before = stamp(p, device);
+        int before = gpu_mark(p, device);
         BG_CHECK(bg_channel_send(p->forward[s], be, mb, bg_stage_slot_output(stage, slot),
                                  stage_bytes(p, p->first[s + 1], n), &t));
-        note_transfer(p, device, BG_EVENT_SEND, s, mb, s + 1, &t, before, stamp(p, device));
+        note_transfer(p, device, BG_EVENT_SEND, s, mb, s + 1, &t, before, gpu_mark(p, device));
     }
     return BG_OK;
 }
@@ -327,10 +331,10 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
     if (s < p->stages - 1) {
         size_t got;
         set_doing(p, s, "waiting for gradients from stage %d", s + 1);
-        stamp_t before = stamp(p, device);
+        int before = gpu_mark(p, device);
         BG_CHECK(bg_channel_recv(p->backward[s], be, mb, bg_stage_output_grad(stage),
                                  stage_bytes(p, p->first[s + 1], p->max_micro), &got, &t));
-        note_transfer(p, device, BG_EVENT_RECV, s, mb, s + 1, &t, before, stamp(p, device));
+        note_transfer(p, device, BG_EVENT_RECV, s, mb, s + 1, &t, before, gpu_mark(p, device));
     }
     set_doing(p, s, "computing a backward on stage %d", s);
     stamp_t start = stamp(p, device);
@@ -341,10 +345,10 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
                               n * bg_shape_numel(p->cfg.spec->layers[p->first[s]].in),
                               "the gradient of its input"));
         set_doing(p, s, "sending gradients to stage %d", s - 1);
-        stamp_t before = stamp(p, device);
+        int before = gpu_mark(p, device);
         BG_CHECK(bg_channel_send(p->backward[s - 1], be, mb, bg_stage_input_grad(stage),
                                  stage_bytes(p, p->first[s], n), &t));
-        note_transfer(p, device, BG_EVENT_SEND, s, mb, s - 1, &t, before, stamp(p, device));
+        note_transfer(p, device, BG_EVENT_SEND, s, mb, s - 1, &t, before, gpu_mark(p, device));
     }
     return BG_OK;
 }
