@@ -4,19 +4,22 @@
 # one and the simulated bubble within 2 points, for GPipe and 1F1B at K = 2
 # CPU devices and M in {1, 2, 4, 8}?
 #
-# For each model and M: `brigade profile` at the micro-batch size
-# (--devices cpu:2, so the channel costs are measured between the two
-# cores); then for each schedule `brigade simulate` with that profile and a
-# measured `brigade train --data synthetic` on the same split (the plan's,
-# read from simulate's metrics, or SPLIT), STEPS steps of which the last
-# RECORD are recorded; the measured figures are the medians over the
-# recorded steps (step_median_s, bubble_median of --metrics), and with
-# REPEAT > 1 the median of REPEAT such runs. Prints one row per point with
-# both figures and the errors, and per model how many of the 8 points meet
-# the bar.
+# For each model and M, REPEAT times in turn: `brigade profile` at the
+# micro-batch size (--devices cpu:2, so the channel costs are measured
+# between the two cores); then for each schedule `brigade simulate` with
+# that profile and a measured `brigade train --data synthetic` on the same
+# split (the first profile's plan's, read from simulate's metrics, or
+# SPLIT), STEPS steps of which the last RECORD are recorded. A measured
+# figure is the median over the recorded steps (step_median_s,
+# bubble_median of --metrics); both the measured and the simulated figures
+# are then averaged over the REPEAT turns. This machine's cores change speed
+# for seconds at a time (docs/planner.md), so each profile is taken next to
+# the runs it is compared with, and the averages follow the long-run speed a
+# training job sees. Prints one row per point with both figures and the
+# errors, and per model how many of the 8 points meet the bar.
 #
 #   [MODELS="examples/fashion_cnn.model examples/conv_balanced.model:4"]
-#   [STEPS=80 RECORD=60 REPEAT=3 REPETITIONS=21] bench/sim_accuracy.sh [BUILD_DIR]
+#   [STEPS=80 RECORD=60 REPEAT=3 REPETITIONS=9] bench/sim_accuracy.sh [BUILD_DIR]
 #
 # MODELS lists model specs, each optionally with :SPLIT (the first layer of
 # stage 1; default: the planner's split). The build folder defaults to
@@ -32,7 +35,7 @@ models=${MODELS:-"examples/fashion_cnn.model examples/conv_balanced.model:4"}
 steps=${STEPS:-80}
 record=${RECORD:-60}
 repeat=${REPEAT:-3}
-repetitions=${REPETITIONS:-21}
+repetitions=${REPETITIONS:-9}
 batch=64
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -54,36 +57,45 @@ for entry in $models; do
     name=$(basename "$model" .model)
     met=0
     for m in 1 2 4 8; do
-        profile="$work/$name.m$m.profile.json"
-        "$brigade" profile "$model" --batch $batch --microbatches $m --devices cpu:2 \
-            --repetitions "$repetitions" -o "$profile" >/dev/null 2>&1
         for schedule in gpipe 1f1b; do
-            placement="--devices cpu:2 --batch $batch --microbatches $m --schedule $schedule"
-            [ -n "$split" ] && placement="$placement --split $split"
-            # shellcheck disable=SC2086
-            "$brigade" simulate "$model" $placement --profile "$profile" \
-                --metrics "$work/sim.json" >/dev/null
-            cut=$(json "$work/sim.json" 'p["stages"][1]["layers"][0]')
-            : >"$work/runs"
-            run=0
-            while [ $run -lt "$repeat" ]; do
+            : >"$work/runs.$schedule"
+            : >"$work/sims.$schedule"
+            echo "$split" >"$work/cut.$schedule"
+        done
+        run=0
+        while [ $run -lt "$repeat" ]; do
+            profile="$work/$name.m$m.profile.json"
+            "$brigade" profile "$model" --batch $batch --microbatches $m --devices cpu:2 \
+                --repetitions "$repetitions" -o "$profile" >/dev/null 2>&1
+            for schedule in gpipe 1f1b; do
+                placement="--devices cpu:2 --batch $batch --microbatches $m --schedule $schedule"
+                # The first profile's plan fixes the split for the later ones.
+                cut=$(cat "$work/cut.$schedule")
+                [ -n "$cut" ] && placement="$placement --split $cut"
+                # shellcheck disable=SC2086
+                "$brigade" simulate "$model" $placement --profile "$profile" \
+                    --metrics "$work/sim.json" >/dev/null
+                json "$work/sim.json" \
+                    '"%r %r" % (p["timeline"]["step_s"], p["timeline"]["bubble_measured"])' \
+                    >>"$work/sims.$schedule"
+                json "$work/sim.json" 'p["stages"][1]["layers"][0]' >"$work/cut.$schedule"
+                cut=$(cat "$work/cut.$schedule")
                 # shellcheck disable=SC2086
                 "$brigade" train "$model" --data synthetic --steps "$steps" \
                     --record-steps "$record" $placement --split "$cut" \
                     --profile "$profile" --metrics "$work/train.json" >/dev/null 2>&1
                 json "$work/train.json" \
                     '"%r %r" % (p["timeline"]["step_median_s"], p["timeline"]["bubble_median"])' \
-                    >>"$work/runs"
-                run=$((run + 1))
+                    >>"$work/runs.$schedule"
             done
-            sim=$(json "$work/sim.json" \
-                '"%r %r" % (p["timeline"]["step_s"], p["timeline"]["bubble_measured"])')
-            row=$(sort -g -k1,1 "$work/runs" | awk -v n="$repeat" 'NR == int((n + 1) / 2) {s = $1}
-                END {printf "%s ", s}')
-            row="$row$(sort -g -k2,2 "$work/runs" | awk -v n="$repeat" \
-                'NR == int((n + 1) / 2) {print $2}')"
-            line=$(echo "$row $sim" | awk -v model="$name" -v sched="$schedule" -v m="$m" \
-                -v cut="$cut" '{
+            run=$((run + 1))
+        done
+        for schedule in gpipe 1f1b; do
+            # shellcheck disable=SC2016 # an awk program, not shell
+            mean='{s += $1; b += $2} END {printf "%.9g %.9g ", s / NR, b / NR}'
+            row="$(awk "$mean" "$work/runs.$schedule")$(awk "$mean" "$work/sims.$schedule")"
+            line=$(echo "$row" | awk -v model="$name" -v sched="$schedule" -v m="$m" \
+                -v cut="$(cat "$work/cut.$schedule")" '{
                 step_err = 100 * ($3 - $1) / $1; bubble_err = 100 * ($4 - $2);
                 ok = (step_err <= 5 && step_err >= -5 && bubble_err <= 2 && bubble_err >= -2);
                 printf "%-22s %-6s %3d %5d | %9.3f %9.3f %+7.1f | %7.1f%% %7.1f%% %+7.1f | %s\n",

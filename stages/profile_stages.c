@@ -247,21 +247,32 @@ done:
     return st;
 }
 
-/* Allocations of each stage timed: the same stage runs at two speeds from
- * one allocation to the next on some machines (a virtual machine's memory
- * placement), and so does the executor from one run to the next; the median
- * over several allocations follows the common one. */
-enum { ALLOCATIONS = 3 };
+/* The medians of one pass's rounds of a range, part by part, summed over
+ * the passes made so far. */
+typedef struct range_figures {
+    double alone[PARTS], loaded[PARTS];
+    int passes;
+} range_figures_t;
 
-static bg_status_t measure_range(bg_backend_t *be, const bg_profile_config_t *cfg, int first,
-                                 int last, int slots, bg_stage_profile_t *out) {
+/* Passes over all ranges. A virtual machine's cores run at one speed for a
+ * few seconds and at another for the next few (another guest sharing the
+ * physical core), and the same stage runs at two speeds from one allocation
+ * to the next (its memory placement). Each pass times every range once, on a
+ * fresh allocation, so a range's passes lie seconds apart; the profile keeps
+ * the mean of their medians, as a long run averages over those periods. */
+enum { PASSES = 3 };
+
+/* One pass of the range [first, last) with `slots` stash slots: a fresh
+ * allocation, timed alone and (cfg->loaded) beside the co-runner, its
+ * per-part medians added to fig. */
+static bg_status_t time_range_pass(bg_backend_t *be, const bg_profile_config_t *cfg, int first,
+                                   int last, int slots, range_figures_t *fig) {
     const bg_model_spec_t *spec = cfg->spec;
     const int64_t n = cfg->batch;
     range_bench_t b = {
         .be = be, .first = first, .last = last, .layers = spec->num_layers, .slots = slots};
-    const int rounds = (cfg->repetitions + ALLOCATIONS - 1) / ALLOCATIONS;
-    range_samples_t rs = {.capacity = rounds * ALLOCATIONS * slots},
-                    load = {.capacity = rs.capacity};
+    const int rounds = (cfg->repetitions + PASSES - 1) / PASSES;
+    range_samples_t rs = {.capacity = rounds * slots}, load = {.capacity = rs.capacity};
     co_runner_t co = {0};
     pthread_t thread;
     int running = 0;
@@ -307,45 +318,13 @@ static bg_status_t measure_range(bg_backend_t *be, const bg_profile_config_t *cf
             goto done;
         }
     }
-    for (int a = 0; a < ALLOCATIONS; a++)
-        BG_CHECK_GOTO(
-            time_allocation(be, cfg, &b, labels, rounds, &rs, running ? &co : NULL, &load), st,
-            done);
-    bg_stage_load_t loaded = {0};
-    if (running) {
-        const int *c = load.count;
-        /* The parts this range has: those at its start (first > 0), at its end (last < layers). */
-        const int inner[] = {PART_RECV, PART_GRAD_SEND, PART_GRAD_CHECK},
-                  outer[] = {PART_SEND, PART_GRAD_RECV, PART_CHECK};
-        for (int k = 0; k < 3; k++) {
-            if (first > 0) loaded.copies_s += profile_median(load.sample[inner[k]], c[inner[k]]);
-            if (last < b.layers)
-                loaded.copies_s += profile_median(load.sample[outer[k]], c[outer[k]]);
-        }
-        loaded.forward_s = profile_median(load.sample[PART_FORWARD], c[PART_FORWARD]);
-        loaded.backward_s = profile_median(load.sample[PART_BACKWARD], c[PART_BACKWARD]);
-        loaded.update_s = profile_median(load.sample[PART_UPDATE], c[PART_UPDATE]);
+    BG_CHECK_GOTO(time_allocation(be, cfg, &b, labels, rounds, &rs, running ? &co : NULL, &load),
+                  st, done);
+    for (int p = 0; p < PARTS; p++) {
+        fig->alone[p] += profile_median(rs.sample[p], rs.count[p]);
+        if (running) fig->loaded[p] += profile_median(load.sample[p], load.count[p]);
     }
-    *out = (bg_stage_profile_t){
-        .first = first,
-        .last = last,
-        .slots = slots,
-        .forward_s = profile_median(rs.sample[PART_FORWARD], rs.count[PART_FORWARD]),
-        .backward_s = profile_median(rs.sample[PART_BACKWARD], rs.count[PART_BACKWARD]),
-        .update_s = profile_median(rs.sample[PART_UPDATE], rs.count[PART_UPDATE]),
-        .recv_s = first > 0 ? profile_median(rs.sample[PART_RECV], rs.count[PART_RECV]) : 0,
-        .send_s = last < b.layers ? profile_median(rs.sample[PART_SEND], rs.count[PART_SEND]) : 0,
-        .grad_recv_s = last < b.layers
-                           ? profile_median(rs.sample[PART_GRAD_RECV], rs.count[PART_GRAD_RECV])
-                           : 0,
-        .grad_send_s =
-            first > 0 ? profile_median(rs.sample[PART_GRAD_SEND], rs.count[PART_GRAD_SEND]) : 0,
-        .check_s =
-            last < b.layers ? profile_median(rs.sample[PART_CHECK], rs.count[PART_CHECK]) : 0,
-        .grad_check_s =
-            first > 0 ? profile_median(rs.sample[PART_GRAD_CHECK], rs.count[PART_GRAD_CHECK]) : 0,
-        .loaded = loaded,
-    };
+    fig->passes++;
 done:
     if (running) {
         atomic_store(&co.stop, 1);
@@ -366,6 +345,45 @@ done:
     return st;
 }
 
+/* The profile of the range [first, last) of a model of `layers` layers
+ * from its passes: each part's mean over them, and 0 for the copies and
+ * checks at an end the range does not have (their rounds timed nothing). */
+static bg_stage_profile_t range_profile(int first, int last, int layers, int slots, int loaded,
+                                        const range_figures_t *fig) {
+    double alone[PARTS], load[PARTS];
+    for (int p = 0; p < PARTS; p++) {
+        const int at_start = p == PART_RECV || p == PART_GRAD_SEND || p == PART_GRAD_CHECK;
+        const int at_end = p == PART_SEND || p == PART_GRAD_RECV || p == PART_CHECK;
+        const int absent = (at_start && first == 0) || (at_end && last == layers);
+        alone[p] = fig->passes > 0 && !absent ? fig->alone[p] / fig->passes : 0;
+        load[p] = fig->passes > 0 && !absent ? fig->loaded[p] / fig->passes : 0;
+    }
+    bg_stage_load_t under_load = {0};
+    if (loaded) {
+        under_load.forward_s = load[PART_FORWARD];
+        under_load.backward_s = load[PART_BACKWARD];
+        under_load.update_s = load[PART_UPDATE];
+        /* Every copy and check, at whichever ends the range has. */
+        under_load.copies_s = load[PART_RECV] + load[PART_GRAD_SEND] + load[PART_GRAD_CHECK] +
+                              load[PART_SEND] + load[PART_GRAD_RECV] + load[PART_CHECK];
+    }
+    return (bg_stage_profile_t){
+        .first = first,
+        .last = last,
+        .slots = slots,
+        .forward_s = alone[PART_FORWARD],
+        .backward_s = alone[PART_BACKWARD],
+        .update_s = alone[PART_UPDATE],
+        .recv_s = alone[PART_RECV],
+        .send_s = alone[PART_SEND],
+        .grad_recv_s = alone[PART_GRAD_RECV],
+        .grad_send_s = alone[PART_GRAD_SEND],
+        .check_s = alone[PART_CHECK],
+        .grad_check_s = alone[PART_GRAD_CHECK],
+        .loaded = under_load,
+    };
+}
+
 bg_status_t profile_measure_stages(bg_backend_t *be, const bg_profile_config_t *cfg,
                                    bg_profile_t *p) {
     const int n = cfg->spec->num_layers;
@@ -380,14 +398,29 @@ bg_status_t profile_measure_stages(bg_backend_t *be, const bg_profile_config_t *
         if (!seen) slot_counts[kinds++] = s;
     }
     const int total = n * (n + 1) / 2 * kinds;
+    range_figures_t *figures = calloc((size_t)total, sizeof *figures);
     p->stage = calloc((size_t)total, sizeof *p->stage);
-    if (p->stage == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
-    for (int first = 0; first < n; first++)
-        for (int last = first + 1; last <= n; last++)
-            for (int k = 0; k < kinds; k++) {
-                BG_CHECK(
-                    measure_range(be, cfg, first, last, slot_counts[k], &p->stage[p->stage_count]));
-                p->stage_count++;
-            }
-    return BG_OK;
+    if (figures == NULL || p->stage == NULL) {
+        free(figures);
+        return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
+    }
+    bg_status_t st = BG_OK;
+    for (int pass = 0; pass < PASSES && st == BG_OK; pass++) {
+        int entry = 0;
+        for (int first = 0; first < n && st == BG_OK; first++)
+            for (int last = first + 1; last <= n && st == BG_OK; last++)
+                for (int k = 0; k < kinds && st == BG_OK; k++)
+                    st = time_range_pass(be, cfg, first, last, slot_counts[k], &figures[entry++]);
+    }
+    if (st == BG_OK) {
+        int entry = 0;
+        for (int first = 0; first < n; first++)
+            for (int last = first + 1; last <= n; last++)
+                for (int k = 0; k < kinds; k++, entry++)
+                    p->stage[entry] =
+                        range_profile(first, last, n, slot_counts[k], cfg->loaded, &figures[entry]);
+        p->stage_count = total;
+    }
+    free(figures);
+    return st;
 }
