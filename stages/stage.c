@@ -5,10 +5,13 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "arena.h"
 #include "stage_impl.h"
 
-static bg_status_t alloc_counted(bg_stage_t *s, int64_t elems, size_t *category, void **out) {
-    BG_CHECK(bg_backend_alloc_elems(s->be, elems, out));
+/* Lays out `elems` elements for *out in the stage's arena and counts their
+ * bytes in `category`; the memory comes with bg_arena_commit. */
+static bg_status_t reserve_counted(bg_stage_t *s, int64_t elems, size_t *category, void **out) {
+    BG_CHECK(bg_arena_reserve(&s->arena, bg_backend_bytes(s->be, elems), out));
     *category += bg_backend_bytes(s->be, elems);
     return BG_OK;
 }
@@ -34,22 +37,31 @@ static bg_status_t download_floats(bg_backend_t *be, float *dst, const void *src
     return st;
 }
 
-static bg_status_t allocate_params(bg_stage_t *s, uint64_t seed) {
+static bg_status_t reserve_params(bg_stage_t *s) {
     int states = bg_optimizer_state_buffers(&s->optimizer);
     for (int i = 0; i < s->count; i++) {
         bg_layer_params_t *p = &s->params[i];
         bg_layer_param_counts(stage_layer(s, i), &p->weight_count, &p->bias_count);
         if (p->weight_count == 0) continue;
-        BG_CHECK(alloc_counted(s, p->weight_count, &s->memory.params, &p->weight));
-        BG_CHECK(alloc_counted(s, p->bias_count, &s->memory.params, &p->bias));
-        BG_CHECK(alloc_counted(s, p->weight_count, &s->memory.grads, &p->weight_grad));
-        BG_CHECK(alloc_counted(s, p->bias_count, &s->memory.grads, &p->bias_grad));
+        BG_CHECK(reserve_counted(s, p->weight_count, &s->memory.params, &p->weight));
+        BG_CHECK(reserve_counted(s, p->bias_count, &s->memory.params, &p->bias));
+        BG_CHECK(reserve_counted(s, p->weight_count, &s->memory.grads, &p->weight_grad));
+        BG_CHECK(reserve_counted(s, p->bias_count, &s->memory.grads, &p->bias_grad));
         for (int k = 0; k < states; k++) {
-            BG_CHECK(alloc_counted(s, p->weight_count, &s->memory.optimizer,
-                                   &s->opt_state[(i * 2) * 2 + k]));
-            BG_CHECK(alloc_counted(s, p->bias_count, &s->memory.optimizer,
-                                   &s->opt_state[(i * 2 + 1) * 2 + k]));
+            BG_CHECK(reserve_counted(s, p->weight_count, &s->memory.optimizer,
+                                     &s->opt_state[(i * 2) * 2 + k]));
+            BG_CHECK(reserve_counted(s, p->bias_count, &s->memory.optimizer,
+                                     &s->opt_state[(i * 2 + 1) * 2 + k]));
         }
+    }
+    return BG_OK;
+}
+
+/* Sets every layer's parameters from `seed` (the arena is zero otherwise). */
+static bg_status_t init_params(bg_stage_t *s, uint64_t seed) {
+    for (int i = 0; i < s->count; i++) {
+        bg_layer_params_t *p = &s->params[i];
+        if (p->weight_count == 0) continue;
         float *host = bg_malloc(sizeof(float) * (size_t)(p->weight_count + p->bias_count));
         if (host == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory initialising layer");
         bg_layer_init_params(stage_layer(s, i), s->first + i, seed, host, host + p->weight_count);
@@ -61,10 +73,10 @@ static bg_status_t allocate_params(bg_stage_t *s, uint64_t seed) {
     return BG_OK;
 }
 
-/* Allocates one micro-batch's stash and adds its bytes to stash_slot. */
-static bg_status_t allocate_slot(bg_stage_t *s, stage_slot_t *slot, size_t *bytes) {
+/* Lays out one micro-batch's stash and adds its bytes to *bytes. */
+static bg_status_t reserve_slot(bg_stage_t *s, stage_slot_t *slot, size_t *bytes) {
     const int64_t nb = s->max_batch;
-    BG_CHECK(alloc_counted(s, nb * bg_shape_numel(stage_layer(s, 0)->in), bytes, &slot->input));
+    BG_CHECK(reserve_counted(s, nb * bg_shape_numel(stage_layer(s, 0)->in), bytes, &slot->input));
     slot->outputs = bg_calloc((size_t)s->count, sizeof *slot->outputs);
     slot->saved_dy = bg_calloc((size_t)s->count, sizeof *slot->saved_dy);
     if (slot->outputs == NULL || slot->saved_dy == NULL)
@@ -73,18 +85,19 @@ static bg_status_t allocate_slot(bg_stage_t *s, stage_slot_t *slot, size_t *byte
         const bg_layer_spec_t *l = stage_layer(s, i);
         int64_t out = nb * bg_shape_numel(l->out);
         if (!s->recompute && !stage_layer_aliases(s, i))
-            BG_CHECK(alloc_counted(s, out, bytes, &slot->outputs[i]));
+            BG_CHECK(reserve_counted(s, out, bytes, &slot->outputs[i]));
         if (s->split_backward && stage_layer_has_params(s, i))
-            BG_CHECK(alloc_counted(s, out, bytes, &slot->saved_dy[i]));
+            BG_CHECK(reserve_counted(s, out, bytes, &slot->saved_dy[i]));
     }
     if (bg_stage_has_loss(s)) {
-        BG_CHECK(s->be->ops->alloc(s->be, sizeof(int32_t) * (size_t)nb, (void **)&slot->labels));
+        BG_CHECK(bg_arena_reserve(&s->arena, sizeof(int32_t) * (size_t)nb, (void **)&slot->labels));
         *bytes += sizeof(int32_t) * (size_t)nb;
     }
     return BG_OK;
 }
 
-static bg_status_t allocate_buffers(bg_stage_t *s) {
+/* Lays out the stash slots, the buffers between layers and the workspace. */
+static bg_status_t reserve_buffers(bg_stage_t *s) {
     const int64_t nb = s->max_batch;
     int64_t in = bg_shape_numel(stage_layer(s, 0)->in);
     int64_t widest = in;
@@ -96,23 +109,23 @@ static bg_status_t allocate_buffers(bg_stage_t *s) {
         size_t ws = bg_layer_workspace_bytes(l, s->be, nb);
         if (ws > workspace) workspace = ws;
         if (s->recompute && !stage_layer_aliases(s, i))
-            BG_CHECK(alloc_counted(s, nb * out, &s->memory.buffers, &s->work_outputs[i]));
+            BG_CHECK(reserve_counted(s, nb * out, &s->memory.buffers, &s->work_outputs[i]));
     }
     for (int k = 0; k < s->slot_count; k++) {
         size_t bytes = 0;
-        BG_CHECK(allocate_slot(s, &s->slots[k], &bytes));
+        BG_CHECK(reserve_slot(s, &s->slots[k], &bytes));
         s->memory.stash += bytes;
         s->memory.stash_slot = bytes;
     }
-    BG_CHECK(alloc_counted(s, nb * widest, &s->memory.buffers, &s->grad_a));
-    BG_CHECK(alloc_counted(s, nb * widest, &s->memory.buffers, &s->grad_b));
+    BG_CHECK(reserve_counted(s, nb * widest, &s->memory.buffers, &s->grad_a));
+    BG_CHECK(reserve_counted(s, nb * widest, &s->memory.buffers, &s->grad_b));
     if (!bg_stage_has_loss(s)) {
         int64_t out = bg_shape_numel(stage_layer(s, s->count - 1)->out);
-        BG_CHECK(alloc_counted(s, nb * out, &s->memory.buffers, &s->output_grad));
+        BG_CHECK(reserve_counted(s, nb * out, &s->memory.buffers, &s->output_grad));
     }
-    if (s->first > 0) BG_CHECK(alloc_counted(s, nb * in, &s->memory.buffers, &s->input_grad));
+    if (s->first > 0) BG_CHECK(reserve_counted(s, nb * in, &s->memory.buffers, &s->input_grad));
     if (workspace > 0) {
-        BG_CHECK(s->be->ops->alloc(s->be, workspace, &s->workspace));
+        BG_CHECK(bg_arena_reserve(&s->arena, workspace, &s->workspace));
         s->memory.workspace = workspace;
     }
     return BG_OK;
@@ -136,6 +149,7 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
     if (s == NULL) return bg_error_set(BG_ERR_NOMEM, "stage: out of memory");
     s->spec = spec;
     s->be = cfg->backend;
+    s->arena = bg_arena_init(s->be);
     s->first = cfg->first_layer;
     s->last = cfg->last_layer;
     s->count = cfg->last_layer - cfg->first_layer;
@@ -153,8 +167,20 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
         st = bg_error_set(BG_ERR_NOMEM, "stage: out of memory");
         goto fail;
     }
-    BG_CHECK_GOTO(allocate_params(s, cfg->seed), st, fail);
-    BG_CHECK_GOTO(allocate_buffers(s), st, fail);
+    BG_CHECK_GOTO(reserve_params(s), st, fail);
+    BG_CHECK_GOTO(reserve_buffers(s), st, fail);
+    s->memory.arena = s->arena.bytes;
+    st = bg_arena_commit(&s->arena);
+    if (st != BG_OK) {
+        const bg_stage_memory_t *m = &s->memory;
+        bg_error_prefix(st,
+                        "one allocation of %zu bytes for parameters %zu, gradients %zu, "
+                        "optimizer state %zu, stash %zu, buffers %zu, workspace %zu: ",
+                        m->arena, m->params, m->grads, m->optimizer, m->stash, m->buffers,
+                        m->workspace);
+        goto fail;
+    }
+    BG_CHECK_GOTO(init_params(s, cfg->seed), st, fail);
     *out = s;
     return BG_OK;
 fail:
@@ -163,40 +189,14 @@ fail:
     return st;
 }
 
-static void free_slot(bg_stage_t *s, stage_slot_t *slot) {
-    bg_backend_t *be = s->be;
-    be->ops->free(be, slot->input);
-    for (int i = 0; i < s->count; i++) {
-        if (slot->outputs != NULL) be->ops->free(be, slot->outputs[i]);
-        if (slot->saved_dy != NULL) be->ops->free(be, slot->saved_dy[i]);
-    }
-    be->ops->free(be, slot->labels);
-    free(slot->outputs);
-    free(slot->saved_dy);
-}
-
 void bg_stage_destroy(bg_stage_t *s) {
     if (s == NULL) return;
-    bg_backend_t *be = s->be;
-    if (s->params != NULL) {
-        for (int i = 0; i < s->count; i++) {
-            be->ops->free(be, s->params[i].weight);
-            be->ops->free(be, s->params[i].bias);
-            be->ops->free(be, s->params[i].weight_grad);
-            be->ops->free(be, s->params[i].bias_grad);
-        }
-    }
-    if (s->opt_state != NULL)
-        for (int i = 0; i < s->count * 4; i++) be->ops->free(be, s->opt_state[i]);
+    bg_arena_release(&s->arena);
     if (s->slots != NULL)
-        for (int k = 0; k < s->slot_count; k++) free_slot(s, &s->slots[k]);
-    if (s->work_outputs != NULL)
-        for (int i = 0; i < s->count; i++) be->ops->free(be, s->work_outputs[i]);
-    be->ops->free(be, s->grad_a);
-    be->ops->free(be, s->grad_b);
-    be->ops->free(be, s->output_grad);
-    be->ops->free(be, s->input_grad);
-    be->ops->free(be, s->workspace);
+        for (int k = 0; k < s->slot_count; k++) {
+            free(s->slots[k].outputs);
+            free(s->slots[k].saved_dy);
+        }
     free(s->params);
     free(s->opt_state);
     free(s->slots);

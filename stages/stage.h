@@ -1,7 +1,8 @@
 /* A stage: a contiguous slice [first_layer, last_layer) of the layer stack
  * bound to one backend device, with everything it needs to run micro-batches:
  * parameters, gradients, optimizer state, activation buffers and workspace,
- * all allocated once at creation (no allocation while training).
+ * all laid out at creation and allocated as one block of the backend's
+ * memory (lib/arena.h; no allocation while training).
  *
  * The stage that holds the final softmax_cross_entropy layer computes the loss
  * from labels; every other stage receives dL/d(output) from its successor.
@@ -46,9 +47,12 @@ typedef struct bg_stage_config {
 /* Memory the stage holds, by category, in bytes. The stash is what in-flight
  * micro-batches keep between their forward and their last backward op (layer
  * inputs and outputs, labels, and with split_backward the output gradients W
- * needs); buffers are the gradients passed between layers and stages. */
+ * needs); buffers are the gradients passed between layers and stages. All of
+ * it is one backend allocation made at creation (lib/arena.h): `arena`
+ * bytes, the categories' sum plus each buffer's padding to 256 bytes. */
 typedef struct bg_stage_memory {
     size_t params, grads, optimizer, stash, buffers, workspace;
+    size_t arena;
     size_t stash_slot;    /* stash bytes of one micro-batch */
     size_t stash_current; /* stash_slot * micro-batches now in flight */
     size_t stash_peak;    /* stash_slot * most micro-batches ever in flight */

@@ -3,6 +3,7 @@
 #ifndef BG_STAGE_IMPL_H
 #define BG_STAGE_IMPL_H
 
+#include "arena.h"
 #include "layer.h"
 #include "stage.h"
 
@@ -37,6 +38,7 @@ struct bg_stage {
     void *output_grad;     /* non-loss stage: dL/d(output) from the successor */
     void *input_grad;      /* stage not at layer 0: dL/d(input) for the predecessor */
     void *workspace;
+    bg_arena_t arena; /* holds every device buffer above, in one allocation */
     bg_stage_memory_t memory;
     int timing;                   /* 1 while layer times are being added */
     bg_stage_layer_times_t times; /* bg_stage_set_layer_times */

@@ -26,6 +26,7 @@
 #include "model_spec.h"
 #include "rng.h"
 #include "stage.h"
+#include "support/models.h"
 
 enum { EXACTISH = 0, SUMMED = 1 };
 
@@ -540,13 +541,7 @@ static void test_all_finite(void **state) {
 
 /* ---- a stage of the origin CNN on each backend ---- */
 
-static const char origin_cnn[] = "input channels=1 height=28 width=28\n"
-                                 "conv2d filters=32 kernel=3 activation=relu\n"
-                                 "maxpool size=2\n"
-                                 "flatten\n"
-                                 "dense units=128 activation=relu\n"
-                                 "dense units=10\n"
-                                 "softmax_cross_entropy\n";
+static const char origin_cnn[] = BG_TEST_ORIGIN_CNN;
 
 static void test_stage(void **state) {
     fixture_t *f = *state;

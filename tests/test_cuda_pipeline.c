@@ -16,14 +16,9 @@
 #include "cuda/backend_cuda.h"
 #include "dataset.h"
 #include "pipeline.h"
+#include "support/models.h"
 
-static const char origin_cnn[] = "input channels=1 height=28 width=28\n"
-                                 "conv2d filters=32 kernel=3 activation=relu\n"
-                                 "maxpool size=2\n"
-                                 "flatten\n"
-                                 "dense units=128 activation=relu\n"
-                                 "dense units=10\n"
-                                 "softmax_cross_entropy\n";
+static const char origin_cnn[] = BG_TEST_ORIGIN_CNN;
 
 enum { BATCH = 64, STEPS = 3 };
 

@@ -12,16 +12,11 @@
 #include <unistd.h>
 
 #include "model_spec.h"
+#include "support/models.h"
 
 #define MNIST_INPUT "input channels=1 height=28 width=28\n"
 
-static const char origin_cnn[] = "input channels=1 height=28 width=28\n"
-                                 "conv2d filters=32 kernel=3 activation=relu\n"
-                                 "maxpool size=2\n"
-                                 "flatten\n"
-                                 "dense units=128 activation=relu\n"
-                                 "dense units=10\n"
-                                 "softmax_cross_entropy\n";
+static const char origin_cnn[] = BG_TEST_ORIGIN_CNN;
 
 /* A recognisable pointer, to check that *out is untouched on failure. */
 static bg_model_spec_t *const untouched = (bg_model_spec_t *)&origin_cnn;

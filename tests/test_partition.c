@@ -20,16 +20,11 @@
 #include "pipeline.h"
 #include "rng.h"
 #include "stage.h"
+#include "support/models.h"
 
 enum { MAX_STAGES = 5, MAX_DEVICES = 7 };
 
-static const char origin_cnn[] = "input channels=1 height=28 width=28\n"
-                                 "conv2d filters=32 kernel=3 activation=relu\n"
-                                 "maxpool size=2\n"
-                                 "flatten\n"
-                                 "dense units=128 activation=relu\n"
-                                 "dense units=10\n"
-                                 "softmax_cross_entropy\n";
+static const char origin_cnn[] = BG_TEST_ORIGIN_CNN;
 
 static bg_model_spec_t *parse(const char *text) {
     bg_model_spec_t *spec = NULL;

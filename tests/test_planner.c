@@ -13,14 +13,9 @@
 
 #include "planner.h"
 #include "report.h"
+#include "support/models.h"
 
-static const char origin_cnn[] = "input channels=1 height=28 width=28\n"
-                                 "conv2d filters=32 kernel=3 activation=relu\n"
-                                 "maxpool size=2\n"
-                                 "flatten\n"
-                                 "dense units=128 activation=relu\n"
-                                 "dense units=10\n"
-                                 "softmax_cross_entropy\n";
+static const char origin_cnn[] = BG_TEST_ORIGIN_CNN;
 
 /* Layers: 0 flatten, 1 dense, 2 dense, 3 softmax_cross_entropy. */
 static const char small_mlp[] = "input channels=1 height=1 width=8\n"

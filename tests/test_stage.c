@@ -22,14 +22,9 @@
 #include "model_spec.h"
 #include "layer.h"
 #include "stage.h"
+#include "support/models.h"
 
-static const char origin_cnn[] = "input channels=1 height=28 width=28\n"
-                                 "conv2d filters=32 kernel=3 activation=relu\n"
-                                 "maxpool size=2\n"
-                                 "flatten\n"
-                                 "dense units=128 activation=relu\n"
-                                 "dense units=10\n"
-                                 "softmax_cross_entropy\n";
+static const char origin_cnn[] = BG_TEST_ORIGIN_CNN;
 
 enum { LAYERS = 8, SPLIT = 4, BATCH = 16, PIXELS = 28 * 28, CLASSES = 10 };
 enum { FLAT = 32 * 13 * 13 }; /* the output of layer 3 (flatten), input of layer 4 */

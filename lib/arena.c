@@ -1,0 +1,43 @@
+#include "arena.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "alloc.h"
+
+bg_status_t bg_arena_reserve(bg_arena_t *a, size_t bytes, void **dst) {
+    if (a->base != NULL)
+        return bg_error_set(BG_ERR_INVALID, "%s: arena already allocated; reserve before commit",
+                            a->be->name);
+    size_t units = bytes / BG_ARENA_ALIGNMENT + (bytes % BG_ARENA_ALIGNMENT != 0);
+    if (units == 0) units = 1;
+    if (units > (SIZE_MAX - a->bytes) / BG_ARENA_ALIGNMENT)
+        return bg_error_set(BG_ERR_NOMEM, "%s: %zu bytes on top of %zu overflow the address space",
+                            a->be->name, bytes, a->bytes);
+    if (a->count == a->capacity) {
+        int capacity = a->capacity > 0 ? 2 * a->capacity : 64;
+        bg_arena_request_t *grown = bg_realloc(a->requests, (size_t)capacity * sizeof *grown);
+        if (grown == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", a->be->name);
+        a->requests = grown;
+        a->capacity = capacity;
+    }
+    a->requests[a->count++] = (bg_arena_request_t){.dst = dst, .offset = a->bytes};
+    a->bytes += units * BG_ARENA_ALIGNMENT;
+    *dst = NULL;
+    return BG_OK;
+}
+
+bg_status_t bg_arena_commit(bg_arena_t *a) {
+    if (a->base != NULL)
+        return bg_error_set(BG_ERR_INVALID, "%s: arena already allocated", a->be->name);
+    BG_CHECK(a->be->ops->alloc(a->be, a->bytes, &a->base));
+    for (int i = 0; i < a->count; i++)
+        *a->requests[i].dst = (char *)a->base + a->requests[i].offset;
+    return BG_OK;
+}
+
+void bg_arena_release(bg_arena_t *a) {
+    if (a->base != NULL) a->be->ops->free(a->be, a->base);
+    free(a->requests);
+    *a = bg_arena_init(a->be);
+}

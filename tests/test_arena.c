@@ -1,0 +1,193 @@
+/* Tests for the arena (lib/arena.h) on the CPU backend: the layout (offsets,
+ * padding, empty buffers), one zeroed block whose buffers do not overlap,
+ * the errors (reserve after commit, overflow, out of memory), and a stage
+ * holding all its buffers in one arena whose size its memory report
+ * states, with an out-of-memory message that names the stage and the
+ * bytes. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "alloc.h"
+#include "arena.h"
+#include "backend_cpu.h"
+#include "model_spec.h"
+#include "stage.h"
+#include "support/models.h"
+
+static int setup_backend(void **state) {
+    bg_cpu_config_t cfg = BG_CPU_CONFIG_INIT;
+    bg_backend_t *be = NULL;
+    if (bg_backend_cpu_create(&cfg, &be) != BG_OK) return -1;
+    *state = be;
+    return 0;
+}
+
+static int teardown_backend(void **state) {
+    bg_backend_destroy(*state);
+    return 0;
+}
+
+static void test_layout_pads_to_256_and_keeps_empty_buffers_distinct(void **state) {
+    bg_arena_t arena = bg_arena_init(*state);
+    void *a = (void *)1, *b = (void *)1, *c = (void *)1, *d = (void *)1;
+    assert_int_equal(bg_arena_reserve(&arena, 0, &a), BG_OK);
+    assert_int_equal(bg_arena_reserve(&arena, 1, &b), BG_OK);
+    assert_int_equal(bg_arena_reserve(&arena, 256, &c), BG_OK);
+    assert_int_equal(bg_arena_reserve(&arena, 257, &d), BG_OK);
+    /* Nothing is allocated, and the pointers wait for the commit. */
+    assert_null(arena.base);
+    assert_null(a);
+    assert_null(d);
+    assert_int_equal(arena.count, 4);
+    assert_int_equal(arena.bytes, 256 + 256 + 256 + 512);
+    assert_int_equal(arena.requests[0].offset, 0);
+    assert_int_equal(arena.requests[1].offset, 256);
+    assert_int_equal(arena.requests[2].offset, 512);
+    assert_int_equal(arena.requests[3].offset, 768);
+    assert_int_equal(bg_arena_commit(&arena), BG_OK);
+    char *base = arena.base;
+    assert_ptr_equal(a, base);
+    assert_ptr_equal(b, base + 256);
+    assert_ptr_equal(c, base + 512);
+    assert_ptr_equal(d, base + 768);
+    bg_arena_release(&arena);
+    assert_null(arena.base);
+    assert_int_equal(arena.bytes, 0);
+    assert_int_equal(arena.count, 0);
+}
+
+static void test_block_is_zeroed_and_buffers_do_not_overlap(void **state) {
+    enum { BUFFERS = 200 }; /* more than the layout list's first capacity */
+    bg_arena_t arena = bg_arena_init(*state);
+    unsigned char *buffer[BUFFERS];
+    size_t size[BUFFERS];
+    for (int i = 0; i < BUFFERS; i++) {
+        size[i] = (size_t)(i * 37 % 1000);
+        assert_int_equal(bg_arena_reserve(&arena, size[i], (void **)&buffer[i]), BG_OK);
+    }
+    assert_int_equal(bg_arena_commit(&arena), BG_OK);
+    for (int i = 0; i < BUFFERS; i++) {
+        for (size_t k = 0; k < size[i]; k++) assert_int_equal(buffer[i][k], 0);
+        memset(buffer[i], i + 1, size[i]);
+    }
+    /* Each buffer still holds its own fill: no write reached another. */
+    for (int i = 0; i < BUFFERS; i++) {
+        assert_int_equal((uintptr_t)(buffer[i] - (unsigned char *)arena.base) % 256, 0);
+        for (size_t k = 0; k < size[i]; k++) assert_int_equal(buffer[i][k], (unsigned char)(i + 1));
+    }
+    bg_arena_release(&arena);
+}
+
+static void test_errors(void **state) {
+    bg_arena_t arena = bg_arena_init(*state);
+    void *a = NULL, *b = NULL;
+    /* A size the address space cannot hold. */
+    assert_int_equal(bg_arena_reserve(&arena, SIZE_MAX - 100, &a), BG_ERR_NOMEM);
+    assert_non_null(strstr(bg_error_message(), "overflow"));
+    assert_int_equal(arena.count, 0);
+    /* The backend's allocation fails: its error, and no pointer set. */
+    assert_int_equal(bg_arena_reserve(&arena, 4096, &a), BG_OK);
+    bg_alloc_fail_after(0);
+    bg_status_t st = bg_arena_commit(&arena);
+    bg_alloc_fail_after(-1);
+    assert_int_equal(st, BG_ERR_NOMEM);
+    assert_non_null(strstr(bg_error_message(), "4096 bytes"));
+    assert_null(a);
+    assert_null(arena.base);
+    /* Committed once: no second commit, no more reservations. */
+    assert_int_equal(bg_arena_commit(&arena), BG_OK);
+    assert_int_equal(bg_arena_commit(&arena), BG_ERR_INVALID);
+    assert_int_equal(bg_arena_reserve(&arena, 8, &b), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "before commit"));
+    assert_null(b);
+    bg_arena_release(&arena);
+    /* Releasing an empty arena is fine. */
+    bg_arena_release(&arena);
+}
+
+static const char origin_cnn[] = BG_TEST_ORIGIN_CNN;
+
+static bg_stage_config_t cnn_stage(bg_model_spec_t *spec, bg_backend_t *be) {
+    bg_stage_config_t cfg = BG_STAGE_CONFIG_INIT;
+    cfg.spec = spec;
+    cfg.first_layer = 2;
+    cfg.last_layer = spec->num_layers;
+    cfg.backend = be;
+    cfg.max_batch = 16;
+    cfg.stash_slots = 3;
+    return cfg;
+}
+
+static void test_stage_holds_its_buffers_in_one_arena(void **state) {
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("cnn", origin_cnn, sizeof origin_cnn - 1, &spec), BG_OK);
+    bg_stage_config_t cfg = cnn_stage(spec, *state);
+    bg_stage_t *stage = NULL;
+    assert_int_equal(bg_stage_create(&cfg, &stage), BG_OK);
+    bg_stage_memory_t m = bg_stage_memory(stage);
+    size_t sum = m.params + m.grads + m.optimizer + m.stash + m.buffers + m.workspace;
+    /* Layers 2..7 of the CNN: the dense layers' 692,352 + 1,290 parameters
+     * as floats, with gradients and Adam's two states. */
+    assert_int_equal(m.params, 4 * (5408 * 128 + 128 + 128 * 10 + 10));
+    assert_int_equal(m.grads, m.params);
+    assert_int_equal(m.optimizer, 2 * m.params);
+    /* The arena is the sum plus at most 255 bytes of padding per buffer
+     * (a few dozen buffers here). */
+    assert_true(m.arena >= sum);
+    assert_true(m.arena < sum + 64 * 256);
+    assert_int_equal(m.arena % 256, 0);
+    /* The input buffers of the slots lie inside the one block. */
+    for (int k = 0; k < 3; k++) {
+        const char *input = bg_stage_slot_input(stage, k);
+        assert_non_null(input);
+        if (k > 0) assert_true(input != bg_stage_slot_input(stage, 0));
+    }
+    bg_stage_destroy(stage);
+    bg_model_spec_destroy(spec);
+}
+
+static void test_stage_out_of_memory_names_stage_and_bytes(void **state) {
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("cnn", origin_cnn, sizeof origin_cnn - 1, &spec), BG_OK);
+    bg_stage_config_t cfg = cnn_stage(spec, *state);
+    /* Fail each host allocation of the creation in turn; one of them is the
+     * arena's block, whose message gives the whole amount and its parts. */
+    int named = 0;
+    for (long n = 0; n < 1000; n++) {
+        bg_stage_t *stage = NULL;
+        bg_alloc_fail_after(n);
+        bg_status_t st = bg_stage_create(&cfg, &stage);
+        bg_alloc_fail_after(-1);
+        if (st == BG_OK) {
+            bg_stage_destroy(stage);
+            break;
+        }
+        assert_int_equal(st, BG_ERR_NOMEM);
+        assert_null(stage);
+        const char *message = bg_error_message();
+        assert_non_null(strstr(message, "stage"));
+        if (strstr(message, "one allocation of ") != NULL) {
+            assert_non_null(strstr(message, "stage for layers 2..7 on cpu:0: one allocation of "));
+            assert_non_null(strstr(message, "for parameters 2774568, gradients 2774568"));
+            named++;
+        }
+    }
+    assert_int_equal(named, 1);
+    bg_model_spec_destroy(spec);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_pads_to_256_and_keeps_empty_buffers_distinct),
+        cmocka_unit_test(test_block_is_zeroed_and_buffers_do_not_overlap),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_stage_holds_its_buffers_in_one_arena),
+        cmocka_unit_test(test_stage_out_of_memory_names_stage_and_bytes),
+    };
+    return cmocka_run_group_tests(tests, setup_backend, teardown_backend);
+}
