@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1045,6 +1046,46 @@ static void test_init_params_deterministic(void **state) {
     assert_int_equal(same_seed, 0);
 }
 
+/* all_finite on both element types: every kind of non-finite value found
+ * wherever it lies (first, last, either side of the kernel's 4096-value
+ * blocks, past the first block), and the extremes of the finite values
+ * (the largest, the smallest subnormal, -0) accepted. */
+static void test_all_finite(void **state) {
+    (void)state;
+    enum { N = 3 * 4096 + 5 };
+    const double bad[] = {NAN, -NAN, INFINITY, -INFINITY};
+    const int64_t where[] = {0, 1, 4095, 4096, 4097, 8191, 8192, N - 1};
+    for (int t = 0; t < 2; t++) {
+        bg_backend_t *be = backend_create(t == 0 ? BG_F32 : BG_F64);
+        const double largest = t == 0 ? FLT_MAX : DBL_MAX;
+        const double tiny = t == 0 ? 1.4e-45 : 4.9e-324;
+        double *host = host_alloc(N);
+        for (int64_t i = 0; i < N; i++) host[i] = i % 3 == 0 ? largest : i % 3 == 1 ? -tiny : -0.0;
+        void *x = alloc_elems(be, N);
+        int finite = -1;
+        check_ok(bg_backend_upload_doubles(be, x, host, N));
+        check_ok(be->ops->all_finite(be, N, x, &finite));
+        assert_int_equal(finite, 1);
+        check_ok(be->ops->all_finite(be, 0, x, &finite));
+        assert_int_equal(finite, 1);
+        for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
+            for (size_t w = 0; w < sizeof where / sizeof where[0]; w++) {
+                const double keep = host[where[w]];
+                host[where[w]] = bad[b];
+                check_ok(bg_backend_upload_doubles(be, x, host, N));
+                check_ok(be->ops->all_finite(be, N, x, &finite));
+                assert_int_equal(finite, 0);
+                /* A count that stops before it does not see it. */
+                check_ok(be->ops->all_finite(be, where[w], x, &finite));
+                assert_int_equal(finite, 1);
+                host[where[w]] = keep;
+            }
+        be->ops->free(be, x);
+        free(host);
+        bg_backend_destroy(be);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv2d_k3_valid),
@@ -1074,6 +1115,7 @@ int main(void) {
         cmocka_unit_test(test_init_params_distribution),
         cmocka_unit_test(test_init_params_conv_fan_in),
         cmocka_unit_test(test_init_params_deterministic),
+        cmocka_unit_test(test_all_finite),
     };
     return cmocka_run_group_tests(tests, setup_f64, teardown_backend);
 }
