@@ -257,9 +257,10 @@ typedef struct range_figures {
 /* Passes over all ranges. On a virtual machine a core may run at one speed
  * for a few seconds and up to 60% slower for the next few (seen on the
  * development machine; docs/planner.md, "Profile passes"), and the same
- * stage may run at two speeds from one allocation to the next. Each pass times every range once, on
- * a fresh allocation, so a range's passes lie seconds apart; the profile keeps the mean of their
- * medians, as a long run averages over those periods. */
+ * stage may run at two speeds from one allocation to the next. Each pass
+ * times every range once, on a fresh allocation, so a range's passes lie
+ * seconds apart; the profile keeps the mean of their medians, as a long run
+ * averages over those periods. */
 enum { PASSES = 3 };
 
 /* One pass of the range [first, last) with `slots` stash slots: a fresh
