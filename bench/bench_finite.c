@@ -1,0 +1,58 @@
+/* Time of the CPU backend's all_finite, the NaN and Inf check the executor
+ * runs on every tensor a stage sends, over COUNT floats (default: the
+ * origin CNN's boundary tensor at micro-batch 16, 16 x 32 x 13 x 13). Prints
+ * the best and the median of REPS calls on the same buffer (warm in cache,
+ * as a tensor just written by the stage is).
+ *
+ *   bench_finite [COUNT] [REPS]
+ *
+ * Not a test: compare figures on a quiet machine, never assert on them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cpu/backend_cpu.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+    const long long count = argc > 1 ? atoll(argv[1]) : 16LL * 32 * 13 * 13;
+    const int reps = argc > 2 ? atoi(argv[2]) : 2000;
+    if (argc > 3 || count < 1 || reps < 1) {
+        fprintf(stderr, "usage: bench_finite [COUNT >= 1] [REPS >= 1]\n");
+        return 2;
+    }
+    bg_cpu_config_t cfg = BG_CPU_CONFIG_INIT;
+    bg_backend_t *be = NULL;
+    void *x = NULL;
+    double *times = calloc((size_t)reps, sizeof *times);
+    bg_status_t st = times != NULL ? bg_backend_cpu_create(&cfg, &be) : BG_ERR_NOMEM;
+    if (st == BG_OK) st = bg_backend_alloc_elems(be, count, &x);
+    int finite = 0;
+    for (int r = 0; st == BG_OK && r < reps; r++) {
+        double t0 = now_seconds();
+        st = be->ops->all_finite(be, count, x, &finite);
+        times[r] = now_seconds() - t0;
+    }
+    if (st == BG_OK) {
+        qsort(times, (size_t)reps, sizeof *times, compare_doubles);
+        printf("all_finite over %lld floats, %d calls: best %.2f us, median %.2f us (%.1f GB/s)\n",
+               count, reps, 1e6 * times[0], 1e6 * times[reps / 2],
+               4e-9 * (double)count / times[reps / 2]);
+    } else {
+        fprintf(stderr, "bench_finite: %s\n", bg_error_message());
+    }
+    if (be != NULL) be->ops->free(be, x);
+    bg_backend_destroy(be);
+    free(times);
+    return st == BG_OK ? (finite ? 0 : 1) : 1;
+}
