@@ -21,7 +21,35 @@ void bg_progress_init(bg_progress_t *p, FILE *out, int64_t steps_per_epoch) {
     p->out = out;
     p->terminal = isatty(fileno(out));
     p->steps_per_epoch = steps_per_epoch > 0 ? steps_per_epoch : 1;
+    p->started = monotonic_seconds();
     p->last_draw = 0;
+    p->last_tenth = 0;
+    p->what = "units";
+}
+
+void bg_progress_count(void *ctx, int64_t done, int64_t total) {
+    bg_progress_t *p = ctx;
+    if (total < 1) return;
+    const double now = monotonic_seconds(), elapsed = now - p->started;
+    char left[32];
+    format_duration(done > 0 ? elapsed * (double)(total - done) / (double)done : 0, left,
+                    sizeof left);
+    const int finished = done >= total;
+    if (p->terminal) {
+        if (!finished && now - p->last_draw < 0.1) return;
+        p->last_draw = now;
+        fprintf(p->out, "\r\033[K%s %lld/%lld (%d%%), %s left", p->what, (long long)done,
+                (long long)total, (int)(100 * done / total), left);
+        if (finished) fputc('\n', p->out);
+        fflush(p->out);
+        return;
+    }
+    const int64_t tenth = 10 * done / total;
+    if (tenth <= p->last_tenth && !finished) return;
+    p->last_tenth = tenth;
+    fprintf(p->out, "%s %lld/%lld (%d%%), %s left\n", p->what, (long long)done, (long long)total,
+            (int)(100 * done / total), left);
+    fflush(p->out);
 }
 
 void bg_progress_report(void *ctx, const bg_train_progress_t *r) {

@@ -11,7 +11,10 @@ typedef struct bg_progress {
     FILE *out;
     int terminal; /* redraw in place */
     int64_t steps_per_epoch;
-    double last_draw; /* monotonic seconds of the last redraw */
+    double started;     /* monotonic seconds at init */
+    double last_draw;   /* monotonic seconds of the last redraw */
+    int64_t last_tenth; /* bg_progress_count without a terminal: tenths printed */
+    const char *what;   /* bg_progress_count: what is counted */
 } bg_progress_t;
 
 /* Sets up progress output to `out`; terminal decides bar or plain lines. */
@@ -19,5 +22,11 @@ void bg_progress_init(bg_progress_t *p, FILE *out, int64_t steps_per_epoch);
 
 /* A bg_train_progress_fn; ctx is a bg_progress_t. */
 void bg_progress_report(void *ctx, const bg_train_progress_t *progress);
+
+/* Progress of work counted in units ("layer range timings"), ctx a
+ * bg_progress_t whose `what` names them: a bar with the time left on a
+ * terminal, a line at each tenth otherwise; the last call (done == total)
+ * ends the line. */
+void bg_progress_count(void *ctx, int64_t done, int64_t total);
 
 #endif /* BG_CLI_PROGRESS_H */

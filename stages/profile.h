@@ -94,12 +94,17 @@ typedef struct bg_profile_config {
     bg_topology_t *topology; /* binds the channel's other thread; NULL: unbound */
     int peer_core;           /* the core it binds to */
     int loaded; /* also time each layer range beside a co-runner on peer_core (K >= 2) */
+    /* Called after each timing of a layer range with how many of the
+     * `total` are done, for a progress display; NULL: not called. */
+    void (*progress)(void *ctx, int64_t done, int64_t total);
+    void *progress_ctx;
 } bg_profile_config_t;
 
 #define BG_PROFILE_CONFIG_INIT                                                                     \
     {                                                                                              \
         .spec = NULL, .batch = 64, .repetitions = 7, .optimizer = BG_OPTIMIZER_CONFIG_INIT,        \
-        .stash_slots = 2, .microbatches = 1, .topology = NULL, .peer_core = 1, .loaded = 0         \
+        .stash_slots = 2, .microbatches = 1, .topology = NULL, .peer_core = 1, .loaded = 0,        \
+        .progress = NULL, .progress_ctx = NULL                                                     \
     }
 
 /* Times every layer on one CPU device (this thread, one OpenBLAS thread; a

@@ -410,8 +410,12 @@ bg_status_t profile_measure_stages(bg_backend_t *be, const bg_profile_config_t *
         int entry = 0;
         for (int first = 0; first < n && st == BG_OK; first++)
             for (int last = first + 1; last <= n && st == BG_OK; last++)
-                for (int k = 0; k < kinds && st == BG_OK; k++)
+                for (int k = 0; k < kinds && st == BG_OK; k++) {
                     st = time_range_pass(be, cfg, first, last, slot_counts[k], &figures[entry++]);
+                    if (st == BG_OK && cfg->progress != NULL)
+                        cfg->progress(cfg->progress_ctx, (int64_t)pass * total + entry,
+                                      (int64_t)PASSES * total);
+                }
     }
     if (st == BG_OK) {
         int entry = 0;

@@ -46,6 +46,9 @@ if expect 0 "" -- profile "$MODEL" --batch 64 --microbatches 4 --repetitions 3 -
     stdout_has "conv2d" "profile table"
     stdout_has "total" "profile table"
     stdout_has "copy bandwidth" "profile table"
+    # 36 ranges x 3 slot counts (1, 2, 4) x 3 passes, counted on stderr
+    check "profile reports its progress through the layer ranges" \
+        grep -q "^timing layer ranges as stages: 324/324 (100%), 0:00 left$" "$ERR"
     check "profile table has a row per layer" \
         test "$(grep -cE '^ +[0-7] +[a-z_0-9]+ +[0-9.]+ ' "$OUT")" -eq 8
     file_check "profile JSON parses, 8 layers at micro-batch 16" "$P" '
