@@ -192,6 +192,7 @@ int bg_cmd_profile(int argc, char **argv) {
     bg_model_spec_t *spec = NULL;
     bg_topology_t *topology = NULL;
     bg_profile_t *profile = NULL;
+    bg_progress_t progress = {0}; /* set up before the measurement */
     int code = 0;
     BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
     BG_CHECK_GOTO(bg_topology_create(NULL, &topology), st, fail);
@@ -222,7 +223,6 @@ int bg_cmd_profile(int argc, char **argv) {
     pc.topology = topology;
     pc.peer_core = peer_core;
     pc.loaded = loaded;
-    bg_progress_t progress;
     bg_progress_init(&progress, stderr, 1);
     progress.what = "timing layer ranges as stages:";
     pc.progress = bg_progress_count;
@@ -237,6 +237,8 @@ int bg_cmd_profile(int argc, char **argv) {
     }
     goto done;
 fail:
+    /* An unfinished progress bar keeps its line; the error goes below it. */
+    if (progress.line_open) fputc('\n', stderr);
     code = bg_cli_fail("profile", st);
 done:
     bg_profile_destroy(profile);

@@ -25,11 +25,17 @@ void bg_progress_init(bg_progress_t *p, FILE *out, int64_t steps_per_epoch) {
     p->last_draw = 0;
     p->last_tenth = 0;
     p->what = "units";
+    p->line_open = 0;
 }
 
 void bg_progress_count(void *ctx, int64_t done, int64_t total) {
     bg_progress_t *p = ctx;
     if (total < 1) return;
+    if (done == 0) {
+        /* The count starts now: the time left follows from this work alone. */
+        p->started = monotonic_seconds();
+        return;
+    }
     const double now = monotonic_seconds(), elapsed = now - p->started;
     char left[32];
     format_duration(done > 0 ? elapsed * (double)(total - done) / (double)done : 0, left,
@@ -41,6 +47,7 @@ void bg_progress_count(void *ctx, int64_t done, int64_t total) {
         fprintf(p->out, "\r\033[K%s %lld/%lld (%d%%), %s left", p->what, (long long)done,
                 (long long)total, (int)(100 * done / total), left);
         if (finished) fputc('\n', p->out);
+        p->line_open = !finished;
         fflush(p->out);
         return;
     }

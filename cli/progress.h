@@ -15,6 +15,7 @@ typedef struct bg_progress {
     double last_draw;   /* monotonic seconds of the last redraw */
     int64_t last_tenth; /* bg_progress_count without a terminal: tenths printed */
     const char *what;   /* bg_progress_count: what is counted */
+    int line_open;      /* bg_progress_count: a terminal line drawn, not yet ended */
 } bg_progress_t;
 
 /* Sets up progress output to `out`; terminal decides bar or plain lines. */
@@ -26,7 +27,7 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *progress);
 /* Progress of work counted in units ("layer range timings"), ctx a
  * bg_progress_t whose `what` names them: a bar with the time left on a
  * terminal, a line at each tenth otherwise; the last call (done == total)
- * ends the line. */
+ * ends the line. done == 0 (re)starts the clock and prints nothing. */
 void bg_progress_count(void *ctx, int64_t done, int64_t total);
 
 #endif /* BG_CLI_PROGRESS_H */

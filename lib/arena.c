@@ -1,5 +1,7 @@
 #include "arena.h"
 
+#include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -11,10 +13,14 @@ bg_status_t bg_arena_reserve(bg_arena_t *a, size_t bytes, void **dst) {
                             a->be->name);
     size_t units = bytes / BG_ARENA_ALIGNMENT + (bytes % BG_ARENA_ALIGNMENT != 0);
     if (units == 0) units = 1;
-    if (units > (SIZE_MAX - a->bytes) / BG_ARENA_ALIGNMENT)
-        return bg_error_set(BG_ERR_NOMEM, "%s: %zu bytes on top of %zu overflow the address space",
+    /* Offsets past PTRDIFF_MAX could not be added to the base. */
+    if (units > ((size_t)PTRDIFF_MAX - a->bytes) / BG_ARENA_ALIGNMENT)
+        return bg_error_set(BG_ERR_NOMEM,
+                            "%s: %zu bytes on top of %zu overflow what one allocation can address",
                             a->be->name, bytes, a->bytes);
     if (a->count == a->capacity) {
+        if (a->capacity > INT_MAX / 2)
+            return bg_error_set(BG_ERR_NOMEM, "%s: too many buffers", a->be->name);
         int capacity = a->capacity > 0 ? 2 * a->capacity : 64;
         bg_arena_request_t *grown = bg_realloc(a->requests, (size_t)capacity * sizeof *grown);
         if (grown == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", a->be->name);

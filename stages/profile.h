@@ -42,10 +42,10 @@ typedef struct bg_layer_profile {
     double send_s, recv_s;     /* its input through a channel: each end's copy (version 2) */
 } bg_layer_profile_t;
 
-/* A stage's medians while a co-runner on the other core runs the layers a
- * neighbour stage would hold (profile_stages.c): what its ops cost while the
- * other device computes too (shared cache and memory bandwidth). All 0 when
- * not measured (a profile of one device, or an older profile). */
+/* A stage's figures (as in bg_stage_profile_t) while a co-runner on the other core runs the layers
+ * a neighbour stage would hold (profile_stages.c): what its ops cost while the other device
+ * computes too (shared cache and memory bandwidth). All 0 when not measured (a profile of one
+ * device, or an older profile). */
 typedef struct bg_stage_load {
     double forward_s, backward_s, update_s;
     double copies_s; /* its copies and checks of one micro-batch, both directions, summed */
@@ -53,7 +53,8 @@ typedef struct bg_stage_load {
 
 /* A layer range [first, last) timed as a stage of its own with `slots`
  * micro-batches in flight (profile_stages.c): per micro-batch its forward,
- * backward (dX and dW) and the copies around them; its update per step. */
+ * backward (dX and dW) and the copies around them; its update per step.
+ * Each figure is the mean over passes of the median of a pass's rounds. */
 typedef struct bg_stage_profile {
     int first, last, slots;
     double forward_s, backward_s, update_s;
@@ -87,15 +88,17 @@ typedef struct bg_profile {
 typedef struct bg_profile_config {
     const bg_model_spec_t *spec;
     int64_t batch;   /* micro-batch size to time */
-    int repetitions; /* timed rounds after warm-up; the median counts */
+    int repetitions; /* timed rounds after warm-up; the median counts (layer
+                      * ranges: ceil(R / 3) rounds in each of 3 passes) */
     bg_optimizer_config_t optimizer;
     int stash_slots;         /* micro-batches in flight in each round, >= 1 */
     int microbatches;        /* M: layer ranges are timed with 1, 2 and M in flight */
     bg_topology_t *topology; /* binds the channel's other thread; NULL: unbound */
     int peer_core;           /* the core it binds to */
     int loaded; /* also time each layer range beside a co-runner on peer_core (K >= 2) */
-    /* Called after each timing of a layer range with how many of the
-     * `total` are done, for a progress display; NULL: not called. */
+    /* Called with done = 0 before the layer ranges are timed, then after
+     * each timing of one with how many of the `total` are done, for a
+     * progress display; NULL: not called. */
     void (*progress)(void *ctx, int64_t done, int64_t total);
     void *progress_ctx;
 } bg_profile_config_t;

@@ -406,6 +406,7 @@ bg_status_t profile_measure_stages(bg_backend_t *be, const bg_profile_config_t *
         return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
     }
     bg_status_t st = BG_OK;
+    if (cfg->progress != NULL) cfg->progress(cfg->progress_ctx, 0, (int64_t)PASSES * total);
     for (int pass = 0; pass < PASSES && st == BG_OK; pass++) {
         int entry = 0;
         for (int first = 0; first < n && st == BG_OK; first++)

@@ -17,6 +17,7 @@
 #include "backend_cpu.h"
 #include "model_spec.h"
 #include "stage.h"
+#include "stage_impl.h"
 #include "support/models.h"
 
 static int setup_backend(void **state) {
@@ -90,6 +91,18 @@ static void test_errors(void **state) {
     assert_int_equal(bg_arena_reserve(&arena, SIZE_MAX - 100, &a), BG_ERR_NOMEM);
     assert_non_null(strstr(bg_error_message(), "overflow"));
     assert_int_equal(arena.count, 0);
+    /* Two that fit alone but not together. */
+    assert_int_equal(bg_arena_reserve(&arena, (size_t)PTRDIFF_MAX / 2, &a), BG_OK);
+    assert_int_equal(bg_arena_reserve(&arena, (size_t)PTRDIFF_MAX / 2 + 4096, &b), BG_ERR_NOMEM);
+    assert_int_equal(arena.count, 1);
+    bg_arena_release(&arena);
+    /* The CPU backend refuses a size its alignment would round past the
+     * address space, rather than wrapping it to a small block. */
+    void *block = NULL;
+    bg_backend_t *be = *state;
+    assert_int_equal(be->ops->alloc(be, SIZE_MAX - 10, &block), BG_ERR_NOMEM);
+    assert_non_null(strstr(bg_error_message(), "more than memory can hold"));
+    assert_null(block);
     /* The backend's allocation fails: its error, and no pointer set. */
     assert_int_equal(bg_arena_reserve(&arena, 4096, &a), BG_OK);
     bg_alloc_fail_after(0);
@@ -141,11 +154,21 @@ static void test_stage_holds_its_buffers_in_one_arena(void **state) {
     assert_true(m.arena >= sum);
     assert_true(m.arena < sum + 64 * 256);
     assert_int_equal(m.arena % 256, 0);
-    /* The input buffers of the slots lie inside the one block. */
-    for (int k = 0; k < 3; k++) {
-        const char *input = bg_stage_slot_input(stage, k);
-        assert_non_null(input);
-        if (k > 0) assert_true(input != bg_stage_slot_input(stage, 0));
+    /* The stage's buffers lie inside the one block, apart from each other. */
+    const char *base = stage->arena.base;
+    assert_non_null(base);
+    const char *inside[] = {bg_stage_slot_input(stage, 0),
+                            bg_stage_slot_input(stage, 1),
+                            bg_stage_slot_input(stage, 2),
+                            stage->grad_a,
+                            stage->grad_b,
+                            stage->params[2].weight,
+                            stage->params[4].bias,
+                            (const char *)stage->slots[2].labels};
+    for (size_t i = 0; i < sizeof inside / sizeof inside[0]; i++) {
+        assert_true(inside[i] >= base && inside[i] < base + m.arena);
+        assert_int_equal((size_t)(inside[i] - base) % 256, 0);
+        for (size_t j = 0; j < i; j++) assert_true(inside[i] != inside[j]);
     }
     bg_stage_destroy(stage);
     bg_model_spec_destroy(spec);

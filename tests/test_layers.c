@@ -1080,6 +1080,19 @@ static void test_all_finite(void **state) {
                 assert_int_equal(finite, 1);
                 host[where[w]] = keep;
             }
+        if (t == 0) {
+            /* NaNs with other payloads, signalling and quiet, and Inf as bits. */
+            const uint32_t patterns[] = {0x7F800001u, 0xFFFFFFFFu, 0x7FC00001u, 0xFF800000u};
+            float *bits = calloc(N, sizeof *bits);
+            assert_non_null(bits);
+            for (size_t b = 0; b < sizeof patterns / sizeof patterns[0]; b++) {
+                memcpy(&bits[N - 2], &patterns[b], sizeof patterns[b]);
+                check_ok(be->ops->upload(be, x, bits, N * sizeof *bits));
+                check_ok(be->ops->all_finite(be, N, x, &finite));
+                assert_int_equal(finite, 0);
+            }
+            free(bits);
+        }
         be->ops->free(be, x);
         free(host);
         bg_backend_destroy(be);

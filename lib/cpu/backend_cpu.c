@@ -26,6 +26,9 @@ void bg_cpu_destroy(bg_backend_t *be) { free(be); }
 
 bg_status_t bg_cpu_alloc(bg_backend_t *be, size_t bytes, void **out) {
     size_t align = bytes >= CPU_HUGE_PAGE ? CPU_HUGE_PAGE : CPU_ALIGNMENT;
+    if (bytes > SIZE_MAX - align)
+        return bg_error_set(BG_ERR_NOMEM, "%s: %zu bytes is more than memory can hold", be->name,
+                            bytes);
     size_t rounded = (bytes + align - 1) / align * align;
     if (rounded == 0) rounded = CPU_ALIGNMENT;
     void *ptr = bg_aligned_alloc(align, rounded);
