@@ -26,6 +26,7 @@ typedef struct range_bench {
     size_t in_bytes, out_bytes;
     int64_t in_numel, out_numel;
     int first, last, layers, slots;
+    int microbatches; /* per round, as per step in the pipeline: M */
 } range_bench_t;
 
 enum {
@@ -50,11 +51,12 @@ static void note(range_samples_t *rs, int part, double seconds) {
     if (rs != NULL && rs->count[part] < rs->capacity) rs->sample[part][rs->count[part]++] = seconds;
 }
 
-static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
+/* Forwards of slots 0..count-1, each with the copy in before it and the
+ * check and copy out after it. */
+static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, range_samples_t *rs) {
     bg_backend_t *be = b->be;
     int finite = 1;
-    BG_CHECK(bg_stage_zero_grads(b->stage));
-    for (int k = 0; k < b->slots; k++) {
+    for (int k = 0; k < count; k++) {
         double t0 = bg_channel_clock();
         if (b->first > 0)
             BG_CHECK(be->ops->upload(be, bg_stage_slot_input(b->stage, k), b->in, b->in_bytes));
@@ -75,12 +77,21 @@ static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
         note(rs, PART_CHECK, t3 - t2);
         note(rs, PART_SEND, t4 - t3);
     }
-    for (int k = 0; k < b->slots; k++) {
+    return BG_OK;
+}
+
+/* Backwards of slots 0..count-1 of a step of m micro-batches, each with the
+ * gradient copied in before it and checked and copied out after it. */
+static bg_status_t backward_group(range_bench_t *b, int64_t n, int count, int m,
+                                  range_samples_t *rs) {
+    bg_backend_t *be = b->be;
+    int finite = 1;
+    for (int k = 0; k < count; k++) {
         double t0 = bg_channel_clock();
         if (b->last < b->layers)
             BG_CHECK(be->ops->upload(be, bg_stage_output_grad(b->stage), b->grad_in, b->out_bytes));
         double t1 = bg_channel_clock();
-        BG_CHECK(bg_stage_backward_slot(b->stage, k, n, 1.0 / (double)(n * b->slots)));
+        BG_CHECK(bg_stage_backward_slot(b->stage, k, n, 1.0 / (double)(n * m)));
         double t2 = bg_channel_clock();
         const void *dx = bg_stage_input_grad(b->stage);
         if (b->first > 0) BG_CHECK(be->ops->all_finite(be, b->in_numel, dx, &finite));
@@ -91,6 +102,28 @@ static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
         note(rs, PART_BACKWARD, t2 - t1);
         note(rs, PART_GRAD_CHECK, t3 - t2);
         note(rs, PART_GRAD_SEND, t4 - t3);
+    }
+    return BG_OK;
+}
+
+/* Micro-batches in one round: M, or the slots when there are more. */
+static int round_microbatches(const range_bench_t *b) {
+    return b->microbatches > b->slots ? b->microbatches : b->slots;
+}
+
+/* One round as a pipeline step runs the stage: M micro-batches in groups of
+ * `slots` (a group's forwards, then its backwards: GPipe's order with M
+ * slots, 1F1B's steady state with one), then one update. So the cache
+ * misses an update leaves behind are spread over M micro-batches, as in a
+ * step; one update per group made a one-slot range look up to 30% slower
+ * per micro-batch than the pipeline runs it. */
+static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
+    const int m = round_microbatches(b);
+    BG_CHECK(bg_stage_zero_grads(b->stage));
+    for (int done = 0; done < m; done += b->slots) {
+        const int group = m - done < b->slots ? m - done : b->slots;
+        BG_CHECK(forward_group(b, n, group, rs));
+        BG_CHECK(backward_group(b, n, group, m, rs));
     }
     double t0 = bg_channel_clock();
     BG_CHECK(bg_stage_step(b->stage));
@@ -135,8 +168,11 @@ static bg_status_t co_run(co_runner_t *co) {
     bg_backend_t *be = NULL;
     bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
     cpu.index = 1;
-    range_bench_t b = {
-        .first = co->first, .last = co->last, .layers = spec->num_layers, .slots = 1};
+    range_bench_t b = {.first = co->first,
+                       .last = co->last,
+                       .layers = spec->num_layers,
+                       .slots = 1,
+                       .microbatches = cfg->microbatches};
     int32_t *labels = calloc((size_t)cfg->batch, sizeof(int32_t));
     bg_status_t st = BG_OK;
     BG_ALLOC_CHECK_GOTO(labels, st, done);
@@ -270,10 +306,15 @@ static bg_status_t time_range_pass(bg_backend_t *be, const bg_profile_config_t *
                                    int last, int slots, range_figures_t *fig) {
     const bg_model_spec_t *spec = cfg->spec;
     const int64_t n = cfg->batch;
-    range_bench_t b = {
-        .be = be, .first = first, .last = last, .layers = spec->num_layers, .slots = slots};
+    range_bench_t b = {.be = be,
+                       .first = first,
+                       .last = last,
+                       .layers = spec->num_layers,
+                       .slots = slots,
+                       .microbatches = cfg->microbatches};
     const int rounds = (cfg->repetitions + PASSES - 1) / PASSES;
-    range_samples_t rs = {.capacity = rounds * slots}, load = {.capacity = rs.capacity};
+    range_samples_t rs = {.capacity = rounds * round_microbatches(&b)},
+                    load = {.capacity = rs.capacity};
     co_runner_t co = {0};
     pthread_t thread;
     int running = 0;
