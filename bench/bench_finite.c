@@ -12,17 +12,7 @@
 #include <time.h>
 
 #include "cpu/backend_cpu.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench_timing.h"
 
 int main(int argc, char **argv) {
     const long long count = argc > 1 ? atoll(argv[1]) : 16LL * 32 * 13 * 13;

@@ -14,14 +14,9 @@
 
 #include "device_order.h"
 #include "partition.h"
+#include "bench_timing.h"
 
 enum { LAYERS = 1000, STAGES = 64, CONV_BLOCKS = 150 };
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* 1,000 layers: conv+relu blocks of varying widths on 16x16 maps, a
  * flatten, dense+relu blocks of varying widths, the classifier and loss. */
