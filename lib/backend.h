@@ -128,8 +128,17 @@ typedef struct bg_backend_ops {
     bg_status_t (*adam_update)(bg_backend_t *be, int64_t count, void *param, const void *grad,
                                void *m, void *v, const bg_adam_config_t *cfg, int64_t step);
 
-    /* *out = true if every x[0..count) is finite. */
+    /* *out = true if every x[0..count) is finite. Returns a host value,
+     * so on a GPU it waits for the device. */
     bg_status_t (*all_finite)(bg_backend_t *be, int64_t count, const void *x, int *out);
+
+    /* The same check, deferred: enqueues a scan of x[0..count) and, if some
+     * value is NaN or Inf, lowers the backend's non-finite mark to `tag`
+     * (0 <= tag < INT_MAX) unless it is lower already. Does not wait. */
+    bg_status_t (*mark_nonfinite)(bg_backend_t *be, int64_t count, const void *x, int tag);
+    /* Waits for the scans enqueued so far, sets *tag to the lowest tag they
+     * marked (-1 when every value was finite) and clears the mark. */
+    bg_status_t (*take_nonfinite)(bg_backend_t *be, int *tag);
 } bg_backend_ops_t;
 
 /* The common head of every backend object; implementations embed it first. */

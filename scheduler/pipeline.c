@@ -26,6 +26,14 @@ typedef struct flight_entry {
     int failed;
 } flight_entry_t;
 
+/* A check for NaN and Inf that a device enqueued this step (its tag is its
+ * index in the device's list): where it looked, for the report. */
+typedef struct nan_check {
+    int stage, microbatch, layer; /* microbatch -1: the accumulated gradients */
+    const char *what;             /* "the forward output", ... */
+    double when;                  /* host time it was enqueued */
+} nan_check_t;
+
 typedef struct device_worker {
     bg_pipeline_t *p;
     int device;
@@ -35,6 +43,10 @@ typedef struct device_worker {
     int recent_count;  /* ops recorded this step */
     char doing[96];    /* "waiting for gradients from stage 2", ... */
     int stopped_stage; /* test hook: the stage already stopped this step */
+    /* The checks enqueued on the device's backend since the marks were
+     * last taken (once per step: a GPU is not waited for at each one). */
+    nan_check_t *checks;
+    int check_count, check_capacity;
 } device_worker_t;
 
 struct bg_pipeline {
@@ -76,8 +88,10 @@ struct bg_pipeline {
     int **event_marks;
     double *clock_zero;
 
-    /* Non-finite values of the current step: the first one found. */
+    /* Non-finite values of the current step: the first one found (the
+     * earliest enqueued check that found one, over all devices). */
     int nan_found;
+    double nan_when;
     char nan_report[256];
     /* Devices waiting at the optimizer step until all have checked. */
     int barrier_count;
@@ -237,11 +251,14 @@ static void set_doing(bg_pipeline_t *p, int s, const char *format, int peer) {
     snprintf(w->doing, sizeof w->doing, format, peer);
 }
 
-/* Records the first non-finite value of the step; later ones are effects. */
-static void report_nan(bg_pipeline_t *p, int stage, int mb, int layer, const char *what) {
+/* Records the first non-finite value of the step (by the time `when` its
+ * check was made); later ones are effects. */
+static void report_nan(bg_pipeline_t *p, int stage, int mb, int layer, const char *what,
+                       double when) {
     pthread_mutex_lock(&p->lock);
-    if (!p->nan_found) {
+    if (!p->nan_found || when < p->nan_when) {
         p->nan_found = 1;
+        p->nan_when = when;
         char where[48] = "";
         if (mb >= 0) snprintf(where, sizeof where, ", micro-batch %d", mb);
         snprintf(p->nan_report, sizeof p->nan_report, "stage %d%s, layer %d (%s): %s is not finite",
@@ -250,14 +267,49 @@ static void report_nan(bg_pipeline_t *p, int stage, int mb, int layer, const cha
     pthread_mutex_unlock(&p->lock);
 }
 
-/* Checks `count` values at `x` on stage s's device. */
+/* Notes `count` checks by stage s, of layers layer..layer+count-1, in its
+ * device's list; *tag is the first one's tag. */
+static bg_status_t log_checks(bg_pipeline_t *p, int s, int mb, int layer, int count,
+                              const char *what, int *tag) {
+    device_worker_t *w = &p->workers[s % p->devices];
+    if (w->check_count > w->check_capacity - count)
+        return bg_error_set(BG_ERR_INTERNAL, "more than %d NaN checks on device %s in one step",
+                            w->check_capacity, p->cfg.devices->devices[w->device].name);
+    const double now = bg_channel_clock();
+    for (int i = 0; i < count; i++)
+        w->checks[w->check_count + i] = (nan_check_t){s, mb, layer + i, what, now};
+    *tag = w->check_count;
+    w->check_count += count;
+    return BG_OK;
+}
+
+/* Enqueues the check of `count` values at `x` on stage s's device for NaN
+ * and Inf; its result is read at the optimizer step (take_checks). */
 static bg_status_t check_finite(bg_pipeline_t *p, int s, int mb, int layer, const void *x,
                                 int64_t count, const char *what) {
     if (!p->cfg.check_finite || count == 0) return BG_OK;
     bg_backend_t *be = stage_backend(p, s);
-    int ok;
-    BG_CHECK(be->ops->all_finite(be, count, x, &ok));
-    if (!ok) report_nan(p, s, mb, layer, what);
+    int tag = 0;
+    BG_CHECK(log_checks(p, s, mb, layer, 1, what, &tag));
+    return be->ops->mark_nonfinite(be, count, x, tag);
+}
+
+/* Reads what the checks device d enqueued found (waiting for a GPU to run
+ * them), reports the first, and empties the list. */
+static bg_status_t take_checks(bg_pipeline_t *p, int device) {
+    device_worker_t *w = &p->workers[device];
+    if (w->check_count == 0) return BG_OK;
+    int tag;
+    BG_CHECK(p->backends[device]->ops->take_nonfinite(p->backends[device], &tag));
+    const int count = w->check_count;
+    w->check_count = 0;
+    if (tag >= count)
+        return bg_error_set(BG_ERR_INTERNAL, "device %s marked NaN check %d of %d",
+                            p->cfg.devices->devices[device].name, tag, count);
+    if (tag >= 0) {
+        const nan_check_t *c = &w->checks[tag];
+        report_nan(p, c->stage, c->microbatch, c->layer, c->what, c->when);
+    }
     return BG_OK;
 }
 
@@ -308,7 +360,7 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
         p->loss_sum += loss.loss_sum;
         p->correct += loss.correct;
         if (p->cfg.check_finite && !isfinite(loss.loss_sum))
-            report_nan(p, s, mb, out_layer, "the loss");
+            report_nan(p, s, mb, out_layer, "the loss", bg_channel_clock());
     } else {
         BG_CHECK(check_finite(p, s, mb, out_layer, bg_stage_slot_output(stage, slot),
                               n * bg_shape_numel(p->cfg.spec->layers[out_layer].out),
@@ -356,12 +408,13 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
 /* Every device checks its weight gradients, then waits here until all
  * have: the step is taken everywhere or nowhere. */
 static bg_status_t step_barrier(bg_pipeline_t *p, int device) {
-    for (int s = device; s < p->stages; s += p->devices) {
-        int layer;
-        if (!p->cfg.check_finite) break;
-        BG_CHECK(bg_stage_find_nonfinite_grad(p->stage[s], &layer));
-        if (layer >= 0) report_nan(p, s, -1, layer, "the accumulated weight gradient");
+    for (int s = device; s < p->stages && p->cfg.check_finite; s += p->devices) {
+        int tag = 0;
+        BG_CHECK(log_checks(p, s, -1, p->first[s], p->first[s + 1] - p->first[s],
+                            "the accumulated weight gradient", &tag));
+        BG_CHECK(bg_stage_mark_nonfinite_grads(p->stage[s], tag));
     }
+    BG_CHECK(take_checks(p, device));
     pthread_mutex_lock(&p->lock);
     uint64_t round = p->barrier_round;
     if (++p->barrier_count == p->devices) {
@@ -446,6 +499,11 @@ static bg_status_t run_device(bg_pipeline_t *p, int device) {
     device_worker_t *w = &p->workers[device];
     w->recent_count = 0;
     w->stopped_stage = -1;
+    if (w->check_count > 0) { /* left by a failed step: forget them */
+        int stale;
+        BG_CHECK(p->backends[device]->ops->take_nonfinite(p->backends[device], &stale));
+        w->check_count = 0;
+    }
     if (gpu_timed(p, device)) {
         BG_CHECK(bg_cuda_clock_restart(p->clocks[device]));
         p->clock_zero[device] = bg_channel_clock();
@@ -467,7 +525,7 @@ static bg_status_t run_device(bg_pipeline_t *p, int device) {
         }
     }
     snprintf(w->doing, sizeof w->doing, "finished its ops");
-    return BG_OK;
+    return take_checks(p, device); /* an evaluation's (a step's were taken at its end) */
 }
 
 static void abort_channels(bg_pipeline_t *p) {
@@ -759,6 +817,19 @@ static bg_status_t create_channels(bg_pipeline_t *p) {
     return BG_OK;
 }
 
+/* Room for the NaN checks of a step: per stage of the device, a forward
+ * output and an input gradient per micro-batch, and a gradient per layer. */
+static bg_status_t allocate_checks(bg_pipeline_t *p) {
+    for (int d = 0; d < p->devices; d++) {
+        device_worker_t *w = &p->workers[d];
+        for (int s = d; s < p->stages; s += p->devices)
+            w->check_capacity += 2 * p->microbatches + p->first[s + 1] - p->first[s];
+        w->checks = bg_calloc((size_t)w->check_capacity, sizeof *w->checks);
+        if (w->checks == NULL) return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
+    }
+    return BG_OK;
+}
+
 static bg_status_t start_workers(bg_pipeline_t *p) {
     for (int d = 0; d < p->devices; d++) {
         device_worker_t *w = &p->workers[d];
@@ -830,6 +901,7 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
     BG_CHECK_GOTO(create_backends(p), st, fail);
     BG_CHECK_GOTO(create_stages(p), st, fail);
     BG_CHECK_GOTO(create_channels(p), st, fail);
+    BG_CHECK_GOTO(allocate_checks(p), st, fail);
     BG_CHECK_GOTO(start_workers(p), st, fail);
     *out = p;
     return BG_OK;
@@ -864,6 +936,7 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     free(p->slots);
     free(p->forward);
     free(p->backward);
+    for (int d = 0; p->workers != NULL && d < p->devices; d++) free(p->workers[d].checks);
     free(p->workers);
     free(p->micro_offset);
     free(p->micro_size);

@@ -299,18 +299,12 @@ bg_status_t bg_stage_download_grads(bg_stage_t *s, float *host) {
     return copy_buffers(s, COPY_GRADS, host, NULL);
 }
 
-bg_status_t bg_stage_find_nonfinite_grad(bg_stage_t *s, int *layer) {
-    *layer = -1;
+bg_status_t bg_stage_mark_nonfinite_grads(bg_stage_t *s, int first_tag) {
     for (int i = 0; i < s->count; i++) {
         bg_layer_params_t *p = &s->params[i];
         if (p->weight_count == 0) continue;
-        int weights_ok, biases_ok;
-        BG_CHECK(s->be->ops->all_finite(s->be, p->weight_count, p->weight_grad, &weights_ok));
-        BG_CHECK(s->be->ops->all_finite(s->be, p->bias_count, p->bias_grad, &biases_ok));
-        if (!weights_ok || !biases_ok) {
-            *layer = s->first + i;
-            return BG_OK;
-        }
+        BG_CHECK(s->be->ops->mark_nonfinite(s->be, p->weight_count, p->weight_grad, first_tag + i));
+        BG_CHECK(s->be->ops->mark_nonfinite(s->be, p->bias_count, p->bias_grad, first_tag + i));
     }
     return BG_OK;
 }

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -539,6 +540,40 @@ static void test_all_finite(void **state) {
     twin_free(f, &x);
 }
 
+/* The deferred check: the same tags taken on both backends after the same
+ * scans (finite data, a NaN and an Inf at block edges, a count stopping
+ * short), and a take clears the mark. */
+static void test_nonfinite_marks(void **state) {
+    fixture_t *f = *state;
+    enum { N = 100003 };
+    float *host = random_floats(f, N, -1e30, 1e30);
+    twin_t clean = twin_new(f, N, host);
+    host[N - 1] = NAN;
+    host[4096] = -INFINITY;
+    twin_t dirty = twin_new(f, N, host);
+    int tag[2] = {7, 7};
+    ON_BOTH(be->ops->take_nonfinite(be, &tag[side]));
+    assert_int_equal(tag[0], -1);
+    assert_int_equal(tag[1], -1);
+    ON_BOTH(be->ops->mark_nonfinite(be, N, P(dirty), 9));
+    ON_BOTH(be->ops->mark_nonfinite(be, N, P(clean), 1));
+    ON_BOTH(be->ops->mark_nonfinite(be, N, P(dirty), 3));
+    ON_BOTH(be->ops->mark_nonfinite(be, 4096, P(dirty), 0));
+    ON_BOTH(be->ops->take_nonfinite(be, &tag[side]));
+    assert_int_equal(tag[0], 3);
+    assert_int_equal(tag[1], 3);
+    ON_BOTH(be->ops->take_nonfinite(be, &tag[side]));
+    assert_int_equal(tag[1], -1);
+    ON_BOTH(be->ops->mark_nonfinite(be, N - 4097, (float *)P(dirty) + 4097, 5));
+    ON_BOTH(be->ops->take_nonfinite(be, &tag[side]));
+    assert_int_equal(tag[0], 5);
+    assert_int_equal(tag[1], 5);
+    assert_int_equal(f->gpu->ops->mark_nonfinite(f->gpu, N, dirty.gpu, INT_MAX), BG_ERR_INTERNAL);
+    free(host);
+    twin_free(f, &clean);
+    twin_free(f, &dirty);
+}
+
 /* ---- a stage of the origin CNN on each backend ---- */
 
 static const char origin_cnn[] = BG_TEST_ORIGIN_CNN;
@@ -635,6 +670,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_sgd, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adam, setup, teardown),
         cmocka_unit_test_setup_teardown(test_all_finite, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nonfinite_marks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stage, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

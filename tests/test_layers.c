@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1099,6 +1100,52 @@ static void test_all_finite(void **state) {
     }
 }
 
+/* The deferred check (mark_nonfinite, take_nonfinite) on both element
+ * types: the mark keeps the lowest tag whose scan found a NaN or Inf, over
+ * scans of finite data and counts that stop short of the NaN, until taken;
+ * a take clears it; tags outside 0..INT_MAX-1 are refused. */
+static void test_nonfinite_marks(void **state) {
+    (void)state;
+    enum { N = 5000, AT = 4097 };
+    for (int t = 0; t < 2; t++) {
+        bg_backend_t *be = backend_create(t == 0 ? BG_F32 : BG_F64);
+        double *host = host_alloc(N);
+        for (int64_t i = 0; i < N; i++) host[i] = (double)i - 100;
+        void *finite = alloc_elems(be, N), *nan = alloc_elems(be, N);
+        check_ok(bg_backend_upload_doubles(be, finite, host, N));
+        host[AT] = NAN;
+        check_ok(bg_backend_upload_doubles(be, nan, host, N));
+        int tag = 7;
+        check_ok(be->ops->take_nonfinite(be, &tag));
+        assert_int_equal(tag, -1);
+        check_ok(be->ops->mark_nonfinite(be, N, finite, 2));
+        check_ok(be->ops->take_nonfinite(be, &tag));
+        assert_int_equal(tag, -1);
+        check_ok(be->ops->mark_nonfinite(be, N, nan, 9));
+        check_ok(be->ops->mark_nonfinite(be, N, finite, 1));
+        check_ok(be->ops->mark_nonfinite(be, N, nan, 4));
+        check_ok(be->ops->mark_nonfinite(be, N, nan, 6));
+        check_ok(be->ops->mark_nonfinite(be, AT, nan, 0)); /* stops before the NaN */
+        check_ok(be->ops->mark_nonfinite(be, 0, nan, 0));
+        check_ok(be->ops->take_nonfinite(be, &tag));
+        assert_int_equal(tag, 4);
+        check_ok(be->ops->take_nonfinite(be, &tag));
+        assert_int_equal(tag, -1);
+        check_ok(be->ops->mark_nonfinite(be, N - AT, (char *)nan + AT * (t == 0 ? 4 : 8), 0));
+        check_ok(be->ops->take_nonfinite(be, &tag));
+        assert_int_equal(tag, 0);
+        assert_int_equal(be->ops->mark_nonfinite(be, N, nan, INT_MAX), BG_ERR_INTERNAL);
+        assert_int_equal(be->ops->mark_nonfinite(be, N, nan, -1), BG_ERR_INTERNAL);
+        assert_non_null(strstr(bg_error_message(), "tag -1"));
+        check_ok(be->ops->take_nonfinite(be, &tag));
+        assert_int_equal(tag, -1);
+        be->ops->free(be, finite);
+        be->ops->free(be, nan);
+        free(host);
+        bg_backend_destroy(be);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv2d_k3_valid),
@@ -1128,6 +1175,7 @@ int main(void) {
         cmocka_unit_test(test_init_params_distribution),
         cmocka_unit_test(test_init_params_conv_fan_in),
         cmocka_unit_test(test_init_params_deterministic),
+        cmocka_unit_test(test_nonfinite_marks),
         cmocka_unit_test(test_all_finite),
     };
     return cmocka_run_group_tests(tests, setup_f64, teardown_backend);

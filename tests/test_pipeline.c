@@ -467,6 +467,35 @@ static void test_nan_guard(void **state) {
     free(after);
 }
 
+/* A NaN in the last stage's output reaches the gradients: on one device,
+ * the first layer with weights is named (every layer's gradient holds it);
+ * on three, the last stage's input gradient, the earliest check that saw
+ * it. An evaluation after it (the hook writes only when training) reports
+ * nothing: the step's marks were all taken. */
+static void test_nan_in_gradients(void **state) {
+    fixture_t *f = *state;
+    for (int k = 0; k < 2; k++) {
+        bg_device_list_t devices;
+        const int last = k == 0 ? 0 : 2;
+        bg_pipeline_t *p = make_pipeline(f, k == 0 ? "cpu" : "cpu:3", BG_SCHEDULE_1F1B, 4, &devices,
+                                         inject_nan, last);
+        bg_pipeline_result_t r;
+        assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r),
+                         BG_OK);
+        assert_int_equal(r.skipped, 1);
+        const char *want = k == 0 ? "stage 0, layer 0 (conv2d): the accumulated weight gradient"
+                                  : "stage 2, micro-batch 1, layer";
+        if (strstr(r.nan_report, want) == NULL ||
+            (k == 1 && strstr(r.nan_report, "the gradient of its input") == NULL))
+            fail_msg("report '%s' lacks '%s'", r.nan_report, want);
+        assert_int_equal(bg_pipeline_steps(p), 0);
+        assert_int_equal(bg_pipeline_evaluate(p, f->data->images, f->data->labels, BATCH, &r),
+                         BG_OK);
+        assert_int_equal(r.skipped, 0);
+        bg_pipeline_destroy(p);
+    }
+}
+
 static void stop_stage(bg_pipeline_config_t *cfg, int stage) {
     cfg->stop_stage = stage;
     cfg->stall_timeout_s = 0.2;
@@ -499,12 +528,12 @@ static void test_stall_watchdog(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_equivalence),    cmocka_unit_test(test_equivalence_f64),
-        cmocka_unit_test(test_bit_identical),  cmocka_unit_test(test_stash_peaks),
-        cmocka_unit_test(test_evaluate),       cmocka_unit_test(test_invalid_requests),
-        cmocka_unit_test(test_balance_split),  cmocka_unit_test(test_recording),
-        cmocka_unit_test(test_state_transfer), cmocka_unit_test(test_nan_guard),
-        cmocka_unit_test(test_stall_watchdog),
+        cmocka_unit_test(test_equivalence),      cmocka_unit_test(test_equivalence_f64),
+        cmocka_unit_test(test_bit_identical),    cmocka_unit_test(test_stash_peaks),
+        cmocka_unit_test(test_evaluate),         cmocka_unit_test(test_invalid_requests),
+        cmocka_unit_test(test_balance_split),    cmocka_unit_test(test_recording),
+        cmocka_unit_test(test_state_transfer),   cmocka_unit_test(test_nan_guard),
+        cmocka_unit_test(test_nan_in_gradients), cmocka_unit_test(test_stall_watchdog),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

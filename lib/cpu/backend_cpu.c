@@ -20,6 +20,7 @@ enum { CPU_ALIGNMENT = 64, CPU_HUGE_PAGE = 2 << 20 };
 
 typedef struct bg_cpu_backend {
     bg_backend_t base;
+    int nonfinite_mark; /* lowest tag a scan marked; -1 for none */
 } bg_cpu_backend_t;
 
 void bg_cpu_destroy(bg_backend_t *be) { free(be); }
@@ -60,12 +61,25 @@ bg_status_t bg_cpu_synchronize(bg_backend_t *be) {
     return BG_OK;
 }
 
+void bg_cpu_lower_nonfinite_mark(bg_backend_t *be, int tag) {
+    bg_cpu_backend_t *cpu = (bg_cpu_backend_t *)be;
+    if (cpu->nonfinite_mark < 0 || tag < cpu->nonfinite_mark) cpu->nonfinite_mark = tag;
+}
+
+bg_status_t bg_cpu_take_nonfinite(bg_backend_t *be, int *tag) {
+    bg_cpu_backend_t *cpu = (bg_cpu_backend_t *)be;
+    *tag = cpu->nonfinite_mark;
+    cpu->nonfinite_mark = -1;
+    return BG_OK;
+}
+
 bg_status_t bg_backend_cpu_create(const bg_cpu_config_t *cfg, bg_backend_t **out) {
     if (cfg->dtype != BG_F32 && cfg->dtype != BG_F64)
         return bg_error_set(BG_ERR_INVALID, "cpu backend: unknown element type %d",
                             (int)cfg->dtype);
     bg_cpu_backend_t *cpu = bg_calloc(1, sizeof *cpu);
     if (cpu == NULL) return bg_error_set(BG_ERR_NOMEM, "cpu backend: out of memory");
+    cpu->nonfinite_mark = -1;
     cpu->base.ops = cfg->dtype == BG_F64 ? &bg_cpu_ops_f64 : &bg_cpu_ops_f32;
     cpu->base.dtype = cfg->dtype;
     snprintf(cpu->base.name, sizeof cpu->base.name, "cpu:%d", cfg->index);

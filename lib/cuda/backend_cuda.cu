@@ -114,6 +114,8 @@ static bg_status_t cuda_setup(bg_backend_t *be) {
     BG_CUDNN_CHECK(be, cudnnCreateConvolutionDescriptor(&cu->conv_desc));
 
     BG_CHECK(bg_cuda_malloc(be, sizeof *cu->device_reduction, (void **)&cu->device_reduction));
+    /* Zero is "nothing marked" for mark_nonfinite; a plain copy: setup. */
+    BG_CUDA_CHECK(be, cudaMemset(cu->device_reduction, 0, sizeof *cu->device_reduction));
     BG_CUDA_CHECK(be, cudaMallocHost((void **)&cu->host_reduction, sizeof *cu->host_reduction));
     return BG_OK;
 }

@@ -17,8 +17,10 @@
  *   - upload and download, which copy on the compute stream and then wait for
  *     it, so the host buffer may be reused (upload) or read (download) when
  *     they return;
- *   - softmax_xent_forward and all_finite, which return host values and so
- *     wait for the compute stream;
+ *   - softmax_xent_forward, all_finite and take_nonfinite, which return host
+ *     values and so wait for the compute stream (mark_nonfinite does not:
+ *     the executor checks what stages send that way, and reads the marks
+ *     once per step);
  *   - free, alloc and a convolution geometry's first use (algorithm search),
  *     which may wait for the whole device (cudaFree, cudnnFind*).
  * The copy stream carries the pipeline's stage-to-stage copies into this

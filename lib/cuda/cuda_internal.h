@@ -26,13 +26,17 @@ typedef struct bg_cuda_conv_algos {
     int sized;              /* returned by conv2d_workspace_bytes: a caller may hold this much */
 } bg_cuda_conv_algos_t;
 
-/* What the reductions (softmax_xent_forward, all_finite) hand back to the
+/* What the reductions (softmax_xent_forward, all_finite, mark_nonfinite)
+ * hand back to the
  * host: one device copy, one pinned host copy. */
 typedef struct bg_cuda_reduction {
     double loss_sum;
     long long correct;
     long long first_bad_label; /* lowest row whose label is out of range; n when none */
     int nonfinite;             /* all_finite: 1 when some element is Inf or NaN */
+    /* mark_nonfinite: INT_MAX minus the lowest tag marked, 0 for none (so
+     * that a zeroed word is "none" and atomicMax keeps the lowest tag). */
+    int nonfinite_mark;
 } bg_cuda_reduction_t;
 
 typedef struct bg_cuda_backend {

@@ -42,6 +42,8 @@ bg_status_t bg_cuda_adam_update(bg_backend_t *be, int64_t count, void *param, co
                                 void *m, void *v, const bg_adam_config_t *cfg, int64_t step);
 /* x: (count) */
 bg_status_t bg_cuda_all_finite(bg_backend_t *be, int64_t count, const void *x, int *out);
+bg_status_t bg_cuda_mark_nonfinite(bg_backend_t *be, int64_t count, const void *x, int tag);
+bg_status_t bg_cuda_take_nonfinite(bg_backend_t *be, int *tag);
 
 /* conv_cudnn.cu */
 size_t bg_cuda_conv2d_workspace_bytes(bg_backend_t *be, const bg_conv2d_geometry_t *g);

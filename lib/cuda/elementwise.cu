@@ -3,6 +3,7 @@
  * (lib/cpu/kernels.inc) over a grid-stride loop, with the same expressions
  * in the same order; built with --fmad=false (lib/meson.build), so nothing
  * is contracted into an FMA and the results are the CPU's bits. */
+#include <limits.h>
 #include <math.h>
 
 #include "cuda_internal.h"
@@ -73,11 +74,11 @@ __global__ static void adam_update_kernel(float *__restrict__ param, const float
     }
 }
 
-/* x: (count); sets *nonfinite to 1 when some element is Inf or NaN. Every
- * writer stores the same value, so the race is harmless. */
-__global__ static void all_finite_kernel(int *nonfinite, const float *x, int64_t count) {
+/* x: (count); raises *flag to `value` when some element is Inf or NaN
+ * (atomicMax: scans with different values may run at once). */
+__global__ static void all_finite_kernel(int *flag, int value, const float *x, int64_t count) {
     BG_CUDA_GRID_LOOP(i, count) {
-        if (!isfinite(x[i])) *nonfinite = 1;
+        if (!isfinite(x[i])) atomicMax(flag, value);
     }
 }
 
@@ -118,9 +119,10 @@ static cudaError_t adam_update(float *param, const float *grad, float *m, float 
     return cudaGetLastError();
 }
 
-static cudaError_t all_finite(int *nonfinite, const float *x, int64_t count, cudaStream_t stream) {
+static cudaError_t all_finite(int *flag, int value, const float *x, int64_t count,
+                              cudaStream_t stream) {
     if (count == 0) return cudaSuccess;
-    all_finite_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(nonfinite, x, count);
+    all_finite_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(flag, value, x, count);
     return cudaGetLastError();
 }
 
@@ -208,10 +210,37 @@ extern "C" bg_status_t bg_cuda_all_finite(bg_backend_t *be, int64_t count, const
     int *nonfinite = &cu->device_reduction->nonfinite;
     BG_CHECK(bg_cuda_enter(be));
     BG_CUDA_CHECK(be, cudaMemsetAsync(nonfinite, 0, sizeof *nonfinite, cu->compute));
-    BG_CUDA_CHECK(be, all_finite(nonfinite, (const float *)x, count, cu->compute));
+    BG_CUDA_CHECK(be, all_finite(nonfinite, 1, (const float *)x, count, cu->compute));
     BG_CUDA_CHECK(be, cudaMemcpyAsync(&cu->host_reduction->nonfinite, nonfinite, sizeof *nonfinite,
                                       cudaMemcpyDeviceToHost, cu->compute));
     BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->compute));
     *out = cu->host_reduction->nonfinite == 0;
+    return BG_OK;
+}
+
+/* Enqueued on the compute stream after the ops that wrote x; no wait. */
+extern "C" bg_status_t bg_cuda_mark_nonfinite(bg_backend_t *be, int64_t count, const void *x,
+                                              int tag) {
+    if (tag < 0 || tag == INT_MAX)
+        return bg_error_set(BG_ERR_INTERNAL, "%s: non-finite mark tag %d out of range", be->name,
+                            tag);
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CUDA_CHECK(be, all_finite(&cu->device_reduction->nonfinite_mark, INT_MAX - tag,
+                                 (const float *)x, count, cu->compute));
+    return BG_OK;
+}
+
+/* The one wait: for the marks enqueued so far. */
+extern "C" bg_status_t bg_cuda_take_nonfinite(bg_backend_t *be, int *tag) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    int *mark = &cu->device_reduction->nonfinite_mark;
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CUDA_CHECK(be, cudaMemcpyAsync(&cu->host_reduction->nonfinite_mark, mark, sizeof *mark,
+                                      cudaMemcpyDeviceToHost, cu->compute));
+    BG_CUDA_CHECK(be, cudaMemsetAsync(mark, 0, sizeof *mark, cu->compute));
+    BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->compute));
+    const int marked = cu->host_reduction->nonfinite_mark;
+    *tag = marked == 0 ? -1 : INT_MAX - marked;
     return BG_OK;
 }
