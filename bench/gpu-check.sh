@@ -132,7 +132,7 @@ if [ -x "$pipeline_exe" ]; then
     timeout 300 "$pipeline_exe" >"$results/test_cuda_pipeline.txt" 2>&1
     rc=$?
     case $rc in
-    0) pipeline="passed: $(grep -c 'relative)' "$results/test_cuda_pipeline.txt") placements within 1e-4" ;;
+    0) pipeline="passed: $(grep -c 'relative)' "$results/test_cuda_pipeline.txt") placement and schedule pairs within 1e-4" ;;
     77) pipeline="skipped (no GPU)" ;;
     *) pipeline="FAILED (rc $rc; see test_cuda_pipeline.txt)" ;;
     esac

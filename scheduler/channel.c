@@ -141,7 +141,8 @@ static channel_slot_t *reserve_slot(bg_channel_t *ch, int want, int *aborted) {
 }
 
 bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, const void *src,
-                            size_t bytes, bg_channel_timing_t *timing) {
+                            size_t bytes, bg_channel_timing_t *timing, bg_channel_sent_t *sent) {
+    if (sent != NULL) sent->slot = NULL;
     if (timing != NULL) timing->call = bg_channel_clock();
     if (bytes > ch->slot_bytes)
         return bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes, slots hold %zu", ch->name,
@@ -164,7 +165,18 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     if (timing != NULL) timing->done = bg_channel_clock();
     pthread_cond_broadcast(&ch->changed);
     pthread_mutex_unlock(&ch->lock);
-    return st;
+    if (st != BG_OK || !ch->on_device || bytes == 0) return st;
+    bg_channel_sent_t now = {slot->device};
+    if (sent == NULL) return bg_channel_wait_sent(be, &now);
+    *sent = now;
+    return BG_OK;
+}
+
+bg_status_t bg_channel_wait_sent(bg_backend_t *be, bg_channel_sent_t *sent) {
+    if (sent->slot == NULL) return BG_OK;
+    bg_cuda_slot_t *slot = sent->slot;
+    sent->slot = NULL;
+    return bg_cuda_slot_wait_read(slot, be);
 }
 
 bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, void *dst,

@@ -59,11 +59,25 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
 /* NULL is a no-op. */
 void bg_channel_destroy(bg_channel_t *ch);
 
+/* A sent message whose copy may still be reading its source: between CUDA
+ * backends the copy runs on the receiver's copy stream while the sender
+ * computes on. Empty (slot NULL) when the copy was done on return. */
+typedef struct bg_channel_sent {
+    bg_cuda_slot_t *slot;
+} bg_channel_sent_t;
+
 /* Copies `bytes` of device memory `src` (on backend `be`) into the ring as
  * micro-batch `microbatch`. Blocks while the ring is full. Returns
- * BG_ERR_INTERNAL ("aborted") if the channel is aborted meanwhile. */
+ * BG_ERR_INTERNAL ("aborted") if the channel is aborted meanwhile. With
+ * `sent` NULL the sender's later ops wait for the copy; otherwise *sent
+ * says what to wait for (bg_channel_wait_sent) before overwriting `src`. */
 bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, const void *src,
-                            size_t bytes, bg_channel_timing_t *timing);
+                            size_t bytes, bg_channel_timing_t *timing, bg_channel_sent_t *sent);
+
+/* Makes the sender's (`be`'s) later ops wait until the copy of *sent has
+ * read its source, and empties *sent; does nothing when it is empty. Never
+ * blocks the host. */
+bg_status_t bg_channel_wait_sent(bg_backend_t *be, bg_channel_sent_t *sent);
 
 /* Waits for micro-batch `microbatch`, copies it into device memory `dst` (on
  * backend `be`, room for `capacity` bytes), frees its slot, and reports its

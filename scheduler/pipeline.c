@@ -60,6 +60,11 @@ struct bg_pipeline {
     bg_schedule_t *train, *eval;
     bg_channel_t **forward;  /* forward[s]: stage s -> s+1 activations */
     bg_channel_t **backward; /* backward[s]: stage s+1 -> s gradients */
+    /* Sends whose copies may still read their source (CUDA stages): per
+     * stage, output_sent[s][k] of stash slot k's output, grad_sent[s] of
+     * its input gradient. Waited for before the stage may overwrite them. */
+    bg_channel_sent_t **output_sent;
+    bg_channel_sent_t *grad_sent;
     device_worker_t *workers;
 
     /* The current job, written by the caller before it starts the workers. */
@@ -325,6 +330,16 @@ static bg_status_t maybe_stop(bg_pipeline_t *p, int s) {
     return bg_error_set(BG_ERR_INTERNAL, "stopped by the test hook");
 }
 
+/* Before stage s runs an op on stash slot `slot` (which may write the
+ * slot's output: a forward, a recomputing backward) and, with `grads`, one
+ * that writes its input gradient (a backward): its GPU work waits for the
+ * copies still reading them. On CPU stages there are none. */
+static bg_status_t wait_sent(bg_pipeline_t *p, int s, int slot, int grads) {
+    bg_backend_t *be = stage_backend(p, s);
+    BG_CHECK(bg_channel_wait_sent(be, &p->output_sent[s][slot]));
+    return grads ? bg_channel_wait_sent(be, &p->grad_sent[s]) : BG_OK;
+}
+
 static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     bg_stage_t *stage = p->stage[s];
     bg_backend_t *be = stage_backend(p, s);
@@ -348,6 +363,7 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     }
     bg_stage_loss_t loss = {0};
     set_doing(p, s, "computing a forward on stage %d", s);
+    BG_CHECK(wait_sent(p, s, slot, 0));
     stamp_t start = stamp(p, device);
     BG_CHECK(bg_stage_forward_slot(stage, slot, n, p->job == JOB_TRAIN, &loss));
     note(p, device, BG_EVENT_FORWARD, s, mb, -1, start, stamp(p, device));
@@ -368,7 +384,7 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
         set_doing(p, s, "sending activations to stage %d", s + 1);
         int before = gpu_mark(p, device);
         BG_CHECK(bg_channel_send(p->forward[s], be, mb, bg_stage_slot_output(stage, slot),
-                                 stage_bytes(p, p->first[s + 1], n), &t));
+                                 stage_bytes(p, p->first[s + 1], n), &t, &p->output_sent[s][slot]));
         note_transfer(p, device, BG_EVENT_SEND, s, mb, s + 1, &t, before, gpu_mark(p, device));
     }
     return BG_OK;
@@ -389,6 +405,7 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
         note_transfer(p, device, BG_EVENT_RECV, s, mb, s + 1, &t, before, gpu_mark(p, device));
     }
     set_doing(p, s, "computing a backward on stage %d", s);
+    BG_CHECK(wait_sent(p, s, mb % p->slots[s], 1));
     stamp_t start = stamp(p, device);
     BG_CHECK(bg_stage_backward_slot(stage, mb % p->slots[s], n, 1.0 / (double)p->batch));
     note(p, device, BG_EVENT_BACKWARD, s, mb, -1, start, stamp(p, device));
@@ -399,7 +416,7 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
         set_doing(p, s, "sending gradients to stage %d", s - 1);
         int before = gpu_mark(p, device);
         BG_CHECK(bg_channel_send(p->backward[s - 1], be, mb, bg_stage_input_grad(stage),
-                                 stage_bytes(p, p->first[s], n), &t));
+                                 stage_bytes(p, p->first[s], n), &t, &p->grad_sent[s]));
         note_transfer(p, device, BG_EVENT_SEND, s, mb, s - 1, &t, before, gpu_mark(p, device));
     }
     return BG_OK;
@@ -458,6 +475,8 @@ static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op
     case BG_OP_FORWARD: return run_forward(p, op->stage, op->microbatch);
     case BG_OP_BACKWARD: return run_backward(p, op->stage, op->microbatch);
     case BG_OP_WEIGHT:
+        BG_CHECK(wait_sent(p, op->stage, op->microbatch % p->slots[op->stage], 1));
+        start = stamp(p, device);
         BG_CHECK(bg_stage_weights_slot(p->stage[op->stage], op->microbatch % p->slots[op->stage],
                                        p->micro_size[op->microbatch]));
         note(p, device, BG_EVENT_WEIGHT, op->stage, op->microbatch, -1, start, stamp(p, device));
@@ -779,6 +798,8 @@ static bg_status_t create_schedules(bg_pipeline_t *p) {
 
 static bg_status_t create_stages(bg_pipeline_t *p) {
     for (int s = 0; s < p->stages; s++) {
+        p->output_sent[s] = bg_calloc((size_t)p->slots[s], sizeof *p->output_sent[s]);
+        if (p->output_sent[s] == NULL) return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
         bg_stage_config_t sc = BG_STAGE_CONFIG_INIT;
         sc.spec = p->cfg.spec;
         sc.first_layer = p->first[s];
@@ -850,11 +871,13 @@ static bg_status_t allocate(bg_pipeline_t *p) {
     p->slots = bg_calloc((size_t)p->stages, sizeof *p->slots);
     p->forward = bg_calloc((size_t)p->stages, sizeof *p->forward);
     p->backward = bg_calloc((size_t)p->stages, sizeof *p->backward);
+    p->output_sent = bg_calloc((size_t)p->stages, sizeof *p->output_sent);
+    p->grad_sent = bg_calloc((size_t)p->stages, sizeof *p->grad_sent);
     p->workers = bg_calloc((size_t)p->devices, sizeof *p->workers);
     p->micro_offset = bg_calloc((size_t)p->microbatches, sizeof *p->micro_offset);
     p->micro_size = bg_calloc((size_t)p->microbatches, sizeof *p->micro_size);
     if (!p->backends || !p->stage || !p->first || !p->slots || !p->forward || !p->backward ||
-        !p->workers || !p->micro_offset || !p->micro_size)
+        !p->output_sent || !p->grad_sent || !p->workers || !p->micro_offset || !p->micro_size)
         return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
     return BG_OK;
 }
@@ -922,6 +945,7 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
         if (p->stage != NULL) bg_stage_destroy(p->stage[s]);
         if (p->forward != NULL) bg_channel_destroy(p->forward[s]);
         if (p->backward != NULL) bg_channel_destroy(p->backward[s]);
+        if (p->output_sent != NULL) free(p->output_sent[s]);
     }
     for (int d = 0; p->backends != NULL && d < p->devices; d++) bg_backend_destroy(p->backends[d]);
     bg_schedule_destroy(p->train);
@@ -936,6 +960,8 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     free(p->slots);
     free(p->forward);
     free(p->backward);
+    free(p->output_sent);
+    free(p->grad_sent);
     for (int d = 0; p->workers != NULL && d < p->devices; d++) free(p->workers[d].checks);
     free(p->workers);
     free(p->micro_offset);

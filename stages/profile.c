@@ -188,7 +188,7 @@ static bg_status_t run_end(channel_end_t *e) {
             e->ready_at[k] = t.ready;
         }
         produce(e->src, e->bytes);
-        BG_CHECK(bg_channel_send(e->out, e->be, k, e->src, e->bytes, &t));
+        BG_CHECK(bg_channel_send(e->out, e->be, k, e->src, e->bytes, &t, NULL));
         e->woke_at[k] = bg_channel_clock();
         e->send[k] = t.done - t.ready;
         e->sent_at[k] = t.done;

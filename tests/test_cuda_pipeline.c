@@ -1,7 +1,7 @@
 /* The pipeline on one GPU shared by 2 and 4 stages (cuda:0x2, cuda:0x4)
  * against one CPU device: the weights after 3 Adam steps agree within 1e-4
- * relative. Skips (exit 77) without a CUDA build or a GPU; run on the GPU
- * machine by bench/gpu-check.sh. */
+ * relative, on every schedule; and a NaN is found and reported. Skips (exit 77) without a CUDA
+ * build or a GPU; run on the GPU machine by bench/gpu-check.sh. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -22,23 +22,43 @@ static const char origin_cnn[] = BG_TEST_ORIGIN_CNN;
 
 enum { BATCH = 64, STEPS = 3 };
 
-static float *train(const bg_model_spec_t *spec, const bg_dataset_t *data, const char *devices_text,
-                    int m) {
-    bg_device_list_t devices;
-    assert_int_equal(bg_device_list_parse(devices_text, 1, &devices), BG_OK);
+/* A placement and schedule to train on the GPU. */
+typedef struct run {
+    const char *devices;
+    bg_schedule_kind_t schedule;
+    int chunks, recompute;
+    int nan_stage; /* the test hook's NaN into micro-batch 1's output, or -1 */
+} run_t;
+
+static bg_pipeline_t *make(const bg_model_spec_t *spec, const run_t *run, int m,
+                           bg_device_list_t *devices) {
+    assert_int_equal(bg_device_list_parse(run->devices, 1, devices), BG_OK);
     bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
     cfg.spec = spec;
-    cfg.devices = &devices;
+    cfg.devices = devices;
+    cfg.schedule = run->schedule;
+    cfg.chunks = run->chunks;
+    cfg.recompute = run->recompute;
     cfg.microbatches = m;
     cfg.batch = BATCH;
+    cfg.nan_stage = run->nan_stage;
+    cfg.nan_microbatch = 1;
     bg_pipeline_t *p = NULL;
-    if (bg_pipeline_create(&cfg, &p) != BG_OK) fail_msg("%s: %s", devices_text, bg_error_message());
+    if (bg_pipeline_create(&cfg, &p) != BG_OK) fail_msg("%s: %s", run->devices, bg_error_message());
+    return p;
+}
+
+static float *train(const bg_model_spec_t *spec, const bg_dataset_t *data, const run_t *run,
+                    int m) {
+    bg_device_list_t devices;
+    bg_pipeline_t *p = make(spec, run, m, &devices);
     const int64_t numel = bg_shape_numel(spec->input);
     for (int k = 0; k < STEPS; k++) {
         bg_pipeline_result_t r;
         if (bg_pipeline_train_step(p, data->images + k * BATCH * numel, data->labels + k * BATCH,
                                    BATCH, &r) != BG_OK)
-            fail_msg("%s: %s", devices_text, bg_error_message());
+            fail_msg("%s: %s", run->devices, bg_error_message());
+        if (r.skipped) fail_msg("%s: step %d skipped: %s", run->devices, k, r.nan_report);
     }
     float *params = malloc(sizeof(float) * (size_t)spec->total_params);
     assert_int_equal(bg_pipeline_download_params(p, params), BG_OK);
@@ -46,27 +66,69 @@ static float *train(const bg_model_spec_t *spec, const bg_dataset_t *data, const
     return params;
 }
 
+/* Every schedule, with and without recomputation, on one GPU shared by
+ * one, two and four stages: each stage's sends are copied while it
+ * computes on, so this is where a missing wait before overwriting a sent
+ * buffer would show. */
 static void test_shared_gpu_matches_cpu(void **state) {
     (void)state;
     bg_model_spec_t *spec;
     assert_int_equal(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &spec), BG_OK);
     bg_dataset_t *data;
     assert_int_equal(bg_dataset_synthetic(spec->input, 10, STEPS * BATCH, 5, 0, &data), BG_OK);
-    float *want = train(spec, data, "cpu", 1);
-    static const char *const placements[] = {"cuda:0", "cuda:0x2", "cuda:0x4"};
-    for (int i = 0; i < 3; i++) {
-        float *got = train(spec, data, placements[i], 4);
+    const run_t cpu = {"cpu", BG_SCHEDULE_1F1B, 1, 0, -1};
+    /* The same M: gradient accumulation in the same order, so what differs
+     * is the GPU's arithmetic (M = 1 against M = 4 differs by 4e-5
+     * relative on the CPU alone). */
+    float *want = train(spec, data, &cpu, 4);
+    static const run_t runs[] = {
+        {"cuda:0", BG_SCHEDULE_1F1B, 1, 0, -1},          {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, -1},
+        {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 0, -1},        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 0, -1},
+        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 0, -1},       {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 1, -1},
+        {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        const run_t *run = &runs[i];
+        float *got = train(spec, data, run, 4);
         double diff = 0, scale = 0;
         for (int64_t k = 0; k < spec->total_params; k++) {
             diff = fmax(diff, fabs((double)got[k] - want[k]));
             scale = fmax(scale, fabs((double)want[k]));
         }
-        printf("%s, 1f1b, M=4: largest difference %.3g of largest weight %.3g (%.3g relative)\n",
-               placements[i], diff, scale, diff / scale);
-        if (!(diff <= 1e-4 * scale)) fail_msg("%s: relative error %g", placements[i], diff / scale);
+        printf("%s, %s%s%s, M=4: largest difference %.3g of largest weight %.3g (%.3g "
+               "relative)\n",
+               run->devices, bg_schedule_kind_name(run->schedule),
+               run->chunks > 1 ? " x2 chunks" : "", run->recompute ? ", recompute" : "", diff,
+               scale, diff / scale);
+        if (!(diff <= 1e-4 * scale))
+            fail_msg("%s %s: relative error %g", run->devices, bg_schedule_kind_name(run->schedule),
+                     diff / scale);
         free(got);
     }
     free(want);
+    bg_dataset_destroy(data);
+    bg_model_spec_destroy(spec);
+}
+
+/* A NaN on a GPU stage is found by the checks marked on the device and
+ * read at the optimizer step: the step is skipped and the report names
+ * the stage and micro-batch. */
+static void test_nan_on_gpu(void **state) {
+    (void)state;
+    bg_model_spec_t *spec;
+    assert_int_equal(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &spec), BG_OK);
+    bg_dataset_t *data;
+    assert_int_equal(bg_dataset_synthetic(spec->input, 10, BATCH, 5, 0, &data), BG_OK);
+    const run_t run = {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, 0};
+    bg_device_list_t devices;
+    bg_pipeline_t *p = make(spec, &run, 4, &devices);
+    bg_pipeline_result_t r;
+    assert_int_equal(bg_pipeline_train_step(p, data->images, data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(r.skipped, 1);
+    if (strstr(r.nan_report, "stage 0, micro-batch 1, layer") == NULL)
+        fail_msg("report: '%s'", r.nan_report);
+    assert_int_equal(bg_pipeline_steps(p), 0);
+    bg_pipeline_destroy(p);
     bg_dataset_destroy(data);
     bg_model_spec_destroy(spec);
 }
@@ -78,6 +140,7 @@ int main(void) {
                                                         : "no CUDA backend in this build");
         return 77;
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_shared_gpu_matches_cpu)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_shared_gpu_matches_cpu),
+                                       cmocka_unit_test(test_nan_on_gpu)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

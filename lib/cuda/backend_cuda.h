@@ -95,9 +95,10 @@ int bg_cuda_device_count(void);
  * CUDA stages. Order, by events recorded on the streams:
  *   fill:  the receiver's copy stream waits until the sender's compute
  *          stream has produced the source and the receiver has read the
- *          slot's previous message, copies (device to device on one GPU,
- *          cudaMemcpyPeerAsync between GPUs), and the sender's compute
- *          stream waits for that copy before it may overwrite the source;
+ *          slot's previous message, and copies (device to device on one
+ *          GPU, cudaMemcpyPeerAsync between GPUs) while the sender computes
+ *          on; before the sender overwrites the source, wait_read makes its
+ *          compute stream wait for that copy;
  *   drain: the receiver's compute stream waits for the fill, then copies
  *          the slot into the stage's buffer.
  * One thread fills a slot and one drains it; the host decides which slot
@@ -118,9 +119,16 @@ bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, bg_cuda_sl
 void bg_cuda_slot_destroy(bg_cuda_slot_t *slot);
 
 /* Enqueues the copy of `bytes` of `src` (memory of `sender`) into the
- * slot, ordered as above; returns without waiting. */
+ * slot, ordered as above; returns without waiting. The copy may still be
+ * reading `src` when the sender's next ops run: call wait_read before one
+ * that may write it. */
 bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender, const void *src,
                               size_t bytes);
+
+/* Makes the sender's later ops wait until the slot's latest fill has read
+ * its source (fills of a slot run in order on one stream, so this covers
+ * every earlier fill too); returns without waiting. */
+bg_status_t bg_cuda_slot_wait_read(bg_cuda_slot_t *slot, bg_backend_t *sender);
 
 /* Enqueues the copy of the slot's first `bytes` into `dst` (the
  * receiver's memory) on the receiver's compute stream; returns without

@@ -84,9 +84,15 @@ extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sen
                                                   to->copy));
     BG_CUDA_CHECK(sender, cudaEventRecord(slot->filled, to->copy));
     BG_CUDA_CHECK(sender, cudaSetDevice(from->device));
-    /* The sender's later ops, which may overwrite the source (the next
-     * micro-batch's output in the same stash slot), wait for the copy. */
-    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(from->compute, slot->filled, 0));
+    return BG_OK;
+}
+
+extern "C" bg_status_t bg_cuda_slot_wait_read(bg_cuda_slot_t *slot, bg_backend_t *sender) {
+    BG_CUDA_CHECK(sender, cudaSetDevice(bg_cuda_of(sender)->device));
+    /* The sender's ops enqueued from now on, one of which will overwrite
+     * the source (a later micro-batch's output in the same stash slot, the
+     * next input gradient), start after the copy that reads it. */
+    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(bg_cuda_of(sender)->compute, slot->filled, 0));
     return BG_OK;
 }
 
