@@ -215,6 +215,30 @@ int bg_topology_gpu_find(const bg_topology_t *t, int cuda_device, const char *bu
                : -1;
 }
 
+void *bg_topology_alloc_on_node(bg_topology_t *t, int node, size_t bytes, int *bound) {
+    *bound = 0;
+    hwloc_obj_t obj = node >= 0 && !t->from_xml
+                          ? hwloc_get_obj_by_type(t->hw, HWLOC_OBJ_NUMANODE, (unsigned)node)
+                          : NULL;
+    if (obj == NULL) return hwloc_alloc(t->hw, bytes);
+    /* Without STRICT hwloc still allocates where binding fails; then ask
+     * where the pages are meant to be. */
+    void *ptr = hwloc_alloc_membind(t->hw, bytes, obj->nodeset, HWLOC_MEMBIND_BIND,
+                                    HWLOC_MEMBIND_BYNODESET);
+    if (ptr == NULL) return NULL;
+    hwloc_nodeset_t where = hwloc_bitmap_alloc();
+    hwloc_membind_policy_t policy;
+    if (where != NULL &&
+        hwloc_get_area_membind(t->hw, ptr, bytes, where, &policy, HWLOC_MEMBIND_BYNODESET) == 0)
+        *bound = policy == HWLOC_MEMBIND_BIND && hwloc_bitmap_isequal(where, obj->nodeset);
+    hwloc_bitmap_free(where);
+    return ptr;
+}
+
+void bg_topology_free(bg_topology_t *t, void *ptr, size_t bytes) {
+    if (ptr != NULL) hwloc_free(t->hw, ptr, bytes);
+}
+
 bg_status_t bg_topology_bind_thread_near_gpu(bg_topology_t *t, int gpu) {
     if (t->from_xml)
         return bg_error_set(BG_ERR_UNSUPPORTED, "cannot bind threads on a topology read from XML");

@@ -5,6 +5,7 @@
 #ifndef BG_TOPOLOGY_H
 #define BG_TOPOLOGY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "status.h"
@@ -85,6 +86,15 @@ bg_status_t bg_topology_bind_thread(bg_topology_t *topo, int core);
  * hwloc_cudart_get_device_cpuset gives them. BG_ERR_UNSUPPORTED as for
  * bg_topology_bind_thread, or when there is no such GPU. Thread-safe. */
 bg_status_t bg_topology_bind_thread_near_gpu(bg_topology_t *topo, int gpu);
+
+/* `bytes` of page-aligned host memory bound to NUMA node `node` (logical
+ * index, as bg_topology_gpu's numa) where the system allows it; *bound
+ * says whether it is. Where binding is impossible (a topology read from
+ * XML, node -1 or one hwloc does not know, a system that refuses) the
+ * memory is allocated unbound. NULL when memory runs out. Release with
+ * bg_topology_free and the same size. Thread-safe. */
+void *bg_topology_alloc_on_node(bg_topology_t *topo, int node, size_t bytes, int *bound);
+void bg_topology_free(bg_topology_t *topo, void *ptr, size_t bytes);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@ typedef struct channel_slot {
     size_t bytes;
     void *data;             /* host slots */
     bg_cuda_slot_t *device; /* slots between CUDA backends */
+    void *staging;          /* its host staging buffer (GPUs without peer access), or NULL */
 } channel_slot_t;
 
 struct bg_channel {
@@ -27,7 +28,8 @@ struct bg_channel {
     int capacity;
     size_t slot_bytes;
     channel_slot_t *slots;
-    int on_device; /* slots are bg_cuda_slot_t on the receiver */
+    int on_device;           /* slots are bg_cuda_slot_t on the receiver */
+    bg_topology_t *topology; /* where staging buffers came from, or NULL */
     int aborted;
     double timeout_s;
     char name[64];
@@ -62,6 +64,21 @@ double bg_channel_clock(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* A page-aligned host buffer for staging, on NUMA node `node` where the
+ * channel has a topology. */
+static void *staging_alloc(const bg_channel_t *ch, int node, size_t bytes) {
+    int bound;
+    if (ch->topology != NULL) return bg_topology_alloc_on_node(ch->topology, node, bytes, &bound);
+    return bg_aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+}
+
+static void staging_free(const bg_channel_t *ch, void *ptr) {
+    if (ch->topology != NULL)
+        bg_topology_free(ch->topology, ptr, ch->slot_bytes);
+    else
+        free(ptr);
+}
+
 bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out) {
     if (cfg->capacity < 1)
         return bg_error_set(BG_ERR_INTERNAL, "channel: capacity %d < 1", cfg->capacity);
@@ -80,10 +97,24 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
     }
     ch->on_device = bg_backend_is_cuda(cfg->sender) && bg_backend_is_cuda(cfg->receiver);
     if (ch->on_device) {
-        bg_status_t st = bg_cuda_enable_peer_access(cfg->sender, cfg->receiver);
+        int direct = 0;
+        bg_status_t st = bg_cuda_enable_peer_access(cfg->sender, cfg->receiver, &direct);
+        const int staged = !direct || cfg->force_staging;
+        ch->topology = cfg->topology;
         for (int i = 0; st == BG_OK && i < ch->capacity; i++) {
-            ch->slots[i].microbatch = SLOT_FREE;
-            st = bg_cuda_slot_create(cfg->receiver, cfg->slot_bytes, &ch->slots[i].device);
+            channel_slot_t *slot = &ch->slots[i];
+            slot->microbatch = SLOT_FREE;
+            if (staged && cfg->slot_bytes > 0) {
+                slot->staging = staging_alloc(ch, cfg->staging_node, cfg->slot_bytes);
+                if (slot->staging == NULL)
+                    st = bg_error_set(BG_ERR_NOMEM,
+                                      "%s: out of host memory for a %zu-byte staging "
+                                      "buffer",
+                                      ch->name, cfg->slot_bytes);
+            }
+            if (st == BG_OK)
+                st = bg_cuda_slot_create(cfg->receiver, cfg->slot_bytes, slot->staging,
+                                         &slot->device);
         }
         if (st != BG_OK) {
             bg_channel_destroy(ch);
@@ -110,7 +141,8 @@ void bg_channel_destroy(bg_channel_t *ch) {
     if (ch->slots != NULL)
         for (int i = 0; i < ch->capacity; i++) {
             free(ch->slots[i].data);
-            bg_cuda_slot_destroy(ch->slots[i].device);
+            bg_cuda_slot_destroy(ch->slots[i].device); /* unpins the staging buffer */
+            if (ch->slots[i].staging != NULL) staging_free(ch, ch->slots[i].staging);
         }
     free(ch->slots);
     pthread_mutex_destroy(&ch->lock);

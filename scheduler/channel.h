@@ -21,6 +21,7 @@
 #include "backend.h"
 #include "cuda/backend_cuda.h"
 #include "status.h"
+#include "topology.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,6 +53,15 @@ typedef struct bg_channel_config {
      * are CUDA backends the slots are on the receiver's GPU, and every send
      * and receive must use these two backends. */
     bg_backend_t *sender, *receiver;
+    /* Between two GPUs without peer access each slot copies through a
+     * pinned host buffer, allocated on NUMA node `staging_node` of
+     * `topology` (the node near the receiving GPU, which reads it; the
+     * sender's writes cross the socket link as posted writes). Without a
+     * topology, or with node -1, the buffer is not bound to a node. */
+    bg_topology_t *topology;
+    int staging_node;
+    int force_staging; /* test hook: stage through host memory even where a
+                        * direct copy works (one GPU), to run that path */
 } bg_channel_config_t;
 
 bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out);

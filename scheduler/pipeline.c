@@ -558,16 +558,24 @@ static void abort_channels(bg_pipeline_t *p) {
     }
 }
 
+/* The topology's GPU (bg_topology_gpu's index) that a CUDA device is: the
+ * one at the PCI address CUDA reports for it; -1 when there is none. */
+static int topology_gpu(bg_topology_t *topo, const bg_device_t *dev) {
+    bg_cuda_device_info_t info;
+    int gpu = bg_cuda_device_info(dev->physical, &info) == BG_OK
+                  ? bg_topology_gpu_find(topo, dev->physical, info.busid)
+                  : -1;
+    bg_error_clear();
+    return gpu;
+}
+
 /* Binds the calling thread to a CPU device's core, or to the cores near a
  * GPU (its PCI address from CUDA, found in the topology's PCI tree). */
 static void bind_device_thread(bg_topology_t *topo, const bg_device_t *dev) {
     if (dev->kind == BG_DEVICE_CPU) {
         (void)bg_topology_bind_thread(topo, dev->physical);
     } else {
-        bg_cuda_device_info_t info;
-        int gpu = bg_cuda_device_info(dev->physical, &info) == BG_OK
-                      ? bg_topology_gpu_find(topo, dev->physical, info.busid)
-                      : -1;
+        int gpu = topology_gpu(topo, dev);
         if (gpu >= 0) (void)bg_topology_bind_thread_near_gpu(topo, gpu);
     }
     bg_error_clear();
@@ -816,6 +824,15 @@ static bg_status_t create_stages(bg_pipeline_t *p) {
     return BG_OK;
 }
 
+/* The NUMA node near device d's GPU, for host staging buffers that GPU
+ * reads; -1 for a CPU device or where the topology does not say. */
+static int staging_node(const bg_pipeline_t *p, int d) {
+    const bg_device_t *dev = &p->cfg.devices->devices[d];
+    if (p->cfg.topology == NULL || dev->kind != BG_DEVICE_CUDA) return -1;
+    int gpu = topology_gpu(p->cfg.topology, dev);
+    return gpu >= 0 ? bg_topology_gpu(p->cfg.topology, gpu).numa : -1;
+}
+
 static bg_status_t create_channels(bg_pipeline_t *p) {
     for (int s = 0; s + 1 < p->stages; s++) {
         char name[64];
@@ -824,15 +841,19 @@ static bg_status_t create_channels(bg_pipeline_t *p) {
             .capacity = bg_channel_ring_slots(p->devices, p->microbatches, s, s + 1),
             .name = name,
             .timeout_s = p->cfg.stall_timeout_s,
+            .topology = p->cfg.topology,
+            .force_staging = p->cfg.stage_through_host,
         };
         bg_backend_t *here = p->backends[s % p->devices], *next = p->backends[(s + 1) % p->devices];
         snprintf(name, sizeof name, "activations stage %d -> %d", s, s + 1);
         cc.sender = here;
         cc.receiver = next;
+        cc.staging_node = staging_node(p, (s + 1) % p->devices);
         BG_CHECK(bg_channel_create(&cc, &p->forward[s]));
         snprintf(name, sizeof name, "gradients stage %d -> %d", s + 1, s);
         cc.sender = next;
         cc.receiver = here;
+        cc.staging_node = staging_node(p, s % p->devices);
         BG_CHECK(bg_channel_create(&cc, &p->backward[s]));
     }
     return BG_OK;

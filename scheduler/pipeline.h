@@ -57,6 +57,10 @@ typedef struct bg_pipeline_config {
      * until the step is aborted) at its first op of that stage; stage
      * `nan_stage` writes a NaN into its forward output of `nan_microbatch`. */
     int stop_stage, nan_stage, nan_microbatch;
+    /* Test hook, 0 when off: channels between CUDA stages copy through
+     * pinned host memory even where a direct copy works, as they do between
+     * GPUs without peer access, so one GPU can run that path. */
+    int stage_through_host;
 } bg_pipeline_config_t;
 
 #define BG_PIPELINE_CONFIG_INIT                                                                    \

@@ -17,6 +17,7 @@
 #include "dataset.h"
 #include "pipeline.h"
 #include "support/models.h"
+#include "topology.h"
 
 static const char origin_cnn[] = BG_TEST_ORIGIN_CNN;
 
@@ -28,7 +29,11 @@ typedef struct run {
     bg_schedule_kind_t schedule;
     int chunks, recompute;
     int nan_stage; /* the test hook's NaN into micro-batch 1's output, or -1 */
+    int staged;    /* channels copy through NUMA-bound pinned host memory, as
+                    * between GPUs without peer access */
 } run_t;
+
+static bg_topology_t *live; /* this machine's, for the staging buffers */
 
 static bg_pipeline_t *make(const bg_model_spec_t *spec, const run_t *run, int m,
                            bg_device_list_t *devices) {
@@ -43,6 +48,8 @@ static bg_pipeline_t *make(const bg_model_spec_t *spec, const run_t *run, int m,
     cfg.batch = BATCH;
     cfg.nan_stage = run->nan_stage;
     cfg.nan_microbatch = 1;
+    cfg.stage_through_host = run->staged;
+    cfg.topology = live;
     bg_pipeline_t *p = NULL;
     if (bg_pipeline_create(&cfg, &p) != BG_OK) fail_msg("%s: %s", run->devices, bg_error_message());
     return p;
@@ -76,16 +83,21 @@ static void test_shared_gpu_matches_cpu(void **state) {
     assert_int_equal(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &spec), BG_OK);
     bg_dataset_t *data;
     assert_int_equal(bg_dataset_synthetic(spec->input, 10, STEPS * BATCH, 5, 0, &data), BG_OK);
-    const run_t cpu = {"cpu", BG_SCHEDULE_1F1B, 1, 0, -1};
+    const run_t cpu = {"cpu", BG_SCHEDULE_1F1B, 1, 0, -1, 0};
     /* The same M: gradient accumulation in the same order, so what differs
      * is the GPU's arithmetic (M = 1 against M = 4 differs by 4e-5
      * relative on the CPU alone). */
     float *want = train(spec, data, &cpu, 4);
     static const run_t runs[] = {
-        {"cuda:0", BG_SCHEDULE_1F1B, 1, 0, -1},          {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, -1},
-        {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 0, -1},        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 0, -1},
-        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 0, -1},       {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 1, -1},
-        {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1},
+        {"cuda:0", BG_SCHEDULE_1F1B, 1, 0, -1, 0},
+        {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, -1, 0},
+        {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 0, -1, 0},
+        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 0, -1, 0},
+        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 0, -1, 0},
+        {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 1, -1, 0},
+        {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 0},
+        {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, -1, 1},
+        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 0, -1, 1},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         const run_t *run = &runs[i];
@@ -95,11 +107,11 @@ static void test_shared_gpu_matches_cpu(void **state) {
             diff = fmax(diff, fabs((double)got[k] - want[k]));
             scale = fmax(scale, fabs((double)want[k]));
         }
-        printf("%s, %s%s%s, M=4: largest difference %.3g of largest weight %.3g (%.3g "
+        printf("%s, %s%s%s%s, M=4: largest difference %.3g of largest weight %.3g (%.3g "
                "relative)\n",
                run->devices, bg_schedule_kind_name(run->schedule),
-               run->chunks > 1 ? " x2 chunks" : "", run->recompute ? ", recompute" : "", diff,
-               scale, diff / scale);
+               run->chunks > 1 ? " x2 chunks" : "", run->recompute ? ", recompute" : "",
+               run->staged ? ", through host memory" : "", diff, scale, diff / scale);
         if (!(diff <= 1e-4 * scale))
             fail_msg("%s %s: relative error %g", run->devices, bg_schedule_kind_name(run->schedule),
                      diff / scale);
@@ -119,7 +131,7 @@ static void test_nan_on_gpu(void **state) {
     assert_int_equal(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &spec), BG_OK);
     bg_dataset_t *data;
     assert_int_equal(bg_dataset_synthetic(spec->input, 10, BATCH, 5, 0, &data), BG_OK);
-    const run_t run = {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, 0};
+    const run_t run = {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, 0, 0};
     bg_device_list_t devices;
     bg_pipeline_t *p = make(spec, &run, 4, &devices);
     bg_pipeline_result_t r;
@@ -140,7 +152,10 @@ int main(void) {
                                                         : "no CUDA backend in this build");
         return 77;
     }
+    if (bg_topology_create_with_pci(NULL, &live) != BG_OK) live = NULL; /* then unbound */
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_shared_gpu_matches_cpu),
                                        cmocka_unit_test(test_nan_on_gpu)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    bg_topology_destroy(live);
+    return failed;
 }

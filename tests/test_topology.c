@@ -122,11 +122,43 @@ static void test_cpu_links(void **state) {
     bg_topology_destroy(t);
 }
 
+/* Host memory on a NUMA node: bound on this machine's node 0 where the
+ * system allows it (then hwloc reports the node back), unbound but usable
+ * on an XML topology, for node -1 and for a node the machine lacks. */
+static void test_alloc_on_node(void **state) {
+    (void)state;
+    enum { BYTES = 3 << 20 };
+    bg_topology_t *live = NULL, *xml = load_fixture("two-socket-8-gpu.xml");
+    assert_int_equal(bg_topology_create(NULL, &live), BG_OK);
+    const int live_nodes = bg_topology_summary(live).numa_nodes;
+    struct {
+        bg_topology_t *topo;
+        int node, may_bind;
+    } cases[] = {{live, 0, 1}, {live, -1, 0}, {live, live_nodes, 0}, {xml, 1, 0}, {xml, 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int bound = -1;
+        unsigned char *p = bg_topology_alloc_on_node(cases[i].topo, cases[i].node, BYTES, &bound);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % 4096, 0);
+        if (!cases[i].may_bind) assert_int_equal(bound, 0);
+        assert_true(bound == 0 || bound == 1);
+        memset(p, 0xA5, BYTES);
+        assert_int_equal(p[BYTES - 1], 0xA5);
+        bg_topology_free(cases[i].topo, p, BYTES);
+        printf("node %d of %s: %s\n", cases[i].node, cases[i].topo == live ? "this machine" : "XML",
+               bound ? "bound" : "unbound");
+    }
+    bg_topology_free(live, NULL, BYTES);
+    bg_topology_destroy(live);
+    bg_topology_destroy(xml);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_server),
         cmocka_unit_test(test_gpu_links),
         cmocka_unit_test(test_cpu_links),
+        cmocka_unit_test(test_alloc_on_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

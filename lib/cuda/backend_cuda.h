@@ -24,7 +24,8 @@
  *   - free, alloc and a convolution geometry's first use (algorithm search),
  *     which may wait for the whole device (cudaFree, cudnnFind*).
  * The copy stream carries the pipeline's stage-to-stage copies into this
- * backend (the slots below), so that they overlap compute; no op uses it.
+ * backend (the slots below), and out of it into host staging buffers, so
+ * that they overlap compute; no op uses it.
  *
  * Threads. One thread drives one backend at a time, as with the CPU backend.
  * Every op first makes the backend's GPU current on the calling thread
@@ -98,7 +99,11 @@ int bg_cuda_device_count(void);
  *          slot's previous message, and copies (device to device on one
  *          GPU, cudaMemcpyPeerAsync between GPUs) while the sender computes
  *          on; before the sender overwrites the source, wait_read makes its
- *          compute stream wait for that copy;
+ *          compute stream wait for that copy. A slot with a host staging
+ *          buffer (GPUs without peer access) copies in two legs instead:
+ *          the sender's copy stream copies the source into the staging
+ *          buffer, then the receiver's copy stream copies that into the
+ *          slot, each leg ordered by events as above;
  *   drain: the receiver's compute stream waits for the fill, then copies
  *          the slot into the stage's buffer.
  * One thread fills a slot and one drains it; the host decides which slot
@@ -111,9 +116,13 @@ typedef struct bg_cuda_clock bg_cuda_clock_t; /* "Clocks" below */
 int bg_backend_is_cuda(const bg_backend_t *be);
 
 /* A slot of `bytes` on `receiver` (a CUDA backend), with its events.
- * BG_ERR_NOMEM naming the backend when its memory runs out; BG_ERR_BACKEND
- * for a CUDA failure; BG_ERR_UNSUPPORTED without CUDA. */
-bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, bg_cuda_slot_t **out);
+ * With `staging` (host memory of at least `bytes`, page-aligned, which the
+ * caller keeps until the slot is destroyed) the slot copies through it:
+ * it is pinned here (cudaHostRegister, for every GPU) and unpinned on
+ * destroy. BG_ERR_NOMEM naming the backend when its memory runs out;
+ * BG_ERR_BACKEND for a CUDA failure; BG_ERR_UNSUPPORTED without CUDA. */
+bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, void *staging,
+                                bg_cuda_slot_t **out);
 
 /* NULL is a no-op. */
 void bg_cuda_slot_destroy(bg_cuda_slot_t *slot);
@@ -139,9 +148,10 @@ bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes,
                                bg_cuda_clock_t *clock, int *arrived);
 
 /* Lets GPU a's copies reach GPU b's memory directly where CUDA allows it
- * (cudaDeviceEnablePeerAccess); where it does not, and on one GPU, does
- * nothing (peer copies then go through host memory). */
-bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b);
+ * (cudaDeviceEnablePeerAccess). *direct is 1 when a copy from a to b
+ * needs no host memory (one GPU, or peer access enabled), else 0: then
+ * slots between them should have a staging buffer. */
+bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b, int *direct);
 
 /* ---- clocks ----------------------------------------------------------
  *

@@ -37,8 +37,10 @@ int bg_backend_is_cuda(const bg_backend_t *be) {
     return 0;
 }
 
-bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, bg_cuda_slot_t **out) {
+bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, void *staging,
+                                bg_cuda_slot_t **out) {
     (void)bytes;
+    (void)staging;
     (void)out;
     return bg_error_set(BG_ERR_UNSUPPORTED, "%s: this build has no CUDA backend", receiver->name);
 }
@@ -68,8 +70,9 @@ bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes,
     return bg_error_set(BG_ERR_UNSUPPORTED, "this build has no CUDA backend");
 }
 
-bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b) {
+bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b, int *direct) {
     (void)b;
+    *direct = 0;
     return bg_error_set(BG_ERR_UNSUPPORTED, "%s: this build has no CUDA backend", a->name);
 }
 

@@ -13,7 +13,9 @@ struct bg_cuda_slot {
     bg_backend_t *receiver;
     void *data;
     size_t bytes;
+    void *staging;       /* pinned host buffer between GPUs without peer access, or NULL */
     cudaEvent_t written; /* on the sender's compute stream: the source is complete */
+    cudaEvent_t staged;  /* on the sender's copy stream: the staging buffer holds it */
     cudaEvent_t filled;  /* on the receiver's copy stream: the slot holds the message */
     cudaEvent_t drained; /* on the receiver's compute stream: the slot was read out */
 };
@@ -26,17 +28,19 @@ extern "C" void bg_cuda_slot_destroy(bg_cuda_slot_t *slot) {
     if (slot == NULL) return;
     bg_cuda_backend_t *cu = bg_cuda_of(slot->receiver);
     if (cudaSetDevice(cu->device) == cudaSuccess) {
-        cudaEvent_t events[] = {slot->written, slot->filled, slot->drained};
+        cudaEvent_t events[] = {slot->written, slot->staged, slot->filled, slot->drained};
         for (cudaEvent_t e : events)
             if (e != NULL && cudaEventDestroy(e) != cudaSuccess) (void)cudaGetLastError();
+        if (slot->staging != NULL && cudaHostUnregister(slot->staging) != cudaSuccess)
+            (void)cudaGetLastError();
     } else {
         (void)cudaGetLastError();
     }
-    slot->receiver->ops->free(slot->receiver, slot->data);
+    if (slot->data != NULL) slot->receiver->ops->free(slot->receiver, slot->data);
     free(slot);
 }
 
-extern "C" bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes,
+extern "C" bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, void *staging,
                                            bg_cuda_slot_t **out) {
     bg_cuda_slot_t *slot = (bg_cuda_slot_t *)calloc(1, sizeof *slot);
     if (slot == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", receiver->name);
@@ -53,11 +57,45 @@ extern "C" bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes,
                        st, fail);
     st = receiver->ops->alloc(receiver, bytes > 0 ? bytes : 1, &slot->data);
     if (st != BG_OK) goto fail;
+    if (staging != NULL && bytes > 0) {
+        /* Portable: pinned for every GPU, so both legs copy by DMA. */
+        BG_CUDA_CHECK_GOTO(receiver, cudaHostRegister(staging, bytes, cudaHostRegisterPortable), st,
+                           fail);
+        slot->staging = staging;
+    }
     *out = slot;
     return BG_OK;
 fail:
     bg_cuda_slot_destroy(slot);
     return st;
+}
+
+/* The two legs of a fill through the host staging buffer; `written` is
+ * recorded. */
+static bg_status_t fill_staged(bg_cuda_slot_t *slot, bg_cuda_backend_t *from, bg_cuda_backend_t *to,
+                               bg_backend_t *sender, const void *src, size_t bytes) {
+    if (slot->staged == NULL) /* recorded on the sender's stream: made on its GPU */
+        BG_CUDA_CHECK(sender, cudaEventCreateWithFlags(&slot->staged, cudaEventDisableTiming));
+    /* Leg 1, on the sender's copy stream: it reads the source only after the
+     * sender's ops that wrote it... */
+    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(from->copy, slot->written, 0));
+    /* ...and overwrites the staging buffer only after leg 2 of the slot's
+     * previous message has read it (never recorded: already complete). */
+    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(from->copy, slot->filled, 0));
+    BG_CUDA_CHECK(sender,
+                  cudaMemcpyAsync(slot->staging, src, bytes, cudaMemcpyDeviceToHost, from->copy));
+    BG_CUDA_CHECK(sender, cudaEventRecord(slot->staged, from->copy));
+    BG_CUDA_CHECK(sender, cudaSetDevice(to->device));
+    /* Leg 2, on the receiver's copy stream: it reads the staging buffer once
+     * leg 1 has filled it... */
+    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(to->copy, slot->staged, 0));
+    /* ...and overwrites the slot only after the receiver's last read of it. */
+    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(to->copy, slot->drained, 0));
+    BG_CUDA_CHECK(sender, cudaMemcpyAsync(slot->data, slot->staging, bytes, cudaMemcpyHostToDevice,
+                                          to->copy));
+    BG_CUDA_CHECK(sender, cudaEventRecord(slot->filled, to->copy));
+    BG_CUDA_CHECK(sender, cudaSetDevice(from->device));
+    return BG_OK;
 }
 
 extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender,
@@ -70,6 +108,7 @@ extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sen
     if (slot->written == NULL)
         BG_CUDA_CHECK(sender, cudaEventCreateWithFlags(&slot->written, cudaEventDisableTiming));
     BG_CUDA_CHECK(sender, cudaEventRecord(slot->written, from->compute));
+    if (slot->staging != NULL) return fill_staged(slot, from, to, sender, src, bytes);
     BG_CUDA_CHECK(sender, cudaSetDevice(to->device));
     /* The copy reads the source only after the sender's ops that wrote it. */
     BG_CUDA_CHECK(sender, cudaStreamWaitEvent(to->copy, slot->written, 0));
@@ -91,8 +130,11 @@ extern "C" bg_status_t bg_cuda_slot_wait_read(bg_cuda_slot_t *slot, bg_backend_t
     BG_CUDA_CHECK(sender, cudaSetDevice(bg_cuda_of(sender)->device));
     /* The sender's ops enqueued from now on, one of which will overwrite
      * the source (a later micro-batch's output in the same stash slot, the
-     * next input gradient), start after the copy that reads it. */
-    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(bg_cuda_of(sender)->compute, slot->filled, 0));
+     * next input gradient), start after the copy that reads it: the whole
+     * copy, or through host memory its first leg. */
+    BG_CUDA_CHECK(sender,
+                  cudaStreamWaitEvent(bg_cuda_of(sender)->compute,
+                                      slot->staging != NULL ? slot->staged : slot->filled, 0));
     return BG_OK;
 }
 
@@ -111,17 +153,18 @@ extern "C" bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_
     return BG_OK;
 }
 
-extern "C" bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b) {
+extern "C" bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b, int *direct) {
     int from = bg_cuda_of(a)->device, to = bg_cuda_of(b)->device, can = 0;
+    *direct = from == to;
     if (from == to) return BG_OK;
     BG_CUDA_CHECK(a, cudaDeviceCanAccessPeer(&can, from, to));
-    if (!can) return BG_OK; /* cudaMemcpyPeerAsync stages through host memory */
+    if (!can) return BG_OK; /* the caller stages through host memory */
     BG_CUDA_CHECK(a, cudaSetDevice(from));
     cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
-    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+    if (e == cudaErrorPeerAccessAlreadyEnabled)
         (void)cudaGetLastError();
-        return BG_OK;
-    }
-    BG_CUDA_CHECK(a, e);
+    else
+        BG_CUDA_CHECK(a, e);
+    *direct = 1;
     return BG_OK;
 }
