@@ -29,7 +29,7 @@ typedef struct flight_entry {
 /* A check for NaN and Inf that a device enqueued this step (its tag is its
  * index in the device's list): where it looked, for the report. */
 typedef struct nan_check {
-    int stage, microbatch, layer; /* microbatch -1: the accumulated gradients */
+    int stage, microbatch, layer; /* -1, -1: the accumulated gradients */
     const char *what;             /* "the forward output", ... */
     double when;                  /* host time it was enqueued */
 } nan_check_t;
@@ -272,19 +272,15 @@ static void report_nan(bg_pipeline_t *p, int stage, int mb, int layer, const cha
     pthread_mutex_unlock(&p->lock);
 }
 
-/* Notes `count` checks by stage s, of layers layer..layer+count-1, in its
- * device's list; *tag is the first one's tag. */
-static bg_status_t log_checks(bg_pipeline_t *p, int s, int mb, int layer, int count,
-                              const char *what, int *tag) {
+/* Notes a check by stage s in its device's list; *tag is its tag. */
+static bg_status_t log_check(bg_pipeline_t *p, int s, int mb, int layer, const char *what,
+                             int *tag) {
     device_worker_t *w = &p->workers[s % p->devices];
-    if (w->check_count > w->check_capacity - count)
+    if (w->check_count == w->check_capacity)
         return bg_error_set(BG_ERR_INTERNAL, "more than %d NaN checks on device %s in one step",
                             w->check_capacity, p->cfg.devices->devices[w->device].name);
-    const double now = bg_channel_clock();
-    for (int i = 0; i < count; i++)
-        w->checks[w->check_count + i] = (nan_check_t){s, mb, layer + i, what, now};
-    *tag = w->check_count;
-    w->check_count += count;
+    w->checks[w->check_count] = (nan_check_t){s, mb, layer, what, bg_channel_clock()};
+    *tag = w->check_count++;
     return BG_OK;
 }
 
@@ -295,7 +291,7 @@ static bg_status_t check_finite(bg_pipeline_t *p, int s, int mb, int layer, cons
     if (!p->cfg.check_finite || count == 0) return BG_OK;
     bg_backend_t *be = stage_backend(p, s);
     int tag = 0;
-    BG_CHECK(log_checks(p, s, mb, layer, 1, what, &tag));
+    BG_CHECK(log_check(p, s, mb, layer, what, &tag));
     return be->ops->mark_nonfinite(be, count, x, tag);
 }
 
@@ -313,7 +309,11 @@ static bg_status_t take_checks(bg_pipeline_t *p, int device) {
                             p->cfg.devices->devices[device].name, tag, count);
     if (tag >= 0) {
         const nan_check_t *c = &w->checks[tag];
-        report_nan(p, c->stage, c->microbatch, c->layer, c->what, c->when);
+        int layer = c->layer;
+        /* The gradients were checked in one scan: find the layer now. */
+        if (layer < 0) BG_CHECK(bg_stage_find_nonfinite_grad(p->stage[c->stage], &layer));
+        report_nan(p, c->stage, c->microbatch, layer >= 0 ? layer : p->first[c->stage], c->what,
+                   c->when);
     }
     return BG_OK;
 }
@@ -427,8 +427,7 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
 static bg_status_t step_barrier(bg_pipeline_t *p, int device) {
     for (int s = device; s < p->stages && p->cfg.check_finite; s += p->devices) {
         int tag = 0;
-        BG_CHECK(log_checks(p, s, -1, p->first[s], p->first[s + 1] - p->first[s],
-                            "the accumulated weight gradient", &tag));
+        BG_CHECK(log_check(p, s, -1, -1, "the accumulated weight gradient", &tag));
         BG_CHECK(bg_stage_mark_nonfinite_grads(p->stage[s], tag));
     }
     BG_CHECK(take_checks(p, device));
@@ -860,12 +859,12 @@ static bg_status_t create_channels(bg_pipeline_t *p) {
 }
 
 /* Room for the NaN checks of a step: per stage of the device, a forward
- * output and an input gradient per micro-batch, and a gradient per layer. */
+ * output and an input gradient per micro-batch, and its gradients. */
 static bg_status_t allocate_checks(bg_pipeline_t *p) {
     for (int d = 0; d < p->devices; d++) {
         device_worker_t *w = &p->workers[d];
         for (int s = d; s < p->stages; s += p->devices)
-            w->check_capacity += 2 * p->microbatches + p->first[s + 1] - p->first[s];
+            w->check_capacity += 2 * p->microbatches + 1;
         w->checks = bg_calloc((size_t)w->check_capacity, sizeof *w->checks);
         if (w->checks == NULL) return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
     }

@@ -37,6 +37,9 @@ static bg_status_t download_floats(bg_backend_t *be, float *dst, const void *src
     return st;
 }
 
+/* The parameter tensors of every layer, then all their gradients, then
+ * each optimizer state's tensors: each kind one run of the arena (see
+ * param_block in stage_impl.h). */
 static bg_status_t reserve_params(bg_stage_t *s) {
     int states = bg_optimizer_state_buffers(&s->optimizer);
     for (int i = 0; i < s->count; i++) {
@@ -45,14 +48,66 @@ static bg_status_t reserve_params(bg_stage_t *s) {
         if (p->weight_count == 0) continue;
         BG_CHECK(reserve_counted(s, p->weight_count, &s->memory.params, &p->weight));
         BG_CHECK(reserve_counted(s, p->bias_count, &s->memory.params, &p->bias));
+    }
+    for (int i = 0; i < s->count; i++) {
+        bg_layer_params_t *p = &s->params[i];
+        if (p->weight_count == 0) continue;
         BG_CHECK(reserve_counted(s, p->weight_count, &s->memory.grads, &p->weight_grad));
         BG_CHECK(reserve_counted(s, p->bias_count, &s->memory.grads, &p->bias_grad));
-        for (int k = 0; k < states; k++) {
+    }
+    for (int k = 0; k < states; k++)
+        for (int i = 0; i < s->count; i++) {
+            bg_layer_params_t *p = &s->params[i];
+            if (p->weight_count == 0) continue;
             BG_CHECK(reserve_counted(s, p->weight_count, &s->memory.optimizer,
                                      &s->opt_state[(i * 2) * 2 + k]));
             BG_CHECK(reserve_counted(s, p->bias_count, &s->memory.optimizer,
                                      &s->opt_state[(i * 2 + 1) * 2 + k]));
         }
+    return BG_OK;
+}
+
+/* 1 when [ptr, ptr + count elements) lies in [block, block + elems). */
+static int within(const bg_stage_t *s, const void *block, int64_t elems, const void *ptr,
+                  int64_t count) {
+    const char *b = block, *p = ptr;
+    return p >= b && p + bg_backend_bytes(s->be, count) <= b + bg_backend_bytes(s->be, elems);
+}
+
+/* After commit: the runs reserve_params laid out, checked to hold every
+ * tensor (the arena lays reservations out in order). */
+static bg_status_t find_param_blocks(bg_stage_t *s) {
+    int first = -1, last = -1;
+    for (int i = 0; i < s->count; i++)
+        if (stage_layer_has_params(s, i)) {
+            if (first < 0) first = i;
+            last = i;
+        }
+    if (first < 0) return BG_OK;
+    const bg_layer_params_t *a = &s->params[first], *z = &s->params[last];
+    const size_t span = (size_t)((const char *)z->bias - (const char *)a->weight) +
+                        bg_backend_bytes(s->be, z->bias_count);
+    s->block_elems = (int64_t)(span / bg_backend_bytes(s->be, 1));
+    s->param_block = a->weight;
+    s->grad_block = a->weight_grad;
+    const int states = bg_optimizer_state_buffers(&s->optimizer);
+    for (int k = 0; k < states; k++) s->state_block[k] = s->opt_state[(first * 2) * 2 + k];
+    for (int i = first; i <= last; i++) {
+        const bg_layer_params_t *p = &s->params[i];
+        if (p->weight_count == 0) continue;
+        int ok = within(s, s->param_block, s->block_elems, p->weight, p->weight_count) &&
+                 within(s, s->param_block, s->block_elems, p->bias, p->bias_count) &&
+                 within(s, s->grad_block, s->block_elems, p->weight_grad, p->weight_count) &&
+                 within(s, s->grad_block, s->block_elems, p->bias_grad, p->bias_count);
+        for (int k = 0; k < states; k++)
+            ok = ok &&
+                 within(s, s->state_block[k], s->block_elems, s->opt_state[(i * 2) * 2 + k],
+                        p->weight_count) &&
+                 within(s, s->state_block[k], s->block_elems, s->opt_state[(i * 2 + 1) * 2 + k],
+                        p->bias_count);
+        if (!ok)
+            return bg_error_set(BG_ERR_INTERNAL, "layer %d's parameters lie outside the block",
+                                s->first + i);
     }
     return BG_OK;
 }
@@ -180,6 +235,7 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
                         m->workspace);
         goto fail;
     }
+    BG_CHECK_GOTO(find_param_blocks(s), st, fail);
     BG_CHECK_GOTO(init_params(s, cfg->seed), st, fail);
     *out = s;
     return BG_OK;
@@ -214,17 +270,22 @@ bg_status_t bg_stage_upload_floats(bg_backend_t *be, void *dst, const float *src
 }
 
 bg_status_t bg_stage_zero_grads(bg_stage_t *s) {
-    for (int i = 0; i < s->count; i++) {
-        bg_layer_params_t *p = &s->params[i];
-        if (p->weight_count == 0) continue;
-        BG_CHECK(s->be->ops->zero(s->be, p->weight_grad, p->weight_count));
-        BG_CHECK(s->be->ops->zero(s->be, p->bias_grad, p->bias_count));
-    }
-    return BG_OK;
+    if (s->block_elems == 0) return BG_OK;
+    return s->be->ops->zero(s->be, s->grad_block, s->block_elems);
 }
 
 bg_status_t bg_stage_step(bg_stage_t *s) {
     int64_t step = s->steps + 1;
+    if (!s->timing) {
+        /* Elementwise over the blocks: the same numbers as tensor by tensor,
+         * and the padding, with zero gradient and state, stays zero. */
+        if (s->block_elems > 0)
+            BG_CHECK(bg_optimizer_update(&s->optimizer, s->be, step, s->block_elems, s->param_block,
+                                         s->grad_block, s->state_block));
+        s->steps = step;
+        return BG_OK;
+    }
+    /* Profiling: tensor by tensor, for each layer's share of the time. */
     for (int i = 0; i < s->count; i++) {
         bg_layer_params_t *p = &s->params[i];
         if (p->weight_count == 0) continue;
@@ -299,12 +360,23 @@ bg_status_t bg_stage_download_grads(bg_stage_t *s, float *host) {
     return copy_buffers(s, COPY_GRADS, host, NULL);
 }
 
-bg_status_t bg_stage_mark_nonfinite_grads(bg_stage_t *s, int first_tag) {
+bg_status_t bg_stage_mark_nonfinite_grads(bg_stage_t *s, int tag) {
+    if (s->block_elems == 0) return BG_OK;
+    return s->be->ops->mark_nonfinite(s->be, s->block_elems, s->grad_block, tag);
+}
+
+bg_status_t bg_stage_find_nonfinite_grad(bg_stage_t *s, int *layer) {
+    *layer = -1;
     for (int i = 0; i < s->count; i++) {
         bg_layer_params_t *p = &s->params[i];
         if (p->weight_count == 0) continue;
-        BG_CHECK(s->be->ops->mark_nonfinite(s->be, p->weight_count, p->weight_grad, first_tag + i));
-        BG_CHECK(s->be->ops->mark_nonfinite(s->be, p->bias_count, p->bias_grad, first_tag + i));
+        int weights_ok, biases_ok;
+        BG_CHECK(s->be->ops->all_finite(s->be, p->weight_count, p->weight_grad, &weights_ok));
+        BG_CHECK(s->be->ops->all_finite(s->be, p->bias_count, p->bias_grad, &biases_ok));
+        if (!weights_ok || !biases_ok) {
+            *layer = s->first + i;
+            return BG_OK;
+        }
     }
     return BG_OK;
 }

@@ -139,11 +139,16 @@ bg_status_t bg_stage_weights_slot(bg_stage_t *stage, int slot, int64_t n);
 /* Forgets every held micro-batch (after an aborted step). */
 void bg_stage_release_slots(bg_stage_t *stage);
 
-/* Enqueues the check of every accumulated weight gradient for NaN and Inf
- * (the backend's mark_nonfinite): layer first_layer + i is tagged
- * first_tag + i, so the backend's take_nonfinite later names the first
- * layer with one. Does not wait for the device. */
-bg_status_t bg_stage_mark_nonfinite_grads(bg_stage_t *stage, int first_tag);
+/* Enqueues the check of all the stage's accumulated weight gradients for
+ * NaN and Inf under `tag` (the backend's mark_nonfinite): one scan over
+ * them all. Does not wait for the device. */
+bg_status_t bg_stage_mark_nonfinite_grads(bg_stage_t *stage, int tag);
+
+/* Finds the first layer whose accumulated weight gradients hold a NaN or an
+ * infinity: *layer is its index in the model, or -1 when all are finite.
+ * Waits for the device at each tensor: for naming the layer once a mark
+ * said that there is one. */
+bg_status_t bg_stage_find_nonfinite_grad(bg_stage_t *stage, int *layer);
 
 /* Sets every gradient to zero. */
 bg_status_t bg_stage_zero_grads(bg_stage_t *stage);

@@ -31,6 +31,14 @@ struct bg_stage {
 
     bg_layer_params_t *params; /* count entries */
     void **opt_state;          /* count * 4: (weight, bias) x up to 2 state buffers */
+    /* The parameters, their gradients and each optimizer state lie in one
+     * run of the arena each (reserved one after another), with zero padding
+     * between tensors that the updates keep zero. So zeroing the gradients,
+     * checking them and the optimizer update are one call over block_elems
+     * elements each, not one per tensor (a GPU launch each). NULL and 0 on a
+     * stage without parameters. */
+    void *param_block, *grad_block, *state_block[2];
+    int64_t block_elems;
     int slot_count;
     stage_slot_t *slots;
     void **work_outputs;   /* recompute: per layer outputs shared by all slots */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -174,6 +175,89 @@ static void test_stage_holds_its_buffers_in_one_arena(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* 1 when float `at` of a block lies in none of its tensors (the padding). */
+static int in_padding(const bg_stage_t *s, const float *block, int64_t at, int grads) {
+    for (int i = 0; i < s->count; i++) {
+        const bg_layer_params_t *p = &s->params[i];
+        if (p->weight_count == 0) continue;
+        const float *w = grads ? p->weight_grad : p->weight, *b = grads ? p->bias_grad : p->bias;
+        if ((block + at >= w && block + at < w + p->weight_count) ||
+            (block + at >= b && block + at < b + p->bias_count))
+            return 0;
+    }
+    return 1;
+}
+
+/* The parameters, gradients and optimizer states each lie in one block
+ * (so zeroing, checking and updating them is one call each), and three
+ * steps over the blocks give the same bits as tensor by tensor (the path
+ * the profiler takes, with layer times on), for Adam with weight decay and
+ * SGD with and without momentum; the padding between tensors stays zero. */
+static void test_stage_updates_its_parameters_as_one_block(void **state) {
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("cnn", origin_cnn, sizeof origin_cnn - 1, &spec), BG_OK);
+    enum { N = 8 };
+    float images[N * 28 * 28];
+    int32_t labels[N];
+    for (int i = 0; i < N * 28 * 28; i++) images[i] = (float)((i * 37) % 101) / 101.0f;
+    for (int i = 0; i < N; i++) labels[i] = (i * 3) % 10;
+    bg_optimizer_config_t optimizers[3] = {BG_OPTIMIZER_CONFIG_INIT, BG_OPTIMIZER_CONFIG_INIT,
+                                           BG_OPTIMIZER_CONFIG_INIT};
+    optimizers[0].adam.weight_decay = 0.01;
+    optimizers[1].kind = optimizers[2].kind = BG_OPTIMIZER_SGD;
+    optimizers[1].sgd.momentum = 0.9;
+    float *params[2];
+    for (int o = 0; o < 3; o++) {
+        bg_stage_t *stages[2];
+        double times[4][16] = {{0}}; /* per layer: 8 */
+        bg_stage_layer_times_t layer_times = {times[0], times[1], times[2], times[3]};
+        for (int k = 0; k < 2; k++) {
+            bg_stage_config_t cfg = cnn_stage(spec, *state);
+            cfg.first_layer = 0;
+            cfg.max_batch = N;
+            cfg.stash_slots = 1;
+            cfg.optimizer = optimizers[o];
+            assert_int_equal(bg_stage_create(&cfg, &stages[k]), BG_OK);
+            bg_stage_t *s = stages[k];
+            /* conv 288 + 32, dense 692,224 + 128, dense 1,280 + 10 floats,
+             * each but the last padded to a multiple of 64 (256 bytes). */
+            assert_int_equal(s->block_elems, 320 + 64 + 692224 + 128 + 1280 + 10);
+            if (k == 1) bg_stage_set_layer_times(s, &layer_times);
+            for (int step = 0; step < 3; step++) {
+                assert_int_equal(bg_stage_zero_grads(s), BG_OK);
+                assert_int_equal(bg_stage_load_batch(s, N, images, labels), BG_OK);
+                assert_int_equal(bg_stage_forward(s, N, NULL), BG_OK);
+                assert_int_equal(bg_stage_backward(s, N, 1.0 / N), BG_OK);
+                assert_int_equal(bg_stage_step(s), BG_OK);
+            }
+            params[k] = malloc(sizeof(float) * (size_t)spec->total_params);
+            assert_non_null(params[k]);
+            assert_int_equal(bg_stage_download_params(s, params[k]), BG_OK);
+            int64_t padding = 0;
+            for (int64_t i = 0; i < s->block_elems; i++) {
+                const float *blocks[] = {s->param_block, s->grad_block, s->state_block[0],
+                                         s->state_block[1]};
+                for (int b = 0; b < 2 + bg_optimizer_state_buffers(&optimizers[o]); b++)
+                    if (in_padding(s, b == 1 ? s->grad_block : s->param_block, i, b == 1)) {
+                        padding += b == 0;
+                        assert_true(blocks[b][i] == 0.0f);
+                    }
+            }
+            assert_int_equal(padding, 32 + 32 + 0 + 0 + 0);
+        }
+        assert_memory_equal(params[0], params[1], sizeof(float) * (size_t)spec->total_params);
+        /* Zeroing is over the whole block. */
+        assert_int_equal(bg_stage_zero_grads(stages[0]), BG_OK);
+        for (int64_t i = 0; i < stages[0]->block_elems; i++)
+            assert_true(((const float *)stages[0]->grad_block)[i] == 0.0f);
+        for (int k = 0; k < 2; k++) {
+            bg_stage_destroy(stages[k]);
+            free(params[k]);
+        }
+    }
+    bg_model_spec_destroy(spec);
+}
+
 static void test_stage_out_of_memory_names_stage_and_bytes(void **state) {
     bg_model_spec_t *spec = NULL;
     assert_int_equal(bg_model_spec_parse("cnn", origin_cnn, sizeof origin_cnn - 1, &spec), BG_OK);
@@ -210,6 +294,7 @@ int main(void) {
         cmocka_unit_test(test_block_is_zeroed_and_buffers_do_not_overlap),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_stage_holds_its_buffers_in_one_arena),
+        cmocka_unit_test(test_stage_updates_its_parameters_as_one_block),
         cmocka_unit_test(test_stage_out_of_memory_names_stage_and_bytes),
     };
     return cmocka_run_group_tests(tests, setup_backend, teardown_backend);
