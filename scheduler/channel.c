@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "cuda/backend_cuda.h"
@@ -64,12 +65,14 @@ double bg_channel_clock(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* A page-aligned host buffer for staging, on NUMA node `node` where the
- * channel has a topology. */
+/* A host buffer for staging, on NUMA node `node` where the channel has a
+ * topology; whole pages either way, so that no two buffers (each pinned on
+ * its own) share one. */
 static void *staging_alloc(const bg_channel_t *ch, int node, size_t bytes) {
     int bound;
     if (ch->topology != NULL) return bg_topology_alloc_on_node(ch->topology, node, bytes, &bound);
-    return bg_aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    return bg_aligned_alloc((size_t)page, (bytes + (size_t)page - 1) / (size_t)page * (size_t)page);
 }
 
 static void staging_free(const bg_channel_t *ch, void *ptr) {

@@ -230,10 +230,11 @@ static stamp_t host_stamp(double host) { return (stamp_t){host, -1}; }
 
 /* Records the wait and the copy of a channel transfer with `peer`, done
  * between the GPU marks `before` and `after` (gpu_mark). On the host's
- * clock: the channel's own times. On a GPU's clock, for a channel between GPUs: a receive waited
- * from `before` until the message arrived (t->arrived) and copied it out
- * until `after`; a send held the sender's stream from `before` until its
- * copy was done, at `after` (its wait for ring space is the host's). */
+ * clock: the channel's own times. On a GPU's clock, for a channel between
+ * GPUs: a receive waited from `before` until the message arrived
+ * (t->arrived) and copied it out until `after`; a send only enqueues its
+ * copy on the receiver's copy stream, so it takes about nothing between
+ * `before` and `after` (its wait for ring space is the host's). */
 static void note_transfer(bg_pipeline_t *p, int device, bg_event_kind_t copy, int stage, int mb,
                           int peer, const bg_channel_timing_t *t, int before, int after) {
     const stamp_t start = {t->call, before}, end = {t->done, after};
@@ -330,14 +331,31 @@ static bg_status_t maybe_stop(bg_pipeline_t *p, int s) {
     return bg_error_set(BG_ERR_INTERNAL, "stopped by the test hook");
 }
 
-/* Before stage s runs an op on stash slot `slot` (which may write the
- * slot's output: a forward, a recomputing backward) and, with `grads`, one
- * that writes its input gradient (a backward): its GPU work waits for the
- * copies still reading them. On CPU stages there are none. */
-static bg_status_t wait_sent(bg_pipeline_t *p, int s, int slot, int grads) {
+/* Where the sends of stage s's stash slot `slot` output are recorded: at
+ * the first slot whose output is the same buffer. With recompute every
+ * slot's output is one buffer shared by all (and a stage whose layers all
+ * alias has its input as output), so any op writing it waits for the
+ * latest send from it, which comes after the earlier ones on the same
+ * copy stream. */
+static bg_channel_sent_t *output_sent(bg_pipeline_t *p, int s, int slot) {
+    const void *out = bg_stage_slot_output(p->stage[s], slot);
+    for (int k = 0; k < slot; k++)
+        if (bg_stage_slot_output(p->stage[s], k) == out) return &p->output_sent[s][k];
+    return &p->output_sent[s][slot];
+}
+
+/* What stage s's op on stash slot `slot` may overwrite of what it sent, as
+ * its GPU work must wait for the copies still reading it: a forward writes
+ * the slot's input and output; with recompute a backward or weight op
+ * writes the (shared) output again; a backward writes the input gradient.
+ * On CPU stages nothing is pending. */
+typedef enum { WRITES_OUTPUT = 1, WRITES_INPUT_GRAD = 2 } sent_writes_t;
+
+static bg_status_t wait_sent(bg_pipeline_t *p, int s, int slot, int writes) {
     bg_backend_t *be = stage_backend(p, s);
-    BG_CHECK(bg_channel_wait_sent(be, &p->output_sent[s][slot]));
-    return grads ? bg_channel_wait_sent(be, &p->grad_sent[s]) : BG_OK;
+    if (writes & WRITES_OUTPUT) BG_CHECK(bg_channel_wait_sent(be, output_sent(p, s, slot)));
+    if (writes & WRITES_INPUT_GRAD) BG_CHECK(bg_channel_wait_sent(be, &p->grad_sent[s]));
+    return BG_OK;
 }
 
 static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
@@ -347,6 +365,9 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     const int64_t n = p->micro_size[mb], at = p->micro_offset[mb];
     const int last = s == p->stages - 1;
     const int64_t in_numel = bg_shape_numel(p->cfg.spec->layers[p->first[s]].in);
+    /* Before the load or receive, which may write the output (a stage of
+     * aliasing layers only). */
+    BG_CHECK(wait_sent(p, s, slot, WRITES_OUTPUT));
     if (s == 0 && n > 0)
         BG_CHECK(bg_stage_load_slot(stage, slot, n, p->images + at * in_numel,
                                     last ? p->labels + at : NULL));
@@ -363,7 +384,6 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     }
     bg_stage_loss_t loss = {0};
     set_doing(p, s, "computing a forward on stage %d", s);
-    BG_CHECK(wait_sent(p, s, slot, 0));
     stamp_t start = stamp(p, device);
     BG_CHECK(bg_stage_forward_slot(stage, slot, n, p->job == JOB_TRAIN, &loss));
     note(p, device, BG_EVENT_FORWARD, s, mb, -1, start, stamp(p, device));
@@ -384,7 +404,7 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
         set_doing(p, s, "sending activations to stage %d", s + 1);
         int before = gpu_mark(p, device);
         BG_CHECK(bg_channel_send(p->forward[s], be, mb, bg_stage_slot_output(stage, slot),
-                                 stage_bytes(p, p->first[s + 1], n), &t, &p->output_sent[s][slot]));
+                                 stage_bytes(p, p->first[s + 1], n), &t, output_sent(p, s, slot)));
         note_transfer(p, device, BG_EVENT_SEND, s, mb, s + 1, &t, before, gpu_mark(p, device));
     }
     return BG_OK;
@@ -405,7 +425,8 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
         note_transfer(p, device, BG_EVENT_RECV, s, mb, s + 1, &t, before, gpu_mark(p, device));
     }
     set_doing(p, s, "computing a backward on stage %d", s);
-    BG_CHECK(wait_sent(p, s, mb % p->slots[s], 1));
+    BG_CHECK(wait_sent(p, s, mb % p->slots[s],
+                       WRITES_INPUT_GRAD | (p->cfg.recompute ? WRITES_OUTPUT : 0)));
     stamp_t start = stamp(p, device);
     BG_CHECK(bg_stage_backward_slot(stage, mb % p->slots[s], n, 1.0 / (double)p->batch));
     note(p, device, BG_EVENT_BACKWARD, s, mb, -1, start, stamp(p, device));
@@ -474,8 +495,10 @@ static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op
     case BG_OP_FORWARD: return run_forward(p, op->stage, op->microbatch);
     case BG_OP_BACKWARD: return run_backward(p, op->stage, op->microbatch);
     case BG_OP_WEIGHT:
-        BG_CHECK(wait_sent(p, op->stage, op->microbatch % p->slots[op->stage], 1));
-        start = stamp(p, device);
+        if (p->cfg.recompute) {
+            BG_CHECK(wait_sent(p, op->stage, op->microbatch % p->slots[op->stage], WRITES_OUTPUT));
+            start = stamp(p, device);
+        }
         BG_CHECK(bg_stage_weights_slot(p->stage[op->stage], op->microbatch % p->slots[op->stage],
                                        p->micro_size[op->microbatch]));
         note(p, device, BG_EVENT_WEIGHT, op->stage, op->microbatch, -1, start, stamp(p, device));
@@ -961,6 +984,11 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     pthread_mutex_unlock(&p->lock);
     for (int d = 0; p->workers != NULL && d < p->devices; d++)
         if (p->workers[d].started) pthread_join(p->workers[d].thread, NULL);
+    /* A GPU may still copy between stages (copies run while the sender
+     * computes on): let them end before their buffers are freed. */
+    for (int d = 0; p->backends != NULL && d < p->devices; d++)
+        if (p->backends[d] != NULL && p->backends[d]->ops->synchronize(p->backends[d]) != BG_OK)
+            bg_error_clear();
     for (int s = 0; s < p->stages; s++) {
         if (p->stage != NULL) bg_stage_destroy(p->stage[s]);
         if (p->forward != NULL) bg_channel_destroy(p->forward[s]);

@@ -98,6 +98,12 @@ static void test_shared_gpu_matches_cpu(void **state) {
         {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 0},
         {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, -1, 1},
         {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 0, -1, 1},
+        /* With recompute all forwards of a stage write one output buffer:
+         * GPipe's forwards back to back would overwrite it under a copy
+         * that has not read it yet, were the waits wrong. */
+        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 1, -1, 0},
+        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 1, -1, 1},
+        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 1, -1, 1},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         const run_t *run = &runs[i];

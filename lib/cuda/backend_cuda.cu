@@ -114,8 +114,11 @@ static bg_status_t cuda_setup(bg_backend_t *be) {
     BG_CUDNN_CHECK(be, cudnnCreateConvolutionDescriptor(&cu->conv_desc));
 
     BG_CHECK(bg_cuda_malloc(be, sizeof *cu->device_reduction, (void **)&cu->device_reduction));
-    /* Zero is "nothing marked" for mark_nonfinite; a plain copy: setup. */
-    BG_CUDA_CHECK(be, cudaMemset(cu->device_reduction, 0, sizeof *cu->device_reduction));
+    /* Zero is "nothing marked" for mark_nonfinite; on the compute stream,
+     * which orders it before the first mark (it is non-blocking: the
+     * legacy stream would not). */
+    BG_CUDA_CHECK(
+        be, cudaMemsetAsync(cu->device_reduction, 0, sizeof *cu->device_reduction, cu->compute));
     BG_CUDA_CHECK(be, cudaMallocHost((void **)&cu->host_reduction, sizeof *cu->host_reduction));
     return BG_OK;
 }

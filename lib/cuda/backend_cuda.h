@@ -149,8 +149,9 @@ bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes,
 
 /* Lets GPU a's copies reach GPU b's memory directly where CUDA allows it
  * (cudaDeviceEnablePeerAccess). *direct is 1 when a copy from a to b
- * needs no host memory (one GPU, or peer access enabled), else 0: then
- * slots between them should have a staging buffer. */
+ * needs no host memory (one GPU, or peer access enabled), else 0 (no peer
+ * access, or CUDA refused to enable it): then slots between them should
+ * have a staging buffer. */
 bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b, int *direct);
 
 /* ---- clocks ----------------------------------------------------------

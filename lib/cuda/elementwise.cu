@@ -75,10 +75,12 @@ __global__ static void adam_update_kernel(float *__restrict__ param, const float
 }
 
 /* x: (count); raises *flag to `value` when some element is Inf or NaN
- * (atomicMax: scans with different values may run at once). */
+ * (atomicMax: scans with different values may run at once; the plain read
+ * first spares a tensor of NaNs an atomic per element, and a stale read
+ * only costs an atomic that changes nothing). */
 __global__ static void all_finite_kernel(int *flag, int value, const float *x, int64_t count) {
     BG_CUDA_GRID_LOOP(i, count) {
-        if (!isfinite(x[i])) atomicMax(flag, value);
+        if (!isfinite(x[i]) && *(volatile int *)flag < value) atomicMax(flag, value);
     }
 }
 

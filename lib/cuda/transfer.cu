@@ -28,6 +28,11 @@ extern "C" void bg_cuda_slot_destroy(bg_cuda_slot_t *slot) {
     if (slot == NULL) return;
     bg_cuda_backend_t *cu = bg_cuda_of(slot->receiver);
     if (cudaSetDevice(cu->device) == cudaSuccess) {
+        /* Copies into the slot (and through its staging buffer) may still
+         * run: the memory is freed and unpinned only after them. */
+        cudaEvent_t copies[] = {slot->staged, slot->filled};
+        for (cudaEvent_t e : copies)
+            if (e != NULL && cudaEventSynchronize(e) != cudaSuccess) (void)cudaGetLastError();
         cudaEvent_t events[] = {slot->written, slot->staged, slot->filled, slot->drained};
         for (cudaEvent_t e : events)
             if (e != NULL && cudaEventDestroy(e) != cudaSuccess) (void)cudaGetLastError();
@@ -161,10 +166,8 @@ extern "C" bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t 
     if (!can) return BG_OK; /* the caller stages through host memory */
     BG_CUDA_CHECK(a, cudaSetDevice(from));
     cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
-    if (e == cudaErrorPeerAccessAlreadyEnabled)
-        (void)cudaGetLastError();
-    else
-        BG_CUDA_CHECK(a, e);
-    *direct = 1;
+    /* Refused (too many peers, say): copies then go through host memory. */
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    *direct = e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled;
     return BG_OK;
 }
