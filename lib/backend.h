@@ -115,6 +115,19 @@ typedef struct bg_backend_ops {
     bg_status_t (*softmax_xent_forward)(bg_backend_t *be, int64_t n, int64_t classes,
                                         const void *logits, const int32_t *labels, void *probs,
                                         double *loss_sum, int64_t *correct);
+    /* The same forward, deferred: writes probs and, with `add`, adds the
+     * loss sum and correct count to the backend's loss totals, read by
+     * take_loss (without: probs only, for a recomputed forward); a loss sum
+     * that is not finite lowers the non-finite mark to `tag` (as
+     * mark_nonfinite; -1 leaves it). Does not wait. A label outside
+     * [0, classes) is BG_ERR_INVALID from this call or, on a GPU, from
+     * take_loss. */
+    bg_status_t (*softmax_xent_forward_add)(bg_backend_t *be, int64_t n, int64_t classes,
+                                            const void *logits, const int32_t *labels, void *probs,
+                                            int add, int tag);
+    /* Waits for the forwards added so far, sets *loss_sum and *correct to
+     * their totals (0 for none) and clears them. */
+    bg_status_t (*take_loss)(bg_backend_t *be, double *loss_sum, int64_t *correct);
     /* dlogits = scale * (probs - onehot(labels)). Use scale = 1/B to average
      * the loss over a mini-batch of B samples split into micro-batches. */
     bg_status_t (*softmax_xent_backward)(bg_backend_t *be, int64_t n, int64_t classes,

@@ -47,6 +47,7 @@ typedef struct device_worker {
      * last taken (once per step: a GPU is not waited for at each one). */
     nan_check_t *checks;
     int check_count, check_capacity;
+    int loss_pending; /* the backend holds loss totals not yet taken */
 } device_worker_t;
 
 struct bg_pipeline {
@@ -331,6 +332,23 @@ static bg_status_t maybe_stop(bg_pipeline_t *p, int s) {
     return bg_error_set(BG_ERR_INTERNAL, "stopped by the test hook");
 }
 
+/* Reads what device d's GPU holds of the job so far, waiting for it: the
+ * loss totals (the last stage's device; only its thread writes loss_sum
+ * and correct) and the NaN checks' marks. */
+static bg_status_t take_results(bg_pipeline_t *p, int device) {
+    device_worker_t *w = &p->workers[device];
+    if (w->loss_pending) {
+        bg_backend_t *be = p->backends[device];
+        double loss;
+        int64_t correct;
+        w->loss_pending = 0;
+        BG_CHECK(be->ops->take_loss(be, &loss, &correct));
+        p->loss_sum += loss;
+        p->correct += correct;
+    }
+    return take_checks(p, device);
+}
+
 /* Where the sends of stage s's stash slot `slot` output are recorded: at
  * the first slot whose output is the same buffer. With recompute every
  * slot's output is one buffer shared by all (and a stage whose layers all
@@ -382,22 +400,25 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
         note_transfer(p, device, BG_EVENT_RECV, s, mb, s - 1, &t, before, gpu_mark(p, device));
         if (last && n > 0) BG_CHECK(bg_stage_load_slot(stage, slot, n, NULL, p->labels + at));
     }
-    bg_stage_loss_t loss = {0};
+    const int out_layer = p->first[s + 1] - 1;
+    /* The loss stays on the device until the step's end (take_results). */
+    int loss_tag = -1;
+    if (last && p->cfg.check_finite && n > 0)
+        BG_CHECK(log_check(p, s, mb, out_layer, "the loss", &loss_tag));
     set_doing(p, s, "computing a forward on stage %d", s);
     stamp_t start = stamp(p, device);
-    BG_CHECK(bg_stage_forward_slot(stage, slot, n, p->job == JOB_TRAIN, &loss));
+    if (last) {
+        BG_CHECK(bg_stage_forward_slot_deferred(stage, slot, n, p->job == JOB_TRAIN, loss_tag));
+        p->workers[device].loss_pending = 1;
+    } else {
+        BG_CHECK(bg_stage_forward_slot(stage, slot, n, p->job == JOB_TRAIN, NULL));
+    }
     note(p, device, BG_EVENT_FORWARD, s, mb, -1, start, stamp(p, device));
-    const int out_layer = p->first[s + 1] - 1;
     if (s == p->cfg.nan_stage && mb == p->cfg.nan_microbatch && p->job == JOB_TRAIN && n > 0) {
         const double nan = NAN;
         BG_CHECK(bg_backend_upload_doubles(be, (void *)bg_stage_slot_output(stage, slot), &nan, 1));
     }
-    if (last) {
-        p->loss_sum += loss.loss_sum;
-        p->correct += loss.correct;
-        if (p->cfg.check_finite && !isfinite(loss.loss_sum))
-            report_nan(p, s, mb, out_layer, "the loss", bg_channel_clock());
-    } else {
+    if (!last) {
         BG_CHECK(check_finite(p, s, mb, out_layer, bg_stage_slot_output(stage, slot),
                               n * bg_shape_numel(p->cfg.spec->layers[out_layer].out),
                               "the forward output"));
@@ -451,7 +472,7 @@ static bg_status_t step_barrier(bg_pipeline_t *p, int device) {
         BG_CHECK(log_check(p, s, -1, -1, "the accumulated weight gradient", &tag));
         BG_CHECK(bg_stage_mark_nonfinite_grads(p->stage[s], tag));
     }
-    BG_CHECK(take_checks(p, device));
+    BG_CHECK(take_results(p, device));
     pthread_mutex_lock(&p->lock);
     uint64_t round = p->barrier_round;
     if (++p->barrier_count == p->devices) {
@@ -540,10 +561,15 @@ static bg_status_t run_device(bg_pipeline_t *p, int device) {
     device_worker_t *w = &p->workers[device];
     w->recent_count = 0;
     w->stopped_stage = -1;
-    if (w->check_count > 0) { /* left by a failed step: forget them */
+    if (w->check_count > 0 || w->loss_pending) { /* left by a failed job: forget them */
+        bg_backend_t *be = p->backends[device];
         int stale;
-        BG_CHECK(p->backends[device]->ops->take_nonfinite(p->backends[device], &stale));
+        double loss;
+        int64_t correct;
+        BG_CHECK(be->ops->take_nonfinite(be, &stale));
+        BG_CHECK(be->ops->take_loss(be, &loss, &correct));
         w->check_count = 0;
+        w->loss_pending = 0;
     }
     if (gpu_timed(p, device)) {
         BG_CHECK(bg_cuda_clock_restart(p->clocks[device]));
@@ -566,7 +592,7 @@ static bg_status_t run_device(bg_pipeline_t *p, int device) {
         }
     }
     snprintf(w->doing, sizeof w->doing, "finished its ops");
-    return take_checks(p, device); /* an evaluation's (a step's were taken at its end) */
+    return take_results(p, device); /* an evaluation's (a step's were taken at its end) */
 }
 
 static void abort_channels(bg_pipeline_t *p) {
@@ -882,7 +908,8 @@ static bg_status_t create_channels(bg_pipeline_t *p) {
 }
 
 /* Room for the NaN checks of a step: per stage of the device, a forward
- * output and an input gradient per micro-batch, and its gradients. */
+ * output (or the loss) and an input gradient per micro-batch, and its
+ * gradients. */
 static bg_status_t allocate_checks(bg_pipeline_t *p) {
     for (int d = 0; d < p->devices; d++) {
         device_worker_t *w = &p->workers[d];

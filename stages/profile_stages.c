@@ -63,7 +63,9 @@ static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, range_s
         /* The first stage loads its samples before each forward, as the
          * executor does: part of its forward here. */
         if (b->first == 0) BG_CHECK(bg_stage_load_slot(b->stage, k, n, b->in, NULL));
-        BG_CHECK(bg_stage_forward_slot(b->stage, k, n, 1, NULL));
+        /* The loss, if the range ends with it, is left on the device as
+         * the executor leaves it (read once per round, below). */
+        BG_CHECK(bg_stage_forward_slot_deferred(b->stage, k, n, 1, -1));
         double t2 = bg_channel_clock();
         /* The executor checks what it sends for NaN and Inf, then copies. */
         const void *y = bg_stage_slot_output(b->stage, k);
@@ -123,10 +125,14 @@ static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
         BG_CHECK(forward_group(b, n, group, rs));
         BG_CHECK(backward_group(b, n, group, m, rs));
     }
-    /* The checks' marks are read once per step, as the executor does at
-     * its optimizer step (waiting time there, not the stage's work). */
+    /* The checks' marks and the loss are read once per step, as the
+     * executor does at its optimizer step (waiting time there, not the
+     * stage's work). */
     int marked;
+    double loss;
+    int64_t correct;
     BG_CHECK(b->be->ops->take_nonfinite(b->be, &marked));
+    BG_CHECK(b->be->ops->take_loss(b->be, &loss, &correct));
     double t0 = bg_channel_clock();
     BG_CHECK(bg_stage_step(b->stage));
     note(rs, PART_UPDATE, bg_channel_clock() - t0);

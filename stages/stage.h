@@ -123,6 +123,13 @@ bg_status_t bg_stage_load_slot(bg_stage_t *stage, int slot, int64_t n, const flo
 bg_status_t bg_stage_forward_slot(bg_stage_t *stage, int slot, int64_t n, int stash,
                                   bg_stage_loss_t *loss);
 
+/* The same, with the loss stage's loss left on the device: added to the
+ * backend's loss totals (its take_loss reads them), a non-finite one
+ * marked with `loss_tag` (mark_nonfinite; -1: unchecked). So the executor
+ * does not wait for a GPU at each micro-batch's loss. */
+bg_status_t bg_stage_forward_slot_deferred(bg_stage_t *stage, int slot, int64_t n, int stash,
+                                           int loss_tag);
+
 /* Output (n, out) of `slot`'s last forward. With recompute it is valid only
  * until the next forward, backward or weights call on any slot. */
 const void *bg_stage_slot_output(const bg_stage_t *stage, int slot);

@@ -53,8 +53,16 @@ bg_status_t bg_stage_load_batch(bg_stage_t *s, int64_t n, const float *images,
     return bg_stage_load_slot(s, 0, n, images, labels);
 }
 
-/* Runs the layers of `slot` forward; the loss (if wanted) from the loss layer. */
-static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, bg_stage_loss_t *loss) {
+/* What a forward does with the loss layer's loss. */
+typedef enum loss_use {
+    LOSS_RETURN, /* into *loss (the backend waits for it) */
+    LOSS_ADD,    /* into the backend's totals, non-finite marked with loss_tag */
+    LOSS_NONE,   /* probabilities only: a recomputed forward, counted before */
+} loss_use_t;
+
+/* Runs the layers of `slot` forward; the loss layer's loss as `use` says. */
+static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, loss_use_t use,
+                               bg_stage_loss_t *loss, int loss_tag) {
     const void *x = sl->input;
     for (int i = 0; i < s->count; i++) {
         const bg_layer_spec_t *l = stage_layer(s, i);
@@ -63,6 +71,9 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, bg_st
         double start = s->timing ? stage_clock() : 0;
         if (l->kind == BG_LAYER_FLATTEN) {
             /* output aliases the input */
+        } else if (l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY && use != LOSS_RETURN) {
+            st = s->be->ops->softmax_xent_forward_add(s->be, n, l->in.c, x, sl->labels, y,
+                                                      use == LOSS_ADD, loss_tag);
         } else if (l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
             bg_stage_loss_t result = {0};
             st = s->be->ops->softmax_xent_forward(s->be, n, l->in.c, x, sl->labels, y,
@@ -80,8 +91,8 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, bg_st
     return BG_OK;
 }
 
-bg_status_t bg_stage_forward_slot(bg_stage_t *s, int slot, int64_t n, int stash,
-                                  bg_stage_loss_t *loss) {
+static bg_status_t forward_slot(bg_stage_t *s, int slot, int64_t n, int stash, loss_use_t use,
+                                bg_stage_loss_t *loss, int loss_tag) {
     BG_CHECK(check_slot(s, slot, n));
     stage_slot_t *sl = &s->slots[slot];
     if (stash) {
@@ -98,7 +109,17 @@ bg_status_t bg_stage_forward_slot(bg_stage_t *s, int slot, int64_t n, int stash,
     sl->batch = n;
     if (loss != NULL) *loss = (bg_stage_loss_t){0};
     if (n == 0) return BG_OK;
-    return run_forward(s, sl, n, loss);
+    return run_forward(s, sl, n, use, loss, loss_tag);
+}
+
+bg_status_t bg_stage_forward_slot(bg_stage_t *s, int slot, int64_t n, int stash,
+                                  bg_stage_loss_t *loss) {
+    return forward_slot(s, slot, n, stash, LOSS_RETURN, loss, -1);
+}
+
+bg_status_t bg_stage_forward_slot_deferred(bg_stage_t *s, int slot, int64_t n, int stash,
+                                           int loss_tag) {
+    return forward_slot(s, slot, n, stash, LOSS_ADD, NULL, loss_tag);
 }
 
 bg_status_t bg_stage_forward(bg_stage_t *s, int64_t n, bg_stage_loss_t *loss) {
@@ -130,7 +151,7 @@ bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double lo
                             "stage: backward of %lld samples in slot %d without its forward",
                             (long long)n, slot);
     if (n == 0) goto done;
-    if (s->recompute) BG_CHECK(run_forward(s, sl, n, NULL));
+    if (s->recompute) BG_CHECK(run_forward(s, sl, n, LOSS_NONE, NULL, -1));
     const void *dy = s->output_grad; /* NULL on the loss stage; set by the loss layer */
     for (int i = s->count - 1; i >= 0; i--) {
         const bg_layer_spec_t *l = stage_layer(s, i);
@@ -189,7 +210,7 @@ bg_status_t bg_stage_weights_slot(bg_stage_t *s, int slot, int64_t n) {
     stage_slot_t *sl = &s->slots[slot];
     if (!s->split_backward || sl->state != SLOT_BACKWARD_DONE || sl->batch != n)
         return bg_error_set(BG_ERR_INTERNAL, "stage: W of slot %d without its B", slot);
-    if (n > 0 && s->recompute) BG_CHECK(run_forward(s, sl, n, NULL));
+    if (n > 0 && s->recompute) BG_CHECK(run_forward(s, sl, n, LOSS_NONE, NULL, -1));
     for (int i = 0; n > 0 && i < s->count; i++) {
         if (!stage_layer_has_params(s, i)) continue;
         const void *x = i > 0 ? bg_stage_layer_output(s, sl, i - 1) : sl->input;

@@ -451,6 +451,32 @@ static void test_softmax_xent(void **state) {
                                                        probs.gpu, &l, &c),
                      BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "label 10 of sample 5"));
+
+    /* Deferred (the executor's form): three adds, one of probabilities
+     * only, then one take; on the GPU the bad label comes from the take. */
+    labels_host[5] = 0;
+    ON_BOTH(be->ops->upload(be, P(labels), labels_host, sizeof labels_host));
+    ON_BOTH(
+        be->ops->softmax_xent_forward_add(be, N, CLASSES, P(logits), P(labels), P(probs), 1, 0));
+    ON_BOTH(
+        be->ops->softmax_xent_forward_add(be, 20, CLASSES, P(logits), P(labels), P(probs), 1, 1));
+    ON_BOTH(
+        be->ops->softmax_xent_forward_add(be, N, CLASSES, P(logits), P(labels), P(probs), 0, -1));
+    ON_BOTH(be->ops->take_loss(be, &loss[side], &correct[side]));
+    expect_close(f, &probs, ELEMENTWISE_RTOL, EXACTISH, "deferred softmax probabilities");
+    assert_true(fabs(loss[1] - loss[0]) <= 1e-9 * fabs(loss[0]));
+    assert_int_equal(correct[1], correct[0]);
+    int tag[2] = {7, 7};
+    ON_BOTH(be->ops->take_nonfinite(be, &tag[side]));
+    assert_int_equal(tag[1], -1);
+    labels_host[6] = -3;
+    ok(f->gpu->ops->upload(f->gpu, labels.gpu, labels_host, sizeof labels_host));
+    ok(f->gpu->ops->softmax_xent_forward_add(f->gpu, N, CLASSES, logits.gpu, labels.gpu, probs.gpu,
+                                             1, -1));
+    assert_int_equal(f->gpu->ops->take_loss(f->gpu, &l, &c), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "label -3 of sample 6"));
+    ok(f->gpu->ops->take_loss(f->gpu, &l, &c)); /* the take cleared it */
+    assert_true(l == 0 && c == 0);
     free(logits_host);
     twin_free(f, &logits);
     twin_free(f, &labels);

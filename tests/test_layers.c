@@ -825,6 +825,75 @@ static void test_softmax_xent_bad_label(void **state) {
     loss_destroy(be, &lb);
 }
 
+/* The deferred forward: the totals taken after three adds are the sums of
+ * what the waiting forward returns for each; add = 0 writes the same
+ * probabilities and counts nothing; a loss that is not finite is marked
+ * with its tag (the lowest); a take clears the totals; a bad label and a
+ * bad tag are refused. */
+static void test_softmax_xent_forward_add(void **state) {
+    bg_backend_t *be = *state;
+    enum { N = 4, CLASSES = 5 };
+    double logits[N * CLASSES], want_probs[N * CLASSES], probs[N * CLASSES];
+    const int32_t labels[N] = {4, 0, 2, 2};
+    bg_rng_t rng;
+    bg_rng_seed(&rng, 72, 0);
+    fill_random(&rng, logits, N * CLASSES, INPUT_NORMAL);
+    loss_buffers_t lb;
+    loss_create(be, N, CLASSES, logits, labels, &lb);
+    double want_loss = 0, loss = -1;
+    int64_t want_correct = 0, correct = -1;
+    for (int64_t n = 2; n <= N; n++) { /* three micro-batches of 2, 3, 4 rows */
+        double l;
+        int64_t c;
+        check_ok(
+            be->ops->softmax_xent_forward(be, n, CLASSES, lb.logits, lb.labels, lb.probs, &l, &c));
+        want_loss += l;
+        want_correct += c;
+    }
+    download(be, want_probs, lb.probs, N * CLASSES);
+    for (int64_t n = 2; n <= N; n++)
+        check_ok(be->ops->softmax_xent_forward_add(be, n, CLASSES, lb.logits, lb.labels, lb.probs,
+                                                   1, (int)n));
+    check_ok(
+        be->ops->softmax_xent_forward_add(be, N, CLASSES, lb.logits, lb.labels, lb.probs, 0, -1));
+    check_ok(be->ops->take_loss(be, &loss, &correct));
+    assert_true(loss == want_loss);
+    assert_int_equal(correct, want_correct);
+    download(be, probs, lb.probs, N * CLASSES);
+    assert_memory_equal(probs, want_probs, sizeof probs);
+    check_ok(be->ops->take_loss(be, &loss, &correct));
+    assert_true(loss == 0 && correct == 0);
+    int tag = 7;
+    check_ok(be->ops->take_nonfinite(be, &tag));
+    assert_int_equal(tag, -1); /* finite losses marked nothing */
+    /* A NaN logit in row 1: micro-batches of rows 0..1 marked, row 0 not. */
+    logits[CLASSES + 3] = NAN;
+    upload(be, lb.logits, logits, N * CLASSES);
+    check_ok(
+        be->ops->softmax_xent_forward_add(be, 1, CLASSES, lb.logits, lb.labels, lb.probs, 1, 0));
+    check_ok(
+        be->ops->softmax_xent_forward_add(be, 2, CLASSES, lb.logits, lb.labels, lb.probs, 1, 5));
+    check_ok(
+        be->ops->softmax_xent_forward_add(be, 2, CLASSES, lb.logits, lb.labels, lb.probs, 1, 3));
+    check_ok(
+        be->ops->softmax_xent_forward_add(be, 2, CLASSES, lb.logits, lb.labels, lb.probs, 1, -1));
+    check_ok(be->ops->take_nonfinite(be, &tag));
+    assert_int_equal(tag, 3);
+    check_ok(be->ops->take_loss(be, &loss, &correct));
+    assert_true(isnan(loss));
+    assert_int_equal(
+        be->ops->softmax_xent_forward_add(be, 1, CLASSES, lb.logits, lb.labels, lb.probs, 1, -2),
+        BG_ERR_INTERNAL);
+    loss_destroy(be, &lb);
+    const int32_t bad[2] = {0, 5};
+    loss_create(be, 2, CLASSES, logits, bad, &lb);
+    assert_int_equal(
+        be->ops->softmax_xent_forward_add(be, 2, CLASSES, lb.logits, lb.labels, lb.probs, 1, -1),
+        BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "label 5"));
+    loss_destroy(be, &lb);
+}
+
 /* ---- float kernels against double kernels ---- */
 
 typedef struct pass_result {
@@ -1169,6 +1238,7 @@ int main(void) {
         cmocka_unit_test(test_softmax_xent_hand_values),
         cmocka_unit_test(test_softmax_xent_gradient),
         cmocka_unit_test(test_softmax_xent_bad_label),
+        cmocka_unit_test(test_softmax_xent_forward_add),
         cmocka_unit_test(test_float_matches_double_conv2d),
         cmocka_unit_test(test_float_matches_double_dense),
         cmocka_unit_test(test_float_matches_double_pool_relu),

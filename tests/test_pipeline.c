@@ -496,6 +496,48 @@ static void test_nan_in_gradients(void **state) {
     }
 }
 
+/* An infinity in a sample's input, through a dense layer (no ReLU to stop
+ * what it makes), gives its micro-batch a loss that is not finite: the
+ * first check to see it is that loss, which stays on the device until the
+ * step's end, so the report names the loss layer and that micro-batch. The
+ * next step, on clean input, is taken. */
+static void test_nan_in_loss(void **state) {
+    fixture_t *f = *state;
+    static const char linear[] = "input channels=1 height=10 width=10\n"
+                                 "flatten\n"
+                                 "dense units=5\n"
+                                 "softmax_cross_entropy\n";
+    bg_model_spec_t *spec;
+    assert_int_equal(bg_model_spec_parse("linear", linear, strlen(linear), &spec), BG_OK);
+    const int64_t numel = bg_shape_numel(spec->input);
+    float *images = malloc(sizeof(float) * (size_t)(BATCH * numel));
+    assert_non_null(images);
+    memcpy(images, f->data->images, sizeof(float) * (size_t)(BATCH * numel));
+    images[(BATCH / 4 * 2 + 1) * numel + 37] = INFINITY; /* a sample of micro-batch 2 */
+    bg_device_list_t devices;
+    assert_int_equal(bg_device_list_parse("cpu", 2, &devices), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = spec;
+    cfg.devices = &devices;
+    cfg.microbatches = 4;
+    cfg.batch = BATCH;
+    bg_pipeline_t *p = NULL;
+    assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
+    bg_pipeline_result_t r;
+    assert_int_equal(bg_pipeline_train_step(p, images, f->data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(r.skipped, 1);
+    const char *want = "stage 0, micro-batch 2, layer 2 (softmax_cross_entropy): the loss";
+    if (strstr(r.nan_report, want) == NULL) fail_msg("report '%s' lacks '%s'", r.nan_report, want);
+    assert_true(!isfinite(r.loss_sum));
+    assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(r.skipped, 0);
+    assert_true(isfinite(r.loss_sum) && r.loss_sum > 0);
+    assert_int_equal(bg_pipeline_steps(p), 1);
+    bg_pipeline_destroy(p);
+    bg_model_spec_destroy(spec);
+    free(images);
+}
+
 static void stop_stage(bg_pipeline_config_t *cfg, int stage) {
     cfg->stop_stage = stage;
     cfg->stall_timeout_s = 0.2;
@@ -533,7 +575,8 @@ int main(void) {
         cmocka_unit_test(test_evaluate),         cmocka_unit_test(test_invalid_requests),
         cmocka_unit_test(test_balance_split),    cmocka_unit_test(test_recording),
         cmocka_unit_test(test_state_transfer),   cmocka_unit_test(test_nan_guard),
-        cmocka_unit_test(test_nan_in_gradients), cmocka_unit_test(test_stall_watchdog),
+        cmocka_unit_test(test_nan_in_gradients), cmocka_unit_test(test_nan_in_loss),
+        cmocka_unit_test(test_stall_watchdog),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

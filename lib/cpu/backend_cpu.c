@@ -21,6 +21,8 @@ enum { CPU_ALIGNMENT = 64, CPU_HUGE_PAGE = 2 << 20 };
 typedef struct bg_cpu_backend {
     bg_backend_t base;
     int nonfinite_mark; /* lowest tag a scan marked; -1 for none */
+    double loss_sum;    /* the loss totals since the last take_loss */
+    int64_t correct;
 } bg_cpu_backend_t;
 
 void bg_cpu_destroy(bg_backend_t *be) { free(be); }
@@ -64,6 +66,21 @@ bg_status_t bg_cpu_synchronize(bg_backend_t *be) {
 void bg_cpu_lower_nonfinite_mark(bg_backend_t *be, int tag) {
     bg_cpu_backend_t *cpu = (bg_cpu_backend_t *)be;
     if (cpu->nonfinite_mark < 0 || tag < cpu->nonfinite_mark) cpu->nonfinite_mark = tag;
+}
+
+void bg_cpu_add_loss(bg_backend_t *be, double loss_sum, int64_t correct) {
+    bg_cpu_backend_t *cpu = (bg_cpu_backend_t *)be;
+    cpu->loss_sum += loss_sum;
+    cpu->correct += correct;
+}
+
+bg_status_t bg_cpu_take_loss(bg_backend_t *be, double *loss_sum, int64_t *correct) {
+    bg_cpu_backend_t *cpu = (bg_cpu_backend_t *)be;
+    *loss_sum = cpu->loss_sum;
+    *correct = cpu->correct;
+    cpu->loss_sum = 0;
+    cpu->correct = 0;
+    return BG_OK;
 }
 
 bg_status_t bg_cpu_take_nonfinite(bg_backend_t *be, int *tag) {

@@ -14,6 +14,9 @@ bg_status_t bg_cpu_synchronize(bg_backend_t *be);
  * scan that found a NaN or Inf; read and cleared by take. */
 void bg_cpu_lower_nonfinite_mark(bg_backend_t *be, int tag);
 bg_status_t bg_cpu_take_nonfinite(bg_backend_t *be, int *tag);
+/* The loss totals (backend.h, softmax_xent_forward_add, take_loss). */
+void bg_cpu_add_loss(bg_backend_t *be, double loss_sum, int64_t correct);
+bg_status_t bg_cpu_take_loss(bg_backend_t *be, double *loss_sum, int64_t *correct);
 
 extern const bg_backend_ops_t bg_cpu_ops_f32;
 extern const bg_backend_ops_t bg_cpu_ops_f64;

@@ -17,10 +17,10 @@
  *   - upload and download, which copy on the compute stream and then wait for
  *     it, so the host buffer may be reused (upload) or read (download) when
  *     they return;
- *   - softmax_xent_forward, all_finite and take_nonfinite, which return host
- *     values and so wait for the compute stream (mark_nonfinite does not:
- *     the executor checks what stages send that way, and reads the marks
- *     once per step);
+ *   - softmax_xent_forward, all_finite, take_nonfinite and take_loss, which
+ *     return host values and so wait for the compute stream (their deferred
+ *     forms softmax_xent_forward_add and mark_nonfinite do not: the executor
+ *     uses those, and takes the loss and the marks once per step);
  *   - free, alloc and a convolution geometry's first use (algorithm search),
  *     which may wait for the whole device (cudaFree, cudnnFind*).
  * The copy stream carries the pipeline's stage-to-stage copies into this

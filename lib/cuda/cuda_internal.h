@@ -26,6 +26,14 @@ typedef struct bg_cuda_conv_algos {
     int sized;              /* returned by conv2d_workspace_bytes: a caller may hold this much */
 } bg_cuda_conv_algos_t;
 
+/* softmax_xent_forward_add's totals since the last take_loss (zero: none). */
+typedef struct bg_cuda_loss_totals {
+    double loss_sum;
+    long long correct;
+    long long bad_row_plus_one; /* the first row with a label out of range, + 1; 0 none */
+    int bad_label, classes;     /* that label, and the classes it was outside of */
+} bg_cuda_loss_totals_t;
+
 /* What the reductions (softmax_xent_forward, all_finite, mark_nonfinite)
  * hand back to the
  * host: one device copy, one pinned host copy. */
@@ -37,6 +45,7 @@ typedef struct bg_cuda_reduction {
     /* mark_nonfinite: INT_MAX minus the lowest tag marked, 0 for none (so
      * that a zeroed word is "none" and atomicMax keeps the lowest tag). */
     int nonfinite_mark;
+    bg_cuda_loss_totals_t totals; /* softmax_xent_forward_add */
 } bg_cuda_reduction_t;
 
 typedef struct bg_cuda_backend {

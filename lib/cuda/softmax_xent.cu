@@ -1,9 +1,13 @@
 /* Softmax with cross-entropy. The forward returns host values (the loss
- * sum and the correct count), so it is the one op of a training step that
- * waits for the GPU: one kernel computes each row (a thread per row, in
- * double like the CPU) into per-row scratch, a one-block kernel reduces the
- * rows in a fixed order (the same bits on every run), and the result, a few
- * bytes, is copied into pinned host memory before the stream is waited on. */
+ * sum and the correct count), so it waits for the GPU: one kernel computes
+ * each row (a thread per row, in double like the CPU) into per-row
+ * scratch, a one-block kernel reduces the rows in a fixed order (the same
+ * bits on every run), and the result, a few bytes, is copied into pinned
+ * host memory before the stream is waited on. The executor uses the
+ * deferred form instead (forward_add): a one-thread kernel adds each
+ * micro-batch's result to totals on the device, read once per step
+ * (take_loss). */
+#include <limits.h>
 #include <math.h>
 
 #include "cuda_internal.h"
@@ -106,6 +110,28 @@ static cudaError_t softmax_xent_reduce(bg_cuda_reduction_t *out, row_results_t r
     return cudaGetLastError();
 }
 
+/* One thread: adds the micro-batch just reduced into the totals, notes its
+ * first bad label if it is the first, and marks a loss that is not finite
+ * with `tag` (as mark_nonfinite; -1: no mark). */
+__global__ static void softmax_xent_add_kernel(bg_cuda_reduction_t *r, const int32_t *labels,
+                                               int64_t n, int64_t classes, int tag) {
+    bg_cuda_loss_totals_t *t = &r->totals;
+    t->loss_sum += r->loss_sum;
+    t->correct += r->correct;
+    if (r->first_bad_label < n && t->bad_row_plus_one == 0) {
+        t->bad_row_plus_one = r->first_bad_label + 1;
+        t->bad_label = labels[r->first_bad_label];
+        t->classes = (int)classes;
+    }
+    if (tag >= 0 && !isfinite(r->loss_sum)) atomicMax(&r->nonfinite_mark, INT_MAX - tag);
+}
+
+static cudaError_t softmax_xent_add(bg_cuda_reduction_t *r, const int32_t *labels, int64_t n,
+                                    int64_t classes, int tag, cudaStream_t stream) {
+    softmax_xent_add_kernel<<<1, 1, 0, stream>>>(r, labels, n, classes, tag);
+    return cudaGetLastError();
+}
+
 static cudaError_t softmax_xent_backward(float *dlogits, const float *probs, const int32_t *labels,
                                          float scale, int64_t n, int64_t classes,
                                          cudaStream_t stream) {
@@ -170,6 +196,50 @@ extern "C" bg_status_t bg_cuda_softmax_xent_forward(bg_backend_t *be, int64_t n,
     }
     *loss_sum = result->loss_sum;
     *correct = result->correct;
+    return BG_OK;
+}
+
+/* The rows and their reduction as in the forward above, then the add: no
+ * copy to the host and no wait. */
+extern "C" bg_status_t bg_cuda_softmax_xent_forward_add(bg_backend_t *be, int64_t n,
+                                                        int64_t classes, const void *logits,
+                                                        const int32_t *labels, void *probs, int add,
+                                                        int tag) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    if (tag < -1 || tag == INT_MAX)
+        return bg_error_set(BG_ERR_INTERNAL, "%s: non-finite mark tag %d out of range", be->name,
+                            tag);
+    if (classes < 1 || classes > INT_MAX)
+        return bg_error_set(BG_ERR_INVALID, "%s: softmax over %lld classes", be->name,
+                            (long long)classes);
+    if (n == 0) return BG_OK;
+    row_results_t rows;
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CHECK(row_scratch(be, n, &rows));
+    BG_CUDA_CHECK(be, softmax_xent_rows((float *)probs, rows, (const float *)logits, labels, n,
+                                        classes, cu->compute));
+    if (!add) return BG_OK; /* probs only: a recomputed forward */
+    BG_CUDA_CHECK(be, softmax_xent_reduce(cu->device_reduction, rows, n, cu->compute));
+    BG_CUDA_CHECK(be, softmax_xent_add(cu->device_reduction, labels, n, classes, tag, cu->compute));
+    return BG_OK;
+}
+
+/* The one wait of the loss: for the totals, a few bytes into pinned memory. */
+extern "C" bg_status_t bg_cuda_take_loss(bg_backend_t *be, double *loss_sum, int64_t *correct) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    bg_cuda_loss_totals_t *totals = &cu->device_reduction->totals;
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CUDA_CHECK(be, cudaMemcpyAsync(&cu->host_reduction->totals, totals, sizeof *totals,
+                                      cudaMemcpyDeviceToHost, cu->compute));
+    BG_CUDA_CHECK(be, cudaMemsetAsync(totals, 0, sizeof *totals, cu->compute));
+    BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->compute));
+    const bg_cuda_loss_totals_t *t = &cu->host_reduction->totals;
+    if (t->bad_row_plus_one > 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: label %d of sample %lld of a micro-batch is outside 0..%d",
+                            be->name, t->bad_label, t->bad_row_plus_one - 1, t->classes - 1);
+    *loss_sum = t->loss_sum;
+    *correct = t->correct;
     return BG_OK;
 }
 
