@@ -1,0 +1,136 @@
+/* Internal to the executor (scheduler/pipeline.c builds it and runs its
+ * jobs, scheduler/pipeline_ops.c runs a device's ops within a job): the
+ * pipeline object and the helpers both use. */
+#ifndef BG_PIPELINE_IMPL_H
+#define BG_PIPELINE_IMPL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "channel.h"
+#include "pipeline.h"
+#include "timeline.h"
+#include "cuda/backend_cuda.h"
+
+typedef enum pipeline_job { JOB_TRAIN, JOB_EVALUATE } pipeline_job_t;
+
+enum { RECORDER_DEPTH = 6 };
+
+/* The flight recorder of one device: its last ops, and what it is doing
+ * now. Written only by the device's thread; read after the step ended. */
+typedef struct flight_entry {
+    bg_op_t op;
+    double start, end; /* end < 0: still running */
+    int failed;
+} flight_entry_t;
+
+/* A check for NaN and Inf that a device enqueued this step (its tag is its
+ * index in the device's list): where it looked, for the report. */
+typedef struct nan_check {
+    int stage, microbatch, layer; /* -1, -1: the accumulated gradients */
+    const char *what;             /* "the forward output", ... */
+    double when;                  /* host time it was enqueued */
+} nan_check_t;
+
+typedef struct device_worker {
+    bg_pipeline_t *p;
+    int device;
+    pthread_t thread;
+    int started;
+    flight_entry_t recent[RECORDER_DEPTH];
+    int recent_count;  /* ops recorded this step */
+    char doing[96];    /* "waiting for gradients from stage 2", ... */
+    int stopped_stage; /* test hook: the stage already stopped this step */
+    /* The checks enqueued on the device's backend since the marks were
+     * last taken (once per step: a GPU is not waited for at each one). */
+    nan_check_t *checks;
+    int check_count, check_capacity;
+    int loss_pending; /* the backend holds loss totals not yet taken */
+} device_worker_t;
+
+struct bg_pipeline {
+    bg_pipeline_config_t cfg;
+    int devices, chunks, stages, microbatches;
+    int64_t max_micro;       /* largest micro-batch */
+    bg_backend_t **backends; /* per device */
+    bg_stage_t **stage;      /* per stage */
+    int *first;              /* stages + 1 layer boundaries */
+    int *slots;              /* stash slots per stage */
+    bg_schedule_t *train, *eval;
+    bg_channel_t **forward;  /* forward[s]: stage s -> s+1 activations */
+    bg_channel_t **backward; /* backward[s]: stage s+1 -> s gradients */
+    /* Sends whose copies may still read their source (CUDA stages): per
+     * stage, output_sent[s][k] of stash slot k's output, grad_sent[s] of
+     * its input gradient. Waited for before the stage may overwrite them. */
+    bg_channel_sent_t **output_sent;
+    bg_channel_sent_t *grad_sent;
+    device_worker_t *workers;
+
+    /* The current job, written by the caller before it starts the workers. */
+    pipeline_job_t job;
+    const float *images;
+    const int32_t *labels;
+    int64_t batch;
+    int64_t *micro_offset, *micro_size; /* per micro-batch */
+    double loss_sum;                    /* written by the last stage's device only */
+    int64_t correct;
+
+    /* Recording (bg_pipeline_record): each device appends to its own buffer,
+     * sized from the schedule, merged into the timeline after the step. */
+    bg_timeline_t *record;
+    int recorded_steps;
+    double origin, job_start;
+    bg_event_t **events; /* per device */
+    int *event_count, *event_capacity;
+    /* GPUs run ops later than the host enqueues them: a CUDA device's
+     * events are timed by its clock (CUDA events on the compute stream;
+     * NULL for CPU devices), from the marks of each event's start and end
+     * (event_marks[d][2 i], [2 i + 1]; -1 for none), read after the step
+     * and placed on the host's clock at clock_zero[d], the host time of
+     * mark 0. */
+    bg_cuda_clock_t **clocks;
+    int **event_marks;
+    double *clock_zero;
+
+    /* Non-finite values of the current step: the first one found (the
+     * earliest enqueued check that found one, over all devices). */
+    int nan_found;
+    double nan_when;
+    char nan_report[256];
+    /* Devices waiting at the optimizer step until all have checked. */
+    int barrier_count;
+    uint64_t barrier_round;
+    int aborted;
+
+    pthread_mutex_t lock;
+    pthread_cond_t work, done, barrier;
+    uint64_t generation; /* incremented for every job */
+    int remaining;       /* workers still running the current job */
+    int quit;
+    bg_status_t status; /* first failure of the current job */
+    char message[1024];
+};
+
+/* The backend of stage s (stage s runs on device s mod K). */
+static inline bg_backend_t *stage_backend(const bg_pipeline_t *p, int s) {
+    return p->backends[s % p->devices];
+}
+
+/* Bytes of the tensor at layer boundary `layer_boundary` (the input of
+ * that layer) for n samples. */
+static inline size_t stage_bytes(const bg_pipeline_t *p, int layer_boundary, int64_t n) {
+    const bg_model_spec_t *spec = p->cfg.spec;
+    int64_t numel = bg_shape_numel(spec->layers[layer_boundary].in);
+    return bg_backend_bytes(p->backends[0], n * numel);
+}
+
+/* Whether device `device`'s ops are timed on its GPU's clock this job. */
+static inline int gpu_timed(const bg_pipeline_t *p, int device) {
+    return p->record != NULL && p->clocks != NULL && p->clocks[device] != NULL;
+}
+
+/* Runs device `device`'s ops of the current job (p->job) in schedule
+ * order, from its worker thread. */
+bg_status_t bg_pipeline_run_device(bg_pipeline_t *p, int device);
+
+#endif /* BG_PIPELINE_IMPL_H */
