@@ -51,6 +51,13 @@ typedef struct bg_backend_ops {
     bg_status_t (*alloc)(bg_backend_t *be, size_t bytes, void **out);
     void (*free)(bg_backend_t *be, void *ptr);
     bg_status_t (*upload)(bg_backend_t *be, void *dst, const void *host_src, size_t bytes);
+    /* Host memory that upload_async copies from directly (pinned on a GPU,
+     * plain on the CPU), and the upload that does not wait: host_src, from
+     * host_alloc, must stay unchanged until the device has run the copy
+     * (synchronize waits for that). On the CPU the copy is done on return. */
+    bg_status_t (*host_alloc)(bg_backend_t *be, size_t bytes, void **out);
+    void (*host_free)(bg_backend_t *be, void *ptr);
+    bg_status_t (*upload_async)(bg_backend_t *be, void *dst, const void *host_src, size_t bytes);
     bg_status_t (*download)(bg_backend_t *be, void *host_dst, const void *src, size_t bytes);
     /* Waits until every op enqueued so far has finished. */
     bg_status_t (*synchronize)(bg_backend_t *be);

@@ -214,14 +214,36 @@ static bg_status_t merge_events(bg_pipeline_t *p, double job_end) {
     return BG_OK;
 }
 
+/* Points the job at its batch: the caller's arrays, or pinned copies of
+ * them for stages on GPUs (made once the GPU has run the previous job's
+ * uploads from them). */
+static bg_status_t pin_batch(bg_pipeline_t *p, const float *images, const int32_t *labels,
+                             int64_t n) {
+    p->images = images;
+    p->labels = labels;
+    if (p->pinned_images != NULL) {
+        bg_backend_t *be = stage_backend(p, 0);
+        BG_CHECK(be->ops->synchronize(be));
+        memcpy(p->pinned_images, images,
+               sizeof(float) * (size_t)(n * bg_shape_numel(p->cfg.spec->input)));
+        p->images = p->pinned_images;
+    }
+    if (p->pinned_labels != NULL) {
+        bg_backend_t *be = stage_backend(p, p->stages - 1);
+        BG_CHECK(be->ops->synchronize(be));
+        memcpy(p->pinned_labels, labels, sizeof(int32_t) * (size_t)n);
+        p->labels = p->pinned_labels;
+    }
+    return BG_OK;
+}
+
 static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *images,
                            const int32_t *labels, int64_t n, bg_pipeline_result_t *result) {
     if (n < 1 || n > p->cfg.batch)
         return bg_error_set(BG_ERR_INVALID, "a batch of %lld samples; the pipeline takes 1..%lld",
                             (long long)n, (long long)p->cfg.batch);
     p->job = job;
-    p->images = images;
-    p->labels = labels;
+    BG_CHECK(pin_batch(p, images, labels, n));
     p->batch = n;
     p->loss_sum = 0;
     p->correct = 0;
@@ -401,6 +423,19 @@ static bg_status_t allocate_checks(bg_pipeline_t *p) {
     return BG_OK;
 }
 
+/* The pinned batch copies of pin_batch, for stages on GPUs. */
+static bg_status_t allocate_pinned_batch(bg_pipeline_t *p) {
+    bg_backend_t *first = stage_backend(p, 0), *last = stage_backend(p, p->stages - 1);
+    if (bg_backend_is_cuda(first))
+        BG_CHECK(first->ops->host_alloc(
+            first, sizeof(float) * (size_t)(p->cfg.batch * bg_shape_numel(p->cfg.spec->input)),
+            (void **)&p->pinned_images));
+    if (bg_backend_is_cuda(last))
+        BG_CHECK(last->ops->host_alloc(last, sizeof(int32_t) * (size_t)p->cfg.batch,
+                                       (void **)&p->pinned_labels));
+    return BG_OK;
+}
+
 static bg_status_t start_workers(bg_pipeline_t *p) {
     for (int d = 0; d < p->devices; d++) {
         device_worker_t *w = &p->workers[d];
@@ -475,6 +510,7 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
     BG_CHECK_GOTO(create_stages(p), st, fail);
     BG_CHECK_GOTO(create_channels(p), st, fail);
     BG_CHECK_GOTO(allocate_checks(p), st, fail);
+    BG_CHECK_GOTO(allocate_pinned_batch(p), st, fail);
     BG_CHECK_GOTO(start_workers(p), st, fail);
     *out = p;
     return BG_OK;
@@ -502,6 +538,11 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
         if (p->backward != NULL) bg_channel_destroy(p->backward[s]);
         if (p->output_sent != NULL) free(p->output_sent[s]);
     }
+    if (p->pinned_images != NULL)
+        stage_backend(p, 0)->ops->host_free(stage_backend(p, 0), p->pinned_images);
+    if (p->pinned_labels != NULL)
+        stage_backend(p, p->stages - 1)
+            ->ops->host_free(stage_backend(p, p->stages - 1), p->pinned_labels);
     for (int d = 0; p->backends != NULL && d < p->devices; d++) bg_backend_destroy(p->backends[d]);
     bg_schedule_destroy(p->train);
     bg_schedule_destroy(p->eval);

@@ -70,6 +70,12 @@ struct bg_pipeline {
     pipeline_job_t job;
     const float *images;
     const int32_t *labels;
+    /* A first stage on a GPU reads the batch's images, and a last stage on
+     * a GPU its labels, from pinned copies made at the job's start (their
+     * backends' host_alloc), so that the uploads do not wait; NULL on CPU
+     * devices, which read the caller's arrays. */
+    float *pinned_images;
+    int32_t *pinned_labels;
     int64_t batch;
     int64_t *micro_offset, *micro_size; /* per micro-batch */
     double loss_sum;                    /* written by the last stage's device only */

@@ -207,8 +207,8 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
      * aliasing layers only). */
     BG_CHECK(wait_sent(p, s, slot, WRITES_OUTPUT));
     if (s == 0 && n > 0)
-        BG_CHECK(bg_stage_load_slot(stage, slot, n, p->images + at * in_numel,
-                                    last ? p->labels + at : NULL));
+        BG_CHECK(bg_stage_load_slot_async(stage, slot, n, p->images + at * in_numel,
+                                          last ? p->labels + at : NULL));
     const int device = s % p->devices;
     bg_channel_timing_t t = {.clock = gpu_timed(p, device) ? p->clocks[device] : NULL};
     if (s > 0) {
@@ -218,7 +218,7 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
         BG_CHECK(bg_channel_recv(p->forward[s - 1], be, mb, bg_stage_slot_input(stage, slot),
                                  stage_bytes(p, p->first[s], p->max_micro), &got, &t));
         note_transfer(p, device, BG_EVENT_RECV, s, mb, s - 1, &t, before, gpu_mark(p, device));
-        if (last && n > 0) BG_CHECK(bg_stage_load_slot(stage, slot, n, NULL, p->labels + at));
+        if (last && n > 0) BG_CHECK(bg_stage_load_slot_async(stage, slot, n, NULL, p->labels + at));
     }
     const int out_layer = p->first[s + 1] - 1;
     /* The loss stays on the device until the step's end (take_results). */

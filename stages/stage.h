@@ -117,6 +117,12 @@ void *bg_stage_slot_input(bg_stage_t *stage, int slot);
 bg_status_t bg_stage_load_slot(bg_stage_t *stage, int slot, int64_t n, const float *images,
                                const int32_t *labels);
 
+/* The same without waiting for the device: images and labels lie in memory
+ * from the backend's host_alloc and must stay unchanged until the device
+ * has run the copies (its synchronize). */
+bg_status_t bg_stage_load_slot_async(bg_stage_t *stage, int slot, int64_t n, const float *images,
+                                     const int32_t *labels);
+
 /* Forward of the n samples in `slot`'s input. With `stash` the slot is held
  * until its last backward op; without (evaluation) nothing is kept. n may be
  * 0 (an empty micro-batch of a short final batch): nothing is computed. */

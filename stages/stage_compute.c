@@ -33,19 +33,35 @@ void *bg_stage_output_grad(bg_stage_t *s) { return s->output_grad; }
 
 const void *bg_stage_input_grad(const bg_stage_t *s) { return s->input_grad; }
 
-bg_status_t bg_stage_load_slot(bg_stage_t *s, int slot, int64_t n, const float *images,
-                               const int32_t *labels) {
+/* Both loads; with `async` from host_alloc memory, without waiting (an
+ * F64 stage converts its images, and so waits). */
+static bg_status_t load_slot(bg_stage_t *s, int slot, int64_t n, const float *images,
+                             const int32_t *labels, int async) {
     BG_CHECK(check_slot(s, slot, n));
     if (n < 1)
         return bg_error_set(BG_ERR_INVALID, "stage: batch of %lld samples, room for 1..%lld",
                             (long long)n, (long long)s->max_batch);
     stage_slot_t *sl = &s->slots[slot];
-    if (images != NULL)
-        BG_CHECK(bg_stage_upload_floats(s->be, sl->input, images,
-                                        n * bg_shape_numel(stage_layer(s, 0)->in)));
+    bg_status_t (*upload)(bg_backend_t *, void *, const void *, size_t) =
+        async ? s->be->ops->upload_async : s->be->ops->upload;
+    const int64_t pixels = n * bg_shape_numel(stage_layer(s, 0)->in);
+    if (images != NULL && async && s->be->dtype == BG_F32)
+        BG_CHECK(upload(s->be, sl->input, images, sizeof(float) * (size_t)pixels));
+    else if (images != NULL)
+        BG_CHECK(bg_stage_upload_floats(s->be, sl->input, images, pixels));
     if (bg_stage_has_loss(s) && labels != NULL)
-        BG_CHECK(s->be->ops->upload(s->be, sl->labels, labels, sizeof(int32_t) * (size_t)n));
+        BG_CHECK(upload(s->be, sl->labels, labels, sizeof(int32_t) * (size_t)n));
     return BG_OK;
+}
+
+bg_status_t bg_stage_load_slot(bg_stage_t *s, int slot, int64_t n, const float *images,
+                               const int32_t *labels) {
+    return load_slot(s, slot, n, images, labels, 0);
+}
+
+bg_status_t bg_stage_load_slot_async(bg_stage_t *s, int slot, int64_t n, const float *images,
+                                     const int32_t *labels) {
+    return load_slot(s, slot, n, images, labels, 1);
 }
 
 bg_status_t bg_stage_load_batch(bg_stage_t *s, int64_t n, const float *images,

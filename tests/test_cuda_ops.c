@@ -172,6 +172,19 @@ static void test_memory_ops(void **state) {
     assert_memory_equal(v, host, sizeof(float) * N); /* upload/download round trip */
     free(v);
 
+    /* From pinned memory without waiting, ordered before the next op. */
+    float *pinned = NULL;
+    ok(f->gpu->ops->host_alloc(f->gpu, sizeof(float) * N, (void **)&pinned));
+    for (int i = 0; i < N; i++) pinned[i] = (float)i - 7.5f;
+    ok(f->gpu->ops->upload_async(f->gpu, zeros.gpu, pinned, sizeof(float) * N));
+    ok(f->gpu->ops->scale(f->gpu, zeros.gpu, N, 2.0));
+    ok(f->gpu->ops->synchronize(f->gpu));
+    v = twin_download(f, &zeros, 1);
+    for (int i = 0; i < N; i++) assert_true(v[i] == 2.0f * ((float)i - 7.5f));
+    free(v);
+    f->gpu->ops->host_free(f->gpu, pinned);
+    ok(f->gpu->ops->zero(f->gpu, zeros.gpu, N));
+
     ON_BOTH(be->ops->scale(be, P(x), N, 0.37));
     expect_close(f, &x, ELEMENTWISE_RTOL, EXACTISH, "scale");
     ON_BOTH(be->ops->copy(be, P(zeros), P(x), N - 5));

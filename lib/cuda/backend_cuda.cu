@@ -192,6 +192,34 @@ extern "C" bg_status_t bg_cuda_upload(bg_backend_t *be, void *dst, const void *h
     return BG_OK;
 }
 
+extern "C" bg_status_t bg_cuda_host_alloc(bg_backend_t *be, size_t bytes, void **out) {
+    BG_CHECK(bg_cuda_enter(be));
+    cudaError_t error = cudaMallocHost(out, bytes > 0 ? bytes : 1);
+    if (error == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        return bg_error_set(BG_ERR_NOMEM, "%s: out of pinned host memory allocating %zu bytes",
+                            be->name, bytes);
+    }
+    BG_CUDA_CHECK(be, error);
+    return BG_OK;
+}
+
+extern "C" void bg_cuda_host_free(bg_backend_t *be, void *ptr) {
+    (void)be;
+    if (ptr != NULL && cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
+}
+
+/* From pinned memory the copy engine reads the host buffer itself: the
+ * call returns at once, ordered on the compute stream before later ops. */
+extern "C" bg_status_t bg_cuda_upload_async(bg_backend_t *be, void *dst, const void *host_src,
+                                            size_t bytes) {
+    if (bytes == 0) return BG_OK;
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CUDA_CHECK(
+        be, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, bg_cuda_of(be)->compute));
+    return BG_OK;
+}
+
 extern "C" bg_status_t bg_cuda_download(bg_backend_t *be, void *host_dst, const void *src,
                                         size_t bytes) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);

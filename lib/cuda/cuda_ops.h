@@ -19,6 +19,9 @@ void bg_cuda_destroy(bg_backend_t *be);
 bg_status_t bg_cuda_alloc(bg_backend_t *be, size_t bytes, void **out);
 void bg_cuda_free(bg_backend_t *be, void *ptr);
 bg_status_t bg_cuda_upload(bg_backend_t *be, void *dst, const void *host_src, size_t bytes);
+bg_status_t bg_cuda_host_alloc(bg_backend_t *be, size_t bytes, void **out);
+void bg_cuda_host_free(bg_backend_t *be, void *ptr);
+bg_status_t bg_cuda_upload_async(bg_backend_t *be, void *dst, const void *host_src, size_t bytes);
 bg_status_t bg_cuda_download(bg_backend_t *be, void *host_dst, const void *src, size_t bytes);
 bg_status_t bg_cuda_synchronize(bg_backend_t *be);
 
