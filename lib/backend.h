@@ -52,9 +52,9 @@ typedef struct bg_backend_ops {
     void (*free)(bg_backend_t *be, void *ptr);
     bg_status_t (*upload)(bg_backend_t *be, void *dst, const void *host_src, size_t bytes);
     /* Host memory that upload_async copies from directly (pinned on a GPU,
-     * plain on the CPU), and the upload that does not wait: host_src, from
-     * host_alloc, must stay unchanged until the device has run the copy
-     * (synchronize waits for that). On the CPU the copy is done on return. */
+     * plain on the CPU), and the upload that does not wait: host_src (on a
+     * GPU from host_alloc, or it is staged and waited for) must stay unchanged until the device has
+     * run the copy (synchronize waits for that). On the CPU the copy is done on return. */
     bg_status_t (*host_alloc)(bg_backend_t *be, size_t bytes, void **out);
     void (*host_free)(bg_backend_t *be, void *ptr);
     bg_status_t (*upload_async)(bg_backend_t *be, void *dst, const void *host_src, size_t bytes);

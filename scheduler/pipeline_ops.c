@@ -386,8 +386,10 @@ bg_status_t bg_pipeline_run_device(bg_pipeline_t *p, int device) {
         int stale;
         double loss;
         int64_t correct;
-        BG_CHECK(be->ops->take_nonfinite(be, &stale));
-        BG_CHECK(be->ops->take_loss(be, &loss, &correct));
+        /* What they say (a bad label of that job's batch, say) belongs to
+         * the failed job, not to this one. */
+        if (be->ops->take_nonfinite(be, &stale) != BG_OK) bg_error_clear();
+        if (be->ops->take_loss(be, &loss, &correct) != BG_OK) bg_error_clear();
         w->check_count = 0;
         w->loss_pending = 0;
     }

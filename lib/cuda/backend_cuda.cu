@@ -194,13 +194,15 @@ extern "C" bg_status_t bg_cuda_upload(bg_backend_t *be, void *dst, const void *h
 
 extern "C" bg_status_t bg_cuda_host_alloc(bg_backend_t *be, size_t bytes, void **out) {
     BG_CHECK(bg_cuda_enter(be));
-    cudaError_t error = cudaMallocHost(out, bytes > 0 ? bytes : 1);
+    void *ptr = NULL;
+    cudaError_t error = cudaMallocHost(&ptr, bytes > 0 ? bytes : 1);
     if (error == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
         return bg_error_set(BG_ERR_NOMEM, "%s: out of pinned host memory allocating %zu bytes",
                             be->name, bytes);
     }
     BG_CUDA_CHECK(be, error);
+    *out = ptr;
     return BG_OK;
 }
 
