@@ -356,8 +356,10 @@ static bg_status_t create_schedules(bg_pipeline_t *p) {
 
 static bg_status_t create_stages(bg_pipeline_t *p) {
     for (int s = 0; s < p->stages; s++) {
+        p->output_records[s] = bg_calloc((size_t)p->slots[s], sizeof *p->output_records[s]);
         p->output_sent[s] = bg_calloc((size_t)p->slots[s], sizeof *p->output_sent[s]);
-        if (p->output_sent[s] == NULL) return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
+        if (p->output_records[s] == NULL || p->output_sent[s] == NULL)
+            return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
         bg_stage_config_t sc = BG_STAGE_CONFIG_INIT;
         sc.spec = p->cfg.spec;
         sc.first_layer = p->first[s];
@@ -370,6 +372,15 @@ static bg_status_t create_stages(bg_pipeline_t *p) {
         sc.split_backward = p->train->split_backward;
         sc.recompute = p->cfg.recompute;
         BG_CHECK(bg_stage_create(&sc, &p->stage[s]));
+        for (int k = 0; k < p->slots[s]; k++) {
+            const void *out = bg_stage_slot_output(p->stage[s], k);
+            p->output_sent[s][k] = &p->output_records[s][k];
+            for (int j = 0; j < k; j++)
+                if (bg_stage_slot_output(p->stage[s], j) == out) {
+                    p->output_sent[s][k] = &p->output_records[s][j];
+                    break;
+                }
+        }
     }
     return BG_OK;
 }
@@ -457,12 +468,14 @@ static bg_status_t allocate(bg_pipeline_t *p) {
     p->forward = bg_calloc((size_t)p->stages, sizeof *p->forward);
     p->backward = bg_calloc((size_t)p->stages, sizeof *p->backward);
     p->output_sent = bg_calloc((size_t)p->stages, sizeof *p->output_sent);
+    p->output_records = bg_calloc((size_t)p->stages, sizeof *p->output_records);
     p->grad_sent = bg_calloc((size_t)p->stages, sizeof *p->grad_sent);
     p->workers = bg_calloc((size_t)p->devices, sizeof *p->workers);
     p->micro_offset = bg_calloc((size_t)p->microbatches, sizeof *p->micro_offset);
     p->micro_size = bg_calloc((size_t)p->microbatches, sizeof *p->micro_size);
     if (!p->backends || !p->stage || !p->first || !p->slots || !p->forward || !p->backward ||
-        !p->output_sent || !p->grad_sent || !p->workers || !p->micro_offset || !p->micro_size)
+        !p->output_sent || !p->output_records || !p->grad_sent || !p->workers || !p->micro_offset ||
+        !p->micro_size)
         return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
     return BG_OK;
 }
@@ -537,6 +550,7 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
         if (p->forward != NULL) bg_channel_destroy(p->forward[s]);
         if (p->backward != NULL) bg_channel_destroy(p->backward[s]);
         if (p->output_sent != NULL) free(p->output_sent[s]);
+        if (p->output_records != NULL) free(p->output_records[s]);
     }
     if (p->pinned_images != NULL)
         stage_backend(p, 0)->ops->host_free(stage_backend(p, 0), p->pinned_images);
@@ -557,6 +571,7 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     free(p->forward);
     free(p->backward);
     free(p->output_sent);
+    free(p->output_records);
     free(p->grad_sent);
     for (int d = 0; p->workers != NULL && d < p->devices; d++) free(p->workers[d].checks);
     free(p->workers);

@@ -59,10 +59,15 @@ struct bg_pipeline {
     bg_schedule_t *train, *eval;
     bg_channel_t **forward;  /* forward[s]: stage s -> s+1 activations */
     bg_channel_t **backward; /* backward[s]: stage s+1 -> s gradients */
-    /* Sends whose copies may still read their source (CUDA stages): per
-     * stage, output_sent[s][k] of stash slot k's output, grad_sent[s] of
-     * its input gradient. Waited for before the stage may overwrite them. */
-    bg_channel_sent_t **output_sent;
+    /* Sends whose copies may still read their source (CUDA stages), waited
+     * for before the stage may overwrite them: per stage, output_sent[s][k]
+     * for stash slot k's output buffer (the record of the first slot with
+     * that buffer, found at setup: with recompute every slot's output is one
+     * shared buffer, and a stage of aliasing layers only outputs its input;
+     * the latest send from a buffer comes after the earlier ones on the same
+     * copy stream), grad_sent[s] for its input gradient. */
+    bg_channel_sent_t ***output_sent;
+    bg_channel_sent_t **output_records; /* per stage, per slot: what output_sent points to */
     bg_channel_sent_t *grad_sent;
     device_worker_t *workers;
 

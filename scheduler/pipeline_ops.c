@@ -169,19 +169,6 @@ static bg_status_t take_results(bg_pipeline_t *p, int device) {
     return take_checks(p, device);
 }
 
-/* Where the sends of stage s's stash slot `slot` output are recorded: at
- * the first slot whose output is the same buffer. With recompute every
- * slot's output is one buffer shared by all (and a stage whose layers all
- * alias has its input as output), so any op writing it waits for the
- * latest send from it, which comes after the earlier ones on the same
- * copy stream. */
-static bg_channel_sent_t *output_sent(bg_pipeline_t *p, int s, int slot) {
-    const void *out = bg_stage_slot_output(p->stage[s], slot);
-    for (int k = 0; k < slot; k++)
-        if (bg_stage_slot_output(p->stage[s], k) == out) return &p->output_sent[s][k];
-    return &p->output_sent[s][slot];
-}
-
 /* What stage s's op on stash slot `slot` may overwrite of what it sent, as
  * its GPU work must wait for the copies still reading it: a forward writes
  * the slot's input and output; with recompute a backward or weight op
@@ -191,7 +178,7 @@ typedef enum { WRITES_OUTPUT = 1, WRITES_INPUT_GRAD = 2 } sent_writes_t;
 
 static bg_status_t wait_sent(bg_pipeline_t *p, int s, int slot, int writes) {
     bg_backend_t *be = stage_backend(p, s);
-    if (writes & WRITES_OUTPUT) BG_CHECK(bg_channel_wait_sent(be, output_sent(p, s, slot)));
+    if (writes & WRITES_OUTPUT) BG_CHECK(bg_channel_wait_sent(be, p->output_sent[s][slot]));
     if (writes & WRITES_INPUT_GRAD) BG_CHECK(bg_channel_wait_sent(be, &p->grad_sent[s]));
     return BG_OK;
 }
@@ -245,7 +232,7 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
         set_doing(p, s, "sending activations to stage %d", s + 1);
         int before = gpu_mark(p, device);
         BG_CHECK(bg_channel_send(p->forward[s], be, mb, bg_stage_slot_output(stage, slot),
-                                 stage_bytes(p, p->first[s + 1], n), &t, output_sent(p, s, slot)));
+                                 stage_bytes(p, p->first[s + 1], n), &t, p->output_sent[s][slot]));
         note_transfer(p, device, BG_EVENT_SEND, s, mb, s + 1, &t, before, gpu_mark(p, device));
     }
     return BG_OK;

@@ -289,7 +289,7 @@ bg_status_t bg_stage_step(bg_stage_t *s) {
     for (int i = 0; i < s->count; i++) {
         bg_layer_params_t *p = &s->params[i];
         if (p->weight_count == 0) continue;
-        double start = s->timing ? stage_clock() : 0;
+        double start = stage_clock();
         BG_CHECK(bg_optimizer_update(&s->optimizer, s->be, step, p->weight_count, p->weight,
                                      p->weight_grad, &s->opt_state[(i * 2) * 2]));
         BG_CHECK(bg_optimizer_update(&s->optimizer, s->be, step, p->bias_count, p->bias,
@@ -319,7 +319,6 @@ int64_t bg_stage_param_count(const bg_stage_t *s) {
     return total;
 }
 
-/* Visits every parameter buffer (or its gradient) in the flat order. */
 /* What copy_buffers moves: parameters, gradients or optimizer state k. */
 enum { COPY_PARAMS = -2, COPY_GRADS = -1 };
 

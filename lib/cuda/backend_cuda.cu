@@ -192,6 +192,17 @@ extern "C" bg_status_t bg_cuda_upload(bg_backend_t *be, void *dst, const void *h
     return BG_OK;
 }
 
+extern "C" bg_status_t bg_cuda_take_reduction(bg_backend_t *be, const void *field, size_t bytes) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    const size_t at = (size_t)((const char *)field - (const char *)cu->device_reduction);
+    void *device = (char *)cu->device_reduction + at, *host = (char *)cu->host_reduction + at;
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CUDA_CHECK(be, cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, cu->compute));
+    BG_CUDA_CHECK(be, cudaMemsetAsync(device, 0, bytes, cu->compute));
+    BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->compute));
+    return BG_OK;
+}
+
 extern "C" bg_status_t bg_cuda_host_alloc(bg_backend_t *be, size_t bytes, void **out) {
     BG_CHECK(bg_cuda_enter(be));
     void *ptr = NULL;

@@ -97,6 +97,12 @@ bg_status_t bg_cuda_enter(bg_backend_t *be);
  * and the bytes free (BG_ERR_NOMEM). Never managed memory. */
 bg_status_t bg_cuda_malloc(bg_backend_t *be, size_t bytes, void **out);
 
+/* Copies `bytes` at `field` of the device reduction into the same place of
+ * the pinned host one, zeroes the device's, and waits for the compute
+ * stream: how the deferred results (the non-finite mark, the loss totals)
+ * are read and cleared once per step. */
+bg_status_t bg_cuda_take_reduction(bg_backend_t *be, const void *field, size_t bytes);
+
 /* Frees what bg_cuda_malloc returned (NULL is a no-op); errors are ignored,
  * as in destructors. */
 void bg_cuda_free_quietly(void *ptr);

@@ -236,12 +236,8 @@ extern "C" bg_status_t bg_cuda_mark_nonfinite(bg_backend_t *be, int64_t count, c
 /* The one wait: for the marks enqueued so far. */
 extern "C" bg_status_t bg_cuda_take_nonfinite(bg_backend_t *be, int *tag) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
-    int *mark = &cu->device_reduction->nonfinite_mark;
-    BG_CHECK(bg_cuda_enter(be));
-    BG_CUDA_CHECK(be, cudaMemcpyAsync(&cu->host_reduction->nonfinite_mark, mark, sizeof *mark,
-                                      cudaMemcpyDeviceToHost, cu->compute));
-    BG_CUDA_CHECK(be, cudaMemsetAsync(mark, 0, sizeof *mark, cu->compute));
-    BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->compute));
+    BG_CHECK(bg_cuda_take_reduction(be, &cu->device_reduction->nonfinite_mark,
+                                    sizeof cu->device_reduction->nonfinite_mark));
     const int marked = cu->host_reduction->nonfinite_mark;
     *tag = marked == 0 ? -1 : INT_MAX - marked;
     return BG_OK;

@@ -227,12 +227,8 @@ extern "C" bg_status_t bg_cuda_softmax_xent_forward_add(bg_backend_t *be, int64_
 /* The one wait of the loss: for the totals, a few bytes into pinned memory. */
 extern "C" bg_status_t bg_cuda_take_loss(bg_backend_t *be, double *loss_sum, int64_t *correct) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
-    bg_cuda_loss_totals_t *totals = &cu->device_reduction->totals;
-    BG_CHECK(bg_cuda_enter(be));
-    BG_CUDA_CHECK(be, cudaMemcpyAsync(&cu->host_reduction->totals, totals, sizeof *totals,
-                                      cudaMemcpyDeviceToHost, cu->compute));
-    BG_CUDA_CHECK(be, cudaMemsetAsync(totals, 0, sizeof *totals, cu->compute));
-    BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->compute));
+    BG_CHECK(bg_cuda_take_reduction(be, &cu->device_reduction->totals,
+                                    sizeof cu->device_reduction->totals));
     const bg_cuda_loss_totals_t *t = &cu->host_reduction->totals;
     if (t->bad_row_plus_one > 0)
         return bg_error_set(BG_ERR_INVALID,
