@@ -25,10 +25,18 @@ static int compare_doubles(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-double profile_median(double *values, int n) {
+static double profile_median(double *values, int n) {
     if (n < 1) return 0;
     qsort(values, (size_t)n, sizeof *values, compare_doubles);
     return values[n / 2];
+}
+
+double profile_typical(double *values, int n) {
+    const double limit = PROFILE_OUTLIER * profile_median(values, n);
+    double sum = 0;
+    int kept = 0;
+    for (; kept < n && values[kept] <= limit; kept++) sum += values[kept];
+    return kept > 0 ? sum / kept : 0;
 }
 
 /* ---- layer times, inside a stage of the whole model ---- */
@@ -132,12 +140,12 @@ static bg_status_t measure_layers(bg_backend_t *be, const bg_profile_config_t *c
     for (int i = 0; i < n; i++) {
         bg_layer_profile_t *l = &p->layer[i];
         const size_t at = (size_t)i * (size_t)ls.capacity;
-        l->forward_s = profile_median(ls.sample[OP_FORWARD] + at, ls.count[OP_FORWARD]);
+        l->forward_s = profile_typical(ls.sample[OP_FORWARD] + at, ls.count[OP_FORWARD]);
         l->backward_data_s =
-            profile_median(ls.sample[OP_BACKWARD_DATA] + at, ls.count[OP_BACKWARD_DATA]);
+            profile_typical(ls.sample[OP_BACKWARD_DATA] + at, ls.count[OP_BACKWARD_DATA]);
         l->backward_weights_s =
-            profile_median(ls.sample[OP_BACKWARD_WEIGHTS] + at, ls.count[OP_BACKWARD_WEIGHTS]);
-        l->update_s = profile_median(ls.sample[OP_UPDATE] + at, ls.count[OP_UPDATE]);
+            profile_typical(ls.sample[OP_BACKWARD_WEIGHTS] + at, ls.count[OP_BACKWARD_WEIGHTS]);
+        l->update_s = profile_typical(ls.sample[OP_UPDATE] + at, ls.count[OP_UPDATE]);
     }
 done:
     bg_stage_destroy(stage);
@@ -209,7 +217,7 @@ static void *peer_main(void *arg) {
     return NULL;
 }
 
-/* Medians of one message size's exchanges, both directions together. */
+/* Typical figures (profile_typical) of one message size's exchanges, both directions together. */
 typedef struct crossing {
     double send, recv, handoff, wake;
 } crossing_t;
@@ -274,8 +282,8 @@ static bg_status_t measure_crossing(bg_backend_t *be, const bg_profile_config_t 
             handoff[n] = times[1 - s][4][k] - times[s][2][k];
             wake[n] = times[s][3][k] - times[s][2][k];
         }
-    *out = (crossing_t){profile_median(send, n), profile_median(recv, n),
-                        profile_median(handoff, n), profile_median(wake, n)};
+    *out = (crossing_t){profile_typical(send, n), profile_typical(recv, n),
+                        profile_typical(handoff, n), profile_typical(wake, n)};
 done:
     bg_channel_destroy(ab);
     bg_channel_destroy(ba);
@@ -284,7 +292,7 @@ done:
 }
 
 /* Every layer boundary's crossing at the micro-batch size; the hand-off and
- * wake are medians over all sizes (they do not depend on the size). */
+ * wake are typical figures over all sizes (they do not depend on the size). */
 static bg_status_t measure_channels(bg_backend_t *be, const bg_profile_config_t *cfg,
                                     bg_profile_t *p) {
     const int n = cfg->spec->num_layers;
@@ -302,8 +310,8 @@ static bg_status_t measure_channels(bg_backend_t *be, const bg_profile_config_t 
         handoff[count] = c.handoff;
         wake[count++] = c.wake;
     }
-    p->handoff_s = profile_median(handoff, count);
-    p->wake_s = profile_median(wake, count);
+    p->handoff_s = profile_typical(handoff, count);
+    p->wake_s = profile_typical(wake, count);
 done:
     free(handoff);
     free(wake);

@@ -3,7 +3,7 @@
  * backward-weights (dW) and optimizer update where the pipeline runs them:
  * inside a stage of the whole model (its in-place relus, its aliased
  * flatten, its stash slots rotating), several micro-batches in flight, the
- * median over many; and what crossing each layer boundary costs when a CPU
+ * mean over many (outliers left out); and what crossing each layer boundary costs when a CPU
  * device hands a tensor to another through a channel, measured with two
  * threads on two cores passing it back and forth through real channels: the
  * sender's copy into the ring, the receiver's copy out, the time from the
@@ -54,7 +54,8 @@ typedef struct bg_stage_load {
 /* A layer range [first, last) timed as a stage of its own with `slots`
  * micro-batches in flight (profile_stages.c): per micro-batch its forward,
  * backward (dX and dW) and the copies around them; its update per step.
- * Each figure is the mean over passes of the median of a pass's rounds. */
+ * Each figure is the mean over passes of each pass's typical round
+ * (profile_typical: the mean, outliers left out). */
 typedef struct bg_stage_profile {
     int first, last, slots;
     double forward_s, backward_s, update_s;
@@ -88,7 +89,7 @@ typedef struct bg_profile {
 typedef struct bg_profile_config {
     const bg_model_spec_t *spec;
     int64_t batch;   /* micro-batch size to time */
-    int repetitions; /* timed rounds after warm-up; the median counts (layer
+    int repetitions; /* timed rounds after warm-up, their mean counts (layer
                       * ranges: ceil(R / 3) rounds in each of 3 passes) */
     bg_optimizer_config_t optimizer;
     int stash_slots;         /* micro-batches in flight in each round, >= 1 */

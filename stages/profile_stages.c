@@ -291,8 +291,8 @@ done:
     return st;
 }
 
-/* The medians of one pass's rounds of a range, part by part, summed over
- * the passes made so far. */
+/* The typical figures (profile_typical) of one pass's rounds of a range,
+ * part by part, summed over the passes made so far. */
 typedef struct range_figures {
     double alone[PARTS], loaded[PARTS];
     int passes;
@@ -303,13 +303,13 @@ typedef struct range_figures {
  * development machine; docs/planner.md, "Profile passes"), and the same
  * stage may run at two speeds from one allocation to the next. Each pass
  * times every range once, on a fresh allocation, so a range's passes lie
- * seconds apart; the profile keeps the mean of their medians, as a long run
+ * seconds apart; the profile keeps the mean of their figures, as a long run
  * averages over those periods. */
 enum { PASSES = 3 };
 
 /* One pass of the range [first, last) with `slots` stash slots: a fresh
  * allocation, timed alone and (cfg->loaded) beside the co-runner, its
- * per-part medians added to fig. */
+ * per-part figures added to fig. */
 static bg_status_t time_range_pass(bg_backend_t *be, const bg_profile_config_t *cfg, int first,
                                    int last, int slots, range_figures_t *fig) {
     const bg_model_spec_t *spec = cfg->spec;
@@ -371,8 +371,8 @@ static bg_status_t time_range_pass(bg_backend_t *be, const bg_profile_config_t *
     BG_CHECK_GOTO(time_allocation(be, cfg, &b, labels, rounds, &rs, running ? &co : NULL, &load),
                   st, done);
     for (int p = 0; p < PARTS; p++) {
-        fig->alone[p] += profile_median(rs.sample[p], rs.count[p]);
-        if (running) fig->loaded[p] += profile_median(load.sample[p], load.count[p]);
+        fig->alone[p] += profile_typical(rs.sample[p], rs.count[p]);
+        if (running) fig->loaded[p] += profile_typical(load.sample[p], load.count[p]);
     }
     fig->passes++;
 done:

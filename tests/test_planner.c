@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "planner.h"
+#include "profile_impl.h"
 #include "report.h"
 #include "support/models.h"
 
@@ -399,12 +400,27 @@ static void test_measured_stage_costs(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* A profile keeps the mean of its timings, leaving out those over 3 times
+ * their median (a descheduled thread), not their median. */
+static void test_profile_typical(void **state) {
+    (void)state;
+    double skewed[] = {1.3, 1.0, 1.0, 1.1, 1.6};
+    assert_true(close_to(profile_typical(skewed, 5), 1.2)); /* the median is 1.1 */
+    double preempted[] = {2.0, 2.0, 2.2, 9.0, 1.8};         /* 9.0 > 3 x 2.0 */
+    assert_true(close_to(profile_typical(preempted, 5), 2.0));
+    double at_limit[] = {1.0, 3.0, 1.0}; /* 3 x 1.0 is kept */
+    assert_true(close_to(profile_typical(at_limit, 3), 5.0 / 3));
+    double one = 4e-6;
+    assert_true(close_to(profile_typical(&one, 1), 4e-6));
+    assert_true(profile_typical(NULL, 0) == 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_stage_times),   cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_microbatch_candidates), cmocka_unit_test(test_search),
         cmocka_unit_test(test_simulate_equal_stages), cmocka_unit_test(test_split_backward_costs),
-        cmocka_unit_test(test_measured_stage_costs),
+        cmocka_unit_test(test_measured_stage_costs),  cmocka_unit_test(test_profile_typical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
