@@ -32,7 +32,7 @@ static double profile_median(double *values, int n) {
 }
 
 double profile_typical(double *values, int n) {
-    const double limit = PROFILE_OUTLIER * profile_median(values, n);
+    const double limit = 3.0 * profile_median(values, n);
     double sum = 0;
     int kept = 0;
     for (; kept < n && values[kept] <= limit; kept++) sum += values[kept];
@@ -217,7 +217,8 @@ static void *peer_main(void *arg) {
     return NULL;
 }
 
-/* Typical figures (profile_typical) of one message size's exchanges, both directions together. */
+/* Typical figures (profile_typical) of one message size's exchanges, both
+ * directions together. */
 typedef struct crossing {
     double send, recv, handoff, wake;
 } crossing_t;

@@ -3,8 +3,9 @@
  * backward-weights (dW) and optimizer update where the pipeline runs them:
  * inside a stage of the whole model (its in-place relus, its aliased
  * flatten, its stash slots rotating), several micro-batches in flight, the
- * mean over many (outliers left out); and what crossing each layer boundary costs when a CPU
- * device hands a tensor to another through a channel, measured with two
+ * mean over many (outliers left out); and what crossing each layer
+ * boundary costs when a CPU device hands a tensor to another through a
+ * channel, measured with two
  * threads on two cores passing it back and forth through real channels: the
  * sender's copy into the ring, the receiver's copy out, the time from the
  * sender's copy to the waiting receiver running (hand-off), and the time

@@ -9,14 +9,12 @@
 enum { PROFILE_WARMUP = 2 };
 
 /* The figure a profile keeps of n timings of one thing (sorted in place; 0
- * for none): their mean, leaving out any above PROFILE_OUTLIER times the
- * median (a thread descheduled mid-op). Not the median: a step is a sum of
+ * for none): their mean, leaving out any above 3 times their median (a
+ * thread descheduled mid-op). Not the median: a step is a sum of
  * many ops, and the median of such a sum follows the ops' means, which on
  * a loaded machine lie a few percent above their medians (timings skew
  * right: docs/planner.md, "Means, not medians"). */
 double profile_typical(double *values, int n);
-
-#define PROFILE_OUTLIER 3.0
 
 /* Measures every layer range [first, last) as a stage at each of the slot
  * counts 1, 2 and M (those <= M) into p->stage; nothing for models of more
