@@ -15,8 +15,11 @@
 # are then averaged over the REPEAT turns. This machine's cores change speed
 # for seconds at a time (docs/planner.md), so each profile is taken next to
 # the runs it is compared with, and the averages follow the long-run speed a
-# training job sees. Prints one row per point with both figures and the
-# errors, and per model how many of the 8 points meet the bar.
+# training job sees. Prints one row per point with both figures, the
+# errors and the spread of the measured step over the turns ((max - min) /
+# mean), and per model how many of the 8 points meet the bar and a noise
+# check: at M = 1 GPipe and 1F1B are one schedule, so the gap between their
+# measured steps is what this machine alone moves a figure by.
 #
 #   [MODELS="examples/fashion_cnn.model examples/conv_balanced.model:4"]
 #   [STEPS=80 RECORD=60 REPEAT=3 REPETITIONS=9] bench/sim_accuracy.sh [BUILD_DIR]
@@ -48,8 +51,8 @@ print($2)" "$1"
 }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) ($(getconf _NPROCESSORS_ONLN) cores)"
-printf '%-22s %-6s %3s %5s | %9s %9s %7s | %8s %8s %7s | %s\n' model schedule M split \
-    "meas ms" "sim ms" "err %" "meas bub" "sim bub" "err pt" bar
+printf '%-22s %-6s %3s %5s | %9s %7s %9s %7s | %8s %8s %7s | %s\n' model schedule M split \
+    "meas ms" "spread" "sim ms" "err %" "meas bub" "sim bub" "err pt" bar
 for entry in $models; do
     model=${entry%%:*}
     split=
@@ -91,21 +94,30 @@ for entry in $models; do
             run=$((run + 1))
         done
         for schedule in gpipe 1f1b; do
-            # shellcheck disable=SC2016 # an awk program, not shell
+            # shellcheck disable=SC2016 # awk programs, not shell
             mean='{s += $1; b += $2} END {printf "%.9g %.9g ", s / NR, b / NR}'
+            # shellcheck disable=SC2016
+            range='NR == 1 || $1 < lo {lo = $1} NR == 1 || $1 > hi {hi = $1} END {printf "%.9g %.9g", lo, hi}'
             row="$(awk "$mean" "$work/runs.$schedule")$(awk "$mean" "$work/sims.$schedule")"
+            row="$row$(awk "$range" "$work/runs.$schedule")"
+            [ $m -eq 1 ] && awk "$mean" "$work/runs.$schedule" >"$work/m1.$schedule"
             line=$(echo "$row" | awk -v model="$name" -v sched="$schedule" -v m="$m" \
                 -v cut="$(cat "$work/cut.$schedule")" '{
                 step_err = 100 * ($3 - $1) / $1; bubble_err = 100 * ($4 - $2);
                 ok = (step_err <= 5 && step_err >= -5 && bubble_err <= 2 && bubble_err >= -2);
-                printf "%-22s %-6s %3d %5d | %9.3f %9.3f %+7.1f | %7.1f%% %7.1f%% %+7.1f | %s\n",
-                       model, sched, m, cut, 1e3 * $1, 1e3 * $3, step_err, 100 * $2, 100 * $4,
-                       bubble_err, ok ? "meets" : "MISSES"
+                printf "%-22s %-6s %3d %5d | %9.3f %6.0f%% %9.3f %+7.1f | %7.1f%% %7.1f%% %+7.1f | %s\n",
+                       model, sched, m, cut, 1e3 * $1, 100 * ($6 - $5) / $1, 1e3 * $3, step_err,
+                       100 * $2, 100 * $4, bubble_err, ok ? "meets" : "MISSES"
             }')
             echo "$line"
             case "$line" in *meets) met=$((met + 1)) ;; esac
         done
     done
     echo "$name: $met of 8 points meet the bar (|step err| <= 5%, |bubble err| <= 2 points)"
+    # At M = 1 GPipe and 1F1B run the same ops in the same order: any
+    # difference between their measured steps is this machine's noise.
+    paste -d' ' "$work/m1.gpipe" "$work/m1.1f1b" | awk -v model="$name" '{
+        printf "%s: noise check: GPipe and 1F1B are one schedule at M = 1; measured %.3f and %.3f ms, %.1f%% apart\n",
+               model, 1e3 * $1, 1e3 * $3, 200 * ($3 - $1) / ($3 + $1) }'
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
