@@ -173,8 +173,13 @@ fail:
 
 extern "C" void bg_cuda_free(bg_backend_t *be, void *ptr) {
     if (ptr == NULL) return;
-    if (cudaSetDevice(bg_cuda_of(be)->device) != cudaSuccess) (void)cudaGetLastError();
-    /* cudaFree waits for the device, so work still reading ptr finishes. */
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    if (cudaSetDevice(cu->device) != cudaSuccess) (void)cudaGetLastError();
+    /* CUDA says cudaFree "may" synchronize, no more: the work still reading
+     * or writing ptr, on either stream, finishes first. */
+    cudaStream_t streams[] = {cu->compute, cu->copy};
+    for (cudaStream_t s : streams)
+        if (s != NULL && cudaStreamSynchronize(s) != cudaSuccess) (void)cudaGetLastError();
     bg_cuda_free_quietly(ptr);
 }
 

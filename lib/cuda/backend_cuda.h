@@ -69,8 +69,8 @@ typedef struct bg_cuda_config {
  * fastest qualifying one. conv2d_workspace_bytes returns the largest
  * workspace of the three choices, so the workspace a stage allocates covers
  * them. A conv2d op meeting a geometry not sized before (a smaller last
- * micro-batch) searches with the workspace of the same geometry at the
- * largest sized batch as its limit: the caller's workspace must be at least
+ * micro-batch) searches with the smallest workspace among the same
+ * geometry's sized larger batches as its limit: the caller's workspace must be at least
  * conv2d_workspace_bytes of this geometry or of the same geometry with a
  * larger batch. The cache lives as long as the backend; a search allocates
  * and frees scratch memory and waits for the device, so it happens once per
@@ -147,11 +147,12 @@ bg_status_t bg_cuda_slot_wait_read(bg_cuda_slot_t *slot, bg_backend_t *sender);
 bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes,
                                bg_cuda_clock_t *clock, int *arrived);
 
-/* Lets GPU a's copies reach GPU b's memory directly where CUDA allows it
- * (cudaDeviceEnablePeerAccess). *direct is 1 when a copy from a to b
- * needs no host memory (one GPU, or peer access enabled), else 0 (no peer
- * access, or CUDA refused to enable it): then slots between them should
- * have a staging buffer. */
+/* Lets GPUs a and b reach each other's memory directly where CUDA allows it
+ * (cudaDeviceEnablePeerAccess, both ways: a copy from a to b runs on b's
+ * copy stream and reads a's memory). *direct is 1 when a copy from a to b
+ * needs no host memory (one GPU, or peer access enabled both ways), else 0
+ * (no peer access, or CUDA refused to enable it): then slots between them
+ * should have a staging buffer. */
 bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b, int *direct);
 
 /* ---- clocks ----------------------------------------------------------

@@ -246,7 +246,9 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
     if (a->backward_filter_bytes > a->workspace_bytes)
         a->workspace_bytes = a->backward_filter_bytes;
 done:
-    /* cudaFree waits for the device, so the searches are over. */
+    /* The searches ran on the compute stream (cudnnSetStream); cudaFree
+     * need not wait for them, so this does. */
+    if (cudaStreamSynchronize(cu->compute) != cudaSuccess) (void)cudaGetLastError();
     bg_cuda_free_quietly(scratch);
     bg_cuda_free_quietly(y);
     bg_cuda_free_quietly(w);

@@ -142,12 +142,16 @@ static cudaError_t softmax_xent_backward(float *dlogits, const float *probs, con
     return cudaGetLastError();
 }
 
-/* The per-row scratch for n rows, grown when a larger batch comes (cudaFree
- * and cudaMalloc wait for the device; this happens once per new size). */
+/* The per-row scratch for n rows, grown when a larger batch comes (once per
+ * new size: the stream is synchronized, as ops enqueued before may still
+ * use the old scratch). */
 static bg_status_t row_scratch(bg_backend_t *be, int64_t n, row_results_t *rows) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     const size_t bytes = (size_t)n * (sizeof(double) + sizeof(int));
+    rows->loss = NULL;
+    rows->flag = NULL;
     if (bytes > cu->row_scratch_bytes) {
+        BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->compute));
         bg_cuda_free_quietly(cu->row_scratch);
         cu->row_scratch = NULL;
         cu->row_scratch_bytes = 0;

@@ -28,9 +28,10 @@ extern "C" void bg_cuda_slot_destroy(bg_cuda_slot_t *slot) {
     if (slot == NULL) return;
     bg_cuda_backend_t *cu = bg_cuda_of(slot->receiver);
     if (cudaSetDevice(cu->device) == cudaSuccess) {
-        /* Copies into the slot (and through its staging buffer) may still
-         * run: the memory is freed and unpinned only after them. */
-        cudaEvent_t copies[] = {slot->staged, slot->filled};
+        /* Copies into the slot (and through its staging buffer) and the
+         * receiver's copy out of it may still run: the memory is freed and
+         * unpinned only after them. */
+        cudaEvent_t copies[] = {slot->staged, slot->filled, slot->drained};
         for (cudaEvent_t e : copies)
             if (e != NULL && cudaEventSynchronize(e) != cudaSuccess) (void)cudaGetLastError();
         cudaEvent_t events[] = {slot->written, slot->staged, slot->filled, slot->drained};
@@ -162,12 +163,21 @@ extern "C" bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t 
     int from = bg_cuda_of(a)->device, to = bg_cuda_of(b)->device, can = 0;
     *direct = from == to;
     if (from == to) return BG_OK;
+    /* The copy runs on the receiver's copy stream and reads the sender's
+     * memory, so access is enabled both ways. */
+    int back = 0;
     BG_CUDA_CHECK(a, cudaDeviceCanAccessPeer(&can, from, to));
-    if (!can) return BG_OK; /* the caller stages through host memory */
-    BG_CUDA_CHECK(a, cudaSetDevice(from));
-    cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
-    /* Refused (too many peers, say): copies then go through host memory. */
-    if (e != cudaSuccess) (void)cudaGetLastError();
-    *direct = e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled;
+    BG_CUDA_CHECK(a, cudaDeviceCanAccessPeer(&back, to, from));
+    if (!can || !back) return BG_OK; /* the caller stages through host memory */
+    int enabled = 1;
+    const int pair[2][2] = {{from, to}, {to, from}};
+    for (int i = 0; i < 2; i++) {
+        BG_CUDA_CHECK(a, cudaSetDevice(pair[i][0]));
+        cudaError_t e = cudaDeviceEnablePeerAccess(pair[i][1], 0);
+        /* Refused (too many peers, say): copies then go through host memory. */
+        if (e != cudaSuccess) (void)cudaGetLastError();
+        enabled = enabled && (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled);
+    }
+    *direct = enabled;
     return BG_OK;
 }
