@@ -1,5 +1,6 @@
 #include "train_state.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,9 +94,16 @@ done:
 static bg_status_t metadata_int(const char *path, const bg_safetensors_t *file, const char *key,
                                 int64_t *out) {
     const char *text = bg_safetensors_metadata(file, key);
+    /* Decimal digits only: strtoll alone would take a sign or leading
+     * spaces, and clamp an overflow to its largest value. */
     char *end = NULL;
-    long long value = text ? strtoll(text, &end, 10) : -1;
-    if (text == NULL || text[0] == '\0' || *end != '\0' || value < 0)
+    long long value = -1;
+    if (text != NULL && text[0] >= '0' && text[0] <= '9') {
+        errno = 0;
+        value = strtoll(text, &end, 10);
+        if (*end != '\0' || errno == ERANGE) value = -1;
+    }
+    if (value < 0)
         return bg_error_set(BG_ERR_PARSE, "%s: metadata '%s' is missing or not a count", path, key);
     *out = value;
     return BG_OK;
@@ -151,8 +159,9 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
         memcpy(part, rng + 16 * i, 16);
         part[16] = '\0';
         char *end;
+        /* Hex digits only: strtoull would also take a sign or spaces. */
         st->shuffle_rng.state[i] = strtoull(part, &end, 16);
-        if (*end != '\0')
+        if (*end != '\0' || strspn(part, "0123456789abcdefABCDEF") != 16)
             return bg_error_set(BG_ERR_PARSE, "%s: brigade.shuffle_rng is malformed", path);
     }
     bg_checkpoint_tensor_t *model_tensors = NULL;

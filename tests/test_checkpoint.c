@@ -136,13 +136,23 @@ static void check_error(bg_status_t got, bg_status_t want, const char *path, con
         fail_msg("message does not contain '%s': %s", needle, message);
 }
 
+/* Loads `path` into f->loaded, first filled with 0xff bytes (NaNs), and
+ * asserts that every float came back equal to f->params, bit for bit. */
+static void expect_loads_params(fixture_t *f, const char *path) {
+    memset(f->loaded, 0xff, sizeof(float) * ORIGIN_PARAMS);
+    bg_status_t st = bg_checkpoint_load(path, f->spec, f->loaded, NULL);
+    if (st != BG_OK) fail_msg("%s: %s", path, bg_error_message());
+    assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
+}
+
 static void put_u64_le(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Writes a safetensors file by hand, zero data, tensor i having dtype
- * dtypes[i] (bg_safetensors_write only writes F32). */
-static void write_raw(const char *path, const char *const *dtypes) {
+/* Writes a safetensors file by hand, tensor i having dtype dtypes[i]
+ * (bg_safetensors_write only writes F32): an F32 tensor holds its slice of
+ * params as little-endian floats, any other dtype zero bytes. */
+static void write_raw(const char *path, const char *const *dtypes, const float *params) {
     char header[2048];
     size_t len = 0;
     uint64_t offset = 0;
@@ -171,10 +181,23 @@ static void write_raw(const char *path, const char *const *dtypes) {
     put_u64_le(prefix, len);
     assert_int_equal(fwrite(prefix, 1, 8, file), 8);
     assert_int_equal(fwrite(header, 1, len, file), len);
-    uint8_t *zeros = calloc(offset, 1);
-    assert_non_null(zeros);
-    assert_int_equal(fwrite(zeros, 1, offset, file), offset);
-    free(zeros);
+    uint8_t *data = calloc(offset, 1);
+    assert_non_null(data);
+    uint8_t *at = data;
+    const float *from = params;
+    for (int i = 0; i < ORIGIN_TENSORS; i++) {
+        const int64_t count = origin_tensors[i].count;
+        const int f32 = strcmp(dtypes[i], "F32") == 0;
+        for (int64_t k = 0; f32 && k < count; k++) {
+            uint32_t bits;
+            memcpy(&bits, &from[k], sizeof bits);
+            for (int b = 0; b < 4; b++) at[4 * k + b] = (uint8_t)(bits >> (8 * b));
+        }
+        at += count * (f32 ? 4 : 8);
+        from += count;
+    }
+    assert_int_equal(fwrite(data, 1, offset, file), offset);
+    free(data);
     assert_int_equal(fclose(file), 0);
 }
 
@@ -191,14 +214,16 @@ static void test_round_trip(void **state) {
     assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
 
     /* step is optional. */
-    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_OK);
+    expect_loads_params(f, f->path);
 
     /* Saving again replaces the file atomically and leaves nothing else. */
     f->params[0] = -1.5f;
     assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 1235), BG_OK);
+    memset(f->loaded, 0xff, sizeof(float) * ORIGIN_PARAMS);
     assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &step), BG_OK);
     assert_int_equal(step, 1235);
     assert_true(f->loaded[0] == -1.5f);
+    assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
     DIR *d = opendir(f->dir);
     assert_non_null(d);
     int entries = 0;
@@ -315,16 +340,14 @@ static void test_extra_tensor(void **state) {
 static void test_wrong_dtype(void **state) {
     fixture_t *f = *state;
     const char *dtypes[ORIGIN_TENSORS] = {"F32", "F32", "F32", "F32", "F64", "F32"};
-    write_raw(f->path, dtypes);
+    write_raw(f->path, dtypes, f->params);
     check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_INVALID, f->path,
                 "'6.weight' is F64");
 
-    /* The hand-written file itself is fine: all F32 loads. */
+    /* The hand-written file itself is fine: all F32 loads, every value. */
     const char *all_f32[ORIGIN_TENSORS] = {"F32", "F32", "F32", "F32", "F32", "F32"};
-    write_raw(f->path, all_f32);
-    bg_status_t st = bg_checkpoint_load(f->path, f->spec, f->loaded, NULL);
-    if (st != BG_OK) fail_msg("%s", bg_error_message());
-    for (int64_t i = 0; i < ORIGIN_PARAMS; i += 9973) assert_true(f->loaded[i] == 0.0f);
+    write_raw(f->path, all_f32, f->params);
+    expect_loads_params(f, f->path);
 }
 
 static void test_wrong_shape(void **state) {
@@ -393,8 +416,10 @@ static void test_bad_step_metadata(void **state) {
     assert_int_equal(bg_checkpoint_save_tensors(f->path, tensors, ORIGIN_TENSORS, keys, good, 1),
                      BG_OK);
     int64_t step = -1;
+    memset(f->loaded, 0xff, sizeof(float) * ORIGIN_PARAMS);
     assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &step), BG_OK);
     assert_int_equal(step, 42);
+    assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
 }
 
 /* ---- checksums ---- */
@@ -550,7 +575,7 @@ static void test_corrupt_tensor(void **state) {
                 "header is corrupt (checksum");
     bytes[data_start - 1] = ' ';
     file_write(f->other, bytes, size);
-    assert_int_equal(bg_checkpoint_load(f->other, f->spec, f->loaded, NULL), BG_OK);
+    expect_loads_params(f, f->other);
     free(bytes);
 }
 
@@ -601,7 +626,7 @@ static void test_checksum_rules(void **state) {
         offset += origin_tensors[i].count;
     }
     write_with_header_crc(f->path, tensors, ORIGIN_TENSORS, keys, values, 6);
-    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_OK);
+    expect_loads_params(f, f->path);
     snprintf(names[6], sizeof names[6], "brigade.crc32.9.weight");
     keys[6] = names[6];
     values[6] = crcs[0];
@@ -719,7 +744,7 @@ static void test_stale_temp_files(void **state) {
     assert_int_equal(access(live, F_OK), -1);
     assert_int_equal(dir_count(f->dir), 4);
     for (int i = 0; i < 3; i++) assert_int_equal(unlink(other_names[i]), 0);
-    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_OK);
+    expect_loads_params(f, f->path);
 }
 
 static void test_unreadable_files(void **state) {

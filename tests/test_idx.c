@@ -337,6 +337,63 @@ static void test_corrupt_gzip(void **state) {
     check_corrupt_gzip(f, "body.gz", 12, 0xff, 0);
 }
 
+/* A gzip bomb: a small file that inflates past what any IDX file may hold
+ * (BG_IDX_MAX_BYTES of data plus a 4-dimensional header) is refused once
+ * that much is read, whatever its header promises. The file is a header
+ * member and BOMB_MEMBERS copies of one member of 64 MiB of zeros: gzread
+ * reads concatenated members as one stream. The loader holds about 1 GiB
+ * before it stops. */
+enum { BOMB_CHUNK = 1 << 20, BOMB_MEMBER_CHUNKS = 64, BOMB_MEMBERS = 17 };
+
+static void test_gzip_bomb(void **state) {
+    fixture_t *f = *state;
+    /* 1024 x 1024 x 1024: exactly the largest data an IDX file may have. */
+    uint8_t header[IDX_CAPACITY];
+    uint32_t dims[] = {1024, 1024, 1024};
+    size_t n = make_idx(header, 0x08, 3, dims, 0);
+    write_gzip(path_of(f, "bomb-idx3-ubyte.gz"), header, n);
+
+    uint8_t *zeros = calloc(BOMB_CHUNK, 1), *member = malloc(BOMB_CHUNK);
+    assert_non_null(zeros);
+    assert_non_null(member);
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 9, Z_RLE), Z_OK);
+    z.next_out = member;
+    z.avail_out = BOMB_CHUNK;
+    for (int i = 0; i < BOMB_MEMBER_CHUNKS; i++) {
+        z.next_in = zeros;
+        z.avail_in = BOMB_CHUNK;
+        assert_int_equal(deflate(&z, i + 1 < BOMB_MEMBER_CHUNKS ? Z_NO_FLUSH : Z_FINISH),
+                         i + 1 < BOMB_MEMBER_CHUNKS ? Z_OK : Z_STREAM_END);
+        assert_int_equal(z.avail_in, 0);
+    }
+    const size_t member_bytes = z.total_out;
+    assert_int_equal(z.total_in, (uLong)BOMB_CHUNK * BOMB_MEMBER_CHUNKS);
+    assert_int_equal(deflateEnd(&z), Z_OK);
+    /* Deflate's best ratio is about 1000:1. */
+    assert_true(member_bytes < BOMB_CHUNK / 8);
+    FILE *file = fopen(f->path, "ab");
+    assert_non_null(file);
+    for (int i = 0; i < BOMB_MEMBERS; i++)
+        assert_int_equal(fwrite(member, 1, member_bytes, file), member_bytes);
+    assert_int_equal(fclose(file), 0);
+    free(zeros);
+    free(member);
+
+    bg_idx_t *sentinel = (bg_idx_t *)(uintptr_t)0x1234;
+    bg_idx_t *idx = sentinel;
+    char expected[PATH_CAPACITY + 160];
+    snprintf(expected, sizeof expected,
+             "%s: more than %llu bytes (after decompression); an IDX file holds at most %llu "
+             "data bytes",
+             f->path, (unsigned long long)BG_IDX_MAX_BYTES + 4 + 4 * BG_IDX_MAX_DIMS,
+             (unsigned long long)BG_IDX_MAX_BYTES);
+    assert_int_equal(bg_idx_load(f->path, &idx), BG_ERR_PARSE);
+    assert_string_equal(bg_error_message(), expected);
+    assert_ptr_equal(idx, sentinel);
+}
+
 static void test_missing_file(void **state) {
     fixture_t *f = *state;
     bg_idx_t *sentinel = (bg_idx_t *)(uintptr_t)0x1234;
@@ -415,6 +472,7 @@ int main(void) {
         cmocka_unit_test(test_truncated_header),
         cmocka_unit_test_setup_teardown(test_empty_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_gzip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gzip_bomb, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_directory, setup, teardown),
         cmocka_unit_test(test_prefixes_and_mutations),

@@ -358,6 +358,14 @@ static void test_step_and_recompute(void **state) {
     bg_cost_model_t *model = NULL;
     cc.microbatches = 65;
     assert_int_equal(bg_cost_model_create(&cc, &model), BG_ERR_INVALID);
+    assert_non_null(
+        strstr(bg_error_message(), "65 micro-batches of a 64-sample batch (need 1..B)"));
+    assert_null(model);
+    cc.microbatches = 1;
+    cc.spec = NULL;
+    assert_int_equal(bg_cost_model_create(&cc, &model), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "cost model: no model given"));
+    cc.spec = spec;
     cc.microbatches = 1;
     assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
     bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
@@ -369,10 +377,31 @@ static void test_step_and_recompute(void **state) {
     for (int d = 0; d < 9; d++) many[d] = dev[0];
     pc.device = many;
     assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
-    assert_non_null(strstr(bg_error_message(), "only 8 layers"));
+    assert_non_null(strstr(bg_error_message(), "9 stages but the model has only 8 layers"));
+    pc.devices = 0;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "partition: 0 devices x 1 chunks"));
     pc.devices = 2;
+    snprintf(many[1].name, sizeof many[1].name, "slow");
+    many[1].flops_per_s = 0;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "partition: device 1 (slow) has no speed"));
+    many[1] = dev[0];
+    pc.device = NULL;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "partition: no cost model or no devices"));
+    pc.device = many;
+    /* Splits: stage 0 starts at 0, boundaries increase within 1..7. */
     const int bad[2] = {0, 8};
     assert_int_equal(bg_partition_evaluate(&pc, bad, &p), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "split: stage 1 would start at layer 8; boundaries "
+                                               "must increase and lie within 1..7"));
+    assert_null(p);
+    const int late[2] = {1, 4}, same[2] = {0, 0};
+    assert_int_equal(bg_partition_evaluate(&pc, late, &p), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "split: stage 0 must start at layer 0, not 1"));
+    assert_int_equal(bg_partition_evaluate(&pc, same, &p), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "split: stage 1 would start at layer 0"));
     assert_null(p);
     bg_partition_destroy(NULL);
     bg_cost_model_destroy(NULL);

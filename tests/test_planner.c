@@ -130,17 +130,28 @@ static void test_request_errors(void **state) {
     bg_plan_t *plan = NULL;
     bg_plan_request_t r = request_for(spec, devices, 2, 8, 4);
     assert_int_equal(bg_plan_create(&r, &plan), BG_ERR_INVALID);
-    assert_non_null(strstr(bg_error_message(), "would leave some empty"));
+    assert_non_null(
+        strstr(bg_error_message(), "8 micro-batches of a 4-sample batch would leave some empty"));
     r = request_for(spec, devices, 2, 3, 64);
     r.schedule = BG_SCHEDULE_INTERLEAVED;
     r.chunks = 2;
     assert_int_equal(bg_plan_create(&r, &plan), BG_ERR_INVALID);
-    assert_non_null(strstr(bg_error_message(), "multiple of the device count"));
+    assert_non_null(strstr(bg_error_message(),
+                           "interleaved needs the micro-batch count (M=3) to be "
+                           "a multiple of the device count (K=2)"));
     bg_layer_profile_t layers[3] = {{0}};
     bg_profile_t three = {.layers = 3, .batch = 8, .copy_bytes_per_s = 1e9, .layer = layers};
     r = request_for(spec, devices, 2, 4, 64);
     r.profile = &three;
     assert_int_equal(bg_plan_create(&r, &plan), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "cost model: profile of 3 layers for 4"));
+    assert_null(plan);
+    r = request_for(spec, devices, 0, 4, 64);
+    assert_int_equal(bg_plan_create(&r, &plan), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "planner: 0 devices x 1 chunks"));
+    r = request_for(spec, NULL, 2, 4, 64);
+    assert_int_equal(bg_plan_create(&r, &plan), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "planner: no model or no devices given"));
     assert_null(plan);
     bg_model_spec_destroy(spec);
 }
@@ -235,7 +246,13 @@ static void test_search(void **state) {
     assert_int_equal(bg_plan_search(&r, BG_PLAN_SEARCH_MICROBATCHES, &plan), BG_OK);
     assert_false(plan->partition->fits);
     bg_plan_destroy(plan);
+    plan = NULL;
     assert_int_equal(bg_plan_search(&r, 4, &plan), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "planner: unknown search flags 0x4"));
+    r.batch = 0;
+    assert_int_equal(bg_plan_search(&r, BG_PLAN_SEARCH_MICROBATCHES, &plan), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "planner: a batch of 0 samples"));
+    assert_null(plan);
     bg_model_spec_destroy(spec);
 }
 

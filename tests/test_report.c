@@ -304,6 +304,33 @@ static int count_of(const char *text, const char *needle) {
     return n;
 }
 
+/* The d="..." value of the chart's path of class `series` for `schedule`:
+ * checks that its commands are exactly `commands` (one letter per point,
+ * "MLL" for a move and two lines), stores each point's x in xs and returns
+ * the number of points. */
+static int path_points(const char *text, const char *series, const char *schedule,
+                       const char *commands, double *xs) {
+    char head[128];
+    snprintf(head, sizeof head, "<path class=\"%s\" data-schedule=\"%s\"", series, schedule);
+    const char *line = strstr(text, head);
+    if (line == NULL) fail_msg("no %s", head);
+    const char *d = strstr(line, " d=\"");
+    const char *end = d != NULL ? strchr(d + 4, '"') : NULL;
+    if (d == NULL || end == NULL || strchr(line, '>') < d) fail_msg("%s has no d=\"...\"", head);
+    char got[64] = {0};
+    int n = 0;
+    for (const char *p = d + 4; p < end; n++) {
+        double x, y;
+        int used = 0;
+        if (n >= 63 || sscanf(p, "%c%lf %lf %n", &got[n], &x, &y, &used) != 3 || used == 0)
+            fail_msg("%s: cannot parse d at '%.*s'", head, (int)(end - p), p);
+        xs[n < 8 ? n : 7] = x;
+        p += used;
+    }
+    if (strcmp(got, commands) != 0) fail_msg("%s: commands %s, want %s", head, got, commands);
+    return n;
+}
+
 /* A timeline from a schedule's op lists by list scheduling: F 1 ms, B 2 ms,
  * W and STEP 0.5 ms, each transfer between devices a 0.1 ms send on the
  * producer and a 0.1 ms receive on the consumer, which waits for the data
@@ -611,16 +638,33 @@ static void test_svg_chart(void **state) {
     assert_int_equal(count_of(text, "<path class=\"theory\""), 3);
     assert_int_equal(count_of(text, "<circle class=\"point\""), 7);
     assert_non_null(strstr(text, "data-schedule=\"a&lt;b\""));
-    /* 1f1b's line visits M = 1, 2, 4, 8 in order: four points, one move. */
-    const char *line = strstr(text, "class=\"throughput\" data-schedule=\"1f1b\"");
-    assert_non_null(line);
-    const char *d = strstr(line, " d=\"");
-    assert_int_equal(d[4], 'M');
-    assert_int_equal(count_of(d, "L") >= 3, 1);
+    /* 1f1b's line visits M = 1, 2, 4, 8 in order: one move, three lines.
+     * The M axis spans log2 M from -0.3 to 3.3 over x = 90..850, so M = 2^k
+     * sits at x = 90 + (k + 0.3) / 3.6 * 760. */
+    double xs[8];
+    assert_int_equal(path_points(text, "throughput", "1f1b", "MLLL", xs), 4);
+    expect_near(xs[0], 153.33, 1e-9);
+    expect_near(xs[1], 364.44, 1e-9);
+    expect_near(xs[2], 575.56, 1e-9);
+    expect_near(xs[3], 786.67, 1e-9);
+    /* gpipe's M = 8 rate is NaN: its line stops at M = 2. */
+    assert_int_equal(path_points(text, "throughput", "gpipe", "ML", xs), 2);
+    expect_near(xs[1], 364.44, 1e-9);
+    assert_int_equal(path_points(text, "bubble", "gpipe", "MLL", xs), 3);
+    assert_int_equal(path_points(text, "theory", "a&lt;b", "M", xs), 1);
+    expect_near(xs[0], 575.56, 1e-9);
     free(text);
     assert_int_equal(bg_svg_chart_write(path, points, 0), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "svg chart: no points"));
+    assert_int_equal(bg_svg_chart_write(NULL, points, 8), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "svg chart: no points"));
     points[2].microbatches = 0;
     assert_int_equal(bg_svg_chart_write(path, points, 8), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "point 2 has a schedule, M=0"));
+    points[2].microbatches = 2;
+    points[5].schedule = NULL;
+    assert_int_equal(bg_svg_chart_write(path, points, 8), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "point 5 has no schedule, M=8"));
 }
 
 static void expect_io_error(bg_status_t st, const char *path) {

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "dataset.h"
 #include "support/scratch.h"
 #include "train.h"
+#include "train_state.h"
 
 static const char small_cnn[] = "input channels=1 height=8 width=8\n"
                                 "conv2d filters=4 kernel=3 activation=relu\n"
@@ -151,11 +153,201 @@ static void test_files(void **state) {
     free(loaded);
 }
 
+/* ---- hand-made training states ---- */
+
+enum { STATE_KEYS = 9 };
+
+static const char *const state_keys[STATE_KEYS] = {
+    "format",        "brigade.model",           "brigade.kind",
+    "brigade.step",  "brigade.optimizer_steps", "brigade.optimizer",
+    "brigade.epoch", "brigade.position",        "brigade.shuffle_rng"};
+
+/* The rng words the hand-made states hold. */
+static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xfedcba9876543210),
+                                      UINT64_C(0x1111222233334444), 5};
+
+/* Writes an Adam training state of f->spec to `path` as bg_train_state_save
+ * lays it out (parameter i is i / 1024, m's is -i, v's is 2 i): step 5,
+ * optimizer_steps 4, epoch 2, position 48, the state_rng words. One change
+ * may be asked for: metadata `key` set to `value` (left out when NULL);
+ * tensor `drop` left out; tensor `reshape` written flat (its element count
+ * kept). */
+static void write_state(const fixture_t *f, const char *path, const char *key, const char *value,
+                        const char *drop, const char *reshape) {
+    bg_checkpoint_tensor_t *model = NULL;
+    int count = 0;
+    assert_int_equal(bg_checkpoint_model_tensors(f->spec, &model, &count), BG_OK);
+    const int64_t n = f->spec->total_params;
+    float *buffers[3];
+    for (int b = 0; b < 3; b++) {
+        buffers[b] = malloc(sizeof(float) * (size_t)n);
+        assert_non_null(buffers[b]);
+        for (int64_t i = 0; i < n; i++)
+            buffers[b][i] = (float)i * (b == 0 ? 1.0f / 1024 : b == 1 ? -1.0f : 2.0f);
+    }
+    bg_safetensors_tensor_t tensors[3 * 16];
+    char names[3 * 16][64];
+    assert_true(count <= 16);
+    int used = 0;
+    for (int b = 0; b < 3; b++) {
+        for (int i = 0; i < count; i++) {
+            snprintf(names[used], sizeof names[used], "%s%s",
+                     b == 0   ? ""
+                     : b == 1 ? "optimizer.m."
+                              : "optimizer.v.",
+                     model[i].name);
+            if (drop != NULL && strcmp(names[used], drop) == 0) continue;
+            memset(&tensors[used], 0, sizeof tensors[used]);
+            tensors[used].name = names[used];
+            tensors[used].ndim = model[i].ndim;
+            memcpy(tensors[used].shape, model[i].shape, sizeof model[i].shape);
+            if (reshape != NULL && strcmp(names[used], reshape) == 0) {
+                tensors[used].ndim = 1;
+                tensors[used].shape[0] = model[i].count;
+            }
+            tensors[used].data = buffers[b] + model[i].offset;
+            used++;
+        }
+    }
+    char fingerprint[32], rng[80];
+    snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, f->spec->fingerprint);
+    snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, state_rng[0],
+             state_rng[1], state_rng[2], state_rng[3]);
+    const char *values[STATE_KEYS] = {"pt", fingerprint, "training-state", "5", "4", "adam", "2",
+                                      "48", rng};
+    const char *keys[STATE_KEYS];
+    const char *vals[STATE_KEYS];
+    int pairs = 0, changed = key == NULL;
+    for (int k = 0; k < STATE_KEYS; k++) {
+        const char *v = values[k];
+        if (key != NULL && strcmp(key, state_keys[k]) == 0) v = value, changed = 1;
+        if (v == NULL) continue;
+        keys[pairs] = state_keys[k];
+        vals[pairs++] = v;
+    }
+    assert_true(changed);
+    bg_status_t st = bg_checkpoint_save_tensors(path, tensors, used, keys, vals, pairs);
+    if (st != BG_OK) fail_msg("%s", bg_error_message());
+    for (int b = 0; b < 3; b++) free(buffers[b]);
+    free(model);
+}
+
+/* Loads `path` for Adam expecting `status` and a message with `path` and
+ * `needle`; the state's buffers are freed on failure. */
+static void expect_state_error(const fixture_t *f, const char *path, bg_status_t status,
+                               const char *needle) {
+    bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
+    bg_train_state_t st = {0};
+    bg_status_t got = bg_train_state_load(path, f->spec, &adam, &st);
+    if (got != status || strstr(bg_error_message(), path) == NULL ||
+        strstr(bg_error_message(), needle) == NULL)
+        fail_msg("got %s \"%s\", wanted %s with \"%s\"", bg_status_name(got), bg_error_message(),
+                 bg_status_name(status), needle);
+    assert_null(st.params);
+    assert_null(st.state[0]);
+    assert_null(st.state[1]);
+}
+
+/* The hand-made state loads with every number as written, so each refusal
+ * below comes from its one change. */
+static void test_state_fields(void **state) {
+    fixture_t *f = *state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/fields.safetensors", f->dir);
+    write_state(f, path, NULL, NULL, NULL, NULL);
+    bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
+    bg_train_state_t st = {0};
+    bg_status_t status = bg_train_state_load(path, f->spec, &adam, &st);
+    if (status != BG_OK) fail_msg("%s", bg_error_message());
+    assert_int_equal(st.step, 5);
+    assert_int_equal(st.optimizer_steps, 4);
+    assert_int_equal(st.epoch, 2);
+    assert_int_equal(st.position, 48);
+    for (int i = 0; i < 4; i++) assert_int_equal(st.shuffle_rng.state[i], state_rng[i]);
+    assert_int_equal(st.states, 2);
+    for (int64_t i = 0; i < f->spec->total_params; i++) {
+        if (st.params[i] != (float)i / 1024 || st.state[0][i] != -(float)i ||
+            st.state[1][i] != 2.0f * (float)i)
+            fail_msg("element %" PRId64 ": %g %g %g", i, st.params[i], st.state[0][i],
+                     st.state[1][i]);
+    }
+    bg_train_state_free(&st);
+}
+
+/* Each field --resume reads, broken on its own, is refused by name. */
+static void test_state_refusals(void **state) {
+    fixture_t *f = *state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/broken.safetensors", f->dir);
+
+    static const char *const epochs[] = {"0", "1000001"};
+    for (int i = 0; i < 2; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "brigade.epoch %s is out of range", epochs[i]);
+        write_state(f, path, "brigade.epoch", epochs[i], NULL, NULL);
+        expect_state_error(f, path, BG_ERR_PARSE, want);
+    }
+    write_state(f, path, "brigade.epoch", "1000000", NULL, NULL); /* the largest accepted */
+    bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
+    bg_train_state_t st = {0};
+    assert_int_equal(bg_train_state_load(path, f->spec, &adam, &st), BG_OK);
+    assert_int_equal(st.epoch, 1000000);
+    bg_train_state_free(&st);
+
+    /* Counts: missing, empty, negative, trailing junk, not a number, a sign
+     * or a space first, past int64 (strtoll would clamp it). */
+    static const char *const count_keys[] = {"brigade.step", "brigade.optimizer_steps",
+                                             "brigade.epoch", "brigade.position"};
+    static const char *const bad_counts[] = {NULL,    "",   "-1", "7x",
+                                             "seven", "+5", " 5", "99999999999999999999"};
+    for (int k = 0; k < 4; k++) {
+        for (size_t b = 0; b < sizeof bad_counts / sizeof bad_counts[0]; b++) {
+            char want[96];
+            snprintf(want, sizeof want, "metadata '%s' is missing or not a count", count_keys[k]);
+            write_state(f, path, count_keys[k], bad_counts[b], NULL, NULL);
+            expect_state_error(f, path, BG_ERR_PARSE, want);
+        }
+    }
+
+    /* The shuffle generator: 64 hex digits exactly. */
+    char rng[80];
+    snprintf(rng, sizeof rng, "%064d", 0);
+    rng[63] = '\0';
+    write_state(f, path, "brigade.shuffle_rng", rng, NULL, NULL); /* 63 digits */
+    expect_state_error(f, path, BG_ERR_PARSE, "brigade.shuffle_rng is missing or malformed");
+    write_state(f, path, "brigade.shuffle_rng", NULL, NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE, "brigade.shuffle_rng is missing or malformed");
+    snprintf(rng, sizeof rng, "%064d", 0);
+    rng[40] = 'g';
+    write_state(f, path, "brigade.shuffle_rng", rng, NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE, "brigade.shuffle_rng is malformed");
+    /* strtoull would read these 16-digit pieces as numbers. */
+    static const char signs[] = {'-', '+', ' '};
+    for (int i = 0; i < 3; i++) {
+        snprintf(rng, sizeof rng, "%064d", 0);
+        rng[16] = signs[i];
+        write_state(f, path, "brigade.shuffle_rng", rng, NULL, NULL);
+        expect_state_error(f, path, BG_ERR_PARSE, "brigade.shuffle_rng is malformed");
+    }
+
+    /* Tensors: one of the weights' or the optimizer's missing or reshaped. */
+    write_state(f, path, NULL, NULL, "optimizer.v.3.bias", NULL);
+    expect_state_error(f, path, BG_ERR_INVALID, "tensor 'optimizer.v.3.bias' is missing");
+    write_state(f, path, NULL, NULL, NULL, "optimizer.m.0.weight");
+    expect_state_error(f, path, BG_ERR_INVALID,
+                       "tensor 'optimizer.m.0.weight' does not have the model's shape");
+    write_state(f, path, NULL, NULL, NULL, "3.weight");
+    expect_state_error(f, path, BG_ERR_INVALID,
+                       "tensor '3.weight' does not have the model's shape");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_one_stage),
         cmocka_unit_test(test_resume_two_stages),
         cmocka_unit_test(test_files),
+        cmocka_unit_test(test_state_fields),
+        cmocka_unit_test(test_state_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -358,11 +358,63 @@ static void test_write_invalid_keeps_existing(void **state) {
 
     bad = (bg_safetensors_tensor_t){.name = "__metadata__", .ndim = 1, .shape = {1}, .data = data};
     assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
+    snprintf(expected, sizeof expected, "%s: tensor 0: invalid name '__metadata__'", path);
+    assert_string_equal(bg_error_message(), expected);
+    /* A lone continuation byte is not UTF-8. */
+    bg_safetensors_tensor_t named[] = {good,
+                                       {.name = "x\x80", .ndim = 1, .shape = {1}, .data = data}};
+    named[0].name = "first";
+    assert_int_equal(bg_safetensors_write(path, named, 2, NULL, NULL, 0), BG_ERR_INVALID);
+    snprintf(expected, sizeof expected, "%s: tensor 1: invalid name 'x\x80'", path);
+    assert_string_equal(bg_error_message(), expected);
+    bad = (bg_safetensors_tensor_t){.name = "", .ndim = 1, .shape = {1}, .data = data};
+    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
+    snprintf(expected, sizeof expected, "%s: tensor 0 has no name", path);
+    assert_string_equal(bg_error_message(), expected);
+
+    /* Offsets must stay below 2^53 (exact in a double): 2^51 floats are
+     * 2^53 bytes; two tensors of 2^50 floats reach it together; 2^40 x 2^40
+     * floats overflow 64 bits. The check comes before any data is read. */
+    bad = (bg_safetensors_tensor_t){
+        .name = "big", .ndim = 1, .shape = {INT64_C(1) << 51}, .data = data};
+    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
+    snprintf(expected, sizeof expected, "%s: tensor 'big': data too large for the format", path);
+    assert_string_equal(bg_error_message(), expected);
+    bg_safetensors_tensor_t halves[] = {
+        {.name = "h1", .ndim = 1, .shape = {INT64_C(1) << 50}, .data = data},
+        {.name = "h2", .ndim = 1, .shape = {INT64_C(1) << 50}, .data = data},
+    };
+    halves[1].shape[0] -= 1; /* 2^53 - 4 bytes in all: fits */
+    uint8_t *encoded = NULL;
+    size_t encoded_size = 0;
+    assert_int_equal(
+        bg_safetensors_header_encode(path, halves, 2, NULL, NULL, 0, &encoded, &encoded_size),
+        BG_OK);
+    free(encoded);
+    halves[1].shape[0] += 1;
+    assert_int_equal(bg_safetensors_write(path, halves, 2, NULL, NULL, 0), BG_ERR_INVALID);
+    snprintf(expected, sizeof expected, "%s: tensor 'h2': data too large for the format", path);
+    assert_string_equal(bg_error_message(), expected);
+    bad = (bg_safetensors_tensor_t){
+        .name = "wide", .ndim = 2, .shape = {INT64_C(1) << 40, INT64_C(1) << 40}, .data = data};
+    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
+    snprintf(expected, sizeof expected, "%s: tensor 'wide': data too large for the format", path);
+    assert_string_equal(bg_error_message(), expected);
 
     const char *keys[] = {"k", "k"};
     const char *values[] = {"1", "2"};
     assert_int_equal(bg_safetensors_write(path, &good, 1, keys, values, 2), BG_ERR_INVALID);
     snprintf(expected, sizeof expected, "%s: duplicate metadata key 'k'", path);
+    assert_string_equal(bg_error_message(), expected);
+    /* Metadata keys and values must be UTF-8 strings. */
+    const char *null_value[] = {"k", NULL};
+    const char *two_keys[] = {"j", "k"};
+    assert_int_equal(bg_safetensors_write(path, &good, 1, two_keys, null_value, 2), BG_ERR_INVALID);
+    snprintf(expected, sizeof expected, "%s: metadata 1: NULL or invalid UTF-8 value", path);
+    assert_string_equal(bg_error_message(), expected);
+    const char *bad_key[] = {"\xc3("};
+    assert_int_equal(bg_safetensors_write(path, &good, 1, bad_key, values, 1), BG_ERR_INVALID);
+    snprintf(expected, sizeof expected, "%s: metadata 0: NULL or invalid UTF-8 key", path);
     assert_string_equal(bg_error_message(), expected);
 
     size_t after_size;
@@ -704,8 +756,17 @@ static void test_write_encoded(void **state) {
     reshaped[0].shape[1] = 2;
     assert_int_equal(bg_safetensors_write_encoded(path, header, header_size, reshaped, 2),
                      BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "does not describe the given tensors"));
+    assert_non_null(strstr(bg_error_message(), path));
     assert_int_equal(bg_safetensors_write_encoded(path, header, header_size, tensors, 1),
                      BG_ERR_INVALID);
+    /* One tensor fewer: the header's last one lies past the data. */
+    char expected[512];
+    snprintf(expected, sizeof expected,
+             "header to write does not parse: %s: tensor 'b': data_offsets [24, 32] exceed the 24 "
+             "bytes of data",
+             path);
+    assert_string_equal(bg_error_message(), expected);
     /* A broken header. */
     header[0] ^= 8;
     assert_int_equal(bg_safetensors_write_encoded(path, header, header_size, tensors, 2),
@@ -725,6 +786,7 @@ static void test_write_encoded(void **state) {
     assert_int_equal(
         bg_safetensors_header_encode(path, &nameless, 1, NULL, NULL, 0, &out, &header_size),
         BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "tensor 0 has no name"));
     assert_ptr_equal(out, untouched);
     free(header);
     free(path);

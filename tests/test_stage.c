@@ -522,39 +522,58 @@ static void expect_create_error(const fixture_t *f, int first, int last, int64_t
 
 static void test_errors(void **state) {
     fixture_t *f = *state;
-    expect_create_error(f, 0, 0, 4, "layer range [0, 0)");
-    expect_create_error(f, 4, 4, 4, "layer range [4, 4)");
-    expect_create_error(f, 5, 3, 4, "layer range [5, 3)");
-    expect_create_error(f, -1, 3, 4, "layer range [-1, 3)");
-    expect_create_error(f, 0, LAYERS + 1, 4, "layer range [0, 9)");
-    expect_create_error(f, 0, LAYERS, 0, "batch");
-    expect_create_error(f, 0, LAYERS, -3, "batch");
+    expect_create_error(f, 0, 0, 4, "stage: layer range [0, 0) is not within 0..8");
+    expect_create_error(f, 4, 4, 4, "stage: layer range [4, 4) is not within 0..8");
+    expect_create_error(f, 5, 3, 4, "stage: layer range [5, 3) is not within 0..8");
+    expect_create_error(f, -1, 3, 4, "stage: layer range [-1, 3) is not within 0..8");
+    expect_create_error(f, 0, LAYERS + 1, 4, "stage: layer range [0, 9) is not within 0..8");
+    expect_create_error(f, 0, LAYERS, 0, "stage: batch size must be >= 1, got 0");
+    expect_create_error(f, 0, LAYERS, -3, "stage: batch size must be >= 1, got -3");
 
     bg_stage_config_t cfg = BG_STAGE_CONFIG_INIT;
     cfg.backend = f->f32;
     cfg.last_layer = LAYERS;
     bg_stage_t *out = NULL;
     assert_int_equal(bg_stage_create(&cfg, &out), BG_ERR_INVALID); /* no spec */
+    assert_non_null(strstr(bg_error_message(), "stage: no model spec or backend given"));
     cfg.spec = f->spec;
     cfg.backend = NULL;
+    bg_error_clear();
     assert_int_equal(bg_stage_create(&cfg, &out), BG_ERR_INVALID); /* no backend */
+    assert_non_null(strstr(bg_error_message(), "stage: no model spec or backend given"));
+    cfg.backend = f->f32;
+    const int bad_slots[] = {0, 65537};
+    for (int i = 0; i < 2; i++) {
+        cfg.stash_slots = bad_slots[i];
+        char want[64];
+        snprintf(want, sizeof want, "stage: stash slots must be 1..65536, got %d", bad_slots[i]);
+        assert_int_equal(bg_stage_create(&cfg, &out), BG_ERR_INVALID);
+        if (strstr(bg_error_message(), want) == NULL)
+            fail_msg("message does not contain '%s': %s", want, bg_error_message());
+    }
     assert_null(out);
 
     bg_stage_destroy(NULL);
 
     bg_stage_t *s = stage_create(f, f->f32, 0, LAYERS, 4, NULL);
     assert_int_equal(bg_stage_forward(s, 5, NULL), BG_ERR_INVALID);
-    assert_non_null(strstr(bg_error_message(), "5"));
+    assert_non_null(strstr(bg_error_message(), "stage: batch of 5 samples, room for 1..4"));
     assert_int_equal(bg_stage_forward(s, 0, NULL), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "stage: batch of 0 samples, room for 1..4"));
     assert_int_equal(bg_stage_forward(s, -1, NULL), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "stage: batch of -1 samples, room for 1..4"));
     assert_int_equal(bg_stage_load_batch(s, 5, f->images, f->labels), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "stage: batch of 5 samples, room for 1..4"));
     assert_int_equal(bg_stage_load_batch(s, 0, f->images, f->labels), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "stage: batch of 0 samples, room for 1..4"));
 
-    /* A label outside [0, classes) is refused by the loss, naming the layer. */
+    /* A label outside [0, classes) is refused by the loss, naming the layer,
+     * the label and its sample. */
     int32_t bad_labels[4] = {0, 1, CLASSES, 2};
     ok(bg_stage_load_batch(s, 4, f->images, bad_labels));
     assert_int_equal(bg_stage_forward(s, 4, NULL), BG_ERR_INVALID);
-    assert_non_null(strstr(bg_error_message(), "layer 7"));
+    assert_non_null(strstr(bg_error_message(), "forward of layer 7 (softmax_cross_entropy): "));
+    assert_non_null(strstr(bg_error_message(), "label 10 of sample 2 is outside 0..9"));
 
     /* The stage still works after the errors. */
     bg_stage_loss_t loss = {0};
@@ -562,7 +581,9 @@ static void test_errors(void **state) {
     ok(bg_stage_forward(s, 4, &loss));
     assert_true(loss.loss_sum > 0 && isfinite(loss.loss_sum));
     /* Backward must follow a forward of the same n. */
-    assert_int_not_equal(bg_stage_backward(s, 3, 0.25), BG_OK);
+    assert_int_equal(bg_stage_backward(s, 3, 0.25), BG_ERR_INTERNAL);
+    assert_non_null(
+        strstr(bg_error_message(), "stage: backward of 3 samples in slot 0 without its forward"));
     ok(bg_stage_backward(s, 4, 0.25));
     bg_stage_destroy(s);
 }

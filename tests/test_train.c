@@ -133,11 +133,29 @@ static void test_rejects_bad_config(void **state) {
     bg_train_result_t r;
     cfg.batch = 0;
     assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INVALID);
-    assert_non_null(strstr(bg_error_message(), "--batch"));
+    assert_non_null(strstr(bg_error_message(), "--batch must be >= 1, got 0"));
+    cfg.batch = -5;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "--batch must be >= 1, got -5"));
     cfg = config(f);
     cfg.epochs = 0;
     cfg.steps = 0;
     assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "nothing to do: --epochs and --steps are both 0"));
+    /* Copies of the fixture's sets with one field changed. */
+    cfg = config(f);
+    bg_dataset_t empty = *f->test;
+    empty.count = 0;
+    cfg.test = &empty;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "the training or test set is empty"));
+    cfg = config(f);
+    bg_dataset_t wider = *f->train;
+    wider.classes = 5;
+    cfg.train = &wider;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INVALID);
+    assert_non_null(
+        strstr(bg_error_message(), "the data has 5 classes but the model outputs only 4"));
 }
 
 /* A diverging run stops with a numeric error naming the step. */
