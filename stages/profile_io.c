@@ -83,12 +83,17 @@ static bg_status_t read_text(const char *path, char **out) {
     FILE *f = fopen(path, "rb");
     if (f == NULL) return bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
     char *text = malloc(MAX_PROFILE_BYTES + 1);
+    errno = 0;
     size_t n = text ? fread(text, 1, MAX_PROFILE_BYTES + 1, f) : 0;
-    int failed = text == NULL || ferror(f);
+    /* The reason, kept before fclose can change errno: a directory opens
+     * but does not read (EISDIR). */
+    const char *reason = text == NULL ? "out of memory"
+                         : ferror(f)  ? strerror(errno != 0 ? errno : EIO)
+                                      : NULL;
     fclose(f);
-    if (failed) {
+    if (reason != NULL) {
         free(text);
-        return bg_error_set(BG_ERR_IO, "cannot read '%s'", path);
+        return bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path, reason);
     }
     if (n > MAX_PROFILE_BYTES) {
         free(text);

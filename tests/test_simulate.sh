@@ -122,6 +122,63 @@ expect 2 "$T/small.profile.json" -- plan "$MODEL" --profile "$T/small.profile.js
 expect 2 "$T/none.json" -- simulate "$MODEL" --profile "$T/none.json"
 printf '{"model": 3' >"$T/broken.json"
 expect 2 "$T/broken.json" -- simulate "$MODEL" --profile "$T/broken.json"
+# A directory opens but does not read: the message says why.
+mkdir "$T/profile.d"
+expect 2 "cannot read '$T/profile.d': Is a directory" -- simulate "$MODEL" --profile "$T/profile.d"
+
+# --- malformed profiles: each refusal names the file, what and where ---------
+
+# bad_profile NAME 'MESSAGE' PYTHON-CODE: writes $T/NAME.json, the profile $P
+# with the code applied to it (bound to `p`), and expects simulate to refuse
+# it with exit status 2 and "$T/NAME.json: MESSAGE" on stderr.
+bad_profile() {
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+$3
+json.dump(p, open(sys.argv[2], 'w'))" "$P" "$T/$1.json"
+    expect 2 "$T/$1.json: $2" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 \
+        --profile "$T/$1.json"
+}
+
+if [ -s "$P" ]; then
+    bad_profile version0 "'version' must be a whole number >= 1" 'p["version"] = 0'
+    bad_profile version_half "'version' must be a whole number >= 1" 'p["version"] = 1.5'
+    bad_profile version_text "'version' must be a whole number >= 1" 'p["version"] = "2"'
+    bad_profile layers7 "needs a 'layers' list of 8 entries" 'del p["layers"][7]'
+    bad_profile layers_object "needs a 'layers' list of 8 entries" 'p["layers"] = {}'
+    bad_profile batch0 "batch and copy_bytes_per_s must be positive" 'p["batch"] = 0'
+    bad_profile copy0 "batch and copy_bytes_per_s must be positive" 'p["copy_bytes_per_s"] = 0'
+    bad_profile batch_negative "profile: 'batch' must be a number >= 0" 'p["batch"] = -16'
+    bad_profile slots0 "stash_slots must be >= 1" 'p["stash_slots"] = 0'
+    bad_profile stages_object "'stages' must be a list" 'p["stages"] = {}'
+    # The bounds of a layer range: whole 0 <= first < last <= 8, slots >= 1.
+    bounds="stage entry 3: needs whole 0 <= first < last <= 8 and slots >= 1"
+    bad_profile last9 "$bounds" 'p["stages"][3]["last"] = 9'
+    bad_profile first_is_last "$bounds" 'p["stages"][3]["first"] = p["stages"][3]["last"]'
+    bad_profile first_after_last "$bounds" 'p["stages"][3].update(first=5, last=2)'
+    bad_profile first_half "$bounds" 'p["stages"][3]["first"] = 0.5'
+    bad_profile stage_slots0 "$bounds" 'p["stages"][3]["slots"] = 0'
+    # A negative first is refused as a negative number, before the bounds.
+    bad_profile first_negative "stage entry 3: 'first' must be a number >= 0" \
+        'p["stages"][3]["first"] = -1'
+    bad_profile loaded_number "stage entry 2 'loaded' must be an object" \
+        'p["stages"][2]["loaded"] = 3'
+    bad_profile forward_negative "layer 4: 'forward_s' must be a number >= 0" \
+        'p["layers"][4]["forward_s"] = -0.001'
+    bad_profile forward_text "layer 4: 'forward_s' must be a number >= 0" \
+        'p["layers"][4]["forward_s"] = "fast"'
+    # 64 MiB is the limit: the profile padded with spaces to exactly 64 MiB
+    # loads, one byte more is refused (the file is deleted at once).
+    python3 -c "import sys
+text = open(sys.argv[1], 'rb').read()
+open(sys.argv[2], 'wb').write(text + b' ' * ((64 << 20) - len(text)))" "$P" "$T/big.json"
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/big.json"
+    stdout_has "costs from $T/big.json" "a profile of exactly 64 MiB"
+    printf ' ' >>"$T/big.json"
+    expect 2 "$T/big.json: larger than 64 MiB; not a profile" -- \
+        simulate "$MODEL" --profile "$T/big.json"
+    rm -f "$T/big.json"
+fi
 
 # --- simulate ----------------------------------------------------------------
 
@@ -154,13 +211,37 @@ fi
 # Nearly equal stages come near the theory: the balanced MLP split in half
 # (the optimizer step, done by both devices at once, and the last dense
 # layer on stage 1 keep it from being exact; test_planner.c checks exact).
+# The exact figures, from the analytic cost model (stages/cost_model.h) and
+# the layer shapes: micro-batches of n = 64/8 = 8 samples on cores of
+# R = 50 GFLOP/s and o = 2 us an op; FLOPs per sample: dense 2*in*units,
+# relu its size, softmax_cross_entropy 3*classes; a backward twice the
+# forward (2 ops) for a layer with weights, once (1 op) for the others.
+# Stage 0 is flatten, dense 1024, relu, dense 1024, relu (5 ops forward, 7
+# backward); stage 1 dense 1024, relu, dense 1024, relu, dense 10, softmax
+# (6 and 9). A crossing is 8 x 1024 floats over 5 GB/s plus 5 us; Adam's
+# update streams 7 x 4 bytes a parameter at 50 GB/s. Stage 1 is the slower
+# (F1 > F0, B1 > B0), so GPipe's step is F0 + t + 8 (F1 + B1) + t + B0,
+# then both updates at once (the slower, S1).
 MLP=$ROOT/examples/mlp_balanced.model
 expect 0 "" -- simulate "$MLP" --devices cpu:2 --split 5 --microbatches 8 --schedule gpipe \
     --metrics "$T/mlp.json"
-file_check "mlp_balanced split at 5: bubble near (K-1)/(M+K-1)" "$T/mlp.json" '
-t = p["timeline"]
-assert abs(t["bubble_theory"] - 1 / 9) < 1e-12, t["bubble_theory"]
-assert abs(t["bubble_measured"] - 1 / 9) < 0.04, t["bubble_measured"]'
+file_check "mlp_balanced split at 5: step and bubble from the cost model" "$T/mlp.json" '
+n, R, o = 8, 50e9, 2e-6
+d, r, c = 2 * 1024 * 1024, 1024, 2 * 1024 * 10
+F0 = (2 * d + 2 * r) * n / R + 5 * o
+B0 = (4 * d + 2 * r) * n / R + 7 * o
+F1 = (2 * d + 2 * r + c + 30) * n / R + 6 * o
+B1 = (4 * d + 2 * r + 2 * c + 30) * n / R + 9 * o
+t = 8 * 1024 * 4 / 5e9 + 5e-6
+S0 = 7 * 4 * 2 * (1024 * 1024 + 1024) / 50e9
+S1 = 7 * 4 * (2 * (1024 * 1024 + 1024) + 1024 * 10 + 10) / 50e9
+step = F0 + t + 8 * (F1 + B1) + t + B0 + S1  # 19.67241072 ms
+busy = 8 * (F0 + B0) + S0 + 8 * (F1 + B1) + S1
+bubble = 1 - busy / (2 * step)  # 0.1081341026...
+tl = p["timeline"]
+assert abs(tl["bubble_theory"] - 1 / 9) < 1e-12, tl["bubble_theory"]
+assert abs(tl["step_s"] - step) < 1e-12, (tl["step_s"], step)
+assert abs(tl["bubble_measured"] - bubble) < 1e-12, (tl["bubble_measured"], bubble)'
 
 # The same files as train: trace, timeline and metrics.
 expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --schedule zb-h1 \
@@ -183,7 +264,15 @@ assert p["samples_per_s"] > 0 and p["microbatches"] == 4
 assert len(p["stages"]) == len(q["stages"]) == 2
 for a, b in zip(p["stages"], q["stages"]):
     assert set(a) == set(b), (set(a), set(b))
-    assert a == b, (a, b)'
+    assert a == b, (a, b)
+# Parameters from the layer shapes, 4 bytes each: stage 0 has the conv2d
+# (32 filters of 1 x 3 x 3, and 32 biases), stage 1 the dense layers
+# (13 x 13 x 32 = 5408 inputs x 128 + 128, and 128 x 10 + 10); grads as
+# many, Adam twice as many.
+for s, params in zip(p["stages"], (32 * 9 + 32, 5408 * 128 + 128 + 128 * 10 + 10)):
+    c = s["peak_by_category"]
+    assert c["params"] == c["grads"] == 4 * params, (c, 4 * params)
+    assert c["optimizer"] == 8 * params, (c, 8 * params)'
 
 # --- the planner's choices -----------------------------------------------------
 
@@ -199,10 +288,23 @@ assert all(s["peak_bytes"] <= 16 << 20 for s in p["stages"]), p["stages"]'
 expect 0 "chose --microbatches" -- plan "$MODEL" --devices cpu:2 --microbatches auto \
     --schedule auto --json
 check "--schedule auto prints its choice" grep -qF -- "--schedule " "$ERR"
-json_check "--schedule auto picks a schedule" '
-assert p["schedule"] in ("gpipe", "1f1b", "zb-h1"), p["schedule"]'
+# The plan is the choice stderr names: "chose --microbatches M --schedule S:".
+cp "$ERR" "$T/chose.err"
+json_check "--schedule auto: the plan is the choice it prints" '
+import re
+m = re.search(r"chose --microbatches (\d+) --schedule ([a-z0-9-]+):",
+              open(sys.argv[2] + "/chose.err").read())
+assert m, "no chose line"
+assert p["schedule"] == m.group(2), (p["schedule"], m.group(2))
+assert p["microbatches"] == int(m.group(1)), (p["microbatches"], m.group(1))'
 expect 0 "chose --microbatches" -- train "$MODEL" --data synthetic --steps 1 --batch 16 \
-    --devices cpu:2 --microbatches auto
+    --devices cpu:2 --microbatches auto --metrics "$T/auto.json"
+cp "$ERR" "$T/chose.err"
+file_check "train --microbatches auto trains with the M it chose" "$T/auto.json" '
+import re
+m = re.search(r"chose --microbatches (\d+):", open(sys.argv[1].replace("auto.json", "chose.err")).read())
+assert m, "no chose line"
+assert p["microbatches"] == int(m.group(1)), (p["microbatches"], m.group(1))'
 expect 2 "--microbatches: expected an integer" -- plan "$MODEL" --microbatches many
 
 # --- memory: --device-mem everywhere -------------------------------------------
@@ -230,10 +332,20 @@ check "train without --split uses the planner's split" \
 
 expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 1,2,4,8 \
     --schedule gpipe,1f1b --chart "$T/chart.svg"
-stdout_has "(simulated)" "sweep --simulate"
 check "sweep --simulate prints a row per M and schedule" \
     test "$(grep -cE '^ +[1248] +(gpipe|1f1b) +[0-9.]+ ' "$OUT")" -eq 8
 check "sweep --simulate chart is SVG marked simulated" grep -qF "1f1b (simulated)" "$T/chart.svg"
+# A sweep row is the simulation of its point: M = 4 1f1b's step ms,
+# samples/s and bubble % are simulate's, to the printed precision.
+grep -E '^ +4 +1f1b ' "$OUT" >"$T/sweep.row"
+expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --schedule 1f1b \
+    --metrics "$T/sim4.json"
+file_check "sweep --simulate row M=4 1f1b is simulate's" "$T/sim4.json" '
+row = open(sys.argv[1].replace("sim4.json", "sweep.row")).read().split()
+assert row[:2] == ["4", "1f1b"], row
+assert row[2] == "%.2f" % (p["timeline"]["step_s"] * 1e3), (row, p["timeline"]["step_s"])
+assert row[3] == "%.0f" % p["samples_per_s"], (row, p["samples_per_s"])
+assert row[4] == "%.1f" % (100 * p["timeline"]["bubble_measured"]), row'
 if [ -s "$P" ]; then
     expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 2,4 --profile "$P"
     check "sweep --simulate --profile prints a row per M" \

@@ -91,26 +91,54 @@ static void test_transfers(void **state) {
     assert_true(fabs(r.step - 18.5) < 1e-12);
 }
 
-/* Interleaving V chunks cuts the bubble towards (K-1)/(V*M+K-1). */
+/* Interleaving V chunks cuts the bubble to (K-1)/(V*M+K-1). K = 4, V = 2,
+ * M = 8, a chunk's F = 0.5 and B = 1 (the same model as the 1F1B run with
+ * F = 1, B = 2, cut in 8 chunks instead of 4 stages): every device does
+ * V*M = 16 chunk forwards and backwards, 16 x 1.5 = 24 of work. Device 0
+ * runs its 10 warm-up forwards and one more (0-5.5), then waits for
+ * micro-batch 0's gradient: forwards through the 8 chunks end at 4 (F(4,0)
+ * 2-2.5 after chunk 0's four, F(7,0) 3.5-4), backwards through chunks 7..5
+ * end at 7; B(4,0) 7-8. Its gaps add up to (K-1)(F+B) = 3 x 1.5 = 4.5
+ * (1.5 at 5.5, then 0.5 at 9.5, 17, 18.5, 20, 21.5 and 23), so it ends at
+ * 24 + 4.5 = 28.5, the last device to finish (the others end 1 apart,
+ * 27.5, 26.5, 25.5). Step 28.5, each device idle 4.5 of it: bubble
+ * 4.5 / 28.5 = 3/19, the theory (K-1)/(V*M+K-1) = 3/19 exactly.
+ * 1F1B on the same model: step (M+K-1)(F+B) = 11 x 3 = 33, bubble 3/11. */
 static void test_interleaved(void **state) {
     (void)state;
     sim_result_t plain = simulate(BG_SCHEDULE_1F1B, 4, 1, 8, 1.0, 2.0, 0, 0);
     sim_result_t inter = simulate(BG_SCHEDULE_INTERLEAVED, 4, 2, 8, 0.5, 1.0, 0, 0);
     print_message("interleaved bubble %.4f (theory %.4f), 1f1b %.4f\n", inter.bubble, inter.theory,
                   plain.bubble);
-    assert_true(inter.bubble < plain.bubble);
-    assert_true(fabs(inter.bubble - inter.theory) < 0.02);
+    assert_true(fabs(plain.step - 33.0) < 1e-12);
+    assert_true(fabs(plain.bubble - 3.0 / 11) < 1e-12);
+    assert_true(fabs(inter.step - 28.5) < 1e-12);
+    assert_true(fabs(inter.bubble - 3.0 / 19) < 1e-12);
+    assert_true(fabs(inter.theory - 3.0 / 19) < 1e-12);
 }
 
-/* ZB-H1 with F = B = W: the bubble shrinks below 1F1B's. */
+/* ZB-H1, K = 4, M = 8, F = B = W = 1 (against 1F1B with F = 1, B = 2 = B+W,
+ * the same work): every device does M(F+B+W) = 24. Device 3 (the last
+ * stage, W's put off by lag 3) waits (K-1)F = 3 for micro-batch 0, then
+ * runs F,B four times, W,F,B four times and its last four W's without a
+ * gap: 3-27. Device 0 runs F0..F3 0-4 (warm-up 3 and the first pair's F), then
+ * waits for micro-batch 0's gradient: forwards through 4 stages end at 4,
+ * backwards through stages 3, 2, 1 at 7, so B(0,0) starts at 7; from there
+ * its remaining 8 B, 8 W and 4 F run back to back (the later stages' put-off
+ * W's keep their gradients coming in time): 7 + 20 = 27. So every device
+ * is idle 3 = (K-1)(F+B-W) of the step 27 = M(F+B+W) + (K-1)(F+B-W):
+ * bubble 3/27 = 1/9, a third of 1F1B's (K-1)(F+B+W) = 9 of 33 (3/11). */
 static void test_zero_bubble(void **state) {
     (void)state;
     sim_result_t plain = simulate(BG_SCHEDULE_1F1B, 4, 1, 8, 1.0, 2.0, 0, 0);
     sim_result_t zb = simulate(BG_SCHEDULE_ZB_H1, 4, 1, 8, 1.0, 1.0, 1.0, 0);
     print_message("zb-h1 bubble %.4f (theory %.4f), 1f1b %.4f\n", zb.bubble, zb.theory,
                   plain.bubble);
-    assert_true(zb.bubble < plain.bubble);
-    assert_true(zb.step < plain.step);
+    assert_true(fabs(plain.step - 33.0) < 1e-12);
+    assert_true(fabs(plain.bubble - 3.0 / 11) < 1e-12);
+    assert_true(fabs(zb.step - 27.0) < 1e-12);
+    assert_true(fabs(zb.bubble - 1.0 / 9) < 1e-12);
+    assert_true(fabs(zb.theory - 1.0 / 9) < 1e-12); /* (K-1)/(3M+K-1) */
 }
 
 /* Simulates two steps of a K = 2 schedule with the given costs; returns the
@@ -335,6 +363,7 @@ static void test_rejects_bad_costs(void **state) {
     costs.contention = NULL;
     costs.activation_transfer = NULL;
     assert_int_equal(bg_simulate(schedule, &costs, 1, tl), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "simulator: transfer costs are required"));
     bg_timeline_destroy(tl);
     bg_schedule_destroy(schedule);
 }
