@@ -83,7 +83,8 @@ int bg_cmd_topo(int argc, char **argv) {
             fputs(help, stdout);
             return 0;
         }
-        if (strcmp(argv[i], "--topology") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--topology") == 0) {
+            if (i + 1 >= argc) return bg_cli_usage_error("topo", "--topology needs a value");
             xml = argv[++i];
             continue;
         }

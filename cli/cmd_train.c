@@ -1,6 +1,7 @@
 /* brigade train MODEL [options]: trains through a pipeline of stages,
  * evaluates on the test set, reports per-stage memory, optionally
  * loads/saves a checkpoint and writes metrics JSON. */
+#include <errno.h>
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,14 +256,28 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
-    bg_status_t st = BG_OK;
+    /* The reason is errno of the first step that failed: the open, a
+     * write, or the close (which flushes, and reports a full disk). */
+    int failed = 0, err = 0;
     FILE *f = fopen(path, "w");
-    if (f == NULL || fputs(text, f) < 0 || fputc('\n', f) < 0)
-        st = bg_error_set(BG_ERR_IO, "cannot write metrics to '%s'", path);
-    if (f != NULL && fclose(f) != 0 && st == BG_OK)
-        st = bg_error_set(BG_ERR_IO, "cannot write metrics to '%s'", path);
+    if (f == NULL) {
+        failed = 1;
+        err = errno;
+    } else {
+        if (fputs(text, f) < 0 || fputc('\n', f) < 0) {
+            failed = 1;
+            err = errno;
+        }
+        if (fclose(f) != 0 && !failed) {
+            failed = 1;
+            err = errno;
+        }
+    }
     free(text);
-    return st;
+    if (failed)
+        return bg_error_set(BG_ERR_IO, "cannot write metrics to '%s': %s", path,
+                            err != 0 ? strerror(err) : "write failed");
+    return BG_OK;
 }
 
 int bg_cmd_train(int argc, char **argv) {

@@ -10,18 +10,34 @@
 TEST_NAME=cli
 . "$(dirname "$0")/cli_harness.sh"
 
+# usage_error 'stderr substring' -- ARGS...: expect 2 and, since a usage or
+# input error is found before anything runs, nothing on stdout. (Not in the
+# harness: a plan that does not fit exits 2 after printing its table.)
+usage_error() {
+    if expect 2 "$@"; then
+        shift 2
+        check "brigade $*: exit 2 but stdout is not empty" test ! -s "$OUT"
+    fi
+}
+
 # --- usage -----------------------------------------------------------------
 
-expect 2 "usage: brigade" --
-check "no command prints nothing on stdout" test ! -s "$OUT"
+usage_error "usage: brigade" --
 expect 0 "" -- --help
 stdout_has "train" "brigade --help"
 stdout_has "summary" "brigade --help"
-expect 2 "unknown command 'frobnicate'" -- frobnicate
+usage_error "unknown command 'frobnicate'" -- frobnicate
 expect 0 "" -- topo --topology "$ROOT/tests/fixtures/two-socket-8-core.xml"
 stdout_has "2 packages, 2 NUMA nodes" "brigade topo --topology"
 stdout_has "  cpu:0         X     NODE     NODE     NODE      SYS" "topo link matrix"
-expect 2 "not a readable hwloc XML" -- topo --topology "$T/missing.xml"
+usage_error "$T/missing.xml: not a readable hwloc XML topology (No such file or directory)" -- \
+    topo --topology "$T/missing.xml"
+printf 'not xml\n' >"$T/notxml.xml"
+usage_error "$T/notxml.xml: not a readable hwloc XML topology" -- topo --topology "$T/notxml.xml"
+usage_error "unknown argument '--bogus'" -- topo --bogus
+usage_error "unknown argument 'extra'" -- topo --topology \
+    "$ROOT/tests/fixtures/two-socket-8-core.xml" extra
+usage_error "--topology needs a value" -- topo --topology
 expect 0 "" -- topo --topology "$ROOT/tests/fixtures/two-socket-8-gpu.xml"
 stdout_has "   5 0000:93:00.0   10de:2335        1        1 cuda:5    140.0 GiB" "topo GPU table"
 stdout_has "  gpu0       X    PIX    PHB    PHB    SYS    SYS    SYS    SYS" "topo GPU links"
@@ -34,31 +50,32 @@ expect 0 "" -- summary --help
 expect 0 "" -- summary "$MODEL"
 stdout_has "693,962" "brigade summary"
 stdout_has "softmax_cross_entropy" "brigade summary"
-expect 2 "no MODEL" -- summary
-expect 2 "unknown option '--bogus'" -- summary --bogus "$MODEL"
-expect 2 "more than one MODEL" -- summary "$MODEL" "$MODEL"
+usage_error "no MODEL" -- summary
+usage_error "unknown option '--bogus'" -- summary --bogus "$MODEL"
+usage_error "more than one MODEL" -- summary "$MODEL" "$MODEL"
 # A model file that cannot be read is bad input (2), naming the path.
-expect 2 "$T/missing.model" -- summary "$T/missing.model"
-expect 2 "$T" -- summary "$T"
+usage_error "cannot read '$T/missing.model': No such file or directory" -- \
+    summary "$T/missing.model"
+usage_error "cannot read '$T': Is a directory" -- summary "$T"
 
 # Malformed specs: exit 2 with "FILE:LINE:COL: message".
 spec_head='input channels=1 height=28 width=28'
 printf '%s\nconv2d filters=4 kernel=3\nfoo units=3\nsoftmax_cross_entropy\n' "$spec_head" \
     >"$T/unknown.model"
-expect 2 "$T/unknown.model:3:1: unknown layer 'foo'" -- summary "$T/unknown.model"
+usage_error "$T/unknown.model:3:1: unknown layer 'foo'" -- summary "$T/unknown.model"
 
 printf '%s\ndense units=abc\nsoftmax_cross_entropy\n' "$spec_head" >"$T/badvalue.model"
-expect 2 "$T/badvalue.model:2:13:" -- summary "$T/badvalue.model"
+usage_error "$T/badvalue.model:2:13:" -- summary "$T/badvalue.model"
 check "bad value message names the value" grep -qF "units=abc" "$ERR"
 
 printf '%s\ndense units=10 color=red\nsoftmax_cross_entropy\n' "$spec_head" >"$T/badkey.model"
-expect 2 "$T/badkey.model:2:16:" -- summary "$T/badkey.model"
+usage_error "$T/badkey.model:2:16:" -- summary "$T/badkey.model"
 
 : >"$T/empty.model"
-expect 2 "$T/empty.model:1:1:" -- summary "$T/empty.model"
+usage_error "$T/empty.model:1:1:" -- summary "$T/empty.model"
 
 printf 'input channels=1\000\001\002 height=28\n\377\376binary\n' >"$T/binary.model"
-expect 2 "$T/binary.model:1:17:" -- summary "$T/binary.model"
+usage_error "$T/binary.model:1:17:" -- summary "$T/binary.model"
 
 {
     printf '%s #' "$spec_head"
@@ -69,39 +86,52 @@ expect 2 "$T/binary.model:1:17:" -- summary "$T/binary.model"
     done
     printf '\ndense units=10\nsoftmax_cross_entropy\n'
 } >"$T/longline.model"
-expect 2 "$T/longline.model:1:" -- summary "$T/longline.model"
+usage_error "$T/longline.model:1:" -- summary "$T/longline.model"
 check "a 5000-byte line does not flood stderr" test "$(wc -c <"$ERR")" -lt 1000
 
 printf '%s\ndense units=10\n' "$spec_head" >"$T/noloss.model"
-expect 2 "$T/noloss.model:" -- summary "$T/noloss.model"
+usage_error "$T/noloss.model:" -- summary "$T/noloss.model"
 
 # --- train: usage errors -----------------------------------------------------
 
-expect 2 "no MODEL" -- train
-expect 2 "no MODEL" -- train --steps 1
-expect 2 "unknown option '--bogus'" -- train "$MODEL" --bogus 3
-expect 2 "unknown option '--bogus'" -- train "$MODEL" --bogus
-expect 2 "more than one MODEL" -- train "$MODEL" "$MODEL"
-expect 2 "--batch" -- train "$MODEL" --batch 0
-expect 2 "--batch" -- train "$MODEL" --batch abc
-expect 2 "--batch" -- train "$MODEL" --batch 12x
-expect 2 "--lr" -- train "$MODEL" --lr -1
-expect 2 "--lr" -- train "$MODEL" --lr nan
-expect 2 "foo" -- train "$MODEL" --optimizer foo
-expect 2 "--epochs" -- train "$MODEL" --epochs
-expect 2 "--epochs" -- train "$MODEL" --epochs -1
-expect 2 "--steps" -- train "$MODEL" --steps 0
-expect 2 "--momentum" -- train "$MODEL" --momentum 2
-expect 2 "--seed" -- train "$MODEL" --seed -5
-expect 2 "$T/missing.model" -- train "$T/missing.model" --data synthetic --steps 1
-expect 2 "$T/unknown.model:3:1:" -- train "$T/unknown.model" --data synthetic --steps 1
-check "usage errors print nothing on stdout" test ! -s "$OUT"
+usage_error "no MODEL given" -- train
+usage_error "no MODEL given" -- train --steps 1
+usage_error "unknown option '--bogus'" -- train "$MODEL" --bogus 3
+usage_error "unknown option '--bogus'" -- train "$MODEL" --bogus
+usage_error "more than one MODEL" -- train "$MODEL" "$MODEL"
+# Whole messages: a bare option name would also match "unknown option".
+usage_error "--batch: 0 is outside 1..1048576" -- train "$MODEL" --batch 0
+usage_error "--batch: expected an integer, got 'abc'" -- train "$MODEL" --batch abc
+usage_error "--batch: expected an integer, got '12x'" -- train "$MODEL" --batch 12x
+usage_error "--lr: -1 is outside 0..1e+06" -- train "$MODEL" --lr -1
+usage_error "--lr: expected a number, got 'nan'" -- train "$MODEL" --lr nan
+usage_error "unknown optimizer 'foo' (expected sgd or adam)" -- train "$MODEL" --optimizer foo
+usage_error "--epochs needs a value" -- train "$MODEL" --epochs
+usage_error "--epochs: -1 is outside 0..1000000" -- train "$MODEL" --epochs -1
+usage_error "--steps: 0 is outside 1..4611686018427387903" -- train "$MODEL" --steps 0
+usage_error "--momentum: 2 is outside 0..1" -- train "$MODEL" --momentum 2
+usage_error "--seed: -5 is outside 0..9223372036854775807" -- train "$MODEL" --seed -5
+usage_error "--nan: expected stop or skip, got 'maybe'" -- train "$MODEL" --nan maybe
+usage_error "--nan: expected stop or skip, got ''" -- train "$MODEL" --nan ''
+usage_error "--nan-limit: -1 is outside 0..4611686018427387903" -- train "$MODEL" --nan-limit -1
+usage_error "--nan-limit: expected an integer, got 'x'" -- train "$MODEL" --nan-limit x
+usage_error "--stall-timeout: -1 is outside 0..1e+09" -- train "$MODEL" --stall-timeout -1
+usage_error "--stall-timeout: expected a number, got 'abc'" -- train "$MODEL" \
+    --stall-timeout abc
+usage_error "--record-steps: 0 is outside 1..1000" -- train "$MODEL" --record-steps 0
+usage_error "--record-steps: 1001 is outside 1..1000" -- train "$MODEL" --record-steps 1001
+usage_error "--weight-decay: -0.1 is outside 0..1e+06" -- train "$MODEL" --weight-decay -0.1
+usage_error "--weight-decay: expected a number, got 'inf'" -- train "$MODEL" --weight-decay inf
+usage_error "cannot read '$T/missing.model': No such file or directory" -- \
+    train "$T/missing.model" --data synthetic --steps 1
+usage_error "$T/unknown.model:3:1:" -- train "$T/unknown.model" --data synthetic --steps 1
 # --tf32 only matters on GPUs; on CPU devices it is accepted and changes nothing.
 expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 8 --tf32
 
 # --- train: data errors ------------------------------------------------------
 
-expect nonzero "/nonexistent/data" -- train "$MODEL" --data /nonexistent/data --steps 1
+usage_error "/nonexistent/data: no train-images-idx3-ubyte: tried /nonexistent/data/train-" \
+    -- train "$MODEL" --data /nonexistent/data --steps 1
 
 # IDX files of the wrong shape: 2 images of 4x4 where the model wants 28x28.
 mkdir "$T/idx4x4"
@@ -112,7 +142,8 @@ for set in train t10k; do
     } >"$T/idx4x4/$set-images-idx3-ubyte"
     printf '\000\000\010\001\000\000\000\002\001\002' >"$T/idx4x4/$set-labels-idx1-ubyte"
 done
-expect 2 "train-images-idx3-ubyte" -- train "$MODEL" --data "$T/idx4x4" --steps 1
+usage_error "$T/idx4x4/train-images-idx3-ubyte: images are 1x4x4 but the model's input is 1x28x28" \
+    -- train "$MODEL" --data "$T/idx4x4" --steps 1
 
 # --- train: a short real run -------------------------------------------------
 
@@ -149,40 +180,40 @@ stdout_has "test accuracy" "training from a checkpoint"
 
 # A truncated checkpoint is bad input naming the file.
 head -c 100 "$W" >"$T/corrupt.safetensors"
-expect 2 "$T/corrupt.safetensors" -- train "$MODEL" --data synthetic --steps 1 \
+usage_error "$T/corrupt.safetensors" -- train "$MODEL" --data synthetic --steps 1 \
     --load "$T/corrupt.safetensors"
-expect 2 "$T/nothing.safetensors" -- train "$MODEL" --data synthetic --steps 1 \
-    --load "$T/nothing.safetensors"
+usage_error "cannot read '$T/nothing.safetensors': No such file or directory" -- \
+    train "$MODEL" --data synthetic --steps 1 --load "$T/nothing.safetensors"
 
 # A checkpoint of another model: same tensor names, other shapes.
 sed 's/units=128/units=64/' "$MODEL" >"$T/small.model"
 if expect 0 "" -- train "$T/small.model" --data synthetic --steps 1 --batch 16 \
     --save "$T/small.safetensors"; then
-    expect 2 "another model" -- train "$MODEL" --data synthetic --steps 1 \
+    usage_error "another model" -- train "$MODEL" --data synthetic --steps 1 \
         --load "$T/small.safetensors"
     check "another model: message names the file" grep -qF "$T/small.safetensors" "$ERR"
 fi
 
 # --- placement ---
-expect 2 "--devices: 'gpu' is not a device list" -- train "$MODEL" --data synthetic --devices gpu
-expect 2 "expected cpu:N" -- train "$MODEL" --data synthetic --devices cpu:0
-expect 2 "device cuda:0/0: " -- train "$MODEL" --data synthetic --steps 1 --devices cuda:0x2
-expect 2 "--stages 3 but --devices cpu:2 gives 2 devices" -- train "$MODEL" --data synthetic \
+usage_error "--devices: 'gpu' is not a device list" -- train "$MODEL" --data synthetic --devices gpu
+usage_error "expected cpu:N" -- train "$MODEL" --data synthetic --devices cpu:0
+usage_error "device cuda:0/0: " -- train "$MODEL" --data synthetic --steps 1 --devices cuda:0x2
+usage_error "--stages 3 but --devices cpu:2 gives 2 devices" -- train "$MODEL" --data synthetic \
     --devices cpu:2 --stages 3
-expect 2 "9 stages but the model has only 8 layers" -- train "$MODEL" --data synthetic \
+usage_error "9 stages but the model has only 8 layers" -- train "$MODEL" --data synthetic \
     --stages 9
-expect 2 "--split gives 2 boundaries; 2 stages need 1" -- train "$MODEL" --data synthetic \
+usage_error "--split gives 2 boundaries; 2 stages need 1" -- train "$MODEL" --data synthetic \
     --stages 2 --split 2,4
-expect 2 "--split: expected layer numbers" -- train "$MODEL" --data synthetic --stages 2 \
+usage_error "--split: expected layer numbers" -- train "$MODEL" --data synthetic --stages 2 \
     --split x
-expect 2 "stage 1 would start at layer 9" -- train "$MODEL" --data synthetic --steps 1 \
+usage_error "stage 1 would start at layer 9" -- train "$MODEL" --data synthetic --steps 1 \
     --stages 2 --split 9
-expect 2 "unknown schedule" -- train "$MODEL" --data synthetic --schedule pipedream
-expect 2 "multiple of the device count" -- train "$MODEL" --data synthetic --steps 1 \
+usage_error "unknown schedule" -- train "$MODEL" --data synthetic --schedule pipedream
+usage_error "multiple of the device count" -- train "$MODEL" --data synthetic --steps 1 \
     --devices cpu:4 --schedule interleaved --chunks 2 --microbatches 6
-expect 2 "--chunks applies only to the interleaved schedule" -- train "$MODEL" \
+usage_error "--chunks applies only to the interleaved schedule" -- train "$MODEL" \
     --data synthetic --steps 1 --devices cpu:2 --chunks 2
-expect 2 "would leave some empty" -- train "$MODEL" --data synthetic --steps 1 --batch 4 \
+usage_error "would leave some empty" -- train "$MODEL" --data synthetic --steps 1 --batch 4 \
     --microbatches 8
 
 # A real 2-stage run: the summary names both stages and the metrics list them.
@@ -218,16 +249,91 @@ if expect 0 "resuming $R at step 2 (epoch 1, sample 32)" -- train "$MODEL" --dat
     --steps 3 --batch 16 --resume "$R" --save "$R"; then
     stdout_has "saved the training state at step 3" "--resume then --save"
 fi
-expect 2 "--load and --resume both give the weights" -- train "$MODEL" --data synthetic \
+usage_error "--load and --resume both give the weights" -- train "$MODEL" --data synthetic \
     --steps 1 --load "$R" --resume "$R"
-expect 2 "$T/missing.safetensors" -- train "$MODEL" --data synthetic --steps 1 \
-    --resume "$T/missing.safetensors"
-expect 2 "saved with optimizer adam" -- train "$MODEL" --data synthetic --steps 4 --batch 16 \
+usage_error "cannot read '$T/missing.safetensors': No such file or directory" -- \
+    train "$MODEL" --data synthetic --steps 1 --resume "$T/missing.safetensors"
+usage_error "saved with optimizer adam" -- train "$MODEL" --data synthetic --steps 4 --batch 16 \
     --resume "$R" --optimizer sgd
 
-# An unwritable output fails, naming the path.
-expect nonzero "$T/no/such/dir/M.json" -- train "$MODEL" --data synthetic --steps 1 --batch 16 \
-    --metrics "$T/no/such/dir/M.json"
+# An unwritable output is a failure while running (1), naming the path and
+# the reason. --save is checked before the first step; the trace, timeline
+# and metrics are written after the run.
+expect 1 "cannot write '$T/no/d/W.safetensors': mkostemp: No such file or directory" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 16 --save "$T/no/d/W.safetensors"
+check "an unwritable --save stops before training" test ! -s "$OUT"
+expect 1 "trace: cannot open '$T/no/d/T.json': No such file or directory" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 16 --trace "$T/no/d/T.json"
+expect 1 "svg timeline: cannot open '$T/no/d/T.svg': No such file or directory" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 16 --timeline "$T/no/d/T.svg"
+expect 1 "cannot write metrics to '$T/no/such/dir/M.json': No such file or directory" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/no/such/dir/M.json"
+# A full disk shows only when the file is closed.
+if [ -w /dev/full ]; then
+    expect 1 "cannot write metrics to '/dev/full': No space left on device" -- \
+        train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics /dev/full
+fi
+
+# A trace (Chrome's JSON) and an SVG timeline of the recorded steps.
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 3 --batch 16 --devices cpu:2 \
+    --microbatches 2 --trace "$T/T.json" --timeline "$T/T.svg"; then
+    stdout_has "trace written to $T/T.json" "train --trace"
+    stdout_has "timeline written to $T/T.svg" "train --timeline"
+    check "the trace has forward, backward and step events of the 3 recorded steps" \
+        python3 -c '
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+spans = [e for e in events if e.get("ph") == "X"]
+assert {e["cat"] for e in spans} >= {"F", "B", "step"}, {e["cat"] for e in spans}
+assert {e["pid"] for e in spans if e["cat"] == "F"} == {0, 1}, "both stages"
+steps = sorted({e["args"]["step"] for e in spans if e["cat"] == "F"})
+assert steps == [0, 1, 2], steps
+assert all(e["dur"] >= 0 for e in spans)
+' "$T/T.json"
+    check "the timeline is a whole SVG document" python3 -c '
+import sys
+text = open(sys.argv[1]).read()
+assert text.startswith("<?xml") or text.startswith("<svg"), text[:40]
+assert "<svg" in text and text.rstrip().endswith("</svg>"), text[-40:]
+' "$T/T.svg"
+fi
+
+# --- sweep ---------------------------------------------------------------------
+
+usage_error "--microbatches LIST is required (e.g. 1,2,4,8)" -- sweep "$MODEL"
+usage_error "--microbatches: no values in ','" -- sweep "$MODEL" --microbatches ,
+usage_error "--microbatches: 0 is outside 1..65536" -- sweep "$MODEL" --microbatches 1,0
+usage_error "--schedule: at most 4 schedules" -- sweep "$MODEL" --microbatches 1 \
+    --schedule gpipe,1f1b,zb-h1,gpipe,1f1b
+usage_error "--schedule: none given" -- sweep "$MODEL" --microbatches 1 --schedule ,
+usage_error "--batch 100000 is larger than the 8192 training samples" -- sweep "$MODEL" \
+    --microbatches 1 --batch 100000 --data synthetic
+# A measured sweep (no --simulate): a header and one row per point.
+if expect 0 "" -- sweep "$MODEL" --devices cpu:2 --steps 1 --warmup 0 --microbatches 1,2 \
+    --batch 16 --data synthetic; then
+    check "a measured sweep prints a header and 2 rows, 1f1b at M=1 and M=2" python3 -c '
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 3, lines
+assert lines[0].split()[:2] == ["M", "schedule"], lines[0]
+row = r" +{} +1f1b +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+/[0-9.]+$"
+for m, line in zip((1, 2), lines[1:]):
+    assert re.fullmatch(row.format(m), line), line
+' "$OUT"
+fi
+
+# --- placement: --split lists ------------------------------------------------------
+
+usage_error "--split: '2,' ends with a comma" -- train "$MODEL" --stages 2 --split 2,
+usage_error "--split: no layer numbers" -- train "$MODEL" --stages 2 --split ''
+usage_error "--split: more than 1024 stages" -- train "$MODEL" --split "$(seq -s, 1 1024)"
+
+# --- profile -------------------------------------------------------------------
+
+usage_error "--devices cuda:0: this build profiles on a CPU core only" -- profile "$MODEL" \
+    --devices cuda:0
+expect 1 "cannot write profile '$T/no/d/P.json': No such file or directory" -- \
+    profile "$MODEL" --batch 4 --repetitions 1 -o "$T/no/d/P.json"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -11,27 +11,38 @@
 TEST_NAME=plan
 . "$(dirname "$0")/cli_harness.sh"
 
+# usage_error 'stderr substring' -- ARGS...: expect 2 and nothing on stdout.
+# (Not in the harness: a plan that does not fit exits 2 after its table.)
+usage_error() {
+    if expect 2 "$@"; then
+        shift 2
+        check "brigade $*: exit 2 but stdout is not empty" test ! -s "$OUT"
+    fi
+}
+
 # --- usage -------------------------------------------------------------------
 
 expect 0 "" -- plan --help
 stdout_has "--device-mem" "brigade plan --help"
 stdout_has "--split" "brigade plan --help"
-expect 2 "no MODEL" -- plan
-expect 2 "unknown option '--bogus'" -- plan "$MODEL" --bogus
-expect 2 "$T/missing.model" -- plan "$T/missing.model"
-expect 2 "--batch" -- plan "$MODEL" --batch 0
-expect 2 "foo" -- plan "$MODEL" --optimizer foo
-expect 2 "would leave some empty" -- plan "$MODEL" --batch 4 --microbatches 8
-expect 2 "multiple of the device count" -- plan "$MODEL" --devices cpu:4 \
+usage_error "no MODEL given" -- plan
+usage_error "unknown option '--bogus'" -- plan "$MODEL" --bogus
+usage_error "cannot read '$T/missing.model': No such file or directory" -- \
+    plan "$T/missing.model"
+usage_error "--batch: 0 is outside 1..1048576" -- plan "$MODEL" --batch 0
+usage_error "unknown optimizer 'foo' (expected sgd or adam)" -- plan "$MODEL" --optimizer foo
+usage_error "would leave some empty" -- plan "$MODEL" --batch 4 --microbatches 8
+usage_error "multiple of the device count" -- plan "$MODEL" --devices cpu:4 \
     --schedule interleaved --chunks 2 --microbatches 6
-expect 2 "9 stages but the model has only 8 layers" -- plan "$MODEL" --stages 9
-expect 2 "--split gives 2 boundaries; 2 stages need 1" -- plan "$MODEL" --stages 2 --split 2,4
-expect 2 "stage 1 would start at layer 9" -- plan "$MODEL" --stages 2 --split 9
+usage_error "9 stages but the model has only 8 layers" -- plan "$MODEL" --stages 9
+usage_error "--split gives 2 boundaries; 2 stages need 1" -- plan "$MODEL" --stages 2 --split 2,4
+usage_error "stage 1 would start at layer 9" -- plan "$MODEL" --stages 2 --split 9
+usage_error "--split: '2,' ends with a comma" -- plan "$MODEL" --stages 2 --split 2,
 for bad in abc 0 -5 1.5X 12QB '' 1e30G nan; do
-    expect 2 "--device-mem: expected a size" -- plan "$MODEL" --device-mem "$bad"
+    usage_error "--device-mem: expected a size like 1000000, 512M, 8G or 1.5G, got '$bad'" -- \
+        plan "$MODEL" --device-mem "$bad"
 done
-expect 2 "--device-mem needs a value" -- plan "$MODEL" --device-mem
-check "usage errors print nothing on stdout" test ! -s "$OUT"
+usage_error "--device-mem needs a value" -- plan "$MODEL" --device-mem
 
 # --- a plan that fits --------------------------------------------------------
 
@@ -145,7 +156,9 @@ expect 2 "add --simulate" -- sweep "$MODEL" --topology "$GPUS" --microbatches 1,
 expect 2 "does not fit: stage 0 (layers 0-3 on cpu:0) needs 22,385,312 bytes" -- \
     plan "$MODEL" --devices cpu:2 --device-mem 4M
 check "the overflow is in bytes" grep -qF "18,191,008 bytes over its 4,194,304-byte capacity" "$ERR"
-check "a plan that does not fit still prints its table" grep -qF "cpu:1" "$OUT"
+check "a plan that does not fit still prints its table: a row for each of 2 stages" \
+    test "$(grep -cE '^ +[01] +[0-9]+-[0-9]+ +cpu:[01] ' "$OUT")" -eq 2
+check "a plan that does not fit still prints stage 1's row" grep -qE '^ +1 +4-7 +cpu:1 ' "$OUT"
 # 20 MiB is too little for a 64-sample micro-batch, enough for 16-sample ones.
 expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --device-mem 20M
 check "smaller micro-batches are suggested" grep -qF -- "--microbatches 4 " "$ERR"
@@ -154,6 +167,22 @@ expect 0 "" -- plan "$MODEL" --devices cpu:2 --device-mem 20M --microbatches 4
 # leaves too little room beside its stash.
 expect 2 "--recompute --optimizer sgd --schedule 1f1b fits" -- plan "$MODEL" --devices cpu:2 \
     --device-mem 10M --microbatches 4 --schedule gpipe
+# Even all savings at once leave stage 0's stash too large for 1 MiB; with
+# --microbatches auto the planner says it chose the plan that overflows least.
+expect 2 "brigade plan: chose --microbatches 64: " -- plan "$MODEL" --devices cpu:2 \
+    --microbatches auto --device-mem 1M
+check "auto picks the least overflow when nothing fits" \
+    grep -qF "predicted (step " "$ERR"
+check "auto says nothing fits" grep -qF "), but nothing fits; this overflows least" "$ERR"
+check "nothing helps: the last resort is named" grep -qF \
+    "  none of these fits, alone or together: use more devices or give each more memory" "$ERR"
+# A given --split that does not fit: leaving it out would, and so would a
+# third device.
+expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --devices cpu:2 \
+    --split 1 --device-mem 20M --microbatches 4
+check "leaving out --split is suggested" grep -qE '^  leave out --split +fits: ' "$ERR"
+check "a third device is suggested" grep -qE '^  3 devices \(--stages 3\) +fits: ' "$ERR"
+check "the given split's table is still printed" grep -qE '^ +1 +1-7 +cpu:1 ' "$OUT"
 expect 2 "" -- plan "$MODEL" --devices cpu:2 --device-mem 4M --json
 json_check "--json of a plan that does not fit names the overflow" '
 assert p["fits"] is False and p["overflow"]["stage"] == 0, p.get("overflow")
