@@ -43,6 +43,13 @@ bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, 
 bg_status_t bg_cli_parse_double(const char *option, const char *text, double min, double max,
                                 double *out);
 
+/* Checks before a long run that `path`, given to `option`, can be written:
+ * not a directory, and writable if it exists, else in an existing folder
+ * that takes files. BG_ERR_INVALID naming the option, the path and the
+ * reason otherwise; NULL passes. The run's own write still reports what
+ * this cannot foresee (a full disk). */
+bg_status_t bg_cli_check_output(const char *option, const char *path);
+
 /* Formats n with thousands separators ("693,962") into buf. */
 const char *bg_cli_group_digits(int64_t n, char *buf, size_t size);
 

@@ -132,7 +132,7 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
         return bg_error_set(BG_ERR_INVALID,
                             "%lld micro-batches of a %lld-sample batch would leave some empty",
                             (long long)o->microbatches, (long long)o->batch);
-    return BG_OK;
+    return bg_cli_check_output("-o", o->output); /* now, not after the measuring */
 }
 
 static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {

@@ -179,6 +179,10 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
                             "(plan or simulate it with --topology)",
                             o->placement.topology_path);
     if (o->lr >= 0) bg_optimizer_set_lr(&o->train.optimizer, o->lr);
+    /* Found now, not after the whole run. */
+    BG_CHECK(bg_cli_check_output("--metrics", o->metrics));
+    BG_CHECK(bg_cli_check_output("--trace", o->trace));
+    BG_CHECK(bg_cli_check_output("--timeline", o->timeline));
     return BG_OK;
 }
 

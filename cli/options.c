@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -71,4 +73,31 @@ const char *bg_cli_group_digits(int64_t n, char *buf, size_t size) {
     }
     buf[at] = '\0';
     return buf;
+}
+
+bg_status_t bg_cli_check_output(const char *option, const char *path) {
+    if (path == NULL) return BG_OK;
+    struct stat st;
+    if (path[0] == '\0') return bg_error_set(BG_ERR_INVALID, "%s: empty file name", option);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return bg_error_set(BG_ERR_INVALID, "%s: '%s' is a directory", option, path);
+    if (stat(path, &st) == 0) {
+        if (access(path, W_OK) != 0)
+            return bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': %s", option, path,
+                                strerror(errno));
+        return BG_OK;
+    }
+    /* A new file: its folder must exist and take files. */
+    char folder[4096];
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        snprintf(folder, sizeof folder, ".");
+    else if (slash == path)
+        snprintf(folder, sizeof folder, "/");
+    else
+        snprintf(folder, sizeof folder, "%.*s", (int)(slash - path), path);
+    if (access(folder, W_OK | X_OK) != 0)
+        return bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': folder '%s': %s", option, path,
+                            folder, strerror(errno));
+    return BG_OK;
 }

@@ -262,12 +262,16 @@ usage_error "saved with optimizer adam" -- train "$MODEL" --data synthetic --ste
 expect 1 "cannot write '$T/no/d/W.safetensors': mkostemp: No such file or directory" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --save "$T/no/d/W.safetensors"
 check "an unwritable --save stops before training" test ! -s "$OUT"
-expect 1 "trace: cannot open '$T/no/d/T.json': No such file or directory" -- \
+# The outputs written after the run are checked before it: a usage error,
+# with nothing trained or printed.
+usage_error "--trace: cannot write '$T/no/d/T.json': folder '$T/no/d': No such file or directory" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --trace "$T/no/d/T.json"
-expect 1 "svg timeline: cannot open '$T/no/d/T.svg': No such file or directory" -- \
+usage_error "--timeline: cannot write '$T/no/d/T.svg': folder '$T/no/d': No such file or directory" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --timeline "$T/no/d/T.svg"
-expect 1 "cannot write metrics to '$T/no/such/dir/M.json': No such file or directory" -- \
+usage_error "--metrics: cannot write '$T/no/such/dir/M.json': folder '$T/no/such/dir': No such file or directory" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/no/such/dir/M.json"
+usage_error "--metrics: '$T' is a directory" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T"
 # A full disk shows only when the file is closed.
 if [ -w /dev/full ]; then
     expect 1 "cannot write metrics to '/dev/full': No space left on device" -- \
@@ -332,7 +336,7 @@ usage_error "--split: more than 1024 stages" -- train "$MODEL" --split "$(seq -s
 
 usage_error "--devices cuda:0: this build profiles on a CPU core only" -- profile "$MODEL" \
     --devices cuda:0
-expect 1 "cannot write profile '$T/no/d/P.json': No such file or directory" -- \
+usage_error "-o: cannot write '$T/no/d/P.json': folder '$T/no/d': No such file or directory" -- \
     profile "$MODEL" --batch 4 --repetitions 1 -o "$T/no/d/P.json"
 
 echo "$passed passed, $failed failed"
