@@ -184,12 +184,21 @@ static int try_more_devices(const bg_plan_request_t *r, const bg_placement_t *pl
     v.split = NULL;
     v.links = NULL; /* the links of the chosen devices only */
     v.device = devices;
-    int fits = 0;
-    char what[64];
+    int fits = 0, cores = 1;
+    for (int d = 0; d < placement->devices.count; d++)
+        cores &= placement->devices.devices[d].kind == BG_DEVICE_CPU;
+    char what[96];
     for (int k = r->devices + 1; !fits && k <= most && k * r->chunks <= r->spec->num_layers; k++) {
         v.devices = k;
         bg_placement_cost_devices(placement, k, host_share, devices);
-        snprintf(what, sizeof what, "%d devices (--stages %d)", k, k);
+        /* The options that give k devices: cores are there for the asking;
+         * GPUs must be listed (--stages alone only picks among them). */
+        if (cores && placement->stages > 0)
+            snprintf(what, sizeof what, "%d devices (--devices cpu:%d --stages %d)", k, k, k);
+        else if (cores)
+            snprintf(what, sizeof what, "%d devices (--devices cpu:%d)", k, k);
+        else
+            snprintf(what, sizeof what, "%d devices (%d in --devices)", k, k);
         fits = try_variant(&v, what);
     }
     free(devices);

@@ -181,8 +181,13 @@ check "nothing helps: the last resort is named" grep -qF \
 expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --devices cpu:2 \
     --split 1 --device-mem 20M --microbatches 4
 check "leaving out --split is suggested" grep -qE '^  leave out --split +fits: ' "$ERR"
-check "a third device is suggested" grep -qE '^  3 devices \(--stages 3\) +fits: ' "$ERR"
+check "a third core is suggested, as a --devices that gives it" \
+    grep -qE '^  3 devices \(--devices cpu:3\) +fits: ' "$ERR"
 check "the given split's table is still printed" grep -qE '^ +1 +1-7 +cpu:1 ' "$OUT"
+# GPUs cannot be asked for by number: the third must be listed.
+expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --topology "$GPUS" \
+    --devices cuda:0,cuda:1 --split 1 --device-mem 20M --microbatches 4
+check "a third GPU is suggested, to be listed" grep -qE '^  3 devices \(3 in --devices\) +fits: ' "$ERR"
 expect 2 "" -- plan "$MODEL" --devices cpu:2 --device-mem 4M --json
 json_check "--json of a plan that does not fit names the overflow" '
 assert p["fits"] is False and p["overflow"]["stage"] == 0, p.get("overflow")
