@@ -252,18 +252,18 @@ static void test_open_missing(void **state) {
     bg_dataset_t *sentinel = (bg_dataset_t *)(uintptr_t)0x1234;
     bg_dataset_t *train = sentinel, *test = sentinel;
     bg_shape_t shape = {1, 2, 2};
-    assert_int_equal(bg_dataset_open(f->dir, shape, 10, 1, &train, &test), BG_ERR_IO);
+    const bg_status_t st = bg_dataset_open(f->dir, shape, 10, 1, &train, &test);
     char expected[3 * PATH_CAPACITY];
     snprintf(expected, sizeof expected, "tried %s and %s.gz", f->path, f->path);
-    check_error(BG_ERR_IO, BG_ERR_IO, f->dir, expected);
+    check_error(st, BG_ERR_IO, f->dir, expected);
     assert_null(strstr(bg_error_message(), "dataset-fashion-mnist"));
     assert_ptr_equal(train, sentinel);
     assert_ptr_equal(test, sentinel);
 
     char nowhere[PATH_CAPACITY];
     join(nowhere, f->dir, "nowhere");
-    assert_int_equal(bg_dataset_open(nowhere, shape, 10, 1, &train, &test), BG_ERR_IO);
-    check_error(BG_ERR_IO, BG_ERR_IO, nowhere, "train-images-idx3-ubyte.gz");
+    check_error(bg_dataset_open(nowhere, shape, 10, 1, &train, &test), BG_ERR_IO, nowhere,
+                "train-images-idx3-ubyte.gz");
 }
 
 static void test_open_shape_mismatch(void **state) {
@@ -284,17 +284,15 @@ static void test_open_shape_mismatch(void **state) {
     /* Only the test split disagrees: the train split must not leak. */
     write_split(f, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 2, 28, 27);
     shape = (bg_shape_t){1, 28, 28};
-    assert_int_equal(bg_dataset_open(f->dir, shape, 10, 1, &train, &test), BG_ERR_INVALID);
-    check_error(BG_ERR_INVALID, BG_ERR_INVALID, "t10k-images-idx3-ubyte",
-                "images are 1x28x27 but the model's input is 1x28x28");
+    check_error(bg_dataset_open(f->dir, shape, 10, 1, &train, &test), BG_ERR_INVALID,
+                "t10k-images-idx3-ubyte", "images are 1x28x27 but the model's input is 1x28x28");
     assert_null(train);
     assert_null(test);
 
     /* Labels 0..9 do not fit one class; the loader's message comes through. */
     write_split(f, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 2, 28, 28);
-    assert_int_equal(bg_dataset_open(f->dir, shape, 1, 1, &train, &test), BG_ERR_PARSE);
-    check_error(BG_ERR_PARSE, BG_ERR_PARSE, "train-labels-idx1-ubyte",
-                "label 1 at index 1 is outside 0..0");
+    check_error(bg_dataset_open(f->dir, shape, 1, 1, &train, &test), BG_ERR_PARSE,
+                "train-labels-idx1-ubyte", "label 1 at index 1 is outside 0..0");
 }
 
 static void test_fashion_mnist(void **state) {
