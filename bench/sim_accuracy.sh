@@ -17,12 +17,18 @@
 # the runs it is compared with, and the averages follow the long-run speed a
 # training job sees. Prints one row per point with both figures, the
 # errors and the spread of the measured step over the turns ((max - min) /
-# mean), and per model how many of the 8 points meet the bar and a noise
+# mean), and per model how many of its points meet the bar and a noise
 # check: at M = 1 GPipe and 1F1B are one schedule, so the gap between their
 # measured steps is what this machine alone moves a figure by.
 #
 #   [MODELS="examples/fashion_cnn.model examples/conv_balanced.model:4"]
-#   [STEPS=80 RECORD=60 REPEAT=3 REPETITIONS=9] bench/sim_accuracy.sh [BUILD_DIR]
+#   [STEPS=80 RECORD=60 REPEAT=3 REPETITIONS=9 MS="1 2 4 8" BREAKDOWN=0]
+#   bench/sim_accuracy.sh [BUILD_DIR]
+#
+# MS picks the micro-batch counts (the bar counts only points run); with
+# BREAKDOWN=1 each point is followed by its stages' forward, backward, copy
+# and wait time per step, measured and simulated, averaged over the turns:
+# where a point's error comes from.
 #
 # MODELS lists model specs, each optionally with :SPLIT (the first layer of
 # stage 1; default: the planner's split). The build folder defaults to
@@ -35,6 +41,8 @@ cd "$root"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 brigade="$build/cli/brigade"
 models=${MODELS:-"examples/fashion_cnn.model examples/conv_balanced.model:4"}
+ms=${MS:-"1 2 4 8"}
+breakdown=${BREAKDOWN:-0}
 steps=${STEPS:-80}
 record=${RECORD:-60}
 repeat=${REPEAT:-3}
@@ -59,16 +67,17 @@ for entry in $models; do
     [ "$entry" != "$model" ] && split=${entry#*:}
     name=$(basename "$model" .model)
     met=0
-    for m in 1 2 4 8; do
+    for m in $ms; do
         for schedule in gpipe 1f1b; do
             : >"$work/runs.$schedule"
             : >"$work/sims.$schedule"
+            : >"$work/parts.$schedule"
             echo "$split" >"$work/cut.$schedule"
         done
         run=0
         while [ $run -lt "$repeat" ]; do
             profile="$work/$name.m$m.profile.json"
-            "$brigade" profile "$model" --batch $batch --microbatches $m --devices cpu:2 \
+            "$brigade" profile "$model" --batch $batch --microbatches "$m" --devices cpu:2 \
                 --repetitions "$repetitions" -o "$profile" >/dev/null 2>&1
             for schedule in gpipe 1f1b; do
                 placement="--devices cpu:2 --batch $batch --microbatches $m --schedule $schedule"
@@ -90,6 +99,11 @@ for entry in $models; do
                 json "$work/train.json" \
                     '"%r %r" % (p["timeline"]["step_median_s"], p["timeline"]["bubble_median"])' \
                     >>"$work/runs.$schedule"
+                # Each stage's forward, backward, copy and wait per step,
+                # measured then simulated, for the breakdown.
+                json "$work/train.json" "' '.join('%r %r %r %r' % (s['forward_s'], s['backward_s'],
+    s['copy_s'], s['wait_prev_s'] + s['wait_next_s']) for s in p['timeline']['stages'] + json.load(open('$work/sim.json'))['timeline']['stages'])" \
+                    >>"$work/parts.$schedule"
             done
             run=$((run + 1))
         done
@@ -100,7 +114,7 @@ for entry in $models; do
             range='NR == 1 || $1 < lo {lo = $1} NR == 1 || $1 > hi {hi = $1} END {printf "%.9g %.9g", lo, hi}'
             row="$(awk "$mean" "$work/runs.$schedule")$(awk "$mean" "$work/sims.$schedule")"
             row="$row$(awk "$range" "$work/runs.$schedule")"
-            [ $m -eq 1 ] && awk "$mean" "$work/runs.$schedule" >"$work/m1.$schedule"
+            if [ "$m" -eq 1 ]; then awk "$mean" "$work/runs.$schedule" >"$work/m1.$schedule"; fi
             line=$(echo "$row" | awk -v model="$name" -v sched="$schedule" -v m="$m" \
                 -v cut="$(cat "$work/cut.$schedule")" '{
                 step_err = 100 * ($3 - $1) / $1; bubble_err = 100 * ($4 - $2);
@@ -111,13 +125,29 @@ for entry in $models; do
             }')
             echo "$line"
             case "$line" in *meets) met=$((met + 1)) ;; esac
+            if [ "$breakdown" = 1 ]; then python3 -c "
+import sys
+rows = [[float(x) for x in line.split()] for line in open(sys.argv[1])]
+k = len(rows[0]) // 8
+mean = [sum(r[i] for r in rows) / len(rows) for i in range(len(rows[0]))]
+for s in range(k):
+    parts = []
+    for j, what in enumerate(('fwd', 'bwd', 'copy', 'wait')):
+        meas, sim = mean[4 * s + j], mean[4 * (k + s) + j]
+        parts.append('%s %7.3f %7.3f' % (what, 1e3 * meas, 1e3 * sim))
+    print('    stage %d ms per step (measured, simulated): %s' % (s, ' | '.join(parts)))
+" "$work/parts.$schedule"; fi
         done
     done
-    echo "$name: $met of 8 points meet the bar (|step err| <= 5%, |bubble err| <= 2 points)"
+    points=$((2 * $(echo "$ms" | wc -w)))
+    echo "$name: $met of $points points meet the bar (|step err| <= 5%, |bubble err| <= 2 points)"
     # At M = 1 GPipe and 1F1B run the same ops in the same order: any
     # difference between their measured steps is this machine's noise.
-    paste -d' ' "$work/m1.gpipe" "$work/m1.1f1b" | awk -v model="$name" '{
-        printf "%s: noise check: GPipe and 1F1B are one schedule at M = 1; measured %.3f and %.3f ms, %.1f%% apart\n",
-               model, 1e3 * $1, 1e3 * $3, 200 * ($3 - $1) / ($3 + $1) }'
+    if [ -f "$work/m1.gpipe" ]; then
+        paste -d' ' "$work/m1.gpipe" "$work/m1.1f1b" | awk -v model="$name" '{
+            printf "%s: noise check: GPipe and 1F1B are one schedule at M = 1; measured %.3f and %.3f ms, %.1f%% apart\n",
+                   model, 1e3 * $1, 1e3 * $3, 200 * ($3 - $1) / ($3 + $1) }'
+        rm -f "$work/m1.gpipe" "$work/m1.1f1b"
+    fi
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
