@@ -321,6 +321,18 @@ static void test_write_rename_failure_removes_temp(void **state) {
 
 /* Invalid requests fail before anything touches the disk: an existing
  * checkpoint survives and no temporary file is left. */
+/* A write of `count` tensors (and `pairs` metadata pairs) refused as bad
+ * input with "PATH: message". */
+static void expect_write_refused(const char *path, const bg_safetensors_tensor_t *tensors,
+                                 int count, const char *const *keys, const char *const *values,
+                                 int pairs, const char *message) {
+    assert_int_equal(bg_safetensors_write(path, tensors, count, keys, values, pairs),
+                     BG_ERR_INVALID);
+    char expected[512];
+    snprintf(expected, sizeof expected, "%s: %s", path, message);
+    assert_string_equal(bg_error_message(), expected);
+}
+
 static void test_write_invalid_keeps_existing(void **state) {
     (void)state;
     char *dir = dir_create();
@@ -336,50 +348,34 @@ static void test_write_invalid_keeps_existing(void **state) {
         {.name = "b", .ndim = 1, .shape = {1}, .data = data},
         {.name = "a", .ndim = 1, .shape = {2}, .data = data},
     };
-    assert_int_equal(bg_safetensors_write(path, dup, 3, NULL, NULL, 0), BG_ERR_INVALID);
-    char expected[512];
-    snprintf(expected, sizeof expected, "%s: duplicate tensor name 'a'", path);
-    assert_string_equal(bg_error_message(), expected);
+    expect_write_refused(path, dup, 3, NULL, NULL, 0, "duplicate tensor name 'a'");
 
     bg_safetensors_tensor_t bad = {.name = "n", .ndim = 2, .shape = {2, -3}, .data = data};
-    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
-    snprintf(expected, sizeof expected, "%s: tensor 'n': shape[1] = -3 is out of range", path);
-    assert_string_equal(bg_error_message(), expected);
+    expect_write_refused(path, &bad, 1, NULL, NULL, 0, "tensor 'n': shape[1] = -3 is out of range");
 
     bad = (bg_safetensors_tensor_t){.name = "d", .ndim = 9, .data = data};
-    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
-    snprintf(expected, sizeof expected, "%s: tensor 'd': ndim 9 not in [0, 8]", path);
-    assert_string_equal(bg_error_message(), expected);
+    expect_write_refused(path, &bad, 1, NULL, NULL, 0, "tensor 'd': ndim 9 not in [0, 8]");
 
     bad = (bg_safetensors_tensor_t){.name = "z", .ndim = 1, .shape = {3}, .data = NULL};
-    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
-    snprintf(expected, sizeof expected, "%s: tensor 'z': data is NULL", path);
-    assert_string_equal(bg_error_message(), expected);
+    expect_write_refused(path, &bad, 1, NULL, NULL, 0, "tensor 'z': data is NULL");
 
     bad = (bg_safetensors_tensor_t){.name = "__metadata__", .ndim = 1, .shape = {1}, .data = data};
-    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
-    snprintf(expected, sizeof expected, "%s: tensor 0: invalid name '__metadata__'", path);
-    assert_string_equal(bg_error_message(), expected);
+    expect_write_refused(path, &bad, 1, NULL, NULL, 0, "tensor 0: invalid name '__metadata__'");
     /* A lone continuation byte is not UTF-8. */
     bg_safetensors_tensor_t named[] = {good,
                                        {.name = "x\x80", .ndim = 1, .shape = {1}, .data = data}};
     named[0].name = "first";
-    assert_int_equal(bg_safetensors_write(path, named, 2, NULL, NULL, 0), BG_ERR_INVALID);
-    snprintf(expected, sizeof expected, "%s: tensor 1: invalid name 'x\x80'", path);
-    assert_string_equal(bg_error_message(), expected);
+    expect_write_refused(path, named, 2, NULL, NULL, 0, "tensor 1: invalid name 'x\x80'");
     bad = (bg_safetensors_tensor_t){.name = "", .ndim = 1, .shape = {1}, .data = data};
-    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
-    snprintf(expected, sizeof expected, "%s: tensor 0 has no name", path);
-    assert_string_equal(bg_error_message(), expected);
+    expect_write_refused(path, &bad, 1, NULL, NULL, 0, "tensor 0 has no name");
 
     /* Offsets must stay below 2^53 (exact in a double): 2^51 floats are
      * 2^53 bytes; two tensors of 2^50 floats reach it together; 2^40 x 2^40
      * floats overflow 64 bits. The check comes before any data is read. */
     bad = (bg_safetensors_tensor_t){
         .name = "big", .ndim = 1, .shape = {INT64_C(1) << 51}, .data = data};
-    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
-    snprintf(expected, sizeof expected, "%s: tensor 'big': data too large for the format", path);
-    assert_string_equal(bg_error_message(), expected);
+    expect_write_refused(path, &bad, 1, NULL, NULL, 0,
+                         "tensor 'big': data too large for the format");
     bg_safetensors_tensor_t halves[] = {
         {.name = "h1", .ndim = 1, .shape = {INT64_C(1) << 50}, .data = data},
         {.name = "h2", .ndim = 1, .shape = {INT64_C(1) << 50}, .data = data},
@@ -392,30 +388,24 @@ static void test_write_invalid_keeps_existing(void **state) {
         BG_OK);
     free(encoded);
     halves[1].shape[0] += 1;
-    assert_int_equal(bg_safetensors_write(path, halves, 2, NULL, NULL, 0), BG_ERR_INVALID);
-    snprintf(expected, sizeof expected, "%s: tensor 'h2': data too large for the format", path);
-    assert_string_equal(bg_error_message(), expected);
+    expect_write_refused(path, halves, 2, NULL, NULL, 0,
+                         "tensor 'h2': data too large for the format");
     bad = (bg_safetensors_tensor_t){
         .name = "wide", .ndim = 2, .shape = {INT64_C(1) << 40, INT64_C(1) << 40}, .data = data};
-    assert_int_equal(bg_safetensors_write(path, &bad, 1, NULL, NULL, 0), BG_ERR_INVALID);
-    snprintf(expected, sizeof expected, "%s: tensor 'wide': data too large for the format", path);
-    assert_string_equal(bg_error_message(), expected);
+    expect_write_refused(path, &bad, 1, NULL, NULL, 0,
+                         "tensor 'wide': data too large for the format");
 
     const char *keys[] = {"k", "k"};
     const char *values[] = {"1", "2"};
-    assert_int_equal(bg_safetensors_write(path, &good, 1, keys, values, 2), BG_ERR_INVALID);
-    snprintf(expected, sizeof expected, "%s: duplicate metadata key 'k'", path);
-    assert_string_equal(bg_error_message(), expected);
+    expect_write_refused(path, &good, 1, keys, values, 2, "duplicate metadata key 'k'");
     /* Metadata keys and values must be UTF-8 strings. */
     const char *null_value[] = {"k", NULL};
     const char *two_keys[] = {"j", "k"};
-    assert_int_equal(bg_safetensors_write(path, &good, 1, two_keys, null_value, 2), BG_ERR_INVALID);
-    snprintf(expected, sizeof expected, "%s: metadata 1: NULL or invalid UTF-8 value", path);
-    assert_string_equal(bg_error_message(), expected);
+    expect_write_refused(path, &good, 1, two_keys, null_value, 2,
+                         "metadata 1: NULL or invalid UTF-8 value");
     const char *bad_key[] = {"\xc3("};
-    assert_int_equal(bg_safetensors_write(path, &good, 1, bad_key, values, 1), BG_ERR_INVALID);
-    snprintf(expected, sizeof expected, "%s: metadata 0: NULL or invalid UTF-8 key", path);
-    assert_string_equal(bg_error_message(), expected);
+    expect_write_refused(path, &good, 1, bad_key, values, 1,
+                         "metadata 0: NULL or invalid UTF-8 key");
 
     size_t after_size;
     uint8_t *after = file_read(path, &after_size);
