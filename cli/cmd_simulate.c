@@ -15,6 +15,7 @@
 #include "report.h"
 #include "svg.h"
 #include "topology.h"
+#include "text_file.h"
 #include "trace.h"
 
 static const char help[] =
@@ -124,11 +125,7 @@ static bg_status_t write_metrics(const simulate_options_t *o, const bg_plan_t *p
     char *text = st == BG_OK ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
-    FILE *f = fopen(o->metrics, "w");
-    if (f == NULL || fputs(text, f) < 0 || fputc('\n', f) < 0)
-        st = bg_error_set(BG_ERR_IO, "cannot write metrics to '%s'", o->metrics);
-    if (f != NULL && fclose(f) != 0 && st == BG_OK)
-        st = bg_error_set(BG_ERR_IO, "cannot write metrics to '%s'", o->metrics);
+    st = bg_text_file_write(o->metrics, text, "metrics");
     free(text);
     return st;
 }

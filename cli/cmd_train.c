@@ -1,7 +1,6 @@
 /* brigade train MODEL [options]: trains through a pipeline of stages,
  * evaluates on the test set, reports per-stage memory, optionally
  * loads/saves a checkpoint and writes metrics JSON. */
-#include <errno.h>
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 #include "progress.h"
 #include "report.h"
 #include "svg.h"
+#include "text_file.h"
 #include "trace.h"
 #include "topology.h"
 #include "train.h"
@@ -260,28 +260,9 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
-    /* The reason is errno of the first step that failed: the open, a
-     * write, or the close (which flushes, and reports a full disk). */
-    int failed = 0, err = 0;
-    FILE *f = fopen(path, "w");
-    if (f == NULL) {
-        failed = 1;
-        err = errno;
-    } else {
-        if (fputs(text, f) < 0 || fputc('\n', f) < 0) {
-            failed = 1;
-            err = errno;
-        }
-        if (fclose(f) != 0 && !failed) {
-            failed = 1;
-            err = errno;
-        }
-    }
+    bg_status_t st = bg_text_file_write(path, text, "metrics");
     free(text);
-    if (failed)
-        return bg_error_set(BG_ERR_IO, "cannot write metrics to '%s': %s", path,
-                            err != 0 ? strerror(err) : "write failed");
-    return BG_OK;
+    return st;
 }
 
 int bg_cmd_train(int argc, char **argv) {

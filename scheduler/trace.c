@@ -1,12 +1,13 @@
 #include "trace.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
+
+#include "text_file.h"
 
 static int is_transfer(bg_event_kind_t kind) {
     return kind == BG_EVENT_SEND || kind == BG_EVENT_RECV || kind == BG_EVENT_WAIT;
@@ -128,21 +129,6 @@ static int add_lane_names(cJSON *events, const bg_timeline_t *tl, unsigned char 
     return 1;
 }
 
-static bg_status_t write_text(const char *path, const char *text) {
-    FILE *file = fopen(path, "w");
-    if (file == NULL)
-        return bg_error_set(BG_ERR_IO, "trace: cannot open '%s': %s", path, strerror(errno));
-    size_t length = strlen(text);
-    int ok = fwrite(text, 1, length, file) == length && fputc('\n', file) != EOF;
-    int saved = errno;
-    if (fclose(file) != 0 && ok) {
-        ok = 0;
-        saved = errno;
-    }
-    if (!ok) return bg_error_set(BG_ERR_IO, "trace: cannot write '%s': %s", path, strerror(saved));
-    return BG_OK;
-}
-
 bg_status_t bg_trace_write(const char *path, const bg_timeline_t *tl) {
     if (path == NULL || tl == NULL) return bg_error_set(BG_ERR_INVALID, "trace: NULL argument");
     bg_status_t st = BG_OK;
@@ -157,7 +143,7 @@ bg_status_t bg_trace_write(const char *path, const bg_timeline_t *tl) {
     if (cJSON_AddStringToObject(root, "displayTimeUnit", "ms") == NULL) goto nomem;
     text = cJSON_PrintUnformatted(root);
     if (text == NULL) goto nomem;
-    st = write_text(path, text);
+    st = bg_text_file_write(path, text, "trace");
     goto done;
 nomem:
     st = bg_error_set(BG_ERR_NOMEM, "trace: out of memory building '%s'", path);

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "profile.h"
+#include "text_file.h"
 
 enum { MAX_PROFILE_BYTES = 64 << 20 };
 
@@ -69,12 +70,7 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
-    bg_status_t st = BG_OK;
-    FILE *f = fopen(path, "w");
-    if (f == NULL || fputs(text, f) < 0 || fputc('\n', f) < 0)
-        st = bg_error_set(BG_ERR_IO, "cannot write profile '%s': %s", path, strerror(errno));
-    if (f != NULL && fclose(f) != 0 && st == BG_OK)
-        st = bg_error_set(BG_ERR_IO, "cannot write profile '%s': %s", path, strerror(errno));
+    bg_status_t st = bg_text_file_write(path, text, "profile");
     free(text);
     return st;
 }

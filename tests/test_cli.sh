@@ -274,8 +274,13 @@ usage_error "--metrics: '$T' is a directory" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T"
 # A full disk shows only when the file is closed.
 if [ -w /dev/full ]; then
-    expect 1 "cannot write metrics to '/dev/full': No space left on device" -- \
+    expect 1 "metrics: cannot write '/dev/full': No space left on device" -- \
         train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics /dev/full
+    # The same writer for simulate's metrics and profile's output.
+    expect 1 "metrics: cannot write '/dev/full': No space left on device" -- \
+        simulate "$MODEL" --devices cpu:2 --metrics /dev/full
+    expect 1 "profile: cannot write '/dev/full': No space left on device" -- \
+        profile "$MODEL" --batch 4 --repetitions 1 -o /dev/full
 fi
 
 # A trace (Chrome's JSON) and an SVG timeline of the recorded steps.
