@@ -77,11 +77,11 @@ const char *bg_cli_group_digits(int64_t n, char *buf, size_t size) {
 
 bg_status_t bg_cli_check_output(const char *option, const char *path) {
     if (path == NULL) return BG_OK;
-    struct stat st;
     if (path[0] == '\0') return bg_error_set(BG_ERR_INVALID, "%s: empty file name", option);
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return bg_error_set(BG_ERR_INVALID, "%s: '%s' is a directory", option, path);
+    struct stat st;
     if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return bg_error_set(BG_ERR_INVALID, "%s: '%s' is a directory", option, path);
         if (access(path, W_OK) != 0)
             return bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': %s", option, path,
                                 strerror(errno));

@@ -272,6 +272,8 @@ usage_error "--metrics: cannot write '$T/no/such/dir/M.json': folder '$T/no/such
     train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/no/such/dir/M.json"
 usage_error "--metrics: '$T' is a directory" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T"
+usage_error "--trace: empty file name" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 16 --trace ""
 # A full disk shows only when the file is closed.
 if [ -w /dev/full ]; then
     expect 1 "metrics: cannot write '/dev/full': No space left on device" -- \
