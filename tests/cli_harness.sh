@@ -87,6 +87,17 @@ expect() {
     return 0
 }
 
+# usage_error 'stderr substring' -- ARGS...: expect 2 and, since a usage or
+# input error is found before anything runs, nothing on stdout. (Not every
+# exit 2 is one: a plan that does not fit exits 2 after printing its table,
+# and is checked with expect.)
+usage_error() {
+    if expect 2 "$@"; then
+        shift 2
+        check "brigade $*: exit 2 but stdout is not empty" test ! -s "$OUT"
+    fi
+}
+
 # stdout_has 'substring' WHAT: checks the last command's stdout.
 stdout_has() {
     if grep -qF -- "$1" "$OUT"; then

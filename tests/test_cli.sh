@@ -10,16 +10,6 @@
 TEST_NAME=cli
 . "$(dirname "$0")/cli_harness.sh"
 
-# usage_error 'stderr substring' -- ARGS...: expect 2 and, since a usage or
-# input error is found before anything runs, nothing on stdout. (Not in the
-# harness: a plan that does not fit exits 2 after printing its table.)
-usage_error() {
-    if expect 2 "$@"; then
-        shift 2
-        check "brigade $*: exit 2 but stdout is not empty" test ! -s "$OUT"
-    fi
-}
-
 # --- usage -----------------------------------------------------------------
 
 usage_error "usage: brigade" --

@@ -11,15 +11,6 @@
 TEST_NAME=plan
 . "$(dirname "$0")/cli_harness.sh"
 
-# usage_error 'stderr substring' -- ARGS...: expect 2 and nothing on stdout.
-# (Not in the harness: a plan that does not fit exits 2 after its table.)
-usage_error() {
-    if expect 2 "$@"; then
-        shift 2
-        check "brigade $*: exit 2 but stdout is not empty" test ! -s "$OUT"
-    fi
-}
-
 # --- usage -------------------------------------------------------------------
 
 expect 0 "" -- plan --help
