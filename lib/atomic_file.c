@@ -1,0 +1,239 @@
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* mkostemp, flock, fsync, strdup, O_CLOEXEC */
+#endif
+
+#include "atomic_file.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* 0 on success, -1 with errno set. */
+static int write_all(int fd, const void *buf, size_t len) {
+    const uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -1;
+        if (n == 0) {
+            errno = EIO; /* a regular file never accepts zero bytes; avoid spinning */
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Makes the rename durable: without it a crash can bring back the old file,
+ * or none at all. */
+static bg_status_t directory_sync(const char *path) {
+    const char *slash = strrchr(path, '/');
+    size_t len = slash ? (slash == path ? 1 : (size_t)(slash - path)) : 1;
+    char *dir = malloc(len + 1);
+    if (!dir) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);
+    memcpy(dir, slash ? path : ".", len);
+    dir[len] = '\0';
+    bg_status_t status = BG_OK;
+    int fd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        status = bg_error_set(BG_ERR_IO, "cannot write '%s': open directory '%s': %s", path, dir,
+                              strerror(errno));
+    } else {
+        /* Some file systems cannot fsync a directory and say EINVAL; there
+         * is nothing more to make durable there. */
+        if (fsync(fd) != 0 && errno != EINVAL)
+            status = bg_error_set(BG_ERR_IO, "cannot write '%s': fsync directory '%s': %s", path,
+                                  dir, strerror(errno));
+        close(fd);
+    }
+    free(dir);
+    return status;
+}
+
+static bg_status_t io_error(const char *path, const char *call, int error) {
+    return bg_error_set(BG_ERR_IO, "cannot write '%s': %s: %s", path, call, strerror(error));
+}
+
+enum { TEMP_RANDOM_CHARS = 6 }; /* the XXXXXX of mkostemp */
+static const char temp_infix[] = ".tmp.";
+
+/* Creates and locks "PATH.tmp.XXXXXX" in `temp` (path_len + sizeof
+ * temp_infix + TEMP_RANDOM_CHARS bytes). The lock tells temp_files_remove_stale
+ * in other processes that the file is alive; a cleaner that locked the new
+ * file before us has unlinked it, which we see as no links, and try again. */
+static int temp_create(const char *path, char *temp) {
+    size_t path_len = strlen(path);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        memcpy(temp, path, path_len);
+        memcpy(temp + path_len, temp_infix, sizeof temp_infix - 1);
+        memset(temp + path_len + sizeof temp_infix - 1, 'X', TEMP_RANDOM_CHARS);
+        temp[path_len + sizeof temp_infix - 1 + TEMP_RANDOM_CHARS] = '\0';
+        int fd = mkostemp(temp, O_CLOEXEC);
+        if (fd < 0) return -1;
+        int locked;
+        while ((locked = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+        }
+        /* Without working locks (some network file systems) the file stays
+         * unlocked; cleaners then never take it, so writing on is safe. */
+        if (locked != 0) return fd;
+        struct stat info;
+        if (fstat(fd, &info) != 0) {
+            int error = errno;
+            close(fd);
+            unlink(temp);
+            errno = error;
+            return -1;
+        }
+        if (info.st_nlink > 0) return fd;
+        close(fd);
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+/* True when `name` is base + ".tmp." + 6 letters or digits, mkostemp's form. */
+static bool temp_name_matches(const char *name, const char *base, size_t base_len) {
+    size_t infix_len = sizeof temp_infix - 1;
+    if (strlen(name) != base_len + infix_len + TEMP_RANDOM_CHARS) return false;
+    if (memcmp(name, base, base_len) != 0 || memcmp(name + base_len, temp_infix, infix_len) != 0)
+        return false;
+    for (const char *p = name + base_len + infix_len; *p; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')))
+            return false;
+    }
+    return true;
+}
+
+/* Removes the temporary files of writers of `path` that died mid-write (a
+ * kill, a crash, a power cut): those nobody holds a lock on. A live writer
+ * holds its lock from creation to rename, so its file is never taken; the
+ * name is checked to still be the locked inode before it is unlinked.
+ * Best effort: a failure here leaves files behind, never fails a write. */
+static void temp_files_remove_stale(const char *path) {
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0; /* with the slash */
+    size_t base_len = strlen(base);
+    char *candidate = malloc(dir_len + base_len + sizeof temp_infix + TEMP_RANDOM_CHARS);
+    if (!candidate) return;
+    memcpy(candidate, path, dir_len);
+    char *dir_name = NULL;
+    if (slash) {
+        dir_name = malloc(dir_len + 1);
+        if (!dir_name) {
+            free(candidate);
+            return;
+        }
+        memcpy(dir_name, path, dir_len);
+        dir_name[dir_len] = '\0';
+    }
+    DIR *dir = opendir(dir_name ? dir_name : ".");
+    for (struct dirent *e; dir && (e = readdir(dir)) != NULL;) {
+        if (!temp_name_matches(e->d_name, base, base_len)) continue;
+        strcpy(candidate + dir_len, e->d_name);
+        /* O_NONBLOCK: a FIFO of that name must not hang the writer. */
+        int fd = open(candidate, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) continue;
+        struct stat held, named;
+        if (fstat(fd, &held) == 0 && S_ISREG(held.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+            lstat(candidate, &named) == 0 && named.st_dev == held.st_dev &&
+            named.st_ino == held.st_ino)
+            unlink(candidate);
+        close(fd);
+    }
+    if (dir) closedir(dir);
+    free(dir_name);
+    free(candidate);
+}
+
+bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path) {
+    *file = (bg_atomic_file_t){.fd = -1};
+    const size_t path_len = strlen(path);
+    char *copy = strdup(path), *temp = malloc(path_len + sizeof temp_infix + TEMP_RANDOM_CHARS);
+    if (copy == NULL || temp == NULL) {
+        free(copy);
+        free(temp);
+        return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);
+    }
+    int fd = temp_create(path, temp);
+    if (fd < 0) {
+        bg_status_t status = io_error(path, "mkostemp", errno);
+        free(copy);
+        free(temp);
+        return status;
+    }
+    *file = (bg_atomic_file_t){.path = copy, .temp = temp, .fd = fd};
+    /* mkostemp creates 0600. The umask cannot be read without changing it,
+     * which would race with other threads. */
+    if (fchmod(fd, 0644) != 0) {
+        bg_status_t status = io_error(path, "fchmod", errno);
+        bg_atomic_file_abort(file);
+        return status;
+    }
+    return BG_OK;
+}
+
+bg_status_t bg_atomic_file_write(bg_atomic_file_t *file, const void *data, size_t len) {
+    if (write_all(file->fd, data, len) != 0) return io_error(file->path, "write", errno);
+    return BG_OK;
+}
+
+/* Frees what open allocated; the file is empty after. */
+static void forget(bg_atomic_file_t *file) {
+    free(file->path);
+    free(file->temp);
+    *file = (bg_atomic_file_t){.fd = -1};
+}
+
+void bg_atomic_file_abort(bg_atomic_file_t *file) {
+    if (file->temp == NULL) return;
+    unlink(file->temp);
+    if (file->fd >= 0) close(file->fd);
+    forget(file);
+}
+
+bg_status_t bg_atomic_file_commit(bg_atomic_file_t *file) {
+    const char *path = file->path;
+    bg_status_t status = BG_OK;
+    if (fsync(file->fd) != 0) {
+        status = io_error(path, "fsync", errno);
+        bg_atomic_file_abort(file);
+        return status;
+    }
+    /* A second descriptor keeps the lock until after the rename: a cleaner
+     * must not take the file while it has its temporary name, and closing
+     * the first still reports late write errors (NFS) before the rename. */
+    const int lock_fd = fcntl(file->fd, F_DUPFD_CLOEXEC, 0);
+    if (lock_fd < 0) {
+        status = io_error(path, "fcntl", errno);
+        bg_atomic_file_abort(file);
+        return status;
+    }
+    const int closed = close(file->fd);
+    file->fd = -1;
+    if (closed != 0)
+        status = io_error(path, "close", errno);
+    else if (rename(file->temp, path) != 0)
+        status = io_error(path, "rename", errno);
+    if (status != BG_OK) {
+        unlink(file->temp);
+        close(lock_fd);
+        forget(file);
+        return status;
+    }
+    close(lock_fd);
+    status = directory_sync(path);
+    if (status == BG_OK) temp_files_remove_stale(path);
+    forget(file);
+    return status;
+}

@@ -1,0 +1,55 @@
+/* Replacing a file whole or not at all: the bytes go to a temporary file
+ * beside it ("PATH.tmp.XXXXXX"), which is synced and then renamed over PATH,
+ * and the directory is synced so that the rename survives a crash. A reader
+ * sees the old file or the new one, never a part. Checkpoints are written
+ * this way (lib/safetensors_write.c).
+ *
+ * The temporary file is locked while it is written. A commit removes
+ * temporary files of PATH that no one holds a lock on: those left by writers
+ * that died mid-write (a kill, a crash, a power cut).
+ *
+ * Meant for regular files: a rename would replace a device or a FIFO named
+ * PATH rather than write into it. */
+#ifndef BG_ATOMIC_FILE_H
+#define BG_ATOMIC_FILE_H
+
+#include <stddef.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bg_atomic_file {
+    char *path; /* the file to replace (a copy) */
+    char *temp; /* the temporary file being written */
+    int fd;     /* of temp; -1 once closed */
+} bg_atomic_file_t;
+
+/* Creates and locks the temporary file, readable by all (0644) like any
+ * file the user writes. BG_ERR_IO "cannot write 'PATH': CALL: reason" when
+ * it cannot (a missing directory, no permission); *file is then empty and
+ * needs no abort. */
+bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path);
+
+/* Appends `len` bytes. On failure (BG_ERR_IO, a full disk) the caller
+ * aborts. */
+bg_status_t bg_atomic_file_write(bg_atomic_file_t *file, const void *data, size_t len);
+
+/* Syncs the temporary file, renames it over the path, syncs the directory
+ * and removes stale temporary files. On failure the temporary file is gone
+ * and the old file (if any) is untouched, unless the directory sync alone
+ * failed (the new file is then in place but may not survive a crash). The
+ * file is closed either way. */
+bg_status_t bg_atomic_file_commit(bg_atomic_file_t *file);
+
+/* Closes and removes the temporary file; the path keeps its old content.
+ * A no-op on an empty or committed file. */
+void bg_atomic_file_abort(bg_atomic_file_t *file);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BG_ATOMIC_FILE_H */

@@ -1,0 +1,184 @@
+/* lib/atomic_file: a file is replaced whole or not at all, temporary files
+ * never outlive a write, and stale ones of dead writers are cleaned up while
+ * live ones are left alone. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* flock */
+#endif
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "atomic_file.h"
+#include "support/scratch.h"
+
+typedef struct fixture {
+    char dir[64];
+    char path[128];
+} fixture_t;
+
+static int setup(void **state) {
+    fixture_t *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(bg_test_scratch_make(f->dir, sizeof f->dir, "atomic"), 0);
+    snprintf(f->path, sizeof f->path, "%s/out.bin", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture_t *f = *state;
+    assert_int_equal(bg_test_scratch_remove(f->dir), 0);
+    free(f);
+    return 0;
+}
+
+/* The file's whole content into buf (NUL-terminated); its length, or -1. */
+static long read_all(const char *path, char *buf, size_t cap) {
+    FILE *file = fopen(path, "rb");
+    if (file == NULL) return -1;
+    size_t n = fread(buf, 1, cap - 1, file);
+    fclose(file);
+    buf[n] = '\0';
+    return (long)n;
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *file = fopen(path, "wb");
+    assert_non_null(file);
+    assert_int_equal(fputs(text, file) >= 0, 1);
+    assert_int_equal(fclose(file), 0);
+}
+
+/* Entries of dir other than "." and "..". */
+static int entries(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+    closedir(d);
+    return n;
+}
+
+static void test_commit_writes_every_part(void **state) {
+    fixture_t *f = *state;
+    bg_atomic_file_t file;
+    assert_int_equal(bg_atomic_file_open(&file, f->path), BG_OK);
+    /* Until the commit only the temporary file exists. */
+    assert_int_equal(access(f->path, F_OK), -1);
+    assert_int_equal(entries(f->dir), 1);
+    assert_int_equal(bg_atomic_file_write(&file, "header|", 7), BG_OK);
+    assert_int_equal(bg_atomic_file_write(&file, "", 0), BG_OK);
+    assert_int_equal(bg_atomic_file_write(&file, "data", 4), BG_OK);
+    assert_int_equal(bg_atomic_file_commit(&file), BG_OK);
+    char buf[64];
+    assert_int_equal(read_all(f->path, buf, sizeof buf), 11);
+    assert_string_equal(buf, "header|data");
+    struct stat info;
+    assert_int_equal(stat(f->path, &info), 0);
+    assert_int_equal(info.st_mode & 0777, 0644);
+    assert_int_equal(entries(f->dir), 1); /* no temporary file left */
+    assert_null(file.path);
+    assert_int_equal(file.fd, -1);
+}
+
+static void test_commit_replaces_the_old_file(void **state) {
+    fixture_t *f = *state;
+    write_file(f->path, "an old and longer content");
+    bg_atomic_file_t file;
+    assert_int_equal(bg_atomic_file_open(&file, f->path), BG_OK);
+    assert_int_equal(bg_atomic_file_write(&file, "new", 3), BG_OK);
+    char buf[64];
+    /* Mid-write, readers still see the old file whole. */
+    assert_int_equal(read_all(f->path, buf, sizeof buf), 25);
+    assert_int_equal(bg_atomic_file_commit(&file), BG_OK);
+    assert_int_equal(read_all(f->path, buf, sizeof buf), 3);
+    assert_string_equal(buf, "new");
+    assert_int_equal(entries(f->dir), 1);
+}
+
+static void test_abort_keeps_the_old_file(void **state) {
+    fixture_t *f = *state;
+    write_file(f->path, "old");
+    bg_atomic_file_t file;
+    assert_int_equal(bg_atomic_file_open(&file, f->path), BG_OK);
+    assert_int_equal(bg_atomic_file_write(&file, "half of the new", 15), BG_OK);
+    assert_int_equal(entries(f->dir), 2);
+    bg_atomic_file_abort(&file);
+    char buf[64];
+    assert_int_equal(read_all(f->path, buf, sizeof buf), 3);
+    assert_string_equal(buf, "old");
+    assert_int_equal(entries(f->dir), 1);
+    bg_atomic_file_abort(&file); /* a second abort does nothing */
+    assert_int_equal(entries(f->dir), 1);
+}
+
+static void test_open_in_a_missing_directory_names_the_path(void **state) {
+    fixture_t *f = *state;
+    char path[160];
+    snprintf(path, sizeof path, "%s/missing/out.bin", f->dir);
+    bg_atomic_file_t file;
+    assert_int_equal(bg_atomic_file_open(&file, path), BG_ERR_IO);
+    char want[256];
+    snprintf(want, sizeof want, "cannot write '%s': mkostemp: No such file or directory", path);
+    assert_string_equal(bg_error_message(), want);
+    bg_error_clear();
+    assert_null(file.path);
+    assert_null(file.temp);
+    assert_int_equal(file.fd, -1);
+    bg_atomic_file_abort(&file); /* safe on the emptied file */
+    assert_int_equal(entries(f->dir), 0);
+}
+
+static void test_commit_removes_only_stale_temporary_files(void **state) {
+    fixture_t *f = *state;
+    char stale[160], live[160], other[160], wrong[160];
+    snprintf(stale, sizeof stale, "%s.tmp.Ab12cd", f->path);       /* a dead writer's */
+    snprintf(live, sizeof live, "%s.tmp.Zz99yy", f->path);         /* a live writer's */
+    snprintf(other, sizeof other, "%s/in.bin.tmp.Ab12cd", f->dir); /* another file's */
+    snprintf(wrong, sizeof wrong, "%s.tmp.Ab12c", f->path);        /* not mkostemp's form */
+    write_file(stale, "x");
+    write_file(live, "y");
+    write_file(other, "z");
+    write_file(wrong, "w");
+    const int held = open(live, O_RDONLY | O_CLOEXEC);
+    assert_true(held >= 0);
+    assert_int_equal(flock(held, LOCK_EX), 0);
+
+    bg_atomic_file_t file;
+    assert_int_equal(bg_atomic_file_open(&file, f->path), BG_OK);
+    assert_int_equal(bg_atomic_file_write(&file, "ok", 2), BG_OK);
+    assert_int_equal(bg_atomic_file_commit(&file), BG_OK);
+    close(held);
+
+    assert_int_equal(access(stale, F_OK), -1);
+    assert_int_equal(access(live, F_OK), 0);
+    assert_int_equal(access(other, F_OK), 0);
+    assert_int_equal(access(wrong, F_OK), 0);
+    assert_int_equal(entries(f->dir), 4); /* out.bin and the three kept */
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_commit_writes_every_part, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_commit_replaces_the_old_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_abort_keeps_the_old_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_in_a_missing_directory_names_the_path, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_commit_removes_only_stale_temporary_files, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
