@@ -3,6 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "channel.h"
+
 /* When each (stage, micro-batch)'s activation and gradient arrive at the
  * consumer, and when each link is next free; -1 = not produced yet. */
 typedef struct sim_state {
@@ -19,9 +21,18 @@ typedef struct sim_state {
      * send is an event of its own at the op's end, taken in time order, so
      * that whether the receiver already waits is known when it happens. */
     const bg_op_t **pending; /* per device: the op whose output to send, or NULL */
-    int barrier_known;       /* every device has reached the optimizer step */
-    double barrier_time;     /* when the last one did */
-    int barrier_last;        /* which device that was */
+    /* The channels' rings, as the executor sizes them: channel c is the
+     * activations across boundary c (c < stages - 1) or the gradients
+     * across boundary c - (stages - 1). A slot is taken when a send starts
+     * copying and free again when the receive has copied the message out;
+     * slot_free[c * M + i] is when slot i of channel c is free, -1 while its
+     * message waits for a receive not simulated yet. */
+    int *ring;           /* slots per boundary */
+    double *slot_free;   /* [channel * M + slot] */
+    int *held;           /* [channel * M + mb]: the slot holding that message */
+    int barrier_known;   /* every device has reached the optimizer step */
+    double barrier_time; /* when the last one did */
+    int barrier_last;    /* which device that was */
     /* Under contention: each F, B and W's stretch, [kind * cells + stage *
      * M + mb] for kinds F, B, W; NULL without contention. */
     double *stretch;
@@ -123,32 +134,101 @@ static int waits_for(const sim_state_t *st, int r, bg_op_kind_t kind, int stage,
     return next->kind == kind && next->stage == stage && next->microbatch == mb;
 }
 
-/* Ships device d's pending output at time t: its own copy out (SEND), the
- * wake of a receiver already waiting, the link; records when it reaches
- * the neighbour stage. */
+static int channel_of(const sim_state_t *st, int forward, int boundary) {
+    return forward ? boundary : st->stages - 1 + boundary;
+}
+
+/* The channel a device's pending send goes into, and its boundary. */
+static int pending_channel(const sim_state_t *st, const bg_op_t *op, int *boundary) {
+    const int forward = op->kind == BG_OP_FORWARD;
+    *boundary = forward ? op->stage : op->stage - 1;
+    return channel_of(st, forward, *boundary);
+}
+
+/* The channel an op receives its input from (F) or its output gradient
+ * from (B), or -1. */
+static int receiving_channel(const sim_state_t *st, const bg_op_t *op) {
+    if (op->kind == BG_OP_FORWARD && op->stage > 0) return channel_of(st, 1, op->stage - 1);
+    if (op->kind == BG_OP_BACKWARD && op->stage + 1 < st->stages)
+        return channel_of(st, 0, op->stage);
+    return -1;
+}
+
+/* The ring slot of channel c that frees first, and when (-1: every slot
+ * holds a message whose receive is not simulated yet). */
+static double first_free_slot(const sim_state_t *st, int c, int boundary, int *slot) {
+    double best = -1;
+    *slot = -1;
+    for (int i = 0; i < st->ring[boundary]; i++) {
+        const double t = st->slot_free[c * st->microbatches + i];
+        if (t >= 0 && (best < 0 || t < best)) {
+            best = t;
+            *slot = i;
+        }
+    }
+    return best;
+}
+
+/* When device d's pending send is ready to copy (after the sender's check
+ * of the tensor), and when it starts copying: then, or, with the ring full,
+ * handoff_s after a receive frees a slot (the sender sleeps meanwhile).
+ * Returns -1 while no slot's freeing is known. */
+static double send_start(const sim_state_t *st, int d, double *ready) {
+    const bg_op_t *op = st->pending[d];
+    int boundary, slot;
+    const int c = pending_channel(st, op, &boundary);
+    *ready = st->device_free[d] + (op->kind == BG_OP_FORWARD
+                                       ? cost(st->costs->activation_check, boundary)
+                                       : cost(st->costs->gradient_check, boundary));
+    const double free_at = first_free_slot(st, c, boundary, &slot);
+    if (free_at < 0) return -1;
+    return free_at <= *ready ? *ready : free_at + st->costs->handoff_s;
+}
+
+/* Whether device `sender` is asleep at time t waiting for a free slot of
+ * channel c (its send ready, every slot held). */
+static int blocked_on(const sim_state_t *st, int sender, int c, double t) {
+    if (st->pending[sender] == NULL) return 0;
+    int boundary;
+    if (pending_channel(st, st->pending[sender], &boundary) != c) return 0;
+    double ready;
+    return send_start(st, sender, &ready) < 0 && ready <= t;
+}
+
+/* Ships device d's pending output: the sender checks it, waits for a free
+ * ring slot if the ring is full (a WAIT, as the executor records it), copies
+ * it out (SEND) and wakes a receiver already waiting for it; then the link.
+ * Records when it reaches the neighbour stage. */
 static bg_status_t send_output(sim_state_t *st, int d, int step, bg_timeline_t *tl) {
     const bg_op_t *op = st->pending[d];
     const bg_sim_costs_t *c = st->costs;
-    const double t = st->device_free[d];
     const int s = op->stage, forward = op->kind == BG_OP_FORWARD;
-    const int peer = forward ? s + 1 : s - 1, boundary = forward ? s : s - 1;
+    const int peer = forward ? s + 1 : s - 1;
+    int boundary, slot;
+    const int ch = pending_channel(st, op, &boundary);
     const int r = device_of(st, peer);
+    double ready;
+    const double start = send_start(st, d, &ready);
+    first_free_slot(st, ch, boundary, &slot);
+    if (start > ready)
+        BG_CHECK(bg_timeline_add(
+            tl, &(bg_event_t){BG_EVENT_WAIT, d, s, op->microbatch, peer, step, ready, start}));
+    st->slot_free[ch * st->microbatches + slot] = -1;
+    st->held[ch * st->microbatches + op->microbatch] = slot;
     const double copy =
         forward ? cost(c->activation_send, boundary) : cost(c->gradient_send, boundary);
-    const double check =
-        forward ? cost(c->activation_check, boundary) : cost(c->gradient_check, boundary);
     if (copy > 0)
         BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_SEND, d, s, op->microbatch, peer, step,
-                                                   t + check, t + check + copy}));
-    double sent = t + check + copy, arrival = sent;
+                                                   start, start + copy}));
+    double sent = start + copy, arrival = sent;
     st->pending[d] = NULL;
     int woken = r != d && waits_for(st, r, forward ? BG_OP_FORWARD : BG_OP_BACKWARD, peer,
                                     op->microbatch, sent);
     st->device_free[d] = sent + (woken ? c->wake_s : 0);
     if (r != d) {
         double *link = forward ? &st->forward_link[boundary] : &st->backward_link[boundary];
-        double start = fmax(sent, *link);
-        arrival = start + (forward ? c->activation_transfer : c->gradient_transfer)[boundary];
+        double link_start = fmax(sent, *link);
+        arrival = link_start + (forward ? c->activation_transfer : c->gradient_transfer)[boundary];
         *link = arrival;
     }
     if (forward)
@@ -190,6 +270,16 @@ static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready,
         BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_RECV, d, op->stage, op->microbatch,
                                                    peer, step, start, start + copy}));
     start += copy;
+    const int rc = receiving_channel(st, op);
+    if (rc >= 0) {
+        /* The receive frees its slot, waking a sender asleep on the full
+         * ring (which costs this device wake_s, as a send's wake does). */
+        const int sender = device_of(st, peer);
+        const int wakes = sender != d && blocked_on(st, sender, rc, start);
+        st->slot_free[rc * st->microbatches + st->held[rc * st->microbatches + op->microbatch]] =
+            start;
+        if (wakes) start += st->costs->wake_s;
+    }
     double end = start + duration(st, op, d);
     BG_CHECK(bg_timeline_add(tl, &(bg_event_t){event_kind(op->kind), d,
                                                op->kind == BG_OP_STEP ? d : op->stage,
@@ -212,6 +302,11 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
         st->forward_done[i] = st->backward_done[i] = -1;
     }
     for (int b = 0; b + 1 < st->stages; b++) st->forward_link[b] = st->backward_link[b] = origin;
+    /* The executor empties its rings between steps. */
+    for (int i = 0; i < 2 * (st->stages - 1) * st->microbatches; i++) {
+        st->slot_free[i] = origin;
+        st->held[i] = -1;
+    }
     /* Each device's thread is woken by the caller at the step's start. */
     for (int d = 0; d < sc->devices; d++) {
         st->device_free[d] = origin + st->costs->handoff_s;
@@ -228,9 +323,14 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
         double best_start = INFINITY, best_ready = 0;
         for (int d = 0; d < sc->devices; d++) {
             if (st->pending[d] != NULL) {
-                if (st->device_free[d] < best_start ||
-                    (st->device_free[d] == best_start && !best_is_send)) {
-                    best_start = st->device_free[d];
+                /* A send waiting for ring space happens when a slot frees;
+                 * otherwise at the end of the op that produced it. */
+                double ready;
+                const double start = send_start(st, d, &ready);
+                if (start < 0) continue;
+                const double at = start > ready ? start : st->device_free[d];
+                if (at < best_start || (at == best_start && !best_is_send)) {
+                    best_start = at;
                     best = d;
                     best_is_send = 1;
                 }
@@ -366,9 +466,16 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     st.device_free = calloc((size_t)schedule->devices, sizeof(double));
     st.pc = calloc((size_t)schedule->devices, sizeof(int));
     st.pending = calloc((size_t)schedule->devices, sizeof *st.pending);
+    const size_t slots = 2 * (size_t)st.stages * (size_t)st.microbatches; /* >= the channels' */
+    st.ring = calloc((size_t)st.stages, sizeof(int));
+    st.slot_free = malloc(sizeof(double) * slots);
+    st.held = malloc(sizeof(int) * slots);
+    for (int b = 0; st.ring != NULL && b + 1 < st.stages; b++)
+        st.ring[b] = bg_channel_ring_slots(schedule->devices, st.microbatches, b, b + 1);
     bg_status_t status = BG_OK;
     if (!st.activation_ready || !st.gradient_ready || !st.forward_done || !st.backward_done ||
-        !st.forward_link || !st.backward_link || !st.device_free || !st.pc || !st.pending)
+        !st.forward_link || !st.backward_link || !st.device_free || !st.pc || !st.pending ||
+        !st.ring || !st.slot_free || !st.held)
         status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
     double origin = tl->steps > 0 ? tl->step_end[tl->steps - 1] : 0;
     if (status == BG_OK && contended(schedule, costs)) {
@@ -397,6 +504,9 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     free(st.device_free);
     free(st.pc);
     free(st.pending);
+    free(st.ring);
+    free(st.slot_free);
+    free(st.held);
     free(st.stretch);
     return status;
 }

@@ -6,14 +6,23 @@
  * Model: each device runs its op list in order, one op at a time; an op
  * starts when its device is free and its inputs have arrived.
  *
- * A tensor crossing between stages goes in three parts. The sending device
- * checks it (no event) and copies it out (a SEND event: on CPU devices the thread copies it into
- * the channel's ring itself); then it crosses the link between the two devices (one transfer at a
- * time per direction between two stages; a transfer overlaps compute; between stages on one device
- * there is no link); then the receiving device copies it in (a RECV event) before the op that needs
- * it. Any part may cost 0 (a GPU's copy engine: only the link part).
- * Channels are unbounded. Time a device spends waiting for an input is
- * recorded as a WAIT event with the peer stage.
+ * A tensor crossing between stages goes in three parts. The sending
+ * device checks it (no event) and copies it out (a SEND event: on CPU
+ * devices the thread copies it into the channel's ring itself); then it
+ * crosses the link between the two devices (one transfer at a time per
+ * direction between two stages; a transfer overlaps compute; between
+ * stages on one device there is no link); then the receiving device copies
+ * it in (a RECV event) before the op that needs it. Any part may cost 0 (a
+ * GPU's copy engine: only the link part). Time a device spends waiting for
+ * an input is recorded as a WAIT event with the peer stage.
+ *
+ * Channels are rings of bg_channel_ring_slots() slots, as the executor's
+ * (two between devices, M within one): a send takes a slot when it starts
+ * copying, and the receive frees it once it has copied the message in. A
+ * sender that finds every slot taken waits (a WAIT with the receiver's
+ * stage as peer, as the executor records it) until a receive frees one;
+ * that receive wakes it (wake_s more on the receiving device, before its
+ * op), and it copies handoff_s after the slot freed.
  *
  * Hand-overs between threads cost time too (measured on CPU devices, where
  * a blocked thread sleeps on a condition variable): a send to a device that

@@ -289,6 +289,78 @@ static void test_handoffs_and_barrier(void **state) {
     bg_timeline_destroy(tl);
 }
 
+/* The i-th WAIT event of step 1 on `device`, relative to the step start. */
+static bg_event_t step_wait(const bg_timeline_t *tl, int device, int i) {
+    for (int k = 0; k < tl->count; k++) {
+        bg_event_t e = tl->events[k];
+        if (e.step != 1 || e.kind != BG_EVENT_WAIT || e.device != device || i-- > 0) continue;
+        e.start -= tl->step_start[1];
+        e.end -= tl->step_start[1];
+        return e;
+    }
+    fail_msg("device %d has no WAIT %d", device, i);
+    return (bg_event_t){0};
+}
+
+/* A full ring holds the sender back, as the executor's two slots between
+ * devices do: the sender waits (a WAIT on its lane, peer = the receiver)
+ * until a receive frees a slot. GPipe, K = 2, M = 4, F = {1, 4}, B = 1, no
+ * copies or transfers:
+ *   dev 0: F0 0-1, F1 1-2, F2 2-3 (mb 1 and 2 now fill both slots), F3
+ *          3-4, its send waits 4-5 until dev 1 takes mb 1, then dev 0 waits
+ *          5-18 for the first gradient; B0 to B3 18-22;
+ *   dev 1: F0 1-5, F1 5-9, F2 9-13, F3 13-17, B0 to B3 17-21: step 22.
+ * With wake 0.125 and hand-off 0.25 the receive that frees the slot wakes
+ * the sender (dev 1's F1 starts wake later), which resumes a hand-off after
+ * the slot freed:
+ *   dev 0: F0 0.25-1.25 (waking dev 1), F1 1.375-2.375, F2 to 3.375, F3 to
+ *          4.375, waits 4.375-5.5, then waits for the first gradient to
+ *          18.375; dev 1: F0 1.25-5.25, F1 5.375-9.375. */
+static void test_full_ring_holds_the_sender(void **state) {
+    (void)state;
+    double f[2] = {1, 4}, b[2] = {1, 1}, link[1] = {0};
+    bg_sim_costs_t costs = {
+        .forward = f, .backward = b, .activation_transfer = link, .gradient_transfer = link};
+    bg_timeline_t *tl = simulate_two(BG_SCHEDULE_GPIPE, 4, &costs);
+    assert_true(near(tl->step_end[1] - tl->step_start[1], 22));
+    bg_event_t e = step_wait(tl, 0, 0);
+    assert_true(near(e.start, 4) && near(e.end, 5));
+    assert_int_equal(e.stage, 0);
+    assert_int_equal(e.microbatch, 3);
+    assert_int_equal(e.peer_stage, 1);
+    e = step_wait(tl, 0, 1);
+    assert_true(near(e.start, 5) && near(e.end, 18));
+    assert_int_equal(e.microbatch, 0);
+    e = step_event(tl, BG_EVENT_FORWARD, 1, 1);
+    assert_true(near(e.start, 5) && near(e.end, 9));
+    bg_timeline_destroy(tl);
+
+    costs.wake_s = 0.125;
+    costs.handoff_s = 0.25;
+    tl = simulate_two(BG_SCHEDULE_GPIPE, 4, &costs);
+    e = step_event(tl, BG_EVENT_FORWARD, 0, 3);
+    assert_true(near(e.start, 3.375) && near(e.end, 4.375));
+    e = step_wait(tl, 0, 0);
+    assert_true(near(e.start, 4.375) && near(e.end, 5.5));
+    assert_int_equal(e.microbatch, 3);
+    e = step_wait(tl, 0, 1);
+    assert_true(near(e.start, 5.5) && near(e.end, 18.375));
+    e = step_event(tl, BG_EVENT_FORWARD, 1, 1);
+    assert_true(near(e.start, 5.375) && near(e.end, 9.375));
+    bg_timeline_destroy(tl);
+
+    /* With M slots (two stages on one device, or M = 2 here) nobody waits
+     * for ring space: dev 0's only WAIT is for the first gradient. */
+    tl = simulate_two(
+        BG_SCHEDULE_GPIPE, 2,
+        &(bg_sim_costs_t){
+            .forward = f, .backward = b, .activation_transfer = link, .gradient_transfer = link});
+    e = step_wait(tl, 0, 0);
+    assert_true(near(e.start, 2) && near(e.end, 10));
+    assert_int_equal(e.microbatch, 0);
+    bg_timeline_destroy(tl);
+}
+
 /* Contention: an op is stretched by its stage's contention times the
  * fraction of it during which the other device is busy. GPipe, K = 2,
  * M = 2, F = 1, B = 2, no copies or transfers; alone:
@@ -370,10 +442,15 @@ static void test_rejects_bad_costs(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fill_drain),           cmocka_unit_test(test_transfers),
-        cmocka_unit_test(test_interleaved),          cmocka_unit_test(test_zero_bubble),
-        cmocka_unit_test(test_rejects_bad_costs),    cmocka_unit_test(test_device_copies),
-        cmocka_unit_test(test_handoffs_and_barrier), cmocka_unit_test(test_contention),
+        cmocka_unit_test(test_fill_drain),
+        cmocka_unit_test(test_transfers),
+        cmocka_unit_test(test_interleaved),
+        cmocka_unit_test(test_zero_bubble),
+        cmocka_unit_test(test_rejects_bad_costs),
+        cmocka_unit_test(test_device_copies),
+        cmocka_unit_test(test_handoffs_and_barrier),
+        cmocka_unit_test(test_contention),
+        cmocka_unit_test(test_full_ring_holds_the_sender),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
