@@ -28,10 +28,11 @@ static stamp_t stamp(bg_pipeline_t *p, int device) {
     return (stamp_t){bg_channel_clock(), gpu_mark(p, device)};
 }
 
-/* Records one event of `device` when recording; never allocates. */
-static void note(bg_pipeline_t *p, int device, bg_event_kind_t kind, int stage, int mb, int peer,
-                 stamp_t start, stamp_t end) {
-    if (p->record == NULL || p->event_count[device] >= p->event_capacity[device]) return;
+/* Records one event of `device` when recording and returns it (NULL when
+ * not recording); never allocates. */
+static bg_event_t *note(bg_pipeline_t *p, int device, bg_event_kind_t kind, int stage, int mb,
+                        int peer, stamp_t start, stamp_t end) {
+    if (p->record == NULL || p->event_count[device] >= p->event_capacity[device]) return NULL;
     int i = p->event_count[device]++;
     p->events[device][i] = (bg_event_t){.kind = kind,
                                         .device = device,
@@ -45,6 +46,7 @@ static void note(bg_pipeline_t *p, int device, bg_event_kind_t kind, int stage, 
         p->event_marks[device][2 * i] = start.mark;
         p->event_marks[device][2 * i + 1] = end.mark;
     }
+    return &p->events[device][i];
 }
 
 static stamp_t host_stamp(double host) { return (stamp_t){host, -1}; }
@@ -60,9 +62,12 @@ static void note_transfer(bg_pipeline_t *p, int device, bg_event_kind_t copy, in
                           int peer, const bg_channel_timing_t *t, int before, int after) {
     const stamp_t start = {t->call, before}, end = {t->done, after};
     if (!gpu_timed(p, device)) {
+        bg_event_t *wait = NULL;
         if (t->ready > t->call)
-            note(p, device, BG_EVENT_WAIT, stage, mb, peer, host_stamp(t->call),
-                 host_stamp(t->ready));
+            wait = note(p, device, BG_EVENT_WAIT, stage, mb, peer, host_stamp(t->call),
+                        host_stamp(t->ready));
+        /* A send waits for a free slot, a receive for its message. */
+        if (wait != NULL) wait->to_send = copy == BG_EVENT_SEND;
         note(p, device, copy, stage, mb, peer, host_stamp(t->ready), host_stamp(t->done));
     } else if (copy == BG_EVENT_RECV && t->arrived >= 0) {
         const stamp_t arrived = {t->ready, t->arrived};

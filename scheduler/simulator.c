@@ -212,14 +212,14 @@ static bg_status_t send_output(sim_state_t *st, int d, int step, bg_timeline_t *
     first_free_slot(st, ch, boundary, &slot);
     if (start > ready)
         BG_CHECK(bg_timeline_add(
-            tl, &(bg_event_t){BG_EVENT_WAIT, d, s, op->microbatch, peer, step, ready, start}));
+            tl, &(bg_event_t){BG_EVENT_WAIT, d, s, op->microbatch, peer, step, ready, start, 1}));
     st->slot_free[ch * st->microbatches + slot] = -1;
     st->held[ch * st->microbatches + op->microbatch] = slot;
     const double copy =
         forward ? cost(c->activation_send, boundary) : cost(c->gradient_send, boundary);
     if (copy > 0)
         BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_SEND, d, s, op->microbatch, peer, step,
-                                                   start, start + copy}));
+                                                   start, start + copy, 0}));
     double sent = start + copy, arrival = sent;
     st->pending[d] = NULL;
     int woken = r != d && waits_for(st, r, forward ? BG_OP_FORWARD : BG_OP_BACKWARD, peer,
@@ -264,11 +264,11 @@ static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready,
         /* The executor records the barrier's wait on the device's own lane. */
         BG_CHECK(bg_timeline_add(
             tl, &(bg_event_t){BG_EVENT_WAIT, d, op->kind == BG_OP_STEP ? d : op->stage,
-                              op->microbatch, peer, step, st->device_free[d], ready}));
+                              op->microbatch, peer, step, st->device_free[d], ready, 0}));
     double copy = receive_cost(st, op);
     if (copy > 0)
         BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_RECV, d, op->stage, op->microbatch,
-                                                   peer, step, start, start + copy}));
+                                                   peer, step, start, start + copy, 0}));
     start += copy;
     const int rc = receiving_channel(st, op);
     if (rc >= 0) {
@@ -283,7 +283,7 @@ static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready,
     double end = start + duration(st, op, d);
     BG_CHECK(bg_timeline_add(tl, &(bg_event_t){event_kind(op->kind), d,
                                                op->kind == BG_OP_STEP ? d : op->stage,
-                                               op->microbatch, -1, step, start, end}));
+                                               op->microbatch, -1, step, start, end, 0}));
     st->device_free[d] = end;
     if (op->kind != BG_OP_STEP) {
         const int at = op->stage * st->microbatches + op->microbatch;

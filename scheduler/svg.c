@@ -98,9 +98,13 @@ static void draw_event(FILE *out, const timeline_layout_t *l, const bg_event_t *
                 "width=\"%.2f\" height=\"7\" fill=\"%s\">",
                 e->kind == BG_EVENT_WAIT ? "wait" : "copy", e->stage, kind, x, y + 28, w, fill);
     }
-    fprintf(out, "<title>%s", kind);
-    if (e->microbatch >= 0) fprintf(out, " %d", e->microbatch);
-    if (e->peer_stage >= 0) fprintf(out, " (stage %d)", e->peer_stage);
+    if (e->kind == BG_EVENT_WAIT && e->to_send) {
+        fprintf(out, "<title>wait for room to send %d to stage %d", e->microbatch, e->peer_stage);
+    } else {
+        fprintf(out, "<title>%s", kind);
+        if (e->microbatch >= 0) fprintf(out, " %d", e->microbatch);
+        if (e->peer_stage >= 0) fprintf(out, " (stage %d)", e->peer_stage);
+    }
     fprintf(out, ", stage %d, step %d: %.3f to %.3f ms</title></rect>\n", e->stage, e->step,
             1e3 * e->start, 1e3 * e->end);
     if (!is_op(e->kind)) return;

@@ -27,8 +27,8 @@ typedef enum bg_event_kind {
     BG_EVENT_SEND,     /* copying a tensor into the channel to peer_stage */
     BG_EVENT_RECV,     /* copying a tensor out of the channel from peer_stage */
     BG_EVENT_WAIT,     /* blocked on peer_stage: its data has not arrived, or the
-                        * channel to it is full; peer_stage -1: waiting for every
-                        * device to reach the optimizer step */
+                        * channel to it is full (to_send); peer_stage -1: waiting
+                        * for every device to reach the optimizer step */
 } bg_event_kind_t;
 
 enum { BG_EVENT_KINDS = 7 };
@@ -41,6 +41,11 @@ typedef struct bg_event {
     int peer_stage; /* SEND/RECV/WAIT: the other end; -1 otherwise */
     int step;       /* which recorded step, 0-based */
     double start, end;
+    /* WAIT only: 1 when the device waited for room in the channel's ring
+     * to send to peer_stage (the peer is behind: it has not taken the
+     * earlier messages yet), 0 when it waited for a message or at the
+     * barrier. */
+    int to_send;
 } bg_event_t;
 
 typedef struct bg_timeline_config {

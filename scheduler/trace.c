@@ -40,7 +40,9 @@ static void event_name(const bg_event_t *e, char *name, size_t size) {
             snprintf(name, size, "recv from stage %d", e->peer_stage);
         break;
     case BG_EVENT_WAIT:
-        if (e->peer_stage >= 0)
+        if (e->peer_stage >= 0 && e->to_send)
+            snprintf(name, size, "wait for room to send to stage %d", e->peer_stage);
+        else if (e->peer_stage >= 0)
             snprintf(name, size, "wait for stage %d", e->peer_stage);
         else
             snprintf(name, size, "wait for every device (optimizer step)");

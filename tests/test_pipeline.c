@@ -338,6 +338,15 @@ static void test_recording(void **state) {
         if (e->kind >= BG_EVENT_SEND && e->peer_stage >= 0)
             assert_int_equal(e->peer_stage, 1 - e->stage);
         if (e->kind == BG_EVENT_WAIT && e->peer_stage < 0) barrier_waits[e->device]++;
+        /* A wait for a peer comes right before its copy: a send's wait (for
+         * ring space) says so, a receive's (for the message) does not. */
+        if (e->kind == BG_EVENT_WAIT && e->peer_stage >= 0) {
+            assert_true(i + 1 < tl->count);
+            const bg_event_t *copy = &tl->events[i + 1];
+            assert_int_equal(copy->device, e->device);
+            assert_int_equal(copy->microbatch, e->microbatch);
+            assert_int_equal(copy->kind, e->to_send ? BG_EVENT_SEND : BG_EVENT_RECV);
+        }
         count[e->device][e->kind]++;
     }
     for (int d = 0; d < 2; d++) {

@@ -348,7 +348,8 @@ static double *sim_ready(sim_state_t *sim, int backward, int stage, int mb) {
 static void sim_event(sim_state_t *sim, bg_event_kind_t kind, int device, int stage, int mb,
                       int peer, double length) {
     bg_event_t e = {
-        kind, device, stage, mb, peer, sim->step, sim->clock[device], sim->clock[device] + length};
+        kind, device, stage, mb, peer, sim->step, sim->clock[device], sim->clock[device] + length,
+        0};
     check_ok(bg_timeline_add(sim->tl, &e));
     sim->clock[device] = e.end;
 }
@@ -508,6 +509,13 @@ static int xml_check(const char *p, char *why, size_t size) {
 static void test_trace(void **state) {
     (void)state;
     bg_timeline_t *tl = simulate_timeline(BG_SCHEDULE_1F1B, 3, 1, 4, 2);
+    /* One wait for a peer made a send's wait for ring space, to check its
+     * name. */
+    int room = -1;
+    for (int i = 0; i < tl->count && room < 0; i++)
+        if (tl->events[i].kind == BG_EVENT_WAIT && tl->events[i].peer_stage >= 0) room = i;
+    assert_true(room >= 0);
+    tl->events[room].to_send = 1;
     const char *path = temp_path("trace.json");
     check_ok(bg_trace_write(path, tl));
     char *text = read_all(path);
@@ -516,7 +524,7 @@ static void test_trace(void **state) {
     assert_non_null(root);
     assert_string_equal(cJSON_GetObjectItem(root, "displayTimeUnit")->valuestring, "ms");
     const cJSON *events = cJSON_GetObjectItem(root, "traceEvents");
-    int complete = 0, process_names = 0, thread_names = 0, found_f3 = 0;
+    int complete = 0, process_names = 0, thread_names = 0, found_f3 = 0, found_room = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, events) {
         const char *ph = cJSON_GetObjectItem(e, "ph")->valuestring;
@@ -560,14 +568,18 @@ static void test_trace(void **state) {
             want->microbatch == 3)
             assert_string_equal(name, "send F3 to stage 2");
         if (want->kind == BG_EVENT_WAIT) {
-            char wait[32];
-            snprintf(wait, sizeof wait, "wait for stage %d", want->peer_stage);
+            char wait[48];
+            snprintf(wait, sizeof wait,
+                     want->to_send ? "wait for room to send to stage %d" : "wait for stage %d",
+                     want->peer_stage);
             assert_string_equal(name, wait);
+            found_room += want->to_send;
             assert_int_equal(tid, BG_TRACE_TRANSFER_TID + want->stage);
         }
     }
     assert_int_equal(complete, tl->count);
     assert_int_equal(found_f3, 3 * 2); /* 3 stages, 2 steps */
+    assert_int_equal(found_room, 1);
     assert_int_equal(process_names, 3);
     assert_int_equal(thread_names, 3 + 3); /* compute and transfer lane per stage */
     cJSON_Delete(root);
@@ -583,17 +595,28 @@ static void test_svg_timeline(void **state) {
     (void)state;
     bg_timeline_t *tl = simulate_timeline(BG_SCHEDULE_ZB_H1, 4, 1, 8, 2);
     snprintf(tl->device_names[2], sizeof tl->device_names[2], "gpu<2> & \"x\"");
-    int ops = 0, ops_step1 = 0, weights = 0;
+    int ops = 0, ops_step1 = 0, weights = 0, room = -1;
     for (int i = 0; i < tl->count; i++) {
+        if (room < 0 && tl->events[i].kind == BG_EVENT_WAIT && tl->events[i].peer_stage >= 0)
+            room = i;
         if (tl->events[i].kind > BG_EVENT_STEP) continue;
         ops++;
         ops_step1 += tl->events[i].step == 1;
         weights += tl->events[i].kind == BG_EVENT_WEIGHT;
     }
+    /* One wait for a peer made a send's wait for ring space. */
+    assert_true(room >= 0);
+    bg_event_t *wait = &tl->events[room];
+    wait->to_send = 1;
+    char title[64];
+    snprintf(title, sizeof title, "<title>wait for room to send %d to stage %d, stage %d,",
+             wait->microbatch, wait->peer_stage, wait->stage);
     const char *path = temp_path("timeline.svg");
     check_ok(bg_svg_timeline_write(path, tl, -1));
     char *text = read_all(path);
     expect_well_formed(text);
+    assert_int_equal(count_of(text, "<title>wait for room"), 1);
+    assert_int_equal(count_of(text, title), 1);
     assert_int_equal(count_of(text, "<g class=\"row\""), 4);
     assert_int_equal(count_of(text, "<rect class=\"op\""), ops);
     assert_int_equal(count_of(text, "data-kind=\"W\""), weights);

@@ -328,9 +328,11 @@ static void test_full_ring_holds_the_sender(void **state) {
     assert_int_equal(e.stage, 0);
     assert_int_equal(e.microbatch, 3);
     assert_int_equal(e.peer_stage, 1);
+    assert_int_equal(e.to_send, 1);
     e = step_wait(tl, 0, 1);
     assert_true(near(e.start, 5) && near(e.end, 18));
     assert_int_equal(e.microbatch, 0);
+    assert_int_equal(e.to_send, 0);
     e = step_event(tl, BG_EVENT_FORWARD, 1, 1);
     assert_true(near(e.start, 5) && near(e.end, 9));
     bg_timeline_destroy(tl);
