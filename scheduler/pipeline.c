@@ -1,79 +1,17 @@
+/* Running the executor's jobs (scheduler/pipeline.h): the device workers'
+ * threads, a training step or an evaluation handed to them and waited for,
+ * the stall report, the recorded timeline, and the pipeline's queries and
+ * state transfers. Building it is scheduler/pipeline_create.c; a device's
+ * ops within a job, scheduler/pipeline_ops.c. */
 #include "pipeline.h"
 
-#include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "alloc.h"
-#include "cpu/backend_cpu.h"
 #include "pipeline_impl.h"
-
-bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, int *first) {
-    const int n = spec->num_layers;
-    if (stages < 1 || stages > n)
-        return bg_error_set(BG_ERR_INVALID, "cannot cut %d layers into %d stages", n, stages);
-    /* Cost of a layer: forward plus backward, about 3x the forward for layers
-     * with weights (dX and dW) and 2x for the others. */
-    int64_t *prefix = bg_calloc((size_t)n + 1, sizeof *prefix);
-    int64_t *best = bg_malloc(sizeof(int64_t) * (size_t)(n + 1) * (size_t)(stages + 1));
-    int *cut = bg_malloc(sizeof(int) * (size_t)(n + 1) * (size_t)(stages + 1));
-    if (prefix == NULL || best == NULL || cut == NULL) {
-        free(prefix);
-        free(best);
-        free(cut);
-        return bg_error_set(BG_ERR_NOMEM, "out of memory balancing stages");
-    }
-    for (int i = 0; i < n; i++)
-        prefix[i + 1] = prefix[i] + spec->layers[i].flops * (spec->layers[i].params ? 3 : 2) + 1;
-#define BEST(k, j) best[(size_t)(k) * (size_t)(n + 1) + (size_t)(j)]
-#define CUT(k, j)  cut[(size_t)(k) * (size_t)(n + 1) + (size_t)(j)]
-    /* BEST(k, j): the lightest slowest stage when layers [0, j) form k stages. */
-    for (int j = 1; j <= n; j++) BEST(1, j) = prefix[j];
-    for (int k = 2; k <= stages; k++) {
-        for (int j = k; j <= n; j++) {
-            BEST(k, j) = INT64_MAX;
-            for (int i = k - 1; i < j; i++) {
-                int64_t last = prefix[j] - prefix[i];
-                int64_t worst = BEST(k - 1, i) > last ? BEST(k - 1, i) : last;
-                if (worst < BEST(k, j)) {
-                    BEST(k, j) = worst;
-                    CUT(k, j) = i;
-                }
-            }
-        }
-    }
-    int j = n;
-    for (int k = stages; k >= 2; k--) {
-        j = CUT(k, j);
-        first[k - 1] = j;
-    }
-    first[0] = 0;
-#undef BEST
-#undef CUT
-    free(prefix);
-    free(best);
-    free(cut);
-    return BG_OK;
-}
-
-static bg_status_t check_split(const bg_model_spec_t *spec, int stages, const int *split,
-                               int *first) {
-    first[0] = 0;
-    for (int s = 1; s < stages; s++) {
-        first[s] = split[s - 1];
-        if (first[s] <= first[s - 1] || first[s] >= spec->num_layers)
-            return bg_error_set(BG_ERR_INVALID,
-                                "--split: stage %d would start at layer %d; boundaries must "
-                                "increase and lie within 1..%d",
-                                s, first[s], spec->num_layers - 1);
-    }
-    first[stages] = spec->num_layers;
-    return BG_OK;
-}
 
 static void abort_channels(bg_pipeline_t *p) {
     pthread_mutex_lock(&p->lock);
@@ -88,7 +26,7 @@ static void abort_channels(bg_pipeline_t *p) {
 
 /* The topology's GPU (bg_topology_gpu's index) that a CUDA device is: the
  * one at the PCI address CUDA reports for it; -1 when there is none. */
-static int topology_gpu(bg_topology_t *topo, const bg_device_t *dev) {
+int bg_pipeline_topology_gpu(bg_topology_t *topo, const bg_device_t *dev) {
     bg_cuda_device_info_t info;
     int gpu = bg_cuda_device_info(dev->physical, &info) == BG_OK
                   ? bg_topology_gpu_find(topo, dev->physical, info.busid)
@@ -103,13 +41,13 @@ static void bind_device_thread(bg_topology_t *topo, const bg_device_t *dev) {
     if (dev->kind == BG_DEVICE_CPU) {
         (void)bg_topology_bind_thread(topo, dev->physical);
     } else {
-        int gpu = topology_gpu(topo, dev);
+        int gpu = bg_pipeline_topology_gpu(topo, dev);
         if (gpu >= 0) (void)bg_topology_bind_thread_near_gpu(topo, gpu);
     }
     bg_error_clear();
 }
 
-static void *device_main(void *arg) {
+void *bg_pipeline_device_main(void *arg) {
     device_worker_t *w = arg;
     bg_pipeline_t *p = w->p;
     const bg_device_t *dev = &p->cfg.devices->devices[w->device];
@@ -301,292 +239,6 @@ bg_status_t bg_pipeline_train_step(bg_pipeline_t *p, const float *images, const 
 bg_status_t bg_pipeline_evaluate(bg_pipeline_t *p, const float *images, const int32_t *labels,
                                  int64_t n, bg_pipeline_result_t *result) {
     return run_job(p, JOB_EVALUATE, images, labels, n, result);
-}
-
-/* ---- construction ---- */
-
-static bg_status_t create_backends(bg_pipeline_t *p) {
-    for (int d = 0; d < p->devices; d++) {
-        const bg_device_t *dev = &p->cfg.devices->devices[d];
-        if (dev->kind == BG_DEVICE_CUDA) {
-            if (!bg_cuda_built())
-                return bg_error_set(BG_ERR_UNSUPPORTED,
-                                    "device %s: this build has no CUDA backend (use --devices "
-                                    "cpu:N)",
-                                    dev->name);
-            if (dev->physical >= bg_cuda_device_count())
-                return bg_error_set(BG_ERR_UNSUPPORTED,
-                                    "device %s: CUDA sees %d GPU%s on this machine (use "
-                                    "--devices cpu:N)",
-                                    dev->name, bg_cuda_device_count(),
-                                    bg_cuda_device_count() == 1 ? "" : "s");
-            /* Channels between two CUDA stages copy on the receiver's copy
-             * stream (scheduler/channel.h); with a CPU stage, through host
-             * memory. */
-            bg_cuda_config_t cuda = BG_CUDA_CONFIG_INIT;
-            cuda.device = dev->physical;
-            cuda.dtype = p->cfg.dtype;
-            cuda.allow_tf32 = p->cfg.allow_tf32;
-            BG_CHECK(bg_backend_cuda_create(&cuda, &p->backends[d]));
-            continue;
-        }
-        bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
-        cpu.dtype = p->cfg.dtype;
-        cpu.index = d;
-        BG_CHECK(bg_backend_cpu_create(&cpu, &p->backends[d]));
-    }
-    return BG_OK;
-}
-
-static bg_status_t create_schedules(bg_pipeline_t *p) {
-    bg_schedule_config_t sc = BG_SCHEDULE_CONFIG_INIT;
-    sc.kind = p->cfg.schedule;
-    sc.devices = p->devices;
-    sc.chunks = p->chunks;
-    sc.microbatches = p->microbatches;
-    BG_CHECK(bg_schedule_create(&sc, &p->train));
-    sc.forward_only = 1;
-    BG_CHECK(bg_schedule_create(&sc, &p->eval));
-    for (int s = 0; s < p->stages; s++) {
-        p->slots[s] = bg_schedule_stash_slots(p->train, s);
-        if (p->slots[s] < 1) p->slots[s] = 1;
-    }
-    return BG_OK;
-}
-
-static bg_status_t create_stages(bg_pipeline_t *p) {
-    for (int s = 0; s < p->stages; s++) {
-        p->output_records[s] = bg_calloc((size_t)p->slots[s], sizeof *p->output_records[s]);
-        p->output_sent[s] = bg_calloc((size_t)p->slots[s], sizeof *p->output_sent[s]);
-        if (p->output_records[s] == NULL || p->output_sent[s] == NULL)
-            return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
-        bg_stage_config_t sc = BG_STAGE_CONFIG_INIT;
-        sc.spec = p->cfg.spec;
-        sc.first_layer = p->first[s];
-        sc.last_layer = p->first[s + 1];
-        sc.backend = stage_backend(p, s);
-        sc.max_batch = p->max_micro;
-        sc.seed = p->cfg.seed;
-        sc.optimizer = p->cfg.optimizer;
-        sc.stash_slots = p->slots[s];
-        sc.split_backward = p->train->split_backward;
-        sc.recompute = p->cfg.recompute;
-        BG_CHECK(bg_stage_create(&sc, &p->stage[s]));
-        for (int k = 0; k < p->slots[s]; k++) {
-            const void *out = bg_stage_slot_output(p->stage[s], k);
-            p->output_sent[s][k] = &p->output_records[s][k];
-            for (int j = 0; j < k; j++)
-                if (bg_stage_slot_output(p->stage[s], j) == out) {
-                    p->output_sent[s][k] = &p->output_records[s][j];
-                    break;
-                }
-        }
-    }
-    return BG_OK;
-}
-
-/* The NUMA node near device d's GPU, for host staging buffers that GPU
- * reads; -1 for a CPU device or where the topology does not say. */
-static int staging_node(const bg_pipeline_t *p, int d) {
-    const bg_device_t *dev = &p->cfg.devices->devices[d];
-    if (p->cfg.topology == NULL || dev->kind != BG_DEVICE_CUDA) return -1;
-    int gpu = topology_gpu(p->cfg.topology, dev);
-    return gpu >= 0 ? bg_topology_gpu(p->cfg.topology, gpu).numa : -1;
-}
-
-static bg_status_t create_channels(bg_pipeline_t *p) {
-    for (int s = 0; s + 1 < p->stages; s++) {
-        char name[64];
-        bg_channel_config_t cc = {
-            .slot_bytes = stage_bytes(p, p->first[s + 1], p->max_micro),
-            .capacity = bg_channel_ring_slots(p->devices, p->microbatches, s, s + 1),
-            .name = name,
-            .timeout_s = p->cfg.stall_timeout_s,
-            .topology = p->cfg.topology,
-            .force_staging = p->cfg.stage_through_host,
-        };
-        bg_backend_t *here = p->backends[s % p->devices], *next = p->backends[(s + 1) % p->devices];
-        snprintf(name, sizeof name, "activations stage %d -> %d", s, s + 1);
-        cc.sender = here;
-        cc.receiver = next;
-        cc.staging_node = staging_node(p, (s + 1) % p->devices);
-        BG_CHECK(bg_channel_create(&cc, &p->forward[s]));
-        snprintf(name, sizeof name, "gradients stage %d -> %d", s + 1, s);
-        cc.sender = next;
-        cc.receiver = here;
-        cc.staging_node = staging_node(p, s % p->devices);
-        BG_CHECK(bg_channel_create(&cc, &p->backward[s]));
-    }
-    return BG_OK;
-}
-
-/* Room for the NaN checks of a step: per stage of the device, a forward
- * output (or the loss) and an input gradient per micro-batch, and its
- * gradients. */
-static bg_status_t allocate_checks(bg_pipeline_t *p) {
-    for (int d = 0; d < p->devices; d++) {
-        device_worker_t *w = &p->workers[d];
-        for (int s = d; s < p->stages; s += p->devices)
-            w->check_capacity += 2 * p->microbatches + 1;
-        w->checks = bg_calloc((size_t)w->check_capacity, sizeof *w->checks);
-        if (w->checks == NULL) return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
-    }
-    return BG_OK;
-}
-
-/* The pinned batch copies of pin_batch, for stages on GPUs. */
-static bg_status_t allocate_pinned_batch(bg_pipeline_t *p) {
-    bg_backend_t *first = stage_backend(p, 0), *last = stage_backend(p, p->stages - 1);
-    if (bg_backend_is_cuda(first))
-        BG_CHECK(first->ops->host_alloc(
-            first, sizeof(float) * (size_t)(p->cfg.batch * bg_shape_numel(p->cfg.spec->input)),
-            (void **)&p->pinned_images));
-    if (bg_backend_is_cuda(last))
-        BG_CHECK(last->ops->host_alloc(last, sizeof(int32_t) * (size_t)p->cfg.batch,
-                                       (void **)&p->pinned_labels));
-    return BG_OK;
-}
-
-static bg_status_t start_workers(bg_pipeline_t *p) {
-    for (int d = 0; d < p->devices; d++) {
-        device_worker_t *w = &p->workers[d];
-        w->p = p;
-        w->device = d;
-        if (pthread_create(&w->thread, NULL, device_main, w) != 0)
-            return bg_error_set(BG_ERR_NOMEM, "cannot start the thread of device %s",
-                                p->cfg.devices->devices[d].name);
-        w->started = 1;
-    }
-    return BG_OK;
-}
-
-static bg_status_t allocate(bg_pipeline_t *p) {
-    p->backends = bg_calloc((size_t)p->devices, sizeof *p->backends);
-    p->stage = bg_calloc((size_t)p->stages, sizeof *p->stage);
-    p->first = bg_calloc((size_t)p->stages + 1, sizeof *p->first);
-    p->slots = bg_calloc((size_t)p->stages, sizeof *p->slots);
-    p->forward = bg_calloc((size_t)p->stages, sizeof *p->forward);
-    p->backward = bg_calloc((size_t)p->stages, sizeof *p->backward);
-    p->output_sent = bg_calloc((size_t)p->stages, sizeof *p->output_sent);
-    p->output_records = bg_calloc((size_t)p->stages, sizeof *p->output_records);
-    p->grad_sent = bg_calloc((size_t)p->stages, sizeof *p->grad_sent);
-    p->workers = bg_calloc((size_t)p->devices, sizeof *p->workers);
-    p->micro_offset = bg_calloc((size_t)p->microbatches, sizeof *p->micro_offset);
-    p->micro_size = bg_calloc((size_t)p->microbatches, sizeof *p->micro_size);
-    if (!p->backends || !p->stage || !p->first || !p->slots || !p->forward || !p->backward ||
-        !p->output_sent || !p->output_records || !p->grad_sent || !p->workers || !p->micro_offset ||
-        !p->micro_size)
-        return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
-    return BG_OK;
-}
-
-bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **out) {
-    if (cfg->spec == NULL || cfg->devices == NULL || cfg->devices->count < 1)
-        return bg_error_set(BG_ERR_INVALID, "pipeline: no model or no devices");
-    if (cfg->chunks < 1 || cfg->microbatches < 1 || cfg->batch < 1)
-        return bg_error_set(BG_ERR_INVALID,
-                            "pipeline: chunks, micro-batches and batch must be >= 1");
-    if (cfg->microbatches > cfg->batch)
-        return bg_error_set(BG_ERR_INVALID,
-                            "%d micro-batches of a %lld-sample batch would leave some empty",
-                            cfg->microbatches, (long long)cfg->batch);
-    const int stages = cfg->devices->count * cfg->chunks;
-    if (stages > BG_MAX_STAGES)
-        return bg_error_set(BG_ERR_INVALID, "%d stages; at most %d", stages, BG_MAX_STAGES);
-    bg_pipeline_t *p = bg_calloc(1, sizeof *p);
-    if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
-    p->cfg = *cfg;
-    p->devices = cfg->devices->count;
-    p->chunks = cfg->chunks;
-    p->stages = stages;
-    p->microbatches = cfg->microbatches;
-    p->max_micro = (cfg->batch + cfg->microbatches - 1) / cfg->microbatches;
-    pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->work, NULL);
-    pthread_cond_init(&p->done, NULL);
-    pthread_cond_init(&p->barrier, NULL);
-    bg_status_t st;
-    BG_CHECK_GOTO(allocate(p), st, fail);
-    if (stages > cfg->spec->num_layers) {
-        st = bg_error_set(BG_ERR_INVALID,
-                          "%d stages (%d devices x %d chunks) but the model has only %d layers",
-                          stages, p->devices, p->chunks, cfg->spec->num_layers);
-        goto fail;
-    }
-    if (cfg->split != NULL)
-        BG_CHECK_GOTO(check_split(cfg->spec, stages, cfg->split, p->first), st, fail);
-    else
-        BG_CHECK_GOTO(bg_pipeline_balance_split(cfg->spec, stages, p->first), st, fail);
-    p->first[stages] = cfg->spec->num_layers;
-    BG_CHECK_GOTO(create_schedules(p), st, fail);
-    BG_CHECK_GOTO(create_backends(p), st, fail);
-    BG_CHECK_GOTO(create_stages(p), st, fail);
-    BG_CHECK_GOTO(create_channels(p), st, fail);
-    BG_CHECK_GOTO(allocate_checks(p), st, fail);
-    BG_CHECK_GOTO(allocate_pinned_batch(p), st, fail);
-    BG_CHECK_GOTO(start_workers(p), st, fail);
-    *out = p;
-    return BG_OK;
-fail:
-    bg_pipeline_destroy(p);
-    return st;
-}
-
-void bg_pipeline_destroy(bg_pipeline_t *p) {
-    if (p == NULL) return;
-    pthread_mutex_lock(&p->lock);
-    p->quit = 1;
-    pthread_cond_broadcast(&p->work);
-    pthread_mutex_unlock(&p->lock);
-    for (int d = 0; p->workers != NULL && d < p->devices; d++)
-        if (p->workers[d].started) pthread_join(p->workers[d].thread, NULL);
-    /* A GPU may still copy between stages (copies run while the sender
-     * computes on): let them end before their buffers are freed. */
-    for (int d = 0; p->backends != NULL && d < p->devices; d++)
-        if (p->backends[d] != NULL && p->backends[d]->ops->synchronize(p->backends[d]) != BG_OK)
-            bg_error_clear();
-    for (int s = 0; s < p->stages; s++) {
-        if (p->stage != NULL) bg_stage_destroy(p->stage[s]);
-        if (p->forward != NULL) bg_channel_destroy(p->forward[s]);
-        if (p->backward != NULL) bg_channel_destroy(p->backward[s]);
-        if (p->output_sent != NULL) free(p->output_sent[s]);
-        if (p->output_records != NULL) free(p->output_records[s]);
-    }
-    if (p->pinned_images != NULL)
-        stage_backend(p, 0)->ops->host_free(stage_backend(p, 0), p->pinned_images);
-    if (p->pinned_labels != NULL)
-        stage_backend(p, p->stages - 1)
-            ->ops->host_free(stage_backend(p, p->stages - 1), p->pinned_labels);
-    for (int d = 0; p->backends != NULL && d < p->devices; d++) bg_backend_destroy(p->backends[d]);
-    bg_schedule_destroy(p->train);
-    bg_schedule_destroy(p->eval);
-    pthread_mutex_destroy(&p->lock);
-    pthread_cond_destroy(&p->work);
-    pthread_cond_destroy(&p->done);
-    pthread_cond_destroy(&p->barrier);
-    free(p->backends);
-    free(p->stage);
-    free(p->first);
-    free(p->slots);
-    free(p->forward);
-    free(p->backward);
-    free(p->output_sent);
-    free(p->output_records);
-    free(p->grad_sent);
-    for (int d = 0; p->workers != NULL && d < p->devices; d++) free(p->workers[d].checks);
-    free(p->workers);
-    free(p->micro_offset);
-    free(p->micro_size);
-    for (int d = 0; p->events != NULL && d < p->devices; d++) free(p->events[d]);
-    for (int d = 0; p->clocks != NULL && d < p->devices; d++) bg_cuda_clock_destroy(p->clocks[d]);
-    for (int d = 0; p->event_marks != NULL && d < p->devices; d++) free(p->event_marks[d]);
-    free(p->clocks);
-    free(p->event_marks);
-    free(p->clock_zero);
-    free(p->events);
-    free(p->event_count);
-    free(p->event_capacity);
-    free(p);
 }
 
 /* ---- recording ---- */

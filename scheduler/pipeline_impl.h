@@ -1,6 +1,7 @@
-/* Internal to the executor (scheduler/pipeline.c builds it and runs its
- * jobs, scheduler/pipeline_ops.c runs a device's ops within a job): the
- * pipeline object and the helpers both use. */
+/* Internal to the executor (scheduler/pipeline_create.c builds it,
+ * scheduler/pipeline.c runs its jobs, scheduler/pipeline_ops.c runs a
+ * device's ops within a job): the pipeline object and the helpers they
+ * share. */
 #ifndef BG_PIPELINE_IMPL_H
 #define BG_PIPELINE_IMPL_H
 
@@ -143,5 +144,13 @@ static inline int gpu_timed(const bg_pipeline_t *p, int device) {
 /* Runs device `device`'s ops of the current job (p->job) in schedule
  * order, from its worker thread. */
 bg_status_t bg_pipeline_run_device(bg_pipeline_t *p, int device);
+
+/* A device worker's thread (arg: its device_worker_t): binds itself near
+ * its device, then runs each job it is given until the pipeline quits. */
+void *bg_pipeline_device_main(void *arg);
+
+/* The topology's GPU (bg_topology_gpu's index) that a CUDA device is, or
+ * -1 when there is none. */
+int bg_pipeline_topology_gpu(bg_topology_t *topo, const bg_device_t *dev);
 
 #endif /* BG_PIPELINE_IMPL_H */
