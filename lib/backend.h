@@ -69,8 +69,11 @@ typedef struct bg_backend_ops {
     /* x[0..n) *= alpha */
     bg_status_t (*scale)(bg_backend_t *be, void *x, int64_t n, double alpha);
 
-    /* Scratch bytes the conv2d ops below need for this geometry. */
-    size_t (*conv2d_workspace_bytes)(bg_backend_t *be, const bg_conv2d_geometry_t *g);
+    /* Scratch bytes the conv2d ops below need for this geometry, in
+     * *bytes. Fails when the backend cannot size it (cuDNN refusing the
+     * geometry), rather than saying 0 and failing at the first step. */
+    bg_status_t (*conv2d_workspace_bytes)(bg_backend_t *be, const bg_conv2d_geometry_t *g,
+                                          size_t *bytes);
     /* y = conv(x, w) + b. x: (n,c,h,w) w: (f,c,k,k) b: (f) y: (n,f,oh,ow) */
     bg_status_t (*conv2d_forward)(bg_backend_t *be, const bg_conv2d_geometry_t *g, const void *x,
                                   const void *w, const void *b, void *y, void *workspace);

@@ -66,10 +66,12 @@ void bg_layer_init_params(const bg_layer_spec_t *spec, int index, uint64_t seed,
     for (int64_t i = 0; i < nb; i++) biases[i] = (float)((2 * bg_rng_uniform(&rng) - 1) * bound);
 }
 
-size_t bg_layer_workspace_bytes(const bg_layer_spec_t *spec, bg_backend_t *be, int64_t n) {
-    if (spec->kind != BG_LAYER_CONV2D) return 0;
+bg_status_t bg_layer_workspace_bytes(const bg_layer_spec_t *spec, bg_backend_t *be, int64_t n,
+                                     size_t *bytes) {
+    *bytes = 0;
+    if (spec->kind != BG_LAYER_CONV2D) return BG_OK;
     bg_conv2d_geometry_t g = conv_geometry(spec, n);
-    return be->ops->conv2d_workspace_bytes(be, &g);
+    return be->ops->conv2d_workspace_bytes(be, &g, bytes);
 }
 
 bg_status_t bg_layer_forward(const bg_layer_spec_t *spec, bg_backend_t *be,

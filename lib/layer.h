@@ -43,8 +43,11 @@ void bg_layer_param_counts(const bg_layer_spec_t *spec, int64_t *weights, int64_
 void bg_layer_init_params(const bg_layer_spec_t *spec, int index, uint64_t seed, float *weights,
                           float *biases);
 
-/* Scratch bytes forward and backward need for a batch of n samples. */
-size_t bg_layer_workspace_bytes(const bg_layer_spec_t *spec, bg_backend_t *be, int64_t n);
+/* Scratch bytes forward and backward need for a batch of n samples, in
+ * *bytes (0 for layers that need none); the backend's error when it cannot
+ * size them. */
+bg_status_t bg_layer_workspace_bytes(const bg_layer_spec_t *spec, bg_backend_t *be, int64_t n,
+                                     size_t *bytes);
 
 /* y = layer(x). x: (n, in.c, in.h, in.w) y: (n, out.c, out.h, out.w).
  * Not for softmax_cross_entropy (see bg_stage_t, which owns the labels). */

@@ -104,7 +104,13 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         m->output_elems[i + 1] = m->output_elems[i] + (aliases ? 0 : out);
         m->weighted_elems[i + 1] = m->weighted_elems[i] + (weighted ? out : 0);
         m->boundary[i] = bg_shape_numel(l->in);
-        workspace[i] = (int64_t)bg_layer_workspace_bytes(l, be, m->micro);
+        size_t bytes;
+        const bg_status_t st = bg_layer_workspace_bytes(l, be, m->micro, &bytes);
+        if (st != BG_OK) {
+            free(workspace);
+            return bg_error_prefix(st, "cost model: layer %d's workspace: ", i);
+        }
+        workspace[i] = (int64_t)bytes;
     }
     m->boundary[n] = bg_shape_numel(spec->layers[n - 1].out);
     const bg_profile_t *prof = m->cfg.profile;

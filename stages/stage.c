@@ -161,7 +161,8 @@ static bg_status_t reserve_buffers(bg_stage_t *s) {
         const bg_layer_spec_t *l = stage_layer(s, i);
         int64_t out = bg_shape_numel(l->out);
         if (out > widest) widest = out;
-        size_t ws = bg_layer_workspace_bytes(l, s->be, nb);
+        size_t ws;
+        BG_CHECK(bg_layer_workspace_bytes(l, s->be, nb, &ws));
         if (ws > workspace) workspace = ws;
         if (s->recompute && !stage_layer_aliases(s, i))
             BG_CHECK(reserve_counted(s, nb * out, &s->memory.buffers, &s->work_outputs[i]));

@@ -295,7 +295,8 @@ static void check_conv(fixture_t *f, bg_conv2d_geometry_t g) {
     void *workspace[2] = {NULL, NULL};
     for (int side = 0; side < 2; side++) {
         bg_backend_t *be = side ? f->gpu : f->cpu;
-        size_t bytes = be->ops->conv2d_workspace_bytes(be, &g);
+        size_t bytes;
+        ok(be->ops->conv2d_workspace_bytes(be, &g, &bytes));
         if (bytes > 0) ok(be->ops->alloc(be, bytes, &workspace[side]));
     }
     for (int round = 0; round < 2; round++) {

@@ -137,7 +137,8 @@ static void run_create(bg_backend_t *be, const bg_layer_spec_t *spec, int64_t n,
     run->y = alloc_elems(be, run->ny);
     run->dy = alloc_elems(be, run->ny);
     run->dx = alloc_elems(be, run->nx);
-    size_t ws_bytes = bg_layer_workspace_bytes(spec, be, n);
+    size_t ws_bytes;
+    check_ok(bg_layer_workspace_bytes(spec, be, n, &ws_bytes));
     check_ok(be->ops->alloc(be, ws_bytes, &run->workspace));
     run->p.weight_count = run->nw;
     run->p.bias_count = run->nb;

@@ -520,6 +520,47 @@ static void expect_create_error(const fixture_t *f, int first, int last, int64_t
         fail_msg("message does not contain '%s': %s", needle, bg_error_message());
 }
 
+static bg_status_t refuse_workspace(bg_backend_t *be, const bg_conv2d_geometry_t *g,
+                                    size_t *bytes) {
+    (void)be;
+    *bytes = 12345;
+    return bg_error_set(BG_ERR_BACKEND, "no algorithm for a %lldx%lld convolution", (long long)g->h,
+                        (long long)g->w);
+}
+
+/* A backend that cannot size a convolution's workspace (cuDNN refusing the
+ * geometry) fails the stage's creation, naming the stage: a stage with no
+ * workspace would fail only at its first step. */
+static void test_workspace_sizing_error(void **state) {
+    fixture_t *f = *state;
+    bg_backend_ops_t ops = *f->f32->ops;
+    const bg_backend_ops_t *saved = f->f32->ops;
+    ops.conv2d_workspace_bytes = refuse_workspace;
+    f->f32->ops = &ops;
+    bg_stage_config_t cfg = BG_STAGE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.backend = f->f32;
+    cfg.first_layer = 0;
+    cfg.last_layer = SPLIT;
+    cfg.max_batch = 4;
+    bg_stage_t *out = NULL;
+    const bg_status_t st = bg_stage_create(&cfg, &out);
+    f->f32->ops = saved;
+    assert_int_equal(st, BG_ERR_BACKEND);
+    assert_null(out);
+    assert_string_equal(bg_error_message(),
+                        "stage for layers 0..3 on cpu:0: no algorithm for a 28x28 convolution");
+    /* Without a convolution nothing asks. */
+    ops.conv2d_workspace_bytes = refuse_workspace;
+    f->f32->ops = &ops;
+    cfg.first_layer = SPLIT;
+    cfg.last_layer = LAYERS;
+    const bg_status_t dense = bg_stage_create(&cfg, &out);
+    f->f32->ops = saved;
+    assert_int_equal(dense, BG_OK);
+    bg_stage_destroy(out);
+}
+
 static void test_errors(void **state) {
     fixture_t *f = *state;
     expect_create_error(f, 0, 0, 4, "stage: layer range [0, 0) is not within 0..8");
@@ -627,6 +668,7 @@ int main(void) {
         cmocka_unit_test(test_init_independent_of_split),
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_workspace_sizing_error),
         cmocka_unit_test(test_layer_times),
     };
     return cmocka_run_group_tests_name("stage", tests, setup, teardown);

@@ -321,11 +321,15 @@ static bg_status_t check_workspace(bg_backend_t *be, size_t bytes, const void *w
 
 /* Returns 0 when the search fails; the op then searches again and reports
  * the error. */
-extern "C" size_t bg_cuda_conv2d_workspace_bytes(bg_backend_t *be, const bg_conv2d_geometry_t *g) {
+extern "C" bg_status_t
+bg_cuda_conv2d_workspace_bytes(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_t *bytes) {
     bg_cuda_conv_algos_t a = {};
-    if (g->n == 0 || bg_cuda_enter(be) != BG_OK) return 0;
-    if (algorithms(be, g, 1, NULL, &a) != BG_OK) return 0;
-    return a.workspace_bytes;
+    *bytes = 0;
+    if (g->n == 0) return BG_OK;
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CHECK(algorithms(be, g, 1, NULL, &a));
+    *bytes = a.workspace_bytes;
+    return BG_OK;
 }
 
 extern "C" bg_status_t bg_cuda_conv2d_forward(bg_backend_t *be, const bg_conv2d_geometry_t *g,

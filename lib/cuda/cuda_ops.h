@@ -49,7 +49,8 @@ bg_status_t bg_cuda_mark_nonfinite(bg_backend_t *be, int64_t count, const void *
 bg_status_t bg_cuda_take_nonfinite(bg_backend_t *be, int *tag);
 
 /* conv_cudnn.cu */
-size_t bg_cuda_conv2d_workspace_bytes(bg_backend_t *be, const bg_conv2d_geometry_t *g);
+bg_status_t bg_cuda_conv2d_workspace_bytes(bg_backend_t *be, const bg_conv2d_geometry_t *g,
+                                           size_t *bytes);
 /* x: (n,c,h,w) w: (f,c,k,k) b: (f) y: (n,f,oh,ow) */
 bg_status_t bg_cuda_conv2d_forward(bg_backend_t *be, const bg_conv2d_geometry_t *g, const void *x,
                                    const void *w, const void *b, void *y, void *workspace);
