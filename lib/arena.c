@@ -7,6 +7,8 @@
 
 #include "alloc.h"
 
+bg_arena_t bg_arena_init(bg_backend_t *be) { return (bg_arena_t){.be = be}; }
+
 bg_status_t bg_arena_reserve(bg_arena_t *a, size_t bytes, void **dst) {
     if (a->base != NULL)
         return bg_error_set(BG_ERR_INVALID, "%s: arena already allocated; reserve before commit",

@@ -1,10 +1,12 @@
 /* One device allocation carved into many buffers.
  *
- * A stage lays out every buffer it will need first: bg_arena_reserve()
- * records where a pointer goes and how many bytes it takes, and allocates
- * nothing. bg_arena_commit() then asks the backend for the sum once (one
- * cudaMalloc on a GPU, so an out-of-memory happens up front and names the
- * whole amount) and points every reserved pointer into it. Nothing is
+ * The stages of a device, and the channel slots on it, lay out every buffer
+ * they will need first (scheduler/pipeline_create.c; a stage made alone has
+ * an arena of its own): bg_arena_reserve() records where a pointer goes and
+ * how many bytes it takes, and allocates nothing. bg_arena_commit() then
+ * asks the backend for the sum once (one cudaMalloc on a GPU, so an
+ * out-of-memory happens up front and names the whole amount) and points
+ * every reserved pointer into it. Nothing is
  * allocated after that; bg_arena_release() frees the block.
  *
  * Every buffer starts a multiple of BG_ARENA_ALIGNMENT bytes after the
@@ -40,7 +42,7 @@ typedef struct bg_arena {
 } bg_arena_t;
 
 /* An empty arena on `be`; nothing is allocated. */
-static inline bg_arena_t bg_arena_init(bg_backend_t *be) { return (bg_arena_t){.be = be}; }
+bg_arena_t bg_arena_init(bg_backend_t *be);
 
 /* Lays out `bytes` for *dst, which must stay at its address until commit.
  * BG_ERR_INVALID after commit; BG_ERR_NOMEM when the layout list cannot

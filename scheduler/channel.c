@@ -116,7 +116,7 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
                                       ch->name, cfg->slot_bytes);
             }
             if (st == BG_OK)
-                st = bg_cuda_slot_create(cfg->receiver, cfg->slot_bytes, slot->staging,
+                st = bg_cuda_slot_create(cfg->receiver, cfg->slot_bytes, slot->staging, cfg->arena,
                                          &slot->device);
         }
         if (st != BG_OK) {

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arena.h"
 #include "backend.h"
 #include "cuda/backend_cuda.h"
 #include "status.h"
@@ -62,6 +63,11 @@ typedef struct bg_channel_config {
     int staging_node;
     int force_staging; /* test hook: stage through host memory even where a
                         * direct copy works (one GPU), to run that path */
+    /* Between two CUDA backends: the receiver's arena (not yet committed) to
+     * lay the slots out in, or NULL for an allocation per slot. Its owner
+     * commits it before the first send and frees it after the channel is
+     * destroyed. Host slots ignore it. */
+    bg_arena_t *arena;
 } bg_channel_config_t;
 
 bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out);

@@ -126,6 +126,7 @@ static bg_status_t create_schedules(bg_pipeline_t *p) {
 }
 
 static bg_status_t create_stages(bg_pipeline_t *p) {
+    for (int d = 0; d < p->devices; d++) p->arenas[d] = bg_arena_init(p->backends[d]);
     for (int s = 0; s < p->stages; s++) {
         p->output_records[s] = bg_calloc((size_t)p->slots[s], sizeof *p->output_records[s]);
         p->output_sent[s] = bg_calloc((size_t)p->slots[s], sizeof *p->output_sent[s]);
@@ -142,7 +143,40 @@ static bg_status_t create_stages(bg_pipeline_t *p) {
         sc.stash_slots = p->slots[s];
         sc.split_backward = p->train->split_backward;
         sc.recompute = p->cfg.recompute;
+        sc.arena = &p->arenas[s % p->devices];
         BG_CHECK(bg_stage_create(&sc, &p->stage[s]));
+    }
+    return BG_OK;
+}
+
+/* Makes each device's one allocation, for its stages and the GPU slots of
+ * the channels into it, then binds the stages to their buffers. */
+static bg_status_t commit_arenas(bg_pipeline_t *p) {
+    for (int d = 0; d < p->devices; d++) {
+        bg_arena_t *arena = &p->arenas[d];
+        const bg_status_t st = bg_arena_commit(arena);
+        if (st == BG_OK) continue;
+        char parts[512];
+        size_t used = 0, staged = 0;
+        parts[0] = '\0';
+        for (int s = d; s < p->stages; s += p->devices) {
+            const size_t bytes = bg_stage_memory(p->stage[s]).arena;
+            staged += bytes;
+            if (used < sizeof parts)
+                used +=
+                    (size_t)snprintf(parts + used, sizeof parts - used, "%slayers %d..%d %zu",
+                                     s == d ? "" : ", ", p->first[s], p->first[s + 1] - 1, bytes);
+        }
+        return bg_error_prefix(st,
+                               "%s: one allocation of %zu bytes for its stages (%s) and channel "
+                               "slots %zu: ",
+                               p->cfg.devices->devices[d].name, arena->bytes, parts,
+                               arena->bytes - staged);
+    }
+    for (int s = 0; s < p->stages; s++) {
+        BG_CHECK(bg_stage_bind(p->stage[s]));
+        /* Slots whose outputs share one buffer (a layer that aliases its
+         * input) share one record of what was sent from it. */
         for (int k = 0; k < p->slots[s]; k++) {
             const void *out = bg_stage_slot_output(p->stage[s], k);
             p->output_sent[s][k] = &p->output_records[s][k];
@@ -180,11 +214,13 @@ static bg_status_t create_channels(bg_pipeline_t *p) {
         snprintf(name, sizeof name, "activations stage %d -> %d", s, s + 1);
         cc.sender = here;
         cc.receiver = next;
+        cc.arena = &p->arenas[(s + 1) % p->devices];
         cc.staging_node = staging_node(p, (s + 1) % p->devices);
         BG_CHECK(bg_channel_create(&cc, &p->forward[s]));
         snprintf(name, sizeof name, "gradients stage %d -> %d", s + 1, s);
         cc.sender = next;
         cc.receiver = here;
+        cc.arena = &p->arenas[s % p->devices];
         cc.staging_node = staging_node(p, s % p->devices);
         BG_CHECK(bg_channel_create(&cc, &p->backward[s]));
     }
@@ -233,6 +269,7 @@ static bg_status_t start_workers(bg_pipeline_t *p) {
 
 static bg_status_t allocate(bg_pipeline_t *p) {
     p->backends = bg_calloc((size_t)p->devices, sizeof *p->backends);
+    p->arenas = bg_calloc((size_t)p->devices, sizeof *p->arenas);
     p->stage = bg_calloc((size_t)p->stages, sizeof *p->stage);
     p->first = bg_calloc((size_t)p->stages + 1, sizeof *p->first);
     p->slots = bg_calloc((size_t)p->stages, sizeof *p->slots);
@@ -244,9 +281,9 @@ static bg_status_t allocate(bg_pipeline_t *p) {
     p->workers = bg_calloc((size_t)p->devices, sizeof *p->workers);
     p->micro_offset = bg_calloc((size_t)p->microbatches, sizeof *p->micro_offset);
     p->micro_size = bg_calloc((size_t)p->microbatches, sizeof *p->micro_size);
-    if (!p->backends || !p->stage || !p->first || !p->slots || !p->forward || !p->backward ||
-        !p->output_sent || !p->output_records || !p->grad_sent || !p->workers || !p->micro_offset ||
-        !p->micro_size)
+    if (!p->backends || !p->arenas || !p->stage || !p->first || !p->slots || !p->forward ||
+        !p->backward || !p->output_sent || !p->output_records || !p->grad_sent || !p->workers ||
+        !p->micro_offset || !p->micro_size)
         return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
     return BG_OK;
 }
@@ -293,6 +330,7 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
     BG_CHECK_GOTO(create_backends(p), st, fail);
     BG_CHECK_GOTO(create_stages(p), st, fail);
     BG_CHECK_GOTO(create_channels(p), st, fail);
+    BG_CHECK_GOTO(commit_arenas(p), st, fail);
     BG_CHECK_GOTO(allocate_checks(p), st, fail);
     BG_CHECK_GOTO(allocate_pinned_batch(p), st, fail);
     BG_CHECK_GOTO(start_workers(p), st, fail);
@@ -323,6 +361,8 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
         if (p->output_sent != NULL) free(p->output_sent[s]);
         if (p->output_records != NULL) free(p->output_records[s]);
     }
+    /* The stages' and slots' memory, once they are gone. */
+    for (int d = 0; p->arenas != NULL && d < p->devices; d++) bg_arena_release(&p->arenas[d]);
     if (p->pinned_images != NULL)
         stage_backend(p, 0)->ops->host_free(stage_backend(p, 0), p->pinned_images);
     if (p->pinned_labels != NULL)
@@ -336,6 +376,7 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     pthread_cond_destroy(&p->done);
     pthread_cond_destroy(&p->barrier);
     free(p->backends);
+    free(p->arenas);
     free(p->stage);
     free(p->first);
     free(p->slots);

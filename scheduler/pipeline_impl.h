@@ -54,9 +54,12 @@ struct bg_pipeline {
     int devices, chunks, stages, microbatches;
     int64_t max_micro;       /* largest micro-batch */
     bg_backend_t **backends; /* per device */
-    bg_stage_t **stage;      /* per stage */
-    int *first;              /* stages + 1 layer boundaries */
-    int *slots;              /* stash slots per stage */
+    /* Per device, one allocation: its stages' buffers and the slots of the
+     * channels into it that live on a GPU. */
+    bg_arena_t *arenas;
+    bg_stage_t **stage; /* per stage */
+    int *first;         /* stages + 1 layer boundaries */
+    int *slots;         /* stash slots per stage */
     bg_schedule_t *train, *eval;
     bg_channel_t **forward;  /* forward[s]: stage s -> s+1 activations */
     bg_channel_t **backward; /* backward[s]: stage s+1 -> s gradients */

@@ -11,7 +11,7 @@
 /* Lays out `elems` elements for *out in the stage's arena and counts their
  * bytes in `category`; the memory comes with bg_arena_commit. */
 static bg_status_t reserve_counted(bg_stage_t *s, int64_t elems, size_t *category, void **out) {
-    BG_CHECK(bg_arena_reserve(&s->arena, bg_backend_bytes(s->be, elems), out));
+    BG_CHECK(bg_arena_reserve(s->arena, bg_backend_bytes(s->be, elems), out));
     *category += bg_backend_bytes(s->be, elems);
     return BG_OK;
 }
@@ -145,7 +145,7 @@ static bg_status_t reserve_slot(bg_stage_t *s, stage_slot_t *slot, size_t *bytes
             BG_CHECK(reserve_counted(s, out, bytes, &slot->saved_dy[i]));
     }
     if (bg_stage_has_loss(s)) {
-        BG_CHECK(bg_arena_reserve(&s->arena, sizeof(int32_t) * (size_t)nb, (void **)&slot->labels));
+        BG_CHECK(bg_arena_reserve(s->arena, sizeof(int32_t) * (size_t)nb, (void **)&slot->labels));
         *bytes += sizeof(int32_t) * (size_t)nb;
     }
     return BG_OK;
@@ -181,9 +181,18 @@ static bg_status_t reserve_buffers(bg_stage_t *s) {
     }
     if (s->first > 0) BG_CHECK(reserve_counted(s, nb * in, &s->memory.buffers, &s->input_grad));
     if (workspace > 0) {
-        BG_CHECK(bg_arena_reserve(&s->arena, workspace, &s->workspace));
+        BG_CHECK(bg_arena_reserve(s->arena, workspace, &s->workspace));
         s->memory.workspace = workspace;
     }
+    return BG_OK;
+}
+
+/* Once the arena is committed: the parameter blocks and the parameters'
+ * first values. */
+static bg_status_t bind_buffers(bg_stage_t *s) {
+    BG_CHECK(find_param_blocks(s));
+    BG_CHECK(init_params(s, s->seed));
+    s->bound = 1;
     return BG_OK;
 }
 
@@ -205,7 +214,10 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
     if (s == NULL) return bg_error_set(BG_ERR_NOMEM, "stage: out of memory");
     s->spec = spec;
     s->be = cfg->backend;
-    s->arena = bg_arena_init(s->be);
+    s->own_arena = bg_arena_init(s->be);
+    s->arena = cfg->arena != NULL ? cfg->arena : &s->own_arena;
+    const size_t arena_before = s->arena->bytes;
+    s->seed = cfg->seed;
     s->first = cfg->first_layer;
     s->last = cfg->last_layer;
     s->count = cfg->last_layer - cfg->first_layer;
@@ -225,19 +237,20 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
     }
     BG_CHECK_GOTO(reserve_params(s), st, fail);
     BG_CHECK_GOTO(reserve_buffers(s), st, fail);
-    s->memory.arena = s->arena.bytes;
-    st = bg_arena_commit(&s->arena);
-    if (st != BG_OK) {
-        const bg_stage_memory_t *m = &s->memory;
-        bg_error_prefix(st,
-                        "one allocation of %zu bytes for parameters %zu, gradients %zu, "
-                        "optimizer state %zu, stash %zu, buffers %zu, workspace %zu: ",
-                        m->arena, m->params, m->grads, m->optimizer, m->stash, m->buffers,
-                        m->workspace);
-        goto fail;
+    s->memory.arena = s->arena->bytes - arena_before;
+    if (cfg->arena == NULL) {
+        st = bg_arena_commit(s->arena);
+        if (st != BG_OK) {
+            const bg_stage_memory_t *m = &s->memory;
+            bg_error_prefix(st,
+                            "one allocation of %zu bytes for parameters %zu, gradients %zu, "
+                            "optimizer state %zu, stash %zu, buffers %zu, workspace %zu: ",
+                            m->arena, m->params, m->grads, m->optimizer, m->stash, m->buffers,
+                            m->workspace);
+            goto fail;
+        }
+        BG_CHECK_GOTO(bind_buffers(s), st, fail);
     }
-    BG_CHECK_GOTO(find_param_blocks(s), st, fail);
-    BG_CHECK_GOTO(init_params(s, cfg->seed), st, fail);
     *out = s;
     return BG_OK;
 fail:
@@ -246,9 +259,19 @@ fail:
     return st;
 }
 
+bg_status_t bg_stage_bind(bg_stage_t *s) {
+    if (s->bound) return BG_OK;
+    const bg_status_t st = s->arena->base == NULL
+                               ? bg_error_set(BG_ERR_INTERNAL, "arena not allocated")
+                               : bind_buffers(s);
+    if (st != BG_OK)
+        bg_error_prefix(st, "stage for layers %d..%d on %s: ", s->first, s->last - 1, s->be->name);
+    return st;
+}
+
 void bg_stage_destroy(bg_stage_t *s) {
     if (s == NULL) return;
-    bg_arena_release(&s->arena);
+    bg_arena_release(&s->own_arena); /* a shared arena is its owner's to release */
     if (s->slots != NULL)
         for (int k = 0; k < s->slot_count; k++) {
             free(s->slots[k].outputs);

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "arena.h"
 #include "backend.h"
 #include "model_spec.h"
 #include "optimizer.h"
@@ -35,21 +36,27 @@ typedef struct bg_stage_config {
     int split_backward; /* 1: backward is B (dX) then a separate W (dW), as in zb-h1 */
     int recompute;      /* 1: keep only each micro-batch's input; re-run the forward
                          * before its backward (and before its W) */
+    /* NULL: the stage makes one allocation of its own at creation. Else the
+     * arena (on `backend`, not yet committed) in which it lays out its
+     * buffers beside other users of the device; its owner commits it, then
+     * calls bg_stage_bind, and releases it after the stage is destroyed. */
+    bg_arena_t *arena;
 } bg_stage_config_t;
 
 #define BG_STAGE_CONFIG_INIT                                                                       \
     {                                                                                              \
         .first_layer = 0, .last_layer = 0, .max_batch = 64, .seed = 0,                             \
         .optimizer = BG_OPTIMIZER_CONFIG_INIT, .stash_slots = 1, .split_backward = 0,              \
-        .recompute = 0                                                                             \
+        .recompute = 0, .arena = NULL                                                              \
     }
 
 /* Memory the stage holds, by category, in bytes. The stash is what in-flight
  * micro-batches keep between their forward and their last backward op (layer
  * inputs and outputs, labels, and with split_backward the output gradients W
  * needs); buffers are the gradients passed between layers and stages. All of
- * it is one backend allocation made at creation (lib/arena.h): `arena`
- * bytes, the categories' sum plus each buffer's padding to 256 bytes. */
+ * it lies in one arena (lib/arena.h): the stage's own allocation, or its
+ * share of its device's; `arena` is the stage's bytes there, the
+ * categories' sum plus each buffer's padding to 256 bytes. */
 typedef struct bg_stage_memory {
     size_t params, grads, optimizer, stash, buffers, workspace;
     size_t arena;
@@ -65,10 +72,16 @@ typedef struct bg_stage_loss {
     int64_t correct; /* samples whose argmax equals the label */
 } bg_stage_loss_t;
 
-/* Creates a stage and initialises its parameters from cfg->seed.
+/* Creates a stage and initialises its parameters from cfg->seed (with
+ * cfg->arena: lays its buffers out there and waits for bg_stage_bind).
  * BG_ERR_INVALID for an empty or out-of-range layer slice or max_batch < 1;
  * BG_ERR_NOMEM naming the bytes when memory runs out. */
 bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out);
+
+/* For a stage laid out in a shared arena: once the arena is committed,
+ * points the stage at its buffers and initialises its parameters. Nothing
+ * else may be called on the stage before. A no-op on a bound stage. */
+bg_status_t bg_stage_bind(bg_stage_t *stage);
 
 /* NULL and half-built stages are fine. */
 void bg_stage_destroy(bg_stage_t *stage);

@@ -46,7 +46,14 @@ struct bg_stage {
     void *output_grad;     /* non-loss stage: dL/d(output) from the successor */
     void *input_grad;      /* stage not at layer 0: dL/d(input) for the predecessor */
     void *workspace;
-    bg_arena_t arena; /* holds every device buffer above, in one allocation */
+    /* Holds every device buffer above: own_arena, one allocation made at
+     * creation, or the device's arena shared with its other stages
+     * (bg_stage_config_t.arena), committed by its owner before
+     * bg_stage_bind. */
+    bg_arena_t *arena;
+    bg_arena_t own_arena;
+    uint64_t seed;
+    int bound; /* the buffers exist and the parameters are initialised */
     bg_stage_memory_t memory;
     int timing;                   /* 1 while layer times are being added */
     bg_stage_layer_times_t times; /* bg_stage_set_layer_times */

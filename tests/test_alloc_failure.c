@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -22,8 +23,11 @@ static const char small_cnn[] = "input channels=1 height=8 width=8\n"
                                 "softmax_cross_entropy\n";
 
 /* Walks n = 0, 1, ... until setup succeeds with the n-th allocation failing
- * (it made fewer than n). Returns how many allocations setup makes. */
-static int walk(bg_schedule_kind_t kind, const char *devices_text, int m, int recompute) {
+ * (it made fewer than n). Returns how many allocations setup makes; each
+ * device's one allocation for its stages fails once on the way, with a
+ * message naming the device and the stages' shares, which *named counts. */
+static int walk(bg_schedule_kind_t kind, const char *devices_text, int m, int recompute,
+                int *named) {
     bg_model_spec_t *spec;
     assert_int_equal(bg_model_spec_parse("small", small_cnn, strlen(small_cnn), &spec), BG_OK);
     bg_dataset_t *data;
@@ -57,7 +61,17 @@ static int walk(bg_schedule_kind_t kind, const char *devices_text, int m, int re
             break;
         }
         if (st != BG_ERR_NOMEM) fail_msg("n=%d: status %d: %s", n, st, bg_error_message());
-        assert_true(strlen(bg_error_message()) > 0);
+        const char *message = bg_error_message();
+        assert_true(strlen(message) > 0);
+        const char *at = strstr(message, ": one allocation of ");
+        if (at != NULL) {
+            char device[8];
+            snprintf(device, sizeof device, "cpu:%d", *named);
+            assert_true(strncmp(message, device, strlen(device)) == 0);
+            assert_non_null(strstr(at, " bytes for its stages (layers "));
+            assert_non_null(strstr(at, ") and channel slots 0: "));
+            ++*named;
+        }
         bg_timeline_destroy(tl);
         bg_pipeline_destroy(p);
     }
@@ -68,9 +82,14 @@ static int walk(bg_schedule_kind_t kind, const char *devices_text, int m, int re
 
 static void test_every_allocation_fails_cleanly(void **state) {
     (void)state;
-    int a = walk(BG_SCHEDULE_1F1B, "cpu:2", 4, 0);
-    int b = walk(BG_SCHEDULE_ZB_H1, "cpu:3", 4, 1);
-    int c = walk(BG_SCHEDULE_INTERLEAVED, "cpu:2", 4, 0);
+    int named[3] = {0, 0, 0};
+    int a = walk(BG_SCHEDULE_1F1B, "cpu:2", 4, 0, &named[0]);
+    int b = walk(BG_SCHEDULE_ZB_H1, "cpu:3", 4, 1, &named[1]);
+    int c = walk(BG_SCHEDULE_INTERLEAVED, "cpu:2", 4, 0, &named[2]);
+    /* Each device's allocation failed once, in device order. */
+    assert_int_equal(named[0], 2);
+    assert_int_equal(named[1], 3);
+    assert_int_equal(named[2], 2);
     print_message("allocations walked: %d (1f1b), %d (zb-h1, recompute), %d (interleaved)\n", a, b,
                   c);
     /* A pipeline makes dozens of allocations; a walk of a handful would

@@ -3,7 +3,7 @@
  * the errors (reserve after commit, overflow, out of memory), and a stage
  * holding all its buffers in one arena whose size its memory report
  * states, with an out-of-memory message that names the stage and the
- * bytes. */
+ * bytes; stages sharing their device's arena, in a pipeline too. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -16,7 +16,10 @@
 #include "alloc.h"
 #include "arena.h"
 #include "backend_cpu.h"
+#include "devices.h"
 #include "model_spec.h"
+#include "pipeline.h"
+#include "pipeline_impl.h"
 #include "stage.h"
 #include "stage_impl.h"
 #include "support/models.h"
@@ -156,7 +159,7 @@ static void test_stage_holds_its_buffers_in_one_arena(void **state) {
     assert_true(m.arena < sum + 64 * 256);
     assert_int_equal(m.arena % 256, 0);
     /* The stage's buffers lie inside the one block, apart from each other. */
-    const char *base = stage->arena.base;
+    const char *base = stage->arena->base;
     assert_non_null(base);
     const char *inside[] = {bg_stage_slot_input(stage, 0),
                             bg_stage_slot_input(stage, 1),
@@ -288,6 +291,107 @@ static void test_stage_out_of_memory_names_stage_and_bytes(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* Two stages laid out in one arena: each states its share, neither may be
+ * used before the arena exists, and once bound each holds its buffers in
+ * its own part of the block and the parameters a stage of its own gets. */
+static void test_stages_share_a_device_arena(void **state) {
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("cnn", origin_cnn, sizeof origin_cnn - 1, &spec), BG_OK);
+    bg_arena_t arena = bg_arena_init(*state);
+    bg_stage_t *shared[2] = {NULL, NULL}, *alone[2] = {NULL, NULL};
+    const int first[2] = {0, 4}, last[2] = {4, 8};
+    for (int k = 0; k < 2; k++) {
+        bg_stage_config_t cfg = cnn_stage(spec, *state);
+        cfg.first_layer = first[k];
+        cfg.last_layer = last[k];
+        cfg.seed = 7;
+        assert_int_equal(bg_stage_create(&cfg, &alone[k]), BG_OK);
+        cfg.arena = &arena;
+        assert_int_equal(bg_stage_create(&cfg, &shared[k]), BG_OK);
+        assert_ptr_equal(shared[k]->arena, &arena);
+    }
+    assert_int_equal(bg_stage_bind(shared[0]), BG_ERR_INTERNAL);
+    assert_string_equal(bg_error_message(), "stage for layers 0..3 on cpu:0: arena not allocated");
+    const size_t share[2] = {bg_stage_memory(shared[0]).arena, bg_stage_memory(shared[1]).arena};
+    for (int k = 0; k < 2; k++) assert_int_equal(share[k], bg_stage_memory(alone[k]).arena);
+    assert_int_equal(arena.bytes, share[0] + share[1]);
+    assert_int_equal(bg_arena_commit(&arena), BG_OK);
+    const char *base = arena.base;
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(bg_stage_bind(shared[k]), BG_OK);
+        assert_int_equal(bg_stage_bind(shared[k]), BG_OK); /* once is enough */
+        /* Stage 0's part first, then stage 1's. */
+        const char *from = base + (k ? share[0] : 0), *to = from + share[k];
+        const char *inside[] = {bg_stage_slot_input(shared[k], 0),
+                                bg_stage_slot_input(shared[k], 2), shared[k]->grad_a,
+                                shared[k]->param_block, shared[k]->grad_block};
+        for (size_t i = 0; i < sizeof inside / sizeof inside[0]; i++)
+            assert_true(inside[i] >= from && inside[i] < to);
+        int64_t n = 0;
+        for (int i = first[k]; i < last[k]; i++) {
+            int64_t weights, biases;
+            bg_layer_param_counts(&spec->layers[i], &weights, &biases);
+            n += weights + biases;
+        }
+        assert_true(n > 0);
+        float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+        assert_non_null(a);
+        assert_non_null(b);
+        assert_int_equal(bg_stage_download_params(shared[k], a), BG_OK);
+        assert_int_equal(bg_stage_download_params(alone[k], b), BG_OK);
+        assert_memory_equal(a, b, sizeof(float) * (size_t)n);
+        free(a);
+        free(b);
+    }
+    for (int k = 0; k < 2; k++) {
+        bg_stage_destroy(shared[k]);
+        bg_stage_destroy(alone[k]);
+    }
+    bg_arena_release(&arena);
+    bg_model_spec_destroy(spec);
+}
+
+/* A pipeline makes one allocation per device: interleaved on two CPU
+ * devices, each device's two stages lie in its arena, which holds exactly
+ * their shares (host channels keep their own memory), and a step runs. */
+static void test_pipeline_allocates_once_per_device(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("cnn", origin_cnn, sizeof origin_cnn - 1, &spec), BG_OK);
+    bg_device_list_t devices;
+    assert_int_equal(bg_device_list_parse("cpu:2", 2, &devices), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = spec;
+    cfg.devices = &devices;
+    cfg.schedule = BG_SCHEDULE_INTERLEAVED;
+    cfg.chunks = 2;
+    cfg.microbatches = 2;
+    cfg.batch = 8;
+    bg_pipeline_t *p = NULL;
+    assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
+    assert_int_equal(p->stages, 4);
+    for (int d = 0; d < 2; d++) {
+        const bg_arena_t *arena = &p->arenas[d];
+        assert_non_null(arena->base);
+        size_t shares = 0;
+        for (int s = d; s < 4; s += 2) {
+            assert_ptr_equal(p->stage[s]->arena, arena);
+            shares += bg_stage_memory(p->stage[s]).arena;
+        }
+        assert_int_equal(arena->bytes, shares);
+    }
+    float images[8 * 28 * 28];
+    int32_t labels[8];
+    for (int i = 0; i < 8 * 28 * 28; i++) images[i] = (float)(i % 13) / 13.0f;
+    for (int i = 0; i < 8; i++) labels[i] = i;
+    bg_pipeline_result_t r;
+    assert_int_equal(bg_pipeline_train_step(p, images, labels, 8, &r), BG_OK);
+    assert_true(r.loss_sum > 0);
+    assert_int_equal(r.skipped, 0);
+    bg_pipeline_destroy(p);
+    bg_model_spec_destroy(spec);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_pads_to_256_and_keeps_empty_buffers_distinct),
@@ -296,6 +400,8 @@ int main(void) {
         cmocka_unit_test(test_stage_holds_its_buffers_in_one_arena),
         cmocka_unit_test(test_stage_updates_its_parameters_as_one_block),
         cmocka_unit_test(test_stage_out_of_memory_names_stage_and_bytes),
+        cmocka_unit_test(test_stages_share_a_device_arena),
+        cmocka_unit_test(test_pipeline_allocates_once_per_device),
     };
     return cmocka_run_group_tests(tests, setup_backend, teardown_backend);
 }

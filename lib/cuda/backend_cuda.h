@@ -35,6 +35,7 @@
 
 #include <stddef.h>
 
+#include "../arena.h"
 #include "../backend.h"
 
 #ifdef __cplusplus
@@ -119,10 +120,13 @@ int bg_backend_is_cuda(const bg_backend_t *be);
  * With `staging` (host memory of at least `bytes`, page-aligned, which the
  * caller keeps until the slot is destroyed) the slot copies through it:
  * it is pinned here (cudaHostRegister, for every GPU) and unpinned on
- * destroy. BG_ERR_NOMEM naming the backend when its memory runs out;
+ * destroy. Its memory is an allocation of its own, or with `arena` (the
+ * receiver's, not yet committed) a buffer laid out there, which exists once
+ * the arena's owner commits it (before the first fill) and is the owner's
+ * to free. BG_ERR_NOMEM naming the backend when its memory runs out;
  * BG_ERR_BACKEND for a CUDA failure; BG_ERR_UNSUPPORTED without CUDA. */
 bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, void *staging,
-                                bg_cuda_slot_t **out);
+                                bg_arena_t *arena, bg_cuda_slot_t **out);
 
 /* NULL is a no-op. */
 void bg_cuda_slot_destroy(bg_cuda_slot_t *slot);

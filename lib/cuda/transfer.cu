@@ -12,6 +12,7 @@
 struct bg_cuda_slot {
     bg_backend_t *receiver;
     void *data;
+    int owns_data; /* 0: data lies in the receiver's shared arena */
     size_t bytes;
     void *staging;       /* pinned host buffer between GPUs without peer access, or NULL */
     cudaEvent_t written; /* on the sender's compute stream: the source is complete */
@@ -42,12 +43,13 @@ extern "C" void bg_cuda_slot_destroy(bg_cuda_slot_t *slot) {
     } else {
         (void)cudaGetLastError();
     }
-    if (slot->data != NULL) slot->receiver->ops->free(slot->receiver, slot->data);
+    if (slot->data != NULL && slot->owns_data)
+        slot->receiver->ops->free(slot->receiver, slot->data);
     free(slot);
 }
 
 extern "C" bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, void *staging,
-                                           bg_cuda_slot_t **out) {
+                                           bg_arena_t *arena, bg_cuda_slot_t **out) {
     bg_cuda_slot_t *slot = (bg_cuda_slot_t *)calloc(1, sizeof *slot);
     if (slot == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", receiver->name);
     slot->receiver = receiver;
@@ -61,14 +63,18 @@ extern "C" bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes,
                        st, fail);
     BG_CUDA_CHECK_GOTO(receiver, cudaEventCreateWithFlags(&slot->drained, cudaEventDisableTiming),
                        st, fail);
-    st = receiver->ops->alloc(receiver, bytes > 0 ? bytes : 1, &slot->data);
-    if (st != BG_OK) goto fail;
     if (staging != NULL && bytes > 0) {
         /* Portable: pinned for every GPU, so both legs copy by DMA. */
         BG_CUDA_CHECK_GOTO(receiver, cudaHostRegister(staging, bytes, cudaHostRegisterPortable), st,
                            fail);
         slot->staging = staging;
     }
+    /* Last: nothing fails after a reservation, which the arena would
+     * otherwise point into the freed slot. */
+    slot->owns_data = arena == NULL;
+    st = arena != NULL ? bg_arena_reserve(arena, bytes > 0 ? bytes : 1, &slot->data)
+                       : receiver->ops->alloc(receiver, bytes > 0 ? bytes : 1, &slot->data);
+    if (st != BG_OK) goto fail;
     *out = slot;
     return BG_OK;
 fail:
