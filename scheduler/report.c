@@ -36,6 +36,8 @@ static void account_event(bg_timeline_summary_t *s, const bg_event_t *e) {
     case BG_EVENT_WAIT:
         if (e->peer_stage == e->stage - 1) st->wait_prev_s += length;
         if (e->peer_stage == e->stage + 1) st->wait_next_s += length;
+        if (e->to_send && e->peer_stage == e->stage - 1) st->room_prev_s += length;
+        if (e->to_send && e->peer_stage == e->stage + 1) st->room_next_s += length;
         break;
     default: break;
     }
@@ -82,6 +84,8 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
         st->weight_s /= steps;
         st->wait_prev_s /= steps;
         st->wait_next_s /= steps;
+        st->room_prev_s /= steps;
+        st->room_next_s /= steps;
         st->copy_s /= steps;
     }
 }
@@ -206,6 +210,16 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
     fprintf(out, ", M=%d); stage imbalance %.1f%%; exposed transfer %.1f%%; step %.*f ms (%s)\n",
             s->microbatches, 100 * s->imbalance, 100 * s->exposed_transfer_frac, decimals, step_ms,
             s->measured ? "measured" : "predicted");
+    for (int i = 0; i < s->stages; i++) {
+        const bg_stage_summary_t *st = &s->stage[i];
+        const double room[2] = {st->room_prev_s, st->room_next_s};
+        for (int k = 0; k < 2; k++)
+            if (room[k] > 0 && room[k] >= 0.02 * s->step_s)
+                fprintf(out,
+                        "stage %d waited %.3f ms per step for room to send %s to stage %d, which "
+                        "had not taken the earlier ones\n",
+                        i, 1e3 * room[k], k ? "activations" : "gradients", k ? i + 1 : i - 1);
+    }
     if (ferror(out)) return bg_error_set(BG_ERR_IO, "timeline summary: writing the table failed");
     return BG_OK;
 }
@@ -234,9 +248,9 @@ static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
 }
 
 static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
-    static const char *const names[] = {"stage",       "device",      "compute_s",
-                                        "forward_s",   "backward_s",  "weight_s",
-                                        "wait_prev_s", "wait_next_s", "copy_s"};
+    static const char *const names[] = {"stage",       "device",      "compute_s",   "forward_s",
+                                        "backward_s",  "weight_s",    "wait_prev_s", "wait_next_s",
+                                        "room_prev_s", "room_next_s", "copy_s"};
     const bg_stage_summary_t *st = &s->stage[i];
     const double values[] = {i,
                              st->device,
@@ -246,6 +260,8 @@ static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
                              st->weight_s,
                              st->wait_prev_s,
                              st->wait_next_s,
+                             st->room_prev_s,
+                             st->room_next_s,
                              st->copy_s};
     cJSON *item = cJSON_CreateObject();
     if (item == NULL) return 0;
@@ -253,7 +269,7 @@ static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
         cJSON_Delete(item);
         return 0;
     }
-    return add_numbers(item, names, values, 9);
+    return add_numbers(item, names, values, 11);
 }
 
 bg_status_t bg_summary_to_json(const bg_timeline_summary_t *s, cJSON *object) {

@@ -34,7 +34,11 @@ typedef struct bg_stage_summary {
     double forward_s, backward_s, weight_s;
     double wait_prev_s; /* WAIT events whose peer_stage is stage - 1 */
     double wait_next_s; /* WAIT events whose peer_stage is stage + 1 */
-    double copy_s;      /* SEND and RECV events of the stage */
+    /* Of those, the waits for room to send (to_send): the channel's ring
+     * was full because that neighbour had not taken the earlier messages,
+     * so the neighbour is the slower one. */
+    double room_prev_s, room_next_s;
+    double copy_s; /* SEND and RECV events of the stage */
 } bg_stage_summary_t;
 
 typedef struct bg_timeline_summary {
@@ -69,7 +73,10 @@ void bg_timeline_summary_destroy(bg_timeline_summary_t *s);
  * step, idle % of its device, waits on the previous and next stage in ms,
  * copy ms, peak MiB from peak_bytes[stage] or "-" when peak_bytes is NULL),
  * then one line: "bubble: measured 18.2% vs theory 20.0% (1f1b, K=2, M=4);
- * stage imbalance 3.1%; exposed transfer 0.8%; step 12.3 ms (measured)".
+ * stage imbalance 3.1%; exposed transfer 0.8%; step 12.3 ms (measured)",
+ * then for each wait for room to send of at least 2% of the step a line
+ * such as "stage 0 waited 1.500 ms per step for room to send activations
+ * to stage 1, which had not taken the earlier ones".
  * BG_ERR_IO if writing to out fails. */
 bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const size_t *peak_bytes);
 

@@ -93,10 +93,11 @@ static bg_timeline_t *hand_timeline(void) {
     add(tl, BG_EVENT_FORWARD, 1, 1, 1, -1, 0, 5, 6);
     add(tl, BG_EVENT_BACKWARD, 1, 1, 1, -1, 0, 6, 8);
     add(tl, BG_EVENT_STEP, 1, -1, -1, -1, 0, 8, 9);
-    /* Step 1: device 0 computes 1 and waits 3 on stage 1; device 1 waits 2
-     * on stage 0 and computes 1 + 0.5. */
+    /* Step 1: device 0 computes 1 and waits 3 on stage 1 (for room to send
+     * to it); device 1 waits 2 on stage 0 and computes 1 + 0.5. */
     add(tl, BG_EVENT_FORWARD, 0, 0, 0, -1, 1, 10, 11);
     add(tl, BG_EVENT_WAIT, 0, 0, 0, 1, 1, 11, 14);
+    tl->events[tl->count - 1].to_send = 1; /* for room to send F0's output */
     add(tl, BG_EVENT_WAIT, 1, 1, 0, 0, 1, 10, 12);
     add(tl, BG_EVENT_FORWARD, 1, 1, 0, -1, 1, 12, 13);
     add(tl, BG_EVENT_WEIGHT, 1, 1, 0, -1, 1, 13, 13.5);
@@ -138,6 +139,8 @@ static void test_summary_figures(void **state) {
     expect_near(s0->compute_s, 7.5e-3 / 2, EPS); /* with its STEP */
     expect_near(s0->wait_prev_s, 0, EPS);
     expect_near(s0->wait_next_s, 5e-3 / 2, EPS);
+    expect_near(s0->room_next_s, 3e-3 / 2, EPS);
+    expect_near(s0->room_prev_s, 0, EPS);
     expect_near(s0->copy_s, 1.5e-3 / 2, EPS);
     assert_int_equal(s1->device, 1);
     expect_near(s1->forward_s, 3e-3 / 2, EPS);
@@ -146,6 +149,7 @@ static void test_summary_figures(void **state) {
     expect_near(s1->compute_s, 7.5e-3 / 2, EPS); /* its STEP had no stage */
     expect_near(s1->wait_prev_s, 3.5e-3 / 2, EPS);
     expect_near(s1->wait_next_s, 0, EPS);
+    expect_near(s1->room_prev_s + s1->room_next_s, 0, EPS);
     expect_near(s1->copy_s, 0.5e-3 / 2, EPS);
 
     expect_near(s->bubble_measured, (6.5 / 11 + 6.5 / 11) / 2, EPS);
@@ -223,6 +227,14 @@ static void test_summary_print(void **state) {
     assert_non_null(strstr(text, "    1  cpu:1                 3.750   34.1   59.1        1.750"
                                  "        0.000     0.250       2.5\n"));
     assert_non_null(strstr(text, "0.250         -\n"));
+    /* Stage 0's 1.5 ms per step for room (14% of the step), once per
+     * table; stage 1 had none. */
+    const char *room = "stage 0 waited 1.500 ms per step for room to send activations to stage 1, "
+                       "which had not taken the earlier ones\n";
+    const char *first = strstr(text, room);
+    assert_non_null(first);
+    assert_non_null(strstr(first + 1, room));
+    assert_null(strstr(text, "stage 1 waited"));
     free(text);
     bg_timeline_summary_destroy(s);
     bg_timeline_destroy(tl);
@@ -270,6 +282,8 @@ static void test_summary_json(void **state) {
     expect_near(number(s0, "stage"), 0, EPS);
     expect_near(number(s0, "device"), 0, EPS);
     expect_near(number(s0, "wait_next_s"), 2.5e-3, EPS);
+    expect_near(number(s0, "room_next_s"), 1.5e-3, EPS);
+    expect_near(number(s0, "room_prev_s"), 0, EPS);
     expect_near(number(s0, "backward_s"), 2e-3, EPS);
     expect_near(number(cJSON_GetArrayItem(stages, 1), "weight_s"), 0.25e-3, EPS);
     cJSON_Delete(root);
