@@ -154,18 +154,20 @@ void bg_channel_destroy(bg_channel_t *ch) {
 }
 
 /* Waits for a slot whose state is `want` (SLOT_FREE, or a micro-batch)
- * and reserves it (SLOT_BUSY) so that its copy can run unlocked. NULL when
- * the channel was aborted or the stall timeout passed (*aborted says
- * which). */
-static channel_slot_t *reserve_slot(bg_channel_t *ch, int want, int *aborted) {
+ * and reserves it (SLOT_BUSY) so that its copy can run unlocked; *blocked
+ * says whether that took a sleep. NULL when the channel was aborted or the
+ * stall timeout passed (*aborted says which). */
+static channel_slot_t *reserve_slot(bg_channel_t *ch, int want, int *aborted, int *blocked) {
     struct timespec when, *deadline = make_deadline(ch, &when);
     pthread_mutex_lock(&ch->lock);
     channel_slot_t *slot = NULL;
     int stalled = 0;
+    *blocked = 0;
     while (!ch->aborted && !stalled) {
         for (int i = 0; i < ch->capacity && slot == NULL; i++)
             if (ch->slots[i].microbatch == want) slot = &ch->slots[i];
         if (slot != NULL) break;
+        *blocked = 1;
         stalled = wait_until(ch, deadline);
     }
     *aborted = ch->aborted;
@@ -182,14 +184,17 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     if (bytes > ch->slot_bytes)
         return bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes, slots hold %zu", ch->name,
                             bytes, ch->slot_bytes);
-    int aborted;
-    channel_slot_t *slot = reserve_slot(ch, SLOT_FREE, &aborted);
+    int aborted, blocked;
+    channel_slot_t *slot = reserve_slot(ch, SLOT_FREE, &aborted, &blocked);
     if (slot == NULL && aborted) return bg_error_set(BG_ERR_INTERNAL, "%s: aborted", ch->name);
     if (slot == NULL)
         return bg_error_set(BG_ERR_STALLED,
                             "%s: no room to send micro-batch %d for %.3g s (stall timeout)",
                             ch->name, microbatch, ch->timeout_s);
-    if (timing != NULL) timing->ready = bg_channel_clock();
+    if (timing != NULL) {
+        timing->ready = bg_channel_clock();
+        timing->blocked = blocked;
+    }
     bg_status_t st = BG_OK;
     if (bytes > 0)
         st = ch->on_device ? bg_cuda_slot_fill(slot->device, be, src, bytes)
@@ -220,14 +225,17 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
         timing->call = bg_channel_clock();
         timing->arrived = -1;
     }
-    int aborted;
-    channel_slot_t *slot = reserve_slot(ch, microbatch, &aborted);
+    int aborted, blocked;
+    channel_slot_t *slot = reserve_slot(ch, microbatch, &aborted, &blocked);
     if (slot == NULL && aborted) return bg_error_set(BG_ERR_INTERNAL, "%s: aborted", ch->name);
     if (slot == NULL)
         return bg_error_set(BG_ERR_STALLED,
                             "%s: micro-batch %d did not arrive within %.3g s (stall timeout)",
                             ch->name, microbatch, ch->timeout_s);
-    if (timing != NULL) timing->ready = bg_channel_clock();
+    if (timing != NULL) {
+        timing->ready = bg_channel_clock();
+        timing->blocked = blocked;
+    }
     bg_status_t st = BG_OK;
     if (slot->bytes > capacity)
         st = bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes for a %zu-byte buffer",

@@ -31,12 +31,14 @@ extern "C" {
 typedef struct bg_channel bg_channel_t;
 
 /* When a send or receive waited and copied (monotonic seconds): it waited
- * from `call` to `ready` (for ring space, or for the message), then copied
+ * from `call` to `ready` (for ring space, or for the message; `blocked` is
+ * 1 when it had to sleep for it, 0 when it only took the lock), then copied
  * until `done`. On CUDA backends these are the host's times of enqueuing;
  * a receive given the receiver's `clock` also records, in `arrived`, the
  * clock mark at which the message is there on the GPU (-1 otherwise). */
 typedef struct bg_channel_timing {
     double call, ready, done;
+    int blocked;
     bg_cuda_clock_t *clock; /* in: the receiver's clock, or NULL */
     int arrived;            /* out: a mark of `clock`, or -1 */
 } bg_channel_timing_t;

@@ -63,7 +63,8 @@ static void note_transfer(bg_pipeline_t *p, int device, bg_event_kind_t copy, in
     const stamp_t start = {t->call, before}, end = {t->done, after};
     if (!gpu_timed(p, device)) {
         bg_event_t *wait = NULL;
-        if (t->ready > t->call)
+        /* Only a wait that slept: taking the channel's lock is not one. */
+        if (t->blocked && t->ready > t->call)
             wait = note(p, device, BG_EVENT_WAIT, stage, mb, peer, host_stamp(t->call),
                         host_stamp(t->ready));
         /* A send waits for a free slot, a receive for its message. */
