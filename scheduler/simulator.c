@@ -170,17 +170,17 @@ static double first_free_slot(const sim_state_t *st, int c, int boundary, int *s
 }
 
 /* When device d's pending send is ready to copy (after the sender's check
- * of the tensor), and when it starts copying: then, or, with the ring full,
- * handoff_s after a receive frees a slot (the sender sleeps meanwhile).
- * Returns -1 while no slot's freeing is known. */
-static double send_start(const sim_state_t *st, int d, double *ready) {
+ * of the tensor), and when it starts copying into *slot: then, or, with the
+ * ring full, handoff_s after a receive frees a slot (the sender sleeps
+ * meanwhile). Returns -1 while no slot's freeing is known. */
+static double send_start(const sim_state_t *st, int d, double *ready, int *slot) {
     const bg_op_t *op = st->pending[d];
-    int boundary, slot;
+    int boundary;
     const int c = pending_channel(st, op, &boundary);
     *ready = st->device_free[d] + (op->kind == BG_OP_FORWARD
                                        ? cost(st->costs->activation_check, boundary)
                                        : cost(st->costs->gradient_check, boundary));
-    const double free_at = first_free_slot(st, c, boundary, &slot);
+    const double free_at = first_free_slot(st, c, boundary, slot);
     if (free_at < 0) return -1;
     return free_at <= *ready ? *ready : free_at + st->costs->handoff_s;
 }
@@ -192,7 +192,8 @@ static int blocked_on(const sim_state_t *st, int sender, int c, double t) {
     int boundary;
     if (pending_channel(st, st->pending[sender], &boundary) != c) return 0;
     double ready;
-    return send_start(st, sender, &ready) < 0 && ready <= t;
+    int slot;
+    return send_start(st, sender, &ready, &slot) < 0 && ready <= t;
 }
 
 /* Ships device d's pending output: the sender checks it, waits for a free
@@ -208,8 +209,7 @@ static bg_status_t send_output(sim_state_t *st, int d, int step, bg_timeline_t *
     const int ch = pending_channel(st, op, &boundary);
     const int r = device_of(st, peer);
     double ready;
-    const double start = send_start(st, d, &ready);
-    first_free_slot(st, ch, boundary, &slot);
+    const double start = send_start(st, d, &ready, &slot);
     if (start > ready)
         BG_CHECK(bg_timeline_add(
             tl, &(bg_event_t){BG_EVENT_WAIT, d, s, op->microbatch, peer, step, ready, start, 1}));
@@ -326,7 +326,8 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
                 /* A send waiting for ring space happens when a slot frees;
                  * otherwise at the end of the op that produced it. */
                 double ready;
-                const double start = send_start(st, d, &ready);
+                int slot;
+                const double start = send_start(st, d, &ready, &slot);
                 if (start < 0) continue;
                 const double at = start > ready ? start : st->device_free[d];
                 if (at < best_start || (at == best_start && !best_is_send)) {
