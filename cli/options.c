@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "path.h"
 
 int bg_cli_usage_error(const char *cmd, const char *format, ...) {
     va_list args;
@@ -88,16 +89,12 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
         return BG_OK;
     }
     /* A new file: its folder must exist and take files. */
-    char folder[4096];
-    const char *slash = strrchr(path, '/');
-    if (slash == NULL)
-        snprintf(folder, sizeof folder, ".");
-    else if (slash == path)
-        snprintf(folder, sizeof folder, "/");
-    else
-        snprintf(folder, sizeof folder, "%.*s", (int)(slash - path), path);
+    char *folder = bg_path_folder(path);
+    if (folder == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
+    bg_status_t status = BG_OK;
     if (access(folder, W_OK | X_OK) != 0)
-        return bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': folder '%s': %s", option, path,
-                            folder, strerror(errno));
-    return BG_OK;
+        status = bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': folder '%s': %s", option,
+                              path, folder, strerror(errno));
+    free(folder);
+    return status;
 }

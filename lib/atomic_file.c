@@ -3,6 +3,7 @@
 #endif
 
 #include "atomic_file.h"
+#include "path.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -36,12 +37,8 @@ static int write_all(int fd, const void *buf, size_t len) {
 /* Makes the rename durable: without it a crash can bring back the old file,
  * or none at all. */
 static bg_status_t directory_sync(const char *path) {
-    const char *slash = strrchr(path, '/');
-    size_t len = slash ? (slash == path ? 1 : (size_t)(slash - path)) : 1;
-    char *dir = malloc(len + 1);
+    char *dir = bg_path_folder(path);
     if (!dir) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);
-    memcpy(dir, slash ? path : ".", len);
-    dir[len] = '\0';
     bg_status_t status = BG_OK;
     int fd = open(dir, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -127,17 +124,12 @@ static void temp_files_remove_stale(const char *path) {
     char *candidate = malloc(dir_len + base_len + sizeof temp_infix + TEMP_RANDOM_CHARS);
     if (!candidate) return;
     memcpy(candidate, path, dir_len);
-    char *dir_name = NULL;
-    if (slash) {
-        dir_name = malloc(dir_len + 1);
-        if (!dir_name) {
-            free(candidate);
-            return;
-        }
-        memcpy(dir_name, path, dir_len);
-        dir_name[dir_len] = '\0';
+    char *dir_name = bg_path_folder(path);
+    if (!dir_name) {
+        free(candidate);
+        return;
     }
-    DIR *dir = opendir(dir_name ? dir_name : ".");
+    DIR *dir = opendir(dir_name);
     for (struct dirent *e; dir && (e = readdir(dir)) != NULL;) {
         if (!temp_name_matches(e->d_name, base, base_len)) continue;
         strcpy(candidate + dir_len, e->d_name);

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "atomic_file.h"
+#include "path.h"
 #include "support/scratch.h"
 
 typedef struct fixture {
@@ -170,8 +171,26 @@ static void test_commit_removes_only_stale_temporary_files(void **state) {
     assert_int_equal(entries(f->dir), 4); /* out.bin and the three kept */
 }
 
+/* The folder a file is written in (where the rename and its sync happen). */
+static void test_path_folder(void **state) {
+    (void)state;
+    const char *cases[][2] = {{"out.bin", "."},
+                              {"/out.bin", "/"},
+                              {"a/b/out.bin", "a/b"},
+                              {"./out.bin", "."},
+                              {"/tmp/x/out.bin", "/tmp/x"},
+                              {"dir/", "dir"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *folder = bg_path_folder(cases[i][0]);
+        assert_non_null(folder);
+        assert_string_equal(folder, cases[i][1]);
+        free(folder);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_path_folder),
         cmocka_unit_test_setup_teardown(test_commit_writes_every_part, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_replaces_the_old_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort_keeps_the_old_file, setup, teardown),
