@@ -1,12 +1,12 @@
 #include "svg.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "report.h"
+#include "text_file.h"
 
 #define FONT "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\""
 
@@ -30,23 +30,31 @@ static void put_escaped(FILE *out, const char *text) {
     }
 }
 
-static FILE *open_svg(const char *path, const char *what, bg_status_t *st) {
-    FILE *out = fopen(path, "w");
-    if (out == NULL)
-        *st = bg_error_set(BG_ERR_IO, "%s: cannot open '%s': %s", what, path, strerror(errno));
-    return out;
+/* An SVG document is drawn into memory, then written whole
+ * (bg_text_file_write): an interrupted run never leaves half a picture. */
+typedef struct svg_doc {
+    FILE *out; /* a memory stream; NULL when it could not be made */
+    char *text;
+    size_t size;
+} svg_doc_t;
+
+static bg_status_t svg_open(svg_doc_t *doc) {
+    *doc = (svg_doc_t){0};
+    doc->out = open_memstream(&doc->text, &doc->size);
+    if (doc->out == NULL) return bg_error_set(BG_ERR_NOMEM, "svg: out of memory");
+    return BG_OK;
 }
 
-static bg_status_t close_svg(FILE *out, const char *path, const char *what) {
-    int failed = ferror(out);
-    int saved = errno;
-    if (fclose(out) != 0 && !failed) {
-        failed = 1;
-        saved = errno;
-    }
-    if (failed)
-        return bg_error_set(BG_ERR_IO, "%s: cannot write '%s': %s", what, path, strerror(saved));
-    return BG_OK;
+/* Writes the document to `path` (with the newline that ends it) and frees it. */
+static bg_status_t svg_close(svg_doc_t *doc, const char *path, const char *what) {
+    int failed = ferror(doc->out);
+    if (fclose(doc->out) != 0) failed = 1;
+    bg_status_t st = failed
+                         ? bg_error_set(BG_ERR_NOMEM, "%s: out of memory drawing '%s'", what, path)
+                         : bg_text_file_write(path, doc->text, what);
+    free(doc->text);
+    *doc = (svg_doc_t){0};
+    return st;
 }
 
 /* A tick spacing of 1, 2 or 5 times a power of ten giving about `target`
@@ -216,6 +224,7 @@ bg_status_t bg_svg_timeline_write(const char *path, const bg_timeline_t *tl, int
     bg_status_t st = BG_OK;
     timeline_layout_t l = {0};
     int *ops = calloc((size_t)tl->stages, sizeof *ops);
+    svg_doc_t doc = {0};
     FILE *out = NULL;
     BG_ALLOC_CHECK_GOTO(ops, st, done);
     plan_timeline(tl, step, &l, ops);
@@ -227,8 +236,8 @@ bg_status_t bg_svg_timeline_write(const char *path, const bg_timeline_t *tl, int
     l.width = total_width - l.x0 - 30;
     double axis_y = l.top + tl->stages * l.pitch + 4;
     double height = axis_y + 90;
-    out = open_svg(path, "svg timeline", &st);
-    if (out == NULL) goto done;
+    BG_CHECK_GOTO(svg_open(&doc), st, done);
+    out = doc.out;
     fprintf(out,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
             "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">\n<defs><pattern "
@@ -262,8 +271,8 @@ bg_status_t bg_svg_timeline_write(const char *path, const bg_timeline_t *tl, int
         fprintf(out, "</g>\n");
     }
     draw_legend(out, &l, axis_y + 52);
-    fprintf(out, "</svg>\n");
-    st = close_svg(out, path, "svg timeline");
+    fputs("</svg>", out);
+    st = svg_close(&doc, path, "svg timeline");
 done:
     free(ops);
     bg_timeline_summary_destroy(summary);
@@ -421,6 +430,7 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
     bg_status_t st = BG_OK;
     bg_sweep_point_t *sorted = malloc(sizeof *sorted * (size_t)count);
     const char **names = malloc(sizeof *names * (size_t)count);
+    svg_doc_t doc = {0};
     FILE *out = NULL;
     BG_ALLOC_CHECK_GOTO(sorted, st, done);
     BG_ALLOC_CHECK_GOTO(names, st, done);
@@ -450,8 +460,8 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
     double right_step = nice_step(max_bubble > 5 ? (max_bubble < 100 ? max_bubble : 100) : 5, 5);
     c.right_max = round_up(max_bubble < 100 ? max_bubble : 100, right_step);
     double width = c.x0 + c.width + 90, height = c.y0 + c.height + 110;
-    out = open_svg(path, "svg chart", &st);
-    if (out == NULL) goto done;
+    BG_CHECK_GOTO(svg_open(&doc), st, done);
+    out = doc.out;
     fprintf(out,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
             "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">\n<rect width=\"100%%\" "
@@ -464,8 +474,8 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
         for (int series = 0; series < 3; series++)
             draw_series(out, &c, sorted, count, names[i], series, palette[i % 8]);
     draw_chart_legend(out, names, schedules, c.x0, c.y0 + c.height + 72);
-    fprintf(out, "</svg>\n");
-    st = close_svg(out, path, "svg chart");
+    fputs("</svg>", out);
+    st = svg_close(&doc, path, "svg chart");
 done:
     free(sorted);
     free(names);

@@ -5,7 +5,6 @@
 #define _GNU_SOURCE /* flock */
 #endif
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,36 +23,11 @@
 #include "path.h"
 #include "support/scratch.h"
 
-typedef struct fixture {
-    char dir[64];
-    char path[128];
-} fixture_t;
+typedef bg_test_scratch_file_t fixture_t;
 
-static int setup(void **state) {
-    fixture_t *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    assert_int_equal(bg_test_scratch_make(f->dir, sizeof f->dir, "atomic"), 0);
-    snprintf(f->path, sizeof f->path, "%s/out.bin", f->dir);
-    *state = f;
-    return 0;
-}
+static int setup(void **state) { return bg_test_scratch_file_setup(state, "atomic", "out.bin"); }
 
-static int teardown(void **state) {
-    fixture_t *f = *state;
-    assert_int_equal(bg_test_scratch_remove(f->dir), 0);
-    free(f);
-    return 0;
-}
-
-/* The file's whole content into buf (NUL-terminated); its length, or -1. */
-static long read_all(const char *path, char *buf, size_t cap) {
-    FILE *file = fopen(path, "rb");
-    if (file == NULL) return -1;
-    size_t n = fread(buf, 1, cap - 1, file);
-    fclose(file);
-    buf[n] = '\0';
-    return (long)n;
-}
+static int teardown(void **state) { return bg_test_scratch_file_teardown(state); }
 
 static void write_file(const char *path, const char *text) {
     FILE *file = fopen(path, "wb");
@@ -62,35 +36,24 @@ static void write_file(const char *path, const char *text) {
     assert_int_equal(fclose(file), 0);
 }
 
-/* Entries of dir other than "." and "..". */
-static int entries(const char *dir) {
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
-    closedir(d);
-    return n;
-}
-
 static void test_commit_writes_every_part(void **state) {
     fixture_t *f = *state;
     bg_atomic_file_t file;
     assert_int_equal(bg_atomic_file_open(&file, f->path), BG_OK);
     /* Until the commit only the temporary file exists. */
     assert_int_equal(access(f->path, F_OK), -1);
-    assert_int_equal(entries(f->dir), 1);
+    assert_int_equal(bg_test_scratch_entries(f->dir), 1);
     assert_int_equal(bg_atomic_file_write(&file, "header|", 7), BG_OK);
     assert_int_equal(bg_atomic_file_write(&file, "", 0), BG_OK);
     assert_int_equal(bg_atomic_file_write(&file, "data", 4), BG_OK);
     assert_int_equal(bg_atomic_file_commit(&file), BG_OK);
     char buf[64];
-    assert_int_equal(read_all(f->path, buf, sizeof buf), 11);
+    assert_int_equal(bg_test_file_text(f->path, buf, sizeof buf), 11);
     assert_string_equal(buf, "header|data");
     struct stat info;
     assert_int_equal(stat(f->path, &info), 0);
     assert_int_equal(info.st_mode & 0777, 0644);
-    assert_int_equal(entries(f->dir), 1); /* no temporary file left */
+    assert_int_equal(bg_test_scratch_entries(f->dir), 1); /* no temporary file left */
     assert_null(file.path);
     assert_int_equal(file.fd, -1);
 }
@@ -103,11 +66,11 @@ static void test_commit_replaces_the_old_file(void **state) {
     assert_int_equal(bg_atomic_file_write(&file, "new", 3), BG_OK);
     char buf[64];
     /* Mid-write, readers still see the old file whole. */
-    assert_int_equal(read_all(f->path, buf, sizeof buf), 25);
+    assert_int_equal(bg_test_file_text(f->path, buf, sizeof buf), 25);
     assert_int_equal(bg_atomic_file_commit(&file), BG_OK);
-    assert_int_equal(read_all(f->path, buf, sizeof buf), 3);
+    assert_int_equal(bg_test_file_text(f->path, buf, sizeof buf), 3);
     assert_string_equal(buf, "new");
-    assert_int_equal(entries(f->dir), 1);
+    assert_int_equal(bg_test_scratch_entries(f->dir), 1);
 }
 
 static void test_abort_keeps_the_old_file(void **state) {
@@ -116,14 +79,14 @@ static void test_abort_keeps_the_old_file(void **state) {
     bg_atomic_file_t file;
     assert_int_equal(bg_atomic_file_open(&file, f->path), BG_OK);
     assert_int_equal(bg_atomic_file_write(&file, "half of the new", 15), BG_OK);
-    assert_int_equal(entries(f->dir), 2);
+    assert_int_equal(bg_test_scratch_entries(f->dir), 2);
     bg_atomic_file_abort(&file);
     char buf[64];
-    assert_int_equal(read_all(f->path, buf, sizeof buf), 3);
+    assert_int_equal(bg_test_file_text(f->path, buf, sizeof buf), 3);
     assert_string_equal(buf, "old");
-    assert_int_equal(entries(f->dir), 1);
+    assert_int_equal(bg_test_scratch_entries(f->dir), 1);
     bg_atomic_file_abort(&file); /* a second abort does nothing */
-    assert_int_equal(entries(f->dir), 1);
+    assert_int_equal(bg_test_scratch_entries(f->dir), 1);
 }
 
 static void test_open_in_a_missing_directory_names_the_path(void **state) {
@@ -140,7 +103,7 @@ static void test_open_in_a_missing_directory_names_the_path(void **state) {
     assert_null(file.temp);
     assert_int_equal(file.fd, -1);
     bg_atomic_file_abort(&file); /* safe on the emptied file */
-    assert_int_equal(entries(f->dir), 0);
+    assert_int_equal(bg_test_scratch_entries(f->dir), 0);
 }
 
 static void test_commit_removes_only_stale_temporary_files(void **state) {
@@ -168,7 +131,7 @@ static void test_commit_removes_only_stale_temporary_files(void **state) {
     assert_int_equal(access(live, F_OK), 0);
     assert_int_equal(access(other, F_OK), 0);
     assert_int_equal(access(wrong, F_OK), 0);
-    assert_int_equal(entries(f->dir), 4); /* out.bin and the three kept */
+    assert_int_equal(bg_test_scratch_entries(f->dir), 4); /* out.bin and the three kept */
 }
 
 /* The folder a file is written in (where the rename and its sync happen). */

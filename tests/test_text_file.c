@@ -1,0 +1,121 @@
+/* lib/text_file: results (metrics, traces, profiles, pictures) replace a
+ * regular file whole, leaving no temporary file behind, and are written
+ * into devices and through symbolic links as a redirection would. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "text_file.h"
+#include "support/scratch.h"
+
+typedef bg_test_scratch_file_t fixture_t;
+
+static int setup(void **state) { return bg_test_scratch_file_setup(state, "text", "metrics.json"); }
+
+static int teardown(void **state) { return bg_test_scratch_file_teardown(state); }
+
+static void test_replaces_a_regular_file_whole(void **state) {
+    fixture_t *f = *state;
+    char buf[256];
+    assert_int_equal(bg_text_file_write(f->path, "{\"step_s\": 1.5, \"steps\": 80}", "metrics"),
+                     BG_OK);
+    assert_int_equal(bg_test_file_text(f->path, buf, sizeof buf), 29);
+    assert_string_equal(buf, "{\"step_s\": 1.5, \"steps\": 80}\n");
+    /* A shorter text leaves nothing of the longer one behind. */
+    assert_int_equal(bg_text_file_write(f->path, "{}", "metrics"), BG_OK);
+    assert_int_equal(bg_test_file_text(f->path, buf, sizeof buf), 3);
+    assert_string_equal(buf, "{}\n");
+    /* Replaced by a rename: no temporary file is left beside it. */
+    assert_int_equal(bg_test_scratch_entries(f->dir), 1);
+    struct stat info;
+    assert_int_equal(stat(f->path, &info), 0);
+    assert_int_equal(info.st_mode & 0777, 0644);
+}
+
+static void test_a_reader_keeps_the_old_file_whole(void **state) {
+    fixture_t *f = *state;
+    char buf[64];
+    assert_int_equal(bg_text_file_write(f->path, "{\"loss\": 0.25}", "metrics"), BG_OK);
+    FILE *reader = fopen(f->path, "rb");
+    assert_non_null(reader);
+    assert_int_equal(bg_text_file_write(f->path, "{\"loss\": 0.5, \"steps\": 2}", "metrics"),
+                     BG_OK);
+    /* Written in place, the open file would now be truncated or new. */
+    size_t n = fread(buf, 1, sizeof buf - 1, reader);
+    fclose(reader);
+    buf[n] = '\0';
+    assert_string_equal(buf, "{\"loss\": 0.25}\n");
+    assert_int_equal(bg_test_file_text(f->path, buf, sizeof buf), 26);
+    assert_string_equal(buf, "{\"loss\": 0.5, \"steps\": 2}\n");
+}
+
+static void test_writes_through_a_symbolic_link(void **state) {
+    fixture_t *f = *state;
+    char target[160], buf[64];
+    snprintf(target, sizeof target, "%s/kept.json", f->dir);
+    assert_int_equal(bg_text_file_write(target, "old", "metrics"), BG_OK);
+    assert_int_equal(symlink("kept.json", f->path), 0);
+    assert_int_equal(bg_text_file_write(f->path, "new", "metrics"), BG_OK);
+    struct stat info;
+    assert_int_equal(lstat(f->path, &info), 0);
+    assert_true(S_ISLNK(info.st_mode)); /* the link is still a link */
+    assert_int_equal(bg_test_file_text(target, buf, sizeof buf), 4);
+    assert_string_equal(buf, "new\n");
+    assert_int_equal(bg_test_scratch_entries(f->dir), 2);
+}
+
+static void test_writes_into_a_device(void **state) {
+    (void)state;
+    /* A rename over /dev/null would replace the device (as root, for the
+     * whole machine); the text goes into it instead. */
+    assert_int_equal(bg_text_file_write("/dev/null", "{}", "trace"), BG_OK);
+    struct stat info;
+    assert_int_equal(stat("/dev/null", &info), 0);
+    assert_true(S_ISCHR(info.st_mode));
+    /* A device that refuses the bytes is an I/O error naming it. */
+    assert_int_equal(bg_text_file_write("/dev/full", "{}", "trace"), BG_ERR_IO);
+    assert_string_equal(bg_error_message(),
+                        "trace: cannot write '/dev/full': No space left on device");
+}
+
+static void test_errors_name_what_and_where(void **state) {
+    fixture_t *f = *state;
+    char missing[160];
+    snprintf(missing, sizeof missing, "%s/no/such/folder/trace.json", f->dir);
+    assert_int_equal(bg_text_file_write(missing, "{}", "trace"), BG_ERR_IO);
+    char expected[320];
+    snprintf(expected, sizeof expected,
+             "trace: cannot write '%s': mkostemp: No such file or directory", missing);
+    assert_string_equal(bg_error_message(), expected);
+    /* A folder at the path stays a folder. */
+    char folder[160];
+    snprintf(folder, sizeof folder, "%s/out", f->dir);
+    assert_int_equal(mkdir(folder, 0755), 0);
+    assert_int_equal(bg_text_file_write(folder, "{}", "metrics"), BG_ERR_IO);
+    snprintf(expected, sizeof expected, "metrics: cannot open '%s': Is a directory", folder);
+    assert_string_equal(bg_error_message(), expected);
+    struct stat info;
+    assert_int_equal(stat(folder, &info), 0);
+    assert_true(S_ISDIR(info.st_mode));
+    assert_int_equal(rmdir(folder), 0);
+    assert_int_equal(bg_test_scratch_entries(f->dir), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_replaces_a_regular_file_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_reader_keeps_the_old_file_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writes_through_a_symbolic_link, setup, teardown),
+        cmocka_unit_test(test_writes_into_a_device),
+        cmocka_unit_test_setup_teardown(test_errors_name_what_and_where, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
