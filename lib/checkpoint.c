@@ -15,6 +15,7 @@
 
 #include <zlib.h>
 
+#include "byte_order.h"
 #include "layer.h"
 #include "safetensors.h"
 
@@ -111,23 +112,15 @@ static uint32_t crc32_update(uint32_t crc, const uint8_t *bytes, uint64_t size) 
     return crc;
 }
 
-static bool host_is_little_endian(void) {
-    const uint16_t probe = 1;
-    uint8_t first;
-    memcpy(&first, &probe, 1);
-    return first == 1;
-}
-
 /* CRC-32 of the bytes the file holds for `data`: little-endian floats. */
 static uint32_t crc32_floats(const float *data, uint64_t size) {
     uint32_t crc = (uint32_t)crc32(0, Z_NULL, 0);
-    if (host_is_little_endian()) return crc32_update(crc, (const uint8_t *)data, size);
+    if (bg_host_is_little_endian()) return crc32_update(crc, (const uint8_t *)data, size);
     uint8_t chunk[4096];
     const uint8_t *src = (const uint8_t *)data;
     while (size > 0) {
         size_t n = size < sizeof chunk ? (size_t)size : sizeof chunk;
-        for (size_t i = 0; i < n; i += 4)
-            for (size_t k = 0; k < 4; k++) chunk[i + k] = src[i + 3 - k];
+        bg_f32_le_copy(chunk, src, n);
         crc = crc32_update(crc, chunk, n);
         src += n;
         size -= n;
@@ -470,8 +463,8 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
             goto done;
         }
         BG_CHECK_GOTO(check_entry(path, *found, &slots[i]), st, done);
-        memcpy(params + slots[i].offset, st_file->data + (*found)->begin,
-               sizeof(float) * (size_t)slots[i].count);
+        bg_f32_le_copy(params + slots[i].offset, st_file->data + (*found)->begin,
+                       sizeof(float) * (size_t)slots[i].count);
     }
     /* Names are unique on both sides, so equal counts mean equal sets. */
     if (st_file->count != count) {

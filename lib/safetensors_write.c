@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "atomic_file.h"
+#include "byte_order.h"
 #include "safetensors_impl.h"
 
 /* Rejects what the reader would refuse, so a written file always loads:
@@ -153,23 +154,15 @@ cleanup:
     return status;
 }
 
-static bool host_is_little_endian(void) {
-    const uint16_t probe = 1;
-    uint8_t first;
-    memcpy(&first, &probe, 1);
-    return first == 1;
-}
-
 /* The format is little-endian; big-endian hosts swap through a bounce
  * buffer rather than touching the caller's floats. */
 static bg_status_t floats_write(bg_atomic_file_t *file, const float *data, uint64_t bytes) {
-    if (host_is_little_endian()) return bg_atomic_file_write(file, data, (size_t)bytes);
+    if (bg_host_is_little_endian()) return bg_atomic_file_write(file, data, (size_t)bytes);
     uint8_t chunk[4096];
     const uint8_t *src = (const uint8_t *)data;
     while (bytes > 0) {
         size_t n = bytes < sizeof chunk ? (size_t)bytes : sizeof chunk;
-        for (size_t i = 0; i < n; i += 4)
-            for (size_t k = 0; k < 4; k++) chunk[i + k] = src[i + 3 - k];
+        bg_f32_le_copy(chunk, src, n);
         BG_CHECK(bg_atomic_file_write(file, chunk, n));
         src += n;
         bytes -= n;

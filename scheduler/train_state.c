@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "byte_order.h"
 #include "checkpoint.h"
 
 enum { STATE_NAME = 64 };
@@ -118,7 +119,7 @@ static bg_status_t read_tensor(const char *path, const bg_safetensors_t *file, c
     if (!same)
         return bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' does not have the model's shape", path,
                             name);
-    memcpy(out + want->offset, file->data + e->begin, sizeof(float) * (size_t)want->count);
+    bg_f32_le_copy(out + want->offset, file->data + e->begin, sizeof(float) * (size_t)want->count);
     return BG_OK;
 }
 

@@ -11,13 +11,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "byte_order.h"
 #include "safetensors.h"
 #include "support/scratch.h"
 
@@ -38,17 +38,6 @@ static char *path_join(const char *dir, const char *name) {
     assert_non_null(path);
     snprintf(path, len, "%s/%s", dir, name);
     return path;
-}
-
-/* Entries other than . and .., so a leftover temp file shows up. */
-static int dir_count_entries(const char *dir) {
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int count = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) count++;
-    closedir(d);
-    return count;
 }
 
 static void dir_remove(char *dir) {
@@ -205,7 +194,7 @@ static void test_round_trip(void **state) {
     assert_null(bg_safetensors_metadata(st, "missing"));
     bg_safetensors_destroy(st);
 
-    assert_int_equal(dir_count_entries(dir), 1);
+    assert_int_equal(bg_test_scratch_entries(dir), 1);
     free(path);
     dir_remove(dir);
 }
@@ -280,7 +269,7 @@ static void test_write_replaces_existing(void **state) {
     memcpy(loaded, st->data + e->begin, sizeof loaded);
     assert_memory_equal(loaded, second, sizeof second);
     bg_safetensors_destroy(st);
-    assert_int_equal(dir_count_entries(dir), 1);
+    assert_int_equal(bg_test_scratch_entries(dir), 1);
     free(path);
     dir_remove(dir);
 }
@@ -296,7 +285,7 @@ static void test_write_missing_directory(void **state) {
     snprintf(expected, sizeof expected, "cannot write '%s': mkostemp: No such file or directory",
              path);
     assert_string_equal(bg_error_message(), expected);
-    assert_int_equal(dir_count_entries(dir), 0);
+    assert_int_equal(bg_test_scratch_entries(dir), 0);
     free(path);
     dir_remove(dir);
 }
@@ -313,7 +302,7 @@ static void test_write_rename_failure_removes_temp(void **state) {
     char expected[512];
     snprintf(expected, sizeof expected, "cannot write '%s': rename: Is a directory", path);
     assert_string_equal(bg_error_message(), expected);
-    assert_int_equal(dir_count_entries(dir), 1);
+    assert_int_equal(bg_test_scratch_entries(dir), 1);
     assert_int_equal(rmdir(path), 0);
     free(path);
     dir_remove(dir);
@@ -411,7 +400,7 @@ static void test_write_invalid_keeps_existing(void **state) {
     uint8_t *after = file_read(path, &after_size);
     assert_int_equal(after_size, before_size);
     assert_memory_equal(after, before, before_size);
-    assert_int_equal(dir_count_entries(dir), 1);
+    assert_int_equal(bg_test_scratch_entries(dir), 1);
     free(before);
     free(after);
     free(path);
@@ -767,7 +756,7 @@ static void test_write_encoded(void **state) {
     assert_int_equal(bg_safetensors_write_encoded(path, header, header_size, tensors, 2),
                      BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "header to write does not parse"));
-    assert_int_equal(dir_count_entries(dir), 0);
+    assert_int_equal(bg_test_scratch_entries(dir), 0);
 
     /* Encoding checks its arguments as writing does. */
     uint8_t *untouched = (uint8_t *)&size;
@@ -858,9 +847,28 @@ static void test_corruption(void **state) {
     dir_remove(dir);
 }
 
+/* Files hold floats little-endian whatever the host: 1.0f is 0x3f800000 and
+ * -2.5f 0xc0200000, lowest byte first; the copy back restores them, also in
+ * place. */
+static void test_floats_copy_as_little_endian(void **state) {
+    (void)state;
+    const float values[2] = {1.0f, -2.5f};
+    const uint8_t expected[8] = {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x20, 0xc0};
+    uint8_t bytes[8];
+    bg_f32_le_copy(bytes, values, sizeof bytes);
+    assert_memory_equal(bytes, expected, sizeof bytes);
+    float back[2];
+    bg_f32_le_copy(back, bytes, sizeof bytes);
+    assert_memory_equal(back, values, sizeof values);
+    bg_f32_le_copy(back, back, sizeof back);
+    bg_f32_le_copy(back, back, sizeof back);
+    assert_memory_equal(back, values, sizeof values);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_floats_copy_as_little_endian),
         cmocka_unit_test(test_write_exact_header),
         cmocka_unit_test(test_write_empty),
         cmocka_unit_test(test_write_replaces_existing),
