@@ -22,13 +22,17 @@
 # measured steps is what this machine alone moves a figure by.
 #
 #   [MODELS="examples/fashion_cnn.model examples/conv_balanced.model:4"]
-#   [STEPS=80 RECORD=60 REPEAT=3 REPETITIONS=9 MS="1 2 4 8" BREAKDOWN=0]
+#   [STEPS=80 RECORD=60 REPEAT=3 REPETITIONS=9 MS="1 2 4 8" BREAKDOWN=0 REPLAY=0]
 #   bench/sim_accuracy.sh [BUILD_DIR]
 #
 # MS picks the micro-batch counts (the bar counts only points run); with
 # BREAKDOWN=1 each point is followed by its stages' forward, backward, copy
 # and wait time per step, measured and simulated, averaged over the turns:
-# where a point's error comes from.
+# where a point's error comes from. With REPLAY=1 each run also writes a
+# trace, and each point is followed by a replay: the simulation of the run
+# from the run's own mean op and copy times (bench/replay_profile.py), whose
+# error is the simulator's model of the schedule alone, apart from how far
+# the run's speed moved from the profile's.
 #
 # MODELS lists model specs, each optionally with :SPLIT (the first layer of
 # stage 1; default: the planner's split). The build folder defaults to
@@ -43,6 +47,7 @@ brigade="$build/cli/brigade"
 models=${MODELS:-"examples/fashion_cnn.model examples/conv_balanced.model:4"}
 ms=${MS:-"1 2 4 8"}
 breakdown=${BREAKDOWN:-0}
+replay=${REPLAY:-0}
 steps=${STEPS:-80}
 record=${RECORD:-60}
 repeat=${REPEAT:-3}
@@ -72,6 +77,7 @@ for entry in $models; do
             : >"$work/runs.$schedule"
             : >"$work/sims.$schedule"
             : >"$work/parts.$schedule"
+            : >"$work/replays.$schedule"
             echo "$split" >"$work/cut.$schedule"
         done
         run=0
@@ -92,10 +98,22 @@ for entry in $models; do
                     >>"$work/sims.$schedule"
                 json "$work/sim.json" 'p["stages"][1]["layers"][0]' >"$work/cut.$schedule"
                 cut=$(cat "$work/cut.$schedule")
+                trace=
+                [ "$replay" = 1 ] && trace="--trace $work/train.trace.json"
                 # shellcheck disable=SC2086
                 "$brigade" train "$model" --data synthetic --steps "$steps" \
                     --record-steps "$record" $placement --split "$cut" \
-                    --profile "$profile" --metrics "$work/train.json" >/dev/null 2>&1
+                    --profile "$profile" --metrics "$work/train.json" $trace >/dev/null 2>&1
+                if [ "$replay" = 1 ]; then
+                    python3 bench/replay_profile.py "$profile" "$work/train.trace.json" "$cut" \
+                        "$work/replay.profile.json"
+                    # shellcheck disable=SC2086
+                    "$brigade" simulate "$model" $placement --split "$cut" \
+                        --profile "$work/replay.profile.json" --metrics "$work/replay.json" >/dev/null
+                    json "$work/replay.json" \
+                        '"%r %r" % (p["timeline"]["step_s"], p["timeline"]["bubble_measured"])' \
+                        >>"$work/replays.$schedule"
+                fi
                 json "$work/train.json" \
                     '"%r %r" % (p["timeline"]["step_median_s"], p["timeline"]["bubble_median"])' \
                     >>"$work/runs.$schedule"
@@ -125,6 +143,13 @@ for entry in $models; do
             }')
             echo "$line"
             case "$line" in *meets) met=$((met + 1)) ;; esac
+            if [ "$replay" = 1 ]; then
+                paste -d' ' "$work/runs.$schedule" "$work/replays.$schedule" | awk '
+                    {meas += $1; bub += $2; sim += $3; sim_bub += $4} END {
+                    printf "    replay from the runs'"'"' own op times: %.3f ms, err %+.1f%%; bubble %.1f%%, err %+.1f pt\n",
+                           1e3 * sim / NR, 100 * (sim - meas) / meas, 100 * sim_bub / NR,
+                           100 * (sim_bub - bub) / NR }'
+            fi
             if [ "$breakdown" = 1 ]; then python3 -c "
 import sys
 rows = [[float(x) for x in line.split()] for line in open(sys.argv[1])]
