@@ -131,7 +131,9 @@ typedef struct bg_backend_ops {
      * that is not finite lowers the non-finite mark to `tag` (as
      * mark_nonfinite; -1 leaves it). Does not wait. A label outside
      * [0, classes) is BG_ERR_INVALID from this call or, on a GPU, from
-     * take_loss. */
+     * take_loss; a GPU checks labels only with `add` (a recomputed forward
+     * reads the labels its counted forward checked, and a bad label never
+     * matches in the backward). */
     bg_status_t (*softmax_xent_forward_add)(bg_backend_t *be, int64_t n, int64_t classes,
                                             const void *logits, const int32_t *labels, void *probs,
                                             int add, int tag);

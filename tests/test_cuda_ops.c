@@ -371,11 +371,10 @@ static void check_maxpool(fixture_t *f, bg_pool_geometry_t g, int with_nans) {
 
 /* The rule itself, on single windows: ties go to the first maximum in
  * row-major order; a window whose maximum is NaN sends its gradient to its
- * last position. */
+ * last position. dx is compared bit for bit (the sign of a zero too). */
 static void check_maxpool_rule(fixture_t *f, bg_pool_geometry_t g, const float *x_host,
-                               const float *want_dx) {
+                               float dy_host, const float *want_dx) {
     const int64_t nx = g.h * g.w;
-    const float dy_host = 0.5f;
     twin_t x = twin_new(f, nx, x_host), y = twin_new(f, 1, NULL);
     twin_t dy = twin_new(f, 1, &dy_host), dx = twin_new(f, nx, NULL);
     ON_BOTH(be->ops->maxpool_forward(be, &g, P(x), P(y)));
@@ -383,7 +382,7 @@ static void check_maxpool_rule(fixture_t *f, bg_pool_geometry_t g, const float *
     for (int gpu = 0; gpu < 2; gpu++) {
         float *got = twin_download(f, &dx, gpu);
         for (int64_t i = 0; i < nx; i++)
-            if (got[i] != want_dx[i])
+            if (memcmp(&got[i], &want_dx[i], sizeof got[i]) != 0)
                 fail_msg("%s: dx[%lld] = %g, want %g", gpu ? "gpu" : "cpu", (long long)i, got[i],
                          want_dx[i]);
         free(got);
@@ -404,14 +403,20 @@ static void test_maxpool(void **state) {
         check_maxpool(f, pool(1, 1, 9, 9, 3, 3), with_nans);
     }
     const float ties[4] = {3, 3, 3, 3}, first[4] = {0.5f, 0, 0, 0};
-    check_maxpool_rule(f, pool(1, 1, 2, 2, 2, 2), ties, first);
+    check_maxpool_rule(f, pool(1, 1, 2, 2, 2, 2), ties, 0.5f, first);
     const float later[4] = {1, 3, 2, 3}, second[4] = {0, 0.5f, 0, 0};
-    check_maxpool_rule(f, pool(1, 1, 2, 2, 2, 2), later, second);
+    check_maxpool_rule(f, pool(1, 1, 2, 2, 2, 2), later, 0.5f, second);
     const float nan_last[4] = {1, 2, 0, NAN}, last[4] = {0, 0, 0, 0.5f};
-    check_maxpool_rule(f, pool(1, 1, 2, 2, 2, 2), nan_last, last);
+    check_maxpool_rule(f, pool(1, 1, 2, 2, 2, 2), nan_last, 0.5f, last);
     const float nan_first[9] = {NAN, 1, 2, 3, 4, 5, 6, 7, 8};
     const float last9[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0.5f};
-    check_maxpool_rule(f, pool(1, 1, 3, 3, 3, 3), nan_first, last9);
+    check_maxpool_rule(f, pool(1, 1, 3, 3, 3, 3), nan_first, 0.5f, last9);
+    /* A -0.0 gradient: 2x2 windows tiling the input pass it on as it is;
+     * other windows add into zeros, where it becomes +0.0. */
+    const float minus_zero[4] = {0, -0.0f, 0, 0};
+    check_maxpool_rule(f, pool(1, 1, 2, 2, 2, 2), later, -0.0f, minus_zero);
+    const float zeros9[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    check_maxpool_rule(f, pool(1, 1, 3, 3, 3, 3), nan_first, -0.0f, zeros9);
 }
 
 static void check_avgpool(fixture_t *f, bg_pool_geometry_t g) {

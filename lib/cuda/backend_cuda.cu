@@ -176,7 +176,9 @@ extern "C" void bg_cuda_free(bg_backend_t *be, void *ptr) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     if (cudaSetDevice(cu->device) != cudaSuccess) (void)cudaGetLastError();
     /* CUDA says cudaFree "may" synchronize, no more: the work still reading
-     * or writing ptr, on either stream, finishes first. */
+     * or writing ptr, on either stream, finishes first. A peer's copy stream
+     * reading ptr (a direct transfer between GPUs) is not waited for here:
+     * the caller synchronizes every backend first (bg_pipeline_destroy). */
     cudaStream_t streams[] = {cu->compute, cu->copy};
     for (cudaStream_t s : streams)
         if (s != NULL && cudaStreamSynchronize(s) != cudaSuccess) (void)cudaGetLastError();
@@ -217,7 +219,8 @@ extern "C" bg_status_t bg_cuda_host_alloc(bg_backend_t *be, size_t bytes, void *
         return bg_error_set(BG_ERR_NOMEM, "%s: out of pinned host memory allocating %zu bytes",
                             be->name, bytes);
     }
-    BG_CUDA_CHECK(be, error);
+    if (error != cudaSuccess)
+        return bg_cuda_fail(be, error, "cudaMallocHost(&ptr, bytes)", __FILE__, __LINE__);
     *out = ptr;
     return BG_OK;
 }

@@ -74,6 +74,8 @@ extern "C" bg_status_t bg_cuda_clock_seconds(bg_cuda_clock_t *clock, int index, 
         return bg_error_set(BG_ERR_INTERNAL, "%s: no clock mark %d (%d recorded)", be->name, index,
                             clock->count);
     float ms = 0;
+    /* Called from the pipeline's main thread for each GPU in turn. */
+    BG_CUDA_CHECK(be, cudaSetDevice(bg_cuda_of(be)->device));
     BG_CUDA_CHECK(be, cudaEventSynchronize(clock->marks[index]));
     BG_CUDA_CHECK(be, cudaEventElapsedTime(&ms, clock->marks[0], clock->marks[index]));
     *out = 1e-3 * (double)ms;

@@ -247,8 +247,13 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
         a->workspace_bytes = a->backward_filter_bytes;
 done:
     /* The searches ran on the compute stream (cudnnSetStream); cudaFree
-     * need not wait for them, so this does. */
-    if (cudaStreamSynchronize(cu->compute) != cudaSuccess) (void)cudaGetLastError();
+     * need not wait for them, so this does. A failure here is the search's
+     * unless it failed already. */
+    const cudaError_t synced = cudaStreamSynchronize(cu->compute);
+    if (synced != cudaSuccess && st == BG_OK)
+        st = bg_cuda_fail(be, synced, "cudaStreamSynchronize(compute)", __FILE__, __LINE__);
+    else if (synced != cudaSuccess)
+        (void)cudaGetLastError();
     bg_cuda_free_quietly(scratch);
     bg_cuda_free_quietly(y);
     bg_cuda_free_quietly(w);
@@ -259,29 +264,36 @@ done:
 /* The cached algorithms of g, searched for on a miss. `sizing`: called from
  * conv2d_workspace_bytes, which searches within the configured limit and
  * marks the entry as one a caller sizes its workspace from. Otherwise (an
- * op) a miss searches within the workspace of the smallest sized entry of
- * the same shape with a batch at least g->n (0 bytes when there is none),
+ * op) the caller's workspace is only known to hold the smallest sized entry
+ * of the same shape with a batch at least g->n (0 bytes when there is
+ * none): a cached entry for g->n that needs more (sized by another caller,
+ * at this batch) is passed over, and a miss searches within that bound,
  * using the caller's workspace. *out is a copy: the cache may move. */
 static bg_status_t algorithms(bg_backend_t *be, const bg_conv2d_geometry_t *g, int sizing,
                               void *workspace, bg_cuda_conv_algos_t *out) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     size_t limit = sizing ? cu->conv_workspace_limit : 0;
     int sized_found = 0;
-    for (int i = 0; i < cu->conv_cache_count; i++) {
-        bg_cuda_conv_algos_t *entry = &cu->conv_cache[i];
-        if (!same_shape(&entry->geometry, g)) continue;
-        if (entry->geometry.n == g->n) {
-            if (sizing) entry->sized = 1;
-            *out = *entry;
-            return BG_OK;
-        }
-        if (!sizing && entry->sized && entry->geometry.n >= g->n &&
+    for (int i = 0; !sizing && i < cu->conv_cache_count; i++) {
+        const bg_cuda_conv_algos_t *entry = &cu->conv_cache[i];
+        if (same_shape(&entry->geometry, g) && entry->sized && entry->geometry.n >= g->n &&
             (!sized_found || entry->workspace_bytes < limit)) {
             limit = entry->workspace_bytes;
             sized_found = 1;
         }
     }
     if (!sizing && workspace == NULL) limit = 0; /* the op has nothing to run within */
+    for (int i = 0; i < cu->conv_cache_count; i++) {
+        bg_cuda_conv_algos_t *entry = &cu->conv_cache[i];
+        if (!same_shape(&entry->geometry, g) || entry->geometry.n != g->n) continue;
+        if (sizing) {
+            entry->sized = 1;
+        } else if (entry->workspace_bytes > limit) {
+            continue;
+        }
+        *out = *entry;
+        return BG_OK;
+    }
     if (cu->conv_cache_count == cu->conv_cache_capacity) {
         const int capacity = cu->conv_cache_capacity > 0 ? 2 * cu->conv_cache_capacity : 8;
         bg_cuda_conv_algos_t *grown =
@@ -319,8 +331,8 @@ static bg_status_t check_workspace(bg_backend_t *be, size_t bytes, const void *w
 
 /* ---- ops ---- */
 
-/* Returns 0 when the search fails; the op then searches again and reports
- * the error. */
+/* The largest workspace the chosen algorithms of g need; a failed search is
+ * the error (backend.h: a backend that cannot size it fails). */
 extern "C" bg_status_t
 bg_cuda_conv2d_workspace_bytes(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_t *bytes) {
     bg_cuda_conv_algos_t a = {};

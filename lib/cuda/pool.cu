@@ -72,6 +72,7 @@ __device__ static int64_t maxpool_routed(const float *win, int64_t w, int64_t si
 __global__ static void maxpool_backward_kernel(float *dx, const float *x, const float *y,
                                                const float *dy, bg_pool_geometry_t g) {
     const int64_t count = g.n * g.c * g.h * g.w;
+    const int tiled = g.size == 2 && g.stride == 2 && g.h % 2 == 0 && g.w % 2 == 0;
     BG_CUDA_GRID_LOOP(i, count) {
         const pool_position_t in = pool_position(i, g.h, g.w);
         int64_t oy_lo, oy_hi, ox_lo, ox_hi;
@@ -82,7 +83,11 @@ __global__ static void maxpool_backward_kernel(float *dx, const float *x, const 
             for (int64_t ox = ox_lo; ox <= ox_hi; ox++) {
                 const int64_t o = (in.plane * g.out_h + oy) * g.out_w + ox;
                 const int64_t start = (in.plane * g.h + oy * g.stride) * g.w + ox * g.stride;
-                if (start + maxpool_routed(x + start, g.w, g.size, y[o]) == i) sum += dy[o];
+                if (start + maxpool_routed(x + start, g.w, g.size, y[o]) != i) continue;
+                /* Where 2x2 windows tile the input, the CPU copies the one
+                 * routed gradient (a -0.0 stays -0.0); elsewhere it adds
+                 * them to zeros (0 + -0.0 is +0.0). */
+                sum = tiled ? dy[o] : sum + dy[o];
             }
         }
         dx[i] = sum;

@@ -100,12 +100,12 @@ static bg_status_t fill_staged(bg_cuda_slot_t *slot, bg_cuda_backend_t *from, bg
     BG_CUDA_CHECK(sender, cudaSetDevice(to->device));
     /* Leg 2, on the receiver's copy stream: it reads the staging buffer once
      * leg 1 has filled it... */
-    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(to->copy, slot->staged, 0));
+    BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(to->copy, slot->staged, 0));
     /* ...and overwrites the slot only after the receiver's last read of it. */
-    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(to->copy, slot->drained, 0));
-    BG_CUDA_CHECK(sender, cudaMemcpyAsync(slot->data, slot->staging, bytes, cudaMemcpyHostToDevice,
-                                          to->copy));
-    BG_CUDA_CHECK(sender, cudaEventRecord(slot->filled, to->copy));
+    BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(to->copy, slot->drained, 0));
+    BG_CUDA_CHECK(slot->receiver, cudaMemcpyAsync(slot->data, slot->staging, bytes,
+                                                  cudaMemcpyHostToDevice, to->copy));
+    BG_CUDA_CHECK(slot->receiver, cudaEventRecord(slot->filled, to->copy));
     BG_CUDA_CHECK(sender, cudaSetDevice(from->device));
     return BG_OK;
 }
@@ -123,17 +123,17 @@ extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sen
     if (slot->staging != NULL) return fill_staged(slot, from, to, sender, src, bytes);
     BG_CUDA_CHECK(sender, cudaSetDevice(to->device));
     /* The copy reads the source only after the sender's ops that wrote it. */
-    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(to->copy, slot->written, 0));
+    BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(to->copy, slot->written, 0));
     /* It overwrites the slot only after the receiver's last read of it
      * (an event never recorded, on first use, is already complete). */
-    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(to->copy, slot->drained, 0));
+    BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(to->copy, slot->drained, 0));
     if (from->device == to->device)
-        BG_CUDA_CHECK(sender,
+        BG_CUDA_CHECK(slot->receiver,
                       cudaMemcpyAsync(slot->data, src, bytes, cudaMemcpyDeviceToDevice, to->copy));
     else
-        BG_CUDA_CHECK(sender, cudaMemcpyPeerAsync(slot->data, to->device, src, from->device, bytes,
-                                                  to->copy));
-    BG_CUDA_CHECK(sender, cudaEventRecord(slot->filled, to->copy));
+        BG_CUDA_CHECK(slot->receiver, cudaMemcpyPeerAsync(slot->data, to->device, src, from->device,
+                                                          bytes, to->copy));
+    BG_CUDA_CHECK(slot->receiver, cudaEventRecord(slot->filled, to->copy));
     BG_CUDA_CHECK(sender, cudaSetDevice(from->device));
     return BG_OK;
 }
