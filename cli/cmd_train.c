@@ -35,7 +35,8 @@ static const char help[] =
     "                     synthetic (generated, for benchmarks), or a directory of\n"
     "                     MNIST-format IDX files (plain or .gz)\n"
     "  --epochs E         passes over the training set (default 1)\n"
-    "  --steps N          stop after N optimizer steps in all (default: E epochs)\n"
+    "  --steps N          N optimizer steps in all, over as many epochs as they\n"
+    "                     take; with --epochs too, whichever ends first\n"
     "  --batch B          samples per optimizer step (default 64)\n"
     "  --optimizer NAME   adam (default) or sgd\n"
     "  --lr X             learning rate (default: adam 0.001, sgd 0.01)\n"
@@ -101,6 +102,7 @@ static int is_option(const char *arg) {
 
 static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *show_help) {
     int64_t value;
+    int epochs_given = 0;
     bg_placement_init(&o->placement);
     o->data = "fashion-mnist";
     o->train.record_steps = 3;
@@ -121,6 +123,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         } else if (strcmp(arg, "--epochs") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 0, 1000000, &value));
             o->train.epochs = (int)value;
+            epochs_given = 1;
         } else if (strcmp(arg, "--steps") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 1, INT64_MAX / 2, &o->train.steps));
         } else if (strcmp(arg, "--batch") == 0) {
@@ -179,6 +182,8 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
                             "(plan or simulate it with --topology)",
                             o->placement.topology_path);
     if (o->lr >= 0) bg_optimizer_set_lr(&o->train.optimizer, o->lr);
+    /* --steps alone runs that many steps, not one epoch's worth at most. */
+    if (o->train.steps > 0 && !epochs_given) o->train.epochs = 0;
     /* Found now, not after the whole run. */
     BG_CHECK(bg_cli_check_output("--metrics", o->metrics));
     BG_CHECK(bg_cli_check_output("--trace", o->trace));

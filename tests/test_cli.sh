@@ -165,6 +165,19 @@ assert m["samples_per_s"] > 0, m["samples_per_s"]
     check "no temporary files left beside the checkpoint:$leftovers" test -z "$leftovers"
 fi
 
+# --steps alone runs that many steps over as many epochs as they take (the
+# synthetic set is 8,192 samples: 2 steps an epoch at batch 4096); with
+# --epochs too, whichever ends first.
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --batch 4096 --metrics "$M"; then
+    check "--steps 5 at 2 steps an epoch: 5 steps over 3 epochs" \
+        python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["steps"] == 5' "$M"
+    check "progress reaches epoch 3/3 step 5/5" grep -q '^epoch 3/3 step 5/5' "$ERR"
+fi
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --epochs 1 --batch 4096 --metrics "$M"; then
+    check "--steps 5 --epochs 1 at 2 steps an epoch: the epoch ends first" \
+        python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["steps"] == 2' "$M"
+fi
+
 expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --load "$W"
 stdout_has "test accuracy" "training from a checkpoint"
 
