@@ -22,6 +22,13 @@
 # against PyTorch eager at batch 64 and 256; four stages sharing the GPU
 # against one; exposed copy time), 5 epochs of Fashion-MNIST on cuda:0, and
 # prints a short table last. It never changes the GPU's clocks or modes.
+#
+# The device machine returns at most 8 files from $OUT: RESULTS ends with
+# two, summary.txt (the table) and details.tar.gz (every log and metrics
+# file). All steps share one deadline, BUDGET seconds from the start
+# (default 500, under the 600 s a command may run): a step gets at most
+# what is left, one that cannot start in time is reported as skipped, and
+# the table is always written. The memcheck run, the least needed, is last.
 # Exit status: 0 when the op test passed, 1 otherwise.
 set -u
 
@@ -51,6 +58,9 @@ if [ "${1:-}" = "--prepare" ]; then
     tar -C "$libs" -cJf "$build/gpu-libs.tar.xz" .
     rm -rf "$libs"
     rm -rf "$build/data"
+    mkdir -p "$build/data"
+    # The device machine may have no git: the commit travels with the data.
+    git rev-parse HEAD >"$build/data/commit" 2>/dev/null || echo unknown >"$build/data/commit"
     if [ -d /usr/share/datasets/fashion-mnist ]; then
         mkdir -p "$build/data/fashion-mnist"
         cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$build/data/fashion-mnist/"
@@ -59,8 +69,7 @@ if [ "${1:-}" = "--prepare" ]; then
             "the accuracy run will be skipped"
     fi
     carry="$build/cli/brigade $build/tests/test_cuda_ops $build/tests/test_cuda_pipeline"
-    carry="$carry $build/gpu-libs.tar.xz"
-    [ -d "$build/data" ] && carry="$carry $build/data"
+    carry="$carry $build/gpu-libs.tar.xz $build/data"
     # shellcheck disable=SC2086 # the list is meant to split
     du -shc $carry | tail -1
     echo "carry to the GPU machine: $carry"
@@ -70,6 +79,18 @@ fi
 build=${1:-build-gpu}
 results=${2:-${OUT:-bench/out/gpu-check}}
 mkdir -p "$results"
+deadline=$(($(date +%s) + ${BUDGET:-500}))
+# limited SECONDS COMMAND...: runs COMMAND for at most SECONDS and what is
+# left of the budget less 15 s for the table and the archive (status 124
+# when it ran out); status 125 without running it when under 10 s are left.
+limited() {
+    seconds=$1
+    shift
+    left=$((deadline - $(date +%s) - 15))
+    [ "$left" -lt "$seconds" ] && seconds=$left
+    [ "$seconds" -ge 10 ] || return 125
+    timeout "$seconds" "$@"
+}
 test_exe="$build/tests/test_cuda_ops"
 brigade="$build/cli/brigade"
 for exe in "$test_exe" "$brigade" "$build/tests/test_cuda_pipeline"; do
@@ -78,13 +99,16 @@ done
 if [ -f "$build/gpu-libs.tar.xz" ]; then
     rm -rf "$build/gpu-libs"
     mkdir -p "$build/gpu-libs"
-    tar -C "$build/gpu-libs" -xJf "$build/gpu-libs.tar.xz"
+    # Without the xz program, Python's lzma unpacks it.
+    tar -C "$build/gpu-libs" -xJf "$build/gpu-libs.tar.xz" 2>/dev/null ||
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+            "$build/gpu-libs.tar.xz" "$build/gpu-libs"
 fi
 
 # ---- machine ----
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)"
+    echo "commit: $(cat "$build/data/commit" 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)"
     echo "host: $(uname -srm)"
     nvidia-smi -L
     nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
@@ -109,16 +133,19 @@ for name in libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libcudart.so.13 libn
 done
 cudnn=$(grep '/libcudnn.so.9' "$results/libraries.txt" | head -1)
 cublas=$(grep '/libcublas.so.13' "$results/libraries.txt" | head -1)
+# PyTorch runs with the path it was given, not with these libraries.
+given_library_path=${LD_LIBRARY_PATH-}
 export LD_LIBRARY_PATH="$build/gpu-libs:$lib_dirs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >>"$results/libraries.txt"
 ldd "$test_exe" >>"$results/libraries.txt" 2>&1
 
 # ---- the CUDA op test ----
 export BRIGADE_SOURCE_ROOT="$PWD" OPENBLAS_NUM_THREADS=1
-# cuDNN 9 writes its own account of errors and warnings here.
-export CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$results/cudnn.log"
 started=$(date +%s)
-timeout 300 "$test_exe" >"$results/test_cuda_ops.txt" 2>&1
+# cuDNN 9 writes its own account of errors and warnings to cudnn.log (only
+# for the op tests: it costs time).
+limited 300 env CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$results/cudnn.log" \
+    "$test_exe" >"$results/test_cuda_ops.txt" 2>&1
 test_rc=$?
 test_s=$(($(date +%s) - started))
 passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$results/test_cuda_ops.txt" | tail -1)
@@ -129,28 +156,14 @@ pipeline_exe="$build/tests/test_cuda_pipeline"
 [ -f "$pipeline_exe" ] && [ ! -x "$pipeline_exe" ] && chmod +x "$pipeline_exe"
 pipeline="not run (no $pipeline_exe)"
 if [ -x "$pipeline_exe" ]; then
-    timeout 300 "$pipeline_exe" >"$results/test_cuda_pipeline.txt" 2>&1
+    limited 300 "$pipeline_exe" >"$results/test_cuda_pipeline.txt" 2>&1
     rc=$?
     case $rc in
     0) pipeline="passed: $(grep -c 'relative)' "$results/test_cuda_pipeline.txt") placement and schedule pairs within 1e-4" ;;
     77) pipeline="skipped (no GPU)" ;;
+    124) pipeline="timed out (see test_cuda_pipeline.txt)" ;;
+    125) pipeline="skipped: out of time" ;;
     *) pipeline="FAILED (rc $rc; see test_cuda_pipeline.txt)" ;;
-    esac
-fi
-
-# ---- the same under compute-sanitizer (out-of-bounds and misaligned
-# accesses, API errors in the kernels written here) ----
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
-memcheck="not run (no compute-sanitizer)"
-if [ -n "$sanitizer" ]; then
-    CUDNN_LOGDEST_DBG="$results/cudnn-memcheck.log" timeout 180 "$sanitizer" --tool memcheck --leak-check no --error-exitcode 9 \
-        "$test_exe" >"$results/memcheck.txt" 2>&1
-    rc=$?
-    errors=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$results/memcheck.txt" | tail -1)
-    case $rc in
-    0) memcheck="${errors:-0} errors" ;;
-    124) memcheck="timed out after 180 s" ;;
-    *) memcheck="${errors:-?} errors (rc $rc)" ;;
     esac
 fi
 
@@ -161,7 +174,7 @@ fi
 step_ms() {
     name=$1
     shift
-    timeout 120 "$brigade" train examples/fashion_cnn.model --data synthetic --steps 120 \
+    limited 120 "$brigade" train examples/fashion_cnn.model --data synthetic --steps 120 \
         --record-steps 100 --metrics "$results/$name.json" "$@" >"$results/$name.txt" 2>&1 &&
         python3 -c "import json, sys
 t = json.load(open(sys.argv[1]))['timeline']
@@ -172,7 +185,8 @@ speed=""
 if [ -x "$brigade" ]; then
     for batch in 64 256; do
         ours=$(step_ms "brigade-b$batch" --devices cuda:0 --batch "$batch" | cut -d' ' -f1)
-        theirs=$(timeout 120 python3 bench/step_pytorch.py --device cuda --batch "$batch" \
+        theirs=$(limited 120 env LD_LIBRARY_PATH="$given_library_path" \
+            python3 bench/step_pytorch.py --device cuda --batch "$batch" \
             --steps 100 2>"$results/pytorch-b$batch.err" | tee "$results/pytorch-b$batch.txt" |
             awk '/^pytorch_mean_step_ms/ {print $2}')
         speed="$speed$(printf '%-28s brigade %s ms, PyTorch %s ms: ratio %s (goal <= 0.5)' \
@@ -181,19 +195,21 @@ if [ -x "$brigade" ]; then
     done
     one=$(step_ms "stages-1" --devices cuda:0 --batch 256 --microbatches 4 | cut -d' ' -f1)
     four=$(step_ms "stages-4" --devices cuda:0x4 --batch 256 --microbatches 4)
+    four_ms=${four%% *} four_exposed=${four#* }
+    [ -n "$four" ] || four_ms="?" four_exposed="?"
     speed="$speed$(printf '%-28s %s ms on cuda:0x4, %s ms on cuda:0: ratio %s (goal <= 1.1)' \
-        "4 stages, batch 256, M=4" "${four%% *}" "${one:-?}" "$(ratio "${four%% *}" "${one:-0}")")
+        "4 stages, batch 256, M=4" "$four_ms" "${one:-?}" "$(ratio "${four%% *}" "${one:-0}")")
 "
     # The recorded steps are timed with CUDA events (docs/cuda.md).
     speed="$speed$(printf '%-28s %s of the step (goal <= 0.02)' "exposed copy, cuda:0x4" \
-        "${four#* }")
+        "$four_exposed")
 "
 fi
 
 # ---- accuracy: the origin CNN, 5 epochs of Fashion-MNIST on cuda:0 ----
 accuracy="not run (no $build/data/fashion-mnist)"
 if [ -x "$brigade" ] && [ -d "$build/data/fashion-mnist" ]; then
-    timeout 300 "$brigade" train examples/fashion_cnn.model --epochs 5 --devices cuda:0 \
+    limited 300 "$brigade" train examples/fashion_cnn.model --epochs 5 --devices cuda:0 \
         --data "$build/data/fashion-mnist" --metrics "$results/accuracy.json" \
         >"$results/accuracy.txt" 2>&1
     rc=$?
@@ -203,8 +219,30 @@ m = json.load(open(sys.argv[1]))
 print('test accuracy %.4f (goal >= 0.90), %.0f samples/s' % (m['test_accuracy'], m['samples_per_s']))" \
             "$results/accuracy.json")
     else
-        accuracy="FAILED (rc $rc; see accuracy.txt)"
+        case $rc in
+        124) accuracy="timed out (see accuracy.txt)" ;;
+        125) accuracy="skipped: out of time" ;;
+        *) accuracy="FAILED (rc $rc; see accuracy.txt)" ;;
+        esac
     fi
+fi
+
+# ---- the same under compute-sanitizer (out-of-bounds and misaligned
+# accesses, API errors in the kernels written here) ----
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+memcheck="not run (no compute-sanitizer)"
+if [ -n "$sanitizer" ]; then
+    limited 180 env CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$results/cudnn-memcheck.log" \
+        "$sanitizer" --tool memcheck --leak-check no --error-exitcode 9 \
+        "$test_exe" >"$results/memcheck.txt" 2>&1
+    rc=$?
+    errors=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$results/memcheck.txt" | tail -1)
+    case $rc in
+    0) memcheck="${errors:-0} errors" ;;
+    124) memcheck="timed out (${errors:-?} errors by then)" ;;
+    125) memcheck="skipped: out of time" ;;
+    *) memcheck="${errors:-?} errors (rc $rc)" ;;
+    esac
 fi
 
 # ---- the table ----
@@ -219,6 +257,14 @@ fi
     printf '%-28s %s\n' "pipeline cuda:0x2, cuda:0x4" "$pipeline"
     printf '%s' "$speed"
     printf '%-28s %s\n' "5 epochs on cuda:0" "$accuracy"
-    printf '%-28s %s\n' "results" "$results"
+    printf '%-28s %s\n' "results" "$results/summary.txt, details.tar.gz"
 } | tee "$results/summary.txt"
+# Every other file into one archive: the device machine returns 8 files.
+list=$(mktemp)
+(cd "$results" && find . -maxdepth 1 -type f ! -name summary.txt ! -name details.tar.gz |
+    sed 's|^\./||') >"$list"
+if [ -s "$list" ] && tar -C "$results" -czf "$results/details.tar.gz" -T "$list"; then
+    (cd "$results" && xargs rm -f) <"$list"
+fi
+rm -f "$list"
 [ "$test_rc" -eq 0 ]
