@@ -34,21 +34,19 @@ def mean(values, what):
 def stage_figures(events, stage, last_stage):
     """The run's per-micro-batch means for one stage (a device of its own)."""
     mine = sorted((e for e in events if e["args"]["stage"] == stage), key=lambda e: e["ts"])
-    ops = [e for e in mine if e["cat"] in ("F", "B", "step")]
-    copies = [e for e in mine if e["cat"] in ("send", "recv")]
 
     def durations(cat, prefix=""):
         return [e["dur"] * 1e-6 for e in mine if e["cat"] == cat and e["name"].startswith(prefix)]
 
     def checks(op_cat):
         """From the end of each op of op_cat to the start of the send after it."""
-        gaps = []
-        for e in copies:
-            if e["cat"] != "send":
-                continue
-            before = [o for o in ops if o["ts"] + o["dur"] <= e["ts"] + 1e-3]
-            if before and before[-1]["cat"] == op_cat:
-                gaps.append((e["ts"] - before[-1]["ts"] - before[-1]["dur"]) * 1e-6)
+        gaps, last_op = [], None
+        for e in mine:
+            if e["cat"] in ("F", "B", "step"):
+                last_op = e
+            elif e["cat"] == "send" and last_op is not None and last_op["cat"] == op_cat:
+                gaps.append((e["ts"] - last_op["ts"] - last_op["dur"]) * 1e-6)
+                last_op = None
         return gaps
 
     f = {

@@ -101,8 +101,9 @@ static int teardown(void **state) {
 
 /* ---- helpers ---- */
 
-static bg_stage_t *stage_create(const fixture_t *f, bg_backend_t *be, int first, int last,
-                                int64_t max_batch, const bg_optimizer_config_t *optimizer) {
+/* The configuration of a stage of the fixture's model (seed 42). */
+static bg_stage_config_t stage_config(const fixture_t *f, bg_backend_t *be, int first, int last,
+                                      int64_t max_batch) {
     bg_stage_config_t cfg = BG_STAGE_CONFIG_INIT;
     cfg.spec = f->spec;
     cfg.backend = be;
@@ -110,6 +111,12 @@ static bg_stage_t *stage_create(const fixture_t *f, bg_backend_t *be, int first,
     cfg.last_layer = last;
     cfg.max_batch = max_batch;
     cfg.seed = 42;
+    return cfg;
+}
+
+static bg_stage_t *stage_create(const fixture_t *f, bg_backend_t *be, int first, int last,
+                                int64_t max_batch, const bg_optimizer_config_t *optimizer) {
+    bg_stage_config_t cfg = stage_config(f, be, first, last, max_batch);
     if (optimizer != NULL) cfg.optimizer = *optimizer;
     bg_stage_t *stage = NULL;
     bg_status_t st = bg_stage_create(&cfg, &stage);
@@ -430,12 +437,7 @@ static void test_init_independent_of_split(void **state) {
     assert_memory_equal(got, want, sizeof(float) * TOTAL_PARAMS);
 
     /* Another seed, other values. */
-    bg_stage_config_t cfg = BG_STAGE_CONFIG_INIT;
-    cfg.spec = f->spec;
-    cfg.backend = f->f32;
-    cfg.first_layer = 0;
-    cfg.last_layer = LAYERS;
-    cfg.max_batch = 1;
+    bg_stage_config_t cfg = stage_config(f, f->f32, 0, LAYERS, 1);
     cfg.seed = 43;
     bg_stage_t *other = NULL;
     ok(bg_stage_create(&cfg, &other));
@@ -504,12 +506,7 @@ static void test_memory(void **state) {
 
 static void expect_create_error(const fixture_t *f, int first, int last, int64_t max_batch,
                                 const char *needle) {
-    bg_stage_config_t cfg = BG_STAGE_CONFIG_INIT;
-    cfg.spec = f->spec;
-    cfg.backend = f->f32;
-    cfg.first_layer = first;
-    cfg.last_layer = last;
-    cfg.max_batch = max_batch;
+    bg_stage_config_t cfg = stage_config(f, f->f32, first, last, max_batch);
     bg_stage_t *sentinel = (bg_stage_t *)&cfg, *out = sentinel;
     bg_status_t st = bg_stage_create(&cfg, &out);
     if (st != BG_ERR_INVALID)
@@ -537,12 +534,7 @@ static void test_workspace_sizing_error(void **state) {
     const bg_backend_ops_t *saved = f->f32->ops;
     ops.conv2d_workspace_bytes = refuse_workspace;
     f->f32->ops = &ops;
-    bg_stage_config_t cfg = BG_STAGE_CONFIG_INIT;
-    cfg.spec = f->spec;
-    cfg.backend = f->f32;
-    cfg.first_layer = 0;
-    cfg.last_layer = SPLIT;
-    cfg.max_batch = 4;
+    bg_stage_config_t cfg = stage_config(f, f->f32, 0, SPLIT, 4);
     bg_stage_t *out = NULL;
     const bg_status_t st = bg_stage_create(&cfg, &out);
     f->f32->ops = saved;
