@@ -21,8 +21,9 @@
  *     return host values and so wait for the compute stream (their deferred
  *     forms softmax_xent_forward_add and mark_nonfinite do not: the executor
  *     uses those, and takes the loss and the marks once per step);
- *   - free, alloc and a convolution geometry's first use (algorithm search),
- *     which may wait for the whole device (cudaFree, cudnnFind*).
+ *   - free, alloc and conv2d_workspace_bytes of a geometry not seen before
+ *     (algorithm search), which may wait for the whole device (cudaFree,
+ *     cudnnFind*).
  * The copy stream carries the pipeline's stage-to-stage copies into this
  * backend (the slots below), and out of it into host staging buffers, so
  * that they overlap compute; no op uses it.
@@ -70,12 +71,14 @@ typedef struct bg_cuda_config {
  * fastest qualifying one. conv2d_workspace_bytes returns the largest
  * workspace of the three choices, so the workspace a stage allocates covers
  * them. A conv2d op meeting a geometry not sized before (a smaller last
- * micro-batch) searches with the smallest workspace among the same
- * geometry's sized larger batches as its limit: the caller's workspace must be at least
- * conv2d_workspace_bytes of this geometry or of the same geometry with a
- * larger batch. The cache lives as long as the backend; a search allocates
- * and frees scratch memory and waits for the device, so it happens once per
- * geometry, before or in the first training step.
+ * micro-batch) does not search: it takes the algorithms cuDNN's heuristics
+ * (cudnnGet*Algorithm_v7) rank first, by the same rules, within the smallest
+ * workspace among the same geometry's sized larger batches, so the caller's
+ * workspace must be at least conv2d_workspace_bytes of this geometry or of
+ * the same geometry with a larger batch. The cache lives as long as the
+ * backend. A search allocates and frees scratch memory and waits for the
+ * device, so it happens in conv2d_workspace_bytes (stage creation); a
+ * heuristic pick in an op allocates nothing and does not wait.
  *
  * Returns BG_OK and stores the backend in *out (release it with
  * bg_backend_destroy()); BG_ERR_UNSUPPORTED for dtype BG_F64 or a build

@@ -155,20 +155,43 @@ static void search_workspace(bg_backend_t *be, size_t limit, void **out, size_t 
     bg_error_clear(); /* running short of scratch only narrows the choice */
 }
 
+/* Takes the result `choose` picks among `count` (cuDNN's list for one
+ * direction, best first) into *algo, *math and *bytes; the error when none
+ * fits `limit`. */
+template <typename Perf, typename Algo>
+static bg_status_t take(bg_backend_t *be, const char *which, const bg_conv2d_geometry_t *g,
+                        const Perf *results, int count, size_t limit, Algo *algo,
+                        cudnnMathType_t *math, size_t *bytes) {
+    const int pick = choose(results, count, limit, bg_cuda_of(be)->allow_tf32);
+    if (pick < 0) return none_fits(be, which, g, limit);
+    *algo = results[pick].algo;
+    *math = results[pick].mathType;
+    *bytes = results[pick].memory;
+    return BG_OK;
+}
+
+/* a->workspace_bytes: the most any of its three algorithms needs. */
+static void set_workspace_bytes(bg_cuda_conv_algos_t *a) {
+    a->workspace_bytes = a->forward_bytes;
+    if (a->backward_data_bytes > a->workspace_bytes) a->workspace_bytes = a->backward_data_bytes;
+    if (a->backward_filter_bytes > a->workspace_bytes)
+        a->workspace_bytes = a->backward_filter_bytes;
+}
+
 /* Times every algorithm of the three convolutions of g (cudnnFind*Ex on
- * zeroed scratch tensors) and fills *a with the choices. The workspace is
- * `workspace` of `limit` bytes, or (NULL) scratch allocated here. */
+ * zeroed scratch tensors) and fills *a with the choices, within scratch of
+ * `limit` bytes allocated here (less when the device has less free). */
 static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_t limit,
-                          void *workspace, bg_cuda_conv_algos_t *a) {
+                          bg_cuda_conv_algos_t *a) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     const size_t x_bytes = sizeof(float) * (size_t)(g->n * g->c * g->h * g->w);
     const size_t w_bytes = sizeof(float) * (size_t)(g->filters * g->c * g->kernel * g->kernel);
     const size_t y_bytes = sizeof(float) * (size_t)(g->n * g->filters * g->out_h * g->out_w);
-    void *x = NULL, *w = NULL, *y = NULL, *scratch = NULL;
+    void *x = NULL, *w = NULL, *y = NULL, *workspace = NULL;
     cudnnConvolutionFwdAlgoPerf_t forward[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     cudnnConvolutionBwdDataAlgoPerf_t backward_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     cudnnConvolutionBwdFilterAlgoPerf_t backward_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int returned = 0, pick = -1, out_n = 0, out_c = 0, out_h = 0, out_w = 0;
+    int returned = 0, out_n = 0, out_c = 0, out_h = 0, out_w = 0;
     bg_status_t st = BG_OK;
 
     BG_CHECK_GOTO(describe(be, g, cu->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), st, done);
@@ -189,26 +212,16 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
     BG_CUDA_CHECK_GOTO(be, cudaMemsetAsync(x, 0, x_bytes, cu->compute), st, done);
     BG_CUDA_CHECK_GOTO(be, cudaMemsetAsync(w, 0, w_bytes, cu->compute), st, done);
     BG_CUDA_CHECK_GOTO(be, cudaMemsetAsync(y, 0, y_bytes, cu->compute), st, done);
-    if (workspace == NULL && limit > 0) {
-        search_workspace(be, limit, &scratch, &limit);
-        workspace = scratch;
-    }
-    if (workspace == NULL) limit = 0;
+    if (limit > 0) search_workspace(be, limit, &workspace, &limit);
 
     BG_CUDNN_CHECK_GOTO(be,
                         cudnnFindConvolutionForwardAlgorithmEx(
                             cu->cudnn, cu->x_desc, x, cu->w_desc, w, cu->conv_desc, cu->y_desc, y,
                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, forward, workspace, limit),
                         st, done);
-    pick = choose(forward, returned, limit, cu->allow_tf32);
-    if (pick < 0) {
-        st = none_fits(be, "forward", g, limit);
-        goto done;
-    }
-    a->forward = forward[pick].algo;
-    a->forward_math = forward[pick].mathType;
-    a->forward_bytes = forward[pick].memory;
-
+    BG_CHECK_GOTO(take(be, "forward", g, forward, returned, limit, &a->forward, &a->forward_math,
+                       &a->forward_bytes),
+                  st, done);
     /* dy is y's scratch, dx is x's. */
     BG_CUDNN_CHECK_GOTO(be,
                         cudnnFindConvolutionBackwardDataAlgorithmEx(
@@ -216,15 +229,9 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, backward_data,
                             workspace, limit),
                         st, done);
-    pick = choose(backward_data, returned, limit, cu->allow_tf32);
-    if (pick < 0) {
-        st = none_fits(be, "backward-data", g, limit);
-        goto done;
-    }
-    a->backward_data = backward_data[pick].algo;
-    a->backward_data_math = backward_data[pick].mathType;
-    a->backward_data_bytes = backward_data[pick].memory;
-
+    BG_CHECK_GOTO(take(be, "backward-data", g, backward_data, returned, limit, &a->backward_data,
+                       &a->backward_data_math, &a->backward_data_bytes),
+                  st, done);
     /* dy is y's scratch, dw is w's. */
     BG_CUDNN_CHECK_GOTO(be,
                         cudnnFindConvolutionBackwardFilterAlgorithmEx(
@@ -232,19 +239,10 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, backward_filter,
                             workspace, limit),
                         st, done);
-    pick = choose(backward_filter, returned, limit, cu->allow_tf32);
-    if (pick < 0) {
-        st = none_fits(be, "backward-filter", g, limit);
-        goto done;
-    }
-    a->backward_filter = backward_filter[pick].algo;
-    a->backward_filter_math = backward_filter[pick].mathType;
-    a->backward_filter_bytes = backward_filter[pick].memory;
-
-    a->workspace_bytes = a->forward_bytes;
-    if (a->backward_data_bytes > a->workspace_bytes) a->workspace_bytes = a->backward_data_bytes;
-    if (a->backward_filter_bytes > a->workspace_bytes)
-        a->workspace_bytes = a->backward_filter_bytes;
+    BG_CHECK_GOTO(take(be, "backward-filter", g, backward_filter, returned, limit,
+                       &a->backward_filter, &a->backward_filter_math, &a->backward_filter_bytes),
+                  st, done);
+    set_workspace_bytes(a);
 done:
     /* The searches ran on the compute stream (cudnnSetStream); cudaFree
      * need not wait for them, so this does. A failure here is the search's
@@ -254,21 +252,54 @@ done:
         st = bg_cuda_fail(be, synced, "cudaStreamSynchronize(compute)", __FILE__, __LINE__);
     else if (synced != cudaSuccess)
         (void)cudaGetLastError();
-    bg_cuda_free_quietly(scratch);
+    bg_cuda_free_quietly(workspace);
     bg_cuda_free_quietly(y);
     bg_cuda_free_quietly(w);
     bg_cuda_free_quietly(x);
     return st;
 }
 
-/* The cached algorithms of g, searched for on a miss. `sizing`: called from
- * conv2d_workspace_bytes, which searches within the configured limit and
- * marks the entry as one a caller sizes its workspace from. Otherwise (an
- * op) the caller's workspace is only known to hold the smallest sized entry
- * of the same shape with a batch at least g->n (0 bytes when there is
- * none): a cached entry for g->n that needs more (sized by another caller,
- * at this batch) is passed over, and a miss searches within that bound,
- * using the caller's workspace. *out is a copy: the cache may move. */
+/* Fills *a with the algorithms cuDNN's heuristics rank first for g
+ * (cudnnGet*Algorithm_v7, by the same rules as a search) within `limit`
+ * bytes of workspace. Nothing is timed, allocated or waited for, so an op
+ * can do this in the middle of a step. */
+static bg_status_t rank(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_t limit,
+                        bg_cuda_conv_algos_t *a) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    cudnnConvolutionFwdAlgoPerf_t forward[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    cudnnConvolutionBwdDataAlgoPerf_t backward_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdFilterAlgoPerf_t backward_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int returned = 0;
+    BG_CHECK(describe(be, g, cu->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    BG_CUDNN_CHECK(be, cudnnGetConvolutionForwardAlgorithm_v7(
+                           cu->cudnn, cu->x_desc, cu->w_desc, cu->conv_desc, cu->y_desc,
+                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, forward));
+    BG_CHECK(take(be, "forward", g, forward, returned, limit, &a->forward, &a->forward_math,
+                  &a->forward_bytes));
+    BG_CUDNN_CHECK(be, cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                           cu->cudnn, cu->w_desc, cu->y_desc, cu->conv_desc, cu->x_desc,
+                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, backward_data));
+    BG_CHECK(take(be, "backward-data", g, backward_data, returned, limit, &a->backward_data,
+                  &a->backward_data_math, &a->backward_data_bytes));
+    BG_CUDNN_CHECK(be, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                           cu->cudnn, cu->x_desc, cu->y_desc, cu->conv_desc, cu->w_desc,
+                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, backward_filter));
+    BG_CHECK(take(be, "backward-filter", g, backward_filter, returned, limit, &a->backward_filter,
+                  &a->backward_filter_math, &a->backward_filter_bytes));
+    set_workspace_bytes(a);
+    return BG_OK;
+}
+
+/* The cached algorithms of g, found on a miss. `sizing`: called from
+ * conv2d_workspace_bytes, which searches (times every algorithm) within the
+ * configured limit and marks the entry as one a caller sizes its workspace
+ * from. Otherwise (an op) the caller's workspace is only known to hold the
+ * smallest sized entry of the same shape with a batch at least g->n (0
+ * bytes when there is none, or no workspace): a cached entry for g->n that
+ * needs more (sized by another caller, at this batch) is passed over, and a
+ * miss takes cuDNN's heuristic ranking within that bound, since a search
+ * would allocate and wait in the middle of a step. *out is a copy: the
+ * cache may move. */
 static bg_status_t algorithms(bg_backend_t *be, const bg_conv2d_geometry_t *g, int sizing,
                               void *workspace, bg_cuda_conv_algos_t *out) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
@@ -307,7 +338,7 @@ static bg_status_t algorithms(bg_backend_t *be, const bg_conv2d_geometry_t *g, i
     bg_cuda_conv_algos_t found = {};
     found.geometry = *g;
     found.sized = sizing;
-    BG_CHECK(search(be, g, limit, sizing ? NULL : workspace, &found));
+    BG_CHECK(sizing ? search(be, g, limit, &found) : rank(be, g, limit, &found));
     cu->conv_cache[cu->conv_cache_count++] = found;
     *out = found;
     return BG_OK;
