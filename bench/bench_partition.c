@@ -1,7 +1,8 @@
 /* Time the planner takes for a deep model: 1,000 layers cut into 64 stages
  * on 64 CPU devices, without a memory limit, with a limit that binds, and
  * with one nothing fits under (which also searches for the smallest
- * overflow); then the device order of 10 devices (exact) and 64 (greedy).
+ * overflow); then the device order of BG_DEVICE_ORDER_EXACT_MAX devices
+ * (exact search) and of 64 (greedy).
  * The bar is under a second for each plan.
  *
  *   bench_partition

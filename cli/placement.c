@@ -28,9 +28,10 @@ const char bg_placement_help[] =
     "  --device-mem SIZE  memory each device may use: bytes, or a number with K,\n"
     "                     M, G or T (powers of 1024): 1000000, 512M, 8G, 1.5G.\n"
     "                     Without it plan and simulate give the CPU devices the\n"
-    "                     host's memory, shared, and CUDA devices no limit (this\n"
-    "                     build cannot ask them); train checks only a given\n"
-    "                     size. With --chunks V each stage may use 1/V of it\n"
+    "                     host's memory, shared, and CUDA devices their GPU's\n"
+    "                     (from CUDA, or the --topology file), shared by its\n"
+    "                     virtual devices; train checks only a given size.\n"
+    "                     With --chunks V each stage may use 1/V of it\n"
     "  --profile FILE     measured layer times ('brigade profile') for the\n"
     "                     planner in place of FLOPs over an assumed speed\n"
     "  --topology FILE    plan for the machine an hwloc XML file describes\n"
@@ -196,7 +197,7 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
                      d);
         c.memory_bytes = p->device_mem;
         if (dev->kind == BG_DEVICE_CUDA) {
-            c.flops_per_s = 10e12; /* an assumed mid-range GPU; no CUDA backend to ask */
+            c.flops_per_s = 10e12; /* assumed: CUDA reports no throughput; profiles are CPU-only */
             c.op_overhead_s = 10e-6;
             if (c.memory_bytes == 0 && p->links != NULL && d < p->links->count)
                 c.memory_bytes = p->links->memory_bytes[d];
