@@ -46,7 +46,7 @@ static const char help[] =
     "  --json             print the plan as JSON; each stage has the keys of\n"
     "                     'brigade train --metrics' stages (layers, device,\n"
     "                     peak_bytes, peak_by_category, ...) plus predicted_ms\n"
-    "\n%s"
+    "\n%s%s%s"
     "  (with plan, leaving out --split lets the planner choose)\n"
     "\n"
     "When nothing fits, plan prints its best attempt, names the stage that\n"
@@ -105,7 +105,7 @@ int bg_cmd_plan(int argc, char **argv) {
     int show_help = 0;
     bg_status_t st = parse_args(argc, argv, &o, &show_help);
     if (show_help) {
-        printf(help, bg_placement_help);
+        printf(help, bg_placement_help, bg_placement_help_schedule, bg_placement_help_rest);
         return 0;
     }
     if (st != BG_OK) return bg_cli_usage_error("plan", "%s", bg_error_message());

@@ -43,7 +43,7 @@ static const char help[] =
     "  --optimizer NAME   adam (default) or sgd\n"
     "  --momentum X       sgd momentum (default 0)\n"
     "  --steps N          steps to simulate (default 3)\n"
-    "\n%s"
+    "\n%s%s%s"
     "outputs:\n"
     "  --metrics FILE     the summary as JSON under \"timeline\", and a \"stages\"\n"
     "                     list with the keys of 'brigade plan --json' stages\n"
@@ -90,8 +90,11 @@ static bg_status_t parse_args(int argc, char **argv, simulate_options_t *o, int 
         else
             o->timeline = v;
     }
-    if (o->model == NULL && !*show_help) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
-    return BG_OK;
+    if (*show_help) return BG_OK;
+    if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
+    BG_CHECK(bg_cli_check_output("--metrics", o->metrics));
+    BG_CHECK(bg_cli_check_output("--trace", o->trace));
+    return bg_cli_check_output("--timeline", o->timeline);
 }
 
 static bg_status_t write_metrics(const simulate_options_t *o, const bg_plan_t *plan,
@@ -168,7 +171,7 @@ int bg_cmd_simulate(int argc, char **argv) {
     int show_help = 0;
     bg_status_t st = parse_args(argc, argv, &o, &show_help);
     if (show_help) {
-        printf(help, bg_placement_help);
+        printf(help, bg_placement_help, bg_placement_help_schedule, bg_placement_help_rest);
         return 0;
     }
     if (st != BG_OK) return bg_cli_usage_error("simulate", "%s", bg_error_message());

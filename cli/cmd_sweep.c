@@ -38,7 +38,7 @@ static const char help[] =
     "  --batch B            samples per step (default 64)\n"
     "  --data SOURCE        synthetic (default), fashion-mnist or a directory\n"
     "  --chart FILE.svg     draw samples/s and bubble against M\n"
-    "%s"
+    "%s%s"
     "\n"
     "example:\n"
     "  brigade sweep examples/fashion_cnn.model --devices cpu:2 \\\n"
@@ -70,34 +70,52 @@ typedef struct sweep_context {
 static const char *const simulated_names[] = {"gpipe (simulated)", "1f1b (simulated)",
                                               "interleaved (simulated)", "zb-h1 (simulated)"};
 
-static bg_status_t parse_list(const char *option, const char *text, int *values, int capacity,
-                              int *count) {
-    *count = 0;
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", text);
-    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item != NULL;
-         item = strtok_r(NULL, ",", &save)) {
-        int64_t v;
-        if (*count >= capacity)
-            return bg_error_set(BG_ERR_INVALID, "%s: more than %d values", option, capacity);
-        BG_CHECK(bg_cli_parse_int(option, item, 1, 65536, &v));
-        values[(*count)++] = (int)v;
+/* Calls take(option, item, ctx) for each comma-separated item of text; an
+ * empty item ("4,", ",4", "4,,8") or an empty list is an error. */
+static bg_status_t for_each_item(const char *option, const char *text,
+                                 bg_status_t (*take)(const char *, const char *, void *),
+                                 void *ctx) {
+    char item[64];
+    const char *at = text;
+    for (;;) {
+        const char *comma = strchr(at, ',');
+        const size_t len = comma ? (size_t)(comma - at) : strlen(at);
+        if (len == 0)
+            return bg_error_set(BG_ERR_INVALID, "%s: empty item in '%s' (expected A,B,...)", option,
+                                text);
+        if (len >= sizeof item)
+            return bg_error_set(BG_ERR_INVALID, "%s: item '%.*s' is too long", option, (int)len,
+                                at);
+        memcpy(item, at, len);
+        item[len] = '\0';
+        BG_CHECK(take(option, item, ctx));
+        if (comma == NULL) return BG_OK;
+        at = comma + 1;
     }
-    if (*count == 0) return bg_error_set(BG_ERR_INVALID, "%s: no values in '%s'", option, text);
+}
+
+static bg_status_t take_microbatches(const char *option, const char *item, void *ctx) {
+    sweep_options_t *o = ctx;
+    int64_t v;
+    if (o->m_count >= (int)(sizeof o->ms / sizeof o->ms[0]))
+        return bg_error_set(BG_ERR_INVALID, "%s: more than %d values", option,
+                            (int)(sizeof o->ms / sizeof o->ms[0]));
+    BG_CHECK(bg_cli_parse_int(option, item, 1, 65536, &v));
+    o->ms[o->m_count++] = (int)v;
     return BG_OK;
 }
 
-static bg_status_t parse_schedules(const char *text, sweep_options_t *o) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", text);
-    o->schedule_count = 0;
-    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item != NULL;
-         item = strtok_r(NULL, ",", &save)) {
-        if (o->schedule_count >= 4)
-            return bg_error_set(BG_ERR_INVALID, "--schedule: at most 4 schedules");
-        BG_CHECK(bg_schedule_kind_parse(item, &o->schedules[o->schedule_count++]));
-    }
-    if (o->schedule_count == 0) return bg_error_set(BG_ERR_INVALID, "--schedule: none given");
+static bg_status_t take_schedule(const char *option, const char *item, void *ctx) {
+    sweep_options_t *o = ctx;
+    if (o->schedule_count >= (int)(sizeof o->schedules / sizeof o->schedules[0]))
+        return bg_error_set(BG_ERR_INVALID, "%s: at most %d schedules", option,
+                            (int)(sizeof o->schedules / sizeof o->schedules[0]));
+    if (bg_schedule_kind_parse(item, &o->schedules[o->schedule_count]) != BG_OK)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: unknown schedule '%s' (expected gpipe, 1f1b, interleaved or "
+                            "zb-h1; a sweep lists them, it does not pick one)",
+                            option, item);
+    o->schedule_count++;
     return BG_OK;
 }
 
@@ -126,11 +144,13 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
         }
         if (!known) return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
-        if (strcmp(arg, "--microbatches") == 0)
-            BG_CHECK(parse_list(arg, v, o->ms, 64, &o->m_count));
-        else if (strcmp(arg, "--schedule") == 0)
-            BG_CHECK(parse_schedules(v, o));
-        else if (strcmp(arg, "--steps") == 0)
+        if (strcmp(arg, "--microbatches") == 0) {
+            o->m_count = 0;
+            BG_CHECK(for_each_item(arg, v, take_microbatches, o));
+        } else if (strcmp(arg, "--schedule") == 0) {
+            o->schedule_count = 0;
+            BG_CHECK(for_each_item(arg, v, take_schedule, o));
+        } else if (strcmp(arg, "--steps") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 100000, &o->steps));
         else if (strcmp(arg, "--warmup") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 0, 100000, &o->warmup));
@@ -143,6 +163,7 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     }
     if (*show_help) return BG_OK;
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
+    BG_CHECK(bg_cli_check_output("--chart", o->chart)); /* now, not after every point */
     if (o->m_count == 0)
         return bg_error_set(BG_ERR_INVALID, "--microbatches LIST is required (e.g. 1,2,4,8)");
     if (o->placement.topology_path != NULL && !o->simulate)
@@ -277,7 +298,7 @@ int bg_cmd_sweep(int argc, char **argv) {
     int show_help = 0;
     bg_status_t st = parse_args(argc, argv, &o, &show_help);
     if (show_help) {
-        printf(help, bg_placement_help);
+        printf(help, bg_placement_help, bg_placement_help_rest);
         return 0;
     }
     if (st != BG_OK) return bg_cli_usage_error("sweep", "%s", bg_error_message());
@@ -307,7 +328,9 @@ int bg_cmd_sweep(int argc, char **argv) {
                 (long long)o.batch, (long long)o.steps,
                 setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
     }
-    bg_placement_describe(&o.placement, stderr);
+    bg_placement_describe_devices(&o.placement, stderr);
+    if (o.placement.recompute) fputs(", recompute", stderr);
+    if (o.placement.chunks > 1) fprintf(stderr, ", %d chunks per device", o.placement.chunks);
     fputc('\n', stderr);
     if (o.simulate) printf("(simulated) predicted by the planner and the simulator, not run\n");
     printf("%4s  %-11s %9s %11s %9s %9s %9s  %s\n", "M", "schedule", "step ms", "samples/s",
@@ -334,7 +357,14 @@ int bg_cmd_sweep(int argc, char **argv) {
                 count++;
         }
     }
-    if (o.chart != NULL && count > 0) {
+    if (count == 0) {
+        /* Like plan when nothing fits: a result, but not a usable one. */
+        fprintf(stderr, "brigade sweep: every point was skipped (above)%s\n",
+                o.chart != NULL ? "; no chart written" : "");
+        code = 2;
+        goto done;
+    }
+    if (o.chart != NULL) {
         BG_CHECK_GOTO(bg_svg_chart_write(o.chart, points, count), st, fail);
         printf("chart written to %s%s\n", o.chart, o.simulate ? " (simulated)" : "");
     }

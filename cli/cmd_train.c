@@ -58,7 +58,7 @@ static const char help[] =
     "  --tf32             let cuBLAS and cuDNN on cuda devices round products to\n"
     "                     TF32 (tensor cores, about 1e-3 relative); default: IEEE\n"
     "                     FP32 arithmetic, as on the CPU\n"
-    "%s"
+    "%s%s%s"
     "  (without --split, train cuts the model as 'brigade plan' does; with\n"
     "  --device-mem it refuses a plan that does not fit, as plan does)\n"
     "outputs:\n"
@@ -121,7 +121,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         if (strcmp(arg, "--data") == 0) {
             o->data = v;
         } else if (strcmp(arg, "--epochs") == 0) {
-            BG_CHECK(bg_cli_parse_int(arg, v, 0, 1000000, &value));
+            BG_CHECK(bg_cli_parse_int(arg, v, 0, BG_TRAIN_MAX_EPOCHS, &value));
             o->train.epochs = (int)value;
             epochs_given = 1;
         } else if (strcmp(arg, "--steps") == 0) {
@@ -185,6 +185,9 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     /* --steps alone runs that many steps, not one epoch's worth at most. */
     if (o->train.steps > 0 && !epochs_given) o->train.epochs = 0;
     /* Found now, not after the whole run. */
+    if (o->train.save_every > 0 && o->save == NULL)
+        return bg_error_set(BG_ERR_INVALID, "--save-every needs --save FILE to write to");
+    BG_CHECK(bg_cli_check_output("--save", o->save));
     BG_CHECK(bg_cli_check_output("--metrics", o->metrics));
     BG_CHECK(bg_cli_check_output("--trace", o->trace));
     BG_CHECK(bg_cli_check_output("--timeline", o->timeline));
@@ -224,6 +227,7 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     cJSON_AddNumberToObject(root, "batch", (double)o->train.batch);
     cJSON_AddNumberToObject(root, "seed", (double)o->train.seed);
     cJSON_AddNumberToObject(root, "steps", (double)r->steps);
+    cJSON_AddNumberToObject(root, "first_step", (double)r->first_step);
     cJSON_AddNumberToObject(root, "loss", r->loss);
     cJSON_AddNumberToObject(root, "test_loss", r->test_loss);
     cJSON_AddNumberToObject(root, "test_accuracy", r->test_accuracy);
@@ -276,7 +280,7 @@ int bg_cmd_train(int argc, char **argv) {
     int show_help = 0;
     bg_status_t st = parse_args(argc, argv, &o, &show_help);
     if (show_help) {
-        printf(help, bg_placement_help);
+        printf(help, bg_placement_help, bg_placement_help_schedule, bg_placement_help_rest);
         return 0;
     }
     if (st != BG_OK) return bg_cli_usage_error("train", "%s", bg_error_message());
@@ -347,8 +351,12 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.recompute = o.placement.recompute;
     BG_CHECK_GOTO(bg_train_run(&o.train, &r, params), st, fail);
     printf("test accuracy: %.4f (test loss %.4f)\n", r.test_accuracy, r.test_loss);
-    printf("trained %lld steps in %.1f s: %.0f samples/s, last epoch's mean loss %.4f\n",
-           (long long)r.steps, r.train_seconds, r.samples_per_s, r.loss);
+    const long long ran = (long long)(r.steps - r.first_step);
+    printf("trained %lld step%s", ran, ran == 1 ? "" : "s");
+    if (r.first_step > 0)
+        printf(" (%lld to %lld of the run)", (long long)r.first_step + 1, (long long)r.steps);
+    printf(" in %.1f s: %.0f samples/s, last epoch's mean loss %.4f\n", r.train_seconds,
+           r.samples_per_s, r.loss);
     if (r.skipped_steps > 0)
         printf("skipped %lld step%s for non-finite values; the last at %s\n",
                (long long)r.skipped_steps, r.skipped_steps == 1 ? "" : "s", r.nan_report);

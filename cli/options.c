@@ -86,9 +86,12 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
         if (access(path, W_OK) != 0)
             return bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': %s", option, path,
                                 strerror(errno));
-        return BG_OK;
+        /* A device, a FIFO or a link is written into; a regular file is
+         * replaced whole through a temporary file beside it (lib/text_file.c,
+         * lib/atomic_file.c), so its folder must take files too. */
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return BG_OK;
     }
-    /* A new file: its folder must exist and take files. */
+    /* A new file, or one replaced: its folder must exist and take files. */
     char *folder = bg_path_folder(path);
     if (folder == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
     bg_status_t status = BG_OK;

@@ -12,17 +12,22 @@ const char bg_placement_help[] =
     "placement:\n"
     "  --devices SPEC     cpu (default), cpu:N (N devices, one thread each, bound to\n"
     "                     cores), cuda:0,cuda:1 or cuda:0x4 (needs the CUDA build), auto\n"
-    "  --stages K         use K of the devices (default: all of them; below)\n"
+    "  --stages K         use K of the devices (default: all of them; below);\n"
+    "                     without --devices, K CPU devices (cpu:K)\n"
     "  --split I,J,...    first layer of stages 1..S-1 (default: the planner's\n"
     "                     split, see 'brigade plan'); layer numbers as in\n"
-    "                     'brigade summary'\n"
+    "                     'brigade summary'\n";
+
+const char bg_placement_help_schedule[] =
     "  --schedule NAME    gpipe, 1f1b (default), interleaved or zb-h1; auto: the\n"
     "                     one with the highest predicted throughput that fits\n"
     "                     (gpipe, 1f1b, zb-h1, and interleaved with --chunks > 1)\n"
-    "  --chunks V         stages per device for interleaved (default 1)\n"
     "  --microbatches M   micro-batches per mini-batch (default 1); auto: the M\n"
     "                     (divisors of B, powers of two) with the highest\n"
-    "                     predicted throughput while every stage fits\n"
+    "                     predicted throughput while every stage fits\n";
+
+const char bg_placement_help_rest[] =
+    "  --chunks V         stages per device for interleaved (default 1)\n"
     "  --recompute        keep only each micro-batch's stage input; re-run the\n"
     "                     forward before the backward (less memory, more compute)\n"
     "  --device-mem SIZE  memory each device may use: bytes, or a number with K,\n"
@@ -112,7 +117,11 @@ bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *v
         BG_CHECK(parse_split(p, value));
     } else if (strcmp(arg, "--schedule") == 0) {
         p->auto_schedule = strcmp(value, "auto") == 0;
-        if (!p->auto_schedule) BG_CHECK(bg_schedule_kind_parse(value, &p->schedule));
+        if (!p->auto_schedule && bg_schedule_kind_parse(value, &p->schedule) != BG_OK)
+            return bg_error_set(BG_ERR_INVALID,
+                                "--schedule: unknown schedule '%s' (expected gpipe, 1f1b, "
+                                "interleaved, zb-h1 or auto)",
+                                value);
     } else if (strcmp(arg, "--chunks") == 0) {
         BG_CHECK(bg_cli_parse_int(arg, value, 1, 64, &n));
         p->chunks = (int)n;
@@ -231,11 +240,15 @@ void bg_placement_plan_request(const bg_placement_t *p, const bg_model_spec_t *s
     *out = r;
 }
 
-void bg_placement_describe(const bg_placement_t *p, FILE *out) {
+void bg_placement_describe_devices(const bg_placement_t *p, FILE *out) {
     int stages = p->devices.count * p->chunks;
     fprintf(out, "%d stage%s on ", stages, stages == 1 ? "" : "s");
     for (int d = 0; d < p->devices.count; d++)
         fprintf(out, "%s%s", d ? ", " : "", p->devices.devices[d].name);
+}
+
+void bg_placement_describe(const bg_placement_t *p, FILE *out) {
+    bg_placement_describe_devices(p, out);
     fprintf(out, "; %s, %d micro-batch%s%s", bg_schedule_kind_name(p->schedule), p->microbatches,
             p->microbatches == 1 ? "" : "es", p->recompute ? ", recompute" : "");
     if (p->chunks > 1) fprintf(out, ", %d chunks per device", p->chunks);

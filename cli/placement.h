@@ -32,8 +32,12 @@ typedef struct bg_placement {
     const bg_device_links_t *links;
 } bg_placement_t;
 
-/* Help text for the options, for commands' --help. */
+/* Help text for the options, for commands' --help, in three parts:
+ * devices, stages and split; schedule and micro-batches (which a sweep
+ * takes as lists of its own); the rest. */
 extern const char bg_placement_help[];
+extern const char bg_placement_help_schedule[];
+extern const char bg_placement_help_rest[];
 
 void bg_placement_init(bg_placement_t *p);
 
@@ -76,6 +80,9 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
 void bg_placement_plan_request(const bg_placement_t *p, const bg_model_spec_t *spec, int64_t batch,
                                const bg_optimizer_config_t *optimizer, const bg_profile_t *profile,
                                int host_share, bg_cost_device_t *device, bg_plan_request_t *out);
+
+/* Prints "K stages on DEVICE, DEVICE" (no newline). */
+void bg_placement_describe_devices(const bg_placement_t *p, FILE *out);
 
 /* Prints a one-line description ("2 stages on cpu:0, cpu:1; 1f1b, M=4"). */
 void bg_placement_describe(const bg_placement_t *p, FILE *out);

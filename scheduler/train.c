@@ -54,13 +54,40 @@ static bg_status_t check_config(const bg_train_config_t *cfg) {
         return bg_error_set(BG_ERR_INVALID, "--batch must be >= 1, got %lld",
                             (long long)cfg->batch);
     if (cfg->epochs < 1 && cfg->steps < 1)
-        return bg_error_set(BG_ERR_INVALID, "nothing to do: --epochs and --steps are both 0");
+        return bg_error_set(BG_ERR_INVALID, "nothing to do: --epochs 0 and no --steps");
     if (cfg->train->count < 1 || cfg->test->count < 1)
         return bg_error_set(BG_ERR_INVALID, "the training or test set is empty");
     if (cfg->train->classes > cfg->spec->classes)
         return bg_error_set(BG_ERR_INVALID,
                             "the data has %lld classes but the model outputs only %lld",
                             (long long)cfg->train->classes, (long long)cfg->spec->classes);
+    return BG_OK;
+}
+
+/* A resumed run continues the saved one: same batch size and training set
+ * (when the checkpoint records them), a position inside that set, and
+ * steps left before `total`. */
+static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total) {
+    const bg_train_state_t *rs = cfg->resume;
+    if (rs == NULL) return BG_OK;
+    if (rs->batch > 0 && rs->batch != cfg->batch)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--resume: the run was saved at --batch %lld, this one has --batch "
+                            "%lld (a resumed run continues the same one; --load starts another "
+                            "from its weights)",
+                            (long long)rs->batch, (long long)cfg->batch);
+    if ((rs->train_samples > 0 && rs->train_samples != cfg->train->count) ||
+        rs->position >= cfg->train->count)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--resume: the run was saved training on %lld samples (at sample "
+                            "%lld), this data has %lld (a resumed run continues on the same data)",
+                            (long long)(rs->train_samples > 0 ? rs->train_samples : rs->position),
+                            (long long)rs->position, (long long)cfg->train->count);
+    if (rs->step >= total)
+        return bg_error_set(BG_ERR_INVALID,
+                            "nothing to do: --resume is at step %lld and this run ends at step "
+                            "%lld (--steps and --epochs count from the run's start)",
+                            (long long)rs->step, (long long)total);
     return BG_OK;
 }
 
@@ -71,10 +98,18 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     const int64_t batch = cfg->batch;
     const int64_t numel = bg_shape_numel(train->shape);
     const int64_t per_epoch = (train->count + batch - 1) / batch;
-    int epochs = cfg->epochs > 0 ? cfg->epochs : (int)((cfg->steps + per_epoch - 1) / per_epoch);
-    int64_t total = (int64_t)epochs * per_epoch;
+    /* In 64 bits: --steps alone may ask for more than 2^31 epochs. */
+    const int64_t whole = cfg->epochs > 0 ? cfg->epochs : (cfg->steps + per_epoch - 1) / per_epoch;
+    if (whole > BG_TRAIN_MAX_EPOCHS)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--steps %lld takes %lld epochs of %lld samples at batch %lld; a run "
+                            "has at most %d",
+                            (long long)cfg->steps, (long long)whole, (long long)train->count,
+                            (long long)batch, BG_TRAIN_MAX_EPOCHS);
+    int64_t total = whole * per_epoch;
     if (cfg->steps > 0 && cfg->steps < total) total = cfg->steps;
-    epochs = (int)((total + per_epoch - 1) / per_epoch);
+    const int epochs = (int)((total + per_epoch - 1) / per_epoch);
+    BG_CHECK(check_resume(cfg, total));
 
     bg_status_t st = BG_OK;
     bg_pipeline_t *pipe = NULL;
@@ -129,6 +164,9 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
         first_epoch = rs->epoch;
         first_position = rs->position;
     }
+    /* The epoch's losses so far, resumed with it. */
+    double resumed_loss = cfg->resume != NULL ? cfg->resume->epoch_loss_sum : 0;
+    int64_t resumed_steps = cfg->resume != NULL ? cfg->resume->epoch_steps : 0;
     const int64_t first_step = step;
     BG_CHECK_GOTO(bg_train_state_init(&save, cfg->spec, &cfg->optimizer), st, done);
     double start = now_seconds();
@@ -139,8 +177,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
          * a resumed run draws the same order. */
         bg_rng_t before_shuffle = shuffle;
         bg_dataset_shuffle(train->count, order, &shuffle);
-        epoch_loss = 0;
-        epoch_steps = 0;
+        epoch_loss = epoch == first_epoch ? resumed_loss : 0;
+        epoch_steps = epoch == first_epoch ? resumed_steps : 0;
         int64_t at = epoch == first_epoch ? first_position : 0;
         for (; at < train->count && step < total; at += batch) {
             int64_t n = train->count - at < batch ? train->count - at : batch;
@@ -184,6 +222,10 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 save.epoch = epoch_over ? epoch + 1 : epoch;
                 save.position = epoch_over ? 0 : at + n;
                 save.shuffle_rng = epoch_over ? shuffle : before_shuffle;
+                save.batch = batch;
+                save.train_samples = train->count;
+                save.epoch_loss_sum = epoch_over ? 0 : epoch_loss;
+                save.epoch_steps = epoch_over ? 0 : epoch_steps;
                 BG_CHECK_GOTO(bg_pipeline_download_params(pipe, save.params), st, done);
                 for (int k = 0; k < save.states; k++)
                     BG_CHECK_GOTO(bg_pipeline_download_optimizer_state(pipe, k, save.state[k]), st,
@@ -211,6 +253,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     double seconds = now_seconds() - start;
     BG_CHECK_GOTO(bg_pipeline_record(pipe, NULL), st, done);
     r.steps = step;
+    r.first_step = first_step;
     r.loss = epoch_steps > 0 ? epoch_loss / (double)epoch_steps : 0;
     r.train_seconds = seconds;
     /* Count the samples actually seen: the last batch of an epoch may be short. */

@@ -31,6 +31,10 @@ typedef struct bg_train_progress {
 
 typedef void (*bg_train_progress_fn)(void *ctx, const bg_train_progress_t *progress);
 
+/* The most epochs a run may have (--epochs, or what --steps takes), as a
+ * training-state checkpoint records them. */
+enum { BG_TRAIN_MAX_EPOCHS = 1000000 };
+
 typedef struct bg_train_config {
     const bg_model_spec_t *spec;
     const bg_dataset_t *train, *test;
@@ -73,12 +77,13 @@ typedef struct bg_train_config {
     }
 
 typedef struct bg_train_result {
-    int64_t steps;        /* optimizer steps taken */
+    int64_t steps;        /* steps of the run done, from its start (a resumed run's included) */
+    int64_t first_step;   /* steps already done when this process began (--resume), else 0 */
     double loss;          /* mean training loss over the last epoch's steps */
     double test_loss;     /* mean cross-entropy on the test set */
     double test_accuracy; /* fraction of test samples classified correctly */
-    double train_seconds; /* wall time of the training steps (evaluation excluded) */
-    double samples_per_s; /* training samples per second */
+    double train_seconds; /* wall time of this process's steps (evaluation excluded) */
+    double samples_per_s; /* training samples per second over those steps */
     int stages;
     bg_pipeline_stage_info_t *stage_info; /* per stage, at the end; bg_train_result_free */
     bg_timeline_t *timeline;              /* the recorded steps, or NULL; idem */

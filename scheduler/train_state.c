@@ -2,12 +2,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "byte_order.h"
 #include "checkpoint.h"
+#include "train.h"
 
 enum { STATE_NAME = 64 };
 
@@ -67,7 +69,8 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
             tensors[at].data = base + model[i].offset;
         }
     }
-    char fingerprint[32], step[32], updates[32], epoch[32], position[32], rng[80];
+    char fingerprint[32], step[32], updates[32], epoch[32], position[32], rng[80], batch[32],
+        samples[32], loss_sum[40], epoch_steps[32];
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, spec->fingerprint);
     snprintf(step, sizeof step, "%" PRId64, st->step);
     snprintf(updates, sizeof updates, "%" PRId64, st->optimizer_steps);
@@ -76,12 +79,28 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
     snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
              st->shuffle_rng.state[0], st->shuffle_rng.state[1], st->shuffle_rng.state[2],
              st->shuffle_rng.state[3]);
-    const char *keys[] = {"format",        "brigade.model",           "brigade.kind",
-                          "brigade.step",  "brigade.optimizer_steps", "brigade.optimizer",
-                          "brigade.epoch", "brigade.position",        "brigade.shuffle_rng"};
-    const char *values[] = {"pt",  fingerprint, "training-state",
-                            step,  updates,     bg_optimizer_kind_name(st->optimizer),
-                            epoch, position,    rng};
+    snprintf(batch, sizeof batch, "%" PRId64, st->batch);
+    snprintf(samples, sizeof samples, "%" PRId64, st->train_samples);
+    snprintf(loss_sum, sizeof loss_sum, "%.17g", st->epoch_loss_sum); /* round-trips exactly */
+    snprintf(epoch_steps, sizeof epoch_steps, "%" PRId64, st->epoch_steps);
+    const char *keys[] = {"format",
+                          "brigade.model",
+                          "brigade.kind",
+                          "brigade.step",
+                          "brigade.optimizer_steps",
+                          "brigade.optimizer",
+                          "brigade.epoch",
+                          "brigade.position",
+                          "brigade.shuffle_rng",
+                          "brigade.batch",
+                          "brigade.train_samples",
+                          "brigade.epoch_loss_sum",
+                          "brigade.epoch_steps"};
+    const char *values[] = {"pt",       fingerprint, "training-state",
+                            step,       updates,     bg_optimizer_kind_name(st->optimizer),
+                            epoch,      position,    rng,
+                            batch,      samples,     loss_sum,
+                            epoch_steps};
     status = bg_checkpoint_save_tensors(path, tensors, total, keys, values,
                                         (int)(sizeof keys / sizeof keys[0]));
 done:
@@ -91,10 +110,15 @@ done:
     return status;
 }
 
-/* A decimal metadata value, or a parse error naming the key. */
-static bg_status_t metadata_int(const char *path, const bg_safetensors_t *file, const char *key,
-                                int64_t *out) {
+/* A decimal metadata value, or a parse error naming the key; `optional`:
+ * a missing key is 0. */
+static bg_status_t metadata_count(const char *path, const bg_safetensors_t *file, const char *key,
+                                  int optional, int64_t *out) {
     const char *text = bg_safetensors_metadata(file, key);
+    if (text == NULL && optional) {
+        *out = 0;
+        return BG_OK;
+    }
     /* Decimal digits only: strtoll alone would take a sign or leading
      * spaces, and clamp an overflow to its largest value. */
     char *end = NULL;
@@ -106,6 +130,22 @@ static bg_status_t metadata_int(const char *path, const bg_safetensors_t *file, 
     }
     if (value < 0)
         return bg_error_set(BG_ERR_PARSE, "%s: metadata '%s' is missing or not a count", path, key);
+    *out = value;
+    return BG_OK;
+}
+
+/* brigade.epoch_loss_sum: a finite number (0 when absent, as in older
+ * checkpoints). */
+static bg_status_t metadata_loss_sum(const char *path, const bg_safetensors_t *file, double *out) {
+    const char *text = bg_safetensors_metadata(file, "brigade.epoch_loss_sum");
+    *out = 0;
+    if (text == NULL) return BG_OK;
+    char *end = NULL;
+    errno = 0;
+    const double value = strtod(text, &end);
+    if (text[0] == '\0' || *end != '\0' || errno == ERANGE || !isfinite(value))
+        return bg_error_set(BG_ERR_PARSE, "%s: metadata 'brigade.epoch_loss_sum' is not a number",
+                            path);
     *out = value;
     return BG_OK;
 }
@@ -128,27 +168,33 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
     char want[32];
     snprintf(want, sizeof want, "%016" PRIx64, spec->fingerprint);
     const char *model = bg_safetensors_metadata(file, "brigade.model");
+    const char *kind = bg_safetensors_metadata(file, "brigade.kind");
+    /* A file of another tool, or brigade's weights: said as such, before
+     * the fingerprint it may not have. */
+    if (kind == NULL || strcmp(kind, "training-state") != 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: holds weights only, not a training state to resume (use --load)",
+                            path);
     if (model == NULL || strcmp(model, want) != 0)
         return bg_error_set(BG_ERR_INVALID,
                             "%s: checkpoint belongs to another model (fingerprint %s, this model "
                             "is %s)",
                             path, model ? model : "none", want);
-    const char *kind = bg_safetensors_metadata(file, "brigade.kind");
-    if (kind == NULL || strcmp(kind, "training-state") != 0)
-        return bg_error_set(BG_ERR_INVALID,
-                            "%s: holds weights only, not a training state to resume (use --load)",
-                            path);
     const char *optimizer = bg_safetensors_metadata(file, "brigade.optimizer");
     if (optimizer == NULL || strcmp(optimizer, bg_optimizer_kind_name(st->optimizer)) != 0)
         return bg_error_set(BG_ERR_INVALID,
                             "%s: saved with optimizer %s; this run uses %s (and its state)", path,
                             optimizer ? optimizer : "?", bg_optimizer_kind_name(st->optimizer));
     int64_t epoch = 0;
-    BG_CHECK(metadata_int(path, file, "brigade.step", &st->step));
-    BG_CHECK(metadata_int(path, file, "brigade.optimizer_steps", &st->optimizer_steps));
-    BG_CHECK(metadata_int(path, file, "brigade.epoch", &epoch));
-    BG_CHECK(metadata_int(path, file, "brigade.position", &st->position));
-    if (epoch < 1 || epoch > 1000000)
+    BG_CHECK(metadata_count(path, file, "brigade.step", 0, &st->step));
+    BG_CHECK(metadata_count(path, file, "brigade.optimizer_steps", 0, &st->optimizer_steps));
+    BG_CHECK(metadata_count(path, file, "brigade.epoch", 0, &epoch));
+    BG_CHECK(metadata_count(path, file, "brigade.position", 0, &st->position));
+    BG_CHECK(metadata_count(path, file, "brigade.batch", 1, &st->batch));
+    BG_CHECK(metadata_count(path, file, "brigade.train_samples", 1, &st->train_samples));
+    BG_CHECK(metadata_count(path, file, "brigade.epoch_steps", 1, &st->epoch_steps));
+    BG_CHECK(metadata_loss_sum(path, file, &st->epoch_loss_sum));
+    if (epoch < 1 || epoch > BG_TRAIN_MAX_EPOCHS)
         return bg_error_set(BG_ERR_PARSE, "%s: brigade.epoch %lld is out of range", path,
                             (long long)epoch);
     st->epoch = (int)epoch;

@@ -10,9 +10,15 @@
  *   metadata  brigade.kind = "training-state", brigade.step (iterations
  *             done), brigade.optimizer_steps, brigade.optimizer (adam|sgd),
  *             brigade.epoch (the epoch in progress, 1-based),
- *             brigade.position (its samples already trained on) and
+ *             brigade.position (its samples already trained on),
  *             brigade.shuffle_rng (the shuffling generator as it was before
- *             that epoch's shuffle, 4 x 16 hex digits)
+ *             that epoch's shuffle, 4 x 16 hex digits), brigade.batch and
+ *             brigade.train_samples (the run's batch size and training set
+ *             size, which a resumed run must share), brigade.epoch_loss_sum
+ *             and brigade.epoch_steps (that epoch's losses so far, so a
+ *             resumed run reports the epoch's mean loss as an unbroken one
+ *             would). The last four are absent from checkpoints written
+ *             before they were added; such files load with them 0.
  *
  * A checkpoint belongs to its model (the fingerprint is checked) but not to a
  * placement: weights are per layer, so a run may resume on other devices,
@@ -37,6 +43,10 @@ typedef struct bg_train_state {
     int epoch;               /* the epoch in progress, 1-based */
     int64_t position;        /* samples of that epoch already trained on */
     bg_rng_t shuffle_rng;    /* before that epoch's shuffle */
+    int64_t batch;           /* the run's batch size; 0: not recorded */
+    int64_t train_samples;   /* its training set's size; 0: not recorded */
+    double epoch_loss_sum;   /* the epoch's mean losses of the steps taken so far, added */
+    int64_t epoch_steps;     /* how many steps those are */
     bg_optimizer_kind_t optimizer;
     int states;           /* optimizer state buffers: 0, 1 or 2 */
     int64_t params_count; /* spec->total_params */

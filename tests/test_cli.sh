@@ -258,15 +258,47 @@ usage_error "cannot read '$T/missing.safetensors': No such file or directory" --
     train "$MODEL" --data synthetic --steps 1 --resume "$T/missing.safetensors"
 usage_error "saved with optimizer adam" -- train "$MODEL" --data synthetic --steps 4 --batch 16 \
     --resume "$R" --optimizer sgd
+# More steps than a run's epochs can hold: refused, not wrapped around.
+usage_error "--steps 4611686018427387903 takes 288230376151711744 epochs of 8192 samples at batch 512; a run has at most 1000000" \
+    -- train "$MODEL" --data synthetic --batch 512 --steps 4611686018427387903
+# A resumed run continues the same one: same batch, same data, steps left.
+usage_error "--resume: the run was saved at --batch 16, this one has --batch 32" -- \
+    train "$MODEL" --data synthetic --steps 6 --batch 32 --resume "$R"
+mkdir -p "$T/fewer"
+python3 - "$T/fewer" <<'PY'
+import gzip, struct, sys
+# 40 training and 8 test images of 28x28 (IDX), all labels 0.
+for name, n in (("train", 40), ("t10k", 8)):
+    with open("%s/%s-images-idx3-ubyte" % (sys.argv[1], name), "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(n * 784))
+    with open("%s/%s-labels-idx1-ubyte" % (sys.argv[1], name), "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + bytes(n))
+PY
+usage_error "--resume: the run was saved training on 8192 samples (at sample 48), this data has 40" \
+    -- train "$MODEL" --data "$T/fewer" --steps 6 --batch 16 --resume "$R"
+usage_error "nothing to do: --resume is at step 3 and this run ends at step 2" -- \
+    train "$MODEL" --data synthetic --steps 2 --batch 16 --resume "$R"
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$R"; then
+    stdout_has "trained 2 steps (4 to 5 of the run) in" "a resumed run says which steps it ran"
+fi
+# Another tool's file (no brigade metadata) is weights at most.
+python3 - "$T/foreign.safetensors" <<'PY'
+import json, struct, sys
+header = json.dumps({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(header)) + header + bytes(4))
+PY
+usage_error "$T/foreign.safetensors: holds weights only, not a training state to resume (use --load)" \
+    -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$T/foreign.safetensors"
+usage_error "--save-every needs --save FILE to write to" -- train "$MODEL" --data synthetic \
+    --steps 2 --save-every 1
 
-# An unwritable output is a failure while running (1), naming the path and
-# the reason. --save is checked before the first step; the trace, timeline
-# and metrics are written after the run.
-expect 1 "cannot write '$T/no/d/W.safetensors': mkostemp: No such file or directory" -- \
+# The outputs written after (or during) the run are checked before it: a
+# usage error naming the option, the path and the reason, with nothing
+# trained or printed.
+usage_error "--save: cannot write '$T/no/d/W.safetensors': folder '$T/no/d': No such file or directory" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --save "$T/no/d/W.safetensors"
 check "an unwritable --save stops before training" test ! -s "$OUT"
-# The outputs written after the run are checked before it: a usage error,
-# with nothing trained or printed.
+usage_error "--save: empty file name" -- train "$MODEL" --data synthetic --steps 1 --save ""
 usage_error "--trace: cannot write '$T/no/d/T.json': folder '$T/no/d': No such file or directory" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --trace "$T/no/d/T.json"
 usage_error "--timeline: cannot write '$T/no/d/T.svg': folder '$T/no/d': No such file or directory" -- \
@@ -315,11 +347,24 @@ fi
 # --- sweep ---------------------------------------------------------------------
 
 usage_error "--microbatches LIST is required (e.g. 1,2,4,8)" -- sweep "$MODEL"
-usage_error "--microbatches: no values in ','" -- sweep "$MODEL" --microbatches ,
+usage_error "--microbatches: empty item in ',' (expected A,B,...)" -- sweep "$MODEL" --microbatches ,
+usage_error "--microbatches: empty item in '4,'" -- sweep "$MODEL" --microbatches 4,
+usage_error "--microbatches: empty item in '1,,4'" -- sweep "$MODEL" --microbatches 1,,4
 usage_error "--microbatches: 0 is outside 1..65536" -- sweep "$MODEL" --microbatches 1,0
+usage_error "--microbatches: expected an integer, got 'auto'" -- sweep "$MODEL" --microbatches auto
 usage_error "--schedule: at most 4 schedules" -- sweep "$MODEL" --microbatches 1 \
     --schedule gpipe,1f1b,zb-h1,gpipe,1f1b
-usage_error "--schedule: none given" -- sweep "$MODEL" --microbatches 1 --schedule ,
+usage_error "--schedule: empty item in ','" -- sweep "$MODEL" --microbatches 1 --schedule ,
+usage_error "--schedule: unknown schedule 'auto' (expected gpipe, 1f1b, interleaved or zb-h1; a sweep lists them" \
+    -- sweep "$MODEL" --microbatches 1 --schedule gpipe,auto
+usage_error "--chart: cannot write '$T/no/d/C.svg': folder '$T/no/d'" -- sweep "$MODEL" \
+    --simulate --microbatches 1 --chart "$T/no/d/C.svg"
+# Every point skipped (none fits 1M): exit 2, and no chart.
+expect 2 "every point was skipped (above); no chart written" -- sweep "$MODEL" --simulate \
+    --devices cpu:2 --device-mem 1M --microbatches 1,4 --chart "$T/none.svg"
+check "a sweep with no point writes no chart" test ! -e "$T/none.svg"
+expect 0 "" -- sweep --help
+if grep -q "auto:" "$OUT"; then fail "sweep's help offers auto"; else pass; fi
 usage_error "--batch 100000 is larger than the 8192 training samples" -- sweep "$MODEL" \
     --microbatches 1 --batch 100000 --data synthetic
 # A measured sweep (no --simulate): a header and one row per point.
@@ -341,6 +386,14 @@ fi
 usage_error "--split: '2,' ends with a comma" -- train "$MODEL" --stages 2 --split 2,
 usage_error "--split: no layer numbers" -- train "$MODEL" --stages 2 --split ''
 usage_error "--split: more than 1024 stages" -- train "$MODEL" --split "$(seq -s, 1 1024)"
+
+# --- simulate ------------------------------------------------------------------
+
+usage_error "--metrics: cannot write '$T/no/d/M.json': folder '$T/no/d'" -- simulate "$MODEL" \
+    --metrics "$T/no/d/M.json"
+usage_error "--timeline: '$T' is a directory" -- simulate "$MODEL" --timeline "$T"
+usage_error "--schedule: unknown schedule 'fast' (expected gpipe, 1f1b, interleaved, zb-h1 or auto)" \
+    -- simulate "$MODEL" --schedule fast
 
 # --- profile -------------------------------------------------------------------
 

@@ -101,7 +101,9 @@ static void check_resume(fixture_t *f, int stages, int64_t n) {
     run(f, stages, 2 * n, half, end, resumed, &c);
     assert_int_equal(c.steps, 2 * n);
     assert_memory_equal(straight, resumed, sizeof(float) * (size_t)count);
-    assert_true(a.loss == c.loss || n < 7); /* same last epoch when it lies after the resume */
+    /* The last epoch's mean loss too: the checkpoint carries the part of
+     * the epoch before it. */
+    assert_true(a.loss == c.loss);
     assert_true(a.test_loss == c.test_loss);
     free(straight);
     free(resumed);
@@ -155,12 +157,21 @@ static void test_files(void **state) {
 
 /* ---- hand-made training states ---- */
 
-enum { STATE_KEYS = 9 };
+enum { STATE_KEYS = 13 };
 
-static const char *const state_keys[STATE_KEYS] = {
-    "format",        "brigade.model",           "brigade.kind",
-    "brigade.step",  "brigade.optimizer_steps", "brigade.optimizer",
-    "brigade.epoch", "brigade.position",        "brigade.shuffle_rng"};
+static const char *const state_keys[STATE_KEYS] = {"format",
+                                                   "brigade.model",
+                                                   "brigade.kind",
+                                                   "brigade.step",
+                                                   "brigade.optimizer_steps",
+                                                   "brigade.optimizer",
+                                                   "brigade.epoch",
+                                                   "brigade.position",
+                                                   "brigade.shuffle_rng",
+                                                   "brigade.batch",
+                                                   "brigade.train_samples",
+                                                   "brigade.epoch_loss_sum",
+                                                   "brigade.epoch_steps"};
 
 /* The rng words the hand-made states hold. */
 static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xfedcba9876543210),
@@ -168,7 +179,8 @@ static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xf
 
 /* Writes an Adam training state of f->spec to `path` as bg_train_state_save
  * lays it out (parameter i is i / 1024, m's is -i, v's is 2 i): step 5,
- * optimizer_steps 4, epoch 2, position 48, the state_rng words. One change
+ * optimizer_steps 4, epoch 2, position 48, the state_rng words, batch 16,
+ * train_samples 100, epoch_loss_sum 1.25, epoch_steps 3. One change
  * may be asked for: metadata `key` set to `value` (left out when NULL);
  * tensor `drop` left out; tensor `reshape` written flat (its element count
  * kept). */
@@ -213,8 +225,9 @@ static void write_state(const fixture_t *f, const char *path, const char *key, c
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, f->spec->fingerprint);
     snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, state_rng[0],
              state_rng[1], state_rng[2], state_rng[3]);
-    const char *values[STATE_KEYS] = {"pt", fingerprint, "training-state", "5", "4", "adam", "2",
-                                      "48", rng};
+    const char *values[STATE_KEYS] = {
+        "pt", fingerprint, "training-state", "5", "4", "adam", "2", "48", rng,
+        "16", "100",       "1.25",           "3"};
     const char *keys[STATE_KEYS];
     const char *vals[STATE_KEYS];
     int pairs = 0, changed = key == NULL;
@@ -264,6 +277,10 @@ static void test_state_fields(void **state) {
     assert_int_equal(st.epoch, 2);
     assert_int_equal(st.position, 48);
     for (int i = 0; i < 4; i++) assert_int_equal(st.shuffle_rng.state[i], state_rng[i]);
+    assert_int_equal(st.batch, 16);
+    assert_int_equal(st.train_samples, 100);
+    assert_true(st.epoch_loss_sum == 1.25);
+    assert_int_equal(st.epoch_steps, 3);
     assert_int_equal(st.states, 2);
     for (int64_t i = 0; i < f->spec->total_params; i++) {
         if (st.params[i] != (float)i / 1024 || st.state[0][i] != -(float)i ||
@@ -307,6 +324,34 @@ static void test_state_refusals(void **state) {
             write_state(f, path, count_keys[k], bad_counts[b], NULL, NULL);
             expect_state_error(f, path, BG_ERR_PARSE, want);
         }
+    }
+
+    /* The counts added later (batch, training set size, the epoch's steps)
+     * may be missing, as in older checkpoints (0: not recorded), but not
+     * malformed; nor may the epoch's loss sum. */
+    static const char *const later_keys[] = {"brigade.batch", "brigade.train_samples",
+                                             "brigade.epoch_steps"};
+    for (int k = 0; k < 3; k++) {
+        write_state(f, path, later_keys[k], NULL, NULL, NULL);
+        assert_int_equal(bg_train_state_load(path, f->spec, &adam, &st), BG_OK);
+        assert_int_equal(k == 0 ? st.batch : k == 1 ? st.train_samples : st.epoch_steps, 0);
+        bg_train_state_free(&st);
+        for (size_t b = 1; b < sizeof bad_counts / sizeof bad_counts[0]; b++) {
+            char want[96];
+            snprintf(want, sizeof want, "metadata '%s' is missing or not a count", later_keys[k]);
+            write_state(f, path, later_keys[k], bad_counts[b], NULL, NULL);
+            expect_state_error(f, path, BG_ERR_PARSE, want);
+        }
+    }
+    write_state(f, path, "brigade.epoch_loss_sum", NULL, NULL, NULL);
+    assert_int_equal(bg_train_state_load(path, f->spec, &adam, &st), BG_OK);
+    assert_true(st.epoch_loss_sum == 0);
+    bg_train_state_free(&st);
+    static const char *const bad_sums[] = {"", "abc", "1.5x", "nan", "inf", "1e999"};
+    for (size_t b = 0; b < sizeof bad_sums / sizeof bad_sums[0]; b++) {
+        write_state(f, path, "brigade.epoch_loss_sum", bad_sums[b], NULL, NULL);
+        expect_state_error(f, path, BG_ERR_PARSE,
+                           "metadata 'brigade.epoch_loss_sum' is not a number");
     }
 
     /* The shuffle generator: 64 hex digits exactly. */
