@@ -24,7 +24,8 @@ static const char help[] =
     "  SYS   across NUMA nodes or sockets (the slowest path)\n"
     "  PIX, PXB, PHB  GPUs behind one PCIe switch, several switches, or one host\n"
     "        bridge\n"
-    "CPU device cpu:N runs on core N; brigade plan and train read the same\n"
+    "CPU device cpu:N runs on core N (N mod the cores, where there are more\n"
+    "devices than cores, so that they share); brigade plan and train read the same\n"
     "topology and order the stages' devices by these links (plan, simulate and\n"
     "sweep --simulate take --topology for a machine you do not have: lstopo\n"
     "--of xml; tests/fixtures/two-socket-8-gpu.xml is an 8-GPU server).\n";

@@ -1,5 +1,6 @@
 #include "placement.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -155,7 +156,16 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
         text = implied;
     }
     int gpus = p->topology_path != NULL ? bg_topology_gpu_count(topo) : bg_cuda_device_count();
-    BG_CHECK(bg_device_list_parse_on(text, bg_topology_core_count(topo), gpus, &p->devices));
+    const int cores = bg_topology_core_count(topo);
+    BG_CHECK(bg_device_list_parse_on(text, cores, gpus, &p->devices));
+    int cpus = 0;
+    for (int d = 0; d < p->devices.count; d++) cpus += p->devices.devices[d].kind == BG_DEVICE_CPU;
+    if (cpus > cores && cores > 0)
+        fprintf(stderr,
+                "note: %d CPU devices share %d core%s (cpu:N runs on core N mod %d); the "
+                "planner and the simulator count a core per device, so their figures for "
+                "this placement are optimistic\n",
+                cpus, cores, cores == 1 ? "" : "s", cores);
     if (p->stages > p->devices.count)
         return bg_error_set(BG_ERR_INVALID,
                             "--stages %d but --devices %s gives %d devices (use --chunks for "

@@ -137,6 +137,10 @@ json_check "4 CPU stages of a 2-socket machine stay on one NUMA node" '
 assert [s["device"] for s in p["stages"]] == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"], p["stages"]
 assert [l["kind"] for l in p["links"]] == ["NODE"] * 3, p["links"]
 '
+if grep -q "share" "$ERR"; then fail "8 CPU devices on 8 cores: a note of sharing"; else pass; fi
+# More CPU devices than cores: said, since the figures assume a core each.
+expect 0 "note: 10 CPU devices share 8 cores (cpu:N runs on core N mod 8)" -- plan "$MODEL" \
+    --topology "$ROOT/tests/fixtures/two-socket-8-core.xml" --devices cpu:10 --stages 2
 expect 2 "cuda:9: the topology has 8 GPUs" -- plan "$MODEL" --topology "$GPUS" --devices cuda:9
 expect 2 "not a readable hwloc XML" -- plan "$MODEL" --topology "$T/missing.xml"
 expect 2 "describes another machine" -- train "$MODEL" --topology "$GPUS" --steps 1
