@@ -307,7 +307,9 @@ int bg_cmd_sweep(int argc, char **argv) {
     bg_sweep_point_t *points = calloc(MAX_POINTS, sizeof *points);
     int count = 0, code = 0;
     BG_ALLOC_CHECK_GOTO(points, st, fail);
-    BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &setup), st, fail);
+    /* A sweep trains with the default optimizer (run_point). */
+    const bg_optimizer_config_t optimizer = BG_OPTIMIZER_CONFIG_INIT;
+    BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
     if (!o.simulate) {
         BG_CHECK_GOTO(bg_cli_input_status(

@@ -293,7 +293,7 @@ int bg_cmd_train(int argc, char **argv) {
     bg_plan_t *plan = NULL;
     float *params = NULL;
     int code = 0;
-    BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &setup), st, fail);
+    BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &o.train.optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
     BG_CHECK_GOTO(bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes,
                                                       o.train.seed, &train, &test)),

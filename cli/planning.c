@@ -33,10 +33,22 @@ bg_status_t bg_cli_shared_arg(int argc, char **argv, int *i, const char **model,
 }
 
 bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *spec,
-                                bg_profile_t **out) {
+                                const bg_optimizer_config_t *optimizer, bg_profile_t **out) {
     *out = NULL;
     if (p->profile_path == NULL) return BG_OK;
-    return bg_cli_input_status(bg_profile_load(p->profile_path, spec, out));
+    for (int d = 0; d < p->devices.count; d++)
+        if (p->devices.devices[d].kind != BG_DEVICE_CPU)
+            return bg_error_set(BG_ERR_INVALID,
+                                "--profile %s holds CPU core times, but --devices %s has %s (GPUs "
+                                "are planned from the analytic costs; leave out --profile)",
+                                p->profile_path, p->devices_text, p->devices.devices[d].name);
+    BG_CHECK(bg_cli_input_status(bg_profile_load(p->profile_path, spec, out)));
+    const bg_status_t st = bg_profile_check_optimizer(*out, p->profile_path, optimizer);
+    if (st != BG_OK) {
+        bg_profile_destroy(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,
@@ -288,7 +300,8 @@ int bg_cli_links_json(const bg_placement_t *p, cJSON *plan) {
     return 1;
 }
 
-bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement, bg_cli_setup_t *out) {
+bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
+                              const bg_optimizer_config_t *optimizer, bg_cli_setup_t *out) {
     *out = (bg_cli_setup_t){0};
     BG_CHECK(bg_cli_input_status(bg_model_spec_load(model, &out->spec)));
     /* An XML file describes another machine, GPUs and all; on this one the
@@ -300,7 +313,7 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement, bg_c
     else
         BG_CHECK(bg_topology_create(NULL, &out->topology));
     BG_CHECK(bg_placement_resolve(placement, out->spec, out->topology));
-    BG_CHECK(bg_cli_profile_load(placement, out->spec, &out->profile));
+    BG_CHECK(bg_cli_profile_load(placement, out->spec, optimizer, &out->profile));
     bg_cost_link_t host = BG_COST_LINK_HOST_INIT;
     if (out->profile != NULL) host = bg_plan_profile_link(out->profile);
     bg_device_links_t *all = NULL;
@@ -327,7 +340,7 @@ void bg_cli_setup_close(bg_cli_setup_t *setup) {
 bg_status_t bg_cli_plan_open(const char *cmd, const char *model, bg_placement_t *p, int64_t batch,
                              const bg_optimizer_config_t *optimizer, bg_cli_setup_t *setup,
                              bg_plan_t **plan) {
-    BG_CHECK(bg_cli_setup_open(model, p, setup));
+    BG_CHECK(bg_cli_setup_open(model, p, optimizer, setup));
     bg_plan_request_t r;
     bg_placement_plan_request(p, setup->spec, batch, optimizer, setup->profile, 1, setup->devices,
                               &r);

@@ -21,9 +21,11 @@ bg_status_t bg_cli_shared_arg(int argc, char **argv, int *i, const char **model,
                               bg_placement_t *placement, int *show_help, int *taken);
 
 /* Loads --profile for `spec` into *out, or sets *out = NULL without one.
- * Errors name the file (exit 2: bad input). */
+ * Refused (exit 2, naming the file): a profile for GPU devices (profiles
+ * hold CPU core times), or one whose update times are for another
+ * optimizer than `optimizer`. */
 bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *spec,
-                                bg_profile_t **out);
+                                const bg_optimizer_config_t *optimizer, bg_profile_t **out);
 
 /* What every planning command (plan, simulate, sweep, train) starts from:
  * the model, the machine's topology (this one, or --topology), the
@@ -38,9 +40,11 @@ typedef struct bg_cli_setup {
     bg_cost_device_t *devices; /* placement->devices.count entries */
 } bg_cli_setup_t;
 
-/* Opens all of it for MODEL; a model or profile that cannot be read is bad
- * input (exit 2). Close with bg_cli_setup_close, also after a failure. */
-bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement, bg_cli_setup_t *out);
+/* Opens all of it for MODEL, for a run of `optimizer`; a model or profile
+ * that cannot be read or used is bad input (exit 2). Close with
+ * bg_cli_setup_close, also after a failure. */
+bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
+                              const bg_optimizer_config_t *optimizer, bg_cli_setup_t *out);
 void bg_cli_setup_close(bg_cli_setup_t *setup);
 
 /* Plans `request`; with --microbatches auto or --schedule auto searches

@@ -357,6 +357,8 @@ bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **ou
     p->stash_slots = cfg->stash_slots;
     p->fingerprint = cfg->spec->fingerprint;
     snprintf(p->device, sizeof p->device, "cpu");
+    snprintf(p->optimizer, sizeof p->optimizer, "%s", bg_optimizer_kind_name(cfg->optimizer.kind));
+    p->optimizer_states = bg_optimizer_state_buffers(&cfg->optimizer);
     p->layer = calloc((size_t)p->layers, sizeof *p->layer);
     bg_backend_t *be = NULL;
     bg_status_t st = BG_OK;

@@ -14,9 +14,9 @@
  * so plans and simulations follow this machine.
  *
  * Saved as JSON: {"version": 2, "model": fingerprint (hex), "device": "cpu",
- * "batch": b, "stash_slots": s, "copy_bytes_per_s": x, "handoff_s": ..,
- * "wake_s": .., "layers": [{"forward_s": .., "backward_data_s": ..,
- * "backward_weights_s": .., "update_s": .., "send_s": .., "recv_s": ..},
+ * "optimizer": "adam" | "sgd", "optimizer_states": 0..2, "batch": b, "stash_slots": s,
+ * "copy_bytes_per_s": x, "handoff_s": .., "wake_s": .., "layers": [{"forward_s": ..,
+ * "backward_data_s": .., "backward_weights_s": .., "update_s": .., "send_s": .., "recv_s": ..},
  * ...]} where send_s and recv_s are the copies of the layer's input (0 for
  * layer 0). Version 1 (no "version") lacks stash_slots, handoff_s, wake_s,
  * send_s and recv_s and still loads: its copies are then estimated from
@@ -81,7 +81,12 @@ typedef struct bg_profile {
     double handoff_s;        /* a sender's copy done -> the waiting receiver running */
     double wake_s;           /* what that wake costs the sender */
     uint64_t fingerprint;    /* of the model spec */
-    char device[24];
+    char device[24];         /* "cpu": the only kind measured */
+    /* The optimizer the update times are for ("adam", "sgd"; "" in older
+     * profiles, which did not say) and its state buffers per parameter
+     * (-1: not said). */
+    char optimizer[8];
+    int optimizer_states;
     bg_layer_profile_t *layer;
     int stage_count;           /* version 2: every layer range at slots 1, 2 and M */
     bg_stage_profile_t *stage; /* stage_count entries, or NULL */
@@ -124,6 +129,12 @@ bg_status_t bg_profile_save(const bg_profile_t *profile, const char *path);
  * fingerprint and layer count); BG_ERR_PARSE / BG_ERR_INVALID naming the
  * file otherwise, and for a newer version, saying to profile again. */
 bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_profile_t **out);
+
+/* Whether profile `p` (from `path`) can price a run of `optimizer`: its
+ * update times are for one optimizer's state (an older profile that does
+ * not say passes). BG_ERR_INVALID naming both otherwise. */
+bg_status_t bg_profile_check_optimizer(const bg_profile_t *p, const char *path,
+                                       const bg_optimizer_config_t *optimizer);
 
 /* NULL is a no-op. */
 void bg_profile_destroy(bg_profile_t *profile);

@@ -21,6 +21,10 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
     cJSON_AddNumberToObject(root, "version", p->version);
     cJSON_AddStringToObject(root, "model", fingerprint);
     cJSON_AddStringToObject(root, "device", p->device);
+    if (p->optimizer[0] != '\0') {
+        cJSON_AddStringToObject(root, "optimizer", p->optimizer);
+        cJSON_AddNumberToObject(root, "optimizer_states", p->optimizer_states);
+    }
     cJSON_AddNumberToObject(root, "batch", (double)p->batch);
     cJSON_AddNumberToObject(root, "copy_bytes_per_s", p->copy_bytes_per_s);
     if (p->version >= 2) {
@@ -110,6 +114,51 @@ static bg_status_t number_field(const char *path, const cJSON *object, const cha
     return BG_OK;
 }
 
+/* A whole-number field of `object` from min to max, or a parse error. */
+static bg_status_t whole_field(const char *path, const cJSON *object, const char *key,
+                               const char *where, double min, double max, double *out) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, key);
+    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble) ||
+        item->valuedouble != floor(item->valuedouble) || item->valuedouble < min ||
+        item->valuedouble > max)
+        return bg_error_set(BG_ERR_PARSE, "%s: %s: '%s' must be a whole number from %g to %g", path,
+                            where, key, min, max);
+    *out = item->valuedouble;
+    return BG_OK;
+}
+
+/* The optional "optimizer" and "optimizer_states" (absent from older
+ * profiles: p->optimizer "" and states -1). */
+static bg_status_t load_optimizer(const char *path, const cJSON *root, bg_profile_t *p) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
+    p->optimizer[0] = '\0';
+    p->optimizer_states = -1;
+    if (name == NULL) return BG_OK;
+    bg_optimizer_kind_t kind;
+    double states = 0;
+    if (!cJSON_IsString(name) || bg_optimizer_kind_parse(name->valuestring, &kind) != BG_OK)
+        return bg_error_set(BG_ERR_PARSE, "%s: 'optimizer' must be \"adam\" or \"sgd\"", path);
+    BG_CHECK(whole_field(path, root, "optimizer_states", "profile", 0, 2, &states));
+    snprintf(p->optimizer, sizeof p->optimizer, "%s", bg_optimizer_kind_name(kind));
+    p->optimizer_states = (int)states;
+    return BG_OK;
+}
+
+bg_status_t bg_profile_check_optimizer(const bg_profile_t *p, const char *path,
+                                       const bg_optimizer_config_t *optimizer) {
+    const int states = bg_optimizer_state_buffers(optimizer);
+    if (p->optimizer[0] == '\0' ||
+        (strcmp(p->optimizer, bg_optimizer_kind_name(optimizer->kind)) == 0 &&
+         p->optimizer_states == states))
+        return BG_OK;
+    return bg_error_set(BG_ERR_INVALID,
+                        "%s: its update times are for %s with %d state buffer%s; this run uses %s "
+                        "with %d (profile again with the run's --optimizer and --momentum)",
+                        path, p->optimizer, p->optimizer_states,
+                        p->optimizer_states == 1 ? "" : "s",
+                        bg_optimizer_kind_name(optimizer->kind), states);
+}
+
 /* The optional "stages" list of a version 2 profile. */
 static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t *p) {
     const cJSON *stages = cJSON_GetObjectItemCaseSensitive(root, "stages");
@@ -136,6 +185,12 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
         sp->first = (int)first;
         sp->last = (int)last;
         sp->slots = (int)slots;
+        for (int k = 0; k < i; k++)
+            if (p->stage[k].first == sp->first && p->stage[k].last == sp->last &&
+                p->stage[k].slots == sp->slots)
+                return bg_error_set(BG_ERR_PARSE,
+                                    "%s: %s repeats stage entry %d (layers %d..%d, %d slots)", path,
+                                    where, k, sp->first, sp->last - 1, sp->slots);
         BG_CHECK(number_field(path, o, "forward_s", where, &sp->forward_s));
         BG_CHECK(number_field(path, o, "backward_s", where, &sp->backward_s));
         BG_CHECK(number_field(path, o, "update_s", where, &sp->update_s));
@@ -216,28 +271,31 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
     p->layer = calloc((size_t)p->layers, sizeof *p->layer);
     BG_ALLOC_CHECK_GOTO(p->layer, st, done);
     double batch = 0;
-    BG_CHECK_GOTO(number_field(path, root, "batch", "profile", &batch), st, done);
+    BG_CHECK_GOTO(whole_field(path, root, "batch", "profile", 1, 1e9, &batch), st, done);
+    p->batch = (int64_t)batch;
     BG_CHECK_GOTO(number_field(path, root, "copy_bytes_per_s", "profile", &p->copy_bytes_per_s), st,
                   done);
-    if (batch < 1 || batch > 1e9 || p->copy_bytes_per_s <= 0) {
-        st = bg_error_set(BG_ERR_PARSE, "%s: batch and copy_bytes_per_s must be positive", path);
+    if (p->copy_bytes_per_s <= 0) {
+        st = bg_error_set(BG_ERR_PARSE, "%s: 'copy_bytes_per_s' must be above 0", path);
         goto done;
     }
-    p->batch = (int64_t)batch;
+    BG_CHECK_GOTO(load_optimizer(path, root, p), st, done);
     if (format >= 2) {
         double slots = 0;
-        BG_CHECK_GOTO(number_field(path, root, "stash_slots", "profile", &slots), st, done);
+        BG_CHECK_GOTO(whole_field(path, root, "stash_slots", "profile", 1, 1e6, &slots), st, done);
         BG_CHECK_GOTO(number_field(path, root, "handoff_s", "profile", &p->handoff_s), st, done);
         BG_CHECK_GOTO(number_field(path, root, "wake_s", "profile", &p->wake_s), st, done);
-        if (slots < 1 || slots > 1e6) {
-            st = bg_error_set(BG_ERR_PARSE, "%s: stash_slots must be >= 1", path);
-            goto done;
-        }
         p->stash_slots = (int)slots;
         BG_CHECK_GOTO(load_stages(path, root, p), st, done);
     }
+    /* Older profiles may lack it; all were measured on CPU cores. */
     const cJSON *device = cJSON_GetObjectItemCaseSensitive(root, "device");
-    snprintf(p->device, sizeof p->device, "%s", cJSON_IsString(device) ? device->valuestring : "?");
+    if (device != NULL && (!cJSON_IsString(device) || strcmp(device->valuestring, "cpu") != 0)) {
+        st = bg_error_set(BG_ERR_PARSE,
+                          "%s: 'device' must be \"cpu\" (brigade profiles CPU cores only)", path);
+        goto done;
+    }
+    snprintf(p->device, sizeof p->device, "cpu");
     for (int i = 0; i < p->layers; i++) {
         const cJSON *l = cJSON_GetArrayItem(layers, i);
         char where[32];

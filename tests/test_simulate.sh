@@ -62,6 +62,7 @@ assert p["layers"][0]["forward_s"] > 0
 assert p["layers"][4]["backward_weights_s"] > 0 and p["layers"][4]["update_s"] > 0
 assert p["layers"][1]["backward_weights_s"] == 0
 assert p["version"] == 2 and p["stash_slots"] == 2
+assert p["device"] == "cpu" and p["optimizer"] == "adam" and p["optimizer_states"] == 2
 assert p["handoff_s"] > 0 and p["wake_s"] > 0
 assert p["layers"][0]["send_s"] == 0 and p["layers"][0]["recv_s"] == 0
 assert p["layers"][4]["send_s"] > 0 and p["layers"][4]["recv_s"] > 0
@@ -146,10 +147,21 @@ if [ -s "$P" ]; then
     bad_profile version_text "'version' must be a whole number >= 1" 'p["version"] = "2"'
     bad_profile layers7 "needs a 'layers' list of 8 entries" 'del p["layers"][7]'
     bad_profile layers_object "needs a 'layers' list of 8 entries" 'p["layers"] = {}'
-    bad_profile batch0 "batch and copy_bytes_per_s must be positive" 'p["batch"] = 0'
-    bad_profile copy0 "batch and copy_bytes_per_s must be positive" 'p["copy_bytes_per_s"] = 0'
-    bad_profile batch_negative "profile: 'batch' must be a number >= 0" 'p["batch"] = -16'
-    bad_profile slots0 "stash_slots must be >= 1" 'p["stash_slots"] = 0'
+    batch="profile: 'batch' must be a whole number from 1 to 1e+09"
+    bad_profile batch0 "$batch" 'p["batch"] = 0'
+    bad_profile batch_negative "$batch" 'p["batch"] = -16'
+    bad_profile batch_half "$batch" 'p["batch"] = 1.5'
+    bad_profile batch_text "$batch" 'p["batch"] = "16"'
+    bad_profile copy0 "'copy_bytes_per_s' must be above 0" 'p["copy_bytes_per_s"] = 0'
+    bad_profile slots0 "profile: 'stash_slots' must be a whole number from 1 to 1e+06" \
+        'p["stash_slots"] = 0'
+    bad_profile device_cuda "'device' must be \"cpu\" (brigade profiles CPU cores only)" \
+        'p["device"] = "cuda"'
+    bad_profile optimizer_name "'optimizer' must be \"adam\" or \"sgd\"" 'p["optimizer"] = "lamb"'
+    bad_profile optimizer_states "profile: 'optimizer_states' must be a whole number from 0 to 2" \
+        'p["optimizer_states"] = 3'
+    bad_profile stage_twice "stage entry 4 repeats stage entry 1" \
+        'p["stages"][4] = dict(p["stages"][1])'
     bad_profile stages_object "'stages' must be a list" 'p["stages"] = {}'
     # The bounds of a layer range: whole 0 <= first < last <= 8, slots >= 1.
     bounds="stage entry 3: needs whole 0 <= first < last <= 8 and slots >= 1"
@@ -167,6 +179,19 @@ if [ -s "$P" ]; then
         'p["layers"][4]["forward_s"] = -0.001'
     bad_profile forward_text "layer 4: 'forward_s' must be a number >= 0" \
         'p["layers"][4]["forward_s"] = "fast"'
+    # Update times are for the profile's optimizer; a profile is of CPU cores.
+    expect 2 "$P: its update times are for adam with 2 state buffers; this run uses sgd with 0" \
+        -- simulate "$MODEL" --devices cpu:2 --optimizer sgd --profile "$P"
+    expect 2 "$P: its update times are for adam with 2 state buffers; this run uses sgd with 0" \
+        -- train "$MODEL" --data synthetic --steps 1 --optimizer sgd --profile "$P"
+    expect 2 "--profile $P holds CPU core times, but --devices cuda:0x2 has cuda:0/0" \
+        -- plan "$MODEL" --devices cuda:0x2 --profile "$P"
+    # Older profiles did not say their optimizer: accepted for any.
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+del p['optimizer'], p['optimizer_states']
+json.dump(p, open(sys.argv[2], 'w'))" "$P" "$T/unsaid.json"
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --optimizer sgd --profile "$T/unsaid.json"
     # 64 MiB is the limit: the profile padded with spaces to exactly 64 MiB
     # loads, one byte more is refused (the file is deleted at once).
     python3 -c "import sys
