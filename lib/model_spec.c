@@ -104,6 +104,13 @@ typedef struct parser {
     int input_line, loss_line;
     int last_line, last_col; /* the last layer word, for "missing loss" */
     bg_shape_t shape;        /* output of the last layer so far */
+    /* What that output is, as PyTorch's nn.Sequential would see it: an
+     * image (c, h, w) from the input, a convolution or a pool, even at 1x1;
+     * a vector (c) from flatten or dense; or either (an input of height and
+     * width 1, a vector of c features). Dense and the loss take no image,
+     * convolutions and pools no vector. */
+    enum { FORM_EITHER, FORM_IMAGE, FORM_VECTOR } form;
+    int form_line; /* the line of the layer that made the output so */
 } parser_t;
 
 const char *bg_layer_kind_name(bg_layer_kind_t kind) {
@@ -343,8 +350,23 @@ static bg_status_t append_relu(parser_t *p, const layer_line_t *source) {
     return finish_layer(p, relu);
 }
 
+/* Sets what the last layer, on `line`, made. */
+static void set_form(parser_t *p, int form, int line) {
+    p->form = form;
+    p->form_line = line;
+}
+
+/* The error for an image or pool layer given a vector. */
+static bg_status_t vector_error(parser_t *p, const layer_line_t *source, const char *what) {
+    return parse_error(p, source->line, source->col,
+                       "%s needs an image input (channels x height x width), got the vector of "
+                       "%" PRId64 " values that line %d makes",
+                       what, p->shape.c, p->form_line);
+}
+
 static bg_status_t build_conv2d(parser_t *p, const layer_line_t *source) {
     bg_shape_t in = p->shape;
+    if (p->form == FORM_VECTOR) return vector_error(p, source, "conv2d");
     int64_t filters = source->values[CONV_FILTERS];
     int64_t kernel = source->values[CONV_KERNEL];
     int64_t stride = source->value_cols[CONV_STRIDE] ? source->values[CONV_STRIDE] : 1;
@@ -377,12 +399,14 @@ static bg_status_t build_conv2d(parser_t *p, const layer_line_t *source) {
     layer->out.h = (in.h + 2 * pad - kernel) / stride + 1;
     layer->out.w = (in.w + 2 * pad - kernel) / stride + 1;
     BG_CHECK(finish_layer(p, layer));
+    set_form(p, FORM_IMAGE, source->line);
     if (source->values[CONV_ACTIVATION] == ACTIVATION_RELU) BG_CHECK(append_relu(p, source));
     return BG_OK;
 }
 
 static bg_status_t build_pool(parser_t *p, const layer_line_t *source, bg_layer_kind_t kind) {
     bg_shape_t in = p->shape;
+    if (p->form == FORM_VECTOR) return vector_error(p, source, bg_layer_kind_name(kind));
     int64_t size = source->values[POOL_SIZE];
     int64_t stride = source->value_cols[POOL_STRIDE] ? source->values[POOL_STRIDE] : size;
     if (size > in.h || size > in.w) {
@@ -398,16 +422,18 @@ static bg_status_t build_pool(parser_t *p, const layer_line_t *source, bg_layer_
     layer->out.c = in.c;
     layer->out.h = (in.h - size) / stride + 1;
     layer->out.w = (in.w - size) / stride + 1;
+    set_form(p, FORM_IMAGE, source->line);
     return finish_layer(p, layer);
 }
 
 static bg_status_t build_flat_layer(parser_t *p, const layer_line_t *source, bg_layer_kind_t kind) {
     bg_shape_t in = p->shape;
-    if (in.h != 1 || in.w != 1) {
+    if (in.h != 1 || in.w != 1 || p->form == FORM_IMAGE) {
         return parse_error(p, source->line, source->col,
                            "%s needs a flat input, got %" PRId64 "x%" PRId64 "x%" PRId64
-                           "; add 'flatten' before it",
-                           bg_layer_kind_name(kind), in.c, in.h, in.w);
+                           "%s; add 'flatten' before it",
+                           bg_layer_kind_name(kind), in.c, in.h, in.w,
+                           in.h == 1 && in.w == 1 ? " (an image, 1x1)" : "");
     }
     bg_layer_spec_t *layer = NULL;
     BG_CHECK(append_layer(p, source, &layer));
@@ -415,6 +441,7 @@ static bg_status_t build_flat_layer(parser_t *p, const layer_line_t *source, bg_
     if (kind == BG_LAYER_DENSE) {
         layer->filters = source->values[DENSE_UNITS];
         layer->out = (bg_shape_t){layer->filters, 1, 1};
+        set_form(p, FORM_VECTOR, source->line);
     } else {
         layer->out = in;
         p->spec->classes = in.c;
@@ -432,6 +459,7 @@ static bg_status_t build_layer(parser_t *p, const layer_line_t *source) {
         p->spec->input = (bg_shape_t){source->values[INPUT_CHANNELS], source->values[INPUT_HEIGHT],
                                       source->values[INPUT_WIDTH]};
         p->shape = p->spec->input;
+        set_form(p, p->shape.h == 1 && p->shape.w == 1 ? FORM_EITHER : FORM_IMAGE, source->line);
         return BG_OK;
     }
     bg_layer_spec_t *layer = NULL;
@@ -454,6 +482,7 @@ static bg_status_t build_layer(parser_t *p, const layer_line_t *source) {
                                    "layer too large: its sizes overflow 64-bit counts");
             }
             layer->out = (bg_shape_t){channels, 1, 1};
+            set_form(p, FORM_VECTOR, source->line);
         }
         return finish_layer(p, layer);
     }

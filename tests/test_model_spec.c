@@ -673,6 +673,35 @@ static void test_error_dense_needs_flat_input(void **state) {
                  "spec:4:1: dense needs a flat input, got 32x13x13; add 'flatten' before it");
 }
 
+/* What nn.Sequential would see: a convolution's or a pool's output is an
+ * image even at 1x1, flatten's and dense's a vector; an input of height
+ * and width 1 is either. */
+static void test_images_and_vectors(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "conv2d filters=2 kernel=3 stride=40\ndense units=10\n",
+                 "spec:3:1: dense needs a flat input, got 2x1x1 (an image, 1x1); add 'flatten' "
+                 "before it");
+    expect_error("input channels=3 height=2 width=2\nmaxpool size=2\nrelu\nsoftmax_cross_entropy\n",
+                 "spec:4:1: softmax_cross_entropy needs a flat input, got 3x1x1 (an image, 1x1); "
+                 "add 'flatten' before it");
+    expect_error(MNIST_INPUT "flatten\nconv2d filters=4 kernel=1\n",
+                 "spec:3:1: conv2d needs an image input (channels x height x width), got the "
+                 "vector of 784 values that line 2 makes");
+    expect_error(MNIST_INPUT "flatten\ndense units=8 activation=relu\nmaxpool size=1\n",
+                 "spec:4:1: maxpool needs an image input (channels x height x width), got the "
+                 "vector of 8 values that line 3 makes");
+    /* An input of 1x1 goes to either kind of layer. */
+    bg_model_spec_t *spec = parse_ok("input channels=5 height=1 width=1\n"
+                                     "conv2d filters=4 kernel=1\n"
+                                     "flatten\n"
+                                     "softmax_cross_entropy\n");
+    assert_int_equal(spec->num_layers, 3);
+    bg_model_spec_destroy(spec);
+    spec = parse_ok("input channels=5 height=1 width=1\ndense units=4\nsoftmax_cross_entropy\n");
+    assert_int_equal(spec->num_layers, 2);
+    bg_model_spec_destroy(spec);
+}
+
 static void test_error_loss_needs_flat_input(void **state) {
     (void)state;
     expect_error(MNIST_INPUT "softmax_cross_entropy\n",
@@ -746,6 +775,7 @@ int main(void) {
         cmocka_unit_test(test_error_pool_too_large),
         cmocka_unit_test(test_error_dense_needs_flat_input),
         cmocka_unit_test(test_error_loss_needs_flat_input),
+        cmocka_unit_test(test_images_and_vectors),
         cmocka_unit_test(test_error_layer_too_large),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
