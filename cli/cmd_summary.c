@@ -55,8 +55,9 @@ int bg_cmd_summary(int argc, char **argv) {
 
     char shape[48], what[48], params[32], flops[32], bytes[32];
     shape_text(spec->input, shape, sizeof shape);
-    printf("%s: %d layers, input %s, %lld classes\n\n", path, spec->num_layers, shape,
-           (long long)spec->classes);
+    printf("%s: %d layer%s, input %s, %lld class%s\n\n", path, spec->num_layers,
+           spec->num_layers == 1 ? "" : "s", shape, (long long)spec->classes,
+           spec->classes == 1 ? "" : "es");
     printf("%5s  %-22s %-12s %12s %14s %12s\n", "layer", "kind", "output", "params", "FLOPs/sample",
            "act bytes");
     int64_t total_bytes = 0;

@@ -86,6 +86,9 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *r) {
     if (!r->epoch_done && in_epoch % tenth != 0) return;
     fprintf(p->out, "epoch %d/%d step %lld/%lld loss %.4f %.0f samples/s eta %s%s\n", r->epoch,
             r->epochs, (long long)r->step, (long long)r->total_steps, r->loss, r->samples_per_s,
-            eta, r->epoch_done ? " (epoch done)" : "");
+            eta,
+            r->step == r->total_steps ? " (done)"
+            : r->epoch_done           ? " (epoch done)"
+                                      : "");
     fflush(p->out);
 }

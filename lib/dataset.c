@@ -168,6 +168,9 @@ bg_status_t bg_dataset_open(const char *source, bg_shape_t shape, int64_t classe
                             bg_dataset_t **train, bg_dataset_t **test) {
     if (source == NULL || train == NULL || test == NULL)
         return bg_error_set(BG_ERR_INVALID, "bg_dataset_open: NULL source, train or test");
+    if (source[0] == '\0')
+        return bg_error_set(BG_ERR_INVALID,
+                            "--data: empty (expected fashion-mnist, synthetic or a directory)");
     bg_status_t st = BG_OK;
     bg_dataset_t *train_set = NULL, *test_set = NULL;
 

@@ -258,6 +258,10 @@ usage_error "cannot read '$T/missing.safetensors': No such file or directory" --
     train "$MODEL" --data synthetic --steps 1 --resume "$T/missing.safetensors"
 usage_error "saved with optimizer adam" -- train "$MODEL" --data synthetic --steps 4 --batch 16 \
     --resume "$R" --optimizer sgd
+usage_error "--batch 8193 is larger than the 8192 training samples" -- train "$MODEL" \
+    --data synthetic --batch 8193 --steps 1
+usage_error "--data: empty (expected fashion-mnist, synthetic or a directory)" -- \
+    train "$MODEL" --data "" --steps 1
 # More steps than a run's epochs can hold: refused, not wrapped around.
 usage_error "--steps 4611686018427387903 takes 288230376151711744 epochs of 8192 samples at batch 512; a run has at most 1000000" \
     -- train "$MODEL" --data synthetic --batch 512 --steps 4611686018427387903
