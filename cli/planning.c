@@ -95,8 +95,11 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
                 (double)st->memory.optimizer / mib, (double)st->memory.stash / mib,
                 (double)st->memory.buffers / mib);
     }
-    fprintf(out, "\npredicted step: %.3f ms (%.0f samples/s); bottleneck stage %d\n",
-            p->step_s * 1e3, p->step_s > 0 ? (double)p->request.batch / p->step_s : 0.0,
+    /* The same figures as --microbatches auto's choice: with the update. */
+    fprintf(out,
+            "\npredicted step: %.3f ms, %.3f ms with the optimizer step (%.0f samples/s); "
+            "bottleneck stage %d\n",
+            p->step_s * 1e3, (p->step_s + p->update_s) * 1e3, bg_plan_samples_per_s(p),
             bg_plan_bottleneck_stage(p));
     fprintf(out, "bubble: %.1f%% predicted, %.1f%% in theory for equal stages\n", 100.0 * p->bubble,
             100.0 * p->bubble_theory);
