@@ -50,6 +50,11 @@ bg_status_t bg_cli_parse_double(const char *option, const char *text, double min
  * this cannot foresee (a full disk). */
 bg_status_t bg_cli_check_output(const char *option, const char *path);
 
+/* The same for a file that is always replaced whole, never written into (a
+ * checkpoint: lib/atomic_file.h): a symbolic link, a FIFO or a device there
+ * would be replaced by a regular file, so they are refused. */
+bg_status_t bg_cli_check_replaced(const char *option, const char *path);
+
 /* Formats n with thousands separators ("693,962") into buf. */
 const char *bg_cli_group_digits(int64_t n, char *buf, size_t size);
 

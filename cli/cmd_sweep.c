@@ -355,7 +355,7 @@ int bg_cmd_sweep(int argc, char **argv) {
             if (skip[0] != '\0')
                 printf("%4d  %-11s skipped: %s\n", o.ms[i], bg_schedule_kind_name(o.schedules[k]),
                        skip);
-            else if (count + 1 < MAX_POINTS)
+            else if (count < MAX_POINTS) /* at most 64 counts x 4 schedules = MAX_POINTS */
                 count++;
         }
     }

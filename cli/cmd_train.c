@@ -187,7 +187,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     /* Found now, not after the whole run. */
     if (o->train.save_every > 0 && o->save == NULL)
         return bg_error_set(BG_ERR_INVALID, "--save-every needs --save FILE to write to");
-    BG_CHECK(bg_cli_check_output("--save", o->save));
+    BG_CHECK(bg_cli_check_replaced("--save", o->save));
     BG_CHECK(bg_cli_check_output("--metrics", o->metrics));
     BG_CHECK(bg_cli_check_output("--trace", o->trace));
     BG_CHECK(bg_cli_check_output("--timeline", o->timeline));

@@ -40,9 +40,16 @@ bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, 
                              int64_t *out) {
     char *end = NULL;
     errno = 0;
-    long long value = strtoll(text, &end, 10);
-    if (text[0] == '\0' || *end != '\0' || errno == ERANGE)
+    /* Digits and an optional minus only: strtoll alone would also take
+     * leading spaces and a plus sign. */
+    const int digits =
+        (text[0] >= '0' && text[0] <= '9') || (text[0] == '-' && text[1] >= '0' && text[1] <= '9');
+    long long value = digits ? strtoll(text, &end, 10) : 0;
+    if (!digits || *end != '\0')
         return bg_error_set(BG_ERR_INVALID, "%s: expected an integer, got '%s'", option, text);
+    if (errno == ERANGE)
+        return bg_error_set(BG_ERR_INVALID, "%s: %s is outside %" PRId64 "..%" PRId64, option, text,
+                            min, max);
     if (value < min || value > max)
         return bg_error_set(BG_ERR_INVALID, "%s: %lld is outside %" PRId64 "..%" PRId64, option,
                             value, min, max);
@@ -74,6 +81,18 @@ const char *bg_cli_group_digits(int64_t n, char *buf, size_t size) {
     }
     buf[at] = '\0';
     return buf;
+}
+
+bg_status_t bg_cli_check_replaced(const char *option, const char *path) {
+    struct stat st;
+    if (path != NULL && path[0] != '\0' && lstat(path, &st) == 0 && !S_ISREG(st.st_mode) &&
+        !S_ISDIR(st.st_mode))
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: '%s' is %s; the file is replaced whole (a temporary file "
+                            "renamed over it), so give a regular file's path",
+                            option, path,
+                            S_ISLNK(st.st_mode) ? "a symbolic link" : "not a regular file");
+    return bg_cli_check_output(option, path);
 }
 
 bg_status_t bg_cli_check_output(const char *option, const char *path) {

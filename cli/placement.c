@@ -157,16 +157,7 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
         text = implied;
     }
     int gpus = p->topology_path != NULL ? bg_topology_gpu_count(topo) : bg_cuda_device_count();
-    const int cores = bg_topology_core_count(topo);
-    BG_CHECK(bg_device_list_parse_on(text, cores, gpus, &p->devices));
-    int cpus = 0;
-    for (int d = 0; d < p->devices.count; d++) cpus += p->devices.devices[d].kind == BG_DEVICE_CPU;
-    if (cpus > cores && cores > 0)
-        fprintf(stderr,
-                "note: %d CPU devices share %d core%s (cpu:N runs on core N mod %d); the "
-                "planner and the simulator count a core per device, so their figures for "
-                "this placement are optimistic\n",
-                cpus, cores, cores == 1 ? "" : "s", cores);
+    BG_CHECK(bg_device_list_parse_on(text, bg_topology_core_count(topo), gpus, &p->devices));
     if (p->stages > p->devices.count)
         return bg_error_set(BG_ERR_INVALID,
                             "--stages %d but --devices %s gives %d devices (use --chunks for "
@@ -249,6 +240,21 @@ void bg_placement_plan_request(const bg_placement_t *p, const bg_model_spec_t *s
     if (p->links != NULL && p->links->count == r.devices) r.links = p->links->link;
     r.profile = profile;
     *out = r;
+}
+
+void bg_placement_note_shared_cores(const bg_placement_t *p, int cores) {
+    int shared = 0;
+    for (int a = 0; a < p->devices.count; a++)
+        for (int b = a + 1; b < p->devices.count; b++)
+            shared += p->devices.devices[a].kind == BG_DEVICE_CPU &&
+                      p->devices.devices[b].kind == BG_DEVICE_CPU &&
+                      p->devices.devices[a].physical == p->devices.devices[b].physical;
+    if (shared > 0)
+        fprintf(stderr,
+                "note: %d CPU devices on %d core%s share them (cpu:N runs on core N mod %d); "
+                "the planner and the simulator count a core per device, so their figures for "
+                "this placement are optimistic\n",
+                p->devices.count, cores, cores == 1 ? "" : "s", cores);
 }
 
 void bg_placement_describe_devices(const bg_placement_t *p, FILE *out) {

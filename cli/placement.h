@@ -81,6 +81,11 @@ void bg_placement_plan_request(const bg_placement_t *p, const bg_model_spec_t *s
                                const bg_optimizer_config_t *optimizer, const bg_profile_t *profile,
                                int host_share, bg_cost_device_t *device, bg_plan_request_t *out);
 
+/* Says on stderr when two of the chosen CPU devices run on one of the
+ * machine's `cores` cores (more devices than cores): the predictions assume
+ * a core each. */
+void bg_placement_note_shared_cores(const bg_placement_t *p, int cores);
+
 /* Prints "K stages on DEVICE, DEVICE" (no newline). */
 void bg_placement_describe_devices(const bg_placement_t *p, FILE *out);
 

@@ -326,6 +326,7 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
     bg_device_links_destroy(all);
     BG_CHECK(st);
     placement->links = out->links;
+    bg_placement_note_shared_cores(placement, bg_topology_core_count(out->topology));
     out->devices = calloc((size_t)placement->devices.count, sizeof *out->devices);
     if (out->devices == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory");
     return BG_OK;

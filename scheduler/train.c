@@ -79,12 +79,15 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total) {
                             "%lld (a resumed run continues the same one; --load starts another "
                             "from its weights)",
                             (long long)rs->batch, (long long)cfg->batch);
-    if ((rs->train_samples > 0 && rs->train_samples != cfg->train->count) ||
-        rs->position >= cfg->train->count)
+    if (rs->train_samples > 0 && rs->train_samples != cfg->train->count)
         return bg_error_set(BG_ERR_INVALID,
-                            "--resume: the run was saved training on %lld samples (at sample "
-                            "%lld), this data has %lld (a resumed run continues on the same data)",
-                            (long long)(rs->train_samples > 0 ? rs->train_samples : rs->position),
+                            "--resume: the run was saved training on %lld samples, this data has "
+                            "%lld (a resumed run continues on the same data)",
+                            (long long)rs->train_samples, (long long)cfg->train->count);
+    if (rs->position >= cfg->train->count)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--resume: the run was saved at sample %lld of its epoch, past the "
+                            "%lld of this data (a resumed run continues on the same data)",
                             (long long)rs->position, (long long)cfg->train->count);
     if (rs->step >= total)
         return bg_error_set(BG_ERR_INVALID,
@@ -102,7 +105,11 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     const int64_t numel = bg_shape_numel(train->shape);
     const int64_t per_epoch = (train->count + batch - 1) / batch;
     /* In 64 bits: --steps alone may ask for more than 2^31 epochs. */
-    const int64_t whole = cfg->epochs > 0 ? cfg->epochs : (cfg->steps + per_epoch - 1) / per_epoch;
+    const int64_t whole =
+        cfg->epochs > 0 ? cfg->epochs : cfg->steps / per_epoch + (cfg->steps % per_epoch != 0);
+    if (cfg->epochs > BG_TRAIN_MAX_EPOCHS)
+        return bg_error_set(BG_ERR_INVALID, "--epochs %d: a run has at most %d", cfg->epochs,
+                            BG_TRAIN_MAX_EPOCHS);
     if (whole > BG_TRAIN_MAX_EPOCHS)
         return bg_error_set(BG_ERR_INVALID,
                             "--steps %lld takes %lld epochs of %lld samples at batch %lld; a run "
@@ -167,7 +174,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
         first_epoch = rs->epoch;
         first_position = rs->position;
     }
-    /* The epoch's losses so far, resumed with it. */
+    /* The epoch's losses so far, and the steps skipped, resumed with it. */
+    r.skipped_steps = cfg->resume != NULL ? cfg->resume->skipped_steps : 0;
     double resumed_loss = cfg->resume != NULL ? cfg->resume->epoch_loss_sum : 0;
     int64_t resumed_steps = cfg->resume != NULL ? cfg->resume->epoch_steps : 0;
     const int64_t first_step = step;
@@ -229,6 +237,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 save.train_samples = train->count;
                 save.epoch_loss_sum = epoch_over ? 0 : epoch_loss;
                 save.epoch_steps = epoch_over ? 0 : epoch_steps;
+                save.skipped_steps = r.skipped_steps;
                 BG_CHECK_GOTO(bg_pipeline_download_params(pipe, save.params), st, done);
                 for (int k = 0; k < save.states; k++)
                     BG_CHECK_GOTO(bg_pipeline_download_optimizer_state(pipe, k, save.state[k]), st,

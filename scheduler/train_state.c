@@ -70,7 +70,7 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
         }
     }
     char fingerprint[32], step[32], updates[32], epoch[32], position[32], rng[80], batch[32],
-        samples[32], loss_sum[40], epoch_steps[32];
+        samples[32], loss_sum[40], epoch_steps[32], skipped[32];
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, spec->fingerprint);
     snprintf(step, sizeof step, "%" PRId64, st->step);
     snprintf(updates, sizeof updates, "%" PRId64, st->optimizer_steps);
@@ -83,6 +83,7 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
     snprintf(samples, sizeof samples, "%" PRId64, st->train_samples);
     snprintf(loss_sum, sizeof loss_sum, "%.17g", st->epoch_loss_sum); /* round-trips exactly */
     snprintf(epoch_steps, sizeof epoch_steps, "%" PRId64, st->epoch_steps);
+    snprintf(skipped, sizeof skipped, "%" PRId64, st->skipped_steps);
     const char *keys[] = {"format",
                           "brigade.model",
                           "brigade.kind",
@@ -95,12 +96,13 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
                           "brigade.batch",
                           "brigade.train_samples",
                           "brigade.epoch_loss_sum",
-                          "brigade.epoch_steps"};
-    const char *values[] = {"pt",       fingerprint, "training-state",
-                            step,       updates,     bg_optimizer_kind_name(st->optimizer),
-                            epoch,      position,    rng,
-                            batch,      samples,     loss_sum,
-                            epoch_steps};
+                          "brigade.epoch_steps",
+                          "brigade.skipped_steps"};
+    const char *values[] = {"pt",        fingerprint, "training-state",
+                            step,        updates,     bg_optimizer_kind_name(st->optimizer),
+                            epoch,       position,    rng,
+                            batch,       samples,     loss_sum,
+                            epoch_steps, skipped};
     status = bg_checkpoint_save_tensors(path, tensors, total, keys, values,
                                         (int)(sizeof keys / sizeof keys[0]));
 done:
@@ -143,9 +145,10 @@ static bg_status_t metadata_loss_sum(const char *path, const bg_safetensors_t *f
     char *end = NULL;
     errno = 0;
     const double value = strtod(text, &end);
-    if (text[0] == '\0' || *end != '\0' || errno == ERANGE || !isfinite(value))
-        return bg_error_set(BG_ERR_PARSE, "%s: metadata 'brigade.epoch_loss_sum' is not a number",
-                            path);
+    /* Cross-entropy losses are >= 0, and so is their sum. */
+    if (text[0] == '\0' || *end != '\0' || errno == ERANGE || !isfinite(value) || value < 0)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: metadata 'brigade.epoch_loss_sum' is not a number >= 0", path);
     *out = value;
     return BG_OK;
 }
@@ -193,8 +196,10 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
     BG_CHECK(metadata_count(path, file, "brigade.batch", 1, &st->batch));
     BG_CHECK(metadata_count(path, file, "brigade.train_samples", 1, &st->train_samples));
     BG_CHECK(metadata_count(path, file, "brigade.epoch_steps", 1, &st->epoch_steps));
+    BG_CHECK(metadata_count(path, file, "brigade.skipped_steps", 1, &st->skipped_steps));
     BG_CHECK(metadata_loss_sum(path, file, &st->epoch_loss_sum));
-    if (epoch < 1 || epoch > BG_TRAIN_MAX_EPOCHS)
+    /* A run that ends its last epoch saves the next one's number. */
+    if (epoch < 1 || epoch > BG_TRAIN_MAX_EPOCHS + 1)
         return bg_error_set(BG_ERR_PARSE, "%s: brigade.epoch %lld is out of range", path,
                             (long long)epoch);
     st->epoch = (int)epoch;

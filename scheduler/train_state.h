@@ -17,8 +17,10 @@
  *             size, which a resumed run must share), brigade.epoch_loss_sum
  *             and brigade.epoch_steps (that epoch's losses so far, so a
  *             resumed run reports the epoch's mean loss as an unbroken one
- *             would). The last four are absent from checkpoints written
- *             before they were added; such files load with them 0.
+ *             would) and brigade.skipped_steps (steps skipped for
+ *             non-finite values so far, which --nan-limit counts). The
+ *             last five are absent from checkpoints written before they
+ *             were added; such files load with them 0.
  *
  * A checkpoint belongs to its model (the fingerprint is checked) but not to a
  * placement: weights are per layer, so a run may resume on other devices,
@@ -47,6 +49,7 @@ typedef struct bg_train_state {
     int64_t train_samples;   /* its training set's size; 0: not recorded */
     double epoch_loss_sum;   /* the epoch's mean losses of the steps taken so far, added */
     int64_t epoch_steps;     /* how many steps those are */
+    int64_t skipped_steps;   /* steps of the run skipped for non-finite values */
     bg_optimizer_kind_t optimizer;
     int states;           /* optimizer state buffers: 0, 1 or 2 */
     int64_t params_count; /* spec->total_params */

@@ -139,6 +139,10 @@ static bg_status_t load_optimizer(const char *path, const cJSON *root, bg_profil
     if (!cJSON_IsString(name) || bg_optimizer_kind_parse(name->valuestring, &kind) != BG_OK)
         return bg_error_set(BG_ERR_PARSE, "%s: 'optimizer' must be \"adam\" or \"sgd\"", path);
     BG_CHECK(whole_field(path, root, "optimizer_states", "profile", 0, 2, &states));
+    /* Adam keeps 2 buffers; SGD 1 with momentum, else 0. */
+    if ((kind == BG_OPTIMIZER_ADAM) != (states == 2))
+        return bg_error_set(BG_ERR_PARSE, "%s: 'optimizer_states' %g does not fit %s", path, states,
+                            bg_optimizer_kind_name(kind));
     snprintf(p->optimizer, sizeof p->optimizer, "%s", bg_optimizer_kind_name(kind));
     p->optimizer_states = (int)states;
     return BG_OK;
@@ -153,7 +157,7 @@ bg_status_t bg_profile_check_optimizer(const bg_profile_t *p, const char *path,
         return BG_OK;
     return bg_error_set(BG_ERR_INVALID,
                         "%s: its update times are for %s with %d state buffer%s; this run uses %s "
-                        "with %d (profile again with the run's --optimizer and --momentum)",
+                        "with %d (run brigade profile with this run's optimizer)",
                         path, p->optimizer, p->optimizer_states,
                         p->optimizer_states == 1 ? "" : "s",
                         bg_optimizer_kind_name(optimizer->kind), states);

@@ -93,6 +93,10 @@ usage_error "more than one MODEL" -- train "$MODEL" "$MODEL"
 usage_error "--batch: 0 is outside 1..1048576" -- train "$MODEL" --batch 0
 usage_error "--batch: expected an integer, got 'abc'" -- train "$MODEL" --batch abc
 usage_error "--batch: expected an integer, got '12x'" -- train "$MODEL" --batch 12x
+usage_error "--batch: expected an integer, got ' 12'" -- train "$MODEL" --batch " 12"
+usage_error "--batch: expected an integer, got '+12'" -- train "$MODEL" --batch +12
+usage_error "--batch: 99999999999999999999 is outside 1.." -- train "$MODEL" \
+    --batch 99999999999999999999
 usage_error "--lr: -1 is outside 0..1e+06" -- train "$MODEL" --lr -1
 usage_error "--lr: expected a number, got 'nan'" -- train "$MODEL" --lr nan
 usage_error "unknown optimizer 'foo' (expected sgd or adam)" -- train "$MODEL" --optimizer foo
@@ -278,7 +282,7 @@ for name, n in (("train", 40), ("t10k", 8)):
     with open("%s/%s-labels-idx1-ubyte" % (sys.argv[1], name), "wb") as f:
         f.write(struct.pack(">II", 0x801, n) + bytes(n))
 PY
-usage_error "--resume: the run was saved training on 8192 samples (at sample 48), this data has 40" \
+usage_error "--resume: the run was saved training on 8192 samples, this data has 40" \
     -- train "$MODEL" --data "$T/fewer" --steps 6 --batch 16 --resume "$R"
 usage_error "nothing to do: --resume is at step 3 and this run ends at step 2" -- \
     train "$MODEL" --data synthetic --steps 2 --batch 16 --resume "$R"
@@ -303,6 +307,12 @@ usage_error "--save: cannot write '$T/no/d/W.safetensors': folder '$T/no/d': No 
     train "$MODEL" --data synthetic --steps 1 --batch 16 --save "$T/no/d/W.safetensors"
 check "an unwritable --save stops before training" test ! -s "$OUT"
 usage_error "--save: empty file name" -- train "$MODEL" --data synthetic --steps 1 --save ""
+# A checkpoint replaces its file whole: a link there would become a file.
+ln -s "$T/target.safetensors" "$T/link.safetensors"
+usage_error "--save: '$T/link.safetensors' is a symbolic link; the file is replaced whole" -- \
+    train "$MODEL" --data synthetic --steps 1 --save "$T/link.safetensors"
+usage_error "--save: '/dev/null' is not a regular file" -- \
+    train "$MODEL" --data synthetic --steps 1 --save /dev/null
 usage_error "--trace: cannot write '$T/no/d/T.json': folder '$T/no/d': No such file or directory" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --trace "$T/no/d/T.json"
 usage_error "--timeline: cannot write '$T/no/d/T.svg': folder '$T/no/d': No such file or directory" -- \

@@ -109,6 +109,48 @@ static void check_resume(fixture_t *f, int stages, int64_t n) {
     free(resumed);
 }
 
+/* A diverging run with --nan skip: the steps skipped before a checkpoint
+ * count after it, as for --nan-limit in an unbroken run. */
+static void test_skipped_steps_carry_over(void **state) {
+    fixture_t *f = *state;
+    char half[128];
+    snprintf(half, sizeof half, "%s/skipping.safetensors", f->dir);
+    bg_device_list_t devices;
+    bg_train_config_t cfg = config(f, &devices, 1);
+    cfg.optimizer.kind = BG_OPTIMIZER_SGD;
+    cfg.optimizer.sgd.lr = 1e30;
+    cfg.nan_skip = 1;
+    cfg.nan_limit = 1000;
+    bg_train_result_t r;
+    cfg.steps = 8;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
+    const int64_t straight = r.skipped_steps;
+    bg_train_result_free(&r);
+    assert_true(straight >= 4); /* the first step at most is finite */
+
+    cfg.steps = 4;
+    cfg.save_path = half;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
+    const int64_t before = r.skipped_steps;
+    bg_train_result_free(&r);
+    assert_true(before >= 1 && before < straight);
+
+    bg_train_state_t saved = {0};
+    assert_int_equal(bg_train_state_load(half, f->spec, &cfg.optimizer, &saved), BG_OK);
+    assert_int_equal(saved.skipped_steps, before);
+    cfg.steps = 8;
+    cfg.save_path = NULL;
+    cfg.resume = &saved;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
+    assert_int_equal(r.skipped_steps, straight);
+    bg_train_result_free(&r);
+    /* A limit the unbroken run would exceed stops the resumed one too. */
+    cfg.nan_limit = straight - 1;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_NUMERIC);
+    assert_non_null(strstr(bg_error_message(), "more than --nan-limit"));
+    bg_train_state_free(&saved);
+}
+
 static void test_resume_one_stage(void **state) {
     check_resume(*state, 1, 3);  /* inside the first epoch */
     check_resume(*state, 1, 10); /* past an epoch boundary, mid-epoch */
@@ -157,7 +199,7 @@ static void test_files(void **state) {
 
 /* ---- hand-made training states ---- */
 
-enum { STATE_KEYS = 13 };
+enum { STATE_KEYS = 14 };
 
 static const char *const state_keys[STATE_KEYS] = {"format",
                                                    "brigade.model",
@@ -171,7 +213,8 @@ static const char *const state_keys[STATE_KEYS] = {"format",
                                                    "brigade.batch",
                                                    "brigade.train_samples",
                                                    "brigade.epoch_loss_sum",
-                                                   "brigade.epoch_steps"};
+                                                   "brigade.epoch_steps",
+                                                   "brigade.skipped_steps"};
 
 /* The rng words the hand-made states hold. */
 static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xfedcba9876543210),
@@ -180,7 +223,7 @@ static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xf
 /* Writes an Adam training state of f->spec to `path` as bg_train_state_save
  * lays it out (parameter i is i / 1024, m's is -i, v's is 2 i): step 5,
  * optimizer_steps 4, epoch 2, position 48, the state_rng words, batch 16,
- * train_samples 100, epoch_loss_sum 1.25, epoch_steps 3. One change
+ * train_samples 100, epoch_loss_sum 1.25, epoch_steps 3, skipped_steps 2. One change
  * may be asked for: metadata `key` set to `value` (left out when NULL);
  * tensor `drop` left out; tensor `reshape` written flat (its element count
  * kept). */
@@ -227,7 +270,7 @@ static void write_state(const fixture_t *f, const char *path, const char *key, c
              state_rng[1], state_rng[2], state_rng[3]);
     const char *values[STATE_KEYS] = {
         "pt", fingerprint, "training-state", "5", "4", "adam", "2", "48", rng,
-        "16", "100",       "1.25",           "3"};
+        "16", "100",       "1.25",           "3", "2"};
     const char *keys[STATE_KEYS];
     const char *vals[STATE_KEYS];
     int pairs = 0, changed = key == NULL;
@@ -281,6 +324,7 @@ static void test_state_fields(void **state) {
     assert_int_equal(st.train_samples, 100);
     assert_true(st.epoch_loss_sum == 1.25);
     assert_int_equal(st.epoch_steps, 3);
+    assert_int_equal(st.skipped_steps, 2);
     assert_int_equal(st.states, 2);
     for (int64_t i = 0; i < f->spec->total_params; i++) {
         if (st.params[i] != (float)i / 1024 || st.state[0][i] != -(float)i ||
@@ -297,18 +341,19 @@ static void test_state_refusals(void **state) {
     char path[128];
     snprintf(path, sizeof path, "%s/broken.safetensors", f->dir);
 
-    static const char *const epochs[] = {"0", "1000001"};
+    static const char *const epochs[] = {"0", "1000002"};
     for (int i = 0; i < 2; i++) {
         char want[64];
         snprintf(want, sizeof want, "brigade.epoch %s is out of range", epochs[i]);
         write_state(f, path, "brigade.epoch", epochs[i], NULL, NULL);
         expect_state_error(f, path, BG_ERR_PARSE, want);
     }
-    write_state(f, path, "brigade.epoch", "1000000", NULL, NULL); /* the largest accepted */
+    /* The largest accepted: a run that ended its millionth epoch. */
+    write_state(f, path, "brigade.epoch", "1000001", NULL, NULL);
     bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
     bg_train_state_t st = {0};
     assert_int_equal(bg_train_state_load(path, f->spec, &adam, &st), BG_OK);
-    assert_int_equal(st.epoch, 1000000);
+    assert_int_equal(st.epoch, 1000001);
     bg_train_state_free(&st);
 
     /* Counts: missing, empty, negative, trailing junk, not a number, a sign
@@ -330,11 +375,12 @@ static void test_state_refusals(void **state) {
      * may be missing, as in older checkpoints (0: not recorded), but not
      * malformed; nor may the epoch's loss sum. */
     static const char *const later_keys[] = {"brigade.batch", "brigade.train_samples",
-                                             "brigade.epoch_steps"};
-    for (int k = 0; k < 3; k++) {
+                                             "brigade.epoch_steps", "brigade.skipped_steps"};
+    for (int k = 0; k < 4; k++) {
         write_state(f, path, later_keys[k], NULL, NULL, NULL);
         assert_int_equal(bg_train_state_load(path, f->spec, &adam, &st), BG_OK);
-        assert_int_equal(k == 0 ? st.batch : k == 1 ? st.train_samples : st.epoch_steps, 0);
+        const int64_t got[] = {st.batch, st.train_samples, st.epoch_steps, st.skipped_steps};
+        assert_int_equal(got[k], 0);
         bg_train_state_free(&st);
         for (size_t b = 1; b < sizeof bad_counts / sizeof bad_counts[0]; b++) {
             char want[96];
@@ -347,11 +393,11 @@ static void test_state_refusals(void **state) {
     assert_int_equal(bg_train_state_load(path, f->spec, &adam, &st), BG_OK);
     assert_true(st.epoch_loss_sum == 0);
     bg_train_state_free(&st);
-    static const char *const bad_sums[] = {"", "abc", "1.5x", "nan", "inf", "1e999"};
+    static const char *const bad_sums[] = {"", "abc", "1.5x", "nan", "inf", "1e999", "-1"};
     for (size_t b = 0; b < sizeof bad_sums / sizeof bad_sums[0]; b++) {
         write_state(f, path, "brigade.epoch_loss_sum", bad_sums[b], NULL, NULL);
         expect_state_error(f, path, BG_ERR_PARSE,
-                           "metadata 'brigade.epoch_loss_sum' is not a number");
+                           "metadata 'brigade.epoch_loss_sum' is not a number >= 0");
     }
 
     /* The shuffle generator: 64 hex digits exactly. */
@@ -390,6 +436,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_one_stage),
         cmocka_unit_test(test_resume_two_stages),
+        cmocka_unit_test(test_skipped_steps_carry_over),
         cmocka_unit_test(test_files),
         cmocka_unit_test(test_state_fields),
         cmocka_unit_test(test_state_refusals),

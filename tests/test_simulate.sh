@@ -160,6 +160,8 @@ if [ -s "$P" ]; then
     bad_profile optimizer_name "'optimizer' must be \"adam\" or \"sgd\"" 'p["optimizer"] = "lamb"'
     bad_profile optimizer_states "profile: 'optimizer_states' must be a whole number from 0 to 2" \
         'p["optimizer_states"] = 3'
+    bad_profile adam_without_state "'optimizer_states' 0 does not fit adam" \
+        'p["optimizer_states"] = 0'
     bad_profile stage_twice "stage entry 4 repeats stage entry 1" \
         'p["stages"][4] = dict(p["stages"][1])'
     bad_profile stages_object "'stages' must be a list" 'p["stages"] = {}'

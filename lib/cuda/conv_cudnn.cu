@@ -318,6 +318,9 @@ static bg_status_t algorithms(bg_backend_t *be, const bg_conv2d_geometry_t *g, i
         bg_cuda_conv_algos_t *entry = &cu->conv_cache[i];
         if (!same_shape(&entry->geometry, g) || entry->geometry.n != g->n) continue;
         if (sizing) {
+            /* A ranked entry was picked within some op's limit, untimed:
+             * sizing searches afresh rather than sizing from it. */
+            if (!entry->searched) continue;
             entry->sized = 1;
         } else if (entry->workspace_bytes > limit) {
             continue;
@@ -338,6 +341,7 @@ static bg_status_t algorithms(bg_backend_t *be, const bg_conv2d_geometry_t *g, i
     bg_cuda_conv_algos_t found = {};
     found.geometry = *g;
     found.sized = sizing;
+    found.searched = sizing;
     BG_CHECK(sizing ? search(be, g, limit, &found) : rank(be, g, limit, &found));
     cu->conv_cache[cu->conv_cache_count++] = found;
     *out = found;

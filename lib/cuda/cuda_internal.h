@@ -24,6 +24,7 @@ typedef struct bg_cuda_conv_algos {
     size_t forward_bytes, backward_data_bytes, backward_filter_bytes;
     size_t workspace_bytes; /* the largest of the three */
     int sized;              /* returned by conv2d_workspace_bytes: a caller may hold this much */
+    int searched; /* timed by a search; 0: ranked by heuristics within an op's smaller limit */
 } bg_cuda_conv_algos_t;
 
 /* softmax_xent_forward_add's totals since the last take_loss (zero: none). */
