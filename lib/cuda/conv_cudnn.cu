@@ -259,6 +259,14 @@ done:
     return st;
 }
 
+/* A ranked algorithm's workspace: the larger of the heuristics' figure
+ * (*bytes) and cuDNN's query (`queried`), which must fit `limit`. */
+static bg_status_t confirm_bytes(bg_backend_t *be, const char *which, const bg_conv2d_geometry_t *g,
+                                 size_t queried, size_t limit, size_t *bytes) {
+    if (queried > *bytes) *bytes = queried;
+    return *bytes <= limit ? BG_OK : none_fits(be, which, g, limit);
+}
+
 /* Fills *a with the algorithms cuDNN's heuristics rank first for g
  * (cudnnGet*Algorithm_v7, by the same rules as a search) within `limit`
  * bytes of workspace. Nothing is timed, allocated or waited for, so an op
@@ -286,6 +294,26 @@ static bg_status_t rank(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_t 
                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, backward_filter));
     BG_CHECK(take(be, "backward-filter", g, backward_filter, returned, limit, &a->backward_filter,
                   &a->backward_filter_math, &a->backward_filter_bytes));
+    /* The heuristics' memory figures, checked against cuDNN's workspace
+     * query for each choice under the math it will run with. */
+    size_t bytes = 0;
+    BG_CUDNN_CHECK(be, cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, a->forward_math)));
+    BG_CUDNN_CHECK(be, cudnnGetConvolutionForwardWorkspaceSize(cu->cudnn, cu->x_desc, cu->w_desc,
+                                                               cu->conv_desc, cu->y_desc,
+                                                               a->forward, &bytes));
+    BG_CHECK(confirm_bytes(be, "forward", g, bytes, limit, &a->forward_bytes));
+    BG_CUDNN_CHECK(be,
+                   cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, a->backward_data_math)));
+    BG_CUDNN_CHECK(be, cudnnGetConvolutionBackwardDataWorkspaceSize(
+                           cu->cudnn, cu->w_desc, cu->y_desc, cu->conv_desc, cu->x_desc,
+                           a->backward_data, &bytes));
+    BG_CHECK(confirm_bytes(be, "backward-data", g, bytes, limit, &a->backward_data_bytes));
+    BG_CUDNN_CHECK(
+        be, cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, a->backward_filter_math)));
+    BG_CUDNN_CHECK(be, cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                           cu->cudnn, cu->x_desc, cu->y_desc, cu->conv_desc, cu->w_desc,
+                           a->backward_filter, &bytes));
+    BG_CHECK(confirm_bytes(be, "backward-filter", g, bytes, limit, &a->backward_filter_bytes));
     set_workspace_bytes(a);
     return BG_OK;
 }
