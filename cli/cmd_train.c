@@ -385,7 +385,10 @@ int bg_cmd_train(int argc, char **argv) {
     }
     if (o.save != NULL && r.saved_step > 0)
         printf("saved the training state at step %lld to %s\n", (long long)r.saved_step, o.save);
-    if (o.metrics != NULL) BG_CHECK_GOTO(write_metrics(o.metrics, &o, &r, summary), st, fail);
+    if (o.metrics != NULL) {
+        BG_CHECK_GOTO(write_metrics(o.metrics, &o, &r, summary), st, fail);
+        printf("metrics written to %s\n", o.metrics);
+    }
     goto done;
 fail:
     code = bg_cli_fail("train", st);

@@ -34,6 +34,9 @@ static void account_event(bg_timeline_summary_t *s, const bg_event_t *e) {
     case BG_EVENT_BACKWARD: st->backward_s += length; break;
     case BG_EVENT_WEIGHT: st->weight_s += length; break;
     case BG_EVENT_WAIT:
+        /* A wait with no peer (-1: the optimizer-step barrier) is on no
+         * neighbour, though on stage 0 -1 is "stage - 1". */
+        if (e->peer_stage < 0) break;
         if (e->peer_stage == e->stage - 1) st->wait_prev_s += length;
         if (e->peer_stage == e->stage + 1) st->wait_next_s += length;
         if (e->to_send && e->peer_stage == e->stage - 1) st->room_prev_s += length;

@@ -113,8 +113,9 @@ static void draw_event(FILE *out, const timeline_layout_t *l, const bg_event_t *
         if (e->microbatch >= 0) fprintf(out, " %d", e->microbatch);
         if (e->peer_stage >= 0) fprintf(out, " (stage %d)", e->peer_stage);
     }
+    /* On the axis's clock: from the start of the time shown. */
     fprintf(out, ", stage %d, step %d: %.3f to %.3f ms</title></rect>\n", e->stage, e->step,
-            1e3 * e->start, 1e3 * e->end);
+            1e3 * (e->start - l->t0), 1e3 * (e->end - l->t0));
     if (!is_op(e->kind)) return;
     char label[16];
     if (e->kind == BG_EVENT_STEP)

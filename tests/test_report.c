@@ -98,6 +98,9 @@ static bg_timeline_t *hand_timeline(void) {
     add(tl, BG_EVENT_FORWARD, 0, 0, 0, -1, 1, 10, 11);
     add(tl, BG_EVENT_WAIT, 0, 0, 0, 1, 1, 11, 14);
     tl->events[tl->count - 1].to_send = 1; /* for room to send F0's output */
+    /* ... then 1 at the optimizer-step barrier: a wait on no stage (peer
+     * -1), not on a "previous" one of stage 0. */
+    add(tl, BG_EVENT_WAIT, 0, 0, -1, -1, 1, 14, 15);
     add(tl, BG_EVENT_WAIT, 1, 1, 0, 0, 1, 10, 12);
     add(tl, BG_EVENT_FORWARD, 1, 1, 0, -1, 1, 12, 13);
     add(tl, BG_EVENT_WEIGHT, 1, 1, 0, -1, 1, 13, 13.5);
@@ -118,7 +121,7 @@ static void test_summary_figures(void **state) {
     const bg_device_summary_t *d0 = &s->device[0], *d1 = &s->device[1];
     expect_near(d0->compute_s, (6.5e-3 + 1e-3) / 2, EPS);
     expect_near(d0->copy_s, 1.5e-3 / 2, EPS);
-    expect_near(d0->wait_s, (2e-3 + 3e-3) / 2, EPS);
+    expect_near(d0->wait_s, (2e-3 + 3e-3 + 1e-3) / 2, EPS);
     expect_near(d0->idle_s, step - 3.75e-3 - 0.75e-3, EPS);
     expect_near(d0->compute_frac, 3.75 / 11, EPS);
     expect_near(d0->copy_frac, 0.75 / 11, EPS);
@@ -642,6 +645,21 @@ static void test_svg_timeline(void **state) {
     text = read_all(path);
     expect_well_formed(text);
     assert_int_equal(count_of(text, "<rect class=\"op\""), ops_step1);
+    /* A box's title gives its times on the axis's clock: from the start of
+     * the step shown, not of the first recorded one. */
+    int titled = 0;
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (e->kind != BG_EVENT_FORWARD || e->step != 1 || e->stage != 0 || e->microbatch != 0)
+            continue;
+        char times[96];
+        snprintf(times, sizeof times, "<title>F 0, stage 0, step 1: %.3f to %.3f ms</title>",
+                 1e3 * (e->start - tl->step_start[1]), 1e3 * (e->end - tl->step_start[1]));
+        assert_int_equal(count_of(text, times), 1);
+        assert_true(e->start - tl->step_start[1] < e->start); /* the clocks differ here */
+        titled++;
+    }
+    assert_int_equal(titled, 1);
     free(text);
     assert_int_equal(bg_svg_timeline_write(path, tl, 2), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "step 2 out of range"));
