@@ -197,7 +197,7 @@ static bg_status_t measure(const sweep_context_t *c, const bg_plan_t *plan, bg_t
     cfg.devices = &o->placement.devices;
     cfg.topology = c->topology;
     cfg.schedule = plan->request.schedule;
-    cfg.chunks = o->placement.chunks;
+    cfg.chunks = plan->request.chunks;
     cfg.microbatches = plan->request.microbatches;
     cfg.batch = o->batch;
     cfg.split = plan->partition->stages > 1 ? plan->first_layer + 1 : NULL;
@@ -246,6 +246,9 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
     bg_placement_t placement = o->placement;
     placement.schedule = kind;
     placement.microbatches = m;
+    /* --chunks is interleaved's: the other schedules listed beside it run
+     * one stage per device, so that one chart compares them all. */
+    if (kind != BG_SCHEDULE_INTERLEAVED) placement.chunks = 1;
     bg_optimizer_config_t optimizer = BG_OPTIMIZER_CONFIG_INIT;
     bg_plan_request_t request;
     bg_placement_plan_request(&placement, c->spec, o->batch, &optimizer, c->profile, o->simulate,
@@ -330,9 +333,13 @@ int bg_cmd_sweep(int argc, char **argv) {
                 (long long)o.batch, (long long)o.steps,
                 setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
     }
-    bg_placement_describe_devices(&o.placement, stderr);
+    /* Stages per point vary with --chunks (interleaved only): devices here. */
+    fputs("on ", stderr);
+    for (int d = 0; d < o.placement.devices.count; d++)
+        fprintf(stderr, "%s%s", d ? ", " : "", o.placement.devices.devices[d].name);
     if (o.placement.recompute) fputs(", recompute", stderr);
-    if (o.placement.chunks > 1) fprintf(stderr, ", %d chunks per device", o.placement.chunks);
+    if (o.placement.chunks > 1)
+        fprintf(stderr, ", %d chunks per device for interleaved", o.placement.chunks);
     fputc('\n', stderr);
     if (o.simulate) printf("(simulated) predicted by the planner and the simulator, not run\n");
     printf("%4s  %-11s %9s %11s %9s %9s %9s  %s\n", "M", "schedule", "step ms", "samples/s",

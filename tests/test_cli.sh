@@ -377,6 +377,16 @@ usage_error "--chart: cannot write '$T/no/d/C.svg': folder '$T/no/d'" -- sweep "
 expect 2 "every point was skipped (above); no chart written" -- sweep "$MODEL" --simulate \
     --devices cpu:2 --device-mem 1M --microbatches 1,4 --chart "$T/none.svg"
 check "a sweep with no point writes no chart" test ! -e "$T/none.svg"
+# --chunks is interleaved's: the other schedules of the same sweep run.
+if expect 0 "on cpu:0, cpu:1, 2 chunks per device for interleaved" -- sweep "$MODEL" --simulate \
+    --devices cpu:2 --microbatches 2 --schedule 1f1b,interleaved --chunks 2; then
+    check "a sweep with --chunks 2 has a 1f1b row and an interleaved one" python3 -c '
+import re, sys
+rows = [l.split() for l in open(sys.argv[1]) if re.match(r" +2 +", l)]
+assert [r[1] for r in rows] == ["1f1b", "interleaved"], rows
+assert len(rows[0][-1].split("/")) == 2 and len(rows[1][-1].split("/")) == 4, rows
+' "$OUT"
+fi
 expect 0 "" -- sweep --help
 if grep -q "auto:" "$OUT"; then fail "sweep's help offers auto"; else pass; fi
 usage_error "--batch 100000 is larger than the 8192 training samples" -- sweep "$MODEL" \
