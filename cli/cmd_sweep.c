@@ -335,8 +335,7 @@ int bg_cmd_sweep(int argc, char **argv) {
     }
     /* Stages per point vary with --chunks (interleaved only): devices here. */
     fputs("on ", stderr);
-    for (int d = 0; d < o.placement.devices.count; d++)
-        fprintf(stderr, "%s%s", d ? ", " : "", o.placement.devices.devices[d].name);
+    bg_placement_describe_devices(&o.placement, stderr);
     if (o.placement.recompute) fputs(", recompute", stderr);
     if (o.placement.chunks > 1)
         fprintf(stderr, ", %d chunks per device for interleaved", o.placement.chunks);

@@ -258,13 +258,13 @@ void bg_placement_note_shared_cores(const bg_placement_t *p, int cores) {
 }
 
 void bg_placement_describe_devices(const bg_placement_t *p, FILE *out) {
-    int stages = p->devices.count * p->chunks;
-    fprintf(out, "%d stage%s on ", stages, stages == 1 ? "" : "s");
     for (int d = 0; d < p->devices.count; d++)
         fprintf(out, "%s%s", d ? ", " : "", p->devices.devices[d].name);
 }
 
 void bg_placement_describe(const bg_placement_t *p, FILE *out) {
+    int stages = p->devices.count * p->chunks;
+    fprintf(out, "%d stage%s on ", stages, stages == 1 ? "" : "s");
     bg_placement_describe_devices(p, out);
     fprintf(out, "; %s, %d micro-batch%s%s", bg_schedule_kind_name(p->schedule), p->microbatches,
             p->microbatches == 1 ? "" : "es", p->recompute ? ", recompute" : "");

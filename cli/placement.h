@@ -86,7 +86,7 @@ void bg_placement_plan_request(const bg_placement_t *p, const bg_model_spec_t *s
  * a core each. */
 void bg_placement_note_shared_cores(const bg_placement_t *p, int cores);
 
-/* Prints "K stages on DEVICE, DEVICE" (no newline). */
+/* Prints the chosen devices, "cpu:0, cpu:1" (no newline). */
 void bg_placement_describe_devices(const bg_placement_t *p, FILE *out);
 
 /* Prints a one-line description ("2 stages on cpu:0, cpu:1; 1f1b, M=4"). */

@@ -101,6 +101,12 @@ static bg_status_t describe(bg_backend_t *be, const bg_conv2d_geometry_t *g, cud
     return BG_OK;
 }
 
+/* The math type algorithms are chosen under: with TF32 allowed, cuDNN's
+ * default (tensor-op math may be offered), else FMA only. */
+static cudnnMathType_t choice_math(const bg_cuda_backend_t *cu) {
+    return cu->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
 /* The math type a call runs with: without TF32, FMA only (cuDNN's default
  * math allows TF32 tensor cores on Ampere and later). */
 static cudnnMathType_t run_math(const bg_cuda_backend_t *cu, cudnnMathType_t timed) {
@@ -194,7 +200,7 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
     int returned = 0, out_n = 0, out_c = 0, out_h = 0, out_w = 0;
     bg_status_t st = BG_OK;
 
-    BG_CHECK_GOTO(describe(be, g, cu->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), st, done);
+    BG_CHECK_GOTO(describe(be, g, choice_math(cu)), st, done);
     BG_CUDNN_CHECK_GOTO(be,
                         cudnnGetConvolution2dForwardOutputDim(cu->conv_desc, cu->x_desc, cu->w_desc,
                                                               &out_n, &out_c, &out_h, &out_w),
@@ -278,7 +284,7 @@ static bg_status_t rank(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_t 
     cudnnConvolutionBwdDataAlgoPerf_t backward_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     cudnnConvolutionBwdFilterAlgoPerf_t backward_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int returned = 0;
-    BG_CHECK(describe(be, g, cu->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    BG_CHECK(describe(be, g, choice_math(cu)));
     BG_CUDNN_CHECK(be, cudnnGetConvolutionForwardAlgorithm_v7(
                            cu->cudnn, cu->x_desc, cu->w_desc, cu->conv_desc, cu->y_desc,
                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, forward));
