@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,35 @@
 #include "train.h"
 
 enum { STATE_NAME = 64 };
+
+/* The whole-number metadata of a training state that is an int64_t field
+ * of bg_train_state_t, written and read through this one list. `later`:
+ * added after the first format, so older checkpoints may lack it (read as
+ * 0). brigade.epoch (an int, range-checked) is read apart. */
+typedef struct count_field {
+    const char *key;
+    size_t offset; /* of the field in bg_train_state_t */
+    int later;
+} count_field_t;
+
+static const count_field_t count_fields[] = {
+    {"brigade.step", offsetof(bg_train_state_t, step), 0},
+    {"brigade.optimizer_steps", offsetof(bg_train_state_t, optimizer_steps), 0},
+    {"brigade.position", offsetof(bg_train_state_t, position), 0},
+    {"brigade.batch", offsetof(bg_train_state_t, batch), 1},
+    {"brigade.train_samples", offsetof(bg_train_state_t, train_samples), 1},
+    {"brigade.epoch_steps", offsetof(bg_train_state_t, epoch_steps), 1},
+    {"brigade.skipped_steps", offsetof(bg_train_state_t, skipped_steps), 1},
+};
+enum { COUNT_FIELDS = sizeof count_fields / sizeof count_fields[0] };
+
+static int64_t *count_of(bg_train_state_t *st, const count_field_t *f) {
+    return (int64_t *)(void *)((char *)st + f->offset);
+}
+
+static int64_t count_value(const bg_train_state_t *st, const count_field_t *f) {
+    return *(const int64_t *)(const void *)((const char *)st + f->offset);
+}
 
 static const char *state_name(bg_optimizer_kind_t kind, int k) {
     if (kind == BG_OPTIMIZER_ADAM) return k == 0 ? "m" : "v";
@@ -69,42 +99,26 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
             tensors[at].data = base + model[i].offset;
         }
     }
-    char fingerprint[32], step[32], updates[32], epoch[32], position[32], rng[80], batch[32],
-        samples[32], loss_sum[40], epoch_steps[32], skipped[32];
+    char fingerprint[32], epoch[32], rng[80], loss_sum[40], counts[COUNT_FIELDS][24];
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, spec->fingerprint);
-    snprintf(step, sizeof step, "%" PRId64, st->step);
-    snprintf(updates, sizeof updates, "%" PRId64, st->optimizer_steps);
     snprintf(epoch, sizeof epoch, "%d", st->epoch);
-    snprintf(position, sizeof position, "%" PRId64, st->position);
     snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
              st->shuffle_rng.state[0], st->shuffle_rng.state[1], st->shuffle_rng.state[2],
              st->shuffle_rng.state[3]);
-    snprintf(batch, sizeof batch, "%" PRId64, st->batch);
-    snprintf(samples, sizeof samples, "%" PRId64, st->train_samples);
     snprintf(loss_sum, sizeof loss_sum, "%.17g", st->epoch_loss_sum); /* round-trips exactly */
-    snprintf(epoch_steps, sizeof epoch_steps, "%" PRId64, st->epoch_steps);
-    snprintf(skipped, sizeof skipped, "%" PRId64, st->skipped_steps);
-    const char *keys[] = {"format",
-                          "brigade.model",
-                          "brigade.kind",
-                          "brigade.step",
-                          "brigade.optimizer_steps",
-                          "brigade.optimizer",
-                          "brigade.epoch",
-                          "brigade.position",
-                          "brigade.shuffle_rng",
-                          "brigade.batch",
-                          "brigade.train_samples",
-                          "brigade.epoch_loss_sum",
-                          "brigade.epoch_steps",
-                          "brigade.skipped_steps"};
-    const char *values[] = {"pt",        fingerprint, "training-state",
-                            step,        updates,     bg_optimizer_kind_name(st->optimizer),
-                            epoch,       position,    rng,
-                            batch,       samples,     loss_sum,
-                            epoch_steps, skipped};
-    status = bg_checkpoint_save_tensors(path, tensors, total, keys, values,
-                                        (int)(sizeof keys / sizeof keys[0]));
+    enum { NAMED = 7 }; /* the values before the counts */
+    const char *keys[NAMED + COUNT_FIELDS] = {
+        "format",        "brigade.model",       "brigade.kind",          "brigade.optimizer",
+        "brigade.epoch", "brigade.shuffle_rng", "brigade.epoch_loss_sum"};
+    const char *values[NAMED + COUNT_FIELDS] = {
+        "pt",  fingerprint, "training-state", bg_optimizer_kind_name(st->optimizer),
+        epoch, rng,         loss_sum};
+    for (int f = 0; f < COUNT_FIELDS; f++) {
+        snprintf(counts[f], sizeof counts[f], "%" PRId64, count_value(st, &count_fields[f]));
+        keys[NAMED + f] = count_fields[f].key;
+        values[NAMED + f] = counts[f];
+    }
+    status = bg_checkpoint_save_tensors(path, tensors, total, keys, values, NAMED + COUNT_FIELDS);
 done:
     free(tensors);
     free(names);
@@ -189,14 +203,10 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
                             "%s: saved with optimizer %s; this run uses %s (and its state)", path,
                             optimizer ? optimizer : "?", bg_optimizer_kind_name(st->optimizer));
     int64_t epoch = 0;
-    BG_CHECK(metadata_count(path, file, "brigade.step", 0, &st->step));
-    BG_CHECK(metadata_count(path, file, "brigade.optimizer_steps", 0, &st->optimizer_steps));
+    for (int f = 0; f < COUNT_FIELDS; f++)
+        BG_CHECK(metadata_count(path, file, count_fields[f].key, count_fields[f].later,
+                                count_of(st, &count_fields[f])));
     BG_CHECK(metadata_count(path, file, "brigade.epoch", 0, &epoch));
-    BG_CHECK(metadata_count(path, file, "brigade.position", 0, &st->position));
-    BG_CHECK(metadata_count(path, file, "brigade.batch", 1, &st->batch));
-    BG_CHECK(metadata_count(path, file, "brigade.train_samples", 1, &st->train_samples));
-    BG_CHECK(metadata_count(path, file, "brigade.epoch_steps", 1, &st->epoch_steps));
-    BG_CHECK(metadata_count(path, file, "brigade.skipped_steps", 1, &st->skipped_steps));
     BG_CHECK(metadata_loss_sum(path, file, &st->epoch_loss_sum));
     /* A run that ends its last epoch saves the next one's number. */
     if (epoch < 1 || epoch > BG_TRAIN_MAX_EPOCHS + 1)
