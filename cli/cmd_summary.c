@@ -1,4 +1,5 @@
 /* brigade summary MODEL: the layer table of a model spec. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,11 +30,25 @@ static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
     }
 }
 
-static void shape_text(bg_shape_t s, char *buf, size_t size) {
-    if (s.h == 1 && s.w == 1)
-        snprintf(buf, size, "%lld", (long long)s.c);
-    else
+/* An image as CxHxW (even at 1x1, as a convolution's or a pool's output
+ * stays an image), a vector as its length. */
+static void shape_text(bg_shape_t s, bool image, char *buf, size_t size) {
+    if (image)
         snprintf(buf, size, "%lldx%lldx%lld", (long long)s.c, (long long)s.h, (long long)s.w);
+    else
+        snprintf(buf, size, "%lld", (long long)s.c);
+}
+
+/* Whether a layer's output is an image: convolutions and pools make one,
+ * flatten, dense and the loss a vector, an activation keeps its input's. */
+static bool makes_image(bg_layer_kind_t kind, bool input_image) {
+    switch (kind) {
+    case BG_LAYER_CONV2D:
+    case BG_LAYER_MAXPOOL:
+    case BG_LAYER_AVGPOOL: return true;
+    case BG_LAYER_RELU: return input_image;
+    default: return false;
+    }
 }
 
 int bg_cmd_summary(int argc, char **argv) {
@@ -54,7 +69,8 @@ int bg_cmd_summary(int argc, char **argv) {
     if (st != BG_OK) return bg_cli_fail("summary", bg_cli_input_status(st));
 
     char shape[48], what[48], params[32], flops[32], bytes[32];
-    shape_text(spec->input, shape, sizeof shape);
+    bool image = true; /* the input line gives channels, height and width */
+    shape_text(spec->input, image, shape, sizeof shape);
     printf("%s: %d layer%s, input %s, %lld class%s\n\n", path, spec->num_layers,
            spec->num_layers == 1 ? "" : "s", shape, (long long)spec->classes,
            spec->classes == 1 ? "" : "es");
@@ -64,7 +80,8 @@ int bg_cmd_summary(int argc, char **argv) {
     for (int i = 0; i < spec->num_layers; i++) {
         const bg_layer_spec_t *l = &spec->layers[i];
         describe(l, what, sizeof what);
-        shape_text(l->out, shape, sizeof shape);
+        image = makes_image(l->kind, image);
+        shape_text(l->out, image, shape, sizeof shape);
         total_bytes += l->activation_bytes;
         printf("%5d  %-22s %-12s %12s %14s %12s\n", i, what, shape,
                bg_cli_group_digits(l->params, params, sizeof params),

@@ -31,10 +31,16 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
         goto fail;
     }
     if (pci) hwloc_topology_set_io_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    /* hwloc's own XML reader fails here on a malformed file, where its
+     * libxml2 plugin (libhwloc-plugins) fails in set_xml above: one message
+     * for both. */
     if (hwloc_topology_load(t->hw) != 0) {
-        st = bg_error_set(xml_path ? BG_ERR_INVALID : BG_ERR_INTERNAL,
-                          "%s: hwloc could not load the topology (%s)",
-                          xml_path ? xml_path : "this machine", strerror(errno));
+        if (xml_path != NULL)
+            st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology (%s)",
+                              xml_path, strerror(errno));
+        else
+            st = bg_error_set(BG_ERR_INTERNAL, "hwloc could not load this machine's topology (%s)",
+                              strerror(errno));
         goto fail;
     }
     t->from_xml = xml_path != NULL;

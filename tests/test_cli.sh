@@ -40,6 +40,16 @@ expect 0 "" -- summary --help
 expect 0 "" -- summary "$MODEL"
 stdout_has "693,962" "brigade summary"
 stdout_has "softmax_cross_entropy" "brigade summary"
+stdout_has "    2  maxpool 2x2/2          32x13x13" "summary: a pool's output image"
+stdout_has "    3  flatten                5408 " "summary: flatten's vector"
+# A convolution's 1x1 output is still an image (a dense layer after it needs
+# flatten), so it reads CxHxW; flatten's vector reads as its length.
+printf 'input channels=3 height=1 width=1\nconv2d filters=4 kernel=1\nrelu\nflatten\ndense units=2\nsoftmax_cross_entropy\n' >"$T/one_pixel.model"
+expect 0 "" -- summary "$T/one_pixel.model"
+stdout_has "input 3x1x1, 2 classes" "summary: a 1x1 input"
+stdout_has "    0  conv2d 1x1/1 pad 0     4x1x1 " "summary: a 1x1 convolution output"
+stdout_has "    1  relu                   4x1x1 " "summary: relu keeps the image"
+stdout_has "    2  flatten                4 " "summary: flatten of a 1x1 image"
 usage_error "no MODEL" -- summary
 usage_error "unknown option '--bogus'" -- summary --bogus "$MODEL"
 usage_error "more than one MODEL" -- summary "$MODEL" "$MODEL"
