@@ -267,8 +267,9 @@ bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl) {
         if (!p->events || !p->event_count || !p->event_capacity)
             return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
         for (int d = 0; d < p->devices; d++) {
-            /* Per op at most: a wait and a copy in, the op, a wait and a copy out. */
-            int capacity = 5 * p->train->op_counts[d] + 8;
+            /* Per op at most: a wait and a copy in, the op, a wait and a copy
+             * out; the step op a wait and an event per stage of the device. */
+            int capacity = 5 * p->train->op_counts[d] + 8 + p->stages / p->devices;
             p->events[d] = bg_malloc(sizeof **p->events * (size_t)capacity);
             if (p->events[d] == NULL)
                 return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");

@@ -348,8 +348,14 @@ static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op
         start = stepping;
         if (st == BG_ERR_NUMERIC) return BG_OK; /* skipped everywhere; reported by run_job */
         BG_CHECK(st);
-        for (int s = device; s < p->stages; s += p->devices) BG_CHECK(bg_stage_step(p->stage[s]));
-        note(p, device, BG_EVENT_STEP, device, -1, -1, start, stamp(p, device));
+        /* One event per stage, so that each stage's row counts its own
+         * update (a device holds several with interleaving). */
+        for (int s = device; s < p->stages; s += p->devices) {
+            BG_CHECK(bg_stage_step(p->stage[s]));
+            const stamp_t stepped = stamp(p, device);
+            note(p, device, BG_EVENT_STEP, s, -1, -1, start, stepped);
+            start = stepped;
+        }
         return BG_OK;
     }
     }

@@ -96,7 +96,7 @@ static double stretch(const sim_state_t *st, int kind, int stage, int mb) {
     return st->stretch[kind * cells + stage * st->microbatches + mb];
 }
 
-static double duration(const sim_state_t *st, const bg_op_t *op, int device) {
+static double duration(const sim_state_t *st, const bg_op_t *op) {
     const bg_sim_costs_t *c = st->costs;
     const int s = op->stage, mb = op->microbatch;
     switch (op->kind) {
@@ -105,7 +105,7 @@ static double duration(const sim_state_t *st, const bg_op_t *op, int device) {
         return (c->backward[s] + cost(c->recompute, s)) * stretch(st, STRETCH_BACKWARD, s, mb);
     case BG_OP_WEIGHT:
         return (cost(c->weight, s) + cost(c->recompute, s)) * stretch(st, STRETCH_WEIGHT, s, mb);
-    case BG_OP_STEP: return cost(c->step, device);
+    case BG_OP_STEP: break; /* one event per stage: commit_step */
     }
     return 0;
 }
@@ -280,17 +280,25 @@ static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready,
             start;
         if (wakes) start += st->costs->wake_s;
     }
-    double end = start + duration(st, op, d);
-    BG_CHECK(bg_timeline_add(tl, &(bg_event_t){event_kind(op->kind), d,
-                                               op->kind == BG_OP_STEP ? d : op->stage,
-                                               op->microbatch, -1, step, start, end, 0}));
-    st->device_free[d] = end;
-    if (op->kind != BG_OP_STEP) {
-        const int at = op->stage * st->microbatches + op->microbatch;
-        if (op->kind == BG_OP_FORWARD) st->forward_done[at] = end;
-        if (op->kind == BG_OP_BACKWARD) st->backward_done[at] = end;
-        if (sends_output(st, op)) st->pending[d] = op;
+    if (op->kind == BG_OP_STEP) {
+        /* The executor updates the device's stages one after another. */
+        for (int s = d; s < st->stages; s += st->schedule->devices) {
+            const double end = start + cost(st->costs->step, s);
+            BG_CHECK(bg_timeline_add(
+                tl, &(bg_event_t){BG_EVENT_STEP, d, s, -1, -1, step, start, end, 0}));
+            start = end;
+        }
+        st->device_free[d] = start;
+        return BG_OK;
     }
+    double end = start + duration(st, op);
+    BG_CHECK(bg_timeline_add(tl, &(bg_event_t){event_kind(op->kind), d, op->stage, op->microbatch,
+                                               -1, step, start, end, 0}));
+    st->device_free[d] = end;
+    const int at = op->stage * st->microbatches + op->microbatch;
+    if (op->kind == BG_OP_FORWARD) st->forward_done[at] = end;
+    if (op->kind == BG_OP_BACKWARD) st->backward_done[at] = end;
+    if (sends_output(st, op)) st->pending[d] = op;
     return BG_OK;
 }
 
@@ -435,10 +443,10 @@ static bg_status_t check_costs(const bg_schedule_t *sc, const bg_sim_costs_t *c)
         if (!valid_duration(c->contention[s]))
             return bg_error_set(BG_ERR_INVALID, "simulator: contention of stage %d is %g", s,
                                 c->contention[s]);
-    for (int d = 0; c->step != NULL && d < sc->devices; d++)
-        if (!valid_duration(c->step[d]))
-            return bg_error_set(BG_ERR_INVALID, "simulator: step cost of device %d is %g", d,
-                                c->step[d]);
+    for (int s = 0; c->step != NULL && s < sc->stages; s++)
+        if (!valid_duration(c->step[s]))
+            return bg_error_set(BG_ERR_INVALID, "simulator: step cost of stage %d is %g", s,
+                                c->step[s]);
     if (!valid_duration(c->wake_s) || !valid_duration(c->handoff_s))
         return bg_error_set(BG_ERR_INVALID, "simulator: wake %g s and hand-off %g s", c->wake_s,
                             c->handoff_s);

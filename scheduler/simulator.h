@@ -78,7 +78,9 @@ typedef struct bg_sim_costs {
      * on CPU devices), activations and gradients; no event (the executor
      * records none), so it counts as idle in the bubble as measured. */
     const double *activation_check, *gradient_check;
-    const double *step; /* optimizer step per device (devices entries); may be NULL */
+    /* The optimizer's update of each stage (stages entries); may be NULL.
+     * A device's STEP updates its stages in order, one STEP event each. */
+    const double *step;
     /* Per stage, may be NULL (and an entry 0 or 1): how many times longer
      * the stage's F, B and W (and recompute) take while another device
      * computes beside them, all the time (CPU cores sharing a cache and the

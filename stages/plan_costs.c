@@ -24,7 +24,7 @@ void bg_plan_costs_destroy(bg_plan_costs_t *c) {
 
 bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
     const bg_partition_t *part = plan->partition;
-    const int stages = part->stages, devices = plan->request.devices;
+    const int stages = part->stages;
     const size_t n = (size_t)stages, links = n > 1 ? n - 1 : 1;
     const int split = plan->schedule->split_backward;
     bg_plan_costs_t *c = calloc(1, sizeof *c);
@@ -41,7 +41,7 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
     c->gradient_recv = calloc(links, sizeof(double));
     c->activation_check = calloc(links, sizeof(double));
     c->gradient_check = calloc(links, sizeof(double));
-    c->step = calloc((size_t)devices, sizeof(double));
+    c->step = calloc(n, sizeof(double));
     c->contention = calloc(n, sizeof(double));
     if (!c->forward || !c->backward || !c->weight || !c->recompute || !c->activation_transfer ||
         !c->gradient_transfer || !c->activation_send || !c->activation_recv || !c->gradient_send ||
@@ -72,7 +72,7 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         c->weight[s] = split ? t->weight : 0;
         c->recompute[s] = t->recompute;
         c->contention[s] = found[s] ? measured[s].contention : 0;
-        c->step[ps->device] += t->update;
+        c->step[s] = t->update;
     }
     for (int b = 0; b + 1 < stages; b++) {
         /* Each direction over the link between the two stages' devices. */

@@ -14,6 +14,7 @@
 #include "dataset.h"
 #include "channel.h"
 #include "pipeline.h"
+#include "report.h"
 
 /* 8 layers: conv, relu, maxpool, flatten, dense, relu, dense, loss. */
 static const char small_cnn[] = "input channels=1 height=10 width=10\n"
@@ -363,6 +364,55 @@ static void test_recording(void **state) {
     bg_pipeline_destroy(p);
 }
 
+/* With interleaving a device's optimizer step updates each of its stages
+ * in turn and records one STEP event per stage, so each stage's row in the
+ * reports counts its own update (K = 2, V = 2: device 0 holds stages 0
+ * and 2, device 1 stages 1 and 3). */
+static void test_recording_interleaved_steps(void **state) {
+    fixture_t *f = *state;
+    bg_device_list_t devices;
+    assert_int_equal(bg_device_list_parse("cpu:2", 2, &devices), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.devices = &devices;
+    cfg.schedule = BG_SCHEDULE_INTERLEAVED;
+    cfg.chunks = 2;
+    cfg.microbatches = 2;
+    cfg.batch = BATCH;
+    bg_pipeline_t *p;
+    bg_timeline_t *tl;
+    assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
+    assert_int_equal(bg_pipeline_timeline_create(p, &tl), BG_OK);
+    assert_int_equal(bg_pipeline_record(p, tl), BG_OK);
+    bg_pipeline_result_t r;
+    assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
+    bg_timeline_sort(tl);
+    int steps[4] = {0}, last_stage[2] = {-1, -1};
+    double last_end[2] = {0, 0};
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (e->kind != BG_EVENT_STEP) continue;
+        assert_true(e->stage >= 0 && e->stage < 4);
+        assert_int_equal(e->device, e->stage % 2);
+        /* A device's stages in order, each update after the one before. */
+        assert_true(e->stage > last_stage[e->device]);
+        assert_true(e->start >= last_end[e->device] && e->end >= e->start);
+        last_stage[e->device] = e->stage;
+        last_end[e->device] = e->end;
+        steps[e->stage]++;
+    }
+    for (int s = 0; s < 4; s++) assert_int_equal(steps[s], 1);
+    bg_timeline_summary_t *summary;
+    assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
+    /* Every stage has forwards, backwards and an update of its own. */
+    for (int s = 0; s < 4; s++)
+        assert_true(summary->stage[s].compute_s >
+                    summary->stage[s].forward_s + summary->stage[s].backward_s);
+    bg_timeline_summary_destroy(summary);
+    bg_timeline_destroy(tl);
+    bg_pipeline_destroy(p);
+}
+
 /* Parameters, optimizer state and step count moved into a fresh pipeline of
  * another placement continue the run bit for bit (in double, where the
  * placements agree exactly). */
@@ -588,7 +638,7 @@ int main(void) {
         cmocka_unit_test(test_balance_split),    cmocka_unit_test(test_recording),
         cmocka_unit_test(test_state_transfer),   cmocka_unit_test(test_nan_guard),
         cmocka_unit_test(test_nan_in_gradients), cmocka_unit_test(test_nan_in_loss),
-        cmocka_unit_test(test_stall_watchdog),
+        cmocka_unit_test(test_stall_watchdog),   cmocka_unit_test(test_recording_interleaved_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

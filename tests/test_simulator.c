@@ -289,6 +289,54 @@ static void test_handoffs_and_barrier(void **state) {
     bg_timeline_destroy(tl);
 }
 
+/* A device's optimizer step updates each of its stages in turn, one STEP
+ * event per stage, so that a stage's row counts its own update (interleaved,
+ * K = 2, V = 2: device 0 holds stages 0 and 2, device 1 stages 1 and 3). */
+static void test_step_per_stage(void **state) {
+    (void)state;
+    bg_schedule_config_t sc = BG_SCHEDULE_CONFIG_INIT;
+    sc.kind = BG_SCHEDULE_INTERLEAVED;
+    sc.devices = 2;
+    sc.chunks = 2;
+    sc.microbatches = 2;
+    bg_schedule_t *schedule;
+    assert_int_equal(bg_schedule_create(&sc, &schedule), BG_OK);
+    double f[4] = {1, 1, 1, 1}, b[4] = {1, 1, 1, 1}, step[4] = {0.1, 0.2, 0.3, 0.4},
+           link[3] = {0, 0, 0};
+    bg_sim_costs_t costs = {.forward = f,
+                            .backward = b,
+                            .activation_transfer = link,
+                            .gradient_transfer = link,
+                            .step = step};
+    bg_timeline_config_t tc = {
+        .schedule = sc.kind, .devices = 2, .stages = 4, .chunks = 2, .microbatches = 2};
+    bg_timeline_t *tl;
+    assert_int_equal(bg_timeline_create(&tc, &tl), BG_OK);
+    assert_int_equal(bg_simulate(schedule, &costs, 2, tl), BG_OK);
+    for (int d = 0; d < 2; d++) {
+        double last_end = -1;
+        int seen = 0;
+        for (int i = 0; i < tl->count; i++) {
+            const bg_event_t *e = &tl->events[i];
+            if (e->step != 1 || e->device != d || e->kind != BG_EVENT_STEP) continue;
+            /* Stages d then d + 2, back to back, each its own duration. */
+            assert_int_equal(e->stage, d + 2 * seen);
+            assert_true(near(e->end - e->start, step[e->stage]));
+            if (seen > 0) assert_true(near(e->start, last_end));
+            last_end = e->end;
+            seen++;
+        }
+        assert_int_equal(seen, 2);
+    }
+    bg_timeline_summary_t *summary;
+    assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
+    /* Each stage computes M (F + B) = 4 per step, plus its own update. */
+    for (int s = 0; s < 4; s++) assert_true(near(summary->stage[s].compute_s, 4 + step[s]));
+    bg_timeline_summary_destroy(summary);
+    bg_timeline_destroy(tl);
+    bg_schedule_destroy(schedule);
+}
+
 /* The i-th WAIT event of step 1 on `device`, relative to the step start. */
 static bg_event_t step_wait(const bg_timeline_t *tl, int device, int i) {
     for (int k = 0; k < tl->count; k++) {
@@ -451,6 +499,7 @@ int main(void) {
         cmocka_unit_test(test_rejects_bad_costs),
         cmocka_unit_test(test_device_copies),
         cmocka_unit_test(test_handoffs_and_barrier),
+        cmocka_unit_test(test_step_per_stage),
         cmocka_unit_test(test_contention),
         cmocka_unit_test(test_full_ring_holds_the_sender),
     };
