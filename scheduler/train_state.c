@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +168,30 @@ static bg_status_t metadata_loss_sum(const char *path, const bg_safetensors_t *f
     return BG_OK;
 }
 
+/* SGD keeps momentum buffers only with momentum. A resume that differs
+ * from the saved run would drop them, or start them from zero mid-run. */
+static bg_status_t check_momentum(const char *path, const bg_safetensors_t *file,
+                                  const bg_train_state_t *st) {
+    if (st->optimizer != BG_OPTIMIZER_SGD) return BG_OK;
+    static const char prefix[] = "optimizer.momentum.";
+    bool saved = false;
+    for (int i = 0; !saved && i < file->count; i++)
+        saved = strncmp(file->entries[i].name, prefix, sizeof prefix - 1) == 0;
+    if (saved && st->states == 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: saved by a run with SGD momentum (its buffers are in the file); "
+                            "this run has --momentum 0 and would drop them: resume with the "
+                            "saved run's --momentum",
+                            path);
+    if (!saved && st->states > 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: saved by a run without momentum (--momentum 0), so it holds no "
+                            "momentum buffers; resume with --momentum 0, or start a new run from "
+                            "its weights with --load",
+                            path);
+    return BG_OK;
+}
+
 static bg_status_t read_tensor(const char *path, const bg_safetensors_t *file, const char *name,
                                const bg_checkpoint_tensor_t *want, float *out) {
     const bg_safetensors_entry_t *e = bg_safetensors_find(file, name);
@@ -202,6 +227,7 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
         return bg_error_set(BG_ERR_INVALID,
                             "%s: saved with optimizer %s; this run uses %s (and its state)", path,
                             optimizer ? optimizer : "?", bg_optimizer_kind_name(st->optimizer));
+    BG_CHECK(check_momentum(path, file, st));
     int64_t epoch = 0;
     for (int f = 0; f < COUNT_FIELDS; f++)
         BG_CHECK(metadata_count(path, file, count_fields[f].key, count_fields[f].later,

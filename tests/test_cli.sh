@@ -272,6 +272,22 @@ usage_error "cannot read '$T/missing.safetensors': No such file or directory" --
     train "$MODEL" --data synthetic --steps 1 --resume "$T/missing.safetensors"
 usage_error "saved with optimizer adam" -- train "$MODEL" --data synthetic --steps 4 --batch 16 \
     --resume "$R" --optimizer sgd
+# SGD's momentum buffers: a resume may change the momentum's value, not
+# whether there are buffers (it would drop them or start them mid-run).
+RM=$T/momentum.safetensors
+RN=$T/no-momentum.safetensors
+expect 0 "" -- train "$MODEL" --data synthetic --steps 2 --batch 16 --optimizer sgd \
+    --momentum 0.9 --save "$RM"
+expect 0 "" -- train "$MODEL" --data synthetic --steps 2 --batch 16 --optimizer sgd --save "$RN"
+usage_error "$RM: saved by a run with SGD momentum (its buffers are in the file); this run has --momentum 0" \
+    -- train "$MODEL" --data synthetic --steps 3 --batch 16 --optimizer sgd --resume "$RM"
+usage_error "$RN: saved by a run without momentum (--momentum 0), so it holds no momentum buffers" \
+    -- train "$MODEL" --data synthetic --steps 3 --batch 16 --optimizer sgd --momentum 0.9 \
+    --resume "$RN"
+expect 0 "resuming $RM at step 2" -- train "$MODEL" --data synthetic --steps 3 --batch 16 \
+    --optimizer sgd --momentum 0.5 --resume "$RM"
+expect 0 "" -- train "$MODEL" --data synthetic --steps 3 --batch 16 --optimizer sgd \
+    --momentum 0.9 --load "$RN"
 usage_error "--batch 8193 is larger than the 8192 training samples" -- train "$MODEL" \
     --data synthetic --batch 8193 --steps 1
 usage_error "--data: empty (expected fashion-mnist, synthetic or a directory)" -- \
