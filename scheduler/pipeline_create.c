@@ -368,6 +368,8 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     if (p->pinned_labels != NULL)
         stage_backend(p, p->stages - 1)
             ->ops->host_free(stage_backend(p, p->stages - 1), p->pinned_labels);
+    /* The clocks' events before the backends they were made on. */
+    for (int d = 0; p->clocks != NULL && d < p->devices; d++) bg_cuda_clock_destroy(p->clocks[d]);
     for (int d = 0; p->backends != NULL && d < p->devices; d++) bg_backend_destroy(p->backends[d]);
     bg_schedule_destroy(p->train);
     bg_schedule_destroy(p->eval);
@@ -390,7 +392,6 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     free(p->micro_offset);
     free(p->micro_size);
     for (int d = 0; p->events != NULL && d < p->devices; d++) free(p->events[d]);
-    for (int d = 0; p->clocks != NULL && d < p->devices; d++) bg_cuda_clock_destroy(p->clocks[d]);
     for (int d = 0; p->event_marks != NULL && d < p->devices; d++) free(p->event_marks[d]);
     free(p->clocks);
     free(p->event_marks);

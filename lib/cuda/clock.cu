@@ -8,13 +8,14 @@
 
 struct bg_cuda_clock {
     bg_backend_t *be;
+    int device; /* be's GPU, kept so that destroy needs no backend */
     cudaEvent_t *marks;
     int capacity, count;
 };
 
 extern "C" void bg_cuda_clock_destroy(bg_cuda_clock_t *clock) {
     if (clock == NULL) return;
-    if (clock->marks != NULL && cudaSetDevice(bg_cuda_of(clock->be)->device) == cudaSuccess) {
+    if (clock->marks != NULL && cudaSetDevice(clock->device) == cudaSuccess) {
         for (int i = 0; i < clock->capacity; i++)
             if (clock->marks[i] != NULL && cudaEventDestroy(clock->marks[i]) != cudaSuccess)
                 (void)cudaGetLastError();
@@ -34,6 +35,7 @@ extern "C" bg_status_t bg_cuda_clock_create(bg_backend_t *be, int capacity, bg_c
                             capacity);
     }
     clock->be = be;
+    clock->device = bg_cuda_of(be)->device;
     clock->capacity = capacity;
     bg_status_t st = BG_OK;
     BG_CUDA_CHECK_GOTO(be, cudaSetDevice(bg_cuda_of(be)->device), st, fail);
