@@ -117,10 +117,13 @@ static cudnnMathType_t run_math(const bg_cuda_backend_t *cu, cudnnMathType_t tim
 
 /* Index of the result to use among cudnnFind's, which come fastest first:
  * the fastest that succeeded, fits `limit` and uses no tensor-op math unless
- * TF32 is allowed, preferring deterministic ones; -1 when none fits. */
+ * TF32 is allowed, preferring deterministic ones and, without TF32, ones
+ * timed under FMA math (the math they will run with; cuDNN's default math
+ * may have timed a TF32 kernel); -1 when none fits. */
 template <typename Perf>
 static int choose(const Perf *results, int count, size_t limit, int allow_tf32) {
-    for (int deterministic_only = 1; deterministic_only >= 0; deterministic_only--) {
+    for (int pass = 0; pass < 4; pass++) {
+        const int deterministic_only = pass < 2, fma_only = !allow_tf32 && pass % 2 == 0;
         for (int i = 0; i < count; i++) {
             const Perf *r = &results[i];
             if (r->status != CUDNN_STATUS_SUCCESS || r->memory > limit) continue;
@@ -128,6 +131,7 @@ static int choose(const Perf *results, int count, size_t limit, int allow_tf32) 
                                 r->mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
                 continue;
             if (deterministic_only && r->determinism != CUDNN_DETERMINISTIC) continue;
+            if (fma_only && r->mathType != CUDNN_FMA_MATH) continue;
             return i;
         }
     }
@@ -182,6 +186,42 @@ static void set_workspace_bytes(bg_cuda_conv_algos_t *a) {
     if (a->backward_data_bytes > a->workspace_bytes) a->workspace_bytes = a->backward_data_bytes;
     if (a->backward_filter_bytes > a->workspace_bytes)
         a->workspace_bytes = a->backward_filter_bytes;
+}
+
+/* A chosen algorithm's workspace: the larger of the heuristics' figure
+ * (*bytes) and cuDNN's query (`queried`), which must fit `limit`. */
+static bg_status_t confirm_bytes(bg_backend_t *be, const char *which, const bg_conv2d_geometry_t *g,
+                                 size_t queried, size_t limit, size_t *bytes) {
+    if (queried > *bytes) *bytes = queried;
+    return *bytes <= limit ? BG_OK : none_fits(be, which, g, limit);
+}
+
+/* Checks the memory figures of the choices in *a (g's descriptors set)
+ * against cuDNN's workspace query for each under the math it will run with,
+ * which without TF32 is FMA even where cuDNN timed or ranked it under its
+ * default math; keeps the larger figure, which must fit `limit`. */
+static bg_status_t confirm_workspaces(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_t limit,
+                                      bg_cuda_conv_algos_t *a) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    size_t bytes = 0;
+    BG_CUDNN_CHECK(be, cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, a->forward_math)));
+    BG_CUDNN_CHECK(be, cudnnGetConvolutionForwardWorkspaceSize(cu->cudnn, cu->x_desc, cu->w_desc,
+                                                               cu->conv_desc, cu->y_desc,
+                                                               a->forward, &bytes));
+    BG_CHECK(confirm_bytes(be, "forward", g, bytes, limit, &a->forward_bytes));
+    BG_CUDNN_CHECK(be,
+                   cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, a->backward_data_math)));
+    BG_CUDNN_CHECK(be, cudnnGetConvolutionBackwardDataWorkspaceSize(
+                           cu->cudnn, cu->w_desc, cu->y_desc, cu->conv_desc, cu->x_desc,
+                           a->backward_data, &bytes));
+    BG_CHECK(confirm_bytes(be, "backward-data", g, bytes, limit, &a->backward_data_bytes));
+    BG_CUDNN_CHECK(
+        be, cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, a->backward_filter_math)));
+    BG_CUDNN_CHECK(be, cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                           cu->cudnn, cu->x_desc, cu->y_desc, cu->conv_desc, cu->w_desc,
+                           a->backward_filter, &bytes));
+    BG_CHECK(confirm_bytes(be, "backward-filter", g, bytes, limit, &a->backward_filter_bytes));
+    return BG_OK;
 }
 
 /* Times every algorithm of the three convolutions of g (cudnnFind*Ex on
@@ -248,6 +288,7 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
     BG_CHECK_GOTO(take(be, "backward-filter", g, backward_filter, returned, limit,
                        &a->backward_filter, &a->backward_filter_math, &a->backward_filter_bytes),
                   st, done);
+    BG_CHECK_GOTO(confirm_workspaces(be, g, limit, a), st, done);
     set_workspace_bytes(a);
 done:
     /* The searches ran on the compute stream (cudnnSetStream); cudaFree
@@ -263,14 +304,6 @@ done:
     bg_cuda_free_quietly(w);
     bg_cuda_free_quietly(x);
     return st;
-}
-
-/* A ranked algorithm's workspace: the larger of the heuristics' figure
- * (*bytes) and cuDNN's query (`queried`), which must fit `limit`. */
-static bg_status_t confirm_bytes(bg_backend_t *be, const char *which, const bg_conv2d_geometry_t *g,
-                                 size_t queried, size_t limit, size_t *bytes) {
-    if (queried > *bytes) *bytes = queried;
-    return *bytes <= limit ? BG_OK : none_fits(be, which, g, limit);
 }
 
 /* Fills *a with the algorithms cuDNN's heuristics rank first for g
@@ -300,26 +333,7 @@ static bg_status_t rank(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_t 
                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, backward_filter));
     BG_CHECK(take(be, "backward-filter", g, backward_filter, returned, limit, &a->backward_filter,
                   &a->backward_filter_math, &a->backward_filter_bytes));
-    /* The heuristics' memory figures, checked against cuDNN's workspace
-     * query for each choice under the math it will run with. */
-    size_t bytes = 0;
-    BG_CUDNN_CHECK(be, cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, a->forward_math)));
-    BG_CUDNN_CHECK(be, cudnnGetConvolutionForwardWorkspaceSize(cu->cudnn, cu->x_desc, cu->w_desc,
-                                                               cu->conv_desc, cu->y_desc,
-                                                               a->forward, &bytes));
-    BG_CHECK(confirm_bytes(be, "forward", g, bytes, limit, &a->forward_bytes));
-    BG_CUDNN_CHECK(be,
-                   cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, a->backward_data_math)));
-    BG_CUDNN_CHECK(be, cudnnGetConvolutionBackwardDataWorkspaceSize(
-                           cu->cudnn, cu->w_desc, cu->y_desc, cu->conv_desc, cu->x_desc,
-                           a->backward_data, &bytes));
-    BG_CHECK(confirm_bytes(be, "backward-data", g, bytes, limit, &a->backward_data_bytes));
-    BG_CUDNN_CHECK(
-        be, cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, a->backward_filter_math)));
-    BG_CUDNN_CHECK(be, cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                           cu->cudnn, cu->x_desc, cu->y_desc, cu->conv_desc, cu->w_desc,
-                           a->backward_filter, &bytes));
-    BG_CHECK(confirm_bytes(be, "backward-filter", g, bytes, limit, &a->backward_filter_bytes));
+    BG_CHECK(confirm_workspaces(be, g, limit, a));
     set_workspace_bytes(a);
     return BG_OK;
 }
