@@ -158,6 +158,52 @@ static void test_nan_on_gpu(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* A recorded run on a shared GPU: CUDA events time every op, each stage
+ * gets its forwards, backwards and its own optimizer update, a device's
+ * events do not overlap, and the pipeline is torn down after recording
+ * (its clocks before its backends). */
+static void test_recording_on_gpu(void **state) {
+    (void)state;
+    bg_model_spec_t *spec;
+    assert_int_equal(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &spec), BG_OK);
+    bg_dataset_t *data;
+    assert_int_equal(bg_dataset_synthetic(spec->input, 10, BATCH, 5, 0, &data), BG_OK);
+    const run_t run = {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 0};
+    bg_device_list_t devices;
+    bg_pipeline_t *p = make(spec, &run, 4, &devices);
+    bg_timeline_t *tl;
+    assert_int_equal(bg_pipeline_timeline_create(p, &tl), BG_OK);
+    bg_pipeline_result_t r;
+    assert_int_equal(bg_pipeline_train_step(p, data->images, data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(bg_pipeline_record(p, tl), BG_OK);
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(bg_pipeline_train_step(p, data->images, data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(bg_pipeline_record(p, NULL), BG_OK);
+    assert_int_equal(tl->steps, 2);
+    int forwards[4] = {0}, backwards[4] = {0}, updates[4] = {0};
+    bg_timeline_sort(tl);
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        assert_true(e->end >= e->start);
+        assert_true(e->step == 0 || e->step == 1);
+        if (i > 0 && tl->events[i - 1].device == e->device)
+            assert_true(e->start >= tl->events[i - 1].end - 1e-9);
+        if (e->stage < 0 || e->stage >= 4) continue;
+        if (e->kind == BG_EVENT_FORWARD) forwards[e->stage]++;
+        if (e->kind == BG_EVENT_BACKWARD) backwards[e->stage]++;
+        if (e->kind == BG_EVENT_STEP) updates[e->stage]++;
+    }
+    for (int s = 0; s < 4; s++) {
+        assert_int_equal(forwards[s], 2 * 4);
+        assert_int_equal(backwards[s], 2 * 4);
+        assert_int_equal(updates[s], 2);
+    }
+    bg_pipeline_destroy(p);
+    bg_timeline_destroy(tl);
+    bg_dataset_destroy(data);
+    bg_model_spec_destroy(spec);
+}
+
 int main(void) {
     if (!bg_cuda_built() || bg_cuda_device_count() == 0) {
         printf("test_cuda_pipeline: skipped: %s\n", bg_cuda_built()
@@ -167,7 +213,8 @@ int main(void) {
     }
     if (bg_topology_create_with_pci(NULL, &live) != BG_OK) live = NULL; /* then unbound */
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_shared_gpu_matches_cpu),
-                                       cmocka_unit_test(test_nan_on_gpu)};
+                                       cmocka_unit_test(test_nan_on_gpu),
+                                       cmocka_unit_test(test_recording_on_gpu)};
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     bg_topology_destroy(live);
     return failed;
