@@ -98,11 +98,12 @@ typedef struct bg_cost_link {
 
 /* Two CPU devices of one machine: a channel copies a tensor into a host ring
  * and out again (two memcpys) and wakes the receiver (a condition variable,
- * some microseconds). 5 GB/s is a conservative assumption, not a
- * measurement: a profile measures memcpy on the machine (40 to 48 GB/s on a
- * 4 MiB buffer on the development machine) and then replaces it. */
+ * some microseconds). 10 GB/s per memcpy (5 GB/s end to end) is a
+ * conservative assumption, not a measurement: a profile measures memcpy on
+ * the machine (40 to 48 GB/s on a 4 MiB buffer on the development machine)
+ * and then replaces it. */
 #define BG_COST_LINK_HOST_INIT                                                                     \
-    { .bytes_per_s = 5e9, .latency_s = 5e-6, .copy_bytes_per_s = 0, .wake_s = 0, .handoff_s = 0 }
+    { .bytes_per_s = 5e9, .latency_s = 5e-6, .copy_bytes_per_s = 10e9, .wake_s = 0, .handoff_s = 0 }
 
 typedef struct bg_cost_config {
     const bg_model_spec_t *spec; /* must outlive the model */

@@ -244,10 +244,11 @@ fi
 # forward (2 ops) for a layer with weights, once (1 op) for the others.
 # Stage 0 is flatten, dense 1024, relu, dense 1024, relu (5 ops forward, 7
 # backward); stage 1 dense 1024, relu, dense 1024, relu, dense 10, softmax
-# (6 and 9). A crossing is 8 x 1024 floats over 5 GB/s plus 5 us; Adam's
-# update streams 7 x 4 bytes a parameter at 50 GB/s. Stage 1 is the slower
-# (F1 > F0, B1 > B0), so GPipe's step is F0 + t + 8 (F1 + B1) + t + B0,
-# then both updates at once (the slower, S1).
+# (6 and 9). A crossing of 8 x 1024 floats is a copy of c at 10 GB/s by the
+# sender, 5 us of hand-over, and a copy of c by the receiver; Adam's update
+# streams 7 x 4 bytes a parameter at 50 GB/s. Stage 1 is the slower
+# (F1 > F0, B1 > B0), so GPipe's step is F0 + c + t + 8 (c + F1) + 8 (B1 +
+# c) + t + c + B0, then both updates at once (the slower, S1).
 MLP=$ROOT/examples/mlp_balanced.model
 expect 0 "" -- simulate "$MLP" --devices cpu:2 --split 5 --microbatches 8 --schedule gpipe \
     --metrics "$T/mlp.json"
@@ -258,12 +259,12 @@ F0 = (2 * d + 2 * r) * n / R + 5 * o
 B0 = (4 * d + 2 * r) * n / R + 7 * o
 F1 = (2 * d + 2 * r + c + 30) * n / R + 6 * o
 B1 = (4 * d + 2 * r + 2 * c + 30) * n / R + 9 * o
-t = 8 * 1024 * 4 / 5e9 + 5e-6
+c, t = 8 * 1024 * 4 / 10e9, 5e-6
 S0 = 7 * 4 * 2 * (1024 * 1024 + 1024) / 50e9
 S1 = 7 * 4 * (2 * (1024 * 1024 + 1024) + 1024 * 10 + 10) / 50e9
-step = F0 + t + 8 * (F1 + B1) + t + B0 + S1  # 19.67241072 ms
-busy = 8 * (F0 + B0) + S0 + 8 * (F1 + B1) + S1
-bubble = 1 - busy / (2 * step)  # 0.1081341026...
+step = F0 + c + t + 8 * (c + F1) + 8 * (B1 + c) + t + c + B0 + S1  # 19.71828 ms
+busy = 8 * (F0 + B0 + 2 * c) + S0 + 8 * (F1 + B1 + 2 * c) + S1
+bubble = 1 - busy / (2 * step)
 tl = p["timeline"]
 assert abs(tl["bubble_theory"] - 1 / 9) < 1e-12, tl["bubble_theory"]
 assert abs(tl["step_s"] - step) < 1e-12, (tl["step_s"], step)
