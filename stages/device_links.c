@@ -125,8 +125,10 @@ bg_status_t bg_device_links_create(const bg_topology_t *topo, const bg_device_li
             bg_cost_link_t *link = &l->link[a * n + b];
             const char **word = &l->word[a * n + b];
             if (a == b) {
+                /* Stages on one device (interleaved on one): its own copies,
+                 * a GPU's by its copy engine. */
                 *word = "X";
-                *link = *host;
+                *link = da->kind == BG_DEVICE_CUDA ? gpu_link(BG_LINK_SAME_GPU_BYTES_PER_S) : *host;
             } else if (da->kind == BG_DEVICE_CUDA && db->kind == BG_DEVICE_CUDA) {
                 link_gpus(topo, da, db, &gpu[a], &gpu[b], live, link, word);
             } else if (da->kind == BG_DEVICE_CUDA || db->kind == BG_DEVICE_CUDA) {
