@@ -79,6 +79,10 @@ static void test_gpu_links(void **state) {
     assert_true(l->link[1 * 4 + 2].bytes_per_s == BG_LINK_PIX_BYTES_PER_S);
     assert_true(l->link[2 * 4 + 3].bytes_per_s == BG_LINK_SYS_BYTES_PER_S);
     assert_true(l->link[2 * 4 + 3].latency_s == BG_LINK_GPU_LATENCY_S);
+    /* Between stages on one GPU its copy engine carries the bytes, not the
+     * host's threads (copy_bytes_per_s 0). */
+    assert_true(l->link[2 * 4 + 2].bytes_per_s == BG_LINK_SAME_GPU_BYTES_PER_S);
+    assert_true(l->link[2 * 4 + 2].copy_bytes_per_s == 0);
     /* GPU 0's memory is shared by its two virtual devices. */
     assert_true(l->memory_bytes[0] == 70 * gib && l->memory_bytes[1] == 70 * gib);
     assert_true(l->memory_bytes[2] == 140 * gib && l->memory_bytes[3] == 140 * gib);
@@ -116,7 +120,8 @@ static void test_cpu_links(void **state) {
     assert_string_equal(l->word[3 * 10 + 4], "SYS");
     assert_true(l->link[3 * 10 + 4].bytes_per_s == 3e9);
     assert_true(l->link[3 * 10 + 4].latency_s == 2e-6);
-    assert_string_equal(l->word[1 * 10 + 9], "X"); /* the same core */
+    assert_string_equal(l->word[1 * 10 + 9], "X");       /* the same core */
+    assert_true(l->link[2 * 10 + 2].bytes_per_s == 6e9); /* one device: the host's */
     assert_true(l->memory_bytes[0] == 0);
     bg_device_links_destroy(l);
     bg_topology_destroy(t);
