@@ -294,23 +294,32 @@ static void test_balance_split(void **state) {
     assert_int_equal(bg_pipeline_balance_split(f->spec, 9, first), BG_ERR_INVALID);
 }
 
+/* A pipeline on cpu:2 with a timeline of its shape (*devices must outlive
+ * it). */
+static bg_pipeline_t *two_devices(const fixture_t *f, bg_schedule_kind_t kind, int chunks, int m,
+                                  bg_device_list_t *devices, bg_timeline_t **tl) {
+    assert_int_equal(bg_device_list_parse("cpu:2", 2, devices), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.devices = devices;
+    cfg.schedule = kind;
+    cfg.chunks = chunks;
+    cfg.microbatches = m;
+    cfg.batch = BATCH;
+    bg_pipeline_t *p;
+    assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
+    assert_int_equal(bg_pipeline_timeline_create(p, tl), BG_OK);
+    return p;
+}
+
 /* Recording: every op once per step, every transfer as a copy (and maybe a
  * wait) on both ends, events of a device never overlap, all inside the
  * step's span. */
 static void test_recording(void **state) {
     fixture_t *f = *state;
     bg_device_list_t devices;
-    assert_int_equal(bg_device_list_parse("cpu:2", 2, &devices), BG_OK);
-    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
-    cfg.spec = f->spec;
-    cfg.devices = &devices;
-    cfg.schedule = BG_SCHEDULE_ZB_H1;
-    cfg.microbatches = 4;
-    cfg.batch = BATCH;
-    bg_pipeline_t *p;
     bg_timeline_t *tl;
-    assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
-    assert_int_equal(bg_pipeline_timeline_create(p, &tl), BG_OK);
+    bg_pipeline_t *p = two_devices(f, BG_SCHEDULE_ZB_H1, 1, 4, &devices, &tl);
     bg_pipeline_result_t r;
     /* An unrecorded step, two recorded ones, an evaluation, one more unrecorded. */
     assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
@@ -371,18 +380,8 @@ static void test_recording(void **state) {
 static void test_recording_interleaved_steps(void **state) {
     fixture_t *f = *state;
     bg_device_list_t devices;
-    assert_int_equal(bg_device_list_parse("cpu:2", 2, &devices), BG_OK);
-    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
-    cfg.spec = f->spec;
-    cfg.devices = &devices;
-    cfg.schedule = BG_SCHEDULE_INTERLEAVED;
-    cfg.chunks = 2;
-    cfg.microbatches = 2;
-    cfg.batch = BATCH;
-    bg_pipeline_t *p;
     bg_timeline_t *tl;
-    assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
-    assert_int_equal(bg_pipeline_timeline_create(p, &tl), BG_OK);
+    bg_pipeline_t *p = two_devices(f, BG_SCHEDULE_INTERLEAVED, 2, 2, &devices, &tl);
     assert_int_equal(bg_pipeline_record(p, tl), BG_OK);
     bg_pipeline_result_t r;
     assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
