@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -465,6 +466,9 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
         BG_CHECK_GOTO(check_entry(path, *found, &slots[i]), st, done);
         bg_f32_le_copy(params + slots[i].offset, st_file->data + (*found)->begin,
                        sizeof(float) * (size_t)slots[i].count);
+        BG_CHECK_GOTO(bg_checkpoint_check_finite(path, slots[i].name, params + slots[i].offset,
+                                                 slots[i].count),
+                      st, done);
     }
     /* Names are unique on both sides, so equal counts mean equal sets. */
     if (st_file->count != count) {
@@ -508,6 +512,18 @@ done:
     free(entries);
     free(slots);
     return st;
+}
+
+bg_status_t bg_checkpoint_check_finite(const char *path, const char *name, const float *values,
+                                       int64_t count) {
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < count; i++)
+        if (!isfinite(values[i]) && bad++ == 0) first = i;
+    if (bad == 0) return BG_OK;
+    return bg_error_set(BG_ERR_INVALID,
+                        "%s: tensor '%s' holds %lld non-finite value%s (NaN or infinity; the "
+                        "first at element %lld): a run cannot start from it",
+                        path, name, (long long)bad, bad == 1 ? "" : "s", (long long)first);
 }
 
 bg_status_t bg_checkpoint_load(const char *path, const bg_model_spec_t *spec, float *params,

@@ -85,12 +85,20 @@ bg_status_t bg_checkpoint_read(const char *path, bg_safetensors_t **out);
 bg_status_t bg_checkpoint_save(const char *path, const bg_model_spec_t *spec, const float *params,
                                int64_t step);
 
+/* BG_ERR_INVALID, naming the file and the tensor, when `values` (`count`
+ * floats read from tensor `name` of `path`) hold a NaN or an infinity: a
+ * run cannot start from them, and the checks for non-finite values would
+ * only find them after the first step. */
+bg_status_t bg_checkpoint_check_finite(const char *path, const char *name, const float *values,
+                                       int64_t count);
+
 /* Reads parameters for `spec` from `path` into `params` (spec->total_params
  * floats). The file must verify (bg_checkpoint_verify), and hold exactly the
- * model's tensors, as F32 with the model's shapes; a brigade fingerprint, if
- * present, must match the model. Anything else is BG_ERR_PARSE (corrupt or
- * malformed) or BG_ERR_INVALID (another model's file), naming the file and
- * the tensor; `params` may then be partly written. `step` (may be NULL)
+ * model's tensors, as F32 with the model's shapes and finite values; a
+ * brigade fingerprint, if present, must match the model. Anything else is
+ * BG_ERR_PARSE (corrupt or malformed) or BG_ERR_INVALID (another model's
+ * file, or not finite), naming the file and the tensor; `params` may then be
+ * partly written. `step` (may be NULL)
  * receives brigade.step, or 0 when absent. */
 bg_status_t bg_checkpoint_load(const char *path, const bg_model_spec_t *spec, float *params,
                                int64_t *step);

@@ -202,7 +202,7 @@ static bg_status_t read_tensor(const char *path, const bg_safetensors_t *file, c
         return bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' does not have the model's shape", path,
                             name);
     bg_f32_le_copy(out + want->offset, file->data + e->begin, sizeof(float) * (size_t)want->count);
-    return BG_OK;
+    return bg_checkpoint_check_finite(path, name, out + want->offset, want->count);
 }
 
 static bg_status_t read_state(const char *path, const bg_safetensors_t *file,

@@ -16,6 +16,7 @@
 
 #include <dirent.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,6 +320,18 @@ static void test_missing_tensor(void **state) {
                      BG_OK);
     check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_INVALID, f->path,
                 "'4.bias' is missing");
+}
+
+/* A tensor holding a NaN or an infinity is refused, naming it and the
+ * first bad element (0.weight has 288 values, so 290 is 0.bias's third). */
+static void test_non_finite_tensor(void **state) {
+    fixture_t *f = *state;
+    f->params[290] = NAN;
+    f->params[295] = -INFINITY;
+    assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 1), BG_OK);
+    check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_INVALID, f->path,
+                "tensor '0.bias' holds 2 non-finite values (NaN or infinity; the first at element "
+                "2)");
 }
 
 static void test_extra_tensor(void **state) {
@@ -778,6 +791,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_other_model, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_model_without_fingerprint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_tensor, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_non_finite_tensor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extra_tensor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_dtype, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_shape, setup, teardown),

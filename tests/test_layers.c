@@ -534,6 +534,23 @@ static void test_relu_in_place(void **state) {
     be->ops->free(be, grad);
 }
 
+/* A NaN passes relu, as in PyTorch (a relu that made it 0 would hide it
+ * from the checks for non-finite values after the layer); -0 becomes 0. */
+static void test_relu_passes_nan(void **state) {
+    bg_backend_t *be = *state;
+    const double x[3] = {NAN, -0.0, -INFINITY};
+    double out[3];
+    void *buffer = alloc_elems(be, 3), *y = alloc_elems(be, 3);
+    upload(be, buffer, x, 3);
+    check_ok(be->ops->relu_forward(be, 3, buffer, y));
+    download(be, out, y, 3);
+    assert_true(isnan(out[0]));
+    assert_true(out[1] == 0 && !signbit(out[1]));
+    assert_true(out[2] == 0);
+    be->ops->free(be, buffer);
+    be->ops->free(be, y);
+}
+
 static void test_avgpool_2_2(void **state) {
     const bg_layer_spec_t spec = {
         .kind = BG_LAYER_AVGPOOL,
@@ -1229,6 +1246,7 @@ int main(void) {
         cmocka_unit_test(test_maxpool_2_2_even),
         cmocka_unit_test(test_maxpool_ties),
         cmocka_unit_test(test_relu_in_place),
+        cmocka_unit_test(test_relu_passes_nan),
         cmocka_unit_test(test_avgpool_2_2),
         cmocka_unit_test(test_avgpool_3_1),
         cmocka_unit_test(test_relu),

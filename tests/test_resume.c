@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,6 +336,25 @@ static void test_state_fields(void **state) {
     bg_train_state_free(&st);
 }
 
+/* An optimizer buffer holding a NaN is refused by name, as weights are. */
+static void test_state_not_finite(void **state) {
+    fixture_t *f = *state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/nan.safetensors", f->dir);
+    bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
+    bg_train_state_t st;
+    assert_int_equal(bg_train_state_init(&st, f->spec, &adam), BG_OK);
+    for (int64_t i = 0; i < f->spec->total_params; i++)
+        st.params[i] = st.state[0][i] = st.state[1][i] = 0.5f;
+    st.epoch = 1;
+    st.state[1][1] = NAN; /* in v of the first tensor, 0.weight */
+    assert_int_equal(bg_train_state_save(path, f->spec, &st), BG_OK);
+    bg_train_state_free(&st);
+    expect_state_error(f, path, BG_ERR_INVALID,
+                       "tensor 'optimizer.v.0.weight' holds 1 non-finite value (NaN or infinity; "
+                       "the first at element 1)");
+}
+
 /* Each field --resume reads, broken on its own, is refused by name. */
 static void test_state_refusals(void **state) {
     fixture_t *f = *state;
@@ -440,6 +460,7 @@ int main(void) {
         cmocka_unit_test(test_files),
         cmocka_unit_test(test_state_fields),
         cmocka_unit_test(test_state_refusals),
+        cmocka_unit_test(test_state_not_finite),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -19,7 +19,7 @@ __global__ static void scale_kernel(float *x, int64_t count, float alpha) {
 __global__ static void relu_forward_kernel(float *y, const float *x, int64_t count) {
     BG_CUDA_GRID_LOOP(i, count) {
         const float v = x[i];
-        y[i] = v > 0 ? v : 0.0f;
+        y[i] = !(v <= 0) ? v : 0.0f; /* NaN passes, as on the CPU */
     }
 }
 
