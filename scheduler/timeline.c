@@ -109,7 +109,11 @@ double bg_schedule_theoretical_bubble(bg_schedule_kind_t kind, int devices, int 
     case BG_SCHEDULE_GPIPE:
     case BG_SCHEDULE_1F1B: return k1 / (m + k1);
     case BG_SCHEDULE_INTERLEAVED: return k1 / (chunks * m + k1);
-    case BG_SCHEDULE_ZB_H1: return k1 / (3 * m + k1);
+    case BG_SCHEDULE_ZB_H1: {
+        /* With M < K too few W's fill the drain: K - M more idle units. */
+        const double short_of = m < devices ? devices - m : 0;
+        return (k1 + short_of) / (3 * m + k1 + short_of);
+    }
     }
     return 0;
 }

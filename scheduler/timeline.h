@@ -95,6 +95,8 @@ const char *bg_event_kind_name(bg_event_kind_t kind);
  *   gpipe, 1f1b:  (K-1) / (M + K - 1)
  *   interleaved:  (K-1) / (V*M + K - 1)
  *   zb-h1:        (K-1) / (3M + K - 1)   (F, B and W of equal length)
+ *                 (2K-M-1) / (2M + 2K - 1) when M < K (too few W's to
+ *                 fill the drain)
  * K devices, M micro-batches, V chunks. */
 double bg_schedule_theoretical_bubble(bg_schedule_kind_t kind, int devices, int microbatches,
                                       int chunks);

@@ -242,6 +242,12 @@ double bg_partition_step_seconds(const bg_partition_t *p, const bg_partition_con
         if (load > heaviest) heaviest = load;
         total += load;
     }
-    double fill = (total - heaviest) / (double)cfg->chunks / (cost->split_backward ? 3.0 : 1.0);
+    double fill = (total - heaviest) / (double)cfg->chunks;
+    if (cost->split_backward) {
+        /* W's fill two thirds of the drain, with M < K only M of K - 1. */
+        const int k = cfg->devices, m = cost->microbatches;
+        fill /= 3.0;
+        if (m < k && k > 1) fill *= 1.0 + (double)(k - m) / (double)(k - 1);
+    }
     return cost->microbatches * heaviest + fill;
 }

@@ -188,6 +188,9 @@ bg_status_t bg_plan_search(const bg_plan_request_t *r, unsigned flags, bg_plan_t
             bg_plan_request_t v = *r;
             v.microbatches = ms != NULL ? ms[i] : own;
             v.schedule = kinds[k];
+            /* --chunks is the interleaved candidate's; the others have one. */
+            if (flags & BG_PLAN_SEARCH_SCHEDULE)
+                v.chunks = kinds[k] == BG_SCHEDULE_INTERLEAVED ? r->chunks : 1;
             bg_plan_t *p = NULL;
             bg_status_t one = bg_plan_create(&v, &p);
             if (one == BG_ERR_INVALID) continue; /* this combination is impossible */

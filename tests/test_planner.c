@@ -190,7 +190,10 @@ static void check_search(const bg_plan_request_t *r, unsigned flags) {
         for (int k = 0; k < kinds; k++) {
             bg_plan_request_t v = *r;
             v.microbatches = ms[i];
-            if (flags & BG_PLAN_SEARCH_SCHEDULE) v.schedule = order[k];
+            if (flags & BG_PLAN_SEARCH_SCHEDULE) {
+                v.schedule = order[k];
+                v.chunks = order[k] == BG_SCHEDULE_INTERLEAVED ? r->chunks : 1;
+            }
             bg_plan_t *p = NULL;
             if (bg_plan_create(&v, &p) != BG_OK) continue;
             double rate = bg_plan_samples_per_s(p);
@@ -231,6 +234,12 @@ static void test_search(void **state) {
             check_search(&r, BG_PLAN_SEARCH_MICROBATCHES | BG_PLAN_SEARCH_SCHEDULE);
             r.microbatches = 8;
             check_search(&r, BG_PLAN_SEARCH_SCHEDULE);
+            /* --chunks is interleaved's: the others still compete, also
+             * where interleaved cannot run (M = 1 < K). */
+            r.chunks = 2;
+            check_search(&r, BG_PLAN_SEARCH_MICROBATCHES | BG_PLAN_SEARCH_SCHEDULE);
+            r.microbatches = 1;
+            if (caps[c] == 0) check_search(&r, BG_PLAN_SEARCH_SCHEDULE);
         }
     }
     /* A memory cap that rules out the small M: the choice still fits. */
@@ -300,6 +309,42 @@ static void test_simulate_equal_stages(void **state) {
             bg_timeline_destroy(tl);
             bg_plan_destroy(plan);
         }
+    }
+    bg_model_spec_destroy(spec);
+}
+
+/* zb-h1 on two stages of F = dX = dW = 1 ms: the plan's step, the
+ * simulated one and the theory agree, also with M < K (M = 1: step
+ * 2K + 2M - 1 = 5 ms, bubble 2/5, where (K-1)/(3M+K-1) would say 1/4). */
+static void test_zb_h1_equal_stages(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(small_mlp);
+    bg_layer_profile_t layers[4];
+    memcpy(layers, mlp_layers, sizeof layers);
+    layers[1].backward_data_s = layers[1].backward_weights_s = 1e-3;
+    bg_profile_t profile = mlp_profile(16, layers);
+    bg_cost_device_t devices[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
+    const int split[] = {2};
+    for (int m = 1; m <= 4; m *= 2) {
+        bg_plan_request_t r = request_for(spec, devices, 2, m, 16 * m);
+        r.schedule = BG_SCHEDULE_ZB_H1;
+        r.profile = &profile;
+        r.split = split;
+        r.link = (bg_cost_link_t){.bytes_per_s = 1e30, .latency_s = 0};
+        bg_plan_t *plan = NULL;
+        assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+        bg_timeline_t *tl = NULL;
+        assert_int_equal(bg_plan_simulate(plan, 2, &tl), BG_OK);
+        bg_timeline_summary_t *summary = NULL;
+        assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
+        const double units = 3 * m + 1 + (m < 2 ? 2 - m : 0);
+        assert_true(fabs(summary->step_s - units * 1e-3) < 1e-9);
+        assert_true(fabs(plan->step_s - summary->step_s) < 1e-9);
+        assert_true(fabs(summary->bubble_theory - (1 - 3 * m / units)) < 1e-12);
+        assert_true(fabs(summary->bubble_measured - summary->bubble_theory) < 1e-9);
+        bg_timeline_summary_destroy(summary);
+        bg_timeline_destroy(tl);
+        bg_plan_destroy(plan);
     }
     bg_model_spec_destroy(spec);
 }
@@ -439,8 +484,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_stage_times),   cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_microbatch_candidates), cmocka_unit_test(test_search),
-        cmocka_unit_test(test_simulate_equal_stages), cmocka_unit_test(test_split_backward_costs),
-        cmocka_unit_test(test_measured_stage_costs),  cmocka_unit_test(test_profile_typical),
+        cmocka_unit_test(test_simulate_equal_stages), cmocka_unit_test(test_zb_h1_equal_stages),
+        cmocka_unit_test(test_split_backward_costs),  cmocka_unit_test(test_measured_stage_costs),
+        cmocka_unit_test(test_profile_typical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

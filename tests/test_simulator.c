@@ -139,6 +139,18 @@ static void test_zero_bubble(void **state) {
     assert_true(fabs(zb.step - 27.0) < 1e-12);
     assert_true(fabs(zb.bubble - 1.0 / 9) < 1e-12);
     assert_true(fabs(zb.theory - 1.0 / 9) < 1e-12); /* (K-1)/(3M+K-1) */
+    /* With M < K there are too few W's to fill the drain: device 0 waits
+     * 2(K-1) + 1 for its first gradient after its M forwards, then runs B,
+     * W pairs to the end, a step of 2K + 2M - 1 = 3M + (K-1) + (K-M). */
+    static const int small[][2] = {{2, 1}, {4, 1}, {4, 2}, {4, 3}, {8, 5}};
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+        const int k = small[i][0], m = small[i][1];
+        sim_result_t r = simulate(BG_SCHEDULE_ZB_H1, k, 1, m, 1.0, 1.0, 1.0, 0);
+        print_message("zb-h1 K=%d M=%d: step %g, bubble %.4f (theory %.4f)\n", k, m, r.step,
+                      r.bubble, r.theory);
+        assert_true(fabs(r.step - (2 * k + 2 * m - 1)) < 1e-12);
+        assert_true(fabs(r.bubble - r.theory) < 1e-12);
+    }
 }
 
 /* Simulates two steps of a K = 2 schedule with the given costs; returns the
