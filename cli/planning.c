@@ -189,6 +189,34 @@ static int try_variant(const bg_plan_request_t *r, const char *what) {
     return fits;
 }
 
+/* Tries the micro-batch counts `--microbatches auto` would (divisors of B
+ * and powers of two), nearest to the request first in each direction, and
+ * prints the nearest above and the nearest below that fit. Returns 1 if
+ * one did. */
+static int try_microbatches(const bg_plan_request_t *r) {
+    const int count = bg_plan_microbatch_candidates(r->batch, NULL, 0);
+    int *ms = malloc(sizeof *ms * (size_t)(count > 0 ? count : 1));
+    if (ms == NULL) return 0;
+    bg_plan_microbatch_candidates(r->batch, ms, count);
+    bg_plan_request_t v = *r;
+    char what[64];
+    int helped = 0;
+    for (int up = 1; up >= 0; up--) {
+        for (int k = 0; k < count; k++) {
+            const int m = up ? ms[k] : ms[count - 1 - k];
+            if (up ? m <= r->microbatches : m >= r->microbatches) continue;
+            v.microbatches = m;
+            snprintf(what, sizeof what, "--microbatches %d", m);
+            if (try_variant(&v, what)) {
+                helped = 1;
+                break;
+            }
+        }
+    }
+    free(ms);
+    return helped;
+}
+
 /* Tries more devices, the fewest first; returns 1 at the first that fits. */
 static int try_more_devices(const bg_plan_request_t *r, const bg_placement_t *placement,
                             int host_share) {
@@ -260,13 +288,7 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         helped |= try_variant(&v, "--optimizer sgd");
         v = *r;
     }
-    const int ms[] = {r->microbatches * 2, r->microbatches * 4, r->microbatches / 2};
-    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
-        if (ms[i] < 1 || ms[i] > r->batch || ms[i] == r->microbatches) continue;
-        v.microbatches = ms[i];
-        snprintf(what, sizeof what, "--microbatches %d", ms[i]);
-        helped |= try_variant(&v, what);
-    }
+    helped |= try_microbatches(r);
     if (try_more_devices(r, placement, host_share)) helped = 1;
     if (helped) return;
     /* Every memory saving at once, on the devices given. */

@@ -159,10 +159,17 @@ check "the overflow is in bytes" grep -qF "18,191,008 bytes over its 4,194,304-b
 check "a plan that does not fit still prints its table: a row for each of 2 stages" \
     test "$(grep -cE '^ +[01] +[0-9]+-[0-9]+ +cpu:[01] ' "$OUT")" -eq 2
 check "a plan that does not fit still prints stage 1's row" grep -qE '^ +1 +4-7 +cpu:1 ' "$OUT"
-# 20 MiB is too little for a 64-sample micro-batch, enough for 16-sample ones.
+# 20 MiB is too little for a 64-sample micro-batch, enough for 32-sample ones.
 expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --device-mem 20M
-check "smaller micro-batches are suggested" grep -qF -- "--microbatches 4 " "$ERR"
+check "smaller micro-batches are suggested" grep -qF -- "--microbatches 2 " "$ERR"
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --device-mem 20M --microbatches 4
+# 12 MiB needs 8 micro-batches: the nearest count above that fits is found,
+# however far (before, only 2M and 4M were tried, and M = 1 was told that
+# nothing fits).
+expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --device-mem 12M
+check "the fewest micro-batches that fit are suggested" \
+    grep -qE -- '^  --microbatches 8 +fits: ' "$ERR"
+check "only the fewest" test "$(grep -c -- '--microbatches' "$ERR")" -eq 1
 # 10 MiB needs several savings at once: the dense layer's Adam state alone
 # leaves too little room beside its stash.
 expect 2 "--recompute --optimizer sgd --schedule 1f1b fits" -- plan "$MODEL" --devices cpu:2 \
