@@ -72,8 +72,19 @@ static bg_status_t plan_fill(bg_plan_t *p) {
 
     const bg_partition_t *part = p->partition;
     p->step_s = bg_partition_step_seconds(part, &p->config);
+    /* Busy as a run's report counts it: computing or copying; a crossing's
+     * link part (a copy engine's, or the hand-over between threads) is the
+     * devices' idle time. */
     double busy = 0;
-    for (int s = 0; s < part->stages; s++) busy += part->stage[s].seconds;
+    for (int s = 0; s < part->stages; s++) busy += part->stage[s].seconds - part->stage[s].send_s;
+    for (int b = 0; b + 1 < part->stages; b++) {
+        const int layer = part->stage[b + 1].first_layer;
+        const bg_cost_crossing_t x = bg_cost_boundary_crossing(p->model, bg_plan_link(p, b, b + 1),
+                                                               layer),
+                                 y = bg_cost_boundary_crossing(p->model, bg_plan_link(p, b + 1, b),
+                                                               layer);
+        busy += x.send_s + x.recv_s + y.send_s + y.recv_s;
+    }
     p->bubble = p->step_s > 0 ? 1 - busy * r->microbatches / (k * p->step_s) : 0;
     p->bubble_theory = bg_schedule_theoretical_bubble(r->schedule, k, r->microbatches, r->chunks);
     for (int d = 0; d < k; d++) {

@@ -313,6 +313,36 @@ static void test_simulate_equal_stages(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* Busy is computing or copying, in the plan as in a run's report: with
+ * M = 1 under GPipe the plan's step and the simulated one agree (every
+ * crossing's copies and hand-over lie on the path), and so must the
+ * bubbles, though the hand-overs (latency) are idle. */
+static void test_plan_bubble_counts_copies(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(small_mlp);
+    bg_profile_t profile = mlp_profile(16, mlp_layers);
+    bg_cost_device_t devices[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
+    const int split[] = {2};
+    bg_plan_request_t r = request_for(spec, devices, 2, 1, 16);
+    r.schedule = BG_SCHEDULE_GPIPE;
+    r.profile = &profile;
+    r.split = split;
+    r.link = (bg_cost_link_t){.bytes_per_s = 1e8, .latency_s = 1e-4, .copy_bytes_per_s = 2e8};
+    bg_plan_t *plan = NULL;
+    assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+    bg_timeline_t *tl = NULL;
+    assert_int_equal(bg_plan_simulate(plan, 2, &tl), BG_OK);
+    bg_timeline_summary_t *summary = NULL;
+    assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
+    assert_true(summary->stage[0].copy_s > 0);
+    assert_true(fabs(plan->step_s - summary->step_s) < 1e-12);
+    assert_true(fabs(plan->bubble - summary->bubble_measured) < 1e-9);
+    bg_timeline_summary_destroy(summary);
+    bg_timeline_destroy(tl);
+    bg_plan_destroy(plan);
+    bg_model_spec_destroy(spec);
+}
+
 /* zb-h1 on two stages of F = dX = dW = 1 ms: the plan's step, the
  * simulated one and the theory agree, also with M < K (M = 1: step
  * 2K + 2M - 1 = 5 ms, bubble 2/5, where (K-1)/(3M+K-1) would say 1/4). */
@@ -482,11 +512,16 @@ static void test_profile_typical(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_profile_stage_times),   cmocka_unit_test(test_request_errors),
-        cmocka_unit_test(test_microbatch_candidates), cmocka_unit_test(test_search),
-        cmocka_unit_test(test_simulate_equal_stages), cmocka_unit_test(test_zb_h1_equal_stages),
-        cmocka_unit_test(test_split_backward_costs),  cmocka_unit_test(test_measured_stage_costs),
+        cmocka_unit_test(test_profile_stage_times),
+        cmocka_unit_test(test_request_errors),
+        cmocka_unit_test(test_microbatch_candidates),
+        cmocka_unit_test(test_search),
+        cmocka_unit_test(test_simulate_equal_stages),
+        cmocka_unit_test(test_zb_h1_equal_stages),
+        cmocka_unit_test(test_split_backward_costs),
+        cmocka_unit_test(test_measured_stage_costs),
         cmocka_unit_test(test_profile_typical),
+        cmocka_unit_test(test_plan_bubble_counts_copies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
