@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "optimizer.h"
 #include "status.h"
 
 int bg_cmd_summary(int argc, char **argv);
@@ -38,6 +39,10 @@ bg_status_t bg_cli_option_value(int argc, char **argv, int *i, const char **out)
  * naming the option otherwise. */
 bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, int64_t max,
                              int64_t *out);
+
+/* Refuses SGD-only settings (--momentum) with another optimizer, which
+ * would ignore them. */
+bg_status_t bg_cli_check_optimizer(const bg_optimizer_config_t *optimizer);
 
 /* Parses a whole finite floating-point number in [min, max]. */
 bg_status_t bg_cli_parse_double(const char *option, const char *text, double min, double max,

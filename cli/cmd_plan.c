@@ -97,7 +97,7 @@ static bg_status_t parse_args(int argc, char **argv, plan_options_t *o, int *sho
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1, &o->optimizer.sgd.momentum));
     }
     if (o->model == NULL && !*show_help) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
-    return BG_OK;
+    return bg_cli_check_optimizer(&o->optimizer);
 }
 
 int bg_cmd_plan(int argc, char **argv) {

@@ -2,6 +2,7 @@
  * evaluates on the test set, reports per-stage memory, optionally
  * loads/saves a checkpoint and writes metrics JSON. */
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +174,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     }
     if (*show_help) return BG_OK;
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
+    BG_CHECK(bg_cli_check_optimizer(&o->train.optimizer));
     if (o->load != NULL && o->resume != NULL)
         return bg_error_set(BG_ERR_INVALID,
                             "--load and --resume both give the weights; choose one");
@@ -350,7 +352,11 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.split = plan->partition->stages > 1 ? plan->first_layer + 1 : NULL;
     o.train.recompute = o.placement.recompute;
     BG_CHECK_GOTO(bg_train_run(&o.train, &r, params), st, fail);
-    printf("test accuracy: %.4f (test loss %.4f)\n", r.test_accuracy, r.test_loss);
+    if (isfinite(r.test_loss))
+        printf("test accuracy: %.4f (test loss %.4f)\n", r.test_accuracy, r.test_loss);
+    else
+        printf("test accuracy: %.4f (test loss not finite: the weights have diverged)\n",
+               r.test_accuracy);
     const long long ran = (long long)(r.steps - r.first_step);
     printf("trained %lld step%s", ran, ran == 1 ? "" : "s");
     if (r.first_step > 0)

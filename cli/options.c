@@ -57,6 +57,15 @@ bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, 
     return BG_OK;
 }
 
+bg_status_t bg_cli_check_optimizer(const bg_optimizer_config_t *optimizer) {
+    if (optimizer->kind != BG_OPTIMIZER_SGD && optimizer->sgd.momentum != 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--momentum is an SGD setting; this run uses --optimizer %s, which "
+                            "would ignore it (add --optimizer sgd)",
+                            bg_optimizer_kind_name(optimizer->kind));
+    return BG_OK;
+}
+
 bg_status_t bg_cli_parse_double(const char *option, const char *text, double min, double max,
                                 double *out) {
     char *end = NULL;

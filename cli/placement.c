@@ -168,8 +168,8 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
         return bg_error_set(BG_ERR_INVALID, "--split gives %d boundaries; %d stages need %d",
                             p->split_count, stages, stages - 1);
     if (stages > spec->num_layers)
-        return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layers", stages,
-                            spec->num_layers);
+        return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layer%s", stages,
+                            spec->num_layers, spec->num_layers == 1 ? "" : "s");
     return BG_OK;
 }
 

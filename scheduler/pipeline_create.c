@@ -317,8 +317,9 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
     BG_CHECK_GOTO(allocate(p), st, fail);
     if (stages > cfg->spec->num_layers) {
         st = bg_error_set(BG_ERR_INVALID,
-                          "%d stages (%d devices x %d chunks) but the model has only %d layers",
-                          stages, p->devices, p->chunks, cfg->spec->num_layers);
+                          "%d stages (%d devices x %d chunks) but the model has only %d layer%s",
+                          stages, p->devices, p->chunks, cfg->spec->num_layers,
+                          cfg->spec->num_layers == 1 ? "" : "s");
         goto fail;
     }
     if (cfg->split != NULL)

@@ -88,8 +88,8 @@ static bg_status_t check_config(const bg_partition_config_t *cfg, context_t *c) 
     c->layers = bg_cost_model_layers(cfg->model);
     c->stages = cfg->devices * cfg->chunks;
     if (c->stages > c->layers)
-        return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layers", c->stages,
-                            c->layers);
+        return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layer%s",
+                            c->stages, c->layers, c->layers == 1 ? "" : "s");
     if ((size_t)c->stages * (size_t)(c->layers + 1) > MAX_CELLS)
         return bg_error_set(BG_ERR_INVALID, "partition: %d stages x %d layers is too large",
                             c->stages, c->layers);

@@ -114,6 +114,21 @@ usage_error "--epochs needs a value" -- train "$MODEL" --epochs
 usage_error "--epochs: -1 is outside 0..1000000" -- train "$MODEL" --epochs -1
 usage_error "--steps: 0 is outside 1..4611686018427387903" -- train "$MODEL" --steps 0
 usage_error "--momentum: 2 is outside 0..1" -- train "$MODEL" --momentum 2
+# Momentum is SGD's: with Adam (the default) it would be ignored.
+usage_error "--momentum is an SGD setting; this run uses --optimizer adam" -- \
+    train "$MODEL" --momentum 0.9 --steps 1
+usage_error "--momentum is an SGD setting; this run uses --optimizer adam" -- \
+    plan "$MODEL" --momentum 0.9
+printf 'input channels=4 height=1 width=1\nsoftmax_cross_entropy\n' >"$T/loss_only.model"
+usage_error "2 stages but the model has only 1 layer" -- plan "$T/loss_only.model" --devices cpu:2
+check "one layer, not '1 layers'" test "$(grep -c '1 layers' "$ERR")" -eq 0
+# A run whose weights diverge says so instead of printing "-nan".
+MLP=$ROOT/examples/mlp_balanced.model
+if expect 0 "" -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --nan skip \
+    --nan-limit 1000 --steps 40 --batch 16; then
+    stdout_has "test loss not finite: the weights have diverged" "diverged run"
+    check "no nan printed" test "$(grep -ci nan "$OUT")" -eq 0
+fi
 usage_error "--seed: -5 is outside 0..9223372036854775807" -- train "$MODEL" --seed -5
 usage_error "--nan: expected stop or skip, got 'maybe'" -- train "$MODEL" --nan maybe
 usage_error "--nan: expected stop or skip, got ''" -- train "$MODEL" --nan ''
