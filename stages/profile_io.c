@@ -114,6 +114,19 @@ static bg_status_t number_field(const char *path, const cJSON *object, const cha
     return BG_OK;
 }
 
+/* A time in seconds: a number field from 0 to a day (one op of one
+ * micro-batch; more is a damaged or hand-edited file, whose figures would
+ * swamp every plan), or a parse error. */
+static bg_status_t time_field(const char *path, const cJSON *object, const char *key,
+                              const char *where, double *out) {
+    enum { DAY_S = 86400 };
+    BG_CHECK(number_field(path, object, key, where, out));
+    if (*out > DAY_S)
+        return bg_error_set(BG_ERR_PARSE, "%s: %s: '%s' is %g s; a time must be from 0 to %d s",
+                            path, where, key, *out, DAY_S);
+    return BG_OK;
+}
+
 /* A whole-number field of `object` from min to max, or a parse error. */
 static bg_status_t whole_field(const char *path, const cJSON *object, const char *key,
                                const char *where, double min, double max, double *out) {
@@ -195,15 +208,15 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
                 return bg_error_set(BG_ERR_PARSE,
                                     "%s: %s repeats stage entry %d (layers %d..%d, %d slots)", path,
                                     where, k, sp->first, sp->last - 1, sp->slots);
-        BG_CHECK(number_field(path, o, "forward_s", where, &sp->forward_s));
-        BG_CHECK(number_field(path, o, "backward_s", where, &sp->backward_s));
-        BG_CHECK(number_field(path, o, "update_s", where, &sp->update_s));
-        BG_CHECK(number_field(path, o, "recv_s", where, &sp->recv_s));
-        BG_CHECK(number_field(path, o, "send_s", where, &sp->send_s));
-        BG_CHECK(number_field(path, o, "grad_recv_s", where, &sp->grad_recv_s));
-        BG_CHECK(number_field(path, o, "grad_send_s", where, &sp->grad_send_s));
-        BG_CHECK(number_field(path, o, "check_s", where, &sp->check_s));
-        BG_CHECK(number_field(path, o, "grad_check_s", where, &sp->grad_check_s));
+        BG_CHECK(time_field(path, o, "forward_s", where, &sp->forward_s));
+        BG_CHECK(time_field(path, o, "backward_s", where, &sp->backward_s));
+        BG_CHECK(time_field(path, o, "update_s", where, &sp->update_s));
+        BG_CHECK(time_field(path, o, "recv_s", where, &sp->recv_s));
+        BG_CHECK(time_field(path, o, "send_s", where, &sp->send_s));
+        BG_CHECK(time_field(path, o, "grad_recv_s", where, &sp->grad_recv_s));
+        BG_CHECK(time_field(path, o, "grad_send_s", where, &sp->grad_send_s));
+        BG_CHECK(time_field(path, o, "check_s", where, &sp->check_s));
+        BG_CHECK(time_field(path, o, "grad_check_s", where, &sp->grad_check_s));
         /* Optional: measured beside a co-runner (profiles of two CPU devices). */
         const cJSON *lo = cJSON_GetObjectItemCaseSensitive(o, "loaded");
         if (lo != NULL) {
@@ -212,10 +225,10 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
             bg_stage_load_t *l = &sp->loaded;
             if (!cJSON_IsObject(lo))
                 return bg_error_set(BG_ERR_PARSE, "%s: %s must be an object", path, loaded_where);
-            BG_CHECK(number_field(path, lo, "forward_s", loaded_where, &l->forward_s));
-            BG_CHECK(number_field(path, lo, "backward_s", loaded_where, &l->backward_s));
-            BG_CHECK(number_field(path, lo, "update_s", loaded_where, &l->update_s));
-            BG_CHECK(number_field(path, lo, "copies_s", loaded_where, &l->copies_s));
+            BG_CHECK(time_field(path, lo, "forward_s", loaded_where, &l->forward_s));
+            BG_CHECK(time_field(path, lo, "backward_s", loaded_where, &l->backward_s));
+            BG_CHECK(time_field(path, lo, "update_s", loaded_where, &l->update_s));
+            BG_CHECK(time_field(path, lo, "copies_s", loaded_where, &l->copies_s));
         }
         p->stage_count++;
     }
@@ -287,8 +300,8 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
     if (format >= 2) {
         double slots = 0;
         BG_CHECK_GOTO(whole_field(path, root, "stash_slots", "profile", 1, 1e6, &slots), st, done);
-        BG_CHECK_GOTO(number_field(path, root, "handoff_s", "profile", &p->handoff_s), st, done);
-        BG_CHECK_GOTO(number_field(path, root, "wake_s", "profile", &p->wake_s), st, done);
+        BG_CHECK_GOTO(time_field(path, root, "handoff_s", "profile", &p->handoff_s), st, done);
+        BG_CHECK_GOTO(time_field(path, root, "wake_s", "profile", &p->wake_s), st, done);
         p->stash_slots = (int)slots;
         BG_CHECK_GOTO(load_stages(path, root, p), st, done);
     }
@@ -305,15 +318,15 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
         char where[32];
         snprintf(where, sizeof where, "layer %d", i);
         bg_layer_profile_t *lp = &p->layer[i];
-        BG_CHECK_GOTO(number_field(path, l, "forward_s", where, &lp->forward_s), st, done);
-        BG_CHECK_GOTO(number_field(path, l, "backward_data_s", where, &lp->backward_data_s), st,
+        BG_CHECK_GOTO(time_field(path, l, "forward_s", where, &lp->forward_s), st, done);
+        BG_CHECK_GOTO(time_field(path, l, "backward_data_s", where, &lp->backward_data_s), st,
                       done);
-        BG_CHECK_GOTO(number_field(path, l, "backward_weights_s", where, &lp->backward_weights_s),
-                      st, done);
-        BG_CHECK_GOTO(number_field(path, l, "update_s", where, &lp->update_s), st, done);
+        BG_CHECK_GOTO(time_field(path, l, "backward_weights_s", where, &lp->backward_weights_s), st,
+                      done);
+        BG_CHECK_GOTO(time_field(path, l, "update_s", where, &lp->update_s), st, done);
         if (format >= 2) {
-            BG_CHECK_GOTO(number_field(path, l, "send_s", where, &lp->send_s), st, done);
-            BG_CHECK_GOTO(number_field(path, l, "recv_s", where, &lp->recv_s), st, done);
+            BG_CHECK_GOTO(time_field(path, l, "send_s", where, &lp->send_s), st, done);
+            BG_CHECK_GOTO(time_field(path, l, "recv_s", where, &lp->recv_s), st, done);
         }
     }
     *out = p;

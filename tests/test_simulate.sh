@@ -181,6 +181,11 @@ if [ -s "$P" ]; then
         'p["layers"][4]["forward_s"] = -0.001'
     bad_profile forward_text "layer 4: 'forward_s' must be a number >= 0" \
         'p["layers"][4]["forward_s"] = "fast"'
+    # A time over a day is a damaged file, not a measurement.
+    bad_profile forward_huge "layer 2: 'forward_s' is 1e+300 s; a time must be from 0 to 86400 s" \
+        'p["layers"][2]["forward_s"] = 1e300'
+    bad_profile stage_send_huge "stage entry 1: 'send_s' is 100000 s; a time must be from 0 to 86400 s" \
+        'p["stages"][1]["send_s"] = 1e5'
     # Update times are for the profile's optimizer; a profile is of CPU cores.
     expect 2 "$P: its update times are for adam with 2 state buffers; this run uses sgd with 0" \
         -- simulate "$MODEL" --devices cpu:2 --optimizer sgd --profile "$P"
