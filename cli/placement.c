@@ -210,6 +210,9 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
         if (dev->kind == BG_DEVICE_CUDA) {
             c.flops_per_s = 10e12; /* assumed: CUDA reports no throughput; profiles are CPU-only */
             c.op_overhead_s = 10e-6;
+            /* Assumed too: a data-centre GPU streams 2 to 5 TB/s from its own
+             * memory; 1 TB/s leaves room for older ones. */
+            c.memory_bytes_per_s = 1e12;
             if (c.memory_bytes == 0 && p->links != NULL && d < p->links->count)
                 c.memory_bytes = p->links->memory_bytes[d];
         } else if (c.memory_bytes == 0 && host_share) {

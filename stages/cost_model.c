@@ -215,7 +215,9 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
         t.weight = (bwd_flops - fwd_flops) * samples / d->flops_per_s;
         /* The update streams parameters, gradients and state: memory-bound. */
         double params = (double)(m->param_elems[last] - m->param_elems[first]);
-        t.update = params * (double)m->elem * (3.0 + 2.0 * m->states) / BG_COST_MEMORY_BYTES_PER_S;
+        const double streams =
+            d->memory_bytes_per_s > 0 ? d->memory_bytes_per_s : BG_COST_MEMORY_BYTES_PER_S;
+        t.update = params * (double)m->elem * (3.0 + 2.0 * m->states) / streams;
     }
     t.recompute = m->cfg.recompute ? t.forward : 0;
     return t;

@@ -64,16 +64,18 @@ extern "C" {
 
 /* A device as the planner sees it. */
 typedef struct bg_cost_device {
-    char name[24];        /* "cpu:0", "cuda:1" */
-    double flops_per_s;   /* sustained FLOP/s, > 0 */
-    double op_overhead_s; /* added to every layer op */
-    size_t memory_bytes;  /* capacity for stages; 0: unlimited */
+    char name[24];             /* "cpu:0", "cuda:1" */
+    double flops_per_s;        /* sustained FLOP/s, > 0 */
+    double op_overhead_s;      /* added to every layer op */
+    size_t memory_bytes;       /* capacity for stages; 0: unlimited */
+    double memory_bytes_per_s; /* the optimizer's streams; 0: BG_COST_MEMORY_BYTES_PER_S */
 } bg_cost_device_t;
 
 #define BG_COST_DEVICE_CPU_CORE_INIT                                                               \
     {                                                                                              \
         .name = "cpu", .flops_per_s = BG_COST_CPU_CORE_FLOPS,                                      \
-        .op_overhead_s = BG_COST_CPU_OP_OVERHEAD_S, .memory_bytes = 0                              \
+        .op_overhead_s = BG_COST_CPU_OP_OVERHEAD_S, .memory_bytes = 0,                             \
+        .memory_bytes_per_s = BG_COST_MEMORY_BYTES_PER_S                                           \
     }
 
 /* A link between two devices, one direction.

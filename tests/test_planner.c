@@ -343,6 +343,24 @@ static void test_plan_bubble_counts_copies(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* The analytic optimizer update streams parameters, gradients and state at
+ * the device's memory bandwidth (a GPU's is not a CPU core's). */
+static void test_update_uses_device_bandwidth(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(small_mlp);
+    bg_cost_device_t devices[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
+    bg_plan_request_t r = request_for(spec, devices, 2, 1, 16);
+    bg_plan_t *core = NULL, *fast = NULL;
+    assert_int_equal(bg_plan_create(&r, &core), BG_OK);
+    for (int d = 0; d < 2; d++) devices[d].memory_bytes_per_s = 1e12;
+    assert_int_equal(bg_plan_create(&r, &fast), BG_OK);
+    assert_true(core->update_s > 0);
+    assert_true(close_to(fast->update_s, core->update_s * BG_COST_MEMORY_BYTES_PER_S / 1e12));
+    bg_plan_destroy(core);
+    bg_plan_destroy(fast);
+    bg_model_spec_destroy(spec);
+}
+
 /* zb-h1 on two stages of F = dX = dW = 1 ms: the plan's step, the
  * simulated one and the theory agree, also with M < K (M = 1: step
  * 2K + 2M - 1 = 5 ms, bubble 2/5, where (K-1)/(3M+K-1) would say 1/4). */
@@ -522,6 +540,7 @@ int main(void) {
         cmocka_unit_test(test_measured_stage_costs),
         cmocka_unit_test(test_profile_typical),
         cmocka_unit_test(test_plan_bubble_counts_copies),
+        cmocka_unit_test(test_update_uses_device_bandwidth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
