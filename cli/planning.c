@@ -60,10 +60,14 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
     BG_CHECK(bg_plan_search(request, flags, &plan));
     p->microbatches = plan->request.microbatches;
     p->schedule = plan->request.schedule;
+    /* --chunks is interleaved's: another choice runs one chunk a device. */
+    const int dropped_chunks = p->chunks != plan->request.chunks;
+    p->chunks = plan->request.chunks;
     char rate[32];
     fprintf(stderr, "brigade %s: chose", cmd);
     if (p->auto_microbatches) fprintf(stderr, " --microbatches %d", p->microbatches);
     if (p->auto_schedule) fprintf(stderr, " --schedule %s", bg_schedule_kind_name(p->schedule));
+    if (dropped_chunks) fprintf(stderr, " (one chunk a device: --chunks is interleaved's)");
     fprintf(stderr, ": %s samples/s predicted (step %.3f ms with the optimizer step), %s\n",
             bg_cli_group_digits((int64_t)(bg_plan_samples_per_s(plan) + 0.5), rate, sizeof rate),
             (plan->step_s + plan->update_s) * 1e3,

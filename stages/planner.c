@@ -199,9 +199,13 @@ bg_status_t bg_plan_search(const bg_plan_request_t *r, unsigned flags, bg_plan_t
             bg_plan_request_t v = *r;
             v.microbatches = ms != NULL ? ms[i] : own;
             v.schedule = kinds[k];
-            /* --chunks is the interleaved candidate's; the others have one. */
-            if (flags & BG_PLAN_SEARCH_SCHEDULE)
-                v.chunks = kinds[k] == BG_SCHEDULE_INTERLEAVED ? r->chunks : 1;
+            /* --chunks is the interleaved candidate's; the others have one,
+             * and cannot take a --split given for V chunks a device. */
+            if (flags & BG_PLAN_SEARCH_SCHEDULE) {
+                const int interleaved = kinds[k] == BG_SCHEDULE_INTERLEAVED;
+                if (!interleaved && r->split != NULL && r->chunks > 1) continue;
+                v.chunks = interleaved ? r->chunks : 1;
+            }
             bg_plan_t *p = NULL;
             bg_status_t one = bg_plan_create(&v, &p);
             if (one == BG_ERR_INVALID) continue; /* this combination is impossible */

@@ -338,6 +338,17 @@ m = re.search(r"chose --microbatches (\d+):", open(sys.argv[1].replace("auto.jso
 assert m, "no chose line"
 assert p["microbatches"] == int(m.group(1)), (p["microbatches"], m.group(1))'
 expect 2 "--microbatches: expected an integer" -- plan "$MODEL" --microbatches many
+# --chunks is interleaved's: at M = 1 < K interleaved cannot run, so auto
+# picks another schedule with one chunk a device, and train runs it.
+expect 0 "(one chunk a device: --chunks is interleaved's)" -- train "$MODEL" --data synthetic \
+    --steps 1 --batch 16 --devices cpu:2 --schedule auto --chunks 2 --microbatches 1 \
+    --metrics "$T/chunks.json"
+file_check "train --schedule auto --chunks 2 at M = 1 runs two stages" "$T/chunks.json" '
+assert p["timeline"]["chunks"] == 1 and p["schedule"] != "interleaved", p["schedule"]
+assert len(p["stages"]) == 2, len(p["stages"])'
+# A --split for V chunks a device is interleaved's alone.
+expect 0 "chose --schedule interleaved" -- plan "$MODEL" --devices cpu:2 --schedule auto \
+    --chunks 2 --microbatches 2 --split 2,4,6
 
 # --- memory: --device-mem everywhere -------------------------------------------
 
