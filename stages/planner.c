@@ -1,5 +1,6 @@
 #include "planner.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,13 +86,19 @@ static bg_status_t plan_fill(bg_plan_t *p) {
                                                                layer);
         busy += x.send_s + x.recv_s + y.send_s + y.recv_s;
     }
-    p->bubble = p->step_s > 0 ? 1 - busy * r->microbatches / (k * p->step_s) : 0;
+    busy *= r->microbatches;
     p->bubble_theory = bg_schedule_theoretical_bubble(r->schedule, k, r->microbatches, r->chunks);
     for (int d = 0; d < k; d++) {
         double update = 0;
         for (int s = d; s < part->stages; s += k) update += part->stage[s].time.update;
         if (update > p->update_s) p->update_s = update;
+        busy += update;
     }
+    /* Over the whole step, the optimizer step included, as a run's report
+     * measures it. The estimate's sends (bytes over the link's bandwidth)
+     * and a profile's measured copies can disagree: kept within 0..1. */
+    const double whole = p->step_s + p->update_s;
+    p->bubble = whole > 0 ? fmin(1, fmax(0, 1 - busy / (k * whole))) : 0;
     return BG_OK;
 }
 

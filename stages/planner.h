@@ -11,9 +11,12 @@
  * device's time per micro-batch plus the fill and drain of the others,
  * without the optimizer step, which update_s adds (the slowest device's
  * updates of its stages' parameters; it does not depend on M or the
- * schedule). bubble is the predicted idle fraction of step_s, 1 - (M * sum
- * of stage seconds) / (K * step_s); bubble_theory is the schedule's
- * (K-1)/(M+K-1) family (bg_schedule_theoretical_bubble) for equal stages. */
+ * schedule). bubble is the predicted idle fraction of the whole step
+ * (step_s + update_s), counted as a run's report counts it: busy is
+ * computing (forwards, backwards, updates) or copying (a crossing's copies
+ * at each end, bg_cost_boundary_crossing), not a link's part; bubble_theory
+ * is the schedule's (K-1)/(M+K-1) family (bg_schedule_theoretical_bubble)
+ * for equal stages. */
 #ifndef BG_PLANNER_H
 #define BG_PLANNER_H
 
@@ -135,8 +138,8 @@ bg_status_t bg_plan_search(const bg_plan_request_t *request, unsigned flags, bg_
  * zb-h1); weight (dW, split schedules); recompute; activation and gradient
  * crossings of each boundary over the request's link, split into the
  * devices' copies and the link's part (bg_cost_boundary_crossing); the
- * link's wake and hand-off costs; and per device the optimizer step, the
- * sum of its stages' updates. */
+ * link's wake and hand-off costs; and per stage its optimizer update (a
+ * device's STEP updates its stages in turn). */
 typedef struct bg_plan_costs {
     bg_sim_costs_t sim; /* points into the arrays below */
     double *forward, *backward, *weight, *recompute;
@@ -144,7 +147,7 @@ typedef struct bg_plan_costs {
     double *activation_send, *activation_recv;       /* the devices' own copies */
     double *gradient_send, *gradient_recv;           /* (bg_cost_boundary_crossing) */
     double *activation_check, *gradient_check;       /* measured stages only */
-    double *step;                                    /* K entries */
+    double *step;                                    /* S entries: each stage's update */
     double *contention;                              /* measured stages under load only, else 0 */
 } bg_plan_costs_t;
 
