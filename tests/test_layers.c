@@ -547,6 +547,13 @@ static void test_relu_passes_nan(void **state) {
     assert_true(isnan(out[0]));
     assert_true(out[1] == 0 && !signbit(out[1]));
     assert_true(out[2] == 0);
+    /* Its gradient passes where the output is NaN (PyTorch's
+     * threshold_backward), not where it is 0. */
+    const double dy[3] = {5, 6, 7};
+    upload(be, buffer, dy, 3);
+    check_ok(be->ops->relu_backward(be, 3, y, buffer, buffer));
+    download(be, out, buffer, 3);
+    assert_true(out[0] == 5 && out[1] == 0 && out[2] == 0);
     be->ops->free(be, buffer);
     be->ops->free(be, y);
 }

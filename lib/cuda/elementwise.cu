@@ -28,7 +28,7 @@ __global__ static void relu_backward_kernel(float *dx, const float *y, const flo
                                             int64_t count) {
     BG_CUDA_GRID_LOOP(i, count) {
         const float g = dy[i];
-        dx[i] = y[i] > 0 ? g : 0.0f;
+        dx[i] = !(y[i] <= 0) ? g : 0.0f; /* as on the CPU */
     }
 }
 
