@@ -195,6 +195,21 @@ check "the given split's table is still printed" grep -qE '^ +1 +1-7 +cpu:1 ' "$
 expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --topology "$GPUS" \
     --devices cuda:0,cuda:1 --split 1 --device-mem 20M --microbatches 4
 check "a third GPU is suggested, to be listed" grep -qE '^  3 devices \(3 in --devices\) +fits: ' "$ERR"
+# Virtual devices of one GPU share its memory bandwidth: four stages' Adam
+# updates, run at once after the barrier, take about as long as one
+# stage's over the whole model (not a quarter of it).
+optimizer_ms() {
+    sed -n 's/^predicted step: \([0-9.]*\) ms, \([0-9.]*\) ms with the optimizer step.*/\1 \2/p' "$OUT" |
+        awk '{ printf "%.6f\n", $2 - $1 }'
+}
+expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --topology "$GPUS" --devices cuda:0 \
+    --microbatches 4
+one=$(optimizer_ms)
+expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --topology "$GPUS" --devices cuda:0x4 \
+    --microbatches 4
+four=$(optimizer_ms)
+check "cuda:0x4's optimizer step ($four ms) is not cuda:0's ($one ms) split four ways" \
+    awk -v a="$four" -v b="$one" 'BEGIN { exit !(b > 0 && a >= 0.9 * b) }'
 expect 2 "" -- plan "$MODEL" --devices cpu:2 --device-mem 4M --json
 json_check "--json of a plan that does not fit names the overflow" '
 assert p["fits"] is False and p["overflow"]["stage"] == 0, p.get("overflow")
