@@ -96,7 +96,8 @@ static bg_status_t parse_args(int argc, char **argv, plan_options_t *o, int *sho
         else
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1, &o->optimizer.sgd.momentum));
     }
-    if (o->model == NULL && !*show_help) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
+    if (*show_help) return BG_OK;
+    if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
     return bg_cli_check_optimizer(&o->optimizer);
 }
 

@@ -355,8 +355,7 @@ int bg_cmd_train(int argc, char **argv) {
     if (isfinite(r.test_loss))
         printf("test accuracy: %.4f (test loss %.4f)\n", r.test_accuracy, r.test_loss);
     else
-        printf("test accuracy: %.4f (test loss not finite: the weights have diverged)\n",
-               r.test_accuracy);
+        printf("test accuracy: %.4f (test loss not finite)\n", r.test_accuracy);
     const long long ran = (long long)(r.steps - r.first_step);
     printf("trained %lld step%s", ran, ran == 1 ? "" : "s");
     if (r.first_step > 0)

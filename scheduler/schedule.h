@@ -23,7 +23,8 @@
  *                backward split into B and W; stage s runs W(i - s) after
  *                its i-th B, so later stages put off their W's and pass
  *                gradients back sooner, and the W's fill the drain. With
- *                F = B = W the bubble is (K-1)/(3M+K-1); every stage holds
+ *                F = B = W the bubble is (K-1)/(3M+K-1) (with M < K,
+ *                (2K-M-1)/(2M+2K-1): too few W's); every stage holds
  *                up to min(K, M) micro-batches
  * Forward-only schedules (evaluation) have F ops and no B/W/STEP.
  *

@@ -75,7 +75,8 @@ static int decimals_for(double step) {
 
 static int is_op(bg_event_kind_t kind) { return kind <= BG_EVENT_STEP; }
 
-/* The row an event is drawn in (a stage-less step goes to its device's). */
+/* The row an event is drawn in (a step without a stage, as older or
+ * hand-made timelines have, goes to its device's). */
 static int event_row(const bg_event_t *e) { return e->stage >= 0 ? e->stage : e->device; }
 
 typedef struct timeline_layout {

@@ -13,8 +13,8 @@ static int is_transfer(bg_event_kind_t kind) {
     return kind == BG_EVENT_SEND || kind == BG_EVENT_RECV || kind == BG_EVENT_WAIT;
 }
 
-/* The stage a compute event's lane belongs to (a stage-less optimizer step
- * goes on its device's lane). */
+/* The stage a compute event's lane belongs to (a step without a stage,
+ * as older or hand-made timelines have, goes on its device's lane). */
 static int lane_stage(const bg_event_t *e) { return e->stage >= 0 ? e->stage : e->device; }
 
 static void event_name(const bg_event_t *e, char *name, size_t size) {

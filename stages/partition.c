@@ -244,7 +244,8 @@ double bg_partition_step_seconds(const bg_partition_t *p, const bg_partition_con
     }
     double fill = (total - heaviest) / (double)cfg->chunks;
     if (cost->split_backward) {
-        /* W's fill two thirds of the drain, with M < K only M of K - 1. */
+        /* W's fill two thirds of the drain; with M < K too few W's leave
+         * K - M more units of it (exact for equal stages). */
         const int k = cfg->devices, m = cost->microbatches;
         fill /= 3.0;
         if (m < k && k > 1) fill *= 1.0 + (double)(k - m) / (double)(k - 1);

@@ -126,7 +126,7 @@ check "one layer, not '1 layers'" test "$(grep -c '1 layers' "$ERR")" -eq 0
 MLP=$ROOT/examples/mlp_balanced.model
 if expect 0 "" -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --nan skip \
     --nan-limit 1000 --steps 40 --batch 16; then
-    stdout_has "test loss not finite: the weights have diverged" "diverged run"
+    stdout_has "(test loss not finite)" "diverged run"
     check "no nan printed" test "$(grep -ci nan "$OUT")" -eq 0
 fi
 usage_error "--seed: -5 is outside 0..9223372036854775807" -- train "$MODEL" --seed -5
