@@ -313,6 +313,18 @@ static void test_simulate_equal_stages(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* Plans r into *plan and simulates two steps of it; returns their summary
+ * (the caller destroys both). */
+static bg_timeline_summary_t *simulated(const bg_plan_request_t *r, bg_plan_t **plan) {
+    assert_int_equal(bg_plan_create(r, plan), BG_OK);
+    bg_timeline_t *tl = NULL;
+    assert_int_equal(bg_plan_simulate(*plan, 2, &tl), BG_OK);
+    bg_timeline_summary_t *summary = NULL;
+    assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
+    bg_timeline_destroy(tl);
+    return summary;
+}
+
 /* Busy is computing or copying, in the plan as in a run's report, over the
  * whole step with the optimizer's: with M = 1 under GPipe the plan's step
  * and the simulated one agree (every crossing's copies and hand-over lie
@@ -334,17 +346,12 @@ static void test_plan_bubble_counts_copies(void **state) {
     r.split = split;
     r.link = (bg_cost_link_t){.bytes_per_s = 1e8, .latency_s = 1e-4, .copy_bytes_per_s = 2e8};
     bg_plan_t *plan = NULL;
-    assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
-    bg_timeline_t *tl = NULL;
-    assert_int_equal(bg_plan_simulate(plan, 2, &tl), BG_OK);
-    bg_timeline_summary_t *summary = NULL;
-    assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
+    bg_timeline_summary_t *summary = simulated(&r, &plan);
     assert_true(summary->stage[0].copy_s > 0);
     assert_true(close_to(plan->update_s, 0.7e-3));
     assert_true(fabs(plan->step_s + plan->update_s - summary->step_s) < 1e-12);
     assert_true(fabs(plan->bubble - summary->bubble_measured) < 1e-9);
     bg_timeline_summary_destroy(summary);
-    bg_timeline_destroy(tl);
     bg_plan_destroy(plan);
     bg_model_spec_destroy(spec);
 }
@@ -386,18 +393,13 @@ static void test_zb_h1_equal_stages(void **state) {
         r.split = split;
         r.link = (bg_cost_link_t){.bytes_per_s = 1e30, .latency_s = 0};
         bg_plan_t *plan = NULL;
-        assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
-        bg_timeline_t *tl = NULL;
-        assert_int_equal(bg_plan_simulate(plan, 2, &tl), BG_OK);
-        bg_timeline_summary_t *summary = NULL;
-        assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
+        bg_timeline_summary_t *summary = simulated(&r, &plan);
         const double units = 3 * m + 1 + (m < 2 ? 2 - m : 0);
         assert_true(fabs(summary->step_s - units * 1e-3) < 1e-9);
         assert_true(fabs(plan->step_s - summary->step_s) < 1e-9);
         assert_true(fabs(summary->bubble_theory - (1 - 3 * m / units)) < 1e-12);
         assert_true(fabs(summary->bubble_measured - summary->bubble_theory) < 1e-9);
         bg_timeline_summary_destroy(summary);
-        bg_timeline_destroy(tl);
         bg_plan_destroy(plan);
     }
     bg_model_spec_destroy(spec);
