@@ -68,10 +68,14 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
     if (p->auto_microbatches) fprintf(stderr, " --microbatches %d", p->microbatches);
     if (p->auto_schedule) fprintf(stderr, " --schedule %s", bg_schedule_kind_name(p->schedule));
     if (dropped_chunks) fprintf(stderr, " (one chunk a device: --chunks is interleaved's)");
-    fprintf(stderr, ": %s samples/s predicted (step %.3f ms with the optimizer step), %s\n",
-            bg_cli_group_digits((int64_t)(bg_plan_samples_per_s(plan) + 0.5), rate, sizeof rate),
-            (plan->step_s + plan->update_s) * 1e3,
-            plan->partition->fits ? "every stage fits" : "but nothing fits; this overflows least");
+    if (plan->partition->fits)
+        fprintf(stderr, ": %s samples/s simulated (a step of %.3f ms), every stage fits\n",
+                bg_cli_group_digits(
+                    (int64_t)((double)plan->request.batch / plan->simulated_step_s + 0.5), rate,
+                    sizeof rate),
+                plan->simulated_step_s * 1e3);
+    else
+        fprintf(stderr, ": nothing fits; this overflows least\n");
     *out = plan;
     return BG_OK;
 }
@@ -99,12 +103,16 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
                 (double)st->memory.optimizer / mib, (double)st->memory.stash / mib,
                 (double)st->memory.buffers / mib);
     }
-    /* The same figures as --microbatches auto's choice: with the update. */
+    /* The planner's estimate, with the update; a searched plan also has the
+     * simulated step the choice went by. */
     fprintf(out,
             "\npredicted step: %.3f ms, %.3f ms with the optimizer step (%.0f samples/s); "
             "bottleneck stage %d\n",
             p->step_s * 1e3, (p->step_s + p->update_s) * 1e3, bg_plan_samples_per_s(p),
             bg_plan_bottleneck_stage(p));
+    if (p->simulated_step_s > 0)
+        fprintf(out, "simulated step: %.3f ms (%.0f samples/s), which the choice went by\n",
+                p->simulated_step_s * 1e3, (double)p->request.batch / p->simulated_step_s);
     fprintf(out, "bubble: %.1f%% predicted, %.1f%% in theory for equal stages\n", 100.0 * p->bubble,
             100.0 * p->bubble_theory);
 }
@@ -164,6 +172,8 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
         cJSON_AddItemToArray(stages, stage);
     }
     cJSON_AddNumberToObject(root, "step_ms", p->step_s * 1e3);
+    if (p->simulated_step_s > 0)
+        cJSON_AddNumberToObject(root, "simulated_step_ms", p->simulated_step_s * 1e3);
     cJSON_AddNumberToObject(root, "samples_per_s",
                             p->step_s > 0 ? (double)r->batch / p->step_s : 0);
     cJSON_AddNumberToObject(root, "bottleneck_stage", bg_plan_bottleneck_stage(p));

@@ -121,6 +121,14 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
     return BG_OK;
 }
 
+bg_status_t bg_plan_simulated_step(const bg_plan_t *plan, double *seconds) {
+    bg_timeline_t *tl = NULL;
+    BG_CHECK(bg_plan_simulate(plan, 1, &tl));
+    *seconds = tl->step_end[0] - tl->step_start[0];
+    bg_timeline_destroy(tl);
+    return BG_OK;
+}
+
 bg_status_t bg_plan_simulate(const bg_plan_t *plan, int steps, bg_timeline_t **out) {
     if (steps < 1) return bg_error_set(BG_ERR_INVALID, "simulate: %d steps (need >= 1)", steps);
     const bg_plan_request_t *r = &plan->request;

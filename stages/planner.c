@@ -169,11 +169,12 @@ int bg_plan_microbatch_candidates(int64_t batch, int *out, int capacity) {
     return count;
 }
 
-/* 1 if a is a better choice than b (NULL: none yet). */
+/* 1 if a is a better choice than b (NULL: none yet); plans that fit carry
+ * their simulated step (same batch: the shorter is the faster). */
 static int better(const bg_plan_t *a, const bg_plan_t *b) {
     if (b == NULL) return 1;
     if (a->partition->fits != b->partition->fits) return a->partition->fits;
-    if (a->partition->fits) return bg_plan_samples_per_s(a) > bg_plan_samples_per_s(b);
+    if (a->partition->fits) return a->simulated_step_s < b->simulated_step_s;
     return a->partition->overflow_bytes < b->partition->overflow_bytes;
 }
 
@@ -216,7 +217,10 @@ bg_status_t bg_plan_search(const bg_plan_request_t *r, unsigned flags, bg_plan_t
             bg_plan_t *p = NULL;
             bg_status_t one = bg_plan_create(&v, &p);
             if (one == BG_ERR_INVALID) continue; /* this combination is impossible */
+            if (one == BG_OK && p->partition->fits)
+                one = bg_plan_simulated_step(p, &p->simulated_step_s);
             if (one != BG_OK) {
+                bg_plan_destroy(p);
                 st = one;
                 break;
             }

@@ -76,6 +76,9 @@ typedef struct bg_plan {
     double update_s;           /* the optimizer step: the slowest device's updates */
     double bubble;             /* predicted idle fraction (above) */
     double bubble_theory;      /* for equal stages */
+    /* Set by bg_plan_search for a plan that fits: one simulated step, the
+     * optimizer's included (bg_plan_simulated_step); 0 otherwise. */
+    double simulated_step_s;
 } bg_plan_t;
 
 /* Plans a request. A plan that does not fit its devices' memory is still a
@@ -121,8 +124,11 @@ enum {
 int bg_plan_microbatch_candidates(int64_t batch, int *out, int capacity);
 
 /* Plans every combination `flags` opens up (the request's own M and
- * schedule otherwise) and keeps the one with the highest predicted
- * throughput (bg_plan_samples_per_s) among those where every stage fits; ties keep the smaller M,
+ * schedule otherwise) and keeps the one with the highest throughput among
+ * those where every stage fits, as the simulator predicts it (B over
+ * bg_plan_simulated_step, kept in simulated_step_s: it models what the
+ * planner's estimate leaves out, such as the optimizer barrier, the
+ * channels' rings and each op in turn); ties keep the smaller M,
  * then the earlier schedule in the order 1f1b, gpipe, zb-h1, interleaved
  * (1f1b holds less than gpipe for the same time). Combinations a schedule
  * rejects (interleaved with M not a multiple of K) are skipped. When none
@@ -132,6 +138,10 @@ int bg_plan_microbatch_candidates(int64_t batch, int *out, int capacity);
 bg_status_t bg_plan_search(const bg_plan_request_t *request, unsigned flags, bg_plan_t **out);
 
 /* --- simulating a plan ------------------------------------------------ */
+
+/* The length of one simulated step of `plan` (bg_plan_simulate), its
+ * optimizer step included, into *seconds. */
+bg_status_t bg_plan_simulated_step(const bg_plan_t *plan, double *seconds);
 
 /* Per-stage durations for bg_simulate, from a plan's cost model: forward;
  * backward (dX and dW, or dX only when the schedule splits the backward,
