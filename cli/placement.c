@@ -21,11 +21,11 @@ const char bg_placement_help[] =
 
 const char bg_placement_help_schedule[] =
     "  --schedule NAME    gpipe, 1f1b (default), interleaved or zb-h1; auto: the\n"
-    "                     one with the highest predicted throughput that fits\n"
+    "                     one whose simulated step is fastest of those that fit\n"
     "                     (gpipe, 1f1b, zb-h1, and interleaved with --chunks > 1)\n"
     "  --microbatches M   micro-batches per mini-batch (default 1); auto: the M\n"
-    "                     (divisors of B, powers of two) with the highest\n"
-    "                     predicted throughput while every stage fits\n";
+    "                     (divisors of B, powers of two) whose simulated step is\n"
+    "                     fastest while every stage fits\n";
 
 const char bg_placement_help_rest[] =
     "  --chunks V         stages per device for interleaved (default 1)\n"

@@ -55,7 +55,17 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
                              bg_plan_t **out) {
     unsigned flags = (p->auto_microbatches ? BG_PLAN_SEARCH_MICROBATCHES : 0) |
                      (p->auto_schedule ? BG_PLAN_SEARCH_SCHEDULE : 0);
-    if (flags == 0) return bg_plan_create(request, out);
+    if (flags == 0) {
+        /* A plan that fits also gets its simulated step, as a searched one. */
+        BG_CHECK(bg_plan_create(request, out));
+        bg_status_t st = BG_OK;
+        if ((*out)->partition->fits) st = bg_plan_simulated_step(*out, &(*out)->simulated_step_s);
+        if (st != BG_OK) {
+            bg_plan_destroy(*out);
+            *out = NULL;
+        }
+        return st;
+    }
     bg_plan_t *plan = NULL;
     BG_CHECK(bg_plan_search(request, flags, &plan));
     p->microbatches = plan->request.microbatches;
@@ -68,14 +78,16 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
     if (p->auto_microbatches) fprintf(stderr, " --microbatches %d", p->microbatches);
     if (p->auto_schedule) fprintf(stderr, " --schedule %s", bg_schedule_kind_name(p->schedule));
     if (dropped_chunks) fprintf(stderr, " (one chunk a device: --chunks is interleaved's)");
-    if (plan->partition->fits)
+    if (plan->partition->fits && plan->simulated_step_s > 0)
         fprintf(stderr, ": %s samples/s simulated (a step of %.3f ms), every stage fits\n",
                 bg_cli_group_digits(
                     (int64_t)((double)plan->request.batch / plan->simulated_step_s + 0.5), rate,
                     sizeof rate),
                 plan->simulated_step_s * 1e3);
-    else
+    else if (!plan->partition->fits)
         fprintf(stderr, ": nothing fits; this overflows least\n");
+    else
+        fprintf(stderr, ", every stage fits\n");
     *out = plan;
     return BG_OK;
 }
@@ -111,10 +123,14 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
             p->step_s * 1e3, (p->step_s + p->update_s) * 1e3, bg_plan_samples_per_s(p),
             bg_plan_bottleneck_stage(p));
     if (p->simulated_step_s > 0)
-        fprintf(out, "simulated step: %.3f ms (%.0f samples/s), which the choice went by\n",
+        fprintf(out,
+                "simulated step: %.3f ms with the optimizer step (%.0f samples/s; what "
+                "--microbatches auto and --schedule auto go by)\n",
                 p->simulated_step_s * 1e3, (double)p->request.batch / p->simulated_step_s);
-    fprintf(out, "bubble: %.1f%% predicted, %.1f%% in theory for equal stages\n", 100.0 * p->bubble,
-            100.0 * p->bubble_theory);
+    fprintf(out,
+            "bubble: %.1f%% predicted (the planner's estimate), %.1f%% in theory for equal "
+            "stages\n",
+            100.0 * p->bubble, 100.0 * p->bubble_theory);
 }
 
 cJSON *bg_cli_plan_stage_json(const bg_plan_t *p, int s) {
@@ -171,11 +187,16 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
         }
         cJSON_AddItemToArray(stages, stage);
     }
+    /* The planner's estimate (step_ms without the optimizer step, update_ms
+     * the slowest device's, samples_per_s over both), then the simulator's. */
     cJSON_AddNumberToObject(root, "step_ms", p->step_s * 1e3);
-    if (p->simulated_step_s > 0)
+    cJSON_AddNumberToObject(root, "update_ms", p->update_s * 1e3);
+    cJSON_AddNumberToObject(root, "samples_per_s", bg_plan_samples_per_s(p));
+    if (p->simulated_step_s > 0) {
         cJSON_AddNumberToObject(root, "simulated_step_ms", p->simulated_step_s * 1e3);
-    cJSON_AddNumberToObject(root, "samples_per_s",
-                            p->step_s > 0 ? (double)r->batch / p->step_s : 0);
+        cJSON_AddNumberToObject(root, "simulated_samples_per_s",
+                                (double)r->batch / p->simulated_step_s);
+    }
     cJSON_AddNumberToObject(root, "bottleneck_stage", bg_plan_bottleneck_stage(p));
     cJSON_AddNumberToObject(root, "bubble", p->bubble);
     cJSON_AddNumberToObject(root, "bubble_theory", p->bubble_theory);

@@ -174,7 +174,8 @@ int bg_plan_microbatch_candidates(int64_t batch, int *out, int capacity) {
 static int better(const bg_plan_t *a, const bg_plan_t *b) {
     if (b == NULL) return 1;
     if (a->partition->fits != b->partition->fits) return a->partition->fits;
-    if (a->partition->fits) return a->simulated_step_s < b->simulated_step_s;
+    /* Within rounding of each other the earlier candidate stays. */
+    if (a->partition->fits) return a->simulated_step_s < b->simulated_step_s * (1 - 1e-9);
     return a->partition->overflow_bytes < b->partition->overflow_bytes;
 }
 

@@ -2,7 +2,7 @@
  * schedule, the cost model (analytic, or from a measured profile) and the
  * partition into stages (the best split, stages/partition.h, or a given
  * one), with the predicted step time and bubble. It also searches the
- * micro-batch count and the schedule for the best predicted throughput
+ * micro-batch count and the schedule for the fastest simulated step
  * (--microbatches auto, --schedule auto), and turns a plan into the
  * simulator's per-stage costs (scheduler/simulator.h), so that `brigade
  * plan`, `train`, `simulate` and `sweep --simulate` all decide the same way.

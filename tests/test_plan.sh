@@ -164,11 +164,16 @@ expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --device-mem 20M
 check "smaller micro-batches are suggested" grep -qF -- "--microbatches 2 " "$ERR"
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --device-mem 20M --microbatches 4
 # --microbatches auto goes by the simulated step, which the table shows
-# beside the planner's estimate and --json holds.
+# beside the planner's estimate (any plan that fits) and --json holds.
 expect 0 "samples/s simulated (a step of " -- plan "$MODEL" --devices cpu:2 \
     --microbatches auto --json
-json_check "a searched plan holds its simulated step" '
-assert p["simulated_step_ms"] > 0, p.get("simulated_step_ms")'
+json_check "a searched plan holds its simulated step and the estimate's figures" '
+assert p["simulated_step_ms"] > 0, p.get("simulated_step_ms")
+assert abs(p["simulated_samples_per_s"] - 64e3 / p["simulated_step_ms"]) < 1e-6, p
+assert abs(p["samples_per_s"] - 64e3 / (p["step_ms"] + p["update_ms"])) < 1e-6, p'
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 4
+check "the table shows the simulated step" \
+    grep -qE '^simulated step: [0-9.]+ ms with the optimizer step \([0-9]+ samples/s; what' "$OUT"
 # 12 MiB needs 8 micro-batches: the nearest count above that fits is found,
 # however far (before, only 2M and 4M were tried, and M = 1 was told that
 # nothing fits).
