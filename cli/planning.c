@@ -217,8 +217,9 @@ static int try_variant(const bg_plan_request_t *r, const char *what) {
         size_t peak = 0;
         for (int s = 0; s < p->partition->stages; s++)
             if (p->partition->stage[s].peak_bytes > peak) peak = p->partition->stage[s].peak_bytes;
-        fprintf(stderr, "  %-32s fits: largest stage %.2f MiB, step %.3f ms\n", what,
-                (double)peak / mib, p->step_s * 1e3);
+        fprintf(stderr,
+                "  %-32s fits: largest stage %.2f MiB, step %.3f ms without the optimizer step\n",
+                what, (double)peak / mib, p->step_s * 1e3);
     }
     bg_plan_destroy(p);
     return fits;
