@@ -55,17 +55,7 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
                              bg_plan_t **out) {
     unsigned flags = (p->auto_microbatches ? BG_PLAN_SEARCH_MICROBATCHES : 0) |
                      (p->auto_schedule ? BG_PLAN_SEARCH_SCHEDULE : 0);
-    if (flags == 0) {
-        /* A plan that fits also gets its simulated step, as a searched one. */
-        BG_CHECK(bg_plan_create(request, out));
-        bg_status_t st = BG_OK;
-        if ((*out)->partition->fits) st = bg_plan_simulated_step(*out, &(*out)->simulated_step_s);
-        if (st != BG_OK) {
-            bg_plan_destroy(*out);
-            *out = NULL;
-        }
-        return st;
-    }
+    if (flags == 0) return bg_plan_create(request, out);
     bg_plan_t *plan = NULL;
     BG_CHECK(bg_plan_search(request, flags, &plan));
     p->microbatches = plan->request.microbatches;

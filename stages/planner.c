@@ -117,6 +117,7 @@ bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
     if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
     p->request = *r;
     bg_status_t st = plan_fill(p);
+    if (st == BG_OK && p->partition->fits) st = bg_plan_simulated_step(p, &p->simulated_step_s);
     if (st != BG_OK) {
         bg_plan_destroy(p);
         return st;
@@ -218,10 +219,7 @@ bg_status_t bg_plan_search(const bg_plan_request_t *r, unsigned flags, bg_plan_t
             bg_plan_t *p = NULL;
             bg_status_t one = bg_plan_create(&v, &p);
             if (one == BG_ERR_INVALID) continue; /* this combination is impossible */
-            if (one == BG_OK && p->partition->fits)
-                one = bg_plan_simulated_step(p, &p->simulated_step_s);
             if (one != BG_OK) {
-                bg_plan_destroy(p);
                 st = one;
                 break;
             }

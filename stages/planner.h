@@ -76,12 +76,13 @@ typedef struct bg_plan {
     double update_s;           /* the optimizer step: the slowest device's updates */
     double bubble;             /* predicted idle fraction (above) */
     double bubble_theory;      /* for equal stages */
-    /* Set by bg_plan_search for a plan that fits: one simulated step, the
-     * optimizer's included (bg_plan_simulated_step); 0 otherwise. */
+    /* A plan that fits: one simulated step, the optimizer's included
+     * (bg_plan_simulated_step); 0 for one that does not. */
     double simulated_step_s;
 } bg_plan_t;
 
-/* Plans a request. A plan that does not fit its devices' memory is still a
+/* Plans a request; a plan that fits is also simulated for one step
+ * (simulated_step_s). A plan that does not fit its devices' memory is still a
  * plan (partition->fits = 0, naming the worst stage and its overflow), not
  * an error. BG_ERR_INVALID for an impossible request, with the message of
  * the part that refused it: M > B ("would leave some empty"), a schedule

@@ -197,9 +197,12 @@ static void check_search(const bg_plan_request_t *r, unsigned flags) {
             }
             bg_plan_t *p = NULL;
             if (bg_plan_create(&v, &p) != BG_OK) continue;
-            double step = 0;
+            const double step = p->simulated_step_s;
             if (p->partition->fits) {
-                assert_int_equal(bg_plan_simulated_step(p, &step), BG_OK);
+                /* The plan's simulated step is a simulation's. */
+                double again = 0;
+                assert_int_equal(bg_plan_simulated_step(p, &again), BG_OK);
+                assert_true(step > 0 && again == step);
                 any_fit = 1;
                 assert_true(step >= chosen->simulated_step_s * (1 - 1e-9));
                 /* Within rounding of each other the earlier stays. */
