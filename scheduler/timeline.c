@@ -102,18 +102,22 @@ const char *bg_event_kind_name(bg_event_kind_t kind) {
     return (unsigned)kind < BG_EVENT_KINDS ? names[kind] : "?";
 }
 
+double bg_schedule_drain_share(int split_backward, int devices, int microbatches, int chunks) {
+    double share = 1.0 / chunks;
+    if (split_backward) {
+        share /= 3;
+        if (microbatches < devices && devices > 1)
+            share *= 1 + (double)(devices - microbatches) / (devices - 1);
+    }
+    return share;
+}
+
 double bg_schedule_theoretical_bubble(bg_schedule_kind_t kind, int devices, int microbatches,
                                       int chunks) {
-    double k1 = devices - 1, m = microbatches;
-    switch (kind) {
-    case BG_SCHEDULE_GPIPE:
-    case BG_SCHEDULE_1F1B: return k1 / (m + k1);
-    case BG_SCHEDULE_INTERLEAVED: return k1 / (chunks * m + k1);
-    case BG_SCHEDULE_ZB_H1: {
-        /* With M < K too few W's fill the drain: K - M more idle units. */
-        const double short_of = m < devices ? devices - m : 0;
-        return (k1 + short_of) / (3 * m + k1 + short_of);
-    }
-    }
-    return 0;
+    /* Per micro-batch one stage time of work; the fill and drain leave
+     * (K-1) x share idle. */
+    const double idle =
+        (devices - 1) * bg_schedule_drain_share(kind == BG_SCHEDULE_ZB_H1, devices, microbatches,
+                                                kind == BG_SCHEDULE_INTERLEAVED ? chunks : 1);
+    return idle / (microbatches + idle);
 }

@@ -101,6 +101,13 @@ const char *bg_event_kind_name(bg_event_kind_t kind);
 double bg_schedule_theoretical_bubble(bg_schedule_kind_t kind, int devices, int microbatches,
                                       int chunks);
 
+/* The share of the fill and drain (K - 1 stage times of one micro-batch)
+ * that stays idle with equal stages, which both the theory above and the
+ * planner's step (bg_partition_step_seconds) use: 1/V with V chunks (1 for
+ * gpipe and 1f1b); a third of that when the backward is split (zb-h1's
+ * W's fill the rest), times 1 + (K-M)/(K-1) with M < K (too few W's). */
+double bg_schedule_drain_share(int split_backward, int devices, int microbatches, int chunks);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "channel.h"
+#include "timeline.h"
 
 /* Stages and layers beyond which the (stage, layer) tables would not be
  * worth their memory: 64M cells of cut points (256 MiB). */
@@ -242,13 +243,10 @@ double bg_partition_step_seconds(const bg_partition_t *p, const bg_partition_con
         if (load > heaviest) heaviest = load;
         total += load;
     }
-    double fill = (total - heaviest) / (double)cfg->chunks;
-    if (cost->split_backward) {
-        /* W's fill two thirds of the drain; with M < K too few W's leave
-         * K - M more units of it (exact for equal stages). */
-        const int k = cfg->devices, m = cost->microbatches;
-        fill /= 3.0;
-        if (m < k && k > 1) fill *= 1.0 + (double)(k - m) / (double)(k - 1);
-    }
+    /* The theory's idle share of the fill and drain (exact for equal
+     * stages), of the other devices' work. */
+    const double fill =
+        (total - heaviest) * bg_schedule_drain_share(cost->split_backward, cfg->devices,
+                                                     cost->microbatches, cfg->chunks);
     return cost->microbatches * heaviest + fill;
 }

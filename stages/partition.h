@@ -89,12 +89,11 @@ void bg_partition_destroy(bg_partition_t *partition);
 /* Predicted seconds of one optimizer step of M micro-batches, extending the
  * theoretical bubble to unequal stages. With t_s the stage times, L_d the
  * sum over device d's stages and L the largest L_d:
- *   step = M * L + (sum_s t_s - L) / (V * w)
- * where w is 3 for split-backward schedules (zb-h1 fills the drain with W
- * work) and 1 otherwise; with M < K zb-h1 has too few W's, and its fill is
- * (1 + (K-M)/(K-1)) times that. Equal stages give back (K-1)/(M+K-1)
- * (gpipe, 1f1b), (K-1)/(VM+K-1) (interleaved) and the zb-h1 figures of
- * bg_schedule_theoretical_bubble. */
+ *   step = M * L + (sum_s t_s - L) * share
+ * with share the idle part of the fill and drain, bg_schedule_drain_share
+ * (1/V; zb-h1's W's fill two thirds, less with M < K). Equal stages give
+ * back bg_schedule_theoretical_bubble: (K-1)/(M+K-1) (gpipe, 1f1b),
+ * (K-1)/(VM+K-1) (interleaved), (K-1)/(3M+K-1) (zb-h1, M >= K). */
 double bg_partition_step_seconds(const bg_partition_t *partition, const bg_partition_config_t *cfg);
 
 #ifdef __cplusplus
