@@ -11,8 +11,9 @@ the run's mean per micro-batch over the recorded steps: forward and backward
 (the F and B ops), update (the step op), each copy (the send and recv lanes;
 sends that first waited for room count only their copy) and each NaN/Inf
 check (the gap between an op's end and its send's start). The figures under
-load are zeroed, so the simulator does not stretch times that were measured
-with the other stage running already; hand-off and wake stay the profile's.
+load are zeroed and those after a wait dropped, so the simulator does not
+stretch times that were measured with the other stage running already, or
+after the waits they had; hand-off and wake stay the profile's.
 
 `brigade simulate --split SPLIT --profile OUT` then predicts the run from its
 own op times: what is left of the error is the simulator's model of the
@@ -92,6 +93,7 @@ def main(argv):
             continue
         entry.update(figures)
         entry["loaded"] = {"forward_s": 0.0, "backward_s": 0.0, "update_s": 0.0, "copies_s": 0.0}
+        entry.pop("after_wait", None)
         replaced += 1
     if replaced == 0:
         sys.exit("replay_profile: %s has no stage entries for layers 0..%d and %d..%d"

@@ -22,7 +22,7 @@
 # measured steps is what this machine alone moves a figure by.
 #
 #   [MODELS="examples/fashion_cnn.model examples/conv_balanced.model:4"]
-#   [STEPS=80 RECORD=60 REPEAT=3 REPETITIONS=9 MS="1 2 4 8" BREAKDOWN=0 REPLAY=0]
+#   [STEPS=80 RECORD=60 REPEAT=3 REPETITIONS=9 MS="1 2 4 8" BREAKDOWN=0 REPLAY=0 ABLATE=0]
 #   bench/sim_accuracy.sh [BUILD_DIR]
 #
 # MS picks the micro-batch counts (the bar counts only points run); with
@@ -32,7 +32,9 @@
 # trace, and each point is followed by a replay: the simulation of the run
 # from the run's own mean op and copy times (bench/replay_profile.py), whose
 # error is the simulator's model of the schedule alone, apart from how far
-# the run's speed moved from the profile's.
+# the run's speed moved from the profile's. With ABLATE=1 each point is
+# also simulated from its profiles without their after_wait entries: what
+# the simulator predicts without slowing ops after an idle gap.
 #
 # MODELS lists model specs, each optionally with :SPLIT (the first layer of
 # stage 1; default: the planner's split). The build folder defaults to
@@ -48,6 +50,7 @@ models=${MODELS:-"examples/fashion_cnn.model examples/conv_balanced.model:4"}
 ms=${MS:-"1 2 4 8"}
 breakdown=${BREAKDOWN:-0}
 replay=${REPLAY:-0}
+ablate=${ABLATE:-0}
 steps=${STEPS:-80}
 record=${RECORD:-60}
 repeat=${REPEAT:-3}
@@ -78,6 +81,7 @@ for entry in $models; do
             : >"$work/sims.$schedule"
             : >"$work/parts.$schedule"
             : >"$work/replays.$schedule"
+            : >"$work/plain.$schedule"
             echo "$split" >"$work/cut.$schedule"
         done
         run=0
@@ -98,6 +102,19 @@ for entry in $models; do
                     >>"$work/sims.$schedule"
                 json "$work/sim.json" 'p["stages"][1]["layers"][0]' >"$work/cut.$schedule"
                 cut=$(cat "$work/cut.$schedule")
+                if [ "$ablate" = 1 ]; then
+                    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+for entry in p.get('stages', []):
+    entry.pop('after_wait', None)
+json.dump(p, open(sys.argv[2], 'w'))" "$profile" "$work/plain.profile.json"
+                    # shellcheck disable=SC2086
+                    "$brigade" simulate "$model" $placement --split "$cut" \
+                        --profile "$work/plain.profile.json" --metrics "$work/plain.json" >/dev/null
+                    json "$work/plain.json" \
+                        '"%r %r" % (p["timeline"]["step_s"], p["timeline"]["bubble_measured"])' \
+                        >>"$work/plain.$schedule"
+                fi
                 trace=
                 [ "$replay" = 1 ] && trace="--trace $work/train.trace.json"
                 # shellcheck disable=SC2086
@@ -147,6 +164,13 @@ for entry in $models; do
                 paste -d' ' "$work/runs.$schedule" "$work/replays.$schedule" | awk '
                     {meas += $1; bub += $2; sim += $3; sim_bub += $4} END {
                     printf "    replay from the runs'"'"' own op times: %.3f ms, err %+.1f%%; bubble %.1f%%, err %+.1f pt\n",
+                           1e3 * sim / NR, 100 * (sim - meas) / meas, 100 * sim_bub / NR,
+                           100 * (sim_bub - bub) / NR }'
+            fi
+            if [ "$ablate" = 1 ]; then
+                paste -d' ' "$work/runs.$schedule" "$work/plain.$schedule" | awk '
+                    {meas += $1; bub += $2; sim += $3; sim_bub += $4} END {
+                    printf "    without the after-wait slowdown: %.3f ms, err %+.1f%%; bubble %.1f%%, err %+.1f pt\n",
                            1e3 * sim / NR, 100 * (sim - meas) / meas, 100 * sim_bub / NR,
                            100 * (sim_bub - bub) / NR }'
             fi

@@ -50,7 +50,12 @@ static const char help[] =
     "            the range, or before it when it ends the model) in a loop. Both\n"
     "            cores share the cache and the memory bandwidth, so a stage runs\n"
     "            slower while the other device computes; the simulator slows\n"
-    "            each op by as much of that as the other device computes beside it\n"
+    "            each op by as much of that as the other device computes beside it.\n"
+    "            Then each range's forward and backward once more, each right\n"
+    "            after waiting while that thread runs one round: a stage that\n"
+    "            waited for its neighbour finds part of its data gone from the\n"
+    "            caches. The simulator slows an op after a wait as long by the\n"
+    "            ratio measured, after a shorter one in proportion\n"
     "  memcpy    the bandwidth of one memcpy of 4 MiB\n"
     "\n"
     "The layer ranges take most of the time (20 s for the origin CNN at\n"
@@ -136,6 +141,27 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
     return bg_cli_check_output("-o", o->output); /* now, not after the measuring */
 }
 
+/* One line over the ranges timed after waits: the ratios' ranges and the
+ * waits'. */
+static void print_after_wait(const bg_profile_t *p) {
+    double lo[3] = {0}, hi[3] = {0};
+    int count = 0;
+    for (int i = 0; i < p->stage_count; i++) {
+        const bg_stage_after_wait_t *w = &p->stage[i].after_wait;
+        if (w->wait_s <= 0) continue;
+        const double v[3] = {w->forward, w->backward, w->wait_s};
+        for (int k = 0; k < 3; k++) {
+            if (count == 0 || v[k] < lo[k]) lo[k] = v[k];
+            if (count == 0 || v[k] > hi[k]) hi[k] = v[k];
+        }
+        count++;
+    }
+    if (count > 0)
+        printf("after a wait: %d layer ranges' first fwd x%.2f to x%.2f, bwd x%.2f to x%.2f of "
+               "warm, after waits of %.2f to %.2f ms\n",
+               count, lo[0], hi[0], lo[1], hi[1], 1e3 * lo[2], 1e3 * hi[2]);
+}
+
 static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
     printf("%5s  %-22s %9s %9s %9s %10s %9s\n", "layer", "kind", "fwd ms", "dX ms", "dW ms",
            "update ms", "total ms");
@@ -181,6 +207,7 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
         printf("under load: %d layer ranges' fwd + bwd beside a co-runner on the other core, "
                "x%.2f to x%.2f of alone\n",
                loaded, lowest, highest);
+    print_after_wait(p);
 }
 
 int bg_cmd_profile(int argc, char **argv) {

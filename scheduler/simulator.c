@@ -36,6 +36,10 @@ typedef struct sim_state {
     /* Under contention: each F, B and W's stretch, [kind * cells + stage *
      * M + mb] for kinds F, B, W; NULL without contention. */
     double *stretch;
+    /* Per device: when its last op or copy ended (NAN: none yet), and, at
+     * a step's end, how long before that end it was (NAN: unknown), which
+     * the next step starts from. */
+    double *last_busy, *idle_tail;
 } sim_state_t;
 
 enum { STRETCH_FORWARD, STRETCH_BACKWARD, STRETCH_WEIGHT, STRETCH_KINDS };
@@ -96,15 +100,29 @@ static double stretch(const sim_state_t *st, int kind, int stage, int mb) {
     return st->stretch[kind * cells + stage * st->microbatches + mb];
 }
 
-static double duration(const sim_state_t *st, const bg_op_t *op) {
+/* The slowdown of an op after its device was idle for `gap` seconds (1
+ * without after-wait costs; bg_sim_after_wait_t). */
+static double after_wait(const sim_state_t *st, const bg_op_t *op, double gap) {
+    if (st->costs->after_wait == NULL || !(gap > 0)) return 1;
+    const bg_sim_after_wait_t *w = &st->costs->after_wait[op->stage];
+    const double ratio = op->kind == BG_OP_FORWARD ? w->forward : w->backward;
+    if (!(ratio > 1) || !(w->wait_s > 0)) return 1;
+    return 1 + (ratio - 1) * fmin(1, gap / w->wait_s);
+}
+
+/* An op's duration after an idle gap of `gap` seconds on its device. */
+static double duration(const sim_state_t *st, const bg_op_t *op, double gap) {
     const bg_sim_costs_t *c = st->costs;
     const int s = op->stage, mb = op->microbatch;
+    const double waited = after_wait(st, op, gap);
     switch (op->kind) {
-    case BG_OP_FORWARD: return c->forward[s] * stretch(st, STRETCH_FORWARD, s, mb);
+    case BG_OP_FORWARD: return c->forward[s] * stretch(st, STRETCH_FORWARD, s, mb) * waited;
     case BG_OP_BACKWARD:
-        return (c->backward[s] + cost(c->recompute, s)) * stretch(st, STRETCH_BACKWARD, s, mb);
+        return (c->backward[s] + cost(c->recompute, s)) * stretch(st, STRETCH_BACKWARD, s, mb) *
+               waited;
     case BG_OP_WEIGHT:
-        return (cost(c->weight, s) + cost(c->recompute, s)) * stretch(st, STRETCH_WEIGHT, s, mb);
+        return (cost(c->weight, s) + cost(c->recompute, s)) * stretch(st, STRETCH_WEIGHT, s, mb) *
+               waited;
     case BG_OP_STEP: break; /* one event per stage: commit_step */
     }
     return 0;
@@ -225,6 +243,7 @@ static bg_status_t send_output(sim_state_t *st, int d, int step, bg_timeline_t *
     int woken = r != d && waits_for(st, r, forward ? BG_OP_FORWARD : BG_OP_BACKWARD, peer,
                                     op->microbatch, sent);
     st->device_free[d] = sent + (woken ? c->wake_s : 0);
+    st->last_busy[d] = st->device_free[d];
     if (r != d) {
         double *link = forward ? &st->forward_link[boundary] : &st->backward_link[boundary];
         double link_start = fmax(sent, *link);
@@ -260,6 +279,8 @@ static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready,
                              bg_timeline_t *tl) {
     const bg_op_t *op = &st->schedule->ops[d][st->pc[d]++];
     int peer = waited_peer(st, op);
+    /* Idle since its last op or copy, up to the copy in (or the op). */
+    const double gap = isnan(st->last_busy[d]) ? 0 : start - st->last_busy[d];
     if (ready > st->device_free[d] && (peer >= 0 || op->kind == BG_OP_STEP))
         /* The executor records the barrier's wait on the device's own lane. */
         BG_CHECK(bg_timeline_add(
@@ -288,13 +309,13 @@ static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready,
                 tl, &(bg_event_t){BG_EVENT_STEP, d, s, -1, -1, step, start, end, 0}));
             start = end;
         }
-        st->device_free[d] = start;
+        st->device_free[d] = st->last_busy[d] = start;
         return BG_OK;
     }
-    double end = start + duration(st, op);
+    double end = start + duration(st, op, gap);
     BG_CHECK(bg_timeline_add(tl, &(bg_event_t){event_kind(op->kind), d, op->stage, op->microbatch,
                                                -1, step, start, end, 0}));
-    st->device_free[d] = end;
+    st->device_free[d] = st->last_busy[d] = end;
     const int at = op->stage * st->microbatches + op->microbatch;
     if (op->kind == BG_OP_FORWARD) st->forward_done[at] = end;
     if (op->kind == BG_OP_BACKWARD) st->backward_done[at] = end;
@@ -318,6 +339,7 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
     /* Each device's thread is woken by the caller at the step's start. */
     for (int d = 0; d < sc->devices; d++) {
         st->device_free[d] = origin + st->costs->handoff_s;
+        st->last_busy[d] = origin - st->idle_tail[d]; /* NAN when unknown */
         st->pc[d] = 0;
         st->pending[d] = NULL;
     }
@@ -372,6 +394,7 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
     }
     /* The caller learns the step is over when its thread is woken. */
     end += st->costs->handoff_s;
+    for (int d = 0; d < sc->devices; d++) st->idle_tail[d] = end - st->last_busy[d];
     BG_CHECK(bg_timeline_reserve(tl, 0));
     bg_timeline_add_step(tl, origin, end);
     return BG_OK;
@@ -406,6 +429,16 @@ static void settle_stretch(sim_state_t *st, const bg_timeline_t *tl, int from, i
         st->stretch[kind * cells + e->stage * st->microbatches + e->microbatch] =
             c > 1 ? 1 + (c - 1) * fraction : 1;
     }
+}
+
+/* Whether the costs slow some stage's ops after a wait. */
+static int waits_slow(const bg_schedule_t *sc, const bg_sim_costs_t *c) {
+    if (c->after_wait == NULL) return 0;
+    for (int s = 0; s < sc->stages; s++) {
+        const bg_sim_after_wait_t *w = &c->after_wait[s];
+        if (w->wait_s > 0 && (w->forward > 1 || w->backward > 1)) return 1;
+    }
+    return 0;
 }
 
 /* Whether the costs ask for contention on more than one device. */
@@ -443,6 +476,14 @@ static bg_status_t check_costs(const bg_schedule_t *sc, const bg_sim_costs_t *c)
         if (!valid_duration(c->contention[s]))
             return bg_error_set(BG_ERR_INVALID, "simulator: contention of stage %d is %g", s,
                                 c->contention[s]);
+    for (int s = 0; c->after_wait != NULL && s < sc->stages; s++) {
+        const bg_sim_after_wait_t *w = &c->after_wait[s];
+        if (!valid_duration(w->wait_s) || !valid_duration(w->forward) ||
+            !valid_duration(w->backward))
+            return bg_error_set(BG_ERR_INVALID,
+                                "simulator: after-wait costs of stage %d are %g s, x%g, x%g", s,
+                                w->wait_s, w->forward, w->backward);
+    }
     for (int s = 0; c->step != NULL && s < sc->stages; s++)
         if (!valid_duration(c->step[s]))
             return bg_error_set(BG_ERR_INVALID, "simulator: step cost of stage %d is %g", s,
@@ -479,23 +520,31 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     st.ring = calloc((size_t)st.stages, sizeof(int));
     st.slot_free = malloc(sizeof(double) * slots);
     st.held = malloc(sizeof(int) * slots);
+    st.last_busy = malloc(sizeof(double) * (size_t)schedule->devices);
+    st.idle_tail = malloc(sizeof(double) * (size_t)schedule->devices);
+    for (int d = 0; st.idle_tail != NULL && d < schedule->devices; d++) st.idle_tail[d] = NAN;
     for (int b = 0; st.ring != NULL && b + 1 < st.stages; b++)
         st.ring[b] = bg_channel_ring_slots(schedule->devices, st.microbatches, b, b + 1);
     bg_status_t status = BG_OK;
     if (!st.activation_ready || !st.gradient_ready || !st.forward_done || !st.backward_done ||
         !st.forward_link || !st.backward_link || !st.device_free || !st.pc || !st.pending ||
-        !st.ring || !st.slot_free || !st.held)
+        !st.ring || !st.slot_free || !st.held || !st.last_busy || !st.idle_tail)
         status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
     double origin = tl->steps > 0 ? tl->step_end[tl->steps - 1] : 0;
-    if (status == BG_OK && contended(schedule, costs)) {
-        st.stretch = malloc(sizeof(double) * STRETCH_KINDS * cells);
-        if (st.stretch == NULL) status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
-        for (size_t i = 0; st.stretch != NULL && i < STRETCH_KINDS * cells; i++) st.stretch[i] = 1;
-        /* Each pass simulates a step into tl and takes it back out. */
+    const int contention = contended(schedule, costs);
+    if (status == BG_OK && (contention || waits_slow(schedule, costs))) {
+        if (contention) {
+            st.stretch = malloc(sizeof(double) * STRETCH_KINDS * cells);
+            if (st.stretch == NULL) status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
+            for (size_t i = 0; st.stretch != NULL && i < STRETCH_KINDS * cells; i++)
+                st.stretch[i] = 1;
+        }
+        /* Each pass simulates a step into tl and takes it back out; it
+         * leaves the idle gaps at its end for the next. */
         const int count = tl->count, recorded = tl->steps;
         for (int pass = 0; status == BG_OK && pass < BG_SIM_CONTENTION_PASSES; pass++) {
             status = run_step(&st, tl->steps, origin, tl);
-            if (status == BG_OK) settle_stretch(&st, tl, count, tl->count);
+            if (status == BG_OK && contention) settle_stretch(&st, tl, count, tl->count);
             tl->count = count;
             tl->steps = recorded;
         }
@@ -517,5 +566,7 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     free(st.slot_free);
     free(st.held);
     free(st.stretch);
+    free(st.last_busy);
+    free(st.idle_tail);
     return status;
 }

@@ -43,7 +43,9 @@
  * stretches each by its fraction of its stage's contention, and runs the
  * step again: BG_SIM_CONTENTION_PASSES such passes, then the recorded
  * steps with the last pass's durations. With K > 2 the fractions of the
- * other devices add (at most 1). */
+ * other devices add (at most 1). The same passes run with after-wait costs
+ * alone, so that the first recorded step has the idle gaps of a step
+ * before it. */
 #ifndef BG_SIMULATOR_H
 #define BG_SIMULATOR_H
 
@@ -57,6 +59,18 @@ extern "C" {
 
 /* Passes that settle the durations of ops under contention. */
 #define BG_SIM_CONTENTION_PASSES 3
+
+/* How much longer a stage's F and B (and W) take when its device has been
+ * idle before them (on CPU devices: the data the stage left in the caches
+ * is partly gone by then). After an idle gap g before the op (or before the
+ * copy in that precedes it), the op takes its duration times 1 + (ratio -
+ * 1) x min(1, g / wait_s): the ratio measured after a wait of wait_s,
+ * nothing after no wait, in proportion between. Ratios of 1 or less, or a
+ * wait_s of 0, change nothing. */
+typedef struct bg_sim_after_wait {
+    double wait_s;
+    double forward, backward; /* B's ratio serves W too */
+} bg_sim_after_wait_t;
 
 /* Durations in seconds, per stage (stages entries) unless noted. */
 typedef struct bg_sim_costs {
@@ -89,6 +103,11 @@ typedef struct bg_sim_costs {
      * during which another device is busy (an op or a copy, not a wait),
      * found by a fixed point (below). */
     const double *contention;
+    /* Per stage, may be NULL: the slowdown of ops after an idle gap
+     * (above). A device's gap before its first op of a step counts from
+     * its last op or copy of the step before; simulating a step first,
+     * untimed, gives the first recorded step one. */
+    const bg_sim_after_wait_t *after_wait;
     double wake_s;    /* a device waking a peer blocked on it (above) */
     double handoff_s; /* from a wake to the woken thread running (above) */
 } bg_sim_costs_t;

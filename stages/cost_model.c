@@ -250,6 +250,7 @@ int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int sl
     const double alone = best->forward_s + best->backward_s,
                  loaded = best->loaded.forward_s + best->loaded.backward_s;
     r.contention = alone > 0 && loaded > 0 ? loaded / alone : 0;
+    r.after_wait = best->after_wait;
     *out = r;
     return 1;
 }

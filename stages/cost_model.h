@@ -191,6 +191,7 @@ typedef struct bg_cost_measured_stage {
     /* Its forward plus backward under load over the same alone (profiled
      * beside a co-runner on another core); 0 when not measured. */
     double contention;
+    bg_stage_after_wait_t after_wait; /* its ops after a wait (as profiled); 0 when not */
 } bg_cost_measured_stage_t;
 
 /* Fills *out for layers [first, last) with `slots` micro-batches in flight

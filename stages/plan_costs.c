@@ -19,6 +19,7 @@ void bg_plan_costs_destroy(bg_plan_costs_t *c) {
     free(c->gradient_check);
     free(c->step);
     free(c->contention);
+    free(c->after_wait);
     free(c);
 }
 
@@ -43,10 +44,11 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
     c->gradient_check = calloc(links, sizeof(double));
     c->step = calloc(n, sizeof(double));
     c->contention = calloc(n, sizeof(double));
+    c->after_wait = calloc(n, sizeof *c->after_wait);
     if (!c->forward || !c->backward || !c->weight || !c->recompute || !c->activation_transfer ||
         !c->gradient_transfer || !c->activation_send || !c->activation_recv || !c->gradient_send ||
         !c->gradient_recv || !c->activation_check || !c->gradient_check || !c->step ||
-        !c->contention) {
+        !c->contention || !c->after_wait) {
         bg_plan_costs_destroy(c);
         return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
     }
@@ -72,6 +74,10 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         c->weight[s] = split ? t->weight : 0;
         c->recompute[s] = t->recompute;
         c->contention[s] = found[s] ? measured[s].contention : 0;
+        if (found[s])
+            c->after_wait[s] =
+                (bg_sim_after_wait_t){measured[s].after_wait.wait_s, measured[s].after_wait.forward,
+                                      measured[s].after_wait.backward};
         c->step[s] = t->update;
     }
     for (int b = 0; b + 1 < stages; b++) {
@@ -114,6 +120,7 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         .gradient_check = c->gradient_check,
         .step = c->step,
         .contention = c->contention,
+        .after_wait = c->after_wait,
         .wake_s = plan->request.link.wake_s,
         .handoff_s = plan->request.link.handoff_s,
     };

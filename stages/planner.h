@@ -160,6 +160,7 @@ typedef struct bg_plan_costs {
     double *activation_check, *gradient_check;       /* measured stages only */
     double *step;                                    /* S entries: each stage's update */
     double *contention;                              /* measured stages under load only, else 0 */
+    bg_sim_after_wait_t *after_wait;                 /* measured stages only, else 0 */
 } bg_plan_costs_t;
 
 /* *out is set only on success; free with bg_plan_costs_destroy. */

@@ -52,6 +52,19 @@ typedef struct bg_stage_load {
     double copies_s; /* its copies and checks of one micro-batch, both directions, summed */
 } bg_stage_load_t;
 
+/* How much slower a stage's forward and backward run right after its
+ * device waited while the other device computed (profile_stages.c: the
+ * co-runner runs a round of the neighbour stage's layers, then the range
+ * runs one op): the first op after the wait over the same op run straight
+ * after the stage's previous one. In a pipeline a stage waits often (for
+ * an activation, a gradient, the optimizer barrier), and the data it left
+ * in the caches is partly gone when it resumes. All 0 when not measured. */
+typedef struct bg_stage_after_wait {
+    double wait_s;   /* how long it waited (the co-runner's round) */
+    double forward;  /* the first forward after the wait, over a warm one */
+    double backward; /* the same for the backward */
+} bg_stage_after_wait_t;
+
 /* A layer range [first, last) timed as a stage of its own with `slots`
  * micro-batches in flight (profile_stages.c): per micro-batch its forward,
  * backward (dX and dW) and the copies around them; its update per step.
@@ -60,10 +73,11 @@ typedef struct bg_stage_load {
 typedef struct bg_stage_profile {
     int first, last, slots;
     double forward_s, backward_s, update_s;
-    double recv_s, send_s;           /* activation in (first > 0), out (last < layers) */
-    double grad_recv_s, grad_send_s; /* gradient in (last < layers), out (first > 0) */
-    double check_s, grad_check_s;    /* the NaN/Inf check of what it sends, before each */
-    bg_stage_load_t loaded;          /* the same under load; 0 when not measured */
+    double recv_s, send_s;            /* activation in (first > 0), out (last < layers) */
+    double grad_recv_s, grad_send_s;  /* gradient in (last < layers), out (first > 0) */
+    double check_s, grad_check_s;     /* the NaN/Inf check of what it sends, before each */
+    bg_stage_load_t loaded;           /* the same under load; 0 when not measured */
+    bg_stage_after_wait_t after_wait; /* ops after a wait; 0 when not measured */
 } bg_stage_profile_t;
 
 /* Models of more layers get no stage ranges (there are L(L+1)/2 of them). */

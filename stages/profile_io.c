@@ -69,6 +69,13 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
             cJSON_AddNumberToObject(lo, "update_s", l->update_s);
             cJSON_AddNumberToObject(lo, "copies_s", l->copies_s);
         }
+        const bg_stage_after_wait_t *w = &sp->after_wait;
+        if (w->wait_s > 0) {
+            cJSON *aw = cJSON_AddObjectToObject(o, "after_wait");
+            cJSON_AddNumberToObject(aw, "wait_s", w->wait_s);
+            cJSON_AddNumberToObject(aw, "forward", w->forward);
+            cJSON_AddNumberToObject(aw, "backward", w->backward);
+        }
         cJSON_AddItemToArray(stages, o);
     }
     char *text = cJSON_Print(root);
@@ -176,6 +183,23 @@ bg_status_t bg_profile_check_optimizer(const bg_profile_t *p, const char *path,
                         bg_optimizer_kind_name(optimizer->kind), states);
 }
 
+/* A stage entry's "after_wait" object: a wait and two ratios, each at most
+ * 100 (a real slowdown is a few tens of percent). */
+static bg_status_t read_after_wait(const char *path, const cJSON *aw, int entry,
+                                   bg_stage_after_wait_t *out) {
+    char where[48];
+    snprintf(where, sizeof where, "stage entry %d 'after_wait'", entry);
+    if (!cJSON_IsObject(aw))
+        return bg_error_set(BG_ERR_PARSE, "%s: %s must be an object", path, where);
+    BG_CHECK(time_field(path, aw, "wait_s", where, &out->wait_s));
+    BG_CHECK(number_field(path, aw, "forward", where, &out->forward));
+    BG_CHECK(number_field(path, aw, "backward", where, &out->backward));
+    if (out->forward > 100 || out->backward > 100)
+        return bg_error_set(BG_ERR_PARSE, "%s: %s: a ratio of %g is not a slowdown after a wait",
+                            path, where, out->forward > 100 ? out->forward : out->backward);
+    return BG_OK;
+}
+
 /* The optional "stages" list of a version 2 profile. */
 static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t *p) {
     const cJSON *stages = cJSON_GetObjectItemCaseSensitive(root, "stages");
@@ -230,6 +254,9 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
             BG_CHECK(time_field(path, lo, "update_s", loaded_where, &l->update_s));
             BG_CHECK(time_field(path, lo, "copies_s", loaded_where, &l->copies_s));
         }
+        /* Optional too: ops after a wait (profiles of two CPU devices). */
+        const cJSON *aw = cJSON_GetObjectItemCaseSensitive(o, "after_wait");
+        if (aw != NULL) BG_CHECK(read_after_wait(path, aw, i, &sp->after_wait));
         p->stage_count++;
     }
     return BG_OK;

@@ -7,6 +7,7 @@
  * its cache misses, depends on which layers share the core and on how many
  * micro-batches it holds. */
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,9 @@ enum {
     PART_GRAD_SEND,
     PART_CHECK,
     PART_GRAD_CHECK,
+    PART_FIRST_FORWARD,  /* the first forward of a round (or after a wait) */
+    PART_FIRST_BACKWARD, /* the first backward of a round (or after a wait) */
+    PART_WAIT,           /* the wait before an op (after-wait rounds) */
     PARTS
 };
 
@@ -52,8 +56,10 @@ static void note(range_samples_t *rs, int part, double seconds) {
 }
 
 /* Forwards of slots 0..count-1, each with the copy in before it and the
- * check and copy out after it. */
-static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, range_samples_t *rs) {
+ * check and copy out after it; the first also noted as a first forward
+ * when `first` is set. */
+static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, int first,
+                                 range_samples_t *rs) {
     bg_backend_t *be = b->be;
     for (int k = 0; k < count; k++) {
         double t0 = bg_channel_clock();
@@ -75,6 +81,7 @@ static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, range_s
         double t4 = bg_channel_clock();
         note(rs, PART_RECV, t1 - t0);
         note(rs, PART_FORWARD, t2 - t1);
+        if (first && k == 0) note(rs, PART_FIRST_FORWARD, t2 - t1);
         note(rs, PART_CHECK, t3 - t2);
         note(rs, PART_SEND, t4 - t3);
     }
@@ -82,8 +89,9 @@ static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, range_s
 }
 
 /* Backwards of slots 0..count-1 of a step of m micro-batches, each with the
- * gradient copied in before it and checked and copied out after it. */
-static bg_status_t backward_group(range_bench_t *b, int64_t n, int count, int m,
+ * gradient copied in before it and checked and copied out after it; the
+ * first also noted as a first backward when `first` is set. */
+static bg_status_t backward_group(range_bench_t *b, int64_t n, int count, int m, int first,
                                   range_samples_t *rs) {
     bg_backend_t *be = b->be;
     for (int k = 0; k < count; k++) {
@@ -100,6 +108,7 @@ static bg_status_t backward_group(range_bench_t *b, int64_t n, int count, int m,
         double t4 = bg_channel_clock();
         note(rs, PART_GRAD_RECV, t1 - t0);
         note(rs, PART_BACKWARD, t2 - t1);
+        if (first && k == 0) note(rs, PART_FIRST_BACKWARD, t2 - t1);
         note(rs, PART_GRAD_CHECK, t3 - t2);
         note(rs, PART_GRAD_SEND, t4 - t3);
     }
@@ -122,8 +131,8 @@ static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
     BG_CHECK(bg_stage_zero_grads(b->stage));
     for (int done = 0; done < m; done += b->slots) {
         const int group = m - done < b->slots ? m - done : b->slots;
-        BG_CHECK(forward_group(b, n, group, rs));
-        BG_CHECK(backward_group(b, n, group, m, rs));
+        BG_CHECK(forward_group(b, n, group, done == 0, rs));
+        BG_CHECK(backward_group(b, n, group, m, done == 0, rs));
     }
     /* The checks' marks and the loss are read once per step, as the
      * executor does at its optimizer step (waiting time there, not the
@@ -156,12 +165,16 @@ static void *random_buffer(size_t bytes, uint64_t stream) {
  * other stage of a two-stage split would hold (after the range, or before
  * it when the range ends the model, or the whole model for the whole
  * model), in rounds of F, B and update while asked to run: the memory
- * traffic the pipeline puts next to a stage while both compute. Between
- * requests it sleeps. */
+ * traffic the pipeline puts next to a stage while both compute; or single
+ * rounds, each posted when done, while the other thread sleeps as a
+ * pipeline stage waiting for its neighbour does. Between requests it
+ * sleeps. */
 typedef struct co_runner {
     const bg_profile_config_t *cfg;
     int first, last;
     atomic_int stop, run; /* asked of it */
+    atomic_int asked;     /* single rounds asked of it */
+    sem_t round_done;     /* posted after each of those, and when it returns */
     atomic_int ready;     /* its stage is built (or it failed) */
     atomic_int active;    /* inside its rounds */
     atomic_int finished;  /* co_run has returned (failed, unless asked to stop) */
@@ -213,6 +226,12 @@ static bg_status_t co_run(co_runner_t *co) {
     BG_CHECK_GOTO(run_round(&b, cfg->batch, NULL), st, done);
     atomic_store(&co->ready, 1);
     while (!atomic_load(&co->stop)) {
+        if (atomic_load(&co->asked) > 0) {
+            BG_CHECK_GOTO(run_round(&b, cfg->batch, NULL), st, done);
+            atomic_fetch_sub(&co->asked, 1);
+            sem_post(&co->round_done);
+            continue;
+        }
         if (!atomic_load(&co->run)) {
             atomic_store(&co->active, 0);
             pause_briefly();
@@ -240,6 +259,7 @@ static void *co_runner_main(void *arg) {
     co->status = co_run(co);
     atomic_store(&co->finished, 1);
     atomic_store(&co->ready, 1);
+    sem_post(&co->round_done); /* a waiter, if any, sees it finished */
     return NULL;
 }
 
@@ -256,12 +276,41 @@ static bg_status_t co_runner_set(co_runner_t *co, int run) {
     return BG_OK;
 }
 
+/* Waits while the co-runner (resting) runs one round of its layers,
+ * asleep on a semaphore as a pipeline stage sleeps on its channel; notes
+ * how long in rs. */
+static bg_status_t wait_for_co_runner(co_runner_t *co, range_samples_t *rs) {
+    const double t0 = bg_channel_clock();
+    atomic_fetch_add(&co->asked, 1);
+    while (sem_wait(&co->round_done) != 0) continue; /* EINTR */
+    if (atomic_load(&co->finished))
+        return bg_error_set(BG_ERR_INTERNAL, "profile: the co-runner stopped");
+    note(rs, PART_WAIT, bg_channel_clock() - t0);
+    return BG_OK;
+}
+
+/* A forward and a backward of slot 0, each right after a wait for the
+ * co-runner (a pipeline's M = 1, seen from either stage), into rs as first
+ * forward and first backward. Their gradients are left to the next round,
+ * which zeroes them. */
+static bg_status_t run_after_waits(range_bench_t *b, int64_t n, co_runner_t *co,
+                                   range_samples_t *rs) {
+    BG_CHECK(wait_for_co_runner(co, rs));
+    BG_CHECK(forward_group(b, n, 1, 1, rs));
+    BG_CHECK(wait_for_co_runner(co, rs));
+    return backward_group(b, n, 1, round_microbatches(b), 1, rs);
+}
+
 /* Times one allocation of the stage: warm-up rounds, then `rounds` rounds
- * into `rs`; with a co-runner, each round twice, alone (into rs) and beside
- * the co-runner (into loaded), so that both see the same allocation. */
+ * into `rs`; with a co-runner, each round three times: alone (into rs,
+ * after an untimed forward and backward, so that its first ops follow
+ * work of the stage's own, not the wait for the co-runner to rest),
+ * beside the co-runner (into loaded), and as single ops after waits for it
+ * (into waited); all three on the same allocation. */
 static bg_status_t time_allocation(bg_backend_t *be, const bg_profile_config_t *cfg,
                                    range_bench_t *b, const int32_t *labels, int rounds,
-                                   range_samples_t *rs, co_runner_t *co, range_samples_t *loaded) {
+                                   range_samples_t *rs, co_runner_t *co, range_samples_t *loaded,
+                                   range_samples_t *waited) {
     bg_stage_config_t sc = BG_STAGE_CONFIG_INIT;
     sc.spec = cfg->spec;
     sc.first_layer = b->first;
@@ -278,11 +327,19 @@ static bg_status_t time_allocation(bg_backend_t *be, const bg_profile_config_t *
             bg_stage_load_slot(b->stage, k, cfg->batch, b->first == 0 ? b->in : NULL, labels), st,
             done);
     for (int r = 0; r < PROFILE_WARMUP + rounds; r++) {
-        if (co != NULL) BG_CHECK_GOTO(co_runner_set(co, 0), st, done);
-        BG_CHECK_GOTO(run_round(b, cfg->batch, r >= PROFILE_WARMUP ? rs : NULL), st, done);
+        const int timed = r >= PROFILE_WARMUP;
+        if (co != NULL) {
+            BG_CHECK_GOTO(co_runner_set(co, 0), st, done);
+            BG_CHECK_GOTO(forward_group(b, cfg->batch, 1, 0, NULL), st, done);
+            BG_CHECK_GOTO(backward_group(b, cfg->batch, 1, round_microbatches(b), 0, NULL), st,
+                          done);
+        }
+        BG_CHECK_GOTO(run_round(b, cfg->batch, timed ? rs : NULL), st, done);
         if (co == NULL) continue;
         BG_CHECK_GOTO(co_runner_set(co, 1), st, done);
-        BG_CHECK_GOTO(run_round(b, cfg->batch, r >= PROFILE_WARMUP ? loaded : NULL), st, done);
+        BG_CHECK_GOTO(run_round(b, cfg->batch, timed ? loaded : NULL), st, done);
+        BG_CHECK_GOTO(co_runner_set(co, 0), st, done);
+        BG_CHECK_GOTO(run_after_waits(b, cfg->batch, co, timed ? waited : NULL), st, done);
     }
 done:
     if (co != NULL && st == BG_OK) st = co_runner_set(co, 0);
@@ -294,7 +351,7 @@ done:
 /* The typical figures (profile_typical) of one pass's rounds of a range,
  * part by part, summed over the passes made so far. */
 typedef struct range_figures {
-    double alone[PARTS], loaded[PARTS];
+    double alone[PARTS], loaded[PARTS], waited[PARTS];
     int passes;
 } range_figures_t;
 
@@ -322,10 +379,10 @@ static bg_status_t time_range_pass(bg_backend_t *be, const bg_profile_config_t *
                        .microbatches = cfg->microbatches};
     const int rounds = (cfg->repetitions + PASSES - 1) / PASSES;
     range_samples_t rs = {.capacity = rounds * round_microbatches(&b)},
-                    load = {.capacity = rs.capacity};
+                    load = {.capacity = rs.capacity}, waited = {.capacity = 2 * rounds};
     co_runner_t co = {0};
     pthread_t thread;
-    int running = 0;
+    int running = 0, semaphore = 0;
     bg_status_t st = BG_OK;
     int32_t *labels = NULL;
     b.in_numel = n * bg_shape_numel(spec->layers[first].in);
@@ -355,8 +412,15 @@ static bg_status_t time_range_pass(bg_backend_t *be, const bg_profile_config_t *
         co.last = last < b.layers ? b.layers : first > 0 ? first : b.layers;
         for (int p = 0; p < PARTS; p++) {
             load.sample[p] = calloc((size_t)load.capacity, sizeof(double));
+            waited.sample[p] = calloc((size_t)waited.capacity, sizeof(double));
             BG_ALLOC_CHECK_GOTO(load.sample[p], st, done);
+            BG_ALLOC_CHECK_GOTO(waited.sample[p], st, done);
         }
+        if (sem_init(&co.round_done, 0, 0) != 0) {
+            st = bg_error_set(BG_ERR_INTERNAL, "profile: cannot make the co-runner's semaphore");
+            goto done;
+        }
+        semaphore = 1;
         if (pthread_create(&thread, NULL, co_runner_main, &co) != 0) {
             st = bg_error_set(BG_ERR_INTERNAL, "profile: cannot start the co-runner thread");
             goto done;
@@ -368,11 +432,14 @@ static bg_status_t time_range_pass(bg_backend_t *be, const bg_profile_config_t *
             goto done;
         }
     }
-    BG_CHECK_GOTO(time_allocation(be, cfg, &b, labels, rounds, &rs, running ? &co : NULL, &load),
-                  st, done);
+    BG_CHECK_GOTO(
+        time_allocation(be, cfg, &b, labels, rounds, &rs, running ? &co : NULL, &load, &waited), st,
+        done);
     for (int p = 0; p < PARTS; p++) {
         fig->alone[p] += profile_typical(rs.sample[p], rs.count[p]);
-        if (running) fig->loaded[p] += profile_typical(load.sample[p], load.count[p]);
+        if (!running) continue;
+        fig->loaded[p] += profile_typical(load.sample[p], load.count[p]);
+        fig->waited[p] += profile_typical(waited.sample[p], waited.count[p]);
     }
     fig->passes++;
 done:
@@ -384,7 +451,11 @@ done:
             st =
                 bg_error_set(co.status, "profile: the co-runner on core %d failed", cfg->peer_core);
     }
-    for (int p = 0; p < PARTS; p++) free(load.sample[p]);
+    if (semaphore) sem_destroy(&co.round_done);
+    for (int p = 0; p < PARTS; p++) {
+        free(load.sample[p]);
+        free(waited.sample[p]);
+    }
     free(b.in);
     free(b.out);
     free(b.grad_in);
@@ -400,6 +471,14 @@ done:
  * checks at an end the range does not have (their rounds timed nothing). */
 static bg_stage_profile_t range_profile(int first, int last, int layers, int slots, int loaded,
                                         const range_figures_t *fig) {
+    bg_stage_after_wait_t after_wait = {0};
+    if (loaded && fig->passes > 0 && fig->alone[PART_FIRST_FORWARD] > 0 &&
+        fig->alone[PART_FIRST_BACKWARD] > 0) {
+        /* Sums over the passes: their ratios are ratios of the means. */
+        after_wait.wait_s = fig->waited[PART_WAIT] / fig->passes;
+        after_wait.forward = fig->waited[PART_FIRST_FORWARD] / fig->alone[PART_FIRST_FORWARD];
+        after_wait.backward = fig->waited[PART_FIRST_BACKWARD] / fig->alone[PART_FIRST_BACKWARD];
+    }
     double alone[PARTS], load[PARTS];
     for (int p = 0; p < PARTS; p++) {
         const int at_start = p == PART_RECV || p == PART_GRAD_SEND || p == PART_GRAD_CHECK;
@@ -431,6 +510,7 @@ static bg_stage_profile_t range_profile(int first, int last, int layers, int slo
         .check_s = alone[PART_CHECK],
         .grad_check_s = alone[PART_GRAD_CHECK],
         .loaded = under_load,
+        .after_wait = after_wait,
     };
 }
 

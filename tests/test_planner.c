@@ -447,7 +447,8 @@ static void test_split_backward_costs(void **state) {
  * stage times and the devices' copies (the entry with the nearest slot
  * count), scaled from the profile's micro-batch; the link's part is the
  * hand-off, and the wake and hand-off reach the simulator; a range timed
- * under load gives its stage a contention. */
+ * under load gives its stage a contention, and one timed after waits its
+ * after-wait slowdown. */
 static void test_measured_stage_costs(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse(small_mlp);
@@ -456,9 +457,22 @@ static void test_measured_stage_costs(void **state) {
     profile.handoff_s = 30e-6;
     profile.wake_s = 10e-6;
     bg_stage_profile_t ranges[] = {
-        {0, 2, 2, 2e-3, 3e-3, 1e-4, 0, 1e-4, 2e-4, 0, 5e-5, 0, {2.5e-3, 3.5e-3, 1e-4, 4e-4}},
-        {0, 2, 1, 5e-3, 5e-3, 5e-4, 0, 5e-4, 5e-4, 0, 5e-4, 0, {0, 0, 0, 0}},
-        {2, 4, 1, 1e-3, 4e-3, 2e-4, 3e-4, 0, 0, 4e-4, 0, 6e-5, {0, 0, 0, 0}},
+        {0,
+         2,
+         2,
+         2e-3,
+         3e-3,
+         1e-4,
+         0,
+         1e-4,
+         2e-4,
+         0,
+         5e-5,
+         0,
+         {2.5e-3, 3.5e-3, 1e-4, 4e-4},
+         {3e-3, 1.2, 1.1}},
+        {0, 2, 1, 5e-3, 5e-3, 5e-4, 0, 5e-4, 5e-4, 0, 5e-4, 0, {0, 0, 0, 0}, {1e-3, 2, 2}},
+        {2, 4, 1, 1e-3, 4e-3, 2e-4, 3e-4, 0, 0, 4e-4, 0, 6e-5, {0, 0, 0, 0}, {0, 0, 0}},
     };
     profile.stage = ranges;
     profile.stage_count = 3;
@@ -493,6 +507,12 @@ static void test_measured_stage_costs(void **state) {
          * alone; stage 1's was not. */
         assert_true(close_to(c->contention[0], 1.2) && c->contention[1] == 0);
         assert_true(c->sim.contention == c->contention);
+        /* The after-wait figures of the same entries, unscaled. */
+        assert_true(close_to(c->after_wait[0].wait_s, 3e-3) &&
+                    close_to(c->after_wait[0].forward, 1.2) &&
+                    close_to(c->after_wait[0].backward, 1.1));
+        assert_true(c->after_wait[1].wait_s == 0 && c->after_wait[1].forward == 0);
+        assert_true(c->sim.after_wait == c->after_wait);
         bg_plan_costs_destroy(c);
         bg_plan_destroy(plan);
     }

@@ -88,8 +88,8 @@ json.dump(p, open(sys.argv[3], 'w'))" "$P" "$T/v1.profile.json" "$T/v3.profile.j
     expect 2 "$T/v3.profile.json" -- simulate "$MODEL" --profile "$T/v3.profile.json"
     check "a newer profile version: says to profile again" grep -qF "run brigade profile again" "$ERR"
     # One device: no co-runner, so no range is timed under load.
-    file_check "a profile of one device has no times under load" "$P" '
-assert all("loaded" not in s for s in p["stages"])'
+    file_check "a profile of one device has no times under load or after waits" "$P" '
+assert all("loaded" not in s and "after_wait" not in s for s in p["stages"])'
 fi
 
 # Two CPU devices: every range is timed again beside a co-runner on the
@@ -104,9 +104,34 @@ assert len(p["stages"]) == 36 * 2, len(p["stages"])
 for s in p["stages"]:
     l = s["loaded"]
     assert l["forward_s"] > 0 and l["backward_s"] > 0, s
-    assert l["update_s"] >= 0 and l["copies_s"] >= 0, s'
+    assert l["update_s"] >= 0 and l["copies_s"] >= 0, s
+    w = s["after_wait"]
+    assert w["wait_s"] > 0 and w["forward"] > 0 and w["backward"] > 0, s'
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --profile "$P2"
     stdout_has "bubble: predicted" "simulate with times under load"
+    # Ops after a wait: with every range's ops twice as slow after any wait
+    # (of 1 us or more), the simulated step is longer than with none.
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+for s in p['stages']:
+    s.pop('after_wait')
+json.dump(p, open(sys.argv[2], 'w'))
+for s in p['stages']:
+    s['after_wait'] = {'wait_s': 1e-6, 'forward': 2, 'backward': 2}
+json.dump(p, open(sys.argv[3], 'w'))" "$P2" "$T/nowait.profile.json" "$T/slowwait.profile.json"
+    for kind in nowait slowwait; do
+        expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --split 4 \
+            --profile "$T/$kind.profile.json" --metrics "$T/$kind.metrics.json"
+    done
+    check "ops after a wait slow the simulated step" python3 -c "import json, sys
+plain, slow = (json.load(open(f))['timeline']['step_s'] for f in sys.argv[1:])
+assert slow > 1.2 * plain, (slow, plain)" "$T/nowait.metrics.json" "$T/slowwait.metrics.json"
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+p['stages'][6]['after_wait']['forward'] = 1000
+json.dump(p, open(sys.argv[2], 'w'))" "$P2" "$T/badwait.profile.json"
+    expect 2 "stage entry 6 'after_wait': a ratio of 1000 is not a slowdown after a wait" \
+        -- simulate "$MODEL" --profile "$T/badwait.profile.json"
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
 p['stages'][5]['loaded']['backward_s'] = -1
