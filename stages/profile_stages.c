@@ -291,10 +291,14 @@ static bg_status_t wait_for_co_runner(co_runner_t *co, range_samples_t *rs) {
 
 /* A forward and a backward of slot 0, each right after a wait for the
  * co-runner (a pipeline's M = 1, seen from either stage), into rs as first
- * forward and first backward. Their gradients are left to the next round,
- * which zeroes them. */
+ * forward and first backward. An untimed forward and backward first, so
+ * that the first wait is the stage's whole idle time before its forward,
+ * as the second is before its backward. Their gradients are left to the
+ * next round, which zeroes them. */
 static bg_status_t run_after_waits(range_bench_t *b, int64_t n, co_runner_t *co,
                                    range_samples_t *rs) {
+    BG_CHECK(forward_group(b, n, 1, 0, NULL));
+    BG_CHECK(backward_group(b, n, 1, round_microbatches(b), 0, NULL));
     BG_CHECK(wait_for_co_runner(co, rs));
     BG_CHECK(forward_group(b, n, 1, 1, rs));
     BG_CHECK(wait_for_co_runner(co, rs));
