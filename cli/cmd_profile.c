@@ -52,15 +52,17 @@ static const char help[] =
     "            slower while the other device computes; the simulator slows\n"
     "            each op by as much of that as the other device computes beside it.\n"
     "            Then each range's forward and backward once more, each right\n"
-    "            after waiting while that thread runs one round: a stage that\n"
-    "            waited for its neighbour finds part of its data gone from the\n"
-    "            caches. The simulator slows an op after a wait as long by the\n"
-    "            ratio measured, after a shorter one in proportion\n"
+    "            after sleeping while that thread runs one forward, backward or\n"
+    "            update of its layers: a stage that waited for its neighbour\n"
+    "            finds part of its data gone from the caches, more or less by\n"
+    "            what the neighbour ran. The simulator slows an op after a wait\n"
+    "            by the ratio for what the other device ran in it\n"
     "  memcpy    the bandwidth of one memcpy of 4 MiB\n"
     "\n"
-    "The layer ranges take most of the time (20 s for the origin CNN at\n"
-    "--microbatches 4 --repetitions 21 on two cores, minutes for larger\n"
-    "models); their progress and the time left go to stderr.\n"
+    "The layer ranges take most of the time (58 s for the origin CNN at\n"
+    "--microbatches 4 --repetitions 21 --devices cpu:2 on a 2-core Xeon, 36 s\n"
+    "before the after-wait timings; minutes for larger models); their\n"
+    "progress and the time left go to stderr.\n"
     "\n"
     "Prints a table and, with -o, writes the profile (JSON, format version 2;\n"
     "version 1 files still load) that plan, train, simulate and sweep take with\n"
@@ -141,25 +143,31 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
     return bg_cli_check_output("-o", o->output); /* now, not after the measuring */
 }
 
-/* One line over the ranges timed after waits: the ratios' ranges and the
- * waits'. */
+/* Over the ranges timed after waits: each ratio's lowest and highest. */
 static void print_after_wait(const bg_profile_t *p) {
-    double lo[3] = {0}, hi[3] = {0};
+    double lo[2][BG_NEIGHBOUR_KINDS] = {{0}}, hi[2][BG_NEIGHBOUR_KINDS] = {{0}};
     int count = 0;
     for (int i = 0; i < p->stage_count; i++) {
         const bg_stage_after_wait_t *w = &p->stage[i].after_wait;
-        if (w->wait_s <= 0) continue;
-        const double v[3] = {w->forward, w->backward, w->wait_s};
-        for (int k = 0; k < 3; k++) {
-            if (count == 0 || v[k] < lo[k]) lo[k] = v[k];
-            if (count == 0 || v[k] > hi[k]) hi[k] = v[k];
-        }
+        if (w->forward[BG_NEIGHBOUR_FORWARD] <= 0) continue;
+        for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++)
+            for (int op = 0; op < 2; op++) {
+                const double v = op == 0 ? w->forward[k] : w->backward[k];
+                if (count == 0 || v < lo[op][k]) lo[op][k] = v;
+                if (count == 0 || v > hi[op][k]) hi[op][k] = v;
+            }
         count++;
     }
-    if (count > 0)
-        printf("after a wait: %d layer ranges' first fwd x%.2f to x%.2f, bwd x%.2f to x%.2f of "
-               "warm, after waits of %.2f to %.2f ms\n",
-               count, lo[0], hi[0], lo[1], hi[1], 1e3 * lo[2], 1e3 * hi[2]);
+    if (count == 0) return;
+    printf("after a wait: %d layer ranges' first op over a warm one, by what the other core ran "
+           "meanwhile:\n",
+           count);
+    for (int op = 0; op < 2; op++)
+        printf("  %s after its fwd x%.2f to x%.2f, after its bwd x%.2f to x%.2f, after its update "
+               "x%.2f to x%.2f\n",
+               op == 0 ? "fwd" : "bwd", lo[op][BG_NEIGHBOUR_FORWARD], hi[op][BG_NEIGHBOUR_FORWARD],
+               lo[op][BG_NEIGHBOUR_BACKWARD], hi[op][BG_NEIGHBOUR_BACKWARD],
+               lo[op][BG_NEIGHBOUR_UPDATE], hi[op][BG_NEIGHBOUR_UPDATE]);
 }
 
 static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {

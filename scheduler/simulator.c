@@ -7,6 +7,12 @@
 
 /* When each (stage, micro-batch)'s activation and gradient arrive at the
  * consumer, and when each link is next free; -1 = not produced yet. */
+/* An interval in which a device ran an op, of kind BG_SIM_AFTER_*. */
+typedef struct sim_busy {
+    double start, end;
+    int kind;
+} sim_busy_t;
+
 typedef struct sim_state {
     const bg_schedule_t *schedule;
     const bg_sim_costs_t *costs;
@@ -36,10 +42,14 @@ typedef struct sim_state {
     /* Under contention: each F, B and W's stretch, [kind * cells + stage *
      * M + mb] for kinds F, B, W; NULL without contention. */
     double *stretch;
-    /* Per device: when its last op or copy ended (NAN: none yet), and, at
-     * a step's end, how long before that end it was (NAN: unknown), which
-     * the next step starts from. */
-    double *last_busy, *idle_tail;
+    /* Per device: when its last op or copy ended (NAN: none yet); and its
+     * F, B, W and STEP intervals, busy[d * busy_cap ..]: the previous
+     * step's first (busy_kept[d] of them, on this step's clock), then this
+     * step's, busy_count[d] in all. */
+    double *last_busy;
+    sim_busy_t *busy;
+    int *busy_count, *busy_kept, busy_cap;
+    double previous_end; /* when the previous step ended (NAN: none yet) */
 } sim_state_t;
 
 enum { STRETCH_FORWARD, STRETCH_BACKWARD, STRETCH_WEIGHT, STRETCH_KINDS };
@@ -100,21 +110,36 @@ static double stretch(const sim_state_t *st, int kind, int stage, int mb) {
     return st->stretch[kind * cells + stage * st->microbatches + mb];
 }
 
-/* The slowdown of an op after its device was idle for `gap` seconds (1
- * without after-wait costs; bg_sim_after_wait_t). */
-static double after_wait(const sim_state_t *st, const bg_op_t *op, double gap) {
-    if (st->costs->after_wait == NULL || !(gap > 0)) return 1;
+/* The slowdown of an op after its device d was idle from `from` to `to`
+ * (bg_sim_after_wait_t): the worst over the other devices' ops in that
+ * gap, 1 without after-wait costs. */
+static double after_wait(const sim_state_t *st, const bg_op_t *op, int d, double from, double to) {
+    if (st->costs->after_wait == NULL || !(to > from)) return 1;
     const bg_sim_after_wait_t *w = &st->costs->after_wait[op->stage];
-    const double ratio = op->kind == BG_OP_FORWARD ? w->forward : w->backward;
-    if (!(ratio > 1) || !(w->wait_s > 0)) return 1;
-    return 1 + (ratio - 1) * fmin(1, gap / w->wait_s);
+    const double *ratio = op->kind == BG_OP_FORWARD ? w->forward : w->backward;
+    double worst = 1;
+    for (int e = 0; e < st->schedule->devices; e++) {
+        for (int i = 0; e != d && i < st->busy_count[e]; i++) {
+            const sim_busy_t *o = &st->busy[e * st->busy_cap + i];
+            const double length = o->end - o->start;
+            const double inside = fmin(to, o->end) - fmax(from, o->start);
+            if (length > 0 && inside > 0 && ratio[o->kind] > 1)
+                worst = fmax(worst, 1 + (ratio[o->kind] - 1) * inside / length);
+        }
+    }
+    return worst;
 }
 
-/* An op's duration after an idle gap of `gap` seconds on its device. */
-static double duration(const sim_state_t *st, const bg_op_t *op, double gap) {
+/* Notes that device d ran an op of kind BG_SIM_AFTER_* from start to end. */
+static void note_busy(sim_state_t *st, int d, double start, double end, int kind) {
+    if (st->busy_count[d] < st->busy_cap)
+        st->busy[d * st->busy_cap + st->busy_count[d]++] = (sim_busy_t){start, end, kind};
+}
+
+/* An op's duration, `waited` times longer after an idle gap. */
+static double duration(const sim_state_t *st, const bg_op_t *op, double waited) {
     const bg_sim_costs_t *c = st->costs;
     const int s = op->stage, mb = op->microbatch;
-    const double waited = after_wait(st, op, gap);
     switch (op->kind) {
     case BG_OP_FORWARD: return c->forward[s] * stretch(st, STRETCH_FORWARD, s, mb) * waited;
     case BG_OP_BACKWARD:
@@ -280,7 +305,8 @@ static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready,
     const bg_op_t *op = &st->schedule->ops[d][st->pc[d]++];
     int peer = waited_peer(st, op);
     /* Idle since its last op or copy, up to the copy in (or the op). */
-    const double gap = isnan(st->last_busy[d]) ? 0 : start - st->last_busy[d];
+    const double waited =
+        isnan(st->last_busy[d]) ? 1 : after_wait(st, op, d, st->last_busy[d], start);
     if (ready > st->device_free[d] && (peer >= 0 || op->kind == BG_OP_STEP))
         /* The executor records the barrier's wait on the device's own lane. */
         BG_CHECK(bg_timeline_add(
@@ -307,14 +333,17 @@ static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready,
             const double end = start + cost(st->costs->step, s);
             BG_CHECK(bg_timeline_add(
                 tl, &(bg_event_t){BG_EVENT_STEP, d, s, -1, -1, step, start, end, 0}));
+            note_busy(st, d, start, end, BG_SIM_AFTER_STEP);
             start = end;
         }
         st->device_free[d] = st->last_busy[d] = start;
         return BG_OK;
     }
-    double end = start + duration(st, op, gap);
+    double end = start + duration(st, op, waited);
     BG_CHECK(bg_timeline_add(tl, &(bg_event_t){event_kind(op->kind), d, op->stage, op->microbatch,
                                                -1, step, start, end, 0}));
+    note_busy(st, d, start, end,
+              op->kind == BG_OP_FORWARD ? BG_SIM_AFTER_FORWARD : BG_SIM_AFTER_BACKWARD);
     st->device_free[d] = st->last_busy[d] = end;
     const int at = op->stage * st->microbatches + op->microbatch;
     if (op->kind == BG_OP_FORWARD) st->forward_done[at] = end;
@@ -336,10 +365,24 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
         st->slot_free[i] = origin;
         st->held[i] = -1;
     }
+    /* The previous step's ops, moved onto this step's clock (which may
+     * restart at the same origin: the settling passes), go first; without
+     * a previous step there are none. */
+    const double shift = origin - st->previous_end;
+    for (int d = 0; d < sc->devices; d++) {
+        sim_busy_t *own = &st->busy[d * st->busy_cap];
+        const int kept = isnan(shift) ? 0 : st->busy_count[d] - st->busy_kept[d];
+        for (int i = 0; i < kept; i++) {
+            own[i] = own[st->busy_kept[d] + i];
+            own[i].start += shift;
+            own[i].end += shift;
+        }
+        st->busy_kept[d] = st->busy_count[d] = kept;
+        st->last_busy[d] += shift; /* NAN when unknown */
+    }
     /* Each device's thread is woken by the caller at the step's start. */
     for (int d = 0; d < sc->devices; d++) {
         st->device_free[d] = origin + st->costs->handoff_s;
-        st->last_busy[d] = origin - st->idle_tail[d]; /* NAN when unknown */
         st->pc[d] = 0;
         st->pending[d] = NULL;
     }
@@ -394,7 +437,7 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
     }
     /* The caller learns the step is over when its thread is woken. */
     end += st->costs->handoff_s;
-    for (int d = 0; d < sc->devices; d++) st->idle_tail[d] = end - st->last_busy[d];
+    st->previous_end = end;
     BG_CHECK(bg_timeline_reserve(tl, 0));
     bg_timeline_add_step(tl, origin, end);
     return BG_OK;
@@ -434,10 +477,9 @@ static void settle_stretch(sim_state_t *st, const bg_timeline_t *tl, int from, i
 /* Whether the costs slow some stage's ops after a wait. */
 static int waits_slow(const bg_schedule_t *sc, const bg_sim_costs_t *c) {
     if (c->after_wait == NULL) return 0;
-    for (int s = 0; s < sc->stages; s++) {
-        const bg_sim_after_wait_t *w = &c->after_wait[s];
-        if (w->wait_s > 0 && (w->forward > 1 || w->backward > 1)) return 1;
-    }
+    for (int s = 0; s < sc->stages; s++)
+        for (int k = 0; k < BG_SIM_AFTER_KINDS; k++)
+            if (c->after_wait[s].forward[k] > 1 || c->after_wait[s].backward[k] > 1) return 1;
     return 0;
 }
 
@@ -476,14 +518,14 @@ static bg_status_t check_costs(const bg_schedule_t *sc, const bg_sim_costs_t *c)
         if (!valid_duration(c->contention[s]))
             return bg_error_set(BG_ERR_INVALID, "simulator: contention of stage %d is %g", s,
                                 c->contention[s]);
-    for (int s = 0; c->after_wait != NULL && s < sc->stages; s++) {
-        const bg_sim_after_wait_t *w = &c->after_wait[s];
-        if (!valid_duration(w->wait_s) || !valid_duration(w->forward) ||
-            !valid_duration(w->backward))
-            return bg_error_set(BG_ERR_INVALID,
-                                "simulator: after-wait costs of stage %d are %g s, x%g, x%g", s,
-                                w->wait_s, w->forward, w->backward);
-    }
+    for (int s = 0; c->after_wait != NULL && s < sc->stages; s++)
+        for (int k = 0; k < BG_SIM_AFTER_KINDS; k++) {
+            const double f = c->after_wait[s].forward[k], b = c->after_wait[s].backward[k];
+            if (!valid_duration(f) || !valid_duration(b))
+                return bg_error_set(BG_ERR_INVALID,
+                                    "simulator: after-wait ratios of stage %d are x%g and x%g", s,
+                                    f, b);
+        }
     for (int s = 0; c->step != NULL && s < sc->stages; s++)
         if (!valid_duration(c->step[s]))
             return bg_error_set(BG_ERR_INVALID, "simulator: step cost of stage %d is %g", s,
@@ -520,15 +562,24 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     st.ring = calloc((size_t)st.stages, sizeof(int));
     st.slot_free = malloc(sizeof(double) * slots);
     st.held = malloc(sizeof(int) * slots);
-    st.last_busy = malloc(sizeof(double) * (size_t)schedule->devices);
-    st.idle_tail = malloc(sizeof(double) * (size_t)schedule->devices);
-    for (int d = 0; st.idle_tail != NULL && d < schedule->devices; d++) st.idle_tail[d] = NAN;
+    const size_t devices = (size_t)schedule->devices;
+    st.last_busy = malloc(sizeof(double) * devices);
+    for (int d = 0; st.last_busy != NULL && d < schedule->devices; d++) st.last_busy[d] = NAN;
+    st.previous_end = NAN;
+    /* Two steps of a device's ops: each of its ops, and a STEP per stage. */
+    for (int d = 0; d < schedule->devices; d++)
+        if (2 * (schedule->op_counts[d] + st.stages) > st.busy_cap)
+            st.busy_cap = 2 * (schedule->op_counts[d] + st.stages);
+    st.busy = malloc(sizeof(sim_busy_t) * devices * (size_t)st.busy_cap);
+    st.busy_count = calloc(devices, sizeof(int));
+    st.busy_kept = calloc(devices, sizeof(int));
     for (int b = 0; st.ring != NULL && b + 1 < st.stages; b++)
         st.ring[b] = bg_channel_ring_slots(schedule->devices, st.microbatches, b, b + 1);
     bg_status_t status = BG_OK;
     if (!st.activation_ready || !st.gradient_ready || !st.forward_done || !st.backward_done ||
         !st.forward_link || !st.backward_link || !st.device_free || !st.pc || !st.pending ||
-        !st.ring || !st.slot_free || !st.held || !st.last_busy || !st.idle_tail)
+        !st.ring || !st.slot_free || !st.held || !st.last_busy || !st.busy || !st.busy_count ||
+        !st.busy_kept)
         status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
     double origin = tl->steps > 0 ? tl->step_end[tl->steps - 1] : 0;
     const int contention = contended(schedule, costs);
@@ -540,7 +591,7 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
                 st.stretch[i] = 1;
         }
         /* Each pass simulates a step into tl and takes it back out; it
-         * leaves the idle gaps at its end for the next. */
+         * leaves its ops and the devices' last busy times to the next. */
         const int count = tl->count, recorded = tl->steps;
         for (int pass = 0; status == BG_OK && pass < BG_SIM_CONTENTION_PASSES; pass++) {
             status = run_step(&st, tl->steps, origin, tl);
@@ -567,6 +618,8 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     free(st.held);
     free(st.stretch);
     free(st.last_busy);
-    free(st.idle_tail);
+    free(st.busy);
+    free(st.busy_count);
+    free(st.busy_kept);
     return status;
 }

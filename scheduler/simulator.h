@@ -60,16 +60,19 @@ extern "C" {
 /* Passes that settle the durations of ops under contention. */
 #define BG_SIM_CONTENTION_PASSES 3
 
-/* How much longer a stage's F and B (and W) take when its device has been
- * idle before them (on CPU devices: the data the stage left in the caches
- * is partly gone by then). After an idle gap g before the op (or before the
- * copy in that precedes it), the op takes its duration times 1 + (ratio -
- * 1) x min(1, g / wait_s): the ratio measured after a wait of wait_s,
- * nothing after no wait, in proportion between. Ratios of 1 or less, or a
- * wait_s of 0, change nothing. */
+/* How much longer a stage's F and B (and W) take when its device was idle
+ * before them while another device ran ops (on CPU devices: those ops
+ * push the stage's data out of the caches it shares with them). Ratios
+ * by the kind of the other device's op: its F, its B or W, its STEP. An
+ * op whose device was idle from g0 to g1 (from its last op or copy to the
+ * op, or to the copy in before it) takes its duration times the largest
+ * 1 + (r - 1) x f over the other devices' ops that ran in that gap: f the
+ * fraction of such an op that lies in the gap, r this op's ratio after
+ * that op's kind. Nothing when none ran, or for ratios of 1 or less. */
+enum { BG_SIM_AFTER_FORWARD, BG_SIM_AFTER_BACKWARD, BG_SIM_AFTER_STEP, BG_SIM_AFTER_KINDS };
 typedef struct bg_sim_after_wait {
-    double wait_s;
-    double forward, backward; /* B's ratio serves W too */
+    double forward[BG_SIM_AFTER_KINDS];  /* an F's ratios */
+    double backward[BG_SIM_AFTER_KINDS]; /* a B's, and a W's */
 } bg_sim_after_wait_t;
 
 /* Durations in seconds, per stage (stages entries) unless noted. */
@@ -105,8 +108,9 @@ typedef struct bg_sim_costs {
     const double *contention;
     /* Per stage, may be NULL: the slowdown of ops after an idle gap
      * (above). A device's gap before its first op of a step counts from
-     * its last op or copy of the step before; simulating a step first,
-     * untimed, gives the first recorded step one. */
+     * its last op or copy of the step before, and the other devices' ops
+     * of that step count in it; simulating a step first, untimed, gives
+     * the first recorded step a step before. */
     const bg_sim_after_wait_t *after_wait;
     double wake_s;    /* a device waking a peer blocked on it (above) */
     double handoff_s; /* from a wake to the woken thread running (above) */

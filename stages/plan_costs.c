@@ -3,6 +3,10 @@
 
 #include "planner.h"
 
+_Static_assert((int)BG_NEIGHBOUR_KINDS == (int)BG_SIM_AFTER_KINDS &&
+                   (int)BG_NEIGHBOUR_UPDATE == (int)BG_SIM_AFTER_STEP,
+               "the profile's after-wait kinds are the simulator's");
+
 void bg_plan_costs_destroy(bg_plan_costs_t *c) {
     if (c == NULL) return;
     free(c->forward);
@@ -74,10 +78,12 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         c->weight[s] = split ? t->weight : 0;
         c->recompute[s] = t->recompute;
         c->contention[s] = found[s] ? measured[s].contention : 0;
-        if (found[s])
-            c->after_wait[s] =
-                (bg_sim_after_wait_t){measured[s].after_wait.wait_s, measured[s].after_wait.forward,
-                                      measured[s].after_wait.backward};
+        /* The neighbour's forward, backward and update are the other
+         * device's F, B (or W) and STEP. */
+        for (int k = 0; found[s] && k < BG_NEIGHBOUR_KINDS; k++) {
+            c->after_wait[s].forward[k] = measured[s].after_wait.forward[k];
+            c->after_wait[s].backward[k] = measured[s].after_wait.backward[k];
+        }
         c->step[s] = t->update;
     }
     for (int b = 0; b + 1 < stages; b++) {

@@ -52,17 +52,23 @@ typedef struct bg_stage_load {
     double copies_s; /* its copies and checks of one micro-batch, both directions, summed */
 } bg_stage_load_t;
 
+/* What the other device ran while a stage waited: one forward or one
+ * backward of a micro-batch of the neighbour stage's layers, or their
+ * optimizer update. */
+enum { BG_NEIGHBOUR_FORWARD, BG_NEIGHBOUR_BACKWARD, BG_NEIGHBOUR_UPDATE, BG_NEIGHBOUR_KINDS };
+
 /* How much slower a stage's forward and backward run right after its
- * device waited while the other device computed (profile_stages.c: the
- * co-runner runs a round of the neighbour stage's layers, then the range
- * runs one op): the first op after the wait over the same op run straight
- * after the stage's previous one. In a pipeline a stage waits often (for
- * an activation, a gradient, the optimizer barrier), and the data it left
- * in the caches is partly gone when it resumes. All 0 when not measured. */
+ * thread slept while the other device ran one op of the neighbour stage's
+ * layers (profile_stages.c), by the kind of that op: the op after the wait
+ * over the same op run straight after the stage's own work. In a pipeline
+ * a stage waits often (for an activation, a gradient, the optimizer
+ * barrier), and what the other device did meanwhile decides how much of
+ * the stage's data is gone from the caches when it resumes: on the
+ * development machines the dense layers' update costs the convolution far
+ * more than their forward does. All 0 when not measured. */
 typedef struct bg_stage_after_wait {
-    double wait_s;   /* how long it waited (the co-runner's round) */
-    double forward;  /* the first forward after the wait, over a warm one */
-    double backward; /* the same for the backward */
+    double forward[BG_NEIGHBOUR_KINDS];
+    double backward[BG_NEIGHBOUR_KINDS];
 } bg_stage_after_wait_t;
 
 /* A layer range [first, last) timed as a stage of its own with `slots`

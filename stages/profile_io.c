@@ -11,6 +11,10 @@
 #include "profile.h"
 #include "text_file.h"
 
+/* The neighbour's op kinds (BG_NEIGHBOUR_*) as the keys of "after_wait"
+ * name them. */
+static const char *const NEIGHBOUR_OP[BG_NEIGHBOUR_KINDS] = {"forward", "backward", "update"};
+
 enum { MAX_PROFILE_BYTES = 64 << 20 };
 
 bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
@@ -70,11 +74,15 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
             cJSON_AddNumberToObject(lo, "copies_s", l->copies_s);
         }
         const bg_stage_after_wait_t *w = &sp->after_wait;
-        if (w->wait_s > 0) {
+        if (w->forward[BG_NEIGHBOUR_FORWARD] > 0) {
             cJSON *aw = cJSON_AddObjectToObject(o, "after_wait");
-            cJSON_AddNumberToObject(aw, "wait_s", w->wait_s);
-            cJSON_AddNumberToObject(aw, "forward", w->forward);
-            cJSON_AddNumberToObject(aw, "backward", w->backward);
+            for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++) {
+                char key[32];
+                snprintf(key, sizeof key, "forward_after_%s", NEIGHBOUR_OP[k]);
+                cJSON_AddNumberToObject(aw, key, w->forward[k]);
+                snprintf(key, sizeof key, "backward_after_%s", NEIGHBOUR_OP[k]);
+                cJSON_AddNumberToObject(aw, key, w->backward[k]);
+            }
         }
         cJSON_AddItemToArray(stages, o);
     }
@@ -183,20 +191,32 @@ bg_status_t bg_profile_check_optimizer(const bg_profile_t *p, const char *path,
                         bg_optimizer_kind_name(optimizer->kind), states);
 }
 
-/* A stage entry's "after_wait" object: a wait and two ratios, each at most
- * 100 (a real slowdown is a few tens of percent). */
+/* One ratio of an "after_wait" object: a number from 0 to 100 (a real
+ * slowdown is a few tens of percent). */
+static bg_status_t ratio_field(const char *path, const cJSON *aw, const char *key,
+                               const char *where, double *out) {
+    BG_CHECK(number_field(path, aw, key, where, out));
+    if (*out > 100)
+        return bg_error_set(BG_ERR_PARSE, "%s: %s: '%s' %g is not a slowdown after a wait", path,
+                            where, key, *out);
+    return BG_OK;
+}
+
+/* A stage entry's "after_wait" object: a forward's and a backward's ratio
+ * after each kind of the neighbour's op. */
 static bg_status_t read_after_wait(const char *path, const cJSON *aw, int entry,
                                    bg_stage_after_wait_t *out) {
     char where[48];
     snprintf(where, sizeof where, "stage entry %d 'after_wait'", entry);
     if (!cJSON_IsObject(aw))
         return bg_error_set(BG_ERR_PARSE, "%s: %s must be an object", path, where);
-    BG_CHECK(time_field(path, aw, "wait_s", where, &out->wait_s));
-    BG_CHECK(number_field(path, aw, "forward", where, &out->forward));
-    BG_CHECK(number_field(path, aw, "backward", where, &out->backward));
-    if (out->forward > 100 || out->backward > 100)
-        return bg_error_set(BG_ERR_PARSE, "%s: %s: a ratio of %g is not a slowdown after a wait",
-                            path, where, out->forward > 100 ? out->forward : out->backward);
+    for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "forward_after_%s", NEIGHBOUR_OP[k]);
+        BG_CHECK(ratio_field(path, aw, key, where, &out->forward[k]));
+        snprintf(key, sizeof key, "backward_after_%s", NEIGHBOUR_OP[k]);
+        BG_CHECK(ratio_field(path, aw, key, where, &out->backward[k]));
+    }
     return BG_OK;
 }
 

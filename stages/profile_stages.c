@@ -40,10 +40,13 @@ enum {
     PART_GRAD_SEND,
     PART_CHECK,
     PART_GRAD_CHECK,
-    PART_FIRST_FORWARD,  /* the first forward of a round (or after a wait) */
-    PART_FIRST_BACKWARD, /* the first backward of a round (or after a wait) */
-    PART_WAIT,           /* the wait before an op (after-wait rounds) */
-    PARTS
+    PART_FIRST_FORWARD,  /* the first forward of an alone round: warm */
+    PART_FIRST_BACKWARD, /* the first backward of an alone round: warm */
+    /* A forward and a backward after a wait, by the neighbour's op kind
+     * meanwhile (BG_NEIGHBOUR_*). */
+    PART_FORWARD_AFTER,
+    PART_BACKWARD_AFTER = PART_FORWARD_AFTER + BG_NEIGHBOUR_KINDS,
+    PARTS = PART_BACKWARD_AFTER + BG_NEIGHBOUR_KINDS
 };
 
 typedef struct range_samples {
@@ -56,8 +59,8 @@ static void note(range_samples_t *rs, int part, double seconds) {
 }
 
 /* Forwards of slots 0..count-1, each with the copy in before it and the
- * check and copy out after it; the first also noted as a first forward
- * when `first` is set. */
+ * check and copy out after it; the first also noted as part `first`
+ * unless that is -1. */
 static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, int first,
                                  range_samples_t *rs) {
     bg_backend_t *be = b->be;
@@ -81,7 +84,7 @@ static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, int fir
         double t4 = bg_channel_clock();
         note(rs, PART_RECV, t1 - t0);
         note(rs, PART_FORWARD, t2 - t1);
-        if (first && k == 0) note(rs, PART_FIRST_FORWARD, t2 - t1);
+        if (first >= 0 && k == 0) note(rs, first, t2 - t1);
         note(rs, PART_CHECK, t3 - t2);
         note(rs, PART_SEND, t4 - t3);
     }
@@ -90,7 +93,7 @@ static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, int fir
 
 /* Backwards of slots 0..count-1 of a step of m micro-batches, each with the
  * gradient copied in before it and checked and copied out after it; the
- * first also noted as a first backward when `first` is set. */
+ * first also noted as part `first` unless that is -1. */
 static bg_status_t backward_group(range_bench_t *b, int64_t n, int count, int m, int first,
                                   range_samples_t *rs) {
     bg_backend_t *be = b->be;
@@ -108,7 +111,7 @@ static bg_status_t backward_group(range_bench_t *b, int64_t n, int count, int m,
         double t4 = bg_channel_clock();
         note(rs, PART_GRAD_RECV, t1 - t0);
         note(rs, PART_BACKWARD, t2 - t1);
-        if (first && k == 0) note(rs, PART_FIRST_BACKWARD, t2 - t1);
+        if (first >= 0 && k == 0) note(rs, first, t2 - t1);
         note(rs, PART_GRAD_CHECK, t3 - t2);
         note(rs, PART_GRAD_SEND, t4 - t3);
     }
@@ -131,8 +134,8 @@ static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
     BG_CHECK(bg_stage_zero_grads(b->stage));
     for (int done = 0; done < m; done += b->slots) {
         const int group = m - done < b->slots ? m - done : b->slots;
-        BG_CHECK(forward_group(b, n, group, done == 0, rs));
-        BG_CHECK(backward_group(b, n, group, m, done == 0, rs));
+        BG_CHECK(forward_group(b, n, group, done == 0 ? PART_FIRST_FORWARD : -1, rs));
+        BG_CHECK(backward_group(b, n, group, m, done == 0 ? PART_FIRST_BACKWARD : -1, rs));
     }
     /* The checks' marks and the loss are read once per step, as the
      * executor does at its optimizer step (waiting time there, not the
@@ -166,15 +169,15 @@ static void *random_buffer(size_t bytes, uint64_t stream) {
  * it when the range ends the model, or the whole model for the whole
  * model), in rounds of F, B and update while asked to run: the memory
  * traffic the pipeline puts next to a stage while both compute; or single
- * rounds, each posted when done, while the other thread sleeps as a
- * pipeline stage waiting for its neighbour does. Between requests it
- * sleeps. */
+ * ops (a forward, a backward, the update), each posted when done, while
+ * the other thread sleeps as a pipeline stage waiting for its neighbour
+ * does. Between requests it sleeps. */
 typedef struct co_runner {
     const bg_profile_config_t *cfg;
     int first, last;
     atomic_int stop, run; /* asked of it */
-    atomic_int asked;     /* single rounds asked of it */
-    sem_t round_done;     /* posted after each of those, and when it returns */
+    atomic_int asked;     /* a single op asked of it: 1 + its BG_NEIGHBOUR_* kind, or 0 */
+    sem_t op_done;        /* posted after each of those, and when it returns */
     atomic_int ready;     /* its stage is built (or it failed) */
     atomic_int active;    /* inside its rounds */
     atomic_int finished;  /* co_run has returned (failed, unless asked to stop) */
@@ -182,6 +185,21 @@ typedef struct co_runner {
 } co_runner_t;
 
 static void pause_briefly(void) { nanosleep(&(struct timespec){0, 20000}, NULL); }
+
+/* One op of the co-runner's stage, of kind BG_NEIGHBOUR_*: a forward or a
+ * backward of slot 0, or the update (after reading the marks and loss, as
+ * a round does). */
+static bg_status_t run_single_op(range_bench_t *b, int64_t n, int kind) {
+    if (kind == BG_NEIGHBOUR_FORWARD) return forward_group(b, n, 1, -1, NULL);
+    if (kind == BG_NEIGHBOUR_BACKWARD)
+        return backward_group(b, n, 1, round_microbatches(b), -1, NULL);
+    int marked;
+    double loss;
+    int64_t correct;
+    BG_CHECK(b->be->ops->take_nonfinite(b->be, &marked));
+    BG_CHECK(b->be->ops->take_loss(b->be, &loss, &correct));
+    return bg_stage_step(b->stage);
+}
 
 static bg_status_t co_run(co_runner_t *co) {
     const bg_profile_config_t *cfg = co->cfg;
@@ -226,10 +244,11 @@ static bg_status_t co_run(co_runner_t *co) {
     BG_CHECK_GOTO(run_round(&b, cfg->batch, NULL), st, done);
     atomic_store(&co->ready, 1);
     while (!atomic_load(&co->stop)) {
-        if (atomic_load(&co->asked) > 0) {
-            BG_CHECK_GOTO(run_round(&b, cfg->batch, NULL), st, done);
-            atomic_fetch_sub(&co->asked, 1);
-            sem_post(&co->round_done);
+        const int asked = atomic_load(&co->asked);
+        if (asked > 0) {
+            BG_CHECK_GOTO(run_single_op(&b, cfg->batch, asked - 1), st, done);
+            atomic_store(&co->asked, 0);
+            sem_post(&co->op_done);
             continue;
         }
         if (!atomic_load(&co->run)) {
@@ -259,7 +278,7 @@ static void *co_runner_main(void *arg) {
     co->status = co_run(co);
     atomic_store(&co->finished, 1);
     atomic_store(&co->ready, 1);
-    sem_post(&co->round_done); /* a waiter, if any, sees it finished */
+    sem_post(&co->op_done); /* a waiter, if any, sees it finished */
     return NULL;
 }
 
@@ -276,33 +295,39 @@ static bg_status_t co_runner_set(co_runner_t *co, int run) {
     return BG_OK;
 }
 
-/* Waits while the co-runner (resting) runs one round of its layers,
- * asleep on a semaphore as a pipeline stage sleeps on its channel; notes
- * how long in rs. */
-static bg_status_t wait_for_co_runner(co_runner_t *co, range_samples_t *rs) {
-    const double t0 = bg_channel_clock();
-    atomic_fetch_add(&co->asked, 1);
-    while (sem_wait(&co->round_done) != 0) continue; /* EINTR */
+/* Sleeps on a semaphore, as a pipeline stage sleeps on its channel, while
+ * the co-runner (resting) runs one op of kind BG_NEIGHBOUR_*. */
+static bg_status_t wait_for_co_runner(co_runner_t *co, int kind) {
+    atomic_store(&co->asked, 1 + kind);
+    while (sem_wait(&co->op_done) != 0) continue; /* EINTR */
     if (atomic_load(&co->finished))
         return bg_error_set(BG_ERR_INTERNAL, "profile: the co-runner stopped");
-    note(rs, PART_WAIT, bg_channel_clock() - t0);
     return BG_OK;
 }
 
-/* A forward and a backward of slot 0, each right after a wait for the
- * co-runner (a pipeline's M = 1, seen from either stage), into rs as first
- * forward and first backward. An untimed forward and backward first, so
- * that the first wait is the stage's whole idle time before its forward,
- * as the second is before its backward. Their gradients are left to the
- * next round, which zeroes them. */
+/* A forward and a backward of slot 0 after a wait for each kind of the
+ * co-runner's op, into rs (PART_FORWARD_AFTER and PART_BACKWARD_AFTER by
+ * kind). After an untimed forward and backward, six waits in an order
+ * that keeps both stages' ops in order (each backward after a forward, the
+ * co-runner's update after its backward):
+ *   co-runner  F  B  U  F  B  U
+ *   stage      F  B  F  B  F  B
+ * Their gradients are left to the next round, which zeroes them. */
 static bg_status_t run_after_waits(range_bench_t *b, int64_t n, co_runner_t *co,
                                    range_samples_t *rs) {
-    BG_CHECK(forward_group(b, n, 1, 0, NULL));
-    BG_CHECK(backward_group(b, n, 1, round_microbatches(b), 0, NULL));
-    BG_CHECK(wait_for_co_runner(co, rs));
-    BG_CHECK(forward_group(b, n, 1, 1, rs));
-    BG_CHECK(wait_for_co_runner(co, rs));
-    return backward_group(b, n, 1, round_microbatches(b), 1, rs);
+    const int theirs[6] = {BG_NEIGHBOUR_FORWARD, BG_NEIGHBOUR_BACKWARD, BG_NEIGHBOUR_UPDATE,
+                           BG_NEIGHBOUR_FORWARD, BG_NEIGHBOUR_BACKWARD, BG_NEIGHBOUR_UPDATE};
+    const int m = round_microbatches(b);
+    BG_CHECK(forward_group(b, n, 1, -1, NULL));
+    BG_CHECK(backward_group(b, n, 1, m, -1, NULL));
+    for (int i = 0; i < 6; i++) {
+        BG_CHECK(wait_for_co_runner(co, theirs[i]));
+        if (i % 2 == 0)
+            BG_CHECK(forward_group(b, n, 1, PART_FORWARD_AFTER + theirs[i], rs));
+        else
+            BG_CHECK(backward_group(b, n, 1, m, PART_BACKWARD_AFTER + theirs[i], rs));
+    }
+    return BG_OK;
 }
 
 /* Times one allocation of the stage: warm-up rounds, then `rounds` rounds
@@ -334,8 +359,8 @@ static bg_status_t time_allocation(bg_backend_t *be, const bg_profile_config_t *
         const int timed = r >= PROFILE_WARMUP;
         if (co != NULL) {
             BG_CHECK_GOTO(co_runner_set(co, 0), st, done);
-            BG_CHECK_GOTO(forward_group(b, cfg->batch, 1, 0, NULL), st, done);
-            BG_CHECK_GOTO(backward_group(b, cfg->batch, 1, round_microbatches(b), 0, NULL), st,
+            BG_CHECK_GOTO(forward_group(b, cfg->batch, 1, -1, NULL), st, done);
+            BG_CHECK_GOTO(backward_group(b, cfg->batch, 1, round_microbatches(b), -1, NULL), st,
                           done);
         }
         BG_CHECK_GOTO(run_round(b, cfg->batch, timed ? rs : NULL), st, done);
@@ -383,7 +408,7 @@ static bg_status_t time_range_pass(bg_backend_t *be, const bg_profile_config_t *
                        .microbatches = cfg->microbatches};
     const int rounds = (cfg->repetitions + PASSES - 1) / PASSES;
     range_samples_t rs = {.capacity = rounds * round_microbatches(&b)},
-                    load = {.capacity = rs.capacity}, waited = {.capacity = 2 * rounds};
+                    load = {.capacity = rs.capacity}, waited = {.capacity = 3 * rounds};
     co_runner_t co = {0};
     pthread_t thread;
     int running = 0, semaphore = 0;
@@ -420,7 +445,7 @@ static bg_status_t time_range_pass(bg_backend_t *be, const bg_profile_config_t *
             BG_ALLOC_CHECK_GOTO(load.sample[p], st, done);
             BG_ALLOC_CHECK_GOTO(waited.sample[p], st, done);
         }
-        if (sem_init(&co.round_done, 0, 0) != 0) {
+        if (sem_init(&co.op_done, 0, 0) != 0) {
             st = bg_error_set(BG_ERR_INTERNAL, "profile: cannot make the co-runner's semaphore");
             goto done;
         }
@@ -455,7 +480,7 @@ done:
             st =
                 bg_error_set(co.status, "profile: the co-runner on core %d failed", cfg->peer_core);
     }
-    if (semaphore) sem_destroy(&co.round_done);
+    if (semaphore) sem_destroy(&co.op_done);
     for (int p = 0; p < PARTS; p++) {
         free(load.sample[p]);
         free(waited.sample[p]);
@@ -479,9 +504,12 @@ static bg_stage_profile_t range_profile(int first, int last, int layers, int slo
     if (loaded && fig->passes > 0 && fig->alone[PART_FIRST_FORWARD] > 0 &&
         fig->alone[PART_FIRST_BACKWARD] > 0) {
         /* Sums over the passes: their ratios are ratios of the means. */
-        after_wait.wait_s = fig->waited[PART_WAIT] / fig->passes;
-        after_wait.forward = fig->waited[PART_FIRST_FORWARD] / fig->alone[PART_FIRST_FORWARD];
-        after_wait.backward = fig->waited[PART_FIRST_BACKWARD] / fig->alone[PART_FIRST_BACKWARD];
+        for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++) {
+            after_wait.forward[k] =
+                fig->waited[PART_FORWARD_AFTER + k] / fig->alone[PART_FIRST_FORWARD];
+            after_wait.backward[k] =
+                fig->waited[PART_BACKWARD_AFTER + k] / fig->alone[PART_FIRST_BACKWARD];
+        }
     }
     double alone[PARTS], load[PARTS];
     for (int p = 0; p < PARTS; p++) {

@@ -456,24 +456,14 @@ static void test_measured_stage_costs(void **state) {
     profile.version = 2;
     profile.handoff_s = 30e-6;
     profile.wake_s = 10e-6;
+    /* clang-format off */
     bg_stage_profile_t ranges[] = {
-        {0,
-         2,
-         2,
-         2e-3,
-         3e-3,
-         1e-4,
-         0,
-         1e-4,
-         2e-4,
-         0,
-         5e-5,
-         0,
-         {2.5e-3, 3.5e-3, 1e-4, 4e-4},
-         {3e-3, 1.2, 1.1}},
-        {0, 2, 1, 5e-3, 5e-3, 5e-4, 0, 5e-4, 5e-4, 0, 5e-4, 0, {0, 0, 0, 0}, {1e-3, 2, 2}},
-        {2, 4, 1, 1e-3, 4e-3, 2e-4, 3e-4, 0, 0, 4e-4, 0, 6e-5, {0, 0, 0, 0}, {0, 0, 0}},
+        {0, 2, 2, 2e-3, 3e-3, 1e-4, 0, 1e-4, 2e-4, 0, 5e-5, 0, {2.5e-3, 3.5e-3, 1e-4, 4e-4},
+         {{1.1, 1.2, 1.3}, {1.4, 1.5, 1.6}}},
+        {0, 2, 1, 5e-3, 5e-3, 5e-4, 0, 5e-4, 5e-4, 0, 5e-4, 0, {0, 0, 0, 0}, {{2, 2, 2}, {2, 2, 2}}},
+        {2, 4, 1, 1e-3, 4e-3, 2e-4, 3e-4, 0, 0, 4e-4, 0, 6e-5, {0, 0, 0, 0}, {{0}, {0}}},
     };
+    /* clang-format on */
     profile.stage = ranges;
     profile.stage_count = 3;
     bg_cost_device_t devices[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
@@ -507,11 +497,12 @@ static void test_measured_stage_costs(void **state) {
          * alone; stage 1's was not. */
         assert_true(close_to(c->contention[0], 1.2) && c->contention[1] == 0);
         assert_true(c->sim.contention == c->contention);
-        /* The after-wait figures of the same entries, unscaled. */
-        assert_true(close_to(c->after_wait[0].wait_s, 3e-3) &&
-                    close_to(c->after_wait[0].forward, 1.2) &&
-                    close_to(c->after_wait[0].backward, 1.1));
-        assert_true(c->after_wait[1].wait_s == 0 && c->after_wait[1].forward == 0);
+        /* The after-wait ratios of the same entries, by the other device's
+         * op: F, B, STEP. */
+        assert_true(close_to(c->after_wait[0].forward[BG_SIM_AFTER_FORWARD], 1.1) &&
+                    close_to(c->after_wait[0].forward[BG_SIM_AFTER_STEP], 1.3) &&
+                    close_to(c->after_wait[0].backward[BG_SIM_AFTER_BACKWARD], 1.5));
+        assert_true(c->after_wait[1].forward[0] == 0 && c->after_wait[1].backward[2] == 0);
         assert_true(c->sim.after_wait == c->after_wait);
         bg_plan_costs_destroy(c);
         bg_plan_destroy(plan);

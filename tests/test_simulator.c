@@ -473,20 +473,21 @@ static void test_contention(void **state) {
     }
 }
 
-/* An op after an idle gap g on its device takes 1 + (ratio - 1) x min(1, g
- * / wait_s) times its duration. GPipe, K = 2, M = 1, F = 1 and B = 2 on
- * both stages, ratios 1.5 after a wait of 2, no copies or hand-offs:
- *   dev 0: F0 0-1 (its update ended the step before: no gap);
- *   dev 1: F0 after a gap of 1: x1.25, 1-2.25; B0 right after, 2.25-4.25;
- *   dev 0: B0 after a gap of 3.25: x1.5, 4.25-7.25: step 7.25 (6 without).
- * With stage 1's update taking 1, dev 0 idles 1 across the step boundary
- * too: F0 x1.25, 0-1.25; dev 1's F0 after 1.25: x1.3125, 1.25-2.5625; B0
- * 2.5625-4.5625; dev 0's B0 x1.5, 4.5625-7.5625; update to 8.5625. The
- * settling passes give the first recorded step the gaps of a step before. */
+/* An op after an idle gap takes the worst 1 + (r - 1) x f over the other
+ * device's ops in the gap (f: the share of such an op inside the gap; r:
+ * this op's ratio after that op's kind). GPipe, K = 2, M = 1, F = 1 and
+ * B = 2 on both stages, stage 1's update 1, no copies or hand-offs; stage
+ * 0's F ratios after the other's F, B, STEP 1.1, 1.2, 1.5 and its B's 1.3,
+ * 1.4, 1.6; stage 1's F ratio after an F 1.25, the rest 1:
+ *   dev 0: F0 after dev 1's update of the step before: x1.5, 0-1.5;
+ *   dev 1: F0 after dev 0's F0: x1.25, 1.5-2.75; B0 at once, 2.75-4.75;
+ *   dev 0: B0 after dev 1's F0 and B0: x1.4 (the worse), 4.75-7.55;
+ *   update: dev 1 7.55-8.55. Step 8.55 (7 without).
+ * The settling passes give the first recorded step a step before. */
 static void test_after_wait(void **state) {
     (void)state;
-    double f[2] = {1, 1}, b[2] = {2, 2}, link[1] = {0}, update[2] = {0, 0};
-    bg_sim_after_wait_t slow[2] = {{2, 1.5, 1.5}, {2, 1.5, 1.5}};
+    double f[2] = {1, 1}, b[2] = {2, 2}, link[1] = {0}, update[2] = {0, 1};
+    bg_sim_after_wait_t slow[2] = {{{1.1, 1.2, 1.5}, {1.3, 1.4, 1.6}}, {{1.25, 1, 1}, {1, 1, 1}}};
     bg_sim_costs_t costs = {.forward = f,
                             .backward = b,
                             .activation_transfer = link,
@@ -494,37 +495,42 @@ static void test_after_wait(void **state) {
                             .step = update,
                             .after_wait = slow};
     bg_timeline_t *tl = simulate_two(BG_SCHEDULE_GPIPE, 1, &costs);
-    assert_true(near(tl->step_end[0] - tl->step_start[0], 7.25));
-    assert_true(near(tl->step_end[1] - tl->step_start[1], 7.25));
+    assert_true(near(tl->step_end[0] - tl->step_start[0], 8.55));
+    assert_true(near(tl->step_end[1] - tl->step_start[1], 8.55));
     bg_event_t e = step_event(tl, BG_EVENT_FORWARD, 0, 0);
-    assert_true(near(e.start, 0) && near(e.end, 1));
+    assert_true(near(e.start, 0) && near(e.end, 1.5));
     e = step_event(tl, BG_EVENT_FORWARD, 1, 0);
-    assert_true(near(e.start, 1) && near(e.end, 2.25));
+    assert_true(near(e.start, 1.5) && near(e.end, 2.75));
     e = step_event(tl, BG_EVENT_BACKWARD, 1, 0);
-    assert_true(near(e.start, 2.25) && near(e.end, 4.25));
+    assert_true(near(e.start, 2.75) && near(e.end, 4.75));
     e = step_event(tl, BG_EVENT_BACKWARD, 0, 0);
-    assert_true(near(e.start, 4.25) && near(e.end, 7.25));
+    assert_true(near(e.start, 4.75) && near(e.end, 7.55));
     assert_int_equal(tl->steps, 2);
     bg_timeline_destroy(tl);
 
-    update[1] = 1;
-    tl = simulate_two(BG_SCHEDULE_GPIPE, 1, &costs);
-    assert_true(near(tl->step_end[0] - tl->step_start[0], 8.5625));
-    assert_true(near(tl->step_end[1] - tl->step_start[1], 8.5625));
-    e = step_event(tl, BG_EVENT_FORWARD, 0, 0);
-    assert_true(near(e.start, 0) && near(e.end, 1.25));
+    /* Part of an op in the gap counts in part. GPipe, M = 2, stage 0's F
+     * 2, stage 1's 0.5 with ratio 2 after an F, B 2 on both, no update:
+     * dev 1's F0 after all of dev 0's F0 (0-2): x2, 2-3; its F1 from 4,
+     * after the half of dev 0's F1 (2-4) that lies in its gap (3-4): x1.5,
+     * 4-4.75. */
+    f[0] = 2;
+    f[1] = 0.5;
+    update[1] = 0;
+    slow[0] = (bg_sim_after_wait_t){{1, 1, 1}, {1, 1, 1}};
+    slow[1] = (bg_sim_after_wait_t){{2, 1, 1}, {1, 1, 1}};
+    tl = simulate_two(BG_SCHEDULE_GPIPE, 2, &costs);
     e = step_event(tl, BG_EVENT_FORWARD, 1, 0);
-    assert_true(near(e.start, 1.25) && near(e.end, 2.5625));
-    e = step_event(tl, BG_EVENT_BACKWARD, 0, 0);
-    assert_true(near(e.start, 4.5625) && near(e.end, 7.5625));
+    assert_true(near(e.start, 2) && near(e.end, 3));
+    e = step_event(tl, BG_EVENT_FORWARD, 1, 1);
+    assert_true(near(e.start, 4) && near(e.end, 4.75));
     bg_timeline_destroy(tl);
 
-    /* Ratios of 1 or less, a wait of 0, or none: no slowdown (step 7 with
-     * the update of 1). */
-    for (int k = 0; k < 4; k++) {
-        slow[0] = slow[1] = (bg_sim_after_wait_t){k == 2 ? 0 : 2, k == 0 ? 1 : 0.8, 1};
-        if (k == 2) slow[0].forward = slow[1].forward = 1.5;
-        costs.after_wait = k < 3 ? slow : NULL;
+    /* Ratios of 1 or less, or none: no slowdown (the M = 1 step above, 7). */
+    f[0] = f[1] = 1;
+    update[1] = 1;
+    for (int k = 0; k < 2; k++) {
+        slow[0] = slow[1] = (bg_sim_after_wait_t){{1, 0.8, 1}, {0.5, 1, 0}};
+        costs.after_wait = k == 0 ? slow : NULL;
         tl = simulate_two(BG_SCHEDULE_GPIPE, 1, &costs);
         assert_true(near(tl->step_end[1] - tl->step_start[1], 7));
         bg_timeline_destroy(tl);
@@ -553,10 +559,10 @@ static void test_rejects_bad_costs(void **state) {
     assert_int_equal(bg_simulate(schedule, &costs, 1, tl), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "contention of stage 1"));
     costs.contention = NULL;
-    bg_sim_after_wait_t after_wait[2] = {{1, 1.2, 1.2}, {1, 1.2, -1}};
+    bg_sim_after_wait_t after_wait[2] = {{{1.2, 1, 1}, {1, 1, 1}}, {{1, 1, 1}, {1, -1, 1}}};
     costs.after_wait = after_wait;
     assert_int_equal(bg_simulate(schedule, &costs, 1, tl), BG_ERR_INVALID);
-    assert_non_null(strstr(bg_error_message(), "after-wait costs of stage 1"));
+    assert_non_null(strstr(bg_error_message(), "after-wait ratios of stage 1"));
     costs.after_wait = NULL;
     costs.activation_transfer = NULL;
     assert_int_equal(bg_simulate(schedule, &costs, 1, tl), BG_ERR_INVALID);
