@@ -51,18 +51,19 @@ static const char help[] =
     "            cores share the cache and the memory bandwidth, so a stage runs\n"
     "            slower while the other device computes; the simulator slows\n"
     "            each op by as much of that as the other device computes beside it.\n"
-    "            Then each range's forward and backward once more, each right\n"
-    "            after sleeping while that thread runs one forward, backward or\n"
-    "            update of its layers: a stage that waited for its neighbour\n"
-    "            finds part of its data gone from the caches, more or less by\n"
-    "            what the neighbour ran. The simulator slows an op after a wait\n"
-    "            by the ratio for what the other device ran in it\n"
+    "            Then each range's forward and backward again, straight after\n"
+    "            its own ops and right after sleeping while that thread runs\n"
+    "            one forward, backward or update of its layers (six ops a\n"
+    "            round): a stage that waited for its neighbour finds part of\n"
+    "            its data gone from the caches, more or less by what the\n"
+    "            neighbour ran. The simulator slows an op after a wait by the\n"
+    "            ratio for what the other device ran in it\n"
     "  memcpy    the bandwidth of one memcpy of 4 MiB\n"
     "\n"
     "The layer ranges take most of the time (58 s for the origin CNN at\n"
-    "--microbatches 4 --repetitions 21 --devices cpu:2 on a 2-core Xeon, 36 s\n"
-    "before the after-wait timings; minutes for larger models); their\n"
-    "progress and the time left go to stderr.\n"
+    "--microbatches 4 --repetitions 21 --devices cpu:2 on a 2-core Xeon,\n"
+    "minutes for larger models); their progress and the time left go to\n"
+    "stderr.\n"
     "\n"
     "Prints a table and, with -o, writes the profile (JSON, format version 2;\n"
     "version 1 files still load) that plan, train, simulate and sweep take with\n"
@@ -159,11 +160,11 @@ static void print_after_wait(const bg_profile_t *p) {
         count++;
     }
     if (count == 0) return;
-    printf("after a wait: %d layer ranges' first op over a warm one, by what the other core ran "
-           "meanwhile:\n",
+    printf("after a wait: %d layer ranges' ops after a wait over warm ones, by what the other "
+           "core ran meanwhile:\n",
            count);
     for (int op = 0; op < 2; op++)
-        printf("  %s after its fwd x%.2f to x%.2f, after its bwd x%.2f to x%.2f, after its update "
+        printf("  %s after the other's fwd x%.2f to x%.2f, bwd x%.2f to x%.2f, update "
                "x%.2f to x%.2f\n",
                op == 0 ? "fwd" : "bwd", lo[op][BG_NEIGHBOUR_FORWARD], hi[op][BG_NEIGHBOUR_FORWARD],
                lo[op][BG_NEIGHBOUR_BACKWARD], hi[op][BG_NEIGHBOUR_BACKWARD],

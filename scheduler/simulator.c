@@ -5,14 +5,14 @@
 
 #include "channel.h"
 
-/* When each (stage, micro-batch)'s activation and gradient arrive at the
- * consumer, and when each link is next free; -1 = not produced yet. */
 /* An interval in which a device ran an op, of kind BG_SIM_AFTER_*. */
 typedef struct sim_busy {
     double start, end;
     int kind;
 } sim_busy_t;
 
+/* When each (stage, micro-batch)'s activation and gradient arrive at the
+ * consumer, and when each link is next free; -1 = not produced yet. */
 typedef struct sim_state {
     const bg_schedule_t *schedule;
     const bg_sim_costs_t *costs;
@@ -110,17 +110,21 @@ static double stretch(const sim_state_t *st, int kind, int stage, int mb) {
     return st->stretch[kind * cells + stage * st->microbatches + mb];
 }
 
-/* The slowdown of an op after its device d was idle from `from` to `to`
- * (bg_sim_after_wait_t): the worst over the other devices' ops in that
- * gap, 1 without after-wait costs. */
-static double after_wait(const sim_state_t *st, const bg_op_t *op, int d, double from, double to) {
-    if (st->costs->after_wait == NULL || !(to > from)) return 1;
+/* The slowdown of an F, B or W after its device d was idle from `from` to
+ * `to` (bg_sim_after_wait_t): the worst over the other devices' ops in
+ * that gap; 1 without after-wait costs. */
+static double wait_slowdown(const sim_state_t *st, const bg_op_t *op, int d, double from,
+                            double to) {
+    if (st->costs->after_wait == NULL || op->kind == BG_OP_STEP || !(to > from)) return 1;
     const bg_sim_after_wait_t *w = &st->costs->after_wait[op->stage];
     const double *ratio = op->kind == BG_OP_FORWARD ? w->forward : w->backward;
     double worst = 1;
     for (int e = 0; e < st->schedule->devices; e++) {
-        for (int i = 0; e != d && i < st->busy_count[e]; i++) {
+        if (e == d) continue;
+        /* A device's ops are noted in the order they start. */
+        for (int i = 0; i < st->busy_count[e]; i++) {
             const sim_busy_t *o = &st->busy[e * st->busy_cap + i];
+            if (o->start >= to) break;
             const double length = o->end - o->start;
             const double inside = fmin(to, o->end) - fmax(from, o->start);
             if (length > 0 && inside > 0 && ratio[o->kind] > 1)
@@ -136,18 +140,18 @@ static void note_busy(sim_state_t *st, int d, double start, double end, int kind
         st->busy[d * st->busy_cap + st->busy_count[d]++] = (sim_busy_t){start, end, kind};
 }
 
-/* An op's duration, `waited` times longer after an idle gap. */
-static double duration(const sim_state_t *st, const bg_op_t *op, double waited) {
+/* An op's duration, `slowdown` times longer after an idle gap. */
+static double duration(const sim_state_t *st, const bg_op_t *op, double slowdown) {
     const bg_sim_costs_t *c = st->costs;
     const int s = op->stage, mb = op->microbatch;
     switch (op->kind) {
-    case BG_OP_FORWARD: return c->forward[s] * stretch(st, STRETCH_FORWARD, s, mb) * waited;
+    case BG_OP_FORWARD: return c->forward[s] * stretch(st, STRETCH_FORWARD, s, mb) * slowdown;
     case BG_OP_BACKWARD:
         return (c->backward[s] + cost(c->recompute, s)) * stretch(st, STRETCH_BACKWARD, s, mb) *
-               waited;
+               slowdown;
     case BG_OP_WEIGHT:
         return (cost(c->weight, s) + cost(c->recompute, s)) * stretch(st, STRETCH_WEIGHT, s, mb) *
-               waited;
+               slowdown;
     case BG_OP_STEP: break; /* one event per stage: commit_step */
     }
     return 0;
@@ -305,8 +309,8 @@ static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready,
     const bg_op_t *op = &st->schedule->ops[d][st->pc[d]++];
     int peer = waited_peer(st, op);
     /* Idle since its last op or copy, up to the copy in (or the op). */
-    const double waited =
-        isnan(st->last_busy[d]) ? 1 : after_wait(st, op, d, st->last_busy[d], start);
+    const double slowdown =
+        isnan(st->last_busy[d]) ? 1 : wait_slowdown(st, op, d, st->last_busy[d], start);
     if (ready > st->device_free[d] && (peer >= 0 || op->kind == BG_OP_STEP))
         /* The executor records the barrier's wait on the device's own lane. */
         BG_CHECK(bg_timeline_add(
@@ -339,7 +343,7 @@ static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready,
         st->device_free[d] = st->last_busy[d] = start;
         return BG_OK;
     }
-    double end = start + duration(st, op, waited);
+    double end = start + duration(st, op, slowdown);
     BG_CHECK(bg_timeline_add(tl, &(bg_event_t){event_kind(op->kind), d, op->stage, op->microbatch,
                                                -1, step, start, end, 0}));
     note_busy(st, d, start, end,
@@ -593,7 +597,7 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
         /* Each pass simulates a step into tl and takes it back out; it
          * leaves its ops and the devices' last busy times to the next. */
         const int count = tl->count, recorded = tl->steps;
-        for (int pass = 0; status == BG_OK && pass < BG_SIM_CONTENTION_PASSES; pass++) {
+        for (int pass = 0; status == BG_OK && pass < BG_SIM_SETTLING_PASSES; pass++) {
             status = run_step(&st, tl->steps, origin, tl);
             if (status == BG_OK && contention) settle_stretch(&st, tl, count, tl->count);
             tl->count = count;

@@ -41,7 +41,7 @@
  * simulator runs a step with every op at its own duration, notes for each
  * F, B and W the fraction of it during which another device was busy,
  * stretches each by its fraction of its stage's contention, and runs the
- * step again: BG_SIM_CONTENTION_PASSES such passes, then the recorded
+ * step again: BG_SIM_SETTLING_PASSES such passes, then the recorded
  * steps with the last pass's durations. With K > 2 the fractions of the
  * other devices add (at most 1). The same passes run with after-wait costs
  * alone, so that the first recorded step has the idle gaps of a step
@@ -57,8 +57,9 @@
 extern "C" {
 #endif
 
-/* Passes that settle the durations of ops under contention. */
-#define BG_SIM_CONTENTION_PASSES 3
+/* Passes that settle the durations of ops under contention, and give the
+ * first recorded step a step before it (after-wait costs). */
+#define BG_SIM_SETTLING_PASSES 3
 
 /* How much longer a stage's F and B (and W) take when its device was idle
  * before them while another device ran ops (on CPU devices: those ops

@@ -3,8 +3,10 @@
 
 #include "planner.h"
 
-_Static_assert((int)BG_NEIGHBOUR_KINDS == (int)BG_SIM_AFTER_KINDS &&
-                   (int)BG_NEIGHBOUR_UPDATE == (int)BG_SIM_AFTER_STEP,
+_Static_assert((int)BG_NEIGHBOUR_FORWARD == (int)BG_SIM_AFTER_FORWARD &&
+                   (int)BG_NEIGHBOUR_BACKWARD == (int)BG_SIM_AFTER_BACKWARD &&
+                   (int)BG_NEIGHBOUR_UPDATE == (int)BG_SIM_AFTER_STEP &&
+                   (int)BG_NEIGHBOUR_KINDS == (int)BG_SIM_AFTER_KINDS,
                "the profile's after-wait kinds are the simulator's");
 
 void bg_plan_costs_destroy(bg_plan_costs_t *c) {

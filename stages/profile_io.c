@@ -197,7 +197,8 @@ static bg_status_t ratio_field(const char *path, const cJSON *aw, const char *ke
                                const char *where, double *out) {
     BG_CHECK(number_field(path, aw, key, where, out));
     if (*out > 100)
-        return bg_error_set(BG_ERR_PARSE, "%s: %s: '%s' %g is not a slowdown after a wait", path,
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: %s: '%s' is %g; a ratio after a wait must be from 0 to 100", path,
                             where, key, *out);
     return BG_OK;
 }

@@ -6,6 +6,7 @@
  * Stage costs do not add up from layer costs: a stage's working set, and so
  * its cache misses, depends on which layers share the core and on how many
  * micro-batches it holds. */
+#include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -40,10 +41,11 @@ enum {
     PART_GRAD_SEND,
     PART_CHECK,
     PART_GRAD_CHECK,
-    PART_FIRST_FORWARD,  /* the first forward of an alone round: warm */
-    PART_FIRST_BACKWARD, /* the first backward of an alone round: warm */
-    /* A forward and a backward after a wait, by the neighbour's op kind
+    /* run_after_waits: a forward and a backward of slot 0 right after the
+     * stage's own ops, then after a wait, by the neighbour's op kind
      * meanwhile (BG_NEIGHBOUR_*). */
+    PART_WARM_FORWARD,
+    PART_WARM_BACKWARD,
     PART_FORWARD_AFTER,
     PART_BACKWARD_AFTER = PART_FORWARD_AFTER + BG_NEIGHBOUR_KINDS,
     PARTS = PART_BACKWARD_AFTER + BG_NEIGHBOUR_KINDS
@@ -59,9 +61,9 @@ static void note(range_samples_t *rs, int part, double seconds) {
 }
 
 /* Forwards of slots 0..count-1, each with the copy in before it and the
- * check and copy out after it; the first also noted as part `first`
+ * check and copy out after it; the first also noted as part `first_part`
  * unless that is -1. */
-static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, int first,
+static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, int first_part,
                                  range_samples_t *rs) {
     bg_backend_t *be = b->be;
     for (int k = 0; k < count; k++) {
@@ -84,7 +86,7 @@ static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, int fir
         double t4 = bg_channel_clock();
         note(rs, PART_RECV, t1 - t0);
         note(rs, PART_FORWARD, t2 - t1);
-        if (first >= 0 && k == 0) note(rs, first, t2 - t1);
+        if (first_part >= 0 && k == 0) note(rs, first_part, t2 - t1);
         note(rs, PART_CHECK, t3 - t2);
         note(rs, PART_SEND, t4 - t3);
     }
@@ -93,8 +95,8 @@ static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, int fir
 
 /* Backwards of slots 0..count-1 of a step of m micro-batches, each with the
  * gradient copied in before it and checked and copied out after it; the
- * first also noted as part `first` unless that is -1. */
-static bg_status_t backward_group(range_bench_t *b, int64_t n, int count, int m, int first,
+ * first also noted as part `first_part` unless that is -1. */
+static bg_status_t backward_group(range_bench_t *b, int64_t n, int count, int m, int first_part,
                                   range_samples_t *rs) {
     bg_backend_t *be = b->be;
     for (int k = 0; k < count; k++) {
@@ -111,7 +113,7 @@ static bg_status_t backward_group(range_bench_t *b, int64_t n, int count, int m,
         double t4 = bg_channel_clock();
         note(rs, PART_GRAD_RECV, t1 - t0);
         note(rs, PART_BACKWARD, t2 - t1);
-        if (first >= 0 && k == 0) note(rs, first, t2 - t1);
+        if (first_part >= 0 && k == 0) note(rs, first_part, t2 - t1);
         note(rs, PART_GRAD_CHECK, t3 - t2);
         note(rs, PART_GRAD_SEND, t4 - t3);
     }
@@ -134,8 +136,8 @@ static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
     BG_CHECK(bg_stage_zero_grads(b->stage));
     for (int done = 0; done < m; done += b->slots) {
         const int group = m - done < b->slots ? m - done : b->slots;
-        BG_CHECK(forward_group(b, n, group, done == 0 ? PART_FIRST_FORWARD : -1, rs));
-        BG_CHECK(backward_group(b, n, group, m, done == 0 ? PART_FIRST_BACKWARD : -1, rs));
+        BG_CHECK(forward_group(b, n, group, -1, rs));
+        BG_CHECK(backward_group(b, n, group, m, -1, rs));
     }
     /* The checks' marks and the loss are read once per step, as the
      * executor does at its optimizer step (waiting time there, not the
@@ -187,12 +189,15 @@ typedef struct co_runner {
 static void pause_briefly(void) { nanosleep(&(struct timespec){0, 20000}, NULL); }
 
 /* One op of the co-runner's stage, of kind BG_NEIGHBOUR_*: a forward or a
- * backward of slot 0, or the update (after reading the marks and loss, as
- * a round does). */
+ * backward of slot 0 (its gradients zeroed first, so that the update after
+ * it applies this backward's alone), or the update (after reading the
+ * marks and loss, as a round does). */
 static bg_status_t run_single_op(range_bench_t *b, int64_t n, int kind) {
     if (kind == BG_NEIGHBOUR_FORWARD) return forward_group(b, n, 1, -1, NULL);
-    if (kind == BG_NEIGHBOUR_BACKWARD)
+    if (kind == BG_NEIGHBOUR_BACKWARD) {
+        BG_CHECK(bg_stage_zero_grads(b->stage));
         return backward_group(b, n, 1, round_microbatches(b), -1, NULL);
+    }
     int marked;
     double loss;
     int64_t correct;
@@ -299,28 +304,36 @@ static bg_status_t co_runner_set(co_runner_t *co, int run) {
  * the co-runner (resting) runs one op of kind BG_NEIGHBOUR_*. */
 static bg_status_t wait_for_co_runner(co_runner_t *co, int kind) {
     atomic_store(&co->asked, 1 + kind);
-    while (sem_wait(&co->op_done) != 0) continue; /* EINTR */
+    while (sem_wait(&co->op_done) != 0)
+        if (errno != EINTR)
+            return bg_error_set(BG_ERR_INTERNAL, "profile: waiting for the co-runner: %s",
+                                strerror(errno));
     if (atomic_load(&co->finished))
         return bg_error_set(BG_ERR_INTERNAL, "profile: the co-runner stopped");
     return BG_OK;
 }
 
-/* A forward and a backward of slot 0 after a wait for each kind of the
- * co-runner's op, into rs (PART_FORWARD_AFTER and PART_BACKWARD_AFTER by
- * kind). After an untimed forward and backward, six waits in an order
- * that keeps both stages' ops in order (each backward after a forward, the
- * co-runner's update after its backward):
+/* A forward and a backward of slot 0 straight after the stage's own ops
+ * (PART_WARM_*), then after a wait for each kind of the co-runner's op
+ * (PART_FORWARD_AFTER and PART_BACKWARD_AFTER by kind), into rs: both
+ * sides the same ops of the same slot, differing only by the wait. After
+ * an untimed forward and backward, the warm pair, then six waits in an
+ * order that keeps both stages' ops in order (each backward after a
+ * forward, the co-runner's update after its backward):
  *   co-runner  F  B  U  F  B  U
  *   stage      F  B  F  B  F  B
  * Their gradients are left to the next round, which zeroes them. */
 static bg_status_t run_after_waits(range_bench_t *b, int64_t n, co_runner_t *co,
                                    range_samples_t *rs) {
-    const int theirs[6] = {BG_NEIGHBOUR_FORWARD, BG_NEIGHBOUR_BACKWARD, BG_NEIGHBOUR_UPDATE,
-                           BG_NEIGHBOUR_FORWARD, BG_NEIGHBOUR_BACKWARD, BG_NEIGHBOUR_UPDATE};
+    enum { WAITS = 2 * BG_NEIGHBOUR_KINDS };
+    const int theirs[WAITS] = {BG_NEIGHBOUR_FORWARD, BG_NEIGHBOUR_BACKWARD, BG_NEIGHBOUR_UPDATE,
+                               BG_NEIGHBOUR_FORWARD, BG_NEIGHBOUR_BACKWARD, BG_NEIGHBOUR_UPDATE};
     const int m = round_microbatches(b);
     BG_CHECK(forward_group(b, n, 1, -1, NULL));
     BG_CHECK(backward_group(b, n, 1, m, -1, NULL));
-    for (int i = 0; i < 6; i++) {
+    BG_CHECK(forward_group(b, n, 1, PART_WARM_FORWARD, rs));
+    BG_CHECK(backward_group(b, n, 1, m, PART_WARM_BACKWARD, rs));
+    for (int i = 0; i < WAITS; i++) {
         BG_CHECK(wait_for_co_runner(co, theirs[i]));
         if (i % 2 == 0)
             BG_CHECK(forward_group(b, n, 1, PART_FORWARD_AFTER + theirs[i], rs));
@@ -331,11 +344,11 @@ static bg_status_t run_after_waits(range_bench_t *b, int64_t n, co_runner_t *co,
 }
 
 /* Times one allocation of the stage: warm-up rounds, then `rounds` rounds
- * into `rs`; with a co-runner, each round three times: alone (into rs,
- * after an untimed forward and backward, so that its first ops follow
- * work of the stage's own, not the wait for the co-runner to rest),
- * beside the co-runner (into loaded), and as single ops after waits for it
- * (into waited); all three on the same allocation. */
+ * into `rs`; with a co-runner, each round alone (into rs, after an untimed
+ * forward and backward, so that its first ops follow work of the stage's
+ * own, not the wait for the co-runner to rest), then beside the
+ * co-runner (into loaded), then single ops before and after waits for it
+ * (run_after_waits, into waited); all on the same allocation. */
 static bg_status_t time_allocation(bg_backend_t *be, const bg_profile_config_t *cfg,
                                    range_bench_t *b, const int32_t *labels, int rounds,
                                    range_samples_t *rs, co_runner_t *co, range_samples_t *loaded,
@@ -394,8 +407,8 @@ typedef struct range_figures {
 enum { PASSES = 3 };
 
 /* One pass of the range [first, last) with `slots` stash slots: a fresh
- * allocation, timed alone and (cfg->loaded) beside the co-runner, its
- * per-part figures added to fig. */
+ * allocation, timed alone and (cfg->loaded) beside the co-runner and
+ * after waits for it, its per-part figures added to fig. */
 static bg_status_t time_range_pass(bg_backend_t *be, const bg_profile_config_t *cfg, int first,
                                    int last, int slots, range_figures_t *fig) {
     const bg_model_spec_t *spec = cfg->spec;
@@ -408,7 +421,8 @@ static bg_status_t time_range_pass(bg_backend_t *be, const bg_profile_config_t *
                        .microbatches = cfg->microbatches};
     const int rounds = (cfg->repetitions + PASSES - 1) / PASSES;
     range_samples_t rs = {.capacity = rounds * round_microbatches(&b)},
-                    load = {.capacity = rs.capacity}, waited = {.capacity = 3 * rounds};
+                    load = {.capacity = rs.capacity},
+                    waited = {.capacity = 4 * rounds}; /* 4 forwards a round */
     co_runner_t co = {0};
     pthread_t thread;
     int running = 0, semaphore = 0;
@@ -501,14 +515,13 @@ done:
 static bg_stage_profile_t range_profile(int first, int last, int layers, int slots, int loaded,
                                         const range_figures_t *fig) {
     bg_stage_after_wait_t after_wait = {0};
-    if (loaded && fig->passes > 0 && fig->alone[PART_FIRST_FORWARD] > 0 &&
-        fig->alone[PART_FIRST_BACKWARD] > 0) {
+    const double *waited = fig->waited;
+    if (loaded && fig->passes > 0 && waited[PART_WARM_FORWARD] > 0 &&
+        waited[PART_WARM_BACKWARD] > 0) {
         /* Sums over the passes: their ratios are ratios of the means. */
         for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++) {
-            after_wait.forward[k] =
-                fig->waited[PART_FORWARD_AFTER + k] / fig->alone[PART_FIRST_FORWARD];
-            after_wait.backward[k] =
-                fig->waited[PART_BACKWARD_AFTER + k] / fig->alone[PART_FIRST_BACKWARD];
+            after_wait.forward[k] = waited[PART_FORWARD_AFTER + k] / waited[PART_WARM_FORWARD];
+            after_wait.backward[k] = waited[PART_BACKWARD_AFTER + k] / waited[PART_WARM_BACKWARD];
         }
     }
     double alone[PARTS], load[PARTS];

@@ -98,6 +98,7 @@ P2=$T/cnn2.profile.json
 if expect 0 "" -- profile "$MODEL" --batch 64 --microbatches 2 --devices cpu:2 \
     --repetitions 3 -o "$P2"; then
     stdout_has "under load: 72 layer ranges" "profile table of two devices"
+    stdout_has "after a wait: 72 layer ranges" "profile table of two devices: after waits"
     file_check "a profile of two devices has every range under load" "$P2" '
 assert p["version"] == 2
 assert len(p["stages"]) == 36 * 2, len(p["stages"])
@@ -133,7 +134,7 @@ assert slow > 1.05 * plain, (slow, plain)" "$T/nowait.metrics.json" "$T/slowwait
 p = json.load(open(sys.argv[1]))
 p['stages'][6]['after_wait']['backward_after_update'] = 1000
 json.dump(p, open(sys.argv[2], 'w'))" "$P2" "$T/badwait.profile.json"
-    expect 2 "stage entry 6 'after_wait': 'backward_after_update' 1000 is not a slowdown after a wait" \
+    expect 2 "stage entry 6 'after_wait': 'backward_after_update' is 1000; a ratio after a wait must be from 0 to 100" \
         -- simulate "$MODEL" --profile "$T/badwait.profile.json"
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
@@ -205,6 +206,10 @@ if [ -s "$P" ]; then
         'p["stages"][3]["first"] = -1'
     bad_profile loaded_number "stage entry 2 'loaded' must be an object" \
         'p["stages"][2]["loaded"] = 3'
+    bad_profile after_wait_number "stage entry 2 'after_wait' must be an object" \
+        'p["stages"][2]["after_wait"] = 3'
+    bad_profile after_wait_missing "stage entry 2 'after_wait': 'forward_after_update' must be a number >= 0" \
+        'p["stages"][2]["after_wait"] = {"forward_after_forward": 1, "backward_after_forward": 1, "forward_after_backward": 1, "backward_after_backward": 1}'
     bad_profile forward_negative "layer 4: 'forward_s' must be a number >= 0" \
         'p["layers"][4]["forward_s"] = -0.001'
     bad_profile forward_text "layer 4: 'forward_s' must be a number >= 0" \
