@@ -134,9 +134,10 @@ static double wait_slowdown(const sim_state_t *st, const bg_op_t *op, int d, dou
     return worst;
 }
 
-/* Notes that device d ran an op of kind BG_SIM_AFTER_* from start to end. */
+/* Notes that device d ran an op of kind BG_SIM_AFTER_* from start to end
+ * (only wait_slowdown reads these: nothing without after-wait costs). */
 static void note_busy(sim_state_t *st, int d, double start, double end, int kind) {
-    if (st->busy_count[d] < st->busy_cap)
+    if (st->costs->after_wait != NULL && st->busy_count[d] < st->busy_cap)
         st->busy[d * st->busy_cap + st->busy_count[d]++] = (sim_busy_t){start, end, kind};
 }
 
@@ -356,6 +357,25 @@ static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready,
     return BG_OK;
 }
 
+/* At a step's start: each device's ops of the previous step, and its last
+ * busy time, moved onto this step's clock (which may restart at the same
+ * origin: the settling passes), its older ops dropped; without a previous
+ * step there are none. */
+static void carry_previous_step(sim_state_t *st, double origin) {
+    const double shift = origin - st->previous_end;
+    for (int d = 0; d < st->schedule->devices; d++) {
+        sim_busy_t *own = &st->busy[d * st->busy_cap];
+        const int kept = isnan(shift) ? 0 : st->busy_count[d] - st->busy_kept[d];
+        for (int i = 0; i < kept; i++) {
+            own[i] = own[st->busy_kept[d] + i];
+            own[i].start += shift;
+            own[i].end += shift;
+        }
+        st->busy_kept[d] = st->busy_count[d] = kept;
+        st->last_busy[d] += shift; /* NAN when unknown */
+    }
+}
+
 static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timeline_t *tl) {
     const bg_schedule_t *sc = st->schedule;
     const int cells = st->stages * st->microbatches;
@@ -369,21 +389,7 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
         st->slot_free[i] = origin;
         st->held[i] = -1;
     }
-    /* The previous step's ops, moved onto this step's clock (which may
-     * restart at the same origin: the settling passes), go first; without
-     * a previous step there are none. */
-    const double shift = origin - st->previous_end;
-    for (int d = 0; d < sc->devices; d++) {
-        sim_busy_t *own = &st->busy[d * st->busy_cap];
-        const int kept = isnan(shift) ? 0 : st->busy_count[d] - st->busy_kept[d];
-        for (int i = 0; i < kept; i++) {
-            own[i] = own[st->busy_kept[d] + i];
-            own[i].start += shift;
-            own[i].end += shift;
-        }
-        st->busy_kept[d] = st->busy_count[d] = kept;
-        st->last_busy[d] += shift; /* NAN when unknown */
-    }
+    carry_previous_step(st, origin);
     /* Each device's thread is woken by the caller at the step's start. */
     for (int d = 0; d < sc->devices; d++) {
         st->device_free[d] = origin + st->costs->handoff_s;

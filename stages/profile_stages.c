@@ -300,6 +300,13 @@ static bg_status_t co_runner_set(co_runner_t *co, int run) {
     return BG_OK;
 }
 
+/* An untimed forward and backward of slot 0, so that the ops after them
+ * follow the stage's own work rather than a wait. */
+static bg_status_t warm_up(range_bench_t *b, int64_t n) {
+    BG_CHECK(forward_group(b, n, 1, -1, NULL));
+    return backward_group(b, n, 1, round_microbatches(b), -1, NULL);
+}
+
 /* Sleeps on a semaphore, as a pipeline stage sleeps on its channel, while
  * the co-runner (resting) runs one op of kind BG_NEIGHBOUR_*. */
 static bg_status_t wait_for_co_runner(co_runner_t *co, int kind) {
@@ -329,8 +336,7 @@ static bg_status_t run_after_waits(range_bench_t *b, int64_t n, co_runner_t *co,
     const int theirs[WAITS] = {BG_NEIGHBOUR_FORWARD, BG_NEIGHBOUR_BACKWARD, BG_NEIGHBOUR_UPDATE,
                                BG_NEIGHBOUR_FORWARD, BG_NEIGHBOUR_BACKWARD, BG_NEIGHBOUR_UPDATE};
     const int m = round_microbatches(b);
-    BG_CHECK(forward_group(b, n, 1, -1, NULL));
-    BG_CHECK(backward_group(b, n, 1, m, -1, NULL));
+    BG_CHECK(warm_up(b, n));
     BG_CHECK(forward_group(b, n, 1, PART_WARM_FORWARD, rs));
     BG_CHECK(backward_group(b, n, 1, m, PART_WARM_BACKWARD, rs));
     for (int i = 0; i < WAITS; i++) {
@@ -372,9 +378,7 @@ static bg_status_t time_allocation(bg_backend_t *be, const bg_profile_config_t *
         const int timed = r >= PROFILE_WARMUP;
         if (co != NULL) {
             BG_CHECK_GOTO(co_runner_set(co, 0), st, done);
-            BG_CHECK_GOTO(forward_group(b, cfg->batch, 1, -1, NULL), st, done);
-            BG_CHECK_GOTO(backward_group(b, cfg->batch, 1, round_microbatches(b), -1, NULL), st,
-                          done);
+            BG_CHECK_GOTO(warm_up(b, cfg->batch), st, done);
         }
         BG_CHECK_GOTO(run_round(b, cfg->batch, timed ? rs : NULL), st, done);
         if (co == NULL) continue;
