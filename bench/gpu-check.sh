@@ -15,8 +15,10 @@
 #   bench/gpu-check.sh [BUILD] [RESULTS]
 # RESULTS defaults to $OUT, else bench/out/gpu-check. It finds cuDNN, cuBLAS
 # and NCCL (pip wheels under site-packages, or a toolkit), records the GPU and
-# driver, runs every CUDA op against the CPU op (tests/test_cuda_ops.c), runs
-# the same test under compute-sanitizer's memcheck when the toolkit has it,
+# driver, runs every CUDA op against the CPU op (tests/test_cuda_ops.c; after
+# a CUDA error, once more at the end with blocking launches, which name a
+# faulting kernel), runs the same test under compute-sanitizer's memcheck
+# when the toolkit has it,
 # the pipeline on cuda:0x2 and cuda:0x4 against one CPU device
 # (tests/test_cuda_pipeline.c), the speed goals of docs/cuda.md (brigade
 # against PyTorch eager at batch 64 and 256; four stages sharing the GPU
@@ -117,10 +119,24 @@ fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
 
-# ---- libraries: one search of the file system, then LD_LIBRARY_PATH ----
-find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o \
-    \( -name 'libcudnn.so.9*' -o -name 'libcublas.so.13*' -o -name 'libcublasLt.so.13*' \
-    -o -name 'libnccl.so.2*' -o -name 'libcudart.so.13*' \) -print 2>/dev/null >"$results/libraries.txt"
+# ---- libraries: where Python's nvidia wheels are, then the toolkit, then
+# (only when cuDNN is still missing) the whole file system, each search
+# time-limited; the first copy of each library found wins ----
+# find_libraries ROOT...: prints the paths of the libraries under the ROOTs.
+find_libraries() {
+    limited 60 find -H "$@" \( -path /proc -o -path /sys -o -path /dev \) -prune -o \
+        \( -name 'libcudnn.so.9*' -o -name 'libcublas.so.13*' -o -name 'libcublasLt.so.13*' \
+        -o -name 'libnccl.so.2*' -o -name 'libcudart.so.13*' \) -print 2>/dev/null
+}
+wheels=$(python3 -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null)
+roots=""
+for dir in $wheels /usr/local/cuda /usr/lib/x86_64-linux-gnu; do
+    [ -d "$dir" ] && roots="$roots $dir"
+done
+# shellcheck disable=SC2086 # the list is meant to split
+[ -n "$roots" ] && find_libraries $roots >"$results/libraries.txt"
+grep -q '/libcudnn.so.9' "$results/libraries.txt" 2>/dev/null ||
+    find_libraries / >>"$results/libraries.txt"
 lib_dirs=""
 for name in libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libcudart.so.13 libnccl.so.2; do
     path=$(grep "/$name" "$results/libraries.txt" | head -1)
@@ -138,6 +154,17 @@ given_library_path=${LD_LIBRARY_PATH-}
 export LD_LIBRARY_PATH="$build/gpu-libs:$lib_dirs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >>"$results/libraries.txt"
 ldd "$test_exe" >>"$results/libraries.txt" 2>&1
+# cuDNN's version, from the library itself (a wheel's path does not say which
+# CUDA it was built for): 91000 is 9.10.0.
+if [ -n "$cudnn" ]; then
+    version=$(python3 -c 'import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.cudnnGetVersion.restype = ctypes.c_size_t
+lib.cudnnGetCudartVersion.restype = ctypes.c_size_t
+print("version %d, built for CUDA runtime %d" % (lib.cudnnGetVersion(), lib.cudnnGetCudartVersion()))' \
+        "$cudnn" 2>/dev/null)
+    [ -n "$version" ] && cudnn="$cudnn ($version)"
+fi
 
 # ---- the CUDA op test ----
 export BRIGADE_SOURCE_ROOT="$PWD" OPENBLAS_NUM_THREADS=1
@@ -227,6 +254,13 @@ print('test accuracy %.4f (goal >= 0.90), %.0f samples/s' % (m['test_accuracy'],
     fi
 fi
 
+# ---- after a CUDA error in the op test, the same with blocking launches:
+# a kernel's fault shows at the next call that waits, and with every launch
+# waited for, the failing launch names itself ----
+if grep -q 'cudaError' "$results/test_cuda_ops.txt" 2>/dev/null; then
+    limited 120 env CUDA_LAUNCH_BLOCKING=1 "$test_exe" >"$results/test_cuda_ops-blocking.txt" 2>&1
+fi
+
 # ---- the same under compute-sanitizer (out-of-bounds and misaligned
 # accesses, API errors in the kernels written here) ----
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
@@ -243,6 +277,11 @@ if [ -n "$sanitizer" ]; then
     125) memcheck="skipped: out of time" ;;
     *) memcheck="${errors:-?} errors (rc $rc)" ;;
     esac
+    # Some runtimes refuse the sanitizer the device: not a finding of ours.
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 125 ] && [ -z "$errors" ] &&
+        grep -qi 'device not supported\|not supported on this' "$results/memcheck.txt"; then
+        memcheck="not run: compute-sanitizer does not support this GPU or runtime (rc $rc)"
+    fi
 fi
 
 # ---- the table ----
@@ -253,6 +292,9 @@ fi
     printf '%-28s %s\n' "cuBLAS" "${cublas:-not found}"
     printf '%-28s %s\n' "test_cuda_ops" \
         "${passed:-0} passed, ${failed:-0} failed, rc $test_rc, ${test_s} s"
+    [ -f "$results/test_cuda_ops-blocking.txt" ] &&
+        printf '%-28s %s\n' "  with blocking launches" \
+            "$(grep -m1 '^ERROR: ' "$results/test_cuda_ops-blocking.txt" | cut -c1-200)"
     printf '%-28s %s\n' "test_cuda_ops under memcheck" "$memcheck"
     printf '%-28s %s\n' "pipeline cuda:0x2, cuda:0x4" "$pipeline"
     printf '%s' "$speed"

@@ -16,8 +16,14 @@ bg_status_t bg_cuda_fail(const bg_backend_t *be, cudaError_t error, const char *
 
 bg_status_t bg_cublas_fail(const bg_backend_t *be, cublasStatus_t status, const char *call,
                            const char *file, int line) {
-    return bg_error_set(BG_ERR_BACKEND, "%s: %s:%d: %s failed: %s (%s)", be->name, file, line, call,
-                        cublasGetStatusName(status), cublasGetStatusString(status));
+    /* A CUDA error the library met is often the cause: said here, and
+     * cleared, so that the next launch check does not report it again
+     * under that launch's name. */
+    const cudaError_t cause = cudaGetLastError();
+    return bg_error_set(BG_ERR_BACKEND, "%s: %s:%d: %s failed: %s (%s)%s%s", be->name, file, line,
+                        call, cublasGetStatusName(status), cublasGetStatusString(status),
+                        cause != cudaSuccess ? "; CUDA: " : "",
+                        cause != cudaSuccess ? cudaGetErrorName(cause) : "");
 }
 
 bg_status_t bg_cudnn_fail(const bg_backend_t *be, cudnnStatus_t status, const char *call,
@@ -25,8 +31,11 @@ bg_status_t bg_cudnn_fail(const bg_backend_t *be, cudnnStatus_t status, const ch
     /* cuDNN 9 keeps a longer explanation of the last failure. */
     char detail[256] = "";
     cudnnGetLastErrorString(detail, sizeof detail);
-    return bg_error_set(BG_ERR_BACKEND, "%s: %s:%d: %s failed: %s%s%s", be->name, file, line, call,
-                        cudnnGetErrorString(status), detail[0] != '\0' ? ": " : "", detail);
+    const cudaError_t cause = cudaGetLastError(); /* as in bg_cublas_fail */
+    return bg_error_set(BG_ERR_BACKEND, "%s: %s:%d: %s failed: %s%s%s%s%s", be->name, file, line,
+                        call, cudnnGetErrorString(status), detail[0] != '\0' ? ": " : "", detail,
+                        cause != cudaSuccess ? "; CUDA: " : "",
+                        cause != cudaSuccess ? cudaGetErrorName(cause) : "");
 }
 
 extern "C" int bg_cuda_device_count(void) {

@@ -116,17 +116,19 @@ static cudnnMathType_t run_math(const bg_cuda_backend_t *cu, cudnnMathType_t tim
 /* ---- choosing algorithms ---- */
 
 /* Index of the result to use among cudnnFind's, which come fastest first:
- * the fastest that succeeded, fits `limit` and uses no tensor-op math unless
- * TF32 is allowed, preferring deterministic ones and, without TF32, ones
- * timed under FMA math (the math they will run with; cuDNN's default math
- * may have timed a TF32 kernel); -1 when none fits. */
+ * the fastest that succeeded, fits `limit`, is not passed_over[i] and uses
+ * no tensor-op math unless TF32 is allowed, preferring deterministic ones
+ * and, without TF32, ones timed under FMA math (the math they will run
+ * with; cuDNN's default math may have timed a TF32 kernel); -1 when none
+ * fits. */
 template <typename Perf>
-static int choose(const Perf *results, int count, size_t limit, int allow_tf32) {
+static int choose(const Perf *results, int count, size_t limit, int allow_tf32,
+                  const unsigned char *passed_over) {
     for (int pass = 0; pass < 4; pass++) {
         const int deterministic_only = pass < 2, fma_only = !allow_tf32 && pass % 2 == 0;
         for (int i = 0; i < count; i++) {
             const Perf *r = &results[i];
-            if (r->status != CUDNN_STATUS_SUCCESS || r->memory > limit) continue;
+            if (passed_over[i] || r->status != CUDNN_STATUS_SUCCESS || r->memory > limit) continue;
             if (!allow_tf32 && (r->mathType == CUDNN_TENSOR_OP_MATH ||
                                 r->mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
                 continue;
@@ -165,19 +167,60 @@ static void search_workspace(bg_backend_t *be, size_t limit, void **out, size_t 
     bg_error_clear(); /* running short of scratch only narrows the choice */
 }
 
+/* cuDNN's workspace query for one algorithm of one direction (g's
+ * descriptors set, the convolution's math type set to the one the
+ * algorithm will run with). */
+static cudnnStatus_t query_bytes(bg_cuda_backend_t *cu, cudnnConvolutionFwdAlgo_t algo,
+                                 size_t *bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(cu->cudnn, cu->x_desc, cu->w_desc, cu->conv_desc,
+                                                   cu->y_desc, algo, bytes);
+}
+
+static cudnnStatus_t query_bytes(bg_cuda_backend_t *cu, cudnnConvolutionBwdDataAlgo_t algo,
+                                 size_t *bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(cu->cudnn, cu->w_desc, cu->y_desc,
+                                                        cu->conv_desc, cu->x_desc, algo, bytes);
+}
+
+static cudnnStatus_t query_bytes(bg_cuda_backend_t *cu, cudnnConvolutionBwdFilterAlgo_t algo,
+                                 size_t *bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(cu->cudnn, cu->x_desc, cu->y_desc,
+                                                          cu->conv_desc, cu->w_desc, algo, bytes);
+}
+
 /* Takes the result `choose` picks among `count` (cuDNN's list for one
- * direction, best first) into *algo, *math and *bytes; the error when none
- * fits `limit`. */
+ * direction, best first, g's descriptors set) into *algo, *math and
+ * *bytes. Its workspace is the larger of the list's figure and cuDNN's
+ * query under the math it will run with (without TF32, FMA even where cuDNN
+ * timed or ranked it under its default math). A choice whose workspace
+ * exceeds `limit`, or which the query refuses under that math, is passed
+ * over for the next. The error when none is left. The convolution's math
+ * type is set back to the one algorithms are chosen under, for the
+ * searches and rankings that follow. */
 template <typename Perf, typename Algo>
 static bg_status_t take(bg_backend_t *be, const char *which, const bg_conv2d_geometry_t *g,
                         const Perf *results, int count, size_t limit, Algo *algo,
                         cudnnMathType_t *math, size_t *bytes) {
-    const int pick = choose(results, count, limit, bg_cuda_of(be)->allow_tf32);
-    if (pick < 0) return none_fits(be, which, g, limit);
-    *algo = results[pick].algo;
-    *math = results[pick].mathType;
-    *bytes = results[pick].memory;
-    return BG_OK;
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    unsigned char passed_over[64] = {0}; /* more than any direction's algorithm count */
+    if (count > (int)sizeof passed_over) count = (int)sizeof passed_over;
+    for (;;) {
+        const int pick = choose(results, count, limit, cu->allow_tf32, passed_over);
+        if (pick < 0) return none_fits(be, which, g, limit);
+        size_t queried = 0;
+        BG_CUDNN_CHECK(
+            be, cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, results[pick].mathType)));
+        const cudnnStatus_t asked = query_bytes(cu, results[pick].algo, &queried);
+        BG_CUDNN_CHECK(be, cudnnSetConvolutionMathType(cu->conv_desc, choice_math(cu)));
+        const size_t needed = queried > results[pick].memory ? queried : results[pick].memory;
+        if (asked == CUDNN_STATUS_SUCCESS && needed <= limit) {
+            *algo = results[pick].algo;
+            *math = results[pick].mathType;
+            *bytes = needed;
+            return BG_OK;
+        }
+        passed_over[pick] = 1;
+    }
 }
 
 /* a->workspace_bytes: the most any of its three algorithms needs. */
@@ -186,42 +229,6 @@ static void set_workspace_bytes(bg_cuda_conv_algos_t *a) {
     if (a->backward_data_bytes > a->workspace_bytes) a->workspace_bytes = a->backward_data_bytes;
     if (a->backward_filter_bytes > a->workspace_bytes)
         a->workspace_bytes = a->backward_filter_bytes;
-}
-
-/* A chosen algorithm's workspace: the larger of the heuristics' figure
- * (*bytes) and cuDNN's query (`queried`), which must fit `limit`. */
-static bg_status_t confirm_bytes(bg_backend_t *be, const char *which, const bg_conv2d_geometry_t *g,
-                                 size_t queried, size_t limit, size_t *bytes) {
-    if (queried > *bytes) *bytes = queried;
-    return *bytes <= limit ? BG_OK : none_fits(be, which, g, limit);
-}
-
-/* Checks the memory figures of the choices in *a (g's descriptors set)
- * against cuDNN's workspace query for each under the math it will run with,
- * which without TF32 is FMA even where cuDNN timed or ranked it under its
- * default math; keeps the larger figure, which must fit `limit`. */
-static bg_status_t confirm_workspaces(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_t limit,
-                                      bg_cuda_conv_algos_t *a) {
-    bg_cuda_backend_t *cu = bg_cuda_of(be);
-    size_t bytes = 0;
-    BG_CUDNN_CHECK(be, cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, a->forward_math)));
-    BG_CUDNN_CHECK(be, cudnnGetConvolutionForwardWorkspaceSize(cu->cudnn, cu->x_desc, cu->w_desc,
-                                                               cu->conv_desc, cu->y_desc,
-                                                               a->forward, &bytes));
-    BG_CHECK(confirm_bytes(be, "forward", g, bytes, limit, &a->forward_bytes));
-    BG_CUDNN_CHECK(be,
-                   cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, a->backward_data_math)));
-    BG_CUDNN_CHECK(be, cudnnGetConvolutionBackwardDataWorkspaceSize(
-                           cu->cudnn, cu->w_desc, cu->y_desc, cu->conv_desc, cu->x_desc,
-                           a->backward_data, &bytes));
-    BG_CHECK(confirm_bytes(be, "backward-data", g, bytes, limit, &a->backward_data_bytes));
-    BG_CUDNN_CHECK(
-        be, cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, a->backward_filter_math)));
-    BG_CUDNN_CHECK(be, cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                           cu->cudnn, cu->x_desc, cu->y_desc, cu->conv_desc, cu->w_desc,
-                           a->backward_filter, &bytes));
-    BG_CHECK(confirm_bytes(be, "backward-filter", g, bytes, limit, &a->backward_filter_bytes));
-    return BG_OK;
 }
 
 /* Times every algorithm of the three convolutions of g (cudnnFind*Ex on
@@ -288,7 +295,6 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
     BG_CHECK_GOTO(take(be, "backward-filter", g, backward_filter, returned, limit,
                        &a->backward_filter, &a->backward_filter_math, &a->backward_filter_bytes),
                   st, done);
-    BG_CHECK_GOTO(confirm_workspaces(be, g, limit, a), st, done);
     set_workspace_bytes(a);
 done:
     /* The searches ran on the compute stream (cudnnSetStream); cudaFree
@@ -333,7 +339,6 @@ static bg_status_t rank(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_t 
                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, backward_filter));
     BG_CHECK(take(be, "backward-filter", g, backward_filter, returned, limit, &a->backward_filter,
                   &a->backward_filter_math, &a->backward_filter_bytes));
-    BG_CHECK(confirm_workspaces(be, g, limit, a));
     set_workspace_bytes(a);
     return BG_OK;
 }
