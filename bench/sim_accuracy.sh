@@ -17,7 +17,10 @@
 # the runs it is compared with, and the averages follow the long-run speed a
 # training job sees. Prints one row per point with both figures, the
 # errors and the spread of the measured step over the turns ((max - min) /
-# mean), and per model how many of its points meet the bar and a noise
+# mean), then the turns' own errors (each turn's simulation against its
+# run: their range, and their mean with a 95% interval, which says whether
+# the turns were enough to decide the point), and per model how many of
+# its points meet the bar and a noise
 # check: at M = 1 GPipe and 1F1B are one schedule, so the gap between their
 # measured steps is what this machine alone moves a figure by.
 #
@@ -160,6 +163,19 @@ json.dump(p, open(sys.argv[2], 'w'))" "$profile" "$work/plain.profile.json"
             }')
             echo "$line"
             case "$line" in *meets) met=$((met + 1)) ;; esac
+            # Each turn's own error (its simulation against its run): how
+            # far this machine moves a single turn, and how closely the
+            # turns pin the mean error down (a 95% interval, from their
+            # spread). An interval wider than the bar means the run cannot
+            # tell whether the point meets it.
+            paste -d' ' "$work/runs.$schedule" "$work/sims.$schedule" | awk '
+                {e[NR] = 100 * ($3 - $1) / $1; sum += e[NR]
+                 if (NR == 1 || e[NR] < lo) lo = e[NR]; if (NR == 1 || e[NR] > hi) hi = e[NR]}
+                END { mean = sum / NR
+                    if (NR < 2) { printf "    turn by turn: one turn, %+.1f%%\n", mean; exit }
+                    for (i = 1; i <= NR; i++) ss += (e[i] - mean) ^ 2
+                    printf "    turn by turn: errors %+.1f to %+.1f%%, mean %+.1f%% +- %.1f (95%%, %d turns)\n",
+                           lo, hi, mean, 1.96 * sqrt(ss / (NR - 1) / NR), NR }'
             if [ "$replay" = 1 ]; then
                 paste -d' ' "$work/runs.$schedule" "$work/replays.$schedule" | awk '
                     {meas += $1; bub += $2; sim += $3; sim_bub += $4} END {
