@@ -122,7 +122,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         if (strcmp(arg, "--data") == 0) {
             o->data = v;
         } else if (strcmp(arg, "--epochs") == 0) {
-            BG_CHECK(bg_cli_parse_int(arg, v, 0, BG_TRAIN_MAX_EPOCHS, &value));
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, BG_TRAIN_MAX_EPOCHS, &value));
             o->train.epochs = (int)value;
             epochs_given = 1;
         } else if (strcmp(arg, "--steps") == 0) {

@@ -15,6 +15,49 @@ struct bg_topology {
     hwloc_obj_type_t core_type; /* HWLOC_OBJ_CORE, or HWLOC_OBJ_PU without cores */
 };
 
+static int is_gpu(hwloc_obj_t obj);
+
+/* A GPU's memory in an XML file is believed up to this many KiB (16 PiB). */
+#define GPU_MEMORY_MAX_KIB (UINT64_C(1) << 44)
+
+/* Checks what the planner reads of each GPU in a topology from `xml_path`:
+ * a CUDA device number ("cudaN") used once, and CUDAGlobalMemorySize a
+ * whole number of KiB, above 0 and believable. */
+static bg_status_t check_gpus(hwloc_topology_t hw, const char *xml_path) {
+    enum { MAX_NUMBERED = 4096 };
+    unsigned char seen[MAX_NUMBERED] = {0};
+    for (hwloc_obj_t obj = hwloc_get_next_pcidev(hw, NULL); obj != NULL;
+         obj = hwloc_get_next_pcidev(hw, obj)) {
+        if (!is_gpu(obj)) continue;
+        for (hwloc_obj_t child = obj->io_first_child; child != NULL; child = child->next_sibling) {
+            int n, end = 0;
+            if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == NULL ||
+                sscanf(child->name, "cuda%d%n", &n, &end) != 1)
+                continue;
+            if (child->name[end] != '\0' || n < 0 || n >= MAX_NUMBERED)
+                return bg_error_set(BG_ERR_INVALID,
+                                    "%s: GPU OS device '%s': not cudaN with N in 0..%d", xml_path,
+                                    child->name, MAX_NUMBERED - 1);
+            if (seen[n])
+                return bg_error_set(BG_ERR_INVALID, "%s: two GPUs are both named cuda%d", xml_path,
+                                    n);
+            seen[n] = 1;
+            const char *kib = hwloc_obj_get_info_by_name(child, "CUDAGlobalMemorySize");
+            if (kib == NULL) continue;
+            char *rest = NULL;
+            errno = 0;
+            const unsigned long long value = strtoull(kib, &rest, 10);
+            if (kib[0] < '0' || kib[0] > '9' || *rest != '\0' || errno != 0 || value == 0 ||
+                value > GPU_MEMORY_MAX_KIB)
+                return bg_error_set(BG_ERR_INVALID,
+                                    "%s: cuda%d: CUDAGlobalMemorySize \"%s\" is not a number of "
+                                    "KiB in 1..%llu",
+                                    xml_path, n, kib, (unsigned long long)GPU_MEMORY_MAX_KIB);
+        }
+    }
+    return BG_OK;
+}
+
 /* Loads a topology; with `pci`, also the PCI devices (GPUs and the bridges
  * above them), which on the live machine takes hwloc's PCI plugin. */
 static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
@@ -42,6 +85,10 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
             st = bg_error_set(BG_ERR_INTERNAL, "hwloc could not load this machine's topology (%s)",
                               strerror(errno));
         goto fail;
+    }
+    if (xml_path != NULL && pci) {
+        st = check_gpus(t->hw, xml_path);
+        if (st != BG_OK) goto fail;
     }
     t->from_xml = xml_path != NULL;
     t->core_type = HWLOC_OBJ_CORE;

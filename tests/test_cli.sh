@@ -111,7 +111,9 @@ usage_error "--lr: -1 is outside 0..1e+06" -- train "$MODEL" --lr -1
 usage_error "--lr: expected a number, got 'nan'" -- train "$MODEL" --lr nan
 usage_error "unknown optimizer 'foo' (expected sgd or adam)" -- train "$MODEL" --optimizer foo
 usage_error "--epochs needs a value" -- train "$MODEL" --epochs
-usage_error "--epochs: -1 is outside 0..1000000" -- train "$MODEL" --epochs -1
+usage_error "--epochs: -1 is outside 1..1000000" -- train "$MODEL" --epochs -1
+# Not "as many as --steps takes", which is what --steps alone means.
+usage_error "--epochs: 0 is outside 1..1000000" -- train "$MODEL" --epochs 0 --steps 3
 usage_error "--steps: 0 is outside 1..4611686018427387903" -- train "$MODEL" --steps 0
 usage_error "--momentum: 2 is outside 0..1" -- train "$MODEL" --momentum 2
 # Momentum is SGD's: with Adam (the default) it would be ignored.

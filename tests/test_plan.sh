@@ -148,6 +148,16 @@ expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/two-socket-8-core.
 if grep -q "share" "$ERR"; then fail "2 of 10 devices, on 2 cores: a note of sharing"; else pass; fi
 expect 2 "cuda:9: the topology has 8 GPUs" -- plan "$MODEL" --topology "$GPUS" --devices cuda:9
 expect 2 "not a readable hwloc XML" -- plan "$MODEL" --topology "$T/missing.xml"
+# What the planner reads of a GPU must make sense: a CUDA number used once,
+# a memory size that is a number of KiB.
+sed 's/value="146800640"/value="-5"/' "$GPUS" >"$T/negative-memory.xml"
+expect 2 "negative-memory.xml: cuda0: CUDAGlobalMemorySize \"-5\" is not a number of KiB" -- \
+    plan "$MODEL" --topology "$T/negative-memory.xml" --devices cuda:0
+sed 's/value="146800640"/value="99999999999999999999"/' "$GPUS" >"$T/huge-memory.xml"
+expect 2 "CUDAGlobalMemorySize \"99999999999999999999\" is not a number of KiB in 1..17592186044416" -- \
+    topo --topology "$T/huge-memory.xml"
+sed 's/name="cuda1"/name="cuda0"/' "$GPUS" >"$T/twice.xml"
+expect 2 "twice.xml: two GPUs are both named cuda0" -- plan "$MODEL" --topology "$T/twice.xml"
 expect 2 "describes another machine" -- train "$MODEL" --topology "$GPUS" --steps 1
 expect 2 "add --simulate" -- sweep "$MODEL" --topology "$GPUS" --microbatches 1,2
 
