@@ -35,9 +35,10 @@ const char bg_placement_help_rest[] =
     "                     M, G or T (powers of 1024; 512M, 512m, 512MB and 512MiB\n"
     "                     are the same): 1000000, 512M, 8G, 1.5G.\n"
     "                     Without it plan and simulate give the CPU devices the\n"
-    "                     host's memory, shared, and CUDA devices their GPU's\n"
-    "                     (from CUDA, or the --topology file), shared by its\n"
-    "                     virtual devices; train checks only a given size.\n"
+    "                     host's memory (or the --topology file's), shared,\n"
+    "                     and CUDA devices their GPU's (from CUDA, or the\n"
+    "                     --topology file), shared by its virtual devices;\n"
+    "                     train checks only a given size.\n"
     "                     With --chunks V each stage may use 1/V of it\n"
     "  --profile FILE     measured layer times ('brigade profile') for the\n"
     "                     planner in place of FLOPs over an assumed speed\n"
@@ -221,9 +222,17 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
             if (c.memory_bytes == 0 && p->links != NULL && d < p->links->count)
                 c.memory_bytes = p->links->memory_bytes[d];
         } else if (c.memory_bytes == 0 && host_share) {
+            /* An XML file's machine: its NUMA nodes' memory (none known
+             * where the file does not say). This machine: what the system
+             * gives processes, which in a container or a virtual machine
+             * can differ from what its NUMA nodes report. */
+            uint64_t host = 0;
             long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-            if (pages > 0 && page > 0)
-                c.memory_bytes = (size_t)pages * (size_t)page / (size_t)count;
+            if (p->topology_path != NULL)
+                host = p->links != NULL ? p->links->host_memory_bytes : 0;
+            else if (pages > 0 && page > 0)
+                host = (uint64_t)pages * (uint64_t)page;
+            c.memory_bytes = (size_t)(host / (uint64_t)count);
         }
         out[d] = c;
     }

@@ -108,6 +108,7 @@ bg_status_t bg_device_links_create(const bg_topology_t *topo, const bg_device_li
     gpu_place_t *gpu = calloc((size_t)(n > 0 ? n : 1), sizeof *gpu);
     if (gpu == NULL) return bg_error_set(BG_ERR_NOMEM, "device links: out of memory");
     bg_status_t st = links_alloc(n, &l);
+    if (st == BG_OK) l->host_memory_bytes = bg_topology_summary(topo).memory_bytes;
     for (int d = 0; st == BG_OK && d < n; d++) {
         const bg_device_t *dev = &devices->devices[d];
         if (dev->kind != BG_DEVICE_CUDA) continue;
@@ -161,6 +162,7 @@ bg_status_t bg_device_links_select(const bg_device_links_t *all, const int *orde
     bg_device_links_t *l = NULL;
     BG_CHECK(links_alloc(k, &l));
     const int n = all->count;
+    l->host_memory_bytes = all->host_memory_bytes;
     for (int i = 0; i < k; i++) {
         l->memory_bytes[i] = all->memory_bytes[order[i]];
         for (int j = 0; j < k; j++) {

@@ -25,6 +25,7 @@
 #define BG_DEVICE_LINKS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cost_model.h"
 #include "devices.h"
@@ -50,6 +51,10 @@ typedef struct bg_device_links {
     bg_cost_link_t *link; /* n x n, link[a * n + b]: a's sends to b */
     const char **word;    /* n x n: "X", "NODE", "SYS", "GPU", "PIX", ... (static strings) */
     size_t *memory_bytes; /* n: the device's memory, 0 unknown (above) */
+    /* The host's memory, which CPU devices share: the topology's NUMA
+     * nodes' (the XML file's, or this machine's as hwloc sees them), 0 when
+     * it does not say. */
+    uint64_t host_memory_bytes;
 } bg_device_links_t;
 
 /* Describes `devices` on `topo` (which should hold PCI devices when there

@@ -147,6 +147,16 @@ expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/two-socket-8-core.
     --devices cpu:10 --stages 2
 if grep -q "share" "$ERR"; then fail "2 of 10 devices, on 2 cores: a note of sharing"; else pass; fi
 expect 2 "cuda:9: the topology has 8 GPUs" -- plan "$MODEL" --topology "$GPUS" --devices cuda:9
+# CPU devices share the XML machine's memory (2 GiB on two NUMA nodes), not
+# this one's: 1 GiB each at cpu:2, which 8,192 x 8,192 dense layers with
+# Adam overflow; a file that gives no memory caps nothing.
+printf 'input channels=1 height=1 width=8192\nflatten\ndense units=8192\ndense units=8192\ndense units=10\nsoftmax_cross_entropy\n' >"$T/wide.model"
+expect 2 "does not fit" -- plan "$T/wide.model" --devices cpu:2 \
+    --topology "$ROOT/tests/fixtures/two-socket-8-core.xml"
+check "CPU devices of an XML machine get its memory: 1,024 MiB each" grep -qE '^ +0 .* 1024\.00 ' "$OUT"
+sed 's/local_memory="[0-9]*"/local_memory="0"/' "$ROOT/tests/fixtures/two-socket-8-core.xml" \
+    >"$T/no-memory.xml"
+expect 0 "" -- plan "$T/wide.model" --devices cpu:2 --topology "$T/no-memory.xml"
 expect 2 "not a readable hwloc XML" -- plan "$MODEL" --topology "$T/missing.xml"
 # What the planner reads of a GPU must make sense: a CUDA number used once,
 # a memory size that is a number of KiB.
