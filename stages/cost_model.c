@@ -85,6 +85,44 @@ void bg_cost_model_destroy(bg_cost_model_t *m) {
     free(m);
 }
 
+/* The most bytes a plan counts: past it, sums of a stage's categories in
+ * size_t could wrap. An exbibyte is more than any machine holds. */
+#define COST_MAX_BYTES 1152921504606846976.0 /* 2^60 */
+
+/* Refuses a model whose figures at this micro-batch could pass what the
+ * plan's integers hold: a generous bound on any stage's memory (every
+ * parameter with its gradient and optimizer state, and every activation
+ * stashed for more micro-batches than a schedule keeps), in double, and
+ * the FLOPs of a whole backward in int64. */
+static bg_status_t check_size(const bg_cost_model_t *m, const int64_t *workspace) {
+    const int n = m->layers;
+    double widest = 0, largest_workspace = 0, flops = 0;
+    for (int i = 0; i <= n; i++)
+        if ((double)m->boundary[i] > widest) widest = (double)m->boundary[i];
+    for (int i = 0; i < n; i++) {
+        if ((double)workspace[i] > largest_workspace) largest_workspace = (double)workspace[i];
+        flops += 2.0 * (double)m->cfg.spec->layers[i].flops;
+    }
+    const double slots = 2.0 + 2.0 * (double)m->cfg.microbatches;
+    const double per_sample =
+        (double)m->output_elems[n] + (double)m->weighted_elems[n] + 5.0 * widest + 1.0;
+    const double bytes = (double)m->elem * ((double)m->param_elems[n] * (2.0 + m->states) +
+                                            slots * (double)m->micro * per_sample) +
+                         largest_workspace;
+    if (!(bytes <= COST_MAX_BYTES))
+        return bg_error_set(BG_ERR_INVALID,
+                            "model too large to plan: at micro-batches of %lld samples its "
+                            "stages could need up to %.3g bytes, past the 2^60 (an exbibyte) "
+                            "that a plan counts",
+                            (long long)m->micro, bytes);
+    if (!(flops < 9.2e18))
+        return bg_error_set(BG_ERR_INVALID,
+                            "model too large to plan: its backward takes %.3g FLOPs per sample, "
+                            "past what 64-bit counts hold",
+                            flops);
+    return BG_OK;
+}
+
 static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
     const bg_model_spec_t *spec = m->cfg.spec;
     const int n = m->layers;
@@ -113,6 +151,11 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         workspace[i] = (int64_t)bytes;
     }
     m->boundary[n] = bg_shape_numel(spec->layers[n - 1].out);
+    const bg_status_t size_st = check_size(m, workspace);
+    if (size_st != BG_OK) {
+        free(workspace);
+        return size_st;
+    }
     const bg_profile_t *prof = m->cfg.profile;
     if (prof != NULL) {
         if (prof->layers != n) {

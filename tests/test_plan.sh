@@ -147,6 +147,12 @@ expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/two-socket-8-core.
     --devices cpu:10 --stages 2
 if grep -q "share" "$ERR"; then fail "2 of 10 devices, on 2 cores: a note of sharing"; else pass; fi
 expect 2 "cuda:9: the topology has 8 GPUs" -- plan "$MODEL" --topology "$GPUS" --devices cuda:9
+# A model whose figures would wrap the plan's integers: refused, not
+# planned with negative times and a peak smaller than its parameters.
+printf 'input channels=1048576 height=1048576 width=1\nconv2d filters=1048576 kernel=1\nflatten\ndense units=1048576\nsoftmax_cross_entropy\n' >"$T/vast.model"
+expect 2 "model too large to plan: at micro-batches of 64 samples its stages could need up to" -- \
+    plan "$T/vast.model" --device-mem 1000000T
+expect 2 "model too large to plan" -- simulate "$T/vast.model" --devices cpu:2 --split 2
 # CPU devices share the XML machine's memory (2 GiB on two NUMA nodes), not
 # this one's: 1 GiB each at cpu:2, which 8,192 x 8,192 dense layers with
 # Adam overflow; a file that gives no memory caps nothing.
