@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -108,6 +109,9 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
     if (path == NULL) return BG_OK;
     if (path[0] == '\0') return bg_error_set(BG_ERR_INVALID, "%s: empty file name", option);
     struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && stat(path, &st) != 0)
+        return bg_error_set(BG_ERR_INVALID, "%s: '%s' is a symbolic link to nothing (%s)", option,
+                            path, strerror(errno));
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode))
             return bg_error_set(BG_ERR_INVALID, "%s: '%s' is a directory", option, path);
@@ -119,13 +123,33 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
          * lib/atomic_file.c), so its folder must take files too. */
         if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return BG_OK;
     }
-    /* A new file, or one replaced: its folder must exist and take files. */
+    /* A new file, or one replaced: its folder must exist and take files.
+     * Permission bits do not tell (root passes them; /proc and read-only
+     * mounts refuse anyway), so a file is made there and removed, as the
+     * write at the end of the run will make one. */
     char *folder = bg_path_folder(path);
     if (folder == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
     bg_status_t status = BG_OK;
+    const size_t size = strlen(folder) + sizeof "/.brigade-check-XXXXXX";
+    char *probe = malloc(size);
+    if (probe == NULL) {
+        free(folder);
+        return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
+    }
+    snprintf(probe, size, "%s/.brigade-check-XXXXXX", folder);
+    int fd = -1;
     if (access(folder, W_OK | X_OK) != 0)
         status = bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': folder '%s': %s", option,
                               path, folder, strerror(errno));
+    else if ((fd = mkostemp(probe, O_CLOEXEC)) < 0)
+        status = bg_error_set(BG_ERR_INVALID,
+                              "%s: cannot write '%s': folder '%s' takes no new files (%s)", option,
+                              path, folder, strerror(errno));
+    else {
+        close(fd);
+        unlink(probe);
+    }
+    free(probe);
     free(folder);
     return status;
 }

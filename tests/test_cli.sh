@@ -364,6 +364,15 @@ usage_error "--metrics: cannot write '$T/no/such/dir/M.json': folder '$T/no/such
     train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/no/such/dir/M.json"
 usage_error "--metrics: '$T' is a directory" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T"
+# A folder that takes no files whatever its permission bits say (procfs,
+# for root too), and a link to nothing: refused before the run, not after.
+usage_error "--metrics: cannot write '/proc/M.json': folder '/proc'" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics /proc/M.json
+usage_error "-o: cannot write '/proc/P.json': folder '/proc'" -- profile "$MODEL" -o /proc/P.json
+ln -s "$T/no/such/target" "$T/dangling"
+usage_error "--trace: '$T/dangling' is a symbolic link to nothing" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 16 --trace "$T/dangling"
+if find "$T" -maxdepth 1 -name ".brigade-check-*" | grep -q .; then fail "the folder check leaves no file behind"; else pass; fi
 usage_error "--trace: empty file name" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --trace ""
 # A full disk shows only when the file is closed.
