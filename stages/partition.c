@@ -141,7 +141,8 @@ static int solve(const context_t *c, dp_mode_t mode, double *prev, double *cur, 
 #define CUT(s, j) cut[(size_t)(s) * (size_t)(n + 1) + (size_t)(j)]
     for (int s = 0; s < stages; s++) {
         const bg_cost_stage_t slots = stage_slots(c, s);
-        int jmin = s + 1, jmax = n - (stages - 1 - s);
+        /* The last stage ends at the last layer: only best[n] is read. */
+        int jmin = s == stages - 1 ? n : s + 1, jmax = n - (stages - 1 - s);
         for (int j = 0; j <= n; j++) cur[j] = DBL_MAX;
         for (int j = jmin; j <= jmax; j++) {
             double best = DBL_MAX;
