@@ -168,6 +168,40 @@ static bg_status_t metadata_loss_sum(const char *path, const bg_safetensors_t *f
     return BG_OK;
 }
 
+/* The counts must tell one story: skipped steps and updates are steps, and
+ * a step trains on at most a batch, so the samples of the epoch trained on
+ * are at most the steps times the batch (none before the first step). */
+static bg_status_t check_counts(const char *path, const bg_train_state_t *st) {
+    if (st->skipped_steps > st->step)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: brigade.skipped_steps %lld is more than brigade.step %lld", path,
+                            (long long)st->skipped_steps, (long long)st->step);
+    if (st->optimizer_steps > st->step)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: brigade.optimizer_steps %lld is more than brigade.step %lld", path,
+                            (long long)st->optimizer_steps, (long long)st->step);
+    if (st->position > 0 &&
+        (st->step == 0 || (st->batch > 0 && (st->position - 1) / st->batch >= st->step)))
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: brigade.position %lld is more samples than brigade.step %lld "
+                            "steps of brigade.batch %lld train on",
+                            path, (long long)st->position, (long long)st->step,
+                            (long long)st->batch);
+    return BG_OK;
+}
+
+/* Adam's second moments are averages of squares: a negative one would make
+ * its update's square root NaN at the first step. */
+static bg_status_t check_second_moments(const char *path, const char *name, const float *v,
+                                        int64_t count) {
+    for (int64_t i = 0; i < count; i++)
+        if (v[i] < 0)
+            return bg_error_set(BG_ERR_PARSE,
+                                "%s: tensor '%s'[%lld] is %g; Adam's v is never below 0", path,
+                                name, (long long)i, (double)v[i]);
+    return BG_OK;
+}
+
 /* SGD keeps momentum buffers only with momentum. A resume that differs
  * from the saved run would drop them, or start them from zero mid-run. */
 static bg_status_t check_momentum(const char *path, const bg_safetensors_t *file,
@@ -232,6 +266,7 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
     for (int f = 0; f < COUNT_FIELDS; f++)
         BG_CHECK(metadata_count(path, file, count_fields[f].key, count_fields[f].later,
                                 count_of(st, &count_fields[f])));
+    BG_CHECK(check_counts(path, st));
     BG_CHECK(metadata_count(path, file, "brigade.epoch", 0, &epoch));
     BG_CHECK(metadata_loss_sum(path, file, &st->epoch_loss_sum));
     /* A run that ends its last epoch saves the next one's number. */
@@ -263,6 +298,9 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
             snprintf(name, sizeof name, "optimizer.%s.%s", state_name(st->optimizer, k),
                      model_tensors[i].name);
             status = read_tensor(path, file, name, &model_tensors[i], st->state[k]);
+            if (status == BG_OK && st->optimizer == BG_OPTIMIZER_ADAM && k == 1)
+                status = check_second_moments(path, name, st->state[k] + model_tensors[i].offset,
+                                              model_tensors[i].count);
         }
     }
     free(model_tensors);

@@ -355,6 +355,43 @@ static void test_state_not_finite(void **state) {
                        "the first at element 1)");
 }
 
+/* Counts that contradict each other (the hand-made state: step 5, 4
+ * updates, 2 skipped, 48 samples of batch 16 into the epoch), and a
+ * negative second moment, are refused by name; the largest position the
+ * steps allow loads. */
+static void test_state_inconsistent(void **state) {
+    fixture_t *f = *state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/inconsistent.safetensors", f->dir);
+    write_state(f, path, "brigade.skipped_steps", "6", NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE,
+                       "brigade.skipped_steps 6 is more than brigade.step 5");
+    write_state(f, path, "brigade.optimizer_steps", "6", NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE,
+                       "brigade.optimizer_steps 6 is more than brigade.step 5");
+    write_state(f, path, "brigade.position", "81", NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE,
+                       "brigade.position 81 is more samples than brigade.step 5 steps of "
+                       "brigade.batch 16 train on");
+    write_state(f, path, "brigade.position", "80", NULL, NULL);
+    bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
+    bg_train_state_t st = {0};
+    assert_int_equal(bg_train_state_load(path, f->spec, &adam, &st), BG_OK);
+    assert_int_equal(st.position, 80);
+    bg_train_state_free(&st);
+
+    snprintf(path, sizeof path, "%s/negative-v.safetensors", f->dir);
+    assert_int_equal(bg_train_state_init(&st, f->spec, &adam), BG_OK);
+    for (int64_t i = 0; i < f->spec->total_params; i++)
+        st.params[i] = st.state[0][i] = st.state[1][i] = 0.5f;
+    st.epoch = 1;
+    st.state[1][3] = -0.25f; /* in v of the first tensor, 0.weight */
+    assert_int_equal(bg_train_state_save(path, f->spec, &st), BG_OK);
+    bg_train_state_free(&st);
+    expect_state_error(f, path, BG_ERR_PARSE,
+                       "tensor 'optimizer.v.0.weight'[3] is -0.25; Adam's v is never below 0");
+}
+
 /* Each field --resume reads, broken on its own, is refused by name. */
 static void test_state_refusals(void **state) {
     fixture_t *f = *state;
@@ -460,6 +497,7 @@ int main(void) {
         cmocka_unit_test(test_files),
         cmocka_unit_test(test_state_fields),
         cmocka_unit_test(test_state_refusals),
+        cmocka_unit_test(test_state_inconsistent),
         cmocka_unit_test(test_state_not_finite),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
