@@ -64,10 +64,18 @@ static bg_status_t dataset_alloc(bg_shape_t shape, int64_t classes, int64_t coun
     ds->count = count;
     ds->shape = shape;
     ds->classes = classes;
+    /* The one large allocation of a dataset: said in its own words. */
+    const size_t bytes = (size_t)count * numel * sizeof(float) + (size_t)count * sizeof(int32_t);
     ds->images = malloc((size_t)count * numel * sizeof(float));
-    BG_ALLOC_CHECK_GOTO(ds->images, st, fail);
     ds->labels = malloc((size_t)count * sizeof(int32_t));
-    BG_ALLOC_CHECK_GOTO(ds->labels, st, fail);
+    if (ds->images == NULL || ds->labels == NULL) {
+        st = bg_error_set(BG_ERR_NOMEM,
+                          "dataset: out of memory for %lld samples of shape %lldx%lldx%lld "
+                          "(%zu bytes)",
+                          (long long)count, (long long)shape.c, (long long)shape.h,
+                          (long long)shape.w, bytes);
+        goto fail;
+    }
     *out = ds;
     return BG_OK;
 fail:
