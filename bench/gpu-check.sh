@@ -133,8 +133,9 @@ roots=""
 for dir in $wheels /usr/local/cuda /usr/lib/x86_64-linux-gnu; do
     [ -d "$dir" ] && roots="$roots $dir"
 done
+: >"$results/libraries.txt"
 # shellcheck disable=SC2086 # the list is meant to split
-[ -n "$roots" ] && find_libraries $roots >"$results/libraries.txt"
+[ -n "$roots" ] && find_libraries $roots >>"$results/libraries.txt"
 grep -q '/libcudnn.so.9' "$results/libraries.txt" 2>/dev/null ||
     find_libraries / >>"$results/libraries.txt"
 lib_dirs=""

@@ -165,17 +165,20 @@ json.dump(p, open(sys.argv[2], 'w'))" "$profile" "$work/plain.profile.json"
             case "$line" in *meets) met=$((met + 1)) ;; esac
             # Each turn's own error (its simulation against its run): how
             # far this machine moves a single turn, and how closely the
-            # turns pin the mean error down (a 95% interval, from their
-            # spread). An interval wider than the bar means the run cannot
-            # tell whether the point meets it.
+            # turns pin the mean error down (a 95% interval from their
+            # spread, with Student's t for N - 1 degrees of freedom). An
+            # interval wider than the bar means the run cannot tell whether
+            # the point meets it.
             paste -d' ' "$work/runs.$schedule" "$work/sims.$schedule" | awk '
+                BEGIN { split("12.71 4.30 3.18 2.78 2.57 2.45 2.36 2.31 2.26 2.23 2.20 2.18 2.16 2.14 2.13 2.12 2.11 2.10 2.09 2.09 2.08 2.07 2.07 2.06 2.06 2.06 2.05 2.05 2.05 2.04", t, " ") }
                 {e[NR] = 100 * ($3 - $1) / $1; sum += e[NR]
                  if (NR == 1 || e[NR] < lo) lo = e[NR]; if (NR == 1 || e[NR] > hi) hi = e[NR]}
                 END { mean = sum / NR
                     if (NR < 2) { printf "    turn by turn: one turn, %+.1f%%\n", mean; exit }
                     for (i = 1; i <= NR; i++) ss += (e[i] - mean) ^ 2
+                    q = NR - 1 <= 30 ? t[NR - 1] : 1.96
                     printf "    turn by turn: errors %+.1f to %+.1f%%, mean %+.1f%% +- %.1f (95%%, %d turns)\n",
-                           lo, hi, mean, 1.96 * sqrt(ss / (NR - 1) / NR), NR }'
+                           lo, hi, mean, q * sqrt(ss / (NR - 1) / NR), NR }'
             if [ "$replay" = 1 ]; then
                 paste -d' ' "$work/runs.$schedule" "$work/replays.$schedule" | awk '
                     {meas += $1; bub += $2; sim += $3; sim_bub += $4} END {

@@ -105,28 +105,11 @@ bg_status_t bg_cli_check_replaced(const char *option, const char *path) {
     return bg_cli_check_output(option, path);
 }
 
-bg_status_t bg_cli_check_output(const char *option, const char *path) {
-    if (path == NULL) return BG_OK;
-    if (path[0] == '\0') return bg_error_set(BG_ERR_INVALID, "%s: empty file name", option);
-    struct stat st;
-    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && stat(path, &st) != 0)
-        return bg_error_set(BG_ERR_INVALID, "%s: '%s' is a symbolic link to nothing (%s)", option,
-                            path, strerror(errno));
-    if (stat(path, &st) == 0) {
-        if (S_ISDIR(st.st_mode))
-            return bg_error_set(BG_ERR_INVALID, "%s: '%s' is a directory", option, path);
-        if (access(path, W_OK) != 0)
-            return bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': %s", option, path,
-                                strerror(errno));
-        /* A device, a FIFO or a link is written into; a regular file is
-         * replaced whole through a temporary file beside it (lib/text_file.c,
-         * lib/atomic_file.c), so its folder must take files too. */
-        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return BG_OK;
-    }
-    /* A new file, or one replaced: its folder must exist and take files.
-     * Permission bits do not tell (root passes them; /proc and read-only
-     * mounts refuse anyway), so a file is made there and removed, as the
-     * write at the end of the run will make one. */
+/* Whether the folder of `path` exists and takes new files. Permission bits
+ * do not tell (root passes them; /proc and read-only mounts refuse anyway),
+ * so a file is made there and removed, as the write at the end of the run
+ * will make one. `shown` is the path the user gave, for messages. */
+static bg_status_t check_folder(const char *option, const char *shown, const char *path) {
     char *folder = bg_path_folder(path);
     if (folder == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
     bg_status_t status = BG_OK;
@@ -138,18 +121,70 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
     }
     snprintf(probe, size, "%s/.brigade-check-XXXXXX", folder);
     int fd = -1;
-    if (access(folder, W_OK | X_OK) != 0)
+    if (access(folder, W_OK | X_OK) != 0) {
         status = bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': folder '%s': %s", option,
-                              path, folder, strerror(errno));
-    else if ((fd = mkostemp(probe, O_CLOEXEC)) < 0)
+                              shown, folder, strerror(errno));
+    } else if ((fd = mkostemp(probe, O_CLOEXEC)) < 0) {
         status = bg_error_set(BG_ERR_INVALID,
                               "%s: cannot write '%s': folder '%s' takes no new files (%s)", option,
-                              path, folder, strerror(errno));
-    else {
+                              shown, folder, strerror(errno));
+    } else {
         close(fd);
         unlink(probe);
     }
     free(probe);
     free(folder);
     return status;
+}
+
+/* A symbolic link to no file yet: writing through it makes the file it
+ * names, so that file's folder must take files. */
+static bg_status_t check_link_target(const char *option, const char *path) {
+    char target[4096];
+    const ssize_t length = readlink(path, target, sizeof target - 1);
+    if (length < 0)
+        return bg_error_set(BG_ERR_INVALID, "%s: cannot read the link '%s': %s", option, path,
+                            strerror(errno));
+    target[length] = '\0';
+    if (target[0] == '/') return check_folder(option, path, target);
+    /* Relative to the link's own folder. */
+    char *folder = bg_path_folder(path);
+    if (folder == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
+    const size_t size = strlen(folder) + strlen(target) + 2;
+    char *resolved = malloc(size);
+    bg_status_t status = BG_OK;
+    if (resolved == NULL) {
+        status = bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
+    } else {
+        snprintf(resolved, size, "%s/%s", folder, target);
+        status = check_folder(option, path, resolved);
+    }
+    free(resolved);
+    free(folder);
+    return status;
+}
+
+bg_status_t bg_cli_check_output(const char *option, const char *path) {
+    if (path == NULL) return BG_OK;
+    if (path[0] == '\0') return bg_error_set(BG_ERR_INVALID, "%s: empty file name", option);
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && stat(path, &st) != 0) {
+        if (errno != ENOENT)
+            return bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': %s", option, path,
+                                strerror(errno));
+        return check_link_target(option, path);
+    }
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return bg_error_set(BG_ERR_INVALID, "%s: '%s' is a directory", option, path);
+        if (access(path, W_OK) != 0)
+            return bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': %s", option, path,
+                                strerror(errno));
+        /* A device, a FIFO or a link is written into; a regular file is
+         * replaced whole through a temporary file beside it (lib/text_file.c,
+         * lib/atomic_file.c), so its folder must take files too. */
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return BG_OK;
+    }
+    /* A new file, or one replaced. */
+    return check_folder(option, path, path);
 }

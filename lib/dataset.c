@@ -65,13 +65,13 @@ static bg_status_t dataset_alloc(bg_shape_t shape, int64_t classes, int64_t coun
     ds->shape = shape;
     ds->classes = classes;
     /* The one large allocation of a dataset: said in its own words. */
-    const size_t bytes = (size_t)count * numel * sizeof(float) + (size_t)count * sizeof(int32_t);
+    const double bytes = (double)count * ((double)numel * sizeof(float) + sizeof(int32_t));
     ds->images = malloc((size_t)count * numel * sizeof(float));
     ds->labels = malloc((size_t)count * sizeof(int32_t));
     if (ds->images == NULL || ds->labels == NULL) {
         st = bg_error_set(BG_ERR_NOMEM,
                           "dataset: out of memory for %lld samples of shape %lldx%lldx%lld "
-                          "(%zu bytes)",
+                          "(%.0f bytes)",
                           (long long)count, (long long)shape.c, (long long)shape.h,
                           (long long)shape.w, bytes);
         goto fail;

@@ -141,7 +141,13 @@ bg_topology_summary_t bg_topology_summary(const bg_topology_t *t) {
         .cores = t->cores,
         .pus = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PU),
     };
-    for (int n = 0; n < s.numa_nodes; n++) s.memory_bytes += bg_topology_numa_memory(t, n);
+    for (int n = 0; n < s.numa_nodes; n++) {
+        const uint64_t bytes = bg_topology_numa_memory(t, n);
+        hwloc_obj_t node = hwloc_get_obj_by_type(t->hw, HWLOC_OBJ_NUMANODE, (unsigned)n);
+        s.memory_bytes += bytes;
+        if (node == NULL || node->subtype == NULL || strcmp(node->subtype, "GPUMemory") != 0)
+            s.host_memory_bytes += bytes;
+    }
     return s;
 }
 

@@ -35,6 +35,9 @@ int bg_topology_core_count(const bg_topology_t *topo);
 typedef struct bg_topology_summary {
     int packages, numa_nodes, cores, pus;
     uint64_t memory_bytes; /* total over NUMA nodes (0 when hwloc does not know) */
+    /* The same without the nodes that are a GPU's memory (hwloc subtype
+     * GPUMemory, as on Grace Hopper): what the CPU cores' stages share. */
+    uint64_t host_memory_bytes;
 } bg_topology_summary_t;
 
 bg_topology_summary_t bg_topology_summary(const bg_topology_t *topo);

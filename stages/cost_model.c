@@ -90,25 +90,35 @@ void bg_cost_model_destroy(bg_cost_model_t *m) {
 #define COST_MAX_BYTES 1152921504606846976.0 /* 2^60 */
 
 /* Refuses a model whose figures at this micro-batch could pass what the
- * plan's integers hold: a generous bound on any stage's memory (every
- * parameter with its gradient and optimizer state, and every activation
- * stashed for more micro-batches than a schedule keeps), in double, and
- * the FLOPs of a whole backward in int64. */
-static bg_status_t check_size(const bg_cost_model_t *m, const int64_t *workspace) {
-    const int n = m->layers;
-    double widest = 0, largest_workspace = 0, flops = 0;
-    for (int i = 0; i <= n; i++)
-        if ((double)m->boundary[i] > widest) widest = (double)m->boundary[i];
-    for (int i = 0; i < n; i++) {
-        if ((double)workspace[i] > largest_workspace) largest_workspace = (double)workspace[i];
-        flops += 2.0 * (double)m->cfg.spec->layers[i].flops;
+ * plan's integers hold, before any is summed: a generous bound on any
+ * stage's memory (every parameter with its gradient and optimizer state,
+ * every activation stashed for more micro-batches than a schedule keeps,
+ * and the largest convolution's im2col workspace), and the FLOPs of a whole
+ * backward, all in double from the model spec. */
+static bg_status_t check_size(const bg_cost_model_t *m) {
+    const bg_model_spec_t *spec = m->cfg.spec;
+    double params = 0, outputs = 0, widest = 0, workspace = 0, flops = 0;
+    for (int i = 0; i < m->layers; i++) {
+        const bg_layer_spec_t *l = &spec->layers[i];
+        const double in = (double)l->in.c * (double)l->in.h * (double)l->in.w;
+        const double out = (double)l->out.c * (double)l->out.h * (double)l->out.w;
+        params += (double)l->params;
+        outputs += out;
+        if (in > widest) widest = in;
+        if (out > widest) widest = out;
+        flops += 2.0 * (double)l->flops;
+        if (l->kind == BG_LAYER_CONV2D) {
+            const double columns = (double)l->in.c * (double)l->kernel * (double)l->kernel + 1;
+            const double im2col =
+                columns * ((double)l->out.h * (double)l->out.w + (double)l->filters);
+            if (im2col > workspace) workspace = im2col;
+        }
     }
     const double slots = 2.0 + 2.0 * (double)m->cfg.microbatches;
-    const double per_sample =
-        (double)m->output_elems[n] + (double)m->weighted_elems[n] + 5.0 * widest + 1.0;
-    const double bytes = (double)m->elem * ((double)m->param_elems[n] * (2.0 + m->states) +
-                                            slots * (double)m->micro * per_sample) +
-                         largest_workspace;
+    const double per_sample = 2.0 * outputs + 5.0 * widest + 1.0;
+    const double bytes =
+        (double)m->elem * (params * (2.0 + m->states) + slots * (double)m->micro * per_sample +
+                           (double)m->micro * workspace);
     if (!(bytes <= COST_MAX_BYTES))
         return bg_error_set(BG_ERR_INVALID,
                             "model too large to plan: at micro-batches of %lld samples its "
@@ -117,8 +127,8 @@ static bg_status_t check_size(const bg_cost_model_t *m, const int64_t *workspace
                             (long long)m->micro, bytes);
     if (!(flops < 9.2e18))
         return bg_error_set(BG_ERR_INVALID,
-                            "model too large to plan: its backward takes %.3g FLOPs per sample, "
-                            "past what 64-bit counts hold",
+                            "model too large to plan: its backward could take up to %.3g FLOPs "
+                            "per sample, past what 64-bit counts hold",
                             flops);
     return BG_OK;
 }
@@ -126,6 +136,7 @@ static bg_status_t check_size(const bg_cost_model_t *m, const int64_t *workspace
 static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
     const bg_model_spec_t *spec = m->cfg.spec;
     const int n = m->layers;
+    BG_CHECK(check_size(m)); /* first: the sums below are in int64 */
     int64_t *workspace = malloc(sizeof(int64_t) * (size_t)n);
     if (workspace == NULL) return bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
     for (int i = 0; i < n; i++) {
@@ -151,11 +162,6 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         workspace[i] = (int64_t)bytes;
     }
     m->boundary[n] = bg_shape_numel(spec->layers[n - 1].out);
-    const bg_status_t size_st = check_size(m, workspace);
-    if (size_st != BG_OK) {
-        free(workspace);
-        return size_st;
-    }
     const bg_profile_t *prof = m->cfg.profile;
     if (prof != NULL) {
         if (prof->layers != n) {

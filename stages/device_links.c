@@ -108,7 +108,7 @@ bg_status_t bg_device_links_create(const bg_topology_t *topo, const bg_device_li
     gpu_place_t *gpu = calloc((size_t)(n > 0 ? n : 1), sizeof *gpu);
     if (gpu == NULL) return bg_error_set(BG_ERR_NOMEM, "device links: out of memory");
     bg_status_t st = links_alloc(n, &l);
-    if (st == BG_OK) l->host_memory_bytes = bg_topology_summary(topo).memory_bytes;
+    if (st == BG_OK) l->host_memory_bytes = bg_topology_summary(topo).host_memory_bytes;
     for (int d = 0; st == BG_OK && d < n; d++) {
         const bg_device_t *dev = &devices->devices[d];
         if (dev->kind != BG_DEVICE_CUDA) continue;

@@ -52,8 +52,8 @@ typedef struct bg_device_links {
     const char **word;    /* n x n: "X", "NODE", "SYS", "GPU", "PIX", ... (static strings) */
     size_t *memory_bytes; /* n: the device's memory, 0 unknown (above) */
     /* The host's memory, which CPU devices share: the topology's NUMA
-     * nodes' (the XML file's, or this machine's as hwloc sees them), 0 when
-     * it does not say. */
+     * nodes' (the XML file's, or this machine's as hwloc sees them) but a
+     * GPU's own, 0 when it does not say. */
     uint64_t host_memory_bytes;
 } bg_device_links_t;
 

@@ -370,8 +370,12 @@ usage_error "--metrics: cannot write '/proc/M.json': folder '/proc'" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics /proc/M.json
 usage_error "-o: cannot write '/proc/P.json': folder '/proc'" -- profile "$MODEL" -o /proc/P.json
 ln -s "$T/no/such/target" "$T/dangling"
-usage_error "--trace: '$T/dangling' is a symbolic link to nothing" -- \
+usage_error "--trace: cannot write '$T/dangling': folder '$T/no/such'" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --trace "$T/dangling"
+# A link to a file not made yet is written through, as a shell would.
+ln -s later.json "$T/ahead"
+expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/ahead"
+check "--metrics through a link makes the file it names" test -s "$T/later.json"
 if find "$T" -maxdepth 1 -name ".brigade-check-*" | grep -q .; then fail "the folder check leaves no file behind"; else pass; fi
 usage_error "--trace: empty file name" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --trace ""

@@ -163,6 +163,12 @@ check "CPU devices of an XML machine get its memory: 1,024 MiB each" grep -qE '^
 sed 's/local_memory="[0-9]*"/local_memory="0"/' "$ROOT/tests/fixtures/two-socket-8-core.xml" \
     >"$T/no-memory.xml"
 expect 0 "" -- plan "$T/wide.model" --devices cpu:2 --topology "$T/no-memory.xml"
+# A NUMA node that is a GPU's memory (Grace Hopper) is not the CPUs' to share.
+sed 's/<object type="NUMANode" os_index="1"/<object type="NUMANode" subtype="GPUMemory" os_index="1"/' \
+    "$ROOT/tests/fixtures/two-socket-8-core.xml" >"$T/gpu-memory-node.xml"
+expect 2 "does not fit" -- plan "$T/wide.model" --devices cpu:2 --topology "$T/gpu-memory-node.xml"
+check "a GPU's memory node is left out of the CPU devices' share: 512 MiB each" \
+    grep -qE '^ +0 .* 512\.00 ' "$OUT"
 expect 2 "not a readable hwloc XML" -- plan "$MODEL" --topology "$T/missing.xml"
 # What the planner reads of a GPU must make sense: a CUDA number used once,
 # a memory size that is a number of KiB.

@@ -204,8 +204,14 @@ static bg_status_t take(bg_backend_t *be, const char *which, const bg_conv2d_geo
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     unsigned char passed_over[64] = {0}; /* more than any direction's algorithm count */
     if (count > (int)sizeof passed_over) count = (int)sizeof passed_over;
+    cudnnStatus_t refused = CUDNN_STATUS_SUCCESS; /* the last query that failed */
     for (;;) {
         const int pick = choose(results, count, limit, cu->allow_tf32, passed_over);
+        /* None left: cuDNN's own error if a query failed, as it may be
+         * why none fits. */
+        if (pick < 0 && refused != CUDNN_STATUS_SUCCESS)
+            return bg_cudnn_fail(be, refused, "the workspace query of every fitting algorithm",
+                                 __FILE__, __LINE__);
         if (pick < 0) return none_fits(be, which, g, limit);
         size_t queried = 0;
         BG_CUDNN_CHECK(
@@ -219,6 +225,7 @@ static bg_status_t take(bg_backend_t *be, const char *which, const bg_conv2d_geo
             *bytes = needed;
             return BG_OK;
         }
+        if (asked != CUDNN_STATUS_SUCCESS) refused = asked;
         passed_over[pick] = 1;
     }
 }
