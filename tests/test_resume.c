@@ -305,6 +305,29 @@ static void expect_state_error(const fixture_t *f, const char *path, bg_status_t
     assert_null(st.state[1]);
 }
 
+/* Loads `path` for Adam into *st, which must succeed; the caller frees it. */
+static void load_state(const fixture_t *f, const char *path, bg_train_state_t *st) {
+    bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
+    *st = (bg_train_state_t){0};
+    const bg_status_t status = bg_train_state_load(path, f->spec, &adam, st);
+    if (status != BG_OK) fail_msg("%s", bg_error_message());
+}
+
+/* Saves, as bg_train_state_save does, a one-epoch Adam state of f->spec
+ * whose every value is 0.5 but element `at` of v (in the first tensor,
+ * 0.weight, for small `at`), which is `v`. */
+static void save_state_with_v(const fixture_t *f, const char *path, int64_t at, float v) {
+    bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
+    bg_train_state_t st;
+    assert_int_equal(bg_train_state_init(&st, f->spec, &adam), BG_OK);
+    for (int64_t i = 0; i < f->spec->total_params; i++)
+        st.params[i] = st.state[0][i] = st.state[1][i] = 0.5f;
+    st.epoch = 1;
+    st.state[1][at] = v;
+    assert_int_equal(bg_train_state_save(path, f->spec, &st), BG_OK);
+    bg_train_state_free(&st);
+}
+
 /* The hand-made state loads with every number as written, so each refusal
  * below comes from its one change. */
 static void test_state_fields(void **state) {
@@ -312,10 +335,8 @@ static void test_state_fields(void **state) {
     char path[128];
     snprintf(path, sizeof path, "%s/fields.safetensors", f->dir);
     write_state(f, path, NULL, NULL, NULL, NULL);
-    bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
-    bg_train_state_t st = {0};
-    bg_status_t status = bg_train_state_load(path, f->spec, &adam, &st);
-    if (status != BG_OK) fail_msg("%s", bg_error_message());
+    bg_train_state_t st;
+    load_state(f, path, &st);
     assert_int_equal(st.step, 5);
     assert_int_equal(st.optimizer_steps, 4);
     assert_int_equal(st.epoch, 2);
@@ -341,15 +362,7 @@ static void test_state_not_finite(void **state) {
     fixture_t *f = *state;
     char path[128];
     snprintf(path, sizeof path, "%s/nan.safetensors", f->dir);
-    bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
-    bg_train_state_t st;
-    assert_int_equal(bg_train_state_init(&st, f->spec, &adam), BG_OK);
-    for (int64_t i = 0; i < f->spec->total_params; i++)
-        st.params[i] = st.state[0][i] = st.state[1][i] = 0.5f;
-    st.epoch = 1;
-    st.state[1][1] = NAN; /* in v of the first tensor, 0.weight */
-    assert_int_equal(bg_train_state_save(path, f->spec, &st), BG_OK);
-    bg_train_state_free(&st);
+    save_state_with_v(f, path, 1, NAN);
     expect_state_error(f, path, BG_ERR_INVALID,
                        "tensor 'optimizer.v.0.weight' holds 1 non-finite value (NaN or infinity; "
                        "the first at element 1)");
@@ -374,20 +387,13 @@ static void test_state_inconsistent(void **state) {
                        "brigade.position 81 is more samples than brigade.step 5 steps of "
                        "brigade.batch 16 train on");
     write_state(f, path, "brigade.position", "80", NULL, NULL);
-    bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
-    bg_train_state_t st = {0};
-    assert_int_equal(bg_train_state_load(path, f->spec, &adam, &st), BG_OK);
+    bg_train_state_t st;
+    load_state(f, path, &st);
     assert_int_equal(st.position, 80);
     bg_train_state_free(&st);
 
     snprintf(path, sizeof path, "%s/negative-v.safetensors", f->dir);
-    assert_int_equal(bg_train_state_init(&st, f->spec, &adam), BG_OK);
-    for (int64_t i = 0; i < f->spec->total_params; i++)
-        st.params[i] = st.state[0][i] = st.state[1][i] = 0.5f;
-    st.epoch = 1;
-    st.state[1][3] = -0.25f; /* in v of the first tensor, 0.weight */
-    assert_int_equal(bg_train_state_save(path, f->spec, &st), BG_OK);
-    bg_train_state_free(&st);
+    save_state_with_v(f, path, 3, -0.25f);
     expect_state_error(f, path, BG_ERR_PARSE,
                        "tensor 'optimizer.v.0.weight'[3] is -0.25; Adam's v is never below 0");
 }
@@ -407,9 +413,8 @@ static void test_state_refusals(void **state) {
     }
     /* The largest accepted: a run that ended its millionth epoch. */
     write_state(f, path, "brigade.epoch", "1000001", NULL, NULL);
-    bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
-    bg_train_state_t st = {0};
-    assert_int_equal(bg_train_state_load(path, f->spec, &adam, &st), BG_OK);
+    bg_train_state_t st;
+    load_state(f, path, &st);
     assert_int_equal(st.epoch, 1000001);
     bg_train_state_free(&st);
 
@@ -435,7 +440,7 @@ static void test_state_refusals(void **state) {
                                              "brigade.epoch_steps", "brigade.skipped_steps"};
     for (int k = 0; k < 4; k++) {
         write_state(f, path, later_keys[k], NULL, NULL, NULL);
-        assert_int_equal(bg_train_state_load(path, f->spec, &adam, &st), BG_OK);
+        load_state(f, path, &st);
         const int64_t got[] = {st.batch, st.train_samples, st.epoch_steps, st.skipped_steps};
         assert_int_equal(got[k], 0);
         bg_train_state_free(&st);
@@ -447,7 +452,7 @@ static void test_state_refusals(void **state) {
         }
     }
     write_state(f, path, "brigade.epoch_loss_sum", NULL, NULL, NULL);
-    assert_int_equal(bg_train_state_load(path, f->spec, &adam, &st), BG_OK);
+    load_state(f, path, &st);
     assert_true(st.epoch_loss_sum == 0);
     bg_train_state_free(&st);
     static const char *const bad_sums[] = {"", "abc", "1.5x", "nan", "inf", "1e999", "-1"};
