@@ -121,9 +121,19 @@ static double wait_slowdown(const sim_state_t *st, const bg_op_t *op, int d, dou
     double worst = 1;
     for (int e = 0; e < st->schedule->devices; e++) {
         if (e == d) continue;
-        /* A device's ops are noted in the order they start. */
-        for (int i = 0; i < st->busy_count[e]; i++) {
-            const sim_busy_t *o = &st->busy[e * st->busy_cap + i];
+        /* A device's ops are noted in the order they run, one at a time,
+         * so their ends are sorted too: skip those over before the gap. */
+        const sim_busy_t *ops = &st->busy[e * st->busy_cap];
+        int lo = 0, hi = st->busy_count[e];
+        while (lo < hi) {
+            const int mid = lo + (hi - lo) / 2;
+            if (ops[mid].end <= from)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (int i = lo; i < st->busy_count[e]; i++) {
+            const sim_busy_t *o = &ops[i];
             if (o->start >= to) break;
             const double length = o->end - o->start;
             const double inside = fmin(to, o->end) - fmax(from, o->start);
