@@ -50,6 +50,9 @@ typedef struct sim_state {
     sim_busy_t *busy;
     int *busy_count, *busy_kept, busy_cap;
     double previous_end; /* when the previous step ended (NAN: none yet) */
+    /* costs->after_wait when some ratio in it is above 1, else NULL: then
+     * no op is slowed and no busy interval is noted. */
+    const bg_sim_after_wait_t *after_wait;
 } sim_state_t;
 
 enum { STRETCH_FORWARD, STRETCH_BACKWARD, STRETCH_WEIGHT, STRETCH_KINDS };
@@ -115,8 +118,8 @@ static double stretch(const sim_state_t *st, int kind, int stage, int mb) {
  * that gap; 1 without after-wait costs. */
 static double wait_slowdown(const sim_state_t *st, const bg_op_t *op, int d, double from,
                             double to) {
-    if (st->costs->after_wait == NULL || op->kind == BG_OP_STEP || !(to > from)) return 1;
-    const bg_sim_after_wait_t *w = &st->costs->after_wait[op->stage];
+    if (st->after_wait == NULL || op->kind == BG_OP_STEP || !(to > from)) return 1;
+    const bg_sim_after_wait_t *w = &st->after_wait[op->stage];
     const double *ratio = op->kind == BG_OP_FORWARD ? w->forward : w->backward;
     double worst = 1;
     for (int e = 0; e < st->schedule->devices; e++) {
@@ -147,7 +150,7 @@ static double wait_slowdown(const sim_state_t *st, const bg_op_t *op, int d, dou
 /* Notes that device d ran an op of kind BG_SIM_AFTER_* from start to end
  * (only wait_slowdown reads these: nothing without after-wait costs). */
 static void note_busy(sim_state_t *st, int d, double start, double end, int kind) {
-    if (st->costs->after_wait != NULL && st->busy_count[d] < st->busy_cap)
+    if (st->after_wait != NULL && st->busy_count[d] < st->busy_cap)
         st->busy[d * st->busy_cap + st->busy_count[d]++] = (sim_busy_t){start, end, kind};
 }
 
@@ -586,11 +589,12 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     st.last_busy = malloc(sizeof(double) * devices);
     for (int d = 0; st.last_busy != NULL && d < schedule->devices; d++) st.last_busy[d] = NAN;
     st.previous_end = NAN;
+    st.after_wait = waits_slow(schedule, costs) ? costs->after_wait : NULL;
     /* Two steps of a device's ops: each of its ops, and a STEP per stage. */
-    for (int d = 0; d < schedule->devices; d++)
+    for (int d = 0; st.after_wait != NULL && d < schedule->devices; d++)
         if (2 * (schedule->op_counts[d] + st.stages) > st.busy_cap)
             st.busy_cap = 2 * (schedule->op_counts[d] + st.stages);
-    st.busy = malloc(sizeof(sim_busy_t) * devices * (size_t)st.busy_cap);
+    st.busy = malloc(sizeof(sim_busy_t) * devices * (size_t)(st.busy_cap > 0 ? st.busy_cap : 1));
     st.busy_count = calloc(devices, sizeof(int));
     st.busy_kept = calloc(devices, sizeof(int));
     for (int b = 0; st.ring != NULL && b + 1 < st.stages; b++)
@@ -603,7 +607,7 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
         status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
     double origin = tl->steps > 0 ? tl->step_end[tl->steps - 1] : 0;
     const int contention = contended(schedule, costs);
-    if (status == BG_OK && (contention || waits_slow(schedule, costs))) {
+    if (status == BG_OK && (contention || st.after_wait != NULL)) {
         if (contention) {
             st.stretch = malloc(sizeof(double) * STRETCH_KINDS * cells);
             if (st.stretch == NULL) status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
