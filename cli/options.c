@@ -1,5 +1,4 @@
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -9,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "cli.h"
 #include "path.h"
 
@@ -107,32 +107,25 @@ bg_status_t bg_cli_check_replaced(const char *option, const char *path) {
 
 /* Whether the folder of `path` exists and takes new files. Permission bits
  * do not tell (root passes them; /proc and read-only mounts refuse anyway),
- * so a file is made there and removed, as the write at the end of the run
- * will make one. `shown` is the path the user gave, for messages. */
+ * so the temporary file the write at the end will make is made now and
+ * removed (lib/atomic_file.h). `shown` is the path the user gave. */
 static bg_status_t check_folder(const char *option, const char *shown, const char *path) {
     char *folder = bg_path_folder(path);
     if (folder == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
     bg_status_t status = BG_OK;
-    const size_t size = strlen(folder) + sizeof "/.brigade-check-XXXXXX";
-    char *probe = malloc(size);
-    if (probe == NULL) {
-        free(folder);
-        return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
-    }
-    snprintf(probe, size, "%s/.brigade-check-XXXXXX", folder);
-    int fd = -1;
+    bg_atomic_file_t probe;
     if (access(folder, W_OK | X_OK) != 0) {
         status = bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': folder '%s': %s", option,
                               shown, folder, strerror(errno));
-    } else if ((fd = mkostemp(probe, O_CLOEXEC)) < 0) {
+    } else if (bg_atomic_file_open(&probe, path) != BG_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", bg_error_message());
         status = bg_error_set(BG_ERR_INVALID,
                               "%s: cannot write '%s': folder '%s' takes no new files (%s)", option,
-                              shown, folder, strerror(errno));
+                              shown, folder, why);
     } else {
-        close(fd);
-        unlink(probe);
+        bg_atomic_file_abort(&probe);
     }
-    free(probe);
     free(folder);
     return status;
 }
@@ -142,6 +135,9 @@ static bg_status_t check_folder(const char *option, const char *shown, const cha
 static bg_status_t check_link_target(const char *option, const char *path) {
     char target[4096];
     const ssize_t length = readlink(path, target, sizeof target - 1);
+    if (length == (ssize_t)sizeof target - 1)
+        return bg_error_set(BG_ERR_INVALID, "%s: the link '%s' names a path too long to check",
+                            option, path);
     if (length < 0)
         return bg_error_set(BG_ERR_INVALID, "%s: cannot read the link '%s': %s", option, path,
                             strerror(errno));

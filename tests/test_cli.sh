@@ -376,7 +376,12 @@ usage_error "--trace: cannot write '$T/dangling': folder '$T/no/such'" -- \
 ln -s later.json "$T/ahead"
 expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/ahead"
 check "--metrics through a link makes the file it names" test -s "$T/later.json"
-if find "$T" -maxdepth 1 -name ".brigade-check-*" | grep -q .; then fail "the folder check leaves no file behind"; else pass; fi
+# A name the folder takes, but not with the temporary file's suffix that
+# replacing it whole adds: refused before the run too.
+LONG=$(printf '%0250d' 0)
+usage_error "--metrics: cannot write '$T/$LONG.json': folder '$T' takes no new files" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/$LONG.json"
+if find "$T" -maxdepth 1 -name "*.tmp.*" | grep -q .; then fail "the folder check leaves no file behind"; else pass; fi
 usage_error "--trace: empty file name" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --trace ""
 # A full disk shows only when the file is closed.
