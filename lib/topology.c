@@ -20,9 +20,35 @@ static int is_gpu(hwloc_obj_t obj);
 /* A GPU's memory in an XML file is believed up to this many KiB (16 PiB). */
 #define GPU_MEMORY_MAX_KIB (UINT64_C(1) << 44)
 
-/* Checks what the planner reads of each GPU in a topology from `xml_path`:
- * a CUDA device number ("cudaN") used once, and CUDAGlobalMemorySize a
- * whole number of KiB, above 0 and believable. */
+/* hwloc's CUDA OS device below a GPU (the CUDA plugin's, or an XML export
+ * made with it): 1 when `child` is an OS device named cuda followed by
+ * anything, else 0. *n is its CUDA number, -1 unless the name is exactly
+ * cudaN with N >= 0; *kib its CUDAGlobalMemorySize, 0 when absent or not a
+ * whole number of KiB in 1..GPU_MEMORY_MAX_KIB; *kib_text that info's text
+ * (NULL when absent). */
+static int cuda_osdev(hwloc_obj_t child, int *n, uint64_t *kib, const char **kib_text) {
+    int end = 0;
+    *n = -1;
+    *kib = 0;
+    *kib_text = NULL;
+    if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == NULL ||
+        strncmp(child->name, "cuda", 4) != 0)
+        return 0;
+    if (sscanf(child->name, "cuda%d%n", n, &end) != 1 || child->name[end] != '\0' || *n < 0)
+        *n = -1;
+    const char *text = hwloc_obj_get_info_by_name(child, "CUDAGlobalMemorySize");
+    *kib_text = text;
+    if (text == NULL || text[0] < '0' || text[0] > '9') return 1;
+    char *rest = NULL;
+    errno = 0;
+    const unsigned long long value = strtoull(text, &rest, 10);
+    if (*rest == '\0' && errno == 0 && value > 0 && value <= GPU_MEMORY_MAX_KIB) *kib = value;
+    return 1;
+}
+
+/* Checks what the planner reads of each GPU in a topology from `xml_path`
+ * (cuda_osdev): a CUDA device number used once, and CUDAGlobalMemorySize,
+ * where given, a believable whole number of KiB. */
 static bg_status_t check_gpus(hwloc_topology_t hw, const char *xml_path) {
     enum { MAX_NUMBERED = 4096 };
     unsigned char seen[MAX_NUMBERED] = {0};
@@ -30,11 +56,11 @@ static bg_status_t check_gpus(hwloc_topology_t hw, const char *xml_path) {
          obj = hwloc_get_next_pcidev(hw, obj)) {
         if (!is_gpu(obj)) continue;
         for (hwloc_obj_t child = obj->io_first_child; child != NULL; child = child->next_sibling) {
-            int n, end = 0;
-            if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == NULL ||
-                sscanf(child->name, "cuda%d%n", &n, &end) != 1)
-                continue;
-            if (child->name[end] != '\0' || n < 0 || n >= MAX_NUMBERED)
+            int n;
+            uint64_t kib;
+            const char *text;
+            if (!cuda_osdev(child, &n, &kib, &text)) continue;
+            if (n < 0 || n >= MAX_NUMBERED)
                 return bg_error_set(BG_ERR_INVALID,
                                     "%s: GPU OS device '%s': not cudaN with N in 0..%d", xml_path,
                                     child->name, MAX_NUMBERED - 1);
@@ -42,17 +68,11 @@ static bg_status_t check_gpus(hwloc_topology_t hw, const char *xml_path) {
                 return bg_error_set(BG_ERR_INVALID, "%s: two GPUs are both named cuda%d", xml_path,
                                     n);
             seen[n] = 1;
-            const char *kib = hwloc_obj_get_info_by_name(child, "CUDAGlobalMemorySize");
-            if (kib == NULL) continue;
-            char *rest = NULL;
-            errno = 0;
-            const unsigned long long value = strtoull(kib, &rest, 10);
-            if (kib[0] < '0' || kib[0] > '9' || *rest != '\0' || errno != 0 || value == 0 ||
-                value > GPU_MEMORY_MAX_KIB)
+            if (text != NULL && kib == 0)
                 return bg_error_set(BG_ERR_INVALID,
                                     "%s: cuda%d: CUDAGlobalMemorySize \"%s\" is not a number of "
                                     "KiB in 1..%llu",
-                                    xml_path, n, kib, (unsigned long long)GPU_MEMORY_MAX_KIB);
+                                    xml_path, n, text, (unsigned long long)GPU_MEMORY_MAX_KIB);
         }
     }
     return BG_OK;
@@ -217,12 +237,11 @@ bg_topology_gpu_t bg_topology_gpu(const bg_topology_t *t, int index) {
      * device "cudaN" with the GPU's memory in KiB below the PCI device. */
     for (hwloc_obj_t child = obj->io_first_child; child != NULL; child = child->next_sibling) {
         int n;
-        if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == NULL ||
-            sscanf(child->name, "cuda%d", &n) != 1)
-            continue;
+        uint64_t kib;
+        const char *text;
+        if (!cuda_osdev(child, &n, &kib, &text) || n < 0) continue;
         g.cuda = n;
-        const char *kib = hwloc_obj_get_info_by_name(child, "CUDAGlobalMemorySize");
-        if (kib != NULL) g.memory_bytes = strtoull(kib, NULL, 10) * 1024;
+        g.memory_bytes = kib * 1024;
     }
     hwloc_obj_t near = hwloc_get_non_io_ancestor_obj(t->hw, obj);
     if (near != NULL) {
