@@ -211,6 +211,13 @@ static bg_status_t read_after_wait(const char *path, const cJSON *aw, int entry,
     snprintf(where, sizeof where, "stage entry %d 'after_wait'", entry);
     if (!cJSON_IsObject(aw))
         return bg_error_set(BG_ERR_PARSE, "%s: %s must be an object", path, where);
+    /* The first shape of these figures (wait_s, forward, backward: one
+     * ratio per op kind, written by development builds before the six):
+     * read as not measured, as a profile without them is. */
+    if (cJSON_GetObjectItemCaseSensitive(aw, "wait_s") != NULL) {
+        *out = (bg_stage_after_wait_t){0};
+        return BG_OK;
+    }
     for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++) {
         char key[32];
         snprintf(key, sizeof key, "forward_after_%s", NEIGHBOUR_OP[k]);
