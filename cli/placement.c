@@ -199,6 +199,16 @@ done:
 void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_share,
                                bg_cost_device_t *out) {
     const bg_device_list_t *list = &p->devices;
+    /* The host's memory, which the CPU devices share. An XML file's
+     * machine: its NUMA nodes' (none known where the file does not say).
+     * This machine: what the system gives processes, which in a container
+     * or a virtual machine can differ from what its NUMA nodes report. */
+    uint64_t host = 0;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (p->topology_path != NULL)
+        host = p->links != NULL ? p->links->host_memory_bytes : 0;
+    else if (pages > 0 && page > 0)
+        host = (uint64_t)pages * (uint64_t)page;
     for (int d = 0; d < count; d++) {
         const bg_device_t *dev = &list->devices[d < list->count ? d : list->count - 1];
         bg_cost_device_t c = BG_COST_DEVICE_CPU_CORE_INIT;
@@ -222,16 +232,6 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
             if (c.memory_bytes == 0 && p->links != NULL && d < p->links->count)
                 c.memory_bytes = p->links->memory_bytes[d];
         } else if (c.memory_bytes == 0 && host_share) {
-            /* An XML file's machine: its NUMA nodes' memory (none known
-             * where the file does not say). This machine: what the system
-             * gives processes, which in a container or a virtual machine
-             * can differ from what its NUMA nodes report. */
-            uint64_t host = 0;
-            long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-            if (p->topology_path != NULL)
-                host = p->links != NULL ? p->links->host_memory_bytes : 0;
-            else if (pages > 0 && page > 0)
-                host = (uint64_t)pages * (uint64_t)page;
             c.memory_bytes = (size_t)(host / (uint64_t)count);
         }
         out[d] = c;

@@ -93,11 +93,11 @@ void bg_cost_model_destroy(bg_cost_model_t *m) {
  * plan's integers hold, before any is summed: a generous bound on any
  * stage's memory (every parameter with its gradient and optimizer state,
  * every activation stashed for more micro-batches than a schedule keeps,
- * and the largest convolution's im2col workspace), and the FLOPs of a whole
- * backward, all in double from the model spec. */
+ * and the largest convolution's im2col workspace, as the CPU backend sizes
+ * it), in double from the model spec, and the FLOPs of a whole backward. */
 static bg_status_t check_size(const bg_cost_model_t *m) {
     const bg_model_spec_t *spec = m->cfg.spec;
-    double params = 0, outputs = 0, widest = 0, workspace = 0, flops = 0;
+    double params = 0, outputs = 0, widest = 0, workspace = 0;
     for (int i = 0; i < m->layers; i++) {
         const bg_layer_spec_t *l = &spec->layers[i];
         const double in = (double)l->in.c * (double)l->in.h * (double)l->in.w;
@@ -106,7 +106,6 @@ static bg_status_t check_size(const bg_cost_model_t *m) {
         outputs += out;
         if (in > widest) widest = in;
         if (out > widest) widest = out;
-        flops += 2.0 * (double)l->flops;
         if (l->kind == BG_LAYER_CONV2D) {
             const double columns = (double)l->in.c * (double)l->kernel * (double)l->kernel + 1;
             const double im2col =
@@ -125,11 +124,12 @@ static bg_status_t check_size(const bg_cost_model_t *m) {
                             "stages could need up to %.3g bytes, past the 2^60 (an exbibyte) "
                             "that a plan counts",
                             (long long)m->micro, bytes);
-    if (!(flops < 9.2e18))
+    /* A backward counts a weighted layer's FLOPs twice (tabulate). */
+    if (spec->total_flops > INT64_MAX / 2)
         return bg_error_set(BG_ERR_INVALID,
                             "model too large to plan: its backward could take up to %.3g FLOPs "
                             "per sample, past what 64-bit counts hold",
-                            flops);
+                            2.0 * (double)spec->total_flops);
     return BG_OK;
 }
 

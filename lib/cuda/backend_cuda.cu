@@ -14,16 +14,20 @@ bg_status_t bg_cuda_fail(const bg_backend_t *be, cudaError_t error, const char *
                         cudaGetErrorName(error), cudaGetErrorString(error));
 }
 
+/* The name of the CUDA error a library met, NULL when none; it is cleared,
+ * so that the next launch check does not report it again under that
+ * launch's name. */
+static const char *cuda_cause(void) {
+    const cudaError_t cause = cudaGetLastError();
+    return cause != cudaSuccess ? cudaGetErrorName(cause) : NULL;
+}
+
 bg_status_t bg_cublas_fail(const bg_backend_t *be, cublasStatus_t status, const char *call,
                            const char *file, int line) {
-    /* A CUDA error the library met is often the cause: said here, and
-     * cleared, so that the next launch check does not report it again
-     * under that launch's name. */
-    const cudaError_t cause = cudaGetLastError();
+    const char *cause = cuda_cause(); /* often the reason */
     return bg_error_set(BG_ERR_BACKEND, "%s: %s:%d: %s failed: %s (%s)%s%s", be->name, file, line,
                         call, cublasGetStatusName(status), cublasGetStatusString(status),
-                        cause != cudaSuccess ? "; CUDA: " : "",
-                        cause != cudaSuccess ? cudaGetErrorName(cause) : "");
+                        cause != NULL ? "; CUDA: " : "", cause != NULL ? cause : "");
 }
 
 bg_status_t bg_cudnn_fail(const bg_backend_t *be, cudnnStatus_t status, const char *call,
@@ -31,11 +35,10 @@ bg_status_t bg_cudnn_fail(const bg_backend_t *be, cudnnStatus_t status, const ch
     /* cuDNN 9 keeps a longer explanation of the last failure. */
     char detail[256] = "";
     cudnnGetLastErrorString(detail, sizeof detail);
-    const cudaError_t cause = cudaGetLastError(); /* as in bg_cublas_fail */
+    const char *cause = cuda_cause();
     return bg_error_set(BG_ERR_BACKEND, "%s: %s:%d: %s failed: %s%s%s%s%s", be->name, file, line,
                         call, cudnnGetErrorString(status), detail[0] != '\0' ? ": " : "", detail,
-                        cause != cudaSuccess ? "; CUDA: " : "",
-                        cause != cudaSuccess ? cudaGetErrorName(cause) : "");
+                        cause != NULL ? "; CUDA: " : "", cause != NULL ? cause : "");
 }
 
 extern "C" int bg_cuda_device_count(void) {
