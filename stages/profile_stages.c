@@ -125,6 +125,22 @@ static int round_microbatches(const range_bench_t *b) {
     return b->microbatches > b->slots ? b->microbatches : b->slots;
 }
 
+/* The update that ends a round (timed into rs as PART_UPDATE, when rs is
+ * given). The checks' marks and the loss are read first, once per step,
+ * as the executor does at its optimizer step (waiting time there, not the
+ * stage's work). */
+static bg_status_t update(range_bench_t *b, range_samples_t *rs) {
+    int marked;
+    double loss;
+    int64_t correct;
+    BG_CHECK(b->be->ops->take_nonfinite(b->be, &marked));
+    BG_CHECK(b->be->ops->take_loss(b->be, &loss, &correct));
+    double t0 = bg_channel_clock();
+    BG_CHECK(bg_stage_step(b->stage));
+    note(rs, PART_UPDATE, bg_channel_clock() - t0);
+    return BG_OK;
+}
+
 /* One round as a pipeline step runs the stage: M micro-batches in groups of
  * `slots` (a group's forwards, then its backwards: GPipe's order with M
  * slots, 1F1B's steady state with one), then one update. So the cache
@@ -139,18 +155,7 @@ static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
         BG_CHECK(forward_group(b, n, group, -1, rs));
         BG_CHECK(backward_group(b, n, group, m, -1, rs));
     }
-    /* The checks' marks and the loss are read once per step, as the
-     * executor does at its optimizer step (waiting time there, not the
-     * stage's work). */
-    int marked;
-    double loss;
-    int64_t correct;
-    BG_CHECK(b->be->ops->take_nonfinite(b->be, &marked));
-    BG_CHECK(b->be->ops->take_loss(b->be, &loss, &correct));
-    double t0 = bg_channel_clock();
-    BG_CHECK(bg_stage_step(b->stage));
-    note(rs, PART_UPDATE, bg_channel_clock() - t0);
-    return BG_OK;
+    return update(b, rs);
 }
 
 /* A host buffer of `bytes` random values in (-1, 1) as floats. */
@@ -198,12 +203,7 @@ static bg_status_t run_single_op(range_bench_t *b, int64_t n, int kind) {
         BG_CHECK(bg_stage_zero_grads(b->stage));
         return backward_group(b, n, 1, round_microbatches(b), -1, NULL);
     }
-    int marked;
-    double loss;
-    int64_t correct;
-    BG_CHECK(b->be->ops->take_nonfinite(b->be, &marked));
-    BG_CHECK(b->be->ops->take_loss(b->be, &loss, &correct));
-    return bg_stage_step(b->stage);
+    return update(b, NULL);
 }
 
 static bg_status_t co_run(co_runner_t *co) {
