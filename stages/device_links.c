@@ -1,5 +1,6 @@
 #include "device_links.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,20 +44,34 @@ typedef struct gpu_place {
 static bg_status_t place_gpu(const bg_topology_t *topo, const bg_device_t *d, int live,
                              gpu_place_t *out) {
     gpu_place_t g = {.topo_gpu = -1};
-    bg_cuda_device_info_t info;
-    if (live && bg_cuda_device_info(d->physical, &info) == BG_OK) {
+    if (live) {
+        /* Planning a GPU this machine does not have would assume its speed
+         * and check no memory; another machine is described by its XML. */
+        const int seen = bg_cuda_device_count();
+        if (d->physical >= seen) {
+            char what[48];
+            if (!bg_cuda_built())
+                snprintf(what, sizeof what, "this build has no CUDA backend");
+            else
+                snprintf(what, sizeof what, "CUDA sees %d GPU%s", seen, seen == 1 ? "" : "s");
+            return bg_error_set(BG_ERR_INVALID,
+                                "%s: %s on this machine (plan for another machine with "
+                                "--topology FILE, its hwloc XML; or use --devices cpu:N)",
+                                d->name, what);
+        }
+        bg_cuda_device_info_t info;
+        BG_CHECK(bg_cuda_device_info(d->physical, &info));
         g.topo_gpu = bg_topology_gpu_find(topo, d->physical, info.busid);
         g.memory_bytes = info.memory_bytes;
     } else {
-        bg_error_clear();
         g.topo_gpu = bg_topology_gpu_find(topo, d->physical, NULL);
         int gpus = bg_topology_gpu_count(topo);
-        if (!live && g.topo_gpu < 0)
+        if (g.topo_gpu < 0)
             return bg_error_set(BG_ERR_INVALID,
                                 "%s: the topology has %d GPU%s%s; there is no GPU %d on it",
                                 d->name, gpus, gpus == 1 ? "" : "s",
                                 gpus > 0 ? " (see brigade topo --topology)" : "", d->physical);
-        if (g.topo_gpu >= 0) g.memory_bytes = bg_topology_gpu(topo, g.topo_gpu).memory_bytes;
+        g.memory_bytes = bg_topology_gpu(topo, g.topo_gpu).memory_bytes;
     }
     *out = g;
     return BG_OK;

@@ -147,6 +147,14 @@ expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/two-socket-8-core.
     --devices cpu:10 --stages 2
 if grep -q "share" "$ERR"; then fail "2 of 10 devices, on 2 cores: a note of sharing"; else pass; fi
 expect 2 "cuda:9: the topology has 8 GPUs" -- plan "$MODEL" --topology "$GPUS" --devices cuda:9
+# A GPU this machine does not have is refused, not planned with an assumed
+# speed and no memory cap; another machine's GPUs come from its XML.
+for cmd in plan simulate; do
+    expect 2 "on this machine (plan for another machine with --topology FILE" -- \
+        "$cmd" "$MODEL" --devices cuda:200,cuda:0
+    if grep -q "cuda:200: " "$ERR"; then pass; else fail "$cmd: the missing GPU is named"; fi
+done
+expect 2 "cuda:200: " -- sweep "$MODEL" --simulate --devices cuda:200,cuda:0 --microbatches 1,2
 # A model whose figures would wrap the plan's integers: refused, not
 # planned with negative times and a peak smaller than its parameters.
 printf 'input channels=1048576 height=1048576 width=1\nconv2d filters=1048576 kernel=1\nflatten\ndense units=1048576\nsoftmax_cross_entropy\n' >"$T/vast.model"
