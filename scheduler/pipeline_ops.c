@@ -293,12 +293,18 @@ static bg_status_t step_barrier(bg_pipeline_t *p, int device) {
         p->barrier_round++;
         pthread_cond_broadcast(&p->barrier);
     }
+    /* A stall timeout of 0 waits as long as it takes, as the channels do. */
+    const int forever = !(p->cfg.stall_timeout_s > 0);
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += (time_t)ceil(p->cfg.stall_timeout_s > 0 ? p->cfg.stall_timeout_s : 1e6);
+    if (!forever) deadline.tv_sec += (time_t)ceil(p->cfg.stall_timeout_s);
     int timed_out = 0;
-    while (p->barrier_round == round && !p->aborted && !timed_out)
-        timed_out = pthread_cond_timedwait(&p->barrier, &p->lock, &deadline) == ETIMEDOUT;
+    while (p->barrier_round == round && !p->aborted && !timed_out) {
+        if (forever)
+            pthread_cond_wait(&p->barrier, &p->lock);
+        else
+            timed_out = pthread_cond_timedwait(&p->barrier, &p->lock, &deadline) == ETIMEDOUT;
+    }
     int aborted = p->aborted, skip = p->nan_found;
     pthread_mutex_unlock(&p->lock);
     if (aborted) return bg_error_set(BG_ERR_INTERNAL, "aborted at the optimizer step");

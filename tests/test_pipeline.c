@@ -629,6 +629,28 @@ static void test_stall_watchdog(void **state) {
     }
 }
 
+static void no_stall_timeout(bg_pipeline_config_t *cfg, int unused) {
+    (void)unused;
+    cfg->stall_timeout_s = 0;
+}
+
+/* A stall timeout of 0 waits as long as it takes, at the optimizer step's
+ * barrier too: steps run as with one. */
+static void test_no_stall_timeout(void **state) {
+    fixture_t *f = *state;
+    bg_device_list_t devices;
+    bg_pipeline_t *p =
+        make_pipeline(f, "cpu:2", BG_SCHEDULE_1F1B, 4, &devices, no_stall_timeout, 0);
+    for (int step = 0; step < 2; step++) {
+        bg_pipeline_result_t r;
+        assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r),
+                         BG_OK);
+        assert_int_equal(r.skipped, 0);
+    }
+    assert_int_equal(bg_pipeline_steps(p), 2);
+    bg_pipeline_destroy(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equivalence),      cmocka_unit_test(test_equivalence_f64),
@@ -638,6 +660,7 @@ int main(void) {
         cmocka_unit_test(test_state_transfer),   cmocka_unit_test(test_nan_guard),
         cmocka_unit_test(test_nan_in_gradients), cmocka_unit_test(test_nan_in_loss),
         cmocka_unit_test(test_stall_watchdog),   cmocka_unit_test(test_recording_interleaved_steps),
+        cmocka_unit_test(test_no_stall_timeout),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
