@@ -55,8 +55,9 @@ static bg_status_t place_gpu(const bg_topology_t *topo, const bg_device_t *d, in
             else
                 snprintf(what, sizeof what, "CUDA sees %d GPU%s", seen, seen == 1 ? "" : "s");
             return bg_error_set(BG_ERR_INVALID,
-                                "%s: %s on this machine (plan for another machine with "
-                                "--topology FILE, its hwloc XML; or use --devices cpu:N)",
+                                "%s: %s on this machine (use --devices cpu:N; plan, simulate "
+                                "and sweep --simulate take another machine's GPUs from "
+                                "--topology FILE, its hwloc XML)",
                                 d->name, what);
         }
         bg_cuda_device_info_t info;

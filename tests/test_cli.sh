@@ -231,7 +231,7 @@ fi
 # --- placement ---
 usage_error "--devices: 'gpu' is not a device list" -- train "$MODEL" --data synthetic --devices gpu
 usage_error "expected cpu:N" -- train "$MODEL" --data synthetic --devices cpu:0
-usage_error "device cuda:0/0: " -- train "$MODEL" --data synthetic --steps 1 --devices cuda:0x2
+usage_error "cuda:200/0: " -- train "$MODEL" --data synthetic --steps 1 --devices cuda:200x2
 usage_error "--stages 3 but --devices cpu:2 gives 2 devices" -- train "$MODEL" --data synthetic \
     --devices cpu:2 --stages 3
 usage_error "9 stages but the model has only 8 layers" -- train "$MODEL" --data synthetic \

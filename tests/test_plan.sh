@@ -150,7 +150,7 @@ expect 2 "cuda:9: the topology has 8 GPUs" -- plan "$MODEL" --topology "$GPUS" -
 # A GPU this machine does not have is refused, not planned with an assumed
 # speed and no memory cap; another machine's GPUs come from its XML.
 for cmd in plan simulate; do
-    expect 2 "on this machine (plan for another machine with --topology FILE" -- \
+    expect 2 "on this machine (use --devices cpu:N; plan, simulate and sweep --simulate take" -- \
         "$cmd" "$MODEL" --devices cuda:200,cuda:0
     if grep -q "cuda:200: " "$ERR"; then pass; else fail "$cmd: the missing GPU is named"; fi
 done
