@@ -59,7 +59,7 @@ static const char help[] =
     "  brigade plan examples/fashion_cnn.model --devices cpu:2\n"
     "  brigade plan examples/fashion_cnn.model --stages 4 --schedule gpipe --microbatches 8\n"
     "  brigade plan examples/fashion_cnn.model --devices cpu:2 --device-mem 20M\n"
-    "      (does not fit; says which stage overflows and that --microbatches 4 fits)\n"
+    "      (does not fit; says which stage overflows and that --microbatches 2 fits)\n"
     "  brigade plan examples/fashion_cnn.model --devices cpu:2 --split 4 --json\n"
     "  brigade plan examples/fashion_cnn.model --devices cpu:2 --microbatches auto\n"
     "  brigade plan examples/fashion_cnn.model --topology two-socket-8-gpu.xml \\\n"

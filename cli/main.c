@@ -22,7 +22,8 @@ static const char usage[] =
     "  profile MODEL   measured per-layer times and copy bandwidth for the planner\n"
     "  topo            packages, NUMA nodes, cores, GPUs and the links between them\n"
     "\n"
-    "Guides: docs/pipelines.md, docs/reports.md, docs/planner.md, docs/checkpoints.md.\n"
+    "Guides (docs/): pipelines.md, training.md, reports.md, planner.md,\n"
+    "checkpoints.md, model-spec.md, cuda.md, performance.md.\n"
     "\n"
     "'brigade COMMAND --help' explains a command's options.\n"
     "Exit status: 0 success, 1 failure while running, 2 bad usage or bad input.\n";
