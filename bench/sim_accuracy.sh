@@ -13,7 +13,7 @@
 # figure is the median over the recorded steps (step_median_s,
 # bubble_median of --metrics); both the measured and the simulated figures
 # are then averaged over the REPEAT turns. This machine's cores change speed
-# for seconds at a time (docs/planner.md), so each profile is taken next to
+# for seconds at a time (docs/sim-accuracy-log.md), so each profile is taken next to
 # the runs it is compared with, and the averages follow the long-run speed a
 # training job sees. Prints one row per point with both figures, the
 # errors and the spread of the measured step over the turns ((max - min) /

@@ -64,7 +64,7 @@ enum { BG_NEIGHBOUR_FORWARD, BG_NEIGHBOUR_BACKWARD, BG_NEIGHBOUR_UPDATE, BG_NEIG
  * a stage waits often (for an activation, a gradient, the optimizer
  * barrier), and what the other device did meanwhile decides how much of
  * the stage's data is gone from the caches when it resumes
- * (docs/planner.md, "Ops after an idle gap"). All 0 when not measured. */
+ * (docs/sim-accuracy-log.md, "Ops after an idle gap"). All 0 when not measured. */
 typedef struct bg_stage_after_wait {
     double forward[BG_NEIGHBOUR_KINDS];
     double backward[BG_NEIGHBOUR_KINDS];

@@ -13,7 +13,7 @@ enum { PROFILE_WARMUP = 2 };
  * thread descheduled mid-op). Not the median: a step is a sum of
  * many ops, and the median of such a sum follows the ops' means, which on
  * a loaded machine lie a few percent above their medians (timings skew
- * right: docs/planner.md, "Means, not medians"). */
+ * right: docs/sim-accuracy-log.md, "Means, not medians"). */
 double profile_typical(double *values, int n);
 
 /* Measures every layer range [first, last) as a stage at each of the slot

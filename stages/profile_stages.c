@@ -403,7 +403,7 @@ typedef struct range_figures {
 
 /* Passes over all ranges. On a virtual machine a core may run at one speed
  * for a few seconds and up to 60% slower for the next few (seen on the
- * development machine; docs/planner.md, "Profile passes"), and the same
+ * development machine; docs/sim-accuracy-log.md, "Profile passes"), and the same
  * stage may run at two speeds from one allocation to the next. Each pass
  * times every range once, on a fresh allocation, so a range's passes lie
  * seconds apart; the profile keeps the mean of their figures, as a long run
