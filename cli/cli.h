@@ -60,6 +60,25 @@ bg_status_t bg_cli_check_output(const char *option, const char *path);
  * would be replaced by a regular file, so they are refused. */
 bg_status_t bg_cli_check_replaced(const char *option, const char *path);
 
+/* A file named on the command line: the option that names it ("MODEL" for
+ * the model spec), its path (NULL: not given), and whether the command
+ * writes it (an output) or reads it (an input). An input may name
+ * `replaced_by`, the one output allowed to be the same file (--resume F
+ * --save F: the run reads F first and replaces it at the end). */
+typedef struct bg_cli_file {
+    const char *option, *path;
+    int output;
+    const char *replaced_by;
+} bg_cli_file_t;
+
+/* Refuses, before a run, two outputs that name one file (the last written
+ * would silently replace the other) and an output that names an input
+ * (writing it would destroy what the run read): BG_ERR_INVALID naming both
+ * options and the path. One file is found under two spellings: an existing
+ * file by its device and inode (links included), a new one by its folder's
+ * real path and its name. */
+bg_status_t bg_cli_check_distinct(const bg_cli_file_t *files, int count);
+
 /* Formats n with thousands separators ("693,962") into buf. */
 const char *bg_cli_group_digits(int64_t n, char *buf, size_t size);
 

@@ -141,7 +141,9 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
         return bg_error_set(BG_ERR_INVALID,
                             "%lld micro-batches of a %lld-sample batch would leave some empty",
                             (long long)o->microbatches, (long long)o->batch);
-    return bg_cli_check_output("-o", o->output); /* now, not after the measuring */
+    BG_CHECK(bg_cli_check_output("-o", o->output)); /* now, not after the measuring */
+    const bg_cli_file_t files[] = {{"MODEL", o->model, 0, NULL}, {"-o", o->output, 1, NULL}};
+    return bg_cli_check_distinct(files, 2);
 }
 
 /* Over the ranges timed after waits: each ratio's lowest and highest. */

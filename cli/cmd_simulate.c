@@ -95,7 +95,16 @@ static bg_status_t parse_args(int argc, char **argv, simulate_options_t *o, int 
     BG_CHECK(bg_cli_check_optimizer(&o->optimizer));
     BG_CHECK(bg_cli_check_output("--metrics", o->metrics));
     BG_CHECK(bg_cli_check_output("--trace", o->trace));
-    return bg_cli_check_output("--timeline", o->timeline);
+    BG_CHECK(bg_cli_check_output("--timeline", o->timeline));
+    const bg_cli_file_t files[] = {
+        {"MODEL", o->model, 0, NULL},
+        {"--profile", o->placement.profile_path, 0, NULL},
+        {"--topology", o->placement.topology_path, 0, NULL},
+        {"--metrics", o->metrics, 1, NULL},
+        {"--trace", o->trace, 1, NULL},
+        {"--timeline", o->timeline, 1, NULL},
+    };
+    return bg_cli_check_distinct(files, (int)(sizeof files / sizeof files[0]));
 }
 
 static bg_status_t write_metrics(const simulate_options_t *o, const bg_plan_t *plan,

@@ -164,6 +164,13 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     if (*show_help) return BG_OK;
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
     BG_CHECK(bg_cli_check_output("--chart", o->chart)); /* now, not after every point */
+    const bg_cli_file_t files[] = {
+        {"MODEL", o->model, 0, NULL},
+        {"--profile", o->placement.profile_path, 0, NULL},
+        {"--topology", o->placement.topology_path, 0, NULL},
+        {"--chart", o->chart, 1, NULL},
+    };
+    BG_CHECK(bg_cli_check_distinct(files, (int)(sizeof files / sizeof files[0])));
     if (o->m_count == 0)
         return bg_error_set(BG_ERR_INVALID, "--microbatches LIST is required (e.g. 1,2,4,8)");
     if (o->placement.topology_path != NULL && !o->simulate)

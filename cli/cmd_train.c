@@ -194,7 +194,13 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     BG_CHECK(bg_cli_check_output("--metrics", o->metrics));
     BG_CHECK(bg_cli_check_output("--trace", o->trace));
     BG_CHECK(bg_cli_check_output("--timeline", o->timeline));
-    return BG_OK;
+    const bg_cli_file_t files[] = {
+        {"MODEL", o->model, 0, NULL},         {"--load", o->load, 0, NULL},
+        {"--resume", o->resume, 0, "--save"}, {"--profile", o->placement.profile_path, 0, NULL},
+        {"--save", o->save, 1, NULL},         {"--metrics", o->metrics, 1, NULL},
+        {"--trace", o->trace, 1, NULL},       {"--timeline", o->timeline, 1, NULL},
+    };
+    return bg_cli_check_distinct(files, (int)(sizeof files / sizeof files[0]));
 }
 
 /* What a stage held at its peak: everything but the stash is fixed; the

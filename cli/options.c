@@ -184,3 +184,75 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
     /* A new file, or one replaced. */
     return check_folder(option, path, path);
 }
+
+/* Where `path` leads: an existing file's device and inode, else its
+ * folder's real path and its name (*where, to free). 0 when neither can
+ * be told (its folder does not exist: the output check reports that). */
+typedef struct file_key {
+    int exists;
+    dev_t dev;
+    ino_t ino;
+    char *where;
+} file_key_t;
+
+static int file_key(const char *path, file_key_t *key) {
+    struct stat st;
+    *key = (file_key_t){0};
+    if (stat(path, &st) == 0) {
+        key->exists = 1;
+        key->dev = st.st_dev;
+        key->ino = st.st_ino;
+        return 1;
+    }
+    char *folder = bg_path_folder(path);
+    char *real = folder != NULL ? realpath(folder, NULL) : NULL;
+    free(folder);
+    if (real == NULL) return 0;
+    const char *slash = strrchr(path, '/'), *name = slash != NULL ? slash + 1 : path;
+    const size_t size = strlen(real) + strlen(name) + 2;
+    key->where = malloc(size);
+    if (key->where != NULL) snprintf(key->where, size, "%s/%s", real, name);
+    free(real);
+    return key->where != NULL;
+}
+
+static int same_file(const file_key_t *a, const file_key_t *b) {
+    if (a->exists != b->exists) return 0;
+    if (a->exists) return a->dev == b->dev && a->ino == b->ino;
+    return strcmp(a->where, b->where) == 0;
+}
+
+bg_status_t bg_cli_check_distinct(const bg_cli_file_t *files, int count) {
+    bg_status_t st = BG_OK;
+    file_key_t *keys = calloc((size_t)(count > 0 ? count : 1), sizeof *keys);
+    int *known = calloc((size_t)(count > 0 ? count : 1), sizeof *known);
+    if (keys == NULL || known == NULL) {
+        st = bg_error_set(BG_ERR_NOMEM, "out of memory checking the files given");
+        goto done;
+    }
+    for (int i = 0; i < count; i++)
+        known[i] =
+            files[i].path != NULL && files[i].path[0] != '\0' && file_key(files[i].path, &keys[i]);
+    for (int i = 0; i < count && st == BG_OK; i++)
+        for (int j = i + 1; j < count && st == BG_OK; j++) {
+            const bg_cli_file_t *a = &files[i], *b = &files[j];
+            if (!known[i] || !known[j] || (!a->output && !b->output)) continue;
+            if (!same_file(&keys[i], &keys[j])) continue;
+            if (a->output && b->output) {
+                st = bg_error_set(BG_ERR_INVALID,
+                                  "%s and %s both name '%s': each output needs a file of its own",
+                                  a->option, b->option, b->path);
+                continue;
+            }
+            const bg_cli_file_t *in = a->output ? b : a, *out = a->output ? a : b;
+            if (in->replaced_by != NULL && strcmp(in->replaced_by, out->option) == 0) continue;
+            st = bg_error_set(BG_ERR_INVALID,
+                              "%s '%s' is the file %s reads: writing it would destroy it",
+                              out->option, out->path, in->option);
+        }
+done:
+    for (int i = 0; keys != NULL && i < count; i++) free(keys[i].where);
+    free(keys);
+    free(known);
+    return st;
+}

@@ -384,6 +384,30 @@ usage_error "--metrics: cannot write '$T/$LONG.json': folder '$T' takes no new f
 if find "$T" -maxdepth 1 -name "*.tmp.*" | grep -q .; then fail "the folder check leaves no file behind"; else pass; fi
 usage_error "--trace: empty file name" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --trace ""
+# One file for two outputs, or an output that is an input: refused before
+# the run (the later write would replace the other file, or what was read),
+# under any spelling of the path and through a hard link. Resuming from a
+# file and saving back to it is the one pair allowed.
+usage_error "--save and --metrics both name '$T/./twice.json': each output needs a file of its own" \
+    -- train "$MODEL" --data synthetic --steps 1 --batch 16 --save "$T/twice.json" \
+    --metrics "$T/./twice.json"
+check "two outputs on one file: nothing written" test ! -e "$T/twice.json"
+usage_error "--trace and --timeline both name" -- simulate "$MODEL" --trace "$T/q.json" \
+    --timeline "$T/../$(basename "$T")/q.json"
+cp "$MODEL" "$T/own.model"
+usage_error "--metrics '$T/own.model' is the file MODEL reads: writing it would destroy it" -- \
+    train "$T/own.model" --data synthetic --steps 1 --batch 16 --metrics "$T/own.model"
+check "the model spec is left whole" cmp -s "$MODEL" "$T/own.model"
+usage_error "-o '$T/own.model' is the file MODEL reads" -- profile "$T/own.model" -o "$T/own.model"
+usage_error "--chart '$T/own.model' is the file MODEL reads" -- sweep "$T/own.model" \
+    --microbatches 1 --simulate --chart "$T/own.model"
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 2 --batch 16 --save "$T/state.st"; then
+    ln "$T/state.st" "$T/state-link.st"
+    usage_error "--metrics '$T/state-link.st' is the file --resume reads" -- train "$MODEL" \
+        --data synthetic --steps 3 --batch 16 --resume "$T/state.st" --metrics "$T/state-link.st"
+    expect 0 "" -- train "$MODEL" --data synthetic --steps 3 --batch 16 --resume "$T/state.st" \
+        --save "$T/state.st"
+fi
 # A full disk shows only when the file is closed.
 if [ -w /dev/full ]; then
     expect 1 "metrics: cannot write '/dev/full': No space left on device" -- \
