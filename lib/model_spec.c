@@ -567,7 +567,8 @@ static bg_status_t parse_line(parser_t *p, const char *text, size_t length, int 
 }
 
 static bg_status_t parse_text(parser_t *p, const char *text, size_t size) {
-    size_t position = 0;
+    /* A UTF-8 byte-order mark, which some editors write first, is no text. */
+    size_t position = size >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
     int line = 0;
     while (position < size) {
         if (line == INT_MAX) {
@@ -590,6 +591,11 @@ static bg_status_t parse_text(parser_t *p, const char *text, size_t size) {
                                    "unexpected byte 0x%02x; a model spec is text", byte);
             }
         }
+        /* Files joined with cat carry the second one's mark inside. */
+        if (length >= 3 && memcmp(start, "\xEF\xBB\xBF", 3) == 0)
+            return parse_error(p, line, 1,
+                               "a UTF-8 byte-order mark (EF BB BF) here; only a file's first "
+                               "bytes may hold one");
         if (length > BG_MODEL_SPEC_MAX_LINE) {
             return parse_error(p, line, BG_MODEL_SPEC_MAX_LINE + 1, "line longer than %d bytes",
                                BG_MODEL_SPEC_MAX_LINE);

@@ -215,6 +215,25 @@ static void test_layout_comments_crlf_tabs(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* A UTF-8 byte-order mark, which some editors write first, is skipped:
+ * columns on line 1 count from after it. Elsewhere it is a stray byte. */
+static void test_byte_order_mark(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse_ok("\xEF\xBB\xBFinput channels=1 height=28 width=28\n"
+                                     "conv2d filters=32 kernel=3 activation=relu\n"
+                                     "maxpool size=2\nflatten\ndense units=128 activation=relu\n"
+                                     "dense units=10\nsoftmax_cross_entropy\n");
+    assert_int_equal(spec->num_layers, 8);
+    assert_int_equal(spec->layers[0].line, 2);
+    assert_int_equal(spec->layers[0].col, 1);
+    assert_int_equal(spec->fingerprint, fingerprint_of(origin_cnn));
+    bg_model_spec_destroy(spec);
+    expect_error("input channels=1 height=2 width=2\n\xEF\xBB\xBF"
+                 "flatten\n",
+                 "spec:2:1: a UTF-8 byte-order mark (EF BB BF) here; only a file's first bytes "
+                 "may hold one");
+}
+
 static void test_explicit_relu_and_largest_size(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse_ok("input channels=1048576 height=1 width=1\n"
@@ -740,6 +759,7 @@ int main(void) {
         cmocka_unit_test(test_conv_padding_same_and_stride),
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_layout_comments_crlf_tabs),
+        cmocka_unit_test(test_byte_order_mark),
         cmocka_unit_test(test_explicit_relu_and_largest_size),
         cmocka_unit_test(test_leading_zeros),
         cmocka_unit_test(test_not_nul_terminated),
