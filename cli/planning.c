@@ -215,15 +215,15 @@ static int try_variant(const bg_plan_request_t *r, const char *what) {
     return fits;
 }
 
-/* Tries the micro-batch counts `--microbatches auto` would (divisors of B
- * and powers of two), nearest to the request first in each direction, and
- * prints the nearest above and the nearest below that fit. Returns 1 if
- * one did. */
+/* Tries the micro-batch counts `--microbatches auto` would (divisors of B,
+ * powers of two, and for interleaved K times powers of two), nearest to the request first in each
+ * direction, and prints the nearest above and the nearest below that fit. Returns 1 if one did. */
 static int try_microbatches(const bg_plan_request_t *r) {
-    const int count = bg_plan_microbatch_candidates(r->batch, NULL, 0);
+    const int multiple = bg_plan_microbatch_multiple(r, 0);
+    const int count = bg_plan_microbatch_candidates(r->batch, multiple, NULL, 0);
     int *ms = malloc(sizeof *ms * (size_t)(count > 0 ? count : 1));
     if (ms == NULL) return 0;
-    bg_plan_microbatch_candidates(r->batch, ms, count);
+    bg_plan_microbatch_candidates(r->batch, multiple, ms, count);
     bg_plan_request_t v = *r;
     char what[64];
     int helped = 0;

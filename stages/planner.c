@@ -159,15 +159,24 @@ bg_cost_link_t bg_plan_profile_link(const bg_profile_t *profile) {
     return link;
 }
 
-int bg_plan_microbatch_candidates(int64_t batch, int *out, int capacity) {
+static int is_power_of_two(int64_t m) { return m > 0 && (m & (m - 1)) == 0; }
+
+int bg_plan_microbatch_candidates(int64_t batch, int multiple, int *out, int capacity) {
     int count = 0;
+    if (multiple < 1) multiple = 1;
     for (int64_t m = 1; m <= batch && m <= BG_SCHEDULE_MAX_MICROBATCHES; m++) {
-        int power = (m & (m - 1)) == 0;
-        if (batch % m != 0 && !power) continue;
+        const int scaled = m % multiple == 0 && is_power_of_two(m / multiple);
+        if (batch % m != 0 && !is_power_of_two(m) && !scaled) continue;
         if (count < capacity) out[count] = (int)m;
         count++;
     }
     return count;
+}
+
+int bg_plan_microbatch_multiple(const bg_plan_request_t *r, unsigned flags) {
+    const int interleaved = r->schedule == BG_SCHEDULE_INTERLEAVED ||
+                            ((flags & BG_PLAN_SEARCH_SCHEDULE) && r->chunks > 1);
+    return interleaved && r->devices > 1 ? r->devices : 1;
 }
 
 /* 1 if a is a better choice than b (NULL: none yet); plans that fit carry
@@ -197,10 +206,11 @@ bg_status_t bg_plan_search(const bg_plan_request_t *r, unsigned flags, bg_plan_t
     }
     int *ms = NULL, m_count = 1, own = r->microbatches;
     if (flags & BG_PLAN_SEARCH_MICROBATCHES) {
-        m_count = bg_plan_microbatch_candidates(r->batch, NULL, 0);
+        const int multiple = bg_plan_microbatch_multiple(r, flags);
+        m_count = bg_plan_microbatch_candidates(r->batch, multiple, NULL, 0);
         ms = malloc(sizeof *ms * (size_t)(m_count > 0 ? m_count : 1));
         if (ms == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
-        bg_plan_microbatch_candidates(r->batch, ms, m_count);
+        bg_plan_microbatch_candidates(r->batch, multiple, ms, m_count);
     }
     bg_plan_t *best = NULL;
     bg_status_t st = BG_OK;
@@ -231,8 +241,16 @@ bg_status_t bg_plan_search(const bg_plan_request_t *r, unsigned flags, bg_plan_t
             }
         }
     }
+    if (st == BG_OK && best == NULL) {
+        /* Every candidate was refused: the last refusal says why. */
+        st = BG_ERR_INVALID;
+        if (ms != NULL)
+            bg_error_prefix(st,
+                            "no micro-batch count tried for a batch of %lld (%d counts from %d "
+                            "to %d) makes a plan; the last refused: ",
+                            (long long)r->batch, m_count, ms[0], ms[m_count - 1]);
+    }
     free(ms);
-    if (st == BG_OK && best == NULL) st = BG_ERR_INVALID; /* the last refusal's message stands */
     if (st != BG_OK) {
         bg_plan_destroy(best);
         return st;

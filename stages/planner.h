@@ -119,10 +119,17 @@ enum {
     BG_PLAN_SEARCH_SCHEDULE = 2,     /* try gpipe, 1f1b, zb-h1, and interleaved when V > 1 */
 };
 
-/* The micro-batch counts worth trying for a batch of B: every divisor of B
- * and every power of two up to B, ascending, without repeats. Writes at most
- * `capacity` of them into `out` and returns how many there are in all. */
-int bg_plan_microbatch_candidates(int64_t batch, int *out, int capacity);
+/* The micro-batch counts worth trying for a batch of B: every divisor of B,
+ * every power of two up to B, and every `multiple` times a power of two up
+ * to B (interleaved needs M a multiple of K; 1 adds nothing), ascending,
+ * without repeats. Writes at most `capacity` of them into `out` and returns
+ * how many there are in all. */
+int bg_plan_microbatch_candidates(int64_t batch, int multiple, int *out, int capacity);
+
+/* The `multiple` of bg_plan_microbatch_candidates for a request: its K when
+ * interleaved is the schedule or, with BG_PLAN_SEARCH_SCHEDULE and
+ * chunks > 1, one of the schedules searched; else 1. */
+int bg_plan_microbatch_multiple(const bg_plan_request_t *r, unsigned flags);
 
 /* Plans every combination `flags` opens up (the request's own M and
  * schedule otherwise) and keeps the one with the highest throughput among

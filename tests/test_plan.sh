@@ -147,6 +147,13 @@ expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/two-socket-8-core.
     --devices cpu:10 --stages 2
 if grep -q "share" "$ERR"; then fail "2 of 10 devices, on 2 cores: a note of sharing"; else pass; fi
 expect 2 "cuda:9: the topology has 8 GPUs" -- plan "$MODEL" --topology "$GPUS" --devices cuda:9
+# Interleaved on three devices needs M a multiple of 3, which no divisor or
+# power of two of 64 is: auto tries 3 times powers of two too. With none
+# possible (a batch of 2), it says what it tried and why the last failed.
+expect 0 "chose --microbatches 3:" -- plan "$MODEL" --devices cpu:3 --microbatches auto \
+    --schedule interleaved --chunks 2
+expect 2 "no micro-batch count tried for a batch of 2 (2 counts from 1 to 2) makes a plan; the last refused: interleaved needs" \
+    -- plan "$MODEL" --devices cpu:3 --microbatches auto --schedule interleaved --chunks 2 --batch 2
 # A GPU this machine does not have is refused, not planned with an assumed
 # speed and no memory cap; another machine's GPUs come from its XML.
 for cmd in plan simulate; do

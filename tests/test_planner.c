@@ -160,15 +160,21 @@ static void test_microbatch_candidates(void **state) {
     (void)state;
     int got[32];
     const int want48[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48};
-    int n = bg_plan_microbatch_candidates(48, got, 32);
+    int n = bg_plan_microbatch_candidates(48, 1, got, 32);
     assert_int_equal(n, 11);
     for (int i = 0; i < n; i++) assert_int_equal(got[i], want48[i]);
     const int want20[] = {1, 2, 4, 5, 8, 10, 16, 20};
-    n = bg_plan_microbatch_candidates(20, got, 3);
+    n = bg_plan_microbatch_candidates(20, 1, got, 3);
     assert_int_equal(n, 8);
     for (int i = 0; i < 3; i++) assert_int_equal(got[i], want20[i]);
-    assert_int_equal(bg_plan_microbatch_candidates(1, got, 32), 1);
+    assert_int_equal(bg_plan_microbatch_candidates(1, 1, got, 32), 1);
     assert_int_equal(got[0], 1);
+    /* Interleaved on K = 3 needs multiples of 3: 3, 6, 12, 24 and 48 join
+     * the divisors and powers of two of 64. */
+    const int want64[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
+    n = bg_plan_microbatch_candidates(64, 3, got, 32);
+    assert_int_equal(n, 12);
+    for (int i = 0; i < n; i++) assert_int_equal(got[i], want64[i]);
 }
 
 /* The search keeps the fitting candidate of the highest simulated
@@ -178,9 +184,10 @@ static void check_search(const bg_plan_request_t *r, unsigned flags) {
     bg_plan_t *chosen = NULL;
     assert_int_equal(bg_plan_search(r, flags, &chosen), BG_OK);
     int ms[64];
-    int m_count = (flags & BG_PLAN_SEARCH_MICROBATCHES)
-                      ? bg_plan_microbatch_candidates(r->batch, ms, 64)
-                      : (ms[0] = r->microbatches, 1);
+    int m_count =
+        (flags & BG_PLAN_SEARCH_MICROBATCHES)
+            ? bg_plan_microbatch_candidates(r->batch, bg_plan_microbatch_multiple(r, flags), ms, 64)
+            : (ms[0] = r->microbatches, 1);
     const bg_schedule_kind_t order[] = {BG_SCHEDULE_1F1B, BG_SCHEDULE_GPIPE, BG_SCHEDULE_ZB_H1,
                                         BG_SCHEDULE_INTERLEAVED};
     int kinds = (flags & BG_PLAN_SEARCH_SCHEDULE) ? (r->chunks > 1 ? 4 : 3) : 1;
