@@ -85,7 +85,8 @@ typedef struct train_options {
     const char *model, *data, *load, *save, *metrics, *trace, *timeline, *resume;
     bg_train_config_t train;
     bg_placement_t placement;
-    double lr; /* < 0: the optimizer's default */
+    double lr;      /* < 0: the optimizer's default */
+    int seed_given; /* --seed was on the command line */
 } train_options_t;
 
 /* Every option takes a value. */
@@ -144,6 +145,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         } else if (strcmp(arg, "--seed") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 0, INT64_MAX, &value));
             o->train.seed = (uint64_t)value;
+            o->seed_given = 1;
         } else if (strcmp(arg, "--load") == 0) {
             o->load = v;
         } else if (strcmp(arg, "--resume") == 0) {
@@ -201,6 +203,24 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         {"--trace", o->trace, 1, NULL},       {"--timeline", o->timeline, 1, NULL},
     };
     return bg_cli_check_distinct(files, (int)(sizeof files / sizeof files[0]));
+}
+
+/* A resumed run keeps its seed: synthetic data are made from it (the
+ * weights and the data order come from the file). Without --seed it is
+ * taken from the file; a different one is refused, as another batch is. */
+static bg_status_t resume_seed(train_options_t *o, const bg_train_state_t *saved) {
+    if (!saved->seed_saved) return BG_OK; /* saved before checkpoints held it */
+    if (!o->seed_given) {
+        o->train.seed = (uint64_t)saved->seed;
+        return BG_OK;
+    }
+    if ((uint64_t)saved->seed != o->train.seed)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--resume: the run was saved with --seed %lld, this one has --seed "
+                            "%llu (a resumed run continues the same one, on the same synthetic "
+                            "data; --load starts another)",
+                            (long long)saved->seed, (unsigned long long)o->train.seed);
+    return BG_OK;
 }
 
 /* What a stage held at its peak: everything but the stash is fixed; the
@@ -304,6 +324,15 @@ int bg_cmd_train(int argc, char **argv) {
     int code = 0;
     BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &o.train.optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
+    if (o.resume != NULL) {
+        BG_CHECK_GOTO(
+            bg_cli_input_status(bg_train_state_load(o.resume, spec, &o.train.optimizer, &resume)),
+            st, fail);
+        BG_CHECK_GOTO(resume_seed(&o, &resume), st, fail);
+        o.train.resume = &resume;
+        fprintf(stderr, "resuming %s at step %lld (epoch %d, sample %lld)\n", o.resume,
+                (long long)resume.step, resume.epoch, (long long)resume.position);
+    }
     BG_CHECK_GOTO(bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes,
                                                       o.train.seed, &train, &test)),
                   st, fail);
@@ -324,14 +353,6 @@ int bg_cmd_train(int argc, char **argv) {
         BG_CHECK_GOTO(bg_cli_input_status(bg_checkpoint_load(o.load, spec, params, NULL)), st,
                       fail);
         o.train.initial_params = params;
-    }
-    if (o.resume != NULL) {
-        BG_CHECK_GOTO(
-            bg_cli_input_status(bg_train_state_load(o.resume, spec, &o.train.optimizer, &resume)),
-            st, fail);
-        o.train.resume = &resume;
-        fprintf(stderr, "resuming %s at step %lld (epoch %d, sample %lld)\n", o.resume,
-                (long long)resume.step, resume.epoch, (long long)resume.position);
     }
     o.train.save_path = o.save;
     fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s\n", o.model,

@@ -33,6 +33,7 @@ static const count_field_t count_fields[] = {
     {"brigade.train_samples", offsetof(bg_train_state_t, train_samples), 1},
     {"brigade.epoch_steps", offsetof(bg_train_state_t, epoch_steps), 1},
     {"brigade.skipped_steps", offsetof(bg_train_state_t, skipped_steps), 1},
+    {"brigade.seed", offsetof(bg_train_state_t, seed), 1},
 };
 enum { COUNT_FIELDS = sizeof count_fields / sizeof count_fields[0] };
 
@@ -267,6 +268,7 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
         BG_CHECK(metadata_count(path, file, count_fields[f].key, count_fields[f].later,
                                 count_of(st, &count_fields[f])));
     BG_CHECK(check_counts(path, st));
+    st->seed_saved = bg_safetensors_metadata(file, "brigade.seed") != NULL;
     BG_CHECK(metadata_count(path, file, "brigade.epoch", 0, &epoch));
     BG_CHECK(metadata_loss_sum(path, file, &st->epoch_loss_sum));
     /* A run that ends its last epoch saves the next one's number. */

@@ -332,6 +332,22 @@ usage_error "nothing to do: --resume is at step 3 and this run ends at step 2" -
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$R"; then
     stdout_has "trained 2 steps (4 to 5 of the run) in" "a resumed run says which steps it ran"
 fi
+# Synthetic data are made from the seed: a resumed run takes the saved one
+# (and continues bit for bit), and refuses another.
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 4 --batch 16 --seed 3 \
+    --save "$T/seed3.st"; then
+    usage_error "--resume: the run was saved with --seed 3, this one has --seed 5" -- \
+        train "$MODEL" --data synthetic --steps 6 --batch 16 --resume "$T/seed3.st" --seed 5
+    expect 0 "" -- train "$MODEL" --data synthetic --steps 6 --batch 16 --resume "$T/seed3.st" \
+        --metrics "$T/resumed3.json"
+    expect 0 "" -- train "$MODEL" --data synthetic --steps 6 --batch 16 --seed 3 \
+        --metrics "$T/straight3.json"
+    check "a resumed run without --seed continues on the saved seed's data" python3 -c "
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert a['seed'] == 3 and a['loss'] == b['loss'] and a['test_loss'] == b['test_loss'], (a, b)" \
+        "$T/resumed3.json" "$T/straight3.json"
+fi
 # Another tool's file (no brigade metadata) is weights at most.
 python3 - "$T/foreign.safetensors" <<'PY'
 import json, struct, sys
