@@ -3,6 +3,7 @@
  * loads/saves a checkpoint and writes metrics JSON. */
 #include <float.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,8 @@ static const char help[] =
     "  --load FILE        start from the weights of a safetensors checkpoint (from\n"
     "                     brigade or PyTorch); optimizer and data order start afresh\n"
     "  --save FILE        write the training state (weights under PyTorch's names,\n"
-    "                     optimizer state, step, data position) atomically at the end\n"
+    "                     optimizer state, step, data position) atomically at the end,\n"
+    "                     and when SIGINT or SIGTERM stops the run (after its step)\n"
     "  --save-every N     ... and every N steps (a crash loses at most N steps)\n"
     "  --resume FILE      continue the run saved in FILE exactly; --steps and\n"
     "                     --epochs count from the start of the run\n"
@@ -203,6 +205,33 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         {"--trace", o->trace, 1, NULL},       {"--timeline", o->timeline, 1, NULL},
     };
     return bg_cli_check_distinct(files, (int)(sizeof files / sizeof files[0]));
+}
+
+/* The signal that asked a run to stop (SIGINT, SIGTERM), or 0: the run
+ * stops after the step in progress and saves its state (scheduler/train.h).
+ * The handler resets itself, so a second signal ends the process at once. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int signo) { stop_signal = signo; }
+
+static const int stop_signals[2] = {SIGINT, SIGTERM};
+
+/* Catches the stop signals for the run, leaving ignored ones ignored (a
+ * job started with nohup or in the background); old[] to restore. */
+static void catch_stop_signals(struct sigaction old[2]) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    for (int i = 0; i < 2; i++) {
+        sigaction(stop_signals[i], NULL, &old[i]);
+        if (old[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &sa, NULL);
+    }
+}
+
+static void restore_stop_signals(const struct sigaction old[2]) {
+    for (int i = 0; i < 2; i++) sigaction(stop_signals[i], &old[i], NULL);
 }
 
 /* A resumed run keeps its seed: synthetic data are made from it (the
@@ -379,7 +408,18 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.microbatches = o.placement.microbatches;
     o.train.split = plan->partition->stages > 1 ? plan->first_layer + 1 : NULL;
     o.train.recompute = o.placement.recompute;
-    BG_CHECK_GOTO(bg_train_run(&o.train, &r, params), st, fail);
+    o.train.stop = &stop_signal;
+    struct sigaction old_handlers[2];
+    catch_stop_signals(old_handlers);
+    st = bg_train_run(&o.train, &r, params);
+    restore_stop_signals(old_handlers);
+    if (st == BG_ERR_INTERRUPTED) {
+        if (progress.terminal) fputc('\n', stderr); /* after the progress bar */
+        bg_cli_fail("train", st);
+        code = 128 + stop_signal;
+        goto done;
+    }
+    BG_CHECK_GOTO(st, st, fail);
     if (isfinite(r.test_loss))
         printf("test accuracy: %.4f (test loss %.4f)\n", r.test_accuracy, r.test_loss);
     else

@@ -22,6 +22,7 @@ const char *bg_status_name(bg_status_t status) {
     case BG_ERR_BACKEND: return "backend";
     case BG_ERR_INTERNAL: return "internal";
     case BG_ERR_STALLED: return "stalled";
+    case BG_ERR_INTERRUPTED: return "interrupted";
     }
     return "unknown";
 }

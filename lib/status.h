@@ -23,6 +23,8 @@ typedef enum bg_status {
     BG_ERR_BACKEND,     /* a backend call failed (exit 1) */
     BG_ERR_INTERNAL,    /* a broken invariant: a bug in brigade (exit 1) */
     BG_ERR_STALLED,     /* a stage waited longer than the stall timeout (exit 1) */
+    BG_ERR_INTERRUPTED, /* stopped on request (a signal; the command line exits
+                         * with 128 + the signal's number, 1 otherwise) */
 } bg_status_t;
 
 /* Short stable name of a status ("invalid", "parse", ...). Never NULL. */

@@ -226,8 +226,9 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 epoch_steps++;
             }
             const int epoch_over = at + n >= train->count;
-            if (cfg->save_path != NULL &&
-                (step == total || (cfg->save_every > 0 && step % cfg->save_every == 0))) {
+            const int stopping = cfg->stop != NULL && *cfg->stop != 0 && step < total;
+            if (cfg->save_path != NULL && (step == total || stopping ||
+                                           (cfg->save_every > 0 && step % cfg->save_every == 0))) {
                 save.step = step;
                 save.optimizer_steps = bg_pipeline_steps(pipe);
                 save.epoch = epoch_over ? epoch + 1 : epoch;
@@ -260,6 +261,20 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                     .epoch_done = epoch_over || step == total,
                 };
                 cfg->progress(cfg->progress_ctx, &p);
+            }
+            if (stopping) {
+                if (cfg->save_path != NULL)
+                    st = bg_error_set(BG_ERR_INTERRUPTED,
+                                      "interrupted after step %lld of %lld; the training state "
+                                      "is saved in %s (go on with --resume %s)",
+                                      (long long)step, (long long)total, cfg->save_path,
+                                      cfg->save_path);
+                else
+                    st = bg_error_set(BG_ERR_INTERRUPTED,
+                                      "interrupted after step %lld of %lld; nothing is saved "
+                                      "(--save FILE keeps the training state)",
+                                      (long long)step, (long long)total);
+                goto done;
             }
         }
     }

@@ -5,6 +5,7 @@
 #ifndef BG_TRAIN_H
 #define BG_TRAIN_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "dataset.h"
@@ -67,6 +68,10 @@ typedef struct bg_train_config {
     int64_t save_every;
     bg_train_progress_fn progress;
     void *progress_ctx;
+    /* If not NULL, read after every step: once nonzero (a signal handler's
+     * flag), the run stops there, saves the training state when save_path
+     * is set, and returns BG_ERR_INTERRUPTED saying where it stopped. */
+    const volatile sig_atomic_t *stop;
 } bg_train_config_t;
 
 #define BG_TRAIN_CONFIG_INIT                                                                       \

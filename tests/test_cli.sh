@@ -348,6 +348,38 @@ a, b = (json.load(open(f)) for f in sys.argv[1:])
 assert a['seed'] == 3 and a['loss'] == b['loss'] and a['test_loss'] == b['test_loss'], (a, b)" \
         "$T/resumed3.json" "$T/straight3.json"
 fi
+# SIGTERM (or SIGINT) stops a run after the step in progress: the state is
+# saved, the message says where, the exit status is 128 + the signal, and
+# the run goes on from there.
+"$BRIGADE" train "$MODEL" --data synthetic --steps 1000000 --batch 16 --save "$T/stopped.st" \
+    </dev/null >"$OUT" 2>"$ERR" &
+pid=$!
+tries=0
+while ! grep -q "^epoch 1/" "$ERR" && [ $tries -lt 600 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+kill -TERM $pid
+tries=0
+while kill -0 $pid 2>/dev/null && [ $tries -lt 600 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+if kill -0 $pid 2>/dev/null; then
+    kill -KILL $pid
+    fail "SIGTERM: the run did not stop within 60 s"
+fi
+wait $pid
+status=$?
+check "SIGTERM: exit status 143 (was $status)" test "$status" -eq 143
+stopped=$(sed -n 's/.*interrupted after step \([0-9]*\) of 1000000; the training state is saved in .*/\1/p' "$ERR")
+if [ -n "$stopped" ]; then
+    pass
+    expect 0 "resuming $T/stopped.st at step $stopped" -- train "$MODEL" --data synthetic \
+        --steps $((stopped + 1)) --batch 16 --resume "$T/stopped.st"
+else
+    fail "SIGTERM: no 'interrupted after step N ... saved' message"
+fi
 # Another tool's file (no brigade metadata) is weights at most.
 python3 - "$T/foreign.safetensors" <<'PY'
 import json, struct, sys
