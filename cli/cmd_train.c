@@ -48,8 +48,9 @@ static const char help[] =
     "  --load FILE        start from the weights of a safetensors checkpoint (from\n"
     "                     brigade or PyTorch); optimizer and data order start afresh\n"
     "  --save FILE        write the training state (weights under PyTorch's names,\n"
-    "                     optimizer state, step, data position) atomically at the end,\n"
-    "                     and when SIGINT or SIGTERM stops the run (after its step)\n"
+    "                     optimizer state, step, data position) atomically at the\n"
+    "                     end, and when SIGINT or SIGTERM stops the run (after its\n"
+    "                     step)\n"
     "  --save-every N     ... and every N steps (a crash loses at most N steps)\n"
     "  --resume FILE      continue the run saved in FILE exactly; --steps and\n"
     "                     --epochs count from the start of the run\n"
@@ -81,7 +82,8 @@ static const char help[] =
     "examples:\n"
     "  brigade train examples/fashion_cnn.model --epochs 5\n"
     "  brigade train examples/fashion_cnn.model --devices cpu:2 --microbatches 4\n"
-    "  brigade train examples/fashion_cnn.model --stages 4 --schedule zb-h1 --microbatches 8\n";
+    "  brigade train examples/fashion_cnn.model --stages 4 --schedule zb-h1 \\\n"
+    "      --microbatches 8\n";
 
 typedef struct train_options {
     const char *model, *data, *load, *save, *metrics, *trace, *timeline, *resume;

@@ -12,7 +12,8 @@
 const char bg_placement_help[] =
     "placement:\n"
     "  --devices SPEC     cpu (default), cpu:N (N devices, one thread each, bound to\n"
-    "                     cores), cuda:0,cuda:1 or cuda:0x4 (needs the CUDA build), auto\n"
+    "                     cores), cuda:0,cuda:1 or cuda:0x4 (needs the CUDA build),\n"
+    "                     auto\n"
     "  --stages K         use K of the devices (default: all of them; below);\n"
     "                     without --devices, K CPU devices (cpu:K)\n"
     "  --split I,J,...    first layer of stages 1..S-1 (default: the planner's\n"

@@ -31,6 +31,12 @@ usage_error "--topology needs a value" -- topo --topology
 expect 0 "" -- topo --topology "$ROOT/tests/fixtures/two-socket-8-gpu.xml"
 stdout_has "   5 0000:93:00.0   10de:2335        1        1 cuda:5    140.0 GiB" "topo GPU table"
 stdout_has "  gpu0       X    PIX    PHB    PHB    SYS    SYS    SYS    SYS" "topo GPU links"
+# Every help text fits a terminal of 80 columns.
+for cmd in "" summary train plan simulate sweep profile topo; do
+    # shellcheck disable=SC2086 # the empty command is no argument
+    expect 0 "" -- $cmd --help
+    check "brigade $cmd --help fits 80 columns" awk 'length > 80 { exit 1 }' "$OUT"
+done
 expect 0 "" -- train --help
 stdout_has "--batch" "brigade train --help"
 expect 0 "" -- summary --help
@@ -351,6 +357,7 @@ fi
 # SIGTERM (or SIGINT) stops a run after the step in progress: the state is
 # saved, the message says where, the exit status is 128 + the signal, and
 # the run goes on from there.
+: >"$ERR" # emptied here: the child's redirection may come after the first look
 "$BRIGADE" train "$MODEL" --data synthetic --steps 1000000 --batch 16 --save "$T/stopped.st" \
     </dev/null >"$OUT" 2>"$ERR" &
 pid=$!
