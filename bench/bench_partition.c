@@ -1,9 +1,10 @@
-/* Time the planner takes for a deep model: 1,000 layers cut into 64 stages
+/* Time the planner takes for deep models: 1,000 layers cut into 64 stages
  * on 64 CPU devices, without a memory limit, with a limit that binds, and
  * with one nothing fits under (which also searches for the smallest
- * overflow); then the device order of BG_DEVICE_ORDER_EXACT_MAX devices
+ * overflow); 100,000 layers (the most a model spec may have) onto 4 and 64
+ * stages; then the device order of BG_DEVICE_ORDER_EXACT_MAX devices
  * (exact search) and of 64 (greedy).
- * The bar is under a second for each plan.
+ * The bar is under a second for each plan of 1,000 layers.
  *
  *   bench_partition
  *
@@ -17,12 +18,12 @@
 #include "partition.h"
 #include "bench_timing.h"
 
-enum { LAYERS = 1000, STAGES = 64, CONV_BLOCKS = 150 };
+enum { MAX_STAGES = 64, CONV_BLOCKS = 150 };
 
-/* 1,000 layers: conv+relu blocks of varying widths on 16x16 maps, a
+/* `layers` layers: conv+relu blocks of varying widths on 16x16 maps, a
  * flatten, dense+relu blocks of varying widths, the classifier and loss. */
-static char *deep_model_text(void) {
-    size_t size = 64 * 1024;
+static char *deep_model_text(int layers_wanted) {
+    size_t size = (size_t)layers_wanted * 40 + 1024;
     char *text = malloc(size);
     if (text == NULL) return NULL;
     int at = snprintf(text, size, "input channels=3 height=16 width=16\n");
@@ -33,20 +34,20 @@ static char *deep_model_text(void) {
                      "conv2d filters=%d kernel=3 padding=same activation=relu\n", 4 + (i * 7) % 13);
     at += snprintf(text + at, size - (size_t)at, "flatten\n");
     layers++;
-    for (int i = 0; layers + 2 <= LAYERS - 2; i++, layers += 2)
+    for (int i = 0; layers + 2 <= layers_wanted - 2; i++, layers += 2)
         at += snprintf(text + at, size - (size_t)at, "dense units=%d activation=relu\n",
                        16 + (i * 37) % 113);
-    if (layers < LAYERS - 2) at += snprintf(text + at, size - (size_t)at, "relu\n");
+    if (layers < layers_wanted - 2) at += snprintf(text + at, size - (size_t)at, "relu\n");
     snprintf(text + at, size - (size_t)at, "dense units=10\nsoftmax_cross_entropy\n");
     return text;
 }
 
-static int plan(const bg_cost_model_t *model, bg_cost_device_t *dev, size_t capacity,
+static int plan(const bg_cost_model_t *model, bg_cost_device_t *dev, int stages, size_t capacity,
                 const char *what) {
-    for (int d = 0; d < STAGES; d++) dev[d].memory_bytes = capacity;
+    for (int d = 0; d < stages; d++) dev[d].memory_bytes = capacity;
     bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
     pc.model = model;
-    pc.devices = STAGES;
+    pc.devices = stages;
     pc.device = dev;
     bg_partition_t *p = NULL;
     double start = now_seconds();
@@ -79,42 +80,54 @@ static void order(int k) {
     free(out);
 }
 
-int main(void) {
-    char *text = deep_model_text();
-    bg_model_spec_t *spec = NULL;
-    if (text == NULL || bg_model_spec_parse("deep", text, strlen(text), &spec) != BG_OK) {
-        fprintf(stderr, "bench_partition: %s\n", bg_error_message());
+/* The model of `layers` layers and its cost model at batch 64, M = 8. */
+static int deep_model(int layers, bg_model_spec_t **spec, bg_cost_model_t **model) {
+    char *text = deep_model_text(layers);
+    if (text == NULL || bg_model_spec_parse("deep", text, strlen(text), spec) != BG_OK) {
+        fprintf(stderr, "bench_partition: %s\n", text ? bg_error_message() : "out of memory");
         free(text);
         return 1;
     }
     free(text);
     bg_cost_config_t cc = BG_COST_CONFIG_INIT;
-    cc.spec = spec;
+    cc.spec = *spec;
     cc.batch = 64;
     cc.microbatches = 8;
-    bg_cost_model_t *model = NULL;
-    if (bg_cost_model_create(&cc, &model) != BG_OK) {
+    if (bg_cost_model_create(&cc, model) != BG_OK) {
         fprintf(stderr, "bench_partition: %s\n", bg_error_message());
-        bg_model_spec_destroy(spec);
+        bg_model_spec_destroy(*spec);
         return 1;
     }
-    bg_cost_stage_t whole = {.first_layer = 0, .last_layer = spec->num_layers, .stash_slots = 1};
-    bg_cost_memory_t all = bg_cost_stage_memory(model, &whole);
-    size_t even = bg_cost_memory_peak(&all) / STAGES;
-    printf("%d layers onto %d stages (whole model as one stage: %.2f MiB)\n", spec->num_layers,
-           STAGES, (double)bg_cost_memory_peak(&all) / (1024.0 * 1024.0));
-    bg_cost_device_t dev[STAGES];
-    for (int d = 0; d < STAGES; d++) {
+    return 0;
+}
+
+int main(void) {
+    bg_cost_device_t dev[MAX_STAGES];
+    for (int d = 0; d < MAX_STAGES; d++) {
         bg_cost_device_t one = BG_COST_DEVICE_CPU_CORE_INIT;
         snprintf(one.name, sizeof one.name, "cpu:%d", d);
         dev[d] = one;
     }
-    int failed = plan(model, dev, 0, "no memory limit");
-    failed |= plan(model, dev, even * 3, "limit 3x an even share");
-    failed |= plan(model, dev, even / 4, "limit 1/4 of an even share");
-    order(BG_DEVICE_ORDER_EXACT_MAX);
-    order(64);
+    bg_model_spec_t *spec = NULL;
+    bg_cost_model_t *model = NULL;
+    if (deep_model(1000, &spec, &model) != 0) return 1;
+    bg_cost_stage_t whole = {.first_layer = 0, .last_layer = spec->num_layers, .stash_slots = 1};
+    bg_cost_memory_t all = bg_cost_stage_memory(model, &whole);
+    size_t even = bg_cost_memory_peak(&all) / MAX_STAGES;
+    printf("%d layers onto %d stages (whole model as one stage: %.2f MiB)\n", spec->num_layers,
+           MAX_STAGES, (double)bg_cost_memory_peak(&all) / (1024.0 * 1024.0));
+    int failed = plan(model, dev, MAX_STAGES, 0, "no memory limit");
+    failed |= plan(model, dev, MAX_STAGES, even * 3, "limit 3x an even share");
+    failed |= plan(model, dev, MAX_STAGES, even / 4, "limit 1/4 of an even share");
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
+    if (deep_model(100000, &spec, &model) != 0) return 1;
+    printf("%d layers, no memory limit\n", spec->num_layers);
+    failed |= plan(model, dev, 4, 0, "onto 4 stages");
+    failed |= plan(model, dev, MAX_STAGES, 0, "onto 64 stages");
+    bg_cost_model_destroy(model);
+    bg_model_spec_destroy(spec);
+    order(BG_DEVICE_ORDER_EXACT_MAX);
+    order(64);
     return failed;
 }

@@ -3,6 +3,7 @@
 #include <float.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "channel.h"
 #include "timeline.h"
@@ -127,20 +128,119 @@ static bg_status_t build_result(const context_t *c, const int *first, bg_partiti
     return BG_OK;
 }
 
+/* Range minima of a row of the programme (a sparse table): min over
+ * v[i..j] in O(1) after O(N log N) to build. level[k][i] is the minimum of
+ * v[i .. i + 2^k - 1]. */
+typedef struct range_min {
+    double *table; /* levels x size */
+    int size, levels;
+} range_min_t;
+
+static int floor_log2(int x) {
+    int k = 0;
+    while ((2 << k) <= x) k++;
+    return k;
+}
+
+static void range_min_build(range_min_t *rm, const double *v) {
+    memcpy(rm->table, v, sizeof(double) * (size_t)rm->size);
+    for (int k = 1; k < rm->levels; k++) {
+        const double *below = rm->table + (size_t)(k - 1) * (size_t)rm->size;
+        double *level = rm->table + (size_t)k * (size_t)rm->size;
+        const int half = 1 << (k - 1);
+        for (int i = 0; i + (1 << k) <= rm->size; i++)
+            level[i] = below[i] < below[i + half] ? below[i] : below[i + half];
+    }
+}
+
+/* The minimum of v[i..j], i <= j. */
+static double range_min_of(const range_min_t *rm, int i, int j) {
+    const int k = floor_log2(j - i + 1);
+    const double *level = rm->table + (size_t)k * (size_t)rm->size;
+    const double a = level[i], b = level[j - (1 << k) + 1];
+    return a < b ? a : b;
+}
+
+/* The largest k in [lo, hi] with v[k] < bound, or lo - 1 when none. */
+static int last_below(const range_min_t *rm, int lo, int hi, double bound) {
+    if (lo > hi || range_min_of(rm, lo, hi) >= bound) return lo - 1;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (range_min_of(rm, mid, hi) < bound)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The smallest k in [lo, hi] with v[k] <= bound, or hi + 1 when none. */
+static int first_at_most(const range_min_t *rm, int lo, int hi, double bound) {
+    if (lo > hi || range_min_of(rm, lo, hi) > bound) return hi + 1;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (range_min_of(rm, lo, mid) <= bound)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
 /* The dynamic programme. best[j] of row s: the best value over splits of
  * layers [0, j) into stages 0..s; cut[s][j]: where stage s starts in it.
  * Mode time: the value is the largest stage time, and stages over their
  * capacity are excluded. Mode overflow: the value is the largest overflow.
- * Returns 1 and the split in first[] if any split has a finite value. */
+ * Returns 1 and the split in first[] if any split has a finite value.
+ *
+ * For each j, the start i of stage s is searched both ways from the best
+ * start for j - 1 (where it usually lies): downwards (longer stages) until
+ * the stage's compute alone reaches the best value, upwards (shorter ones)
+ * until no earlier row's value left reaches below it; starts whose earlier
+ * rows are no better are jumped over, found by range minima. Both
+ * bounds only skip starts whose value cannot be better, so the result is
+ * that of trying every start; among equal values the latest start is kept,
+ * as a scan from the top keeps it. Balanced stages thus cost a few prices
+ * per (s, j), not j. */
 typedef enum dp_mode { DP_TIME, DP_OVERFLOW } dp_mode_t;
 
-static int solve(const context_t *c, dp_mode_t mode, double *prev, double *cur, int *cut,
-                 int *first) {
-    const int n = c->layers, stages = c->stages;
+typedef struct dp_tables {
+    double *prev, *cur;
+    int *cut, *first;
+    range_min_t rm;
+} dp_tables_t;
+
+/* Prices stage s on [i, j) as a candidate: its value (DBL_MAX when over
+ * capacity in DP_TIME), and through *stop whether every longer stage
+ * ending at j is ruled out too (compute and the growing floor only grow
+ * as i falls) given `best`. */
+static double candidate(const context_t *c, dp_mode_t mode, int s, int i, int j, double before,
+                        double best, const bg_cost_stage_t *slots, int *stop) {
     bg_partition_stage_t st;
-#define CUT(s, j) cut[(size_t)(s) * (size_t)(n + 1) + (size_t)(j)]
+    price(c, s, i, j, &st);
+    const size_t floor = growing_bytes(c, slots, &st);
+    const int floor_over = st.capacity_bytes != 0 && floor > st.capacity_bytes;
+    double value;
+    if (mode == DP_TIME) {
+        const double compute = st.time.forward + st.time.backward + st.time.recompute;
+        *stop = compute >= best || floor_over;
+        if (*stop || (st.capacity_bytes != 0 && st.peak_bytes > st.capacity_bytes)) return DBL_MAX;
+        value = st.seconds;
+    } else {
+        *stop = floor_over && (double)(floor - st.capacity_bytes) >= best;
+        if (*stop) return DBL_MAX;
+        value = (double)overflow_of(&st);
+    }
+    return value < before ? before : value;
+}
+
+static int solve(const context_t *c, dp_mode_t mode, dp_tables_t *t) {
+    const int n = c->layers, stages = c->stages;
+    double *prev = t->prev, *cur = t->cur;
+#define CUT(s, j) t->cut[(size_t)(s) * (size_t)(n + 1) + (size_t)(j)]
     for (int s = 0; s < stages; s++) {
         const bg_cost_stage_t slots = stage_slots(c, s);
+        if (s > 0) range_min_build(&t->rm, prev);
         /* The last stage ends at the last layer: only best[n] is read. */
         int jmin = s == stages - 1 ? n : s + 1, jmax = n - (stages - 1 - s);
         for (int j = 0; j <= n; j++) cur[j] = DBL_MAX;
@@ -148,41 +248,46 @@ static int solve(const context_t *c, dp_mode_t mode, double *prev, double *cur, 
             double best = DBL_MAX;
             int imin = s == 0 ? 0 : s;
             int imax = s == 0 ? 0 : j - 1;
-            for (int i = imax; i >= imin; i--) {
-                double before = s == 0 ? 0 : prev[i];
-                if (before >= best) continue; /* cannot be strictly better; also unreachable */
-                price(c, s, i, j, &st);
-                /* Compute time and growing_bytes only grow as i falls, so
-                 * once they rule a stage out they rule out all longer ones. */
-                size_t floor = growing_bytes(c, &slots, &st);
-                int floor_over = st.capacity_bytes != 0 && floor > st.capacity_bytes;
-                double value;
-                if (mode == DP_TIME) {
-                    double compute = st.time.forward + st.time.backward + st.time.recompute;
-                    if (compute >= best || floor_over) break;
-                    if (st.capacity_bytes != 0 && st.peak_bytes > st.capacity_bytes) continue;
-                    value = st.seconds;
-                } else {
-                    if (floor_over && (double)(floor - st.capacity_bytes) >= best) break;
-                    value = (double)overflow_of(&st);
+            int from = j > jmin && cur[j - 1] < DBL_MAX ? CUT(s, j - 1) : imax;
+            if (from < imin) from = imin;
+            if (from > imax) from = imax;
+            int stop = 0;
+            /* Downwards: a value equal to the best is no better (a later
+             * start holds it). */
+            for (int i = from; i >= imin && !stop; i--) {
+                const double before = s == 0 ? 0 : prev[i];
+                if (before >= best) {
+                    /* Cannot be strictly better (or unreachable): on to the
+                     * next start below whose earlier rows do better. */
+                    if (s > 0) i = last_below(&t->rm, imin, i, best) + 1;
+                    continue;
                 }
-                if (value < before) value = before;
+                const double value = candidate(c, mode, s, i, j, before, best, &slots, &stop);
                 if (value < best) {
+                    best = value;
+                    CUT(s, j) = i;
+                }
+            }
+            /* Upwards: a later start wins a tie. */
+            for (int i = first_at_most(&t->rm, from + 1, imax, best); i <= imax;
+                 i = first_at_most(&t->rm, i + 1, imax, best)) {
+                const double value = candidate(c, mode, s, i, j, prev[i], DBL_MAX, &slots, &stop);
+                if (value <= best && value < DBL_MAX) {
                     best = value;
                     CUT(s, j) = i;
                 }
             }
             cur[j] = best;
         }
-        double *t = prev;
+        double *swap = prev;
         prev = cur;
-        cur = t;
+        cur = swap;
     }
     if (prev[n] == DBL_MAX) return 0;
     int j = n;
     for (int s = stages - 1; s >= 0; s--) {
-        first[s] = CUT(s, j);
-        j = first[s];
+        t->first[s] = CUT(s, j);
+        j = t->first[s];
     }
 #undef CUT
     return 1;
@@ -192,24 +297,30 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
     context_t c;
     BG_CHECK(check_config(cfg, &c));
     const size_t row = (size_t)c.layers + 1;
-    double *a = calloc(row, sizeof(double)), *b = calloc(row, sizeof(double));
-    int *cut = malloc(sizeof(int) * row * (size_t)c.stages);
-    int *first = malloc(sizeof(int) * (size_t)c.stages);
+    dp_tables_t t = {
+        .prev = calloc(row, sizeof(double)),
+        .cur = calloc(row, sizeof(double)),
+        .cut = malloc(sizeof(int) * row * (size_t)c.stages),
+        .first = malloc(sizeof(int) * (size_t)c.stages),
+        .rm = {.size = (int)row, .levels = floor_log2((int)row) + 1},
+    };
+    t.rm.table = malloc(sizeof(double) * row * (size_t)t.rm.levels);
     bg_status_t st = BG_OK;
-    if (a == NULL || b == NULL || cut == NULL || first == NULL) {
+    if (t.prev == NULL || t.cur == NULL || t.cut == NULL || t.first == NULL || t.rm.table == NULL) {
         st = bg_error_set(BG_ERR_NOMEM, "partition: out of memory for %d stages x %d layers",
                           c.stages, c.layers);
     } else {
         /* Overflow is an exact integer as long as it stays below 2^53 bytes. */
-        if (!solve(&c, DP_TIME, a, b, cut, first) && !solve(&c, DP_OVERFLOW, a, b, cut, first))
+        if (!solve(&c, DP_TIME, &t) && !solve(&c, DP_OVERFLOW, &t))
             st = bg_error_set(BG_ERR_INTERNAL, "partition: no split of %d layers into %d stages",
                               c.layers, c.stages);
-        if (st == BG_OK) st = build_result(&c, first, out);
+        if (st == BG_OK) st = build_result(&c, t.first, out);
     }
-    free(a);
-    free(b);
-    free(cut);
-    free(first);
+    free(t.prev);
+    free(t.cur);
+    free(t.cut);
+    free(t.first);
+    free(t.rm.table);
     return st;
 }
 

@@ -17,8 +17,12 @@
  * share each keeps the problem one a dynamic programme solves exactly.
  *
  * Exactness. For this objective and constraint the dynamic programme over
- * (stage, last layer) is exact: it examines every contiguous split in
- * O(S * N^2) time and O(S * N) memory for N layers. When no split fits, the
+ * (stage, last layer) is exact: it accounts for every contiguous split, in
+ * O(S * N^2) time at worst and O(S * N + N log N) memory for N layers. Each
+ * stage's start is searched outwards from the previous end's best start,
+ * and bounds that only rule out starts which cannot do better stop the
+ * search; on balanced stages that is a few candidates per (stage, end),
+ * so about O(S * N log N) in practice (partition.c). When no split fits, the
  * result is the split whose worst overflow is smallest (again exact), and
  * names that stage and its overflow. */
 #ifndef BG_PARTITION_H
