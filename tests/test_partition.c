@@ -32,14 +32,16 @@ static bg_model_spec_t *parse(const char *text) {
     return spec;
 }
 
-/* A random model of 3..12 layers: convolutions, pools and relus, a flatten,
- * dense layers and relus, the classifier and the loss. */
-static bg_model_spec_t *random_model(bg_rng_t *rng) {
-    char text[2048];
+/* A random model of 3..12 layers (up to 3 + 9 * scale): convolutions, pools
+ * and relus, a flatten, dense layers and relus (which cost next to nothing,
+ * so that stage times tie), the classifier and the loss. */
+static bg_model_spec_t *random_model(bg_rng_t *rng, int scale) {
+    char text[8192];
     int64_t hw = 4 + (int64_t)bg_rng_below(rng, 7);
     int at = snprintf(text, sizeof text, "input channels=%d height=%lld width=%lld\n",
                       1 + (int)bg_rng_below(rng, 3), (long long)hw, (long long)hw);
-    int convs = (int)bg_rng_below(rng, 5), denses = (int)bg_rng_below(rng, 6);
+    int convs = (int)bg_rng_below(rng, (uint64_t)(4 * scale + 1)),
+        denses = (int)bg_rng_below(rng, (uint64_t)(5 * scale + 1));
     for (int i = 0; i < convs; i++) {
         uint64_t pick = bg_rng_below(rng, 4);
         if (pick == 0)
@@ -102,20 +104,22 @@ static void brute_force(const bg_partition_config_t *cfg, int *first, int s, int
     }
 }
 
-static void test_dp_equals_brute_force(void **state) {
-    (void)state;
+/* `count` random instances of models at `scale` (random_model) into up to
+ * `most_stages` stages: the programme's bottleneck (or smallest overflow)
+ * is the brute force's. Counts the feasible and infeasible ones. */
+static void check_against_brute_force(uint64_t seed, int count, int scale, int most_stages,
+                                      int *feasible, int *infeasible) {
     bg_rng_t rng;
-    bg_rng_seed(&rng, 2024, 7);
-    int feasible = 0, infeasible = 0;
-    for (int instance = 0; instance < 500; instance++) {
-        bg_model_spec_t *spec = random_model(&rng);
+    bg_rng_seed(&rng, seed, 7);
+    for (int instance = 0; instance < count; instance++) {
+        bg_model_spec_t *spec = random_model(&rng, scale);
         bg_cost_config_t cc = BG_COST_CONFIG_INIT;
         cc.spec = spec;
         random_cost_config(&rng, &cc);
         bg_cost_model_t *model = NULL;
         assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
 
-        int n = spec->num_layers, max_stages = n < MAX_STAGES ? n : MAX_STAGES;
+        int n = spec->num_layers, max_stages = n < most_stages ? n : most_stages;
         int stages = 1 + (int)bg_rng_below(&rng, (uint64_t)max_stages);
         int chunks = stages % 2 == 0 && bg_rng_below(&rng, 3) == 0 ? 2 : 1;
         int devices = stages / chunks;
@@ -161,11 +165,11 @@ static void test_dp_equals_brute_force(void **state) {
         brute_force(&pc, first, 1, stages, n, &b);
         assert_int_equal(p->fits, b.any_fits);
         if (b.any_fits) {
-            feasible++;
+            (*feasible)++;
             assert_true(p->bottleneck_s == b.best_time);
             assert_int_equal(p->worst_stage, -1);
         } else {
-            infeasible++;
+            (*infeasible)++;
             assert_int_equal(p->overflow_bytes, b.best_overflow);
             const bg_partition_stage_t *w = &p->stage[p->worst_stage];
             assert_int_equal(w->peak_bytes - w->capacity_bytes, p->overflow_bytes);
@@ -183,9 +187,26 @@ static void test_dp_equals_brute_force(void **state) {
         bg_cost_model_destroy(model);
         bg_model_spec_destroy(spec);
     }
+}
+
+static void test_dp_equals_brute_force(void **state) {
+    (void)state;
+    int feasible = 0, infeasible = 0;
+    check_against_brute_force(2024, 500, 1, MAX_STAGES, &feasible, &infeasible);
     /* Both kinds of instance were exercised. */
     assert_true(feasible >= 50);
     assert_true(infeasible >= 30);
+}
+
+/* Deeper models (up to 39 layers, many of them relus whose stage times
+ * tie) into up to 4 stages: long runs of equal values in the programme's
+ * rows, over which its search jumps. */
+static void test_dp_equals_brute_force_deeper(void **state) {
+    (void)state;
+    int feasible = 0, infeasible = 0;
+    check_against_brute_force(77, 150, 4, 4, &feasible, &infeasible);
+    assert_true(feasible >= 20);
+    assert_true(infeasible >= 10);
 }
 
 /* ---- the memory model against real stages ---- */
@@ -244,7 +265,7 @@ static void test_memory_matches_stages(void **state) {
     for (int i = 0; i < 40; i++) check_stages_of(origin, &rng, i % 4 == 0 ? BG_F64 : BG_F32);
     bg_model_spec_destroy(origin);
     for (int i = 0; i < 150; i++) {
-        bg_model_spec_t *spec = random_model(&rng);
+        bg_model_spec_t *spec = random_model(&rng, 1);
         check_stages_of(spec, &rng, i % 5 == 0 ? BG_F64 : BG_F32);
         bg_model_spec_destroy(spec);
     }
@@ -412,6 +433,7 @@ static void test_step_and_recompute(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dp_equals_brute_force),
+        cmocka_unit_test(test_dp_equals_brute_force_deeper),
         cmocka_unit_test(test_memory_matches_stages),
         cmocka_unit_test(test_memory_matches_pipelines),
         cmocka_unit_test(test_step_and_recompute),
