@@ -216,7 +216,7 @@ static void test_layout_comments_crlf_tabs(void **state) {
 }
 
 /* A UTF-8 byte-order mark, which some editors write first, is skipped:
- * columns on line 1 count from after it. Elsewhere it is a stray byte. */
+ * columns on line 1 count from after it. Elsewhere it is named as such. */
 static void test_byte_order_mark(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse_ok("\xEF\xBB\xBFinput channels=1 height=28 width=28\n"
