@@ -305,6 +305,7 @@ static bg_status_t step_barrier(bg_pipeline_t *p, int device) {
         else
             timed_out = pthread_cond_timedwait(&p->barrier, &p->lock, &deadline) == ETIMEDOUT;
     }
+    if (p->barrier_round != round) timed_out = 0; /* the round ended as the wait timed out */
     int aborted = p->aborted, skip = p->nan_found;
     pthread_mutex_unlock(&p->lock);
     if (aborted) return bg_error_set(BG_ERR_INTERNAL, "aborted at the optimizer step");

@@ -1,6 +1,7 @@
 #include "partition.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,9 +269,11 @@ static int solve(const context_t *c, dp_mode_t mode, dp_tables_t *t) {
                     CUT(s, j) = i;
                 }
             }
-            /* Upwards: a later start wins a tie. */
-            for (int i = first_at_most(&t->rm, from + 1, imax, best); i <= imax;
-                 i = first_at_most(&t->rm, i + 1, imax, best)) {
+            /* Upwards: a later start wins a tie; while nothing is found,
+             * unreachable starts (DBL_MAX) are passed over. */
+            const double below_max = nextafter(DBL_MAX, 0);
+            for (int i = first_at_most(&t->rm, from + 1, imax, fmin(best, below_max)); i <= imax;
+                 i = first_at_most(&t->rm, i + 1, imax, fmin(best, below_max))) {
                 const double value = candidate(c, mode, s, i, j, prev[i], DBL_MAX, &slots, &stop);
                 if (value <= best && value < DBL_MAX) {
                     best = value;
@@ -304,9 +307,11 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
         .first = malloc(sizeof(int) * (size_t)c.stages),
         .rm = {.size = (int)row, .levels = floor_log2((int)row) + 1},
     };
-    t.rm.table = malloc(sizeof(double) * row * (size_t)t.rm.levels);
+    /* Rows after the first search by range minima (one stage needs none). */
+    if (c.stages > 1) t.rm.table = malloc(sizeof(double) * row * (size_t)t.rm.levels);
     bg_status_t st = BG_OK;
-    if (t.prev == NULL || t.cur == NULL || t.cut == NULL || t.first == NULL || t.rm.table == NULL) {
+    if (t.prev == NULL || t.cur == NULL || t.cut == NULL || t.first == NULL ||
+        (c.stages > 1 && t.rm.table == NULL)) {
         st = bg_error_set(BG_ERR_NOMEM, "partition: out of memory for %d stages x %d layers",
                           c.stages, c.layers);
     } else {

@@ -91,11 +91,16 @@ typedef struct bg_stage_profile {
 /* The profile format this build writes; it reads 1 and 2. */
 #define BG_PROFILE_VERSION 2
 
+/* A copy bandwidth a profile may hold: one memcpy on a CPU, from a slow
+ * embedded core to well past any memory system. */
+#define BG_PROFILE_MIN_COPY_BYTES_PER_S 1e6
+#define BG_PROFILE_MAX_COPY_BYTES_PER_S 1e13
+
 typedef struct bg_profile {
     int version; /* 1: layer times and copy bandwidth only; 2: and channel costs */
     int layers;
     int64_t batch;           /* micro-batch size the times are for */
-    double copy_bytes_per_s; /* one memcpy of a few MiB */
+    double copy_bytes_per_s; /* one memcpy of a few MiB, within the bounds below */
     int stash_slots;         /* micro-batches in flight while timing (version 2) */
     double handoff_s;        /* a sender's copy done -> the waiting receiver running */
     double wake_s;           /* what that wake costs the sender */

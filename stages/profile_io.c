@@ -347,13 +347,14 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
     p->batch = (int64_t)batch;
     BG_CHECK_GOTO(number_field(path, root, "copy_bytes_per_s", "profile", &p->copy_bytes_per_s), st,
                   done);
-    /* One memcpy on a CPU: from a slow embedded core to well past any
-     * memory system; outside that, a figure that would wreck the plan. */
-    if (!(p->copy_bytes_per_s >= 1e6 && p->copy_bytes_per_s <= 1e13)) {
+    /* Outside these bounds a figure would wreck the plan. */
+    if (!(p->copy_bytes_per_s >= BG_PROFILE_MIN_COPY_BYTES_PER_S &&
+          p->copy_bytes_per_s <= BG_PROFILE_MAX_COPY_BYTES_PER_S)) {
         st = bg_error_set(BG_ERR_PARSE,
                           "%s: profile: 'copy_bytes_per_s' is %g; a copy bandwidth must be from "
-                          "1e6 to 1e13 bytes/s",
-                          path, p->copy_bytes_per_s);
+                          "%g to %g bytes/s",
+                          path, p->copy_bytes_per_s, BG_PROFILE_MIN_COPY_BYTES_PER_S,
+                          BG_PROFILE_MAX_COPY_BYTES_PER_S);
         goto done;
     }
     BG_CHECK_GOTO(load_optimizer(path, root, p), st, done);

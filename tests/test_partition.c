@@ -104,6 +104,62 @@ static void brute_force(const bg_partition_config_t *cfg, int *first, int s, int
     }
 }
 
+/* Stage s on layers [i, j) as the partitioner prices it, through the public
+ * API: a whole split holding it (the stages before it one layer each from
+ * layer 0, those after it one layer each from j), evaluated. */
+static bg_partition_stage_t priced_stage(const bg_partition_config_t *cfg, int stages, int s, int i,
+                                         int j) {
+    int first[MAX_STAGES];
+    for (int k = 0; k < s; k++) first[k] = k;
+    first[s] = i;
+    for (int k = s + 1; k < stages; k++) first[k] = j + (k - s - 1);
+    bg_partition_t *p = NULL;
+    assert_int_equal(bg_partition_evaluate(cfg, first, &p), BG_OK);
+    bg_partition_stage_t st = p->stage[s];
+    bg_partition_destroy(p);
+    return st;
+}
+
+/* The split the partitioner documents, by the plain programme: every start
+ * of every stage tried, from the latest down, a start kept only when
+ * strictly better (so among equal values the latest wins); the fastest
+ * split that fits, else the one whose worst overflow is smallest. */
+static void reference_split(const bg_partition_config_t *cfg, int stages, int n, int *first) {
+    double best[MAX_STAGES][64];
+    int cut[MAX_STAGES][64];
+    assert_true(n < 64);
+    for (int mode = 0; mode < 2; mode++) { /* 0: time, among fitting; 1: overflow */
+        for (int s = 0; s < stages; s++)
+            for (int j = 0; j <= n; j++) {
+                best[s][j] = INFINITY;
+                if (j < s + 1 || j > n - (stages - 1 - s) || (s == stages - 1 && j != n)) continue;
+                for (int i = s == 0 ? 0 : j - 1; i >= (s == 0 ? 0 : s); i--) {
+                    const double before = s == 0 ? 0 : best[s - 1][i];
+                    if (!(before < INFINITY)) continue;
+                    const bg_partition_stage_t st = priced_stage(cfg, stages, s, i, j);
+                    const int over = st.capacity_bytes != 0 && st.peak_bytes > st.capacity_bytes;
+                    double value;
+                    if (mode == 0) {
+                        if (over) continue;
+                        value = st.seconds;
+                    } else {
+                        value = over ? (double)(st.peak_bytes - st.capacity_bytes) : 0;
+                    }
+                    if (value < before) value = before;
+                    if (value < best[s][j]) {
+                        best[s][j] = value;
+                        cut[s][j] = i;
+                    }
+                }
+            }
+        if (best[stages - 1][n] < INFINITY) break;
+    }
+    for (int s = stages - 1, j = n; s >= 0; s--) {
+        first[s] = cut[s][j];
+        j = first[s];
+    }
+}
+
 /* `count` random instances of models at `scale` (random_model) into up to
  * `most_stages` stages: the programme's bottleneck (or smallest overflow)
  * is the brute force's. Counts the feasible and infeasible ones. */
@@ -159,6 +215,11 @@ static void check_against_brute_force(uint64_t seed, int count, int scale, int m
         assert_int_equal(p->stage[stages - 1].last_layer, n);
         for (int s = 1; s < stages; s++)
             assert_int_equal(p->stage[s].first_layer, p->stage[s - 1].last_layer);
+
+        /* The same split as the plain programme, ties included. */
+        int want[MAX_STAGES];
+        reference_split(&pc, stages, n, want);
+        for (int s = 0; s < stages; s++) assert_int_equal(p->stage[s].first_layer, want[s]);
 
         int first[MAX_STAGES] = {0};
         brute_t b = {.any_fits = 0, .best_time = 0, .best_overflow = SIZE_MAX};

@@ -191,7 +191,7 @@ if [ -s "$P" ]; then
     bad_profile batch_negative "$batch" 'p["batch"] = -16'
     bad_profile batch_half "$batch" 'p["batch"] = 1.5'
     bad_profile batch_text "$batch" 'p["batch"] = "16"'
-    bad_profile copy0 "profile: 'copy_bytes_per_s' is 0; a copy bandwidth must be from 1e6 to 1e13" \
+    bad_profile copy0 "profile: 'copy_bytes_per_s' is 0; a copy bandwidth must be from 1e+06 to 1e+13" \
         'p["copy_bytes_per_s"] = 0'
     bad_profile copy_tiny "profile: 'copy_bytes_per_s' is 1e-300" 'p["copy_bytes_per_s"] = 1e-300'
     bad_profile copy_huge "profile: 'copy_bytes_per_s' is 1e+308" 'p["copy_bytes_per_s"] = 1e308'
