@@ -4,9 +4,11 @@
 #include <float.h>
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -210,13 +212,31 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
 }
 
 /* The signal that asked a run to stop (SIGINT, SIGTERM), or 0: the run
- * stops after the step in progress and saves its state (scheduler/train.h).
- * The handler resets itself, so a second signal ends the process at once. */
+ * stops after the step in progress and saves its state (scheduler/train.h),
+ * and the process then ends by that signal, as a shell expects of a
+ * command it interrupted. A second signal a second or more after the first
+ * ends the process at once; one sooner is the same request again (timeout(1)
+ * signals the command and then its process group). */
 static volatile sig_atomic_t stop_signal;
-
-static void on_stop_signal(int signo) { stop_signal = signo; }
+static int64_t stop_ns; /* CLOCK_MONOTONIC of the first; the handler alone writes it */
 
 static const int stop_signals[2] = {SIGINT, SIGTERM};
+
+static void on_stop_signal(int signo) {
+    struct timespec now; /* clock_gettime, sigaction and raise are async-signal-safe */
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const int64_t ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    if (stop_signal == 0) {
+        stop_ns = ns;
+        stop_signal = signo;
+    } else if (ns - stop_ns >= 1000000000) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(signo, &dfl, NULL);
+        raise(signo);
+    }
+}
 
 /* Catches the stop signals for the run, leaving ignored ones ignored (a
  * job started with nohup or in the background); old[] to restore. */
@@ -225,13 +245,27 @@ static void catch_stop_signals(struct sigaction old[2]) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    for (int i = 0; i < 2; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
+    sa.sa_flags = SA_RESTART;
     for (int i = 0; i < 2; i++) {
         sigaction(stop_signals[i], NULL, &old[i]);
         if (old[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &sa, NULL);
     }
 }
 
+/* After a stop signal: ends the process by it (its default action), once
+ * everything is written; returns only if that did not end it. */
+static void end_by_stop_signal(void) {
+    const int signo = stop_signal;
+    fflush(NULL);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(signo, &dfl, NULL);
+    raise(signo);
+}
+
+/* Puts back the handlers of before the run. */
 static void restore_stop_signals(const struct sigaction old[2]) {
     for (int i = 0; i < 2; i++) sigaction(stop_signals[i], &old[i], NULL);
 }
@@ -476,5 +510,8 @@ done:
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);
     bg_cli_setup_close(&setup);
+    /* A stop signal ends the process by that signal, also when it came
+     * during the final evaluation, after the results are printed. */
+    if (stop_signal != 0) end_by_stop_signal();
     return code;
 }
