@@ -185,9 +185,11 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
     return check_folder(option, path, path);
 }
 
-/* Where `path` leads: an existing file's device and inode, else its
- * folder's real path and its name (*where, to free). 0 when neither can
- * be told (its folder does not exist: the output check reports that). */
+/* Where `path` leads: a regular file's device and inode, else the real
+ * path of its folder and its name (*where, to free) for a file not made
+ * yet, through a link to no file yet to the file the link names. 0 when it
+ * cannot be told, and for devices and FIFOs, which two options may share
+ * (--metrics /dev/stdout --trace /dev/stdout). */
 typedef struct file_key {
     int exists;
     dev_t dev;
@@ -199,20 +201,44 @@ static int file_key(const char *path, file_key_t *key) {
     struct stat st;
     *key = (file_key_t){0};
     if (stat(path, &st) == 0) {
+        if (!S_ISREG(st.st_mode)) return 0;
         key->exists = 1;
         key->dev = st.st_dev;
         key->ino = st.st_ino;
         return 1;
     }
+    char target[4096];
+    const ssize_t length = readlink(path, target, sizeof target - 1);
     char *folder = bg_path_folder(path);
+    if (folder == NULL) return 0;
+    const char *name = strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path;
+    char *linked = NULL;
+    if (length > 0 && length < (ssize_t)sizeof target - 1) {
+        /* A link to no file yet: writing through it makes its target. */
+        target[length] = '\0';
+        const size_t size = strlen(folder) + strlen(target) + 2;
+        linked = malloc(size);
+        if (linked == NULL) {
+            free(folder);
+            return 0;
+        }
+        if (target[0] == '/')
+            snprintf(linked, size, "%s", target);
+        else
+            snprintf(linked, size, "%s/%s", folder, target);
+        free(folder);
+        folder = bg_path_folder(linked);
+        name = strrchr(linked, '/') != NULL ? strrchr(linked, '/') + 1 : linked;
+    }
     char *real = folder != NULL ? realpath(folder, NULL) : NULL;
-    free(folder);
-    if (real == NULL) return 0;
-    const char *slash = strrchr(path, '/'), *name = slash != NULL ? slash + 1 : path;
-    const size_t size = strlen(real) + strlen(name) + 2;
-    key->where = malloc(size);
-    if (key->where != NULL) snprintf(key->where, size, "%s/%s", real, name);
+    if (real != NULL) {
+        const size_t size = strlen(real) + strlen(name) + 2;
+        key->where = malloc(size);
+        if (key->where != NULL) snprintf(key->where, size, "%s/%s", real, name);
+    }
     free(real);
+    free(folder);
+    free(linked);
     return key->where != NULL;
 }
 
@@ -230,9 +256,10 @@ bg_status_t bg_cli_check_distinct(const bg_cli_file_t *files, int count) {
         st = bg_error_set(BG_ERR_NOMEM, "out of memory checking the files given");
         goto done;
     }
+    /* An input that does not exist is left to its loader's message. */
     for (int i = 0; i < count; i++)
-        known[i] =
-            files[i].path != NULL && files[i].path[0] != '\0' && file_key(files[i].path, &keys[i]);
+        known[i] = files[i].path != NULL && files[i].path[0] != '\0' &&
+                   file_key(files[i].path, &keys[i]) && (files[i].output || keys[i].exists);
     for (int i = 0; i < count && st == BG_OK; i++)
         for (int j = i + 1; j < count && st == BG_OK; j++) {
             const bg_cli_file_t *a = &files[i], *b = &files[j];

@@ -449,6 +449,11 @@ usage_error "--save and --metrics both name '$T/./twice.json': each output needs
 check "two outputs on one file: nothing written" test ! -e "$T/twice.json"
 usage_error "--trace and --timeline both name" -- simulate "$MODEL" --trace "$T/q.json" \
     --timeline "$T/../$(basename "$T")/q.json"
+# A link to no file yet is the file it names; a device may take both.
+ln -s linked.json "$T/to-linked"
+usage_error "--metrics and --trace both name '$T/linked.json'" -- simulate "$MODEL" \
+    --metrics "$T/to-linked" --trace "$T/linked.json"
+expect 0 "" -- simulate "$MODEL" --metrics /dev/null --trace /dev/null
 cp "$MODEL" "$T/own.model"
 usage_error "--metrics '$T/own.model' is the file MODEL reads: writing it would destroy it" -- \
     train "$T/own.model" --data synthetic --steps 1 --batch 16 --metrics "$T/own.model"
