@@ -276,15 +276,15 @@ static void restore_stop_signals(const struct sigaction old[2]) {
 static bg_status_t resume_seed(train_options_t *o, const bg_train_state_t *saved) {
     if (!saved->seed_saved) return BG_OK; /* saved before checkpoints held it */
     if (!o->seed_given) {
-        o->train.seed = (uint64_t)saved->seed;
+        o->train.seed = saved->seed;
         return BG_OK;
     }
-    if ((uint64_t)saved->seed != o->train.seed)
+    if (saved->seed != o->train.seed)
         return bg_error_set(BG_ERR_INVALID,
-                            "--resume: the run was saved with --seed %lld, this one has --seed "
-                            "%llu (a resumed run continues the same one, on the same synthetic "
-                            "data; --load starts another)",
-                            (long long)saved->seed, (unsigned long long)o->train.seed);
+                            "--resume: the run was saved with --seed %llu, this one has --seed "
+                            "%llu (a resumed run continues the same one; synthetic data are "
+                            "made from the seed; --load starts another)",
+                            (unsigned long long)saved->seed, (unsigned long long)o->train.seed);
     return BG_OK;
 }
 

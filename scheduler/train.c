@@ -239,7 +239,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 save.epoch_loss_sum = epoch_over ? 0 : epoch_loss;
                 save.epoch_steps = epoch_over ? 0 : epoch_steps;
                 save.skipped_steps = r.skipped_steps;
-                save.seed = (int64_t)cfg->seed;
+                save.seed = cfg->seed;
                 BG_CHECK_GOTO(bg_pipeline_download_params(pipe, save.params), st, done);
                 for (int k = 0; k < save.states; k++)
                     BG_CHECK_GOTO(bg_pipeline_download_optimizer_state(pipe, k, save.state[k]), st,

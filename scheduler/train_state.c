@@ -33,7 +33,6 @@ static const count_field_t count_fields[] = {
     {"brigade.train_samples", offsetof(bg_train_state_t, train_samples), 1},
     {"brigade.epoch_steps", offsetof(bg_train_state_t, epoch_steps), 1},
     {"brigade.skipped_steps", offsetof(bg_train_state_t, skipped_steps), 1},
-    {"brigade.seed", offsetof(bg_train_state_t, seed), 1},
 };
 enum { COUNT_FIELDS = sizeof count_fields / sizeof count_fields[0] };
 
@@ -101,20 +100,21 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
             tensors[at].data = base + model[i].offset;
         }
     }
-    char fingerprint[32], epoch[32], rng[80], loss_sum[40], counts[COUNT_FIELDS][24];
+    char fingerprint[32], epoch[32], rng[80], loss_sum[40], seed[24], counts[COUNT_FIELDS][24];
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, spec->fingerprint);
     snprintf(epoch, sizeof epoch, "%d", st->epoch);
     snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
              st->shuffle_rng.state[0], st->shuffle_rng.state[1], st->shuffle_rng.state[2],
              st->shuffle_rng.state[3]);
     snprintf(loss_sum, sizeof loss_sum, "%.17g", st->epoch_loss_sum); /* round-trips exactly */
-    enum { NAMED = 7 }; /* the values before the counts */
+    snprintf(seed, sizeof seed, "%" PRIu64, st->seed);
+    enum { NAMED = 8 }; /* the values before the counts */
     const char *keys[NAMED + COUNT_FIELDS] = {
-        "format",        "brigade.model",       "brigade.kind",          "brigade.optimizer",
-        "brigade.epoch", "brigade.shuffle_rng", "brigade.epoch_loss_sum"};
+        "format",        "brigade.model",       "brigade.kind",           "brigade.optimizer",
+        "brigade.epoch", "brigade.shuffle_rng", "brigade.epoch_loss_sum", "brigade.seed"};
     const char *values[NAMED + COUNT_FIELDS] = {
         "pt",  fingerprint, "training-state", bg_optimizer_kind_name(st->optimizer),
-        epoch, rng,         loss_sum};
+        epoch, rng,         loss_sum,         seed};
     for (int f = 0; f < COUNT_FIELDS; f++) {
         snprintf(counts[f], sizeof counts[f], "%" PRId64, count_value(st, &count_fields[f]));
         keys[NAMED + f] = count_fields[f].key;
@@ -149,6 +149,25 @@ static bg_status_t metadata_count(const char *path, const bg_safetensors_t *file
     if (value < 0)
         return bg_error_set(BG_ERR_PARSE, "%s: metadata '%s' is missing or not a count", path, key);
     *out = value;
+    return BG_OK;
+}
+
+/* brigade.seed: a decimal uint64_t; absent from older checkpoints
+ * (seed_saved 0). */
+static bg_status_t metadata_seed(const char *path, const bg_safetensors_t *file,
+                                 bg_train_state_t *st) {
+    const char *text = bg_safetensors_metadata(file, "brigade.seed");
+    st->seed_saved = text != NULL;
+    st->seed = 0;
+    if (text == NULL) return BG_OK;
+    char *end = NULL;
+    errno = 0;
+    const unsigned long long value = strtoull(text, &end, 10);
+    /* Decimal digits only: strtoull alone would take a sign or spaces. */
+    if (text[0] < '0' || text[0] > '9' || *end != '\0' || errno == ERANGE)
+        return bg_error_set(BG_ERR_PARSE, "%s: metadata 'brigade.seed' is not a whole number",
+                            path);
+    st->seed = (uint64_t)value;
     return BG_OK;
 }
 
@@ -268,7 +287,7 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
         BG_CHECK(metadata_count(path, file, count_fields[f].key, count_fields[f].later,
                                 count_of(st, &count_fields[f])));
     BG_CHECK(check_counts(path, st));
-    st->seed_saved = bg_safetensors_metadata(file, "brigade.seed") != NULL;
+    BG_CHECK(metadata_seed(path, file, st));
     BG_CHECK(metadata_count(path, file, "brigade.epoch", 0, &epoch));
     BG_CHECK(metadata_loss_sum(path, file, &st->epoch_loss_sum));
     /* A run that ends its last epoch saves the next one's number. */

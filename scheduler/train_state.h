@@ -50,7 +50,7 @@ typedef struct bg_train_state {
     double epoch_loss_sum;   /* the epoch's mean losses of the steps taken so far, added */
     int64_t epoch_steps;     /* how many steps those are */
     int64_t skipped_steps;   /* steps of the run skipped for non-finite values */
-    int64_t seed;            /* the run's --seed (synthetic data are made from it) */
+    uint64_t seed;           /* the run's --seed (synthetic data are made from it) */
     int seed_saved;          /* loaded: 1 if the file records the seed (later ones do) */
     bg_optimizer_kind_t optimizer;
     int states;           /* optimizer state buffers: 0, 1 or 2 */

@@ -228,6 +228,9 @@ static void test_byte_order_mark(void **state) {
     assert_int_equal(spec->layers[0].col, 1);
     assert_int_equal(spec->fingerprint, fingerprint_of(origin_cnn));
     bg_model_spec_destroy(spec);
+    expect_error("\xEF\xBB\xBF"
+                 "input channels=1 height=2 width=2 bogus=1\n",
+                 "spec:1:35: unknown option 'bogus' for input (expected channels, height, width)");
     expect_error("input channels=1 height=2 width=2\n\xEF\xBB\xBF"
                  "flatten\n",
                  "spec:2:1: a UTF-8 byte-order mark (EF BB BF) here; only a file's first bytes "

@@ -634,8 +634,8 @@ static void no_stall_timeout(bg_pipeline_config_t *cfg, int unused) {
     cfg->stall_timeout_s = 0;
 }
 
-/* A stall timeout of 0 waits as long as it takes, at the optimizer step's
- * barrier too: steps run as with one. */
+/* A stall timeout of 0 takes the barrier's wait without a deadline: steps
+ * run as with one. (That it would wait for days is not tested.) */
 static void test_no_stall_timeout(void **state) {
     fixture_t *f = *state;
     bg_device_list_t devices;

@@ -200,7 +200,7 @@ static void test_files(void **state) {
 
 /* ---- hand-made training states ---- */
 
-enum { STATE_KEYS = 14 };
+enum { STATE_KEYS = 15 };
 
 static const char *const state_keys[STATE_KEYS] = {"format",
                                                    "brigade.model",
@@ -215,7 +215,8 @@ static const char *const state_keys[STATE_KEYS] = {"format",
                                                    "brigade.train_samples",
                                                    "brigade.epoch_loss_sum",
                                                    "brigade.epoch_steps",
-                                                   "brigade.skipped_steps"};
+                                                   "brigade.skipped_steps",
+                                                   "brigade.seed"};
 
 /* The rng words the hand-made states hold. */
 static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xfedcba9876543210),
@@ -224,7 +225,8 @@ static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xf
 /* Writes an Adam training state of f->spec to `path` as bg_train_state_save
  * lays it out (parameter i is i / 1024, m's is -i, v's is 2 i): step 5,
  * optimizer_steps 4, epoch 2, position 48, the state_rng words, batch 16,
- * train_samples 100, epoch_loss_sum 1.25, epoch_steps 3, skipped_steps 2. One change
+ * train_samples 100, epoch_loss_sum 1.25, epoch_steps 3, skipped_steps 2, seed
+ * 2^64 - 6 (past int64, as an API caller may give). One change
  * may be asked for: metadata `key` set to `value` (left out when NULL);
  * tensor `drop` left out; tensor `reshape` written flat (its element count
  * kept). */
@@ -269,9 +271,11 @@ static void write_state(const fixture_t *f, const char *path, const char *key, c
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, f->spec->fingerprint);
     snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, state_rng[0],
              state_rng[1], state_rng[2], state_rng[3]);
-    const char *values[STATE_KEYS] = {
-        "pt", fingerprint, "training-state", "5", "4", "adam", "2", "48", rng,
-        "16", "100",       "1.25",           "3", "2"};
+    const char *values[STATE_KEYS] = {"pt", fingerprint, "training-state",
+                                      "5",  "4",         "adam",
+                                      "2",  "48",        rng,
+                                      "16", "100",       "1.25",
+                                      "3",  "2",         "18446744073709551610"};
     const char *keys[STATE_KEYS];
     const char *vals[STATE_KEYS];
     int pairs = 0, changed = key == NULL;
@@ -347,6 +351,7 @@ static void test_state_fields(void **state) {
     assert_true(st.epoch_loss_sum == 1.25);
     assert_int_equal(st.epoch_steps, 3);
     assert_int_equal(st.skipped_steps, 2);
+    assert_true(st.seed_saved && st.seed == UINT64_MAX - 5);
     assert_int_equal(st.states, 2);
     for (int64_t i = 0; i < f->spec->total_params; i++) {
         if (st.params[i] != (float)i / 1024 || st.state[0][i] != -(float)i ||
@@ -450,6 +455,16 @@ static void test_state_refusals(void **state) {
             write_state(f, path, later_keys[k], bad_counts[b], NULL, NULL);
             expect_state_error(f, path, BG_ERR_PARSE, want);
         }
+    }
+    /* The seed: missing in older checkpoints (not saved), never malformed. */
+    write_state(f, path, "brigade.seed", NULL, NULL, NULL);
+    load_state(f, path, &st);
+    assert_int_equal(st.seed_saved, 0);
+    bg_train_state_free(&st);
+    static const char *const bad_seeds[] = {"", "-1", "+5", " 5", "7x", "18446744073709551616"};
+    for (size_t b = 0; b < sizeof bad_seeds / sizeof bad_seeds[0]; b++) {
+        write_state(f, path, "brigade.seed", bad_seeds[b], NULL, NULL);
+        expect_state_error(f, path, BG_ERR_PARSE, "metadata 'brigade.seed' is not a whole number");
     }
     write_state(f, path, "brigade.epoch_loss_sum", NULL, NULL, NULL);
     load_state(f, path, &st);
