@@ -133,30 +133,15 @@ static bg_status_t check_folder(const char *option, const char *shown, const cha
 /* A symbolic link to no file yet: writing through it makes the file it
  * names, so that file's folder must take files. */
 static bg_status_t check_link_target(const char *option, const char *path) {
-    char target[4096];
-    const ssize_t length = readlink(path, target, sizeof target - 1);
-    if (length == (ssize_t)sizeof target - 1)
+    char *target = bg_path_link_target(path);
+    if (target == NULL && errno == ENAMETOOLONG)
         return bg_error_set(BG_ERR_INVALID, "%s: the link '%s' names a path too long to check",
                             option, path);
-    if (length < 0)
+    if (target == NULL)
         return bg_error_set(BG_ERR_INVALID, "%s: cannot read the link '%s': %s", option, path,
                             strerror(errno));
-    target[length] = '\0';
-    if (target[0] == '/') return check_folder(option, path, target);
-    /* Relative to the link's own folder. */
-    char *folder = bg_path_folder(path);
-    if (folder == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
-    const size_t size = strlen(folder) + strlen(target) + 2;
-    char *resolved = malloc(size);
-    bg_status_t status = BG_OK;
-    if (resolved == NULL) {
-        status = bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
-    } else {
-        snprintf(resolved, size, "%s/%s", folder, target);
-        status = check_folder(option, path, resolved);
-    }
-    free(resolved);
-    free(folder);
+    const bg_status_t status = check_folder(option, path, target);
+    free(target);
     return status;
 }
 
@@ -207,35 +192,12 @@ static int file_key(const char *path, file_key_t *key) {
         key->ino = st.st_ino;
         return 1;
     }
-    char target[4096];
-    const ssize_t length = readlink(path, target, sizeof target - 1);
-    char *folder = bg_path_folder(path);
-    if (folder == NULL) return 0;
-    const char *name = strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path;
-    char *linked = NULL;
-    if (length > 0 && length < (ssize_t)sizeof target - 1) {
-        /* A link to no file yet: writing through it makes its target. */
-        target[length] = '\0';
-        const size_t size = strlen(folder) + strlen(target) + 2;
-        linked = malloc(size);
-        if (linked == NULL) {
-            free(folder);
-            return 0;
-        }
-        if (target[0] == '/')
-            snprintf(linked, size, "%s", target);
-        else
-            snprintf(linked, size, "%s/%s", folder, target);
-        free(folder);
-        folder = bg_path_folder(linked);
-        name = strrchr(linked, '/') != NULL ? strrchr(linked, '/') + 1 : linked;
-    }
+    /* A link to no file yet: writing through it makes its target. */
+    char *linked = bg_path_link_target(path);
+    const char *file = linked != NULL ? linked : path;
+    char *folder = bg_path_folder(file);
     char *real = folder != NULL ? realpath(folder, NULL) : NULL;
-    if (real != NULL) {
-        const size_t size = strlen(real) + strlen(name) + 2;
-        key->where = malloc(size);
-        if (key->where != NULL) snprintf(key->where, size, "%s/%s", real, name);
-    }
+    if (real != NULL) key->where = bg_path_join(real, bg_path_name(file));
     free(real);
     free(folder);
     free(linked);

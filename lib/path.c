@@ -1,7 +1,10 @@
 #include "path.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 char *bg_path_folder(const char *path) {
     const char *slash = strrchr(path, '/');
@@ -12,4 +15,32 @@ char *bg_path_folder(const char *path) {
     memcpy(folder, from, len);
     folder[len] = '\0';
     return folder;
+}
+
+const char *bg_path_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash != NULL ? slash + 1 : path;
+}
+
+char *bg_path_join(const char *folder, const char *name) {
+    const size_t size = strlen(folder) + strlen(name) + 2;
+    char *joined = malloc(size);
+    if (joined != NULL) snprintf(joined, size, "%s/%s", folder, name);
+    return joined;
+}
+
+char *bg_path_link_target(const char *path) {
+    char target[4096];
+    const ssize_t length = readlink(path, target, sizeof target - 1);
+    if (length < 0) return NULL;
+    if (length == (ssize_t)sizeof target - 1) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    target[length] = '\0';
+    if (target[0] == '/') return strdup(target);
+    char *folder = bg_path_folder(path);
+    char *resolved = folder != NULL ? bg_path_join(folder, target) : NULL;
+    free(folder);
+    return resolved;
 }

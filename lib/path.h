@@ -12,6 +12,18 @@ extern "C" {
  * NULL when memory runs out. */
 char *bg_path_folder(const char *path);
 
+/* The last component of `path` (after its last slash), inside `path`. */
+const char *bg_path_name(const char *path);
+
+/* "folder/name": a new string to free, or NULL when memory runs out. */
+char *bg_path_join(const char *folder, const char *name);
+
+/* The path the symbolic link `path` names, a relative target taken from
+ * the link's own folder: a new string to free. NULL with errno set when
+ * `path` is no link or cannot be read (EINVAL, ENOENT, ...), when the
+ * target is too long to read (ENAMETOOLONG), or when memory runs out. */
+char *bg_path_link_target(const char *path);
+
 #ifdef __cplusplus
 }
 #endif
