@@ -222,6 +222,15 @@ static int64_t stop_ns; /* CLOCK_MONOTONIC of the first; the handler alone write
 
 static const int stop_signals[2] = {SIGINT, SIGTERM};
 
+/* Ends the process by `signo`'s default action (async-signal-safe). */
+static void die_by(int signo) {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(signo, &dfl, NULL);
+    raise(signo);
+}
+
 static void on_stop_signal(int signo) {
     struct timespec now; /* clock_gettime, sigaction and raise are async-signal-safe */
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -230,11 +239,7 @@ static void on_stop_signal(int signo) {
         stop_ns = ns;
         stop_signal = signo;
     } else if (ns - stop_ns >= 1000000000) {
-        struct sigaction dfl;
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        sigaction(signo, &dfl, NULL);
-        raise(signo);
+        die_by(signo);
     }
 }
 
@@ -256,13 +261,8 @@ static void catch_stop_signals(struct sigaction old[2]) {
 /* After a stop signal: ends the process by it (its default action), once
  * everything is written; returns only if that did not end it. */
 static void end_by_stop_signal(void) {
-    const int signo = stop_signal;
     fflush(NULL);
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigaction(signo, &dfl, NULL);
-    raise(signo);
+    die_by(stop_signal);
 }
 
 /* Puts back the handlers of before the run. */

@@ -219,10 +219,7 @@ static void test_layout_comments_crlf_tabs(void **state) {
  * columns on line 1 count from after it. Elsewhere it is named as such. */
 static void test_byte_order_mark(void **state) {
     (void)state;
-    bg_model_spec_t *spec = parse_ok("\xEF\xBB\xBFinput channels=1 height=28 width=28\n"
-                                     "conv2d filters=32 kernel=3 activation=relu\n"
-                                     "maxpool size=2\nflatten\ndense units=128 activation=relu\n"
-                                     "dense units=10\nsoftmax_cross_entropy\n");
+    bg_model_spec_t *spec = parse_ok("\xEF\xBB\xBF" BG_TEST_ORIGIN_CNN);
     assert_int_equal(spec->num_layers, 8);
     assert_int_equal(spec->layers[0].line, 2);
     assert_int_equal(spec->layers[0].col, 1);
