@@ -92,3 +92,17 @@ bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_de
     *out = list;
     return BG_OK;
 }
+
+bg_status_t bg_device_check_present(const bg_device_t *d, const char *hint) {
+    if (d->kind != BG_DEVICE_CUDA) return BG_OK;
+    const int seen = bg_cuda_device_count();
+    if (bg_cuda_built() && d->physical < seen) return BG_OK;
+    char what[48];
+    if (!bg_cuda_built())
+        snprintf(what, sizeof what, "this build has no CUDA backend");
+    else
+        snprintf(what, sizeof what, "CUDA sees %d GPU%s", seen, seen == 1 ? "" : "s");
+    return bg_error_set(BG_ERR_UNSUPPORTED, "%s: %s on this machine%s%s%s", d->name, what,
+                        hint != NULL ? " (" : "", hint != NULL ? hint : "",
+                        hint != NULL ? ")" : "");
+}

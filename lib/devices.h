@@ -38,6 +38,11 @@ bg_status_t bg_device_list_parse(const char *text, int cores, bg_device_list_t *
  * an hwloc XML file describes; bg_device_list_parse asks CUDA. */
 bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_device_list_t *out);
 
+/* BG_OK when this machine has `d` (a CPU device always); else
+ * BG_ERR_UNSUPPORTED, "NAME: this build has no CUDA backend" or "NAME: CUDA
+ * sees N GPUs" "on this machine", then " (HINT)" when a hint is given. */
+bg_status_t bg_device_check_present(const bg_device_t *d, const char *hint);
+
 #ifdef __cplusplus
 }
 #endif

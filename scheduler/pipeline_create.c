@@ -80,17 +80,7 @@ static bg_status_t create_backends(bg_pipeline_t *p) {
     for (int d = 0; d < p->devices; d++) {
         const bg_device_t *dev = &p->cfg.devices->devices[d];
         if (dev->kind == BG_DEVICE_CUDA) {
-            if (!bg_cuda_built())
-                return bg_error_set(BG_ERR_UNSUPPORTED,
-                                    "device %s: this build has no CUDA backend (use --devices "
-                                    "cpu:N)",
-                                    dev->name);
-            if (dev->physical >= bg_cuda_device_count())
-                return bg_error_set(BG_ERR_UNSUPPORTED,
-                                    "device %s: CUDA sees %d GPU%s on this machine (use "
-                                    "--devices cpu:N)",
-                                    dev->name, bg_cuda_device_count(),
-                                    bg_cuda_device_count() == 1 ? "" : "s");
+            BG_CHECK(bg_device_check_present(dev, "use --devices cpu:N"));
             /* Channels between two CUDA stages copy on the receiver's copy
              * stream (scheduler/channel.h); with a CPU stage, through host
              * memory. */

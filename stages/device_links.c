@@ -1,6 +1,5 @@
 #include "device_links.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,19 +46,9 @@ static bg_status_t place_gpu(const bg_topology_t *topo, const bg_device_t *d, in
     if (live) {
         /* Planning a GPU this machine does not have would assume its speed
          * and check no memory; another machine is described by its XML. */
-        const int seen = bg_cuda_device_count();
-        if (d->physical >= seen) {
-            char what[48];
-            if (!bg_cuda_built())
-                snprintf(what, sizeof what, "this build has no CUDA backend");
-            else
-                snprintf(what, sizeof what, "CUDA sees %d GPU%s", seen, seen == 1 ? "" : "s");
-            return bg_error_set(BG_ERR_INVALID,
-                                "%s: %s on this machine (use --devices cpu:N; plan, simulate "
-                                "and sweep --simulate take another machine's GPUs from "
-                                "--topology FILE, its hwloc XML)",
-                                d->name, what);
-        }
+        BG_CHECK(bg_device_check_present(d, "use --devices cpu:N; plan, simulate and sweep "
+                                            "--simulate take another machine's GPUs from "
+                                            "--topology FILE, its hwloc XML"));
         bg_cuda_device_info_t info;
         BG_CHECK(bg_cuda_device_info(d->physical, &info));
         g.topo_gpu = bg_topology_gpu_find(topo, d->physical, info.busid);
