@@ -128,27 +128,28 @@ done:
     return status;
 }
 
+/* Whether `text` is a whole decimal number up to `max`, into *out: digits
+ * only (strtoull alone would take a sign or leading spaces, and clamp an
+ * overflow to its largest value). */
+static int parse_whole(const char *text, uint64_t max, uint64_t *out) {
+    if (text == NULL || text[0] < '0' || text[0] > '9') return 0;
+    char *end = NULL;
+    errno = 0;
+    const unsigned long long value = strtoull(text, &end, 10);
+    if (*end != '\0' || errno == ERANGE || value > max) return 0;
+    *out = (uint64_t)value;
+    return 1;
+}
+
 /* A decimal metadata value, or a parse error naming the key; `optional`:
  * a missing key is 0. */
 static bg_status_t metadata_count(const char *path, const bg_safetensors_t *file, const char *key,
                                   int optional, int64_t *out) {
     const char *text = bg_safetensors_metadata(file, key);
-    if (text == NULL && optional) {
-        *out = 0;
-        return BG_OK;
-    }
-    /* Decimal digits only: strtoll alone would take a sign or leading
-     * spaces, and clamp an overflow to its largest value. */
-    char *end = NULL;
-    long long value = -1;
-    if (text != NULL && text[0] >= '0' && text[0] <= '9') {
-        errno = 0;
-        value = strtoll(text, &end, 10);
-        if (*end != '\0' || errno == ERANGE) value = -1;
-    }
-    if (value < 0)
+    uint64_t value = 0;
+    if (!(text == NULL && optional) && !parse_whole(text, INT64_MAX, &value))
         return bg_error_set(BG_ERR_PARSE, "%s: metadata '%s' is missing or not a count", path, key);
-    *out = value;
+    *out = (int64_t)value;
     return BG_OK;
 }
 
@@ -159,15 +160,9 @@ static bg_status_t metadata_seed(const char *path, const bg_safetensors_t *file,
     const char *text = bg_safetensors_metadata(file, "brigade.seed");
     st->seed_saved = text != NULL;
     st->seed = 0;
-    if (text == NULL) return BG_OK;
-    char *end = NULL;
-    errno = 0;
-    const unsigned long long value = strtoull(text, &end, 10);
-    /* Decimal digits only: strtoull alone would take a sign or spaces. */
-    if (text[0] < '0' || text[0] > '9' || *end != '\0' || errno == ERANGE)
+    if (text != NULL && !parse_whole(text, UINT64_MAX, &st->seed))
         return bg_error_set(BG_ERR_PARSE, "%s: metadata 'brigade.seed' is not a whole number",
                             path);
-    st->seed = (uint64_t)value;
     return BG_OK;
 }
 
