@@ -1,5 +1,6 @@
 #include "report.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +47,44 @@ static void account_event(bg_timeline_summary_t *s, const bg_event_t *e) {
     }
 }
 
+/* Orders LINK events by step, receiving stage, sending stage and
+ * micro-batch. */
+static int compare_links(const void *a, const void *b) {
+    const bg_event_t *x = *(const bg_event_t *const *)a, *y = *(const bg_event_t *const *)b;
+    const int kx[] = {x->step, x->stage, x->peer_stage, x->microbatch},
+              ky[] = {y->step, y->stage, y->peer_stage, y->microbatch};
+    for (int i = 0; i < 4; i++)
+        if (kx[i] != ky[i]) return (kx[i] > ky[i]) - (kx[i] < ky[i]);
+    return 0;
+}
+
+/* Adds to each device's and stage's link_wait_s the part of each of its
+ * waits for a message during which that message crossed the link. */
+static bg_status_t account_link_waits(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
+    int n = 0;
+    for (int i = 0; i < tl->count; i++) n += tl->events[i].kind == BG_EVENT_LINK;
+    if (n == 0) return BG_OK;
+    const bg_event_t **links = malloc(sizeof *links * (size_t)n);
+    if (links == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory");
+    n = 0;
+    for (int i = 0; i < tl->count; i++)
+        if (tl->events[i].kind == BG_EVENT_LINK) links[n++] = &tl->events[i];
+    qsort(links, (size_t)n, sizeof *links, compare_links);
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (e->kind != BG_EVENT_WAIT || e->to_send || e->peer_stage < 0 || e->stage < 0) continue;
+        const bg_event_t *key = e,
+                         **match = bsearch(&key, links, (size_t)n, sizeof *links, compare_links);
+        if (match == NULL) continue;
+        const double overlap = fmin(e->end, (*match)->end) - fmax(e->start, (*match)->start);
+        if (overlap <= 0) continue;
+        s->device[e->device].link_wait_s += overlap;
+        s->stage[e->stage].link_wait_s += overlap;
+    }
+    free(links);
+    return BG_OK;
+}
+
 /* Per-step means of the sums, the fractions and the headline figures. */
 static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
     double steps = s->steps > 0 ? s->steps : 1;
@@ -67,6 +106,7 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
         dev->compute_s /= steps;
         dev->copy_s /= steps;
         dev->wait_s /= steps;
+        dev->link_wait_s /= steps;
         dev->idle_s = s->step_s - dev->compute_s - dev->copy_s;
         if (s->step_s > 0) {
             dev->compute_frac = dev->compute_s / s->step_s;
@@ -74,7 +114,8 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
             dev->idle_frac = dev->idle_s / s->step_s;
         }
         s->bubble_measured += dev->idle_frac / s->devices;
-        s->exposed_transfer_frac += dev->copy_frac / s->devices;
+        if (s->step_s > 0)
+            s->exposed_transfer_frac += (dev->copy_s + dev->link_wait_s) / s->step_s / s->devices;
         if (d == 0 || dev->compute_s < min_compute) min_compute = dev->compute_s;
         if (d == 0 || dev->compute_s > max_compute) max_compute = dev->compute_s;
     }
@@ -90,6 +131,7 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
         st->room_prev_s /= steps;
         st->room_next_s /= steps;
         st->copy_s /= steps;
+        st->link_wait_s /= steps;
     }
 }
 
@@ -175,6 +217,7 @@ bg_status_t bg_timeline_summarize(const bg_timeline_t *tl, bg_timeline_summary_t
         if (e->stage >= 0 && s->stage[e->stage].device < 0) s->stage[e->stage].device = e->device;
         account_event(s, e);
     }
+    BG_CHECK_GOTO(account_link_waits(s, tl), st, fail);
     for (int i = 0; i < tl->stages; i++)
         if (s->stage[i].device < 0) s->stage[i].device = i % tl->devices;
     finish_summary(s, tl);
@@ -235,11 +278,11 @@ static int add_numbers(cJSON *object, const char *const *names, const double *va
 }
 
 static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
-    static const char *const names[] = {"compute_s",    "copy_s",    "wait_s",   "idle_s",
-                                        "compute_frac", "copy_frac", "idle_frac"};
+    static const char *const names[] = {"compute_s", "copy_s",       "wait_s",    "link_wait_s",
+                                        "idle_s",    "compute_frac", "copy_frac", "idle_frac"};
     const bg_device_summary_t *dev = &s->device[d];
-    const double values[] = {dev->compute_s,    dev->copy_s,    dev->wait_s,   dev->idle_s,
-                             dev->compute_frac, dev->copy_frac, dev->idle_frac};
+    const double values[] = {dev->compute_s, dev->copy_s,       dev->wait_s,    dev->link_wait_s,
+                             dev->idle_s,    dev->compute_frac, dev->copy_frac, dev->idle_frac};
     cJSON *item = cJSON_CreateObject();
     if (item == NULL) return 0;
     if (!cJSON_AddItemToArray(array, item)) {
@@ -247,13 +290,13 @@ static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
         return 0;
     }
     return cJSON_AddStringToObject(item, "name", s->device_names[d]) != NULL &&
-           add_numbers(item, names, values, 7);
+           add_numbers(item, names, values, 8);
 }
 
 static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
     static const char *const names[] = {"stage",       "device",      "compute_s",   "forward_s",
                                         "backward_s",  "weight_s",    "wait_prev_s", "wait_next_s",
-                                        "room_prev_s", "room_next_s", "copy_s"};
+                                        "room_prev_s", "room_next_s", "copy_s",      "link_wait_s"};
     const bg_stage_summary_t *st = &s->stage[i];
     const double values[] = {i,
                              st->device,
@@ -265,14 +308,15 @@ static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
                              st->wait_next_s,
                              st->room_prev_s,
                              st->room_next_s,
-                             st->copy_s};
+                             st->copy_s,
+                             st->link_wait_s};
     cJSON *item = cJSON_CreateObject();
     if (item == NULL) return 0;
     if (!cJSON_AddItemToArray(array, item)) {
         cJSON_Delete(item);
         return 0;
     }
-    return add_numbers(item, names, values, 11);
+    return add_numbers(item, names, values, 12);
 }
 
 bg_status_t bg_summary_to_json(const bg_timeline_summary_t *s, cJSON *object) {

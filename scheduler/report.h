@@ -21,10 +21,11 @@ extern "C" {
 #endif
 
 typedef struct bg_device_summary {
-    double compute_s;                          /* F, B, W and STEP events */
-    double copy_s;                             /* SEND and RECV events */
-    double wait_s;                             /* WAIT events */
-    double idle_s;                             /* step_s - compute_s - copy_s: waits and gaps */
+    double compute_s;   /* F, B, W and STEP events */
+    double copy_s;      /* SEND and RECV events */
+    double wait_s;      /* WAIT events */
+    double link_wait_s; /* of wait_s: for messages while they crossed a link (LINK) */
+    double idle_s;      /* step_s - compute_s - copy_s: waits and gaps */
     double compute_frac, copy_frac, idle_frac; /* of step_s (0 when step_s is 0) */
 } bg_device_summary_t;
 
@@ -39,6 +40,10 @@ typedef struct bg_stage_summary {
      * so the neighbour is the slower one. */
     double room_prev_s, room_next_s;
     double copy_s; /* SEND and RECV events of the stage */
+    /* Of its waits for messages, the time the message was crossing the
+     * link into it (a LINK event of the same step, stage, peer and
+     * micro-batch): transfer time the stage could not hide. */
+    double link_wait_s;
 } bg_stage_summary_t;
 
 typedef struct bg_timeline_summary {
@@ -52,12 +57,14 @@ typedef struct bg_timeline_summary {
      * devices of that step's idle fraction); step_s and bubble_measured
      * when no step is recorded. */
     double step_median_s, bubble_median;
-    double bubble_theory;         /* bg_schedule_theoretical_bubble */
-    double imbalance;             /* (max - min device compute_s) / step_s */
-    double exposed_transfer_frac; /* mean over devices of copy_frac */
-    bg_device_summary_t *device;  /* devices entries */
-    bg_stage_summary_t *stage;    /* stages entries */
-    char (*device_names)[24];     /* devices entries, copied from the timeline */
+    double bubble_theory; /* bg_schedule_theoretical_bubble */
+    double imbalance;     /* (max - min device compute_s) / step_s */
+    /* Mean over devices of (copy_s + link_wait_s) / step_s: transfer time
+     * not hidden behind compute. */
+    double exposed_transfer_frac;
+    bg_device_summary_t *device; /* devices entries */
+    bg_stage_summary_t *stage;   /* stages entries */
+    char (*device_names)[24];    /* devices entries, copied from the timeline */
 } bg_timeline_summary_t;
 
 /* Summarizes a timeline (its events in any order). *out is set only on

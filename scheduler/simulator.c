@@ -292,6 +292,15 @@ static bg_status_t send_output(sim_state_t *st, int d, int step, bg_timeline_t *
         double link_start = fmax(sent, *link);
         arrival = link_start + (forward ? c->activation_transfer : c->gradient_transfer)[boundary];
         *link = arrival;
+        /* A crossing that neither device copies itself (a GPU's copy
+         * engine) shows as a LINK event of the receiver; on CPU devices
+         * the link part is the hand-off between the copies, as the
+         * executor records it: no event. */
+        const double copy_in =
+            forward ? cost(c->activation_recv, boundary) : cost(c->gradient_recv, boundary);
+        if (copy == 0 && copy_in == 0 && arrival > link_start)
+            BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_LINK, r, peer, op->microbatch, s,
+                                                       step, link_start, arrival, 0}));
     }
     if (forward)
         st->activation_ready[peer * st->microbatches + op->microbatch] = arrival;
@@ -468,8 +477,11 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
 
 static int valid_duration(double x) { return isfinite(x) && x >= 0; }
 
-/* Whether an event keeps its device busy (an op or a copy; not a wait). */
-static int busy(const bg_event_t *e) { return e->kind != BG_EVENT_WAIT; }
+/* Whether an event keeps its device busy (an op or a copy; not a wait, nor
+ * a tensor crossing on the copy engine). */
+static int busy(const bg_event_t *e) {
+    return e->kind != BG_EVENT_WAIT && e->kind != BG_EVENT_LINK;
+}
 
 /* From the events [from, to) of one simulated step: each F, B and W's
  * stretch, 1 + (contention - 1) x the fraction of it during which other

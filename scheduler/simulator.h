@@ -13,7 +13,8 @@
  * direction between two stages; a transfer overlaps compute; between
  * stages on one device there is no link); then the receiving device copies
  * it in (a RECV event) before the op that needs it. Any part may cost 0 (a
- * GPU's copy engine: only the link part). Time a device spends waiting for
+ * GPU's copy engine: only the link part, then recorded as a LINK event of
+ * the receiving device, beside its ops). Time a device spends waiting for
  * an input is recorded as a WAIT event with the peer stage.
  *
  * Channels are rings of bg_channel_ring_slots() slots, as the executor's

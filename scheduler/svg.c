@@ -10,11 +10,11 @@
 
 #define FONT "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\""
 
-static const char *const kind_colours[BG_EVENT_KINDS] = {"#4c78a8", "#54a24b", "#f58518", "#9d9d9d",
-                                                         "#b07aa1", "#b07aa1", "#f4a6a6"};
+static const char *const kind_colours[BG_EVENT_KINDS] = {
+    "#4c78a8", "#54a24b", "#f58518", "#9d9d9d", "#b07aa1", "#b07aa1", "#f4a6a6", "#72b7b2"};
 static const char *const kind_labels[BG_EVENT_KINDS] = {
     "forward (F)", "backward (B)", "weight gradient (W)", "optimizer step", "send",
-    "receive",     "wait"};
+    "receive",     "wait",         "link (copy engine)"};
 
 /* Writes text with XML's special characters escaped. */
 static void put_escaped(FILE *out, const char *text) {
@@ -100,6 +100,12 @@ static void draw_event(FILE *out, const timeline_layout_t *l, const bg_event_t *
                 "y=\"%.1f\" width=\"%.2f\" height=\"26\" fill=\"%s\" stroke=\"#fff\" "
                 "stroke-width=\"0.6\">",
                 e->stage, kind, e->microbatch, x, y, w, kind_colours[e->kind]);
+    } else if (e->kind == BG_EVENT_LINK) {
+        /* Under the transfers: it overlaps the row's ops and waits. */
+        fprintf(out,
+                "<rect class=\"link\" data-stage=\"%d\" data-kind=\"%s\" x=\"%.2f\" "
+                "y=\"%.1f\" width=\"%.2f\" height=\"4\" fill=\"%s\">",
+                e->stage, kind, x, y + 36, w, kind_colours[e->kind]);
     } else {
         const char *fill = e->kind == BG_EVENT_WAIT ? "url(#hatch)" : kind_colours[e->kind];
         fprintf(out,
@@ -109,6 +115,9 @@ static void draw_event(FILE *out, const timeline_layout_t *l, const bg_event_t *
     }
     if (e->kind == BG_EVENT_WAIT && e->to_send) {
         fprintf(out, "<title>wait for room to send %d to stage %d", e->microbatch, e->peer_stage);
+    } else if (e->kind == BG_EVENT_LINK) {
+        fprintf(out, "<title>link: %c%d from stage %d", e->peer_stage < e->stage ? 'F' : 'B',
+                e->microbatch, e->peer_stage);
     } else {
         fprintf(out, "<title>%s", kind);
         if (e->microbatch >= 0) fprintf(out, " %d", e->microbatch);

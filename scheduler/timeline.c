@@ -97,8 +97,8 @@ void bg_timeline_clear(bg_timeline_t *tl) {
 }
 
 const char *bg_event_kind_name(bg_event_kind_t kind) {
-    static const char *const names[BG_EVENT_KINDS] = {"F",    "B",    "W",   "step",
-                                                      "send", "recv", "wait"};
+    static const char *const names[BG_EVENT_KINDS] = {"F",    "B",    "W",    "step",
+                                                      "send", "recv", "wait", "link"};
     return (unsigned)kind < BG_EVENT_KINDS ? names[kind] : "?";
 }
 

@@ -5,7 +5,8 @@
  * runs compare directly.
  *
  * Times are seconds from the timeline's origin (the start of its first
- * recorded step). Events of one device never overlap. */
+ * recorded step). Events of one device never overlap, except LINK events:
+ * those run on the receiving device's copy engine, beside its ops. */
 #ifndef BG_TIMELINE_H
 #define BG_TIMELINE_H
 
@@ -29,9 +30,12 @@ typedef enum bg_event_kind {
     BG_EVENT_WAIT,     /* blocked on peer_stage: its data has not arrived, or the
                         * channel to it is full (to_send); peer_stage -1: waiting
                         * for every device to reach the optimizer step */
+    BG_EVENT_LINK,     /* a tensor from peer_stage crossing the link into `stage`,
+                        * on the receiving device's copy engine (a GPU's copy
+                        * stream), overlapping its ops; neither busy nor idle */
 } bg_event_kind_t;
 
-enum { BG_EVENT_KINDS = 7 };
+enum { BG_EVENT_KINDS = 8 };
 
 typedef struct bg_event {
     bg_event_kind_t kind;
@@ -88,7 +92,8 @@ void bg_timeline_sort(bg_timeline_t *tl);
 /* Drops all events and steps (keeps the buffers). */
 void bg_timeline_clear(bg_timeline_t *tl);
 
-/* Short name of an event kind: "F", "B", "W", "step", "send", "recv", "wait". */
+/* Short name of an event kind: "F", "B", "W", "step", "send", "recv", "wait",
+ * "link". */
 const char *bg_event_kind_name(bg_event_kind_t kind);
 
 /* The idle fraction a schedule leaves in theory with equal stage times:

@@ -13,9 +13,18 @@ static int is_transfer(bg_event_kind_t kind) {
     return kind == BG_EVENT_SEND || kind == BG_EVENT_RECV || kind == BG_EVENT_WAIT;
 }
 
-/* The stage a compute event's lane belongs to (a step without a stage,
- * as older or hand-made timelines have, goes on its device's lane). */
+/* The stage an event's lane belongs to (a step without a stage, as older
+ * or hand-made timelines have, goes on its device's lane). */
 static int lane_stage(const bg_event_t *e) { return e->stage >= 0 ? e->stage : e->device; }
+
+int bg_trace_lane(const bg_event_t *e) {
+    int lane = BG_TRACE_LANE_OPS;
+    if (e->kind == BG_EVENT_LINK)
+        lane = e->peer_stage < e->stage ? BG_TRACE_LANE_LINK_PREV : BG_TRACE_LANE_LINK_NEXT;
+    else if (is_transfer(e->kind))
+        lane = BG_TRACE_LANE_TRANSFERS;
+    return BG_TRACE_LANES * lane_stage(e) + lane;
+}
 
 static void event_name(const bg_event_t *e, char *name, size_t size) {
     /* A transfer toward a later stage carries F's activation, toward an
@@ -47,6 +56,13 @@ static void event_name(const bg_event_t *e, char *name, size_t size) {
         else
             snprintf(name, size, "wait for every device (optimizer step)");
         break;
+    case BG_EVENT_LINK:
+        if (e->microbatch >= 0)
+            snprintf(name, size, "%c%d from stage %d", e->peer_stage < e->stage ? 'F' : 'B',
+                     e->microbatch, e->peer_stage);
+        else
+            snprintf(name, size, "from stage %d", e->peer_stage);
+        break;
     default: snprintf(name, size, "?"); break;
     }
 }
@@ -73,7 +89,7 @@ static int add_metadata(cJSON *events, const char *meta, int pid, int tid, const
 static int add_event(cJSON *events, const bg_event_t *e) {
     char name[64];
     event_name(e, name, sizeof name);
-    int tid = is_transfer(e->kind) ? BG_TRACE_TRANSFER_TID + lane_stage(e) : lane_stage(e);
+    const int tid = bg_trace_lane(e);
     /* Whole nanoseconds: short numbers, and ts + dur of one event never
      * passes the next event's ts on the same lane. */
     long long start_ns = llround(e->start * 1e9), end_ns = llround(e->end * 1e9);
@@ -95,37 +111,46 @@ static int add_event(cJSON *events, const bg_event_t *e) {
         cJSON_AddNumberToObject(args, "microbatch", e->microbatch) == NULL ||
         cJSON_AddNumberToObject(args, "step", e->step) == NULL)
         return 0;
-    if (is_transfer(e->kind) && cJSON_AddNumberToObject(args, "peer_stage", e->peer_stage) == NULL)
+    if ((is_transfer(e->kind) || e->kind == BG_EVENT_LINK) &&
+        cJSON_AddNumberToObject(args, "peer_stage", e->peer_stage) == NULL)
         return 0;
     return 1;
 }
 
-/* Names every device and every lane the events use, ordering each stage's
- * transfer lane right below its compute lane. */
+/* Names every device and every lane the events use (used: one flag per
+ * tid of each device), in bg_trace_lane's order. */
 static int add_lane_names(cJSON *events, const bg_timeline_t *tl, unsigned char *used) {
-    /* used[(device * lanes + stage) * 2 + transfer] */
-    int lanes = tl->stages > tl->devices ? tl->stages : tl->devices;
-    for (int s = 0; s < tl->stages; s++) used[((size_t)(s % tl->devices) * lanes + s) * 2] = 1;
+    const int lanes = tl->stages > tl->devices ? tl->stages : tl->devices;
+    const size_t tids = (size_t)lanes * BG_TRACE_LANES;
+    for (int s = 0; s < tl->stages; s++)
+        used[(size_t)(s % tl->devices) * tids + (size_t)s * BG_TRACE_LANES] = 1;
     for (int i = 0; i < tl->count; i++) {
         const bg_event_t *e = &tl->events[i];
         int lane = lane_stage(e);
         if (lane >= 0 && lane < lanes)
-            used[((size_t)e->device * lanes + lane) * 2 + is_transfer(e->kind)] = 1;
+            used[(size_t)e->device * tids + (size_t)bg_trace_lane(e)] = 1;
     }
     char text[64];
     for (int d = 0; d < tl->devices; d++) {
         if (!add_metadata(events, "process_name", d, 0, tl->device_names[d], 0) ||
             !add_metadata(events, "process_sort_index", d, 0, NULL, d))
             return 0;
-        for (int lane = 0; lane < lanes; lane++) {
-            for (int transfer = 0; transfer < 2; transfer++) {
-                if (!used[((size_t)d * lanes + lane) * 2 + transfer]) continue;
-                int tid = transfer ? BG_TRACE_TRANSFER_TID + lane : lane;
-                snprintf(text, sizeof text, transfer ? "stage %d transfers" : "stage %d", lane);
-                if (!add_metadata(events, "thread_name", d, tid, text, 0) ||
-                    !add_metadata(events, "thread_sort_index", d, tid, NULL, 2 * lane + transfer))
-                    return 0;
+        for (int tid = 0; tid < (int)tids; tid++) {
+            if (!used[(size_t)d * tids + (size_t)tid]) continue;
+            const int stage = tid / BG_TRACE_LANES;
+            switch (tid % BG_TRACE_LANES) {
+            case BG_TRACE_LANE_OPS: snprintf(text, sizeof text, "stage %d", stage); break;
+            case BG_TRACE_LANE_TRANSFERS:
+                snprintf(text, sizeof text, "stage %d transfers", stage);
+                break;
+            case BG_TRACE_LANE_LINK_PREV:
+                snprintf(text, sizeof text, "stage %d link from stage %d", stage, stage - 1);
+                break;
+            default: snprintf(text, sizeof text, "stage %d link from stage %d", stage, stage + 1);
             }
+            if (!add_metadata(events, "thread_name", d, tid, text, 0) ||
+                !add_metadata(events, "thread_sort_index", d, tid, NULL, tid))
+                return 0;
         }
     }
     return 1;
@@ -136,7 +161,7 @@ bg_status_t bg_trace_write(const char *path, const bg_timeline_t *tl) {
     bg_status_t st = BG_OK;
     char *text = NULL;
     int lanes = tl->stages > tl->devices ? tl->stages : tl->devices;
-    unsigned char *used = calloc((size_t)tl->devices * (size_t)lanes * 2, 1);
+    unsigned char *used = calloc((size_t)tl->devices * (size_t)lanes * BG_TRACE_LANES, 1);
     cJSON *root = cJSON_CreateObject();
     cJSON *events = root != NULL ? cJSON_AddArrayToObject(root, "traceEvents") : NULL;
     if (used == NULL || events == NULL || !add_lane_names(events, tl, used)) goto nomem;

@@ -2,17 +2,19 @@
  * and chrome://tracing.
  *
  * Layout: one process per device (pid = device index, named by a
- * process_name metadata event after the device), and in it one thread per
- * stage for compute ops (tid = stage, "stage N": F, B, W and the optimizer
- * step) and one per stage for its transfers (tid = 1000 + stage, "stage N
- * transfers": sends, receives and waits). Every event is a complete ("X")
- * event with ts and dur in microseconds from the timeline's origin (to the
- * nanosecond), named
- * "F3", "B3", "W3", "step", "send F3 to stage 2", "recv B3 from stage 2",
- * "wait for stage 1", its category the kind's short name
- * (bg_event_kind_name), and args {stage, microbatch, step} plus peer_stage
- * for transfers. An optimizer step recorded without a stage (-1) goes on
- * the device's own lane (tid = device). */
+ * process_name metadata event after the device), and in it per stage up to
+ * four threads (bg_trace_lane): its compute ops ("stage N": F, B, W and the
+ * optimizer step), its transfers ("stage N transfers": sends, receives and
+ * waits), and tensors crossing the link into it on the device's copy
+ * engine from the stage before and the stage after ("stage N link from
+ * stage P"; LINK events, which overlap the ops). Every event is a complete
+ * ("X") event with ts and dur in microseconds from the timeline's origin
+ * (to the nanosecond), named "F3", "B3", "W3", "step", "send F3 to stage
+ * 2", "recv B3 from stage 2", "wait for stage 1", "F3 from stage 1", its
+ * category the kind's short name (bg_event_kind_name), and args {stage,
+ * microbatch, step} plus peer_stage for transfers and links. An optimizer
+ * step recorded without a stage (-1) goes on the device's own lane (the
+ * lanes of stage `device`). */
 #ifndef BG_TRACE_H
 #define BG_TRACE_H
 
@@ -22,8 +24,18 @@
 extern "C" {
 #endif
 
-/* Lane of a stage's transfers: tid BG_TRACE_TRANSFER_TID + stage. */
-#define BG_TRACE_TRANSFER_TID 1000
+/* The lanes of a stage, in the order shown: tid = BG_TRACE_LANES x stage +
+ * one of these. */
+enum {
+    BG_TRACE_LANE_OPS,       /* F, B, W, step */
+    BG_TRACE_LANE_TRANSFERS, /* send, recv, wait */
+    BG_TRACE_LANE_LINK_PREV, /* link from the stage before */
+    BG_TRACE_LANE_LINK_NEXT, /* link from the stage after */
+    BG_TRACE_LANES
+};
+
+/* The thread (tid) an event is drawn on in its device's process. */
+int bg_trace_lane(const bg_event_t *e);
 
 /* Writes tl as {"traceEvents": [...], "displayTimeUnit": "ms"} to path,
  * replacing the file. BG_ERR_INVALID for NULL arguments; BG_ERR_IO naming

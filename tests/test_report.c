@@ -249,6 +249,45 @@ static double number(const cJSON *object, const char *name) {
     return item->valuedouble;
 }
 
+/* A wait for a message counts as exposed transfer for the part during
+ * which that message (same step, stages and micro-batch) crossed the
+ * link; a link beside no wait, or carrying another message, does not. */
+static void test_link_waits(void **state) {
+    (void)state;
+    bg_timeline_t *tl = make_timeline(BG_SCHEDULE_GPIPE, 2, 2, 1, 2, NULL);
+    check_ok(bg_timeline_reserve(tl, 0));
+    bg_timeline_add_step(tl, 0, 10e-3);
+    add(tl, BG_EVENT_FORWARD, 0, 0, 0, -1, 0, 0, 2);
+    add(tl, BG_EVENT_FORWARD, 0, 0, 1, -1, 0, 2, 4);
+    add(tl, BG_EVENT_WAIT, 0, 0, 0, 1, 0, 4, 7);
+    add(tl, BG_EVENT_LINK, 0, 0, 0, 1, 0, 5, 6); /* within the wait: 1 ms */
+    add(tl, BG_EVENT_BACKWARD, 0, 0, 0, -1, 0, 7, 9);
+    add(tl, BG_EVENT_WAIT, 1, 1, 0, 0, 0, 0, 3);
+    add(tl, BG_EVENT_LINK, 1, 1, 1, 0, 0, 0, 1); /* micro-batch 1's: not waited for */
+    add(tl, BG_EVENT_LINK, 1, 1, 0, 0, 0, 2, 3); /* the wait's last 1 ms */
+    add(tl, BG_EVENT_FORWARD, 1, 1, 0, -1, 0, 3, 5);
+    add(tl, BG_EVENT_LINK, 1, 1, 1, 0, 0, 4, 5); /* beside an op: hidden */
+    bg_timeline_summary_t *s = NULL;
+    check_ok(bg_timeline_summarize(tl, &s));
+    for (int d = 0; d < 2; d++) {
+        expect_near(s->device[d].link_wait_s, 1e-3, EPS);
+        expect_near(s->stage[d].link_wait_s, 1e-3, EPS);
+        expect_near(s->device[d].copy_s, 0, EPS);
+    }
+    expect_near(s->device[0].compute_s, 6e-3, EPS); /* links are not compute */
+    expect_near(s->device[0].idle_frac, 0.4, EPS);
+    expect_near(s->exposed_transfer_frac, 0.1, EPS);
+    cJSON *object = cJSON_CreateObject();
+    check_ok(bg_summary_to_json(s, object));
+    const cJSON *stage = cJSON_GetArrayItem(cJSON_GetObjectItem(object, "stages"), 1);
+    const cJSON *device = cJSON_GetArrayItem(cJSON_GetObjectItem(object, "devices"), 0);
+    expect_near(number(stage, "link_wait_s"), 1e-3, EPS);
+    expect_near(number(device, "link_wait_s"), 1e-3, EPS);
+    cJSON_Delete(object);
+    bg_timeline_summary_destroy(s);
+    bg_timeline_destroy(tl);
+}
+
 static void test_summary_json(void **state) {
     (void)state;
     bg_timeline_t *tl = hand_timeline();
@@ -533,6 +572,19 @@ static void test_trace(void **state) {
         if (tl->events[i].kind == BG_EVENT_WAIT && tl->events[i].peer_stage >= 0) room = i;
     assert_true(room >= 0);
     tl->events[room].to_send = 1;
+    /* Two tensors crossing the link into stage 1 on its device's copy
+     * engine, one from each side. */
+    bg_event_t link = {.kind = BG_EVENT_LINK,
+                       .device = 1,
+                       .stage = 1,
+                       .microbatch = 3,
+                       .peer_stage = 0,
+                       .start = 1e-4,
+                       .end = 2e-4};
+    check_ok(bg_timeline_add(tl, &link));
+    link.microbatch = 2;
+    link.peer_stage = 2;
+    check_ok(bg_timeline_add(tl, &link));
     const char *path = temp_path("trace.json");
     check_ok(bg_trace_write(path, tl));
     char *text = read_all(path);
@@ -541,7 +593,7 @@ static void test_trace(void **state) {
     assert_non_null(root);
     assert_string_equal(cJSON_GetObjectItem(root, "displayTimeUnit")->valuestring, "ms");
     const cJSON *events = cJSON_GetObjectItem(root, "traceEvents");
-    int complete = 0, process_names = 0, thread_names = 0, found_f3 = 0, found_room = 0;
+    int complete = 0, process_names = 0, thread_names = 0, found_f3 = 0, found_room = 0, links = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, events) {
         const char *ph = cJSON_GetObjectItem(e, "ph")->valuestring;
@@ -552,16 +604,20 @@ static void test_trace(void **state) {
                 cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "name")
                     ? cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "name")->valuestring
                     : "";
-            char want[32];
+            char want[48];
             if (strcmp(name, "process_name") == 0) {
                 snprintf(want, sizeof want, "cpu:%d", pid);
                 assert_string_equal(label, want);
                 process_names++;
             } else if (strcmp(name, "thread_name") == 0) {
-                if (tid >= BG_TRACE_TRANSFER_TID)
-                    snprintf(want, sizeof want, "stage %d transfers", tid - BG_TRACE_TRANSFER_TID);
+                const int stage = tid / BG_TRACE_LANES, lane = tid % BG_TRACE_LANES;
+                if (lane == BG_TRACE_LANE_OPS)
+                    snprintf(want, sizeof want, "stage %d", stage);
+                else if (lane == BG_TRACE_LANE_TRANSFERS)
+                    snprintf(want, sizeof want, "stage %d transfers", stage);
                 else
-                    snprintf(want, sizeof want, "stage %d", tid);
+                    snprintf(want, sizeof want, "stage %d link from stage %d", stage,
+                             lane == BG_TRACE_LANE_LINK_PREV ? stage - 1 : stage + 1);
                 assert_string_equal(label, want);
                 thread_names++;
             }
@@ -578,7 +634,7 @@ static void test_trace(void **state) {
         expect_near(number(e, "dur"), (want->end - want->start) * 1e6, 1e-3);
         if (want->kind == BG_EVENT_FORWARD && want->microbatch == 3) {
             assert_string_equal(name, "F3");
-            assert_int_equal(tid, want->stage);
+            assert_int_equal(tid, BG_TRACE_LANES * want->stage + BG_TRACE_LANE_OPS);
             found_f3++;
         }
         if (want->kind == BG_EVENT_SEND && want->stage == 1 && want->peer_stage == 2 &&
@@ -591,14 +647,26 @@ static void test_trace(void **state) {
                      want->peer_stage);
             assert_string_equal(name, wait);
             found_room += want->to_send;
-            assert_int_equal(tid, BG_TRACE_TRANSFER_TID + want->stage);
+            assert_int_equal(tid, BG_TRACE_LANES * want->stage + BG_TRACE_LANE_TRANSFERS);
+        }
+        if (want->kind == BG_EVENT_LINK) {
+            const int from_prev = want->peer_stage == want->stage - 1;
+            assert_string_equal(name, from_prev ? "F3 from stage 0" : "B2 from stage 2");
+            assert_string_equal(cJSON_GetObjectItem(e, "cat")->valuestring, "link");
+            assert_int_equal((int)number(args, "peer_stage"), want->peer_stage);
+            assert_int_equal(tid,
+                             BG_TRACE_LANES * want->stage +
+                                 (from_prev ? BG_TRACE_LANE_LINK_PREV : BG_TRACE_LANE_LINK_NEXT));
+            links++;
         }
     }
     assert_int_equal(complete, tl->count);
     assert_int_equal(found_f3, 3 * 2); /* 3 stages, 2 steps */
     assert_int_equal(found_room, 1);
     assert_int_equal(process_names, 3);
-    assert_int_equal(thread_names, 3 + 3); /* compute and transfer lane per stage */
+    assert_int_equal(links, 2);
+    /* Compute and transfer lanes per stage, and stage 1's two links. */
+    assert_int_equal(thread_names, 3 + 3 + 2);
     cJSON_Delete(root);
     bg_timeline_destroy(tl);
 }
@@ -660,6 +728,26 @@ static void test_svg_timeline(void **state) {
         titled++;
     }
     assert_int_equal(titled, 1);
+    assert_int_equal(count_of(text, "<rect class=\"link\""), 0);
+    free(text);
+    /* A tensor crossing the link into stage 2: a bar under its row, apart
+     * from the ops and transfers, and in the legend. */
+    check_ok(bg_timeline_add(tl, &(bg_event_t){.kind = BG_EVENT_LINK,
+                                               .device = 2,
+                                               .stage = 2,
+                                               .microbatch = 5,
+                                               .peer_stage = 1,
+                                               .step = 1,
+                                               .start = tl->step_start[1],
+                                               .end = tl->step_start[1] + 1e-5}));
+    check_ok(bg_svg_timeline_write(path, tl, 1));
+    text = read_all(path);
+    expect_well_formed(text);
+    assert_int_equal(count_of(text, "<rect class=\"link\" data-stage=\"2\""), 1);
+    assert_int_equal(
+        count_of(text, "<title>link: F5 from stage 1, stage 2, step 1: 0.000 to 0.010 ms"), 1);
+    assert_int_equal(count_of(text, "link (copy engine)"), 1);
+    assert_int_equal(count_of(text, "<rect class=\"op\""), ops_step1);
     free(text);
     assert_int_equal(bg_svg_timeline_write(path, tl, 2), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "step 2 out of range"));
@@ -758,10 +846,15 @@ static int remove_temp_dir(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_summary_figures),    cmocka_unit_test(test_summary_edge_cases),
-        cmocka_unit_test(test_theoretical_bubble), cmocka_unit_test(test_summary_print),
-        cmocka_unit_test(test_summary_json),       cmocka_unit_test(test_trace),
-        cmocka_unit_test(test_svg_timeline),       cmocka_unit_test(test_svg_chart),
+        cmocka_unit_test(test_summary_figures),
+        cmocka_unit_test(test_summary_edge_cases),
+        cmocka_unit_test(test_theoretical_bubble),
+        cmocka_unit_test(test_summary_print),
+        cmocka_unit_test(test_summary_json),
+        cmocka_unit_test(test_link_waits),
+        cmocka_unit_test(test_trace),
+        cmocka_unit_test(test_svg_timeline),
+        cmocka_unit_test(test_svg_chart),
         cmocka_unit_test(test_unwritable_paths),
     };
     return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);

@@ -277,6 +277,34 @@ stdout_has "predicted: " "simulate"
 check "simulate prints a row for each of 2 stages" \
     test "$(grep -cE '^ +[01] +cpu:[01] ' "$OUT")" -eq 2
 
+# Two GPUs of a machine described by a fixture: every tensor crossing the
+# link shows in the trace on a track of the stage it goes into (3 steps, 4
+# activations and 4 gradients each), and the part of a wait it fills counts
+# as exposed transfer. CPU devices copy themselves: no link track.
+GPUS=$ROOT/tests/fixtures/two-socket-8-gpu.xml
+expect 0 "" -- simulate "$MODEL" --topology "$GPUS" --devices cuda:0,cuda:4 \
+    --microbatches 4 --trace "$T/gpus.trace.json" --metrics "$T/gpus.json"
+file_check "simulate on GPUs: a link track into each stage, one event per tensor" \
+    "$T/gpus.trace.json" '
+events = p["traceEvents"]
+names = sorted(e["args"]["name"] for e in events if e["name"] == "thread_name")
+assert "stage 1 link from stage 0" in names and "stage 0 link from stage 1" in names, names
+links = [e for e in events if e.get("cat") == "link"]
+assert len(links) == 3 * 8, len(links)
+assert all(e["dur"] > 0 for e in links)
+assert sorted(set(e["name"] for e in links if e["args"]["stage"] == 1)) == \
+    ["F%d from stage 0" % i for i in range(4)]'
+file_check "simulate on GPUs: waits on the link are exposed transfer" "$T/gpus.json" '
+t = p["timeline"]
+waits = [d["link_wait_s"] for d in t["devices"]]
+assert all(w > 0 for w in waits), waits
+exposed = sum(d["copy_s"] + d["link_wait_s"] for d in t["devices"]) / len(waits) / t["step_s"]
+assert abs(t["exposed_transfer_frac"] - exposed) < 1e-9 and exposed > 0, (t, exposed)'
+expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --trace "$T/cpus.trace.json"
+file_check "simulate on CPU devices: no link events" "$T/cpus.trace.json" '
+assert not [e for e in p["traceEvents"] if e.get("cat") == "link" or "link" in e["name"]]
+assert [e for e in p["traceEvents"] if e.get("cat") == "send"]'
+
 if [ -s "$P" ]; then
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$P"
     stdout_has "costs from $P" "simulate --profile"

@@ -49,11 +49,16 @@ static sim_result_t simulate(bg_schedule_kind_t kind, int k, int v, int m, doubl
     assert_true(tl->step_start[1] == tl->step_end[0]);
     assert_true(
         fabs((tl->step_end[1] - tl->step_start[1]) - (tl->step_end[0] - tl->step_start[0])) < 1e-9);
-    /* A device does one thing at a time. */
+    /* A device does one thing at a time, beside what its copy engine
+     * brings in (LINK). */
     bg_timeline_sort(tl);
-    for (int i = 1; i < tl->count; i++)
-        if (tl->events[i].device == tl->events[i - 1].device)
-            assert_true(tl->events[i].start >= tl->events[i - 1].end - 1e-12);
+    const bg_event_t *last = NULL;
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (e->kind == BG_EVENT_LINK) continue;
+        if (last != NULL && last->device == e->device) assert_true(e->start >= last->end - 1e-12);
+        last = e;
+    }
     bg_timeline_summary_t *summary;
     assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
     sim_result_t r = {summary->step_s, summary->bubble_measured, summary->bubble_theory};
@@ -189,6 +194,65 @@ static bg_event_t step_event(const bg_timeline_t *tl, bg_event_kind_t kind, int 
 
 static int near(double a, double b) { return fabs(a - b) < 1e-12; }
 
+/* A crossing that no device copies (a GPU's copy engine) is a LINK event
+ * of the receiver, beside its ops. GPipe, K = 2, M = 2, F = B = 1, link
+ * 0.5 (gradients 0.25):
+ *   device 0: F0 0-1, F1 1-2, then B1 and B0 as their gradients arrive;
+ *   links: F0 1-1.5, F1 2-2.5 into stage 1; B's into stage 0 behind B1's.
+ * Neither busy nor idle: every device computes 4 of the step's 6.75. */
+static void test_link_events(void **state) {
+    (void)state;
+    double f[2] = {1, 1}, b[2] = {1, 1}, ahead[1] = {0.5}, back[1] = {0.25};
+    bg_sim_costs_t costs = {
+        .forward = f, .backward = b, .activation_transfer = ahead, .gradient_transfer = back};
+    bg_timeline_t *tl = simulate_two(BG_SCHEDULE_GPIPE, 2, &costs);
+    int links = 0;
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (e->kind != BG_EVENT_LINK || e->step != 1) continue;
+        links++;
+        const int forward = e->peer_stage == 0;
+        /* The receiver's, from its neighbour, as long as the link. */
+        assert_int_equal(e->device, e->stage);
+        assert_int_equal(e->peer_stage, 1 - e->stage);
+        assert_true(near(e->end - e->start, forward ? 0.5 : 0.25));
+        /* It starts as the producer's op ends and ends as the consumer's
+         * op may start. */
+        const bg_event_t made = step_event(tl, forward ? BG_EVENT_FORWARD : BG_EVENT_BACKWARD,
+                                           e->peer_stage, e->microbatch);
+        const bg_event_t used =
+            step_event(tl, forward ? BG_EVENT_FORWARD : BG_EVENT_BACKWARD, e->stage, e->microbatch);
+        const double start = e->start - tl->step_start[1], end = e->end - tl->step_start[1];
+        assert_true(near(start, made.end));
+        assert_true(used.start >= end - 1e-12);
+    }
+    assert_int_equal(links, 4); /* two activations, two gradients */
+    const bg_event_t first = step_event(tl, BG_EVENT_LINK, 1, 0);
+    assert_true(near(first.start, 1) && near(first.end, 1.5));
+    const bg_event_t second = step_event(tl, BG_EVENT_LINK, 1, 1);
+    assert_true(near(second.start, 2) && near(second.end, 2.5));
+    /* F1 of micro-batch 1 at 2.5-3.5, the B1's 3.5-5.5, their gradients
+     * there 0.25 after each, the B0's 4.75-5.75 and 5.75-6.75. */
+    assert_true(near(tl->step_end[1] - tl->step_start[1], 6.75));
+    bg_timeline_summary_t *summary;
+    assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
+    for (int d = 0; d < 2; d++) {
+        assert_true(near(summary->device[d].compute_s, 4));
+        assert_true(near(summary->device[d].copy_s, 0));
+    }
+    assert_true(near(summary->bubble_measured, 2.75 / 6.75));
+    /* Exposed: stage 1 waits from the step's start to 1.5 for F0, of which
+     * the link's 1-1.5; stage 0 from 2 to 4.75 for the first gradient, of
+     * which its link's last 0.25. The second F and gradient come hidden. */
+    assert_true(near(summary->device[0].link_wait_s, 0.25));
+    assert_true(near(summary->device[1].link_wait_s, 0.5));
+    assert_true(near(summary->stage[0].link_wait_s, 0.25));
+    assert_true(near(summary->stage[1].link_wait_s, 0.5));
+    assert_true(near(summary->exposed_transfer_frac, 0.75 / 6.75 / 2));
+    bg_timeline_summary_destroy(summary);
+    bg_timeline_destroy(tl);
+}
+
 /* Copies the devices do themselves occupy them (SEND after the producing
  * op, RECV before the consuming one); the link part lies between. GPipe,
  * K = 2, M = 1, F = B = 1, send 0.25, receive 0.125, link 0.5:
@@ -217,6 +281,8 @@ static void test_device_copies(void **state) {
     assert_true(near(e.start, 3.875) && near(e.end, 4.125) && e.peer_stage == 0);
     e = step_event(tl, BG_EVENT_BACKWARD, 0, 0);
     assert_true(near(e.start, 4.75) && near(e.end, 5.75));
+    /* The devices copy: the link part between is no event of its own. */
+    for (int i = 0; i < tl->count; i++) assert_int_not_equal(tl->events[i].kind, BG_EVENT_LINK);
     /* Copies count as copy time, not compute: idle = 5.75 - 2 - 0.375. */
     bg_timeline_summary_t *summary;
     assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
@@ -573,17 +639,12 @@ static void test_rejects_bad_costs(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fill_drain),
-        cmocka_unit_test(test_transfers),
-        cmocka_unit_test(test_interleaved),
-        cmocka_unit_test(test_zero_bubble),
-        cmocka_unit_test(test_rejects_bad_costs),
-        cmocka_unit_test(test_device_copies),
-        cmocka_unit_test(test_handoffs_and_barrier),
-        cmocka_unit_test(test_step_per_stage),
-        cmocka_unit_test(test_contention),
-        cmocka_unit_test(test_after_wait),
-        cmocka_unit_test(test_full_ring_holds_the_sender),
+        cmocka_unit_test(test_fill_drain),        cmocka_unit_test(test_transfers),
+        cmocka_unit_test(test_interleaved),       cmocka_unit_test(test_zero_bubble),
+        cmocka_unit_test(test_rejects_bad_costs), cmocka_unit_test(test_device_copies),
+        cmocka_unit_test(test_link_events),       cmocka_unit_test(test_handoffs_and_barrier),
+        cmocka_unit_test(test_step_per_stage),    cmocka_unit_test(test_contention),
+        cmocka_unit_test(test_after_wait),        cmocka_unit_test(test_full_ring_holds_the_sender),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
