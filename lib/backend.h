@@ -112,6 +112,11 @@ typedef struct bg_backend_ops {
                                    void *y);
     bg_status_t (*maxpool_backward)(bg_backend_t *be, const bg_pool_geometry_t *g, const void *x,
                                     const void *y, const void *dy, void *dx);
+    /* Max-pool's backward over a relu's output x, followed by that relu's:
+     * maxpool_backward, then relu_backward with y = x (dx = 0 where x <= 0),
+     * to the bit, in one pass over dx instead of three. */
+    bg_status_t (*maxpool_relu_backward)(bg_backend_t *be, const bg_pool_geometry_t *g,
+                                         const void *x, const void *y, const void *dy, void *dx);
     /* Average pooling, same shapes; dx is overwritten. */
     bg_status_t (*avgpool_forward)(bg_backend_t *be, const bg_pool_geometry_t *g, const void *x,
                                    void *y);

@@ -130,6 +130,19 @@ bg_status_t bg_layer_backward_data(const bg_layer_spec_t *spec, bg_backend_t *be
                         bg_layer_kind_name(spec->kind));
 }
 
+int bg_layer_can_pool_over_relu(const bg_backend_t *be) {
+    return be->ops->maxpool_relu_backward != NULL;
+}
+
+bg_status_t bg_layer_maxpool_relu_backward(const bg_layer_spec_t *pool, bg_backend_t *be, int64_t n,
+                                           const void *x, const void *y, const void *dy, void *dx) {
+    if (pool->kind != BG_LAYER_MAXPOOL || !bg_layer_can_pool_over_relu(be))
+        return bg_error_set(BG_ERR_INTERNAL, "%s: no fused backward of %s over a relu", be->name,
+                            bg_layer_kind_name(pool->kind));
+    bg_pool_geometry_t g = pool_geometry(pool, n);
+    return be->ops->maxpool_relu_backward(be, &g, x, y, dy, dx);
+}
+
 bg_status_t bg_layer_backward_weights(const bg_layer_spec_t *spec, bg_backend_t *be,
                                       const bg_layer_params_t *p, int64_t n, const void *x,
                                       const void *dy, void *workspace) {

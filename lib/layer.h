@@ -60,6 +60,14 @@ bg_status_t bg_layer_backward_data(const bg_layer_spec_t *spec, bg_backend_t *be
                                    const bg_layer_params_t *p, int64_t n, const void *x,
                                    const void *y, const void *dy, void *dx, void *workspace);
 
+/* The backward of a max-pool layer whose input x is a relu's output and of
+ * that relu, in one op: dx = dL/d(the relu's input), as the two layers'
+ * backward_data in turn would give it, to the bit. 0 when the backend has
+ * no such op (then run the two). */
+int bg_layer_can_pool_over_relu(const bg_backend_t *be);
+bg_status_t bg_layer_maxpool_relu_backward(const bg_layer_spec_t *pool, bg_backend_t *be, int64_t n,
+                                           const void *x, const void *y, const void *dy, void *dx);
+
 /* Accumulates dL/dW and dL/db into p->weight_grad and p->bias_grad. A no-op
  * for layers without parameters. */
 bg_status_t bg_layer_backward_weights(const bg_layer_spec_t *spec, bg_backend_t *be,

@@ -159,6 +159,14 @@ static void *backward_target(bg_stage_t *s, stage_slot_t *sl, int i, const void 
     return dy == s->grad_a ? s->grad_b : s->grad_a;
 }
 
+/* 1 when layer i of the stage is a max-pool over the relu before it, also
+ * in the stage, and the backend does both backwards in one op: the pool's
+ * backward then does the relu's, whose own passes its gradient through. */
+static int pools_over_relu(const bg_stage_t *s, int i) {
+    return i > 0 && i < s->count && stage_layer(s, i)->kind == BG_LAYER_MAXPOOL &&
+           stage_layer(s, i - 1)->kind == BG_LAYER_RELU && bg_layer_can_pool_over_relu(s->be);
+}
+
 bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double loss_scale) {
     BG_CHECK(check_slot(s, slot, n));
     stage_slot_t *sl = &s->slots[slot];
@@ -181,9 +189,11 @@ bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double lo
             st = s->be->ops->copy(s->be, sl->saved_dy[i], dy, n * bg_shape_numel(l->out));
             dy = sl->saved_dy[i];
         }
-        if (st == BG_OK && l->kind == BG_LAYER_FLATTEN) {
-            /* The gradient passes through unchanged, unless a stage that
-             * starts with the flatten must hand it over in its own buffer. */
+        if (st == BG_OK && (l->kind == BG_LAYER_FLATTEN || pools_over_relu(s, i + 1))) {
+            /* The gradient passes through unchanged (a flatten is a
+             * reshape; the max-pool after this relu did the relu's
+             * backward), unless the layer starts the stage and must hand
+             * it over in its own buffer, or W keeps it. */
             if (i > 0 && dx != sl->saved_dy[i - 1]) continue;
             if (dx != NULL) st = s->be->ops->copy(s->be, dx, dy, n * bg_shape_numel(l->in));
         } else if (st == BG_OK && l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
@@ -199,7 +209,9 @@ bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double lo
                 }
             }
             /* The model's first layer has no one to pass dL/d(input) to. */
-            if (st == BG_OK && dx != NULL)
+            if (st == BG_OK && dx != NULL && pools_over_relu(s, i))
+                st = bg_layer_maxpool_relu_backward(l, s->be, n, x, y, dy, dx);
+            else if (st == BG_OK && dx != NULL)
                 st = bg_layer_backward_data(l, s->be, &s->params[i], n, x, y, dy, dx, s->workspace);
         }
         if (st != BG_OK)

@@ -457,6 +457,8 @@ static void check_maxpool(fixture_t *f, bg_pool_geometry_t g, int with_nans) {
     expect_close(f, &y, ELEMENTWISE_RTOL, EXACTISH, "maxpool forward");
     ON_BOTH(be->ops->maxpool_backward(be, &g, P(x), P(y), P(dy), P(dx)));
     expect_close(f, &dx, ELEMENTWISE_RTOL, EXACTISH, "maxpool backward");
+    ON_BOTH(be->ops->maxpool_relu_backward(be, &g, P(x), P(y), P(dy), P(dx)));
+    expect_close(f, &dx, ELEMENTWISE_RTOL, EXACTISH, "maxpool backward over a relu");
     free(values);
     twin_free(f, &x);
     twin_free(f, &y);

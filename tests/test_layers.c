@@ -515,6 +515,70 @@ static void test_maxpool_ties(void **state) {
     for (int i = 0; i < 6; i++) expect_near(dx[i], want3[i], 0);
 }
 
+/* Writes v at index i of an array of floats (f32) or doubles. */
+static void put_real(void *array, int f32, int64_t i, double v) {
+    if (f32)
+        ((float *)array)[i] = (float)v;
+    else
+        ((double *)array)[i] = v;
+}
+
+/* maxpool_relu_backward is maxpool_backward then relu_backward (y = x) to
+ * the bit: on relu outputs and on anything else (negatives, -0, NaN, ties),
+ * where the windows tile the input, where they leave a ragged edge, and
+ * where they overlap; floats and doubles. */
+static void test_maxpool_relu_backward(void **state) {
+    (void)state;
+    /* Mostly not above 0, so that some windows hold no positive value. */
+    static const double values[] = {-1.5, -2.0, -0.0, 0.0, 0.0, 0.5, 2.0, 2.0, NAN};
+    const bg_pool_geometry_t shapes[] = {
+        {.n = 2, .c = 3, .h = 6, .w = 8, .size = 2, .stride = 2, .out_h = 3, .out_w = 4},
+        {.n = 2, .c = 3, .h = 5, .w = 7, .size = 2, .stride = 2, .out_h = 2, .out_w = 3},
+        {.n = 1, .c = 2, .h = 7, .w = 7, .size = 3, .stride = 2, .out_h = 3, .out_w = 3},
+    };
+    bg_rng_t rng;
+    bg_rng_seed(&rng, 41, 0);
+    for (int f32 = 0; f32 < 2; f32++) {
+        bg_backend_t *be = backend_create(f32 ? BG_F32 : BG_F64);
+        const size_t elem = f32 ? sizeof(float) : sizeof(double);
+        int passed = 0, blocked = 0; /* routed gradients the relu kept or zeroed */
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            const bg_pool_geometry_t *g = &shapes[k];
+            const int64_t nx = g->n * g->c * g->h * g->w, ny = g->n * g->c * g->out_h * g->out_w;
+            void *x = malloc(elem * (size_t)nx), *y = malloc(elem * (size_t)ny);
+            void *dy = malloc(elem * (size_t)ny), *routed = malloc(elem * (size_t)nx);
+            void *want = malloc(elem * (size_t)nx), *got = malloc(elem * (size_t)nx);
+            assert_true(x && y && dy && routed && want && got);
+            for (int64_t i = 0; i < nx; i++)
+                put_real(x, f32, i, values[bg_rng_below(&rng, sizeof values / sizeof values[0])]);
+            for (int64_t i = 0; i < ny; i++)
+                put_real(dy, f32, i, i % 5 == 0 ? -0.0 : bg_rng_normal(&rng));
+            for (int64_t i = 0; i < nx; i++) put_real(got, f32, i, 777.0); /* overwritten */
+            check_ok(be->ops->maxpool_forward(be, g, x, y));
+            check_ok(be->ops->maxpool_backward(be, g, x, y, dy, routed));
+            check_ok(be->ops->relu_backward(be, nx, x, routed, want));
+            check_ok(be->ops->maxpool_relu_backward(be, g, x, y, dy, got));
+            if (memcmp(want, got, elem * (size_t)nx) != 0)
+                fail_msg("%s, shape %zu: the fused backward differs from the two ops",
+                         f32 ? "float" : "double", k);
+            for (int64_t i = 0; i < nx; i++) {
+                const double r = f32 ? ((float *)routed)[i] : ((double *)routed)[i];
+                const double v = f32 ? ((float *)want)[i] : ((double *)want)[i];
+                passed += r != 0 && v == r;
+                blocked += r != 0 && v == 0;
+            }
+            free(x);
+            free(y);
+            free(dy);
+            free(routed);
+            free(want);
+            free(got);
+        }
+        assert_true(passed > 0 && blocked > 0); /* not vacuous */
+        bg_backend_destroy(be);
+    }
+}
+
 /* relu's x and y may alias, and so may dy and dx. */
 static void test_relu_in_place(void **state) {
     bg_backend_t *be = *state;
@@ -1250,6 +1314,7 @@ int main(void) {
         cmocka_unit_test(test_dense_single_sample),
         cmocka_unit_test(test_maxpool_2_2),
         cmocka_unit_test(test_maxpool_3_2_overlapping),
+        cmocka_unit_test(test_maxpool_relu_backward),
         cmocka_unit_test(test_maxpool_2_2_even),
         cmocka_unit_test(test_maxpool_ties),
         cmocka_unit_test(test_relu_in_place),

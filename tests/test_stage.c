@@ -621,9 +621,57 @@ static void test_errors(void **state) {
     bg_stage_destroy(s);
 }
 
+/* A max-pool over a relu does both backwards in one op where the backend
+ * has it (maxpool_relu_backward); without it the stage runs the two. The
+ * gradients agree to the bit, for the whole model and for a stage that
+ * starts with the relu (its input gradient, handed to the stage before). */
+static void test_pool_over_relu(void **state) {
+    fixture_t *f = *state;
+    bg_backend_t *be = f->f64;
+    const bg_backend_ops_t *fused = be->ops;
+    bg_backend_ops_t plain = *fused;
+    plain.maxpool_relu_backward = NULL;
+    const int64_t in1 = BATCH * bg_shape_numel(f->spec->layers[1].in);
+    float *input = malloc(sizeof(float) * (size_t)in1); /* conv outputs: either sign */
+    assert_non_null(input);
+    for (int64_t i = 0; i < in1; i++) input[i] = (float)((i * 37) % 11 - 5) / 4;
+    double *grads[2], *input_grad[2];
+    for (int run = 0; run < 2; run++) {
+        be->ops = run ? &plain : fused;
+        bg_stage_t *whole = stage_create(f, be, 0, LAYERS, BATCH, NULL);
+        whole_pass(whole, BATCH, f->images, f->labels, 1.0 / BATCH, NULL);
+        grads[run] = malloc(sizeof(double) * TOTAL_PARAMS);
+        assert_non_null(grads[run]);
+        assert_int_equal(download_f64(whole, 1, grads[run], 0, TOTAL_PARAMS), TOTAL_PARAMS);
+        bg_stage_destroy(whole);
+        bg_stage_t *tail = stage_create(f, be, 1, LAYERS, BATCH, NULL);
+        whole_pass(tail, BATCH, input, f->labels, 1.0 / BATCH, NULL);
+        input_grad[run] = malloc(sizeof(double) * (size_t)in1);
+        assert_non_null(input_grad[run]);
+        /* The CPU backend's memory is the host's. */
+        memcpy(input_grad[run], bg_stage_input_grad(tail), sizeof(double) * (size_t)in1);
+        bg_stage_destroy(tail);
+    }
+    be->ops = fused;
+    assert_memory_equal(grads[0], grads[1], sizeof(double) * TOTAL_PARAMS);
+    assert_memory_equal(input_grad[0], input_grad[1], sizeof(double) * (size_t)in1);
+    int zeros = 0, others = 0;
+    for (int64_t i = 0; i < in1; i++) {
+        zeros += input_grad[0][i] == 0 && input[i] <= 0;
+        others += input_grad[0][i] != 0;
+    }
+    assert_true(zeros > 0 && others > 0);
+    for (int run = 0; run < 2; run++) {
+        free(grads[run]);
+        free(input_grad[run]);
+    }
+    free(input);
+}
+
 /* Layer times: while set, each layer's work lands in its own entries (dW
  * and the update only for layers with weights; flatten does nothing, layer
- * 0 computes no dX); unset, nothing is added. */
+ * 0 computes no dX, a relu before a max-pool has its dX done by the
+ * pool's); unset, nothing is added. */
 static void test_layer_times(void **state) {
     fixture_t *f = *state;
     bg_stage_t *stage = stage_create(f, f->f32, 0, LAYERS, BATCH, NULL);
@@ -641,7 +689,9 @@ static void test_layer_times(void **state) {
             assert_true(forward[i] == 0 && dx[i] == 0);
         } else {
             assert_true(forward[i] > 0);
-            assert_true(i == 0 ? dx[i] == 0 : dx[i] > 0);
+            const int pooled = kind == BG_LAYER_RELU && i + 1 < LAYERS &&
+                               f->spec->layers[i + 1].kind == BG_LAYER_MAXPOOL;
+            assert_true(i == 0 || pooled ? dx[i] == 0 : dx[i] > 0);
         }
         assert_true(weighted ? dw[i] > 0 && update[i] > 0 : dw[i] == 0 && update[i] == 0);
     }
@@ -662,6 +712,7 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_workspace_sizing_error),
         cmocka_unit_test(test_layer_times),
+        cmocka_unit_test(test_pool_over_relu),
     };
     return cmocka_run_group_tests_name("stage", tests, setup, teardown);
 }

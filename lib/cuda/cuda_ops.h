@@ -78,6 +78,8 @@ bg_status_t bg_cuda_maxpool_forward(bg_backend_t *be, const bg_pool_geometry_t *
                                     void *y);
 bg_status_t bg_cuda_maxpool_backward(bg_backend_t *be, const bg_pool_geometry_t *g, const void *x,
                                      const void *y, const void *dy, void *dx);
+bg_status_t bg_cuda_maxpool_relu_backward(bg_backend_t *be, const bg_pool_geometry_t *g,
+                                          const void *x, const void *y, const void *dy, void *dx);
 bg_status_t bg_cuda_avgpool_forward(bg_backend_t *be, const bg_pool_geometry_t *g, const void *x,
                                     void *y);
 bg_status_t bg_cuda_avgpool_backward(bg_backend_t *be, const bg_pool_geometry_t *g, const void *dy,

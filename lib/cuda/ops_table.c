@@ -26,6 +26,7 @@ const bg_backend_ops_t bg_cuda_ops_f32 = {
     .relu_backward = bg_cuda_relu_backward,
     .maxpool_forward = bg_cuda_maxpool_forward,
     .maxpool_backward = bg_cuda_maxpool_backward,
+    .maxpool_relu_backward = bg_cuda_maxpool_relu_backward,
     .avgpool_forward = bg_cuda_avgpool_forward,
     .avgpool_backward = bg_cuda_avgpool_backward,
     .softmax_xent_forward = bg_cuda_softmax_xent_forward,

@@ -68,9 +68,10 @@ __device__ static int64_t maxpool_routed(const float *win, int64_t w, int64_t si
     return (size - 1) * w + size - 1;
 }
 
-/* x, dx: (n,c,h,w) y, dy: (n,c,oh,ow); dx is overwritten */
+/* x, dx: (n,c,h,w) y, dy: (n,c,oh,ow); dx is overwritten. With relu, also
+ * the backward of the relu whose output x is: 0 where x <= 0. */
 __global__ static void maxpool_backward_kernel(float *dx, const float *x, const float *y,
-                                               const float *dy, bg_pool_geometry_t g) {
+                                               const float *dy, bg_pool_geometry_t g, int relu) {
     const int64_t count = g.n * g.c * g.h * g.w;
     const int tiled = g.size == 2 && g.stride == 2 && g.h % 2 == 0 && g.w % 2 == 0;
     BG_CUDA_GRID_LOOP(i, count) {
@@ -90,7 +91,7 @@ __global__ static void maxpool_backward_kernel(float *dx, const float *x, const 
                 sum = tiled ? dy[o] : sum + dy[o];
             }
         }
-        dx[i] = sum;
+        dx[i] = relu && x[i] <= 0 ? 0.0f : sum; /* as relu_backward_kernel */
     }
 }
 
@@ -136,10 +137,11 @@ static cudaError_t maxpool_forward(float *y, const float *x, bg_pool_geometry_t 
 }
 
 static cudaError_t maxpool_backward(float *dx, const float *x, const float *y, const float *dy,
-                                    bg_pool_geometry_t g, cudaStream_t stream) {
+                                    bg_pool_geometry_t g, int relu, cudaStream_t stream) {
     const int64_t count = g.n * g.c * g.h * g.w;
     if (count == 0) return cudaSuccess;
-    maxpool_backward_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(dx, x, y, dy, g);
+    maxpool_backward_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(dx, x, y, dy, g,
+                                                                                   relu);
     return cudaGetLastError();
 }
 
@@ -173,7 +175,16 @@ extern "C" bg_status_t bg_cuda_maxpool_backward(bg_backend_t *be, const bg_pool_
                                                 void *dx) {
     BG_CHECK(bg_cuda_enter(be));
     BG_CUDA_CHECK(be, maxpool_backward((float *)dx, (const float *)x, (const float *)y,
-                                       (const float *)dy, *g, bg_cuda_of(be)->compute));
+                                       (const float *)dy, *g, 0, bg_cuda_of(be)->compute));
+    return BG_OK;
+}
+
+extern "C" bg_status_t bg_cuda_maxpool_relu_backward(bg_backend_t *be, const bg_pool_geometry_t *g,
+                                                     const void *x, const void *y, const void *dy,
+                                                     void *dx) {
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CUDA_CHECK(be, maxpool_backward((float *)dx, (const float *)x, (const float *)y,
+                                       (const float *)dy, *g, 1, bg_cuda_of(be)->compute));
     return BG_OK;
 }
 
