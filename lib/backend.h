@@ -77,6 +77,12 @@ typedef struct bg_backend_ops {
     /* y = conv(x, w) + b. x: (n,c,h,w) w: (f,c,k,k) b: (f) y: (n,f,oh,ow) */
     bg_status_t (*conv2d_forward)(bg_backend_t *be, const bg_conv2d_geometry_t *g, const void *x,
                                   const void *w, const void *b, void *y, void *workspace);
+    /* conv2d_forward, then relu_forward over y in place, to the bit; each
+     * sample's output while it is still in cache. May be NULL (then the
+     * stage runs the two). */
+    bg_status_t (*conv2d_relu_forward)(bg_backend_t *be, const bg_conv2d_geometry_t *g,
+                                       const void *x, const void *w, const void *b, void *y,
+                                       void *workspace);
     /* dx = conv_transpose(dy, w). dy: (n,f,oh,ow) w: (f,c,k,k) dx: (n,c,h,w) */
     bg_status_t (*conv2d_backward_data)(bg_backend_t *be, const bg_conv2d_geometry_t *g,
                                         const void *dy, const void *w, void *dx, void *workspace);
@@ -114,7 +120,8 @@ typedef struct bg_backend_ops {
                                     const void *y, const void *dy, void *dx);
     /* Max-pool's backward over a relu's output x, followed by that relu's:
      * maxpool_backward, then relu_backward with y = x (dx = 0 where x <= 0),
-     * to the bit, in one pass over dx instead of three. */
+     * to the bit, in one pass over dx instead of three. May be NULL (then
+     * the stage runs the two). */
     bg_status_t (*maxpool_relu_backward)(bg_backend_t *be, const bg_pool_geometry_t *g,
                                          const void *x, const void *y, const void *dy, void *dx);
     /* Average pooling, same shapes; dx is overwritten. */

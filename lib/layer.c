@@ -130,15 +130,30 @@ bg_status_t bg_layer_backward_data(const bg_layer_spec_t *spec, bg_backend_t *be
                         bg_layer_kind_name(spec->kind));
 }
 
-int bg_layer_can_pool_over_relu(const bg_backend_t *be) {
-    return be->ops->maxpool_relu_backward != NULL;
+int bg_layer_fuses_relu(const bg_layer_spec_t *spec, const bg_backend_t *be) {
+    if (spec->kind == BG_LAYER_CONV2D) return be->ops->conv2d_relu_forward != NULL;
+    if (spec->kind == BG_LAYER_MAXPOOL) return be->ops->maxpool_relu_backward != NULL;
+    return 0;
 }
 
-bg_status_t bg_layer_maxpool_relu_backward(const bg_layer_spec_t *pool, bg_backend_t *be, int64_t n,
-                                           const void *x, const void *y, const void *dy, void *dx) {
-    if (pool->kind != BG_LAYER_MAXPOOL || !bg_layer_can_pool_over_relu(be))
-        return bg_error_set(BG_ERR_INTERNAL, "%s: no fused backward of %s over a relu", be->name,
-                            bg_layer_kind_name(pool->kind));
+static bg_status_t no_fused_op(const bg_layer_spec_t *spec, const bg_backend_t *be) {
+    return bg_error_set(BG_ERR_INTERNAL, "%s: no pass of %s with a relu", be->name,
+                        bg_layer_kind_name(spec->kind));
+}
+
+bg_status_t bg_layer_forward_relu(const bg_layer_spec_t *conv, bg_backend_t *be,
+                                  const bg_layer_params_t *p, int64_t n, const void *x, void *y,
+                                  void *workspace) {
+    if (conv->kind != BG_LAYER_CONV2D || !bg_layer_fuses_relu(conv, be))
+        return no_fused_op(conv, be);
+    bg_conv2d_geometry_t g = conv_geometry(conv, n);
+    return be->ops->conv2d_relu_forward(be, &g, x, p->weight, p->bias, y, workspace);
+}
+
+bg_status_t bg_layer_backward_data_relu(const bg_layer_spec_t *pool, bg_backend_t *be, int64_t n,
+                                        const void *x, const void *y, const void *dy, void *dx) {
+    if (pool->kind != BG_LAYER_MAXPOOL || !bg_layer_fuses_relu(pool, be))
+        return no_fused_op(pool, be);
     bg_pool_geometry_t g = pool_geometry(pool, n);
     return be->ops->maxpool_relu_backward(be, &g, x, y, dy, dx);
 }

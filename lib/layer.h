@@ -60,13 +60,17 @@ bg_status_t bg_layer_backward_data(const bg_layer_spec_t *spec, bg_backend_t *be
                                    const bg_layer_params_t *p, int64_t n, const void *x,
                                    const void *y, const void *dy, void *dx, void *workspace);
 
-/* The backward of a max-pool layer whose input x is a relu's output and of
- * that relu, in one op: dx = dL/d(the relu's input), as the two layers'
- * backward_data in turn would give it, to the bit. 0 when the backend has
- * no such op (then run the two). */
-int bg_layer_can_pool_over_relu(const bg_backend_t *be);
-bg_status_t bg_layer_maxpool_relu_backward(const bg_layer_spec_t *pool, bg_backend_t *be, int64_t n,
-                                           const void *x, const void *y, const void *dy, void *dx);
+/* Layers whose pass also does a relu beside them, in one op, to the bit:
+ * a conv2d's forward that of the relu after it (in place over its output),
+ * and a max-pool's backward that of the relu before it (whose output is the
+ * pool's input x: dx = dL/d(the relu's input)). 1 when `spec` is such a
+ * layer and the backend has the op; otherwise run the two layers. */
+int bg_layer_fuses_relu(const bg_layer_spec_t *spec, const bg_backend_t *be);
+bg_status_t bg_layer_forward_relu(const bg_layer_spec_t *conv, bg_backend_t *be,
+                                  const bg_layer_params_t *p, int64_t n, const void *x, void *y,
+                                  void *workspace);
+bg_status_t bg_layer_backward_data_relu(const bg_layer_spec_t *pool, bg_backend_t *be, int64_t n,
+                                        const void *x, const void *y, const void *dy, void *dx);
 
 /* Accumulates dL/dW and dL/db into p->weight_grad and p->bias_grad. A no-op
  * for layers without parameters. */

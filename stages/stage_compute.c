@@ -76,6 +76,15 @@ typedef enum loss_use {
     LOSS_NONE,   /* probabilities only: a recomputed forward, counted before */
 } loss_use_t;
 
+/* 1 when layer i of the stage is a conv2d whose forward also does the relu
+ * after it, which runs in place over its output in the stage: the relu's
+ * own forward then has nothing left to do. */
+static int convolves_into_relu(const bg_stage_t *s, int i) {
+    return i >= 0 && i + 1 < s->count && stage_layer(s, i)->kind == BG_LAYER_CONV2D &&
+           stage_layer(s, i + 1)->kind == BG_LAYER_RELU && stage_layer_aliases(s, i + 1) &&
+           bg_layer_fuses_relu(stage_layer(s, i), s->be);
+}
+
 /* Runs the layers of `slot` forward; the loss layer's loss as `use` says. */
 static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, loss_use_t use,
                                bg_stage_loss_t *loss, int loss_tag) {
@@ -85,8 +94,11 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, loss_
         void *y = bg_stage_layer_output(s, sl, i);
         bg_status_t st = BG_OK;
         double start = s->timing ? stage_clock() : 0;
-        if (l->kind == BG_LAYER_FLATTEN) {
-            /* output aliases the input */
+        if (l->kind == BG_LAYER_FLATTEN || convolves_into_relu(s, i - 1)) {
+            /* output aliases the input: a reshape, or a relu the conv2d
+             * before it did */
+        } else if (convolves_into_relu(s, i)) {
+            st = bg_layer_forward_relu(l, s->be, &s->params[i], n, x, y, s->workspace);
         } else if (l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY && use != LOSS_RETURN) {
             st = s->be->ops->softmax_xent_forward_add(s->be, n, l->in.c, x, sl->labels, y,
                                                       use == LOSS_ADD, loss_tag);
@@ -101,7 +113,8 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, loss_
         if (st != BG_OK)
             return bg_error_prefix(st, "forward of layer %d (%s): ", s->first + i,
                                    bg_layer_kind_name(l->kind));
-        if (l->kind != BG_LAYER_FLATTEN) stage_time_add(s, s->times.forward, i, start);
+        if (l->kind != BG_LAYER_FLATTEN && !convolves_into_relu(s, i - 1))
+            stage_time_add(s, s->times.forward, i, start);
         x = y;
     }
     return BG_OK;
@@ -164,7 +177,8 @@ static void *backward_target(bg_stage_t *s, stage_slot_t *sl, int i, const void 
  * backward then does the relu's, whose own passes its gradient through. */
 static int pools_over_relu(const bg_stage_t *s, int i) {
     return i > 0 && i < s->count && stage_layer(s, i)->kind == BG_LAYER_MAXPOOL &&
-           stage_layer(s, i - 1)->kind == BG_LAYER_RELU && bg_layer_can_pool_over_relu(s->be);
+           stage_layer(s, i - 1)->kind == BG_LAYER_RELU &&
+           bg_layer_fuses_relu(stage_layer(s, i), s->be);
 }
 
 bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double loss_scale) {
@@ -210,7 +224,7 @@ bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double lo
             }
             /* The model's first layer has no one to pass dL/d(input) to. */
             if (st == BG_OK && dx != NULL && pools_over_relu(s, i))
-                st = bg_layer_maxpool_relu_backward(l, s->be, n, x, y, dy, dx);
+                st = bg_layer_backward_data_relu(l, s->be, n, x, y, dy, dx);
             else if (st == BG_OK && dx != NULL)
                 st = bg_layer_backward_data(l, s->be, &s->params[i], n, x, y, dy, dx, s->workspace);
         }

@@ -523,6 +523,75 @@ static void put_real(void *array, int f32, int64_t i, double v) {
         ((double *)array)[i] = v;
 }
 
+/* conv2d_relu_forward is conv2d_forward then relu_forward in place, to the
+ * bit: several samples, with and without padding and stride, floats and
+ * doubles. */
+static void test_conv2d_relu_forward(void **state) {
+    (void)state;
+    const bg_conv2d_geometry_t shapes[] = {
+        {.n = 3,
+         .c = 2,
+         .h = 6,
+         .w = 5,
+         .filters = 4,
+         .kernel = 3,
+         .stride = 1,
+         .pad = 0,
+         .out_h = 4,
+         .out_w = 3},
+        {.n = 2,
+         .c = 3,
+         .h = 7,
+         .w = 7,
+         .filters = 5,
+         .kernel = 3,
+         .stride = 2,
+         .pad = 1,
+         .out_h = 4,
+         .out_w = 4},
+    };
+    bg_rng_t rng;
+    bg_rng_seed(&rng, 43, 0);
+    for (int f32 = 0; f32 < 2; f32++) {
+        bg_backend_t *be = backend_create(f32 ? BG_F32 : BG_F64);
+        const size_t elem = f32 ? sizeof(float) : sizeof(double);
+        int negative = 0, positive = 0; /* outputs the relu zeroed or kept */
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            const bg_conv2d_geometry_t *g = &shapes[k];
+            const int64_t nx = g->n * g->c * g->h * g->w, nw = g->filters * g->c * 9,
+                          ny = g->n * g->filters * g->out_h * g->out_w;
+            size_t bytes = 0;
+            check_ok(be->ops->conv2d_workspace_bytes(be, g, &bytes));
+            void *x = malloc(elem * (size_t)nx), *w = malloc(elem * (size_t)nw);
+            void *b = malloc(elem * (size_t)g->filters), *work = malloc(bytes + 1);
+            void *want = malloc(elem * (size_t)ny), *got = malloc(elem * (size_t)ny);
+            assert_true(x && w && b && work && want && got);
+            for (int64_t i = 0; i < nx; i++) put_real(x, f32, i, bg_rng_normal(&rng));
+            for (int64_t i = 0; i < nw; i++) put_real(w, f32, i, bg_rng_normal(&rng));
+            for (int64_t i = 0; i < g->filters; i++) put_real(b, f32, i, bg_rng_normal(&rng));
+            check_ok(be->ops->conv2d_forward(be, g, x, w, b, want, work));
+            for (int64_t i = 0; i < ny; i++) {
+                const double v = f32 ? ((float *)want)[i] : ((double *)want)[i];
+                negative += v < 0;
+                positive += v > 0;
+            }
+            check_ok(be->ops->relu_forward(be, ny, want, want));
+            check_ok(be->ops->conv2d_relu_forward(be, g, x, w, b, got, work));
+            if (memcmp(want, got, elem * (size_t)ny) != 0)
+                fail_msg("%s, shape %zu: the fused forward differs from the two ops",
+                         f32 ? "float" : "double", k);
+            free(x);
+            free(w);
+            free(b);
+            free(work);
+            free(want);
+            free(got);
+        }
+        assert_true(negative > 0 && positive > 0); /* not vacuous */
+        bg_backend_destroy(be);
+    }
+}
+
 /* maxpool_relu_backward is maxpool_backward then relu_backward (y = x) to
  * the bit: on relu outputs and on anything else (negatives, -0, NaN, ties),
  * where the windows tile the input, where they leave a ragged edge, and
@@ -1315,6 +1384,7 @@ int main(void) {
         cmocka_unit_test(test_maxpool_2_2),
         cmocka_unit_test(test_maxpool_3_2_overlapping),
         cmocka_unit_test(test_maxpool_relu_backward),
+        cmocka_unit_test(test_conv2d_relu_forward),
         cmocka_unit_test(test_maxpool_2_2_even),
         cmocka_unit_test(test_maxpool_ties),
         cmocka_unit_test(test_relu_in_place),

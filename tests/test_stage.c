@@ -621,25 +621,29 @@ static void test_errors(void **state) {
     bg_stage_destroy(s);
 }
 
-/* A max-pool over a relu does both backwards in one op where the backend
- * has it (maxpool_relu_backward); without it the stage runs the two. The
- * gradients agree to the bit, for the whole model and for a stage that
- * starts with the relu (its input gradient, handed to the stage before). */
-static void test_pool_over_relu(void **state) {
+/* A conv2d does the relu after it in its forward, and a max-pool over a
+ * relu both backwards, in one op each where the backend has them
+ * (conv2d_relu_forward, maxpool_relu_backward); without them the stage
+ * runs the layers one by one. The loss and gradients agree to the bit, for
+ * the whole model and for a stage that starts with the relu (its input
+ * gradient, handed to the stage before). */
+static void test_fused_relus(void **state) {
     fixture_t *f = *state;
     bg_backend_t *be = f->f64;
     const bg_backend_ops_t *fused = be->ops;
     bg_backend_ops_t plain = *fused;
     plain.maxpool_relu_backward = NULL;
+    plain.conv2d_relu_forward = NULL;
     const int64_t in1 = BATCH * bg_shape_numel(f->spec->layers[1].in);
     float *input = malloc(sizeof(float) * (size_t)in1); /* conv outputs: either sign */
     assert_non_null(input);
     for (int64_t i = 0; i < in1; i++) input[i] = (float)((i * 37) % 11 - 5) / 4;
     double *grads[2], *input_grad[2];
+    bg_stage_loss_t loss[2];
     for (int run = 0; run < 2; run++) {
         be->ops = run ? &plain : fused;
         bg_stage_t *whole = stage_create(f, be, 0, LAYERS, BATCH, NULL);
-        whole_pass(whole, BATCH, f->images, f->labels, 1.0 / BATCH, NULL);
+        whole_pass(whole, BATCH, f->images, f->labels, 1.0 / BATCH, &loss[run]);
         grads[run] = malloc(sizeof(double) * TOTAL_PARAMS);
         assert_non_null(grads[run]);
         assert_int_equal(download_f64(whole, 1, grads[run], 0, TOTAL_PARAMS), TOTAL_PARAMS);
@@ -653,6 +657,8 @@ static void test_pool_over_relu(void **state) {
         bg_stage_destroy(tail);
     }
     be->ops = fused;
+    assert_memory_equal(&loss[0].loss_sum, &loss[1].loss_sum, sizeof loss[0].loss_sum);
+    assert_int_equal(loss[0].correct, loss[1].correct);
     assert_memory_equal(grads[0], grads[1], sizeof(double) * TOTAL_PARAMS);
     assert_memory_equal(input_grad[0], input_grad[1], sizeof(double) * (size_t)in1);
     int zeros = 0, others = 0;
@@ -670,8 +676,9 @@ static void test_pool_over_relu(void **state) {
 
 /* Layer times: while set, each layer's work lands in its own entries (dW
  * and the update only for layers with weights; flatten does nothing, layer
- * 0 computes no dX, a relu before a max-pool has its dX done by the
- * pool's); unset, nothing is added. */
+ * 0 computes no dX, a relu after a conv2d has its forward done by the
+ * conv2d's, one before a max-pool its dX by the pool's); unset, nothing is
+ * added. */
 static void test_layer_times(void **state) {
     fixture_t *f = *state;
     bg_stage_t *stage = stage_create(f, f->f32, 0, LAYERS, BATCH, NULL);
@@ -688,7 +695,9 @@ static void test_layer_times(void **state) {
         if (kind == BG_LAYER_FLATTEN) {
             assert_true(forward[i] == 0 && dx[i] == 0);
         } else {
-            assert_true(forward[i] > 0);
+            const int convolved =
+                kind == BG_LAYER_RELU && f->spec->layers[i - 1].kind == BG_LAYER_CONV2D;
+            assert_true(convolved ? forward[i] == 0 : forward[i] > 0);
             const int pooled = kind == BG_LAYER_RELU && i + 1 < LAYERS &&
                                f->spec->layers[i + 1].kind == BG_LAYER_MAXPOOL;
             assert_true(i == 0 || pooled ? dx[i] == 0 : dx[i] > 0);
@@ -712,7 +721,7 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_workspace_sizing_error),
         cmocka_unit_test(test_layer_times),
-        cmocka_unit_test(test_pool_over_relu),
+        cmocka_unit_test(test_fused_relus),
     };
     return cmocka_run_group_tests_name("stage", tests, setup, teardown);
 }
