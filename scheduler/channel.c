@@ -117,7 +117,7 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
             }
             if (st == BG_OK)
                 st = bg_cuda_slot_create(cfg->receiver, cfg->slot_bytes, slot->staging, cfg->arena,
-                                         &slot->device);
+                                         cfg->copy_lane, &slot->device);
         }
         if (st != BG_OK) {
             bg_channel_destroy(ch);

@@ -70,6 +70,11 @@ typedef struct bg_channel_config {
      * commits it before the first send and frees it after the channel is
      * destroyed. Host slots ignore it. */
     bg_arena_t *arena;
+    /* Between two CUDA backends: the receiver's copy streams to fill on
+     * (BG_CUDA_LANE_ACTIVATIONS or BG_CUDA_LANE_GRADIENTS, backend_cuda.h),
+     * so that the two directions into a GPU do not queue behind each
+     * other. */
+    int copy_lane;
 } bg_channel_config_t;
 
 bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out);

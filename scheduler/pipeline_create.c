@@ -206,12 +206,14 @@ static bg_status_t create_channels(bg_pipeline_t *p) {
         cc.receiver = next;
         cc.arena = &p->arenas[(s + 1) % p->devices];
         cc.staging_node = staging_node(p, (s + 1) % p->devices);
+        cc.copy_lane = BG_CUDA_LANE_ACTIVATIONS;
         BG_CHECK(bg_channel_create(&cc, &p->forward[s]));
         snprintf(name, sizeof name, "gradients stage %d -> %d", s + 1, s);
         cc.sender = next;
         cc.receiver = here;
         cc.arena = &p->arenas[s % p->devices];
         cc.staging_node = staging_node(p, s % p->devices);
+        cc.copy_lane = BG_CUDA_LANE_GRADIENTS;
         BG_CHECK(bg_channel_create(&cc, &p->backward[s]));
     }
     return BG_OK;

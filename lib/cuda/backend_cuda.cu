@@ -94,7 +94,11 @@ extern "C" void bg_cuda_destroy(bg_backend_t *be) {
     bg_cuda_free_quietly(cu->device_reduction);
     if (cu->host_reduction != NULL && cudaFreeHost(cu->host_reduction) != cudaSuccess)
         (void)cudaGetLastError();
-    if (cu->copy != NULL && cudaStreamDestroy(cu->copy) != cudaSuccess) (void)cudaGetLastError();
+    for (int lane = 0; lane < BG_CUDA_LANES; lane++) {
+        cudaStream_t streams[] = {cu->copy_in[lane], cu->copy_out[lane]};
+        for (cudaStream_t s : streams)
+            if (s != NULL && cudaStreamDestroy(s) != cudaSuccess) (void)cudaGetLastError();
+    }
     if (cu->compute != NULL && cudaStreamDestroy(cu->compute) != cudaSuccess)
         (void)cudaGetLastError();
     free(cu);
@@ -108,7 +112,10 @@ static bg_status_t cuda_setup(bg_backend_t *be) {
     /* Non-blocking: no implicit ordering with the legacy default stream,
      * which other libraries in the process may use. */
     BG_CUDA_CHECK(be, cudaStreamCreateWithFlags(&cu->compute, cudaStreamNonBlocking));
-    BG_CUDA_CHECK(be, cudaStreamCreateWithFlags(&cu->copy, cudaStreamNonBlocking));
+    for (int lane = 0; lane < BG_CUDA_LANES; lane++) {
+        BG_CUDA_CHECK(be, cudaStreamCreateWithFlags(&cu->copy_in[lane], cudaStreamNonBlocking));
+        BG_CUDA_CHECK(be, cudaStreamCreateWithFlags(&cu->copy_out[lane], cudaStreamNonBlocking));
+    }
 
     BG_CUBLAS_CHECK(be, cublasCreate(&cu->cublas));
     BG_CUBLAS_CHECK(be, cublasSetStream(cu->cublas, cu->compute));
@@ -191,7 +198,8 @@ extern "C" void bg_cuda_free(bg_backend_t *be, void *ptr) {
      * or writing ptr, on either stream, finishes first. A peer's copy stream
      * reading ptr (a direct transfer between GPUs) is not waited for here:
      * the caller synchronizes every backend first (bg_pipeline_destroy). */
-    cudaStream_t streams[] = {cu->compute, cu->copy};
+    cudaStream_t streams[] = {cu->compute, cu->copy_in[0], cu->copy_in[1], cu->copy_out[0],
+                              cu->copy_out[1]};
     for (cudaStream_t s : streams)
         if (s != NULL && cudaStreamSynchronize(s) != cudaSuccess) (void)cudaGetLastError();
     bg_cuda_free_quietly(ptr);
@@ -267,6 +275,9 @@ extern "C" bg_status_t bg_cuda_synchronize(bg_backend_t *be) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     BG_CHECK(bg_cuda_enter(be));
     BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->compute));
-    BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->copy));
+    for (int lane = 0; lane < BG_CUDA_LANES; lane++) {
+        BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->copy_in[lane]));
+        BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->copy_out[lane]));
+    }
     return BG_OK;
 }

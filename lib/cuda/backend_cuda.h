@@ -119,7 +119,13 @@ typedef struct bg_cuda_clock bg_cuda_clock_t; /* "Clocks" below */
  * without CUDA). */
 int bg_backend_is_cuda(const bg_backend_t *be);
 
-/* A slot of `bytes` on `receiver` (a CUDA backend), with its events.
+/* The lanes of copies between stages: each has its own copy streams on
+ * every GPU, so that the copies of one direction never queue behind the
+ * other's (a copy enqueued early may wait long for its sender's op). */
+enum { BG_CUDA_LANE_ACTIVATIONS, BG_CUDA_LANE_GRADIENTS, BG_CUDA_LANES };
+
+/* A slot of `bytes` on `receiver` (a CUDA backend), with its events, whose
+ * fills run on the receiver's copy stream of `lane` (BG_CUDA_LANE_*).
  * With `staging` (host memory of at least `bytes`, page-aligned, which the
  * caller keeps until the slot is destroyed) the slot copies through it:
  * it is pinned here (cudaHostRegister, for every GPU) and unpinned on
@@ -129,7 +135,7 @@ int bg_backend_is_cuda(const bg_backend_t *be);
  * to free. BG_ERR_NOMEM naming the backend when its memory runs out;
  * BG_ERR_BACKEND for a CUDA failure; BG_ERR_UNSUPPORTED without CUDA. */
 bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, void *staging,
-                                bg_arena_t *arena, bg_cuda_slot_t **out);
+                                bg_arena_t *arena, int lane, bg_cuda_slot_t **out);
 
 /* NULL is a no-op. */
 void bg_cuda_slot_destroy(bg_cuda_slot_t *slot);

@@ -38,10 +38,11 @@ int bg_backend_is_cuda(const bg_backend_t *be) {
 }
 
 bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, void *staging,
-                                bg_arena_t *arena, bg_cuda_slot_t **out) {
+                                bg_arena_t *arena, int lane, bg_cuda_slot_t **out) {
     (void)bytes;
     (void)staging;
     (void)arena;
+    (void)lane;
     (void)out;
     return bg_error_set(BG_ERR_UNSUPPORTED, "%s: this build has no CUDA backend", receiver->name);
 }

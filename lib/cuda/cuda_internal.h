@@ -55,7 +55,12 @@ typedef struct bg_cuda_backend {
     int allow_tf32;
     size_t conv_workspace_limit;
     cudaStream_t compute; /* every op */
-    cudaStream_t copy;    /* reserved for the executor's channel copies */
+    /* The executor's channel copies into this GPU, one stream per lane
+     * (BG_CUDA_LANE_*: activations from the stage before, gradients from
+     * the stage after), so that a copy waiting for its sender's op does not
+     * hold up one of the other direction; and the first legs of copies out
+     * of it through host memory, per lane too. */
+    cudaStream_t copy_in[BG_CUDA_LANES], copy_out[BG_CUDA_LANES];
     cublasHandle_t cublas;
     cudnnHandle_t cudnn;
     /* Descriptors reset before every cuDNN call (host-side structs, cheap). */

@@ -1,7 +1,8 @@
 /* Stage-to-stage copies between CUDA backends (backend_cuda.h, "Transfers
  * between stages"): a slot of the receiver's memory that the sender fills
- * on the receiver's copy stream and the receiver drains on its compute
- * stream, ordered by events so that the host never waits. */
+ * on the receiver's copy stream of the slot's lane (activations or
+ * gradients) and the receiver drains on its compute stream, ordered by
+ * events so that the host never waits. */
 #include <stdlib.h>
 
 #include "backend_cuda.h"
@@ -11,13 +12,14 @@
 
 struct bg_cuda_slot {
     bg_backend_t *receiver;
+    int lane; /* BG_CUDA_LANE_*: which copy streams its fills run on */
     void *data;
     int owns_data; /* 0: data lies in the receiver's shared arena */
     size_t bytes;
     void *staging;       /* pinned host buffer between GPUs without peer access, or NULL */
     cudaEvent_t written; /* on the sender's compute stream: the source is complete */
-    cudaEvent_t staged;  /* on the sender's copy stream: the staging buffer holds it */
-    cudaEvent_t filled;  /* on the receiver's copy stream: the slot holds the message */
+    cudaEvent_t staged;  /* on the sender's copy_out stream: the staging buffer holds it */
+    cudaEvent_t filled;  /* on the receiver's copy_in stream: the slot holds the message */
     cudaEvent_t drained; /* on the receiver's compute stream: the slot was read out */
 };
 
@@ -49,10 +51,13 @@ extern "C" void bg_cuda_slot_destroy(bg_cuda_slot_t *slot) {
 }
 
 extern "C" bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, void *staging,
-                                           bg_arena_t *arena, bg_cuda_slot_t **out) {
+                                           bg_arena_t *arena, int lane, bg_cuda_slot_t **out) {
+    if (lane < 0 || lane >= BG_CUDA_LANES)
+        return bg_error_set(BG_ERR_INTERNAL, "%s: copy lane %d", receiver->name, lane);
     bg_cuda_slot_t *slot = (bg_cuda_slot_t *)calloc(1, sizeof *slot);
     if (slot == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", receiver->name);
     slot->receiver = receiver;
+    slot->lane = lane;
     slot->bytes = bytes;
     bg_cuda_backend_t *cu = bg_cuda_of(receiver);
     bg_status_t st = BG_OK;
@@ -90,22 +95,22 @@ static bg_status_t fill_staged(bg_cuda_slot_t *slot, bg_cuda_backend_t *from, bg
         BG_CUDA_CHECK(sender, cudaEventCreateWithFlags(&slot->staged, cudaEventDisableTiming));
     /* Leg 1, on the sender's copy stream: it reads the source only after the
      * sender's ops that wrote it... */
-    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(from->copy, slot->written, 0));
+    cudaStream_t leg1 = from->copy_out[slot->lane], leg2 = to->copy_in[slot->lane];
+    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(leg1, slot->written, 0));
     /* ...and overwrites the staging buffer only after leg 2 of the slot's
      * previous message has read it (never recorded: already complete). */
-    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(from->copy, slot->filled, 0));
-    BG_CUDA_CHECK(sender,
-                  cudaMemcpyAsync(slot->staging, src, bytes, cudaMemcpyDeviceToHost, from->copy));
-    BG_CUDA_CHECK(sender, cudaEventRecord(slot->staged, from->copy));
+    BG_CUDA_CHECK(sender, cudaStreamWaitEvent(leg1, slot->filled, 0));
+    BG_CUDA_CHECK(sender, cudaMemcpyAsync(slot->staging, src, bytes, cudaMemcpyDeviceToHost, leg1));
+    BG_CUDA_CHECK(sender, cudaEventRecord(slot->staged, leg1));
     BG_CUDA_CHECK(sender, cudaSetDevice(to->device));
     /* Leg 2, on the receiver's copy stream: it reads the staging buffer once
      * leg 1 has filled it... */
-    BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(to->copy, slot->staged, 0));
+    BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(leg2, slot->staged, 0));
     /* ...and overwrites the slot only after the receiver's last read of it. */
-    BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(to->copy, slot->drained, 0));
-    BG_CUDA_CHECK(slot->receiver, cudaMemcpyAsync(slot->data, slot->staging, bytes,
-                                                  cudaMemcpyHostToDevice, to->copy));
-    BG_CUDA_CHECK(slot->receiver, cudaEventRecord(slot->filled, to->copy));
+    BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(leg2, slot->drained, 0));
+    BG_CUDA_CHECK(slot->receiver,
+                  cudaMemcpyAsync(slot->data, slot->staging, bytes, cudaMemcpyHostToDevice, leg2));
+    BG_CUDA_CHECK(slot->receiver, cudaEventRecord(slot->filled, leg2));
     BG_CUDA_CHECK(sender, cudaSetDevice(from->device));
     return BG_OK;
 }
@@ -122,18 +127,19 @@ extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sen
     BG_CUDA_CHECK(sender, cudaEventRecord(slot->written, from->compute));
     if (slot->staging != NULL) return fill_staged(slot, from, to, sender, src, bytes);
     BG_CUDA_CHECK(sender, cudaSetDevice(to->device));
+    cudaStream_t copy = to->copy_in[slot->lane];
     /* The copy reads the source only after the sender's ops that wrote it. */
-    BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(to->copy, slot->written, 0));
+    BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(copy, slot->written, 0));
     /* It overwrites the slot only after the receiver's last read of it
      * (an event never recorded, on first use, is already complete). */
-    BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(to->copy, slot->drained, 0));
+    BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(copy, slot->drained, 0));
     if (from->device == to->device)
         BG_CUDA_CHECK(slot->receiver,
-                      cudaMemcpyAsync(slot->data, src, bytes, cudaMemcpyDeviceToDevice, to->copy));
+                      cudaMemcpyAsync(slot->data, src, bytes, cudaMemcpyDeviceToDevice, copy));
     else
-        BG_CUDA_CHECK(slot->receiver, cudaMemcpyPeerAsync(slot->data, to->device, src, from->device,
-                                                          bytes, to->copy));
-    BG_CUDA_CHECK(slot->receiver, cudaEventRecord(slot->filled, to->copy));
+        BG_CUDA_CHECK(slot->receiver,
+                      cudaMemcpyPeerAsync(slot->data, to->device, src, from->device, bytes, copy));
+    BG_CUDA_CHECK(slot->receiver, cudaEventRecord(slot->filled, copy));
     BG_CUDA_CHECK(sender, cudaSetDevice(from->device));
     return BG_OK;
 }
