@@ -101,6 +101,9 @@ static bg_status_t take_microbatches(const char *option, const char *item, void 
         return bg_error_set(BG_ERR_INVALID, "%s: more than %d values", option,
                             (int)(sizeof o->ms / sizeof o->ms[0]));
     BG_CHECK(bg_cli_parse_int(option, item, 1, 65536, &v));
+    for (int i = 0; i < o->m_count; i++)
+        if (o->ms[i] == v)
+            return bg_error_set(BG_ERR_INVALID, "%s: %lld is listed twice", option, (long long)v);
     o->ms[o->m_count++] = (int)v;
     return BG_OK;
 }
@@ -115,6 +118,9 @@ static bg_status_t take_schedule(const char *option, const char *item, void *ctx
                             "%s: unknown schedule '%s' (expected gpipe, 1f1b, interleaved or "
                             "zb-h1; a sweep lists them, it does not pick one)",
                             option, item);
+    for (int i = 0; i < o->schedule_count; i++)
+        if (o->schedules[i] == o->schedules[o->schedule_count])
+            return bg_error_set(BG_ERR_INVALID, "%s: %s is listed twice", option, item);
     o->schedule_count++;
     return BG_OK;
 }

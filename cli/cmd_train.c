@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -412,8 +413,19 @@ int bg_cmd_train(int argc, char **argv) {
         code = 2;
         goto done;
     }
-    params = malloc(sizeof(float) * (size_t)(spec->total_params > 0 ? spec->total_params : 1));
-    BG_ALLOC_CHECK_GOTO(params, st, fail);
+    /* The host copy of the parameters, before any stage: more than the
+     * machine's memory is refused before asking for it. */
+    const double param_bytes = 4.0 * (double)spec->total_params;
+    const double host_bytes = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (param_bytes <= host_bytes || host_bytes <= 0)
+        params = malloc(sizeof(float) * (size_t)(spec->total_params > 0 ? spec->total_params : 1));
+    if (params == NULL) {
+        st = bg_error_set(BG_ERR_NOMEM,
+                          "%s: out of host memory for the model's %lld parameters (%.1f GiB "
+                          "as floats; brigade plan with --device-mem shows what each stage needs)",
+                          o.model, (long long)spec->total_params, param_bytes / (1 << 30));
+        goto fail;
+    }
     if (o.load != NULL) {
         BG_CHECK_GOTO(bg_cli_input_status(bg_checkpoint_load(o.load, spec, params, NULL)), st,
                       fail);

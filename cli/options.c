@@ -72,7 +72,9 @@ bg_status_t bg_cli_parse_double(const char *option, const char *text, double min
     char *end = NULL;
     errno = 0;
     double value = strtod(text, &end);
-    if (text[0] == '\0' || *end != '\0' || errno == ERANGE || !isfinite(value))
+    /* strtod also reads hexadecimal ("0x10" is 16): not a number here. */
+    if (text[0] == '\0' || *end != '\0' || errno == ERANGE || !isfinite(value) ||
+        strpbrk(text, "xX") != NULL)
         return bg_error_set(BG_ERR_INVALID, "%s: expected a number, got '%s'", option, text);
     if (value < min || value > max)
         return bg_error_set(BG_ERR_INVALID, "%s: %g is outside %g..%g", option, value, min, max);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -88,10 +89,15 @@ static bg_status_t parse_split(bg_placement_t *p, const char *text) {
     return BG_OK;
 }
 
-/* "512M", "1.5G", "1000000": bytes, suffixes in powers of 1024. */
+/* "512M", "1.5G", "1000000": bytes, suffixes in powers of 1024 (K, M, G,
+ * T, each also as KB or KiB, in either case). */
 static bg_status_t parse_size(const char *option, const char *text, size_t *out) {
+    /* Digits and a decimal point only: strtod would also read "0x100" and
+     * "1e3". */
+    const size_t digits = strspn(text, "0123456789.");
     char *end = NULL;
-    double value = (text[0] >= '0' && text[0] <= '9') || text[0] == '.' ? strtod(text, &end) : -1;
+    double value = digits > 0 ? strtod(text, &end) : -1;
+    if (end != NULL && end != text + digits) end = NULL;
     double scale = 1;
     if (end != NULL && *end != '\0') {
         const char *units = "KMGT";
@@ -99,7 +105,7 @@ static bg_status_t parse_size(const char *option, const char *text, size_t *out)
         if (unit != NULL) {
             for (const char *u = units; u <= unit; u++) scale *= 1024;
             end++;
-            if (strcmp(end, "B") == 0 || strcmp(end, "iB") == 0) end += strlen(end);
+            if (strcasecmp(end, "B") == 0 || strcasecmp(end, "iB") == 0) end += strlen(end);
         }
     }
     if (end == NULL || *end != '\0' || !(value * scale >= 1) || value * scale > 9.0e18)
@@ -158,7 +164,7 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
         snprintf(implied, sizeof implied, "cpu:%d", p->stages);
         text = implied;
     }
-    int gpus = p->topology_path != NULL ? bg_topology_gpu_count(topo) : bg_cuda_device_count();
+    int gpus = p->topology_path != NULL ? bg_topology_cuda_count(topo) : bg_cuda_device_count();
     BG_CHECK(bg_device_list_parse_on(text, bg_topology_core_count(topo), gpus, &p->devices));
     if (p->stages > p->devices.count)
         return bg_error_set(BG_ERR_INVALID,
@@ -167,8 +173,9 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                             p->stages, p->devices_text, p->devices.count);
     int stages = (p->stages > 0 ? p->stages : p->devices.count) * p->chunks;
     if (p->split_count > 0 && p->split_count != stages - 1)
-        return bg_error_set(BG_ERR_INVALID, "--split gives %d boundaries; %d stages need %d",
-                            p->split_count, stages, stages - 1);
+        return bg_error_set(BG_ERR_INVALID, "--split gives %d boundar%s; %d stage%s need%s %d",
+                            p->split_count, p->split_count == 1 ? "y" : "ies", stages,
+                            stages == 1 ? "" : "s", stages == 1 ? "s" : "", stages - 1);
     if (stages > spec->num_layers)
         return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layer%s", stages,
                             spec->num_layers, spec->num_layers == 1 ? "" : "s");

@@ -93,9 +93,14 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
         char layers[32], cap[16], use[16];
         snprintf(layers, sizeof layers, "%d-%d", st->first_layer, st->last_layer - 1);
         snprintf(cap, sizeof cap, "%.2f", (double)st->capacity_bytes / mib);
-        snprintf(use, sizeof use, "%.0f%%",
-                 100.0 * (double)st->peak_bytes /
-                     (double)(st->capacity_bytes ? st->capacity_bytes : 1));
+        const double used =
+            100.0 * (double)st->peak_bytes / (double)(st->capacity_bytes ? st->capacity_bytes : 1);
+        /* The column holds 5 characters; far over, the MiB columns say by
+         * how much. */
+        if (used < 9999.5)
+            snprintf(use, sizeof use, "%.0f%%", used);
+        else
+            snprintf(use, sizeof use, ">9999%%");
         fprintf(out,
                 "%5d  %-9s %-8s %8.3f %8.3f %8.3f %8.3f %10.2f %10s %5s %9.2f %9.2f %9.2f %9.2f\n",
                 s, layers, p->device[st->device].name, m * st->time.forward * 1e3,

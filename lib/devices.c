@@ -62,7 +62,8 @@ bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_de
     if (strcmp(text, "auto") == 0) {
         for (int i = 0; i < gpus && i < BG_MAX_DEVICES; i++)
             BG_CHECK(add_device(&list, BG_DEVICE_CUDA, i, 0, 1));
-        for (int i = 0; gpus == 0 && i < cores; i++)
+        /* Every core, up to the most devices a list holds. */
+        for (int i = 0; gpus == 0 && i < cores && i < BG_MAX_DEVICES; i++)
             BG_CHECK(add_device(&list, BG_DEVICE_CPU, i, 0, 1));
     } else if (strcmp(text, "cpu") == 0) {
         BG_CHECK(add_device(&list, BG_DEVICE_CPU, 0, 0, 1));
@@ -78,7 +79,16 @@ bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_de
         while (*item != '\0') {
             const char *comma = strchr(item, ',');
             size_t len = comma ? (size_t)(comma - item) : strlen(item);
+            const int before = list.count;
             BG_CHECK(parse_cuda_item(item, len, &list));
+            /* One GPU twice would be two devices under one name, each
+             * planned with the whole GPU's memory. */
+            for (int d = 0; d < before; d++)
+                if (list.devices[d].physical == list.devices[before].physical)
+                    return bg_error_set(BG_ERR_INVALID,
+                                        "--devices: GPU %d is listed twice in '%s' (for several "
+                                        "stages on one GPU, write cuda:%dx2)",
+                                        list.devices[d].physical, text, list.devices[d].physical);
             item += len + (comma ? 1 : 0);
             if (comma && *item == '\0')
                 return bg_error_set(BG_ERR_INVALID, "--devices: '%s' ends with a comma", text);

@@ -3,9 +3,11 @@
  *   cpu          one CPU device
  *   cpu:N        N CPU devices, one worker thread each, bound to cores
  *                0..N-1 (wrapping around when N exceeds the cores)
- *   cuda:0,cuda:1   GPUs by index; cuda:0x4 four virtual devices sharing GPU 0
+ *   cuda:0,cuda:1   GPUs by index, each once; cuda:0x4 four virtual devices
+ *                sharing GPU 0
  *   auto         the GPUs when this build has a CUDA backend and CUDA sees
- *                some, else one CPU device per core */
+ *                some, else one CPU device per core (at most
+ *                BG_MAX_DEVICES) */
 #ifndef BG_DEVICES_H
 #define BG_DEVICES_H
 

@@ -1,6 +1,7 @@
 #include "topology.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,29 @@ static bg_status_t check_gpus(hwloc_topology_t hw, const char *xml_path) {
     return BG_OK;
 }
 
+/* hwloc reads an XML file whole, with no limit: a device (/dev/zero) or a
+ * huge file would take all memory. Only regular files up to this size. */
+#define TOPOLOGY_XML_MAX_BYTES ((off_t)1 << 30)
+
+static bg_status_t check_xml_file(const char *path) {
+    struct stat info;
+    if (stat(path, &info) != 0)
+        return bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology (%s)", path,
+                            strerror(errno));
+    if (S_ISDIR(info.st_mode))
+        return bg_error_set(BG_ERR_INVALID, "%s: is a directory, not an hwloc XML topology", path);
+    if (!S_ISREG(info.st_mode))
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: not a regular file (brigade reads a topology from an hwloc XML "
+                            "file, as lstopo --of xml writes it)",
+                            path);
+    if (info.st_size > TOPOLOGY_XML_MAX_BYTES)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: %lld bytes, more than the %lld an hwloc XML topology may have",
+                            path, (long long)info.st_size, (long long)TOPOLOGY_XML_MAX_BYTES);
+    return BG_OK;
+}
+
 /* Loads a topology; with `pci`, also the PCI devices (GPUs and the bridges
  * above them), which on the live machine takes hwloc's PCI plugin. */
 static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
@@ -87,10 +111,10 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
         free(t);
         return bg_error_set(BG_ERR_INTERNAL, "hwloc_topology_init failed");
     }
-    bg_status_t st = BG_OK;
+    bg_status_t st = xml_path != NULL ? check_xml_file(xml_path) : BG_OK;
+    if (st != BG_OK) goto fail;
     if (xml_path != NULL && hwloc_topology_set_xml(t->hw, xml_path) != 0) {
-        st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology (%s)", xml_path,
-                          strerror(errno));
+        st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology", xml_path);
         goto fail;
     }
     if (pci) hwloc_topology_set_io_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
@@ -98,9 +122,9 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
      * libxml2 plugin (libhwloc-plugins) fails in set_xml above: one message
      * for both. */
     if (hwloc_topology_load(t->hw) != 0) {
+        /* errno says nothing here: hwloc prints its own reason, if any. */
         if (xml_path != NULL)
-            st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology (%s)",
-                              xml_path, strerror(errno));
+            st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology", xml_path);
         else
             st = bg_error_set(BG_ERR_INTERNAL, "hwloc could not load this machine's topology (%s)",
                               strerror(errno));
@@ -281,14 +305,28 @@ const char *bg_topology_core_link(const bg_topology_t *t, int a, int b) {
     return "SYS";
 }
 
+/* How many GPUs have a CUDA index (hwloc's cudaN OS devices). */
+static int gpus_named_by_cuda(const bg_topology_t *t) {
+    int named = 0, gpus = bg_topology_gpu_count(t);
+    for (int g = 0; g < gpus; g++) named += bg_topology_gpu(t, g).cuda >= 0;
+    return named;
+}
+
+int bg_topology_cuda_count(const bg_topology_t *t) {
+    const int named = gpus_named_by_cuda(t);
+    return named > 0 ? named : bg_topology_gpu_count(t);
+}
+
 int bg_topology_gpu_find(const bg_topology_t *t, int cuda_device, const char *busid) {
     int gpus = bg_topology_gpu_count(t);
     for (int g = 0; g < gpus; g++) {
         bg_topology_gpu_t info = bg_topology_gpu(t, g);
         if (busid != NULL ? strcasecmp(info.busid, busid) == 0 : info.cuda == cuda_device) return g;
     }
-    /* Without hwloc's CUDA devices, CUDA numbers GPUs in PCI bus order. */
-    return busid == NULL && cuda_device >= 0 && cuda_device < gpus && bg_topology_gpu(t, 0).cuda < 0
+    /* Without hwloc's CUDA devices, CUDA numbers GPUs in PCI bus order. A
+     * topology that names some GPUs (others hidden from CUDA, as with
+     * CUDA_VISIBLE_DEVICES) has no GPU of an index it does not name. */
+    return busid == NULL && cuda_device >= 0 && cuda_device < gpus && gpus_named_by_cuda(t) == 0
                ? cuda_device
                : -1;
 }

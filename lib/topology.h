@@ -70,6 +70,11 @@ const char *bg_topology_gpu_link(const bg_topology_t *topo, int a, int b);
  * (across NUMA nodes). */
 const char *bg_topology_core_link(const bg_topology_t *topo, int a, int b);
 
+/* How many GPUs CUDA can address on the topology: those it names as CUDA
+ * devices, or every GPU when it names none (CUDA then numbers them in bus
+ * order). What --devices auto takes. */
+int bg_topology_cuda_count(const bg_topology_t *topo);
+
 /* The topology's GPU (index as for bg_topology_gpu) that CUDA device
  * `cuda_device` is: the one at PCI address `busid` when given (what the
  * CUDA runtime reports on a live machine), else the one whose hwloc CUDA

@@ -108,6 +108,9 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
         dev->wait_s /= steps;
         dev->link_wait_s /= steps;
         dev->idle_s = s->step_s - dev->compute_s - dev->copy_s;
+        /* A device busy all step: the difference of sums may round below 0
+         * (a bubble of -0.0%). */
+        if (dev->idle_s < 0 && dev->idle_s > -1e-9 * s->step_s) dev->idle_s = 0;
         if (s->step_s > 0) {
             dev->compute_frac = dev->compute_s / s->step_s;
             dev->copy_frac = dev->copy_s / s->step_s;

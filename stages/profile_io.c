@@ -293,10 +293,21 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
 bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_profile_t **out) {
     char *text = NULL;
     BG_CHECK(read_text(path, &text));
-    cJSON *root = cJSON_Parse(text);
+    /* One JSON value and nothing after it but white space: a second value
+     * or garbage (two profiles concatenated) is no profile. */
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+    const long long at = end != NULL ? (long long)(end - text) : -1;
     free(text);
     bg_profile_t *p = NULL;
     bg_status_t st = BG_OK;
+    if (root == NULL && at >= 0) {
+        st = bg_error_set(BG_ERR_PARSE,
+                          "%s: not a JSON profile (byte %lld: invalid JSON, or more after the "
+                          "profile's object; run brigade profile)",
+                          path, at);
+        goto done;
+    }
     if (!cJSON_IsObject(root)) {
         st = bg_error_set(BG_ERR_PARSE, "%s: not a JSON profile (run brigade profile)", path);
         goto done;

@@ -24,6 +24,29 @@ usage_error "$T/missing.xml: not a readable hwloc XML topology (No such file or 
     topo --topology "$T/missing.xml"
 printf 'not xml\n' >"$T/notxml.xml"
 usage_error "$T/notxml.xml: not a readable hwloc XML topology" -- topo --topology "$T/notxml.xml"
+# hwloc reads a file whole: a device or a directory is refused before.
+usage_error "/dev/zero: not a regular file" -- topo --topology /dev/zero
+usage_error "$T: is a directory, not an hwloc XML topology" -- topo --topology "$T"
+# A topology whose first GPU is hidden from CUDA (CUDA_VISIBLE_DEVICES):
+# hwloc names the other seven cuda0 to cuda6, and cuda:7 is none of them.
+python3 - "$ROOT/tests/fixtures/two-socket-8-gpu.xml" "$T/hidden.xml" <<'EOF2'
+import re, sys
+s = open(sys.argv[1]).read()
+s = re.sub(r'\s*<object type="OSDev" name="cuda0".*?</object>', '', s, flags=re.S)
+for i in range(1, 8):
+    s = s.replace('name="cuda%d"' % i, 'name="cudaY%d"' % (i - 1))
+open(sys.argv[2], 'w').write(s.replace('cudaY', 'cuda'))
+EOF2
+usage_error "there is no GPU 7 on it" -- plan "$MODEL" --topology "$T/hidden.xml" \
+    --devices cuda:6,cuda:7
+expect 0 "" -- plan "$MODEL" --topology "$T/hidden.xml" --devices auto --stages 2
+stdout_has "2 stages on cuda:" "plan --devices auto on a topology with a GPU hidden"
+expect 0 "" -- plan "$MODEL" --topology "$T/hidden.xml" --devices auto --json
+json_check "auto takes the seven GPUs CUDA can see" '
+assert sorted(s["device"] for s in p["stages"]) == ["cuda:%d" % i for i in range(7)], p["stages"]'
+usage_error "GPU 0 is listed twice in 'cuda:0,cuda:1,cuda:0' (for several stages on one GPU, write cuda:0x2)" \
+    -- plan "$MODEL" --topology "$ROOT/tests/fixtures/two-socket-8-gpu.xml" \
+    --devices cuda:0,cuda:1,cuda:0
 usage_error "unknown argument '--bogus'" -- topo --bogus
 usage_error "unknown argument 'extra'" -- topo --topology \
     "$ROOT/tests/fixtures/two-socket-8-core.xml" extra
@@ -115,6 +138,11 @@ usage_error "--batch: 99999999999999999999 is outside 1.." -- train "$MODEL" \
     --batch 99999999999999999999
 usage_error "--lr: -1 is outside 0..1e+06" -- train "$MODEL" --lr -1
 usage_error "--lr: expected a number, got 'nan'" -- train "$MODEL" --lr nan
+usage_error "--lr: expected a number, got '0x10'" -- train "$MODEL" --lr 0x10
+# A model whose parameters the host cannot hold: said so, with the count.
+printf 'input channels=3 height=4 width=4\nconv2d filters=2 kernel=1048575 padding=same\nflatten\ndense units=10\nsoftmax_cross_entropy\n' >"$T/huge.model"
+expect 1 "$T/huge.model: out of host memory for the model's " -- train "$T/huge.model" \
+    --data synthetic --steps 1
 usage_error "unknown optimizer 'foo' (expected sgd or adam)" -- train "$MODEL" --optimizer foo
 usage_error "--epochs needs a value" -- train "$MODEL" --epochs
 usage_error "--epochs: -1 is outside 1..1000000" -- train "$MODEL" --epochs -1
@@ -511,8 +539,9 @@ usage_error "--microbatches: empty item in '4,'" -- sweep "$MODEL" --microbatche
 usage_error "--microbatches: empty item in '1,,4'" -- sweep "$MODEL" --microbatches 1,,4
 usage_error "--microbatches: 0 is outside 1..65536" -- sweep "$MODEL" --microbatches 1,0
 usage_error "--microbatches: expected an integer, got 'auto'" -- sweep "$MODEL" --microbatches auto
-usage_error "--schedule: at most 4 schedules" -- sweep "$MODEL" --microbatches 1 \
+usage_error "--schedule: gpipe is listed twice" -- sweep "$MODEL" --microbatches 1 \
     --schedule gpipe,1f1b,zb-h1,gpipe,1f1b
+usage_error "--microbatches: 4 is listed twice" -- sweep "$MODEL" --microbatches 4,2,4
 usage_error "--schedule: empty item in ','" -- sweep "$MODEL" --microbatches 1 --schedule ,
 usage_error "--schedule: unknown schedule 'auto' (expected gpipe, 1f1b, interleaved or zb-h1; a sweep lists them" \
     -- sweep "$MODEL" --microbatches 1 --schedule gpipe,auto

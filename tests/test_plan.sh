@@ -27,13 +27,25 @@ usage_error "multiple of the device count" -- plan "$MODEL" --devices cpu:4 \
     --schedule interleaved --chunks 2 --microbatches 6
 usage_error "9 stages but the model has only 8 layers" -- plan "$MODEL" --stages 9
 usage_error "--split gives 2 boundaries; 2 stages need 1" -- plan "$MODEL" --stages 2 --split 2,4
+usage_error "--split gives 2 boundaries; 1 stage needs 0" -- plan "$MODEL" --split 3,5
+usage_error "--split gives 1 boundary; 3 stages need 2" -- plan "$MODEL" --devices cpu:3 --split 3
 usage_error "stage 1 would start at layer 9" -- plan "$MODEL" --stages 2 --split 9
 usage_error "--split: '2,' ends with a comma" -- plan "$MODEL" --stages 2 --split 2,
-for bad in abc 0 -5 1.5X 12QB '' 1e30G nan; do
+for bad in abc 0 -5 1.5X 12QB '' 1e30G nan 0x100 1e3 1.5.2G; do
     usage_error "--device-mem: expected a size like 1000000, 512M, 8G or 1.5G, got '$bad'" -- \
         plan "$MODEL" --device-mem "$bad"
 done
 usage_error "--device-mem needs a value" -- plan "$MODEL" --device-mem
+# The suffixes in either case, with or without B or iB.
+for size in 512m 512mb 512MB 512MiB 512mib 0.5G; do
+    expect 0 "" -- plan "$MODEL" --device-mem "$size" --json
+    json_check "--device-mem $size is 512 MiB" '
+assert all(s["capacity_bytes"] == 512 << 20 for s in p["stages"]), p["stages"]'
+done
+# Far over its capacity, a stage's use column stays 5 wide.
+expect 2 "" -- plan "$MODEL" --device-mem 1K
+check "plan --device-mem 1K prints >9999% for a stage far over" \
+    grep -qE '^ +0 +0-7 +cpu:0 .* 0\.00 >9999% ' "$OUT"
 
 # --- a plan that fits --------------------------------------------------------
 

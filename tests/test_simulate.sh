@@ -182,6 +182,15 @@ json.dump(p, open(sys.argv[2], 'w'))" "$P" "$T/$1.json"
 
 if [ -s "$P" ]; then
     bad_profile version0 "'version' must be a whole number >= 1" 'p["version"] = 0'
+    # Two profiles end to end, or garbage after one, are no profile.
+    cat "$P" "$P" >"$T/twice.json"
+    expect 2 "$T/twice.json: not a JSON profile (byte " -- simulate "$MODEL" --devices cpu:2 \
+        --microbatches 4 --profile "$T/twice.json"
+    { cat "$P"; echo garbage; } >"$T/garbage.json"
+    expect 2 "or more after the profile's object" -- simulate "$MODEL" --devices cpu:2 \
+        --microbatches 4 --profile "$T/garbage.json"
+    { cat "$P"; printf '\n  \n'; } >"$T/spaces.json"
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/spaces.json"
     bad_profile version_half "'version' must be a whole number >= 1" 'p["version"] = 1.5'
     bad_profile version_text "'version' must be a whole number >= 1" 'p["version"] = "2"'
     bad_profile layers7 "needs a 'layers' list of 8 entries" 'del p["layers"][7]'
@@ -276,6 +285,15 @@ stdout_has "(predicted)" "simulate"
 stdout_has "predicted: " "simulate"
 check "simulate prints a row for each of 2 stages" \
     test "$(grep -cE '^ +[01] +cpu:[01] ' "$OUT")" -eq 2
+
+# One device busy all step (two chunks on one CPU device): no bubble, and
+# not -0.0% (a difference of sums rounding below 0).
+expect 0 "" -- simulate "$ROOT/examples/conv_balanced.model" --devices cpu:1 \
+    --schedule interleaved --chunks 2 --microbatches 4 --metrics "$T/one.json"
+stdout_has "bubble: predicted 0.0% vs theory 0.0%" "simulate on one busy device"
+file_check "simulate on one busy device: idle 0, not below" "$T/one.json" '
+t = p["timeline"]
+assert t["bubble_measured"] >= 0 and t["devices"][0]["idle_s"] >= 0, t'
 
 # Two GPUs of a machine described by a fixture: every tensor crossing the
 # link shows in the trace on a track of the stage it goes into (3 steps, 4
