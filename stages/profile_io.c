@@ -290,6 +290,21 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
     return BG_OK;
 }
 
+/* The first key that appears twice in one object, at any depth, or NULL:
+ * cJSON keeps both and reads the first, so an edited profile could say two
+ * things at once. */
+static const char *repeated_key(const cJSON *item) {
+    for (const cJSON *a = item != NULL ? item->child : NULL; a != NULL; a = a->next) {
+        if (cJSON_IsObject(item))
+            for (const cJSON *b = a->next; b != NULL; b = b->next)
+                if (a->string != NULL && b->string != NULL && strcmp(a->string, b->string) == 0)
+                    return a->string;
+        const char *inner = repeated_key(a);
+        if (inner != NULL) return inner;
+    }
+    return NULL;
+}
+
 bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_profile_t **out) {
     char *text = NULL;
     BG_CHECK(read_text(path, &text));
@@ -310,6 +325,11 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
     }
     if (!cJSON_IsObject(root)) {
         st = bg_error_set(BG_ERR_PARSE, "%s: not a JSON profile (run brigade profile)", path);
+        goto done;
+    }
+    const char *twice = repeated_key(root);
+    if (twice != NULL) {
+        st = bg_error_set(BG_ERR_PARSE, "%s: key '%s' appears twice in one object", path, twice);
         goto done;
     }
     /* Version 1 had no "version" field. */

@@ -267,6 +267,16 @@ static void test_link_waits(void **state) {
     add(tl, BG_EVENT_LINK, 1, 1, 0, 0, 0, 2, 3); /* the wait's last 1 ms */
     add(tl, BG_EVENT_FORWARD, 1, 1, 0, -1, 0, 3, 5);
     add(tl, BG_EVENT_LINK, 1, 1, 1, 0, 0, 4, 5); /* beside an op: hidden */
+    /* A wait for room to send (to stage 0, micro-batch 0) is no wait for
+     * the message on the link, though it shares the link's keys. */
+    check_ok(bg_timeline_add(tl, &(bg_event_t){.kind = BG_EVENT_WAIT,
+                                               .device = 1,
+                                               .stage = 1,
+                                               .microbatch = 0,
+                                               .peer_stage = 0,
+                                               .start = 2.5e-3,
+                                               .end = 3e-3,
+                                               .to_send = 1}));
     bg_timeline_summary_t *s = NULL;
     check_ok(bg_timeline_summarize(tl, &s));
     for (int d = 0; d < 2; d++) {

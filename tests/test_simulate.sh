@@ -191,6 +191,10 @@ if [ -s "$P" ]; then
         --microbatches 4 --profile "$T/garbage.json"
     { cat "$P"; printf '\n  \n'; } >"$T/spaces.json"
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/spaces.json"
+    # A key twice in one object (cJSON would read the first): refused.
+    sed 's/^{/{"batch": 1, /' "$P" >"$T/twice_key.json"
+    expect 2 "$T/twice_key.json: key 'batch' appears twice in one object" -- simulate "$MODEL" \
+        --devices cpu:2 --microbatches 4 --profile "$T/twice_key.json"
     bad_profile version_half "'version' must be a whole number >= 1" 'p["version"] = 1.5'
     bad_profile version_text "'version' must be a whole number >= 1" 'p["version"] = "2"'
     bad_profile layers7 "needs a 'layers' list of 8 entries" 'del p["layers"][7]'
