@@ -26,6 +26,17 @@ int bg_trace_lane(const bg_event_t *e) {
     return BG_TRACE_LANES * lane_stage(e) + lane;
 }
 
+/* "F3 from stage 1" after `prefix`: the tensor of micro-batch 3 that the
+ * event's stage takes from peer_stage (an activation from an earlier stage,
+ * a gradient from a later one). */
+static void arrival_name(const bg_event_t *e, const char *prefix, char *name, size_t size) {
+    if (e->microbatch >= 0)
+        snprintf(name, size, "%s%c%d from stage %d", prefix, e->peer_stage < e->stage ? 'F' : 'B',
+                 e->microbatch, e->peer_stage);
+    else
+        snprintf(name, size, "%sfrom stage %d", prefix, e->peer_stage);
+}
+
 static void event_name(const bg_event_t *e, char *name, size_t size) {
     /* A transfer toward a later stage carries F's activation, toward an
      * earlier one B's gradient. */
@@ -41,13 +52,7 @@ static void event_name(const bg_event_t *e, char *name, size_t size) {
         else
             snprintf(name, size, "send to stage %d", e->peer_stage);
         break;
-    case BG_EVENT_RECV:
-        if (e->microbatch >= 0)
-            snprintf(name, size, "recv %c%d from stage %d", e->peer_stage < e->stage ? 'F' : 'B',
-                     e->microbatch, e->peer_stage);
-        else
-            snprintf(name, size, "recv from stage %d", e->peer_stage);
-        break;
+    case BG_EVENT_RECV: arrival_name(e, "recv ", name, size); break;
     case BG_EVENT_WAIT:
         if (e->peer_stage >= 0 && e->to_send)
             snprintf(name, size, "wait for room to send to stage %d", e->peer_stage);
@@ -56,13 +61,7 @@ static void event_name(const bg_event_t *e, char *name, size_t size) {
         else
             snprintf(name, size, "wait for every device (optimizer step)");
         break;
-    case BG_EVENT_LINK:
-        if (e->microbatch >= 0)
-            snprintf(name, size, "%c%d from stage %d", e->peer_stage < e->stage ? 'F' : 'B',
-                     e->microbatch, e->peer_stage);
-        else
-            snprintf(name, size, "from stage %d", e->peer_stage);
-        break;
+    case BG_EVENT_LINK: arrival_name(e, "", name, size); break;
     default: snprintf(name, size, "?"); break;
     }
 }

@@ -94,9 +94,11 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, loss_
         void *y = bg_stage_layer_output(s, sl, i);
         bg_status_t st = BG_OK;
         double start = s->timing ? stage_clock() : 0;
-        if (l->kind == BG_LAYER_FLATTEN || convolves_into_relu(s, i - 1)) {
-            /* output aliases the input: a reshape, or a relu the conv2d
-             * before it did */
+        /* Its output aliases its input, with nothing to run: a reshape, or
+         * a relu the conv2d before it did. */
+        const int nothing = l->kind == BG_LAYER_FLATTEN || convolves_into_relu(s, i - 1);
+        if (nothing) {
+            /* the output is already there */
         } else if (convolves_into_relu(s, i)) {
             st = bg_layer_forward_relu(l, s->be, &s->params[i], n, x, y, s->workspace);
         } else if (l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY && use != LOSS_RETURN) {
@@ -113,8 +115,7 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, loss_
         if (st != BG_OK)
             return bg_error_prefix(st, "forward of layer %d (%s): ", s->first + i,
                                    bg_layer_kind_name(l->kind));
-        if (l->kind != BG_LAYER_FLATTEN && !convolves_into_relu(s, i - 1))
-            stage_time_add(s, s->times.forward, i, start);
+        if (!nothing) stage_time_add(s, s->times.forward, i, start);
         x = y;
     }
     return BG_OK;

@@ -94,13 +94,10 @@ extern "C" void bg_cuda_destroy(bg_backend_t *be) {
     bg_cuda_free_quietly(cu->device_reduction);
     if (cu->host_reduction != NULL && cudaFreeHost(cu->host_reduction) != cudaSuccess)
         (void)cudaGetLastError();
-    for (int lane = 0; lane < BG_CUDA_LANES; lane++) {
-        cudaStream_t streams[] = {cu->copy_in[lane], cu->copy_out[lane]};
-        for (cudaStream_t s : streams)
-            if (s != NULL && cudaStreamDestroy(s) != cudaSuccess) (void)cudaGetLastError();
-    }
-    if (cu->compute != NULL && cudaStreamDestroy(cu->compute) != cudaSuccess)
-        (void)cudaGetLastError();
+    cudaStream_t streams[BG_CUDA_STREAMS];
+    bg_cuda_streams(cu, streams);
+    for (cudaStream_t s : streams)
+        if (s != NULL && cudaStreamDestroy(s) != cudaSuccess) (void)cudaGetLastError();
     free(cu);
 }
 
@@ -198,8 +195,8 @@ extern "C" void bg_cuda_free(bg_backend_t *be, void *ptr) {
      * or writing ptr, on either stream, finishes first. A peer's copy stream
      * reading ptr (a direct transfer between GPUs) is not waited for here:
      * the caller synchronizes every backend first (bg_pipeline_destroy). */
-    cudaStream_t streams[] = {cu->compute, cu->copy_in[0], cu->copy_in[1], cu->copy_out[0],
-                              cu->copy_out[1]};
+    cudaStream_t streams[BG_CUDA_STREAMS];
+    bg_cuda_streams(cu, streams);
     for (cudaStream_t s : streams)
         if (s != NULL && cudaStreamSynchronize(s) != cudaSuccess) (void)cudaGetLastError();
     bg_cuda_free_quietly(ptr);
@@ -274,10 +271,8 @@ extern "C" bg_status_t bg_cuda_download(bg_backend_t *be, void *host_dst, const 
 extern "C" bg_status_t bg_cuda_synchronize(bg_backend_t *be) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     BG_CHECK(bg_cuda_enter(be));
-    BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->compute));
-    for (int lane = 0; lane < BG_CUDA_LANES; lane++) {
-        BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->copy_in[lane]));
-        BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->copy_out[lane]));
-    }
+    cudaStream_t streams[BG_CUDA_STREAMS];
+    bg_cuda_streams(cu, streams);
+    for (cudaStream_t s : streams) BG_CUDA_CHECK(be, cudaStreamSynchronize(s));
     return BG_OK;
 }

@@ -79,6 +79,18 @@ typedef struct bg_cuda_backend {
 
 static inline bg_cuda_backend_t *bg_cuda_of(bg_backend_t *be) { return (bg_cuda_backend_t *)be; }
 
+/* Every stream of a backend, the compute stream first (NULL where not made
+ * yet): to wait for all its work, or to destroy them. */
+enum { BG_CUDA_STREAMS = 1 + 2 * BG_CUDA_LANES };
+static inline void bg_cuda_streams(const bg_cuda_backend_t *cu,
+                                   cudaStream_t streams[BG_CUDA_STREAMS]) {
+    streams[0] = cu->compute;
+    for (int lane = 0; lane < BG_CUDA_LANES; lane++) {
+        streams[1 + lane] = cu->copy_in[lane];
+        streams[1 + BG_CUDA_LANES + lane] = cu->copy_out[lane];
+    }
+}
+
 /* Blocks of BG_CUDA_THREADS threads for a grid-stride loop over `count`
  * elements: enough to fill the GPU, never more than there are elements. */
 static inline unsigned bg_cuda_blocks(int64_t count) {
