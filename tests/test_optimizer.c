@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,6 +308,63 @@ static void test_adam_first_step_is_lr(void **state) {
     }
 }
 
+/* One Adam step with a zero gradient from m = `m0` (v = 1), on `be`: the m
+ * it leaves. */
+static double adam_decay_once(bg_backend_t *be, double m0) {
+    const bg_optimizer_config_t cfg = adam_config(1e-3);
+    const double param0 = 1, grad0 = 0, v0 = 1;
+    void *param = NULL, *grad = NULL, *state[2] = {NULL, NULL};
+    /* No cmocka asserts here: this also runs off the test's thread. */
+    bg_status_t st = bg_backend_alloc_elems(be, 1, &param);
+    if (st == BG_OK) st = bg_backend_alloc_elems(be, 1, &grad);
+    for (int i = 0; i < 2 && st == BG_OK; i++) st = bg_backend_alloc_elems(be, 1, &state[i]);
+    if (st == BG_OK) st = bg_backend_upload_doubles(be, param, &param0, 1);
+    if (st == BG_OK) st = bg_backend_upload_doubles(be, grad, &grad0, 1);
+    if (st == BG_OK) st = bg_backend_upload_doubles(be, state[0], &m0, 1);
+    if (st == BG_OK) st = bg_backend_upload_doubles(be, state[1], &v0, 1);
+    if (st == BG_OK) st = bg_optimizer_update(&cfg, be, 2, 1, param, grad, state);
+    double m = NAN;
+    if (st == BG_OK && bg_backend_download_doubles(be, &m, state[0], 1) != BG_OK) m = NAN;
+    be->ops->free(be, param);
+    be->ops->free(be, grad);
+    be->ops->free(be, state[0]);
+    be->ops->free(be, state[1]);
+    return m;
+}
+
+typedef struct decay_job {
+    bg_backend_t *be;
+    double m0, m;
+} decay_job_t;
+
+static void *decay_on_thread(void *arg) {
+    decay_job_t *job = arg;
+    job->m = adam_decay_once(job->be, job->m0);
+    return NULL;
+}
+
+/* A CPU backend flushes subnormals to 0 (an op on them costs a hundred
+ * cycles; decaying optimizer state reaches them): Adam's m decays from the
+ * smallest normal value to exactly 0, not to a subnormal, on the thread that
+ * created the backend and on a thread started after, as a pipeline's device
+ * threads are. A normal m decays as before. */
+static void test_adam_flushes_subnormals(void **state) {
+    (void)state;
+    const bg_dtype_t dtypes[2] = {BG_F32, BG_F64};
+    const double smallest[2] = {FLT_MIN, DBL_MIN};
+    for (int d = 0; d < 2; d++) {
+        bg_backend_t *be = backend_create(dtypes[d]);
+        assert_true(adam_decay_once(be, smallest[d]) == 0.0);
+        expect_near(adam_decay_once(be, 1e-3), 0.9e-3, 1e-9);
+        decay_job_t job = {.be = be, .m0 = smallest[d], .m = NAN};
+        pthread_t thread;
+        assert_int_equal(pthread_create(&thread, NULL, decay_on_thread, &job), 0);
+        assert_int_equal(pthread_join(thread, NULL), 0);
+        assert_true(job.m == 0.0);
+        bg_backend_destroy(be);
+    }
+}
+
 /* ---- configuration ---- */
 
 static void test_kind_parse(void **state) {
@@ -410,6 +469,7 @@ int main(void) {
         cmocka_unit_test(test_adam_weight_decay),
         cmocka_unit_test(test_adam_float),
         cmocka_unit_test(test_adam_first_step_is_lr),
+        cmocka_unit_test(test_adam_flushes_subnormals),
         cmocka_unit_test(test_kind_parse),
         cmocka_unit_test(test_state_buffers),
         cmocka_unit_test(test_set_lr),

@@ -19,7 +19,11 @@ typedef struct bg_cpu_config {
     { .dtype = BG_F32, .index = 0 }
 
 /* Creates a CPU backend. Not thread-safe: one thread drives one backend.
- * Sets OpenBLAS to one thread (a CPU device is one core). */
+ * Sets OpenBLAS to one thread (a CPU device is one core), and the calling
+ * thread to flush subnormal floats to 0, which the threads it starts later
+ * inherit: so a backend's ops flush on the thread that created it and on
+ * threads started after (the pipeline starts its device threads after it
+ * creates their backends). */
 bg_status_t bg_backend_cpu_create(const bg_cpu_config_t *cfg, bg_backend_t **out);
 
 #ifdef __cplusplus
