@@ -25,7 +25,7 @@
 # measured steps is what this machine alone moves a figure by.
 #
 #   [MODELS="examples/fashion_cnn.model examples/conv_balanced.model:4"]
-#   [STEPS=80 RECORD=60 REPEAT=3 REPETITIONS=9 MS="1 2 4 8" BREAKDOWN=0 REPLAY=0 ABLATE=0]
+#   [STEPS=600 RECORD=500 REPEAT=3 REPETITIONS=9 MS="1 2 4 8" BREAKDOWN=0 REPLAY=0 ABLATE=0]
 #   bench/sim_accuracy.sh [BUILD_DIR]
 #
 # MS picks the micro-batch counts (the bar counts only points run); with
@@ -54,8 +54,11 @@ ms=${MS:-"1 2 4 8"}
 breakdown=${BREAKDOWN:-0}
 replay=${REPLAY:-0}
 ablate=${ABLATE:-0}
-steps=${STEPS:-80}
-record=${RECORD:-60}
+# A run of about five seconds: its median step then covers the machine's
+# changes of speed over seconds as the profile's passes do (a run of 80
+# steps, under a second, caught whichever speed its second had).
+steps=${STEPS:-600}
+record=${RECORD:-500}
 repeat=${REPEAT:-3}
 repetitions=${REPETITIONS:-9}
 batch=64
