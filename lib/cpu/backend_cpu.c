@@ -8,7 +8,7 @@
 
 #include <cblas.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__SSE__)
 #include <xmmintrin.h>
 #endif
 
@@ -103,7 +103,7 @@ bg_status_t bg_cpu_take_nonfinite(bg_backend_t *be, int *tag) {
  * anything a training step adds. Elsewhere than x86 and 64-bit Arm this
  * does nothing. */
 static void flush_subnormals(void) {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__SSE__)
     _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
     _mm_setcsr(_mm_getcsr() | 0x0040); /* DAZ: subnormal inputs read as 0 */
 #elif defined(__aarch64__)
