@@ -170,22 +170,27 @@ extern "C" bg_status_t bg_cuda_maxpool_forward(bg_backend_t *be, const bg_pool_g
     return BG_OK;
 }
 
+/* Max-pool's backward on the compute stream, with relu that of the relu
+ * whose output x is too. */
+static bg_status_t run_maxpool_backward(bg_backend_t *be, const bg_pool_geometry_t *g,
+                                        const void *x, const void *y, const void *dy, void *dx,
+                                        int relu) {
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CUDA_CHECK(be, maxpool_backward((float *)dx, (const float *)x, (const float *)y,
+                                       (const float *)dy, *g, relu, bg_cuda_of(be)->compute));
+    return BG_OK;
+}
+
 extern "C" bg_status_t bg_cuda_maxpool_backward(bg_backend_t *be, const bg_pool_geometry_t *g,
                                                 const void *x, const void *y, const void *dy,
                                                 void *dx) {
-    BG_CHECK(bg_cuda_enter(be));
-    BG_CUDA_CHECK(be, maxpool_backward((float *)dx, (const float *)x, (const float *)y,
-                                       (const float *)dy, *g, 0, bg_cuda_of(be)->compute));
-    return BG_OK;
+    return run_maxpool_backward(be, g, x, y, dy, dx, 0);
 }
 
 extern "C" bg_status_t bg_cuda_maxpool_relu_backward(bg_backend_t *be, const bg_pool_geometry_t *g,
                                                      const void *x, const void *y, const void *dy,
                                                      void *dx) {
-    BG_CHECK(bg_cuda_enter(be));
-    BG_CUDA_CHECK(be, maxpool_backward((float *)dx, (const float *)x, (const float *)y,
-                                       (const float *)dy, *g, 1, bg_cuda_of(be)->compute));
-    return BG_OK;
+    return run_maxpool_backward(be, g, x, y, dy, dx, 1);
 }
 
 extern "C" bg_status_t bg_cuda_avgpool_forward(bg_backend_t *be, const bg_pool_geometry_t *g,
