@@ -45,12 +45,9 @@ static bg_status_t time_updates(bg_backend_t *be, buffers_t *b, long long count,
 }
 
 int main(int argc, char **argv) {
-    const long long count = argc > 1 ? atoll(argv[1]) : 5408LL * 128 + 128 + 128 * 10 + 10;
-    const int reps = argc > 2 ? atoi(argv[2]) : 200;
-    if (argc > 3 || count < 1 || reps < 1) {
-        fprintf(stderr, "usage: bench_adam [COUNT >= 1] [REPS >= 1]\n");
-        return 2;
-    }
+    long long count = 5408LL * 128 + 128 + 128 * 10 + 10;
+    int reps = 200;
+    if (bench_count_reps(argc, argv, "bench_adam", &count, &reps) != 0) return 2;
     bg_cpu_config_t cfg = BG_CPU_CONFIG_INIT;
     bg_backend_t *be = NULL;
     buffers_t b = {.host_m = malloc(sizeof(double) * (size_t)count)};

@@ -15,12 +15,9 @@
 #include "bench_timing.h"
 
 int main(int argc, char **argv) {
-    const long long count = argc > 1 ? atoll(argv[1]) : 16LL * 32 * 13 * 13;
-    const int reps = argc > 2 ? atoi(argv[2]) : 2000;
-    if (argc > 3 || count < 1 || reps < 1) {
-        fprintf(stderr, "usage: bench_finite [COUNT >= 1] [REPS >= 1]\n");
-        return 2;
-    }
+    long long count = 16LL * 32 * 13 * 13;
+    int reps = 2000;
+    if (bench_count_reps(argc, argv, "bench_finite", &count, &reps) != 0) return 2;
     bg_cpu_config_t cfg = BG_CPU_CONFIG_INIT;
     bg_backend_t *be = NULL;
     void *x = NULL;
