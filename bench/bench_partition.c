@@ -1,9 +1,10 @@
 /* Time the planner takes for deep models: 1,000 layers cut into 64 stages
  * on 64 CPU devices, without a memory limit, with a limit that binds, and
  * with one nothing fits under (which also searches for the smallest
- * overflow); 100,000 layers (the most a model spec may have) onto 4 and 64
- * stages; then the device order of BG_DEVICE_ORDER_EXACT_MAX devices
- * (exact search) and of 64 (greedy).
+ * overflow), for the slowest stage and again for the least total (the
+ * planner prices both); 100,000 layers (the most a model spec may have)
+ * onto 4 and 64 stages; then the device order of BG_DEVICE_ORDER_EXACT_MAX
+ * devices (exact search) and of 64 (greedy).
  * The bar is under a second for each plan of 1,000 layers.
  *
  *   bench_partition
@@ -43,12 +44,13 @@ static char *deep_model_text(int layers_wanted) {
 }
 
 static int plan(const bg_cost_model_t *model, bg_cost_device_t *dev, int stages, size_t capacity,
-                const char *what) {
+                bg_partition_objective_t objective, const char *what) {
     for (int d = 0; d < stages; d++) dev[d].memory_bytes = capacity;
     bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
     pc.model = model;
     pc.devices = stages;
     pc.device = dev;
+    pc.objective = objective;
     bg_partition_t *p = NULL;
     double start = now_seconds();
     bg_status_t st = bg_partition_create(&pc, &p);
@@ -60,9 +62,10 @@ static int plan(const bg_cost_model_t *model, bg_cost_device_t *dev, int stages,
     size_t peak = 0;
     for (int s = 0; s < p->stages; s++)
         if (p->stage[s].peak_bytes > peak) peak = p->stage[s].peak_bytes;
-    printf("%-28s %8.1f ms  %s, bottleneck %.3f ms/micro-batch, largest stage %.2f MiB\n", what,
-           elapsed * 1e3, p->fits ? "fits" : "does not fit", p->bottleneck_s * 1e3,
-           (double)peak / (1024.0 * 1024.0));
+    printf("%-34s %8.1f ms  %s, bottleneck %.3f, total %.3f ms/micro-batch, largest stage "
+           "%.2f MiB\n",
+           what, elapsed * 1e3, p->fits ? "fits" : "does not fit", p->bottleneck_s * 1e3,
+           p->total_s * 1e3, (double)peak / (1024.0 * 1024.0));
     bg_partition_destroy(p);
     return 0;
 }
@@ -74,8 +77,10 @@ static void order(int k) {
     for (int i = 0; i < k * k; i++) bw[i] = 1 + (double)((i * 7919) % 97);
     double slowest = 0, start = now_seconds();
     bg_status_t st = bg_device_order(bw, k, 0, out, &slowest);
-    printf("device order of %2d devices    %8.3f ms  %s, slowest link %.0f\n", k,
-           (now_seconds() - start) * 1e3, st == BG_OK ? "ok" : bg_error_message(), slowest);
+    char what[64];
+    snprintf(what, sizeof what, "device order of %d devices", k);
+    printf("%-34s %8.3f ms  %s, slowest link %.0f\n", what, (now_seconds() - start) * 1e3,
+           st == BG_OK ? "ok" : bg_error_message(), slowest);
     free(bw);
     free(out);
 }
@@ -116,15 +121,21 @@ int main(void) {
     size_t even = bg_cost_memory_peak(&all) / MAX_STAGES;
     printf("%d layers onto %d stages (whole model as one stage: %.2f MiB)\n", spec->num_layers,
            MAX_STAGES, (double)bg_cost_memory_peak(&all) / (1024.0 * 1024.0));
-    int failed = plan(model, dev, MAX_STAGES, 0, "no memory limit");
-    failed |= plan(model, dev, MAX_STAGES, even * 3, "limit 3x an even share");
-    failed |= plan(model, dev, MAX_STAGES, even / 4, "limit 1/4 of an even share");
+    const bg_partition_objective_t slowest = BG_PARTITION_SLOWEST_STAGE,
+                                   total = BG_PARTITION_LEAST_TOTAL;
+    int failed = plan(model, dev, MAX_STAGES, 0, slowest, "no memory limit");
+    failed |= plan(model, dev, MAX_STAGES, even * 3, slowest, "limit 3x an even share");
+    failed |= plan(model, dev, MAX_STAGES, even / 4, slowest, "limit 1/4 of an even share");
+    failed |= plan(model, dev, MAX_STAGES, 0, total, "least total, no memory limit");
+    failed |= plan(model, dev, MAX_STAGES, even * 3, total, "least total, limit 3x an even share");
+    failed |= plan(model, dev, MAX_STAGES, even / 4, total, "least total, limit 1/4 of an even");
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
     if (deep_model(100000, &spec, &model) != 0) return 1;
     printf("%d layers, no memory limit\n", spec->num_layers);
-    failed |= plan(model, dev, 4, 0, "onto 4 stages");
-    failed |= plan(model, dev, MAX_STAGES, 0, "onto 64 stages");
+    failed |= plan(model, dev, 4, 0, slowest, "onto 4 stages");
+    failed |= plan(model, dev, MAX_STAGES, 0, slowest, "onto 64 stages");
+    failed |= plan(model, dev, MAX_STAGES, 0, total, "least total onto 64 stages");
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
     order(BG_DEVICE_ORDER_EXACT_MAX);

@@ -140,8 +140,7 @@ int bg_cmd_plan(int argc, char **argv) {
         bg_placement_describe_links(&o.placement, stdout);
         printf("batch %lld (micro-batches of %lld), %s; %s\n\n", (long long)o.batch,
                (long long)bg_cost_model_microbatch(p->model),
-               bg_optimizer_kind_name(o.optimizer.kind),
-               p->request.split != NULL ? "split given by --split" : "split chosen by the planner");
+               bg_optimizer_kind_name(o.optimizer.kind), bg_cli_plan_split_source(p));
         bg_cli_plan_print_table(p, stdout);
     }
     if (!p->partition->fits) {

@@ -197,8 +197,7 @@ int bg_cmd_simulate(int argc, char **argv) {
     bg_placement_describe(&o.placement, stdout);
     printf("\nbatch %lld (micro-batches of %lld), %s; %s; costs from %s\n\n", (long long)o.batch,
            (long long)bg_cost_model_microbatch(plan->model),
-           bg_optimizer_kind_name(o.optimizer.kind),
-           plan->request.split != NULL ? "split given by --split" : "split chosen by the planner",
+           bg_optimizer_kind_name(o.optimizer.kind), bg_cli_plan_split_source(plan),
            setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
     if (!plan->partition->fits) {
         bg_cli_plan_explain_overflow("simulate", plan, &o.placement, 1);

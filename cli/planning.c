@@ -160,6 +160,19 @@ cJSON *bg_cli_plan_stage_json(const bg_plan_t *p, int s) {
     return stage;
 }
 
+const char *bg_cli_plan_split_source(const bg_plan_t *p) {
+    if (p->request.split != NULL) return "split given by --split";
+    if (p->config.objective == BG_PARTITION_LEAST_TOTAL)
+        return "split chosen by the planner (total stage time minimised: so few micro-batches "
+               "barely overlap)";
+    return "split chosen by the planner (slowest stage minimised)";
+}
+
+const char *bg_cli_plan_split_key(const bg_plan_t *p) {
+    if (p->request.split != NULL) return "given";
+    return p->config.objective == BG_PARTITION_LEAST_TOTAL ? "least_total" : "slowest_stage";
+}
+
 cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
     const bg_plan_request_t *r = &p->request;
     const bg_partition_t *part = p->partition;
@@ -173,6 +186,7 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
     cJSON_AddNumberToObject(root, "chunks", r->chunks);
     cJSON_AddBoolToObject(root, "recompute", r->recompute);
     cJSON_AddBoolToObject(root, "fits", part->fits);
+    cJSON_AddStringToObject(root, "split", bg_cli_plan_split_key(p));
     cJSON *stages = cJSON_AddArrayToObject(root, "stages");
     for (int s = 0; stages != NULL && s < part->stages; s++) {
         cJSON *stage = bg_cli_plan_stage_json(p, s);

@@ -38,24 +38,32 @@ static bg_cost_stage_t stage_slots(const context_t *c, int s) {
     return stage;
 }
 
+/* Stage s's seconds per micro-batch on layers [first, last): its compute
+ * (into *time) plus its sends (into *send). */
+static double stage_seconds(const context_t *c, int s, int first, int last, bg_cost_time_t *time,
+                            double *send) {
+    const bg_partition_config_t *cfg = c->cfg;
+    const bg_cost_model_t *m = cfg->model;
+    *time = bg_cost_stage_time(m, &cfg->device[s % cfg->devices], first, last);
+    *send = 0;
+    if (last < c->layers)
+        *send +=
+            bg_cost_transfer_seconds(link_between(c, s, s + 1), bg_cost_boundary_bytes(m, last));
+    if (first > 0)
+        *send +=
+            bg_cost_transfer_seconds(link_between(c, s, s - 1), bg_cost_boundary_bytes(m, first));
+    return time->forward + time->backward + time->recompute + *send;
+}
+
 /* Prices stage s holding layers [first, last). */
 static void price(const context_t *c, int s, int first, int last, bg_partition_stage_t *out) {
     const bg_partition_config_t *cfg = c->cfg;
     const bg_cost_model_t *m = cfg->model;
-    const int k = cfg->devices;
-    const bg_cost_device_t *dev = &cfg->device[s % k];
+    const bg_cost_device_t *dev = &cfg->device[s % cfg->devices];
     out->first_layer = first;
     out->last_layer = last;
-    out->device = s % k;
-    out->time = bg_cost_stage_time(m, dev, first, last);
-    out->send_s = 0;
-    if (last < c->layers)
-        out->send_s +=
-            bg_cost_transfer_seconds(link_between(c, s, s + 1), bg_cost_boundary_bytes(m, last));
-    if (first > 0)
-        out->send_s +=
-            bg_cost_transfer_seconds(link_between(c, s, s - 1), bg_cost_boundary_bytes(m, first));
-    out->seconds = out->time.forward + out->time.backward + out->time.recompute + out->send_s;
+    out->device = s % cfg->devices;
+    out->seconds = stage_seconds(c, s, first, last, &out->time, &out->send_s);
     bg_cost_stage_t stage = stage_slots(c, s);
     stage.first_layer = first;
     stage.last_layer = last;
@@ -118,6 +126,7 @@ static bg_status_t build_result(const context_t *c, const int *first, bg_partiti
         int last = s + 1 < c->stages ? first[s + 1] : c->layers;
         price(c, s, first[s], last, &p->stage[s]);
         if (p->stage[s].seconds > p->bottleneck_s) p->bottleneck_s = p->stage[s].seconds;
+        p->total_s += p->stage[s].seconds;
         size_t over = overflow_of(&p->stage[s]);
         if (over > 0 && (p->fits || over > p->overflow_bytes)) {
             p->fits = 0;
@@ -205,10 +214,31 @@ static int first_at_most(const range_min_t *rm, int lo, int hi, double bound) {
  * per (s, j), not j. */
 typedef enum dp_mode { DP_TIME, DP_OVERFLOW } dp_mode_t;
 
+/* A run of a row's starts [lo, hi] in the least-total search, keyed by its
+ * best start `at` and that start's rank. */
+typedef struct segment {
+    int lo, hi, at;
+    double key;
+} segment_t;
+
+/* Range argmin over a row of ranks (a sparse table of indices, as
+ * range_min_t): the start of the smallest rank in [i, j], the latest among
+ * equal ones. */
+typedef struct range_argmin {
+    int *table; /* levels x size */
+    const double *rank;
+    int size, levels;
+} range_argmin_t;
+
 typedef struct dp_tables {
     double *prev, *cur;
     int *cut, *first;
     range_min_t rm;
+    /* The least total only: each start's rank, their argmin table and the
+     * heap of runs of starts. */
+    double *rank;
+    range_argmin_t ra;
+    segment_t *heap;
 } dp_tables_t;
 
 /* Prices stage s on [i, j) as a candidate: its value (DBL_MAX when over
@@ -296,6 +326,145 @@ static int solve(const context_t *c, dp_mode_t mode, dp_tables_t *t) {
     return 1;
 }
 
+/* ---- the least total (BG_PARTITION_LEAST_TOTAL) ---- */
+
+static int lower_rank(const double *rank, int a, int b) {
+    if (rank[a] != rank[b]) return rank[a] < rank[b] ? a : b;
+    return a > b ? a : b;
+}
+
+static void range_argmin_build(range_argmin_t *ra) {
+    for (int i = 0; i < ra->size; i++) ra->table[i] = i;
+    for (int k = 1; k < ra->levels; k++) {
+        const int *below = ra->table + (size_t)(k - 1) * (size_t)ra->size;
+        int *level = ra->table + (size_t)k * (size_t)ra->size;
+        const int half = 1 << (k - 1);
+        for (int i = 0; i + (1 << k) <= ra->size; i++)
+            level[i] = lower_rank(ra->rank, below[i], below[i + half]);
+    }
+}
+
+/* The start of the smallest rank in [i, j], i <= j. */
+static int range_argmin_of(const range_argmin_t *ra, int i, int j) {
+    const int k = floor_log2(j - i + 1);
+    const int *level = ra->table + (size_t)k * (size_t)ra->size;
+    return lower_rank(ra->rank, level[i], level[j - (1 << k) + 1]);
+}
+
+/* The heap orders runs by their best rank, the later start first among
+ * equal ones (as the slowest-stage programme keeps the latest start). */
+static int heap_before(const segment_t *a, const segment_t *b) {
+    return a->key < b->key || (a->key == b->key && a->at > b->at);
+}
+
+static void heap_push(segment_t *heap, int *count, const range_argmin_t *ra, int lo, int hi) {
+    if (lo > hi) return;
+    const int at = range_argmin_of(ra, lo, hi);
+    int i = (*count)++;
+    heap[i] = (segment_t){.lo = lo, .hi = hi, .at = at, .key = ra->rank[at]};
+    while (i > 0 && heap_before(&heap[i], &heap[(i - 1) / 2])) {
+        const segment_t swap = heap[i];
+        heap[i] = heap[(i - 1) / 2];
+        heap[(i - 1) / 2] = swap;
+        i = (i - 1) / 2;
+    }
+}
+
+static segment_t heap_pop(segment_t *heap, int *count) {
+    const segment_t top = heap[0];
+    heap[0] = heap[--*count];
+    for (int i = 0;;) {
+        int least = i;
+        const int l = 2 * i + 1, r = l + 1;
+        if (l < *count && heap_before(&heap[l], &heap[least])) least = l;
+        if (r < *count && heap_before(&heap[r], &heap[least])) least = r;
+        if (least == i) break;
+        const segment_t swap = heap[i];
+        heap[i] = heap[least];
+        heap[least] = swap;
+        i = least;
+    }
+    return top;
+}
+
+/* The programme for the least total: best[j] of row s is the smallest sum
+ * of stage seconds over splits of [0, j) into stages 0..s that fit. Stage
+ * s's seconds on [i, j) are A(j) - A(i) + in(i) + out(j), with A the
+ * compute of layers [0, x) on its device (compute adds up over layers) and
+ * in, out its sends at each end; so one rank per start, prev[i] - A(i) +
+ * in(i) (computed as prev[i] plus the stage's seconds on [i, N), which
+ * differs from it by a constant), orders the starts of every end alike.
+ * For each end the starts are taken best rank first, from a heap of runs
+ * of starts split at each one priced, until one fits: the first that fits
+ * is the best (up to rounding). A start whose growing floor is over
+ * capacity rules out every start below it too (growing_bytes). Returns 1
+ * and the split in first[] if any split fits. */
+static int solve_total(const context_t *c, dp_tables_t *t) {
+    const int n = c->layers, stages = c->stages;
+    double *prev = t->prev, *cur = t->cur;
+#define CUT(s, j) t->cut[(size_t)(s) * (size_t)(n + 1) + (size_t)(j)]
+    for (int s = 0; s < stages; s++) {
+        const bg_cost_stage_t slots = stage_slots(c, s);
+        const int jmin = s == stages - 1 ? n : s + 1, jmax = n - (stages - 1 - s);
+        for (int j = 0; j <= n; j++) cur[j] = DBL_MAX;
+        if (s > 0) {
+            t->rank[n] = DBL_MAX; /* no stage starts past the last layer */
+            for (int i = 0; i < n; i++) {
+                bg_cost_time_t time;
+                double send;
+                t->rank[i] = i < s || prev[i] == DBL_MAX
+                                 ? DBL_MAX
+                                 : prev[i] + stage_seconds(c, s, i, n, &time, &send);
+            }
+            range_argmin_build(&t->ra);
+        }
+        for (int j = jmin; j <= jmax; j++) {
+            bg_partition_stage_t st;
+            if (s == 0) {
+                price(c, 0, 0, j, &st);
+                if (overflow_of(&st) == 0) {
+                    cur[j] = st.seconds;
+                    CUT(0, j) = 0;
+                }
+                continue;
+            }
+            int count = 0, lowest = s; /* no start below lowest fits */
+            heap_push(t->heap, &count, &t->ra, s, j - 1);
+            while (count > 0) {
+                segment_t run = heap_pop(t->heap, &count);
+                if (run.hi < lowest) continue;
+                if (run.lo < lowest) {
+                    heap_push(t->heap, &count, &t->ra, lowest, run.hi);
+                    continue;
+                }
+                if (run.key == DBL_MAX) break; /* the rest are unreachable */
+                price(c, s, run.at, j, &st);
+                if (overflow_of(&st) == 0) {
+                    cur[j] = prev[run.at] + st.seconds;
+                    CUT(s, j) = run.at;
+                    break;
+                }
+                if (growing_bytes(c, &slots, &st) > st.capacity_bytes)
+                    lowest = run.at + 1;
+                else
+                    heap_push(t->heap, &count, &t->ra, run.lo, run.at - 1);
+                heap_push(t->heap, &count, &t->ra, run.at + 1, run.hi);
+            }
+        }
+        double *swap = prev;
+        prev = cur;
+        cur = swap;
+    }
+    if (prev[n] == DBL_MAX) return 0;
+    int j = n;
+    for (int s = stages - 1; s >= 0; s--) {
+        t->first[s] = CUT(s, j);
+        j = t->first[s];
+    }
+#undef CUT
+    return 1;
+}
+
 bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t **out) {
     context_t c;
     BG_CHECK(check_config(cfg, &c));
@@ -309,14 +478,25 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
     };
     /* Rows after the first search by range minima (one stage needs none). */
     if (c.stages > 1) t.rm.table = malloc(sizeof(double) * row * (size_t)t.rm.levels);
+    const int total = cfg->objective == BG_PARTITION_LEAST_TOTAL && c.stages > 1;
+    if (total) {
+        t.rank = malloc(sizeof(double) * row);
+        t.ra = (range_argmin_t){.table = malloc(sizeof(int) * row * (size_t)t.rm.levels),
+                                .rank = t.rank,
+                                .size = (int)row,
+                                .levels = t.rm.levels};
+        t.heap = malloc(sizeof(segment_t) * row);
+    }
     bg_status_t st = BG_OK;
     if (t.prev == NULL || t.cur == NULL || t.cut == NULL || t.first == NULL ||
-        (c.stages > 1 && t.rm.table == NULL)) {
+        (c.stages > 1 && t.rm.table == NULL) ||
+        (total && (t.rank == NULL || t.ra.table == NULL || t.heap == NULL))) {
         st = bg_error_set(BG_ERR_NOMEM, "partition: out of memory for %d stages x %d layers",
                           c.stages, c.layers);
     } else {
         /* Overflow is an exact integer as long as it stays below 2^53 bytes. */
-        if (!solve(&c, DP_TIME, &t) && !solve(&c, DP_OVERFLOW, &t))
+        const int fits = total ? solve_total(&c, &t) : solve(&c, DP_TIME, &t);
+        if (!fits && !solve(&c, DP_OVERFLOW, &t))
             st = bg_error_set(BG_ERR_INTERNAL, "partition: no split of %d layers into %d stages",
                               c.layers, c.stages);
         if (st == BG_OK) st = build_result(&c, t.first, out);
@@ -326,6 +506,9 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
     free(t.cut);
     free(t.first);
     free(t.rm.table);
+    free(t.rank);
+    free(t.ra.table);
+    free(t.heap);
     return st;
 }
 

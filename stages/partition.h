@@ -1,6 +1,7 @@
 /* The partitioner: cuts the layer stack into S = K * V contiguous stages,
  * stage s on device s % K (Megatron's interleaving when V > 1), so that the
- * slowest stage is as fast as possible and every stage fits its device.
+ * slowest stage is as fast as possible (or the stages' total is least,
+ * below) and every stage fits its device.
  *
  * Objective. A stage's time per micro-batch is its compute (forward,
  * backward, recompute; bg_cost_stage_time on its device) plus the sends it
@@ -24,7 +25,18 @@
  * search; on balanced stages that is a few candidates per (stage, end),
  * so about O(S * N log N) in practice (partition.c). When no split fits, the
  * result is the split whose worst overflow is smallest (again exact), and
- * names that stage and its overflow. */
+ * names that stage and its overflow.
+ *
+ * The least total. The slowest stage sets the step when M is large; with
+ * few micro-batches the stages hardly overlap, and at M = 1 a step is the
+ * sum of the stage times (bg_partition_step_seconds). Objective
+ * BG_PARTITION_LEAST_TOTAL minimises that sum instead, under the same
+ * memory constraint, again exactly. Stage compute adds up over layers, so
+ * the sum differs between splits only by the sends at the cuts: the
+ * programme ranks each stage's starts by that, best first, and prices
+ * starts until one fits (about O(S * N log N)). The planner prices both
+ * splits and keeps the one whose simulated step is shorter
+ * (stages/planner.h). */
 #ifndef BG_PARTITION_H
 #define BG_PARTITION_H
 
@@ -36,6 +48,12 @@
 extern "C" {
 #endif
 
+/* What the partition minimises (above). */
+typedef enum bg_partition_objective {
+    BG_PARTITION_SLOWEST_STAGE = 0, /* the largest stage time: the pipeline's period */
+    BG_PARTITION_LEAST_TOTAL,       /* the sum of the stage times: a step at M = 1 */
+} bg_partition_objective_t;
+
 typedef struct bg_partition_config {
     const bg_cost_model_t *model;   /* borrowed */
     int devices;                    /* K >= 1 */
@@ -46,12 +64,14 @@ typedef struct bg_partition_config {
     const bg_cost_link_t *links;
     bg_cost_link_t link;
     const int *stash_slots; /* S entries (bg_schedule_stash_slots); NULL: 1 each */
+    bg_partition_objective_t objective;
 } bg_partition_config_t;
 
 #define BG_PARTITION_CONFIG_INIT                                                                   \
     {                                                                                              \
         .model = NULL, .devices = 1, .chunks = 1, .device = NULL, .links = NULL,                   \
-        .link = BG_COST_LINK_HOST_INIT, .stash_slots = NULL                                        \
+        .link = BG_COST_LINK_HOST_INIT, .stash_slots = NULL,                                       \
+        .objective = BG_PARTITION_SLOWEST_STAGE                                                    \
     }
 
 typedef struct bg_partition_stage {
@@ -68,7 +88,8 @@ typedef struct bg_partition_stage {
 typedef struct bg_partition {
     int stages;                  /* S */
     int fits;                    /* 1: every stage within its capacity */
-    double bottleneck_s;         /* the largest stage seconds: the objective */
+    double bottleneck_s;         /* the largest stage seconds */
+    double total_s;              /* the sum of the stage seconds */
     int worst_stage;             /* !fits: the stage with the largest overflow, else -1 */
     size_t overflow_bytes;       /* its peak minus its capacity */
     bg_partition_stage_t *stage; /* S entries */

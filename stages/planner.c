@@ -17,8 +17,9 @@ void bg_plan_destroy(bg_plan_t *p) {
 }
 
 /* Builds the schedule, the cost model and the partition of an allocated
- * plan whose request is set. */
-static bg_status_t plan_fill(bg_plan_t *p) {
+ * plan whose request is set; the partition minimises `objective` unless
+ * the request gives the split. */
+static bg_status_t plan_fill(bg_plan_t *p, bg_partition_objective_t objective) {
     const bg_plan_request_t *r = &p->request;
     const int k = r->devices, stages = r->devices * r->chunks;
     bg_schedule_config_t sc = BG_SCHEDULE_CONFIG_INIT;
@@ -58,6 +59,7 @@ static bg_status_t plan_fill(bg_plan_t *p) {
     pc.link = r->link;
     pc.links = p->links;
     pc.stash_slots = p->stash_slots;
+    pc.objective = objective;
     p->config = pc;
     if (r->split != NULL) {
         p->first_layer[0] = 0;
@@ -102,6 +104,39 @@ static bg_status_t plan_fill(bg_plan_t *p) {
     return BG_OK;
 }
 
+/* 1 if a is a better choice than b (NULL: none yet); plans that fit carry
+ * their simulated step (same batch: the shorter is the faster). */
+static int better(const bg_plan_t *a, const bg_plan_t *b) {
+    if (b == NULL) return 1;
+    if (a->partition->fits != b->partition->fits) return a->partition->fits;
+    /* Within rounding of each other the earlier candidate stays. */
+    if (a->partition->fits) return a->simulated_step_s < b->simulated_step_s * (1 - 1e-9);
+    return a->partition->overflow_bytes < b->partition->overflow_bytes;
+}
+
+/* A plan of the request whose partition minimises `objective`, simulated
+ * when it fits. */
+static bg_status_t plan_build(const bg_plan_request_t *r, bg_partition_objective_t objective,
+                              bg_plan_t **out) {
+    bg_plan_t *p = calloc(1, sizeof *p);
+    if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
+    p->request = *r;
+    bg_status_t st = plan_fill(p, objective);
+    if (st == BG_OK && p->partition->fits) st = bg_plan_simulated_step(p, &p->simulated_step_s);
+    if (st != BG_OK) {
+        bg_plan_destroy(p);
+        return st;
+    }
+    *out = p;
+    return BG_OK;
+}
+
+static int same_split(const bg_plan_t *a, const bg_plan_t *b) {
+    for (int s = 0; s < a->partition->stages; s++)
+        if (a->first_layer[s] != b->first_layer[s]) return 0;
+    return 1;
+}
+
 bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
     if (r == NULL || r->spec == NULL || r->device == NULL || out == NULL)
         return bg_error_set(BG_ERR_INVALID, "planner: no model or no devices given");
@@ -113,14 +148,24 @@ bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
                             "%d micro-batches of a %lld-sample batch would "
                             "leave some empty",
                             r->microbatches, (long long)r->batch);
-    bg_plan_t *p = calloc(1, sizeof *p);
-    if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
-    p->request = *r;
-    bg_status_t st = plan_fill(p);
-    if (st == BG_OK && p->partition->fits) st = bg_plan_simulated_step(p, &p->simulated_step_s);
-    if (st != BG_OK) {
-        bg_plan_destroy(p);
-        return st;
+    bg_plan_t *p = NULL;
+    BG_CHECK(plan_build(r, BG_PARTITION_SLOWEST_STAGE, &p));
+    /* The slowest stage sets the step when M is large; with few
+     * micro-batches the least total can be the faster split. The simulated
+     * step decides; on a tie the slowest-stage split stays. */
+    if (r->split == NULL && p->partition->fits && p->partition->stages > 1) {
+        bg_plan_t *total = NULL;
+        bg_status_t st = plan_build(r, BG_PARTITION_LEAST_TOTAL, &total);
+        if (st != BG_OK) {
+            bg_plan_destroy(p);
+            return st;
+        }
+        if (!same_split(total, p) && better(total, p)) {
+            bg_plan_destroy(p);
+            p = total;
+        } else {
+            bg_plan_destroy(total);
+        }
     }
     *out = p;
     return BG_OK;
@@ -177,16 +222,6 @@ int bg_plan_microbatch_multiple(const bg_plan_request_t *r, unsigned flags) {
     const int interleaved = r->schedule == BG_SCHEDULE_INTERLEAVED ||
                             ((flags & BG_PLAN_SEARCH_SCHEDULE) && r->chunks > 1);
     return interleaved && r->devices > 1 ? r->devices : 1;
-}
-
-/* 1 if a is a better choice than b (NULL: none yet); plans that fit carry
- * their simulated step (same batch: the shorter is the faster). */
-static int better(const bg_plan_t *a, const bg_plan_t *b) {
-    if (b == NULL) return 1;
-    if (a->partition->fits != b->partition->fits) return a->partition->fits;
-    /* Within rounding of each other the earlier candidate stays. */
-    if (a->partition->fits) return a->simulated_step_s < b->simulated_step_s * (1 - 1e-9);
-    return a->partition->overflow_bytes < b->partition->overflow_bytes;
 }
 
 bg_status_t bg_plan_search(const bg_plan_request_t *r, unsigned flags, bg_plan_t **out) {

@@ -1,11 +1,15 @@
 /* The planner: from a model, a schedule request and the devices, builds the
  * schedule, the cost model (analytic, or from a measured profile) and the
  * partition into stages (the best split, stages/partition.h, or a given
- * one), with the predicted step time and bubble. It also searches the
- * micro-batch count and the schedule for the fastest simulated step
- * (--microbatches auto, --schedule auto), and turns a plan into the
- * simulator's per-stage costs (scheduler/simulator.h), so that `brigade
- * plan`, `train`, `simulate` and `sweep --simulate` all decide the same way.
+ * one), with the predicted step time and bubble. The best split is the
+ * faster in simulation of the partition's two: the one of the fastest
+ * slowest stage and the one of the least total stage time (which wins at
+ * few micro-batches, where the stages hardly overlap); on a tie the first.
+ * It also searches the micro-batch count and the schedule for the fastest
+ * simulated step (--microbatches auto, --schedule auto), and turns a plan
+ * into the simulator's per-stage costs (scheduler/simulator.h), so that
+ * `brigade plan`, `train`, `simulate` and `sweep --simulate` all decide the
+ * same way.
  *
  * Predictions. step_s is bg_partition_step_seconds: M times the busiest
  * device's time per micro-batch plus the fill and drain of the others,

@@ -81,6 +81,7 @@ static void random_cost_config(bg_rng_t *rng, bg_cost_config_t *cfg) {
 typedef struct brute {
     int any_fits;
     double best_time;     /* over fitting splits */
+    double best_total;    /* over fitting splits */
     size_t best_overflow; /* smallest worst overflow over all splits */
 } brute_t;
 
@@ -92,6 +93,7 @@ static void brute_force(const bg_partition_config_t *cfg, int *first, int s, int
         assert_int_equal(bg_partition_evaluate(cfg, first, &p), BG_OK);
         if (p->fits && (!b->any_fits || p->bottleneck_s < b->best_time))
             b->best_time = p->bottleneck_s;
+        if (p->fits && (!b->any_fits || p->total_s < b->best_total)) b->best_total = p->total_s;
         b->any_fits |= p->fits;
         size_t over = p->fits ? 0 : p->overflow_bytes;
         if (over < b->best_overflow) b->best_overflow = over;
@@ -160,11 +162,62 @@ static void reference_split(const bg_partition_config_t *cfg, int stages, int n,
     }
 }
 
+/* The least-total objective on the same instance: its total is the brute
+ * force's (up to rounding: the programme ranks starts by sums taken in
+ * another order), no larger than the slowest-stage split's, and when
+ * nothing fits its worst overflow is the smallest too. */
+static void check_least_total(const bg_partition_config_t *cfg, const bg_partition_t *slowest,
+                              const brute_t *b) {
+    bg_partition_config_t pc = *cfg;
+    pc.objective = BG_PARTITION_LEAST_TOTAL;
+    bg_partition_t *p = NULL;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_OK);
+    assert_int_equal(p->fits, b->any_fits);
+    if (b->any_fits) {
+        assert_true(fabs(p->total_s - b->best_total) <= 1e-12 * b->best_total);
+        assert_true(p->total_s <= slowest->total_s * (1 + 1e-12));
+    } else {
+        assert_int_equal(p->overflow_bytes, b->best_overflow);
+    }
+    double sum = 0;
+    for (int s = 0; s < p->stages; s++) {
+        if (s > 0) assert_int_equal(p->stage[s].first_layer, p->stage[s - 1].last_layer);
+        sum += p->stage[s].seconds;
+    }
+    assert_true(fabs(sum - p->total_s) <= 1e-12 * sum);
+    bg_partition_destroy(p);
+}
+
+/* Sets each device's capacity to what its stages of a random split need,
+ * give or take 3%: capacities that admit that split or nearly, and few
+ * others. */
+static void tight_capacities(bg_rng_t *rng, const bg_partition_config_t *pc, int n,
+                             bg_cost_device_t *dev) {
+    const int stages = pc->devices * pc->chunks;
+    int first[MAX_STAGES] = {0};
+    for (int s = 1; s < stages; s++) { /* a random increasing split */
+        const int room = n - (stages - s) - first[s - 1];
+        first[s] = first[s - 1] + 1 + (int)bg_rng_below(rng, (uint64_t)room);
+    }
+    for (int d = 0; d < pc->devices; d++) dev[d].memory_bytes = 0;
+    bg_partition_t *p = NULL;
+    assert_int_equal(bg_partition_evaluate(pc, first, &p), BG_OK);
+    for (int s = 0; s < stages; s++) {
+        const double need =
+            (double)p->stage[s].peak_bytes * pc->chunks * (0.97 + 0.06 * bg_rng_uniform(rng));
+        if ((size_t)need > dev[s % pc->devices].memory_bytes)
+            dev[s % pc->devices].memory_bytes = (size_t)need;
+    }
+    bg_partition_destroy(p);
+}
+
 /* `count` random instances of models at `scale` (random_model) into up to
- * `most_stages` stages: the programme's bottleneck (or smallest overflow)
- * is the brute force's. Counts the feasible and infeasible ones. */
+ * `most_stages` stages, with capacities around the whole model's peak or,
+ * with caps_of_stages, tight_capacities: the programme's bottleneck (or
+ * smallest overflow) is the brute force's, and so is the least total
+ * (check_least_total). Counts the feasible and infeasible ones. */
 static void check_against_brute_force(uint64_t seed, int count, int scale, int most_stages,
-                                      int *feasible, int *infeasible) {
+                                      int caps_of_stages, int *feasible, int *infeasible) {
     bg_rng_t rng;
     bg_rng_seed(&rng, seed, 7);
     for (int instance = 0; instance < count; instance++) {
@@ -208,6 +261,7 @@ static void check_against_brute_force(uint64_t seed, int count, int scale, int m
         pc.device = dev;
         pc.links = bg_rng_below(&rng, 4) == 0 ? NULL : links;
         pc.stash_slots = slots;
+        if (caps_of_stages) tight_capacities(&rng, &pc, n, dev);
         bg_partition_t *p = NULL;
         assert_int_equal(bg_partition_create(&pc, &p), BG_OK);
         assert_int_equal(p->stages, stages);
@@ -222,9 +276,10 @@ static void check_against_brute_force(uint64_t seed, int count, int scale, int m
         for (int s = 0; s < stages; s++) assert_int_equal(p->stage[s].first_layer, want[s]);
 
         int first[MAX_STAGES] = {0};
-        brute_t b = {.any_fits = 0, .best_time = 0, .best_overflow = SIZE_MAX};
+        brute_t b = {.any_fits = 0, .best_time = 0, .best_total = 0, .best_overflow = SIZE_MAX};
         brute_force(&pc, first, 1, stages, n, &b);
         assert_int_equal(p->fits, b.any_fits);
+        check_least_total(&pc, p, &b);
         if (b.any_fits) {
             (*feasible)++;
             assert_true(p->bottleneck_s == b.best_time);
@@ -253,7 +308,7 @@ static void check_against_brute_force(uint64_t seed, int count, int scale, int m
 static void test_dp_equals_brute_force(void **state) {
     (void)state;
     int feasible = 0, infeasible = 0;
-    check_against_brute_force(2024, 500, 1, MAX_STAGES, &feasible, &infeasible);
+    check_against_brute_force(2024, 500, 1, MAX_STAGES, 0, &feasible, &infeasible);
     /* Both kinds of instance were exercised. */
     assert_true(feasible >= 50);
     assert_true(infeasible >= 30);
@@ -265,9 +320,22 @@ static void test_dp_equals_brute_force(void **state) {
 static void test_dp_equals_brute_force_deeper(void **state) {
     (void)state;
     int feasible = 0, infeasible = 0;
-    check_against_brute_force(77, 150, 4, 4, &feasible, &infeasible);
+    check_against_brute_force(77, 150, 4, 4, 0, &feasible, &infeasible);
     assert_true(feasible >= 20);
     assert_true(infeasible >= 10);
+}
+
+/* Capacities at what the stages of a random split need (tight_capacities):
+ * many starts of a stage fit no longer, and the least-total programme
+ * prices starts that do not fit before the one that does, on either side
+ * (a search that never looked below a start that did not fit passes the
+ * tests above but fails this one). */
+static void test_dp_equals_brute_force_tight_memory(void **state) {
+    (void)state;
+    int feasible = 0, infeasible = 0;
+    check_against_brute_force(31, 1000, 2, MAX_STAGES, 1, &feasible, &infeasible);
+    assert_true(feasible >= 200);
+    assert_true(infeasible >= 300);
 }
 
 /* ---- the memory model against real stages ---- */
@@ -495,6 +563,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dp_equals_brute_force),
         cmocka_unit_test(test_dp_equals_brute_force_deeper),
+        cmocka_unit_test(test_dp_equals_brute_force_tight_memory),
         cmocka_unit_test(test_memory_matches_stages),
         cmocka_unit_test(test_memory_matches_pipelines),
         cmocka_unit_test(test_step_and_recompute),

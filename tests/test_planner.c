@@ -278,6 +278,59 @@ static void test_search(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* Every split of the origin CNN onto two CPU cores, given, and the
+ * planner's: at M = 1 a step is the stages one after the other, and the
+ * planner keeps the split of the least total stage time, whose simulated
+ * step beats the slowest-stage split's and is the fastest of all splits;
+ * at M = 8 the slowest stage sets the period and its split stays. */
+static void test_least_total_split(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(origin_cnn);
+    bg_cost_device_t devices[2];
+    for (int d = 0; d < 2; d++) {
+        devices[d] = (bg_cost_device_t)BG_COST_DEVICE_CPU_CORE_INIT;
+        snprintf(devices[d].name, sizeof devices[d].name, "cpu:%d", d);
+    }
+    for (int m = 1; m <= 8; m += 7) {
+        bg_plan_request_t r = request_for(spec, devices, 2, m, 64);
+        bg_plan_t *chosen = NULL;
+        assert_int_equal(bg_plan_create(&r, &chosen), BG_OK);
+        assert_true(chosen->partition->fits);
+        double fastest = INFINITY, slowest_stage_split = 0;
+        int fastest_at = 0;
+        for (int at = 1; at < spec->num_layers; at++) {
+            r.split = &at;
+            bg_plan_t *p = NULL;
+            assert_int_equal(bg_plan_create(&r, &p), BG_OK);
+            if (p->simulated_step_s < fastest) {
+                fastest = p->simulated_step_s;
+                fastest_at = at;
+            }
+            /* The slowest-stage programme's split, as the partition gives it. */
+            bg_partition_config_t pc = chosen->config;
+            pc.objective = BG_PARTITION_SLOWEST_STAGE;
+            bg_partition_t *part = NULL;
+            assert_int_equal(bg_partition_create(&pc, &part), BG_OK);
+            if (part->stage[1].first_layer == at) slowest_stage_split = p->simulated_step_s;
+            bg_partition_destroy(part);
+            bg_plan_destroy(p);
+        }
+        r.split = NULL;
+        assert_true(slowest_stage_split > 0);
+        if (m == 1) {
+            assert_int_equal(chosen->config.objective, BG_PARTITION_LEAST_TOTAL);
+            assert_true(chosen->simulated_step_s < slowest_stage_split * (1 - 1e-3));
+            assert_int_equal(chosen->first_layer[1], fastest_at);
+            assert_true(chosen->simulated_step_s == fastest);
+        } else {
+            assert_int_equal(chosen->config.objective, BG_PARTITION_SLOWEST_STAGE);
+            assert_true(chosen->simulated_step_s == slowest_stage_split);
+        }
+        bg_plan_destroy(chosen);
+    }
+    bg_model_spec_destroy(spec);
+}
+
 /* A 2-stage split of equal costs, simulated from the plan: the bubble is
  * (K-1)/(M+K-1) and the step (M+K-1)(F+B). */
 static void test_simulate_equal_stages(void **state) {
@@ -566,6 +619,7 @@ int main(void) {
         cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_microbatch_candidates),
         cmocka_unit_test(test_search),
+        cmocka_unit_test(test_least_total_split),
         cmocka_unit_test(test_simulate_equal_stages),
         cmocka_unit_test(test_zb_h1_equal_stages),
         cmocka_unit_test(test_split_backward_costs),

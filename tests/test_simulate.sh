@@ -464,8 +464,26 @@ check "train's refusal says what would help" grep -qF "what would help" "$ERR"
 check "train refuses before training" test ! -s "$OUT"
 expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --devices cpu:2 \
     --device-mem 64M
+cp "$ERR" "$T/train.err"
+run plan "$MODEL" --batch 16 --devices cpu:2 --device-mem 64M --json
+planned=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["stages"][1]["layers"][0])' <"$OUT")
 check "train without --split uses the planner's split" \
-    grep -qF "split 4 (the planner's)" "$ERR"
+    grep -qF "split $planned (the planner's)" "$T/train.err"
+# At one micro-batch the stages run one after the other: the planner keeps
+# the split of the least total time (the dense layers on stage 0), at 8 the
+# one of the fastest slowest stage.
+check "plan at M = 1 minimises the total stage time" test "$planned" = 7
+run plan "$MODEL" --batch 16 --devices cpu:2
+check "plan at M = 1 says why its split" \
+    grep -qF "split chosen by the planner (total stage time minimised" "$OUT"
+run plan "$MODEL" --batch 16 --devices cpu:2 --microbatches 8
+check "plan at M = 8 says why its split" \
+    grep -qF "split chosen by the planner (slowest stage minimised)" "$OUT"
+run plan "$MODEL" --batch 16 --devices cpu:2 --microbatches 8 --json
+file_check "plan --json names the split's objective" "$OUT" '
+assert p["split"] == "slowest_stage" and p["stages"][1]["layers"][0] == 4, p["split"]'
+run plan "$MODEL" --batch 16 --devices cpu:2 --split 3 --json
+file_check "plan --json says a given split is given" "$OUT" 'assert p["split"] == "given", p["split"]'
 
 # --- sweep --simulate ----------------------------------------------------------
 
