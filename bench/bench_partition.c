@@ -127,8 +127,8 @@ int main(void) {
     failed |= plan(model, dev, MAX_STAGES, even * 3, slowest, "limit 3x an even share");
     failed |= plan(model, dev, MAX_STAGES, even / 4, slowest, "limit 1/4 of an even share");
     failed |= plan(model, dev, MAX_STAGES, 0, total, "least total, no memory limit");
-    failed |= plan(model, dev, MAX_STAGES, even * 3, total, "least total, limit 3x an even share");
-    failed |= plan(model, dev, MAX_STAGES, even / 4, total, "least total, limit 1/4 of an even");
+    failed |= plan(model, dev, MAX_STAGES, even * 3, total, "least total, 3x an even share");
+    failed |= plan(model, dev, MAX_STAGES, even / 4, total, "least total, 1/4 of an even share");
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
     if (deep_model(100000, &spec, &model) != 0) return 1;
