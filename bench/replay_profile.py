@@ -8,7 +8,10 @@ trace of a two-stage `brigade train --split SPLIT --trace TRACE` run on the
 CPU, OUT the profile to write. Every stage entry of PROFILE for the run's two
 layer ranges, [0, SPLIT) and [SPLIT, layers), at any number of slots, takes
 the run's mean per micro-batch over the recorded steps: forward and backward
-(the F and B ops), update (the step op), each copy (the send and recv lanes;
+(the F and B ops; a step's last B, which also checks the weight gradients,
+apart: what it takes beyond the others is the check, weight_check_s, unless
+a step has one B only, when the check stays in the backward's mean),
+update (the step op), each copy (the send and recv lanes;
 sends that first waited for room count only their copy) and each NaN/Inf
 check (the gap between an op's end and its send's start). The figures under
 load are zeroed and those after a wait dropped, so the simulator does not
@@ -50,9 +53,23 @@ def stage_figures(events, stage, last_stage):
                 last_op = None
         return gaps
 
+    def backward_and_check():
+        """The mean B but a step's last, and how much longer the last ran."""
+        by_step = {}
+        for e in mine:
+            if e["cat"] == "B":
+                by_step.setdefault(e["args"]["step"], []).append(e["dur"] * 1e-6)
+        if not by_step or min(len(b) for b in by_step.values()) < 2:
+            return mean(durations("B"), "backward of stage %d" % stage), 0.0
+        backward = statistics.fmean(d for b in by_step.values() for d in b[:-1])
+        last = statistics.fmean(b[-1] for b in by_step.values())
+        return backward, max(0.0, last - backward)
+
+    backward, weight_check = backward_and_check()
     f = {
         "forward_s": mean(durations("F"), "forward of stage %d" % stage),
-        "backward_s": mean(durations("B"), "backward of stage %d" % stage),
+        "backward_s": backward,
+        "weight_check_s": weight_check,
         "update_s": mean(durations("step"), "optimizer step of stage %d" % stage),
         "recv_s": 0.0, "send_s": 0.0, "grad_recv_s": 0.0, "grad_send_s": 0.0,
         "check_s": 0.0, "grad_check_s": 0.0,

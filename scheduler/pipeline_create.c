@@ -111,6 +111,9 @@ static bg_status_t create_schedules(bg_pipeline_t *p) {
     for (int s = 0; s < p->stages; s++) {
         p->slots[s] = bg_schedule_stash_slots(p->train, s);
         if (p->slots[s] < 1) p->slots[s] = 1;
+        p->last_gradient_mb[s] = bg_schedule_last_gradient_microbatch(p->train, s);
+        if (p->last_gradient_mb[s] < 0)
+            return bg_error_set(BG_ERR_INTERNAL, "pipeline: stage %d computes no gradient", s);
     }
     return BG_OK;
 }
@@ -265,6 +268,7 @@ static bg_status_t allocate(bg_pipeline_t *p) {
     p->stage = bg_calloc((size_t)p->stages, sizeof *p->stage);
     p->first = bg_calloc((size_t)p->stages + 1, sizeof *p->first);
     p->slots = bg_calloc((size_t)p->stages, sizeof *p->slots);
+    p->last_gradient_mb = bg_calloc((size_t)p->stages, sizeof *p->last_gradient_mb);
     p->forward = bg_calloc((size_t)p->stages, sizeof *p->forward);
     p->backward = bg_calloc((size_t)p->stages, sizeof *p->backward);
     p->output_sent = bg_calloc((size_t)p->stages, sizeof *p->output_sent);
@@ -273,9 +277,9 @@ static bg_status_t allocate(bg_pipeline_t *p) {
     p->workers = bg_calloc((size_t)p->devices, sizeof *p->workers);
     p->micro_offset = bg_calloc((size_t)p->microbatches, sizeof *p->micro_offset);
     p->micro_size = bg_calloc((size_t)p->microbatches, sizeof *p->micro_size);
-    if (!p->backends || !p->arenas || !p->stage || !p->first || !p->slots || !p->forward ||
-        !p->backward || !p->output_sent || !p->output_records || !p->grad_sent || !p->workers ||
-        !p->micro_offset || !p->micro_size)
+    if (!p->backends || !p->arenas || !p->stage || !p->first || !p->slots || !p->last_gradient_mb ||
+        !p->forward || !p->backward || !p->output_sent || !p->output_records || !p->grad_sent ||
+        !p->workers || !p->micro_offset || !p->micro_size)
         return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
     return BG_OK;
 }
@@ -375,6 +379,7 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     free(p->stage);
     free(p->first);
     free(p->slots);
+    free(p->last_gradient_mb);
     free(p->forward);
     free(p->backward);
     free(p->output_sent);

@@ -47,6 +47,9 @@ typedef struct device_worker {
     nan_check_t *checks;
     int check_count, check_capacity;
     int loss_pending; /* the backend holds loss totals not yet taken */
+    /* Its stages' weight gradients are zero, ready for a training step
+     * (each optimizer step zeroes them after its update). */
+    int grads_zero;
 } device_worker_t;
 
 struct bg_pipeline {
@@ -60,6 +63,10 @@ struct bg_pipeline {
     bg_stage_t **stage; /* per stage */
     int *first;         /* stages + 1 layer boundaries */
     int *slots;         /* stash slots per stage */
+    /* Per stage, the micro-batch whose B (W when split) completes the
+     * step's weight gradients (bg_schedule_last_gradient_microbatch); the
+     * check of the accumulated gradients follows it, within its event. */
+    int *last_gradient_mb;
     bg_schedule_t *train, *eval;
     bg_channel_t **forward;  /* forward[s]: stage s -> s+1 activations */
     bg_channel_t **backward; /* backward[s]: stage s+1 -> s gradients */

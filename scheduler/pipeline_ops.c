@@ -244,6 +244,17 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     return BG_OK;
 }
 
+/* After the op that completes stage s's weight gradients for the step
+ * (the last micro-batch's B, or W when split), checks them for NaN and Inf
+ * within that op's event: the barrier of the optimizer step then only
+ * gathers what every device found, and the check shows as the work it is. */
+static bg_status_t check_weight_gradients(bg_pipeline_t *p, int s, int mb) {
+    if (!p->cfg.check_finite || mb != p->last_gradient_mb[s]) return BG_OK;
+    int tag = 0;
+    BG_CHECK(log_check(p, s, -1, -1, "the accumulated weight gradient", &tag));
+    return bg_stage_mark_nonfinite_grads(p->stage[s], tag);
+}
+
 static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
     bg_stage_t *stage = p->stage[s];
     bg_backend_t *be = stage_backend(p, s);
@@ -263,6 +274,7 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
                        WRITES_INPUT_GRAD | (p->cfg.recompute ? WRITES_OUTPUT : 0)));
     stamp_t start = stamp(p, device);
     BG_CHECK(bg_stage_backward_slot(stage, mb % p->slots[s], n, 1.0 / (double)p->batch));
+    if (!p->train->split_backward) BG_CHECK(check_weight_gradients(p, s, mb));
     note(p, device, BG_EVENT_BACKWARD, s, mb, -1, start, stamp(p, device));
     if (s > 0) {
         BG_CHECK(check_finite(p, s, mb, p->first[s], bg_stage_input_grad(stage),
@@ -277,14 +289,9 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
     return BG_OK;
 }
 
-/* Every device checks its weight gradients, then waits here until all
- * have: the step is taken everywhere or nowhere. */
+/* Every device has checked its weight gradients (check_weight_gradients)
+ * and waits here until all have: the step is taken everywhere or nowhere. */
 static bg_status_t step_barrier(bg_pipeline_t *p, int device) {
-    for (int s = device; s < p->stages && p->cfg.check_finite; s += p->devices) {
-        int tag = 0;
-        BG_CHECK(log_check(p, s, -1, -1, "the accumulated weight gradient", &tag));
-        BG_CHECK(bg_stage_mark_nonfinite_grads(p->stage[s], tag));
-    }
     BG_CHECK(take_results(p, device));
     pthread_mutex_lock(&p->lock);
     uint64_t round = p->barrier_round;
@@ -342,6 +349,7 @@ static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op
         }
         BG_CHECK(bg_stage_weights_slot(p->stage[op->stage], op->microbatch % p->slots[op->stage],
                                        p->micro_size[op->microbatch]));
+        BG_CHECK(check_weight_gradients(p, op->stage, op->microbatch));
         note(p, device, BG_EVENT_WEIGHT, op->stage, op->microbatch, -1, start, stamp(p, device));
         return BG_OK;
     case BG_OP_STEP: {
@@ -353,16 +361,24 @@ static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op
         stamp_t stepping = stamp(p, device);
         if (!gpu_timed(p, device)) note(p, device, BG_EVENT_WAIT, device, -1, -1, start, stepping);
         start = stepping;
-        if (st == BG_ERR_NUMERIC) return BG_OK; /* skipped everywhere; reported by run_job */
+        if (st == BG_ERR_NUMERIC) { /* skipped everywhere; reported by run_job */
+            for (int s = device; s < p->stages; s += p->devices)
+                BG_CHECK(bg_stage_zero_grads(p->stage[s]));
+            p->workers[device].grads_zero = 1;
+            return BG_OK;
+        }
         BG_CHECK(st);
         /* One event per stage, so that each stage's row counts its own
-         * update (a device holds several with interleaving). */
+         * update (a device holds several with interleaving), and the
+         * zeroing of its gradients for the next step with it. */
         for (int s = device; s < p->stages; s += p->devices) {
             BG_CHECK(bg_stage_step(p->stage[s]));
+            BG_CHECK(bg_stage_zero_grads(p->stage[s]));
             const stamp_t stepped = stamp(p, device);
             note(p, device, BG_EVENT_STEP, s, -1, -1, start, stepped);
             start = stepped;
         }
+        p->workers[device].grads_zero = 1;
         return BG_OK;
     }
     }
@@ -381,10 +397,15 @@ static const char *op_name(bg_op_kind_t kind) {
 
 bg_status_t bg_pipeline_run_device(bg_pipeline_t *p, int device) {
     const bg_schedule_t *schedule = p->job == JOB_TRAIN ? p->train : p->eval;
-    if (p->job == JOB_TRAIN)
-        for (int s = device; s < p->stages; s += p->devices)
-            BG_CHECK(bg_stage_zero_grads(p->stage[s]));
     device_worker_t *w = &p->workers[device];
+    /* The last optimizer step zeroed the gradients; the first step, and one
+     * after a step that failed before its update, zero them here. */
+    if (p->job == JOB_TRAIN) {
+        if (!w->grads_zero)
+            for (int s = device; s < p->stages; s += p->devices)
+                BG_CHECK(bg_stage_zero_grads(p->stage[s]));
+        w->grads_zero = 0;
+    }
     w->recent_count = 0;
     w->stopped_stage = -1;
     if (w->check_count > 0 || w->loss_pending) { /* left by a failed job: forget them */

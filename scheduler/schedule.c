@@ -563,6 +563,24 @@ done:
 
 /* ---- stash and text ------------------------------------------------------ */
 
+int bg_schedule_last_gradient_microbatch(const bg_schedule_t *s, int stage) {
+    if (s == NULL || s->ops == NULL || s->op_counts == NULL || s->devices < 1) {
+        bg_error_set(BG_ERR_INVALID, "bg_schedule_last_gradient_microbatch: no schedule");
+        return -1;
+    }
+    if (stage < 0 || stage >= s->stages) {
+        bg_error_set(BG_ERR_INVALID, "stage %d out of range (%d stages)", stage, s->stages);
+        return -1;
+    }
+    const bg_op_kind_t kind = s->split_backward ? BG_OP_WEIGHT : BG_OP_BACKWARD;
+    const int d = stage % s->devices;
+    int last = -1;
+    for (int i = 0; i < s->op_counts[d]; i++)
+        if (s->ops[d][i].stage == stage && s->ops[d][i].kind == kind)
+            last = s->ops[d][i].microbatch;
+    return last;
+}
+
 int bg_schedule_stash_slots(const bg_schedule_t *schedule, int stage) {
     const bg_schedule_t *s = schedule;
     if (s == NULL || s->ops == NULL || s->op_counts == NULL || s->devices < 1) {

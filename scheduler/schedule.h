@@ -162,6 +162,13 @@ bg_status_t bg_schedule_validate(const bg_schedule_t *schedule);
  * -1 for a NULL schedule or a stage out of range (message set). */
 int bg_schedule_stash_slots(const bg_schedule_t *schedule, int stage);
 
+/* The micro-batch whose weight-gradient op (B, or W when split) stage
+ * `stage` runs last in a step, in its device's order: the op that
+ * completes the step's accumulated weight gradients. -1 for forward-only
+ * schedules, a NULL schedule or a stage out of range (message set for the
+ * last two). The schedule must be valid, as for bg_schedule_stash_slots. */
+int bg_schedule_last_gradient_microbatch(const bg_schedule_t *schedule, int stage);
+
 /* Writes a short text form of a device's ops ("F0 F1 B0 F2 B1 ... STEP")
  * into buf (for messages and tests); returns buf. An op is its letter and
  * micro-batch, followed by "@stage" when V > 1 (or the stage is not the

@@ -27,6 +27,7 @@ typedef struct sim_state {
      * send is an event of its own at the op's end, taken in time order, so
      * that whether the receiver already waits is known when it happens. */
     const bg_op_t **pending; /* per device: the op whose output to send, or NULL */
+    int *last_gradient_mb;   /* per stage: bg_schedule_last_gradient_microbatch */
     /* The channels' rings, as the executor sizes them: channel c is the
      * activations across boundary c (c < stages - 1) or the gradients
      * across boundary c - (stages - 1). A slot is taken when a send starts
@@ -154,6 +155,14 @@ static void note_busy(sim_state_t *st, int d, double start, double end, int kind
         st->busy[d * st->busy_cap + st->busy_count[d]++] = (sim_busy_t){start, end, kind};
 }
 
+/* The check of stage s's weight gradients when op (of kind B or W) is the
+ * one that completes them, else 0. */
+static double weight_check(const sim_state_t *st, const bg_op_t *op) {
+    const bg_op_kind_t last = st->schedule->split_backward ? BG_OP_WEIGHT : BG_OP_BACKWARD;
+    if (op->kind != last || op->microbatch != st->last_gradient_mb[op->stage]) return 0;
+    return cost(st->costs->weight_check, op->stage);
+}
+
 /* An op's duration, `slowdown` times longer after an idle gap. */
 static double duration(const sim_state_t *st, const bg_op_t *op, double slowdown) {
     const bg_sim_costs_t *c = st->costs;
@@ -161,11 +170,11 @@ static double duration(const sim_state_t *st, const bg_op_t *op, double slowdown
     switch (op->kind) {
     case BG_OP_FORWARD: return c->forward[s] * stretch(st, STRETCH_FORWARD, s, mb) * slowdown;
     case BG_OP_BACKWARD:
-        return (c->backward[s] + cost(c->recompute, s)) * stretch(st, STRETCH_BACKWARD, s, mb) *
-               slowdown;
+        return (c->backward[s] + cost(c->recompute, s) + weight_check(st, op)) *
+               stretch(st, STRETCH_BACKWARD, s, mb) * slowdown;
     case BG_OP_WEIGHT:
-        return (cost(c->weight, s) + cost(c->recompute, s)) * stretch(st, STRETCH_WEIGHT, s, mb) *
-               slowdown;
+        return (cost(c->weight, s) + cost(c->recompute, s) + weight_check(st, op)) *
+               stretch(st, STRETCH_WEIGHT, s, mb) * slowdown;
     case BG_OP_STEP: break; /* one event per stage: commit_step */
     }
     return 0;
@@ -565,6 +574,11 @@ static bg_status_t check_costs(const bg_schedule_t *sc, const bg_sim_costs_t *c)
         if (!valid_duration(c->step[s]))
             return bg_error_set(BG_ERR_INVALID, "simulator: step cost of stage %d is %g", s,
                                 c->step[s]);
+    for (int s = 0; c->weight_check != NULL && s < sc->stages; s++)
+        if (!valid_duration(c->weight_check[s]))
+            return bg_error_set(BG_ERR_INVALID,
+                                "simulator: weight-gradient check of stage %d is %g", s,
+                                c->weight_check[s]);
     if (!valid_duration(c->wake_s) || !valid_duration(c->handoff_s))
         return bg_error_set(BG_ERR_INVALID, "simulator: wake %g s and hand-off %g s", c->wake_s,
                             c->handoff_s);
@@ -593,6 +607,9 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     st.device_free = calloc((size_t)schedule->devices, sizeof(double));
     st.pc = calloc((size_t)schedule->devices, sizeof(int));
     st.pending = calloc((size_t)schedule->devices, sizeof *st.pending);
+    st.last_gradient_mb = calloc((size_t)st.stages, sizeof(int));
+    for (int s = 0; st.last_gradient_mb != NULL && s < st.stages; s++)
+        st.last_gradient_mb[s] = bg_schedule_last_gradient_microbatch(schedule, s);
     const size_t slots = 2 * (size_t)st.stages * (size_t)st.microbatches; /* >= the channels' */
     st.ring = calloc((size_t)st.stages, sizeof(int));
     st.slot_free = malloc(sizeof(double) * slots);
@@ -614,8 +631,8 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     bg_status_t status = BG_OK;
     if (!st.activation_ready || !st.gradient_ready || !st.forward_done || !st.backward_done ||
         !st.forward_link || !st.backward_link || !st.device_free || !st.pc || !st.pending ||
-        !st.ring || !st.slot_free || !st.held || !st.last_busy || !st.busy || !st.busy_count ||
-        !st.busy_kept)
+        !st.last_gradient_mb || !st.ring || !st.slot_free || !st.held || !st.last_busy ||
+        !st.busy || !st.busy_count || !st.busy_kept)
         status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
     double origin = tl->steps > 0 ? tl->step_end[tl->steps - 1] : 0;
     const int contention = contended(schedule, costs);
@@ -649,6 +666,7 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     free(st.device_free);
     free(st.pc);
     free(st.pending);
+    free(st.last_gradient_mb);
     free(st.ring);
     free(st.slot_free);
     free(st.held);

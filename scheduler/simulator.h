@@ -100,6 +100,11 @@ typedef struct bg_sim_costs {
     /* The optimizer's update of each stage (stages entries); may be NULL.
      * A device's STEP updates its stages in order, one STEP event each. */
     const double *step;
+    /* Per stage, may be NULL: the check of its accumulated weight gradients
+     * for NaN and Inf, which the executor runs within the stage's last B
+     * (W when split) of a step (bg_schedule_last_gradient_microbatch); that
+     * op takes this much longer, stretched with it. */
+    const double *weight_check;
     /* Per stage, may be NULL (and an entry 0 or 1): how many times longer
      * the stage's F, B and W (and recompute) take while another device
      * computes beside them, all the time (CPU cores sharing a cache and the

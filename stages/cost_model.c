@@ -28,7 +28,7 @@ struct bg_cost_model {
     int64_t *weighted_elems; /* per-sample outputs of layers with weights */
     int64_t *boundary;       /* per-sample numel at each boundary (not a prefix sum) */
     /* With a profile: prefix sums of measured seconds per micro-batch. */
-    double *forward_s, *backward_s, *weight_s, *update_s;
+    double *forward_s, *backward_s, *weight_s, *update_s, *check_s;
     double first_dx_s;     /* layer 0's dX, which the executor never runs */
     range_max_t widest;    /* over boundary[0 .. layers] */
     range_max_t workspace; /* bytes, over layers */
@@ -73,6 +73,7 @@ void bg_cost_model_destroy(bg_cost_model_t *m) {
     free(m->backward_s);
     free(m->weight_s);
     free(m->update_s);
+    free(m->check_s);
     free(m->forward_flops);
     free(m->backward_flops);
     free(m->backward_ops);
@@ -177,6 +178,7 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
                 m->backward_s[i] + scale * (lp->backward_data_s + lp->backward_weights_s);
             m->weight_s[i + 1] = m->weight_s[i] + scale * lp->backward_weights_s;
             m->update_s[i + 1] = m->update_s[i] + lp->update_s;
+            m->check_s[i + 1] = m->check_s[i] + lp->weight_check_s;
         }
         m->first_dx_s = scale * prof->layer[0].backward_data_s;
     }
@@ -214,11 +216,12 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     m->backward_s = calloc(count, sizeof(double));
     m->weight_s = calloc(count, sizeof(double));
     m->update_s = calloc(count, sizeof(double));
+    m->check_s = calloc(count, sizeof(double));
     bg_status_t st = BG_OK;
     bg_backend_t *own = NULL, *be = cfg->workspace_backend;
     if (!m->forward_flops || !m->backward_flops || !m->backward_ops || !m->param_elems ||
         !m->output_elems || !m->weighted_elems || !m->boundary || !m->forward_s || !m->backward_s ||
-        !m->weight_s || !m->update_s) {
+        !m->weight_s || !m->update_s || !m->check_s) {
         st = bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
         goto fail;
     }
@@ -257,16 +260,19 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
         if (first == 0) t.backward -= m->first_dx_s;
         t.weight = m->weight_s[last] - m->weight_s[first];
         t.update = m->update_s[last] - m->update_s[first];
+        t.check = m->check_s[last] - m->check_s[first];
     } else {
         t.forward = fwd_flops * samples / d->flops_per_s + (last - first) * d->op_overhead_s;
         t.backward = bwd_flops * samples / d->flops_per_s + bwd_ops * d->op_overhead_s;
         /* dW costs what the forward costs, for the layers with weights. */
         t.weight = (bwd_flops - fwd_flops) * samples / d->flops_per_s;
-        /* The update streams parameters, gradients and state: memory-bound. */
+        /* The update streams parameters, gradients and state, and zeroing
+         * writes the gradients again: memory-bound; the check reads them. */
         double params = (double)(m->param_elems[last] - m->param_elems[first]);
         const double streams =
             d->memory_bytes_per_s > 0 ? d->memory_bytes_per_s : BG_COST_MEMORY_BYTES_PER_S;
-        t.update = params * (double)m->elem * (3.0 + 2.0 * m->states) / streams;
+        t.update = params * (double)m->elem * (4.0 + 2.0 * m->states) / streams;
+        t.check = params * (double)m->elem / streams;
     }
     t.recompute = m->cfg.recompute ? t.forward : 0;
     return t;
@@ -289,6 +295,7 @@ int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int sl
     r.time.backward = scale * best->backward_s;
     r.time.weight = m->weight_s[last] - m->weight_s[first];
     r.time.update = best->update_s;
+    r.time.check = best->weight_check_s;
     r.time.recompute = m->cfg.recompute ? r.time.forward : 0;
     r.recv_s = scale * best->recv_s;
     r.send_s = scale * best->send_s;

@@ -151,7 +151,10 @@ typedef struct bg_cost_time {
     double forward, backward; /* backward: B and W together */
     double weight;            /* the W part of backward (dW) */
     double recompute;         /* the extra forward with recompute, else 0 */
-    double update;            /* the optimizer step of the layers' parameters */
+    double update;            /* the optimizer step of the layers' parameters, and zeroing
+                                 their gradients after it (per step) */
+    double check;             /* the NaN/Inf check of their accumulated gradients, after the
+                                 stage's last backward (per step) */
 } bg_cost_time_t;
 
 bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *model, const bg_cost_device_t *device,

@@ -24,6 +24,7 @@ void bg_plan_costs_destroy(bg_plan_costs_t *c) {
     free(c->activation_check);
     free(c->gradient_check);
     free(c->step);
+    free(c->weight_check);
     free(c->contention);
     free(c->after_wait);
     free(c);
@@ -49,12 +50,13 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
     c->activation_check = calloc(links, sizeof(double));
     c->gradient_check = calloc(links, sizeof(double));
     c->step = calloc(n, sizeof(double));
+    c->weight_check = calloc(n, sizeof(double));
     c->contention = calloc(n, sizeof(double));
     c->after_wait = calloc(n, sizeof *c->after_wait);
     if (!c->forward || !c->backward || !c->weight || !c->recompute || !c->activation_transfer ||
         !c->gradient_transfer || !c->activation_send || !c->activation_recv || !c->gradient_send ||
         !c->gradient_recv || !c->activation_check || !c->gradient_check || !c->step ||
-        !c->contention || !c->after_wait) {
+        !c->weight_check || !c->contention || !c->after_wait) {
         bg_plan_costs_destroy(c);
         return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
     }
@@ -87,6 +89,7 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
             c->after_wait[s].backward[k] = measured[s].after_wait.backward[k];
         }
         c->step[s] = t->update;
+        c->weight_check[s] = t->check;
     }
     for (int b = 0; b + 1 < stages; b++) {
         /* Each direction over the link between the two stages' devices. */
@@ -127,6 +130,7 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         .activation_check = c->activation_check,
         .gradient_check = c->gradient_check,
         .step = c->step,
+        .weight_check = c->weight_check,
         .contention = c->contention,
         .after_wait = c->after_wait,
         .wake_s = plan->request.link.wake_s,

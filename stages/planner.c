@@ -92,7 +92,8 @@ static bg_status_t plan_fill(bg_plan_t *p, bg_partition_objective_t objective) {
     p->bubble_theory = bg_schedule_theoretical_bubble(r->schedule, k, r->microbatches, r->chunks);
     for (int d = 0; d < k; d++) {
         double update = 0;
-        for (int s = d; s < part->stages; s += k) update += part->stage[s].time.update;
+        for (int s = d; s < part->stages; s += k)
+            update += part->stage[s].time.update + part->stage[s].time.check;
         if (update > p->update_s) p->update_s = update;
         busy += update;
     }

@@ -161,7 +161,8 @@ bg_status_t bg_plan_simulated_step(const bg_plan_t *plan, double *seconds);
  * crossings of each boundary over the request's link, split into the
  * devices' copies and the link's part (bg_cost_boundary_crossing); the
  * link's wake and hand-off costs; and per stage its optimizer update (a
- * device's STEP updates its stages in turn). */
+ * device's STEP updates its stages in turn) and the check of its weight
+ * gradients (after its last backward of a step). */
 typedef struct bg_plan_costs {
     bg_sim_costs_t sim; /* points into the arrays below */
     double *forward, *backward, *weight, *recompute;
@@ -170,6 +171,7 @@ typedef struct bg_plan_costs {
     double *gradient_send, *gradient_recv;           /* (bg_cost_boundary_crossing) */
     double *activation_check, *gradient_check;       /* measured stages only */
     double *step;                                    /* S entries: each stage's update */
+    double *weight_check;                            /* S entries: its gradients' check */
     double *contention;                              /* measured stages under load only, else 0 */
     bg_sim_after_wait_t *after_wait;                 /* measured stages only, else 0 */
 } bg_plan_costs_t;

@@ -42,7 +42,7 @@ double profile_typical(double *values, int n) {
 /* ---- layer times, inside a stage of the whole model ---- */
 
 /* Samples per layer: sample[op][layer * capacity + k]. */
-enum { OP_FORWARD, OP_BACKWARD_DATA, OP_BACKWARD_WEIGHTS, OP_UPDATE, OPS };
+enum { OP_FORWARD, OP_BACKWARD_DATA, OP_BACKWARD_WEIGHTS, OP_UPDATE, OP_WEIGHT_CHECK, OPS };
 
 typedef struct layer_samples {
     int layers, capacity, count[OPS];
@@ -65,11 +65,12 @@ static void fill_floats(float *dst, int64_t count, uint64_t stream) {
     for (int64_t i = 0; i < count; i++) dst[i] = (float)(2 * bg_rng_uniform(&rng) - 1);
 }
 
-/* One round: `slots` forwards, their backwards in the same order, an
- * update; `record` keeps the times. */
+/* One round as the executor's step: `slots` forwards, their backwards in
+ * the same order, the check of the gradients, the update and the zeroing
+ * of the gradients for the next round (timed with the update); `record`
+ * keeps the times. */
 static bg_status_t run_round(bg_stage_t *stage, const bg_profile_config_t *cfg, int slots,
                              layer_samples_t *ls, int record) {
-    BG_CHECK(bg_stage_zero_grads(stage));
     for (int k = 0; k < slots; k++) {
         BG_CHECK(bg_stage_forward_slot(stage, k, cfg->batch, 1, NULL));
         if (record) collect(ls, OP_FORWARD);
@@ -81,7 +82,10 @@ static bg_status_t run_round(bg_stage_t *stage, const bg_profile_config_t *cfg, 
             collect(ls, OP_BACKWARD_WEIGHTS);
         }
     }
+    BG_CHECK(bg_stage_mark_nonfinite_grads(stage, 0)); /* finite: marks nothing */
+    if (record) collect(ls, OP_WEIGHT_CHECK);
     BG_CHECK(bg_stage_step(stage));
+    BG_CHECK(bg_stage_zero_grads(stage));
     if (record) collect(ls, OP_UPDATE);
     for (int op = 0; !record && op < OPS; op++)
         for (int i = 0; i < ls->layers; i++) ls->now[op][i] = 0;
@@ -133,7 +137,9 @@ static bg_status_t measure_layers(bg_backend_t *be, const bg_profile_config_t *c
         BG_CHECK_GOTO(st, st, done);
     }
     bg_stage_layer_times_t times = {ls.now[OP_FORWARD], ls.now[OP_BACKWARD_DATA],
-                                    ls.now[OP_BACKWARD_WEIGHTS], ls.now[OP_UPDATE]};
+                                    ls.now[OP_BACKWARD_WEIGHTS], ls.now[OP_UPDATE],
+                                    ls.now[OP_WEIGHT_CHECK]};
+    BG_CHECK_GOTO(bg_stage_zero_grads(stage), st, done); /* before timing: rounds zero after */
     bg_stage_set_layer_times(stage, &times);
     for (int r = 0; r < WARMUP + reps; r++)
         BG_CHECK_GOTO(run_round(stage, cfg, slots, &ls, r >= WARMUP), st, done);
@@ -146,6 +152,8 @@ static bg_status_t measure_layers(bg_backend_t *be, const bg_profile_config_t *c
         l->backward_weights_s =
             profile_typical(ls.sample[OP_BACKWARD_WEIGHTS] + at, ls.count[OP_BACKWARD_WEIGHTS]);
         l->update_s = profile_typical(ls.sample[OP_UPDATE] + at, ls.count[OP_UPDATE]);
+        l->weight_check_s =
+            profile_typical(ls.sample[OP_WEIGHT_CHECK] + at, ls.count[OP_WEIGHT_CHECK]);
     }
 done:
     bg_stage_destroy(stage);

@@ -16,11 +16,17 @@
  * Saved as JSON: {"version": 2, "model": fingerprint (hex), "device": "cpu",
  * "optimizer": "adam" | "sgd", "optimizer_states": 0..2, "batch": b, "stash_slots": s,
  * "copy_bytes_per_s": x, "handoff_s": .., "wake_s": .., "layers": [{"forward_s": ..,
- * "backward_data_s": .., "backward_weights_s": .., "update_s": .., "send_s": .., "recv_s": ..},
- * ...]} where send_s and recv_s are the copies of the layer's input (0 for
- * layer 0). Version 1 (no "version") lacks stash_slots, handoff_s, wake_s,
- * send_s and recv_s and still loads: its copies are then estimated from
- * copy_bytes_per_s. */
+ * "backward_data_s": .., "backward_weights_s": .., "update_s": .., "weight_check_s": ..,
+ * "send_s": .., "recv_s": ..}, ...]} where send_s and recv_s are the copies
+ * of the layer's input (0 for layer 0), update_s includes zeroing the
+ * layer's gradients for the next step (as the executor's optimizer step
+ * does) and weight_check_s is the check of its accumulated gradients for
+ * NaN and Inf (once a step, after its last backward). Version 1 (no
+ * "version") lacks stash_slots, handoff_s, wake_s, send_s and recv_s and
+ * still loads: its copies are then estimated from copy_bytes_per_s.
+ * weight_check_s (here and in stage entries) came later within version 2:
+ * a profile without it loads with 0, and its updates leave out the
+ * zeroing. */
 #ifndef BG_PROFILE_H
 #define BG_PROFILE_H
 
@@ -39,8 +45,9 @@ typedef struct bg_layer_profile {
     double forward_s;          /* one micro-batch */
     double backward_data_s;    /* dX */
     double backward_weights_s; /* dW (0 for layers without weights) */
-    double update_s;           /* optimizer step of its parameters */
+    double update_s;           /* optimizer step of its parameters, and zeroing their gradients */
     double send_s, recv_s;     /* its input through a channel: each end's copy (version 2) */
+    double weight_check_s;     /* the NaN/Inf check of its accumulated gradients, once a step */
 } bg_layer_profile_t;
 
 /* A stage's figures (as in bg_stage_profile_t) while a co-runner on the other core runs the layers
@@ -77,12 +84,13 @@ typedef struct bg_stage_after_wait {
  * (profile_typical: the mean, outliers left out). */
 typedef struct bg_stage_profile {
     int first, last, slots;
-    double forward_s, backward_s, update_s;
-    double recv_s, send_s;            /* activation in (first > 0), out (last < layers) */
-    double grad_recv_s, grad_send_s;  /* gradient in (last < layers), out (first > 0) */
-    double check_s, grad_check_s;     /* the NaN/Inf check of what it sends, before each */
-    bg_stage_load_t loaded;           /* the same under load; 0 when not measured */
-    bg_stage_after_wait_t after_wait; /* ops after a wait; 0 when not measured */
+    double forward_s, backward_s, update_s; /* update_s zeroes the gradients too */
+    double recv_s, send_s;                  /* activation in (first > 0), out (last < layers) */
+    double grad_recv_s, grad_send_s;        /* gradient in (last < layers), out (first > 0) */
+    double check_s, grad_check_s;           /* the NaN/Inf check of what it sends, before each */
+    bg_stage_load_t loaded;                 /* the same under load; 0 when not measured */
+    bg_stage_after_wait_t after_wait;       /* ops after a wait; 0 when not measured */
+    double weight_check_s;                  /* the check of its gradients, once a step */
 } bg_stage_profile_t;
 
 /* Models of more layers get no stage ranges (there are L(L+1)/2 of them). */

@@ -46,6 +46,7 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
         if (p->version >= 2) {
             cJSON_AddNumberToObject(l, "send_s", p->layer[i].send_s);
             cJSON_AddNumberToObject(l, "recv_s", p->layer[i].recv_s);
+            cJSON_AddNumberToObject(l, "weight_check_s", p->layer[i].weight_check_s);
         }
         cJSON_AddItemToArray(layers, l);
     }
@@ -65,6 +66,7 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
         cJSON_AddNumberToObject(o, "grad_send_s", sp->grad_send_s);
         cJSON_AddNumberToObject(o, "check_s", sp->check_s);
         cJSON_AddNumberToObject(o, "grad_check_s", sp->grad_check_s);
+        cJSON_AddNumberToObject(o, "weight_check_s", sp->weight_check_s);
         const bg_stage_load_t *l = &sp->loaded;
         if (l->forward_s > 0 || l->backward_s > 0) {
             cJSON *lo = cJSON_AddObjectToObject(o, "loaded");
@@ -140,6 +142,14 @@ static bg_status_t time_field(const char *path, const cJSON *object, const char 
         return bg_error_set(BG_ERR_PARSE, "%s: %s: '%s' is %g s; a time must be from 0 to %d s",
                             path, where, key, *out, DAY_S);
     return BG_OK;
+}
+
+/* A time_field that older profiles of the same version may lack: 0 then. */
+static bg_status_t optional_time_field(const char *path, const cJSON *object, const char *key,
+                                       const char *where, double *out) {
+    *out = 0;
+    if (cJSON_GetObjectItemCaseSensitive(object, key) == NULL) return BG_OK;
+    return time_field(path, object, key, where, out);
 }
 
 /* A whole-number field of `object` from min to max, or a parse error. */
@@ -269,6 +279,7 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
         BG_CHECK(time_field(path, o, "grad_send_s", where, &sp->grad_send_s));
         BG_CHECK(time_field(path, o, "check_s", where, &sp->check_s));
         BG_CHECK(time_field(path, o, "grad_check_s", where, &sp->grad_check_s));
+        BG_CHECK(optional_time_field(path, o, "weight_check_s", where, &sp->weight_check_s));
         /* Optional: measured beside a co-runner (profiles of two CPU devices). */
         const cJSON *lo = cJSON_GetObjectItemCaseSensitive(o, "loaded");
         if (lo != NULL) {
@@ -419,6 +430,9 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
         if (format >= 2) {
             BG_CHECK_GOTO(time_field(path, l, "send_s", where, &lp->send_s), st, done);
             BG_CHECK_GOTO(time_field(path, l, "recv_s", where, &lp->recv_s), st, done);
+            BG_CHECK_GOTO(
+                optional_time_field(path, l, "weight_check_s", where, &lp->weight_check_s), st,
+                done);
         }
     }
     *out = p;

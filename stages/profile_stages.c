@@ -41,6 +41,7 @@ enum {
     PART_GRAD_SEND,
     PART_CHECK,
     PART_GRAD_CHECK,
+    PART_WEIGHT_CHECK, /* the check of the accumulated weight gradients */
     /* run_after_waits: a forward and a backward of slot 0 right after the
      * stage's own ops, then after a wait, by the neighbour's op kind
      * meanwhile (BG_NEIGHBOUR_*). */
@@ -125,10 +126,11 @@ static int round_microbatches(const range_bench_t *b) {
     return b->microbatches > b->slots ? b->microbatches : b->slots;
 }
 
-/* The update that ends a round (timed into rs as PART_UPDATE, when rs is
- * given). The checks' marks and the loss are read first, once per step,
- * as the executor does at its optimizer step (waiting time there, not the
- * stage's work). */
+/* The update that ends a round, and the zeroing of the gradients for the
+ * next one (timed together into rs as PART_UPDATE, when rs is given, as the
+ * executor's optimizer step does both). The checks' marks and the loss are
+ * read first, once per step, as the executor does at its optimizer step
+ * (waiting time there, not the stage's work). */
 static bg_status_t update(range_bench_t *b, range_samples_t *rs) {
     int marked;
     double loss;
@@ -137,6 +139,7 @@ static bg_status_t update(range_bench_t *b, range_samples_t *rs) {
     BG_CHECK(b->be->ops->take_loss(b->be, &loss, &correct));
     double t0 = bg_channel_clock();
     BG_CHECK(bg_stage_step(b->stage));
+    BG_CHECK(bg_stage_zero_grads(b->stage));
     note(rs, PART_UPDATE, bg_channel_clock() - t0);
     return BG_OK;
 }
@@ -149,12 +152,15 @@ static bg_status_t update(range_bench_t *b, range_samples_t *rs) {
  * per micro-batch than the pipeline runs it. */
 static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
     const int m = round_microbatches(b);
-    BG_CHECK(bg_stage_zero_grads(b->stage));
     for (int done = 0; done < m; done += b->slots) {
         const int group = m - done < b->slots ? m - done : b->slots;
         BG_CHECK(forward_group(b, n, group, -1, rs));
         BG_CHECK(backward_group(b, n, group, m, -1, rs));
     }
+    /* The check after the last backward, as the executor's. */
+    double t0 = bg_channel_clock();
+    BG_CHECK(bg_stage_mark_nonfinite_grads(b->stage, 0));
+    note(rs, PART_WEIGHT_CHECK, bg_channel_clock() - t0);
     return update(b, rs);
 }
 
@@ -244,6 +250,7 @@ static bg_status_t co_run(co_runner_t *co) {
     sc.optimizer = cfg->optimizer;
     sc.stash_slots = 1;
     BG_CHECK_GOTO(bg_stage_create(&sc, &b.stage), st, done);
+    BG_CHECK_GOTO(bg_stage_zero_grads(b.stage), st, done); /* rounds zero after their update */
     BG_CHECK_GOTO(bg_stage_load_slot(b.stage, 0, cfg->batch, b.first == 0 ? b.in : NULL, labels),
                   st, done);
     BG_CHECK_GOTO(run_round(&b, cfg->batch, NULL), st, done);
@@ -370,6 +377,7 @@ static bg_status_t time_allocation(bg_backend_t *be, const bg_profile_config_t *
     sc.stash_slots = b->slots;
     bg_status_t st = BG_OK;
     BG_CHECK(bg_stage_create(&sc, &b->stage));
+    BG_CHECK_GOTO(bg_stage_zero_grads(b->stage), st, done); /* rounds zero after their update */
     for (int k = 0; k < b->slots; k++)
         BG_CHECK_GOTO(
             bg_stage_load_slot(b->stage, k, cfg->batch, b->first == 0 ? b->in : NULL, labels), st,
@@ -560,6 +568,7 @@ static bg_stage_profile_t range_profile(int first, int last, int layers, int slo
         .grad_check_s = alone[PART_GRAD_CHECK],
         .loaded = under_load,
         .after_wait = after_wait,
+        .weight_check_s = alone[PART_WEIGHT_CHECK],
     };
 }
 

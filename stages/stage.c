@@ -295,7 +295,18 @@ bg_status_t bg_stage_upload_floats(bg_backend_t *be, void *dst, const float *src
 
 bg_status_t bg_stage_zero_grads(bg_stage_t *s) {
     if (s->block_elems == 0) return BG_OK;
-    return s->be->ops->zero(s->be, s->grad_block, s->block_elems);
+    if (!s->timing) return s->be->ops->zero(s->be, s->grad_block, s->block_elems);
+    /* Profiling: tensor by tensor, into each layer's update (the padding
+     * between them is never written). */
+    for (int i = 0; i < s->count; i++) {
+        bg_layer_params_t *p = &s->params[i];
+        if (p->weight_count == 0) continue;
+        double start = stage_clock();
+        BG_CHECK(s->be->ops->zero(s->be, p->weight_grad, p->weight_count));
+        BG_CHECK(s->be->ops->zero(s->be, p->bias_grad, p->bias_count));
+        stage_time_add(s, s->times.update, i, start);
+    }
+    return BG_OK;
 }
 
 bg_status_t bg_stage_step(bg_stage_t *s) {
@@ -385,7 +396,18 @@ bg_status_t bg_stage_download_grads(bg_stage_t *s, float *host) {
 
 bg_status_t bg_stage_mark_nonfinite_grads(bg_stage_t *s, int tag) {
     if (s->block_elems == 0) return BG_OK;
-    return s->be->ops->mark_nonfinite(s->be, s->block_elems, s->grad_block, tag);
+    if (!s->timing || s->times.weight_check == NULL)
+        return s->be->ops->mark_nonfinite(s->be, s->block_elems, s->grad_block, tag);
+    /* Profiling: tensor by tensor, into each layer's weight_check. */
+    for (int i = 0; i < s->count; i++) {
+        bg_layer_params_t *p = &s->params[i];
+        if (p->weight_count == 0) continue;
+        double start = stage_clock();
+        BG_CHECK(s->be->ops->mark_nonfinite(s->be, p->weight_count, p->weight_grad, tag));
+        BG_CHECK(s->be->ops->mark_nonfinite(s->be, p->bias_count, p->bias_grad, tag));
+        stage_time_add(s, s->times.weight_check, i, start);
+    }
+    return BG_OK;
 }
 
 bg_status_t bg_stage_find_nonfinite_grad(bg_stage_t *s, int *layer) {

@@ -210,9 +210,14 @@ void bg_stage_set_steps(bg_stage_t *stage, int64_t steps);
  * set, the forward, backward and weights calls and bg_stage_step add the
  * time of each layer's part to its entry (index i: the stage's i-th layer):
  * forward, dX (with the loss gradient and the copies B makes for W),
- * dW, and the optimizer update of its parameters. */
+ * dW, the optimizer update of its parameters (and bg_stage_zero_grads'
+ * zeroing of their gradients, which the pipeline does right after it), and
+ * bg_stage_mark_nonfinite_grads' check of those gradients (weight_check,
+ * may be NULL). Tensor by tensor while set, so that each layer has its
+ * share. */
 typedef struct bg_stage_layer_times {
     double *forward, *backward_data, *backward_weights, *update; /* layer-count entries */
+    double *weight_check;                                        /* layer-count entries or NULL */
 } bg_stage_layer_times_t;
 
 /* Starts adding to `times` (copied; its arrays are borrowed and must

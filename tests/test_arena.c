@@ -213,7 +213,7 @@ static void test_stage_updates_its_parameters_as_one_block(void **state) {
     for (int o = 0; o < 3; o++) {
         bg_stage_t *stages[2];
         double times[4][16] = {{0}}; /* per layer: 8 */
-        bg_stage_layer_times_t layer_times = {times[0], times[1], times[2], times[3]};
+        bg_stage_layer_times_t layer_times = {times[0], times[1], times[2], times[3], NULL};
         for (int k = 0; k < 2; k++) {
             bg_stage_config_t cfg = cnn_stage(spec, *state);
             cfg.first_layer = 0;

@@ -38,10 +38,10 @@ static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 + 1e-9 * f
  * free. Split at layer 2 the stages are equal (F 1, B 2 each; stage 0 never
  * runs layer 0's dX, which is 0 anyway). */
 static bg_layer_profile_t mlp_layers[4] = {
-    {0, 0, 0, 0, 0, 0},
-    {1e-3, 0.5e-3, 1.5e-3, 0, 0, 0},
-    {1e-3, 1e-3, 1e-3, 0, 0, 0},
-    {0, 0, 0, 0, 0, 0},
+    {0, 0, 0, 0, 0, 0, 0},
+    {1e-3, 0.5e-3, 1.5e-3, 0, 0, 0, 0},
+    {1e-3, 1e-3, 1e-3, 0, 0, 0, 0},
+    {0, 0, 0, 0, 0, 0, 0},
 };
 
 static bg_profile_t mlp_profile(int64_t batch, bg_layer_profile_t *layers) {
@@ -519,9 +519,10 @@ static void test_measured_stage_costs(void **state) {
     /* clang-format off */
     bg_stage_profile_t ranges[] = {
         {0, 2, 2, 2e-3, 3e-3, 1e-4, 0, 1e-4, 2e-4, 0, 5e-5, 0, {2.5e-3, 3.5e-3, 1e-4, 4e-4},
-         {{1.1, 1.2, 1.3}, {1.4, 1.5, 1.6}}},
-        {0, 2, 1, 5e-3, 5e-3, 5e-4, 0, 5e-4, 5e-4, 0, 5e-4, 0, {0, 0, 0, 0}, {{2, 2, 2}, {2, 2, 2}}},
-        {2, 4, 1, 1e-3, 4e-3, 2e-4, 3e-4, 0, 0, 4e-4, 0, 6e-5, {0, 0, 0, 0}, {{0}, {0}}},
+         {{1.1, 1.2, 1.3}, {1.4, 1.5, 1.6}}, 7e-5},
+        {0, 2, 1, 5e-3, 5e-3, 5e-4, 0, 5e-4, 5e-4, 0, 5e-4, 0, {0, 0, 0, 0}, {{2, 2, 2}, {2, 2, 2}},
+         9e-5},
+        {2, 4, 1, 1e-3, 4e-3, 2e-4, 3e-4, 0, 0, 4e-4, 0, 6e-5, {0, 0, 0, 0}, {{0}, {0}}, 3e-5},
     };
     /* clang-format on */
     profile.stage = ranges;
@@ -545,6 +546,9 @@ static void test_measured_stage_costs(void **state) {
         assert_true(close_to(c->forward[0], 4e-3) && close_to(c->forward[1], 2e-3));
         assert_true(close_to(c->backward[0], 6e-3) && close_to(c->backward[1], 8e-3));
         assert_true(close_to(c->step[0], 1e-4) && close_to(c->step[1], 2e-4));
+        /* The gradients' checks, once a step: not scaled. */
+        assert_true(close_to(c->weight_check[0], 7e-5) && close_to(c->weight_check[1], 3e-5));
+        assert_true(c->sim.weight_check == c->weight_check);
         assert_true(close_to(c->activation_send[0], 2e-4));
         assert_true(close_to(c->activation_recv[0], 6e-4));
         assert_true(close_to(c->gradient_send[0], 8e-4));
@@ -575,6 +579,8 @@ static void test_measured_stage_costs(void **state) {
     memcpy(layers, mlp_layers, sizeof layers);
     layers[2].send_s = 1e-5;
     layers[2].recv_s = 2e-5;
+    layers[1].weight_check_s = 5e-5;
+    layers[2].weight_check_s = 6e-5;
     profile.layer = layers;
     for (int version = 2; version >= 1; version--) {
         profile.version = version;
@@ -592,6 +598,7 @@ static void test_measured_stage_costs(void **state) {
         assert_true(close_to(c->activation_recv[0], recv) && close_to(c->gradient_recv[0], recv));
         assert_true(close_to(c->activation_transfer[0], version == 2 ? 30e-6 : 5e-6));
         assert_true(close_to(c->forward[0], 2e-3)); /* layer 1's forward, x 2 */
+        assert_true(close_to(c->weight_check[0], 5e-5) && close_to(c->weight_check[1], 6e-5));
         bg_plan_costs_destroy(c);
         bg_plan_destroy(plan);
     }

@@ -633,6 +633,43 @@ static void expect_stash(const bg_schedule_t *s, const int *want) {
     }
 }
 
+/* The op that completes a stage's weight gradients: the last B (W when
+ * split) of the stage in its device's order, whatever its micro-batch. */
+static void test_last_gradient_microbatch(void **state) {
+    (void)state;
+    const bg_schedule_kind_t kinds[] = {BG_SCHEDULE_GPIPE, BG_SCHEDULE_1F1B, BG_SCHEDULE_ZB_H1};
+    for (int k = 0; k < 3; k++) {
+        bg_schedule_t *s = make(kinds[k], 4, 1, 8, 0);
+        for (int stage = 0; stage < 4; stage++)
+            assert_int_equal(bg_schedule_last_gradient_microbatch(s, stage), 7);
+        bg_schedule_destroy(s);
+    }
+    /* zb-h1 at M = 3: device 1's list ends "B2 W1 W2", its last W is 2;
+     * the B that comes last is not it. */
+    bg_schedule_t *s = make(BG_SCHEDULE_ZB_H1, 2, 1, 3, 0);
+    assert_int_equal(bg_schedule_last_gradient_microbatch(s, 1), 2);
+    bg_schedule_destroy(s);
+    /* Hand-built, backwards in reverse order: the last is micro-batch 0. */
+    const char *const reversed[] = {"F0 F1 F2 B2 B1 B0 STEP"};
+    s = build(1, 1, 3, 0, reversed);
+    check_ok(bg_schedule_validate(s));
+    assert_int_equal(bg_schedule_last_gradient_microbatch(s, 0), 0);
+    free_copy(s);
+    const char *const split[] = {"F0 F1 B0 B1 W1 W0 STEP"};
+    s = build(1, 1, 2, 1, split);
+    check_ok(bg_schedule_validate(s));
+    assert_int_equal(bg_schedule_last_gradient_microbatch(s, 0), 0);
+    free_copy(s);
+    /* Forward only: none; bad requests name the problem. */
+    s = make(BG_SCHEDULE_1F1B, 2, 1, 4, 1);
+    assert_int_equal(bg_schedule_last_gradient_microbatch(s, 1), -1);
+    assert_int_equal(bg_schedule_last_gradient_microbatch(s, 2), -1);
+    assert_non_null(strstr(bg_error_message(), "stage 2 out of range"));
+    assert_int_equal(bg_schedule_last_gradient_microbatch(NULL, 0), -1);
+    assert_non_null(strstr(bg_error_message(), "no schedule"));
+    bg_schedule_destroy(s);
+}
+
 static void test_stash_slots(void **state) {
     (void)state;
     bg_schedule_t *s = make(BG_SCHEDULE_GPIPE, 4, 1, 8, 0);
@@ -748,6 +785,7 @@ int main(void) {
         cmocka_unit_test(test_deadlock_in_order),
         cmocka_unit_test(test_deadlock_interleaved_wrap),
         cmocka_unit_test(test_stash_slots),
+        cmocka_unit_test(test_last_gradient_microbatch),
         cmocka_unit_test(test_invalid_requests),
         cmocka_unit_test(test_destroy_half_built),
     };

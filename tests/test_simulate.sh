@@ -71,20 +71,35 @@ assert len(p["stages"]) == 36 * 3, len(p["stages"])
 ranges = {(s["first"], s["last"], s["slots"]) for s in p["stages"]}
 assert (0, 4, 2) in ranges and (4, 8, 1) in ranges and (0, 8, 4) in ranges
 s = [s for s in p["stages"] if (s["first"], s["last"], s["slots"]) == (4, 8, 1)][0]
-assert s["forward_s"] > 0 and s["recv_s"] > 0 and s["send_s"] == 0 and s["grad_send_s"] > 0'
-    # A version 1 profile (no version, no channel costs) still loads; a
-    # newer version is refused, saying to profile again.
+assert s["forward_s"] > 0 and s["recv_s"] > 0 and s["send_s"] == 0 and s["grad_send_s"] > 0
+# the check of the weight gradients: layers with weights only; a range
+# without any (layers 2 and 3, a max-pool and a flatten) times next to
+# nothing, a hundredth of the one with the dense layers at most
+checks = [l["weight_check_s"] for l in p["layers"]]
+assert all((c > 0) == (i in (0, 4, 6)) for i, c in enumerate(checks)), checks
+empty = [e for e in p["stages"] if (e["first"], e["last"], e["slots"]) == (2, 4, 1)][0]
+assert 100 * empty["weight_check_s"] < s["weight_check_s"], (empty, s)'
+    # A version 1 profile (no version, no channel costs) still loads, and
+    # so does a version 2 one from before the gradients' checks; a newer
+    # version is refused, saying to profile again.
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
+for entry in p['layers'] + p['stages']:
+    del entry['weight_check_s']
+json.dump(p, open(sys.argv[4], 'w'))
 for key in ('version', 'stash_slots', 'handoff_s', 'wake_s', 'stages'):
     del p[key]
 for l in p['layers']:
     del l['send_s'], l['recv_s']
 json.dump(p, open(sys.argv[2], 'w'))
 p['version'] = 3
-json.dump(p, open(sys.argv[3], 'w'))" "$P" "$T/v1.profile.json" "$T/v3.profile.json"
+json.dump(p, open(sys.argv[3], 'w'))" "$P" "$T/v1.profile.json" "$T/v3.profile.json" \
+        "$T/v2-unchecked.profile.json"
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/v1.profile.json"
     stdout_has "bubble: predicted" "simulate with a version 1 profile"
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 \
+        --profile "$T/v2-unchecked.profile.json"
+    stdout_has "bubble: predicted" "simulate with a version 2 profile without weight_check_s"
     expect 2 "$T/v3.profile.json" -- simulate "$MODEL" --profile "$T/v3.profile.json"
     check "a newer profile version: says to profile again" grep -qF "run brigade profile again" "$ERR"
     # One device: no co-runner, so no range is timed under load.
@@ -347,9 +362,11 @@ fi
 # backward); stage 1 dense 1024, relu, dense 1024, relu, dense 10, softmax
 # (6 and 9). A crossing of 8 x 1024 floats is a copy of c at 10 GB/s by the
 # sender, 5 us of hand-over, and a copy of c by the receiver; Adam's update
-# streams 7 x 4 bytes a parameter at 50 GB/s. Stage 1 is the slower
-# (F1 > F0, B1 > B0), so GPipe's step is F0 + c + t + 8 (c + F1) + 8 (B1 +
-# c) + t + c + B0, then both updates at once (the slower, S1).
+# and the zeroing of the gradients after it stream 8 x 4 bytes a parameter
+# at 50 GB/s, and the check of the gradients after a stage's last backward
+# reads 4 (K0, K1). Stage 1 is the slower (F1 > F0, B1 > B0), so GPipe's
+# step is F0 + c + t + 8 (c + F1) + 8 (B1 + c) + K1 + t + c + B0 + K0, then
+# both updates at once (the slower, S1).
 MLP=$ROOT/examples/mlp_balanced.model
 expect 0 "" -- simulate "$MLP" --devices cpu:2 --split 5 --microbatches 8 --schedule gpipe \
     --metrics "$T/mlp.json"
@@ -361,10 +378,11 @@ B0 = (4 * d + 2 * r) * n / R + 7 * o
 F1 = (2 * d + 2 * r + c + 30) * n / R + 6 * o
 B1 = (4 * d + 2 * r + 2 * c + 30) * n / R + 9 * o
 c, t = 8 * 1024 * 4 / 10e9, 5e-6
-S0 = 7 * 4 * 2 * (1024 * 1024 + 1024) / 50e9
-S1 = 7 * 4 * (2 * (1024 * 1024 + 1024) + 1024 * 10 + 10) / 50e9
-step = F0 + c + t + 8 * (c + F1) + 8 * (B1 + c) + t + c + B0 + S1  # 19.71828 ms
-busy = 8 * (F0 + B0 + 2 * c) + S0 + 8 * (F1 + B1 + 2 * c) + S1
+P0, P1 = 2 * (1024 * 1024 + 1024), 2 * (1024 * 1024 + 1024) + 1024 * 10 + 10
+S0, S1 = 8 * 4 * P0 / 50e9, 8 * 4 * P1 / 50e9
+K0, K1 = 4 * P0 / 50e9, 4 * P1 / 50e9
+step = F0 + c + t + 8 * (c + F1) + 8 * (B1 + c) + K1 + t + c + B0 + K0 + S1  # 20.2237 ms
+busy = 8 * (F0 + B0 + 2 * c) + K0 + S0 + 8 * (F1 + B1 + 2 * c) + K1 + S1
 bubble = 1 - busy / (2 * step)
 tl = p["timeline"]
 assert abs(tl["bubble_theory"] - 1 / 9) < 1e-12, tl["bubble_theory"]

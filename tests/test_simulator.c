@@ -415,6 +415,53 @@ static void test_step_per_stage(void **state) {
     bg_schedule_destroy(schedule);
 }
 
+/* The check of a stage's weight gradients lengthens the op that completes
+ * them, the stage's last B (its last W with zb-h1), and no other: GPipe and
+ * zb-h1, K = 2, M = 3, F = B = W = 1, checks 0.25 and 0.5, free links. */
+static void test_weight_check(void **state) {
+    (void)state;
+    double f[2] = {1, 1}, b[2] = {1, 1}, w[2] = {1, 1}, check[2] = {0.25, 0.5}, link[1] = {0};
+    for (int split = 0; split < 2; split++) {
+        bg_sim_costs_t costs = {.forward = f,
+                                .backward = b,
+                                .weight = split ? w : NULL,
+                                .activation_transfer = link,
+                                .gradient_transfer = link,
+                                .weight_check = check};
+        bg_timeline_t *tl = simulate_two(split ? BG_SCHEDULE_ZB_H1 : BG_SCHEDULE_GPIPE, 3, &costs);
+        const bg_event_kind_t kind = split ? BG_EVENT_WEIGHT : BG_EVENT_BACKWARD;
+        for (int d = 0; d < 2; d++)
+            for (int mb = 0; mb < 3; mb++) {
+                const bg_event_t e = step_event(tl, kind, d, mb);
+                assert_true(near(e.end - e.start, 1 + (mb == 2 ? check[d] : 0)));
+                if (split) { /* the B of zb-h1 never checks */
+                    const bg_event_t bw = step_event(tl, BG_EVENT_BACKWARD, d, mb);
+                    assert_true(near(bw.end - bw.start, 1));
+                }
+            }
+        bg_timeline_destroy(tl);
+    }
+    /* A negative check is rejected by name. */
+    check[1] = -1;
+    bg_sim_costs_t costs = {.forward = f,
+                            .backward = b,
+                            .activation_transfer = link,
+                            .gradient_transfer = link,
+                            .weight_check = check};
+    bg_schedule_config_t sc = BG_SCHEDULE_CONFIG_INIT;
+    sc.devices = 2;
+    bg_schedule_t *schedule;
+    assert_int_equal(bg_schedule_create(&sc, &schedule), BG_OK);
+    bg_timeline_config_t tc = {
+        .schedule = sc.kind, .devices = 2, .stages = 2, .chunks = 1, .microbatches = 1};
+    bg_timeline_t *tl;
+    assert_int_equal(bg_timeline_create(&tc, &tl), BG_OK);
+    assert_int_equal(bg_simulate(schedule, &costs, 1, tl), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "weight-gradient check of stage 1 is -1"));
+    bg_timeline_destroy(tl);
+    bg_schedule_destroy(schedule);
+}
+
 /* The i-th WAIT event of step 1 on `device`, relative to the step start. */
 static bg_event_t step_wait(const bg_timeline_t *tl, int device, int i) {
     for (int k = 0; k < tl->count; k++) {
@@ -639,12 +686,19 @@ static void test_rejects_bad_costs(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fill_drain),        cmocka_unit_test(test_transfers),
-        cmocka_unit_test(test_interleaved),       cmocka_unit_test(test_zero_bubble),
-        cmocka_unit_test(test_rejects_bad_costs), cmocka_unit_test(test_device_copies),
-        cmocka_unit_test(test_link_events),       cmocka_unit_test(test_handoffs_and_barrier),
-        cmocka_unit_test(test_step_per_stage),    cmocka_unit_test(test_contention),
-        cmocka_unit_test(test_after_wait),        cmocka_unit_test(test_full_ring_holds_the_sender),
+        cmocka_unit_test(test_fill_drain),
+        cmocka_unit_test(test_transfers),
+        cmocka_unit_test(test_interleaved),
+        cmocka_unit_test(test_zero_bubble),
+        cmocka_unit_test(test_rejects_bad_costs),
+        cmocka_unit_test(test_device_copies),
+        cmocka_unit_test(test_link_events),
+        cmocka_unit_test(test_handoffs_and_barrier),
+        cmocka_unit_test(test_step_per_stage),
+        cmocka_unit_test(test_weight_check),
+        cmocka_unit_test(test_contention),
+        cmocka_unit_test(test_after_wait),
+        cmocka_unit_test(test_full_ring_holds_the_sender),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

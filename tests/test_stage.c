@@ -22,6 +22,7 @@
 #include "model_spec.h"
 #include "layer.h"
 #include "stage.h"
+#include "stage_impl.h"
 #include "support/models.h"
 
 static const char origin_cnn[] = BG_TEST_ORIGIN_CNN;
@@ -674,21 +675,45 @@ static void test_fused_relus(void **state) {
     free(input);
 }
 
-/* Layer times: while set, each layer's work lands in its own entries (dW
- * and the update only for layers with weights; flatten does nothing, layer
- * 0 computes no dX, a relu after a conv2d has its forward done by the
- * conv2d's, one before a max-pool its dX by the pool's); unset, nothing is
- * added. */
+/* Layer times: while set, each layer's work lands in its own entries (dW,
+ * the update, the zeroing after it and the check of the gradients only for
+ * layers with weights; flatten does nothing, layer 0 computes no dX, a
+ * relu after a conv2d has its forward done by the conv2d's, one before a
+ * max-pool its dX by the pool's); unset, nothing is added. Timed, the check
+ * and the zeroing go tensor by tensor and still do their work: a NaN in a
+ * gradient is marked, and every gradient is zero after. */
 static void test_layer_times(void **state) {
     fixture_t *f = *state;
     bg_stage_t *stage = stage_create(f, f->f32, 0, LAYERS, BATCH, NULL);
-    double forward[LAYERS] = {0}, dx[LAYERS] = {0}, dw[LAYERS] = {0}, update[LAYERS] = {0};
-    bg_stage_layer_times_t times = {forward, dx, dw, update};
+    double forward[LAYERS] = {0}, dx[LAYERS] = {0}, dw[LAYERS] = {0}, update[LAYERS] = {0},
+           check[LAYERS] = {0};
+    bg_stage_layer_times_t times = {forward, dx, dw, update, check};
     bg_stage_set_layer_times(stage, &times);
     ok(bg_stage_load_batch(stage, BATCH, f->images, f->labels));
     ok(bg_stage_forward(stage, BATCH, NULL));
     ok(bg_stage_backward(stage, BATCH, 1.0 / BATCH));
+    ok(bg_stage_mark_nonfinite_grads(stage, 5));
+    int tag = 0;
+    ok(f->f32->ops->take_nonfinite(f->f32, &tag));
+    assert_int_equal(tag, -1);
     ok(bg_stage_step(stage));
+    double stepped[LAYERS];
+    memcpy(stepped, update, sizeof stepped);
+    /* A NaN in the last layer's bias gradient: the timed check marks it. */
+    const int64_t total = bg_stage_param_count(stage);
+    float *grads = malloc(sizeof(float) * (size_t)total);
+    assert_non_null(grads);
+    ok(bg_stage_download_grads(stage, grads));
+    assert_true(grads[total - 1] != 0);
+    bg_backend_t *be = f->f32;
+    ((float *)stage->grad_block)[stage->block_elems - 1] = NAN; /* host memory: a CPU device */
+    ok(bg_stage_mark_nonfinite_grads(stage, 5));
+    ok(be->ops->take_nonfinite(be, &tag));
+    assert_int_equal(tag, 5);
+    ok(bg_stage_zero_grads(stage));
+    ok(bg_stage_download_grads(stage, grads));
+    for (int64_t i = 0; i < total; i++) assert_true(grads[i] == 0.0f);
+    free(grads);
     for (int i = 0; i < LAYERS; i++) {
         const bg_layer_kind_t kind = f->spec->layers[i].kind;
         const int weighted = kind == BG_LAYER_CONV2D || kind == BG_LAYER_DENSE;
@@ -703,6 +728,8 @@ static void test_layer_times(void **state) {
             assert_true(i == 0 || pooled ? dx[i] == 0 : dx[i] > 0);
         }
         assert_true(weighted ? dw[i] > 0 && update[i] > 0 : dw[i] == 0 && update[i] == 0);
+        assert_true(weighted ? check[i] > 0 : check[i] == 0);
+        assert_true(weighted ? update[i] > stepped[i] : update[i] == 0); /* and the zeroing */
     }
     const double conv = forward[0];
     bg_stage_set_layer_times(stage, NULL);
