@@ -563,15 +563,22 @@ done:
 
 /* ---- stash and text ------------------------------------------------------ */
 
-int bg_schedule_last_gradient_microbatch(const bg_schedule_t *s, int stage) {
+/* 1 when `s` has op lists and `stage` is one of its stages; else 0 with the
+ * message set, naming `function`. */
+static int stage_readable(const bg_schedule_t *s, int stage, const char *function) {
     if (s == NULL || s->ops == NULL || s->op_counts == NULL || s->devices < 1) {
-        bg_error_set(BG_ERR_INVALID, "bg_schedule_last_gradient_microbatch: no schedule");
-        return -1;
+        bg_error_set(BG_ERR_INVALID, "%s: no schedule", function);
+        return 0;
     }
     if (stage < 0 || stage >= s->stages) {
         bg_error_set(BG_ERR_INVALID, "stage %d out of range (%d stages)", stage, s->stages);
-        return -1;
+        return 0;
     }
+    return 1;
+}
+
+int bg_schedule_last_gradient_microbatch(const bg_schedule_t *s, int stage) {
+    if (!stage_readable(s, stage, "bg_schedule_last_gradient_microbatch")) return -1;
     const bg_op_kind_t kind = s->split_backward ? BG_OP_WEIGHT : BG_OP_BACKWARD;
     const int d = stage % s->devices;
     int last = -1;
@@ -583,14 +590,7 @@ int bg_schedule_last_gradient_microbatch(const bg_schedule_t *s, int stage) {
 
 int bg_schedule_stash_slots(const bg_schedule_t *schedule, int stage) {
     const bg_schedule_t *s = schedule;
-    if (s == NULL || s->ops == NULL || s->op_counts == NULL || s->devices < 1) {
-        bg_error_set(BG_ERR_INVALID, "bg_schedule_stash_slots: no schedule");
-        return -1;
-    }
-    if (stage < 0 || stage >= s->stages) {
-        bg_error_set(BG_ERR_INVALID, "stage %d out of range (%d stages)", stage, s->stages);
-        return -1;
-    }
+    if (!stage_readable(s, stage, "bg_schedule_stash_slots")) return -1;
     if (s->forward_only) return 0;
     unsigned char *finished = bg_calloc((size_t)s->microbatches, 1);
     if (finished == NULL) {

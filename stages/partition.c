@@ -265,6 +265,18 @@ static double candidate(const context_t *c, dp_mode_t mode, int s, int i, int j,
     return value < before ? before : value;
 }
 
+/* After a programme's last row: 0 when no split reaches the last layer,
+ * else 1 with the best split read back from the cut table into t->first. */
+static int read_split(const context_t *c, const double *last_row, dp_tables_t *t) {
+    const int n = c->layers;
+    if (last_row[n] == DBL_MAX) return 0;
+    for (int s = c->stages - 1, j = n; s >= 0; s--) {
+        t->first[s] = t->cut[(size_t)s * (size_t)(n + 1) + (size_t)j];
+        j = t->first[s];
+    }
+    return 1;
+}
+
 static int solve(const context_t *c, dp_mode_t mode, dp_tables_t *t) {
     const int n = c->layers, stages = c->stages;
     double *prev = t->prev, *cur = t->cur;
@@ -316,14 +328,8 @@ static int solve(const context_t *c, dp_mode_t mode, dp_tables_t *t) {
         prev = cur;
         cur = swap;
     }
-    if (prev[n] == DBL_MAX) return 0;
-    int j = n;
-    for (int s = stages - 1; s >= 0; s--) {
-        t->first[s] = CUT(s, j);
-        j = t->first[s];
-    }
 #undef CUT
-    return 1;
+    return read_split(c, prev, t);
 }
 
 /* ---- the least total (BG_PARTITION_LEAST_TOTAL) ---- */
@@ -455,14 +461,8 @@ static int solve_total(const context_t *c, dp_tables_t *t) {
         prev = cur;
         cur = swap;
     }
-    if (prev[n] == DBL_MAX) return 0;
-    int j = n;
-    for (int s = stages - 1; s >= 0; s--) {
-        t->first[s] = CUT(s, j);
-        j = t->first[s];
-    }
 #undef CUT
-    return 1;
+    return read_split(c, prev, t);
 }
 
 bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t **out) {
