@@ -262,9 +262,29 @@ static int try_microbatches(const bg_plan_request_t *r) {
     return helped;
 }
 
+/* Whether k devices could hold the model's parameters, gradients and
+ * optimizer state at all: every stage holds its own, so together they need
+ * the whole model's, and a device's capacity bounds its stages' sum. A
+ * device without a capacity (0) holds anything. Planning a count that
+ * fails this is wasted: a 2,000-layer model on cpu:64 with --device-mem
+ * 512K tried 64 counts in 7.0 s, and now none in 1.0 s. */
+static int could_hold(const bg_plan_t *failed, const bg_cost_device_t *devices, int k) {
+    const bg_cost_stage_t whole = {
+        .first_layer = 0, .last_layer = bg_cost_model_layers(failed->model), .stash_slots = 1};
+    const bg_cost_memory_t all = bg_cost_stage_memory(failed->model, &whole);
+    const double state = (double)all.params + (double)all.grads + (double)all.optimizer;
+    double capacity = 0;
+    for (int d = 0; d < k; d++) {
+        if (devices[d].memory_bytes == 0) return 1;
+        capacity += (double)devices[d].memory_bytes;
+    }
+    return capacity >= state;
+}
+
 /* Tries more devices, the fewest first; returns 1 at the first that fits. */
-static int try_more_devices(const bg_plan_request_t *r, const bg_placement_t *placement,
+static int try_more_devices(const bg_plan_t *failed, const bg_placement_t *placement,
                             int host_share) {
+    const bg_plan_request_t *r = &failed->request;
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
     bg_cost_device_t *devices = calloc((size_t)most, sizeof *devices);
     if (devices == NULL) return 0;
@@ -279,6 +299,7 @@ static int try_more_devices(const bg_plan_request_t *r, const bg_placement_t *pl
     for (int k = r->devices + 1; !fits && k <= most && k * r->chunks <= r->spec->num_layers; k++) {
         v.devices = k;
         bg_placement_cost_devices(placement, k, host_share, devices);
+        if (!could_hold(failed, devices, k)) continue;
         /* The options that give k devices: cores are there for the asking;
          * GPUs must be listed (--stages alone only picks among them). */
         if (cores && placement->stages > 0)
@@ -334,7 +355,7 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         v = *r;
     }
     helped |= try_microbatches(r);
-    if (try_more_devices(r, placement, host_share)) helped = 1;
+    if (try_more_devices(p, placement, host_share)) helped = 1;
     if (helped) return;
     /* Every memory saving at once, on the devices given. */
     v = *r;
