@@ -134,13 +134,15 @@ int bg_cmd_plan(int argc, char **argv) {
         puts(text);
         free(text);
     } else {
+        char source[192];
         printf("plan for %s: ", o.model);
         bg_placement_describe(&o.placement, stdout);
         printf("\n");
         bg_placement_describe_links(&o.placement, stdout);
         printf("batch %lld (micro-batches of %lld), %s; %s\n\n", (long long)o.batch,
                (long long)bg_cost_model_microbatch(p->model),
-               bg_optimizer_kind_name(o.optimizer.kind), bg_cli_plan_split_source(p));
+               bg_optimizer_kind_name(o.optimizer.kind),
+               bg_cli_plan_split_source(p, source, sizeof source));
         bg_cli_plan_print_table(p, stdout);
     }
     if (!p->partition->fits) {

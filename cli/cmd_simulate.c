@@ -193,11 +193,13 @@ int bg_cmd_simulate(int argc, char **argv) {
     BG_CHECK_GOTO(
         bg_cli_plan_open("simulate", o.model, &o.placement, o.batch, &o.optimizer, &setup, &plan),
         st, fail);
+    char source[192];
     printf("simulation of %s: ", o.model);
     bg_placement_describe(&o.placement, stdout);
     printf("\nbatch %lld (micro-batches of %lld), %s; %s; costs from %s\n\n", (long long)o.batch,
            (long long)bg_cost_model_microbatch(plan->model),
-           bg_optimizer_kind_name(o.optimizer.kind), bg_cli_plan_split_source(plan),
+           bg_optimizer_kind_name(o.optimizer.kind),
+           bg_cli_plan_split_source(plan, source, sizeof source),
            setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
     if (!plan->partition->fits) {
         bg_cli_plan_explain_overflow("simulate", plan, &o.placement, 1);

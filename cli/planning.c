@@ -160,12 +160,21 @@ cJSON *bg_cli_plan_stage_json(const bg_plan_t *p, int s) {
     return stage;
 }
 
-const char *bg_cli_plan_split_source(const bg_plan_t *p) {
-    if (p->request.split != NULL) return "split given by --split";
-    if (p->config.objective == BG_PARTITION_LEAST_TOTAL)
-        return "split chosen by the planner (total stage time minimised: so few micro-batches "
-               "barely overlap)";
-    return "split chosen by the planner (slowest stage minimised)";
+const char *bg_cli_plan_split_source(const bg_plan_t *p, char *buf, size_t size) {
+    if (p->request.split != NULL) {
+        snprintf(buf, size, "split given by --split");
+        return buf;
+    }
+    const int total = p->config.objective == BG_PARTITION_LEAST_TOTAL;
+    int at = snprintf(buf, size, "split chosen by the planner (%s",
+                      total ? "total stage time minimised: so few micro-batches barely overlap"
+                            : "slowest stage minimised");
+    if (p->other_split_step_s > 0 && at > 0 && (size_t)at < size)
+        at += snprintf(buf + at, size - (size_t)at, "; %.3f ms simulated against %.3f for the %s",
+                       p->simulated_step_s * 1e3, p->other_split_step_s * 1e3,
+                       total ? "slowest stage's split" : "least total's split");
+    if (at > 0 && (size_t)at < size) snprintf(buf + at, size - (size_t)at, ")");
+    return buf;
 }
 
 const char *bg_cli_plan_split_key(const bg_plan_t *p) {
@@ -187,6 +196,8 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
     cJSON_AddBoolToObject(root, "recompute", r->recompute);
     cJSON_AddBoolToObject(root, "fits", part->fits);
     cJSON_AddStringToObject(root, "split", bg_cli_plan_split_key(p));
+    if (p->other_split_step_s > 0)
+        cJSON_AddNumberToObject(root, "other_split_simulated_step_ms", p->other_split_step_s * 1e3);
     cJSON *stages = cJSON_AddArrayToObject(root, "stages");
     for (int s = 0; stages != NULL && s < part->stages; s++) {
         cJSON *stage = bg_cli_plan_stage_json(p, s);

@@ -162,9 +162,12 @@ bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
             return st;
         }
         if (!same_split(total, p) && better(total, p)) {
+            total->other_split_step_s = p->simulated_step_s;
             bg_plan_destroy(p);
             p = total;
         } else {
+            if (!same_split(total, p) && total->partition->fits)
+                p->other_split_step_s = total->simulated_step_s;
             bg_plan_destroy(total);
         }
     }

@@ -83,6 +83,9 @@ typedef struct bg_plan {
     /* A plan that fits: one simulated step, the optimizer's included
      * (bg_plan_simulated_step); 0 for one that does not. */
     double simulated_step_s;
+    /* When the planner compared the splits of both objectives and they
+     * differed: the simulated step of the one it did not keep; else 0. */
+    double other_split_step_s;
 } bg_plan_t;
 
 /* Plans a request; a plan that fits is also simulated for one step

@@ -322,9 +322,12 @@ static void test_least_total_split(void **state) {
             assert_true(chosen->simulated_step_s < slowest_stage_split * (1 - 1e-3));
             assert_int_equal(chosen->first_layer[1], fastest_at);
             assert_true(chosen->simulated_step_s == fastest);
+            /* The split it did not keep, for the explanation. */
+            assert_true(chosen->other_split_step_s == slowest_stage_split);
         } else {
             assert_int_equal(chosen->config.objective, BG_PARTITION_SLOWEST_STAGE);
             assert_true(chosen->simulated_step_s == slowest_stage_split);
+            assert_true(chosen->other_split_step_s > chosen->simulated_step_s);
         }
         bg_plan_destroy(chosen);
     }

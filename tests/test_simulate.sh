@@ -494,12 +494,15 @@ check "plan at M = 1 minimises the total stage time" test "$planned" = 7
 run plan "$MODEL" --batch 16 --devices cpu:2
 check "plan at M = 1 says why its split" \
     grep -qF "split chosen by the planner (total stage time minimised" "$OUT"
+check "plan at M = 1 gives the other split's simulated step" \
+    grep -qE "; [0-9.]+ ms simulated against [0-9.]+ for the slowest stage's split\)" "$OUT"
 run plan "$MODEL" --batch 16 --devices cpu:2 --microbatches 8
 check "plan at M = 8 says why its split" \
-    grep -qF "split chosen by the planner (slowest stage minimised)" "$OUT"
+    grep -qF "split chosen by the planner (slowest stage minimised; " "$OUT"
 run plan "$MODEL" --batch 16 --devices cpu:2 --microbatches 8 --json
 file_check "plan --json names the split's objective" "$OUT" '
-assert p["split"] == "slowest_stage" and p["stages"][1]["layers"][0] == 4, p["split"]'
+assert p["split"] == "slowest_stage" and p["stages"][1]["layers"][0] == 4, p["split"]
+assert p["other_split_simulated_step_ms"] > p["simulated_step_ms"], p'
 run plan "$MODEL" --batch 16 --devices cpu:2 --split 3 --json
 file_check "plan --json says a given split is given" "$OUT" 'assert p["split"] == "given", p["split"]'
 
