@@ -2,7 +2,9 @@
  * parameters (default: the origin CNN's dense layers, 5408 x 128 + 128 +
  * 128 x 10 + 10), each call with a zero gradient from a fresh m:
  *   - m normal (1e-3): the update's usual speed;
- *   - m subnormal (1e-39), flushed: as the backend runs it (inputs read as 0);
+ *   - m subnormal (1e-39), flushed: as the backend runs it (on this thread
+ *     the upload's conversion to float already gives 0, as the update's
+ *     own arithmetic would: DAZ and FTZ);
  *   - m subnormal, kept: this thread's flush turned off for the calls, as
  *     the backend ran before it flushed (docs/training.md, "Subnormal
  *     floats"); x86 only.

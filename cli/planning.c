@@ -273,17 +273,22 @@ static int try_microbatches(const bg_plan_request_t *r) {
     return helped;
 }
 
-/* Whether k devices could hold the model's parameters, gradients and
- * optimizer state at all: every stage holds its own, so together they need
- * the whole model's, and a device's capacity bounds its stages' sum. A
- * device without a capacity (0) holds anything. Planning a count that
- * fails this is wasted: a 2,000-layer model on cpu:64 with --device-mem
- * 512K tried 64 counts in 7.0 s, and now none in 1.0 s. */
-static int could_hold(const bg_plan_t *failed, const bg_cost_device_t *devices, int k) {
+/* The bytes of the model's parameters, gradients and optimizer state:
+ * every stage holds its own share, so k devices that cannot hold them
+ * together cannot fit any split. */
+static double model_state_bytes(const bg_cost_model_t *model) {
     const bg_cost_stage_t whole = {
-        .first_layer = 0, .last_layer = bg_cost_model_layers(failed->model), .stash_slots = 1};
-    const bg_cost_memory_t all = bg_cost_stage_memory(failed->model, &whole);
-    const double state = (double)all.params + (double)all.grads + (double)all.optimizer;
+        .first_layer = 0, .last_layer = bg_cost_model_layers(model), .stash_slots = 1};
+    const bg_cost_memory_t all = bg_cost_stage_memory(model, &whole);
+    return (double)all.params + (double)all.grads + (double)all.optimizer;
+}
+
+/* Whether k devices could hold `state` bytes (model_state_bytes) at all: a
+ * device's capacity bounds its stages' sum, and one without a capacity (0)
+ * holds anything. Planning a count that fails this is wasted: a
+ * 2,000-layer model on cpu:64 with --device-mem 512K tried 64 counts in
+ * 7.0 s, and now none in 1.0 s. */
+static int could_hold(const bg_cost_device_t *devices, int k, double state) {
     double capacity = 0;
     for (int d = 0; d < k; d++) {
         if (devices[d].memory_bytes == 0) return 1;
@@ -307,10 +312,11 @@ static int try_more_devices(const bg_plan_t *failed, const bg_placement_t *place
     for (int d = 0; d < placement->devices.count; d++)
         cores &= placement->devices.devices[d].kind == BG_DEVICE_CPU;
     char what[96];
+    const double state = model_state_bytes(failed->model);
     for (int k = r->devices + 1; !fits && k <= most && k * r->chunks <= r->spec->num_layers; k++) {
         v.devices = k;
         bg_placement_cost_devices(placement, k, host_share, devices);
-        if (!could_hold(failed, devices, k)) continue;
+        if (!could_hold(devices, k, state)) continue;
         /* The options that give k devices: cores are there for the asking;
          * GPUs must be listed (--stages alone only picks among them). */
         if (cores && placement->stages > 0)

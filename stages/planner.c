@@ -16,10 +16,52 @@ void bg_plan_destroy(bg_plan_t *p) {
     free(p);
 }
 
-/* Builds the schedule, the cost model and the partition of an allocated
- * plan whose request is set; the partition minimises `objective` unless
- * the request gives the split. */
-static bg_status_t plan_fill(bg_plan_t *p, bg_partition_objective_t objective) {
+/* Makes `part` (owned from here) the plan's partition, minimising
+ * `objective` (or given), and derives what follows from it: the split, the
+ * predicted step, update and bubble, and the simulated step when it fits.
+ * The previous partition, if any, is the caller's. */
+static bg_status_t plan_adopt(bg_plan_t *p, bg_partition_t *part,
+                              bg_partition_objective_t objective) {
+    const bg_plan_request_t *r = &p->request;
+    const int k = r->devices;
+    p->partition = part;
+    p->config.objective = objective;
+    for (int s = 0; s < part->stages; s++) p->first_layer[s] = part->stage[s].first_layer;
+    p->step_s = bg_partition_step_seconds(part, &p->config);
+    /* Busy as a run's report counts it: computing or copying; a crossing's
+     * link part (a copy engine's, or the hand-over between threads) is the
+     * devices' idle time. */
+    double busy = 0;
+    for (int s = 0; s < part->stages; s++) busy += part->stage[s].seconds - part->stage[s].send_s;
+    for (int b = 0; b + 1 < part->stages; b++) {
+        const int layer = part->stage[b + 1].first_layer;
+        const bg_cost_crossing_t x = bg_cost_boundary_crossing(p->model, bg_plan_link(p, b, b + 1),
+                                                               layer),
+                                 y = bg_cost_boundary_crossing(p->model, bg_plan_link(p, b + 1, b),
+                                                               layer);
+        busy += x.send_s + x.recv_s + y.send_s + y.recv_s;
+    }
+    busy *= r->microbatches;
+    p->update_s = 0;
+    for (int d = 0; d < k; d++) {
+        double update = 0;
+        for (int s = d; s < part->stages; s += k)
+            update += part->stage[s].time.update + part->stage[s].time.check;
+        if (update > p->update_s) p->update_s = update;
+        busy += update;
+    }
+    /* Over the whole step, the optimizer step included, as a run's report
+     * measures it. The estimate's sends (bytes over the link's bandwidth)
+     * and a profile's measured copies can disagree: kept within 0..1. */
+    const double whole = p->step_s + p->update_s;
+    p->bubble = whole > 0 ? fmin(1, fmax(0, 1 - busy / (k * whole))) : 0;
+    p->simulated_step_s = 0;
+    return part->fits ? bg_plan_simulated_step(p, &p->simulated_step_s) : BG_OK;
+}
+
+/* Builds the schedule, the cost model and the partition (the slowest
+ * stage's, or the given split) of an allocated plan whose request is set. */
+static bg_status_t plan_fill(bg_plan_t *p) {
     const bg_plan_request_t *r = &p->request;
     const int k = r->devices, stages = r->devices * r->chunks;
     bg_schedule_config_t sc = BG_SCHEDULE_CONFIG_INIT;
@@ -59,83 +101,70 @@ static bg_status_t plan_fill(bg_plan_t *p, bg_partition_objective_t objective) {
     pc.link = r->link;
     pc.links = p->links;
     pc.stash_slots = p->stash_slots;
-    pc.objective = objective;
     p->config = pc;
+    p->bubble_theory = bg_schedule_theoretical_bubble(r->schedule, k, r->microbatches, r->chunks);
+    bg_partition_t *part = NULL;
     if (r->split != NULL) {
         p->first_layer[0] = 0;
         for (int s = 1; s < stages; s++) p->first_layer[s] = r->split[s - 1];
-        BG_CHECK(bg_partition_evaluate(&p->config, p->first_layer, &p->partition));
+        BG_CHECK(bg_partition_evaluate(&p->config, p->first_layer, &part));
     } else {
-        BG_CHECK(bg_partition_create(&p->config, &p->partition));
-        for (int s = 0; s < stages; s++) p->first_layer[s] = p->partition->stage[s].first_layer;
+        BG_CHECK(bg_partition_create(&p->config, &part));
     }
+    /* r is p->request: the split is read above, before it points here. */
     p->request.device = p->device;
     p->request.links = p->links;
     p->request.split = r->split != NULL ? p->first_layer + 1 : NULL;
-
-    const bg_partition_t *part = p->partition;
-    p->step_s = bg_partition_step_seconds(part, &p->config);
-    /* Busy as a run's report counts it: computing or copying; a crossing's
-     * link part (a copy engine's, or the hand-over between threads) is the
-     * devices' idle time. */
-    double busy = 0;
-    for (int s = 0; s < part->stages; s++) busy += part->stage[s].seconds - part->stage[s].send_s;
-    for (int b = 0; b + 1 < part->stages; b++) {
-        const int layer = part->stage[b + 1].first_layer;
-        const bg_cost_crossing_t x = bg_cost_boundary_crossing(p->model, bg_plan_link(p, b, b + 1),
-                                                               layer),
-                                 y = bg_cost_boundary_crossing(p->model, bg_plan_link(p, b + 1, b),
-                                                               layer);
-        busy += x.send_s + x.recv_s + y.send_s + y.recv_s;
-    }
-    busy *= r->microbatches;
-    p->bubble_theory = bg_schedule_theoretical_bubble(r->schedule, k, r->microbatches, r->chunks);
-    for (int d = 0; d < k; d++) {
-        double update = 0;
-        for (int s = d; s < part->stages; s += k)
-            update += part->stage[s].time.update + part->stage[s].time.check;
-        if (update > p->update_s) p->update_s = update;
-        busy += update;
-    }
-    /* Over the whole step, the optimizer step included, as a run's report
-     * measures it. The estimate's sends (bytes over the link's bandwidth)
-     * and a profile's measured copies can disagree: kept within 0..1. */
-    const double whole = p->step_s + p->update_s;
-    p->bubble = whole > 0 ? fmin(1, fmax(0, 1 - busy / (k * whole))) : 0;
-    return BG_OK;
+    return plan_adopt(p, part, BG_PARTITION_SLOWEST_STAGE);
 }
+
+/* Whether a simulated step of `a` seconds beats one of `b`: within
+ * rounding of each other the earlier candidate stays. */
+static int faster(double a, double b) { return a < b * (1 - 1e-9); }
 
 /* 1 if a is a better choice than b (NULL: none yet); plans that fit carry
  * their simulated step (same batch: the shorter is the faster). */
 static int better(const bg_plan_t *a, const bg_plan_t *b) {
     if (b == NULL) return 1;
     if (a->partition->fits != b->partition->fits) return a->partition->fits;
-    /* Within rounding of each other the earlier candidate stays. */
-    if (a->partition->fits) return a->simulated_step_s < b->simulated_step_s * (1 - 1e-9);
+    if (a->partition->fits) return faster(a->simulated_step_s, b->simulated_step_s);
     return a->partition->overflow_bytes < b->partition->overflow_bytes;
 }
 
-/* A plan of the request whose partition minimises `objective`, simulated
- * when it fits. */
-static bg_status_t plan_build(const bg_plan_request_t *r, bg_partition_objective_t objective,
-                              bg_plan_t **out) {
-    bg_plan_t *p = calloc(1, sizeof *p);
-    if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
-    p->request = *r;
-    bg_status_t st = plan_fill(p, objective);
-    if (st == BG_OK && p->partition->fits) st = bg_plan_simulated_step(p, &p->simulated_step_s);
-    if (st != BG_OK) {
-        bg_plan_destroy(p);
-        return st;
-    }
-    *out = p;
-    return BG_OK;
+static int same_split(const bg_partition_t *a, const bg_partition_t *b) {
+    for (int s = 0; s < a->stages; s++)
+        if (a->stage[s].first_layer != b->stage[s].first_layer) return 0;
+    return 1;
 }
 
-static int same_split(const bg_plan_t *a, const bg_plan_t *b) {
-    for (int s = 0; s < a->partition->stages; s++)
-        if (a->first_layer[s] != b->first_layer[s]) return 0;
-    return 1;
+/* The slowest stage sets the step when M is large; with few micro-batches
+ * the least total can be the faster split. When the plan's partition (the
+ * slowest stage's) fits and the least total's differs, simulates that too
+ * and keeps the faster; on a tie the slowest stage's. Either way notes the
+ * other's simulated step. Same schedule and cost model: only the
+ * partition and what derives from it change. */
+static bg_status_t plan_try_least_total(bg_plan_t *p) {
+    bg_partition_config_t pc = p->config;
+    pc.objective = BG_PARTITION_LEAST_TOTAL;
+    bg_partition_t *total = NULL, *slowest = p->partition;
+    BG_CHECK(bg_partition_create(&pc, &total));
+    if (!total->fits || same_split(total, slowest)) {
+        bg_partition_destroy(total);
+        return BG_OK;
+    }
+    const double slowest_step = p->simulated_step_s;
+    bg_status_t st = plan_adopt(p, total, BG_PARTITION_LEAST_TOTAL);
+    const double total_step = p->simulated_step_s;
+    if (st == BG_OK && faster(total_step, slowest_step)) {
+        bg_partition_destroy(slowest);
+        p->other_split_step_s = slowest_step;
+        return BG_OK;
+    }
+    bg_partition_destroy(total);
+    /* Back to the slowest stage's; re-simulating it gives the same step. */
+    bg_status_t back = plan_adopt(p, slowest, BG_PARTITION_SLOWEST_STAGE);
+    p->other_split_step_s = total_step;
+    return st != BG_OK ? st : back;
 }
 
 bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
@@ -149,27 +178,15 @@ bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
                             "%d micro-batches of a %lld-sample batch would "
                             "leave some empty",
                             r->microbatches, (long long)r->batch);
-    bg_plan_t *p = NULL;
-    BG_CHECK(plan_build(r, BG_PARTITION_SLOWEST_STAGE, &p));
-    /* The slowest stage sets the step when M is large; with few
-     * micro-batches the least total can be the faster split. The simulated
-     * step decides; on a tie the slowest-stage split stays. */
-    if (r->split == NULL && p->partition->fits && p->partition->stages > 1) {
-        bg_plan_t *total = NULL;
-        bg_status_t st = plan_build(r, BG_PARTITION_LEAST_TOTAL, &total);
-        if (st != BG_OK) {
-            bg_plan_destroy(p);
-            return st;
-        }
-        if (!same_split(total, p) && better(total, p)) {
-            total->other_split_step_s = p->simulated_step_s;
-            bg_plan_destroy(p);
-            p = total;
-        } else {
-            if (!same_split(total, p) && total->partition->fits)
-                p->other_split_step_s = total->simulated_step_s;
-            bg_plan_destroy(total);
-        }
+    bg_plan_t *p = calloc(1, sizeof *p);
+    if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
+    p->request = *r;
+    bg_status_t st = plan_fill(p);
+    if (st == BG_OK && r->split == NULL && p->partition->fits && p->partition->stages > 1)
+        st = plan_try_least_total(p);
+    if (st != BG_OK) {
+        bg_plan_destroy(p);
+        return st;
     }
     *out = p;
     return BG_OK;

@@ -50,6 +50,14 @@ static bg_profile_t mlp_profile(int64_t batch, bg_layer_profile_t *layers) {
     return p;
 }
 
+/* k CPU cores as the cost model sees them, named cpu:0 .. cpu:k-1. */
+static void cpu_cores(bg_cost_device_t *devices, int k) {
+    for (int d = 0; d < k; d++) {
+        devices[d] = (bg_cost_device_t)BG_COST_DEVICE_CPU_CORE_INIT;
+        snprintf(devices[d].name, sizeof devices[d].name, "cpu:%d", d);
+    }
+}
+
 static bg_plan_request_t request_for(const bg_model_spec_t *spec, const bg_cost_device_t *devices,
                                      int k, int m, int64_t batch) {
     bg_plan_request_t r = BG_PLAN_REQUEST_INIT;
@@ -234,10 +242,7 @@ static void test_search(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse(origin_cnn);
     bg_cost_device_t devices[4];
-    for (int d = 0; d < 4; d++) {
-        devices[d] = (bg_cost_device_t)BG_COST_DEVICE_CPU_CORE_INIT;
-        snprintf(devices[d].name, sizeof devices[d].name, "cpu:%d", d);
-    }
+    cpu_cores(devices, 4);
     const size_t caps[] = {0, 20u << 20, 14u << 20};
     for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
         for (int d = 0; d < 4; d++) devices[d].memory_bytes = caps[c];
@@ -287,10 +292,7 @@ static void test_least_total_split(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse(origin_cnn);
     bg_cost_device_t devices[2];
-    for (int d = 0; d < 2; d++) {
-        devices[d] = (bg_cost_device_t)BG_COST_DEVICE_CPU_CORE_INIT;
-        snprintf(devices[d].name, sizeof devices[d].name, "cpu:%d", d);
-    }
+    cpu_cores(devices, 2);
     for (int m = 1; m <= 8; m += 7) {
         bg_plan_request_t r = request_for(spec, devices, 2, m, 64);
         bg_plan_t *chosen = NULL;
