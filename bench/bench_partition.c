@@ -1,10 +1,12 @@
 /* Time the planner takes for deep models: 1,000 layers cut into 64 stages
  * on 64 CPU devices, without a memory limit, with a limit that binds, and
  * with one nothing fits under (which also searches for the smallest
- * overflow), for the slowest stage and again for the least total (the
- * planner prices both); 100,000 layers (the most a model spec may have)
- * onto 4 and 64 stages; then the device order of BG_DEVICE_ORDER_EXACT_MAX
- * devices (exact search) and of 64 (greedy).
+ * overflow), for the slowest stage, the least total, and the least
+ * predicted step at M = 8 and 64 (within 0.1%, as the planner asks for it,
+ * and once exact; the planner prices the first and the last); 100,000 layers (the most a model spec
+ * may have) onto 4 and 64 stages; then the device order of BG_DEVICE_ORDER_EXACT_MAX devices (exact
+ * search) and of 64 (greedy). Each plan's line ends with its predicted
+ * step of M micro-batches (bg_partition_step_seconds).
  * The bar is under a second for each plan of 1,000 layers.
  *
  *   bench_partition
@@ -43,14 +45,19 @@ static char *deep_model_text(int layers_wanted) {
     return text;
 }
 
+/* The least step as the planner asks for it: within 0.1%. */
+#define LEAST_STEP_NEAR (-1)
+
 static int plan(const bg_cost_model_t *model, bg_cost_device_t *dev, int stages, size_t capacity,
-                bg_partition_objective_t objective, const char *what) {
+                int objective, const char *what) {
     for (int d = 0; d < stages; d++) dev[d].memory_bytes = capacity;
     bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
     pc.model = model;
     pc.devices = stages;
     pc.device = dev;
-    pc.objective = objective;
+    pc.objective = objective == LEAST_STEP_NEAR ? BG_PARTITION_LEAST_STEP
+                                                : (bg_partition_objective_t)objective;
+    pc.step_tolerance = objective == LEAST_STEP_NEAR ? 1e-3 : 0;
     bg_partition_t *p = NULL;
     double start = now_seconds();
     bg_status_t st = bg_partition_create(&pc, &p);
@@ -63,9 +70,10 @@ static int plan(const bg_cost_model_t *model, bg_cost_device_t *dev, int stages,
     for (int s = 0; s < p->stages; s++)
         if (p->stage[s].peak_bytes > peak) peak = p->stage[s].peak_bytes;
     printf("%-34s %8.1f ms  %s, bottleneck %.3f, total %.3f ms/micro-batch, largest stage "
-           "%.2f MiB\n",
+           "%.2f MiB, step %.3f ms at M = %d\n",
            what, elapsed * 1e3, p->fits ? "fits" : "does not fit", p->bottleneck_s * 1e3,
-           p->total_s * 1e3, (double)peak / (1024.0 * 1024.0));
+           p->total_s * 1e3, (double)peak / (1024.0 * 1024.0),
+           bg_partition_step_seconds(p, &pc) * 1e3, bg_cost_model_config(model)->microbatches);
     bg_partition_destroy(p);
     return 0;
 }
@@ -85,8 +93,10 @@ static void order(int k) {
     free(out);
 }
 
-/* The model of `layers` layers and its cost model at batch 64, M = 8. */
-static int deep_model(int layers, bg_model_spec_t **spec, bg_cost_model_t **model) {
+/* The model of `layers` layers and its cost model at batch 64 in M
+ * micro-batches. */
+static int deep_model(int layers, int microbatches, bg_model_spec_t **spec,
+                      bg_cost_model_t **model) {
     char *text = deep_model_text(layers);
     if (text == NULL || bg_model_spec_parse("deep", text, strlen(text), spec) != BG_OK) {
         fprintf(stderr, "bench_partition: %s\n", text ? bg_error_message() : "out of memory");
@@ -97,7 +107,7 @@ static int deep_model(int layers, bg_model_spec_t **spec, bg_cost_model_t **mode
     bg_cost_config_t cc = BG_COST_CONFIG_INIT;
     cc.spec = *spec;
     cc.batch = 64;
-    cc.microbatches = 8;
+    cc.microbatches = microbatches;
     if (bg_cost_model_create(&cc, model) != BG_OK) {
         fprintf(stderr, "bench_partition: %s\n", bg_error_message());
         bg_model_spec_destroy(*spec);
@@ -115,27 +125,38 @@ int main(void) {
     }
     bg_model_spec_t *spec = NULL;
     bg_cost_model_t *model = NULL;
-    if (deep_model(1000, &spec, &model) != 0) return 1;
+    if (deep_model(1000, 8, &spec, &model) != 0) return 1;
     bg_cost_stage_t whole = {.first_layer = 0, .last_layer = spec->num_layers, .stash_slots = 1};
     bg_cost_memory_t all = bg_cost_stage_memory(model, &whole);
     size_t even = bg_cost_memory_peak(&all) / MAX_STAGES;
     printf("%d layers onto %d stages (whole model as one stage: %.2f MiB)\n", spec->num_layers,
            MAX_STAGES, (double)bg_cost_memory_peak(&all) / (1024.0 * 1024.0));
-    const bg_partition_objective_t slowest = BG_PARTITION_SLOWEST_STAGE,
-                                   total = BG_PARTITION_LEAST_TOTAL;
+    const int slowest = BG_PARTITION_SLOWEST_STAGE, total = BG_PARTITION_LEAST_TOTAL,
+              exact = BG_PARTITION_LEAST_STEP, step = LEAST_STEP_NEAR;
     int failed = plan(model, dev, MAX_STAGES, 0, slowest, "no memory limit");
     failed |= plan(model, dev, MAX_STAGES, even * 3, slowest, "limit 3x an even share");
     failed |= plan(model, dev, MAX_STAGES, even / 4, slowest, "limit 1/4 of an even share");
     failed |= plan(model, dev, MAX_STAGES, 0, total, "least total, no memory limit");
     failed |= plan(model, dev, MAX_STAGES, even * 3, total, "least total, 3x an even share");
     failed |= plan(model, dev, MAX_STAGES, even / 4, total, "least total, 1/4 of an even share");
+    failed |= plan(model, dev, MAX_STAGES, 0, step, "least step, no memory limit");
+    failed |= plan(model, dev, MAX_STAGES, even * 3, step, "least step, 3x an even share");
+    failed |= plan(model, dev, MAX_STAGES, even / 4, step, "least step, 1/4 of an even share");
+    failed |= plan(model, dev, MAX_STAGES, 0, exact, "exact least step, no memory limit");
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
-    if (deep_model(100000, &spec, &model) != 0) return 1;
+    if (deep_model(1000, 64, &spec, &model) != 0) return 1;
+    failed |= plan(model, dev, MAX_STAGES, 0, slowest, "no memory limit");
+    failed |= plan(model, dev, MAX_STAGES, 0, step, "least step, no memory limit");
+    failed |= plan(model, dev, MAX_STAGES, even * 3, step, "least step, 3x an even share");
+    bg_cost_model_destroy(model);
+    bg_model_spec_destroy(spec);
+    if (deep_model(100000, 8, &spec, &model) != 0) return 1;
     printf("%d layers, no memory limit\n", spec->num_layers);
     failed |= plan(model, dev, 4, 0, slowest, "onto 4 stages");
     failed |= plan(model, dev, MAX_STAGES, 0, slowest, "onto 64 stages");
     failed |= plan(model, dev, MAX_STAGES, 0, total, "least total onto 64 stages");
+    failed |= plan(model, dev, MAX_STAGES, 0, step, "least step onto 64 stages");
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
     order(BG_DEVICE_ORDER_EXACT_MAX);

@@ -165,21 +165,22 @@ const char *bg_cli_plan_split_source(const bg_plan_t *p, char *buf, size_t size)
         snprintf(buf, size, "split given by --split");
         return buf;
     }
-    const int total = p->config.objective == BG_PARTITION_LEAST_TOTAL;
+    const int least = p->config.objective == BG_PARTITION_LEAST_STEP;
     int at = snprintf(buf, size, "split chosen by the planner (%s",
-                      total ? "total stage time minimised: so few micro-batches barely overlap"
+                      least ? "shortest predicted step: M x the slowest stage plus the others' "
+                              "fill and drain"
                             : "slowest stage minimised");
     if (p->other_split_step_s > 0 && at > 0 && (size_t)at < size)
         at += snprintf(buf + at, size - (size_t)at, "; %.3f ms simulated against %.3f for the %s",
                        p->simulated_step_s * 1e3, p->other_split_step_s * 1e3,
-                       total ? "slowest stage's split" : "least total's split");
+                       least ? "slowest stage's split" : "shortest predicted step's split");
     if (at > 0 && (size_t)at < size) snprintf(buf + at, size - (size_t)at, ")");
     return buf;
 }
 
 const char *bg_cli_plan_split_key(const bg_plan_t *p) {
     if (p->request.split != NULL) return "given";
-    return p->config.objective == BG_PARTITION_LEAST_TOTAL ? "least_total" : "slowest_stage";
+    return p->config.objective == BG_PARTITION_LEAST_STEP ? "least_step" : "slowest_stage";
 }
 
 cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {

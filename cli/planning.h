@@ -65,12 +65,12 @@ bg_status_t bg_cli_plan_open(const char *cmd, const char *model, bg_placement_t 
                              bg_plan_t **plan);
 
 /* Where the plan's split came from, for a header line, into buf: given by
- * --split, or chosen by the planner for the slowest stage or the least
- * total (stages/partition.h), with the other objective's split's simulated
- * step when it differed. Returns buf. */
+ * --split, or chosen by the planner for the slowest stage or the shortest
+ * predicted step (stages/partition.h), with the other objective's split's
+ * simulated step when it differed. Returns buf. */
 const char *bg_cli_plan_split_source(const bg_plan_t *plan, char *buf, size_t size);
 
-/* The same as a JSON word: "given", "slowest_stage" or "least_total". */
+/* The same as a JSON word: "given", "slowest_stage" or "least_step". */
 const char *bg_cli_plan_split_key(const bg_plan_t *plan);
 
 /* The stage table, predicted step and bubble, as 'brigade plan' prints them. */

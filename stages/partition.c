@@ -38,6 +38,12 @@ static bg_cost_stage_t stage_slots(const context_t *c, int s) {
     return stage;
 }
 
+/* A stage's compute per micro-batch: what only grows as it takes more
+ * layers. */
+static double compute_of(const bg_cost_time_t *time) {
+    return time->forward + time->backward + time->recompute;
+}
+
 /* Stage s's seconds per micro-batch on layers [first, last): its compute
  * (into *time) plus its sends (into *send). */
 static double stage_seconds(const context_t *c, int s, int first, int last, bg_cost_time_t *time,
@@ -52,7 +58,7 @@ static double stage_seconds(const context_t *c, int s, int first, int last, bg_c
     if (first > 0)
         *send +=
             bg_cost_transfer_seconds(link_between(c, s, s - 1), bg_cost_boundary_bytes(m, first));
-    return time->forward + time->backward + time->recompute + *send;
+    return compute_of(time) + *send;
 }
 
 /* Prices stage s holding layers [first, last). */
@@ -253,8 +259,7 @@ static double candidate(const context_t *c, dp_mode_t mode, int s, int i, int j,
     const int floor_over = st.capacity_bytes != 0 && floor > st.capacity_bytes;
     double value;
     if (mode == DP_TIME) {
-        const double compute = st.time.forward + st.time.backward + st.time.recompute;
-        *stop = compute >= best || floor_over;
+        *stop = compute_of(&st.time) >= best || floor_over;
         if (*stop || (st.capacity_bytes != 0 && st.peak_bytes > st.capacity_bytes)) return DBL_MAX;
         value = st.seconds;
     } else {
@@ -403,9 +408,12 @@ static segment_t heap_pop(segment_t *heap, int *count) {
  * For each end the starts are taken best rank first, from a heap of runs
  * of starts split at each one priced, until one fits: the first that fits
  * is the best (up to rounding). A start whose growing floor is over
- * capacity rules out every start below it too (growing_bytes). Returns 1
+ * capacity rules out every start below it too (growing_bytes). With a
+ * `cap` (DBL_MAX: none), a stage must also take at most cap seconds: the
+ * starts whose compute alone is over it, every start below some `window`
+ * that only rises with the end, are never taken from the heap. Returns 1
  * and the split in first[] if any split fits. */
-static int solve_total(const context_t *c, dp_tables_t *t) {
+static int solve_total(const context_t *c, double cap, dp_tables_t *t) {
     const int n = c->layers, stages = c->stages;
     double *prev = t->prev, *cur = t->cur;
 #define CUT(s, j) t->cut[(size_t)(s) * (size_t)(n + 1) + (size_t)(j)]
@@ -424,17 +432,23 @@ static int solve_total(const context_t *c, dp_tables_t *t) {
             }
             range_argmin_build(&t->ra);
         }
+        int window = s;
         for (int j = jmin; j <= jmax; j++) {
             bg_partition_stage_t st;
+            for (; cap < DBL_MAX && window < j; window++) {
+                const bg_cost_time_t time = bg_cost_stage_time(
+                    c->cfg->model, &c->cfg->device[s % c->cfg->devices], window, j);
+                if (compute_of(&time) <= cap) break;
+            }
             if (s == 0) {
                 price(c, 0, 0, j, &st);
-                if (overflow_of(&st) == 0) {
+                if (overflow_of(&st) == 0 && st.seconds <= cap) {
                     cur[j] = st.seconds;
                     CUT(0, j) = 0;
                 }
                 continue;
             }
-            int count = 0, lowest = s; /* no start below lowest fits */
+            int count = 0, lowest = window; /* no start below lowest fits */
             heap_push(t->heap, &count, &t->ra, s, j - 1);
             while (count > 0) {
                 segment_t run = heap_pop(t->heap, &count);
@@ -445,12 +459,12 @@ static int solve_total(const context_t *c, dp_tables_t *t) {
                 }
                 if (run.key == DBL_MAX) break; /* the rest are unreachable */
                 price(c, s, run.at, j, &st);
-                if (overflow_of(&st) == 0) {
+                if (overflow_of(&st) == 0 && st.seconds <= cap) {
                     cur[j] = prev[run.at] + st.seconds;
                     CUT(s, j) = run.at;
                     break;
                 }
-                if (growing_bytes(c, &slots, &st) > st.capacity_bytes)
+                if (st.capacity_bytes != 0 && growing_bytes(c, &slots, &st) > st.capacity_bytes)
                     lowest = run.at + 1;
                 else
                     heap_push(t->heap, &count, &t->ra, run.lo, run.at - 1);
@@ -463,6 +477,123 @@ static int solve_total(const context_t *c, dp_tables_t *t) {
     }
 #undef CUT
     return read_split(c, prev, t);
+}
+
+/* ---- the least predicted step (BG_PARTITION_LEAST_STEP) ---- */
+
+/* The predicted step (bg_partition_step_seconds) is slope * H + share *
+ * total, slope = M - share >= 0, with H the busiest device's seconds: with
+ * one stage per device H is the slowest stage L, and the step grows with
+ * both L and the total. The best split is then one where neither can shrink
+ * without the other growing: a point of the front of g(cap), the least
+ * total with every stage within cap seconds (solve_total), which falls in
+ * steps as cap grows from L* (the slowest-stage programme's) to the least
+ * total's L.
+ *
+ * The search keeps gaps of that front still unexplored: caps (lo, hi) where
+ * g is known at both ends, g(hi) = `total` the smaller. A split in a gap
+ * has L > lo and a total at least g(hi), so slope * lo + share * g(hi)
+ * bounds its step from below. The gap of the least bound is probed at its
+ * middle cap c; the split found there, of slowest stage L' <= c, settles
+ * every cap in [L', c] (g is g(c) there), leaving (lo, L') when L' > lo and
+ * (c, hi). The search ends when no gap's bound is below the best step
+ * found: exact with one stage per device, and otherwise the best of the
+ * front's splits. */
+typedef struct gap {
+    double lo, hi, total, bound;
+    int top; /* probe it just below hi, not at its middle */
+} gap_t;
+
+typedef struct gaps {
+    gap_t *gap;
+    int count, capacity;
+    double slope, share;
+} gaps_t;
+
+static int gap_push(gaps_t *g, double lo, double hi, double total, int top) {
+    if (!(lo < hi)) return 1;
+    if (g->count == g->capacity) {
+        const int capacity = g->capacity > 0 ? 2 * g->capacity : 64;
+        gap_t *grown = realloc(g->gap, sizeof *grown * (size_t)capacity);
+        if (grown == NULL) return 0;
+        g->gap = grown;
+        g->capacity = capacity;
+    }
+    g->gap[g->count++] = (gap_t){
+        .lo = lo, .hi = hi, .total = total, .bound = g->slope * lo + g->share * total, .top = top};
+    return 1;
+}
+
+/* Removes and returns the gap of the least bound (the gaps stay few: a
+ * scan is enough). */
+static gap_t gap_pop_least(gaps_t *g) {
+    int least = 0;
+    for (int i = 1; i < g->count; i++)
+        if (g->gap[i].bound < g->gap[least].bound) least = i;
+    const gap_t out = g->gap[least];
+    g->gap[least] = g->gap[--g->count];
+    return out;
+}
+
+/* The least total with every stage within cap seconds, priced; NULL when
+ * out of memory (the caller's caps always admit a split). */
+static bg_partition_t *front_point(const context_t *c, double cap, dp_tables_t *t) {
+    bg_partition_t *point = NULL;
+    if (!solve_total(c, cap, t) || build_result(c, t->first, &point) != BG_OK) return NULL;
+    return point;
+}
+
+/* Keeps `point` as *best when its step is shorter (the earlier wins ties),
+ * else frees it. */
+static void keep_shorter(const context_t *c, bg_partition_t *point, bg_partition_t **best,
+                         double *best_step) {
+    const double step = bg_partition_step_seconds(point, c->cfg);
+    if (step < *best_step * (1 - 1e-12)) {
+        bg_partition_destroy(*best);
+        *best = point;
+        *best_step = step;
+    } else {
+        bg_partition_destroy(point);
+    }
+}
+
+/* The search above; the slowest stage's split is the first candidate. Returns
+ * 1 and the best split in first[] if any split fits, 0 if none does, -1
+ * when out of memory. */
+static int solve_step(const context_t *c, dp_tables_t *t) {
+    const bg_partition_config_t *cfg = c->cfg;
+    const bg_cost_config_t *cost = bg_cost_model_config(cfg->model);
+    gaps_t g = {.share = bg_schedule_drain_share(cost->split_backward, cfg->devices,
+                                                 cost->microbatches, cfg->chunks)};
+    g.slope = cost->microbatches - g.share; /* >= 0: share <= 1 <= M */
+    bg_partition_t *best = NULL, *low = NULL, *high = NULL;
+    if (!solve(c, DP_TIME, t)) return 0;
+    int ok = build_result(c, t->first, &best) == BG_OK;
+    double best_step = ok ? bg_partition_step_seconds(best, cfg) : 0;
+    const double least_slowest = ok ? best->bottleneck_s : 0;
+    if (ok) low = front_point(c, least_slowest, t);     /* the least total at L* */
+    if (low != NULL) high = front_point(c, DBL_MAX, t); /* the least total */
+    ok = high != NULL && gap_push(&g, least_slowest, high->bottleneck_s, high->total_s, 0);
+    if (low != NULL) keep_shorter(c, low, &best, &best_step);
+    if (high != NULL) keep_shorter(c, high, &best, &best_step);
+    while (ok && g.count > 0) {
+        const gap_t gap = gap_pop_least(&g);
+        if (gap.bound >= best_step * (1 - cfg->step_tolerance)) break;
+        const double cap = gap.top ? nextafter(gap.hi, 0) : gap.lo + (gap.hi - gap.lo) / 2;
+        if (!(gap.lo < cap && cap < gap.hi)) continue; /* no cap strictly inside */
+        bg_partition_t *point = front_point(c, cap, t);
+        ok = point != NULL;
+        if (!ok) break;
+        const double slowest = point->bottleneck_s, total = point->total_s;
+        keep_shorter(c, point, &best, &best_step);
+        ok = (gap.top || gap_push(&g, cap, gap.hi, gap.total, 1)) &&
+             (slowest <= gap.lo || gap_push(&g, gap.lo, slowest, total, 0));
+    }
+    free(g.gap);
+    if (ok)
+        for (int s = 0; s < c->stages; s++) t->first[s] = best->stage[s].first_layer;
+    bg_partition_destroy(best);
+    return ok ? 1 : -1;
 }
 
 bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t **out) {
@@ -478,7 +609,7 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
     };
     /* Rows after the first search by range minima (one stage needs none). */
     if (c.stages > 1) t.rm.table = malloc(sizeof(double) * row * (size_t)t.rm.levels);
-    const int total = cfg->objective == BG_PARTITION_LEAST_TOTAL && c.stages > 1;
+    const int total = cfg->objective != BG_PARTITION_SLOWEST_STAGE && c.stages > 1;
     if (total) {
         t.rank = malloc(sizeof(double) * row);
         t.ra = (range_argmin_t){.table = malloc(sizeof(int) * row * (size_t)t.rm.levels),
@@ -494,9 +625,13 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
         st = bg_error_set(BG_ERR_NOMEM, "partition: out of memory for %d stages x %d layers",
                           c.stages, c.layers);
     } else {
+        const int fits = !total                                       ? solve(&c, DP_TIME, &t)
+                         : cfg->objective == BG_PARTITION_LEAST_TOTAL ? solve_total(&c, DBL_MAX, &t)
+                                                                      : solve_step(&c, &t);
         /* Overflow is an exact integer as long as it stays below 2^53 bytes. */
-        const int fits = total ? solve_total(&c, &t) : solve(&c, DP_TIME, &t);
-        if (!fits && !solve(&c, DP_OVERFLOW, &t))
+        if (fits < 0)
+            st = bg_error_set(BG_ERR_NOMEM, "partition: out of memory");
+        else if (!fits && !solve(&c, DP_OVERFLOW, &t))
             st = bg_error_set(BG_ERR_INTERNAL, "partition: no split of %d layers into %d stages",
                               c.layers, c.stages);
         if (st == BG_OK) st = build_result(&c, t.first, out);

@@ -34,8 +34,22 @@
  * memory constraint, again exactly. Stage compute adds up over layers, so
  * the sum differs between splits only by the sends at the cuts: the
  * programme ranks each stage's starts by that, best first, and prices
- * starts until one fits (about O(S * N log N)). The planner prices both
- * splits and keeps the one whose simulated step is shorter
+ * starts until one fits (about O(S * N log N)).
+ *
+ * The least step. Between the two, a step of M micro-batches is predicted
+ * as bg_partition_step_seconds, (M - share) * L + share * total with one
+ * stage per device (L the slowest stage). Objective BG_PARTITION_LEAST_STEP
+ * minimises it: the least total under a cap on every stage's seconds (the
+ * programme above, where starts whose compute is over the cap are never
+ * taken) traces the front of (L, total) as the cap rises from the slowest
+ * stage's optimum, and a branch and bound over caps probes that front only
+ * where the bound (M - share) * (the cap below) + share * (the least total
+ * above) is under the best step found, less step_tolerance of it. Exact
+ * with one stage per device and no tolerance (with V > 1 the step counts
+ * each device's stages together: the best point of the front); a few
+ * dozen programmes for 1,000 layers onto 64 stages (bench_partition). The
+ * planner asks for it within 0.1%, prices the slowest stage's split and
+ * this one, and keeps the one whose simulated step is shorter
  * (stages/planner.h). */
 #ifndef BG_PARTITION_H
 #define BG_PARTITION_H
@@ -48,10 +62,12 @@
 extern "C" {
 #endif
 
-/* What the partition minimises (above). */
+/* What the partition minimises (above); every objective falls back to the
+ * smallest worst overflow when nothing fits. */
 typedef enum bg_partition_objective {
     BG_PARTITION_SLOWEST_STAGE = 0, /* the largest stage time: the pipeline's period */
     BG_PARTITION_LEAST_TOTAL,       /* the sum of the stage times: a step at M = 1 */
+    BG_PARTITION_LEAST_STEP,        /* bg_partition_step_seconds: a step at any M */
 } bg_partition_objective_t;
 
 typedef struct bg_partition_config {
@@ -65,13 +81,16 @@ typedef struct bg_partition_config {
     bg_cost_link_t link;
     const int *stash_slots; /* S entries (bg_schedule_stash_slots); NULL: 1 each */
     bg_partition_objective_t objective;
+    /* BG_PARTITION_LEAST_STEP only: the search may end once no split left
+     * could beat the best found by more than this share of it (0: exact). */
+    double step_tolerance;
 } bg_partition_config_t;
 
 #define BG_PARTITION_CONFIG_INIT                                                                   \
     {                                                                                              \
         .model = NULL, .devices = 1, .chunks = 1, .device = NULL, .links = NULL,                   \
         .link = BG_COST_LINK_HOST_INIT, .stash_slots = NULL,                                       \
-        .objective = BG_PARTITION_SLOWEST_STAGE                                                    \
+        .objective = BG_PARTITION_SLOWEST_STAGE, .step_tolerance = 0                               \
     }
 
 typedef struct bg_partition_stage {

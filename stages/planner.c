@@ -138,32 +138,36 @@ static int same_split(const bg_partition_t *a, const bg_partition_t *b) {
 }
 
 /* The slowest stage sets the step when M is large; with few micro-batches
- * the least total can be the faster split. When the plan's partition (the
- * slowest stage's) fits and the least total's differs, simulates that too
- * and keeps the faster; on a tie the slowest stage's. Either way notes the
- * other's simulated step. Same schedule and cost model: only the
- * partition and what derives from it change. */
-static bg_status_t plan_try_least_total(bg_plan_t *p) {
+ * a split with a larger slowest stage but a smaller total can be faster
+ * (at M = 1 the least total is). When the plan's partition (the slowest
+ * stage's) fits and the least predicted step's (BG_PARTITION_LEAST_STEP)
+ * differs, simulates that too and keeps the faster; on a tie the slowest
+ * stage's. Either way notes the other's simulated step. Same schedule and
+ * cost model: only the partition and what derives from it change. */
+static bg_status_t plan_try_least_step(bg_plan_t *p) {
     bg_partition_config_t pc = p->config;
-    pc.objective = BG_PARTITION_LEAST_TOTAL;
-    bg_partition_t *total = NULL, *slowest = p->partition;
-    BG_CHECK(bg_partition_create(&pc, &total));
-    if (!total->fits || same_split(total, slowest)) {
-        bg_partition_destroy(total);
+    pc.objective = BG_PARTITION_LEAST_STEP;
+    /* Within 0.1%: far below what the simulation decides by, and a few
+     * times fewer programmes on deep models (docs/planner.md). */
+    pc.step_tolerance = 1e-3;
+    bg_partition_t *least = NULL, *slowest = p->partition;
+    BG_CHECK(bg_partition_create(&pc, &least));
+    if (!least->fits || same_split(least, slowest)) {
+        bg_partition_destroy(least);
         return BG_OK;
     }
     const double slowest_step = p->simulated_step_s;
-    bg_status_t st = plan_adopt(p, total, BG_PARTITION_LEAST_TOTAL);
-    const double total_step = p->simulated_step_s;
-    if (st == BG_OK && faster(total_step, slowest_step)) {
+    bg_status_t st = plan_adopt(p, least, BG_PARTITION_LEAST_STEP);
+    const double least_step = p->simulated_step_s;
+    if (st == BG_OK && faster(least_step, slowest_step)) {
         bg_partition_destroy(slowest);
         p->other_split_step_s = slowest_step;
         return BG_OK;
     }
-    bg_partition_destroy(total);
+    bg_partition_destroy(least);
     /* Back to the slowest stage's; re-simulating it gives the same step. */
     bg_status_t back = plan_adopt(p, slowest, BG_PARTITION_SLOWEST_STAGE);
-    p->other_split_step_s = total_step;
+    p->other_split_step_s = least_step;
     return st != BG_OK ? st : back;
 }
 
@@ -183,7 +187,7 @@ bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
     p->request = *r;
     bg_status_t st = plan_fill(p);
     if (st == BG_OK && r->split == NULL && p->partition->fits && p->partition->stages > 1)
-        st = plan_try_least_total(p);
+        st = plan_try_least_step(p);
     if (st != BG_OK) {
         bg_plan_destroy(p);
         return st;

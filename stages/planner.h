@@ -3,8 +3,9 @@
  * partition into stages (the best split, stages/partition.h, or a given
  * one), with the predicted step time and bubble. The best split is the
  * faster in simulation of the partition's two: the one of the fastest
- * slowest stage and the one of the least total stage time (which wins at
- * few micro-batches, where the stages hardly overlap); on a tie the first.
+ * slowest stage and the one of the least predicted step (which trades the
+ * slowest stage against the total stage time and wins at few
+ * micro-batches, where the stages hardly overlap); on a tie the first.
  * It also searches the micro-batch count and the schedule for the fastest
  * simulated step (--microbatches auto, --schedule auto), and turns a plan
  * into the simulator's per-stage costs (scheduler/simulator.h), so that

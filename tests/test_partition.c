@@ -82,6 +82,7 @@ typedef struct brute {
     int any_fits;
     double best_time;     /* over fitting splits */
     double best_total;    /* over fitting splits */
+    double best_step;     /* bg_partition_step_seconds, over fitting splits */
     size_t best_overflow; /* smallest worst overflow over all splits */
 } brute_t;
 
@@ -94,6 +95,8 @@ static void brute_force(const bg_partition_config_t *cfg, int *first, int s, int
         if (p->fits && (!b->any_fits || p->bottleneck_s < b->best_time))
             b->best_time = p->bottleneck_s;
         if (p->fits && (!b->any_fits || p->total_s < b->best_total)) b->best_total = p->total_s;
+        const double step = bg_partition_step_seconds(p, cfg);
+        if (p->fits && (!b->any_fits || step < b->best_step)) b->best_step = step;
         b->any_fits |= p->fits;
         size_t over = p->fits ? 0 : p->overflow_bytes;
         if (over < b->best_overflow) b->best_overflow = over;
@@ -188,6 +191,44 @@ static void check_least_total(const bg_partition_config_t *cfg, const bg_partiti
     bg_partition_destroy(p);
 }
 
+/* The least-step objective on the same instance: with one stage per device
+ * its predicted step is the brute force's (up to rounding), and never
+ * longer than the slowest-stage split's, and with a tolerance of 0.1%
+ * within 0.1% of that; when nothing fits it is the smallest overflow. Returns 1 when it beats both
+ * the slowest stage's and the least total's step: an instance only the walk down the front gets
+ * right. */
+static int check_least_step(const bg_partition_config_t *cfg, const bg_partition_t *slowest,
+                            const brute_t *b) {
+    bg_partition_config_t pc = *cfg;
+    pc.objective = BG_PARTITION_LEAST_STEP;
+    bg_partition_t *p = NULL, *total = NULL;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_OK);
+    assert_int_equal(p->fits, b->any_fits);
+    int beats_both = 0;
+    if (b->any_fits) {
+        const double step = bg_partition_step_seconds(p, cfg);
+        if (cfg->chunks == 1) assert_true(fabs(step - b->best_step) <= 1e-12 * b->best_step);
+        assert_true(step <= bg_partition_step_seconds(slowest, cfg) * (1 + 1e-12));
+        /* Within a tolerance, within it of the least. */
+        bg_partition_t *near = NULL;
+        pc.step_tolerance = 1e-3;
+        assert_int_equal(bg_partition_create(&pc, &near), BG_OK);
+        assert_true(bg_partition_step_seconds(near, cfg) <=
+                    (cfg->chunks == 1 ? b->best_step : step) * (1 + 1e-3 + 1e-12));
+        bg_partition_destroy(near);
+        pc.objective = BG_PARTITION_LEAST_TOTAL;
+        assert_int_equal(bg_partition_create(&pc, &total), BG_OK);
+        const double least =
+            fmin(bg_partition_step_seconds(slowest, cfg), bg_partition_step_seconds(total, cfg));
+        beats_both = step < least * (1 - 1e-9);
+        bg_partition_destroy(total);
+    } else {
+        assert_int_equal(p->overflow_bytes, b->best_overflow);
+    }
+    bg_partition_destroy(p);
+    return beats_both;
+}
+
 /* Sets each device's capacity to what its stages of a random split need,
  * give or take 3%: capacities that admit that split or nearly, and few
  * others. */
@@ -214,13 +255,15 @@ static void tight_capacities(bg_rng_t *rng, const bg_partition_config_t *pc, int
 /* `count` random instances of models at `scale` (random_model) into up to
  * `most_stages` stages, with capacities around the whole model's peak or,
  * with caps_of_stages, tight_capacities: the programme's bottleneck (or
- * smallest overflow) is the brute force's, and so is the least total
- * (check_least_total). At least least_feasible instances must fit and
- * least_infeasible not, so that both kinds are exercised. */
+ * smallest overflow) is the brute force's, and so are the least total
+ * (check_least_total) and the least step (check_least_step). At least
+ * least_feasible instances must fit and least_infeasible not, so that both
+ * kinds are exercised, and in least_walk_wins the least step must beat
+ * both ends of the front. */
 static void check_against_brute_force(uint64_t seed, int count, int scale, int most_stages,
-                                      int caps_of_stages, int least_feasible,
-                                      int least_infeasible) {
-    int feasible = 0, infeasible = 0;
+                                      int caps_of_stages, int least_feasible, int least_infeasible,
+                                      int least_walk_wins) {
+    int feasible = 0, infeasible = 0, walk_wins = 0;
     bg_rng_t rng;
     bg_rng_seed(&rng, seed, 7);
     for (int instance = 0; instance < count; instance++) {
@@ -279,10 +322,15 @@ static void check_against_brute_force(uint64_t seed, int count, int scale, int m
         for (int s = 0; s < stages; s++) assert_int_equal(p->stage[s].first_layer, want[s]);
 
         int first[MAX_STAGES] = {0};
-        brute_t b = {.any_fits = 0, .best_time = 0, .best_total = 0, .best_overflow = SIZE_MAX};
+        brute_t b = {.any_fits = 0,
+                     .best_time = 0,
+                     .best_total = 0,
+                     .best_step = 0,
+                     .best_overflow = SIZE_MAX};
         brute_force(&pc, first, 1, stages, n, &b);
         assert_int_equal(p->fits, b.any_fits);
         check_least_total(&pc, p, &b);
+        walk_wins += check_least_step(&pc, p, &b);
         if (b.any_fits) {
             feasible++;
             assert_true(p->bottleneck_s == b.best_time);
@@ -309,11 +357,13 @@ static void check_against_brute_force(uint64_t seed, int count, int scale, int m
     /* Both kinds of instance were exercised. */
     assert_true(feasible >= least_feasible);
     assert_true(infeasible >= least_infeasible);
+    /* Some instances' least step lies inside the front, not at its ends. */
+    assert_true(walk_wins >= least_walk_wins);
 }
 
 static void test_dp_equals_brute_force(void **state) {
     (void)state;
-    check_against_brute_force(2024, 500, 1, MAX_STAGES, 0, 50, 30);
+    check_against_brute_force(2024, 500, 1, MAX_STAGES, 0, 50, 30, 10);
 }
 
 /* Deeper models (up to 39 layers, many of them relus whose stage times
@@ -321,7 +371,7 @@ static void test_dp_equals_brute_force(void **state) {
  * rows, over which its search jumps. */
 static void test_dp_equals_brute_force_deeper(void **state) {
     (void)state;
-    check_against_brute_force(77, 150, 4, 4, 0, 20, 10);
+    check_against_brute_force(77, 150, 4, 4, 0, 20, 10, 5);
 }
 
 /* Capacities at what the stages of a random split need (tight_capacities):
@@ -331,7 +381,7 @@ static void test_dp_equals_brute_force_deeper(void **state) {
  * tests above but fails this one). */
 static void test_dp_equals_brute_force_tight_memory(void **state) {
     (void)state;
-    check_against_brute_force(31, 1000, 2, MAX_STAGES, 1, 200, 300);
+    check_against_brute_force(31, 1000, 2, MAX_STAGES, 1, 200, 300, 10);
 }
 
 /* ---- the memory model against real stages ---- */
