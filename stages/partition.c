@@ -493,12 +493,15 @@ static int solve_total(const context_t *c, double cap, dp_tables_t *t) {
  * The search keeps gaps of that front still unexplored: caps (lo, hi) where
  * g is known at both ends, g(hi) = `total` the smaller. A split in a gap
  * has L > lo and a total at least g(hi), so slope * lo + share * g(hi)
- * bounds its step from below. The gap of the least bound is probed at its
- * middle cap c; the split found there, of slowest stage L' <= c, settles
- * every cap in [L', c] (g is g(c) there), leaving (lo, L') when L' > lo and
- * (c, hi). The search ends when no gap's bound is below the best step
- * found: exact with one stage per device, and otherwise the best of the
- * front's splits. */
+ * bounds its step from below. The gap of the least bound is probed at a
+ * cap c inside it; the split found there, of slowest stage L' <= c,
+ * settles every cap in [L', c] (g is g(c) there), leaving (lo, L') when
+ * L' > lo and (c, hi). A gap is probed at its middle, except the (c, hi)
+ * such a probe leaves, which is probed just below hi: g may fall only at
+ * hi itself, where bisecting would close in on hi without end. The search
+ * ends when no gap's bound is below the best step found (less the
+ * tolerance): exact with one stage per device, and otherwise the best of
+ * the front's splits. */
 typedef struct gap {
     double lo, hi, total, bound;
     int top; /* probe it just below hi, not at its middle */
@@ -535,12 +538,12 @@ static gap_t gap_pop_least(gaps_t *g) {
     return out;
 }
 
-/* The least total with every stage within cap seconds, priced; NULL when
- * out of memory (the caller's caps always admit a split). */
-static bg_partition_t *front_point(const context_t *c, double cap, dp_tables_t *t) {
-    bg_partition_t *point = NULL;
-    if (!solve_total(c, cap, t) || build_result(c, t->first, &point) != BG_OK) return NULL;
-    return point;
+/* The least total with every stage within cap seconds, priced into
+ * *point: 1, or 0 when no split keeps within cap, or -1 when out of
+ * memory. */
+static int front_point(const context_t *c, double cap, dp_tables_t *t, bg_partition_t **point) {
+    if (!solve_total(c, cap, t)) return 0;
+    return build_result(c, t->first, point) == BG_OK ? 1 : -1;
 }
 
 /* Keeps `point` as *best when its step is shorter (the earlier wins ties),
@@ -557,43 +560,48 @@ static void keep_shorter(const context_t *c, bg_partition_t *point, bg_partition
     }
 }
 
-/* The search above; the slowest stage's split is the first candidate. Returns
- * 1 and the best split in first[] if any split fits, 0 if none does, -1
- * when out of memory. */
+/* The search above. Its first candidates are the slowest stage's split,
+ * the least total at L* and the least total; the first gap lies between
+ * the last two. Returns 1 and the best split in first[] if any split fits,
+ * 0 if none does, -1 when out of memory. */
 static int solve_step(const context_t *c, dp_tables_t *t) {
     const bg_partition_config_t *cfg = c->cfg;
     const bg_cost_config_t *cost = bg_cost_model_config(cfg->model);
     gaps_t g = {.share = bg_schedule_drain_share(cost->split_backward, cfg->devices,
                                                  cost->microbatches, cfg->chunks)};
     g.slope = cost->microbatches - g.share; /* >= 0: share <= 1 <= M */
-    bg_partition_t *best = NULL, *low = NULL, *high = NULL;
+    bg_partition_t *best = NULL, *point = NULL;
     if (!solve(c, DP_TIME, t)) return 0;
-    int ok = build_result(c, t->first, &best) == BG_OK;
-    double best_step = ok ? bg_partition_step_seconds(best, cfg) : 0;
-    const double least_slowest = ok ? best->bottleneck_s : 0;
-    if (ok) low = front_point(c, least_slowest, t);     /* the least total at L* */
-    if (low != NULL) high = front_point(c, DBL_MAX, t); /* the least total */
-    ok = high != NULL && gap_push(&g, least_slowest, high->bottleneck_s, high->total_s, 0);
-    if (low != NULL) keep_shorter(c, low, &best, &best_step);
-    if (high != NULL) keep_shorter(c, high, &best, &best_step);
-    while (ok && g.count > 0) {
+    if (build_result(c, t->first, &best) != BG_OK) return -1;
+    double best_step = bg_partition_step_seconds(best, cfg);
+    const double least_slowest = best->bottleneck_s;
+    int found = front_point(c, least_slowest, t, &point); /* 1: the slowest stage's fits */
+    if (found > 0) {
+        keep_shorter(c, point, &best, &best_step);
+        found = front_point(c, DBL_MAX, t, &point);
+    }
+    if (found > 0) {
+        const double slowest = point->bottleneck_s, total = point->total_s;
+        keep_shorter(c, point, &best, &best_step);
+        if (!gap_push(&g, least_slowest, slowest, total, 0)) found = -1;
+    }
+    while (found >= 0 && g.count > 0) {
         const gap_t gap = gap_pop_least(&g);
         if (gap.bound >= best_step * (1 - cfg->step_tolerance)) break;
         const double cap = gap.top ? nextafter(gap.hi, 0) : gap.lo + (gap.hi - gap.lo) / 2;
         if (!(gap.lo < cap && cap < gap.hi)) continue; /* no cap strictly inside */
-        bg_partition_t *point = front_point(c, cap, t);
-        ok = point != NULL;
-        if (!ok) break;
+        found = front_point(c, cap, t, &point);        /* 1: cap > lo >= L* */
+        if (found <= 0) continue;
         const double slowest = point->bottleneck_s, total = point->total_s;
         keep_shorter(c, point, &best, &best_step);
-        ok = (gap.top || gap_push(&g, cap, gap.hi, gap.total, 1)) &&
-             (slowest <= gap.lo || gap_push(&g, gap.lo, slowest, total, 0));
+        if (!(gap.top || gap_push(&g, cap, gap.hi, gap.total, 1)) ||
+            !(slowest <= gap.lo || gap_push(&g, gap.lo, slowest, total, 0)))
+            found = -1;
     }
     free(g.gap);
-    if (ok)
-        for (int s = 0; s < c->stages; s++) t->first[s] = best->stage[s].first_layer;
+    for (int s = 0; s < c->stages; s++) t->first[s] = best->stage[s].first_layer;
     bg_partition_destroy(best);
-    return ok ? 1 : -1;
+    return found < 0 ? -1 : 1;
 }
 
 bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t **out) {
