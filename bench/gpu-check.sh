@@ -85,13 +85,18 @@ deadline=$(($(date +%s) + ${BUDGET:-500}))
 # limited SECONDS COMMAND...: runs COMMAND for at most SECONDS and what is
 # left of the budget less 15 s for the table and the archive (status 124
 # when it ran out); status 125 without running it when under 10 s are left.
+# A command still running 5 s after its TERM is killed: brigade stops on
+# TERM only after the step in progress, which a hung step never ends.
 limited() {
     seconds=$1
     shift
     left=$((deadline - $(date +%s) - 15))
     [ "$left" -lt "$seconds" ] && seconds=$left
     [ "$seconds" -ge 10 ] || return 125
-    timeout "$seconds" "$@"
+    timeout -k 5 "$seconds" "$@"
+    limited_rc=$?
+    [ "$limited_rc" -eq 137 ] && limited_rc=124
+    return "$limited_rc"
 }
 test_exe="$build/tests/test_cuda_ops"
 brigade="$build/cli/brigade"
@@ -172,7 +177,7 @@ export BRIGADE_SOURCE_ROOT="$PWD" OPENBLAS_NUM_THREADS=1
 started=$(date +%s)
 # cuDNN 9 writes its own account of errors and warnings to cudnn.log (only
 # for the op tests: it costs time).
-limited 300 env CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$results/cudnn.log" \
+limited 180 env CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$results/cudnn.log" \
     "$test_exe" >"$results/test_cuda_ops.txt" 2>&1
 test_rc=$?
 test_s=$(($(date +%s) - started))
@@ -184,14 +189,15 @@ pipeline_exe="$build/tests/test_cuda_pipeline"
 [ -f "$pipeline_exe" ] && [ ! -x "$pipeline_exe" ] && chmod +x "$pipeline_exe"
 pipeline="not run (no $pipeline_exe)"
 if [ -x "$pipeline_exe" ]; then
-    limited 300 "$pipeline_exe" >"$results/test_cuda_pipeline.txt" 2>&1
+    limited 150 "$pipeline_exe" >"$results/test_cuda_pipeline.txt" 2>&1
     rc=$?
     case $rc in
     0) pipeline="passed: $(grep -c 'relative)' "$results/test_cuda_pipeline.txt") placement and schedule pairs within 1e-4" ;;
     77) pipeline="skipped (no GPU)" ;;
     124) pipeline="timed out (see test_cuda_pipeline.txt)" ;;
     125) pipeline="skipped: out of time" ;;
-    *) pipeline="FAILED (rc $rc; see test_cuda_pipeline.txt)" ;;
+    *) pipeline="FAILED (rc $rc: $(grep -o '[0-9]* of [0-9]* placements failed or differ' \
+        "$results/test_cuda_pipeline.txt" | tail -1); see test_cuda_pipeline.txt)" ;;
     esac
 fi
 

@@ -41,8 +41,9 @@ typedef struct run {
 
 static bg_topology_t *live; /* this machine's, for the staging buffers */
 
-static bg_pipeline_t *make(const bg_model_spec_t *spec, const run_t *run, int m,
-                           bg_device_list_t *devices) {
+/* The pipeline of `run`, or NULL with the reason printed. */
+static bg_pipeline_t *open_pipeline(const bg_model_spec_t *spec, const run_t *run, int m,
+                                    bg_device_list_t *devices) {
     assert_int_equal(bg_device_list_parse(run->devices, 1, devices), BG_OK);
     bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
     cfg.spec = spec;
@@ -58,32 +59,60 @@ static bg_pipeline_t *make(const bg_model_spec_t *spec, const run_t *run, int m,
     cfg.stage_through_host = run->staged;
     cfg.topology = live;
     bg_pipeline_t *p = NULL;
-    if (bg_pipeline_create(&cfg, &p) != BG_OK) fail_msg("%s: %s", run->devices, bg_error_message());
+    if (bg_pipeline_create(&cfg, &p) != BG_OK) {
+        printf("%s, %s: %s\n", run->devices, bg_schedule_kind_name(run->schedule),
+               bg_error_message());
+        return NULL;
+    }
     return p;
 }
 
+static bg_pipeline_t *make(const bg_model_spec_t *spec, const run_t *run, int m,
+                           bg_device_list_t *devices) {
+    bg_pipeline_t *p = open_pipeline(spec, run, m, devices);
+    if (p == NULL) fail_msg("%s: %s", run->devices, bg_error_message());
+    return p;
+}
+
+/* The weights after STEPS steps of `run`, or NULL with the reason printed
+ * (so that one failing placement does not hide the others'). */
 static float *train(const bg_model_spec_t *spec, const bg_dataset_t *data, const run_t *run,
                     int m) {
     bg_device_list_t devices;
-    bg_pipeline_t *p = make(spec, run, m, &devices);
+    bg_pipeline_t *p = open_pipeline(spec, run, m, &devices);
+    if (p == NULL) return NULL;
     const int64_t numel = bg_shape_numel(spec->input);
-    for (int k = 0; k < STEPS; k++) {
+    float *params = malloc(sizeof(float) * (size_t)spec->total_params);
+    assert_non_null(params);
+    int ok = 1;
+    for (int k = 0; k < STEPS && ok; k++) {
         bg_pipeline_result_t r;
         if (bg_pipeline_train_step(p, data->images + k * BATCH * numel, data->labels + k * BATCH,
-                                   BATCH, &r) != BG_OK)
-            fail_msg("%s: %s", run->devices, bg_error_message());
-        if (r.skipped) fail_msg("%s: step %d skipped: %s", run->devices, k, r.nan_report);
+                                   BATCH, &r) != BG_OK) {
+            printf("%s, %s: step %d: %s\n", run->devices, bg_schedule_kind_name(run->schedule), k,
+                   bg_error_message());
+            ok = 0;
+        } else if (r.skipped) {
+            printf("%s, %s: step %d skipped: %s\n", run->devices,
+                   bg_schedule_kind_name(run->schedule), k, r.nan_report);
+            ok = 0;
+        }
     }
-    float *params = malloc(sizeof(float) * (size_t)spec->total_params);
-    assert_int_equal(bg_pipeline_download_params(p, params), BG_OK);
+    if (ok && bg_pipeline_download_params(p, params) != BG_OK) {
+        printf("%s: downloading the weights: %s\n", run->devices, bg_error_message());
+        ok = 0;
+    }
     bg_pipeline_destroy(p);
-    return params;
+    if (ok) return params;
+    free(params);
+    return NULL;
 }
 
 /* Every schedule, with and without recomputation, on one GPU shared by
  * one, two and four stages: each stage's sends are copied while it
  * computes on, so this is where a missing wait before overwriting a sent
- * buffer would show. */
+ * buffer would show. Every placement runs even after one fails, and the
+ * test fails at the end, naming how many did. */
 static void test_shared_gpu_matches_cpu(void **state) {
     (void)state;
     bg_model_spec_t *spec;
@@ -95,6 +124,7 @@ static void test_shared_gpu_matches_cpu(void **state) {
      * is the GPU's arithmetic (M = 1 against M = 4 differs by 4e-5
      * relative on the CPU alone). */
     float *want = train(spec, data, &cpu, 4);
+    assert_non_null(want);
     static const run_t runs[] = {
         {"cuda:0", BG_SCHEDULE_1F1B, 1, 0, -1, 0},
         {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, -1, 0},
@@ -103,18 +133,27 @@ static void test_shared_gpu_matches_cpu(void **state) {
         {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 0, -1, 0},
         {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 1, -1, 0},
         {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 0},
-        {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, -1, 1},
-        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 0, -1, 1},
         /* With recompute all forwards of a stage write one output buffer:
          * GPipe's forwards back to back would overwrite it under a copy
          * that has not read it yet, were the waits wrong. */
         {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 1, -1, 0},
+        /* Through host memory last: pinning memory that is already
+         * allocated (cudaHostRegister) is what a sandboxed GPU machine
+         * is likeliest to refuse. */
+        {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, -1, 1},
+        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 0, -1, 1},
         {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 1, -1, 1},
         {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 1, -1, 1},
     };
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    const size_t count = sizeof runs / sizeof runs[0];
+    size_t failed = 0;
+    for (size_t i = 0; i < count; i++) {
         const run_t *run = &runs[i];
         float *got = train(spec, data, run, 4);
+        if (got == NULL) {
+            failed++;
+            continue;
+        }
         double diff = 0, scale = 0;
         for (int64_t k = 0; k < spec->total_params; k++) {
             diff = fmax(diff, fabs((double)got[k] - want[k]));
@@ -125,12 +164,14 @@ static void test_shared_gpu_matches_cpu(void **state) {
                run->devices, bg_schedule_kind_name(run->schedule),
                run->chunks > 1 ? " x2 chunks" : "", run->recompute ? ", recompute" : "",
                run->staged ? ", through host memory" : "", diff, scale, diff / scale);
-        if (!(diff <= 1e-4 * scale))
-            fail_msg("%s %s: relative error %g", run->devices, bg_schedule_kind_name(run->schedule),
-                     diff / scale);
+        if (!(diff <= 1e-4 * scale)) {
+            printf("    that is over 1e-4 relative\n");
+            failed++;
+        }
         free(got);
     }
     free(want);
+    if (failed > 0) fail_msg("%zu of %zu placements failed or differ (above)", failed, count);
     bg_dataset_destroy(data);
     bg_model_spec_destroy(spec);
 }

@@ -16,7 +16,8 @@ struct bg_cuda_slot {
     void *data;
     int owns_data; /* 0: data lies in the receiver's shared arena */
     size_t bytes;
-    void *staging;       /* pinned host buffer between GPUs without peer access, or NULL */
+    void *staging;       /* host buffer between GPUs without peer access, or NULL */
+    int pinned;          /* staging is registered (page-locked) with CUDA */
     cudaEvent_t written; /* on the sender's compute stream: the source is complete */
     cudaEvent_t staged;  /* on the sender's copy_out stream: the staging buffer holds it */
     cudaEvent_t filled;  /* on the receiver's copy_in stream: the slot holds the message */
@@ -40,7 +41,7 @@ extern "C" void bg_cuda_slot_destroy(bg_cuda_slot_t *slot) {
         cudaEvent_t events[] = {slot->written, slot->staged, slot->filled, slot->drained};
         for (cudaEvent_t e : events)
             if (e != NULL && cudaEventDestroy(e) != cudaSuccess) (void)cudaGetLastError();
-        if (slot->staging != NULL && cudaHostUnregister(slot->staging) != cudaSuccess)
+        if (slot->pinned && cudaHostUnregister(slot->staging) != cudaSuccess)
             (void)cudaGetLastError();
     } else {
         (void)cudaGetLastError();
@@ -69,9 +70,18 @@ extern "C" bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes,
     BG_CUDA_CHECK_GOTO(receiver, cudaEventCreateWithFlags(&slot->drained, cudaEventDisableTiming),
                        st, fail);
     if (staging != NULL && bytes > 0) {
-        /* Portable: pinned for every GPU, so both legs copy by DMA. */
-        BG_CUDA_CHECK_GOTO(receiver, cudaHostRegister(staging, bytes, cudaHostRegisterPortable), st,
-                           fail);
+        /* Portable: pinned for every GPU, so both legs copy by DMA. Where
+         * the system cannot pin memory it did not allocate (NotSupported)
+         * the legs copy through it pageable: the same order, since each leg
+         * still waits for the other's event, but slower, and the sender's
+         * thread waits for leg 1 to end (a copy into pageable memory
+         * returns when done). */
+        const cudaError_t pin = cudaHostRegister(staging, bytes, cudaHostRegisterPortable);
+        if (pin == cudaErrorNotSupported)
+            (void)cudaGetLastError();
+        else
+            BG_CUDA_CHECK_GOTO(receiver, pin, st, fail);
+        slot->pinned = pin == cudaSuccess;
         slot->staging = staging;
     }
     /* Last: nothing fails after a reservation, which the arena would
