@@ -571,7 +571,10 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
                                                  cost->microbatches, cfg->chunks)};
     g.slope = cost->microbatches - g.share; /* >= 0: share <= 1 <= M */
     bg_partition_t *best = NULL, *point = NULL;
-    if (!solve(c, DP_TIME, t)) return 0;
+    if (cfg->slowest != NULL && cfg->slowest->fits)
+        for (int s = 0; s < c->stages; s++) t->first[s] = cfg->slowest->stage[s].first_layer;
+    else if (!solve(c, DP_TIME, t))
+        return 0;
     if (build_result(c, t->first, &best) != BG_OK) return -1;
     double best_step = bg_partition_step_seconds(best, cfg);
     const double least_slowest = best->bottleneck_s;

@@ -84,13 +84,17 @@ typedef struct bg_partition_config {
     /* BG_PARTITION_LEAST_STEP only: the search may end once no split left
      * could beat the best found by more than this share of it (0: exact). */
     double step_tolerance;
+    /* BG_PARTITION_LEAST_STEP only: the slowest-stage split of this same
+     * config when the caller has it (borrowed), which the search then
+     * starts from instead of finding it again; NULL: found first. */
+    const struct bg_partition *slowest;
 } bg_partition_config_t;
 
 #define BG_PARTITION_CONFIG_INIT                                                                   \
     {                                                                                              \
         .model = NULL, .devices = 1, .chunks = 1, .device = NULL, .links = NULL,                   \
         .link = BG_COST_LINK_HOST_INIT, .stash_slots = NULL,                                       \
-        .objective = BG_PARTITION_SLOWEST_STAGE, .step_tolerance = 0                               \
+        .objective = BG_PARTITION_SLOWEST_STAGE, .step_tolerance = 0, .slowest = NULL              \
     }
 
 typedef struct bg_partition_stage {

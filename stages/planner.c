@@ -150,6 +150,7 @@ static bg_status_t plan_try_least_step(bg_plan_t *p) {
     /* Within 0.1%: far below what the simulation decides by, and a few
      * times fewer programmes on deep models (docs/planner.md). */
     pc.step_tolerance = 1e-3;
+    pc.slowest = p->partition; /* found already: the search starts from it */
     bg_partition_t *least = NULL, *slowest = p->partition;
     BG_CHECK(bg_partition_create(&pc, &least));
     if (!least->fits || same_split(least, slowest)) {

@@ -216,6 +216,14 @@ static int check_least_step(const bg_partition_config_t *cfg, const bg_partition
         assert_true(bg_partition_step_seconds(near, cfg) <=
                     (cfg->chunks == 1 ? b->best_step : step) * (1 + 1e-3 + 1e-12));
         bg_partition_destroy(near);
+        /* Started from the slowest-stage split given: the same split. */
+        pc.step_tolerance = 0;
+        pc.slowest = slowest;
+        assert_int_equal(bg_partition_create(&pc, &near), BG_OK);
+        for (int s = 0; s < p->stages; s++)
+            assert_int_equal(near->stage[s].first_layer, p->stage[s].first_layer);
+        bg_partition_destroy(near);
+        pc.slowest = NULL;
         pc.objective = BG_PARTITION_LEAST_TOTAL;
         assert_int_equal(bg_partition_create(&pc, &total), BG_OK);
         const double least =
