@@ -1,0 +1,71 @@
+#!/bin/sh
+# bench/gpu-check.sh, the one script that runs on a GPU machine when a
+# session is lent one (a few times a month, 15 minutes each), run here
+# without a GPU so that it cannot rot between those runs: it must finish,
+# write exactly its two result files (the device machine returns at most
+# eight), give every row of its table, report the CUDA tests as skipped,
+# and exit 1 (the op test did not pass). With a budget too short for any
+# step it must still write the table, every step "out of time".
+#
+#   tests/test_gpu_check.sh BUILD_DIR   (run from meson: the build folder)
+set -u
+if [ $# -ne 1 ] || [ ! -d "$1" ]; then
+    echo "usage: $0 BUILD_DIR" >&2
+    exit 2
+fi
+build=$(cd "$1" && pwd)
+root=${BRIGADE_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+T=$(mktemp -d "${TMPDIR:-/tmp}/brigade-gpu-check.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+passed=0
+failed=0
+check() {
+    what=$1
+    shift
+    if "$@"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAIL: $what" >&2
+    fi
+}
+has_row() { grep -qE "^$1 +$2" "$T/$3/summary.txt"; }
+
+# The script needs the brigade binary and the two CUDA tests of the build.
+for exe in cli/brigade tests/test_cuda_ops tests/test_cuda_pipeline; do
+    if [ ! -x "$build/$exe" ]; then
+        echo "gpu_check: $build/$exe is missing" >&2
+        exit 2
+    fi
+done
+
+# ---- a whole run without a GPU ----
+mkdir "$T/full"
+(cd "$root" && BUDGET=200 sh bench/gpu-check.sh "$build" "$T/full") >"$T/full.log" 2>&1
+rc=$?
+check "exits 1 when the op test did not pass (rc $rc)" test "$rc" -eq 1
+check "writes exactly summary.txt and details.tar.gz" \
+    test "$(find "$T/full" -mindepth 1 -printf '%f\n' | sort | tr '\n' ' ')" = \
+    "details.tar.gz summary.txt "
+check "prints the table last" sh -c "tail -n 1 '$T/full.log' | grep -qE '^results +'"
+for row in 'GPU' 'test_cuda_ops' 'pipeline cuda:0x2, cuda:0x4' 'step, batch 64' \
+    'step, batch 256' '4 stages, batch 256, M=4' 'exposed copy, cuda:0x4' '5 epochs on cuda:0'; do
+    check "the table has the row '$row'" has_row "$row" '' full
+done
+check "the op test skipped (exit 77)" has_row 'test_cuda_ops' '0 passed, 0 failed, rc 77' full
+check "the pipeline test skipped" has_row 'pipeline cuda:0x2, cuda:0x4' 'skipped \(no GPU\)' full
+check "details.tar.gz holds the op test's output" \
+    sh -c "tar -tzf '$T/full/details.tar.gz' | grep -qx 'test_cuda_ops.txt'"
+
+# ---- no time for any step: the table is still written ----
+mkdir "$T/short"
+(cd "$root" && BUDGET=20 sh bench/gpu-check.sh "$build" "$T/short") >"$T/short.log" 2>&1
+rc=$?
+check "out of time: exits 1 (rc $rc)" test "$rc" -eq 1
+check "out of time: still writes both files" \
+    test -s "$T/short/summary.txt" -a -s "$T/short/details.tar.gz"
+check "out of time: the pipeline test is reported as skipped for time" \
+    has_row 'pipeline cuda:0x2, cuda:0x4' 'skipped: out of time' short
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
