@@ -101,6 +101,12 @@ static bg_status_t check_config(const bg_partition_config_t *cfg, context_t *c) 
     if (cfg->devices < 1 || cfg->chunks < 1)
         return bg_error_set(BG_ERR_INVALID, "partition: %d devices x %d chunks", cfg->devices,
                             cfg->chunks);
+    if (cfg->objective != BG_PARTITION_SLOWEST_STAGE &&
+        cfg->objective != BG_PARTITION_LEAST_TOTAL && cfg->objective != BG_PARTITION_LEAST_STEP)
+        return bg_error_set(BG_ERR_INVALID, "partition: unknown objective %d", (int)cfg->objective);
+    if (!(cfg->step_tolerance >= 0 && cfg->step_tolerance < 1))
+        return bg_error_set(BG_ERR_INVALID, "partition: step tolerance %g is not in [0, 1)",
+                            cfg->step_tolerance);
     c->cfg = cfg;
     c->layers = bg_cost_model_layers(cfg->model);
     c->stages = cfg->devices * cfg->chunks;

@@ -595,6 +595,18 @@ static void test_step_and_recompute(void **state) {
     assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "partition: no cost model or no devices"));
     pc.device = many;
+    pc.objective = (bg_partition_objective_t)7;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "partition: unknown objective 7"));
+    pc.objective = BG_PARTITION_LEAST_STEP;
+    pc.step_tolerance = 1;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "partition: step tolerance 1 is not in [0, 1)"));
+    pc.step_tolerance = NAN;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
+    pc.step_tolerance = 0;
+    pc.objective = BG_PARTITION_SLOWEST_STAGE;
+    assert_null(p);
     /* Splits: stage 0 starts at 0, boundaries increase within 1..7. */
     const int bad[2] = {0, 8};
     assert_int_equal(bg_partition_evaluate(&pc, bad, &p), BG_ERR_INVALID);
