@@ -3,10 +3,11 @@
  * with one nothing fits under (which also searches for the smallest
  * overflow), for the slowest stage, the least total, and the least
  * predicted step at M = 8 and 64 (within 0.1%, as the planner asks for it,
- * and once exact; the planner prices the first and the last); 100,000 layers (the most a model spec
- * may have) onto 4 and 64 stages; then the device order of BG_DEVICE_ORDER_EXACT_MAX devices (exact
- * search) and of 64 (greedy). Each plan's line ends with its predicted
- * step of M micro-batches (bg_partition_step_seconds).
+ * and once exact; the planner prices the first and the last); 100,000
+ * layers (the most a model spec may have) onto 4 and 64 stages; then the
+ * device order of BG_DEVICE_ORDER_EXACT_MAX devices (exact search) and of
+ * 64 (greedy). Each plan's line ends with its predicted step of M
+ * micro-batches (bg_partition_step_seconds).
  * The bar is under a second for each plan of 1,000 layers.
  *
  *   bench_partition

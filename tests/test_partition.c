@@ -194,9 +194,10 @@ static void check_least_total(const bg_partition_config_t *cfg, const bg_partiti
 /* The least-step objective on the same instance: with one stage per device
  * its predicted step is the brute force's (up to rounding), and never
  * longer than the slowest-stage split's, and with a tolerance of 0.1%
- * within 0.1% of that; when nothing fits it is the smallest overflow. Returns 1 when it beats both
- * the slowest stage's and the least total's step: an instance only the walk down the front gets
- * right. */
+ * within 0.1% of that; started from the slowest-stage split it finds the
+ * same split; when nothing fits it is the smallest overflow. Returns 1
+ * when it beats both the slowest stage's and the least total's step: an
+ * instance only a search inside the front gets right. */
 static int check_least_step(const bg_partition_config_t *cfg, const bg_partition_t *slowest,
                             const brute_t *b) {
     bg_partition_config_t pc = *cfg;
@@ -266,12 +267,12 @@ static void tight_capacities(bg_rng_t *rng, const bg_partition_config_t *pc, int
  * smallest overflow) is the brute force's, and so are the least total
  * (check_least_total) and the least step (check_least_step). At least
  * least_feasible instances must fit and least_infeasible not, so that both
- * kinds are exercised, and in least_walk_wins the least step must beat
+ * kinds are exercised, and in least_inside_wins the least step must beat
  * both ends of the front. */
 static void check_against_brute_force(uint64_t seed, int count, int scale, int most_stages,
                                       int caps_of_stages, int least_feasible, int least_infeasible,
-                                      int least_walk_wins) {
-    int feasible = 0, infeasible = 0, walk_wins = 0;
+                                      int least_inside_wins) {
+    int feasible = 0, infeasible = 0, inside_wins = 0;
     bg_rng_t rng;
     bg_rng_seed(&rng, seed, 7);
     for (int instance = 0; instance < count; instance++) {
@@ -338,7 +339,7 @@ static void check_against_brute_force(uint64_t seed, int count, int scale, int m
         brute_force(&pc, first, 1, stages, n, &b);
         assert_int_equal(p->fits, b.any_fits);
         check_least_total(&pc, p, &b);
-        walk_wins += check_least_step(&pc, p, &b);
+        inside_wins += check_least_step(&pc, p, &b);
         if (b.any_fits) {
             feasible++;
             assert_true(p->bottleneck_s == b.best_time);
@@ -366,7 +367,7 @@ static void check_against_brute_force(uint64_t seed, int count, int scale, int m
     assert_true(feasible >= least_feasible);
     assert_true(infeasible >= least_infeasible);
     /* Some instances' least step lies inside the front, not at its ends. */
-    assert_true(walk_wins >= least_walk_wins);
+    assert_true(inside_wins >= least_inside_wins);
 }
 
 static void test_dp_equals_brute_force(void **state) {
