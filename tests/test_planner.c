@@ -345,6 +345,64 @@ static void test_least_step_split(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* Six convolutions narrowing from 16 to 4 filters, then dense layers of
+ * uneven widths: on four CPU cores at M = 2 the split of the least
+ * predicted step is not the slowest stage's, and it simulates slower. The
+ * planner then keeps the slowest stage's split and says what the other
+ * simulated to: the simulation, not the prediction, decides. */
+static const char uneven_model[] = "input channels=3 height=16 width=16\n"
+                                   "conv2d filters=16 kernel=3 padding=same activation=relu\n"
+                                   "conv2d filters=12 kernel=3 padding=same activation=relu\n"
+                                   "conv2d filters=12 kernel=3 padding=same activation=relu\n"
+                                   "conv2d filters=8 kernel=3 padding=same activation=relu\n"
+                                   "conv2d filters=8 kernel=3 padding=same activation=relu\n"
+                                   "conv2d filters=4 kernel=3 padding=same activation=relu\n"
+                                   "flatten\n"
+                                   "dense units=128 activation=relu\n"
+                                   "dense units=256 activation=relu\n"
+                                   "dense units=16 activation=relu\n"
+                                   "dense units=128 activation=relu\n"
+                                   "dense units=16 activation=relu\n"
+                                   "dense units=256 activation=relu\n"
+                                   "dense units=10\n"
+                                   "softmax_cross_entropy\n";
+
+static void test_least_step_simulated_slower(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(uneven_model);
+    bg_cost_device_t devices[4];
+    cpu_cores(devices, 4);
+    bg_plan_request_t r = request_for(spec, devices, 4, 2, 64);
+    bg_plan_t *chosen = NULL;
+    assert_int_equal(bg_plan_create(&r, &chosen), BG_OK);
+    assert_true(chosen->partition->fits);
+    assert_int_equal(chosen->config.objective, BG_PARTITION_SLOWEST_STAGE);
+    /* The least step's split: predicted faster, a different split... */
+    bg_partition_config_t pc = chosen->config;
+    pc.objective = BG_PARTITION_LEAST_STEP;
+    pc.step_tolerance = 1e-3; /* as the planner asks */
+    bg_partition_t *least = NULL;
+    assert_int_equal(bg_partition_create(&pc, &least), BG_OK);
+    assert_true(bg_partition_step_seconds(least, &pc) <
+                bg_partition_step_seconds(chosen->partition, &pc));
+    int differs = 0;
+    for (int s = 0; s < 4; s++) differs |= least->stage[s].first_layer != chosen->first_layer[s];
+    assert_true(differs);
+    /* ...whose simulated step, given as a split, is the one the plan
+     * reports as the other's, and longer than the chosen. */
+    int split[3] = {least->stage[1].first_layer, least->stage[2].first_layer,
+                    least->stage[3].first_layer};
+    r.split = split;
+    bg_plan_t *given = NULL;
+    assert_int_equal(bg_plan_create(&r, &given), BG_OK);
+    assert_true(given->simulated_step_s == chosen->other_split_step_s);
+    assert_true(chosen->other_split_step_s > chosen->simulated_step_s * (1 + 1e-3));
+    bg_plan_destroy(given);
+    bg_partition_destroy(least);
+    bg_plan_destroy(chosen);
+    bg_model_spec_destroy(spec);
+}
+
 /* A 2-stage split of equal costs, simulated from the plan: the bubble is
  * (K-1)/(M+K-1) and the step (M+K-1)(F+B). */
 static void test_simulate_equal_stages(void **state) {
@@ -641,6 +699,7 @@ int main(void) {
         cmocka_unit_test(test_microbatch_candidates),
         cmocka_unit_test(test_search),
         cmocka_unit_test(test_least_step_split),
+        cmocka_unit_test(test_least_step_simulated_slower),
         cmocka_unit_test(test_simulate_equal_stages),
         cmocka_unit_test(test_zb_h1_equal_stages),
         cmocka_unit_test(test_split_backward_costs),
