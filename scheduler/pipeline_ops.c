@@ -244,12 +244,14 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     return BG_OK;
 }
 
-/* After the op that completes stage s's weight gradients for the step
- * (the last micro-batch's B, or W when split), checks them for NaN and Inf
- * within that op's event: the barrier of the optimizer step then only
+/* After the op of `kind` that completes stage s's weight gradients for the
+ * step (the last micro-batch's B, or W when split), checks them for NaN and
+ * Inf within that op's event: the barrier of the optimizer step then only
  * gathers what every device found, and the check shows as the work it is. */
-static bg_status_t check_weight_gradients(bg_pipeline_t *p, int s, int mb) {
-    if (!p->cfg.check_finite || mb != p->last_gradient_mb[s]) return BG_OK;
+static bg_status_t check_weight_gradients(bg_pipeline_t *p, int s, int mb, bg_op_kind_t kind) {
+    if (!p->cfg.check_finite || kind != bg_schedule_gradient_kind(p->train) ||
+        mb != p->last_gradient_mb[s])
+        return BG_OK;
     int tag = 0;
     BG_CHECK(log_check(p, s, -1, -1, "the accumulated weight gradient", &tag));
     return bg_stage_mark_nonfinite_grads(p->stage[s], tag);
@@ -274,7 +276,7 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
                        WRITES_INPUT_GRAD | (p->cfg.recompute ? WRITES_OUTPUT : 0)));
     stamp_t start = stamp(p, device);
     BG_CHECK(bg_stage_backward_slot(stage, mb % p->slots[s], n, 1.0 / (double)p->batch));
-    if (!p->train->split_backward) BG_CHECK(check_weight_gradients(p, s, mb));
+    BG_CHECK(check_weight_gradients(p, s, mb, BG_OP_BACKWARD));
     note(p, device, BG_EVENT_BACKWARD, s, mb, -1, start, stamp(p, device));
     if (s > 0) {
         BG_CHECK(check_finite(p, s, mb, p->first[s], bg_stage_input_grad(stage),
@@ -349,7 +351,7 @@ static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op
         }
         BG_CHECK(bg_stage_weights_slot(p->stage[op->stage], op->microbatch % p->slots[op->stage],
                                        p->micro_size[op->microbatch]));
-        BG_CHECK(check_weight_gradients(p, op->stage, op->microbatch));
+        BG_CHECK(check_weight_gradients(p, op->stage, op->microbatch, BG_OP_WEIGHT));
         note(p, device, BG_EVENT_WEIGHT, op->stage, op->microbatch, -1, start, stamp(p, device));
         return BG_OK;
     case BG_OP_STEP: {

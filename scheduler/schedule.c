@@ -577,9 +577,13 @@ static int stage_readable(const bg_schedule_t *s, int stage, const char *functio
     return 1;
 }
 
+bg_op_kind_t bg_schedule_gradient_kind(const bg_schedule_t *s) {
+    return s->split_backward ? BG_OP_WEIGHT : BG_OP_BACKWARD;
+}
+
 int bg_schedule_last_gradient_microbatch(const bg_schedule_t *s, int stage) {
     if (!stage_readable(s, stage, "bg_schedule_last_gradient_microbatch")) return -1;
-    const bg_op_kind_t kind = s->split_backward ? BG_OP_WEIGHT : BG_OP_BACKWARD;
+    const bg_op_kind_t kind = bg_schedule_gradient_kind(s);
     const int d = stage % s->devices;
     int last = -1;
     for (int i = 0; i < s->op_counts[d]; i++)

@@ -162,6 +162,10 @@ bg_status_t bg_schedule_validate(const bg_schedule_t *schedule);
  * -1 for a NULL schedule or a stage out of range (message set). */
 int bg_schedule_stash_slots(const bg_schedule_t *schedule, int stage);
 
+/* The kind of op that adds to the weight gradients: W when the schedule
+ * splits the backward (zb-h1), else B. */
+bg_op_kind_t bg_schedule_gradient_kind(const bg_schedule_t *schedule);
+
 /* The micro-batch whose weight-gradient op (B, or W when split) stage
  * `stage` runs last in a step, in its device's order: the op that
  * completes the step's accumulated weight gradients. -1 for forward-only

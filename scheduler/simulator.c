@@ -158,8 +158,9 @@ static void note_busy(sim_state_t *st, int d, double start, double end, int kind
 /* The check of stage s's weight gradients when op (of kind B or W) is the
  * one that completes them, else 0. */
 static double weight_check(const sim_state_t *st, const bg_op_t *op) {
-    const bg_op_kind_t last = st->schedule->split_backward ? BG_OP_WEIGHT : BG_OP_BACKWARD;
-    if (op->kind != last || op->microbatch != st->last_gradient_mb[op->stage]) return 0;
+    if (op->kind != bg_schedule_gradient_kind(st->schedule) ||
+        op->microbatch != st->last_gradient_mb[op->stage])
+        return 0;
     return cost(st->costs->weight_check, op->stage);
 }
 
