@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "devices.h"
 #include "model_spec.h"
+#include "placement.h"
 #include "profile.h"
 #include "progress.h"
 #include "topology.h"
@@ -33,7 +34,8 @@ static const char help[] =
     "            (recv); and, over all boundaries, the time from the sender's\n"
     "            copy to the sleeping receiver running (hand-off) and what waking\n"
     "            it costs the sender (wake)\n"
-    "  stages    every range of consecutive layers (models of up to 64 layers)\n"
+    "  stages    every range of consecutive layers (models of up to 64 layers;\n"
+    "            with --split, the stages of that split only, at any size)\n"
     "            timed as a stage of its own, as a pipeline device runs one: its\n"
     "            forward, backward and update, and the channel copies around\n"
     "            them, with 1, 2 and M micro-batches in flight (the stash slots\n"
@@ -63,7 +65,9 @@ static const char help[] =
     "The layer ranges take most of the time (58 s for the origin CNN at\n"
     "--microbatches 4 --repetitions 21 --devices cpu:2 on a 2-core Xeon,\n"
     "minutes for larger models); their progress and the time left go to\n"
-    "stderr.\n"
+    "stderr. --split times the few ranges of a placement chosen already:\n"
+    "the planner prices other splits from the layers' sums, so give the\n"
+    "same --split to plan, simulate and train.\n"
     "\n"
     "Prints a table and, with -o, writes the profile (JSON, format version 2;\n"
     "version 1 files still load) that plan, train, simulate and sweep take with\n"
@@ -79,6 +83,8 @@ static const char help[] =
     "                     a layer range's rounds are split among its passes)\n"
     "  --optimizer NAME   adam (default) or sgd, for the update times\n"
     "  --momentum X       sgd momentum (default 0)\n"
+    "  --split I,J,...    time only the stages of this split (first layer of\n"
+    "                     stages 1..S-1, as for train)\n"
     "  --devices SPEC     where to measure; this build measures on CPU cores\n"
     "                     (cpu, the default, or cpu:N: layers on the first core,\n"
     "                     the channels' other end and the co-runner on the\n"
@@ -89,18 +95,21 @@ static const char help[] =
     "  brigade profile examples/fashion_cnn.model --microbatches 4 --devices cpu:2 \\\n"
     "      -o cnn.profile.json\n"
     "  brigade simulate examples/fashion_cnn.model --devices cpu:2 --microbatches 4 \\\n"
-    "      --profile cnn.profile.json\n";
+    "      --profile cnn.profile.json\n"
+    "  brigade profile examples/fashion_cnn.model --microbatches 4 --devices cpu:2 \\\n"
+    "      --split 4 -o split4.profile.json      # seconds: the two stages only\n";
 
 typedef struct profile_options {
     const char *model, *output, *devices;
     int64_t batch, microbatches, repetitions;
+    int split[BG_MAX_STAGES], split_count; /* --split, 0: every range */
     bg_optimizer_config_t optimizer;
 } profile_options_t;
 
 static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *show_help) {
-    static const char *const with_value[] = {"--batch",     "--microbatches", "--repetitions",
-                                             "--optimizer", "--momentum",     "--devices",
-                                             "-o"};
+    static const char *const with_value[] = {
+        "--batch",    "--microbatches", "--repetitions", "--optimizer",
+        "--momentum", "--devices",      "--split",       "-o"};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -132,6 +141,8 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1, &o->optimizer.sgd.momentum));
         else if (strcmp(arg, "--devices") == 0)
             o->devices = v;
+        else if (strcmp(arg, "--split") == 0)
+            BG_CHECK(bg_placement_parse_split(v, o->split, &o->split_count));
         else
             o->output = v;
     }
@@ -237,6 +248,12 @@ int bg_cmd_profile(int argc, char **argv) {
     bg_progress_t progress = {0}; /* set up before the measurement */
     int code = 0;
     BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
+    if (o.split_count > 0) {
+        int first[BG_MAX_STAGES + 1];
+        BG_CHECK_GOTO(
+            bg_cli_input_status(bg_model_spec_check_split(spec, o.split_count + 1, o.split, first)),
+            st, fail);
+    }
     BG_CHECK_GOTO(bg_topology_create(NULL, &topology), st, fail);
     int peer_core = 1 % bg_topology_core_count(topology), loaded = 0;
     if (o.devices != NULL) {
@@ -265,6 +282,8 @@ int bg_cmd_profile(int argc, char **argv) {
     pc.topology = topology;
     pc.peer_core = peer_core;
     pc.loaded = loaded;
+    pc.split = o.split_count > 0 ? o.split : NULL;
+    pc.split_count = o.split_count;
     bg_progress_init(&progress, stderr, 1);
     progress.what = "timing layer ranges as stages:";
     pc.progress = bg_progress_count;

@@ -69,8 +69,8 @@ int bg_placement_is_option(const char *arg) {
     return strcmp(arg, "--recompute") == 0 ? 2 : 0;
 }
 
-static bg_status_t parse_split(bg_placement_t *p, const char *text) {
-    p->split_count = 0;
+bg_status_t bg_placement_parse_split(const char *text, int *split, int *count) {
+    *count = 0;
     const char *at = text;
     while (*at != '\0') {
         char *end;
@@ -78,14 +78,14 @@ static bg_status_t parse_split(bg_placement_t *p, const char *text) {
         if (end == at || (*end != ',' && *end != '\0') || value < 1 || value > 1000000)
             return bg_error_set(BG_ERR_INVALID,
                                 "--split: expected layer numbers like 3,5, got '%s'", text);
-        if (p->split_count + 1 >= BG_MAX_STAGES)
+        if (*count + 1 >= BG_MAX_STAGES)
             return bg_error_set(BG_ERR_INVALID, "--split: more than %d stages", BG_MAX_STAGES);
-        p->split[p->split_count++] = (int)value;
+        split[(*count)++] = (int)value;
         at = *end == ',' ? end + 1 : end;
         if (*end == ',' && *at == '\0')
             return bg_error_set(BG_ERR_INVALID, "--split: '%s' ends with a comma", text);
     }
-    if (p->split_count == 0) return bg_error_set(BG_ERR_INVALID, "--split: no layer numbers");
+    if (*count == 0) return bg_error_set(BG_ERR_INVALID, "--split: no layer numbers");
     return BG_OK;
 }
 
@@ -124,7 +124,7 @@ bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *v
         BG_CHECK(bg_cli_parse_int(arg, value, 1, BG_MAX_STAGES, &n));
         p->stages = (int)n;
     } else if (strcmp(arg, "--split") == 0) {
-        BG_CHECK(parse_split(p, value));
+        BG_CHECK(bg_placement_parse_split(value, p->split, &p->split_count));
     } else if (strcmp(arg, "--schedule") == 0) {
         p->auto_schedule = strcmp(value, "auto") == 0;
         if (!p->auto_schedule && bg_schedule_kind_parse(value, &p->schedule) != BG_OK)

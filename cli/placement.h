@@ -44,6 +44,12 @@ void bg_placement_init(bg_placement_t *p);
 /* 1 if `arg` is a placement option taking a value, 2 if a flag. */
 int bg_placement_is_option(const char *arg);
 
+/* Parses a --split value, "I,J,...": the first layer of stages 1, 2, ...
+ * into split[] (room for BG_MAX_STAGES - 1), their number into *count.
+ * Checks the form only; bg_model_spec_check_split checks it against a
+ * model. */
+bg_status_t bg_placement_parse_split(const char *text, int *split, int *count);
+
 /* Applies option `arg` with `value` (NULL for flags). */
 bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *value);
 

@@ -32,6 +32,33 @@ bg_status_t bg_cli_shared_arg(int argc, char **argv, int *i, const char **model,
     return bg_placement_apply(placement, arg, value);
 }
 
+/* A profile made with `brigade profile --split` times only that split's
+ * stages, which then tile the model; the planner prices any other split
+ * from the layers' sums. Says so when the placement does not ask for that
+ * split, since a plan would then compare unlike figures. */
+static void note_split_profile(const bg_placement_t *p, const bg_profile_t *prof,
+                               const char *path) {
+    int split[BG_MAX_STAGES], count = 0, end = 0;
+    for (int i = 0; i < prof->stage_count; i++) {
+        const bg_stage_profile_t *s = &prof->stage[i];
+        if (i > 0 && s->first == prof->stage[i - 1].first && s->last == prof->stage[i - 1].last)
+            continue; /* the same range at another slot count */
+        if (s->first != end || count >= BG_MAX_STAGES) return; /* every range: a full profile */
+        if (s->first > 0) split[count++] = s->first;
+        end = s->last;
+    }
+    if (count == 0 || end != prof->layers) return;
+    int same = p->split_count == count;
+    for (int s = 0; same && s < count; s++) same = p->split[s] == split[s];
+    if (same) return;
+    fprintf(stderr, "note: %s times only the stages of split ", path);
+    for (int s = 0; s < count; s++) fprintf(stderr, "%s%d", s ? "," : "", split[s]);
+    fprintf(stderr, " (brigade profile --split); other splits are priced from its layers' sums, "
+                    "so give --split ");
+    for (int s = 0; s < count; s++) fprintf(stderr, "%s%d", s ? "," : "", split[s]);
+    fprintf(stderr, " too, or profile without --split\n");
+}
+
 bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *spec,
                                 const bg_optimizer_config_t *optimizer, bg_profile_t **out) {
     *out = NULL;
@@ -47,8 +74,10 @@ bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *
     if (st != BG_OK) {
         bg_profile_destroy(*out);
         *out = NULL;
+        return st;
     }
-    return st;
+    note_split_profile(p, *out, p->profile_path);
+    return BG_OK;
 }
 
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,

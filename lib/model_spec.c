@@ -113,6 +113,21 @@ typedef struct parser {
     int form_line; /* the line of the layer that made the output so */
 } parser_t;
 
+bg_status_t bg_model_spec_check_split(const bg_model_spec_t *spec, int stages, const int *split,
+                                      int *first) {
+    first[0] = 0;
+    for (int s = 1; s < stages; s++) {
+        first[s] = split[s - 1];
+        if (first[s] <= first[s - 1] || first[s] >= spec->num_layers)
+            return bg_error_set(BG_ERR_INVALID,
+                                "--split: stage %d would start at layer %d; boundaries must "
+                                "increase and lie within 1..%d",
+                                s, first[s], spec->num_layers - 1);
+    }
+    first[stages] = spec->num_layers;
+    return BG_OK;
+}
+
 const char *bg_layer_kind_name(bg_layer_kind_t kind) {
     switch (kind) {
     case BG_LAYER_CONV2D: return "conv2d";

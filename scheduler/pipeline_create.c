@@ -61,21 +61,6 @@ bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, i
     return BG_OK;
 }
 
-static bg_status_t check_split(const bg_model_spec_t *spec, int stages, const int *split,
-                               int *first) {
-    first[0] = 0;
-    for (int s = 1; s < stages; s++) {
-        first[s] = split[s - 1];
-        if (first[s] <= first[s - 1] || first[s] >= spec->num_layers)
-            return bg_error_set(BG_ERR_INVALID,
-                                "--split: stage %d would start at layer %d; boundaries must "
-                                "increase and lie within 1..%d",
-                                s, first[s], spec->num_layers - 1);
-    }
-    first[stages] = spec->num_layers;
-    return BG_OK;
-}
-
 static bg_status_t create_backends(bg_pipeline_t *p) {
     for (int d = 0; d < p->devices; d++) {
         const bg_device_t *dev = &p->cfg.devices->devices[d];
@@ -319,7 +304,7 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
         goto fail;
     }
     if (cfg->split != NULL)
-        BG_CHECK_GOTO(check_split(cfg->spec, stages, cfg->split, p->first), st, fail);
+        BG_CHECK_GOTO(bg_model_spec_check_split(cfg->spec, stages, cfg->split, p->first), st, fail);
     else
         BG_CHECK_GOTO(bg_pipeline_balance_split(cfg->spec, stages, p->first), st, fail);
     p->first[stages] = cfg->spec->num_layers;

@@ -93,7 +93,8 @@ typedef struct bg_stage_profile {
     double weight_check_s;                  /* the check of its gradients, once a step */
 } bg_stage_profile_t;
 
-/* Models of more layers get no stage ranges (there are L(L+1)/2 of them). */
+/* Models of more layers get no stage ranges (there are L(L+1)/2 of them),
+ * unless a split names the few to time (bg_profile_config_t.split). */
 #define BG_PROFILE_MAX_STAGE_LAYERS 64
 
 /* The profile format this build writes; it reads 1 and 2. */
@@ -120,7 +121,7 @@ typedef struct bg_profile {
     char optimizer[8];
     int optimizer_states;
     bg_layer_profile_t *layer;
-    int stage_count;           /* version 2: every layer range at slots 1, 2 and M */
+    int stage_count;           /* version 2: every layer range (or a split's) at slots 1, 2 and M */
     bg_stage_profile_t *stage; /* stage_count entries, or NULL */
 } bg_profile_t;
 
@@ -135,6 +136,12 @@ typedef struct bg_profile_config {
     bg_topology_t *topology; /* binds the channel's other thread; NULL: unbound */
     int peer_core;           /* the core it binds to */
     int loaded; /* also time each layer range beside a co-runner on peer_core (K >= 2) */
+    /* Time only the stages of this split (split[s - 1] the first layer of
+     * stage s, as --split), at any model size: seconds where every range
+     * of a small model takes a minute. NULL: every range of a model of up
+     * to BG_PROFILE_MAX_STAGE_LAYERS layers. */
+    const int *split;
+    int split_count;
     /* Called with done = 0 before the layer ranges are timed, then after
      * each timing of one with how many of the `total` are done, for a
      * progress display; NULL: not called. */
@@ -146,7 +153,7 @@ typedef struct bg_profile_config {
     {                                                                                              \
         .spec = NULL, .batch = 64, .repetitions = 7, .optimizer = BG_OPTIMIZER_CONFIG_INIT,        \
         .stash_slots = 2, .microbatches = 1, .topology = NULL, .peer_core = 1, .loaded = 0,        \
-        .progress = NULL, .progress_ctx = NULL                                                     \
+        .split = NULL, .split_count = 0, .progress = NULL, .progress_ctx = NULL                    \
     }
 
 /* Times every layer on one CPU device (this thread, one OpenBLAS thread; a

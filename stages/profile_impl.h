@@ -18,7 +18,8 @@ double profile_typical(double *values, int n);
 
 /* Measures every layer range [first, last) as a stage at each of the slot
  * counts 1, 2 and M (those <= M) into p->stage; nothing for models of more
- * than BG_PROFILE_MAX_STAGE_LAYERS layers. */
+ * than BG_PROFILE_MAX_STAGE_LAYERS layers. With cfg->split, only the
+ * ranges of its stages, at any model size. */
 bg_status_t profile_measure_stages(bg_backend_t *be, const bg_profile_config_t *cfg,
                                    bg_profile_t *p);
 

@@ -572,10 +572,43 @@ static bg_stage_profile_t range_profile(int first, int last, int layers, int slo
     };
 }
 
+/* The layer ranges to time, as (first, last) pairs in `range`: the
+ * stages of cfg->split, or every range of a model of up to
+ * BG_PROFILE_MAX_STAGE_LAYERS layers (none of a larger one). */
+static bg_status_t stage_ranges(const bg_profile_config_t *cfg, int (**range)[2], int *count) {
+    const int n = cfg->spec->num_layers;
+    *range = NULL;
+    *count = 0;
+    int total = n * (n + 1) / 2;
+    if (cfg->split != NULL)
+        total = cfg->split_count + 1;
+    else if (n > BG_PROFILE_MAX_STAGE_LAYERS)
+        return BG_OK;
+    *range = malloc((size_t)total * sizeof **range);
+    if (*range == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
+    if (cfg->split != NULL) {
+        for (int s = 0; s < total; s++) {
+            (*range)[s][0] = s == 0 ? 0 : cfg->split[s - 1];
+            (*range)[s][1] = s + 1 < total ? cfg->split[s] : n;
+        }
+    } else {
+        int entry = 0;
+        for (int first = 0; first < n; first++)
+            for (int last = first + 1; last <= n; last++, entry++) {
+                (*range)[entry][0] = first;
+                (*range)[entry][1] = last;
+            }
+    }
+    *count = total;
+    return BG_OK;
+}
+
 bg_status_t profile_measure_stages(bg_backend_t *be, const bg_profile_config_t *cfg,
                                    bg_profile_t *p) {
     const int n = cfg->spec->num_layers;
-    if (n > BG_PROFILE_MAX_STAGE_LAYERS) return BG_OK;
+    int(*range)[2], ranges;
+    BG_CHECK(stage_ranges(cfg, &range, &ranges));
+    if (ranges == 0) return BG_OK;
     /* The slot counts a stage can have: 1 (the last stage of 1F1B), 2 (the
      * stage before it, double buffering) and M (every GPipe stage). */
     int slot_counts[3], kinds = 0;
@@ -585,35 +618,33 @@ bg_status_t profile_measure_stages(bg_backend_t *be, const bg_profile_config_t *
         for (int k = 0; k < kinds; k++) seen |= slot_counts[k] == s;
         if (!seen) slot_counts[kinds++] = s;
     }
-    const int total = n * (n + 1) / 2 * kinds;
+    const int total = ranges * kinds;
     range_figures_t *figures = calloc((size_t)total, sizeof *figures);
     p->stage = calloc((size_t)total, sizeof *p->stage);
     if (figures == NULL || p->stage == NULL) {
         free(figures);
+        free(range);
         return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
     }
     bg_status_t st = BG_OK;
     if (cfg->progress != NULL) cfg->progress(cfg->progress_ctx, 0, (int64_t)PASSES * total);
-    for (int pass = 0; pass < PASSES && st == BG_OK; pass++) {
-        int entry = 0;
-        for (int first = 0; first < n && st == BG_OK; first++)
-            for (int last = first + 1; last <= n && st == BG_OK; last++)
-                for (int k = 0; k < kinds && st == BG_OK; k++) {
-                    st = time_range_pass(be, cfg, first, last, slot_counts[k], &figures[entry++]);
-                    if (st == BG_OK && cfg->progress != NULL)
-                        cfg->progress(cfg->progress_ctx, (int64_t)pass * total + entry,
-                                      (int64_t)PASSES * total);
-                }
-    }
+    for (int pass = 0; pass < PASSES && st == BG_OK; pass++)
+        for (int entry = 0; entry < total && st == BG_OK; entry++) {
+            const int *r = range[entry / kinds];
+            st = time_range_pass(be, cfg, r[0], r[1], slot_counts[entry % kinds], &figures[entry]);
+            if (st == BG_OK && cfg->progress != NULL)
+                cfg->progress(cfg->progress_ctx, (int64_t)pass * total + entry + 1,
+                              (int64_t)PASSES * total);
+        }
     if (st == BG_OK) {
-        int entry = 0;
-        for (int first = 0; first < n; first++)
-            for (int last = first + 1; last <= n; last++)
-                for (int k = 0; k < kinds; k++, entry++)
-                    p->stage[entry] =
-                        range_profile(first, last, n, slot_counts[k], cfg->loaded, &figures[entry]);
+        for (int entry = 0; entry < total; entry++) {
+            const int *r = range[entry / kinds];
+            p->stage[entry] = range_profile(r[0], r[1], n, slot_counts[entry % kinds], cfg->loaded,
+                                            &figures[entry]);
+        }
         p->stage_count = total;
     }
     free(figures);
+    free(range);
     return st;
 }

@@ -168,6 +168,68 @@ json.dump(p, open(sys.argv[2], 'w'))" "$P2" "$T/badload.profile.json"
     expect 2 "stage entry 5 'loaded'" -- simulate "$MODEL" --profile "$T/badload.profile.json"
 fi
 
+# --split: only that split's stages are timed, at any model size; a plan
+# for another split is told it is priced from the layers' sums.
+usage_error "--split: stage 1 would start at layer 9; boundaries must increase and lie within 1..7" \
+    -- profile "$MODEL" --split 9
+usage_error "--split: stage 2 would start at layer 2; boundaries must increase and lie within 1..7" \
+    -- profile "$MODEL" --split 4,2
+usage_error "--split: expected layer numbers like 3,5, got 'x'" -- profile "$MODEL" --split x
+PS=$T/split.profile.json
+if expect 0 "" -- profile "$MODEL" --batch 64 --microbatches 2 --devices cpu:2 \
+    --repetitions 3 --split 4 -o "$PS"; then
+    # 2 ranges x 2 slot counts (1, 2) x 3 passes
+    check "a split profile times its stages only" \
+        grep -q "^timing layer ranges as stages: 12/12 (100%), 0:00 left$" "$ERR"
+    stdout_has "under load: 4 layer ranges" "profile table of a split"
+    file_check "a split profile holds its two stages at 1 and 2 slots, under load" "$PS" '
+ranges = [(s["first"], s["last"], s["slots"]) for s in p["stages"]]
+assert ranges == [(0, 4, 1), (0, 4, 2), (4, 8, 1), (4, 8, 2)], ranges
+assert all(s["loaded"]["forward_s"] > 0 and s["forward_s"] > 0 for s in p["stages"])'
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --profile "$PS"
+    check "a split profile without that --split: the note says so" grep -qF \
+        "note: $PS times only the stages of split 4 (brigade profile --split); other splits are priced from its layers' sums, so give --split 4 too" \
+        "$ERR"
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --split 4 --profile "$PS" \
+        --metrics "$T/split.metrics.json"
+    if grep -qF "times only the stages" "$ERR"; then
+        fail "a split profile with its --split: a note all the same"
+    else
+        pass
+    fi
+    # The stages' own figures count: doubling them lengthens the step.
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+for s in p['stages']:
+    for key in ('forward_s', 'backward_s'):
+        s[key] *= 2
+        s['loaded'][key] *= 2
+json.dump(p, open(sys.argv[2], 'w'))" "$PS" "$T/slow-split.profile.json"
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --split 4 \
+        --profile "$T/slow-split.profile.json" --metrics "$T/slow-split.metrics.json"
+    check "a split profile's stage times price its split" python3 -c "import json, sys
+plain, slow = (json.load(open(f))['timeline']['step_s'] for f in sys.argv[1:])
+assert slow > 1.5 * plain, (slow, plain)" "$T/split.metrics.json" "$T/slow-split.metrics.json"
+fi
+# Past 64 layers a profile times no ranges, but a split's stages still.
+{
+    echo "input channels=1 height=4 width=4"
+    echo flatten
+    i=0
+    while [ $i -lt 40 ]; do
+        echo "dense units=8 activation=relu"
+        i=$((i + 1))
+    done
+    echo "dense units=4"
+    echo softmax_cross_entropy
+} >"$T/deep.model"
+if expect 0 "" -- profile "$T/deep.model" --repetitions 1 --split 30,60 -o "$T/deep.profile.json"; then
+    file_check "a split profile of 83 layers holds its three stages" "$T/deep.profile.json" '
+assert len(p["layers"]) == 83, len(p["layers"])
+ranges = [(s["first"], s["last"]) for s in p["stages"]]
+assert ranges == [(0, 30), (30, 60), (60, 83)], ranges'
+fi
+
 # A profile of another model (other shapes) is refused, naming the file.
 sed 's/units=128/units=64/' "$MODEL" >"$T/small.model"
 expect 0 "" -- profile "$T/small.model" --repetitions 1 -o "$T/small.profile.json"
