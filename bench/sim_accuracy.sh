@@ -4,17 +4,19 @@
 # one and the simulated bubble within 2 points, for GPipe and 1F1B at K = 2
 # CPU devices and M in {1, 2, 4, 8}?
 #
-# For each model and M, REPEAT times in turn: `brigade profile` at the
-# micro-batch size (--devices cpu:2, so the channel costs are measured
-# between the two cores); then for each schedule `brigade simulate` with
-# that profile and a measured `brigade train --data synthetic` on the same
-# split (the first profile's plan's, read from simulate's metrics, or
-# SPLIT), STEPS steps of which the last RECORD are recorded. A measured
-# figure is the median over the recorded steps (step_median_s,
-# bubble_median of --metrics); both the measured and the simulated figures
-# are then averaged over the REPEAT turns. This machine's cores change speed
-# for seconds at a time (docs/sim-accuracy-log.md), so each profile is taken next to
-# the runs it is compared with, and the averages follow the long-run speed a
+# For each model and M the split is the planner's (from one `brigade
+# profile` of every layer range at the micro-batch size, --devices cpu:2,
+# read from simulate's metrics) or SPLIT. Then REPEAT times in turn, for
+# each schedule: `brigade profile --split` of that split's stages (a few
+# seconds), `brigade simulate` with it, and a measured `brigade train
+# --data synthetic` on the same split, STEPS steps of which the last
+# RECORD are recorded. A measured figure is the median over the recorded
+# steps (step_median_s, bubble_median of --metrics); both the measured and
+# the simulated figures are then averaged over the REPEAT turns. This
+# machine's cores change speed for seconds at a time
+# (docs/sim-accuracy-log.md), so each run's profile is taken right before
+# it (a profile of every range takes a minute, and timed the run's stages
+# up to a minute before it), and the averages follow the long-run speed a
 # training job sees. Prints one row per point with both figures, the
 # errors and the spread of the measured step over the turns ((max - min) /
 # mean), then the turns' own errors (each turn's simulation against its
@@ -92,22 +94,34 @@ for entry in $models; do
         done
         run=0
         while [ $run -lt "$repeat" ]; do
-            profile="$work/$name.m$m.profile.json"
-            "$brigade" profile "$model" --batch $batch --microbatches "$m" --devices cpu:2 \
-                --repetitions "$repetitions" -o "$profile" >/dev/null 2>&1
             for schedule in gpipe 1f1b; do
                 placement="--devices cpu:2 --batch $batch --microbatches $m --schedule $schedule"
-                # The first profile's plan fixes the split for the later ones.
                 cut=$(cat "$work/cut.$schedule")
-                [ -n "$cut" ] && placement="$placement --split $cut"
+                if [ -z "$cut" ]; then
+                    # The planner's split, from a profile of every layer
+                    # range, once per point (not compared: the runs'
+                    # profiles below are of their split only).
+                    full="$work/$name.m$m.full.json"
+                    [ -f "$full" ] || "$brigade" profile "$model" --batch $batch \
+                        --microbatches "$m" --devices cpu:2 --repetitions "$repetitions" \
+                        -o "$full" >/dev/null 2>&1
+                    # shellcheck disable=SC2086
+                    "$brigade" simulate "$model" $placement --profile "$full" \
+                        --metrics "$work/plan.json" >/dev/null
+                    json "$work/plan.json" 'p["stages"][1]["layers"][0]' >"$work/cut.$schedule"
+                    cut=$(cat "$work/cut.$schedule")
+                fi
+                # This run's profile: its split's stages only, seconds long,
+                # taken right before the run it is compared with.
+                profile="$work/$name.m$m.profile.json"
+                "$brigade" profile "$model" --batch $batch --microbatches "$m" --devices cpu:2 \
+                    --repetitions "$repetitions" --split "$cut" -o "$profile" >/dev/null 2>&1
                 # shellcheck disable=SC2086
-                "$brigade" simulate "$model" $placement --profile "$profile" \
+                "$brigade" simulate "$model" $placement --split "$cut" --profile "$profile" \
                     --metrics "$work/sim.json" >/dev/null
                 json "$work/sim.json" \
                     '"%r %r" % (p["timeline"]["step_s"], p["timeline"]["bubble_measured"])' \
                     >>"$work/sims.$schedule"
-                json "$work/sim.json" 'p["stages"][1]["layers"][0]' >"$work/cut.$schedule"
-                cut=$(cat "$work/cut.$schedule")
                 if [ "$ablate" = 1 ]; then
                     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
