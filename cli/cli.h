@@ -31,8 +31,10 @@ int bg_cli_fail(const char *cmd, bg_status_t status);
  * (exit 2), so BG_ERR_IO becomes BG_ERR_INVALID; others pass unchanged. */
 bg_status_t bg_cli_input_status(bg_status_t status);
 
-/* The value of option argv[*i]: argv[*i + 1], advancing *i past it;
- * BG_ERR_INVALID ("--batch needs a value") when there is none. */
+/* The value of option argv[*i]: argv[*i + 1], advancing *i past it.
+ * BG_ERR_INVALID when there is none ("--batch needs a value"), when it
+ * starts with "--" (the next option, not a value), and when the option was
+ * given before ("--stages given twice"). */
 bg_status_t bg_cli_option_value(int argc, char **argv, int *i, const char **out);
 
 /* Parses a whole decimal integer in [min, max]; BG_ERR_INVALID with a message

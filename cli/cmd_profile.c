@@ -127,8 +127,8 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
             known |= strcmp(arg, with_value[k]) == 0;
         if (!known) return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
-        if (i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", arg);
-        const char *v = argv[++i];
+        const char *v;
+        BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--batch") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));
         else if (strcmp(arg, "--microbatches") == 0)

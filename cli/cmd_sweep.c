@@ -53,6 +53,7 @@ typedef struct sweep_options {
     int schedule_count;
     int64_t steps, warmup, batch;
     int simulate;
+    int data_given, warmup_given; /* refused with --simulate, which runs nothing */
     bg_placement_t placement;
 } sweep_options_t;
 
@@ -158,13 +159,15 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
             BG_CHECK(for_each_item(arg, v, take_schedule, o));
         } else if (strcmp(arg, "--steps") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 100000, &o->steps));
-        else if (strcmp(arg, "--warmup") == 0)
+        else if (strcmp(arg, "--warmup") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 0, 100000, &o->warmup));
-        else if (strcmp(arg, "--batch") == 0)
+            o->warmup_given = 1;
+        } else if (strcmp(arg, "--batch") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));
-        else if (strcmp(arg, "--data") == 0)
+        else if (strcmp(arg, "--data") == 0) {
             o->data = v;
-        else
+            o->data_given = 1;
+        } else
             o->chart = v;
     }
     if (*show_help) return BG_OK;
@@ -184,6 +187,19 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
                             "--topology %s describes another machine: add --simulate (a sweep "
                             "without it trains on this one)",
                             o->placement.topology_path);
+    /* Options that would change nothing are refused, not dropped unseen. */
+    if (o->simulate && (o->data_given || o->warmup_given))
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s has no use with --simulate (nothing is run: every point is "
+                            "predicted)",
+                            o->data_given ? "--data" : "--warmup");
+    int interleaved = 0;
+    for (int k = 0; k < o->schedule_count; k++)
+        interleaved |= o->schedules[k] == BG_SCHEDULE_INTERLEAVED;
+    if (o->placement.chunks > 1 && !interleaved)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--chunks applies only to the interleaved schedule, which --schedule "
+                            "does not list");
     return BG_OK;
 }
 

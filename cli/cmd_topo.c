@@ -85,8 +85,8 @@ int bg_cmd_topo(int argc, char **argv) {
             return 0;
         }
         if (strcmp(argv[i], "--topology") == 0) {
-            if (i + 1 >= argc) return bg_cli_usage_error("topo", "--topology needs a value");
-            xml = argv[++i];
+            if (bg_cli_option_value(argc, argv, &i, &xml) != BG_OK)
+                return bg_cli_usage_error("topo", "%s", bg_error_message());
             continue;
         }
         return bg_cli_usage_error("topo", "unknown argument '%s'", argv[i]);

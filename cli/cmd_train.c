@@ -112,7 +112,7 @@ static int is_option(const char *arg) {
 
 static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *show_help) {
     int64_t value;
-    int epochs_given = 0;
+    int epochs_given = 0, nan_limit_given = 0;
     bg_placement_init(&o->placement);
     o->data = "fashion-mnist";
     o->train.record_steps = 3;
@@ -173,6 +173,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             o->train.nan_skip = strcmp(v, "skip") == 0;
         } else if (strcmp(arg, "--nan-limit") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 0, INT64_MAX / 2, &o->train.nan_limit));
+            nan_limit_given = 1;
         } else if (strcmp(arg, "--stall-timeout") == 0) {
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1e9, &o->train.stall_timeout_s));
         } else if (strcmp(arg, "--record-steps") == 0) {
@@ -185,6 +186,10 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     if (*show_help) return BG_OK;
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
     BG_CHECK(bg_cli_check_optimizer(&o->train.optimizer));
+    if (nan_limit_given && !o->train.nan_skip)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--nan-limit counts skipped steps: it needs --nan skip (with --nan "
+                            "stop, the default, the first non-finite step ends the run)");
     if (o->load != NULL && o->resume != NULL)
         return bg_error_set(BG_ERR_INVALID,
                             "--load and --resume both give the weights; choose one");

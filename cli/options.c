@@ -32,8 +32,24 @@ bg_status_t bg_cli_input_status(bg_status_t status) {
 }
 
 bg_status_t bg_cli_option_value(int argc, char **argv, int *i, const char **out) {
-    if (*i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", argv[*i]);
-    *out = argv[++*i];
+    const char *option = argv[*i];
+    if (*i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", option);
+    const char *value = argv[*i + 1];
+    /* "--metrics --recompute" forgot the file name; taking the next option
+     * as one would write a file named --recompute and drop the option. */
+    if (value[0] == '-' && value[1] == '-')
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s needs a value, got the option '%s' (a file whose name starts "
+                            "with -- can be written ./%s)",
+                            option, value, value);
+    /* Values never start with "--" (above), so an earlier argument equal
+     * to this option was the option itself: the last would win unseen. */
+    for (int k = 1; k < *i; k++)
+        if (strcmp(argv[k], option) == 0)
+            return bg_error_set(BG_ERR_INVALID, "%s given twice ('%s' and '%s')", option,
+                                argv[k + 1], value);
+    *i += 1;
+    *out = value;
     return BG_OK;
 }
 
@@ -116,15 +132,20 @@ static bg_status_t check_folder(const char *option, const char *shown, const cha
     if (folder == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
     bg_status_t status = BG_OK;
     bg_atomic_file_t probe;
-    if (access(folder, W_OK | X_OK) != 0) {
+    struct stat st;
+    if (stat(folder, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        /* "out.json/" or "out.json/x" with out.json a file. */
+        status = bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': '%s' is not a folder", option,
+                              shown, folder);
+    } else if (access(folder, W_OK | X_OK) != 0) {
         status = bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': folder '%s': %s", option,
                               shown, folder, strerror(errno));
     } else if (bg_atomic_file_open(&probe, path) != BG_OK) {
-        char why[256];
+        char why[1024];
         snprintf(why, sizeof why, "%s", bg_error_message());
         status = bg_error_set(BG_ERR_INVALID,
-                              "%s: cannot write '%s': folder '%s' takes no new files (%s)", option,
-                              shown, folder, why);
+                              "%s: cannot write '%s': no new file can be made in folder '%s' (%s)",
+                              option, shown, folder, why);
     } else {
         bg_atomic_file_abort(&probe);
     }

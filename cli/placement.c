@@ -165,7 +165,16 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
         text = implied;
     }
     int gpus = p->topology_path != NULL ? bg_topology_cuda_count(topo) : bg_cuda_device_count();
-    BG_CHECK(bg_device_list_parse_on(text, bg_topology_core_count(topo), gpus, &p->devices));
+    const bg_status_t st =
+        bg_device_list_parse_on(text, bg_topology_core_count(topo), gpus, &p->devices);
+    if (st != BG_OK && text == implied) {
+        /* The user wrote --stages, not the --devices it implies. */
+        char why[256];
+        snprintf(why, sizeof why, "%s", bg_error_message());
+        return bg_error_set(st, "--stages %d: without --devices that means %s; %s", p->stages,
+                            implied, why);
+    }
+    BG_CHECK(st);
     if (p->stages > p->devices.count)
         return bg_error_set(BG_ERR_INVALID,
                             "--stages %d but --devices %s gives %d devices (use --chunks for "

@@ -449,9 +449,10 @@ usage_error "--metrics: '$T' is a directory" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T"
 # A folder that takes no files whatever its permission bits say (procfs,
 # for root too), and a link to nothing: refused before the run, not after.
-usage_error "--metrics: cannot write '/proc/M.json': folder '/proc'" -- \
+usage_error "--metrics: cannot write '/proc/M.json': no new file can be made in folder '/proc'" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics /proc/M.json
-usage_error "-o: cannot write '/proc/P.json': folder '/proc'" -- profile "$MODEL" -o /proc/P.json
+usage_error "-o: cannot write '/proc/P.json': no new file can be made in folder '/proc'" -- \
+    profile "$MODEL" -o /proc/P.json
 ln -s "$T/no/such/target" "$T/dangling"
 usage_error "--trace: cannot write '$T/dangling': folder '$T/no/such'" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --trace "$T/dangling"
@@ -462,7 +463,7 @@ check "--metrics through a link makes the file it names" test -s "$T/later.json"
 # A name the folder takes, but not with the temporary file's suffix that
 # replacing it whole adds: refused before the run too.
 LONG=$(printf '%0250d' 0)
-usage_error "--metrics: cannot write '$T/$LONG.json': folder '$T' takes no new files" -- \
+usage_error "--metrics: cannot write '$T/$LONG.json': no new file can be made in folder '$T' (" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/$LONG.json"
 if find "$T" -maxdepth 1 -name "*.tmp.*" | grep -q .; then fail "the folder check leaves no file behind"; else pass; fi
 usage_error "--trace: empty file name" -- \
@@ -578,6 +579,34 @@ for m, line in zip((1, 2), lines[1:]):
     assert re.fullmatch(row.format(m), line), line
 ' "$OUT"
 fi
+
+# Options that would change nothing are refused, not dropped unseen.
+usage_error "--warmup has no use with --simulate (nothing is run: every point is predicted)" -- \
+    sweep "$MODEL" --simulate --microbatches 1 --warmup 1
+usage_error "--data has no use with --simulate" -- sweep "$MODEL" --simulate --microbatches 1 \
+    --data synthetic
+usage_error "--chunks applies only to the interleaved schedule, which --schedule does not list" \
+    -- sweep "$MODEL" --simulate --devices cpu:2 --microbatches 2 --chunks 2
+
+# --- option values -------------------------------------------------------------
+
+# A forgotten value is not filled with the next option, and an option given
+# twice is refused rather than the last one winning unseen.
+usage_error "--metrics needs a value, got the option '--recompute' (a file whose name starts with -- can be written ./--recompute)" \
+    -- simulate "$MODEL" --metrics --recompute
+check "no file named after the next option" test ! -e ./--recompute
+usage_error "--stages given twice ('2' and '3')" -- plan "$MODEL" --stages 2 --stages 3
+usage_error "--batch given twice ('8' and '16')" -- profile "$MODEL" --batch 8 --batch 16
+usage_error "--topology given twice" -- topo --topology a.xml --topology b.xml
+usage_error "--stages 300: without --devices that means cpu:300; " -- plan "$MODEL" --stages 300
+# An output below a file: the file is named, not a permission.
+: >"$T/plain.json"
+usage_error "--metrics: cannot write '$T/plain.json/': '$T/plain.json' is not a folder" -- \
+    simulate "$MODEL" --metrics "$T/plain.json/"
+usage_error "--trace: cannot write '$T/plain.json/t.json': '$T/plain.json' is not a folder" -- \
+    simulate "$MODEL" --trace "$T/plain.json/t.json"
+usage_error "--nan-limit counts skipped steps: it needs --nan skip" -- train "$MODEL" \
+    --nan-limit 5
 
 # --- placement: --split lists ------------------------------------------------------
 
