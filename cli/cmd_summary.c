@@ -76,13 +76,11 @@ int bg_cmd_summary(int argc, char **argv) {
            spec->classes == 1 ? "" : "es");
     printf("%5s  %-22s %-12s %12s %14s %12s\n", "layer", "kind", "output", "params", "FLOPs/sample",
            "act bytes");
-    int64_t total_bytes = 0;
     for (int i = 0; i < spec->num_layers; i++) {
         const bg_layer_spec_t *l = &spec->layers[i];
         describe(l, what, sizeof what);
         image = makes_image(l->kind, image);
         shape_text(l->out, image, shape, sizeof shape);
-        total_bytes += l->activation_bytes;
         printf("%5d  %-22s %-12s %12s %14s %12s\n", i, what, shape,
                bg_cli_group_digits(l->params, params, sizeof params),
                bg_cli_group_digits(l->flops, flops, sizeof flops),
@@ -91,7 +89,7 @@ int bg_cmd_summary(int argc, char **argv) {
     printf("%5s  %-22s %-12s %12s %14s %12s\n", "", "total", "",
            bg_cli_group_digits(spec->total_params, params, sizeof params),
            bg_cli_group_digits(spec->total_flops, flops, sizeof flops),
-           bg_cli_group_digits(total_bytes, bytes, sizeof bytes));
+           bg_cli_group_digits(spec->total_activation_bytes, bytes, sizeof bytes));
     printf("\nparameters: %s (%.2f MiB fp32); one training step costs about 3x the forward "
            "FLOPs per sample\n",
            bg_cli_group_digits(spec->total_params, params, sizeof params),

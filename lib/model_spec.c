@@ -348,7 +348,9 @@ static bg_status_t finish_layer(parser_t *p, bg_layer_spec_t *layer) {
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: ok = ok && checked_mul(in.c, 3, &layer->flops); break;
     }
     ok = ok && checked_add(spec->total_params, layer->params, &spec->total_params) &&
-         checked_add(spec->total_flops, layer->flops, &spec->total_flops);
+         checked_add(spec->total_flops, layer->flops, &spec->total_flops) &&
+         checked_add(spec->total_activation_bytes, layer->activation_bytes,
+                     &spec->total_activation_bytes);
     if (!ok) {
         return parse_error(p, layer->line, layer->col,
                            "layer too large: its sizes overflow 64-bit counts");

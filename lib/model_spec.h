@@ -67,8 +67,9 @@ typedef struct bg_model_spec {
     int num_layers;  /* including the final softmax_cross_entropy */
     bg_layer_spec_t *layers;
     int64_t total_params;
-    int64_t total_flops;  /* forward, per sample */
-    uint64_t fingerprint; /* hash of the canonical layer stack (checkpoints) */
+    int64_t total_flops;            /* forward, per sample */
+    int64_t total_activation_bytes; /* every layer's output, per sample (fp32) */
+    uint64_t fingerprint;           /* hash of the canonical layer stack (checkpoints) */
 } bg_model_spec_t;
 
 /* Parses a model spec held in memory (`text`, `size` bytes, need not be

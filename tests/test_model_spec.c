@@ -736,6 +736,15 @@ static void test_error_layer_too_large(void **state) {
                  "dense units=1048576\n"
                  "softmax_cross_entropy\n",
                  "spec:3:1: layer too large: its sizes overflow 64-bit counts");
+    /* Each relu's output is 2^62 bytes, which fits; the two together are
+     * 2^63, which the total of activation bytes cannot hold. */
+    expect_error("input channels=1048576 height=1048576 width=1048576\n"
+                 "relu\n"
+                 "relu\n"
+                 "flatten\n"
+                 "dense units=1\n"
+                 "softmax_cross_entropy\n",
+                 "spec:3:1: layer too large: its sizes overflow 64-bit counts");
     /* filters * c * k * k = 2^20 * 2^20 * 2^40. */
     expect_error("input channels=1048576 height=1048576 width=1048576\n"
                  "conv2d filters=1048576 kernel=1048576\n",
@@ -746,11 +755,14 @@ static void test_error_layer_too_large(void **state) {
                  "relu\n"
                  "conv2d filters=8 kernel=1\n",
                  "spec:3:1: layer too large: its sizes overflow 64-bit counts");
-    /* Each relu fits; the eighth pushes total_flops to 2^63. */
+    /* Each convolution fits, and their outputs' bytes together too
+     * (2^42 + 2^62 + 2^43); their FLOPs, 2^61 + 2^61 + 2^62, reach 2^63 at
+     * the third. */
     expect_error("input channels=1048576 height=1048576 width=1048576\n"
-                 "relu\nrelu\nrelu\nrelu\nrelu\nrelu\nrelu\n"
-                 "relu\n",
-                 "spec:9:1: layer too large: its sizes overflow 64-bit counts");
+                 "conv2d filters=1 kernel=1\n"
+                 "conv2d filters=1048576 kernel=1\n"
+                 "conv2d filters=2 kernel=1\n",
+                 "spec:4:1: layer too large: its sizes overflow 64-bit counts");
 }
 
 int main(void) {
