@@ -1,6 +1,7 @@
 #include "partition.h"
 
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -75,7 +76,9 @@ static void price(const context_t *c, int s, int first, int last, bg_partition_s
     stage.last_layer = last;
     out->memory = bg_cost_stage_memory(m, &stage);
     out->peak_bytes = bg_cost_memory_peak(&out->memory);
+    /* A capacity of 0 means none given: a tiny one stays at least a byte. */
     out->capacity_bytes = dev->memory_bytes / (size_t)cfg->chunks;
+    if (dev->memory_bytes > 0 && out->capacity_bytes == 0) out->capacity_bytes = 1;
 }
 
 static size_t overflow_of(const bg_partition_stage_t *st) {
@@ -98,7 +101,7 @@ static size_t growing_bytes(const context_t *c, const bg_cost_stage_t *slots,
 static bg_status_t check_config(const bg_partition_config_t *cfg, context_t *c) {
     if (cfg->model == NULL || cfg->device == NULL)
         return bg_error_set(BG_ERR_INVALID, "partition: no cost model or no devices");
-    if (cfg->devices < 1 || cfg->chunks < 1)
+    if (cfg->devices < 1 || cfg->chunks < 1 || cfg->chunks > INT_MAX / cfg->devices)
         return bg_error_set(BG_ERR_INVALID, "partition: %d devices x %d chunks", cfg->devices,
                             cfg->chunks);
     if (cfg->objective != BG_PARTITION_SLOWEST_STAGE &&
@@ -504,7 +507,8 @@ static int solve_total(const context_t *c, double cap, dp_tables_t *t) {
  * settles every cap in [L', c] (g is g(c) there), leaving (lo, L') when
  * L' > lo and (c, hi). A gap is probed at its middle, except the (c, hi)
  * such a probe leaves, which is probed just below hi: g may fall only at
- * hi itself, where bisecting would close in on hi without end. The search
+ * hi itself, where bisecting would close in on hi for some sixty probes
+ * (until no double lies strictly inside) to settle nothing. The search
  * ends when no gap's bound is below the best step found (less the
  * tolerance): exact with one stage per device, and otherwise the best of
  * the front's splits. */
@@ -577,7 +581,7 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
                                                  cost->microbatches, cfg->chunks)};
     g.slope = cost->microbatches - g.share; /* >= 0: share <= 1 <= M */
     bg_partition_t *best = NULL, *point = NULL;
-    if (cfg->slowest != NULL && cfg->slowest->fits)
+    if (cfg->slowest != NULL && cfg->slowest->fits && cfg->slowest->stages == c->stages)
         for (int s = 0; s < c->stages; s++) t->first[s] = cfg->slowest->stage[s].first_layer;
     else if (!solve(c, DP_TIME, t))
         return 0;
@@ -596,7 +600,8 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
     }
     while (found >= 0 && g.count > 0) {
         const gap_t gap = gap_pop_least(&g);
-        if (gap.bound >= best_step * (1 - cfg->step_tolerance)) break;
+        /* keep_shorter takes no gain under 1e-12 of the step: nor does this. */
+        if (gap.bound >= best_step * (1 - fmax(cfg->step_tolerance, 1e-12))) break;
         const double cap = gap.top ? nextafter(gap.hi, 0) : gap.lo + (gap.hi - gap.lo) / 2;
         if (!(gap.lo < cap && cap < gap.hi)) continue; /* no cap strictly inside */
         found = front_point(c, cap, t, &point);        /* 1: cap > lo >= L* */

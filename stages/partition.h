@@ -120,8 +120,10 @@ typedef struct bg_partition {
 
 /* Finds the best split (above). A split that does not fit is still a result
  * (fits = 0), not an error. BG_ERR_INVALID for a bad config (no model, K or
- * V < 1, more stages than layers, a device with flops_per_s <= 0, an
- * unknown objective, a step tolerance outside [0, 1));
+ * V < 1 or K x V past an int, more stages than layers, a table of
+ * stages x layers past the partitioner's limit, a device with
+ * flops_per_s <= 0, an unknown objective, a step tolerance outside
+ * [0, 1)); a config's `slowest` split of another stage count is ignored;
  * BG_ERR_NOMEM. *out is set only on success; free with
  * bg_partition_destroy. */
 bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t **out);

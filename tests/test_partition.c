@@ -586,7 +586,27 @@ static void test_step_and_recompute(void **state) {
     pc.devices = 0;
     assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "partition: 0 devices x 1 chunks"));
+    /* 4 x 2^30 chunks would wrap to 0 stages, and 3 x 1431655766 to 2. */
+    pc.devices = 4;
+    pc.chunks = 1 << 30;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "partition: 4 devices x 1073741824 chunks"));
+    pc.devices = 3;
+    pc.chunks = 1431655766;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
+    /* One byte a device shared by 2 chunks: half a byte a stage is still
+     * a capacity (at least a byte), not none. */
     pc.devices = 2;
+    pc.chunks = 2;
+    many[0].memory_bytes = many[1].memory_bytes = 1;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_OK);
+    assert_int_equal(p->fits, 0);
+    assert_int_equal(p->stage[0].capacity_bytes, 1);
+    assert_int_equal(p->overflow_bytes + 1, p->stage[p->worst_stage].peak_bytes);
+    bg_partition_destroy(p);
+    p = NULL;
+    many[0].memory_bytes = many[1].memory_bytes = dev[0].memory_bytes;
+    pc.chunks = 1;
     snprintf(many[1].name, sizeof many[1].name, "slow");
     many[1].flops_per_s = 0;
     assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
