@@ -80,7 +80,13 @@ void bg_timeline_destroy(bg_timeline_t *tl);
  * does not allocate during a step). */
 bg_status_t bg_timeline_add(bg_timeline_t *tl, const bg_event_t *event);
 
-/* Makes room for `events` more events and one more step. */
+/* BG_OK when a timeline of `events` events fits in half of this
+ * machine's memory (and in an int count); BG_ERR_NOMEM saying how much it
+ * would take otherwise. */
+bg_status_t bg_timeline_check_room(int64_t events);
+
+/* Makes room for `events` more events and one more step (checked with
+ * bg_timeline_check_room). */
 bg_status_t bg_timeline_reserve(bg_timeline_t *tl, int events);
 
 /* Records a step's span; returns its index. */

@@ -301,16 +301,37 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
     return BG_OK;
 }
 
-/* The first key that appears twice in one object, at any depth, or NULL:
- * cJSON keeps both and reads the first, so an edited profile could say two
- * things at once. */
-static const char *repeated_key(const cJSON *item) {
-    for (const cJSON *a = item != NULL ? item->child : NULL; a != NULL; a = a->next) {
-        if (cJSON_IsObject(item))
-            for (const cJSON *b = a->next; b != NULL; b = b->next)
-                if (a->string != NULL && b->string != NULL && strcmp(a->string, b->string) == 0)
-                    return a->string;
-        const char *inner = repeated_key(a);
+static int compare_keys(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A key that appears twice in one object, at any depth, or NULL: cJSON
+ * keeps both and reads the first, so an edited profile could say two
+ * things at once. Sorts each object's keys (a profile may hold thousands
+ * of stage entries, and a hostile one millions of keys). Sets *nomem when
+ * it could not look. */
+static const char *repeated_key(const cJSON *item, int *nomem) {
+    if (item == NULL || *nomem) return NULL;
+    if (cJSON_IsObject(item)) {
+        size_t count = 0;
+        for (const cJSON *a = item->child; a != NULL; a = a->next) count++;
+        const char **keys = malloc((count > 0 ? count : 1) * sizeof *keys);
+        if (keys == NULL) {
+            *nomem = 1;
+            return NULL;
+        }
+        size_t n = 0;
+        for (const cJSON *a = item->child; a != NULL; a = a->next)
+            if (a->string != NULL) keys[n++] = a->string;
+        qsort(keys, n, sizeof *keys, compare_keys);
+        const char *twice = NULL;
+        for (size_t i = 1; i < n && twice == NULL; i++)
+            if (strcmp(keys[i - 1], keys[i]) == 0) twice = keys[i];
+        free(keys);
+        if (twice != NULL) return twice;
+    }
+    for (const cJSON *a = item->child; a != NULL; a = a->next) {
+        const char *inner = repeated_key(a, nomem);
         if (inner != NULL) return inner;
     }
     return NULL;
@@ -338,7 +359,12 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
         st = bg_error_set(BG_ERR_PARSE, "%s: not a JSON profile (run brigade profile)", path);
         goto done;
     }
-    const char *twice = repeated_key(root);
+    int nomem = 0;
+    const char *twice = repeated_key(root, &nomem);
+    if (nomem) {
+        st = bg_error_set(BG_ERR_NOMEM, "%s: out of memory checking its keys", path);
+        goto done;
+    }
     if (twice != NULL) {
         st = bg_error_set(BG_ERR_PARSE, "%s: key '%s' appears twice in one object", path, twice);
         goto done;

@@ -230,6 +230,13 @@ ranges = [(s["first"], s["last"]) for s in p["stages"]]
 assert ranges == [(0, 30), (30, 60), (60, 83)], ranges'
 fi
 
+# A simulation whose timeline could not be held is refused before it runs
+# (1,000 steps of 8 stages x 65,536 micro-batches x 3 ops: past an int's
+# count and any machine's half), not after minutes of growing memory.
+expect 1 "timeline: recording 1572872000 events (70.3 GiB) would take more than half of this machine's" \
+    -- simulate "$MODEL" --devices cpu:8 --split 1,2,3,4,5,6,7 --schedule zb-h1 \
+    --batch 1048576 --microbatches 65536 --steps 1000
+
 # A profile of another model (other shapes) is refused, naming the file.
 sed 's/units=128/units=64/' "$MODEL" >"$T/small.model"
 expect 0 "" -- profile "$T/small.model" --repetitions 1 -o "$T/small.profile.json"
@@ -272,6 +279,16 @@ if [ -s "$P" ]; then
     sed 's/^{/{"batch": 1, /' "$P" >"$T/twice_key.json"
     expect 2 "$T/twice_key.json: key 'batch' appears twice in one object" -- simulate "$MODEL" \
         --devices cpu:2 --microbatches 4 --profile "$T/twice_key.json"
+    # ... also deep inside, among thousands of keys (sorted, not compared
+    # pair by pair).
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+p.update({'extra%d' % i: i for i in range(5000)})
+p['stages'][-1]['MARK'] = 1
+open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\": 0.001'))" \
+        "$P" "$T/twice_deep.json"
+    expect 2 "$T/twice_deep.json: key 'forward_s' appears twice in one object" -- simulate \
+        "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/twice_deep.json"
     bad_profile version_half "'version' must be a whole number >= 1" 'p["version"] = 1.5'
     bad_profile version_text "'version' must be a whole number >= 1" 'p["version"] = "2"'
     bad_profile layers7 "needs a 'layers' list of 8 entries" 'del p["layers"][7]'
