@@ -185,6 +185,12 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
         return bg_error_set(BG_ERR_INVALID, "--split gives %d boundar%s; %d stage%s need%s %d",
                             p->split_count, p->split_count == 1 ? "y" : "ies", stages,
                             stages == 1 ? "" : "s", stages == 1 ? "s" : "", stages - 1);
+    if (stages > spec->num_layers && p->chunks > 1)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%d stages (%d devices x --chunks %d) but the model has only %d "
+                            "layer%s",
+                            stages, stages / p->chunks, p->chunks, spec->num_layers,
+                            spec->num_layers == 1 ? "" : "s");
     if (stages > spec->num_layers)
         return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layer%s", stages,
                             spec->num_layers, spec->num_layers == 1 ? "" : "s");

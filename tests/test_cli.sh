@@ -157,6 +157,8 @@ usage_error "--momentum is an SGD setting; this run uses --optimizer adam" -- \
     plan "$MODEL" --momentum 0.9
 printf 'input channels=4 height=1 width=1\nsoftmax_cross_entropy\n' >"$T/loss_only.model"
 usage_error "2 stages but the model has only 1 layer" -- plan "$T/loss_only.model" --devices cpu:2
+usage_error "12 stages (3 devices x --chunks 4) but the model has only 8 layers" -- plan "$MODEL" \
+    --devices cpu:3 --schedule interleaved --chunks 4 --microbatches 3
 check "one layer, not '1 layers'" test "$(grep -c '1 layers' "$ERR")" -eq 0
 # A run whose weights diverge says so instead of printing "-nan".
 MLP=$ROOT/examples/mlp_balanced.model
