@@ -261,7 +261,9 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
 /* Tries one change; prints it if the plan then fits. Returns 1 if it did. */
 static int try_variant(const bg_plan_request_t *r, const char *what) {
     bg_plan_t *p = NULL;
-    if (bg_plan_create(r, &p) != BG_OK) return 0;
+    bg_plan_request_t v = *r;
+    v.fits_only = 1; /* a variant that does not fit is not shown */
+    if (bg_plan_create(&v, &p) != BG_OK) return 0;
     int fits = p->partition->fits;
     if (fits) {
         size_t peak = 0;

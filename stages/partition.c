@@ -17,6 +17,10 @@
 typedef struct context {
     const bg_partition_config_t *cfg;
     int layers, stages;
+    /* Bytes every stage may take beyond its capacity in DP_TIME: 0, or,
+     * when nothing fits, the least worst overflow, so that the fastest of
+     * the splits that overflow least is found. */
+    size_t allowance;
 } context_t;
 
 static const bg_cost_link_t *link_between(const context_t *c, int from_stage, int to_stage) {
@@ -111,6 +115,7 @@ static bg_status_t check_config(const bg_partition_config_t *cfg, context_t *c) 
         return bg_error_set(BG_ERR_INVALID, "partition: step tolerance %g is not in [0, 1)",
                             cfg->step_tolerance);
     c->cfg = cfg;
+    c->allowance = 0;
     c->layers = bg_cost_model_layers(cfg->model);
     c->stages = cfg->devices * cfg->chunks;
     if (c->stages > c->layers)
@@ -268,8 +273,10 @@ static double candidate(const context_t *c, dp_mode_t mode, int s, int i, int j,
     const int floor_over = st.capacity_bytes != 0 && floor > st.capacity_bytes;
     double value;
     if (mode == DP_TIME) {
-        *stop = compute_of(&st.time) >= best || floor_over;
-        if (*stop || (st.capacity_bytes != 0 && st.peak_bytes > st.capacity_bytes)) return DBL_MAX;
+        const size_t limit = st.capacity_bytes + c->allowance;
+        const int limited = st.capacity_bytes != 0;
+        *stop = compute_of(&st.time) >= best || (limited && floor > limit);
+        if (*stop || (limited && st.peak_bytes > limit)) return DBL_MAX;
         value = st.seconds;
     } else {
         *stop = floor_over && (double)(floor - st.capacity_bytes) >= best;
@@ -618,6 +625,21 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
     return found < 0 ? -1 : 1;
 }
 
+/* Nothing fits and t->first holds a split of the least worst overflow
+ * V: many splits may share V (every stage within it ties), so the split
+ * is chosen again as the fastest slowest stage among those whose stages
+ * all stay within capacity + V. That split exists (t->first is one), and
+ * its worst overflow is V again, as none is smaller. */
+static bg_status_t fastest_least_overflow(context_t *c, dp_tables_t *t) {
+    bg_partition_t *least = NULL;
+    BG_CHECK(build_result(c, t->first, &least));
+    c->allowance = least->overflow_bytes;
+    bg_partition_destroy(least);
+    (void)solve(c, DP_TIME, t); /* on 0, t->first keeps the overflow's split */
+    c->allowance = 0;
+    return BG_OK;
+}
+
 bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t **out) {
     context_t c;
     BG_CHECK(check_config(cfg, &c));
@@ -656,6 +678,8 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
         else if (!fits && !solve(&c, DP_OVERFLOW, &t))
             st = bg_error_set(BG_ERR_INTERNAL, "partition: no split of %d layers into %d stages",
                               c.layers, c.stages);
+        else if (!fits && !cfg->overflow_only)
+            st = fastest_least_overflow(&c, &t);
         if (st == BG_OK) st = build_result(&c, t.first, out);
     }
     free(t.prev);

@@ -24,7 +24,8 @@
  * and bounds that only rule out starts which cannot do better stop the
  * search; on balanced stages that is a few candidates per (stage, end),
  * so about O(S * N log N) in practice (partition.c). When no split fits, the
- * result is the split whose worst overflow is smallest (again exact), and
+ * result is the fastest (slowest stage least) of the splits whose worst
+ * overflow is smallest (again exact; overflow_only: any of them), and
  * names that stage and its overflow.
  *
  * The least total. The slowest stage sets the step when M is large; with
@@ -88,13 +89,19 @@ typedef struct bg_partition_config {
      * config when the caller has it (borrowed), which the search then
      * starts from instead of finding it again; NULL: found first. */
     const struct bg_partition *slowest;
+    /* When nothing fits: 0 (the default) finds the fastest slowest stage
+     * among the splits of the least worst overflow, with one more
+     * programme; 1 takes the first such split found, for callers that only
+     * ask whether anything fits and by how much it overflows. */
+    int overflow_only;
 } bg_partition_config_t;
 
 #define BG_PARTITION_CONFIG_INIT                                                                   \
     {                                                                                              \
         .model = NULL, .devices = 1, .chunks = 1, .device = NULL, .links = NULL,                   \
         .link = BG_COST_LINK_HOST_INIT, .stash_slots = NULL,                                       \
-        .objective = BG_PARTITION_SLOWEST_STAGE, .step_tolerance = 0, .slowest = NULL              \
+        .objective = BG_PARTITION_SLOWEST_STAGE, .step_tolerance = 0, .slowest = NULL,             \
+        .overflow_only = 0                                                                         \
     }
 
 typedef struct bg_partition_stage {

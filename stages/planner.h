@@ -55,13 +55,18 @@ typedef struct bg_plan_request {
     bg_cost_link_t link;            /* between every pair of devices, unless `links` */
     const bg_cost_link_t *links;    /* K x K in chain order, a * K + b: a's sends to b; or NULL */
     const bg_profile_t *profile;    /* measured layer times, or NULL: analytic */
+    /* 1: the caller asks only whether the plan fits (and by how much it
+     * overflows): when nothing fits, the split is not made the fastest of
+     * those that overflow least (bg_partition_config_t.overflow_only). */
+    int fits_only;
 } bg_plan_request_t;
 
 #define BG_PLAN_REQUEST_INIT                                                                       \
     {                                                                                              \
         .spec = NULL, .schedule = BG_SCHEDULE_1F1B, .devices = 1, .chunks = 1, .microbatches = 1,  \
         .batch = 64, .optimizer = BG_OPTIMIZER_CONFIG_INIT, .recompute = 0, .split = NULL,         \
-        .device = NULL, .link = BG_COST_LINK_HOST_INIT, .links = NULL, .profile = NULL             \
+        .device = NULL, .link = BG_COST_LINK_HOST_INIT, .links = NULL, .profile = NULL,            \
+        .fits_only = 0                                                                             \
     }
 
 typedef struct bg_plan {

@@ -84,6 +84,7 @@ typedef struct brute {
     double best_total;    /* over fitting splits */
     double best_step;     /* bg_partition_step_seconds, over fitting splits */
     size_t best_overflow; /* smallest worst overflow over all splits */
+    double overflow_time; /* the least slowest stage among splits of that overflow */
 } brute_t;
 
 /* Visits every split of layers [from, n) into stages s..S-1. */
@@ -99,6 +100,9 @@ static void brute_force(const bg_partition_config_t *cfg, int *first, int s, int
         if (p->fits && (!b->any_fits || step < b->best_step)) b->best_step = step;
         b->any_fits |= p->fits;
         size_t over = p->fits ? 0 : p->overflow_bytes;
+        if (over < b->best_overflow ||
+            (over == b->best_overflow && p->bottleneck_s < b->overflow_time))
+            b->overflow_time = p->bottleneck_s;
         if (over < b->best_overflow) b->best_overflow = over;
         bg_partition_destroy(p);
         return;
@@ -128,12 +132,16 @@ static bg_partition_stage_t priced_stage(const bg_partition_config_t *cfg, int s
 /* The split the partitioner documents, by the plain programme: every start
  * of every stage tried, from the latest down, a start kept only when
  * strictly better (so among equal values the latest wins); the fastest
- * split that fits, else the one whose worst overflow is smallest. */
+ * split that fits, else the fastest of those whose worst overflow is
+ * smallest (the time programme again, every capacity raised by it). */
 static void reference_split(const bg_partition_config_t *cfg, int stages, int n, int *first) {
     double best[MAX_STAGES][64];
     int cut[MAX_STAGES][64];
     assert_true(n < 64);
-    for (int mode = 0; mode < 2; mode++) { /* 0: time, among fitting; 1: overflow */
+    size_t allowance = 0;
+    /* 0: time, among fitting; 1: overflow; 2: time within the least overflow */
+    for (int mode = 0; mode < 3; mode++) {
+        if (mode == 2) allowance = (size_t)best[stages - 1][n];
         for (int s = 0; s < stages; s++)
             for (int j = 0; j <= n; j++) {
                 best[s][j] = INFINITY;
@@ -144,8 +152,9 @@ static void reference_split(const bg_partition_config_t *cfg, int stages, int n,
                     const bg_partition_stage_t st = priced_stage(cfg, stages, s, i, j);
                     const int over = st.capacity_bytes != 0 && st.peak_bytes > st.capacity_bytes;
                     double value;
-                    if (mode == 0) {
-                        if (over) continue;
+                    if (mode != 1) {
+                        if (st.capacity_bytes != 0 && st.peak_bytes > st.capacity_bytes + allowance)
+                            continue;
                         value = st.seconds;
                     } else {
                         value = over ? (double)(st.peak_bytes - st.capacity_bytes) : 0;
@@ -157,7 +166,7 @@ static void reference_split(const bg_partition_config_t *cfg, int stages, int n,
                     }
                 }
             }
-        if (best[stages - 1][n] < INFINITY) break;
+        if (mode != 1 && best[stages - 1][n] < INFINITY) break;
     }
     for (int s = stages - 1, j = n; s >= 0; s--) {
         first[s] = cut[s][j];
@@ -347,6 +356,8 @@ static void check_against_brute_force(uint64_t seed, int count, int scale, int m
         } else {
             infeasible++;
             assert_int_equal(p->overflow_bytes, b.best_overflow);
+            /* ... and the fastest of the splits that overflow that little. */
+            assert_true(p->bottleneck_s == b.overflow_time);
             const bg_partition_stage_t *w = &p->stage[p->worst_stage];
             assert_int_equal(w->peak_bytes - w->capacity_bytes, p->overflow_bytes);
         }
