@@ -248,12 +248,9 @@ int bg_cmd_profile(int argc, char **argv) {
     bg_progress_t progress = {0}; /* set up before the measurement */
     int code = 0;
     BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
-    if (o.split_count > 0) {
-        int first[BG_MAX_STAGES + 1];
-        BG_CHECK_GOTO(
-            bg_cli_input_status(bg_model_spec_check_split(spec, o.split_count + 1, o.split, first)),
-            st, fail);
-    }
+    /* Before the progress lines start, though the profiler checks it too. */
+    if (o.split_count > 0)
+        BG_CHECK_GOTO(bg_model_spec_check_split(spec, o.split_count + 1, o.split, NULL), st, fail);
     BG_CHECK_GOTO(bg_topology_create(NULL, &topology), st, fail);
     int peer_core = 1 % bg_topology_core_count(topology), loaded = 0;
     if (o.devices != NULL) {

@@ -51,12 +51,15 @@ static void note_split_profile(const bg_placement_t *p, const bg_profile_t *prof
     int same = p->split_count == count;
     for (int s = 0; same && s < count; s++) same = p->split[s] == split[s];
     if (same) return;
-    fprintf(stderr, "note: %s times only the stages of split ", path);
-    for (int s = 0; s < count; s++) fprintf(stderr, "%s%d", s ? "," : "", split[s]);
-    fprintf(stderr, " (brigade profile --split); other splits are priced from its layers' sums, "
-                    "so give --split ");
-    for (int s = 0; s < count; s++) fprintf(stderr, "%s%d", s ? "," : "", split[s]);
-    fprintf(stderr, " too, or profile without --split\n");
+    char text[12 * BG_MAX_STAGES]; /* each boundary: a comma and up to 10 digits */
+    int at = 0;
+    for (int s = 0; s < count; s++)
+        at += snprintf(text + at, sizeof text - (size_t)at, "%s%d", s ? "," : "", split[s]);
+    fprintf(stderr,
+            "note: %s times only the stages of split %s (brigade profile --split); other "
+            "splits are priced from its layers' sums, so give --split %s too, or profile "
+            "without --split\n",
+            path, text, text);
 }
 
 bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *spec,

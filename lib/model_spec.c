@@ -115,16 +115,21 @@ typedef struct parser {
 
 bg_status_t bg_model_spec_check_split(const bg_model_spec_t *spec, int stages, const int *split,
                                       int *first) {
-    first[0] = 0;
+    int previous = 0;
     for (int s = 1; s < stages; s++) {
-        first[s] = split[s - 1];
-        if (first[s] <= first[s - 1] || first[s] >= spec->num_layers)
+        const int start = split[s - 1];
+        if (start <= previous || start >= spec->num_layers)
             return bg_error_set(BG_ERR_INVALID,
                                 "--split: stage %d would start at layer %d; boundaries must "
                                 "increase and lie within 1..%d",
-                                s, first[s], spec->num_layers - 1);
+                                s, start, spec->num_layers - 1);
+        previous = start;
     }
-    first[stages] = spec->num_layers;
+    if (first != NULL) {
+        first[0] = 0;
+        for (int s = 1; s < stages; s++) first[s] = split[s - 1];
+        first[stages] = spec->num_layers;
+    }
     return BG_OK;
 }
 

@@ -88,8 +88,8 @@ void bg_model_spec_destroy(bg_model_spec_t *spec);
 /* Checks a split of `spec` into stages: split[s - 1] is the first layer of
  * stage s (s = 1 .. stages - 1), as --split gives them. They must increase
  * and lie within 1 .. num_layers - 1 (BG_ERR_INVALID naming the stage and
- * the layer otherwise). Fills first[0 .. stages] with each stage's first
- * layer and num_layers at the end. */
+ * the layer otherwise). Unless `first` is NULL, fills first[0 .. stages]
+ * with each stage's first layer and num_layers at the end. */
 bg_status_t bg_model_spec_check_split(const bg_model_spec_t *spec, int stages, const int *split,
                                       int *first);
 

@@ -81,8 +81,8 @@ void bg_timeline_destroy(bg_timeline_t *tl);
 bg_status_t bg_timeline_add(bg_timeline_t *tl, const bg_event_t *event);
 
 /* BG_OK when a timeline of `events` events fits in half of this
- * machine's memory (and in an int count); BG_ERR_NOMEM saying how much it
- * would take otherwise. */
+ * machine's memory, and its count in half an int (the capacity doubles);
+ * BG_ERR_NOMEM saying how much it would take otherwise. */
 bg_status_t bg_timeline_check_room(int64_t events);
 
 /* Makes room for `events` more events and one more step (checked with

@@ -678,7 +678,7 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
         else if (!fits && !solve(&c, DP_OVERFLOW, &t))
             st = bg_error_set(BG_ERR_INTERNAL, "partition: no split of %d layers into %d stages",
                               c.layers, c.stages);
-        else if (!fits && !cfg->overflow_only)
+        else if (!fits && !cfg->fits_only)
             st = fastest_least_overflow(&c, &t);
         if (st == BG_OK) st = build_result(&c, t.first, out);
     }

@@ -25,7 +25,7 @@
  * search; on balanced stages that is a few candidates per (stage, end),
  * so about O(S * N log N) in practice (partition.c). When no split fits, the
  * result is the fastest (slowest stage least) of the splits whose worst
- * overflow is smallest (again exact; overflow_only: any of them), and
+ * overflow is smallest (again exact; fits_only: any of them), and
  * names that stage and its overflow.
  *
  * The least total. The slowest stage sets the step when M is large; with
@@ -93,7 +93,7 @@ typedef struct bg_partition_config {
      * among the splits of the least worst overflow, with one more
      * programme; 1 takes the first such split found, for callers that only
      * ask whether anything fits and by how much it overflows. */
-    int overflow_only;
+    int fits_only;
 } bg_partition_config_t;
 
 #define BG_PARTITION_CONFIG_INIT                                                                   \
@@ -101,7 +101,7 @@ typedef struct bg_partition_config {
         .model = NULL, .devices = 1, .chunks = 1, .device = NULL, .links = NULL,                   \
         .link = BG_COST_LINK_HOST_INIT, .stash_slots = NULL,                                       \
         .objective = BG_PARTITION_SLOWEST_STAGE, .step_tolerance = 0, .slowest = NULL,             \
-        .overflow_only = 0                                                                         \
+        .fits_only = 0                                                                             \
     }
 
 typedef struct bg_partition_stage {

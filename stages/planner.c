@@ -101,7 +101,7 @@ static bg_status_t plan_fill(bg_plan_t *p) {
     pc.link = r->link;
     pc.links = p->links;
     pc.stash_slots = p->stash_slots;
-    pc.overflow_only = r->fits_only;
+    pc.fits_only = r->fits_only;
     p->config = pc;
     p->bubble_theory = bg_schedule_theoretical_bubble(r->schedule, k, r->microbatches, r->chunks);
     bg_partition_t *part = NULL;

@@ -57,7 +57,7 @@ typedef struct bg_plan_request {
     const bg_profile_t *profile;    /* measured layer times, or NULL: analytic */
     /* 1: the caller asks only whether the plan fits (and by how much it
      * overflows): when nothing fits, the split is not made the fastest of
-     * those that overflow least (bg_partition_config_t.overflow_only). */
+     * those that overflow least (bg_partition_config_t.fits_only). */
     int fits_only;
 } bg_plan_request_t;
 
