@@ -42,6 +42,9 @@ bg_status_t bg_cli_option_value(int argc, char **argv, int *i, const char **out)
 bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, int64_t max,
                              int64_t *out);
 
+/* Parses --optimizer's value (sgd or adam); the message names the option. */
+bg_status_t bg_cli_parse_optimizer(const char *option, const char *text, bg_optimizer_kind_t *out);
+
 /* Refuses SGD-only settings (--momentum) with another optimizer, which
  * would ignore them. */
 bg_status_t bg_cli_check_optimizer(const bg_optimizer_config_t *optimizer);

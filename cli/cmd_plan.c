@@ -98,7 +98,7 @@ static bg_status_t parse_args(int argc, char **argv, plan_options_t *o, int *sho
         if (strcmp(arg, "--batch") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));
         else if (strcmp(arg, "--optimizer") == 0)
-            BG_CHECK(bg_optimizer_kind_parse(v, &o->optimizer.kind));
+            BG_CHECK(bg_cli_parse_optimizer(arg, v, &o->optimizer.kind));
         else
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1, &o->optimizer.sgd.momentum));
     }

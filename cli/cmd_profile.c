@@ -136,7 +136,7 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
         else if (strcmp(arg, "--repetitions") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 101, &o->repetitions));
         else if (strcmp(arg, "--optimizer") == 0)
-            BG_CHECK(bg_optimizer_kind_parse(v, &o->optimizer.kind));
+            BG_CHECK(bg_cli_parse_optimizer(arg, v, &o->optimizer.kind));
         else if (strcmp(arg, "--momentum") == 0)
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1, &o->optimizer.sgd.momentum));
         else if (strcmp(arg, "--devices") == 0)

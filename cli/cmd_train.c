@@ -139,7 +139,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         } else if (strcmp(arg, "--batch") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->train.batch));
         } else if (strcmp(arg, "--optimizer") == 0) {
-            BG_CHECK(bg_optimizer_kind_parse(v, &o->train.optimizer.kind));
+            BG_CHECK(bg_cli_parse_optimizer(arg, v, &o->train.optimizer.kind));
         } else if (strcmp(arg, "--lr") == 0) {
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1e6, &o->lr));
         } else if (strcmp(arg, "--momentum") == 0) {

@@ -74,6 +74,11 @@ bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, 
     return BG_OK;
 }
 
+bg_status_t bg_cli_parse_optimizer(const char *option, const char *text, bg_optimizer_kind_t *out) {
+    bg_status_t st = bg_optimizer_kind_parse(text, out);
+    return st == BG_OK ? BG_OK : bg_error_prefix(st, "%s: ", option);
+}
+
 bg_status_t bg_cli_check_optimizer(const bg_optimizer_config_t *optimizer) {
     if (optimizer->kind != BG_OPTIMIZER_SGD && optimizer->sgd.momentum != 0)
         return bg_error_set(BG_ERR_INVALID,

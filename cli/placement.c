@@ -73,9 +73,10 @@ bg_status_t bg_placement_parse_split(const char *text, int *split, int *count) {
     *count = 0;
     const char *at = text;
     while (*at != '\0') {
-        char *end;
-        long value = strtol(at, &end, 10);
-        if (end == at || (*end != ',' && *end != '\0') || value < 1 || value > 1000000)
+        char *end = (char *)at;
+        /* Digits only: strtol would also take "+4" and " 4". */
+        long value = *at >= '0' && *at <= '9' ? strtol(at, &end, 10) : 0;
+        if (value == 0 || (*end != ',' && *end != '\0') || value < 1 || value > 1000000)
             return bg_error_set(BG_ERR_INVALID,
                                 "--split: expected layer numbers like 3,5, got '%s'", text);
         if (*count + 1 >= BG_MAX_STAGES)
@@ -108,6 +109,9 @@ static bg_status_t parse_size(const char *option, const char *text, size_t *out)
             if (strcasecmp(end, "B") == 0 || strcasecmp(end, "iB") == 0) end += strlen(end);
         }
     }
+    if (end != NULL && *end == '\0' && value * scale < 1)
+        return bg_error_set(BG_ERR_INVALID, "%s: a size must be at least 1 byte, got '%s'", option,
+                            text);
     if (end == NULL || *end != '\0' || !(value * scale >= 1) || value * scale > 9.0e18)
         return bg_error_set(BG_ERR_INVALID,
                             "%s: expected a size like 1000000, 512M, 8G or 1.5G, got '%s'", option,

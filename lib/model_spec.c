@@ -160,10 +160,11 @@ parse_error(const parser_t *p, int line, int col, const char *format, ...) {
     return bg_error_set(BG_ERR_PARSE, "%s:%d:%d: %s", p->name, line, col, message);
 }
 
-static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+static bool is_blank(char c) { return c == ' ' || c == '\t'; }
 
-/* Tabs and bare carriage returns are layout; every other control byte means
- * the file is not text (a binary or a truncated download). */
+/* Tabs are layout and carriage returns end lines (parse_text); every other
+ * control byte means the file is not text (a binary or a truncated
+ * download). */
 static bool is_control(unsigned char c) {
     return (c < 0x20 && c != '\t' && c != '\r' && c != '\n') || c == 0x7f;
 }
@@ -613,6 +614,13 @@ static bg_status_t parse_text(parser_t *p, const char *text, size_t size) {
                                    "unexpected byte 0x%02x; a model spec is text", byte);
             }
         }
+        /* A \r anywhere else is a line break of old Mac files, or a stray byte:
+         * read as a blank it would silently join lines. */
+        const char *carriage = memchr(start, '\r', checked);
+        if (carriage != NULL)
+            return parse_error(p, line, (int)(carriage - start) + 1,
+                               "a carriage return (\\r) inside a line; lines end with \\n "
+                               "or \\r\\n, not \\r alone");
         /* Files joined with cat carry the second one's mark inside. */
         if (length >= 3 && memcmp(start, "\xEF\xBB\xBF", 3) == 0)
             return parse_error(p, line, 1,

@@ -143,7 +143,7 @@ usage_error "--lr: expected a number, got '0x10'" -- train "$MODEL" --lr 0x10
 printf 'input channels=3 height=4 width=4\nconv2d filters=2 kernel=1048575 padding=same\nflatten\ndense units=10\nsoftmax_cross_entropy\n' >"$T/huge.model"
 expect 1 "$T/huge.model: out of host memory for the model's " -- train "$T/huge.model" \
     --data synthetic --steps 1
-usage_error "unknown optimizer 'foo' (expected sgd or adam)" -- train "$MODEL" --optimizer foo
+usage_error "--optimizer: unknown optimizer 'foo' (expected sgd or adam)" -- train "$MODEL" --optimizer foo
 usage_error "--epochs needs a value" -- train "$MODEL" --epochs
 usage_error "--epochs: -1 is outside 1..1000000" -- train "$MODEL" --epochs -1
 # Not "as many as --steps takes", which is what --steps alone means.
@@ -276,7 +276,7 @@ usage_error "--split gives 2 boundaries; 2 stages need 1" -- train "$MODEL" --da
     --stages 2 --split 2,4
 usage_error "--split: expected layer numbers" -- train "$MODEL" --data synthetic --stages 2 \
     --split x
-usage_error "stage 1 would start at layer 9" -- train "$MODEL" --data synthetic --steps 1 \
+usage_error "--split: stage 1 would start at layer 9" -- train "$MODEL" --data synthetic --steps 1 \
     --stages 2 --split 9
 usage_error "unknown schedule" -- train "$MODEL" --data synthetic --schedule pipedream
 usage_error "multiple of the device count" -- train "$MODEL" --data synthetic --steps 1 \

@@ -198,7 +198,7 @@ static void test_layout_comments_crlf_tabs(void **state) {
                                      "\tconv2d filters=32 kernel=3 activation=relu\r\n"
                                      "maxpool size=2#no space before the comment\r\n"
                                      "flatten\r\n"
-                                     "dense units=128\ractivation=relu\r\n"
+                                     "dense units=128\tactivation=relu\r\n"
                                      "dense units=10 \t \r\n"
                                      "softmax_cross_entropy");
     assert_int_equal(spec->num_layers, 8);
@@ -473,6 +473,19 @@ static void test_error_control_byte_in_comment(void **state) {
                  "spec:2:11: unexpected byte 0x01; a model spec is text");
     expect_error(MNIST_INPUT "\x1b[0m", "spec:2:1: unexpected byte 0x1b; a model spec is text");
     expect_error(MNIST_INPUT "flatten\x7f", "spec:2:8: unexpected byte 0x7f; a model spec is text");
+}
+
+/* A carriage return that does not end a line is refused at its column: a
+ * file with old Mac line endings (\r alone) would otherwise be read as one
+ * line, and a stray \r as a blank joining two words. */
+static void test_error_bare_carriage_return(void **state) {
+    (void)state;
+    expect_error("input channels=1 height=28 width=28\rflatten\r",
+                 "spec:1:36: a carriage return (\\r) inside a line; lines end with \\n or "
+                 "\\r\\n, not \\r alone");
+    expect_error(MNIST_INPUT "dense units=10\ractivation=relu\n",
+                 "spec:2:15: a carriage return (\\r) inside a line; lines end with \\n or "
+                 "\\r\\n, not \\r alone");
 }
 
 static void test_error_long_line(void **state) {
@@ -787,6 +800,7 @@ int main(void) {
         cmocka_unit_test(test_error_empty),
         cmocka_unit_test(test_error_nul_byte),
         cmocka_unit_test(test_error_control_byte_in_comment),
+        cmocka_unit_test(test_error_bare_carriage_return),
         cmocka_unit_test(test_error_long_line),
         cmocka_unit_test(test_error_unknown_layer),
         cmocka_unit_test(test_error_unknown_option),

@@ -21,7 +21,7 @@ usage_error "unknown option '--bogus'" -- plan "$MODEL" --bogus
 usage_error "cannot read '$T/missing.model': No such file or directory" -- \
     plan "$T/missing.model"
 usage_error "--batch: 0 is outside 1..1048576" -- plan "$MODEL" --batch 0
-usage_error "unknown optimizer 'foo' (expected sgd or adam)" -- plan "$MODEL" --optimizer foo
+usage_error "--optimizer: unknown optimizer 'foo' (expected sgd or adam)" -- plan "$MODEL" --optimizer foo
 usage_error "would leave some empty" -- plan "$MODEL" --batch 4 --microbatches 8
 usage_error "multiple of the device count" -- plan "$MODEL" --devices cpu:4 \
     --schedule interleaved --chunks 2 --microbatches 6
@@ -29,9 +29,16 @@ usage_error "9 stages but the model has only 8 layers" -- plan "$MODEL" --stages
 usage_error "--split gives 2 boundaries; 2 stages need 1" -- plan "$MODEL" --stages 2 --split 2,4
 usage_error "--split gives 2 boundaries; 1 stage needs 0" -- plan "$MODEL" --split 3,5
 usage_error "--split gives 1 boundary; 3 stages need 2" -- plan "$MODEL" --devices cpu:3 --split 3
-usage_error "stage 1 would start at layer 9" -- plan "$MODEL" --stages 2 --split 9
+usage_error "--split: stage 1 would start at layer 9" -- plan "$MODEL" --stages 2 --split 9
+for bad in +4 ' 4' 4,+5 0; do
+    usage_error "--split: expected layer numbers like 3,5, got '$bad'" -- plan "$MODEL" --split "$bad"
+done
 usage_error "--split: '2,' ends with a comma" -- plan "$MODEL" --stages 2 --split 2,
-for bad in abc 0 -5 1.5X 12QB '' 1e30G nan 0x100 1e3 1.5.2G; do
+for bad in 0 0.1 0K; do
+    usage_error "--device-mem: a size must be at least 1 byte, got '$bad'" -- \
+        plan "$MODEL" --device-mem "$bad"
+done
+for bad in abc -5 1.5X 12QB '' 1e30G nan 0x100 1e3 1.5.2G; do
     usage_error "--device-mem: expected a size like 1000000, 512M, 8G or 1.5G, got '$bad'" -- \
         plan "$MODEL" --device-mem "$bad"
 done

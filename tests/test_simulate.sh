@@ -172,6 +172,12 @@ fi
 # for another split is told it is priced from the layers' sums.
 usage_error "--split: stage 1 would start at layer 9; boundaries must increase and lie within 1..7" \
     -- profile "$MODEL" --split 9
+usage_error "--split: stage 1 would start at layer 9; boundaries must increase and lie within 1..7" \
+    -- simulate "$MODEL" --devices cpu:2 --split 9
+usage_error "--optimizer: unknown optimizer 'foo' (expected sgd or adam)" -- \
+    simulate "$MODEL" --optimizer foo
+usage_error "--optimizer: unknown optimizer 'foo' (expected sgd or adam)" -- \
+    profile "$MODEL" --optimizer foo
 usage_error "--split: stage 2 would start at layer 2; boundaries must increase and lie within 1..7" \
     -- profile "$MODEL" --split 4,2
 usage_error "--split: expected layer numbers like 3,5, got 'x'" -- profile "$MODEL" --split x
