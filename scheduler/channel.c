@@ -29,7 +29,13 @@ struct bg_channel {
     int capacity;
     size_t slot_bytes;
     channel_slot_t *slots;
-    int on_device;           /* slots are bg_cuda_slot_t on the receiver */
+    int on_device;          /* slots are bg_cuda_slot_t on the receiver */
+    bg_backend_t *receiver; /* the receiving backend (CUDA slots) */
+    int copy_lane;          /* its copy streams that fill the slots */
+    /* Times the fills on that copy stream (bg_channel_time_links), or
+     * NULL; link_zero is the host time of its mark 0. */
+    bg_cuda_clock_t *link_clock;
+    double link_zero;
     bg_topology_t *topology; /* where staging buffers came from, or NULL */
     int aborted;
     double timeout_s;
@@ -100,6 +106,8 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
     }
     ch->on_device = bg_backend_is_cuda(cfg->sender) && bg_backend_is_cuda(cfg->receiver);
     if (ch->on_device) {
+        ch->receiver = cfg->receiver;
+        ch->copy_lane = cfg->copy_lane;
         int direct = 0;
         bg_status_t st = bg_cuda_enable_peer_access(cfg->sender, cfg->receiver, &direct);
         const int staged = !direct || cfg->force_staging;
@@ -148,6 +156,7 @@ void bg_channel_destroy(bg_channel_t *ch) {
             if (ch->slots[i].staging != NULL) staging_free(ch, ch->slots[i].staging);
         }
     free(ch->slots);
+    bg_cuda_clock_destroy(ch->link_clock);
     pthread_mutex_destroy(&ch->lock);
     pthread_cond_destroy(&ch->changed);
     free(ch);
@@ -180,7 +189,10 @@ static channel_slot_t *reserve_slot(bg_channel_t *ch, int want, int *aborted, in
 bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, const void *src,
                             size_t bytes, bg_channel_timing_t *timing, bg_channel_sent_t *sent) {
     if (sent != NULL) sent->slot = NULL;
-    if (timing != NULL) timing->call = bg_channel_clock();
+    if (timing != NULL) {
+        timing->call = bg_channel_clock();
+        timing->link_start = timing->link_end = -1;
+    }
     if (bytes > ch->slot_bytes)
         return bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes, slots hold %zu", ch->name,
                             bytes, ch->slot_bytes);
@@ -196,9 +208,15 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
         timing->blocked = blocked;
     }
     bg_status_t st = BG_OK;
+    int link_marks[2] = {-1, -1};
+    bg_cuda_clock_t *link = timing != NULL && timing->time_link ? ch->link_clock : NULL;
     if (bytes > 0)
-        st = ch->on_device ? bg_cuda_slot_fill(slot->device, be, src, bytes)
+        st = ch->on_device ? bg_cuda_slot_fill(slot->device, be, src, bytes, link, link_marks)
                            : be->ops->download(be, slot->data, src, bytes);
+    if (timing != NULL) {
+        timing->link_start = link_marks[0];
+        timing->link_end = link_marks[1];
+    }
     pthread_mutex_lock(&ch->lock);
     slot->microbatch = st == BG_OK ? microbatch : SLOT_FREE;
     slot->bytes = bytes;
@@ -209,6 +227,26 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     bg_channel_sent_t now = {slot->device};
     if (sent == NULL) return bg_channel_wait_sent(be, &now);
     *sent = now;
+    return BG_OK;
+}
+
+bg_status_t bg_channel_time_links(bg_channel_t *ch, int messages) {
+    if (!ch->on_device || ch->link_clock != NULL) return BG_OK;
+    return bg_cuda_clock_create(ch->receiver, ch->copy_lane, 2 * messages + 1, &ch->link_clock);
+}
+
+bg_status_t bg_channel_restart_links(bg_channel_t *ch) {
+    if (ch->link_clock == NULL) return BG_OK;
+    BG_CHECK(bg_cuda_clock_restart(ch->link_clock));
+    ch->link_zero = bg_channel_clock();
+    return BG_OK;
+}
+
+bg_status_t bg_channel_link_time(bg_channel_t *ch, int mark, double *out) {
+    if (ch->link_clock == NULL) return bg_error_set(BG_ERR_INTERNAL, "%s: no link clock", ch->name);
+    double since_zero;
+    BG_CHECK(bg_cuda_clock_seconds(ch->link_clock, mark, &since_zero));
+    *out = ch->link_zero + since_zero;
     return BG_OK;
 }
 

@@ -35,12 +35,17 @@ typedef struct bg_channel bg_channel_t;
  * 1 when it had to sleep for it, 0 when it only took the lock), then copied
  * until `done`. On CUDA backends these are the host's times of enqueuing;
  * a receive given the receiver's `clock` also records, in `arrived`, the
- * clock mark at which the message is there on the GPU (-1 otherwise). */
+ * clock mark at which the message is there on the GPU (-1 otherwise), and
+ * a send with `time_link` on a channel whose links are timed
+ * (bg_channel_time_links) records the marks of the link clock between
+ * which the copy ran on the receiver's copy stream (-1 otherwise). */
 typedef struct bg_channel_timing {
     double call, ready, done;
     int blocked;
-    bg_cuda_clock_t *clock; /* in: the receiver's clock, or NULL */
-    int arrived;            /* out: a mark of `clock`, or -1 */
+    bg_cuda_clock_t *clock;   /* in: the receiver's clock, or NULL */
+    int arrived;              /* out: a mark of `clock`, or -1 */
+    int time_link;            /* in: 1 to time a send's copy */
+    int link_start, link_end; /* out: marks of the channel's link clock, or -1 */
 } bg_channel_timing_t;
 
 /* The clock of bg_channel_timing_t (CLOCK_MONOTONIC, seconds). */
@@ -96,6 +101,21 @@ typedef struct bg_channel_sent {
  * says what to wait for (bg_channel_wait_sent) before overwriting `src`. */
 bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, const void *src,
                             size_t bytes, bg_channel_timing_t *timing, bg_channel_sent_t *sent);
+
+/* Between two CUDA backends, gives the channel a clock on the receiver's
+ * copy stream with room to time `messages` copies per restart; the sender's
+ * thread restarts it (bg_channel_restart_links) before the first send it
+ * times. Host channels have no link and ignore this. */
+bg_status_t bg_channel_time_links(bg_channel_t *ch, int messages);
+
+/* Forgets the link clock's marks and starts it again "now"; no-op without
+ * one. Waits for the copies still running on its stream. */
+bg_status_t bg_channel_restart_links(bg_channel_t *ch);
+
+/* The bg_channel_clock() time at which link mark `mark` (a send's
+ * link_start or link_end since the last restart) happened on the GPU;
+ * waits for it. */
+bg_status_t bg_channel_link_time(bg_channel_t *ch, int mark, double *out);
 
 /* Makes the sender's (`be`'s) later ops wait until the copy of *sent has
  * read its source, and empties *sent; does nothing when it is empty. Never

@@ -116,21 +116,32 @@ static bg_status_t stall_report(bg_pipeline_t *p) {
 }
 
 /* Puts a GPU's events on the host's clock: each event with both marks gets
- * their times; one without (a mark the clock had no room for) is dropped,
- * as host and GPU times do not mix. Returns the last end, or `end`. */
+ * their times (its LINK events' from their channels' link clocks); one
+ * without (a mark the clock had no room for) is dropped, as host and GPU
+ * times do not mix. Returns the last end, or `end`. */
 static bg_status_t read_gpu_times(bg_pipeline_t *p, int d, double *end) {
     const int *marks = p->event_marks[d];
     int kept = 0;
     for (int i = 0; i < p->event_count[d]; i++) {
         if (marks[2 * i] < 0 || marks[2 * i + 1] < 0) continue;
         double a, b;
-        BG_CHECK(bg_cuda_clock_seconds(p->clocks[d], marks[2 * i], &a));
-        BG_CHECK(bg_cuda_clock_seconds(p->clocks[d], marks[2 * i + 1], &b));
+        bg_channel_t *link = p->event_link[d][i];
+        if (link != NULL) {
+            /* A copy on the receiver's copy stream, by its own clock. */
+            BG_CHECK(bg_channel_link_time(link, marks[2 * i], &a));
+            BG_CHECK(bg_channel_link_time(link, marks[2 * i + 1], &b));
+        } else {
+            BG_CHECK(bg_cuda_clock_seconds(p->clocks[d], marks[2 * i], &a));
+            BG_CHECK(bg_cuda_clock_seconds(p->clocks[d], marks[2 * i + 1], &b));
+            a += p->clock_zero[d];
+            b += p->clock_zero[d];
+        }
         bg_event_t e = p->events[d][i];
-        e.start = p->clock_zero[d] + a - p->origin;
-        e.end = p->clock_zero[d] + b - p->origin;
+        e.start = a - p->origin;
+        e.end = b - p->origin;
         if (e.end + p->origin > *end) *end = e.end + p->origin;
-        p->events[d][kept++] = e;
+        p->events[d][kept] = e;
+        p->event_link[d][kept++] = link;
     }
     p->event_count[d] = kept;
     return BG_OK;
@@ -250,13 +261,17 @@ static bg_status_t create_clock(bg_pipeline_t *p, int d, int events) {
         p->clocks = bg_calloc((size_t)p->devices, sizeof *p->clocks);
         p->event_marks = bg_calloc((size_t)p->devices, sizeof *p->event_marks);
         p->clock_zero = bg_calloc((size_t)p->devices, sizeof *p->clock_zero);
-        if (p->clocks == NULL || p->event_marks == NULL || p->clock_zero == NULL)
+        p->event_link = bg_calloc((size_t)p->devices, sizeof *p->event_link);
+        if (p->clocks == NULL || p->event_marks == NULL || p->clock_zero == NULL ||
+            p->event_link == NULL)
             return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
     }
     p->event_marks[d] = bg_malloc(sizeof **p->event_marks * (size_t)(2 * events));
-    if (p->event_marks[d] == NULL)
+    p->event_link[d] = bg_calloc((size_t)events, sizeof **p->event_link);
+    if (p->event_marks[d] == NULL || p->event_link[d] == NULL)
         return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
-    return bg_cuda_clock_create(p->backends[d], 3 * events + 1, &p->clocks[d]);
+    return bg_cuda_clock_create(p->backends[d], BG_CUDA_CLOCK_COMPUTE, 3 * events + 1,
+                                &p->clocks[d]);
 }
 
 bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl) {
@@ -268,13 +283,20 @@ bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl) {
             return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
         for (int d = 0; d < p->devices; d++) {
             /* Per op at most: a wait and a copy in, the op, a wait and a copy
-             * out; the step op a wait and an event per stage of the device. */
-            int capacity = 5 * p->train->op_counts[d] + 8 + p->stages / p->devices;
+             * out and that copy's link; the step op a wait and an event per
+             * stage of the device. */
+            int capacity = 6 * p->train->op_counts[d] + 8 + p->stages / p->devices;
             p->events[d] = bg_malloc(sizeof **p->events * (size_t)capacity);
             if (p->events[d] == NULL)
                 return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
             p->event_capacity[d] = capacity;
             if (bg_backend_is_cuda(p->backends[d])) BG_CHECK(create_clock(p, d, capacity));
+        }
+        /* Each channel between GPUs carries one message per micro-batch
+         * and step; its copies are timed on the receiver's copy stream. */
+        for (int s = 0; s + 1 < p->stages; s++) {
+            BG_CHECK(bg_channel_time_links(p->forward[s], p->microbatches));
+            BG_CHECK(bg_channel_time_links(p->backward[s], p->microbatches));
         }
     }
     /* A timeline's times count from the start of its first recorded step. */

@@ -376,8 +376,10 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     free(p->micro_size);
     for (int d = 0; p->events != NULL && d < p->devices; d++) free(p->events[d]);
     for (int d = 0; p->event_marks != NULL && d < p->devices; d++) free(p->event_marks[d]);
+    for (int d = 0; p->event_link != NULL && d < p->devices; d++) free(p->event_link[d]);
     free(p->clocks);
     free(p->event_marks);
+    free(p->event_link);
     free(p->clock_zero);
     free(p->events);
     free(p->event_count);

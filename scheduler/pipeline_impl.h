@@ -113,6 +113,10 @@ struct bg_pipeline {
     bg_cuda_clock_t **clocks;
     int **event_marks;
     double *clock_zero;
+    /* Per GPU device and event: for a LINK event (a copy it sent, run on
+     * the receiver's copy stream), the channel whose link clock holds its
+     * marks (bg_channel_time_links); NULL for the device's own events. */
+    bg_channel_t ***event_link;
 
     /* Non-finite values of the current step: the first one found (the
      * earliest enqueued check that found one, over all devices). */

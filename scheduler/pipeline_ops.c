@@ -45,8 +45,23 @@ static bg_event_t *note(bg_pipeline_t *p, int device, bg_event_kind_t kind, int 
     if (p->event_marks != NULL && p->event_marks[device] != NULL) {
         p->event_marks[device][2 * i] = start.mark;
         p->event_marks[device][2 * i + 1] = end.mark;
+        p->event_link[device][i] = NULL;
     }
     return &p->events[device][i];
+}
+
+/* Records the LINK event of a send by `device` from stage `from` to stage
+ * `to`: its copy ran on the receiving GPU's copy stream between the marks
+ * t->link_start and t->link_end of `channel`'s link clock. */
+static void note_link(bg_pipeline_t *p, int device, bg_channel_t *channel, int to, int mb, int from,
+                      const bg_channel_timing_t *t) {
+    if (t->link_start < 0 || t->link_end < 0) return;
+    /* The host's times are placeholders: read_gpu_times replaces them. */
+    const stamp_t start = {t->ready, t->link_start}, end = {t->done, t->link_end};
+    bg_event_t *e = note(p, device, BG_EVENT_LINK, to, mb, from, start, end);
+    if (e == NULL) return;
+    e->device = to % p->devices;
+    p->event_link[device][e - p->events[device]] = channel;
 }
 
 static stamp_t host_stamp(double host) { return (stamp_t){host, -1}; }
@@ -203,7 +218,8 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
         BG_CHECK(bg_stage_load_slot_async(stage, slot, n, p->images + at * in_numel,
                                           last ? p->labels + at : NULL));
     const int device = s % p->devices;
-    bg_channel_timing_t t = {.clock = gpu_timed(p, device) ? p->clocks[device] : NULL};
+    bg_channel_timing_t t = {.clock = gpu_timed(p, device) ? p->clocks[device] : NULL,
+                             .time_link = gpu_timed(p, device)};
     if (s > 0) {
         size_t got;
         set_doing(p, s, "waiting for activations from stage %d", s - 1);
@@ -240,6 +256,7 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
         BG_CHECK(bg_channel_send(p->forward[s], be, mb, bg_stage_slot_output(stage, slot),
                                  stage_bytes(p, p->first[s + 1], n), &t, p->output_sent[s][slot]));
         note_transfer(p, device, BG_EVENT_SEND, s, mb, s + 1, &t, before, gpu_mark(p, device));
+        note_link(p, device, p->forward[s], s + 1, mb, s, &t);
     }
     return BG_OK;
 }
@@ -262,7 +279,8 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
     bg_backend_t *be = stage_backend(p, s);
     const int64_t n = p->micro_size[mb];
     const int device = s % p->devices;
-    bg_channel_timing_t t = {.clock = gpu_timed(p, device) ? p->clocks[device] : NULL};
+    bg_channel_timing_t t = {.clock = gpu_timed(p, device) ? p->clocks[device] : NULL,
+                             .time_link = gpu_timed(p, device)};
     if (s < p->stages - 1) {
         size_t got;
         set_doing(p, s, "waiting for gradients from stage %d", s + 1);
@@ -287,6 +305,7 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
         BG_CHECK(bg_channel_send(p->backward[s - 1], be, mb, bg_stage_input_grad(stage),
                                  stage_bytes(p, p->first[s], n), &t, &p->grad_sent[s]));
         note_transfer(p, device, BG_EVENT_SEND, s, mb, s - 1, &t, before, gpu_mark(p, device));
+        note_link(p, device, p->backward[s - 1], s - 1, mb, s, &t);
     }
     return BG_OK;
 }
@@ -425,6 +444,12 @@ bg_status_t bg_pipeline_run_device(bg_pipeline_t *p, int device) {
     if (gpu_timed(p, device)) {
         BG_CHECK(bg_cuda_clock_restart(p->clocks[device]));
         p->clock_zero[device] = bg_channel_clock();
+        /* The link clocks of the channels this device sends on: only its
+         * thread marks them. */
+        for (int s = device; s < p->stages; s += p->devices) {
+            if (s + 1 < p->stages) BG_CHECK(bg_channel_restart_links(p->forward[s]));
+            if (s > 0) BG_CHECK(bg_channel_restart_links(p->backward[s - 1]));
+        }
     }
     for (int i = 0; i < schedule->op_counts[device]; i++) {
         const bg_op_t *op = &schedule->ops[device][i];

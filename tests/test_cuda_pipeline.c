@@ -199,19 +199,66 @@ static void test_nan_on_gpu(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* The event of `kind` of stage `stage` (with peer `peer`) for micro-batch
+ * mb of step `step`, or NULL. */
+static const bg_event_t *find_event(const bg_timeline_t *tl, bg_event_kind_t kind, int step,
+                                    int stage, int peer, int mb) {
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (e->kind == kind && e->step == step && e->stage == stage && e->microbatch == mb &&
+            (peer < 0 || e->peer_stage == peer))
+            return e;
+    }
+    return NULL;
+}
+
+/* Each copy between stages shows as a LINK event of the receiving stage,
+ * timed on its copy stream: after the sender's op that made the tensor,
+ * before the receiver's copy out of the slot ends. Two clocks meet here
+ * (the copy stream's and the compute stream's, each placed on the host's
+ * clock at its restart), so the order is checked within LINK_SLACK. */
+static void check_links(const bg_timeline_t *tl, int stages, int microbatches) {
+    const double LINK_SLACK = 1e-4;
+    int from_prev[8] = {0}, from_next[8] = {0};
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (e->kind != BG_EVENT_LINK) continue;
+        assert_true(e->end >= e->start);
+        assert_int_equal(e->device, e->stage % tl->devices);
+        const int forward = e->peer_stage == e->stage - 1;
+        assert_true(forward || e->peer_stage == e->stage + 1);
+        from_prev[e->stage] += forward;
+        from_next[e->stage] += !forward;
+        const bg_event_t *made = find_event(tl, forward ? BG_EVENT_FORWARD : BG_EVENT_BACKWARD,
+                                            e->step, e->peer_stage, -1, e->microbatch);
+        const bg_event_t *read =
+            find_event(tl, BG_EVENT_RECV, e->step, e->stage, e->peer_stage, e->microbatch);
+        assert_non_null(made);
+        assert_non_null(read);
+        if (e->start < made->end - LINK_SLACK || e->end > read->end + LINK_SLACK)
+            fail_msg("link %d -> %d, micro-batch %d, step %d: %.6f..%.6f s, made by %.6f, read "
+                     "by %.6f",
+                     e->peer_stage, e->stage, e->microbatch, e->step, e->start, e->end, made->end,
+                     read->end);
+    }
+    for (int s = 0; s < stages; s++) {
+        assert_int_equal(from_prev[s], s > 0 ? tl->steps * microbatches : 0);
+        assert_int_equal(from_next[s], s + 1 < stages ? tl->steps * microbatches : 0);
+    }
+}
+
 /* A recorded run on a shared GPU: CUDA events time every op, each stage
  * gets its forwards, backwards and its own optimizer update, a device's
- * events do not overlap, and the pipeline is torn down after recording
- * (its clocks before its backends). */
-static void test_recording_on_gpu(void **state) {
-    (void)state;
+ * events other than its links do not overlap, each copy between stages has
+ * its link event (check_links), and the pipeline is torn down after
+ * recording (its clocks before its backends). */
+static void check_recording(const run_t *run) {
     bg_model_spec_t *spec;
     assert_int_equal(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &spec), BG_OK);
     bg_dataset_t *data;
     assert_int_equal(bg_dataset_synthetic(spec->input, 10, BATCH, 5, 0, &data), BG_OK);
-    const run_t run = {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 0};
     bg_device_list_t devices;
-    bg_pipeline_t *p = make(spec, &run, 4, &devices);
+    bg_pipeline_t *p = make(spec, run, 4, &devices);
     bg_timeline_t *tl;
     assert_int_equal(bg_pipeline_timeline_create(p, &tl), BG_OK);
     bg_pipeline_result_t r;
@@ -223,12 +270,15 @@ static void test_recording_on_gpu(void **state) {
     assert_int_equal(tl->steps, 2);
     int forwards[4] = {0}, backwards[4] = {0}, updates[4] = {0};
     bg_timeline_sort(tl);
+    const bg_event_t *before = NULL; /* the device's last event other than a link */
     for (int i = 0; i < tl->count; i++) {
         const bg_event_t *e = &tl->events[i];
         assert_true(e->end >= e->start);
         assert_true(e->step == 0 || e->step == 1);
-        if (i > 0 && tl->events[i - 1].device == e->device)
-            assert_true(e->start >= tl->events[i - 1].end - 1e-9);
+        if (e->kind == BG_EVENT_LINK) continue;
+        if (before != NULL && before->device == e->device)
+            assert_true(e->start >= before->end - 1e-9);
+        before = e;
         if (e->stage < 0 || e->stage >= 4) continue;
         if (e->kind == BG_EVENT_FORWARD) forwards[e->stage]++;
         if (e->kind == BG_EVENT_BACKWARD) backwards[e->stage]++;
@@ -239,10 +289,25 @@ static void test_recording_on_gpu(void **state) {
         assert_int_equal(backwards[s], 2 * 4);
         assert_int_equal(updates[s], 2);
     }
+    check_links(tl, 4, 4);
     bg_pipeline_destroy(p);
     bg_timeline_destroy(tl);
     bg_dataset_destroy(data);
     bg_model_spec_destroy(spec);
+}
+
+static void test_recording_on_gpu(void **state) {
+    (void)state;
+    const run_t run = {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 0};
+    check_recording(&run);
+}
+
+/* The same with every copy through pinned host memory: the link events
+ * time the second leg, host to receiver. */
+static void test_recording_staged_on_gpu(void **state) {
+    (void)state;
+    const run_t run = {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 1};
+    check_recording(&run);
 }
 
 int main(void) {
@@ -253,9 +318,9 @@ int main(void) {
         return 77;
     }
     if (bg_topology_create_with_pci(NULL, &live) != BG_OK) live = NULL; /* then unbound */
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_shared_gpu_matches_cpu),
-                                       cmocka_unit_test(test_nan_on_gpu),
-                                       cmocka_unit_test(test_recording_on_gpu)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shared_gpu_matches_cpu), cmocka_unit_test(test_nan_on_gpu),
+        cmocka_unit_test(test_recording_on_gpu), cmocka_unit_test(test_recording_staged_on_gpu)};
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     bg_topology_destroy(live);
     return failed;

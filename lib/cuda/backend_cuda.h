@@ -143,9 +143,14 @@ void bg_cuda_slot_destroy(bg_cuda_slot_t *slot);
 /* Enqueues the copy of `bytes` of `src` (memory of `sender`) into the
  * slot, ordered as above; returns without waiting. The copy may still be
  * reading `src` when the sender's next ops run: call wait_read before one
- * that may write it. */
+ * that may write it. With a `link` clock (the receiver's, on the slot's
+ * lane: bg_cuda_clock_create), records a mark just before the copy into
+ * the slot and one after it, in marks[0] and marks[1] (-1 where the clock
+ * had no room): once its waits are met the copy starts, so the two time
+ * the copy itself; through host memory, its second leg. Without, marks
+ * may be NULL. */
 bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender, const void *src,
-                              size_t bytes);
+                              size_t bytes, bg_cuda_clock_t *link, int marks[2]);
 
 /* Makes the sender's later ops wait until the slot's latest fill has read
  * its source (fills of a slot run in order on one stream, so this covers
@@ -173,17 +178,22 @@ bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b, int *di
  * Ops on a GPU run later than the host enqueues them, so the executor
  * times a CUDA device's ops with events on its compute stream: marks
  * recorded between ops and read back, after the step, as seconds since
- * mark 0 (CUDA's event resolution is about half a microsecond).
- * bg_cuda_clock_t is declared with the slots above. */
+ * mark 0 (CUDA's event resolution is about half a microsecond). The
+ * copies between stages are timed the same way, by a clock on the copy
+ * stream they run on. bg_cuda_clock_t is declared with the slots above. */
 
-/* A clock of `capacity` marks on `be`'s compute stream. BG_ERR_UNSUPPORTED
- * without CUDA. */
-bg_status_t bg_cuda_clock_create(bg_backend_t *be, int capacity, bg_cuda_clock_t **out);
+/* The stream a clock marks: the compute stream, or a lane's copy stream
+ * into the backend (BG_CUDA_LANE_*). */
+enum { BG_CUDA_CLOCK_COMPUTE = -1 };
+
+/* A clock of `capacity` marks on `be`'s stream `lane` (above).
+ * BG_ERR_UNSUPPORTED without CUDA. Marks are made by one thread at a time. */
+bg_status_t bg_cuda_clock_create(bg_backend_t *be, int lane, int capacity, bg_cuda_clock_t **out);
 
 /* NULL is a no-op. */
 void bg_cuda_clock_destroy(bg_cuda_clock_t *clock);
 
-/* Waits for the compute stream to be idle, forgets every mark, and
+/* Waits for the clock's stream to be idle, forgets every mark, and
  * records mark 0, which therefore happens "now" on the host's clock. */
 bg_status_t bg_cuda_clock_restart(bg_cuda_clock_t *clock);
 

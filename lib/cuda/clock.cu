@@ -1,17 +1,10 @@
-/* Op timing on a CUDA backend's compute stream with CUDA events
- * (backend_cuda.h, "Clocks"). */
+/* Op timing on a CUDA backend's compute stream, and copy timing on its
+ * copy streams, with CUDA events (backend_cuda.h, "Clocks"). */
 #include <stdlib.h>
 
 #include "backend_cuda.h"
 #include "cuda_check.h"
 #include "cuda_internal.h"
-
-struct bg_cuda_clock {
-    bg_backend_t *be;
-    int device; /* be's GPU, kept so that destroy needs no backend */
-    cudaEvent_t *marks;
-    int capacity, count;
-};
 
 extern "C" void bg_cuda_clock_destroy(bg_cuda_clock_t *clock) {
     if (clock == NULL) return;
@@ -26,7 +19,10 @@ extern "C" void bg_cuda_clock_destroy(bg_cuda_clock_t *clock) {
     free(clock);
 }
 
-extern "C" bg_status_t bg_cuda_clock_create(bg_backend_t *be, int capacity, bg_cuda_clock_t **out) {
+extern "C" bg_status_t bg_cuda_clock_create(bg_backend_t *be, int lane, int capacity,
+                                            bg_cuda_clock_t **out) {
+    if (lane < BG_CUDA_CLOCK_COMPUTE || lane >= BG_CUDA_LANES)
+        return bg_error_set(BG_ERR_INTERNAL, "%s: no stream %d to put a clock on", be->name, lane);
     bg_cuda_clock_t *clock = (bg_cuda_clock_t *)calloc(1, sizeof *clock);
     if (clock != NULL) clock->marks = (cudaEvent_t *)calloc((size_t)capacity, sizeof(cudaEvent_t));
     if (clock == NULL || clock->marks == NULL) {
@@ -36,6 +32,8 @@ extern "C" bg_status_t bg_cuda_clock_create(bg_backend_t *be, int capacity, bg_c
     }
     clock->be = be;
     clock->device = bg_cuda_of(be)->device;
+    clock->stream =
+        lane == BG_CUDA_CLOCK_COMPUTE ? bg_cuda_of(be)->compute : bg_cuda_of(be)->copy_in[lane];
     clock->capacity = capacity;
     bg_status_t st = BG_OK;
     BG_CUDA_CHECK_GOTO(be, cudaSetDevice(bg_cuda_of(be)->device), st, fail);
@@ -52,7 +50,7 @@ extern "C" bg_status_t bg_cuda_clock_restart(bg_cuda_clock_t *clock) {
     bg_backend_t *be = clock->be;
     /* Mark 0 stands for "now" only on an idle stream. */
     BG_CUDA_CHECK(be, cudaSetDevice(bg_cuda_of(be)->device));
-    BG_CUDA_CHECK(be, cudaStreamSynchronize(bg_cuda_of(be)->compute));
+    BG_CUDA_CHECK(be, cudaStreamSynchronize(clock->stream));
     clock->count = 0;
     return bg_cuda_clock_mark(clock) == 0
                ? BG_OK
@@ -63,7 +61,7 @@ extern "C" int bg_cuda_clock_mark(bg_cuda_clock_t *clock) {
     if (clock->count >= clock->capacity) return -1;
     bg_cuda_backend_t *cu = bg_cuda_of(clock->be);
     if (cudaSetDevice(cu->device) != cudaSuccess ||
-        cudaEventRecord(clock->marks[clock->count], cu->compute) != cudaSuccess) {
+        cudaEventRecord(clock->marks[clock->count], clock->stream) != cudaSuccess) {
         (void)cudaGetLastError();
         return -1;
     }

@@ -50,10 +50,12 @@ bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, void *stag
 void bg_cuda_slot_destroy(bg_cuda_slot_t *slot) { (void)slot; }
 
 bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender, const void *src,
-                              size_t bytes) {
+                              size_t bytes, bg_cuda_clock_t *link, int marks[2]) {
     (void)slot;
     (void)src;
     (void)bytes;
+    (void)link;
+    if (marks != NULL) marks[0] = marks[1] = -1;
     return bg_error_set(BG_ERR_UNSUPPORTED, "%s: this build has no CUDA backend", sender->name);
 }
 
@@ -78,7 +80,8 @@ bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b, int *di
     return bg_error_set(BG_ERR_UNSUPPORTED, "%s: this build has no CUDA backend", a->name);
 }
 
-bg_status_t bg_cuda_clock_create(bg_backend_t *be, int capacity, bg_cuda_clock_t **out) {
+bg_status_t bg_cuda_clock_create(bg_backend_t *be, int lane, int capacity, bg_cuda_clock_t **out) {
+    (void)lane;
     (void)capacity;
     (void)out;
     return bg_error_set(BG_ERR_UNSUPPORTED, "%s: this build has no CUDA backend", be->name);

@@ -79,6 +79,16 @@ typedef struct bg_cuda_backend {
 
 static inline bg_cuda_backend_t *bg_cuda_of(bg_backend_t *be) { return (bg_cuda_backend_t *)be; }
 
+/* A clock (backend_cuda.h, "Clocks"): timing events recorded on one stream
+ * of `be`. */
+struct bg_cuda_clock {
+    bg_backend_t *be;
+    int device;          /* be's GPU, kept so that destroy needs no backend */
+    cudaStream_t stream; /* be's compute stream, or a copy stream into it */
+    cudaEvent_t *marks;
+    int capacity, count;
+};
+
 /* Every stream of a backend, the compute stream first (NULL where not made
  * yet): to wait for all its work, or to destroy them. */
 enum { BG_CUDA_STREAMS = 1 + 2 * BG_CUDA_LANES };

@@ -97,10 +97,24 @@ fail:
     return st;
 }
 
+/* Marks `link` (a clock on `stream`, or NULL) at this point of the
+ * stream: *mark is its index, or -1 without a clock or with no room. */
+static bg_status_t mark_link(bg_cuda_slot_t *slot, bg_cuda_clock_t *link, cudaStream_t stream,
+                             int *mark) {
+    *mark = -1;
+    if (link == NULL) return BG_OK;
+    if (link->stream != stream)
+        return bg_error_set(BG_ERR_INTERNAL, "%s: a link clock on another stream than the copy's",
+                            slot->receiver->name);
+    *mark = bg_cuda_clock_mark(link);
+    return BG_OK;
+}
+
 /* The two legs of a fill through the host staging buffer; `written` is
  * recorded. */
 static bg_status_t fill_staged(bg_cuda_slot_t *slot, bg_cuda_backend_t *from, bg_cuda_backend_t *to,
-                               bg_backend_t *sender, const void *src, size_t bytes) {
+                               bg_backend_t *sender, const void *src, size_t bytes,
+                               bg_cuda_clock_t *link, int marks[2]) {
     if (slot->staged == NULL) /* recorded on the sender's stream: made on its GPU */
         BG_CUDA_CHECK(sender, cudaEventCreateWithFlags(&slot->staged, cudaEventDisableTiming));
     /* Leg 1, on the sender's copy stream: it reads the source only after the
@@ -118,15 +132,24 @@ static bg_status_t fill_staged(bg_cuda_slot_t *slot, bg_cuda_backend_t *from, bg
     BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(leg2, slot->staged, 0));
     /* ...and overwrites the slot only after the receiver's last read of it. */
     BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(leg2, slot->drained, 0));
+    BG_CHECK(mark_link(slot, link, leg2, &marks[0]));
     BG_CUDA_CHECK(slot->receiver,
                   cudaMemcpyAsync(slot->data, slot->staging, bytes, cudaMemcpyHostToDevice, leg2));
+    BG_CHECK(mark_link(slot, link, leg2, &marks[1]));
     BG_CUDA_CHECK(slot->receiver, cudaEventRecord(slot->filled, leg2));
     BG_CUDA_CHECK(sender, cudaSetDevice(from->device));
     return BG_OK;
 }
 
 extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender,
-                                         const void *src, size_t bytes) {
+                                         const void *src, size_t bytes, bg_cuda_clock_t *link,
+                                         int marks[2]) {
+    int unused[2];
+    if (marks == NULL) marks = unused;
+    marks[0] = marks[1] = -1;
+    if (link != NULL && link->be != slot->receiver)
+        return bg_error_set(BG_ERR_INTERNAL, "%s: a link clock of %s", slot->receiver->name,
+                            link->be->name);
     if (bytes > slot->bytes)
         return bg_error_set(BG_ERR_INTERNAL, "%s: %zu bytes for a %zu-byte slot", sender->name,
                             bytes, slot->bytes);
@@ -135,7 +158,7 @@ extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sen
     if (slot->written == NULL)
         BG_CUDA_CHECK(sender, cudaEventCreateWithFlags(&slot->written, cudaEventDisableTiming));
     BG_CUDA_CHECK(sender, cudaEventRecord(slot->written, from->compute));
-    if (slot->staging != NULL) return fill_staged(slot, from, to, sender, src, bytes);
+    if (slot->staging != NULL) return fill_staged(slot, from, to, sender, src, bytes, link, marks);
     BG_CUDA_CHECK(sender, cudaSetDevice(to->device));
     cudaStream_t copy = to->copy_in[slot->lane];
     /* The copy reads the source only after the sender's ops that wrote it. */
@@ -143,12 +166,14 @@ extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sen
     /* It overwrites the slot only after the receiver's last read of it
      * (an event never recorded, on first use, is already complete). */
     BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(copy, slot->drained, 0));
+    BG_CHECK(mark_link(slot, link, copy, &marks[0]));
     if (from->device == to->device)
         BG_CUDA_CHECK(slot->receiver,
                       cudaMemcpyAsync(slot->data, src, bytes, cudaMemcpyDeviceToDevice, copy));
     else
         BG_CUDA_CHECK(slot->receiver,
                       cudaMemcpyPeerAsync(slot->data, to->device, src, from->device, bytes, copy));
+    BG_CHECK(mark_link(slot, link, copy, &marks[1]));
     BG_CUDA_CHECK(slot->receiver, cudaEventRecord(slot->filled, copy));
     BG_CUDA_CHECK(sender, cudaSetDevice(from->device));
     return BG_OK;
