@@ -27,7 +27,8 @@
 # measured steps is what this machine alone moves a figure by.
 #
 #   [MODELS="examples/fashion_cnn.model examples/conv_balanced.model:4"]
-#   [STEPS=600 RECORD=500 REPEAT=3 REPETITIONS=9 MS="1 2 4 8" BREAKDOWN=0 REPLAY=0 ABLATE=0]
+#   [STEPS=600 RECORD=500 REPEAT=3 REPETITIONS=9 MS="1 2 4 8" BREAKDOWN=0 REPLAY=0 ABLATE=0
+#    BRACKET=0]
 #   bench/sim_accuracy.sh [BUILD_DIR]
 #
 # MS picks the micro-batch counts (the bar counts only points run); with
@@ -39,7 +40,12 @@
 # error is the simulator's model of the schedule alone, apart from how far
 # the run's speed moved from the profile's. With ABLATE=1 each point is
 # also simulated from its profiles without their after_wait entries: what
-# the simulator predicts without slowing ops after an idle gap.
+# the simulator predicts without slowing ops after an idle gap. With
+# BRACKET=1 each run's stages are profiled again right after it, and the
+# turn's simulation is the mean of the simulations from the two profiles
+# (a drift of the machine's speed during the turn then cancels); each
+# point is followed by how far the before and after simulations were
+# apart.
 #
 # MODELS lists model specs, each optionally with :SPLIT (the first layer of
 # stage 1; default: the planner's split). The build folder defaults to
@@ -56,6 +62,7 @@ ms=${MS:-"1 2 4 8"}
 breakdown=${BREAKDOWN:-0}
 replay=${REPLAY:-0}
 ablate=${ABLATE:-0}
+bracket=${BRACKET:-0}
 # A run of about five seconds: its median step then covers the machine's
 # changes of speed over seconds as the profile's passes do (a run of 80
 # steps, under a second, caught whichever speed its second had).
@@ -90,6 +97,7 @@ for entry in $models; do
             : >"$work/parts.$schedule"
             : >"$work/replays.$schedule"
             : >"$work/plain.$schedule"
+            : >"$work/brackets.$schedule"
             echo "$split" >"$work/cut.$schedule"
         done
         run=0
@@ -119,9 +127,8 @@ for entry in $models; do
                 # shellcheck disable=SC2086
                 "$brigade" simulate "$model" $placement --split "$cut" --profile "$profile" \
                     --metrics "$work/sim.json" >/dev/null
-                json "$work/sim.json" \
-                    '"%r %r" % (p["timeline"]["step_s"], p["timeline"]["bubble_measured"])' \
-                    >>"$work/sims.$schedule"
+                sim=$(json "$work/sim.json" \
+                    '"%r %r" % (p["timeline"]["step_s"], p["timeline"]["bubble_measured"])')
                 if [ "$ablate" = 1 ]; then
                     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
@@ -154,6 +161,22 @@ json.dump(p, open(sys.argv[2], 'w'))" "$profile" "$work/plain.profile.json"
                 json "$work/train.json" \
                     '"%r %r" % (p["timeline"]["step_median_s"], p["timeline"]["bubble_median"])' \
                     >>"$work/runs.$schedule"
+                if [ "$bracket" = 1 ]; then
+                    # The same profile right after the run: the turn's
+                    # simulation is the mean of the two, as the run lay
+                    # between them.
+                    "$brigade" profile "$model" --batch $batch --microbatches "$m" \
+                        --devices cpu:2 --repetitions "$repetitions" --split "$cut" \
+                        -o "$work/after.profile.json" >/dev/null 2>&1
+                    # shellcheck disable=SC2086
+                    "$brigade" simulate "$model" $placement --split "$cut" \
+                        --profile "$work/after.profile.json" --metrics "$work/after.json" >/dev/null
+                    sim="$sim $(json "$work/after.json" \
+                        '"%r %r" % (p["timeline"]["step_s"], p["timeline"]["bubble_measured"])')"
+                    echo "$sim" >>"$work/brackets.$schedule"
+                    sim=$(echo "$sim" | awk '{printf "%.9g %.9g", ($1 + $3) / 2, ($2 + $4) / 2}')
+                fi
+                echo "$sim" >>"$work/sims.$schedule"
                 # Each stage's forward, backward, copy and wait per step,
                 # measured then simulated, for the breakdown.
                 json "$work/train.json" "' '.join('%r %r %r %r' % (s['forward_s'], s['backward_s'],
@@ -202,6 +225,14 @@ json.dump(p, open(sys.argv[2], 'w'))" "$profile" "$work/plain.profile.json"
                     printf "    replay from the runs'"'"' own op times: %.3f ms, err %+.1f%%; bubble %.1f%%, err %+.1f pt\n",
                            1e3 * sim / NR, 100 * (sim - meas) / meas, 100 * sim_bub / NR,
                            100 * (sim_bub - bub) / NR }'
+            fi
+            if [ "$bracket" = 1 ]; then
+                paste -d' ' "$work/runs.$schedule" "$work/brackets.$schedule" | awk '
+                    {b = 100 * ($3 - $1) / $1; a = 100 * ($5 - $1) / $1
+                     sb += b; sa += a; d = 100 * ($5 - $3) / $3; if (d < 0) d = -d; gap += d
+                     if (d > most) most = d} END {
+                    printf "    bracket: the profile before gives err %+.1f%%, the one after %+.1f%%; the two simulations %.1f%% apart on average, %.1f%% at most\n",
+                           sb / NR, sa / NR, gap / NR, most }'
             fi
             if [ "$ablate" = 1 ]; then
                 paste -d' ' "$work/runs.$schedule" "$work/plain.$schedule" | awk '

@@ -209,7 +209,8 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     }
     bg_status_t st = BG_OK;
     int link_marks[2] = {-1, -1};
-    bg_cuda_clock_t *link = timing != NULL && timing->time_link ? ch->link_clock : NULL;
+    bg_cuda_clock_t *link =
+        ch->link_clock != NULL && timing != NULL && timing->time_link ? ch->link_clock : NULL;
     if (bytes > 0)
         st = ch->on_device ? bg_cuda_slot_fill(slot->device, be, src, bytes, link, link_marks)
                            : be->ops->download(be, slot->data, src, bytes);
@@ -237,9 +238,7 @@ bg_status_t bg_channel_time_links(bg_channel_t *ch, int messages) {
 
 bg_status_t bg_channel_restart_links(bg_channel_t *ch) {
     if (ch->link_clock == NULL) return BG_OK;
-    BG_CHECK(bg_cuda_clock_restart(ch->link_clock));
-    ch->link_zero = bg_channel_clock();
-    return BG_OK;
+    return bg_cuda_clock_restart(ch->link_clock, &ch->link_zero);
 }
 
 bg_status_t bg_channel_link_time(bg_channel_t *ch, int mark, double *out) {

@@ -268,8 +268,14 @@ static bg_status_t create_clock(bg_pipeline_t *p, int d, int events) {
     }
     p->event_marks[d] = bg_malloc(sizeof **p->event_marks * (size_t)(2 * events));
     p->event_link[d] = bg_calloc((size_t)events, sizeof **p->event_link);
-    if (p->event_marks[d] == NULL || p->event_link[d] == NULL)
+    if (p->event_marks[d] == NULL || p->event_link[d] == NULL) {
+        /* Both or neither: note() writes to both once event_marks[d] is. */
+        free(p->event_marks[d]);
+        free(p->event_link[d]);
+        p->event_marks[d] = NULL;
+        p->event_link[d] = NULL;
         return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
+    }
     return bg_cuda_clock_create(p->backends[d], BG_CUDA_CLOCK_COMPUTE, 3 * events + 1,
                                 &p->clocks[d]);
 }

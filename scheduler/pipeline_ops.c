@@ -442,8 +442,7 @@ bg_status_t bg_pipeline_run_device(bg_pipeline_t *p, int device) {
         w->loss_pending = 0;
     }
     if (gpu_timed(p, device)) {
-        BG_CHECK(bg_cuda_clock_restart(p->clocks[device]));
-        p->clock_zero[device] = bg_channel_clock();
+        BG_CHECK(bg_cuda_clock_restart(p->clocks[device], &p->clock_zero[device]));
         /* The link clocks of the channels this device sends on: only its
          * thread marks them. */
         for (int s = device; s < p->stages; s += p->devices) {

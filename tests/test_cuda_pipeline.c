@@ -214,9 +214,10 @@ static const bg_event_t *find_event(const bg_timeline_t *tl, bg_event_kind_t kin
 
 /* Each copy between stages shows as a LINK event of the receiving stage,
  * timed on its copy stream: after the sender's op that made the tensor,
- * before the receiver's copy out of the slot ends. Two clocks meet here
- * (the copy stream's and the compute stream's, each placed on the host's
- * clock at its restart), so the order is checked within LINK_SLACK. */
+ * before the receiver's copy out of the slot ends. Clocks of different
+ * streams meet here, each placed on the host's clock by its restart within
+ * about 10 us (bg_cuda_clock_restart), so the order is checked within
+ * LINK_SLACK. */
 static void check_links(const bg_timeline_t *tl, int stages, int microbatches) {
     const double LINK_SLACK = 1e-4;
     int from_prev[8] = {0}, from_next[8] = {0};

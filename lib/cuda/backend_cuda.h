@@ -193,9 +193,14 @@ bg_status_t bg_cuda_clock_create(bg_backend_t *be, int lane, int capacity, bg_cu
 /* NULL is a no-op. */
 void bg_cuda_clock_destroy(bg_cuda_clock_t *clock);
 
-/* Waits for the clock's stream to be idle, forgets every mark, and
- * records mark 0, which therefore happens "now" on the host's clock. */
-bg_status_t bg_cuda_clock_restart(bg_cuda_clock_t *clock);
+/* Waits for the clock's stream to be idle, forgets every mark, records
+ * mark 0 and waits for it, and gives in *host_zero the CLOCK_MONOTONIC
+ * seconds at which it happened: the middle of the host's window around the
+ * record and the wait, tried again while that window is wider than
+ * 20 us (a preempted thread), so that clocks of different streams, each
+ * placed on the host's clock by its own restart, agree within about
+ * 10 us. Leaves the calling thread's current GPU as it was. */
+bg_status_t bg_cuda_clock_restart(bg_cuda_clock_t *clock, double *host_zero);
 
 /* Records the next mark after the ops enqueued so far; returns its index,
  * or -1 when the clock is full or CUDA refuses (never an error: the op

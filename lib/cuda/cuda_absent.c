@@ -89,8 +89,9 @@ bg_status_t bg_cuda_clock_create(bg_backend_t *be, int lane, int capacity, bg_cu
 
 void bg_cuda_clock_destroy(bg_cuda_clock_t *clock) { (void)clock; }
 
-bg_status_t bg_cuda_clock_restart(bg_cuda_clock_t *clock) {
+bg_status_t bg_cuda_clock_restart(bg_cuda_clock_t *clock, double *host_zero) {
     (void)clock;
+    (void)host_zero;
     return bg_error_set(BG_ERR_UNSUPPORTED, "this build has no CUDA backend");
 }
 
