@@ -206,6 +206,10 @@ const char *bg_cli_plan_split_source(const bg_plan_t *p, char *buf, size_t size)
         at += snprintf(buf + at, size - (size_t)at, "; %.3f ms simulated against %.3f for the %s",
                        p->simulated_step_s * 1e3, p->other_split_step_s * 1e3,
                        least ? "slowest stage's split" : "shortest predicted step's split");
+    if (p->least_step_skipped && at > 0 && (size_t)at < size)
+        at += snprintf(buf + at, size - (size_t)at,
+                       "; the search for the shortest predicted step ran out of memory and was "
+                       "skipped");
     if (at > 0 && (size_t)at < size) snprintf(buf + at, size - (size_t)at, ")");
     return buf;
 }
@@ -231,6 +235,7 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
     cJSON_AddStringToObject(root, "split", bg_cli_plan_split_key(p));
     if (p->other_split_step_s > 0)
         cJSON_AddNumberToObject(root, "other_split_simulated_step_ms", p->other_split_step_s * 1e3);
+    if (p->least_step_skipped) cJSON_AddTrueToObject(root, "least_step_skipped");
     cJSON *stages = cJSON_AddArrayToObject(root, "stages");
     for (int s = 0; stages != NULL && s < part->stages; s++) {
         cJSON *stage = bg_cli_plan_stage_json(p, s);

@@ -149,6 +149,10 @@ typedef struct bg_backend_ops {
     bg_status_t (*softmax_xent_forward_add)(bg_backend_t *be, int64_t n, int64_t classes,
                                             const void *logits, const int32_t *labels, void *probs,
                                             int add, int tag);
+    /* Readies the scratch the two forwards above need for batches of up to
+     * `rows` rows, so that no step allocates it. May be NULL (they need
+     * none). */
+    bg_status_t (*softmax_xent_reserve)(bg_backend_t *be, int64_t rows);
     /* Waits for the forwards added so far, sets *loss_sum and *correct to
      * their totals (0 for none) and clears them. */
     bg_status_t (*take_loss)(bg_backend_t *be, double *loss_sum, int64_t *correct);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "channel.h"
 #include "timeline.h"
 
@@ -133,8 +134,8 @@ static bg_status_t check_config(const bg_partition_config_t *cfg, context_t *c) 
 
 /* Fills a result for the split first[0..S), first[S] = layers. */
 static bg_status_t build_result(const context_t *c, const int *first, bg_partition_t **out) {
-    bg_partition_t *p = calloc(1, sizeof *p);
-    if (p != NULL) p->stage = calloc((size_t)c->stages, sizeof *p->stage);
+    bg_partition_t *p = bg_calloc(1, sizeof *p);
+    if (p != NULL) p->stage = bg_calloc((size_t)c->stages, sizeof *p->stage);
     if (p == NULL || p->stage == NULL) {
         bg_partition_destroy(p);
         return bg_error_set(BG_ERR_NOMEM, "partition: out of memory");
@@ -534,7 +535,7 @@ static int gap_push(gaps_t *g, double lo, double hi, double total, int top) {
     if (!(lo < hi)) return 1;
     if (g->count == g->capacity) {
         const int capacity = g->capacity > 0 ? 2 * g->capacity : 64;
-        gap_t *grown = realloc(g->gap, sizeof *grown * (size_t)capacity);
+        gap_t *grown = bg_realloc(g->gap, sizeof *grown * (size_t)capacity);
         if (grown == NULL) return 0;
         g->gap = grown;
         g->capacity = capacity;
@@ -645,22 +646,22 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
     BG_CHECK(check_config(cfg, &c));
     const size_t row = (size_t)c.layers + 1;
     dp_tables_t t = {
-        .prev = calloc(row, sizeof(double)),
-        .cur = calloc(row, sizeof(double)),
-        .cut = malloc(sizeof(int) * row * (size_t)c.stages),
-        .first = malloc(sizeof(int) * (size_t)c.stages),
+        .prev = bg_calloc(row, sizeof(double)),
+        .cur = bg_calloc(row, sizeof(double)),
+        .cut = bg_malloc(sizeof(int) * row * (size_t)c.stages),
+        .first = bg_malloc(sizeof(int) * (size_t)c.stages),
         .rm = {.size = (int)row, .levels = floor_log2((int)row) + 1},
     };
     /* Rows after the first search by range minima (one stage needs none). */
-    if (c.stages > 1) t.rm.table = malloc(sizeof(double) * row * (size_t)t.rm.levels);
+    if (c.stages > 1) t.rm.table = bg_malloc(sizeof(double) * row * (size_t)t.rm.levels);
     const int total = cfg->objective != BG_PARTITION_SLOWEST_STAGE && c.stages > 1;
     if (total) {
-        t.rank = malloc(sizeof(double) * row);
-        t.ra = (range_argmin_t){.table = malloc(sizeof(int) * row * (size_t)t.rm.levels),
+        t.rank = bg_malloc(sizeof(double) * row);
+        t.ra = (range_argmin_t){.table = bg_malloc(sizeof(int) * row * (size_t)t.rm.levels),
                                 .rank = t.rank,
                                 .size = (int)row,
                                 .levels = t.rm.levels};
-        t.heap = malloc(sizeof(segment_t) * row);
+        t.heap = bg_malloc(sizeof(segment_t) * row);
     }
     bg_status_t st = BG_OK;
     if (t.prev == NULL || t.cur == NULL || t.cut == NULL || t.first == NULL ||

@@ -153,7 +153,15 @@ static bg_status_t plan_try_least_step(bg_plan_t *p) {
     pc.step_tolerance = 1e-3;
     pc.slowest = p->partition; /* found already: the search starts from it */
     bg_partition_t *least = NULL, *slowest = p->partition;
-    BG_CHECK(bg_partition_create(&pc, &least));
+    const bg_status_t searched = bg_partition_create(&pc, &least);
+    /* Its tables can outgrow memory where the slowest stage's did not: the
+     * plan stands without the comparison, and says so. */
+    if (searched == BG_ERR_NOMEM) {
+        bg_error_clear();
+        p->least_step_skipped = 1;
+        return BG_OK;
+    }
+    BG_CHECK(searched);
     if (!least->fits || same_split(least, slowest)) {
         bg_partition_destroy(least);
         return BG_OK;

@@ -92,6 +92,10 @@ typedef struct bg_plan {
     /* When the planner compared the splits of both objectives and they
      * differed: the simulated step of the one it did not keep; else 0. */
     double other_split_step_s;
+    /* 1 when the search for the least predicted step's split ran out of
+     * memory (a huge model): the slowest stage's split, which fits, stands
+     * without that comparison. */
+    int least_step_skipped;
 } bg_plan_t;
 
 /* Plans a request; a plan that fits is also simulated for one step

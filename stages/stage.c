@@ -184,6 +184,10 @@ static bg_status_t reserve_buffers(bg_stage_t *s) {
         BG_CHECK(bg_arena_reserve(s->arena, workspace, &s->workspace));
         s->memory.workspace = workspace;
     }
+    /* The loss's scratch is the backend's (a few bytes a row), not the
+     * arena's. */
+    if (bg_stage_has_loss(s) && s->be->ops->softmax_xent_reserve != NULL)
+        BG_CHECK(s->be->ops->softmax_xent_reserve(s->be, nb));
     return BG_OK;
 }
 

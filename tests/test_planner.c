@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "planner.h"
 #include "profile_impl.h"
 #include "report.h"
@@ -367,6 +368,46 @@ static const char uneven_model[] = "input channels=3 height=16 width=16\n"
                                    "dense units=10\n"
                                    "softmax_cross_entropy\n";
 
+/* The search for the least predicted step's split has tables of its own;
+ * when they do not fit in memory the plan keeps the slowest stage's split,
+ * which fits, and says so, rather than failing. Every host allocation of
+ * the plan fails in turn (bg_alloc_fail_after: the n-th and all after it):
+ * each ends in BG_ERR_NOMEM or a plan, some of those plans are the slowest
+ * stage's with the search skipped, and the walk ends with the plan of no
+ * failure, which at M = 1 is the least step's. */
+static void test_least_step_out_of_memory(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(origin_cnn);
+    bg_cost_device_t devices[2];
+    cpu_cores(devices, 2);
+    bg_plan_request_t r = request_for(spec, devices, 2, 1, 64);
+    int skipped = 0, done = 0;
+    for (int n = 0; n < 10000 && !done; n++) {
+        bg_plan_t *p = NULL;
+        bg_alloc_fail_after(n);
+        const bg_status_t st = bg_plan_create(&r, &p);
+        bg_alloc_fail_after(-1);
+        if (st != BG_OK) {
+            assert_int_equal(st, BG_ERR_NOMEM);
+            assert_null(p);
+            continue;
+        }
+        if (p->least_step_skipped) {
+            skipped++;
+            assert_int_equal(p->config.objective, BG_PARTITION_SLOWEST_STAGE);
+            assert_true(p->partition->fits);
+            assert_true(p->other_split_step_s == 0);
+        } else {
+            assert_int_equal(p->config.objective, BG_PARTITION_LEAST_STEP);
+            done = 1;
+        }
+        bg_plan_destroy(p);
+    }
+    assert_true(done);
+    assert_true(skipped > 0);
+    bg_model_spec_destroy(spec);
+}
+
 static void test_least_step_simulated_slower(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse(uneven_model);
@@ -700,6 +741,7 @@ int main(void) {
         cmocka_unit_test(test_search),
         cmocka_unit_test(test_least_step_split),
         cmocka_unit_test(test_least_step_simulated_slower),
+        cmocka_unit_test(test_least_step_out_of_memory),
         cmocka_unit_test(test_simulate_equal_stages),
         cmocka_unit_test(test_zb_h1_equal_stages),
         cmocka_unit_test(test_split_backward_costs),

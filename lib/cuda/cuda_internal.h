@@ -71,8 +71,9 @@ typedef struct bg_cuda_backend {
     int conv_cache_count, conv_cache_capacity;
     bg_cuda_reduction_t *device_reduction;
     bg_cuda_reduction_t *host_reduction; /* pinned (cudaMallocHost) */
-    /* Per-row scratch of softmax_xent_forward, grown to the largest batch
-     * seen (the only allocation after the first step's). */
+    /* Per-row scratch of softmax_xent_forward: made when a stage with the
+     * loss is laid out (softmax_xent_reserve, the largest micro-batch),
+     * grown only for a larger batch, which the executor never runs. */
     void *row_scratch;
     size_t row_scratch_bytes;
 } bg_cuda_backend_t;

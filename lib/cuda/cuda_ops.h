@@ -93,6 +93,7 @@ bg_status_t bg_cuda_softmax_xent_forward_add(bg_backend_t *be, int64_t n, int64_
                                              const void *logits, const int32_t *labels, void *probs,
                                              int add, int tag);
 bg_status_t bg_cuda_take_loss(bg_backend_t *be, double *loss_sum, int64_t *correct);
+bg_status_t bg_cuda_softmax_xent_reserve(bg_backend_t *be, int64_t rows);
 bg_status_t bg_cuda_softmax_xent_backward(bg_backend_t *be, int64_t n, int64_t classes,
                                           const void *probs, const int32_t *labels, double scale,
                                           void *dlogits);

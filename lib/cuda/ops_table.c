@@ -31,6 +31,7 @@ const bg_backend_ops_t bg_cuda_ops_f32 = {
     .avgpool_backward = bg_cuda_avgpool_backward,
     .softmax_xent_forward = bg_cuda_softmax_xent_forward,
     .softmax_xent_forward_add = bg_cuda_softmax_xent_forward_add,
+    .softmax_xent_reserve = bg_cuda_softmax_xent_reserve,
     .take_loss = bg_cuda_take_loss,
     .softmax_xent_backward = bg_cuda_softmax_xent_backward,
     .sgd_update = bg_cuda_sgd_update,

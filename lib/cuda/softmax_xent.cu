@@ -142,9 +142,10 @@ static cudaError_t softmax_xent_backward(float *dlogits, const float *probs, con
     return cudaGetLastError();
 }
 
-/* The per-row scratch for n rows, grown when a larger batch comes (once per
- * new size: the stream is synchronized, as ops enqueued before may still
- * use the old scratch). */
+/* The per-row scratch for n rows: made at setup for the largest batch
+ * (bg_cuda_softmax_xent_reserve), else grown when a larger batch comes
+ * (the stream is synchronized, as ops enqueued before may still use the
+ * old scratch). */
 static bg_status_t row_scratch(bg_backend_t *be, int64_t n, row_results_t *rows) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     const size_t bytes = (size_t)n * (sizeof(double) + sizeof(int));
@@ -164,6 +165,13 @@ static bg_status_t row_scratch(bg_backend_t *be, int64_t n, row_results_t *rows)
 }
 
 /* ---- ops ---- */
+
+extern "C" bg_status_t bg_cuda_softmax_xent_reserve(bg_backend_t *be, int64_t rows) {
+    if (rows < 1) return BG_OK;
+    row_results_t unused;
+    BG_CHECK(bg_cuda_enter(be));
+    return row_scratch(be, rows, &unused);
+}
 
 extern "C" bg_status_t bg_cuda_softmax_xent_forward(bg_backend_t *be, int64_t n, int64_t classes,
                                                     const void *logits, const int32_t *labels,
