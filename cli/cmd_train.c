@@ -65,7 +65,8 @@ static const char help[] =
     "                     0 waits as long as it takes)\n"
     "  --tf32             let cuBLAS and cuDNN on cuda devices round products to\n"
     "                     TF32 (tensor cores, about 1e-3 relative); default: IEEE\n"
-    "                     FP32 arithmetic, as on the CPU\n"
+    "                     FP32 arithmetic, as on the CPU (refused with only CPU\n"
+    "                     devices; with --devices auto, for the GPUs it finds)\n"
     "%s%s%s"
     "  (without --split, train cuts the model as 'brigade plan' does; with\n"
     "  --device-mem it refuses a plan that does not fit, as plan does)\n"
@@ -276,6 +277,19 @@ static void restore_stop_signals(const struct sigaction old[2]) {
     for (int i = 0; i < 2; i++) sigaction(stop_signals[i], &old[i], NULL);
 }
 
+/* --tf32 changes only what cuBLAS and cuDNN do: on CPU devices alone it
+ * would change nothing, and is refused like other such options; with
+ * --devices auto it applies wherever that finds GPUs. */
+static bg_status_t check_tf32(const train_options_t *o) {
+    if (!o->train.allow_tf32 || strcmp(o->placement.devices_text, "auto") == 0) return BG_OK;
+    for (int d = 0; d < o->placement.devices.count; d++)
+        if (o->placement.devices.devices[d].kind == BG_DEVICE_CUDA) return BG_OK;
+    return bg_error_set(BG_ERR_INVALID,
+                        "--tf32 applies to CUDA devices only; --devices %s has none, and its CPU "
+                        "ops never round to TF32",
+                        o->placement.devices_text);
+}
+
 /* A resumed run keeps its seed: synthetic data are made from it (the
  * weights and the data order come from the file). Without --seed it is
  * taken from the file; a different one is refused, as another batch is. */
@@ -395,6 +409,7 @@ int bg_cmd_train(int argc, char **argv) {
     int code = 0;
     BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &o.train.optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
+    BG_CHECK_GOTO(check_tf32(&o), st, fail);
     if (o.resume != NULL) {
         BG_CHECK_GOTO(
             bg_cli_input_status(bg_train_state_load(o.resume, spec, &o.train.optimizer, &resume)),

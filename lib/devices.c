@@ -59,6 +59,11 @@ bg_status_t bg_device_list_parse(const char *text, int cores, bg_device_list_t *
 bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_device_list_t *out) {
     bg_device_list_t list = {0};
     if (cores < 1) cores = 1;
+    if (strstr(text, "cpu") != NULL && strstr(text, "cuda") != NULL)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--devices: '%s' mixes CPU and CUDA devices; a placement is of one "
+                            "kind (cpu:N, or cuda:G,... and cuda:GxV)",
+                            text);
     if (strcmp(text, "auto") == 0) {
         for (int i = 0; i < gpus && i < BG_MAX_DEVICES; i++)
             BG_CHECK(add_device(&list, BG_DEVICE_CUDA, i, 0, 1));
@@ -112,7 +117,12 @@ bg_status_t bg_device_check_present(const bg_device_t *d, const char *hint) {
         snprintf(what, sizeof what, "this build has no CUDA backend");
     else
         snprintf(what, sizeof what, "CUDA sees %d GPU%s", seen, seen == 1 ? "" : "s");
-    return bg_error_set(BG_ERR_UNSUPPORTED, "%s: %s on this machine%s%s%s", d->name, what,
+    /* A virtual device's name (cuda:0/1) is not what the user wrote
+     * (cuda:0x4): the GPU's number is. */
+    char share[32] = "";
+    if (strchr(d->name, '/') != NULL)
+        snprintf(share, sizeof share, ", a share of GPU %d", d->physical);
+    return bg_error_set(BG_ERR_UNSUPPORTED, "%s%s: %s on this machine%s%s%s", d->name, share, what,
                         hint != NULL ? " (" : "", hint != NULL ? hint : "",
                         hint != NULL ? ")" : "");
 }

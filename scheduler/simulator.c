@@ -598,7 +598,7 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
      * be recorded is refused before it starts, not after minutes. */
     int64_t ops = 0;
     for (int d = 0; d < schedule->devices; d++) ops += schedule->op_counts[d];
-    BG_CHECK(bg_timeline_check_room((int64_t)tl->count + (int64_t)steps * ops));
+    BG_CHECK(bg_timeline_check_room((int64_t)tl->count + (int64_t)steps * ops, BG_ERR_INVALID));
     sim_state_t st = {.schedule = schedule,
                       .costs = costs,
                       .stages = schedule->stages,

@@ -45,14 +45,14 @@ void bg_timeline_destroy(bg_timeline_t *tl) {
     free(tl);
 }
 
-bg_status_t bg_timeline_check_room(int64_t events) {
+bg_status_t bg_timeline_check_room(int64_t events, bg_status_t status) {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const double memory = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     const double bytes = (double)events * (double)sizeof(bg_event_t);
     /* int capacities, and half the memory: past it the kernel would end
      * the process mid-run rather than let it say why. */
     if (events > INT_MAX / 2 || (memory > 0 && bytes > memory / 2))
-        return bg_error_set(BG_ERR_NOMEM,
+        return bg_error_set(status,
                             "timeline: recording %" PRId64 " events (%.1f GiB) would take more "
                             "than half of this machine's %.1f GiB; record fewer steps or "
                             "micro-batches",
@@ -62,7 +62,7 @@ bg_status_t bg_timeline_check_room(int64_t events) {
 
 bg_status_t bg_timeline_reserve(bg_timeline_t *tl, int events) {
     if (tl->count + events > tl->capacity) {
-        BG_CHECK(bg_timeline_check_room((int64_t)tl->count + events));
+        BG_CHECK(bg_timeline_check_room((int64_t)tl->count + events, BG_ERR_NOMEM));
         int capacity = tl->capacity > 0 ? tl->capacity : 256;
         while (capacity < tl->count + events) capacity *= 2;
         bg_event_t *grown = bg_realloc(tl->events, sizeof *grown * (size_t)capacity);

@@ -82,8 +82,9 @@ bg_status_t bg_timeline_add(bg_timeline_t *tl, const bg_event_t *event);
 
 /* BG_OK when a timeline of `events` events fits in half of this
  * machine's memory, and its count in half an int (the capacity doubles);
- * BG_ERR_NOMEM saying how much it would take otherwise. */
-bg_status_t bg_timeline_check_room(int64_t events);
+ * `status` saying how much it would take otherwise: BG_ERR_INVALID for a
+ * request refused before it runs, BG_ERR_NOMEM for a run that outgrew it. */
+bg_status_t bg_timeline_check_room(int64_t events, bg_status_t status);
 
 /* Makes room for `events` more events and one more step (checked with
  * bg_timeline_check_room). */

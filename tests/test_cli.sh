@@ -182,8 +182,12 @@ usage_error "--weight-decay: expected a number, got 'inf'" -- train "$MODEL" --w
 usage_error "cannot read '$T/missing.model': No such file or directory" -- \
     train "$T/missing.model" --data synthetic --steps 1
 usage_error "$T/unknown.model:3:1:" -- train "$T/unknown.model" --data synthetic --steps 1
-# --tf32 only matters on GPUs; on CPU devices it is accepted and changes nothing.
-expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 8 --tf32
+# --tf32 only matters on GPUs: refused on CPU devices, where it would change
+# nothing, but accepted with --devices auto, which runs on GPUs where there
+# are some (and on the CPU here).
+usage_error "--tf32 applies to CUDA devices only; --devices cpu has none" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 8 --tf32
+expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 8 --devices auto --tf32
 
 # --- train: data errors ------------------------------------------------------
 
@@ -267,7 +271,12 @@ fi
 # --- placement ---
 usage_error "--devices: 'gpu' is not a device list" -- train "$MODEL" --data synthetic --devices gpu
 usage_error "expected cpu:N" -- train "$MODEL" --data synthetic --devices cpu:0
-usage_error "cuda:200/0: " -- train "$MODEL" --data synthetic --steps 1 --devices cuda:200x2
+usage_error "cuda:200/0, a share of GPU 200: " -- train "$MODEL" --data synthetic --steps 1 \
+    --devices cuda:200x2
+usage_error "--devices: 'cpu:2,cuda:0' mixes CPU and CUDA devices; a placement is of one kind" -- \
+    train "$MODEL" --data synthetic --steps 1 --devices cpu:2,cuda:0
+usage_error "--tf32 applies to CUDA devices only; --devices cpu:2 has none" -- \
+    train "$MODEL" --data synthetic --steps 1 --devices cpu:2 --tf32
 usage_error "--stages 3 but --devices cpu:2 gives 2 devices" -- train "$MODEL" --data synthetic \
     --devices cpu:2 --stages 3
 usage_error "9 stages but the model has only 8 layers" -- train "$MODEL" --data synthetic \
