@@ -116,9 +116,9 @@ static bg_status_t cuda_setup(bg_backend_t *be) {
 
     BG_CUBLAS_CHECK(be, cublasCreate(&cu->cublas));
     BG_CUBLAS_CHECK(be, cublasSetStream(cu->cublas, cu->compute));
-    /* CUBLAS_DEFAULT_MATH keeps SGEMM in IEEE FP32 (no TF32 unless the
-     * NVIDIA_TF32_OVERRIDE environment variable says so); TF32 only when
-     * asked for. */
+    /* CUBLAS_DEFAULT_MATH keeps SGEMM in IEEE FP32: TF32 is a math mode
+     * asked for (NVIDIA_TF32_OVERRIDE=0 can only forbid it), here only
+     * with allow_tf32. */
     BG_CUBLAS_CHECK(be, cublasSetMathMode(cu->cublas, cu->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                                      : CUBLAS_DEFAULT_MATH));
 

@@ -19,8 +19,13 @@
  *
  * `be` is the bg_backend_t whose name ("cuda:0") starts the message. A
  * failed runtime call also clears CUDA's last-error slot (non-sticky errors),
- * so the next launch check does not report it a second time. Only for .cu
- * files and C files that include the CUDA headers. */
+ * so the next launch check does not report it a second time; so does every
+ * cuBLAS and cuDNN call that succeeds, as those libraries may make runtime
+ * calls of their own that fail, handle the failure and still succeed,
+ * leaving it in the slot for the next launch check to blame on a kernel of
+ * ours. (Every launch of ours is checked right after it, so nothing of ours
+ * is pending there; a sticky error is reported again by the next call.)
+ * Only for .cu files and C files that include the CUDA headers. */
 #ifndef BG_CUDA_CHECK_H
 #define BG_CUDA_CHECK_H
 
@@ -68,6 +73,7 @@ bg_status_t bg_cudnn_fail(const bg_backend_t *be, cudnnStatus_t status, const ch
         cublasStatus_t bg_cublas_status_ = (expr);                                                 \
         if (bg_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                            \
             return bg_cublas_fail((be), bg_cublas_status_, #expr, __FILE__, __LINE__);             \
+        (void)cudaGetLastError();                                                                  \
     } while (0)
 
 #define BG_CUBLAS_CHECK_GOTO(be, expr, st, label)                                                  \
@@ -77,6 +83,7 @@ bg_status_t bg_cudnn_fail(const bg_backend_t *be, cudnnStatus_t status, const ch
             (st) = bg_cublas_fail((be), bg_cublas_status_, #expr, __FILE__, __LINE__);             \
             goto label;                                                                            \
         }                                                                                          \
+        (void)cudaGetLastError();                                                                  \
     } while (0)
 
 #define BG_CUDNN_CHECK(be, expr)                                                                   \
@@ -84,6 +91,7 @@ bg_status_t bg_cudnn_fail(const bg_backend_t *be, cudnnStatus_t status, const ch
         cudnnStatus_t bg_cudnn_status_ = (expr);                                                   \
         if (bg_cudnn_status_ != CUDNN_STATUS_SUCCESS)                                              \
             return bg_cudnn_fail((be), bg_cudnn_status_, #expr, __FILE__, __LINE__);               \
+        (void)cudaGetLastError();                                                                  \
     } while (0)
 
 #define BG_CUDNN_CHECK_GOTO(be, expr, st, label)                                                   \
@@ -93,6 +101,7 @@ bg_status_t bg_cudnn_fail(const bg_backend_t *be, cudnnStatus_t status, const ch
             (st) = bg_cudnn_fail((be), bg_cudnn_status_, #expr, __FILE__, __LINE__);               \
             goto label;                                                                            \
         }                                                                                          \
+        (void)cudaGetLastError();                                                                  \
     } while (0)
 
 #endif /* BG_CUDA_CHECK_H */
