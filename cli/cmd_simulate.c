@@ -193,6 +193,12 @@ int bg_cmd_simulate(int argc, char **argv) {
     BG_CHECK_GOTO(
         bg_cli_plan_open("simulate", o.model, &o.placement, o.batch, &o.optimizer, &setup, &plan),
         st, fail);
+    /* The simulator refuses a timeline it could never hold (at least an
+     * event per op and step); asked here first, so that the refusal comes
+     * before the header, as other usage errors do. */
+    int64_t ops = 0;
+    for (int d = 0; d < plan->schedule->devices; d++) ops += plan->schedule->op_counts[d];
+    BG_CHECK_GOTO(bg_timeline_check_room(o.steps * ops, BG_ERR_INVALID), st, fail);
     char source[192];
     printf("simulation of %s: ", o.model);
     bg_placement_describe(&o.placement, stdout);

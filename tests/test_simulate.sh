@@ -239,8 +239,8 @@ fi
 # A simulation whose timeline could not be held is refused before it runs
 # (1,000 steps of 8 stages x 65,536 micro-batches x 3 ops: past an int's
 # count and any machine's half), not after minutes of growing memory; as
-# a request, with exit 2.
-expect 2 "timeline: recording 1572872000 events (70.3 GiB) would take more than half of this machine's" \
+# a request, with exit 2, before the header.
+usage_error "timeline: recording 1572872000 events (70.3 GiB) would take more than half of this machine's" \
     -- simulate "$MODEL" --devices cpu:8 --split 1,2,3,4,5,6,7 --schedule zb-h1 \
     --batch 1048576 --microbatches 65536 --steps 1000
 
