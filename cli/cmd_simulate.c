@@ -193,12 +193,9 @@ int bg_cmd_simulate(int argc, char **argv) {
     BG_CHECK_GOTO(
         bg_cli_plan_open("simulate", o.model, &o.placement, o.batch, &o.optimizer, &setup, &plan),
         st, fail);
-    /* The simulator refuses a timeline it could never hold (at least an
-     * event per op and step); asked here first, so that the refusal comes
-     * before the header, as other usage errors do. */
-    int64_t ops = 0;
-    for (int d = 0; d < plan->schedule->devices; d++) ops += plan->schedule->op_counts[d];
-    BG_CHECK_GOTO(bg_timeline_check_room(o.steps * ops, BG_ERR_INVALID), st, fail);
+    /* Simulated before anything is printed, so that a refusal (a timeline
+     * it could never hold) leaves stdout empty, as other usage errors do. */
+    if (plan->partition->fits) BG_CHECK_GOTO(bg_plan_simulate(plan, (int)o.steps, &tl), st, fail);
     char source[192];
     printf("simulation of %s: ", o.model);
     bg_placement_describe(&o.placement, stdout);
@@ -212,7 +209,6 @@ int bg_cmd_simulate(int argc, char **argv) {
         code = 2;
         goto done;
     }
-    BG_CHECK_GOTO(bg_plan_simulate(plan, (int)o.steps, &tl), st, fail);
     BG_CHECK_GOTO(report(&o, plan, tl), st, fail);
     goto done;
 fail:

@@ -76,7 +76,7 @@ bg_status_t bg_placement_parse_split(const char *text, int *split, int *count) {
         char *end = (char *)at;
         /* Digits only: strtol would also take "+4" and " 4". */
         long value = *at >= '0' && *at <= '9' ? strtol(at, &end, 10) : 0;
-        if (value == 0 || (*end != ',' && *end != '\0') || value < 1 || value > 1000000)
+        if (value < 1 || value > 1000000 || (*end != ',' && *end != '\0'))
             return bg_error_set(BG_ERR_INVALID,
                                 "--split: expected layer numbers like 3,5, got '%s'", text);
         if (*count + 1 >= BG_MAX_STAGES)

@@ -699,12 +699,12 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
     context_t c;
     BG_CHECK(check_config(cfg, &c));
     if (first[0] != 0)
-        return bg_error_set(BG_ERR_INVALID, "--split: stage 0 must start at layer 0, not %d",
+        return bg_error_set(BG_ERR_INVALID, "split: stage 0 must start at layer 0, not %d",
                             first[0]);
     for (int s = 1; s < c.stages; s++)
         if (first[s] <= first[s - 1] || first[s] >= c.layers)
             return bg_error_set(BG_ERR_INVALID,
-                                "--split: stage %d would start at layer %d; boundaries must "
+                                "split: stage %d would start at layer %d; boundaries must "
                                 "increase and lie within 1..%d",
                                 s, first[s], c.layers - 1);
     return build_result(&c, first, out);

@@ -106,6 +106,9 @@ static bg_status_t plan_fill(bg_plan_t *p) {
     p->bubble_theory = bg_schedule_theoretical_bubble(r->schedule, k, r->microbatches, r->chunks);
     bg_partition_t *part = NULL;
     if (r->split != NULL) {
+        /* The user's --split: checked, and named in the message, as the
+         * pipeline checks it. */
+        BG_CHECK(bg_model_spec_check_split(r->spec, stages, r->split, NULL));
         p->first_layer[0] = 0;
         for (int s = 1; s < stages; s++) p->first_layer[s] = r->split[s - 1];
         BG_CHECK(bg_partition_evaluate(&p->config, p->first_layer, &part));

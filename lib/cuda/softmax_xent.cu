@@ -142,23 +142,29 @@ static cudaError_t softmax_xent_backward(float *dlogits, const float *probs, con
     return cudaGetLastError();
 }
 
-/* The per-row scratch for n rows: made at setup for the largest batch
- * (bg_cuda_softmax_xent_reserve), else grown when a larger batch comes
- * (the stream is synchronized, as ops enqueued before may still use the
- * old scratch). */
-static bg_status_t row_scratch(bg_backend_t *be, int64_t n, row_results_t *rows) {
+/* Makes the per-row scratch hold n rows: at setup for the largest batch
+ * (bg_cuda_softmax_xent_reserve), else when a larger batch comes (the
+ * stream is synchronized, as ops enqueued before may still use the old
+ * scratch). */
+static bg_status_t grow_row_scratch(bg_backend_t *be, int64_t n) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     const size_t bytes = (size_t)n * (sizeof(double) + sizeof(int));
+    if (bytes <= cu->row_scratch_bytes) return BG_OK;
+    BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->compute));
+    bg_cuda_free_quietly(cu->row_scratch);
+    cu->row_scratch = NULL;
+    cu->row_scratch_bytes = 0;
+    BG_CHECK(bg_cuda_malloc(be, bytes, &cu->row_scratch));
+    cu->row_scratch_bytes = bytes;
+    return BG_OK;
+}
+
+/* The per-row scratch for n rows, grown if it must be. */
+static bg_status_t row_scratch(bg_backend_t *be, int64_t n, row_results_t *rows) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
     rows->loss = NULL;
     rows->flag = NULL;
-    if (bytes > cu->row_scratch_bytes) {
-        BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->compute));
-        bg_cuda_free_quietly(cu->row_scratch);
-        cu->row_scratch = NULL;
-        cu->row_scratch_bytes = 0;
-        BG_CHECK(bg_cuda_malloc(be, bytes, &cu->row_scratch));
-        cu->row_scratch_bytes = bytes;
-    }
+    BG_CHECK(grow_row_scratch(be, n));
     rows->loss = (double *)cu->row_scratch;
     rows->flag = (int *)(rows->loss + n);
     return BG_OK;
@@ -168,9 +174,8 @@ static bg_status_t row_scratch(bg_backend_t *be, int64_t n, row_results_t *rows)
 
 extern "C" bg_status_t bg_cuda_softmax_xent_reserve(bg_backend_t *be, int64_t rows) {
     if (rows < 1) return BG_OK;
-    row_results_t unused;
     BG_CHECK(bg_cuda_enter(be));
-    return row_scratch(be, rows, &unused);
+    return grow_row_scratch(be, rows);
 }
 
 extern "C" bg_status_t bg_cuda_softmax_xent_forward(bg_backend_t *be, int64_t n, int64_t classes,
