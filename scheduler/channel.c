@@ -30,12 +30,18 @@ struct bg_channel {
     size_t slot_bytes;
     channel_slot_t *slots;
     int on_device;          /* slots are bg_cuda_slot_t on the receiver */
+    bg_backend_t *sender;   /* the sending backend (CUDA slots) */
     bg_backend_t *receiver; /* the receiving backend (CUDA slots) */
     int copy_lane;          /* its copy streams that fill the slots */
+    int staged;             /* the slots copy through host staging buffers */
     /* Times the fills on that copy stream (bg_channel_time_links), or
      * NULL; link_zero is the host time of its mark 0. */
     bg_cuda_clock_t *link_clock;
     double link_zero;
+    /* Through host memory: times the first legs, on the sender's outgoing
+     * copy stream of the lane (NULL otherwise). */
+    bg_cuda_clock_t *leg1_clock;
+    double leg1_zero;
     bg_topology_t *topology; /* where staging buffers came from, or NULL */
     int aborted;
     double timeout_s;
@@ -106,11 +112,13 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
     }
     ch->on_device = bg_backend_is_cuda(cfg->sender) && bg_backend_is_cuda(cfg->receiver);
     if (ch->on_device) {
+        ch->sender = cfg->sender;
         ch->receiver = cfg->receiver;
         ch->copy_lane = cfg->copy_lane;
         int direct = 0;
         bg_status_t st = bg_cuda_enable_peer_access(cfg->sender, cfg->receiver, &direct);
         const int staged = !direct || cfg->force_staging;
+        ch->staged = staged && cfg->slot_bytes > 0;
         ch->topology = cfg->topology;
         for (int i = 0; st == BG_OK && i < ch->capacity; i++) {
             channel_slot_t *slot = &ch->slots[i];
@@ -157,6 +165,7 @@ void bg_channel_destroy(bg_channel_t *ch) {
         }
     free(ch->slots);
     bg_cuda_clock_destroy(ch->link_clock);
+    bg_cuda_clock_destroy(ch->leg1_clock);
     pthread_mutex_destroy(&ch->lock);
     pthread_cond_destroy(&ch->changed);
     free(ch);
@@ -209,11 +218,12 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     }
     bg_status_t st = BG_OK;
     int link_marks[2] = {-1, -1};
-    bg_cuda_clock_t *link =
-        ch->link_clock != NULL && timing != NULL && timing->time_link ? ch->link_clock : NULL;
+    const int timed = ch->link_clock != NULL && timing != NULL && timing->time_link;
     if (bytes > 0)
-        st = ch->on_device ? bg_cuda_slot_fill(slot->device, be, src, bytes, link, link_marks)
-                           : be->ops->download(be, slot->data, src, bytes);
+        st = ch->on_device
+                 ? bg_cuda_slot_fill(slot->device, be, src, bytes, timed ? ch->link_clock : NULL,
+                                     timed ? ch->leg1_clock : NULL, link_marks)
+                 : be->ops->download(be, slot->data, src, bytes);
     if (timing != NULL) {
         timing->link_start = link_marks[0];
         timing->link_end = link_marks[1];
@@ -233,20 +243,33 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
 
 bg_status_t bg_channel_time_links(bg_channel_t *ch, int messages) {
     if (!ch->on_device || ch->link_clock != NULL) return BG_OK;
-    return bg_cuda_clock_create(ch->receiver, ch->copy_lane, 2 * messages + 1, &ch->link_clock);
+    BG_CHECK(bg_cuda_clock_create(ch->receiver, ch->copy_lane, 2 * messages + 1, &ch->link_clock));
+    if (!ch->staged) return BG_OK;
+    return bg_cuda_clock_create(ch->sender, BG_CUDA_CLOCK_OUTGOING + ch->copy_lane, messages + 1,
+                                &ch->leg1_clock);
 }
 
 bg_status_t bg_channel_restart_links(bg_channel_t *ch) {
     if (ch->link_clock == NULL) return BG_OK;
-    return bg_cuda_clock_restart(ch->link_clock, &ch->link_zero);
+    BG_CHECK(bg_cuda_clock_restart(ch->link_clock, &ch->link_zero));
+    if (ch->leg1_clock == NULL) return BG_OK;
+    return bg_cuda_clock_restart(ch->leg1_clock, &ch->leg1_zero);
 }
 
-bg_status_t bg_channel_link_time(bg_channel_t *ch, int mark, double *out) {
-    if (ch->link_clock == NULL) return bg_error_set(BG_ERR_INTERNAL, "%s: no link clock", ch->name);
+/* The host time of `mark` of `clock`, whose mark 0 was at `zero`. */
+static bg_status_t clock_time(bg_cuda_clock_t *clock, double zero, int mark, double *out) {
     double since_zero;
-    BG_CHECK(bg_cuda_clock_seconds(ch->link_clock, mark, &since_zero));
-    *out = ch->link_zero + since_zero;
+    BG_CHECK(bg_cuda_clock_seconds(clock, mark, &since_zero));
+    *out = zero + since_zero;
     return BG_OK;
+}
+
+bg_status_t bg_channel_link_span(bg_channel_t *ch, int start_mark, int end_mark, double *start,
+                                 double *end) {
+    if (ch->link_clock == NULL) return bg_error_set(BG_ERR_INTERNAL, "%s: no link clock", ch->name);
+    BG_CHECK(ch->leg1_clock != NULL ? clock_time(ch->leg1_clock, ch->leg1_zero, start_mark, start)
+                                    : clock_time(ch->link_clock, ch->link_zero, start_mark, start));
+    return clock_time(ch->link_clock, ch->link_zero, end_mark, end);
 }
 
 bg_status_t bg_channel_wait_sent(bg_backend_t *be, bg_channel_sent_t *sent) {

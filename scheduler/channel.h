@@ -45,7 +45,7 @@ typedef struct bg_channel_timing {
     bg_cuda_clock_t *clock;   /* in: the receiver's clock, or NULL */
     int arrived;              /* out: a mark of `clock`, or -1 */
     int time_link;            /* in: 1 to time a send's copy */
-    int link_start, link_end; /* out: marks of the channel's link clock, or -1 */
+    int link_start, link_end; /* out: marks of the channel's link clocks, or -1 */
 } bg_channel_timing_t;
 
 /* The clock of bg_channel_timing_t (CLOCK_MONOTONIC, seconds). */
@@ -103,19 +103,23 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
                             size_t bytes, bg_channel_timing_t *timing, bg_channel_sent_t *sent);
 
 /* Between two CUDA backends, gives the channel a clock on the receiver's
- * copy stream with room to time `messages` copies per restart; the sender's
- * thread restarts it (bg_channel_restart_links) before the first send it
- * times. Host channels have no link and ignore this. */
+ * copy stream with room to time `messages` copies per restart, and through
+ * host memory one on the sender's outgoing copy stream for the first legs;
+ * the sender's thread restarts them (bg_channel_restart_links) before the
+ * first send it times. Host channels have no link and ignore this. */
 bg_status_t bg_channel_time_links(bg_channel_t *ch, int messages);
 
-/* Forgets the link clock's marks and starts it again "now"; no-op without
- * one. Waits for the copies still running on its stream. */
+/* Forgets the link clocks' marks and starts them again "now"; no-op
+ * without. Waits for the copies still running on their streams. */
 bg_status_t bg_channel_restart_links(bg_channel_t *ch);
 
-/* The bg_channel_clock() time at which link mark `mark` (a send's
- * link_start or link_end since the last restart) happened on the GPU;
- * waits for it. */
-bg_status_t bg_channel_link_time(bg_channel_t *ch, int mark, double *out);
+/* The bg_channel_clock() times at which a send's copy started and ended
+ * on the GPUs (its timing's link_start and link_end, marks since the last
+ * restart): through host memory from the start of the first leg, on the
+ * sender's GPU, to the end of the second, on the receiver's. Waits for
+ * them. */
+bg_status_t bg_channel_link_span(bg_channel_t *ch, int start_mark, int end_mark, double *start,
+                                 double *end);
 
 /* Makes the sender's (`be`'s) later ops wait until the copy of *sent has
  * read its source, and empties *sent; does nothing when it is empty. Never

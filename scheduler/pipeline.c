@@ -127,9 +127,8 @@ static bg_status_t read_gpu_times(bg_pipeline_t *p, int d, double *end) {
         double a, b;
         bg_channel_t *link = p->event_link[d][i];
         if (link != NULL) {
-            /* A copy on the receiver's copy stream, by its own clock. */
-            BG_CHECK(bg_channel_link_time(link, marks[2 * i], &a));
-            BG_CHECK(bg_channel_link_time(link, marks[2 * i + 1], &b));
+            /* A copy between stages, by its channel's link clocks. */
+            BG_CHECK(bg_channel_link_span(link, marks[2 * i], marks[2 * i + 1], &a, &b));
         } else {
             BG_CHECK(bg_cuda_clock_seconds(p->clocks[d], marks[2 * i], &a));
             BG_CHECK(bg_cuda_clock_seconds(p->clocks[d], marks[2 * i + 1], &b));

@@ -51,8 +51,8 @@ static bg_event_t *note(bg_pipeline_t *p, int device, bg_event_kind_t kind, int 
 }
 
 /* Records the LINK event of a send by `device` from stage `from` to stage
- * `to`: its copy ran on the receiving GPU's copy stream between the marks
- * t->link_start and t->link_end of `channel`'s link clock. */
+ * `to`: its copy ran between the marks t->link_start and t->link_end of
+ * `channel`'s link clocks (bg_channel_link_span). */
 static void note_link(bg_pipeline_t *p, int device, bg_channel_t *channel, int to, int mb, int from,
                       const bg_channel_timing_t *t) {
     if (t->link_start < 0 || t->link_end < 0) return;

@@ -304,7 +304,8 @@ static void test_recording_on_gpu(void **state) {
 }
 
 /* The same with every copy through pinned host memory: the link events
- * time the second leg, host to receiver. */
+ * span both legs, from the start of the first on the sender's GPU to the
+ * end of the second on the receiver's. */
 static void test_recording_staged_on_gpu(void **state) {
     (void)state;
     const run_t run = {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 1};

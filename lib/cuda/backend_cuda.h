@@ -147,10 +147,13 @@ void bg_cuda_slot_destroy(bg_cuda_slot_t *slot);
  * lane: bg_cuda_clock_create), records a mark just before the copy into
  * the slot and one after it, in marks[0] and marks[1] (-1 where the clock
  * had no room): once its waits are met the copy starts, so the two time
- * the copy itself; through host memory, its second leg. Without, marks
- * may be NULL. */
+ * the copy itself. Through host memory, marks[0] is instead taken on
+ * `leg1` (the sender's outgoing clock of the lane), just before the first
+ * leg, when given, so that the two span both legs; without it, they time
+ * the second. Without clocks, marks may be NULL. */
 bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender, const void *src,
-                              size_t bytes, bg_cuda_clock_t *link, int marks[2]);
+                              size_t bytes, bg_cuda_clock_t *link, bg_cuda_clock_t *leg1,
+                              int marks[2]);
 
 /* Makes the sender's later ops wait until the slot's latest fill has read
  * its source (fills of a slot run in order on one stream, so this covers
@@ -182,9 +185,11 @@ bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b, int *di
  * copies between stages are timed the same way, by a clock on the copy
  * stream they run on. bg_cuda_clock_t is declared with the slots above. */
 
-/* The stream a clock marks: the compute stream, or a lane's copy stream
- * into the backend (BG_CUDA_LANE_*). */
-enum { BG_CUDA_CLOCK_COMPUTE = -1 };
+/* The stream a clock marks: the compute stream, a lane's copy stream into
+ * the backend (BG_CUDA_LANE_*), or a lane's copy stream out of it (the
+ * first legs of copies through host memory: BG_CUDA_CLOCK_OUTGOING plus
+ * the lane). */
+enum { BG_CUDA_CLOCK_COMPUTE = -1, BG_CUDA_CLOCK_OUTGOING = BG_CUDA_LANES };
 
 /* A clock of `capacity` marks on `be`'s stream `lane` (above).
  * BG_ERR_UNSUPPORTED without CUDA. Marks are made by one thread at a time. */

@@ -22,7 +22,7 @@ extern "C" void bg_cuda_clock_destroy(bg_cuda_clock_t *clock) {
 
 extern "C" bg_status_t bg_cuda_clock_create(bg_backend_t *be, int lane, int capacity,
                                             bg_cuda_clock_t **out) {
-    if (lane < BG_CUDA_CLOCK_COMPUTE || lane >= BG_CUDA_LANES)
+    if (lane < BG_CUDA_CLOCK_COMPUTE || lane >= BG_CUDA_CLOCK_OUTGOING + BG_CUDA_LANES)
         return bg_error_set(BG_ERR_INTERNAL, "%s: no stream %d to put a clock on", be->name, lane);
     bg_cuda_clock_t *clock = (bg_cuda_clock_t *)calloc(1, sizeof *clock);
     if (clock != NULL) clock->marks = (cudaEvent_t *)calloc((size_t)capacity, sizeof(cudaEvent_t));
@@ -31,10 +31,12 @@ extern "C" bg_status_t bg_cuda_clock_create(bg_backend_t *be, int lane, int capa
         return bg_error_set(BG_ERR_NOMEM, "%s: out of memory for %d clock marks", be->name,
                             capacity);
     }
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
     clock->be = be;
-    clock->device = bg_cuda_of(be)->device;
-    clock->stream =
-        lane == BG_CUDA_CLOCK_COMPUTE ? bg_cuda_of(be)->compute : bg_cuda_of(be)->copy_in[lane];
+    clock->device = cu->device;
+    clock->stream = lane == BG_CUDA_CLOCK_COMPUTE    ? cu->compute
+                    : lane >= BG_CUDA_CLOCK_OUTGOING ? cu->copy_out[lane - BG_CUDA_CLOCK_OUTGOING]
+                                                     : cu->copy_in[lane];
     clock->capacity = capacity;
     bg_status_t st = BG_OK;
     BG_CUDA_CHECK_GOTO(be, cudaSetDevice(bg_cuda_of(be)->device), st, fail);

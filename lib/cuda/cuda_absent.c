@@ -50,11 +50,13 @@ bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes, void *stag
 void bg_cuda_slot_destroy(bg_cuda_slot_t *slot) { (void)slot; }
 
 bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender, const void *src,
-                              size_t bytes, bg_cuda_clock_t *link, int marks[2]) {
+                              size_t bytes, bg_cuda_clock_t *link, bg_cuda_clock_t *leg1,
+                              int marks[2]) {
     (void)slot;
     (void)src;
     (void)bytes;
     (void)link;
+    (void)leg1;
     if (marks != NULL) marks[0] = marks[1] = -1;
     return bg_error_set(BG_ERR_UNSUPPORTED, "%s: this build has no CUDA backend", sender->name);
 }

@@ -111,10 +111,10 @@ static bg_status_t mark_link(bg_cuda_slot_t *slot, bg_cuda_clock_t *link, cudaSt
 }
 
 /* The two legs of a fill through the host staging buffer; `written` is
- * recorded. */
+ * recorded. With `leg1`, marks[0] is its mark before the first leg. */
 static bg_status_t fill_staged(bg_cuda_slot_t *slot, bg_cuda_backend_t *from, bg_cuda_backend_t *to,
                                bg_backend_t *sender, const void *src, size_t bytes,
-                               bg_cuda_clock_t *link, int marks[2]) {
+                               bg_cuda_clock_t *link, bg_cuda_clock_t *leg1_clock, int marks[2]) {
     if (slot->staged == NULL) /* recorded on the sender's stream: made on its GPU */
         BG_CUDA_CHECK(sender, cudaEventCreateWithFlags(&slot->staged, cudaEventDisableTiming));
     /* Leg 1, on the sender's copy stream: it reads the source only after the
@@ -124,6 +124,7 @@ static bg_status_t fill_staged(bg_cuda_slot_t *slot, bg_cuda_backend_t *from, bg
     /* ...and overwrites the staging buffer only after leg 2 of the slot's
      * previous message has read it (never recorded: already complete). */
     BG_CUDA_CHECK(sender, cudaStreamWaitEvent(leg1, slot->filled, 0));
+    BG_CHECK(mark_link(slot, leg1_clock, leg1, &marks[0]));
     BG_CUDA_CHECK(sender, cudaMemcpyAsync(slot->staging, src, bytes, cudaMemcpyDeviceToHost, leg1));
     BG_CUDA_CHECK(sender, cudaEventRecord(slot->staged, leg1));
     BG_CUDA_CHECK(sender, cudaSetDevice(to->device));
@@ -132,7 +133,7 @@ static bg_status_t fill_staged(bg_cuda_slot_t *slot, bg_cuda_backend_t *from, bg
     BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(leg2, slot->staged, 0));
     /* ...and overwrites the slot only after the receiver's last read of it. */
     BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(leg2, slot->drained, 0));
-    BG_CHECK(mark_link(slot, link, leg2, &marks[0]));
+    if (leg1_clock == NULL) BG_CHECK(mark_link(slot, link, leg2, &marks[0]));
     BG_CUDA_CHECK(slot->receiver,
                   cudaMemcpyAsync(slot->data, slot->staging, bytes, cudaMemcpyHostToDevice, leg2));
     BG_CHECK(mark_link(slot, link, leg2, &marks[1]));
@@ -143,13 +144,17 @@ static bg_status_t fill_staged(bg_cuda_slot_t *slot, bg_cuda_backend_t *from, bg
 
 extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender,
                                          const void *src, size_t bytes, bg_cuda_clock_t *link,
-                                         int marks[2]) {
+                                         bg_cuda_clock_t *leg1, int marks[2]) {
     int unused[2];
     if (marks == NULL) marks = unused;
     marks[0] = marks[1] = -1;
     if (link != NULL && link->be != slot->receiver)
         return bg_error_set(BG_ERR_INTERNAL, "%s: a link clock of %s", slot->receiver->name,
                             link->be->name);
+    if (leg1 != NULL && (leg1->be != sender || slot->staging == NULL))
+        return bg_error_set(BG_ERR_INTERNAL, "%s: a first-leg clock of %s for a %s slot",
+                            sender->name, leg1->be->name,
+                            slot->staging == NULL ? "direct" : "staged");
     if (bytes > slot->bytes)
         return bg_error_set(BG_ERR_INTERNAL, "%s: %zu bytes for a %zu-byte slot", sender->name,
                             bytes, slot->bytes);
@@ -158,7 +163,8 @@ extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sen
     if (slot->written == NULL)
         BG_CUDA_CHECK(sender, cudaEventCreateWithFlags(&slot->written, cudaEventDisableTiming));
     BG_CUDA_CHECK(sender, cudaEventRecord(slot->written, from->compute));
-    if (slot->staging != NULL) return fill_staged(slot, from, to, sender, src, bytes, link, marks);
+    if (slot->staging != NULL)
+        return fill_staged(slot, from, to, sender, src, bytes, link, leg1, marks);
     BG_CUDA_CHECK(sender, cudaSetDevice(to->device));
     cudaStream_t copy = to->copy_in[slot->lane];
     /* The copy reads the source only after the sender's ops that wrote it. */
