@@ -360,9 +360,10 @@ static bg_conv2d_geometry_t conv(int64_t n, int64_t c, int64_t h, int64_t w, int
     return g;
 }
 
-/* The three convolution ops on geometry g, then again on a smaller batch
- * (a short last micro-batch: the CUDA backend meets a new geometry inside
- * an op and must stay within the workspace sized for the full batch). */
+/* The three convolution ops (the forward also with its relu) on geometry
+ * g, then again on a smaller batch (a short last micro-batch: the CUDA
+ * backend meets a new geometry inside an op and must stay within the
+ * workspace sized for the full batch). */
 static void check_conv(fixture_t *f, bg_conv2d_geometry_t g) {
     const int64_t nx = g.n * g.c * g.h * g.w, ny = g.n * g.filters * g.out_h * g.out_w;
     const int64_t nw = g.filters * g.c * g.kernel * g.kernel;
@@ -395,6 +396,10 @@ static void check_conv(fixture_t *f, bg_conv2d_geometry_t g) {
         ON_BOTH(be->ops->conv2d_forward(be, &run, P(x), P(w), P(b), P(y), workspace[side]));
         ok(cpu->ops->conv2d_forward(cpu, &run, ax, aw, ab, my, workspace[0]));
         expect_sum_close(f, &y, my, "conv2d forward");
+        /* With the relu in the bias's pass; the bound holds, as relu
+         * shrinks differences. */
+        ON_BOTH(be->ops->conv2d_relu_forward(be, &run, P(x), P(w), P(b), P(y), workspace[side]));
+        expect_sum_close(f, &y, my, "conv2d forward with relu");
         ON_BOTH(be->ops->conv2d_backward_data(be, &run, P(dy), P(w), P(dx), workspace[side]));
         ok(cpu->ops->conv2d_backward_data(cpu, &run, ady, aw, mdx, workspace[0]));
         expect_sum_close(f, &dx, mdx, "conv2d backward data");

@@ -2,7 +2,8 @@
  * tensors, cross-correlation as the CPU's im2col computes, symmetric zero
  * padding and equal strides from the geometry), with the per-geometry cache
  * of algorithms described in backend_cuda.h. The bias terms are brigade's own
- * kernels: y += b per channel, and db += sum of dy per filter by a one-block-
+ * kernels: y += b per channel (and with a relu after the convolution, the
+ * relu in the same pass), and db += sum of dy per filter by a one-block-
  * per-filter tree reduction (a fixed order: the same bits on every run). */
 #include <limits.h>
 #include <stdlib.h>
@@ -11,10 +12,15 @@
 
 /* ---- bias kernels ---- */
 
-/* y: (n, filters, plane) += b: (filters) */
+/* y: (n, filters, plane) += b: (filters); with `relu`, then y = relu(y)
+ * by relu_forward's expression (elementwise.cu), so the fused pass gives
+ * the bits of the two. */
 __global__ static void add_channel_bias_kernel(float *y, const float *b, int64_t n, int64_t filters,
-                                               int64_t plane) {
-    BG_CUDA_GRID_LOOP(i, n * filters * plane) y[i] += b[(i / plane) % filters];
+                                               int64_t plane, bool relu) {
+    BG_CUDA_GRID_LOOP(i, n * filters * plane) {
+        const float v = y[i] + b[(i / plane) % filters];
+        y[i] = !relu || !(v <= 0) ? v : 0.0f; /* NaN passes */
+    }
 }
 
 /* db: (filters) += the sum of dy: (n, filters, plane) over n and plane; one
@@ -36,11 +42,11 @@ __global__ static void add_filter_sums_kernel(float *db, const float *dy, int64_
 }
 
 static cudaError_t add_channel_bias(float *y, const float *b, int64_t n, int64_t filters,
-                                    int64_t plane, cudaStream_t stream) {
+                                    int64_t plane, bool relu, cudaStream_t stream) {
     const int64_t count = n * filters * plane;
     if (count == 0) return cudaSuccess;
     add_channel_bias_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(y, b, n, filters,
-                                                                                   plane);
+                                                                                   plane, relu);
     return cudaGetLastError();
 }
 
@@ -439,9 +445,9 @@ bg_cuda_conv2d_workspace_bytes(bg_backend_t *be, const bg_conv2d_geometry_t *g, 
     return BG_OK;
 }
 
-extern "C" bg_status_t bg_cuda_conv2d_forward(bg_backend_t *be, const bg_conv2d_geometry_t *g,
-                                              const void *x, const void *w, const void *b, void *y,
-                                              void *workspace) {
+/* y = conv(x, w) + b, then with `relu` relu(y) in the bias's pass. */
+static bg_status_t conv_forward(bg_backend_t *be, const bg_conv2d_geometry_t *g, const void *x,
+                                const void *w, const void *b, void *y, void *workspace, bool relu) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     bg_cuda_conv_algos_t a = {};
     const float one = 1, zero = 0;
@@ -455,8 +461,20 @@ extern "C" bg_status_t bg_cuda_conv2d_forward(bg_backend_t *be, const bg_conv2d_
                                                cu->conv_desc, a.forward, workspace, a.forward_bytes,
                                                &zero, cu->y_desc, y));
     BG_CUDA_CHECK(be, add_channel_bias((float *)y, (const float *)b, g->n, g->filters,
-                                       g->out_h * g->out_w, cu->compute));
+                                       g->out_h * g->out_w, relu, cu->compute));
     return BG_OK;
+}
+
+extern "C" bg_status_t bg_cuda_conv2d_forward(bg_backend_t *be, const bg_conv2d_geometry_t *g,
+                                              const void *x, const void *w, const void *b, void *y,
+                                              void *workspace) {
+    return conv_forward(be, g, x, w, b, y, workspace, false);
+}
+
+extern "C" bg_status_t bg_cuda_conv2d_relu_forward(bg_backend_t *be, const bg_conv2d_geometry_t *g,
+                                                   const void *x, const void *w, const void *b,
+                                                   void *y, void *workspace) {
+    return conv_forward(be, g, x, w, b, y, workspace, true);
 }
 
 extern "C" bg_status_t bg_cuda_conv2d_backward_data(bg_backend_t *be, const bg_conv2d_geometry_t *g,

@@ -54,6 +54,10 @@ bg_status_t bg_cuda_conv2d_workspace_bytes(bg_backend_t *be, const bg_conv2d_geo
 /* x: (n,c,h,w) w: (f,c,k,k) b: (f) y: (n,f,oh,ow) */
 bg_status_t bg_cuda_conv2d_forward(bg_backend_t *be, const bg_conv2d_geometry_t *g, const void *x,
                                    const void *w, const void *b, void *y, void *workspace);
+/* The same, then relu over y in the bias's pass. */
+bg_status_t bg_cuda_conv2d_relu_forward(bg_backend_t *be, const bg_conv2d_geometry_t *g,
+                                        const void *x, const void *w, const void *b, void *y,
+                                        void *workspace);
 /* dy: (n,f,oh,ow) w: (f,c,k,k) dx: (n,c,h,w) */
 bg_status_t bg_cuda_conv2d_backward_data(bg_backend_t *be, const bg_conv2d_geometry_t *g,
                                          const void *dy, const void *w, void *dx, void *workspace);

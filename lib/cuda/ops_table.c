@@ -17,6 +17,7 @@ const bg_backend_ops_t bg_cuda_ops_f32 = {
     .scale = bg_cuda_scale,
     .conv2d_workspace_bytes = bg_cuda_conv2d_workspace_bytes,
     .conv2d_forward = bg_cuda_conv2d_forward,
+    .conv2d_relu_forward = bg_cuda_conv2d_relu_forward,
     .conv2d_backward_data = bg_cuda_conv2d_backward_data,
     .conv2d_backward_weights = bg_cuda_conv2d_backward_weights,
     .dense_forward = bg_cuda_dense_forward,
