@@ -200,7 +200,7 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     if (sent != NULL) sent->slot = NULL;
     if (timing != NULL) {
         timing->call = bg_channel_clock();
-        timing->link_start = timing->link_end = -1;
+        timing->ready_mark = timing->link_start = timing->link_end = -1;
     }
     if (bytes > ch->slot_bytes)
         return bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes, slots hold %zu", ch->name,
@@ -215,6 +215,9 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     if (timing != NULL) {
         timing->ready = bg_channel_clock();
         timing->blocked = blocked;
+        /* The GPU may have run dry while the host slept. */
+        if (blocked && ch->on_device && timing->clock != NULL)
+            timing->ready_mark = bg_cuda_clock_mark(timing->clock);
     }
     bg_status_t st = BG_OK;
     int link_marks[2] = {-1, -1};
@@ -283,7 +286,7 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
                             size_t capacity, size_t *bytes, bg_channel_timing_t *timing) {
     if (timing != NULL) {
         timing->call = bg_channel_clock();
-        timing->arrived = -1;
+        timing->ready_mark = -1;
     }
     int aborted, blocked;
     channel_slot_t *slot = reserve_slot(ch, microbatch, &aborted, &blocked);
@@ -303,7 +306,7 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     else if (slot->bytes > 0 && ch->on_device)
         st = bg_cuda_slot_drain(slot->device, dst, slot->bytes,
                                 timing != NULL ? timing->clock : NULL,
-                                timing != NULL ? &timing->arrived : NULL);
+                                timing != NULL ? &timing->ready_mark : NULL);
     else if (slot->bytes > 0)
         st = be->ops->upload(be, dst, slot->data, slot->bytes);
     *bytes = slot->bytes;

@@ -33,17 +33,18 @@ typedef struct bg_channel bg_channel_t;
 /* When a send or receive waited and copied (monotonic seconds): it waited
  * from `call` to `ready` (for ring space, or for the message; `blocked` is
  * 1 when it had to sleep for it, 0 when it only took the lock), then copied
- * until `done`. On CUDA backends these are the host's times of enqueuing;
- * a receive given the receiver's `clock` also records, in `arrived`, the
- * clock mark at which the message is there on the GPU (-1 otherwise), and
- * a send with `time_link` on a channel whose links are timed
- * (bg_channel_time_links) records the marks of the link clock between
- * which the copy ran on the receiver's copy stream (-1 otherwise). */
+ * until `done`. On CUDA backends these are the host's times of enqueuing.
+ * Given the caller's GPU `clock`, a transfer between GPUs also records in
+ * `ready_mark` the clock mark at which it stopped waiting on the GPU: a
+ * receive's, once the message is there; a send's that slept for ring
+ * space, once the host had a slot (-1 otherwise). A send with `time_link`
+ * on a channel whose links are timed (bg_channel_time_links) records the
+ * marks of the link clocks between which the copy ran (-1 otherwise). */
 typedef struct bg_channel_timing {
     double call, ready, done;
     int blocked;
-    bg_cuda_clock_t *clock;   /* in: the receiver's clock, or NULL */
-    int arrived;              /* out: a mark of `clock`, or -1 */
+    bg_cuda_clock_t *clock;   /* in: the caller's GPU clock, or NULL */
+    int ready_mark;           /* out: a mark of `clock`, or -1 */
     int time_link;            /* in: 1 to time a send's copy */
     int link_start, link_end; /* out: marks of the channel's link clocks, or -1 */
 } bg_channel_timing_t;

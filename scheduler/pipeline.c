@@ -222,7 +222,6 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
     pthread_mutex_unlock(&p->lock);
     double job_end = bg_channel_clock();
     p->record = record;
-    if (recording && st == BG_OK) st = merge_events(p, job_end);
     if (st != BG_OK) {
         for (int s = 0; s + 1 < p->stages; s++) {
             bg_channel_reset(p->forward[s]);
@@ -232,6 +231,9 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
         if (st == BG_ERR_STALLED) return stall_report(p);
         return bg_error_set(st, "%s", p->message);
     }
+    /* The step ran; an error here (reading a GPU's clock) is the main
+     * thread's own, with its own message. */
+    if (recording) BG_CHECK(merge_events(p, job_end));
     result->loss_sum = p->loss_sum;
     result->correct = p->correct;
     result->skipped = p->nan_found;

@@ -70,9 +70,10 @@ static stamp_t host_stamp(double host) { return (stamp_t){host, -1}; }
  * between the GPU marks `before` and `after` (gpu_mark). On the host's
  * clock: the channel's own times. On a GPU's clock, for a channel between
  * GPUs: a receive waited from `before` until the message arrived
- * (t->arrived) and copied it out until `after`; a send only enqueues its
- * copy on the receiver's copy stream, so it takes about nothing between
- * `before` and `after` (its wait for ring space is the host's). */
+ * (t->ready_mark) and copied it out until `after`; a send only enqueues
+ * its copy on the receiver's copy stream, so it takes about nothing, after
+ * a wait until the host had ring space (t->ready_mark, when it slept for
+ * it) during which the GPU may have run out of work. */
 static void note_transfer(bg_pipeline_t *p, int device, bg_event_kind_t copy, int stage, int mb,
                           int peer, const bg_channel_timing_t *t, int before, int after) {
     const stamp_t start = {t->call, before}, end = {t->done, after};
@@ -85,10 +86,11 @@ static void note_transfer(bg_pipeline_t *p, int device, bg_event_kind_t copy, in
         /* A send waits for a free slot, a receive for its message. */
         if (wait != NULL) wait->to_send = copy == BG_EVENT_SEND;
         note(p, device, copy, stage, mb, peer, host_stamp(t->ready), host_stamp(t->done));
-    } else if (copy == BG_EVENT_RECV && t->arrived >= 0) {
-        const stamp_t arrived = {t->ready, t->arrived};
-        note(p, device, BG_EVENT_WAIT, stage, mb, peer, start, arrived);
-        note(p, device, copy, stage, mb, peer, arrived, end);
+    } else if (t->ready_mark >= 0) {
+        const stamp_t ready = {t->ready, t->ready_mark};
+        bg_event_t *wait = note(p, device, BG_EVENT_WAIT, stage, mb, peer, start, ready);
+        if (wait != NULL) wait->to_send = copy == BG_EVENT_SEND;
+        note(p, device, copy, stage, mb, peer, ready, end);
     } else {
         note(p, device, copy, stage, mb, peer, start, end);
     }

@@ -88,7 +88,7 @@ static void test_messages_by_microbatch(void **state) {
     float a[FLOATS], b[FLOATS], out[FLOATS];
     fill(a, 100);
     fill(b, 200);
-    bg_channel_timing_t t;
+    bg_channel_timing_t t = {0};
     assert_int_equal(bg_channel_send(f->ch, f->be, 0, a, sizeof a, &t, NULL), BG_OK);
     assert_int_equal(t.blocked, 0);
     assert_true(t.call <= t.ready && t.ready <= t.done);
@@ -120,7 +120,7 @@ static void test_waits_that_sleep_are_blocked(void **state) {
     assert_int_equal(pthread_create(&thread, NULL, peer_main, &sender), 0);
     float out[FLOATS];
     size_t bytes = 0;
-    bg_channel_timing_t t;
+    bg_channel_timing_t t = {0};
     assert_int_equal(bg_channel_recv(f->ch, f->be, 3, out, sizeof out, &bytes, &t), BG_OK);
     pthread_join(thread, NULL);
     assert_int_equal(sender.status, BG_OK);

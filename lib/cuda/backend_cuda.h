@@ -11,8 +11,10 @@
  * compiles lib/cuda/cuda_absent.c instead, whose bg_backend_cuda_create()
  * returns BG_ERR_UNSUPPORTED and whose bg_cuda_device_count() returns 0.
  *
- * Streams. A backend owns a compute stream and a copy stream, both created
- * non-blocking (no implicit ordering with the legacy default stream). Every op
+ * Streams. A backend owns a compute stream and, per lane of copies between
+ * stages (BG_CUDA_LANE_*: activations, gradients), a copy stream into it
+ * and one out of it, all created non-blocking (no implicit ordering with
+ * the legacy default stream). Every op
  * is enqueued on the compute stream and returns without waiting, except:
  *   - upload and download, which copy on the compute stream and then wait for
  *     it, so the host buffer may be reused (upload) or read (download) when
@@ -24,9 +26,10 @@
  *   - free, alloc and conv2d_workspace_bytes of a geometry not seen before
  *     (algorithm search), which may wait for the whole device (cudaFree,
  *     cudnnFind*).
- * The copy stream carries the pipeline's stage-to-stage copies into this
+ * The copy streams carry the pipeline's stage-to-stage copies into this
  * backend (the slots below), and out of it into host staging buffers, so
- * that they overlap compute; no op uses it.
+ * that they overlap compute, one direction never queued behind the other;
+ * no op uses them.
  *
  * Threads. One thread drives one backend at a time, as with the CPU backend.
  * Every op first makes the backend's GPU current on the calling thread

@@ -70,20 +70,32 @@ static bg_status_t mark_zero(bg_cuda_clock_t *clock, double *host_zero, double *
     return BG_OK;
 }
 
-extern "C" bg_status_t bg_cuda_clock_restart(bg_cuda_clock_t *clock, double *host_zero) {
-    bg_backend_t *be = clock->be;
-    int caller = 0;
-    BG_CUDA_CHECK(be, cudaGetDevice(&caller));
-    BG_CUDA_CHECK(be, cudaSetDevice(bg_cuda_of(be)->device));
+/* bg_cuda_clock_restart with the clock's GPU current. */
+static bg_status_t restart_here(bg_cuda_clock_t *clock, double *host_zero) {
     /* Mark 0 stands for "now" only on an idle stream. */
-    BG_CUDA_CHECK(be, cudaStreamSynchronize(clock->stream));
+    BG_CUDA_CHECK(clock->be, cudaStreamSynchronize(clock->stream));
     /* Each attempt records mark 0 again; the last one's window is kept,
      * however wide, after 8 (a machine that busy times nothing well). */
     double window = 0;
     for (int attempt = 0; attempt < 8 && (attempt == 0 || window > 20e-6); attempt++)
         BG_CHECK(mark_zero(clock, host_zero, &window));
-    BG_CUDA_CHECK(be, cudaSetDevice(caller));
     return BG_OK;
+}
+
+extern "C" bg_status_t bg_cuda_clock_restart(bg_cuda_clock_t *clock, double *host_zero) {
+    bg_backend_t *be = clock->be;
+    int caller = 0;
+    BG_CUDA_CHECK(be, cudaGetDevice(&caller));
+    BG_CUDA_CHECK(be, cudaSetDevice(bg_cuda_of(be)->device));
+    const bg_status_t st = restart_here(clock, host_zero);
+    /* The caller's GPU again, after a failure too (its message stays). */
+    if (cudaSetDevice(caller) != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (st == BG_OK)
+            return bg_error_set(BG_ERR_BACKEND, "%s: could not make GPU %d current again", be->name,
+                                caller);
+    }
+    return st;
 }
 
 extern "C" int bg_cuda_clock_mark(bg_cuda_clock_t *clock) {
