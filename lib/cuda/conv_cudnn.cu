@@ -226,6 +226,13 @@ static bg_status_t take(bg_backend_t *be, const char *which, const bg_conv2d_geo
         BG_CUDNN_CHECK(be, cudnnSetConvolutionMathType(cu->conv_desc, choice_math(cu)));
         const size_t needed = queried > results[pick].memory ? queried : results[pick].memory;
         if (asked == CUDNN_STATUS_SUCCESS && needed <= limit) {
+            /* A query passed over left its explanation behind: read it
+             * (cuDNN resets it once read), so that it is not taken for a
+             * later failure's. */
+            if (refused != CUDNN_STATUS_SUCCESS) {
+                char stale[256];
+                cudnnGetLastErrorString(stale, sizeof stale);
+            }
             *algo = results[pick].algo;
             *math = results[pick].mathType;
             *bytes = needed;
