@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +27,7 @@ typedef struct channel_slot {
 struct bg_channel {
     pthread_mutex_t lock;
     pthread_cond_t changed; /* a slot was filled or freed, or the channel aborted */
+    atomic_uint changes;    /* counts those events, for waits that poll (reserve_slot) */
     int capacity;
     size_t slot_bytes;
     channel_slot_t *slots;
@@ -45,8 +47,36 @@ struct bg_channel {
     bg_topology_t *topology; /* where staging buffers came from, or NULL */
     int aborted;
     double timeout_s;
+    double poll_s; /* a wait polls `changes` this long before it sleeps */
     char name[64];
 };
+
+/* Tells the waiters that a slot changed state; with the lock held. */
+static void announce(bg_channel_t *ch) {
+    atomic_fetch_add_explicit(&ch->changes, 1, memory_order_release);
+    pthread_cond_broadcast(&ch->changed);
+}
+
+/* A hint to the core that this thread is spinning (x86's pause, which also
+ * leaves more of a shared core to its other thread). */
+static void spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Unlocks the channel and polls until a slot changes state or the clock
+ * passes `until`, then locks it again. */
+static void poll_unlocked(bg_channel_t *ch, double until) {
+    const unsigned seen = atomic_load_explicit(&ch->changes, memory_order_relaxed);
+    pthread_mutex_unlock(&ch->lock);
+    while (atomic_load_explicit(&ch->changes, memory_order_acquire) == seen &&
+           bg_channel_clock() < until)
+        spin_pause();
+    pthread_mutex_lock(&ch->lock);
+}
 
 /* Waits on the channel's condition until `deadline` (CLOCK_REALTIME, what
  * pthread_cond_timedwait measures); returns 1 when the deadline passed. */
@@ -102,9 +132,11 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
     ch->capacity = cfg->capacity;
     ch->slot_bytes = cfg->slot_bytes;
     ch->timeout_s = cfg->timeout_s;
+    ch->poll_s = cfg->poll_s;
     snprintf(ch->name, sizeof ch->name, "%s", cfg->name ? cfg->name : "channel");
     pthread_mutex_init(&ch->lock, NULL);
     pthread_cond_init(&ch->changed, NULL);
+    atomic_init(&ch->changes, 0);
     ch->slots = bg_calloc((size_t)cfg->capacity, sizeof *ch->slots);
     if (ch->slots == NULL) {
         bg_channel_destroy(ch);
@@ -173,20 +205,25 @@ void bg_channel_destroy(bg_channel_t *ch) {
 
 /* Waits for a slot whose state is `want` (SLOT_FREE, or a micro-batch)
  * and reserves it (SLOT_BUSY) so that its copy can run unlocked; *blocked
- * says whether that took a sleep. NULL when the channel was aborted or the
- * stall timeout passed (*aborted says which). */
+ * says whether that took a wait (polling, then sleeping). NULL when the
+ * channel was aborted or the stall timeout passed (*aborted says which). */
 static channel_slot_t *reserve_slot(bg_channel_t *ch, int want, int *aborted, int *blocked) {
     struct timespec when, *deadline = make_deadline(ch, &when);
     pthread_mutex_lock(&ch->lock);
     channel_slot_t *slot = NULL;
     int stalled = 0;
+    double poll_until = 0;
     *blocked = 0;
     while (!ch->aborted && !stalled) {
         for (int i = 0; i < ch->capacity && slot == NULL; i++)
             if (ch->slots[i].microbatch == want) slot = &ch->slots[i];
         if (slot != NULL) break;
+        if (!*blocked && ch->poll_s > 0) poll_until = bg_channel_clock() + ch->poll_s;
         *blocked = 1;
-        stalled = wait_until(ch, deadline);
+        if (poll_until > 0 && bg_channel_clock() < poll_until)
+            poll_unlocked(ch, poll_until);
+        else
+            stalled = wait_until(ch, deadline);
     }
     *aborted = ch->aborted;
     if (ch->aborted) slot = NULL;
@@ -235,7 +272,7 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     slot->microbatch = st == BG_OK ? microbatch : SLOT_FREE;
     slot->bytes = bytes;
     if (timing != NULL) timing->done = bg_channel_clock();
-    pthread_cond_broadcast(&ch->changed);
+    announce(ch);
     pthread_mutex_unlock(&ch->lock);
     if (st != BG_OK || !ch->on_device || bytes == 0) return st;
     bg_channel_sent_t now = {slot->device};
@@ -313,7 +350,7 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     if (timing != NULL) timing->done = bg_channel_clock();
     pthread_mutex_lock(&ch->lock);
     slot->microbatch = SLOT_FREE;
-    pthread_cond_broadcast(&ch->changed);
+    announce(ch);
     pthread_mutex_unlock(&ch->lock);
     return st;
 }
@@ -321,7 +358,7 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
 void bg_channel_abort(bg_channel_t *ch) {
     pthread_mutex_lock(&ch->lock);
     ch->aborted = 1;
-    pthread_cond_broadcast(&ch->changed);
+    announce(ch);
     pthread_mutex_unlock(&ch->lock);
 }
 

@@ -49,6 +49,9 @@ typedef struct bg_channel_timing {
     int link_start, link_end; /* out: marks of the channel's link clocks, or -1 */
 } bg_channel_timing_t;
 
+/* The pipeline's poll_s (below) where every device thread can have a core. */
+#define BG_CHANNEL_POLL_S 50e-6
+
 /* The clock of bg_channel_timing_t (CLOCK_MONOTONIC, seconds). */
 double bg_channel_clock(void);
 
@@ -58,6 +61,13 @@ typedef struct bg_channel_config {
     const char *name;  /* for messages: "activations stage 0 -> 1" */
     double timeout_s;  /* a send or receive waiting longer fails with
                         * BG_ERR_STALLED; 0 waits forever */
+    /* A send or receive that must wait polls the ring this long before it
+     * sleeps (0: sleeps at once), so that a message coming within it is
+     * taken in under a microsecond instead of the several to tens of
+     * microseconds a thread takes to wake (bench/bench_handoff.c). Worth it
+     * where each waiting thread has a core of its own, idle meanwhile:
+     * BG_CHANNEL_POLL_S. */
+    double poll_s;
     /* The sending and receiving backends, or NULL: host slots. When both
      * are CUDA backends the slots are on the receiver's GPU, and every send
      * and receive must use these two backends. */

@@ -5,9 +5,11 @@
 #include "pipeline.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "cpu/backend_cpu.h"
@@ -177,7 +179,20 @@ static int staging_node(const bg_pipeline_t *p, int d) {
     return gpu >= 0 ? bg_topology_gpu(p->cfg.topology, gpu).numa : -1;
 }
 
+/* How long the channels' waits poll before they sleep: BG_CHANNEL_POLL_S
+ * where every device's thread can have a core of its own (a waiting
+ * thread's core is then idle), else 0, as a polling thread would take the
+ * core from the thread it waits for. */
+static double channel_poll_seconds(const bg_pipeline_t *p) {
+    cpu_set_t usable;
+    const long cores = sched_getaffinity(0, sizeof usable, &usable) == 0
+                           ? CPU_COUNT(&usable)
+                           : sysconf(_SC_NPROCESSORS_ONLN);
+    return p->devices <= cores ? BG_CHANNEL_POLL_S : 0;
+}
+
 static bg_status_t create_channels(bg_pipeline_t *p) {
+    const double poll_s = channel_poll_seconds(p);
     for (int s = 0; s + 1 < p->stages; s++) {
         char name[64];
         bg_channel_config_t cc = {
@@ -185,6 +200,7 @@ static bg_status_t create_channels(bg_pipeline_t *p) {
             .capacity = bg_channel_ring_slots(p->devices, p->microbatches, s, s + 1),
             .name = name,
             .timeout_s = p->cfg.stall_timeout_s,
+            .poll_s = poll_s,
             .topology = p->cfg.topology,
             .force_staging = p->cfg.stage_through_host,
         };
