@@ -2,7 +2,7 @@
  * ring of slots that carries each micro-batch's tensor once, tells a wait
  * that slept from one that only took the lock, holds a sender back while
  * the ring is full, gives up after the stall timeout, and wakes everyone on
- * abort. */
+ * abort, whether they sleep or poll. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -24,14 +24,20 @@ typedef struct fixture {
     bg_channel_t *ch;
 } fixture_t;
 
-static bg_channel_t *make_channel(int capacity, double timeout_s) {
+/* A channel whose waits poll for `poll_s` before they sleep (0: never). */
+static bg_channel_t *make_polling_channel(int capacity, double timeout_s, double poll_s) {
     bg_channel_config_t cfg = {.slot_bytes = sizeof(float) * FLOATS,
                                .capacity = capacity,
                                .name = "activations stage 0 -> 1",
-                               .timeout_s = timeout_s};
+                               .timeout_s = timeout_s,
+                               .poll_s = poll_s};
     bg_channel_t *ch = NULL;
     assert_int_equal(bg_channel_create(&cfg, &ch), BG_OK);
     return ch;
+}
+
+static bg_channel_t *make_channel(int capacity, double timeout_s) {
+    return make_polling_channel(capacity, timeout_s, 0);
 }
 
 static int setup(void **state) {
@@ -183,6 +189,37 @@ static void test_abort_and_reset(void **state) {
     assert_int_equal(bg_channel_bytes(f->ch), 2 * sizeof x);
 }
 
+/* A wait that polls (here for up to 2 s) ends as soon as the message
+ * comes or the channel is aborted, not when its polling does, and counts
+ * as blocked. */
+static void test_polling_waits(void **state) {
+    fixture_t *f = *state;
+    f->ch = make_polling_channel(2, 0, 2.0);
+    peer_t sender = {.f = f, .microbatch = 1, .pause_ms = 30, .send = 1};
+    fill(sender.data, 3);
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, peer_main, &sender), 0);
+    float out[FLOATS];
+    size_t bytes = 0;
+    bg_channel_timing_t t = {0};
+    assert_int_equal(bg_channel_recv(f->ch, f->be, 1, out, sizeof out, &bytes, &t), BG_OK);
+    pthread_join(thread, NULL);
+    assert_int_equal(sender.status, BG_OK);
+    assert_memory_equal(out, sender.data, sizeof out);
+    assert_int_equal(t.blocked, 1);
+    assert_true(t.ready - t.call >= 0.02);
+    assert_true(t.ready - t.call < 1.0);
+
+    peer_t receiver = {.f = f, .microbatch = 7, .pause_ms = 0, .send = 0};
+    assert_int_equal(pthread_create(&thread, NULL, peer_main, &receiver), 0);
+    sleep_ms(20);
+    const double aborted_at = bg_channel_clock();
+    bg_channel_abort(f->ch);
+    pthread_join(thread, NULL);
+    assert_int_equal(receiver.status, BG_ERR_INTERNAL);
+    assert_true(bg_channel_clock() - aborted_at < 1.0);
+}
+
 /* Two slots between devices; M where both stages share a device. */
 static void test_ring_slots(void **state) {
     (void)state;
@@ -198,6 +235,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_waits_that_sleep_are_blocked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stall_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort_and_reset, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_polling_waits, setup, teardown),
         cmocka_unit_test(test_ring_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
