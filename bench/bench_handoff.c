@@ -28,6 +28,7 @@ typedef struct end {
     size_t bytes;
     double *half_trips; /* the first end's: one per round */
     bg_status_t status;
+    char message[256]; /* its thread's error message, on failure */
 } end_t;
 
 /* The first end sends and waits for the answer; the other answers. */
@@ -48,6 +49,11 @@ static void *end_main(void *arg) {
     if (e->topology != NULL && bg_topology_bind_thread(e->topology, e->core) != BG_OK)
         bg_error_clear();
     e->status = bounce(e);
+    if (e->status != BG_OK) { /* the other end may be waiting for this one */
+        snprintf(e->message, sizeof e->message, "%s", bg_error_message());
+        bg_channel_abort(e->out);
+        bg_channel_abort(e->in);
+    }
     return NULL;
 }
 
@@ -63,7 +69,7 @@ int main(int argc, char **argv) {
         topology = NULL; /* unbound: the figures then include the scheduler's moves */
     }
     bg_cpu_config_t cfg = BG_CPU_CONFIG_INIT;
-    bg_backend_t *be = NULL;
+    bg_backend_t *be[2] = {NULL, NULL}; /* one per thread, as backends are driven */
     bg_channel_t *there = NULL, *back = NULL;
     /* As the pipeline makes them, one core per thread (BG_CHANNEL_POLL_S);
      * BENCH_POLL_US sets another poll, 0 none. */
@@ -76,24 +82,41 @@ int main(int argc, char **argv) {
                          calloc((size_t)count, sizeof(float))};
     double *half_trips = calloc((size_t)reps, sizeof *half_trips);
     bg_status_t st = buffers[0] && buffers[1] && half_trips ? BG_OK : BG_ERR_NOMEM;
-    if (st == BG_OK) st = bg_backend_cpu_create(&cfg, &be);
+    int reported = 0; /* a thread's failure was printed */
+    for (int i = 0; i < 2 && st == BG_OK; i++) st = bg_backend_cpu_create(&cfg, &be[i]);
     if (st == BG_OK) st = bg_channel_create(&cc, &there);
     if (st == BG_OK) st = bg_channel_create(&cc, &back);
     if (st == BG_OK) {
-        end_t ends[2] = {
-            {there, back, be, topology, 0, reps, 1, buffers[0], bytes, half_trips, BG_OK},
-            {back, there, be, topology, 1, reps, 0, buffers[1], bytes, NULL, BG_OK}};
+        end_t ends[2] = {{.out = there,
+                          .in = back,
+                          .be = be[0],
+                          .topology = topology,
+                          .core = 0,
+                          .reps = reps,
+                          .first = 1,
+                          .buffer = buffers[0],
+                          .bytes = bytes,
+                          .half_trips = half_trips},
+                         {.out = back,
+                          .in = there,
+                          .be = be[1],
+                          .topology = topology,
+                          .core = 1,
+                          .reps = reps,
+                          .buffer = buffers[1],
+                          .bytes = bytes}};
         pthread_t other;
         if (pthread_create(&other, NULL, end_main, &ends[1]) != 0) {
             st = BG_ERR_INTERNAL;
         } else {
             end_main(&ends[0]);
-            if (ends[0].status != BG_OK) {
-                bg_channel_abort(there);
-                bg_channel_abort(back);
-            }
             pthread_join(other, NULL);
-            st = ends[0].status != BG_OK ? ends[0].status : ends[1].status;
+            for (int i = 0; i < 2; i++)
+                if (ends[i].status != BG_OK) {
+                    fprintf(stderr, "bench_handoff: thread %d: %s\n", i, ends[i].message);
+                    st = ends[i].status;
+                    reported = 1;
+                }
         }
     }
     if (st == BG_OK) {
@@ -103,12 +126,13 @@ int main(int argc, char **argv) {
                count, 1e6 * cc.poll_s, reps,
                topology != NULL ? " (threads on cores 0 and 1)" : " (unbound)", 1e6 * half_trips[0],
                1e6 * half_trips[reps / 2], 1e6 * half_trips[(size_t)reps * 9 / 10]);
-    } else {
+    } else if (!reported) {
         fprintf(stderr, "bench_handoff: %s\n", bg_error_message());
     }
     bg_channel_destroy(there);
     bg_channel_destroy(back);
-    if (be != NULL) be->ops->destroy(be);
+    for (int i = 0; i < 2; i++)
+        if (be[i] != NULL) be[i]->ops->destroy(be[i]);
     bg_topology_destroy(topology);
     free(buffers[0]);
     free(buffers[1]);

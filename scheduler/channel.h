@@ -32,11 +32,12 @@ typedef struct bg_channel bg_channel_t;
 
 /* When a send or receive waited and copied (monotonic seconds): it waited
  * from `call` to `ready` (for ring space, or for the message; `blocked` is
- * 1 when it had to sleep for it, 0 when it only took the lock), then copied
+ * 1 when it had to wait for it, polling or asleep, 0 when it only took the
+ * lock), then copied
  * until `done`. On CUDA backends these are the host's times of enqueuing.
  * Given the caller's GPU `clock`, a transfer between GPUs also records in
  * `ready_mark` the clock mark at which it stopped waiting on the GPU: a
- * receive's, once the message is there; a send's that slept for ring
+ * receive's, once the message is there; a send's that waited for ring
  * space, once the host had a slot (-1 otherwise). A send with `time_link`
  * on a channel whose links are timed (bg_channel_time_links) records the
  * marks of the link clocks between which the copy ran (-1 otherwise). */
@@ -49,7 +50,8 @@ typedef struct bg_channel_timing {
     int link_start, link_end; /* out: marks of the channel's link clocks, or -1 */
 } bg_channel_timing_t;
 
-/* The pipeline's poll_s (below) where every device thread can have a core. */
+/* The pipeline's poll_s (below) for stages on GPUs where every device
+ * thread can have a core of its own. */
 #define BG_CHANNEL_POLL_S 50e-6
 
 /* The clock of bg_channel_timing_t (CLOCK_MONOTONIC, seconds). */

@@ -231,15 +231,15 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
         if (st == BG_ERR_STALLED) return stall_report(p);
         return bg_error_set(st, "%s", p->message);
     }
-    /* The step ran; an error here (reading a GPU's clock) is the main
-     * thread's own, with its own message. */
-    if (recording) BG_CHECK(merge_events(p, job_end));
     result->loss_sum = p->loss_sum;
     result->correct = p->correct;
     result->skipped = p->nan_found;
     snprintf(result->nan_report, sizeof result->nan_report, "%s", p->nan_report);
     if (p->nan_found)
         for (int s = 0; s < p->stages; s++) bg_stage_release_slots(p->stage[s]);
+    /* The step ran; an error here (reading a GPU's clock) is the main
+     * thread's own, with its own message. */
+    if (recording) BG_CHECK(merge_events(p, job_end));
     return BG_OK;
 }
 
@@ -256,7 +256,7 @@ bg_status_t bg_pipeline_evaluate(bg_pipeline_t *p, const float *images, const in
 /* ---- recording ---- */
 
 /* A clock for GPU device d, with room for both marks of `events` events
- * and the arrival marks of its receives. */
+ * and the ready marks of its transfers (bg_channel_timing_t). */
 static bg_status_t create_clock(bg_pipeline_t *p, int d, int events) {
     if (p->clocks == NULL) {
         p->clocks = bg_calloc((size_t)p->devices, sizeof *p->clocks);
@@ -300,7 +300,9 @@ bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl) {
             if (bg_backend_is_cuda(p->backends[d])) BG_CHECK(create_clock(p, d, capacity));
         }
         /* Each channel between GPUs carries one message per micro-batch
-         * and step; its copies are timed on the receiver's copy stream. */
+         * and step; its copies are timed on the receiver's copy stream
+         * (and the first legs of those through host memory on the
+         * sender's). */
         for (int s = 0; s + 1 < p->stages; s++) {
             BG_CHECK(bg_channel_time_links(p->forward[s], p->microbatches));
             BG_CHECK(bg_channel_time_links(p->backward[s], p->microbatches));

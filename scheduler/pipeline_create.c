@@ -180,10 +180,15 @@ static int staging_node(const bg_pipeline_t *p, int d) {
 }
 
 /* How long the channels' waits poll before they sleep: BG_CHANNEL_POLL_S
- * where every device's thread can have a core of its own (a waiting
- * thread's core is then idle), else 0, as a polling thread would take the
- * core from the thread it waits for. */
+ * for stages on GPUs, whose threads only enqueue ops of microseconds, where
+ * every device's thread can have a core of its own (a waiting thread's
+ * core is then idle; else polling would take the core from the thread it
+ * waits for). 0 on CPU devices: their ops take milliseconds, so a wait
+ * rarely ends within the poll, and sleeping keeps the hand-off the
+ * simulator charges (the profile's, of a thread asleep) the executor's. */
 static double channel_poll_seconds(const bg_pipeline_t *p) {
+    for (int d = 0; d < p->devices; d++)
+        if (!bg_backend_is_cuda(p->backends[d])) return 0;
     cpu_set_t usable;
     const long cores = sched_getaffinity(0, sizeof usable, &usable) == 0
                            ? CPU_COUNT(&usable)

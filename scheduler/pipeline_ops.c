@@ -72,14 +72,14 @@ static stamp_t host_stamp(double host) { return (stamp_t){host, -1}; }
  * GPUs: a receive waited from `before` until the message arrived
  * (t->ready_mark) and copied it out until `after`; a send only enqueues
  * its copy on the receiver's copy stream, so it takes about nothing, after
- * a wait until the host had ring space (t->ready_mark, when it slept for
+ * a wait until the host had ring space (t->ready_mark, when it waited for
  * it) during which the GPU may have run out of work. */
 static void note_transfer(bg_pipeline_t *p, int device, bg_event_kind_t copy, int stage, int mb,
                           int peer, const bg_channel_timing_t *t, int before, int after) {
     const stamp_t start = {t->call, before}, end = {t->done, after};
     if (!gpu_timed(p, device)) {
         bg_event_t *wait = NULL;
-        /* Only a wait that slept: taking the channel's lock is not one. */
+        /* Only a real wait (polled or asleep): taking the lock is not one. */
         if (t->blocked && t->ready > t->call)
             wait = note(p, device, BG_EVENT_WAIT, stage, mb, peer, host_stamp(t->call),
                         host_stamp(t->ready));
