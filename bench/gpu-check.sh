@@ -22,7 +22,8 @@
 # the pipeline on cuda:0x2 and cuda:0x4 against one CPU device
 # (tests/test_cuda_pipeline.c), the speed goals of docs/cuda.md (brigade
 # against PyTorch eager at batch 64 and 256; four stages sharing the GPU
-# against one; exposed copy time), 5 epochs of Fashion-MNIST on cuda:0, and
+# against one; exposed copy time), the host's hand-off between stage
+# threads (bench/bench_handoff.c), 5 epochs of Fashion-MNIST on cuda:0, and
 # prints a short table last. It never changes the GPU's clocks or modes.
 #
 # The device machine returns at most 8 files from $OUT: RESULTS ends with
@@ -42,7 +43,7 @@ if [ "${1:-}" = "--prepare" ]; then
     else
         meson setup "$build" -Dcuda=enabled -Dbuildtype=release -Dwerror=true -Dtests=true
     fi
-    ninja -C "$build" cli/brigade tests/test_cuda_ops tests/test_cuda_pipeline
+    ninja -C "$build" cli/brigade tests/test_cuda_ops tests/test_cuda_pipeline bench/bench_handoff
     libs=$(mktemp -d)
     # Everything the programs load except glibc, the compiler runtimes every
     # Linux has, and the CUDA libraries, which the GPU machine brings.
@@ -71,6 +72,7 @@ if [ "${1:-}" = "--prepare" ]; then
             "the accuracy run will be skipped"
     fi
     carry="$build/cli/brigade $build/tests/test_cuda_ops $build/tests/test_cuda_pipeline"
+    carry="$carry $build/bench/bench_handoff"
     carry="$carry $build/gpu-libs.tar.xz $build/data"
     # shellcheck disable=SC2086 # the list is meant to split
     du -shc $carry | tail -1
@@ -100,7 +102,8 @@ limited() {
 }
 test_exe="$build/tests/test_cuda_ops"
 brigade="$build/cli/brigade"
-for exe in "$test_exe" "$brigade" "$build/tests/test_cuda_pipeline"; do
+handoff_exe="$build/bench/bench_handoff"
+for exe in "$test_exe" "$brigade" "$build/tests/test_cuda_pipeline" "$handoff_exe"; do
     [ -f "$exe" ] && [ ! -x "$exe" ] && chmod +x "$exe"
 done
 if [ -f "$build/gpu-libs.tar.xz" ]; then
@@ -242,6 +245,18 @@ if [ -x "$brigade" ]; then
 "
 fi
 
+# ---- the host's hand-off between two stage threads, asleep and polling
+# (docs/design.md, "Waits poll, then sleep"): on GPUs most of what four
+# stages add to a step over one ----
+handoff="not run (no $handoff_exe)"
+if [ -x "$handoff_exe" ]; then
+    asleep=$(BENCH_POLL_US=0 limited 30 "$handoff_exe" 2>&1 | tee "$results/handoff.txt" |
+        sed -n 's/.* median \([0-9.]*\) us.*/\1/p')
+    polling=$(limited 30 "$handoff_exe" 2>&1 | tee -a "$results/handoff.txt" |
+        sed -n 's/.* median \([0-9.]*\) us.*/\1/p')
+    handoff="median ${asleep:-?} us asleep, ${polling:-?} us polling (see handoff.txt)"
+fi
+
 # ---- accuracy: the origin CNN, 5 epochs of Fashion-MNIST on cuda:0 ----
 accuracy="not run (no $build/data/fashion-mnist)"
 if [ -x "$brigade" ] && [ -d "$build/data/fashion-mnist" ]; then
@@ -307,6 +322,7 @@ fi
     printf '%-28s %s\n' "test_cuda_ops under memcheck" "$memcheck"
     printf '%-28s %s\n' "pipeline cuda:0x2, cuda:0x4" "$pipeline"
     printf '%s' "$speed"
+    printf '%-28s %s\n' "host hand-off" "$handoff"
     printf '%-28s %s\n' "5 epochs on cuda:0" "$accuracy"
     printf '%-28s %s\n' "results" "$results/summary.txt, details.tar.gz"
 } | tee "$results/summary.txt"

@@ -31,8 +31,9 @@ check() {
 }
 has_row() { grep -qE "^$1 +$2" "$T/$3/summary.txt"; }
 
-# The script needs the brigade binary and the two CUDA tests of the build.
-for exe in cli/brigade tests/test_cuda_ops tests/test_cuda_pipeline; do
+# The script needs the brigade binary, the two CUDA tests and the hand-off
+# benchmark of the build.
+for exe in cli/brigade tests/test_cuda_ops tests/test_cuda_pipeline bench/bench_handoff; do
     if [ ! -x "$build/$exe" ]; then
         echo "gpu_check: $build/$exe is missing" >&2
         exit 2
@@ -49,11 +50,15 @@ check "writes exactly summary.txt and details.tar.gz" \
     "details.tar.gz summary.txt "
 check "prints the table last" sh -c "tail -n 1 '$T/full.log' | grep -qE '^results +'"
 for row in 'GPU' 'test_cuda_ops' 'pipeline cuda:0x2, cuda:0x4' 'step, batch 64' \
-    'step, batch 256' '4 stages, batch 256, M=4' 'exposed copy, cuda:0x4' '5 epochs on cuda:0'; do
+    'step, batch 256' '4 stages, batch 256, M=4' 'exposed copy, cuda:0x4' 'host hand-off' \
+    '5 epochs on cuda:0'; do
     check "the table has the row '$row'" has_row "$row" '' full
 done
 check "the op test skipped (exit 77)" has_row 'test_cuda_ops' '0 passed, 0 failed, rc 77' full
 check "the pipeline test skipped" has_row 'pipeline cuda:0x2, cuda:0x4' 'skipped \(no GPU\)' full
+# The hand-off needs no GPU: both figures are there.
+check "the hand-off row has both medians" \
+    has_row 'host hand-off' 'median [0-9.]+ us asleep, [0-9.]+ us polling' full
 check "details.tar.gz holds the op test's output" \
     sh -c "tar -tzf '$T/full/details.tar.gz' | grep -qx 'test_cuda_ops.txt'"
 
