@@ -115,30 +115,40 @@ static void test_messages_by_microbatch(void **state) {
                         "activations stage 0 -> 1: message of 512 bytes, slots hold 256");
 }
 
-/* A receive before its message sleeps until the sender comes (blocked); a
- * send into a full ring sleeps until a receive frees a slot. */
-static void test_waits_that_sleep_are_blocked(void **state) {
-    fixture_t *f = *state;
-    f->ch = make_channel(2, 5);
-    peer_t sender = {.f = f, .microbatch = 3, .pause_ms = 50, .send = 1};
-    fill(sender.data, 7);
+/* Receives micro-batch `mb` on f->ch, which a thread sends after a pause
+ * of `pause_ms`; checks that it came whole and returns the receive's
+ * timing. */
+static bg_channel_timing_t receive_after_pause(fixture_t *f, int mb, int pause_ms) {
+    peer_t sender = {.f = f, .microbatch = mb, .pause_ms = pause_ms, .send = 1};
+    fill(sender.data, (float)mb);
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, peer_main, &sender), 0);
     float out[FLOATS];
     size_t bytes = 0;
     bg_channel_timing_t t = {0};
-    assert_int_equal(bg_channel_recv(f->ch, f->be, 3, out, sizeof out, &bytes, &t), BG_OK);
+    assert_int_equal(bg_channel_recv(f->ch, f->be, mb, out, sizeof out, &bytes, &t), BG_OK);
     pthread_join(thread, NULL);
     assert_int_equal(sender.status, BG_OK);
+    assert_int_equal(bytes, sizeof out);
+    assert_memory_equal(out, sender.data, sizeof out);
+    return t;
+}
+
+/* A receive before its message sleeps until the sender comes (blocked); a
+ * send into a full ring sleeps until a receive frees a slot. */
+static void test_waits_that_sleep_are_blocked(void **state) {
+    fixture_t *f = *state;
+    f->ch = make_channel(2, 5);
+    bg_channel_timing_t t = receive_after_pause(f, 3, 50);
     assert_int_equal(t.blocked, 1);
     assert_true(t.ready - t.call >= 0.03); /* it slept through the sender's pause */
-    assert_memory_equal(out, sender.data, sizeof out);
 
     float x[FLOATS];
     fill(x, 0);
     assert_int_equal(bg_channel_send(f->ch, f->be, 0, x, sizeof x, NULL, NULL), BG_OK);
     assert_int_equal(bg_channel_send(f->ch, f->be, 1, x, sizeof x, NULL, NULL), BG_OK);
     peer_t receiver = {.f = f, .microbatch = 0, .pause_ms = 50, .send = 0};
+    pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, peer_main, &receiver), 0);
     assert_int_equal(bg_channel_send(f->ch, f->be, 2, x, sizeof x, &t, NULL), BG_OK);
     pthread_join(thread, NULL);
@@ -195,22 +205,13 @@ static void test_abort_and_reset(void **state) {
 static void test_polling_waits(void **state) {
     fixture_t *f = *state;
     f->ch = make_polling_channel(2, 0, 2.0);
-    peer_t sender = {.f = f, .microbatch = 1, .pause_ms = 30, .send = 1};
-    fill(sender.data, 3);
-    pthread_t thread;
-    assert_int_equal(pthread_create(&thread, NULL, peer_main, &sender), 0);
-    float out[FLOATS];
-    size_t bytes = 0;
-    bg_channel_timing_t t = {0};
-    assert_int_equal(bg_channel_recv(f->ch, f->be, 1, out, sizeof out, &bytes, &t), BG_OK);
-    pthread_join(thread, NULL);
-    assert_int_equal(sender.status, BG_OK);
-    assert_memory_equal(out, sender.data, sizeof out);
+    bg_channel_timing_t t = receive_after_pause(f, 1, 30);
     assert_int_equal(t.blocked, 1);
     assert_true(t.ready - t.call >= 0.02);
     assert_true(t.ready - t.call < 1.0);
 
     peer_t receiver = {.f = f, .microbatch = 7, .pause_ms = 0, .send = 0};
+    pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, peer_main, &receiver), 0);
     sleep_ms(20);
     const double aborted_at = bg_channel_clock();
