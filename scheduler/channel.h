@@ -65,7 +65,7 @@ typedef struct bg_channel_config {
                         * BG_ERR_STALLED; 0 waits forever */
     /* A send or receive that must wait polls the ring this long before it
      * sleeps (0: sleeps at once), so that a message coming within it is
-     * taken in under a microsecond instead of the several to tens of
+     * taken in about a microsecond instead of the several to tens of
      * microseconds a thread takes to wake (bench/bench_handoff.c). Worth it
      * where each waiting thread has a core of its own, idle meanwhile:
      * BG_CHANNEL_POLL_S. */
