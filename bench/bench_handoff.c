@@ -35,11 +35,11 @@ typedef struct end {
 static bg_status_t bounce(end_t *e) {
     size_t got;
     for (int r = 0; r < e->reps; r++) {
-        const double start = now_seconds();
+        const double start = bg_monotonic_seconds();
         if (e->first) BG_CHECK(bg_channel_send(e->out, e->be, r, e->buffer, e->bytes, NULL, NULL));
         BG_CHECK(bg_channel_recv(e->in, e->be, r, e->buffer, e->bytes, &got, NULL));
         if (!e->first) BG_CHECK(bg_channel_send(e->out, e->be, r, e->buffer, e->bytes, NULL, NULL));
-        if (e->first) e->half_trips[r] = 0.5 * (now_seconds() - start);
+        if (e->first) e->half_trips[r] = 0.5 * (bg_monotonic_seconds() - start);
     }
     return BG_OK;
 }

@@ -60,9 +60,9 @@ static int plan(const bg_cost_model_t *model, bg_cost_device_t *dev, int stages,
                                                 : (bg_partition_objective_t)objective;
     pc.step_tolerance = objective == LEAST_STEP_NEAR ? 1e-3 : 0;
     bg_partition_t *p = NULL;
-    double start = now_seconds();
+    double start = bg_monotonic_seconds();
     bg_status_t st = bg_partition_create(&pc, &p);
-    double elapsed = now_seconds() - start;
+    double elapsed = bg_monotonic_seconds() - start;
     if (st != BG_OK) {
         fprintf(stderr, "bench_partition: %s\n", bg_error_message());
         return 1;
@@ -84,11 +84,11 @@ static void order(int k) {
     int *out = malloc(sizeof(int) * (size_t)k);
     if (bw == NULL || out == NULL) return;
     for (int i = 0; i < k * k; i++) bw[i] = 1 + (double)((i * 7919) % 97);
-    double slowest = 0, start = now_seconds();
+    double slowest = 0, start = bg_monotonic_seconds();
     bg_status_t st = bg_device_order(bw, k, 0, out, &slowest);
     char what[64];
     snprintf(what, sizeof what, "device order of %d devices", k);
-    printf("%-34s %8.3f ms  %s, slowest link %.0f\n", what, (now_seconds() - start) * 1e3,
+    printf("%-34s %8.3f ms  %s, slowest link %.0f\n", what, (bg_monotonic_seconds() - start) * 1e3,
            st == BG_OK ? "ok" : bg_error_message(), slowest);
     free(bw);
     free(out);

@@ -64,12 +64,12 @@ int main(int argc, char **argv) {
     if (st == BG_OK) st = bg_stage_load_batch(stage, batch, data->images, data->labels);
     const int64_t warmup = 20;
     for (int64_t k = 0; st == BG_OK && k < warmup + steps; k++) {
-        double t0 = now_seconds();
+        double t0 = bg_monotonic_seconds();
         st = bg_stage_zero_grads(stage);
         if (st == BG_OK) st = bg_stage_forward(stage, batch, NULL);
         if (st == BG_OK) st = bg_stage_backward(stage, batch, 1.0 / (double)batch);
         if (st == BG_OK) st = bg_stage_step(stage);
-        if (k >= warmup) times[k - warmup] = now_seconds() - t0;
+        if (k >= warmup) times[k - warmup] = bg_monotonic_seconds() - t0;
     }
     int code = 0;
     if (st != BG_OK) {

@@ -1,18 +1,13 @@
-/* What the benchmarks share: a monotonic clock, the comparison that qsort
- * needs to take a median, and the reading of [COUNT] [REPS]. */
+/* What the benchmarks share: the comparison that qsort needs to take a
+ * median, and the reading of [COUNT] [REPS]; they time with
+ * bg_monotonic_seconds (lib/monotonic.h). */
 #ifndef BG_BENCH_TIMING_H
 #define BG_BENCH_TIMING_H
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-/* Monotonic seconds. */
-static inline double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "monotonic.h"
 
 /* Ascending order of doubles, for qsort. */
 static inline int compare_doubles(const void *a, const void *b) {

@@ -1,13 +1,8 @@
 #include "progress.h"
 
-#include <time.h>
 #include <unistd.h>
 
-static double monotonic_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "monotonic.h"
 
 static void format_duration(double seconds, char *buf, size_t size) {
     long s = (long)(seconds + 0.5);
@@ -21,7 +16,7 @@ void bg_progress_init(bg_progress_t *p, FILE *out, int64_t steps_per_epoch) {
     p->out = out;
     p->terminal = isatty(fileno(out));
     p->steps_per_epoch = steps_per_epoch > 0 ? steps_per_epoch : 1;
-    p->started = monotonic_seconds();
+    p->started = bg_monotonic_seconds();
     p->last_draw = 0;
     p->last_tenth = 0;
     p->what = "units";
@@ -33,10 +28,10 @@ void bg_progress_count(void *ctx, int64_t done, int64_t total) {
     if (total < 1) return;
     if (done == 0) {
         /* The count starts now: the time left follows from this work alone. */
-        p->started = monotonic_seconds();
+        p->started = bg_monotonic_seconds();
         return;
     }
-    const double now = monotonic_seconds(), elapsed = now - p->started;
+    const double now = bg_monotonic_seconds(), elapsed = now - p->started;
     char left[32];
     format_duration(done > 0 ? elapsed * (double)(total - done) / (double)done : 0, left,
                     sizeof left);
@@ -65,7 +60,7 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *r) {
     format_duration(r->eta_s, eta, sizeof eta);
     int64_t in_epoch = (r->step - 1) % p->steps_per_epoch + 1;
     if (p->terminal) {
-        double now = monotonic_seconds();
+        double now = bg_monotonic_seconds();
         /* Redrawing every step would cost more than a small model's step. */
         if (!r->epoch_done && now - p->last_draw < 0.1) return;
         p->last_draw = now;

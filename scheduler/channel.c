@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "monotonic.h"
 #include "cuda/backend_cuda.h"
 
 /* Slot states besides a micro-batch number. */
@@ -35,7 +36,6 @@ struct bg_channel {
     bg_backend_t *sender;   /* the sending backend (CUDA slots) */
     bg_backend_t *receiver; /* the receiving backend (CUDA slots) */
     int copy_lane;          /* its copy streams that fill the slots */
-    int staged;             /* the slots copy through host staging buffers */
     /* Times the fills on that copy stream (bg_channel_time_links), or
      * NULL; link_zero is the host time of its mark 0. */
     bg_cuda_clock_t *link_clock;
@@ -104,11 +104,7 @@ static struct timespec *make_deadline(const bg_channel_t *ch, struct timespec *o
     return out;
 }
 
-double bg_channel_clock(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+double bg_channel_clock(void) { return bg_monotonic_seconds(); }
 
 /* A host buffer for staging, on NUMA node `node` where the channel has a
  * topology; whole pages either way, so that no two buffers (each pinned on
@@ -153,7 +149,6 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
         int direct = 0;
         bg_status_t st = bg_cuda_enable_peer_access(cfg->sender, cfg->receiver, &direct);
         const int staged = !direct || cfg->force_staging;
-        ch->staged = staged && cfg->slot_bytes > 0;
         ch->topology = cfg->topology;
         for (int i = 0; st == BG_OK && i < ch->capacity; i++) {
             channel_slot_t *slot = &ch->slots[i];
@@ -289,7 +284,8 @@ bg_status_t bg_channel_time_links(bg_channel_t *ch, int messages) {
     if (ch->link_clock == NULL)
         BG_CHECK(
             bg_cuda_clock_create(ch->receiver, ch->copy_lane, 2 * messages + 1, &ch->link_clock));
-    if (!ch->staged || ch->leg1_clock != NULL) return BG_OK;
+    /* Through host memory (every slot has a staging buffer, or none). */
+    if (ch->slots[0].staging == NULL || ch->leg1_clock != NULL) return BG_OK;
     return bg_cuda_clock_create(ch->sender, BG_CUDA_CLOCK_OUTGOING + ch->copy_lane, messages + 1,
                                 &ch->leg1_clock);
 }

@@ -3,13 +3,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "monotonic.h"
 
 bg_status_t bg_train_evaluate(bg_pipeline_t *p, int64_t batch, const bg_dataset_t *data,
                               double *loss, double *accuracy) {
@@ -180,7 +175,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     int64_t resumed_steps = cfg->resume != NULL ? cfg->resume->epoch_steps : 0;
     const int64_t first_step = step;
     BG_CHECK_GOTO(bg_train_state_init(&save, cfg->spec, &cfg->optimizer), st, done);
-    double start = now_seconds();
+    double start = bg_monotonic_seconds();
     double epoch_loss = 0;
     int64_t epoch_steps = 0;
     for (int epoch = first_epoch; epoch <= epochs && step < total; epoch++) {
@@ -248,7 +243,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 r.saved_step = step;
             }
             if (cfg->progress != NULL) {
-                double elapsed = now_seconds() - start;
+                double elapsed = bg_monotonic_seconds() - start;
                 const int64_t here = step - first_step;
                 bg_train_progress_t p = {
                     .epoch = epoch,
@@ -278,7 +273,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             }
         }
     }
-    double seconds = now_seconds() - start;
+    double seconds = bg_monotonic_seconds() - start;
     BG_CHECK_GOTO(bg_pipeline_record(pipe, NULL), st, done);
     r.steps = step;
     r.first_step = first_step;

@@ -2,7 +2,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "alloc.h"
 #include "arena.h"
@@ -305,7 +304,7 @@ bg_status_t bg_stage_zero_grads(bg_stage_t *s) {
     for (int i = 0; i < s->count; i++) {
         bg_layer_params_t *p = &s->params[i];
         if (p->weight_count == 0) continue;
-        double start = stage_clock();
+        double start = bg_monotonic_seconds();
         BG_CHECK(s->be->ops->zero(s->be, p->weight_grad, p->weight_count));
         BG_CHECK(s->be->ops->zero(s->be, p->bias_grad, p->bias_count));
         stage_time_add(s, s->times.update, i, start);
@@ -328,7 +327,7 @@ bg_status_t bg_stage_step(bg_stage_t *s) {
     for (int i = 0; i < s->count; i++) {
         bg_layer_params_t *p = &s->params[i];
         if (p->weight_count == 0) continue;
-        double start = stage_clock();
+        double start = bg_monotonic_seconds();
         BG_CHECK(bg_optimizer_update(&s->optimizer, s->be, step, p->weight_count, p->weight,
                                      p->weight_grad, &s->opt_state[(i * 2) * 2]));
         BG_CHECK(bg_optimizer_update(&s->optimizer, s->be, step, p->bias_count, p->bias,
@@ -340,12 +339,6 @@ bg_status_t bg_stage_step(bg_stage_t *s) {
 }
 
 int64_t bg_stage_steps(const bg_stage_t *s) { return s->steps; }
-
-double stage_clock(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void bg_stage_set_layer_times(bg_stage_t *s, const bg_stage_layer_times_t *times) {
     s->timing = times != NULL;
@@ -406,7 +399,7 @@ bg_status_t bg_stage_mark_nonfinite_grads(bg_stage_t *s, int tag) {
     for (int i = 0; i < s->count; i++) {
         bg_layer_params_t *p = &s->params[i];
         if (p->weight_count == 0) continue;
-        double start = stage_clock();
+        double start = bg_monotonic_seconds();
         BG_CHECK(s->be->ops->mark_nonfinite(s->be, p->weight_count, p->weight_grad, tag));
         BG_CHECK(s->be->ops->mark_nonfinite(s->be, p->bias_count, p->bias_grad, tag));
         stage_time_add(s, s->times.weight_check, i, start);

@@ -93,7 +93,7 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, loss_
         const bg_layer_spec_t *l = stage_layer(s, i);
         void *y = bg_stage_layer_output(s, sl, i);
         bg_status_t st = BG_OK;
-        double start = s->timing ? stage_clock() : 0;
+        double start = s->timing ? bg_monotonic_seconds() : 0;
         /* Its output aliases its input, with nothing to run: a reshape, or
          * a relu the conv2d before it did. */
         const int nothing = l->kind == BG_LAYER_FLATTEN || convolves_into_relu(s, i - 1);
@@ -198,7 +198,7 @@ bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double lo
         const void *y = bg_stage_layer_output(s, sl, i);
         void *dx = backward_target(s, sl, i, dy);
         bg_status_t st = BG_OK;
-        double start = s->timing ? stage_clock() : 0;
+        double start = s->timing ? bg_monotonic_seconds() : 0;
         if (s->split_backward && stage_layer_has_params(s, i) && dy != sl->saved_dy[i]) {
             /* The stage's last layer gets dy in a shared buffer: keep a copy. */
             st = s->be->ops->copy(s->be, sl->saved_dy[i], dy, n * bg_shape_numel(l->out));
@@ -220,7 +220,7 @@ bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double lo
                 st = bg_layer_backward_weights(l, s->be, &s->params[i], n, x, dy, s->workspace);
                 if (stage_layer_has_params(s, i)) {
                     stage_time_add(s, s->times.backward_weights, i, start);
-                    start = s->timing ? stage_clock() : 0;
+                    start = s->timing ? bg_monotonic_seconds() : 0;
                 }
             }
             /* The model's first layer has no one to pass dL/d(input) to. */
@@ -257,7 +257,7 @@ bg_status_t bg_stage_weights_slot(bg_stage_t *s, int slot, int64_t n) {
     for (int i = 0; n > 0 && i < s->count; i++) {
         if (!stage_layer_has_params(s, i)) continue;
         const void *x = i > 0 ? bg_stage_layer_output(s, sl, i - 1) : sl->input;
-        double start = s->timing ? stage_clock() : 0;
+        double start = s->timing ? bg_monotonic_seconds() : 0;
         bg_status_t st = bg_layer_backward_weights(stage_layer(s, i), s->be, &s->params[i], n, x,
                                                    sl->saved_dy[i], s->workspace);
         if (st == BG_OK) stage_time_add(s, s->times.backward_weights, i, start);

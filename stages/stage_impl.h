@@ -5,6 +5,7 @@
 
 #include "arena.h"
 #include "layer.h"
+#include "monotonic.h"
 #include "stage.h"
 
 typedef enum slot_state { SLOT_FREE, SLOT_FORWARD_DONE, SLOT_BACKWARD_DONE } slot_state_t;
@@ -79,12 +80,9 @@ static inline int stage_layer_aliases(const bg_stage_t *s, int i) {
  * recompute buffer, or (flatten) its input. */
 void *bg_stage_layer_output(const bg_stage_t *s, const stage_slot_t *slot, int i);
 
-/* Monotonic seconds, for the layer times. */
-double stage_clock(void);
-
 /* Adds the seconds since `since` to entry i of `array` when timing. */
 static inline void stage_time_add(const bg_stage_t *s, double *array, int i, double since) {
-    if (s->timing) array[i] += stage_clock() - since;
+    if (s->timing) array[i] += bg_monotonic_seconds() - since;
 }
 
 /* Host floats to device memory in the backend's type. */

@@ -1,11 +1,11 @@
 /* Op timing on a CUDA backend's compute stream, and copy timing on its
  * copy streams, with CUDA events (backend_cuda.h, "Clocks"). */
 #include <stdlib.h>
-#include <time.h>
 
 #include "backend_cuda.h"
 #include "cuda_check.h"
 #include "cuda_internal.h"
+#include "monotonic.h"
 
 extern "C" void bg_cuda_clock_destroy(bg_cuda_clock_t *clock) {
     if (clock == NULL) return;
@@ -39,7 +39,7 @@ extern "C" bg_status_t bg_cuda_clock_create(bg_backend_t *be, int lane, int capa
                                                      : cu->copy_in[lane];
     clock->capacity = capacity;
     bg_status_t st = BG_OK;
-    BG_CUDA_CHECK_GOTO(be, cudaSetDevice(bg_cuda_of(be)->device), st, fail);
+    BG_CUDA_CHECK_GOTO(be, cudaSetDevice(cu->device), st, fail);
     for (int i = 0; i < capacity; i++)
         BG_CUDA_CHECK_GOTO(be, cudaEventCreate(&clock->marks[i]), st, fail);
     *out = clock;
@@ -49,22 +49,16 @@ fail:
     return st;
 }
 
-static double monotonic_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Records mark 0 on the idle stream and waits for it: *host_zero is the
  * middle of the host's window around the two, *window its width. */
 static bg_status_t mark_zero(bg_cuda_clock_t *clock, double *host_zero, double *window) {
     bg_backend_t *be = clock->be;
     clock->count = 0;
-    const double before = monotonic_seconds();
+    const double before = bg_monotonic_seconds();
     if (bg_cuda_clock_mark(clock) != 0)
         return bg_error_set(BG_ERR_BACKEND, "%s: could not record a clock mark", be->name);
     BG_CUDA_CHECK(be, cudaEventSynchronize(clock->marks[0]));
-    const double after = monotonic_seconds();
+    const double after = bg_monotonic_seconds();
     *host_zero = 0.5 * (before + after);
     *window = after - before;
     return BG_OK;
