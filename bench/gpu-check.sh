@@ -246,7 +246,7 @@ if [ -x "$brigade" ]; then
 fi
 
 # ---- the host's hand-off between two stage threads, asleep and polling
-# (docs/design.md, "Waits poll, then sleep"): on GPUs most of what four
+# (docs/design.md, "Waits poll, then sleep"), to set beside what four
 # stages add to a step over one ----
 handoff="not run (no $handoff_exe)"
 if [ -x "$handoff_exe" ]; then

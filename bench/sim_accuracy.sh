@@ -81,6 +81,18 @@ p = json.load(open(sys.argv[1]))
 print($2)" "$1"
 }
 
+# profile_and_simulate PROFILE METRICS: profiles this turn's split (its
+# stages only, seconds long) into PROFILE, simulates the turn's placement
+# from it into METRICS, and prints the simulated step and bubble.
+profile_and_simulate() {
+    "$brigade" profile "$model" --batch $batch --microbatches "$m" --devices cpu:2 \
+        --repetitions "$repetitions" --split "$cut" -o "$1" >/dev/null 2>&1
+    # shellcheck disable=SC2086
+    "$brigade" simulate "$model" $placement --split "$cut" --profile "$1" \
+        --metrics "$2" >/dev/null
+    json "$2" '"%r %r" % (p["timeline"]["step_s"], p["timeline"]["bubble_measured"])'
+}
+
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) ($(getconf _NPROCESSORS_ONLN) cores)"
 printf '%-22s %-6s %3s %5s | %9s %7s %9s %7s | %8s %8s %7s | %s\n' model schedule M split \
     "meas ms" "spread" "sim ms" "err %" "meas bub" "sim bub" "err pt" bar
@@ -119,16 +131,10 @@ for entry in $models; do
                     json "$work/plan.json" 'p["stages"][1]["layers"][0]' >"$work/cut.$schedule"
                     cut=$(cat "$work/cut.$schedule")
                 fi
-                # This run's profile: its split's stages only, seconds long,
-                # taken right before the run it is compared with.
+                # This run's profile, taken right before the run it is
+                # compared with.
                 profile="$work/$name.m$m.profile.json"
-                "$brigade" profile "$model" --batch $batch --microbatches "$m" --devices cpu:2 \
-                    --repetitions "$repetitions" --split "$cut" -o "$profile" >/dev/null 2>&1
-                # shellcheck disable=SC2086
-                "$brigade" simulate "$model" $placement --split "$cut" --profile "$profile" \
-                    --metrics "$work/sim.json" >/dev/null
-                sim=$(json "$work/sim.json" \
-                    '"%r %r" % (p["timeline"]["step_s"], p["timeline"]["bubble_measured"])')
+                sim=$(profile_and_simulate "$profile" "$work/sim.json")
                 if [ "$ablate" = 1 ]; then
                     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
@@ -165,14 +171,7 @@ json.dump(p, open(sys.argv[2], 'w'))" "$profile" "$work/plain.profile.json"
                     # The same profile right after the run: the turn's
                     # simulation is the mean of the two, as the run lay
                     # between them.
-                    "$brigade" profile "$model" --batch $batch --microbatches "$m" \
-                        --devices cpu:2 --repetitions "$repetitions" --split "$cut" \
-                        -o "$work/after.profile.json" >/dev/null 2>&1
-                    # shellcheck disable=SC2086
-                    "$brigade" simulate "$model" $placement --split "$cut" \
-                        --profile "$work/after.profile.json" --metrics "$work/after.json" >/dev/null
-                    sim="$sim $(json "$work/after.json" \
-                        '"%r %r" % (p["timeline"]["step_s"], p["timeline"]["bubble_measured"])')"
+                    sim="$sim $(profile_and_simulate "$work/after.profile.json" "$work/after.json")"
                     echo "$sim" >>"$work/brackets.$schedule"
                     sim=$(echo "$sim" | awk '{printf "%.9g %.9g", ($1 + $3) / 2, ($2 + $4) / 2}')
                 fi

@@ -303,9 +303,11 @@ static void test_recording_on_gpu(void **state) {
     check_recording(&run);
 }
 
-/* The same with every copy through pinned host memory: the link events
+/* The same with every copy through pinned host memory, whose link events
  * span both legs, from the start of the first on the sender's GPU to the
- * end of the second on the receiver's. */
+ * end of the second on the receiver's (check_links holds for one leg as
+ * for two: it checks their order and count, not which clock started
+ * them). */
 static void test_recording_staged_on_gpu(void **state) {
     (void)state;
     const run_t run = {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 1};
