@@ -4,9 +4,10 @@
 #
 # On a build machine (has the toolkit, no GPU), prepare the build folder:
 #   bench/gpu-check.sh --prepare [BUILD]
-# configures BUILD (default build-gpu) with -Dcuda=enabled, builds brigade
-# and the CUDA tests, packs into BUILD/gpu-libs.tar.xz the shared libraries
-# they load that the GPU machine lacks (OpenBLAS with its Fortran runtime,
+# configures BUILD (default build-gpu) with -Dcuda=enabled, builds brigade,
+# its CUDA module (BUILD/lib/libbrigade-cuda.so) and the CUDA tests, packs
+# into BUILD/gpu-libs.tar.xz the shared libraries they load that the GPU
+# machine lacks (OpenBLAS with its Fortran runtime,
 # cJSON, hwloc, cmocka: everything but glibc, the compiler runtime and
 # CUDA's own), copies Fashion-MNIST (Debian's dataset-fashion-mnist) into
 # BUILD/data, and ends by listing the paths to carry (about 45 MiB).
@@ -43,11 +44,12 @@ if [ "${1:-}" = "--prepare" ]; then
     else
         meson setup "$build" -Dcuda=enabled -Dbuildtype=release -Dwerror=true -Dtests=true
     fi
-    ninja -C "$build" cli/brigade tests/test_cuda_ops tests/test_cuda_pipeline bench/bench_handoff
+    ninja -C "$build" cli/brigade lib/libbrigade-cuda.so tests/test_cuda_ops \
+        tests/test_cuda_pipeline bench/bench_handoff
     libs=$(mktemp -d)
     # Everything the programs load except glibc, the compiler runtimes every
     # Linux has, and the CUDA libraries, which the GPU machine brings.
-    for exe in "$build/cli/brigade" "$build/tests/test_cuda_ops"; do
+    for exe in "$build/cli/brigade" "$build/lib/libbrigade-cuda.so" "$build/tests/test_cuda_ops"; do
         for lib in $(ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
             case $(basename "$lib") in
             libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) ;;
@@ -71,7 +73,8 @@ if [ "${1:-}" = "--prepare" ]; then
         echo "no /usr/share/datasets/fashion-mnist (apt-get install dataset-fashion-mnist):" \
             "the accuracy run will be skipped"
     fi
-    carry="$build/cli/brigade $build/tests/test_cuda_ops $build/tests/test_cuda_pipeline"
+    carry="$build/cli/brigade $build/lib/libbrigade-cuda.so"
+    carry="$carry $build/tests/test_cuda_ops $build/tests/test_cuda_pipeline"
     carry="$carry $build/bench/bench_handoff"
     carry="$carry $build/gpu-libs.tar.xz $build/data"
     # shellcheck disable=SC2086 # the list is meant to split
@@ -162,7 +165,8 @@ cublas=$(grep '/libcublas.so.13' "$results/libraries.txt" | head -1)
 given_library_path=${LD_LIBRARY_PATH-}
 export LD_LIBRARY_PATH="$build/gpu-libs:$lib_dirs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >>"$results/libraries.txt"
-ldd "$test_exe" >>"$results/libraries.txt" 2>&1
+# The CUDA backend is a module the programs load (lib/cuda/module.h).
+ldd "$test_exe" "$build/lib/libbrigade-cuda.so" >>"$results/libraries.txt" 2>&1
 # cuDNN's version, from the library itself (a wheel's path does not say which
 # CUDA it was built for): 91000 is 9.10.0.
 if [ -n "$cudnn" ]; then

@@ -102,9 +102,14 @@ int bg_cmd_topo(int argc, char **argv) {
     for (int n = 0; n < s.numa_nodes; n++)
         printf("  NUMA node %d: %.1f GiB\n", n,
                (double)bg_topology_numa_memory(t, n) / (1024.0 * 1024.0 * 1024.0));
-    if (xml == NULL)
-        printf("CUDA: %s, %d GPU%s visible\n", bg_cuda_built() ? "built" : "not built",
-               bg_cuda_device_count(), bg_cuda_device_count() == 1 ? "" : "s");
+    if (xml == NULL) {
+        const int gpus = bg_cuda_device_count();
+        const char *absent = bg_cuda_absent_reason();
+        if (absent != NULL)
+            printf("CUDA: %s\n", absent);
+        else
+            printf("CUDA: built, %d GPU%s visible\n", gpus, gpus == 1 ? "" : "s");
+    }
     print_cores(t, s.cores);
     print_gpus(t);
     bg_topology_destroy(t);

@@ -168,7 +168,7 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
         snprintf(implied, sizeof implied, "cpu:%d", p->stages);
         text = implied;
     }
-    int gpus = p->topology_path != NULL ? bg_topology_cuda_count(topo) : bg_cuda_device_count();
+    int gpus = p->topology_path != NULL ? bg_topology_cuda_count(topo) : bg_device_text_gpus(text);
     const bg_status_t st =
         bg_device_list_parse_on(text, bg_topology_core_count(topo), gpus, &p->devices);
     if (st != BG_OK && text == implied) {

@@ -453,10 +453,10 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
     *out = (bg_cli_setup_t){0};
     BG_CHECK(bg_cli_input_status(bg_model_spec_load(model, &out->spec)));
     /* An XML file describes another machine, GPUs and all; on this one the
-     * PCI devices are read only where CUDA sees GPUs (hwloc's PCI scan is
-     * slow). */
+     * PCI devices are read only where the devices may be GPUs and CUDA sees
+     * some (hwloc's PCI scan is slow). */
     const char *xml = placement->topology_path;
-    if (xml != NULL || bg_cuda_device_count() > 0)
+    if (xml != NULL || bg_device_text_gpus(placement->devices_text) > 0)
         BG_CHECK(bg_cli_input_status(bg_topology_create_with_pci(xml, &out->topology)));
     else
         BG_CHECK(bg_topology_create(NULL, &out->topology));

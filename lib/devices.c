@@ -52,8 +52,13 @@ static bg_status_t parse_cuda_item(const char *item, size_t len, bg_device_list_
     return BG_OK;
 }
 
+int bg_device_text_gpus(const char *text) {
+    if (strcmp(text, "auto") != 0 && strstr(text, "cuda") == NULL) return 0;
+    return bg_cuda_device_count();
+}
+
 bg_status_t bg_device_list_parse(const char *text, int cores, bg_device_list_t *out) {
-    return bg_device_list_parse_on(text, cores, bg_cuda_device_count(), out);
+    return bg_device_list_parse_on(text, cores, bg_device_text_gpus(text), out);
 }
 
 bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_device_list_t *out) {
@@ -112,9 +117,10 @@ bg_status_t bg_device_check_present(const bg_device_t *d, const char *hint) {
     if (d->kind != BG_DEVICE_CUDA) return BG_OK;
     const int seen = bg_cuda_device_count();
     if (bg_cuda_built() && d->physical < seen) return BG_OK;
-    char what[48];
-    if (!bg_cuda_built())
-        snprintf(what, sizeof what, "this build has no CUDA backend");
+    char what[600];
+    const char *absent = bg_cuda_absent_reason();
+    if (absent != NULL)
+        snprintf(what, sizeof what, "%s", absent);
     else
         snprintf(what, sizeof what, "CUDA sees %d GPU%s", seen, seen == 1 ? "" : "s");
     /* A virtual device's name (cuda:0/1) is not what the user wrote

@@ -40,6 +40,11 @@ bg_status_t bg_device_list_parse(const char *text, int cores, bg_device_list_t *
  * an hwloc XML file describes; bg_device_list_parse asks CUDA. */
 bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_device_list_t *out);
 
+/* How many GPUs CUDA sees, asked only when `text` names GPUs ("auto", or
+ * any "cuda"); 0 otherwise, without loading the CUDA backend, which a run on
+ * CPU devices never needs (lib/cuda/module.h). */
+int bg_device_text_gpus(const char *text);
+
 /* BG_OK when this machine has `d` (a CPU device always); else
  * BG_ERR_UNSUPPORTED, "NAME: this build has no CUDA backend" or "NAME: CUDA
  * sees N GPUs" "on this machine", then " (HINT)" when a hint is given. */

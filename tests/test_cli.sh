@@ -275,6 +275,30 @@ usage_error "cuda:200/0, a share of GPU 200: " -- train "$MODEL" --data syntheti
     --devices cuda:200x2
 usage_error "--devices: 'cpu:2,cuda:0' mixes CPU and CUDA devices; a placement is of one kind" -- \
     train "$MODEL" --data synthetic --steps 1 --devices cpu:2,cuda:0
+# The CUDA backend is a module loaded when a GPU is first looked for
+# (lib/cuda/module.h): a run on CPU devices never loads it, and one that
+# cannot be loaded is named with why.
+run topo
+if grep -qF "CUDA: this build has no CUDA backend" "$OUT"; then
+    usage_error "cuda:0: this build has no CUDA backend" -- \
+        train "$MODEL" --data synthetic --steps 1 --devices cuda:0
+else
+    export BRIGADE_CUDA_MODULE="$T/absent.so"
+    usage_error "cuda:0: BRIGADE_CUDA_MODULE names $T/absent.so, which does not exist" -- \
+        train "$MODEL" --data synthetic --steps 1 --devices cuda:0
+    echo "not a library" >"$T/broken.so"
+    export BRIGADE_CUDA_MODULE="$T/broken.so"
+    usage_error "cuda:0: the CUDA backend $T/broken.so cannot be loaded: " -- \
+        train "$MODEL" --data synthetic --steps 1 --devices cuda:0
+    expect 0 "" -- topo
+    stdout_has "CUDA: the CUDA backend $T/broken.so cannot be loaded" "topo, module broken"
+    unset BRIGADE_CUDA_MODULE
+fi
+LD_DEBUG=files "$BRIGADE" train "$MODEL" --data synthetic --steps 1 --devices cpu:2 \
+    </dev/null >"$OUT" 2>"$ERR"
+# The loader's trace is there (file=...), and names no CUDA module.
+loaded_no_module() { grep -q "file=" "$ERR" && ! grep -q "libbrigade-cuda.so" "$ERR"; }
+check "a run on CPU devices loads no CUDA module" loaded_no_module
 usage_error "--tf32 applies to CUDA devices only; --devices cpu:2 has none" -- \
     train "$MODEL" --data synthetic --steps 1 --devices cpu:2 --tf32
 usage_error "--stages 3 but --devices cpu:2 gives 2 devices" -- train "$MODEL" --data synthetic \

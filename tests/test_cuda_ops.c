@@ -810,6 +810,11 @@ int main(void) {
                "nvcc)\n");
         return 77;
     }
+    if (bg_cuda_absent_reason() != NULL) {
+        /* A CUDA build whose module does not load is broken, not skipped. */
+        printf("test_cuda_ops: %s\n", bg_cuda_absent_reason());
+        return 1;
+    }
     if (bg_cuda_device_count() == 0) {
         printf("test_cuda_ops: skipped: CUDA sees no GPU on this machine (no device or no "
                "driver); the CUDA ops are checked on the GPU machine by bench/gpu-check.sh\n");

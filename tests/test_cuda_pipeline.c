@@ -316,6 +316,12 @@ static void test_recording_staged_on_gpu(void **state) {
 
 int main(void) {
     if (!bg_cuda_built() || bg_cuda_device_count() == 0) {
+        /* A CUDA build whose module does not load is broken, not skipped. */
+        const char *absent = bg_cuda_absent_reason();
+        if (bg_cuda_built() && absent != NULL) {
+            printf("test_cuda_pipeline: %s\n", absent);
+            return 1;
+        }
         printf("test_cuda_pipeline: skipped: %s\n", bg_cuda_built()
                                                         ? "CUDA sees no GPU on this machine"
                                                         : "no CUDA backend in this build");

@@ -7,9 +7,12 @@
  * agree to rounding.
  *
  * This header is plain C with no CUDA types, so that any file may include it.
- * It is always built: a build without CUDA (-Dcuda=disabled, or no nvcc)
- * compiles lib/cuda/cuda_absent.c instead, whose bg_backend_cuda_create()
- * returns BG_ERR_UNSUPPORTED and whose bg_cuda_device_count() returns 0.
+ * Its functions are always there: brigade's side of them (lib/cuda/loader.c)
+ * loads the backend, a module of its own (libbrigade-cuda.so, module.h),
+ * the first time a GPU is looked for. In a build without CUDA
+ * (-Dcuda=disabled, or no nvcc), or where the module cannot be loaded,
+ * bg_backend_cuda_create() returns BG_ERR_UNSUPPORTED saying why and
+ * bg_cuda_device_count() returns 0.
  *
  * Streams. A backend owns a compute stream and, per lane of copies between
  * stages (BG_CUDA_LANE_*: activations, gradients), a copy stream into it
@@ -241,13 +244,18 @@ int bg_cuda_peer_rank(int a, int b);
 /* Opens and closes an NVTX range on the calling thread named like the
  * trace's ops: "F3@1" for kind "F", micro-batch 3, stage 1; "step" when the
  * micro-batch is negative. Nsight Systems shows brigade's ops under these
- * names. No-ops, that format nothing, in a build without CUDA. */
+ * names. No-ops, that format nothing, until the CUDA backend is loaded. */
 void bg_nvtx_push_op(const char *kind, int microbatch, int stage);
 void bg_nvtx_pop(void);
 
 /* 1 when this build has the CUDA backend (configured with nvcc found and
  * -Dcuda not disabled), 0 otherwise. */
 int bg_cuda_built(void);
+
+/* NULL when the CUDA backend is loaded (loading it if need be); otherwise
+ * why it is not: not built, or the module's path and the loader's error
+ * (a missing libcudart.so, say). */
+const char *bg_cuda_absent_reason(void);
 
 #ifdef __cplusplus
 }
