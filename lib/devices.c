@@ -122,13 +122,14 @@ bg_status_t bg_device_check_present(const bg_device_t *d, const char *hint) {
     if (absent != NULL)
         snprintf(what, sizeof what, "%s", absent);
     else
-        snprintf(what, sizeof what, "CUDA sees %d GPU%s", seen, seen == 1 ? "" : "s");
+        snprintf(what, sizeof what, "CUDA sees %d GPU%s on this machine", seen,
+                 seen == 1 ? "" : "s");
     /* A virtual device's name (cuda:0/1) is not what the user wrote
      * (cuda:0x4): the GPU's number is. */
     char share[32] = "";
     if (strchr(d->name, '/') != NULL)
         snprintf(share, sizeof share, ", a share of GPU %d", d->physical);
-    return bg_error_set(BG_ERR_UNSUPPORTED, "%s%s: %s on this machine%s%s%s", d->name, share, what,
+    return bg_error_set(BG_ERR_UNSUPPORTED, "%s%s: %s%s%s%s", d->name, share, what,
                         hint != NULL ? " (" : "", hint != NULL ? hint : "",
                         hint != NULL ? ")" : "");
 }

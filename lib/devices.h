@@ -46,8 +46,9 @@ bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_de
 int bg_device_text_gpus(const char *text);
 
 /* BG_OK when this machine has `d` (a CPU device always); else
- * BG_ERR_UNSUPPORTED, "NAME: this build has no CUDA backend" or "NAME: CUDA
- * sees N GPUs" "on this machine", then " (HINT)" when a hint is given. */
+ * BG_ERR_UNSUPPORTED, "NAME: " and why there is no CUDA backend
+ * (bg_cuda_absent_reason) or "CUDA sees N GPUs on this machine", then
+ * " (HINT)" when a hint is given. */
 bg_status_t bg_device_check_present(const bg_device_t *d, const char *hint);
 
 #ifdef __cplusplus

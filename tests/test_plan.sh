@@ -176,7 +176,7 @@ expect 2 "no micro-batch count tried for a batch of 2 (2 counts from 1 to 2) mak
 # A GPU this machine does not have is refused, not planned with an assumed
 # speed and no memory cap; another machine's GPUs come from its XML.
 for cmd in plan simulate; do
-    expect 2 "on this machine (use --devices cpu:N; plan, simulate and sweep --simulate take" -- \
+    expect 2 " (use --devices cpu:N; plan, simulate and sweep --simulate take" -- \
         "$cmd" "$MODEL" --devices cuda:200,cuda:0
     if grep -q "cuda:200: " "$ERR"; then pass; else fail "$cmd: the missing GPU is named"; fi
 done

@@ -59,9 +59,14 @@ static int load_from(const char *path) {
     const bg_cuda_module_t *opened = open != NULL ? open(&host, BG_CUDA_MODULE_VERSION) : NULL;
     __atomic_store_n(&module, opened, __ATOMIC_RELEASE);
     if (opened == NULL) {
-        snprintf(why_absent, sizeof why_absent,
-                 "the CUDA backend %s is from another build of brigade (rebuild it with this one)",
-                 path);
+        if (open == NULL)
+            snprintf(why_absent, sizeof why_absent,
+                     "%s is not brigade's CUDA backend (it has no %s)", path, BG_CUDA_MODULE_OPEN);
+        else
+            snprintf(why_absent, sizeof why_absent,
+                     "the CUDA backend %s is from another build of brigade (rebuild it with "
+                     "this one)",
+                     path);
         dlclose(handle);
     }
     /* A loaded module stays loaded: its backends may live to the end. */
