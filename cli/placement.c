@@ -169,6 +169,11 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
         text = implied;
     }
     int gpus = p->topology_path != NULL ? bg_topology_cuda_count(topo) : bg_device_text_gpus(text);
+    /* A CUDA build whose backend cannot be loaded falls back to the CPU
+     * under auto, but not in silence. */
+    if (p->topology_path == NULL && strcmp(text, "auto") == 0 && bg_cuda_built() &&
+        bg_cuda_absent_reason() != NULL)
+        fprintf(stderr, "brigade: --devices auto takes CPU cores: %s\n", bg_cuda_absent_reason());
     const bg_status_t st =
         bg_device_list_parse_on(text, bg_topology_core_count(topo), gpus, &p->devices);
     if (st != BG_OK && text == implied) {

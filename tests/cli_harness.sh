@@ -30,6 +30,10 @@ if [ ! -f "$MODEL" ]; then
     exit 2
 fi
 
+# The CUDA module is looked for where the build put it, whatever the
+# caller's environment says (test_cli.sh sets this itself).
+unset BRIGADE_CUDA_MODULE
+
 T=$(mktemp -d "${TMPDIR:-/tmp}/brigade-$TEST_NAME.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' HUP INT TERM

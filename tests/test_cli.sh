@@ -276,7 +276,7 @@ usage_error "cuda:200/0, a share of GPU 200: " -- train "$MODEL" --data syntheti
 usage_error "--devices: 'cpu:2,cuda:0' mixes CPU and CUDA devices; a placement is of one kind" -- \
     train "$MODEL" --data synthetic --steps 1 --devices cpu:2,cuda:0
 # The CUDA backend is a module loaded when a GPU is first looked for
-# (lib/cuda/module.h): a run on CPU devices never loads it, and one that
+# (lib/cuda/module.h): a command on CPU devices never loads it, and one that
 # cannot be loaded is named with why.
 run topo
 if grep -qF "CUDA: this build has no CUDA backend" "$OUT"; then
@@ -292,13 +292,29 @@ else
         train "$MODEL" --data synthetic --steps 1 --devices cuda:0
     expect 0 "" -- topo
     stdout_has "CUDA: the CUDA backend $T/broken.so cannot be loaded" "topo, module broken"
+    expect 0 "brigade: --devices auto takes CPU cores: the CUDA backend $T/broken.so" -- \
+        plan "$MODEL" --devices auto
+    export BRIGADE_CUDA_MODULE=broken.so
+    usage_error "cuda:0: BRIGADE_CUDA_MODULE is 'broken.so', not a path" -- \
+        train "$MODEL" --data synthetic --steps 1 --devices cuda:0
+    # A library, but not brigade's (zlib, which brigade itself loads).
+    zlib=$(ldd "$BRIGADE" | awk '$1 ~ /^libz\.so/ {print $3}')
+    export BRIGADE_CUDA_MODULE="$zlib"
+    usage_error "cuda:0: $zlib is not brigade's CUDA backend (it has no bg_cuda_module_open)" -- \
+        train "$MODEL" --data synthetic --steps 1 --devices cuda:0
     unset BRIGADE_CUDA_MODULE
 fi
-LD_DEBUG=files "$BRIGADE" train "$MODEL" --data synthetic --steps 1 --devices cpu:2 \
-    </dev/null >"$OUT" 2>"$ERR"
 # The loader's trace is there (file=...), and names no CUDA module.
 loaded_no_module() { grep -q "file=" "$ERR" && ! grep -q "libbrigade-cuda.so" "$ERR"; }
-check "a run on CPU devices loads no CUDA module" loaded_no_module
+for args in "summary $MODEL" "plan $MODEL --devices cpu:2" "simulate $MODEL --devices cpu:2" \
+    "sweep $MODEL --simulate --devices cpu:2 --microbatches 1,2" \
+    "profile $MODEL --devices cpu:2 --split 4 --repetitions 1 -o $T/p.json" \
+    "train $MODEL --data synthetic --steps 1 --devices cpu:2"; do
+    # shellcheck disable=SC2086 # the arguments are meant to split
+    LD_DEBUG=files "$BRIGADE" $args </dev/null >"$OUT" 2>"$ERR"
+    check "brigade $args: exit 0 (status $?)" test "$?" -eq 0
+    check "brigade $args on CPU devices loads no CUDA module" loaded_no_module
+done
 usage_error "--tf32 applies to CUDA devices only; --devices cpu:2 has none" -- \
     train "$MODEL" --data synthetic --steps 1 --devices cpu:2 --tf32
 usage_error "--stages 3 but --devices cpu:2 gives 2 devices" -- train "$MODEL" --data synthetic \

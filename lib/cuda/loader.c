@@ -10,7 +10,8 @@
  *   $BRIGADE_CUDA_MODULE, a path (a test's or a packager's choice);
  *   ../lib/libbrigade-cuda.so from the running program's folder, which is
  *     where the build puts it for cli/, tests/ and bench/;
- *   the install's module folder (BG_CUDA_MODULE_DIR, from meson).
+ *   ../LIBDIR/brigade/ from the program's folder (an install, moved or not);
+ *   LIBDIR/brigade/ of the prefix meson installed into.
  * A module that is there but cannot be loaded (its CUDA libraries are
  * missing) ends the search; why is kept for the errors below. */
 #include <dlfcn.h>
@@ -23,8 +24,16 @@
 
 #include "module.h"
 
+/* From lib/meson.build: whether the module is built, and where it is
+ * installed (absolute, and relative to the install's prefix). */
 #ifndef BG_HAVE_CUDA
 #define BG_HAVE_CUDA 0
+#endif
+#ifndef BG_CUDA_MODULE_DIR
+#define BG_CUDA_MODULE_DIR "/usr/local/lib/brigade"
+#endif
+#ifndef BG_CUDA_MODULE_SUBDIR
+#define BG_CUDA_MODULE_SUBDIR "lib/brigade"
 #endif
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
@@ -56,7 +65,7 @@ static int load_from(const char *path) {
     bg_cuda_module_open_fn open;
     void *symbol = dlsym(handle, BG_CUDA_MODULE_OPEN);
     memcpy(&open, &symbol, sizeof open);
-    const bg_cuda_module_t *opened = open != NULL ? open(&host, BG_CUDA_MODULE_VERSION) : NULL;
+    const bg_cuda_module_t *opened = open != NULL ? open(&host, bg_cuda_module_abi()) : NULL;
     __atomic_store_n(&module, opened, __ATOMIC_RELEASE);
     if (opened == NULL) {
         if (open == NULL)
@@ -94,23 +103,31 @@ static void load(void) {
     }
     const char *chosen = getenv("BRIGADE_CUDA_MODULE");
     if (chosen != NULL && chosen[0] != '\0') {
-        if (!load_from(chosen))
+        /* dlopen would search the library path for a bare name. */
+        if (strchr(chosen, '/') == NULL)
+            snprintf(why_absent, sizeof why_absent,
+                     "BRIGADE_CUDA_MODULE is '%s', not a path (write ./%s for one in this folder)",
+                     chosen, chosen);
+        else if (!load_from(chosen))
             snprintf(why_absent, sizeof why_absent,
                      "BRIGADE_CUDA_MODULE names %s, which does not exist", chosen);
         return;
     }
-    char folder[PATH_MAX], path[PATH_MAX + 64];
-    if (program_folder(folder, sizeof folder)) {
-        snprintf(path, sizeof path, "%s/../lib/%s", folder, BG_CUDA_MODULE_FILE);
-        if (load_from(path)) return;
-    }
-#ifdef BG_CUDA_MODULE_DIR
+    /* The build's lib/, then the install's module folder relative to the
+     * program's (a moved install), then where it was installed. */
+    const char *const beside[] = {"lib", BG_CUDA_MODULE_SUBDIR};
+    char folder[PATH_MAX], path[PATH_MAX + 128];
+    if (program_folder(folder, sizeof folder))
+        for (size_t i = 0; i < sizeof beside / sizeof beside[0]; i++) {
+            snprintf(path, sizeof path, "%s/../%s/%s", folder, beside[i], BG_CUDA_MODULE_FILE);
+            if (load_from(path)) return;
+        }
     snprintf(path, sizeof path, "%s/%s", BG_CUDA_MODULE_DIR, BG_CUDA_MODULE_FILE);
     if (load_from(path)) return;
-#endif
     snprintf(why_absent, sizeof why_absent,
-             "the CUDA backend (%s) was built but is not installed beside this program",
-             BG_CUDA_MODULE_FILE);
+             "the CUDA backend was built but %s is not in ../lib or ../%s from this program's "
+             "folder, nor in %s (set BRIGADE_CUDA_MODULE to its path)",
+             BG_CUDA_MODULE_FILE, BG_CUDA_MODULE_SUBDIR, BG_CUDA_MODULE_DIR);
 }
 
 /* The module, loading it on the first call; NULL when there is none. */
@@ -137,7 +154,7 @@ int bg_cuda_device_count(void) {
 bg_status_t bg_cuda_device_info(int device, bg_cuda_device_info_t *out) {
     const bg_cuda_module_t *m = loaded();
     if (m == NULL)
-        return bg_error_set(BG_ERR_INVALID, "cuda:%d: no such GPU (%s)", device, why_absent);
+        return bg_error_set(BG_ERR_INVALID, "cuda:%d: no such GPU: %s", device, why_absent);
     return m->device_info(device, out);
 }
 

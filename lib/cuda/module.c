@@ -47,8 +47,8 @@ static const bg_cuda_module_t functions = {
 };
 
 __attribute__((visibility("default"))) const bg_cuda_module_t *
-bg_cuda_module_open(const bg_cuda_host_t *brigade, int version) {
-    if (version != BG_CUDA_MODULE_VERSION || brigade == NULL) return NULL;
+bg_cuda_module_open(const bg_cuda_host_t *brigade, unsigned long long abi) {
+    if (abi != bg_cuda_module_abi() || brigade == NULL) return NULL;
     host = brigade;
     return &functions;
 }

@@ -1,15 +1,15 @@
 /* The seam between brigade and its CUDA backend, which is a module of its
  * own (libbrigade-cuda.so) that brigade loads with dlopen the first time
- * something asks for a GPU (lib/cuda/loader.c). Loading cuBLAS costs about
- * 200 MB of resident memory and a fifth of a second before main() runs;
- * a run on CPU devices, and every command that never looks for a GPU, now
- * pays neither, and a brigade built with CUDA still starts on a machine
- * whose CUDA libraries are missing.
+ * something asks for a GPU (lib/cuda/loader.c). Loading cuBLAS costs some
+ * 210 MiB of peak resident memory and a fifth of a second before main()
+ * runs (docs/cuda.md); a command on CPU devices now pays neither, and the
+ * programs of a CUDA build no longer need the CUDA libraries to start.
  *
  * The module exports one function, bg_cuda_module_open(): given the few
  * functions of brigade that it calls (the host table), it returns the table
  * of its own, one entry per function of backend_cuda.h, which the loader's
- * functions of the same names call through. Every other symbol of the
+ * functions of the same names call through, once both agree on
+ * bg_cuda_module_abi(). Every other symbol of the
  * module is local to it (lib/cuda/module.map). */
 #ifndef BG_CUDA_MODULE_H
 #define BG_CUDA_MODULE_H
@@ -20,8 +20,7 @@
 extern "C" {
 #endif
 
-/* Raised whenever either table changes, so that a module from another
- * build is refused instead of called wrongly. */
+/* Raised whenever either table changes. */
 #define BG_CUDA_MODULE_VERSION 1
 
 /* The module's file name, found beside the lib folder of the build or
@@ -62,9 +61,22 @@ typedef struct bg_cuda_module {
     void (*nvtx_pop)(void);
 } bg_cuda_module_t;
 
-/* The module's one exported function. NULL when `version` is not the
- * module's BG_CUDA_MODULE_VERSION. */
-typedef const bg_cuda_module_t *(*bg_cuda_module_open_fn)(const bg_cuda_host_t *host, int version);
+/* What both sides must agree on: the tables' version and the sizes of the
+ * structures they pass. Any difference means a module from another build
+ * of brigade, which is refused instead of called wrongly (a change that
+ * keeps every size is caught only by raising the version). */
+static inline unsigned long long bg_cuda_module_abi(void) {
+    return BG_CUDA_MODULE_VERSION ^ (unsigned long long)sizeof(bg_backend_ops_t) << 8 ^
+           (unsigned long long)sizeof(bg_cuda_config_t) << 24 ^
+           (unsigned long long)sizeof(bg_cuda_device_info_t) << 34 ^
+           (unsigned long long)sizeof(bg_cuda_module_t) << 44 ^
+           (unsigned long long)sizeof(bg_cuda_host_t) << 56;
+}
+
+/* The module's one exported function. NULL when `abi` is not the module's
+ * bg_cuda_module_abi(). */
+typedef const bg_cuda_module_t *(*bg_cuda_module_open_fn)(const bg_cuda_host_t *host,
+                                                          unsigned long long abi);
 #define BG_CUDA_MODULE_OPEN "bg_cuda_module_open"
 
 #ifdef __cplusplus
