@@ -1,6 +1,8 @@
 /* The CUDA module's side of lib/cuda/module.h: its one exported function,
  * and the functions of brigade that its code calls by name, each passing
  * the call on to brigade through the host table. */
+#include <nvtx3/nvToolsExt.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -50,5 +52,10 @@ __attribute__((visibility("default"))) const bg_cuda_module_t *
 bg_cuda_module_open(const bg_cuda_host_t *brigade, unsigned long long abi) {
     if (abi != bg_cuda_module_abi() || brigade == NULL) return NULL;
     host = brigade;
+    /* NVTX sets itself up on its first call, and the stage threads' first
+     * ranges may come at once: set it up here, on the thread that loads
+     * the module, before any of them can see the module's table (the
+     * loader publishes it with a release store). */
+    nvtxInitialize(NULL);
     return &functions;
 }
