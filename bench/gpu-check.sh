@@ -34,7 +34,23 @@
 # what is left, one that cannot start in time is reported as skipped, and
 # the table is always written. The memcheck run, the least needed, is last.
 # Exit status: 0 when the op test passed, 1 otherwise.
+#
+#   bench/gpu-check.sh --carry [BUILD]
+# prints the paths --prepare lists, building nothing: the device machine
+# gets the repository's files and these, nothing else of BUILD
+# (tests/test_gpu_check.sh runs the check on exactly that).
 set -u
+
+# carried BUILD: the paths of BUILD the GPU-side run needs.
+carried() {
+    echo "$1/cli/brigade $1/lib/libbrigade-cuda.so $1/tests/test_cuda_ops" \
+        "$1/tests/test_cuda_pipeline $1/bench/bench_handoff $1/gpu-libs.tar.xz $1/data"
+}
+
+if [ "${1:-}" = "--carry" ]; then
+    carried "${2:-build-gpu}"
+    exit 0
+fi
 
 if [ "${1:-}" = "--prepare" ]; then
     set -e
@@ -73,10 +89,7 @@ if [ "${1:-}" = "--prepare" ]; then
         echo "no /usr/share/datasets/fashion-mnist (apt-get install dataset-fashion-mnist):" \
             "the accuracy run will be skipped"
     fi
-    carry="$build/cli/brigade $build/lib/libbrigade-cuda.so"
-    carry="$carry $build/tests/test_cuda_ops $build/tests/test_cuda_pipeline"
-    carry="$carry $build/bench/bench_handoff"
-    carry="$carry $build/gpu-libs.tar.xz $build/data"
+    carry=$(carried "$build")
     # shellcheck disable=SC2086 # the list is meant to split
     du -shc $carry | tail -1
     echo "carry to the GPU machine: $carry"

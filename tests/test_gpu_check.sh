@@ -1,7 +1,9 @@
 #!/bin/sh
 # bench/gpu-check.sh, the one script that runs on a GPU machine when a
 # session is lent one (a few times a month, 15 minutes each), run here
-# without a GPU so that it cannot rot between those runs: it must finish,
+# without a GPU so that it cannot rot between those runs, on a copy of the
+# repository with only the build's paths that `--carry` lists (what the
+# device machine gets): it must finish,
 # write exactly its two result files (the device machine returns at most
 # eight), give every row of its table, report the CUDA tests as skipped,
 # and exit 1 (the op test did not pass). With a budget too short for any
@@ -40,9 +42,19 @@ for exe in cli/brigade tests/test_cuda_ops tests/test_cuda_pipeline bench/bench_
     fi
 done
 
-# ---- a whole run without a GPU ----
-mkdir "$T/full"
-(cd "$root" && BUDGET=200 sh bench/gpu-check.sh "$build" "$T/full") >"$T/full.log" 2>&1
+# ---- a whole run without a GPU, on what the device machine would get ----
+# The repository's files (not .git, not build folders) and, of the build,
+# only the paths --carry names: a file the run needs but the list forgets
+# fails here, not in a GPU session.
+mkdir "$T/tree" "$T/full"
+tar -C "$root" --exclude=./.git --exclude='./build*' --exclude=./bench/out -cf - . |
+    tar -C "$T/tree" -xf -
+for path in $(sh "$root/bench/gpu-check.sh" --carry "$build"); do
+    [ -e "$path" ] || continue # made by --prepare: gpu-libs.tar.xz, data
+    mkdir -p "$T/tree/carried/$(dirname "${path#"$build"/}")"
+    cp -R "$path" "$T/tree/carried/${path#"$build"/}"
+done
+(cd "$T/tree" && BUDGET=200 sh bench/gpu-check.sh carried "$T/full") >"$T/full.log" 2>&1
 rc=$?
 check "exits 1 when the op test did not pass (rc $rc)" test "$rc" -eq 1
 check "writes exactly summary.txt and details.tar.gz" \
