@@ -15,13 +15,13 @@
 
 enum { BATCH = 64, STEPS_PER_BLOCK = 40 };
 
-static double run_block(bg_pipeline_t *p, const bg_dataset_t *data, int64_t numel) {
+static double run_block(bg_pipeline_t *p, const bg_dataset_t *data, const float *images,
+                        int64_t numel) {
     double start = bg_channel_clock();
     for (int k = 0; k < STEPS_PER_BLOCK; k++) {
         bg_pipeline_result_t r;
         int64_t at = (int64_t)(k % (data->count / BATCH)) * BATCH;
-        if (bg_pipeline_train_step(p, data->images + at * numel, data->labels + at, BATCH, &r) !=
-            BG_OK) {
+        if (bg_pipeline_train_step(p, images + at * numel, data->labels + at, BATCH, &r) != BG_OK) {
             fprintf(stderr, "bench_record: %s\n", bg_error_message());
             exit(1);
         }
@@ -59,6 +59,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_record: %s\n", bg_error_message());
         return 2;
     }
+    float *images = bg_dataset_all_images(data);
+    if (images == NULL) {
+        fprintf(stderr, "bench_record: out of memory\n");
+        return 1;
+    }
     cfg.spec = spec;
     cfg.devices = &devices;
     cfg.microbatches = m;
@@ -68,14 +73,14 @@ int main(int argc, char **argv) {
         return 1;
     }
     const int64_t numel = bg_shape_numel(spec->input);
-    run_block(p, data, numel); /* warm-up */
+    run_block(p, data, images, numel); /* warm-up */
     double plain = 0, recorded = 0;
     for (int b = 0; b < blocks; b++) {
         bg_pipeline_record(p, NULL);
-        plain += run_block(p, data, numel);
+        plain += run_block(p, data, images, numel);
         bg_timeline_clear(tl);
         bg_pipeline_record(p, tl);
-        recorded += run_block(p, data, numel);
+        recorded += run_block(p, data, images, numel);
     }
     bg_pipeline_record(p, NULL);
     plain /= blocks;
@@ -88,6 +93,7 @@ int main(int argc, char **argv) {
            tl->count / (tl->steps > 0 ? tl->steps : 1));
     bg_timeline_destroy(tl);
     bg_pipeline_destroy(p);
+    free(images);
     bg_dataset_destroy(data);
     bg_model_spec_destroy(spec);
     return 0;

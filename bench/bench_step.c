@@ -61,7 +61,9 @@ int main(int argc, char **argv) {
         sc.optimizer = opt;
         st = bg_stage_create(&sc, &stage);
     }
-    if (st == BG_OK) st = bg_stage_load_batch(stage, batch, data->images, data->labels);
+    float *images = st == BG_OK ? bg_dataset_all_images(data) : NULL;
+    if (st == BG_OK && images == NULL) st = bg_error_set(BG_ERR_NOMEM, "out of memory");
+    if (st == BG_OK) st = bg_stage_load_batch(stage, batch, images, data->labels);
     const int64_t warmup = 20;
     for (int64_t k = 0; st == BG_OK && k < warmup + steps; k++) {
         double t0 = bg_monotonic_seconds();
@@ -92,6 +94,7 @@ int main(int argc, char **argv) {
     bg_stage_destroy(stage);
     bg_backend_destroy(be);
     bg_dataset_destroy(data);
+    free(images);
     bg_model_spec_destroy(spec);
     free(times);
     return code;

@@ -65,10 +65,10 @@ static bg_status_t dataset_alloc(bg_shape_t shape, int64_t classes, int64_t coun
     ds->shape = shape;
     ds->classes = classes;
     /* The one large allocation of a dataset: said in its own words. */
-    const double bytes = (double)count * ((double)numel * sizeof(float) + sizeof(int32_t));
-    ds->images = malloc((size_t)count * numel * sizeof(float));
+    const double bytes = (double)count * ((double)numel + sizeof(int32_t));
+    ds->pixels = malloc((size_t)count * numel);
     ds->labels = malloc((size_t)count * sizeof(int32_t));
-    if (ds->images == NULL || ds->labels == NULL) {
+    if (ds->pixels == NULL || ds->labels == NULL) {
         st = bg_error_set(BG_ERR_NOMEM,
                           "dataset: out of memory for %lld samples of shape %lldx%lldx%lld "
                           "(%.0f bytes)",
@@ -125,7 +125,7 @@ bg_status_t bg_dataset_load_idx(const char *images_path, const char *labels_path
         }
         ds->labels[i] = (int32_t)label;
     }
-    for (size_t i = 0; i < images->size; i++) ds->images[i] = (float)images->data[i] / 255.0f;
+    memcpy(ds->pixels, images->data, images->size);
 
     *out = ds;
     ds = NULL;
@@ -238,11 +238,12 @@ bg_status_t bg_dataset_synthetic(bg_shape_t shape, int64_t classes, int64_t coun
     for (int64_t s = 0; s < count; s++) {
         int32_t label = (int32_t)bg_rng_below(&rng, (uint64_t)classes);
         const float *prototype = prototypes + (size_t)label * numel;
-        float *image = ds->images + (size_t)s * numel;
+        uint8_t *image = ds->pixels + (size_t)s * numel;
         ds->labels[s] = label;
         for (size_t i = 0; i < numel; i++) {
             double x = prototype[i] + SYNTHETIC_NOISE * bg_rng_normal(&rng);
-            image[i] = (float)(x < 0.0 ? 0.0 : x > 1.0 ? 1.0 : x);
+            x = x < 0.0 ? 0.0 : x > 1.0 ? 1.0 : x;
+            image[i] = (uint8_t)(x * 255.0 + 0.5);
         }
     }
     *out = ds;
@@ -255,7 +256,7 @@ done:
 
 void bg_dataset_destroy(bg_dataset_t *ds) {
     if (ds == NULL) return;
-    free(ds->images);
+    free(ds->pixels);
     free(ds->labels);
     free(ds);
 }
@@ -270,12 +271,28 @@ void bg_dataset_shuffle(int64_t count, int64_t *order, bg_rng_t *rng) {
     }
 }
 
+/* One sample's pixels as values x / 255 (the division, not a product with
+ * 1/255, which would round some of them differently). */
+static void to_values(const uint8_t *pixels, size_t numel, float *values) {
+    for (size_t i = 0; i < numel; i++) values[i] = (float)pixels[i] / 255.0f;
+}
+
 void bg_dataset_gather(const bg_dataset_t *ds, const int64_t *order, int64_t n, float *images,
                        int32_t *labels) {
     size_t numel = (size_t)bg_shape_numel(ds->shape);
     for (int64_t k = 0; k < n; k++) {
-        memcpy(images + (size_t)k * numel, ds->images + (size_t)order[k] * numel,
-               numel * sizeof(float));
+        to_values(ds->pixels + (size_t)order[k] * numel, numel, images + (size_t)k * numel);
         labels[k] = ds->labels[order[k]];
     }
+}
+
+void bg_dataset_images(const bg_dataset_t *ds, int64_t first, int64_t n, float *images) {
+    size_t numel = (size_t)bg_shape_numel(ds->shape);
+    to_values(ds->pixels + (size_t)first * numel, (size_t)n * numel, images);
+}
+
+float *bg_dataset_all_images(const bg_dataset_t *ds) {
+    float *images = malloc((size_t)ds->count * (size_t)bg_shape_numel(ds->shape) * sizeof(float));
+    if (images != NULL) bg_dataset_images(ds, 0, ds->count, images);
+    return images;
 }

@@ -1,7 +1,8 @@
 /* Labelled image datasets held in host memory: Fashion-MNIST (or any
  * MNIST-format directory) read from IDX files, or synthetic data for
- * benchmarks and tests. Pixels are scaled to [0, 1] (x / 255), as in the
- * original Keras example. */
+ * benchmarks and tests. Pixels are kept as the bytes the files hold (a
+ * quarter of the memory floats would take) and handed out as floats in
+ * [0, 1], x / 255, as in the original Keras example. */
 #ifndef BG_DATASET_H
 #define BG_DATASET_H
 
@@ -22,7 +23,7 @@ typedef struct bg_dataset {
     int64_t count;
     bg_shape_t shape; /* per-sample (channels, height, width) */
     int64_t classes;
-    float *images;   /* count * c * h * w values in [0, 1], NCHW */
+    uint8_t *pixels; /* count * c * h * w bytes, NCHW; a pixel x is the value x / 255 */
     int32_t *labels; /* count values in [0, classes) */
 } bg_dataset_t;
 
@@ -36,7 +37,8 @@ bg_status_t bg_dataset_load_idx(const char *images_path, const char *labels_path
  *   "fashion-mnist"  BG_FASHION_MNIST_DIR
  *   "synthetic"      generated: 8192 train and 2048 test samples of shape
  *                    `shape` drawn around one random prototype per class,
- *                    so a model can learn them; deterministic in `seed`
+ *                    so a model can learn them, rounded to bytes like an
+ *                    image file's; deterministic in `seed`
  *   anything else    a directory holding train-images-idx3-ubyte,
  *                    train-labels-idx1-ubyte, t10k-images-idx3-ubyte and
  *                    t10k-labels-idx1-ubyte, each optionally ending in .gz
@@ -58,9 +60,19 @@ void bg_dataset_destroy(bg_dataset_t *ds);
 /* Writes a uniformly random permutation of 0..count-1 into order (Fisher-Yates). */
 void bg_dataset_shuffle(int64_t count, int64_t *order, bg_rng_t *rng);
 
-/* Copies samples order[0..n) into images (n, c, h, w) and labels (n). */
+/* Copies samples order[0..n) into images (n, c, h, w; values x / 255) and
+ * labels (n). */
 void bg_dataset_gather(const bg_dataset_t *ds, const int64_t *order, int64_t n, float *images,
                        int32_t *labels);
+
+/* Writes the images of samples first..first+n-1 into `images` (n, c, h, w;
+ * values x / 255). */
+void bg_dataset_images(const bg_dataset_t *ds, int64_t first, int64_t n, float *images);
+
+/* Every image of `ds` as values x / 255, in a new array the caller frees;
+ * NULL when out of memory. For tests and benchmarks that step through a
+ * small set as it lies. */
+float *bg_dataset_all_images(const bg_dataset_t *ds);
 
 #ifdef __cplusplus
 }

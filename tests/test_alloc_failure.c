@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -32,6 +33,8 @@ static int walk(bg_schedule_kind_t kind, const char *devices_text, int m, int re
     assert_int_equal(bg_model_spec_parse("small", small_cnn, strlen(small_cnn), &spec), BG_OK);
     bg_dataset_t *data;
     assert_int_equal(bg_dataset_synthetic(spec->input, 4, 16, 1, 0, &data), BG_OK);
+    float *images = bg_dataset_all_images(data);
+    assert_non_null(images);
     bg_device_list_t devices;
     assert_int_equal(bg_device_list_parse(devices_text, 2, &devices), BG_OK);
     bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
@@ -54,7 +57,7 @@ static int walk(bg_schedule_kind_t kind, const char *devices_text, int m, int re
         if (st == BG_OK) {
             /* Setup is done: the pipeline works. */
             bg_pipeline_result_t r;
-            assert_int_equal(bg_pipeline_train_step(p, data->images, data->labels, 16, &r), BG_OK);
+            assert_int_equal(bg_pipeline_train_step(p, images, data->labels, 16, &r), BG_OK);
             assert_true(tl->count > 0);
             bg_timeline_destroy(tl);
             bg_pipeline_destroy(p);
@@ -76,6 +79,7 @@ static int walk(bg_schedule_kind_t kind, const char *devices_text, int m, int re
         bg_pipeline_destroy(p);
     }
     bg_dataset_destroy(data);
+    free(images);
     bg_model_spec_destroy(spec);
     return n;
 }

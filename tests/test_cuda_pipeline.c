@@ -83,12 +83,14 @@ static float *train(const bg_model_spec_t *spec, const bg_dataset_t *data, const
     if (p == NULL) return NULL;
     const int64_t numel = bg_shape_numel(spec->input);
     float *params = malloc(sizeof(float) * (size_t)spec->total_params);
+    float *images = bg_dataset_all_images(data);
     assert_non_null(params);
+    assert_non_null(images);
     int ok = 1;
     for (int k = 0; k < STEPS && ok; k++) {
         bg_pipeline_result_t r;
-        if (bg_pipeline_train_step(p, data->images + k * BATCH * numel, data->labels + k * BATCH,
-                                   BATCH, &r) != BG_OK) {
+        if (bg_pipeline_train_step(p, images + k * BATCH * numel, data->labels + k * BATCH, BATCH,
+                                   &r) != BG_OK) {
             printf("%s, %s: step %d: %s\n", run->devices, bg_schedule_kind_name(run->schedule), k,
                    bg_error_message());
             ok = 0;
@@ -103,6 +105,7 @@ static float *train(const bg_model_spec_t *spec, const bg_dataset_t *data, const
         ok = 0;
     }
     bg_pipeline_destroy(p);
+    free(images);
     if (ok) return params;
     free(params);
     return NULL;
@@ -188,13 +191,16 @@ static void test_nan_on_gpu(void **state) {
     const run_t run = {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, 0, 0};
     bg_device_list_t devices;
     bg_pipeline_t *p = make(spec, &run, 4, &devices);
+    float *images = bg_dataset_all_images(data);
+    assert_non_null(images);
     bg_pipeline_result_t r;
-    assert_int_equal(bg_pipeline_train_step(p, data->images, data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(bg_pipeline_train_step(p, images, data->labels, BATCH, &r), BG_OK);
     assert_int_equal(r.skipped, 1);
     if (strstr(r.nan_report, "stage 0, micro-batch 1, layer") == NULL)
         fail_msg("report: '%s'", r.nan_report);
     assert_int_equal(bg_pipeline_steps(p), 0);
     bg_pipeline_destroy(p);
+    free(images);
     bg_dataset_destroy(data);
     bg_model_spec_destroy(spec);
 }
@@ -262,11 +268,13 @@ static void check_recording(const run_t *run) {
     bg_pipeline_t *p = make(spec, run, 4, &devices);
     bg_timeline_t *tl;
     assert_int_equal(bg_pipeline_timeline_create(p, &tl), BG_OK);
+    float *images = bg_dataset_all_images(data);
+    assert_non_null(images);
     bg_pipeline_result_t r;
-    assert_int_equal(bg_pipeline_train_step(p, data->images, data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(bg_pipeline_train_step(p, images, data->labels, BATCH, &r), BG_OK);
     assert_int_equal(bg_pipeline_record(p, tl), BG_OK);
     for (int k = 0; k < 2; k++)
-        assert_int_equal(bg_pipeline_train_step(p, data->images, data->labels, BATCH, &r), BG_OK);
+        assert_int_equal(bg_pipeline_train_step(p, images, data->labels, BATCH, &r), BG_OK);
     assert_int_equal(bg_pipeline_record(p, NULL), BG_OK);
     assert_int_equal(tl->steps, 2);
     int forwards[4] = {0}, backwards[4] = {0}, updates[4] = {0};
@@ -293,6 +301,7 @@ static void check_recording(const run_t *run) {
     check_links(tl, 4, 4);
     bg_pipeline_destroy(p);
     bg_timeline_destroy(tl);
+    free(images);
     bg_dataset_destroy(data);
     bg_model_spec_destroy(spec);
 }

@@ -126,11 +126,17 @@ static void test_load_idx_scaling(void **state) {
     assert_int_equal(ds->shape.h, 2);
     assert_int_equal(ds->shape.w, 2);
     assert_int_equal(ds->classes, 10);
-    assert_true(ds->images[0] == 0.0f);
-    assert_true(ds->images[1] == 1.0f);
-    assert_true(ds->images[2] == 0.2f);
-    assert_true(ds->images[3] == 0.4f);
-    for (int i = 0; i < 12; i++) assert_true(ds->images[i] == (float)pixels[i] / 255.0f);
+    /* The bytes are kept as they are, and handed out as x / 255. */
+    assert_memory_equal(ds->pixels, pixels, 12);
+    float values[12];
+    bg_dataset_images(ds, 0, 3, values);
+    assert_true(values[0] == 0.0f);
+    assert_true(values[1] == 1.0f);
+    assert_true(values[2] == 0.2f);
+    assert_true(values[3] == 0.4f);
+    for (int i = 0; i < 12; i++) assert_true(values[i] == (float)pixels[i] / 255.0f);
+    bg_dataset_images(ds, 2, 1, values);
+    for (int i = 0; i < 4; i++) assert_true(values[i] == (float)pixels[8 + i] / 255.0f);
     assert_int_equal(ds->labels[0], 0);
     assert_int_equal(ds->labels[1], 9);
     assert_int_equal(ds->labels[2], 3);
@@ -213,7 +219,7 @@ static void test_open_directory(void **state) {
     assert_int_equal(train->shape.w, 3);
     assert_int_equal(test->classes, 10);
     /* Sample 4, pixel 5 of a 12-pixel image held 4 + (4 * 12 + 5) = 57. */
-    assert_true(train->images[4 * 12 + 5] == 57.0f / 255.0f);
+    assert_int_equal(train->pixels[4 * 12 + 5], 57);
     assert_int_equal(train->labels[4], 4);
     assert_int_equal(test->labels[2], 2);
     bg_dataset_destroy(train);
@@ -236,7 +242,7 @@ static void test_open_gz_fallback(void **state) {
     assert_int_equal(bg_dataset_open(f->dir, shape, 10, 1, &train, &test), BG_OK);
     assert_int_equal(train->count, 6);
     assert_int_equal(test->count, 4);
-    assert_true(train->images[5 * 4 + 3] == (float)(5 + 23) / 255.0f);
+    assert_int_equal(train->pixels[5 * 4 + 3], 5 + 23);
     assert_int_equal(train->labels[5], 5);
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);
@@ -311,13 +317,13 @@ static void test_fashion_mnist(void **state) {
     int64_t histogram[10] = {0};
     for (int64_t i = 0; i < test->count; i++) histogram[test->labels[i]]++;
     for (int c = 0; c < 10; c++) assert_int_equal(histogram[c], 1000);
-    float lo = 1.0f, hi = 0.0f;
+    int lo = 255, hi = 0;
     for (int64_t i = 0; i < test->count * 784; i++) {
-        if (test->images[i] < lo) lo = test->images[i];
-        if (test->images[i] > hi) hi = test->images[i];
+        if (test->pixels[i] < lo) lo = test->pixels[i];
+        if (test->pixels[i] > hi) hi = test->pixels[i];
     }
-    assert_true(lo == 0.0f);
-    assert_true(hi == 1.0f);
+    assert_int_equal(lo, 0);
+    assert_int_equal(hi, 255);
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);
 }
@@ -347,7 +353,7 @@ static void test_synthetic_deterministic(void **state) {
     assert_int_equal(a->shape.c, 2);
     assert_int_equal(a->shape.h, 5);
     assert_int_equal(a->shape.w, 3);
-    assert_memory_equal(a->images, b->images, 500 * 30 * sizeof(float));
+    assert_memory_equal(a->pixels, b->pixels, 500 * 30);
     assert_memory_equal(a->labels, b->labels, 500 * sizeof(int32_t));
 
     int same_labels = 0, same_pixels = 0, clamped_low = 0, clamped_high = 0;
@@ -357,20 +363,27 @@ static void test_synthetic_deterministic(void **state) {
         class_seen[a->labels[i]]++;
         same_labels += a->labels[i] == other_stream->labels[i];
     }
+    int distinct[256] = {0};
     for (int i = 0; i < 500 * 30; i++) {
-        float x = a->images[i];
-        assert_true(x >= 0.0f && x <= 1.0f);
-        clamped_low += x == 0.0f;
-        clamped_high += x == 1.0f;
-        same_pixels += x == other_stream->images[i] || x == other_seed->images[i];
+        uint8_t x = a->pixels[i];
+        distinct[x] = 1;
+        clamped_low += x == 0;
+        clamped_high += x == 255;
+        same_pixels += x == other_stream->pixels[i] || x == other_seed->pixels[i];
     }
+    /* Rounded to bytes, the draws still take nearly every value between. */
+    int values = 0;
+    for (int v = 0; v < 256; v++) values += distinct[v];
+    assert_in_range(values, 250, 256);
     /* Uniform labels: about 71 per class; 1/7 of the labels agree by chance. */
     for (int c = 0; c < 7; c++) assert_in_range(class_seen[c], 40, 110);
     assert_in_range(same_labels, 40, 110);
     /* Noise of 0.35 pushes some pixels past either end, but not most. */
     assert_in_range(clamped_low, 150, 3000);
     assert_in_range(clamped_high, 150, 3000);
-    assert_true(same_pixels < clamped_low + clamped_high);
+    /* Equal bytes by chance (1 in 256 of the unclamped pixels, against
+     * either of two sets) beside the clamped ones. */
+    assert_true(same_pixels < clamped_low + clamped_high + 500 * 30 / 64);
     bg_dataset_destroy(a);
     bg_dataset_destroy(b);
     bg_dataset_destroy(other_stream);
@@ -385,7 +398,7 @@ static void class_means(const bg_dataset_t *ds, double *means) {
     for (int64_t s = 0; s < ds->count; s++) {
         seen[ds->labels[s]]++;
         for (int64_t i = 0; i < numel; i++)
-            means[ds->labels[s] * numel + i] += ds->images[s * numel + i];
+            means[ds->labels[s] * numel + i] += ds->pixels[s * numel + i] / 255.0;
     }
     for (int64_t c = 0; c < ds->classes; c++)
         for (int64_t i = 0; i < numel; i++) means[c * numel + i] /= (double)seen[c];
@@ -424,7 +437,7 @@ static void test_synthetic_learnable(void **state) {
         for (int c = 0; c < CLASSES; c++) {
             double d = 0.0;
             for (int i = 0; i < NUMEL; i++) {
-                double e = test->images[s * NUMEL + i] - train_means[c * NUMEL + i];
+                double e = test->pixels[s * NUMEL + i] / 255.0 - train_means[c * NUMEL + i];
                 d += e * e;
             }
             if (d < best_distance) {
@@ -450,11 +463,11 @@ static void test_open_synthetic(void **state) {
     assert_int_equal(test->shape.h, 4);
     assert_int_equal(train->classes, 10);
     assert_int_equal(bg_dataset_synthetic(shape, 10, 8192, 5, 0, &expected), BG_OK);
-    assert_memory_equal(train->images, expected->images, 8192 * 16 * sizeof(float));
+    assert_memory_equal(train->pixels, expected->pixels, 8192 * 16);
     assert_memory_equal(train->labels, expected->labels, 8192 * sizeof(int32_t));
     bg_dataset_destroy(expected);
     assert_int_equal(bg_dataset_synthetic(shape, 10, 2048, 5, 1, &expected), BG_OK);
-    assert_memory_equal(test->images, expected->images, 2048 * 16 * sizeof(float));
+    assert_memory_equal(test->pixels, expected->pixels, 2048 * 16);
     bg_dataset_destroy(expected);
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);
@@ -533,9 +546,15 @@ static void test_gather(void **state) {
     int32_t labels[4];
     bg_dataset_gather(ds, order, 4, images, labels);
     for (int k = 0; k < 4; k++) {
-        assert_memory_equal(images + k * 12, ds->images + order[k] * 12, 12 * sizeof(float));
+        for (int i = 0; i < 12; i++)
+            assert_true(images[k * 12 + i] == (float)ds->pixels[order[k] * 12 + i] / 255.0f);
         assert_int_equal(labels[k], ds->labels[order[k]]);
     }
+    float *all = bg_dataset_all_images(ds);
+    assert_non_null(all);
+    assert_memory_equal(images + 12, all, 12 * sizeof(float)); /* sample 0 */
+    assert_memory_equal(images + 24, all + 19 * 12, 12 * sizeof(float));
+    free(all);
     bg_dataset_destroy(ds);
 }
 

@@ -30,6 +30,7 @@ enum { BATCH = 16, STEPS = 3 };
 typedef struct fixture {
     bg_model_spec_t *spec;
     bg_dataset_t *data; /* STEPS batches */
+    float *images;      /* its images as floats */
     float *want_f32, *want_f64;
     double want_loss;
 } fixture_t;
@@ -70,8 +71,8 @@ static float *train(const fixture_t *f, const run_config_t *rc, double *loss_sum
     for (int k = 0; k < STEPS; k++) {
         bg_pipeline_result_t r;
         const int64_t numel = bg_shape_numel(f->spec->input);
-        st = bg_pipeline_train_step(p, f->data->images + k * BATCH * numel,
-                                    f->data->labels + k * BATCH, BATCH, &r);
+        st = bg_pipeline_train_step(p, f->images + k * BATCH * numel, f->data->labels + k * BATCH,
+                                    BATCH, &r);
         if (st != BG_OK) fail_msg("%s", bg_error_message());
         total += r.loss_sum;
     }
@@ -86,6 +87,8 @@ static int setup(void **state) {
     fixture_t *f = calloc(1, sizeof *f);
     assert_int_equal(bg_model_spec_parse("small", small_cnn, strlen(small_cnn), &f->spec), BG_OK);
     assert_int_equal(bg_dataset_synthetic(f->spec->input, 5, STEPS * BATCH, 9, 0, &f->data), BG_OK);
+    f->images = bg_dataset_all_images(f->data);
+    assert_non_null(f->images);
     run_config_t one = {BG_SCHEDULE_GPIPE, 1, 1, 1, 0, BG_F32};
     double loss64;
     f->want_f32 = train(f, &one, &f->want_loss);
@@ -100,6 +103,7 @@ static int teardown(void **state) {
     free(f->want_f32);
     free(f->want_f64);
     bg_dataset_destroy(f->data);
+    free(f->images);
     bg_model_spec_destroy(f->spec);
     free(f);
     return 0;
@@ -204,8 +208,7 @@ static void test_stash_peaks(void **state) {
         bg_pipeline_t *p;
         assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
         bg_pipeline_result_t r;
-        assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r),
-                         BG_OK);
+        assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
         for (int s = 0; s < 4; s++) {
             bg_pipeline_stage_info_t info = bg_pipeline_stage_info(p, s);
             int want = kind == 0 ? 8 : 4 - s; /* GPipe: M; 1F1B: K - s */
@@ -234,13 +237,13 @@ static void test_evaluate(void **state) {
     cfg.microbatches = 4;
     assert_int_equal(bg_pipeline_create(&cfg, &b), BG_OK);
     bg_pipeline_result_t ra, rb;
-    assert_int_equal(bg_pipeline_evaluate(a, f->data->images, f->data->labels, 13, &ra), BG_OK);
-    assert_int_equal(bg_pipeline_evaluate(b, f->data->images, f->data->labels, 13, &rb), BG_OK);
+    assert_int_equal(bg_pipeline_evaluate(a, f->images, f->data->labels, 13, &ra), BG_OK);
+    assert_int_equal(bg_pipeline_evaluate(b, f->images, f->data->labels, 13, &rb), BG_OK);
     assert_int_equal(ra.correct, rb.correct);
     assert_true(fabs(ra.loss_sum - rb.loss_sum) <= 1e-5 * ra.loss_sum);
     assert_true(ra.loss_sum > 0);
     /* Evaluation changes nothing: the same call gives the same figures. */
-    assert_int_equal(bg_pipeline_evaluate(b, f->data->images, f->data->labels, 13, &ra), BG_OK);
+    assert_int_equal(bg_pipeline_evaluate(b, f->images, f->data->labels, 13, &ra), BG_OK);
     assert_true(ra.loss_sum == rb.loss_sum);
     bg_pipeline_destroy(a);
     bg_pipeline_destroy(b);
@@ -322,14 +325,13 @@ static void test_recording(void **state) {
     bg_pipeline_t *p = two_devices(f, BG_SCHEDULE_ZB_H1, 1, 4, &devices, &tl);
     bg_pipeline_result_t r;
     /* An unrecorded step, two recorded ones, an evaluation, one more unrecorded. */
-    assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
     assert_int_equal(bg_pipeline_record(p, tl), BG_OK);
     for (int k = 0; k < 2; k++)
-        assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r),
-                         BG_OK);
-    assert_int_equal(bg_pipeline_evaluate(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
+        assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(bg_pipeline_evaluate(p, f->images, f->data->labels, BATCH, &r), BG_OK);
     assert_int_equal(bg_pipeline_record(p, NULL), BG_OK);
-    assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
     assert_int_equal(tl->steps, 2);
     assert_true(tl->step_start[0] == 0);
     assert_true(tl->step_end[0] > 0 && tl->step_start[1] >= tl->step_end[0]);
@@ -384,7 +386,7 @@ static void test_recording_interleaved_steps(void **state) {
     bg_pipeline_t *p = two_devices(f, BG_SCHEDULE_INTERLEAVED, 2, 2, &devices, &tl);
     assert_int_equal(bg_pipeline_record(p, tl), BG_OK);
     bg_pipeline_result_t r;
-    assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
     bg_timeline_sort(tl);
     int steps[4] = {0}, last_stage[2] = {-1, -1};
     double last_end[2] = {0, 0};
@@ -436,7 +438,7 @@ static void test_state_transfer(void **state) {
     const int64_t n = f->spec->total_params, numel = bg_shape_numel(f->spec->input);
     bg_pipeline_result_t r;
     for (int k = 0; k < 2; k++)
-        assert_int_equal(bg_pipeline_train_step(a, f->data->images + k * BATCH * numel,
+        assert_int_equal(bg_pipeline_train_step(a, f->images + k * BATCH * numel,
                                                 f->data->labels + k * BATCH, BATCH, &r),
                          BG_OK);
     float *buf = malloc(sizeof(float) * (size_t)n);
@@ -449,7 +451,7 @@ static void test_state_transfer(void **state) {
     assert_int_equal(bg_pipeline_download_optimizer_state(a, 2, buf), BG_ERR_INVALID);
     assert_int_equal(bg_pipeline_steps(a), 2);
     bg_pipeline_set_steps(b, bg_pipeline_steps(a));
-    const float *images = f->data->images + 2 * BATCH * numel;
+    const float *images = f->images + 2 * BATCH * numel;
     const int32_t *labels = f->data->labels + 2 * BATCH;
     bg_pipeline_result_t ra, rb;
     assert_int_equal(bg_pipeline_train_step(a, images, labels, BATCH, &ra), BG_OK);
@@ -502,7 +504,7 @@ static void test_nan_guard(void **state) {
             bg_pipeline_t *p = make_pipeline(f, "cpu:3", kinds[k], 4, &devices, inject_nan, stage);
             assert_int_equal(bg_pipeline_download_params(p, before), BG_OK);
             bg_pipeline_result_t r;
-            assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r),
+            assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r),
                              BG_OK);
             assert_int_equal(r.skipped, 1);
             char want[64];
@@ -520,7 +522,7 @@ static void test_nan_guard(void **state) {
     bg_device_list_t devices;
     bg_pipeline_t *p = make_pipeline(f, "cpu:3", BG_SCHEDULE_1F1B, 4, &devices, NULL, 0);
     bg_pipeline_result_t r;
-    assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
     assert_int_equal(r.skipped, 0);
     assert_int_equal(bg_pipeline_steps(p), 1);
     bg_pipeline_destroy(p);
@@ -541,8 +543,7 @@ static void test_nan_in_gradients(void **state) {
         bg_pipeline_t *p = make_pipeline(f, k == 0 ? "cpu" : "cpu:3", BG_SCHEDULE_1F1B, 4, &devices,
                                          inject_nan, last);
         bg_pipeline_result_t r;
-        assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r),
-                         BG_OK);
+        assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
         assert_int_equal(r.skipped, 1);
         const char *want = k == 0 ? "stage 0, layer 0 (conv2d): the accumulated weight gradient"
                                   : "stage 2, micro-batch 1, layer";
@@ -550,8 +551,7 @@ static void test_nan_in_gradients(void **state) {
             (k == 1 && strstr(r.nan_report, "the gradient of its input") == NULL))
             fail_msg("report '%s' lacks '%s'", r.nan_report, want);
         assert_int_equal(bg_pipeline_steps(p), 0);
-        assert_int_equal(bg_pipeline_evaluate(p, f->data->images, f->data->labels, BATCH, &r),
-                         BG_OK);
+        assert_int_equal(bg_pipeline_evaluate(p, f->images, f->data->labels, BATCH, &r), BG_OK);
         assert_int_equal(r.skipped, 0);
         bg_pipeline_destroy(p);
     }
@@ -573,7 +573,7 @@ static void test_nan_in_loss(void **state) {
     const int64_t numel = bg_shape_numel(spec->input);
     float *images = malloc(sizeof(float) * (size_t)(BATCH * numel));
     assert_non_null(images);
-    memcpy(images, f->data->images, sizeof(float) * (size_t)(BATCH * numel));
+    memcpy(images, f->images, sizeof(float) * (size_t)(BATCH * numel));
     images[(BATCH / 4 * 2 + 1) * numel + 37] = INFINITY; /* a sample of micro-batch 2 */
     bg_device_list_t devices;
     assert_int_equal(bg_device_list_parse("cpu", 2, &devices), BG_OK);
@@ -590,7 +590,7 @@ static void test_nan_in_loss(void **state) {
     const char *want = "stage 0, micro-batch 2, layer 2 (softmax_cross_entropy): the loss";
     if (strstr(r.nan_report, want) == NULL) fail_msg("report '%s' lacks '%s'", r.nan_report, want);
     assert_true(!isfinite(r.loss_sum));
-    assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
     assert_int_equal(r.skipped, 0);
     assert_true(isfinite(r.loss_sum) && r.loss_sum > 0);
     assert_int_equal(bg_pipeline_steps(p), 1);
@@ -616,7 +616,7 @@ static void test_stall_watchdog(void **state) {
             bg_pipeline_t *p = make_pipeline(f, "cpu:2", kinds[k], 4, &devices, stop_stage, stage);
             bg_pipeline_result_t r;
             double start = bg_channel_clock();
-            bg_status_t st = bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r);
+            bg_status_t st = bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r);
             double seconds = bg_channel_clock() - start;
             assert_int_equal(st, BG_ERR_STALLED);
             const char *msg = bg_error_message();
@@ -643,8 +643,7 @@ static void test_no_stall_timeout(void **state) {
         make_pipeline(f, "cpu:2", BG_SCHEDULE_1F1B, 4, &devices, no_stall_timeout, 0);
     for (int step = 0; step < 2; step++) {
         bg_pipeline_result_t r;
-        assert_int_equal(bg_pipeline_train_step(p, f->data->images, f->data->labels, BATCH, &r),
-                         BG_OK);
+        assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
         assert_int_equal(r.skipped, 0);
     }
     assert_int_equal(bg_pipeline_steps(p), 2);
