@@ -125,7 +125,11 @@ bg_status_t bg_dataset_load_idx(const char *images_path, const char *labels_path
         }
         ds->labels[i] = (int32_t)label;
     }
-    memcpy(ds->pixels, images->data, images->size);
+    /* The file's bytes become the dataset's, not a second copy of them
+     * (dataset_alloc's pixels were never touched). */
+    free(ds->pixels);
+    ds->pixels = images->data;
+    images->data = NULL;
 
     *out = ds;
     ds = NULL;
