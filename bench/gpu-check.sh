@@ -180,6 +180,9 @@ export LD_LIBRARY_PATH="$build/gpu-libs:$lib_dirs:/usr/local/cuda/lib64${LD_LIBR
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >>"$results/libraries.txt"
 # The CUDA backend is a module the programs load (lib/cuda/module.h).
 ldd "$test_exe" "$build/lib/libbrigade-cuda.so" >>"$results/libraries.txt" 2>&1
+# The machine as brigade sees it (cores, NUMA nodes, GPUs on the PCI bus,
+# their links), and which CUDA backend it loaded.
+limited 60 "$brigade" topo >"$results/topo.txt" 2>&1
 # cuDNN's version, from the library itself (a wheel's path does not say which
 # CUDA it was built for): 91000 is 9.10.0.
 if [ -n "$cudnn" ]; then

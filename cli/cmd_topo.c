@@ -108,7 +108,8 @@ int bg_cmd_topo(int argc, char **argv) {
         if (absent != NULL)
             printf("CUDA: %s\n", absent);
         else
-            printf("CUDA: built, %d GPU%s visible\n", gpus, gpus == 1 ? "" : "s");
+            printf("CUDA: built, %d GPU%s visible (backend %s)\n", gpus, gpus == 1 ? "" : "s",
+                   bg_cuda_module_path());
     }
     print_cores(t, s.cores);
     print_gpus(t);

@@ -283,6 +283,9 @@ if grep -qF "CUDA: this build has no CUDA backend" "$OUT"; then
     usage_error "cuda:0: this build has no CUDA backend" -- \
         train "$MODEL" --data synthetic --steps 1 --devices cuda:0
 else
+    # The build's module, found beside the program.
+    stdout_has "GPUs visible (backend $(cd "$(dirname "$BRIGADE")/../lib" && pwd -P)/libbrigade-cuda.so)" \
+        "topo names the CUDA backend it loaded"
     export BRIGADE_CUDA_MODULE="$T/absent.so"
     usage_error "cuda:0: BRIGADE_CUDA_MODULE names $T/absent.so, which does not exist" -- \
         train "$MODEL" --data synthetic --steps 1 --devices cuda:0

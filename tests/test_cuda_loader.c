@@ -55,11 +55,13 @@ static void test_gpu_question_loads_it(void **state) {
     if (bg_cuda_built()) {
         if (absent != NULL) fail_msg("a CUDA build whose module does not load: %s", absent);
         assert_int_equal(module_mapped(), 1);
+        assert_non_null(strstr(bg_cuda_module_path(), "/lib/libbrigade-cuda.so"));
     } else {
         assert_non_null(absent);
         assert_non_null(strstr(absent, "this build has no CUDA backend"));
         assert_int_equal(module_mapped(), 0);
         assert_int_equal(gpus, 0);
+        assert_null(bg_cuda_module_path());
     }
 }
 

@@ -73,6 +73,8 @@ check "the hand-off row has both medians" \
     has_row 'host hand-off' 'median [0-9.]+ us asleep, [0-9.]+ us polling' full
 check "details.tar.gz holds the op test's output" \
     sh -c "tar -tzf '$T/full/details.tar.gz' | grep -qx 'test_cuda_ops.txt'"
+check "details.tar.gz holds brigade topo's account of the machine" \
+    sh -c "tar -xzOf '$T/full/details.tar.gz' topo.txt | grep -q '^CUDA: '"
 
 # ---- no time for any step: the table is still written ----
 mkdir "$T/short"

@@ -257,6 +257,10 @@ int bg_cuda_built(void);
  * (a missing libcudart.so, say). */
 const char *bg_cuda_absent_reason(void);
 
+/* The path the CUDA backend was loaded from (loading it if need be); NULL
+ * when it is not loaded (bg_cuda_absent_reason says why). */
+const char *bg_cuda_module_path(void);
+
 #ifdef __cplusplus
 }
 #endif

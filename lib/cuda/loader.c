@@ -41,7 +41,8 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
  * pthread_once; read with acquire loads (current()) by the functions that
  * never load, which any thread may call meanwhile. */
 static const bg_cuda_module_t *module;
-static char why_absent[512]; /* why it is NULL, once load() has run */
+static char why_absent[512];             /* why it is NULL, once load() has run */
+static char loaded_from[PATH_MAX + 128]; /* the module's path, once loaded */
 
 static const bg_cuda_module_t *current(void) { return __atomic_load_n(&module, __ATOMIC_ACQUIRE); }
 
@@ -67,6 +68,12 @@ static int load_from(const char *path) {
     memcpy(&open, &symbol, sizeof open);
     const bg_cuda_module_t *opened = open != NULL ? open(&host, bg_cuda_module_abi()) : NULL;
     __atomic_store_n(&module, opened, __ATOMIC_RELEASE);
+    if (opened != NULL) {
+        /* Without the ../ of the search, where it resolves. */
+        char *resolved = realpath(path, NULL);
+        snprintf(loaded_from, sizeof loaded_from, "%s", resolved != NULL ? resolved : path);
+        free(resolved);
+    }
     if (opened == NULL) {
         if (open == NULL)
             snprintf(why_absent, sizeof why_absent,
@@ -139,6 +146,8 @@ static const bg_cuda_module_t *loaded(void) {
 int bg_cuda_built(void) { return BG_HAVE_CUDA; }
 
 const char *bg_cuda_absent_reason(void) { return loaded() == NULL ? why_absent : NULL; }
+
+const char *bg_cuda_module_path(void) { return loaded() != NULL ? loaded_from : NULL; }
 
 bg_status_t bg_backend_cuda_create(const bg_cuda_config_t *cfg, bg_backend_t **out) {
     const bg_cuda_module_t *m = loaded();
