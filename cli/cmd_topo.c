@@ -28,7 +28,13 @@ static const char help[] =
     "devices than cores, so that they share); brigade plan and train read the same\n"
     "topology and order the stages' devices by these links (plan, simulate and\n"
     "sweep --simulate take --topology for a machine you do not have: lstopo\n"
-    "--of xml; tests/fixtures/two-socket-8-gpu.xml is an 8-GPU server).\n";
+    "--of xml; tests/fixtures/two-socket-8-gpu.xml is an 8-GPU server).\n"
+    "\n"
+    "On this machine the CUDA line says whether the CUDA backend is built, which\n"
+    "module it loaded (libbrigade-cuda.so: lib/ of the build, LIBDIR/brigade of\n"
+    "an install, or the path in BRIGADE_CUDA_MODULE) and how many GPUs CUDA\n"
+    "sees, or why it could not load it. Only GPU work loads it: commands on CPU\n"
+    "devices never do.\n";
 
 static void print_cores(const bg_topology_t *t, int cores) {
     printf("\n%6s %8s %6s\n", "core", "package", "NUMA");

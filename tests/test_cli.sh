@@ -63,6 +63,8 @@ done
 expect 0 "" -- train --help
 stdout_has "--batch" "brigade train --help"
 expect 0 "" -- summary --help
+expect 0 "" -- topo --help
+stdout_has "the path in BRIGADE_CUDA_MODULE" "brigade topo --help says where the CUDA backend is found"
 
 # --- summary ---------------------------------------------------------------
 
