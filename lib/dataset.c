@@ -42,8 +42,9 @@ static int dataset_fits(bg_shape_t shape, int64_t count) {
     return (uint64_t)count <= limit / numel;
 }
 
-/* Allocates a dataset of `count` samples of `shape`, contents unset. */
-static bg_status_t dataset_alloc(bg_shape_t shape, int64_t classes, int64_t count,
+/* Allocates a dataset of `count` samples of `shape`, contents unset; its
+ * pixels too unless the caller brings them (`with_pixels` 0: NULL). */
+static bg_status_t dataset_alloc(bg_shape_t shape, int64_t classes, int64_t count, int with_pixels,
                                  bg_dataset_t **out) {
     if (shape.c <= 0 || shape.h <= 0 || shape.w <= 0 || count <= 0 || classes <= 0 ||
         classes > INT32_MAX)
@@ -65,10 +66,10 @@ static bg_status_t dataset_alloc(bg_shape_t shape, int64_t classes, int64_t coun
     ds->shape = shape;
     ds->classes = classes;
     /* The one large allocation of a dataset: said in its own words. */
-    const double bytes = (double)count * ((double)numel + sizeof(int32_t));
-    ds->pixels = malloc((size_t)count * numel);
+    const double bytes = (double)count * ((with_pixels ? (double)numel : 0) + sizeof(int32_t));
+    if (with_pixels) ds->pixels = malloc((size_t)count * numel);
     ds->labels = malloc((size_t)count * sizeof(int32_t));
-    if (ds->pixels == NULL || ds->labels == NULL) {
+    if ((with_pixels && ds->pixels == NULL) || ds->labels == NULL) {
         st = bg_error_set(BG_ERR_NOMEM,
                           "dataset: out of memory for %lld samples of shape %lldx%lldx%lld "
                           "(%.0f bytes)",
@@ -114,7 +115,7 @@ bg_status_t bg_dataset_load_idx(const char *images_path, const char *labels_path
 
     int64_t count = images->dims[0];
     bg_shape_t shape = {1, images->dims[1], images->dims[2]};
-    BG_CHECK_GOTO(dataset_alloc(shape, classes, count, &ds), st, done);
+    BG_CHECK_GOTO(dataset_alloc(shape, classes, count, 0, &ds), st, done);
     for (int64_t i = 0; i < count; i++) {
         int64_t label = labels->data[i];
         if (label >= classes) {
@@ -125,9 +126,7 @@ bg_status_t bg_dataset_load_idx(const char *images_path, const char *labels_path
         }
         ds->labels[i] = (int32_t)label;
     }
-    /* The file's bytes become the dataset's, not a second copy of them
-     * (dataset_alloc's pixels were never touched). */
-    free(ds->pixels);
+    /* The file's bytes become the dataset's, not a second copy of them. */
     ds->pixels = images->data;
     images->data = NULL;
 
@@ -220,7 +219,7 @@ bg_status_t bg_dataset_synthetic(bg_shape_t shape, int64_t classes, int64_t coun
     bg_status_t st = BG_OK;
     bg_dataset_t *ds = NULL;
     float *prototypes = NULL;
-    BG_CHECK_GOTO(dataset_alloc(shape, classes, count, &ds), st, done);
+    BG_CHECK_GOTO(dataset_alloc(shape, classes, count, 1, &ds), st, done);
     size_t numel = (size_t)bg_shape_numel(shape);
     /* dataset_alloc checked count * numel; the prototypes need classes * numel. */
     if (!dataset_fits(shape, classes)) {
