@@ -37,6 +37,15 @@ bg_status_t bg_cli_input_status(bg_status_t status);
  * given before ("--stages given twice"). */
 bg_status_t bg_cli_option_value(int argc, char **argv, int *i, const char **out);
 
+/* Checks flag argv[i] (an option without a value: --json, --recompute):
+ * BG_ERR_INVALID when it was given before ("--json given twice"), as for
+ * options with a value. */
+bg_status_t bg_cli_flag(char **argv, int i);
+
+/* BG_ERR_INVALID for an option the command does not know; the message
+ * for "--steps=2" shows the form brigade reads, "--steps 2". */
+bg_status_t bg_cli_unknown_option(const char *arg);
+
 /* Parses a whole decimal integer in [min, max]; BG_ERR_INVALID with a message
  * naming the option otherwise. */
 bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, int64_t max,

@@ -88,12 +88,13 @@ static bg_status_t parse_args(int argc, char **argv, plan_options_t *o, int *sho
         if (taken) continue;
         const char *arg = argv[i], *v;
         if (strcmp(arg, "--json") == 0) {
+            BG_CHECK(bg_cli_flag(argv, i));
             o->json = 1;
             continue;
         }
         if (strcmp(arg, "--batch") != 0 && strcmp(arg, "--optimizer") != 0 &&
             strcmp(arg, "--momentum") != 0)
-            return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+            return bg_cli_unknown_option(arg);
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--batch") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));

@@ -126,7 +126,7 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
             known |= strcmp(arg, with_value[k]) == 0;
-        if (!known) return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+        if (!known) return bg_cli_unknown_option(arg);
         const char *v;
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--batch") == 0)

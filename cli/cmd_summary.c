@@ -58,8 +58,10 @@ int bg_cmd_summary(int argc, char **argv) {
             fputs(help, stdout);
             return 0;
         }
-        if (argv[i][0] == '-' && argv[i][1] != '\0')
-            return bg_cli_usage_error("summary", "unknown option '%s'", argv[i]);
+        if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            (void)bg_cli_unknown_option(argv[i]);
+            return bg_cli_usage_error("summary", "%s", bg_error_message());
+        }
         if (path != NULL) return bg_cli_usage_error("summary", "more than one MODEL given");
         path = argv[i];
     }

@@ -146,10 +146,11 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
                 bg_cli_shared_arg(argc, argv, &i, &o->model, &o->placement, show_help, &taken));
         if (taken) continue;
         if (strcmp(arg, "--simulate") == 0) {
+            BG_CHECK(bg_cli_flag(argv, i));
             o->simulate = 1;
             continue;
         }
-        if (!known) return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+        if (!known) return bg_cli_unknown_option(arg);
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--microbatches") == 0) {
             o->m_count = 0;

@@ -124,10 +124,11 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         if (taken) continue;
         const char *arg = argv[i], *v;
         if (strcmp(arg, "--tf32") == 0) {
+            BG_CHECK(bg_cli_flag(argv, i));
             o->train.allow_tf32 = 1;
             continue;
         }
-        if (!is_option(arg)) return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+        if (!is_option(arg)) return bg_cli_unknown_option(arg);
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--data") == 0) {
             o->data = v;
@@ -181,7 +182,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1000, &value));
             o->train.record_steps = (int)value;
         } else {
-            return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+            return bg_cli_unknown_option(arg);
         }
     }
     if (*show_help) return BG_OK;

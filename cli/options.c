@@ -53,6 +53,25 @@ bg_status_t bg_cli_option_value(int argc, char **argv, int *i, const char **out)
     return BG_OK;
 }
 
+bg_status_t bg_cli_flag(char **argv, int i) {
+    /* Values never start with "--", so an equal earlier argument was the
+     * flag itself. */
+    for (int k = 1; k < i; k++)
+        if (strcmp(argv[k], argv[i]) == 0)
+            return bg_error_set(BG_ERR_INVALID, "%s given twice", argv[i]);
+    return BG_OK;
+}
+
+bg_status_t bg_cli_unknown_option(const char *arg) {
+    const char *equals = strchr(arg, '=');
+    if (arg[0] == '-' && arg[1] == '-' && equals != NULL && equals > arg + 2)
+        return bg_error_set(BG_ERR_INVALID,
+                            "unknown option '%s' (brigade takes an option's value as the next "
+                            "word, as in '%.*s %s')",
+                            arg, (int)(equals - arg), arg, equals + 1);
+    return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+}
+
 bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, int64_t max,
                              int64_t *out) {
     char *end = NULL;

@@ -154,7 +154,7 @@ bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *v
     } else if (strcmp(arg, "--recompute") == 0) {
         p->recompute = 1;
     } else {
-        return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
+        return bg_cli_unknown_option(arg);
     }
     return BG_OK;
 }

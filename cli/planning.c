@@ -28,7 +28,7 @@ bg_status_t bg_cli_shared_arg(int argc, char **argv, int *i, const char **model,
         *taken = 0;
         return BG_OK;
     }
-    if (kind == 1) BG_CHECK(bg_cli_option_value(argc, argv, i, &value));
+    BG_CHECK(kind == 1 ? bg_cli_option_value(argc, argv, i, &value) : bg_cli_flag(argv, *i));
     return bg_placement_apply(placement, arg, value);
 }
 

@@ -654,6 +654,16 @@ check "no file named after the next option" test ! -e ./--recompute
 usage_error "--stages given twice ('2' and '3')" -- plan "$MODEL" --stages 2 --stages 3
 usage_error "--batch given twice ('8' and '16')" -- profile "$MODEL" --batch 8 --batch 16
 usage_error "--topology given twice" -- topo --topology a.xml --topology b.xml
+# So is a flag (an option without a value), in each command that has one.
+usage_error "--json given twice" -- plan "$MODEL" --json --json
+usage_error "--recompute given twice" -- plan "$MODEL" --recompute --stages 2 --recompute
+usage_error "--simulate given twice" -- sweep "$MODEL" --simulate --microbatches 1 --simulate
+usage_error "--tf32 given twice" -- train "$MODEL" --tf32 --steps 1 --tf32
+# key=value is not read; the message shows the form that is.
+usage_error "unknown option '--steps=2' (brigade takes an option's value as the next word, as in '--steps 2')" \
+    -- train "$MODEL" --steps=2
+usage_error "unknown option '--devices=cpu:2' (brigade takes an option's value as the next word, as in '--devices cpu:2')" \
+    -- plan "$MODEL" --devices=cpu:2
 usage_error "--stages 300: without --devices that means cpu:300; " -- plan "$MODEL" --stages 300
 # An output below a file: the file is named, not a permission.
 : >"$T/plain.json"
