@@ -157,13 +157,21 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
     return bg_cli_check_distinct(files, 2);
 }
 
+/* Whether p->stage[i] times another layer range than the entry before it
+ * (each range is timed at several slot counts, one entry each). */
+static int new_range(const bg_profile_t *p, int i) {
+    return i == 0 || p->stage[i].first != p->stage[i - 1].first ||
+           p->stage[i].last != p->stage[i - 1].last;
+}
+
 /* Over the ranges timed after waits: each ratio's lowest and highest. */
 static void print_after_wait(const bg_profile_t *p) {
     double lo[2][BG_NEIGHBOUR_KINDS] = {{0}}, hi[2][BG_NEIGHBOUR_KINDS] = {{0}};
-    int count = 0;
+    int count = 0, ranges = 0;
     for (int i = 0; i < p->stage_count; i++) {
         const bg_stage_after_wait_t *w = &p->stage[i].after_wait;
         if (w->forward[BG_NEIGHBOUR_FORWARD] <= 0) continue;
+        ranges += new_range(p, i);
         for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++)
             for (int op = 0; op < 2; op++) {
                 const double v = op == 0 ? w->forward[k] : w->backward[k];
@@ -173,9 +181,9 @@ static void print_after_wait(const bg_profile_t *p) {
         count++;
     }
     if (count == 0) return;
-    printf("after a wait: %d layer ranges' ops after a wait over warm ones, by what the other "
-           "core ran meanwhile:\n",
-           count);
+    printf("after a wait: %d timings of %d layer ranges, their ops after a wait over warm ones, "
+           "by what the other core ran meanwhile:\n",
+           count, ranges);
     for (int op = 0; op < 2; op++)
         printf("  %s after the other's fwd x%.2f to x%.2f, bwd x%.2f to x%.2f, update "
                "x%.2f to x%.2f\n",
@@ -214,21 +222,22 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
     printf("\n");
     /* Over the ranges timed under load: F + B beside the co-runner / alone. */
     double lowest = 0, highest = 0;
-    int loaded = 0;
+    int loaded = 0, ranges = 0;
     for (int i = 0; i < p->stage_count; i++) {
         const bg_stage_profile_t *sp = &p->stage[i];
         const double alone = sp->forward_s + sp->backward_s,
                      under = sp->loaded.forward_s + sp->loaded.backward_s;
         if (alone <= 0 || under <= 0) continue;
+        ranges += new_range(p, i);
         const double ratio = under / alone;
         if (loaded == 0 || ratio < lowest) lowest = ratio;
         if (loaded == 0 || ratio > highest) highest = ratio;
         loaded++;
     }
     if (loaded > 0)
-        printf("under load: %d layer ranges' fwd + bwd beside a co-runner on the other core, "
-               "x%.2f to x%.2f of alone\n",
-               loaded, lowest, highest);
+        printf("under load: %d timings of %d layer ranges, their fwd + bwd beside a co-runner "
+               "on the other core, x%.2f to x%.2f of alone\n",
+               loaded, ranges, lowest, highest);
     print_after_wait(p);
 }
 
@@ -287,6 +296,13 @@ int bg_cmd_profile(int argc, char **argv) {
     pc.progress_ctx = &progress;
     fprintf(stderr, "profiling %s: %d layers, micro-batch of %lld samples, %d timed runs each\n",
             o.model, spec->num_layers, (long long)pc.batch, pc.repetitions);
+    if (pc.split == NULL && spec->num_layers > BG_PROFILE_MAX_STAGE_LAYERS)
+        fprintf(stderr,
+                "note: %s has %d layers; every layer range is timed as a stage only for models "
+                "of up to %d, so this profile holds no stage times, and plans will price each "
+                "stage from the sum of its layers' times (give --split I,J,.. to time the "
+                "stages of one placement)\n",
+                o.model, spec->num_layers, BG_PROFILE_MAX_STAGE_LAYERS);
     BG_CHECK_GOTO(bg_profile_measure(&pc, &profile), st, fail);
     print_profile(spec, profile);
     if (o.output != NULL) {

@@ -62,6 +62,27 @@ static void note_split_profile(const bg_placement_t *p, const bg_profile_t *prof
             path, text, text);
 }
 
+/* A profile without stage times (its model has more layers than profile
+ * times every range of, and it was made without --split; or an older
+ * file) prices each stage from the sum of its layers' times, missing what
+ * the stage's own working set costs. Says so where stages are cut. */
+static void note_no_stage_times(const bg_placement_t *p, const bg_profile_t *prof,
+                                const char *path) {
+    if (prof->stage_count > 0 || p->devices.count < 2) return;
+    char why[96];
+    if (prof->layers > BG_PROFILE_MAX_STAGE_LAYERS)
+        snprintf(why, sizeof why,
+                 "its model has %d layers, and without --split only models of "
+                 "up to %d get them",
+                 prof->layers, BG_PROFILE_MAX_STAGE_LAYERS);
+    else
+        snprintf(why, sizeof why, "a version %d profile, older than stage times", prof->version);
+    fprintf(stderr,
+            "note: %s holds no stage times (%s), so each stage is priced from the sum of its "
+            "layers' times; brigade profile --split I,J,.. times the stages of one placement\n",
+            path, why);
+}
+
 bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *spec,
                                 const bg_optimizer_config_t *optimizer, bg_profile_t **out) {
     *out = NULL;
@@ -80,6 +101,7 @@ bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *
         return st;
     }
     note_split_profile(p, *out, p->profile_path);
+    note_no_stage_times(p, *out, p->profile_path);
     return BG_OK;
 }
 

@@ -695,5 +695,28 @@ usage_error "--devices cuda:0: this build profiles on a CPU core only" -- profil
 usage_error "-o: cannot write '$T/no/d/P.json': folder '$T/no/d': No such file or directory" -- \
     profile "$MODEL" --batch 4 --repetitions 1 -o "$T/no/d/P.json"
 
+# A model of more layers than profile times every range of: the profile
+# says it holds no stage times, and so do the commands that use it.
+{
+    echo "input channels=4 height=1 width=1"
+    i=0
+    while [ $i -lt 33 ]; do
+        echo "dense units=4 activation=relu"
+        i=$((i + 1))
+    done
+    echo "dense units=2"
+    echo softmax_cross_entropy
+} >"$T/deep.model"
+expect 0 "note: $T/deep.model has 68 layers; every layer range is timed as a stage only for models of up to 64, so this profile holds no stage times" \
+    -- profile "$T/deep.model" --batch 8 --repetitions 1 -o "$T/deep.json"
+check "a 68-layer profile without --split has no stages" python3 -c 'import json, sys
+p = json.load(open(sys.argv[1]))
+assert "stages" not in p and len(p["layers"]) == 68' "$T/deep.json"
+expect 0 "note: $T/deep.json holds no stage times (its model has 68 layers, and without --split only models of up to 64 get them), so each stage is priced from the sum of its layers' times" \
+    -- plan "$T/deep.model" --devices cpu:2 --batch 8 --profile "$T/deep.json"
+# One stage is the whole model: nothing to say.
+expect 0 "" -- plan "$T/deep.model" --devices cpu:1 --batch 8 --profile "$T/deep.json"
+check "no note for one stage" sh -c "! grep -q 'no stage times' '$ERR'"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
