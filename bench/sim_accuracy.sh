@@ -153,7 +153,7 @@ json.dump(p, open(sys.argv[2], 'w'))" "$profile" "$work/plain.profile.json"
                 # shellcheck disable=SC2086
                 "$brigade" train "$model" --data synthetic --steps "$steps" \
                     --record-steps "$record" $placement --split "$cut" \
-                    --profile "$profile" --metrics "$work/train.json" $trace >/dev/null 2>&1
+                    --metrics "$work/train.json" $trace >/dev/null 2>&1
                 if [ "$replay" = 1 ]; then
                     python3 bench/replay_profile.py "$profile" "$work/train.trace.json" "$cut" \
                         "$work/replay.profile.json"

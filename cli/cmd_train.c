@@ -93,8 +93,9 @@ typedef struct train_options {
     const char *model, *data, *load, *save, *metrics, *trace, *timeline, *resume;
     bg_train_config_t train;
     bg_placement_t placement;
-    double lr;      /* < 0: the optimizer's default */
-    int seed_given; /* --seed was on the command line */
+    double lr;       /* < 0: the optimizer's default */
+    int seed_given;  /* --seed was on the command line */
+    int stall_given; /* so was --stall-timeout */
 } train_options_t;
 
 /* Every option takes a value. */
@@ -178,6 +179,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             nan_limit_given = 1;
         } else if (strcmp(arg, "--stall-timeout") == 0) {
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1e9, &o->train.stall_timeout_s));
+            o->stall_given = 1;
         } else if (strcmp(arg, "--record-steps") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1000, &value));
             o->train.record_steps = (int)value;
@@ -289,6 +291,28 @@ static bg_status_t check_tf32(const train_options_t *o) {
                         "--tf32 applies to CUDA devices only; --devices %s has none, and its CPU "
                         "ops never round to TF32",
                         o->placement.devices_text);
+}
+
+/* Refuses placement options this run would not use. A profile prices the
+ * splits the planner chooses among (and M and the schedule when asked
+ * for), so train uses it only when the planner chooses something; the
+ * stall watchdog times waits on a neighbour, which one stage never makes. */
+static bg_status_t check_unused(const train_options_t *o) {
+    const bg_placement_t *p = &o->placement;
+    const int stages = (p->stages > 0 ? p->stages : p->devices.count) * p->chunks;
+    const int planner_chooses =
+        p->auto_microbatches || p->auto_schedule || (p->split_count == 0 && stages > 1);
+    if (p->profile_path != NULL && !planner_chooses)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--profile prices the splits the planner chooses among; %s, so "
+                            "train would not use it (plan and simulate take it to predict "
+                            "this placement)",
+                            stages == 1 ? "this run has one stage" : "--split fixes the split");
+    if (o->stall_given && stages == 1)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--stall-timeout times a stage's waits on its neighbours; this run "
+                            "has one stage, which never waits");
+    return BG_OK;
 }
 
 /* A resumed run keeps its seed: synthetic data are made from it (the
@@ -411,6 +435,7 @@ int bg_cmd_train(int argc, char **argv) {
     BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &o.train.optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
     BG_CHECK_GOTO(check_tf32(&o), st, fail);
+    BG_CHECK_GOTO(check_unused(&o), st, fail);
     if (o.resume != NULL) {
         BG_CHECK_GOTO(
             bg_cli_input_status(bg_train_state_load(o.resume, spec, &o.train.optimizer, &resume)),

@@ -175,6 +175,9 @@ usage_error "--nan: expected stop or skip, got ''" -- train "$MODEL" --nan ''
 usage_error "--nan-limit: -1 is outside 0..4611686018427387903" -- train "$MODEL" --nan-limit -1
 usage_error "--nan-limit: expected an integer, got 'x'" -- train "$MODEL" --nan-limit x
 usage_error "--stall-timeout: -1 is outside 0..1e+09" -- train "$MODEL" --stall-timeout -1
+# An option this placement would not use (the profile's: test_simulate.sh).
+usage_error "--stall-timeout times a stage's waits on its neighbours; this run has one stage, which never waits" \
+    -- train "$MODEL" --data synthetic --steps 1 --stall-timeout 5
 usage_error "--stall-timeout: expected a number, got 'abc'" -- train "$MODEL" \
     --stall-timeout abc
 usage_error "--record-steps: 0 is outside 1..1000" -- train "$MODEL" --record-steps 0

@@ -352,6 +352,13 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
         -- simulate "$MODEL" --devices cpu:2 --optimizer sgd --profile "$P"
     expect 2 "$P: its update times are for adam with 2 state buffers; this run uses sgd with 0" \
         -- train "$MODEL" --data synthetic --steps 1 --optimizer sgd --profile "$P"
+    # train uses a profile only where the planner chooses.
+    usage_error "--profile prices the splits the planner chooses among; --split fixes the split, so train would not use it" \
+        -- train "$MODEL" --data synthetic --steps 1 --devices cpu:2 --split 4 --profile "$P"
+    usage_error "--profile prices the splits the planner chooses among; this run has one stage, so train would not use it" \
+        -- train "$MODEL" --data synthetic --steps 1 --profile "$P"
+    expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --devices cpu:2 --split 4 \
+        --microbatches auto --profile "$P"
     expect 2 "--profile $P holds CPU core times, but --devices cuda:0x2 has cuda:0/0" \
         -- plan "$MODEL" --devices cuda:0x2 --profile "$P"
     # Older profiles did not say their optimizer: accepted for any.
