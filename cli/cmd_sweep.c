@@ -201,6 +201,8 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
         return bg_error_set(BG_ERR_INVALID,
                             "--chunks applies only to the interleaved schedule, which --schedule "
                             "does not list");
+    if (interleaved)
+        BG_CHECK(bg_placement_check_chunks(BG_SCHEDULE_INTERLEAVED, o->placement.chunks));
     return BG_OK;
 }
 

@@ -30,7 +30,8 @@ const char bg_placement_help_schedule[] =
     "                     fastest while every stage fits\n";
 
 const char bg_placement_help_rest[] =
-    "  --chunks V         stages per device for interleaved (default 1)\n"
+    "  --chunks V         stages per device: interleaved needs 2 or more; the\n"
+    "                     other schedules run one (the default)\n"
     "  --recompute        keep only each micro-batch's stage input; re-run the\n"
     "                     forward before the backward (less memory, more compute)\n"
     "  --device-mem SIZE  memory each device may use: bytes, or a number with K,\n"
@@ -159,10 +160,20 @@ bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *v
     return BG_OK;
 }
 
+bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks) {
+    if (kind == BG_SCHEDULE_INTERLEAVED && chunks < 2)
+        return bg_error_set(BG_ERR_INVALID,
+                            "interleaved runs --chunks V stages per device, V of 2 or more "
+                            "(with one a device it would be 1F1B's order with a longer warm-up; "
+                            "for that, --schedule 1f1b)");
+    return BG_OK;
+}
+
 bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                                  const bg_topology_t *topo) {
     const char *text = p->devices_text;
     char implied[32];
+    if (!p->auto_schedule) BG_CHECK(bg_placement_check_chunks(p->schedule, p->chunks));
     /* --stages K without --devices means K CPU devices. */
     if (p->stages > 0 && strcmp(text, "cpu") == 0) {
         snprintf(implied, sizeof implied, "cpu:%d", p->stages);

@@ -53,6 +53,11 @@ bg_status_t bg_placement_parse_split(const char *text, int *split, int *count);
 /* Applies option `arg` with `value` (NULL for flags). */
 bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *value);
 
+/* Interleaved runs V >= 2 chunks of layers per device (--chunks V); with
+ * one it would be 1F1B's order with a longer warm-up, under another name,
+ * so it is refused (BG_ERR_INVALID). Other schedules pass. */
+bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks);
+
 /* Resolves the device list against the machine `topo` describes (its cores;
  * its GPUs for `auto` when it is an XML file, else the GPUs CUDA sees) and
  * checks the combination: --stages K at most the devices; a --split needs
