@@ -3,6 +3,7 @@
  * loads/saves a checkpoint and writes metrics JSON. */
 #include <float.h>
 #include <math.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -473,8 +474,15 @@ int bg_cmd_train(int argc, char **argv) {
         goto fail;
     }
     if (o.load != NULL) {
-        BG_CHECK_GOTO(bg_cli_input_status(bg_checkpoint_load(o.load, spec, params, NULL)), st,
+        bg_checkpoint_info_t loaded;
+        BG_CHECK_GOTO(bg_cli_input_status(bg_checkpoint_load(o.load, spec, params, &loaded)), st,
                       fail);
+        if (loaded.other_model[0] != '\0')
+            fprintf(stderr,
+                    "note: %s was saved from another model (fingerprint %s, this one's is "
+                    "%016" PRIx64 "); its tensors have this model's names and shapes, so they "
+                    "are loaded\n",
+                    o.load, loaded.other_model, spec->fingerprint);
         o.train.initial_params = params;
     }
     o.train.save_path = o.save;

@@ -271,13 +271,15 @@ bg_status_t bg_fuzz_safetensors(const uint8_t *data, size_t size) {
     for (int m = 0; m < MODELS; m++) {
         const bg_model_spec_t *spec = model_get(m);
         float params[64];
-        int64_t step = -1;
+        bg_checkpoint_info_t info = {.step = -1};
         if ((size_t)spec->total_params > sizeof params / sizeof params[0])
             property_fail("fuzz model %d has %lld parameters", m, (long long)spec->total_params);
-        bg_status_t status = bg_checkpoint_parse(name, data, size, spec, params, &step);
+        bg_status_t status = bg_checkpoint_parse(name, data, size, spec, params, &info);
         if (status == BG_OK) {
             PROPERTY(accepted == BG_OK, "checkpoint: loads a file that does not verify");
-            PROPERTY(step >= 0, "checkpoint: step %lld", (long long)step);
+            PROPERTY(info.step >= 0, "checkpoint: step %lld", (long long)info.step);
+            PROPERTY(memchr(info.other_model, '\0', sizeof info.other_model) != NULL,
+                     "checkpoint: fingerprint not terminated");
         } else {
             failure_check("checkpoint", status, name, BG_ERR_PARSE, BG_ERR_INVALID);
         }

@@ -429,25 +429,20 @@ static int slot_pointer_compare(const void *a, const void *b) {
 /* Copies the model's tensors out of a verified file. Lookups go through
  * name-sorted arrays: a model may have 200,000 tensors. */
 static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file,
-                               const bg_model_spec_t *spec, float *params, int64_t *step) {
+                               const bg_model_spec_t *spec, float *params,
+                               bg_checkpoint_info_t *info) {
     tensor_slot_t *slots = NULL;
     const bg_safetensors_entry_t **entries = NULL;
     const tensor_slot_t **sorted_slots = NULL;
     int count = 0;
     bg_status_t st;
-    BG_CHECK_GOTO(slots_create(spec, &slots, &count), st, done);
+    bg_checkpoint_info_t found_info = {0};
+    char own[20];
+    snprintf(own, sizeof own, "%016" PRIx64, spec->fingerprint);
     const char *fingerprint = bg_safetensors_metadata(st_file, "brigade.model");
-    if (fingerprint != NULL) {
-        char want[32];
-        snprintf(want, sizeof want, "%016" PRIx64, spec->fingerprint);
-        if (strcmp(fingerprint, want) != 0) {
-            st = bg_error_set(BG_ERR_INVALID,
-                              "%s: checkpoint belongs to another model (fingerprint %s, "
-                              "this model is %s)",
-                              path, fingerprint, want);
-            goto done;
-        }
-    }
+    if (fingerprint != NULL && strcmp(fingerprint, own) != 0)
+        snprintf(found_info.other_model, sizeof found_info.other_model, "%.19s", fingerprint);
+    BG_CHECK_GOTO(slots_create(spec, &slots, &count), st, done);
     entries = calloc((size_t)st_file->count + 1, sizeof *entries);
     sorted_slots = calloc((size_t)count + 1, sizeof *sorted_slots);
     BG_ALLOC_CHECK_GOTO(entries, st, done);
@@ -491,9 +486,8 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
             }
         }
     }
-    if (step != NULL) {
+    {
         const char *text = bg_safetensors_metadata(st_file, "brigade.step");
-        *step = 0;
         if (text != NULL) {
             char *end = NULL;
             errno = 0;
@@ -503,11 +497,21 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
                                   text);
                 goto done;
             }
-            *step = value;
+            found_info.step = value;
         }
     }
+    if (info != NULL) *info = found_info;
     st = BG_OK;
 done:
+    /* Tensors that are not this model's, in a file of another model: say
+     * so, the likelier mistake than a damaged file. */
+    if (st == BG_ERR_INVALID && found_info.other_model[0] != '\0') {
+        char message[1024]; /* a message is at most that long (status.c) */
+        snprintf(message, sizeof message, "%s", bg_error_message());
+        st = bg_error_set(st,
+                          "%s (the file holds another model: fingerprint %s, this model's is %s)",
+                          message, found_info.other_model, own);
+    }
     free(sorted_slots);
     free(entries);
     free(slots);
@@ -527,25 +531,26 @@ bg_status_t bg_checkpoint_check_finite(const char *path, const char *name, const
 }
 
 bg_status_t bg_checkpoint_load(const char *path, const bg_model_spec_t *spec, float *params,
-                               int64_t *step) {
+                               bg_checkpoint_info_t *info) {
     if (!path || !spec || (!params && spec->total_params > 0))
         return bg_error_set(BG_ERR_INVALID, "bg_checkpoint_load: NULL argument");
     bg_safetensors_t *file = NULL;
     BG_CHECK(bg_checkpoint_read(path, &file));
-    bg_status_t st = params_take(path, file, spec, params, step);
+    bg_status_t st = params_take(path, file, spec, params, info);
     bg_safetensors_destroy(file);
     return st;
 }
 
 bg_status_t bg_checkpoint_parse(const char *name, const uint8_t *bytes, size_t size,
-                                const bg_model_spec_t *spec, float *params, int64_t *step) {
+                                const bg_model_spec_t *spec, float *params,
+                                bg_checkpoint_info_t *info) {
     if (!name) name = "<memory>";
     if (!spec || (!params && spec->total_params > 0))
         return bg_error_set(BG_ERR_INVALID, "%s: bg_checkpoint_parse: NULL argument", name);
     bg_safetensors_t *file = NULL;
     BG_CHECK(bg_safetensors_parse(name, bytes, size, &file));
     bg_status_t st = bg_checkpoint_verify(name, file);
-    if (st == BG_OK) st = params_take(name, file, spec, params, step);
+    if (st == BG_OK) st = params_take(name, file, spec, params, info);
     bg_safetensors_destroy(file);
     return st;
 }

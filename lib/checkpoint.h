@@ -92,21 +92,31 @@ bg_status_t bg_checkpoint_save(const char *path, const bg_model_spec_t *spec, co
 bg_status_t bg_checkpoint_check_finite(const char *path, const char *name, const float *values,
                                        int64_t count);
 
+/* What bg_checkpoint_load read besides the weights. */
+typedef struct bg_checkpoint_info {
+    int64_t step; /* brigade.step, or 0 when absent */
+    /* The brigade.model fingerprint when it is not this model's (hex, ""
+     * when it is, or absent): a model that differs only where there are
+     * no weights (a pool's kind, a relu) has the same tensors, and loads. */
+    char other_model[20];
+} bg_checkpoint_info_t;
+
 /* Reads parameters for `spec` from `path` into `params` (spec->total_params
  * floats). The file must verify (bg_checkpoint_verify), and hold exactly the
- * model's tensors, as F32 with the model's shapes and finite values; a
- * brigade fingerprint, if present, must match the model. Anything else is
- * BG_ERR_PARSE (corrupt or malformed) or BG_ERR_INVALID (another model's
- * file, or not finite), naming the file and the tensor; `params` may then be
- * partly written. `step` (may be NULL)
- * receives brigade.step, or 0 when absent. */
+ * model's tensors, as F32 with the model's shapes and finite values, as
+ * PyTorch's load_state_dict would check them. Anything else is BG_ERR_PARSE
+ * (corrupt or malformed) or BG_ERR_INVALID (another model's tensors, or not
+ * finite), naming the file and the tensor, and the file's model when its
+ * fingerprint is another's; `params` may then be partly written. `info`
+ * (may be NULL) receives the step and the fingerprint of another model. */
 bg_status_t bg_checkpoint_load(const char *path, const bg_model_spec_t *spec, float *params,
-                               int64_t *step);
+                               bg_checkpoint_info_t *info);
 
 /* bg_checkpoint_load of a file held in memory (`size` bytes), called `name`
  * in messages. */
 bg_status_t bg_checkpoint_parse(const char *name, const uint8_t *bytes, size_t size,
-                                const bg_model_spec_t *spec, float *params, int64_t *step);
+                                const bg_model_spec_t *spec, float *params,
+                                bg_checkpoint_info_t *info);
 
 #ifdef __cplusplus
 }

@@ -47,6 +47,15 @@ static const char smaller_cnn[] = "input channels=1 height=28 width=28\n"
                                   "dense units=10\n"
                                   "softmax_cross_entropy\n";
 
+/* The origin CNN with an average pool: another model, the same tensors. */
+static const char avgpool_cnn[] = "input channels=1 height=28 width=28\n"
+                                  "conv2d filters=32 kernel=3 activation=relu\n"
+                                  "avgpool size=2\n"
+                                  "flatten\n"
+                                  "dense units=128 activation=relu\n"
+                                  "dense units=10\n"
+                                  "softmax_cross_entropy\n";
+
 /* The origin CNN's tensors in the order of the flat parameter vector. */
 typedef struct expected_tensor {
     const char *name;
@@ -208,10 +217,10 @@ static void test_round_trip(void **state) {
     fixture_t *f = *state;
     assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 1234), BG_OK);
     memset(f->loaded, 0xff, sizeof(float) * ORIGIN_PARAMS);
-    int64_t step = -1;
-    bg_status_t st = bg_checkpoint_load(f->path, f->spec, f->loaded, &step);
+    bg_checkpoint_info_t info = {.step = -1};
+    bg_status_t st = bg_checkpoint_load(f->path, f->spec, f->loaded, &info);
     if (st != BG_OK) fail_msg("%s", bg_error_message());
-    assert_int_equal(step, 1234);
+    assert_int_equal(info.step, 1234);
     assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
 
     /* step is optional. */
@@ -221,8 +230,8 @@ static void test_round_trip(void **state) {
     f->params[0] = -1.5f;
     assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 1235), BG_OK);
     memset(f->loaded, 0xff, sizeof(float) * ORIGIN_PARAMS);
-    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &step), BG_OK);
-    assert_int_equal(step, 1235);
+    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &info), BG_OK);
+    assert_int_equal(info.step, 1235);
     assert_true(f->loaded[0] == -1.5f);
     assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
     DIR *d = opendir(f->dir);
@@ -285,13 +294,39 @@ static void test_other_model(void **state) {
     /* A checkpoint of the origin CNN does not load into the smaller one... */
     assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 1), BG_OK);
     check_error(bg_checkpoint_load(f->path, small, small_params, NULL), BG_ERR_INVALID, f->path,
-                "another model");
+                "tensor '4.weight' has shape [128, 5408]; the model needs [64, 5408] (the file "
+                "holds another model: fingerprint");
     /* ...nor the other way round. */
     assert_int_equal(bg_checkpoint_save(f->other, small, small_params, 1), BG_OK);
     check_error(bg_checkpoint_load(f->other, f->spec, f->loaded, NULL), BG_ERR_INVALID, f->other,
                 "another model");
     free(small_params);
     bg_model_spec_destroy(small);
+}
+
+/* Another model with the same tensors (names and shapes) loads, as
+ * PyTorch's load_state_dict would take it, and says whose file it was. */
+static void test_other_model_same_tensors(void **state) {
+    fixture_t *f = *state;
+    bg_model_spec_t *avg = spec_parse("avg.model", avgpool_cnn);
+    assert_true(avg->fingerprint != f->spec->fingerprint);
+    assert_int_equal(avg->total_params, ORIGIN_PARAMS);
+    assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 5), BG_OK);
+    memset(f->loaded, 0xff, sizeof(float) * ORIGIN_PARAMS);
+    bg_checkpoint_info_t info;
+    memset(&info, 'x', sizeof info);
+    if (bg_checkpoint_load(f->path, avg, f->loaded, &info) != BG_OK)
+        fail_msg("%s", bg_error_message());
+    assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
+    assert_int_equal(info.step, 5);
+    char fingerprint[32];
+    snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, f->spec->fingerprint);
+    assert_string_equal(info.other_model, fingerprint);
+    /* Its own model's file says nothing of another. */
+    memset(&info, 'x', sizeof info);
+    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &info), BG_OK);
+    assert_string_equal(info.other_model, "");
+    bg_model_spec_destroy(avg);
 }
 
 static void test_other_model_without_fingerprint(void **state) {
@@ -396,17 +431,17 @@ static void test_foreign_file_loads(void **state) {
     const char *values[] = {"pt"};
     assert_int_equal(bg_safetensors_write(f->path, reversed, ORIGIN_TENSORS, keys, values, 1),
                      BG_OK);
-    int64_t step = -1;
-    bg_status_t st = bg_checkpoint_load(f->path, f->spec, f->loaded, &step);
+    bg_checkpoint_info_t info = {.step = -1};
+    bg_status_t st = bg_checkpoint_load(f->path, f->spec, f->loaded, &info);
     if (st != BG_OK) fail_msg("%s", bg_error_message());
-    assert_int_equal(step, 0);
+    assert_int_equal(info.step, 0);
     assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
 
     /* No metadata at all. */
     assert_int_equal(bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS, NULL, NULL, 0), BG_OK);
     memset(f->loaded, 0, sizeof(float) * ORIGIN_PARAMS);
-    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &step), BG_OK);
-    assert_int_equal(step, 0);
+    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &info), BG_OK);
+    assert_int_equal(info.step, 0);
     assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
 }
 
@@ -421,17 +456,17 @@ static void test_bad_step_metadata(void **state) {
         const char *values[] = {bad[i]};
         assert_int_equal(
             bg_checkpoint_save_tensors(f->path, tensors, ORIGIN_TENSORS, keys, values, 1), BG_OK);
-        int64_t step = -1;
-        check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, &step), BG_ERR_PARSE, f->path,
+        bg_checkpoint_info_t info = {.step = -1};
+        check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, &info), BG_ERR_PARSE, f->path,
                     "not a step count");
     }
     const char *good[] = {"42"};
     assert_int_equal(bg_checkpoint_save_tensors(f->path, tensors, ORIGIN_TENSORS, keys, good, 1),
                      BG_OK);
-    int64_t step = -1;
+    bg_checkpoint_info_t info = {.step = -1};
     memset(f->loaded, 0xff, sizeof(float) * ORIGIN_PARAMS);
-    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &step), BG_OK);
-    assert_int_equal(step, 42);
+    assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &info), BG_OK);
+    assert_int_equal(info.step, 42);
     assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
 }
 
@@ -539,10 +574,10 @@ static void test_checksums_written(void **state) {
     bg_safetensors_destroy(file);
 
     /* The in-memory twin of load agrees. */
-    int64_t step = -1;
+    bg_checkpoint_info_t info = {.step = -1};
     memset(f->loaded, 0, sizeof(float) * ORIGIN_PARAMS);
-    assert_int_equal(bg_checkpoint_parse("mem", bytes, size, f->spec, f->loaded, &step), BG_OK);
-    assert_int_equal(step, 3);
+    assert_int_equal(bg_checkpoint_parse("mem", bytes, size, f->spec, f->loaded, &info), BG_OK);
+    assert_int_equal(info.step, 3);
     assert_memory_equal(f->loaded, f->params, sizeof(float) * ORIGIN_PARAMS);
     free(bytes);
 }
@@ -790,6 +825,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_file_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_model, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_model_without_fingerprint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_other_model_same_tensors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_tensor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_non_finite_tensor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extra_tensor, setup, teardown),

@@ -127,12 +127,12 @@ static void byte_put(int fd, uint8_t *bytes, size_t at, uint8_t value) {
 
 static void test_intact_loads(void **state) {
     fixture_t *f = *state;
-    int64_t step = 0;
-    bg_status_t st = bg_checkpoint_load(f->path, f->spec, f->loaded, &step);
+    bg_checkpoint_info_t info = {.step = 0};
+    bg_status_t st = bg_checkpoint_load(f->path, f->spec, f->loaded, &info);
     if (st != BG_OK) fail_msg("%s", bg_error_message());
-    assert_int_equal(step, 12345);
+    assert_int_equal(info.step, 12345);
     assert_memory_equal(f->loaded, f->params, sizeof(float) * 51);
-    assert_int_equal(bg_checkpoint_parse("mem", f->original, f->size, f->spec, f->loaded, &step),
+    assert_int_equal(bg_checkpoint_parse("mem", f->original, f->size, f->spec, f->loaded, &info),
                      BG_OK);
     /* Padding exists in this file, so the flips below do reach it. */
     assert_int_equal(f->original[f->header_end - 1], ' ');

@@ -272,6 +272,15 @@ if expect 0 "" -- train "$T/small.model" --data synthetic --steps 1 --batch 16 \
         --load "$T/small.safetensors"
     check "another model: message names the file" grep -qF "$T/small.safetensors" "$ERR"
 fi
+# Another model with the same tensors (an average pool for the max-pool):
+# its weights load, with a note of whose they were; --resume stays exact.
+sed 's/maxpool/avgpool/' "$MODEL" >"$T/avg.model"
+expect 0 "note: $W was saved from another model (fingerprint " -- train "$T/avg.model" \
+    --data synthetic --steps 1 --batch 16 --load "$W"
+check "same tensors: the note says they are loaded" \
+    grep -qF "its tensors have this model's names and shapes, so they are loaded" "$ERR"
+expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --load "$W"
+check "its own model's file: no note" sh -c "! grep -q 'another model' '$ERR'"
 
 # --- placement ---
 usage_error "--devices: 'gpu' is not a device list" -- train "$MODEL" --data synthetic --devices gpu

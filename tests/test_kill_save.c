@@ -150,8 +150,9 @@ static void test_kill_during_save(void **state) {
         if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
             fail_msg("kill %d: the child ended by itself (status 0x%x)", kill_index, status);
 
-        int64_t step = -1;
-        bg_status_t st = bg_checkpoint_load(path, spec, loaded, &step);
+        bg_checkpoint_info_t info = {.step = -1};
+        bg_status_t st = bg_checkpoint_load(path, spec, loaded, &info);
+        const int64_t step = info.step;
         if (st != BG_OK) fail_msg("kill %d: %s", kill_index, bg_error_message());
         if (step != 1 && step != 2) fail_msg("kill %d: step %lld", kill_index, (long long)step);
         int which = (int)step - 1;
@@ -176,9 +177,9 @@ static void test_kill_during_save(void **state) {
     /* The next successful save cleans up after the killed writers. */
     assert_int_equal(bg_checkpoint_save(path, spec, sets[1], 7), BG_OK);
     assert_int_equal(temp_files_count(dir, "ckpt.safetensors"), 0);
-    int64_t step = 0;
-    assert_int_equal(bg_checkpoint_load(path, spec, loaded, &step), BG_OK);
-    assert_int_equal(step, 7);
+    bg_checkpoint_info_t info = {0};
+    assert_int_equal(bg_checkpoint_load(path, spec, loaded, &info), BG_OK);
+    assert_int_equal(info.step, 7);
 
     assert_int_equal(unlink(path), 0);
     assert_int_equal(rmdir(dir), 0);
