@@ -343,18 +343,22 @@ static size_t stage_peak_bytes(const bg_pipeline_stage_info_t *info) {
 }
 
 static void print_stages(const bg_train_result_t *r) {
-    printf("%5s  %-8s %-10s %10s %10s %10s %10s %8s\n", "stage", "layers", "device", "peak MiB",
-           "params", "optimizer", "stash", "in flight");
+    printf("%5s  %-8s %-10s %10s %10s %10s %10s %10s %10s %10s %8s\n", "stage", "layers", "device",
+           "peak MiB", "params", "grads", "optimizer", "stash", "buffers", "other", "in flight");
     const double mib = 1024.0 * 1024.0;
     for (int s = 0; s < r->stages; s++) {
         const bg_pipeline_stage_info_t *info = &r->stage_info[s];
         char layers[32];
         snprintf(layers, sizeof layers, "%d-%d", info->first_layer, info->last_layer - 1);
-        printf("%5d  %-8s %-10s %10.2f %10.2f %10.2f %10.2f %8d\n", s, layers, info->device_name,
-               (double)stage_peak_bytes(info) / mib, (double)info->memory.params / mib,
-               (double)info->memory.optimizer / mib, (double)info->memory.stash_peak / mib,
-               info->memory.peak_in_flight);
+        const bg_stage_memory_t *m = &info->memory;
+        printf("%5d  %-8s %-10s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %8d\n", s, layers,
+               info->device_name, (double)stage_peak_bytes(info) / mib, (double)m->params / mib,
+               (double)m->grads / mib, (double)m->optimizer / mib, (double)m->stash_peak / mib,
+               (double)m->buffers / mib, (double)(m->workspace + info->channel_bytes) / mib,
+               m->peak_in_flight);
     }
+    printf("(peak MiB is the sum of the columns from params to other; other: the slots of the "
+           "channels into the stage and the ops' workspace)\n");
 }
 
 static bg_status_t write_metrics(const char *path, const train_options_t *o,
@@ -530,8 +534,12 @@ int bg_cmd_train(int argc, char **argv) {
     printf("trained %lld step%s", ran, ran == 1 ? "" : "s");
     if (r.first_step > 0)
         printf(" (%lld to %lld of the run)", (long long)r.first_step + 1, (long long)r.steps);
-    printf(" in %.1f s: %.0f samples/s, last epoch's mean loss %.4f\n", r.train_seconds,
-           r.samples_per_s, r.loss);
+    /* A short run in milliseconds: "0.0 s" would say nothing. */
+    if (r.train_seconds < 1)
+        printf(" in %.0f ms", r.train_seconds * 1e3);
+    else
+        printf(" in %.1f s", r.train_seconds);
+    printf(": %.0f samples/s, last epoch's mean loss %.4f\n", r.samples_per_s, r.loss);
     if (r.skipped_steps > 0)
         printf("skipped %lld step%s for non-finite values; the last at %s\n",
                (long long)r.skipped_steps, r.skipped_steps == 1 ? "" : "s", r.nan_report);

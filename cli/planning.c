@@ -139,9 +139,9 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
 void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
     const bg_partition_t *part = p->partition;
     const int m = p->request.microbatches;
-    fprintf(out, "%5s  %-9s %-8s %8s %8s %8s %8s %10s %10s %5s %9s %9s %9s %9s\n", "stage",
+    fprintf(out, "%5s  %-9s %-8s %8s %8s %8s %8s %10s %10s %5s %9s %9s %9s %9s %9s %9s\n", "stage",
             "layers", "device", "fwd ms", "bwd ms", "send ms", "busy ms", "peak MiB", "cap MiB",
-            "use", "params", "optimizer", "stash", "buffers");
+            "use", "params", "grads", "optimizer", "stash", "buffers", "other");
     for (int s = 0; s < part->stages; s++) {
         const bg_partition_stage_t *st = &part->stage[s];
         char layers[32], cap[16], use[16];
@@ -156,14 +156,18 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
         else
             snprintf(use, sizeof use, ">9999%%");
         fprintf(out,
-                "%5d  %-9s %-8s %8.3f %8.3f %8.3f %8.3f %10.2f %10s %5s %9.2f %9.2f %9.2f %9.2f\n",
+                "%5d  %-9s %-8s %8.3f %8.3f %8.3f %8.3f %10.2f %10s %5s %9.2f %9.2f %9.2f %9.2f "
+                "%9.2f %9.2f\n",
                 s, layers, p->device[st->device].name, m * st->time.forward * 1e3,
                 m * (st->time.backward + st->time.recompute) * 1e3, m * st->send_s * 1e3,
                 m * st->seconds * 1e3, (double)st->peak_bytes / mib, st->capacity_bytes ? cap : "-",
                 st->capacity_bytes ? use : "-", (double)st->memory.params / mib,
-                (double)st->memory.optimizer / mib, (double)st->memory.stash / mib,
-                (double)st->memory.buffers / mib);
+                (double)st->memory.grads / mib, (double)st->memory.optimizer / mib,
+                (double)st->memory.stash / mib, (double)st->memory.buffers / mib,
+                (double)(st->memory.channels + st->memory.workspace) / mib);
     }
+    fprintf(out, "(peak MiB is the sum of the columns from params on; other: the slots of "
+                 "the channels into the stage and the ops' workspace)\n");
     /* The planner's estimate, with the update; a searched plan also has the
      * simulated step the choice went by. */
     fprintf(out,

@@ -256,6 +256,17 @@ fi
 
 expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --load "$W"
 stdout_has "test accuracy" "training from a checkpoint"
+# The closing table's memory columns add up to each stage's peak.
+check "train table: the memory columns add up to peak MiB" python3 -c '
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+at = [i for i, l in enumerate(lines) if l.startswith("stage  layers")][0]
+head = lines[at].split()
+assert head[5:12] == ["params", "grads", "optimizer", "stash", "buffers", "other", "in"], head
+r = lines[at + 1].split()
+peak, parts = float(r[3]), [float(x) for x in r[4:10]]
+assert abs(sum(parts) - peak) <= 0.035 and parts[1] == parts[0] > 0, (peak, parts)
+' "$OUT"
 
 # A truncated checkpoint is bad input naming the file.
 head -c 100 "$W" >"$T/corrupt.safetensors"

@@ -62,6 +62,20 @@ check "plan on cpu:2 prints a row for each of 2 stages" \
     test "$(grep -cE '^ +[01] +[0-9]+-[0-9]+ +cpu:[01] ' "$OUT")" -eq 2
 stdout_has "predicted step" "plan on cpu:2"
 stdout_has "bubble" "plan on cpu:2"
+# The memory columns add up to the peak: params, grads, optimizer, stash,
+# buffers and other (channels and workspace), each rounded to 0.01 MiB.
+check "plan table: the memory columns add up to peak MiB" python3 -c '
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+head = [l for l in lines if l.startswith("stage")][0].split()
+assert head[-6:] == ["params", "grads", "optimizer", "stash", "buffers", "other"], head
+rows = [l.split() for l in lines if l[:5].strip().isdigit()]
+assert len(rows) == 2, rows
+for r in rows:
+    peak, parts = float(r[7]), [float(x) for x in r[-6:]]
+    assert abs(sum(parts) - peak) <= 0.035, (peak, parts)
+    assert parts[0] == 0 or parts[1] == parts[0], parts  # a gradient for every weight
+' "$OUT"
 
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 4 --json
 json_check "plan --json has the stage keys of train --metrics and the totals" '
