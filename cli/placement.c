@@ -76,7 +76,11 @@ bg_status_t bg_placement_parse_split(const char *text, int *split, int *count) {
     while (*at != '\0') {
         char *end = (char *)at;
         /* Digits only: strtol would also take "+4" and " 4". */
-        long value = *at >= '0' && *at <= '9' ? strtol(at, &end, 10) : 0;
+        long value = *at >= '0' && *at <= '9' ? strtol(at, &end, 10) : -1;
+        if (value == 0 && end > at && (*end == ',' || *end == '\0'))
+            return bg_error_set(BG_ERR_INVALID,
+                                "--split: 0 is no boundary (stage 0 always starts at layer 0); "
+                                "give the first layer of stages 1, 2, ..., like 3,5");
         if (value < 1 || value > 1000000 || (*end != ',' && *end != '\0'))
             return bg_error_set(BG_ERR_INVALID,
                                 "--split: expected layer numbers like 3,5, got '%s'", text);
@@ -201,10 +205,19 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                             "several stages per device)",
                             p->stages, p->devices_text, p->devices.count);
     int stages = (p->stages > 0 ? p->stages : p->devices.count) * p->chunks;
-    if (p->split_count > 0 && p->split_count != stages - 1)
-        return bg_error_set(BG_ERR_INVALID, "--split gives %d boundar%s; %d stage%s need%s %d",
+    if (p->split_count > 0 && p->split_count != stages - 1) {
+        /* What would give the split's stages, with one chunk a device. */
+        const int want = p->split_count + 1;
+        char hint[96] = "";
+        if (p->chunks == 1 && want <= p->devices.count)
+            snprintf(hint, sizeof hint, " (for %d stages, --stages %d)", want, want);
+        else if (p->chunks == 1 && p->devices.count > 0 &&
+                 p->devices.devices[0].kind == BG_DEVICE_CPU)
+            snprintf(hint, sizeof hint, " (for %d stages, --devices cpu:%d)", want, want);
+        return bg_error_set(BG_ERR_INVALID, "--split gives %d boundar%s; %d stage%s need%s %d%s",
                             p->split_count, p->split_count == 1 ? "y" : "ies", stages,
-                            stages == 1 ? "" : "s", stages == 1 ? "s" : "", stages - 1);
+                            stages == 1 ? "" : "s", stages == 1 ? "s" : "", stages - 1, hint);
+    }
     if (stages > spec->num_layers && p->chunks > 1)
         return bg_error_set(BG_ERR_INVALID,
                             "%d stages (%d devices x --chunks %d) but the model has only %d "

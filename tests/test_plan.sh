@@ -27,10 +27,15 @@ usage_error "multiple of the device count" -- plan "$MODEL" --devices cpu:4 \
     --schedule interleaved --chunks 2 --microbatches 6
 usage_error "9 stages but the model has only 8 layers" -- plan "$MODEL" --stages 9
 usage_error "--split gives 2 boundaries; 2 stages need 1" -- plan "$MODEL" --stages 2 --split 2,4
-usage_error "--split gives 2 boundaries; 1 stage needs 0" -- plan "$MODEL" --split 3,5
+usage_error "--split gives 2 boundaries; 1 stage needs 0 (for 3 stages, --devices cpu:3)" -- \
+    plan "$MODEL" --split 3,5
+usage_error "--split gives 1 boundary; 4 stages need 3 (for 2 stages, --stages 2)" -- \
+    plan "$MODEL" --devices cpu:4 --split 3
+usage_error "--split: 0 is no boundary (stage 0 always starts at layer 0)" -- \
+    plan "$MODEL" --devices cpu:2 --split 0
 usage_error "--split gives 1 boundary; 3 stages need 2" -- plan "$MODEL" --devices cpu:3 --split 3
 usage_error "--split: stage 1 would start at layer 9" -- plan "$MODEL" --stages 2 --split 9
-for bad in +4 ' 4' 4,+5 0; do
+for bad in +4 ' 4' 4,+5 -1; do
     usage_error "--split: expected layer numbers like 3,5, got '$bad'" -- plan "$MODEL" --split "$bad"
 done
 usage_error "--split: '2,' ends with a comma" -- plan "$MODEL" --stages 2 --split 2,
