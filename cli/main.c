@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cuda/backend_cuda.h"
 
 static const char usage[] =
     "usage: brigade COMMAND [ARGS]\n"
@@ -26,8 +27,24 @@ static const char usage[] =
     "Guides (docs/): pipelines.md, training.md, reports.md, planner.md,\n"
     "checkpoints.md, model-spec.md, cuda.md, performance.md.\n"
     "\n"
-    "'brigade COMMAND --help' explains a command's options.\n"
+    "'brigade COMMAND --help' (or 'brigade help COMMAND') explains a command's\n"
+    "options; 'brigade --version' says which brigade this is.\n"
     "Exit status: 0 success, 1 failure while running, 2 bad usage or bad input.\n";
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} commands[] = {
+    {"summary", bg_cmd_summary}, {"train", bg_cmd_train},       {"plan", bg_cmd_plan},
+    {"sweep", bg_cmd_sweep},     {"simulate", bg_cmd_simulate}, {"profile", bg_cmd_profile},
+    {"topo", bg_cmd_topo},
+};
+
+static int (*command(const char *name))(int, char **) {
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(name, commands[i].name) == 0) return commands[i].run;
+    return NULL;
+}
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -35,17 +52,25 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0) {
+        printf("brigade %s (CUDA backend %s)\n", BG_VERSION,
+               bg_cuda_built() ? "built, loaded when a GPU is asked for" : "not built");
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 && argc == 3 && command(argv[2]) != NULL) {
+        char help_flag[] = "--help";
+        char *help_argv[] = {argv[2], help_flag, NULL};
+        return command(argv[2])(2, help_argv);
+    }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        if (argc > 2) {
+            fprintf(stderr, "brigade: no command '%s' to explain\n\n%s", argv[2], usage);
+            return 2;
+        }
         fputs(usage, stdout);
         return 0;
     }
-    if (strcmp(cmd, "summary") == 0) return bg_cmd_summary(argc - 1, argv + 1);
-    if (strcmp(cmd, "train") == 0) return bg_cmd_train(argc - 1, argv + 1);
-    if (strcmp(cmd, "plan") == 0) return bg_cmd_plan(argc - 1, argv + 1);
-    if (strcmp(cmd, "sweep") == 0) return bg_cmd_sweep(argc - 1, argv + 1);
-    if (strcmp(cmd, "simulate") == 0) return bg_cmd_simulate(argc - 1, argv + 1);
-    if (strcmp(cmd, "profile") == 0) return bg_cmd_profile(argc - 1, argv + 1);
-    if (strcmp(cmd, "topo") == 0) return bg_cmd_topo(argc - 1, argv + 1);
+    if (command(cmd) != NULL) return command(cmd)(argc - 1, argv + 1);
     fprintf(stderr, "brigade: unknown command '%s'\n\n%s", cmd, usage);
     return 2;
 }

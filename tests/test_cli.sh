@@ -17,6 +17,13 @@ expect 0 "" -- --help
 stdout_has "train" "brigade --help"
 stdout_has "summary" "brigade --help"
 usage_error "unknown command 'frobnicate'" -- frobnicate
+# The version, from meson.build's project(); help COMMAND is COMMAND --help.
+expect 0 "" -- --version
+version=$(sed -n "s/^ *version : '\([^']*\)',\$/\1/p" "$ROOT/meson.build")
+stdout_has "brigade $version (CUDA backend " "brigade --version"
+expect 0 "" -- help train
+stdout_has "usage: brigade train MODEL" "brigade help train"
+usage_error "brigade: no command 'frobnicate' to explain" -- help frobnicate
 expect 0 "" -- topo --topology "$ROOT/tests/fixtures/two-socket-8-core.xml"
 stdout_has "2 packages, 2 NUMA nodes" "brigade topo --topology"
 stdout_has "  cpu:0         X     NODE     NODE     NODE      SYS" "topo link matrix"
