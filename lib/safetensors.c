@@ -365,10 +365,25 @@ uint64_t bg_safetensors_le64_decode(const uint8_t *b) {
 }
 
 /* Validates the 8-byte header length against the limit and the file size;
- * the caller has checked that the file holds at least 8 bytes. */
+ * the caller has checked that the file holds at least 8 bytes. A length
+ * out of bounds whose bytes are all text is a text file given for a
+ * checkpoint (a model spec, a JSON file), and is named so. */
 static bg_status_t header_length_check(const char *name, const uint8_t prefix[8],
                                        uint64_t file_size, uint64_t *header_len) {
     uint64_t n = bg_safetensors_le64_decode(prefix);
+    int text = 1;
+    for (int i = 0; i < 8; i++)
+        text &= (prefix[i] >= 0x20 && prefix[i] < 0x7f) || prefix[i] == '\n' || prefix[i] == '\t' ||
+                prefix[i] == '\r';
+    if (text && (n > BG_SAFETENSORS_MAX_HEADER || n > file_size - 8)) {
+        char start[9];
+        for (int i = 0; i < 8; i++) start[i] = prefix[i] >= 0x20 ? (char)prefix[i] : ' ';
+        start[8] = '\0';
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: not a safetensors file: it starts with text ('%s') where a "
+                            "safetensors file has its header's length, 8 bytes",
+                            name, start);
+    }
     if (n > BG_SAFETENSORS_MAX_HEADER)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: header length %" PRIu64 " exceeds the limit of %" PRIu64 " bytes",

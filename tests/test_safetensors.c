@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <cmocka.h>
 
@@ -525,6 +526,31 @@ static void test_reject_header_over_limit(void **state) {
     free(bytes);
 }
 
+/* A text file given for a checkpoint (a model spec, a JSON file) is named
+ * so, not by the length its first 8 characters would make; so is one
+ * shorter than that length. A binary length keeps its message. */
+static void test_reject_text_file(void **state) {
+    (void)state;
+    static const char spec[] = "input channels=1 height=28 width=28\nflatten\n";
+    expect_bytes_rejected((const uint8_t *)spec, sizeof spec - 1,
+                          BAD_NAME ": not a safetensors file: it starts with text ('input ch') "
+                                   "where a safetensors file has its header's length, 8 bytes");
+    static const char json[] = "{\n\t\"a\": 1}\n";
+    expect_bytes_rejected((const uint8_t *)json, sizeof json - 1,
+                          BAD_NAME ": not a safetensors file: it starts with text ('{  \"a\": ') "
+                                   "where a safetensors file has its header's length, 8 bytes");
+    /* Bytes 0x20 and above but for one 0x01: not text. */
+    uint8_t binary[16];
+    memset(binary, 'a', sizeof binary);
+    binary[7] = 0x01;
+    uint64_t length = 0; /* little-endian */
+    for (int i = 7; i >= 0; i--) length = length << 8 | binary[i];
+    char want[128];
+    snprintf(want, sizeof want,
+             BAD_NAME ": header length %" PRIu64 " exceeds the limit of 100000000 bytes", length);
+    expect_bytes_rejected(binary, sizeof binary, want);
+}
+
 static void test_reject_not_json(void **state) {
     (void)state;
     expect_rejected("{\"a\": ", 0, BAD_NAME ": header is not valid JSON (near header byte 5)");
@@ -882,6 +908,7 @@ int main(void) {
         cmocka_unit_test(test_reject_too_short),
         cmocka_unit_test(test_reject_header_past_end),
         cmocka_unit_test(test_reject_header_over_limit),
+        cmocka_unit_test(test_reject_text_file),
         cmocka_unit_test(test_reject_not_json),
         cmocka_unit_test(test_reject_json_array),
         cmocka_unit_test(test_reject_missing_fields),
