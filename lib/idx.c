@@ -145,6 +145,17 @@ fail:
     return st;
 }
 
+/* zlib's reason for a gzip error, without the "<fd:3>: " it puts first
+ * for a stream opened with gzdopen (the message names the path already). */
+static const char *gz_reason(gzFile gz, int *code) {
+    const char *why = gzerror(gz, code);
+    if (strncmp(why, "<fd:", 4) == 0) {
+        const char *after = strstr(why, ">: ");
+        if (after != NULL) why = after + 3;
+    }
+    return why;
+}
+
 /* Reads the whole (decompressed) file into *buffer. The cap stops a gzip bomb
  * or a huge file long before memory runs out: nothing bigger can be valid. */
 static bg_status_t read_all(const char *path, gzFile gz, uint8_t **buffer, size_t *length) {
@@ -175,7 +186,7 @@ static bg_status_t read_all(const char *path, gzFile gz, uint8_t **buffer, size_
         int saved_errno = errno;
         if (got < 0) {
             int code = Z_OK;
-            const char *why = gzerror(gz, &code);
+            const char *why = gz_reason(gz, &code);
             if (code == Z_ERRNO)
                 st = bg_error_set(BG_ERR_IO, "%s: read failed: %s", path, strerror(saved_errno));
             else
@@ -188,7 +199,7 @@ static bg_status_t read_all(const char *path, gzFile gz, uint8_t **buffer, size_
     /* A gzip stream that simply stops is not an error for gzread, only a
      * recorded Z_BUF_ERROR ("unexpected end of file"). */
     int code = Z_OK;
-    const char *why = gzerror(gz, &code);
+    const char *why = gz_reason(gz, &code);
     if (code != Z_OK) {
         st = bg_error_set(BG_ERR_PARSE, "%s: corrupt gzip data: %s", path, why);
         goto fail;

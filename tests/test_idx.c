@@ -321,6 +321,8 @@ static void check_corrupt_gzip(fixture_t *f, const char *name, long at, uint8_t 
     write_plain(f->path, raw, size - cut);
     bg_idx_t *idx = NULL;
     check_error(bg_idx_load(f->path, &idx), BG_ERR_PARSE, f->path, "corrupt gzip data: ");
+    /* zlib's name for the stream ("<fd:3>") is left out: the path says it. */
+    assert_null(strstr(bg_error_message(), "<fd:"));
     assert_null(idx);
 }
 
@@ -333,7 +335,7 @@ static void test_corrupt_gzip(void **state) {
     check_corrupt_gzip(f, "length.gz", -1, 0x01, 0); /* the trailer's length */
     assert_non_null(strstr(bg_error_message(), "incorrect length check"));
     check_corrupt_gzip(f, "cut.gz", 0, 0, 6);
-    assert_non_null(strstr(bg_error_message(), "unexpected end of file"));
+    assert_non_null(strstr(bg_error_message(), "corrupt gzip data: unexpected end of file"));
     check_corrupt_gzip(f, "body.gz", 12, 0xff, 0);
 }
 
