@@ -237,11 +237,17 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
         return bg_error_set(BG_ERR_INVALID, "timeline summary: NULL argument");
     fprintf(out, "%5s  %-16s %10s %6s %6s %12s %12s %9s %9s\n", "stage", "device", "compute ms",
             "busy%", "idle%", "wait prev ms", "wait next ms", "copy ms", "peak MiB");
+    int shared = 0; /* a device runs several stages (interleaved) */
     for (int i = 0; i < s->stages; i++) {
         const bg_stage_summary_t *st = &s->stage[i];
         double busy = s->step_s > 0 ? 100.0 * st->compute_s / s->step_s : 0;
-        double idle = 100.0 * s->device[st->device].idle_frac;
-        fprintf(out, "%5d  %-16s %10.3f %6.1f %6.1f %12.3f %12.3f %9.3f ", i,
+        /* Idle is the device's: on the row of its first stage only. */
+        int repeat = 0;
+        for (int j = 0; j < i; j++) repeat |= s->stage[j].device == st->device;
+        shared |= repeat;
+        char idle[16] = "";
+        if (!repeat) snprintf(idle, sizeof idle, "%.1f", 100.0 * s->device[st->device].idle_frac);
+        fprintf(out, "%5d  %-16s %10.3f %6.1f %6s %12.3f %12.3f %9.3f ", i,
                 s->device_names[st->device], 1e3 * st->compute_s, busy, idle, 1e3 * st->wait_prev_s,
                 1e3 * st->wait_next_s, 1e3 * st->copy_s);
         if (peak_bytes != NULL)
@@ -249,6 +255,9 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
         else
             fprintf(out, "%9s\n", "-");
     }
+    if (shared)
+        fprintf(out, "(idle%% is a device's, on the row of its first stage: its stages share its "
+                     "time)\n");
     fprintf(out, "bubble: %s %.1f%% vs theory %.1f%% (%s, K=%d",
             s->measured ? "measured" : "predicted", 100 * s->bubble_measured,
             100 * s->bubble_theory, bg_schedule_kind_name(s->schedule), s->devices);

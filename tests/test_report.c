@@ -854,12 +854,52 @@ static int remove_temp_dir(void **state) {
     return rmdir(temp_dir);
 }
 
+/* Interleaved: a device's idle share is printed once, on its first stage's
+ * row, since its stages share its time. */
+static void test_summary_print_interleaved(void **state) {
+    (void)state;
+    bg_timeline_t *tl = simulate_timeline(BG_SCHEDULE_INTERLEAVED, 2, 2, 4, 1);
+    bg_timeline_summary_t *s = NULL;
+    check_ok(bg_timeline_summarize(tl, &s));
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    check_ok(bg_summary_print(out, s, NULL));
+    fclose(out);
+    char idle[2][16];
+    for (int d = 0; d < 2; d++)
+        snprintf(idle[d], sizeof idle[d], " %6.1f ", 100.0 * s->device[d].idle_frac);
+    int rows = 0;
+    for (const char *line = text; line != NULL && *line != '\0'; rows++) {
+        const char *end = strchr(line, '\n');
+        assert_non_null(end);
+        if (rows >= 1 && rows <= 4) {
+            /* Columns: stage, device, compute ms, busy%, idle% (6 wide). */
+            char row[256];
+            snprintf(row, sizeof row, "%.*s", (int)(end - line), line);
+            const int stage = rows - 1;
+            const char *cell = row + 5 + 2 + 16 + 1 + 10 + 1 + 6;
+            if (stage < 2)
+                assert_memory_equal(cell, idle[stage], strlen(idle[stage]));
+            else
+                assert_memory_equal(cell, "        ", 8);
+        }
+        line = end + 1;
+    }
+    assert_non_null(strstr(text, "(idle% is a device's, on the row of its first stage: its stages "
+                                 "share its time)\n"));
+    free(text);
+    bg_timeline_summary_destroy(s);
+    bg_timeline_destroy(tl);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_summary_figures),
         cmocka_unit_test(test_summary_edge_cases),
         cmocka_unit_test(test_theoretical_bubble),
         cmocka_unit_test(test_summary_print),
+        cmocka_unit_test(test_summary_print_interleaved),
         cmocka_unit_test(test_summary_json),
         cmocka_unit_test(test_link_waits),
         cmocka_unit_test(test_trace),
