@@ -46,6 +46,11 @@ bg_status_t bg_cli_flag(char **argv, int i);
  * for "--steps=2" shows the form brigade reads, "--steps 2". */
 bg_status_t bg_cli_unknown_option(const char *arg);
 
+/* BG_ERR_INVALID for a second MODEL word. One that names no file is most
+ * often the end of a value written with a space ("--device-mem 512 M"),
+ * and the message says so. */
+bg_status_t bg_cli_second_model(const char *first, const char *second);
+
 /* Parses a whole decimal integer in [min, max]; BG_ERR_INVALID with a message
  * naming the option otherwise. */
 bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, int64_t max,

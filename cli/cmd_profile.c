@@ -117,9 +117,7 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
             return BG_OK;
         }
         if (arg[0] != '-' || arg[1] == '\0') {
-            if (o->model != NULL)
-                return bg_error_set(BG_ERR_INVALID, "more than one MODEL given ('%s', '%s')",
-                                    o->model, arg);
+            if (o->model != NULL) return bg_cli_second_model(o->model, arg);
             o->model = arg;
             continue;
         }

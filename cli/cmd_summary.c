@@ -62,7 +62,10 @@ int bg_cmd_summary(int argc, char **argv) {
             (void)bg_cli_unknown_option(argv[i]);
             return bg_cli_usage_error("summary", "%s", bg_error_message());
         }
-        if (path != NULL) return bg_cli_usage_error("summary", "more than one MODEL given");
+        if (path != NULL) {
+            (void)bg_cli_second_model(path, argv[i]);
+            return bg_cli_usage_error("summary", "%s", bg_error_message());
+        }
         path = argv[i];
     }
     if (path == NULL) return bg_cli_usage_error("summary", "no MODEL given");

@@ -72,6 +72,16 @@ bg_status_t bg_cli_unknown_option(const char *arg) {
     return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
 }
 
+bg_status_t bg_cli_second_model(const char *first, const char *second) {
+    struct stat st;
+    if (stat(second, &st) != 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "more than one MODEL given ('%s', '%s'); '%s' is no file: the end of "
+                            "an option's value, written with a space?",
+                            first, second, second);
+    return bg_error_set(BG_ERR_INVALID, "more than one MODEL given ('%s', '%s')", first, second);
+}
+
 bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, int64_t max,
                              int64_t *out) {
     char *end = NULL;

@@ -17,9 +17,7 @@ bg_status_t bg_cli_shared_arg(int argc, char **argv, int *i, const char **model,
         return BG_OK;
     }
     if (arg[0] != '-' || arg[1] == '\0') {
-        if (*model != NULL)
-            return bg_error_set(BG_ERR_INVALID, "more than one MODEL given ('%s', '%s')", *model,
-                                arg);
+        if (*model != NULL) return bg_cli_second_model(*model, arg);
         *model = arg;
         return BG_OK;
     }

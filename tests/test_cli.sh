@@ -136,7 +136,9 @@ usage_error "no MODEL given" -- train
 usage_error "no MODEL given" -- train --steps 1
 usage_error "unknown option '--bogus'" -- train "$MODEL" --bogus 3
 usage_error "unknown option '--bogus'" -- train "$MODEL" --bogus
-usage_error "more than one MODEL" -- train "$MODEL" "$MODEL"
+usage_error "more than one MODEL given ('$MODEL', '$MODEL')" -- train "$MODEL" "$MODEL"
+usage_error "more than one MODEL given ('$MODEL', 'M'); 'M' is no file: the end of an option's value, written with a space?" \
+    -- plan "$MODEL" --device-mem 512 M
 # Whole messages: a bare option name would also match "unknown option".
 usage_error "--batch: 0 is outside 1..1048576" -- train "$MODEL" --batch 0
 usage_error "--batch: expected an integer, got 'abc'" -- train "$MODEL" --batch abc
