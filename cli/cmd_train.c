@@ -283,32 +283,30 @@ static void restore_stop_signals(const struct sigaction old[2]) {
 
 /* --tf32 changes only what cuBLAS and cuDNN do: on CPU devices alone it
  * would change nothing, and is refused like other such options; with
- * --devices auto it applies wherever that finds GPUs. */
+ * --devices auto it applies wherever that finds GPUs, and a machine where
+ * it found none is told so (the same command line serves both). */
 static bg_status_t check_tf32(const train_options_t *o) {
-    if (!o->train.allow_tf32 || strcmp(o->placement.devices_text, "auto") == 0) return BG_OK;
+    if (!o->train.allow_tf32) return BG_OK;
     for (int d = 0; d < o->placement.devices.count; d++)
         if (o->placement.devices.devices[d].kind == BG_DEVICE_CUDA) return BG_OK;
+    if (strcmp(o->placement.devices_text, "auto") == 0) {
+        fprintf(stderr, "note: --tf32 changes nothing here: --devices auto found no GPU and "
+                        "took CPU cores, whose ops never round to TF32\n");
+        return BG_OK;
+    }
     return bg_error_set(BG_ERR_INVALID,
                         "--tf32 applies to CUDA devices only; --devices %s has none, and its CPU "
                         "ops never round to TF32",
                         o->placement.devices_text);
 }
 
-/* Refuses placement options this run would not use. A profile prices the
- * splits the planner chooses among (and M and the schedule when asked
- * for), so train uses it only when the planner chooses something; the
- * stall watchdog times waits on a neighbour, which one stage never makes. */
+/* Refuses options this placement would not use: a profile where the
+ * planner chooses nothing, and the stall watchdog, which times waits on a
+ * neighbour, with one stage, which never makes them. */
 static bg_status_t check_unused(const train_options_t *o) {
     const bg_placement_t *p = &o->placement;
+    BG_CHECK(bg_cli_check_profile_used("train", p));
     const int stages = (p->stages > 0 ? p->stages : p->devices.count) * p->chunks;
-    const int planner_chooses =
-        p->auto_microbatches || p->auto_schedule || (p->split_count == 0 && stages > 1);
-    if (p->profile_path != NULL && !planner_chooses)
-        return bg_error_set(BG_ERR_INVALID,
-                            "--profile prices the splits the planner chooses among; %s, so "
-                            "train would not use it (plan and simulate take it to predict "
-                            "this placement)",
-                            stages == 1 ? "this run has one stage" : "--split fixes the split");
     if (o->stall_given && stages == 1)
         return bg_error_set(BG_ERR_INVALID,
                             "--stall-timeout times a stage's waits on its neighbours; this run "

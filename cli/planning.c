@@ -103,6 +103,20 @@ bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *
     return BG_OK;
 }
 
+bg_status_t bg_cli_check_profile_used(const char *cmd, const bg_placement_t *p) {
+    const int stages = (p->stages > 0 ? p->stages : p->devices.count) * p->chunks;
+    const int planner_chooses =
+        p->auto_microbatches || p->auto_schedule || (p->split_count == 0 && stages > 1);
+    if (p->profile_path != NULL && !planner_chooses)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--profile prices the splits the planner chooses among; %s, so "
+                            "%s would not use it (plan and simulate take it to predict "
+                            "this placement)",
+                            stages == 1 ? "this run has one stage" : "--split fixes the split",
+                            cmd);
+    return BG_OK;
+}
+
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,
                              bg_plan_t **out) {
     unsigned flags = (p->auto_microbatches ? BG_PLAN_SEARCH_MICROBATCHES : 0) |

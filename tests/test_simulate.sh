@@ -359,6 +359,11 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
         -- train "$MODEL" --data synthetic --steps 1 --profile "$P"
     expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --devices cpu:2 --split 4 \
         --microbatches auto --profile "$P"
+    # So does a measured sweep; a simulated one predicts with it.
+    usage_error "--profile prices the splits the planner chooses among; --split fixes the split, so a measured sweep would not use it" \
+        -- sweep "$MODEL" --devices cpu:2 --split 4 --microbatches 2 --profile "$P"
+    expect 0 "" -- sweep "$MODEL" --simulate --devices cpu:2 --split 4 --microbatches 2 \
+        --profile "$P"
     expect 2 "--profile $P holds CPU core times, but --devices cuda:0x2 has cuda:0/0" \
         -- plan "$MODEL" --devices cuda:0x2 --profile "$P"
     # Older profiles did not say their optimizer: accepted for any.
