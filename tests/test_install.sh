@@ -1,0 +1,61 @@
+#!/bin/sh
+# What `meson install` lays out works where it lands: the installed brigade
+# runs, finds the CUDA module installed beside it (LIBDIR/brigade), still
+# finds it when the whole prefix is moved elsewhere (the search is relative
+# to the program's folder), and a lone copy of the program says where it
+# looked. Installs into a scratch DESTDIR; nothing is rebuilt.
+#
+# usage: test_install.sh BUILD_DIR PREFIX BINDIR LIBDIR CUDA(0|1)
+
+if [ $# -ne 5 ] || [ ! -d "$1" ]; then
+    echo "usage: $0 BUILD_DIR PREFIX BINDIR LIBDIR CUDA" >&2
+    exit 2
+fi
+build=$1 prefix=$2 bindir=$3 libdir=$4 cuda=$5
+case $bindir in /*) ;; *) bindir=$prefix/$bindir ;; esac
+case $libdir in /*) ;; *) libdir=$prefix/$libdir ;; esac
+root=${BRIGADE_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/brigade-install.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+passed=0
+failed=0
+check() {
+    what=$1
+    shift
+    if "$@"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAIL: $what" >&2
+        [ -s "$T/out" ] && sed 's/^/    /' "$T/out" >&2
+    fi
+}
+
+unset BRIGADE_CUDA_MODULE
+check "meson install --destdir" sh -c "meson install -C '$build' --no-rebuild --quiet \
+    --destdir '$T/root' >'$T/out' 2>&1"
+exe=$T/root$bindir/brigade
+module=$T/root$libdir/brigade/libbrigade-cuda.so
+check "the program is installed in BINDIR" test -x "$exe"
+check "the installed program runs a command" sh -c "'$exe' summary '$root/examples/fashion_cnn.model' \
+    >'$T/out' 2>&1 && grep -q '^parameters: 693,962' '$T/out'"
+if [ "$cuda" = 1 ]; then
+    check "the CUDA module is installed in LIBDIR/brigade" test -f "$module"
+    check "the installed program loads it" sh -c "'$exe' topo >'$T/out' 2>&1 && \
+        grep -qF 'CUDA: built, ' '$T/out' && grep -qF '(backend $module)' '$T/out'"
+    mv "$T/root" "$T/moved"
+    check "a moved prefix still finds its module" sh -c "'$T/moved$bindir/brigade' topo \
+        >'$T/out' 2>&1 && grep -qF '(backend $T/moved$libdir/brigade/libbrigade-cuda.so)' '$T/out'"
+    cp "$T/moved$bindir/brigade" "$T/lone"
+    check "a lone copy says where it looked" sh -c "'$T/lone' topo >'$T/out' 2>&1 && \
+        grep -qF 'libbrigade-cuda.so is not in ../lib or ../' '$T/out' && \
+        grep -qF 'set BRIGADE_CUDA_MODULE to its path' '$T/out'"
+else
+    check "no CUDA module without the CUDA build" test ! -e "$module"
+    check "the installed program says it has no CUDA backend" sh -c "'$exe' topo >'$T/out' 2>&1 && \
+        grep -qF 'CUDA: this build has no CUDA backend' '$T/out'"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
