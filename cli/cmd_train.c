@@ -306,8 +306,7 @@ static bg_status_t check_tf32(const train_options_t *o) {
 static bg_status_t check_unused(const train_options_t *o) {
     const bg_placement_t *p = &o->placement;
     BG_CHECK(bg_cli_check_profile_used("train", p));
-    const int stages = (p->stages > 0 ? p->stages : p->devices.count) * p->chunks;
-    if (o->stall_given && stages == 1)
+    if (o->stall_given && bg_placement_stage_count(p) == 1)
         return bg_error_set(BG_ERR_INVALID,
                             "--stall-timeout times a stage's waits on its neighbours; this run "
                             "has one stage, which never waits");

@@ -57,12 +57,13 @@ int main(int argc, char **argv) {
                bg_cuda_built() ? "built, loaded when a GPU is asked for" : "not built");
         return 0;
     }
-    if (strcmp(cmd, "help") == 0 && argc == 3 && command(argv[2]) != NULL) {
-        char help_flag[] = "--help";
-        char *help_argv[] = {argv[2], help_flag, NULL};
-        return command(argv[2])(2, help_argv);
-    }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        /* help COMMAND (or --help COMMAND) is COMMAND --help. */
+        if (argc == 3 && command(argv[2]) != NULL) {
+            char help_flag[] = "--help";
+            char *help_argv[] = {argv[2], help_flag, NULL};
+            return command(argv[2])(2, help_argv);
+        }
         if (argc > 2) {
             fprintf(stderr, "brigade: no command '%s' to explain\n\n%s", argv[2], usage);
             return 2;

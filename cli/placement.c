@@ -164,6 +164,10 @@ bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *v
     return BG_OK;
 }
 
+int bg_placement_stage_count(const bg_placement_t *p) {
+    return (p->stages > 0 ? p->stages : p->devices.count) * p->chunks;
+}
+
 bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks) {
     if (kind == BG_SCHEDULE_INTERLEAVED && chunks < 2)
         return bg_error_set(BG_ERR_INVALID,
@@ -204,7 +208,7 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                             "--stages %d but --devices %s gives %d devices (use --chunks for "
                             "several stages per device)",
                             p->stages, p->devices_text, p->devices.count);
-    int stages = (p->stages > 0 ? p->stages : p->devices.count) * p->chunks;
+    const int stages = bg_placement_stage_count(p);
     if (p->split_count > 0 && p->split_count != stages - 1) {
         /* What would give the split's stages, with one chunk a device. */
         const int want = p->split_count + 1;

@@ -53,6 +53,9 @@ bg_status_t bg_placement_parse_split(const char *text, int *split, int *count);
 /* Applies option `arg` with `value` (NULL for flags). */
 bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *value);
 
+/* The placement's stages: --stages K (else every device) times --chunks. */
+int bg_placement_stage_count(const bg_placement_t *p);
+
 /* Interleaved runs V >= 2 chunks of layers per device (--chunks V); with
  * one it would be 1F1B's order with a longer warm-up, under another name,
  * so it is refused (BG_ERR_INVALID). Other schedules pass. */

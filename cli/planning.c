@@ -104,7 +104,7 @@ bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *
 }
 
 bg_status_t bg_cli_check_profile_used(const char *cmd, const bg_placement_t *p) {
-    const int stages = (p->stages > 0 ? p->stages : p->devices.count) * p->chunks;
+    const int stages = bg_placement_stage_count(p);
     const int planner_chooses =
         p->auto_microbatches || p->auto_schedule || (p->split_count == 0 && stages > 1);
     if (p->profile_path != NULL && !planner_chooses)

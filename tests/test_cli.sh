@@ -24,6 +24,8 @@ stdout_has "brigade $version (CUDA backend " "brigade --version"
 expect 0 "" -- help train
 stdout_has "usage: brigade train MODEL" "brigade help train"
 usage_error "brigade: no command 'frobnicate' to explain" -- help frobnicate
+expect 0 "" -- --help plan
+stdout_has "usage: brigade plan MODEL" "brigade --help plan"
 expect 0 "" -- topo --topology "$ROOT/tests/fixtures/two-socket-8-core.xml"
 stdout_has "2 packages, 2 NUMA nodes" "brigade topo --topology"
 stdout_has "  cpu:0         X     NODE     NODE     NODE      SYS" "topo link matrix"
