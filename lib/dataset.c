@@ -92,20 +92,12 @@ bg_status_t bg_dataset_load_idx(const char *images_path, const char *labels_path
     bg_idx_t *images = NULL, *labels = NULL;
     bg_dataset_t *ds = NULL;
 
-    BG_CHECK_GOTO(bg_idx_load(images_path, &images), st, done);
-    if (images->ndim != 3) {
-        st = bg_error_set(BG_ERR_PARSE,
-                          "%s: images must have 3 dimensions (count, height, width), the file "
-                          "has %d",
-                          images_path, images->ndim);
-        goto done;
-    }
-    BG_CHECK_GOTO(bg_idx_load(labels_path, &labels), st, done);
-    if (labels->ndim != 1) {
-        st = bg_error_set(BG_ERR_PARSE, "%s: labels must have 1 dimension (count), the file has %d",
-                          labels_path, labels->ndim);
-        goto done;
-    }
+    /* The dimensions are checked before the sizes, so that a labels file
+     * given for images is named as such. */
+    static const bg_idx_expect_t image_file = {3, "images", "count, height, width"},
+                                 label_file = {1, "labels", "count"};
+    BG_CHECK_GOTO(bg_idx_load_expecting(images_path, &image_file, &images), st, done);
+    BG_CHECK_GOTO(bg_idx_load_expecting(labels_path, &label_file, &labels), st, done);
     if (images->dims[0] != labels->dims[0]) {
         st =
             bg_error_set(BG_ERR_PARSE, "%s holds %lld images but %s holds %lld labels", images_path,

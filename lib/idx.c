@@ -51,7 +51,7 @@ static void format_dims(char *text, size_t capacity, const uint64_t *dims, int n
 /* Validates the whole image without copying it: magic, type, dimensions,
  * and that exactly the promised data follows the header. */
 static bg_status_t idx_check(const char *name, const uint8_t *bytes, size_t size,
-                             idx_layout_t *layout) {
+                             const bg_idx_expect_t *expect, idx_layout_t *layout) {
     if (size < IDX_MAGIC_BYTES)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: truncated: %zu bytes, too short for the 4-byte IDX magic", name,
@@ -67,6 +67,10 @@ static bg_status_t idx_check(const char *name, const uint8_t *bytes, size_t size
                             "bytes, 0x08)",
                             name, bytes[2]);
     int ndim = bytes[3];
+    if (expect != NULL && ndim != expect->ndim)
+        return bg_error_set(BG_ERR_PARSE, "%s: %s must have %d dimension%s (%s), the file has %d",
+                            name, expect->what, expect->ndim, expect->ndim == 1 ? "" : "s",
+                            expect->axes, ndim);
     if (ndim < 1 || ndim > BG_IDX_MAX_DIMS)
         return bg_error_set(BG_ERR_PARSE, "%s: IDX header has %d dimensions; brigade reads 1 to %d",
                             name, ndim, BG_IDX_MAX_DIMS);
@@ -134,7 +138,7 @@ bg_status_t bg_idx_parse(const char *name, const uint8_t *bytes, size_t size, bg
     if (out == NULL || (bytes == NULL && size > 0))
         return bg_error_set(BG_ERR_INVALID, "%s: bg_idx_parse: NULL bytes or out", name);
     idx_layout_t layout;
-    BG_CHECK(idx_check(name, bytes, size, &layout));
+    BG_CHECK(idx_check(name, bytes, size, NULL, &layout));
 
     bg_status_t st = BG_OK;
     uint8_t *data = malloc(layout.data_bytes);
@@ -213,6 +217,10 @@ fail:
 }
 
 bg_status_t bg_idx_load(const char *path, bg_idx_t **out) {
+    return bg_idx_load_expecting(path, NULL, out);
+}
+
+bg_status_t bg_idx_load_expecting(const char *path, const bg_idx_expect_t *expect, bg_idx_t **out) {
     if (path == NULL || out == NULL)
         return bg_error_set(BG_ERR_INVALID, "bg_idx_load: NULL path or out");
     /* open() first so a missing file is reported with its errno, which
@@ -233,7 +241,7 @@ bg_status_t bg_idx_load(const char *path, bg_idx_t **out) {
     if (st != BG_OK) return st;
 
     idx_layout_t layout;
-    BG_CHECK_GOTO(idx_check(path, bytes, size, &layout), st, fail);
+    BG_CHECK_GOTO(idx_check(path, bytes, size, expect, &layout), st, fail);
     /* Reuse the read buffer for the data rather than holding two copies of
      * a file that may be hundreds of megabytes. */
     memmove(bytes, bytes + layout.header_bytes, layout.data_bytes);

@@ -40,6 +40,20 @@ bg_status_t bg_idx_parse(const char *name, const uint8_t *bytes, size_t size, bg
  * stream is BG_ERR_PARSE. */
 bg_status_t bg_idx_load(const char *path, bg_idx_t **out);
 
+/* What a file must hold, checked before its size: a file of the other
+ * kind (labels for images) is named as such, not by the data its header
+ * would promise. */
+typedef struct bg_idx_expect {
+    int ndim;         /* dimensions it must have */
+    const char *what; /* for the message: "images" */
+    const char *axes; /* for the message: "count, height, width" */
+} bg_idx_expect_t;
+
+/* bg_idx_load of a file that must have expect->ndim dimensions: BG_ERR_PARSE
+ * "PATH: images must have 3 dimensions (count, height, width), the file
+ * has 1" otherwise. */
+bg_status_t bg_idx_load_expecting(const char *path, const bg_idx_expect_t *expect, bg_idx_t **out);
+
 /* NULL is a no-op. */
 void bg_idx_destroy(bg_idx_t *idx);
 

@@ -54,6 +54,15 @@ static void join(char *out, const char *dir, const char *name) {
 }
 
 /* Writes an unsigned-byte IDX file (gzip when the name ends in .gz). */
+/* Overwrites byte 3 of an IDX file's magic, its dimension count. */
+static void set_dimension_count(const char *path, uint8_t ndim) {
+    FILE *file = fopen(path, "r+b");
+    assert_non_null(file);
+    assert_int_equal(fseek(file, 3, SEEK_SET), 0);
+    assert_int_equal(fputc(ndim, file), ndim);
+    assert_int_equal(fclose(file), 0);
+}
+
 static void write_idx(const char *path, int ndim, const uint32_t *dims, const uint8_t *data) {
     uint8_t header[4 + 4 * 4] = {0, 0, 0x08, (uint8_t)ndim};
     size_t size = 1;
@@ -203,6 +212,24 @@ static void test_wrong_dimensions(void **state) {
     join(f->other, f->dir, "missing");
     check_error(bg_dataset_load_idx(f->path, f->other, 10, &ds), BG_ERR_IO, f->other,
                 "cannot open");
+    /* A header of the other kind (the dimension count, byte 3 of the
+     * magic, of an images file on a labels file and the other way round)
+     * is named by its dimensions, checked before the sizes that the rest
+     * of the header, read the wrong way, would promise. */
+    uint8_t values[64];
+    for (int i = 0; i < 64; i++) values[i] = (uint8_t)(i % 10);
+    uint32_t labels_dims[] = {64}, images_dims[] = {4, 4, 4};
+    join(f->path, f->dir, "labels-marked-3d");
+    join(f->other, f->dir, "images-marked-1d");
+    write_idx(f->path, 1, labels_dims, values);
+    set_dimension_count(f->path, 3);
+    write_idx(f->other, 3, images_dims, values);
+    set_dimension_count(f->other, 1);
+    check_error(bg_dataset_load_idx(f->other, f->path, 10, &ds), BG_ERR_PARSE, f->other,
+                "images must have 3 dimensions (count, height, width), the file has 1");
+    join(f->other, f->dir, "cube");
+    check_error(bg_dataset_load_idx(f->other, f->path, 10, &ds), BG_ERR_PARSE, f->path,
+                "labels must have 1 dimension (count), the file has 3");
     assert_null(ds);
 }
 
