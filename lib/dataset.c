@@ -132,7 +132,8 @@ done:
 }
 
 /* Finds `dir`/`name`, else `dir`/`name`.gz, writing the one that exists into
- * `path`. `hint` ends the message when neither does. */
+ * `path` (the plain one where both are, as `gunzip -k` leaves them; the
+ * docs say so). `hint` ends the message when neither does. */
 static bg_status_t find_file(const char *dir, const char *name, const char *hint,
                              char path[DATASET_PATH_MAX]) {
     int n = snprintf(path, DATASET_PATH_MAX, "%s/%s", dir, name);
