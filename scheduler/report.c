@@ -26,6 +26,8 @@ static void account_event(bg_timeline_summary_t *s, const bg_event_t *e) {
     if (is_compute(e->kind)) d->compute_s += length;
     if (is_copy(e->kind)) d->copy_s += length;
     if (e->kind == BG_EVENT_WAIT) d->wait_s += length;
+    /* A wait with no peer (-1) is the optimizer step's barrier. */
+    if (e->kind == BG_EVENT_WAIT && e->peer_stage < 0) d->barrier_s += length;
     if (e->stage < 0) return;
     bg_stage_summary_t *st = &s->stage[e->stage];
     if (is_compute(e->kind)) st->compute_s += length;
@@ -107,6 +109,7 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
         dev->copy_s /= steps;
         dev->wait_s /= steps;
         dev->link_wait_s /= steps;
+        dev->barrier_s /= steps;
         dev->idle_s = s->step_s - dev->compute_s - dev->copy_s;
         /* A device busy all step: the difference of sums may round below 0
          * (a bubble of -0.0%). */
@@ -278,6 +281,16 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
                         "had not taken the earlier ones\n",
                         i, 1e3 * room[k], k ? "activations" : "gradients", k ? i + 1 : i - 1);
     }
+    /* The rest of a device's waits: at the optimizer step, until every
+     * device has finished its step's ops. */
+    for (int d = 0; s->devices > 1 && d < s->devices; d++) {
+        const double barrier = s->device[d].barrier_s;
+        if (barrier > 0 && barrier >= 0.02 * s->step_s)
+            fprintf(out,
+                    "%s waited %.3f ms per step at the optimizer step, for the other devices to "
+                    "finish theirs\n",
+                    s->device_names[d], 1e3 * barrier);
+    }
     if (ferror(out)) return bg_error_set(BG_ERR_IO, "timeline summary: writing the table failed");
     return BG_OK;
 }
@@ -290,11 +303,13 @@ static int add_numbers(cJSON *object, const char *const *names, const double *va
 }
 
 static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
-    static const char *const names[] = {"compute_s", "copy_s",       "wait_s",    "link_wait_s",
-                                        "idle_s",    "compute_frac", "copy_frac", "idle_frac"};
+    static const char *const names[] = {"compute_s",    "copy_s",    "wait_s",
+                                        "link_wait_s",  "barrier_s", "idle_s",
+                                        "compute_frac", "copy_frac", "idle_frac"};
     const bg_device_summary_t *dev = &s->device[d];
-    const double values[] = {dev->compute_s, dev->copy_s,       dev->wait_s,    dev->link_wait_s,
-                             dev->idle_s,    dev->compute_frac, dev->copy_frac, dev->idle_frac};
+    const double values[] = {dev->compute_s,    dev->copy_s,    dev->wait_s,
+                             dev->link_wait_s,  dev->barrier_s, dev->idle_s,
+                             dev->compute_frac, dev->copy_frac, dev->idle_frac};
     cJSON *item = cJSON_CreateObject();
     if (item == NULL) return 0;
     if (!cJSON_AddItemToArray(array, item)) {
@@ -302,7 +317,7 @@ static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
         return 0;
     }
     return cJSON_AddStringToObject(item, "name", s->device_names[d]) != NULL &&
-           add_numbers(item, names, values, 8);
+           add_numbers(item, names, values, 9);
 }
 
 static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {

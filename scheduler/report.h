@@ -25,6 +25,7 @@ typedef struct bg_device_summary {
     double copy_s;      /* SEND and RECV events */
     double wait_s;      /* WAIT events */
     double link_wait_s; /* of wait_s: for messages while they crossed a link (LINK) */
+    double barrier_s;   /* of wait_s: at the optimizer step, for the other devices */
     double idle_s;      /* step_s - compute_s - copy_s: waits and gaps */
     double compute_frac, copy_frac, idle_frac; /* of step_s (0 when step_s is 0) */
 } bg_device_summary_t;

@@ -122,6 +122,7 @@ static void test_summary_figures(void **state) {
     expect_near(d0->compute_s, (6.5e-3 + 1e-3) / 2, EPS);
     expect_near(d0->copy_s, 1.5e-3 / 2, EPS);
     expect_near(d0->wait_s, (2e-3 + 3e-3 + 1e-3) / 2, EPS);
+    expect_near(d0->barrier_s, 1e-3 / 2, EPS); /* of those waits, at the optimizer step */
     expect_near(d0->idle_s, step - 3.75e-3 - 0.75e-3, EPS);
     expect_near(d0->compute_frac, 3.75 / 11, EPS);
     expect_near(d0->copy_frac, 0.75 / 11, EPS);
@@ -129,6 +130,7 @@ static void test_summary_figures(void **state) {
     expect_near(d1->compute_s, (7e-3 + 1.5e-3) / 2, EPS);
     expect_near(d1->copy_s, 0.5e-3 / 2, EPS);
     expect_near(d1->wait_s, (1.5e-3 + 2e-3) / 2, EPS);
+    expect_near(d1->barrier_s, 0, EPS);
     expect_near(d1->idle_s, step - 4.25e-3 - 0.25e-3, EPS);
     expect_near(d1->compute_frac, 4.25 / 11, EPS);
     expect_near(d1->copy_frac, 0.25 / 11, EPS);
@@ -238,6 +240,11 @@ static void test_summary_print(void **state) {
     assert_non_null(first);
     assert_non_null(strstr(first + 1, room));
     assert_null(strstr(text, "stage 1 waited"));
+    /* Device 0's 0.5 ms per step at the barrier (4.5% of the step); device
+     * 1 had none. */
+    assert_non_null(strstr(text, "cpu:0 waited 0.500 ms per step at the optimizer step, for the "
+                                 "other devices to finish theirs\n"));
+    assert_null(strstr(text, "cpu:1 waited"));
     free(text);
     bg_timeline_summary_destroy(s);
     bg_timeline_destroy(tl);
@@ -328,6 +335,8 @@ static void test_summary_json(void **state) {
     expect_near(number(d1, "compute_s"), 4.25e-3, EPS);
     expect_near(number(d1, "wait_s"), 1.75e-3, EPS);
     expect_near(number(d1, "idle_frac"), 6.5 / 11, EPS);
+    expect_near(number(d1, "barrier_s"), 0, EPS);
+    expect_near(number(cJSON_GetArrayItem(devices, 0), "barrier_s"), 0.5e-3, EPS);
     const cJSON *stages = cJSON_GetObjectItem(root, "stages");
     assert_int_equal(cJSON_GetArraySize(stages), 2);
     const cJSON *s0 = cJSON_GetArrayItem(stages, 0);
