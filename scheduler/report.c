@@ -271,6 +271,9 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
     fprintf(out, ", M=%d); stage imbalance %.1f%%; exposed transfer %.1f%%; step %.*f ms (%s)\n",
             s->microbatches, 100 * s->imbalance, 100 * s->exposed_transfer_frac, decimals, step_ms,
             s->measured ? "measured" : "predicted");
+    if (s->devices == 1 && s->bubble_measured > 0)
+        fprintf(out, "(one device: its idle time is the host's work between ops and steps, "
+                     "not a pipeline bubble)\n");
     for (int i = 0; i < s->stages; i++) {
         const bg_stage_summary_t *st = &s->stage[i];
         const double room[2] = {st->room_prev_s, st->room_next_s};

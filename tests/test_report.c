@@ -902,6 +902,43 @@ static void test_summary_print_interleaved(void **state) {
     bg_timeline_destroy(tl);
 }
 
+/* One device has no pipeline bubble: its idle time is named as the host's
+ * work between ops; with two devices the line is not there. */
+static void test_summary_print_one_device(void **state) {
+    (void)state;
+    static const char *const names[] = {"cpu:0"};
+    bg_timeline_t *tl = make_timeline(BG_SCHEDULE_1F1B, 1, 1, 1, 1, names);
+    check_ok(bg_timeline_reserve(tl, 0));
+    bg_timeline_add_step(tl, 0, 10e-3);
+    add(tl, BG_EVENT_FORWARD, 0, 0, 0, -1, 0, 0, 4);
+    add(tl, BG_EVENT_BACKWARD, 0, 0, 0, -1, 0, 4, 8);
+    add(tl, BG_EVENT_STEP, 0, 0, -1, -1, 0, 8.5, 9.5);
+    bg_timeline_summary_t *s = NULL;
+    check_ok(bg_timeline_summarize(tl, &s));
+    expect_near(s->bubble_measured, 0.1, EPS);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    check_ok(bg_summary_print(out, s, NULL));
+    fclose(out);
+    static const char line[] = "(one device: its idle time is the host's work between ops and "
+                               "steps, not a pipeline bubble)\n";
+    assert_non_null(strstr(text, line));
+    free(text);
+    bg_timeline_summary_destroy(s);
+    bg_timeline_destroy(tl);
+
+    tl = hand_timeline();
+    check_ok(bg_timeline_summarize(tl, &s));
+    out = open_memstream(&text, &size);
+    check_ok(bg_summary_print(out, s, NULL));
+    fclose(out);
+    assert_null(strstr(text, "one device"));
+    free(text);
+    bg_timeline_summary_destroy(s);
+    bg_timeline_destroy(tl);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_summary_figures),
@@ -909,6 +946,7 @@ int main(void) {
         cmocka_unit_test(test_theoretical_bubble),
         cmocka_unit_test(test_summary_print),
         cmocka_unit_test(test_summary_print_interleaved),
+        cmocka_unit_test(test_summary_print_one_device),
         cmocka_unit_test(test_summary_json),
         cmocka_unit_test(test_link_waits),
         cmocka_unit_test(test_trace),
