@@ -42,14 +42,18 @@ bg_status_t bg_cli_option_value(int argc, char **argv, int *i, const char **out)
  * options with a value. */
 bg_status_t bg_cli_flag(char **argv, int i);
 
-/* BG_ERR_INVALID for an option the command does not know; the message
- * for "--steps=2" shows the form brigade reads, "--steps 2". */
-bg_status_t bg_cli_unknown_option(const char *arg);
+/* BG_ERR_INVALID for an option the command does not know. Where it is
+ * "--steps=2" and --steps is one of the command's options that take a value
+ * (`options`, `count` of them, and the placement's when `placement` is 1),
+ * the message shows the form brigade reads, "--steps 2". */
+bg_status_t bg_cli_unknown_option(const char *arg, const char *const *options, size_t count,
+                                  int placement);
 
-/* BG_ERR_INVALID for a second MODEL word. One that names no file is most
- * often the end of a value written with a space ("--device-mem 512 M"),
- * and the message says so. */
-bg_status_t bg_cli_second_model(const char *first, const char *second);
+/* BG_ERR_INVALID for a second MODEL word. Where the command has options
+ * that take values (`values` 1), a word that names no file is most often
+ * the end of a value written with a space ("--device-mem 512 M"), and the
+ * message says so. */
+bg_status_t bg_cli_second_model(const char *first, const char *second, int values);
 
 /* Parses a whole decimal integer in [min, max]; BG_ERR_INVALID with a message
  * naming the option otherwise. */

@@ -80,6 +80,7 @@ typedef struct plan_options {
 } plan_options_t;
 
 static bg_status_t parse_args(int argc, char **argv, plan_options_t *o, int *show_help) {
+    static const char *const own[] = {"--batch", "--optimizer", "--momentum"};
     bg_placement_init(&o->placement);
     o->batch = 64;
     for (int i = 1; i < argc && !*show_help; i++) {
@@ -92,9 +93,9 @@ static bg_status_t parse_args(int argc, char **argv, plan_options_t *o, int *sho
             o->json = 1;
             continue;
         }
-        if (strcmp(arg, "--batch") != 0 && strcmp(arg, "--optimizer") != 0 &&
-            strcmp(arg, "--momentum") != 0)
-            return bg_cli_unknown_option(arg);
+        int known = 0;
+        for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) known |= !strcmp(arg, own[k]);
+        if (!known) return bg_cli_unknown_option(arg, own, sizeof own / sizeof own[0], 1);
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--batch") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));

@@ -117,14 +117,16 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
             return BG_OK;
         }
         if (arg[0] != '-' || arg[1] == '\0') {
-            if (o->model != NULL) return bg_cli_second_model(o->model, arg);
+            if (o->model != NULL) return bg_cli_second_model(o->model, arg, 1);
             o->model = arg;
             continue;
         }
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
             known |= strcmp(arg, with_value[k]) == 0;
-        if (!known) return bg_cli_unknown_option(arg);
+        if (!known)
+            return bg_cli_unknown_option(arg, with_value, sizeof with_value / sizeof with_value[0],
+                                         0);
         const char *v;
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--batch") == 0)
@@ -155,21 +157,24 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
     return bg_cli_check_distinct(files, 2);
 }
 
-/* Whether p->stage[i] times another layer range than the entry before it
- * (each range is timed at several slot counts, one entry each). */
-static int new_range(const bg_profile_t *p, int i) {
-    return i == 0 || p->stage[i].first != p->stage[i - 1].first ||
-           p->stage[i].last != p->stage[i - 1].last;
+/* Whether p->stage[i] times another layer range than entry *last, the
+ * last one counted (each range is timed at several slot counts, one entry
+ * each, in a row); makes i the last counted. */
+static int new_range(const bg_profile_t *p, int i, int *last) {
+    const int fresh = *last < 0 || p->stage[i].first != p->stage[*last].first ||
+                      p->stage[i].last != p->stage[*last].last;
+    *last = i;
+    return fresh;
 }
 
 /* Over the ranges timed after waits: each ratio's lowest and highest. */
 static void print_after_wait(const bg_profile_t *p) {
     double lo[2][BG_NEIGHBOUR_KINDS] = {{0}}, hi[2][BG_NEIGHBOUR_KINDS] = {{0}};
-    int count = 0, ranges = 0;
+    int count = 0, ranges = 0, last = -1;
     for (int i = 0; i < p->stage_count; i++) {
         const bg_stage_after_wait_t *w = &p->stage[i].after_wait;
         if (w->forward[BG_NEIGHBOUR_FORWARD] <= 0) continue;
-        ranges += new_range(p, i);
+        ranges += new_range(p, i, &last);
         for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++)
             for (int op = 0; op < 2; op++) {
                 const double v = op == 0 ? w->forward[k] : w->backward[k];
@@ -220,13 +225,13 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
     printf("\n");
     /* Over the ranges timed under load: F + B beside the co-runner / alone. */
     double lowest = 0, highest = 0;
-    int loaded = 0, ranges = 0;
+    int loaded = 0, ranges = 0, last = -1;
     for (int i = 0; i < p->stage_count; i++) {
         const bg_stage_profile_t *sp = &p->stage[i];
         const double alone = sp->forward_s + sp->backward_s,
                      under = sp->loaded.forward_s + sp->loaded.backward_s;
         if (alone <= 0 || under <= 0) continue;
-        ranges += new_range(p, i);
+        ranges += new_range(p, i, &last);
         const double ratio = under / alone;
         if (loaded == 0 || ratio < lowest) lowest = ratio;
         if (loaded == 0 || ratio > highest) highest = ratio;

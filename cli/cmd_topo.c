@@ -95,6 +95,11 @@ int bg_cmd_topo(int argc, char **argv) {
                 return bg_cli_usage_error("topo", "%s", bg_error_message());
             continue;
         }
+        static const char *const own[] = {"--topology"};
+        if (argv[i][0] == '-') {
+            (void)bg_cli_unknown_option(argv[i], own, 1, 0);
+            return bg_cli_usage_error("topo", "%s", bg_error_message());
+        }
         return bg_cli_usage_error("topo", "unknown argument '%s'", argv[i]);
     }
     bg_topology_t *t = NULL;

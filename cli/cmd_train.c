@@ -107,8 +107,10 @@ static const char *const options_with_value[] = {
     "--nan",  "--nan-limit", "--stall-timeout", "--save-every", "--resume",
 };
 
+#define OPTIONS_WITH_VALUE (sizeof options_with_value / sizeof options_with_value[0])
+
 static int is_option(const char *arg) {
-    for (size_t i = 0; i < sizeof options_with_value / sizeof options_with_value[0]; i++)
+    for (size_t i = 0; i < OPTIONS_WITH_VALUE; i++)
         if (strcmp(arg, options_with_value[i]) == 0) return 1;
     return 0;
 }
@@ -130,7 +132,8 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             o->train.allow_tf32 = 1;
             continue;
         }
-        if (!is_option(arg)) return bg_cli_unknown_option(arg);
+        if (!is_option(arg))
+            return bg_cli_unknown_option(arg, options_with_value, OPTIONS_WITH_VALUE, 1);
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--data") == 0) {
             o->data = v;
@@ -185,7 +188,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1000, &value));
             o->train.record_steps = (int)value;
         } else {
-            return bg_cli_unknown_option(arg);
+            return bg_cli_unknown_option(arg, options_with_value, OPTIONS_WITH_VALUE, 1);
         }
     }
     if (*show_help) return BG_OK;

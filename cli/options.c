@@ -11,6 +11,7 @@
 #include "atomic_file.h"
 #include "cli.h"
 #include "path.h"
+#include "placement.h"
 
 int bg_cli_usage_error(const char *cmd, const char *format, ...) {
     va_list args;
@@ -31,6 +32,14 @@ bg_status_t bg_cli_input_status(bg_status_t status) {
     return status == BG_ERR_IO ? BG_ERR_INVALID : status;
 }
 
+/* Whether argv[i] was given before it. Values never start with "--" (see
+ * bg_cli_option_value), so an earlier equal argument was the option. */
+static int given_before(char **argv, int i) {
+    for (int k = 1; k < i; k++)
+        if (strcmp(argv[k], argv[i]) == 0) return k;
+    return 0;
+}
+
 bg_status_t bg_cli_option_value(int argc, char **argv, int *i, const char **out) {
     const char *option = argv[*i];
     if (*i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", option);
@@ -42,43 +51,51 @@ bg_status_t bg_cli_option_value(int argc, char **argv, int *i, const char **out)
                             "%s needs a value, got the option '%s' (a file whose name starts "
                             "with -- can be written ./%s)",
                             option, value, value);
-    /* Values never start with "--" (above), so an earlier argument equal
-     * to this option was the option itself: the last would win unseen. */
-    for (int k = 1; k < *i; k++)
-        if (strcmp(argv[k], option) == 0)
-            return bg_error_set(BG_ERR_INVALID, "%s given twice ('%s' and '%s')", option,
-                                argv[k + 1], value);
+    /* The last would win unseen. */
+    const int before = given_before(argv, *i);
+    if (before > 0)
+        return bg_error_set(BG_ERR_INVALID, "%s given twice ('%s' and '%s')", option,
+                            argv[before + 1], value);
     *i += 1;
     *out = value;
     return BG_OK;
 }
 
 bg_status_t bg_cli_flag(char **argv, int i) {
-    /* Values never start with "--", so an equal earlier argument was the
-     * flag itself. */
-    for (int k = 1; k < i; k++)
-        if (strcmp(argv[k], argv[i]) == 0)
-            return bg_error_set(BG_ERR_INVALID, "%s given twice", argv[i]);
+    if (given_before(argv, i) > 0) return bg_error_set(BG_ERR_INVALID, "%s given twice", argv[i]);
     return BG_OK;
 }
 
-bg_status_t bg_cli_unknown_option(const char *arg) {
+bg_status_t bg_cli_unknown_option(const char *arg, const char *const *options, size_t count,
+                                  int placement) {
     const char *equals = strchr(arg, '=');
-    if (arg[0] == '-' && arg[1] == '-' && equals != NULL && equals > arg + 2)
+    char name[64];
+    int known = 0;
+    if (arg[0] == '-' && arg[1] == '-' && equals != NULL && equals[1] != '\0' &&
+        (size_t)(equals - arg) < sizeof name) {
+        snprintf(name, sizeof name, "%.*s", (int)(equals - arg), arg);
+        for (size_t k = 0; k < count; k++) known |= strcmp(name, options[k]) == 0;
+        known |= placement && bg_placement_is_option(name) == 1;
+    }
+    if (known)
         return bg_error_set(BG_ERR_INVALID,
                             "unknown option '%s' (brigade takes an option's value as the next "
-                            "word, as in '%.*s %s')",
-                            arg, (int)(equals - arg), arg, equals + 1);
+                            "word: '%s %s')",
+                            arg, name, equals + 1);
     return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
 }
 
-bg_status_t bg_cli_second_model(const char *first, const char *second) {
+bg_status_t bg_cli_second_model(const char *first, const char *second, int values) {
     struct stat st;
-    if (stat(second, &st) != 0)
+    const char *stray = !values                  ? NULL
+                        : stat(second, &st) != 0 ? second
+                        : stat(first, &st) != 0  ? first
+                                                 : NULL;
+    if (stray != NULL)
         return bg_error_set(BG_ERR_INVALID,
                             "more than one MODEL given ('%s', '%s'); '%s' is no file: the end of "
                             "an option's value, written with a space?",
-                            first, second, second);
+                            first, second, stray);
     return bg_error_set(BG_ERR_INVALID, "more than one MODEL given ('%s', '%s')", first, second);
 }
 

@@ -159,7 +159,7 @@ bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *v
     } else if (strcmp(arg, "--recompute") == 0) {
         p->recompute = 1;
     } else {
-        return bg_cli_unknown_option(arg);
+        return bg_cli_unknown_option(arg, NULL, 0, 1);
     }
     return BG_OK;
 }

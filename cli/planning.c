@@ -17,7 +17,7 @@ bg_status_t bg_cli_shared_arg(int argc, char **argv, int *i, const char **model,
         return BG_OK;
     }
     if (arg[0] != '-' || arg[1] == '\0') {
-        if (*model != NULL) return bg_cli_second_model(*model, arg);
+        if (*model != NULL) return bg_cli_second_model(*model, arg, 1);
         *model = arg;
         return BG_OK;
     }

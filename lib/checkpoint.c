@@ -441,7 +441,9 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
     snprintf(own, sizeof own, "%016" PRIx64, spec->fingerprint);
     const char *fingerprint = bg_safetensors_metadata(st_file, "brigade.model");
     if (fingerprint != NULL && strcmp(fingerprint, own) != 0)
-        snprintf(found_info.other_model, sizeof found_info.other_model, "%.19s", fingerprint);
+        snprintf(found_info.other_model, sizeof found_info.other_model, "%.19s",
+                 fingerprint[0] != '\0' ? fingerprint : "(empty)");
+    int mismatch = 0; /* a tensor missing, of another shape, or not the model's */
     BG_CHECK_GOTO(slots_create(spec, &slots, &count), st, done);
     entries = calloc((size_t)st_file->count + 1, sizeof *entries);
     sorted_slots = calloc((size_t)count + 1, sizeof *sorted_slots);
@@ -456,9 +458,12 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
             bsearch(&key, entries, (size_t)st_file->count, sizeof *entries, entry_pointer_compare);
         if (found == NULL) {
             st = bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' is missing", path, slots[i].name);
+            mismatch = 1;
             goto done;
         }
+        mismatch = 1; /* until its dtype and shape are the model's */
         BG_CHECK_GOTO(check_entry(path, *found, &slots[i]), st, done);
+        mismatch = 0;
         bg_f32_le_copy(params + slots[i].offset, st_file->data + (*found)->begin,
                        sizeof(float) * (size_t)slots[i].count);
         BG_CHECK_GOTO(bg_checkpoint_check_finite(path, slots[i].name, params + slots[i].offset,
@@ -482,6 +487,7 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
             if (!known) {
                 st = bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' is not part of this model", path,
                                   st_file->entries[k].name);
+                mismatch = 1;
                 goto done;
             }
         }
@@ -505,13 +511,10 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
 done:
     /* Tensors that are not this model's, in a file of another model: say
      * so, the likelier mistake than a damaged file. */
-    if (st == BG_ERR_INVALID && found_info.other_model[0] != '\0') {
-        char message[1024]; /* a message is at most that long (status.c) */
-        snprintf(message, sizeof message, "%s", bg_error_message());
-        st = bg_error_set(st,
-                          "%s (the file holds another model: fingerprint %s, this model's is %s)",
-                          message, found_info.other_model, own);
-    }
+    if (mismatch && found_info.other_model[0] != '\0')
+        st = bg_error_suffix(st,
+                             " (the file holds another model: fingerprint %s, this model's is %s)",
+                             found_info.other_model, own);
     free(sorted_slots);
     free(entries);
     free(slots);

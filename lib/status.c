@@ -54,6 +54,16 @@ bg_status_t bg_error_prefix(bg_status_t status, const char *format, ...) {
     return status;
 }
 
+bg_status_t bg_error_suffix(bg_status_t status, const char *format, ...) {
+    /* Truncation is fine: the message stays a valid, shortened string. */
+    const size_t len = strlen(error_message);
+    va_list args;
+    va_start(args, format);
+    vsnprintf(error_message + len, sizeof error_message - len, format, args);
+    va_end(args);
+    return status;
+}
+
 const char *bg_error_message(void) { return error_message; }
 
 void bg_error_clear(void) { error_message[0] = '\0'; }

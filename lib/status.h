@@ -40,6 +40,11 @@ bg_status_t bg_error_set(bg_status_t status, const char *format, ...)
 bg_status_t bg_error_prefix(bg_status_t status, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Appends context (" (the file holds another model)") to the calling
+ * thread's message and returns status unchanged. */
+bg_status_t bg_error_suffix(bg_status_t status, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* The calling thread's last message; "" when none was recorded. */
 const char *bg_error_message(void);
 

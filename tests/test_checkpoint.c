@@ -326,6 +326,13 @@ static void test_other_model_same_tensors(void **state) {
     memset(&info, 'x', sizeof info);
     assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &info), BG_OK);
     assert_string_equal(info.other_model, "");
+    /* A value that is not finite is the file's fault, whoever's model it
+     * holds: the message does not blame the model. */
+    f->params[1] = NAN;
+    assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 5), BG_OK);
+    check_error(bg_checkpoint_load(f->path, avg, f->loaded, NULL), BG_ERR_INVALID, f->path,
+                "non-finite");
+    assert_null(strstr(bg_error_message(), "another model"));
     bg_model_spec_destroy(avg);
 }
 

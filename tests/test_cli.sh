@@ -56,7 +56,7 @@ assert sorted(s["device"] for s in p["stages"]) == ["cuda:%d" % i for i in range
 usage_error "GPU 0 is listed twice in 'cuda:0,cuda:1,cuda:0' (for several stages on one GPU, write cuda:0x2)" \
     -- plan "$MODEL" --topology "$ROOT/tests/fixtures/two-socket-8-gpu.xml" \
     --devices cuda:0,cuda:1,cuda:0
-usage_error "unknown argument '--bogus'" -- topo --bogus
+usage_error "unknown option '--bogus'" -- topo --bogus
 usage_error "unknown argument 'extra'" -- topo --topology \
     "$ROOT/tests/fixtures/two-socket-8-core.xml" extra
 usage_error "--topology needs a value" -- topo --topology
@@ -141,6 +141,10 @@ usage_error "unknown option '--bogus'" -- train "$MODEL" --bogus
 usage_error "more than one MODEL given ('$MODEL', '$MODEL')" -- train "$MODEL" "$MODEL"
 usage_error "more than one MODEL given ('$MODEL', 'M'); 'M' is no file: the end of an option's value, written with a space?" \
     -- plan "$MODEL" --device-mem 512 M
+usage_error "more than one MODEL given ('M', '$MODEL'); 'M' is no file: the end of an option's value, written with a space?" \
+    -- plan --device-mem 512 M "$MODEL"
+usage_error "more than one MODEL given ('$MODEL', 'x')" -- summary "$MODEL" x
+check "summary has no option values: no hint" sh -c "! grep -q 'no file' '$ERR'"
 # Whole messages: a bare option name would also match "unknown option".
 usage_error "--batch: 0 is outside 1..1048576" -- train "$MODEL" --batch 0
 usage_error "--batch: expected an integer, got 'abc'" -- train "$MODEL" --batch abc
@@ -707,10 +711,18 @@ usage_error "--recompute given twice" -- plan "$MODEL" --recompute --stages 2 --
 usage_error "--simulate given twice" -- sweep "$MODEL" --simulate --microbatches 1 --simulate
 usage_error "--tf32 given twice" -- train "$MODEL" --tf32 --steps 1 --tf32
 # key=value is not read; the message shows the form that is.
-usage_error "unknown option '--steps=2' (brigade takes an option's value as the next word, as in '--steps 2')" \
+usage_error "unknown option '--steps=2' (brigade takes an option's value as the next word: '--steps 2')" \
     -- train "$MODEL" --steps=2
-usage_error "unknown option '--devices=cpu:2' (brigade takes an option's value as the next word, as in '--devices cpu:2')" \
+usage_error "unknown option '--devices=cpu:2' (brigade takes an option's value as the next word: '--devices cpu:2')" \
     -- plan "$MODEL" --devices=cpu:2
+usage_error "unknown option '--topology=t.xml' (brigade takes an option's value as the next word: '--topology t.xml')" \
+    -- topo --topology=t.xml
+# ... but only for an option of the command that takes a value.
+for args in "plan --foo=3" "plan --json=1" "summary --steps=2" "train --steps="; do
+    cmd=${args%% *} opt=${args#* }
+    usage_error "unknown option '$opt'" -- "$cmd" "$MODEL" "$opt"
+    check "$cmd $opt: no form suggested" sh -c "! grep -q 'next word' '$ERR'"
+done
 usage_error "--stages 300: without --devices that means cpu:300; " -- plan "$MODEL" --stages 300
 # An output below a file: the file is named, not a permission.
 : >"$T/plain.json"

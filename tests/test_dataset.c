@@ -53,7 +53,6 @@ static void join(char *out, const char *dir, const char *name) {
     assert_true(n > 0 && n < PATH_CAPACITY);
 }
 
-/* Writes an unsigned-byte IDX file (gzip when the name ends in .gz). */
 /* Overwrites byte 3 of an IDX file's magic, its dimension count. */
 static void set_dimension_count(const char *path, uint8_t ndim) {
     FILE *file = fopen(path, "r+b");
@@ -63,6 +62,7 @@ static void set_dimension_count(const char *path, uint8_t ndim) {
     assert_int_equal(fclose(file), 0);
 }
 
+/* Writes an unsigned-byte IDX file (gzip when the name ends in .gz). */
 static void write_idx(const char *path, int ndim, const uint32_t *dims, const uint8_t *data) {
     uint8_t header[4 + 4 * 4] = {0, 0, 0x08, (uint8_t)ndim};
     size_t size = 1;
