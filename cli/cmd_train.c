@@ -439,8 +439,8 @@ int bg_cmd_train(int argc, char **argv) {
     int code = 0;
     BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &o.train.optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
+    BG_CHECK_GOTO(check_unused(&o), st, fail); /* refusals before check_tf32's note */
     BG_CHECK_GOTO(check_tf32(&o), st, fail);
-    BG_CHECK_GOTO(check_unused(&o), st, fail);
     if (o.resume != NULL) {
         BG_CHECK_GOTO(
             bg_cli_input_status(bg_train_state_load(o.resume, spec, &o.train.optimizer, &resume)),

@@ -64,7 +64,11 @@ int main(int argc, char **argv) {
             char *help_argv[] = {argv[2], help_flag, NULL};
             return command(argv[2])(2, help_argv);
         }
-        if (argc > 2) {
+        if (argc > 3) {
+            fprintf(stderr, "brigade: help explains one command, not %d\n\n%s", argc - 2, usage);
+            return 2;
+        }
+        if (argc == 3) {
             fprintf(stderr, "brigade: no command '%s' to explain\n\n%s", argv[2], usage);
             return 2;
         }

@@ -210,14 +210,16 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                             p->stages, p->devices_text, p->devices.count);
     const int stages = bg_placement_stage_count(p);
     if (p->split_count > 0 && p->split_count != stages - 1) {
-        /* What would give the split's stages, with one chunk a device. */
+        /* What would give the split's stages, with one chunk a device, where
+         * the model has layers for them (else the split itself is wrong). */
         const int want = p->split_count + 1;
         char hint[96] = "";
-        if (p->chunks == 1 && want <= p->devices.count)
+        if (p->chunks == 1 && want <= spec->num_layers && want <= p->devices.count)
             snprintf(hint, sizeof hint, " (for %d stages, --stages %d)", want, want);
-        else if (p->chunks == 1 && p->devices.count > 0 &&
+        else if (p->chunks == 1 && want <= spec->num_layers && p->devices.count > 0 &&
                  p->devices.devices[0].kind == BG_DEVICE_CPU)
-            snprintf(hint, sizeof hint, " (for %d stages, --devices cpu:%d)", want, want);
+            snprintf(hint, sizeof hint, " (for %d stages, --devices cpu:%d%s)", want, want,
+                     p->stages > 0 ? " without --stages" : "");
         return bg_error_set(BG_ERR_INVALID, "--split gives %d boundar%s; %d stage%s need%s %d%s",
                             p->split_count, p->split_count == 1 ? "y" : "ies", stages,
                             stages == 1 ? "" : "s", stages == 1 ? "s" : "", stages - 1, hint);

@@ -66,7 +66,7 @@ static void note_split_profile(const bg_placement_t *p, const bg_profile_t *prof
  * the stage's own working set costs. Says so where stages are cut. */
 static void note_no_stage_times(const bg_placement_t *p, const bg_profile_t *prof,
                                 const char *path) {
-    if (prof->stage_count > 0 || p->devices.count < 2) return;
+    if (prof->stage_count > 0 || bg_placement_stage_count(p) < 2) return;
     char why[96];
     if (prof->layers > BG_PROFILE_MAX_STAGE_LAYERS)
         snprintf(why, sizeof why,

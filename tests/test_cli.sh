@@ -24,6 +24,7 @@ stdout_has "brigade $version (CUDA backend " "brigade --version"
 expect 0 "" -- help train
 stdout_has "usage: brigade train MODEL" "brigade help train"
 usage_error "brigade: no command 'frobnicate' to explain" -- help frobnicate
+usage_error "brigade: help explains one command, not 2" -- help train plan
 expect 0 "" -- --help plan
 stdout_has "usage: brigade plan MODEL" "brigade --help plan"
 expect 0 "" -- topo --topology "$ROOT/tests/fixtures/two-socket-8-core.xml"
@@ -207,7 +208,8 @@ usage_error "$T/unknown.model:3:1:" -- train "$T/unknown.model" --data synthetic
 # are some (and on the CPU here, saying it changes nothing).
 usage_error "--tf32 applies to CUDA devices only; --devices cpu has none" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 8 --tf32
-if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -eq 0 ]; then
+# brigade's own view of the GPUs decides (a build without CUDA sees none).
+if ! "$BRIGADE" topo 2>/dev/null | grep -q '^CUDA: built, [1-9]'; then
     expect 0 "note: --tf32 changes nothing here: --devices auto found no GPU and took CPU cores" \
         -- train "$MODEL" --data synthetic --steps 1 --batch 8 --devices auto --tf32
 else
@@ -688,7 +690,7 @@ usage_error "--data has no use with --simulate" -- sweep "$MODEL" --simulate --m
 usage_error "--chunks applies only to the interleaved schedule, which --schedule does not list" \
     -- sweep "$MODEL" --simulate --devices cpu:2 --microbatches 2 --chunks 2
 # Interleaved with one chunk a device is not interleaving: refused by name.
-usage_error "interleaved runs --chunks V stages per device, V of 2 or more" \
+usage_error "interleaved runs --chunks V stages per device, V of 2 or more: give --chunks for its points" \
     -- sweep "$MODEL" --simulate --devices cpu:2 --microbatches 2 --schedule 1f1b,interleaved
 for cmd in plan simulate train; do
     usage_error "interleaved runs --chunks V stages per device, V of 2 or more (with one a device it would be 1F1B's order with a longer warm-up; for that, --schedule 1f1b)" \
@@ -773,6 +775,9 @@ p = json.load(open(sys.argv[1]))
 assert "stages" not in p and len(p["layers"]) == 68' "$T/deep.json"
 expect 0 "note: $T/deep.json holds no stage times (its model has 68 layers, and without --split only models of up to 64 get them), so each stage is priced from the sum of its layers' times" \
     -- plan "$T/deep.model" --devices cpu:2 --batch 8 --profile "$T/deep.json"
+# Two stages on one device (interleaved) are cut from it too.
+expect 0 "note: $T/deep.json holds no stage times" -- plan "$T/deep.model" --devices cpu:1 \
+    --schedule interleaved --chunks 2 --microbatches 2 --batch 8 --profile "$T/deep.json"
 # One stage is the whole model: nothing to say.
 expect 0 "" -- plan "$T/deep.model" --devices cpu:1 --batch 8 --profile "$T/deep.json"
 check "no note for one stage" sh -c "! grep -q 'no stage times' '$ERR'"

@@ -31,6 +31,12 @@ usage_error "--split gives 2 boundaries; 1 stage needs 0 (for 3 stages, --device
     plan "$MODEL" --split 3,5
 usage_error "--split gives 1 boundary; 4 stages need 3 (for 2 stages, --stages 2)" -- \
     plan "$MODEL" --devices cpu:4 --split 3
+usage_error "--split gives 3 boundaries; 2 stages need 1 (for 4 stages, --devices cpu:4 without --stages)" -- \
+    plan "$MODEL" --stages 2 --split 1,2,3
+# More stages than layers: no hint, which would only lead to another refusal.
+usage_error "--split gives 8 boundaries; 2 stages need 1" -- \
+    plan "$MODEL" --devices cpu:2 --split 1,2,3,4,5,6,7,8
+check "no hint for a split of more stages than layers" sh -c "! grep -q 'for 9 stages' '$ERR'"
 usage_error "--split: 0 is no boundary (stage 0 always starts at layer 0)" -- \
     plan "$MODEL" --devices cpu:2 --split 0
 usage_error "--split gives 1 boundary; 3 stages need 2" -- plan "$MODEL" --devices cpu:3 --split 3
