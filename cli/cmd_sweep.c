@@ -350,10 +350,10 @@ int bg_cmd_sweep(int argc, char **argv) {
     BG_ALLOC_CHECK_GOTO(points, st, fail);
     /* A sweep trains with the default optimizer (run_point). */
     const bg_optimizer_config_t optimizer = BG_OPTIMIZER_CONFIG_INIT;
+    if (!o.simulate) o.placement.run = "a measured sweep";
     BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
     if (!o.simulate) {
-        BG_CHECK_GOTO(bg_cli_check_profile_used("a measured sweep", &o.placement), st, fail);
         BG_CHECK_GOTO(bg_cli_input_status(
                           bg_dataset_open(o.data, spec->input, spec->classes, 1, &train, &test)),
                       st, fail);

@@ -25,7 +25,11 @@ typedef struct bg_placement {
     size_t device_mem;                    /* --device-mem in bytes, 0: not given */
     const char *profile_path;             /* --profile, or NULL */
     const char *topology_path;            /* --topology, or NULL: this machine */
-    bg_device_list_t devices;             /* resolved by bg_placement_resolve, then chosen */
+    /* The run this placement is for ("train", "a measured sweep"), which
+     * uses --profile only where the planner chooses; NULL for plan and
+     * simulate, which also predict with it. */
+    const char *run;
+    bg_device_list_t devices; /* resolved by bg_placement_resolve, then chosen */
     /* The chosen devices' links and memory, in chain order (set by
      * bg_cli_setup_open, which owns them); NULL: the default link and no
      * known memory. */

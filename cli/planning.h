@@ -47,8 +47,9 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
                               const bg_optimizer_config_t *optimizer, bg_cli_setup_t *out);
 void bg_cli_setup_close(bg_cli_setup_t *setup);
 
-/* For a run (train, a measured sweep): refuses --profile where the planner
- * chooses nothing from it, since it prices only the splits (and M and the
+/* For a run (train, a measured sweep; bg_cli_setup_open calls it where the
+ * placement names its run): refuses --profile where the planner chooses
+ * nothing from it, since it prices only the splits (and M and the
  * schedule, when auto) the planner chooses among: a --split given, or one
  * stage. plan and simulate also predict with it, and take it always. */
 bg_status_t bg_cli_check_profile_used(const char *cmd, const bg_placement_t *p);

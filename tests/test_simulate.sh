@@ -351,12 +351,17 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
     expect 2 "$P: its update times are for adam with 2 state buffers; this run uses sgd with 0" \
         -- simulate "$MODEL" --devices cpu:2 --optimizer sgd --profile "$P"
     expect 2 "$P: its update times are for adam with 2 state buffers; this run uses sgd with 0" \
-        -- train "$MODEL" --data synthetic --steps 1 --optimizer sgd --profile "$P"
+        -- train "$MODEL" --data synthetic --steps 1 --devices cpu:2 --optimizer sgd --profile "$P"
     # train uses a profile only where the planner chooses.
     usage_error "--profile prices the splits the planner chooses among; --split fixes the split, so train would not use it" \
         -- train "$MODEL" --data synthetic --steps 1 --devices cpu:2 --split 4 --profile "$P"
     usage_error "--profile prices the splits the planner chooses among; this run has one stage, so train would not use it" \
         -- train "$MODEL" --data synthetic --steps 1 --profile "$P"
+    # Refused before the file is read: a profile for another optimizer is
+    # not reported, nor any note on its contents.
+    usage_error "--profile prices the splits the planner chooses among; this run has one stage" \
+        -- train "$MODEL" --data synthetic --steps 1 --optimizer sgd --profile "$P"
+    check "an unused profile is not read" sh -c "! grep -q 'update times' '$ERR'"
     expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --devices cpu:2 --split 4 \
         --microbatches auto --profile "$P"
     # So does a measured sweep; a simulated one predicts with it.
