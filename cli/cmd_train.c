@@ -314,6 +314,23 @@ static bg_status_t check_unused(const train_options_t *o) {
     return BG_OK;
 }
 
+/* Refuses --save-every N where the run ends before its step N: --save
+ * writes at the end anyway. The run's steps count from its start, as the
+ * saves do (scheduler/train.c), resumed or not. */
+static bg_status_t check_save_every(const train_options_t *o, const bg_dataset_t *train) {
+    const bg_train_config_t *c = &o->train;
+    if (c->save_every <= 0 || c->batch < 1 || train->count < 1) return BG_OK;
+    const int64_t per_epoch = (train->count + c->batch - 1) / c->batch;
+    int64_t total = INT64_MAX;
+    if (c->epochs > 0) total = (int64_t)c->epochs * per_epoch;
+    if (c->steps > 0 && c->steps < total) total = c->steps;
+    if (c->save_every < total) return BG_OK;
+    return bg_error_set(BG_ERR_INVALID,
+                        "--save-every %lld: this run ends at step %lld, where --save writes "
+                        "anyway (give N below the run's steps)",
+                        (long long)c->save_every, (long long)total);
+}
+
 /* A resumed run keeps its seed: synthetic data are made from it (the
  * weights and the data order come from the file). Without --seed it is
  * taken from the file; a different one is refused, as another batch is. */
@@ -452,6 +469,7 @@ int bg_cmd_train(int argc, char **argv) {
     BG_CHECK_GOTO(bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes,
                                                       o.train.seed, &train, &test)),
                   st, fail);
+    BG_CHECK_GOTO(check_save_every(&o, train), st, fail);
     /* The planner picks the split (unless --split), and M and the schedule
      * when asked; memory is checked only against a given --device-mem. */
     bg_plan_request_t request;

@@ -527,6 +527,13 @@ usage_error "$T/foreign.safetensors: holds weights only, not a training state to
     -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$T/foreign.safetensors"
 usage_error "--save-every needs --save FILE to write to" -- train "$MODEL" --data synthetic \
     --steps 2 --save-every 1
+# A save every N steps in a run that ends by step N changes nothing: --save
+# writes at the end anyway (after the data set is found: 2 steps an epoch).
+usage_error "--save-every 2: this run ends at step 2, where --save writes anyway" -- \
+    train "$MODEL" --data synthetic --steps 2 --save "$T/every.safetensors" --save-every 2
+usage_error "--save-every 2: this run ends at step 2, where --save writes anyway" -- \
+    train "$MODEL" --data synthetic --epochs 1 --batch 4096 --save "$T/every.safetensors" \
+    --save-every 2
 
 # The outputs written after (or during) the run are checked before it: a
 # usage error naming the option, the path and the reason, with nothing
