@@ -102,6 +102,10 @@ typedef struct bg_cli_file {
  * real path and its name. */
 bg_status_t bg_cli_check_distinct(const bg_cli_file_t *files, int count);
 
+/* Formats a rate (samples/s) into buf: whole below 100 only to 3
+ * significant digits ("0.0123", "8.4"), so that a slow model's is not "0". */
+const char *bg_cli_rate(double per_s, char *buf, size_t size);
+
 /* Formats n with thousands separators ("693,962") into buf. */
 const char *bg_cli_group_digits(int64_t n, char *buf, size_t size);
 

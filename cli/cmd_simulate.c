@@ -156,8 +156,10 @@ static bg_status_t report(const simulate_options_t *o, const bg_plan_t *plan,
     BG_CHECK_GOTO(bg_timeline_summarize(tl, &summary), st, done);
     printf("%d step%s, as simulated:\n", tl->steps, tl->steps == 1 ? "" : "s");
     BG_CHECK_GOTO(bg_summary_print(stdout, summary, peaks), st, done);
-    printf("predicted: %.0f samples/s (step %.3f ms)\n",
-           summary->step_s > 0 ? (double)plan->request.batch / summary->step_s : 0.0,
+    char rate[32];
+    printf("predicted: %s samples/s (step %.3f ms)\n",
+           bg_cli_rate(summary->step_s > 0 ? (double)plan->request.batch / summary->step_s : 0.0,
+                       rate, sizeof rate),
            summary->step_s * 1e3);
     if (o->trace != NULL) {
         BG_CHECK_GOTO(bg_trace_write(o->trace, tl), st, done);

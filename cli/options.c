@@ -149,6 +149,11 @@ bg_status_t bg_cli_parse_double(const char *option, const char *text, double min
     return BG_OK;
 }
 
+const char *bg_cli_rate(double per_s, char *buf, size_t size) {
+    snprintf(buf, size, per_s >= 100 ? "%.0f" : "%.3g", per_s);
+    return buf;
+}
+
 const char *bg_cli_group_digits(int64_t n, char *buf, size_t size) {
     char digits[32];
     snprintf(digits, sizeof digits, "%" PRId64, n < 0 ? -n : n);

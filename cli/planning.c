@@ -182,16 +182,18 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
                  "the channels into the stage and the ops' workspace)\n");
     /* The planner's estimate, with the update; a searched plan also has the
      * simulated step the choice went by. */
+    char rate[32];
     fprintf(out,
-            "\npredicted step: %.3f ms, %.3f ms with the optimizer step (%.0f samples/s); "
+            "\npredicted step: %.3f ms, %.3f ms with the optimizer step (%s samples/s); "
             "bottleneck stage %d\n",
-            p->step_s * 1e3, (p->step_s + p->update_s) * 1e3, bg_plan_samples_per_s(p),
-            bg_plan_bottleneck_stage(p));
+            p->step_s * 1e3, (p->step_s + p->update_s) * 1e3,
+            bg_cli_rate(bg_plan_samples_per_s(p), rate, sizeof rate), bg_plan_bottleneck_stage(p));
     if (p->simulated_step_s > 0)
         fprintf(out,
-                "simulated step: %.3f ms with the optimizer step (%.0f samples/s; what "
+                "simulated step: %.3f ms with the optimizer step (%s samples/s; what "
                 "--microbatches auto and --schedule auto go by)\n",
-                p->simulated_step_s * 1e3, (double)p->request.batch / p->simulated_step_s);
+                p->simulated_step_s * 1e3,
+                bg_cli_rate((double)p->request.batch / p->simulated_step_s, rate, sizeof rate));
     fprintf(out,
             "bubble: %.1f%% predicted (the planner's estimate), %.1f%% in theory for equal "
             "stages\n",

@@ -65,6 +65,13 @@ expect 2 "" -- plan "$MODEL" --device-mem 1K
 check "plan --device-mem 1K prints >9999% for a stage far over" \
     grep -qE '^ +0 +0-7 +cpu:0 .* 0\.00 >9999% ' "$OUT"
 
+# A model far too big for this machine: refused (exit 2 after its table), its
+# rate given to 3 significant digits rather than as 0 samples/s.
+printf 'input channels=1024 height=1024 width=1024\nflatten\ndense units=1048576\ndense units=1048576\nsoftmax_cross_entropy\n' \
+    >"$T/huge.model"
+expect 2 "" -- plan "$T/huge.model"
+stdout_has "with the optimizer step (6.76e-06 samples/s)" "plan of a huge model"
+
 # --- a plan that fits --------------------------------------------------------
 
 expect 0 "" -- plan "$MODEL" --devices cpu:2
