@@ -201,11 +201,9 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
         return bg_error_set(BG_ERR_INVALID,
                             "--chunks applies only to the interleaved schedule, which --schedule "
                             "does not list");
-    if (interleaved && o->placement.chunks < 2)
-        return bg_error_set(BG_ERR_INVALID,
-                            "interleaved runs --chunks V stages per device, V of 2 or more: give "
-                            "--chunks for its points (with one a device it would be 1F1B's "
-                            "order with a longer warm-up)");
+    if (interleaved)
+        BG_CHECK(bg_placement_check_chunks(BG_SCHEDULE_INTERLEAVED, o->placement.chunks,
+                                           "give --chunks for its points"));
     return BG_OK;
 }
 

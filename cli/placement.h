@@ -62,8 +62,9 @@ int bg_placement_stage_count(const bg_placement_t *p);
 
 /* Interleaved runs V >= 2 chunks of layers per device (--chunks V); with
  * one it would be 1F1B's order with a longer warm-up, under another name,
- * so it is refused (BG_ERR_INVALID). Other schedules pass. */
-bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks);
+ * so it is refused (BG_ERR_INVALID), the message ending with `advice`
+ * ("give --chunks 2 or more"). Other schedules pass. */
+bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks, const char *advice);
 
 /* Resolves the device list against the machine `topo` describes (its cores;
  * its GPUs for `auto` when it is an XML file, else the GPUs CUDA sees) and

@@ -6,9 +6,9 @@
 #
 # It checks the one argument (the brigade binary), finds examples/ through
 # $BRIGADE_SOURCE_ROOT (set by meson) or next to the tests, makes a scratch
-# directory $T (removed on exit), and defines run, expect, stdout_has, check
-# and json_check, which count passes and failures for the closing line
-# "N passed, M failed" that each test prints itself.
+# directory $T (removed on exit; tests/harness.sh, with check and finish),
+# and defines run, expect, stdout_has, json_check and deep_mlp; they count
+# passes and failures for the closing line "N passed, M failed" (finish).
 
 if [ $# -ne 1 ] || [ ! -x "$1" ]; then
     echo "usage: $0 PATH/TO/brigade" >&2
@@ -34,28 +34,13 @@ fi
 # caller's environment says (test_cli.sh sets this itself).
 unset BRIGADE_CUDA_MODULE
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/brigade-$TEST_NAME.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' HUP INT TERM
+# $T, pass, fail, check and finish (tests/harness.sh); a failure shows
+# what the last command printed on stderr.
+. "$(dirname "$0")/harness.sh"
 OUT=$T/stdout
 ERR=$T/stderr
-
-passed=0
-failed=0
-
-pass() {
-    passed=$((passed + 1))
-}
-
-# fail WHAT: records a failure and shows what the last command printed.
-fail() {
-    failed=$((failed + 1))
-    echo "FAIL: $1" >&2
-    if [ -s "$ERR" ]; then
-        echo "  stderr:" >&2
-        head -c 2000 "$ERR" | sed 's/^/    /' >&2
-    fi
-}
+SHOW_FILE=$ERR
+SHOW_LABEL=stderr
 
 # run ARGS...: runs brigade with stdin from /dev/null, stdout and stderr to
 # files (so neither is a terminal); leaves the exit status in $status.
@@ -111,15 +96,22 @@ stdout_has() {
     fi
 }
 
-# check CONDITION-COMMAND... : counts a pass if the command succeeds.
-check() {
-    what=$1
-    shift
-    if "$@"; then
-        pass
-    else
-        fail "$what"
-    fi
+# deep_mlp FILE PAIRS: writes a model of 2 * PAIRS + 3 layers (a 4x4
+# input flattened, PAIRS dense layers of 8 units each with its relu, a
+# dense layer of 4 and the loss): deeper than profile times every range of
+# when PAIRS is 31 or more.
+deep_mlp() {
+    {
+        echo "input channels=1 height=4 width=4"
+        echo flatten
+        i=0
+        while [ "$i" -lt "$2" ]; do
+            echo "dense units=8 activation=relu"
+            i=$((i + 1))
+        done
+        echo "dense units=4"
+        echo softmax_cross_entropy
+    } >"$1"
 }
 
 # json_check WHAT PYTHON-CODE: runs the code on the last command's stdout

@@ -17,20 +17,8 @@ if [ $# -ne 1 ] || [ ! -d "$1" ]; then
 fi
 build=$(cd "$1" && pwd)
 root=${BRIGADE_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-T=$(mktemp -d "${TMPDIR:-/tmp}/brigade-gpu-check.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
-passed=0
-failed=0
-check() {
-    what=$1
-    shift
-    if "$@"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "FAIL: $what" >&2
-    fi
-}
+TEST_NAME=gpu-check
+. "$(dirname "$0")/harness.sh"
 has_row() { grep -qE "^$1 +$2" "$T/$3/summary.txt"; }
 
 # The script needs the brigade binary, the two CUDA tests and the hand-off
@@ -86,5 +74,4 @@ check "out of time: still writes both files" \
 check "out of time: the pipeline test is reported as skipped for time" \
     has_row 'pipeline cuda:0x2, cuda:0x4' 'skipped: out of time' short
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

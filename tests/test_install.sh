@@ -16,22 +16,10 @@ case $bindir in /*) ;; *) bindir=$prefix/$bindir ;; esac
 case $libdir in /*) ;; *) libdir=$prefix/$libdir ;; esac
 root=${BRIGADE_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/brigade-install.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
+TEST_NAME=install
+. "$(dirname "$0")/harness.sh"
 T=$(cd -P "$T" && pwd) # brigade names the module by its real path
-passed=0
-failed=0
-check() {
-    what=$1
-    shift
-    if "$@"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "FAIL: $what" >&2
-        [ -s "$T/out" ] && sed 's/^/    /' "$T/out" >&2
-    fi
-}
+SHOW_FILE=$T/out
 
 unset BRIGADE_CUDA_MODULE
 check "meson install --destdir" sh -c "meson install -C '$build' --no-rebuild --quiet \
@@ -64,5 +52,4 @@ else
         grep -qF 'CUDA: this build has no CUDA backend' '$T/out'"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

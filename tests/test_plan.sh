@@ -344,5 +344,4 @@ for a, b in zip(p["stages"], t["stages"]):
     fi
 done
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
