@@ -320,10 +320,7 @@ static bg_status_t check_unused(const train_options_t *o) {
 static bg_status_t check_save_every(const train_options_t *o, const bg_dataset_t *train) {
     const bg_train_config_t *c = &o->train;
     if (c->save_every <= 0 || c->batch < 1 || train->count < 1) return BG_OK;
-    const int64_t per_epoch = (train->count + c->batch - 1) / c->batch;
-    int64_t total = INT64_MAX;
-    if (c->epochs > 0) total = (int64_t)c->epochs * per_epoch;
-    if (c->steps > 0 && c->steps < total) total = c->steps;
+    const int64_t total = bg_train_total_steps(c, train->count);
     if (c->save_every < total) return BG_OK;
     return bg_error_set(BG_ERR_INVALID,
                         "--save-every %lld: this run ends at step %lld, where --save writes "

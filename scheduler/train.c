@@ -92,6 +92,15 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total) {
     return BG_OK;
 }
 
+int64_t bg_train_total_steps(const bg_train_config_t *cfg, int64_t samples) {
+    const int64_t per_epoch = (samples + cfg->batch - 1) / cfg->batch;
+    /* In 64 bits: --steps alone may ask for more than 2^31 epochs. */
+    const int64_t whole =
+        cfg->epochs > 0 ? cfg->epochs : cfg->steps / per_epoch + (cfg->steps % per_epoch != 0);
+    const int64_t total = whole * per_epoch;
+    return cfg->steps > 0 && cfg->steps < total ? cfg->steps : total;
+}
+
 bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result,
                          float *final_params) {
     BG_CHECK(check_config(cfg));
@@ -111,8 +120,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                             "has at most %d",
                             (long long)cfg->steps, (long long)whole, (long long)train->count,
                             (long long)batch, BG_TRAIN_MAX_EPOCHS);
-    int64_t total = whole * per_epoch;
-    if (cfg->steps > 0 && cfg->steps < total) total = cfg->steps;
+    const int64_t total = bg_train_total_steps(cfg, train->count);
     const int epochs = (int)((total + per_epoch - 1) / per_epoch);
     BG_CHECK(check_resume(cfg, total));
 

@@ -103,6 +103,11 @@ typedef struct bg_train_result {
 bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result,
                          float *final_params);
 
+/* The step a run of cfg->epochs and cfg->steps (whichever ends first; 0:
+ * not given) ends at, counted from the run's start, over a training set of
+ * `samples` at cfg->batch (both >= 1). */
+int64_t bg_train_total_steps(const bg_train_config_t *cfg, int64_t samples);
+
 /* Frees what a result owns. */
 void bg_train_result_free(bg_train_result_t *result);
 
