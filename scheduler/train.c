@@ -92,12 +92,15 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total) {
     return BG_OK;
 }
 
+/* The whole epochs a run touches: --epochs, or the epochs --steps reaches
+   into. In 64 bits: --steps alone may ask for more than 2^31 epochs. */
+static int64_t whole_epochs(const bg_train_config_t *cfg, int64_t per_epoch) {
+    return cfg->epochs > 0 ? cfg->epochs : cfg->steps / per_epoch + (cfg->steps % per_epoch != 0);
+}
+
 int64_t bg_train_total_steps(const bg_train_config_t *cfg, int64_t samples) {
     const int64_t per_epoch = (samples + cfg->batch - 1) / cfg->batch;
-    /* In 64 bits: --steps alone may ask for more than 2^31 epochs. */
-    const int64_t whole =
-        cfg->epochs > 0 ? cfg->epochs : cfg->steps / per_epoch + (cfg->steps % per_epoch != 0);
-    const int64_t total = whole * per_epoch;
+    const int64_t total = whole_epochs(cfg, per_epoch) * per_epoch;
     return cfg->steps > 0 && cfg->steps < total ? cfg->steps : total;
 }
 
@@ -108,9 +111,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     const int64_t batch = cfg->batch;
     const int64_t numel = bg_shape_numel(train->shape);
     const int64_t per_epoch = (train->count + batch - 1) / batch;
-    /* In 64 bits: --steps alone may ask for more than 2^31 epochs. */
-    const int64_t whole =
-        cfg->epochs > 0 ? cfg->epochs : cfg->steps / per_epoch + (cfg->steps % per_epoch != 0);
+    const int64_t whole = whole_epochs(cfg, per_epoch);
     if (cfg->epochs > BG_TRAIN_MAX_EPOCHS)
         return bg_error_set(BG_ERR_INVALID, "--epochs %d: a run has at most %d", cfg->epochs,
                             BG_TRAIN_MAX_EPOCHS);
