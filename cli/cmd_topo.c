@@ -33,8 +33,10 @@ static const char help[] =
     "On this machine the CUDA line says whether the CUDA backend is built, which\n"
     "module it loaded (libbrigade-cuda.so: lib/ of the build, LIBDIR/brigade of\n"
     "an install, or the path in BRIGADE_CUDA_MODULE) and how many GPUs CUDA\n"
-    "sees, or why it could not load it. Only GPU work loads it: commands on CPU\n"
-    "devices never do.\n";
+    "sees, or why it could not load it; a line per GPU then gives its memory and\n"
+    "how much of it is free once brigade's CUDA context is made there, which is\n"
+    "what the planner gives that GPU's stages when --device-mem is not set. Only\n"
+    "GPU work loads the module: commands on CPU devices never do.\n";
 
 static void print_cores(const bg_topology_t *t, int cores) {
     printf("\n%6s %8s %6s\n", "core", "package", "NUMA");
@@ -52,6 +54,20 @@ static void print_cores(const bg_topology_t *t, int cores) {
         for (int b = 0; b < cores; b++) printf(" %8s", bg_topology_core_link(t, a, b));
         printf("\n");
     }
+}
+
+/* One visible GPU's memory: the whole, and what the planner may use (free
+ * once brigade's CUDA context exists there). */
+static void print_cuda_memory(int device) {
+    bg_cuda_device_info_t info;
+    if (bg_cuda_device_info(device, &info) != BG_OK) {
+        printf("  cuda:%d: %s\n", device, bg_error_message());
+        return;
+    }
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    printf("  cuda:%d %s: %.2f GiB, %.2f GiB free for stages (%.0f MiB in use)\n", device,
+           info.name, (double)info.memory_bytes / gib, (double)info.free_bytes / gib,
+           (double)(info.memory_bytes - info.free_bytes) / (1024.0 * 1024.0));
 }
 
 static void print_gpus(const bg_topology_t *t) {
@@ -121,6 +137,7 @@ int bg_cmd_topo(int argc, char **argv) {
         else
             printf("CUDA: built, %d GPU%s visible (backend %s)\n", gpus, gpus == 1 ? "" : "s",
                    bg_cuda_module_path());
+        for (int g = 0; g < gpus; g++) print_cuda_memory(g);
     }
     print_cores(t, s.cores);
     print_gpus(t);

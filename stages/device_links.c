@@ -34,7 +34,8 @@ static bg_status_t links_alloc(int n, bg_device_links_t **out) {
 }
 
 /* What is known of one GPU device: its GPU in the topology (-1 unknown)
- * and the GPU's memory. */
+ * and the GPU's memory for stages (free memory on a live GPU, the whole
+ * memory of an XML file's). */
 typedef struct gpu_place {
     int topo_gpu;
     size_t memory_bytes;
@@ -52,7 +53,9 @@ static bg_status_t place_gpu(const bg_topology_t *topo, const bg_device_t *d, in
         bg_cuda_device_info_t info;
         BG_CHECK(bg_cuda_device_info(d->physical, &info));
         g.topo_gpu = bg_topology_gpu_find(topo, d->physical, info.busid);
-        g.memory_bytes = info.memory_bytes;
+        /* A plan must fit what the run will find: the GPU's memory less its
+           CUDA context and other processes' allocations. */
+        g.memory_bytes = info.free_bytes;
     } else {
         g.topo_gpu = bg_topology_gpu_find(topo, d->physical, NULL);
         int gpus = bg_topology_gpu_count(topo);

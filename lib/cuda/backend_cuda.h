@@ -226,6 +226,7 @@ typedef struct bg_cuda_device_info {
     char busid[16];      /* PCI address in lower case, "0000:65:00.0", as hwloc writes it */
     char name[64];       /* "NVIDIA H200" */
     size_t memory_bytes; /* total global memory */
+    size_t free_bytes;   /* free once brigade's context on it exists (cudaMemGetInfo) */
     int multiprocessors;
 } bg_cuda_device_info_t;
 

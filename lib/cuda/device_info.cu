@@ -30,6 +30,19 @@ extern "C" bg_status_t bg_cuda_device_info(int device, bg_cuda_device_info_t *ou
     e = cudaGetDeviceProperties(&prop, device);
     if (e != cudaSuccess) return info_fail(device, "cudaGetDeviceProperties", e);
     info.memory_bytes = prop.totalGlobalMem;
+    /* What is free is asked on the GPU itself, which makes brigade's context
+       there (as the run would) and so leaves out the context's own memory
+       and what other processes hold. The caller's current GPU is kept. */
+    int current = 0;
+    e = cudaGetDevice(&current);
+    if (e != cudaSuccess) return info_fail(device, "cudaGetDevice", e);
+    e = cudaSetDevice(device);
+    if (e != cudaSuccess) return info_fail(device, "cudaSetDevice", e);
+    size_t total = 0;
+    e = cudaMemGetInfo(&info.free_bytes, &total);
+    const cudaError_t restore = cudaSetDevice(current);
+    if (e != cudaSuccess) return info_fail(device, "cudaMemGetInfo", e);
+    if (restore != cudaSuccess) return info_fail(current, "cudaSetDevice", restore);
     info.multiprocessors = prop.multiProcessorCount;
     snprintf(info.name, sizeof info.name, "%.63s", prop.name);
     *out = info;
