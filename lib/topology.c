@@ -1,6 +1,7 @@
 #include "topology.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,15 +29,20 @@ static int is_gpu(hwloc_obj_t obj);
  * whole number of KiB in 1..GPU_MEMORY_MAX_KIB; *kib_text that info's text
  * (NULL when absent). */
 static int cuda_osdev(hwloc_obj_t child, int *n, uint64_t *kib, const char **kib_text) {
-    int end = 0;
     *n = -1;
     *kib = 0;
     *kib_text = NULL;
     if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == NULL ||
         strncmp(child->name, "cuda", 4) != 0)
         return 0;
-    if (sscanf(child->name, "cuda%d%n", n, &end) != 1 || child->name[end] != '\0' || *n < 0)
-        *n = -1;
+    /* strtol, not sscanf's %d, which is undefined past INT_MAX. */
+    const char *digits = child->name + 4;
+    if (*digits >= '0' && *digits <= '9') {
+        char *end = NULL;
+        errno = 0;
+        const long number = strtol(digits, &end, 10);
+        if (*end == '\0' && errno == 0 && number <= INT_MAX) *n = (int)number;
+    }
     const char *text = hwloc_obj_get_info_by_name(child, "CUDAGlobalMemorySize");
     *kib_text = text;
     if (text == NULL || text[0] < '0' || text[0] > '9') return 1;

@@ -17,63 +17,77 @@ static const char *const NEIGHBOUR_OP[BG_NEIGHBOUR_KINDS] = {"forward", "backwar
 
 enum { MAX_PROFILE_BYTES = 64 << 20 };
 
+/* cJSON_Add*ToObject that clear *ok when the item could not be made (or
+ * `object` is NULL, itself not made), so that a profile is written whole
+ * or not at all. */
+static void add_number(int *ok, cJSON *object, const char *key, double value) {
+    if (cJSON_AddNumberToObject(object, key, value) == NULL) *ok = 0;
+}
+
+static void add_string(int *ok, cJSON *object, const char *key, const char *value) {
+    if (cJSON_AddStringToObject(object, key, value) == NULL) *ok = 0;
+}
+
 bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
     cJSON *root = cJSON_CreateObject();
     if (root == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
+    int ok = 1; /* cleared by any part that could not be made */
     char fingerprint[32];
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, p->fingerprint);
-    cJSON_AddNumberToObject(root, "version", p->version);
-    cJSON_AddStringToObject(root, "model", fingerprint);
-    cJSON_AddStringToObject(root, "device", p->device);
+    add_number(&ok, root, "version", p->version);
+    add_string(&ok, root, "model", fingerprint);
+    add_string(&ok, root, "device", p->device);
     if (p->optimizer[0] != '\0') {
-        cJSON_AddStringToObject(root, "optimizer", p->optimizer);
-        cJSON_AddNumberToObject(root, "optimizer_states", p->optimizer_states);
+        add_string(&ok, root, "optimizer", p->optimizer);
+        add_number(&ok, root, "optimizer_states", p->optimizer_states);
     }
-    cJSON_AddNumberToObject(root, "batch", (double)p->batch);
-    cJSON_AddNumberToObject(root, "copy_bytes_per_s", p->copy_bytes_per_s);
+    add_number(&ok, root, "batch", (double)p->batch);
+    add_number(&ok, root, "copy_bytes_per_s", p->copy_bytes_per_s);
     if (p->version >= 2) {
-        cJSON_AddNumberToObject(root, "stash_slots", p->stash_slots);
-        cJSON_AddNumberToObject(root, "handoff_s", p->handoff_s);
-        cJSON_AddNumberToObject(root, "wake_s", p->wake_s);
+        add_number(&ok, root, "stash_slots", p->stash_slots);
+        add_number(&ok, root, "handoff_s", p->handoff_s);
+        add_number(&ok, root, "wake_s", p->wake_s);
     }
     cJSON *layers = cJSON_AddArrayToObject(root, "layers");
+    if (layers == NULL) ok = 0;
     for (int i = 0; layers != NULL && i < p->layers; i++) {
         cJSON *l = cJSON_CreateObject();
-        cJSON_AddNumberToObject(l, "forward_s", p->layer[i].forward_s);
-        cJSON_AddNumberToObject(l, "backward_data_s", p->layer[i].backward_data_s);
-        cJSON_AddNumberToObject(l, "backward_weights_s", p->layer[i].backward_weights_s);
-        cJSON_AddNumberToObject(l, "update_s", p->layer[i].update_s);
+        add_number(&ok, l, "forward_s", p->layer[i].forward_s);
+        add_number(&ok, l, "backward_data_s", p->layer[i].backward_data_s);
+        add_number(&ok, l, "backward_weights_s", p->layer[i].backward_weights_s);
+        add_number(&ok, l, "update_s", p->layer[i].update_s);
         if (p->version >= 2) {
-            cJSON_AddNumberToObject(l, "send_s", p->layer[i].send_s);
-            cJSON_AddNumberToObject(l, "recv_s", p->layer[i].recv_s);
-            cJSON_AddNumberToObject(l, "weight_check_s", p->layer[i].weight_check_s);
+            add_number(&ok, l, "send_s", p->layer[i].send_s);
+            add_number(&ok, l, "recv_s", p->layer[i].recv_s);
+            add_number(&ok, l, "weight_check_s", p->layer[i].weight_check_s);
         }
-        cJSON_AddItemToArray(layers, l);
+        ok &= cJSON_AddItemToArray(layers, l) ? 1 : 0;
     }
     cJSON *stages = p->stage_count > 0 ? cJSON_AddArrayToObject(root, "stages") : NULL;
+    if (p->stage_count > 0 && stages == NULL) ok = 0;
     for (int i = 0; stages != NULL && i < p->stage_count; i++) {
         const bg_stage_profile_t *sp = &p->stage[i];
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "first", sp->first);
-        cJSON_AddNumberToObject(o, "last", sp->last);
-        cJSON_AddNumberToObject(o, "slots", sp->slots);
-        cJSON_AddNumberToObject(o, "forward_s", sp->forward_s);
-        cJSON_AddNumberToObject(o, "backward_s", sp->backward_s);
-        cJSON_AddNumberToObject(o, "update_s", sp->update_s);
-        cJSON_AddNumberToObject(o, "recv_s", sp->recv_s);
-        cJSON_AddNumberToObject(o, "send_s", sp->send_s);
-        cJSON_AddNumberToObject(o, "grad_recv_s", sp->grad_recv_s);
-        cJSON_AddNumberToObject(o, "grad_send_s", sp->grad_send_s);
-        cJSON_AddNumberToObject(o, "check_s", sp->check_s);
-        cJSON_AddNumberToObject(o, "grad_check_s", sp->grad_check_s);
-        cJSON_AddNumberToObject(o, "weight_check_s", sp->weight_check_s);
+        add_number(&ok, o, "first", sp->first);
+        add_number(&ok, o, "last", sp->last);
+        add_number(&ok, o, "slots", sp->slots);
+        add_number(&ok, o, "forward_s", sp->forward_s);
+        add_number(&ok, o, "backward_s", sp->backward_s);
+        add_number(&ok, o, "update_s", sp->update_s);
+        add_number(&ok, o, "recv_s", sp->recv_s);
+        add_number(&ok, o, "send_s", sp->send_s);
+        add_number(&ok, o, "grad_recv_s", sp->grad_recv_s);
+        add_number(&ok, o, "grad_send_s", sp->grad_send_s);
+        add_number(&ok, o, "check_s", sp->check_s);
+        add_number(&ok, o, "grad_check_s", sp->grad_check_s);
+        add_number(&ok, o, "weight_check_s", sp->weight_check_s);
         const bg_stage_load_t *l = &sp->loaded;
         if (l->forward_s > 0 || l->backward_s > 0) {
             cJSON *lo = cJSON_AddObjectToObject(o, "loaded");
-            cJSON_AddNumberToObject(lo, "forward_s", l->forward_s);
-            cJSON_AddNumberToObject(lo, "backward_s", l->backward_s);
-            cJSON_AddNumberToObject(lo, "update_s", l->update_s);
-            cJSON_AddNumberToObject(lo, "copies_s", l->copies_s);
+            add_number(&ok, lo, "forward_s", l->forward_s);
+            add_number(&ok, lo, "backward_s", l->backward_s);
+            add_number(&ok, lo, "update_s", l->update_s);
+            add_number(&ok, lo, "copies_s", l->copies_s);
         }
         const bg_stage_after_wait_t *w = &sp->after_wait;
         if (w->forward[BG_NEIGHBOUR_FORWARD] > 0) {
@@ -81,14 +95,14 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
             for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++) {
                 char key[32];
                 snprintf(key, sizeof key, "forward_after_%s", NEIGHBOUR_OP[k]);
-                cJSON_AddNumberToObject(aw, key, w->forward[k]);
+                add_number(&ok, aw, key, w->forward[k]);
                 snprintf(key, sizeof key, "backward_after_%s", NEIGHBOUR_OP[k]);
-                cJSON_AddNumberToObject(aw, key, w->backward[k]);
+                add_number(&ok, aw, key, w->backward[k]);
             }
         }
-        cJSON_AddItemToArray(stages, o);
+        ok &= cJSON_AddItemToArray(stages, o) ? 1 : 0;
     }
-    char *text = cJSON_Print(root);
+    char *text = ok ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
     bg_status_t st = bg_text_file_write(path, text, "profile");
@@ -238,6 +252,51 @@ static bg_status_t read_after_wait(const char *path, const cJSON *aw, int entry,
     return BG_OK;
 }
 
+/* Whether two stage entries time the same layers with the same slots. */
+static int same_stage(const bg_stage_profile_t *a, const bg_stage_profile_t *b) {
+    return a->first == b->first && a->last == b->last && a->slots == b->slots;
+}
+
+/* Orders stage entries by their layers and slots, then by their place in
+ * the file. */
+static int compare_stage_entries(const void *a, const void *b) {
+    const bg_stage_profile_t *x = *(const bg_stage_profile_t *const *)a;
+    const bg_stage_profile_t *y = *(const bg_stage_profile_t *const *)b;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    if (x->last != y->last) return x->last < y->last ? -1 : 1;
+    if (x->slots != y->slots) return x->slots < y->slots ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* BG_ERR_PARSE when two of p's stage entries time the same layers with the
+ * same slots, naming the first entry that repeats an earlier one. Sorts
+ * (a hostile profile may hold hundreds of thousands of entries). */
+static bg_status_t check_repeated_stages(const char *path, const bg_profile_t *p) {
+    const bg_stage_profile_t **sorted =
+        malloc((size_t)(p->stage_count > 0 ? p->stage_count : 1) * sizeof *sorted);
+    if (sorted == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
+    for (int i = 0; i < p->stage_count; i++) sorted[i] = &p->stage[i];
+    qsort(sorted, (size_t)p->stage_count, sizeof *sorted, compare_stage_entries);
+    /* Equal entries sort together, in file order: the entry that repeats
+       first is the second of some run, and what it repeats is that run's
+       first. */
+    const bg_stage_profile_t *later = NULL, *earlier = NULL;
+    for (int i = 1; i < p->stage_count; i++) {
+        const bg_stage_profile_t *a = sorted[i - 1], *b = sorted[i];
+        const int starts_run = i == 1 || !same_stage(sorted[i - 2], a);
+        if (same_stage(a, b) && starts_run && (later == NULL || b < later)) {
+            later = b;
+            earlier = a;
+        }
+    }
+    free(sorted);
+    if (later == NULL) return BG_OK;
+    return bg_error_set(BG_ERR_PARSE,
+                        "%s: stage entry %d repeats stage entry %d (layers %d..%d, %d slot%s)",
+                        path, (int)(later - p->stage), (int)(earlier - p->stage), later->first,
+                        later->last - 1, later->slots, later->slots == 1 ? "" : "s");
+}
+
 /* The optional "stages" list of a version 2 profile. */
 static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t *p) {
     const cJSON *stages = cJSON_GetObjectItemCaseSensitive(root, "stages");
@@ -247,8 +306,9 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
     const int count = cJSON_GetArraySize(stages);
     p->stage = calloc((size_t)(count > 0 ? count : 1), sizeof *p->stage);
     if (p->stage == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
-    for (int i = 0; i < count; i++) {
-        const cJSON *o = cJSON_GetArrayItem(stages, i);
+    /* Walked by its links: cJSON_GetArrayItem(i) counts from the start. */
+    const cJSON *o = stages->child;
+    for (int i = 0; i < count; i++, o = o->next) {
         char where[32];
         snprintf(where, sizeof where, "stage entry %d", i);
         bg_stage_profile_t *sp = &p->stage[i];
@@ -264,12 +324,6 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
         sp->first = (int)first;
         sp->last = (int)last;
         sp->slots = (int)slots;
-        for (int k = 0; k < i; k++)
-            if (p->stage[k].first == sp->first && p->stage[k].last == sp->last &&
-                p->stage[k].slots == sp->slots)
-                return bg_error_set(BG_ERR_PARSE,
-                                    "%s: %s repeats stage entry %d (layers %d..%d, %d slots)", path,
-                                    where, k, sp->first, sp->last - 1, sp->slots);
         BG_CHECK(time_field(path, o, "forward_s", where, &sp->forward_s));
         BG_CHECK(time_field(path, o, "backward_s", where, &sp->backward_s));
         BG_CHECK(time_field(path, o, "update_s", where, &sp->update_s));
@@ -298,7 +352,7 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
         if (aw != NULL) BG_CHECK(read_after_wait(path, aw, i, &sp->after_wait));
         p->stage_count++;
     }
-    return BG_OK;
+    return check_repeated_stages(path, p);
 }
 
 static int compare_keys(const void *a, const void *b) {
@@ -442,8 +496,8 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
         goto done;
     }
     snprintf(p->device, sizeof p->device, "cpu");
-    for (int i = 0; i < p->layers; i++) {
-        const cJSON *l = cJSON_GetArrayItem(layers, i);
+    const cJSON *l = layers->child;
+    for (int i = 0; i < p->layers; i++, l = l->next) {
         char where[32];
         snprintf(where, sizeof where, "layer %d", i);
         bg_layer_profile_t *lp = &p->layer[i];

@@ -579,11 +579,8 @@ static bg_status_t stage_ranges(const bg_profile_config_t *cfg, int (**range)[2]
     const int n = cfg->spec->num_layers;
     *range = NULL;
     *count = 0;
-    int total = n * (n + 1) / 2;
-    if (cfg->split != NULL)
-        total = cfg->split_count + 1;
-    else if (n > BG_PROFILE_MAX_STAGE_LAYERS)
-        return BG_OK;
+    if (cfg->split == NULL && n > BG_PROFILE_MAX_STAGE_LAYERS) return BG_OK;
+    const int total = cfg->split != NULL ? cfg->split_count + 1 : n * (n + 1) / 2;
     *range = malloc((size_t)total * sizeof **range);
     if (*range == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
     if (cfg->split != NULL) {

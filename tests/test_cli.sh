@@ -57,6 +57,11 @@ assert sorted(s["device"] for s in p["stages"]) == ["cuda:%d" % i for i in range
 usage_error "GPU 0 is listed twice in 'cuda:0,cuda:1,cuda:0' (for several stages on one GPU, write cuda:0x2)" \
     -- plan "$MODEL" --topology "$ROOT/tests/fixtures/two-socket-8-gpu.xml" \
     --devices cuda:0,cuda:1,cuda:0
+# A CUDA number past int's range is no CUDA number (not a wrapped one).
+sed 's/name="cuda5"/name="cuda4294967301"/' "$ROOT/tests/fixtures/two-socket-8-gpu.xml" \
+    >"$T/bignum.xml"
+usage_error "GPU OS device 'cuda4294967301': not cudaN with N in 0..4095" -- \
+    topo --topology "$T/bignum.xml"
 usage_error "unknown option '--bogus'" -- topo --bogus
 usage_error "unknown argument 'extra'" -- topo --topology \
     "$ROOT/tests/fixtures/two-socket-8-core.xml" extra

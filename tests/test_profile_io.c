@@ -1,0 +1,202 @@
+/* Profiles on disk: a save that runs out of memory writes nothing, a load
+ * gives back what was saved, and repeated stage entries are named. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "model_spec.h"
+#include "profile.h"
+#include "status.h"
+#include "support/scratch.h"
+
+static const char model_text[] = "input channels=1 height=4 width=4\n"
+                                 "flatten\n"
+                                 "dense units=3\n"
+                                 "softmax_cross_entropy\n";
+
+/* cJSON's `fail_at`-th allocation fails, the others succeed (0: none
+ * fails). */
+static int allocations, fail_at;
+
+static void *counting_malloc(size_t size) {
+    if (fail_at > 0 && ++allocations == fail_at) return NULL;
+    return malloc(size);
+}
+
+static void set_failing_allocation(int at) {
+    allocations = 0;
+    fail_at = at;
+    cJSON_Hooks hooks = {.malloc_fn = at > 0 ? counting_malloc : NULL, .free_fn = NULL};
+    cJSON_InitHooks(&hooks);
+}
+
+static bg_model_spec_t *parse_model(void) {
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("test.model", model_text, strlen(model_text), &spec),
+                     BG_OK);
+    return spec;
+}
+
+/* A version 2 profile of `spec` with `count` stage entries of layers
+ * first[i]..last[i] (slots 1), every time a distinct number. */
+static bg_profile_t *make_profile(const bg_model_spec_t *spec, int count, const int *first,
+                                  const int *last) {
+    bg_profile_t *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->version = 2;
+    p->layers = spec->num_layers;
+    p->batch = 8;
+    p->copy_bytes_per_s = 1e9;
+    p->stash_slots = 2;
+    p->handoff_s = 5e-6;
+    p->wake_s = 3e-6;
+    p->fingerprint = spec->fingerprint;
+    strcpy(p->device, "cpu");
+    strcpy(p->optimizer, "adam");
+    p->optimizer_states = 2;
+    p->layer = calloc((size_t)p->layers, sizeof *p->layer);
+    assert_non_null(p->layer);
+    for (int i = 0; i < p->layers; i++) {
+        bg_layer_profile_t *l = &p->layer[i];
+        l->forward_s = 1e-6 * (i + 1);
+        l->backward_data_s = 2e-6 * (i + 1);
+        l->backward_weights_s = 3e-6 * (i + 1);
+        l->update_s = 4e-6 * (i + 1);
+        l->send_s = 5e-7 * (i + 1);
+        l->recv_s = 6e-7 * (i + 1);
+        l->weight_check_s = 7e-8 * (i + 1);
+    }
+    p->stage_count = count;
+    p->stage = calloc((size_t)(count > 0 ? count : 1), sizeof *p->stage);
+    assert_non_null(p->stage);
+    for (int i = 0; i < count; i++) {
+        bg_stage_profile_t *s = &p->stage[i];
+        s->first = first[i];
+        s->last = last[i];
+        s->slots = 1;
+        s->forward_s = 1e-5 * (i + 1);
+        s->backward_s = 2e-5 * (i + 1);
+        s->update_s = 3e-5 * (i + 1);
+        s->recv_s = s->send_s = s->grad_recv_s = s->grad_send_s = 1e-6;
+        s->check_s = s->grad_check_s = s->weight_check_s = 1e-7;
+        s->loaded = (bg_stage_load_t){
+            .forward_s = 1.5e-5, .backward_s = 2.5e-5, .update_s = 3.5e-5, .copies_s = 4e-6};
+        for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++) {
+            s->after_wait.forward[k] = 1.1 + k;
+            s->after_wait.backward[k] = 1.2 + k;
+        }
+    }
+    return p;
+}
+
+/* Equal to a part in 1e15: cJSON writes 15 significant digits where they
+ * read back within a few units in the last place, 17 where they do not. */
+static int same_time(double got, double want) { return fabs(got - want) <= 1e-15 * fabs(want); }
+
+/* Each cJSON allocation of a save fails in turn: each such save returns
+ * BG_ERR_NOMEM and leaves no file; the first save that gets all it asks
+ * for writes the profile, which loads back equal. */
+static void test_save_is_whole_or_nothing(void **state) {
+    const char *path = ((bg_test_scratch_file_t *)*state)->path;
+    const char *dir = ((bg_test_scratch_file_t *)*state)->dir;
+    bg_model_spec_t *spec = parse_model();
+    const int first[] = {0, 1, 0}, last[] = {1, 3, 3};
+    bg_profile_t *p = make_profile(spec, 3, first, last);
+    int failures = 0;
+    bg_status_t st = BG_ERR_NOMEM;
+    for (int at = 1; st != BG_OK; at++) {
+        assert_true(at < 10000);
+        set_failing_allocation(at);
+        st = bg_profile_save(p, path);
+        set_failing_allocation(0);
+        if (st != BG_OK) {
+            assert_int_equal(st, BG_ERR_NOMEM);
+            assert_int_equal(bg_test_scratch_entries(dir), 0);
+            failures++;
+        }
+    }
+    /* The root, the layer and stage objects and their fields: dozens. */
+    assert_true(failures > 50);
+
+    bg_profile_t *back = NULL;
+    assert_int_equal(bg_profile_load(path, spec, &back), BG_OK);
+    assert_int_equal(back->stage_count, 3);
+    assert_int_equal(back->stash_slots, 2);
+    assert_string_equal(back->optimizer, "adam");
+    for (int i = 0; i < p->layers; i++) {
+        assert_true(same_time(back->layer[i].forward_s, p->layer[i].forward_s));
+        assert_true(same_time(back->layer[i].weight_check_s, p->layer[i].weight_check_s));
+    }
+    for (int i = 0; i < 3; i++) {
+        const bg_stage_profile_t *a = &p->stage[i], *b = &back->stage[i];
+        assert_int_equal(b->first, a->first);
+        assert_int_equal(b->last, a->last);
+        assert_true(same_time(b->forward_s, a->forward_s));
+        assert_true(same_time(b->update_s, a->update_s));
+        assert_true(same_time(b->loaded.copies_s, a->loaded.copies_s));
+        assert_true(same_time(b->after_wait.backward[BG_NEIGHBOUR_UPDATE],
+                              a->after_wait.backward[BG_NEIGHBOUR_UPDATE]));
+    }
+    bg_profile_destroy(back);
+    bg_profile_destroy(p);
+    bg_model_spec_destroy(spec);
+}
+
+/* Loads a profile with these stage entries; returns the status and leaves
+ * the message in bg_error_message(). */
+static bg_status_t load_entries(const char *path, int count, const int *first, const int *last) {
+    bg_model_spec_t *spec = parse_model();
+    bg_profile_t *p = make_profile(spec, count, first, last);
+    assert_int_equal(bg_profile_save(p, path), BG_OK);
+    bg_profile_destroy(p);
+    bg_profile_t *back = NULL;
+    const bg_status_t st = bg_profile_load(path, spec, &back);
+    bg_profile_destroy(back);
+    bg_model_spec_destroy(spec);
+    return st;
+}
+
+/* The message names the first entry (in the file's order) that repeats an
+ * earlier one, and the earliest it repeats. */
+static void test_repeated_stage_entries(void **state) {
+    const char *path = ((bg_test_scratch_file_t *)*state)->path;
+    char want[256];
+
+    const int f1[] = {0, 1, 0, 2, 1, 0}, l1[] = {1, 3, 1, 3, 3, 1};
+    assert_int_equal(load_entries(path, 6, f1, l1), BG_ERR_PARSE);
+    snprintf(want, sizeof want, "%s: stage entry 2 repeats stage entry 0 (layers 0..0, 1 slot)",
+             path);
+    assert_string_equal(bg_error_message(), want);
+
+    /* Entry 3 repeats 2 before entry 4 repeats 0. */
+    const int f2[] = {0, 1, 2, 2, 0}, l2[] = {3, 3, 3, 3, 3};
+    assert_int_equal(load_entries(path, 5, f2, l2), BG_ERR_PARSE);
+    snprintf(want, sizeof want, "%s: stage entry 3 repeats stage entry 2 (layers 2..2, 1 slot)",
+             path);
+    assert_string_equal(bg_error_message(), want);
+
+    /* Distinct entries, the same layers in another order, load. */
+    const int f3[] = {2, 0, 1, 0}, l3[] = {3, 3, 3, 1};
+    assert_int_equal(load_entries(path, 4, f3, l3), BG_OK);
+}
+
+static int setup(void **state) { return bg_test_scratch_file_setup(state, "profile", "p.json"); }
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_save_is_whole_or_nothing, setup,
+                                        bg_test_scratch_file_teardown),
+        cmocka_unit_test_setup_teardown(test_repeated_stage_entries, setup,
+                                        bg_test_scratch_file_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
