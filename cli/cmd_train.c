@@ -401,15 +401,15 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
         for (int l = info->first_layer; layers != NULL && l < info->last_layer; l++)
             cJSON_AddItemToArray(layers, cJSON_CreateNumber(l));
         cJSON_AddStringToObject(stage, "device", info->device_name);
-        cJSON_AddNumberToObject(stage, "peak_bytes", (double)stage_peak_bytes(info));
+        bg_cli_json_add_bytes(stage, "peak_bytes", stage_peak_bytes(info));
         cJSON *peak = cJSON_AddObjectToObject(stage, "peak_by_category");
-        cJSON_AddNumberToObject(peak, "params", (double)m->params);
-        cJSON_AddNumberToObject(peak, "grads", (double)m->grads);
-        cJSON_AddNumberToObject(peak, "optimizer", (double)m->optimizer);
-        cJSON_AddNumberToObject(peak, "stash", (double)m->stash_peak);
-        cJSON_AddNumberToObject(peak, "buffers", (double)m->buffers);
-        cJSON_AddNumberToObject(peak, "channels", (double)info->channel_bytes);
-        cJSON_AddNumberToObject(peak, "workspace", (double)m->workspace);
+        bg_cli_json_add_bytes(peak, "params", m->params);
+        bg_cli_json_add_bytes(peak, "grads", m->grads);
+        bg_cli_json_add_bytes(peak, "optimizer", m->optimizer);
+        bg_cli_json_add_bytes(peak, "stash", m->stash_peak);
+        bg_cli_json_add_bytes(peak, "buffers", m->buffers);
+        bg_cli_json_add_bytes(peak, "channels", info->channel_bytes);
+        bg_cli_json_add_bytes(peak, "workspace", m->workspace);
         cJSON_AddNumberToObject(stage, "stash_slots", info->stash_slots);
         cJSON_AddNumberToObject(stage, "peak_microbatches_in_flight", m->peak_in_flight);
         cJSON_AddItemToArray(stages, stage);

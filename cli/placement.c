@@ -1,5 +1,6 @@
 #include "placement.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +38,11 @@ const char bg_placement_help_rest[] =
     "  --device-mem SIZE  memory each device may use: bytes, or a number with K,\n"
     "                     M, G or T (powers of 1024; 512M, 512m, 512MB and 512MiB\n"
     "                     are the same): 1000000, 512M, 8G, 1.5G.\n"
-    "                     Without it plan and simulate give the CPU devices the\n"
-    "                     host's memory (or the --topology file's), shared,\n"
-    "                     and CUDA devices their GPU's (from CUDA, or the\n"
-    "                     --topology file), shared by its virtual devices;\n"
+    "                     Without it plan and simulate divide the host's memory\n"
+    "                     (or the --topology file's) evenly among the CPU\n"
+    "                     devices, and give CUDA devices their GPU's (free\n"
+    "                     memory from CUDA, or the --topology file's), divided\n"
+    "                     evenly among its virtual devices;\n"
     "                     train checks only a given size.\n"
     "                     With --chunks V each stage may use 1/V of it\n"
     "  --profile FILE     measured layer times ('brigade profile') for the\n"
@@ -96,7 +98,9 @@ bg_status_t bg_placement_parse_split(const char *text, int *split, int *count) {
 }
 
 /* "512M", "1.5G", "1000000": bytes, suffixes in powers of 1024 (K, M, G,
- * T, each also as KB or KiB, in either case). */
+ * T, each also with B or iB after it, in either case; B alone after a
+ * count of bytes). A count of bytes is whole. At most 2^53 bytes, the most
+ * a JSON number holds exactly. */
 static bg_status_t parse_size(const char *option, const char *text, size_t *out) {
     /* Digits and a decimal point only: strtod would also read "0x100" and
      * "1e3". */
@@ -111,13 +115,24 @@ static bg_status_t parse_size(const char *option, const char *text, size_t *out)
         if (unit != NULL) {
             for (const char *u = units; u <= unit; u++) scale *= 1024;
             end++;
-            if (strcasecmp(end, "B") == 0 || strcasecmp(end, "iB") == 0) end += strlen(end);
         }
+        if ((end - text == (long)digits && strcmp(end, "B") == 0) ||
+            (unit != NULL && (strcasecmp(end, "B") == 0 || strcasecmp(end, "iB") == 0)))
+            end += strlen(end);
     }
     if (end != NULL && *end == '\0' && value * scale < 1)
         return bg_error_set(BG_ERR_INVALID, "%s: a size must be at least 1 byte, got '%s'", option,
                             text);
-    if (end == NULL || *end != '\0' || !(value * scale >= 1) || value * scale > 9.0e18)
+    if (end != NULL && *end == '\0' && scale == 1 && value != floor(value))
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: '%s' is not a whole number of bytes (fractions need a unit, as "
+                            "in 1.5G)",
+                            option, text);
+    if (end != NULL && *end == '\0' && value * scale > 0x1p53)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: '%s' is more than 8192T (2^53 bytes), the most it takes", option,
+                            text);
+    if (end == NULL || *end != '\0' || !(value * scale >= 1))
         return bg_error_set(BG_ERR_INVALID,
                             "%s: expected a size like 1000000, 512M, 8G or 1.5G, got '%s'", option,
                             text);

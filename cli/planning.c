@@ -1,5 +1,6 @@
 #include "planning.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,6 +201,12 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
             100.0 * p->bubble, 100.0 * p->bubble_theory);
 }
 
+cJSON *bg_cli_json_add_bytes(cJSON *object, const char *key, uint64_t bytes) {
+    char text[24];
+    snprintf(text, sizeof text, "%" PRIu64, bytes);
+    return cJSON_AddRawToObject(object, key, text);
+}
+
 cJSON *bg_cli_plan_stage_json(const bg_plan_t *p, int s) {
     const bg_partition_stage_t *st = &p->partition->stage[s];
     const bg_cost_memory_t *mem = &st->memory;
@@ -216,16 +223,16 @@ cJSON *bg_cli_plan_stage_json(const bg_plan_t *p, int s) {
     cJSON_AddNumberToObject(ms, "recompute", m * st->time.recompute * 1e3);
     cJSON_AddNumberToObject(ms, "send", m * st->send_s * 1e3);
     cJSON_AddNumberToObject(ms, "busy", m * st->seconds * 1e3);
-    cJSON_AddNumberToObject(stage, "peak_bytes", (double)st->peak_bytes);
-    cJSON_AddNumberToObject(stage, "capacity_bytes", (double)st->capacity_bytes);
+    bg_cli_json_add_bytes(stage, "peak_bytes", st->peak_bytes);
+    bg_cli_json_add_bytes(stage, "capacity_bytes", st->capacity_bytes);
     cJSON *peak = cJSON_AddObjectToObject(stage, "peak_by_category");
-    cJSON_AddNumberToObject(peak, "params", (double)mem->params);
-    cJSON_AddNumberToObject(peak, "grads", (double)mem->grads);
-    cJSON_AddNumberToObject(peak, "optimizer", (double)mem->optimizer);
-    cJSON_AddNumberToObject(peak, "stash", (double)mem->stash);
-    cJSON_AddNumberToObject(peak, "buffers", (double)mem->buffers);
-    cJSON_AddNumberToObject(peak, "channels", (double)mem->channels);
-    cJSON_AddNumberToObject(peak, "workspace", (double)mem->workspace);
+    bg_cli_json_add_bytes(peak, "params", mem->params);
+    bg_cli_json_add_bytes(peak, "grads", mem->grads);
+    bg_cli_json_add_bytes(peak, "optimizer", mem->optimizer);
+    bg_cli_json_add_bytes(peak, "stash", mem->stash);
+    bg_cli_json_add_bytes(peak, "buffers", mem->buffers);
+    bg_cli_json_add_bytes(peak, "channels", mem->channels);
+    bg_cli_json_add_bytes(peak, "workspace", mem->workspace);
     int slots = p->stash_slots[s] < 1 ? 1 : p->stash_slots[s];
     cJSON_AddNumberToObject(stage, "stash_slots", slots);
     cJSON_AddNumberToObject(stage, "peak_microbatches_in_flight", slots);
@@ -301,7 +308,7 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
     if (!part->fits) {
         cJSON *over = cJSON_AddObjectToObject(root, "overflow");
         cJSON_AddNumberToObject(over, "stage", part->worst_stage);
-        cJSON_AddNumberToObject(over, "bytes", (double)part->overflow_bytes);
+        bg_cli_json_add_bytes(over, "bytes", part->overflow_bytes);
     }
     return root;
 }

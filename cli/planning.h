@@ -87,6 +87,12 @@ void bg_cli_plan_print_table(const bg_plan_t *plan, FILE *out);
  * stages plus predicted_ms and capacity_bytes; NULL if out of memory. */
 cJSON *bg_cli_plan_stage_json(const bg_plan_t *plan, int s);
 
+/* Adds a count of bytes to `object` as a JSON integer, exact at any size:
+ * cJSON_AddNumberToObject writes 15 significant digits where they read
+ * back within a rounding error, so 2^53 came out as 9.00719925474099e+15.
+ * NULL when it could not be added. */
+cJSON *bg_cli_json_add_bytes(cJSON *object, const char *key, uint64_t bytes);
+
 /* The whole plan as JSON ('brigade plan --json'); NULL if out of memory. */
 cJSON *bg_cli_plan_json(const bg_plan_t *plan, const char *model);
 

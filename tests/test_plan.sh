@@ -54,6 +54,20 @@ for bad in abc -5 1.5X 12QB '' 1e30G nan 0x100 1e3 1.5.2G; do
         plan "$MODEL" --device-mem "$bad"
 done
 usage_error "--device-mem needs a value" -- plan "$MODEL" --device-mem
+for bad in 1.5 1.9999999999 1000.5B; do
+    usage_error "--device-mem: '$bad' is not a whole number of bytes (fractions need a unit, as in 1.5G)" \
+        -- plan "$MODEL" --device-mem "$bad"
+done
+for bad in 9223372036854775807 8193T 8388608T; do
+    usage_error "--device-mem: '$bad' is more than 8192T (2^53 bytes), the most it takes" -- \
+        plan "$MODEL" --device-mem "$bad"
+done
+# A count of bytes may end in B; 8192T (2^53) is the largest size, exact in JSON.
+for size in 536870912B:536870912 8192T:9007199254740992; do
+    expect 0 "" -- plan "$MODEL" --device-mem "${size%:*}" --json
+    json_check "--device-mem ${size%:*} is ${size#*:} bytes" "
+assert all(s['capacity_bytes'] == ${size#*:} for s in p['stages']), p['stages']"
+done
 # The suffixes in either case, with or without B or iB.
 for size in 512m 512mb 512MB 512MiB 512mib 0.5G; do
     expect 0 "" -- plan "$MODEL" --device-mem "$size" --json
@@ -217,7 +231,7 @@ expect 2 "cuda:200: " -- sweep "$MODEL" --simulate --devices cuda:200,cuda:0 --m
 # planned with negative times and a peak smaller than its parameters.
 printf 'input channels=1048576 height=1048576 width=1\nconv2d filters=1048576 kernel=1\nflatten\ndense units=1048576\nsoftmax_cross_entropy\n' >"$T/vast.model"
 expect 2 "model too large to plan: at micro-batches of 64 samples its stages could need up to" -- \
-    plan "$T/vast.model" --device-mem 1000000T
+    plan "$T/vast.model" --device-mem 8192T
 expect 2 "model too large to plan" -- simulate "$T/vast.model" --devices cpu:2 --split 2
 # CPU devices share the XML machine's memory (2 GiB on two NUMA nodes), not
 # this one's: 1 GiB each at cpu:2, which 8,192 x 8,192 dense layers with
