@@ -403,7 +403,9 @@ int bg_cmd_sweep(int argc, char **argv) {
         }
     }
     if (count == 0) {
-        /* Like plan when nothing fits: a result, but not a usable one. */
+        /* Like plan when nothing fits: a result, but not a usable one.
+           The rows it points to go first, also into a pipe. */
+        fflush(stdout);
         fprintf(stderr, "brigade sweep: every point was skipped (above)%s\n",
                 o.chart != NULL ? "; no chart written" : "");
         code = 2;

@@ -384,38 +384,144 @@ static int could_hold(const bg_cost_device_t *devices, int k, double state) {
     return capacity >= state;
 }
 
-/* Tries more devices, the fewest first; returns 1 at the first that fits. */
-static int try_more_devices(const bg_plan_t *failed, const bg_placement_t *placement,
-                            int host_share) {
+/* Tries k devices in place of the request's; returns 1 if the plan then
+ * fits. The planner chooses the split (a given --split is for the
+ * request's count). */
+static int try_device_count(const bg_plan_t *failed, const bg_placement_t *placement,
+                            int host_share, int k, bg_cost_device_t *devices) {
     const bg_plan_request_t *r = &failed->request;
-    int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
-    bg_cost_device_t *devices = calloc((size_t)most, sizeof *devices);
-    if (devices == NULL) return 0;
     bg_plan_request_t v = *r;
     v.split = NULL;
     v.links = NULL; /* the links of the chosen devices only */
     v.device = devices;
-    int fits = 0, cores = 1;
+    v.devices = k;
+    bg_placement_cost_devices(placement, k, host_share, devices);
+    if (!could_hold(devices, k, model_state_bytes(failed->model))) return 0;
+    int cores = 1;
     for (int d = 0; d < placement->devices.count; d++)
         cores &= placement->devices.devices[d].kind == BG_DEVICE_CPU;
-    char what[96];
-    const double state = model_state_bytes(failed->model);
-    for (int k = r->devices + 1; !fits && k <= most && k * r->chunks <= r->spec->num_layers; k++) {
-        v.devices = k;
-        bg_placement_cost_devices(placement, k, host_share, devices);
-        if (!could_hold(devices, k, state)) continue;
-        /* The options that give k devices: cores are there for the asking;
-         * GPUs must be listed (--stages alone only picks among them). */
-        if (cores && placement->stages > 0)
-            snprintf(what, sizeof what, "%d devices (--devices cpu:%d --stages %d)", k, k, k);
-        else if (cores)
-            snprintf(what, sizeof what, "%d devices (--devices cpu:%d)", k, k);
-        else
-            snprintf(what, sizeof what, "%d devices (%d in --devices)", k, k);
-        fits = try_variant(&v, what);
-    }
+    /* The options that give k devices: cores are there for the asking;
+     * GPUs must be listed (--stages alone only picks among them). */
+    char what[112], devices_option[48];
+    if (cores && placement->stages > 0)
+        snprintf(devices_option, sizeof devices_option, "--devices cpu:%d --stages %d", k, k);
+    else if (cores)
+        snprintf(devices_option, sizeof devices_option, "--devices cpu:%d", k);
+    else
+        snprintf(devices_option, sizeof devices_option, "%d in --devices", k);
+    snprintf(what, sizeof what, "%d device%s (%s%s)", k, k == 1 ? "" : "s", devices_option,
+             r->split != NULL ? ", without --split" : "");
+    return try_variant(&v, what);
+}
+
+/* Tries other device counts and returns 1 at the first that fits: fewer
+ * (the most first) where CPU devices divide the host's memory, since each
+ * then has a larger share, and more (the fewest first). */
+static int try_device_counts(const bg_plan_t *failed, const bg_placement_t *placement,
+                             int host_share) {
+    const bg_plan_request_t *r = &failed->request;
+    int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
+    bg_cost_device_t *devices = calloc((size_t)most, sizeof *devices);
+    if (devices == NULL) return 0;
+    int fits = 0;
+    if (host_share && placement->device_mem == 0)
+        for (int k = r->devices - 1; !fits && k >= 1; k--)
+            fits = try_device_count(failed, placement, host_share, k, devices);
+    for (int k = r->devices + 1; !fits && k <= most && k * r->chunks <= r->spec->num_layers; k++)
+        fits = try_device_count(failed, placement, host_share, k, devices);
     free(devices);
     return fits;
+}
+
+/* The most micro-batches `--microbatches auto` would try for r: the
+ * smallest micro-batches, whose stash is least. */
+static int most_microbatches(const bg_plan_request_t *r) {
+    const int multiple = bg_plan_microbatch_multiple(r, 0);
+    const int count = bg_plan_microbatch_candidates(r->batch, multiple, NULL, 0);
+    int *ms = malloc(sizeof *ms * (size_t)(count > 0 ? count : 1));
+    if (ms == NULL) return r->microbatches;
+    bg_plan_microbatch_candidates(r->batch, multiple, ms, count);
+    int most = r->microbatches;
+    for (int k = 0; k < count; k++)
+        if (ms[k] > most) most = ms[k];
+    free(ms);
+    return most;
+}
+
+/* With every memory saving of `v` made: the layer that needs the most
+ * memory on a stage of its own (*layer), and that need (returned; 0 when
+ * it cannot be worked out). A lower bound: no channel slots, one micro-
+ * batch in flight. */
+static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer) {
+    bg_plan_request_t alone = *v;
+    alone.fits_only = 0;
+    bg_plan_t *p = NULL;
+    if (bg_plan_create(&alone, &p) != BG_OK) return 0;
+    size_t most = 0;
+    for (int l = 0; l < bg_cost_model_layers(p->model); l++) {
+        const bg_cost_stage_t stage = {.first_layer = l, .last_layer = l + 1, .stash_slots = 1};
+        const bg_cost_memory_t m = bg_cost_stage_memory(p->model, &stage);
+        if (bg_cost_memory_peak(&m) > most) {
+            most = bg_cost_memory_peak(&m);
+            *layer = l;
+        }
+    }
+    bg_plan_destroy(p);
+    return most;
+}
+
+/* Every memory saving at once, on the devices given: the planner's own
+ * split, --recompute, SGD without momentum, 1f1b for gpipe and the most
+ * micro-batches. Prints it if that fits; else, where one layer alone
+ * needs more than any stage may have, says so and what --device-mem
+ * would do, for more devices cannot help. */
+static void try_every_saving(const bg_plan_t *failed) {
+    const bg_plan_request_t *r = &failed->request;
+    bg_plan_request_t v = *r;
+    char what[160];
+    int at = 0;
+    if (r->split != NULL) at += snprintf(what + at, sizeof what - (size_t)at, " without --split");
+    v.split = NULL;
+    if (!r->recompute) at += snprintf(what + at, sizeof what - (size_t)at, " --recompute");
+    v.recompute = 1;
+    if (r->optimizer.kind != BG_OPTIMIZER_SGD)
+        at += snprintf(what + at, sizeof what - (size_t)at, " --optimizer sgd");
+    if (r->optimizer.sgd.momentum != 0)
+        at += snprintf(what + at, sizeof what - (size_t)at, " --momentum 0");
+    v.optimizer.kind = BG_OPTIMIZER_SGD;
+    v.optimizer.sgd.momentum = 0;
+    if (v.schedule == BG_SCHEDULE_GPIPE) {
+        at += snprintf(what + at, sizeof what - (size_t)at, " --schedule 1f1b");
+        v.schedule = BG_SCHEDULE_1F1B;
+    }
+    if (at > 0 && try_variant(&v, what + 1)) return;
+    /* And then with the smallest micro-batches. */
+    v.microbatches = most_microbatches(r);
+    if (v.microbatches != r->microbatches) {
+        at += snprintf(what + at, sizeof what - (size_t)at, " --microbatches %d", v.microbatches);
+        if (try_variant(&v, what + 1)) return;
+    }
+    size_t capacity = 0;
+    for (int s = 0; s < failed->partition->stages; s++)
+        if (failed->partition->stage[s].capacity_bytes > capacity)
+            capacity = failed->partition->stage[s].capacity_bytes;
+    int layer = 0;
+    const size_t need = largest_layer_alone(&v, &layer);
+    if (capacity > 0 && need > capacity) {
+        char need_text[32], cap_text[32];
+        fprintf(stderr,
+                "  none of these fits, alone or together: layer %d (%s) needs at least %s bytes "
+                "(%.2f MiB) on a stage of its own%s, over the %s bytes a stage may have here, so "
+                "more devices cannot help; give each device at least %s (--device-mem%s)\n",
+                layer, bg_layer_kind_name(r->spec->layers[layer].kind),
+                bg_cli_group_digits((int64_t)need, need_text, sizeof need_text), (double)need / mib,
+                at > 0 ? " even with all of these" : "",
+                bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text), need_text,
+                r->chunks > 1 ? ", times --chunks" : "");
+        return;
+    }
+    fprintf(stderr, "  none of these fits, alone or together: use more devices or give each more "
+                    "memory (--device-mem)\n");
 }
 
 void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
@@ -423,20 +529,30 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     const bg_plan_request_t *r = &p->request;
     const bg_partition_t *part = p->partition;
     const bg_partition_stage_t *st = &part->stage[part->worst_stage];
-    char need[32], cap[32], over[32];
+    const char *device = p->device[st->device].name;
+    char need[32], cap[32], over[32], share[96] = "";
+    fflush(stdout); /* the table this explains comes first, also into a pipe */
+    if (r->chunks > 1)
+        snprintf(share, sizeof share, " (1/%d of %s's: --chunks %d)", r->chunks, device, r->chunks);
+    else if (host_share && placement->device_mem == 0 && r->devices > 1 &&
+             st->device < placement->devices.count &&
+             placement->devices.devices[st->device].kind == BG_DEVICE_CPU)
+        snprintf(share, sizeof share,
+                 " (the host's memory divided among %d CPU devices; --device-mem sets it)",
+                 r->devices);
     fprintf(stderr,
             "brigade %s: does not fit: stage %d (layers %d-%d on %s) needs %s bytes "
-            "(%.2f MiB), %s bytes over its %s-byte capacity\n",
-            cmd, part->worst_stage, st->first_layer, st->last_layer - 1, p->device[st->device].name,
+            "(%.2f MiB), %s byte%s over its %s-byte capacity%s\n",
+            cmd, part->worst_stage, st->first_layer, st->last_layer - 1, device,
             bg_cli_group_digits((int64_t)st->peak_bytes, need, sizeof need),
             (double)st->peak_bytes / mib,
             bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over),
-            bg_cli_group_digits((int64_t)st->capacity_bytes, cap, sizeof cap));
+            part->overflow_bytes == 1 ? "" : "s",
+            bg_cli_group_digits((int64_t)st->capacity_bytes, cap, sizeof cap), share);
     fprintf(stderr, "%s; what would help:\n",
             r->split != NULL ? "this is the given --split"
                              : "this is the split that overflows least");
     int helped = 0;
-    char what[64];
     bg_plan_request_t v = *r;
     if (r->split != NULL) {
         v.split = NULL;
@@ -457,21 +573,14 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         v.optimizer.kind = BG_OPTIMIZER_SGD;
         helped |= try_variant(&v, "--optimizer sgd");
         v = *r;
+    } else if (r->optimizer.kind == BG_OPTIMIZER_SGD && r->optimizer.sgd.momentum != 0) {
+        v.optimizer.sgd.momentum = 0;
+        helped |= try_variant(&v, "--momentum 0");
+        v = *r;
     }
     helped |= try_microbatches(r);
-    if (try_more_devices(p, placement, host_share)) helped = 1;
-    if (helped) return;
-    /* Every memory saving at once, on the devices given. */
-    v = *r;
-    v.recompute = 1;
-    v.optimizer.kind = BG_OPTIMIZER_SGD;
-    v.optimizer.sgd.momentum = 0;
-    if (v.schedule == BG_SCHEDULE_GPIPE) v.schedule = BG_SCHEDULE_1F1B;
-    snprintf(what, sizeof what, "--recompute --optimizer sgd%s",
-             r->schedule == BG_SCHEDULE_GPIPE ? " --schedule 1f1b" : "");
-    if (!try_variant(&v, what))
-        fprintf(stderr, "  none of these fits, alone or together: use more devices or give each "
-                        "more memory (--device-mem)\n");
+    if (try_device_counts(p, placement, host_share)) helped = 1;
+    if (!helped) try_every_saving(p);
 }
 
 int bg_cli_links_json(const bg_placement_t *p, cJSON *plan) {

@@ -240,6 +240,13 @@ printf 'input channels=1 height=1 width=8192\nflatten\ndense units=8192\ndense u
 expect 2 "does not fit" -- plan "$T/wide.model" --devices cpu:2 \
     --topology "$ROOT/tests/fixtures/two-socket-8-core.xml"
 check "CPU devices of an XML machine get its memory: 1,024 MiB each" grep -qE '^ +0 .* 1024\.00 ' "$OUT"
+# One 8,192 x 8,192 layer with Adam needs more than half the machine: the
+# message says the capacity is a share, and one device, with all of it, fits.
+printf 'input channels=1 height=1 width=8192\nflatten\ndense units=8192\ndense units=10\nsoftmax_cross_entropy\n' >"$T/one-wide.model"
+expect 2 "9,840,800 bytes over its 1,073,741,824-byte capacity (the host's memory divided among 2 CPU devices; --device-mem sets it)" \
+    -- plan "$T/one-wide.model" --devices cpu:2 --topology "$ROOT/tests/fixtures/two-socket-8-core.xml"
+check "fewer devices, each with a larger share, are suggested" \
+    grep -qE -- '^  1 device \(--devices cpu:1\) +fits: largest stage 1033\.38 MiB' "$ERR"
 sed 's/local_memory="[0-9]*"/local_memory="0"/' "$ROOT/tests/fixtures/two-socket-8-core.xml" \
     >"$T/no-memory.xml"
 expect 0 "" -- plan "$T/wide.model" --devices cpu:2 --topology "$T/no-memory.xml"
@@ -303,20 +310,46 @@ expect 2 "brigade plan: chose --microbatches 64: " -- plan "$MODEL" --devices cp
     --microbatches auto --device-mem 1M
 check "auto says nothing fits and picks the least overflow" \
     grep -qF "brigade plan: chose --microbatches 64: nothing fits; this overflows least" "$ERR"
-check "nothing helps: the last resort is named" grep -qF \
-    "  none of these fits, alone or together: use more devices or give each more memory" "$ERR"
+# The dense layer alone, with every saving, needs more than a device has.
+check "nothing helps: the layer that cannot fit is named, with the memory it needs" grep -qF \
+    "  none of these fits, alone or together: layer 4 (dense) needs at least 5,626,368 bytes (5.37 MiB) on a stage of its own even with all of these, over the 1,048,576 bytes a stage may have here, so more devices cannot help; give each device at least 5,626,368 (--device-mem)" "$ERR"
+# Eight 1024 x 1024 layers: each fits 10 MiB alone, but no count of devices
+# tried (up to 4) holds them all, even with every saving.
+{
+    echo 'input channels=1 height=1 width=1024'
+    echo flatten
+    for _ in 1 2 3 4 5 6 7 8; do echo 'dense units=1024'; done
+    echo softmax_cross_entropy
+} >"$T/deep-wide.model"
+expect 2 "does not fit" -- plan "$T/deep-wide.model" --devices cpu:2 --device-mem 10M
+check "every layer could fit alone: more devices are suggested" grep -qFx -- \
+    "  none of these fits, alone or together: use more devices or give each more memory (--device-mem)" \
+    "$ERR"
+# SGD's momentum buffer: dropping it is suggested like Adam's state.
+expect 2 "1 (layers 4-7 on cpu:1) needs 9,366,808 bytes" -- plan "$MODEL" --devices cpu:2 \
+    --optimizer sgd --momentum 0.9 --microbatches 8 --device-mem 8M
+check "--momentum 0 is suggested" grep -qE -- '^  --momentum 0 +fits: largest stage 6\.29 MiB' "$ERR"
+# Interleaved: a stage's capacity is 1/V of its device's, and the message
+# says so. No single change fits; all savings fit once the micro-batches are
+# as small as --microbatches auto would make them.
+expect 2 "6,893,024 bytes over its 6,291,456-byte capacity (1/2 of cpu:1's: --chunks 2)" -- \
+    plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 4 \
+    --device-mem 12M
+check "every saving at once, then with the most micro-batches" grep -qE -- \
+    '^  --recompute --optimizer sgd --microbatches 64 fits: largest stage 5\.45 MiB' "$ERR"
+check "only that suggestion" test "$(grep -c ' fits: ' "$ERR")" -eq 1
 # A given --split that does not fit: leaving it out would, and so would a
 # third device.
 expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --devices cpu:2 \
     --split 1 --device-mem 20M --microbatches 4
 check "leaving out --split is suggested" grep -qE '^  leave out --split +fits: ' "$ERR"
 check "a third core is suggested, as a --devices that gives it" \
-    grep -qE '^  3 devices \(--devices cpu:3\) +fits: ' "$ERR"
+    grep -qE '^  3 devices \(--devices cpu:3, without --split\) +fits: ' "$ERR"
 check "the given split's table is still printed" grep -qE '^ +1 +1-7 +cpu:1 ' "$OUT"
 # GPUs cannot be asked for by number: the third must be listed.
 expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --topology "$GPUS" \
     --devices cuda:0,cuda:1 --split 1 --device-mem 20M --microbatches 4
-check "a third GPU is suggested, to be listed" grep -qE '^  3 devices \(3 in --devices\) +fits: ' "$ERR"
+check "a third GPU is suggested, to be listed" grep -qE '^  3 devices \(3 in --devices, without --split\) +fits: ' "$ERR"
 # Virtual devices of one GPU share its memory bandwidth: four stages' Adam
 # updates, run at once after the barrier, take about as long as one
 # stage's over the whole model (not a quarter of it).
