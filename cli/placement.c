@@ -298,16 +298,20 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
                      d);
         c.memory_bytes = p->device_mem;
         if (dev->kind == BG_DEVICE_CUDA) {
-            c.flops_per_s = 10e12; /* assumed: CUDA reports no throughput; profiles are CPU-only */
-            c.op_overhead_s = 10e-6;
-            /* Assumed too: a data-centre GPU streams 2 to 5 TB/s from its own
-             * memory; 1 TB/s leaves room for older ones. Virtual devices of
-             * one GPU share it: their updates run at once, after the barrier. */
+            /* Virtual devices of one GPU share its arithmetic and its memory
+             * bandwidth: each gets its share of both. */
             int sharing = 0;
             for (int e = 0; e < list->count; e++)
                 sharing += list->devices[e].kind == BG_DEVICE_CUDA &&
                            list->devices[e].physical == dev->physical;
-            c.memory_bytes_per_s = 1e12 / (sharing > 0 ? sharing : 1);
+            if (sharing < 1) sharing = 1;
+            /* Assumed: CUDA reports no throughput; profiles are CPU-only. */
+            c.flops_per_s = 10e12 / sharing;
+            c.op_overhead_s = 10e-6;
+            /* Assumed too: a data-centre GPU streams 2 to 5 TB/s from its own
+             * memory; 1 TB/s leaves room for older ones. Virtual devices'
+             * updates run at once, after the barrier. */
+            c.memory_bytes_per_s = 1e12 / sharing;
             if (c.memory_bytes == 0 && p->links != NULL && d < p->links->count)
                 c.memory_bytes = p->links->memory_bytes[d];
         } else if (c.memory_bytes == 0 && host_share) {
