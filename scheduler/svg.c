@@ -186,7 +186,12 @@ static void draw_title(FILE *out, const bg_timeline_t *tl, const bg_timeline_sum
     fprintf(out, "bubble %.1f%% %s vs %.1f%% theory; step %.*f ms", 100 * s->bubble_measured,
             tl->measured ? "measured" : "predicted", 100 * s->bubble_theory, decimals, step_ms);
     if (s->steps > 1) fprintf(out, " (mean of %d steps)", s->steps);
-    if (step >= 0 && s->steps > 1) fprintf(out, "; showing step %d", step);
+    /* Counted among the recorded steps (a run's last ones), not the run's:
+       "step 2" read as the third step of training. */
+    if (step >= 0 && s->steps > 1 && step == s->steps - 1)
+        fprintf(out, "; showing the last");
+    else if (step >= 0 && s->steps > 1)
+        fprintf(out, "; showing recorded step %d (from 0, as in the boxes' titles)", step);
     fprintf(out, "</text>\n");
 }
 

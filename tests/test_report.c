@@ -728,10 +728,17 @@ static void test_svg_timeline(void **state) {
     assert_non_null(strstr(text, "stage 2 (gpu&lt;2&gt; &amp; &quot;x&quot;)"));
     assert_non_null(strstr(text, "zb-h1 schedule: K=4, M=8, measured"));
     free(text);
+    check_ok(bg_svg_timeline_write(path, tl, 0));
+    text = read_all(path);
+    assert_int_equal(
+        count_of(text, "; showing recorded step 0 (from 0, as in the boxes' titles)</text>"), 1);
+    free(text);
     check_ok(bg_svg_timeline_write(path, tl, 1));
     text = read_all(path);
     expect_well_formed(text);
     assert_int_equal(count_of(text, "<rect class=\"op\""), ops_step1);
+    /* The subtitle counts recorded steps, not the run's. */
+    assert_int_equal(count_of(text, "(mean of 2 steps); showing the last</text>"), 1);
     /* A box's title gives its times on the axis's clock: from the start of
      * the step shown, not of the first recorded one. */
     int titled = 0;
