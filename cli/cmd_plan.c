@@ -130,6 +130,16 @@ int bg_cmd_plan(int argc, char **argv) {
             cJSON_Delete(root);
             root = NULL;
         }
+        /* A plan that does not fit: what would, for a program to choose. */
+        if (root != NULL && !p->partition->fits) {
+            cJSON *found = cJSON_AddArrayToObject(root, "suggestions");
+            if (found == NULL) {
+                cJSON_Delete(root);
+                root = NULL;
+            } else {
+                bg_cli_plan_explain_overflow("plan", p, &o.placement, 1, found);
+            }
+        }
         char *text = root != NULL ? cJSON_Print(root) : NULL;
         cJSON_Delete(root);
         if (text == NULL) {
@@ -151,7 +161,7 @@ int bg_cmd_plan(int argc, char **argv) {
         bg_cli_plan_print_table(p, stdout);
     }
     if (!p->partition->fits) {
-        bg_cli_plan_explain_overflow("plan", p, &o.placement, 1);
+        if (!o.json) bg_cli_plan_explain_overflow("plan", p, &o.placement, 1, NULL);
         code = 2;
     }
     goto done;

@@ -313,8 +313,10 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
     return root;
 }
 
-/* Tries one change; prints it if the plan then fits. Returns 1 if it did. */
-static int try_variant(const bg_plan_request_t *r, const char *what) {
+/* Tries one change; prints it if the plan then fits, and adds it to
+ * `found` (when not NULL) as {"change", "largest_stage_bytes", "step_ms"}.
+ * Returns 1 if it fit. */
+static int try_variant(const bg_plan_request_t *r, const char *what, cJSON *found) {
     bg_plan_t *p = NULL;
     bg_plan_request_t v = *r;
     v.fits_only = 1; /* a variant that does not fit is not shown */
@@ -327,6 +329,13 @@ static int try_variant(const bg_plan_request_t *r, const char *what) {
         fprintf(stderr,
                 "  %-32s fits: largest stage %.2f MiB, step %.3f ms without the optimizer step\n",
                 what, (double)peak / mib, p->step_s * 1e3);
+        cJSON *change = found != NULL ? cJSON_CreateObject() : NULL;
+        if (change != NULL) {
+            cJSON_AddStringToObject(change, "change", what);
+            bg_cli_json_add_bytes(change, "largest_stage_bytes", peak);
+            cJSON_AddNumberToObject(change, "step_ms", p->step_s * 1e3);
+            cJSON_AddItemToArray(found, change);
+        }
     }
     bg_plan_destroy(p);
     return fits;
@@ -335,7 +344,7 @@ static int try_variant(const bg_plan_request_t *r, const char *what) {
 /* Tries the micro-batch counts `--microbatches auto` would (divisors of B,
  * powers of two, and for interleaved K times powers of two), nearest to the request first in each
  * direction, and prints the nearest above and the nearest below that fit. Returns 1 if one did. */
-static int try_microbatches(const bg_plan_request_t *r) {
+static int try_microbatches(const bg_plan_request_t *r, cJSON *found) {
     const int multiple = bg_plan_microbatch_multiple(r, 0);
     const int count = bg_plan_microbatch_candidates(r->batch, multiple, NULL, 0);
     int *ms = malloc(sizeof *ms * (size_t)(count > 0 ? count : 1));
@@ -350,7 +359,7 @@ static int try_microbatches(const bg_plan_request_t *r) {
             if (up ? m <= r->microbatches : m >= r->microbatches) continue;
             v.microbatches = m;
             snprintf(what, sizeof what, "--microbatches %d", m);
-            if (try_variant(&v, what)) {
+            if (try_variant(&v, what, found)) {
                 helped = 1;
                 break;
             }
@@ -388,7 +397,7 @@ static int could_hold(const bg_cost_device_t *devices, int k, double state) {
  * fits. The planner chooses the split (a given --split is for the
  * request's count). */
 static int try_device_count(const bg_plan_t *failed, const bg_placement_t *placement,
-                            int host_share, int k, bg_cost_device_t *devices) {
+                            int host_share, int k, bg_cost_device_t *devices, cJSON *found) {
     const bg_plan_request_t *r = &failed->request;
     bg_plan_request_t v = *r;
     v.split = NULL;
@@ -411,14 +420,14 @@ static int try_device_count(const bg_plan_t *failed, const bg_placement_t *place
         snprintf(devices_option, sizeof devices_option, "%d in --devices", k);
     snprintf(what, sizeof what, "%d device%s (%s%s)", k, k == 1 ? "" : "s", devices_option,
              r->split != NULL ? ", without --split" : "");
-    return try_variant(&v, what);
+    return try_variant(&v, what, found);
 }
 
 /* Tries other device counts and returns 1 at the first that fits: fewer
  * (the most first) where CPU devices divide the host's memory, since each
  * then has a larger share, and more (the fewest first). */
 static int try_device_counts(const bg_plan_t *failed, const bg_placement_t *placement,
-                             int host_share) {
+                             int host_share, cJSON *found) {
     const bg_plan_request_t *r = &failed->request;
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
     bg_cost_device_t *devices = calloc((size_t)most, sizeof *devices);
@@ -426,9 +435,9 @@ static int try_device_counts(const bg_plan_t *failed, const bg_placement_t *plac
     int fits = 0;
     if (host_share && placement->device_mem == 0)
         for (int k = r->devices - 1; !fits && k >= 1; k--)
-            fits = try_device_count(failed, placement, host_share, k, devices);
+            fits = try_device_count(failed, placement, host_share, k, devices, found);
     for (int k = r->devices + 1; !fits && k <= most && k * r->chunks <= r->spec->num_layers; k++)
-        fits = try_device_count(failed, placement, host_share, k, devices);
+        fits = try_device_count(failed, placement, host_share, k, devices, found);
     free(devices);
     return fits;
 }
@@ -475,7 +484,7 @@ static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer) {
  * micro-batches. Prints it if that fits; else, where one layer alone
  * needs more than any stage may have, says so and what --device-mem
  * would do, for more devices cannot help. */
-static void try_every_saving(const bg_plan_t *failed) {
+static void try_every_saving(const bg_plan_t *failed, cJSON *found) {
     const bg_plan_request_t *r = &failed->request;
     bg_plan_request_t v = *r;
     char what[160];
@@ -494,12 +503,12 @@ static void try_every_saving(const bg_plan_t *failed) {
         at += snprintf(what + at, sizeof what - (size_t)at, " --schedule 1f1b");
         v.schedule = BG_SCHEDULE_1F1B;
     }
-    if (at > 0 && try_variant(&v, what + 1)) return;
+    if (at > 0 && try_variant(&v, what + 1, found)) return;
     /* And then with the smallest micro-batches. */
     v.microbatches = most_microbatches(r);
     if (v.microbatches != r->microbatches) {
         at += snprintf(what + at, sizeof what - (size_t)at, " --microbatches %d", v.microbatches);
-        if (try_variant(&v, what + 1)) return;
+        if (try_variant(&v, what + 1, found)) return;
     }
     size_t capacity = 0;
     for (int s = 0; s < failed->partition->stages; s++)
@@ -525,7 +534,7 @@ static void try_every_saving(const bg_plan_t *failed) {
 }
 
 void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
-                                  const bg_placement_t *placement, int host_share) {
+                                  const bg_placement_t *placement, int host_share, cJSON *found) {
     const bg_plan_request_t *r = &p->request;
     const bg_partition_t *part = p->partition;
     const bg_partition_stage_t *st = &part->stage[part->worst_stage];
@@ -556,31 +565,31 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     bg_plan_request_t v = *r;
     if (r->split != NULL) {
         v.split = NULL;
-        helped |= try_variant(&v, "leave out --split");
+        helped |= try_variant(&v, "leave out --split", found);
         v = *r;
     }
     if (!r->recompute) {
         v.recompute = 1;
-        helped |= try_variant(&v, "--recompute");
+        helped |= try_variant(&v, "--recompute", found);
         v = *r;
     }
     if (r->schedule == BG_SCHEDULE_GPIPE) {
         v.schedule = BG_SCHEDULE_1F1B;
-        helped |= try_variant(&v, "--schedule 1f1b");
+        helped |= try_variant(&v, "--schedule 1f1b", found);
         v = *r;
     }
     if (r->optimizer.kind == BG_OPTIMIZER_ADAM) {
         v.optimizer.kind = BG_OPTIMIZER_SGD;
-        helped |= try_variant(&v, "--optimizer sgd");
+        helped |= try_variant(&v, "--optimizer sgd", found);
         v = *r;
     } else if (r->optimizer.kind == BG_OPTIMIZER_SGD && r->optimizer.sgd.momentum != 0) {
         v.optimizer.sgd.momentum = 0;
-        helped |= try_variant(&v, "--momentum 0");
+        helped |= try_variant(&v, "--momentum 0", found);
         v = *r;
     }
-    helped |= try_microbatches(r);
-    if (try_device_counts(p, placement, host_share)) helped = 1;
-    if (!helped) try_every_saving(p);
+    helped |= try_microbatches(r, found);
+    if (try_device_counts(p, placement, host_share, found)) helped = 1;
+    if (!helped) try_every_saving(p, found);
 }
 
 int bg_cli_links_json(const bg_placement_t *p, cJSON *plan) {

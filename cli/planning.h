@@ -103,8 +103,10 @@ int bg_cli_links_json(const bg_placement_t *p, cJSON *plan);
 
 /* Explains on stderr a plan that does not fit: which stage overflows by how
  * many bytes, and which single changes (or all memory savings together)
- * would make it fit. `host_share` as for bg_placement_cost_devices. */
+ * would make it fit. `host_share` as for bg_placement_cost_devices. With
+ * `found` (a JSON array, or NULL), each change that fits is also added to
+ * it as {"change", "largest_stage_bytes", "step_ms"}. */
 void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *plan, const bg_placement_t *p,
-                                  int host_share);
+                                  int host_share, cJSON *found);
 
 #endif /* BG_CLI_PLANNING_H */

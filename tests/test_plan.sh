@@ -300,6 +300,14 @@ expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --device-mem 12M
 check "the fewest micro-batches that fit are suggested" \
     grep -qE -- '^  --microbatches 8 +fits: ' "$ERR"
 check "only the fewest" test "$(grep -c -- '--microbatches' "$ERR")" -eq 1
+expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --device-mem 12M --json
+json_check "--json lists what would fit, as stderr does" '
+assert p["overflow"] == {"stage": 0, "bytes": 9802400}, p["overflow"]
+assert [s["change"] for s in p["suggestions"]] == ["--microbatches 8"], p["suggestions"]
+assert p["suggestions"][0]["largest_stage_bytes"] == 12141376, p["suggestions"]
+assert p["suggestions"][0]["step_ms"] > 0'
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --json
+json_check "a plan that fits has no suggestions" 'assert "suggestions" not in p and "overflow" not in p'
 # 10 MiB needs several savings at once: the dense layer's Adam state alone
 # leaves too little room beside its stash.
 expect 2 "--recompute --optimizer sgd --schedule 1f1b fits" -- plan "$MODEL" --devices cpu:2 \
