@@ -144,14 +144,22 @@ static bg_status_t commit_arenas(bg_pipeline_t *p) {
             staged += bytes;
             if (used < sizeof parts)
                 used +=
-                    (size_t)snprintf(parts + used, sizeof parts - used, "%slayers %d..%d %zu",
+                    (size_t)snprintf(parts + used, sizeof parts - used, "%slayers %d..%d: %zu",
                                      s == d ? "" : ", ", p->first[s], p->first[s + 1] - 1, bytes);
         }
-        return bg_error_prefix(st,
-                               "%s: one allocation of %zu bytes for its stages (%s) and channel "
-                               "slots %zu: ",
-                               p->cfg.devices->devices[d].name, arena->bytes, parts,
-                               arena->bytes - staged);
+        /* On a GPU the slots of the channels into it share the allocation;
+           a CPU device's rings are allocated apart, so its figure is less
+           than the peak plan gives (whose 'other' column counts them). */
+        const bg_device_t *device = &p->cfg.devices->devices[d];
+        char slots[96] = "";
+        if (arena->bytes > staged)
+            snprintf(slots, sizeof slots, " and the slots of the channels into it (%zu)",
+                     arena->bytes - staged);
+        else if (device->kind == BG_DEVICE_CPU)
+            snprintf(slots, sizeof slots, ", not its channel rings (allocated apart on CPUs)");
+        return bg_error_prefix(
+            st, "%s: one allocation of %zu bytes (%.2f MiB) for its stages (%s)%s: ", device->name,
+            arena->bytes, (double)arena->bytes / (1024.0 * 1024.0), parts, slots);
     }
     for (int s = 0; s < p->stages; s++) {
         BG_CHECK(bg_stage_bind(p->stage[s]));
