@@ -321,6 +321,10 @@ check "auto says nothing fits and picks the least overflow" \
 # The dense layer alone, with every saving, needs more than a device has.
 check "nothing helps: the layer that cannot fit is named, with the memory it needs" grep -qF \
     "  none of these fits, alone or together: layer 4 (dense) needs at least 5,626,368 bytes (5.37 MiB) on a stage of its own even with all of these, over the 1,048,576 bytes a stage may have here, so more devices cannot help; give each device at least 5,626,368 (--device-mem)" "$ERR"
+# The capacity is exact to the byte: the stage's peak fits, a byte less does not.
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --device-mem 22385312
+expect 2 "needs 22,385,312 bytes (21.35 MiB), 1 byte over its 22,385,311-byte capacity" -- \
+    plan "$MODEL" --devices cpu:2 --split 4 --device-mem 22385311
 # Eight 1024 x 1024 layers: each fits 10 MiB alone, but no count of devices
 # tried (up to 4) holds them all, even with every saving.
 {
