@@ -402,14 +402,14 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
             cJSON_AddItemToArray(layers, cJSON_CreateNumber(l));
         cJSON_AddStringToObject(stage, "device", info->device_name);
         bg_cli_json_add_bytes(stage, "peak_bytes", stage_peak_bytes(info));
-        cJSON *peak = cJSON_AddObjectToObject(stage, "peak_by_category");
-        bg_cli_json_add_bytes(peak, "params", m->params);
-        bg_cli_json_add_bytes(peak, "grads", m->grads);
-        bg_cli_json_add_bytes(peak, "optimizer", m->optimizer);
-        bg_cli_json_add_bytes(peak, "stash", m->stash_peak);
-        bg_cli_json_add_bytes(peak, "buffers", m->buffers);
-        bg_cli_json_add_bytes(peak, "channels", info->channel_bytes);
-        bg_cli_json_add_bytes(peak, "workspace", m->workspace);
+        const bg_cost_memory_t measured = {.params = m->params,
+                                           .grads = m->grads,
+                                           .optimizer = m->optimizer,
+                                           .stash = m->stash_peak,
+                                           .buffers = m->buffers,
+                                           .channels = info->channel_bytes,
+                                           .workspace = m->workspace};
+        bg_cli_json_add_memory(stage, &measured);
         cJSON_AddNumberToObject(stage, "stash_slots", info->stash_slots);
         cJSON_AddNumberToObject(stage, "peak_microbatches_in_flight", m->peak_in_flight);
         cJSON_AddItemToArray(stages, stage);

@@ -207,6 +207,17 @@ cJSON *bg_cli_json_add_bytes(cJSON *object, const char *key, uint64_t bytes) {
     return cJSON_AddRawToObject(object, key, text);
 }
 
+void bg_cli_json_add_memory(cJSON *stage, const bg_cost_memory_t *m) {
+    cJSON *peak = cJSON_AddObjectToObject(stage, "peak_by_category");
+    bg_cli_json_add_bytes(peak, "params", m->params);
+    bg_cli_json_add_bytes(peak, "grads", m->grads);
+    bg_cli_json_add_bytes(peak, "optimizer", m->optimizer);
+    bg_cli_json_add_bytes(peak, "stash", m->stash);
+    bg_cli_json_add_bytes(peak, "buffers", m->buffers);
+    bg_cli_json_add_bytes(peak, "channels", m->channels);
+    bg_cli_json_add_bytes(peak, "workspace", m->workspace);
+}
+
 cJSON *bg_cli_plan_stage_json(const bg_plan_t *p, int s) {
     const bg_partition_stage_t *st = &p->partition->stage[s];
     const bg_cost_memory_t *mem = &st->memory;
@@ -225,14 +236,7 @@ cJSON *bg_cli_plan_stage_json(const bg_plan_t *p, int s) {
     cJSON_AddNumberToObject(ms, "busy", m * st->seconds * 1e3);
     bg_cli_json_add_bytes(stage, "peak_bytes", st->peak_bytes);
     bg_cli_json_add_bytes(stage, "capacity_bytes", st->capacity_bytes);
-    cJSON *peak = cJSON_AddObjectToObject(stage, "peak_by_category");
-    bg_cli_json_add_bytes(peak, "params", mem->params);
-    bg_cli_json_add_bytes(peak, "grads", mem->grads);
-    bg_cli_json_add_bytes(peak, "optimizer", mem->optimizer);
-    bg_cli_json_add_bytes(peak, "stash", mem->stash);
-    bg_cli_json_add_bytes(peak, "buffers", mem->buffers);
-    bg_cli_json_add_bytes(peak, "channels", mem->channels);
-    bg_cli_json_add_bytes(peak, "workspace", mem->workspace);
+    bg_cli_json_add_memory(stage, mem);
     int slots = p->stash_slots[s] < 1 ? 1 : p->stash_slots[s];
     cJSON_AddNumberToObject(stage, "stash_slots", slots);
     cJSON_AddNumberToObject(stage, "peak_microbatches_in_flight", slots);

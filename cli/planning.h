@@ -93,6 +93,10 @@ cJSON *bg_cli_plan_stage_json(const bg_plan_t *plan, int s);
  * NULL when it could not be added. */
 cJSON *bg_cli_json_add_bytes(cJSON *object, const char *key, uint64_t bytes);
 
+/* Adds "peak_by_category" to a stage's JSON object: m's seven categories,
+ * as plan predicts them and train measures them. */
+void bg_cli_json_add_memory(cJSON *stage, const bg_cost_memory_t *m);
+
 /* The whole plan as JSON ('brigade plan --json'); NULL if out of memory. */
 cJSON *bg_cli_plan_json(const bg_plan_t *plan, const char *model);
 
