@@ -155,6 +155,41 @@ static int add_lane_names(cJSON *events, const bg_timeline_t *tl, unsigned char 
     return 1;
 }
 
+/* The recorded steps' spans, on a process of their own after the devices'
+ * ("steps"): where each step starts and ends, which the report's step
+ * time is the mean of, and what the ops' idle time is counted within. */
+static int add_step_spans(cJSON *events, const bg_timeline_t *tl) {
+    const int pid = tl->devices;
+    if (tl->steps < 1) return 1;
+    if (!add_metadata(events, "process_name", pid, 0, "steps", 0) ||
+        !add_metadata(events, "process_sort_index", pid, 0, NULL, pid) ||
+        !add_metadata(events, "thread_name", pid, 0, "recorded steps", 0))
+        return 0;
+    for (int i = 0; i < tl->steps; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "step %d", i);
+        const long long start_ns = llround(tl->step_start[i] * 1e9);
+        const long long end_ns = llround(tl->step_end[i] * 1e9);
+        cJSON *item = cJSON_CreateObject();
+        if (item == NULL || !cJSON_AddItemToArray(events, item)) {
+            cJSON_Delete(item);
+            return 0;
+        }
+        cJSON *args;
+        if (cJSON_AddStringToObject(item, "name", name) == NULL ||
+            cJSON_AddStringToObject(item, "cat", "span") == NULL ||
+            cJSON_AddStringToObject(item, "ph", "X") == NULL ||
+            cJSON_AddNumberToObject(item, "pid", pid) == NULL ||
+            cJSON_AddNumberToObject(item, "tid", 0) == NULL ||
+            cJSON_AddNumberToObject(item, "ts", (double)start_ns / 1e3) == NULL ||
+            cJSON_AddNumberToObject(item, "dur", (double)(end_ns - start_ns) / 1e3) == NULL ||
+            (args = cJSON_AddObjectToObject(item, "args")) == NULL ||
+            cJSON_AddNumberToObject(args, "step", i) == NULL)
+            return 0;
+    }
+    return 1;
+}
+
 bg_status_t bg_trace_write(const char *path, const bg_timeline_t *tl) {
     if (path == NULL || tl == NULL) return bg_error_set(BG_ERR_INVALID, "trace: NULL argument");
     bg_status_t st = BG_OK;
@@ -166,6 +201,7 @@ bg_status_t bg_trace_write(const char *path, const bg_timeline_t *tl) {
     if (used == NULL || events == NULL || !add_lane_names(events, tl, used)) goto nomem;
     for (int i = 0; i < tl->count; i++)
         if (!add_event(events, &tl->events[i])) goto nomem;
+    if (!add_step_spans(events, tl)) goto nomem;
     if (cJSON_AddStringToObject(root, "displayTimeUnit", "ms") == NULL) goto nomem;
     text = cJSON_PrintUnformatted(root);
     if (text == NULL) goto nomem;

@@ -612,7 +612,8 @@ static void test_trace(void **state) {
     assert_non_null(root);
     assert_string_equal(cJSON_GetObjectItem(root, "displayTimeUnit")->valuestring, "ms");
     const cJSON *events = cJSON_GetObjectItem(root, "traceEvents");
-    int complete = 0, process_names = 0, thread_names = 0, found_f3 = 0, found_room = 0, links = 0;
+    int complete = 0, process_names = 0, thread_names = 0, found_f3 = 0, found_room = 0, links = 0,
+        spans = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, events) {
         const char *ph = cJSON_GetObjectItem(e, "ph")->valuestring;
@@ -625,9 +626,12 @@ static void test_trace(void **state) {
                     : "";
             char want[48];
             if (strcmp(name, "process_name") == 0) {
-                snprintf(want, sizeof want, "cpu:%d", pid);
+                snprintf(want, sizeof want, pid < tl->devices ? "cpu:%d" : "steps", pid);
                 assert_string_equal(label, want);
                 process_names++;
+            } else if (strcmp(name, "thread_name") == 0 && pid == tl->devices) {
+                assert_string_equal(label, "recorded steps");
+                thread_names++;
             } else if (strcmp(name, "thread_name") == 0) {
                 const int stage = tid / BG_TRACE_LANES, lane = tid % BG_TRACE_LANES;
                 if (lane == BG_TRACE_LANE_OPS)
@@ -643,6 +647,16 @@ static void test_trace(void **state) {
             continue;
         }
         assert_string_equal(ph, "X");
+        if (pid == tl->devices) {
+            /* A recorded step's span, after every device's events. */
+            assert_int_equal(complete, tl->count);
+            const int step = (int)number(cJSON_GetObjectItem(e, "args"), "step");
+            assert_int_equal(step, spans++);
+            assert_string_equal(cJSON_GetObjectItem(e, "cat")->valuestring, "span");
+            expect_near(number(e, "ts"), tl->step_start[step] * 1e6, 1e-3);
+            expect_near(number(e, "dur"), (tl->step_end[step] - tl->step_start[step]) * 1e6, 1e-3);
+            continue;
+        }
         const bg_event_t *want = &tl->events[complete++];
         assert_int_equal(pid, want->device);
         const cJSON *args = cJSON_GetObjectItem(e, "args");
@@ -682,10 +696,12 @@ static void test_trace(void **state) {
     assert_int_equal(complete, tl->count);
     assert_int_equal(found_f3, 3 * 2); /* 3 stages, 2 steps */
     assert_int_equal(found_room, 1);
-    assert_int_equal(process_names, 3);
+    assert_int_equal(process_names, 3 + 1);
     assert_int_equal(links, 2);
-    /* Compute and transfer lanes per stage, and stage 1's two links. */
-    assert_int_equal(thread_names, 3 + 3 + 2);
+    assert_int_equal(spans, tl->steps);
+    assert_int_equal(spans, 2);
+    /* Compute and transfer lanes per stage, stage 1's two links, the steps. */
+    assert_int_equal(thread_names, 3 + 3 + 2 + 1);
     cJSON_Delete(root);
     bg_timeline_destroy(tl);
 }

@@ -499,10 +499,15 @@ assert abs(tl["bubble_measured"] - bubble) < 1e-12, (tl["bubble_measured"], bubb
 expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --schedule zb-h1 \
     --trace "$T/sim.trace.json" --timeline "$T/sim.svg" --metrics "$T/sim.json"
 file_check "simulate --trace is a Chrome trace" "$T/sim.trace.json" '
-events = [e for e in p["traceEvents"] if e.get("ph") == "X"]
+events = [e for e in p["traceEvents"] if e.get("ph") == "X" and e["cat"] != "span"]
 assert events, "no events"
 assert {e["pid"] for e in events} == {0, 1}
-assert any(e["name"].startswith("W") for e in events)'
+assert any(e["name"].startswith("W") for e in events)
+spans = [e for e in p["traceEvents"] if e.get("ph") == "X" and e["cat"] == "span"]
+assert [(e["pid"], e["name"]) for e in spans] == [(2, "step %d" % i) for i in range(3)], spans
+metrics = json.load(open(sys.argv[1].replace("sim.trace.json", "sim.json")))
+mean = sum(e["dur"] for e in spans) / 3 / 1e6
+assert abs(mean - metrics["timeline"]["step_s"]) <= 1e-8 + 1e-6 * mean, (mean, metrics)'
 check "simulate --timeline is SVG" grep -q "<svg" "$T/sim.svg"
 run plan "$MODEL" --devices cpu:2 --microbatches 4 --schedule zb-h1 --json
 cp "$OUT" "$T/plan.json"
