@@ -564,10 +564,92 @@ static int front_point(const context_t *c, double cap, dp_tables_t *t, bg_partit
     return build_result(c, t->first, point) == BG_OK ? 1 : -1;
 }
 
-/* Keeps `point` as *best when its step is shorter (the earlier wins ties),
- * else frees it. */
-static void keep_shorter(const context_t *c, bg_partition_t *point, bg_partition_t **best,
-                         double *best_step) {
+/* Prices stages lo..hi of split first[] into stage[]: 1 if they all fit. */
+static int price_fitting(const context_t *c, const int *first, int lo, int hi,
+                         bg_partition_stage_t *stage) {
+    int fits = 1;
+    for (int s = lo; s <= hi; s++) {
+        price(c, s, first[s], s + 1 < c->stages ? first[s + 1] : c->layers, &stage[s]);
+        fits &= overflow_of(&stage[s]) == 0;
+    }
+    return fits;
+}
+
+/* Shifts boundaries first[b..e] by `step` (+1 or -1) layers: a layer
+ * moves from stage b - 1 to stage e or back, each stage between passing
+ * one on. 0 (and nothing moved) when a stage would be left empty. */
+static int shift_boundaries(const context_t *c, int *first, int b, int e, int step) {
+    if (step < 0 && first[b] - 1 <= first[b - 1]) return 0;
+    if (step > 0 && first[e] + 1 >= (e + 1 < c->stages ? first[e + 1] : c->layers)) return 0;
+    for (int s = b; s <= e; s++) first[s] += step;
+    return 1;
+}
+
+/* With V > 1 stages a device, the step counts each device's stages
+ * together, which the programme's stage-by-stage search cannot: its split
+ * can give one device two heavy stages and another none. From the fitting
+ * split in first[], moves a layer from one stage to another up to K stages
+ * on (shifting the boundaries between them) while that shortens the
+ * predicted step and every stage still fits, until no move does (a local
+ * optimum, not proven the best) or a bound on the stages priced is
+ * reached. A move reprices only the stages it changes. -1 when out of
+ * memory, else 0. */
+static int balance_devices(const context_t *c, int *first) {
+    enum { MAX_PRICED_STAGES = 1 << 20 };
+    const int k = c->cfg->devices;
+    bg_partition_stage_t *stage = bg_malloc(sizeof *stage * 2 * (size_t)c->stages);
+    if (stage == NULL) return -1;
+    bg_partition_stage_t *kept = stage + c->stages; /* the stages a move changes, before it */
+    const bg_partition_t split = {.stages = c->stages, .fits = 1, .stage = stage};
+    double best = price_fitting(c, first, 0, c->stages - 1, stage)
+                      ? bg_partition_step_seconds(&split, c->cfg)
+                      : DBL_MAX;
+    long priced = c->stages;
+    for (int improved = best < DBL_MAX; improved && priced < MAX_PRICED_STAGES;) {
+        improved = 0;
+        for (int b = 1; b < c->stages && priced < MAX_PRICED_STAGES; b++)
+            for (int e = b; e < c->stages && e < b + k; e++)
+                for (int step = -1; step <= 1; step += 2) {
+                    if (!shift_boundaries(c, first, b, e, step)) continue;
+                    memcpy(&kept[b - 1], &stage[b - 1], sizeof *stage * (size_t)(e - b + 2));
+                    const int fits = price_fitting(c, first, b - 1, e, stage);
+                    priced += e - b + 2;
+                    const double moved = fits ? bg_partition_step_seconds(&split, c->cfg) : DBL_MAX;
+                    if (moved < best * (1 - 1e-12)) {
+                        best = moved;
+                        improved = 1;
+                    } else {
+                        (void)shift_boundaries(c, first, b, e, -step);
+                        memcpy(&stage[b - 1], &kept[b - 1], sizeof *stage * (size_t)(e - b + 2));
+                    }
+                }
+    }
+    free(stage);
+    return 0;
+}
+
+/* With V > 1, replaces *point by its split moved to a local optimum
+ * (balance_devices). 0, or -1 when out of memory (*point freed). */
+static int balance_point(const context_t *c, bg_partition_t **point) {
+    if (c->cfg->chunks == 1) return 0;
+    int *first = bg_malloc(sizeof *first * (size_t)c->stages);
+    bg_partition_t *moved = NULL;
+    if (first != NULL)
+        for (int s = 0; s < c->stages; s++) first[s] = (*point)->stage[s].first_layer;
+    const int ok =
+        first != NULL && balance_devices(c, first) == 0 && build_result(c, first, &moved) == BG_OK;
+    free(first);
+    bg_partition_destroy(*point);
+    *point = moved;
+    return ok ? 0 : -1;
+}
+
+/* Keeps `point` (balanced across devices first, balance_point) as *best
+ * when its step is shorter (the earlier wins ties), else frees it. 0, or
+ * -1 when out of memory. */
+static int keep_shorter(const context_t *c, bg_partition_t *point, bg_partition_t **best,
+                        double *best_step) {
+    if (balance_point(c, &point) < 0) return -1;
     const double step = bg_partition_step_seconds(point, c->cfg);
     if (step < *best_step * (1 - 1e-12)) {
         bg_partition_destroy(*best);
@@ -576,6 +658,7 @@ static void keep_shorter(const context_t *c, bg_partition_t *point, bg_partition
     } else {
         bg_partition_destroy(point);
     }
+    return 0;
 }
 
 /* The search above. Its first candidates are the slowest stage's split,
@@ -594,17 +677,17 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
     else if (!solve(c, DP_TIME, t))
         return 0;
     if (build_result(c, t->first, &best) != BG_OK) return -1;
-    double best_step = bg_partition_step_seconds(best, cfg);
     const double least_slowest = best->bottleneck_s;
+    if (balance_point(c, &best) < 0) return -1;
+    double best_step = bg_partition_step_seconds(best, cfg);
     int found = front_point(c, least_slowest, t, &point); /* 1: the slowest stage's fits */
-    if (found > 0) {
-        keep_shorter(c, point, &best, &best_step);
-        found = front_point(c, DBL_MAX, t, &point);
-    }
+    if (found > 0) found = keep_shorter(c, point, &best, &best_step) < 0 ? -1 : 1;
+    if (found > 0) found = front_point(c, DBL_MAX, t, &point);
     if (found > 0) {
         const double slowest = point->bottleneck_s, total = point->total_s;
-        keep_shorter(c, point, &best, &best_step);
-        if (!gap_push(&g, least_slowest, slowest, total, 0)) found = -1;
+        if (keep_shorter(c, point, &best, &best_step) < 0 ||
+            !gap_push(&g, least_slowest, slowest, total, 0))
+            found = -1;
     }
     while (found >= 0 && g.count > 0) {
         const gap_t gap = gap_pop_least(&g);
@@ -615,8 +698,8 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
         found = front_point(c, cap, t, &point);        /* 1: cap > lo >= L* */
         if (found <= 0) continue;
         const double slowest = point->bottleneck_s, total = point->total_s;
-        keep_shorter(c, point, &best, &best_step);
-        if (!(gap.top || gap_push(&g, cap, gap.hi, gap.total, 1)) ||
+        if (keep_shorter(c, point, &best, &best_step) < 0 ||
+            !(gap.top || gap_push(&g, cap, gap.hi, gap.total, 1)) ||
             !(slowest <= gap.lo || gap_push(&g, gap.lo, slowest, total, 0)))
             found = -1;
     }
