@@ -408,6 +408,41 @@ static void test_least_step_out_of_memory(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* Interleaved (two stages a device): the least step's search also moves
+ * layers between each front point's stages (balance_devices), with
+ * allocations of its own. Each failing in turn ends in BG_ERR_NOMEM or a
+ * plan that fits, with nothing leaked (the sanitizer build checks), until
+ * the plan of no failure, whose search ran. */
+static void test_interleaved_least_step_out_of_memory(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(origin_cnn);
+    bg_cost_device_t devices[2];
+    cpu_cores(devices, 2);
+    bg_plan_request_t r = request_for(spec, devices, 2, 4, 64);
+    r.schedule = BG_SCHEDULE_INTERLEAVED;
+    r.chunks = 2;
+    int failed = 0, done = 0;
+    for (int n = 0; n < 10000 && !done; n++) {
+        bg_plan_t *p = NULL;
+        bg_alloc_fail_after(n);
+        const bg_status_t st = bg_plan_create(&r, &p);
+        bg_alloc_fail_after(-1);
+        if (st != BG_OK) {
+            assert_int_equal(st, BG_ERR_NOMEM);
+            assert_null(p);
+            failed++;
+            continue;
+        }
+        assert_true(p->partition->fits);
+        assert_int_equal(p->partition->stages, 4);
+        done = !p->least_step_skipped;
+        bg_plan_destroy(p);
+    }
+    assert_true(done);
+    assert_true(failed > 10);
+    bg_model_spec_destroy(spec);
+}
+
 static void test_least_step_simulated_slower(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse(uneven_model);
@@ -742,6 +777,7 @@ int main(void) {
         cmocka_unit_test(test_least_step_split),
         cmocka_unit_test(test_least_step_simulated_slower),
         cmocka_unit_test(test_least_step_out_of_memory),
+        cmocka_unit_test(test_interleaved_least_step_out_of_memory),
         cmocka_unit_test(test_simulate_equal_stages),
         cmocka_unit_test(test_zb_h1_equal_stages),
         cmocka_unit_test(test_split_backward_costs),
