@@ -63,9 +63,9 @@ bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, 
 /* Parses --optimizer's value (sgd or adam); the message names the option. */
 bg_status_t bg_cli_parse_optimizer(const char *option, const char *text, bg_optimizer_kind_t *out);
 
-/* Refuses SGD-only settings (--momentum) with another optimizer, which
- * would ignore them. */
-bg_status_t bg_cli_check_optimizer(const bg_optimizer_config_t *optimizer);
+/* Refuses SGD-only settings (--momentum, given in argv at all, 0 too) with
+ * another optimizer, which would ignore them. */
+bg_status_t bg_cli_check_optimizer(const bg_optimizer_config_t *optimizer, int argc, char **argv);
 
 /* Parses a whole finite floating-point number in [min, max]. */
 bg_status_t bg_cli_parse_double(const char *option, const char *text, double min, double max,

@@ -110,7 +110,7 @@ static bg_status_t parse_args(int argc, char **argv, plan_options_t *o, int *sho
     }
     if (*show_help) return BG_OK;
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
-    return bg_cli_check_optimizer(&o->optimizer);
+    return bg_cli_check_optimizer(&o->optimizer, argc, argv);
 }
 
 int bg_cmd_plan(int argc, char **argv) {

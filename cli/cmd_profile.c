@@ -147,7 +147,7 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
             o->output = v;
     }
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
-    BG_CHECK(bg_cli_check_optimizer(&o->optimizer));
+    BG_CHECK(bg_cli_check_optimizer(&o->optimizer, argc, argv));
     if (o->microbatches > o->batch)
         return bg_error_set(BG_ERR_INVALID,
                             "%lld micro-batches of a %lld-sample batch would leave some empty",

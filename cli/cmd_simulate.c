@@ -93,7 +93,7 @@ static bg_status_t parse_args(int argc, char **argv, simulate_options_t *o, int 
     }
     if (*show_help) return BG_OK;
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
-    BG_CHECK(bg_cli_check_optimizer(&o->optimizer));
+    BG_CHECK(bg_cli_check_optimizer(&o->optimizer, argc, argv));
     BG_CHECK(bg_cli_check_output("--metrics", o->metrics));
     BG_CHECK(bg_cli_check_output("--trace", o->trace));
     BG_CHECK(bg_cli_check_output("--timeline", o->timeline));

@@ -193,7 +193,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     }
     if (*show_help) return BG_OK;
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
-    BG_CHECK(bg_cli_check_optimizer(&o->train.optimizer));
+    BG_CHECK(bg_cli_check_optimizer(&o->train.optimizer, argc, argv));
     if (nan_limit_given && !o->train.nan_skip)
         return bg_error_set(BG_ERR_INVALID,
                             "--nan-limit counts skipped steps: it needs --nan skip (with --nan "

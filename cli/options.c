@@ -125,8 +125,11 @@ bg_status_t bg_cli_parse_optimizer(const char *option, const char *text, bg_opti
     return st == BG_OK ? BG_OK : bg_error_prefix(st, "%s: ", option);
 }
 
-bg_status_t bg_cli_check_optimizer(const bg_optimizer_config_t *optimizer) {
-    if (optimizer->kind != BG_OPTIMIZER_SGD && optimizer->sgd.momentum != 0)
+bg_status_t bg_cli_check_optimizer(const bg_optimizer_config_t *optimizer, int argc, char **argv) {
+    /* Given at all, even as 0: values never start with "--". */
+    int momentum = 0;
+    for (int k = 1; k < argc; k++) momentum |= strcmp(argv[k], "--momentum") == 0;
+    if (optimizer->kind != BG_OPTIMIZER_SGD && momentum)
         return bg_error_set(BG_ERR_INVALID,
                             "--momentum is an SGD setting; this run uses --optimizer %s, which "
                             "would ignore it (add --optimizer sgd)",

@@ -5,10 +5,12 @@
 
 #include "dataset.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "idx.h"
@@ -188,9 +190,24 @@ bg_status_t bg_dataset_open(const char *source, bg_shape_t shape, int64_t classe
     } else {
         const char *dir = source;
         const char *hint = "";
+        struct stat info;
         if (strcmp(source, "fashion-mnist") == 0) {
             dir = BG_FASHION_MNIST_DIR;
             hint = " (install Debian's dataset-fashion-mnist package)";
+        } else {
+            /* A misspelt name ("fashion", "Synthetic") is no folder either. */
+            const int found = stat(dir, &info) == 0;
+            const char *why = found && !S_ISDIR(info.st_mode) ? "not a directory"
+                              : !found && (errno == ENOENT || errno == ENOTDIR)
+                                  ? "no such directory"
+                              : !found ? strerror(errno)
+                                       : NULL;
+            if (why != NULL)
+                return bg_error_set(BG_ERR_IO,
+                                    "--data %s: %s; it takes fashion-mnist, synthetic or a "
+                                    "directory of IDX files (train-images-idx3-ubyte and the "
+                                    "other three)",
+                                    source, why);
         }
         BG_CHECK_GOTO(load_split(dir, TRAIN_IMAGES, TRAIN_LABELS, hint, shape, classes, &train_set),
                       st, fail);

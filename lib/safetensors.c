@@ -364,6 +364,21 @@ uint64_t bg_safetensors_le64_decode(const uint8_t *b) {
     return v;
 }
 
+/* What a file that is not safetensors more likely is, from its first bytes
+ * (the formats weights are most often saved in), or NULL. */
+static const char *other_format(const uint8_t b[8]) {
+    if (memcmp(b, "PK\3\4", 4) == 0)
+        return "a zip archive, which is what torch.save writes (in Python, torch.load it and "
+               "write the state dict with safetensors.torch.save_file)";
+    if (b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
+        return "a Python pickle, as an older torch.save writes (in Python, torch.load it and "
+               "write the state dict with safetensors.torch.save_file)";
+    if (memcmp(b, "\x93NUMPY", 6) == 0) return "a NumPy .npy array";
+    if (memcmp(b, "\x89HDF\r\n", 6) == 0) return "an HDF5 file (as Keras writes .h5)";
+    if (b[0] == 0x1f && b[1] == 0x8b) return "gzip data (unpack it first)";
+    return NULL;
+}
+
 /* Validates the 8-byte header length against the limit and the file size;
  * the caller has checked that the file holds at least 8 bytes. A length
  * out of bounds whose bytes are all text is a text file given for a
@@ -384,6 +399,9 @@ static bg_status_t header_length_check(const char *name, const uint8_t prefix[8]
                             "safetensors file has its header's length, 8 bytes",
                             name, start);
     }
+    const char *other = other_format(prefix);
+    if (other != NULL && (n > BG_SAFETENSORS_MAX_HEADER || n > file_size - 8))
+        return bg_error_set(BG_ERR_PARSE, "%s: not a safetensors file: it is %s", name, other);
     if (n > BG_SAFETENSORS_MAX_HEADER)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: header length %" PRIu64 " exceeds the limit of %" PRIu64 " bytes",

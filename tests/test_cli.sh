@@ -178,6 +178,11 @@ usage_error "--momentum is an SGD setting; this run uses --optimizer adam" -- \
     train "$MODEL" --momentum 0.9 --steps 1
 usage_error "--momentum is an SGD setting; this run uses --optimizer adam" -- \
     plan "$MODEL" --momentum 0.9
+# Even 0, which Adam would ignore as silently.
+for cmd in train simulate profile; do
+    usage_error "--momentum is an SGD setting; this run uses --optimizer adam" -- \
+        "$cmd" "$MODEL" --optimizer adam --momentum 0
+done
 printf 'input channels=4 height=1 width=1\nsoftmax_cross_entropy\n' >"$T/loss_only.model"
 usage_error "2 stages but the model has only 1 layer" -- plan "$T/loss_only.model" --devices cpu:2
 usage_error "12 stages (3 devices x --chunks 4) but the model has only 8 layers" -- plan "$MODEL" \
@@ -224,8 +229,12 @@ fi
 
 # --- train: data errors ------------------------------------------------------
 
-usage_error "/nonexistent/data: no train-images-idx3-ubyte: tried /nonexistent/data/train-" \
+usage_error "--data /nonexistent/data: no such directory; it takes fashion-mnist, synthetic or a directory of IDX files" \
     -- train "$MODEL" --data /nonexistent/data --steps 1
+usage_error "--data fashion: no such directory; it takes fashion-mnist, synthetic" \
+    -- train "$MODEL" --data fashion --steps 1
+usage_error "$T: no train-images-idx3-ubyte: tried $T/train-images-idx3-ubyte and" \
+    -- train "$MODEL" --data "$T" --steps 1
 
 # IDX files of the wrong shape: 2 images of 4x4 where the model wants 28x28.
 mkdir "$T/idx4x4"

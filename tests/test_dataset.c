@@ -295,8 +295,14 @@ static void test_open_missing(void **state) {
 
     char nowhere[PATH_CAPACITY];
     join(nowhere, f->dir, "nowhere");
+    /* A folder that is not there, as a misspelt name is not: what --data
+     * takes. So is a file. */
     check_error(bg_dataset_open(nowhere, shape, 10, 1, &train, &test), BG_ERR_IO, nowhere,
-                "train-images-idx3-ubyte.gz");
+                ": no such directory; it takes fashion-mnist, synthetic or a directory of IDX "
+                "files");
+    join(f->path, f->dir, "train-images-idx3-ubyte");
+    check_error(bg_dataset_open(f->path, shape, 10, 1, &train, &test), BG_ERR_IO, f->path,
+                ": not a directory; it takes fashion-mnist");
 }
 
 static void test_open_shape_mismatch(void **state) {

@@ -551,6 +551,32 @@ static void test_reject_text_file(void **state) {
     expect_bytes_rejected(binary, sizeof binary, want);
 }
 
+/* Files of the formats weights are most often kept in are named as such,
+ * with what to do for torch.save's. */
+static void test_reject_other_formats(void **state) {
+    (void)state;
+    static const struct {
+        const char *bytes;
+        size_t size;
+        const char *is;
+    } other[] = {
+        {"PK\3\4\24\0\0\0\10\0archive/data.pkl", 28,
+         "a zip archive, which is what torch.save writes (in Python, torch.load it and write the "
+         "state dict with safetensors.torch.save_file)"},
+        {"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8", 12,
+         "a Python pickle, as an older torch.save writes (in Python, torch.load it and write the "
+         "state dict with safetensors.torch.save_file)"},
+        {"\x93NUMPY\1\0v\0{'descr'", 18, "a NumPy .npy array"},
+        {"\x89HDF\r\n\x1a\n\0\0\0\0", 12, "an HDF5 file (as Keras writes .h5)"},
+        {"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10, "gzip data (unpack it first)"},
+    };
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        char want[256];
+        snprintf(want, sizeof want, BAD_NAME ": not a safetensors file: it is %s", other[i].is);
+        expect_bytes_rejected((const uint8_t *)other[i].bytes, other[i].size, want);
+    }
+}
+
 static void test_reject_not_json(void **state) {
     (void)state;
     expect_rejected("{\"a\": ", 0, BAD_NAME ": header is not valid JSON (near header byte 5)");
@@ -909,6 +935,7 @@ int main(void) {
         cmocka_unit_test(test_reject_header_past_end),
         cmocka_unit_test(test_reject_header_over_limit),
         cmocka_unit_test(test_reject_text_file),
+        cmocka_unit_test(test_reject_other_formats),
         cmocka_unit_test(test_reject_not_json),
         cmocka_unit_test(test_reject_json_array),
         cmocka_unit_test(test_reject_missing_fields),
