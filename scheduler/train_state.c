@@ -18,21 +18,23 @@ enum { STATE_NAME = 64 };
 /* The whole-number metadata of a training state that is an int64_t field
  * of bg_train_state_t, written and read through this one list. `later`:
  * added after the first format, so older checkpoints may lack it (read as
- * 0). brigade.epoch (an int, range-checked) is read apart. */
+ * 0). `least`: the smallest value a checkpoint may give. brigade.epoch (an
+ * int, range-checked) is read apart. */
 typedef struct count_field {
     const char *key;
     size_t offset; /* of the field in bg_train_state_t */
     int later;
+    int least;
 } count_field_t;
 
 static const count_field_t count_fields[] = {
-    {"brigade.step", offsetof(bg_train_state_t, step), 0},
-    {"brigade.optimizer_steps", offsetof(bg_train_state_t, optimizer_steps), 0},
-    {"brigade.position", offsetof(bg_train_state_t, position), 0},
-    {"brigade.batch", offsetof(bg_train_state_t, batch), 1},
-    {"brigade.train_samples", offsetof(bg_train_state_t, train_samples), 1},
-    {"brigade.epoch_steps", offsetof(bg_train_state_t, epoch_steps), 1},
-    {"brigade.skipped_steps", offsetof(bg_train_state_t, skipped_steps), 1},
+    {"brigade.step", offsetof(bg_train_state_t, step), 0, 0},
+    {"brigade.optimizer_steps", offsetof(bg_train_state_t, optimizer_steps), 0, 0},
+    {"brigade.position", offsetof(bg_train_state_t, position), 0, 0},
+    {"brigade.batch", offsetof(bg_train_state_t, batch), 1, 1},
+    {"brigade.train_samples", offsetof(bg_train_state_t, train_samples), 1, 1},
+    {"brigade.epoch_steps", offsetof(bg_train_state_t, epoch_steps), 1, 0},
+    {"brigade.skipped_steps", offsetof(bg_train_state_t, skipped_steps), 1, 0},
 };
 enum { COUNT_FIELDS = sizeof count_fields / sizeof count_fields[0] };
 
@@ -115,12 +117,16 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
     const char *values[NAMED + COUNT_FIELDS] = {
         "pt",  fingerprint, "training-state", bg_optimizer_kind_name(st->optimizer),
         epoch, rng,         loss_sum,         seed};
+    int pairs = NAMED;
     for (int f = 0; f < COUNT_FIELDS; f++) {
+        /* A batch or training set of 0 is not known: left out, as older
+           checkpoints leave it. */
+        if (count_value(st, &count_fields[f]) < count_fields[f].least) continue;
         snprintf(counts[f], sizeof counts[f], "%" PRId64, count_value(st, &count_fields[f]));
-        keys[NAMED + f] = count_fields[f].key;
-        values[NAMED + f] = counts[f];
+        keys[pairs] = count_fields[f].key;
+        values[pairs++] = counts[f];
     }
-    status = bg_checkpoint_save_tensors(path, tensors, total, keys, values, NAMED + COUNT_FIELDS);
+    status = bg_checkpoint_save_tensors(path, tensors, total, keys, values, pairs);
 done:
     free(tensors);
     free(names);
@@ -144,11 +150,14 @@ static int parse_whole(const char *text, uint64_t max, uint64_t *out) {
 /* A decimal metadata value, or a parse error naming the key; `optional`:
  * a missing key is 0. */
 static bg_status_t metadata_count(const char *path, const bg_safetensors_t *file, const char *key,
-                                  int optional, int64_t *out) {
+                                  int optional, int least, int64_t *out) {
     const char *text = bg_safetensors_metadata(file, key);
     uint64_t value = 0;
     if (!(text == NULL && optional) && !parse_whole(text, INT64_MAX, &value))
         return bg_error_set(BG_ERR_PARSE, "%s: metadata '%s' is missing or not a count", path, key);
+    if (text != NULL && value < (uint64_t)least)
+        return bg_error_set(BG_ERR_PARSE, "%s: metadata '%s' is %s; it is at least %d", path, key,
+                            text, least);
     *out = (int64_t)value;
     return BG_OK;
 }
@@ -185,7 +194,10 @@ static bg_status_t metadata_loss_sum(const char *path, const bg_safetensors_t *f
 
 /* The counts must tell one story: skipped steps and updates are steps, and
  * a step trains on at most a batch, so the samples of the epoch trained on
- * are at most the steps times the batch (none before the first step). */
+ * are at most the steps times the batch (none before the first step).
+ * Where the batch and the training set are recorded, one run on them (a
+ * resume keeps both) is at whole batches into its epoch, and at the step
+ * that the whole epochs before and those batches make. */
 static bg_status_t check_counts(const char *path, const bg_train_state_t *st) {
     if (st->skipped_steps > st->step)
         return bg_error_set(BG_ERR_PARSE,
@@ -202,6 +214,24 @@ static bg_status_t check_counts(const char *path, const bg_train_state_t *st) {
                             "steps of brigade.batch %lld train on",
                             path, (long long)st->position, (long long)st->step,
                             (long long)st->batch);
+    if (st->batch < 1 || st->train_samples < 1) return BG_OK; /* older checkpoints */
+    if (st->position % st->batch != 0)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: brigade.position %lld is not a whole number of brigade.batch "
+                            "%lld",
+                            path, (long long)st->position, (long long)st->batch);
+    const int64_t per_epoch = st->train_samples / st->batch + (st->train_samples % st->batch != 0);
+    /* In double: a file's counts can be anything up to 2^63. */
+    const double want =
+        (double)(st->epoch - 1) * (double)per_epoch + (double)(st->position / st->batch);
+    if ((double)st->step != want)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: brigade.step %lld does not match brigade.epoch %d and "
+                            "brigade.position %lld: epochs of %lld steps (brigade.train_samples "
+                            "%lld at brigade.batch %lld) put that position at step %.0f",
+                            path, (long long)st->step, st->epoch, (long long)st->position,
+                            (long long)per_epoch, (long long)st->train_samples,
+                            (long long)st->batch, want);
     return BG_OK;
 }
 
@@ -280,16 +310,16 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
     int64_t epoch = 0;
     for (int f = 0; f < COUNT_FIELDS; f++)
         BG_CHECK(metadata_count(path, file, count_fields[f].key, count_fields[f].later,
-                                count_of(st, &count_fields[f])));
-    BG_CHECK(check_counts(path, st));
+                                count_fields[f].least, count_of(st, &count_fields[f])));
     BG_CHECK(metadata_seed(path, file, st));
-    BG_CHECK(metadata_count(path, file, "brigade.epoch", 0, &epoch));
+    BG_CHECK(metadata_count(path, file, "brigade.epoch", 0, 0, &epoch));
     BG_CHECK(metadata_loss_sum(path, file, &st->epoch_loss_sum));
     /* A run that ends its last epoch saves the next one's number. */
     if (epoch < 1 || epoch > BG_TRAIN_MAX_EPOCHS + 1)
         return bg_error_set(BG_ERR_PARSE, "%s: brigade.epoch %lld is out of range", path,
                             (long long)epoch);
     st->epoch = (int)epoch;
+    BG_CHECK(check_counts(path, st));
     const char *rng = bg_safetensors_metadata(file, "brigade.shuffle_rng");
     if (rng == NULL || strlen(rng) != 64)
         return bg_error_set(BG_ERR_PARSE, "%s: brigade.shuffle_rng is missing or malformed", path);

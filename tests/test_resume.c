@@ -223,13 +223,12 @@ static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xf
                                       UINT64_C(0x1111222233334444), 5};
 
 /* Writes an Adam training state of f->spec to `path` as bg_train_state_save
- * lays it out (parameter i is i / 1024, m's is -i, v's is 2 i): step 5,
- * optimizer_steps 4, epoch 2, position 48, the state_rng words, batch 16,
- * train_samples 100, epoch_loss_sum 1.25, epoch_steps 3, skipped_steps 2, seed
- * 2^64 - 6 (past int64, as an API caller may give). One change
- * may be asked for: metadata `key` set to `value` (left out when NULL);
- * tensor `drop` left out; tensor `reshape` written flat (its element count
- * kept). */
+ * lays it out (parameter i is i / 1024, m's is -i, v's is 2 i): step 10
+ * (7 steps of epoch 1, 3 of epoch 2), optimizer_steps 4, epoch 2, position 48, the state_rng words,
+ * batch 16, train_samples 100, epoch_loss_sum 1.25, epoch_steps 3, skipped_steps 2, seed 2^64 - 6
+ * (past int64, as an API caller may give). One change may be asked for: metadata `key` set to
+ * `value` (left out when NULL); tensor `drop` left out; tensor `reshape` written flat (its element
+ * count kept). */
 static void write_state(const fixture_t *f, const char *path, const char *key, const char *value,
                         const char *drop, const char *reshape) {
     bg_checkpoint_tensor_t *model = NULL;
@@ -272,7 +271,7 @@ static void write_state(const fixture_t *f, const char *path, const char *key, c
     snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, state_rng[0],
              state_rng[1], state_rng[2], state_rng[3]);
     const char *values[STATE_KEYS] = {"pt", fingerprint, "training-state",
-                                      "5",  "4",         "adam",
+                                      "10", "4",         "adam",
                                       "2",  "48",        rng,
                                       "16", "100",       "1.25",
                                       "3",  "2",         "18446744073709551610"};
@@ -341,7 +340,7 @@ static void test_state_fields(void **state) {
     write_state(f, path, NULL, NULL, NULL, NULL);
     bg_train_state_t st;
     load_state(f, path, &st);
-    assert_int_equal(st.step, 5);
+    assert_int_equal(st.step, 10);
     assert_int_equal(st.optimizer_steps, 4);
     assert_int_equal(st.epoch, 2);
     assert_int_equal(st.position, 48);
@@ -373,29 +372,41 @@ static void test_state_not_finite(void **state) {
                        "the first at element 1)");
 }
 
-/* Counts that contradict each other (the hand-made state: step 5, 4
- * updates, 2 skipped, 48 samples of batch 16 into the epoch), and a
- * negative second moment, are refused by name; the largest position the
- * steps allow loads. */
+/* Counts that contradict each other (the hand-made state: step 10, 4
+ * updates, 2 skipped, 48 samples of batch 16 into epoch 2 of 7 steps), and
+ * a negative second moment, are refused by name. */
 static void test_state_inconsistent(void **state) {
     fixture_t *f = *state;
     char path[128];
     snprintf(path, sizeof path, "%s/inconsistent.safetensors", f->dir);
-    write_state(f, path, "brigade.skipped_steps", "6", NULL, NULL);
+    write_state(f, path, "brigade.skipped_steps", "11", NULL, NULL);
     expect_state_error(f, path, BG_ERR_PARSE,
-                       "brigade.skipped_steps 6 is more than brigade.step 5");
-    write_state(f, path, "brigade.optimizer_steps", "6", NULL, NULL);
+                       "brigade.skipped_steps 11 is more than brigade.step 10");
+    write_state(f, path, "brigade.optimizer_steps", "11", NULL, NULL);
     expect_state_error(f, path, BG_ERR_PARSE,
-                       "brigade.optimizer_steps 6 is more than brigade.step 5");
-    write_state(f, path, "brigade.position", "81", NULL, NULL);
+                       "brigade.optimizer_steps 11 is more than brigade.step 10");
+    write_state(f, path, "brigade.position", "161", NULL, NULL);
     expect_state_error(f, path, BG_ERR_PARSE,
-                       "brigade.position 81 is more samples than brigade.step 5 steps of "
+                       "brigade.position 161 is more samples than brigade.step 10 steps of "
                        "brigade.batch 16 train on");
-    write_state(f, path, "brigade.position", "80", NULL, NULL);
-    bg_train_state_t st;
-    load_state(f, path, &st);
-    assert_int_equal(st.position, 80);
-    bg_train_state_free(&st);
+    write_state(f, path, "brigade.position", "50", NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE,
+                       "brigade.position 50 is not a whole number of brigade.batch 16");
+    /* Epoch 9 at step 10, as a user's edit made it: the run would do
+     * nothing, quietly. */
+    write_state(f, path, "brigade.epoch", "9", NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE,
+                       "brigade.step 10 does not match brigade.epoch 9 and brigade.position 48: "
+                       "epochs of 7 steps (brigade.train_samples 100 at brigade.batch 16) put "
+                       "that position at step 59");
+    write_state(f, path, "brigade.position", "64", NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE, "put that position at step 11");
+    /* A batch or a training set of 0 is no record of one. */
+    write_state(f, path, "brigade.batch", "0", NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE, "metadata 'brigade.batch' is 0; it is at least 1");
+    write_state(f, path, "brigade.train_samples", "0", NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE,
+                       "metadata 'brigade.train_samples' is 0; it is at least 1");
 
     snprintf(path, sizeof path, "%s/negative-v.safetensors", f->dir);
     save_state_with_v(f, path, 3, -0.25f);
@@ -416,12 +427,11 @@ static void test_state_refusals(void **state) {
         write_state(f, path, "brigade.epoch", epochs[i], NULL, NULL);
         expect_state_error(f, path, BG_ERR_PARSE, want);
     }
-    /* The largest accepted: a run that ended its millionth epoch. */
+    /* The largest in range, a run that ended its millionth epoch, is read
+     * (and then found not to match the state's step). */
     write_state(f, path, "brigade.epoch", "1000001", NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE, "does not match brigade.epoch 1000001");
     bg_train_state_t st;
-    load_state(f, path, &st);
-    assert_int_equal(st.epoch, 1000001);
-    bg_train_state_free(&st);
 
     /* Counts: missing, empty, negative, trailing junk, not a number, a sign
      * or a space first, past int64 (strtoll would clamp it). */
