@@ -104,6 +104,38 @@ int64_t bg_train_total_steps(const bg_train_config_t *cfg, int64_t samples) {
     return cfg->steps > 0 && cfg->steps < total ? cfg->steps : total;
 }
 
+/* Where a run stands, as a checkpoint records it: after `step` steps,
+ * `position` samples into `epoch`, whose order the generator `shuffle`
+ * draws next (before that epoch's shuffle, or the next epoch's at 0), with
+ * the epoch's losses so far and the steps skipped. */
+typedef struct run_point {
+    int64_t step, position, epoch_steps, skipped_steps;
+    int epoch;
+    bg_rng_t shuffle;
+    double epoch_loss_sum;
+} run_point_t;
+
+/* Writes cfg->save_path: the pipeline's weights and optimizer state at
+ * `at` (save holds the buffers, from bg_train_state_init). */
+static bg_status_t save_checkpoint(const bg_train_config_t *cfg, bg_pipeline_t *pipe,
+                                   bg_train_state_t *save, const run_point_t *at) {
+    save->step = at->step;
+    save->optimizer_steps = bg_pipeline_steps(pipe);
+    save->epoch = at->epoch;
+    save->position = at->position;
+    save->shuffle_rng = at->shuffle;
+    save->batch = cfg->batch;
+    save->train_samples = cfg->train->count;
+    save->epoch_loss_sum = at->epoch_loss_sum;
+    save->epoch_steps = at->epoch_steps;
+    save->skipped_steps = at->skipped_steps;
+    save->seed = cfg->seed;
+    BG_CHECK(bg_pipeline_download_params(pipe, save->params));
+    for (int k = 0; k < save->states; k++)
+        BG_CHECK(bg_pipeline_download_optimizer_state(pipe, k, save->state[k]));
+    return bg_train_state_save(cfg->save_path, cfg->spec, save);
+}
+
 bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result,
                          float *final_params) {
     BG_CHECK(check_config(cfg));
@@ -187,6 +219,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     double start = bg_monotonic_seconds();
     double epoch_loss = 0;
     int64_t epoch_steps = 0;
+    run_point_t last_good = {0};
     for (int epoch = first_epoch; epoch <= epochs && step < total; epoch++) {
         /* A checkpoint records the generator before this epoch's shuffle, so
          * a resumed run draws the same order. */
@@ -199,6 +232,15 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             int64_t n = train->count - at < batch ? train->count - at : batch;
             bg_dataset_gather(train, order + at, n, images, labels);
             bg_pipeline_result_t loss;
+            /* This step's start: what a stop for non-finite values saves,
+               since no stage took the step. */
+            last_good = (run_point_t){.step = step,
+                                      .position = at,
+                                      .epoch_steps = epoch_steps,
+                                      .skipped_steps = r.skipped_steps,
+                                      .epoch = epoch,
+                                      .shuffle = before_shuffle,
+                                      .epoch_loss_sum = epoch_loss};
             if (r.timeline != NULL &&
                 step == (total > cfg->record_steps ? total - cfg->record_steps : 0))
                 BG_CHECK_GOTO(bg_pipeline_record(pipe, r.timeline), st, done);
@@ -212,7 +254,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                                       "step %lld (epoch %d): %s; no stage took the step "
                                       "(--nan skip would go on)",
                                       (long long)step, epoch, where);
-                    goto done;
+                    goto stop_for_nan;
                 }
                 r.skipped_steps++;
                 snprintf(r.nan_report, sizeof r.nan_report, "step %lld: %s", (long long)step,
@@ -223,7 +265,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                                       "--nan-limit %lld; the last: %s",
                                       (long long)r.skipped_steps, (long long)cfg->nan_limit,
                                       r.nan_report);
-                    goto done;
+                    goto stop_for_nan;
                 }
             } else {
                 epoch_loss += mean;
@@ -233,22 +275,14 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             const int stopping = cfg->stop != NULL && *cfg->stop != 0 && step < total;
             if (cfg->save_path != NULL && (step == total || stopping ||
                                            (cfg->save_every > 0 && step % cfg->save_every == 0))) {
-                save.step = step;
-                save.optimizer_steps = bg_pipeline_steps(pipe);
-                save.epoch = epoch_over ? epoch + 1 : epoch;
-                save.position = epoch_over ? 0 : at + n;
-                save.shuffle_rng = epoch_over ? shuffle : before_shuffle;
-                save.batch = batch;
-                save.train_samples = train->count;
-                save.epoch_loss_sum = epoch_over ? 0 : epoch_loss;
-                save.epoch_steps = epoch_over ? 0 : epoch_steps;
-                save.skipped_steps = r.skipped_steps;
-                save.seed = cfg->seed;
-                BG_CHECK_GOTO(bg_pipeline_download_params(pipe, save.params), st, done);
-                for (int k = 0; k < save.states; k++)
-                    BG_CHECK_GOTO(bg_pipeline_download_optimizer_state(pipe, k, save.state[k]), st,
-                                  done);
-                BG_CHECK_GOTO(bg_train_state_save(cfg->save_path, cfg->spec, &save), st, done);
+                const run_point_t after = {.step = step,
+                                           .position = epoch_over ? 0 : at + n,
+                                           .epoch_steps = epoch_over ? 0 : epoch_steps,
+                                           .skipped_steps = r.skipped_steps,
+                                           .epoch = epoch_over ? epoch + 1 : epoch,
+                                           .shuffle = epoch_over ? shuffle : before_shuffle,
+                                           .epoch_loss_sum = epoch_over ? 0 : epoch_loss};
+                BG_CHECK_GOTO(save_checkpoint(cfg, pipe, &save, &after), st, done);
                 r.saved_step = step;
             }
             if (cfg->progress != NULL) {
@@ -306,6 +340,19 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     *result = r;
     r.stage_info = NULL;
     r.timeline = NULL;
+    goto done;
+stop_for_nan:
+    /* Nothing is lost: the weights and optimizer state are as the step
+       found them, and are saved as at its start, to go on from with other
+       settings. */
+    if (cfg->save_path != NULL && last_good.step > first_step) {
+        const bg_status_t saved = save_checkpoint(cfg, pipe, &save, &last_good);
+        if (saved == BG_OK)
+            bg_error_suffix(st, "; the training state before step %lld is saved in %s",
+                            (long long)last_good.step + 1, cfg->save_path);
+        else
+            st = saved;
+    }
 done:
     bg_train_state_free(&save);
     bg_train_result_free(&r);

@@ -195,6 +195,18 @@ if expect 0 "" -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --n
     stdout_has "(test loss not finite)" "diverged run"
     check "no nan printed" test "$(grep -ci nan "$OUT")" -eq 0
 fi
+# A stop for non-finite values loses nothing: no stage took the step, so
+# the state before it is saved, and a run goes on from it with other
+# settings. With --nan stop at the first such step, with skip past the limit.
+expect 1 "step 3 (epoch 1): stage 0, micro-batch 0, layer 10 (softmax_cross_entropy): the loss is not finite; no stage took the step (--nan skip would go on); the training state before step 3 is saved in $T/diverged.st" \
+    -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --steps 40 --batch 16 \
+    --save "$T/diverged.st"
+expect 1 "the last: step 5: stage 0, micro-batch 0, layer 10 (softmax_cross_entropy): the loss is not finite; the training state before step 5 is saved in $T/diverged.st" \
+    -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --steps 40 --batch 16 \
+    --nan skip --nan-limit 2 --save "$T/diverged.st"
+expect 0 "resuming $T/diverged.st at step 4 (epoch 1, sample 64)" -- train "$MLP" \
+    --data synthetic --optimizer sgd --lr 0.01 --steps 6 --batch 16 --nan skip \
+    --resume "$T/diverged.st"
 usage_error "--seed: -5 is outside 0..9223372036854775807" -- train "$MODEL" --seed -5
 usage_error "--nan: expected stop or skip, got 'maybe'" -- train "$MODEL" --nan maybe
 usage_error "--nan: expected stop or skip, got ''" -- train "$MODEL" --nan ''
