@@ -501,6 +501,15 @@ int bg_cmd_train(int argc, char **argv) {
                     "%016" PRIx64 "); its tensors have this model's names and shapes, so they "
                     "are loaded\n",
                     o.load, loaded.other_model, spec->fingerprint);
+        if (loaded.step > 0)
+            fprintf(stderr,
+                    "loading the weights of %s, saved at step %lld of its run; the optimizer "
+                    "state, step count and data order start afresh (--resume continues that "
+                    "run)\n",
+                    o.load, (long long)loaded.step);
+        else
+            fprintf(stderr, "loading the weights of %s; the optimizer state starts afresh\n",
+                    o.load);
         o.train.initial_params = params;
     }
     o.train.save_path = o.save;

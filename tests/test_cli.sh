@@ -305,6 +305,7 @@ fi
 
 expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --load "$W"
 stdout_has "test accuracy" "training from a checkpoint"
+check "--load says what it takes from the file" grep -qE "^loading the weights of $W(, saved at step [0-9]+ of its run; the optimizer state, step count and data order start afresh|; the optimizer state starts afresh)" "$ERR"
 # The closing table's memory columns add up to each stage's peak.
 check "train table: the memory columns add up to peak MiB" python3 -c '
 import sys
