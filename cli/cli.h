@@ -87,11 +87,15 @@ bg_status_t bg_cli_check_replaced(const char *option, const char *path);
  * the model spec), its path (NULL: not given), and whether the command
  * writes it (an output) or reads it (an input). An input may name
  * `replaced_by`, the one output allowed to be the same file (--resume F
- * --save F: the run reads F first and replaces it at the end). */
+ * --save F: the run reads F first and replaces it at the end). An input
+ * `if_present` need not exist: one of several names the reader tries, in
+ * order (a data set's file, plain before gzip'd), which an output made
+ * there would shadow. */
 typedef struct bg_cli_file {
     const char *option, *path;
     int output;
     const char *replaced_by;
+    int if_present;
 } bg_cli_file_t;
 
 /* Refuses, before a run, two outputs that name one file (the last written

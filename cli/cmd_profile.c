@@ -153,7 +153,7 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
                             "%lld micro-batches of a %lld-sample batch would leave some empty",
                             (long long)o->microbatches, (long long)o->batch);
     BG_CHECK(bg_cli_check_output("-o", o->output)); /* now, not after the measuring */
-    const bg_cli_file_t files[] = {{"MODEL", o->model, 0, NULL}, {"-o", o->output, 1, NULL}};
+    const bg_cli_file_t files[] = {{"MODEL", o->model, 0, NULL, 0}, {"-o", o->output, 1, NULL, 0}};
     return bg_cli_check_distinct(files, 2);
 }
 

@@ -98,12 +98,12 @@ static bg_status_t parse_args(int argc, char **argv, simulate_options_t *o, int 
     BG_CHECK(bg_cli_check_output("--trace", o->trace));
     BG_CHECK(bg_cli_check_output("--timeline", o->timeline));
     const bg_cli_file_t files[] = {
-        {"MODEL", o->model, 0, NULL},
-        {"--profile", o->placement.profile_path, 0, NULL},
-        {"--topology", o->placement.topology_path, 0, NULL},
-        {"--metrics", o->metrics, 1, NULL},
-        {"--trace", o->trace, 1, NULL},
-        {"--timeline", o->timeline, 1, NULL},
+        {"MODEL", o->model, 0, NULL, 0},
+        {"--profile", o->placement.profile_path, 0, NULL, 0},
+        {"--topology", o->placement.topology_path, 0, NULL, 0},
+        {"--metrics", o->metrics, 1, NULL, 0},
+        {"--trace", o->trace, 1, NULL, 0},
+        {"--timeline", o->timeline, 1, NULL, 0},
     };
     return bg_cli_check_distinct(files, (int)(sizeof files / sizeof files[0]));
 }

@@ -176,13 +176,18 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     if (*show_help) return BG_OK;
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
     BG_CHECK(bg_cli_check_output("--chart", o->chart)); /* now, not after every point */
-    const bg_cli_file_t files[] = {
-        {"MODEL", o->model, 0, NULL},
-        {"--profile", o->placement.profile_path, 0, NULL},
-        {"--topology", o->placement.topology_path, 0, NULL},
-        {"--chart", o->chart, 1, NULL},
+    bg_cli_file_t files[4 + BG_DATASET_FILES] = {
+        {"MODEL", o->model, 0, NULL, 0},
+        {"--profile", o->placement.profile_path, 0, NULL, 0},
+        {"--topology", o->placement.topology_path, 0, NULL, 0},
+        {"--chart", o->chart, 1, NULL, 0},
     };
-    BG_CHECK(bg_cli_check_distinct(files, (int)(sizeof files / sizeof files[0])));
+    /* A measured sweep reads the data's files: the chart must not replace one. */
+    static char data[BG_DATASET_FILES][BG_DATASET_PATH_MAX];
+    const int data_files = o->simulate ? 0 : bg_dataset_files(o->data, data);
+    for (int k = 0; k < data_files; k++)
+        files[4 + k] = (bg_cli_file_t){"--data", data[k], 0, NULL, 1};
+    BG_CHECK(bg_cli_check_distinct(files, 4 + data_files));
     if (o->m_count == 0)
         return bg_error_set(BG_ERR_INVALID, "--microbatches LIST is required (e.g. 1,2,4,8)");
     if (o->placement.topology_path != NULL && !o->simulate)

@@ -216,13 +216,22 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     BG_CHECK(bg_cli_check_output("--metrics", o->metrics));
     BG_CHECK(bg_cli_check_output("--trace", o->trace));
     BG_CHECK(bg_cli_check_output("--timeline", o->timeline));
-    const bg_cli_file_t files[] = {
-        {"MODEL", o->model, 0, NULL},         {"--load", o->load, 0, NULL},
-        {"--resume", o->resume, 0, "--save"}, {"--profile", o->placement.profile_path, 0, NULL},
-        {"--save", o->save, 1, NULL},         {"--metrics", o->metrics, 1, NULL},
-        {"--trace", o->trace, 1, NULL},       {"--timeline", o->timeline, 1, NULL},
+    bg_cli_file_t files[8 + BG_DATASET_FILES] = {
+        {"MODEL", o->model, 0, NULL, 0},
+        {"--load", o->load, 0, NULL, 0},
+        {"--resume", o->resume, 0, "--save", 0},
+        {"--profile", o->placement.profile_path, 0, NULL, 0},
+        {"--save", o->save, 1, NULL, 0},
+        {"--metrics", o->metrics, 1, NULL, 0},
+        {"--trace", o->trace, 1, NULL, 0},
+        {"--timeline", o->timeline, 1, NULL, 0},
     };
-    return bg_cli_check_distinct(files, (int)(sizeof files / sizeof files[0]));
+    /* The data's files are inputs too: an output there would replace them. */
+    static char data[BG_DATASET_FILES][BG_DATASET_PATH_MAX];
+    const int data_files = bg_dataset_files(o->data, data);
+    for (int k = 0; k < data_files; k++)
+        files[8 + k] = (bg_cli_file_t){"--data", data[k], 0, NULL, 1};
+    return bg_cli_check_distinct(files, 8 + data_files);
 }
 
 /* The signal that asked a run to stop (SIGINT, SIGTERM), or 0: the run

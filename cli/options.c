@@ -300,10 +300,12 @@ bg_status_t bg_cli_check_distinct(const bg_cli_file_t *files, int count) {
         st = bg_error_set(BG_ERR_NOMEM, "out of memory checking the files given");
         goto done;
     }
-    /* An input that does not exist is left to its loader's message. */
+    /* An input that does not exist is left to its loader's message, but for
+     * a name that a reader tries. */
     for (int i = 0; i < count; i++)
         known[i] = files[i].path != NULL && files[i].path[0] != '\0' &&
-                   file_key(files[i].path, &keys[i]) && (files[i].output || keys[i].exists);
+                   file_key(files[i].path, &keys[i]) &&
+                   (files[i].output || keys[i].exists || files[i].if_present);
     for (int i = 0; i < count && st == BG_OK; i++)
         for (int j = i + 1; j < count && st == BG_OK; j++) {
             const bg_cli_file_t *a = &files[i], *b = &files[j];
@@ -316,7 +318,15 @@ bg_status_t bg_cli_check_distinct(const bg_cli_file_t *files, int count) {
                 continue;
             }
             const bg_cli_file_t *in = a->output ? b : a, *out = a->output ? a : b;
+            const file_key_t *in_key = a->output ? &keys[j] : &keys[i];
             if (in->replaced_by != NULL && strcmp(in->replaced_by, out->option) == 0) continue;
+            if (!in_key->exists) {
+                st = bg_error_set(BG_ERR_INVALID,
+                                  "%s '%s' is a name %s reads first where it is: writing it "
+                                  "would take the data's place",
+                                  out->option, out->path, in->option);
+                continue;
+            }
             st = bg_error_set(BG_ERR_INVALID,
                               "%s '%s' is the file %s reads: writing it would destroy it",
                               out->option, out->path, in->option);

@@ -16,7 +16,7 @@
 #include "idx.h"
 
 enum {
-    DATASET_PATH_MAX = 4096,
+    DATASET_PATH_MAX = BG_DATASET_PATH_MAX,
     SYNTHETIC_TRAIN_COUNT = 8192,
     SYNTHETIC_TEST_COUNT = 2048,
     SYNTHETIC_PROTOTYPE_STREAM = 1000,
@@ -221,6 +221,19 @@ fail:
     bg_dataset_destroy(train_set);
     bg_dataset_destroy(test_set);
     return st;
+}
+
+int bg_dataset_files(const char *source, char paths[BG_DATASET_FILES][BG_DATASET_PATH_MAX]) {
+    if (source == NULL || strcmp(source, "synthetic") == 0) return 0;
+    const char *dir = strcmp(source, "fashion-mnist") == 0 ? BG_FASHION_MNIST_DIR : source;
+    const char *const names[] = {TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES, TEST_LABELS};
+    for (int k = 0; k < 4; k++)
+        for (int gz = 0; gz < 2; gz++) {
+            const int n = snprintf(paths[2 * k + gz], BG_DATASET_PATH_MAX, "%s/%s%s", dir, names[k],
+                                   gz ? ".gz" : "");
+            if (n < 0 || n >= BG_DATASET_PATH_MAX) return 0;
+        }
+    return 8;
 }
 
 bg_status_t bg_dataset_synthetic(bg_shape_t shape, int64_t classes, int64_t count, uint64_t seed,

@@ -48,6 +48,15 @@ bg_status_t bg_dataset_load_idx(const char *images_path, const char *labels_path
 bg_status_t bg_dataset_open(const char *source, bg_shape_t shape, int64_t classes, uint64_t seed,
                             bg_dataset_t **train, bg_dataset_t **test);
 
+enum { BG_DATASET_FILES = 8, BG_DATASET_PATH_MAX = 4096 };
+
+/* The files bg_dataset_open may read for `source`: each of the four IDX
+ * names in its directory, plain (paths[2k]) and gzip'd (paths[2k + 1]), so
+ * that a caller can keep its outputs off them. Returns how many were
+ * written: BG_DATASET_FILES, or 0 for "synthetic" (and for a directory
+ * whose paths would be too long, which bg_dataset_open refuses). */
+int bg_dataset_files(const char *source, char paths[BG_DATASET_FILES][BG_DATASET_PATH_MAX]);
+
 /* Synthetic dataset of `count` samples (see bg_dataset_open). `seed` fixes the
  * class prototypes; `stream` selects which samples are drawn around them, so
  * a train and a test set share prototypes but not samples. */

@@ -626,6 +626,17 @@ check "the model spec is left whole" cmp -s "$MODEL" "$T/own.model"
 usage_error "-o '$T/own.model' is the file MODEL reads" -- profile "$T/own.model" -o "$T/own.model"
 usage_error "--chart '$T/own.model' is the file MODEL reads" -- sweep "$T/own.model" \
     --microbatches 1 --simulate --chart "$T/own.model"
+# The data's files are inputs: an output may neither replace one nor take
+# the place of a plain name that would be read before its .gz.
+mkdir "$T/idx"
+printf 'not read' >"$T/idx/train-images-idx3-ubyte.gz"
+usage_error "--save '$T/idx/train-images-idx3-ubyte.gz' is the file --data reads: writing it would destroy it" \
+    -- train "$MODEL" --data "$T/idx" --steps 1 --save "$T/idx/train-images-idx3-ubyte.gz"
+check "the data file is left whole" grep -qx 'not read' "$T/idx/train-images-idx3-ubyte.gz"
+usage_error "--metrics '$T/idx/t10k-labels-idx1-ubyte' is a name --data reads first where it is: writing it would take the data's place" \
+    -- train "$MODEL" --data "$T/idx" --steps 1 --metrics "$T/idx/t10k-labels-idx1-ubyte"
+usage_error "--chart '$T/idx/train-labels-idx1-ubyte.gz' is a name --data reads" -- sweep "$MODEL" \
+    --data "$T/idx" --microbatches 1 --chart "$T/idx/train-labels-idx1-ubyte.gz"
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 2 --batch 16 --save "$T/state.st"; then
     ln "$T/state.st" "$T/state-link.st"
     usage_error "--metrics '$T/state-link.st' is the file --resume reads" -- train "$MODEL" \
