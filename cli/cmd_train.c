@@ -234,7 +234,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     return bg_cli_check_distinct(files, 8 + data_files);
 }
 
-/* The signal that asked a run to stop (SIGINT, SIGTERM), or 0: the run
+/* The signal that asked a run to stop (SIGINT, SIGTERM, SIGHUP), or 0: the run
  * stops after the step in progress and saves its state (scheduler/train.h),
  * and the process then ends by that signal, as a shell expects of a
  * command it interrupted. A second signal a second or more after the first
@@ -243,7 +243,11 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
 static volatile sig_atomic_t stop_signal;
 static int64_t stop_ns; /* CLOCK_MONOTONIC of the first; the handler alone writes it */
 
-static const int stop_signals[2] = {SIGINT, SIGTERM};
+/* SIGHUP: the terminal or ssh session went away. While the run lasts,
+ * SIGPIPE is ignored too (a closed `| head` or `| tee`): its output is
+ * lost, not the run, which saves as it would have. */
+enum { STOP_SIGNALS = 4 };
+static const int stop_signals[STOP_SIGNALS] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 
 /* Ends the process by `signo`'s default action (async-signal-safe). */
 static void die_by(int signo) {
@@ -268,16 +272,20 @@ static void on_stop_signal(int signo) {
 
 /* Catches the stop signals for the run, leaving ignored ones ignored (a
  * job started with nohup or in the background); old[] to restore. */
-static void catch_stop_signals(struct sigaction old[2]) {
-    struct sigaction sa;
+static void catch_stop_signals(struct sigaction old[STOP_SIGNALS]) {
+    struct sigaction sa, ignore;
     memset(&sa, 0, sizeof sa);
+    memset(&ignore, 0, sizeof ignore);
     sa.sa_handler = on_stop_signal;
+    ignore.sa_handler = SIG_IGN;
     sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < 2; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
+    sigemptyset(&ignore.sa_mask);
+    for (int i = 0; i < STOP_SIGNALS; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
     sa.sa_flags = SA_RESTART;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < STOP_SIGNALS; i++) {
         sigaction(stop_signals[i], NULL, &old[i]);
-        if (old[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &sa, NULL);
+        if (old[i].sa_handler != SIG_IGN)
+            sigaction(stop_signals[i], stop_signals[i] == SIGPIPE ? &ignore : &sa, NULL);
     }
 }
 
@@ -289,8 +297,8 @@ static void end_by_stop_signal(void) {
 }
 
 /* Puts back the handlers of before the run. */
-static void restore_stop_signals(const struct sigaction old[2]) {
-    for (int i = 0; i < 2; i++) sigaction(stop_signals[i], &old[i], NULL);
+static void restore_stop_signals(const struct sigaction old[STOP_SIGNALS]) {
+    for (int i = 0; i < STOP_SIGNALS; i++) sigaction(stop_signals[i], &old[i], NULL);
 }
 
 /* --tf32 changes only what cuBLAS and cuDNN do: on CPU devices alone it
@@ -547,7 +555,7 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.split = plan->partition->stages > 1 ? plan->first_layer + 1 : NULL;
     o.train.recompute = o.placement.recompute;
     o.train.stop = &stop_signal;
-    struct sigaction old_handlers[2];
+    struct sigaction old_handlers[STOP_SIGNALS];
     catch_stop_signals(old_handlers);
     st = bg_train_run(&o.train, &r, params);
     restore_stop_signals(old_handlers);

@@ -1,5 +1,7 @@
 /* brigade: pipeline model-parallel training. This file only dispatches to the
  * subcommands (cli/cmd_*.c). */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,7 +48,21 @@ static int (*command(const char *name))(int, char **) {
     return NULL;
 }
 
+/* A command's exit status, once its standard output is flushed: a table
+ * or JSON that could not be written (a full disk, /dev/full) is a
+ * failure, not a success with nothing in the file. */
+static int close_stdout(int code) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return code;
+    fprintf(stderr, "brigade: cannot write the standard output%s%s\n", errno != 0 ? ": " : "",
+            errno != 0 ? strerror(errno) : "");
+    return code != 0 ? code : 1;
+}
+
 int main(int argc, char **argv) {
+    /* A file past `ulimit -f` fails its write (EFBIG), named by the
+       writer, rather than ending the process with no word. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;
@@ -75,7 +91,7 @@ int main(int argc, char **argv) {
         fputs(usage, stdout);
         return 0;
     }
-    if (command(cmd) != NULL) return command(cmd)(argc - 1, argv + 1);
+    if (command(cmd) != NULL) return close_stdout(command(cmd)(argc - 1, argv + 1));
     fprintf(stderr, "brigade: unknown command '%s'\n\n%s", cmd, usage);
     return 2;
 }

@@ -511,39 +511,49 @@ a, b = (json.load(open(f)) for f in sys.argv[1:])
 assert a['seed'] == 3 and a['loss'] == b['loss'] and a['test_loss'] == b['test_loss'], (a, b)" \
         "$T/resumed3.json" "$T/straight3.json"
 fi
-# SIGTERM (or SIGINT) stops a run after the step in progress: the state is
-# saved, the message says where, the exit status is 128 + the signal, and
-# the run goes on from there.
-: >"$ERR" # emptied here: the child's redirection may come after the first look
-"$BRIGADE" train "$MODEL" --data synthetic --steps 1000000 --batch 16 --save "$T/stopped.st" \
-    </dev/null >"$OUT" 2>"$ERR" &
-pid=$!
-tries=0
-while ! grep -q "^epoch 1/" "$ERR" && [ $tries -lt 600 ]; do
-    sleep 0.1
-    tries=$((tries + 1))
-done
-kill -TERM $pid
-tries=0
-while kill -0 $pid 2>/dev/null && [ $tries -lt 600 ]; do
-    sleep 0.1
-    tries=$((tries + 1))
-done
-if kill -0 $pid 2>/dev/null; then
-    kill -KILL $pid
-    fail "SIGTERM: the run did not stop within 60 s"
-fi
-wait $pid
-status=$?
-check "SIGTERM: exit status 143 (was $status)" test "$status" -eq 143
-stopped=$(sed -n 's/.*interrupted after step \([0-9]*\) of 1000000; the training state is saved in .*/\1/p' "$ERR")
-if [ -n "$stopped" ]; then
-    pass
-    expect 0 "resuming $T/stopped.st at step $stopped" -- train "$MODEL" --data synthetic \
-        --steps $((stopped + 1)) --batch 16 --resume "$T/stopped.st"
-else
-    fail "SIGTERM: no 'interrupted after step N ... saved' message"
-fi
+# SIGTERM, SIGINT or SIGHUP (the session went away) stops a run after the
+# step in progress: the state is saved, the message says where, the exit
+# status is 128 + the signal, and the run goes on from there.
+stop_run() { # SIGNAL STATUS
+    : >"$ERR" # emptied here: the child's redirection may come after the first look
+    "$BRIGADE" train "$MODEL" --data synthetic --steps 1000000 --batch 16 \
+        --save "$T/stopped.st" </dev/null >"$OUT" 2>"$ERR" &
+    pid=$!
+    tries=0
+    while ! grep -q "^epoch 1/" "$ERR" && [ $tries -lt 600 ]; do
+        sleep 0.1
+        tries=$((tries + 1))
+    done
+    kill -"$1" $pid
+    tries=0
+    while kill -0 $pid 2>/dev/null && [ $tries -lt 600 ]; do
+        sleep 0.1
+        tries=$((tries + 1))
+    done
+    if kill -0 $pid 2>/dev/null; then
+        kill -KILL $pid
+        fail "SIG$1: the run did not stop within 60 s"
+    fi
+    wait $pid
+    status=$?
+    check "SIG$1: exit status $2 (was $status)" test "$status" -eq "$2"
+    stopped=$(sed -n 's/.*interrupted after step \([0-9]*\) of 1000000; the training state is saved in .*/\1/p' "$ERR")
+    if [ -n "$stopped" ]; then
+        pass
+        expect 0 "resuming $T/stopped.st at step $stopped" -- train "$MODEL" --data synthetic \
+            --steps $((stopped + 1)) --batch 16 --resume "$T/stopped.st"
+    else
+        fail "SIG$1: no 'interrupted after step N ... saved' message"
+    fi
+}
+stop_run TERM 143
+stop_run HUP 129
+# A closed pipe (| head) loses the output, not the run: it ends and saves.
+rm -f "$T/piped.st"
+"$BRIGADE" train "$MODEL" --data synthetic --steps 40 --batch 16 --save "$T/piped.st" 2>&1 |
+    head -1 >/dev/null
+expect 2 "nothing to do: --resume is at step 40" -- train "$MODEL" --data synthetic --steps 40 \
+    --batch 16 --resume "$T/piped.st"
 # Another tool's file (no brigade metadata) is weights at most.
 python3 - "$T/foreign.safetensors" <<'PY'
 import json, struct, sys
@@ -561,6 +571,17 @@ usage_error "--save-every 2: this run ends at step 2, where --save writes anyway
 usage_error "--save-every 2: this run ends at step 2, where --save writes anyway" -- \
     train "$MODEL" --data synthetic --epochs 1 --batch 4096 --save "$T/every.safetensors" \
     --save-every 2
+
+# A file past the size limit (ulimit -f) is a write error, named, not a
+# process ended by SIGXFSZ; nothing is left behind.
+(
+    ulimit -f 1
+    exec "$BRIGADE" train "$MODEL" --data synthetic --steps 1 --batch 16 --save "$T/limited.st"
+) >"$OUT" 2>"$ERR"
+status=$?
+check "ulimit -f: exit status 1 (was $status)" test "$status" -eq 1
+check "ulimit -f: the write is named" grep -qF "cannot write '$T/limited.st': write: File too large" "$ERR"
+check "ulimit -f: no temporary file left" sh -c "! ls '$T'/limited.st* 2>/dev/null"
 
 # The outputs written after (or during) the run are checked before it: a
 # usage error naming the option, the path and the reason, with nothing
@@ -646,6 +667,12 @@ if expect 0 "" -- train "$MODEL" --data synthetic --steps 2 --batch 16 --save "$
 fi
 # A full disk shows only when the file is closed.
 if [ -w /dev/full ]; then
+    # The standard output too: a plan that could not be written is no plan.
+    "$BRIGADE" plan "$MODEL" --json >/dev/full 2>"$ERR"
+    status=$?
+    check "plan --json >/dev/full: exit status 1 (was $status)" test "$status" -eq 1
+    check "plan --json >/dev/full: said" grep -qF \
+        "brigade: cannot write the standard output: No space left on device" "$ERR"
     expect 1 "metrics: cannot write '/dev/full': No space left on device" -- \
         train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics /dev/full
     # The same writer for simulate's metrics and profile's output.
