@@ -283,11 +283,6 @@ static bg_status_t header_verify(const char *name, const bg_safetensors_t *file)
     return BG_OK;
 }
 
-static int entry_pointer_compare(const void *a, const void *b) {
-    return strcmp((*(const bg_safetensors_entry_t *const *)a)->name,
-                  (*(const bg_safetensors_entry_t *const *)b)->name);
-}
-
 /* Every tensor has a checksum and every checksum a tensor; both lists go
  * in name order, so this is O(n log n) for files with many tensors. */
 static bg_status_t tensors_verify(const char *name, const bg_safetensors_t *file) {
@@ -295,21 +290,17 @@ static bg_status_t tensors_verify(const char *name, const bg_safetensors_t *file
     size_t prefix_len = strlen(BG_CHECKPOINT_TENSOR_CRC_KEY);
     int crc_count = 0;
     named_crc_t *crcs = calloc((size_t)file->metadata_count + 1, sizeof *crcs);
-    const bg_safetensors_entry_t **entries = calloc((size_t)file->count + 1, sizeof *entries);
     BG_ALLOC_CHECK_GOTO(crcs, st, done);
-    BG_ALLOC_CHECK_GOTO(entries, st, done);
     for (int i = 0; i < file->metadata_count; i++) {
         if (!has_prefix(file->metadata_keys[i], BG_CHECKPOINT_TENSOR_CRC_KEY)) continue;
         crcs[crc_count].name = file->metadata_keys[i] + prefix_len;
         crcs[crc_count].text = file->metadata_values[i];
         crc_count++;
     }
-    for (int i = 0; i < file->count; i++) entries[i] = &file->entries[i];
     qsort(crcs, (size_t)crc_count, sizeof *crcs, named_crc_compare);
-    qsort(entries, (size_t)file->count, sizeof *entries, entry_pointer_compare);
     int c = 0;
     for (int i = 0; i < file->count; i++) {
-        const bg_safetensors_entry_t *e = entries[i];
+        const bg_safetensors_entry_t *e = file->by_name[i];            /* in name order */
         if (c < crc_count && strcmp(crcs[c].name, e->name) < 0) break; /* orphan, below */
         if (c == crc_count || strcmp(crcs[c].name, e->name) != 0) {
             st = bg_error_set(BG_ERR_PARSE,
@@ -341,7 +332,6 @@ static bg_status_t tensors_verify(const char *name, const bg_safetensors_t *file
             bg_error_set(BG_ERR_PARSE, "%s: checksum for tensor '%s', which the file does not hold",
                          name, crcs[c].name);
 done:
-    free(entries);
     free(crcs);
     return st;
 }
@@ -432,7 +422,6 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
                                const bg_model_spec_t *spec, float *params,
                                bg_checkpoint_info_t *info) {
     tensor_slot_t *slots = NULL;
-    const bg_safetensors_entry_t **entries = NULL;
     const tensor_slot_t **sorted_slots = NULL;
     int count = 0;
     bg_status_t st;
@@ -445,26 +434,19 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
                  fingerprint[0] != '\0' ? fingerprint : "(empty)");
     int mismatch = 0; /* a tensor missing, of another shape, or not the model's */
     BG_CHECK_GOTO(slots_create(spec, &slots, &count), st, done);
-    entries = calloc((size_t)st_file->count + 1, sizeof *entries);
     sorted_slots = calloc((size_t)count + 1, sizeof *sorted_slots);
-    BG_ALLOC_CHECK_GOTO(entries, st, done);
     BG_ALLOC_CHECK_GOTO(sorted_slots, st, done);
-    for (int k = 0; k < st_file->count; k++) entries[k] = &st_file->entries[k];
-    qsort(entries, (size_t)st_file->count, sizeof *entries, entry_pointer_compare);
     for (int i = 0; i < count; i++) {
-        bg_safetensors_entry_t key_entry = {.name = slots[i].name};
-        const bg_safetensors_entry_t *key = &key_entry;
-        const bg_safetensors_entry_t **found =
-            bsearch(&key, entries, (size_t)st_file->count, sizeof *entries, entry_pointer_compare);
+        const bg_safetensors_entry_t *found = bg_safetensors_find(st_file, slots[i].name);
         if (found == NULL) {
             st = bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' is missing", path, slots[i].name);
             mismatch = 1;
             goto done;
         }
         mismatch = 1; /* until its dtype and shape are the model's */
-        BG_CHECK_GOTO(check_entry(path, *found, &slots[i]), st, done);
+        BG_CHECK_GOTO(check_entry(path, found, &slots[i]), st, done);
         mismatch = 0;
-        bg_f32_le_copy(params + slots[i].offset, st_file->data + (*found)->begin,
+        bg_f32_le_copy(params + slots[i].offset, st_file->data + found->begin,
                        sizeof(float) * (size_t)slots[i].count);
         BG_CHECK_GOTO(bg_checkpoint_check_finite(path, slots[i].name, params + slots[i].offset,
                                                  slots[i].count),
@@ -516,7 +498,6 @@ done:
                              " (the file holds another model: fingerprint %s, this model's is %s)",
                              found_info.other_model, own);
     free(sorted_slots);
-    free(entries);
     free(slots);
     return st;
 }

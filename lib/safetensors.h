@@ -29,7 +29,8 @@ typedef struct bg_safetensors_entry {
 
 typedef struct bg_safetensors {
     int count;
-    bg_safetensors_entry_t *entries; /* in file order of data_offsets */
+    bg_safetensors_entry_t *entries;  /* in file order of data_offsets */
+    bg_safetensors_entry_t **by_name; /* the entries in name order: bg_safetensors_find's */
     int metadata_count;
     char **metadata_keys;
     char **metadata_values;

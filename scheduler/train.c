@@ -124,8 +124,12 @@ static bg_status_t save_checkpoint(const bg_train_config_t *cfg, bg_pipeline_t *
     save->epoch = at->epoch;
     save->position = at->position;
     save->shuffle_rng = at->shuffle;
-    save->batch = cfg->batch;
-    save->train_samples = cfg->train->count;
+    /* A run resumed from a checkpoint that recorded neither (an older
+       format) may have changed them: its steps then tell no epochs apart,
+       and its checkpoints do not claim they do (check_counts). */
+    const bg_train_state_t *from = cfg->resume;
+    save->batch = from != NULL && from->batch == 0 ? 0 : cfg->batch;
+    save->train_samples = from != NULL && from->train_samples == 0 ? 0 : cfg->train->count;
     save->epoch_loss_sum = at->epoch_loss_sum;
     save->epoch_steps = at->epoch_steps;
     save->skipped_steps = at->skipped_steps;
@@ -346,12 +350,18 @@ stop_for_nan:
        found them, and are saved as at its start, to go on from with other
        settings. */
     if (cfg->save_path != NULL && last_good.step > first_step) {
-        const bg_status_t saved = save_checkpoint(cfg, pipe, &save, &last_good);
-        if (saved == BG_OK)
-            bg_error_suffix(st, "; the training state before step %lld is saved in %s",
-                            (long long)last_good.step + 1, cfg->save_path);
-        else
-            st = saved;
+        char why[1024];
+        snprintf(why, sizeof why, "%s", bg_error_message());
+        if (save_checkpoint(cfg, pipe, &save, &last_good) == BG_OK)
+            bg_error_set(st, "%s; the training state before step %lld is saved in %s", why,
+                         (long long)last_good.step + 1, cfg->save_path);
+        else {
+            char save_why[512]; /* copied: bg_error_set writes the buffer it is read from */
+            snprintf(save_why, sizeof save_why, "%s", bg_error_message());
+            bg_error_set(st, "%s; saving the training state before it failed: %s", why, save_why);
+        }
+    } else if (cfg->save_path != NULL) {
+        bg_error_suffix(st, "; nothing new to save (the run made no step)");
     }
 done:
     bg_train_state_free(&save);

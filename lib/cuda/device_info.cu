@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +15,25 @@ static bg_status_t info_fail(int device, const char *call, cudaError_t error) {
     (void)cudaGetLastError(); /* clear the non-sticky error */
     return bg_error_set(BG_ERR_BACKEND, "cuda:%d: %s failed: %s", device, call,
                         cudaGetErrorString(error));
+}
+
+/* The free memory of one GPU, asked by query_free on its own thread. */
+typedef struct free_query {
+    int device;
+    size_t free_bytes;
+    cudaError_t error; /* cudaSuccess, or the failure of `call` */
+    const char *call;
+} free_query_t;
+
+static void *query_free(void *arg) {
+    free_query_t *q = (free_query_t *)arg;
+    size_t total = 0;
+    q->call = "cudaSetDevice";
+    q->error = cudaSetDevice(q->device);
+    if (q->error != cudaSuccess) return NULL;
+    q->call = "cudaMemGetInfo";
+    q->error = cudaMemGetInfo(&q->free_bytes, &total);
+    return NULL;
 }
 
 extern "C" bg_status_t bg_cuda_device_info(int device, bg_cuda_device_info_t *out) {
@@ -32,17 +52,17 @@ extern "C" bg_status_t bg_cuda_device_info(int device, bg_cuda_device_info_t *ou
     info.memory_bytes = prop.totalGlobalMem;
     /* What is free is asked on the GPU itself, which makes brigade's context
        there (as the run would) and so leaves out the context's own memory
-       and what other processes hold. The caller's current GPU is kept. */
-    int current = 0;
-    e = cudaGetDevice(&current);
-    if (e != cudaSuccess) return info_fail(device, "cudaGetDevice", e);
-    e = cudaSetDevice(device);
-    if (e != cudaSuccess) return info_fail(device, "cudaSetDevice", e);
-    size_t total = 0;
-    e = cudaMemGetInfo(&info.free_bytes, &total);
-    const cudaError_t restore = cudaSetDevice(current);
-    if (e != cudaSuccess) return info_fail(device, "cudaMemGetInfo", e);
-    if (restore != cudaSuccess) return info_fail(current, "cudaSetDevice", restore);
+       and what other processes hold: on a thread of its own, since a
+       thread's current GPU cannot be put back to none (cudaSetDevice to the
+       0 cudaGetDevice reports would make a context on GPU 0, a GPU the run
+       may not use or may not be allowed to). */
+    free_query_t query = {.device = device, .free_bytes = 0, .error = cudaSuccess, .call = NULL};
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, query_free, &query) != 0)
+        return bg_error_set(BG_ERR_NOMEM, "cuda:%d: no thread to ask for its free memory", device);
+    pthread_join(thread, NULL);
+    if (query.error != cudaSuccess) return info_fail(device, query.call, query.error);
+    info.free_bytes = query.free_bytes;
     info.multiprocessors = prop.multiProcessorCount;
     snprintf(info.name, sizeof info.name, "%.63s", prop.name);
     *out = info;
