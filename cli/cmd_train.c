@@ -518,7 +518,7 @@ int bg_cmd_train(int argc, char **argv) {
                     "%016" PRIx64 "); its tensors have this model's names and shapes, so they "
                     "are loaded\n",
                     o.load, loaded.other_model, spec->fingerprint);
-        if (loaded.step > 0)
+        if (loaded.step > 0 && loaded.training_state)
             fprintf(stderr,
                     "loading the weights of %s, saved at step %lld of its run; the optimizer "
                     "state, step count and data order start afresh (--resume continues that "

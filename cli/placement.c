@@ -116,7 +116,7 @@ static bg_status_t parse_size(const char *option, const char *text, size_t *out)
             for (const char *u = units; u <= unit; u++) scale *= 1024;
             end++;
         }
-        if ((end - text == (long)digits && strcmp(end, "B") == 0) ||
+        if ((end - text == (long)digits && strcasecmp(end, "B") == 0) ||
             (unit != NULL && (strcasecmp(end, "B") == 0 || strcasecmp(end, "iB") == 0)))
             end += strlen(end);
     }

@@ -436,8 +436,10 @@ static int try_device_counts(const bg_plan_t *failed, const bg_placement_t *plac
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
     bg_cost_device_t *devices = calloc((size_t)most, sizeof *devices);
     if (devices == NULL) return 0;
-    int fits = 0;
-    if (host_share && placement->device_mem == 0)
+    int fits = 0, cores = 1;
+    for (int d = 0; d < placement->devices.count; d++)
+        cores &= placement->devices.devices[d].kind == BG_DEVICE_CPU;
+    if (cores && host_share && placement->device_mem == 0)
         for (int k = r->devices - 1; !fits && k >= 1; k--)
             fits = try_device_count(failed, placement, host_share, k, devices, found);
     for (int k = r->devices + 1; !fits && k <= most && k * r->chunks <= r->spec->num_layers; k++)

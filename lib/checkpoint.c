@@ -486,6 +486,8 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
                 goto done;
             }
             found_info.step = value;
+            const char *kind = bg_safetensors_metadata(st_file, "brigade.kind");
+            found_info.training_state = kind != NULL && strcmp(kind, "training-state") == 0;
         }
     }
     if (info != NULL) *info = found_info;

@@ -94,7 +94,8 @@ bg_status_t bg_checkpoint_check_finite(const char *path, const char *name, const
 
 /* What bg_checkpoint_load read besides the weights. */
 typedef struct bg_checkpoint_info {
-    int64_t step; /* brigade.step, or 0 when absent */
+    int64_t step;       /* brigade.step, or 0 when absent */
+    int training_state; /* 1: a training state (brigade.kind), which --resume continues */
     /* The brigade.model fingerprint when it is not this model's (hex, ""
      * when it is, or absent): a model that differs only where there are
      * no weights (a pool's kind, a relu) has the same tensors, and loads. */

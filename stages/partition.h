@@ -50,7 +50,8 @@
  * each device's stages together, which the front does not see: each point
  * is moved a layer at a time between stages while its step falls (a local
  * optimum; on random small instances the brute force's step 93% of the
- * time, test_partition), and the best point after that is kept; a few
+ * time, test_partition), and the best point after that is kept (so
+ * step_tolerance bounds the front's points, not the moved ones); a few
  * dozen programmes for 1,000 layers onto 64 stages (bench_partition). The
  * planner asks for it within 0.1%, prices the slowest stage's split and
  * this one, and keeps the one whose simulated step is shorter

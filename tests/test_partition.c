@@ -200,13 +200,6 @@ static void check_least_total(const bg_partition_config_t *cfg, const bg_partiti
     bg_partition_destroy(p);
 }
 
-/* The least-step objective on the same instance: with one stage per device
- * its predicted step is the brute force's (up to rounding), and never
- * longer than the slowest-stage split's, and with a tolerance of 0.1%
- * within 0.1% of that; started from the slowest-stage split it finds the
- * same split; when nothing fits it is the smallest overflow. Returns 1
- * when it beats both the slowest stage's and the least total's step: an
- * instance only a search inside the front gets right. */
 /* Instances with V > 1 that fit, and those whose least step is the brute
  * force's (check_least_step): the programme cannot see a device's stages
  * together, and the search after it (balance_devices) finds a local
@@ -214,6 +207,13 @@ static void check_least_total(const bg_partition_config_t *cfg, const bg_partiti
  * instance one of V = 2. */
 static int chunked_fits, chunked_optimal, chunked_only;
 
+/* The least-step objective on the same instance: with one stage per device
+ * its predicted step is the brute force's (up to rounding), and never
+ * longer than the slowest-stage split's, and with a tolerance of 0.1%
+ * within 0.1% of that; started from the slowest-stage split it finds the
+ * same split; when nothing fits it is the smallest overflow. Returns 1
+ * when it beats both the slowest stage's and the least total's step: an
+ * instance only a search inside the front gets right. */
 static int check_least_step(const bg_partition_config_t *cfg, const bg_partition_t *slowest,
                             const brute_t *b) {
     bg_partition_config_t pc = *cfg;

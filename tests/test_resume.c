@@ -229,6 +229,10 @@ static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xf
  * (past int64, as an API caller may give). One change may be asked for: metadata `key` set to
  * `value` (left out when NULL); tensor `drop` left out; tensor `reshape` written flat (its element
  * count kept). */
+/* A second metadata change for write_state, where one alone would make
+ * the counts disagree (NULL: none). */
+static const char *also_key, *also_value;
+
 static void write_state(const fixture_t *f, const char *path, const char *key, const char *value,
                         const char *drop, const char *reshape) {
     bg_checkpoint_tensor_t *model = NULL;
@@ -281,6 +285,7 @@ static void write_state(const fixture_t *f, const char *path, const char *key, c
     for (int k = 0; k < STATE_KEYS; k++) {
         const char *v = values[k];
         if (key != NULL && strcmp(key, state_keys[k]) == 0) v = value, changed = 1;
+        if (also_key != NULL && strcmp(also_key, state_keys[k]) == 0) v = also_value;
         if (v == NULL) continue;
         keys[pairs] = state_keys[k];
         vals[pairs++] = v;
@@ -401,6 +406,16 @@ static void test_state_inconsistent(void **state) {
                        "that position at step 59");
     write_state(f, path, "brigade.position", "64", NULL, NULL);
     expect_state_error(f, path, BG_ERR_PARSE, "put that position at step 11");
+    /* Without the training set's size (older checkpoints) the epochs' length
+     * is unknown: the largest position step 10 allows, 10 batches, loads. */
+    also_key = "brigade.train_samples";
+    write_state(f, path, "brigade.position", "160", NULL, NULL);
+    also_key = NULL;
+    bg_train_state_t old;
+    load_state(f, path, &old);
+    assert_int_equal(old.position, 160);
+    assert_int_equal(old.train_samples, 0);
+    bg_train_state_free(&old);
     /* A batch or a training set of 0 is no record of one. */
     write_state(f, path, "brigade.batch", "0", NULL, NULL);
     expect_state_error(f, path, BG_ERR_PARSE, "metadata 'brigade.batch' is 0; it is at least 1");
@@ -427,11 +442,19 @@ static void test_state_refusals(void **state) {
         write_state(f, path, "brigade.epoch", epochs[i], NULL, NULL);
         expect_state_error(f, path, BG_ERR_PARSE, want);
     }
-    /* The largest in range, a run that ended its millionth epoch, is read
-     * (and then found not to match the state's step). */
+    /* The largest in range, a run 3 steps into epoch 1,000,001 (after a
+     * million epochs of 7 steps), loads; at step 10 it does not match. */
     write_state(f, path, "brigade.epoch", "1000001", NULL, NULL);
     expect_state_error(f, path, BG_ERR_PARSE, "does not match brigade.epoch 1000001");
+    also_key = "brigade.step";
+    also_value = "7000003";
+    write_state(f, path, "brigade.epoch", "1000001", NULL, NULL);
+    also_key = also_value = NULL;
     bg_train_state_t st;
+    load_state(f, path, &st);
+    assert_int_equal(st.epoch, 1000001);
+    assert_int_equal(st.step, 7000003);
+    bg_train_state_free(&st);
 
     /* Counts: missing, empty, negative, trailing junk, not a number, a sign
      * or a space first, past int64 (strtoll would clamp it). */
