@@ -398,7 +398,7 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     cJSON_AddStringToObject(root, "data", o->data);
     cJSON_AddStringToObject(root, "optimizer", bg_optimizer_kind_name(o->train.optimizer.kind));
     cJSON_AddNumberToObject(root, "batch", (double)o->train.batch);
-    cJSON_AddNumberToObject(root, "seed", (double)o->train.seed);
+    bg_cli_json_add_uint(root, "seed", o->train.seed);
     cJSON_AddNumberToObject(root, "steps", (double)r->steps);
     cJSON_AddNumberToObject(root, "first_step", (double)r->first_step);
     cJSON_AddNumberToObject(root, "loss", r->loss);
@@ -418,7 +418,7 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
         for (int l = info->first_layer; layers != NULL && l < info->last_layer; l++)
             cJSON_AddItemToArray(layers, cJSON_CreateNumber(l));
         cJSON_AddStringToObject(stage, "device", info->device_name);
-        bg_cli_json_add_bytes(stage, "peak_bytes", stage_peak_bytes(info));
+        bg_cli_json_add_uint(stage, "peak_bytes", stage_peak_bytes(info));
         const bg_cost_memory_t measured = {.params = m->params,
                                            .grads = m->grads,
                                            .optimizer = m->optimizer,

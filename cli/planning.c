@@ -201,21 +201,21 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
             100.0 * p->bubble, 100.0 * p->bubble_theory);
 }
 
-cJSON *bg_cli_json_add_bytes(cJSON *object, const char *key, uint64_t bytes) {
+cJSON *bg_cli_json_add_uint(cJSON *object, const char *key, uint64_t value) {
     char text[24];
-    snprintf(text, sizeof text, "%" PRIu64, bytes);
+    snprintf(text, sizeof text, "%" PRIu64, value);
     return cJSON_AddRawToObject(object, key, text);
 }
 
 void bg_cli_json_add_memory(cJSON *stage, const bg_cost_memory_t *m) {
     cJSON *peak = cJSON_AddObjectToObject(stage, "peak_by_category");
-    bg_cli_json_add_bytes(peak, "params", m->params);
-    bg_cli_json_add_bytes(peak, "grads", m->grads);
-    bg_cli_json_add_bytes(peak, "optimizer", m->optimizer);
-    bg_cli_json_add_bytes(peak, "stash", m->stash);
-    bg_cli_json_add_bytes(peak, "buffers", m->buffers);
-    bg_cli_json_add_bytes(peak, "channels", m->channels);
-    bg_cli_json_add_bytes(peak, "workspace", m->workspace);
+    bg_cli_json_add_uint(peak, "params", m->params);
+    bg_cli_json_add_uint(peak, "grads", m->grads);
+    bg_cli_json_add_uint(peak, "optimizer", m->optimizer);
+    bg_cli_json_add_uint(peak, "stash", m->stash);
+    bg_cli_json_add_uint(peak, "buffers", m->buffers);
+    bg_cli_json_add_uint(peak, "channels", m->channels);
+    bg_cli_json_add_uint(peak, "workspace", m->workspace);
 }
 
 cJSON *bg_cli_plan_stage_json(const bg_plan_t *p, int s) {
@@ -234,8 +234,8 @@ cJSON *bg_cli_plan_stage_json(const bg_plan_t *p, int s) {
     cJSON_AddNumberToObject(ms, "recompute", m * st->time.recompute * 1e3);
     cJSON_AddNumberToObject(ms, "send", m * st->send_s * 1e3);
     cJSON_AddNumberToObject(ms, "busy", m * st->seconds * 1e3);
-    bg_cli_json_add_bytes(stage, "peak_bytes", st->peak_bytes);
-    bg_cli_json_add_bytes(stage, "capacity_bytes", st->capacity_bytes);
+    bg_cli_json_add_uint(stage, "peak_bytes", st->peak_bytes);
+    bg_cli_json_add_uint(stage, "capacity_bytes", st->capacity_bytes);
     bg_cli_json_add_memory(stage, mem);
     int slots = p->stash_slots[s] < 1 ? 1 : p->stash_slots[s];
     cJSON_AddNumberToObject(stage, "stash_slots", slots);
@@ -312,7 +312,7 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
     if (!part->fits) {
         cJSON *over = cJSON_AddObjectToObject(root, "overflow");
         cJSON_AddNumberToObject(over, "stage", part->worst_stage);
-        bg_cli_json_add_bytes(over, "bytes", part->overflow_bytes);
+        bg_cli_json_add_uint(over, "bytes", part->overflow_bytes);
     }
     return root;
 }
@@ -336,7 +336,7 @@ static int try_variant(const bg_plan_request_t *r, const char *what, cJSON *foun
         cJSON *change = found != NULL ? cJSON_CreateObject() : NULL;
         if (change != NULL) {
             cJSON_AddStringToObject(change, "change", what);
-            bg_cli_json_add_bytes(change, "largest_stage_bytes", peak);
+            bg_cli_json_add_uint(change, "largest_stage_bytes", peak);
             cJSON_AddNumberToObject(change, "step_ms", p->step_s * 1e3);
             cJSON_AddItemToArray(found, change);
         }

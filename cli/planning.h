@@ -87,11 +87,11 @@ void bg_cli_plan_print_table(const bg_plan_t *plan, FILE *out);
  * stages plus predicted_ms and capacity_bytes; NULL if out of memory. */
 cJSON *bg_cli_plan_stage_json(const bg_plan_t *plan, int s);
 
-/* Adds a count of bytes to `object` as a JSON integer, exact at any size:
- * cJSON_AddNumberToObject writes 15 significant digits where they read
- * back within a rounding error, so 2^53 came out as 9.00719925474099e+15.
- * NULL when it could not be added. */
-cJSON *bg_cli_json_add_bytes(cJSON *object, const char *key, uint64_t bytes);
+/* Adds a whole number (a count of bytes, a seed) to `object` as a JSON
+ * integer, exact at any size: cJSON_AddNumberToObject writes 15
+ * significant digits where they read back within a rounding error, so 2^53
+ * came out as 9.00719925474099e+15. NULL when it could not be added. */
+cJSON *bg_cli_json_add_uint(cJSON *object, const char *key, uint64_t value);
 
 /* Adds "peak_by_category" to a stage's JSON object: m's seven categories,
  * as plan predicts them and train measures them. */
