@@ -506,6 +506,13 @@ bg_status_t bg_safetensors_load(const char *path, bg_safetensors_t **out) {
         status = bg_error_set(BG_ERR_IO, "cannot read '%s': fstat: %s", path, strerror(errno));
         goto cleanup;
     }
+    /* Read by its size, which only a regular file has (a device or a pipe
+       says 0). */
+    if (!S_ISREG(info.st_mode)) {
+        status = bg_error_set(BG_ERR_IO, "cannot read '%s': %s, not a regular file", path,
+                              S_ISDIR(info.st_mode) ? "a directory" : "a device or a pipe");
+        goto cleanup;
+    }
     uint64_t file_size = (uint64_t)info.st_size;
     uint8_t prefix[8];
     uint64_t header_len = 0;

@@ -567,6 +567,11 @@ open(sys.argv[1], "wb").write(struct.pack("<Q", len(header)) + header + bytes(4)
 PY
 usage_error "$T/foreign.safetensors: holds weights only, not a training state to resume (use --load)" \
     -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$T/foreign.safetensors"
+# A checkpoint is read by its size: a device or a folder is named as such.
+usage_error "cannot read '/dev/zero': a device or a pipe, not a regular file" -- \
+    train "$MODEL" --data synthetic --steps 1 --load /dev/zero
+usage_error "cannot read '$T': a directory, not a regular file" -- \
+    train "$MODEL" --data synthetic --steps 1 --resume "$T"
 usage_error "--save-every needs --save FILE to write to" -- train "$MODEL" --data synthetic \
     --steps 2 --save-every 1
 # A save every N steps in a run that ends by step N changes nothing: --save
