@@ -66,59 +66,102 @@ static void event_name(const bg_event_t *e, char *name, size_t size) {
     }
 }
 
-/* Appends {"name": meta, "ph": "M", "pid", "tid", "args": {key: value}}. */
-static int add_metadata(cJSON *events, const char *meta, int pid, int tid, const char *text,
-                        int sort_index) {
-    cJSON *item = cJSON_CreateObject();
-    if (item == NULL || !cJSON_AddItemToArray(events, item)) {
-        cJSON_Delete(item);
-        return 0;
+/* The trace's text as it is built: one event at a time, each printed and
+ * freed before the next, so that memory holds the text (about 150 bytes an
+ * event), not a JSON tree of every event (ten times that: a simulated
+ * trace of 65,536 micro-batches grew past 15 GiB). */
+typedef struct trace_text {
+    char *text;
+    size_t length, capacity;
+    int events; /* printed so far: all but the first follow a comma */
+} trace_text_t;
+
+static int append(trace_text_t *out, const char *text, size_t length) {
+    if (out->length + length + 1 > out->capacity) {
+        size_t capacity = out->capacity > 0 ? out->capacity : 1 << 16;
+        while (capacity < out->length + length + 1) capacity *= 2;
+        char *grown = realloc(out->text, capacity);
+        if (grown == NULL) return 0;
+        out->text = grown;
+        out->capacity = capacity;
     }
-    cJSON *args;
-    if (cJSON_AddStringToObject(item, "name", meta) == NULL ||
+    memcpy(out->text + out->length, text, length);
+    out->length += length;
+    out->text[out->length] = '\0';
+    return 1;
+}
+
+/* Prints `item` (NULL: it could not be made) into the traceEvents list and
+ * frees it; 0 when out of memory. */
+static int emit(trace_text_t *out, cJSON *item) {
+    char *text = item != NULL ? cJSON_PrintUnformatted(item) : NULL;
+    cJSON_Delete(item);
+    const int ok = text != NULL && (out->events == 0 || append(out, ",", 1)) &&
+                   append(out, text, strlen(text));
+    free(text);
+    out->events += ok;
+    return ok;
+}
+
+/* Prints {"name": meta, "ph": "M", "pid", "tid", "args": {key: value}}. */
+static int add_metadata(trace_text_t *out, const char *meta, int pid, int tid, const char *text,
+                        int sort_index) {
+    cJSON *item = cJSON_CreateObject(), *args;
+    if (item == NULL || cJSON_AddStringToObject(item, "name", meta) == NULL ||
         cJSON_AddStringToObject(item, "ph", "M") == NULL ||
         cJSON_AddNumberToObject(item, "pid", pid) == NULL ||
         cJSON_AddNumberToObject(item, "tid", tid) == NULL ||
-        (args = cJSON_AddObjectToObject(item, "args")) == NULL)
-        return 0;
-    if (text != NULL) return cJSON_AddStringToObject(args, "name", text) != NULL;
-    return cJSON_AddNumberToObject(args, "sort_index", sort_index) != NULL;
-}
-
-static int add_event(cJSON *events, const bg_event_t *e) {
-    char name[64];
-    event_name(e, name, sizeof name);
-    const int tid = bg_trace_lane(e);
-    /* Whole nanoseconds: short numbers, and ts + dur of one event never
-     * passes the next event's ts on the same lane. */
-    long long start_ns = llround(e->start * 1e9), end_ns = llround(e->end * 1e9);
-    cJSON *item = cJSON_CreateObject();
-    if (item == NULL || !cJSON_AddItemToArray(events, item)) {
+        (args = cJSON_AddObjectToObject(item, "args")) == NULL ||
+        (text != NULL ? cJSON_AddStringToObject(args, "name", text)
+                      : cJSON_AddNumberToObject(args, "sort_index", sort_index)) == NULL) {
         cJSON_Delete(item);
         return 0;
     }
-    cJSON *args;
-    if (cJSON_AddStringToObject(item, "name", name) == NULL ||
-        cJSON_AddStringToObject(item, "cat", bg_event_kind_name(e->kind)) == NULL ||
+    return emit(out, item);
+}
+
+/* A complete event ("ph": "X") from `start` to `end` seconds, with its
+ * "args" object in *args for the caller's fields; NULL when out of
+ * memory. Whole nanoseconds: short numbers, and ts + dur of one event
+ * never passes the next event's ts on the same lane. */
+static cJSON *complete_event(const char *name, const char *category, int pid, int tid, double start,
+                             double end, cJSON **args) {
+    const long long start_ns = llround(start * 1e9), end_ns = llround(end * 1e9);
+    cJSON *item = cJSON_CreateObject();
+    if (item == NULL || cJSON_AddStringToObject(item, "name", name) == NULL ||
+        cJSON_AddStringToObject(item, "cat", category) == NULL ||
         cJSON_AddStringToObject(item, "ph", "X") == NULL ||
-        cJSON_AddNumberToObject(item, "pid", e->device) == NULL ||
+        cJSON_AddNumberToObject(item, "pid", pid) == NULL ||
         cJSON_AddNumberToObject(item, "tid", tid) == NULL ||
         cJSON_AddNumberToObject(item, "ts", (double)start_ns / 1e3) == NULL ||
         cJSON_AddNumberToObject(item, "dur", (double)(end_ns - start_ns) / 1e3) == NULL ||
-        (args = cJSON_AddObjectToObject(item, "args")) == NULL ||
-        cJSON_AddNumberToObject(args, "stage", e->stage) == NULL ||
-        cJSON_AddNumberToObject(args, "microbatch", e->microbatch) == NULL ||
-        cJSON_AddNumberToObject(args, "step", e->step) == NULL)
-        return 0;
-    if ((is_transfer(e->kind) || e->kind == BG_EVENT_LINK) &&
-        cJSON_AddNumberToObject(args, "peer_stage", e->peer_stage) == NULL)
-        return 0;
-    return 1;
+        (*args = cJSON_AddObjectToObject(item, "args")) == NULL) {
+        cJSON_Delete(item);
+        return NULL;
+    }
+    return item;
+}
+
+static int add_event(trace_text_t *out, const bg_event_t *e) {
+    char name[64];
+    event_name(e, name, sizeof name);
+    cJSON *args = NULL;
+    cJSON *item = complete_event(name, bg_event_kind_name(e->kind), e->device, bg_trace_lane(e),
+                                 e->start, e->end, &args);
+    if (item != NULL && (cJSON_AddNumberToObject(args, "stage", e->stage) == NULL ||
+                         cJSON_AddNumberToObject(args, "microbatch", e->microbatch) == NULL ||
+                         cJSON_AddNumberToObject(args, "step", e->step) == NULL ||
+                         ((is_transfer(e->kind) || e->kind == BG_EVENT_LINK) &&
+                          cJSON_AddNumberToObject(args, "peer_stage", e->peer_stage) == NULL))) {
+        cJSON_Delete(item);
+        item = NULL;
+    }
+    return emit(out, item);
 }
 
 /* Names every device and every lane the events use (used: one flag per
  * tid of each device), in bg_trace_lane's order. */
-static int add_lane_names(cJSON *events, const bg_timeline_t *tl, unsigned char *used) {
+static int add_lane_names(trace_text_t *out, const bg_timeline_t *tl, unsigned char *used) {
     const int lanes = tl->stages > tl->devices ? tl->stages : tl->devices;
     const size_t tids = (size_t)lanes * BG_TRACE_LANES;
     for (int s = 0; s < tl->stages; s++)
@@ -131,8 +174,8 @@ static int add_lane_names(cJSON *events, const bg_timeline_t *tl, unsigned char 
     }
     char text[64];
     for (int d = 0; d < tl->devices; d++) {
-        if (!add_metadata(events, "process_name", d, 0, tl->device_names[d], 0) ||
-            !add_metadata(events, "process_sort_index", d, 0, NULL, d))
+        if (!add_metadata(out, "process_name", d, 0, tl->device_names[d], 0) ||
+            !add_metadata(out, "process_sort_index", d, 0, NULL, d))
             return 0;
         for (int tid = 0; tid < (int)tids; tid++) {
             if (!used[(size_t)d * tids + (size_t)tid]) continue;
@@ -147,8 +190,8 @@ static int add_lane_names(cJSON *events, const bg_timeline_t *tl, unsigned char 
                 break;
             default: snprintf(text, sizeof text, "stage %d link from stage %d", stage, stage + 1);
             }
-            if (!add_metadata(events, "thread_name", d, tid, text, 0) ||
-                !add_metadata(events, "thread_sort_index", d, tid, NULL, tid))
+            if (!add_metadata(out, "thread_name", d, tid, text, 0) ||
+                !add_metadata(out, "thread_sort_index", d, tid, NULL, tid))
                 return 0;
         }
     }
@@ -158,34 +201,24 @@ static int add_lane_names(cJSON *events, const bg_timeline_t *tl, unsigned char 
 /* The recorded steps' spans, on a process of their own after the devices'
  * ("steps"): where each step starts and ends, which the report's step
  * time is the mean of, and what the ops' idle time is counted within. */
-static int add_step_spans(cJSON *events, const bg_timeline_t *tl) {
+static int add_step_spans(trace_text_t *out, const bg_timeline_t *tl) {
     const int pid = tl->devices;
     if (tl->steps < 1) return 1;
-    if (!add_metadata(events, "process_name", pid, 0, "steps", 0) ||
-        !add_metadata(events, "process_sort_index", pid, 0, NULL, pid) ||
-        !add_metadata(events, "thread_name", pid, 0, "recorded steps", 0))
+    if (!add_metadata(out, "process_name", pid, 0, "steps", 0) ||
+        !add_metadata(out, "process_sort_index", pid, 0, NULL, pid) ||
+        !add_metadata(out, "thread_name", pid, 0, "recorded steps", 0))
         return 0;
     for (int i = 0; i < tl->steps; i++) {
         char name[32];
         snprintf(name, sizeof name, "step %d", i);
-        const long long start_ns = llround(tl->step_start[i] * 1e9);
-        const long long end_ns = llround(tl->step_end[i] * 1e9);
-        cJSON *item = cJSON_CreateObject();
-        if (item == NULL || !cJSON_AddItemToArray(events, item)) {
+        cJSON *args = NULL;
+        cJSON *item =
+            complete_event(name, "span", pid, 0, tl->step_start[i], tl->step_end[i], &args);
+        if (item != NULL && cJSON_AddNumberToObject(args, "step", i) == NULL) {
             cJSON_Delete(item);
-            return 0;
+            item = NULL;
         }
-        cJSON *args;
-        if (cJSON_AddStringToObject(item, "name", name) == NULL ||
-            cJSON_AddStringToObject(item, "cat", "span") == NULL ||
-            cJSON_AddStringToObject(item, "ph", "X") == NULL ||
-            cJSON_AddNumberToObject(item, "pid", pid) == NULL ||
-            cJSON_AddNumberToObject(item, "tid", 0) == NULL ||
-            cJSON_AddNumberToObject(item, "ts", (double)start_ns / 1e3) == NULL ||
-            cJSON_AddNumberToObject(item, "dur", (double)(end_ns - start_ns) / 1e3) == NULL ||
-            (args = cJSON_AddObjectToObject(item, "args")) == NULL ||
-            cJSON_AddNumberToObject(args, "step", i) == NULL)
-            return 0;
+        if (!emit(out, item)) return 0;
     }
     return 1;
 }
@@ -193,25 +226,21 @@ static int add_step_spans(cJSON *events, const bg_timeline_t *tl) {
 bg_status_t bg_trace_write(const char *path, const bg_timeline_t *tl) {
     if (path == NULL || tl == NULL) return bg_error_set(BG_ERR_INVALID, "trace: NULL argument");
     bg_status_t st = BG_OK;
-    char *text = NULL;
     int lanes = tl->stages > tl->devices ? tl->stages : tl->devices;
     unsigned char *used = calloc((size_t)tl->devices * (size_t)lanes * BG_TRACE_LANES, 1);
-    cJSON *root = cJSON_CreateObject();
-    cJSON *events = root != NULL ? cJSON_AddArrayToObject(root, "traceEvents") : NULL;
-    if (used == NULL || events == NULL || !add_lane_names(events, tl, used)) goto nomem;
+    trace_text_t out = {0};
+    static const char head[] = "{\"traceEvents\":[", tail[] = "],\"displayTimeUnit\":\"ms\"}";
+    if (used == NULL || !append(&out, head, strlen(head)) || !add_lane_names(&out, tl, used))
+        goto nomem;
     for (int i = 0; i < tl->count; i++)
-        if (!add_event(events, &tl->events[i])) goto nomem;
-    if (!add_step_spans(events, tl)) goto nomem;
-    if (cJSON_AddStringToObject(root, "displayTimeUnit", "ms") == NULL) goto nomem;
-    text = cJSON_PrintUnformatted(root);
-    if (text == NULL) goto nomem;
-    st = bg_text_file_write(path, text, "trace");
+        if (!add_event(&out, &tl->events[i])) goto nomem;
+    if (!add_step_spans(&out, tl) || !append(&out, tail, strlen(tail))) goto nomem;
+    st = bg_text_file_write(path, out.text, "trace");
     goto done;
 nomem:
     st = bg_error_set(BG_ERR_NOMEM, "trace: out of memory building '%s'", path);
 done:
-    free(text);
-    cJSON_Delete(root);
+    free(out.text);
     free(used);
     return st;
 }
