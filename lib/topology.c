@@ -129,8 +129,15 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
      * for both. */
     if (hwloc_topology_load(t->hw) != 0) {
         /* errno says nothing here: hwloc prints its own reason, if any. */
+        const char *env = getenv("HWLOC_XMLFILE");
         if (xml_path != NULL)
             st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology", xml_path);
+        else if (env != NULL && env[0] != '\0')
+            /* hwloc reads this machine from that file instead: its fault. */
+            st = bg_error_set(BG_ERR_INVALID,
+                              "HWLOC_XMLFILE=%s: not a readable hwloc XML topology (hwloc reads "
+                              "it for this machine; unset it)",
+                              env);
         else
             st = bg_error_set(BG_ERR_INTERNAL, "hwloc could not load this machine's topology (%s)",
                               strerror(errno));

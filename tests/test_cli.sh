@@ -62,6 +62,13 @@ sed 's/name="cuda5"/name="cuda4294967301"/' "$ROOT/tests/fixtures/two-socket-8-g
     >"$T/bignum.xml"
 usage_error "GPU OS device 'cuda4294967301': not cudaN with N in 0..4095" -- \
     topo --topology "$T/bignum.xml"
+# hwloc reads this machine from HWLOC_XMLFILE where it is set: named.
+HWLOC_XMLFILE="$MODEL" "$BRIGADE" topo >"$OUT" 2>"$ERR"
+status=$?
+check "HWLOC_XMLFILE not XML: exit status 2 (was $status)" test "$status" -eq 2
+check "HWLOC_XMLFILE not XML: the variable is named" grep -qF \
+    "HWLOC_XMLFILE=$MODEL: not a readable hwloc XML topology (hwloc reads it for this machine; unset it)" \
+    "$ERR"
 usage_error "unknown option '--bogus'" -- topo --bogus
 usage_error "unknown argument 'extra'" -- topo --topology \
     "$ROOT/tests/fixtures/two-socket-8-core.xml" extra
