@@ -575,6 +575,15 @@ static void test_reject_other_formats(void **state) {
         snprintf(want, sizeof want, BAD_NAME ": not a safetensors file: it is %s", other[i].is);
         expect_bytes_rejected((const uint8_t *)other[i].bytes, other[i].size, want);
     }
+    /* gzip with no time stamp (gzip -n): its first 8 bytes read as a length
+     * of 560,927, which a larger file holds. */
+    const size_t size = 600000;
+    uint8_t *gz = calloc(size, 1);
+    assert_non_null(gz);
+    memcpy(gz, "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10);
+    expect_bytes_rejected(gz, size,
+                          BAD_NAME ": not a safetensors file: it is gzip data (unpack it first)");
+    free(gz);
 }
 
 static void test_reject_not_json(void **state) {
