@@ -368,6 +368,20 @@ static const char uneven_model[] = "input channels=3 height=16 width=16\n"
                                    "dense units=10\n"
                                    "softmax_cross_entropy\n";
 
+/* r's plan with the n-th host allocation and all after it failing
+ * (bg_alloc_fail_after): NULL after checking that the plan failed for
+ * memory and made nothing. */
+static bg_plan_t *plan_failing_at(const bg_plan_request_t *r, int n) {
+    bg_plan_t *p = NULL;
+    bg_alloc_fail_after(n);
+    const bg_status_t st = bg_plan_create(r, &p);
+    bg_alloc_fail_after(-1);
+    if (st == BG_OK) return p;
+    assert_int_equal(st, BG_ERR_NOMEM);
+    assert_null(p);
+    return NULL;
+}
+
 /* The search for the least predicted step's split has tables of its own;
  * when they do not fit in memory the plan keeps the slowest stage's split,
  * which fits, and says so, rather than failing. Every host allocation of
@@ -383,15 +397,8 @@ static void test_least_step_out_of_memory(void **state) {
     bg_plan_request_t r = request_for(spec, devices, 2, 1, 64);
     int skipped = 0, done = 0;
     for (int n = 0; n < 10000 && !done; n++) {
-        bg_plan_t *p = NULL;
-        bg_alloc_fail_after(n);
-        const bg_status_t st = bg_plan_create(&r, &p);
-        bg_alloc_fail_after(-1);
-        if (st != BG_OK) {
-            assert_int_equal(st, BG_ERR_NOMEM);
-            assert_null(p);
-            continue;
-        }
+        bg_plan_t *p = plan_failing_at(&r, n);
+        if (p == NULL) continue;
         if (p->least_step_skipped) {
             skipped++;
             assert_int_equal(p->config.objective, BG_PARTITION_SLOWEST_STAGE);
@@ -423,13 +430,8 @@ static void test_interleaved_least_step_out_of_memory(void **state) {
     r.chunks = 2;
     int failed = 0, done = 0;
     for (int n = 0; n < 10000 && !done; n++) {
-        bg_plan_t *p = NULL;
-        bg_alloc_fail_after(n);
-        const bg_status_t st = bg_plan_create(&r, &p);
-        bg_alloc_fail_after(-1);
-        if (st != BG_OK) {
-            assert_int_equal(st, BG_ERR_NOMEM);
-            assert_null(p);
+        bg_plan_t *p = plan_failing_at(&r, n);
+        if (p == NULL) {
             failed++;
             continue;
         }
