@@ -243,11 +243,9 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
 static volatile sig_atomic_t stop_signal;
 static int64_t stop_ns; /* CLOCK_MONOTONIC of the first; the handler alone writes it */
 
-/* SIGHUP: the terminal or ssh session went away. While the run lasts,
- * SIGPIPE is ignored too (a closed `| head` or `| tee`): its output is
- * lost, not the run, which saves as it would have. */
-enum { STOP_SIGNALS = 4 };
-static const int stop_signals[STOP_SIGNALS] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+/* SIGHUP: the terminal or ssh session went away. */
+enum { STOP_SIGNALS = 3 };
+static const int stop_signals[STOP_SIGNALS] = {SIGINT, SIGTERM, SIGHUP};
 
 /* Ends the process by `signo`'s default action (async-signal-safe). */
 static void die_by(int signo) {
@@ -273,19 +271,15 @@ static void on_stop_signal(int signo) {
 /* Catches the stop signals for the run, leaving ignored ones ignored (a
  * job started with nohup or in the background); old[] to restore. */
 static void catch_stop_signals(struct sigaction old[STOP_SIGNALS]) {
-    struct sigaction sa, ignore;
+    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    memset(&ignore, 0, sizeof ignore);
     sa.sa_handler = on_stop_signal;
-    ignore.sa_handler = SIG_IGN;
     sigemptyset(&sa.sa_mask);
-    sigemptyset(&ignore.sa_mask);
     for (int i = 0; i < STOP_SIGNALS; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
     sa.sa_flags = SA_RESTART;
     for (int i = 0; i < STOP_SIGNALS; i++) {
         sigaction(stop_signals[i], NULL, &old[i]);
-        if (old[i].sa_handler != SIG_IGN)
-            sigaction(stop_signals[i], stop_signals[i] == SIGPIPE ? &ignore : &sa, NULL);
+        if (old[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &sa, NULL);
     }
 }
 
@@ -448,6 +442,10 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
 }
 
 int bg_cmd_train(int argc, char **argv) {
+    /* A closed pipe (`| head`, a `| tee` that was killed) costs the output,
+       not the run, which goes on and saves: a failed write is EPIPE, from
+       the first line printed on. */
+    signal(SIGPIPE, SIG_IGN);
     bg_train_config_t defaults = BG_TRAIN_CONFIG_INIT;
     train_options_t o = {.train = defaults};
     int show_help = 0;

@@ -566,6 +566,10 @@ rm -f "$T/piped.st"
     head -1 >/dev/null
 expect 2 "nothing to do: --resume is at step 40" -- train "$MODEL" --data synthetic --steps 40 \
     --batch 16 --resume "$T/piped.st"
+# Closed before the first line, too.
+"$BRIGADE" train "$MODEL" --data synthetic --steps 40 --batch 16 --save "$T/piped2.st" 2>&1 | true
+expect 2 "nothing to do: --resume is at step 40" -- train "$MODEL" --data synthetic --steps 40 \
+    --batch 16 --resume "$T/piped2.st"
 # Another tool's file (no brigade metadata) is weights at most.
 python3 - "$T/foreign.safetensors" <<'PY'
 import json, struct, sys
