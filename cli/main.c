@@ -69,6 +69,10 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--version") == 0) {
+        if (argc > 2) {
+            fprintf(stderr, "brigade: --version takes nothing after it, got '%s'\n", argv[2]);
+            return 2;
+        }
         printf("brigade %s (CUDA backend %s)\n", BG_VERSION,
                bg_cuda_built() ? "built, loaded when a GPU is asked for" : "not built");
         return 0;

@@ -1,3 +1,4 @@
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -142,9 +143,14 @@ bg_status_t bg_cli_parse_double(const char *option, const char *text, double min
     char *end = NULL;
     errno = 0;
     double value = strtod(text, &end);
-    /* strtod also reads hexadecimal ("0x10" is 16): not a number here. */
-    if (text[0] == '\0' || *end != '\0' || errno == ERANGE || !isfinite(value) ||
-        strpbrk(text, "xX") != NULL)
+    /* strtod also reads hexadecimal ("0x10" is 16) and skips leading space,
+       which the integer options refuse: neither is a number here. */
+    if (text[0] == '\0' || isspace((unsigned char)text[0]) || *end != '\0' ||
+        strpbrk(text, "xX") != NULL || (errno != ERANGE && !isfinite(value)))
+        return bg_error_set(BG_ERR_INVALID, "%s: expected a number, got '%s'", option, text);
+    if (errno == ERANGE && fabs(value) > 1) /* past a double (1e309), not a tiny one */
+        return bg_error_set(BG_ERR_INVALID, "%s: %s is outside %g..%g", option, text, min, max);
+    if (errno == ERANGE)
         return bg_error_set(BG_ERR_INVALID, "%s: expected a number, got '%s'", option, text);
     if (value < min || value > max)
         return bg_error_set(BG_ERR_INVALID, "%s: %g is outside %g..%g", option, value, min, max);

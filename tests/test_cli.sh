@@ -21,6 +21,7 @@ usage_error "unknown command 'frobnicate'" -- frobnicate
 expect 0 "" -- --version
 version=$(sed -n "s/^ *version : '\([^']*\)',\$/\1/p" "$ROOT/meson.build")
 stdout_has "brigade $version (CUDA backend " "brigade --version"
+usage_error "brigade: --version takes nothing after it, got 'extra'" -- --version extra
 expect 0 "" -- help train
 stdout_has "usage: brigade train MODEL" "brigade help train"
 usage_error "brigade: no command 'frobnicate' to explain" -- help frobnicate
@@ -169,6 +170,10 @@ usage_error "--batch: 99999999999999999999 is outside 1.." -- train "$MODEL" \
 usage_error "--lr: -1 is outside 0..1e+06" -- train "$MODEL" --lr -1
 usage_error "--lr: expected a number, got 'nan'" -- train "$MODEL" --lr nan
 usage_error "--lr: expected a number, got '0x10'" -- train "$MODEL" --lr 0x10
+# A leading space is refused, as the integer options refuse it; a number
+# past a double is out of range, not "not a number".
+usage_error "--lr: expected a number, got ' 3'" -- train "$MODEL" --lr ' 3'
+usage_error "--lr: 1e309 is outside 0..1e+06" -- train "$MODEL" --lr 1e309
 # A model whose parameters the host cannot hold: said so, with the count.
 printf 'input channels=3 height=4 width=4\nconv2d filters=2 kernel=1048575 padding=same\nflatten\ndense units=10\nsoftmax_cross_entropy\n' >"$T/huge.model"
 expect 1 "$T/huge.model: out of host memory for the model's " -- train "$T/huge.model" \
