@@ -106,6 +106,12 @@ typedef struct bg_cli_file {
  * real path and its name. */
 bg_status_t bg_cli_check_distinct(const bg_cli_file_t *files, int count);
 
+/* Appends to files[count..] the IDX files that --data `source` reads
+ * (bg_dataset_files: inputs named even before they exist, since an output
+ * there would shadow a .gz) and returns the new count; files has room for
+ * BG_DATASET_FILES more. The paths live until the next call. */
+int bg_cli_add_data_files(bg_cli_file_t *files, int count, const char *source);
+
 /* Formats a rate (samples/s) into buf: whole below 100 only to 3
  * significant digits ("0.0123", "8.4"), so that a slow model's is not "0". */
 const char *bg_cli_rate(double per_s, char *buf, size_t size);

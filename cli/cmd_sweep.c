@@ -183,11 +183,8 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
         {"--chart", o->chart, 1, NULL, 0},
     };
     /* A measured sweep reads the data's files: the chart must not replace one. */
-    static char data[BG_DATASET_FILES][BG_DATASET_PATH_MAX];
-    const int data_files = o->simulate ? 0 : bg_dataset_files(o->data, data);
-    for (int k = 0; k < data_files; k++)
-        files[4 + k] = (bg_cli_file_t){"--data", data[k], 0, NULL, 1};
-    BG_CHECK(bg_cli_check_distinct(files, 4 + data_files));
+    BG_CHECK(
+        bg_cli_check_distinct(files, o->simulate ? 4 : bg_cli_add_data_files(files, 4, o->data)));
     if (o->m_count == 0)
         return bg_error_set(BG_ERR_INVALID, "--microbatches LIST is required (e.g. 1,2,4,8)");
     if (o->placement.topology_path != NULL && !o->simulate)

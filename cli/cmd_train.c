@@ -227,11 +227,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         {"--timeline", o->timeline, 1, NULL, 0},
     };
     /* The data's files are inputs too: an output there would replace them. */
-    static char data[BG_DATASET_FILES][BG_DATASET_PATH_MAX];
-    const int data_files = bg_dataset_files(o->data, data);
-    for (int k = 0; k < data_files; k++)
-        files[8 + k] = (bg_cli_file_t){"--data", data[k], 0, NULL, 1};
-    return bg_cli_check_distinct(files, 8 + data_files);
+    return bg_cli_check_distinct(files, bg_cli_add_data_files(files, 8, o->data));
 }
 
 /* The signal that asked a run to stop (SIGINT, SIGTERM, SIGHUP), or 0: the run

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "dataset.h"
 #include "cli.h"
 #include "path.h"
 #include "placement.h"
@@ -296,6 +297,14 @@ static int same_file(const file_key_t *a, const file_key_t *b) {
     if (a->exists != b->exists) return 0;
     if (a->exists) return a->dev == b->dev && a->ino == b->ino;
     return strcmp(a->where, b->where) == 0;
+}
+
+int bg_cli_add_data_files(bg_cli_file_t *files, int count, const char *source) {
+    static char paths[BG_DATASET_FILES][BG_DATASET_PATH_MAX];
+    const int found = bg_dataset_files(source, paths);
+    for (int k = 0; k < found; k++)
+        files[count + k] = (bg_cli_file_t){"--data", paths[k], 0, NULL, 1};
+    return count + found;
 }
 
 bg_status_t bg_cli_check_distinct(const bg_cli_file_t *files, int count) {

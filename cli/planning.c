@@ -397,6 +397,13 @@ static int could_hold(const bg_cost_device_t *devices, int k, double state) {
     return capacity >= state;
 }
 
+/* Whether every device of the placement is CPU cores. */
+static int all_cores(const bg_placement_t *placement) {
+    for (int d = 0; d < placement->devices.count; d++)
+        if (placement->devices.devices[d].kind != BG_DEVICE_CPU) return 0;
+    return 1;
+}
+
 /* Tries k devices in place of the request's; returns 1 if the plan then
  * fits. The planner chooses the split (a given --split is for the
  * request's count). */
@@ -410,9 +417,7 @@ static int try_device_count(const bg_plan_t *failed, const bg_placement_t *place
     v.devices = k;
     bg_placement_cost_devices(placement, k, host_share, devices);
     if (!could_hold(devices, k, model_state_bytes(failed->model))) return 0;
-    int cores = 1;
-    for (int d = 0; d < placement->devices.count; d++)
-        cores &= placement->devices.devices[d].kind == BG_DEVICE_CPU;
+    const int cores = all_cores(placement);
     /* The options that give k devices: cores are there for the asking;
      * GPUs must be listed (--stages alone only picks among them). */
     char what[112], devices_option[48];
@@ -436,10 +441,8 @@ static int try_device_counts(const bg_plan_t *failed, const bg_placement_t *plac
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
     bg_cost_device_t *devices = calloc((size_t)most, sizeof *devices);
     if (devices == NULL) return 0;
-    int fits = 0, cores = 1;
-    for (int d = 0; d < placement->devices.count; d++)
-        cores &= placement->devices.devices[d].kind == BG_DEVICE_CPU;
-    if (cores && host_share && placement->device_mem == 0)
+    int fits = 0;
+    if (all_cores(placement) && host_share && placement->device_mem == 0)
         for (int k = r->devices - 1; !fits && k >= 1; k--)
             fits = try_device_count(failed, placement, host_share, k, devices, found);
     for (int k = r->devices + 1; !fits && k <= most && k * r->chunks <= r->spec->num_layers; k++)
