@@ -42,7 +42,9 @@ static const char help[] =
     "                     MNIST-format IDX files (plain or .gz)\n"
     "  --epochs E         passes over the training set (default 1)\n"
     "  --steps N          N optimizer steps in all, over as many epochs as they\n"
-    "                     take; with --epochs too, whichever ends first\n"
+    "                     take; with --epochs too, whichever ends first; 0 trains\n"
+    "                     nothing and only evaluates the weights (--load FILE's,\n"
+    "                     or the initial ones) on the test set\n"
     "  --batch B          samples per optimizer step (default 64)\n"
     "  --optimizer NAME   adam (default) or sgd\n"
     "  --lr X             learning rate (default: adam 0.001, sgd 0.01)\n"
@@ -115,6 +117,34 @@ static int is_option(const char *arg) {
     return 0;
 }
 
+/* What --steps 0 (no training, only the test set's evaluation) leaves
+ * without effect: the training's settings and outputs. */
+static const char *const training_only[] = {
+    "--epochs",     "--optimizer", "--lr",       "--momentum",     "--weight-decay", "--save",
+    "--save-every", "--trace",     "--timeline", "--record-steps", "--nan",          "--nan-limit",
+};
+
+#define TRAINING_ONLY (sizeof training_only / sizeof training_only[0])
+
+/* Refuses, with --steps 0, an option that would change nothing, and
+ * --resume, whose weights --load takes. */
+static bg_status_t check_evaluate_only(train_options_t *o, int argc, char **argv) {
+    if (o->resume != NULL)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--steps 0 evaluates and trains nothing, so --resume has no run to "
+                            "continue; --load %s evaluates its weights",
+                            o->resume);
+    for (int k = 1; k < argc; k++) /* values never start with "--" */
+        for (size_t i = 0; i < TRAINING_ONLY; i++)
+            if (strcmp(argv[k], training_only[i]) == 0)
+                return bg_error_set(BG_ERR_INVALID,
+                                    "%s changes nothing with --steps 0, which trains nothing "
+                                    "(it only evaluates the weights on the test set)",
+                                    training_only[i]);
+    o->train.record_steps = 0;
+    return BG_OK;
+}
+
 static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *show_help) {
     int64_t value;
     int epochs_given = 0, nan_limit_given = 0;
@@ -142,7 +172,8 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             o->train.epochs = (int)value;
             epochs_given = 1;
         } else if (strcmp(arg, "--steps") == 0) {
-            BG_CHECK(bg_cli_parse_int(arg, v, 1, INT64_MAX / 2, &o->train.steps));
+            BG_CHECK(bg_cli_parse_int(arg, v, 0, INT64_MAX / 2, &o->train.steps));
+            o->train.evaluate_only = o->train.steps == 0;
         } else if (strcmp(arg, "--batch") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->train.batch));
         } else if (strcmp(arg, "--optimizer") == 0) {
@@ -206,6 +237,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
                             "--topology %s describes another machine; train runs on this one "
                             "(plan or simulate it with --topology)",
                             o->placement.topology_path);
+    if (o->train.evaluate_only) BG_CHECK(check_evaluate_only(o, argc, argv));
     if (o->lr >= 0) bg_optimizer_set_lr(&o->train.optimizer, o->lr);
     /* --steps alone runs that many steps, not one epoch's worth at most. */
     if (o->train.steps > 0 && !epochs_given) o->train.epochs = 0;
@@ -391,11 +423,14 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     bg_cli_json_add_uint(root, "seed", o->train.seed);
     cJSON_AddNumberToObject(root, "steps", (double)r->steps);
     cJSON_AddNumberToObject(root, "first_step", (double)r->first_step);
-    cJSON_AddNumberToObject(root, "loss", r->loss);
+    /* A run of --steps 0 has no training figures, rather than zeros. */
+    if (!o->train.evaluate_only) cJSON_AddNumberToObject(root, "loss", r->loss);
     cJSON_AddNumberToObject(root, "test_loss", r->test_loss);
     cJSON_AddNumberToObject(root, "test_accuracy", r->test_accuracy);
-    cJSON_AddNumberToObject(root, "samples_per_s", r->samples_per_s);
-    cJSON_AddNumberToObject(root, "train_seconds", r->train_seconds);
+    if (!o->train.evaluate_only) {
+        cJSON_AddNumberToObject(root, "samples_per_s", r->samples_per_s);
+        cJSON_AddNumberToObject(root, "train_seconds", r->train_seconds);
+    }
     cJSON_AddStringToObject(root, "schedule", bg_schedule_kind_name(o->placement.schedule));
     cJSON_AddNumberToObject(root, "microbatches", o->placement.microbatches);
     cJSON_AddBoolToObject(root, "recompute", o->placement.recompute);
@@ -512,7 +547,12 @@ int bg_cmd_train(int argc, char **argv) {
                     "%016" PRIx64 "); its tensors have this model's names and shapes, so they "
                     "are loaded\n",
                     o.load, loaded.other_model, spec->fingerprint);
-        if (loaded.step > 0 && loaded.training_state)
+        if (o.train.evaluate_only && loaded.step > 0)
+            fprintf(stderr, "evaluating the weights of %s, saved at step %lld of its run\n", o.load,
+                    (long long)loaded.step);
+        else if (o.train.evaluate_only)
+            fprintf(stderr, "evaluating the weights of %s\n", o.load);
+        else if (loaded.step > 0 && loaded.training_state)
             fprintf(stderr,
                     "loading the weights of %s, saved at step %lld of its run; the optimizer "
                     "state, step count and data order start afresh (--resume continues that "
@@ -524,9 +564,13 @@ int bg_cmd_train(int argc, char **argv) {
         o.train.initial_params = params;
     }
     o.train.save_path = o.save;
-    fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s\n", o.model,
-            o.data, (long long)train->count, (long long)test->count, (long long)o.train.batch,
-            bg_optimizer_kind_name(o.train.optimizer.kind));
+    if (o.train.evaluate_only)
+        fprintf(stderr, "evaluating %s on %s: %lld test samples, batch %lld\n", o.model, o.data,
+                (long long)test->count, (long long)o.train.batch);
+    else
+        fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s\n",
+                o.model, o.data, (long long)train->count, (long long)test->count,
+                (long long)o.train.batch, bg_optimizer_kind_name(o.train.optimizer.kind));
     fputs("placement: ", stderr);
     bg_placement_describe(&o.placement, stderr);
     for (int s = 1; s < plan->partition->stages; s++)
@@ -564,6 +608,15 @@ int bg_cmd_train(int argc, char **argv) {
         printf("test accuracy: %.4f (test loss %.4f)\n", r.test_accuracy, r.test_loss);
     else
         printf("test accuracy: %.4f (test loss not finite)\n", r.test_accuracy);
+    if (o.train.evaluate_only) {
+        if (o.load != NULL)
+            printf("evaluated the weights of %s; trained nothing (--steps 0)\n", o.load);
+        else
+            printf("evaluated the initial weights (--seed %llu); trained nothing (--steps 0)\n",
+                   (unsigned long long)o.train.seed);
+        print_stages(&r);
+        goto outputs;
+    }
     const long long ran = (long long)(r.steps - r.first_step);
     printf("trained %lld step%s", ran, ran == 1 ? "" : "s");
     if (r.first_step > 0)
@@ -600,6 +653,7 @@ int bg_cmd_train(int argc, char **argv) {
             printf("timeline written to %s\n", o.timeline);
         }
     }
+outputs:
     if (o.save != NULL && r.saved_step > 0)
         printf("saved the training state at step %lld to %s\n", (long long)r.saved_step, o.save);
     if (o.metrics != NULL) {

@@ -48,7 +48,7 @@ static bg_status_t check_config(const bg_train_config_t *cfg) {
     if (cfg->batch < 1)
         return bg_error_set(BG_ERR_INVALID, "--batch must be >= 1, got %lld",
                             (long long)cfg->batch);
-    if (cfg->epochs < 1 && cfg->steps < 1)
+    if (cfg->epochs < 1 && cfg->steps < 1 && !cfg->evaluate_only)
         return bg_error_set(BG_ERR_INVALID, "nothing to do: --epochs 0 and no --steps");
     if (cfg->train->count < 1 || cfg->test->count < 1)
         return bg_error_set(BG_ERR_INVALID, "the training or test set is empty");
@@ -84,7 +84,7 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total) {
                             "--resume: the run was saved at sample %lld of its epoch, past the "
                             "%lld of this data (a resumed run continues on the same data)",
                             (long long)rs->position, (long long)cfg->train->count);
-    if (rs->step >= total)
+    if (rs->step >= total && !cfg->evaluate_only)
         return bg_error_set(BG_ERR_INVALID,
                             "nothing to do: --resume is at step %lld and this run ends at step "
                             "%lld (--steps and --epochs count from the run's start)",
@@ -157,7 +157,10 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                             "has at most %d",
                             (long long)cfg->steps, (long long)whole, (long long)train->count,
                             (long long)batch, BG_TRAIN_MAX_EPOCHS);
-    const int64_t total = bg_train_total_steps(cfg, train->count);
+    /* An evaluation ends where it starts: at the resumed step, or 0. */
+    const int64_t total = !cfg->evaluate_only   ? bg_train_total_steps(cfg, train->count)
+                          : cfg->resume != NULL ? cfg->resume->step
+                                                : 0;
     const int epochs = (int)((total + per_epoch - 1) / per_epoch);
     BG_CHECK(check_resume(cfg, total));
 

@@ -39,10 +39,11 @@ enum { BG_TRAIN_MAX_EPOCHS = 1000000 };
 typedef struct bg_train_config {
     const bg_model_spec_t *spec;
     const bg_dataset_t *train, *test;
-    int64_t batch; /* samples per optimizer step */
-    int epochs;    /* passes over the training set */
-    int64_t steps; /* if > 0, stop after this many steps in all */
-    uint64_t seed; /* initialisation and shuffling */
+    int64_t batch;     /* samples per optimizer step */
+    int epochs;        /* passes over the training set */
+    int64_t steps;     /* if > 0, stop after this many steps in all */
+    int evaluate_only; /* train no step: only evaluate the weights on the test set */
+    uint64_t seed;     /* initialisation and shuffling */
     bg_optimizer_config_t optimizer;
     const float *initial_params; /* if not NULL, spec->total_params values to start from */
     /* Placement; the defaults are one CPU device, one micro-batch. */

@@ -183,7 +183,7 @@ usage_error "--epochs needs a value" -- train "$MODEL" --epochs
 usage_error "--epochs: -1 is outside 1..1000000" -- train "$MODEL" --epochs -1
 # Not "as many as --steps takes", which is what --steps alone means.
 usage_error "--epochs: 0 is outside 1..1000000" -- train "$MODEL" --epochs 0 --steps 3
-usage_error "--steps: 0 is outside 1..4611686018427387903" -- train "$MODEL" --steps 0
+usage_error "--steps: -1 is outside 0..4611686018427387903" -- train "$MODEL" --steps -1
 usage_error "--momentum: 2 is outside 0..1" -- train "$MODEL" --momentum 2
 # Momentum is SGD's: with Adam (the default) it would be ignored.
 usage_error "--momentum is an SGD setting; this run uses --optimizer adam" -- \
@@ -296,6 +296,7 @@ assert math.isfinite(m["loss"]) and m["loss"] > 0, m["loss"]
 assert 0 <= m["test_accuracy"] <= 1, m["test_accuracy"]
 assert m["samples_per_s"] > 0, m["samples_per_s"]
 ' "$M"
+    grep '^test accuracy: ' "$OUT" >"$T/accuracy.trained"
     # Not a terminal: plain progress lines, no carriage returns or escapes.
     check "plain 'epoch' progress lines on stderr" grep -q '^epoch 1/1 step 3/3' "$ERR"
     tr -d '\r\033' <"$ERR" >"$T/stderr.plain"
@@ -334,6 +335,40 @@ r = lines[at + 1].split()
 peak, parts = float(r[3]), [float(x) for x in r[4:10]]
 assert abs(sum(parts) - peak) <= 0.035 and parts[1] == parts[0] > 0, (peak, parts)
 ' "$OUT"
+
+# --steps 0 trains nothing and evaluates the weights: those saved at the
+# end of the run above score as that run's own evaluation did, to the last
+# digit, and so on two stages (whose micro-batches sum the test loss in
+# another order, but within the printed digits).
+M0=$T/M0.json
+if expect 0 "evaluating the weights of $W, saved at step 3 of its run" -- train "$MODEL" \
+    --data synthetic --batch 16 --steps 0 --load "$W" --metrics "$M0"; then
+    check "--steps 0 --load: the test accuracy and loss of the run that saved the weights" \
+        sh -c "grep '^test accuracy: ' '$OUT' | cmp -s - '$T/accuracy.trained'"
+    stdout_has "evaluated the weights of $W; trained nothing (--steps 0)" "train --steps 0"
+    check "--steps 0: the metrics have no training figures, and steps 0" python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["steps"] == 0 and 0 <= m["test_accuracy"] <= 1, m
+for key in ("loss", "samples_per_s", "train_seconds"):
+    assert key not in m, key
+' "$M0"
+fi
+expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0 --load "$W" \
+    --devices cpu:2 --microbatches 4
+check "--steps 0 on two stages, 4 micro-batches: the same test accuracy" \
+    sh -c "grep '^test accuracy: ' '$OUT' | cmp -s - '$T/accuracy.trained'"
+expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0
+stdout_has "evaluated the initial weights (--seed 1); trained nothing (--steps 0)" \
+    "train --steps 0 without --load"
+for option in "--lr 0.1" "--epochs 2" "--save $T/never.safetensors" "--record-steps 2" \
+    "--nan skip" "--optimizer sgd"; do
+    # shellcheck disable=SC2086 # the option and its value, split
+    usage_error "${option%% *} changes nothing with --steps 0, which trains nothing" -- \
+        train "$MODEL" --data synthetic --steps 0 $option
+done
+usage_error "--steps 0 evaluates and trains nothing, so --resume has no run to continue; --load $W evaluates its weights" \
+    -- train "$MODEL" --data synthetic --steps 0 --resume "$W"
 
 # A truncated checkpoint is bad input naming the file.
 head -c 100 "$W" >"$T/corrupt.safetensors"
