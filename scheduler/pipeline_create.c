@@ -96,7 +96,9 @@ static bg_status_t create_schedules(bg_pipeline_t *p) {
     sc.forward_only = 1;
     BG_CHECK(bg_schedule_create(&sc, &p->eval));
     for (int s = 0; s < p->stages; s++) {
+        /* The schedule is valid and s in range: -1 is out of memory. */
         p->slots[s] = bg_schedule_stash_slots(p->train, s);
+        if (p->slots[s] < 0) return bg_error_prefix(BG_ERR_NOMEM, "pipeline: ");
         if (p->slots[s] < 1) p->slots[s] = 1;
         p->last_gradient_mb[s] = bg_schedule_last_gradient_microbatch(p->train, s);
         if (p->last_gradient_mb[s] < 0)

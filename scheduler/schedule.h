@@ -159,7 +159,8 @@ bg_status_t bg_schedule_validate(const bg_schedule_t *schedule);
  * forward-only schedules (nothing is kept for a backward). The schedule
  * must be valid (bg_schedule_create's are; validate hand-built ones first):
  * this reads one device's list, O(its ops + M), without validating it.
- * -1 for a NULL schedule or a stage out of range (message set). */
+ * -1 for a NULL schedule, a stage out of range, or no memory for the
+ * window's flags (message set). */
 int bg_schedule_stash_slots(const bg_schedule_t *schedule, int stage);
 
 /* The kind of op that adds to the weight gradients: W when the schedule

@@ -176,7 +176,7 @@ static double duration(const sim_state_t *st, const bg_op_t *op, double slowdown
     case BG_OP_WEIGHT:
         return (cost(c->weight, s) + cost(c->recompute, s) + weight_check(st, op)) *
                stretch(st, STRETCH_WEIGHT, s, mb) * slowdown;
-    case BG_OP_STEP: break; /* one event per stage: commit_step */
+    case BG_OP_STEP: break; /* one event per stage: commit_op */
     }
     return 0;
 }

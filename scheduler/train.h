@@ -94,8 +94,8 @@ typedef struct bg_train_result {
     bg_pipeline_stage_info_t *stage_info; /* per stage, at the end; bg_train_result_free */
     bg_timeline_t *timeline;              /* the recorded steps, or NULL; idem */
     int64_t skipped_steps;                /* steps skipped for non-finite values */
-    int64_t saved_step;                   /* step of the last checkpoint written, or 0 */
     char nan_report[320];                 /* where the last of them was found */
+    int64_t saved_step;                   /* step of the last checkpoint written, or 0 */
 } bg_train_result_t;
 
 /* Trains, evaluates, and leaves the final parameters in `final_params`

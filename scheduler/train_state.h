@@ -17,10 +17,11 @@
  *             size, which a resumed run must share), brigade.epoch_loss_sum
  *             and brigade.epoch_steps (that epoch's losses so far, so a
  *             resumed run reports the epoch's mean loss as an unbroken one
- *             would) and brigade.skipped_steps (steps skipped for
- *             non-finite values so far, which --nan-limit counts). The
- *             last five are absent from checkpoints written before they
- *             were added; such files load with them 0.
+ *             would), brigade.skipped_steps (steps skipped for
+ *             non-finite values so far, which --nan-limit counts) and
+ *             brigade.seed (the run's --seed). The last six are absent
+ *             from checkpoints written before they were added; such files
+ *             load with them 0 (and the seed as not saved).
  *
  * A checkpoint belongs to its model (the fingerprint is checked) but not to a
  * placement: weights are per layer, so a run may resume on other devices,

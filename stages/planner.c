@@ -75,7 +75,10 @@ static bg_status_t plan_fill(bg_plan_t *p) {
     p->device = calloc((size_t)k, sizeof *p->device);
     if (p->stash_slots == NULL || p->first_layer == NULL || p->device == NULL)
         return bg_error_set(BG_ERR_NOMEM, "planner: out of memory for %d stages", stages);
-    for (int s = 0; s < stages; s++) p->stash_slots[s] = bg_schedule_stash_slots(p->schedule, s);
+    for (int s = 0; s < stages; s++) { /* a valid schedule: -1 is out of memory */
+        p->stash_slots[s] = bg_schedule_stash_slots(p->schedule, s);
+        if (p->stash_slots[s] < 0) return bg_error_prefix(BG_ERR_NOMEM, "planner: ");
+    }
     memcpy(p->device, r->device, sizeof *p->device * (size_t)k);
     if (r->links != NULL) {
         p->links = malloc(sizeof *p->links * (size_t)(k * k));

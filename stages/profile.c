@@ -192,6 +192,7 @@ typedef struct channel_end {
     double *sent_at, *woke_at; /* rounds: own send done; own return from send */
     double *ready_at;          /* rounds: own receive ready */
     bg_status_t status;
+    char message[1024]; /* the second thread's, when it failed: messages are per thread */
 } channel_end_t;
 
 static bg_status_t run_end(channel_end_t *e) {
@@ -222,6 +223,7 @@ static void *peer_main(void *arg) {
     if (e->topology != NULL && bg_topology_bind_thread(e->topology, e->core) != BG_OK)
         bg_error_clear();
     e->status = run_end(e);
+    if (e->status != BG_OK) snprintf(e->message, sizeof e->message, "%s", bg_error_message());
     return NULL;
 }
 
@@ -278,7 +280,10 @@ static bg_status_t measure_crossing(bg_backend_t *be, const bg_profile_config_t 
     }
     pthread_join(peer, NULL);
     BG_CHECK_GOTO(ends[0].status, st, done);
-    BG_CHECK_GOTO(ends[1].status, st, done);
+    if (ends[1].status != BG_OK) {
+        st = bg_error_set(ends[1].status, "%s", ends[1].message);
+        goto done;
+    }
     /* After warm-up, both directions: a send of one end, the receive of the
      * other (asleep since the pause began). */
     double send[2 * ROUNDS_MAX], recv[2 * ROUNDS_MAX], handoff[2 * ROUNDS_MAX],

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -195,6 +196,7 @@ typedef struct co_runner {
     atomic_int active;    /* inside its rounds */
     atomic_int finished;  /* co_run has returned (failed, unless asked to stop) */
     bg_status_t status;   /* read after joining it */
+    char message[1024];   /* its message when it failed: messages are per thread */
 } co_runner_t;
 
 static void pause_briefly(void) { nanosleep(&(struct timespec){0, 20000}, NULL); }
@@ -288,6 +290,7 @@ static void *co_runner_main(void *arg) {
         bg_topology_bind_thread(co->cfg->topology, co->cfg->peer_core) != BG_OK)
         bg_error_clear();
     co->status = co_run(co);
+    if (co->status != BG_OK) snprintf(co->message, sizeof co->message, "%s", bg_error_message());
     atomic_store(&co->finished, 1);
     atomic_store(&co->ready, 1);
     sem_post(&co->op_done); /* a waiter, if any, sees it finished */
@@ -503,8 +506,8 @@ done:
         pthread_join(thread, NULL);
         /* Its own error, with its message, unless this thread failed first. */
         if (co.status != BG_OK && (st == BG_OK || st == BG_ERR_INTERNAL))
-            st =
-                bg_error_set(co.status, "profile: the co-runner on core %d failed", cfg->peer_core);
+            st = bg_error_set(co.status, "profile: the co-runner on core %d failed: %s",
+                              cfg->peer_core, co.message);
     }
     if (semaphore) sem_destroy(&co.op_done);
     for (int p = 0; p < PARTS; p++) {
