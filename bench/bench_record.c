@@ -12,12 +12,13 @@
 #include "channel.h"
 #include "dataset.h"
 #include "pipeline.h"
+#include "monotonic.h"
 
 enum { BATCH = 64, STEPS_PER_BLOCK = 40 };
 
 static double run_block(bg_pipeline_t *p, const bg_dataset_t *data, const float *images,
                         int64_t numel) {
-    double start = bg_channel_clock();
+    double start = bg_monotonic_seconds();
     for (int k = 0; k < STEPS_PER_BLOCK; k++) {
         bg_pipeline_result_t r;
         int64_t at = (int64_t)(k % (data->count / BATCH)) * BATCH;
@@ -26,7 +27,7 @@ static double run_block(bg_pipeline_t *p, const bg_dataset_t *data, const float 
             exit(1);
         }
     }
-    return (bg_channel_clock() - start) / STEPS_PER_BLOCK;
+    return (bg_monotonic_seconds() - start) / STEPS_PER_BLOCK;
 }
 
 int main(int argc, char **argv) {

@@ -237,7 +237,7 @@ static bg_status_t measure(const sweep_context_t *c, const bg_plan_t *plan, bg_t
     cfg.chunks = plan->request.chunks;
     cfg.microbatches = plan->request.microbatches;
     cfg.batch = o->batch;
-    cfg.split = plan->partition->stages > 1 ? plan->first_layer + 1 : NULL;
+    cfg.split = bg_plan_split(plan);
     cfg.recompute = o->placement.recompute;
     bg_pipeline_t *p = NULL;
     bg_timeline_t *tl = NULL;
@@ -263,10 +263,8 @@ static bg_status_t measure(const sweep_context_t *c, const bg_plan_t *plan, bg_t
     }
     BG_CHECK_GOTO(bg_pipeline_record(p, NULL), st, done);
     for (int s = 0; s < bg_pipeline_stage_count(p); s++) {
-        bg_pipeline_stage_info_t info = bg_pipeline_stage_info(p, s);
-        const bg_stage_memory_t *mem = &info.memory;
-        peaks[s] = mem->params + mem->grads + mem->optimizer + mem->stash_peak + mem->buffers +
-                   mem->workspace + info.channel_bytes;
+        const bg_pipeline_stage_info_t info = bg_pipeline_stage_info(p, s);
+        peaks[s] = bg_pipeline_stage_peak_bytes(&info);
     }
     *out = tl;
     tl = NULL;

@@ -385,14 +385,6 @@ static bg_status_t resume_seed(train_options_t *o, const bg_train_state_t *saved
     return BG_OK;
 }
 
-/* What a stage held at its peak: everything but the stash is fixed; the
- * stash peaks with the most micro-batches in flight. */
-static size_t stage_peak_bytes(const bg_pipeline_stage_info_t *info) {
-    const bg_stage_memory_t *m = &info->memory;
-    return m->params + m->grads + m->optimizer + m->stash_peak + m->buffers + m->workspace +
-           info->channel_bytes;
-}
-
 static void print_stages(const bg_train_result_t *r) {
     printf("%5s  %-8s %-10s %10s %10s %10s %10s %10s %10s %10s %8s\n", "stage", "layers", "device",
            "peak MiB", "params", "grads", "optimizer", "stash", "buffers", "other", "in flight");
@@ -403,10 +395,10 @@ static void print_stages(const bg_train_result_t *r) {
         snprintf(layers, sizeof layers, "%d-%d", info->first_layer, info->last_layer - 1);
         const bg_stage_memory_t *m = &info->memory;
         printf("%5d  %-8s %-10s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %8d\n", s, layers,
-               info->device_name, (double)stage_peak_bytes(info) / mib, (double)m->params / mib,
-               (double)m->grads / mib, (double)m->optimizer / mib, (double)m->stash_peak / mib,
-               (double)m->buffers / mib, (double)(m->workspace + info->channel_bytes) / mib,
-               m->peak_in_flight);
+               info->device_name, (double)bg_pipeline_stage_peak_bytes(info) / mib,
+               (double)m->params / mib, (double)m->grads / mib, (double)m->optimizer / mib,
+               (double)m->stash_peak / mib, (double)m->buffers / mib,
+               (double)(m->workspace + info->channel_bytes) / mib, m->peak_in_flight);
     }
     printf("(peak MiB is the sum of the columns from params to other; other: the slots of the "
            "channels into the stage and the ops' workspace)\n");
@@ -443,7 +435,7 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
         for (int l = info->first_layer; layers != NULL && l < info->last_layer; l++)
             cJSON_AddItemToArray(layers, cJSON_CreateNumber(l));
         cJSON_AddStringToObject(stage, "device", info->device_name);
-        bg_cli_json_add_uint(stage, "peak_bytes", stage_peak_bytes(info));
+        bg_cli_json_add_uint(stage, "peak_bytes", bg_pipeline_stage_peak_bytes(info));
         const bg_cost_memory_t measured = {.params = m->params,
                                            .grads = m->grads,
                                            .optimizer = m->optimizer,
@@ -590,7 +582,7 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.schedule = o.placement.schedule;
     o.train.chunks = o.placement.chunks;
     o.train.microbatches = o.placement.microbatches;
-    o.train.split = plan->partition->stages > 1 ? plan->first_layer + 1 : NULL;
+    o.train.split = bg_plan_split(plan);
     o.train.recompute = o.placement.recompute;
     o.train.stop = &stop_signal;
     struct sigaction old_handlers[STOP_SIGNALS];
@@ -634,7 +626,8 @@ int bg_cmd_train(int argc, char **argv) {
     if (r.timeline != NULL && r.timeline->steps > 0) {
         size_t *peaks = calloc((size_t)r.stages, sizeof *peaks);
         BG_ALLOC_CHECK_GOTO(peaks, st, fail);
-        for (int s = 0; s < r.stages; s++) peaks[s] = stage_peak_bytes(&r.stage_info[s]);
+        for (int s = 0; s < r.stages; s++)
+            peaks[s] = bg_pipeline_stage_peak_bytes(&r.stage_info[s]);
         st = bg_timeline_summarize(r.timeline, &summary);
         if (st == BG_OK) {
             printf("\nlast %d step%s, as recorded:\n", r.timeline->steps,

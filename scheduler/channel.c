@@ -76,7 +76,7 @@ static void poll_unlocked(bg_channel_t *ch, double until) {
     const unsigned seen = atomic_load_explicit(&ch->changes, memory_order_relaxed);
     pthread_mutex_unlock(&ch->lock);
     while (atomic_load_explicit(&ch->changes, memory_order_acquire) == seen &&
-           bg_channel_clock() < until)
+           bg_monotonic_seconds() < until)
         spin_pause();
     pthread_mutex_lock(&ch->lock);
 }
@@ -103,8 +103,6 @@ static struct timespec *make_deadline(const bg_channel_t *ch, struct timespec *o
     }
     return out;
 }
-
-double bg_channel_clock(void) { return bg_monotonic_seconds(); }
 
 /* A host buffer for staging, on NUMA node `node` where the channel has a
  * topology; whole pages either way, so that no two buffers (each pinned on
@@ -216,9 +214,9 @@ static channel_slot_t *reserve_slot(bg_channel_t *ch, int want, int *aborted, in
         for (int i = 0; i < ch->capacity && slot == NULL; i++)
             if (ch->slots[i].microbatch == want) slot = &ch->slots[i];
         if (slot != NULL) break;
-        if (!*blocked && ch->poll_s > 0) poll_until = bg_channel_clock() + ch->poll_s;
+        if (!*blocked && ch->poll_s > 0) poll_until = bg_monotonic_seconds() + ch->poll_s;
         *blocked = 1;
-        if (poll_until > 0 && bg_channel_clock() < poll_until)
+        if (poll_until > 0 && bg_monotonic_seconds() < poll_until)
             poll_unlocked(ch, poll_until);
         else
             stalled = wait_until(ch, deadline);
@@ -234,7 +232,7 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
                             size_t bytes, bg_channel_timing_t *timing, bg_channel_sent_t *sent) {
     if (sent != NULL) sent->slot = NULL;
     if (timing != NULL) {
-        timing->call = bg_channel_clock();
+        timing->call = bg_monotonic_seconds();
         timing->ready_mark = timing->link_start = timing->link_end = -1;
     }
     if (bytes > ch->slot_bytes)
@@ -248,7 +246,7 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
                             "%s: no room to send micro-batch %d for %.3g s (stall timeout)",
                             ch->name, microbatch, ch->timeout_s);
     if (timing != NULL) {
-        timing->ready = bg_channel_clock();
+        timing->ready = bg_monotonic_seconds();
         timing->blocked = blocked;
         /* The GPU may have run dry while the host waited. */
         if (blocked && ch->on_device && timing->clock != NULL)
@@ -269,7 +267,7 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     pthread_mutex_lock(&ch->lock);
     slot->microbatch = st == BG_OK ? microbatch : SLOT_FREE;
     slot->bytes = bytes;
-    if (timing != NULL) timing->done = bg_channel_clock();
+    if (timing != NULL) timing->done = bg_monotonic_seconds();
     announce(ch);
     pthread_mutex_unlock(&ch->lock);
     if (st != BG_OK || !ch->on_device || bytes == 0) return st;
@@ -328,7 +326,7 @@ bg_status_t bg_channel_wait_sent(bg_backend_t *be, bg_channel_sent_t *sent) {
 bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, void *dst,
                             size_t capacity, size_t *bytes, bg_channel_timing_t *timing) {
     if (timing != NULL) {
-        timing->call = bg_channel_clock();
+        timing->call = bg_monotonic_seconds();
         timing->ready_mark = -1;
     }
     int aborted, blocked;
@@ -339,7 +337,7 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
                             "%s: micro-batch %d did not arrive within %.3g s (stall timeout)",
                             ch->name, microbatch, ch->timeout_s);
     if (timing != NULL) {
-        timing->ready = bg_channel_clock();
+        timing->ready = bg_monotonic_seconds();
         timing->blocked = blocked;
     }
     bg_status_t st = BG_OK;
@@ -353,7 +351,7 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     else if (slot->bytes > 0)
         st = be->ops->upload(be, dst, slot->data, slot->bytes);
     *bytes = slot->bytes;
-    if (timing != NULL) timing->done = bg_channel_clock();
+    if (timing != NULL) timing->done = bg_monotonic_seconds();
     pthread_mutex_lock(&ch->lock);
     slot->microbatch = SLOT_FREE;
     announce(ch);
@@ -373,10 +371,6 @@ void bg_channel_reset(bg_channel_t *ch) {
     ch->aborted = 0;
     for (int i = 0; i < ch->capacity; i++) ch->slots[i].microbatch = SLOT_FREE;
     pthread_mutex_unlock(&ch->lock);
-}
-
-int bg_channel_ring_slots(int devices, int microbatches, int from, int to) {
-    return from % devices == to % devices ? microbatches : 2;
 }
 
 size_t bg_channel_bytes(const bg_channel_t *ch) { return (size_t)ch->capacity * ch->slot_bytes; }

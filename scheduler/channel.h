@@ -54,9 +54,6 @@ typedef struct bg_channel_timing {
  * thread can have a core of its own. */
 #define BG_CHANNEL_POLL_S 50e-6
 
-/* The clock of bg_channel_timing_t (CLOCK_MONOTONIC, seconds). */
-double bg_channel_clock(void);
-
 typedef struct bg_channel_config {
     size_t slot_bytes; /* largest message */
     int capacity;      /* slots in the ring, >= 1 */
@@ -126,7 +123,7 @@ bg_status_t bg_channel_time_links(bg_channel_t *ch, int messages);
  * without. Waits for the copies still running on their streams. */
 bg_status_t bg_channel_restart_links(bg_channel_t *ch);
 
-/* The bg_channel_clock() times at which a send's copy started and ended
+/* The bg_monotonic_seconds() times at which a send's copy started and ended
  * on the GPUs (its timing's link_start and link_end, marks since the last
  * restart): through host memory from the start of the first leg, on the
  * sender's GPU, to the end of the second, on the receiver's. Waits for
@@ -150,13 +147,6 @@ void bg_channel_abort(bg_channel_t *ch);
 
 /* Drops pending messages and clears an abort (between steps). */
 void bg_channel_reset(bg_channel_t *ch);
-
-/* Ring slots of the channel between adjacent stages `from` and `to` with K
- * devices and M micro-batches, stage s on device s % K: M when both stages
- * share a device (the thread hands over to itself and must never wait on
- * itself), else 2 (double buffering). The executor sizes its channels by
- * this and the cost model counts their bytes by it. */
-int bg_channel_ring_slots(int devices, int microbatches, int from, int to);
 
 /* Bytes the ring holds (capacity * slot_bytes), for the memory report: host
  * memory, or the receiver's GPU memory for a channel between CUDA

@@ -12,6 +12,7 @@
 
 #include "alloc.h"
 #include "pipeline_impl.h"
+#include "monotonic.h"
 
 static void abort_channels(bg_pipeline_t *p) {
     pthread_mutex_lock(&p->lock);
@@ -201,7 +202,7 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
         at += (int)p->micro_size[mb];
     }
     const int recording = p->record != NULL && job == JOB_TRAIN;
-    p->job_start = bg_channel_clock();
+    p->job_start = bg_monotonic_seconds();
     if (recording) {
         if (p->recorded_steps == 0) p->origin = p->job_start;
         for (int d = 0; d < p->devices; d++) p->event_count[d] = 0;
@@ -220,7 +221,7 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
     while (p->remaining > 0) pthread_cond_wait(&p->done, &p->lock);
     bg_status_t st = p->status;
     pthread_mutex_unlock(&p->lock);
-    double job_end = bg_channel_clock();
+    double job_end = bg_monotonic_seconds();
     p->record = record;
     if (st != BG_OK) {
         for (int s = 0; s + 1 < p->stages; s++) {
@@ -348,6 +349,12 @@ bg_pipeline_stage_info_t bg_pipeline_stage_info(const bg_pipeline_t *p, int s) {
     if (s > 0) info.channel_bytes += bg_channel_bytes(p->forward[s - 1]);
     if (s + 1 < p->stages) info.channel_bytes += bg_channel_bytes(p->backward[s]);
     return info;
+}
+
+size_t bg_pipeline_stage_peak_bytes(const bg_pipeline_stage_info_t *info) {
+    const bg_stage_memory_t *m = &info->memory;
+    return m->params + m->grads + m->optimizer + m->stash_peak + m->buffers + m->workspace +
+           info->channel_bytes;
 }
 
 bg_status_t bg_pipeline_download_params(bg_pipeline_t *p, float *host) {

@@ -112,6 +112,10 @@ bg_status_t bg_pipeline_evaluate(bg_pipeline_t *p, const float *images, const in
 
 int bg_pipeline_stage_count(const bg_pipeline_t *p);
 bg_pipeline_stage_info_t bg_pipeline_stage_info(const bg_pipeline_t *p, int stage);
+
+/* What a stage held at its peak: everything but the stash is fixed, and
+ * the stash peaks with the most micro-batches in flight. */
+size_t bg_pipeline_stage_peak_bytes(const bg_pipeline_stage_info_t *info);
 const bg_schedule_t *bg_pipeline_schedule(const bg_pipeline_t *p);
 
 /* Records every following training step into `tl` (created with

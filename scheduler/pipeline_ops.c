@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "pipeline_impl.h"
+#include "monotonic.h"
 
 /* A moment of a device's work: the host's clock, and on a GPU being
  * recorded the clock mark enqueued then (-1: none). */
@@ -25,7 +26,7 @@ static int gpu_mark(bg_pipeline_t *p, int device) {
 }
 
 static stamp_t stamp(bg_pipeline_t *p, int device) {
-    return (stamp_t){bg_channel_clock(), gpu_mark(p, device)};
+    return (stamp_t){bg_monotonic_seconds(), gpu_mark(p, device)};
 }
 
 /* Records one event of `device` when recording and returns it (NULL when
@@ -124,7 +125,7 @@ static bg_status_t log_check(bg_pipeline_t *p, int s, int mb, int layer, const c
     if (w->check_count == w->check_capacity)
         return bg_error_set(BG_ERR_INTERNAL, "more than %d NaN checks on device %s in one step",
                             w->check_capacity, p->cfg.devices->devices[w->device].name);
-    w->checks[w->check_count] = (nan_check_t){s, mb, layer, what, bg_channel_clock()};
+    w->checks[w->check_count] = (nan_check_t){s, mb, layer, what, bg_monotonic_seconds()};
     *tag = w->check_count++;
     return BG_OK;
 }
@@ -455,9 +456,9 @@ bg_status_t bg_pipeline_run_device(bg_pipeline_t *p, int device) {
     for (int i = 0; i < schedule->op_counts[device]; i++) {
         const bg_op_t *op = &schedule->ops[device][i];
         flight_entry_t *e = &w->recent[w->recent_count++ % RECORDER_DEPTH];
-        *e = (flight_entry_t){*op, bg_channel_clock() - p->job_start, -1, 0};
+        *e = (flight_entry_t){*op, bg_monotonic_seconds() - p->job_start, -1, 0};
         bg_status_t st = run_op(p, device, op);
-        e->end = bg_channel_clock() - p->job_start;
+        e->end = bg_monotonic_seconds() - p->job_start;
         e->failed = st != BG_OK;
         if (st != BG_OK) {
             if (op->kind == BG_OP_STEP)

@@ -592,6 +592,10 @@ int bg_schedule_last_gradient_microbatch(const bg_schedule_t *s, int stage) {
     return last;
 }
 
+int bg_schedule_ring_slots(int devices, int microbatches, int from, int to) {
+    return from % devices == to % devices ? microbatches : 2;
+}
+
 int bg_schedule_stash_slots(const bg_schedule_t *schedule, int stage) {
     const bg_schedule_t *s = schedule;
     if (!stage_readable(s, stage, "bg_schedule_stash_slots")) return -1;

@@ -163,6 +163,14 @@ bg_status_t bg_schedule_validate(const bg_schedule_t *schedule);
  * window's flags (message set). */
 int bg_schedule_stash_slots(const bg_schedule_t *schedule, int stage);
 
+/* Ring slots of the channel between adjacent stages `from` and `to` with K
+ * devices and M micro-batches, stage s on device s % K: M when both stages
+ * share a device (the thread hands over to itself and must never wait on
+ * itself), else 2 (double buffering). The executor sizes its channels by
+ * this, and the cost model and the simulator count their bytes and
+ * slots by it. */
+int bg_schedule_ring_slots(int devices, int microbatches, int from, int to);
+
 /* The kind of op that adds to the weight gradients: W when the schedule
  * splits the backward (zb-h1), else B. */
 bg_op_kind_t bg_schedule_gradient_kind(const bg_schedule_t *schedule);

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "channel.h"
+#include "schedule.h"
 
 /* An interval in which a device ran an op, of kind BG_SIM_AFTER_*. */
 typedef struct sim_busy {
@@ -633,7 +633,7 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     st.busy_count = calloc(devices, sizeof(int));
     st.busy_kept = calloc(devices, sizeof(int));
     for (int b = 0; st.ring != NULL && b + 1 < st.stages; b++)
-        st.ring[b] = bg_channel_ring_slots(schedule->devices, st.microbatches, b, b + 1);
+        st.ring[b] = bg_schedule_ring_slots(schedule->devices, st.microbatches, b, b + 1);
     bg_status_t status = BG_OK;
     if (!st.activation_ready || !st.gradient_ready || !st.forward_done || !st.backward_done ||
         !st.forward_link || !st.backward_link || !st.device_free || !st.pc || !st.pending ||

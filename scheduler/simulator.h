@@ -17,7 +17,7 @@
  * the receiving device, beside its ops). Time a device spends waiting for
  * an input is recorded as a WAIT event with the peer stage.
  *
- * Channels are rings of bg_channel_ring_slots() slots, as the executor's
+ * Channels are rings of bg_schedule_ring_slots() slots, as the executor's
  * (two between devices, M within one): a send takes a slot when it starts
  * copying, and the receive frees it once it has copied the message in. A
  * sender that finds every slot taken waits (a WAIT with the receiver's

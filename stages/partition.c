@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "channel.h"
+#include "schedule.h"
 #include "timeline.h"
 
 /* Stages and layers beyond which the (stage, layer) tables would not be
@@ -37,8 +37,8 @@ static bg_cost_stage_t stage_slots(const context_t *c, int s) {
     const int k = cfg->devices, mb = bg_cost_model_config(cfg->model)->microbatches;
     bg_cost_stage_t stage = {
         .stash_slots = cfg->stash_slots != NULL ? cfg->stash_slots[s] : 1,
-        .input_channel_slots = s > 0 ? bg_channel_ring_slots(k, mb, s - 1, s) : 0,
-        .grad_channel_slots = s + 1 < c->stages ? bg_channel_ring_slots(k, mb, s + 1, s) : 0,
+        .input_channel_slots = s > 0 ? bg_schedule_ring_slots(k, mb, s - 1, s) : 0,
+        .grad_channel_slots = s + 1 < c->stages ? bg_schedule_ring_slots(k, mb, s + 1, s) : 0,
     };
     if (stage.stash_slots < 1) stage.stash_slots = 1;
     return stage;

@@ -212,6 +212,10 @@ bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
     return BG_OK;
 }
 
+const int *bg_plan_split(const bg_plan_t *plan) {
+    return plan->partition->stages > 1 ? plan->first_layer + 1 : NULL;
+}
+
 int bg_plan_bottleneck_stage(const bg_plan_t *p) {
     const bg_partition_t *part = p->partition;
     int worst = 0;

@@ -114,6 +114,10 @@ void bg_plan_destroy(bg_plan_t *plan);
 /* The stage with the largest time per micro-batch (the first of equals). */
 int bg_plan_bottleneck_stage(const bg_plan_t *plan);
 
+/* The plan's cut as a pipeline takes it (bg_pipeline_config_t.split): the
+ * first layer of stages 1..S-1, or NULL for one stage. */
+const int *bg_plan_split(const bg_plan_t *plan);
+
 /* The link that carries stage `from`'s sends to stage `to`: between their
  * devices (stage s runs on device s % K). */
 const bg_cost_link_t *bg_plan_link(const bg_plan_t *plan, int from, int to);

@@ -15,11 +15,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "channel.h"
 #include "cpu/backend_cpu.h"
 #include "profile_impl.h"
 #include "rng.h"
 #include "stage.h"
+#include "monotonic.h"
 
 /* Buffers standing for the channels' ring slots at the stage's two ends. */
 typedef struct range_bench {
@@ -69,23 +69,23 @@ static bg_status_t forward_group(range_bench_t *b, int64_t n, int count, int fir
                                  range_samples_t *rs) {
     bg_backend_t *be = b->be;
     for (int k = 0; k < count; k++) {
-        double t0 = bg_channel_clock();
+        double t0 = bg_monotonic_seconds();
         if (b->first > 0)
             BG_CHECK(be->ops->upload(be, bg_stage_slot_input(b->stage, k), b->in, b->in_bytes));
-        double t1 = bg_channel_clock();
+        double t1 = bg_monotonic_seconds();
         /* The first stage loads its samples before each forward, as the
          * executor does: part of its forward here. */
         if (b->first == 0) BG_CHECK(bg_stage_load_slot(b->stage, k, n, b->in, NULL));
         /* The loss, if the range ends with it, is left on the device as
          * the executor leaves it (read once per round, below). */
         BG_CHECK(bg_stage_forward_slot_deferred(b->stage, k, n, 1, -1));
-        double t2 = bg_channel_clock();
+        double t2 = bg_monotonic_seconds();
         /* The executor checks what it sends for NaN and Inf, then copies. */
         const void *y = bg_stage_slot_output(b->stage, k);
         if (b->last < b->layers) BG_CHECK(be->ops->mark_nonfinite(be, b->out_numel, y, 0));
-        double t3 = bg_channel_clock();
+        double t3 = bg_monotonic_seconds();
         if (b->last < b->layers) BG_CHECK(be->ops->download(be, b->out, y, b->out_bytes));
-        double t4 = bg_channel_clock();
+        double t4 = bg_monotonic_seconds();
         note(rs, PART_RECV, t1 - t0);
         note(rs, PART_FORWARD, t2 - t1);
         if (first_part >= 0 && k == 0) note(rs, first_part, t2 - t1);
@@ -102,17 +102,17 @@ static bg_status_t backward_group(range_bench_t *b, int64_t n, int count, int m,
                                   range_samples_t *rs) {
     bg_backend_t *be = b->be;
     for (int k = 0; k < count; k++) {
-        double t0 = bg_channel_clock();
+        double t0 = bg_monotonic_seconds();
         if (b->last < b->layers)
             BG_CHECK(be->ops->upload(be, bg_stage_output_grad(b->stage), b->grad_in, b->out_bytes));
-        double t1 = bg_channel_clock();
+        double t1 = bg_monotonic_seconds();
         BG_CHECK(bg_stage_backward_slot(b->stage, k, n, 1.0 / (double)(n * m)));
-        double t2 = bg_channel_clock();
+        double t2 = bg_monotonic_seconds();
         const void *dx = bg_stage_input_grad(b->stage);
         if (b->first > 0) BG_CHECK(be->ops->mark_nonfinite(be, b->in_numel, dx, 0));
-        double t3 = bg_channel_clock();
+        double t3 = bg_monotonic_seconds();
         if (b->first > 0) BG_CHECK(be->ops->download(be, b->grad_out, dx, b->in_bytes));
-        double t4 = bg_channel_clock();
+        double t4 = bg_monotonic_seconds();
         note(rs, PART_GRAD_RECV, t1 - t0);
         note(rs, PART_BACKWARD, t2 - t1);
         if (first_part >= 0 && k == 0) note(rs, first_part, t2 - t1);
@@ -138,10 +138,10 @@ static bg_status_t update(range_bench_t *b, range_samples_t *rs) {
     int64_t correct;
     BG_CHECK(b->be->ops->take_nonfinite(b->be, &marked));
     BG_CHECK(b->be->ops->take_loss(b->be, &loss, &correct));
-    double t0 = bg_channel_clock();
+    double t0 = bg_monotonic_seconds();
     BG_CHECK(bg_stage_step(b->stage));
     BG_CHECK(bg_stage_zero_grads(b->stage));
-    note(rs, PART_UPDATE, bg_channel_clock() - t0);
+    note(rs, PART_UPDATE, bg_monotonic_seconds() - t0);
     return BG_OK;
 }
 
@@ -159,9 +159,9 @@ static bg_status_t run_round(range_bench_t *b, int64_t n, range_samples_t *rs) {
         BG_CHECK(backward_group(b, n, group, m, -1, rs));
     }
     /* The check after the last backward, as the executor's. */
-    double t0 = bg_channel_clock();
+    double t0 = bg_monotonic_seconds();
     BG_CHECK(bg_stage_mark_nonfinite_grads(b->stage, 0));
-    note(rs, PART_WEIGHT_CHECK, bg_channel_clock() - t0);
+    note(rs, PART_WEIGHT_CHECK, bg_monotonic_seconds() - t0);
     return update(b, rs);
 }
 

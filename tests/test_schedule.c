@@ -768,8 +768,18 @@ static void test_destroy_half_built(void **state) {
     bg_schedule_destroy(s); /* some lists */
 }
 
+/* Two slots between devices; M where both stages share a device. */
+static void test_ring_slots(void **state) {
+    (void)state;
+    assert_int_equal(bg_schedule_ring_slots(2, 8, 0, 1), 2);
+    assert_int_equal(bg_schedule_ring_slots(2, 8, 1, 2), 2);
+    assert_int_equal(bg_schedule_ring_slots(1, 8, 0, 1), 8);
+    assert_int_equal(bg_schedule_ring_slots(2, 3, 1, 3), 3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ring_slots),
         cmocka_unit_test(test_kind_parse),
         cmocka_unit_test(test_gpipe_ops),
         cmocka_unit_test(test_1f1b_ops),
