@@ -19,6 +19,7 @@
 #include "byte_order.h"
 #include "layer.h"
 #include "safetensors.h"
+#include "parse.h"
 
 enum { NAME_CAPACITY = 32 };
 enum { CRC_DIGITS = 8 };
@@ -477,15 +478,13 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
     {
         const char *text = bg_safetensors_metadata(st_file, "brigade.step");
         if (text != NULL) {
-            char *end = NULL;
-            errno = 0;
-            long long value = strtoll(text, &end, 10);
-            if (text[0] == '\0' || *end != '\0' || value < 0 || errno == ERANGE) {
+            uint64_t value;
+            if (!bg_parse_digits(text, strlen(text), INT64_MAX, &value)) {
                 st = bg_error_set(BG_ERR_PARSE, "%s: brigade.step is '%s', not a step count", path,
                                   text);
                 goto done;
             }
-            found_info.step = value;
+            found_info.step = (int64_t)value;
             const char *kind = bg_safetensors_metadata(st_file, "brigade.kind");
             found_info.training_state = kind != NULL && strcmp(kind, "training-state") == 0;
         }

@@ -6,17 +6,13 @@
 #include <string.h>
 
 #include "cuda/backend_cuda.h"
+#include "parse.h"
 
-/* Parses a whole decimal number in [min, max] from text[0..len). */
+/* A whole decimal number in [min, max] from text[0..len). */
 static int parse_count(const char *text, size_t len, int min, int max, int *out) {
-    if (len == 0 || len > 6) return 0;
-    int value = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] < '0' || text[i] > '9') return 0;
-        value = value * 10 + (text[i] - '0');
-    }
-    if (value < min || value > max) return 0;
-    *out = value;
+    uint64_t value;
+    if (!bg_parse_digits(text, len, (uint64_t)max, &value) || value < (uint64_t)min) return 0;
+    *out = (int)value;
     return 1;
 }
 

@@ -1,4 +1,5 @@
 #include "topology.h"
+#include "parse.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -35,21 +36,16 @@ static int cuda_osdev(hwloc_obj_t child, int *n, uint64_t *kib, const char **kib
     if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == NULL ||
         strncmp(child->name, "cuda", 4) != 0)
         return 0;
-    /* strtol, not sscanf's %d, which is undefined past INT_MAX. */
+    /* Not sscanf's %d, which is undefined past INT_MAX. */
     const char *digits = child->name + 4;
-    if (*digits >= '0' && *digits <= '9') {
-        char *end = NULL;
-        errno = 0;
-        const long number = strtol(digits, &end, 10);
-        if (*end == '\0' && errno == 0 && number <= INT_MAX) *n = (int)number;
-    }
+    uint64_t number;
+    if (bg_parse_digits(digits, strlen(digits), INT_MAX, &number)) *n = (int)number;
     const char *text = hwloc_obj_get_info_by_name(child, "CUDAGlobalMemorySize");
     *kib_text = text;
-    if (text == NULL || text[0] < '0' || text[0] > '9') return 1;
-    char *rest = NULL;
-    errno = 0;
-    const unsigned long long value = strtoull(text, &rest, 10);
-    if (*rest == '\0' && errno == 0 && value > 0 && value <= GPU_MEMORY_MAX_KIB) *kib = value;
+    uint64_t value;
+    if (text != NULL && bg_parse_digits(text, strlen(text), GPU_MEMORY_MAX_KIB, &value) &&
+        value > 0)
+        *kib = value;
     return 1;
 }
 

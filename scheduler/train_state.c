@@ -12,6 +12,7 @@
 #include "byte_order.h"
 #include "checkpoint.h"
 #include "train.h"
+#include "parse.h"
 
 enum { STATE_NAME = 64 };
 
@@ -134,26 +135,14 @@ done:
     return status;
 }
 
-/* Whether `text` is a whole decimal number up to `max`, into *out: digits
- * only (strtoull alone would take a sign or leading spaces, and clamp an
- * overflow to its largest value). */
-static int parse_whole(const char *text, uint64_t max, uint64_t *out) {
-    if (text == NULL || text[0] < '0' || text[0] > '9') return 0;
-    char *end = NULL;
-    errno = 0;
-    const unsigned long long value = strtoull(text, &end, 10);
-    if (*end != '\0' || errno == ERANGE || value > max) return 0;
-    *out = (uint64_t)value;
-    return 1;
-}
-
 /* A decimal metadata value, or a parse error naming the key; `optional`:
  * a missing key is 0. */
 static bg_status_t metadata_count(const char *path, const bg_safetensors_t *file, const char *key,
                                   int optional, int least, int64_t *out) {
     const char *text = bg_safetensors_metadata(file, key);
     uint64_t value = 0;
-    if (!(text == NULL && optional) && !parse_whole(text, INT64_MAX, &value))
+    const int parsed = text != NULL && bg_parse_digits(text, strlen(text), INT64_MAX, &value);
+    if (!(text == NULL && optional) && !parsed)
         return bg_error_set(BG_ERR_PARSE, "%s: metadata '%s' is missing or not a count", path, key);
     if (text != NULL && value < (uint64_t)least)
         return bg_error_set(BG_ERR_PARSE, "%s: metadata '%s' is %s; it is at least %d", path, key,
@@ -169,7 +158,7 @@ static bg_status_t metadata_seed(const char *path, const bg_safetensors_t *file,
     const char *text = bg_safetensors_metadata(file, "brigade.seed");
     st->seed_saved = text != NULL;
     st->seed = 0;
-    if (text != NULL && !parse_whole(text, UINT64_MAX, &st->seed))
+    if (text != NULL && !bg_parse_digits(text, strlen(text), UINT64_MAX, &st->seed))
         return bg_error_set(BG_ERR_PARSE, "%s: metadata 'brigade.seed' is not a whole number",
                             path);
     return BG_OK;
