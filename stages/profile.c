@@ -32,7 +32,7 @@ static double profile_median(double *values, int n) {
     return values[n / 2];
 }
 
-double profile_typical(double *values, int n) {
+double bg_profile_typical(double *values, int n) {
     const double limit = 3.0 * profile_median(values, n);
     double sum = 0;
     int kept = 0;
@@ -147,14 +147,14 @@ static bg_status_t measure_layers(bg_backend_t *be, const bg_profile_config_t *c
     for (int i = 0; i < n; i++) {
         bg_layer_profile_t *l = &p->layer[i];
         const size_t at = (size_t)i * (size_t)ls.capacity;
-        l->forward_s = profile_typical(ls.sample[OP_FORWARD] + at, ls.count[OP_FORWARD]);
+        l->forward_s = bg_profile_typical(ls.sample[OP_FORWARD] + at, ls.count[OP_FORWARD]);
         l->backward_data_s =
-            profile_typical(ls.sample[OP_BACKWARD_DATA] + at, ls.count[OP_BACKWARD_DATA]);
+            bg_profile_typical(ls.sample[OP_BACKWARD_DATA] + at, ls.count[OP_BACKWARD_DATA]);
         l->backward_weights_s =
-            profile_typical(ls.sample[OP_BACKWARD_WEIGHTS] + at, ls.count[OP_BACKWARD_WEIGHTS]);
-        l->update_s = profile_typical(ls.sample[OP_UPDATE] + at, ls.count[OP_UPDATE]);
+            bg_profile_typical(ls.sample[OP_BACKWARD_WEIGHTS] + at, ls.count[OP_BACKWARD_WEIGHTS]);
+        l->update_s = bg_profile_typical(ls.sample[OP_UPDATE] + at, ls.count[OP_UPDATE]);
         l->weight_check_s =
-            profile_typical(ls.sample[OP_WEIGHT_CHECK] + at, ls.count[OP_WEIGHT_CHECK]);
+            bg_profile_typical(ls.sample[OP_WEIGHT_CHECK] + at, ls.count[OP_WEIGHT_CHECK]);
     }
 done:
     bg_stage_destroy(stage);
@@ -228,7 +228,7 @@ static void *peer_main(void *arg) {
     return NULL;
 }
 
-/* Typical figures (profile_typical) of one message size's exchanges, both
+/* Typical figures (bg_profile_typical) of one message size's exchanges, both
  * directions together. */
 typedef struct crossing {
     double send, recv, handoff, wake;
@@ -297,8 +297,8 @@ static bg_status_t measure_crossing(bg_backend_t *be, const bg_profile_config_t 
             handoff[n] = times[1 - s][4][k] - times[s][2][k];
             wake[n] = times[s][3][k] - times[s][2][k];
         }
-    *out = (crossing_t){profile_typical(send, n), profile_typical(recv, n),
-                        profile_typical(handoff, n), profile_typical(wake, n)};
+    *out = (crossing_t){bg_profile_typical(send, n), bg_profile_typical(recv, n),
+                        bg_profile_typical(handoff, n), bg_profile_typical(wake, n)};
 done:
     bg_channel_destroy(ab);
     bg_channel_destroy(ba);
@@ -325,8 +325,8 @@ static bg_status_t measure_channels(bg_backend_t *be, const bg_profile_config_t 
         handoff[count] = c.handoff;
         wake[count++] = c.wake;
     }
-    p->handoff_s = profile_typical(handoff, count);
-    p->wake_s = profile_typical(wake, count);
+    p->handoff_s = bg_profile_typical(handoff, count);
+    p->wake_s = bg_profile_typical(wake, count);
 done:
     free(handoff);
     free(wake);
@@ -393,7 +393,7 @@ bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **ou
     BG_CHECK_GOTO(bg_backend_cpu_create(&cpu, &be), st, fail);
     BG_CHECK_GOTO(measure_layers(be, cfg, p), st, fail);
     BG_CHECK_GOTO(measure_channels(be, cfg, p), st, fail);
-    BG_CHECK_GOTO(profile_measure_stages(be, cfg, p), st, fail);
+    BG_CHECK_GOTO(bg_profile_measure_stages(be, cfg, p), st, fail);
     p->copy_bytes_per_s = measure_copy();
     bg_backend_destroy(be);
     *out = p;

@@ -81,7 +81,7 @@ typedef struct bg_stage_after_wait {
  * micro-batches in flight (profile_stages.c): per micro-batch its forward,
  * backward (dX and dW) and the copies around them; its update per step.
  * Each figure is the mean over passes of each pass's typical round
- * (profile_typical: the mean, outliers left out). */
+ * (bg_profile_typical: the mean, outliers left out). */
 typedef struct bg_stage_profile {
     int first, last, slots;
     double forward_s, backward_s, update_s; /* update_s zeroes the gradients too */

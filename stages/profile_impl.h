@@ -14,13 +14,13 @@ enum { PROFILE_WARMUP = 2 };
  * many ops, and the median of such a sum follows the ops' means, which on
  * a loaded machine lie a few percent above their medians (timings skew
  * right: docs/sim-accuracy-log.md, "Means, not medians"). */
-double profile_typical(double *values, int n);
+double bg_profile_typical(double *values, int n);
 
 /* Measures every layer range [first, last) as a stage at each of the slot
  * counts 1, 2 and M (those <= M) into p->stage; nothing for models of more
  * than BG_PROFILE_MAX_STAGE_LAYERS layers. With cfg->split, only the
  * ranges of its stages, at any model size. */
-bg_status_t profile_measure_stages(bg_backend_t *be, const bg_profile_config_t *cfg,
-                                   bg_profile_t *p);
+bg_status_t bg_profile_measure_stages(bg_backend_t *be, const bg_profile_config_t *cfg,
+                                      bg_profile_t *p);
 
 #endif /* BG_PROFILE_IMPL_H */

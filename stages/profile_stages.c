@@ -405,7 +405,7 @@ done:
     return st;
 }
 
-/* The typical figures (profile_typical) of one pass's rounds of a range,
+/* The typical figures (bg_profile_typical) of one pass's rounds of a range,
  * part by part, summed over the passes made so far. */
 typedef struct range_figures {
     double alone[PARTS], loaded[PARTS], waited[PARTS];
@@ -494,10 +494,10 @@ static bg_status_t time_range_pass(bg_backend_t *be, const bg_profile_config_t *
         time_allocation(be, cfg, &b, labels, rounds, &rs, running ? &co : NULL, &load, &waited), st,
         done);
     for (int p = 0; p < PARTS; p++) {
-        fig->alone[p] += profile_typical(rs.sample[p], rs.count[p]);
+        fig->alone[p] += bg_profile_typical(rs.sample[p], rs.count[p]);
         if (!running) continue;
-        fig->loaded[p] += profile_typical(load.sample[p], load.count[p]);
-        fig->waited[p] += profile_typical(waited.sample[p], waited.count[p]);
+        fig->loaded[p] += bg_profile_typical(load.sample[p], load.count[p]);
+        fig->waited[p] += bg_profile_typical(waited.sample[p], waited.count[p]);
     }
     fig->passes++;
 done:
@@ -603,8 +603,8 @@ static bg_status_t stage_ranges(const bg_profile_config_t *cfg, int (**range)[2]
     return BG_OK;
 }
 
-bg_status_t profile_measure_stages(bg_backend_t *be, const bg_profile_config_t *cfg,
-                                   bg_profile_t *p) {
+bg_status_t bg_profile_measure_stages(bg_backend_t *be, const bg_profile_config_t *cfg,
+                                      bg_profile_t *p) {
     const int n = cfg->spec->num_layers;
     int(*range)[2], ranges;
     BG_CHECK(stage_ranges(cfg, &range, &ranges));

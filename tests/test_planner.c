@@ -760,14 +760,14 @@ static void test_measured_stage_costs(void **state) {
 static void test_profile_typical(void **state) {
     (void)state;
     double skewed[] = {1.3, 1.0, 1.0, 1.1, 1.6};
-    assert_true(close_to(profile_typical(skewed, 5), 1.2)); /* the median is 1.1 */
-    double preempted[] = {2.0, 2.0, 2.2, 9.0, 1.8};         /* 9.0 > 3 x 2.0 */
-    assert_true(close_to(profile_typical(preempted, 5), 2.0));
+    assert_true(close_to(bg_profile_typical(skewed, 5), 1.2)); /* the median is 1.1 */
+    double preempted[] = {2.0, 2.0, 2.2, 9.0, 1.8};            /* 9.0 > 3 x 2.0 */
+    assert_true(close_to(bg_profile_typical(preempted, 5), 2.0));
     double at_limit[] = {1.0, 3.0, 1.0}; /* 3 x 1.0 is kept */
-    assert_true(close_to(profile_typical(at_limit, 3), 5.0 / 3));
+    assert_true(close_to(bg_profile_typical(at_limit, 3), 5.0 / 3));
     double one = 4e-6;
-    assert_true(close_to(profile_typical(&one, 1), 4e-6));
-    assert_true(profile_typical(NULL, 0) == 0);
+    assert_true(close_to(bg_profile_typical(&one, 1), 4e-6));
+    assert_true(bg_profile_typical(NULL, 0) == 0);
 }
 
 int main(void) {
