@@ -140,13 +140,9 @@ static bg_status_t save_checkpoint(const bg_train_config_t *cfg, bg_pipeline_t *
     return bg_train_state_save(cfg->save_path, cfg->spec, save);
 }
 
-bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result,
-                         float *final_params) {
-    BG_CHECK(check_config(cfg));
-    const bg_dataset_t *train = cfg->train;
-    const int64_t batch = cfg->batch;
-    const int64_t numel = bg_shape_numel(train->shape);
-    const int64_t per_epoch = (train->count + batch - 1) / batch;
+/* The step the run ends at (bg_train_total_steps; for an evaluation, the
+ * step it starts at), refusing runs longer than BG_TRAIN_MAX_EPOCHS. */
+static bg_status_t run_length(const bg_train_config_t *cfg, int64_t per_epoch, int64_t *total) {
     const int64_t whole = whole_epochs(cfg, per_epoch);
     if (cfg->epochs > BG_TRAIN_MAX_EPOCHS)
         return bg_error_set(BG_ERR_INVALID, "--epochs %d: a run has at most %d", cfg->epochs,
@@ -155,30 +151,21 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
         return bg_error_set(BG_ERR_INVALID,
                             "--steps %lld takes %lld epochs of %lld samples at batch %lld; a run "
                             "has at most %d",
-                            (long long)cfg->steps, (long long)whole, (long long)train->count,
-                            (long long)batch, BG_TRAIN_MAX_EPOCHS);
-    /* An evaluation ends where it starts: at the resumed step, or 0. */
-    const int64_t total = !cfg->evaluate_only   ? bg_train_total_steps(cfg, train->count)
-                          : cfg->resume != NULL ? cfg->resume->step
-                                                : 0;
-    const int epochs = (int)((total + per_epoch - 1) / per_epoch);
-    BG_CHECK(check_resume(cfg, total));
+                            (long long)cfg->steps, (long long)whole, (long long)cfg->train->count,
+                            (long long)cfg->batch, BG_TRAIN_MAX_EPOCHS);
+    *total = !cfg->evaluate_only   ? bg_train_total_steps(cfg, cfg->train->count)
+             : cfg->resume != NULL ? cfg->resume->step
+                                   : 0;
+    return BG_OK;
+}
 
-    bg_status_t st = BG_OK;
-    bg_pipeline_t *pipe = NULL;
-    bg_train_result_t r = {0};
-    bg_train_state_t save = {0};
-    float *images = malloc(sizeof(float) * (size_t)(batch * numel));
-    int32_t *labels = malloc(sizeof(int32_t) * (size_t)batch);
-    int64_t *order = malloc(sizeof(int64_t) * (size_t)train->count);
-    BG_ALLOC_CHECK_GOTO(images, st, done);
-    BG_ALLOC_CHECK_GOTO(labels, st, done);
-    BG_ALLOC_CHECK_GOTO(order, st, done);
-
+/* The pipeline of cfg's placement, with cfg's initial weights or a resumed
+ * run's weights, optimizer state and step count. */
+static bg_status_t open_pipeline(const bg_train_config_t *cfg, bg_pipeline_t **out) {
     bg_device_list_t one_cpu;
     const bg_device_list_t *devices = cfg->devices;
     if (devices == NULL) {
-        BG_CHECK_GOTO(bg_device_list_parse("cpu", 1, &one_cpu), st, done);
+        BG_CHECK(bg_device_list_parse("cpu", 1, &one_cpu));
         devices = &one_cpu;
     }
     bg_pipeline_config_t pc = BG_PIPELINE_CONFIG_INIT;
@@ -188,42 +175,149 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     pc.schedule = cfg->schedule;
     pc.chunks = cfg->chunks;
     pc.microbatches = cfg->microbatches;
-    pc.batch = batch;
+    pc.batch = cfg->batch;
     pc.split = cfg->split;
     pc.recompute = cfg->recompute;
     pc.seed = cfg->seed;
     pc.optimizer = cfg->optimizer;
     pc.stall_timeout_s = cfg->stall_timeout_s;
     pc.allow_tf32 = cfg->allow_tf32;
-    BG_CHECK_GOTO(bg_pipeline_create(&pc, &pipe), st, done);
+    bg_pipeline_t *pipe = NULL;
+    BG_CHECK(bg_pipeline_create(&pc, &pipe));
+    bg_status_t st = BG_OK;
+    const bg_train_state_t *rs = cfg->resume;
     if (cfg->initial_params != NULL)
-        BG_CHECK_GOTO(bg_pipeline_upload_params(pipe, cfg->initial_params), st, done);
+        BG_CHECK_GOTO(bg_pipeline_upload_params(pipe, cfg->initial_params), st, fail);
+    if (rs != NULL) {
+        BG_CHECK_GOTO(bg_pipeline_upload_params(pipe, rs->params), st, fail);
+        for (int k = 0; k < rs->states; k++)
+            BG_CHECK_GOTO(bg_pipeline_upload_optimizer_state(pipe, k, rs->state[k]), st, fail);
+        bg_pipeline_set_steps(pipe, rs->optimizer_steps);
+    }
+    *out = pipe;
+    return BG_OK;
+fail:
+    bg_pipeline_destroy(pipe);
+    return st;
+}
+
+/* What --nan asks of a step whose loss or gradients were not finite: with
+ * skip, counts it (the step was skipped on every stage) and goes on up to
+ * nan_limit; else an error that stops the run. `step` is 1-based. */
+static bg_status_t nonfinite_step(const bg_train_config_t *cfg, const bg_pipeline_result_t *loss,
+                                  int64_t step, int epoch, bg_train_result_t *r) {
+    const char *where = loss->skipped ? loss->nan_report : "the loss is not finite";
+    if (!cfg->nan_skip)
+        return bg_error_set(BG_ERR_NUMERIC,
+                            "step %lld (epoch %d): %s; no stage took the step (--nan skip would "
+                            "go on)",
+                            (long long)step, epoch, where);
+    r->skipped_steps++;
+    snprintf(r->nan_report, sizeof r->nan_report, "step %lld: %s", (long long)step, where);
+    if (r->skipped_steps > cfg->nan_limit)
+        return bg_error_set(BG_ERR_NUMERIC,
+                            "%lld steps skipped for non-finite values, more than --nan-limit "
+                            "%lld; the last: %s",
+                            (long long)r->skipped_steps, (long long)cfg->nan_limit, r->nan_report);
+    return BG_OK;
+}
+
+/* The error a stop signal ends the run with, after step `step`. */
+static bg_status_t interrupted(const bg_train_config_t *cfg, int64_t step, int64_t total) {
+    if (cfg->save_path != NULL)
+        return bg_error_set(BG_ERR_INTERRUPTED,
+                            "interrupted after step %lld of %lld; the training state is saved "
+                            "in %s (go on with --resume %s)",
+                            (long long)step, (long long)total, cfg->save_path, cfg->save_path);
+    return bg_error_set(BG_ERR_INTERRUPTED,
+                        "interrupted after step %lld of %lld; nothing is saved (--save FILE "
+                        "keeps the training state)",
+                        (long long)step, (long long)total);
+}
+
+/* After a stop for non-finite values (status `st`, message set): saves the
+ * state as the failing step found it, `good`, which no stage changed, and
+ * says so in the message; returns st. */
+static bg_status_t save_before_nan(const bg_train_config_t *cfg, bg_pipeline_t *pipe,
+                                   bg_train_state_t *save, const run_point_t *good,
+                                   int64_t first_step, bg_status_t st) {
+    if (cfg->save_path == NULL) return st;
+    if (good->step == first_step)
+        return bg_error_suffix(st, "; nothing new to save (the run made no step)");
+    char why[1024];
+    snprintf(why, sizeof why, "%s", bg_error_message());
+    if (save_checkpoint(cfg, pipe, save, good) == BG_OK)
+        return bg_error_set(st, "%s; the training state before step %lld is saved in %s", why,
+                            (long long)good->step + 1, cfg->save_path);
+    char save_why[512]; /* copied: bg_error_set writes the buffer it is read from */
+    snprintf(save_why, sizeof save_why, "%s", bg_error_message());
+    return bg_error_set(st, "%s; saving the training state before it failed: %s", why, save_why);
+}
+
+/* The closing figures: the samples/s of this process's steps (the last
+ * batch of an epoch may be short), the test set's evaluation, the final
+ * weights into `final_params` (if not NULL) and each stage's memory. */
+static bg_status_t finish(const bg_train_config_t *cfg, bg_pipeline_t *pipe, bg_train_result_t *r,
+                          float *final_params) {
+    const int64_t batch = cfg->batch, count = cfg->train->count;
+    const int64_t per_epoch = (count + batch - 1) / batch;
+    int64_t samples = 0;
+    for (int64_t k = r->first_step; k < r->steps; k++) {
+        const int64_t at = (k % per_epoch) * batch;
+        samples += count - at < batch ? count - at : batch;
+    }
+    r->samples_per_s = r->train_seconds > 0 ? (double)samples / r->train_seconds : 0;
+    BG_CHECK(bg_train_evaluate(pipe, batch, cfg->test, &r->test_loss, &r->test_accuracy));
+    if (final_params != NULL) BG_CHECK(bg_pipeline_download_params(pipe, final_params));
+    r->stages = bg_pipeline_stage_count(pipe);
+    r->stage_info = calloc((size_t)r->stages, sizeof *r->stage_info);
+    if (r->stage_info == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory (stage info)");
+    for (int s = 0; s < r->stages; s++) r->stage_info[s] = bg_pipeline_stage_info(pipe, s);
+    return BG_OK;
+}
+
+bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result,
+                         float *final_params) {
+    BG_CHECK(check_config(cfg));
+    const bg_dataset_t *train = cfg->train;
+    const int64_t batch = cfg->batch;
+    const int64_t per_epoch = (train->count + batch - 1) / batch;
+    int64_t total = 0;
+    BG_CHECK(run_length(cfg, per_epoch, &total));
+    const int epochs = (int)((total + per_epoch - 1) / per_epoch);
+    BG_CHECK(check_resume(cfg, total));
+
+    bg_status_t st = BG_OK;
+    bg_pipeline_t *pipe = NULL;
+    bg_train_result_t r = {0};
+    bg_train_state_t save = {0};
+    const int64_t numel = bg_shape_numel(train->shape);
+    float *images = malloc(sizeof(float) * (size_t)(batch * numel));
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)batch);
+    int64_t *order = malloc(sizeof(int64_t) * (size_t)train->count);
+    BG_ALLOC_CHECK_GOTO(images, st, done);
+    BG_ALLOC_CHECK_GOTO(labels, st, done);
+    BG_ALLOC_CHECK_GOTO(order, st, done);
+    BG_CHECK_GOTO(open_pipeline(cfg, &pipe), st, done);
     if (cfg->record_steps > 0)
         BG_CHECK_GOTO(bg_pipeline_timeline_create(pipe, &r.timeline), st, done);
+    BG_CHECK_GOTO(bg_train_state_init(&save, cfg->spec, &cfg->optimizer), st, done);
 
-    /* Shuffling has its own stream, apart from the per-layer init streams. */
+    /* Where the run starts: its beginning, or where the resumed one stood,
+     * with that epoch's losses so far and the steps skipped. Shuffling has
+     * its own stream, apart from the per-layer init streams. */
+    const bg_train_state_t *rs = cfg->resume;
     bg_rng_t shuffle;
     bg_rng_seed(&shuffle, cfg->seed, UINT64_C(0x5348554646));
-    int64_t step = 0, first_position = 0;
-    int first_epoch = 1;
-    if (cfg->resume != NULL) {
-        const bg_train_state_t *rs = cfg->resume;
-        BG_CHECK_GOTO(bg_pipeline_upload_params(pipe, rs->params), st, done);
-        for (int k = 0; k < rs->states; k++)
-            BG_CHECK_GOTO(bg_pipeline_upload_optimizer_state(pipe, k, rs->state[k]), st, done);
-        bg_pipeline_set_steps(pipe, rs->optimizer_steps);
-        shuffle = rs->shuffle_rng;
-        step = rs->step;
-        first_epoch = rs->epoch;
-        first_position = rs->position;
-    }
-    /* The epoch's losses so far, and the steps skipped, resumed with it. */
-    r.skipped_steps = cfg->resume != NULL ? cfg->resume->skipped_steps : 0;
-    double resumed_loss = cfg->resume != NULL ? cfg->resume->epoch_loss_sum : 0;
-    int64_t resumed_steps = cfg->resume != NULL ? cfg->resume->epoch_steps : 0;
-    const int64_t first_step = step;
-    BG_CHECK_GOTO(bg_train_state_init(&save, cfg->spec, &cfg->optimizer), st, done);
-    double start = bg_monotonic_seconds();
+    if (rs != NULL) shuffle = rs->shuffle_rng;
+    int64_t step = rs != NULL ? rs->step : 0;
+    const int64_t first_step = step, first_position = rs != NULL ? rs->position : 0;
+    const int first_epoch = rs != NULL ? rs->epoch : 1;
+    r.skipped_steps = rs != NULL ? rs->skipped_steps : 0;
+    const double resumed_loss = rs != NULL ? rs->epoch_loss_sum : 0;
+    const int64_t resumed_steps = rs != NULL ? rs->epoch_steps : 0;
+
+    const double start = bg_monotonic_seconds();
     double epoch_loss = 0;
     int64_t epoch_steps = 0;
     run_point_t last_good = {0};
@@ -238,7 +332,6 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
         for (; at < train->count && step < total; at += batch) {
             int64_t n = train->count - at < batch ? train->count - at : batch;
             bg_dataset_gather(train, order + at, n, images, labels);
-            bg_pipeline_result_t loss;
             /* This step's start: what a stop for non-finite values saves,
                since no stage took the step. */
             last_good = (run_point_t){.step = step,
@@ -251,28 +344,15 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             if (r.timeline != NULL &&
                 step == (total > cfg->record_steps ? total - cfg->record_steps : 0))
                 BG_CHECK_GOTO(bg_pipeline_record(pipe, r.timeline), st, done);
+            bg_pipeline_result_t loss;
             BG_CHECK_GOTO(bg_pipeline_train_step(pipe, images, labels, n, &loss), st, done);
-            double mean = loss.loss_sum / (double)n;
+            const double mean = loss.loss_sum / (double)n;
             step++;
             if (loss.skipped || !isfinite(mean)) {
-                const char *where = loss.skipped ? loss.nan_report : "the loss is not finite";
-                if (!cfg->nan_skip) {
-                    st = bg_error_set(BG_ERR_NUMERIC,
-                                      "step %lld (epoch %d): %s; no stage took the step "
-                                      "(--nan skip would go on)",
-                                      (long long)step, epoch, where);
-                    goto stop_for_nan;
-                }
-                r.skipped_steps++;
-                snprintf(r.nan_report, sizeof r.nan_report, "step %lld: %s", (long long)step,
-                         where);
-                if (r.skipped_steps > cfg->nan_limit) {
-                    st = bg_error_set(BG_ERR_NUMERIC,
-                                      "%lld steps skipped for non-finite values, more than "
-                                      "--nan-limit %lld; the last: %s",
-                                      (long long)r.skipped_steps, (long long)cfg->nan_limit,
-                                      r.nan_report);
-                    goto stop_for_nan;
+                st = nonfinite_step(cfg, &loss, step, epoch, &r);
+                if (st != BG_OK) {
+                    st = save_before_nan(cfg, pipe, &save, &last_good, first_step, st);
+                    goto done;
                 }
             } else {
                 epoch_loss += mean;
@@ -293,9 +373,9 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 r.saved_step = step;
             }
             if (cfg->progress != NULL) {
-                double elapsed = bg_monotonic_seconds() - start;
+                const double elapsed = bg_monotonic_seconds() - start;
                 const int64_t here = step - first_step;
-                bg_train_progress_t p = {
+                const bg_train_progress_t p = {
                     .epoch = epoch,
                     .epochs = epochs,
                     .step = step,
@@ -308,64 +388,20 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 cfg->progress(cfg->progress_ctx, &p);
             }
             if (stopping) {
-                if (cfg->save_path != NULL)
-                    st = bg_error_set(BG_ERR_INTERRUPTED,
-                                      "interrupted after step %lld of %lld; the training state "
-                                      "is saved in %s (go on with --resume %s)",
-                                      (long long)step, (long long)total, cfg->save_path,
-                                      cfg->save_path);
-                else
-                    st = bg_error_set(BG_ERR_INTERRUPTED,
-                                      "interrupted after step %lld of %lld; nothing is saved "
-                                      "(--save FILE keeps the training state)",
-                                      (long long)step, (long long)total);
+                st = interrupted(cfg, step, total);
                 goto done;
             }
         }
     }
-    double seconds = bg_monotonic_seconds() - start;
+    r.train_seconds = bg_monotonic_seconds() - start;
     BG_CHECK_GOTO(bg_pipeline_record(pipe, NULL), st, done);
     r.steps = step;
     r.first_step = first_step;
     r.loss = epoch_steps > 0 ? epoch_loss / (double)epoch_steps : 0;
-    r.train_seconds = seconds;
-    /* Count the samples actually seen: the last batch of an epoch may be short. */
-    int64_t samples = 0;
-    for (int64_t k = first_step; k < step; k++) {
-        int64_t at = (k % per_epoch) * batch;
-        samples += train->count - at < batch ? train->count - at : batch;
-    }
-    r.samples_per_s = seconds > 0 ? (double)samples / seconds : 0;
-    BG_CHECK_GOTO(bg_train_evaluate(pipe, batch, cfg->test, &r.test_loss, &r.test_accuracy), st,
-                  done);
-    if (final_params != NULL)
-        BG_CHECK_GOTO(bg_pipeline_download_params(pipe, final_params), st, done);
-    r.stages = bg_pipeline_stage_count(pipe);
-    r.stage_info = calloc((size_t)r.stages, sizeof *r.stage_info);
-    BG_ALLOC_CHECK_GOTO(r.stage_info, st, done);
-    for (int s = 0; s < r.stages; s++) r.stage_info[s] = bg_pipeline_stage_info(pipe, s);
+    BG_CHECK_GOTO(finish(cfg, pipe, &r, final_params), st, done);
     *result = r;
     r.stage_info = NULL;
     r.timeline = NULL;
-    goto done;
-stop_for_nan:
-    /* Nothing is lost: the weights and optimizer state are as the step
-       found them, and are saved as at its start, to go on from with other
-       settings. */
-    if (cfg->save_path != NULL && last_good.step > first_step) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", bg_error_message());
-        if (save_checkpoint(cfg, pipe, &save, &last_good) == BG_OK)
-            bg_error_set(st, "%s; the training state before step %lld is saved in %s", why,
-                         (long long)last_good.step + 1, cfg->save_path);
-        else {
-            char save_why[512]; /* copied: bg_error_set writes the buffer it is read from */
-            snprintf(save_why, sizeof save_why, "%s", bg_error_message());
-            bg_error_set(st, "%s; saving the training state before it failed: %s", why, save_why);
-        }
-    } else if (cfg->save_path != NULL) {
-        bg_error_suffix(st, "; nothing new to save (the run made no step)");
-    }
 done:
     bg_train_state_free(&save);
     bg_train_result_free(&r);
