@@ -160,13 +160,15 @@ static bg_status_t run_length(const bg_train_config_t *cfg, int64_t per_epoch, i
 }
 
 /* The pipeline of cfg's placement, with cfg's initial weights or a resumed
- * run's weights, optimizer state and step count. */
-static bg_status_t open_pipeline(const bg_train_config_t *cfg, bg_pipeline_t **out) {
-    bg_device_list_t one_cpu;
+ * run's weights, optimizer state and step count. Without cfg->devices it
+ * runs on one CPU device, listed in `one_cpu`, which must outlive it (a
+ * pipeline keeps its device list). */
+static bg_status_t open_pipeline(const bg_train_config_t *cfg, bg_device_list_t *one_cpu,
+                                 bg_pipeline_t **out) {
     const bg_device_list_t *devices = cfg->devices;
     if (devices == NULL) {
-        BG_CHECK(bg_device_list_parse("cpu", 1, &one_cpu));
-        devices = &one_cpu;
+        BG_CHECK(bg_device_list_parse("cpu", 1, one_cpu));
+        devices = one_cpu;
     }
     bg_pipeline_config_t pc = BG_PIPELINE_CONFIG_INIT;
     pc.spec = cfg->spec;
@@ -298,7 +300,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     BG_ALLOC_CHECK_GOTO(images, st, done);
     BG_ALLOC_CHECK_GOTO(labels, st, done);
     BG_ALLOC_CHECK_GOTO(order, st, done);
-    BG_CHECK_GOTO(open_pipeline(cfg, &pipe), st, done);
+    bg_device_list_t one_cpu;
+    BG_CHECK_GOTO(open_pipeline(cfg, &one_cpu, &pipe), st, done);
     if (cfg->record_steps > 0)
         BG_CHECK_GOTO(bg_pipeline_timeline_create(pipe, &r.timeline), st, done);
     BG_CHECK_GOTO(bg_train_state_init(&save, cfg->spec, &cfg->optimizer), st, done);
