@@ -134,6 +134,9 @@ int bg_cmd_topo(int argc, char **argv) {
         const char *absent = bg_cuda_absent_reason();
         if (absent != NULL)
             printf("CUDA: %s\n", absent);
+        else if (bg_cuda_no_device_reason() != NULL)
+            printf("CUDA: built, no GPU visible: %s (backend %s)\n", bg_cuda_no_device_reason(),
+                   bg_cuda_module_path());
         else
             printf("CUDA: built, %d GPU%s visible (backend %s)\n", gpus, gpus == 1 ? "" : "s",
                    bg_cuda_module_path());

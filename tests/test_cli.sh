@@ -411,8 +411,11 @@ if grep -qF "CUDA: this build has no CUDA backend" "$OUT"; then
         train "$MODEL" --data synthetic --steps 1 --devices cuda:0
 else
     # The build's module, found beside the program.
-    stdout_has "GPUs visible (backend $(cd "$(dirname "$BRIGADE")/../lib" && pwd -P)/libbrigade-cuda.so)" \
+    stdout_has "(backend $(cd "$(dirname "$BRIGADE")/../lib" && pwd -P)/libbrigade-cuda.so)" \
         "topo names the CUDA backend it loaded"
+    # Without a GPU, CUDA's own error says why it counts none.
+    grep -q "CUDA: built, [1-9][0-9]* GPUs\? visible" "$OUT" ||
+        stdout_has "CUDA: built, no GPU visible: cudaError" "topo without a GPU says why"
     export BRIGADE_CUDA_MODULE="$T/absent.so"
     usage_error "cuda:0: BRIGADE_CUDA_MODULE names $T/absent.so, which does not exist" -- \
         train "$MODEL" --data synthetic --steps 1 --devices cuda:0

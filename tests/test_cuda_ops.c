@@ -816,8 +816,10 @@ int main(void) {
         return 1;
     }
     if (bg_cuda_device_count() == 0) {
-        printf("test_cuda_ops: skipped: CUDA sees no GPU on this machine (no device or no "
-               "driver); the CUDA ops are checked on the GPU machine by bench/gpu-check.sh\n");
+        const char *why = bg_cuda_no_device_reason();
+        printf("test_cuda_ops: skipped: CUDA sees no GPU on this machine (%s); the CUDA ops are "
+               "checked on the GPU machine by bench/gpu-check.sh\n",
+               why != NULL ? why : "it counts none");
         return 77;
     }
     const struct CMUnitTest tests[] = {

@@ -331,9 +331,12 @@ int main(void) {
             printf("test_cuda_pipeline: %s\n", absent);
             return 1;
         }
-        printf("test_cuda_pipeline: skipped: %s\n", bg_cuda_built()
-                                                        ? "CUDA sees no GPU on this machine"
-                                                        : "no CUDA backend in this build");
+        const char *why = bg_cuda_no_device_reason();
+        if (!bg_cuda_built())
+            printf("test_cuda_pipeline: skipped: no CUDA backend in this build\n");
+        else
+            printf("test_cuda_pipeline: skipped: CUDA sees no GPU on this machine (%s)\n",
+                   why != NULL ? why : "it counts none");
         return 77;
     }
     if (bg_topology_create_with_pci(NULL, &live) != BG_OK) live = NULL; /* then unbound */

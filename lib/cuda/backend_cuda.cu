@@ -41,15 +41,38 @@ bg_status_t bg_cudnn_fail(const bg_backend_t *be, cudnnStatus_t status, const ch
                         cause != NULL ? "; CUDA: " : "", cause != NULL ? cause : "");
 }
 
-extern "C" int bg_cuda_device_count(void) {
-    int count = 0;
-    /* Without a driver or a GPU this fails (cudaErrorInsufficientDriver,
-     * cudaErrorNoDevice): that is the answer 0, not an error. */
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+/* What CUDA answered when first asked for its GPUs: their number, and
+ * when that failed (no driver, a driver older than the runtime, no
+ * device), the error. Asked once, on first use, from any thread (a C++
+ * function-local static is initialised exactly once). */
+typedef struct device_census {
+    int count;
+    char reason[192]; /* "" when CUDA answered */
+} device_census_t;
+
+static device_census_t take_census(void) {
+    device_census_t c = {0, ""};
+    const cudaError_t e = cudaGetDeviceCount(&c.count);
+    if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return 0;
+        c.count = 0;
+        snprintf(c.reason, sizeof c.reason, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
     }
-    return count;
+    return c;
+}
+
+static const device_census_t &census(void) {
+    static const device_census_t c = take_census();
+    return c;
+}
+
+/* Without a driver or a GPU cudaGetDeviceCount fails (cudaErrorNoDevice,
+ * cudaErrorInsufficientDriver): that is the answer 0, not an error; the
+ * error is kept for bg_cuda_no_device_reason. */
+extern "C" int bg_cuda_device_count(void) { return census().count; }
+
+extern "C" const char *bg_cuda_no_device_reason(void) {
+    return census().reason[0] != '\0' ? census().reason : NULL;
 }
 
 extern "C" bg_status_t bg_cuda_enter(bg_backend_t *be) {

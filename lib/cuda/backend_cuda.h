@@ -98,6 +98,11 @@ bg_status_t bg_backend_cuda_create(const bg_cuda_config_t *cfg, bg_backend_t **o
  * build without CUDA. Never fails; safe to call from any thread. */
 int bg_cuda_device_count(void);
 
+/* Why CUDA gave no GPUs, as its error name and text ("cudaErrorNoDevice:
+ * no CUDA-capable device is detected"), or NULL when it answered (with any
+ * count) or the module is not loaded (bg_cuda_absent_reason). */
+const char *bg_cuda_no_device_reason(void);
+
 /* ---- transfers between stages ---------------------------------------
  *
  * A slot is a buffer on a receiving CUDA backend that a sending CUDA

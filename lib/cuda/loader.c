@@ -160,6 +160,11 @@ int bg_cuda_device_count(void) {
     return m != NULL ? m->device_count() : 0;
 }
 
+const char *bg_cuda_no_device_reason(void) {
+    const bg_cuda_module_t *m = loaded();
+    return m != NULL ? m->no_device_reason() : NULL;
+}
+
 bg_status_t bg_cuda_device_info(int device, bg_cuda_device_info_t *out) {
     const bg_cuda_module_t *m = loaded();
     if (m == NULL)

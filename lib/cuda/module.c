@@ -30,6 +30,7 @@ bg_status_t bg_arena_reserve(bg_arena_t *arena, size_t bytes, void **dst) {
 static const bg_cuda_module_t functions = {
     .backend_create = bg_backend_cuda_create,
     .device_count = bg_cuda_device_count,
+    .no_device_reason = bg_cuda_no_device_reason,
     .device_info = bg_cuda_device_info,
     .peer_rank = bg_cuda_peer_rank,
     .backend_is_cuda = bg_backend_is_cuda,

@@ -39,6 +39,7 @@ typedef struct bg_cuda_host {
 typedef struct bg_cuda_module {
     bg_status_t (*backend_create)(const bg_cuda_config_t *cfg, bg_backend_t **out);
     int (*device_count)(void);
+    const char *(*no_device_reason)(void);
     bg_status_t (*device_info)(int device, bg_cuda_device_info_t *out);
     int (*peer_rank)(int a, int b);
     int (*backend_is_cuda)(const bg_backend_t *be);
