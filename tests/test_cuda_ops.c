@@ -805,6 +805,9 @@ static void test_create_errors(void **state) {
 }
 
 int main(void) {
+    /* Line by line into the GPU check's log: a run it kills keeps what it
+       printed. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (!bg_cuda_built()) {
         printf("test_cuda_ops: skipped: this build has no CUDA backend (-Dcuda=disabled or no "
                "nvcc)\n");

@@ -46,6 +46,9 @@ static bg_pipeline_t *open_pipeline(const bg_model_spec_t *spec, const run_t *ru
                                     bg_device_list_t *devices) {
     assert_int_equal(bg_device_list_parse(run->devices, 1, devices), BG_OK);
     bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    /* A stuck placement reports what each stage was doing well within the
+       GPU check's time for this test (bench/gpu-check.sh). */
+    cfg.stall_timeout_s = 20;
     cfg.spec = spec;
     cfg.devices = devices;
     cfg.schedule = run->schedule;
@@ -324,6 +327,9 @@ static void test_recording_staged_on_gpu(void **state) {
 }
 
 int main(void) {
+    /* Line by line into the GPU check's log: a run it kills keeps what it
+       printed. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (!bg_cuda_built() || bg_cuda_device_count() == 0) {
         /* A CUDA build whose module does not load is broken, not skipped. */
         const char *absent = bg_cuda_absent_reason();
