@@ -257,7 +257,8 @@ static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const ch
                                 size_t length, int line, int col) {
     const char *equals = memchr(token, '=', length);
     if (equals == NULL) {
-        return parse_error(p, line, col, "option '%.*s' needs a value (%.*s=VALUE)",
+        return parse_error(p, line, col,
+                           "option '%.*s' needs a value (%.*s=VALUE, with no space around '=')",
                            token_shown(length), token, token_shown(length), token);
     }
     size_t key_length = (size_t)(equals - token);
@@ -466,6 +467,12 @@ static bg_status_t build_flat_layer(parser_t *p, const layer_line_t *source, bg_
         layer->out = (bg_shape_t){layer->filters, 1, 1};
         set_form(p, FORM_VECTOR, source->line);
     } else {
+        if (in.c < 2)
+            return parse_error(p, source->line, source->col,
+                               "softmax_cross_entropy over %" PRId64 " output: with one class "
+                               "the loss is always 0 and nothing learns; the layer before it "
+                               "needs 2 or more outputs, one per class",
+                               in.c);
         layer->out = in;
         p->spec->classes = in.c;
     }
@@ -540,10 +547,53 @@ static bg_status_t check_order(parser_t *p, const layer_def_t *def, int line, in
     return BG_OK;
 }
 
+/* The usual invisible or look-alike characters pasted into text, by
+ * their UTF-8 bytes. */
+static const struct {
+    const char *bytes, *name;
+} lookalikes[] = {
+    {"\xC2\xA0", "a no-break space"},        {"\xE2\x80\xAF", "a narrow no-break space"},
+    {"\xE2\x80\x8B", "a zero-width space"},  {"\xE2\x80\x8C", "a zero-width non-joiner"},
+    {"\xE2\x80\x8D", "a zero-width joiner"}, {"\xE2\x81\xA0", "a word joiner"},
+    {"\xEF\xBB\xBF", "a byte-order mark"},   {"\xE2\x80\x93", "an en dash"},
+    {"\xE2\x80\x94", "an em dash"},          {"\xE2\x80\x9C", "a curly quote"},
+    {"\xE2\x80\x9D", "a curly quote"},       {"\xE2\x80\x98", "a curly quote"},
+    {"\xE2\x80\x99", "a curly quote"},
+};
+
+/* Refuses a byte outside ASCII (before any comment): a spec's words and
+ * numbers are ASCII, and a pasted no-break or zero-width space, printed
+ * as it is, would look like the blank it replaced. The message gives the
+ * character's bytes in hex, and its name for the usual ones. */
+static bg_status_t check_ascii(const parser_t *p, const char *text, size_t length, int line) {
+    for (size_t i = 0; i < length; i++) {
+        const unsigned char lead = (unsigned char)text[i];
+        if (lead < 0x80) continue;
+        /* A UTF-8 character's length from its first byte (1 when not one). */
+        size_t n = lead >= 0xF8 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+        if (n > length - i) n = length - i;
+        char hex[16] = "";
+        for (size_t k = 0, used = 0; k < n; k++)
+            used += (size_t)snprintf(hex + used, sizeof hex - used, "%s%02X", k ? " " : "",
+                                     (unsigned char)text[i + k]);
+        const char *name = NULL;
+        for (size_t l = 0; l < sizeof lookalikes / sizeof lookalikes[0]; l++)
+            if (strlen(lookalikes[l].bytes) == n && memcmp(lookalikes[l].bytes, text + i, n) == 0)
+                name = lookalikes[l].name;
+        return parse_error(p, line, (int)i + 1,
+                           "byte%s %s%s%s%s outside a comment; a model spec's words and numbers "
+                           "are ASCII, separated by spaces or tabs",
+                           n > 1 ? "s" : "", hex, name != NULL ? " (" : "",
+                           name != NULL ? name : "", name != NULL ? ")" : "");
+    }
+    return BG_OK;
+}
+
 /* Parses one line (`length` bytes, newline and trailing \r removed). */
 static bg_status_t parse_line(parser_t *p, const char *text, size_t length, int line) {
     const char *comment = memchr(text, '#', length);
     if (comment != NULL) length = (size_t)(comment - text);
+    BG_CHECK(check_ascii(p, text, length, line));
     size_t i = 0;
     while (i < length && is_blank(text[i])) i++;
     if (i == length) return BG_OK;
@@ -580,8 +630,13 @@ static bg_status_t parse_line(parser_t *p, const char *text, size_t length, int 
     }
     for (int o = 0; o < def->num_options; o++) {
         if (def->options[o].required && layer.value_cols[o] == 0) {
-            return parse_error(p, line, word_col, "missing option '%s' for %s", def->options[o].key,
-                               def->word);
+            /* "conv2d filters=8#kernel=3": '#' starts a comment anywhere. */
+            char after[64] = "";
+            if (comment != NULL)
+                snprintf(after, sizeof after, " (what follows '#' at column %d is a comment)",
+                         (int)(comment - text) + 1);
+            return parse_error(p, line, word_col, "missing option '%s' for %s%s",
+                               def->options[o].key, def->word, after);
         }
     }
     p->last_line = line;

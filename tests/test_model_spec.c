@@ -289,11 +289,11 @@ static void test_not_nul_terminated(void **state) {
     expect_error_sized(exact, 4, "spec:1:1: empty model spec: expected an 'input' line");
     free(exact);
 
-    const char trailing[] = "input channels=1 height=1 width=1\nsoftmax_cross_entropy\nJUNK";
+    const char trailing[] = "input channels=2 height=1 width=1\nsoftmax_cross_entropy\nJUNK";
     spec = NULL;
     assert_int_equal(bg_model_spec_parse("t", trailing, sizeof trailing - 5, &spec), BG_OK);
     assert_int_equal(spec->num_layers, 1);
-    assert_int_equal(spec->total_flops, 3);
+    assert_int_equal(spec->total_flops, 6);
     bg_model_spec_destroy(spec);
 }
 
@@ -543,9 +543,10 @@ static void test_error_unknown_option(void **state) {
 static void test_error_option_without_value(void **state) {
     (void)state;
     expect_error(MNIST_INPUT "maxpool size 2\n",
-                 "spec:2:9: option 'size' needs a value (size=VALUE)");
+                 "spec:2:9: option 'size' needs a value (size=VALUE, with no space around '=')");
     expect_error(MNIST_INPUT "relu inplace\n",
-                 "spec:2:6: option 'inplace' needs a value (inplace=VALUE)");
+                 "spec:2:6: option 'inplace' needs a value (inplace=VALUE, with no space around "
+                 "'=')");
     expect_error(MNIST_INPUT "maxpool =2\n", "spec:2:9: option '=2' has no name before '='");
 }
 
@@ -558,13 +559,17 @@ static void test_error_empty_value(void **state) {
 static void test_error_non_numeric_value(void **state) {
     (void)state;
     const char *expected = "spec:2:26: kernel=%s: expected a whole number from 1 to 1048576";
-    const char *values[] = {"3x", "x3", "-3", "+3", "3.0", "0x3", "1e3", "３"};
+    const char *values[] = {"3x", "x3", "-3", "+3", "3.0", "0x3", "1e3"};
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
         char text[128], message[160];
         snprintf(text, sizeof text, MNIST_INPUT "conv2d filters=32 kernel=%s\n", values[i]);
         snprintf(message, sizeof message, expected, values[i]);
         expect_error(text, message);
     }
+    /* A full-width digit looks like one: its bytes are named instead. */
+    expect_error(MNIST_INPUT "conv2d filters=32 kernel=\xEF\xBC\x93\n",
+                 "spec:2:26: bytes EF BC 93 outside a comment; a model spec's words and numbers "
+                 "are ASCII, separated by spaces or tabs");
 }
 
 static void test_error_out_of_range_value(void **state) {
@@ -647,14 +652,14 @@ static void test_error_layer_after_loss(void **state) {
 
 static void test_error_too_many_layers(void **state) {
     (void)state;
-    /* input 1x1x1, then `count` relus and the loss. */
+    /* input 2x1x1, then `count` relus and the loss (over 2 classes). */
     size_t count = BG_MODEL_SPEC_MAX_LAYERS - 1;
-    size_t prefix = strlen("input channels=1 height=1 width=1\n");
+    size_t prefix = strlen("input channels=2 height=1 width=1\n");
     const char last[] = "dense units=1 activation=relu\nsoftmax_cross_entropy\n";
     size_t capacity = prefix + count * 5 + sizeof last;
     char *text = malloc(capacity);
     assert_non_null(text);
-    memcpy(text, "input channels=1 height=1 width=1\n", prefix);
+    memcpy(text, "input channels=2 height=1 width=1\n", prefix);
     char *cursor = text + prefix;
     for (size_t i = 0; i < count; i++, cursor += 5) memcpy(cursor, "relu\n", 5);
     strcpy(cursor, "softmax_cross_entropy\n");
@@ -778,8 +783,43 @@ static void test_error_layer_too_large(void **state) {
                  "spec:4:1: layer too large: its sizes overflow 64-bit counts");
 }
 
+/* What a paste or a typo leaves that looks right: bytes outside ASCII,
+ * named; '#' in the middle of a line; spaces around '='; one class. */
+static void test_lookalikes_and_hints(void **state) {
+    (void)state;
+    expect_error(MNIST_INPUT "conv2d filters=8\xC2\xA0kernel=3\n",
+                 "spec:2:17: bytes C2 A0 (a no-break space) outside a comment; a model spec's "
+                 "words and numbers are ASCII, separated by spaces or tabs");
+    expect_error(MNIST_INPUT "conv2d filters=8 kernel\xE2\x80\x8B=3\n",
+                 "spec:2:24: bytes E2 80 8B (a zero-width space) outside a comment; a model "
+                 "spec's words and numbers are ASCII, separated by spaces or tabs");
+    expect_error(MNIST_INPUT "\xFF\xFE\n",
+                 "spec:2:1: byte FF outside a comment; a model spec's words and numbers are "
+                 "ASCII, separated by spaces or tabs");
+    /* A character cut short by the line's end. */
+    expect_error(MNIST_INPUT "flatten \xE2\x80\n",
+                 "spec:2:9: bytes E2 80 outside a comment; a model spec's words and numbers are "
+                 "ASCII, separated by spaces or tabs");
+    /* In a comment anything goes. */
+    bg_model_spec_t *spec = parse_ok(MNIST_INPUT "# caf\xC3\xA9 \xE2\x80\x8B\n"
+                                                 "flatten\ndense units=2\nsoftmax_cross_entropy\n");
+    assert_int_equal(spec->classes, 2);
+    bg_model_spec_destroy(spec);
+    expect_error(MNIST_INPUT "conv2d filters=8#note kernel=3\n",
+                 "spec:2:1: missing option 'kernel' for conv2d (what follows '#' at column 17 "
+                 "is a comment)");
+    expect_error(MNIST_INPUT "conv2d filters = 8 kernel=3\n",
+                 "spec:2:8: option 'filters' needs a value (filters=VALUE, with no space around "
+                 "'=')");
+    expect_error(MNIST_INPUT "flatten\ndense units=1\nsoftmax_cross_entropy\n",
+                 "spec:4:1: softmax_cross_entropy over 1 output: with one class the loss is "
+                 "always 0 and nothing learns; the layer before it needs 2 or more outputs, one "
+                 "per class");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lookalikes_and_hints),
         cmocka_unit_test(test_origin_cnn),
         cmocka_unit_test(test_conv_padding_same_and_stride),
         cmocka_unit_test(test_pools),
