@@ -156,16 +156,31 @@ static bg_status_t load_split(const char *dir, const char *images_name, const ch
     char labels_path[DATASET_PATH_MAX];
     BG_CHECK(find_file(dir, images_name, hint, images_path));
     BG_CHECK(find_file(dir, labels_name, hint, labels_path));
+    /* Any byte is a label here: the images' shape, the more basic fit,
+     * is checked first, then the labels against the model's classes. */
     bg_dataset_t *ds = NULL;
-    BG_CHECK(bg_dataset_load_idx(images_path, labels_path, classes, &ds));
+    BG_CHECK(bg_dataset_load_idx(images_path, labels_path, 256, &ds));
+    bg_status_t st = BG_OK;
     if (ds->shape.c != shape.c || ds->shape.h != shape.h || ds->shape.w != shape.w) {
-        bg_status_t st = bg_error_set(
+        st = bg_error_set(
             BG_ERR_INVALID, "%s: images are %lldx%lldx%lld but the model's input is %lldx%lldx%lld",
             images_path, (long long)ds->shape.c, (long long)ds->shape.h, (long long)ds->shape.w,
             (long long)shape.c, (long long)shape.h, (long long)shape.w);
         bg_dataset_destroy(ds);
         return st;
     }
+    for (int64_t i = 0; i < ds->count && st == BG_OK; i++)
+        if (ds->labels[i] >= classes)
+            st = bg_error_set(BG_ERR_INVALID,
+                              "%s: label %d at index %lld is outside 0..%lld: the model has %lld "
+                              "class%s (the outputs of its softmax_cross_entropy)",
+                              labels_path, ds->labels[i], (long long)i, (long long)(classes - 1),
+                              (long long)classes, classes == 1 ? "" : "es");
+    if (st != BG_OK) {
+        bg_dataset_destroy(ds);
+        return st;
+    }
+    ds->classes = classes;
     *out = ds;
     return BG_OK;
 }

@@ -276,6 +276,15 @@ for set in train t10k; do
 done
 usage_error "$T/idx4x4/train-images-idx3-ubyte: images are 1x4x4 but the model's input is 1x28x28" \
     -- train "$MODEL" --data "$T/idx4x4" --steps 1
+# Their labels are 1 and 2: a model of 2 classes is told about label 2, and
+# only once the shape fits (the shape first, as the more basic fit).
+printf 'input channels=1 height=4 width=4\nflatten\ndense units=2\nsoftmax_cross_entropy\n' \
+    >"$T/two4x4.model"
+usage_error "$T/idx4x4/train-labels-idx1-ubyte: label 2 at index 1 is outside 0..1: the model has 2 classes (the outputs of its softmax_cross_entropy)" \
+    -- train "$T/two4x4.model" --data "$T/idx4x4" --steps 1
+sed 's/units=2/units=3/' "$T/two4x4.model" >"$T/three4x4.model"
+expect 0 "" -- train "$T/three4x4.model" --data "$T/idx4x4" --steps 1 --batch 2
+stdout_has "test accuracy: " "a model of 3 classes on labels 1 and 2"
 
 # --- train: a short real run -------------------------------------------------
 

@@ -328,10 +328,22 @@ static void test_open_shape_mismatch(void **state) {
     assert_null(train);
     assert_null(test);
 
-    /* Labels 0..9 do not fit one class; the loader's message comes through. */
+    /* Labels 0 and 1 do not fit one class: said in the model's terms, and
+       only once the shape fits. */
     write_split(f, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 2, 28, 28);
-    check_error(bg_dataset_open(f->dir, shape, 1, 1, &train, &test), BG_ERR_PARSE,
-                "train-labels-idx1-ubyte", "label 1 at index 1 is outside 0..0");
+    check_error(bg_dataset_open(f->dir, shape, 1, 1, &train, &test), BG_ERR_INVALID,
+                "train-labels-idx1-ubyte",
+                "label 1 at index 1 is outside 0..0: the model has 1 class (the outputs of its "
+                "softmax_cross_entropy)");
+    check_error(bg_dataset_open(f->dir, (bg_shape_t){1, 28, 27}, 1, 1, &train, &test),
+                BG_ERR_INVALID, "train-images-idx3-ubyte",
+                "images are 1x28x28 but the model's input is 1x28x27");
+    assert_null(train);
+    assert_null(test);
+    assert_int_equal(bg_dataset_open(f->dir, shape, 2, 1, &train, &test), BG_OK);
+    assert_int_equal(train->classes, 2);
+    bg_dataset_destroy(train);
+    bg_dataset_destroy(test);
 }
 
 static void test_fashion_mnist(void **state) {
