@@ -570,6 +570,12 @@ int bg_cmd_train(int argc, char **argv) {
     if (plan->partition->stages > 1)
         fputs(o.placement.split_count > 0 ? " (--split)" : " (the planner's)", stderr);
     fputc('\n', stderr);
+    if (plan->partition->stages > 1 && o.placement.microbatches == 1 && !o.train.evaluate_only)
+        fprintf(stderr,
+                "note: with one micro-batch the %d stages take turns and never work at "
+                "once, so this runs no faster than one device; --microbatches 4 (or "
+                "auto) lets them overlap\n",
+                plan->partition->stages);
     bg_progress_t progress;
     bg_progress_init(&progress, stderr, (train->count + o.train.batch - 1) / o.train.batch);
     o.train.spec = spec;

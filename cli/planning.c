@@ -135,12 +135,17 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
     if (p->auto_microbatches) fprintf(stderr, " --microbatches %d", p->microbatches);
     if (p->auto_schedule) fprintf(stderr, " --schedule %s", bg_schedule_kind_name(p->schedule));
     if (dropped_chunks) fprintf(stderr, " (one chunk a device: --chunks is interleaved's)");
+    /* Without a profile the figure is the cost model's FLOPs at an assumed
+     * speed, which can be several times off for small layers: said so. */
     if (plan->partition->fits && plan->simulated_step_s > 0)
-        fprintf(stderr, ": %s samples/s simulated (a step of %.3f ms), every stage fits\n",
+        fprintf(stderr, ": %s samples/s simulated (a step of %.3f ms%s), every stage fits\n",
                 bg_cli_group_digits(
                     (int64_t)((double)plan->request.batch / plan->simulated_step_s + 0.5), rate,
                     sizeof rate),
-                plan->simulated_step_s * 1e3);
+                plan->simulated_step_s * 1e3,
+                p->profile_path != NULL ? ", from --profile's times"
+                                        : ", from FLOPs at an assumed speed; 'brigade profile' "
+                                          "measures this model");
     else if (!plan->partition->fits)
         fprintf(stderr, ": nothing fits; this overflows least\n");
     else

@@ -345,6 +345,12 @@ peak, parts = float(r[3]), [float(x) for x in r[4:10]]
 assert abs(sum(parts) - peak) <= 0.035 and parts[1] == parts[0] > 0, (peak, parts)
 ' "$OUT"
 
+# Two stages and one micro-batch take turns: train says so, and not at M=2.
+expect 0 "note: with one micro-batch the 2 stages take turns and never work at once" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 16 --devices cpu:2
+expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --devices cpu:2 \
+    --microbatches 2
+check "at M=2 no note of stages taking turns" sh -c "! grep -q 'take turns' '$ERR'"
 # --steps 0 trains nothing and evaluates the weights: those saved at the
 # end of the run above score as that run's own evaluation did, to the last
 # digit, and so on two stages (whose micro-batches sum the test loss in

@@ -286,6 +286,9 @@ expect 0 "" -- plan "$MODEL" --devices cpu:2 --device-mem 20M --microbatches 4
 # beside the planner's estimate (any plan that fits) and --json holds.
 expect 0 "samples/s simulated (a step of " -- plan "$MODEL" --devices cpu:2 \
     --microbatches auto --json
+check "without --profile the choice's figure says it is from FLOPs" grep -qF \
+    "ms, from FLOPs at an assumed speed; 'brigade profile' measures this model), every stage fits" \
+    "$ERR"
 json_check "a searched plan holds its simulated step and the estimate's figures" '
 assert p["simulated_step_ms"] > 0, p.get("simulated_step_ms")
 assert abs(p["simulated_samples_per_s"] - 64e3 / p["simulated_step_ms"]) < 1e-6, p
