@@ -501,6 +501,19 @@ int bg_cmd_train(int argc, char **argv) {
         fprintf(stderr, "resuming %s at step %lld (epoch %d, sample %lld)\n", o.resume,
                 (long long)resume.step, resume.epoch, (long long)resume.position);
     }
+    /* The host copy of the parameters, before the data and any stage: more
+     * than the machine's memory is refused before asking for it. */
+    const double param_bytes = 4.0 * (double)spec->total_params;
+    const double host_bytes = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (param_bytes <= host_bytes || host_bytes <= 0)
+        params = malloc(sizeof(float) * (size_t)(spec->total_params > 0 ? spec->total_params : 1));
+    if (params == NULL) {
+        st = bg_error_set(BG_ERR_NOMEM,
+                          "%s: out of host memory for the model's %lld parameters (%.1f GiB "
+                          "as floats; brigade plan with --device-mem shows what each stage needs)",
+                          o.model, (long long)spec->total_params, param_bytes / (1 << 30));
+        goto fail;
+    }
     BG_CHECK_GOTO(bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes,
                                                       o.train.seed, &train, &test)),
                   st, fail);
@@ -515,19 +528,6 @@ int bg_cmd_train(int argc, char **argv) {
         bg_cli_plan_explain_overflow("train", plan, &o.placement, 0, NULL);
         code = 2;
         goto done;
-    }
-    /* The host copy of the parameters, before any stage: more than the
-     * machine's memory is refused before asking for it. */
-    const double param_bytes = 4.0 * (double)spec->total_params;
-    const double host_bytes = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (param_bytes <= host_bytes || host_bytes <= 0)
-        params = malloc(sizeof(float) * (size_t)(spec->total_params > 0 ? spec->total_params : 1));
-    if (params == NULL) {
-        st = bg_error_set(BG_ERR_NOMEM,
-                          "%s: out of host memory for the model's %lld parameters (%.1f GiB "
-                          "as floats; brigade plan with --device-mem shows what each stage needs)",
-                          o.model, (long long)spec->total_params, param_bytes / (1 << 30));
-        goto fail;
     }
     if (o.load != NULL) {
         bg_checkpoint_info_t loaded;

@@ -266,7 +266,14 @@ bg_status_t bg_dataset_synthetic(bg_shape_t shape, int64_t classes, int64_t coun
         goto done;
     }
     prototypes = malloc((size_t)classes * numel * sizeof(float));
-    BG_ALLOC_CHECK_GOTO(prototypes, st, done);
+    if (prototypes == NULL) {
+        st = bg_error_set(BG_ERR_NOMEM,
+                          "synthetic data: out of memory for its %lld class prototypes (one "
+                          "input each, %.1f GiB as floats)",
+                          (long long)classes,
+                          (double)classes * (double)numel * sizeof(float) / (1 << 30));
+        goto done;
+    }
 
     /* Prototypes come from their own stream so that every `stream` (train,
      * test) draws samples around the same classes. */

@@ -345,6 +345,12 @@ peak, parts = float(r[3]), [float(x) for x in r[4:10]]
 assert abs(sum(parts) - peak) <= 0.035 and parts[1] == parts[0] > 0, (peak, parts)
 ' "$OUT"
 
+# A model past the host's memory is refused before its data is made
+# (synthetic data of 2^20 classes would need a 4 TiB prototype each).
+printf 'input channels=1 height=1024 width=1024\nflatten\ndense units=1048576\ndense units=1048576\nsoftmax_cross_entropy\n' \
+    >"$T/huge.model"
+expect 1 "$T/huge.model: out of host memory for the model's 2199025352704 parameters (8192.0 GiB" \
+    -- train "$T/huge.model" --data synthetic --steps 1
 # Two stages and one micro-batch take turns: train says so, and not at M=2.
 expect 0 "note: with one micro-batch the 2 stages take turns and never work at once" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --devices cpu:2
