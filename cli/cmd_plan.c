@@ -70,9 +70,9 @@ static const char help[] =
     "      (does not fit; says which stage overflows and that --microbatches 2 fits)\n"
     "  brigade plan examples/fashion_cnn.model --devices cpu:2 --split 4 --json\n"
     "  brigade plan examples/fashion_cnn.model --devices cpu:2 --microbatches auto\n"
-    "  brigade plan examples/fashion_cnn.model --topology two-socket-8-gpu.xml \\\n"
-    "      --devices auto --stages 4\n"
-    "      (an 8-GPU server described by hwloc XML, as in tests/fixtures; the\n"
+    "  brigade plan examples/fashion_cnn.model \\\n"
+    "      --topology tests/fixtures/two-socket-8-gpu.xml --devices auto --stages 4\n"
+    "      (an 8-GPU server described by hwloc XML, run from the repository; the\n"
     "      four stages stay behind one socket's PCIe switches)\n";
 
 typedef struct plan_options {
