@@ -14,7 +14,10 @@
 #ifndef BG_CUDA_MODULE_H
 #define BG_CUDA_MODULE_H
 
+#include "arena.h"
+#include "backend.h"
 #include "backend_cuda.h"
+#include "optim_config.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,15 +66,22 @@ typedef struct bg_cuda_module {
 } bg_cuda_module_t;
 
 /* What both sides must agree on: the tables' version and the sizes of the
- * structures they pass. Any difference means a module from another build
- * of brigade, which is refused instead of called wrongly (a change that
- * keeps every size is caught only by raising the version). */
+ * structures they pass or share (the tables, the backend and its
+ * geometries, the optimizers' settings, the arena). Any difference means a
+ * module from another build of brigade, which is refused instead of called
+ * wrongly (a change that keeps every size is caught only by raising the
+ * version). */
 static inline unsigned long long bg_cuda_module_abi(void) {
-    return BG_CUDA_MODULE_VERSION ^ (unsigned long long)sizeof(bg_backend_ops_t) << 8 ^
-           (unsigned long long)sizeof(bg_cuda_config_t) << 24 ^
-           (unsigned long long)sizeof(bg_cuda_device_info_t) << 34 ^
-           (unsigned long long)sizeof(bg_cuda_module_t) << 44 ^
-           (unsigned long long)sizeof(bg_cuda_host_t) << 56;
+    const unsigned long long sizes[] = {
+        sizeof(bg_backend_ops_t),      sizeof(bg_backend_t),       sizeof(bg_cuda_config_t),
+        sizeof(bg_cuda_device_info_t), sizeof(bg_cuda_module_t),   sizeof(bg_cuda_host_t),
+        sizeof(bg_conv2d_geometry_t),  sizeof(bg_pool_geometry_t), sizeof(bg_adam_config_t),
+        sizeof(bg_sgd_config_t),       sizeof(bg_arena_t),
+    };
+    unsigned long long abi = BG_CUDA_MODULE_VERSION;
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        abi = abi * 1000003ULL ^ sizes[i]; /* a prime: sizes in order, not a sum */
+    return abi;
 }
 
 /* The module's one exported function. NULL when `abi` is not the module's
