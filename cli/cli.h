@@ -10,6 +10,7 @@
 
 #include "optimizer.h"
 #include "status.h"
+#include "timeline.h"
 
 int bg_cmd_summary(int argc, char **argv);
 int bg_cmd_train(int argc, char **argv);
@@ -118,5 +119,11 @@ const char *bg_cli_rate(double per_s, char *buf, size_t size);
 
 /* Formats n with thousands separators ("693,962") into buf. */
 const char *bg_cli_group_digits(int64_t n, char *buf, size_t size);
+
+/* Writes the timeline's Chrome trace to `trace` and its SVG picture (the
+ * last step) to `svg`, each when not NULL, saying so on stdout: train's
+ * and simulate's --trace and --timeline. */
+bg_status_t bg_cli_write_timeline_files(const char *trace, const char *svg,
+                                        const bg_timeline_t *tl);
 
 #endif /* BG_CLI_H */

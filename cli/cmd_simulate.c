@@ -161,14 +161,7 @@ static bg_status_t report(const simulate_options_t *o, const bg_plan_t *plan,
            bg_cli_rate(summary->step_s > 0 ? (double)plan->request.batch / summary->step_s : 0.0,
                        rate, sizeof rate),
            summary->step_s * 1e3);
-    if (o->trace != NULL) {
-        BG_CHECK_GOTO(bg_trace_write(o->trace, tl), st, done);
-        printf("trace written to %s\n", o->trace);
-    }
-    if (o->timeline != NULL) {
-        BG_CHECK_GOTO(bg_svg_timeline_write(o->timeline, tl, tl->steps - 1), st, done);
-        printf("timeline written to %s\n", o->timeline);
-    }
+    BG_CHECK_GOTO(bg_cli_write_timeline_files(o->trace, o->timeline, tl), st, done);
     if (o->metrics != NULL) {
         BG_CHECK_GOTO(write_metrics(o, plan, summary), st, done);
         printf("metrics written to %s\n", o->metrics);

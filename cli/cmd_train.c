@@ -642,15 +642,7 @@ int bg_cmd_train(int argc, char **argv) {
         }
         free(peaks);
         BG_CHECK_GOTO(st, st, fail);
-        if (o.trace != NULL) {
-            BG_CHECK_GOTO(bg_trace_write(o.trace, r.timeline), st, fail);
-            printf("trace written to %s\n", o.trace);
-        }
-        if (o.timeline != NULL) {
-            BG_CHECK_GOTO(bg_svg_timeline_write(o.timeline, r.timeline, r.timeline->steps - 1), st,
-                          fail);
-            printf("timeline written to %s\n", o.timeline);
-        }
+        BG_CHECK_GOTO(bg_cli_write_timeline_files(o.trace, o.timeline, r.timeline), st, fail);
     }
 outputs:
     if (o.save != NULL && r.saved_step > 0)

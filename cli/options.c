@@ -14,6 +14,8 @@
 #include "cli.h"
 #include "path.h"
 #include "placement.h"
+#include "svg.h"
+#include "trace.h"
 
 int bg_cli_usage_error(const char *cmd, const char *format, ...) {
     va_list args;
@@ -351,4 +353,17 @@ done:
     free(keys);
     free(known);
     return st;
+}
+
+bg_status_t bg_cli_write_timeline_files(const char *trace, const char *svg,
+                                        const bg_timeline_t *tl) {
+    if (trace != NULL) {
+        BG_CHECK(bg_trace_write(trace, tl));
+        printf("trace written to %s\n", trace);
+    }
+    if (svg != NULL) {
+        BG_CHECK(bg_svg_timeline_write(svg, tl, tl->steps - 1));
+        printf("timeline written to %s\n", svg);
+    }
+    return BG_OK;
 }
