@@ -1,0 +1,295 @@
+/* What would make a plan that does not fit fit: the explanation train,
+ * plan and simulate print (and plan --json lists) when a stage overflows its
+ * memory. Each change is tried as a whole plan with the planner, one at a
+ * time, then all memory savings together (planning.h). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "planning.h"
+
+static const double mib = 1024.0 * 1024.0;
+
+/* Tries one change; prints it if the plan then fits, and adds it to
+ * `found` (when not NULL) as {"change", "largest_stage_bytes", "step_ms"}.
+ * Returns 1 if it fit. */
+static int try_variant(const bg_plan_request_t *r, const char *what, cJSON *found) {
+    bg_plan_t *p = NULL;
+    bg_plan_request_t v = *r;
+    v.fits_only = 1; /* a variant that does not fit is not shown */
+    if (bg_plan_create(&v, &p) != BG_OK) return 0;
+    int fits = p->partition->fits;
+    if (fits) {
+        size_t peak = 0;
+        for (int s = 0; s < p->partition->stages; s++)
+            if (p->partition->stage[s].peak_bytes > peak) peak = p->partition->stage[s].peak_bytes;
+        fprintf(stderr,
+                "  %-32s fits: largest stage %.2f MiB, step %.3f ms without the optimizer step\n",
+                what, (double)peak / mib, p->step_s * 1e3);
+        cJSON *change = found != NULL ? cJSON_CreateObject() : NULL;
+        if (change != NULL) {
+            cJSON_AddStringToObject(change, "change", what);
+            bg_cli_json_add_uint(change, "largest_stage_bytes", peak);
+            cJSON_AddNumberToObject(change, "step_ms", p->step_s * 1e3);
+            cJSON_AddItemToArray(found, change);
+        }
+    }
+    bg_plan_destroy(p);
+    return fits;
+}
+
+/* Tries the micro-batch counts `--microbatches auto` would (divisors of B,
+ * powers of two, and for interleaved K times powers of two), nearest to the request first in each
+ * direction, and prints the nearest above and the nearest below that fit. Returns 1 if one did. */
+static int try_microbatches(const bg_plan_request_t *r, cJSON *found) {
+    const int multiple = bg_plan_microbatch_multiple(r, 0);
+    const int count = bg_plan_microbatch_candidates(r->batch, multiple, NULL, 0);
+    int *ms = malloc(sizeof *ms * (size_t)(count > 0 ? count : 1));
+    if (ms == NULL) return 0;
+    bg_plan_microbatch_candidates(r->batch, multiple, ms, count);
+    bg_plan_request_t v = *r;
+    char what[64];
+    int helped = 0;
+    for (int up = 1; up >= 0; up--) {
+        for (int k = 0; k < count; k++) {
+            const int m = up ? ms[k] : ms[count - 1 - k];
+            if (up ? m <= r->microbatches : m >= r->microbatches) continue;
+            v.microbatches = m;
+            snprintf(what, sizeof what, "--microbatches %d", m);
+            if (try_variant(&v, what, found)) {
+                helped = 1;
+                break;
+            }
+        }
+    }
+    free(ms);
+    return helped;
+}
+
+/* The bytes of the model's parameters, gradients and optimizer state:
+ * every stage holds its own share, so k devices that cannot hold them
+ * together cannot fit any split. */
+static double model_state_bytes(const bg_cost_model_t *model) {
+    const bg_cost_stage_t whole = {
+        .first_layer = 0, .last_layer = bg_cost_model_layers(model), .stash_slots = 1};
+    const bg_cost_memory_t all = bg_cost_stage_memory(model, &whole);
+    return (double)all.params + (double)all.grads + (double)all.optimizer;
+}
+
+/* Whether k devices could hold `state` bytes (model_state_bytes) at all: a
+ * device's capacity bounds its stages' sum, and one without a capacity (0)
+ * holds anything. Planning a count that fails this is wasted: a
+ * 2,000-layer model on cpu:64 with --device-mem 512K tried 64 counts in
+ * 7.0 s, and now none in 1.0 s. */
+static int could_hold(const bg_cost_device_t *devices, int k, double state) {
+    double capacity = 0;
+    for (int d = 0; d < k; d++) {
+        if (devices[d].memory_bytes == 0) return 1;
+        capacity += (double)devices[d].memory_bytes;
+    }
+    return capacity >= state;
+}
+
+/* Whether every device of the placement is CPU cores. */
+static int all_cores(const bg_placement_t *placement) {
+    for (int d = 0; d < placement->devices.count; d++)
+        if (placement->devices.devices[d].kind != BG_DEVICE_CPU) return 0;
+    return 1;
+}
+
+/* Tries k devices in place of the request's; returns 1 if the plan then
+ * fits. The planner chooses the split (a given --split is for the
+ * request's count). */
+static int try_device_count(const bg_plan_t *failed, const bg_placement_t *placement,
+                            int host_share, int k, bg_cost_device_t *devices, cJSON *found) {
+    const bg_plan_request_t *r = &failed->request;
+    bg_plan_request_t v = *r;
+    v.split = NULL;
+    v.links = NULL; /* the links of the chosen devices only */
+    v.device = devices;
+    v.devices = k;
+    bg_placement_cost_devices(placement, k, host_share, devices);
+    if (!could_hold(devices, k, model_state_bytes(failed->model))) return 0;
+    const int cores = all_cores(placement);
+    /* The options that give k devices: cores are there for the asking;
+     * GPUs must be listed (--stages alone only picks among them). */
+    char what[112], devices_option[48];
+    if (cores && placement->stages > 0)
+        snprintf(devices_option, sizeof devices_option, "--devices cpu:%d --stages %d", k, k);
+    else if (cores)
+        snprintf(devices_option, sizeof devices_option, "--devices cpu:%d", k);
+    else
+        snprintf(devices_option, sizeof devices_option, "%d in --devices", k);
+    snprintf(what, sizeof what, "%d device%s (%s%s)", k, k == 1 ? "" : "s", devices_option,
+             r->split != NULL ? ", without --split" : "");
+    return try_variant(&v, what, found);
+}
+
+/* Tries other device counts and returns 1 at the first that fits: fewer
+ * (the most first) where CPU devices divide the host's memory, since each
+ * then has a larger share, and more (the fewest first). */
+static int try_device_counts(const bg_plan_t *failed, const bg_placement_t *placement,
+                             int host_share, cJSON *found) {
+    const bg_plan_request_t *r = &failed->request;
+    int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
+    bg_cost_device_t *devices = calloc((size_t)most, sizeof *devices);
+    if (devices == NULL) return 0;
+    int fits = 0;
+    if (all_cores(placement) && host_share && placement->device_mem == 0)
+        for (int k = r->devices - 1; !fits && k >= 1; k--)
+            fits = try_device_count(failed, placement, host_share, k, devices, found);
+    for (int k = r->devices + 1; !fits && k <= most && k * r->chunks <= r->spec->num_layers; k++)
+        fits = try_device_count(failed, placement, host_share, k, devices, found);
+    free(devices);
+    return fits;
+}
+
+/* The most micro-batches `--microbatches auto` would try for r: the
+ * smallest micro-batches, whose stash is least. */
+static int most_microbatches(const bg_plan_request_t *r) {
+    const int multiple = bg_plan_microbatch_multiple(r, 0);
+    const int count = bg_plan_microbatch_candidates(r->batch, multiple, NULL, 0);
+    int *ms = malloc(sizeof *ms * (size_t)(count > 0 ? count : 1));
+    if (ms == NULL) return r->microbatches;
+    bg_plan_microbatch_candidates(r->batch, multiple, ms, count);
+    int most = r->microbatches;
+    for (int k = 0; k < count; k++)
+        if (ms[k] > most) most = ms[k];
+    free(ms);
+    return most;
+}
+
+/* With every memory saving of `v` made: the layer that needs the most
+ * memory on a stage of its own (*layer), and that need (returned; 0 when
+ * it cannot be worked out). A lower bound: no channel slots, one micro-
+ * batch in flight. */
+static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer) {
+    bg_plan_request_t alone = *v;
+    alone.fits_only = 0;
+    bg_plan_t *p = NULL;
+    if (bg_plan_create(&alone, &p) != BG_OK) return 0;
+    size_t most = 0;
+    for (int l = 0; l < bg_cost_model_layers(p->model); l++) {
+        const bg_cost_stage_t stage = {.first_layer = l, .last_layer = l + 1, .stash_slots = 1};
+        const bg_cost_memory_t m = bg_cost_stage_memory(p->model, &stage);
+        if (bg_cost_memory_peak(&m) > most) {
+            most = bg_cost_memory_peak(&m);
+            *layer = l;
+        }
+    }
+    bg_plan_destroy(p);
+    return most;
+}
+
+/* Every memory saving at once, on the devices given: the planner's own
+ * split, --recompute, SGD without momentum, 1f1b for gpipe and the most
+ * micro-batches. Prints it if that fits; else, where one layer alone
+ * needs more than any stage may have, says so and what --device-mem
+ * would do, for more devices cannot help. */
+static void try_every_saving(const bg_plan_t *failed, cJSON *found) {
+    const bg_plan_request_t *r = &failed->request;
+    bg_plan_request_t v = *r;
+    char what[160];
+    int at = 0;
+    if (r->split != NULL) at += snprintf(what + at, sizeof what - (size_t)at, " without --split");
+    v.split = NULL;
+    if (!r->recompute) at += snprintf(what + at, sizeof what - (size_t)at, " --recompute");
+    v.recompute = 1;
+    if (r->optimizer.kind != BG_OPTIMIZER_SGD)
+        at += snprintf(what + at, sizeof what - (size_t)at, " --optimizer sgd");
+    if (r->optimizer.sgd.momentum != 0)
+        at += snprintf(what + at, sizeof what - (size_t)at, " --momentum 0");
+    v.optimizer.kind = BG_OPTIMIZER_SGD;
+    v.optimizer.sgd.momentum = 0;
+    if (v.schedule == BG_SCHEDULE_GPIPE) {
+        at += snprintf(what + at, sizeof what - (size_t)at, " --schedule 1f1b");
+        v.schedule = BG_SCHEDULE_1F1B;
+    }
+    if (at > 0 && try_variant(&v, what + 1, found)) return;
+    /* And then with the smallest micro-batches. */
+    v.microbatches = most_microbatches(r);
+    if (v.microbatches != r->microbatches) {
+        at += snprintf(what + at, sizeof what - (size_t)at, " --microbatches %d", v.microbatches);
+        if (try_variant(&v, what + 1, found)) return;
+    }
+    size_t capacity = 0;
+    for (int s = 0; s < failed->partition->stages; s++)
+        if (failed->partition->stage[s].capacity_bytes > capacity)
+            capacity = failed->partition->stage[s].capacity_bytes;
+    int layer = 0;
+    const size_t need = largest_layer_alone(&v, &layer);
+    if (capacity > 0 && need > capacity) {
+        char need_text[32], cap_text[32];
+        fprintf(stderr,
+                "  none of these fits, alone or together: layer %d (%s) needs at least %s bytes "
+                "(%.2f MiB) on a stage of its own%s, over the %s bytes a stage may have here, so "
+                "more devices cannot help; give each device at least %s (--device-mem%s)\n",
+                layer, bg_layer_kind_name(r->spec->layers[layer].kind),
+                bg_cli_group_digits((int64_t)need, need_text, sizeof need_text), (double)need / mib,
+                at > 0 ? " even with all of these" : "",
+                bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text), need_text,
+                r->chunks > 1 ? ", times --chunks" : "");
+        return;
+    }
+    fprintf(stderr, "  none of these fits, alone or together: use more devices or give each more "
+                    "memory (--device-mem)\n");
+}
+
+void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
+                                  const bg_placement_t *placement, int host_share, cJSON *found) {
+    const bg_plan_request_t *r = &p->request;
+    const bg_partition_t *part = p->partition;
+    const bg_partition_stage_t *st = &part->stage[part->worst_stage];
+    const char *device = p->device[st->device].name;
+    char need[32], cap[32], over[32], share[96] = "";
+    fflush(stdout); /* the table this explains comes first, also into a pipe */
+    if (r->chunks > 1)
+        snprintf(share, sizeof share, " (1/%d of %s's: --chunks %d)", r->chunks, device, r->chunks);
+    else if (host_share && placement->device_mem == 0 && r->devices > 1 &&
+             st->device < placement->devices.count &&
+             placement->devices.devices[st->device].kind == BG_DEVICE_CPU)
+        snprintf(share, sizeof share,
+                 " (the host's memory divided among %d CPU devices; --device-mem sets it)",
+                 r->devices);
+    fprintf(stderr,
+            "brigade %s: does not fit: stage %d (layers %d-%d on %s) needs %s bytes "
+            "(%.2f MiB), %s byte%s over its %s-byte capacity%s\n",
+            cmd, part->worst_stage, st->first_layer, st->last_layer - 1, device,
+            bg_cli_group_digits((int64_t)st->peak_bytes, need, sizeof need),
+            (double)st->peak_bytes / mib,
+            bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over),
+            part->overflow_bytes == 1 ? "" : "s",
+            bg_cli_group_digits((int64_t)st->capacity_bytes, cap, sizeof cap), share);
+    fprintf(stderr, "%s; what would help:\n",
+            r->split != NULL ? "this is the given --split"
+                             : "this is the split that overflows least");
+    int helped = 0;
+    bg_plan_request_t v = *r;
+    if (r->split != NULL) {
+        v.split = NULL;
+        helped |= try_variant(&v, "leave out --split", found);
+        v = *r;
+    }
+    if (!r->recompute) {
+        v.recompute = 1;
+        helped |= try_variant(&v, "--recompute", found);
+        v = *r;
+    }
+    if (r->schedule == BG_SCHEDULE_GPIPE) {
+        v.schedule = BG_SCHEDULE_1F1B;
+        helped |= try_variant(&v, "--schedule 1f1b", found);
+        v = *r;
+    }
+    if (r->optimizer.kind == BG_OPTIMIZER_ADAM) {
+        v.optimizer.kind = BG_OPTIMIZER_SGD;
+        helped |= try_variant(&v, "--optimizer sgd", found);
+        v = *r;
+    } else if (r->optimizer.kind == BG_OPTIMIZER_SGD && r->optimizer.sgd.momentum != 0) {
+        v.optimizer.sgd.momentum = 0;
+        helped |= try_variant(&v, "--momentum 0", found);
+        v = *r;
+    }
+    helped |= try_microbatches(r, found);
+    if (try_device_counts(p, placement, host_share, found)) helped = 1;
+    if (!helped) try_every_saving(p, found);
+}
