@@ -1,4 +1,5 @@
 #include "model_spec.h"
+#include "text_file.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -728,48 +729,6 @@ fail:
     return st;
 }
 
-static bg_status_t read_file(const char *path, char **out_text, size_t *out_size) {
-    bg_status_t st = BG_OK;
-    char *text = NULL;
-    size_t size = 0, capacity = 0;
-    FILE *file = fopen(path, "rb");
-    if (file == NULL) {
-        return bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
-    }
-    /* Read in chunks instead of trusting the file size, so pipes and
-     * /dev/stdin work; stop one byte past the limit to detect oversize. */
-    for (;;) {
-        if (size == capacity) {
-            capacity = capacity == 0 ? 4096 : capacity * 2;
-            if (capacity > (size_t)MODEL_SPEC_MAX_FILE + 1) capacity = MODEL_SPEC_MAX_FILE + 1;
-            char *grown = realloc(text, capacity);
-            BG_ALLOC_CHECK_GOTO(grown, st, done);
-            text = grown;
-        }
-        size_t got = fread(text + size, 1, capacity - size, file);
-        size += got;
-        if (size > (size_t)MODEL_SPEC_MAX_FILE) {
-            st = bg_error_set(BG_ERR_PARSE,
-                              "%s: larger than %d MiB; a model spec is a short "
-                              "text file",
-                              path, MODEL_SPEC_MAX_FILE >> 20);
-            goto done;
-        }
-        if (got == 0) break;
-    }
-    if (ferror(file)) {
-        st = bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
-        goto done;
-    }
-    *out_text = text;
-    *out_size = size;
-    text = NULL;
-done:
-    free(text);
-    fclose(file);
-    return st;
-}
-
 bg_status_t bg_model_spec_load(const char *path, bg_model_spec_t **out) {
     if (path == NULL || out == NULL) {
         return bg_error_set(BG_ERR_INVALID, "bg_model_spec_load: %s is NULL",
@@ -777,7 +736,8 @@ bg_status_t bg_model_spec_load(const char *path, bg_model_spec_t **out) {
     }
     char *text = NULL;
     size_t size = 0;
-    BG_CHECK(read_file(path, &text, &size));
+    BG_CHECK(bg_text_file_read(path, MODEL_SPEC_MAX_FILE, "a model spec is a short text file",
+                               &text, &size));
     bg_status_t st = bg_model_spec_parse(path, text, size, out);
     free(text);
     return st;

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -37,5 +38,50 @@ bg_status_t bg_text_file_write(const char *path, const char *text, const char *w
     else
         bg_atomic_file_abort(&file);
     if (st != BG_OK) bg_error_prefix(st, "%s: ", what);
+    return st;
+}
+
+bg_status_t bg_text_file_read(const char *path, size_t max_bytes, const char *why, char **text,
+                              size_t *size) {
+    FILE *file = fopen(path, "rb");
+    if (file == NULL) return bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    bg_status_t st = BG_OK;
+    char *buffer = NULL;
+    size_t used = 0, capacity = 0;
+    /* In chunks, one byte past the limit to see a file over it. */
+    for (;;) {
+        if (used == capacity) {
+            capacity = capacity == 0 ? 4096 : 2 * capacity;
+            if (capacity > max_bytes + 1) capacity = max_bytes + 1;
+            char *grown = realloc(buffer, capacity + 1); /* and the NUL */
+            if (grown == NULL) {
+                st = bg_error_set(BG_ERR_NOMEM, "cannot read '%s': out of memory", path);
+                goto done;
+            }
+            buffer = grown;
+        }
+        errno = 0;
+        const size_t got = fread(buffer + used, 1, capacity - used, file);
+        used += got;
+        if (used > max_bytes) {
+            st = bg_error_set(BG_ERR_PARSE, "%s: larger than %zu MiB; %s", path, max_bytes >> 20,
+                              why);
+            goto done;
+        }
+        if (got == 0) break;
+    }
+    /* A folder opens but does not read (EISDIR). */
+    if (ferror(file)) {
+        st = bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path,
+                          strerror(errno != 0 ? errno : EIO));
+        goto done;
+    }
+    buffer[used] = '\0';
+    *text = buffer;
+    *size = used;
+    buffer = NULL;
+done:
+    free(buffer);
+    fclose(file);
     return st;
 }

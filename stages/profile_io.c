@@ -110,31 +110,6 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
     return st;
 }
 
-static bg_status_t read_text(const char *path, char **out) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
-    char *text = malloc(MAX_PROFILE_BYTES + 1);
-    errno = 0;
-    size_t n = text ? fread(text, 1, MAX_PROFILE_BYTES + 1, f) : 0;
-    /* The reason, kept before fclose can change errno: a directory opens
-     * but does not read (EISDIR). */
-    const char *reason = text == NULL ? "out of memory"
-                         : ferror(f)  ? strerror(errno != 0 ? errno : EIO)
-                                      : NULL;
-    fclose(f);
-    if (reason != NULL) {
-        free(text);
-        return bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path, reason);
-    }
-    if (n > MAX_PROFILE_BYTES) {
-        free(text);
-        return bg_error_set(BG_ERR_PARSE, "%s: larger than 64 MiB; not a profile", path);
-    }
-    text[n] = '\0';
-    *out = text;
-    return BG_OK;
-}
-
 /* A non-negative finite number field of `object`, or a parse error. */
 static bg_status_t number_field(const char *path, const cJSON *object, const char *key,
                                 const char *where, double *out) {
@@ -393,7 +368,8 @@ static const char *repeated_key(const cJSON *item, int *nomem) {
 
 bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_profile_t **out) {
     char *text = NULL;
-    BG_CHECK(read_text(path, &text));
+    size_t size = 0;
+    BG_CHECK(bg_text_file_read(path, MAX_PROFILE_BYTES, "not a profile", &text, &size));
     /* One JSON value and nothing after it but white space: a second value
      * or garbage (two profiles concatenated) is no profile. */
     const char *end = NULL;

@@ -1,6 +1,7 @@
 /* lib/text_file: results (metrics, traces, profiles, pictures) replace a
  * regular file whole, leaving no temporary file behind, and are written
- * into devices and through symbolic links as a redirection would. */
+ * into devices and through symbolic links as a redirection would; inputs
+ * are read whole, from files and pipes, up to a limit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -109,6 +110,64 @@ static void test_errors_name_what_and_where(void **state) {
     assert_int_equal(bg_test_scratch_entries(f->dir), 0);
 }
 
+/* Read back whole, with a NUL after it; past the limit, and a folder or a
+ * missing file, refused by name. */
+static void test_reads_whole_up_to_a_limit(void **state) {
+    fixture_t *f = *state;
+    char *text = NULL;
+    size_t size = 0;
+    /* Longer than the first 4 KiB chunk, with a NUL inside kept. */
+    char big[10000];
+    for (size_t i = 0; i < sizeof big - 1; i++) big[i] = (char)('a' + i % 26);
+    big[sizeof big - 1] = '\0';
+    big[5000] = 'Z';
+    assert_int_equal(bg_text_file_write(f->path, big, "text"), BG_OK); /* and a newline */
+    assert_int_equal(bg_text_file_read(f->path, 1 << 20, "why", &text, &size), BG_OK);
+    assert_int_equal(size, sizeof big);
+    assert_int_equal(text[5000], 'Z');
+    assert_int_equal(text[size - 1], '\n');
+    assert_int_equal(text[size], '\0');
+    free(text);
+    /* The limit itself is allowed, one byte more is not. */
+    text = NULL;
+    assert_int_equal(bg_text_file_read(f->path, sizeof big, "why", &text, &size), BG_OK);
+    free(text);
+    text = NULL;
+    assert_int_equal(bg_text_file_read(f->path, sizeof big - 1, "a note is short", &text, &size),
+                     BG_ERR_PARSE);
+    char expected[320];
+    snprintf(expected, sizeof expected, "%s: larger than 0 MiB; a note is short", f->path);
+    assert_string_equal(bg_error_message(), expected);
+    assert_null(text);
+    /* A folder opens but does not read; a missing file does not open. */
+    assert_int_equal(bg_text_file_read(f->dir, 1 << 20, "why", &text, &size), BG_ERR_IO);
+    snprintf(expected, sizeof expected, "cannot read '%s': Is a directory", f->dir);
+    assert_string_equal(bg_error_message(), expected);
+    assert_int_equal(unlink(f->path), 0);
+    assert_int_equal(bg_text_file_read(f->path, 1 << 20, "why", &text, &size), BG_ERR_IO);
+    snprintf(expected, sizeof expected, "cannot read '%s': No such file or directory", f->path);
+    assert_string_equal(bg_error_message(), expected);
+    assert_null(text);
+}
+
+/* A pipe has no size to trust: read to its end. */
+static void test_reads_a_pipe(void **state) {
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(write(fds[1], "input channels=1\n", 17), 17);
+    assert_int_equal(close(fds[1]), 0);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fds[0]);
+    char *text = NULL;
+    size_t size = 0;
+    assert_int_equal(bg_text_file_read(path, 1 << 20, "why", &text, &size), BG_OK);
+    assert_int_equal(size, 17);
+    assert_string_equal(text, "input channels=1\n");
+    free(text);
+    close(fds[0]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_replaces_a_regular_file_whole, setup, teardown),
@@ -116,6 +175,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_writes_through_a_symbolic_link, setup, teardown),
         cmocka_unit_test(test_writes_into_a_device),
         cmocka_unit_test_setup_teardown(test_errors_name_what_and_where, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reads_whole_up_to_a_limit, setup, teardown),
+        cmocka_unit_test(test_reads_a_pipe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
