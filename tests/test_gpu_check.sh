@@ -42,7 +42,10 @@ for path in $(sh "$root/bench/gpu-check.sh" --carry "$build"); do
     mkdir -p "$T/tree/carried/$(dirname "${path#"$build"/}")"
     cp -R "$path" "$T/tree/carried/${path#"$build"/}"
 done
-(cd "$T/tree" && BUDGET=200 sh bench/gpu-check.sh carried "$T/full") >"$T/full.log" 2>&1
+# The speed rows' brigade runs, made on CPU devices here (short), so that
+# a command line a run would refuse fails here, not on the GPU.
+(cd "$T/tree" && BUDGET=200 BRIGADE_GPU_CHECK_ON_CPU=1 sh bench/gpu-check.sh carried "$T/full") \
+    >"$T/full.log" 2>&1
 rc=$?
 check "exits 1 when the op test did not pass (rc $rc)" test "$rc" -eq 1
 check "writes exactly summary.txt and details.tar.gz" \
@@ -54,6 +57,13 @@ for row in 'GPU' 'test_cuda_ops' 'pipeline cuda:0x2, cuda:0x4' 'step, batch 64' 
     '5 epochs on cuda:0'; do
     check "the table has the row '$row'" has_row "$row" '' full
 done
+for batch in 64 256; do
+    check "brigade's step at batch $batch is measured" \
+        has_row "step, batch $batch" ' *brigade [0-9.]+ ms, PyTorch' full
+done
+check "four stages and one are measured, with their ratio" \
+    has_row '4 stages, batch 256, M=4' '[0-9.]+ ms on cpu:4, [0-9.]+ ms on cpu: ratio [0-9.]+' full
+check "the exposed copy is measured" has_row 'exposed copy, cuda:0x4' '[0-9.]+ of the step' full
 check "the op test skipped (exit 77)" has_row 'test_cuda_ops' '0 passed, 0 failed, rc 77' full
 check "the pipeline test skipped" has_row 'pipeline cuda:0x2, cuda:0x4' 'skipped \(no GPU\)' full
 # The hand-off needs no GPU: both figures are there.
