@@ -514,21 +514,6 @@ int bg_cmd_train(int argc, char **argv) {
                           o.model, (long long)spec->total_params, param_bytes / (1 << 30));
         goto fail;
     }
-    BG_CHECK_GOTO(bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes,
-                                                      o.train.seed, &train, &test)),
-                  st, fail);
-    BG_CHECK_GOTO(check_save_every(&o, train), st, fail);
-    /* The planner picks the split (unless --split), and M and the schedule
-     * when asked; memory is checked only against a given --device-mem. */
-    bg_plan_request_t request;
-    bg_placement_plan_request(&o.placement, spec, o.train.batch, &o.train.optimizer, setup.profile,
-                              0, setup.devices, &request);
-    BG_CHECK_GOTO(bg_cli_plan_make("train", &o.placement, &request, &plan), st, fail);
-    if (!plan->partition->fits) {
-        bg_cli_plan_explain_overflow("train", plan, &o.placement, 0, NULL);
-        code = 2;
-        goto done;
-    }
     if (o.load != NULL) {
         bg_checkpoint_info_t loaded;
         BG_CHECK_GOTO(bg_cli_input_status(bg_checkpoint_load(o.load, spec, params, &loaded)), st,
@@ -553,7 +538,31 @@ int bg_cmd_train(int argc, char **argv) {
         else
             fprintf(stderr, "loading the weights of %s; the optimizer state starts afresh\n",
                     o.load);
+        /* Synthetic data are made from the seed: without --seed, the
+           file's, so the weights meet the data they were trained on (as
+           --resume does). */
+        if (strcmp(o.data, "synthetic") == 0 && !o.seed_given && loaded.seed_saved &&
+            loaded.seed != o.train.seed) {
+            o.train.seed = loaded.seed;
+            fprintf(stderr, "--seed %llu, as %s was saved with: synthetic data are made from it\n",
+                    (unsigned long long)loaded.seed, o.load);
+        }
         o.train.initial_params = params;
+    }
+    BG_CHECK_GOTO(bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes,
+                                                      o.train.seed, &train, &test)),
+                  st, fail);
+    BG_CHECK_GOTO(check_save_every(&o, train), st, fail);
+    /* The planner picks the split (unless --split), and M and the schedule
+     * when asked; memory is checked only against a given --device-mem. */
+    bg_plan_request_t request;
+    bg_placement_plan_request(&o.placement, spec, o.train.batch, &o.train.optimizer, setup.profile,
+                              0, setup.devices, &request);
+    BG_CHECK_GOTO(bg_cli_plan_make("train", &o.placement, &request, &plan), st, fail);
+    if (!plan->partition->fits) {
+        bg_cli_plan_explain_overflow("train", plan, &o.placement, 0, NULL);
+        code = 2;
+        goto done;
     }
     o.train.save_path = o.save;
     if (o.train.evaluate_only)

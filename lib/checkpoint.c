@@ -5,7 +5,6 @@
  * it and the tensor checksums, any change of a single byte is detected. */
 #include "checkpoint.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -488,6 +487,10 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
             const char *kind = bg_safetensors_metadata(st_file, "brigade.kind");
             found_info.training_state = kind != NULL && strcmp(kind, "training-state") == 0;
         }
+        /* Informative only: --resume checks it (train_state.c). */
+        const char *seed = bg_safetensors_metadata(st_file, "brigade.seed");
+        found_info.seed_saved =
+            seed != NULL && bg_parse_digits(seed, strlen(seed), UINT64_MAX, &found_info.seed);
     }
     if (info != NULL) *info = found_info;
     st = BG_OK;

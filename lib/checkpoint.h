@@ -100,6 +100,10 @@ typedef struct bg_checkpoint_info {
      * when it is, or absent): a model that differs only where there are
      * no weights (a pool's kind, a relu) has the same tensors, and loads. */
     char other_model[20];
+    /* brigade.seed, the run's --seed, when the file holds it (seed_saved):
+     * synthetic data are made from it. */
+    int seed_saved;
+    uint64_t seed;
 } bg_checkpoint_info_t;
 
 /* Reads parameters for `spec` from `path` into `params` (spec->total_params

@@ -379,6 +379,16 @@ expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0 --load "$W" 
     --devices cpu:2 --microbatches 4
 check "--steps 0 on two stages, 4 micro-batches: the same test accuracy" \
     sh -c "grep '^test accuracy: ' '$OUT' | cmp -s - '$T/accuracy.trained'"
+# Synthetic data are made from the seed: weights trained on --seed 7's are
+# scored on them, the seed taken from the file as --resume takes it.
+if expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 3 --seed 7 \
+    --save "$T/seed7.safetensors"; then
+    grep '^test accuracy: ' "$OUT" >"$T/accuracy.seed7"
+    expect 0 "--seed 7, as $T/seed7.safetensors was saved with: synthetic data are made from it" \
+        -- train "$MODEL" --data synthetic --batch 16 --steps 0 --load "$T/seed7.safetensors"
+    check "--steps 0 --load of a --seed 7 run: that run's test accuracy" \
+        sh -c "grep '^test accuracy: ' '$OUT' | cmp -s - '$T/accuracy.seed7'"
+fi
 expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0
 stdout_has "evaluated the initial weights (--seed 1); trained nothing (--steps 0)" \
     "train --steps 0 without --load"
