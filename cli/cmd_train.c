@@ -77,7 +77,9 @@ static const char help[] =
     "  --metrics FILE     write the final figures as JSON: loss, test_loss,\n"
     "                     test_accuracy, samples_per_s, steps, train_seconds, a\n"
     "                     stages list (layers, device, peak_bytes by category) and\n"
-    "                     the timeline summary (bubble, waits, transfers)\n"
+    "                     the timeline summary (bubble, waits, transfers); with\n"
+    "                     --steps 0 no loss, samples_per_s, train_seconds or\n"
+    "                     timeline\n"
     "  --trace FILE.json  Chrome trace of the last recorded steps (open in Perfetto\n"
     "                     or chrome://tracing): one track per stage and transfer lane\n"
     "  --timeline FILE.svg  picture of the last recorded step, one row per stage\n"
@@ -128,7 +130,7 @@ static const char *const training_only[] = {
 
 /* Refuses, with --steps 0, an option that would change nothing, and
  * --resume, whose weights --load takes. */
-static bg_status_t check_evaluate_only(train_options_t *o, int argc, char **argv) {
+static bg_status_t check_evaluate_only(const train_options_t *o, int argc, char **argv) {
     if (o->resume != NULL)
         return bg_error_set(BG_ERR_INVALID,
                             "--steps 0 evaluates and trains nothing, so --resume has no run to "
@@ -141,7 +143,6 @@ static bg_status_t check_evaluate_only(train_options_t *o, int argc, char **argv
                                     "%s changes nothing with --steps 0, which trains nothing "
                                     "(it only evaluates the weights on the test set)",
                                     training_only[i]);
-    o->train.record_steps = 0;
     return BG_OK;
 }
 
@@ -224,6 +225,10 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     }
     if (*show_help) return BG_OK;
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
+    if (o->train.evaluate_only) {
+        BG_CHECK(check_evaluate_only(o, argc, argv));
+        o->train.record_steps = 0; /* no step to record */
+    }
     BG_CHECK(bg_cli_check_optimizer(&o->train.optimizer, argc, argv));
     if (nan_limit_given && !o->train.nan_skip)
         return bg_error_set(BG_ERR_INVALID,
@@ -237,7 +242,6 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
                             "--topology %s describes another machine; train runs on this one "
                             "(plan or simulate it with --topology)",
                             o->placement.topology_path);
-    if (o->train.evaluate_only) BG_CHECK(check_evaluate_only(o, argc, argv));
     if (o->lr >= 0) bg_optimizer_set_lr(&o->train.optimizer, o->lr);
     /* --steps alone runs that many steps, not one epoch's worth at most. */
     if (o->train.steps > 0 && !epochs_given) o->train.epochs = 0;
@@ -410,6 +414,7 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     if (root == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
     cJSON_AddStringToObject(root, "model", o->model);
     cJSON_AddStringToObject(root, "data", o->data);
+    if (o->load != NULL) cJSON_AddStringToObject(root, "load", o->load);
     cJSON_AddStringToObject(root, "optimizer", bg_optimizer_kind_name(o->train.optimizer.kind));
     cJSON_AddNumberToObject(root, "batch", (double)o->train.batch);
     bg_cli_json_add_uint(root, "seed", o->train.seed);

@@ -116,6 +116,7 @@ bg_pipeline_stage_info_t bg_pipeline_stage_info(const bg_pipeline_t *p, int stag
 /* What a stage held at its peak: everything but the stash is fixed, and
  * the stash peaks with the most micro-batches in flight. */
 size_t bg_pipeline_stage_peak_bytes(const bg_pipeline_stage_info_t *info);
+
 const bg_schedule_t *bg_pipeline_schedule(const bg_pipeline_t *p);
 
 /* Records every following training step into `tl` (created with

@@ -52,7 +52,7 @@ static bg_status_t check_config(const bg_train_config_t *cfg) {
         return bg_error_set(BG_ERR_INVALID, "nothing to do: --epochs 0 and no --steps");
     if (cfg->train->count < 1 || cfg->test->count < 1)
         return bg_error_set(BG_ERR_INVALID, "the training or test set is empty");
-    if (cfg->batch > cfg->train->count)
+    if (cfg->batch > cfg->train->count && !cfg->evaluate_only) /* steps take whole batches */
         return bg_error_set(BG_ERR_INVALID, "--batch %lld is larger than the %lld training samples",
                             (long long)cfg->batch, (long long)cfg->train->count);
     if (cfg->train->classes > cfg->spec->classes)

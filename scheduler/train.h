@@ -100,7 +100,9 @@ typedef struct bg_train_result {
 
 /* Trains, evaluates, and leaves the final parameters in `final_params`
  * (spec->total_params floats) if not NULL. Deterministic: the same config
- * gives bit-identical parameters. */
+ * gives bit-identical parameters. With evaluate_only it trains no step and
+ * evaluates the initial, loaded or resumed weights (result->steps is the
+ * step they were saved at, or 0). */
 bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result,
                          float *final_params);
 

@@ -346,7 +346,8 @@ assert abs(sum(parts) - peak) <= 0.035 and parts[1] == parts[0] > 0, (peak, part
 ' "$OUT"
 
 # A model past the host's memory is refused before its data is made
-# (synthetic data of 2^20 classes would need a 4 TiB prototype each).
+# (synthetic data of 2^20 classes would need a 4 MiB prototype each, 4 TiB
+# in all).
 printf 'input channels=1 height=1024 width=1024\nflatten\ndense units=1048576\ndense units=1048576\nsoftmax_cross_entropy\n' \
     >"$T/huge.model"
 expect 1 "$T/huge.model: out of host memory for the model's 2199025352704 parameters (8192.0 GiB" \

@@ -34,12 +34,15 @@ static void test_refusals(void **state) {
     (void)state;
     uint64_t v = 7;
     const char *bad[] = {"", "+5", "-5", " 5", "5 ", "0x10", "1e3", "5.0", "١"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_false(parse(bad[i], UINT64_MAX, &v));
+        assert_int_equal(v, 7);
+    }
     assert_false(bg_parse_digits(NULL, 3, 10, &v));
     assert_false(parse("11", 10, &v));
     assert_false(parse("5", 4, &v)); /* one digit above the maximum */
     assert_false(parse("1", 0, &v)); /* a maximum below the digit */
+    assert_int_equal(v, 7);
     assert_true(parse("0", 0, &v) && v == 0);
     v = 7;
     assert_false(parse("9223372036854775808", INT64_MAX, &v));
