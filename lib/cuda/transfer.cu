@@ -71,17 +71,19 @@ extern "C" bg_status_t bg_cuda_slot_create(bg_backend_t *receiver, size_t bytes,
                        st, fail);
     if (staging != NULL && bytes > 0) {
         /* Portable: pinned for every GPU, so both legs copy by DMA. Where
-         * the system will not pin memory it did not allocate (NotSupported;
-         * a sandbox or a pinning limit may answer otherwise) the legs copy
-         * through it pageable: the same order, since each leg still waits
-         * for the other's event, but slower, and the sender's thread waits
-         * for leg 1 to end (a copy into pageable memory returns when
-         * done). A buffer already registered would be brigade's own bug. */
+         * the system will not pin memory it did not allocate (NotSupported,
+         * or NotPermitted in a sandbox) or has no more to pin (a limit on
+         * locked memory) the legs copy through it pageable: the same order,
+         * since each leg still waits for the other's event, but slower, and
+         * the sender's thread waits for leg 1 to end (a copy into pageable
+         * memory returns when done). Any other error (an earlier fault, a
+         * buffer registered twice) is one. */
         const cudaError_t pin = cudaHostRegister(staging, bytes, cudaHostRegisterPortable);
-        if (pin == cudaErrorHostMemoryAlreadyRegistered)
-            BG_CUDA_CHECK_GOTO(receiver, pin, st, fail);
-        else if (pin != cudaSuccess)
+        if (pin == cudaErrorNotSupported || pin == cudaErrorNotPermitted ||
+            pin == cudaErrorMemoryAllocation)
             (void)cudaGetLastError();
+        else
+            BG_CUDA_CHECK_GOTO(receiver, pin, st, fail);
         slot->pinned = pin == cudaSuccess;
         slot->staging = staging;
     }
