@@ -225,31 +225,31 @@ static bg_status_t entry_parse(const char *name, const cJSON *item, uint64_t dat
     return BG_OK;
 }
 
-static bg_status_t metadata_parse(const char *name, const cJSON *object, bg_safetensors_t *st) {
+static bg_status_t metadata_parse(const char *name, const cJSON *object, bg_safetensors_t *file) {
     if (!cJSON_IsObject(object))
         return bg_error_set(BG_ERR_PARSE, "%s: %s is not a JSON object", name,
                             bg_safetensors_metadata_key);
     int count = cJSON_GetArraySize(object);
     size_t slots = count > 0 ? (size_t)count : 1;
-    st->metadata_keys = calloc(slots, sizeof *st->metadata_keys);
-    st->metadata_values = calloc(slots, sizeof *st->metadata_values);
-    if (!st->metadata_keys || !st->metadata_values)
+    file->metadata_keys = calloc(slots, sizeof *file->metadata_keys);
+    file->metadata_values = calloc(slots, sizeof *file->metadata_values);
+    if (!file->metadata_keys || !file->metadata_values)
         return bg_error_set(BG_ERR_NOMEM, "%s: out of memory for metadata", name);
     for (const cJSON *item = object->child; item; item = item->next) {
         if (!cJSON_IsString(item))
             return bg_error_set(BG_ERR_PARSE, "%s: metadata '%s' is not a string", name,
                                 item->string);
-        int i = st->metadata_count++;
-        st->metadata_keys[i] = strdup(item->string);
-        st->metadata_values[i] = strdup(item->valuestring);
-        if (!st->metadata_keys[i] || !st->metadata_values[i])
+        int i = file->metadata_count++;
+        file->metadata_keys[i] = strdup(item->string);
+        file->metadata_values[i] = strdup(item->valuestring);
+        if (!file->metadata_keys[i] || !file->metadata_values[i])
             return bg_error_set(BG_ERR_NOMEM, "%s: out of memory for metadata", name);
     }
     /* The metadata keys are copies, so sorting their pointers is harmless. */
     const char **keys = malloc(slots * sizeof *keys);
     if (!keys) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory for metadata", name);
-    memcpy(keys, st->metadata_keys, (size_t)st->metadata_count * sizeof *keys);
-    const char *duplicate = bg_safetensors_names_find_duplicate(keys, (size_t)st->metadata_count);
+    memcpy(keys, file->metadata_keys, (size_t)file->metadata_count * sizeof *keys);
+    const char *duplicate = bg_safetensors_names_find_duplicate(keys, (size_t)file->metadata_count);
     bg_status_t status = BG_OK;
     if (duplicate)
         status = bg_error_set(BG_ERR_PARSE, "%s: duplicate metadata key '%s'", name, duplicate);
@@ -259,10 +259,10 @@ static bg_status_t metadata_parse(const char *name, const cJSON *object, bg_safe
 
 /* Checks that the entries, sorted by begin, cover [0, data_size) with no
  * gap and no overlap: an unclaimed byte hides data, a shared one aliases. */
-static bg_status_t entries_check_tiling(const char *name, const bg_safetensors_t *st) {
+static bg_status_t entries_check_tiling(const char *name, const bg_safetensors_t *file) {
     uint64_t expected = 0;
-    for (int i = 0; i < st->count; i++) {
-        const bg_safetensors_entry_t *e = &st->entries[i];
+    for (int i = 0; i < file->count; i++) {
+        const bg_safetensors_entry_t *e = &file->entries[i];
         if (e->begin > expected)
             return bg_error_set(BG_ERR_PARSE,
                                 "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
@@ -273,14 +273,14 @@ static bg_status_t entries_check_tiling(const char *name, const bg_safetensors_t
             return bg_error_set(BG_ERR_PARSE,
                                 "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
                                 "] overlap tensor '%s' [%" PRIu64 ", %" PRIu64 "]",
-                                name, e->name, e->begin, e->end, st->entries[i - 1].name,
-                                st->entries[i - 1].begin, st->entries[i - 1].end);
+                                name, e->name, e->begin, e->end, file->entries[i - 1].name,
+                                file->entries[i - 1].begin, file->entries[i - 1].end);
         expected = e->end;
     }
-    if (expected != st->data_size)
+    if (expected != file->data_size)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: bytes [%" PRIu64 ", %" PRIu64 ") of the data belong to no tensor",
-                            name, expected, st->data_size);
+                            name, expected, file->data_size);
     return BG_OK;
 }
 
@@ -293,7 +293,7 @@ bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size
     bg_status_t status = BG_OK;
     cJSON *root = NULL;
     const char **keys = NULL;
-    bg_safetensors_t *st = NULL;
+    bg_safetensors_t *file = NULL;
 
     size_t bad = bg_safetensors_utf8_invalid_at((const uint8_t *)json, json_len);
     if (bad < json_len)
@@ -341,30 +341,31 @@ bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size
         goto cleanup;
     }
 
-    st = calloc(1, sizeof *st);
-    BG_ALLOC_CHECK_GOTO(st, status, cleanup);
-    st->data_size = data_size;
-    st->entries = calloc(tensor_count ? tensor_count : 1, sizeof *st->entries);
-    BG_ALLOC_CHECK_GOTO(st->entries, status, cleanup);
+    file = calloc(1, sizeof *file);
+    BG_ALLOC_CHECK_GOTO(file, status, cleanup);
+    file->data_size = data_size;
+    file->entries = calloc(tensor_count ? tensor_count : 1, sizeof *file->entries);
+    BG_ALLOC_CHECK_GOTO(file->entries, status, cleanup);
     for (const cJSON *item = root->child; item; item = item->next) {
         if (item == metadata) continue;
-        BG_CHECK_GOTO(entry_parse(name, item, data_size, &st->entries[st->count]), status, cleanup);
-        st->count++;
+        BG_CHECK_GOTO(entry_parse(name, item, data_size, &file->entries[file->count]), status,
+                      cleanup);
+        file->count++;
     }
-    if (metadata) BG_CHECK_GOTO(metadata_parse(name, metadata, st), status, cleanup);
-    qsort(st->entries, (size_t)st->count, sizeof *st->entries, bg_safetensors_entry_compare);
-    BG_CHECK_GOTO(entries_check_tiling(name, st), status, cleanup);
+    if (metadata) BG_CHECK_GOTO(metadata_parse(name, metadata, file), status, cleanup);
+    qsort(file->entries, (size_t)file->count, sizeof *file->entries, bg_safetensors_entry_compare);
+    BG_CHECK_GOTO(entries_check_tiling(name, file), status, cleanup);
     /* Found by name in O(log n): a training state of 100,000 layers looks
        up 300,000 tensors. */
-    st->by_name = calloc((size_t)st->count + 1, sizeof *st->by_name);
-    BG_ALLOC_CHECK_GOTO(st->by_name, status, cleanup);
-    for (int i = 0; i < st->count; i++) st->by_name[i] = &st->entries[i];
-    qsort(st->by_name, (size_t)st->count, sizeof *st->by_name, entry_name_compare);
-    *out = st;
-    st = NULL;
+    file->by_name = calloc((size_t)file->count + 1, sizeof *file->by_name);
+    BG_ALLOC_CHECK_GOTO(file->by_name, status, cleanup);
+    for (int i = 0; i < file->count; i++) file->by_name[i] = &file->entries[i];
+    qsort(file->by_name, (size_t)file->count, sizeof *file->by_name, entry_name_compare);
+    *out = file;
+    file = NULL;
 
 cleanup:
-    bg_safetensors_destroy(st);
+    bg_safetensors_destroy(file);
     free(keys);
     cJSON_Delete(root);
     return status;
@@ -462,26 +463,26 @@ bg_status_t bg_safetensors_parse(const char *name, const uint8_t *bytes, size_t 
     memcpy(header, bytes, 8 + header_len);
     header[8 + header_len] = '\0';
     uint64_t data_size = size - 8 - header_len;
-    bg_safetensors_t *st = NULL;
+    bg_safetensors_t *file = NULL;
     bg_status_t status = other_format_check(name, header, header_len);
     if (status == BG_OK)
-        status =
-            bg_safetensors_header_parse(name, (const char *)header + 8, header_len, data_size, &st);
+        status = bg_safetensors_header_parse(name, (const char *)header + 8, header_len, data_size,
+                                             &file);
     if (status != BG_OK) {
         free(header);
         return status;
     }
-    st->header = header;
-    st->header_size = 8 + header_len;
+    file->header = header;
+    file->header_size = 8 + header_len;
 
-    st->data = malloc(data_size ? data_size : 1);
-    if (!st->data) {
-        bg_safetensors_destroy(st);
+    file->data = malloc(data_size ? data_size : 1);
+    if (!file->data) {
+        bg_safetensors_destroy(file);
         return bg_error_set(BG_ERR_NOMEM, "%s: out of memory for %" PRIu64 " bytes of data", name,
                             data_size);
     }
-    memcpy(st->data, bytes + 8 + header_len, data_size);
-    *out = st;
+    memcpy(file->data, bytes + 8 + header_len, data_size);
+    *out = file;
     return BG_OK;
 }
 
@@ -510,7 +511,7 @@ bg_status_t bg_safetensors_load(const char *path, bg_safetensors_t **out) {
     if (!path || !out) return bg_error_set(BG_ERR_INVALID, "bg_safetensors_load: NULL argument");
     bg_status_t status = BG_OK;
     uint8_t *header = NULL;
-    bg_safetensors_t *st = NULL;
+    bg_safetensors_t *file = NULL;
     int result;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
@@ -554,59 +555,59 @@ bg_status_t bg_safetensors_load(const char *path, bg_safetensors_t **out) {
     header[8 + header_len] = '\0';
     BG_CHECK_GOTO(other_format_check(path, header, header_len), status, cleanup);
     BG_CHECK_GOTO(
-        bg_safetensors_header_parse(path, (const char *)header + 8, header_len, data_size, &st),
+        bg_safetensors_header_parse(path, (const char *)header + 8, header_len, data_size, &file),
         status, cleanup);
-    st->header = header;
-    st->header_size = 8 + header_len;
+    file->header = header;
+    file->header_size = 8 + header_len;
     header = NULL;
 
     /* Reading the data straight into its owned buffer avoids holding a
      * multi-gigabyte checkpoint twice. */
-    st->data = malloc(data_size ? data_size : 1);
-    BG_ALLOC_CHECK_GOTO(st->data, status, cleanup);
-    if ((result = read_exact(fd, st->data, data_size)) != 0) {
+    file->data = malloc(data_size ? data_size : 1);
+    BG_ALLOC_CHECK_GOTO(file->data, status, cleanup);
+    if ((result = read_exact(fd, file->data, data_size)) != 0) {
         status = read_error(path, result);
         goto cleanup;
     }
-    *out = st;
-    st = NULL;
+    *out = file;
+    file = NULL;
 
 cleanup:
-    bg_safetensors_destroy(st);
+    bg_safetensors_destroy(file);
     free(header);
     close(fd);
     return status;
 }
 
-const bg_safetensors_entry_t *bg_safetensors_find(const bg_safetensors_t *st, const char *name) {
-    if (!st || !name || st->by_name == NULL) return NULL;
+const bg_safetensors_entry_t *bg_safetensors_find(const bg_safetensors_t *file, const char *name) {
+    if (!file || !name || file->by_name == NULL) return NULL;
     bg_safetensors_entry_t key_entry = {.name = (char *)name};
     const bg_safetensors_entry_t *key = &key_entry;
-    bg_safetensors_entry_t *const *found =
-        bsearch(&key, st->by_name, (size_t)st->count, sizeof *st->by_name, entry_name_compare);
+    bg_safetensors_entry_t *const *found = bsearch(&key, file->by_name, (size_t)file->count,
+                                                   sizeof *file->by_name, entry_name_compare);
     return found != NULL ? *found : NULL;
 }
 
-const char *bg_safetensors_metadata(const bg_safetensors_t *st, const char *key) {
-    if (!st || !key) return NULL;
-    for (int i = 0; i < st->metadata_count; i++)
-        if (strcmp(st->metadata_keys[i], key) == 0) return st->metadata_values[i];
+const char *bg_safetensors_metadata(const bg_safetensors_t *file, const char *key) {
+    if (!file || !key) return NULL;
+    for (int i = 0; i < file->metadata_count; i++)
+        if (strcmp(file->metadata_keys[i], key) == 0) return file->metadata_values[i];
     return NULL;
 }
 
-void bg_safetensors_destroy(bg_safetensors_t *st) {
-    if (!st) return;
-    if (st->entries)
-        for (int i = 0; i < st->count; i++) free(st->entries[i].name);
-    free(st->entries);
-    free(st->by_name);
-    for (int i = 0; i < st->metadata_count; i++) {
-        free(st->metadata_keys[i]);
-        free(st->metadata_values[i]);
+void bg_safetensors_destroy(bg_safetensors_t *file) {
+    if (!file) return;
+    if (file->entries)
+        for (int i = 0; i < file->count; i++) free(file->entries[i].name);
+    free(file->entries);
+    free(file->by_name);
+    for (int i = 0; i < file->metadata_count; i++) {
+        free(file->metadata_keys[i]);
+        free(file->metadata_values[i]);
     }
-    free(st->metadata_keys);
-    free(st->metadata_values);
-    free(st->data);
-    free(st->header);
-    free(st);
+    free(file->metadata_keys);
+    free(file->metadata_values);
+    free(file->data);
+    free(file->header);
+    free(file);
 }

@@ -60,75 +60,76 @@ enum { STRETCH_FORWARD, STRETCH_BACKWARD, STRETCH_WEIGHT, STRETCH_KINDS };
 
 static double cost(const double *array, int index) { return array != NULL ? array[index] : 0; }
 
-static int device_of(const sim_state_t *st, int stage) { return stage % st->schedule->devices; }
+static int device_of(const sim_state_t *sim, int stage) { return stage % sim->schedule->devices; }
 
 /* Whether device d has nothing left before its optimizer step (or at all). */
-static int at_barrier(const sim_state_t *st, int d) {
-    const bg_schedule_t *sc = st->schedule;
-    if (st->pending[d] != NULL) return 0;
-    return st->pc[d] >= sc->op_counts[d] || sc->ops[d][st->pc[d]].kind == BG_OP_STEP;
+static int at_barrier(const sim_state_t *sim, int d) {
+    const bg_schedule_t *sc = sim->schedule;
+    if (sim->pending[d] != NULL) return 0;
+    return sim->pc[d] >= sc->op_counts[d] || sc->ops[d][sim->pc[d]].kind == BG_OP_STEP;
 }
 
 /* When device d may start its STEP, or -1 while some device is not there. */
-static double step_ready(sim_state_t *st, int d) {
-    const bg_schedule_t *sc = st->schedule;
-    if (!st->barrier_known) {
+static double step_ready(sim_state_t *sim, int d) {
+    const bg_schedule_t *sc = sim->schedule;
+    if (!sim->barrier_known) {
         int last = -1, waiting = 0;
         for (int e = 0; e < sc->devices; e++) {
-            if (!at_barrier(st, e)) return -1;
-            if (st->pc[e] >= sc->op_counts[e]) continue;
+            if (!at_barrier(sim, e)) return -1;
+            if (sim->pc[e] >= sc->op_counts[e]) continue;
             waiting++;
-            if (last < 0 || st->device_free[e] > st->device_free[last]) last = e;
+            if (last < 0 || sim->device_free[e] > sim->device_free[last]) last = e;
         }
-        st->barrier_known = 1;
-        st->barrier_time = st->device_free[last];
+        sim->barrier_known = 1;
+        sim->barrier_time = sim->device_free[last];
         /* With one device at the barrier nobody sleeps there. */
-        st->barrier_last = waiting > 1 ? last : -1;
+        sim->barrier_last = waiting > 1 ? last : -1;
     }
-    if (st->barrier_last < 0) return st->barrier_time;
-    return st->barrier_time + (d == st->barrier_last ? st->costs->wake_s : st->costs->handoff_s);
+    if (sim->barrier_last < 0) return sim->barrier_time;
+    return sim->barrier_time +
+           (d == sim->barrier_last ? sim->costs->wake_s : sim->costs->handoff_s);
 }
 
 /* Earliest time the op's inputs are all there, or -1 if one is missing. */
-static double inputs_ready(sim_state_t *st, const bg_op_t *op, int device) {
-    const int at = op->stage * st->microbatches + op->microbatch;
+static double inputs_ready(sim_state_t *sim, const bg_op_t *op, int device) {
+    const int at = op->stage * sim->microbatches + op->microbatch;
     switch (op->kind) {
-    case BG_OP_FORWARD: return op->stage == 0 ? 0 : st->activation_ready[at];
+    case BG_OP_FORWARD: return op->stage == 0 ? 0 : sim->activation_ready[at];
     case BG_OP_BACKWARD: {
-        double own = st->forward_done[at];
+        double own = sim->forward_done[at];
         if (own < 0) return -1;
-        if (op->stage == st->stages - 1) return own;
-        double grad = st->gradient_ready[at];
+        if (op->stage == sim->stages - 1) return own;
+        double grad = sim->gradient_ready[at];
         return grad < 0 ? -1 : fmax(own, grad);
     }
-    case BG_OP_WEIGHT: return st->backward_done[at];
-    case BG_OP_STEP: return step_ready(st, device);
+    case BG_OP_WEIGHT: return sim->backward_done[at];
+    case BG_OP_STEP: return step_ready(sim, device);
     }
     return -1;
 }
 
 /* The stretch of an op under contention (1 without). */
-static double stretch(const sim_state_t *st, int kind, int stage, int mb) {
-    if (st->stretch == NULL) return 1;
-    const int cells = st->stages * st->microbatches;
-    return st->stretch[kind * cells + stage * st->microbatches + mb];
+static double stretch(const sim_state_t *sim, int kind, int stage, int mb) {
+    if (sim->stretch == NULL) return 1;
+    const int cells = sim->stages * sim->microbatches;
+    return sim->stretch[kind * cells + stage * sim->microbatches + mb];
 }
 
 /* The slowdown of an F, B or W after its device d was idle from `from` to
  * `to` (bg_sim_after_wait_t): the worst over the other devices' ops in
  * that gap; 1 without after-wait costs. */
-static double wait_slowdown(const sim_state_t *st, const bg_op_t *op, int d, double from,
+static double wait_slowdown(const sim_state_t *sim, const bg_op_t *op, int d, double from,
                             double to) {
-    if (st->after_wait == NULL || op->kind == BG_OP_STEP || !(to > from)) return 1;
-    const bg_sim_after_wait_t *w = &st->after_wait[op->stage];
+    if (sim->after_wait == NULL || op->kind == BG_OP_STEP || !(to > from)) return 1;
+    const bg_sim_after_wait_t *w = &sim->after_wait[op->stage];
     const double *ratio = op->kind == BG_OP_FORWARD ? w->forward : w->backward;
     double worst = 1;
-    for (int e = 0; e < st->schedule->devices; e++) {
+    for (int e = 0; e < sim->schedule->devices; e++) {
         if (e == d) continue;
         /* A device's ops are noted in the order they run, one at a time,
          * so their ends are sorted too: skip those over before the gap. */
-        const sim_busy_t *ops = &st->busy[e * st->busy_cap];
-        int lo = 0, hi = st->busy_count[e];
+        const sim_busy_t *ops = &sim->busy[e * sim->busy_cap];
+        int lo = 0, hi = sim->busy_count[e];
         while (lo < hi) {
             const int mid = lo + (hi - lo) / 2;
             if (ops[mid].end <= from)
@@ -136,7 +137,7 @@ static double wait_slowdown(const sim_state_t *st, const bg_op_t *op, int d, dou
             else
                 hi = mid;
         }
-        for (int i = lo; i < st->busy_count[e]; i++) {
+        for (int i = lo; i < sim->busy_count[e]; i++) {
             const sim_busy_t *o = &ops[i];
             if (o->start >= to) break;
             const double length = o->end - o->start;
@@ -150,32 +151,32 @@ static double wait_slowdown(const sim_state_t *st, const bg_op_t *op, int d, dou
 
 /* Notes that device d ran an op of kind BG_SIM_AFTER_* from start to end
  * (only wait_slowdown reads these: nothing without after-wait costs). */
-static void note_busy(sim_state_t *st, int d, double start, double end, int kind) {
-    if (st->after_wait != NULL && st->busy_count[d] < st->busy_cap)
-        st->busy[d * st->busy_cap + st->busy_count[d]++] = (sim_busy_t){start, end, kind};
+static void note_busy(sim_state_t *sim, int d, double start, double end, int kind) {
+    if (sim->after_wait != NULL && sim->busy_count[d] < sim->busy_cap)
+        sim->busy[d * sim->busy_cap + sim->busy_count[d]++] = (sim_busy_t){start, end, kind};
 }
 
 /* The check of stage s's weight gradients when op (of kind B or W) is the
  * one that completes them, else 0. */
-static double weight_check(const sim_state_t *st, const bg_op_t *op) {
-    if (op->kind != bg_schedule_gradient_kind(st->schedule) ||
-        op->microbatch != st->last_gradient_mb[op->stage])
+static double weight_check(const sim_state_t *sim, const bg_op_t *op) {
+    if (op->kind != bg_schedule_gradient_kind(sim->schedule) ||
+        op->microbatch != sim->last_gradient_mb[op->stage])
         return 0;
-    return cost(st->costs->weight_check, op->stage);
+    return cost(sim->costs->weight_check, op->stage);
 }
 
 /* An op's duration, `slowdown` times longer after an idle gap. */
-static double duration(const sim_state_t *st, const bg_op_t *op, double slowdown) {
-    const bg_sim_costs_t *c = st->costs;
+static double duration(const sim_state_t *sim, const bg_op_t *op, double slowdown) {
+    const bg_sim_costs_t *c = sim->costs;
     const int s = op->stage, mb = op->microbatch;
     switch (op->kind) {
-    case BG_OP_FORWARD: return c->forward[s] * stretch(st, STRETCH_FORWARD, s, mb) * slowdown;
+    case BG_OP_FORWARD: return c->forward[s] * stretch(sim, STRETCH_FORWARD, s, mb) * slowdown;
     case BG_OP_BACKWARD:
-        return (c->backward[s] + cost(c->recompute, s) + weight_check(st, op)) *
-               stretch(st, STRETCH_BACKWARD, s, mb) * slowdown;
+        return (c->backward[s] + cost(c->recompute, s) + weight_check(sim, op)) *
+               stretch(sim, STRETCH_BACKWARD, s, mb) * slowdown;
     case BG_OP_WEIGHT:
-        return (cost(c->weight, s) + cost(c->recompute, s) + weight_check(st, op)) *
-               stretch(st, STRETCH_WEIGHT, s, mb) * slowdown;
+        return (cost(c->weight, s) + cost(c->recompute, s) + weight_check(sim, op)) *
+               stretch(sim, STRETCH_WEIGHT, s, mb) * slowdown;
     case BG_OP_STEP: break; /* one event per stage: commit_op */
     }
     return 0;
@@ -183,55 +184,57 @@ static double duration(const sim_state_t *st, const bg_op_t *op, double slowdown
 
 /* The copy into the device before the op: its input from the previous
  * stage (F) or its output gradient from the next one (B); 0 otherwise. */
-static double receive_cost(const sim_state_t *st, const bg_op_t *op) {
+static double receive_cost(const sim_state_t *sim, const bg_op_t *op) {
     if (op->kind == BG_OP_FORWARD && op->stage > 0)
-        return cost(st->costs->activation_recv, op->stage - 1);
-    if (op->kind == BG_OP_BACKWARD && op->stage + 1 < st->stages)
-        return cost(st->costs->gradient_recv, op->stage);
+        return cost(sim->costs->activation_recv, op->stage - 1);
+    if (op->kind == BG_OP_BACKWARD && op->stage + 1 < sim->stages)
+        return cost(sim->costs->gradient_recv, op->stage);
     return 0;
 }
 
 /* Whether an op sends its output to a neighbour stage. */
-static int sends_output(const sim_state_t *st, const bg_op_t *op) {
-    return (op->kind == BG_OP_FORWARD && op->stage + 1 < st->stages) ||
+static int sends_output(const sim_state_t *sim, const bg_op_t *op) {
+    return (op->kind == BG_OP_FORWARD && op->stage + 1 < sim->stages) ||
            (op->kind == BG_OP_BACKWARD && op->stage > 0);
 }
 
 /* Whether device r is blocked, at time t, waiting for exactly this op. */
-static int waits_for(const sim_state_t *st, int r, bg_op_kind_t kind, int stage, int mb, double t) {
-    const bg_schedule_t *sc = st->schedule;
-    if (st->pending[r] != NULL || st->pc[r] >= sc->op_counts[r] || st->device_free[r] > t) return 0;
-    const bg_op_t *next = &sc->ops[r][st->pc[r]];
+static int waits_for(const sim_state_t *sim, int r, bg_op_kind_t kind, int stage, int mb,
+                     double t) {
+    const bg_schedule_t *sc = sim->schedule;
+    if (sim->pending[r] != NULL || sim->pc[r] >= sc->op_counts[r] || sim->device_free[r] > t)
+        return 0;
+    const bg_op_t *next = &sc->ops[r][sim->pc[r]];
     return next->kind == kind && next->stage == stage && next->microbatch == mb;
 }
 
-static int channel_of(const sim_state_t *st, int forward, int boundary) {
-    return forward ? boundary : st->stages - 1 + boundary;
+static int channel_of(const sim_state_t *sim, int forward, int boundary) {
+    return forward ? boundary : sim->stages - 1 + boundary;
 }
 
 /* The channel a device's pending send goes into, and its boundary. */
-static int pending_channel(const sim_state_t *st, const bg_op_t *op, int *boundary) {
+static int pending_channel(const sim_state_t *sim, const bg_op_t *op, int *boundary) {
     const int forward = op->kind == BG_OP_FORWARD;
     *boundary = forward ? op->stage : op->stage - 1;
-    return channel_of(st, forward, *boundary);
+    return channel_of(sim, forward, *boundary);
 }
 
 /* The channel an op receives its input from (F) or its output gradient
  * from (B), or -1. */
-static int receiving_channel(const sim_state_t *st, const bg_op_t *op) {
-    if (op->kind == BG_OP_FORWARD && op->stage > 0) return channel_of(st, 1, op->stage - 1);
-    if (op->kind == BG_OP_BACKWARD && op->stage + 1 < st->stages)
-        return channel_of(st, 0, op->stage);
+static int receiving_channel(const sim_state_t *sim, const bg_op_t *op) {
+    if (op->kind == BG_OP_FORWARD && op->stage > 0) return channel_of(sim, 1, op->stage - 1);
+    if (op->kind == BG_OP_BACKWARD && op->stage + 1 < sim->stages)
+        return channel_of(sim, 0, op->stage);
     return -1;
 }
 
 /* The ring slot of channel c that frees first, and when (-1: every slot
  * holds a message whose receive is not simulated yet). */
-static double first_free_slot(const sim_state_t *st, int c, int boundary, int *slot) {
+static double first_free_slot(const sim_state_t *sim, int c, int boundary, int *slot) {
     double best = -1;
     *slot = -1;
-    for (int i = 0; i < st->ring[boundary]; i++) {
-        const double t = st->slot_free[c * st->microbatches + i];
+    for (int i = 0; i < sim->ring[boundary]; i++) {
+        const double t = sim->slot_free[c * sim->microbatches + i];
         if (t >= 0 && (best < 0 || t < best)) {
             best = t;
             *slot = i;
@@ -244,61 +247,61 @@ static double first_free_slot(const sim_state_t *st, int c, int boundary, int *s
  * of the tensor), and when it starts copying into *slot: then, or, with the
  * ring full, handoff_s after a receive frees a slot (the sender sleeps
  * meanwhile). Returns -1 while no slot's freeing is known. */
-static double send_start(const sim_state_t *st, int d, double *ready, int *slot) {
-    const bg_op_t *op = st->pending[d];
+static double send_start(const sim_state_t *sim, int d, double *ready, int *slot) {
+    const bg_op_t *op = sim->pending[d];
     int boundary;
-    const int c = pending_channel(st, op, &boundary);
-    *ready = st->device_free[d] + (op->kind == BG_OP_FORWARD
-                                       ? cost(st->costs->activation_check, boundary)
-                                       : cost(st->costs->gradient_check, boundary));
-    const double free_at = first_free_slot(st, c, boundary, slot);
+    const int c = pending_channel(sim, op, &boundary);
+    *ready = sim->device_free[d] + (op->kind == BG_OP_FORWARD
+                                        ? cost(sim->costs->activation_check, boundary)
+                                        : cost(sim->costs->gradient_check, boundary));
+    const double free_at = first_free_slot(sim, c, boundary, slot);
     if (free_at < 0) return -1;
-    return free_at <= *ready ? *ready : free_at + st->costs->handoff_s;
+    return free_at <= *ready ? *ready : free_at + sim->costs->handoff_s;
 }
 
 /* Whether device `sender` is asleep at time t waiting for a free slot of
  * channel c (its send ready, every slot held). */
-static int blocked_on(const sim_state_t *st, int sender, int c, double t) {
-    if (st->pending[sender] == NULL) return 0;
+static int blocked_on(const sim_state_t *sim, int sender, int c, double t) {
+    if (sim->pending[sender] == NULL) return 0;
     int boundary;
-    if (pending_channel(st, st->pending[sender], &boundary) != c) return 0;
+    if (pending_channel(sim, sim->pending[sender], &boundary) != c) return 0;
     double ready;
     int slot;
-    return send_start(st, sender, &ready, &slot) < 0 && ready <= t;
+    return send_start(sim, sender, &ready, &slot) < 0 && ready <= t;
 }
 
 /* Ships device d's pending output: the sender checks it, waits for a free
  * ring slot if the ring is full (a WAIT, as the executor records it), copies
  * it out (SEND) and wakes a receiver already waiting for it; then the link.
  * Records when it reaches the neighbour stage. */
-static bg_status_t send_output(sim_state_t *st, int d, int step, bg_timeline_t *tl) {
-    const bg_op_t *op = st->pending[d];
-    const bg_sim_costs_t *c = st->costs;
+static bg_status_t send_output(sim_state_t *sim, int d, int step, bg_timeline_t *tl) {
+    const bg_op_t *op = sim->pending[d];
+    const bg_sim_costs_t *c = sim->costs;
     const int s = op->stage, forward = op->kind == BG_OP_FORWARD;
     const int peer = forward ? s + 1 : s - 1;
     int boundary, slot;
-    const int ch = pending_channel(st, op, &boundary);
-    const int r = device_of(st, peer);
+    const int ch = pending_channel(sim, op, &boundary);
+    const int r = device_of(sim, peer);
     double ready;
-    const double start = send_start(st, d, &ready, &slot);
+    const double start = send_start(sim, d, &ready, &slot);
     if (start > ready)
         BG_CHECK(bg_timeline_add(
             tl, &(bg_event_t){BG_EVENT_WAIT, d, s, op->microbatch, peer, step, ready, start, 1}));
-    st->slot_free[ch * st->microbatches + slot] = -1;
-    st->held[ch * st->microbatches + op->microbatch] = slot;
+    sim->slot_free[ch * sim->microbatches + slot] = -1;
+    sim->held[ch * sim->microbatches + op->microbatch] = slot;
     const double copy =
         forward ? cost(c->activation_send, boundary) : cost(c->gradient_send, boundary);
     if (copy > 0)
         BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_SEND, d, s, op->microbatch, peer, step,
                                                    start, start + copy, 0}));
     double sent = start + copy, arrival = sent;
-    st->pending[d] = NULL;
-    int woken = r != d && waits_for(st, r, forward ? BG_OP_FORWARD : BG_OP_BACKWARD, peer,
+    sim->pending[d] = NULL;
+    int woken = r != d && waits_for(sim, r, forward ? BG_OP_FORWARD : BG_OP_BACKWARD, peer,
                                     op->microbatch, sent);
-    st->device_free[d] = sent + (woken ? c->wake_s : 0);
-    st->last_busy[d] = st->device_free[d];
+    sim->device_free[d] = sent + (woken ? c->wake_s : 0);
+    sim->last_busy[d] = sim->device_free[d];
     if (r != d) {
-        double *link = forward ? &st->forward_link[boundary] : &st->backward_link[boundary];
+        double *link = forward ? &sim->forward_link[boundary] : &sim->backward_link[boundary];
         double link_start = fmax(sent, *link);
         arrival = link_start + (forward ? c->activation_transfer : c->gradient_transfer)[boundary];
         *link = arrival;
@@ -313,9 +316,9 @@ static bg_status_t send_output(sim_state_t *st, int d, int step, bg_timeline_t *
                                                        step, link_start, arrival, 0}));
     }
     if (forward)
-        st->activation_ready[peer * st->microbatches + op->microbatch] = arrival;
+        sim->activation_ready[peer * sim->microbatches + op->microbatch] = arrival;
     else
-        st->gradient_ready[peer * st->microbatches + op->microbatch] = arrival;
+        sim->gradient_ready[peer * sim->microbatches + op->microbatch] = arrival;
     return BG_OK;
 }
 
@@ -330,62 +333,62 @@ static bg_event_kind_t event_kind(bg_op_kind_t kind) {
 }
 
 /* The stage whose data an op waits for, for the WAIT event. */
-static int waited_peer(const sim_state_t *st, const bg_op_t *op) {
+static int waited_peer(const sim_state_t *sim, const bg_op_t *op) {
     if (op->kind == BG_OP_FORWARD && op->stage > 0) return op->stage - 1;
-    if (op->kind == BG_OP_BACKWARD && op->stage + 1 < st->stages) return op->stage + 1;
+    if (op->kind == BG_OP_BACKWARD && op->stage + 1 < sim->stages) return op->stage + 1;
     return -1;
 }
 
 /* Starts device d's next op at `start` (its inputs there at `ready`). */
-static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready, int step,
+static bg_status_t commit_op(sim_state_t *sim, int d, double start, double ready, int step,
                              bg_timeline_t *tl) {
-    const bg_op_t *op = &st->schedule->ops[d][st->pc[d]++];
-    int peer = waited_peer(st, op);
+    const bg_op_t *op = &sim->schedule->ops[d][sim->pc[d]++];
+    int peer = waited_peer(sim, op);
     /* Idle since its last op or copy, up to the copy in (or the op). */
     const double slowdown =
-        isnan(st->last_busy[d]) ? 1 : wait_slowdown(st, op, d, st->last_busy[d], start);
-    if (ready > st->device_free[d] && (peer >= 0 || op->kind == BG_OP_STEP))
+        isnan(sim->last_busy[d]) ? 1 : wait_slowdown(sim, op, d, sim->last_busy[d], start);
+    if (ready > sim->device_free[d] && (peer >= 0 || op->kind == BG_OP_STEP))
         /* The executor records the barrier's wait on the device's own lane. */
         BG_CHECK(bg_timeline_add(
             tl, &(bg_event_t){BG_EVENT_WAIT, d, op->kind == BG_OP_STEP ? d : op->stage,
-                              op->microbatch, peer, step, st->device_free[d], ready, 0}));
-    double copy = receive_cost(st, op);
+                              op->microbatch, peer, step, sim->device_free[d], ready, 0}));
+    double copy = receive_cost(sim, op);
     if (copy > 0)
         BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_RECV, d, op->stage, op->microbatch,
                                                    peer, step, start, start + copy, 0}));
     start += copy;
-    const int rc = receiving_channel(st, op);
+    const int rc = receiving_channel(sim, op);
     if (rc >= 0) {
         /* The receive frees its slot, waking a sender asleep on the full
          * ring (which costs this device wake_s, as a send's wake does). */
-        const int sender = device_of(st, peer);
-        const int wakes = sender != d && blocked_on(st, sender, rc, start);
-        st->slot_free[rc * st->microbatches + st->held[rc * st->microbatches + op->microbatch]] =
-            start;
-        if (wakes) start += st->costs->wake_s;
+        const int sender = device_of(sim, peer);
+        const int wakes = sender != d && blocked_on(sim, sender, rc, start);
+        sim->slot_free[rc * sim->microbatches +
+                       sim->held[rc * sim->microbatches + op->microbatch]] = start;
+        if (wakes) start += sim->costs->wake_s;
     }
     if (op->kind == BG_OP_STEP) {
         /* The executor updates the device's stages one after another. */
-        for (int s = d; s < st->stages; s += st->schedule->devices) {
-            const double end = start + cost(st->costs->step, s);
+        for (int s = d; s < sim->stages; s += sim->schedule->devices) {
+            const double end = start + cost(sim->costs->step, s);
             BG_CHECK(bg_timeline_add(
                 tl, &(bg_event_t){BG_EVENT_STEP, d, s, -1, -1, step, start, end, 0}));
-            note_busy(st, d, start, end, BG_SIM_AFTER_STEP);
+            note_busy(sim, d, start, end, BG_SIM_AFTER_STEP);
             start = end;
         }
-        st->device_free[d] = st->last_busy[d] = start;
+        sim->device_free[d] = sim->last_busy[d] = start;
         return BG_OK;
     }
-    double end = start + duration(st, op, slowdown);
+    double end = start + duration(sim, op, slowdown);
     BG_CHECK(bg_timeline_add(tl, &(bg_event_t){event_kind(op->kind), d, op->stage, op->microbatch,
                                                -1, step, start, end, 0}));
-    note_busy(st, d, start, end,
+    note_busy(sim, d, start, end,
               op->kind == BG_OP_FORWARD ? BG_SIM_AFTER_FORWARD : BG_SIM_AFTER_BACKWARD);
-    st->device_free[d] = st->last_busy[d] = end;
-    const int at = op->stage * st->microbatches + op->microbatch;
-    if (op->kind == BG_OP_FORWARD) st->forward_done[at] = end;
-    if (op->kind == BG_OP_BACKWARD) st->backward_done[at] = end;
-    if (sends_output(st, op)) st->pending[d] = op;
+    sim->device_free[d] = sim->last_busy[d] = end;
+    const int at = op->stage * sim->microbatches + op->microbatch;
+    if (op->kind == BG_OP_FORWARD) sim->forward_done[at] = end;
+    if (op->kind == BG_OP_BACKWARD) sim->backward_done[at] = end;
+    if (sends_output(sim, op)) sim->pending[d] = op;
     return BG_OK;
 }
 
@@ -393,42 +396,42 @@ static bg_status_t commit_op(sim_state_t *st, int d, double start, double ready,
  * busy time, moved onto this step's clock (which may restart at the same
  * origin: the settling passes), its older ops dropped; without a previous
  * step there are none. */
-static void carry_previous_step(sim_state_t *st, double origin) {
-    const double shift = origin - st->previous_end;
-    for (int d = 0; d < st->schedule->devices; d++) {
-        sim_busy_t *own = &st->busy[d * st->busy_cap];
-        const int kept = isnan(shift) ? 0 : st->busy_count[d] - st->busy_kept[d];
+static void carry_previous_step(sim_state_t *sim, double origin) {
+    const double shift = origin - sim->previous_end;
+    for (int d = 0; d < sim->schedule->devices; d++) {
+        sim_busy_t *own = &sim->busy[d * sim->busy_cap];
+        const int kept = isnan(shift) ? 0 : sim->busy_count[d] - sim->busy_kept[d];
         for (int i = 0; i < kept; i++) {
-            own[i] = own[st->busy_kept[d] + i];
+            own[i] = own[sim->busy_kept[d] + i];
             own[i].start += shift;
             own[i].end += shift;
         }
-        st->busy_kept[d] = st->busy_count[d] = kept;
-        st->last_busy[d] += shift; /* NAN when unknown */
+        sim->busy_kept[d] = sim->busy_count[d] = kept;
+        sim->last_busy[d] += shift; /* NAN when unknown */
     }
 }
 
-static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timeline_t *tl) {
-    const bg_schedule_t *sc = st->schedule;
-    const int cells = st->stages * st->microbatches;
+static bg_status_t run_step(sim_state_t *sim, int step, double origin, bg_timeline_t *tl) {
+    const bg_schedule_t *sc = sim->schedule;
+    const int cells = sim->stages * sim->microbatches;
     for (int i = 0; i < cells; i++) {
-        st->activation_ready[i] = st->gradient_ready[i] = -1;
-        st->forward_done[i] = st->backward_done[i] = -1;
+        sim->activation_ready[i] = sim->gradient_ready[i] = -1;
+        sim->forward_done[i] = sim->backward_done[i] = -1;
     }
-    for (int b = 0; b + 1 < st->stages; b++) st->forward_link[b] = st->backward_link[b] = origin;
+    for (int b = 0; b + 1 < sim->stages; b++) sim->forward_link[b] = sim->backward_link[b] = origin;
     /* The executor empties its rings between steps. */
-    for (int i = 0; i < 2 * (st->stages - 1) * st->microbatches; i++) {
-        st->slot_free[i] = origin;
-        st->held[i] = -1;
+    for (int i = 0; i < 2 * (sim->stages - 1) * sim->microbatches; i++) {
+        sim->slot_free[i] = origin;
+        sim->held[i] = -1;
     }
-    carry_previous_step(st, origin);
+    carry_previous_step(sim, origin);
     /* Each device's thread is woken by the caller at the step's start. */
     for (int d = 0; d < sc->devices; d++) {
-        st->device_free[d] = origin + st->costs->handoff_s;
-        st->pc[d] = 0;
-        st->pending[d] = NULL;
+        sim->device_free[d] = origin + sim->costs->handoff_s;
+        sim->pc[d] = 0;
+        sim->pending[d] = NULL;
     }
-    st->barrier_known = 0;
+    sim->barrier_known = 0;
     for (;;) {
         /* Take the earliest thing that can happen next, a pending send
          * (first, on a tie) or an op start: events then happen in time
@@ -437,14 +440,14 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
         int best = -1, best_is_send = 0;
         double best_start = INFINITY, best_ready = 0;
         for (int d = 0; d < sc->devices; d++) {
-            if (st->pending[d] != NULL) {
+            if (sim->pending[d] != NULL) {
                 /* A send waiting for ring space happens when a slot frees;
                  * otherwise at the end of the op that produced it. */
                 double ready;
                 int slot;
-                const double start = send_start(st, d, &ready, &slot);
+                const double start = send_start(sim, d, &ready, &slot);
                 if (start < 0) continue;
-                const double at = start > ready ? start : st->device_free[d];
+                const double at = start > ready ? start : sim->device_free[d];
                 if (at < best_start || (at == best_start && !best_is_send)) {
                     best_start = at;
                     best = d;
@@ -452,11 +455,11 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
                 }
                 continue;
             }
-            if (st->pc[d] >= sc->op_counts[d]) continue;
-            double ready = inputs_ready(st, &sc->ops[d][st->pc[d]], d);
+            if (sim->pc[d] >= sc->op_counts[d]) continue;
+            double ready = inputs_ready(sim, &sc->ops[d][sim->pc[d]], d);
             if (ready < 0) continue;
             ready = fmax(ready, origin);
-            double start = fmax(st->device_free[d], ready);
+            double start = fmax(sim->device_free[d], ready);
             if (start < best_start) {
                 best_start = start;
                 best_ready = ready;
@@ -466,20 +469,20 @@ static bg_status_t run_step(sim_state_t *st, int step, double origin, bg_timelin
         }
         if (best < 0) break;
         if (best_is_send)
-            BG_CHECK(send_output(st, best, step, tl));
+            BG_CHECK(send_output(sim, best, step, tl));
         else
-            BG_CHECK(commit_op(st, best, best_start, best_ready, step, tl));
+            BG_CHECK(commit_op(sim, best, best_start, best_ready, step, tl));
     }
     double end = origin;
     for (int d = 0; d < sc->devices; d++) {
-        if (st->pc[d] < sc->op_counts[d])
+        if (sim->pc[d] < sc->op_counts[d])
             return bg_error_set(BG_ERR_INTERNAL, "simulator: device %d stuck at op %d", d,
-                                st->pc[d]);
-        end = fmax(end, st->device_free[d]);
+                                sim->pc[d]);
+        end = fmax(end, sim->device_free[d]);
     }
     /* The caller learns the step is over when its thread is woken. */
-    end += st->costs->handoff_s;
-    st->previous_end = end;
+    end += sim->costs->handoff_s;
+    sim->previous_end = end;
     BG_CHECK(bg_timeline_reserve(tl, 0));
     bg_timeline_add_step(tl, origin, end);
     return BG_OK;
@@ -496,8 +499,8 @@ static int busy(const bg_event_t *e) {
 /* From the events [from, to) of one simulated step: each F, B and W's
  * stretch, 1 + (contention - 1) x the fraction of it during which other
  * devices were busy. */
-static void settle_stretch(sim_state_t *st, const bg_timeline_t *tl, int from, int to) {
-    const int cells = st->stages * st->microbatches;
+static void settle_stretch(sim_state_t *sim, const bg_timeline_t *tl, int from, int to) {
+    const int cells = sim->stages * sim->microbatches;
     for (int i = from; i < to; i++) {
         const bg_event_t *e = &tl->events[i];
         int kind = e->kind == BG_EVENT_FORWARD    ? STRETCH_FORWARD
@@ -512,9 +515,9 @@ static void settle_stretch(sim_state_t *st, const bg_timeline_t *tl, int from, i
             if (o->device == e->device || !busy(o)) continue;
             overlap += fmax(0, fmin(e->end, o->end) - fmax(e->start, o->start));
         }
-        const double c = st->costs->contention[e->stage];
+        const double c = sim->costs->contention[e->stage];
         const double fraction = fmin(1, overlap / length);
-        st->stretch[kind * cells + e->stage * st->microbatches + e->microbatch] =
+        sim->stretch[kind * cells + e->stage * sim->microbatches + e->microbatch] =
             c > 1 ? 1 + (c - 1) * fraction : 1;
     }
 }
@@ -599,87 +602,88 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     int64_t ops = 0;
     for (int d = 0; d < schedule->devices; d++) ops += schedule->op_counts[d];
     BG_CHECK(bg_timeline_check_room((int64_t)tl->count + (int64_t)steps * ops, BG_ERR_INVALID));
-    sim_state_t st = {.schedule = schedule,
-                      .costs = costs,
-                      .stages = schedule->stages,
-                      .microbatches = schedule->microbatches};
-    const size_t cells = (size_t)st.stages * (size_t)st.microbatches;
-    st.activation_ready = malloc(sizeof(double) * cells);
-    st.gradient_ready = malloc(sizeof(double) * cells);
-    st.forward_done = malloc(sizeof(double) * cells);
-    st.backward_done = malloc(sizeof(double) * cells);
-    st.forward_link = calloc((size_t)st.stages, sizeof(double));
-    st.backward_link = calloc((size_t)st.stages, sizeof(double));
-    st.device_free = calloc((size_t)schedule->devices, sizeof(double));
-    st.pc = calloc((size_t)schedule->devices, sizeof(int));
-    st.pending = calloc((size_t)schedule->devices, sizeof *st.pending);
-    st.last_gradient_mb = calloc((size_t)st.stages, sizeof(int));
-    for (int s = 0; st.last_gradient_mb != NULL && s < st.stages; s++)
-        st.last_gradient_mb[s] = bg_schedule_last_gradient_microbatch(schedule, s);
-    const size_t slots = 2 * (size_t)st.stages * (size_t)st.microbatches; /* >= the channels' */
-    st.ring = calloc((size_t)st.stages, sizeof(int));
-    st.slot_free = malloc(sizeof(double) * slots);
-    st.held = malloc(sizeof(int) * slots);
+    sim_state_t sim = {.schedule = schedule,
+                       .costs = costs,
+                       .stages = schedule->stages,
+                       .microbatches = schedule->microbatches};
+    const size_t cells = (size_t)sim.stages * (size_t)sim.microbatches;
+    sim.activation_ready = malloc(sizeof(double) * cells);
+    sim.gradient_ready = malloc(sizeof(double) * cells);
+    sim.forward_done = malloc(sizeof(double) * cells);
+    sim.backward_done = malloc(sizeof(double) * cells);
+    sim.forward_link = calloc((size_t)sim.stages, sizeof(double));
+    sim.backward_link = calloc((size_t)sim.stages, sizeof(double));
+    sim.device_free = calloc((size_t)schedule->devices, sizeof(double));
+    sim.pc = calloc((size_t)schedule->devices, sizeof(int));
+    sim.pending = calloc((size_t)schedule->devices, sizeof *sim.pending);
+    sim.last_gradient_mb = calloc((size_t)sim.stages, sizeof(int));
+    for (int s = 0; sim.last_gradient_mb != NULL && s < sim.stages; s++)
+        sim.last_gradient_mb[s] = bg_schedule_last_gradient_microbatch(schedule, s);
+    const size_t slots = 2 * (size_t)sim.stages * (size_t)sim.microbatches; /* >= the channels' */
+    sim.ring = calloc((size_t)sim.stages, sizeof(int));
+    sim.slot_free = malloc(sizeof(double) * slots);
+    sim.held = malloc(sizeof(int) * slots);
     const size_t devices = (size_t)schedule->devices;
-    st.last_busy = malloc(sizeof(double) * devices);
-    for (int d = 0; st.last_busy != NULL && d < schedule->devices; d++) st.last_busy[d] = NAN;
-    st.previous_end = NAN;
-    st.after_wait = waits_slow(schedule, costs) ? costs->after_wait : NULL;
+    sim.last_busy = malloc(sizeof(double) * devices);
+    for (int d = 0; sim.last_busy != NULL && d < schedule->devices; d++) sim.last_busy[d] = NAN;
+    sim.previous_end = NAN;
+    sim.after_wait = waits_slow(schedule, costs) ? costs->after_wait : NULL;
     /* Two steps of a device's ops: each of its ops, and a STEP per stage. */
-    for (int d = 0; st.after_wait != NULL && d < schedule->devices; d++)
-        if (2 * (schedule->op_counts[d] + st.stages) > st.busy_cap)
-            st.busy_cap = 2 * (schedule->op_counts[d] + st.stages);
-    st.busy = malloc(sizeof(sim_busy_t) * devices * (size_t)(st.busy_cap > 0 ? st.busy_cap : 1));
-    st.busy_count = calloc(devices, sizeof(int));
-    st.busy_kept = calloc(devices, sizeof(int));
-    for (int b = 0; st.ring != NULL && b + 1 < st.stages; b++)
-        st.ring[b] = bg_schedule_ring_slots(schedule->devices, st.microbatches, b, b + 1);
+    for (int d = 0; sim.after_wait != NULL && d < schedule->devices; d++)
+        if (2 * (schedule->op_counts[d] + sim.stages) > sim.busy_cap)
+            sim.busy_cap = 2 * (schedule->op_counts[d] + sim.stages);
+    sim.busy = malloc(sizeof(sim_busy_t) * devices * (size_t)(sim.busy_cap > 0 ? sim.busy_cap : 1));
+    sim.busy_count = calloc(devices, sizeof(int));
+    sim.busy_kept = calloc(devices, sizeof(int));
+    for (int b = 0; sim.ring != NULL && b + 1 < sim.stages; b++)
+        sim.ring[b] = bg_schedule_ring_slots(schedule->devices, sim.microbatches, b, b + 1);
     bg_status_t status = BG_OK;
-    if (!st.activation_ready || !st.gradient_ready || !st.forward_done || !st.backward_done ||
-        !st.forward_link || !st.backward_link || !st.device_free || !st.pc || !st.pending ||
-        !st.last_gradient_mb || !st.ring || !st.slot_free || !st.held || !st.last_busy ||
-        !st.busy || !st.busy_count || !st.busy_kept)
+    if (!sim.activation_ready || !sim.gradient_ready || !sim.forward_done || !sim.backward_done ||
+        !sim.forward_link || !sim.backward_link || !sim.device_free || !sim.pc || !sim.pending ||
+        !sim.last_gradient_mb || !sim.ring || !sim.slot_free || !sim.held || !sim.last_busy ||
+        !sim.busy || !sim.busy_count || !sim.busy_kept)
         status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
     double origin = tl->steps > 0 ? tl->step_end[tl->steps - 1] : 0;
     const int contention = contended(schedule, costs);
-    if (status == BG_OK && (contention || st.after_wait != NULL)) {
+    if (status == BG_OK && (contention || sim.after_wait != NULL)) {
         if (contention) {
-            st.stretch = malloc(sizeof(double) * STRETCH_KINDS * cells);
-            if (st.stretch == NULL) status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
-            for (size_t i = 0; st.stretch != NULL && i < STRETCH_KINDS * cells; i++)
-                st.stretch[i] = 1;
+            sim.stretch = malloc(sizeof(double) * STRETCH_KINDS * cells);
+            if (sim.stretch == NULL)
+                status = bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
+            for (size_t i = 0; sim.stretch != NULL && i < STRETCH_KINDS * cells; i++)
+                sim.stretch[i] = 1;
         }
         /* Each pass simulates a step into tl and takes it back out; it
          * leaves its ops and the devices' last busy times to the next. */
         const int count = tl->count, recorded = tl->steps;
         for (int pass = 0; status == BG_OK && pass < BG_SIM_SETTLING_PASSES; pass++) {
-            status = run_step(&st, tl->steps, origin, tl);
-            if (status == BG_OK && contention) settle_stretch(&st, tl, count, tl->count);
+            status = run_step(&sim, tl->steps, origin, tl);
+            if (status == BG_OK && contention) settle_stretch(&sim, tl, count, tl->count);
             tl->count = count;
             tl->steps = recorded;
         }
     }
     for (int k = 0; status == BG_OK && k < steps; k++) {
-        status = run_step(&st, tl->steps, origin, tl);
+        status = run_step(&sim, tl->steps, origin, tl);
         if (status == BG_OK) origin = tl->step_end[tl->steps - 1];
     }
-    free(st.activation_ready);
-    free(st.gradient_ready);
-    free(st.forward_done);
-    free(st.backward_done);
-    free(st.forward_link);
-    free(st.backward_link);
-    free(st.device_free);
-    free(st.pc);
-    free(st.pending);
-    free(st.last_gradient_mb);
-    free(st.ring);
-    free(st.slot_free);
-    free(st.held);
-    free(st.stretch);
-    free(st.last_busy);
-    free(st.busy);
-    free(st.busy_count);
-    free(st.busy_kept);
+    free(sim.activation_ready);
+    free(sim.gradient_ready);
+    free(sim.forward_done);
+    free(sim.backward_done);
+    free(sim.forward_link);
+    free(sim.backward_link);
+    free(sim.device_free);
+    free(sim.pc);
+    free(sim.pending);
+    free(sim.last_gradient_mb);
+    free(sim.ring);
+    free(sim.slot_free);
+    free(sim.held);
+    free(sim.stretch);
+    free(sim.last_busy);
+    free(sim.busy);
+    free(sim.busy_count);
+    free(sim.busy_kept);
     return status;
 }
