@@ -186,6 +186,12 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
     }
     fprintf(out, "(peak MiB is the sum of the columns from params on; other: the slots of "
                  "the channels into the stage and the ops' workspace)\n");
+    int unchecked = 0;
+    for (int s = 0; s < part->stages; s++) unchecked |= part->stage[s].capacity_bytes == 0;
+    if (unchecked)
+        fprintf(out, "(cap MiB -: no capacity is known for that device (a --topology file "
+                     "without its memory), so its memory is not checked; --device-mem gives "
+                     "one)\n");
     /* The planner's estimate, with the update; a searched plan also has the
      * simulated step the choice went by. */
     char rate[32];

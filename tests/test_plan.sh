@@ -250,6 +250,10 @@ check "fewer devices, each with a larger share, are suggested" \
 sed 's/local_memory="[0-9]*"/local_memory="0"/' "$ROOT/tests/fixtures/two-socket-8-core.xml" \
     >"$T/no-memory.xml"
 expect 0 "" -- plan "$T/wide.model" --devices cpu:2 --topology "$T/no-memory.xml"
+stdout_has "(cap MiB -: no capacity is known for that device (a --topology file without its memory), so its memory is not checked" \
+    "a topology without memory: the table says its capacities are unchecked"
+expect 0 "" -- plan "$T/wide.model" --devices cpu:2
+check "with a capacity, no such note" sh -c "! grep -q 'no capacity is known' '$OUT'"
 # A NUMA node that is a GPU's memory (Grace Hopper) is not the CPUs' to share.
 sed 's/<object type="NUMANode" os_index="1"/<object type="NUMANode" subtype="GPUMemory" os_index="1"/' \
     "$ROOT/tests/fixtures/two-socket-8-core.xml" >"$T/gpu-memory-node.xml"
