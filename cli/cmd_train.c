@@ -19,6 +19,7 @@
 #include "dataset.h"
 #include "model_spec.h"
 #include "placement.h"
+#include "parse.h"
 #include "planning.h"
 #include "progress.h"
 #include "report.h"
@@ -189,8 +190,12 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             o->train.optimizer.sgd.weight_decay = wd;
             o->train.optimizer.adam.weight_decay = wd;
         } else if (strcmp(arg, "--seed") == 0) {
-            BG_CHECK(bg_cli_parse_int(arg, v, 0, INT64_MAX, &value));
-            o->train.seed = (uint64_t)value;
+            /* Any 64-bit seed, as a checkpoint may hold (brigade.seed). */
+            if (!bg_parse_digits(v, strlen(v), UINT64_MAX, &o->train.seed))
+                return bg_error_set(BG_ERR_INVALID,
+                                    "--seed: expected a whole number from 0 to %" PRIu64
+                                    ", got '%s'",
+                                    UINT64_MAX, v);
             o->seed_given = 1;
         } else if (strcmp(arg, "--load") == 0) {
             o->load = v;

@@ -219,11 +219,15 @@ expect 1 "the last: step 5: stage 0, micro-batch 0, layer 10 (softmax_cross_entr
 expect 0 "resuming $T/diverged.st at step 4 (epoch 1, sample 64)" -- train "$MLP" \
     --data synthetic --optimizer sgd --lr 0.01 --steps 6 --batch 16 --nan skip \
     --resume "$T/diverged.st"
-usage_error "--seed: -5 is outside 0..9223372036854775807" -- train "$MODEL" --seed -5
-# A seed past 2^53 is written whole, so that the run can be made again.
+usage_error "--seed: expected a whole number from 0 to 18446744073709551615, got '-5'" -- \
+    train "$MODEL" --seed -5
+usage_error "--seed: expected a whole number from 0 to 18446744073709551615, got '18446744073709551616'" \
+    -- train "$MODEL" --seed 18446744073709551616
+# A seed past 2^53 is written whole, so that the run can be made again; any
+# 64-bit seed is one.
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 \
-    --seed 1234567890123456789 --metrics "$T/seed.json"; then
-    check "--metrics keeps a large seed exact" grep -qF '"seed":	1234567890123456789,' "$T/seed.json"
+    --seed 18446744073709551615 --metrics "$T/seed.json"; then
+    check "--metrics keeps a large seed exact" grep -qF '"seed":	18446744073709551615,' "$T/seed.json"
 fi
 usage_error "--nan: expected stop or skip, got 'maybe'" -- train "$MODEL" --nan maybe
 usage_error "--nan: expected stop or skip, got ''" -- train "$MODEL" --nan ''
