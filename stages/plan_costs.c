@@ -11,21 +11,7 @@ _Static_assert((int)BG_NEIGHBOUR_FORWARD == (int)BG_SIM_AFTER_FORWARD &&
 
 void bg_plan_costs_destroy(bg_plan_costs_t *c) {
     if (c == NULL) return;
-    free(c->forward);
-    free(c->backward);
-    free(c->weight);
-    free(c->recompute);
-    free(c->activation_transfer);
-    free(c->gradient_transfer);
-    free(c->activation_send);
-    free(c->activation_recv);
-    free(c->gradient_send);
-    free(c->gradient_recv);
-    free(c->activation_check);
-    free(c->gradient_check);
-    free(c->step);
-    free(c->weight_check);
-    free(c->contention);
+    free(c->forward); /* the one block every array but after_wait is in */
     free(c->after_wait);
     free(c);
 }
@@ -37,29 +23,24 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
     const int split = plan->schedule->split_backward;
     bg_plan_costs_t *c = calloc(1, sizeof *c);
     if (c == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
-    c->forward = calloc(n, sizeof(double));
-    c->backward = calloc(n, sizeof(double));
-    c->weight = calloc(n, sizeof(double));
-    c->recompute = calloc(n, sizeof(double));
-    c->activation_transfer = calloc(links, sizeof(double));
-    c->gradient_transfer = calloc(links, sizeof(double));
-    c->activation_send = calloc(links, sizeof(double));
-    c->activation_recv = calloc(links, sizeof(double));
-    c->gradient_send = calloc(links, sizeof(double));
-    c->gradient_recv = calloc(links, sizeof(double));
-    c->activation_check = calloc(links, sizeof(double));
-    c->gradient_check = calloc(links, sizeof(double));
-    c->step = calloc(n, sizeof(double));
-    c->weight_check = calloc(n, sizeof(double));
-    c->contention = calloc(n, sizeof(double));
+    /* The arrays of doubles, in one block: 7 of a stage each, 8 of a
+     * boundary each. */
+    double *block = calloc(7 * n + 8 * links, sizeof(double));
     c->after_wait = calloc(n, sizeof *c->after_wait);
-    if (!c->forward || !c->backward || !c->weight || !c->recompute || !c->activation_transfer ||
-        !c->gradient_transfer || !c->activation_send || !c->activation_recv || !c->gradient_send ||
-        !c->gradient_recv || !c->activation_check || !c->gradient_check || !c->step ||
-        !c->weight_check || !c->contention || !c->after_wait) {
+    if (block == NULL || c->after_wait == NULL) {
+        free(block);
         bg_plan_costs_destroy(c);
-        return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
+        return bg_error_set(BG_ERR_NOMEM, "planner: out of memory for %d stages' costs", stages);
     }
+    double **per_stage[] = {&c->forward, &c->backward,     &c->weight,    &c->recompute,
+                            &c->step,    &c->weight_check, &c->contention};
+    double **per_boundary[] = {&c->activation_transfer, &c->gradient_transfer, &c->activation_send,
+                               &c->activation_recv,     &c->gradient_send,     &c->gradient_recv,
+                               &c->activation_check,    &c->gradient_check};
+    for (size_t k = 0; k < sizeof per_stage / sizeof per_stage[0]; k++, block += n)
+        *per_stage[k] = block;
+    for (size_t k = 0; k < sizeof per_boundary / sizeof per_boundary[0]; k++, block += links)
+        *per_boundary[k] = block;
     /* Stages the profile timed as stages of their own, with the plan's
      * stash slots, take those times; others the sums over their layers. */
     bg_cost_measured_stage_t *measured = calloc(n, sizeof *measured);
