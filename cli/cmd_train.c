@@ -559,10 +559,12 @@ int bg_cmd_train(int argc, char **argv) {
         }
         o.train.initial_params = params;
     }
-    BG_CHECK_GOTO(bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes,
-                                                      o.train.seed, &train, &test)),
-                  st, fail);
-    BG_CHECK_GOTO(check_save_every(&o, train), st, fail);
+    /* An evaluation reads the test set only. */
+    BG_CHECK_GOTO(
+        bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes, o.train.seed,
+                                            o.train.evaluate_only ? NULL : &train, &test)),
+        st, fail);
+    if (train != NULL) BG_CHECK_GOTO(check_save_every(&o, train), st, fail);
     /* The planner picks the split (unless --split), and M and the schedule
      * when asked; memory is checked only against a given --device-mem. */
     bg_plan_request_t request;
@@ -596,7 +598,8 @@ int bg_cmd_train(int argc, char **argv) {
                 "auto) lets them overlap\n",
                 plan->partition->stages);
     bg_progress_t progress;
-    bg_progress_init(&progress, stderr, (train->count + o.train.batch - 1) / o.train.batch);
+    bg_progress_init(&progress, stderr,
+                     train != NULL ? (train->count + o.train.batch - 1) / o.train.batch : 1);
     o.train.spec = spec;
     o.train.train = train;
     o.train.test = test;

@@ -42,6 +42,7 @@ bg_status_t bg_dataset_load_idx(const char *images_path, const char *labels_path
  *   anything else    a directory holding train-images-idx3-ubyte,
  *                    train-labels-idx1-ubyte, t10k-images-idx3-ubyte and
  *                    t10k-labels-idx1-ubyte, each optionally ending in .gz
+ * With `train` NULL only the test split is made or read (an evaluation).
  * The images must have the model's input `shape`; a mismatch is
  * BG_ERR_INVALID naming the file and both shapes. A missing file is BG_ERR_IO
  * naming every path tried (and, for fashion-mnist, the Debian package). */

@@ -48,11 +48,11 @@ static bg_status_t check_config(const bg_train_config_t *cfg) {
     if (cfg->batch < 1)
         return bg_error_set(BG_ERR_INVALID, "--batch must be >= 1, got %lld",
                             (long long)cfg->batch);
-    if (cfg->epochs < 1 && cfg->steps < 1 && !cfg->evaluate_only)
+    if (cfg->epochs < 1 && cfg->steps < 1)
         return bg_error_set(BG_ERR_INVALID, "nothing to do: --epochs 0 and no --steps");
     if (cfg->train->count < 1 || cfg->test->count < 1)
         return bg_error_set(BG_ERR_INVALID, "the training or test set is empty");
-    if (cfg->batch > cfg->train->count && !cfg->evaluate_only) /* steps take whole batches */
+    if (cfg->batch > cfg->train->count)
         return bg_error_set(BG_ERR_INVALID, "--batch %lld is larger than the %lld training samples",
                             (long long)cfg->batch, (long long)cfg->train->count);
     if (cfg->train->classes > cfg->spec->classes)
@@ -84,7 +84,7 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total) {
                             "--resume: the run was saved at sample %lld of its epoch, past the "
                             "%lld of this data (a resumed run continues on the same data)",
                             (long long)rs->position, (long long)cfg->train->count);
-    if (rs->step >= total && !cfg->evaluate_only)
+    if (rs->step >= total)
         return bg_error_set(BG_ERR_INVALID,
                             "nothing to do: --resume is at step %lld and this run ends at step "
                             "%lld (--steps and --epochs count from the run's start)",
@@ -140,8 +140,8 @@ static bg_status_t save_checkpoint(const bg_train_config_t *cfg, bg_pipeline_t *
     return bg_train_state_save(cfg->save_path, cfg->spec, save);
 }
 
-/* The step the run ends at (bg_train_total_steps; for an evaluation, the
- * step it starts at), refusing runs longer than BG_TRAIN_MAX_EPOCHS. */
+/* The step the run ends at (bg_train_total_steps), refusing runs longer
+ * than BG_TRAIN_MAX_EPOCHS. */
 static bg_status_t run_length(const bg_train_config_t *cfg, int64_t per_epoch, int64_t *total) {
     const int64_t whole = whole_epochs(cfg, per_epoch);
     if (cfg->epochs > BG_TRAIN_MAX_EPOCHS)
@@ -153,9 +153,7 @@ static bg_status_t run_length(const bg_train_config_t *cfg, int64_t per_epoch, i
                             "has at most %d",
                             (long long)cfg->steps, (long long)whole, (long long)cfg->train->count,
                             (long long)cfg->batch, BG_TRAIN_MAX_EPOCHS);
-    *total = !cfg->evaluate_only   ? bg_train_total_steps(cfg, cfg->train->count)
-             : cfg->resume != NULL ? cfg->resume->step
-                                   : 0;
+    *total = bg_train_total_steps(cfg, cfg->train->count);
     return BG_OK;
 }
 
@@ -256,11 +254,9 @@ static bg_status_t save_before_nan(const bg_train_config_t *cfg, bg_pipeline_t *
     return bg_error_set(st, "%s; saving the training state before it failed: %s", why, save_why);
 }
 
-/* The closing figures: the samples/s of this process's steps (the last
- * batch of an epoch may be short), the test set's evaluation, the final
- * weights into `final_params` (if not NULL) and each stage's memory. */
-static bg_status_t finish(const bg_train_config_t *cfg, bg_pipeline_t *pipe, bg_train_result_t *r,
-                          float *final_params) {
+/* Training samples a second over this process's steps (the last batch of
+ * an epoch may be short). */
+static double samples_per_s(const bg_train_config_t *cfg, const bg_train_result_t *r) {
     const int64_t batch = cfg->batch, count = cfg->train->count;
     const int64_t per_epoch = (count + batch - 1) / batch;
     int64_t samples = 0;
@@ -268,8 +264,14 @@ static bg_status_t finish(const bg_train_config_t *cfg, bg_pipeline_t *pipe, bg_
         const int64_t at = (k % per_epoch) * batch;
         samples += count - at < batch ? count - at : batch;
     }
-    r->samples_per_s = r->train_seconds > 0 ? (double)samples / r->train_seconds : 0;
-    BG_CHECK(bg_train_evaluate(pipe, batch, cfg->test, &r->test_loss, &r->test_accuracy));
+    return r->train_seconds > 0 ? (double)samples / r->train_seconds : 0;
+}
+
+/* The closing figures: the test set's evaluation, the final weights into
+ * `final_params` (if not NULL) and each stage's memory. */
+static bg_status_t finish(const bg_train_config_t *cfg, bg_pipeline_t *pipe, bg_train_result_t *r,
+                          float *final_params) {
+    BG_CHECK(bg_train_evaluate(pipe, cfg->batch, cfg->test, &r->test_loss, &r->test_accuracy));
     if (final_params != NULL) BG_CHECK(bg_pipeline_download_params(pipe, final_params));
     r->stages = bg_pipeline_stage_count(pipe);
     r->stage_info = calloc((size_t)r->stages, sizeof *r->stage_info);
@@ -278,8 +280,34 @@ static bg_status_t finish(const bg_train_config_t *cfg, bg_pipeline_t *pipe, bg_
     return BG_OK;
 }
 
+/* --steps 0: the test set's evaluation of the initial, loaded or resumed
+ * weights, on the pipeline a run would train on; the training set is not
+ * read (it may be NULL). */
+static bg_status_t evaluate_only(const bg_train_config_t *cfg, bg_train_result_t *result,
+                                 float *final_params) {
+    if (cfg->batch < 1)
+        return bg_error_set(BG_ERR_INVALID, "--batch must be >= 1, got %lld",
+                            (long long)cfg->batch);
+    if (cfg->test == NULL || cfg->test->count < 1)
+        return bg_error_set(BG_ERR_INVALID, "the test set is empty");
+    bg_device_list_t one_cpu;
+    bg_pipeline_t *pipe = NULL;
+    BG_CHECK(open_pipeline(cfg, &one_cpu, &pipe));
+    bg_train_result_t r = {0};
+    r.steps = r.first_step = cfg->resume != NULL ? cfg->resume->step : 0;
+    const bg_status_t st = finish(cfg, pipe, &r, final_params);
+    bg_pipeline_destroy(pipe);
+    if (st != BG_OK) {
+        bg_train_result_free(&r);
+        return st;
+    }
+    *result = r;
+    return BG_OK;
+}
+
 bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result,
                          float *final_params) {
+    if (cfg->evaluate_only) return evaluate_only(cfg, result, final_params);
     BG_CHECK(check_config(cfg));
     const bg_dataset_t *train = cfg->train;
     const int64_t batch = cfg->batch;
@@ -401,6 +429,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     r.steps = step;
     r.first_step = first_step;
     r.loss = epoch_steps > 0 ? epoch_loss / (double)epoch_steps : 0;
+    r.samples_per_s = samples_per_s(cfg, &r);
     BG_CHECK_GOTO(finish(cfg, pipe, &r, final_params), st, done);
     *result = r;
     r.stage_info = NULL;

@@ -42,7 +42,8 @@ typedef struct bg_train_config {
     int64_t batch;     /* samples per optimizer step */
     int epochs;        /* passes over the training set */
     int64_t steps;     /* if > 0, stop after this many steps in all */
-    int evaluate_only; /* train no step: only evaluate the weights on the test set */
+    int evaluate_only; /* train no step: only evaluate the weights on the test set
+                          (then `train` is not read and may be NULL) */
     uint64_t seed;     /* initialisation and shuffling */
     bg_optimizer_config_t optimizer;
     const float *initial_params; /* if not NULL, spec->total_params values to start from */

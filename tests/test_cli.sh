@@ -289,6 +289,14 @@ usage_error "$T/idx4x4/train-labels-idx1-ubyte: label 2 at index 1 is outside 0.
 sed 's/units=2/units=3/' "$T/two4x4.model" >"$T/three4x4.model"
 expect 0 "" -- train "$T/three4x4.model" --data "$T/idx4x4" --steps 1 --batch 2
 stdout_has "test accuracy: " "a model of 3 classes on labels 1 and 2"
+# An evaluation (--steps 0) reads the test files only; training needs all.
+mkdir "$T/test-only"
+cp "$T/idx4x4"/t10k-* "$T/test-only/"
+expect 0 "evaluating $T/three4x4.model on $T/test-only: 2 test samples, batch 64" -- \
+    train "$T/three4x4.model" --data "$T/test-only" --steps 0
+stdout_has "test accuracy: " "--steps 0 on a folder of test files only"
+usage_error "$T/test-only: no train-images-idx3-ubyte" -- \
+    train "$T/three4x4.model" --data "$T/test-only" --steps 1
 
 # --- train: a short real run -------------------------------------------------
 
