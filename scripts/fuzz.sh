@@ -41,7 +41,8 @@ targets=${*:-model_spec idx safetensors}
 # The library code the targets reach (checkpoint.c needs layer.c and rng.c
 # for parameter counts).
 sources="fuzz/targets.c lib/checkpoint.c lib/idx.c lib/layer.c lib/model_spec.c lib/rng.c \
-lib/safetensors.c lib/safetensors_write.c lib/atomic_file.c lib/byte_order.c lib/path.c lib/status.c"
+lib/safetensors.c lib/safetensors_write.c lib/atomic_file.c lib/byte_order.c lib/parse.c lib/path.c \
+lib/status.c lib/text_file.c"
 cc=${CLANG:-clang}
 flags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Ilib -Ifuzz"
