@@ -15,7 +15,13 @@ typedef struct range_max {
 struct bg_cost_model {
     bg_cost_config_t cfg;
     int layers;
-    int64_t micro;      /* samples per micro-batch */
+    /* Samples per micro-batch: the largest, which memory is sized for
+     * (ceil(B / M)), and the mean, which times go by. Where M does not
+     * divide B the executor's micro-batches differ by one sample (the
+     * first B mod M have one more), so M of the largest would overstate
+     * a step by up to a micro-batch. */
+    int64_t micro;
+    double mean_micro;
     size_t elem;        /* bytes per element */
     int states;         /* optimizer state buffers per parameter buffer */
     int has_loss_layer; /* the last layer is softmax_cross_entropy */
@@ -170,7 +176,7 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
             return bg_error_set(BG_ERR_INVALID, "cost model: profile of %d layers for %d",
                                 prof->layers, n);
         }
-        const double scale = (double)m->micro / (double)prof->batch;
+        const double scale = m->mean_micro / (double)prof->batch;
         for (int i = 0; i < n; i++) {
             const bg_layer_profile_t *lp = &prof->layer[i];
             m->forward_s[i + 1] = m->forward_s[i] + scale * lp->forward_s;
@@ -201,6 +207,7 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     m->cfg = *cfg;
     m->layers = spec->num_layers;
     m->micro = (cfg->batch + cfg->microbatches - 1) / cfg->microbatches;
+    m->mean_micro = (double)cfg->batch / (double)cfg->microbatches;
     m->elem = bg_dtype_size(cfg->dtype);
     m->states = bg_optimizer_state_buffers(&cfg->optimizer);
     m->has_loss_layer = spec->layers[m->layers - 1].kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY;
@@ -249,7 +256,7 @@ const bg_cost_config_t *bg_cost_model_config(const bg_cost_model_t *m) { return 
 
 bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device_t *d, int first,
                                   int last) {
-    const double samples = (double)m->micro;
+    const double samples = m->mean_micro;
     double fwd_flops = (double)(m->forward_flops[last] - m->forward_flops[first]);
     double bwd_flops = (double)(m->backward_flops[last] - m->backward_flops[first]);
     double bwd_ops = (double)(m->backward_ops[last] - m->backward_ops[first]);
@@ -289,7 +296,7 @@ int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int sl
         if (best == NULL || abs(sp->slots - slots) < abs(best->slots - slots)) best = sp;
     }
     if (best == NULL) return 0;
-    const double scale = (double)m->micro / (double)prof->batch;
+    const double scale = m->mean_micro / (double)prof->batch;
     bg_cost_measured_stage_t r = {0};
     r.time.forward = scale * best->forward_s;
     r.time.backward = scale * best->backward_s;
@@ -321,12 +328,13 @@ double bg_cost_transfer_seconds(const bg_cost_link_t *link, size_t bytes) {
 
 bg_cost_crossing_t bg_cost_boundary_crossing(const bg_cost_model_t *m, const bg_cost_link_t *link,
                                              int layer) {
-    const size_t bytes = bg_cost_boundary_bytes(m, layer);
+    /* A mean micro-batch's bytes: the slots are sized for the largest. */
+    const size_t bytes = (size_t)((double)(m->boundary[layer] * (int64_t)m->elem) * m->mean_micro);
     if (link->copy_bytes_per_s <= 0)
         return (bg_cost_crossing_t){0, bg_cost_transfer_seconds(link, bytes), 0};
     const bg_profile_t *prof = m->cfg.profile;
     if (prof != NULL && prof->version >= 2 && layer > 0 && layer < m->layers) {
-        const double scale = (double)m->micro / (double)prof->batch;
+        const double scale = m->mean_micro / (double)prof->batch;
         return (bg_cost_crossing_t){scale * prof->layer[layer].send_s, link->latency_s,
                                     scale * prof->layer[layer].recv_s};
     }

@@ -215,8 +215,10 @@ expect 2 "cuda:9: the topology has 8 GPUs" -- plan "$MODEL" --topology "$GPUS" -
 # Interleaved on three devices needs M a multiple of 3, which no divisor or
 # power of two of 64 is: auto tries 3 times powers of two too. With none
 # possible (a batch of 2), it says what it tried and why the last failed.
-expect 0 "chose --microbatches 3:" -- plan "$MODEL" --devices cpu:3 --microbatches auto \
+expect 0 "chose --microbatches " -- plan "$MODEL" --devices cpu:3 --microbatches auto \
     --schedule interleaved --chunks 2
+check "auto chose a multiple of 3 for interleaved on 3 devices" \
+    grep -qE "chose --microbatches (3|6|12|24|48):" "$ERR"
 expect 2 "no micro-batch count tried for a batch of 2 (2 counts from 1 to 2) makes a plan; the last refused: interleaved needs" \
     -- plan "$MODEL" --devices cpu:3 --microbatches auto --schedule interleaved --chunks 2 --batch 2
 # A GPU this machine does not have is refused, not planned with an assumed

@@ -647,5 +647,15 @@ if [ -s "$P" ]; then
 fi
 expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 1,4 --device-mem 16M
 check "sweep --simulate skips what does not fit" grep -qE '^ +1 +1f1b +skipped: does not fit' "$OUT"
+# Where M does not divide the batch the micro-batches differ by a sample
+# (63 of 64: one of 2, 62 of 1), and the step goes by their mean: M=63 is
+# within 1% of M=64, where pricing each at the largest (2) made it 1.7x.
+for m in 63 64; do
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches "$m" \
+        --metrics "$T/m$m.metrics.json"
+done
+check "a step at M=63 of 64 is priced by the mean micro-batch" python3 -c "import json, sys
+a, b = (json.load(open(f))['timeline']['step_s'] for f in sys.argv[1:3])
+assert abs(a / b - 1) < 0.01, (a, b)" "$T/m63.metrics.json" "$T/m64.metrics.json"
 
 finish
