@@ -324,6 +324,7 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
     point->step_ms = summary->step_s * 1e3;
     point->samples_per_s = (double)o->batch / summary->step_s;
     point->bubble_measured = summary->bubble_measured;
+    point->simulated = o->simulate;
     point->bubble_theory = summary->bubble_theory;
     print_row(out, point, bg_schedule_kind_name(kind), summary, peaks, part->stages);
 done:

@@ -402,9 +402,10 @@ static void draw_chart_axes(FILE *out, const chart_layout_t *c, double left_step
             c->y0 + c->height / 2, right + 50, c->y0 + c->height / 2);
 }
 
-static void draw_chart_legend(FILE *out, const char **names, int schedules, double x, double y) {
-    static const char *const keys[] = {"samples/s (left)", "bubble measured (right)",
-                                       "bubble theory (right)"};
+/* `bubble`: the key of the bubble line, measured or simulated. */
+static void draw_chart_legend(FILE *out, const char **names, int schedules, const char *bubble,
+                              double x, double y) {
+    const char *const keys[] = {"samples/s (left)", bubble, "bubble theory (right)"};
     static const char *const styles[] = {"stroke-width=\"2.5\"", "stroke-width=\"1.5\"",
                                          "stroke-width=\"1.5\" stroke-dasharray=\"6 4\""};
     fprintf(out, "<g class=\"legend\" " FONT " font-size=\"12\" fill=\"#222\">\n");
@@ -471,8 +472,9 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
     c.log_max = log2(sorted[count - 1].microbatches) + 0.3;
     if (sorted[0].microbatches == sorted[count - 1].microbatches)
         c.log_min -= 0.7, c.log_max += 0.7;
+    /* 3% of headroom, so the fastest point is not drawn on the frame. */
     double left_step = nice_step(max_rate > 0 ? max_rate : 1, 5);
-    c.left_max = round_up(max_rate, left_step);
+    c.left_max = round_up(1.03 * max_rate, left_step);
     double right_step = nice_step(max_bubble > 5 ? (max_bubble < 100 ? max_bubble : 100) : 5, 5);
     c.right_max = round_up(max_bubble < 100 ? max_bubble : 100, right_step);
     double width = c.x0 + c.width + 90, height = c.y0 + c.height + 110;
@@ -489,7 +491,13 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
     for (int i = 0; i < schedules; i++)
         for (int series = 0; series < 3; series++)
             draw_series(out, &c, sorted, count, names[i], series, palette[i % 8]);
-    draw_chart_legend(out, names, schedules, c.x0, c.y0 + c.height + 72);
+    int simulated = 0;
+    for (int i = 0; i < count; i++) simulated += points[i].simulated != 0;
+    draw_chart_legend(out, names, schedules,
+                      simulated == count ? "bubble predicted (right)"
+                      : simulated > 0    ? "bubble measured or predicted (right)"
+                                         : "bubble measured (right)",
+                      c.x0, c.y0 + c.height + 72);
     fputs("</svg>", out);
     st = svg_close(&doc, path, "svg chart");
 done:

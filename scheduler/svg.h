@@ -41,6 +41,7 @@ typedef struct bg_sweep_point {
     double samples_per_s;
     double bubble_measured, bubble_theory; /* fractions 0..1 */
     double step_ms;
+    int simulated; /* predicted by the simulator, not measured */
 } bg_sweep_point_t;
 
 /* Writes a chart of points to path: M on a log2 x axis, samples/s on the

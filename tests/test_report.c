@@ -809,10 +809,10 @@ static void test_svg_timeline(void **state) {
 static void test_svg_chart(void **state) {
     (void)state;
     bg_sweep_point_t points[] = {
-        {"1f1b", 8, 900, 0.27, 3.0 / 11, 8.9}, {"1f1b", 1, 300, 0.75, 0.75, 3.3},
-        {"gpipe", 2, 480, 0.61, 0.6, 4.2},     {"1f1b", 4, 700, 0.43, 3.0 / 7, 5.7},
-        {"1f1b", 2, 500, 0.6, 0.6, 4.0},       {"gpipe", 8, NAN, 0.28, 3.0 / 11, 9.0},
-        {"gpipe", 1, 290, 0.76, 0.75, 3.4},    {"a<b", 4, 650, 0.2, 0.2, 6},
+        {"1f1b", 8, 1000, 0.27, 3.0 / 11, 8.9, 0}, {"1f1b", 1, 300, 0.75, 0.75, 3.3, 0},
+        {"gpipe", 2, 480, 0.61, 0.6, 4.2, 0},      {"1f1b", 4, 700, 0.43, 3.0 / 7, 5.7, 0},
+        {"1f1b", 2, 500, 0.6, 0.6, 4.0, 0},        {"gpipe", 8, NAN, 0.28, 3.0 / 11, 9.0, 0},
+        {"gpipe", 1, 290, 0.76, 0.75, 3.4, 0},     {"a<b", 4, 650, 0.2, 0.2, 6, 0},
     };
     const char *path = temp_path("chart.svg");
     check_ok(bg_svg_chart_write(path, points, 8));
@@ -838,6 +838,17 @@ static void test_svg_chart(void **state) {
     assert_int_equal(path_points(text, "bubble", "gpipe", "MLL", xs), 3);
     assert_int_equal(path_points(text, "theory", "a&lt;b", "M", xs), 1);
     expect_near(xs[0], 575.56, 1e-9);
+    /* Measured points: the bubble line's key says so; the rate axis rises
+       past the fastest point (1000, in steps of 200), not to it. */
+    assert_non_null(strstr(text, ">bubble measured (right)<"));
+    assert_non_null(strstr(text, ">1200<"));
+    free(text);
+    /* Simulated points: a predicted bubble. */
+    for (int i = 0; i < 8; i++) points[i].simulated = 1;
+    check_ok(bg_svg_chart_write(path, points, 8));
+    text = read_all(path);
+    assert_non_null(strstr(text, ">bubble predicted (right)<"));
+    assert_null(strstr(text, "bubble measured"));
     free(text);
     assert_int_equal(bg_svg_chart_write(path, points, 0), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "svg chart: no points"));
@@ -864,7 +875,7 @@ static void test_unwritable_paths(void **state) {
     const char *path = "/nonexistent-brigade-dir/out.file";
     expect_io_error(bg_trace_write(path, tl), path);
     expect_io_error(bg_svg_timeline_write(path, tl, -1), path);
-    bg_sweep_point_t point = {"1f1b", 4, 100, 0.4, 0.4, 1};
+    bg_sweep_point_t point = {"1f1b", 4, 100, 0.4, 0.4, 1, 0};
     expect_io_error(bg_svg_chart_write(path, &point, 1), path);
     if (access("/dev/full", W_OK) == 0) {
         expect_io_error(bg_trace_write("/dev/full", tl), "/dev/full");
