@@ -5,6 +5,7 @@
 #ifndef BG_CLI_H
 #define BG_CLI_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -123,6 +124,30 @@ const char *bg_cli_group_digits(int64_t n, char *buf, size_t size);
 /* Writes the timeline's Chrome trace to `trace` and its SVG picture (the
  * last step) to `svg`, each when not NULL, saying so on stdout: train's
  * and simulate's --trace and --timeline. */
+/* The signal that asked a long command (train, sweep) to stop (SIGINT,
+ * SIGTERM, SIGHUP), or 0 (cli/stop_signals.c): the command stops after
+ * what is in progress, keeps what it has, and then ends by that signal
+ * (bg_cli_end_by_stop_signal), as a shell expects of a command it
+ * interrupted. A second signal a second or more after the first ends the
+ * process at once. */
+extern volatile sig_atomic_t bg_cli_stop_signal;
+
+enum { BG_CLI_STOP_SIGNALS = 3 };
+typedef struct bg_cli_stop_handlers {
+    struct sigaction old[BG_CLI_STOP_SIGNALS];
+} bg_cli_stop_handlers_t;
+
+/* Catches the stop signals, leaving ignored ones ignored (a job started
+ * with nohup or in the background); *old to restore. */
+void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old);
+
+/* Puts back the handlers of before bg_cli_catch_stop_signals. */
+void bg_cli_restore_stop_signals(const bg_cli_stop_handlers_t *old);
+
+/* After a stop signal: ends the process by it (its default action), once
+ * everything is written; returns only if that did not end it. */
+void bg_cli_end_by_stop_signal(void);
+
 bg_status_t bg_cli_write_timeline_files(const char *trace, const char *svg,
                                         const bg_timeline_t *tl);
 

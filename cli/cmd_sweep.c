@@ -29,7 +29,9 @@ static const char help[] =
     "instead (as 'brigade simulate' does, from the cost model or --profile), and\n"
     "the table and chart say \"(simulated)\".\n"
     "Without --split each point uses the planner's split for its M and\n"
-    "schedule; a point that does not fit --device-mem is skipped.\n"
+    "schedule; a point that does not fit --device-mem is skipped. SIGINT,\n"
+    "SIGTERM or SIGHUP stops the sweep after the point in progress, with the\n"
+    "chart of the points done.\n"
     "\n"
     "sweep:\n"
     "  --microbatches LIST  micro-batch counts, e.g. 1,2,4,8,16 (required)\n"
@@ -390,14 +392,20 @@ int bg_cmd_sweep(int argc, char **argv) {
                          .profile = setup.profile,
                          .devices = setup.devices};
     int total = o.schedule_count * o.m_count, done_points = 0;
-    for (int k = 0; k < o.schedule_count; k++) {
-        for (int i = 0; i < o.m_count; i++) {
+    /* A stop signal ends the sweep after the point in progress, with the
+       chart of the points done. */
+    bg_cli_stop_handlers_t old_handlers;
+    bg_cli_catch_stop_signals(&old_handlers);
+    for (int k = 0; k < o.schedule_count && !bg_cli_stop_signal; k++) {
+        for (int i = 0; i < o.m_count && !bg_cli_stop_signal; i++) {
             char skip[512] = "";
             fprintf(stderr, "[%d/%d] %s M=%d\n", ++done_points, total,
                     bg_schedule_kind_name(o.schedules[k]), o.ms[i]);
-            BG_CHECK_GOTO(
-                run_point(&c, o.schedules[k], o.ms[i], &points[count], skip, sizeof skip, stdout),
-                st, fail);
+            st = run_point(&c, o.schedules[k], o.ms[i], &points[count], skip, sizeof skip, stdout);
+            if (st != BG_OK) {
+                bg_cli_restore_stop_signals(&old_handlers);
+                goto fail;
+            }
             if (skip[0] != '\0')
                 printf("%4d  %-11s skipped: %s\n", o.ms[i], bg_schedule_kind_name(o.schedules[k]),
                        skip);
@@ -405,7 +413,14 @@ int bg_cmd_sweep(int argc, char **argv) {
                 count++;
         }
     }
-    if (count == 0) {
+    bg_cli_restore_stop_signals(&old_handlers);
+    if (bg_cli_stop_signal != 0) {
+        fflush(stdout);
+        fprintf(stderr, "brigade sweep: interrupted after %d of %d points%s\n", done_points, total,
+                o.chart != NULL && count > 0 ? "; the chart has those done" : "");
+        code = 128 + bg_cli_stop_signal;
+        if (count == 0 || o.chart == NULL) goto done;
+    } else if (count == 0) {
         /* Like plan when nothing fits: a result, but not a usable one.
            The rows it points to go first, also into a pipe. */
         fflush(stdout);
@@ -427,5 +442,6 @@ done:
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);
     bg_cli_setup_close(&setup);
+    if (bg_cli_stop_signal != 0) bg_cli_end_by_stop_signal();
     return code;
 }

@@ -271,67 +271,6 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     return bg_cli_check_distinct(files, bg_cli_add_data_files(files, 8, o->data));
 }
 
-/* The signal that asked a run to stop (SIGINT, SIGTERM, SIGHUP), or 0: the run
- * stops after the step in progress and saves its state (scheduler/train.h),
- * and the process then ends by that signal, as a shell expects of a
- * command it interrupted. A second signal a second or more after the first
- * ends the process at once; one sooner is the same request again (timeout(1)
- * signals the command and then its process group). */
-static volatile sig_atomic_t stop_signal;
-static int64_t stop_ns; /* CLOCK_MONOTONIC of the first; the handler alone writes it */
-
-/* SIGHUP: the terminal or ssh session went away. */
-enum { STOP_SIGNALS = 3 };
-static const int stop_signals[STOP_SIGNALS] = {SIGINT, SIGTERM, SIGHUP};
-
-/* Ends the process by `signo`'s default action (async-signal-safe). */
-static void die_by(int signo) {
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigaction(signo, &dfl, NULL);
-    raise(signo);
-}
-
-static void on_stop_signal(int signo) {
-    struct timespec now; /* clock_gettime, sigaction and raise are async-signal-safe */
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    const int64_t ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-    if (stop_signal == 0) {
-        stop_ns = ns;
-        stop_signal = signo;
-    } else if (ns - stop_ns >= 1000000000) {
-        die_by(signo);
-    }
-}
-
-/* Catches the stop signals for the run, leaving ignored ones ignored (a
- * job started with nohup or in the background); old[] to restore. */
-static void catch_stop_signals(struct sigaction old[STOP_SIGNALS]) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < STOP_SIGNALS; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
-    sa.sa_flags = SA_RESTART;
-    for (int i = 0; i < STOP_SIGNALS; i++) {
-        sigaction(stop_signals[i], NULL, &old[i]);
-        if (old[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &sa, NULL);
-    }
-}
-
-/* After a stop signal: ends the process by it (its default action), once
- * everything is written; returns only if that did not end it. */
-static void end_by_stop_signal(void) {
-    fflush(NULL);
-    die_by(stop_signal);
-}
-
-/* Puts back the handlers of before the run. */
-static void restore_stop_signals(const struct sigaction old[STOP_SIGNALS]) {
-    for (int i = 0; i < STOP_SIGNALS; i++) sigaction(stop_signals[i], &old[i], NULL);
-}
-
 /* --tf32 changes only what cuBLAS and cuDNN do: on CPU devices alone it
  * would change nothing, and is refused like other such options; with
  * --devices auto it applies wherever that finds GPUs, and a machine where
@@ -612,15 +551,15 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.microbatches = o.placement.microbatches;
     o.train.split = bg_plan_split(plan);
     o.train.recompute = o.placement.recompute;
-    o.train.stop = &stop_signal;
-    struct sigaction old_handlers[STOP_SIGNALS];
-    catch_stop_signals(old_handlers);
+    o.train.stop = &bg_cli_stop_signal;
+    bg_cli_stop_handlers_t old_handlers;
+    bg_cli_catch_stop_signals(&old_handlers);
     st = bg_train_run(&o.train, &r, params);
-    restore_stop_signals(old_handlers);
+    bg_cli_restore_stop_signals(&old_handlers);
     if (st == BG_ERR_INTERRUPTED) {
         if (progress.terminal) fputc('\n', stderr); /* after the progress bar */
         bg_cli_fail("train", st);
-        code = 128 + stop_signal;
+        code = 128 + bg_cli_stop_signal;
         goto done;
     }
     BG_CHECK_GOTO(st, st, fail);
@@ -687,6 +626,6 @@ done:
     bg_cli_setup_close(&setup);
     /* A stop signal ends the process by that signal, also when it came
      * during the final evaluation, after the results are printed. */
-    if (stop_signal != 0) end_by_stop_signal();
+    if (bg_cli_stop_signal != 0) bg_cli_end_by_stop_signal();
     return code;
 }

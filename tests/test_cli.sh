@@ -647,6 +647,32 @@ stop_run() { # SIGNAL STATUS
 }
 stop_run TERM 143
 stop_run HUP 129
+# A sweep stops after the point in progress, says how far it got, and
+# draws the chart of the points done (SIGTERM: a background job of a script
+# ignores SIGINT).
+: >"$ERR"
+"$BRIGADE" sweep "$MODEL" --devices cpu:2 --microbatches 1,2,4,8,16 --schedule gpipe,1f1b \
+    --steps 200 --chart "$T/interrupted.svg" </dev/null >"$OUT" 2>"$ERR" &
+pid=$!
+tries=0
+while ! grep -q "^\[2/10\]" "$ERR" && [ $tries -lt 600 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+kill -TERM $pid
+tries=0
+while kill -0 $pid 2>/dev/null && [ $tries -lt 600 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+kill -0 $pid 2>/dev/null && kill -KILL $pid
+wait $pid
+status=$?
+check "sweep, SIGTERM: exit status 143 (was $status)" test "$status" -eq 143
+check "sweep, SIGTERM: says how far it got" \
+    grep -qE "^brigade sweep: interrupted after [2-9] of 10 points; the chart has those done" "$ERR"
+check "sweep, SIGTERM: the chart of the points done" grep -q '<circle class="point"' \
+    "$T/interrupted.svg"
 # A closed pipe (| head) loses the output, not the run: it ends and saves.
 rm -f "$T/piped.st"
 "$BRIGADE" train "$MODEL" --data synthetic --steps 40 --batch 16 --save "$T/piped.st" 2>&1 |

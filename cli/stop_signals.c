@@ -1,0 +1,62 @@
+/* Stopping a long command cleanly on SIGINT, SIGTERM or SIGHUP (cli.h):
+ * the command finishes what is in progress, keeps what it has, and then
+ * ends by that signal, as a shell expects of a command it interrupted. */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+volatile sig_atomic_t bg_cli_stop_signal;
+static int64_t stop_ns; /* CLOCK_MONOTONIC of the first; the handler alone writes it */
+
+/* SIGHUP: the terminal or ssh session went away. */
+static const int stop_signals[BG_CLI_STOP_SIGNALS] = {SIGINT, SIGTERM, SIGHUP};
+
+/* Ends the process by `signo`'s default action (async-signal-safe). */
+static void die_by(int signo) {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(signo, &dfl, NULL);
+    raise(signo);
+}
+
+/* A second signal a second or more after the first ends the process at
+ * once; one sooner is the same request again (timeout(1) signals the
+ * command and then its process group). */
+static void on_stop_signal(int signo) {
+    struct timespec now; /* clock_gettime, sigaction and raise are async-signal-safe */
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const int64_t ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    if (bg_cli_stop_signal == 0) {
+        stop_ns = ns;
+        bg_cli_stop_signal = signo;
+    } else if (ns - stop_ns >= 1000000000) {
+        die_by(signo);
+    }
+}
+
+void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < BG_CLI_STOP_SIGNALS; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
+    sa.sa_flags = SA_RESTART;
+    for (int i = 0; i < BG_CLI_STOP_SIGNALS; i++) {
+        sigaction(stop_signals[i], NULL, &old->old[i]);
+        if (old->old[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &sa, NULL);
+    }
+}
+
+void bg_cli_restore_stop_signals(const bg_cli_stop_handlers_t *old) {
+    for (int i = 0; i < BG_CLI_STOP_SIGNALS; i++) sigaction(stop_signals[i], &old->old[i], NULL);
+}
+
+void bg_cli_end_by_stop_signal(void) {
+    fflush(NULL);
+    die_by(bg_cli_stop_signal);
+}
