@@ -150,6 +150,19 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
         fprintf(stderr, ": nothing fits; this overflows least\n");
     else
         fprintf(stderr, ", every stage fits\n");
+    /* A profile's times are scaled linearly from the micro-batch size it
+     * timed; far from it they are guesses (GEMMs of a few rows run slower
+     * per sample, bound by reading their weights). */
+    const bg_profile_t *prof = plan->request.profile;
+    const double size = (double)plan->request.batch / plan->request.microbatches;
+    if (prof != NULL && p->auto_microbatches && prof->batch > 0 &&
+        (size * 4 < (double)prof->batch || size > 4.0 * (double)prof->batch))
+        fprintf(stderr,
+                "note: --profile timed micro-batches of %lld samples and M=%d makes them about "
+                "%.3g: its times are scaled to that, which few-sample micro-batches do not "
+                "follow; 'brigade profile --microbatches %d' times this size\n",
+                (long long)prof->batch, plan->request.microbatches, size,
+                plan->request.microbatches);
     *out = plan;
     return BG_OK;
 }

@@ -361,6 +361,14 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
         --profile "$P"
     expect 2 "--profile $P holds CPU core times, but --devices cuda:0x2 has cuda:0/0" \
         -- plan "$MODEL" --devices cuda:0x2 --profile "$P"
+    # The profile timed micro-batches of 16. Its times scale linearly, so
+    # auto goes to the smallest micro-batches (a batch of 4: M=4, 1 sample)
+    # and is told that they are far from what was timed; a given M is not.
+    expect 0 "note: --profile timed micro-batches of 16 samples and M=4 makes them about 1:" \
+        -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches auto --profile "$P" --batch 4
+    expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches 4 --profile "$P" \
+        --batch 4
+    check "a given M: no note" sh -c "! grep -q 'profile timed' '$ERR'"
     # Older profiles did not say their optimizer: accepted for any.
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
