@@ -613,28 +613,33 @@ fi
 # SIGTERM, SIGINT or SIGHUP (the session went away) stops a run after the
 # step in progress: the state is saved, the message says where, the exit
 # status is 128 + the signal, and the run goes on from there.
+# signal_when PATTERN SIGNAL PID: once stderr has a line matching PATTERN
+# (a minute at most), sends SIGNAL to PID and waits for it to end (a
+# minute at most, then SIGKILL); its exit status in $status.
+signal_when() {
+    tries=0
+    while ! grep -q "$1" "$ERR" && [ $tries -lt 600 ]; do
+        sleep 0.1
+        tries=$((tries + 1))
+    done
+    kill -"$2" "$3"
+    tries=0
+    while kill -0 "$3" 2>/dev/null && [ $tries -lt 600 ]; do
+        sleep 0.1
+        tries=$((tries + 1))
+    done
+    if kill -0 "$3" 2>/dev/null; then
+        kill -KILL "$3"
+        fail "SIG$2: $3 did not stop within 60 s"
+    fi
+    wait "$3"
+    status=$?
+}
 stop_run() { # SIGNAL STATUS
     : >"$ERR" # emptied here: the child's redirection may come after the first look
     "$BRIGADE" train "$MODEL" --data synthetic --steps 1000000 --batch 16 \
         --save "$T/stopped.st" </dev/null >"$OUT" 2>"$ERR" &
-    pid=$!
-    tries=0
-    while ! grep -q "^epoch 1/" "$ERR" && [ $tries -lt 600 ]; do
-        sleep 0.1
-        tries=$((tries + 1))
-    done
-    kill -"$1" $pid
-    tries=0
-    while kill -0 $pid 2>/dev/null && [ $tries -lt 600 ]; do
-        sleep 0.1
-        tries=$((tries + 1))
-    done
-    if kill -0 $pid 2>/dev/null; then
-        kill -KILL $pid
-        fail "SIG$1: the run did not stop within 60 s"
-    fi
-    wait $pid
-    status=$?
+    signal_when "^epoch 1/" "$1" $!
     check "SIG$1: exit status $2 (was $status)" test "$status" -eq "$2"
     stopped=$(sed -n 's/.*interrupted after step \([0-9]*\) of 1000000; the training state is saved in .*/\1/p' "$ERR")
     if [ -n "$stopped" ]; then
@@ -653,21 +658,7 @@ stop_run HUP 129
 : >"$ERR"
 "$BRIGADE" sweep "$MODEL" --devices cpu:2 --microbatches 1,2,4,8,16 --schedule gpipe,1f1b \
     --steps 200 --chart "$T/interrupted.svg" </dev/null >"$OUT" 2>"$ERR" &
-pid=$!
-tries=0
-while ! grep -q "^\[2/10\]" "$ERR" && [ $tries -lt 600 ]; do
-    sleep 0.1
-    tries=$((tries + 1))
-done
-kill -TERM $pid
-tries=0
-while kill -0 $pid 2>/dev/null && [ $tries -lt 600 ]; do
-    sleep 0.1
-    tries=$((tries + 1))
-done
-kill -0 $pid 2>/dev/null && kill -KILL $pid
-wait $pid
-status=$?
+signal_when "^\[2/10\]" TERM $!
 check "sweep, SIGTERM: exit status 143 (was $status)" test "$status" -eq 143
 check "sweep, SIGTERM: says how far it got" \
     grep -qE "^brigade sweep: interrupted after [2-9] of 10 points; the chart has those done" "$ERR"
