@@ -361,11 +361,18 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
         --profile "$P"
     expect 2 "--profile $P holds CPU core times, but --devices cuda:0x2 has cuda:0/0" \
         -- plan "$MODEL" --devices cuda:0x2 --profile "$P"
-    # The profile timed micro-batches of 16. Its times scale linearly, so
-    # auto goes to the smallest micro-batches (a batch of 4: M=4, 1 sample)
-    # and is told that they are far from what was timed; a given M is not.
-    expect 0 "note: --profile timed micro-batches of 16 samples and M=4 makes them about 1:" \
-        -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches auto --profile "$P" --batch 4
+    # Its times scale linearly from the micro-batch size it timed, so auto
+    # is told when its choice is far from that size: said to be 64 here,
+    # any choice for a batch of 4 (1, 2 or 4 samples) is; a given M is not.
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+p['batch'] = 64
+json.dump(p, open(sys.argv[2], 'w'))" "$P" "$T/b64.profile.json"
+    expect 0 "note: --profile timed micro-batches of 64 samples and M=" \
+        -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches auto \
+        --profile "$T/b64.profile.json" --batch 4
+    check "the note gives the chosen M's micro-batch size" \
+        grep -qE "M=(1 makes them about 4|2 makes them about 2|4 makes them about 1):" "$ERR"
     expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches 4 --profile "$P" \
         --batch 4
     check "a given M: no note" sh -c "! grep -q 'profile timed' '$ERR'"
