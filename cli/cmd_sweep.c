@@ -40,6 +40,9 @@ static const char help[] =
     "  --steps N            timed (or simulated) steps per point (default 5)\n"
     "  --warmup N           untimed steps first (default 2)\n"
     "  --batch B            samples per step (default 64)\n"
+    "  --optimizer NAME     adam (default) or sgd: its state is memory and its\n"
+    "                       update part of the step\n"
+    "  --momentum X         sgd momentum (default 0; > 0 keeps a velocity buffer)\n"
     "  --data SOURCE        synthetic (default), fashion-mnist or a directory\n"
     "  --chart FILE.svg     draw samples/s and bubble against M\n"
     "%s%s"
@@ -56,6 +59,7 @@ typedef struct sweep_options {
     bg_schedule_kind_t schedules[4];
     int schedule_count;
     int64_t steps, warmup, batch;
+    bg_optimizer_config_t optimizer; /* its state is memory, its update time */
     int simulate;
     int data_given, warmup_given; /* refused with --simulate, which runs nothing */
     bg_placement_t placement;
@@ -136,10 +140,12 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     o->steps = 5;
     o->warmup = 2;
     o->batch = 64;
+    o->optimizer = (bg_optimizer_config_t)BG_OPTIMIZER_CONFIG_INIT;
     o->schedules[0] = BG_SCHEDULE_1F1B;
     o->schedule_count = 1;
-    static const char *const own[] = {"--microbatches", "--schedule", "--steps", "--warmup",
-                                      "--batch",        "--data",     "--chart"};
+    static const char *const own[] = {"--microbatches", "--schedule", "--steps",
+                                      "--warmup",       "--batch",    "--optimizer",
+                                      "--momentum",     "--data",     "--chart"};
     for (int i = 1; i < argc && !*show_help; i++) {
         const char *arg = argv[i], *v;
         int taken = 0, known = 0;
@@ -169,6 +175,10 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
             o->warmup_given = 1;
         } else if (strcmp(arg, "--batch") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));
+        else if (strcmp(arg, "--optimizer") == 0)
+            BG_CHECK(bg_cli_parse_optimizer(arg, v, &o->optimizer.kind));
+        else if (strcmp(arg, "--momentum") == 0)
+            BG_CHECK(bg_cli_parse_double(arg, v, 0, 1, &o->optimizer.sgd.momentum));
         else if (strcmp(arg, "--data") == 0) {
             o->data = v;
             o->data_given = 1;
@@ -177,6 +187,7 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     }
     if (*show_help) return BG_OK;
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
+    BG_CHECK(bg_cli_check_optimizer(&o->optimizer, argc, argv));
     BG_CHECK(bg_cli_check_output("--chart", o->chart)); /* now, not after every point */
     bg_cli_file_t files[4 + BG_DATASET_FILES] = {
         {"MODEL", o->model, 0, NULL, 0},
@@ -241,6 +252,7 @@ static bg_status_t measure(const sweep_context_t *c, const bg_plan_t *plan, bg_t
     cfg.batch = o->batch;
     cfg.split = bg_plan_split(plan);
     cfg.recompute = o->placement.recompute;
+    cfg.optimizer = o->optimizer;
     bg_pipeline_t *p = NULL;
     bg_timeline_t *tl = NULL;
     float *images = NULL; /* a step's images as floats, made outside its timing */
@@ -289,9 +301,8 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
     /* --chunks is interleaved's: the other schedules listed beside it run
      * one stage per device, so that one chart compares them all. */
     if (kind != BG_SCHEDULE_INTERLEAVED) placement.chunks = 1;
-    bg_optimizer_config_t optimizer = BG_OPTIMIZER_CONFIG_INIT;
     bg_plan_request_t request;
-    bg_placement_plan_request(&placement, c->spec, o->batch, &optimizer, c->profile, o->simulate,
+    bg_placement_plan_request(&placement, c->spec, o->batch, &o->optimizer, c->profile, o->simulate,
                               c->devices, &request);
     bg_plan_t *plan = NULL;
     bg_timeline_t *tl = NULL;
@@ -351,10 +362,8 @@ int bg_cmd_sweep(int argc, char **argv) {
     bg_sweep_point_t *points = calloc(MAX_POINTS, sizeof *points);
     int count = 0, code = 0;
     BG_ALLOC_CHECK_GOTO(points, st, fail);
-    /* A sweep trains with the default optimizer (run_point). */
-    const bg_optimizer_config_t optimizer = BG_OPTIMIZER_CONFIG_INIT;
     if (!o.simulate) o.placement.run = "a measured sweep";
-    BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &optimizer, &setup), st, fail);
+    BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &o.optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
     if (!o.simulate) {
         BG_CHECK_GOTO(bg_cli_input_status(

@@ -662,6 +662,20 @@ if [ -s "$P" ]; then
 fi
 expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 1,4 --device-mem 16M
 check "sweep --simulate skips what does not fit" grep -qE '^ +1 +1f1b +skipped: does not fit' "$OUT"
+# A sweep takes the optimizer, whose state is memory: its rows' memory is
+# the plan's for the same optimizer (SGD none, Adam twice the parameters).
+for opt in sgd adam; do
+    expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 4 --optimizer "$opt"
+    sed -n 's/^ *4  1f1b .* \([0-9.]*\/[0-9.]*\)$/\1/p' "$OUT" >"$T/sweep-$opt.peaks"
+    expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 4 --optimizer "$opt" --json
+    json_check "sweep --optimizer $opt: each stage's memory is the plan's" "
+got = open(sys.argv[2] + '/sweep-$opt.peaks').read().split()
+want = '/'.join('%.1f' % (s['peak_bytes'] / 2**20) for s in p['stages'])
+assert got == [want], (got, want)"
+done
+check "SGD's stages hold less than Adam's" sh -c "! cmp -s '$T/sweep-sgd.peaks' '$T/sweep-adam.peaks'"
+usage_error "--momentum is an SGD setting; this run uses --optimizer adam" -- \
+    sweep "$MODEL" --devices cpu:2 --simulate --microbatches 4 --momentum 0.9
 # Where M does not divide the batch the micro-batches differ by a sample
 # (63 of 64: one of 2, 62 of 1), and the step goes by their mean: M=63 is
 # within 1% of M=64, where pricing each at the largest (2) made it 1.7x.
