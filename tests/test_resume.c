@@ -384,28 +384,27 @@ static void test_state_inconsistent(void **state) {
     fixture_t *f = *state;
     char path[128];
     snprintf(path, sizeof path, "%s/inconsistent.safetensors", f->dir);
-    write_state(f, path, "brigade.skipped_steps", "11", NULL, NULL);
-    expect_state_error(f, path, BG_ERR_PARSE,
-                       "brigade.skipped_steps 11 is more than brigade.step 10");
-    write_state(f, path, "brigade.optimizer_steps", "11", NULL, NULL);
-    expect_state_error(f, path, BG_ERR_PARSE,
-                       "brigade.optimizer_steps 11 is more than brigade.step 10");
-    write_state(f, path, "brigade.position", "161", NULL, NULL);
-    expect_state_error(f, path, BG_ERR_PARSE,
-                       "brigade.position 161 is more samples than brigade.step 10 steps of "
-                       "brigade.batch 16 train on");
-    write_state(f, path, "brigade.position", "50", NULL, NULL);
-    expect_state_error(f, path, BG_ERR_PARSE,
-                       "brigade.position 50 is not a whole number of brigade.batch 16");
-    /* Epoch 9 at step 10, as a user's edit made it: the run would do
-     * nothing, quietly. */
-    write_state(f, path, "brigade.epoch", "9", NULL, NULL);
-    expect_state_error(f, path, BG_ERR_PARSE,
-                       "brigade.step 10 does not match brigade.epoch 9 and brigade.position 48: "
-                       "epochs of 7 steps (brigade.train_samples 100 at brigade.batch 16) put "
-                       "that position at step 59");
-    write_state(f, path, "brigade.position", "64", NULL, NULL);
-    expect_state_error(f, path, BG_ERR_PARSE, "put that position at step 11");
+    /* One key changed each time, and the message that names it. Epoch 9
+     * at step 10 is a user's edit: the run would do nothing, quietly. */
+    static const struct {
+        const char *key, *value, *message;
+    } cases[] = {
+        {"brigade.skipped_steps", "11", "brigade.skipped_steps 11 is more than brigade.step 10"},
+        {"brigade.optimizer_steps", "11",
+         "brigade.optimizer_steps 11 is more than brigade.step 10"},
+        {"brigade.position", "161",
+         "brigade.position 161 is more samples than brigade.step 10 steps of brigade.batch 16 "
+         "train on"},
+        {"brigade.position", "50", "brigade.position 50 is not a whole number of brigade.batch 16"},
+        {"brigade.epoch", "9",
+         "brigade.step 10 does not match brigade.epoch 9 and brigade.position 48: epochs of 7 "
+         "steps (brigade.train_samples 100 at brigade.batch 16) put that position at step 59"},
+        {"brigade.position", "64", "put that position at step 11"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_state(f, path, cases[i].key, cases[i].value, NULL, NULL);
+        expect_state_error(f, path, BG_ERR_PARSE, cases[i].message);
+    }
     /* Without the training set's size (older checkpoints) the epochs' length
      * is unknown: the largest position step 10 allows, 10 batches, loads. */
     also_key = "brigade.train_samples";
