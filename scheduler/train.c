@@ -44,10 +44,15 @@ void bg_train_result_free(bg_train_result_t *result) {
     result->stages = 0;
 }
 
-static bg_status_t check_config(const bg_train_config_t *cfg) {
+static bg_status_t check_batch(const bg_train_config_t *cfg) {
     if (cfg->batch < 1)
         return bg_error_set(BG_ERR_INVALID, "--batch must be >= 1, got %lld",
                             (long long)cfg->batch);
+    return BG_OK;
+}
+
+static bg_status_t check_config(const bg_train_config_t *cfg) {
+    BG_CHECK(check_batch(cfg));
     if (cfg->epochs < 1 && cfg->steps < 1)
         return bg_error_set(BG_ERR_INVALID, "nothing to do: --epochs 0 and no --steps");
     if (cfg->train->count < 1 || cfg->test->count < 1)
@@ -285,9 +290,7 @@ static bg_status_t finish(const bg_train_config_t *cfg, bg_pipeline_t *pipe, bg_
  * read (it may be NULL). */
 static bg_status_t evaluate_only(const bg_train_config_t *cfg, bg_train_result_t *result,
                                  float *final_params) {
-    if (cfg->batch < 1)
-        return bg_error_set(BG_ERR_INVALID, "--batch must be >= 1, got %lld",
-                            (long long)cfg->batch);
+    BG_CHECK(check_batch(cfg));
     if (cfg->test == NULL || cfg->test->count < 1)
         return bg_error_set(BG_ERR_INVALID, "the test set is empty");
     bg_device_list_t one_cpu;
