@@ -1,11 +1,14 @@
 /* brigade sweep MODEL --microbatches 1,2,4,...: runs a few warmed-up
  * training steps for every micro-batch count (and schedule), measures step
  * time, throughput, bubble and memory from the recorded timelines, prints a
- * table and can draw throughput and bubble against M. With --simulate each
- * point is planned and simulated (stages/planner.h) instead of run. */
+ * table, can draw throughput and bubble against M and write every point's
+ * figures as JSON. With --simulate each point is planned and simulated
+ * (stages/planner.h) instead of run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "cli.h"
 #include "dataset.h"
@@ -13,6 +16,7 @@
 #include "planning.h"
 #include "report.h"
 #include "svg.h"
+#include "text_file.h"
 #include "topology.h"
 
 enum { MAX_POINTS = 256 };
@@ -23,15 +27,17 @@ static const char help[] =
     "For each micro-batch count (and each schedule), builds the pipeline, runs\n"
     "warm-up steps, records timed steps, and prints: M, schedule, step ms,\n"
     "samples/s, measured bubble %%, theoretical bubble %%, stage imbalance %% and\n"
-    "each stage's peak memory. samples/s is the batch over the mean step (train's\n"
-    "closing rate also counts the host's work between steps, a few %% slower).\n"
+    "each stage's peak memory. step ms is the mean of the timed steps and\n"
+    "min-max their spread (a busy machine widens it; a simulated step has none).\n"
+    "samples/s is the batch over the mean step (train's closing rate also\n"
+    "counts the host's work between steps, a few %% slower).\n"
     "Figures are measured on this machine; with --simulate they are predicted\n"
     "instead (as 'brigade simulate' does, from the cost model or --profile), and\n"
     "the table and chart say \"(simulated)\".\n"
     "Without --split each point uses the planner's split for its M and\n"
     "schedule; a point that does not fit --device-mem is skipped. SIGINT,\n"
-    "SIGTERM or SIGHUP stops the sweep after the point in progress, with the\n"
-    "chart of the points done.\n"
+    "SIGTERM or SIGHUP stops the sweep after the point in progress; the chart\n"
+    "and metrics then hold the points done, as they do when a point fails.\n"
     "\n"
     "sweep:\n"
     "  --microbatches LIST  micro-batch counts, e.g. 1,2,4,8,16 (required)\n"
@@ -45,6 +51,9 @@ static const char help[] =
     "  --momentum X         sgd momentum (default 0; > 0 keeps a velocity buffer)\n"
     "  --data SOURCE        synthetic (default), fashion-mnist or a directory\n"
     "  --chart FILE.svg     draw samples/s and bubble against M\n"
+    "  --metrics FILE.json  every point's figures, as simulate --metrics has\n"
+    "                       them, and the skipped points with the reason\n"
+    "                       (docs/reports.md)\n"
     "%s%s"
     "\n"
     "example:\n"
@@ -54,7 +63,7 @@ static const char help[] =
     "      --microbatches 1,2,4,8,16 --profile cnn.profile.json\n";
 
 typedef struct sweep_options {
-    const char *model, *data, *chart;
+    const char *model, *data, *chart, *metrics;
     int ms[64], m_count;
     bg_schedule_kind_t schedules[4];
     int schedule_count;
@@ -73,6 +82,7 @@ typedef struct sweep_context {
     bg_topology_t *topology;
     const bg_profile_t *profile;
     bg_cost_device_t *devices; /* K entries */
+    cJSON *points;             /* --metrics' "points"; NULL without it */
 } sweep_context_t;
 
 /* Chart line names of simulated points, by bg_schedule_kind_t. */
@@ -143,9 +153,9 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     o->optimizer = (bg_optimizer_config_t)BG_OPTIMIZER_CONFIG_INIT;
     o->schedules[0] = BG_SCHEDULE_1F1B;
     o->schedule_count = 1;
-    static const char *const own[] = {"--microbatches", "--schedule", "--steps",
-                                      "--warmup",       "--batch",    "--optimizer",
-                                      "--momentum",     "--data",     "--chart"};
+    static const char *const own[] = {"--microbatches", "--schedule",  "--steps",    "--warmup",
+                                      "--batch",        "--optimizer", "--momentum", "--data",
+                                      "--chart",        "--metrics"};
     for (int i = 1; i < argc && !*show_help; i++) {
         const char *arg = argv[i], *v;
         int taken = 0, known = 0;
@@ -182,22 +192,27 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
         else if (strcmp(arg, "--data") == 0) {
             o->data = v;
             o->data_given = 1;
-        } else
+        } else if (strcmp(arg, "--chart") == 0)
             o->chart = v;
+        else
+            o->metrics = v;
     }
     if (*show_help) return BG_OK;
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
     BG_CHECK(bg_cli_check_optimizer(&o->optimizer, argc, argv));
-    BG_CHECK(bg_cli_check_output("--chart", o->chart)); /* now, not after every point */
-    bg_cli_file_t files[4 + BG_DATASET_FILES] = {
+    /* Now, not after every point. */
+    BG_CHECK(bg_cli_check_output("--chart", o->chart));
+    BG_CHECK(bg_cli_check_output("--metrics", o->metrics));
+    bg_cli_file_t files[5 + BG_DATASET_FILES] = {
         {"MODEL", o->model, 0, NULL, 0},
         {"--profile", o->placement.profile_path, 0, NULL, 0},
         {"--topology", o->placement.topology_path, 0, NULL, 0},
         {"--chart", o->chart, 1, NULL, 0},
+        {"--metrics", o->metrics, 1, NULL, 0},
     };
-    /* A measured sweep reads the data's files: the chart must not replace one. */
+    /* A measured sweep reads the data's files: an output must not replace one. */
     BG_CHECK(
-        bg_cli_check_distinct(files, o->simulate ? 4 : bg_cli_add_data_files(files, 4, o->data)));
+        bg_cli_check_distinct(files, o->simulate ? 5 : bg_cli_add_data_files(files, 5, o->data)));
     if (o->m_count == 0)
         return bg_error_set(BG_ERR_INVALID, "--microbatches LIST is required (e.g. 1,2,4,8)");
     if (o->placement.topology_path != NULL && !o->simulate)
@@ -224,11 +239,26 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     return BG_OK;
 }
 
+/* The shortest and longest recorded step of tl in seconds; the mean, when
+ * none is recorded. */
+static void step_range(const bg_timeline_t *tl, const bg_timeline_summary_t *summary, double *min_s,
+                       double *max_s) {
+    *min_s = *max_s = summary->step_s;
+    for (int k = 0; k < tl->steps; k++) {
+        const double step = tl->step_end[k] - tl->step_start[k];
+        if (k == 0 || step < *min_s) *min_s = step;
+        if (k == 0 || step > *max_s) *max_s = step;
+    }
+}
+
 /* Prints a point's row: its figures, then each stage's peak MiB. */
 static void print_row(FILE *out, const bg_sweep_point_t *point, const char *schedule,
-                      const bg_timeline_summary_t *summary, const size_t *peaks, int stages) {
-    fprintf(out, "%4d  %-11s %9.2f %11.0f %9.1f %9.1f %9.1f  ", point->microbatches, schedule,
-            point->step_ms, point->samples_per_s, 100 * summary->bubble_measured,
+                      const bg_timeline_summary_t *summary, double min_s, double max_s,
+                      const size_t *peaks, int stages) {
+    char spread[32] = "-"; /* a simulated point's steps are alike */
+    if (!point->simulated) snprintf(spread, sizeof spread, "%.2f-%.2f", min_s * 1e3, max_s * 1e3);
+    fprintf(out, "%4d  %-11s %9.2f %13s %11.0f %9.1f %9.1f %9.1f  ", point->microbatches, schedule,
+            point->step_ms, spread, point->samples_per_s, 100 * summary->bubble_measured,
             100 * summary->bubble_theory, 100 * summary->imbalance);
     for (int s = 0; s < stages; s++)
         fprintf(out, "%s%.1f", s ? "/" : "", (double)peaks[s] / (1024.0 * 1024.0));
@@ -237,10 +267,11 @@ static void print_row(FILE *out, const bg_sweep_point_t *point, const char *sche
 }
 
 /* Runs the plan's placement: warm-up, recorded steps; leaves the recorded
- * timeline in *out and each stage's peak bytes in peaks. A configuration
- * the pipeline refuses is reported in *skip and is not an error. */
+ * timeline in *out and each stage's layers and memory in info (one per
+ * stage of the plan). A configuration the pipeline refuses is reported in
+ * *skip and is not an error. */
 static bg_status_t measure(const sweep_context_t *c, const bg_plan_t *plan, bg_timeline_t **out,
-                           size_t *peaks, char *skip, size_t skip_size) {
+                           bg_pipeline_stage_info_t *info, char *skip, size_t skip_size) {
     const sweep_options_t *o = c->o;
     bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
     cfg.spec = c->spec;
@@ -276,10 +307,7 @@ static bg_status_t measure(const sweep_context_t *c, const bg_plan_t *plan, bg_t
         BG_CHECK_GOTO(bg_pipeline_train_step(p, images, data->labels + at, o->batch, &r), st, done);
     }
     BG_CHECK_GOTO(bg_pipeline_record(p, NULL), st, done);
-    for (int s = 0; s < bg_pipeline_stage_count(p); s++) {
-        const bg_pipeline_stage_info_t info = bg_pipeline_stage_info(p, s);
-        peaks[s] = bg_pipeline_stage_peak_bytes(&info);
-    }
+    for (int s = 0; s < bg_pipeline_stage_count(p); s++) info[s] = bg_pipeline_stage_info(p, s);
     *out = tl;
     tl = NULL;
 done:
@@ -289,9 +317,39 @@ done:
     return st;
 }
 
-/* One point: plans it, then measures or simulates it, and prints its row.
- * A configuration that is impossible or does not fit is reported in *skip
- * and is not an error of the sweep. */
+/* A point of --metrics: its schedule and M, then "skipped" (why) or its
+ * figures: samples/s, the spread of its steps, its stages (as plan, or as
+ * the run measured them) and the summary of its timeline. NULL if out of
+ * memory. */
+static cJSON *point_json(const sweep_context_t *c, bg_schedule_kind_t kind, int m, const char *skip,
+                         const bg_plan_t *plan, const bg_pipeline_stage_info_t *info,
+                         const bg_timeline_summary_t *summary, double min_s, double max_s) {
+    cJSON *point = cJSON_CreateObject();
+    if (point == NULL) return NULL;
+    cJSON_AddStringToObject(point, "schedule", bg_schedule_kind_name(kind));
+    cJSON_AddNumberToObject(point, "microbatches", m);
+    if (skip[0] != '\0') {
+        cJSON_AddStringToObject(point, "skipped", skip);
+        return point;
+    }
+    cJSON_AddNumberToObject(point, "samples_per_s", (double)c->o->batch / summary->step_s);
+    cJSON_AddNumberToObject(point, "step_min_s", min_s);
+    cJSON_AddNumberToObject(point, "step_max_s", max_s);
+    cJSON *stages = cJSON_AddArrayToObject(point, "stages");
+    for (int s = 0; stages != NULL && s < plan->partition->stages; s++)
+        cJSON_AddItemToArray(stages, info != NULL ? bg_cli_run_stage_json(&info[s])
+                                                  : bg_cli_plan_stage_json(plan, s));
+    cJSON *timeline = cJSON_AddObjectToObject(point, "timeline");
+    if (timeline == NULL || bg_summary_to_json(summary, timeline) != BG_OK) {
+        cJSON_Delete(point);
+        return NULL;
+    }
+    return point;
+}
+
+/* One point: plans it, then measures or simulates it, prints its row and
+ * adds it to the metrics. A configuration that is impossible or does not
+ * fit is reported in *skip and is not an error of the sweep. */
 static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, int m,
                              bg_sweep_point_t *point, char *skip, size_t skip_size, FILE *out) {
     const sweep_options_t *o = c->o;
@@ -307,11 +365,14 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
     bg_plan_t *plan = NULL;
     bg_timeline_t *tl = NULL;
     bg_timeline_summary_t *summary = NULL;
+    bg_pipeline_stage_info_t *info = NULL; /* measured points only */
     size_t *peaks = NULL;
+    double min_s = 0, max_s = 0;
     bg_status_t st = bg_plan_create(&request, &plan);
     if (st == BG_ERR_INVALID) {
         snprintf(skip, skip_size, "%s", bg_error_message());
-        return BG_OK;
+        st = BG_OK;
+        goto add_point;
     }
     BG_CHECK(st);
     const bg_partition_t *part = plan->partition;
@@ -320,7 +381,7 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
         snprintf(skip, skip_size, "does not fit: stage %d is %s bytes over its capacity",
                  part->worst_stage,
                  bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over));
-        goto done;
+        goto add_point;
     }
     peaks = calloc((size_t)part->stages, sizeof *peaks);
     BG_ALLOC_CHECK_GOTO(peaks, st, done);
@@ -328,10 +389,14 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
         for (int s = 0; s < part->stages; s++) peaks[s] = part->stage[s].peak_bytes;
         BG_CHECK_GOTO(bg_plan_simulate(plan, (int)o->steps, &tl), st, done);
     } else {
-        BG_CHECK_GOTO(measure(c, plan, &tl, peaks, skip, skip_size), st, done);
-        if (tl == NULL) goto done;
+        info = calloc((size_t)part->stages, sizeof *info);
+        BG_ALLOC_CHECK_GOTO(info, st, done);
+        BG_CHECK_GOTO(measure(c, plan, &tl, info, skip, skip_size), st, done);
+        if (tl == NULL) goto add_point;
+        for (int s = 0; s < part->stages; s++) peaks[s] = bg_pipeline_stage_peak_bytes(&info[s]);
     }
     BG_CHECK_GOTO(bg_timeline_summarize(tl, &summary), st, done);
+    step_range(tl, summary, &min_s, &max_s);
     point->schedule = o->simulate ? simulated_names[kind] : bg_schedule_kind_name(kind);
     point->microbatches = m;
     point->step_ms = summary->step_s * 1e3;
@@ -339,13 +404,67 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
     point->bubble_measured = summary->bubble_measured;
     point->simulated = o->simulate;
     point->bubble_theory = summary->bubble_theory;
-    print_row(out, point, bg_schedule_kind_name(kind), summary, peaks, part->stages);
+    print_row(out, point, bg_schedule_kind_name(kind), summary, min_s, max_s, peaks, part->stages);
+add_point:
+    if (c->points != NULL) {
+        cJSON *json = point_json(c, kind, m, skip, plan, info, summary, min_s, max_s);
+        if (json == NULL) st = bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
+        cJSON_AddItemToArray(c->points, json);
+    }
 done:
+    free(info);
     free(peaks);
     bg_timeline_summary_destroy(summary);
     bg_timeline_destroy(tl);
     bg_plan_destroy(plan);
     return st;
+}
+
+/* The settings every point shares, and an empty "points" for them. */
+static cJSON *metrics_create(const sweep_options_t *o) {
+    cJSON *root = cJSON_CreateObject();
+    if (root == NULL) return NULL;
+    cJSON_AddStringToObject(root, "model", o->model);
+    cJSON_AddBoolToObject(root, "simulated", o->simulate);
+    if (!o->simulate) cJSON_AddStringToObject(root, "data", o->data);
+    cJSON_AddStringToObject(root, "optimizer", bg_optimizer_kind_name(o->optimizer.kind));
+    cJSON_AddNumberToObject(root, "batch", (double)o->batch);
+    cJSON_AddNumberToObject(root, "chunks", o->placement.chunks);
+    cJSON_AddBoolToObject(root, "recompute", o->placement.recompute);
+    if (o->placement.profile_path != NULL)
+        cJSON_AddStringToObject(root, "profile", o->placement.profile_path);
+    else
+        cJSON_AddNullToObject(root, "profile");
+    cJSON_AddNumberToObject(root, "steps", (double)o->steps);
+    if (!o->simulate) cJSON_AddNumberToObject(root, "warmup", (double)o->warmup);
+    if (cJSON_AddArrayToObject(root, "points") == NULL) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* Writes the metrics: the points done, and why the sweep ended early when
+ * it did (a stop signal, or the error of the point that failed). */
+static bg_status_t metrics_write(const char *path, cJSON *root, int signal_number,
+                                 const char *error) {
+    cJSON_AddBoolToObject(root, "complete", signal_number == 0 && error == NULL);
+    if (signal_number != 0) cJSON_AddNumberToObject(root, "stop_signal", signal_number);
+    if (error != NULL) cJSON_AddStringToObject(root, "error", error);
+    char *text = cJSON_Print(root);
+    if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
+    bg_status_t st = bg_text_file_write(path, text, "metrics");
+    free(text);
+    return st;
+}
+
+/* What a sweep that ended early kept, for its last message. */
+static const char *kept_outputs(const sweep_options_t *o, int count) {
+    const int chart = o->chart != NULL && count > 0;
+    if (chart && o->metrics != NULL) return "; the chart and metrics have those done";
+    if (chart) return "; the chart has those done";
+    if (o->metrics != NULL) return "; the metrics have those done";
+    return "";
 }
 
 int bg_cmd_sweep(int argc, char **argv) {
@@ -360,8 +479,16 @@ int bg_cmd_sweep(int argc, char **argv) {
     bg_cli_setup_t setup = {0};
     bg_dataset_t *train = NULL, *test = NULL;
     bg_sweep_point_t *points = calloc(MAX_POINTS, sizeof *points);
+    cJSON *metrics = NULL;
     int count = 0, code = 0;
     BG_ALLOC_CHECK_GOTO(points, st, fail);
+    if (o.metrics != NULL) {
+        metrics = metrics_create(&o);
+        if (metrics == NULL) {
+            st = bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
+            goto fail;
+        }
+    }
     if (!o.simulate) o.placement.run = "a measured sweep";
     BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &o.optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
@@ -392,30 +519,33 @@ int bg_cmd_sweep(int argc, char **argv) {
         fprintf(stderr, ", %d chunks per device for interleaved", o.placement.chunks);
     fputc('\n', stderr);
     if (o.simulate) printf("(simulated) predicted by the planner and the simulator, not run\n");
-    printf("%4s  %-11s %9s %11s %9s %9s %9s  %s\n", "M", "schedule", "step ms", "samples/s",
-           "bubble %", "theory %", "imbal. %", "peak MiB per stage");
+    printf("%4s  %-11s %9s %13s %11s %9s %9s %9s  %s\n", "M", "schedule", "step ms", "min-max ms",
+           "samples/s", "bubble %", "theory %", "imbal. %", "peak MiB per stage");
     sweep_context_t c = {.o = &o,
                          .spec = spec,
                          .data = train,
                          .topology = setup.topology,
                          .profile = setup.profile,
-                         .devices = setup.devices};
+                         .devices = setup.devices,
+                         .points = cJSON_GetObjectItem(metrics, "points")};
     int total = o.schedule_count * o.m_count, done_points = 0;
+    char error[1024] = ""; /* of the point that failed */
+    bg_status_t failed = BG_OK;
     /* A stop signal ends the sweep after the point in progress, with the
-       chart of the points done. */
+       chart and metrics of the points done; so does a point that fails. */
     bg_cli_stop_handlers_t old_handlers;
     bg_cli_catch_stop_signals(&old_handlers);
-    for (int k = 0; k < o.schedule_count && !bg_cli_stop_signal; k++) {
-        for (int i = 0; i < o.m_count && !bg_cli_stop_signal; i++) {
+    for (int k = 0; k < o.schedule_count && !bg_cli_stop_signal && failed == BG_OK; k++) {
+        for (int i = 0; i < o.m_count && !bg_cli_stop_signal && failed == BG_OK; i++) {
             char skip[512] = "";
             fprintf(stderr, "[%d/%d] %s M=%d\n", ++done_points, total,
                     bg_schedule_kind_name(o.schedules[k]), o.ms[i]);
-            st = run_point(&c, o.schedules[k], o.ms[i], &points[count], skip, sizeof skip, stdout);
-            if (st != BG_OK) {
-                bg_cli_restore_stop_signals(&old_handlers);
-                goto fail;
-            }
-            if (skip[0] != '\0')
+            failed =
+                run_point(&c, o.schedules[k], o.ms[i], &points[count], skip, sizeof skip, stdout);
+            if (failed != BG_OK)
+                snprintf(error, sizeof error, "%s M=%d: %s", bg_schedule_kind_name(o.schedules[k]),
+                         o.ms[i], bg_error_message());
+            else if (skip[0] != '\0')
                 printf("%4d  %-11s skipped: %s\n", o.ms[i], bg_schedule_kind_name(o.schedules[k]),
                        skip);
             else if (count < MAX_POINTS) /* at most 64 counts x 4 schedules = MAX_POINTS */
@@ -423,31 +553,39 @@ int bg_cmd_sweep(int argc, char **argv) {
         }
     }
     bg_cli_restore_stop_signals(&old_handlers);
-    if (bg_cli_stop_signal != 0) {
-        fflush(stdout);
+    fflush(stdout); /* the rows a last message points to go first, also into a pipe */
+    if (failed != BG_OK) {
+        fprintf(stderr, "brigade sweep: %s\n", error);
+        fprintf(stderr, "brigade sweep: stopped after %d of %d points%s\n", done_points - 1, total,
+                kept_outputs(&o, count));
+        code = bg_status_exit_code(failed);
+    } else if (bg_cli_stop_signal != 0) {
         fprintf(stderr, "brigade sweep: interrupted after %d of %d points%s\n", done_points, total,
-                o.chart != NULL && count > 0 ? "; the chart has those done" : "");
+                kept_outputs(&o, count));
         code = 128 + bg_cli_stop_signal;
-        if (count == 0 || o.chart == NULL) goto done;
     } else if (count == 0) {
-        /* Like plan when nothing fits: a result, but not a usable one.
-           The rows it points to go first, also into a pipe. */
-        fflush(stdout);
-        fprintf(stderr, "brigade sweep: every point was skipped (above)%s\n",
-                o.chart != NULL ? "; no chart written" : "");
+        /* Like plan when nothing fits: a result, but not a usable one. */
+        fprintf(stderr, "brigade sweep: every point was skipped (above)%s%s\n",
+                o.chart != NULL ? "; no chart written" : "",
+                o.metrics != NULL ? "; the metrics say why" : "");
         code = 2;
-        goto done;
     }
-    if (o.chart != NULL) {
+    if (o.chart != NULL && count > 0) {
         BG_CHECK_GOTO(bg_svg_chart_write(o.chart, points, count), st, fail);
         printf("chart written to %s%s\n", o.chart, o.simulate ? " (simulated)" : "");
+    }
+    if (metrics != NULL) {
+        BG_CHECK_GOTO(
+            metrics_write(o.metrics, metrics, bg_cli_stop_signal, failed != BG_OK ? error : NULL),
+            st, fail);
+        printf("metrics written to %s%s\n", o.metrics, o.simulate ? " (simulated)" : "");
     }
     goto done;
 fail:
     code = bg_cli_fail("sweep", st);
 done:
     free(points);
-
+    cJSON_Delete(metrics);
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);
     bg_cli_setup_close(&setup);

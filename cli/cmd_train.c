@@ -376,27 +376,8 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     cJSON_AddNumberToObject(root, "microbatches", o->placement.microbatches);
     cJSON_AddBoolToObject(root, "recompute", o->placement.recompute);
     cJSON *stages = cJSON_AddArrayToObject(root, "stages");
-    for (int s = 0; stages != NULL && s < r->stages; s++) {
-        const bg_pipeline_stage_info_t *info = &r->stage_info[s];
-        const bg_stage_memory_t *m = &info->memory;
-        cJSON *stage = cJSON_CreateObject();
-        cJSON *layers = cJSON_AddArrayToObject(stage, "layers");
-        for (int l = info->first_layer; layers != NULL && l < info->last_layer; l++)
-            cJSON_AddItemToArray(layers, cJSON_CreateNumber(l));
-        cJSON_AddStringToObject(stage, "device", info->device_name);
-        bg_cli_json_add_uint(stage, "peak_bytes", bg_pipeline_stage_peak_bytes(info));
-        const bg_cost_memory_t measured = {.params = m->params,
-                                           .grads = m->grads,
-                                           .optimizer = m->optimizer,
-                                           .stash = m->stash_peak,
-                                           .buffers = m->buffers,
-                                           .channels = info->channel_bytes,
-                                           .workspace = m->workspace};
-        bg_cli_json_add_memory(stage, &measured);
-        cJSON_AddNumberToObject(stage, "stash_slots", info->stash_slots);
-        cJSON_AddNumberToObject(stage, "peak_microbatches_in_flight", m->peak_in_flight);
-        cJSON_AddItemToArray(stages, stage);
-    }
+    for (int s = 0; stages != NULL && s < r->stages; s++)
+        cJSON_AddItemToArray(stages, bg_cli_run_stage_json(&r->stage_info[s]));
     if (summary != NULL) {
         cJSON *timeline = cJSON_AddObjectToObject(root, "timeline");
         bg_status_t st = timeline ? bg_summary_to_json(summary, timeline) : BG_ERR_NOMEM;

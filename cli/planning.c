@@ -242,6 +242,28 @@ void bg_cli_json_add_memory(cJSON *stage, const bg_cost_memory_t *m) {
     bg_cli_json_add_uint(peak, "workspace", m->workspace);
 }
 
+cJSON *bg_cli_run_stage_json(const bg_pipeline_stage_info_t *info) {
+    const bg_stage_memory_t *m = &info->memory;
+    cJSON *stage = cJSON_CreateObject();
+    if (stage == NULL) return NULL;
+    cJSON *layers = cJSON_AddArrayToObject(stage, "layers");
+    for (int l = info->first_layer; layers != NULL && l < info->last_layer; l++)
+        cJSON_AddItemToArray(layers, cJSON_CreateNumber(l));
+    cJSON_AddStringToObject(stage, "device", info->device_name);
+    bg_cli_json_add_uint(stage, "peak_bytes", bg_pipeline_stage_peak_bytes(info));
+    const bg_cost_memory_t measured = {.params = m->params,
+                                       .grads = m->grads,
+                                       .optimizer = m->optimizer,
+                                       .stash = m->stash_peak,
+                                       .buffers = m->buffers,
+                                       .channels = info->channel_bytes,
+                                       .workspace = m->workspace};
+    bg_cli_json_add_memory(stage, &measured);
+    cJSON_AddNumberToObject(stage, "stash_slots", info->stash_slots);
+    cJSON_AddNumberToObject(stage, "peak_microbatches_in_flight", m->peak_in_flight);
+    return stage;
+}
+
 cJSON *bg_cli_plan_stage_json(const bg_plan_t *p, int s) {
     const bg_partition_stage_t *st = &p->partition->stage[s];
     const bg_cost_memory_t *mem = &st->memory;

@@ -87,6 +87,10 @@ void bg_cli_plan_print_table(const bg_plan_t *plan, FILE *out);
  * stages plus predicted_ms and capacity_bytes; NULL if out of memory. */
 cJSON *bg_cli_plan_stage_json(const bg_plan_t *plan, int s);
 
+/* A run's stage (its layers, device and measured memory) as a JSON object
+ * with the keys bg_cli_plan_stage_json shares; NULL if out of memory. */
+cJSON *bg_cli_run_stage_json(const bg_pipeline_stage_info_t *info);
+
 /* Adds a whole number (a count of bytes, a seed) to `object` as a JSON
  * integer, exact at any size: cJSON_AddNumberToObject writes 15
  * significant digits where they read back within a rounding error, so 2^53

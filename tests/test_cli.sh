@@ -657,13 +657,22 @@ stop_run HUP 129
 # ignores SIGINT).
 : >"$ERR"
 "$BRIGADE" sweep "$MODEL" --devices cpu:2 --microbatches 1,2,4,8,16 --schedule gpipe,1f1b \
-    --steps 200 --chart "$T/interrupted.svg" </dev/null >"$OUT" 2>"$ERR" &
+    --steps 200 --chart "$T/interrupted.svg" --metrics "$T/interrupted.json" \
+    </dev/null >"$OUT" 2>"$ERR" &
 signal_when "^\[2/10\]" TERM $!
 check "sweep, SIGTERM: exit status 143 (was $status)" test "$status" -eq 143
 check "sweep, SIGTERM: says how far it got" \
-    grep -qE "^brigade sweep: interrupted after [2-9] of 10 points; the chart has those done" "$ERR"
+    grep -qE "^brigade sweep: interrupted after [2-9] of 10 points; the chart and metrics have those done" "$ERR"
 check "sweep, SIGTERM: the chart of the points done" grep -q '<circle class="point"' \
     "$T/interrupted.svg"
+check "sweep, SIGTERM: the metrics of the points done, and the signal" python3 -c '
+import json, re, sys
+p = json.load(open(sys.argv[1]))
+done = int(re.search(r"interrupted after ([0-9]+) of", open(sys.argv[2]).read()).group(1))
+assert p["complete"] is False and p["stop_signal"] == 15, p
+assert [(q["schedule"], q["microbatches"]) for q in p["points"]] == [
+    ("gpipe", m) for m in (1, 2, 4, 8, 16)][:done], (done, p["points"])' \
+    "$T/interrupted.json" "$ERR"
 # A closed pipe (| head) loses the output, not the run: it ends and saves.
 rm -f "$T/piped.st"
 "$BRIGADE" train "$MODEL" --data synthetic --steps 40 --batch 16 --save "$T/piped.st" 2>&1 |
@@ -873,11 +882,35 @@ import re, sys
 lines = open(sys.argv[1]).read().splitlines()
 assert len(lines) == 3, lines
 assert lines[0].split()[:2] == ["M", "schedule"], lines[0]
-row = r" +{} +1f1b +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+/[0-9.]+$"
+row = r" +{} +1f1b +[0-9.]+ +[0-9.]+-[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+/[0-9.]+$"
 for m, line in zip((1, 2), lines[1:]):
     assert re.fullmatch(row.format(m), line), line
 ' "$OUT"
 fi
+# --metrics: each point's steps, spread and stages, as the table prints them.
+if expect 0 "" -- sweep "$MODEL" --devices cpu:2 --steps 3 --warmup 0 --microbatches 2 \
+    --batch 16 --metrics "$T/measured.json"; then
+    check "sweep --metrics says where it wrote" \
+        grep -qxF "metrics written to $T/measured.json" "$OUT"
+    check "a measured sweep's metrics hold its row's figures" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+row = [l.split() for l in open(sys.argv[2]) if l.startswith("   2  1f1b")][0]
+assert p["complete"] is True and p["simulated"] is False and p["warmup"] == 0, p
+(q,) = p["points"]
+t = q["timeline"]
+assert t["steps"] == 3 and t["measured"] is True, t
+assert 0 < q["step_min_s"] <= t["step_median_s"] <= q["step_max_s"], q
+assert q["step_min_s"] <= t["step_s"] <= q["step_max_s"], q
+assert row[2] == "%.2f" % (t["step_s"] * 1e3), row
+assert row[3] == "%.2f-%.2f" % (q["step_min_s"] * 1e3, q["step_max_s"] * 1e3), row
+assert row[-1] == "/".join("%.1f" % (s["peak_bytes"] / 2**20) for s in q["stages"]), row
+assert [s["device"] for s in q["stages"]] == ["cpu:0", "cpu:1"], q["stages"]
+assert all(s["peak_by_category"]["params"] > 0 for s in q["stages"]), q["stages"]' \
+        "$T/measured.json" "$OUT"
+fi
+usage_error "--chart and --metrics both name '$T/m.svg': each output needs a file of its own" -- sweep "$MODEL" --simulate \
+    --microbatches 1 --chart "$T/m.svg" --metrics "$T/m.svg"
 
 # Options that would change nothing are refused, not dropped unseen.
 usage_error "--warmup has no use with --simulate (nothing is run: every point is predicted)" -- \

@@ -640,12 +640,15 @@ file_check "plan --json says a given split is given" "$OUT" 'assert p["split"] =
 # --- sweep --simulate ----------------------------------------------------------
 
 expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 1,2,4,8 \
-    --schedule gpipe,1f1b --chart "$T/chart.svg"
-check "sweep --simulate prints a row per M and schedule" \
-    test "$(grep -cE '^ +[1248] +(gpipe|1f1b) +[0-9.]+ ' "$OUT")" -eq 8
+    --schedule gpipe,1f1b --steps 3 --chart "$T/chart.svg" --metrics "$T/sweep.json"
+check "sweep --metrics says where it wrote" \
+    grep -qxF "metrics written to $T/sweep.json (simulated)" "$OUT"
+check "sweep --simulate prints a row per M and schedule, with no spread" \
+    test "$(grep -cE '^ +[1248] +(gpipe|1f1b) +[0-9.]+ +- ' "$OUT")" -eq 8
 check "sweep --simulate chart is SVG marked simulated" grep -qF "1f1b (simulated)" "$T/chart.svg"
 # A sweep row is the simulation of its point: M = 4 1f1b's step ms,
-# samples/s and bubble % are simulate's, to the printed precision.
+# samples/s and bubble % are simulate's (3 steps, its default), to the
+# printed precision, and its metrics are simulate's, key by key.
 grep -E '^ +4 +1f1b ' "$OUT" >"$T/sweep.row"
 expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --schedule 1f1b \
     --metrics "$T/sim4.json"
@@ -653,15 +656,47 @@ file_check "sweep --simulate row M=4 1f1b is simulate's" "$T/sim4.json" '
 row = open(sys.argv[1].replace("sim4.json", "sweep.row")).read().split()
 assert row[:2] == ["4", "1f1b"], row
 assert row[2] == "%.2f" % (p["timeline"]["step_s"] * 1e3), (row, p["timeline"]["step_s"])
-assert row[3] == "%.0f" % p["samples_per_s"], (row, p["samples_per_s"])
-assert row[4] == "%.1f" % (100 * p["timeline"]["bubble_measured"]), row'
+assert row[3] == "-", row
+assert row[4] == "%.0f" % p["samples_per_s"], (row, p["samples_per_s"])
+assert row[5] == "%.1f" % (100 * p["timeline"]["bubble_measured"]), row
+sweep = json.load(open(sys.argv[1].replace("sim4.json", "sweep.json")))
+assert sweep["complete"] is True and sweep["simulated"] is True, sweep
+assert [(q["schedule"], q["microbatches"]) for q in sweep["points"]] == [
+    (s, m) for s in ("gpipe", "1f1b") for m in (1, 2, 4, 8)], sweep["points"]
+q = sweep["points"][6]
+assert q["stages"] == p["stages"], (q["stages"], p["stages"])
+assert q["timeline"] == p["timeline"], (q["timeline"], p["timeline"])
+assert q["samples_per_s"] == p["samples_per_s"], q
+# Simulated steps are alike, but for the rounding of their clock.
+for k in ("step_min_s", "step_max_s"):
+    assert abs(q[k] / p["timeline"]["step_s"] - 1) < 1e-12, q'
 if [ -s "$P" ]; then
     expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 2,4 --profile "$P"
     check "sweep --simulate --profile prints a row per M" \
         test "$(grep -cE '^ +[24] +1f1b +[0-9.]+ ' "$OUT")" -eq 2
 fi
-expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 1,4 --device-mem 16M
+expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 1,4 --device-mem 16M \
+    --metrics "$T/skip.json"
 check "sweep --simulate skips what does not fit" grep -qE '^ +1 +1f1b +skipped: does not fit' "$OUT"
+file_check "sweep --metrics: a skipped point says why, the other has figures" "$T/skip.json" '
+a, b = p["points"]
+assert a["microbatches"] == 1 and a["skipped"].startswith("does not fit: stage 0 is "), a
+assert "timeline" not in a and "stages" not in a, a
+assert b["microbatches"] == 4 and "skipped" not in b and b["samples_per_s"] > 0, b
+assert p["complete"] is True and "error" not in p, p'
+# A point that fails (here: 5000 steps of M=65536 would not fit in memory)
+# ends the sweep, but the chart and metrics keep the points before it.
+expect 2 "brigade sweep: stopped after 1 of 3 points; the chart and metrics have those done" \
+    -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 2,65536,4 --batch 65536 \
+    --steps 5000 --device-mem 1T --chart "$T/failed.svg" --metrics "$T/failed.json"
+check "a failed point names itself and why" \
+    grep -qF "brigade sweep: 1f1b M=65536: timeline: recording " "$ERR"
+check "a failed sweep's chart has the point before it" \
+    test "$(grep -c '<circle class="point"' "$T/failed.svg")" -eq 1
+file_check "a failed sweep's metrics: the point before it and the error" "$T/failed.json" '
+assert [q["microbatches"] for q in p["points"]] == [2], p["points"]
+assert p["complete"] is False and p["error"].startswith("1f1b M=65536: timeline: "), p
+assert "stop_signal" not in p, p'
 # A sweep takes the optimizer, whose state is memory: its rows' memory is
 # the plan's for the same optimizer (SGD none, Adam twice the parameters).
 for opt in sgd adam; do
