@@ -278,6 +278,14 @@ done:
     return st;
 }
 
+/* How many listed devices are virtual devices of GPU `physical` (at least 1). */
+static int gpu_sharing(const bg_device_list_t *list, int physical) {
+    int sharing = 0;
+    for (int e = 0; e < list->count; e++)
+        sharing += list->devices[e].kind == BG_DEVICE_CUDA && list->devices[e].physical == physical;
+    return sharing > 0 ? sharing : 1;
+}
+
 void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_share,
                                bg_cost_device_t *out) {
     const bg_device_list_t *list = &p->devices;
@@ -291,6 +299,14 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
         host = p->links != NULL ? p->links->host_memory_bytes : 0;
     else if (pages > 0 && page > 0)
         host = (uint64_t)pages * (uint64_t)page;
+    /* Devices past the list (the advice's "more devices") are like the
+     * last one: more cores, more GPUs of its kind, or, where its GPU
+     * already holds several virtual devices, more of those, which then
+     * share that GPU with the listed ones. */
+    const bg_device_t *last = &list->devices[list->count - 1];
+    const int extra = count > list->count ? count - list->count : 0;
+    const int extra_virtual =
+        last->kind == BG_DEVICE_CUDA && gpu_sharing(list, last->physical) > 1 ? extra : 0;
     for (int d = 0; d < count; d++) {
         const bg_device_t *dev = &list->devices[d < list->count ? d : list->count - 1];
         bg_cost_device_t c = BG_COST_DEVICE_CPU_CORE_INIT;
@@ -303,11 +319,8 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
         if (dev->kind == BG_DEVICE_CUDA) {
             /* Virtual devices of one GPU share its arithmetic and its memory
              * bandwidth: each gets its share of both. */
-            int sharing = 0;
-            for (int e = 0; e < list->count; e++)
-                sharing += list->devices[e].kind == BG_DEVICE_CUDA &&
-                           list->devices[e].physical == dev->physical;
-            if (sharing < 1) sharing = 1;
+            const int listed = gpu_sharing(list, dev->physical);
+            const int sharing = listed + (dev->physical == last->physical ? extra_virtual : 0);
             /* Assumed: CUDA reports no throughput; profiles are CPU-only. */
             c.flops_per_s = 10e12 / sharing;
             c.op_overhead_s = 10e-6;
@@ -315,8 +328,10 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
              * memory; 1 TB/s leaves room for older ones. Virtual devices'
              * updates run at once, after the barrier. */
             c.memory_bytes_per_s = 1e12 / sharing;
-            if (c.memory_bytes == 0 && p->links != NULL && d < p->links->count)
-                c.memory_bytes = p->links->memory_bytes[d];
+            /* The links hold each listed device's share of its GPU. */
+            const int known = d < list->count ? d : list->count - 1;
+            if (c.memory_bytes == 0 && p->links != NULL && known < p->links->count)
+                c.memory_bytes = p->links->memory_bytes[known] * (size_t)listed / (size_t)sharing;
         } else if (c.memory_bytes == 0 && host_share) {
             c.memory_bytes = (size_t)(host / (uint64_t)count);
         }

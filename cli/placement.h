@@ -83,11 +83,14 @@ bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
                                 bg_device_links_t **chosen);
 
 /* The first `count` devices as the planner sees them (beyond the list,
- * copies of its last device named by index): a CPU device is one core
- * (BG_COST_DEVICE_CPU_CORE_INIT), a CUDA device an assumed 10 TFLOP/s. Each
- * may use --device-mem bytes; without it, a GPU has its memory when the
- * links know it, and with `host_share` CPU devices share the host's memory
- * (1/count each); else they are unlimited. */
+ * copies of its last device named by index; where the last device's GPU
+ * holds several virtual devices, the copies are more of them, sharing its
+ * speed and memory): a CPU device is one core
+ * (BG_COST_DEVICE_CPU_CORE_INIT), a CUDA device an assumed 10 TFLOP/s
+ * shared among the virtual devices of its GPU. Each may use --device-mem
+ * bytes; without it, a GPU has its memory when the links know it (divided
+ * among its virtual devices), and with `host_share` CPU devices share the
+ * host's memory (1/count each); else they are unlimited. */
 void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_share,
                                bg_cost_device_t *out);
 

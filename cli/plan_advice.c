@@ -6,7 +6,9 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "optimizer.h"
 #include "planning.h"
+#include "schedule.h"
 
 static const double mib = 1024.0 * 1024.0;
 
@@ -66,14 +68,15 @@ static int try_microbatches(const bg_plan_request_t *r, cJSON *found) {
     return helped;
 }
 
-/* The bytes of the model's parameters, gradients and optimizer state:
- * every stage holds its own share, so k devices that cannot hold them
- * together cannot fit any split. */
-static double model_state_bytes(const bg_cost_model_t *model) {
+/* The bytes of the model's parameters, gradients and the state of
+ * `optimizer`: every stage holds its own share, so k devices that cannot
+ * hold them together cannot fit any split. */
+static double model_state_bytes(const bg_cost_model_t *model,
+                                const bg_optimizer_config_t *optimizer) {
     const bg_cost_stage_t whole = {
         .first_layer = 0, .last_layer = bg_cost_model_layers(model), .stash_slots = 1};
-    const bg_cost_memory_t all = bg_cost_stage_memory(model, &whole);
-    return (double)all.params + (double)all.grads + (double)all.optimizer;
+    const double params = (double)bg_cost_stage_memory(model, &whole).params;
+    return params * (2.0 + bg_optimizer_state_buffers(optimizer));
 }
 
 /* Whether k devices could hold `state` bytes (model_state_bytes) at all: a
@@ -97,49 +100,73 @@ static int all_cores(const bg_placement_t *placement) {
     return 1;
 }
 
-/* Tries k devices in place of the request's; returns 1 if the plan then
- * fits. The planner chooses the split (a given --split is for the
- * request's count). */
-static int try_device_count(const bg_plan_t *failed, const bg_placement_t *placement,
-                            int host_share, int k, bg_cost_device_t *devices, cJSON *found) {
-    const bg_plan_request_t *r = &failed->request;
+/* Whether the placement's devices are two or more virtual devices of one
+ * GPU. */
+static int one_gpu(const bg_placement_t *placement) {
+    const bg_device_list_t *list = &placement->devices;
+    if (list->count < 2) return 0;
+    for (int d = 0; d < list->count; d++)
+        if (list->devices[d].kind != BG_DEVICE_CUDA ||
+            list->devices[d].physical != list->devices[0].physical)
+            return 0;
+    return 1;
+}
+
+/* Tries request r on k devices in place of its own; returns 1 if the plan
+ * then fits. The planner chooses the split (a given --split is for the
+ * request's count). `with` (may be "") names the changes r already holds,
+ * for the line printed. */
+static int try_device_count(const bg_plan_request_t *r, const bg_cost_model_t *model,
+                            const bg_placement_t *placement, int host_share, int k,
+                            bg_cost_device_t *devices, const char *with, cJSON *found) {
     bg_plan_request_t v = *r;
     v.split = NULL;
     v.links = NULL; /* the links of the chosen devices only */
     v.device = devices;
     v.devices = k;
     bg_placement_cost_devices(placement, k, host_share, devices);
-    if (!could_hold(devices, k, model_state_bytes(failed->model))) return 0;
+    if (!could_hold(devices, k, model_state_bytes(model, &r->optimizer))) return 0;
     const int cores = all_cores(placement);
     /* The options that give k devices: cores are there for the asking;
-     * GPUs must be listed (--stages alone only picks among them). */
-    char what[112], devices_option[48];
+     * GPUs must be listed (--stages alone only picks among them), or, on
+     * one GPU, made virtual devices of it. */
+    char what[224], devices_option[64];
+    const bg_device_t *gpu = &placement->devices.devices[0];
     if (cores && placement->stages > 0)
         snprintf(devices_option, sizeof devices_option, "--devices cpu:%d --stages %d", k, k);
     else if (cores)
         snprintf(devices_option, sizeof devices_option, "--devices cpu:%d", k);
+    else if (one_gpu(placement))
+        snprintf(devices_option, sizeof devices_option, "--devices cuda:%dx%d", gpu->physical, k);
+    else if (k > placement->devices.count)
+        snprintf(devices_option, sizeof devices_option, "%d in --devices, the new one%s like %s", k,
+                 k - placement->devices.count > 1 ? "s" : "",
+                 placement->devices.devices[placement->devices.count - 1].name);
     else
         snprintf(devices_option, sizeof devices_option, "%d in --devices", k);
-    snprintf(what, sizeof what, "%d device%s (%s%s)", k, k == 1 ? "" : "s", devices_option,
-             r->split != NULL ? ", without --split" : "");
+    snprintf(what, sizeof what, "%s%s%d device%s (%s%s)", with, with[0] ? ", " : "", k,
+             k == 1 ? "" : "s", devices_option, r->split != NULL ? ", without --split" : "");
     return try_variant(&v, what, found);
 }
 
-/* Tries other device counts and returns 1 at the first that fits: fewer
- * (the most first) where CPU devices divide the host's memory, since each
- * then has a larger share, and more (the fewest first). */
-static int try_device_counts(const bg_plan_t *failed, const bg_placement_t *placement,
-                             int host_share, cJSON *found) {
-    const bg_plan_request_t *r = &failed->request;
+/* Tries other device counts for request r and returns 1 at the first that
+ * fits: fewer (the most first) where CPU devices divide the host's memory,
+ * since each then has a larger share, and more (the fewest first) up to
+ * twice the request's, except on one GPU, whose virtual devices share its
+ * memory: more of them hold no more. */
+static int try_device_counts(const bg_plan_request_t *r, const bg_cost_model_t *model,
+                             const bg_placement_t *placement, int host_share, const char *with,
+                             cJSON *found) {
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
-    bg_cost_device_t *devices = calloc((size_t)most, sizeof *devices);
+    if (one_gpu(placement) && placement->device_mem == 0) most = r->devices;
+    bg_cost_device_t *devices = calloc((size_t)(most > 0 ? most : 1), sizeof *devices);
     if (devices == NULL) return 0;
     int fits = 0;
     if (all_cores(placement) && host_share && placement->device_mem == 0)
         for (int k = r->devices - 1; !fits && k >= 1; k--)
-            fits = try_device_count(failed, placement, host_share, k, devices, found);
+            fits = try_device_count(r, model, placement, host_share, k, devices, with, found);
     for (int k = r->devices + 1; !fits && k <= most && k * r->chunks <= r->spec->num_layers; k++)
-        fits = try_device_count(failed, placement, host_share, k, devices, found);
+        fits = try_device_count(r, model, placement, host_share, k, devices, with, found);
     free(devices);
     return fits;
 }
@@ -159,18 +186,23 @@ static int most_microbatches(const bg_plan_request_t *r) {
     return most;
 }
 
-/* With every memory saving of `v` made: the layer that needs the most
- * memory on a stage of its own (*layer), and that need (returned; 0 when
- * it cannot be worked out). A lower bound: no channel slots, one micro-
- * batch in flight. */
+/* With request v's settings: the layer that needs the most memory on a
+ * stage of its own (*layer), and that need (returned; 0 when it cannot be
+ * worked out). A lower bound: one micro-batch in flight, and the channel
+ * slots of a stage between two others on other devices. */
 static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer) {
     bg_plan_request_t alone = *v;
     alone.fits_only = 0;
     bg_plan_t *p = NULL;
     if (bg_plan_create(&alone, &p) != BG_OK) return 0;
+    const int slots = bg_schedule_ring_slots(2, v->microbatches, 0, 1);
     size_t most = 0;
     for (int l = 0; l < bg_cost_model_layers(p->model); l++) {
-        const bg_cost_stage_t stage = {.first_layer = l, .last_layer = l + 1, .stash_slots = 1};
+        const bg_cost_stage_t stage = {.first_layer = l,
+                                       .last_layer = l + 1,
+                                       .stash_slots = 1,
+                                       .input_channel_slots = slots,
+                                       .grad_channel_slots = slots};
         const bg_cost_memory_t m = bg_cost_stage_memory(p->model, &stage);
         if (bg_cost_memory_peak(&m) > most) {
             most = bg_cost_memory_peak(&m);
@@ -181,16 +213,35 @@ static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer) {
     return most;
 }
 
-/* Every memory saving at once, on the devices given: the planner's own
- * split, --recompute, SGD without momentum, 1f1b for gpipe and the most
- * micro-batches. Prints it if that fits; else, where one layer alone
- * needs more than any stage may have, says so and what --device-mem
+/* Says that layer `layer` needs `need` bytes on a stage of its own, over
+ * the `capacity` a stage may have, so more devices cannot help; `with`
+ * names the settings (may be ""). */
+static void print_layer_too_large(const bg_plan_request_t *r, int layer, size_t need,
+                                  size_t capacity, const char *with) {
+    char need_text[32], cap_text[32];
+    fprintf(stderr,
+            "  none of these fits, alone or together: layer %d (%s) needs at least %s bytes "
+            "(%.2f MiB) on a stage of its own%s, over the %s bytes a stage may have here, so "
+            "more devices cannot help; give each device more than %s (--device-mem%s; a "
+            "bound from below: the micro-batches in flight where the layer sits add to it)\n",
+            layer, bg_layer_kind_name(r->spec->layers[layer].kind),
+            bg_cli_group_digits((int64_t)need, need_text, sizeof need_text), (double)need / mib,
+            with, bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text), need_text,
+            r->chunks > 1 ? ", times --chunks" : "");
+}
+
+/* Every memory saving at once: the planner's own split, --recompute, SGD
+ * without momentum, 1f1b for gpipe and the most micro-batches, on the
+ * devices given, then on more. Prints what fits; else, where one layer
+ * alone needs more than any stage may have, says so and what --device-mem
  * would do, for more devices cannot help. */
-static void try_every_saving(const bg_plan_t *failed, cJSON *found) {
+static void try_every_saving(const bg_plan_t *failed, const bg_placement_t *placement,
+                             int host_share, cJSON *found) {
     const bg_plan_request_t *r = &failed->request;
     bg_plan_request_t v = *r;
     char what[160];
     int at = 0;
+    what[0] = '\0';
     if (r->split != NULL) at += snprintf(what + at, sizeof what - (size_t)at, " without --split");
     v.split = NULL;
     if (!r->recompute) at += snprintf(what + at, sizeof what - (size_t)at, " --recompute");
@@ -219,20 +270,19 @@ static void try_every_saving(const bg_plan_t *failed, cJSON *found) {
     int layer = 0;
     const size_t need = largest_layer_alone(&v, &layer);
     if (capacity > 0 && need > capacity) {
-        char need_text[32], cap_text[32];
-        fprintf(stderr,
-                "  none of these fits, alone or together: layer %d (%s) needs at least %s bytes "
-                "(%.2f MiB) on a stage of its own%s, over the %s bytes a stage may have here, so "
-                "more devices cannot help; give each device at least %s (--device-mem%s)\n",
-                layer, bg_layer_kind_name(r->spec->layers[layer].kind),
-                bg_cli_group_digits((int64_t)need, need_text, sizeof need_text), (double)need / mib,
-                at > 0 ? " even with all of these" : "",
-                bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text), need_text,
-                r->chunks > 1 ? ", times --chunks" : "");
+        print_layer_too_large(r, layer, need, capacity, at > 0 ? " even with all of these" : "");
         return;
     }
-    fprintf(stderr, "  none of these fits, alone or together: use more devices or give each more "
-                    "memory (--device-mem)\n");
+    /* The savings make every layer small enough: more devices may then
+     * hold what the request's own settings could not. */
+    if (at > 0 && try_device_counts(&v, failed->model, placement, host_share, what + 1, found))
+        return;
+    if (one_gpu(placement) && placement->device_mem == 0)
+        fprintf(stderr, "  none of these fits, alone or together: the virtual devices share one "
+                        "GPU's memory, so more of them hold no more; use more GPUs\n");
+    else
+        fprintf(stderr, "  none of these fits, alone or together, on up to twice the devices: "
+                        "give each more memory (--device-mem) or use more devices still\n");
 }
 
 void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
@@ -290,6 +340,13 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         v = *r;
     }
     helped |= try_microbatches(r, found);
-    if (try_device_counts(p, placement, host_share, found)) helped = 1;
-    if (!helped) try_every_saving(p, found);
+    /* More devices help only where every layer fits a stage of its own;
+     * fewer CPU devices sharing the host's memory each have more. */
+    int layer = 0;
+    const size_t alone = largest_layer_alone(r, &layer);
+    const int fewer_have_more = all_cores(placement) && host_share && placement->device_mem == 0;
+    if ((fewer_have_more || !(st->capacity_bytes > 0 && alone > st->capacity_bytes)) &&
+        try_device_counts(r, p->model, placement, host_share, "", found))
+        helped = 1;
+    if (!helped) try_every_saving(p, placement, host_share, found);
 }

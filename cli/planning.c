@@ -182,7 +182,9 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
             100.0 * (double)st->peak_bytes / (double)(st->capacity_bytes ? st->capacity_bytes : 1);
         /* The column holds 5 characters; far over, the MiB columns say by
          * how much. */
-        if (used < 9999.5)
+        if (st->peak_bytes > st->capacity_bytes && st->capacity_bytes > 0 && used < 100.5)
+            snprintf(use, sizeof use, ">100%%"); /* over, though it rounds to 100 */
+        else if (used < 9999.5)
             snprintf(use, sizeof use, "%.0f%%", used);
         else
             snprintf(use, sizeof use, ">9999%%");
@@ -199,6 +201,9 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
     }
     fprintf(out, "(peak MiB is the sum of the columns from params on; other: the slots of "
                  "the channels into the stage and the ops' workspace)\n");
+    if (p->request.recompute)
+        fprintf(out, "(bwd ms holds the recomputed forward, which --recompute runs before "
+                     "each backward; --json gives it apart as predicted_ms.recompute)\n");
     int unchecked = 0;
     for (int s = 0; s < part->stages; s++) unchecked |= part->stage[s].capacity_bytes == 0;
     if (unchecked)

@@ -329,13 +329,15 @@ check "auto says nothing fits and picks the least overflow" \
     grep -qF "brigade plan: chose --microbatches 64: nothing fits; this overflows least" "$ERR"
 # The dense layer alone, with every saving, needs more than a device has.
 check "nothing helps: the layer that cannot fit is named, with the memory it needs" grep -qF \
-    "  none of these fits, alone or together: layer 4 (dense) needs at least 5,626,368 bytes (5.37 MiB) on a stage of its own even with all of these, over the 1,048,576 bytes a stage may have here, so more devices cannot help; give each device at least 5,626,368 (--device-mem)" "$ERR"
+    "  none of these fits, alone or together: layer 4 (dense) needs at least 5,670,656 bytes (5.41 MiB) on a stage of its own even with all of these, over the 1,048,576 bytes a stage may have here, so more devices cannot help; give each device more than 5,670,656 (--device-mem; a bound from below: the micro-batches in flight where the layer sits add to it)" "$ERR"
 # The capacity is exact to the byte: the stage's peak fits, a byte less does not.
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --device-mem 22385312
 expect 2 "needs 22,385,312 bytes (21.35 MiB), 1 byte over its 22,385,311-byte capacity" -- \
     plan "$MODEL" --devices cpu:2 --split 4 --device-mem 22385311
-# Eight 1024 x 1024 layers: each fits 10 MiB alone, but no count of devices
-# tried (up to 4) holds them all, even with every saving.
+check "a stage a byte over reads as over, not 100%" grep -qE '^ +0 +0-3 +cpu:0 .* >100% ' "$OUT"
+# Eight 1024 x 1024 layers: with SGD each fits 10 MiB alone (with Adam
+# none does), but no count of devices tried (up to 4) holds them all, even
+# with every saving.
 {
     echo 'input channels=1 height=1 width=1024'
     echo flatten
@@ -343,9 +345,52 @@ expect 2 "needs 22,385,312 bytes (21.35 MiB), 1 byte over its 22,385,311-byte ca
     echo softmax_cross_entropy
 } >"$T/deep-wide.model"
 expect 2 "does not fit" -- plan "$T/deep-wide.model" --devices cpu:2 --device-mem 10M
-check "every layer could fit alone: more devices are suggested" grep -qFx -- \
-    "  none of these fits, alone or together: use more devices or give each more memory (--device-mem)" \
+check "every layer could fit alone: more devices than those tried, or more memory" grep -qFx -- \
+    "  none of these fits, alone or together, on up to twice the devices: give each more memory (--device-mem) or use more devices still" \
     "$ERR"
+check "with Adam no layer fits alone: no count of devices is tried without SGD" \
+    sh -c "! grep -qE '^  [0-9]+ devices' '$ERR'"
+# Four 2048 x 2048 layers (16 MiB of weights each): with Adam no layer fits
+# 40 MiB alone, so more devices alone cannot help; SGD with more devices
+# can, and the advice says so. Following it fits.
+{
+    echo 'input channels=2048 height=1 width=1'
+    for _ in 1 2 3 4; do echo 'dense units=2048 activation=relu'; done
+    echo 'dense units=10'
+    echo softmax_cross_entropy
+} >"$T/four-wide.model"
+expect 2 "does not fit" -- plan "$T/four-wide.model" --stages 2 --device-mem 40M
+check "the savings with more devices are suggested" grep -qE -- \
+    '^  --recompute --optimizer sgd --microbatches 64, 4 devices \(--devices cpu:4 --stages 4\) +fits: ' "$ERR"
+check "no count of devices alone is suggested" sh -c "! grep -qE '^  [0-9]+ devices' '$ERR'"
+expect 0 "" -- plan "$T/four-wide.model" --devices cpu:4 --stages 4 --device-mem 40M \
+    --recompute --optimizer sgd --microbatches 64
+# GPUs of 1 GiB (the 8-GPU fixture's memory cut down): more GPUs like the
+# last one listed hold a part each, and the advice for them fits when
+# followed; more virtual devices of one GPU hold no more, and the advice
+# says so instead of suggesting them.
+sed 's/name="CUDAGlobalMemorySize" value="[0-9]*"/name="CUDAGlobalMemorySize" value="1048576"/' \
+    "$GPUS" >"$T/small-gpus.xml"
+{
+    echo 'input channels=4096 height=1 width=1'
+    for _ in 1 2 3 4 5 6 7 8; do echo 'dense units=4096 activation=relu'; done
+    echo 'dense units=10'
+    echo softmax_cross_entropy
+} >"$T/gpu-wide.model"
+expect 2 "does not fit" -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" \
+    --devices cuda:0x2
+check "virtual devices of one GPU: no more of them are suggested" grep -qFx -- \
+    "  none of these fits, alone or together: the virtual devices share one GPU's memory, so more of them hold no more; use more GPUs" \
+    "$ERR"
+check "virtual devices of one GPU: no device count is suggested" \
+    sh -c "! grep -qE 'devices \(' '$ERR'"
+expect 2 "does not fit" -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" \
+    --devices cuda:0
+check "one GPU: a second one like it, with every saving" grep -qE -- \
+    '^  --recompute --optimizer sgd --microbatches 64, 2 devices \(2 in --devices, the new one like cuda:0\) +fits: ' \
+    "$ERR"
+expect 0 "" -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0,cuda:1 \
+    --recompute --optimizer sgd --microbatches 64
 # SGD's momentum buffer: dropping it is suggested like Adam's state.
 expect 2 "1 (layers 4-7 on cpu:1) needs 9,366,808 bytes" -- plan "$MODEL" --devices cpu:2 \
     --optimizer sgd --momentum 0.9 --microbatches 8 --device-mem 8M
@@ -370,7 +415,8 @@ check "the given split's table is still printed" grep -qE '^ +1 +1-7 +cpu:1 ' "$
 # GPUs cannot be asked for by number: the third must be listed.
 expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --topology "$GPUS" \
     --devices cuda:0,cuda:1 --split 1 --device-mem 20M --microbatches 4
-check "a third GPU is suggested, to be listed" grep -qE '^  3 devices \(3 in --devices, without --split\) +fits: ' "$ERR"
+check "a third GPU is suggested, to be listed" grep -qE \
+    '^  3 devices \(3 in --devices, the new one like cuda:1, without --split\) +fits: ' "$ERR"
 # Virtual devices of one GPU share its memory bandwidth: four stages' Adam
 # updates, run at once after the barrier, take about as long as one
 # stage's over the whole model (not a quarter of it).
@@ -411,5 +457,9 @@ for a, b in zip(p["stages"], t["stages"]):
 ' "$T/plan.json" "$T/train.json"
     fi
 done
+
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --recompute --microbatches 4
+stdout_has "(bwd ms holds the recomputed forward, which --recompute runs before each backward;" \
+    "with --recompute the table says where the recompute is"
 
 finish
