@@ -42,7 +42,8 @@ const char bg_placement_help_rest[] =
     "                     (or the --topology file's) evenly among the CPU\n"
     "                     devices, and give CUDA devices their GPU's (free\n"
     "                     memory from CUDA, or the --topology file's), divided\n"
-    "                     evenly among its virtual devices;\n"
+    "                     evenly among its virtual devices, less 32 MiB each\n"
+    "                     for cuBLAS's workspace (docs/cuda.md);\n"
     "                     train checks only a given size.\n"
     "                     With --chunks V each stage may use 1/V of it\n"
     "  --profile FILE     measured layer times ('brigade profile') for the\n"
@@ -328,10 +329,18 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
              * memory; 1 TB/s leaves room for older ones. Virtual devices'
              * updates run at once, after the barrier. */
             c.memory_bytes_per_s = 1e12 / sharing;
-            /* The links hold each listed device's share of its GPU. */
+            /* The links hold each listed device's share of its GPU, less
+             * the cuBLAS workspace its backend makes beside its stages. A
+             * given --device-mem is the stages' own. */
             const int known = d < list->count ? d : list->count - 1;
-            if (c.memory_bytes == 0 && p->links != NULL && known < p->links->count)
-                c.memory_bytes = p->links->memory_bytes[known] * (size_t)listed / (size_t)sharing;
+            if (c.memory_bytes == 0 && p->links != NULL && known < p->links->count) {
+                const size_t share =
+                    p->links->memory_bytes[known] * (size_t)listed / (size_t)sharing;
+                if (share > 0)
+                    c.memory_bytes = share > BG_CUDA_CUBLAS_WORKSPACE_BYTES
+                                         ? share - BG_CUDA_CUBLAS_WORKSPACE_BYTES
+                                         : 1;
+            }
         } else if (c.memory_bytes == 0 && host_share) {
             c.memory_bytes = (size_t)(host / (uint64_t)count);
         }

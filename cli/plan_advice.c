@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "cuda/backend_cuda.h"
 #include "optimizer.h"
 #include "planning.h"
 #include "schedule.h"
@@ -301,6 +302,10 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         snprintf(share, sizeof share,
                  " (the host's memory divided among %d CPU devices; --device-mem sets it)",
                  r->devices);
+    else if (placement->device_mem == 0 && st->device < placement->devices.count &&
+             placement->devices.devices[st->device].kind == BG_DEVICE_CUDA)
+        snprintf(share, sizeof share, " (%s's memory less %zu MiB for cuBLAS's workspace)", device,
+                 BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20);
     fprintf(stderr,
             "brigade %s: does not fit: stage %d (layers %d-%d on %s) needs %s bytes "
             "(%.2f MiB), %s byte%s over its %s-byte capacity%s\n",

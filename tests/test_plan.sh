@@ -175,7 +175,8 @@ assert len(socket) == 4 and len(set(socket)) == 1, socket
 assert [s["device"] for s in p["stages"]] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"], p["stages"]
 assert kinds == ["PIX", "PHB", "PIX"], kinds
 assert [l["bytes_per_s"] for l in p["links"]] == [25e9, 18e9, 25e9], p["links"]
-assert all(s["capacity_bytes"] == 140 * 2**30 for s in p["stages"]), "GPU memory from the XML"
+# The GPU's memory from the XML, less cuBLAS's workspace (32 MiB).
+assert all(s["capacity_bytes"] == 140 * 2**30 - 2**25 for s in p["stages"]), p["stages"]
 '
 expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices "$MIXED" --json
 json_check "an 8-stage plan on the 2-socket 8-GPU server crosses sockets once" "$SOCKETS"'
@@ -194,7 +195,8 @@ expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2,cuda:5 --json
 json_check "virtual devices of one GPU share its memory and copy on the GPU" '
 assert [s["device"] for s in p["stages"]] == ["cuda:0/0", "cuda:0/1", "cuda:5"], p["stages"]
 assert [l["kind"] for l in p["links"]] == ["GPU", "SYS"], p["links"]
-assert [s["capacity_bytes"] for s in p["stages"]] == [70 * 2**30, 70 * 2**30, 140 * 2**30]
+assert [s["capacity_bytes"] for s in p["stages"]] == [
+    70 * 2**30 - 2**25, 70 * 2**30 - 2**25, 140 * 2**30 - 2**25], p["stages"]
 '
 expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/two-socket-8-core.xml" \
     --devices cpu:8 --stages 4 --json
@@ -384,8 +386,8 @@ check "virtual devices of one GPU: no more of them are suggested" grep -qFx -- \
     "$ERR"
 check "virtual devices of one GPU: no device count is suggested" \
     sh -c "! grep -qE 'devices \(' '$ERR'"
-expect 2 "does not fit" -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" \
-    --devices cuda:0
+expect 2 "over its 1,040,187,392-byte capacity (cuda:0's memory less 32 MiB for cuBLAS's workspace)" \
+    -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0
 check "one GPU: a second one like it, with every saving" grep -qE -- \
     '^  --recompute --optimizer sgd --microbatches 64, 2 devices \(2 in --devices, the new one like cuda:0\) +fits: ' \
     "$ERR"

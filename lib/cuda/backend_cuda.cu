@@ -113,6 +113,7 @@ extern "C" void bg_cuda_destroy(bg_backend_t *be) {
     if (cu->x_desc != NULL) (void)cudnnDestroyTensorDescriptor(cu->x_desc);
     if (cu->cudnn != NULL) (void)cudnnDestroy(cu->cudnn);
     if (cu->cublas != NULL) (void)cublasDestroy(cu->cublas);
+    bg_cuda_free_quietly(cu->cublas_workspace);
     bg_cuda_free_quietly(cu->row_scratch);
     bg_cuda_free_quietly(cu->device_reduction);
     if (cu->host_reduction != NULL && cudaFreeHost(cu->host_reduction) != cudaSuccess)
@@ -139,6 +140,13 @@ static bg_status_t cuda_setup(bg_backend_t *be) {
 
     BG_CUBLAS_CHECK(be, cublasCreate(&cu->cublas));
     BG_CUBLAS_CHECK(be, cublasSetStream(cu->cublas, cu->compute));
+    /* Without a workspace of its own cuBLAS takes one from a pool it
+     * manages, outside what the plan counts; this one is made now, so no
+     * GEMM allocates, and its size is known. After cublasSetStream, which
+     * puts the handle back on the pool. */
+    BG_CHECK(bg_cuda_malloc(be, BG_CUDA_CUBLAS_WORKSPACE_BYTES, &cu->cublas_workspace));
+    BG_CUBLAS_CHECK(be, cublasSetWorkspace(cu->cublas, cu->cublas_workspace,
+                                           BG_CUDA_CUBLAS_WORKSPACE_BYTES));
     /* CUBLAS_DEFAULT_MATH keeps SGEMM in IEEE FP32: TF32 is a math mode
      * asked for (NVIDIA_TF32_OVERRIDE=0 can only forbid it), here only
      * with allow_tf32. */

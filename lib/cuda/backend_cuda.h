@@ -59,6 +59,12 @@ typedef struct bg_cuda_config {
                                   * that need none) */
 } bg_cuda_config_t;
 
+/* cuBLAS's workspace, made with each backend and given to its handle
+ * (cublasSetWorkspace), so that no GEMM allocates: NVIDIA's recommended
+ * size for Hopper GPUs (4 MiB suffices for earlier ones). The planner
+ * leaves it out of each CUDA device's capacity. */
+#define BG_CUDA_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+
 #define BG_CUDA_CONFIG_INIT                                                                        \
     { .device = 0, .dtype = BG_F32, .allow_tf32 = 0, .conv_workspace_limit = (size_t)256 << 20 }
 

@@ -62,6 +62,7 @@ typedef struct bg_cuda_backend {
      * of it through host memory, per lane too. */
     cudaStream_t copy_in[BG_CUDA_LANES], copy_out[BG_CUDA_LANES];
     cublasHandle_t cublas;
+    void *cublas_workspace; /* BG_CUDA_CUBLAS_WORKSPACE_BYTES, cuBLAS's (cublasSetWorkspace) */
     cudnnHandle_t cudnn;
     /* Descriptors reset before every cuDNN call (host-side structs, cheap). */
     cudnnTensorDescriptor_t x_desc, y_desc;
