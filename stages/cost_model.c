@@ -271,8 +271,11 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
     } else {
         t.forward = fwd_flops * samples / d->flops_per_s + (last - first) * d->op_overhead_s;
         t.backward = bwd_flops * samples / d->flops_per_s + bwd_ops * d->op_overhead_s;
-        /* dW costs what the forward costs, for the layers with weights. */
-        t.weight = (bwd_flops - fwd_flops) * samples / d->flops_per_s;
+        /* dW costs what the forward costs, for the layers with weights,
+         * and one op each (of backward's two ops per such layer). */
+        const double weighted_layers = bwd_ops - (last - first);
+        t.weight =
+            (bwd_flops - fwd_flops) * samples / d->flops_per_s + weighted_layers * d->op_overhead_s;
         /* The update streams parameters, gradients and state, and zeroing
          * writes the gradients again: memory-bound; the check reads them. */
         double params = (double)(m->param_elems[last] - m->param_elems[first]);

@@ -7,6 +7,8 @@
  *   forward(layer)  = flops * n / F + o
  *   backward(layer) = 2 * flops * n / F + 2 o   layers with weights (dX + dW)
  *                   =     flops * n / F +   o   the others (dX only)
+ *   weight(layer)   =     flops * n / F +   o   the dW part of backward, which
+ *                                                  zb-h1 runs apart (W)
  *   recompute       = the stage's forward again before its backward
  *   transfer(bytes) = bytes / bandwidth + latency
  * where flops are bg_layer_spec_t.flops (forward FLOPs per sample).

@@ -566,6 +566,37 @@ static void test_memory_matches_pipelines(void **state) {
 
 /* ---- step time, recompute, errors ---- */
 
+/* The analytic times of the whole origin CNN at M = 4 (16 samples a
+ * micro-batch) on a device of 1 GFLOP/s and 1 ms per op: each layer's
+ * forward is its FLOPs plus an op; backward twice the FLOPs and two ops for
+ * the 3 layers with weights, once and one op for the other 5; W, the dW
+ * part of backward that zb-h1 runs apart, the weighted layers' FLOPs and
+ * their 3 dW ops. */
+static void test_analytic_times(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(origin_cnn);
+    bg_cost_config_t cc = BG_COST_CONFIG_INIT;
+    cc.spec = spec;
+    cc.microbatches = 4;
+    bg_cost_model_t *model = NULL;
+    assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
+    bg_cost_device_t dev = BG_COST_DEVICE_CPU_CORE_INIT;
+    dev.flops_per_s = 1e9;
+    dev.op_overhead_s = 1e-3;
+    double flops = 0, weighted = 0;
+    for (int l = 0; l < spec->num_layers; l++) {
+        flops += (double)spec->layers[l].flops;
+        if (spec->layers[l].params > 0) weighted += (double)spec->layers[l].flops;
+    }
+    const bg_cost_time_t t = bg_cost_stage_time(model, &dev, 0, spec->num_layers);
+    assert_int_equal(spec->num_layers, 8);
+    assert_true(fabs(t.forward - (16 * flops / 1e9 + 8e-3)) < 1e-12);
+    assert_true(fabs(t.backward - (16 * (flops + weighted) / 1e9 + 11e-3)) < 1e-12);
+    assert_true(fabs(t.weight - (16 * weighted / 1e9 + 3e-3)) < 1e-12);
+    bg_cost_model_destroy(model);
+    bg_model_spec_destroy(spec);
+}
+
 static void test_step_and_recompute(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse(origin_cnn);
@@ -694,6 +725,7 @@ int main(void) {
         cmocka_unit_test(test_least_step_two_chunks),
         cmocka_unit_test(test_memory_matches_stages),
         cmocka_unit_test(test_memory_matches_pipelines),
+        cmocka_unit_test(test_analytic_times),
         cmocka_unit_test(test_step_and_recompute),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
