@@ -148,7 +148,24 @@ void bg_cli_restore_stop_signals(const bg_cli_stop_handlers_t *old);
  * everything is written; returns only if that did not end it. */
 void bg_cli_end_by_stop_signal(void);
 
-bg_status_t bg_cli_write_timeline_files(const char *trace, const char *svg,
-                                        const bg_timeline_t *tl);
+/* A command's output files, written one after another once its work is
+ * done: one that cannot be written (a full disk) is reported at once, as
+ * "brigade CMD: message", and the others are still written; the first
+ * failure's status gives the exit code. */
+typedef struct bg_cli_outputs {
+    const char *cmd;
+    bg_status_t failed; /* the first failure; BG_OK while none */
+} bg_cli_outputs_t;
+
+/* Notes how writing one output went: `what` and `path` make the line
+ * printed on success ("metrics written to m.json"); a failure is reported
+ * with bg_error_message(). */
+void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const char *what,
+                           const char *path);
+
+/* Writes --trace and --timeline (either may be NULL) of tl, its last step
+ * drawn, as bg_cli_output_written reports them. */
+void bg_cli_write_timeline_files(bg_cli_outputs_t *outputs, const char *trace, const char *svg,
+                                 const bg_timeline_t *tl);
 
 #endif /* BG_CLI_H */

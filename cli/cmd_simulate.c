@@ -144,9 +144,10 @@ static bg_status_t write_metrics(const simulate_options_t *o, const bg_plan_t *p
     return st;
 }
 
-/* Prints the summary and writes the requested files. */
+/* Prints the summary and writes the requested files, whose failures go to
+ * `outputs`. */
 static bg_status_t report(const simulate_options_t *o, const bg_plan_t *plan,
-                          const bg_timeline_t *tl) {
+                          const bg_timeline_t *tl, bg_cli_outputs_t *outputs) {
     bg_timeline_summary_t *summary = NULL;
     const int stages = plan->partition->stages;
     size_t *peaks = calloc((size_t)stages, sizeof *peaks);
@@ -161,11 +162,9 @@ static bg_status_t report(const simulate_options_t *o, const bg_plan_t *plan,
            bg_cli_rate(summary->step_s > 0 ? (double)plan->request.batch / summary->step_s : 0.0,
                        rate, sizeof rate),
            summary->step_s * 1e3);
-    BG_CHECK_GOTO(bg_cli_write_timeline_files(o->trace, o->timeline, tl), st, done);
-    if (o->metrics != NULL) {
-        BG_CHECK_GOTO(write_metrics(o, plan, summary), st, done);
-        printf("metrics written to %s\n", o->metrics);
-    }
+    bg_cli_write_timeline_files(outputs, o->trace, o->timeline, tl);
+    if (o->metrics != NULL)
+        bg_cli_output_written(outputs, write_metrics(o, plan, summary), "metrics", o->metrics);
 done:
     bg_timeline_summary_destroy(summary);
     free(peaks);
@@ -204,7 +203,9 @@ int bg_cmd_simulate(int argc, char **argv) {
         code = 2;
         goto done;
     }
-    BG_CHECK_GOTO(report(&o, plan, tl), st, fail);
+    bg_cli_outputs_t outputs = {.cmd = "simulate", .failed = BG_OK};
+    BG_CHECK_GOTO(report(&o, plan, tl, &outputs), st, fail);
+    if (outputs.failed != BG_OK) code = bg_status_exit_code(outputs.failed);
     goto done;
 fail:
     code = bg_cli_fail("simulate", st);

@@ -570,16 +570,16 @@ int bg_cmd_sweep(int argc, char **argv) {
                 o.metrics != NULL ? "; the metrics say why" : "");
         code = 2;
     }
-    if (o.chart != NULL && count > 0) {
-        BG_CHECK_GOTO(bg_svg_chart_write(o.chart, points, count), st, fail);
-        printf("chart written to %s%s\n", o.chart, o.simulate ? " (simulated)" : "");
-    }
-    if (metrics != NULL) {
-        BG_CHECK_GOTO(
+    bg_cli_outputs_t outputs = {.cmd = "sweep", .failed = BG_OK};
+    if (o.chart != NULL && count > 0)
+        bg_cli_output_written(&outputs, bg_svg_chart_write(o.chart, points, count), "chart",
+                              o.chart);
+    if (metrics != NULL)
+        bg_cli_output_written(
+            &outputs,
             metrics_write(o.metrics, metrics, bg_cli_stop_signal, failed != BG_OK ? error : NULL),
-            st, fail);
-        printf("metrics written to %s%s\n", o.metrics, o.simulate ? " (simulated)" : "");
-    }
+            "metrics", o.metrics);
+    if (code == 0 && outputs.failed != BG_OK) code = bg_status_exit_code(outputs.failed);
     goto done;
 fail:
     code = bg_cli_fail("sweep", st);

@@ -417,6 +417,7 @@ int bg_cmd_train(int argc, char **argv) {
     bg_plan_t *plan = NULL;
     float *params = NULL;
     int code = 0;
+    bg_cli_outputs_t outputs = {.cmd = "train", .failed = BG_OK};
     o.placement.run = "train";
     BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &o.train.optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
@@ -584,15 +585,15 @@ int bg_cmd_train(int argc, char **argv) {
         }
         free(peaks);
         BG_CHECK_GOTO(st, st, fail);
-        BG_CHECK_GOTO(bg_cli_write_timeline_files(o.trace, o.timeline, r.timeline), st, fail);
+        bg_cli_write_timeline_files(&outputs, o.trace, o.timeline, r.timeline);
     }
 outputs:
     if (o.save != NULL && r.saved_step > 0)
         printf("saved the training state at step %lld to %s\n", (long long)r.saved_step, o.save);
-    if (o.metrics != NULL) {
-        BG_CHECK_GOTO(write_metrics(o.metrics, &o, &r, summary), st, fail);
-        printf("metrics written to %s\n", o.metrics);
-    }
+    if (o.metrics != NULL)
+        bg_cli_output_written(&outputs, write_metrics(o.metrics, &o, &r, summary), "metrics",
+                              o.metrics);
+    if (outputs.failed != BG_OK) code = bg_status_exit_code(outputs.failed);
     goto done;
 fail:
     code = bg_cli_fail("train", st);

@@ -355,15 +355,21 @@ done:
     return st;
 }
 
-bg_status_t bg_cli_write_timeline_files(const char *trace, const char *svg,
-                                        const bg_timeline_t *tl) {
-    if (trace != NULL) {
-        BG_CHECK(bg_trace_write(trace, tl));
-        printf("trace written to %s\n", trace);
+void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const char *what,
+                           const char *path) {
+    if (status == BG_OK) {
+        printf("%s written to %s\n", what, path);
+        return;
     }
-    if (svg != NULL) {
-        BG_CHECK(bg_svg_timeline_write(svg, tl, tl->steps - 1));
-        printf("timeline written to %s\n", svg);
-    }
-    return BG_OK;
+    fflush(stdout); /* what it follows comes first, also into a pipe */
+    fprintf(stderr, "brigade %s: %s\n", outputs->cmd, bg_error_message());
+    if (outputs->failed == BG_OK) outputs->failed = status;
+}
+
+void bg_cli_write_timeline_files(bg_cli_outputs_t *outputs, const char *trace, const char *svg,
+                                 const bg_timeline_t *tl) {
+    if (trace != NULL) bg_cli_output_written(outputs, bg_trace_write(trace, tl), "trace", trace);
+    if (svg != NULL)
+        bg_cli_output_written(outputs, bg_svg_timeline_write(svg, tl, tl->steps - 1), "timeline",
+                              svg);
 }

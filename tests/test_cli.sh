@@ -814,6 +814,19 @@ if [ -w /dev/full ]; then
         simulate "$MODEL" --devices cpu:2 --metrics /dev/full
     expect 1 "profile: cannot write '/dev/full': No space left on device" -- \
         profile "$MODEL" --batch 4 --repetitions 1 -o /dev/full
+    # An output that cannot be written costs only itself: the others are
+    # written, and the status says one failed.
+    rm -f "$T/after-full.svg" "$T/after-full.json"
+    expect 1 "brigade train: trace: cannot write '/dev/full': No space left on device" -- \
+        train "$MODEL" --data synthetic --steps 2 --batch 16 --devices cpu:2 --microbatches 2 \
+        --trace /dev/full --timeline "$T/after-full.svg" --metrics "$T/after-full.json"
+    stdout_has "timeline written to $T/after-full.svg" "after a failed trace, the timeline"
+    stdout_has "metrics written to $T/after-full.json" "after a failed trace, the metrics"
+    check "after a failed trace, the metrics file is whole" python3 -c \
+        'import json, sys; assert json.load(open(sys.argv[1]))["steps"] == 2' "$T/after-full.json"
+    expect 1 "brigade sweep: svg chart: cannot write '/dev/full'" -- sweep "$MODEL" --simulate \
+        --microbatches 1,2 --chart /dev/full --metrics "$T/after-full.json"
+    stdout_has "metrics written to $T/after-full.json" "after a failed chart, the sweep's metrics"
 fi
 
 # A trace (Chrome's JSON) and an SVG timeline of the recorded steps.
