@@ -113,16 +113,10 @@ static void draw_event(FILE *out, const timeline_layout_t *l, const bg_event_t *
                 "width=\"%.2f\" height=\"7\" fill=\"%s\">",
                 e->kind == BG_EVENT_WAIT ? "wait" : "copy", e->stage, kind, x, y + 28, w, fill);
     }
-    if (e->kind == BG_EVENT_WAIT && e->to_send) {
-        fprintf(out, "<title>wait for room to send %d to stage %d", e->microbatch, e->peer_stage);
-    } else if (e->kind == BG_EVENT_LINK) {
-        fprintf(out, "<title>link: %c%d from stage %d", e->peer_stage < e->stage ? 'F' : 'B',
-                e->microbatch, e->peer_stage);
-    } else {
-        fprintf(out, "<title>%s", kind);
-        if (e->microbatch >= 0) fprintf(out, " %d", e->microbatch);
-        if (e->peer_stage >= 0) fprintf(out, " (stage %d)", e->peer_stage);
-    }
+    /* The trace's name for it, so that the two are read alike. */
+    char name[96];
+    bg_event_describe(e, name, sizeof name);
+    fprintf(out, "<title>%s%s", e->kind == BG_EVENT_LINK ? "link: " : "", name);
     /* On the axis's clock: from the start of the time shown. */
     fprintf(out, ", stage %d, step %d: %.3f to %.3f ms</title></rect>\n", e->stage, e->step,
             1e3 * (e->start - l->t0), 1e3 * (e->end - l->t0));

@@ -140,3 +140,43 @@ double bg_schedule_theoretical_bubble(bg_schedule_kind_t kind, int devices, int 
                                                 kind == BG_SCHEDULE_INTERLEAVED ? chunks : 1);
     return idle / (microbatches + idle);
 }
+
+/* "F3 from stage 1" after `prefix`: the tensor of micro-batch 3 that the
+ * event's stage takes from peer_stage. */
+static void arrival_name(const bg_event_t *e, const char *prefix, char *name, size_t size) {
+    if (e->microbatch >= 0)
+        snprintf(name, size, "%s%c%d from stage %d", prefix, e->peer_stage < e->stage ? 'F' : 'B',
+                 e->microbatch, e->peer_stage);
+    else
+        snprintf(name, size, "%sfrom stage %d", prefix, e->peer_stage);
+}
+
+void bg_event_describe(const bg_event_t *e, char *name, size_t size) {
+    const char what = e->peer_stage > e->stage ? 'F' : 'B'; /* of a tensor sent */
+    switch (e->kind) {
+    case BG_EVENT_FORWARD: snprintf(name, size, "F%d", e->microbatch); break;
+    case BG_EVENT_BACKWARD: snprintf(name, size, "B%d", e->microbatch); break;
+    case BG_EVENT_WEIGHT: snprintf(name, size, "W%d", e->microbatch); break;
+    case BG_EVENT_STEP: snprintf(name, size, "step"); break;
+    case BG_EVENT_SEND:
+        if (e->microbatch >= 0)
+            snprintf(name, size, "send %c%d to stage %d", what, e->microbatch, e->peer_stage);
+        else
+            snprintf(name, size, "send to stage %d", e->peer_stage);
+        break;
+    case BG_EVENT_RECV: arrival_name(e, "recv ", name, size); break;
+    case BG_EVENT_WAIT:
+        if (e->peer_stage >= 0 && e->to_send && e->microbatch >= 0)
+            snprintf(name, size, "wait for room to send %c%d to stage %d", what, e->microbatch,
+                     e->peer_stage);
+        else if (e->peer_stage >= 0 && e->to_send)
+            snprintf(name, size, "wait for room to send to stage %d", e->peer_stage);
+        else if (e->peer_stage >= 0)
+            snprintf(name, size, "wait for stage %d", e->peer_stage);
+        else
+            snprintf(name, size, "wait for every device (optimizer step)");
+        break;
+    case BG_EVENT_LINK: arrival_name(e, "", name, size); break;
+    default: snprintf(name, size, "?"); break;
+    }
+}

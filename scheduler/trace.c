@@ -26,46 +26,6 @@ int bg_trace_lane(const bg_event_t *e) {
     return BG_TRACE_LANES * lane_stage(e) + lane;
 }
 
-/* "F3 from stage 1" after `prefix`: the tensor of micro-batch 3 that the
- * event's stage takes from peer_stage (an activation from an earlier stage,
- * a gradient from a later one). */
-static void arrival_name(const bg_event_t *e, const char *prefix, char *name, size_t size) {
-    if (e->microbatch >= 0)
-        snprintf(name, size, "%s%c%d from stage %d", prefix, e->peer_stage < e->stage ? 'F' : 'B',
-                 e->microbatch, e->peer_stage);
-    else
-        snprintf(name, size, "%sfrom stage %d", prefix, e->peer_stage);
-}
-
-static void event_name(const bg_event_t *e, char *name, size_t size) {
-    /* A transfer toward a later stage carries F's activation, toward an
-     * earlier one B's gradient. */
-    char what = e->peer_stage > e->stage ? 'F' : 'B';
-    switch (e->kind) {
-    case BG_EVENT_FORWARD: snprintf(name, size, "F%d", e->microbatch); break;
-    case BG_EVENT_BACKWARD: snprintf(name, size, "B%d", e->microbatch); break;
-    case BG_EVENT_WEIGHT: snprintf(name, size, "W%d", e->microbatch); break;
-    case BG_EVENT_STEP: snprintf(name, size, "step"); break;
-    case BG_EVENT_SEND:
-        if (e->microbatch >= 0)
-            snprintf(name, size, "send %c%d to stage %d", what, e->microbatch, e->peer_stage);
-        else
-            snprintf(name, size, "send to stage %d", e->peer_stage);
-        break;
-    case BG_EVENT_RECV: arrival_name(e, "recv ", name, size); break;
-    case BG_EVENT_WAIT:
-        if (e->peer_stage >= 0 && e->to_send)
-            snprintf(name, size, "wait for room to send to stage %d", e->peer_stage);
-        else if (e->peer_stage >= 0)
-            snprintf(name, size, "wait for stage %d", e->peer_stage);
-        else
-            snprintf(name, size, "wait for every device (optimizer step)");
-        break;
-    case BG_EVENT_LINK: arrival_name(e, "", name, size); break;
-    default: snprintf(name, size, "?"); break;
-    }
-}
-
 /* The trace's text as it is built: one event at a time, each printed and
  * freed before the next, so that memory holds the text (about 150 bytes an
  * event), not a JSON tree of every event (ten times that: a simulated
@@ -144,7 +104,7 @@ static cJSON *complete_event(const char *name, const char *category, int pid, in
 
 static int add_event(trace_text_t *out, const bg_event_t *e) {
     char name[64];
-    event_name(e, name, sizeof name);
+    bg_event_describe(e, name, sizeof name);
     cJSON *args = NULL;
     cJSON *item = complete_event(name, bg_event_kind_name(e->kind), e->device, bg_trace_lane(e),
                                  e->start, e->end, &args);

@@ -674,10 +674,13 @@ static void test_trace(void **state) {
             want->microbatch == 3)
             assert_string_equal(name, "send F3 to stage 2");
         if (want->kind == BG_EVENT_WAIT) {
-            char wait[48];
-            snprintf(wait, sizeof wait,
-                     want->to_send ? "wait for room to send to stage %d" : "wait for stage %d",
-                     want->peer_stage);
+            char wait[64];
+            if (want->to_send)
+                snprintf(wait, sizeof wait, "wait for room to send %c%d to stage %d",
+                         want->peer_stage > want->stage ? 'F' : 'B', want->microbatch,
+                         want->peer_stage);
+            else
+                snprintf(wait, sizeof wait, "wait for stage %d", want->peer_stage);
             assert_string_equal(name, wait);
             found_room += want->to_send;
             assert_int_equal(tid, BG_TRACE_LANES * want->stage + BG_TRACE_LANE_TRANSFERS);
@@ -729,8 +732,9 @@ static void test_svg_timeline(void **state) {
     bg_event_t *wait = &tl->events[room];
     wait->to_send = 1;
     char title[64];
-    snprintf(title, sizeof title, "<title>wait for room to send %d to stage %d, stage %d,",
-             wait->microbatch, wait->peer_stage, wait->stage);
+    snprintf(title, sizeof title, "<title>wait for room to send %c%d to stage %d, stage %d,",
+             wait->peer_stage > wait->stage ? 'F' : 'B', wait->microbatch, wait->peer_stage,
+             wait->stage);
     const char *path = temp_path("timeline.svg");
     check_ok(bg_svg_timeline_write(path, tl, -1));
     char *text = read_all(path);
@@ -763,7 +767,7 @@ static void test_svg_timeline(void **state) {
         if (e->kind != BG_EVENT_FORWARD || e->step != 1 || e->stage != 0 || e->microbatch != 0)
             continue;
         char times[96];
-        snprintf(times, sizeof times, "<title>F 0, stage 0, step 1: %.3f to %.3f ms</title>",
+        snprintf(times, sizeof times, "<title>F0, stage 0, step 1: %.3f to %.3f ms</title>",
                  1e3 * (e->start - tl->step_start[1]), 1e3 * (e->end - tl->step_start[1]));
         assert_int_equal(count_of(text, times), 1);
         assert_true(e->start - tl->step_start[1] < e->start); /* the clocks differ here */
