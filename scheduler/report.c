@@ -271,6 +271,16 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
     fprintf(out, ", M=%d); stage imbalance %.1f%%; exposed transfer %.1f%%; step %.*f ms (%s)\n",
             s->microbatches, 100 * s->imbalance, 100 * s->exposed_transfer_frac, decimals, step_ms,
             s->measured ? "measured" : "predicted");
+    /* A busy machine disturbs a step or two: the medians stand firm. */
+    if (s->measured && s->steps >= 3) {
+        const double median_ms = 1e3 * s->step_median_s;
+        fprintf(out, "median of the %d steps: step %.*f ms, bubble %.1f%%\n", s->steps,
+                median_ms >= 100  ? 0
+                : median_ms >= 10 ? 1
+                : median_ms >= 1  ? 2
+                                  : 3,
+                median_ms, 100 * s->bubble_median);
+    }
     if (s->devices == 1 && s->bubble_measured > 0)
         fprintf(out, "(one device: its idle time is the host's work between ops and steps, "
                      "not a pipeline bubble)\n");

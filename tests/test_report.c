@@ -751,14 +751,26 @@ static void test_svg_timeline(void **state) {
     check_ok(bg_svg_timeline_write(path, tl, 0));
     text = read_all(path);
     assert_int_equal(
-        count_of(text, "; showing recorded step 0 (from 0, as in the boxes' titles)</text>"), 1);
+        count_of(text, "; showing recorded step 0 (from 0, as in the boxes' titles), "), 1);
     free(text);
     check_ok(bg_svg_timeline_write(path, tl, 1));
     text = read_all(path);
     expect_well_formed(text);
     assert_int_equal(count_of(text, "<rect class=\"op\""), ops_step1);
     /* The subtitle counts recorded steps, not the run's. */
-    assert_int_equal(count_of(text, "(mean of 2 steps); showing the last</text>"), 1);
+    assert_int_equal(count_of(text, "(mean of 2 steps); showing the last, "), 1);
+    {
+        /* ... with the length of the step shown, which the mean need not be. */
+        char shown[64];
+        const double ms = 1e3 * (tl->step_end[1] - tl->step_start[1]);
+        snprintf(shown, sizeof shown, "; showing the last, %.*f ms</text>",
+                 ms >= 100  ? 0
+                 : ms >= 10 ? 1
+                 : ms >= 1  ? 2
+                            : 3,
+                 ms);
+        assert_int_equal(count_of(text, shown), 1);
+    }
     /* A box's title gives its times on the axis's clock: from the start of
      * the step shown, not of the first recorded one. */
     int titled = 0;
