@@ -57,7 +57,8 @@ const char bg_placement_help_rest[] =
     "                     (plan, simulate and sweep --simulate only)\n"
     "  The stages go to the devices whose chain has the fastest links (the\n"
     "  slowest link first, then the fewest slow ones, then the order given);\n"
-    "  with --stages K, the best K of them. 'brigade plan' prints the links.\n";
+    "  with --stages K, the best K of them (of those linked alike, the ones\n"
+    "  with the most memory). 'brigade plan' prints the links.\n";
 
 void bg_placement_init(bg_placement_t *p) {
     memset(p, 0, sizeof *p);
@@ -257,18 +258,39 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
     return BG_OK;
 }
 
+/* Devices by memory, the most first, and in the order given among equal
+ * ones (CPU devices, whose memory the links do not hold, all tie). */
+static void by_memory(const bg_device_links_t *all, int n, int *rank) {
+    for (int i = 0; i < n; i++) rank[i] = i;
+    for (int i = 1; i < n; i++) /* insertion: stable, and n is small */
+        for (int j = i; j > 0 && all->memory_bytes[rank[j]] > all->memory_bytes[rank[j - 1]]; j--) {
+            const int t = rank[j];
+            rank[j] = rank[j - 1];
+            rank[j - 1] = t;
+        }
+}
+
 bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
                                 bg_device_links_t **chosen) {
     const int n = p->devices.count, k = p->stages > 0 ? p->stages : n;
     double *speed = malloc(sizeof(double) * (size_t)(n * n));
-    int *order = malloc(sizeof(int) * (size_t)n);
+    int *order = malloc(sizeof(int) * (size_t)n), *rank = malloc(sizeof(int) * (size_t)n);
     bg_status_t st = BG_OK;
-    if (speed == NULL || order == NULL) {
+    if (speed == NULL || order == NULL || rank == NULL) {
         st = bg_error_set(BG_ERR_NOMEM, "out of memory choosing %d devices", n);
         goto done;
     }
-    for (int i = 0; i < n * n; i++) speed[i] = all->link[i].bytes_per_s;
+    /* The chooser breaks ties between equally linked chains by the order
+     * of its devices: picking K of them, given them by memory, it prefers
+     * the larger ones. All of them keep the order given. */
+    if (k < n)
+        by_memory(all, n, rank);
+    else
+        for (int i = 0; i < n; i++) rank[i] = i;
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++) speed[a * n + b] = all->link[rank[a] * n + rank[b]].bytes_per_s;
     BG_CHECK_GOTO(bg_device_choose(speed, n, k, p->chunks > 1, order, NULL), st, done);
+    for (int i = 0; i < k; i++) order[i] = rank[order[i]];
     BG_CHECK_GOTO(bg_device_links_select(all, order, k, chosen), st, done);
     bg_device_list_t picked = {.count = k};
     for (int i = 0; i < k; i++) picked.devices[i] = p->devices.devices[order[i]];
@@ -276,6 +298,7 @@ bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
 done:
     free(speed);
     free(order);
+    free(rank);
     return st;
 }
 

@@ -76,7 +76,8 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
 /* Chooses the devices the stages run on and their order from `all`, the
  * links among every resolved device (stages/device_order.h: the chain of
  * the fastest links; --stages K takes the best K; interleaved chains close
- * into a cycle). Reorders p->devices to the choice and stores the chosen
+ * into a cycle; picking K of more devices, of equally linked chains the
+ * one of larger GPUs; then the order given). Reorders p->devices to the choice and stores the chosen
  * devices' links in *chosen (the caller frees it and may point p->links at
  * it). */
 bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,

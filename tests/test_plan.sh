@@ -178,6 +178,21 @@ assert [l["bytes_per_s"] for l in p["links"]] == [25e9, 18e9, 25e9], p["links"]
 # The GPU's memory from the XML, less cuBLAS's workspace (32 MiB).
 assert all(s["capacity_bytes"] == 140 * 2**30 - 2**25 for s in p["stages"]), p["stages"]
 '
+# GPUs 0-3 of 16 GiB and 4-7 of 80 GiB: of chains linked alike (PIX, within
+# a switch), two stages take the larger GPUs.
+python3 -c '
+import re, sys
+text, n = open(sys.argv[1]).read(), [0]
+def size(m):
+    n[0] += 1
+    return m.group(1) + str((16 if n[0] <= 4 else 80) * 2**20) + "\""
+open(sys.argv[2], "w").write(re.sub(r"(name=\"CUDAGlobalMemorySize\" value=\")[0-9]*\"", size, text))
+assert n[0] == 8, n' "$GPUS" "$T/mixed-memory.xml"
+expect 0 "" -- plan "$MODEL" --topology "$T/mixed-memory.xml" --devices "$MIXED" --stages 2 --json
+json_check "of equally linked GPUs, the larger ones" '
+assert [s["device"] for s in p["stages"]] == ["cuda:4", "cuda:5"], p["stages"]
+assert [l["kind"] for l in p["links"]] == ["PIX"], p["links"]
+assert p["stages"][0]["capacity_bytes"] == 80 * 2**30 - 2**25, p["stages"][0]'
 expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices "$MIXED" --json
 json_check "an 8-stage plan on the 2-socket 8-GPU server crosses sockets once" "$SOCKETS"'
 crossings = sum(a != b for a, b in zip(socket, socket[1:]))
