@@ -4,6 +4,7 @@
  * time, then all memory savings together (planning.h). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "cuda/backend_cuda.h"
@@ -231,38 +232,92 @@ static void print_layer_too_large(const bg_plan_request_t *r, int layer, size_t 
             r->chunks > 1 ? ", times --chunks" : "");
 }
 
-/* Every memory saving at once: the planner's own split, --recompute, SGD
- * without momentum, 1f1b for gpipe and the most micro-batches, on the
- * devices given, then on more. Prints what fits; else, where one layer
- * alone needs more than any stage may have, says so and what --device-mem
- * would do, for more devices cannot help. */
+/* A memory saving the explanation may suggest: its options, and what it
+ * changes in a request. */
+typedef struct saving {
+    const char *words;
+    void (*apply)(bg_plan_request_t *v);
+} saving_t;
+
+static void without_split(bg_plan_request_t *v) { v->split = NULL; }
+static void with_recompute(bg_plan_request_t *v) { v->recompute = 1; }
+static void with_sgd(bg_plan_request_t *v) {
+    v->optimizer.kind = BG_OPTIMIZER_SGD;
+    v->optimizer.sgd.momentum = 0;
+}
+static void without_momentum(bg_plan_request_t *v) { v->optimizer.sgd.momentum = 0; }
+static void with_1f1b(bg_plan_request_t *v) { v->schedule = BG_SCHEDULE_1F1B; }
+
+/* The savings r does not make yet, in the order they are written; returns
+ * their number (at most 4). */
+static int savings_of(const bg_plan_request_t *r, saving_t *out) {
+    int n = 0;
+    if (r->split != NULL) out[n++] = (saving_t){"without --split", without_split};
+    if (!r->recompute) out[n++] = (saving_t){"--recompute", with_recompute};
+    if (r->optimizer.kind != BG_OPTIMIZER_SGD)
+        out[n++] = (saving_t){"--optimizer sgd", with_sgd};
+    else if (r->optimizer.sgd.momentum != 0)
+        out[n++] = (saving_t){"--momentum 0", without_momentum};
+    if (r->schedule == BG_SCHEDULE_GPIPE) out[n++] = (saving_t){"--schedule 1f1b", with_1f1b};
+    return n;
+}
+
+/* r with the savings of `mask` made (*v), and their words (what). */
+static void apply_savings(const bg_plan_request_t *r, const saving_t *savings, int n, unsigned mask,
+                          bg_plan_request_t *v, char *what, size_t size) {
+    *v = *r;
+    int at = 0;
+    what[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (!(mask & 1u << i)) continue;
+        savings[i].apply(v);
+        at += snprintf(what + at, size - (size_t)at, "%s%s", at > 0 ? " " : "", savings[i].words);
+    }
+}
+
+/* Pairs of savings, then threes, short of all of them: prints every set of
+ * the fewest that fits. Returns 1 if one did. */
+static int try_fewest_savings(const bg_plan_request_t *r, const saving_t *savings, int n,
+                              cJSON *found) {
+    char what[160];
+    bg_plan_request_t v;
+    for (int size = 2; size < n; size++) {
+        int fits = 0;
+        for (unsigned mask = 0; mask < 1u << n; mask++) {
+            int bits = 0;
+            for (unsigned m = mask; m != 0; m &= m - 1) bits++;
+            if (bits != size) continue;
+            apply_savings(r, savings, n, mask, &v, what, sizeof what);
+            fits |= try_variant(&v, what, found);
+        }
+        if (fits) return 1;
+    }
+    return 0;
+}
+
+/* The fewest memory savings together that fit, else every one at once:
+ * the planner's own split, --recompute, SGD without momentum, 1f1b for
+ * gpipe and the most micro-batches, on the devices given, then on more.
+ * Prints what fits; else, where one layer alone needs more than any stage
+ * may have, says so and what --device-mem would do, for more devices
+ * cannot help. */
 static void try_every_saving(const bg_plan_t *failed, const bg_placement_t *placement,
                              int host_share, cJSON *found) {
     const bg_plan_request_t *r = &failed->request;
-    bg_plan_request_t v = *r;
+    saving_t savings[4];
+    const int n = savings_of(r, savings);
+    if (try_fewest_savings(r, savings, n, found)) return;
+    bg_plan_request_t v;
     char what[160];
-    int at = 0;
-    what[0] = '\0';
-    if (r->split != NULL) at += snprintf(what + at, sizeof what - (size_t)at, " without --split");
-    v.split = NULL;
-    if (!r->recompute) at += snprintf(what + at, sizeof what - (size_t)at, " --recompute");
-    v.recompute = 1;
-    if (r->optimizer.kind != BG_OPTIMIZER_SGD)
-        at += snprintf(what + at, sizeof what - (size_t)at, " --optimizer sgd");
-    if (r->optimizer.sgd.momentum != 0)
-        at += snprintf(what + at, sizeof what - (size_t)at, " --momentum 0");
-    v.optimizer.kind = BG_OPTIMIZER_SGD;
-    v.optimizer.sgd.momentum = 0;
-    if (v.schedule == BG_SCHEDULE_GPIPE) {
-        at += snprintf(what + at, sizeof what - (size_t)at, " --schedule 1f1b");
-        v.schedule = BG_SCHEDULE_1F1B;
-    }
-    if (at > 0 && try_variant(&v, what + 1, found)) return;
+    apply_savings(r, savings, n, (1u << n) - 1, &v, what, sizeof what);
+    int at = (int)strlen(what);
+    if (at > 0 && try_variant(&v, what, found)) return;
     /* And then with the smallest micro-batches. */
     v.microbatches = most_microbatches(r);
     if (v.microbatches != r->microbatches) {
-        at += snprintf(what + at, sizeof what - (size_t)at, " --microbatches %d", v.microbatches);
-        if (try_variant(&v, what + 1, found)) return;
+        at += snprintf(what + at, sizeof what - (size_t)at, "%s--microbatches %d",
+                       at > 0 ? " " : "", v.microbatches);
+        if (try_variant(&v, what, found)) return;
     }
     size_t capacity = 0;
     for (int s = 0; s < failed->partition->stages; s++)
@@ -276,8 +331,7 @@ static void try_every_saving(const bg_plan_t *failed, const bg_placement_t *plac
     }
     /* The savings make every layer small enough: more devices may then
      * hold what the request's own settings could not. */
-    if (at > 0 && try_device_counts(&v, failed->model, placement, host_share, what + 1, found))
-        return;
+    if (at > 0 && try_device_counts(&v, failed->model, placement, host_share, what, found)) return;
     if (one_gpu(placement) && placement->device_mem == 0)
         fprintf(stderr, "  none of these fits, alone or together: the virtual devices share one "
                         "GPU's memory, so more of them hold no more; use more GPUs\n");
