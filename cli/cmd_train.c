@@ -432,13 +432,13 @@ int bg_cmd_train(int argc, char **argv) {
         fprintf(stderr, "resuming %s at step %lld (epoch %d, sample %lld)\n", o.resume,
                 (long long)resume.step, resume.epoch, (long long)resume.position);
     }
-    /* The host copy of the parameters, before the data and any stage: more
-     * than the machine's memory is refused before asking for it. */
+    /* Parameters past the machine's memory are refused before the data and
+     * any stage; --load reads them into a host copy first. */
     const double param_bytes = 4.0 * (double)spec->total_params;
     const double host_bytes = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (param_bytes <= host_bytes || host_bytes <= 0)
+    if (o.load != NULL && (param_bytes <= host_bytes || host_bytes <= 0))
         params = malloc(sizeof(float) * (size_t)(spec->total_params > 0 ? spec->total_params : 1));
-    if (params == NULL) {
+    if ((o.load != NULL && params == NULL) || (param_bytes > host_bytes && host_bytes > 0)) {
         st = bg_error_set(BG_ERR_NOMEM,
                           "%s: out of host memory for the model's %lld parameters (%.1f GiB "
                           "as floats; brigade plan with --device-mem shows what each stage needs)",
@@ -536,7 +536,7 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.stop = &bg_cli_stop_signal;
     bg_cli_stop_handlers_t old_handlers;
     bg_cli_catch_stop_signals(&old_handlers);
-    st = bg_train_run(&o.train, &r, params);
+    st = bg_train_run(&o.train, &r, NULL); /* a --save file holds the final weights */
     bg_cli_restore_stop_signals(&old_handlers);
     if (st == BG_ERR_INTERRUPTED) {
         if (progress.terminal) fputc('\n', stderr); /* after the progress bar */
