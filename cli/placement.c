@@ -352,6 +352,7 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
              * memory; 1 TB/s leaves room for older ones. Virtual devices'
              * updates run at once, after the barrier. */
             c.memory_bytes_per_s = 1e12 / sharing;
+            c.weight_bytes_per_s = c.memory_bytes_per_s; /* weights from its own memory */
             /* The links hold each listed device's share of its GPU, less
              * the cuBLAS workspace its backend makes beside its stages. A
              * given --device-mem is the stages' own. */

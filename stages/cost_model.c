@@ -38,6 +38,14 @@ struct bg_cost_model {
     double first_dx_s;     /* layer 0's dX, which the executor never runs */
     range_max_t widest;    /* over boundary[0 .. layers] */
     range_max_t workspace; /* bytes, over layers */
+    /* Prefix sums over layers of max(0, w * F / R - flops * n): a forward's
+     * (and a dX's) time beyond its FLOPs' on a device of that F / R, times
+     * F (weight_excess). One table per F / R prepared. */
+    struct {
+        double ratio; /* F / R */
+        double *excess;
+    } weights[BG_COST_WEIGHT_TABLES];
+    int weight_tables;
 };
 
 static void range_max_free(range_max_t *r) {
@@ -89,7 +97,48 @@ void bg_cost_model_destroy(bg_cost_model_t *m) {
     free(m->boundary);
     range_max_free(&m->widest);
     range_max_free(&m->workspace);
+    for (int k = 0; k < m->weight_tables; k++) free(m->weights[k].excess);
     free(m);
+}
+
+/* Layer l's forward time beyond its FLOPs', times F, on a device streaming
+ * weights at F / ratio bytes per second. */
+static double layer_excess(const bg_cost_model_t *m, int l, double ratio) {
+    const double bytes = (double)(m->param_elems[l + 1] - m->param_elems[l]) * (double)m->elem;
+    const double flops = (double)(m->forward_flops[l + 1] - m->forward_flops[l]) * m->mean_micro;
+    return bytes * ratio > flops ? bytes * ratio - flops : 0;
+}
+
+bg_status_t bg_cost_model_prepare(bg_cost_model_t *m, const bg_cost_device_t *devices, int count) {
+    for (int d = 0; d < count; d++) {
+        if (!(devices[d].weight_bytes_per_s > 0)) continue;
+        const double ratio = devices[d].flops_per_s / devices[d].weight_bytes_per_s;
+        int known = 0;
+        for (int k = 0; k < m->weight_tables; k++) known |= m->weights[k].ratio == ratio;
+        if (known || m->weight_tables == BG_COST_WEIGHT_TABLES) continue;
+        double *excess = malloc(sizeof(double) * (size_t)(m->layers + 1));
+        if (excess == NULL) return bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
+        excess[0] = 0;
+        for (int l = 0; l < m->layers; l++) excess[l + 1] = excess[l] + layer_excess(m, l, ratio);
+        m->weights[m->weight_tables].ratio = ratio;
+        m->weights[m->weight_tables].excess = excess;
+        m->weight_tables++;
+    }
+    return BG_OK;
+}
+
+/* Seconds that streaming the weights of layers [first, last) adds to their
+ * forward (and to their dX) on device d, beyond their FLOPs' time. */
+static double weight_excess(const bg_cost_model_t *m, const bg_cost_device_t *d, int first,
+                            int last) {
+    if (!(d->weight_bytes_per_s > 0)) return 0;
+    const double ratio = d->flops_per_s / d->weight_bytes_per_s;
+    for (int k = 0; k < m->weight_tables; k++)
+        if (m->weights[k].ratio == ratio)
+            return (m->weights[k].excess[last] - m->weights[k].excess[first]) / d->flops_per_s;
+    double excess = 0;
+    for (int l = first; l < last; l++) excess += layer_excess(m, l, ratio);
+    return excess / d->flops_per_s;
 }
 
 /* The most bytes a plan counts: past it, sums of a stage's categories in
@@ -269,8 +318,11 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
         t.update = m->update_s[last] - m->update_s[first];
         t.check = m->check_s[last] - m->check_s[first];
     } else {
-        t.forward = fwd_flops * samples / d->flops_per_s + (last - first) * d->op_overhead_s;
-        t.backward = bwd_flops * samples / d->flops_per_s + bwd_ops * d->op_overhead_s;
+        /* The forward and dX each read the weights once. */
+        const double streaming = weight_excess(m, d, first, last);
+        t.forward =
+            fwd_flops * samples / d->flops_per_s + (last - first) * d->op_overhead_s + streaming;
+        t.backward = bwd_flops * samples / d->flops_per_s + bwd_ops * d->op_overhead_s + streaming;
         /* dW costs what the forward costs, for the layers with weights,
          * and one op each (of backward's two ops per such layer). */
         const double weighted_layers = bwd_ops - (last - first);

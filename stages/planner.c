@@ -95,6 +95,7 @@ static bg_status_t plan_fill(bg_plan_t *p) {
     cc.split_backward = p->schedule->split_backward;
     cc.profile = r->profile;
     BG_CHECK(bg_cost_model_create(&cc, &p->model));
+    BG_CHECK(bg_cost_model_prepare(p->model, p->device, k));
 
     bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
     pc.model = p->model;

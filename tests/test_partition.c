@@ -593,6 +593,31 @@ static void test_analytic_times(void **state) {
     assert_true(fabs(t.forward - (16 * flops / 1e9 + 8e-3)) < 1e-12);
     assert_true(fabs(t.backward - (16 * (flops + weighted) / 1e9 + 11e-3)) < 1e-12);
     assert_true(fabs(t.weight - (16 * weighted / 1e9 + 3e-3)) < 1e-12);
+
+    /* Streaming weights at 100 MB/s, the dense layer's 2.8 MB take longer
+     * than its FLOPs: its forward and its dX take the weights' time
+     * instead (and the classifier's, by 10 us); the convolution's do not. Alike
+     * before the model is prepared for the device (summed layer by layer)
+     * and after (a table). */
+    bg_cost_device_t slow = dev;
+    slow.weight_bytes_per_s = 1e8;
+    double excess = 0;
+    for (int l = 0; l < spec->num_layers; l++) {
+        const double stream = 4.0 * (double)spec->layers[l].params / 1e8;
+        const double compute = 16.0 * (double)spec->layers[l].flops / 1e9;
+        if (stream > compute) excess += stream - compute;
+    }
+    assert_true(excess > 5e-3); /* the dense layer's: 27.7 against 22.2 ms */
+    for (int prepared = 0; prepared < 2; prepared++) {
+        if (prepared) assert_int_equal(bg_cost_model_prepare(model, &slow, 1), BG_OK);
+        const bg_cost_time_t u = bg_cost_stage_time(model, &slow, 0, spec->num_layers);
+        assert_true(fabs(u.forward - (t.forward + excess)) < 1e-12);
+        assert_true(fabs(u.backward - (t.backward + excess)) < 1e-12);
+        assert_true(fabs(u.weight - t.weight) < 1e-12);
+        /* A range without the dense layer has none of it. */
+        const bg_cost_time_t front = bg_cost_stage_time(model, &slow, 0, 4);
+        assert_true(fabs(front.forward - bg_cost_stage_time(model, &dev, 0, 4).forward) < 1e-12);
+    }
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
 }

@@ -478,7 +478,9 @@ fi
 # the layer shapes: micro-batches of n = 64/8 = 8 samples on cores of
 # R = 50 GFLOP/s and o = 2 us an op; FLOPs per sample: dense 2*in*units,
 # relu its size, softmax_cross_entropy 3*classes; a backward twice the
-# forward (2 ops) for a layer with weights, once (1 op) for the others.
+# forward (2 ops) for a layer with weights, once (1 op) for the others; a
+# dense layer's forward and dX at least its weights' bytes at W = 12 GB/s
+# (both dense layers here are just past it: 0.35 ms against 0.34 ms).
 # Stage 0 is flatten, dense 1024, relu, dense 1024, relu (5 ops forward, 7
 # backward); stage 1 dense 1024, relu, dense 1024, relu, dense 10, softmax
 # (6 and 9). A crossing of 8 x 1024 floats is a copy of c at 10 GB/s by the
@@ -492,17 +494,20 @@ MLP=$ROOT/examples/mlp_balanced.model
 expect 0 "" -- simulate "$MLP" --devices cpu:2 --split 5 --microbatches 8 --schedule gpipe \
     --metrics "$T/mlp.json"
 file_check "mlp_balanced split at 5: step and bubble from the cost model" "$T/mlp.json" '
-n, R, o = 8, 50e9, 2e-6
+n, R, o, W = 8, 50e9, 2e-6, 12e9
 d, r, c = 2 * 1024 * 1024, 1024, 2 * 1024 * 10
-F0 = (2 * d + 2 * r) * n / R + 5 * o
-B0 = (4 * d + 2 * r) * n / R + 7 * o
-F1 = (2 * d + 2 * r + c + 30) * n / R + 6 * o
-B1 = (4 * d + 2 * r + 2 * c + 30) * n / R + 9 * o
+D = max(d * n / R, 4 * (1024 * 1024 + 1024) / W)  # a dense 1024 forward, or its dX
+C = max(c * n / R, 4 * (1024 * 10 + 10) / W)  # the dense 10
+F0 = 2 * D + 2 * r * n / R + 5 * o
+B0 = 2 * (D + d * n / R) + 2 * r * n / R + 7 * o
+F1 = 2 * D + C + (2 * r + 30) * n / R + 6 * o
+B1 = 2 * (D + d * n / R) + C + (2 * r + c + 30) * n / R + 9 * o
+assert D > d * n / R and C > c * n / R, "the weights bound both"
 c, t = 8 * 1024 * 4 / 10e9, 5e-6
 P0, P1 = 2 * (1024 * 1024 + 1024), 2 * (1024 * 1024 + 1024) + 1024 * 10 + 10
 S0, S1 = 8 * 4 * P0 / 50e9, 8 * 4 * P1 / 50e9
 K0, K1 = 4 * P0 / 50e9, 4 * P1 / 50e9
-step = F0 + c + t + 8 * (c + F1) + 8 * (B1 + c) + K1 + t + c + B0 + K0 + S1  # 20.2237 ms
+step = F0 + c + t + 8 * (c + F1) + 8 * (B1 + c) + K1 + t + c + B0 + K0 + S1  # 20.7416 ms
 busy = 8 * (F0 + B0 + 2 * c) + K0 + S0 + 8 * (F1 + B1 + 2 * c) + K1 + S1
 bubble = 1 - busy / (2 * step)
 tl = p["timeline"]
@@ -713,13 +718,14 @@ usage_error "--momentum is an SGD setting; this run uses --optimizer adam" -- \
     sweep "$MODEL" --devices cpu:2 --simulate --microbatches 4 --momentum 0.9
 # Where M does not divide the batch the micro-batches differ by a sample
 # (63 of 64: one of 2, 62 of 1), and the step goes by their mean: M=63 is
-# within 1% of M=64, where pricing each at the largest (2) made it 1.7x.
+# within 2% of M=64 (one micro-batch fewer, each reading the dense
+# weights), where pricing each at the largest (2) made it 1.7x.
 for m in 63 64; do
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches "$m" \
         --metrics "$T/m$m.metrics.json"
 done
 check "a step at M=63 of 64 is priced by the mean micro-batch" python3 -c "import json, sys
 a, b = (json.load(open(f))['timeline']['step_s'] for f in sys.argv[1:3])
-assert abs(a / b - 1) < 0.01, (a, b)" "$T/m63.metrics.json" "$T/m64.metrics.json"
+assert abs(a / b - 1) < 0.02, (a, b)" "$T/m63.metrics.json" "$T/m64.metrics.json"
 
 finish
