@@ -42,8 +42,8 @@ const char bg_placement_help_rest[] =
     "                     (or the --topology file's) evenly among the CPU\n"
     "                     devices, and give CUDA devices their GPU's (free\n"
     "                     memory from CUDA, or the --topology file's), divided\n"
-    "                     evenly among its virtual devices, less 32 MiB each\n"
-    "                     for cuBLAS's workspace (docs/cuda.md);\n"
+    "                     evenly among the virtual devices the run uses, less\n"
+    "                     32 MiB each for cuBLAS's workspace (docs/cuda.md);\n"
     "                     train checks only a given size.\n"
     "                     With --chunks V each stage may use 1/V of it\n"
     "  --profile FILE     measured layer times ('brigade profile') for the\n"
@@ -294,6 +294,7 @@ bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
     BG_CHECK_GOTO(bg_device_links_select(all, order, k, chosen), st, done);
     bg_device_list_t picked = {.count = k};
     for (int i = 0; i < k; i++) picked.devices[i] = p->devices.devices[order[i]];
+    p->listed = p->devices;
     p->devices = picked;
 done:
     free(speed);
@@ -353,13 +354,12 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
              * updates run at once, after the barrier. */
             c.memory_bytes_per_s = 1e12 / sharing;
             c.weight_bytes_per_s = c.memory_bytes_per_s; /* weights from its own memory */
-            /* The links hold each listed device's share of its GPU, less
-             * the cuBLAS workspace its backend makes beside its stages. A
-             * given --device-mem is the stages' own. */
+            /* The links hold each device's GPU's memory: the device has
+             * its share, less the cuBLAS workspace its backend makes beside
+             * its stages. A given --device-mem is the stages' own. */
             const int known = d < list->count ? d : list->count - 1;
             if (c.memory_bytes == 0 && p->links != NULL && known < p->links->count) {
-                const size_t share =
-                    p->links->memory_bytes[known] * (size_t)listed / (size_t)sharing;
+                const size_t share = p->links->memory_bytes[known] / (size_t)sharing;
                 if (share > 0)
                     c.memory_bytes = share > BG_CUDA_CUBLAS_WORKSPACE_BYTES
                                          ? share - BG_CUDA_CUBLAS_WORKSPACE_BYTES

@@ -30,6 +30,11 @@ typedef struct bg_placement {
      * simulate, which also predict with it. */
     const char *run;
     bg_device_list_t devices; /* resolved by bg_placement_resolve, then chosen */
+    /* The devices as resolved, before --stages K chose among them, and
+     * their links (set by bg_cli_setup_open, which owns them): the plan
+     * advice prices other counts of them. */
+    bg_device_list_t listed;
+    const bg_device_links_t *listed_links;
     /* The chosen devices' links and memory, in chain order (set by
      * bg_cli_setup_open, which owns them); NULL: the default link and no
      * known memory. */

@@ -114,10 +114,30 @@ static int one_gpu(const bg_placement_t *placement) {
     return 1;
 }
 
+/* Whether fewer devices each have more memory: CPU devices dividing the
+ * host's, or virtual devices dividing one GPU's. */
+static int fewer_have_more(const bg_placement_t *placement, int host_share) {
+    if (placement->device_mem != 0) return 0;
+    return (all_cores(placement) && host_share) || one_gpu(placement);
+}
+
+/* "cuda:4,cuda:5 and 2 more like cuda:5 in --devices": the devices a
+ * count k past the list is priced with. */
+static void more_like_last(const bg_device_list_t *list, int k, char *text, size_t size) {
+    size_t at = 0;
+    for (int d = 0; d < list->count && at < size; d++)
+        at += (size_t)snprintf(text + at, size - at, "%s%s", d ? "," : "", list->devices[d].name);
+    if (at < size)
+        snprintf(text + at, size - at, " and %d more like %s in --devices", k - list->count,
+                 list->devices[list->count - 1].name);
+}
+
 /* Tries request r on k devices in place of its own; returns 1 if the plan
  * then fits. The planner chooses the split (a given --split is for the
  * request's count). `with` (may be "") names the changes r already holds,
- * for the line printed. */
+ * for the line printed. Where k of the devices listed give it (--stages K
+ * chose among more, or one GPU's virtual devices), the k are chosen as the
+ * setup chooses them; past the list, more come like the last one. */
 static int try_device_count(const bg_plan_request_t *r, const bg_cost_model_t *model,
                             const bg_placement_t *placement, int host_share, int k,
                             bg_cost_device_t *devices, const char *with, cJSON *found) {
@@ -126,45 +146,61 @@ static int try_device_count(const bg_plan_request_t *r, const bg_cost_model_t *m
     v.links = NULL; /* the links of the chosen devices only */
     v.device = devices;
     v.devices = k;
-    bg_placement_cost_devices(placement, k, host_share, devices);
-    if (!could_hold(devices, k, model_state_bytes(model, &r->optimizer))) return 0;
-    const int cores = all_cores(placement);
-    /* The options that give k devices: cores are there for the asking;
-     * GPUs must be listed (--stages alone only picks among them), or, on
-     * one GPU, made virtual devices of it. */
-    char what[224], devices_option[64];
-    const bg_device_t *gpu = &placement->devices.devices[0];
-    if (cores && placement->stages > 0)
-        snprintf(devices_option, sizeof devices_option, "--devices cpu:%d --stages %d", k, k);
-    else if (cores)
-        snprintf(devices_option, sizeof devices_option, "--devices cpu:%d", k);
-    else if (one_gpu(placement))
-        snprintf(devices_option, sizeof devices_option, "--devices cuda:%dx%d", gpu->physical, k);
-    else if (k > placement->devices.count)
-        snprintf(devices_option, sizeof devices_option, "%d in --devices, the new one%s like %s", k,
-                 k - placement->devices.count > 1 ? "s" : "",
-                 placement->devices.devices[placement->devices.count - 1].name);
-    else
-        snprintf(devices_option, sizeof devices_option, "%d in --devices", k);
-    snprintf(what, sizeof what, "%s%s%d device%s (%s%s)", with, with[0] ? ", " : "", k,
-             k == 1 ? "" : "s", devices_option, r->split != NULL ? ", without --split" : "");
-    return try_variant(&v, what, found);
+    const int cores = all_cores(placement), gpu_alone = one_gpu(placement);
+    bg_placement_t listed = *placement;
+    bg_device_links_t *chosen = NULL;
+    const int among_listed = !cores && placement->listed_links != NULL &&
+                             k <= placement->listed.count && (placement->stages > 0 || gpu_alone);
+    if (among_listed) {
+        listed.devices = placement->listed;
+        listed.stages = k;
+        if (bg_placement_choose(&listed, placement->listed_links, &chosen) != BG_OK) return 0;
+        listed.links = chosen;
+        v.links = chosen->link;
+    }
+    bg_placement_cost_devices(&listed, k, host_share, devices);
+    int fits = 0;
+    if (could_hold(devices, k, model_state_bytes(model, &r->optimizer))) {
+        /* The options that give k devices: cores are there for the asking;
+         * GPUs must be listed, or, on one GPU, made virtual devices of it. */
+        char what[320], devices_option[160];
+        const bg_device_list_t *list = &placement->devices;
+        if (cores && placement->stages > 0)
+            snprintf(devices_option, sizeof devices_option, "--devices cpu:%d --stages %d", k, k);
+        else if (cores)
+            snprintf(devices_option, sizeof devices_option, "--devices cpu:%d", k);
+        else if (among_listed && placement->stages > 0)
+            snprintf(devices_option, sizeof devices_option, "--stages %d", k);
+        else if (gpu_alone)
+            snprintf(devices_option, sizeof devices_option, "--devices cuda:%dx%d",
+                     list->devices[0].physical, k);
+        else if (k > list->count)
+            more_like_last(list, k, devices_option, sizeof devices_option);
+        else
+            snprintf(devices_option, sizeof devices_option, "%d in --devices", k);
+        snprintf(what, sizeof what, "%s%s%d device%s (%s%s)", with, with[0] ? ", " : "", k,
+                 k == 1 ? "" : "s", devices_option, r->split != NULL ? ", without --split" : "");
+        fits = try_variant(&v, what, found);
+    }
+    bg_device_links_destroy(chosen);
+    return fits;
 }
 
 /* Tries other device counts for request r and returns 1 at the first that
- * fits: fewer (the most first) where CPU devices divide the host's memory,
- * since each then has a larger share, and more (the fewest first) up to
- * twice the request's, except on one GPU, whose virtual devices share its
- * memory: more of them hold no more. */
+ * fits: fewer (the most first) where fewer devices each have more memory,
+ * and more (the fewest first) up to twice the request's, or all those
+ * listed with --stages; on one GPU no more virtual devices than listed,
+ * since they share its memory. */
 static int try_device_counts(const bg_plan_request_t *r, const bg_cost_model_t *model,
                              const bg_placement_t *placement, int host_share, const char *with,
                              cJSON *found) {
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
-    if (one_gpu(placement) && placement->device_mem == 0) most = r->devices;
+    if (one_gpu(placement) && placement->device_mem == 0)
+        most = placement->stages > 0 ? placement->listed.count : r->devices;
     bg_cost_device_t *devices = calloc((size_t)(most > 0 ? most : 1), sizeof *devices);
     if (devices == NULL) return 0;
     int fits = 0;
-    if (all_cores(placement) && host_share && placement->device_mem == 0)
+    if (fewer_have_more(placement, host_share))
         for (int k = r->devices - 1; !fits && k >= 1; k--)
             fits = try_device_count(r, model, placement, host_share, k, devices, with, found);
     for (int k = r->devices + 1; !fits && k <= most && k * r->chunks <= r->spec->num_layers; k++)
@@ -218,18 +254,29 @@ static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer) {
 /* Says that layer `layer` needs `need` bytes on a stage of its own, over
  * the `capacity` a stage may have, so more devices cannot help; `with`
  * names the settings (may be ""). */
-static void print_layer_too_large(const bg_plan_request_t *r, int layer, size_t need,
-                                  size_t capacity, const char *with) {
-    char need_text[32], cap_text[32];
+static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement_t *placement,
+                                  int layer, size_t need, size_t capacity, const char *with) {
+    char need_text[32], cap_text[32], remedy[192];
+    bg_cli_group_digits((int64_t)need, need_text, sizeof need_text);
+    /* Virtual devices divide their GPU: a larger share is fewer of them
+     * (tried before this is said) or a larger GPU, not a --device-mem it
+     * may not have. */
+    if (one_gpu(placement) && placement->device_mem == 0)
+        snprintf(remedy, sizeof remedy,
+                 "nor can fewer virtual devices of the GPU (tried above): it takes a larger "
+                 "one, of more than %s bytes a virtual device",
+                 need_text);
+    else
+        snprintf(remedy, sizeof remedy,
+                 "give each device more than %s (--device-mem%s; a bound from below: the "
+                 "micro-batches in flight where the layer sits add to it)",
+                 need_text, r->chunks > 1 ? ", times --chunks" : "");
     fprintf(stderr,
             "  none of these fits, alone or together: layer %d (%s) needs at least %s bytes "
             "(%.2f MiB) on a stage of its own%s, over the %s bytes a stage may have here, so "
-            "more devices cannot help; give each device more than %s (--device-mem%s; a "
-            "bound from below: the micro-batches in flight where the layer sits add to it)\n",
-            layer, bg_layer_kind_name(r->spec->layers[layer].kind),
-            bg_cli_group_digits((int64_t)need, need_text, sizeof need_text), (double)need / mib,
-            with, bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text), need_text,
-            r->chunks > 1 ? ", times --chunks" : "");
+            "more devices cannot help; %s\n",
+            layer, bg_layer_kind_name(r->spec->layers[layer].kind), need_text, (double)need / mib,
+            with, bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text), remedy);
 }
 
 /* A memory saving the explanation may suggest: its options, and what it
@@ -325,13 +372,18 @@ static void try_every_saving(const bg_plan_t *failed, const bg_placement_t *plac
             capacity = failed->partition->stage[s].capacity_bytes;
     int layer = 0;
     const size_t need = largest_layer_alone(&v, &layer);
-    if (capacity > 0 && need > capacity) {
-        print_layer_too_large(r, layer, need, capacity, at > 0 ? " even with all of these" : "");
+    const int layer_too_large = capacity > 0 && need > capacity;
+    /* Where the savings make every layer small enough, more devices may
+     * hold what the request's own settings could not; fewer, where each
+     * then has more memory. */
+    if ((!layer_too_large || fewer_have_more(placement, host_share)) && at > 0 &&
+        try_device_counts(&v, failed->model, placement, host_share, what, found))
+        return;
+    if (layer_too_large) {
+        print_layer_too_large(r, placement, layer, need, capacity,
+                              at > 0 ? " even with all of these" : "");
         return;
     }
-    /* The savings make every layer small enough: more devices may then
-     * hold what the request's own settings could not. */
-    if (at > 0 && try_device_counts(&v, failed->model, placement, host_share, what, found)) return;
     if (one_gpu(placement) && placement->device_mem == 0)
         fprintf(stderr, "  none of these fits, alone or together: the virtual devices share one "
                         "GPU's memory, so more of them hold no more; use more GPUs\n");
@@ -403,8 +455,8 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
      * fewer CPU devices sharing the host's memory each have more. */
     int layer = 0;
     const size_t alone = largest_layer_alone(r, &layer);
-    const int fewer_have_more = all_cores(placement) && host_share && placement->device_mem == 0;
-    if ((fewer_have_more || !(st->capacity_bytes > 0 && alone > st->capacity_bytes)) &&
+    if ((fewer_have_more(placement, host_share) ||
+         !(st->capacity_bytes > 0 && alone > st->capacity_bytes)) &&
         try_device_counts(r, p->model, placement, host_share, "", found))
         helped = 1;
     if (!helped) try_every_saving(p, placement, host_share, found);

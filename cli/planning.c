@@ -410,9 +410,9 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
     bg_device_links_t *all = NULL;
     BG_CHECK(bg_cli_input_status(
         bg_device_links_create(out->topology, &placement->devices, &host, xml == NULL, &all)));
-    bg_status_t st = bg_placement_choose(placement, all, &out->links);
-    bg_device_links_destroy(all);
-    BG_CHECK(st);
+    out->all_links = all;
+    placement->listed_links = all;
+    BG_CHECK(bg_placement_choose(placement, all, &out->links));
     placement->links = out->links;
     bg_placement_note_shared_cores(placement, bg_topology_core_count(out->topology));
     out->devices = calloc((size_t)placement->devices.count, sizeof *out->devices);
@@ -423,6 +423,7 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
 void bg_cli_setup_close(bg_cli_setup_t *setup) {
     free(setup->devices);
     bg_device_links_destroy(setup->links);
+    bg_device_links_destroy(setup->all_links);
     bg_profile_destroy(setup->profile);
     bg_topology_destroy(setup->topology);
     bg_model_spec_destroy(setup->spec);

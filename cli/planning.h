@@ -35,7 +35,8 @@ bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *
 typedef struct bg_cli_setup {
     bg_model_spec_t *spec;
     bg_topology_t *topology;
-    bg_device_links_t *links; /* the chosen devices' (placement->links points here) */
+    bg_device_links_t *links;     /* the chosen devices' (placement->links points here) */
+    bg_device_links_t *all_links; /* every listed device's (placement->listed_links) */
     bg_profile_t *profile;
     bg_cost_device_t *devices; /* placement->devices.count entries */
 } bg_cli_setup_t;

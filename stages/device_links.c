@@ -121,12 +121,7 @@ bg_status_t bg_device_links_create(const bg_topology_t *topo, const bg_device_li
         const bg_device_t *dev = &devices->devices[d];
         if (dev->kind != BG_DEVICE_CUDA) continue;
         st = place_gpu(topo, dev, live, &gpu[d]);
-        /* Virtual devices share their GPU's memory evenly. */
-        int sharing = 0;
-        for (int e = 0; e < n; e++)
-            sharing += devices->devices[e].kind == BG_DEVICE_CUDA &&
-                       devices->devices[e].physical == dev->physical;
-        l->memory_bytes[d] = gpu[d].memory_bytes / (size_t)sharing;
+        l->memory_bytes[d] = gpu[d].memory_bytes;
     }
     for (int a = 0; st == BG_OK && a < n; a++) {
         for (int b = 0; b < n; b++) {

@@ -50,7 +50,9 @@ typedef struct bg_device_links {
     int count;            /* n devices */
     bg_cost_link_t *link; /* n x n, link[a * n + b]: a's sends to b */
     const char **word;    /* n x n: "X", "NODE", "SYS", "GPU", "PIX", ... (static strings) */
-    size_t *memory_bytes; /* n: the device's memory, 0 unknown (above) */
+    /* n: the memory of the GPU the device is on, which its virtual
+     * devices share (above); 0 unknown, or not a GPU. */
+    size_t *memory_bytes;
     /* The host's memory, which CPU devices share: the topology's NUMA
      * nodes' (the XML file's, or this machine's as hwloc sees them) but a
      * GPU's own, 0 when it does not say. */

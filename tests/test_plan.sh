@@ -408,10 +408,32 @@ check "virtual devices of one GPU: no device count is suggested" \
 expect 2 "over its 1,040,187,392-byte capacity (cuda:0's memory less 32 MiB for cuBLAS's workspace)" \
     -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0
 check "one GPU: a second one like it, with every saving" grep -qE -- \
-    '^  --recompute --optimizer sgd --microbatches 64, 2 devices \(2 in --devices, the new one like cuda:0\) +fits: ' \
+    '^  --recompute --optimizer sgd --microbatches 64, 2 devices \(cuda:0 and 1 more like cuda:0 in --devices\) +fits: ' \
     "$ERR"
 expect 0 "" -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0,cuda:1 \
     --recompute --optimizer sgd --microbatches 64
+# Three 4096-wide layers on virtual devices of one 1 GiB GPU: eight get an
+# eighth each, too little for a layer; fewer get more, and the advice finds
+# the most that fit (before, it tried none and suggested --device-mem).
+{
+    echo 'input channels=4096 height=1 width=1'
+    for _ in 1 2 3; do echo 'dense units=4096 activation=relu'; done
+    echo 'dense units=10'
+    echo softmax_cross_entropy
+} >"$T/gpu-three.model"
+expect 2 "does not fit" -- plan "$T/gpu-three.model" --topology "$T/small-gpus.xml" \
+    --devices cuda:0x8 --optimizer sgd --microbatches 4
+check "fewer virtual devices of one GPU, each with more of it" \
+    grep -qE -- '^  6 devices \(--devices cuda:0x6\) +fits: ' "$ERR"
+expect 0 "" -- plan "$T/gpu-three.model" --topology "$T/small-gpus.xml" --devices cuda:0x6 \
+    --optimizer sgd --microbatches 4
+# --stages K of more GPUs listed: more stages come from the list, as
+# --stages (before, it asked for more GPUs like the last one chosen).
+expect 2 "does not fit" -- plan "$T/four-wide.model" --topology "$GPUS" \
+    --devices cuda:0,cuda:1,cuda:2,cuda:3 --stages 2 --device-mem 40M --optimizer sgd
+check "more of the GPUs listed, as --stages" grep -qE -- '^  4 devices \(--stages 4\) +fits: ' "$ERR"
+expect 0 "" -- plan "$T/four-wide.model" --topology "$GPUS" --devices cuda:0,cuda:1,cuda:2,cuda:3 \
+    --stages 4 --device-mem 40M --optimizer sgd
 # SGD's momentum buffer: dropping it is suggested like Adam's state.
 expect 2 "1 (layers 4-7 on cpu:1) needs 9,366,808 bytes" -- plan "$MODEL" --devices cpu:2 \
     --optimizer sgd --momentum 0.9 --microbatches 8 --device-mem 8M
@@ -437,7 +459,7 @@ check "the given split's table is still printed" grep -qE '^ +1 +1-7 +cpu:1 ' "$
 expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --topology "$GPUS" \
     --devices cuda:0,cuda:1 --split 1 --device-mem 20M --microbatches 4
 check "a third GPU is suggested, to be listed" grep -qE \
-    '^  3 devices \(3 in --devices, the new one like cuda:1, without --split\) +fits: ' "$ERR"
+    '^  3 devices \(cuda:0,cuda:1 and 1 more like cuda:1 in --devices, without --split\) +fits: ' "$ERR"
 # Virtual devices of one GPU share its memory bandwidth: four stages' Adam
 # updates, run at once after the barrier, take about as long as one
 # stage's over the whole model (not a quarter of it).

@@ -83,8 +83,9 @@ static void test_gpu_links(void **state) {
      * host's threads (copy_bytes_per_s 0). */
     assert_true(l->link[2 * 4 + 2].bytes_per_s == BG_LINK_SAME_GPU_BYTES_PER_S);
     assert_true(l->link[2 * 4 + 2].copy_bytes_per_s == 0);
-    /* GPU 0's memory is shared by its two virtual devices. */
-    assert_true(l->memory_bytes[0] == 70 * gib && l->memory_bytes[1] == 70 * gib);
+    /* Each device has its GPU's whole memory, which the planner divides
+     * among the virtual devices a run uses (cli/placement.c). */
+    assert_true(l->memory_bytes[0] == 140 * gib && l->memory_bytes[1] == 140 * gib);
     assert_true(l->memory_bytes[2] == 140 * gib && l->memory_bytes[3] == 140 * gib);
 
     /* Choosing devices 3 and 2, in that order, keeps their rows. */
