@@ -51,9 +51,10 @@ static const char help[] =
     "  --momentum X         sgd momentum (default 0; > 0 keeps a velocity buffer)\n"
     "  --data SOURCE        synthetic (default), fashion-mnist or a directory\n"
     "  --chart FILE.svg     draw samples/s and bubble against M\n"
-    "  --metrics FILE.json  every point's figures, as simulate --metrics has\n"
-    "                       them, and the skipped points with the reason\n"
-    "                       (docs/reports.md)\n"
+    "  --metrics FILE.json  every point's figures (a simulated point's stages as\n"
+    "                       simulate --metrics has them, a measured one's as\n"
+    "                       train --metrics), and the skipped points with the\n"
+    "                       reason (docs/reports.md)\n"
     "%s%s"
     "\n"
     "example:\n"
@@ -257,7 +258,7 @@ static void print_row(FILE *out, const bg_sweep_point_t *point, const char *sche
                       const size_t *peaks, int stages) {
     char spread[32] = "-"; /* a simulated point's steps are alike */
     if (!point->simulated) snprintf(spread, sizeof spread, "%.2f-%.2f", min_s * 1e3, max_s * 1e3);
-    fprintf(out, "%4d  %-11s %9.2f %13s %11.0f %9.1f %9.1f %9.1f  ", point->microbatches, schedule,
+    fprintf(out, "%4d  %-11s %9.2f %15s %11.0f %9.1f %9.1f %9.1f  ", point->microbatches, schedule,
             point->step_ms, spread, point->samples_per_s, 100 * summary->bubble_measured,
             100 * summary->bubble_theory, 100 * summary->imbalance);
     for (int s = 0; s < stages; s++)
@@ -408,8 +409,10 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
 add_point:
     if (c->points != NULL) {
         cJSON *json = point_json(c, kind, m, skip, plan, info, summary, min_s, max_s);
-        if (json == NULL) st = bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
-        cJSON_AddItemToArray(c->points, json);
+        if (json == NULL)
+            st = bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
+        else
+            cJSON_AddItemToArray(c->points, json);
     }
 done:
     free(info);
@@ -459,11 +462,10 @@ static bg_status_t metrics_write(const char *path, cJSON *root, int signal_numbe
 }
 
 /* What a sweep that ended early kept, for its last message. */
-static const char *kept_outputs(const sweep_options_t *o, int count) {
-    const int chart = o->chart != NULL && count > 0;
-    if (chart && o->metrics != NULL) return "; the chart and metrics have those done";
+static const char *kept_outputs(int chart, int metrics) {
+    if (chart && metrics) return "; the chart and metrics have those done";
     if (chart) return "; the chart has those done";
-    if (o->metrics != NULL) return "; the metrics have those done";
+    if (metrics) return "; the metrics have those done";
     return "";
 }
 
@@ -519,7 +521,7 @@ int bg_cmd_sweep(int argc, char **argv) {
         fprintf(stderr, ", %d chunks per device for interleaved", o.placement.chunks);
     fputc('\n', stderr);
     if (o.simulate) printf("(simulated) predicted by the planner and the simulator, not run\n");
-    printf("%4s  %-11s %9s %13s %11s %9s %9s %9s  %s\n", "M", "schedule", "step ms", "min-max ms",
+    printf("%4s  %-11s %9s %15s %11s %9s %9s %9s  %s\n", "M", "schedule", "step ms", "min-max ms",
            "samples/s", "bubble %", "theory %", "imbal. %", "peak MiB per stage");
     sweep_context_t c = {.o = &o,
                          .spec = spec,
@@ -553,32 +555,40 @@ int bg_cmd_sweep(int argc, char **argv) {
         }
     }
     bg_cli_restore_stop_signals(&old_handlers);
+    /* A stop signal during the last point ends nothing early: the sweep is
+     * whole, and ends by the signal once it is written. */
+    const int early = failed != BG_OK || (bg_cli_stop_signal != 0 && done_points < total);
+    bg_cli_outputs_t outputs = {.cmd = "sweep", .failed = BG_OK};
+    int chart_written = 0, metrics_written = 0;
+    if (o.chart != NULL && count > 0) {
+        const bg_status_t written = bg_svg_chart_write(o.chart, points, count);
+        bg_cli_output_written(&outputs, written, "chart", o.chart);
+        chart_written = written == BG_OK;
+    }
+    if (metrics != NULL) {
+        const bg_status_t written = metrics_write(
+            o.metrics, metrics, early ? bg_cli_stop_signal : 0, failed != BG_OK ? error : NULL);
+        bg_cli_output_written(&outputs, written, "metrics", o.metrics);
+        metrics_written = written == BG_OK;
+    }
     fflush(stdout); /* the rows a last message points to go first, also into a pipe */
+    const char *kept = kept_outputs(chart_written, metrics_written);
     if (failed != BG_OK) {
         fprintf(stderr, "brigade sweep: %s\n", error);
         fprintf(stderr, "brigade sweep: stopped after %d of %d points%s\n", done_points - 1, total,
-                kept_outputs(&o, count));
+                kept);
         code = bg_status_exit_code(failed);
-    } else if (bg_cli_stop_signal != 0) {
+    } else if (early) {
         fprintf(stderr, "brigade sweep: interrupted after %d of %d points%s\n", done_points, total,
-                kept_outputs(&o, count));
+                kept);
         code = 128 + bg_cli_stop_signal;
     } else if (count == 0) {
         /* Like plan when nothing fits: a result, but not a usable one. */
         fprintf(stderr, "brigade sweep: every point was skipped (above)%s%s\n",
                 o.chart != NULL ? "; no chart written" : "",
-                o.metrics != NULL ? "; the metrics say why" : "");
+                metrics_written ? "; the metrics say why" : "");
         code = 2;
     }
-    bg_cli_outputs_t outputs = {.cmd = "sweep", .failed = BG_OK};
-    if (o.chart != NULL && count > 0)
-        bg_cli_output_written(&outputs, bg_svg_chart_write(o.chart, points, count), "chart",
-                              o.chart);
-    if (metrics != NULL)
-        bg_cli_output_written(
-            &outputs,
-            metrics_write(o.metrics, metrics, bg_cli_stop_signal, failed != BG_OK ? error : NULL),
-            "metrics", o.metrics);
     if (code == 0 && outputs.failed != BG_OK) code = bg_status_exit_code(outputs.failed);
     goto done;
 fail:

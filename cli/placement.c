@@ -283,7 +283,7 @@ bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
     /* The chooser breaks ties between equally linked chains by the order
      * of its devices: picking K of them, given them by memory, it prefers
      * the larger ones. All of them keep the order given. */
-    if (k < n)
+    if (k < n && n <= BG_DEVICE_ORDER_EXACT_MAX) /* the greedy chooser above is no tie-break */
         by_memory(all, n, rank);
     else
         for (int i = 0; i < n; i++) rank[i] = i;

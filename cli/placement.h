@@ -82,9 +82,10 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
  * links among every resolved device (stages/device_order.h: the chain of
  * the fastest links; --stages K takes the best K; interleaved chains close
  * into a cycle; picking K of more devices, of equally linked chains the
- * one of larger GPUs; then the order given). Reorders p->devices to the choice and stores the chosen
- * devices' links in *chosen (the caller frees it and may point p->links at
- * it). */
+ * one of larger GPUs; then the order given). Keeps the devices given in
+ * p->listed, reorders p->devices to the choice and stores the chosen
+ * devices' links in *chosen (the caller frees it and may point p->links
+ * at it). */
 bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
                                 bg_device_links_t **chosen);
 

@@ -235,6 +235,8 @@ fail:
     return st;
 }
 
+int bg_report_ms_decimals(double ms) { return ms >= 100 ? 0 : ms >= 10 ? 1 : ms >= 1 ? 2 : 3; }
+
 bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const size_t *peak_bytes) {
     if (out == NULL || s == NULL)
         return bg_error_set(BG_ERR_INVALID, "timeline summary: NULL argument");
@@ -265,9 +267,8 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
             s->measured ? "measured" : "predicted", 100 * s->bubble_measured,
             100 * s->bubble_theory, bg_schedule_kind_name(s->schedule), s->devices);
     if (s->chunks > 1) fprintf(out, ", V=%d", s->chunks);
-    /* About three significant digits: 123 ms, 12.3 ms, 1.23 ms, 0.123 ms. */
-    double step_ms = 1e3 * s->step_s;
-    int decimals = step_ms >= 100 ? 0 : step_ms >= 10 ? 1 : step_ms >= 1 ? 2 : 3;
+    const double step_ms = 1e3 * s->step_s;
+    const int decimals = bg_report_ms_decimals(step_ms);
     fprintf(out, ", M=%d); stage imbalance %.1f%%; exposed transfer %.1f%%; step %.*f ms (%s)\n",
             s->microbatches, 100 * s->imbalance, 100 * s->exposed_transfer_frac, decimals, step_ms,
             s->measured ? "measured" : "predicted");
@@ -275,11 +276,7 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
     if (s->measured && s->steps >= 3) {
         const double median_ms = 1e3 * s->step_median_s;
         fprintf(out, "median of the %d steps: step %.*f ms, bubble %.1f%%\n", s->steps,
-                median_ms >= 100  ? 0
-                : median_ms >= 10 ? 1
-                : median_ms >= 1  ? 2
-                                  : 3,
-                median_ms, 100 * s->bubble_median);
+                bg_report_ms_decimals(median_ms), median_ms, 100 * s->bubble_median);
     }
     if (s->devices == 1 && s->bubble_measured > 0)
         fprintf(out, "(one device: its idle time is the host's work between ops and steps, "

@@ -68,6 +68,10 @@ typedef struct bg_timeline_summary {
     char (*device_names)[24];    /* devices entries, copied from the timeline */
 } bg_timeline_summary_t;
 
+/* Decimals that print a step of `ms` milliseconds to about three
+ * significant digits: 123 ms, 12.3 ms, 1.23 ms, 0.123 ms. */
+int bg_report_ms_decimals(double ms);
+
 /* Summarizes a timeline (its events in any order). *out is set only on
  * success and freed with bg_timeline_summary_destroy. BG_ERR_INVALID for a
  * NULL timeline or an event whose device or stage is out of range (the

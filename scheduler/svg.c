@@ -114,7 +114,7 @@ static void draw_event(FILE *out, const timeline_layout_t *l, const bg_event_t *
                 e->kind == BG_EVENT_WAIT ? "wait" : "copy", e->stage, kind, x, y + 28, w, fill);
     }
     /* The trace's name for it, so that the two are read alike. */
-    char name[96];
+    char name[BG_EVENT_NAME_MAX];
     bg_event_describe(e, name, sizeof name);
     fprintf(out, "<title>%s%s", e->kind == BG_EVENT_LINK ? "link: " : "", name);
     /* On the axis's clock: from the start of the time shown. */
@@ -168,9 +168,6 @@ static void draw_legend(FILE *out, const timeline_layout_t *l, double y) {
     fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#666\">empty: idle</text>\n</g>\n", x, y + 11);
 }
 
-/* Decimals for a step of `ms` milliseconds: four significant digits or so. */
-static int ms_decimals(double ms) { return ms >= 100 ? 0 : ms >= 10 ? 1 : ms >= 1 ? 2 : 3; }
-
 static void draw_title(FILE *out, const bg_timeline_t *tl, const bg_timeline_summary_t *s, int step,
                        double x) {
     fprintf(out, "<text x=\"%.1f\" y=\"26\" " FONT " font-size=\"17\" font-weight=\"bold\">", x);
@@ -179,7 +176,7 @@ static void draw_title(FILE *out, const bg_timeline_t *tl, const bg_timeline_sum
     fprintf(out, ", M=%d, %s</text>\n", tl->microbatches, tl->measured ? "measured" : "predicted");
     fprintf(out, "<text x=\"%.1f\" y=\"46\" " FONT " font-size=\"13\" fill=\"#444\">", x);
     double step_ms = 1e3 * s->step_s;
-    const int decimals = ms_decimals(step_ms);
+    const int decimals = bg_report_ms_decimals(step_ms);
     fprintf(out, "bubble %.1f%% %s vs %.1f%% theory; step %.*f ms", 100 * s->bubble_measured,
             tl->measured ? "measured" : "predicted", 100 * s->bubble_theory, decimals, step_ms);
     if (s->steps > 1) fprintf(out, " (mean of %d steps)", s->steps);
@@ -192,7 +189,7 @@ static void draw_title(FILE *out, const bg_timeline_t *tl, const bg_timeline_sum
     /* The step drawn need not be the mean: its own length beside it. */
     if (step >= 0 && s->steps > 1 && step < tl->steps) {
         const double shown_ms = 1e3 * (tl->step_end[step] - tl->step_start[step]);
-        fprintf(out, ", %.*f ms", ms_decimals(shown_ms), shown_ms);
+        fprintf(out, ", %.*f ms", bg_report_ms_decimals(shown_ms), shown_ms);
     }
     fprintf(out, "</text>\n");
 }

@@ -109,6 +109,7 @@ const char *bg_event_kind_name(bg_event_kind_t kind);
  * not taken the earlier messages), "wait for every device (optimizer
  * step)", and a link's "F3 from stage 1". A tensor sent to a later stage is
  * F's activation, to an earlier one B's gradient. */
+enum { BG_EVENT_NAME_MAX = 96 }; /* bytes that hold any of these names */
 void bg_event_describe(const bg_event_t *e, char *name, size_t size);
 
 /* The idle fraction a schedule leaves in theory with equal stage times:

@@ -103,7 +103,7 @@ static cJSON *complete_event(const char *name, const char *category, int pid, in
 }
 
 static int add_event(trace_text_t *out, const bg_event_t *e) {
-    char name[64];
+    char name[BG_EVENT_NAME_MAX];
     bg_event_describe(e, name, sizeof name);
     cJSON *args = NULL;
     cJSON *item = complete_event(name, bg_event_kind_name(e->kind), e->device, bg_trace_lane(e),
