@@ -175,7 +175,7 @@ assert len(socket) == 4 and len(set(socket)) == 1, socket
 assert [s["device"] for s in p["stages"]] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"], p["stages"]
 assert kinds == ["PIX", "PHB", "PIX"], kinds
 assert [l["bytes_per_s"] for l in p["links"]] == [25e9, 18e9, 25e9], p["links"]
-# The GPU's memory from the XML, less cuBLAS's workspace (32 MiB).
+# The memory of each GPU in the XML, less the cuBLAS workspace (32 MiB).
 assert all(s["capacity_bytes"] == 140 * 2**30 - 2**25 for s in p["stages"]), p["stages"]
 '
 # GPUs 0-3 of 16 GiB and 4-7 of 80 GiB: of chains linked alike (PIX, within
