@@ -18,9 +18,11 @@ out=$("$build/cli/brigade" sweep "$model" --devices cpu:2 --split "$split" \
     --chart "${CHART:-/dev/null}")
 echo "$out"
 echo
+# Columns: M, schedule, step ms, min-max ms, samples/s, bubble %, theory %,
+# imbalance %, peak MiB per stage.
 echo "$out" | awk '$2 == "gpipe" || $2 == "1f1b" {
-    limit = $6 + $7 + 3;
-    verdict = ($5 <= limit) ? "within" : "OUTSIDE";
+    limit = $7 + $8 + 3;
+    verdict = ($6 <= limit) ? "within" : "OUTSIDE";
     printf "%-6s M=%-3s measured %5.1f%%  theory %5.1f%% + imbalance %5.1f%% + 3 = %5.1f%%  %s\n",
-           $2, $1, $5, $6, $7, limit, verdict
+           $2, $1, $6, $7, $8, limit, verdict
 }'
