@@ -57,8 +57,9 @@ const char bg_placement_help_rest[] =
     "                     (plan, simulate and sweep --simulate only)\n"
     "  The stages go to the devices whose chain has the fastest links (the\n"
     "  slowest link first, then the fewest slow ones, then the order given);\n"
-    "  with --stages K, the best K of them (of those linked alike, the ones\n"
-    "  with the most memory). 'brigade plan' prints the links.\n";
+    "  with --stages K, the best K of them (of those linked alike, up to 12\n"
+    "  devices, the ones with the most memory). 'brigade plan' prints the\n"
+    "  links.\n";
 
 void bg_placement_init(bg_placement_t *p) {
     memset(p, 0, sizeof *p);
