@@ -359,7 +359,8 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     cJSON_AddStringToObject(root, "model", o->model);
     cJSON_AddStringToObject(root, "data", o->data);
     if (o->load != NULL) cJSON_AddStringToObject(root, "load", o->load);
-    cJSON_AddStringToObject(root, "optimizer", bg_optimizer_kind_name(o->train.optimizer.kind));
+    if (!o->train.evaluate_only) /* which updates nothing */
+        cJSON_AddStringToObject(root, "optimizer", bg_optimizer_kind_name(o->train.optimizer.kind));
     cJSON_AddNumberToObject(root, "batch", (double)o->train.batch);
     bg_cli_json_add_uint(root, "seed", o->train.seed);
     cJSON_AddNumberToObject(root, "steps", (double)r->steps);
@@ -486,6 +487,14 @@ int bg_cmd_train(int argc, char **argv) {
                                             o.train.evaluate_only ? NULL : &train, &test)),
         st, fail);
     if (train != NULL) BG_CHECK_GOTO(check_save_every(&o, train), st, fail);
+    /* An evaluation updates nothing: its stages make no optimizer state
+     * (Adam's is two buffers the size of the parameters), and its plan
+     * counts none. Its options were refused above (check_evaluate_only). */
+    if (o.train.evaluate_only) {
+        o.train.optimizer = (bg_optimizer_config_t)BG_OPTIMIZER_CONFIG_INIT;
+        o.train.optimizer.kind = BG_OPTIMIZER_SGD;
+        o.train.optimizer.sgd.momentum = 0;
+    }
     /* The planner picks the split (unless --split), and M and the schedule
      * when asked; memory is checked only against a given --device-mem. */
     bg_plan_request_t request;

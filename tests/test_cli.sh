@@ -388,6 +388,21 @@ for key in ("loss", "samples_per_s", "train_seconds"):
     assert key not in m, key
 ' "$M0"
 fi
+# An evaluation makes no optimizer state: it fits 12 MiB, where training
+# with Adam (two more buffers the size of the parameters) does not.
+expect 2 "does not fit" -- train "$MODEL" --data synthetic --batch 16 --steps 1 --device-mem 12M
+if expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0 --device-mem 12M \
+    --metrics "$T/eval-mem.json"; then
+    check "an evaluation's stages hold no optimizer state, and its metrics name no optimizer" \
+        python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert "optimizer" not in m, m
+(stage,) = m["stages"]
+assert stage["peak_by_category"]["optimizer"] == 0, stage
+assert stage["peak_by_category"]["params"] > 0, stage
+assert stage["peak_bytes"] <= 12 * 2**20, stage' "$T/eval-mem.json"
+fi
 expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0 --load "$W" \
     --devices cpu:2 --microbatches 4
 check "--steps 0 on two stages, 4 micro-batches: the same test accuracy" \
