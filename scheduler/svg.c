@@ -322,16 +322,20 @@ static double series_value(const bg_sweep_point_t *p, int series) {
                        : 100 * (series == 1 ? p->bubble_measured : p->bubble_theory);
 }
 
-/* One schedule's line of one series, then its markers. */
+/* One schedule's line of one series, then its markers. The k-th schedule
+ * drawn is thinner and its markers smaller than those before it, so that
+ * schedules with the same figures (simulated gpipe and 1f1b often are)
+ * show as rings rather than one hiding the other. */
 static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point_t *sorted,
-                        int count, const char *schedule, int series, const char *colour) {
+                        int count, const char *schedule, int k, int series, const char *colour) {
     static const char *const classes[] = {"throughput", "bubble", "theory"};
-    static const char *const styles[] = {"stroke-width=\"2.5\"", "stroke-width=\"1.5\"",
-                                         "stroke-width=\"1.5\" stroke-dasharray=\"6 4\""};
+    const double narrower = k < 3 ? 1.2 * k : 2.4; /* of the line, and the markers' radius */
     double max = series == 0 ? c->left_max : c->right_max;
     fprintf(out, "<path class=\"%s\" data-schedule=\"", classes[series]);
     put_escaped(out, schedule);
-    fprintf(out, "\" fill=\"none\" stroke=\"%s\" %s d=\"", colour, styles[series]);
+    fprintf(out, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s d=\"", colour,
+            (series == 0 ? 3.5 : 2.0) - (series == 0 ? narrower : narrower / 2),
+            series == 2 ? " stroke-dasharray=\"6 4\"" : "");
     int pen_up = 1;
     for (int i = 0; i < count; i++) {
         double v = series_value(&sorted[i], series);
@@ -350,13 +354,14 @@ static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point
         if (strcmp(sorted[i].schedule, schedule) != 0 || !isfinite(v)) continue;
         double x = chart_x(c, sorted[i].microbatches), y = chart_y(c, v, max);
         if (series == 0)
-            fprintf(out, "<circle class=\"point\" cx=\"%.2f\" cy=\"%.2f\" r=\"4\" fill=\"%s\">", x,
-                    y, colour);
+            fprintf(out, "<circle class=\"point\" cx=\"%.2f\" cy=\"%.2f\" r=\"%.1f\" fill=\"%s\">",
+                    x, y, 5.0 - narrower, colour);
         else
             fprintf(out,
-                    "<rect class=\"bubble-point\" x=\"%.2f\" y=\"%.2f\" width=\"6\" height=\"6\" "
-                    "fill=\"#fff\" stroke=\"%s\" stroke-width=\"1.5\">",
-                    x - 3, y - 3, colour);
+                    "<rect class=\"bubble-point\" x=\"%.2f\" y=\"%.2f\" width=\"%.1f\" "
+                    "height=\"%.1f\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\">",
+                    x - (4 - narrower), y - (4 - narrower), 8 - 2 * narrower, 8 - 2 * narrower,
+                    colour);
         fprintf(out, "<title>");
         put_escaped(out, schedule);
         fprintf(out,
@@ -489,7 +494,7 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
     draw_chart_axes(out, &c, left_step, right_step);
     for (int i = 0; i < schedules; i++)
         for (int series = 0; series < 3; series++)
-            draw_series(out, &c, sorted, count, names[i], series, palette[i % 8]);
+            draw_series(out, &c, sorted, count, names[i], i, series, palette[i % 8]);
     int simulated = 0;
     for (int i = 0; i < count; i++) simulated += points[i].simulated != 0;
     draw_chart_legend(out, names, schedules,
