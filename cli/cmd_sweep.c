@@ -582,6 +582,11 @@ int bg_cmd_sweep(int argc, char **argv) {
         fprintf(stderr, "brigade sweep: interrupted after %d of %d points%s\n", done_points, total,
                 kept);
         code = 128 + bg_cli_stop_signal;
+    } else if (bg_cli_stop_signal != 0) {
+        fprintf(stderr,
+                "brigade sweep: a stop signal came during the last point; every point "
+                "is done%s\n",
+                kept[0] != '\0' ? ", and written" : "");
     } else if (count == 0) {
         /* Like plan when nothing fits: a result, but not a usable one. */
         fprintf(stderr, "brigade sweep: every point was skipped (above)%s%s\n",
