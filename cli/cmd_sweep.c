@@ -240,24 +240,13 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     return BG_OK;
 }
 
-/* The shortest and longest recorded step of tl in seconds; the mean, when
- * none is recorded. */
-static void step_range(const bg_timeline_t *tl, const bg_timeline_summary_t *summary, double *min_s,
-                       double *max_s) {
-    *min_s = *max_s = summary->step_s;
-    for (int k = 0; k < tl->steps; k++) {
-        const double step = tl->step_end[k] - tl->step_start[k];
-        if (k == 0 || step < *min_s) *min_s = step;
-        if (k == 0 || step > *max_s) *max_s = step;
-    }
-}
-
 /* Prints a point's row: its figures, then each stage's peak MiB. */
 static void print_row(FILE *out, const bg_sweep_point_t *point, const char *schedule,
-                      const bg_timeline_summary_t *summary, double min_s, double max_s,
-                      const size_t *peaks, int stages) {
+                      const bg_timeline_summary_t *summary, const size_t *peaks, int stages) {
     char spread[32] = "-"; /* a simulated point's steps are alike */
-    if (!point->simulated) snprintf(spread, sizeof spread, "%.2f-%.2f", min_s * 1e3, max_s * 1e3);
+    if (!point->simulated)
+        snprintf(spread, sizeof spread, "%.2f-%.2f", summary->step_min_s * 1e3,
+                 summary->step_max_s * 1e3);
     fprintf(out, "%4d  %-11s %9.2f %15s %11.0f %9.1f %9.1f %9.1f  ", point->microbatches, schedule,
             point->step_ms, spread, point->samples_per_s, 100 * summary->bubble_measured,
             100 * summary->bubble_theory, 100 * summary->imbalance);
@@ -319,12 +308,12 @@ done:
 }
 
 /* A point of --metrics: its schedule and M, then "skipped" (why) or its
- * figures: samples/s, the spread of its steps, its stages (as plan, or as
- * the run measured them) and the summary of its timeline. NULL if out of
- * memory. */
+ * figures: samples/s, its stages (as plan, or as the run measured them)
+ * and the summary of its timeline (its steps' mean, median and spread
+ * among them). NULL if out of memory. */
 static cJSON *point_json(const sweep_context_t *c, bg_schedule_kind_t kind, int m, const char *skip,
                          const bg_plan_t *plan, const bg_pipeline_stage_info_t *info,
-                         const bg_timeline_summary_t *summary, double min_s, double max_s) {
+                         const bg_timeline_summary_t *summary) {
     cJSON *point = cJSON_CreateObject();
     if (point == NULL) return NULL;
     cJSON_AddStringToObject(point, "schedule", bg_schedule_kind_name(kind));
@@ -334,8 +323,6 @@ static cJSON *point_json(const sweep_context_t *c, bg_schedule_kind_t kind, int 
         return point;
     }
     cJSON_AddNumberToObject(point, "samples_per_s", (double)c->o->batch / summary->step_s);
-    cJSON_AddNumberToObject(point, "step_min_s", min_s);
-    cJSON_AddNumberToObject(point, "step_max_s", max_s);
     cJSON *stages = cJSON_AddArrayToObject(point, "stages");
     for (int s = 0; stages != NULL && s < plan->partition->stages; s++)
         cJSON_AddItemToArray(stages, info != NULL ? bg_cli_run_stage_json(&info[s])
@@ -368,7 +355,6 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
     bg_timeline_summary_t *summary = NULL;
     bg_pipeline_stage_info_t *info = NULL; /* measured points only */
     size_t *peaks = NULL;
-    double min_s = 0, max_s = 0;
     bg_status_t st = bg_plan_create(&request, &plan);
     if (st == BG_ERR_INVALID) {
         snprintf(skip, skip_size, "%s", bg_error_message());
@@ -397,7 +383,6 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
         for (int s = 0; s < part->stages; s++) peaks[s] = bg_pipeline_stage_peak_bytes(&info[s]);
     }
     BG_CHECK_GOTO(bg_timeline_summarize(tl, &summary), st, done);
-    step_range(tl, summary, &min_s, &max_s);
     point->schedule = o->simulate ? simulated_names[kind] : bg_schedule_kind_name(kind);
     point->microbatches = m;
     point->step_ms = summary->step_s * 1e3;
@@ -405,10 +390,10 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
     point->bubble_measured = summary->bubble_measured;
     point->simulated = o->simulate;
     point->bubble_theory = summary->bubble_theory;
-    print_row(out, point, bg_schedule_kind_name(kind), summary, min_s, max_s, peaks, part->stages);
+    print_row(out, point, bg_schedule_kind_name(kind), summary, peaks, part->stages);
 add_point:
     if (c->points != NULL) {
-        cJSON *json = point_json(c, kind, m, skip, plan, info, summary, min_s, max_s);
+        cJSON *json = point_json(c, kind, m, skip, plan, info, summary);
         if (json == NULL)
             st = bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
         else

@@ -153,9 +153,10 @@ static double median(double *values, int n) {
     return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-/* step_median_s and bubble_median from each recorded step's own figures. */
-static bg_status_t step_medians(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
-    s->step_median_s = s->step_s;
+/* step_median_s, step_min_s, step_max_s and bubble_median from each
+ * recorded step's own figures. */
+static bg_status_t step_spread(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
+    s->step_median_s = s->step_min_s = s->step_max_s = s->step_s;
     s->bubble_median = s->bubble_measured;
     if (tl->steps < 1) return BG_OK;
     const int n = tl->steps, k = tl->devices;
@@ -179,7 +180,9 @@ static bg_status_t step_medians(bg_timeline_summary_t *s, const bg_timeline_t *t
         for (int d = 0; d < k && length[j] > 0; d++)
             bubble[j] += (1 - busy[(size_t)j * (size_t)k + (size_t)d] / length[j]) / k;
     }
-    s->step_median_s = median(length, n);
+    s->step_median_s = median(length, n); /* which sorts them */
+    s->step_min_s = length[0];
+    s->step_max_s = length[n - 1];
     s->bubble_median = median(bubble, n);
     free(busy);
     free(length);
@@ -227,7 +230,7 @@ bg_status_t bg_timeline_summarize(const bg_timeline_t *tl, bg_timeline_summary_t
     for (int i = 0; i < tl->stages; i++)
         if (s->stage[i].device < 0) s->stage[i].device = i % tl->devices;
     finish_summary(s, tl);
-    BG_CHECK_GOTO(step_medians(s, tl), st, fail);
+    BG_CHECK_GOTO(step_spread(s, tl), st, fail);
     *out = s;
     return BG_OK;
 fail:
@@ -360,15 +363,16 @@ bg_status_t bg_summary_to_json(const bg_timeline_summary_t *s, cJSON *object) {
     if (s == NULL || object == NULL)
         return bg_error_set(BG_ERR_INVALID, "timeline summary: NULL argument");
     static const char *const names[] = {
-        "chunks",        "microbatches",  "steps",         "step_s",    "bubble_measured",
-        "step_median_s", "bubble_median", "bubble_theory", "imbalance", "exposed_transfer_frac"};
-    const double values[] = {
-        s->chunks,          s->microbatches,         s->steps,         s->step_s,
-        s->bubble_measured, s->step_median_s,        s->bubble_median, s->bubble_theory,
-        s->imbalance,       s->exposed_transfer_frac};
+        "chunks",          "microbatches",  "steps",      "step_s",
+        "bubble_measured", "step_median_s", "step_min_s", "step_max_s",
+        "bubble_median",   "bubble_theory", "imbalance",  "exposed_transfer_frac"};
+    const double values[] = {s->chunks,        s->microbatches,    s->steps,
+                             s->step_s,        s->bubble_measured, s->step_median_s,
+                             s->step_min_s,    s->step_max_s,      s->bubble_median,
+                             s->bubble_theory, s->imbalance,       s->exposed_transfer_frac};
     if (cJSON_AddStringToObject(object, "schedule", bg_schedule_kind_name(s->schedule)) == NULL ||
         cJSON_AddBoolToObject(object, "measured", s->measured != 0) == NULL ||
-        !add_numbers(object, names, values, 10))
+        !add_numbers(object, names, values, 12))
         goto nomem;
     cJSON *devices = cJSON_AddArrayToObject(object, "devices");
     if (devices == NULL) goto nomem;

@@ -58,6 +58,8 @@ typedef struct bg_timeline_summary {
      * devices of that step's idle fraction); step_s and bubble_measured
      * when no step is recorded. */
     double step_median_s, bubble_median;
+    /* The shortest and longest recorded step; step_s without one. */
+    double step_min_s, step_max_s;
     double bubble_theory; /* bg_schedule_theoretical_bubble */
     double imbalance;     /* (max - min device compute_s) / step_s */
     /* Mean over devices of (copy_s + link_wait_s) / step_s: transfer time
@@ -94,7 +96,8 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
 
 /* Adds every figure to an existing JSON object: "schedule" (its name),
  * "chunks", "microbatches", "steps", "measured" (bool), "step_s",
- * "bubble_measured", "step_median_s", "bubble_median", "bubble_theory", "imbalance",
+ * "bubble_measured", "step_median_s", "bubble_median", "step_min_s", "step_max_s",
+ * "bubble_theory", "imbalance",
  * "exposed_transfer_frac", "devices" (array, one object per device: "name" and the
  * bg_device_summary_t fields by name) and "stages" (array, one object per
  * stage: "stage" and the bg_stage_summary_t fields by name). Times in

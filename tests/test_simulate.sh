@@ -674,7 +674,7 @@ assert q["timeline"] == p["timeline"], (q["timeline"], p["timeline"])
 assert q["samples_per_s"] == p["samples_per_s"], q
 # Simulated steps are alike, but for the rounding of their clock.
 for k in ("step_min_s", "step_max_s"):
-    assert abs(q[k] / p["timeline"]["step_s"] - 1) < 1e-12, q'
+    assert abs(q["timeline"][k] / p["timeline"]["step_s"] - 1) < 1e-12, q'
 if [ -s "$P" ]; then
     expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 2,4 --profile "$P"
     check "sweep --simulate --profile prints a row per M" \
