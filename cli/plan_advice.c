@@ -1,7 +1,8 @@
 /* What would make a plan that does not fit fit: the explanation train,
  * plan and simulate print (and plan --json lists) when a stage overflows its
  * memory. Each change is tried as a whole plan with the planner, one at a
- * time, then all memory savings together (planning.h). */
+ * time, then the fewest memory savings together, then all of them, on the
+ * devices given and on other counts of them (planning.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,17 +343,16 @@ static int try_fewest_savings(const bg_plan_request_t *r, const saving_t *saving
     return 0;
 }
 
-/* The fewest memory savings together that fit, else every one at once:
+/* The fewest of `savings` (savings_of the failed request's) together
+ * that fit, else every one at once:
  * the planner's own split, --recompute, SGD without momentum, 1f1b for
  * gpipe and the most micro-batches, on the devices given, then on more.
  * Prints what fits; else, where one layer alone needs more than any stage
  * may have, says so and what --device-mem would do, for more devices
  * cannot help. */
-static void try_every_saving(const bg_plan_t *failed, const bg_placement_t *placement,
-                             int host_share, cJSON *found) {
+static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, int n,
+                             const bg_placement_t *placement, int host_share, cJSON *found) {
     const bg_plan_request_t *r = &failed->request;
-    saving_t savings[4];
-    const int n = savings_of(r, savings);
     if (try_fewest_savings(r, savings, n, found)) return;
     bg_plan_request_t v;
     char what[160];
@@ -425,30 +425,15 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
             r->split != NULL ? "this is the given --split"
                              : "this is the split that overflows least");
     int helped = 0;
-    bg_plan_request_t v = *r;
-    if (r->split != NULL) {
-        v.split = NULL;
-        helped |= try_variant(&v, "leave out --split", found);
-        v = *r;
-    }
-    if (!r->recompute) {
-        v.recompute = 1;
-        helped |= try_variant(&v, "--recompute", found);
-        v = *r;
-    }
-    if (r->schedule == BG_SCHEDULE_GPIPE) {
-        v.schedule = BG_SCHEDULE_1F1B;
-        helped |= try_variant(&v, "--schedule 1f1b", found);
-        v = *r;
-    }
-    if (r->optimizer.kind == BG_OPTIMIZER_ADAM) {
-        v.optimizer.kind = BG_OPTIMIZER_SGD;
-        helped |= try_variant(&v, "--optimizer sgd", found);
-        v = *r;
-    } else if (r->optimizer.kind == BG_OPTIMIZER_SGD && r->optimizer.sgd.momentum != 0) {
-        v.optimizer.sgd.momentum = 0;
-        helped |= try_variant(&v, "--momentum 0", found);
-        v = *r;
+    /* Each saving alone; a given split's is to leave it out. */
+    saving_t savings[4];
+    const int n = savings_of(r, savings);
+    for (int i = 0; i < n; i++) {
+        bg_plan_request_t v;
+        char what[64];
+        apply_savings(r, savings, n, 1u << i, &v, what, sizeof what);
+        helped |=
+            try_variant(&v, savings[i].apply == without_split ? "leave out --split" : what, found);
     }
     helped |= try_microbatches(r, found);
     /* More devices help only where every layer fits a stage of its own;
@@ -459,5 +444,5 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
          !(st->capacity_bytes > 0 && alone > st->capacity_bytes)) &&
         try_device_counts(r, p->model, placement, host_share, "", found))
         helped = 1;
-    if (!helped) try_every_saving(p, placement, host_share, found);
+    if (!helped) try_every_saving(p, savings, n, placement, host_share, found);
 }
