@@ -26,7 +26,11 @@ static const char help[] =
     "            and optimizer update, timed where the pipeline runs them: inside\n"
     "            a stage of the whole model on one CPU core (one OpenBLAS\n"
     "            thread), with 2 micro-batches in flight through its stash slots;\n"
-    "            each the mean of the timed rounds after two warm-up rounds\n"
+    "            each the mean of the timed rounds after two warm-up rounds;\n"
+    "            and their forward, dX and dW again at micro-batches of one\n"
+    "            sample (--small-batch): other sizes are priced on each op's\n"
+    "            line through both sizes, a fixed part (reading its weights)\n"
+    "            plus a part per sample\n"
     "  channels  for every layer boundary, what handing its tensor to another CPU\n"
     "            device costs, measured with a second thread on the next device's\n"
     "            core passing it back and forth through real channels: the\n"
@@ -71,14 +75,16 @@ static const char help[] =
     "\n"
     "Prints a table and, with -o, writes the profile (JSON, format version 2;\n"
     "version 1 files still load) that plan, train, simulate and sweep take with\n"
-    "--profile: their cost model then uses these times, scaled to their\n"
-    "micro-batch size, instead of FLOPs over an assumed speed, and the\n"
+    "--profile: their cost model then uses these times at their micro-batch\n"
+    "size, instead of FLOPs over an assumed speed, and the\n"
     "simulator puts the copies on the devices that make them.\n"
     "\n"
     "options:\n"
     "  --batch B          samples per optimizer step (default 64)\n"
     "  --microbatches M   micro-batches per step (default 1): layers are timed\n"
     "                     on ceil(B / M) samples\n"
+    "  --small-batch N    also time the layers at N samples, below ceil(B / M)\n"
+    "                     (default 1 where ceil(B / M) > 1; 0: that size only)\n"
     "  --repetitions R    timed rounds, their mean counts (default 7, 1..101;\n"
     "                     a layer range's rounds are split among its passes)\n"
     "  --optimizer NAME   adam (default) or sgd, for the update times\n"
@@ -102,14 +108,15 @@ static const char help[] =
 typedef struct profile_options {
     const char *model, *output, *devices;
     int64_t batch, microbatches, repetitions;
+    int64_t small_batch; /* --small-batch; -1: 1 where the micro-batch is larger */
     int split[BG_MAX_STAGES], split_count; /* --split, 0: every range */
     bg_optimizer_config_t optimizer;
 } profile_options_t;
 
 static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *show_help) {
-    static const char *const with_value[] = {
-        "--batch",    "--microbatches", "--repetitions", "--optimizer",
-        "--momentum", "--devices",      "--split",       "-o"};
+    static const char *const with_value[] = {"--batch",       "--microbatches", "--small-batch",
+                                             "--repetitions", "--optimizer",    "--momentum",
+                                             "--devices",     "--split",        "-o"};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -133,6 +140,8 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));
         else if (strcmp(arg, "--microbatches") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 65536, &o->microbatches));
+        else if (strcmp(arg, "--small-batch") == 0)
+            BG_CHECK(bg_cli_parse_int(arg, v, 0, 1 << 20, &o->small_batch));
         else if (strcmp(arg, "--repetitions") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 101, &o->repetitions));
         else if (strcmp(arg, "--optimizer") == 0)
@@ -152,6 +161,13 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
         return bg_error_set(BG_ERR_INVALID,
                             "%lld micro-batches of a %lld-sample batch would leave some empty",
                             (long long)o->microbatches, (long long)o->batch);
+    const int64_t micro = (o->batch + o->microbatches - 1) / o->microbatches;
+    if (o->small_batch < 0) o->small_batch = micro > 1 ? 1 : 0;
+    if (o->small_batch >= micro && o->small_batch > 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--small-batch %lld: must be below the micro-batch of %lld samples "
+                            "(ceil(B / M)), or 0 to time that size only",
+                            (long long)o->small_batch, (long long)micro);
     BG_CHECK(bg_cli_check_output("-o", o->output)); /* now, not after the measuring */
     const bg_cli_file_t files[] = {{"MODEL", o->model, 0, NULL, 0}, {"-o", o->output, 1, NULL, 0}};
     return bg_cli_check_distinct(files, 2);
@@ -216,6 +232,18 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
            (sum.forward_s + sum.backward_data_s + sum.backward_weights_s) * 1e3);
     printf("\ntotal ms: fwd + dX + dW of one micro-batch of %lld samples (update: once a step)\n",
            (long long)p->batch);
+    if (p->small_batch > 0) {
+        bg_layer_small_t small = {0};
+        for (int i = 0; i < p->layers; i++) {
+            small.forward_s += p->layer[i].small.forward_s;
+            small.backward_data_s += p->layer[i].small.backward_data_s;
+            small.backward_weights_s += p->layer[i].small.backward_weights_s;
+        }
+        printf("at %lld sample%s: fwd %.4f ms, dX %.4f ms, dW %.4f ms in all; other sizes are "
+               "priced on each layer's line through both sizes\n",
+               (long long)p->small_batch, p->small_batch == 1 ? "" : "s", small.forward_s * 1e3,
+               small.backward_data_s * 1e3, small.backward_weights_s * 1e3);
+    }
     printf("copy bandwidth: %.2f GB/s per memcpy (a channel copies twice per transfer)\n",
            p->copy_bytes_per_s / 1e9);
     printf("channels: hand-off %.1f us, wake %.1f us; per boundary (us): send/recv",
@@ -245,8 +273,11 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
 }
 
 int bg_cmd_profile(int argc, char **argv) {
-    profile_options_t o = {
-        .batch = 64, .microbatches = 1, .repetitions = 7, .optimizer = BG_OPTIMIZER_CONFIG_INIT};
+    profile_options_t o = {.batch = 64,
+                           .microbatches = 1,
+                           .small_batch = -1,
+                           .repetitions = 7,
+                           .optimizer = BG_OPTIMIZER_CONFIG_INIT};
     int show_help = 0;
     bg_status_t st = parse_args(argc, argv, &o, &show_help);
     if (show_help) {
@@ -285,6 +316,7 @@ int bg_cmd_profile(int argc, char **argv) {
     bg_profile_config_t pc = BG_PROFILE_CONFIG_INIT;
     pc.spec = spec;
     pc.batch = (o.batch + o.microbatches - 1) / o.microbatches;
+    pc.small_batch = o.small_batch;
     pc.repetitions = (int)o.repetitions;
     pc.optimizer = o.optimizer;
     pc.microbatches = (int)(o.microbatches < 64 ? o.microbatches : 64);

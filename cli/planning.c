@@ -150,19 +150,33 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
         fprintf(stderr, ": nothing fits; this overflows least\n");
     else
         fprintf(stderr, ", every stage fits\n");
-    /* A profile's times are scaled linearly from the micro-batch size it
-     * timed; far from it they are guesses (GEMMs of a few rows run slower
-     * per sample, bound by reading their weights). */
+    /* A profile's times follow a line through the sizes it timed (or are
+     * in proportion to its one size); far outside them they are guesses
+     * (GEMMs of a few rows run slower per sample, bound by reading their
+     * weights). */
     const bg_profile_t *prof = plan->request.profile;
     const double size = (double)plan->request.batch / plan->request.microbatches;
+    const int64_t smallest = prof != NULL && prof->small_batch > 0 ? prof->small_batch
+                             : prof != NULL                        ? prof->batch
+                                                                   : 0;
     if (prof != NULL && p->auto_microbatches && prof->batch > 0 &&
-        (size * 4 < (double)prof->batch || size > 4.0 * (double)prof->batch))
+        (size * 4 < (double)smallest || size > 4.0 * (double)prof->batch)) {
+        char sizes[64];
+        if (prof->small_batch > 0)
+            snprintf(sizes, sizeof sizes, "%lld and %lld samples", (long long)prof->small_batch,
+                     (long long)prof->batch);
+        else
+            snprintf(sizes, sizeof sizes, "%lld samples", (long long)prof->batch);
+        char about[32]; /* whole past 100: "1024", not "1.02e+03" */
+        snprintf(about, sizeof about, size >= 100 ? "%.0f" : "%.3g", size);
         fprintf(stderr,
-                "note: --profile timed micro-batches of %lld samples and M=%d makes them about "
-                "%.3g: its times are scaled to that, which few-sample micro-batches do not "
-                "follow; 'brigade profile --microbatches %d' times this size\n",
-                (long long)prof->batch, plan->request.microbatches, size,
-                plan->request.microbatches);
+                "note: --profile timed micro-batches of %s and M=%d makes them about %s: its "
+                "times are extrapolated to that, which %s micro-batches do not follow; 'brigade "
+                "profile --batch %lld --microbatches %d' times this size\n",
+                sizes, plan->request.microbatches, about,
+                size > (double)prof->batch ? "larger" : "few-sample",
+                (long long)plan->request.batch, plan->request.microbatches);
+    }
     *out = plan;
     return BG_OK;
 }

@@ -225,17 +225,22 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
             return bg_error_set(BG_ERR_INVALID, "cost model: profile of %d layers for %d",
                                 prof->layers, n);
         }
-        const double scale = m->mean_micro / (double)prof->batch;
+        const double size = m->mean_micro;
         for (int i = 0; i < n; i++) {
             const bg_layer_profile_t *lp = &prof->layer[i];
-            m->forward_s[i + 1] = m->forward_s[i] + scale * lp->forward_s;
-            m->backward_s[i + 1] =
-                m->backward_s[i] + scale * (lp->backward_data_s + lp->backward_weights_s);
-            m->weight_s[i + 1] = m->weight_s[i] + scale * lp->backward_weights_s;
+            const double forward =
+                bg_profile_layer_seconds(prof, lp->forward_s, lp->small.forward_s, size);
+            const double dx = bg_profile_layer_seconds(prof, lp->backward_data_s,
+                                                       lp->small.backward_data_s, size);
+            const double dw = bg_profile_layer_seconds(prof, lp->backward_weights_s,
+                                                       lp->small.backward_weights_s, size);
+            m->forward_s[i + 1] = m->forward_s[i] + forward;
+            m->backward_s[i + 1] = m->backward_s[i] + dx + dw;
+            m->weight_s[i + 1] = m->weight_s[i] + dw;
             m->update_s[i + 1] = m->update_s[i] + lp->update_s;
             m->check_s[i + 1] = m->check_s[i] + lp->weight_check_s;
+            if (i == 0) m->first_dx_s = dx;
         }
-        m->first_dx_s = scale * prof->layer[0].backward_data_s;
     }
     bg_status_t st = range_max_build(&m->widest, m->boundary, n + 1);
     if (st == BG_OK) st = range_max_build(&m->workspace, workspace, n);
@@ -351,10 +356,22 @@ int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int sl
         if (best == NULL || abs(sp->slots - slots) < abs(best->slots - slots)) best = sp;
     }
     if (best == NULL) return 0;
+    /* The range's own figures, measured at the profile's batch, follow its
+     * layers' from that size to this one; its copies go by bytes. */
+    double forward_then = 0, backward_then = 0;
+    for (int i = first; i < last; i++) {
+        const bg_layer_profile_t *lp = &prof->layer[i];
+        forward_then += lp->forward_s;
+        backward_then += lp->backward_data_s + lp->backward_weights_s;
+    }
+    if (first == 0) backward_then -= prof->layer[0].backward_data_s; /* never run */
+    const double forward_now = m->forward_s[last] - m->forward_s[first],
+                 backward_now =
+                     m->backward_s[last] - m->backward_s[first] - (first == 0 ? m->first_dx_s : 0);
     const double scale = m->mean_micro / (double)prof->batch;
     bg_cost_measured_stage_t r = {0};
-    r.time.forward = scale * best->forward_s;
-    r.time.backward = scale * best->backward_s;
+    r.time.forward = best->forward_s * (forward_then > 0 ? forward_now / forward_then : scale);
+    r.time.backward = best->backward_s * (backward_then > 0 ? backward_now / backward_then : scale);
     r.time.weight = m->weight_s[last] - m->weight_s[first];
     r.time.update = best->update_s;
     r.time.check = best->weight_check_s;

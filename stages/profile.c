@@ -66,18 +66,18 @@ static void fill_floats(float *dst, int64_t count, uint64_t stream) {
     for (int64_t i = 0; i < count; i++) dst[i] = (float)(2 * bg_rng_uniform(&rng) - 1);
 }
 
-/* One round as the executor's step: `slots` forwards, their backwards in
- * the same order, the check of the gradients, the update and the zeroing
- * of the gradients for the next round (timed with the update); `record`
- * keeps the times. */
-static bg_status_t run_round(bg_stage_t *stage, const bg_profile_config_t *cfg, int slots,
-                             layer_samples_t *ls, int record) {
+/* One round as the executor's step: `slots` forwards of `batch` samples,
+ * their backwards in the same order, the check of the gradients, the update
+ * and the zeroing of the gradients for the next round (timed with the
+ * update); `record` keeps the times. */
+static bg_status_t run_round(bg_stage_t *stage, int64_t batch, int slots, layer_samples_t *ls,
+                             int record) {
     for (int k = 0; k < slots; k++) {
-        BG_CHECK(bg_stage_forward_slot(stage, k, cfg->batch, 1, NULL));
+        BG_CHECK(bg_stage_forward_slot(stage, k, batch, 1, NULL));
         if (record) collect(ls, OP_FORWARD);
     }
     for (int k = 0; k < slots; k++) {
-        BG_CHECK(bg_stage_backward_slot(stage, k, cfg->batch, 1.0 / (double)(cfg->batch * slots)));
+        BG_CHECK(bg_stage_backward_slot(stage, k, batch, 1.0 / (double)(batch * slots)));
         if (record) {
             collect(ls, OP_BACKWARD_DATA);
             collect(ls, OP_BACKWARD_WEIGHTS);
@@ -93,8 +93,10 @@ static bg_status_t run_round(bg_stage_t *stage, const bg_profile_config_t *cfg, 
     return BG_OK;
 }
 
-static bg_status_t measure_layers(bg_backend_t *be, const bg_profile_config_t *cfg,
-                                  bg_profile_t *p) {
+/* Times every layer's ops at micro-batches of `batch` samples into
+ * layer[0..layers). */
+static bg_status_t measure_layers(bg_backend_t *be, const bg_profile_config_t *cfg, int64_t batch,
+                                  bg_layer_profile_t *layer) {
     const bg_model_spec_t *spec = cfg->spec;
     const int n = spec->num_layers, slots = cfg->stash_slots, reps = cfg->repetitions;
     layer_samples_t ls = {.layers = n, .capacity = reps * slots};
@@ -113,23 +115,23 @@ static bg_status_t measure_layers(bg_backend_t *be, const bg_profile_config_t *c
     sc.first_layer = 0;
     sc.last_layer = n;
     sc.backend = be;
-    sc.max_batch = cfg->batch;
+    sc.max_batch = batch;
     sc.seed = 1;
     sc.optimizer = cfg->optimizer;
     sc.stash_slots = slots;
     BG_CHECK_GOTO(bg_stage_create(&sc, &stage), st, done);
-    const int64_t in = cfg->batch * bg_shape_numel(spec->layers[0].in);
+    const int64_t in = batch * bg_shape_numel(spec->layers[0].in);
     host = malloc(sizeof(float) * (size_t)in);
     /* Labels stay 0: valid for any number of classes. */
-    labels = calloc((size_t)cfg->batch, sizeof(int32_t));
+    labels = calloc((size_t)batch, sizeof(int32_t));
     BG_ALLOC_CHECK_GOTO(host, st, done);
     BG_ALLOC_CHECK_GOTO(labels, st, done);
     for (int k = 0; k < slots; k++) {
         fill_floats(host, in, 3 + (uint64_t)k);
-        BG_CHECK_GOTO(bg_stage_load_slot(stage, k, cfg->batch, host, labels), st, done);
+        BG_CHECK_GOTO(bg_stage_load_slot(stage, k, batch, host, labels), st, done);
     }
     if (!bg_stage_has_loss(stage)) {
-        const int64_t out = cfg->batch * bg_shape_numel(spec->layers[n - 1].out);
+        const int64_t out = batch * bg_shape_numel(spec->layers[n - 1].out);
         double *dy = malloc(sizeof(double) * (size_t)out);
         BG_ALLOC_CHECK_GOTO(dy, st, done);
         for (int64_t i = 0; i < out; i++) dy[i] = 1e-3 * (double)(i % 7);
@@ -143,9 +145,9 @@ static bg_status_t measure_layers(bg_backend_t *be, const bg_profile_config_t *c
     BG_CHECK_GOTO(bg_stage_zero_grads(stage), st, done); /* before timing: rounds zero after */
     bg_stage_set_layer_times(stage, &times);
     for (int r = 0; r < WARMUP + reps; r++)
-        BG_CHECK_GOTO(run_round(stage, cfg, slots, &ls, r >= WARMUP), st, done);
+        BG_CHECK_GOTO(run_round(stage, batch, slots, &ls, r >= WARMUP), st, done);
     for (int i = 0; i < n; i++) {
-        bg_layer_profile_t *l = &p->layer[i];
+        bg_layer_profile_t *l = &layer[i];
         const size_t at = (size_t)i * (size_t)ls.capacity;
         l->forward_s = bg_profile_typical(ls.sample[OP_FORWARD] + at, ls.count[OP_FORWARD]);
         l->backward_data_s =
@@ -164,8 +166,34 @@ done:
         free(ls.sample[op]);
         free(ls.now[op]);
     }
-    if (st != BG_OK) bg_error_prefix(st, "profiling the layers: ");
+    if (st != BG_OK)
+        bg_error_prefix(st, "profiling the layers at %lld samples: ", (long long)batch);
     return st;
+}
+
+/* The layers' forward, dX and dW again at cfg->small_batch samples, into
+ * p->layer[i].small. */
+static bg_status_t measure_small_layers(bg_backend_t *be, const bg_profile_config_t *cfg,
+                                        bg_profile_t *p) {
+    bg_layer_profile_t *small = calloc((size_t)p->layers, sizeof *small);
+    if (small == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
+    const bg_status_t st = measure_layers(be, cfg, cfg->small_batch, small);
+    for (int i = 0; st == BG_OK && i < p->layers; i++)
+        p->layer[i].small = (bg_layer_small_t){small[i].forward_s, small[i].backward_data_s,
+                                               small[i].backward_weights_s};
+    free(small);
+    return st;
+}
+
+double bg_profile_layer_seconds(const bg_profile_t *p, double at_batch, double at_small,
+                                double samples) {
+    const double batch = (double)p->batch;
+    if (p->small_batch < 1 || p->small_batch >= p->batch) return at_batch * samples / batch;
+    double per_sample = (at_batch - at_small) / (batch - (double)p->small_batch);
+    if (per_sample < 0) per_sample = 0; /* the smaller took longer */
+    const double fixed = at_batch - per_sample * batch;
+    if (fixed < 0) return at_batch * samples / batch; /* less than in proportion */
+    return fixed + per_sample * samples;
 }
 
 /* ---- channel costs, between two threads ---- */
@@ -364,10 +392,11 @@ bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **ou
     if (cfg->spec == NULL || cfg->batch < 1 || cfg->repetitions < 1 ||
         cfg->repetitions > MAX_REPETITIONS || cfg->stash_slots < 1 ||
         cfg->stash_slots > MAX_STASH_SLOTS || cfg->microbatches < 1 ||
-        cfg->microbatches > MAX_STASH_SLOTS)
+        cfg->microbatches > MAX_STASH_SLOTS || cfg->small_batch < 0 ||
+        (cfg->small_batch > 0 && cfg->small_batch >= cfg->batch))
         return bg_error_set(BG_ERR_INVALID,
-                            "profile: need a model, batch >= 1, 1..%d repetitions and 1..%d "
-                            "stash slots and micro-batches",
+                            "profile: need a model, batch >= 1, a small batch of 0 or 1..batch-1, "
+                            "1..%d repetitions and 1..%d stash slots and micro-batches",
                             MAX_REPETITIONS, MAX_STASH_SLOTS);
     if (cfg->split != NULL) {
         /* Checked now, not after the layers' minute of timing. */
@@ -380,6 +409,7 @@ bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **ou
     p->version = BG_PROFILE_VERSION;
     p->layers = cfg->spec->num_layers;
     p->batch = cfg->batch;
+    p->small_batch = cfg->small_batch;
     p->stash_slots = cfg->stash_slots;
     p->fingerprint = cfg->spec->fingerprint;
     snprintf(p->device, sizeof p->device, "cpu");
@@ -391,7 +421,8 @@ bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **ou
     BG_ALLOC_CHECK_GOTO(p->layer, st, fail);
     bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
     BG_CHECK_GOTO(bg_backend_cpu_create(&cpu, &be), st, fail);
-    BG_CHECK_GOTO(measure_layers(be, cfg, p), st, fail);
+    BG_CHECK_GOTO(measure_layers(be, cfg, cfg->batch, p->layer), st, fail);
+    if (p->small_batch > 0) BG_CHECK_GOTO(measure_small_layers(be, cfg, p), st, fail);
     BG_CHECK_GOTO(measure_channels(be, cfg, p), st, fail);
     BG_CHECK_GOTO(bg_profile_measure_stages(be, cfg, p), st, fail);
     p->copy_bytes_per_s = measure_copy();

@@ -21,7 +21,12 @@
  * of the layer's input (0 for layer 0), update_s includes zeroing the
  * layer's gradients for the next step (as the executor's optimizer step
  * does) and weight_check_s is the check of its accumulated gradients for
- * NaN and Inf (once a step, after its last backward). Version 1 (no
+ * NaN and Inf (once a step, after its last backward). A profile may also
+ * hold "small_batch": n (1 <= n < batch) and in each layer "small":
+ * {"forward_s", "backward_data_s", "backward_weights_s"}, the same layer
+ * timed at a micro-batch of n samples; with both sizes the cost model
+ * prices other sizes on the line through them (bg_profile_layer_seconds).
+ * Version 1 (no
  * "version") lacks stash_slots, handoff_s, wake_s, send_s and recv_s and
  * still loads: its copies are then estimated from copy_bytes_per_s.
  * weight_check_s (here and in stage entries) came later within version 2:
@@ -41,6 +46,11 @@
 extern "C" {
 #endif
 
+/* A layer's forward, dX and dW at the profile's small_batch. */
+typedef struct bg_layer_small {
+    double forward_s, backward_data_s, backward_weights_s;
+} bg_layer_small_t;
+
 typedef struct bg_layer_profile {
     double forward_s;          /* one micro-batch */
     double backward_data_s;    /* dX */
@@ -48,6 +58,7 @@ typedef struct bg_layer_profile {
     double update_s;           /* optimizer step of its parameters, and zeroing their gradients */
     double send_s, recv_s;     /* its input through a channel: each end's copy (version 2) */
     double weight_check_s;     /* the NaN/Inf check of its accumulated gradients, once a step */
+    bg_layer_small_t small;    /* at small_batch samples; 0 when the profile has no small_batch */
 } bg_layer_profile_t;
 
 /* A stage's figures (as in bg_stage_profile_t) while a co-runner on the other core runs the layers
@@ -109,6 +120,7 @@ typedef struct bg_profile {
     int version; /* 1: layer times and copy bandwidth only; 2: and channel costs */
     int layers;
     int64_t batch;           /* micro-batch size the times are for */
+    int64_t small_batch;     /* the second size layers were timed at (< batch); 0: none */
     double copy_bytes_per_s; /* one memcpy of a few MiB, within the bounds below */
     int stash_slots;         /* micro-batches in flight while timing (version 2) */
     double handoff_s;        /* a sender's copy done -> the waiting receiver running */
@@ -127,7 +139,11 @@ typedef struct bg_profile {
 
 typedef struct bg_profile_config {
     const bg_model_spec_t *spec;
-    int64_t batch;   /* micro-batch size to time */
+    int64_t batch; /* micro-batch size to time */
+    /* Also time the layers at this many samples (1 <= small_batch < batch),
+     * so that other micro-batch sizes are priced on the line through both;
+     * 0: at `batch` only. */
+    int64_t small_batch;
     int repetitions; /* timed rounds after warm-up, their mean counts (layer
                       * ranges: ceil(R / 3) rounds in each of 3 passes) */
     bg_optimizer_config_t optimizer;
@@ -151,9 +167,10 @@ typedef struct bg_profile_config {
 
 #define BG_PROFILE_CONFIG_INIT                                                                     \
     {                                                                                              \
-        .spec = NULL, .batch = 64, .repetitions = 7, .optimizer = BG_OPTIMIZER_CONFIG_INIT,        \
-        .stash_slots = 2, .microbatches = 1, .topology = NULL, .peer_core = 1, .loaded = 0,        \
-        .split = NULL, .split_count = 0, .progress = NULL, .progress_ctx = NULL                    \
+        .spec = NULL, .batch = 64, .small_batch = 0, .repetitions = 7,                             \
+        .optimizer = BG_OPTIMIZER_CONFIG_INIT, .stash_slots = 2, .microbatches = 1,                \
+        .topology = NULL, .peer_core = 1, .loaded = 0, .split = NULL, .split_count = 0,            \
+        .progress = NULL, .progress_ctx = NULL                                                     \
     }
 
 /* Times every layer on one CPU device (this thread, one OpenBLAS thread; a
@@ -174,6 +191,17 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
  * not say passes). BG_ERR_INVALID naming both otherwise. */
 bg_status_t bg_profile_check_optimizer(const bg_profile_t *p, const char *path,
                                        const bg_optimizer_config_t *optimizer);
+
+/* Seconds of one layer op at a micro-batch of `samples` (a mean, so not
+ * whole), from its time `at_batch` at the profile's batch and `at_small` at
+ * its small_batch: on the line through both, a fixed part plus a part per
+ * sample (a GEMM of a few rows is bound by reading its weights, which every
+ * size pays), exact at both sizes. Where the two make no such line, as
+ * noise or caches can: the smaller took longer, then at_batch at every
+ * size; it took less than in proportion, then in proportion to the
+ * samples. Without a small_batch: at_batch in proportion to the samples. */
+double bg_profile_layer_seconds(const bg_profile_t *p, double at_batch, double at_small,
+                                double samples);
 
 /* NULL is a no-op. */
 void bg_profile_destroy(bg_profile_t *profile);

@@ -42,6 +42,7 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
         add_number(&ok, root, "optimizer_states", p->optimizer_states);
     }
     add_number(&ok, root, "batch", (double)p->batch);
+    if (p->small_batch > 0) add_number(&ok, root, "small_batch", (double)p->small_batch);
     add_number(&ok, root, "copy_bytes_per_s", p->copy_bytes_per_s);
     if (p->version >= 2) {
         add_number(&ok, root, "stash_slots", p->stash_slots);
@@ -60,6 +61,13 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
             add_number(&ok, l, "send_s", p->layer[i].send_s);
             add_number(&ok, l, "recv_s", p->layer[i].recv_s);
             add_number(&ok, l, "weight_check_s", p->layer[i].weight_check_s);
+        }
+        if (p->small_batch > 0) {
+            const bg_layer_small_t *small = &p->layer[i].small;
+            cJSON *o = cJSON_AddObjectToObject(l, "small");
+            add_number(&ok, o, "forward_s", small->forward_s);
+            add_number(&ok, o, "backward_data_s", small->backward_data_s);
+            add_number(&ok, o, "backward_weights_s", small->backward_weights_s);
         }
         ok &= cJSON_AddItemToArray(layers, l) ? 1 : 0;
     }
@@ -152,6 +160,28 @@ static bg_status_t whole_field(const char *path, const cJSON *object, const char
                             where, key, min, max);
     *out = item->valuedouble;
     return BG_OK;
+}
+
+/* A layer's "small" times: an object of three times where the profile has
+ * a small_batch, absent where it has none. */
+static bg_status_t load_small(const char *path, const cJSON *layer, const char *where,
+                              int64_t small_batch, bg_layer_small_t *out) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(layer, "small");
+    if (o == NULL && small_batch == 0) return BG_OK;
+    if (small_batch == 0)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: %s has 'small' times but the profile has no 'small_batch'", path,
+                            where);
+    if (!cJSON_IsObject(o))
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: %s needs 'small', an object of its times at the profile's "
+                            "'small_batch' of %lld",
+                            path, where, (long long)small_batch);
+    char small_where[48];
+    snprintf(small_where, sizeof small_where, "%s 'small'", where);
+    BG_CHECK(time_field(path, o, "forward_s", small_where, &out->forward_s));
+    BG_CHECK(time_field(path, o, "backward_data_s", small_where, &out->backward_data_s));
+    return time_field(path, o, "backward_weights_s", small_where, &out->backward_weights_s);
 }
 
 /* The optional "optimizer" and "optimizer_states" (absent from older
@@ -443,6 +473,17 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
     double batch = 0;
     BG_CHECK_GOTO(whole_field(path, root, "batch", "profile", 1, 1e9, &batch), st, done);
     p->batch = (int64_t)batch;
+    if (cJSON_GetObjectItemCaseSensitive(root, "small_batch") != NULL) {
+        if (p->batch < 2) {
+            st = bg_error_set(BG_ERR_PARSE,
+                              "%s: profile: 'small_batch' must be below 'batch', which is 1", path);
+            goto done;
+        }
+        double small = 0;
+        BG_CHECK_GOTO(whole_field(path, root, "small_batch", "profile", 1, batch - 1, &small), st,
+                      done);
+        p->small_batch = (int64_t)small;
+    }
     BG_CHECK_GOTO(number_field(path, root, "copy_bytes_per_s", "profile", &p->copy_bytes_per_s), st,
                   done);
     /* Outside these bounds a figure would wreck the plan. */
@@ -490,6 +531,7 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
                 optional_time_field(path, l, "weight_check_s", where, &lp->weight_check_s), st,
                 done);
         }
+        BG_CHECK_GOTO(load_small(path, l, where, p->small_batch, &lp->small), st, done);
     }
     *out = p;
     p = NULL;

@@ -39,10 +39,10 @@ static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 + 1e-9 * f
  * free. Split at layer 2 the stages are equal (F 1, B 2 each; stage 0 never
  * runs layer 0's dX, which is 0 anyway). */
 static bg_layer_profile_t mlp_layers[4] = {
-    {0, 0, 0, 0, 0, 0, 0},
-    {1e-3, 0.5e-3, 1.5e-3, 0, 0, 0, 0},
-    {1e-3, 1e-3, 1e-3, 0, 0, 0, 0},
-    {0, 0, 0, 0, 0, 0, 0},
+    {.forward_s = 0},
+    {.forward_s = 1e-3, .backward_data_s = 0.5e-3, .backward_weights_s = 1.5e-3},
+    {.forward_s = 1e-3, .backward_data_s = 1e-3, .backward_weights_s = 1e-3},
+    {.forward_s = 0},
 };
 
 static bg_profile_t mlp_profile(int64_t batch, bg_layer_profile_t *layers) {
@@ -126,6 +126,79 @@ static void test_profile_stage_times(void **state) {
             }
             /* The link is two copies at the profile's memcpy bandwidth. */
             assert_true(close_to(plan->request.link.bytes_per_s, 4e9));
+            bg_plan_destroy(plan);
+        }
+    }
+    bg_model_spec_destroy(spec);
+}
+
+/* Plans small_mlp on two CPU cores at M micro-batches of a 64-sample batch,
+ * split at layer 2 and priced by `profile`, and its simulator costs. */
+static void plan_profiled(const bg_model_spec_t *spec, const bg_cost_device_t *devices, int m,
+                          const bg_profile_t *profile, bg_plan_t **plan, bg_plan_costs_t **costs) {
+    static const int split[] = {2};
+    bg_plan_request_t r = request_for(spec, devices, 2, m, 64);
+    r.profile = profile;
+    r.split = split;
+    r.link = bg_plan_profile_link(profile);
+    assert_int_equal(bg_plan_create(&r, plan), BG_OK);
+    assert_int_equal(bg_plan_costs_create(*plan, costs), BG_OK);
+}
+
+/* A profile timed at 8 samples and at 1 (small_batch): each layer op is
+ * priced on the line through both sizes, or where they make none, the same
+ * at every size (the smaller took longer) or in proportion (it took less
+ * than in proportion); a range timed as a stage follows its layers' sums
+ * from the profile's size. Hand-computed, at micro-batches of 1, 8 and 32. */
+static void test_profile_small_batch(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(small_mlp);
+    bg_layer_profile_t layers[4];
+    memcpy(layers, mlp_layers, sizeof layers);
+    /* Dense 1: F 1 ms at 8, 0.3 at 1: 0.2 fixed + 0.1 a sample; dX 0.5 at
+     * 8, 0.6 at 1: 0.5 always; dW 1.5 at 8, 0.1 at 1: in proportion. */
+    layers[1].small = (bg_layer_small_t){0.3e-3, 0.6e-3, 0.1e-3};
+    /* Dense 2: F 1 at both: 1 always; dX 1 at 8, 0.125 at 1: in proportion
+     * (the line through both passes 0); dW 1 at 8, 0.2 at 1: 0.6/7 fixed +
+     * 0.8/7 a sample. */
+    layers[2].small = (bg_layer_small_t){1e-3, 0.125e-3, 0.2e-3};
+    bg_profile_t profile = mlp_profile(8, layers);
+    profile.small_batch = 1;
+    profile.version = 2;
+    /* clang-format off */
+    bg_stage_profile_t ranges[] = {
+        {.first = 0, .last = 2, .slots = 1, .forward_s = 2e-3, .backward_s = 3e-3},
+        {.first = 2, .last = 4, .slots = 1, .forward_s = 1e-3, .backward_s = 4e-3},
+    };
+    /* clang-format on */
+    bg_cost_device_t devices[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
+    const int ms[] = {64, 8, 2};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        const double n = 64.0 / ms[i]; /* samples per micro-batch */
+        const double f[2] = {0.2e-3 + 0.1e-3 * n, 1e-3};
+        const double w[2] = {1.5e-3 * n / 8, (0.6e-3 + 0.8e-3 * n) / 7};
+        const double b[2] = {0.5e-3 + w[0], 0.125e-3 * n + w[1]};
+        for (int measured = 0; measured < 2; measured++) {
+            profile.stage = measured ? ranges : NULL;
+            profile.stage_count = measured ? 2 : 0;
+            bg_plan_t *plan = NULL;
+            bg_plan_costs_t *c = NULL;
+            plan_profiled(spec, devices, ms[i], &profile, &plan, &c);
+            for (int s = 0; s < 2; s++) {
+                const bg_partition_stage_t *st = &plan->partition->stage[s];
+                assert_true(close_to(st->time.weight, w[s]));
+                if (measured) {
+                    /* The range's figure times its layers' now over then (F
+                     * 1 and 1 ms, B 2 and 2 ms at 8 samples). */
+                    assert_true(close_to(c->forward[s], ranges[s].forward_s * f[s] / 1e-3));
+                    assert_true(close_to(c->backward[s], ranges[s].backward_s * b[s] / 2e-3));
+                } else {
+                    assert_true(close_to(st->time.forward, f[s]));
+                    assert_true(close_to(st->time.backward, b[s]));
+                    assert_true(close_to(c->forward[s], f[s]) && close_to(c->backward[s], b[s]));
+                }
+            }
+            bg_plan_costs_destroy(c);
             bg_plan_destroy(plan);
         }
     }
@@ -734,14 +807,9 @@ static void test_measured_stage_costs(void **state) {
     profile.layer = layers;
     for (int version = 2; version >= 1; version--) {
         profile.version = version;
-        bg_plan_request_t r = request_for(spec, devices, 2, 4, 64);
-        r.profile = &profile;
-        r.split = split;
-        r.link = bg_plan_profile_link(&profile);
         bg_plan_t *plan = NULL;
-        assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
         bg_plan_costs_t *c = NULL;
-        assert_int_equal(bg_plan_costs_create(plan, &c), BG_OK);
+        plan_profiled(spec, devices, 4, &profile, &plan, &c);
         const double copy = (double)bg_cost_boundary_bytes(plan->model, 2) / 8e9;
         const double send = version == 2 ? 2e-5 : copy, recv = version == 2 ? 4e-5 : copy;
         assert_true(close_to(c->activation_send[0], send) && close_to(c->gradient_send[0], send));
@@ -773,6 +841,7 @@ static void test_profile_typical(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_stage_times),
+        cmocka_unit_test(test_profile_small_batch),
         cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_microbatch_candidates),
         cmocka_unit_test(test_search),

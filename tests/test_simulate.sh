@@ -38,6 +38,19 @@ usage_error "no MODEL given" -- profile
 usage_error "unknown option '--bogus'" -- profile "$MODEL" --bogus
 usage_error "--repetitions: 0 is outside 1..101" -- profile "$MODEL" --repetitions 0
 usage_error "would leave some empty" -- profile "$MODEL" --batch 4 --microbatches 8
+usage_error "--small-batch 16: must be below the micro-batch of 16 samples (ceil(B / M)), or 0 to time that size only" \
+    -- profile "$MODEL" --microbatches 4 --small-batch 16
+# One size only: no small_batch; another small size: that one.
+for small in 0 3; do
+    if expect 0 "" -- profile "$MODEL" --batch 8 --small-batch $small --split 4 \
+        --repetitions 1 -o "$T/small$small.json"; then
+        file_check "--small-batch $small" "$T/small$small.json" "
+assert p.get('small_batch', 0) == $small, p.get('small_batch')
+assert all(('small' in l) == ($small > 0) for l in p['layers'])"
+        check "--small-batch $small: a line of its totals where timed" \
+            test "$(grep -c '^at 3 samples: fwd ' "$OUT")" -eq $((small / 3))
+    fi
+done
 usage_error "cannot read '$T/missing.model': No such file or directory" -- \
     profile "$T/missing.model"
 
@@ -78,7 +91,18 @@ assert s["forward_s"] > 0 and s["recv_s"] > 0 and s["send_s"] == 0 and s["grad_s
 checks = [l["weight_check_s"] for l in p["layers"]]
 assert all((c > 0) == (i in (0, 4, 6)) for i, c in enumerate(checks)), checks
 empty = [e for e in p["stages"] if (e["first"], e["last"], e["slots"]) == (2, 4, 1)][0]
-assert 100 * empty["weight_check_s"] < s["weight_check_s"], (empty, s)'
+assert 100 * empty["weight_check_s"] < s["weight_check_s"], (empty, s)
+# the layers again at 1 sample (small_batch), forward, dX and dW: the
+# convolution takes about 1/16 of its time at 16, the dense layer more
+# (it reads its 2.8 MB of weights at any size), each less than at 16
+assert p["small_batch"] == 1, p.get("small_batch")
+for l in p["layers"]:
+    assert sorted(l["small"]) == ["backward_data_s", "backward_weights_s", "forward_s"], l
+for i in (0, 4):
+    l = p["layers"][i]
+    at16 = l["forward_s"] + l["backward_data_s"] + l["backward_weights_s"]
+    at1 = sum(l["small"].values())
+    assert 0 < at1 < at16, (i, at1, at16)'
     # A version 1 profile (no version, no channel costs) still loads, and
     # so does a version 2 one from before the gradients' checks; a newer
     # version is refused, saying to profile again.
@@ -86,6 +110,9 @@ assert 100 * empty["weight_check_s"] < s["weight_check_s"], (empty, s)'
 p = json.load(open(sys.argv[1]))
 for entry in p['layers'] + p['stages']:
     del entry['weight_check_s']
+for l in p['layers']:
+    del l['small']
+del p['small_batch']
 json.dump(p, open(sys.argv[4], 'w'))
 for key in ('version', 'stash_slots', 'handoff_s', 'wake_s', 'stages'):
     del p[key]
@@ -328,6 +355,14 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
         'p["stages"][2]["after_wait"] = 3'
     bad_profile after_wait_missing "stage entry 2 'after_wait': 'forward_after_update' must be a number >= 0" \
         'p["stages"][2]["after_wait"] = {"forward_after_forward": 1, "backward_after_forward": 1, "forward_after_backward": 1, "backward_after_backward": 1}'
+    bad_profile small_batch16 "profile: 'small_batch' must be a whole number from 1 to 15" \
+        'p["small_batch"] = 16'
+    bad_profile small_missing "layer 3 needs 'small', an object of its times at the profile's 'small_batch' of 1" \
+        'del p["layers"][3]["small"]'
+    bad_profile small_unasked "layer 0 has 'small' times but the profile has no 'small_batch'" \
+        'del p["small_batch"]'
+    bad_profile small_negative "layer 4 'small': 'backward_weights_s' must be a number >= 0" \
+        'p["layers"][4]["small"]["backward_weights_s"] = -1'
     bad_profile forward_negative "layer 4: 'forward_s' must be a number >= 0" \
         'p["layers"][4]["forward_s"] = -0.001'
     bad_profile forward_text "layer 4: 'forward_s' must be a number >= 0" \
@@ -361,18 +396,35 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
         --profile "$P"
     expect 2 "--profile $P holds CPU core times, but --devices cuda:0x2 has cuda:0/0" \
         -- plan "$MODEL" --devices cuda:0x2 --profile "$P"
-    # Its times scale linearly from the micro-batch size it timed, so auto
-    # is told when its choice is far from that size: said to be 64 here,
-    # any choice for a batch of 4 (1, 2 or 4 samples) is; a given M is not.
+    # Its times follow a line through the two sizes it timed (1 and 16),
+    # or scale in proportion from its one size; auto is told when its
+    # choice is far outside them: one size said to be 64 here, any choice
+    # for a batch of 4 (1, 2 or 4 samples) is; a given M is not.
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
 p['batch'] = 64
+del p['small_batch']
+for l in p['layers']:
+    del l['small']
 json.dump(p, open(sys.argv[2], 'w'))" "$P" "$T/b64.profile.json"
     expect 0 "note: --profile timed micro-batches of 64 samples and M=" \
         -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches auto \
         --profile "$T/b64.profile.json" --batch 4
     check "the note gives the chosen M's micro-batch size" \
         grep -qE "M=(1 makes them about 4|2 makes them about 2|4 makes them about 1):" "$ERR"
+    # With its two sizes, 1 to 16 samples are within them; for a batch of
+    # 8192, auto chooses micro-batches of hundreds (about 0.5 ms a
+    # micro-batch at any size: M=8 to 32 in runs here), more than 4 times
+    # its larger.
+    expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches auto --profile "$P" \
+        --batch 4
+    check "sizes within the profile's two: no note" sh -c "! grep -q 'profile timed' '$ERR'"
+    expect 0 "note: --profile timed micro-batches of 1 and 16 samples and M=" \
+        -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches auto --profile "$P" \
+        --batch 8192
+    check "the note says how to time the chosen size" grep -qE \
+        "M=([0-9]+) makes them about [0-9]+: its times are extrapolated to that, which larger micro-batches do not follow; 'brigade profile --batch 8192 --microbatches \\1' times this size" \
+        "$ERR"
     expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches 4 --profile "$P" \
         --batch 4
     check "a given M: no note" sh -c "! grep -q 'profile timed' '$ERR'"
