@@ -19,7 +19,8 @@
 # driver, runs every CUDA op against the CPU op (tests/test_cuda_ops.c; after
 # a CUDA error, once more at the end with blocking launches, which name a
 # faulting kernel), runs the same test under compute-sanitizer's memcheck
-# when the toolkit has it,
+# when the toolkit has it (without the conv2d and stage tests, whose cuDNN
+# searches would take minutes instrumented),
 # the pipeline on cuda:0x2 and cuda:0x4 against one CPU device
 # (tests/test_cuda_pipeline.c), the speed goals of docs/cuda.md (brigade
 # against PyTorch eager at batch 64 and 256; four stages sharing the GPU
@@ -67,7 +68,8 @@ if [ "${1:-}" = "--prepare" ]; then
     libs=$(mktemp -d)
     # Everything the programs load except glibc, the compiler runtimes every
     # Linux has, and the CUDA libraries, which the GPU machine brings.
-    for exe in "$build/cli/brigade" "$build/lib/libbrigade-cuda.so" "$build/tests/test_cuda_ops"; do
+    for exe in "$build/cli/brigade" "$build/lib/libbrigade-cuda.so" "$build/tests/test_cuda_ops" \
+        "$build/tests/test_cuda_pipeline" "$build/bench/bench_handoff"; do
         for lib in $(ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
             case $(basename "$lib") in
             libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) ;;
@@ -152,7 +154,8 @@ driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null
 find_libraries() {
     limited 60 find -H "$@" \( -path /proc -o -path /sys -o -path /dev \) -prune -o \
         \( -name 'libcudnn.so.9*' -o -name 'libcublas.so.13*' -o -name 'libcublasLt.so.13*' \
-        -o -name 'libnccl.so.2*' -o -name 'libcudart.so.13*' \) -print 2>/dev/null
+        -o -name 'libnccl.so.2*' -o -name 'libcudart.so.13*' -o -name 'libnvrtc.so.13*' \) \
+        -print 2>/dev/null
 }
 wheels=$(python3 -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null)
 roots=""
@@ -165,7 +168,10 @@ done
 grep -q '/libcudnn.so.9' "$results/libraries.txt" 2>/dev/null ||
     find_libraries / >>"$results/libraries.txt"
 lib_dirs=""
-for name in libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libcudart.so.13 libnccl.so.2; do
+# (cuDNN compiles some of its engines at run time with NVRTC, which it loads
+# by name.)
+for name in libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libcudart.so.13 libnccl.so.2 \
+    libnvrtc.so.13; do
     path=$(grep "/$name" "$results/libraries.txt" | head -1)
     [ -n "$path" ] || continue
     dir=$(dirname "$path")
@@ -179,7 +185,9 @@ cublas=$(grep '/libcublas.so.13' "$results/libraries.txt" | head -1)
 # PyTorch runs with the path it was given, not with these libraries.
 given_library_path=${LD_LIBRARY_PATH-}
 # (lib_dirs is empty or starts with ':'; an empty entry would mean '.')
-export LD_LIBRARY_PATH="$build/gpu-libs$lib_dirs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# (absolute: a program that changes folder still finds them)
+gpu_libs="$(cd "$build" && pwd)/gpu-libs"
+export LD_LIBRARY_PATH="$gpu_libs$lib_dirs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >>"$results/libraries.txt"
 # The CUDA backend is a module the programs load (lib/cuda/module.h).
 ldd "$test_exe" "$build/lib/libbrigade-cuda.so" >>"$results/libraries.txt" 2>&1
@@ -341,11 +349,14 @@ if grep -q 'cudaError' "$results/test_cuda_ops.txt" 2>/dev/null; then
 fi
 
 # ---- the same under compute-sanitizer (out-of-bounds and misaligned
-# accesses, API errors in the kernels written here) ----
+# accesses, API errors in the kernels written here), without the conv2d and
+# stage tests: their cuDNN searches time every algorithm, which
+# instrumented would take minutes ----
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 memcheck="not run (no compute-sanitizer)"
 if [ -n "$sanitizer" ]; then
-    limited 60 env CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$results/cudnn-memcheck.log" \
+    limited 60 env BRIGADE_CUDA_OPS_SKIP_CUDNN=1 CUDNN_LOGLEVEL_DBG=2 \
+        CUDNN_LOGDEST_DBG="$results/cudnn-memcheck.log" \
         "$sanitizer" --tool memcheck --leak-check no --error-exitcode 9 \
         "$test_exe" >"$results/memcheck.txt" 2>&1
     rc=$?
@@ -374,7 +385,7 @@ fi
     [ -f "$results/test_cuda_ops-blocking.txt" ] &&
         printf '%-28s %s\n' "  with blocking launches" \
             "$(grep -m1 '^ERROR: ' "$results/test_cuda_ops-blocking.txt" | cut -c1-200)"
-    printf '%-28s %s\n' "test_cuda_ops under memcheck" "$memcheck"
+    printf '%-28s %s\n' "memcheck (no conv2d, stage)" "$memcheck"
     printf '%-28s %s\n' "pipeline cuda:0x2, cuda:0x4" "$pipeline"
     printf '%s' "$speed"
     printf '%-28s %s\n' "host hand-off" "$handoff"

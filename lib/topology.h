@@ -51,7 +51,7 @@ uint64_t bg_topology_numa_memory(const bg_topology_t *topo, int node);
 /* GPUs hwloc found on the PCI bus (display or 3D controllers), in bus
  * order, with the NUMA node and package they are attached to (-1 unknown). */
 typedef struct bg_topology_gpu {
-    char busid[16]; /* "0000:65:00.0" */
+    char busid[32]; /* "0000:65:00.0"; a domain past 0xffff (some virtual machines) is longer */
     unsigned vendor, device;
     int numa, package;
     int cuda;              /* CUDA's index when hwloc's CUDA device "cudaN" is below it, else -1 */

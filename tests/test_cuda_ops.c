@@ -426,7 +426,17 @@ static void check_conv(fixture_t *f, bg_conv2d_geometry_t g) {
     twin_free(f, &db);
 }
 
+/* Whether BRIGADE_CUDA_OPS_SKIP_CUDNN=1 asks to leave out the tests whose
+ * cuDNN searches time every algorithm (conv2d, stage): the GPU check's
+ * memcheck run does, where every kernel is instrumented and those alone
+ * would take minutes. */
+static int skipping_cudnn_searches(void) {
+    const char *skip = getenv("BRIGADE_CUDA_OPS_SKIP_CUDNN");
+    return skip != NULL && strcmp(skip, "1") == 0;
+}
+
 static void test_conv2d(void **state) {
+    if (skipping_cudnn_searches()) skip();
     fixture_t *f = *state;
     check_conv(f, conv(8, 1, 28, 28, 32, 3, 1, 0)); /* the origin CNN's */
     check_conv(f, conv(4, 3, 9, 7, 5, 3, 2, 1));    /* stride and padding, odd sizes */
@@ -735,6 +745,7 @@ static void test_nonfinite_marks(void **state) {
 static const char origin_cnn[] = BG_TEST_ORIGIN_CNN;
 
 static void test_stage(void **state) {
+    if (skipping_cudnn_searches()) skip();
     fixture_t *f = *state;
     enum { BATCH = 16, PIXELS = 28 * 28 };
     bg_model_spec_t *spec = NULL;

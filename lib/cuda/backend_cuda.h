@@ -234,7 +234,7 @@ bg_status_t bg_cuda_clock_seconds(bg_cuda_clock_t *clock, int index, double *out
 
 /* What the CUDA runtime reports of one GPU, for placement. */
 typedef struct bg_cuda_device_info {
-    char busid[16];      /* PCI address in lower case, "0000:65:00.0", as hwloc writes it */
+    char busid[32];      /* PCI address in lower case, "0000:65:00.0", as hwloc writes it */
     char name[64];       /* "NVIDIA H200" */
     size_t memory_bytes; /* total global memory */
     size_t free_bytes;   /* free once brigade's context on it exists (cudaMemGetInfo) */

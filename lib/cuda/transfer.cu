@@ -225,7 +225,8 @@ extern "C" bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t 
     BG_CUDA_CHECK(a, cudaDeviceCanAccessPeer(&can, from, to));
     BG_CUDA_CHECK(a, cudaDeviceCanAccessPeer(&back, to, from));
     if (!can || !back) return BG_OK; /* the caller stages through host memory */
-    int enabled = 1;
+    int enabled = 1, caller = 0;
+    BG_CUDA_CHECK(a, cudaGetDevice(&caller));
     const int pair[2][2] = {{from, to}, {to, from}};
     for (int i = 0; i < 2; i++) {
         BG_CUDA_CHECK(a, cudaSetDevice(pair[i][0]));
@@ -234,6 +235,7 @@ extern "C" bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t 
         if (e != cudaSuccess) (void)cudaGetLastError();
         enabled = enabled && (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled);
     }
+    BG_CUDA_CHECK(a, cudaSetDevice(caller)); /* the caller's GPU, as before */
     *direct = enabled;
     return BG_OK;
 }
