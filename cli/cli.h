@@ -75,8 +75,10 @@ bg_status_t bg_cli_parse_double(const char *option, const char *text, double min
 
 /* Checks before a long run that `path`, given to `option`, can be written:
  * not a directory, and writable if it exists, else in an existing folder
- * that takes files. BG_ERR_INVALID naming the option, the path and the
- * reason otherwise; NULL passes. The run's own write still reports what
+ * that takes files; not "-" (standard output, which holds the text
+ * report); for --timeline and --chart, not named as another image format
+ * than SVG. BG_ERR_INVALID naming the option, the path and the reason
+ * otherwise; NULL passes. The run's own write still reports what
  * this cannot foresee (a full disk). */
 bg_status_t bg_cli_check_output(const char *option, const char *path);
 

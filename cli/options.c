@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -236,9 +237,31 @@ static bg_status_t check_link_target(const char *option, const char *path) {
     return status;
 }
 
+/* Whether `path` ends in the extension of an image format other than SVG,
+ * which the pictures brigade draws are not. */
+static int names_another_image_format(const char *path) {
+    static const char *const raster[] = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".pdf", ".bmp"};
+    const char *dot = strrchr(path, '.');
+    if (dot == NULL || strchr(dot, '/') != NULL) return 0;
+    for (size_t i = 0; i < sizeof raster / sizeof raster[0]; i++)
+        if (strcasecmp(dot, raster[i]) == 0) return 1;
+    return 0;
+}
+
 bg_status_t bg_cli_check_output(const char *option, const char *path) {
     if (path == NULL) return BG_OK;
     if (path[0] == '\0') return bg_error_set(BG_ERR_INVALID, "%s: empty file name", option);
+    if (strcmp(path, "-") == 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s -: this goes to a file; standard output holds the text report "
+                            "(give a file name, or /dev/stdout to mix the two)",
+                            option);
+    const int picture = strcmp(option, "--timeline") == 0 || strcmp(option, "--chart") == 0;
+    if (picture && names_another_image_format(path))
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s %s: brigade draws SVG only; name it .svg (rsvg-convert or a "
+                            "browser turns it into other formats)",
+                            option, path);
     struct stat st;
     if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && stat(path, &st) != 0) {
         if (errno != ENOENT)

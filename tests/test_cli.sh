@@ -805,6 +805,20 @@ ln -s linked.json "$T/to-linked"
 usage_error "--metrics and --trace both name '$T/linked.json'" -- simulate "$MODEL" \
     --metrics "$T/to-linked" --trace "$T/linked.json"
 expect 0 "" -- simulate "$MODEL" --metrics /dev/null --trace /dev/null
+# "-" is no file: standard output holds the text report; the pictures are
+# SVG, whatever the name says, so another format's name is refused.
+stdout_dash="this goes to a file; standard output holds the text report (give a file name, or /dev/stdout to mix the two)"
+usage_error "--trace -: $stdout_dash" -- simulate "$MODEL" --trace -
+usage_error "--metrics -: $stdout_dash" -- train "$MODEL" --data synthetic --steps 1 --metrics -
+usage_error "-o -: $stdout_dash" -- profile "$MODEL" -o -
+check "no file named '-' was made" test ! -e ./-
+usage_error "--timeline $T/t.PNG: brigade draws SVG only; name it .svg" -- simulate "$MODEL" \
+    --timeline "$T/t.PNG"
+usage_error "--chart $T/c.pdf: brigade draws SVG only; name it .svg" -- sweep "$MODEL" \
+    --microbatches 1 --simulate --chart "$T/c.pdf"
+expect 0 "" -- simulate "$MODEL" --timeline "$T/t.svg.d" --trace "$T/t.png"
+check "a picture not named as another format, and a trace named .png, are written" \
+    test -s "$T/t.svg.d" -a -s "$T/t.png"
 cp "$MODEL" "$T/own.model"
 usage_error "--metrics '$T/own.model' is the file MODEL reads: writing it would destroy it" -- \
     train "$T/own.model" --data synthetic --steps 1 --batch 16 --metrics "$T/own.model"
