@@ -18,6 +18,9 @@
 typedef struct context {
     const bg_partition_config_t *cfg;
     int layers, stages;
+    /* 1: each device's stages are checked together against its whole
+     * capacity (BG_PARTITION_CHECK_DEVICES with V > 1). */
+    int per_device;
     /* Bytes every stage may take beyond its capacity in DP_TIME: 0, or,
      * when nothing fits, the least worst overflow, so that the fastest of
      * the splits that overflow least is found. */
@@ -82,7 +85,7 @@ static void price(const context_t *c, int s, int first, int last, bg_partition_s
     out->memory = bg_cost_stage_memory(m, &stage);
     out->peak_bytes = bg_cost_memory_peak(&out->memory);
     /* A capacity of 0 means none given: a tiny one stays at least a byte. */
-    out->capacity_bytes = dev->memory_bytes / (size_t)cfg->chunks;
+    out->capacity_bytes = dev->memory_bytes / (size_t)(c->per_device ? 1 : cfg->chunks);
     if (dev->memory_bytes > 0 && out->capacity_bytes == 0) out->capacity_bytes = 1;
 }
 
@@ -115,7 +118,12 @@ static bg_status_t check_config(const bg_partition_config_t *cfg, context_t *c) 
     if (!(cfg->step_tolerance >= 0 && cfg->step_tolerance < 1))
         return bg_error_set(BG_ERR_INVALID, "partition: step tolerance %g is not in [0, 1)",
                             cfg->step_tolerance);
+    if (cfg->memory_check != BG_PARTITION_CHECK_STAGES &&
+        cfg->memory_check != BG_PARTITION_CHECK_DEVICES)
+        return bg_error_set(BG_ERR_INVALID, "partition: unknown memory check %d",
+                            (int)cfg->memory_check);
     c->cfg = cfg;
+    c->per_device = cfg->memory_check == BG_PARTITION_CHECK_DEVICES && cfg->chunks > 1;
     c->allowance = 0;
     c->layers = bg_cost_model_layers(cfg->model);
     c->stages = cfg->devices * cfg->chunks;
@@ -141,18 +149,37 @@ static bg_status_t build_result(const context_t *c, const int *first, bg_partiti
         return bg_error_set(BG_ERR_NOMEM, "partition: out of memory");
     }
     p->stages = c->stages;
+    p->memory_check = c->per_device ? BG_PARTITION_CHECK_DEVICES : BG_PARTITION_CHECK_STAGES;
     p->fits = 1;
     p->worst_stage = -1;
+    p->worst_device = -1;
     for (int s = 0; s < c->stages; s++) {
         int last = s + 1 < c->stages ? first[s + 1] : c->layers;
         price(c, s, first[s], last, &p->stage[s]);
         if (p->stage[s].seconds > p->bottleneck_s) p->bottleneck_s = p->stage[s].seconds;
         p->total_s += p->stage[s].seconds;
-        size_t over = overflow_of(&p->stage[s]);
+        size_t over = c->per_device ? 0 : overflow_of(&p->stage[s]);
         if (over > 0 && (p->fits || over > p->overflow_bytes)) {
             p->fits = 0;
             p->worst_stage = s;
+            p->worst_device = p->stage[s].device;
             p->overflow_bytes = over;
+        }
+    }
+    /* Per device: stage d is device d's first (S = K x V), and every stage
+     * of a device has its whole capacity. */
+    for (int d = 0; c->per_device && d < c->cfg->devices; d++) {
+        const size_t need = bg_partition_device_peak_bytes(p, d),
+                     capacity = p->stage[d].capacity_bytes;
+        if (capacity == 0 || need <= capacity) continue;
+        if (p->fits || need - capacity > p->overflow_bytes) {
+            p->fits = 0;
+            p->worst_device = d;
+            p->overflow_bytes = need - capacity;
+            p->worst_stage = d;
+            for (int s = d; s < c->stages; s += c->cfg->devices)
+                if (p->stage[s].peak_bytes > p->stage[p->worst_stage].peak_bytes)
+                    p->worst_stage = s;
         }
     }
     *out = p;
@@ -727,6 +754,11 @@ static bg_status_t fastest_least_overflow(context_t *c, dp_tables_t *t) {
 bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t **out) {
     context_t c;
     BG_CHECK(check_config(cfg, &c));
+    if (c.per_device)
+        return bg_error_set(BG_ERR_INVALID,
+                            "partition: a split is searched with each stage within 1/%d of its "
+                            "device; only a given split is checked per device",
+                            cfg->chunks);
     const size_t row = (size_t)c.layers + 1;
     dp_tables_t t = {
         .prev = bg_calloc(row, sizeof(double)),
@@ -791,6 +823,13 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
                                 "increase and lie within 1..%d",
                                 s, first[s], c.layers - 1);
     return build_result(&c, first, out);
+}
+
+size_t bg_partition_device_peak_bytes(const bg_partition_t *p, int device) {
+    size_t bytes = 0;
+    for (int s = 0; s < p->stages; s++)
+        if (p->stage[s].device == device) bytes += p->stage[s].peak_bytes;
+    return bytes;
 }
 
 void bg_partition_destroy(bg_partition_t *p) {

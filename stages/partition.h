@@ -16,6 +16,13 @@
  * schedule's stash slots and channel slots) is at most its device's
  * capacity divided by V: with V > 1 a device holds V stages, and an even
  * share each keeps the problem one a dynamic programme solves exactly.
+ * That is conservative: what a device must hold is the sum of its V
+ * stages (a device holds nothing beside its stages: each stage has its own
+ * channel rings and workspace), and a split whose stages are uneven can
+ * fit its devices with one stage over the share. Checking the sums would
+ * tie together stages s, s + K, s + 2K, ..., which the programme over
+ * (stage, last layer) cannot see; so only bg_partition_evaluate, which
+ * prices a given split, checks them (BG_PARTITION_CHECK_DEVICES).
  *
  * Exactness. For this objective and constraint the dynamic programme over
  * (stage, last layer) is exact: it accounts for every contiguous split, in
@@ -75,6 +82,15 @@ typedef enum bg_partition_objective {
     BG_PARTITION_LEAST_STEP,        /* bg_partition_step_seconds: a step at any M */
 } bg_partition_objective_t;
 
+/* How memory is checked; with V = 1 the two are the same. */
+typedef enum bg_partition_memory_check {
+    /* Each stage against its device's capacity / V (the programme's). */
+    BG_PARTITION_CHECK_STAGES = 0,
+    /* Each device's V stages together against its whole capacity: for a
+     * given split (bg_partition_evaluate only). */
+    BG_PARTITION_CHECK_DEVICES,
+} bg_partition_memory_check_t;
+
 typedef struct bg_partition_config {
     const bg_cost_model_t *model;   /* borrowed */
     int devices;                    /* K >= 1 */
@@ -98,6 +114,9 @@ typedef struct bg_partition_config {
      * programme; 1 takes the first such split found, for callers that only
      * ask whether anything fits and by how much it overflows. */
     int fits_only;
+    /* BG_PARTITION_CHECK_STAGES (the default), or, for
+     * bg_partition_evaluate, BG_PARTITION_CHECK_DEVICES. */
+    bg_partition_memory_check_t memory_check;
 } bg_partition_config_t;
 
 #define BG_PARTITION_CONFIG_INIT                                                                   \
@@ -105,7 +124,7 @@ typedef struct bg_partition_config {
         .model = NULL, .devices = 1, .chunks = 1, .device = NULL, .links = NULL,                   \
         .link = BG_COST_LINK_HOST_INIT, .stash_slots = NULL,                                       \
         .objective = BG_PARTITION_SLOWEST_STAGE, .step_tolerance = 0, .slowest = NULL,             \
-        .fits_only = 0                                                                             \
+        .fits_only = 0, .memory_check = BG_PARTITION_CHECK_STAGES                                  \
     }
 
 typedef struct bg_partition_stage {
@@ -115,17 +134,25 @@ typedef struct bg_partition_stage {
     double send_s;               /* its sends per micro-batch */
     double seconds;              /* compute + sends per micro-batch */
     bg_cost_memory_t memory;
-    size_t peak_bytes;     /* bg_cost_memory_peak(&memory) */
-    size_t capacity_bytes; /* its share of the device; 0: unlimited */
+    size_t peak_bytes; /* bg_cost_memory_peak(&memory) */
+    /* Its share of the device, 1/V of it; checked per device, the whole
+     * device's; 0: unlimited. */
+    size_t capacity_bytes;
 } bg_partition_stage_t;
 
 typedef struct bg_partition {
-    int stages;                  /* S */
-    int fits;                    /* 1: every stage within its capacity */
-    double bottleneck_s;         /* the largest stage seconds */
-    double total_s;              /* the sum of the stage seconds */
-    int worst_stage;             /* !fits: the stage with the largest overflow, else -1 */
-    size_t overflow_bytes;       /* its peak minus its capacity */
+    int stages; /* S */
+    /* How fits was decided: BG_PARTITION_CHECK_DEVICES only where the
+     * config asked for it and V > 1. */
+    bg_partition_memory_check_t memory_check;
+    int fits;            /* 1: every stage (or device) within its capacity */
+    double bottleneck_s; /* the largest stage seconds */
+    double total_s;      /* the sum of the stage seconds */
+    /* !fits: the stage with the largest overflow, or checked per device the
+     * largest stage of worst_device; else -1. */
+    int worst_stage;
+    int worst_device;            /* !fits: the device over (worst_stage's), else -1 */
+    size_t overflow_bytes;       /* its peak (the device's stages together) minus its capacity */
     bg_partition_stage_t *stage; /* S entries */
 } bg_partition_t;
 
@@ -134,16 +161,23 @@ typedef struct bg_partition {
  * V < 1 or K x V past an int, more stages than layers, a table of
  * stages x layers past the partitioner's limit, a device with
  * flops_per_s <= 0, an unknown objective, a step tolerance outside
- * [0, 1)); a config's `slowest` split of another stage count is ignored;
+ * [0, 1), a memory check other than BG_PARTITION_CHECK_STAGES with V > 1);
+ * a config's `slowest` split of another stage count is ignored;
  * BG_ERR_NOMEM. *out is set only on success; free with
  * bg_partition_destroy. */
 bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t **out);
 
 /* Prices a given split: first[0..S) with first[0] = 0 and boundaries
  * increasing below the layer count (BG_ERR_INVALID naming the first bad
- * one otherwise). */
+ * one otherwise). With BG_PARTITION_CHECK_DEVICES and V > 1 it fits when
+ * each device's stages together (bg_partition_device_peak_bytes) are
+ * within its capacity, and each stage's capacity_bytes is the device's. */
 bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *first,
                                   bg_partition_t **out);
+
+/* The peak of device d's stages together (d, d + K, ...: those whose
+ * `device` is d), what the device must hold. */
+size_t bg_partition_device_peak_bytes(const bg_partition_t *partition, int device);
 
 /* NULL is a no-op. */
 void bg_partition_destroy(bg_partition_t *partition);

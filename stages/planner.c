@@ -111,10 +111,13 @@ static bg_status_t plan_fill(bg_plan_t *p) {
     bg_partition_t *part = NULL;
     if (r->split != NULL) {
         /* The user's --split: checked, and named in the message, as the
-         * pipeline checks it. */
+         * pipeline checks it. Its memory is checked as a device holds it,
+         * its V stages together; the search's 1/V of the device a stage
+         * would refuse splits that fit. */
         BG_CHECK(bg_model_spec_check_split(r->spec, stages, r->split, NULL));
         p->first_layer[0] = 0;
         for (int s = 1; s < stages; s++) p->first_layer[s] = r->split[s - 1];
+        p->config.memory_check = BG_PARTITION_CHECK_DEVICES;
         BG_CHECK(bg_partition_evaluate(&p->config, p->first_layer, &part));
     } else {
         BG_CHECK(bg_partition_create(&p->config, &part));

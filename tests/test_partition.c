@@ -87,12 +87,57 @@ typedef struct brute {
     double overflow_time; /* the least slowest stage among splits of that overflow */
 } brute_t;
 
+/* The same split checked per device (BG_PARTITION_CHECK_DEVICES): the
+ * same stages, each with its whole device's capacity, and it fits exactly
+ * when every device's stages together do (summed here from `p`, the split
+ * checked per stage). A split that fits per stage fits per device: the
+ * programme's 1/V of a device a stage is the more cautious check. */
+static void check_per_device(const bg_partition_config_t *cfg, const int *first,
+                             const bg_partition_t *p) {
+    bg_partition_config_t devices = *cfg;
+    devices.memory_check = BG_PARTITION_CHECK_DEVICES;
+    bg_partition_t *q = NULL;
+    assert_int_equal(bg_partition_evaluate(&devices, first, &q), BG_OK);
+    assert_int_equal(q->memory_check,
+                     cfg->chunks > 1 ? BG_PARTITION_CHECK_DEVICES : BG_PARTITION_CHECK_STAGES);
+    int fits = 1, worst = -1;
+    size_t most = 0;
+    for (int d = 0; d < cfg->devices; d++) {
+        const size_t capacity = cfg->device[d].memory_bytes;
+        size_t need = 0;
+        for (int s = d; s < p->stages; s += cfg->devices) {
+            assert_int_equal(q->stage[s].peak_bytes, p->stage[s].peak_bytes);
+            assert_int_equal(q->stage[s].capacity_bytes,
+                             cfg->chunks > 1 ? capacity : p->stage[s].capacity_bytes);
+            need += p->stage[s].peak_bytes;
+        }
+        assert_int_equal(bg_partition_device_peak_bytes(q, d), need);
+        if (capacity != 0 && need > capacity && (fits || need - capacity > most)) {
+            fits = 0;
+            worst = d;
+            most = need - capacity;
+        }
+    }
+    if (cfg->chunks > 1) {
+        assert_int_equal(q->fits, fits);
+        assert_int_equal(q->worst_device, worst);
+        if (!fits) assert_int_equal(q->overflow_bytes, most);
+        if (!fits) assert_int_equal(q->stage[q->worst_stage].device, worst);
+    } else {
+        assert_int_equal(q->fits, p->fits);
+        assert_int_equal(q->worst_stage, p->worst_stage);
+    }
+    if (p->fits) assert_true(q->fits);
+    bg_partition_destroy(q);
+}
+
 /* Visits every split of layers [from, n) into stages s..S-1. */
 static void brute_force(const bg_partition_config_t *cfg, int *first, int s, int stages, int n,
                         brute_t *b) {
     if (s == stages) {
         bg_partition_t *p = NULL;
         assert_int_equal(bg_partition_evaluate(cfg, first, &p), BG_OK);
+        check_per_device(cfg, first, p);
         if (p->fits && (!b->any_fits || p->bottleneck_s < b->best_time))
             b->best_time = p->bottleneck_s;
         if (p->fits && (!b->any_fits || p->total_s < b->best_total)) b->best_total = p->total_s;
@@ -564,6 +609,121 @@ static void test_memory_matches_pipelines(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* A given split with V = 2 chunks a device, checked per device: the origin
+ * CNN at M = 4 (Adam) on cpu:2, split 2,4,6. Device 0 holds stages 0
+ * (the convolution) and 2 (the 5408 x 128 dense layer), device 1 stages 1
+ * and 3. With each device's capacity exactly what its two stages need
+ * together, the split fits per device and not per stage (stage 2 alone
+ * needs more than half of device 0); a byte less on device 0 and it is 1
+ * byte over, named as device 0. */
+static void test_given_split_per_device(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(origin_cnn);
+    bg_cost_config_t cc = BG_COST_CONFIG_INIT;
+    cc.spec = spec;
+    cc.batch = 16;
+    cc.microbatches = 4;
+    bg_cost_model_t *model = NULL;
+    assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
+    bg_schedule_config_t sc = BG_SCHEDULE_CONFIG_INIT;
+    sc.kind = BG_SCHEDULE_INTERLEAVED;
+    sc.devices = 2;
+    sc.chunks = 2;
+    sc.microbatches = 4;
+    bg_schedule_t *sched = NULL;
+    assert_int_equal(bg_schedule_create(&sc, &sched), BG_OK);
+    int slots[4];
+    for (int s = 0; s < 4; s++) slots[s] = bg_schedule_stash_slots(sched, s);
+    bg_cost_device_t dev[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
+    bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
+    pc.model = model;
+    pc.devices = 2;
+    pc.chunks = 2;
+    pc.device = dev;
+    pc.stash_slots = slots;
+    const int first[4] = {0, 2, 4, 6};
+    bg_partition_t *p = NULL;
+    assert_int_equal(bg_partition_evaluate(&pc, first, &p), BG_OK); /* no capacity: the peaks */
+    size_t peak[4];
+    for (int s = 0; s < 4; s++) peak[s] = p->stage[s].peak_bytes;
+    bg_partition_destroy(p);
+    const size_t device0 = peak[0] + peak[2], device1 = peak[1] + peak[3];
+    assert_true(peak[2] > device0 / 2); /* over a stage's half of device 0 */
+    dev[0].memory_bytes = device0;
+    dev[1].memory_bytes = device1;
+
+    /* Per stage (the programme's check): stage 2 over half of device 0. */
+    assert_int_equal(bg_partition_evaluate(&pc, first, &p), BG_OK);
+    assert_int_equal(p->memory_check, BG_PARTITION_CHECK_STAGES);
+    assert_int_equal(p->fits, 0);
+    assert_int_equal(p->worst_stage, 2);
+    assert_int_equal(p->worst_device, 0);
+    assert_int_equal(p->stage[2].capacity_bytes, device0 / 2);
+    assert_int_equal(p->overflow_bytes, peak[2] - device0 / 2);
+    bg_partition_destroy(p);
+
+    /* Per device: fits, every stage with its whole device's capacity. */
+    pc.memory_check = BG_PARTITION_CHECK_DEVICES;
+    assert_int_equal(bg_partition_evaluate(&pc, first, &p), BG_OK);
+    assert_int_equal(p->memory_check, BG_PARTITION_CHECK_DEVICES);
+    assert_int_equal(p->fits, 1);
+    assert_int_equal(p->worst_stage, -1);
+    assert_int_equal(p->worst_device, -1);
+    for (int s = 0; s < 4; s++) {
+        assert_int_equal(p->stage[s].peak_bytes, peak[s]);
+        assert_int_equal(p->stage[s].capacity_bytes, s % 2 == 0 ? device0 : device1);
+    }
+    assert_int_equal(bg_partition_device_peak_bytes(p, 0), device0);
+    assert_int_equal(bg_partition_device_peak_bytes(p, 1), device1);
+    bg_partition_destroy(p);
+
+    /* A byte short on device 0: device 0 is over by that byte, its larger
+     * stage (2) named; 5 bytes short on device 1 too: device 1 is worse. */
+    dev[0].memory_bytes = device0 - 1;
+    assert_int_equal(bg_partition_evaluate(&pc, first, &p), BG_OK);
+    assert_int_equal(p->fits, 0);
+    assert_int_equal(p->worst_device, 0);
+    assert_int_equal(p->worst_stage, 2);
+    assert_int_equal(p->overflow_bytes, 1);
+    bg_partition_destroy(p);
+    dev[1].memory_bytes = device1 - 5;
+    assert_int_equal(bg_partition_evaluate(&pc, first, &p), BG_OK);
+    assert_int_equal(p->fits, 0);
+    assert_int_equal(p->worst_device, 1);
+    assert_int_equal(p->overflow_bytes, 5);
+    assert_int_equal(p->worst_stage, peak[3] > peak[1] ? 3 : 1);
+    bg_partition_destroy(p);
+
+    /* The programme checks per stage only; an unknown check is refused. */
+    p = NULL;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "only a given split is checked per device"));
+    pc.memory_check = (bg_partition_memory_check_t)5;
+    assert_int_equal(bg_partition_evaluate(&pc, first, &p), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "partition: unknown memory check 5"));
+    assert_null(p);
+
+    /* V = 1: a device holds one stage, and the two checks are one. */
+    bg_partition_config_t one = pc;
+    one.memory_check = BG_PARTITION_CHECK_DEVICES;
+    one.devices = 4;
+    one.chunks = 1;
+    bg_cost_device_t four[4];
+    for (int d = 0; d < 4; d++) four[d] = dev[0];
+    one.device = four;
+    assert_int_equal(bg_partition_create(&one, &p), BG_OK);
+    assert_int_equal(p->memory_check, BG_PARTITION_CHECK_STAGES);
+    bg_partition_destroy(p);
+    assert_int_equal(bg_partition_evaluate(&one, first, &p), BG_OK);
+    assert_int_equal(p->memory_check, BG_PARTITION_CHECK_STAGES);
+    assert_int_equal(p->stage[2].capacity_bytes, device0 - 1);
+    bg_partition_destroy(p);
+
+    bg_schedule_destroy(sched);
+    bg_cost_model_destroy(model);
+    bg_model_spec_destroy(spec);
+}
+
 /* ---- step time, recompute, errors ---- */
 
 /* The analytic times of the whole origin CNN at M = 4 (16 samples a
@@ -750,6 +910,7 @@ int main(void) {
         cmocka_unit_test(test_least_step_two_chunks),
         cmocka_unit_test(test_memory_matches_stages),
         cmocka_unit_test(test_memory_matches_pipelines),
+        cmocka_unit_test(test_given_split_per_device),
         cmocka_unit_test(test_analytic_times),
         cmocka_unit_test(test_step_and_recompute),
     };

@@ -554,6 +554,64 @@ static void test_least_step_simulated_slower(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* Interleaved, V = 2 on cpu:2: a given split is checked per device, its
+ * two stages together against the whole device, and a plan that fits so
+ * is simulated like any other; the planner's own split keeps each stage
+ * within half a device. The origin CNN at M = 4, split 2,4,6: device 0
+ * holds the convolution (stage 0) and the dense layer (stage 2), and with
+ * exactly what it needs, stage 2 is over half of it. */
+static void test_given_split_per_device(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(origin_cnn);
+    bg_cost_device_t devices[2];
+    cpu_cores(devices, 2);
+    bg_plan_request_t r = request_for(spec, devices, 2, 4, 16);
+    r.schedule = BG_SCHEDULE_INTERLEAVED;
+    r.chunks = 2;
+    const int split[] = {2, 4, 6};
+    r.split = split;
+    bg_plan_t *p = NULL;
+    assert_int_equal(bg_plan_create(&r, &p), BG_OK); /* no capacity: the peaks */
+    const size_t device0 = bg_partition_device_peak_bytes(p->partition, 0),
+                 stage2 = p->partition->stage[2].peak_bytes;
+    assert_int_equal(device0, p->partition->stage[0].peak_bytes + stage2);
+    assert_true(bg_partition_device_peak_bytes(p->partition, 1) < device0);
+    assert_true(stage2 > device0 / 2);
+    bg_plan_destroy(p);
+    devices[0].memory_bytes = devices[1].memory_bytes = device0;
+
+    assert_int_equal(bg_plan_create(&r, &p), BG_OK);
+    assert_int_equal(p->partition->memory_check, BG_PARTITION_CHECK_DEVICES);
+    assert_true(p->partition->fits);
+    assert_int_equal(p->partition->stage[2].capacity_bytes, device0);
+    assert_true(p->simulated_step_s > 0);
+    bg_plan_destroy(p);
+    /* --schedule auto with the split: interleaved alone takes it. */
+    assert_int_equal(bg_plan_search(&r, BG_PLAN_SEARCH_SCHEDULE, &p), BG_OK);
+    assert_int_equal(p->request.schedule, BG_SCHEDULE_INTERLEAVED);
+    assert_true(p->partition->fits);
+    bg_plan_destroy(p);
+    devices[0].memory_bytes = device0 - 1;
+    assert_int_equal(bg_plan_create(&r, &p), BG_OK);
+    assert_false(p->partition->fits);
+    assert_int_equal(p->partition->worst_device, 0);
+    assert_int_equal(p->partition->overflow_bytes, 1);
+    assert_true(p->simulated_step_s == 0);
+    bg_plan_destroy(p);
+
+    /* The planner's own split: every stage within half its device. */
+    devices[0].memory_bytes = device0;
+    r.split = NULL;
+    assert_int_equal(bg_plan_create(&r, &p), BG_OK);
+    assert_int_equal(p->partition->memory_check, BG_PARTITION_CHECK_STAGES);
+    for (int s = 0; s < 4; s++) {
+        assert_int_equal(p->partition->stage[s].capacity_bytes, device0 / 2);
+        if (p->partition->fits) assert_true(p->partition->stage[s].peak_bytes <= device0 / 2);
+    }
+    bg_plan_destroy(p);
+    bg_model_spec_destroy(spec);
+}
+
 /* A 2-stage split of equal costs, simulated from the plan: the bubble is
  * (K-1)/(M+K-1) and the step (M+K-1)(F+B). */
 static void test_simulate_equal_stages(void **state) {
@@ -847,6 +905,7 @@ int main(void) {
         cmocka_unit_test(test_search),
         cmocka_unit_test(test_least_step_split),
         cmocka_unit_test(test_least_step_simulated_slower),
+        cmocka_unit_test(test_given_split_per_device),
         cmocka_unit_test(test_least_step_out_of_memory),
         cmocka_unit_test(test_interleaved_least_step_out_of_memory),
         cmocka_unit_test(test_simulate_equal_stages),
