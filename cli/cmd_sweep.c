@@ -364,10 +364,18 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
     BG_CHECK(st);
     const bg_partition_t *part = plan->partition;
     if (!part->fits) {
-        char over[32];
-        snprintf(skip, skip_size, "does not fit: stage %d is %s bytes over its capacity",
-                 part->worst_stage,
-                 bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over));
+        char over[32], stages[64];
+        bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over);
+        const char *plural = part->overflow_bytes == 1 ? "" : "s";
+        if (part->memory_check == BG_PARTITION_CHECK_DEVICES)
+            snprintf(skip, skip_size,
+                     "does not fit: %s's stages %s together are %s byte%s over its capacity",
+                     plan->device[part->worst_device].name,
+                     bg_cli_plan_device_stages(plan, part->worst_device, 1, stages, sizeof stages),
+                     over, plural);
+        else
+            snprintf(skip, skip_size, "does not fit: stage %d is %s byte%s over its capacity",
+                     part->worst_stage, over, plural);
         goto add_point;
     }
     peaks = calloc((size_t)part->stages, sizeof *peaks);

@@ -252,6 +252,18 @@ static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer) {
     return most;
 }
 
+/* The capacity a stage of the planner's own split may have on the device
+ * of `st`: its capacity_bytes, or where the plan was checked per device
+ * (a given --split) 1/V of the device's, as the search keeps it. What
+ * decides whether a layer can have a stage of its own in the plans the
+ * advice tries without the split. */
+static size_t searched_capacity(const bg_plan_t *p, const bg_partition_stage_t *st) {
+    if (p->partition->memory_check != BG_PARTITION_CHECK_DEVICES) return st->capacity_bytes;
+    const size_t whole = p->device[st->device].memory_bytes;
+    const size_t share = whole / (size_t)p->request.chunks;
+    return whole > 0 && share == 0 ? 1 : share;
+}
+
 /* Says that layer `layer` needs `need` bytes on a stage of its own, over
  * the `capacity` a stage may have, so more devices cannot help; `with`
  * names the settings (may be ""). */
@@ -368,8 +380,8 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
     }
     size_t capacity = 0;
     for (int s = 0; s < failed->partition->stages; s++)
-        if (failed->partition->stage[s].capacity_bytes > capacity)
-            capacity = failed->partition->stage[s].capacity_bytes;
+        if (searched_capacity(failed, &failed->partition->stage[s]) > capacity)
+            capacity = searched_capacity(failed, &failed->partition->stage[s]);
     int layer = 0;
     const size_t need = largest_layer_alone(&v, &layer);
     const int layer_too_large = capacity > 0 && need > capacity;
@@ -392,15 +404,45 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                         "give each more memory (--device-mem) or use more devices still\n");
 }
 
+/* "stage 0 (layers 0-3 on cpu:0) needs", or checked per device "cpu:0's
+ * stages 0 and 2 (layers 0-3 and 8-17) need", into buf. */
+static void describe_overflow(const bg_plan_t *p, char *buf, size_t size) {
+    const bg_partition_t *part = p->partition;
+    if (part->memory_check != BG_PARTITION_CHECK_DEVICES) {
+        const bg_partition_stage_t *st = &part->stage[part->worst_stage];
+        snprintf(buf, size, "stage %d (layers %d-%d on %s) needs", part->worst_stage,
+                 st->first_layer, st->last_layer - 1, p->device[st->device].name);
+        return;
+    }
+    const int d = part->worst_device, k = p->request.devices;
+    char stages[96], layers[160];
+    bg_cli_plan_device_stages(p, d, 1, stages, sizeof stages);
+    size_t at = 0;
+    layers[0] = '\0';
+    for (int s = d; s < part->stages && at < sizeof layers; s += k) {
+        const char *between = s == d ? "" : s + k >= part->stages ? " and " : ", ";
+        const int n = snprintf(layers + at, sizeof layers - at, "%s%d-%d", between,
+                               part->stage[s].first_layer, part->stage[s].last_layer - 1);
+        if (n < 0) break;
+        at += (size_t)n;
+    }
+    snprintf(buf, size, "%s's stages %s (layers %s) need", p->device[d].name, stages, layers);
+}
+
 void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
                                   const bg_placement_t *placement, int host_share, cJSON *found) {
     const bg_plan_request_t *r = &p->request;
     const bg_partition_t *part = p->partition;
     const bg_partition_stage_t *st = &part->stage[part->worst_stage];
     const char *device = p->device[st->device].name;
-    char need[32], cap[32], over[32], share[96] = "";
+    const int per_device = part->memory_check == BG_PARTITION_CHECK_DEVICES;
+    /* What overflows: a stage, or a device's stages together. */
+    const size_t peak =
+        per_device ? bg_partition_device_peak_bytes(part, part->worst_device) : st->peak_bytes;
+    char overflowing[320], need[32], cap[32], over[32], share[96] = "";
+    describe_overflow(p, overflowing, sizeof overflowing);
     fflush(stdout); /* the table this explains comes first, also into a pipe */
-    if (r->chunks > 1)
+    if (r->chunks > 1 && !per_device)
         snprintf(share, sizeof share, " (1/%d of %s's: --chunks %d)", r->chunks, device, r->chunks);
     else if (host_share && placement->device_mem == 0 && r->devices > 1 &&
              st->device < placement->devices.count &&
@@ -412,18 +454,20 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
              placement->devices.devices[st->device].kind == BG_DEVICE_CUDA)
         snprintf(share, sizeof share, " (%s's memory less %zu MiB for cuBLAS's workspace)", device,
                  BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20);
+    char owner[64];
+    snprintf(owner, sizeof owner, "%s%s", per_device ? device : "its", per_device ? "'s" : "");
     fprintf(stderr,
-            "brigade %s: does not fit: stage %d (layers %d-%d on %s) needs %s bytes "
-            "(%.2f MiB), %s byte%s over its %s-byte capacity%s\n",
-            cmd, part->worst_stage, st->first_layer, st->last_layer - 1, device,
-            bg_cli_group_digits((int64_t)st->peak_bytes, need, sizeof need),
-            (double)st->peak_bytes / mib,
+            "brigade %s: does not fit: %s %s bytes (%.2f MiB)%s, %s byte%s over %s %s-byte "
+            "capacity%s\n",
+            cmd, overflowing, bg_cli_group_digits((int64_t)peak, need, sizeof need),
+            (double)peak / mib, per_device ? " together" : "",
             bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over),
-            part->overflow_bytes == 1 ? "" : "s",
+            part->overflow_bytes == 1 ? "" : "s", owner,
             bg_cli_group_digits((int64_t)st->capacity_bytes, cap, sizeof cap), share);
     fprintf(stderr, "%s; what would help:\n",
-            r->split != NULL ? "this is the given --split"
-                             : "this is the split that overflows least");
+            per_device         ? "this is the given --split, checked per device"
+            : r->split != NULL ? "this is the given --split"
+                               : "this is the split that overflows least");
     int helped = 0;
     /* Each saving alone; a given split's is to leave it out. */
     saving_t savings[4];
@@ -440,8 +484,8 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
      * fewer CPU devices sharing the host's memory each have more. */
     int layer = 0;
     const size_t alone = largest_layer_alone(r, &layer);
-    if ((fewer_have_more(placement, host_share) ||
-         !(st->capacity_bytes > 0 && alone > st->capacity_bytes)) &&
+    const size_t searched = searched_capacity(p, st);
+    if ((fewer_have_more(placement, host_share) || !(searched > 0 && alone > searched)) &&
         try_device_counts(r, p->model, placement, host_share, "", found))
         helped = 1;
     if (!helped) try_every_saving(p, savings, n, placement, host_share, found);

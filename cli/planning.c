@@ -181,6 +181,68 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
     return BG_OK;
 }
 
+const char *bg_cli_plan_device_stages(const bg_plan_t *p, int device, int words, char *buf,
+                                      size_t size) {
+    const bg_partition_t *part = p->partition;
+    int count = 0, total = 0;
+    for (int s = 0; s < part->stages; s++) total += part->stage[s].device == device;
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int s = 0; s < part->stages && at < size; s++) {
+        if (part->stage[s].device != device) continue;
+        const char *between = count == 0 ? "" : !words ? "," : count + 1 == total ? " and " : ", ";
+        const int n = snprintf(buf + at, size - at, "%s%d", between, s);
+        if (n < 0) break;
+        at += (size_t)n;
+        count++;
+    }
+    return buf;
+}
+
+/* A stage's or a device's use of its capacity for the table's 5-character
+ * column: far over, the MiB columns say by how much. */
+static void format_use(size_t peak, size_t capacity, char *use, size_t size) {
+    const double used = 100.0 * (double)peak / (double)(capacity ? capacity : 1);
+    if (capacity == 0)
+        snprintf(use, size, "-");
+    else if (peak > capacity && used < 100.5)
+        snprintf(use, size, ">100%%"); /* over, though it rounds to 100 */
+    else if (used < 9999.5)
+        snprintf(use, size, "%.0f%%", used);
+    else
+        snprintf(use, size, ">9999%%");
+}
+
+/* With V > 1 stages a device: each device's stages together against its
+ * whole capacity, and which check the plan went by. */
+static void print_devices(const bg_plan_t *p, FILE *out) {
+    const bg_partition_t *part = p->partition;
+    const int v = p->request.chunks;
+    fprintf(out, "\n%-8s %-16s %10s %10s %5s\n", "device", "stages", "peak MiB", "cap MiB", "use");
+    for (int d = 0; d < p->request.devices; d++) {
+        const size_t peak = bg_partition_device_peak_bytes(part, d),
+                     capacity = p->device[d].memory_bytes;
+        char stages[64], cap[16], use[16];
+        bg_cli_plan_device_stages(p, d, 0, stages, sizeof stages);
+        snprintf(cap, sizeof cap, "%.2f", (double)capacity / mib);
+        format_use(peak, capacity, use, sizeof use);
+        fprintf(out, "%-8s %-16s %10.2f %10s %5s\n", p->device[d].name, stages, (double)peak / mib,
+                capacity ? cap : "-", use);
+    }
+    if (part->memory_check == BG_PARTITION_CHECK_DEVICES)
+        fprintf(out,
+                "(a given --split is checked per device: each device's %d stages together "
+                "against its capacity, which cap MiB above shows whole; the planner's own "
+                "split keeps each stage within 1/%d of it)\n",
+                v, v);
+    else
+        fprintf(out,
+                "(the planner's split keeps each stage within 1/%d of its device's capacity, "
+                "the stages' cap MiB above, so that its search stays exact; a given --split "
+                "is checked per device, its %d stages together)\n",
+                v, v);
+}
+
 void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
     const bg_partition_t *part = p->partition;
     const int m = p->request.microbatches;
@@ -192,25 +254,16 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
         char layers[32], cap[16], use[16];
         snprintf(layers, sizeof layers, "%d-%d", st->first_layer, st->last_layer - 1);
         snprintf(cap, sizeof cap, "%.2f", (double)st->capacity_bytes / mib);
-        const double used =
-            100.0 * (double)st->peak_bytes / (double)(st->capacity_bytes ? st->capacity_bytes : 1);
-        /* The column holds 5 characters; far over, the MiB columns say by
-         * how much. */
-        if (st->peak_bytes > st->capacity_bytes && st->capacity_bytes > 0 && used < 100.5)
-            snprintf(use, sizeof use, ">100%%"); /* over, though it rounds to 100 */
-        else if (used < 9999.5)
-            snprintf(use, sizeof use, "%.0f%%", used);
-        else
-            snprintf(use, sizeof use, ">9999%%");
+        format_use(st->peak_bytes, st->capacity_bytes, use, sizeof use);
         fprintf(out,
                 "%5d  %-9s %-8s %8.3f %8.3f %8.3f %8.3f %10.2f %10s %5s %9.2f %9.2f %9.2f %9.2f "
                 "%9.2f %9.2f\n",
                 s, layers, p->device[st->device].name, m * st->time.forward * 1e3,
                 m * (st->time.backward + st->time.recompute) * 1e3, m * st->send_s * 1e3,
                 m * st->seconds * 1e3, (double)st->peak_bytes / mib, st->capacity_bytes ? cap : "-",
-                st->capacity_bytes ? use : "-", (double)st->memory.params / mib,
-                (double)st->memory.grads / mib, (double)st->memory.optimizer / mib,
-                (double)st->memory.stash / mib, (double)st->memory.buffers / mib,
+                use, (double)st->memory.params / mib, (double)st->memory.grads / mib,
+                (double)st->memory.optimizer / mib, (double)st->memory.stash / mib,
+                (double)st->memory.buffers / mib,
                 (double)(st->memory.channels + st->memory.workspace) / mib);
     }
     fprintf(out, "(peak MiB is the sum of the columns from params on; other: the slots of "
@@ -224,6 +277,7 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
         fprintf(out, "(cap MiB -: no capacity is known for that device (a --topology file "
                      "without its memory), so its memory is not checked; --device-mem gives "
                      "one)\n");
+    if (p->request.chunks > 1) print_devices(p, out);
     /* The planner's estimate, with the update; a searched plan also has the
      * simulated step the choice went by. */
     char rate[32];
@@ -335,6 +389,13 @@ const char *bg_cli_plan_split_key(const bg_plan_t *p) {
     return p->config.objective == BG_PARTITION_LEAST_STEP ? "least_step" : "slowest_stage";
 }
 
+/* Adds "stages", the stages device d holds, to a JSON object. */
+static void add_device_stages(cJSON *object, const bg_partition_t *part, int d) {
+    cJSON *stages = cJSON_AddArrayToObject(object, "stages");
+    for (int s = 0; stages != NULL && s < part->stages; s++)
+        if (part->stage[s].device == d) cJSON_AddItemToArray(stages, cJSON_CreateNumber(s));
+}
+
 cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
     const bg_plan_request_t *r = &p->request;
     const bg_partition_t *part = p->partition;
@@ -374,9 +435,33 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
     cJSON_AddNumberToObject(root, "bottleneck_stage", bg_plan_bottleneck_stage(p));
     cJSON_AddNumberToObject(root, "bubble", p->bubble);
     cJSON_AddNumberToObject(root, "bubble_theory", p->bubble_theory);
+    /* With V > 1 stages a device: what each device holds, and whether the
+     * plan was checked per stage (1/V of a device each) or per device. */
+    const int per_device = part->memory_check == BG_PARTITION_CHECK_DEVICES;
+    if (r->chunks > 1) {
+        cJSON_AddStringToObject(root, "memory_check", per_device ? "per_device" : "per_stage");
+        cJSON *devices = cJSON_AddArrayToObject(root, "devices");
+        for (int d = 0; devices != NULL && d < r->devices; d++) {
+            cJSON *device = cJSON_CreateObject();
+            if (device == NULL || !cJSON_AddItemToArray(devices, device)) {
+                cJSON_Delete(device);
+                cJSON_Delete(root);
+                return NULL;
+            }
+            cJSON_AddStringToObject(device, "device", p->device[d].name);
+            add_device_stages(device, part, d);
+            bg_cli_json_add_uint(device, "peak_bytes", bg_partition_device_peak_bytes(part, d));
+            bg_cli_json_add_uint(device, "capacity_bytes", p->device[d].memory_bytes);
+        }
+    }
     if (!part->fits) {
         cJSON *over = cJSON_AddObjectToObject(root, "overflow");
-        cJSON_AddNumberToObject(over, "stage", part->worst_stage);
+        if (per_device) {
+            cJSON_AddStringToObject(over, "device", p->device[part->worst_device].name);
+            add_device_stages(over, part, part->worst_device);
+        } else {
+            cJSON_AddNumberToObject(over, "stage", part->worst_stage);
+        }
         bg_cli_json_add_uint(over, "bytes", part->overflow_bytes);
     }
     return root;

@@ -81,7 +81,14 @@ const char *bg_cli_plan_split_source(const bg_plan_t *plan, char *buf, size_t si
 /* The same as a JSON word: "given", "slowest_stage" or "least_step". */
 const char *bg_cli_plan_split_key(const bg_plan_t *plan);
 
-/* The stage table, predicted step and bubble, as 'brigade plan' prints them. */
+/* The stages device `device` holds, into buf: "0,2" or, with `words`,
+ * "0 and 2" ("0, 2 and 4"). Returns buf. */
+const char *bg_cli_plan_device_stages(const bg_plan_t *plan, int device, int words, char *buf,
+                                      size_t size);
+
+/* The stage table, with V > 1 stages a device each device's stages
+ * together against its capacity, then the predicted step and bubble, as
+ * 'brigade plan' prints them. */
 void bg_cli_plan_print_table(const bg_plan_t *plan, FILE *out);
 
 /* Stage s as a JSON object with the keys of 'brigade train --metrics'
@@ -102,7 +109,12 @@ cJSON *bg_cli_json_add_uint(cJSON *object, const char *key, uint64_t value);
  * as plan predicts them and train measures them. */
 void bg_cli_json_add_memory(cJSON *stage, const bg_cost_memory_t *m);
 
-/* The whole plan as JSON ('brigade plan --json'); NULL if out of memory. */
+/* The whole plan as JSON ('brigade plan --json'); NULL if out of memory.
+ * With V > 1 stages a device it also has "memory_check" ("per_device" for
+ * a given split, else "per_stage") and "devices" ({"device", "stages",
+ * "peak_bytes", "capacity_bytes"}: each device's stages together); a plan
+ * that does not fit has "overflow", {"stage", "bytes"}, or checked per
+ * device {"device", "stages", "bytes"}. */
 cJSON *bg_cli_plan_json(const bg_plan_t *plan, const char *model);
 
 /* Adds "links" to a plan's JSON: for each pair of consecutive devices in
@@ -111,7 +123,8 @@ cJSON *bg_cli_plan_json(const bg_plan_t *plan, const char *model);
 int bg_cli_links_json(const bg_placement_t *p, cJSON *plan);
 
 /* Explains on stderr a plan that does not fit: which stage overflows by how
- * many bytes, and which single changes (or all memory savings together)
+ * many bytes (checked per device: which device, its stages and their bytes
+ * together), and which single changes (or all memory savings together)
  * would make it fit. `host_share` as for bg_placement_cost_devices. With
  * `found` (a JSON array, or NULL), each change that fits is also added to
  * it as {"change", "largest_stage_bytes", "step_ms"}. */

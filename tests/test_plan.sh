@@ -447,6 +447,86 @@ expect 2 "6,893,024 bytes over its 6,291,456-byte capacity (1/2 of cpu:1's: --ch
 check "every saving at once, then with the most micro-batches" grep -qE -- \
     '^  --recompute --optimizer sgd --microbatches 64 fits: largest stage 5\.45 MiB' "$ERR"
 check "only that suggestion" test "$(grep -c ' fits: ' "$ERR")" -eq 1
+# A given --split with --chunks V is checked per device: each device's V
+# stages together against its whole capacity (the planner's own split keeps
+# each stage within 1/V of it). The origin CNN split 2,4,6 at M = 4: cpu:0
+# holds stages 0 (layers 0-1, 12,694,176 bytes) and 2 (layers 4-5,
+# 13,541,376), 26,235,552 together; cpu:1 stages 1 (13,152,256) and 3
+# (71,136), 13,223,392. With --device-mem 26235552 stages 1 and 2 are each
+# over half a device, yet both devices fit: accepted, and train runs it.
+set -- "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 4 --split 2,4,6
+expect 0 "" -- plan "$@" --device-mem 26235552 --json
+json_check "a given split is checked per device: the sums of its stages" '
+peaks = [s["peak_bytes"] for s in p["stages"]]
+assert peaks == [12694176, 13152256, 13541376, 71136], peaks
+assert p["fits"] is True and p["memory_check"] == "per_device", p
+assert all(s["capacity_bytes"] == 26235552 for s in p["stages"]), p["stages"]
+assert max(peaks) > 26235552 // 2, peaks
+assert p["devices"] == [
+    {"device": "cpu:0", "stages": [0, 2], "peak_bytes": 12694176 + 13541376,
+     "capacity_bytes": 26235552},
+    {"device": "cpu:1", "stages": [1, 3], "peak_bytes": 13152256 + 71136,
+     "capacity_bytes": 26235552}], p["devices"]'
+cp "$OUT" "$T/per-device-plan.json"
+expect 0 "" -- plan "$@" --device-mem 26235552
+check "the table: each stage against the whole device, and each device's total" python3 -c '
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+rows = [l.split() for l in lines if l[:5].strip().isdigit()]
+assert [(r[0], r[2], r[7], r[8], r[9]) for r in rows] == [
+    ("0", "cpu:0", "12.11", "25.02", "48%"), ("1", "cpu:1", "12.54", "25.02", "50%"),
+    ("2", "cpu:0", "12.91", "25.02", "52%"), ("3", "cpu:1", "0.07", "25.02", "0%")], rows
+at = lines.index("device   stages             peak MiB    cap MiB   use")
+assert [l.split() for l in lines[at + 1:at + 3]] == [
+    ["cpu:0", "0,2", "25.02", "25.02", "100%"], ["cpu:1", "1,3", "12.61", "25.02", "50%"]], lines[at:at + 3]
+assert lines[at + 3].startswith("(a given --split is checked per device: each device" + chr(39) + "s 2 stages together against its capacity"), lines[at + 3]
+' "$OUT"
+if expect 0 "" -- train "$@" --device-mem 26235552 --data synthetic --steps 2 \
+    --metrics "$T/per-device.json"; then
+    check "train runs the split that fits per device, with the plan's stages" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+t = json.load(open(sys.argv[2]))
+assert [s["peak_bytes"] for s in t["stages"]] == [12694176, 13152256, 13541376, 71136], t["stages"]
+for a, b in zip(p["stages"], t["stages"]):
+    for key in b:
+        assert a[key] == b[key], (key, a[key], b[key])
+' "$T/per-device-plan.json" "$T/per-device.json"
+fi
+# A byte less and cpu:0 is over: refused, naming the device, its stages,
+# their bytes together and its capacity.
+expect 2 "brigade plan: does not fit: cpu:0's stages 0 and 2 (layers 0-1 and 4-5) need 26,235,552 bytes (25.02 MiB) together, 1 byte over cpu:0's 26,235,551-byte capacity" \
+    -- plan "$@" --device-mem 26235551
+check "a split over on a device says it was checked per device" \
+    grep -qFx "this is the given --split, checked per device; what would help:" "$ERR"
+check "its table shows the device over" grep -qE '^cpu:0 +0,2 +25\.02 +25\.02 +>100% *$' "$OUT"
+expect 2 "" -- plan "$@" --device-mem 26235551 --json
+json_check "--json names the device over, its stages and the bytes" '
+assert p["fits"] is False, p
+assert p["overflow"] == {"device": "cpu:0", "stages": [0, 2], "bytes": 1}, p["overflow"]'
+expect 2 "1 byte over cpu:0's 26,235,551-byte capacity" -- \
+    train "$@" --device-mem 26235551 --data synthetic --steps 1
+expect 2 "every point was skipped" -- sweep "$MODEL" --simulate --devices cpu:2 \
+    --schedule interleaved --chunks 2 --microbatches 4 --split 2,4,6 --device-mem 26235551
+stdout_has "skipped: does not fit: cpu:0's stages 0 and 2 together are 1 byte over its capacity" \
+    "sweep: a point over on a device"
+# The planner's own split keeps each stage within half a device: the table
+# says so, and shows each device's total beside it.
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 4 \
+    --device-mem 64M --json
+json_check "the planner's split is checked per stage, at 1/V of a device" '
+assert p["memory_check"] == "per_stage", p
+assert all(s["capacity_bytes"] == 32 << 20 for s in p["stages"]), p["stages"]
+for d in p["devices"]:
+    assert d["capacity_bytes"] == 64 << 20, d
+    assert d["peak_bytes"] == sum(p["stages"][s]["peak_bytes"] for s in d["stages"]), d'
+# One chunk a device: one stage a device, and no device lines or keys.
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --device-mem 64M
+check "V = 1: no device lines" sh -c "! grep -qE '^device +stages' '$OUT'"
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --device-mem 64M --json
+json_check "V = 1: no devices or memory_check keys" '
+assert "devices" not in p and "memory_check" not in p, sorted(p)'
+
 # A given --split that does not fit: leaving it out would, and so would a
 # third device.
 expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --devices cpu:2 \
