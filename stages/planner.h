@@ -104,10 +104,12 @@ typedef struct bg_plan {
  * an error. A given split with V > 1 is checked per device, each device's
  * V stages together against its capacity (BG_PARTITION_CHECK_DEVICES:
  * partition->worst_device names the device over); the planner's own split
- * keeps each stage within 1/V of its device (stages/partition.h). BG_ERR_INVALID for an impossible
- * request, with the message of the part that refused it: M > B ("would leave some empty"), a
- * schedule that rejects K/V/M, a bad split, more stages than layers, a profile of another layer
- * count; BG_ERR_NOMEM. *out is set only on success; free with bg_plan_destroy. */
+ * keeps each stage within 1/V of its device (stages/partition.h).
+ * BG_ERR_INVALID for an impossible request, with the message of the part
+ * that refused it: M > B ("would leave some empty"), a schedule that
+ * rejects K/V/M, a bad split, more stages than layers, a profile of
+ * another layer count; BG_ERR_NOMEM. *out is set only on success; free
+ * with bg_plan_destroy. */
 bg_status_t bg_plan_create(const bg_plan_request_t *request, bg_plan_t **out);
 
 /* NULL and half-built plans are fine. */
