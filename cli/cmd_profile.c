@@ -163,6 +163,11 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
                             (long long)o->microbatches, (long long)o->batch);
     const int64_t micro = (o->batch + o->microbatches - 1) / o->microbatches;
     if (o->small_batch < 0) o->small_batch = micro > 1 ? 1 : 0;
+    if (o->small_batch > 0 && micro == 1)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--small-batch %lld: the micro-batch is 1 sample (ceil(B / M)), and "
+                            "no size is smaller; leave it out, or give 0",
+                            (long long)o->small_batch);
     if (o->small_batch >= micro && o->small_batch > 0)
         return bg_error_set(BG_ERR_INVALID,
                             "--small-batch %lld: must be below the micro-batch of %lld samples "
@@ -329,8 +334,11 @@ int bg_cmd_profile(int argc, char **argv) {
     progress.what = "timing layer ranges as stages:";
     pc.progress = bg_progress_count;
     pc.progress_ctx = &progress;
-    fprintf(stderr, "profiling %s: %d layers, micro-batch of %lld samples, %d timed runs each\n",
-            o.model, spec->num_layers, (long long)pc.batch, pc.repetitions);
+    char small[48] = "";
+    if (pc.small_batch > 0)
+        snprintf(small, sizeof small, " (the layers also at %lld)", (long long)pc.small_batch);
+    fprintf(stderr, "profiling %s: %d layers, micro-batch of %lld samples%s, %d timed runs each\n",
+            o.model, spec->num_layers, (long long)pc.batch, small, pc.repetitions);
     if (pc.split == NULL && spec->num_layers > BG_PROFILE_MAX_STAGE_LAYERS)
         fprintf(stderr,
                 "note: %s has %d layers; every layer range is timed as a stage only for models "

@@ -181,6 +181,8 @@ const char *bg_cli_group_digits(int64_t n, char *buf, size_t size) {
 }
 
 bg_status_t bg_cli_check_replaced(const char *option, const char *path) {
+    if (path != NULL && strcmp(path, "-") == 0)
+        return bg_error_set(BG_ERR_INVALID, "%s -: this goes to a file; give a file name", option);
     struct stat st;
     if (path != NULL && path[0] != '\0' && lstat(path, &st) == 0 && !S_ISREG(st.st_mode) &&
         !S_ISDIR(st.st_mode))
@@ -240,7 +242,9 @@ static bg_status_t check_link_target(const char *option, const char *path) {
 /* Whether `path` ends in the extension of an image format other than SVG,
  * which the pictures brigade draws are not. */
 static int names_another_image_format(const char *path) {
-    static const char *const raster[] = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".pdf", ".bmp"};
+    static const char *const raster[] = {
+        ".png",  ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif",
+        ".tiff", ".pdf", ".eps",  ".ps",  ".svgz"}; /* .svgz: compressed, which these are not */
     const char *dot = strrchr(path, '.');
     if (dot == NULL || strchr(dot, '/') != NULL) return 0;
     for (size_t i = 0; i < sizeof raster / sizeof raster[0]; i++)

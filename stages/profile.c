@@ -189,8 +189,10 @@ double bg_profile_layer_seconds(const bg_profile_t *p, double at_batch, double a
                                 double samples) {
     const double batch = (double)p->batch;
     if (p->small_batch < 1 || p->small_batch >= p->batch) return at_batch * samples / batch;
-    double per_sample = (at_batch - at_small) / (batch - (double)p->small_batch);
-    if (per_sample < 0) per_sample = 0; /* the smaller took longer */
+    const double per_sample = (at_batch - at_small) / (batch - (double)p->small_batch);
+    /* The smaller took as long or longer: a fixed cost up to the batch,
+     * in proportion past it (a larger micro-batch does not come free). */
+    if (per_sample <= 0) return samples <= batch ? at_batch : at_batch * samples / batch;
     const double fixed = at_batch - per_sample * batch;
     if (fixed < 0) return at_batch * samples / batch; /* less than in proportion */
     return fixed + per_sample * samples;

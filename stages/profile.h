@@ -197,9 +197,10 @@ bg_status_t bg_profile_check_optimizer(const bg_profile_t *p, const char *path,
  * its small_batch: on the line through both, a fixed part plus a part per
  * sample (a GEMM of a few rows is bound by reading its weights, which every
  * size pays), exact at both sizes. Where the two make no such line, as
- * noise or caches can: the smaller took longer, then at_batch at every
- * size; it took less than in proportion, then in proportion to the
- * samples. Without a small_batch: at_batch in proportion to the samples. */
+ * noise or caches can: the smaller took as long or longer, then at_batch
+ * up to the profile's batch and in proportion past it; it took less than in
+ * proportion, then in proportion to the samples. Without a small_batch: at_batch in proportion to
+ * the samples. */
 double bg_profile_layer_seconds(const bg_profile_t *p, double at_batch, double at_small,
                                 double samples);
 

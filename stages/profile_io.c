@@ -473,7 +473,9 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
     double batch = 0;
     BG_CHECK_GOTO(whole_field(path, root, "batch", "profile", 1, 1e9, &batch), st, done);
     p->batch = (int64_t)batch;
-    if (cJSON_GetObjectItemCaseSensitive(root, "small_batch") != NULL) {
+    const cJSON *small_batch = cJSON_GetObjectItemCaseSensitive(root, "small_batch");
+    /* 0, as --small-batch 0 says: timed at one size. */
+    if (small_batch != NULL && !(cJSON_IsNumber(small_batch) && small_batch->valuedouble == 0)) {
         if (p->batch < 2) {
             st = bg_error_set(BG_ERR_PARSE,
                               "%s: profile: 'small_batch' must be below 'batch', which is 1", path);

@@ -811,6 +811,8 @@ stdout_dash="this goes to a file; standard output holds the text report (give a 
 usage_error "--trace -: $stdout_dash" -- simulate "$MODEL" --trace -
 usage_error "--metrics -: $stdout_dash" -- train "$MODEL" --data synthetic --steps 1 --metrics -
 usage_error "-o -: $stdout_dash" -- profile "$MODEL" -o -
+usage_error "--save -: this goes to a file; give a file name" -- train "$MODEL" --data synthetic \
+    --steps 1 --save -
 check "no file named '-' was made" test ! -e ./-
 usage_error "--timeline $T/t.PNG: brigade draws SVG only; name it .svg" -- simulate "$MODEL" \
     --timeline "$T/t.PNG"

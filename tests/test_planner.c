@@ -155,12 +155,17 @@ static void test_profile_small_batch(void **state) {
     bg_model_spec_t *spec = parse(small_mlp);
     bg_layer_profile_t layers[4];
     memcpy(layers, mlp_layers, sizeof layers);
+    /* The flatten's dX, never run by stage 0: in no stage's figures, nor
+     * in the ratio a range's measured figure is scaled by. */
+    layers[0].backward_data_s = 0.25e-3;
+    layers[0].small.backward_data_s = 0.125e-3;
     /* Dense 1: F 1 ms at 8, 0.3 at 1: 0.2 fixed + 0.1 a sample; dX 0.5 at
-     * 8, 0.6 at 1: 0.5 always; dW 1.5 at 8, 0.1 at 1: in proportion. */
+     * 8, 0.6 at 1: 0.5 up to 8 samples, in proportion past them; dW 1.5 at
+     * 8, 0.1 at 1: in proportion. */
     layers[1].small = (bg_layer_small_t){0.3e-3, 0.6e-3, 0.1e-3};
-    /* Dense 2: F 1 at both: 1 always; dX 1 at 8, 0.125 at 1: in proportion
-     * (the line through both passes 0); dW 1 at 8, 0.2 at 1: 0.6/7 fixed +
-     * 0.8/7 a sample. */
+    /* Dense 2: F 1 at both: 1 up to 8, in proportion past; dX 1 at 8, 0.125
+     * at 1: in proportion (the line through both passes 0); dW 1 at 8, 0.2
+     * at 1: 0.6/7 fixed + 0.8/7 a sample. */
     layers[2].small = (bg_layer_small_t){1e-3, 0.125e-3, 0.2e-3};
     bg_profile_t profile = mlp_profile(8, layers);
     profile.small_batch = 1;
@@ -174,10 +179,11 @@ static void test_profile_small_batch(void **state) {
     bg_cost_device_t devices[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
     const int ms[] = {64, 8, 2};
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
-        const double n = 64.0 / ms[i]; /* samples per micro-batch */
-        const double f[2] = {0.2e-3 + 0.1e-3 * n, 1e-3};
+        const double n = 64.0 / ms[i];         /* samples per micro-batch */
+        const double past = n > 8 ? n / 8 : 1; /* past the profile's size */
+        const double f[2] = {0.2e-3 + 0.1e-3 * n, 1e-3 * past};
         const double w[2] = {1.5e-3 * n / 8, (0.6e-3 + 0.8e-3 * n) / 7};
-        const double b[2] = {0.5e-3 + w[0], 0.125e-3 * n + w[1]};
+        const double b[2] = {0.5e-3 * past + w[0], 0.125e-3 * n + w[1]};
         for (int measured = 0; measured < 2; measured++) {
             profile.stage = measured ? ranges : NULL;
             profile.stage_count = measured ? 2 : 0;

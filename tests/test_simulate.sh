@@ -40,6 +40,8 @@ usage_error "--repetitions: 0 is outside 1..101" -- profile "$MODEL" --repetitio
 usage_error "would leave some empty" -- profile "$MODEL" --batch 4 --microbatches 8
 usage_error "--small-batch 16: must be below the micro-batch of 16 samples (ceil(B / M)), or 0 to time that size only" \
     -- profile "$MODEL" --microbatches 4 --small-batch 16
+usage_error "--small-batch 1: the micro-batch is 1 sample (ceil(B / M)), and no size is smaller; leave it out, or give 0" \
+    -- profile "$MODEL" --batch 4 --microbatches 4 --small-batch 1
 # One size only: no small_batch; another small size: that one.
 for small in 0 3; do
     if expect 0 "" -- profile "$MODEL" --batch 8 --small-batch $small --split 4 \
@@ -155,7 +157,7 @@ for s in p["stages"]:
             assert w["%s_after_%s" % (op, theirs)] > 0, s'
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --profile "$P2"
     stdout_has "bubble: predicted" "simulate with times under load"
-    # Ops after a wait: with every range's ops twice as slow after whatever
+    # Ops after a wait: with every range's ops 4 times as slow after whatever
     # the other device ran, the simulated step is longer than with none.
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
@@ -163,7 +165,7 @@ for s in p['stages']:
     s.pop('after_wait')
 json.dump(p, open(sys.argv[2], 'w'))
 for s in p['stages']:
-    s['after_wait'] = {'%s_after_%s' % (op, theirs): 2 for op in ('forward', 'backward')
+    s['after_wait'] = {'%s_after_%s' % (op, theirs): 4 for op in ('forward', 'backward')
                        for theirs in ('forward', 'backward', 'update')}
 json.dump(p, open(sys.argv[3], 'w'))" "$P2" "$T/nowait.profile.json" "$T/slowwait.profile.json"
     # The first shape of these figures loads as not measured: the same step
@@ -361,6 +363,19 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
         'del p["layers"][3]["small"]'
     bad_profile small_unasked "layer 0 has 'small' times but the profile has no 'small_batch'" \
         'del p["small_batch"]'
+    bad_profile small_array "layer 2 needs 'small', an object of its times at the profile's 'small_batch' of 1" \
+        'p["layers"][2]["small"] = [1, 2, 3]'
+    bad_profile small_of_one "profile: 'small_batch' must be below 'batch', which is 1" \
+        'p["batch"] = 1'
+    # "small_batch": 0 is what --small-batch 0 means, one size: it loads
+    # as if absent.
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+p['small_batch'] = 0
+for l in p['layers']:
+    del l['small']
+json.dump(p, open(sys.argv[2], 'w'))" "$P" "$T/small0.json"
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/small0.json"
     bad_profile small_negative "layer 4 'small': 'backward_weights_s' must be a number >= 0" \
         'p["layers"][4]["small"]["backward_weights_s"] = -1'
     bad_profile forward_negative "layer 4: 'forward_s' must be a number >= 0" \

@@ -228,14 +228,20 @@ extern "C" bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t 
     int enabled = 1, caller = 0;
     BG_CUDA_CHECK(a, cudaGetDevice(&caller));
     const int pair[2][2] = {{from, to}, {to, from}};
+    bg_status_t st = BG_OK;
     for (int i = 0; i < 2; i++) {
-        BG_CUDA_CHECK(a, cudaSetDevice(pair[i][0]));
+        BG_CUDA_CHECK_GOTO(a, cudaSetDevice(pair[i][0]), st, done);
         cudaError_t e = cudaDeviceEnablePeerAccess(pair[i][1], 0);
         /* Refused (too many peers, say): copies then go through host memory. */
         if (e != cudaSuccess) (void)cudaGetLastError();
         enabled = enabled && (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled);
     }
-    BG_CUDA_CHECK(a, cudaSetDevice(caller)); /* the caller's GPU, as before */
     *direct = enabled;
-    return BG_OK;
+done:
+    /* The caller's GPU, as before, on either path (a failure here is
+     * reported unless one came first). */
+    const cudaError_t restored = cudaSetDevice(caller);
+    if (restored != cudaSuccess && st == BG_OK)
+        st = bg_cuda_fail(a, restored, "cudaSetDevice(caller)", __FILE__, __LINE__);
+    return st;
 }
