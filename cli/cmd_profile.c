@@ -2,6 +2,7 @@
  * optimizer update on one CPU core at the micro-batch size the planner will
  * use, and the channel costs between two cores (stages/profile.h), prints
  * them, and writes the profile as JSON for --profile. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +29,9 @@ static const char help[] =
     "            thread), with 2 micro-batches in flight through its stash slots;\n"
     "            each the mean of the timed rounds after two warm-up rounds;\n"
     "            and their forward, dX and dW again at micro-batches of one\n"
-    "            sample (--small-batch): other sizes are priced on each op's\n"
-    "            line through both sizes, a fixed part (reading its weights)\n"
-    "            plus a part per sample\n"
+    "            sample, of B and between (--sizes): a size between two timed ones is\n"
+    "            priced on each op's line through them, a fixed part (reading\n"
+    "            its weights) plus a part per sample\n"
     "  channels  for every layer boundary, what handing its tensor to another CPU\n"
     "            device costs, measured with a second thread on the next device's\n"
     "            core passing it back and forth through real channels: the\n"
@@ -83,8 +84,10 @@ static const char help[] =
     "  --batch B          samples per optimizer step (default 64)\n"
     "  --microbatches M   micro-batches per step (default 1): layers are timed\n"
     "                     on ceil(B / M) samples\n"
-    "  --small-batch N    also time the layers at N samples, below ceil(B / M)\n"
-    "                     (default 1 where ceil(B / M) > 1; 0: that size only)\n"
+    "  --sizes N,...      also time the layers at these micro-batch sizes, up\n"
+    "                     to 4 (default 1, B and sizes between, each within 4\n"
+    "                     times the next: every size a step of B can have,\n"
+    "                     1,4,64 at B = 64, M = 4; 0: ceil(B / M) only)\n"
     "  --repetitions R    timed rounds, their mean counts (default 7, 1..101;\n"
     "                     a layer range's rounds are split among its passes)\n"
     "  --optimizer NAME   adam (default) or sgd, for the update times\n"
@@ -105,16 +108,84 @@ static const char help[] =
     "  brigade profile examples/fashion_cnn.model --microbatches 4 --devices cpu:2 \\\n"
     "      --split 4 -o split4.profile.json      # seconds: the two stages only\n";
 
-typedef struct profile_options {
+typedef struct profile_options profile_options_t;
+
+/* --sizes "1,64": up to BG_PROFILE_MAX_OTHER_SIZES sizes, any order, sorted
+ * into o; "0": none. */
+static bg_status_t parse_sizes(const char *text, profile_options_t *o);
+
+struct profile_options {
     const char *model, *output, *devices;
     int64_t batch, microbatches, repetitions;
-    int64_t small_batch; /* --small-batch; -1: 1 where the micro-batch is larger */
+    /* --sizes, ascending, without ceil(B / M); count -1: not given (1 and B) */
+    int size_count;
+    int64_t sizes[BG_PROFILE_MAX_OTHER_SIZES];
     int split[BG_MAX_STAGES], split_count; /* --split, 0: every range */
     bg_optimizer_config_t optimizer;
-} profile_options_t;
+};
+
+static bg_status_t parse_sizes(const char *text, profile_options_t *o) {
+    if (strcmp(text, "0") == 0) {
+        o->size_count = 0;
+        return BG_OK;
+    }
+    int count = 0;
+    const char *at = text;
+    while (1) {
+        const char *comma = strchr(at, ',');
+        const size_t length = comma != NULL ? (size_t)(comma - at) : strlen(at);
+        char one[24];
+        if (length == 0 || length >= sizeof one)
+            return bg_error_set(BG_ERR_INVALID,
+                                "--sizes: expected micro-batch sizes like 1,64 (or 0 for none), "
+                                "got '%s'",
+                                text);
+        if (count == BG_PROFILE_MAX_OTHER_SIZES)
+            return bg_error_set(BG_ERR_INVALID, "--sizes '%s': at most %d sizes", text,
+                                BG_PROFILE_MAX_OTHER_SIZES);
+        memcpy(one, at, length);
+        one[length] = '\0';
+        int64_t size;
+        BG_CHECK(bg_cli_parse_int("--sizes", one, 1, 1 << 20, &size));
+        int k = count++; /* insertion sort */
+        for (; k > 0 && o->sizes[k - 1] > size; k--) o->sizes[k] = o->sizes[k - 1];
+        o->sizes[k] = size;
+        if (comma == NULL) break;
+        at = comma + 1;
+    }
+    o->size_count = count;
+    return BG_OK;
+}
+
+/* --sizes by default: 1 and B, then, while two neighbours among those and
+ * ceil(B / M) are more than 4 times apart and fewer than
+ * BG_PROFILE_MAX_OTHER_SIZES sizes are chosen, the geometric middle of the
+ * two farthest apart: at B = 64, M = 4, the sizes 1, 4 and 64 beside 16.
+ * On the origin CNN that priced every M of a sweep within 3% of a profile
+ * at 1 and 64 only, which was 22% long at M = 16 (docs/planner.md). */
+static void default_sizes(profile_options_t *o, int64_t micro) {
+    int64_t all[BG_PROFILE_MAX_OTHER_SIZES + 1] = {1};
+    int n = 1;
+    if (micro > 1) all[n++] = micro;
+    if (o->batch > micro) all[n++] = o->batch;
+    while (n - 1 < BG_PROFILE_MAX_OTHER_SIZES) {
+        int widest = 0;
+        for (int k = 1; k + 1 < n; k++)
+            if ((double)all[k + 1] / (double)all[k] > (double)all[widest + 1] / (double)all[widest])
+                widest = k;
+        if (n < 2 || all[widest + 1] <= 4 * all[widest]) break;
+        const int64_t middle = (int64_t)(sqrt((double)all[widest] * (double)all[widest + 1]) + 0.5);
+        for (int k = n; k > widest + 1; k--) all[k] = all[k - 1];
+        all[widest + 1] = middle;
+        n++;
+    }
+    o->size_count = 0;
+    for (int k = 0; k < n; k++)
+        if (all[k] != micro) o->sizes[o->size_count++] = all[k];
+}
 
 static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *show_help) {
-    static const char *const with_value[] = {"--batch",       "--microbatches", "--small-batch",
+    static const char *const with_value[] = {"--batch",       "--microbatches", "--sizes",
                                              "--repetitions", "--optimizer",    "--momentum",
                                              "--devices",     "--split",        "-o"};
     for (int i = 1; i < argc; i++) {
@@ -140,8 +211,8 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));
         else if (strcmp(arg, "--microbatches") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 65536, &o->microbatches));
-        else if (strcmp(arg, "--small-batch") == 0)
-            BG_CHECK(bg_cli_parse_int(arg, v, 0, 1 << 20, &o->small_batch));
+        else if (strcmp(arg, "--sizes") == 0)
+            BG_CHECK(parse_sizes(v, o));
         else if (strcmp(arg, "--repetitions") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 101, &o->repetitions));
         else if (strcmp(arg, "--optimizer") == 0)
@@ -162,17 +233,13 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
                             "%lld micro-batches of a %lld-sample batch would leave some empty",
                             (long long)o->microbatches, (long long)o->batch);
     const int64_t micro = (o->batch + o->microbatches - 1) / o->microbatches;
-    if (o->small_batch < 0) o->small_batch = micro > 1 ? 1 : 0;
-    if (o->small_batch > 0 && micro == 1)
-        return bg_error_set(BG_ERR_INVALID,
-                            "--small-batch %lld: the micro-batch is 1 sample (ceil(B / M)), and "
-                            "no size is smaller; leave it out, or give 0",
-                            (long long)o->small_batch);
-    if (o->small_batch >= micro && o->small_batch > 0)
-        return bg_error_set(BG_ERR_INVALID,
-                            "--small-batch %lld: must be below the micro-batch of %lld samples "
-                            "(ceil(B / M)), or 0 to time that size only",
-                            (long long)o->small_batch, (long long)micro);
+    if (o->size_count < 0) default_sizes(o, micro);
+    /* ceil(B / M) is timed anyway, and 1 and B are the same for B = 1. */
+    int kept = 0;
+    for (int k = 0; k < o->size_count; k++)
+        if (o->sizes[k] != micro && (kept == 0 || o->sizes[k] != o->sizes[kept - 1]))
+            o->sizes[kept++] = o->sizes[k];
+    o->size_count = kept;
     BG_CHECK(bg_cli_check_output("-o", o->output)); /* now, not after the measuring */
     const bg_cli_file_t files[] = {{"MODEL", o->model, 0, NULL, 0}, {"-o", o->output, 1, NULL, 0}};
     return bg_cli_check_distinct(files, 2);
@@ -216,6 +283,47 @@ static void print_after_wait(const bg_profile_t *p) {
                lo[op][BG_NEIGHBOUR_UPDATE], hi[op][BG_NEIGHBOUR_UPDATE]);
 }
 
+/* Each layer's fwd + dX + dW at every size timed, ascending (the profile's
+ * batch marked), and how other sizes are priced. */
+static void print_sizes(const bg_model_spec_t *spec, const bg_profile_t *p) {
+    if (p->other_sizes == 0) {
+        printf("other micro-batch sizes are priced in proportion to the samples (one size "
+               "timed: --sizes)\n");
+        return;
+    }
+    int64_t size[BG_PROFILE_MAX_OTHER_SIZES + 1];
+    int n = 0, batch_at = -1;
+    for (int k = 0; k <= p->other_sizes; k++) {
+        if (batch_at < 0 && (k == p->other_sizes || p->batch < p->other_size[k])) {
+            batch_at = n;
+            size[n++] = p->batch;
+        }
+        if (k < p->other_sizes) size[n++] = p->other_size[k];
+    }
+    printf("\n%5s  %-22s", "layer", "fwd + dX + dW ms at");
+    for (int k = 0; k < n; k++) {
+        char head[24];
+        snprintf(head, sizeof head, "%lld%s", (long long)size[k], k == batch_at ? "*" : "");
+        printf(" %9s", head);
+    }
+    printf("\n");
+    for (int i = 0; i < p->layers; i++) {
+        const bg_layer_profile_t *l = &p->layer[i];
+        printf("%5d  %-22s", i, bg_layer_kind_name(spec->layers[i].kind));
+        for (int k = 0, other = 0; k < n; k++) {
+            const double t = k == batch_at
+                                 ? l->forward_s + l->backward_data_s + l->backward_weights_s
+                                 : l->at_size[other].forward_s + l->at_size[other].backward_data_s +
+                                       l->at_size[other].backward_weights_s;
+            other += k != batch_at;
+            printf(" %9.4f", t * 1e3);
+        }
+        printf("\n");
+    }
+    printf("(*: the micro-batch of the table above; a size between two timed ones is priced on "
+           "each op's line through them, past the largest in proportion to it)\n");
+}
+
 static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
     printf("%5s  %-22s %9s %9s %9s %10s %9s\n", "layer", "kind", "fwd ms", "dX ms", "dW ms",
            "update ms", "total ms");
@@ -237,18 +345,7 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
            (sum.forward_s + sum.backward_data_s + sum.backward_weights_s) * 1e3);
     printf("\ntotal ms: fwd + dX + dW of one micro-batch of %lld samples (update: once a step)\n",
            (long long)p->batch);
-    if (p->small_batch > 0) {
-        bg_layer_small_t small = {0};
-        for (int i = 0; i < p->layers; i++) {
-            small.forward_s += p->layer[i].small.forward_s;
-            small.backward_data_s += p->layer[i].small.backward_data_s;
-            small.backward_weights_s += p->layer[i].small.backward_weights_s;
-        }
-        printf("at %lld sample%s: fwd %.4f ms, dX %.4f ms, dW %.4f ms in all; other sizes are "
-               "priced on each layer's line through both sizes\n",
-               (long long)p->small_batch, p->small_batch == 1 ? "" : "s", small.forward_s * 1e3,
-               small.backward_data_s * 1e3, small.backward_weights_s * 1e3);
-    }
+    print_sizes(spec, p);
     printf("copy bandwidth: %.2f GB/s per memcpy (a channel copies twice per transfer)\n",
            p->copy_bytes_per_s / 1e9);
     printf("channels: hand-off %.1f us, wake %.1f us; per boundary (us): send/recv",
@@ -280,7 +377,7 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
 int bg_cmd_profile(int argc, char **argv) {
     profile_options_t o = {.batch = 64,
                            .microbatches = 1,
-                           .small_batch = -1,
+                           .size_count = -1,
                            .repetitions = 7,
                            .optimizer = BG_OPTIMIZER_CONFIG_INIT};
     int show_help = 0;
@@ -321,7 +418,8 @@ int bg_cmd_profile(int argc, char **argv) {
     bg_profile_config_t pc = BG_PROFILE_CONFIG_INIT;
     pc.spec = spec;
     pc.batch = (o.batch + o.microbatches - 1) / o.microbatches;
-    pc.small_batch = o.small_batch;
+    pc.other_sizes = o.size_count;
+    for (int k = 0; k < o.size_count; k++) pc.other_size[k] = o.sizes[k];
     pc.repetitions = (int)o.repetitions;
     pc.optimizer = o.optimizer;
     pc.microbatches = (int)(o.microbatches < 64 ? o.microbatches : 64);
@@ -334,11 +432,17 @@ int bg_cmd_profile(int argc, char **argv) {
     progress.what = "timing layer ranges as stages:";
     pc.progress = bg_progress_count;
     pc.progress_ctx = &progress;
-    char small[48] = "";
-    if (pc.small_batch > 0)
-        snprintf(small, sizeof small, " (the layers also at %lld)", (long long)pc.small_batch);
-    fprintf(stderr, "profiling %s: %d layers, micro-batch of %lld samples%s, %d timed runs each\n",
-            o.model, spec->num_layers, (long long)pc.batch, small, pc.repetitions);
+    char sizes[96] = "";
+    for (int k = 0, at = 0; k < pc.other_sizes && at < (int)sizeof sizes; k++)
+        at += snprintf(sizes + at, sizeof sizes - (size_t)at, "%s%lld%s",
+                       k == 0                    ? " (the layers also at "
+                       : k + 1 == pc.other_sizes ? " and "
+                                                 : ", ",
+                       (long long)pc.other_size[k], k + 1 == pc.other_sizes ? ")" : "");
+    fprintf(stderr,
+            "profiling %s: %d layers, micro-batch of %lld sample%s%s, %d timed run%s each\n",
+            o.model, spec->num_layers, (long long)pc.batch, pc.batch == 1 ? "" : "s", sizes,
+            pc.repetitions, pc.repetitions == 1 ? "" : "s");
     if (pc.split == NULL && spec->num_layers > BG_PROFILE_MAX_STAGE_LAYERS)
         fprintf(stderr,
                 "note: %s has %d layers; every layer range is timed as a stage only for models "
@@ -347,6 +451,11 @@ int bg_cmd_profile(int argc, char **argv) {
                 "stages of one placement)\n",
                 o.model, spec->num_layers, BG_PROFILE_MAX_STAGE_LAYERS);
     BG_CHECK_GOTO(bg_profile_measure(&pc, &profile), st, fail);
+    if (profile->other_sizes < pc.other_sizes)
+        fprintf(stderr,
+                "note: the layers were timed at %d of the %d other sizes; the rest did not fit "
+                "in memory as a stage of the whole model (give --sizes smaller ones)\n",
+                profile->other_sizes, pc.other_sizes);
     print_profile(spec, profile);
     if (o.output != NULL) {
         BG_CHECK_GOTO(bg_profile_save(profile, o.output), st, fail);

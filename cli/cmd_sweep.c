@@ -356,6 +356,7 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
     bg_pipeline_stage_info_t *info = NULL; /* measured points only */
     size_t *peaks = NULL;
     bg_status_t st = bg_plan_create(&request, &plan);
+    if (st == BG_OK && o->simulate) bg_cli_note_profile_sizes(plan);
     if (st == BG_ERR_INVALID) {
         snprintf(skip, skip_size, "%s", bg_error_message());
         st = BG_OK;

@@ -118,11 +118,43 @@ bg_status_t bg_cli_check_profile_used(const char *cmd, const bg_placement_t *p) 
     return BG_OK;
 }
 
+void bg_cli_note_profile_sizes(const bg_plan_t *plan) {
+    const bg_profile_t *prof = plan->request.profile;
+    if (prof == NULL || prof->batch < 1) return;
+    const double size = (double)plan->request.batch / plan->request.microbatches;
+    /* The sizes in ascending order, the batch among the others. */
+    int64_t timed[BG_PROFILE_MAX_OTHER_SIZES + 1];
+    int n = 0;
+    for (int k = 0; k < prof->other_sizes && prof->other_size[k] < prof->batch; k++)
+        timed[n++] = prof->other_size[k];
+    timed[n++] = prof->batch;
+    for (int k = 0; k < prof->other_sizes; k++)
+        if (prof->other_size[k] > prof->batch) timed[n++] = prof->other_size[k];
+    const int64_t smallest = timed[0], largest = timed[n - 1];
+    char sizes[128] = "";
+    for (int k = 0, at = 0; k < n && at < (int)sizeof sizes; k++)
+        at += snprintf(sizes + at, sizeof sizes - (size_t)at, "%s%lld", k > 0 ? ", " : "",
+                       (long long)timed[k]);
+    if (size >= (double)smallest && size <= (double)largest) return;
+    char about[32]; /* whole past 100: "1024", not "1.02e+03" */
+    snprintf(about, sizeof about, size >= 100 ? "%.0f" : "%.3g", size);
+    fprintf(stderr,
+            "note: M=%d makes micro-batches of about %s samples, %s the sizes --profile timed "
+            "(%s): its times are extrapolated there; 'brigade profile --batch %lld "
+            "--microbatches %d' times this size\n",
+            plan->request.microbatches, about, size > (double)largest ? "above" : "below", sizes,
+            (long long)plan->request.batch, plan->request.microbatches);
+}
+
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,
                              bg_plan_t **out) {
     unsigned flags = (p->auto_microbatches ? BG_PLAN_SEARCH_MICROBATCHES : 0) |
                      (p->auto_schedule ? BG_PLAN_SEARCH_SCHEDULE : 0);
-    if (flags == 0) return bg_plan_create(request, out);
+    if (flags == 0) {
+        BG_CHECK(bg_plan_create(request, out));
+        bg_cli_note_profile_sizes(*out);
+        return BG_OK;
+    }
     bg_plan_t *plan = NULL;
     BG_CHECK(bg_plan_search(request, flags, &plan));
     p->microbatches = plan->request.microbatches;
@@ -150,33 +182,7 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
         fprintf(stderr, ": nothing fits; this overflows least\n");
     else
         fprintf(stderr, ", every stage fits\n");
-    /* A profile's times follow a line through the sizes it timed (or are
-     * in proportion to its one size); far outside them they are guesses
-     * (GEMMs of a few rows run slower per sample, bound by reading their
-     * weights). */
-    const bg_profile_t *prof = plan->request.profile;
-    const double size = (double)plan->request.batch / plan->request.microbatches;
-    const int64_t smallest = prof != NULL && prof->small_batch > 0 ? prof->small_batch
-                             : prof != NULL                        ? prof->batch
-                                                                   : 0;
-    if (prof != NULL && p->auto_microbatches && prof->batch > 0 &&
-        (size * 4 < (double)smallest || size > 4.0 * (double)prof->batch)) {
-        char sizes[64];
-        if (prof->small_batch > 0)
-            snprintf(sizes, sizeof sizes, "%lld and %lld samples", (long long)prof->small_batch,
-                     (long long)prof->batch);
-        else
-            snprintf(sizes, sizeof sizes, "%lld samples", (long long)prof->batch);
-        char about[32]; /* whole past 100: "1024", not "1.02e+03" */
-        snprintf(about, sizeof about, size >= 100 ? "%.0f" : "%.3g", size);
-        fprintf(stderr,
-                "note: --profile timed micro-batches of %s and M=%d makes them about %s: its "
-                "times are extrapolated to that, which %s micro-batches do not follow; 'brigade "
-                "profile --batch %lld --microbatches %d' times this size\n",
-                sizes, plan->request.microbatches, about,
-                size > (double)prof->batch ? "larger" : "few-sample",
-                (long long)plan->request.batch, plan->request.microbatches);
-    }
+    bg_cli_note_profile_sizes(plan);
     *out = plan;
     return BG_OK;
 }

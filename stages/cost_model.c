@@ -228,12 +228,9 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         const double size = m->mean_micro;
         for (int i = 0; i < n; i++) {
             const bg_layer_profile_t *lp = &prof->layer[i];
-            const double forward =
-                bg_profile_layer_seconds(prof, lp->forward_s, lp->small.forward_s, size);
-            const double dx = bg_profile_layer_seconds(prof, lp->backward_data_s,
-                                                       lp->small.backward_data_s, size);
-            const double dw = bg_profile_layer_seconds(prof, lp->backward_weights_s,
-                                                       lp->small.backward_weights_s, size);
+            const double forward = bg_profile_layer_seconds(prof, lp, BG_PROFILE_FORWARD, size);
+            const double dx = bg_profile_layer_seconds(prof, lp, BG_PROFILE_BACKWARD_DATA, size);
+            const double dw = bg_profile_layer_seconds(prof, lp, BG_PROFILE_BACKWARD_WEIGHTS, size);
             m->forward_s[i + 1] = m->forward_s[i] + forward;
             m->backward_s[i + 1] = m->backward_s[i] + dx + dw;
             m->weight_s[i + 1] = m->weight_s[i] + dw;

@@ -171,31 +171,71 @@ done:
     return st;
 }
 
-/* The layers' forward, dX and dW again at cfg->small_batch samples, into
- * p->layer[i].small. */
-static bg_status_t measure_small_layers(bg_backend_t *be, const bg_profile_config_t *cfg,
-                                        bg_profile_t *p) {
-    bg_layer_profile_t *small = calloc((size_t)p->layers, sizeof *small);
-    if (small == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
-    const bg_status_t st = measure_layers(be, cfg, cfg->small_batch, small);
-    for (int i = 0; st == BG_OK && i < p->layers; i++)
-        p->layer[i].small = (bg_layer_small_t){small[i].forward_s, small[i].backward_data_s,
-                                               small[i].backward_weights_s};
-    free(small);
+/* The layers' forward, dX and dW again at each of cfg's other sizes, into
+ * p->layer[i].at_size and p->other_size. A size whose stage does not fit
+ * in memory (a whole model at a large batch) is left out. */
+static bg_status_t measure_other_sizes(bg_backend_t *be, const bg_profile_config_t *cfg,
+                                       bg_profile_t *p) {
+    bg_layer_profile_t *times = calloc((size_t)p->layers, sizeof *times);
+    if (times == NULL) return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
+    bg_status_t st = BG_OK;
+    p->other_sizes = 0;
+    for (int k = 0; st == BG_OK && k < cfg->other_sizes; k++) {
+        st = measure_layers(be, cfg, cfg->other_size[k], times);
+        if (st == BG_ERR_NOMEM) {
+            bg_error_clear();
+            st = BG_OK;
+            continue;
+        }
+        const int at = p->other_sizes;
+        for (int i = 0; st == BG_OK && i < p->layers; i++)
+            p->layer[i].at_size[at] = (bg_layer_at_size_t){
+                times[i].forward_s, times[i].backward_data_s, times[i].backward_weights_s};
+        if (st == BG_OK) p->other_size[p->other_sizes++] = cfg->other_size[k];
+    }
+    free(times);
     return st;
 }
 
-double bg_profile_layer_seconds(const bg_profile_t *p, double at_batch, double at_small,
-                                double samples) {
-    const double batch = (double)p->batch;
-    if (p->small_batch < 1 || p->small_batch >= p->batch) return at_batch * samples / batch;
-    const double per_sample = (at_batch - at_small) / (batch - (double)p->small_batch);
-    /* The smaller took as long or longer: a fixed cost up to the batch,
-     * in proportion past it (a larger micro-batch does not come free). */
-    if (per_sample <= 0) return samples <= batch ? at_batch : at_batch * samples / batch;
-    const double fixed = at_batch - per_sample * batch;
-    if (fixed < 0) return at_batch * samples / batch; /* less than in proportion */
-    return fixed + per_sample * samples;
+static double op_seconds_at_batch(const bg_layer_profile_t *l, bg_profile_op_t op) {
+    return op == BG_PROFILE_FORWARD         ? l->forward_s
+           : op == BG_PROFILE_BACKWARD_DATA ? l->backward_data_s
+                                            : l->backward_weights_s;
+}
+
+static double op_seconds_at_size(const bg_layer_at_size_t *t, bg_profile_op_t op) {
+    return op == BG_PROFILE_FORWARD         ? t->forward_s
+           : op == BG_PROFILE_BACKWARD_DATA ? t->backward_data_s
+                                            : t->backward_weights_s;
+}
+
+double bg_profile_layer_seconds(const bg_profile_t *p, const bg_layer_profile_t *l,
+                                bg_profile_op_t op, double samples) {
+    /* The timed sizes in ascending order, the batch among the others. */
+    double size[BG_PROFILE_MAX_OTHER_SIZES + 1] = {0}, time[BG_PROFILE_MAX_OTHER_SIZES + 1] = {0};
+    int n = 0, placed = 0;
+    const int others =
+        p->other_sizes < BG_PROFILE_MAX_OTHER_SIZES ? p->other_sizes : BG_PROFILE_MAX_OTHER_SIZES;
+    for (int k = 0; k <= others; k++) {
+        if (!placed && (k == others || p->batch < p->other_size[k])) {
+            size[n] = (double)p->batch;
+            time[n++] = op_seconds_at_batch(l, op);
+            placed = 1;
+        }
+        if (k < others) {
+            size[n] = (double)p->other_size[k];
+            time[n++] = op_seconds_at_size(&l->at_size[k], op);
+        }
+    }
+    if (n == 1 || samples >= size[n - 1]) return time[n - 1] * samples / size[n - 1];
+    int k = 1; /* the segment [size[k - 1], size[k]] that holds samples, or the first */
+    while (k < n - 1 && samples > size[k]) k++;
+    const double t =
+        time[k - 1] + (time[k] - time[k - 1]) * (samples - size[k - 1]) / (size[k] - size[k - 1]);
+    if (samples >= size[0]) return t;
+    /* Below the smallest: between its time in proportion and its time. */
+    const double proportional = time[0] * samples / size[0];
+    return t < proportional ? proportional : t > time[0] ? time[0] : t;
 }
 
 /* ---- channel costs, between two threads ---- */
@@ -390,16 +430,26 @@ done:
     return best < BG_PROFILE_MAX_COPY_BYTES_PER_S ? best : BG_PROFILE_MAX_COPY_BYTES_PER_S;
 }
 
+/* Up to BG_PROFILE_MAX_OTHER_SIZES sizes, ascending from 1, none the batch. */
+static int other_sizes_valid(const bg_profile_config_t *cfg) {
+    if (cfg->other_sizes < 0 || cfg->other_sizes > BG_PROFILE_MAX_OTHER_SIZES) return 0;
+    for (int k = 0; k < cfg->other_sizes; k++)
+        if (cfg->other_size[k] < 1 || cfg->other_size[k] == cfg->batch ||
+            (k > 0 && cfg->other_size[k] <= cfg->other_size[k - 1]))
+            return 0;
+    return 1;
+}
+
 bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **out) {
     if (cfg->spec == NULL || cfg->batch < 1 || cfg->repetitions < 1 ||
         cfg->repetitions > MAX_REPETITIONS || cfg->stash_slots < 1 ||
         cfg->stash_slots > MAX_STASH_SLOTS || cfg->microbatches < 1 ||
-        cfg->microbatches > MAX_STASH_SLOTS || cfg->small_batch < 0 ||
-        (cfg->small_batch > 0 && cfg->small_batch >= cfg->batch))
+        cfg->microbatches > MAX_STASH_SLOTS || !other_sizes_valid(cfg))
         return bg_error_set(BG_ERR_INVALID,
-                            "profile: need a model, batch >= 1, a small batch of 0 or 1..batch-1, "
-                            "1..%d repetitions and 1..%d stash slots and micro-batches",
-                            MAX_REPETITIONS, MAX_STASH_SLOTS);
+                            "profile: need a model, batch >= 1, up to %d other sizes ascending "
+                            "from 1 and none the batch, 1..%d repetitions and 1..%d stash slots "
+                            "and micro-batches",
+                            BG_PROFILE_MAX_OTHER_SIZES, MAX_REPETITIONS, MAX_STASH_SLOTS);
     if (cfg->split != NULL) {
         /* Checked now, not after the layers' minute of timing. */
         if (cfg->split_count < 1)
@@ -411,7 +461,6 @@ bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **ou
     p->version = BG_PROFILE_VERSION;
     p->layers = cfg->spec->num_layers;
     p->batch = cfg->batch;
-    p->small_batch = cfg->small_batch;
     p->stash_slots = cfg->stash_slots;
     p->fingerprint = cfg->spec->fingerprint;
     snprintf(p->device, sizeof p->device, "cpu");
@@ -424,7 +473,7 @@ bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **ou
     bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
     BG_CHECK_GOTO(bg_backend_cpu_create(&cpu, &be), st, fail);
     BG_CHECK_GOTO(measure_layers(be, cfg, cfg->batch, p->layer), st, fail);
-    if (p->small_batch > 0) BG_CHECK_GOTO(measure_small_layers(be, cfg, p), st, fail);
+    BG_CHECK_GOTO(measure_other_sizes(be, cfg, p), st, fail);
     BG_CHECK_GOTO(measure_channels(be, cfg, p), st, fail);
     BG_CHECK_GOTO(bg_profile_measure_stages(be, cfg, p), st, fail);
     p->copy_bytes_per_s = measure_copy();

@@ -22,11 +22,11 @@
  * layer's gradients for the next step (as the executor's optimizer step
  * does) and weight_check_s is the check of its accumulated gradients for
  * NaN and Inf (once a step, after its last backward). A profile may also
- * hold "small_batch": n (1 <= n < batch) and in each layer "small":
- * {"forward_s", "backward_data_s", "backward_weights_s"}, the same layer
- * timed at a micro-batch of n samples; with both sizes the cost model
- * prices other sizes on the line through them (bg_profile_layer_seconds).
- * Version 1 (no
+ * hold "other_sizes": [n, ...] (ascending, none equal to batch) and in
+ * each layer "at_other_sizes": [{"forward_s", "backward_data_s",
+ * "backward_weights_s"}, ...], the same layer timed at micro-batches of
+ * those sizes; the cost model prices a size between two timed ones on the
+ * line through them (bg_profile_layer_seconds). Version 1 (no
  * "version") lacks stash_slots, handoff_s, wake_s, send_s and recv_s and
  * still loads: its copies are then estimated from copy_bytes_per_s.
  * weight_check_s (here and in stage entries) came later within version 2:
@@ -46,10 +46,20 @@
 extern "C" {
 #endif
 
-/* A layer's forward, dX and dW at the profile's small_batch. */
-typedef struct bg_layer_small {
+/* Most micro-batch sizes a profile times the layers at besides its batch. */
+#define BG_PROFILE_MAX_OTHER_SIZES 4
+
+/* A layer's forward, dX and dW at one of the profile's other sizes. */
+typedef struct bg_layer_at_size {
     double forward_s, backward_data_s, backward_weights_s;
-} bg_layer_small_t;
+} bg_layer_at_size_t;
+
+/* The ops whose times a profile holds at every size. */
+typedef enum bg_profile_op {
+    BG_PROFILE_FORWARD,
+    BG_PROFILE_BACKWARD_DATA,
+    BG_PROFILE_BACKWARD_WEIGHTS,
+} bg_profile_op_t;
 
 typedef struct bg_layer_profile {
     double forward_s;          /* one micro-batch */
@@ -58,7 +68,8 @@ typedef struct bg_layer_profile {
     double update_s;           /* optimizer step of its parameters, and zeroing their gradients */
     double send_s, recv_s;     /* its input through a channel: each end's copy (version 2) */
     double weight_check_s;     /* the NaN/Inf check of its accumulated gradients, once a step */
-    bg_layer_small_t small;    /* at small_batch samples; 0 when the profile has no small_batch */
+    /* At the profile's other sizes: at_size[k] at other_size[k] samples. */
+    bg_layer_at_size_t at_size[BG_PROFILE_MAX_OTHER_SIZES];
 } bg_layer_profile_t;
 
 /* A stage's figures (as in bg_stage_profile_t) while a co-runner on the other core runs the layers
@@ -119,8 +130,11 @@ typedef struct bg_stage_profile {
 typedef struct bg_profile {
     int version; /* 1: layer times and copy bandwidth only; 2: and channel costs */
     int layers;
-    int64_t batch;           /* micro-batch size the times are for */
-    int64_t small_batch;     /* the second size layers were timed at (< batch); 0: none */
+    int64_t batch; /* micro-batch size the times are for */
+    /* The other micro-batch sizes the layers were timed at, ascending, none
+     * equal to batch; other_sizes 0: none. */
+    int other_sizes;
+    int64_t other_size[BG_PROFILE_MAX_OTHER_SIZES];
     double copy_bytes_per_s; /* one memcpy of a few MiB, within the bounds below */
     int stash_slots;         /* micro-batches in flight while timing (version 2) */
     double handoff_s;        /* a sender's copy done -> the waiting receiver running */
@@ -140,10 +154,11 @@ typedef struct bg_profile {
 typedef struct bg_profile_config {
     const bg_model_spec_t *spec;
     int64_t batch; /* micro-batch size to time */
-    /* Also time the layers at this many samples (1 <= small_batch < batch),
-     * so that other micro-batch sizes are priced on the line through both;
-     * 0: at `batch` only. */
-    int64_t small_batch;
+    /* Also time the layers at these micro-batch sizes (ascending, each >= 1
+     * and none equal to batch), so that other sizes are priced between
+     * timed ones; other_sizes 0: at `batch` only. */
+    int other_sizes;
+    int64_t other_size[BG_PROFILE_MAX_OTHER_SIZES];
     int repetitions; /* timed rounds after warm-up, their mean counts (layer
                       * ranges: ceil(R / 3) rounds in each of 3 passes) */
     bg_optimizer_config_t optimizer;
@@ -167,7 +182,7 @@ typedef struct bg_profile_config {
 
 #define BG_PROFILE_CONFIG_INIT                                                                     \
     {                                                                                              \
-        .spec = NULL, .batch = 64, .small_batch = 0, .repetitions = 7,                             \
+        .spec = NULL, .batch = 64, .other_sizes = 0, .other_size = {0}, .repetitions = 7,          \
         .optimizer = BG_OPTIMIZER_CONFIG_INIT, .stash_slots = 2, .microbatches = 1,                \
         .topology = NULL, .peer_core = 1, .loaded = 0, .split = NULL, .split_count = 0,            \
         .progress = NULL, .progress_ctx = NULL                                                     \
@@ -192,17 +207,16 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
 bg_status_t bg_profile_check_optimizer(const bg_profile_t *p, const char *path,
                                        const bg_optimizer_config_t *optimizer);
 
-/* Seconds of one layer op at a micro-batch of `samples` (a mean, so not
- * whole), from its time `at_batch` at the profile's batch and `at_small` at
- * its small_batch: on the line through both, a fixed part plus a part per
- * sample (a GEMM of a few rows is bound by reading its weights, which every
- * size pays), exact at both sizes. Where the two make no such line, as
- * noise or caches can: the smaller took as long or longer, then at_batch
- * up to the profile's batch and in proportion past it; it took less than in
- * proportion, then in proportion to the samples. Without a small_batch: at_batch in proportion to
- * the samples. */
-double bg_profile_layer_seconds(const bg_profile_t *p, double at_batch, double at_small,
-                                double samples);
+/* Seconds of layer `l`'s op at a micro-batch of `samples` (a mean, so not
+ * whole), from its times at the sizes the profile timed (batch and the
+ * other sizes): exact at each; between two of them, on the line through
+ * both (a fixed part, such as reading a GEMM's weights, plus a part per
+ * sample); past the largest, in proportion to the samples from it; below
+ * the smallest, on the line through the two smallest, but no more than the
+ * smallest's time and no less than its time in proportion. With one size:
+ * in proportion to the samples. */
+double bg_profile_layer_seconds(const bg_profile_t *p, const bg_layer_profile_t *l,
+                                bg_profile_op_t op, double samples);
 
 /* NULL is a no-op. */
 void bg_profile_destroy(bg_profile_t *profile);

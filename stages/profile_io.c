@@ -42,7 +42,10 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
         add_number(&ok, root, "optimizer_states", p->optimizer_states);
     }
     add_number(&ok, root, "batch", (double)p->batch);
-    if (p->small_batch > 0) add_number(&ok, root, "small_batch", (double)p->small_batch);
+    cJSON *sizes = p->other_sizes > 0 ? cJSON_AddArrayToObject(root, "other_sizes") : NULL;
+    if (p->other_sizes > 0 && sizes == NULL) ok = 0;
+    for (int k = 0; sizes != NULL && k < p->other_sizes; k++)
+        ok &= cJSON_AddItemToArray(sizes, cJSON_CreateNumber((double)p->other_size[k])) ? 1 : 0;
     add_number(&ok, root, "copy_bytes_per_s", p->copy_bytes_per_s);
     if (p->version >= 2) {
         add_number(&ok, root, "stash_slots", p->stash_slots);
@@ -62,12 +65,15 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
             add_number(&ok, l, "recv_s", p->layer[i].recv_s);
             add_number(&ok, l, "weight_check_s", p->layer[i].weight_check_s);
         }
-        if (p->small_batch > 0) {
-            const bg_layer_small_t *small = &p->layer[i].small;
-            cJSON *o = cJSON_AddObjectToObject(l, "small");
-            add_number(&ok, o, "forward_s", small->forward_s);
-            add_number(&ok, o, "backward_data_s", small->backward_data_s);
-            add_number(&ok, o, "backward_weights_s", small->backward_weights_s);
+        cJSON *at = p->other_sizes > 0 ? cJSON_AddArrayToObject(l, "at_other_sizes") : NULL;
+        if (p->other_sizes > 0 && at == NULL) ok = 0;
+        for (int k = 0; at != NULL && k < p->other_sizes; k++) {
+            const bg_layer_at_size_t *t = &p->layer[i].at_size[k];
+            cJSON *o = cJSON_CreateObject();
+            ok &= cJSON_AddItemToArray(at, o) ? 1 : 0;
+            add_number(&ok, o, "forward_s", t->forward_s);
+            add_number(&ok, o, "backward_data_s", t->backward_data_s);
+            add_number(&ok, o, "backward_weights_s", t->backward_weights_s);
         }
         ok &= cJSON_AddItemToArray(layers, l) ? 1 : 0;
     }
@@ -162,26 +168,60 @@ static bg_status_t whole_field(const char *path, const cJSON *object, const char
     return BG_OK;
 }
 
-/* A layer's "small" times: an object of three times where the profile has
- * a small_batch, absent where it has none. */
-static bg_status_t load_small(const char *path, const cJSON *layer, const char *where,
-                              int64_t small_batch, bg_layer_small_t *out) {
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(layer, "small");
-    if (o == NULL && small_batch == 0) return BG_OK;
-    if (small_batch == 0)
+/* A layer's "at_other_sizes": one object of three times for each of the
+ * profile's other sizes, absent where it has none. */
+static bg_status_t load_other_sizes(const char *path, const cJSON *layer, const char *where,
+                                    const bg_profile_t *p, bg_layer_profile_t *out) {
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(layer, "at_other_sizes");
+    if (list == NULL && p->other_sizes == 0) return BG_OK;
+    if (p->other_sizes == 0)
         return bg_error_set(BG_ERR_PARSE,
-                            "%s: %s has 'small' times but the profile has no 'small_batch'", path,
-                            where);
-    if (!cJSON_IsObject(o))
+                            "%s: %s has 'at_other_sizes' but the profile has no 'other_sizes'",
+                            path, where);
+    if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) != p->other_sizes)
         return bg_error_set(BG_ERR_PARSE,
-                            "%s: %s needs 'small', an object of its times at the profile's "
-                            "'small_batch' of %lld",
-                            path, where, (long long)small_batch);
-    char small_where[48];
-    snprintf(small_where, sizeof small_where, "%s 'small'", where);
-    BG_CHECK(time_field(path, o, "forward_s", small_where, &out->forward_s));
-    BG_CHECK(time_field(path, o, "backward_data_s", small_where, &out->backward_data_s));
-    return time_field(path, o, "backward_weights_s", small_where, &out->backward_weights_s);
+                            "%s: %s needs 'at_other_sizes', a list of %d objects: its times at "
+                            "each of 'other_sizes'",
+                            path, where, p->other_sizes);
+    const cJSON *o = list->child;
+    for (int k = 0; k < p->other_sizes; k++, o = o->next) {
+        char at[64];
+        snprintf(at, sizeof at, "%s at %lld sample%s", where, (long long)p->other_size[k],
+                 p->other_size[k] == 1 ? "" : "s");
+        if (!cJSON_IsObject(o))
+            return bg_error_set(BG_ERR_PARSE, "%s: %s: not an object of times", path, at);
+        bg_layer_at_size_t *t = &out->at_size[k];
+        BG_CHECK(time_field(path, o, "forward_s", at, &t->forward_s));
+        BG_CHECK(time_field(path, o, "backward_data_s", at, &t->backward_data_s));
+        BG_CHECK(time_field(path, o, "backward_weights_s", at, &t->backward_weights_s));
+    }
+    return BG_OK;
+}
+
+/* The optional "other_sizes": up to BG_PROFILE_MAX_OTHER_SIZES whole sizes,
+ * ascending, none equal to the profile's batch. */
+static bg_status_t load_sizes(const char *path, const cJSON *root, bg_profile_t *p) {
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "other_sizes");
+    if (list == NULL) return BG_OK;
+    const int count = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : -1;
+    if (count < 0 || count > BG_PROFILE_MAX_OTHER_SIZES)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: profile: 'other_sizes' must be a list of up to %d micro-batch "
+                            "sizes",
+                            path, BG_PROFILE_MAX_OTHER_SIZES);
+    const cJSON *item = list->child;
+    for (int k = 0; k < count; k++, item = item->next) {
+        const double v = cJSON_IsNumber(item) ? item->valuedouble : -1;
+        if (!(v >= 1 && v <= 1e9 && v == floor(v)) || v == (double)p->batch ||
+            (k > 0 && v <= (double)p->other_size[k - 1]))
+            return bg_error_set(BG_ERR_PARSE,
+                                "%s: profile: 'other_sizes' must be whole micro-batch sizes from "
+                                "1, ascending, none the profile's 'batch' (%lld); entry %d is not",
+                                path, (long long)p->batch, k);
+        p->other_size[k] = (int64_t)v;
+    }
+    p->other_sizes = count;
+    return BG_OK;
 }
 
 /* The optional "optimizer" and "optimizer_states" (absent from older
@@ -473,19 +513,7 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
     double batch = 0;
     BG_CHECK_GOTO(whole_field(path, root, "batch", "profile", 1, 1e9, &batch), st, done);
     p->batch = (int64_t)batch;
-    const cJSON *small_batch = cJSON_GetObjectItemCaseSensitive(root, "small_batch");
-    /* 0, as --small-batch 0 says: timed at one size. */
-    if (small_batch != NULL && !(cJSON_IsNumber(small_batch) && small_batch->valuedouble == 0)) {
-        if (p->batch < 2) {
-            st = bg_error_set(BG_ERR_PARSE,
-                              "%s: profile: 'small_batch' must be below 'batch', which is 1", path);
-            goto done;
-        }
-        double small = 0;
-        BG_CHECK_GOTO(whole_field(path, root, "small_batch", "profile", 1, batch - 1, &small), st,
-                      done);
-        p->small_batch = (int64_t)small;
-    }
+    BG_CHECK_GOTO(load_sizes(path, root, p), st, done);
     BG_CHECK_GOTO(number_field(path, root, "copy_bytes_per_s", "profile", &p->copy_bytes_per_s), st,
                   done);
     /* Outside these bounds a figure would wreck the plan. */
@@ -533,7 +561,7 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
                 optional_time_field(path, l, "weight_check_s", where, &lp->weight_check_s), st,
                 done);
         }
-        BG_CHECK_GOTO(load_small(path, l, where, p->small_batch, &lp->small), st, done);
+        BG_CHECK_GOTO(load_other_sizes(path, l, where, p, lp), st, done);
     }
     *out = p;
     p = NULL;

@@ -145,12 +145,13 @@ static void plan_profiled(const bg_model_spec_t *spec, const bg_cost_device_t *d
     assert_int_equal(bg_plan_costs_create(*plan, costs), BG_OK);
 }
 
-/* A profile timed at 8 samples and at 1 (small_batch): each layer op is
- * priced on the line through both sizes, or where they make none, the same
- * at every size (the smaller took longer) or in proportion (it took less
- * than in proportion); a range timed as a stage follows its layers' sums
- * from the profile's size. Hand-computed, at micro-batches of 1, 8 and 32. */
-static void test_profile_small_batch(void **state) {
+/* A profile timed at 8 samples and at 2 and 32 (other sizes): each layer
+ * op is exact at a timed size; between two, on the line through them; past
+ * the largest, in proportion to it; below the smallest, on the line through
+ * the two smallest, kept between the smallest's time in proportion and its
+ * time. A range timed as a stage follows its layers' sums from the
+ * profile's size. Hand-computed, at micro-batches of 1, 4, 8, 16 and 64. */
+static void test_profile_other_sizes(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse(small_mlp);
     bg_layer_profile_t layers[4];
@@ -158,38 +159,48 @@ static void test_profile_small_batch(void **state) {
     /* The flatten's dX, never run by stage 0: in no stage's figures, nor
      * in the ratio a range's measured figure is scaled by. */
     layers[0].backward_data_s = 0.25e-3;
-    layers[0].small.backward_data_s = 0.125e-3;
-    /* Dense 1: F 1 ms at 8, 0.3 at 1: 0.2 fixed + 0.1 a sample; dX 0.5 at
-     * 8, 0.6 at 1: 0.5 up to 8 samples, in proportion past them; dW 1.5 at
-     * 8, 0.1 at 1: in proportion. */
-    layers[1].small = (bg_layer_small_t){0.3e-3, 0.6e-3, 0.1e-3};
-    /* Dense 2: F 1 at both: 1 up to 8, in proportion past; dX 1 at 8, 0.125
-     * at 1: in proportion (the line through both passes 0); dW 1 at 8, 0.2
-     * at 1: 0.6/7 fixed + 0.8/7 a sample. */
-    layers[2].small = (bg_layer_small_t){1e-3, 0.125e-3, 0.2e-3};
+    layers[0].at_size[0].backward_data_s = 0.1e-3;
+    layers[0].at_size[1].backward_data_s = 0.5e-3;
+    /* Dense 1 at 2 and 32 samples (at 8: F 1 ms, dX 0.5, dW 1.5). */
+    layers[1].at_size[0] = (bg_layer_at_size_t){0.4e-3, 0.6e-3, 0.05e-3};
+    layers[1].at_size[1] = (bg_layer_at_size_t){2.2e-3, 2e-3, 6e-3};
+    /* Dense 2 (at 8: 1 ms each): in proportion to the samples. */
+    layers[2].at_size[0] = (bg_layer_at_size_t){0.25e-3, 0.25e-3, 0.25e-3};
+    layers[2].at_size[1] = (bg_layer_at_size_t){4e-3, 4e-3, 4e-3};
     bg_profile_t profile = mlp_profile(8, layers);
-    profile.small_batch = 1;
+    profile.other_sizes = 2;
+    profile.other_size[0] = 2;
+    profile.other_size[1] = 32;
     profile.version = 2;
     /* clang-format off */
     bg_stage_profile_t ranges[] = {
         {.first = 0, .last = 2, .slots = 1, .forward_s = 2e-3, .backward_s = 3e-3},
         {.first = 2, .last = 4, .slots = 1, .forward_s = 1e-3, .backward_s = 4e-3},
     };
+    /* Dense 1's ops in ms at micro-batches of n samples:
+     *   n = 1: below 2, on the line through 2 and 8: F 0.3; dX 0.617, at
+     *          most 0.6 (its time at 2); dW -0.19, at least 0.025 (in
+     *          proportion to its time at 2);
+     *   n = 4: between 2 and 8; n = 8: as timed; n = 16: between 8 and 32;
+     *   n = 64: twice its time at 32. */
+    const struct { int m; double f, dx, dw; } dense1[] = {
+        {64, 0.3, 0.6, 0.025}, {16, 0.6, 0.6 - 0.1 / 3, 0.05 + 1.45 / 3},
+        {8, 1, 0.5, 1.5},      {4, 1.4, 1, 3},
+        {1, 4.4, 4, 12},
+    };
     /* clang-format on */
     bg_cost_device_t devices[2] = {BG_COST_DEVICE_CPU_CORE_INIT, BG_COST_DEVICE_CPU_CORE_INIT};
-    const int ms[] = {64, 8, 2};
-    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
-        const double n = 64.0 / ms[i];         /* samples per micro-batch */
-        const double past = n > 8 ? n / 8 : 1; /* past the profile's size */
-        const double f[2] = {0.2e-3 + 0.1e-3 * n, 1e-3 * past};
-        const double w[2] = {1.5e-3 * n / 8, (0.6e-3 + 0.8e-3 * n) / 7};
-        const double b[2] = {0.5e-3 * past + w[0], 0.125e-3 * n + w[1]};
+    for (size_t i = 0; i < sizeof dense1 / sizeof dense1[0]; i++) {
+        const double n = 64.0 / dense1[i].m; /* samples per micro-batch */
+        const double f[2] = {dense1[i].f * 1e-3, n / 8 * 1e-3};
+        const double w[2] = {dense1[i].dw * 1e-3, n / 8 * 1e-3};
+        const double b[2] = {dense1[i].dx * 1e-3 + w[0], 2 * w[1]};
         for (int measured = 0; measured < 2; measured++) {
             profile.stage = measured ? ranges : NULL;
             profile.stage_count = measured ? 2 : 0;
             bg_plan_t *plan = NULL;
             bg_plan_costs_t *c = NULL;
-            plan_profiled(spec, devices, ms[i], &profile, &plan, &c);
+            plan_profiled(spec, devices, dense1[i].m, &profile, &plan, &c);
             for (int s = 0; s < 2; s++) {
                 const bg_partition_stage_t *st = &plan->partition->stage[s];
                 assert_true(close_to(st->time.weight, w[s]));
@@ -905,7 +916,7 @@ static void test_profile_typical(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_stage_times),
-        cmocka_unit_test(test_profile_small_batch),
+        cmocka_unit_test(test_profile_other_sizes),
         cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_microbatch_candidates),
         cmocka_unit_test(test_search),

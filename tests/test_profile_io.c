@@ -55,7 +55,9 @@ static bg_profile_t *make_profile(const bg_model_spec_t *spec, int count, const 
     p->version = 2;
     p->layers = spec->num_layers;
     p->batch = 8;
-    p->small_batch = 2;
+    p->other_sizes = 2;
+    p->other_size[0] = 2;
+    p->other_size[1] = 32;
     p->copy_bytes_per_s = 1e9;
     p->stash_slots = 2;
     p->handoff_s = 5e-6;
@@ -75,7 +77,9 @@ static bg_profile_t *make_profile(const bg_model_spec_t *spec, int count, const 
         l->send_s = 5e-7 * (i + 1);
         l->recv_s = 6e-7 * (i + 1);
         l->weight_check_s = 7e-8 * (i + 1);
-        l->small = (bg_layer_small_t){3e-7 * (i + 1), 4e-7 * (i + 1), 5e-7 * (i + 1)};
+        for (int k = 0; k < 2; k++)
+            l->at_size[k] =
+                (bg_layer_at_size_t){3e-7 * (i + 1) + k, 4e-7 * (i + 1) + k, 5e-7 * (i + 1) + k};
     }
     p->stage_count = count;
     p->stage = calloc((size_t)(count > 0 ? count : 1), sizeof *p->stage);
@@ -137,12 +141,15 @@ static void test_save_is_whole_or_nothing(void **state) {
     for (int i = 0; i < p->layers; i++) {
         assert_true(same_time(back->layer[i].forward_s, p->layer[i].forward_s));
         assert_true(same_time(back->layer[i].weight_check_s, p->layer[i].weight_check_s));
-        const bg_layer_small_t *a = &p->layer[i].small, *b = &back->layer[i].small;
-        assert_true(same_time(b->forward_s, a->forward_s) &&
-                    same_time(b->backward_data_s, a->backward_data_s) &&
-                    same_time(b->backward_weights_s, a->backward_weights_s));
+        for (int k = 0; k < 2; k++) {
+            const bg_layer_at_size_t *a = &p->layer[i].at_size[k], *b = &back->layer[i].at_size[k];
+            assert_true(same_time(b->forward_s, a->forward_s) &&
+                        same_time(b->backward_data_s, a->backward_data_s) &&
+                        same_time(b->backward_weights_s, a->backward_weights_s));
+        }
     }
-    assert_int_equal(back->small_batch, 2);
+    assert_int_equal(back->other_sizes, 2);
+    assert_true(back->other_size[0] == 2 && back->other_size[1] == 32);
     for (int i = 0; i < 3; i++) {
         const bg_stage_profile_t *a = &p->stage[i], *b = &back->stage[i];
         assert_int_equal(b->first, a->first);

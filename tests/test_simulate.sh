@@ -38,21 +38,30 @@ usage_error "no MODEL given" -- profile
 usage_error "unknown option '--bogus'" -- profile "$MODEL" --bogus
 usage_error "--repetitions: 0 is outside 1..101" -- profile "$MODEL" --repetitions 0
 usage_error "would leave some empty" -- profile "$MODEL" --batch 4 --microbatches 8
-usage_error "--small-batch 16: must be below the micro-batch of 16 samples (ceil(B / M)), or 0 to time that size only" \
-    -- profile "$MODEL" --microbatches 4 --small-batch 16
-usage_error "--small-batch 1: the micro-batch is 1 sample (ceil(B / M)), and no size is smaller; leave it out, or give 0" \
-    -- profile "$MODEL" --batch 4 --microbatches 4 --small-batch 1
-# One size only: no small_batch; another small size: that one.
-for small in 0 3; do
-    if expect 0 "" -- profile "$MODEL" --batch 8 --small-batch $small --split 4 \
-        --repetitions 1 -o "$T/small$small.json"; then
-        file_check "--small-batch $small" "$T/small$small.json" "
-assert p.get('small_batch', 0) == $small, p.get('small_batch')
-assert all(('small' in l) == ($small > 0) for l in p['layers'])"
-        check "--small-batch $small: a line of its totals where timed" \
-            test "$(grep -c '^at 3 samples: fwd ' "$OUT")" -eq $((small / 3))
+for bad in 1,,2 '' '1,'; do
+    usage_error "--sizes: expected micro-batch sizes like 1,64 (or 0 for none), got '$bad'" \
+        -- profile "$MODEL" --sizes "$bad"
+done
+usage_error "--sizes: expected an integer, got 'x'" -- profile "$MODEL" --sizes 1,x
+usage_error "--sizes '1,2,3,4,5': at most 4 sizes" -- profile "$MODEL" --sizes 1,2,3,4,5
+usage_error "--sizes: 0 is outside 1..1048576" -- profile "$MODEL" --sizes 0,4
+# The sizes given, in order, less ceil(B / M) and repeats; 0: none; by
+# default 1 and B, less ceil(B / M).
+for entry in "0:" "5,3,2,2:3,5" "1,8:1,8" ":1,8"; do
+    given=${entry%%:*} kept=${entry#*:}
+    if expect 0 "" -- profile "$MODEL" --batch 8 --microbatches 4 ${given:+--sizes "$given"} \
+        --split 4 --repetitions 1 -o "$T/sizes.json"; then
+        file_check "--sizes '$given': other sizes [$kept]" "$T/sizes.json" "
+assert p.get('other_sizes', []) == [$kept], p.get('other_sizes')
+assert all(len(l.get('at_other_sizes', [])) == len(p.get('other_sizes', [])) for l in p['layers'])"
     fi
 done
+check "the default's table: a column per size, the profile's marked" \
+    grep -qE "^layer  fwd \+ dX \+ dW ms at +1 +2\* +8$" "$OUT"
+expect 0 "" -- profile "$MODEL" --batch 1 --split 4 --repetitions 1
+check "--batch 1: one size, priced in proportion" \
+    grep -q "^other micro-batch sizes are priced in proportion to the samples (one size timed: --sizes)$" \
+    "$OUT"
 usage_error "cannot read '$T/missing.model': No such file or directory" -- \
     profile "$T/missing.model"
 
@@ -64,8 +73,8 @@ if expect 0 "" -- profile "$MODEL" --batch 64 --microbatches 4 --repetitions 3 -
     # 36 ranges x 3 slot counts (1, 2, 4) x 3 passes, counted on stderr
     check "profile reports its progress through the layer ranges" \
         grep -q "^timing layer ranges as stages: 324/324 (100%), 0:00 left$" "$ERR"
-    check "profile table has a row per layer" \
-        test "$(grep -cE '^ +[0-7] +[a-z_0-9]+ +[0-9.]+ ' "$OUT")" -eq 8
+    check "profile tables have a row per layer each (times, and totals by size)" \
+        test "$(grep -cE '^ +[0-7] +[a-z_0-9]+ +[0-9.]+ ' "$OUT")" -eq 16
     file_check "profile JSON parses, 8 layers at micro-batch 16" "$P" '
 assert p["batch"] == 16, p["batch"]
 assert p["copy_bytes_per_s"] > 0
@@ -94,17 +103,20 @@ checks = [l["weight_check_s"] for l in p["layers"]]
 assert all((c > 0) == (i in (0, 4, 6)) for i, c in enumerate(checks)), checks
 empty = [e for e in p["stages"] if (e["first"], e["last"], e["slots"]) == (2, 4, 1)][0]
 assert 100 * empty["weight_check_s"] < s["weight_check_s"], (empty, s)
-# the layers again at 1 sample (small_batch), forward, dX and dW: the
-# convolution takes about 1/16 of its time at 16, the dense layer more
-# (it reads its 2.8 MB of weights at any size), each less than at 16
-assert p["small_batch"] == 1, p.get("small_batch")
+# the layers again at 1, 4 and 64 samples (1, B and between, each within
+# 4 times the next), forward, dX and dW: the convolution takes about 1/16
+# of its time at 16 and 4 times it at 64, the dense layer more at 1 (it
+# reads its 2.8 MB of weights at any size), each less at 1 than at 16 and
+# more at 64
+assert p["other_sizes"] == [1, 4, 64], p.get("other_sizes")
 for l in p["layers"]:
-    assert sorted(l["small"]) == ["backward_data_s", "backward_weights_s", "forward_s"], l
+    for t in l["at_other_sizes"]:
+        assert sorted(t) == ["backward_data_s", "backward_weights_s", "forward_s"], l
 for i in (0, 4):
     l = p["layers"][i]
     at16 = l["forward_s"] + l["backward_data_s"] + l["backward_weights_s"]
-    at1 = sum(l["small"].values())
-    assert 0 < at1 < at16, (i, at1, at16)'
+    at1, at4, at64 = (sum(t.values()) for t in l["at_other_sizes"])
+    assert 0 < at1 < at16 < at64, (i, at1, at16, at64)'
     # A version 1 profile (no version, no channel costs) still loads, and
     # so does a version 2 one from before the gradients' checks; a newer
     # version is refused, saying to profile again.
@@ -113,8 +125,8 @@ p = json.load(open(sys.argv[1]))
 for entry in p['layers'] + p['stages']:
     del entry['weight_check_s']
 for l in p['layers']:
-    del l['small']
-del p['small_batch']
+    del l['at_other_sizes']
+del p['other_sizes']
 json.dump(p, open(sys.argv[4], 'w'))
 for key in ('version', 'stash_slots', 'handoff_s', 'wake_s', 'stages'):
     del p[key]
@@ -357,27 +369,25 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
         'p["stages"][2]["after_wait"] = 3'
     bad_profile after_wait_missing "stage entry 2 'after_wait': 'forward_after_update' must be a number >= 0" \
         'p["stages"][2]["after_wait"] = {"forward_after_forward": 1, "backward_after_forward": 1, "forward_after_backward": 1, "backward_after_backward": 1}'
-    bad_profile small_batch16 "profile: 'small_batch' must be a whole number from 1 to 15" \
-        'p["small_batch"] = 16'
-    bad_profile small_missing "layer 3 needs 'small', an object of its times at the profile's 'small_batch' of 1" \
-        'del p["layers"][3]["small"]'
-    bad_profile small_unasked "layer 0 has 'small' times but the profile has no 'small_batch'" \
-        'del p["small_batch"]'
-    bad_profile small_array "layer 2 needs 'small', an object of its times at the profile's 'small_batch' of 1" \
-        'p["layers"][2]["small"] = [1, 2, 3]'
-    bad_profile small_of_one "profile: 'small_batch' must be below 'batch', which is 1" \
-        'p["batch"] = 1'
-    # "small_batch": 0 is what --small-batch 0 means, one size: it loads
-    # as if absent.
-    python3 -c "import json, sys
-p = json.load(open(sys.argv[1]))
-p['small_batch'] = 0
-for l in p['layers']:
-    del l['small']
-json.dump(p, open(sys.argv[2], 'w'))" "$P" "$T/small0.json"
-    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/small0.json"
-    bad_profile small_negative "layer 4 'small': 'backward_weights_s' must be a number >= 0" \
-        'p["layers"][4]["small"]["backward_weights_s"] = -1'
+    sizes="profile: 'other_sizes' must be whole micro-batch sizes from 1, ascending, none the profile's 'batch' (16)"
+    bad_profile sizes_batch "$sizes; entry 1 is not" 'p["other_sizes"] = [1, 16]'
+    bad_profile sizes_order "$sizes; entry 1 is not" 'p["other_sizes"] = [64, 1]'
+    bad_profile sizes_zero "$sizes; entry 0 is not" 'p["other_sizes"] = [0, 64]'
+    bad_profile sizes_half "$sizes; entry 0 is not" 'p["other_sizes"] = [1.5, 64]'
+    bad_profile sizes_many "profile: 'other_sizes' must be a list of up to 4 micro-batch sizes" \
+        'p["other_sizes"] = [1, 2, 3, 4, 5]'
+    bad_profile sizes_number "profile: 'other_sizes' must be a list of up to 4 micro-batch sizes" \
+        'p["other_sizes"] = 1'
+    bad_profile sizes_missing "layer 3 needs 'at_other_sizes', a list of 3 objects: its times at each of 'other_sizes'" \
+        'del p["layers"][3]["at_other_sizes"]'
+    bad_profile sizes_short "layer 3 needs 'at_other_sizes', a list of 3 objects" \
+        'del p["layers"][3]["at_other_sizes"][1]'
+    bad_profile sizes_unasked "layer 0 has 'at_other_sizes' but the profile has no 'other_sizes'" \
+        'del p["other_sizes"]'
+    bad_profile sizes_not_object "layer 2 at 64 samples: not an object of times" \
+        'p["layers"][2]["at_other_sizes"][2] = [1, 2, 3]'
+    bad_profile sizes_negative "layer 4 at 1 sample: 'backward_weights_s' must be a number >= 0" \
+        'p["layers"][4]["at_other_sizes"][0]["backward_weights_s"] = -1'
     bad_profile forward_negative "layer 4: 'forward_s' must be a number >= 0" \
         'p["layers"][4]["forward_s"] = -0.001'
     bad_profile forward_text "layer 4: 'forward_s' must be a number >= 0" \
@@ -411,38 +421,30 @@ json.dump(p, open(sys.argv[2], 'w'))" "$P" "$T/small0.json"
         --profile "$P"
     expect 2 "--profile $P holds CPU core times, but --devices cuda:0x2 has cuda:0/0" \
         -- plan "$MODEL" --devices cuda:0x2 --profile "$P"
-    # Its times follow a line through the two sizes it timed (1 and 16),
-    # or scale in proportion from its one size; auto is told when its
-    # choice is far outside them: one size said to be 64 here, any choice
-    # for a batch of 4 (1, 2 or 4 samples) is; a given M is not.
+    # Its times are priced between the sizes it timed (1, 4, 16 and 64); a
+    # size outside them is extrapolated, and plan, simulate and sweep say
+    # so, with the command that times it; within them, nothing is said.
+    for m in 1 4 64; do
+        expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches $m --profile "$P"
+        check "M=$m of 64 samples: within the sizes timed, no note" \
+            sh -c "! grep -q 'extrapolated' '$ERR'"
+    done
+    expect 0 "note: M=1 makes micro-batches of about 128 samples, above the sizes --profile timed (1, 4, 16, 64): its times are extrapolated there; 'brigade profile --batch 128 --microbatches 1' times this size" \
+        -- simulate "$MODEL" --devices cpu:2 --split 4 --microbatches 1 --batch 128 --profile "$P"
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
 p['batch'] = 64
-del p['small_batch']
+del p['other_sizes']
 for l in p['layers']:
-    del l['small']
+    del l['at_other_sizes']
 json.dump(p, open(sys.argv[2], 'w'))" "$P" "$T/b64.profile.json"
-    expect 0 "note: --profile timed micro-batches of 64 samples and M=" \
-        -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches auto \
+    expect 0 "note: M=4 makes micro-batches of about 16 samples, below the sizes --profile timed (64)" \
+        -- sweep "$MODEL" --simulate --devices cpu:2 --split 4 --microbatches 4 \
+        --profile "$T/b64.profile.json"
+    expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches auto \
         --profile "$T/b64.profile.json" --batch 4
-    check "the note gives the chosen M's micro-batch size" \
-        grep -qE "M=(1 makes them about 4|2 makes them about 2|4 makes them about 1):" "$ERR"
-    # With its two sizes, 1 to 16 samples are within them; for a batch of
-    # 8192, auto chooses micro-batches of hundreds (about 0.5 ms a
-    # micro-batch at any size: M=8 to 32 in runs here), more than 4 times
-    # its larger.
-    expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches auto --profile "$P" \
-        --batch 4
-    check "sizes within the profile's two: no note" sh -c "! grep -q 'profile timed' '$ERR'"
-    expect 0 "note: --profile timed micro-batches of 1 and 16 samples and M=" \
-        -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches auto --profile "$P" \
-        --batch 8192
-    check "the note says how to time the chosen size" grep -qE \
-        "M=([0-9]+) makes them about [0-9]+: its times are extrapolated to that, which larger micro-batches do not follow; 'brigade profile --batch 8192 --microbatches \\1' times this size" \
-        "$ERR"
-    expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches 4 --profile "$P" \
-        --batch 4
-    check "a given M: no note" sh -c "! grep -q 'profile timed' '$ERR'"
+    check "auto: the note gives the chosen M's micro-batch size" \
+        grep -qE "note: M=(1 makes micro-batches of about 4|2 makes micro-batches of about 2|4 makes micro-batches of about 1) samples, below" "$ERR"
     # Older profiles did not say their optimizer: accepted for any.
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
