@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "cost_model.h"
 #include "devices.h"
 #include "model_spec.h"
 #include "placement.h"
@@ -374,6 +376,40 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
     print_after_wait(p);
 }
 
+/* Leaves out of pc's other sizes those at which the stage of the whole
+ * model that times the layers would hold over half of this machine's
+ * memory (a large B of a large model), saying so: their times are then
+ * extrapolated from the largest size kept. */
+static bg_status_t keep_sizes_that_fit(bg_profile_config_t *pc) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return BG_OK; /* not known: all kept */
+    const double budget = 0.5 * (double)pages * (double)page;
+    int kept = 0;
+    for (int k = 0; k < pc->other_sizes; k++) {
+        bg_cost_config_t cc = BG_COST_CONFIG_INIT;
+        cc.spec = pc->spec;
+        cc.batch = pc->other_size[k];
+        cc.optimizer = pc->optimizer;
+        bg_cost_model_t *m = NULL;
+        BG_CHECK(bg_cost_model_create(&cc, &m));
+        const bg_cost_stage_t whole = {0, pc->spec->num_layers, pc->stash_slots, 0, 0};
+        const bg_cost_memory_t memory = bg_cost_stage_memory(m, &whole);
+        bg_cost_model_destroy(m);
+        const size_t peak = bg_cost_memory_peak(&memory);
+        if ((double)peak <= budget) {
+            pc->other_size[kept++] = pc->other_size[k];
+            continue;
+        }
+        fprintf(stderr,
+                "note: the layers are not timed at %lld samples: the stage of the whole model "
+                "that times them would hold %.0f MiB, over half of this machine's memory; "
+                "sizes past the largest timed are priced in proportion to it\n",
+                (long long)pc->other_size[k], (double)peak / (1024.0 * 1024.0));
+    }
+    pc->other_sizes = kept;
+    return BG_OK;
+}
+
 int bg_cmd_profile(int argc, char **argv) {
     profile_options_t o = {.batch = 64,
                            .microbatches = 1,
@@ -432,6 +468,7 @@ int bg_cmd_profile(int argc, char **argv) {
     progress.what = "timing layer ranges as stages:";
     pc.progress = bg_progress_count;
     pc.progress_ctx = &progress;
+    BG_CHECK_GOTO(keep_sizes_that_fit(&pc), st, fail);
     char sizes[96] = "";
     for (int k = 0, at = 0; k < pc.other_sizes && at < (int)sizeof sizes; k++)
         at += snprintf(sizes + at, sizeof sizes - (size_t)at, "%s%lld%s",

@@ -139,8 +139,9 @@ typedef struct bg_cost_config {
      * `dtype`, made and freed inside bg_cost_model_create. */
     bg_backend_t *workspace_backend;
     /* Measured layer times (brigade profile) to use instead of FLOPs over
-     * the device's speed; borrowed, may be NULL. Times scale linearly from
-     * the profile's micro-batch size to this model's. */
+     * the device's speed; borrowed, may be NULL. Priced at this model's
+     * micro-batch size between the sizes the profile timed
+     * (bg_profile_layer_seconds). */
     const bg_profile_t *profile;
 } bg_cost_config_t;
 

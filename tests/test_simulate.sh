@@ -58,6 +58,13 @@ assert all(len(l.get('at_other_sizes', [])) == len(p.get('other_sizes', [])) for
 done
 check "the default's table: a column per size, the profile's marked" \
     grep -qE "^layer  fwd \+ dX \+ dW ms at +1 +2\* +8$" "$OUT"
+# A size whose stage of the whole model would hold over half the memory
+# (the CNN at 2^20 samples: hundreds of GiB) is left out, said so.
+expect 0 "note: the layers are not timed at 1048576 samples: the stage of the whole model that times them would hold" \
+    -- profile "$MODEL" --batch 8 --microbatches 4 --sizes 1,1048576 --split 4 --repetitions 1 \
+    -o "$T/sizes.json"
+file_check "the size left out is not in the profile" "$T/sizes.json" '
+assert p["other_sizes"] == [1], p["other_sizes"]'
 expect 0 "" -- profile "$MODEL" --batch 1 --split 4 --repetitions 1
 check "--batch 1: one size, priced in proportion" \
     grep -q "^other micro-batch sizes are priced in proportion to the samples (one size timed: --sizes)$" \
