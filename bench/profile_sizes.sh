@@ -1,6 +1,6 @@
 #!/bin/sh
 # How well one profile predicts a step at other micro-batch counts
-# (docs/planner.md, "Other micro-batch sizes are the profile's weak point").
+# (docs/planner.md, "Other micro-batch sizes were the profile's weak point").
 # One `brigade profile` at PROFILE_M micro-batches (its layers timed at
 # ceil(B / PROFILE_M) samples and at SIZES, by default profile's own: 1, B
 # and sizes between), then for

@@ -2,7 +2,6 @@
  * optimizer update on one CPU core at the micro-batch size the planner will
  * use, and the channel costs between two cores (stages/profile.h), prints
  * them, and writes the profile as JSON for --profile. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +30,9 @@ static const char help[] =
     "            thread), with 2 micro-batches in flight through its stash slots;\n"
     "            each the mean of the timed rounds after two warm-up rounds;\n"
     "            and their forward, dX and dW again at micro-batches of one\n"
-    "            sample, of B and between (--sizes): a size between two timed ones is\n"
-    "            priced on each op's line through them, a fixed part (reading\n"
-    "            its weights) plus a part per sample\n"
+    "            sample, of B and between (--sizes): a size between two timed\n"
+    "            ones is priced on each op's line through them, a fixed part\n"
+    "            (reading its weights) plus a part per sample\n"
     "  channels  for every layer boundary, what handing its tensor to another CPU\n"
     "            device costs, measured with a second thread on the next device's\n"
     "            core passing it back and forth through real channels: the\n"
@@ -87,8 +86,8 @@ static const char help[] =
     "  --microbatches M   micro-batches per step (default 1): layers are timed\n"
     "                     on ceil(B / M) samples\n"
     "  --sizes N,...      also time the layers at these micro-batch sizes, up\n"
-    "                     to 4 (default 1, B and sizes between, each within 4\n"
-    "                     times the next: every size a step of B can have,\n"
+    "                     to 4 (default 1, B and sizes between them, so that\n"
+    "                     every size a step of B can have lies between two:\n"
     "                     1,4,64 at B = 64, M = 4; 0: ceil(B / M) only)\n"
     "  --repetitions R    timed rounds, their mean counts (default 7, 1..101;\n"
     "                     a layer range's rounds are split among its passes)\n"
@@ -142,48 +141,25 @@ static bg_status_t parse_sizes(const char *text, profile_options_t *o) {
                                 "--sizes: expected micro-batch sizes like 1,64 (or 0 for none), "
                                 "got '%s'",
                                 text);
-        if (count == BG_PROFILE_MAX_OTHER_SIZES)
-            return bg_error_set(BG_ERR_INVALID, "--sizes '%s': at most %d sizes", text,
-                                BG_PROFILE_MAX_OTHER_SIZES);
         memcpy(one, at, length);
         one[length] = '\0';
         int64_t size;
         BG_CHECK(bg_cli_parse_int("--sizes", one, 1, 1 << 20, &size));
-        int k = count++; /* insertion sort */
-        for (; k > 0 && o->sizes[k - 1] > size; k--) o->sizes[k] = o->sizes[k - 1];
-        o->sizes[k] = size;
+        int repeated = 0; /* a repeat counts once */
+        for (int k = 0; k < count; k++) repeated |= o->sizes[k] == size;
+        if (!repeated) {
+            if (count == BG_PROFILE_MAX_OTHER_SIZES)
+                return bg_error_set(BG_ERR_INVALID, "--sizes '%s': at most %d sizes", text,
+                                    BG_PROFILE_MAX_OTHER_SIZES);
+            int k = count++; /* insertion sort */
+            for (; k > 0 && o->sizes[k - 1] > size; k--) o->sizes[k] = o->sizes[k - 1];
+            o->sizes[k] = size;
+        }
         if (comma == NULL) break;
         at = comma + 1;
     }
     o->size_count = count;
     return BG_OK;
-}
-
-/* --sizes by default: 1 and B, then, while two neighbours among those and
- * ceil(B / M) are more than 4 times apart and fewer than
- * BG_PROFILE_MAX_OTHER_SIZES sizes are chosen, the geometric middle of the
- * two farthest apart: at B = 64, M = 4, the sizes 1, 4 and 64 beside 16.
- * On the origin CNN that priced every M of a sweep within 3% of a profile
- * at 1 and 64 only, which was 22% long at M = 16 (docs/planner.md). */
-static void default_sizes(profile_options_t *o, int64_t micro) {
-    int64_t all[BG_PROFILE_MAX_OTHER_SIZES + 1] = {1};
-    int n = 1;
-    if (micro > 1) all[n++] = micro;
-    if (o->batch > micro) all[n++] = o->batch;
-    while (n - 1 < BG_PROFILE_MAX_OTHER_SIZES) {
-        int widest = 0;
-        for (int k = 1; k + 1 < n; k++)
-            if ((double)all[k + 1] / (double)all[k] > (double)all[widest + 1] / (double)all[widest])
-                widest = k;
-        if (n < 2 || all[widest + 1] <= 4 * all[widest]) break;
-        const int64_t middle = (int64_t)(sqrt((double)all[widest] * (double)all[widest + 1]) + 0.5);
-        for (int k = n; k > widest + 1; k--) all[k] = all[k - 1];
-        all[widest + 1] = middle;
-        n++;
-    }
-    o->size_count = 0;
-    for (int k = 0; k < n; k++)
-        if (all[k] != micro) o->sizes[o->size_count++] = all[k];
 }
 
 static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *show_help) {
@@ -235,12 +211,11 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
                             "%lld micro-batches of a %lld-sample batch would leave some empty",
                             (long long)o->microbatches, (long long)o->batch);
     const int64_t micro = (o->batch + o->microbatches - 1) / o->microbatches;
-    if (o->size_count < 0) default_sizes(o, micro);
-    /* ceil(B / M) is timed anyway, and 1 and B are the same for B = 1. */
+    if (o->size_count < 0) o->size_count = bg_profile_default_sizes(o->batch, micro, o->sizes);
+    /* ceil(B / M) is timed anyway. */
     int kept = 0;
     for (int k = 0; k < o->size_count; k++)
-        if (o->sizes[k] != micro && (kept == 0 || o->sizes[k] != o->sizes[kept - 1]))
-            o->sizes[kept++] = o->sizes[k];
+        if (o->sizes[k] != micro) o->sizes[kept++] = o->sizes[k];
     o->size_count = kept;
     BG_CHECK(bg_cli_check_output("-o", o->output)); /* now, not after the measuring */
     const bg_cli_file_t files[] = {{"MODEL", o->model, 0, NULL, 0}, {"-o", o->output, 1, NULL, 0}};

@@ -356,7 +356,6 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
     bg_pipeline_stage_info_t *info = NULL; /* measured points only */
     size_t *peaks = NULL;
     bg_status_t st = bg_plan_create(&request, &plan);
-    if (st == BG_OK && o->simulate) bg_cli_note_profile_sizes(plan);
     if (st == BG_ERR_INVALID) {
         snprintf(skip, skip_size, "%s", bg_error_message());
         st = BG_OK;
@@ -524,6 +523,7 @@ int bg_cmd_sweep(int argc, char **argv) {
                          .profile = setup.profile,
                          .devices = setup.devices,
                          .points = cJSON_GetObjectItem(metrics, "points")};
+    bg_cli_note_profile_sizes(setup.profile, o.batch, o.ms, o.m_count);
     int total = o.schedule_count * o.m_count, done_points = 0;
     char error[1024] = ""; /* of the point that failed */
     bg_status_t failed = BG_OK;

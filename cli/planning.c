@@ -118,32 +118,52 @@ bg_status_t bg_cli_check_profile_used(const char *cmd, const bg_placement_t *p) 
     return BG_OK;
 }
 
-void bg_cli_note_profile_sizes(const bg_plan_t *plan) {
-    const bg_profile_t *prof = plan->request.profile;
-    if (prof == NULL || prof->batch < 1) return;
-    const double size = (double)plan->request.batch / plan->request.microbatches;
+void bg_cli_note_profile_sizes(const bg_profile_t *prof, int64_t batch, const int *ms, int count) {
+    if (prof == NULL || prof->batch < 1 || batch < 1) return;
     /* The sizes in ascending order, the batch among the others. */
     int64_t timed[BG_PROFILE_MAX_OTHER_SIZES + 1];
     int n = 0;
-    for (int k = 0; k < prof->other_sizes && prof->other_size[k] < prof->batch; k++)
+    const int others = prof->other_sizes < BG_PROFILE_MAX_OTHER_SIZES ? prof->other_sizes
+                                                                      : BG_PROFILE_MAX_OTHER_SIZES;
+    for (int k = 0; k < others && prof->other_size[k] < prof->batch; k++)
         timed[n++] = prof->other_size[k];
     timed[n++] = prof->batch;
-    for (int k = 0; k < prof->other_sizes; k++)
+    for (int k = 0; k < others; k++)
         if (prof->other_size[k] > prof->batch) timed[n++] = prof->other_size[k];
-    const int64_t smallest = timed[0], largest = timed[n - 1];
-    char sizes[128] = "";
+    char sizes[128] = "", outside[256] = "";
     for (int k = 0, at = 0; k < n && at < (int)sizeof sizes; k++)
         at += snprintf(sizes + at, sizeof sizes - (size_t)at, "%s%lld", k > 0 ? ", " : "",
                        (long long)timed[k]);
-    if (size >= (double)smallest && size <= (double)largest) return;
-    char about[32]; /* whole past 100: "1024", not "1.02e+03" */
-    snprintf(about, sizeof about, size >= 100 ? "%.0f" : "%.3g", size);
+    /* M's micro-batches hold floor(B / M) to ceil(B / M) samples: outside
+     * when even the largest is below every size timed, or the smallest
+     * above. */
+    int found = 0, first = 0;
+    for (int i = 0, at = 0; i < count && at < (int)sizeof outside; i++) {
+        const int64_t m = ms[i], lo = batch / m, hi = (batch + m - 1) / m;
+        if (!(hi < timed[0] || lo > timed[n - 1])) continue;
+        if (found++ == 0) first = i;
+        at += snprintf(outside + at, sizeof outside - (size_t)at, "%s%d", found > 1 ? "," : "",
+                       ms[i]);
+    }
+    if (found == 0) return;
+    if (found == 1) {
+        const double size = (double)batch / ms[first];
+        char about[32]; /* whole past 100: "1024", not "1.02e+03" */
+        snprintf(about, sizeof about, size >= 100 ? "%.0f" : "%.3g", size);
+        fprintf(stderr,
+                "note: M=%d makes micro-batches of about %s sample%s, %s the sizes --profile "
+                "timed (%s): its times are extrapolated there; 'brigade profile --batch %lld "
+                "--microbatches %d' times every size of a step of %lld\n",
+                ms[first], about, size == 1 ? "" : "s",
+                size > (double)timed[n - 1] ? "above" : "below", sizes, (long long)batch, ms[first],
+                (long long)batch);
+        return;
+    }
     fprintf(stderr,
-            "note: M=%d makes micro-batches of about %s samples, %s the sizes --profile timed "
-            "(%s): its times are extrapolated there; 'brigade profile --batch %lld "
-            "--microbatches %d' times this size\n",
-            plan->request.microbatches, about, size > (double)largest ? "above" : "below", sizes,
-            (long long)plan->request.batch, plan->request.microbatches);
+            "note: M=%s make micro-batches outside the sizes --profile timed (%s): their times "
+            "are extrapolated there; 'brigade profile --batch %lld' times every size of a step "
+            "of %lld\n",
+            outside, sizes, (long long)batch, (long long)batch);
 }
 
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,
@@ -152,7 +172,7 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
                      (p->auto_schedule ? BG_PLAN_SEARCH_SCHEDULE : 0);
     if (flags == 0) {
         BG_CHECK(bg_plan_create(request, out));
-        bg_cli_note_profile_sizes(*out);
+        bg_cli_note_profile_sizes(request->profile, request->batch, &request->microbatches, 1);
         return BG_OK;
     }
     bg_plan_t *plan = NULL;
@@ -182,7 +202,8 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
         fprintf(stderr, ": nothing fits; this overflows least\n");
     else
         fprintf(stderr, ", every stage fits\n");
-    bg_cli_note_profile_sizes(plan);
+    bg_cli_note_profile_sizes(plan->request.profile, plan->request.batch,
+                              &plan->request.microbatches, 1);
     *out = plan;
     return BG_OK;
 }

@@ -81,13 +81,15 @@ const char *bg_cli_plan_split_source(const bg_plan_t *plan, char *buf, size_t si
 /* The same as a JSON word: "given", "slowest_stage" or "least_step". */
 const char *bg_cli_plan_split_key(const bg_plan_t *plan);
 
-/* Says on stderr when the plan's micro-batches are outside the sizes its
- * profile timed (none: nothing said): a profile's times are exact at those
- * sizes and on lines between them, and outside them guesses (a GEMM of a
- * few rows runs slower per sample, bound by reading its weights; past the
- * largest size they are scaled in proportion). The note gives the command
- * that times the size. */
-void bg_cli_note_profile_sizes(const bg_plan_t *plan);
+/* Says on stderr, in one note, which of the micro-batch counts ms[0..count)
+ * of a step of `batch` samples make micro-batches outside the sizes
+ * `profile` timed (none, or no profile: nothing said): a profile's times
+ * are exact at those sizes and on lines between them, and outside them
+ * guesses (a GEMM of a few rows runs slower per sample, bound by reading
+ * its weights; past the largest size they are scaled in proportion). The
+ * note gives the command that times them. */
+void bg_cli_note_profile_sizes(const bg_profile_t *profile, int64_t batch, const int *ms,
+                               int count);
 
 /* The stages device `device` holds, into buf: "0,2" or, with `words`,
  * "0 and 2" ("0, 2 and 4"). Returns buf. */

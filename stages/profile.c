@@ -430,6 +430,28 @@ done:
     return best < BG_PROFILE_MAX_COPY_BYTES_PER_S ? best : BG_PROFILE_MAX_COPY_BYTES_PER_S;
 }
 
+int bg_profile_default_sizes(int64_t batch, int64_t micro, int64_t *out) {
+    int64_t all[BG_PROFILE_MAX_OTHER_SIZES + 1] = {1};
+    int n = 1;
+    if (micro > 1) all[n++] = micro;
+    if (batch > micro) all[n++] = batch;
+    while (n >= 2 && n - 1 < BG_PROFILE_MAX_OTHER_SIZES) {
+        int widest = 0;
+        for (int k = 1; k + 1 < n; k++)
+            if ((double)all[k + 1] / (double)all[k] > (double)all[widest + 1] / (double)all[widest])
+                widest = k;
+        if (all[widest + 1] <= 4 * all[widest]) break;
+        const int64_t middle = (int64_t)(sqrt((double)all[widest] * (double)all[widest + 1]) + 0.5);
+        for (int k = n; k > widest + 1; k--) all[k] = all[k - 1];
+        all[widest + 1] = middle;
+        n++;
+    }
+    int count = 0;
+    for (int k = 0; k < n; k++)
+        if (all[k] != micro) out[count++] = all[k];
+    return count;
+}
+
 /* Up to BG_PROFILE_MAX_OTHER_SIZES sizes, ascending from 1, none the batch. */
 static int other_sizes_valid(const bg_profile_config_t *cfg) {
     if (cfg->other_sizes < 0 || cfg->other_sizes > BG_PROFILE_MAX_OTHER_SIZES) return 0;

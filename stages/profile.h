@@ -207,6 +207,14 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
 bg_status_t bg_profile_check_optimizer(const bg_profile_t *p, const char *path,
                                        const bg_optimizer_config_t *optimizer);
 
+/* The sizes `brigade profile` times the layers at besides `micro` (ceil(B /
+ * M)) for a step of `batch` samples, into out[0..return value), ascending:
+ * 1 and the batch, then, while two neighbours among those and `micro` are
+ * more than 4 times apart and fewer than BG_PROFILE_MAX_OTHER_SIZES sizes
+ * are chosen, the geometric middle of the two farthest apart (rounded). At
+ * B = 64, M = 4: 1, 4 and 64 beside 16; at B = 1: none. */
+int bg_profile_default_sizes(int64_t batch, int64_t micro, int64_t *out);
+
 /* Seconds of layer `l`'s op at a micro-batch of `samples` (a mean, so not
  * whole), from its times at the sizes the profile timed (batch and the
  * other sizes): exact at each; between two of them, on the line through

@@ -203,6 +203,34 @@ static void test_repeated_stage_entries(void **state) {
     assert_int_equal(load_entries(path, 4, f3, l3), BG_OK);
 }
 
+/* The sizes profile times the layers at by default, for a step of B
+ * samples in micro-batches of ceil(B / M): 1 and B, and geometric middles
+ * of the farthest neighbours while two are over 4 times apart, at most 4. */
+static void test_default_sizes(void **state) {
+    (void)state;
+    static const struct {
+        int64_t batch, micro;
+        int count;
+        int64_t sizes[4];
+    } cases[] = {
+        {1, 1, 0, {0}},                                 /* nothing but 1 */
+        {5, 5, 2, {1, 2}},                              /* 1, 5: 5x apart; middle 2 */
+        {8, 8, 2, {1, 3}},                              /* 1, 8: 8x apart; middle 3 */
+        {8, 1, 2, {3, 8}},                              /* the micro-batch is 1 */
+        {8, 2, 2, {1, 8}},                              /* 1, 2, 8: within 4x */
+        {64, 16, 3, {1, 4, 64}},                        /* 1-16 is the widest */
+        {64, 22, 4, {1, 2, 5, 64}},                     /* 1-22, then 1-5 */
+        {100, 15, 4, {1, 4, 39, 100}},                  /* 1-15, then 15-100 */
+        {1048576, 349526, 4, {1, 591, 14373, 1048576}}, /* stops at 4 sizes */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t got[BG_PROFILE_MAX_OTHER_SIZES] = {0};
+        const int count = bg_profile_default_sizes(cases[i].batch, cases[i].micro, got);
+        assert_int_equal(count, cases[i].count);
+        for (int k = 0; k < count; k++) assert_int_equal(got[k], cases[i].sizes[k]);
+    }
+}
+
 static int setup(void **state) { return bg_test_scratch_file_setup(state, "profile", "p.json"); }
 
 int main(void) {
@@ -211,6 +239,7 @@ int main(void) {
                                         bg_test_scratch_file_teardown),
         cmocka_unit_test_setup_teardown(test_repeated_stage_entries, setup,
                                         bg_test_scratch_file_teardown),
+        cmocka_unit_test(test_default_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

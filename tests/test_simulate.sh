@@ -43,11 +43,11 @@ for bad in 1,,2 '' '1,'; do
         -- profile "$MODEL" --sizes "$bad"
 done
 usage_error "--sizes: expected an integer, got 'x'" -- profile "$MODEL" --sizes 1,x
-usage_error "--sizes '1,2,3,4,5': at most 4 sizes" -- profile "$MODEL" --sizes 1,2,3,4,5
+usage_error "--sizes '1,2,3,4,5,1': at most 4 sizes" -- profile "$MODEL" --sizes 1,2,3,4,5,1
 usage_error "--sizes: 0 is outside 1..1048576" -- profile "$MODEL" --sizes 0,4
 # The sizes given, in order, less ceil(B / M) and repeats; 0: none; by
 # default 1 and B, less ceil(B / M).
-for entry in "0:" "5,3,2,2:3,5" "1,8:1,8" ":1,8"; do
+for entry in "0:" "5,3,2,2:3,5" "1,8:1,8" "4,4,4,4,4,1:1,4" ":1,8"; do
     given=${entry%%:*} kept=${entry#*:}
     if expect 0 "" -- profile "$MODEL" --batch 8 --microbatches 4 ${given:+--sizes "$given"} \
         --split 4 --repetitions 1 -o "$T/sizes.json"; then
@@ -56,6 +56,7 @@ assert p.get('other_sizes', []) == [$kept], p.get('other_sizes')
 assert all(len(l.get('at_other_sizes', [])) == len(p.get('other_sizes', [])) for l in p['layers'])"
     fi
 done
+# (the default ran last)
 check "the default's table: a column per size, the profile's marked" \
     grep -qE "^layer  fwd \+ dX \+ dW ms at +1 +2\* +8$" "$OUT"
 # A size whose stage of the whole model would hold over half the memory
@@ -436,7 +437,7 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
         check "M=$m of 64 samples: within the sizes timed, no note" \
             sh -c "! grep -q 'extrapolated' '$ERR'"
     done
-    expect 0 "note: M=1 makes micro-batches of about 128 samples, above the sizes --profile timed (1, 4, 16, 64): its times are extrapolated there; 'brigade profile --batch 128 --microbatches 1' times this size" \
+    expect 0 "note: M=1 makes micro-batches of about 128 samples, above the sizes --profile timed (1, 4, 16, 64): its times are extrapolated there; 'brigade profile --batch 128 --microbatches 1' times every size of a step of 128" \
         -- simulate "$MODEL" --devices cpu:2 --split 4 --microbatches 1 --batch 128 --profile "$P"
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
@@ -451,7 +452,21 @@ json.dump(p, open(sys.argv[2], 'w'))" "$P" "$T/b64.profile.json"
     expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches auto \
         --profile "$T/b64.profile.json" --batch 4
     check "auto: the note gives the chosen M's micro-batch size" \
-        grep -qE "note: M=(1 makes micro-batches of about 4|2 makes micro-batches of about 2|4 makes micro-batches of about 1) samples, below" "$ERR"
+        grep -qE "note: M=(1 makes micro-batches of about 4 samples|2 makes micro-batches of about 2 samples|4 makes micro-batches of about 1 sample), below" "$ERR"
+    # A sweep says it once, naming every M outside (not M=1: 64 samples).
+    expect 0 "note: M=2,8 make micro-batches outside the sizes --profile timed (64): their times are extrapolated there; 'brigade profile --batch 64' times every size of a step of 64" \
+        -- sweep "$MODEL" --simulate --devices cpu:2 --split 4 --microbatches 1,2,8 \
+        --schedule gpipe,1f1b --profile "$T/b64.profile.json"
+    check "one note for the sweep" test "$(grep -c '^note: M=' "$ERR")" -eq 1
+    # A profile of one size at M=3 (22 samples; micro-batches of 21 and
+    # 22): its own M is no size outside it.
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+p['batch'] = 22
+json.dump(p, open(sys.argv[2], 'w'))" "$T/b64.profile.json" "$T/b22.profile.json"
+    expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches 3 \
+        --profile "$T/b22.profile.json"
+    check "M=3 of a profile at M=3: no note" sh -c "! grep -q '^note: M=' '$ERR'"
     # Older profiles did not say their optimizer: accepted for any.
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
