@@ -16,8 +16,9 @@
 static const double mib = 1024.0 * 1024.0;
 
 /* Tries one change; prints it if the plan then fits, and adds it to
- * `found` (when not NULL) as {"change", "largest_stage_bytes", "step_ms"}.
- * Returns 1 if it fit. */
+ * `found` (when not NULL) as {"change", "largest_stage_bytes", "step_ms"},
+ * and "largest_device_bytes" where the plan is checked per device (a given
+ * split with --chunks V). Returns 1 if it fit. */
 static int try_variant(const bg_plan_request_t *r, const char *what, cJSON *found) {
     bg_plan_t *p = NULL;
     bg_plan_request_t v = *r;
@@ -25,16 +26,25 @@ static int try_variant(const bg_plan_request_t *r, const char *what, cJSON *foun
     if (bg_plan_create(&v, &p) != BG_OK) return 0;
     int fits = p->partition->fits;
     if (fits) {
-        size_t peak = 0;
+        size_t peak = 0, device_peak = 0;
         for (int s = 0; s < p->partition->stages; s++)
             if (p->partition->stage[s].peak_bytes > peak) peak = p->partition->stage[s].peak_bytes;
+        /* Checked per device (a given split with --chunks V): what fit is
+         * each device's stages together. */
+        const int per_device = p->partition->memory_check == BG_PARTITION_CHECK_DEVICES;
+        for (int d = 0; per_device && d < p->request.devices; d++) {
+            const size_t bytes = bg_partition_device_peak_bytes(p->partition, d);
+            if (bytes > device_peak) device_peak = bytes;
+        }
         fprintf(stderr,
-                "  %-32s fits: largest stage %.2f MiB, step %.3f ms without the optimizer step\n",
-                what, (double)peak / mib, p->step_s * 1e3);
+                "  %-32s fits: largest %s %.2f MiB, step %.3f ms without the optimizer step\n",
+                what, per_device ? "device's stages" : "stage",
+                (double)(per_device ? device_peak : peak) / mib, p->step_s * 1e3);
         cJSON *change = found != NULL ? cJSON_CreateObject() : NULL;
         if (change != NULL) {
             cJSON_AddStringToObject(change, "change", what);
             bg_cli_json_add_uint(change, "largest_stage_bytes", peak);
+            if (per_device) bg_cli_json_add_uint(change, "largest_device_bytes", device_peak);
             cJSON_AddNumberToObject(change, "step_ms", p->step_s * 1e3);
             cJSON_AddItemToArray(found, change);
         }

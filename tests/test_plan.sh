@@ -500,10 +500,14 @@ expect 2 "brigade plan: does not fit: cpu:0's stages 0 and 2 (layers 0-1 and 4-5
 check "a split over on a device says it was checked per device" \
     grep -qFx "this is the given --split, checked per device; what would help:" "$ERR"
 check "its table shows the device over" grep -qE '^cpu:0 +0,2 +25\.02 +25\.02 +>100% *$' "$OUT"
+check "a change that fits gives the largest device's stages together, what was checked" \
+    grep -qE "^  --optimizer sgd +fits: largest device's stages [0-9.]+ MiB" "$ERR"
 expect 2 "" -- plan "$@" --device-mem 26235551 --json
 json_check "--json names the device over, its stages and the bytes" '
 assert p["fits"] is False, p
-assert p["overflow"] == {"device": "cpu:0", "stages": [0, 2], "bytes": 1}, p["overflow"]'
+assert p["overflow"] == {"device": "cpu:0", "stages": [0, 2], "bytes": 1}, p["overflow"]
+sgd = [c for c in p["suggestions"] if c["change"] == "--optimizer sgd"][0]
+assert sgd["largest_stage_bytes"] < sgd["largest_device_bytes"] <= 26235551, sgd'
 expect 2 "1 byte over cpu:0's 26,235,551-byte capacity" -- \
     train "$@" --device-mem 26235551 --data synthetic --steps 1
 expect 2 "every point was skipped" -- sweep "$MODEL" --simulate --devices cpu:2 \
