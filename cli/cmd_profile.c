@@ -86,9 +86,10 @@ static const char help[] =
     "  --microbatches M   micro-batches per step (default 1): layers are timed\n"
     "                     on ceil(B / M) samples\n"
     "  --sizes N,...      also time the layers at these micro-batch sizes, up\n"
-    "                     to 4 (default 1, B and sizes between them, so that\n"
-    "                     every size a step of B can have lies between two:\n"
-    "                     1,4,64 at B = 64, M = 4; 0: ceil(B / M) only)\n"
+    "                     to 6, in place of the default: 1, B and sizes\n"
+    "                     between them, so that every size a step of B can\n"
+    "                     have lies between two (1,4,64 at B = 64, M = 4);\n"
+    "                     0: ceil(B / M) only\n"
     "  --repetitions R    timed rounds, their mean counts (default 7, 1..101;\n"
     "                     a layer range's rounds are split among its passes)\n"
     "  --optimizer NAME   adam (default) or sgd, for the update times\n"
@@ -111,8 +112,9 @@ static const char help[] =
 
 typedef struct profile_options profile_options_t;
 
-/* --sizes "1,64": up to BG_PROFILE_MAX_OTHER_SIZES sizes, any order, sorted
- * into o; "0": none. */
+/* --sizes "1,64": up to BG_PROFILE_MAX_OTHER_SIZES sizes (one more while
+ * parsing: ceil(B / M), dropped later, may be among them), any order,
+ * sorted into o; "0": none. */
 static bg_status_t parse_sizes(const char *text, profile_options_t *o);
 
 struct profile_options {
@@ -120,7 +122,7 @@ struct profile_options {
     int64_t batch, microbatches, repetitions;
     /* --sizes, ascending, without ceil(B / M); count -1: not given (1 and B) */
     int size_count;
-    int64_t sizes[BG_PROFILE_MAX_OTHER_SIZES];
+    int64_t sizes[BG_PROFILE_MAX_OTHER_SIZES + 1];
     int split[BG_MAX_STAGES], split_count; /* --split, 0: every range */
     bg_optimizer_config_t optimizer;
 };
@@ -143,12 +145,15 @@ static bg_status_t parse_sizes(const char *text, profile_options_t *o) {
                                 text);
         memcpy(one, at, length);
         one[length] = '\0';
+        if (strcmp(one, "0") == 0)
+            return bg_error_set(BG_ERR_INVALID, "--sizes '%s': 0 (no other sizes) must stand alone",
+                                text);
         int64_t size;
         BG_CHECK(bg_cli_parse_int("--sizes", one, 1, 1 << 20, &size));
         int repeated = 0; /* a repeat counts once */
         for (int k = 0; k < count; k++) repeated |= o->sizes[k] == size;
         if (!repeated) {
-            if (count == BG_PROFILE_MAX_OTHER_SIZES)
+            if (count == BG_PROFILE_MAX_OTHER_SIZES + 1)
                 return bg_error_set(BG_ERR_INVALID, "--sizes '%s': at most %d sizes", text,
                                     BG_PROFILE_MAX_OTHER_SIZES);
             int k = count++; /* insertion sort */
@@ -217,6 +222,10 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
     for (int k = 0; k < o->size_count; k++)
         if (o->sizes[k] != micro) o->sizes[kept++] = o->sizes[k];
     o->size_count = kept;
+    if (kept > BG_PROFILE_MAX_OTHER_SIZES)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--sizes: at most %d sizes besides the micro-batch's own, %lld",
+                            BG_PROFILE_MAX_OTHER_SIZES, (long long)micro);
     BG_CHECK(bg_cli_check_output("-o", o->output)); /* now, not after the measuring */
     const bg_cli_file_t files[] = {{"MODEL", o->model, 0, NULL, 0}, {"-o", o->output, 1, NULL, 0}};
     return bg_cli_check_distinct(files, 2);
@@ -298,7 +307,9 @@ static void print_sizes(const bg_model_spec_t *spec, const bg_profile_t *p) {
         printf("\n");
     }
     printf("(*: the micro-batch of the table above; a size between two timed ones is priced on "
-           "each op's line through them, past the largest in proportion to it)\n");
+           "each op's line through them, past the largest in proportion to it, below the "
+           "smallest on the line through the two smallest, between its time and that time in "
+           "proportion)\n");
 }
 
 static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {

@@ -152,8 +152,9 @@ void bg_cli_note_profile_sizes(const bg_profile_t *prof, int64_t batch, const in
         snprintf(about, sizeof about, size >= 100 ? "%.0f" : "%.3g", size);
         fprintf(stderr,
                 "note: M=%d makes micro-batches of about %s sample%s, %s the sizes --profile "
-                "timed (%s): its times are extrapolated there; 'brigade profile --batch %lld "
-                "--microbatches %d' times every size of a step of %lld\n",
+                "timed (%s): its times are extrapolated there; 'brigade profile' with --batch "
+                "%lld --microbatches %d, and this run's MODEL, --devices and --split, times "
+                "every size of a step of %lld\n",
                 ms[first], about, size == 1 ? "" : "s",
                 size > (double)timed[n - 1] ? "above" : "below", sizes, (long long)batch, ms[first],
                 (long long)batch);
@@ -161,8 +162,8 @@ void bg_cli_note_profile_sizes(const bg_profile_t *prof, int64_t batch, const in
     }
     fprintf(stderr,
             "note: M=%s make micro-batches outside the sizes --profile timed (%s): their times "
-            "are extrapolated there; 'brigade profile --batch %lld' times every size of a step "
-            "of %lld\n",
+            "are extrapolated there; 'brigade profile' with --batch %lld, and this run's MODEL, "
+            "--devices and --split, times every size of a step of %lld\n",
             outside, sizes, (long long)batch, (long long)batch);
 }
 

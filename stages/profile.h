@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* Most micro-batch sizes a profile times the layers at besides its batch. */
-#define BG_PROFILE_MAX_OTHER_SIZES 4
+#define BG_PROFILE_MAX_OTHER_SIZES 6
 
 /* A layer's forward, dX and dW at one of the profile's other sizes. */
 typedef struct bg_layer_at_size {

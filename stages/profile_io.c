@@ -216,7 +216,8 @@ static bg_status_t load_sizes(const char *path, const cJSON *root, bg_profile_t 
             (k > 0 && v <= (double)p->other_size[k - 1]))
             return bg_error_set(BG_ERR_PARSE,
                                 "%s: profile: 'other_sizes' must be whole micro-batch sizes from "
-                                "1, ascending, none the profile's 'batch' (%lld); entry %d is not",
+                                "1, ascending, none the profile's 'batch' (%lld); entry %d (from "
+                                "0) is not",
                                 path, (long long)p->batch, k);
         p->other_size[k] = (int64_t)v;
     }

@@ -205,23 +205,23 @@ static void test_repeated_stage_entries(void **state) {
 
 /* The sizes profile times the layers at by default, for a step of B
  * samples in micro-batches of ceil(B / M): 1 and B, and geometric middles
- * of the farthest neighbours while two are over 4 times apart, at most 4. */
+ * of the farthest neighbours while two are over 4 times apart, at most 6. */
 static void test_default_sizes(void **state) {
     (void)state;
     static const struct {
         int64_t batch, micro;
         int count;
-        int64_t sizes[4];
+        int64_t sizes[BG_PROFILE_MAX_OTHER_SIZES];
     } cases[] = {
-        {1, 1, 0, {0}},                                 /* nothing but 1 */
-        {5, 5, 2, {1, 2}},                              /* 1, 5: 5x apart; middle 2 */
-        {8, 8, 2, {1, 3}},                              /* 1, 8: 8x apart; middle 3 */
-        {8, 1, 2, {3, 8}},                              /* the micro-batch is 1 */
-        {8, 2, 2, {1, 8}},                              /* 1, 2, 8: within 4x */
-        {64, 16, 3, {1, 4, 64}},                        /* 1-16 is the widest */
-        {64, 22, 4, {1, 2, 5, 64}},                     /* 1-22, then 1-5 */
-        {100, 15, 4, {1, 4, 39, 100}},                  /* 1-15, then 15-100 */
-        {1048576, 349526, 4, {1, 591, 14373, 1048576}}, /* stops at 4 sizes */
+        {1, 1, 0, {0}},                                          /* nothing but 1 */
+        {5, 5, 2, {1, 2}},                                       /* 1, 5: 5x apart; middle 2 */
+        {8, 8, 2, {1, 3}},                                       /* 1, 8: 8x apart; middle 3 */
+        {8, 1, 2, {3, 8}},                                       /* the micro-batch is 1 */
+        {8, 2, 2, {1, 8}},                                       /* 1, 2, 8: within 4x */
+        {64, 16, 3, {1, 4, 64}},                                 /* 1-16 is the widest */
+        {64, 22, 5, {1, 2, 5, 10, 64}},                          /* 1-22, 1-5, then 5-22 */
+        {100, 15, 4, {1, 4, 39, 100}},                           /* 1-15, then 15-100 */
+        {1048576, 349526, 6, {1, 24, 119, 591, 14373, 1048576}}, /* stops at 6 sizes */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int64_t got[BG_PROFILE_MAX_OTHER_SIZES] = {0};

@@ -43,8 +43,12 @@ for bad in 1,,2 '' '1,'; do
         -- profile "$MODEL" --sizes "$bad"
 done
 usage_error "--sizes: expected an integer, got 'x'" -- profile "$MODEL" --sizes 1,x
-usage_error "--sizes '1,2,3,4,5,1': at most 4 sizes" -- profile "$MODEL" --sizes 1,2,3,4,5,1
-usage_error "--sizes: 0 is outside 1..1048576" -- profile "$MODEL" --sizes 0,4
+usage_error "--sizes '1,2,3,4,5,6,7,8,1': at most 6 sizes" -- profile "$MODEL" \
+    --sizes 1,2,3,4,5,6,7,8,1
+# ceil(B / M) among them is dropped, and does not count: 16 here.
+usage_error "--sizes: at most 6 sizes besides the micro-batch's own, 16" -- profile "$MODEL" \
+    --microbatches 4 --sizes 1,2,3,4,5,6,7
+usage_error "--sizes '0,4': 0 (no other sizes) must stand alone" -- profile "$MODEL" --sizes 0,4
 # The sizes given, in order, less ceil(B / M) and repeats; 0: none; by
 # default 1 and B, less ceil(B / M).
 for entry in "0:" "5,3,2,2:3,5" "1,8:1,8" "4,4,4,4,4,1:1,4" ":1,8"; do
@@ -378,13 +382,13 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
     bad_profile after_wait_missing "stage entry 2 'after_wait': 'forward_after_update' must be a number >= 0" \
         'p["stages"][2]["after_wait"] = {"forward_after_forward": 1, "backward_after_forward": 1, "forward_after_backward": 1, "backward_after_backward": 1}'
     sizes="profile: 'other_sizes' must be whole micro-batch sizes from 1, ascending, none the profile's 'batch' (16)"
-    bad_profile sizes_batch "$sizes; entry 1 is not" 'p["other_sizes"] = [1, 16]'
-    bad_profile sizes_order "$sizes; entry 1 is not" 'p["other_sizes"] = [64, 1]'
-    bad_profile sizes_zero "$sizes; entry 0 is not" 'p["other_sizes"] = [0, 64]'
-    bad_profile sizes_half "$sizes; entry 0 is not" 'p["other_sizes"] = [1.5, 64]'
-    bad_profile sizes_many "profile: 'other_sizes' must be a list of up to 4 micro-batch sizes" \
-        'p["other_sizes"] = [1, 2, 3, 4, 5]'
-    bad_profile sizes_number "profile: 'other_sizes' must be a list of up to 4 micro-batch sizes" \
+    bad_profile sizes_batch "$sizes; entry 1 (from 0) is not" 'p["other_sizes"] = [1, 16]'
+    bad_profile sizes_order "$sizes; entry 1 (from 0) is not" 'p["other_sizes"] = [64, 1]'
+    bad_profile sizes_zero "$sizes; entry 0 (from 0) is not" 'p["other_sizes"] = [0, 64]'
+    bad_profile sizes_half "$sizes; entry 0 (from 0) is not" 'p["other_sizes"] = [1.5, 64]'
+    bad_profile sizes_many "profile: 'other_sizes' must be a list of up to 6 micro-batch sizes" \
+        'p["other_sizes"] = [1, 2, 3, 4, 5, 6, 7]'
+    bad_profile sizes_number "profile: 'other_sizes' must be a list of up to 6 micro-batch sizes" \
         'p["other_sizes"] = 1'
     bad_profile sizes_missing "layer 3 needs 'at_other_sizes', a list of 3 objects: its times at each of 'other_sizes'" \
         'del p["layers"][3]["at_other_sizes"]'
@@ -437,7 +441,7 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
         check "M=$m of 64 samples: within the sizes timed, no note" \
             sh -c "! grep -q 'extrapolated' '$ERR'"
     done
-    expect 0 "note: M=1 makes micro-batches of about 128 samples, above the sizes --profile timed (1, 4, 16, 64): its times are extrapolated there; 'brigade profile --batch 128 --microbatches 1' times every size of a step of 128" \
+    expect 0 "note: M=1 makes micro-batches of about 128 samples, above the sizes --profile timed (1, 4, 16, 64): its times are extrapolated there; 'brigade profile' with --batch 128 --microbatches 1, and this run's MODEL, --devices and --split, times every size of a step of 128" \
         -- simulate "$MODEL" --devices cpu:2 --split 4 --microbatches 1 --batch 128 --profile "$P"
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
@@ -454,7 +458,7 @@ json.dump(p, open(sys.argv[2], 'w'))" "$P" "$T/b64.profile.json"
     check "auto: the note gives the chosen M's micro-batch size" \
         grep -qE "note: M=(1 makes micro-batches of about 4 samples|2 makes micro-batches of about 2 samples|4 makes micro-batches of about 1 sample), below" "$ERR"
     # A sweep says it once, naming every M outside (not M=1: 64 samples).
-    expect 0 "note: M=2,8 make micro-batches outside the sizes --profile timed (64): their times are extrapolated there; 'brigade profile --batch 64' times every size of a step of 64" \
+    expect 0 "note: M=2,8 make micro-batches outside the sizes --profile timed (64): their times are extrapolated there; 'brigade profile' with --batch 64, and this run's MODEL, --devices and --split, times every size of a step of 64" \
         -- sweep "$MODEL" --simulate --devices cpu:2 --split 4 --microbatches 1,2,8 \
         --schedule gpipe,1f1b --profile "$T/b64.profile.json"
     check "one note for the sweep" test "$(grep -c '^note: M=' "$ERR")" -eq 1
