@@ -166,6 +166,8 @@ int bg_plan_microbatch_multiple(const bg_plan_request_t *r, unsigned flags);
  * (1f1b holds less than gpipe for the same time). Combinations a schedule
  * rejects (interleaved with M not a multiple of K) are skipped. When none
  * fits, the result is the one whose worst overflow is smallest (fits = 0).
+ * With a profile, only the counts whose micro-batches lie within the sizes
+ * it timed are searched, where any does (its times elsewhere are guesses).
  * BG_ERR_INVALID for flags other than the two above, or when every
  * combination is rejected (the last reason); BG_ERR_NOMEM. */
 bg_status_t bg_plan_search(const bg_plan_request_t *request, unsigned flags, bg_plan_t **out);

@@ -471,6 +471,19 @@ json.dump(p, open(sys.argv[2], 'w'))" "$T/b64.profile.json" "$T/b22.profile.json
     expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --microbatches 3 \
         --profile "$T/b22.profile.json"
     check "M=3 of a profile at M=3: no note" sh -c "! grep -q '^note: M=' '$ERR'"
+    # auto searches only the counts the profile's sizes cover, where any is:
+    # of one size, 16, M=4 alone (the others make micro-batches of 1 to 8
+    # or of 32 and 64). With none covered (22: M=3 is no candidate), all,
+    # with the note.
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+p['batch'] = 16
+json.dump(p, open(sys.argv[2], 'w'))" "$T/b64.profile.json" "$T/b16.profile.json"
+    expect 0 "brigade plan: chose --microbatches 4:" -- plan "$MODEL" --devices cpu:2 --split 4 \
+        --microbatches auto --profile "$T/b16.profile.json"
+    check "auto within the sizes: no note" sh -c "! grep -q '^note: M=' '$ERR'"
+    expect 0 "the sizes --profile timed (22)" -- plan "$MODEL" --devices cpu:2 --split 4 \
+        --microbatches auto --profile "$T/b22.profile.json"
     # Older profiles did not say their optimizer: accepted for any.
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
