@@ -278,31 +278,20 @@ static void print_sizes(const bg_model_spec_t *spec, const bg_profile_t *p) {
         return;
     }
     int64_t size[BG_PROFILE_MAX_OTHER_SIZES + 1];
-    int n = 0, batch_at = -1;
-    for (int k = 0; k <= p->other_sizes; k++) {
-        if (batch_at < 0 && (k == p->other_sizes || p->batch < p->other_size[k])) {
-            batch_at = n;
-            size[n++] = p->batch;
-        }
-        if (k < p->other_sizes) size[n++] = p->other_size[k];
-    }
+    int where[BG_PROFILE_MAX_OTHER_SIZES + 1];
+    const int n = bg_profile_timed_sizes(p, size, where);
     printf("\n%5s  %-22s", "layer", "fwd + dX + dW ms at");
     for (int k = 0; k < n; k++) {
         char head[24];
-        snprintf(head, sizeof head, "%lld%s", (long long)size[k], k == batch_at ? "*" : "");
+        snprintf(head, sizeof head, "%lld%s", (long long)size[k], where[k] < 0 ? "*" : "");
         printf(" %9s", head);
     }
     printf("\n");
     for (int i = 0; i < p->layers; i++) {
-        const bg_layer_profile_t *l = &p->layer[i];
         printf("%5d  %-22s", i, bg_layer_kind_name(spec->layers[i].kind));
-        for (int k = 0, other = 0; k < n; k++) {
-            const double t = k == batch_at
-                                 ? l->forward_s + l->backward_data_s + l->backward_weights_s
-                                 : l->at_size[other].forward_s + l->at_size[other].backward_data_s +
-                                       l->at_size[other].backward_weights_s;
-            other += k != batch_at;
-            printf(" %9.4f", t * 1e3);
+        for (int k = 0; k < n; k++) {
+            const bg_layer_at_size_t t = bg_profile_layer_at(&p->layer[i], where[k]);
+            printf(" %9.4f", (t.forward_s + t.backward_data_s + t.backward_weights_s) * 1e3);
         }
         printf("\n");
     }

@@ -120,27 +120,16 @@ bg_status_t bg_cli_check_profile_used(const char *cmd, const bg_placement_t *p) 
 
 void bg_cli_note_profile_sizes(const bg_profile_t *prof, int64_t batch, const int *ms, int count) {
     if (prof == NULL || prof->batch < 1 || batch < 1) return;
-    /* The sizes in ascending order, the batch among the others. */
     int64_t timed[BG_PROFILE_MAX_OTHER_SIZES + 1];
-    int n = 0;
-    const int others = prof->other_sizes < BG_PROFILE_MAX_OTHER_SIZES ? prof->other_sizes
-                                                                      : BG_PROFILE_MAX_OTHER_SIZES;
-    for (int k = 0; k < others && prof->other_size[k] < prof->batch; k++)
-        timed[n++] = prof->other_size[k];
-    timed[n++] = prof->batch;
-    for (int k = 0; k < others; k++)
-        if (prof->other_size[k] > prof->batch) timed[n++] = prof->other_size[k];
+    int where[BG_PROFILE_MAX_OTHER_SIZES + 1];
+    const int n = bg_profile_timed_sizes(prof, timed, where);
     char sizes[128] = "", outside[256] = "";
     for (int k = 0, at = 0; k < n && at < (int)sizeof sizes; k++)
         at += snprintf(sizes + at, sizeof sizes - (size_t)at, "%s%lld", k > 0 ? ", " : "",
                        (long long)timed[k]);
-    /* M's micro-batches hold floor(B / M) to ceil(B / M) samples: outside
-     * when even the largest is below every size timed, or the smallest
-     * above. */
     int found = 0, first = 0;
     for (int i = 0, at = 0; i < count && at < (int)sizeof outside; i++) {
-        const int64_t m = ms[i], lo = batch / m, hi = (batch + m - 1) / m;
-        if (!(hi < timed[0] || lo > timed[n - 1])) continue;
+        if (bg_profile_covers(prof, batch, ms[i])) continue;
         if (found++ == 0) first = i;
         at += snprintf(outside + at, sizeof outside - (size_t)at, "%s%d", found > 1 ? "," : "",
                        ms[i]);

@@ -273,26 +273,19 @@ int bg_plan_microbatch_multiple(const bg_plan_request_t *r, unsigned flags) {
     return interleaved && r->devices > 1 ? r->devices : 1;
 }
 
-/* With a profile, of the micro-batch counts ms[0..count) those whose
- * micro-batches (floor(B / M) to ceil(B / M) samples) are not outside the
- * sizes it timed, kept in order at the front; their number, or `count`
- * where none is (the array untouched: every count is priced by extrapolation, as a note says). A
- * profile's times outside its sizes are guesses, and the fastest-looking
- * guess wins a search too easily: a one-size profile at M=4 put M=32 of the
- * origin CNN at 5.6 ms, which runs measured at about 19. */
+/* With a profile, of the micro-batch counts ms[0..count) those it covers
+ * (bg_profile_covers), kept in order at the front; their number, or
+ * `count` where none is (the array untouched: every count is priced by
+ * extrapolation, as a note says). A profile's times outside its sizes are
+ * guesses, and the fastest-looking guess wins a search too easily: a
+ * one-size profile at M=4 put M=32 of the origin CNN at 5.6 ms, which runs
+ * measured at about 19. */
 static int keep_profiled_counts(const bg_plan_request_t *r, int *ms, int count) {
     const bg_profile_t *prof = r->profile;
     if (prof == NULL || prof->batch < 1) return count;
-    int64_t smallest = prof->batch, largest = prof->batch;
-    for (int k = 0; k < prof->other_sizes && k < BG_PROFILE_MAX_OTHER_SIZES; k++) {
-        if (prof->other_size[k] < smallest) smallest = prof->other_size[k];
-        if (prof->other_size[k] > largest) largest = prof->other_size[k];
-    }
     int kept = 0;
-    for (int i = 0; i < count; i++) {
-        const int64_t lo = r->batch / ms[i], hi = (r->batch + ms[i] - 1) / ms[i];
-        if (!(hi < smallest || lo > largest)) ms[kept++] = ms[i]; /* in order */
-    }
+    for (int i = 0; i < count; i++)
+        if (bg_profile_covers(prof, r->batch, ms[i])) ms[kept++] = ms[i]; /* in order */
     return kept > 0 ? kept : count;
 }
 

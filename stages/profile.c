@@ -197,35 +197,49 @@ static bg_status_t measure_other_sizes(bg_backend_t *be, const bg_profile_config
     return st;
 }
 
-static double op_seconds_at_batch(const bg_layer_profile_t *l, bg_profile_op_t op) {
-    return op == BG_PROFILE_FORWARD         ? l->forward_s
-           : op == BG_PROFILE_BACKWARD_DATA ? l->backward_data_s
-                                            : l->backward_weights_s;
+int bg_profile_timed_sizes(const bg_profile_t *p, int64_t *sizes, int *where) {
+    const int others =
+        p->other_sizes < BG_PROFILE_MAX_OTHER_SIZES ? p->other_sizes : BG_PROFILE_MAX_OTHER_SIZES;
+    int n = 0, placed = 0;
+    for (int k = 0; k <= others; k++) {
+        if (!placed && (k == others || p->batch < p->other_size[k])) {
+            sizes[n] = p->batch;
+            where[n++] = -1;
+            placed = 1;
+        }
+        if (k < others) {
+            sizes[n] = p->other_size[k];
+            where[n++] = k;
+        }
+    }
+    return n;
 }
 
-static double op_seconds_at_size(const bg_layer_at_size_t *t, bg_profile_op_t op) {
-    return op == BG_PROFILE_FORWARD         ? t->forward_s
-           : op == BG_PROFILE_BACKWARD_DATA ? t->backward_data_s
-                                            : t->backward_weights_s;
+bg_layer_at_size_t bg_profile_layer_at(const bg_layer_profile_t *l, int where) {
+    if (where >= 0) return l->at_size[where];
+    return (bg_layer_at_size_t){l->forward_s, l->backward_data_s, l->backward_weights_s};
+}
+
+int bg_profile_covers(const bg_profile_t *p, int64_t batch, int microbatches) {
+    int64_t sizes[BG_PROFILE_MAX_OTHER_SIZES + 1];
+    int where[BG_PROFILE_MAX_OTHER_SIZES + 1];
+    const int n = bg_profile_timed_sizes(p, sizes, where);
+    const int64_t lo = batch / microbatches, hi = (batch + microbatches - 1) / microbatches;
+    return !(hi < sizes[0] || lo > sizes[n - 1]);
 }
 
 double bg_profile_layer_seconds(const bg_profile_t *p, const bg_layer_profile_t *l,
                                 bg_profile_op_t op, double samples) {
-    /* The timed sizes in ascending order, the batch among the others. */
+    int64_t timed[BG_PROFILE_MAX_OTHER_SIZES + 1];
+    int where[BG_PROFILE_MAX_OTHER_SIZES + 1];
+    const int n = bg_profile_timed_sizes(p, timed, where);
     double size[BG_PROFILE_MAX_OTHER_SIZES + 1] = {0}, time[BG_PROFILE_MAX_OTHER_SIZES + 1] = {0};
-    int n = 0, placed = 0;
-    const int others =
-        p->other_sizes < BG_PROFILE_MAX_OTHER_SIZES ? p->other_sizes : BG_PROFILE_MAX_OTHER_SIZES;
-    for (int k = 0; k <= others; k++) {
-        if (!placed && (k == others || p->batch < p->other_size[k])) {
-            size[n] = (double)p->batch;
-            time[n++] = op_seconds_at_batch(l, op);
-            placed = 1;
-        }
-        if (k < others) {
-            size[n] = (double)p->other_size[k];
-            time[n++] = op_seconds_at_size(&l->at_size[k], op);
-        }
+    for (int k = 0; k < n; k++) {
+        const bg_layer_at_size_t t = bg_profile_layer_at(l, where[k]);
+        size[k] = (double)timed[k];
+        time[k] = op == BG_PROFILE_FORWARD         ? t.forward_s
+                  : op == BG_PROFILE_BACKWARD_DATA ? t.backward_data_s
+                                                   : t.backward_weights_s;
     }
     if (n == 1 || samples >= size[n - 1]) return time[n - 1] * samples / size[n - 1];
     int k = 1; /* the segment [size[k - 1], size[k]] that holds samples, or the first */

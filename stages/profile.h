@@ -215,6 +215,21 @@ bg_status_t bg_profile_check_optimizer(const bg_profile_t *p, const char *path,
  * B = 64, M = 4: 1, 4 and 64 beside 16; at B = 1: none. */
 int bg_profile_default_sizes(int64_t batch, int64_t micro, int64_t *out);
 
+/* The micro-batch sizes profile `p` timed its layers at, ascending, into
+ * sizes[0..return value) (at most BG_PROFILE_MAX_OTHER_SIZES + 1): its
+ * batch among its other sizes; where[i] is -1 for the batch, else the
+ * index of the other size (into other_size and each layer's at_size). */
+int bg_profile_timed_sizes(const bg_profile_t *p, int64_t *sizes, int *where);
+
+/* Layer `l`'s forward, dX and dW at the timed size `where` names (as
+ * bg_profile_timed_sizes gives it). */
+bg_layer_at_size_t bg_profile_layer_at(const bg_layer_profile_t *l, int where);
+
+/* Whether M micro-batches of a step of `batch` samples (floor(B / M) to
+ * ceil(B / M) samples each) lie within the sizes `p` timed: not when even
+ * the largest is below every size timed, or the smallest above. */
+int bg_profile_covers(const bg_profile_t *p, int64_t batch, int microbatches);
+
 /* Seconds of layer `l`'s op at a micro-batch of `samples` (a mean, so not
  * whole), from its times at the sizes the profile timed (batch and the
  * other sizes): exact at each; between two of them, on the line through
