@@ -330,7 +330,9 @@ if [ -x "$brigade" ] && [ -d "$build/data/fashion-mnist" ]; then
     if [ "$rc" -eq 0 ]; then
         accuracy=$(python3 -c "import json, sys
 m = json.load(open(sys.argv[1]))
-print('test accuracy %.4f (goal >= 0.90), %.0f samples/s' % (m['test_accuracy'], m['samples_per_s']))" \
+ws = sum(s['peak_by_category']['workspace'] for s in m['stages'])
+print('test accuracy %.4f (goal >= 0.90), %.0f samples/s; conv workspace %.2f MiB (the plan counts 256)'
+      % (m['test_accuracy'], m['samples_per_s'], ws / 2**20))" \
             "$results/accuracy.json")
     else
         case $rc in

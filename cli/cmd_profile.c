@@ -367,7 +367,9 @@ static bg_status_t keep_sizes_that_fit(bg_profile_config_t *pc) {
         cc.optimizer = pc->optimizer;
         bg_cost_model_t *m = NULL;
         BG_CHECK(bg_cost_model_create(&cc, &m));
-        const bg_cost_stage_t whole = {0, pc->spec->num_layers, pc->stash_slots, 0, 0};
+        const bg_cost_stage_t whole = {.first_layer = 0,
+                                       .last_layer = pc->spec->num_layers,
+                                       .stash_slots = pc->stash_slots}; /* on a CPU core */
         const bg_cost_memory_t memory = bg_cost_stage_memory(m, &whole);
         bg_cost_model_destroy(m);
         const size_t peak = bg_cost_memory_peak(&memory);

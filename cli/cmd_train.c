@@ -542,6 +542,7 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.microbatches = o.placement.microbatches;
     o.train.split = bg_plan_split(plan);
     o.train.recompute = o.placement.recompute;
+    o.train.conv_workspace_limit = o.placement.conv_workspace;
     o.train.stop = &bg_cli_stop_signal;
     bg_cli_stop_handlers_t old_handlers;
     bg_cli_catch_stop_signals(&old_handlers);

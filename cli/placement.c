@@ -48,6 +48,13 @@ const char bg_placement_help_rest[] =
     "                     With --chunks V a given --split fits when each\n"
     "                     device's V stages together fit it; the planner's own\n"
     "                     split keeps each stage within 1/V of it\n"
+    "  --conv-workspace SIZE\n"
+    "                     the most scratch memory a convolution on a CUDA device\n"
+    "                     may use (default 256M; 0: only algorithms that need\n"
+    "                     none). cuDNN's algorithm, the fastest within it, is\n"
+    "                     found by timing them on the GPU, so the plan counts all\n"
+    "                     of it for each GPU stage holding a convolution; a\n"
+    "                     smaller one fits tighter memory, maybe at some speed\n"
     "  --profile FILE     measured layer times ('brigade profile') for the\n"
     "                     planner in place of FLOPs over an assumed speed (train\n"
     "                     and a measured sweep take it only where the planner\n"
@@ -69,12 +76,13 @@ void bg_placement_init(bg_placement_t *p) {
     p->schedule = BG_SCHEDULE_1F1B;
     p->chunks = 1;
     p->microbatches = 1;
+    p->conv_workspace = BG_CUDA_CONV_WORKSPACE_LIMIT;
 }
 
 int bg_placement_is_option(const char *arg) {
-    static const char *const with_value[] = {"--devices",    "--stages",  "--split",
-                                             "--schedule",   "--chunks",  "--microbatches",
-                                             "--device-mem", "--profile", "--topology"};
+    static const char *const with_value[] = {
+        "--devices",      "--stages",     "--split",   "--schedule", "--chunks",
+        "--microbatches", "--device-mem", "--profile", "--topology", "--conv-workspace"};
     for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
         if (strcmp(arg, with_value[i]) == 0) return 1;
     return strcmp(arg, "--recompute") == 0 ? 2 : 0;
@@ -175,6 +183,10 @@ bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *v
         }
     } else if (strcmp(arg, "--device-mem") == 0) {
         BG_CHECK(parse_size(arg, value, &p->device_mem));
+    } else if (strcmp(arg, "--conv-workspace") == 0) {
+        p->conv_workspace = 0;
+        if (strcmp(value, "0") != 0) BG_CHECK(parse_size(arg, value, &p->conv_workspace));
+        p->conv_workspace_given = 1;
     } else if (strcmp(arg, "--profile") == 0) {
         p->profile_path = value;
     } else if (strcmp(arg, "--topology") == 0) {
@@ -198,6 +210,25 @@ bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks, const
                             "one a device it would be 1F1B's order with a longer warm-up): %s",
                             advice);
     return BG_OK;
+}
+
+/* --conv-workspace bounds cuDNN's algorithms: CPU devices alone would
+ * ignore it, so it is refused there like --tf32; with --devices auto it
+ * applies wherever that finds GPUs, and a machine where it found none is
+ * told so. */
+static bg_status_t check_conv_workspace(const bg_placement_t *p) {
+    if (!p->conv_workspace_given) return BG_OK;
+    for (int d = 0; d < p->devices.count; d++)
+        if (p->devices.devices[d].kind == BG_DEVICE_CUDA) return BG_OK;
+    if (strcmp(p->devices_text, "auto") == 0) {
+        fprintf(stderr, "note: --conv-workspace changes nothing here: --devices auto found no GPU "
+                        "and took CPU cores, whose convolutions' scratch the model fixes\n");
+        return BG_OK;
+    }
+    return bg_error_set(BG_ERR_INVALID,
+                        "--conv-workspace applies to CUDA devices only; --devices %s has none, "
+                        "and a CPU convolution's scratch (im2col) is what the model fixes",
+                        p->devices_text);
 }
 
 bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
@@ -258,7 +289,7 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
     if (stages > spec->num_layers)
         return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layer%s", stages,
                             spec->num_layers, spec->num_layers == 1 ? "" : "s");
-    return BG_OK;
+    return check_conv_workspace(p);
 }
 
 /* Devices by memory, the most first, and in the order given among equal
@@ -356,6 +387,9 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
              * memory; 1 TB/s leaves room for older ones. Virtual devices'
              * updates run at once, after the barrier. */
             c.memory_bytes_per_s = 1e12 / sharing;
+            /* cuDNN's choice, within the limit, is known only on the GPU. */
+            c.own_conv_workspace = 1;
+            c.conv_workspace_bytes = p->conv_workspace;
             c.weight_bytes_per_s = c.memory_bytes_per_s; /* weights from its own memory */
             /* The links hold each device's GPU's memory: the device has
              * its share, less the cuBLAS workspace its backend makes beside

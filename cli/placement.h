@@ -1,6 +1,7 @@
 /* The placement options shared by train, plan, simulate and sweep:
  * --devices --stages --split --schedule --chunks --microbatches --recompute
- * --device-mem --profile, and what the planner makes of them. */
+ * --device-mem --conv-workspace --profile --topology, and what the planner
+ * makes of them. */
 #ifndef BG_CLI_PLACEMENT_H
 #define BG_CLI_PLACEMENT_H
 
@@ -23,6 +24,8 @@ typedef struct bg_placement {
     int chunks, microbatches, recompute;
     int auto_schedule, auto_microbatches; /* --schedule auto, --microbatches auto */
     size_t device_mem;                    /* --device-mem in bytes, 0: not given */
+    size_t conv_workspace;                /* --conv-workspace in bytes, default 256 MiB */
+    int conv_workspace_given;             /* so was --conv-workspace */
     const char *profile_path;             /* --profile, or NULL */
     const char *topology_path;            /* --topology, or NULL: this machine */
     /* The run this placement is for ("train", "a measured sweep"), which
@@ -74,7 +77,8 @@ bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks, const
 /* Resolves the device list against the machine `topo` describes (its cores;
  * its GPUs for `auto` when it is an XML file, else the GPUs CUDA sees) and
  * checks the combination: --stages K at most the devices; a --split needs
- * one value per stage boundary. */
+ * one value per stage boundary; --conv-workspace needs a CUDA device
+ * (with auto that found none, a note says it changes nothing). */
 bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                                  const bg_topology_t *topo);
 
@@ -94,7 +98,8 @@ bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
  * holds several virtual devices, the copies are more of them, sharing its
  * speed and memory): a CPU device is one core
  * (BG_COST_DEVICE_CPU_CORE_INIT), a CUDA device an assumed 10 TFLOP/s
- * shared among the virtual devices of its GPU. Each may use --device-mem
+ * shared among the virtual devices of its GPU, whose stages holding a
+ * convolution count --conv-workspace of workspace. Each may use --device-mem
  * bytes; without it, a GPU has its memory when the links know it (divided
  * among its virtual devices), and with `host_share` CPU devices share the
  * host's memory (1/count each); else they are unlimited. */

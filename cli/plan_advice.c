@@ -3,6 +3,7 @@
  * memory. Each change is tried as a whole plan with the planner, one at a
  * time, then the fewest memory savings together, then all of them, on the
  * devices given and on other counts of them (planning.h). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,36 @@ static int try_variant(const bg_plan_request_t *r, const char *what, cJSON *foun
         }
     }
     bg_plan_destroy(p);
+    return fits;
+}
+
+/* Where the stage (or device) over holds the convolution workspace a GPU
+ * counts (--conv-workspace, all of it: cuDNN's choice is known only on the
+ * GPU), tries the largest whole MiB below it that takes away the excess, on
+ * every GPU. Returns 1 if that fit. */
+static int try_conv_workspace(const bg_plan_t *p, cJSON *found) {
+    const bg_plan_request_t *r = &p->request;
+    const bg_partition_t *part = p->partition;
+    const bg_partition_stage_t *st = &part->stage[part->worst_stage];
+    const bg_cost_device_t *dev = &r->device[st->device];
+    if (!dev->own_conv_workspace || st->memory.workspace == 0 ||
+        part->overflow_bytes > dev->conv_workspace_bytes)
+        return 0;
+    const size_t mib_bytes = (size_t)1 << 20;
+    const size_t limit = (dev->conv_workspace_bytes - part->overflow_bytes) / mib_bytes;
+    bg_cost_device_t *less = malloc(sizeof *less * (size_t)r->devices);
+    if (less == NULL) return 0;
+    for (int d = 0; d < r->devices; d++) {
+        less[d] = r->device[d];
+        if (less[d].own_conv_workspace && less[d].conv_workspace_bytes > limit * mib_bytes)
+            less[d].conv_workspace_bytes = limit * mib_bytes;
+    }
+    bg_plan_request_t v = *r;
+    v.device = less;
+    char what[64];
+    snprintf(what, sizeof what, "--conv-workspace %zu%s", limit, limit > 0 ? "M" : "");
+    const int fits = try_variant(&v, what, found);
+    free(less);
     return fits;
 }
 
@@ -237,25 +268,39 @@ static int most_microbatches(const bg_plan_request_t *r) {
 
 /* With request v's settings: the layer that needs the most memory on a
  * stage of its own (*layer), and that need (returned; 0 when it cannot be
- * worked out). A lower bound: one micro-batch in flight, and the channel
- * slots of a stage between two others on other devices. */
-static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer) {
+ * worked out). A lower bound: one micro-batch in flight, the channel
+ * slots of a stage between two others on other devices, and the device
+ * where it needs least. *gpu_workspace: how much of that need is the
+ * convolution workspace a GPU counts (--conv-workspace), else 0. */
+static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer, size_t *gpu_workspace) {
     bg_plan_request_t alone = *v;
     alone.fits_only = 0;
+    *gpu_workspace = 0;
     bg_plan_t *p = NULL;
     if (bg_plan_create(&alone, &p) != BG_OK) return 0;
     const int slots = bg_schedule_ring_slots(2, v->microbatches, 0, 1);
     size_t most = 0;
     for (int l = 0; l < bg_cost_model_layers(p->model); l++) {
-        const bg_cost_stage_t stage = {.first_layer = l,
-                                       .last_layer = l + 1,
-                                       .stash_slots = 1,
-                                       .input_channel_slots = slots,
-                                       .grad_channel_slots = slots};
-        const bg_cost_memory_t m = bg_cost_stage_memory(p->model, &stage);
-        if (bg_cost_memory_peak(&m) > most) {
-            most = bg_cost_memory_peak(&m);
+        /* On the device where it needs least (a GPU counts its convolution
+         * workspace limit). */
+        size_t least = SIZE_MAX, workspace = 0;
+        for (int d = 0; d < alone.devices; d++) {
+            const bg_cost_stage_t stage = {.first_layer = l,
+                                           .last_layer = l + 1,
+                                           .stash_slots = 1,
+                                           .input_channel_slots = slots,
+                                           .grad_channel_slots = slots,
+                                           .device = &alone.device[d]};
+            const bg_cost_memory_t m = bg_cost_stage_memory(p->model, &stage);
+            if (bg_cost_memory_peak(&m) < least) {
+                least = bg_cost_memory_peak(&m);
+                workspace = alone.device[d].own_conv_workspace ? m.workspace : 0;
+            }
+        }
+        if (least > most) {
+            most = least;
             *layer = l;
+            *gpu_workspace = workspace;
         }
     }
     bg_plan_destroy(p);
@@ -275,11 +320,18 @@ static size_t searched_capacity(const bg_plan_t *p, const bg_partition_stage_t *
 }
 
 /* Says that layer `layer` needs `need` bytes on a stage of its own, over
- * the `capacity` a stage may have, so more devices cannot help; `with`
- * names the settings (may be ""). */
+ * the `capacity` a stage may have, so more devices cannot help, and how
+ * much of it is a GPU's convolution workspace (`gpu_workspace`, may be 0);
+ * `with` names the settings (may be ""). */
 static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement_t *placement,
-                                  int layer, size_t need, size_t capacity, const char *with) {
-    char need_text[32], cap_text[32], remedy[192];
+                                  int layer, size_t need, size_t gpu_workspace, size_t capacity,
+                                  const char *with) {
+    char need_text[32], cap_text[32], remedy[192], workspace[160] = "";
+    if (gpu_workspace > 0)
+        snprintf(workspace, sizeof workspace,
+                 ", %.2f MiB of it the convolution workspace a GPU counts, which a smaller "
+                 "--conv-workspace lowers",
+                 (double)gpu_workspace / mib);
     bg_cli_group_digits((int64_t)need, need_text, sizeof need_text);
     /* Virtual devices divide their GPU: a larger share is fewer of them
      * (tried before this is said) or a larger GPU, not a --device-mem it
@@ -296,10 +348,11 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
                  need_text, r->chunks > 1 ? ", times --chunks" : "");
     fprintf(stderr,
             "  none of these fits, alone or together: layer %d (%s) needs at least %s bytes "
-            "(%.2f MiB) on a stage of its own%s, over the %s bytes a stage may have here, so "
+            "(%.2f MiB%s) on a stage of its own%s, over the %s bytes a stage may have here, so "
             "more devices cannot help; %s\n",
             layer, bg_layer_kind_name(r->spec->layers[layer].kind), need_text, (double)need / mib,
-            with, bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text), remedy);
+            workspace, with, bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text),
+            remedy);
 }
 
 /* A memory saving the explanation may suggest: its options, and what it
@@ -393,7 +446,8 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
         if (searched_capacity(failed, &failed->partition->stage[s]) > capacity)
             capacity = searched_capacity(failed, &failed->partition->stage[s]);
     int layer = 0;
-    const size_t need = largest_layer_alone(&v, &layer);
+    size_t gpu_workspace = 0;
+    const size_t need = largest_layer_alone(&v, &layer, &gpu_workspace);
     const int layer_too_large = capacity > 0 && need > capacity;
     /* Where the savings make every layer small enough, more devices may
      * hold what the request's own settings could not; fewer, where each
@@ -402,7 +456,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
         try_device_counts(&v, failed->model, placement, host_share, what, found))
         return;
     if (layer_too_large) {
-        print_layer_too_large(r, placement, layer, need, capacity,
+        print_layer_too_large(r, placement, layer, need, gpu_workspace, capacity,
                               at > 0 ? " even with all of these" : "");
         return;
     }
@@ -489,11 +543,13 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         helped |=
             try_variant(&v, savings[i].apply == without_split ? "leave out --split" : what, found);
     }
+    helped |= try_conv_workspace(p, found);
     helped |= try_microbatches(r, found);
     /* More devices help only where every layer fits a stage of its own;
      * fewer CPU devices sharing the host's memory each have more. */
     int layer = 0;
-    const size_t alone = largest_layer_alone(r, &layer);
+    size_t alone_workspace = 0;
+    const size_t alone = largest_layer_alone(r, &layer, &alone_workspace);
     const size_t searched = searched_capacity(p, st);
     if ((fewer_have_more(placement, host_share) || !(searched > 0 && alone > searched)) &&
         try_device_counts(r, p->model, placement, host_share, "", found))

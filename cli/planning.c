@@ -285,6 +285,17 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
     }
     fprintf(out, "(peak MiB is the sum of the columns from params on; other: the slots of "
                  "the channels into the stage and the ops' workspace)\n");
+    size_t conv_workspace = 0;
+    for (int s = 0; s < part->stages; s++)
+        if (p->device[part->stage[s].device].own_conv_workspace &&
+            part->stage[s].memory.workspace > conv_workspace)
+            conv_workspace = part->stage[s].memory.workspace;
+    if (conv_workspace > 0)
+        fprintf(out,
+                "(other holds %.2f MiB of convolution workspace for each GPU stage with a "
+                "convolution: the most cuDNN's algorithms may use, --conv-workspace; which "
+                "they take, and what it needs, is found by timing them on the GPU)\n",
+                (double)conv_workspace / mib);
     if (p->request.recompute)
         fprintf(out, "(bwd ms holds the recomputed forward, which --recompute runs before "
                      "each backward; --json gives it apart as predicted_ms.recompute)\n");

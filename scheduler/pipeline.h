@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "cuda/backend_cuda.h"
 #include "devices.h"
 #include "model_spec.h"
 #include "optimizer.h"
@@ -42,8 +43,9 @@ typedef struct bg_pipeline_config {
     int recompute;
     uint64_t seed;
     bg_optimizer_config_t optimizer;
-    bg_dtype_t dtype; /* BG_F32; BG_F64 for exact equivalence tests */
-    int allow_tf32;   /* CUDA devices may use TF32 tensor cores (bg_cuda_config_t) */
+    bg_dtype_t dtype;            /* BG_F32; BG_F64 for exact equivalence tests */
+    int allow_tf32;              /* CUDA devices may use TF32 tensor cores (bg_cuda_config_t) */
+    size_t conv_workspace_limit; /* CUDA devices' bg_cuda_config_t.conv_workspace_limit */
     /* A stage waiting on a neighbour longer than this stops the whole step
      * with BG_ERR_STALLED and a report of what every device was doing (the
      * last ops of each, like a flight recorder); 0 waits forever. */
@@ -68,7 +70,7 @@ typedef struct bg_pipeline_config {
         .schedule = BG_SCHEDULE_1F1B, .chunks = 1, .microbatches = 1, .batch = 64, .split = NULL,  \
         .recompute = 0, .seed = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT, .dtype = BG_F32,         \
         .stall_timeout_s = 300, .check_finite = 1, .stop_stage = -1, .nan_stage = -1,              \
-        .nan_microbatch = -1                                                                       \
+        .nan_microbatch = -1, .conv_workspace_limit = BG_CUDA_CONV_WORKSPACE_LIMIT                 \
     }
 
 /* Sums over a mini-batch, from the last stage. */

@@ -75,6 +75,7 @@ static bg_status_t create_backends(bg_pipeline_t *p) {
             cuda.device = dev->physical;
             cuda.dtype = p->cfg.dtype;
             cuda.allow_tf32 = p->cfg.allow_tf32;
+            cuda.conv_workspace_limit = p->cfg.conv_workspace_limit;
             BG_CHECK(bg_backend_cuda_create(&cuda, &p->backends[d]));
             continue;
         }

@@ -187,6 +187,7 @@ static bg_status_t open_pipeline(const bg_train_config_t *cfg, bg_device_list_t 
     pc.optimizer = cfg->optimizer;
     pc.stall_timeout_s = cfg->stall_timeout_s;
     pc.allow_tf32 = cfg->allow_tf32;
+    pc.conv_workspace_limit = cfg->conv_workspace_limit;
     bg_pipeline_t *pipe = NULL;
     BG_CHECK(bg_pipeline_create(&pc, &pipe));
     bg_status_t st = BG_OK;

@@ -59,8 +59,9 @@ typedef struct bg_train_config {
      * the step on every stage and go on, up to nan_limit skipped steps. */
     int nan_skip;
     int64_t nan_limit;
-    double stall_timeout_s; /* see bg_pipeline_config_t; 0 waits forever */
-    int allow_tf32;         /* see bg_pipeline_config_t */
+    double stall_timeout_s;      /* see bg_pipeline_config_t; 0 waits forever */
+    int allow_tf32;              /* see bg_pipeline_config_t */
+    size_t conv_workspace_limit; /* see bg_pipeline_config_t */
     /* Continue a run from a training-state checkpoint (scheduler/train_state.h);
      * steps and epochs still count from the start of the run. */
     const bg_train_state_t *resume;
@@ -80,7 +81,8 @@ typedef struct bg_train_config {
     {                                                                                              \
         .batch = 64, .epochs = 1, .steps = 0, .seed = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT,    \
         .schedule = BG_SCHEDULE_1F1B, .chunks = 1, .microbatches = 1, .nan_skip = 0,               \
-        .nan_limit = 10, .stall_timeout_s = 300                                                    \
+        .nan_limit = 10, .stall_timeout_s = 300,                                                   \
+        .conv_workspace_limit = BG_CUDA_CONV_WORKSPACE_LIMIT                                       \
     }
 
 typedef struct bg_train_result {

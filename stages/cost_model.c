@@ -33,6 +33,7 @@ struct bg_cost_model {
     int64_t *output_elems;   /* per-sample outputs of layers with a buffer of their own */
     int64_t *weighted_elems; /* per-sample outputs of layers with weights */
     int64_t *boundary;       /* per-sample numel at each boundary (not a prefix sum) */
+    int64_t *convolutions;   /* conv2d layers */
     /* With a profile: prefix sums of measured seconds per micro-batch. */
     double *forward_s, *backward_s, *weight_s, *update_s, *check_s;
     double first_dx_s;     /* layer 0's dX, which the executor never runs */
@@ -95,6 +96,7 @@ void bg_cost_model_destroy(bg_cost_model_t *m) {
     free(m->output_elems);
     free(m->weighted_elems);
     free(m->boundary);
+    free(m->convolutions);
     range_max_free(&m->widest);
     range_max_free(&m->workspace);
     for (int k = 0; k < m->weight_tables; k++) free(m->weights[k].excess);
@@ -209,6 +211,7 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         m->output_elems[i + 1] = m->output_elems[i] + (aliases ? 0 : out);
         m->weighted_elems[i + 1] = m->weighted_elems[i] + (weighted ? out : 0);
         m->boundary[i] = bg_shape_numel(l->in);
+        m->convolutions[i + 1] = m->convolutions[i] + (l->kind == BG_LAYER_CONV2D);
         size_t bytes;
         const bg_status_t st = bg_layer_workspace_bytes(l, be, m->micro, &bytes);
         if (st != BG_OK) {
@@ -270,6 +273,7 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     m->output_elems = calloc(count, sizeof(int64_t));
     m->weighted_elems = calloc(count, sizeof(int64_t));
     m->boundary = calloc(count, sizeof(int64_t));
+    m->convolutions = calloc(count, sizeof(int64_t));
     m->forward_s = calloc(count, sizeof(double));
     m->backward_s = calloc(count, sizeof(double));
     m->weight_s = calloc(count, sizeof(double));
@@ -278,8 +282,8 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     bg_status_t st = BG_OK;
     bg_backend_t *own = NULL, *be = cfg->workspace_backend;
     if (!m->forward_flops || !m->backward_flops || !m->backward_ops || !m->param_elems ||
-        !m->output_elems || !m->weighted_elems || !m->boundary || !m->forward_s || !m->backward_s ||
-        !m->weight_s || !m->update_s || !m->check_s) {
+        !m->output_elems || !m->weighted_elems || !m->boundary || !m->convolutions ||
+        !m->forward_s || !m->backward_s || !m->weight_s || !m->update_s || !m->check_s) {
         st = bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
         goto fail;
     }
@@ -441,6 +445,11 @@ bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_st
     if (first > 0) r.channels += (size_t)stage->input_channel_slots * input;
     if (last < m->layers)
         r.channels += (size_t)stage->grad_channel_slots * bg_cost_boundary_bytes(m, last);
-    r.workspace = (size_t)range_max_query(&m->workspace, first, last - 1);
+    const bg_cost_device_t *dev = stage->device;
+    if (dev != NULL && dev->own_conv_workspace)
+        r.workspace =
+            m->convolutions[last] > m->convolutions[first] ? dev->conv_workspace_bytes : 0;
+    else
+        r.workspace = (size_t)range_max_query(&m->workspace, first, last - 1);
     return r;
 }

@@ -41,7 +41,10 @@
  *                   activations from its predecessor, gradients from its
  *                   successor, each slots x the boundary activation
  *   workspace       the largest any layer asks for (conv2d im2col), as the
- *                   backend reports it (bg_layer_workspace_bytes) */
+ *                   CPU backend reports it (bg_layer_workspace_bytes); on a
+ *                   device that chooses its convolutions' algorithms itself
+ *                   (a GPU: cuDNN's, by timing them there), the most it
+ *                   lets one use, for a stage holding a convolution */
 #ifndef BG_COST_MODEL_H
 #define BG_COST_MODEL_H
 
@@ -88,6 +91,13 @@ typedef struct bg_cost_device {
     size_t memory_bytes;       /* capacity for stages; 0: unlimited */
     double memory_bytes_per_s; /* the optimizer's streams; 0: BG_COST_MEMORY_BYTES_PER_S */
     double weight_bytes_per_s; /* R above: a product's weights; 0: no such bound */
+    /* 1 where the device chooses its convolutions' algorithms, and so their
+     * scratch, itself (a GPU: cuDNN's fastest, found by timing them there),
+     * up to conv_workspace_bytes: a stage holding a convolution counts that
+     * much workspace. 0: the model's own figure (bg_layer_workspace_bytes
+     * on the CPU backend). */
+    int own_conv_workspace;
+    size_t conv_workspace_bytes;
 } bg_cost_device_t;
 
 #define BG_COST_DEVICE_CPU_CORE_INIT                                                               \
@@ -238,6 +248,9 @@ typedef struct bg_cost_stage {
     int stash_slots;         /* bg_schedule_stash_slots, at least 1 */
     int input_channel_slots; /* ring slots from the previous stage; unused at layer 0 */
     int grad_channel_slots;  /* ring slots from the next stage; unused on the last */
+    /* Where it runs, for its convolutions' workspace (own_conv_workspace);
+     * NULL: the model's own figure. */
+    const bg_cost_device_t *device;
 } bg_cost_stage_t;
 
 /* Predicted bytes by category; the peak is their sum. */

@@ -42,6 +42,7 @@ static bg_cost_stage_t stage_slots(const context_t *c, int s) {
         .stash_slots = cfg->stash_slots != NULL ? cfg->stash_slots[s] : 1,
         .input_channel_slots = s > 0 ? bg_schedule_ring_slots(k, mb, s - 1, s) : 0,
         .grad_channel_slots = s + 1 < c->stages ? bg_schedule_ring_slots(k, mb, s + 1, s) : 0,
+        .device = &cfg->device[s % k],
     };
     if (stage.stash_slots < 1) stage.stash_slots = 1;
     return stage;

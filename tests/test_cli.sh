@@ -259,6 +259,16 @@ else
     expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 8 --devices auto --tf32
     check "--tf32 with GPUs found: no note" sh -c "! grep -q 'changes nothing' '$ERR'"
 fi
+# --conv-workspace likewise: it bounds cuDNN's algorithms, which CPU
+# devices do not run.
+usage_error "--conv-workspace applies to CUDA devices only; --devices cpu:2 has none" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 8 --devices cpu:2 --conv-workspace 64M
+if ! "$BRIGADE" topo 2>/dev/null | grep -q '^CUDA: built, [1-9]'; then
+    expect 0 "note: --conv-workspace changes nothing here: --devices auto found no GPU and took CPU cores" \
+        -- train "$MODEL" --data synthetic --steps 1 --batch 8 --devices auto --conv-workspace 0
+fi
+usage_error "--conv-workspace: expected a size like 1000000, 512M, 8G or 1.5G, got 'lots'" -- \
+    sweep "$MODEL" --simulate --devices cuda:0 --conv-workspace lots --microbatches 1,2
 
 # --- train: data errors ------------------------------------------------------
 

@@ -539,11 +539,19 @@ check "leaving out --split is suggested" grep -qE '^  leave out --split +fits: '
 check "a third core is suggested, as a --devices that gives it" \
     grep -qE '^  3 devices \(--devices cpu:3, without --split\) +fits: ' "$ERR"
 check "the given split's table is still printed" grep -qE '^ +1 +1-7 +cpu:1 ' "$OUT"
-# GPUs cannot be asked for by number: the third must be listed.
+# GPUs cannot be asked for by number: the third must be listed (with a
+# convolution workspace that leaves room for anything in 20M).
 expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --topology "$GPUS" \
-    --devices cuda:0,cuda:1 --split 1 --device-mem 20M --microbatches 4
+    --devices cuda:0,cuda:1 --split 1 --device-mem 20M --microbatches 4 --conv-workspace 1M
 check "a third GPU is suggested, to be listed" grep -qE \
     '^  3 devices \(cuda:0,cuda:1 and 1 more like cuda:1 in --devices, without --split\) +fits: ' "$ERR"
+# With the default 256 MiB the conv layer alone is too large, but not
+# because of anything more devices or memory savings could change.
+expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --topology "$GPUS" \
+    --devices cuda:0,cuda:1 --split 1 --device-mem 20M --microbatches 4
+check "a conv layer too large for a stage: its GPU workspace is named" grep -qF \
+    "layer 0 (conv2d) needs at least 268,960,320 bytes (256.50 MiB, 256.00 MiB of it the convolution workspace a GPU counts, which a smaller --conv-workspace lowers) on a stage of its own" \
+    "$ERR"
 # Virtual devices of one GPU share its memory bandwidth: four stages' Adam
 # updates, run at once after the barrier, take about as long as one
 # stage's over the whole model (not a quarter of it).
@@ -584,6 +592,43 @@ for a, b in zip(p["stages"], t["stages"]):
 ' "$T/plan.json" "$T/train.json"
     fi
 done
+
+# A convolution's scratch on a GPU is what cuDNN's fastest algorithm within
+# --conv-workspace needs, found only by timing them there: a GPU stage
+# holding a convolution counts all of the limit (256 MiB by default), a GPU
+# stage without one counts none, and a CPU stage the model's im2col figure.
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2 --split 4 --json
+json_check "GPU stages: the conv's counts the whole limit, the other none" \
+    "assert [s['peak_by_category']['workspace'] for s in p['stages']] == [268435456, 0], p['stages']"
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2 --split 4 --json \
+    --conv-workspace 16M
+json_check "--conv-workspace 16M is counted" \
+    "assert [s['peak_by_category']['workspace'] for s in p['stages']] == [16777216, 0], p['stages']"
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2 --split 4 --json \
+    --conv-workspace 0
+json_check "--conv-workspace 0: no workspace" \
+    "assert [s['peak_by_category']['workspace'] for s in p['stages']] == [0, 0], p['stages']"
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --json
+json_check "CPU stages: the conv's im2col scratch, as the CPU backend sizes it" \
+    "assert [s['peak_by_category']['workspace'] for s in p['stages']] == [28320, 0], p['stages']"
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2 --split 4
+stdout_has "(other holds 256.00 MiB of convolution workspace for each GPU stage with a convolution" \
+    "the table says what its workspace is on a GPU"
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4
+check "CPU stages: no word of a GPU's workspace" sh -c "! grep -q 'convolution workspace' '$OUT'"
+# Where the limit is what does not fit, the advice gives the largest that does.
+expect 2 "stage 0 (layers 0-7 on cuda:0) needs 297,775,520 bytes (283.98 MiB)" -- \
+    plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 100M
+check "a smaller --conv-workspace is suggested" grep -qE -- \
+    '^  --conv-workspace 72M +fits: largest stage 99\.98 MiB' "$ERR"
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 100M \
+    --conv-workspace 72M
+expect 2 "--conv-workspace applies to CUDA devices only; --devices cpu:2 has none" -- \
+    plan "$MODEL" --devices cpu:2 --conv-workspace 16M
+expect 2 "--conv-workspace: expected a size like 1000000, 512M, 8G or 1.5G, got '-1'" -- \
+    plan "$MODEL" --topology "$GPUS" --devices cuda:0 --conv-workspace -1
+expect 2 "--conv-workspace: expected a size like 1000000, 512M, 8G or 1.5G, got '16Q'" -- \
+    simulate "$MODEL" --topology "$GPUS" --devices cuda:0 --conv-workspace 16Q
 
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --recompute --microbatches 4
 stdout_has "(bwd ms holds the recomputed forward, which --recompute runs before each backward;" \

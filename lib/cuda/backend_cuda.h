@@ -65,8 +65,17 @@ typedef struct bg_cuda_config {
  * leaves it out of each CUDA device's capacity. */
 #define BG_CUDA_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 
+/* The default conv_workspace_limit. Which algorithm a convolution gets,
+ * and so its scratch, is known only once it is timed on the GPU, so the
+ * planner counts the limit for every stage of a GPU holding a convolution
+ * (--conv-workspace sets it). */
+#define BG_CUDA_CONV_WORKSPACE_LIMIT ((size_t)256 << 20)
+
 #define BG_CUDA_CONFIG_INIT                                                                        \
-    { .device = 0, .dtype = BG_F32, .allow_tf32 = 0, .conv_workspace_limit = (size_t)256 << 20 }
+    {                                                                                              \
+        .device = 0, .dtype = BG_F32, .allow_tf32 = 0,                                             \
+        .conv_workspace_limit = BG_CUDA_CONV_WORKSPACE_LIMIT                                       \
+    }
 
 /* Creates a backend on GPU cfg->device: its compute and copy streams, a
  * cuBLAS handle and a cuDNN handle bound to the compute stream, and an empty

@@ -150,7 +150,9 @@ static bg_status_t none_fits(bg_backend_t *be, const char *which, const bg_conv2
                              size_t limit) {
     return bg_error_set(BG_ERR_BACKEND,
                         "%s: cuDNN has no %s algorithm for conv2d of (%lld, %lld, %lld, %lld) with "
-                        "%lld filters %lldx%lld within %zu bytes of workspace",
+                        "%lld filters %lldx%lld within %zu bytes of workspace (the backend's "
+                        "conv_workspace_limit, brigade's --conv-workspace, or what the GPU had "
+                        "free for its search)",
                         be->name, which, (long long)g->n, (long long)g->c, (long long)g->h,
                         (long long)g->w, (long long)g->filters, (long long)g->kernel,
                         (long long)g->kernel, limit);
