@@ -134,6 +134,7 @@ static bg_status_t write_metrics(const simulate_options_t *o, const bg_plan_t *p
         if (stage == NULL) st = BG_ERR_NOMEM;
         cJSON_AddItemToArray(stages, stage);
     }
+    if (st == BG_OK && !bg_cli_plan_add_devices_json(root, plan)) st = BG_ERR_NOMEM;
     if (st == BG_OK) timeline = cJSON_AddObjectToObject(root, "timeline");
     if (st == BG_OK) st = timeline != NULL ? bg_summary_to_json(summary, timeline) : BG_ERR_NOMEM;
     char *text = st == BG_OK ? cJSON_Print(root) : NULL;

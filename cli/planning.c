@@ -424,6 +424,26 @@ static void add_device_stages(cJSON *object, const bg_partition_t *part, int d) 
         if (part->stage[s].device == d) cJSON_AddItemToArray(stages, cJSON_CreateNumber(s));
 }
 
+int bg_cli_plan_add_devices_json(cJSON *root, const bg_plan_t *p) {
+    const bg_partition_t *part = p->partition;
+    if (p->request.chunks == 1) return 1;
+    const int per_device = part->memory_check == BG_PARTITION_CHECK_DEVICES;
+    cJSON_AddStringToObject(root, "memory_check", per_device ? "per_device" : "per_stage");
+    cJSON *devices = cJSON_AddArrayToObject(root, "devices");
+    for (int d = 0; devices != NULL && d < p->request.devices; d++) {
+        cJSON *device = cJSON_CreateObject();
+        if (device == NULL || !cJSON_AddItemToArray(devices, device)) {
+            cJSON_Delete(device);
+            return 0;
+        }
+        cJSON_AddStringToObject(device, "device", p->device[d].name);
+        add_device_stages(device, part, d);
+        bg_cli_json_add_uint(device, "peak_bytes", bg_partition_device_peak_bytes(part, d));
+        bg_cli_json_add_uint(device, "capacity_bytes", p->device[d].memory_bytes);
+    }
+    return devices != NULL;
+}
+
 cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
     const bg_plan_request_t *r = &p->request;
     const bg_partition_t *part = p->partition;
@@ -463,24 +483,10 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
     cJSON_AddNumberToObject(root, "bottleneck_stage", bg_plan_bottleneck_stage(p));
     cJSON_AddNumberToObject(root, "bubble", p->bubble);
     cJSON_AddNumberToObject(root, "bubble_theory", p->bubble_theory);
-    /* With V > 1 stages a device: what each device holds, and whether the
-     * plan was checked per stage (1/V of a device each) or per device. */
     const int per_device = part->memory_check == BG_PARTITION_CHECK_DEVICES;
-    if (r->chunks > 1) {
-        cJSON_AddStringToObject(root, "memory_check", per_device ? "per_device" : "per_stage");
-        cJSON *devices = cJSON_AddArrayToObject(root, "devices");
-        for (int d = 0; devices != NULL && d < r->devices; d++) {
-            cJSON *device = cJSON_CreateObject();
-            if (device == NULL || !cJSON_AddItemToArray(devices, device)) {
-                cJSON_Delete(device);
-                cJSON_Delete(root);
-                return NULL;
-            }
-            cJSON_AddStringToObject(device, "device", p->device[d].name);
-            add_device_stages(device, part, d);
-            bg_cli_json_add_uint(device, "peak_bytes", bg_partition_device_peak_bytes(part, d));
-            bg_cli_json_add_uint(device, "capacity_bytes", p->device[d].memory_bytes);
-        }
+    if (!bg_cli_plan_add_devices_json(root, p)) {
+        cJSON_Delete(root);
+        return NULL;
     }
     if (!part->fits) {
         cJSON *over = cJSON_AddObjectToObject(root, "overflow");

@@ -119,12 +119,16 @@ cJSON *bg_cli_json_add_uint(cJSON *object, const char *key, uint64_t value);
  * as plan predicts them and train measures them. */
 void bg_cli_json_add_memory(cJSON *stage, const bg_cost_memory_t *m);
 
+/* With V > 1 stages a device, adds to `root` "memory_check" ("per_device"
+ * for a given split, else "per_stage") and "devices" ({"device", "stages",
+ * "peak_bytes", "capacity_bytes"}: each device's stages together); with
+ * one, nothing. 0 if out of memory. */
+int bg_cli_plan_add_devices_json(cJSON *root, const bg_plan_t *plan);
+
 /* The whole plan as JSON ('brigade plan --json'); NULL if out of memory.
- * With V > 1 stages a device it also has "memory_check" ("per_device" for
- * a given split, else "per_stage") and "devices" ({"device", "stages",
- * "peak_bytes", "capacity_bytes"}: each device's stages together); a plan
- * that does not fit has "overflow", {"stage", "bytes"}, or checked per
- * device {"device", "stages", "bytes"}. */
+ * It has bg_cli_plan_add_devices_json's keys; a plan that does not fit
+ * has "overflow", {"stage", "bytes"}, or checked per device {"device",
+ * "stages", "bytes"}. */
 cJSON *bg_cli_plan_json(const bg_plan_t *plan, const char *model);
 
 /* Adds "links" to a plan's JSON: for each pair of consecutive devices in

@@ -263,9 +263,19 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
         else
             fprintf(out, "%9s\n", "-");
     }
-    if (shared)
+    if (shared) {
         fprintf(out, "(idle%% is a device's, on the row of its first stage: its stages share its "
-                     "time)\n");
+                     "time");
+        /* ... and its memory: what --device-mem must hold is their sum. */
+        for (int d = 0; peak_bytes != NULL && d < s->devices; d++) {
+            size_t together = 0;
+            for (int i = 0; i < s->stages; i++)
+                if (s->stage[i].device == d) together += peak_bytes[i];
+            fprintf(out, "%s %s %.1f", d == 0 ? "; peak MiB of a device's stages together:" : ",",
+                    s->device_names[d], (double)together / (1024.0 * 1024.0));
+        }
+        fprintf(out, ")\n");
+    }
     fprintf(out, "bubble: %s %.1f%% vs theory %.1f%% (%s, K=%d",
             s->measured ? "measured" : "predicted", 100 * s->bubble_measured,
             100 * s->bubble_theory, bg_schedule_kind_name(s->schedule), s->devices);

@@ -575,9 +575,12 @@ assert p["overflow"]["bytes"] == 18191008, p["overflow"]'
 # --- plan and train agree ----------------------------------------------------
 
 # The same placement trained for two steps: every stage key train reports
-# equals the plan's (the memory model is exact), 1f1b and zb-h1.
-for schedule in 1f1b zb-h1; do
+# equals the plan's (the memory model is exact), 1f1b, zb-h1 and
+# interleaved, whose devices' stages together are also the plan's.
+for schedule in 1f1b zb-h1 interleaved; do
     set -- --devices cpu:2 --microbatches 4 --batch 16 --schedule "$schedule" --split 4
+    [ "$schedule" = interleaved ] && set -- --devices cpu:2 --microbatches 4 --batch 16 \
+        --schedule interleaved --chunks 2 --split 2,4,6
     run plan "$MODEL" "$@" --json
     cp "$OUT" "$T/plan.json"
     if expect 0 "" -- train "$MODEL" "$@" --data synthetic --steps 2 --metrics "$T/train.json"; then
@@ -587,6 +590,10 @@ p = json.load(open(sys.argv[1]))
 t = json.load(open(sys.argv[2]))
 assert len(p["stages"]) == len(t["stages"])
 for a, b in zip(p["stages"], t["stages"]):
+    for key in b:
+        assert a[key] == b[key], (key, a[key], b[key])
+assert ("devices" in t) == ("devices" in p)
+for a, b in zip(p.get("devices", []), t.get("devices", [])):
     for key in b:
         assert a[key] == b[key], (key, a[key], b[key])
 ' "$T/plan.json" "$T/train.json"

@@ -921,7 +921,7 @@ static int remove_temp_dir(void **state) {
 }
 
 /* Interleaved: a device's idle share is printed once, on its first stage's
- * row, since its stages share its time. */
+ * row, since its stages share its time, and its stages' peaks are added. */
 static void test_summary_print_interleaved(void **state) {
     (void)state;
     bg_timeline_t *tl = simulate_timeline(BG_SCHEDULE_INTERLEAVED, 2, 2, 4, 1);
@@ -954,6 +954,18 @@ static void test_summary_print_interleaved(void **state) {
     }
     assert_non_null(strstr(text, "(idle% is a device's, on the row of its first stage: its stages "
                                  "share its time)\n"));
+    free(text);
+    /* With the stages' peaks, each device's together: stages 0 and 2 are
+     * the first device's, 1 and 3 the second's. */
+    const size_t mib = 1024 * 1024, peaks[4] = {1 * mib, 2 * mib, mib / 2, mib / 4};
+    out = open_memstream(&text, &size);
+    check_ok(bg_summary_print(out, s, peaks));
+    fclose(out);
+    char want[160];
+    snprintf(want, sizeof want,
+             "share its time; peak MiB of a device's stages together: %s 1.5, %s 2.2)\n",
+             s->device_names[0], s->device_names[1]);
+    assert_non_null(strstr(text, want));
     free(text);
     bg_timeline_summary_destroy(s);
     bg_timeline_destroy(tl);

@@ -530,6 +530,10 @@ stdout_has "bubble: predicted 0.0% vs theory 0.0%" "simulate on one busy device"
 file_check "simulate on one busy device: idle 0, not below" "$T/one.json" '
 t = p["timeline"]
 assert t["bubble_measured"] >= 0 and t["devices"][0]["idle_s"] >= 0, t'
+file_check "simulate --metrics: the device's two stages together, as plan has them" "$T/one.json" '
+d = p["devices"]
+assert p["memory_check"] == "per_stage" and len(d) == 1 and d[0]["stages"] == [0, 1], p
+assert d[0]["peak_bytes"] == sum(s["peak_bytes"] for s in p["stages"]), p'
 
 # Two GPUs of a machine described by a fixture: every tensor crossing the
 # link shows in the trace on a track of the stage it goes into (3 steps, 4
