@@ -4,6 +4,7 @@
 #include "targets.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "checkpoint.h"
 #include "idx.h"
 #include "model_spec.h"
+#include "profile.h"
 #include "safetensors.h"
 
 static _Noreturn void property_fail(const char *format, ...) {
@@ -289,4 +291,90 @@ bg_status_t bg_fuzz_safetensors(const uint8_t *data, size_t size) {
         }
     }
     return accepted;
+}
+
+/* ---- profiles (brigade profile's JSON) ---- */
+
+static bool time_ok(double seconds) { return isfinite(seconds) && seconds >= 0; }
+
+/* What the planner reads of an accepted profile: sizes in order, every
+ * time finite and not negative, stage entries within the model, and a
+ * layer's price at any size finite and not negative. */
+static void profile_check(const bg_profile_t *p, const bg_model_spec_t *spec) {
+    PROPERTY(p->version >= 1 && p->version <= BG_PROFILE_VERSION, "profile: version %d",
+             p->version);
+    PROPERTY(p->layers == spec->num_layers && p->fingerprint == spec->fingerprint,
+             "profile: %d layers for %d, or another fingerprint", p->layers, spec->num_layers);
+    PROPERTY(p->batch >= 1, "profile: batch %lld", (long long)p->batch);
+    PROPERTY(p->other_sizes >= 0 && p->other_sizes <= BG_PROFILE_MAX_OTHER_SIZES,
+             "profile: %d other sizes", p->other_sizes);
+    int64_t sizes[BG_PROFILE_MAX_OTHER_SIZES + 1];
+    int where[BG_PROFILE_MAX_OTHER_SIZES + 1];
+    const int n = bg_profile_timed_sizes(p, sizes, where);
+    PROPERTY(n == p->other_sizes + 1, "profile: %d timed sizes for %d other", n, p->other_sizes);
+    for (int k = 1; k < n; k++)
+        PROPERTY(sizes[k - 1] < sizes[k], "profile: timed sizes %lld, %lld out of order",
+                 (long long)sizes[k - 1], (long long)sizes[k]);
+    PROPERTY(p->copy_bytes_per_s >= BG_PROFILE_MIN_COPY_BYTES_PER_S &&
+                 p->copy_bytes_per_s <= BG_PROFILE_MAX_COPY_BYTES_PER_S,
+             "profile: copy bandwidth %g", p->copy_bytes_per_s);
+    PROPERTY(time_ok(p->handoff_s) && time_ok(p->wake_s), "profile: hand-off %g, wake %g",
+             p->handoff_s, p->wake_s);
+    static const double samples[] = {0.25, 1, 1.5, 3, 7, 64, 1000, 1e6};
+    for (int i = 0; i < p->layers; i++) {
+        const bg_layer_profile_t *l = &p->layer[i];
+        PROPERTY(time_ok(l->forward_s) && time_ok(l->backward_data_s) &&
+                     time_ok(l->backward_weights_s) && time_ok(l->update_s) && time_ok(l->send_s) &&
+                     time_ok(l->recv_s) && time_ok(l->weight_check_s),
+                 "profile: layer %d has a time that is negative or not finite", i);
+        for (int k = 0; k < n; k++) {
+            const bg_layer_at_size_t t = bg_profile_layer_at(l, where[k]);
+            PROPERTY(time_ok(t.forward_s) && time_ok(t.backward_data_s) &&
+                         time_ok(t.backward_weights_s),
+                     "profile: layer %d at %lld samples: a time negative or not finite", i,
+                     (long long)sizes[k]);
+        }
+        for (size_t s = 0; s < sizeof samples / sizeof samples[0]; s++)
+            for (int op = BG_PROFILE_FORWARD; op <= BG_PROFILE_BACKWARD_WEIGHTS; op++) {
+                const double t = bg_profile_layer_seconds(p, l, (bg_profile_op_t)op, samples[s]);
+                PROPERTY(time_ok(t), "profile: layer %d op %d priced at %g samples: %g", i, op,
+                         samples[s], t);
+            }
+    }
+    PROPERTY(p->stage_count >= 0 && (p->stage_count == 0 || p->stage != NULL),
+             "profile: %d stage entries", p->stage_count);
+    for (int s = 0; s < p->stage_count; s++) {
+        const bg_stage_profile_t *e = &p->stage[s];
+        PROPERTY(e->first >= 0 && e->first < e->last && e->last <= p->layers && e->slots >= 1,
+                 "profile: stage entry %d holds layers [%d, %d) at %d slots", s, e->first, e->last,
+                 e->slots);
+        PROPERTY(time_ok(e->forward_s) && time_ok(e->backward_s) && time_ok(e->update_s) &&
+                     time_ok(e->recv_s) && time_ok(e->send_s) && time_ok(e->grad_recv_s) &&
+                     time_ok(e->grad_send_s) && time_ok(e->check_s) && time_ok(e->grad_check_s) &&
+                     time_ok(e->weight_check_s),
+                 "profile: stage entry %d has a time that is negative or not finite", s);
+    }
+    for (int m = 1; m <= 64; m *= 2) (void)bg_profile_covers(p, 64, m);
+}
+
+bg_status_t bg_fuzz_profile(const uint8_t *data, size_t size) {
+    static const char name[] = "fuzz.profile.json";
+    /* A NUL after exactly `size` bytes, as a file read gives it. */
+    char *text = malloc(size + 1);
+    if (!text) return BG_ERR_NOMEM;
+    memcpy(text, data, size);
+    text[size] = '\0';
+    const bg_model_spec_t *spec = model_get(1);
+    bg_profile_t sentinel;
+    bg_profile_t *p = &sentinel;
+    const bg_status_t status = bg_profile_parse(name, text, spec, &p);
+    free(text);
+    if (status != BG_OK) {
+        PROPERTY(p == &sentinel, "profile: *out changed on failure");
+        failure_check("profile", status, name, BG_ERR_PARSE, BG_ERR_INVALID);
+        return status;
+    }
+    profile_check(p, spec);
+    bg_profile_destroy(p);
+    return status;
 }

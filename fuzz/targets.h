@@ -34,6 +34,11 @@ bg_status_t bg_fuzz_idx(const uint8_t *data, size_t size);
  * accept the file. */
 bg_status_t bg_fuzz_safetensors(const uint8_t *data, size_t size);
 
+/* bg_profile_parse against a small conv2d model, and what the planner
+ * reads of what it accepts (timed sizes, every layer's price at any size,
+ * the stage entries). Returns its status. */
+bg_status_t bg_fuzz_profile(const uint8_t *data, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,7 +4,8 @@
 #
 #   sh scripts/fuzz.sh [-t SECONDS | -r RUNS] [-j JOBS] [TARGET...]
 #
-#   TARGET   model_spec, idx, safetensors (default: all three, one after another)
+#   TARGET   model_spec, idx, safetensors, profile (default: all four, one
+#            after another)
 #   -t S     fuzz each target for S seconds (default 60)
 #   -r N     fuzz each target for N executions instead
 #   -j J     J fuzzing processes per target, sharing its corpus (default 1)
@@ -32,20 +33,20 @@ while getopts t:r:j: option; do
     t) seconds=$OPTARG ;;
     r) runs=$OPTARG ;;
     j) jobs=$OPTARG ;;
-    *) sed -n '2,24p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,23p' "$0" >&2; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-targets=${*:-model_spec idx safetensors}
+targets=${*:-model_spec idx safetensors profile}
 
 # The library code the targets reach (checkpoint.c needs layer.c and rng.c
-# for parameter counts).
+# for parameter counts; the profile loader the optimizers' names).
 sources="fuzz/targets.c lib/checkpoint.c lib/idx.c lib/layer.c lib/model_spec.c lib/rng.c \
 lib/safetensors.c lib/safetensors_write.c lib/atomic_file.c lib/byte_order.c lib/parse.c lib/path.c \
-lib/status.c lib/text_file.c"
+lib/status.c lib/text_file.c lib/optimizer.c stages/profile_io.c stages/profile_pricing.c"
 cc=${CLANG:-clang}
 flags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
--fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Ilib -Ifuzz"
+-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Ilib -Istages -Ifuzz"
 libs="-lcjson -lz -lm"
 
 out=build-fuzz
@@ -63,8 +64,8 @@ fi
 status=0
 for target in $targets; do
     case "$target" in
-    model_spec | idx | safetensors) ;;
-    *) echo "fuzz: unknown target '$target' (model_spec, idx, safetensors)" >&2; exit 2 ;;
+    model_spec | idx | safetensors | profile) ;;
+    *) echo "fuzz: unknown target '$target' (model_spec, idx, safetensors, profile)" >&2; exit 2 ;;
     esac
     binary="$out/fuzz_$target"
     # shellcheck disable=SC2086

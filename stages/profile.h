@@ -201,6 +201,12 @@ bg_status_t bg_profile_save(const bg_profile_t *profile, const char *path);
  * file otherwise, and for a newer version, saying to profile again. */
 bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_profile_t **out);
 
+/* bg_profile_load's checks on a profile's text, NUL-terminated (what
+ * follows the first NUL is not read), its messages naming `path`. *out is
+ * set only on success. */
+bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_spec_t *spec,
+                             bg_profile_t **out);
+
 /* Whether profile `p` (from `path`) can price a run of `optimizer`: its
  * update times are for one optimizer's state (an older profile that does
  * not say passes). BG_ERR_INVALID naming both otherwise. */

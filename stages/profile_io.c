@@ -441,12 +441,18 @@ bg_status_t bg_profile_load(const char *path, const bg_model_spec_t *spec, bg_pr
     char *text = NULL;
     size_t size = 0;
     BG_CHECK(bg_text_file_read(path, MAX_PROFILE_BYTES, "not a profile", &text, &size));
+    const bg_status_t st = bg_profile_parse(path, text, spec, out);
+    free(text);
+    return st;
+}
+
+bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_spec_t *spec,
+                             bg_profile_t **out) {
     /* One JSON value and nothing after it but white space: a second value
      * or garbage (two profiles concatenated) is no profile. */
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
     const long long at = end != NULL ? (long long)(end - text) : -1;
-    free(text);
     bg_profile_t *p = NULL;
     bg_status_t st = BG_OK;
     if (root == NULL && at >= 0) {

@@ -1,6 +1,6 @@
 /* Replays the fuzz corpus (every file under fuzz/corpus/TARGET/) as an
  * ordinary test, so a corpus file that once crashed a parser keeps failing
- * CI until fixed, with or without clang: every file goes through all three
+ * CI until fixed, with or without clang: every file goes through all four
  * fuzz target bodies (fuzz/targets.c, which abort on a violated property).
  * Seeds named "ok-*" must be accepted by their own directory's parser and
  * "bad-*" refused; files the fuzzer added (hashes) only have to pass the
@@ -31,6 +31,7 @@ static const struct {
     {"model_spec", bg_fuzz_model_spec},
     {"idx", bg_fuzz_idx},
     {"safetensors", bg_fuzz_safetensors},
+    {"profile", bg_fuzz_profile},
 };
 enum { TARGETS = sizeof targets / sizeof targets[0] };
 
