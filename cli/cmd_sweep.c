@@ -274,6 +274,7 @@ static bg_status_t measure(const sweep_context_t *c, const bg_plan_t *plan, bg_t
     cfg.split = bg_plan_split(plan);
     cfg.recompute = o->placement.recompute;
     cfg.optimizer = o->optimizer;
+    cfg.conv_workspace_limit = o->placement.conv_workspace;
     bg_pipeline_t *p = NULL;
     bg_timeline_t *tl = NULL;
     float *images = NULL; /* a step's images as floats, made outside its timing */

@@ -115,9 +115,10 @@ bg_status_t bg_placement_parse_split(const char *text, int *split, int *count) {
 
 /* "512M", "1.5G", "1000000": bytes, suffixes in powers of 1024 (K, M, G,
  * T, each also with B or iB after it, in either case; B alone after a
- * count of bytes). A count of bytes is whole. At most 2^53 bytes, the most
- * a JSON number holds exactly. */
-static bg_status_t parse_size(const char *option, const char *text, size_t *out) {
+ * count of bytes). A count of bytes is whole. At least 1 byte, or with
+ * `allow_zero` 0 too (written any way: 0, 0M, 0.0); at most 2^53 bytes,
+ * the most a JSON number holds exactly. */
+static bg_status_t parse_size(const char *option, const char *text, int allow_zero, size_t *out) {
     /* Digits and a decimal point only: strtod would also read "0x100" and
      * "1e3". */
     const size_t digits = strspn(text, "0123456789.");
@@ -136,9 +137,13 @@ static bg_status_t parse_size(const char *option, const char *text, size_t *out)
             (unit != NULL && (strcasecmp(end, "B") == 0 || strcasecmp(end, "iB") == 0)))
             end += strlen(end);
     }
-    if (end != NULL && *end == '\0' && value * scale < 1)
+    const double least = allow_zero ? 0 : 1;
+    if (end != NULL && *end == '\0' && value * scale < least)
         return bg_error_set(BG_ERR_INVALID, "%s: a size must be at least 1 byte, got '%s'", option,
                             text);
+    if (end != NULL && *end == '\0' && value > 0 && value * scale < 1)
+        return bg_error_set(BG_ERR_INVALID, "%s: '%s' is less than a byte (0, or at least 1)",
+                            option, text);
     if (end != NULL && *end == '\0' && scale == 1 && value != floor(value))
         return bg_error_set(BG_ERR_INVALID,
                             "%s: '%s' is not a whole number of bytes (fractions need a unit, as "
@@ -148,7 +153,7 @@ static bg_status_t parse_size(const char *option, const char *text, size_t *out)
         return bg_error_set(BG_ERR_INVALID,
                             "%s: '%s' is more than 8192T (2^53 bytes), the most it takes", option,
                             text);
-    if (end == NULL || *end != '\0' || !(value * scale >= 1))
+    if (end == NULL || *end != '\0' || !(value * scale >= least))
         return bg_error_set(BG_ERR_INVALID,
                             "%s: expected a size like 1000000, 512M, 8G or 1.5G, got '%s'", option,
                             text);
@@ -182,10 +187,9 @@ bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *v
             p->microbatches = (int)n;
         }
     } else if (strcmp(arg, "--device-mem") == 0) {
-        BG_CHECK(parse_size(arg, value, &p->device_mem));
+        BG_CHECK(parse_size(arg, value, 0, &p->device_mem));
     } else if (strcmp(arg, "--conv-workspace") == 0) {
-        p->conv_workspace = 0;
-        if (strcmp(value, "0") != 0) BG_CHECK(parse_size(arg, value, &p->conv_workspace));
+        BG_CHECK(parse_size(arg, value, 1, &p->conv_workspace));
         p->conv_workspace_given = 1;
     } else if (strcmp(arg, "--profile") == 0) {
         p->profile_path = value;

@@ -54,27 +54,51 @@ static int try_variant(const bg_plan_request_t *r, const char *what, cJSON *foun
     return fits;
 }
 
-/* Where the stage (or device) over holds the convolution workspace a GPU
- * counts (--conv-workspace, all of it: cuDNN's choice is known only on the
- * GPU), tries the largest whole MiB below it that takes away the excess, on
- * every GPU. Returns 1 if that fit. */
+/* The devices of request r with every GPU's convolution workspace limit
+ * at most `limit` bytes, into `out` (r->devices entries). */
+static void with_conv_limit(const bg_plan_request_t *r, size_t limit, bg_cost_device_t *out) {
+    for (int d = 0; d < r->devices; d++) {
+        out[d] = r->device[d];
+        if (out[d].own_conv_workspace && out[d].conv_workspace_bytes > limit)
+            out[d].conv_workspace_bytes = limit;
+    }
+}
+
+/* The smallest GPU convolution workspace limit among r's devices; SIZE_MAX
+ * where none is a GPU. */
+static size_t conv_limit_of(const bg_plan_request_t *r) {
+    size_t least = SIZE_MAX;
+    for (int d = 0; d < r->devices; d++)
+        if (r->device[d].own_conv_workspace && r->device[d].conv_workspace_bytes < least)
+            least = r->device[d].conv_workspace_bytes;
+    return least;
+}
+
+/* Where what is over (a stage, or checked per device a device's stages)
+ * holds the convolution workspace a GPU counts (--conv-workspace, all of
+ * it: cuDNN's choice is known only on the GPU), tries the largest whole
+ * MiB that takes away the excess, shared among the stages there that hold
+ * a convolution, on every GPU; where that is none, 0, which another split
+ * may make fit. Returns 1 if that fit. */
 static int try_conv_workspace(const bg_plan_t *p, cJSON *found) {
     const bg_plan_request_t *r = &p->request;
     const bg_partition_t *part = p->partition;
-    const bg_partition_stage_t *st = &part->stage[part->worst_stage];
-    const bg_cost_device_t *dev = &r->device[st->device];
-    if (!dev->own_conv_workspace || st->memory.workspace == 0 ||
-        part->overflow_bytes > dev->conv_workspace_bytes)
-        return 0;
+    const int per_device = part->memory_check == BG_PARTITION_CHECK_DEVICES;
+    const int over = per_device ? part->worst_device : part->stage[part->worst_stage].device;
+    const bg_cost_device_t *dev = &r->device[over];
+    size_t holders = 0;
+    for (int s = 0; s < part->stages; s++)
+        if ((per_device ? part->stage[s].device == over : s == part->worst_stage) &&
+            part->stage[s].memory.workspace > 0)
+            holders++;
+    if (!dev->own_conv_workspace || holders == 0) return 0;
     const size_t mib_bytes = (size_t)1 << 20;
-    const size_t limit = (dev->conv_workspace_bytes - part->overflow_bytes) / mib_bytes;
+    const size_t each = (part->overflow_bytes + holders - 1) / holders;
+    const size_t limit =
+        each < dev->conv_workspace_bytes ? (dev->conv_workspace_bytes - each) / mib_bytes : 0;
     bg_cost_device_t *less = malloc(sizeof *less * (size_t)r->devices);
     if (less == NULL) return 0;
-    for (int d = 0; d < r->devices; d++) {
-        less[d] = r->device[d];
-        if (less[d].own_conv_workspace && less[d].conv_workspace_bytes > limit * mib_bytes)
-            less[d].conv_workspace_bytes = limit * mib_bytes;
-    }
+    with_conv_limit(r, limit * mib_bytes, less);
     bg_plan_request_t v = *r;
     v.device = less;
     char what[64];
@@ -85,23 +109,25 @@ static int try_conv_workspace(const bg_plan_t *p, cJSON *found) {
 }
 
 /* Tries the micro-batch counts `--microbatches auto` would (divisors of B,
- * powers of two, and for interleaved K times powers of two), nearest to the request first in each
- * direction, and prints the nearest above and the nearest below that fit. Returns 1 if one did. */
-static int try_microbatches(const bg_plan_request_t *r, cJSON *found) {
+ * powers of two, and for interleaved K times powers of two), nearest to
+ * the request first in each direction, and prints the nearest above and
+ * the nearest below that fit, after `with` (the options r already holds,
+ * may be ""). Returns 1 if one did. */
+static int try_microbatches(const bg_plan_request_t *r, const char *with, cJSON *found) {
     const int multiple = bg_plan_microbatch_multiple(r, 0);
     const int count = bg_plan_microbatch_candidates(r->batch, multiple, NULL, 0);
     int *ms = malloc(sizeof *ms * (size_t)(count > 0 ? count : 1));
     if (ms == NULL) return 0;
     bg_plan_microbatch_candidates(r->batch, multiple, ms, count);
     bg_plan_request_t v = *r;
-    char what[64];
+    char what[96];
     int helped = 0;
     for (int up = 1; up >= 0; up--) {
         for (int k = 0; k < count; k++) {
             const int m = up ? ms[k] : ms[count - 1 - k];
             if (up ? m <= r->microbatches : m >= r->microbatches) continue;
             v.microbatches = m;
-            snprintf(what, sizeof what, "--microbatches %d", m);
+            snprintf(what, sizeof what, "%s%s--microbatches %d", with, with[0] ? " " : "", m);
             if (try_variant(&v, what, found)) {
                 helped = 1;
                 break;
@@ -201,6 +227,11 @@ static int try_device_count(const bg_plan_request_t *r, const bg_cost_model_t *m
         v.links = chosen->link;
     }
     bg_placement_cost_devices(&listed, k, host_share, devices);
+    /* The request's GPU convolution workspace, where a saving lowered it. */
+    const size_t conv_limit = conv_limit_of(r);
+    for (int d = 0; d < k; d++)
+        if (devices[d].own_conv_workspace && devices[d].conv_workspace_bytes > conv_limit)
+            devices[d].conv_workspace_bytes = conv_limit;
     int fits = 0;
     if (could_hold(devices, k, model_state_bytes(model, &r->optimizer))) {
         /* The options that give k devices: cores are there for the asking;
@@ -270,20 +301,16 @@ static int most_microbatches(const bg_plan_request_t *r) {
  * stage of its own (*layer), and that need (returned; 0 when it cannot be
  * worked out). A lower bound: one micro-batch in flight, the channel
  * slots of a stage between two others on other devices, and the device
- * where it needs least. *gpu_workspace: how much of that need is the
- * convolution workspace a GPU counts (--conv-workspace), else 0. */
-static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer, size_t *gpu_workspace) {
+ * where it needs least (a GPU counts its convolution workspace limit). */
+static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer) {
     bg_plan_request_t alone = *v;
     alone.fits_only = 0;
-    *gpu_workspace = 0;
     bg_plan_t *p = NULL;
     if (bg_plan_create(&alone, &p) != BG_OK) return 0;
     const int slots = bg_schedule_ring_slots(2, v->microbatches, 0, 1);
     size_t most = 0;
     for (int l = 0; l < bg_cost_model_layers(p->model); l++) {
-        /* On the device where it needs least (a GPU counts its convolution
-         * workspace limit). */
-        size_t least = SIZE_MAX, workspace = 0;
+        size_t least = SIZE_MAX;
         for (int d = 0; d < alone.devices; d++) {
             const bg_cost_stage_t stage = {.first_layer = l,
                                            .last_layer = l + 1,
@@ -292,15 +319,11 @@ static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer, size_t
                                            .grad_channel_slots = slots,
                                            .device = &alone.device[d]};
             const bg_cost_memory_t m = bg_cost_stage_memory(p->model, &stage);
-            if (bg_cost_memory_peak(&m) < least) {
-                least = bg_cost_memory_peak(&m);
-                workspace = alone.device[d].own_conv_workspace ? m.workspace : 0;
-            }
+            if (bg_cost_memory_peak(&m) < least) least = bg_cost_memory_peak(&m);
         }
         if (least > most) {
             most = least;
             *layer = l;
-            *gpu_workspace = workspace;
         }
     }
     bg_plan_destroy(p);
@@ -320,18 +343,11 @@ static size_t searched_capacity(const bg_plan_t *p, const bg_partition_stage_t *
 }
 
 /* Says that layer `layer` needs `need` bytes on a stage of its own, over
- * the `capacity` a stage may have, so more devices cannot help, and how
- * much of it is a GPU's convolution workspace (`gpu_workspace`, may be 0);
- * `with` names the settings (may be ""). */
+ * the `capacity` a stage may have, so more devices cannot help; `with`
+ * names the settings (may be ""). */
 static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement_t *placement,
-                                  int layer, size_t need, size_t gpu_workspace, size_t capacity,
-                                  const char *with) {
-    char need_text[32], cap_text[32], remedy[192], workspace[160] = "";
-    if (gpu_workspace > 0)
-        snprintf(workspace, sizeof workspace,
-                 ", %.2f MiB of it the convolution workspace a GPU counts, which a smaller "
-                 "--conv-workspace lowers",
-                 (double)gpu_workspace / mib);
+                                  int layer, size_t need, size_t capacity, const char *with) {
+    char need_text[32], cap_text[32], remedy[192];
     bg_cli_group_digits((int64_t)need, need_text, sizeof need_text);
     /* Virtual devices divide their GPU: a larger share is fewer of them
      * (tried before this is said) or a larger GPU, not a --device-mem it
@@ -348,31 +364,56 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
                  need_text, r->chunks > 1 ? ", times --chunks" : "");
     fprintf(stderr,
             "  none of these fits, alone or together: layer %d (%s) needs at least %s bytes "
-            "(%.2f MiB%s) on a stage of its own%s, over the %s bytes a stage may have here, so "
+            "(%.2f MiB) on a stage of its own%s, over the %s bytes a stage may have here, so "
             "more devices cannot help; %s\n",
             layer, bg_layer_kind_name(r->spec->layers[layer].kind), need_text, (double)need / mib,
-            workspace, with, bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text),
-            remedy);
+            with, bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text), remedy);
 }
 
 /* A memory saving the explanation may suggest: its options, and what it
- * changes in a request. */
+ * changes in a request, whose devices are `devices`, a copy of the
+ * request's to change. */
 typedef struct saving {
     const char *words;
-    void (*apply)(bg_plan_request_t *v);
+    void (*apply)(bg_plan_request_t *v, bg_cost_device_t *devices);
 } saving_t;
 
-static void without_split(bg_plan_request_t *v) { v->split = NULL; }
-static void with_recompute(bg_plan_request_t *v) { v->recompute = 1; }
-static void with_sgd(bg_plan_request_t *v) {
+static void without_split(bg_plan_request_t *v, bg_cost_device_t *d) {
+    (void)d;
+    v->split = NULL;
+}
+static void with_recompute(bg_plan_request_t *v, bg_cost_device_t *d) {
+    (void)d;
+    v->recompute = 1;
+}
+static void with_sgd(bg_plan_request_t *v, bg_cost_device_t *d) {
+    (void)d;
     v->optimizer.kind = BG_OPTIMIZER_SGD;
     v->optimizer.sgd.momentum = 0;
 }
-static void without_momentum(bg_plan_request_t *v) { v->optimizer.sgd.momentum = 0; }
-static void with_1f1b(bg_plan_request_t *v) { v->schedule = BG_SCHEDULE_1F1B; }
+static void without_momentum(bg_plan_request_t *v, bg_cost_device_t *d) {
+    (void)d;
+    v->optimizer.sgd.momentum = 0;
+}
+static void with_1f1b(bg_plan_request_t *v, bg_cost_device_t *d) {
+    (void)d;
+    v->schedule = BG_SCHEDULE_1F1B;
+}
+static void without_conv_workspace(bg_plan_request_t *v, bg_cost_device_t *d) {
+    with_conv_limit(v, 0, d);
+}
+
+/* Whether a stage of r holding a convolution counts workspace on a GPU. */
+static int counts_conv_workspace(const bg_plan_request_t *r) {
+    int convolutions = 0;
+    for (int l = 0; l < r->spec->num_layers; l++)
+        convolutions |= r->spec->layers[l].kind == BG_LAYER_CONV2D;
+    return convolutions && conv_limit_of(r) != SIZE_MAX && conv_limit_of(r) > 0;
+}
 
 /* The savings r does not make yet, in the order they are written; returns
- * their number (at most 4). */
+ * their number (at most BG_MAX_SAVINGS). */
+enum { BG_MAX_SAVINGS = 5 };
 static int savings_of(const bg_plan_request_t *r, saving_t *out) {
     int n = 0;
     if (r->split != NULL) out[n++] = (saving_t){"without --split", without_split};
@@ -382,18 +423,24 @@ static int savings_of(const bg_plan_request_t *r, saving_t *out) {
     else if (r->optimizer.sgd.momentum != 0)
         out[n++] = (saving_t){"--momentum 0", without_momentum};
     if (r->schedule == BG_SCHEDULE_GPIPE) out[n++] = (saving_t){"--schedule 1f1b", with_1f1b};
+    if (counts_conv_workspace(r))
+        out[n++] = (saving_t){"--conv-workspace 0", without_conv_workspace};
     return n;
 }
 
-/* r with the savings of `mask` made (*v), and their words (what). */
+/* r with the savings of `mask` made (*v, whose devices are then `devices`,
+ * r->devices entries), and their words (what). */
 static void apply_savings(const bg_plan_request_t *r, const saving_t *savings, int n, unsigned mask,
-                          bg_plan_request_t *v, char *what, size_t size) {
+                          bg_plan_request_t *v, bg_cost_device_t *devices, char *what,
+                          size_t size) {
     *v = *r;
+    for (int d = 0; d < r->devices; d++) devices[d] = r->device[d];
+    v->device = devices;
     int at = 0;
     what[0] = '\0';
     for (int i = 0; i < n; i++) {
         if (!(mask & 1u << i)) continue;
-        savings[i].apply(v);
+        savings[i].apply(v, devices);
         at += snprintf(what + at, size - (size_t)at, "%s%s", at > 0 ? " " : "", savings[i].words);
     }
 }
@@ -401,7 +448,7 @@ static void apply_savings(const bg_plan_request_t *r, const saving_t *savings, i
 /* Pairs of savings, then threes, short of all of them: prints every set of
  * the fewest that fits. Returns 1 if one did. */
 static int try_fewest_savings(const bg_plan_request_t *r, const saving_t *savings, int n,
-                              cJSON *found) {
+                              bg_cost_device_t *scratch, cJSON *found) {
     char what[160];
     bg_plan_request_t v;
     for (int size = 2; size < n; size++) {
@@ -410,7 +457,7 @@ static int try_fewest_savings(const bg_plan_request_t *r, const saving_t *saving
             int bits = 0;
             for (unsigned m = mask; m != 0; m &= m - 1) bits++;
             if (bits != size) continue;
-            apply_savings(r, savings, n, mask, &v, what, sizeof what);
+            apply_savings(r, savings, n, mask, &v, scratch, what, sizeof what);
             fits |= try_variant(&v, what, found);
         }
         if (fits) return 1;
@@ -419,19 +466,31 @@ static int try_fewest_savings(const bg_plan_request_t *r, const saving_t *saving
 }
 
 /* The fewest of `savings` (savings_of the failed request's) together
- * that fit, else every one at once:
+ * that fit, and no GPU convolution workspace at other micro-batch counts,
+ * else every one at once:
  * the planner's own split, --recompute, SGD without momentum, 1f1b for
- * gpipe and the most micro-batches, on the devices given, then on more.
+ * gpipe, no GPU convolution workspace and the most micro-batches, on the
+ * devices given, then on more.
  * Prints what fits; else, where one layer alone needs more than any stage
  * may have, says so and what --device-mem would do, for more devices
  * cannot help. */
 static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, int n,
-                             const bg_placement_t *placement, int host_share, cJSON *found) {
+                             bg_cost_device_t *scratch, const bg_placement_t *placement,
+                             int host_share, cJSON *found) {
     const bg_plan_request_t *r = &failed->request;
-    if (try_fewest_savings(r, savings, n, found)) return;
+    int fits = try_fewest_savings(r, savings, n, scratch, found);
+    /* No GPU convolution workspace, at other micro-batch counts. */
+    for (int i = 0; i < n; i++) {
+        if (savings[i].apply != without_conv_workspace) continue;
+        bg_plan_request_t v;
+        char what[64];
+        apply_savings(r, savings, n, 1u << i, &v, scratch, what, sizeof what);
+        fits |= try_microbatches(&v, what, found);
+    }
+    if (fits) return;
     bg_plan_request_t v;
     char what[160];
-    apply_savings(r, savings, n, (1u << n) - 1, &v, what, sizeof what);
+    apply_savings(r, savings, n, (1u << n) - 1, &v, scratch, what, sizeof what);
     int at = (int)strlen(what);
     if (at > 0 && try_variant(&v, what, found)) return;
     /* And then with the smallest micro-batches. */
@@ -446,8 +505,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
         if (searched_capacity(failed, &failed->partition->stage[s]) > capacity)
             capacity = searched_capacity(failed, &failed->partition->stage[s]);
     int layer = 0;
-    size_t gpu_workspace = 0;
-    const size_t need = largest_layer_alone(&v, &layer, &gpu_workspace);
+    const size_t need = largest_layer_alone(&v, &layer);
     const int layer_too_large = capacity > 0 && need > capacity;
     /* Where the savings make every layer small enough, more devices may
      * hold what the request's own settings could not; fewer, where each
@@ -456,7 +514,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
         try_device_counts(&v, failed->model, placement, host_share, what, found))
         return;
     if (layer_too_large) {
-        print_layer_too_large(r, placement, layer, need, gpu_workspace, capacity,
+        print_layer_too_large(r, placement, layer, need, capacity,
                               at > 0 ? " even with all of these" : "");
         return;
     }
@@ -533,26 +591,30 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
             : r->split != NULL ? "this is the given --split"
                                : "this is the split that overflows least");
     int helped = 0;
-    /* Each saving alone; a given split's is to leave it out. */
-    saving_t savings[4];
+    /* Each saving alone; a given split's is to leave it out; the workspace's,
+     * the largest limit that does. */
+    saving_t savings[BG_MAX_SAVINGS];
     const int n = savings_of(r, savings);
+    bg_cost_device_t *scratch = malloc(sizeof *scratch * (size_t)r->devices);
+    if (scratch == NULL) return; /* the advice is a courtesy: the refusal stands */
     for (int i = 0; i < n; i++) {
         bg_plan_request_t v;
         char what[64];
-        apply_savings(r, savings, n, 1u << i, &v, what, sizeof what);
+        if (savings[i].apply == without_conv_workspace) continue;
+        apply_savings(r, savings, n, 1u << i, &v, scratch, what, sizeof what);
         helped |=
             try_variant(&v, savings[i].apply == without_split ? "leave out --split" : what, found);
     }
     helped |= try_conv_workspace(p, found);
-    helped |= try_microbatches(r, found);
+    helped |= try_microbatches(r, "", found);
     /* More devices help only where every layer fits a stage of its own;
      * fewer CPU devices sharing the host's memory each have more. */
     int layer = 0;
-    size_t alone_workspace = 0;
-    const size_t alone = largest_layer_alone(r, &layer, &alone_workspace);
+    const size_t alone = largest_layer_alone(r, &layer);
     const size_t searched = searched_capacity(p, st);
     if ((fewer_have_more(placement, host_share) || !(searched > 0 && alone > searched)) &&
         try_device_counts(r, p->model, placement, host_share, "", found))
         helped = 1;
-    if (!helped) try_every_saving(p, savings, n, placement, host_share, found);
+    if (!helped) try_every_saving(p, savings, n, scratch, placement, host_share, found);
+    free(scratch);
 }

@@ -260,6 +260,40 @@ static void print_devices(const bg_plan_t *p, FILE *out) {
                 v, v);
 }
 
+/* The GPU convolution workspace a plan counts: each GPU stage holding a
+ * convolution counts the device's whole limit (cost_model.h); where there
+ * is one, says how much, and that it is an upper bound. */
+static void print_conv_workspace(const bg_plan_t *p, FILE *out) {
+    const bg_partition_t *part = p->partition;
+    const bg_model_spec_t *spec = p->request.spec;
+    int counted = 0;
+    size_t limit = 0;
+    for (int s = 0; s < part->stages; s++) {
+        const bg_cost_device_t *dev = &p->device[part->stage[s].device];
+        for (int l = part->stage[s].first_layer; l < part->stage[s].last_layer; l++)
+            if (dev->own_conv_workspace && spec->layers[l].kind == BG_LAYER_CONV2D) {
+                counted = 1;
+                if (dev->conv_workspace_bytes > limit) limit = dev->conv_workspace_bytes;
+            }
+    }
+    if (!counted) return;
+    if (limit == 0) {
+        fprintf(out, "(other holds no convolution workspace on the GPU stages: --conv-workspace "
+                     "0 lets cuDNN use only algorithms that need none)\n");
+        return;
+    }
+    char amount[32];
+    if (limit >= (size_t)1 << 20)
+        snprintf(amount, sizeof amount, "%.2f MiB", (double)limit / mib);
+    else
+        snprintf(amount, sizeof amount, "%zu bytes", limit);
+    fprintf(out,
+            "(other holds %s of convolution workspace for each GPU stage with a convolution: "
+            "the most cuDNN's algorithms may use, --conv-workspace; which they take, and what it "
+            "needs, is found by timing them on the GPU)\n",
+            amount);
+}
+
 void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
     const bg_partition_t *part = p->partition;
     const int m = p->request.microbatches;
@@ -285,17 +319,7 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
     }
     fprintf(out, "(peak MiB is the sum of the columns from params on; other: the slots of "
                  "the channels into the stage and the ops' workspace)\n");
-    size_t conv_workspace = 0;
-    for (int s = 0; s < part->stages; s++)
-        if (p->device[part->stage[s].device].own_conv_workspace &&
-            part->stage[s].memory.workspace > conv_workspace)
-            conv_workspace = part->stage[s].memory.workspace;
-    if (conv_workspace > 0)
-        fprintf(out,
-                "(other holds %.2f MiB of convolution workspace for each GPU stage with a "
-                "convolution: the most cuDNN's algorithms may use, --conv-workspace; which "
-                "they take, and what it needs, is found by timing them on the GPU)\n",
-                (double)conv_workspace / mib);
+    print_conv_workspace(p, out);
     if (p->request.recompute)
         fprintf(out, "(bwd ms holds the recomputed forward, which --recompute runs before "
                      "each backward; --json gives it apart as predicted_ms.recompute)\n");
@@ -483,6 +507,11 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
     cJSON_AddNumberToObject(root, "bottleneck_stage", bg_plan_bottleneck_stage(p));
     cJSON_AddNumberToObject(root, "bubble", p->bubble);
     cJSON_AddNumberToObject(root, "bubble_theory", p->bubble_theory);
+    for (int d = 0; d < r->devices; d++)
+        if (p->device[d].own_conv_workspace) {
+            bg_cli_json_add_uint(root, "conv_workspace_bytes", p->device[d].conv_workspace_bytes);
+            break;
+        }
     const int per_device = part->memory_check == BG_PARTITION_CHECK_DEVICES;
     if (!bg_cli_plan_add_devices_json(root, p)) {
         cJSON_Delete(root);

@@ -208,6 +208,42 @@ static void test_nan_on_gpu(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* The convolution workspace limit reaches the backend: a stage's workspace
+ * (what cuDNN's chosen algorithms need) stays within it, and a step runs,
+ * at the default, at 1 MiB and at 0 (algorithms that need none). */
+static void test_conv_workspace_limit_on_gpu(void **state) {
+    (void)state;
+    bg_model_spec_t *spec;
+    assert_int_equal(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &spec), BG_OK);
+    bg_dataset_t *data;
+    assert_int_equal(bg_dataset_synthetic(spec->input, 10, BATCH, 5, 0, &data), BG_OK);
+    float *images = bg_dataset_all_images(data);
+    assert_non_null(images);
+    const size_t limits[] = {BG_CUDA_CONV_WORKSPACE_LIMIT, (size_t)1 << 20, 0};
+    for (size_t k = 0; k < sizeof limits / sizeof limits[0]; k++) {
+        bg_device_list_t devices;
+        assert_int_equal(bg_device_list_parse("cuda:0", 1, &devices), BG_OK);
+        bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+        cfg.spec = spec;
+        cfg.devices = &devices;
+        cfg.batch = BATCH;
+        cfg.conv_workspace_limit = limits[k];
+        bg_pipeline_t *p = NULL;
+        if (bg_pipeline_create(&cfg, &p) != BG_OK)
+            fail_msg("conv workspace limit %zu: %s", limits[k], bg_error_message());
+        const size_t used = bg_pipeline_stage_info(p, 0).memory.workspace;
+        printf("conv workspace limit %zu bytes: the stage holds %zu\n", limits[k], used);
+        assert_true(used <= limits[k]);
+        bg_pipeline_result_t r;
+        assert_int_equal(bg_pipeline_train_step(p, images, data->labels, BATCH, &r), BG_OK);
+        assert_int_equal(r.skipped, 0);
+        bg_pipeline_destroy(p);
+    }
+    free(images);
+    bg_dataset_destroy(data);
+    bg_model_spec_destroy(spec);
+}
+
 /* The event of `kind` of stage `stage` (with peer `peer`) for micro-batch
  * mb of step `step`, or NULL. */
 static const bg_event_t *find_event(const bg_timeline_t *tl, bg_event_kind_t kind, int step,
@@ -348,7 +384,8 @@ int main(void) {
     if (bg_topology_create_with_pci(NULL, &live) != BG_OK) live = NULL; /* then unbound */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shared_gpu_matches_cpu), cmocka_unit_test(test_nan_on_gpu),
-        cmocka_unit_test(test_recording_on_gpu), cmocka_unit_test(test_recording_staged_on_gpu)};
+        cmocka_unit_test(test_recording_on_gpu), cmocka_unit_test(test_recording_staged_on_gpu),
+        cmocka_unit_test(test_conv_workspace_limit_on_gpu)};
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     bg_topology_destroy(live);
     return failed;

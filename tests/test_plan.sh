@@ -545,13 +545,17 @@ expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --topolo
     --devices cuda:0,cuda:1 --split 1 --device-mem 20M --microbatches 4 --conv-workspace 1M
 check "a third GPU is suggested, to be listed" grep -qE \
     '^  3 devices \(cuda:0,cuda:1 and 1 more like cuda:1 in --devices, without --split\) +fits: ' "$ERR"
-# With the default 256 MiB the conv layer alone is too large, but not
-# because of anything more devices or memory savings could change.
+# With the default 256 MiB the conv layer's stage is over by more than its
+# workspace: no workspace alone does not fit, but it does with the savings
+# or the micro-batch counts beside it.
 expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --topology "$GPUS" \
     --devices cuda:0,cuda:1 --split 1 --device-mem 20M --microbatches 4
-check "a conv layer too large for a stage: its GPU workspace is named" grep -qF \
-    "layer 0 (conv2d) needs at least 268,960,320 bytes (256.50 MiB, 256.00 MiB of it the convolution workspace a GPU counts, which a smaller --conv-workspace lowers) on a stage of its own" \
-    "$ERR"
+check "no GPU workspace, with another saving" grep -qE -- \
+    '^  without --split --conv-workspace 0 +fits: largest stage 16\.65 MiB' "$ERR"
+check "no GPU workspace, at more micro-batches" grep -qE -- \
+    '^  --conv-workspace 0 --microbatches 8 +fits: ' "$ERR"
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0,cuda:1 --device-mem 20M \
+    --microbatches 4 --conv-workspace 0
 # Virtual devices of one GPU share its memory bandwidth: four stages' Adam
 # updates, run at once after the barrier, take about as long as one
 # stage's over the whole model (not a quarter of it).
@@ -604,23 +608,31 @@ done
 # --conv-workspace needs, found only by timing them there: a GPU stage
 # holding a convolution counts all of the limit (256 MiB by default), a GPU
 # stage without one counts none, and a CPU stage the model's im2col figure.
+stage_workspaces() { # WHAT EXPECTED...: the stages' workspace bytes in plan --json
+    what=$1
+    shift
+    json_check "$what" "assert [s['peak_by_category']['workspace'] for s in p['stages']] == [$*], p['stages']"
+}
 expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2 --split 4 --json
-json_check "GPU stages: the conv's counts the whole limit, the other none" \
-    "assert [s['peak_by_category']['workspace'] for s in p['stages']] == [268435456, 0], p['stages']"
-expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2 --split 4 --json \
-    --conv-workspace 16M
-json_check "--conv-workspace 16M is counted" \
-    "assert [s['peak_by_category']['workspace'] for s in p['stages']] == [16777216, 0], p['stages']"
-expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2 --split 4 --json \
-    --conv-workspace 0
-json_check "--conv-workspace 0: no workspace" \
-    "assert [s['peak_by_category']['workspace'] for s in p['stages']] == [0, 0], p['stages']"
+stage_workspaces "GPU stages: the conv's counts the whole limit, the other none" 268435456, 0
+json_check "--json has the limit" "assert p['conv_workspace_bytes'] == 268435456, p"
+for size in 16M:16777216 0:0 0M:0 0.0:0 1K:1024; do
+    expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2 --split 4 --json \
+        --conv-workspace "${size%:*}"
+    stage_workspaces "--conv-workspace ${size%:*} is counted" "${size#*:}", 0
+done
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --json
-json_check "CPU stages: the conv's im2col scratch, as the CPU backend sizes it" \
-    "assert [s['peak_by_category']['workspace'] for s in p['stages']] == [28320, 0], p['stages']"
+stage_workspaces "CPU stages: the conv's im2col scratch, as the CPU backend sizes it" 28320, 0
+json_check "CPU devices: no GPU limit in --json" "assert 'conv_workspace_bytes' not in p, p"
 expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2 --split 4
 stdout_has "(other holds 256.00 MiB of convolution workspace for each GPU stage with a convolution" \
     "the table says what its workspace is on a GPU"
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2 --split 4 --conv-workspace 1K
+stdout_has "(other holds 1024 bytes of convolution workspace for each GPU stage" \
+    "a limit below a MiB in bytes"
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2 --split 4 --conv-workspace 0
+stdout_has "(other holds no convolution workspace on the GPU stages: --conv-workspace 0" \
+    "the table says a GPU stage counts none"
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4
 check "CPU stages: no word of a GPU's workspace" sh -c "! grep -q 'convolution workspace' '$OUT'"
 # Where the limit is what does not fit, the advice gives the largest that does.
@@ -630,10 +642,29 @@ check "a smaller --conv-workspace is suggested" grep -qE -- \
     '^  --conv-workspace 72M +fits: largest stage 99\.98 MiB' "$ERR"
 expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 100M \
     --conv-workspace 72M
+# ... and none, where even that is not enough, with more micro-batches.
+expect 2 "276,804,000 bytes over its 20,971,520-byte capacity" -- \
+    plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 20M
+check "no workspace and more micro-batches are suggested together" grep -qE -- \
+    '^  --conv-workspace 0 --microbatches 2 +fits: largest stage 19\.28 MiB' "$ERR"
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 20M \
+    --conv-workspace 0 --microbatches 2
+# Checked per device (a given split, two chunks a GPU): the excess is
+# shared among that GPU's stages that hold a convolution, each giving up
+# its part; 193M is the largest whole MiB that fits.
+set -- "$ROOT/examples/conv_balanced.model" --topology "$GPUS" --devices cuda:0x2 --chunks 2 \
+    --schedule interleaved --microbatches 4 --split 2,4,6 --device-mem 400M
+expect 2 "over cuda:0/0's 419,430,400-byte capacity" -- plan "$@"
+check "per device: the largest --conv-workspace that fits" grep -qE -- \
+    '^  --conv-workspace 193M +fits: largest device.s stages 398\.78 MiB' "$ERR"
+expect 0 "" -- plan "$@" --conv-workspace 193M
+expect 2 "over cuda:0/0's 419,430,400-byte capacity" -- plan "$@" --conv-workspace 194M
 expect 2 "--conv-workspace applies to CUDA devices only; --devices cpu:2 has none" -- \
     plan "$MODEL" --devices cpu:2 --conv-workspace 16M
 expect 2 "--conv-workspace: expected a size like 1000000, 512M, 8G or 1.5G, got '-1'" -- \
     plan "$MODEL" --topology "$GPUS" --devices cuda:0 --conv-workspace -1
+expect 2 "--conv-workspace: '0.5' is less than a byte (0, or at least 1)" -- \
+    plan "$MODEL" --topology "$GPUS" --devices cuda:0 --conv-workspace 0.5
 expect 2 "--conv-workspace: expected a size like 1000000, 512M, 8G or 1.5G, got '16Q'" -- \
     simulate "$MODEL" --topology "$GPUS" --devices cuda:0 --conv-workspace 16Q
 
