@@ -623,8 +623,13 @@ int bg_cmd_train(int argc, char **argv) {
             peaks[s] = bg_pipeline_stage_peak_bytes(&r.stage_info[s]);
         st = bg_timeline_summarize(r.timeline, &summary);
         if (st == BG_OK) {
-            printf("\nlast %d step%s, as recorded:\n", r.timeline->steps,
-                   r.timeline->steps == 1 ? "" : "s");
+            const int n = r.timeline->steps;
+            const long long from = (long long)r.timeline->first_step;
+            if (n > 1)
+                printf("\nlast %d steps (%lld to %lld of the run), as recorded:\n", n, from,
+                       from + n - 1);
+            else
+                printf("\nlast step (%lld of the run), as recorded:\n", from);
             st = bg_summary_print(stdout, summary, peaks);
         }
         free(peaks);

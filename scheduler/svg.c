@@ -1,5 +1,6 @@
 #include "svg.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,10 +81,11 @@ static int is_op(bg_event_kind_t kind) { return kind <= BG_EVENT_STEP; }
 static int event_row(const bg_event_t *e) { return e->stage >= 0 ? e->stage : e->device; }
 
 typedef struct timeline_layout {
-    double t0, t1;     /* seconds shown */
-    double x0, width;  /* plot area in px */
-    double top, pitch; /* first row's top, row to row */
-    int lane;          /* 1: a transfer lane below each row */
+    double t0, t1;      /* seconds shown */
+    double x0, width;   /* plot area in px */
+    double top, pitch;  /* first row's top, row to row */
+    int lane;           /* 1: a transfer lane below each row */
+    int64_t first_step; /* the timeline's: the run's step of recorded step 0, or 0 */
     int present[BG_EVENT_KINDS];
 } timeline_layout_t;
 
@@ -118,7 +120,8 @@ static void draw_event(FILE *out, const timeline_layout_t *l, const bg_event_t *
     bg_event_describe(e, name, sizeof name);
     fprintf(out, "<title>%s%s", e->kind == BG_EVENT_LINK ? "link: " : "", name);
     /* On the axis's clock: from the start of the time shown. */
-    fprintf(out, ", stage %d, step %d: %.3f to %.3f ms</title></rect>\n", e->stage, e->step,
+    fprintf(out, ", stage %d, step %" PRId64 ": %.3f to %.3f ms</title></rect>\n", e->stage,
+            l->first_step > 0 ? l->first_step + e->step : (int64_t)e->step,
             1e3 * (e->start - l->t0), 1e3 * (e->end - l->t0));
     if (!is_op(e->kind)) return;
     char label[16];
@@ -184,6 +187,8 @@ static void draw_title(FILE *out, const bg_timeline_t *tl, const bg_timeline_sum
        "step 2" read as the third step of training. */
     if (step >= 0 && s->steps > 1 && step == s->steps - 1)
         fprintf(out, "; showing the last");
+    else if (step >= 0 && s->steps > 1 && tl->first_step > 0)
+        fprintf(out, "; showing step %" PRId64 " of the run", tl->first_step + step);
     else if (step >= 0 && s->steps > 1)
         fprintf(out, "; showing recorded step %d (from 0, as in the boxes' titles)", step);
     /* The step drawn need not be the mean: its own length beside it. */
@@ -237,7 +242,7 @@ bg_status_t bg_svg_timeline_write(const char *path, const bg_timeline_t *tl, int
     bg_timeline_summary_t *summary = NULL;
     BG_CHECK(bg_timeline_summarize(tl, &summary));
     bg_status_t st = BG_OK;
-    timeline_layout_t l = {0};
+    timeline_layout_t l = {.first_step = tl->first_step};
     int *ops = calloc((size_t)tl->stages, sizeof *ops);
     svg_doc_t doc = {0};
     FILE *out = NULL;

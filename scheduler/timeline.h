@@ -64,7 +64,11 @@ typedef struct bg_timeline {
     int devices, stages, chunks, microbatches;
     int measured;
     char (*device_names)[24];
-    int steps;                     /* steps recorded */
+    int steps; /* steps recorded */
+    /* The run's step (counted from 1, as train's progress counts them)
+     * that recorded step 0 was; 0 where the steps are not a training
+     * run's (simulated, or a sweep's point). Recorded steps follow on. */
+    int64_t first_step;
     double *step_start, *step_end; /* per step */
     int step_capacity;
     bg_event_t *events;

@@ -1,5 +1,6 @@
 #include "trace.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,17 +103,23 @@ static cJSON *complete_event(const char *name, const char *category, int pid, in
     return item;
 }
 
-static int add_event(trace_text_t *out, const bg_event_t *e) {
+/* args: stage, microbatch, step (which recorded step, from 0), run_step
+ * (the run's, from 1) where the timeline knows it (first_step > 0), and
+ * peer_stage for transfers and links. */
+static int add_event(trace_text_t *out, const bg_event_t *e, int64_t first_step) {
     char name[BG_EVENT_NAME_MAX];
     bg_event_describe(e, name, sizeof name);
     cJSON *args = NULL;
     cJSON *item = complete_event(name, bg_event_kind_name(e->kind), e->device, bg_trace_lane(e),
                                  e->start, e->end, &args);
-    if (item != NULL && (cJSON_AddNumberToObject(args, "stage", e->stage) == NULL ||
-                         cJSON_AddNumberToObject(args, "microbatch", e->microbatch) == NULL ||
-                         cJSON_AddNumberToObject(args, "step", e->step) == NULL ||
-                         ((is_transfer(e->kind) || e->kind == BG_EVENT_LINK) &&
-                          cJSON_AddNumberToObject(args, "peer_stage", e->peer_stage) == NULL))) {
+    if (item != NULL &&
+        (cJSON_AddNumberToObject(args, "stage", e->stage) == NULL ||
+         cJSON_AddNumberToObject(args, "microbatch", e->microbatch) == NULL ||
+         cJSON_AddNumberToObject(args, "step", e->step) == NULL ||
+         (first_step > 0 &&
+          cJSON_AddNumberToObject(args, "run_step", (double)(first_step + e->step)) == NULL) ||
+         ((is_transfer(e->kind) || e->kind == BG_EVENT_LINK) &&
+          cJSON_AddNumberToObject(args, "peer_stage", e->peer_stage) == NULL))) {
         cJSON_Delete(item);
         item = NULL;
     }
@@ -169,12 +176,16 @@ static int add_step_spans(trace_text_t *out, const bg_timeline_t *tl) {
         !add_metadata(out, "thread_name", pid, 0, "recorded steps", 0))
         return 0;
     for (int i = 0; i < tl->steps; i++) {
+        /* Named as train's progress counts the run's steps, where known. */
         char name[32];
-        snprintf(name, sizeof name, "step %d", i);
+        snprintf(name, sizeof name, "step %" PRId64, tl->first_step > 0 ? tl->first_step + i : i);
         cJSON *args = NULL;
         cJSON *item =
             complete_event(name, "span", pid, 0, tl->step_start[i], tl->step_end[i], &args);
-        if (item != NULL && cJSON_AddNumberToObject(args, "step", i) == NULL) {
+        if (item != NULL &&
+            (cJSON_AddNumberToObject(args, "step", i) == NULL ||
+             (tl->first_step > 0 &&
+              cJSON_AddNumberToObject(args, "run_step", (double)(tl->first_step + i)) == NULL))) {
             cJSON_Delete(item);
             item = NULL;
         }
@@ -193,7 +204,7 @@ bg_status_t bg_trace_write(const char *path, const bg_timeline_t *tl) {
     if (used == NULL || !append(&out, head, strlen(head)) || !add_lane_names(&out, tl, used))
         goto nomem;
     for (int i = 0; i < tl->count; i++)
-        if (!add_event(&out, &tl->events[i])) goto nomem;
+        if (!add_event(&out, &tl->events[i], tl->first_step)) goto nomem;
     if (!add_step_spans(&out, tl) || !append(&out, tail, strlen(tail))) goto nomem;
     st = bg_text_file_write(path, out.text, "trace");
     goto done;

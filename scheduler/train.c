@@ -377,8 +377,10 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                                       .shuffle = before_shuffle,
                                       .epoch_loss_sum = epoch_loss};
             if (r.timeline != NULL &&
-                step == (total > cfg->record_steps ? total - cfg->record_steps : 0))
+                step == (total > cfg->record_steps ? total - cfg->record_steps : 0)) {
                 BG_CHECK_GOTO(bg_pipeline_record(pipe, r.timeline), st, done);
+                r.timeline->first_step = step + 1;
+            }
             bg_pipeline_result_t loss;
             BG_CHECK_GOTO(bg_pipeline_train_step(pipe, images, labels, n, &loss), st, done);
             const double mean = loss.loss_sum / (double)n;

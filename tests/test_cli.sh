@@ -909,6 +909,29 @@ assert text.startswith("<?xml") or text.startswith("<svg"), text[:40]
 assert "<svg" in text and text.rstrip().endswith("</svg>"), text[-40:]
 ' "$T/T.svg"
 fi
+# The last 2 of 5 steps: the run's numbers, as progress counts them, beside
+# the recorded index; a simulated trace has no run to number.
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --batch 16 --devices cpu:2 \
+    --microbatches 2 --record-steps 2 --trace "$T/T2.json" --timeline "$T/T2.svg"; then
+    stdout_has "last 2 steps (4 to 5 of the run), as recorded:" "the summary says which steps"
+    check "the trace numbers the recorded steps as the run's" python3 -c '
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+spans = [e for e in events if e.get("ph") == "X"]
+assert [e["name"] for e in spans if e["cat"] == "span"] == ["step 4", "step 5"], spans[-2:]
+pairs = sorted({(e["args"]["step"], e["args"]["run_step"]) for e in spans if e["cat"] == "F"})
+assert pairs == [(0, 4), (1, 5)], pairs
+' "$T/T2.json"
+    check "the timeline's boxes name the run's step" grep -q ', step 5: ' "$T/T2.svg"
+fi
+if expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --trace "$T/S.json"; then
+    check "a simulated trace: steps from 0, no run_step" python3 -c '
+import json, sys
+spans = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+assert [e["name"] for e in spans if e["cat"] == "span"][0] == "step 0"
+assert not any("run_step" in e["args"] for e in spans)
+' "$T/S.json"
+fi
 
 # --- sweep ---------------------------------------------------------------------
 
