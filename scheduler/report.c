@@ -87,6 +87,35 @@ static bg_status_t account_link_waits(bg_timeline_summary_t *s, const bg_timelin
     return BG_OK;
 }
 
+/* Each device's end_wait_s (summed, before finish_summary's means): the
+ * step's end less the end of the device's last event in it. A timeline
+ * without recorded steps is one step spanning its events. */
+static bg_status_t account_end_waits(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
+    const int n = tl->steps > 0 ? tl->steps : 1, k = tl->devices;
+    if (tl->count == 0) return BG_OK;
+    double *last = malloc(sizeof(double) * (size_t)n * (size_t)k);
+    if (last == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory");
+    for (size_t i = 0; i < (size_t)n * (size_t)k; i++) last[i] = -INFINITY;
+    double end = tl->events[0].end;
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (e->end > end) end = e->end;
+        const int step = tl->steps > 0 ? e->step : 0;
+        if (step < 0 || step >= n || e->kind == BG_EVENT_LINK) continue; /* links: copy engines */
+        double *at = &last[(size_t)step * (size_t)k + (size_t)e->device];
+        if (e->end > *at) *at = e->end;
+    }
+    for (int j = 0; j < n; j++) {
+        const double step_end = tl->steps > 0 ? tl->step_end[j] : end;
+        for (int d = 0; d < k; d++) {
+            const double at = last[(size_t)j * (size_t)k + (size_t)d];
+            if (at > -INFINITY && step_end > at) s->device[d].end_wait_s += step_end - at;
+        }
+    }
+    free(last);
+    return BG_OK;
+}
+
 /* Per-step means of the sums, the fractions and the headline figures. */
 static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
     double steps = s->steps > 0 ? s->steps : 1;
@@ -110,6 +139,7 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
         dev->wait_s /= steps;
         dev->link_wait_s /= steps;
         dev->barrier_s /= steps;
+        dev->end_wait_s /= steps;
         dev->idle_s = s->step_s - dev->compute_s - dev->copy_s;
         /* A device busy all step: the difference of sums may round below 0
          * (a bubble of -0.0%). */
@@ -227,6 +257,7 @@ bg_status_t bg_timeline_summarize(const bg_timeline_t *tl, bg_timeline_summary_t
         account_event(s, e);
     }
     BG_CHECK_GOTO(account_link_waits(s, tl), st, fail);
+    BG_CHECK_GOTO(account_end_waits(s, tl), st, fail);
     for (int i = 0; i < tl->stages; i++)
         if (s->stage[i].device < 0) s->stage[i].device = i % tl->devices;
     finish_summary(s, tl);
@@ -313,6 +344,13 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
                     "%s waited %.3f ms per step at the optimizer step, for the other devices to "
                     "finish theirs\n",
                     s->device_names[d], 1e3 * barrier);
+        /* After its own optimizer step, idle until the others' end. */
+        const double end_wait = s->device[d].end_wait_s;
+        if (end_wait > 0 && end_wait >= 0.02 * s->step_s)
+            fprintf(out,
+                    "%s was idle %.3f ms per step at the step's end, from its optimizer step "
+                    "to the other devices' last\n",
+                    s->device_names[d], 1e3 * end_wait);
     }
     if (ferror(out)) return bg_error_set(BG_ERR_IO, "timeline summary: writing the table failed");
     return BG_OK;
@@ -326,13 +364,13 @@ static int add_numbers(cJSON *object, const char *const *names, const double *va
 }
 
 static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
-    static const char *const names[] = {"compute_s",    "copy_s",    "wait_s",
-                                        "link_wait_s",  "barrier_s", "idle_s",
-                                        "compute_frac", "copy_frac", "idle_frac"};
+    static const char *const names[] = {"compute_s", "copy_s",     "wait_s", "link_wait_s",
+                                        "barrier_s", "end_wait_s", "idle_s", "compute_frac",
+                                        "copy_frac", "idle_frac"};
     const bg_device_summary_t *dev = &s->device[d];
-    const double values[] = {dev->compute_s,    dev->copy_s,    dev->wait_s,
-                             dev->link_wait_s,  dev->barrier_s, dev->idle_s,
-                             dev->compute_frac, dev->copy_frac, dev->idle_frac};
+    const double values[] = {dev->compute_s, dev->copy_s,     dev->wait_s, dev->link_wait_s,
+                             dev->barrier_s, dev->end_wait_s, dev->idle_s, dev->compute_frac,
+                             dev->copy_frac, dev->idle_frac};
     cJSON *item = cJSON_CreateObject();
     if (item == NULL) return 0;
     if (!cJSON_AddItemToArray(array, item)) {
@@ -340,7 +378,7 @@ static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
         return 0;
     }
     return cJSON_AddStringToObject(item, "name", s->device_names[d]) != NULL &&
-           add_numbers(item, names, values, 9);
+           add_numbers(item, names, values, 10);
 }
 
 static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {

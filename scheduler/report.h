@@ -26,7 +26,11 @@ typedef struct bg_device_summary {
     double wait_s;      /* WAIT events */
     double link_wait_s; /* of wait_s: for messages while they crossed a link (LINK) */
     double barrier_s;   /* of wait_s: at the optimizer step, for the other devices */
-    double idle_s;      /* step_s - compute_s - copy_s: waits and gaps */
+    /* Of idle_s, outside any event: from the device's last event of a step
+     * to the step's end, while other devices finished theirs (their
+     * optimizer steps, which run after the barrier, at once). */
+    double end_wait_s;
+    double idle_s;                             /* step_s - compute_s - copy_s: waits and gaps */
     double compute_frac, copy_frac, idle_frac; /* of step_s (0 when step_s is 0) */
 } bg_device_summary_t;
 
