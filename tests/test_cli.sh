@@ -380,6 +380,14 @@ expect 0 "note: with one micro-batch the 2 stages take turns and never work at o
 expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --devices cpu:2 \
     --microbatches 2
 check "at M=2 no note of stages taking turns" sh -c "! grep -q 'take turns' '$ERR'"
+# ... and when it is all a batch allows, or auto's choice, it says that.
+expect 0 "note: a batch of one sample is one micro-batch: the 2 stages take turns" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 1 --devices cpu:2 --microbatches auto
+check "no advice to use more micro-batches than samples" \
+    sh -c "! grep -q -- '--microbatches 4 (or auto)' '$ERR'"
+expect 0 "note: --microbatches auto chose one micro-batch: the 2 stages take turns, which the planner predicts faster" \
+    -- train "$MODEL" --data synthetic --steps 1 --batch 2 --devices cpu:2 --microbatches auto
+check "no advice against auto's own choice" sh -c "! grep -q -- '(or auto) lets them' '$ERR'"
 # --steps 0 trains nothing and evaluates the weights: those saved at the
 # end of the run above score as that run's own evaluation did, to the last
 # digit, and so on two stages (whose micro-batches sum the test loss in
