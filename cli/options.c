@@ -252,6 +252,12 @@ static int names_another_image_format(const char *path) {
     return 0;
 }
 
+/* Whether `path`'s last extension is `extension` (".json"), in any case. */
+static int has_extension(const char *path, const char *extension) {
+    const char *dot = strrchr(path, '.');
+    return dot != NULL && strchr(dot, '/') == NULL && strcasecmp(dot, extension) == 0;
+}
+
 bg_status_t bg_cli_check_output(const char *option, const char *path) {
     if (path == NULL) return BG_OK;
     if (path[0] == '\0') return bg_error_set(BG_ERR_INVALID, "%s: empty file name", option);
@@ -265,6 +271,19 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
         return bg_error_set(BG_ERR_INVALID,
                             "%s %s: brigade draws SVG only; name it .svg (rsvg-convert or a "
                             "browser turns it into other formats)",
+                            option, path);
+    /* Swapped names (--trace t.svg --timeline t.json) would write each into
+     * the other's file, a trace over the picture one meant to keep. */
+    if (picture && has_extension(path, ".json"))
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s %s: this is an SVG picture; name it .svg (the JSON outputs are "
+                            "--trace and --metrics)",
+                            option, path);
+    const int json = strcmp(option, "--trace") == 0 || strcmp(option, "--metrics") == 0;
+    if (json && has_extension(path, ".svg"))
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s %s: this is JSON; name it .json (the SVG pictures are --timeline "
+                            "and --chart)",
                             option, path);
     struct stat st;
     if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && stat(path, &st) != 0) {

@@ -816,8 +816,8 @@ usage_error "--save and --metrics both name '$T/./twice.json': each output needs
     -- train "$MODEL" --data synthetic --steps 1 --batch 16 --save "$T/twice.json" \
     --metrics "$T/./twice.json"
 check "two outputs on one file: nothing written" test ! -e "$T/twice.json"
-usage_error "--trace and --timeline both name" -- simulate "$MODEL" --trace "$T/q.json" \
-    --timeline "$T/../$(basename "$T")/q.json"
+usage_error "--trace and --timeline both name" -- simulate "$MODEL" --trace "$T/q.out" \
+    --timeline "$T/../$(basename "$T")/q.out"
 # A link to no file yet is the file it names; a device may take both.
 ln -s linked.json "$T/to-linked"
 usage_error "--metrics and --trace both name '$T/linked.json'" -- simulate "$MODEL" \
@@ -836,6 +836,16 @@ usage_error "--timeline $T/t.PNG: brigade draws SVG only; name it .svg" -- simul
     --timeline "$T/t.PNG"
 usage_error "--chart $T/c.pdf: brigade draws SVG only; name it .svg" -- sweep "$MODEL" \
     --microbatches 1 --simulate --chart "$T/c.pdf"
+# Swapped names: each output into the other's file.
+usage_error "--trace $T/t.svg: this is JSON; name it .json" -- train "$MODEL" --data synthetic \
+    --steps 1 --trace "$T/t.svg" --timeline "$T/t.json"
+usage_error "--timeline $T/t.Json: this is an SVG picture; name it .svg" -- simulate "$MODEL" \
+    --timeline "$T/t.Json"
+usage_error "--metrics $T/m.svg: this is JSON; name it .json" -- simulate "$MODEL" \
+    --metrics "$T/m.svg"
+usage_error "--chart $T/c.json: this is an SVG picture; name it .svg" -- sweep "$MODEL" \
+    --microbatches 1 --simulate --chart "$T/c.json"
+check "no file was written under a swapped name" sh -c "! ls '$T'/t.svg '$T'/t.json 2>/dev/null"
 expect 0 "" -- simulate "$MODEL" --timeline "$T/t.svg.d" --trace "$T/t.png"
 check "a picture not named as another format, and a trace named .png, are written" \
     test -s "$T/t.svg.d" -a -s "$T/t.png"
@@ -1010,8 +1020,8 @@ assert [s["device"] for s in q["stages"]] == ["cpu:0", "cpu:1"], q["stages"]
 assert all(s["peak_by_category"]["params"] > 0 for s in q["stages"]), q["stages"]' \
         "$T/measured.json" "$OUT"
 fi
-usage_error "--chart and --metrics both name '$T/m.svg': each output needs a file of its own" -- sweep "$MODEL" --simulate \
-    --microbatches 1 --chart "$T/m.svg" --metrics "$T/m.svg"
+usage_error "--chart and --metrics both name '$T/m.out': each output needs a file of its own" -- sweep "$MODEL" --simulate \
+    --microbatches 1 --chart "$T/m.out" --metrics "$T/m.out"
 
 # Options that would change nothing are refused, not dropped unseen.
 usage_error "--warmup has no use with --simulate (nothing is run: every point is predicted)" -- \
