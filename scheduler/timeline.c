@@ -172,7 +172,7 @@ void bg_event_describe(const bg_event_t *e, char *name, size_t size) {
         else if (e->peer_stage >= 0 && e->to_send)
             snprintf(name, size, "wait for room to send to stage %d", e->peer_stage);
         else if (e->peer_stage >= 0)
-            snprintf(name, size, "wait for stage %d", e->peer_stage);
+            arrival_name(e, "wait for ", name, size);
         else
             snprintf(name, size, "wait for every device (optimizer step)");
         break;

@@ -108,7 +108,7 @@ void bg_timeline_clear(bg_timeline_t *tl);
 const char *bg_event_kind_name(bg_event_kind_t kind);
 
 /* The event as the trace and the SVG timeline name it: "F3", "B3", "W3",
- * "step", "send F3 to stage 2", "recv B2 from stage 3", "wait for stage 1"
+ * "step", "send F3 to stage 2", "recv B2 from stage 3", "wait for F3 from stage 1"
  * (for a message), "wait for room to send F3 to stage 2" (the receiver had
  * not taken the earlier messages), "wait for every device (optimizer
  * step)", and a link's "F3 from stage 1". A tensor sent to a later stage is

@@ -10,9 +10,10 @@
  * stage P"; LINK events, which overlap the ops). Every event is a complete
  * ("X") event with ts and dur in microseconds from the timeline's origin
  * (to the nanosecond), named "F3", "B3", "W3", "step", "send F3 to stage
- * 2", "recv B3 from stage 2", "wait for stage 1", "F3 from stage 1", its
- * category the kind's short name (bg_event_kind_name), and args {stage,
- * microbatch, step} plus peer_stage for transfers and links. An optimizer
+ * 2", "recv B3 from stage 2", "wait for F3 from stage 1", "F3 from stage
+ * 1", its category the kind's short name (bg_event_kind_name), and args
+ * {stage, microbatch, step}, run_step where the timeline knows the run's
+ * step numbers, and peer_stage for transfers and links. An optimizer
  * step recorded without a stage (-1) goes on the device's own lane (the
  * lanes of stage `device`). */
 #ifndef BG_TRACE_H

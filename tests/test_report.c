@@ -696,7 +696,9 @@ static void test_trace(void **state) {
                          want->peer_stage > want->stage ? 'F' : 'B', want->microbatch,
                          want->peer_stage);
             else
-                snprintf(wait, sizeof wait, "wait for stage %d", want->peer_stage);
+                snprintf(wait, sizeof wait, "wait for %c%d from stage %d",
+                         want->peer_stage < want->stage ? 'F' : 'B', want->microbatch,
+                         want->peer_stage);
             assert_string_equal(name, wait);
             found_room += want->to_send;
             assert_int_equal(tid, BG_TRACE_LANES * want->stage + BG_TRACE_LANE_TRANSFERS);
