@@ -1,6 +1,7 @@
 #include "planning.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -344,6 +345,16 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
                 "--microbatches auto and --schedule auto go by)\n",
                 p->simulated_step_s * 1e3,
                 bg_cli_rate((double)p->request.batch / p->simulated_step_s, rate, sizeof rate));
+    /* The two can differ widely; say why, so neither reads as a mistake. */
+    const double estimate = p->step_s + p->update_s;
+    if (p->simulated_step_s > 0 && fabs(p->simulated_step_s - estimate) > 0.1 * estimate)
+        fprintf(out,
+                "(the simulation plays the schedule op by op: each wait, hand-off and copy%s; "
+                "the predicted step is the planner's estimate, M x the slowest stage plus the "
+                "others' fill and drain, which leaves those out)\n",
+                p->request.profile != NULL
+                    ? ", and the profile's slowdowns of ops after a wait and beside another core"
+                    : "");
     fprintf(out,
             "bubble: %.1f%% predicted (the planner's estimate), %.1f%% in theory for equal "
             "stages\n",

@@ -209,6 +209,11 @@ assert slow > 1.05 * plain, (slow, plain)" "$T/nowait.metrics.json" "$T/slowwait
     check "after-wait figures of the first shape simulate as none" python3 -c "import json, sys
 plain, old = (json.load(open(f))['timeline']['step_s'] for f in sys.argv[1:])
 assert old == plain, (old, plain)" "$T/nowait.metrics.json" "$T/oldwait.metrics.json"
+    # plan prints both figures; far apart, it says why.
+    expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 2 --split 4 \
+        --profile "$T/slowwait.profile.json"
+    stdout_has "(the simulation plays the schedule op by op: each wait, hand-off and copy, and the profile's slowdowns of ops after a wait" \
+        "plan explains a simulated step far from its estimate"
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
 p['stages'][6]['after_wait']['backward_after_update'] = 1000
