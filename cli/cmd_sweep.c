@@ -236,7 +236,7 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
                             "does not list");
     if (interleaved)
         BG_CHECK(bg_placement_check_chunks(BG_SCHEDULE_INTERLEAVED, o->placement.chunks,
-                                           "give --chunks for its points"));
+                                           "give --chunks 2 or more for its points"));
     return BG_OK;
 }
 

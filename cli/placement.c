@@ -209,10 +209,11 @@ int bg_placement_stage_count(const bg_placement_t *p) {
 
 bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks, const char *advice) {
     if (kind == BG_SCHEDULE_INTERLEAVED && chunks < 2)
-        return bg_error_set(BG_ERR_INVALID,
-                            "interleaved runs --chunks V stages per device, V of 2 or more (with "
-                            "one a device it would be 1F1B's order with a longer warm-up): %s",
-                            advice);
+        return bg_error_set(
+            BG_ERR_INVALID,
+            "interleaved runs --chunks V stages per device, V of 2 or more (with "
+            "one chunk a device it would be 1F1B's order with a longer warm-up): %s",
+            advice);
     return BG_OK;
 }
 
@@ -240,8 +241,8 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
     const char *text = p->devices_text;
     char implied[32];
     if (!p->auto_schedule)
-        BG_CHECK(bg_placement_check_chunks(p->schedule, p->chunks,
-                                           "give --chunks, or --schedule 1f1b for that order"));
+        BG_CHECK(bg_placement_check_chunks(
+            p->schedule, p->chunks, "give --chunks 2 or more, or --schedule 1f1b for that order"));
     /* --stages K without --devices means K CPU devices. */
     if (p->stages > 0 && strcmp(text, "cpu") == 0) {
         snprintf(implied, sizeof implied, "cpu:%d", p->stages);

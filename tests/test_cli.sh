@@ -1031,10 +1031,10 @@ usage_error "--data has no use with --simulate" -- sweep "$MODEL" --simulate --m
 usage_error "--chunks applies only to the interleaved schedule, which --schedule does not list" \
     -- sweep "$MODEL" --simulate --devices cpu:2 --microbatches 2 --chunks 2
 # Interleaved with one chunk a device is not interleaving: refused by name.
-usage_error "interleaved runs --chunks V stages per device, V of 2 or more (with one a device it would be 1F1B's order with a longer warm-up): give --chunks for its points" \
+usage_error "interleaved runs --chunks V stages per device, V of 2 or more (with one chunk a device it would be 1F1B's order with a longer warm-up): give --chunks 2 or more for its points" \
     -- sweep "$MODEL" --simulate --devices cpu:2 --microbatches 2 --schedule 1f1b,interleaved
 for cmd in plan simulate train; do
-    usage_error "interleaved runs --chunks V stages per device, V of 2 or more (with one a device it would be 1F1B's order with a longer warm-up): give --chunks, or --schedule 1f1b for that order" \
+    usage_error "interleaved runs --chunks V stages per device, V of 2 or more (with one chunk a device it would be 1F1B's order with a longer warm-up): give --chunks 2 or more, or --schedule 1f1b for that order" \
         -- "$cmd" "$MODEL" --devices cpu:2 --microbatches 2 --schedule interleaved --chunks 1
 done
 
