@@ -90,6 +90,11 @@ typedef struct sweep_context {
 static const char *const simulated_names[] = {"gpipe (simulated)", "1f1b (simulated)",
                                               "interleaved (simulated)", "zb-h1 (simulated)"};
 
+/* A point's schedule as the table and chart name it. */
+static const char *point_name(const sweep_options_t *o, bg_schedule_kind_t kind) {
+    return o->simulate ? simulated_names[kind] : bg_schedule_kind_name(kind);
+}
+
 /* Calls take(option, item, ctx) for each comma-separated item of text; an
  * empty item ("4,", ",4", "4,,8") or an empty list is an error. */
 static bg_status_t for_each_item(const char *option, const char *text,
@@ -392,7 +397,7 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
         for (int s = 0; s < part->stages; s++) peaks[s] = bg_pipeline_stage_peak_bytes(&info[s]);
     }
     BG_CHECK_GOTO(bg_timeline_summarize(tl, &summary), st, done);
-    point->schedule = o->simulate ? simulated_names[kind] : bg_schedule_kind_name(kind);
+    point->schedule = point_name(o, kind);
     point->microbatches = m;
     point->step_ms = summary->step_s * 1e3;
     point->samples_per_s = (double)o->batch / summary->step_s;
@@ -456,6 +461,26 @@ static bg_status_t metrics_write(const char *path, cJSON *root, int signal_numbe
 }
 
 /* What a sweep that ended early kept, for its last message. */
+/* What the chart shows, under its title: "examples/fashion_cnn.model, batch
+ * 64, on cpu:0, cpu:1; measured, 2 warm-up + 5 timed steps a point". */
+static void chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setup, char *buf,
+                           size_t size) {
+    char devices[256] = "";
+    FILE *f = fmemopen(devices, sizeof devices - 1, "w");
+    if (f != NULL) {
+        bg_placement_describe_devices(&o->placement, f);
+        fclose(f);
+    }
+    if (o->simulate)
+        snprintf(buf, size, "%s, batch %lld, on %s; simulated from %s", o->model,
+                 (long long)o->batch, devices,
+                 setup->profile != NULL ? o->placement.profile_path : "the analytic cost model");
+    else
+        snprintf(buf, size,
+                 "%s, batch %lld, on %s; measured, %lld warm-up + %lld timed steps a point",
+                 o->model, (long long)o->batch, devices, (long long)o->warmup, (long long)o->steps);
+}
+
 static const char *kept_outputs(int chart, int metrics) {
     if (chart && metrics) return "; the chart and metrics have those done";
     if (chart) return "; the chart has those done";
@@ -545,7 +570,13 @@ int bg_cmd_sweep(int argc, char **argv) {
             else if (skip[0] != '\0')
                 printf("%4d  %-11s skipped: %s\n", o.ms[i], bg_schedule_kind_name(o.schedules[k]),
                        skip);
-            else if (count < MAX_POINTS) /* at most 64 counts x 4 schedules = MAX_POINTS */
+            /* A skipped point stays, marked, so the chart shows it. */
+            if (failed == BG_OK && skip[0] != '\0' && count < MAX_POINTS)
+                points[count] = (bg_sweep_point_t){.schedule = point_name(&o, o.schedules[k]),
+                                                   .microbatches = o.ms[i],
+                                                   .simulated = o.simulate,
+                                                   .skipped = 1};
+            if (failed == BG_OK && count < MAX_POINTS) /* at most 64 counts x 4 schedules */
                 count++;
         }
     }
@@ -555,8 +586,12 @@ int bg_cmd_sweep(int argc, char **argv) {
     const int early = failed != BG_OK || (bg_cli_stop_signal != 0 && done_points < total);
     bg_cli_outputs_t outputs = {.cmd = "sweep", .failed = BG_OK};
     int chart_written = 0, metrics_written = 0;
-    if (o.chart != NULL && count > 0) {
-        const bg_status_t written = bg_svg_chart_write(o.chart, points, count);
+    int shown = 0;
+    for (int i = 0; i < count; i++) shown += !points[i].skipped;
+    if (o.chart != NULL && shown > 0) {
+        char subtitle[512];
+        chart_subtitle(&o, &setup, subtitle, sizeof subtitle);
+        const bg_status_t written = bg_svg_chart_write(o.chart, points, count, subtitle);
         bg_cli_output_written(&outputs, written, "chart", o.chart);
         chart_written = written == BG_OK;
     }
@@ -582,7 +617,7 @@ int bg_cmd_sweep(int argc, char **argv) {
                 "brigade sweep: a stop signal came during the last point; every point "
                 "is done%s\n",
                 kept[0] != '\0' ? ", and written" : "");
-    } else if (count == 0) {
+    } else if (shown == 0) {
         /* Like plan when nothing fits: a result, but not a usable one. */
         fprintf(stderr, "brigade sweep: every point was skipped (above)%s%s\n",
                 o.chart != NULL ? "; no chart written" : "",

@@ -321,8 +321,10 @@ static int compare_points(const void *a, const void *b) {
     return (x->microbatches > y->microbatches) - (x->microbatches < y->microbatches);
 }
 
-/* value of a point in series 0 (samples/s), 1 (bubble %), 2 (theory %). */
+/* value of a point in series 0 (samples/s), 1 (bubble %), 2 (theory %);
+ * NaN for a skipped point. */
 static double series_value(const bg_sweep_point_t *p, int series) {
+    if (p->skipped) return NAN;
     return series == 0 ? p->samples_per_s
                        : 100 * (series == 1 ? p->bubble_measured : p->bubble_theory);
 }
@@ -354,6 +356,18 @@ static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point
         pen_up = 0;
     }
     fprintf(out, "\"/>\n");
+    /* Skipped points: a cross on the M axis, once (with the first series). */
+    for (int i = 0; series == 0 && i < count; i++) {
+        if (strcmp(sorted[i].schedule, schedule) != 0 || !sorted[i].skipped) continue;
+        const double x = chart_x(c, sorted[i].microbatches), y = c->y0 + c->height - 8 - 6 * k;
+        fprintf(out,
+                "<path class=\"skipped\" stroke=\"%s\" stroke-width=\"2\" d=\"M%.2f %.2f "
+                "L%.2f %.2f M%.2f %.2f L%.2f %.2f\"><title>",
+                colour, x - 4, y - 4, x + 4, y + 4, x - 4, y + 4, x + 4, y - 4);
+        put_escaped(out, schedule);
+        fprintf(out, ", M=%d: skipped (the sweep's table says why)</title></path>\n",
+                sorted[i].microbatches);
+    }
     for (int i = 0; series < 2 && i < count; i++) {
         double v = series_value(&sorted[i], series);
         if (strcmp(sorted[i].schedule, schedule) != 0 || !isfinite(v)) continue;
@@ -411,9 +425,10 @@ static void draw_chart_axes(FILE *out, const chart_layout_t *c, double left_step
             c->y0 + c->height / 2, right + 50, c->y0 + c->height / 2);
 }
 
-/* `bubble`: the key of the bubble line, measured or simulated. */
-static void draw_chart_legend(FILE *out, const char **names, int schedules, const char *bubble,
-                              double x, double y) {
+/* `bubble`: the key of the bubble line, measured or simulated;
+ * drawn[i]: whether names[i] has a point not skipped. */
+static void draw_chart_legend(FILE *out, const char **names, const int *drawn, int schedules,
+                              const char *bubble, double x, double y) {
     const char *const keys[] = {"samples/s (left)", bubble, "bubble theory (right)"};
     static const char *const styles[] = {"stroke-width=\"2.5\"", "stroke-width=\"1.5\"",
                                          "stroke-width=\"1.5\" stroke-dasharray=\"6 4\""};
@@ -425,8 +440,9 @@ static void draw_chart_legend(FILE *out, const char **names, int schedules, cons
                 "x=\"%.1f\" y=\"%.1f\">",
                 at, y - 9, palette[i % 8], at + 24, y);
         put_escaped(out, names[i]);
+        if (!drawn[i]) fprintf(out, " (every point skipped)");
         fprintf(out, "</text>\n");
-        at += 24 + 7.0 * (double)strlen(names[i]) + 20;
+        at += 24 + 7.0 * (double)(strlen(names[i]) + (drawn[i] ? 0 : 22)) + 20;
     }
     at = x;
     for (int k = 0; k < 3; k++) {
@@ -434,6 +450,16 @@ static void draw_chart_legend(FILE *out, const char **names, int schedules, cons
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\" %s/>"
                 "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
                 at, y + 18, at + 28, y + 18, styles[k], at + 34, y + 22, keys[k]);
+        /* The markers the lines carry: the same colour tells schedules
+         * apart, the marker the two lines of one. */
+        if (k == 0)
+            fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#444\"/>\n", at + 14,
+                    y + 18);
+        if (k == 1)
+            fprintf(out,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" fill=\"#fff\" "
+                    "stroke=\"#444\" stroke-width=\"1.5\"/>\n",
+                    at + 10, y + 14);
         at += 34 + 7.0 * (double)strlen(keys[k]) + 24;
     }
     fprintf(out, "</g>\n");
@@ -445,8 +471,11 @@ static double round_up(double value, double step) {
     return top > 0 ? top : step;
 }
 
-bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points, int count) {
-    if (path == NULL || points == NULL || count < 1)
+bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points, int count,
+                               const char *subtitle) {
+    int shown = 0;
+    for (int i = 0; points != NULL && i < count; i++) shown += !points[i].skipped;
+    if (path == NULL || points == NULL || count < 1 || shown == 0)
         return bg_error_set(BG_ERR_INVALID, "svg chart: no points");
     for (int i = 0; i < count; i++)
         if (points[i].schedule == NULL || points[i].microbatches < 1)
@@ -456,27 +485,30 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
     bg_status_t st = BG_OK;
     bg_sweep_point_t *sorted = malloc(sizeof *sorted * (size_t)count);
     const char **names = malloc(sizeof *names * (size_t)count);
+    int *drawn = calloc((size_t)count, sizeof *drawn);
     svg_doc_t doc = {0};
     FILE *out = NULL;
     BG_ALLOC_CHECK_GOTO(sorted, st, done);
     BG_ALLOC_CHECK_GOTO(names, st, done);
+    BG_ALLOC_CHECK_GOTO(drawn, st, done);
     memcpy(sorted, points, sizeof *sorted * (size_t)count);
     qsort(sorted, (size_t)count, sizeof *sorted, compare_points);
     int schedules = 0;
     double max_rate = 0, max_bubble = 0;
     for (int i = 0; i < count; i++) {
-        int seen = 0;
-        for (int j = 0; j < schedules && !seen; j++)
-            seen = strcmp(names[j], points[i].schedule) == 0;
-        if (!seen) names[schedules++] = points[i].schedule;
-        if (isfinite(points[i].samples_per_s) && points[i].samples_per_s > max_rate)
-            max_rate = points[i].samples_per_s;
+        int seen = -1;
+        for (int j = 0; j < schedules && seen < 0; j++)
+            if (strcmp(names[j], points[i].schedule) == 0) seen = j;
+        if (seen < 0) names[seen = schedules++] = points[i].schedule;
+        drawn[seen] |= !points[i].skipped;
+        const double rate = series_value(&points[i], 0);
+        if (isfinite(rate) && rate > max_rate) max_rate = rate;
         for (int series = 1; series < 3; series++) {
             double v = series_value(&points[i], series);
             if (isfinite(v) && v > max_bubble) max_bubble = v;
         }
     }
-    chart_layout_t c = {.x0 = 90, .y0 = 60, .width = 760, .height = 380};
+    chart_layout_t c = {.x0 = 90, .y0 = 70, .width = 760, .height = 380};
     c.log_min = log2(sorted[0].microbatches) - 0.3;
     c.log_max = log2(sorted[count - 1].microbatches) + 0.3;
     if (sorted[0].microbatches == sorted[count - 1].microbatches)
@@ -496,13 +528,18 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
             " font-size=\"17\" font-weight=\"bold\">Throughput and pipeline bubble vs "
             "micro-batches</text>\n",
             width, height, width, height, c.x0);
+    if (subtitle != NULL) {
+        fprintf(out, "<text x=\"%.1f\" y=\"50\" " FONT " font-size=\"13\" fill=\"#444\">", c.x0);
+        put_escaped(out, subtitle);
+        fprintf(out, "</text>\n");
+    }
     draw_chart_axes(out, &c, left_step, right_step);
     for (int i = 0; i < schedules; i++)
         for (int series = 0; series < 3; series++)
             draw_series(out, &c, sorted, count, names[i], i, series, palette[i % 8]);
     int simulated = 0;
     for (int i = 0; i < count; i++) simulated += points[i].simulated != 0;
-    draw_chart_legend(out, names, schedules,
+    draw_chart_legend(out, names, drawn, schedules,
                       simulated == count ? "bubble predicted (right)"
                       : simulated > 0    ? "bubble measured or predicted (right)"
                                          : "bubble measured (right)",
@@ -512,5 +549,6 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
 done:
     free(sorted);
     free(names);
+    free(drawn);
     return st;
 }

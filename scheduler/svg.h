@@ -42,20 +42,26 @@ typedef struct bg_sweep_point {
     double bubble_measured, bubble_theory; /* fractions 0..1 */
     double step_ms;
     int simulated; /* predicted by the simulator, not measured */
+    int skipped;   /* did not fit, or could not run: no figures (they are not read) */
 } bg_sweep_point_t;
 
 /* Writes a chart of points to path: M on a log2 x axis, samples/s on the
  * left axis (a thick line with round markers per schedule), bubble % on the
  * right axis (measured: thin solid line with square markers; theory:
- * dashed), a legend and a title. Points may come in any order; non-finite
- * values are left out. <path class="throughput">, <path class="bubble">
- * and <path class="theory"> per schedule; <circle class="point"> per
- * finite samples/s value.
+ * dashed), a legend (whose keys show the markers too) and a title, with
+ * `subtitle` under it (what was swept; may be NULL). Points may come in
+ * any order; non-finite values are left out. A skipped point is a cross
+ * on the M axis in its schedule's colour (<path class="skipped">), and a
+ * schedule whose every point was skipped keeps its colour and says so in
+ * the legend. <path class="throughput">, <path class="bubble"> and <path
+ * class="theory"> per schedule; <circle class="point"> per finite
+ * samples/s value.
  *
- * BG_ERR_INVALID for NULL arguments, count < 1, a NULL schedule name or
- * M < 1; BG_ERR_IO naming the path when it cannot be written;
- * BG_ERR_NOMEM. */
-bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points, int count);
+ * BG_ERR_INVALID for NULL arguments, count < 1, no point that was not
+ * skipped, a NULL schedule name or M < 1; BG_ERR_IO naming the path when it
+ * cannot be written; BG_ERR_NOMEM. */
+bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points, int count,
+                               const char *subtitle);
 
 #ifdef __cplusplus
 }

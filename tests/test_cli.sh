@@ -971,6 +971,20 @@ usage_error "--chart: cannot write '$T/no/d/C.svg': folder '$T/no/d'" -- sweep "
 expect 2 "every point was skipped (above); no chart written" -- sweep "$MODEL" --simulate \
     --devices cpu:2 --device-mem 1M --microbatches 1,4 --chart "$T/none.svg"
 check "a sweep with no point writes no chart" test ! -e "$T/none.svg"
+# Some skipped: each a cross on the M axis; a schedule with none left keeps
+# its colour and says so; the title names what was swept.
+if expect 0 "" -- sweep "$MODEL" --simulate --devices cpu:2 --device-mem 12M --microbatches 1,8 \
+    --schedule gpipe,1f1b --chart "$T/some.svg"; then
+    check "skipped points on the chart" python3 -c '
+import sys, xml.dom.minidom
+text = open(sys.argv[1]).read()
+xml.dom.minidom.parseString(text)
+assert text.count("class=\"skipped\"") == 3, text.count("class=\"skipped\"")
+assert ">gpipe (simulated) (every point skipped)<" in text
+assert "1f1b (simulated) (every" not in text
+assert "fashion_cnn.model, batch 64, on cpu:0, cpu:1; simulated from the analytic cost model<" in text
+' "$T/some.svg"
+fi
 # --chunks is interleaved's: the other schedules of the same sweep run.
 if expect 0 "on cpu:0, cpu:1, 2 chunks per device for interleaved" -- sweep "$MODEL" --simulate \
     --devices cpu:2 --microbatches 2 --schedule 1f1b,interleaved --chunks 2; then

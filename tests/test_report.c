@@ -843,18 +843,33 @@ static void test_svg_timeline(void **state) {
 static void test_svg_chart(void **state) {
     (void)state;
     bg_sweep_point_t points[] = {
-        {"1f1b", 8, 1000, 0.27, 3.0 / 11, 8.9, 0}, {"1f1b", 1, 300, 0.75, 0.75, 3.3, 0},
-        {"gpipe", 2, 480, 0.61, 0.6, 4.2, 0},      {"1f1b", 4, 700, 0.43, 3.0 / 7, 5.7, 0},
-        {"1f1b", 2, 500, 0.6, 0.6, 4.0, 0},        {"gpipe", 8, NAN, 0.28, 3.0 / 11, 9.0, 0},
-        {"gpipe", 1, 290, 0.76, 0.75, 3.4, 0},     {"a<b", 4, 650, 0.2, 0.2, 6, 0},
+        {"1f1b", 8, 1000, 0.27, 3.0 / 11, 8.9, 0, 0},
+        {"1f1b", 1, 300, 0.75, 0.75, 3.3, 0, 0},
+        {"gpipe", 2, 480, 0.61, 0.6, 4.2, 0, 0},
+        {"1f1b", 4, 700, 0.43, 3.0 / 7, 5.7, 0, 0},
+        {"1f1b", 2, 500, 0.6, 0.6, 4.0, 0, 0},
+        {"gpipe", 8, NAN, 0.28, 3.0 / 11, 9.0, 0, 0},
+        {"gpipe", 1, 290, 0.76, 0.75, 3.4, 0, 0},
+        {"a<b", 4, 650, 0.2, 0.2, 6, 0, 0},
+        /* Skipped: its figures are not read, whatever they hold. */
+        {"zb-h1", 4, 9999, 9, 9, 9, 0, 1},
     };
     const char *path = temp_path("chart.svg");
-    check_ok(bg_svg_chart_write(path, points, 8));
+    check_ok(bg_svg_chart_write(path, points, 9, "model.model, batch 64, on cpu:0, cpu:1"));
     char *text = read_all(path);
     expect_well_formed(text);
-    assert_int_equal(count_of(text, "<path class=\"throughput\""), 3);
-    assert_int_equal(count_of(text, "<path class=\"bubble\""), 3);
-    assert_int_equal(count_of(text, "<path class=\"theory\""), 3);
+    assert_non_null(strstr(text, ">model.model, batch 64, on cpu:0, cpu:1</text>"));
+    /* zb-h1 keeps a colour of its own, said to be all skipped, and a cross
+     * at M = 4 on the M axis; none of its figures is drawn. */
+    assert_non_null(strstr(text, ">zb-h1 (every point skipped)</text>"));
+    assert_int_equal(count_of(text, "<path class=\"skipped\""), 1);
+    assert_non_null(strstr(text, "zb-h1, M=4: skipped"));
+    assert_null(strstr(text, "9999"));
+    /* The legend's keys carry the markers of the two lines. */
+    assert_non_null(strstr(text, "<circle cx="));
+    assert_int_equal(count_of(text, "<path class=\"throughput\""), 4);
+    assert_int_equal(count_of(text, "<path class=\"bubble\""), 4);
+    assert_int_equal(count_of(text, "<path class=\"theory\""), 4);
     assert_int_equal(count_of(text, "<circle class=\"point\""), 7);
     assert_non_null(strstr(text, "data-schedule=\"a&lt;b\""));
     /* 1f1b's line visits M = 1, 2, 4, 8 in order: one move, three lines.
@@ -879,21 +894,23 @@ static void test_svg_chart(void **state) {
     free(text);
     /* Simulated points: a predicted bubble. */
     for (int i = 0; i < 8; i++) points[i].simulated = 1;
-    check_ok(bg_svg_chart_write(path, points, 8));
+    check_ok(bg_svg_chart_write(path, points, 8, NULL));
     text = read_all(path);
     assert_non_null(strstr(text, ">bubble predicted (right)<"));
     assert_null(strstr(text, "bubble measured"));
     free(text);
-    assert_int_equal(bg_svg_chart_write(path, points, 0), BG_ERR_INVALID);
+    assert_int_equal(bg_svg_chart_write(path, points, 0, NULL), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "svg chart: no points"));
-    assert_int_equal(bg_svg_chart_write(NULL, points, 8), BG_ERR_INVALID);
+    assert_int_equal(bg_svg_chart_write(path, points + 8, 1, NULL), BG_ERR_INVALID); /* skipped */
+    assert_non_null(strstr(bg_error_message(), "svg chart: no points"));
+    assert_int_equal(bg_svg_chart_write(NULL, points, 8, NULL), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "svg chart: no points"));
     points[2].microbatches = 0;
-    assert_int_equal(bg_svg_chart_write(path, points, 8), BG_ERR_INVALID);
+    assert_int_equal(bg_svg_chart_write(path, points, 8, NULL), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "point 2 has a schedule, M=0"));
     points[2].microbatches = 2;
     points[5].schedule = NULL;
-    assert_int_equal(bg_svg_chart_write(path, points, 8), BG_ERR_INVALID);
+    assert_int_equal(bg_svg_chart_write(path, points, 8, NULL), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "point 5 has no schedule, M=8"));
 }
 
@@ -909,8 +926,8 @@ static void test_unwritable_paths(void **state) {
     const char *path = "/nonexistent-brigade-dir/out.file";
     expect_io_error(bg_trace_write(path, tl), path);
     expect_io_error(bg_svg_timeline_write(path, tl, -1), path);
-    bg_sweep_point_t point = {"1f1b", 4, 100, 0.4, 0.4, 1, 0};
-    expect_io_error(bg_svg_chart_write(path, &point, 1), path);
+    bg_sweep_point_t point = {"1f1b", 4, 100, 0.4, 0.4, 1, 0, 0};
+    expect_io_error(bg_svg_chart_write(path, &point, 1, NULL), path);
     if (access("/dev/full", W_OK) == 0) {
         expect_io_error(bg_trace_write("/dev/full", tl), "/dev/full");
         expect_io_error(bg_svg_timeline_write("/dev/full", tl, 0), "/dev/full");
