@@ -301,6 +301,27 @@ static void print_sizes(const bg_model_spec_t *spec, const bg_profile_t *p) {
            "proportion)\n");
 }
 
+/* Why some of the table's times are 0: ops fused into a neighbour's (the
+ * CPU backend's conv2d + relu forward, relu + max-pool backward), a
+ * flatten that only reshapes, and the first layer's dX, which no stage
+ * asks for. */
+static void print_zero_times(const bg_model_spec_t *spec) {
+    printf("(0 ms: layer 0's dX is never run, as nothing comes before it");
+    for (int i = 0; i < spec->num_layers; i++) {
+        const bg_layer_kind_t kind = spec->layers[i].kind;
+        const int after_conv = i > 0 && spec->layers[i - 1].kind == BG_LAYER_CONV2D,
+                  before_pool =
+                      i + 1 < spec->num_layers && spec->layers[i + 1].kind == BG_LAYER_MAXPOOL;
+        if (kind == BG_LAYER_FLATTEN) printf("; layer %d (flatten) only reshapes", i);
+        if (kind != BG_LAYER_RELU || !(after_conv || before_pool)) continue;
+        printf("; layer %d (relu)'s", i);
+        if (after_conv)
+            printf(" fwd runs inside layer %d's conv2d%s", i - 1, before_pool ? "," : "");
+        if (before_pool) printf(" dX inside layer %d's maxpool", i + 1);
+    }
+    printf(")\n");
+}
+
 static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
     printf("%5s  %-22s %9s %9s %9s %10s %9s\n", "layer", "kind", "fwd ms", "dX ms", "dW ms",
            "update ms", "total ms");
@@ -320,6 +341,7 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
     printf("%5s  %-22s %9.4f %9.4f %9.4f %10.4f %9.4f\n", "", "total", sum.forward_s * 1e3,
            sum.backward_data_s * 1e3, sum.backward_weights_s * 1e3, sum.update_s * 1e3,
            (sum.forward_s + sum.backward_data_s + sum.backward_weights_s) * 1e3);
+    print_zero_times(spec);
     printf("\ntotal ms: fwd + dX + dW of one micro-batch of %lld samples (update: once a step)\n",
            (long long)p->batch);
     print_sizes(spec, p);
