@@ -568,8 +568,7 @@ int bg_cmd_train(int argc, char **argv) {
                 "which the planner predicts faster here than smaller micro-batches that "
                 "overlap ('brigade sweep --simulate' shows each count)\n",
                 plan->partition->stages);
-    else if (plan->partition->stages > 1 && o.placement.microbatches == 1 &&
-             !o.train.evaluate_only)
+    else if (plan->partition->stages > 1 && o.placement.microbatches == 1 && !o.train.evaluate_only)
         fprintf(stderr,
                 "note: with one micro-batch the %d stages take turns and never work at "
                 "once, so this runs no faster than one device; --microbatches 4 (or "
