@@ -460,7 +460,6 @@ static bg_status_t metrics_write(const char *path, cJSON *root, int signal_numbe
     return st;
 }
 
-/* What a sweep that ended early kept, for its last message. */
 /* What the chart shows, under its title: "examples/fashion_cnn.model, batch
  * 64, on cpu:0, cpu:1; measured, 2 warm-up + 5 timed steps a point". */
 static void chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setup, char *buf,
@@ -481,6 +480,7 @@ static void chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setup
                  o->model, (long long)o->batch, devices, (long long)o->warmup, (long long)o->steps);
 }
 
+/* What a sweep that ended early kept, for its last message. */
 static const char *kept_outputs(int chart, int metrics) {
     if (chart && metrics) return "; the chart and metrics have those done";
     if (chart) return "; the chart has those done";

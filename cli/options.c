@@ -279,7 +279,8 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
                             "%s %s: this is an SVG picture; name it .svg (the JSON outputs are "
                             "--trace and --metrics)",
                             option, path);
-    const int json = strcmp(option, "--trace") == 0 || strcmp(option, "--metrics") == 0;
+    const int json = strcmp(option, "--trace") == 0 || strcmp(option, "--metrics") == 0 ||
+                     strcmp(option, "-o") == 0; /* a profile */
     if (json && has_extension(path, ".svg"))
         return bg_error_set(BG_ERR_INVALID,
                             "%s %s: this is JSON; name it .json (the SVG pictures are --timeline "

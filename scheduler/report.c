@@ -88,28 +88,30 @@ static bg_status_t account_link_waits(bg_timeline_summary_t *s, const bg_timelin
 }
 
 /* Each device's end_wait_s (summed, before finish_summary's means): the
- * step's end less the end of the device's last event in it. A timeline
- * without recorded steps is one step spanning its events. */
+ * end of the step's last event on any device less the end of this
+ * device's last (the host's own time after that, waking and joining, is
+ * no device's). A timeline without recorded steps is one step. */
 static bg_status_t account_end_waits(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
     const int n = tl->steps > 0 ? tl->steps : 1, k = tl->devices;
     if (tl->count == 0) return BG_OK;
     double *last = malloc(sizeof(double) * (size_t)n * (size_t)k);
     if (last == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory");
     for (size_t i = 0; i < (size_t)n * (size_t)k; i++) last[i] = -INFINITY;
-    double end = tl->events[0].end;
     for (int i = 0; i < tl->count; i++) {
         const bg_event_t *e = &tl->events[i];
-        if (e->end > end) end = e->end;
         const int step = tl->steps > 0 ? e->step : 0;
         if (step < 0 || step >= n || e->kind == BG_EVENT_LINK) continue; /* links: copy engines */
         double *at = &last[(size_t)step * (size_t)k + (size_t)e->device];
         if (e->end > *at) *at = e->end;
     }
     for (int j = 0; j < n; j++) {
-        const double step_end = tl->steps > 0 ? tl->step_end[j] : end;
+        double latest = -INFINITY;
+        for (int d = 0; d < k; d++)
+            if (last[(size_t)j * (size_t)k + (size_t)d] > latest)
+                latest = last[(size_t)j * (size_t)k + (size_t)d];
         for (int d = 0; d < k; d++) {
             const double at = last[(size_t)j * (size_t)k + (size_t)d];
-            if (at > -INFINITY && step_end > at) s->device[d].end_wait_s += step_end - at;
+            if (at > -INFINITY && latest > at) s->device[d].end_wait_s += latest - at;
         }
     }
     free(last);
@@ -348,8 +350,8 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
         const double end_wait = s->device[d].end_wait_s;
         if (end_wait > 0 && end_wait >= 0.02 * s->step_s)
             fprintf(out,
-                    "%s was idle %.3f ms per step at the step's end, from its optimizer step "
-                    "to the other devices' last\n",
+                    "%s was idle %.3f ms per step at the step's end, while the other devices "
+                    "finished their optimizer steps\n",
                     s->device_names[d], 1e3 * end_wait);
     }
     if (ferror(out)) return bg_error_set(BG_ERR_IO, "timeline summary: writing the table failed");

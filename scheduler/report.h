@@ -27,8 +27,8 @@ typedef struct bg_device_summary {
     double link_wait_s; /* of wait_s: for messages while they crossed a link (LINK) */
     double barrier_s;   /* of wait_s: at the optimizer step, for the other devices */
     /* Of idle_s, outside any event: from the device's last event of a step
-     * to the step's end, while other devices finished theirs (their
-     * optimizer steps, which run after the barrier, at once). */
+     * to the last event of any device in it, while the others finished
+     * their optimizer steps (which run at once, after the barrier). */
     double end_wait_s;
     double idle_s;                             /* step_s - compute_s - copy_s: waits and gaps */
     double compute_frac, copy_frac, idle_frac; /* of step_s (0 when step_s is 0) */

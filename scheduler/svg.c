@@ -185,7 +185,9 @@ static void draw_title(FILE *out, const bg_timeline_t *tl, const bg_timeline_sum
     if (s->steps > 1) fprintf(out, " (mean of %d steps)", s->steps);
     /* Counted among the recorded steps (a run's last ones), not the run's:
        "step 2" read as the third step of training. */
-    if (step >= 0 && s->steps > 1 && step == s->steps - 1)
+    if (step >= 0 && s->steps > 1 && step == s->steps - 1 && tl->first_step > 0)
+        fprintf(out, "; showing the last, step %" PRId64 " of the run", tl->first_step + step);
+    else if (step >= 0 && s->steps > 1 && step == s->steps - 1)
         fprintf(out, "; showing the last");
     else if (step >= 0 && s->steps > 1 && tl->first_step > 0)
         fprintf(out, "; showing step %" PRId64 " of the run", tl->first_step + step);

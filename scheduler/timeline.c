@@ -113,6 +113,7 @@ void bg_timeline_sort(bg_timeline_t *tl) {
 void bg_timeline_clear(bg_timeline_t *tl) {
     tl->count = 0;
     tl->steps = 0;
+    tl->first_step = 0;
 }
 
 const char *bg_event_kind_name(bg_event_kind_t kind) {

@@ -352,6 +352,10 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     const double resumed_loss = rs != NULL ? rs->epoch_loss_sum : 0;
     const int64_t resumed_steps = rs != NULL ? rs->epoch_steps : 0;
 
+    /* The last record_steps steps, of those this process runs (a resumed
+     * run may start past where they would begin). */
+    int64_t record_from = total > cfg->record_steps ? total - cfg->record_steps : 0;
+    if (record_from < first_step) record_from = first_step;
     const double start = bg_monotonic_seconds();
     double epoch_loss = 0;
     int64_t epoch_steps = 0;
@@ -376,8 +380,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                                       .epoch = epoch,
                                       .shuffle = before_shuffle,
                                       .epoch_loss_sum = epoch_loss};
-            if (r.timeline != NULL &&
-                step == (total > cfg->record_steps ? total - cfg->record_steps : 0)) {
+            if (r.timeline != NULL && step == record_from) {
                 BG_CHECK_GOTO(bg_pipeline_record(pipe, r.timeline), st, done);
                 r.timeline->first_step = step + 1;
             }

@@ -594,6 +594,17 @@ if expect 0 "resuming $R at step 2 (epoch 1, sample 32)" -- train "$MODEL" --dat
     --steps 3 --batch 16 --resume "$R" --save "$R"; then
     stdout_has "saved the training state at step 3" "--resume then --save"
 fi
+# Resumed past where the last --record-steps would begin: it records the
+# steps it runs, numbered as the run's (before, it recorded none).
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$R" \
+    --record-steps 3 --trace "$T/resumed.json"; then
+    stdout_has "last 2 steps (4 to 5 of the run), as recorded:" "a resumed run records its steps"
+    check "a resumed run's trace has its steps" python3 -c '
+import json, sys
+spans = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "span"]
+assert [e["name"] for e in spans] == ["step 4", "step 5"], spans
+' "$T/resumed.json"
+fi
 usage_error "--load and --resume both give the weights" -- train "$MODEL" --data synthetic \
     --steps 1 --load "$R" --resume "$R"
 usage_error "cannot read '$T/missing.safetensors': No such file or directory" -- \
@@ -845,6 +856,7 @@ usage_error "--metrics $T/m.svg: this is JSON; name it .json" -- simulate "$MODE
     --metrics "$T/m.svg"
 usage_error "--chart $T/c.json: this is an SVG picture; name it .svg" -- sweep "$MODEL" \
     --microbatches 1 --simulate --chart "$T/c.json"
+usage_error "-o $T/p.svg: this is JSON; name it .json" -- profile "$MODEL" -o "$T/p.svg"
 check "no file was written under a swapped name" sh -c "! ls '$T'/t.svg '$T'/t.json 2>/dev/null"
 expect 0 "" -- simulate "$MODEL" --timeline "$T/t.svg.d" --trace "$T/t.png"
 check "a picture not named as another format, and a trace named .png, are written" \
@@ -941,6 +953,8 @@ pairs = sorted({(e["args"]["step"], e["args"]["run_step"]) for e in spans if e["
 assert pairs == [(0, 4), (1, 5)], pairs
 ' "$T/T2.json"
     check "the timeline's boxes name the run's step" grep -q ', step 5: ' "$T/T2.svg"
+    check "the timeline's title names the run's step it shows" \
+        grep -q 'showing the last, step 5 of the run' "$T/T2.svg"
 fi
 if expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --trace "$T/S.json"; then
     check "a simulated trace: steps from 0, no run_step" python3 -c '
