@@ -4,6 +4,7 @@
  * table, can draw throughput and bubble against M and write every point's
  * figures as JSON. With --simulate each point is planned and simulated
  * (stages/planner.h) instead of run. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,10 @@ typedef struct sweep_context {
     const bg_profile_t *profile;
     bg_cost_device_t *devices; /* K entries */
     cJSON *points;             /* --metrics' "points"; NULL without it */
+    /* A measured sweep's simulated steps beside its measured ones: the sum
+     * of the errors' sizes, and their number. */
+    double error_sum;
+    int errors;
 } sweep_context_t;
 
 /* Chart line names of simulated points, by bg_schedule_kind_t. */
@@ -246,8 +251,11 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
 }
 
 /* Prints a point's row: its figures, then each stage's peak MiB. */
+/* One row of the table; a measured point's `predicted_ms`, the simulated
+ * step of its plan (0 for a simulated point), with its error. */
 static void print_row(FILE *out, const bg_sweep_point_t *point, const char *schedule,
-                      const bg_timeline_summary_t *summary, const size_t *peaks, int stages) {
+                      const bg_timeline_summary_t *summary, double predicted_ms,
+                      const size_t *peaks, int stages) {
     char spread[32] = "-"; /* a simulated point's steps are alike */
     if (!point->simulated)
         snprintf(spread, sizeof spread, "%.2f-%.2f", summary->step_min_s * 1e3,
@@ -255,6 +263,12 @@ static void print_row(FILE *out, const bg_sweep_point_t *point, const char *sche
     fprintf(out, "%4d  %-11s %9.2f %15s %11.0f %9.1f %9.1f %9.1f  ", point->microbatches, schedule,
             point->step_ms, spread, point->samples_per_s, 100 * summary->bubble_measured,
             100 * summary->bubble_theory, 100 * summary->imbalance);
+    if (!point->simulated) {
+        char predicted[32];
+        snprintf(predicted, sizeof predicted, "%.2f (%+.0f%%)", predicted_ms,
+                 100 * (predicted_ms - point->step_ms) / point->step_ms);
+        fprintf(out, "%15s  ", predicted);
+    }
     for (int s = 0; s < stages; s++)
         fprintf(out, "%s%.1f", s ? "/" : "", (double)peaks[s] / (1024.0 * 1024.0));
     fputc('\n', out);
@@ -319,7 +333,7 @@ done:
  * among them). NULL if out of memory. */
 static cJSON *point_json(const sweep_context_t *c, bg_schedule_kind_t kind, int m, const char *skip,
                          const bg_plan_t *plan, const bg_pipeline_stage_info_t *info,
-                         const bg_timeline_summary_t *summary) {
+                         const bg_timeline_summary_t *summary, double predicted_ms) {
     cJSON *point = cJSON_CreateObject();
     if (point == NULL) return NULL;
     cJSON_AddStringToObject(point, "schedule", bg_schedule_kind_name(kind));
@@ -329,6 +343,7 @@ static cJSON *point_json(const sweep_context_t *c, bg_schedule_kind_t kind, int 
         return point;
     }
     cJSON_AddNumberToObject(point, "samples_per_s", (double)c->o->batch / summary->step_s);
+    if (!c->o->simulate) cJSON_AddNumberToObject(point, "simulated_step_ms", predicted_ms);
     cJSON *stages = cJSON_AddArrayToObject(point, "stages");
     for (int s = 0; stages != NULL && s < plan->partition->stages; s++)
         cJSON_AddItemToArray(stages, info != NULL ? bg_cli_run_stage_json(&info[s])
@@ -341,10 +356,22 @@ static cJSON *point_json(const sweep_context_t *c, bg_schedule_kind_t kind, int 
     return point;
 }
 
+/* The step of `plan` as the simulator predicts it over `steps` steps. */
+static bg_status_t simulated_ms(const bg_plan_t *plan, int64_t steps, double *out) {
+    bg_timeline_t *tl = NULL;
+    bg_timeline_summary_t *summary = NULL;
+    bg_status_t st = bg_plan_simulate(plan, (int)steps, &tl);
+    if (st == BG_OK) st = bg_timeline_summarize(tl, &summary);
+    if (st == BG_OK) *out = summary->step_s * 1e3;
+    bg_timeline_summary_destroy(summary);
+    bg_timeline_destroy(tl);
+    return st;
+}
+
 /* One point: plans it, then measures or simulates it, prints its row and
  * adds it to the metrics. A configuration that is impossible or does not
  * fit is reported in *skip and is not an error of the sweep. */
-static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, int m,
+static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
                              bg_sweep_point_t *point, char *skip, size_t skip_size, FILE *out) {
     const sweep_options_t *o = c->o;
     bg_placement_t placement = o->placement;
@@ -361,6 +388,7 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
     bg_timeline_summary_t *summary = NULL;
     bg_pipeline_stage_info_t *info = NULL; /* measured points only */
     size_t *peaks = NULL;
+    double predicted_ms = 0; /* a measured point's plan, simulated */
     bg_status_t st = bg_plan_create(&request, &plan);
     if (st == BG_ERR_INVALID) {
         snprintf(skip, skip_size, "%s", bg_error_message());
@@ -395,6 +423,7 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
         BG_CHECK_GOTO(measure(c, plan, &tl, info, skip, skip_size), st, done);
         if (tl == NULL) goto add_point;
         for (int s = 0; s < part->stages; s++) peaks[s] = bg_pipeline_stage_peak_bytes(&info[s]);
+        BG_CHECK_GOTO(simulated_ms(plan, o->steps, &predicted_ms), st, done);
     }
     BG_CHECK_GOTO(bg_timeline_summarize(tl, &summary), st, done);
     point->schedule = point_name(o, kind);
@@ -404,10 +433,14 @@ static bg_status_t run_point(const sweep_context_t *c, bg_schedule_kind_t kind, 
     point->bubble_measured = summary->bubble_measured;
     point->simulated = o->simulate;
     point->bubble_theory = summary->bubble_theory;
-    print_row(out, point, bg_schedule_kind_name(kind), summary, peaks, part->stages);
+    print_row(out, point, bg_schedule_kind_name(kind), summary, predicted_ms, peaks, part->stages);
+    if (!o->simulate) {
+        c->error_sum += fabs(predicted_ms - point->step_ms) / point->step_ms;
+        c->errors++;
+    }
 add_point:
     if (c->points != NULL) {
-        cJSON *json = point_json(c, kind, m, skip, plan, info, summary);
+        cJSON *json = point_json(c, kind, m, skip, plan, info, summary, predicted_ms);
         if (json == NULL)
             st = bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
         else
@@ -540,8 +573,10 @@ int bg_cmd_sweep(int argc, char **argv) {
         fprintf(stderr, ", %d chunks per device for interleaved", o.placement.chunks);
     fputc('\n', stderr);
     if (o.simulate) printf("(simulated) predicted by the planner and the simulator, not run\n");
-    printf("%4s  %-11s %9s %15s %11s %9s %9s %9s  %s\n", "M", "schedule", "step ms", "min-max ms",
-           "samples/s", "bubble %", "theory %", "imbal. %", "peak MiB per stage");
+    printf("%4s  %-11s %9s %15s %11s %9s %9s %9s  ", "M", "schedule", "step ms", "min-max ms",
+           "samples/s", "bubble %", "theory %", "imbal. %");
+    if (!o.simulate) printf("%15s  ", "sim ms (err)");
+    printf("peak MiB per stage\n");
     sweep_context_t c = {.o = &o,
                          .spec = spec,
                          .data = train,
@@ -581,6 +616,15 @@ int bg_cmd_sweep(int argc, char **argv) {
         }
     }
     bg_cli_restore_stop_signals(&old_handlers);
+    /* The gap between the planner's world and this machine, reported. */
+    if (c.errors > 0) {
+        printf("simulated against measured: mean |error| %.0f%% over %d point%s (costs from %s; "
+               "sim ms: each point's plan simulated)\n",
+               100 * c.error_sum / c.errors, c.errors, c.errors == 1 ? "" : "s",
+               setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
+        if (metrics != NULL)
+            cJSON_AddNumberToObject(metrics, "simulated_mean_abs_error", c.error_sum / c.errors);
+    }
     /* A stop signal during the last point ends nothing early: the sweep is
      * whole, and ends by the signal once it is written. */
     const int early = failed != BG_OK || (bg_cli_stop_signal != 0 && done_points < total);

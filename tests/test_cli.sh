@@ -1016,14 +1016,17 @@ usage_error "--batch 100000 is larger than the 8192 training samples" -- sweep "
 # A measured sweep (no --simulate): a header and one row per point.
 if expect 0 "" -- sweep "$MODEL" --devices cpu:2 --steps 1 --warmup 0 --microbatches 1,2 \
     --batch 16 --data synthetic; then
-    check "a measured sweep prints a header and 2 rows, 1f1b at M=1 and M=2" python3 -c '
+    check "a measured sweep prints a header, 2 rows (1f1b at M=1 and M=2) and the simulation's gap" python3 -c '
 import re, sys
 lines = open(sys.argv[1]).read().splitlines()
-assert len(lines) == 3, lines
-assert lines[0].split()[:2] == ["M", "schedule"], lines[0]
-row = r" +{} +1f1b +[0-9.]+ +[0-9.]+-[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+/[0-9.]+$"
-for m, line in zip((1, 2), lines[1:]):
+assert len(lines) == 4, lines
+assert lines[0].split()[:2] == ["M", "schedule"] and "sim ms (err)" in lines[0], lines[0]
+row = (r" +{} +1f1b +[0-9.]+ +[0-9.]+-[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ "
+       r"\([+-][0-9]+%\) +[0-9.]+/[0-9.]+$")
+for m, line in zip((1, 2), lines[1:3]):
     assert re.fullmatch(row.format(m), line), line
+assert re.fullmatch(r"simulated against measured: mean \|error\| [0-9]+% over 2 points "
+                    r"\(costs from the analytic cost model; .*\)", lines[3]), lines[3]
 ' "$OUT"
 fi
 # --metrics: each point's steps, spread and stages, as the table prints them.
@@ -1045,8 +1048,19 @@ assert row[2] == "%.2f" % (t["step_s"] * 1e3), row
 assert row[3] == "%.2f-%.2f" % (t["step_min_s"] * 1e3, t["step_max_s"] * 1e3), row
 assert row[-1] == "/".join("%.1f" % (s["peak_bytes"] / 2**20) for s in q["stages"]), row
 assert [s["device"] for s in q["stages"]] == ["cpu:0", "cpu:1"], q["stages"]
-assert all(s["peak_by_category"]["params"] > 0 for s in q["stages"]), q["stages"]' \
+assert all(s["peak_by_category"]["params"] > 0 for s in q["stages"]), q["stages"]
+sim, step = q["simulated_step_ms"], t["step_s"] * 1e3
+assert row[8] == "%.2f" % sim and row[9] == "(%+.0f%%)" % (100 * (sim - step) / step), row
+assert abs(p["simulated_mean_abs_error"] - abs(sim - step) / step) < 1e-12, p' \
         "$T/measured.json" "$OUT"
+    # sim ms is the step simulate predicts for the same placement.
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --batch 16 \
+        --metrics "$T/measured-sim.json"
+    check "a measured sweep's sim ms is simulate's step" python3 -c '
+import json, sys
+sweep, sim = (json.load(open(f)) for f in sys.argv[1:])
+got, want = sweep["points"][0]["simulated_step_ms"], sim["timeline"]["step_s"] * 1e3
+assert abs(got - want) <= 1e-9 * want, (got, want)' "$T/measured.json" "$T/measured-sim.json"
 fi
 usage_error "--chart and --metrics both name '$T/m.out': each output needs a file of its own" -- sweep "$MODEL" --simulate \
     --microbatches 1 --chart "$T/m.out" --metrics "$T/m.out"
