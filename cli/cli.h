@@ -57,6 +57,13 @@ bg_status_t bg_cli_unknown_option(const char *arg, const char *const *options, s
  * message says so. */
 bg_status_t bg_cli_second_model(const char *first, const char *second, int values);
 
+/* Calls take(option, item, ctx) for each comma-separated item of text (a
+ * list option's value: sweep's --microbatches, profile's --sizes); an
+ * empty item ("4,", ",4", "4,,8") or an empty list is BG_ERR_INVALID. */
+bg_status_t bg_cli_for_each_item(const char *option, const char *text,
+                                 bg_status_t (*take)(const char *, const char *, void *),
+                                 void *ctx);
+
 /* Parses a whole decimal integer in [min, max]; BG_ERR_INVALID with a message
  * naming the option otherwise. */
 bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, int64_t max,

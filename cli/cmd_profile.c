@@ -127,44 +127,36 @@ struct profile_options {
     bg_optimizer_config_t optimizer;
 };
 
-static bg_status_t parse_sizes(const char *text, profile_options_t *o) {
-    if (strcmp(text, "0") == 0) {
-        o->size_count = 0;
-        return BG_OK;
-    }
-    int count = 0;
-    const char *at = text;
-    while (1) {
-        const char *comma = strchr(at, ',');
-        const size_t length = comma != NULL ? (size_t)(comma - at) : strlen(at);
-        char one[24];
-        if (length == 0 || length >= sizeof one)
-            return bg_error_set(BG_ERR_INVALID,
-                                "--sizes: expected micro-batch sizes like 1,64 (or 0 for none), "
-                                "got '%s'",
-                                text);
-        memcpy(one, at, length);
-        one[length] = '\0';
-        if (strcmp(one, "0") == 0)
-            return bg_error_set(BG_ERR_INVALID, "--sizes '%s': 0 (no other sizes) must stand alone",
-                                text);
-        int64_t size;
-        BG_CHECK(bg_cli_parse_int("--sizes", one, 1, 1 << 20, &size));
-        int repeated = 0; /* a repeat counts once */
-        for (int k = 0; k < count; k++) repeated |= o->sizes[k] == size;
-        if (!repeated) {
-            if (count == BG_PROFILE_MAX_OTHER_SIZES + 1)
-                return bg_error_set(BG_ERR_INVALID, "--sizes '%s': at most %d sizes", text,
-                                    BG_PROFILE_MAX_OTHER_SIZES);
-            int k = count++; /* insertion sort */
-            for (; k > 0 && o->sizes[k - 1] > size; k--) o->sizes[k] = o->sizes[k - 1];
-            o->sizes[k] = size;
-        }
-        if (comma == NULL) break;
-        at = comma + 1;
-    }
-    o->size_count = count;
+/* One size of --sizes into ctx's options, sorted in; a repeat counts once. */
+typedef struct sizes_parse {
+    profile_options_t *o;
+    const char *text; /* the whole value, for messages */
+} sizes_parse_t;
+
+static bg_status_t take_size(const char *option, const char *item, void *ctx) {
+    const sizes_parse_t *sp = ctx;
+    profile_options_t *o = sp->o;
+    if (strcmp(item, "0") == 0)
+        return bg_error_set(BG_ERR_INVALID, "%s '%s': 0 (no other sizes) must stand alone", option,
+                            sp->text);
+    int64_t size;
+    BG_CHECK(bg_cli_parse_int(option, item, 1, 1 << 20, &size));
+    for (int k = 0; k < o->size_count; k++)
+        if (o->sizes[k] == size) return BG_OK;
+    if (o->size_count == BG_PROFILE_MAX_OTHER_SIZES + 1)
+        return bg_error_set(BG_ERR_INVALID, "%s '%s': at most %d sizes", option, sp->text,
+                            BG_PROFILE_MAX_OTHER_SIZES);
+    int k = o->size_count++; /* insertion sort */
+    for (; k > 0 && o->sizes[k - 1] > size; k--) o->sizes[k] = o->sizes[k - 1];
+    o->sizes[k] = size;
     return BG_OK;
+}
+
+static bg_status_t parse_sizes(const char *text, profile_options_t *o) {
+    o->size_count = 0;
+    if (strcmp(text, "0") == 0) return BG_OK;
+    sizes_parse_t sp = {o, text};
+    return bg_cli_for_each_item("--sizes", text, take_size, &sp);
 }
 
 static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *show_help) {

@@ -100,30 +100,6 @@ static const char *point_name(const sweep_options_t *o, bg_schedule_kind_t kind)
     return o->simulate ? simulated_names[kind] : bg_schedule_kind_name(kind);
 }
 
-/* Calls take(option, item, ctx) for each comma-separated item of text; an
- * empty item ("4,", ",4", "4,,8") or an empty list is an error. */
-static bg_status_t for_each_item(const char *option, const char *text,
-                                 bg_status_t (*take)(const char *, const char *, void *),
-                                 void *ctx) {
-    char item[64];
-    const char *at = text;
-    for (;;) {
-        const char *comma = strchr(at, ',');
-        const size_t len = comma ? (size_t)(comma - at) : strlen(at);
-        if (len == 0)
-            return bg_error_set(BG_ERR_INVALID, "%s: empty item in '%s' (expected A,B,...)", option,
-                                text);
-        if (len >= sizeof item)
-            return bg_error_set(BG_ERR_INVALID, "%s: item '%.*s' is too long", option, (int)len,
-                                at);
-        memcpy(item, at, len);
-        item[len] = '\0';
-        BG_CHECK(take(option, item, ctx));
-        if (comma == NULL) return BG_OK;
-        at = comma + 1;
-    }
-}
-
 static bg_status_t take_microbatches(const char *option, const char *item, void *ctx) {
     sweep_options_t *o = ctx;
     int64_t v;
@@ -185,10 +161,10 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--microbatches") == 0) {
             o->m_count = 0;
-            BG_CHECK(for_each_item(arg, v, take_microbatches, o));
+            BG_CHECK(bg_cli_for_each_item(arg, v, take_microbatches, o));
         } else if (strcmp(arg, "--schedule") == 0) {
             o->schedule_count = 0;
-            BG_CHECK(for_each_item(arg, v, take_schedule, o));
+            BG_CHECK(bg_cli_for_each_item(arg, v, take_schedule, o));
         } else if (strcmp(arg, "--steps") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 100000, &o->steps));
         else if (strcmp(arg, "--warmup") == 0) {

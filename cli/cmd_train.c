@@ -555,25 +555,27 @@ int bg_cmd_train(int argc, char **argv) {
     if (plan->partition->stages > 1)
         fputs(o.placement.split_count > 0 ? " (--split)" : " (the planner's)", stderr);
     fputc('\n', stderr);
-    if (plan->partition->stages > 1 && o.placement.microbatches == 1 && !o.train.evaluate_only &&
-        o.train.batch == 1)
-        fprintf(stderr,
-                "note: a batch of one sample is one micro-batch: the %d stages take turns and "
-                "never work at once, so this runs no faster than one device\n",
-                plan->partition->stages);
-    else if (plan->partition->stages > 1 && o.placement.microbatches == 1 &&
-             !o.train.evaluate_only && o.placement.auto_microbatches)
-        fprintf(stderr,
-                "note: --microbatches auto chose one micro-batch: the %d stages take turns, "
-                "which the planner predicts faster here than smaller micro-batches that "
-                "overlap ('brigade sweep --simulate' shows each count)\n",
-                plan->partition->stages);
-    else if (plan->partition->stages > 1 && o.placement.microbatches == 1 && !o.train.evaluate_only)
-        fprintf(stderr,
-                "note: with one micro-batch the %d stages take turns and never work at "
-                "once, so this runs no faster than one device; --microbatches 4 (or "
-                "auto) lets them overlap\n",
-                plan->partition->stages);
+    /* Stages taking turns: why, and whether more micro-batches would help. */
+    const int stages = plan->partition->stages;
+    if (stages > 1 && o.placement.microbatches == 1 && !o.train.evaluate_only) {
+        if (o.train.batch == 1)
+            fprintf(stderr,
+                    "note: a batch of one sample is one micro-batch: the %d stages take turns "
+                    "and never work at once, so this runs no faster than one device\n",
+                    stages);
+        else if (o.placement.auto_microbatches)
+            fprintf(stderr,
+                    "note: --microbatches auto chose one micro-batch: the %d stages take turns, "
+                    "which the planner predicts faster here than smaller micro-batches that "
+                    "overlap ('brigade sweep --simulate' shows each count)\n",
+                    stages);
+        else
+            fprintf(stderr,
+                    "note: with one micro-batch the %d stages take turns and never work at "
+                    "once, so this runs no faster than one device; --microbatches 4 (or "
+                    "auto) lets them overlap\n",
+                    stages);
+    }
     bg_progress_t progress;
     bg_progress_init(&progress, stderr,
                      train != NULL ? (train->count + o.train.batch - 1) / o.train.batch : 1);

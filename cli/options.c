@@ -104,6 +104,28 @@ bg_status_t bg_cli_second_model(const char *first, const char *second, int value
     return bg_error_set(BG_ERR_INVALID, "more than one MODEL given ('%s', '%s')", first, second);
 }
 
+bg_status_t bg_cli_for_each_item(const char *option, const char *text,
+                                 bg_status_t (*take)(const char *, const char *, void *),
+                                 void *ctx) {
+    char item[64];
+    const char *at = text;
+    for (;;) {
+        const char *comma = strchr(at, ',');
+        const size_t len = comma ? (size_t)(comma - at) : strlen(at);
+        if (len == 0)
+            return bg_error_set(BG_ERR_INVALID, "%s: empty item in '%s' (expected A,B,...)", option,
+                                text);
+        if (len >= sizeof item)
+            return bg_error_set(BG_ERR_INVALID, "%s: item '%.*s' is too long", option, (int)len,
+                                at);
+        memcpy(item, at, len);
+        item[len] = '\0';
+        BG_CHECK(take(option, item, ctx));
+        if (comma == NULL) return BG_OK;
+        at = comma + 1;
+    }
+}
+
 bg_status_t bg_cli_parse_int(const char *option, const char *text, int64_t min, int64_t max,
                              int64_t *out) {
     char *end = NULL;

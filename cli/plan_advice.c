@@ -403,18 +403,18 @@ static void without_conv_workspace(bg_plan_request_t *v, bg_cost_device_t *d) {
     with_conv_limit(v, 0, d);
 }
 
-/* Whether a stage of r holding a convolution counts workspace on a GPU. */
-static int counts_conv_workspace(const bg_plan_request_t *r) {
-    int convolutions = 0;
-    for (int l = 0; l < r->spec->num_layers; l++)
-        convolutions |= r->spec->layers[l].kind == BG_LAYER_CONV2D;
-    return convolutions && conv_limit_of(r) != SIZE_MAX && conv_limit_of(r) > 0;
+/* Whether a stage of request r (priced by `model`) holding a convolution
+ * counts workspace on a GPU: a limit above 0 and a conv2d in the model. */
+static int counts_conv_workspace(const bg_plan_request_t *r, const bg_cost_model_t *model) {
+    const size_t limit = conv_limit_of(r);
+    return limit != SIZE_MAX && limit > 0 &&
+           bg_cost_has_convolution(model, 0, bg_cost_model_layers(model));
 }
 
 /* The savings r does not make yet, in the order they are written; returns
  * their number (at most BG_MAX_SAVINGS). */
 enum { BG_MAX_SAVINGS = 5 };
-static int savings_of(const bg_plan_request_t *r, saving_t *out) {
+static int savings_of(const bg_plan_request_t *r, const bg_cost_model_t *model, saving_t *out) {
     int n = 0;
     if (r->split != NULL) out[n++] = (saving_t){"without --split", without_split};
     if (!r->recompute) out[n++] = (saving_t){"--recompute", with_recompute};
@@ -423,7 +423,7 @@ static int savings_of(const bg_plan_request_t *r, saving_t *out) {
     else if (r->optimizer.sgd.momentum != 0)
         out[n++] = (saving_t){"--momentum 0", without_momentum};
     if (r->schedule == BG_SCHEDULE_GPIPE) out[n++] = (saving_t){"--schedule 1f1b", with_1f1b};
-    if (counts_conv_workspace(r))
+    if (counts_conv_workspace(r, model))
         out[n++] = (saving_t){"--conv-workspace 0", without_conv_workspace};
     return n;
 }
@@ -594,7 +594,7 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     /* Each saving alone; a given split's is to leave it out; the workspace's,
      * the largest limit that does. */
     saving_t savings[BG_MAX_SAVINGS];
-    const int n = savings_of(r, savings);
+    const int n = savings_of(r, p->model, savings);
     bg_cost_device_t *scratch = malloc(sizeof *scratch * (size_t)r->devices);
     if (scratch == NULL) return; /* the advice is a courtesy: the refusal stands */
     for (int i = 0; i < n; i++) {

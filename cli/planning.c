@@ -266,16 +266,16 @@ static void print_devices(const bg_plan_t *p, FILE *out) {
  * is one, says how much, and that it is an upper bound. */
 static void print_conv_workspace(const bg_plan_t *p, FILE *out) {
     const bg_partition_t *part = p->partition;
-    const bg_model_spec_t *spec = p->request.spec;
     int counted = 0;
     size_t limit = 0;
     for (int s = 0; s < part->stages; s++) {
-        const bg_cost_device_t *dev = &p->device[part->stage[s].device];
-        for (int l = part->stage[s].first_layer; l < part->stage[s].last_layer; l++)
-            if (dev->own_conv_workspace && spec->layers[l].kind == BG_LAYER_CONV2D) {
-                counted = 1;
-                if (dev->conv_workspace_bytes > limit) limit = dev->conv_workspace_bytes;
-            }
+        const bg_partition_stage_t *st = &part->stage[s];
+        const bg_cost_device_t *dev = &p->device[st->device];
+        if (!dev->own_conv_workspace ||
+            !bg_cost_has_convolution(p->model, st->first_layer, st->last_layer))
+            continue;
+        counted = 1;
+        if (dev->conv_workspace_bytes > limit) limit = dev->conv_workspace_bytes;
     }
     if (!counted) return;
     if (limit == 0) {

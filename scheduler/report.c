@@ -338,21 +338,22 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
                         i, 1e3 * room[k], k ? "activations" : "gradients", k ? i + 1 : i - 1);
     }
     /* The rest of a device's waits: at the optimizer step, until every
-     * device has finished its step's ops. */
+     * device has finished its step's ops; and after its own optimizer
+     * step, idle until the others' end. */
     for (int d = 0; s->devices > 1 && d < s->devices; d++) {
-        const double barrier = s->device[d].barrier_s;
-        if (barrier > 0 && barrier >= 0.02 * s->step_s)
-            fprintf(out,
-                    "%s waited %.3f ms per step at the optimizer step, for the other devices to "
-                    "finish theirs\n",
-                    s->device_names[d], 1e3 * barrier);
-        /* After its own optimizer step, idle until the others' end. */
-        const double end_wait = s->device[d].end_wait_s;
-        if (end_wait > 0 && end_wait >= 0.02 * s->step_s)
-            fprintf(out,
-                    "%s was idle %.3f ms per step at the step's end, while the other devices "
-                    "finished their optimizer steps\n",
-                    s->device_names[d], 1e3 * end_wait);
+        const struct {
+            double seconds;
+            const char *verb, *where;
+        } lines[] = {
+            {s->device[d].barrier_s, "waited",
+             "at the optimizer step, for the other devices to finish theirs"},
+            {s->device[d].end_wait_s, "was idle",
+             "at the step's end, while the other devices finished their optimizer steps"},
+        };
+        for (size_t k = 0; k < sizeof lines / sizeof lines[0]; k++)
+            if (lines[k].seconds > 0 && lines[k].seconds >= 0.02 * s->step_s)
+                fprintf(out, "%s %s %.3f ms per step %s\n", s->device_names[d], lines[k].verb,
+                        1e3 * lines[k].seconds, lines[k].where);
     }
     if (ferror(out)) return bg_error_set(BG_ERR_IO, "timeline summary: writing the table failed");
     return BG_OK;

@@ -81,11 +81,11 @@ static int is_op(bg_event_kind_t kind) { return kind <= BG_EVENT_STEP; }
 static int event_row(const bg_event_t *e) { return e->stage >= 0 ? e->stage : e->device; }
 
 typedef struct timeline_layout {
-    double t0, t1;      /* seconds shown */
-    double x0, width;   /* plot area in px */
-    double top, pitch;  /* first row's top, row to row */
-    int lane;           /* 1: a transfer lane below each row */
-    int64_t first_step; /* the timeline's: the run's step of recorded step 0, or 0 */
+    double t0, t1;           /* seconds shown */
+    double x0, width;        /* plot area in px */
+    double top, pitch;       /* first row's top, row to row */
+    int lane;                /* 1: a transfer lane below each row */
+    const bg_timeline_t *tl; /* drawn */
     int present[BG_EVENT_KINDS];
 } timeline_layout_t;
 
@@ -121,8 +121,8 @@ static void draw_event(FILE *out, const timeline_layout_t *l, const bg_event_t *
     fprintf(out, "<title>%s%s", e->kind == BG_EVENT_LINK ? "link: " : "", name);
     /* On the axis's clock: from the start of the time shown. */
     fprintf(out, ", stage %d, step %" PRId64 ": %.3f to %.3f ms</title></rect>\n", e->stage,
-            l->first_step > 0 ? l->first_step + e->step : (int64_t)e->step,
-            1e3 * (e->start - l->t0), 1e3 * (e->end - l->t0));
+            bg_timeline_step_number(l->tl, e->step), 1e3 * (e->start - l->t0),
+            1e3 * (e->end - l->t0));
     if (!is_op(e->kind)) return;
     char label[16];
     if (e->kind == BG_EVENT_STEP)
@@ -183,16 +183,18 @@ static void draw_title(FILE *out, const bg_timeline_t *tl, const bg_timeline_sum
     fprintf(out, "bubble %.1f%% %s vs %.1f%% theory; step %.*f ms", 100 * s->bubble_measured,
             tl->measured ? "measured" : "predicted", 100 * s->bubble_theory, decimals, step_ms);
     if (s->steps > 1) fprintf(out, " (mean of %d steps)", s->steps);
-    /* Counted among the recorded steps (a run's last ones), not the run's:
-       "step 2" read as the third step of training. */
-    if (step >= 0 && s->steps > 1 && step == s->steps - 1 && tl->first_step > 0)
-        fprintf(out, "; showing the last, step %" PRId64 " of the run", tl->first_step + step);
-    else if (step >= 0 && s->steps > 1 && step == s->steps - 1)
-        fprintf(out, "; showing the last");
-    else if (step >= 0 && s->steps > 1 && tl->first_step > 0)
-        fprintf(out, "; showing step %" PRId64 " of the run", tl->first_step + step);
-    else if (step >= 0 && s->steps > 1)
-        fprintf(out, "; showing recorded step %d (from 0, as in the boxes' titles)", step);
+    /* The step shown: by the run's number where the timeline knows it
+       (train's), else by its index among the recorded steps, said so, as
+       "step 2" alone would read as training's third. */
+    const int64_t run_step = step >= 0 ? bg_timeline_run_step(tl, step) : 0;
+    if (step >= 0 && s->steps > 1) {
+        if (step == s->steps - 1) fprintf(out, "; showing the last");
+        if (run_step > 0)
+            fprintf(out, "%s step %" PRId64 " of the run", step == s->steps - 1 ? "," : "; showing",
+                    run_step);
+        else if (step != s->steps - 1)
+            fprintf(out, "; showing recorded step %d (from 0, as in the boxes' titles)", step);
+    }
     /* The step drawn need not be the mean: its own length beside it. */
     if (step >= 0 && s->steps > 1 && step < tl->steps) {
         const double shown_ms = 1e3 * (tl->step_end[step] - tl->step_start[step]);
@@ -244,7 +246,7 @@ bg_status_t bg_svg_timeline_write(const char *path, const bg_timeline_t *tl, int
     bg_timeline_summary_t *summary = NULL;
     BG_CHECK(bg_timeline_summarize(tl, &summary));
     bg_status_t st = BG_OK;
-    timeline_layout_t l = {.first_step = tl->first_step};
+    timeline_layout_t l = {.tl = tl};
     int *ops = calloc((size_t)tl->stages, sizeof *ops);
     svg_doc_t doc = {0};
     FILE *out = NULL;

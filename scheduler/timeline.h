@@ -94,6 +94,18 @@ bg_status_t bg_timeline_check_room(int64_t events, bg_status_t status);
  * bg_timeline_check_room). */
 bg_status_t bg_timeline_reserve(bg_timeline_t *tl, int events);
 
+/* The run's number of recorded step `step` (first_step + step), or 0 where
+ * the timeline's steps are not a run's. */
+static inline int64_t bg_timeline_run_step(const bg_timeline_t *tl, int step) {
+    return tl->first_step > 0 ? tl->first_step + step : 0;
+}
+
+/* Recorded step `step` as reports name it: the run's number where known,
+ * else its index. */
+static inline int64_t bg_timeline_step_number(const bg_timeline_t *tl, int step) {
+    return tl->first_step > 0 ? tl->first_step + step : step;
+}
+
 /* Records a step's span; returns its index. */
 int bg_timeline_add_step(bg_timeline_t *tl, double start, double end);
 

@@ -104,9 +104,10 @@ static cJSON *complete_event(const char *name, const char *category, int pid, in
 }
 
 /* args: stage, microbatch, step (which recorded step, from 0), run_step
- * (the run's, from 1) where the timeline knows it (first_step > 0), and
- * peer_stage for transfers and links. */
-static int add_event(trace_text_t *out, const bg_event_t *e, int64_t first_step) {
+ * (the run's, from 1) where the timeline knows it, and peer_stage for
+ * transfers and links. */
+static int add_event(trace_text_t *out, const bg_timeline_t *tl, const bg_event_t *e) {
+    const int64_t run_step = bg_timeline_run_step(tl, e->step);
     char name[BG_EVENT_NAME_MAX];
     bg_event_describe(e, name, sizeof name);
     cJSON *args = NULL;
@@ -116,8 +117,7 @@ static int add_event(trace_text_t *out, const bg_event_t *e, int64_t first_step)
         (cJSON_AddNumberToObject(args, "stage", e->stage) == NULL ||
          cJSON_AddNumberToObject(args, "microbatch", e->microbatch) == NULL ||
          cJSON_AddNumberToObject(args, "step", e->step) == NULL ||
-         (first_step > 0 &&
-          cJSON_AddNumberToObject(args, "run_step", (double)(first_step + e->step)) == NULL) ||
+         (run_step > 0 && cJSON_AddNumberToObject(args, "run_step", (double)run_step) == NULL) ||
          ((is_transfer(e->kind) || e->kind == BG_EVENT_LINK) &&
           cJSON_AddNumberToObject(args, "peer_stage", e->peer_stage) == NULL))) {
         cJSON_Delete(item);
@@ -178,14 +178,14 @@ static int add_step_spans(trace_text_t *out, const bg_timeline_t *tl) {
     for (int i = 0; i < tl->steps; i++) {
         /* Named as train's progress counts the run's steps, where known. */
         char name[32];
-        snprintf(name, sizeof name, "step %" PRId64, tl->first_step > 0 ? tl->first_step + i : i);
+        snprintf(name, sizeof name, "step %" PRId64, bg_timeline_step_number(tl, i));
+        const int64_t run_step = bg_timeline_run_step(tl, i);
         cJSON *args = NULL;
         cJSON *item =
             complete_event(name, "span", pid, 0, tl->step_start[i], tl->step_end[i], &args);
-        if (item != NULL &&
-            (cJSON_AddNumberToObject(args, "step", i) == NULL ||
-             (tl->first_step > 0 &&
-              cJSON_AddNumberToObject(args, "run_step", (double)(tl->first_step + i)) == NULL))) {
+        if (item != NULL && (cJSON_AddNumberToObject(args, "step", i) == NULL ||
+                             (run_step > 0 && cJSON_AddNumberToObject(args, "run_step",
+                                                                      (double)run_step) == NULL))) {
             cJSON_Delete(item);
             item = NULL;
         }
@@ -204,7 +204,7 @@ bg_status_t bg_trace_write(const char *path, const bg_timeline_t *tl) {
     if (used == NULL || !append(&out, head, strlen(head)) || !add_lane_names(&out, tl, used))
         goto nomem;
     for (int i = 0; i < tl->count; i++)
-        if (!add_event(&out, &tl->events[i], tl->first_step)) goto nomem;
+        if (!add_event(&out, tl, &tl->events[i])) goto nomem;
     if (!add_step_spans(&out, tl) || !append(&out, tail, strlen(tail))) goto nomem;
     st = bg_text_file_write(path, out.text, "trace");
     goto done;

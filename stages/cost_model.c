@@ -415,6 +415,10 @@ bg_cost_crossing_t bg_cost_boundary_crossing(const bg_cost_model_t *m, const bg_
     return (bg_cost_crossing_t){copy, link->latency_s, copy};
 }
 
+int bg_cost_has_convolution(const bg_cost_model_t *m, int first, int last) {
+    return m->convolutions[last] > m->convolutions[first];
+}
+
 bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_stage_t *stage) {
     const int first = stage->first_layer, last = stage->last_layer;
     const size_t e = m->elem, nb = (size_t)m->micro;
@@ -447,8 +451,7 @@ bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_st
         r.channels += (size_t)stage->grad_channel_slots * bg_cost_boundary_bytes(m, last);
     const bg_cost_device_t *dev = stage->device;
     if (dev != NULL && dev->own_conv_workspace)
-        r.workspace =
-            m->convolutions[last] > m->convolutions[first] ? dev->conv_workspace_bytes : 0;
+        r.workspace = bg_cost_has_convolution(m, first, last) ? dev->conv_workspace_bytes : 0;
     else
         r.workspace = (size_t)range_max_query(&m->workspace, first, last - 1);
     return r;

@@ -180,6 +180,10 @@ enum { BG_COST_WEIGHT_TABLES = 4 };
 bg_status_t bg_cost_model_prepare(bg_cost_model_t *model, const bg_cost_device_t *devices,
                                   int count);
 
+/* Whether layers [first, last) hold a conv2d, whose workspace a GPU
+ * chooses (own_conv_workspace). O(1). */
+int bg_cost_has_convolution(const bg_cost_model_t *model, int first, int last);
+
 /* Layers in the model, and samples per micro-batch, ceil(B / M). */
 int bg_cost_model_layers(const bg_cost_model_t *model);
 int64_t bg_cost_model_microbatch(const bg_cost_model_t *model);

@@ -39,7 +39,7 @@ usage_error "unknown option '--bogus'" -- profile "$MODEL" --bogus
 usage_error "--repetitions: 0 is outside 1..101" -- profile "$MODEL" --repetitions 0
 usage_error "would leave some empty" -- profile "$MODEL" --batch 4 --microbatches 8
 for bad in 1,,2 '' '1,'; do
-    usage_error "--sizes: expected micro-batch sizes like 1,64 (or 0 for none), got '$bad'" \
+    usage_error "--sizes: empty item in '$bad' (expected A,B,...)" \
         -- profile "$MODEL" --sizes "$bad"
 done
 usage_error "--sizes: expected an integer, got 'x'" -- profile "$MODEL" --sizes 1,x
