@@ -210,9 +210,11 @@ fi
 export BRIGADE_SOURCE_ROOT="$PWD" OPENBLAS_NUM_THREADS=1
 started=$(date +%s)
 # cuDNN 9 writes its own account of errors and warnings to cudnn.log (only
-# for the op tests: it costs time).
+# for the op tests: it costs time). BRIGADE_CUDA_LOG_CONV=1: each conv
+# geometry's algorithm list (timed or ranked) and the three taken go to
+# test_cuda_ops.txt, so that a conv result can be traced to its algorithm.
 limited 180 env CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$results/cudnn.log" \
-    "$test_exe" >"$results/test_cuda_ops.txt" 2>&1
+    BRIGADE_CUDA_LOG_CONV=1 "$test_exe" >"$results/test_cuda_ops.txt" 2>&1
 test_rc=$?
 test_s=$(($(date +%s) - started))
 # A GPU that nvidia-smi lists and CUDA does not see is a failure (a driver
@@ -308,24 +310,12 @@ if [ -x "$brigade" ]; then
 "
 fi
 
-# ---- the host's hand-off between two stage threads, asleep and polling
-# (docs/design.md, "Waits poll, then sleep"), to set beside what four
-# stages add to a step over one ----
-handoff="not run (no $handoff_exe)"
-if [ -x "$handoff_exe" ]; then
-    asleep=$(BENCH_POLL_US=0 limited 30 "$handoff_exe" 2>&1 | tee "$results/handoff.txt" |
-        sed -n 's/.* median \([0-9.]*\) us.*/\1/p')
-    polling=$(limited 30 "$handoff_exe" 2>&1 | tee -a "$results/handoff.txt" |
-        sed -n 's/.* median \([0-9.]*\) us.*/\1/p')
-    handoff="median ${asleep:-?} us asleep, ${polling:-?} us polling (see handoff.txt)"
-fi
-
 # ---- accuracy: the origin CNN, 5 epochs of Fashion-MNIST on cuda:0 ----
 accuracy="not run (no $build/data/fashion-mnist)"
 if [ -x "$brigade" ] && [ -d "$build/data/fashion-mnist" ]; then
-    limited 150 "$brigade" train examples/fashion_cnn.model --epochs 5 --devices "$one_gpu" \
-        --data "$build/data/fashion-mnist" --metrics "$results/accuracy.json" \
-        >"$results/accuracy.txt" 2>&1
+    limited 150 env BRIGADE_CUDA_LOG_CONV=1 "$brigade" train examples/fashion_cnn.model \
+        --epochs 5 --devices "$one_gpu" --data "$build/data/fashion-mnist" \
+        --metrics "$results/accuracy.json" >"$results/accuracy.txt" 2>&1
     rc=$?
     if [ "$rc" -eq 0 ]; then
         accuracy=$(python3 -c "import json, sys
@@ -341,6 +331,19 @@ print('test accuracy %.4f (goal >= 0.90), %.0f samples/s; conv workspace %.2f Mi
         *) accuracy="FAILED (rc $rc; see accuracy.txt)" ;;
         esac
     fi
+fi
+
+# ---- the host's hand-off between two stage threads, asleep and polling
+# (docs/design.md, "Waits poll, then sleep"), to set beside what four
+# stages add to a step over one; it needs no GPU, so it runs after the
+# checks that do, where running out of time costs least ----
+handoff="not run (no $handoff_exe)"
+if [ -x "$handoff_exe" ]; then
+    asleep=$(BENCH_POLL_US=0 limited 30 "$handoff_exe" 2>&1 | tee "$results/handoff.txt" |
+        sed -n 's/.* median \([0-9.]*\) us.*/\1/p')
+    polling=$(limited 30 "$handoff_exe" 2>&1 | tee -a "$results/handoff.txt" |
+        sed -n 's/.* median \([0-9.]*\) us.*/\1/p')
+    handoff="median ${asleep:-?} us asleep, ${polling:-?} us polling (see handoff.txt)"
 fi
 
 # ---- after a CUDA error in the op test, the same with blocking launches:

@@ -6,7 +6,9 @@
  * relu in the same pass), and db += sum of dy per filter by a one-block-
  * per-filter tree reduction (a fixed order: the same bits on every run). */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_internal.h"
 
@@ -117,6 +119,47 @@ static cudnnMathType_t choice_math(const bg_cuda_backend_t *cu) {
  * math allows TF32 tensor cores on Ampere and later). */
 static cudnnMathType_t run_math(const bg_cuda_backend_t *cu, cudnnMathType_t timed) {
     return cu->allow_tf32 ? timed : CUDNN_FMA_MATH;
+}
+
+/* ---- the choice's log (BRIGADE_CUDA_LOG_CONV=1) ---- */
+
+/* With BRIGADE_CUDA_LOG_CONV set to 1, every geometry's algorithms go to
+ * stderr as they are chosen: cuDNN's list for each direction (timed by a
+ * search, or ranked by its heuristics) and the three taken, so that a run
+ * on a GPU shows which algorithm gave each result and what the search
+ * measured. Off by default: it is a line per algorithm. */
+static int logging_conv(void) {
+    const char *v = getenv("BRIGADE_CUDA_LOG_CONV");
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
+static void log_geometry(const bg_backend_t *be, const bg_conv2d_geometry_t *g, const char *what) {
+    fprintf(stderr,
+            "%s: conv2d (%lld, %lld, %lld, %lld), %lld filters %lldx%lld stride %lld pad %lld: "
+            "%s\n",
+            be->name, (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w,
+            (long long)g->filters, (long long)g->kernel, (long long)g->kernel, (long long)g->stride,
+            (long long)g->pad, what);
+}
+
+/* One direction's list as cuDNN gave it, best first. */
+template <typename Perf>
+static void log_results(const char *which, const Perf *results, int count) {
+    for (int i = 0; i < count; i++)
+        fprintf(stderr, "  %s #%d: algo %d, %s, %.4f ms, %zu bytes, math %d, %s\n", which, i,
+                (int)results[i].algo, cudnnGetErrorString(results[i].status),
+                (double)results[i].time, results[i].memory, (int)results[i].mathType,
+                results[i].determinism == CUDNN_DETERMINISTIC ? "deterministic"
+                                                              : "non-deterministic");
+}
+
+static void log_choice(const bg_cuda_conv_algos_t *a) {
+    fprintf(stderr,
+            "  taken: forward algo %d (math %d, %zu bytes), backward-data algo %d (math %d, %zu "
+            "bytes), backward-filter algo %d (math %d, %zu bytes)\n",
+            (int)a->forward, (int)a->forward_math, a->forward_bytes, (int)a->backward_data,
+            (int)a->backward_data_math, a->backward_data_bytes, (int)a->backward_filter,
+            (int)a->backward_filter_math, a->backward_filter_bytes);
 }
 
 /* ---- choosing algorithms ---- */
@@ -268,6 +311,7 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
     cudnnConvolutionBwdFilterAlgoPerf_t backward_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int returned = 0, out_n = 0, out_c = 0, out_h = 0, out_w = 0;
     bg_status_t st = BG_OK;
+    const int log = logging_conv();
 
     BG_CHECK_GOTO(describe(be, g, choice_math(cu)), st, done);
     BG_CUDNN_CHECK_GOTO(be,
@@ -288,12 +332,14 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
     BG_CUDA_CHECK_GOTO(be, cudaMemsetAsync(w, 0, w_bytes, cu->compute), st, done);
     BG_CUDA_CHECK_GOTO(be, cudaMemsetAsync(y, 0, y_bytes, cu->compute), st, done);
     if (limit > 0) search_workspace(be, limit, &workspace, &limit);
+    if (log) log_geometry(be, g, "cudnnFind* timed (ms) within the scratch it got");
 
     BG_CUDNN_CHECK_GOTO(be,
                         cudnnFindConvolutionForwardAlgorithmEx(
                             cu->cudnn, cu->x_desc, x, cu->w_desc, w, cu->conv_desc, cu->y_desc, y,
                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, forward, workspace, limit),
                         st, done);
+    if (log) log_results("forward", forward, returned);
     BG_CHECK_GOTO(take(be, "forward", g, forward, returned, limit, &a->forward, &a->forward_math,
                        &a->forward_bytes),
                   st, done);
@@ -304,6 +350,7 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, backward_data,
                             workspace, limit),
                         st, done);
+    if (log) log_results("backward-data", backward_data, returned);
     BG_CHECK_GOTO(take(be, "backward-data", g, backward_data, returned, limit, &a->backward_data,
                        &a->backward_data_math, &a->backward_data_bytes),
                   st, done);
@@ -314,6 +361,7 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, backward_filter,
                             workspace, limit),
                         st, done);
+    if (log) log_results("backward-filter", backward_filter, returned);
     BG_CHECK_GOTO(take(be, "backward-filter", g, backward_filter, returned, limit,
                        &a->backward_filter, &a->backward_filter_math, &a->backward_filter_bytes),
                   st, done);
@@ -345,20 +393,25 @@ static bg_status_t rank(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_t 
     cudnnConvolutionBwdDataAlgoPerf_t backward_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     cudnnConvolutionBwdFilterAlgoPerf_t backward_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int returned = 0;
+    const int log = logging_conv();
     BG_CHECK(describe(be, g, choice_math(cu)));
+    if (log) log_geometry(be, g, "cudnnGet*_v7 ranked (untimed) for an op's workspace");
     BG_CUDNN_CHECK(be, cudnnGetConvolutionForwardAlgorithm_v7(
                            cu->cudnn, cu->x_desc, cu->w_desc, cu->conv_desc, cu->y_desc,
                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, forward));
+    if (log) log_results("forward", forward, returned);
     BG_CHECK(take(be, "forward", g, forward, returned, limit, &a->forward, &a->forward_math,
                   &a->forward_bytes));
     BG_CUDNN_CHECK(be, cudnnGetConvolutionBackwardDataAlgorithm_v7(
                            cu->cudnn, cu->w_desc, cu->y_desc, cu->conv_desc, cu->x_desc,
                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, backward_data));
+    if (log) log_results("backward-data", backward_data, returned);
     BG_CHECK(take(be, "backward-data", g, backward_data, returned, limit, &a->backward_data,
                   &a->backward_data_math, &a->backward_data_bytes));
     BG_CUDNN_CHECK(be, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                            cu->cudnn, cu->x_desc, cu->y_desc, cu->conv_desc, cu->w_desc,
                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, backward_filter));
+    if (log) log_results("backward-filter", backward_filter, returned);
     BG_CHECK(take(be, "backward-filter", g, backward_filter, returned, limit, &a->backward_filter,
                   &a->backward_filter_math, &a->backward_filter_bytes));
     set_workspace_bytes(a);
@@ -418,6 +471,7 @@ static bg_status_t algorithms(bg_backend_t *be, const bg_conv2d_geometry_t *g, i
     found.sized = sizing;
     found.searched = sizing;
     BG_CHECK(sizing ? search(be, g, limit, &found) : rank(be, g, limit, &found));
+    if (logging_conv()) log_choice(&found);
     cu->conv_cache[cu->conv_cache_count++] = found;
     *out = found;
     return BG_OK;
