@@ -24,6 +24,7 @@ static const char help[] =
     "  SYS   across NUMA nodes or sockets (the slowest path)\n"
     "  PIX, PXB, PHB  GPUs behind one PCIe switch, several switches, or one host\n"
     "        bridge\n"
+    "  GPU   (in plan's links only) two virtual devices of one GPU (cuda:0x4)\n"
     "CPU device cpu:N runs on core N (N mod the cores, where there are more\n"
     "devices than cores, so that they share); brigade plan and train read the same\n"
     "topology and order the stages' devices by these links (plan, simulate and\n"

@@ -125,8 +125,9 @@ static int allowed(const run_config_t *rc) {
     return rc->chunks == 1;
 }
 
-/* Every schedule, K in 1..4, M in {1,2,4,8}, with and without recompute,
- * equals one device with one micro-batch after STEPS Adam steps. */
+/* Every schedule, K in 1..4, M in {1,2,4,8}, with and without recompute
+ * (interleaved with V=2, as the CLI asks), equals one device with one
+ * micro-batch after STEPS Adam steps. */
 static void test_equivalence(void **state) {
     fixture_t *f = *state;
     static const bg_schedule_kind_t kinds[] = {BG_SCHEDULE_GPIPE, BG_SCHEDULE_1F1B,
@@ -139,7 +140,7 @@ static void test_equivalence(void **state) {
             for (int m = 0; m < 4; m++) {
                 for (int recompute = 0; recompute <= 1; recompute++) {
                     run_config_t rc = {kinds[k], devices, 1, ms[m], recompute, BG_F32};
-                    if (kinds[k] == BG_SCHEDULE_INTERLEAVED) rc.chunks = devices <= 2 ? 2 : 1;
+                    if (kinds[k] == BG_SCHEDULE_INTERLEAVED) rc.chunks = 2;
                     if (!allowed(&rc)) continue;
                     double loss;
                     float *got = train(f, &rc, &loss);
@@ -180,6 +181,42 @@ static void test_equivalence_f64(void **state) {
         if (!(err <= 1e-6)) fail_msg("case %zu: relative error %g", i, err);
         free(got);
     }
+}
+
+/* At the same micro-batch count M, every schedule on K devices sums each
+ * gradient in the order one device does, so weights and losses after STEPS
+ * Adam steps are one device's bit for bit (README, docs/pipelines.md). */
+static void test_same_m_bit_identical(void **state) {
+    fixture_t *f = *state;
+    static const run_config_t cases[] = {
+        {BG_SCHEDULE_GPIPE, 2, 1, 4, 0, BG_F32},
+        {BG_SCHEDULE_GPIPE, 3, 1, 4, 1, BG_F32},
+        {BG_SCHEDULE_1F1B, 2, 1, 4, 1, BG_F32},
+        {BG_SCHEDULE_1F1B, 4, 1, 4, 0, BG_F32},
+        {BG_SCHEDULE_ZB_H1, 2, 1, 4, 0, BG_F32},
+        {BG_SCHEDULE_ZB_H1, 3, 1, 4, 1, BG_F32},
+        {BG_SCHEDULE_INTERLEAVED, 2, 2, 4, 0, BG_F32},
+        {BG_SCHEDULE_INTERLEAVED, 4, 2, 4, 1, BG_F32},
+    };
+    const run_config_t one = {BG_SCHEDULE_GPIPE, 1, 1, 4, 0, BG_F32};
+    double want_loss;
+    float *want = train(f, &one, &want_loss);
+    /* One device at M=4 sums in another order than at M=1: the check below
+     * would pass vacuously if M were ignored. */
+    assert_true(memcmp(want, f->want_f32, sizeof(float) * (size_t)f->spec->total_params) != 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double loss;
+        float *got = train(f, &cases[i], &loss);
+        if (memcmp(got, want, sizeof(float) * (size_t)f->spec->total_params) != 0 ||
+            loss != want_loss)
+            fail_msg("%s K=%d V=%d M=%d recompute=%d: not one device's bits (relative error "
+                     "%g, loss %.9g vs %.9g)",
+                     bg_schedule_kind_name(cases[i].schedule), cases[i].devices, cases[i].chunks,
+                     cases[i].microbatches, cases[i].recompute,
+                     relative_error(got, want, f->spec->total_params), loss, want_loss);
+        free(got);
+    }
+    free(want);
 }
 
 /* Two runs of one configuration give bit-identical weights. */
@@ -660,7 +697,7 @@ int main(void) {
         cmocka_unit_test(test_state_transfer),   cmocka_unit_test(test_nan_guard),
         cmocka_unit_test(test_nan_in_gradients), cmocka_unit_test(test_nan_in_loss),
         cmocka_unit_test(test_stall_watchdog),   cmocka_unit_test(test_recording_interleaved_steps),
-        cmocka_unit_test(test_no_stall_timeout),
+        cmocka_unit_test(test_no_stall_timeout), cmocka_unit_test(test_same_m_bit_identical),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
