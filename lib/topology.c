@@ -2,8 +2,11 @@
 #include "parse.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +107,51 @@ static bg_status_t check_xml_file(const char *path) {
     return BG_OK;
 }
 
+/* hwloc 2.9 (Debian 12's) trusts an XML file's structure, and some files
+ * that lstopo would never write crash it while it loads them: a root object
+ * with a cpuset but no complete_cpuset, for one (later hwloc releases check
+ * that and a few like it). So a file is
+ * loaded first in a child process, as load() will, and one that takes the
+ * child down (a signal, or a sanitizer's exit) is refused here rather than
+ * taking brigade down. A file hwloc merely refuses passes: load() then
+ * fails on it with hwloc's own message. `what` names the file in messages. */
+enum { PROBE_LOADED = 0, PROBE_REFUSED = 3 };
+
+static bg_status_t probe_xml(const char *xml_path, const char *what, int pci) {
+    fflush(NULL);
+    const pid_t child = fork();
+    if (child < 0) return BG_OK; /* no probe: load as without one */
+    if (child == 0) {
+        /* hwloc's complaints are the parent's to print, in its load. */
+        const int quiet = open("/dev/null", O_WRONLY);
+        if (quiet >= 0) {
+            dup2(quiet, STDOUT_FILENO);
+            dup2(quiet, STDERR_FILENO);
+        }
+        hwloc_topology_t hw;
+        if (hwloc_topology_init(&hw) != 0) _exit(PROBE_REFUSED);
+        if (xml_path != NULL && hwloc_topology_set_xml(hw, xml_path) != 0) _exit(PROBE_REFUSED);
+        if (pci) hwloc_topology_set_io_types_filter(hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+        _exit(hwloc_topology_load(hw) == 0 ? PROBE_LOADED : PROBE_REFUSED);
+    }
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0)
+        if (errno != EINTR) return BG_OK;
+    if (WIFEXITED(status) &&
+        (WEXITSTATUS(status) == PROBE_LOADED || WEXITSTATUS(status) == PROBE_REFUSED))
+        return BG_OK;
+    char how[48];
+    if (WIFSIGNALED(status))
+        snprintf(how, sizeof how, "signal %d", WTERMSIG(status));
+    else
+        snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(status));
+    return bg_error_set(BG_ERR_INVALID,
+                        "%s: hwloc crashed reading it (%s): not an hwloc XML topology as lstopo "
+                        "--of xml writes it (every object with a cpuset also has complete_cpuset, "
+                        "nodeset and complete_nodeset)",
+                        what, how);
+}
+
 /* Loads a topology; with `pci`, also the PCI devices (GPUs and the bridges
  * above them), which on the live machine takes hwloc's PCI plugin. */
 static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
@@ -115,6 +163,16 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
     }
     bg_status_t st = xml_path != NULL ? check_xml_file(xml_path) : BG_OK;
     if (st != BG_OK) goto fail;
+    /* hwloc reads this machine from HWLOC_XMLFILE where it is set. */
+    const char *env = getenv("HWLOC_XMLFILE");
+    if (xml_path != NULL) {
+        st = probe_xml(xml_path, xml_path, pci);
+    } else if (env != NULL && env[0] != '\0') {
+        char what[PATH_MAX + 16];
+        snprintf(what, sizeof what, "HWLOC_XMLFILE=%s", env);
+        st = probe_xml(NULL, what, pci);
+    }
+    if (st != BG_OK) goto fail;
     if (xml_path != NULL && hwloc_topology_set_xml(t->hw, xml_path) != 0) {
         st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology", xml_path);
         goto fail;
@@ -125,7 +183,6 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
      * for both. */
     if (hwloc_topology_load(t->hw) != 0) {
         /* errno says nothing here: hwloc prints its own reason, if any. */
-        const char *env = getenv("HWLOC_XMLFILE");
         if (xml_path != NULL)
             st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology", xml_path);
         else if (env != NULL && env[0] != '\0')

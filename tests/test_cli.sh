@@ -37,6 +37,25 @@ printf 'not xml\n' >"$T/notxml.xml"
 usage_error "$T/notxml.xml: not a readable hwloc XML topology" -- topo --topology "$T/notxml.xml"
 # hwloc reads a file whole: a device or a directory is refused before.
 usage_error "/dev/zero: not a regular file" -- topo --topology /dev/zero
+# A file lstopo would never write that crashes hwloc 2.9 as it loads it (a
+# root with a cpuset and no complete_cpuset) is loaded first in a child
+# process and refused: exit 2, not a crash.
+printf '%s\n' '<?xml version="1.0"?>' '<topology version="2.0">' \
+    '<object type="Machine" os_index="0" cpuset="0x1"><object type="Core" os_index="0"' \
+    ' cpuset="0x1"><object type="PU" os_index="0" cpuset="0x1"/></object></object></topology>' \
+    >"$T/no_complete.xml"
+usage_error "$T/no_complete.xml: hwloc crashed reading it" -- topo --topology "$T/no_complete.xml"
+usage_error "$T/no_complete.xml: hwloc crashed reading it" -- \
+    plan "$MODEL" --topology "$T/no_complete.xml"
+# The same with complete_cpuset is a file hwloc refuses, in its own words.
+sed 's/<object type="Machine" os_index="0" cpuset="0x1"/& complete_cpuset="0x1"/' \
+    "$T/no_complete.xml" >"$T/complete.xml"
+usage_error "$T/complete.xml: not a readable hwloc XML topology" -- topo --topology "$T/complete.xml"
+HWLOC_XMLFILE="$T/no_complete.xml" "$BRIGADE" topo >"$OUT" 2>"$ERR"
+status=$?
+check "HWLOC_XMLFILE crashing hwloc: exit status 2 (was $status)" test "$status" -eq 2
+check "HWLOC_XMLFILE crashing hwloc: the variable is named" grep -qF \
+    "HWLOC_XMLFILE=$T/no_complete.xml: hwloc crashed reading it" "$ERR"
 usage_error "$T: is a directory, not an hwloc XML topology" -- topo --topology "$T"
 # A topology whose first GPU is hidden from CUDA (CUDA_VISIBLE_DEVICES):
 # hwloc names the other seven cuda0 to cuda6, and cuda:7 is none of them.
