@@ -196,6 +196,11 @@ static bg_status_t check_counts(const char *path, const bg_train_state_t *st) {
         return bg_error_set(BG_ERR_PARSE,
                             "%s: brigade.optimizer_steps %lld is more than brigade.step %lld", path,
                             (long long)st->optimizer_steps, (long long)st->step);
+    /* The steps whose losses the epoch's mean divides by. */
+    if (st->epoch_steps > st->step)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: brigade.epoch_steps %lld is more than brigade.step %lld", path,
+                            (long long)st->epoch_steps, (long long)st->step);
     if (st->position > 0 &&
         (st->step == 0 || (st->batch > 0 && (st->position - 1) / st->batch >= st->step)))
         return bg_error_set(BG_ERR_PARSE,
@@ -209,6 +214,12 @@ static bg_status_t check_counts(const char *path, const bg_train_state_t *st) {
                             "%s: brigade.position %lld is not a whole number of brigade.batch "
                             "%lld",
                             path, (long long)st->position, (long long)st->batch);
+    if (st->epoch_steps > st->position / st->batch)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: brigade.epoch_steps %lld is more steps than brigade.position "
+                            "%lld is into its epoch at brigade.batch %lld (%lld)",
+                            path, (long long)st->epoch_steps, (long long)st->position,
+                            (long long)st->batch, (long long)(st->position / st->batch));
     const int64_t per_epoch = st->train_samples / st->batch + (st->train_samples % st->batch != 0);
     /* In double: a file's counts can be anything up to 2^63. */
     const double want =

@@ -400,6 +400,12 @@ static void test_state_inconsistent(void **state) {
          "brigade.step 10 does not match brigade.epoch 9 and brigade.position 48: epochs of 7 "
          "steps (brigade.train_samples 100 at brigade.batch 16) put that position at step 59"},
         {"brigade.position", "64", "put that position at step 11"},
+        /* The epoch's mean loss divides by epoch_steps: an inflated one
+         * made a resumed run report a mean 200 times too small. */
+        {"brigade.epoch_steps", "11", "brigade.epoch_steps 11 is more than brigade.step 10"},
+        {"brigade.epoch_steps", "4",
+         "brigade.epoch_steps 4 is more steps than brigade.position 48 is into its epoch at "
+         "brigade.batch 16 (3)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_state(f, path, cases[i].key, cases[i].value, NULL, NULL);
