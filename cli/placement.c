@@ -67,8 +67,8 @@ const char bg_placement_help_rest[] =
     "  The stages go to the devices whose chain has the fastest links (the\n"
     "  slowest link first, then the fewest slow ones, then the order given);\n"
     "  with --stages K, the best K of them (of those linked alike, up to 12\n"
-    "  devices, the ones with the most memory). 'brigade plan' prints the\n"
-    "  links.\n";
+    "  devices, the chain whose smallest device has the most memory). 'brigade\n"
+    "  plan' prints the links.\n";
 
 void bg_placement_init(bg_placement_t *p) {
     memset(p, 0, sizeof *p);
@@ -309,27 +309,62 @@ static void by_memory(const bg_device_links_t *all, int n, int *rank) {
         }
 }
 
+/* bg_device_choose over the first m devices of `rank`: *order the chosen
+ * k as indices of `all`, *slowest and *cost the chain's slowest link and
+ * the sum of 1 / speed over its links (the chooser's rules 1 and 2). */
+static bg_status_t choose_among(const bg_device_links_t *all, const int *rank, int m, int k,
+                                int cycle, double *speed, int *order, double *slowest,
+                                double *cost) {
+    const int n = all->count;
+    for (int a = 0; a < m; a++)
+        for (int b = 0; b < m; b++) speed[a * m + b] = all->link[rank[a] * n + rank[b]].bytes_per_s;
+    BG_CHECK(bg_device_choose(speed, m, k, cycle, order, slowest));
+    *cost = 0;
+    for (int i = 0; i < k && k > 1; i++) {
+        if (i + 1 == k && !(cycle && k > 2)) break;
+        const int a = order[i], b = order[(i + 1) % k];
+        const double ab = speed[a * m + b], ba = speed[b * m + a];
+        *cost += 1.0 / (ab < ba ? ab : ba);
+    }
+    for (int i = 0; i < k; i++) order[i] = rank[order[i]];
+    return BG_OK;
+}
+
 bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
                                 bg_device_links_t **chosen) {
-    const int n = p->devices.count, k = p->stages > 0 ? p->stages : n;
+    const int n = p->devices.count, k = p->stages > 0 ? p->stages : n, cycle = p->chunks > 1;
     double *speed = malloc(sizeof(double) * (size_t)(n * n));
-    int *order = malloc(sizeof(int) * (size_t)n), *rank = malloc(sizeof(int) * (size_t)n);
+    int *order = malloc(sizeof(int) * (size_t)n), *rank = calloc((size_t)n, sizeof(int));
+    int *trial = malloc(sizeof(int) * (size_t)n);
     bg_status_t st = BG_OK;
-    if (speed == NULL || order == NULL || rank == NULL) {
+    if (speed == NULL || order == NULL || rank == NULL || trial == NULL) {
         st = bg_error_set(BG_ERR_NOMEM, "out of memory choosing %d devices", n);
         goto done;
     }
-    /* The chooser breaks ties between equally linked chains by the order
-     * of its devices: picking K of them, given them by memory, it prefers
-     * the larger ones. All of them keep the order given. */
-    if (k < n && n <= BG_DEVICE_ORDER_EXACT_MAX) /* the greedy chooser above is no tie-break */
+    /* Picking K of them, among equally linked chains (the chooser's rules
+     * 1 and 2 tied), the one whose smallest device has the most memory: the
+     * chooser runs on the devices of at least each size the devices have,
+     * the largest first, until its chain is as fast as the best over all.
+     * Given them by memory, its rule 3 then prefers the larger ones. All
+     * of them keep the order given; the greedy chooser above
+     * BG_DEVICE_ORDER_EXACT_MAX is no tie-break. */
+    const int by_size = k < n && n <= BG_DEVICE_ORDER_EXACT_MAX;
+    if (by_size)
         by_memory(all, n, rank);
     else
         for (int i = 0; i < n; i++) rank[i] = i;
-    for (int a = 0; a < n; a++)
-        for (int b = 0; b < n; b++) speed[a * n + b] = all->link[rank[a] * n + rank[b]].bytes_per_s;
-    BG_CHECK_GOTO(bg_device_choose(speed, n, k, p->chunks > 1, order, NULL), st, done);
-    for (int i = 0; i < k; i++) order[i] = rank[order[i]];
+    double slowest, cost;
+    BG_CHECK_GOTO(choose_among(all, rank, n, k, cycle, speed, order, &slowest, &cost), st, done);
+    for (int m = k; by_size && m < n; m++) {
+        if (all->memory_bytes[rank[m - 1]] == all->memory_bytes[rank[m]]) continue;
+        double s, c;
+        BG_CHECK_GOTO(choose_among(all, rank, m, k, cycle, speed, trial, &s, &c), st, done);
+        /* A subset's best is never better; as good, within rounding. */
+        if (s >= slowest * (1 - 1e-9) && c <= cost * (1 + 1e-9)) {
+            memcpy(order, trial, sizeof(int) * (size_t)k);
+            break;
+        }
+    }
     BG_CHECK_GOTO(bg_device_links_select(all, order, k, chosen), st, done);
     bg_device_list_t picked = {.count = k};
     for (int i = 0; i < k; i++) picked.devices[i] = p->devices.devices[order[i]];
@@ -339,6 +374,7 @@ done:
     free(speed);
     free(order);
     free(rank);
+    free(trial);
     return st;
 }
 

@@ -193,6 +193,24 @@ json_check "of equally linked GPUs, the larger ones" '
 assert [s["device"] for s in p["stages"]] == ["cuda:4", "cuda:5"], p["stages"]
 assert [l["kind"] for l in p["links"]] == ["PIX"], p["links"]
 assert p["stages"][0]["capacity_bytes"] == 80 * 2**30 - 2**25, p["stages"][0]'
+# GPU 1 of 4 GiB and GPU 2 of 8 GiB, the rest 140: the chain of the largest
+# smallest GPU among those linked alike, not the one holding the first of
+# the largest (cuda:0 with the 4 GiB cuda:1, which a UAT found).
+python3 -c '
+import re, sys
+text, n = open(sys.argv[1]).read(), [0]
+def size(m):
+    n[0] += 1
+    return m.group(1) + str({2: 4, 3: 8}.get(n[0], 140) * 2**20) + "\""
+open(sys.argv[2], "w").write(re.sub(r"(name=\"CUDAGlobalMemorySize\" value=\")[0-9]*\"", size, text))
+assert n[0] == 8, n' "$GPUS" "$T/small-pair.xml"
+for k in 2 3 4; do
+    expect 0 "" -- plan "$MODEL" --topology "$T/small-pair.xml" --devices auto --stages "$k" --json
+    json_check "--stages $k of GPUs linked alike: none of the small ones" '
+assert all(s["capacity_bytes"] == 140 * 2**30 - 2**25 for s in p["stages"]), p["stages"]
+assert len(p["stages"]) == '"$k"', p["stages"]
+assert min(l["bytes_per_s"] for l in p["links"]) == (25e9 if len(p["links"]) == 1 else 18e9), p["links"]'
+done
 expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices "$MIXED" --json
 json_check "an 8-stage plan on the 2-socket 8-GPU server crosses sockets once" "$SOCKETS"'
 crossings = sum(a != b for a, b in zip(socket, socket[1:]))
