@@ -486,6 +486,30 @@ void bg_placement_note_shared_cores(const bg_placement_t *p, int cores) {
                 p->devices.count, cores, cores == 1 ? "" : "s", cores);
 }
 
+void bg_placement_note_device_mem(const bg_placement_t *p) {
+    if (p->device_mem == 0 || p->links == NULL) return;
+    const double gib = 1024.0 * 1024 * 1024;
+    for (int d = 0; d < p->devices.count && d < p->links->count; d++) {
+        const bg_device_t *dev = &p->devices.devices[d];
+        const size_t gpu = p->links->memory_bytes[d];
+        if (dev->kind != BG_DEVICE_CUDA || gpu == 0) continue;
+        const int sharing = gpu_sharing(&p->devices, dev->physical);
+        if ((double)p->device_mem * sharing <= (double)gpu) continue;
+        if (sharing > 1)
+            fprintf(stderr,
+                    "note: --device-mem gives each of the %d devices on GPU %d %.2f GiB, %.2f GiB "
+                    "in all, more than its %.2f GiB: the plan may fit where the GPU cannot\n",
+                    sharing, dev->physical, (double)p->device_mem / gib,
+                    (double)p->device_mem * sharing / gib, (double)gpu / gib);
+        else
+            fprintf(stderr,
+                    "note: --device-mem %.2f GiB is more than %s's %.2f GiB: the plan may fit "
+                    "where the GPU cannot\n",
+                    (double)p->device_mem / gib, dev->name, (double)gpu / gib);
+        return; /* once: the same words for every GPU */
+    }
+}
+
 void bg_placement_describe_devices(const bg_placement_t *p, FILE *out) {
     for (int d = 0; d < p->devices.count; d++)
         fprintf(out, "%s%s", d ? ", " : "", p->devices.devices[d].name);

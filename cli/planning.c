@@ -588,6 +588,7 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
     BG_CHECK(bg_placement_choose(placement, all, &out->links));
     placement->links = out->links;
     bg_placement_note_shared_cores(placement, bg_topology_core_count(out->topology));
+    bg_placement_note_device_mem(placement);
     out->devices = calloc((size_t)placement->devices.count, sizeof *out->devices);
     if (out->devices == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory");
     return BG_OK;

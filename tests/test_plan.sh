@@ -193,6 +193,14 @@ json_check "of equally linked GPUs, the larger ones" '
 assert [s["device"] for s in p["stages"]] == ["cuda:4", "cuda:5"], p["stages"]
 assert [l["kind"] for l in p["links"]] == ["PIX"], p["links"]
 assert p["stages"][0]["capacity_bytes"] == 80 * 2**30 - 2**25, p["stages"][0]'
+# A --device-mem past what a GPU has (its stages together, for virtual
+# devices) is planned as given, with a note that the GPU cannot hold it.
+expect 0 "note: --device-mem 300.00 GiB is more than cuda:0's 140.00 GiB: the plan may fit where the GPU cannot" \
+    -- plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 300G
+expect 0 "note: --device-mem gives each of the 4 devices on GPU 0 70.00 GiB, 280.00 GiB in all, more than its 140.00 GiB" \
+    -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x4 --device-mem 70G
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x4 --device-mem 35G
+if grep -q "device-mem" "$ERR"; then fail "--device-mem within the GPU's share: a note"; else pass; fi
 # GPU 1 of 4 GiB and GPU 2 of 8 GiB, the rest 140: the chain of the largest
 # smallest GPU among those linked alike, not the one holding the first of
 # the largest (cuda:0 with the 4 GiB cuda:1, which a UAT found).
