@@ -445,61 +445,82 @@ static void apply_savings(const bg_plan_request_t *r, const saving_t *savings, i
     }
 }
 
-/* Pairs of savings, then threes, short of all of them: prints every set of
- * the fewest that fits. Returns 1 if one did. */
-static int try_fewest_savings(const bg_plan_request_t *r, const saving_t *savings, int n,
-                              bg_cost_device_t *scratch, cJSON *found) {
+/* Whether more (or fewer) devices could help request v, whose stages the
+ * failed plan searched with the capacity of its worst stage: only where
+ * every layer fits a stage of its own, or where fewer devices each have
+ * more memory. */
+static int device_counts_may_help(const bg_plan_request_t *v, const bg_plan_t *failed,
+                                  const bg_placement_t *placement, int host_share) {
+    int layer = 0;
+    const size_t alone = largest_layer_alone(v, &layer);
+    const size_t searched =
+        searched_capacity(failed, &failed->partition->stage[failed->partition->worst_stage]);
+    return fewer_have_more(placement, host_share) || !(searched > 0 && alone > searched);
+}
+
+/* The fewest changes together that fit, two, then three, and so on: that
+ * many of the savings; or one fewer with the nearest micro-batch count
+ * that then fits, or with the fewest devices that then fit; or two fewer
+ * with the most micro-batches and the fewest devices that then fit.
+ * Prints every set of the fewest that fits and returns 1 if one did. The
+ * micro-batch count and the device count are changes too: SGD at M = 2
+ * (two changes) fits a model that all the savings at M = 64 fit 16 times
+ * as slowly. */
+static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, int n,
+                              bg_cost_device_t *scratch, const bg_placement_t *placement,
+                              int host_share, cJSON *found) {
+    const bg_plan_request_t *r = &failed->request;
     char what[160];
     bg_plan_request_t v;
-    for (int size = 2; size < n; size++) {
+    for (int size = 2; size <= n + 2; size++) {
         int fits = 0;
-        for (unsigned mask = 0; mask < 1u << n; mask++) {
-            int bits = 0;
-            for (unsigned m = mask; m != 0; m &= m - 1) bits++;
-            if (bits != size) continue;
-            apply_savings(r, savings, n, mask, &v, scratch, what, sizeof what);
-            fits |= try_variant(&v, what, found);
+        /* Savings alone first, then with one count, then with both. */
+        for (int counts = 0; counts <= 2; counts++) {
+            for (unsigned mask = 0; mask < 1u << n; mask++) {
+                int bits = 0;
+                for (unsigned m = mask; m != 0; m &= m - 1) bits++;
+                if (bits != size - counts) continue;
+                apply_savings(r, savings, n, mask, &v, scratch, what, sizeof what);
+                if (counts == 0) {
+                    fits |= try_variant(&v, what, found);
+                    continue;
+                }
+                if (counts == 1) fits |= try_microbatches(&v, what, found);
+                if (counts == 2) {
+                    v.microbatches = most_microbatches(r);
+                    if (v.microbatches == r->microbatches) continue;
+                    const size_t at = strlen(what);
+                    snprintf(what + at, sizeof what - at, "%s--microbatches %d", at > 0 ? " " : "",
+                             v.microbatches);
+                }
+                if (device_counts_may_help(&v, failed, placement, host_share))
+                    fits |=
+                        try_device_counts(&v, failed->model, placement, host_share, what, found);
+            }
         }
         if (fits) return 1;
     }
     return 0;
 }
 
-/* The fewest of `savings` (savings_of the failed request's) together
- * that fit, and no GPU convolution workspace at other micro-batch counts,
- * else every one at once:
- * the planner's own split, --recompute, SGD without momentum, 1f1b for
- * gpipe, no GPU convolution workspace and the most micro-batches, on the
- * devices given, then on more.
- * Prints what fits; else, where one layer alone needs more than any stage
- * may have, says so and what --device-mem would do, for more devices
- * cannot help. */
+/* The fewest changes together that fit (try_fewest_changes: of
+ * `savings`, savings_of the failed request's, the micro-batch count and
+ * the device count, up to all of them at once). Prints what fits; else,
+ * where one layer alone needs more than any stage may have even with every
+ * saving and the smallest micro-batches, says so and what --device-mem
+ * would do, for more devices cannot help; else that none fits. */
 static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, int n,
                              bg_cost_device_t *scratch, const bg_placement_t *placement,
                              int host_share, cJSON *found) {
     const bg_plan_request_t *r = &failed->request;
-    int fits = try_fewest_savings(r, savings, n, scratch, found);
-    /* No GPU convolution workspace, at other micro-batch counts. */
-    for (int i = 0; i < n; i++) {
-        if (savings[i].apply != without_conv_workspace) continue;
-        bg_plan_request_t v;
-        char what[64];
-        apply_savings(r, savings, n, 1u << i, &v, scratch, what, sizeof what);
-        fits |= try_microbatches(&v, what, found);
-    }
-    if (fits) return;
+    if (try_fewest_changes(failed, savings, n, scratch, placement, host_share, found)) return;
+    /* None fits, on any device count tried: why, from every saving with the
+     * smallest micro-batches. */
     bg_plan_request_t v;
     char what[160];
     apply_savings(r, savings, n, (1u << n) - 1, &v, scratch, what, sizeof what);
-    int at = (int)strlen(what);
-    if (at > 0 && try_variant(&v, what, found)) return;
-    /* And then with the smallest micro-batches. */
     v.microbatches = most_microbatches(r);
-    if (v.microbatches != r->microbatches) {
-        at += snprintf(what + at, sizeof what - (size_t)at, "%s--microbatches %d",
-                       at > 0 ? " " : "", v.microbatches);
-        if (try_variant(&v, what, found)) return;
-    }
+    const int changed = n > 0 || v.microbatches != r->microbatches;
     size_t capacity = 0;
     for (int s = 0; s < failed->partition->stages; s++)
         if (searched_capacity(failed, &failed->partition->stage[s]) > capacity)
@@ -507,15 +528,9 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
     int layer = 0;
     const size_t need = largest_layer_alone(&v, &layer);
     const int layer_too_large = capacity > 0 && need > capacity;
-    /* Where the savings make every layer small enough, more devices may
-     * hold what the request's own settings could not; fewer, where each
-     * then has more memory. */
-    if ((!layer_too_large || fewer_have_more(placement, host_share)) && at > 0 &&
-        try_device_counts(&v, failed->model, placement, host_share, what, found))
-        return;
     if (layer_too_large) {
         print_layer_too_large(r, placement, layer, need, capacity,
-                              at > 0 ? " even with all of these" : "");
+                              changed ? " even with all of these" : "");
         return;
     }
     if (one_gpu(placement) && placement->device_mem == 0)

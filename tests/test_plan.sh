@@ -360,14 +360,17 @@ assert p["suggestions"][0]["largest_stage_bytes"] == 12141376, p["suggestions"]
 assert p["suggestions"][0]["step_ms"] > 0'
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --json
 json_check "a plan that fits has no suggestions" 'assert "suggestions" not in p and "overflow" not in p'
-# 10 MiB needs two savings at once: the dense layer's Adam state alone
-# leaves too little room beside its stash. Each pair that fits is named,
-# and no larger set.
+# 10 MiB needs two changes at once: the dense layer's Adam state alone
+# leaves too little room beside its stash. Each pair that fits is named, a
+# saving with another micro-batch count too, and no larger set.
 expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --device-mem 10M --microbatches 4 \
     --schedule gpipe
-check "the pairs of savings that fit, and nothing more" test "$(grep ' fits: ' "$ERR" |
+check "the pairs of changes that fit, and nothing more" test "$(grep ' fits: ' "$ERR" |
     sed 's/ *fits: .*//')" = "  --recompute --optimizer sgd
-  --optimizer sgd --schedule 1f1b"
+  --optimizer sgd --schedule 1f1b
+  --optimizer sgd --microbatches 8"
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --device-mem 10M --microbatches 8 --schedule gpipe \
+    --optimizer sgd
 # Even all savings at once leave stage 0's stash too large for 1 MiB; with
 # --microbatches auto the planner says it chose the plan that overflows least.
 expect 2 "brigade plan: chose --microbatches 64: " -- plan "$MODEL" --devices cpu:2 \
@@ -407,11 +410,13 @@ check "with Adam no layer fits alone: no count of devices is tried without SGD" 
     echo softmax_cross_entropy
 } >"$T/four-wide.model"
 expect 2 "does not fit" -- plan "$T/four-wide.model" --stages 2 --device-mem 40M
-check "the savings with more devices are suggested" grep -qE -- \
-    '^  --recompute --optimizer sgd --microbatches 64, 4 devices \(--devices cpu:4 --stages 4\) +fits: ' "$ERR"
+# (Before the advice counted the device count as a change, it said
+# --recompute --optimizer sgd --microbatches 64 with 4 devices.)
+check "a saving with more devices is suggested" grep -qE -- \
+    '^  --optimizer sgd, 4 devices \(--devices cpu:4 --stages 4\) +fits: ' "$ERR"
 check "no count of devices alone is suggested" sh -c "! grep -qE '^  [0-9]+ devices' '$ERR'"
 expect 0 "" -- plan "$T/four-wide.model" --devices cpu:4 --stages 4 --device-mem 40M \
-    --recompute --optimizer sgd --microbatches 64
+    --optimizer sgd
 # GPUs of 1 GiB (the 8-GPU fixture's memory cut down): more GPUs like the
 # last one listed hold a part each, and the advice for them fits when
 # followed; more virtual devices of one GPU hold no more, and the advice
@@ -433,11 +438,11 @@ check "virtual devices of one GPU: no device count is suggested" \
     sh -c "! grep -qE 'devices \(' '$ERR'"
 expect 2 "over its 1,040,187,392-byte capacity (cuda:0's memory less 32 MiB for cuBLAS's workspace)" \
     -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0
-check "one GPU: a second one like it, with every saving" grep -qE -- \
-    '^  --recompute --optimizer sgd --microbatches 64, 2 devices \(cuda:0 and 1 more like cuda:0 in --devices\) +fits: ' \
+check "one GPU: a second one like it, with a saving" grep -qE -- \
+    '^  --optimizer sgd, 2 devices \(cuda:0 and 1 more like cuda:0 in --devices\) +fits: ' \
     "$ERR"
 expect 0 "" -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0,cuda:1 \
-    --recompute --optimizer sgd --microbatches 64
+    --optimizer sgd
 # Three 4096-wide layers on virtual devices of one 1 GiB GPU: eight get an
 # eighth each, too little for a layer; fewer get more, and the advice finds
 # the most that fit (before, it tried none and suggested --device-mem).
@@ -460,19 +465,42 @@ expect 2 "does not fit" -- plan "$T/four-wide.model" --topology "$GPUS" \
 check "more of the GPUs listed, as --stages" grep -qE -- '^  4 devices \(--stages 4\) +fits: ' "$ERR"
 expect 0 "" -- plan "$T/four-wide.model" --topology "$GPUS" --devices cuda:0,cuda:1,cuda:2,cuda:3 \
     --stages 4 --device-mem 40M --optimizer sgd
+# Four 16384-wide layers on two GPUs of 4120 MiB: no change alone fits;
+# of pairs, SGD at M = 2 (27.7 ms a step), SGD on a third GPU, and 64
+# micro-batches on four GPUs (a UAT was told recompute, SGD and M = 64 at
+# 437.8 ms: the micro-batch and device counts were not changes of their own).
+{
+    echo 'input channels=4096 height=1 width=1'
+    for _ in 1 2 3 4; do echo 'dense units=16384 activation=relu'; done
+    echo 'dense units=10'
+    echo softmax_cross_entropy
+} >"$T/gpu-wider.model"
+expect 2 "does not fit" -- plan "$T/gpu-wider.model" --topology "$GPUS" --devices cuda:0,cuda:1 \
+    --device-mem 4120M
+check "pairs of changes: a saving with a micro-batch or device count, or the two counts" \
+    test "$(grep ' fits: ' "$ERR" | sed 's/ *fits: .*//')" = "  --optimizer sgd --microbatches 2
+  --optimizer sgd, 3 devices (cuda:0,cuda:1 and 1 more like cuda:1 in --devices)
+  --microbatches 64, 4 devices (cuda:0,cuda:1 and 2 more like cuda:1 in --devices)"
+expect 0 "" -- plan "$T/gpu-wider.model" --topology "$GPUS" --devices cuda:0,cuda:1 \
+    --device-mem 4120M --optimizer sgd --microbatches 2
+expect 0 "" -- plan "$T/gpu-wider.model" --topology "$GPUS" --devices cuda:0,cuda:1,cuda:2,cuda:3 \
+    --device-mem 4120M --microbatches 64
 # SGD's momentum buffer: dropping it is suggested like Adam's state.
 expect 2 "1 (layers 4-7 on cpu:1) needs 9,366,808 bytes" -- plan "$MODEL" --devices cpu:2 \
     --optimizer sgd --momentum 0.9 --microbatches 8 --device-mem 8M
 check "--momentum 0 is suggested" grep -qE -- '^  --momentum 0 +fits: largest stage 6\.29 MiB' "$ERR"
 # Interleaved: a stage's capacity is 1/V of its device's, and the message
-# says so. No single change fits; all savings fit once the micro-batches are
-# as small as --microbatches auto would make them.
+# says so. No single change fits; SGD does with 16 micro-batches (before
+# the micro-batch count was a change of its own among several, the advice
+# was every saving at 64).
 expect 2 "6,893,024 bytes over its 6,291,456-byte capacity (1/2 of cpu:1's: --chunks 2)" -- \
     plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 4 \
     --device-mem 12M
-check "every saving at once, then with the most micro-batches" grep -qE -- \
-    '^  --recompute --optimizer sgd --microbatches 64 fits: largest stage 5\.45 MiB' "$ERR"
+check "a saving with another micro-batch count" grep -qE -- \
+    '^  --optimizer sgd --microbatches 16 fits: largest stage 5\.95 MiB' "$ERR"
 check "only that suggestion" test "$(grep -c ' fits: ' "$ERR")" -eq 1
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 16 \
+    --device-mem 12M --optimizer sgd
 # A given --split with --chunks V is checked per device: each device's V
 # stages together against its whole capacity (the planner's own split keeps
 # each stage within 1/V of it). The origin CNN split 2,4,6 at M = 4: cpu:0
