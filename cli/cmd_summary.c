@@ -95,10 +95,17 @@ int bg_cmd_summary(int argc, char **argv) {
            bg_cli_group_digits(spec->total_params, params, sizeof params),
            bg_cli_group_digits(spec->total_flops, flops, sizeof flops),
            bg_cli_group_digits(spec->total_activation_bytes, bytes, sizeof bytes));
-    printf("\nparameters: %s (%.2f MiB fp32); one training step costs about 3x the forward "
+    /* The weights' size in the largest unit that leaves at least 1. */
+    static const char *const units[] = {"MiB", "GiB", "TiB", "PiB"};
+    double size = (double)spec->total_params * 4.0 / (1024.0 * 1024.0);
+    int unit = 0;
+    while (size >= 1024.0 && unit < 3) {
+        size /= 1024.0;
+        unit++;
+    }
+    printf("\nparameters: %s (%.2f %s fp32); one training step costs about 3x the forward "
            "FLOPs per sample\n",
-           bg_cli_group_digits(spec->total_params, params, sizeof params),
-           (double)spec->total_params * 4.0 / (1024.0 * 1024.0));
+           bg_cli_group_digits(spec->total_params, params, sizeof params), size, units[unit]);
     bg_model_spec_destroy(spec);
     return 0;
 }

@@ -291,9 +291,15 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                             "layer%s",
                             stages, stages / p->chunks, p->chunks, spec->num_layers,
                             spec->num_layers == 1 ? "" : "s");
-    if (stages > spec->num_layers)
-        return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layer%s", stages,
-                            spec->num_layers, spec->num_layers == 1 ? "" : "s");
+    if (stages > spec->num_layers) {
+        /* All the devices given make a stage each, unless --stages says. */
+        char hint[80] = "";
+        if (p->stages == 0)
+            snprintf(hint, sizeof hint, " (--stages %d uses %d of the %d devices)",
+                     spec->num_layers, spec->num_layers, p->devices.count);
+        return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layer%s%s", stages,
+                            spec->num_layers, spec->num_layers == 1 ? "" : "s", hint);
+    }
     return check_conv_workspace(p);
 }
 

@@ -54,6 +54,12 @@ bg_status_t bg_error_prefix(bg_status_t status, const char *format, ...) {
     return status;
 }
 
+void bg_error_drop_start(const char *start) {
+    const size_t len = strlen(start);
+    if (len == 0 || strncmp(error_message, start, len) != 0) return;
+    memmove(error_message, error_message + len, strlen(error_message + len) + 1);
+}
+
 bg_status_t bg_error_suffix(bg_status_t status, const char *format, ...) {
     /* Truncation is fine: the message stays a valid, shortened string. */
     const size_t len = strlen(error_message);

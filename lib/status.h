@@ -45,6 +45,11 @@ bg_status_t bg_error_prefix(bg_status_t status, const char *format, ...)
 bg_status_t bg_error_suffix(bg_status_t status, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Removes `start` from the beginning of the calling thread's message where
+ * it begins so: for a caller whose own context names what the message
+ * began with ("cuda:0: "), so that it is not said twice. */
+void bg_error_drop_start(const char *start);
+
 /* The calling thread's last message; "" when none was recorded. */
 const char *bg_error_message(void);
 

@@ -73,6 +73,8 @@ static int walk(bg_schedule_kind_t kind, const char *devices_text, int m, int re
             assert_true(strncmp(message, device, strlen(device)) == 0);
             assert_non_null(strstr(at, " MiB) for its stages (layers "));
             assert_non_null(strstr(at, "), not its channel rings (allocated apart on CPUs): "));
+            /* The backend's message, after it, does not name the device again. */
+            if (strstr(at, device) != NULL) fail_msg("the device named twice: %s", message);
             ++*named;
         }
         bg_timeline_destroy(tl);

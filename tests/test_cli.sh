@@ -113,8 +113,14 @@ stdout_has "the path in BRIGADE_CUDA_MODULE" "brigade topo --help says where the
 expect 0 "" -- summary "$MODEL"
 stdout_has "693,962" "brigade summary"
 stdout_has "softmax_cross_entropy" "brigade summary"
+stdout_has "parameters: 693,962 (2.65 MiB fp32)" "summary: the weights' size"
 stdout_has "    2  maxpool 2x2/2          32x13x13" "summary: a pool's output image"
 stdout_has "    3  flatten                5408 " "summary: flatten's vector"
+# A model past 1 GiB of weights says so in GiB (it said 1026.75 MiB).
+printf 'input channels=4096 height=1 width=1\ndense units=65536\ndense units=10\nsoftmax_cross_entropy\n' \
+    >"$T/gib.model"
+expect 0 "" -- summary "$T/gib.model"
+stdout_has "parameters: 269,156,362 (1.00 GiB fp32)" "summary: weights in GiB"
 # A convolution's 1x1 output is still an image (a dense layer after it needs
 # flatten), so it reads CxHxW; flatten's vector reads as its length.
 printf 'input channels=3 height=1 width=1\nconv2d filters=4 kernel=1\nrelu\nflatten\ndense units=2\nsoftmax_cross_entropy\n' >"$T/one_pixel.model"

@@ -26,6 +26,11 @@ usage_error "would leave some empty" -- plan "$MODEL" --batch 4 --microbatches 8
 usage_error "multiple of the device count" -- plan "$MODEL" --devices cpu:4 \
     --schedule interleaved --chunks 2 --microbatches 6
 usage_error "9 stages but the model has only 8 layers" -- plan "$MODEL" --stages 9
+check "--stages given: no hint to give it" sh -c "! grep -q -- '--stages 8 uses' '$ERR'"
+usage_error "9 stages but the model has only 8 layers (--stages 8 uses 8 of the 9 devices)" -- \
+    plan "$MODEL" --devices cpu:9
+usage_error "'cpu:0,cpu:1': expected cpu:N with N from 1 to 256 (CPU devices are counted, not listed: cpu:2 is two, on cores 0 and 1)" -- \
+    plan "$MODEL" --devices cpu:0,cpu:1
 usage_error "--split gives 2 boundaries; 2 stages need 1" -- plan "$MODEL" --stages 2 --split 2,4
 usage_error "--split gives 2 boundaries; 1 stage needs 0 (for 3 stages, --devices cpu:3)" -- \
     plan "$MODEL" --split 3,5
