@@ -74,14 +74,17 @@ bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_de
     } else if (strcmp(text, "cpu") == 0) {
         BG_CHECK(add_device(&list, BG_DEVICE_CPU, 0, 0, 1));
     } else if (strncmp(text, "cpu:", 4) == 0) {
+        const char *count = text + 4;
+        const size_t count_len = strlen(count);
         int n;
-        if (!parse_count(text + 4, strlen(text + 4), 1, BG_MAX_DEVICES, &n))
-            return bg_error_set(
-                BG_ERR_INVALID, "--devices: '%s': expected cpu:N with N from 1 to %d%s", text,
-                BG_MAX_DEVICES,
-                strchr(text, ',') != NULL ? " (CPU devices are counted, not listed: cpu:2 is two, "
-                                            "on cores 0 and 1)"
-                                          : "");
+        if (!parse_count(count, count_len, 1, BG_MAX_DEVICES, &n))
+            return bg_error_set(BG_ERR_INVALID,
+                                "--devices: '%s': expected cpu:N with N from 1 to %d%s", text,
+                                BG_MAX_DEVICES,
+                                memchr(count, ',', count_len) != NULL
+                                    ? " (CPU devices are counted, not listed: cpu:2 is two, "
+                                      "on cores 0 and 1)"
+                                    : "");
         for (int i = 0; i < n; i++) BG_CHECK(add_device(&list, BG_DEVICE_CPU, i % cores, 0, 1));
     } else if (strncmp(text, "cuda", 4) == 0) {
         const char *item = text;
