@@ -512,7 +512,7 @@ void bg_placement_note_device_mem(const bg_placement_t *p) {
                     "note: --device-mem %.2f GiB is more than %s's %.2f GiB: the plan may fit "
                     "where the GPU cannot\n",
                     (double)p->device_mem / gib, dev->name, (double)gpu / gib);
-        return; /* once: the same words for every GPU */
+        return; /* once, for the first such GPU: the note is the same for any other */
     }
 }
 

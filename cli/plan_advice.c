@@ -303,22 +303,20 @@ static int most_microbatches(const bg_plan_request_t *r) {
  * slots of a stage between two others on other devices, and the device
  * where it needs least (a GPU counts its convolution workspace limit). */
 static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer) {
-    bg_plan_request_t alone = *v;
-    alone.fits_only = 0;
-    bg_plan_t *p = NULL;
-    if (bg_plan_create(&alone, &p) != BG_OK) return 0;
+    bg_cost_model_t *model = NULL;
+    if (bg_plan_cost_model_create(v, &model) != BG_OK) return 0;
     const int slots = bg_schedule_ring_slots(2, v->microbatches, 0, 1);
     size_t most = 0;
-    for (int l = 0; l < bg_cost_model_layers(p->model); l++) {
+    for (int l = 0; l < bg_cost_model_layers(model); l++) {
         size_t least = SIZE_MAX;
-        for (int d = 0; d < alone.devices; d++) {
+        for (int d = 0; d < v->devices; d++) {
             const bg_cost_stage_t stage = {.first_layer = l,
                                            .last_layer = l + 1,
                                            .stash_slots = 1,
                                            .input_channel_slots = slots,
                                            .grad_channel_slots = slots,
-                                           .device = &alone.device[d]};
-            const bg_cost_memory_t m = bg_cost_stage_memory(p->model, &stage);
+                                           .device = &v->device[d]};
+            const bg_cost_memory_t m = bg_cost_stage_memory(model, &stage);
             if (bg_cost_memory_peak(&m) < least) least = bg_cost_memory_peak(&m);
         }
         if (least > most) {
@@ -326,7 +324,7 @@ static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer) {
             *layer = l;
         }
     }
-    bg_plan_destroy(p);
+    bg_cost_model_destroy(model);
     return most;
 }
 
@@ -459,9 +457,8 @@ static int device_counts_may_help(const bg_plan_request_t *v, const bg_plan_t *f
 }
 
 /* The fewest changes together that fit, two, then three, and so on: that
- * many of the savings; or one fewer with the nearest micro-batch count
- * that then fits, or with the fewest devices that then fit; or two fewer
- * with the most micro-batches and the fewest devices that then fit.
+ * many of the savings, or one fewer with the nearest micro-batch count
+ * that then fits, or with the fewest devices that then fit.
  * Prints every set of the fewest that fits and returns 1 if one did. The
  * micro-batch count and the device count are changes too: SGD at M = 2
  * (two changes) fits a model that all the savings at M = 64 fit 16 times
@@ -472,10 +469,10 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
     const bg_plan_request_t *r = &failed->request;
     char what[160];
     bg_plan_request_t v;
-    for (int size = 2; size <= n + 2; size++) {
+    for (int size = 2; size <= n + 1; size++) {
         int fits = 0;
-        /* Savings alone first, then with one count, then with both. */
-        for (int counts = 0; counts <= 2; counts++) {
+        /* Savings alone first, then with a micro-batch or device count. */
+        for (int counts = 0; counts <= 1; counts++) {
             for (unsigned mask = 0; mask < 1u << n; mask++) {
                 int bits = 0;
                 for (unsigned m = mask; m != 0; m &= m - 1) bits++;
@@ -485,14 +482,7 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
                     fits |= try_variant(&v, what, found);
                     continue;
                 }
-                if (counts == 1) fits |= try_microbatches(&v, what, found);
-                if (counts == 2) {
-                    v.microbatches = most_microbatches(r);
-                    if (v.microbatches == r->microbatches) continue;
-                    const size_t at = strlen(what);
-                    snprintf(what + at, sizeof what - at, "%s--microbatches %d", at > 0 ? " " : "",
-                             v.microbatches);
-                }
+                fits |= try_microbatches(&v, what, found);
                 if (device_counts_may_help(&v, failed, placement, host_share))
                     fits |=
                         try_device_counts(&v, failed->model, placement, host_share, what, found);
@@ -504,23 +494,29 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
 }
 
 /* The fewest changes together that fit (try_fewest_changes: of
- * `savings`, savings_of the failed request's, the micro-batch count and
- * the device count, up to all of them at once). Prints what fits; else,
- * where one layer alone needs more than any stage may have even with every
- * saving and the smallest micro-batches, says so and what --device-mem
- * would do, for more devices cannot help; else that none fits. */
+ * `savings`, savings_of the failed request's, with the micro-batch count
+ * or the device count), else every saving with the most micro-batches, on
+ * the devices given and then on other counts of them. Prints what fits;
+ * else, where one layer alone needs more than any stage may have even
+ * with all of these, says so and what --device-mem would do, for more
+ * devices cannot help; else that none fits. */
 static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, int n,
                              bg_cost_device_t *scratch, const bg_placement_t *placement,
                              int host_share, cJSON *found) {
     const bg_plan_request_t *r = &failed->request;
     if (try_fewest_changes(failed, savings, n, scratch, placement, host_share, found)) return;
-    /* None fits, on any device count tried: why, from every saving with the
-     * smallest micro-batches. */
+    /* Then every saving with the smallest micro-batches, on the devices
+     * given and on other counts of them. */
     bg_plan_request_t v;
     char what[160];
     apply_savings(r, savings, n, (1u << n) - 1, &v, scratch, what, sizeof what);
+    int at = (int)strlen(what);
     v.microbatches = most_microbatches(r);
-    const int changed = n > 0 || v.microbatches != r->microbatches;
+    if (v.microbatches != r->microbatches) {
+        at += snprintf(what + at, sizeof what - (size_t)at, "%s--microbatches %d",
+                       at > 0 ? " " : "", v.microbatches);
+        if (try_variant(&v, what, found)) return;
+    }
     size_t capacity = 0;
     for (int s = 0; s < failed->partition->stages; s++)
         if (searched_capacity(failed, &failed->partition->stage[s]) > capacity)
@@ -528,9 +524,15 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
     int layer = 0;
     const size_t need = largest_layer_alone(&v, &layer);
     const int layer_too_large = capacity > 0 && need > capacity;
+    /* Where the savings make every layer small enough, more devices may
+     * hold what the request's own settings could not; fewer, where each
+     * then has more memory. */
+    if ((!layer_too_large || fewer_have_more(placement, host_share)) && at > 0 &&
+        try_device_counts(&v, failed->model, placement, host_share, what, found))
+        return;
     if (layer_too_large) {
         print_layer_too_large(r, placement, layer, need, capacity,
-                              changed ? " even with all of these" : "");
+                              at > 0 ? " even with all of these" : "");
         return;
     }
     if (one_gpu(placement) && placement->device_mem == 0)

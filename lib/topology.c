@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -107,6 +108,13 @@ static bg_status_t check_xml_file(const char *path) {
     return BG_OK;
 }
 
+/* Whether `path` is a regular file, which can be read twice (a pipe's
+ * contents would go to the first reader). */
+static int regular_file(const char *path) {
+    struct stat info;
+    return stat(path, &info) == 0 && S_ISREG(info.st_mode);
+}
+
 /* hwloc 2.9 (Debian 12's) trusts an XML file's structure, and some files
  * that lstopo would never write crash it while it loads them: a root object
  * with a cpuset but no complete_cpuset, for one (later hwloc releases check
@@ -114,14 +122,17 @@ static bg_status_t check_xml_file(const char *path) {
  * loaded first in a child process, as load() will, and one that takes the
  * child down (a signal, or a sanitizer's exit) is refused here rather than
  * taking brigade down. A file hwloc merely refuses passes: load() then
- * fails on it with hwloc's own message. `what` names the file in messages. */
-enum { PROBE_LOADED = 0, PROBE_REFUSED = 3 };
+ * fails on it with hwloc's own message. `what` names the file in messages.
+ * Only a regular file is probed (--topology takes no other; a pipe in
+ * HWLOC_XMLFILE would be read empty by the second reader). */
+enum { PROBE_LOADED = 0, PROBE_REFUSED = 3, PROBE_SECONDS = 60 };
 
 static bg_status_t probe_xml(const char *xml_path, const char *what, int pci) {
     fflush(NULL);
     const pid_t child = fork();
     if (child < 0) return BG_OK; /* no probe: load as without one */
     if (child == 0) {
+        alarm(PROBE_SECONDS); /* a file hwloc loops on ends the child too */
         /* hwloc's complaints are the parent's to print, in its load. */
         const int quiet = open("/dev/null", O_WRONLY);
         if (quiet >= 0) {
@@ -140,10 +151,20 @@ static bg_status_t probe_xml(const char *xml_path, const char *what, int pci) {
     if (WIFEXITED(status) &&
         (WEXITSTATUS(status) == PROBE_LOADED || WEXITSTATUS(status) == PROBE_REFUSED))
         return BG_OK;
+    const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    if (sig == SIGALRM)
+        return bg_error_set(BG_ERR_INVALID, "%s: hwloc did not finish reading it in %d s", what,
+                            PROBE_SECONDS);
+    /* Stopped from outside (the OOM killer, a signal to the process group):
+     * nothing is known of the file. */
+    if (sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
+        return bg_error_set(BG_ERR_INTERNAL,
+                            "%s: the process that read it first was stopped (signal %d)", what,
+                            sig);
     char how[48];
-    if (WIFSIGNALED(status))
-        snprintf(how, sizeof how, "signal %d", WTERMSIG(status));
-    else
+    if (sig != 0)
+        snprintf(how, sizeof how, "signal %d", sig);
+    else /* a sanitizer's report ends the child with an exit status */
         snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(status));
     return bg_error_set(BG_ERR_INVALID,
                         "%s: hwloc crashed reading it (%s): not an hwloc XML topology as lstopo "
@@ -167,7 +188,7 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
     const char *env = getenv("HWLOC_XMLFILE");
     if (xml_path != NULL) {
         st = probe_xml(xml_path, xml_path, pci);
-    } else if (env != NULL && env[0] != '\0') {
+    } else if (env != NULL && env[0] != '\0' && regular_file(env)) {
         char what[PATH_MAX + 16];
         snprintf(what, sizeof what, "HWLOC_XMLFILE=%s", env);
         st = probe_xml(NULL, what, pci);

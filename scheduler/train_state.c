@@ -186,8 +186,14 @@ static bg_status_t metadata_loss_sum(const char *path, const bg_safetensors_t *f
  * are at most the steps times the batch (none before the first step).
  * Where the batch and the training set are recorded, one run on them (a
  * resume keeps both) is at whole batches into its epoch, and at the step
- * that the whole epochs before and those batches make. */
-static bg_status_t check_counts(const char *path, const bg_train_state_t *st) {
+ * that the whole epochs before and those batches make. The epoch's mean
+ * loss divides its sum by the steps it counts: those of the epoch but the
+ * skipped, where the file records them (`file`: which it does). */
+static bg_status_t check_counts(const char *path, const bg_safetensors_t *file,
+                                const bg_train_state_t *st) {
+    /* Older checkpoints lack these: their counts read 0, and say nothing. */
+    const int counted = bg_safetensors_metadata(file, "brigade.epoch_steps") != NULL;
+    const int skipped = bg_safetensors_metadata(file, "brigade.skipped_steps") != NULL;
     if (st->skipped_steps > st->step)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: brigade.skipped_steps %lld is more than brigade.step %lld", path,
@@ -201,6 +207,11 @@ static bg_status_t check_counts(const char *path, const bg_train_state_t *st) {
         return bg_error_set(BG_ERR_PARSE,
                             "%s: brigade.epoch_steps %lld is more than brigade.step %lld", path,
                             (long long)st->epoch_steps, (long long)st->step);
+    if (counted && st->epoch_steps == 0 && st->epoch_loss_sum > 0)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: brigade.epoch_loss_sum %g is the sum of no steps "
+                            "(brigade.epoch_steps 0)",
+                            path, st->epoch_loss_sum);
     if (st->position > 0 &&
         (st->step == 0 || (st->batch > 0 && (st->position - 1) / st->batch >= st->step)))
         return bg_error_set(BG_ERR_PARSE,
@@ -214,12 +225,23 @@ static bg_status_t check_counts(const char *path, const bg_train_state_t *st) {
                             "%s: brigade.position %lld is not a whole number of brigade.batch "
                             "%lld",
                             path, (long long)st->position, (long long)st->batch);
-    if (st->epoch_steps > st->position / st->batch)
+    /* Every step of the epoch counts in its mean but those skipped (of the
+     * run's, where the file records them). */
+    const int64_t into_epoch = st->position / st->batch;
+    if (st->epoch_steps > into_epoch)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: brigade.epoch_steps %lld is more steps than brigade.position "
                             "%lld is into its epoch at brigade.batch %lld (%lld)",
                             path, (long long)st->epoch_steps, (long long)st->position,
-                            (long long)st->batch, (long long)(st->position / st->batch));
+                            (long long)st->batch, (long long)into_epoch);
+    if (counted && skipped && st->epoch_steps < into_epoch - st->skipped_steps)
+        return bg_error_set(
+            BG_ERR_PARSE,
+            "%s: brigade.epoch_steps %lld is fewer than the %lld steps "
+            "brigade.position %lld is into its epoch less the brigade.skipped_steps "
+            "%lld of the run",
+            path, (long long)st->epoch_steps, (long long)into_epoch, (long long)st->position,
+            (long long)st->skipped_steps);
     const int64_t per_epoch = st->train_samples / st->batch + (st->train_samples % st->batch != 0);
     /* In double: a file's counts can be anything up to 2^63. */
     const double want =
@@ -319,7 +341,7 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
         return bg_error_set(BG_ERR_PARSE, "%s: brigade.epoch %lld is out of range", path,
                             (long long)epoch);
     st->epoch = (int)epoch;
-    BG_CHECK(check_counts(path, st));
+    BG_CHECK(check_counts(path, file, st));
     const char *rng = bg_safetensors_metadata(file, "brigade.shuffle_rng");
     if (rng == NULL || strlen(rng) != 64)
         return bg_error_set(BG_ERR_PARSE, "%s: brigade.shuffle_rng is missing or malformed", path);

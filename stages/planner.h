@@ -115,6 +115,12 @@ bg_status_t bg_plan_create(const bg_plan_request_t *request, bg_plan_t **out);
 /* NULL and half-built plans are fine. */
 void bg_plan_destroy(bg_plan_t *plan);
 
+/* The cost model request r's plan would price its stages with (prepared
+ * for r's devices), without a schedule or a partition: for what a layer
+ * range costs under r's settings, where a whole plan is not needed. Free
+ * with bg_cost_model_destroy. */
+bg_status_t bg_plan_cost_model_create(const bg_plan_request_t *r, bg_cost_model_t **out);
+
 /* The stage with the largest time per micro-batch (the first of equals). */
 int bg_plan_bottleneck_stage(const bg_plan_t *plan);
 

@@ -56,6 +56,14 @@ status=$?
 check "HWLOC_XMLFILE crashing hwloc: exit status 2 (was $status)" test "$status" -eq 2
 check "HWLOC_XMLFILE crashing hwloc: the variable is named" grep -qF \
     "HWLOC_XMLFILE=$T/no_complete.xml: hwloc crashed reading it" "$ERR"
+# A pipe can be read once: it is not probed, and hwloc reads it as before.
+mkfifo "$T/topology.fifo"
+cat "$ROOT/tests/fixtures/two-socket-8-core.xml" >"$T/topology.fifo" &
+HWLOC_XMLFILE="$T/topology.fifo" "$BRIGADE" topo >"$OUT" 2>"$ERR"
+status=$?
+wait
+check "HWLOC_XMLFILE a pipe: read (exit status $status)" test "$status" -eq 0
+stdout_has "2 packages, 2 NUMA nodes" "HWLOC_XMLFILE a pipe: its machine"
 usage_error "$T: is a directory, not an hwloc XML topology" -- topo --topology "$T"
 # A topology whose first GPU is hidden from CUDA (CUDA_VISIBLE_DEVICES):
 # hwloc names the other seven cuda0 to cuda6, and cuda:7 is none of them.

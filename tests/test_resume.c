@@ -406,11 +406,29 @@ static void test_state_inconsistent(void **state) {
         {"brigade.epoch_steps", "4",
          "brigade.epoch_steps 4 is more steps than brigade.position 48 is into its epoch at "
          "brigade.batch 16 (3)"},
+        /* ... and a deflated one a mean too large: the 3 steps of the epoch
+         * less the run's 2 skipped leave at least 1 counted. */
+        {"brigade.epoch_steps", "0",
+         "brigade.epoch_loss_sum 1.25 is the sum of no steps (brigade.epoch_steps 0)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_state(f, path, cases[i].key, cases[i].value, NULL, NULL);
         expect_state_error(f, path, BG_ERR_PARSE, cases[i].message);
     }
+    also_key = "brigade.epoch_loss_sum";
+    also_value = "0";
+    write_state(f, path, "brigade.epoch_steps", "0", NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE,
+                       "brigade.epoch_steps 0 is fewer than the 3 steps brigade.position 48 is "
+                       "into its epoch less the brigade.skipped_steps 2 of the run");
+    /* One counted step of three, two skipped: the story holds. */
+    also_value = "0.5";
+    write_state(f, path, "brigade.epoch_steps", "1", NULL, NULL);
+    also_key = also_value = NULL;
+    bg_train_state_t counted;
+    load_state(f, path, &counted);
+    assert_int_equal(counted.epoch_steps, 1);
+    bg_train_state_free(&counted);
     /* Without the training set's size (older checkpoints) the epochs' length
      * is unknown: the largest position step 10 allows, 10 batches, loads. */
     also_key = "brigade.train_samples";
