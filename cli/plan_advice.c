@@ -214,6 +214,14 @@ static int try_device_count(const bg_plan_request_t *r, const bg_cost_model_t *m
     v.links = NULL; /* the links of the chosen devices only */
     v.device = devices;
     v.devices = k;
+    /* Interleaved needs M a multiple of K: on k devices, the fewest
+     * micro-batches from the request's that are one, named in the line. */
+    char microbatches[48] = "";
+    if (r->schedule == BG_SCHEDULE_INTERLEAVED && v.microbatches % k != 0) {
+        v.microbatches = (v.microbatches + k - 1) / k * k;
+        if (v.microbatches > r->batch) return 0;
+        snprintf(microbatches, sizeof microbatches, ", --microbatches %d", v.microbatches);
+    }
     const int cores = all_cores(placement), gpu_alone = one_gpu(placement);
     bg_placement_t listed = *placement;
     bg_device_links_t *chosen = NULL;
@@ -251,8 +259,9 @@ static int try_device_count(const bg_plan_request_t *r, const bg_cost_model_t *m
             more_like_last(list, k, devices_option, sizeof devices_option);
         else
             snprintf(devices_option, sizeof devices_option, "%d in --devices", k);
-        snprintf(what, sizeof what, "%s%s%d device%s (%s%s)", with, with[0] ? ", " : "", k,
-                 k == 1 ? "" : "s", devices_option, r->split != NULL ? ", without --split" : "");
+        snprintf(what, sizeof what, "%s%s%d device%s (%s%s%s)", with, with[0] ? ", " : "", k,
+                 k == 1 ? "" : "s", devices_option, microbatches,
+                 r->split != NULL ? ", without --split" : "");
         fits = try_variant(&v, what, found);
     }
     bg_device_links_destroy(chosen);

@@ -505,6 +505,21 @@ check "a saving with another micro-batch count" grep -qE -- \
 check "only that suggestion" test "$(grep -c ' fits: ' "$ERR")" -eq 1
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 16 \
     --device-mem 12M --optimizer sgd
+# Interleaved on another device count needs M a multiple of it: three
+# devices are tried at M = 6 and say so (before, three were skipped without
+# a word and four suggested).
+{
+    echo 'input channels=1024 height=1 width=1'
+    for _ in 1 2 3 4 5 6; do echo 'dense units=1024 activation=relu'; done
+    echo 'dense units=10'
+    echo softmax_cross_entropy
+} >"$T/six-dense.model"
+expect 2 "does not fit" -- plan "$T/six-dense.model" --devices cpu:2 --schedule interleaved \
+    --chunks 2 --microbatches 4 --optimizer sgd --device-mem 20M
+check "interleaved on 3 devices: with M a multiple of 3" grep -qE -- \
+    '^  3 devices \(--devices cpu:3, --microbatches 6\) +fits: ' "$ERR"
+expect 0 "" -- plan "$T/six-dense.model" --devices cpu:3 --schedule interleaved --chunks 2 \
+    --microbatches 6 --optimizer sgd --device-mem 20M
 # A given --split with --chunks V is checked per device: each device's V
 # stages together against its whole capacity (the planner's own split keeps
 # each stage within 1/V of it). The origin CNN split 2,4,6 at M = 4: cpu:0
