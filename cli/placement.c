@@ -303,74 +303,25 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
     return check_conv_workspace(p);
 }
 
-/* Devices by memory, the most first, and in the order given among equal
- * ones (CPU devices, whose memory the links do not hold, all tie). */
-static void by_memory(const bg_device_links_t *all, int n, int *rank) {
-    for (int i = 0; i < n; i++) rank[i] = i;
-    for (int i = 1; i < n; i++) /* insertion: stable, and n is small */
-        for (int j = i; j > 0 && all->memory_bytes[rank[j]] > all->memory_bytes[rank[j - 1]]; j--) {
-            const int t = rank[j];
-            rank[j] = rank[j - 1];
-            rank[j - 1] = t;
-        }
-}
-
-/* bg_device_choose over the first m devices of `rank`: *order the chosen
- * k as indices of `all`, *slowest and *cost the chain's slowest link and
- * the sum of 1 / speed over its links (the chooser's rules 1 and 2). */
-static bg_status_t choose_among(const bg_device_links_t *all, const int *rank, int m, int k,
-                                int cycle, double *speed, int *order, double *slowest,
-                                double *cost) {
-    const int n = all->count;
-    for (int a = 0; a < m; a++)
-        for (int b = 0; b < m; b++) speed[a * m + b] = all->link[rank[a] * n + rank[b]].bytes_per_s;
-    BG_CHECK(bg_device_choose(speed, m, k, cycle, order, slowest));
-    *cost = 0;
-    for (int i = 0; i < k && k > 1; i++) {
-        if (i + 1 == k && !(cycle && k > 2)) break;
-        const int a = order[i], b = order[(i + 1) % k];
-        const double ab = speed[a * m + b], ba = speed[b * m + a];
-        *cost += 1.0 / (ab < ba ? ab : ba);
-    }
-    for (int i = 0; i < k; i++) order[i] = rank[order[i]];
-    return BG_OK;
-}
-
 bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
                                 bg_device_links_t **chosen) {
-    const int n = p->devices.count, k = p->stages > 0 ? p->stages : n, cycle = p->chunks > 1;
+    const int n = p->devices.count, k = p->stages > 0 ? p->stages : n;
     double *speed = malloc(sizeof(double) * (size_t)(n * n));
-    int *order = malloc(sizeof(int) * (size_t)n), *rank = calloc((size_t)n, sizeof(int));
-    int *trial = malloc(sizeof(int) * (size_t)n);
+    double *memory = malloc(sizeof(double) * (size_t)n);
+    int *order = malloc(sizeof(int) * (size_t)n);
     bg_status_t st = BG_OK;
-    if (speed == NULL || order == NULL || rank == NULL || trial == NULL) {
+    if (speed == NULL || memory == NULL || order == NULL) {
         st = bg_error_set(BG_ERR_NOMEM, "out of memory choosing %d devices", n);
         goto done;
     }
-    /* Picking K of them, among equally linked chains (the chooser's rules
-     * 1 and 2 tied), the one whose smallest device has the most memory: the
-     * chooser runs on the devices of at least each size the devices have,
-     * the largest first, until its chain is as fast as the best over all.
-     * Given them by memory, its rule 3 then prefers the larger ones. All
-     * of them keep the order given; the greedy chooser above
-     * BG_DEVICE_ORDER_EXACT_MAX is no tie-break. */
-    const int by_size = k < n && n <= BG_DEVICE_ORDER_EXACT_MAX;
-    if (by_size)
-        by_memory(all, n, rank);
-    else
-        for (int i = 0; i < n; i++) rank[i] = i;
-    double slowest, cost;
-    BG_CHECK_GOTO(choose_among(all, rank, n, k, cycle, speed, order, &slowest, &cost), st, done);
-    for (int m = k; by_size && m < n; m++) {
-        if (all->memory_bytes[rank[m - 1]] == all->memory_bytes[rank[m]]) continue;
-        double s, c;
-        BG_CHECK_GOTO(choose_among(all, rank, m, k, cycle, speed, trial, &s, &c), st, done);
-        /* A subset's best is never better; as good, within rounding. */
-        if (s >= slowest * (1 - 1e-9) && c <= cost * (1 + 1e-9)) {
-            memcpy(order, trial, sizeof(int) * (size_t)k);
-            break;
-        }
+    for (int a = 0; a < n; a++) {
+        memory[a] = (double)all->memory_bytes[a]; /* CPU devices all 0: the order given */
+        for (int b = 0; b < n; b++) speed[a * n + b] = all->link[a * n + b].bytes_per_s;
     }
+    /* Of the chains linked alike, picking K of them, the one whose smallest
+     * device has the most memory (device_order.h). */
+    BG_CHECK_GOTO(bg_device_choose_sized(speed, memory, n, k, p->chunks > 1, order, NULL), st,
+                  done);
     BG_CHECK_GOTO(bg_device_links_select(all, order, k, chosen), st, done);
     bg_device_list_t picked = {.count = k};
     for (int i = 0; i < k; i++) picked.devices[i] = p->devices.devices[order[i]];
@@ -378,9 +329,8 @@ bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
     p->devices = picked;
 done:
     free(speed);
+    free(memory);
     free(order);
-    free(rank);
-    free(trial);
     return st;
 }
 

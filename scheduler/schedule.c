@@ -222,6 +222,10 @@ static bg_status_t check_config(const bg_schedule_config_t *cfg) {
     return BG_OK;
 }
 
+int bg_schedule_splits_backward(bg_schedule_kind_t kind, int forward_only) {
+    return kind == BG_SCHEDULE_ZB_H1 && !forward_only;
+}
+
 bg_status_t bg_schedule_create(const bg_schedule_config_t *cfg, bg_schedule_t **out) {
     if (cfg == NULL || out == NULL)
         return bg_error_set(BG_ERR_INVALID, "bg_schedule_create: NULL argument");
@@ -235,7 +239,7 @@ bg_status_t bg_schedule_create(const bg_schedule_config_t *cfg, bg_schedule_t **
     s->stages = cfg->devices * cfg->chunks;
     s->microbatches = cfg->microbatches;
     s->forward_only = cfg->forward_only ? 1 : 0;
-    s->split_backward = cfg->kind == BG_SCHEDULE_ZB_H1 && !s->forward_only;
+    s->split_backward = bg_schedule_splits_backward(cfg->kind, s->forward_only);
     s->op_counts = bg_calloc((size_t)s->devices, sizeof *s->op_counts);
     BG_ALLOC_CHECK_GOTO(s->op_counts, st, fail);
     s->ops = bg_calloc((size_t)s->devices, sizeof *s->ops);

@@ -99,6 +99,10 @@ typedef struct bg_schedule {
 bg_status_t bg_schedule_kind_parse(const char *text, bg_schedule_kind_t *out);
 const char *bg_schedule_kind_name(bg_schedule_kind_t kind);
 
+/* Whether a schedule of `kind` runs the backward as two ops, dX then W
+ * (zb-h1 does, unless it runs forwards only): its split_backward. */
+int bg_schedule_splits_backward(bg_schedule_kind_t kind, int forward_only);
+
 /* Generates a schedule. Invalid requests are BG_ERR_INVALID with a message
  * that says why: K, V or M < 1 or over the limits above; V > 1 for a
  * schedule other than interleaved; interleaved with M not a multiple of K.

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "devices.h"
 
@@ -202,6 +203,61 @@ bg_status_t bg_device_choose(const double *bandwidth, int n, int k, int cycle, i
         BG_CHECK(choose_greedy(&p, order));
     }
     if (slowest != NULL) *slowest = slowest_link(&p, order);
+    return BG_OK;
+}
+
+/* The chain's sum of 1 / speed over its links (rule 2). */
+static double chain_cost(const order_problem_t *p, const int *order) {
+    double cost = 0;
+    for (int i = 0; i + 1 < p->k; i++) cost += 1.0 / link_speed(p, order[i], order[i + 1]);
+    if (p->cycle && p->k > 2) cost += 1.0 / link_speed(p, order[p->k - 1], order[0]);
+    return cost;
+}
+
+/* bg_device_choose over the devices rank[0..m): *order the chosen k as
+ * indices of the whole n, *slowest and *cost the chain's rules 1 and 2.
+ * `sub` holds m x m speeds. */
+static bg_status_t choose_among(const double *bandwidth, int n, const int *rank, int m, int k,
+                                int cycle, double *sub, int *order, double *slowest, double *cost) {
+    for (int a = 0; a < m; a++)
+        for (int b = 0; b < m; b++) sub[a * m + b] = bandwidth[rank[a] * n + rank[b]];
+    BG_CHECK(bg_device_choose(sub, m, k, cycle, order, slowest));
+    const order_problem_t p = {.bandwidth = sub, .n = m, .k = k, .cycle = cycle != 0};
+    *cost = chain_cost(&p, order);
+    for (int i = 0; i < k; i++) order[i] = rank[order[i]];
+    return BG_OK;
+}
+
+bg_status_t bg_device_choose_sized(const double *bandwidth, const double *size, int n, int k,
+                                   int cycle, int *order, double *slowest) {
+    if (size == NULL || k < 1 || k >= n || n > BG_DEVICE_ORDER_EXACT_MAX)
+        return bg_device_choose(bandwidth, n, k, cycle, order, slowest);
+    int rank[BG_DEVICE_ORDER_EXACT_MAX], trial[BG_DEVICE_ORDER_EXACT_MAX];
+    double sub[BG_DEVICE_ORDER_EXACT_MAX * BG_DEVICE_ORDER_EXACT_MAX];
+    /* The devices largest first, in the order given among equals (an
+     * insertion sort: stable, and n is small). */
+    for (int i = 0; i < n; i++) rank[i] = i;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && size[rank[j]] > size[rank[j - 1]]; j--) {
+            const int t = rank[j];
+            rank[j] = rank[j - 1];
+            rank[j - 1] = t;
+        }
+    double best_slowest, best_cost;
+    BG_CHECK(choose_among(bandwidth, n, rank, n, k, cycle, sub, order, &best_slowest, &best_cost));
+    if (slowest != NULL) *slowest = best_slowest;
+    for (int m = k; m < n; m++) {
+        if (size[rank[m - 1]] == size[rank[m]]) continue; /* not all of one size and up */
+        double s, c;
+        BG_CHECK(choose_among(bandwidth, n, rank, m, k, cycle, sub, trial, &s, &c));
+        /* A subset's best is never better than all's; as good, within
+         * the rounding `tie` allows. */
+        if (!less(s, best_slowest) && !less(best_cost, c)) {
+            memcpy(order, trial, sizeof(int) * (size_t)k);
+            if (slowest != NULL) *slowest = s;
+            break;
+        }
+    }
     return BG_OK;
 }
 

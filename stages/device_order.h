@@ -39,6 +39,17 @@ enum { BG_DEVICE_ORDER_EXACT_MAX = 12 };
 bg_status_t bg_device_choose(const double *bandwidth, int n, int k, int cycle, int *order,
                              double *slowest);
 
+/* bg_device_choose for devices of different sizes (`size`, n entries: their
+ * memory), with one more rule between 2 and 3: of the chains rules 1 and 2
+ * tie, one whose smallest device is the largest, so that more fits; rule 3
+ * then reads the devices largest first (in the order given among equal
+ * sizes). Exact for k < n <= BG_DEVICE_ORDER_EXACT_MAX: the chooser runs on
+ * the devices of at least each size, the largest first, until its chain is
+ * as good by rules 1 and 2 as the best of all. With k = n, or above that
+ * many devices, it is bg_device_choose (the order given breaks ties). */
+bg_status_t bg_device_choose_sized(const double *bandwidth, const double *size, int n, int k,
+                                   int cycle, int *order, double *slowest);
+
 /* bg_device_choose with k = n: the order of all the devices. */
 bg_status_t bg_device_order(const double *bandwidth, int n, int cycle, int *order, double *slowest);
 

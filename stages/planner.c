@@ -59,23 +59,15 @@ static bg_status_t plan_adopt(bg_plan_t *p, bg_partition_t *part,
     return part->fits ? bg_plan_simulated_step(p, &p->simulated_step_s) : BG_OK;
 }
 
-/* The cost model's configuration for request r, with a schedule that
- * splits the backward (W ops) or not. */
-static bg_cost_config_t cost_config(const bg_plan_request_t *r, int split_backward) {
+bg_status_t bg_plan_cost_model_create(const bg_plan_request_t *r, bg_cost_model_t **out) {
     bg_cost_config_t cc = BG_COST_CONFIG_INIT;
     cc.spec = r->spec;
     cc.batch = r->batch;
     cc.microbatches = r->microbatches;
     cc.optimizer = r->optimizer;
     cc.recompute = r->recompute;
-    cc.split_backward = split_backward;
+    cc.split_backward = bg_schedule_splits_backward(r->schedule, 0); /* a training schedule's */
     cc.profile = r->profile;
-    return cc;
-}
-
-bg_status_t bg_plan_cost_model_create(const bg_plan_request_t *r, bg_cost_model_t **out) {
-    /* zb-h1 splits the backward, as bg_schedule_create sets it for training. */
-    const bg_cost_config_t cc = cost_config(r, r->schedule == BG_SCHEDULE_ZB_H1);
     bg_cost_model_t *model = NULL;
     BG_CHECK(bg_cost_model_create(&cc, &model));
     const bg_status_t st = bg_cost_model_prepare(model, r->device, r->devices);
@@ -114,9 +106,7 @@ static bg_status_t plan_fill(bg_plan_t *p) {
         memcpy(p->links, r->links, sizeof *p->links * (size_t)(k * k));
     }
 
-    const bg_cost_config_t cc = cost_config(r, p->schedule->split_backward);
-    BG_CHECK(bg_cost_model_create(&cc, &p->model));
-    BG_CHECK(bg_cost_model_prepare(p->model, p->device, k));
+    BG_CHECK(bg_plan_cost_model_create(r, &p->model));
 
     bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
     pc.model = p->model;

@@ -91,6 +91,80 @@ static void test_equals_brute_force(void **state) {
     }
 }
 
+/* Devices of different sizes: by brute force over every ordered choice of
+ * k < n, rules 1 and 2 first, then the largest smallest device of the
+ * chain, then lexicographically by the devices' ranks largest first (the
+ * order given among equal sizes), against bg_device_choose_sized. */
+static void test_sized_equals_brute_force(void **state) {
+    (void)state;
+    bg_rng_t rng;
+    bg_rng_seed(&rng, 7, 7);
+    double bw[BRUTE_MAX * BRUTE_MAX], size[BRUTE_MAX];
+    int order[BRUTE_MAX], chosen = 0, smaller = 0;
+    for (int instance = 0; instance < 600; instance++) {
+        const int n = 2 + (int)bg_rng_below(&rng, BRUTE_MAX - 1);
+        const int k = 1 + (int)bg_rng_below(&rng, (uint64_t)(n - 1));
+        const int cycle = (instance / 3) % 2;
+        const int levels = instance % 3 == 0 ? 2 : 4; /* ties are common */
+        for (int i = 0; i < n * n; i++) bw[i] = 1 + (double)bg_rng_below(&rng, (uint64_t)levels);
+        for (int d = 0; d < n; d++) size[d] = (double)bg_rng_below(&rng, 3);
+        /* rank: the devices largest first, the order given among equals
+         * (each device's place is the count of those before it). */
+        int rank[BRUTE_MAX];
+        for (int d = 0; d < n; d++) {
+            int place = 0;
+            for (int e = 0; e < n; e++) place += size[e] > size[d] || (size[e] == size[d] && e < d);
+            rank[place] = d;
+        }
+        double best_slowest = 0, best_cost = 0, best_least = 0;
+        int best[BRUTE_MAX], found = 0;
+        /* Every k-tuple of distinct ranks, in lexicographic order. */
+        int r[BRUTE_MAX];
+        uint64_t tuples = 1;
+        for (int i = 0; i < k; i++) tuples *= (uint64_t)n;
+        for (uint64_t t = 0; t < tuples; t++) {
+            uint64_t v = t;
+            int distinct = 1;
+            for (int i = k - 1; i >= 0; i--, v /= (uint64_t)n) r[i] = (int)(v % (uint64_t)n);
+            for (int i = 0; i < k; i++)
+                for (int j = 0; j < i; j++) distinct &= r[i] != r[j];
+            if (!distinct) continue;
+            int devices[BRUTE_MAX];
+            double least = INFINITY, slowest, cost;
+            for (int i = 0; i < k; i++) {
+                devices[i] = rank[r[i]];
+                least = fmin(least, size[devices[i]]);
+            }
+            chain_rank(bw, n, devices, k, cycle, &slowest, &cost);
+            const int tied = slowest == best_slowest && fabs(cost - best_cost) <= 1e-9 * best_cost;
+            if (!found || slowest > best_slowest ||
+                (slowest == best_slowest && cost < best_cost * (1 - 1e-9)) ||
+                (tied && least > best_least)) {
+                found = 1;
+                best_slowest = slowest;
+                best_cost = cost;
+                best_least = least;
+                memcpy(best, devices, sizeof(int) * (size_t)k);
+            }
+        }
+        double slowest = 0;
+        assert_int_equal(bg_device_choose_sized(bw, size, n, k, cycle, order, &slowest), BG_OK);
+        if (k > 1) assert_true(slowest == best_slowest);
+        if (memcmp(order, best, sizeof(int) * (size_t)k) != 0)
+            fail_msg("instance %d (n=%d k=%d cycle=%d): chain differs from brute force", instance,
+                     n, k, cycle);
+        /* The rule mattered: plain bg_device_choose took a smaller device. */
+        int plain[BRUTE_MAX];
+        assert_int_equal(bg_device_choose(bw, n, k, cycle, plain, NULL), BG_OK);
+        double plain_least = INFINITY;
+        for (int i = 0; i < k; i++) plain_least = fmin(plain_least, size[plain[i]]);
+        smaller += plain_least < best_least;
+        chosen++;
+    }
+    print_message("%d instances, %d where the size rule chose larger devices\n", chosen, smaller);
+    assert_true(smaller > 20);
+}
+
 /* A socket crossing is used once, not three times, though every chain of
  * eight has a crossing as its slowest link; and four stay on one socket. */
 static void test_two_sockets(void **state) {
@@ -159,6 +233,7 @@ static void test_rejects(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equals_brute_force),
+        cmocka_unit_test(test_sized_equals_brute_force),
         cmocka_unit_test(test_two_sockets),
         cmocka_unit_test(test_ties_and_greedy),
         cmocka_unit_test(test_rejects),

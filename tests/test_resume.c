@@ -229,8 +229,8 @@ static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xf
  * (past int64, as an API caller may give). One change may be asked for: metadata `key` set to
  * `value` (left out when NULL); tensor `drop` left out; tensor `reshape` written flat (its element
  * count kept). */
-/* A second metadata change for write_state, where one alone would make
- * the counts disagree (NULL: none). */
+/* A second metadata change for write_state (NULL: none); set only by
+ * write_state_both. */
 static const char *also_key, *also_value;
 
 static void write_state(const fixture_t *f, const char *path, const char *key, const char *value,
@@ -295,6 +295,16 @@ static void write_state(const fixture_t *f, const char *path, const char *key, c
     if (st != BG_OK) fail_msg("%s", bg_error_message());
     for (int b = 0; b < 3; b++) free(buffers[b]);
     free(model);
+}
+
+/* write_state with two metadata changes, `key` and `key2` (value2 NULL:
+ * left out), where one alone would make the counts disagree. */
+static void write_state_both(const fixture_t *f, const char *path, const char *key,
+                             const char *value, const char *key2, const char *value2) {
+    also_key = key2;
+    also_value = value2;
+    write_state(f, path, key, value, NULL, NULL);
+    also_key = also_value = NULL;
 }
 
 /* Loads `path` for Adam expecting `status` and a message with `path` and
@@ -415,25 +425,19 @@ static void test_state_inconsistent(void **state) {
         write_state(f, path, cases[i].key, cases[i].value, NULL, NULL);
         expect_state_error(f, path, BG_ERR_PARSE, cases[i].message);
     }
-    also_key = "brigade.epoch_loss_sum";
-    also_value = "0";
-    write_state(f, path, "brigade.epoch_steps", "0", NULL, NULL);
+    write_state_both(f, path, "brigade.epoch_steps", "0", "brigade.epoch_loss_sum", "0");
     expect_state_error(f, path, BG_ERR_PARSE,
                        "brigade.epoch_steps 0 is fewer than the 3 steps brigade.position 48 is "
                        "into its epoch less the brigade.skipped_steps 2 of the run");
     /* One counted step of three, two skipped: the story holds. */
-    also_value = "0.5";
-    write_state(f, path, "brigade.epoch_steps", "1", NULL, NULL);
-    also_key = also_value = NULL;
+    write_state_both(f, path, "brigade.epoch_steps", "1", "brigade.epoch_loss_sum", "0.5");
     bg_train_state_t counted;
     load_state(f, path, &counted);
     assert_int_equal(counted.epoch_steps, 1);
     bg_train_state_free(&counted);
     /* Without the training set's size (older checkpoints) the epochs' length
      * is unknown: the largest position step 10 allows, 10 batches, loads. */
-    also_key = "brigade.train_samples";
-    write_state(f, path, "brigade.position", "160", NULL, NULL);
-    also_key = NULL;
+    write_state_both(f, path, "brigade.position", "160", "brigade.train_samples", NULL);
     bg_train_state_t old;
     load_state(f, path, &old);
     assert_int_equal(old.position, 160);
@@ -469,10 +473,7 @@ static void test_state_refusals(void **state) {
      * million epochs of 7 steps), loads; at step 10 it does not match. */
     write_state(f, path, "brigade.epoch", "1000001", NULL, NULL);
     expect_state_error(f, path, BG_ERR_PARSE, "does not match brigade.epoch 1000001");
-    also_key = "brigade.step";
-    also_value = "7000003";
-    write_state(f, path, "brigade.epoch", "1000001", NULL, NULL);
-    also_key = also_value = NULL;
+    write_state_both(f, path, "brigade.epoch", "1000001", "brigade.step", "7000003");
     bg_train_state_t st;
     load_state(f, path, &st);
     assert_int_equal(st.epoch, 1000001);
