@@ -46,7 +46,10 @@ static bool makes_image(bg_layer_kind_t kind, bool input_image) {
     case BG_LAYER_CONV2D:
     case BG_LAYER_MAXPOOL:
     case BG_LAYER_AVGPOOL: return true;
-    case BG_LAYER_RELU: return input_image;
+    case BG_LAYER_RELU:
+    case BG_LAYER_TANH:
+    case BG_LAYER_SIGMOID:
+    case BG_LAYER_GELU: return input_image;
     default: return false;
     }
 }

@@ -42,6 +42,14 @@ typedef struct bg_pool_geometry {
     int64_t out_h, out_w;
 } bg_pool_geometry_t;
 
+/* The elementwise activations besides relu (which has ops of its own,
+ * fused into its neighbours). */
+typedef enum bg_activation {
+    BG_ACTIVATION_TANH,    /* tanh(x) */
+    BG_ACTIVATION_SIGMOID, /* 1 / (1 + exp(-x)) */
+    BG_ACTIVATION_GELU,    /* x * Phi(x), Phi the normal CDF (erf form, PyTorch's default) */
+} bg_activation_t;
+
 typedef struct bg_backend bg_backend_t;
 
 typedef struct bg_backend_ops {
@@ -108,6 +116,15 @@ typedef struct bg_backend_ops {
     /* dx = dy where y > 0, else 0; dy and dx may alias. y, dy, dx: (count) */
     bg_status_t (*relu_backward)(bg_backend_t *be, int64_t count, const void *y, const void *dy,
                                  void *dx);
+
+    /* y = f(x) for the activation f; x and y may alias. x, y: (count) */
+    bg_status_t (*activation_forward)(bg_backend_t *be, bg_activation_t f, int64_t count,
+                                      const void *x, void *y);
+    /* dx = dy * f'(x). tanh and sigmoid read only their output y (so their
+     * x may have been overwritten by it), gelu only its input x. dy and dx
+     * may alias. x, y, dy, dx: (count) */
+    bg_status_t (*activation_backward)(bg_backend_t *be, bg_activation_t f, int64_t count,
+                                       const void *x, const void *y, const void *dy, void *dx);
 
     /* Max pooling. x: (n,c,h,w) y: (n,c,oh,ow). The backward routes each
      * gradient to the first position of its window that holds the maximum

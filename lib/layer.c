@@ -32,9 +32,19 @@ static bg_pool_geometry_t pool_geometry(const bg_layer_spec_t *s, int64_t n) {
     return g;
 }
 
+/* The backend activation of an activation layer other than relu. */
+static bg_activation_t activation_of(bg_layer_kind_t kind) {
+    return kind == BG_LAYER_TANH      ? BG_ACTIVATION_TANH
+           : kind == BG_LAYER_SIGMOID ? BG_ACTIVATION_SIGMOID
+                                      : BG_ACTIVATION_GELU;
+}
+
 int bg_layer_runs_in_place(const bg_model_spec_t *spec, int index) {
     if (index < 1 || index >= spec->num_layers) return 0;
-    if (spec->layers[index].kind != BG_LAYER_RELU) return 0;
+    bg_layer_kind_t kind = spec->layers[index].kind;
+    /* These take their derivative from their output alone; gelu needs its
+     * input. */
+    if (kind != BG_LAYER_RELU && kind != BG_LAYER_TANH && kind != BG_LAYER_SIGMOID) return 0;
     bg_layer_kind_t before = spec->layers[index - 1].kind;
     /* Max-pool's backward compares its input with its output, and a relu's
      * backward reads its output: those must keep theirs. */
@@ -95,6 +105,11 @@ bg_status_t bg_layer_forward(const bg_layer_spec_t *spec, bg_backend_t *be,
         return ops->avgpool_forward(be, &g, x, y);
     }
     case BG_LAYER_RELU: return ops->relu_forward(be, n * bg_shape_numel(spec->in), x, y);
+    case BG_LAYER_TANH:
+    case BG_LAYER_SIGMOID:
+    case BG_LAYER_GELU:
+        return ops->activation_forward(be, activation_of(spec->kind), n * bg_shape_numel(spec->in),
+                                       x, y);
     case BG_LAYER_FLATTEN: return ops->copy(be, y, x, n * bg_shape_numel(spec->in));
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }
@@ -123,6 +138,11 @@ bg_status_t bg_layer_backward_data(const bg_layer_spec_t *spec, bg_backend_t *be
         return ops->avgpool_backward(be, &g, dy, dx);
     }
     case BG_LAYER_RELU: return ops->relu_backward(be, n * bg_shape_numel(spec->in), y, dy, dx);
+    case BG_LAYER_TANH:
+    case BG_LAYER_SIGMOID:
+    case BG_LAYER_GELU:
+        return ops->activation_backward(be, activation_of(spec->kind), n * bg_shape_numel(spec->in),
+                                        x, y, dy, dx);
     case BG_LAYER_FLATTEN: return ops->copy(be, dx, dy, n * bg_shape_numel(spec->in));
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }

@@ -25,9 +25,10 @@ typedef struct bg_layer_params {
     void *weight_grad, *bias_grad;
 } bg_layer_params_t;
 
-/* 1 if layer `index` of the stack is a relu that may overwrite its input:
- * the layer before it (conv2d, dense or avgpool) never reads its own output
- * in its backward, so the relu's output can live in that buffer. A stage
+/* 1 if layer `index` of the stack is a relu, tanh or sigmoid (whose
+ * backward reads only its output) that may overwrite its input: the layer
+ * before it (conv2d, dense or avgpool) never reads its own output in its
+ * backward, so the activation's output can live in that buffer. A stage
  * applies this only when both layers are in it. */
 int bg_layer_runs_in_place(const bg_model_spec_t *spec, int index);
 

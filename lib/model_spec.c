@@ -23,11 +23,12 @@ enum { OPTIONS_MAX = 5 };
 typedef enum option_type {
     OPTION_SIZE,       /* whole number 1..BG_MODEL_SPEC_MAX_DIM */
     OPTION_PADDING,    /* valid = 0, same = 1 */
-    OPTION_ACTIVATION, /* none/linear = 0, relu = 1 */
+    OPTION_ACTIVATION, /* none/linear, relu, tanh, sigmoid, gelu */
 } option_type_t;
 
 enum { PADDING_VALID = 0, PADDING_SAME = 1 };
-enum { ACTIVATION_NONE = 0, ACTIVATION_RELU = 1 };
+/* An activation option's value is the layer it adds (ACTIVATION_NONE: none). */
+enum { ACTIVATION_NONE = -1 };
 
 typedef struct option_def {
     const char *key;
@@ -84,6 +85,9 @@ static const layer_def_t layer_defs[] = {
     {"flatten", false, BG_LAYER_FLATTEN, NULL, 0},
     LAYER_DEF("dense", false, BG_LAYER_DENSE, dense_options),
     {"relu", false, BG_LAYER_RELU, NULL, 0},
+    {"tanh", false, BG_LAYER_TANH, NULL, 0},
+    {"sigmoid", false, BG_LAYER_SIGMOID, NULL, 0},
+    {"gelu", false, BG_LAYER_GELU, NULL, 0},
     {"softmax_cross_entropy", false, BG_LAYER_SOFTMAX_CROSS_ENTROPY, NULL, 0},
 };
 enum { NUM_LAYER_DEFS = (int)(sizeof layer_defs / sizeof layer_defs[0]) };
@@ -142,6 +146,9 @@ const char *bg_layer_kind_name(bg_layer_kind_t kind) {
     case BG_LAYER_FLATTEN: return "flatten";
     case BG_LAYER_DENSE: return "dense";
     case BG_LAYER_RELU: return "relu";
+    case BG_LAYER_TANH: return "tanh";
+    case BG_LAYER_SIGMOID: return "sigmoid";
+    case BG_LAYER_GELU: return "gelu";
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: return "softmax_cross_entropy";
     }
     return "unknown";
@@ -222,16 +229,23 @@ static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, in
         return BG_OK;
     }
     if (option->type == OPTION_ACTIVATION) {
-        if (value_length == 4 && memcmp(value, "relu", 4) == 0) {
-            layer->values[index] = ACTIVATION_RELU;
-        } else if ((value_length == 4 && memcmp(value, "none", 4) == 0) ||
-                   (value_length == 6 && memcmp(value, "linear", 6) == 0)) {
+        static const bg_layer_kind_t activations[] = {BG_LAYER_RELU, BG_LAYER_TANH,
+                                                      BG_LAYER_SIGMOID, BG_LAYER_GELU};
+        if ((value_length == 4 && memcmp(value, "none", 4) == 0) ||
+            (value_length == 6 && memcmp(value, "linear", 6) == 0)) {
             layer->values[index] = ACTIVATION_NONE;
-        } else {
-            return parse_error(p, line, value_col, "activation=%.*s: expected relu, none or linear",
-                               token_shown(value_length), value);
+            return BG_OK;
         }
-        return BG_OK;
+        for (size_t a = 0; a < sizeof activations / sizeof activations[0]; a++) {
+            const char *name = bg_layer_kind_name(activations[a]);
+            if (value_length == strlen(name) && memcmp(value, name, value_length) == 0) {
+                layer->values[index] = activations[a];
+                return BG_OK;
+            }
+        }
+        return parse_error(p, line, value_col,
+                           "activation=%.*s: expected relu, tanh, sigmoid, gelu, none or linear",
+                           token_shown(value_length), value);
     }
     /* Digits only: strtol would accept signs, spaces and hex, none of which
      * belong in a size. The running value stops growing past the maximum, so
@@ -352,7 +366,10 @@ static bg_status_t finish_layer(parser_t *p, bg_layer_spec_t *layer) {
         ok = ok && checked_mul(in_numel, layer->filters, &t) &&
              checked_add(t, layer->filters, &layer->params) && checked_mul(t, 2, &layer->flops);
         break;
-    case BG_LAYER_RELU: layer->flops = in_numel; break;
+    case BG_LAYER_RELU:
+    case BG_LAYER_TANH:
+    case BG_LAYER_SIGMOID:
+    case BG_LAYER_GELU: layer->flops = in_numel; break;
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: ok = ok && checked_mul(in.c, 3, &layer->flops); break;
     }
     ok = ok && checked_add(spec->total_params, layer->params, &spec->total_params) &&
@@ -367,12 +384,15 @@ static bg_status_t finish_layer(parser_t *p, bg_layer_spec_t *layer) {
     return BG_OK;
 }
 
-static bg_status_t append_relu(parser_t *p, const layer_line_t *source) {
-    bg_layer_spec_t *relu = NULL;
-    BG_CHECK(append_layer(p, source, &relu));
-    relu->kind = BG_LAYER_RELU;
-    relu->out = relu->in;
-    return finish_layer(p, relu);
+/* The layer that option `index` (an activation) of a conv2d or dense line
+ * adds after it, if written and not none. */
+static bg_status_t append_activation(parser_t *p, const layer_line_t *source, int index) {
+    if (!source->value_cols[index] || source->values[index] == ACTIVATION_NONE) return BG_OK;
+    bg_layer_spec_t *layer = NULL;
+    BG_CHECK(append_layer(p, source, &layer));
+    layer->kind = (bg_layer_kind_t)source->values[index];
+    layer->out = layer->in;
+    return finish_layer(p, layer);
 }
 
 /* Sets what the last layer, on `line`, made. */
@@ -425,8 +445,7 @@ static bg_status_t build_conv2d(parser_t *p, const layer_line_t *source) {
     layer->out.w = (in.w + 2 * pad - kernel) / stride + 1;
     BG_CHECK(finish_layer(p, layer));
     set_form(p, FORM_IMAGE, source->line);
-    if (source->values[CONV_ACTIVATION] == ACTIVATION_RELU) BG_CHECK(append_relu(p, source));
-    return BG_OK;
+    return append_activation(p, source, CONV_ACTIVATION);
 }
 
 static bg_status_t build_pool(parser_t *p, const layer_line_t *source, bg_layer_kind_t kind) {
@@ -478,10 +497,7 @@ static bg_status_t build_flat_layer(parser_t *p, const layer_line_t *source, bg_
         p->spec->classes = in.c;
     }
     BG_CHECK(finish_layer(p, layer));
-    if (kind == BG_LAYER_DENSE && source->values[DENSE_ACTIVATION] == ACTIVATION_RELU) {
-        BG_CHECK(append_relu(p, source));
-    }
-    return BG_OK;
+    return kind == BG_LAYER_DENSE ? append_activation(p, source, DENSE_ACTIVATION) : BG_OK;
 }
 
 static bg_status_t build_layer(parser_t *p, const layer_line_t *source) {
@@ -502,6 +518,9 @@ static bg_status_t build_layer(parser_t *p, const layer_line_t *source) {
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: return build_flat_layer(p, source, def->kind);
     case BG_LAYER_FLATTEN:
     case BG_LAYER_RELU:
+    case BG_LAYER_TANH:
+    case BG_LAYER_SIGMOID:
+    case BG_LAYER_GELU:
         BG_CHECK(append_layer(p, source, &layer));
         layer->kind = def->kind;
         layer->out = layer->in;
@@ -615,7 +634,7 @@ static bg_status_t parse_line(parser_t *p, const char *text, size_t length, int 
     if (def == NULL) {
         return parse_error(p, line, word_col,
                            "unknown layer '%.*s' (expected input, conv2d, maxpool, avgpool, "
-                           "flatten, dense, relu, softmax_cross_entropy)",
+                           "flatten, dense, relu, tanh, sigmoid, gelu, softmax_cross_entropy)",
                            token_shown(word_length), word);
     }
     BG_CHECK(check_order(p, def, line, word_col));

@@ -10,8 +10,9 @@
  *   softmax_cross_entropy
  *
  * One layer per line, `key=value` options, `#` starts a comment. The first
- * layer must be `input`, the last `softmax_cross_entropy`. An `activation=relu`
- * option on conv2d or dense becomes a separate relu layer right after it, so
+ * layer must be `input`, the last `softmax_cross_entropy`. An `activation=`
+ * option on conv2d or dense (relu, tanh, sigmoid, gelu) becomes a separate
+ * layer of that name right after it, so
  * the layer stack numbers layers the way PyTorch's nn.Sequential does
  * (checkpoint names "0.weight", "4.bias", ... follow that numbering). */
 #ifndef BG_MODEL_SPEC_H
@@ -37,6 +38,9 @@ typedef enum bg_layer_kind {
     BG_LAYER_FLATTEN,
     BG_LAYER_DENSE,
     BG_LAYER_RELU,
+    BG_LAYER_TANH,
+    BG_LAYER_SIGMOID,
+    BG_LAYER_GELU,
     BG_LAYER_SOFTMAX_CROSS_ENTROPY,
 } bg_layer_kind_t;
 

@@ -6,7 +6,9 @@
  * Tolerances. The elementwise ops, pooling, the dense bias gradient and the
  * optimizer updates are written to give the CPU's bits (lib/cuda is
  * built with --fmad=false); they are checked to 1e-5 relative all the same,
- * so that a libm difference in one ulp does not fail the suite. GEMMs and
+ * so that a libm difference in one ulp does not fail the suite. tanh,
+ * sigmoid and gelu call CUDA's tanhf, expf and erff, a few ulps from
+ * glibc's, and are checked to 1e-5 of at least 0.1 (ROUNDED). GEMMs and
  * convolutions sum in another order (cuBLAS, cuDNN; TF32 off), and cuDNN
  * may pick an FFT or Winograd algorithm: each of their results may differ
  * from the CPU's by SUM_RTOL times the sum of its terms' magnitudes, which
@@ -38,7 +40,12 @@
 #include "stage.h"
 #include "support/models.h"
 
-enum { EXACTISH = 0, SUMMED = 1 };
+/* How expect_close bounds a difference: relative to each value (EXACTISH),
+ * relative to at least 1% of the largest (SUMMED: a stage's chained sums),
+ * or relative to at least 0.1 (ROUNDED: tanh, sigmoid and gelu, whose
+ * libm functions differ by ulps near 1, where 1 - y^2 or 1 + erf(x) keep
+ * only a few bits). */
+enum { EXACTISH = 0, SUMMED = 1, ROUNDED = 2 };
 
 static const double ELEMENTWISE_RTOL = 1e-5, SUM_RTOL = 5e-5, GEMM_RTOL = 1e-4;
 
@@ -191,12 +198,15 @@ static void expect_close(fixture_t *f, const twin_t *t, double rtol, int kind, c
     double *allowed = allowed_array(t->count), largest = 0;
     for (int64_t i = 0; i < t->count; i++)
         if (isfinite(want[i]) && fabs(want[i]) > largest) largest = fabs(want[i]);
-    const double floor = kind == SUMMED ? 0.01 * largest : 1e-30;
+    const double floor = kind == SUMMED ? 0.01 * largest : kind == ROUNDED ? 0.1 : 1e-30;
     for (int64_t i = 0; i < t->count; i++)
         allowed[i] = rtol * (fabs(want[i]) > floor ? fabs(want[i]) : floor);
     char rule[64];
     snprintf(rule, sizeof rule,
-             kind == SUMMED ? "%.1g relative, floor 1%% of the largest" : "%.1g relative", rtol);
+             kind == SUMMED    ? "%.1g relative, floor 1%% of the largest"
+             : kind == ROUNDED ? "%.1g relative, floor 0.1"
+                               : "%.1g relative",
+             rtol);
     expect_within(what, want, got, allowed, t->count, rule);
     free(want);
     free(got);
@@ -297,6 +307,43 @@ static void test_relu(void **state) {
     twin_free(f, &y);
     twin_free(f, &dy);
     twin_free(f, &dx);
+}
+
+/* ---- tanh, sigmoid, gelu ---- */
+
+static void test_activations(void **state) {
+    fixture_t *f = *state;
+    enum { N = 10007 };
+    static const bg_activation_t fs[] = {BG_ACTIVATION_TANH, BG_ACTIVATION_SIGMOID,
+                                         BG_ACTIVATION_GELU};
+    static const char *names[] = {"tanh", "sigmoid", "gelu"};
+    char what[64];
+    for (int a = 0; a < 3; a++) {
+        const bg_activation_t fn = fs[a];
+        /* Past +-3 the curves are flat, and gelu's 1 + erf(x) cancels. */
+        twin_t x = twin_random(f, N, -3, 3), y = twin_new(f, N, NULL);
+        twin_t dy = twin_random(f, N, -1, 1), dx = twin_new(f, N, NULL);
+        ON_BOTH(be->ops->activation_forward(be, fn, N, P(x), P(y)));
+        snprintf(what, sizeof what, "%s forward", names[a]);
+        expect_close(f, &y, ELEMENTWISE_RTOL, ROUNDED, what);
+        ON_BOTH(be->ops->activation_backward(be, fn, N, P(x), P(y), P(dy), P(dx)));
+        snprintf(what, sizeof what, "%s backward", names[a]);
+        expect_close(f, &dx, ELEMENTWISE_RTOL, ROUNDED, what);
+        /* As a stage runs them in place (bg_layer_runs_in_place): the output
+         * over the input, the gradient over dy. gelu keeps its input. */
+        if (fn != BG_ACTIVATION_GELU) {
+            ON_BOTH(be->ops->activation_forward(be, fn, N, P(x), P(x)));
+            ON_BOTH(be->ops->activation_backward(be, fn, N, P(x), P(x), P(dy), P(dy)));
+        } else {
+            ON_BOTH(be->ops->activation_backward(be, fn, N, P(x), P(y), P(dy), P(dy)));
+        }
+        snprintf(what, sizeof what, "%s backward in place", names[a]);
+        expect_close(f, &dy, ELEMENTWISE_RTOL, ROUNDED, what);
+        twin_free(f, &x);
+        twin_free(f, &y);
+        twin_free(f, &dy);
+        twin_free(f, &dx);
+    }
 }
 
 /* ---- dense ---- */
@@ -951,6 +998,7 @@ int main(void) {
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test_setup_teardown(test_memory_ops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_relu, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_activations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dense, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conv2d, setup, teardown),
         cmocka_unit_test_setup_teardown(test_maxpool, setup, teardown),

@@ -233,6 +233,17 @@ static double reference_output(const bg_layer_spec_t *s, const double *x, const 
         return s->kind == BG_LAYER_MAXPOOL ? best : sum / (double)(s->kernel * s->kernel);
     }
     case BG_LAYER_RELU: return fmax(xi[(c * s->in.h + oy) * s->in.w + ox], 0);
+    /* Other forms than the kernels' (lib/cpu/kernels.inc), equal in exact
+     * arithmetic. */
+    case BG_LAYER_TANH: {
+        const double v = xi[(c * s->in.h + oy) * s->in.w + ox];
+        return (exp(2 * v) - 1) / (exp(2 * v) + 1);
+    }
+    case BG_LAYER_SIGMOID: return 0.5 * (1 + tanh(0.5 * xi[(c * s->in.h + oy) * s->in.w + ox]));
+    case BG_LAYER_GELU: {
+        const double v = xi[(c * s->in.h + oy) * s->in.w + ox];
+        return 0.5 * v * erfc(-v / sqrt(2.0));
+    }
     case BG_LAYER_FLATTEN: return xi[(c * s->out.h + oy) * s->out.w + ox];
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }
@@ -718,6 +729,67 @@ static void test_relu(void **state) {
     check_layer(*state, &spec, 2, 51, INPUT_NO_KINK);
 }
 
+static void test_tanh(void **state) {
+    const bg_layer_spec_t spec = {.kind = BG_LAYER_TANH, .in = {3, 4, 4}, .out = {3, 4, 4}};
+    check_layer(*state, &spec, 2, 52, INPUT_NORMAL);
+}
+
+static void test_sigmoid(void **state) {
+    const bg_layer_spec_t spec = {.kind = BG_LAYER_SIGMOID, .in = {5, 1, 1}, .out = {5, 1, 1}};
+    check_layer(*state, &spec, 3, 53, INPUT_NORMAL);
+}
+
+static void test_gelu(void **state) {
+    const bg_layer_spec_t spec = {.kind = BG_LAYER_GELU, .in = {2, 3, 5}, .out = {2, 3, 5}};
+    check_layer(*state, &spec, 2, 54, INPUT_NORMAL);
+}
+
+/* Hand values, and the contract that lets tanh and sigmoid run in place
+ * (bg_layer_runs_in_place): their backward reads only y, gelu's only x, so
+ * the other argument may hold anything. Far out, each saturates to a
+ * finite value and gradient (exp(-x) overflowing to Inf gives sigmoid 0). */
+static void test_activation_values(void **state) {
+    bg_backend_t *be = *state;
+    const double x[5] = {0, 1, -2, 800, -800};
+    const double want[3][5] = {
+        {0, 0.7615941559557649, -0.9640275800758169, 1, -1},
+        {0.5, 0.7310585786300049, 0.11920292202211757, 1, 0},
+        {0, 0.8413447460685429, -0.04550026389635844, 800, 0},
+    };
+    /* f'(x): 1 - tanh^2, s (1 - s), Phi(x) + x phi(x) */
+    const double slope[3][5] = {
+        {1, 0.41997434161402614, 0.07065082485316443, 0, 0},
+        {0.25, 0.19661193324148185, 0.10499358540350653, 0, 0},
+        {0.5, 1.0833154705876864, -0.0852318010781969, 1, 0},
+    };
+    const bg_activation_t fs[3] = {BG_ACTIVATION_TANH, BG_ACTIVATION_SIGMOID, BG_ACTIVATION_GELU};
+    void *dx_buf, *y_buf, *dy_buf, *junk_buf;
+    check_ok(bg_backend_alloc_elems(be, 5, &dx_buf));
+    check_ok(bg_backend_alloc_elems(be, 5, &y_buf));
+    check_ok(bg_backend_alloc_elems(be, 5, &dy_buf));
+    check_ok(bg_backend_alloc_elems(be, 5, &junk_buf));
+    const double ones[5] = {1, 1, 1, 1, 1}, junk[5] = {NAN, NAN, NAN, NAN, NAN};
+    for (int f = 0; f < 3; f++) {
+        double y[5], dx[5];
+        upload(be, dx_buf, x, 5);
+        check_ok(be->ops->activation_forward(be, fs[f], 5, dx_buf, y_buf));
+        download(be, y, y_buf, 5);
+        for (int i = 0; i < 5; i++) expect_near(y[i], want[f][i], 1e-15);
+        upload(be, dy_buf, ones, 5);
+        upload(be, junk_buf, junk, 5);
+        if (fs[f] == BG_ACTIVATION_GELU)
+            check_ok(be->ops->activation_backward(be, fs[f], 5, dx_buf, junk_buf, dy_buf, dy_buf));
+        else
+            check_ok(be->ops->activation_backward(be, fs[f], 5, junk_buf, y_buf, dy_buf, dy_buf));
+        download(be, dx, dy_buf, 5);
+        for (int i = 0; i < 5; i++) expect_near(dx[i], slope[f][i], 1e-15);
+    }
+    be->ops->free(be, dx_buf);
+    be->ops->free(be, y_buf);
+    be->ops->free(be, dy_buf);
+    be->ops->free(be, junk_buf);
+}
+
 static void test_flatten(void **state) {
     const bg_layer_spec_t spec = {.kind = BG_LAYER_FLATTEN, .in = {2, 3, 3}, .out = {18, 1, 1}};
     check_layer(*state, &spec, 3, 61, INPUT_NORMAL);
@@ -1180,6 +1252,15 @@ static void test_float_matches_double_pool_relu(void **state) {
     compare_float_double(&relu, 2, 86, INPUT_NO_KINK);
 }
 
+static void test_float_matches_double_activations(void **state) {
+    (void)state;
+    const bg_layer_kind_t kinds[3] = {BG_LAYER_TANH, BG_LAYER_SIGMOID, BG_LAYER_GELU};
+    for (int k = 0; k < 3; k++) {
+        const bg_layer_spec_t spec = {.kind = kinds[k], .in = {4, 3, 3}, .out = {4, 3, 3}};
+        compare_float_double(&spec, 3, 87 + (uint64_t)k, INPUT_NORMAL);
+    }
+}
+
 /* ---- parameter initialisation ---- */
 
 static void test_init_params_distribution(void **state) {
@@ -1392,6 +1473,10 @@ int main(void) {
         cmocka_unit_test(test_avgpool_2_2),
         cmocka_unit_test(test_avgpool_3_1),
         cmocka_unit_test(test_relu),
+        cmocka_unit_test(test_tanh),
+        cmocka_unit_test(test_sigmoid),
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_activation_values),
         cmocka_unit_test(test_flatten),
         cmocka_unit_test(test_forward_hand_values),
         cmocka_unit_test(test_param_counts),
@@ -1403,6 +1488,7 @@ int main(void) {
         cmocka_unit_test(test_float_matches_double_conv2d),
         cmocka_unit_test(test_float_matches_double_dense),
         cmocka_unit_test(test_float_matches_double_pool_relu),
+        cmocka_unit_test(test_float_matches_double_activations),
         cmocka_unit_test(test_init_params_distribution),
         cmocka_unit_test(test_init_params_conv_fan_in),
         cmocka_unit_test(test_init_params_deterministic),

@@ -152,6 +152,53 @@ static void test_conv_padding_same_and_stride(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* Each activation, as an option (a layer of its own right after its conv2d
+ * or dense, as relu) or on a line of its own; one FLOP per element. */
+static void test_activations(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse_ok("input channels=2 height=6 width=6\n"
+                                     "conv2d filters=3 kernel=3 activation=tanh\n"
+                                     "sigmoid\n"
+                                     "flatten\n"
+                                     "dense units=7 activation=gelu\n"
+                                     "dense units=5 activation=sigmoid\n"
+                                     "tanh\n"
+                                     "gelu\n"
+                                     "dense units=4 activation=relu\n"
+                                     "softmax_cross_entropy\n");
+    const bg_layer_kind_t kinds[] = {
+        BG_LAYER_CONV2D,
+        BG_LAYER_TANH,
+        BG_LAYER_SIGMOID,
+        BG_LAYER_FLATTEN,
+        BG_LAYER_DENSE,
+        BG_LAYER_GELU,
+        BG_LAYER_DENSE,
+        BG_LAYER_SIGMOID,
+        BG_LAYER_TANH,
+        BG_LAYER_GELU,
+        BG_LAYER_DENSE,
+        BG_LAYER_RELU,
+        BG_LAYER_SOFTMAX_CROSS_ENTROPY,
+    };
+    assert_int_equal(spec->num_layers, (int)(sizeof kinds / sizeof kinds[0]));
+    for (int i = 0; i < spec->num_layers; i++) assert_int_equal(spec->layers[i].kind, kinds[i]);
+    const bg_layer_spec_t *l = spec->layers;
+    assert_shape(l[1].out, 3, 4, 4);
+    assert_int_equal(l[1].flops, 3 * 4 * 4);
+    assert_int_equal(l[1].params, 0);
+    assert_int_equal(l[1].line, 2);
+    assert_shape(l[2].out, 3, 4, 4);
+    assert_int_equal(l[2].line, 3);
+    assert_shape(l[5].out, 7, 1, 1);
+    assert_int_equal(l[5].flops, 7);
+    assert_int_equal(l[5].activation_bytes, 7 * 4);
+    assert_int_equal(l[9].flops, 5);
+    assert_string_equal(bg_layer_kind_name(l[7].kind), "sigmoid");
+    assert_string_equal(bg_layer_kind_name(l[9].kind), "gelu");
+    bg_model_spec_destroy(spec);
+}
+
 static void test_pools(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse_ok("input channels=4 height=13 width=11\n"
@@ -282,8 +329,8 @@ static void test_not_nul_terminated(void **state) {
     /* A layer word that ends the buffer. */
     expect_error_sized(exact, 3,
                        "spec:1:1: unknown layer 'inp' (expected input, conv2d, "
-                       "maxpool, avgpool, flatten, dense, relu, "
-                       "softmax_cross_entropy)");
+                       "maxpool, avgpool, flatten, dense, relu, tanh, sigmoid, "
+                       "gelu, softmax_cross_entropy)");
     /* A comment and a \r that end the buffer. */
     memcpy(exact, "# x\r", 4);
     expect_error_sized(exact, 4, "spec:1:1: empty model spec: expected an 'input' line");
@@ -409,7 +456,7 @@ static void test_load_parse_error_names_file(void **state) {
     char expected[256];
     snprintf(expected, sizeof expected,
              "%s:2:1: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
-             "flatten, dense, relu, softmax_cross_entropy)",
+             "flatten, dense, relu, tanh, sigmoid, gelu, softmax_cross_entropy)",
              path);
     assert_string_equal(bg_error_message(), expected);
     assert_ptr_equal(spec, untouched);
@@ -517,11 +564,11 @@ static void test_error_unknown_layer(void **state) {
     (void)state;
     expect_error(MNIST_INPUT "\n  conv3d filters=1 kernel=3\n",
                  "spec:3:3: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
-                 "flatten, dense, relu, softmax_cross_entropy)");
+                 "flatten, dense, relu, tanh, sigmoid, gelu, softmax_cross_entropy)");
     /* Case matters. */
     expect_error("Input channels=1 height=1 width=1\n",
                  "spec:1:1: unknown layer 'Input' (expected input, conv2d, maxpool, avgpool, "
-                 "flatten, dense, relu, softmax_cross_entropy)");
+                 "flatten, dense, relu, tanh, sigmoid, gelu, softmax_cross_entropy)");
 }
 
 static void test_error_unknown_option(void **state) {
@@ -590,8 +637,15 @@ static void test_error_bad_enum_value(void **state) {
                  "spec:2:35: padding=full: expected valid or same");
     expect_error(MNIST_INPUT "conv2d filters=1 kernel=3 padding=SAME\n",
                  "spec:2:35: padding=SAME: expected valid or same");
-    expect_error(MNIST_INPUT "flatten\ndense units=10 activation=tanh\n",
-                 "spec:3:27: activation=tanh: expected relu, none or linear");
+    expect_error(MNIST_INPUT "flatten\ndense units=10 activation=swish\n",
+                 "spec:3:27: activation=swish: expected relu, tanh, sigmoid, gelu, none or "
+                 "linear");
+    expect_error(MNIST_INPUT "flatten\ndense units=10 activation=Tanh\n",
+                 "spec:3:27: activation=Tanh: expected relu, tanh, sigmoid, gelu, none or "
+                 "linear");
+    expect_error(MNIST_INPUT "flatten\ndense units=10 activation=tan\n",
+                 "spec:3:27: activation=tan: expected relu, tanh, sigmoid, gelu, none or "
+                 "linear");
 }
 
 static void test_error_duplicate_option(void **state) {
@@ -822,6 +876,7 @@ int main(void) {
         cmocka_unit_test(test_lookalikes_and_hints),
         cmocka_unit_test(test_origin_cnn),
         cmocka_unit_test(test_conv_padding_same_and_stride),
+        cmocka_unit_test(test_activations),
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_layout_comments_crlf_tabs),
         cmocka_unit_test(test_byte_order_mark),

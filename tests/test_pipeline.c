@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dataset.h"
+#include "layer.h"
 #include "channel.h"
 #include "pipeline.h"
 #include "report.h"
@@ -48,8 +49,10 @@ static bg_optimizer_config_t optimizer(void) {
     return o;
 }
 
-/* Trains STEPS steps; returns the parameters (caller frees) and loss sum. */
-static float *train(const fixture_t *f, const run_config_t *rc, double *loss_sum) {
+/* Trains STEPS steps on stages cut at `split` (NULL: balanced); returns the
+ * parameters (caller frees) and loss sum. */
+static float *train_split(const fixture_t *f, const run_config_t *rc, const int *split,
+                          double *loss_sum) {
     bg_device_list_t devices;
     char spec[32];
     snprintf(spec, sizeof spec, "cpu:%d", rc->devices);
@@ -65,6 +68,7 @@ static float *train(const fixture_t *f, const run_config_t *rc, double *loss_sum
     cfg.seed = 5;
     cfg.optimizer = optimizer();
     cfg.dtype = rc->dtype;
+    cfg.split = split;
     bg_pipeline_t *p = NULL;
     bg_status_t st = bg_pipeline_create(&cfg, &p);
     if (st != BG_OK) fail_msg("%s", bg_error_message());
@@ -84,9 +88,16 @@ static float *train(const fixture_t *f, const run_config_t *rc, double *loss_sum
     return params;
 }
 
-static int setup(void **state) {
+static float *train(const fixture_t *f, const run_config_t *rc, double *loss_sum) {
+    return train_split(f, rc, NULL, loss_sum);
+}
+
+/* The fixture of a model: its spec, STEPS batches of data, and one device's
+ * weights after STEPS steps at M = 1 in float and double. */
+static fixture_t *fixture_create(const char *name, const char *text) {
     fixture_t *f = calloc(1, sizeof *f);
-    assert_int_equal(bg_model_spec_parse("small", small_cnn, strlen(small_cnn), &f->spec), BG_OK);
+    assert_non_null(f);
+    assert_int_equal(bg_model_spec_parse(name, text, strlen(text), &f->spec), BG_OK);
     assert_int_equal(bg_dataset_synthetic(f->spec->input, 5, STEPS * BATCH, 9, 0, &f->data), BG_OK);
     f->images = bg_dataset_all_images(f->data);
     assert_non_null(f->images);
@@ -95,18 +106,25 @@ static int setup(void **state) {
     f->want_f32 = train(f, &one, &f->want_loss);
     one.dtype = BG_F64;
     f->want_f64 = train(f, &one, &loss64);
-    *state = f;
-    return 0;
+    return f;
 }
 
-static int teardown(void **state) {
-    fixture_t *f = *state;
+static void fixture_destroy(fixture_t *f) {
     free(f->want_f32);
     free(f->want_f64);
     bg_dataset_destroy(f->data);
     free(f->images);
     bg_model_spec_destroy(f->spec);
     free(f);
+}
+
+static int setup(void **state) {
+    *state = fixture_create("small", small_cnn);
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture_destroy(*state);
     return 0;
 }
 
@@ -221,6 +239,65 @@ static void test_same_m_bit_identical(void **state) {
     /* gpipe, 1f1b, zb-h1 at K = 2, 3, 4 (18); interleaved at K = 2, 4 (4). */
     assert_int_equal(runs, 22);
     free(want);
+}
+
+/* tanh, sigmoid and gelu in a pipeline: cut after every layer in turn
+ * (tanh and sigmoid then run in place over their predecessor's output, or
+ * start a stage and keep their own), each placement gives one device's bits
+ * at the same M, under 1F1B and zb-h1 (whose W reads saved gradients), with
+ * and without recompute; and three stages match one device at M = 1. */
+static void test_activation_layers(void **state) {
+    (void)state;
+    static const char model[] = "input channels=1 height=10 width=10\n"
+                                "conv2d filters=4 kernel=3 activation=tanh\n"
+                                "avgpool size=2\n"
+                                "sigmoid\n"
+                                "flatten\n"
+                                "dense units=16 activation=gelu\n"
+                                "dense units=12 activation=sigmoid\n"
+                                "dense units=5\n"
+                                "softmax_cross_entropy\n";
+    fixture_t *f = fixture_create("activations", model);
+    assert_int_equal(f->spec->num_layers, 11);
+    const size_t bytes = sizeof(float) * (size_t)f->spec->total_params;
+    const run_config_t one = {BG_SCHEDULE_GPIPE, 1, 1, 4, 0, BG_F32};
+    double want_loss;
+    float *want = train(f, &one, &want_loss);
+    static const bg_schedule_kind_t kinds[] = {BG_SCHEDULE_1F1B, BG_SCHEDULE_ZB_H1};
+    int runs = 0;
+    for (int split = 1; split < f->spec->num_layers; split++) {
+        for (int k = 0; k < 2; k++) {
+            for (int recompute = 0; recompute <= 1; recompute++) {
+                const run_config_t rc = {kinds[k], 2, 1, 4, recompute, BG_F32};
+                double loss;
+                float *got = train_split(f, &rc, &split, &loss);
+                if (memcmp(got, want, bytes) != 0 || loss != want_loss)
+                    fail_msg("%s split %d recompute=%d: not one device's bits (relative error "
+                             "%g, loss %.9g vs %.9g)",
+                             bg_schedule_kind_name(rc.schedule), split, recompute,
+                             relative_error(got, want, f->spec->total_params), loss, want_loss);
+                free(got);
+                runs++;
+            }
+        }
+    }
+    assert_int_equal(runs, 10 * 2 * 2);
+    const run_config_t three = {BG_SCHEDULE_1F1B, 3, 1, 8, 0, BG_F64};
+    double loss;
+    float *got = train(f, &three, &loss);
+    const double err = relative_error(got, f->want_f64, f->spec->total_params);
+    if (!(err <= 1e-6)) fail_msg("K=3 M=8 in double: relative error %g", err);
+    /* The first layer's weights moved from their start: gradients came back
+     * through every activation, so the comparisons above saw them. */
+    float w0[36], b0[4];
+    assert_int_equal(f->spec->layers[0].params, 36 + 4);
+    bg_layer_init_params(&f->spec->layers[0], 0, 5, w0, b0);
+    int moved = 0;
+    for (int i = 0; i < 36; i++) moved += fabsf(want[i] - w0[i]) > 1e-3f;
+    if (moved < 30) fail_msg("only %d of layer 0's 36 weights moved", moved);
+    free(got);
+    free(want);
+    fixture_destroy(f);
 }
 
 /* Two runs of one configuration give bit-identical weights. */
@@ -694,14 +771,23 @@ static void test_no_stall_timeout(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_equivalence),      cmocka_unit_test(test_equivalence_f64),
-        cmocka_unit_test(test_bit_identical),    cmocka_unit_test(test_stash_peaks),
-        cmocka_unit_test(test_evaluate),         cmocka_unit_test(test_invalid_requests),
-        cmocka_unit_test(test_balance_split),    cmocka_unit_test(test_recording),
-        cmocka_unit_test(test_state_transfer),   cmocka_unit_test(test_nan_guard),
-        cmocka_unit_test(test_nan_in_gradients), cmocka_unit_test(test_nan_in_loss),
-        cmocka_unit_test(test_stall_watchdog),   cmocka_unit_test(test_recording_interleaved_steps),
-        cmocka_unit_test(test_no_stall_timeout), cmocka_unit_test(test_same_m_bit_identical),
+        cmocka_unit_test(test_equivalence),
+        cmocka_unit_test(test_equivalence_f64),
+        cmocka_unit_test(test_bit_identical),
+        cmocka_unit_test(test_stash_peaks),
+        cmocka_unit_test(test_evaluate),
+        cmocka_unit_test(test_invalid_requests),
+        cmocka_unit_test(test_balance_split),
+        cmocka_unit_test(test_recording),
+        cmocka_unit_test(test_state_transfer),
+        cmocka_unit_test(test_nan_guard),
+        cmocka_unit_test(test_nan_in_gradients),
+        cmocka_unit_test(test_nan_in_loss),
+        cmocka_unit_test(test_stall_watchdog),
+        cmocka_unit_test(test_recording_interleaved_steps),
+        cmocka_unit_test(test_no_stall_timeout),
+        cmocka_unit_test(test_same_m_bit_identical),
+        cmocka_unit_test(test_activation_layers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -8,6 +8,9 @@
 #define KERNEL(name) name##_f32
 #define GEMM         cblas_sgemm
 #define SQRT         sqrtf
+#define EXP          expf
+#define TANH         tanhf
+#define ERF          erff
 #define OPS_TABLE    bg_cpu_ops_f32
 
 #include "kernels.inc"

@@ -9,6 +9,9 @@
 #define KERNEL(name) name##_f64
 #define GEMM         cblas_dgemm
 #define SQRT         sqrt
+#define EXP          exp
+#define TANH         tanh
+#define ERF          erf
 #define OPS_TABLE    bg_cpu_ops_f64
 
 #include "kernels.inc"

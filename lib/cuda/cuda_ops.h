@@ -37,6 +37,11 @@ bg_status_t bg_cuda_relu_forward(bg_backend_t *be, int64_t count, const void *x,
 /* y, dy, dx: (count) */
 bg_status_t bg_cuda_relu_backward(bg_backend_t *be, int64_t count, const void *y, const void *dy,
                                   void *dx);
+/* activation.cu: x, y, dy, dx: (count) */
+bg_status_t bg_cuda_activation_forward(bg_backend_t *be, bg_activation_t f, int64_t count,
+                                       const void *x, void *y);
+bg_status_t bg_cuda_activation_backward(bg_backend_t *be, bg_activation_t f, int64_t count,
+                                        const void *x, const void *y, const void *dy, void *dx);
 /* param, grad, velocity: (count) */
 bg_status_t bg_cuda_sgd_update(bg_backend_t *be, int64_t count, void *param, const void *grad,
                                void *velocity, const bg_sgd_config_t *cfg, int64_t step);
