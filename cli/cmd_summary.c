@@ -40,7 +40,8 @@ static void shape_text(bg_shape_t s, bool image, char *buf, size_t size) {
 }
 
 /* Whether a layer's output is an image: convolutions and pools make one,
- * flatten, dense and the loss a vector, an activation keeps its input's. */
+ * flatten, dense and the loss a vector, an activation or a layernorm keeps
+ * its input's. */
 static bool makes_image(bg_layer_kind_t kind, bool input_image) {
     switch (kind) {
     case BG_LAYER_CONV2D:
@@ -49,7 +50,8 @@ static bool makes_image(bg_layer_kind_t kind, bool input_image) {
     case BG_LAYER_RELU:
     case BG_LAYER_TANH:
     case BG_LAYER_SIGMOID:
-    case BG_LAYER_GELU: return input_image;
+    case BG_LAYER_GELU:
+    case BG_LAYER_LAYERNORM: return input_image;
     default: return false;
     }
 }

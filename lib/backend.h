@@ -50,6 +50,9 @@ typedef enum bg_activation {
     BG_ACTIVATION_GELU,    /* x * Phi(x), Phi the normal CDF (erf form, PyTorch's default) */
 } bg_activation_t;
 
+/* The epsilon of layer normalisation, PyTorch's default. */
+#define BG_LAYERNORM_EPS 1e-5
+
 typedef struct bg_backend bg_backend_t;
 
 typedef struct bg_backend_ops {
@@ -125,6 +128,22 @@ typedef struct bg_backend_ops {
      * may alias. x, y, dy, dx: (count) */
     bg_status_t (*activation_backward)(bg_backend_t *be, bg_activation_t f, int64_t count,
                                        const void *x, const void *y, const void *dy, void *dx);
+
+    /* Layer normalisation of each of n rows of `features` values (PyTorch's
+     * nn.LayerNorm over a sample's whole shape, eps BG_LAYERNORM_EPS):
+     * y = (x - mean) / sqrt(var + eps) * gamma + beta, var the biased
+     * variance. The backward ops find each row's mean and variance again
+     * from x; `workspace` holds 2n values for them (the CPU needs none).
+     * x, y, dy, dx: (n, features) gamma, beta, dgamma, dbeta: (features).
+     * The weights' backward accumulates. */
+    bg_status_t (*layernorm_forward)(bg_backend_t *be, int64_t n, int64_t features, const void *x,
+                                     const void *gamma, const void *beta, void *y, void *workspace);
+    bg_status_t (*layernorm_backward_data)(bg_backend_t *be, int64_t n, int64_t features,
+                                           const void *x, const void *gamma, const void *dy,
+                                           void *dx, void *workspace);
+    bg_status_t (*layernorm_backward_weights)(bg_backend_t *be, int64_t n, int64_t features,
+                                              const void *x, const void *dy, void *dgamma,
+                                              void *dbeta, void *workspace);
 
     /* Max pooling. x: (n,c,h,w) y: (n,c,oh,ow). The backward routes each
      * gradient to the first position of its window that holds the maximum

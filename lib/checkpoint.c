@@ -52,6 +52,12 @@ static int list_tensors(const bg_model_spec_t *spec, tensor_slot_t *slots) {
             w->shape[1] = l->in.c;
             w->shape[2] = l->kernel;
             w->shape[3] = l->kernel;
+        } else if (l->kind == BG_LAYER_LAYERNORM) {
+            /* nn.LayerNorm over the sample's shape: (c, h, w) or (features) */
+            w->ndim = l->in_image ? 3 : 1;
+            w->shape[0] = l->in.c;
+            w->shape[1] = l->in.h;
+            w->shape[2] = l->in.w;
         } else {
             w->ndim = 2;
             w->shape[0] = l->filters;
@@ -59,6 +65,10 @@ static int list_tensors(const bg_model_spec_t *spec, tensor_slot_t *slots) {
         }
         b->ndim = 1;
         b->shape[0] = l->filters;
+        if (l->kind == BG_LAYER_LAYERNORM) {
+            b->ndim = w->ndim;
+            memcpy(b->shape, w->shape, sizeof b->shape);
+        }
         w->offset = offset;
         w->count = nw;
         b->offset = offset + nw;
@@ -364,8 +374,8 @@ bg_status_t bg_checkpoint_read(const char *path, bg_safetensors_t **out) {
 
 bg_status_t bg_checkpoint_save(const char *path, const bg_model_spec_t *spec, const float *params,
                                int64_t step) {
-    tensor_slot_t *slots;
-    int count;
+    tensor_slot_t *slots = NULL;
+    int count = 0;
     BG_CHECK(slots_create(spec, &slots, &count));
     bg_safetensors_tensor_t *tensors = calloc((size_t)count + 1, sizeof *tensors);
     if (tensors == NULL) {

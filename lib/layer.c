@@ -60,6 +60,9 @@ void bg_layer_param_counts(const bg_layer_spec_t *spec, int64_t *weights, int64_
     } else if (spec->kind == BG_LAYER_DENSE) {
         *weights = spec->filters * bg_shape_numel(spec->in);
         *biases = spec->filters;
+    } else if (spec->kind == BG_LAYER_LAYERNORM) {
+        *weights = bg_shape_numel(spec->in); /* gamma */
+        *biases = *weights;                  /* beta */
     }
 }
 
@@ -68,6 +71,11 @@ void bg_layer_init_params(const bg_layer_spec_t *spec, int index, uint64_t seed,
     int64_t nw, nb;
     bg_layer_param_counts(spec, &nw, &nb);
     if (nw == 0) return;
+    if (spec->kind == BG_LAYER_LAYERNORM) { /* the identity, as PyTorch starts it */
+        for (int64_t i = 0; i < nw; i++) weights[i] = 1;
+        for (int64_t i = 0; i < nb; i++) biases[i] = 0;
+        return;
+    }
     int64_t fan_in = nw / spec->filters;
     double bound = 1.0 / sqrt((double)fan_in);
     bg_rng_t rng;
@@ -79,6 +87,10 @@ void bg_layer_init_params(const bg_layer_spec_t *spec, int index, uint64_t seed,
 bg_status_t bg_layer_workspace_bytes(const bg_layer_spec_t *spec, bg_backend_t *be, int64_t n,
                                      size_t *bytes) {
     *bytes = 0;
+    if (spec->kind == BG_LAYER_LAYERNORM) {
+        *bytes = bg_backend_bytes(be, 2 * n); /* each sample's mean and 1/std */
+        return BG_OK;
+    }
     if (spec->kind != BG_LAYER_CONV2D) return BG_OK;
     bg_conv2d_geometry_t g = conv_geometry(spec, n);
     return be->ops->conv2d_workspace_bytes(be, &g, bytes);
@@ -110,6 +122,9 @@ bg_status_t bg_layer_forward(const bg_layer_spec_t *spec, bg_backend_t *be,
     case BG_LAYER_GELU:
         return ops->activation_forward(be, activation_of(spec->kind), n * bg_shape_numel(spec->in),
                                        x, y);
+    case BG_LAYER_LAYERNORM:
+        return ops->layernorm_forward(be, n, bg_shape_numel(spec->in), x, p->weight, p->bias, y,
+                                      workspace);
     case BG_LAYER_FLATTEN: return ops->copy(be, y, x, n * bg_shape_numel(spec->in));
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }
@@ -143,6 +158,9 @@ bg_status_t bg_layer_backward_data(const bg_layer_spec_t *spec, bg_backend_t *be
     case BG_LAYER_GELU:
         return ops->activation_backward(be, activation_of(spec->kind), n * bg_shape_numel(spec->in),
                                         x, y, dy, dx);
+    case BG_LAYER_LAYERNORM:
+        return ops->layernorm_backward_data(be, n, bg_shape_numel(spec->in), x, p->weight, dy, dx,
+                                            workspace);
     case BG_LAYER_FLATTEN: return ops->copy(be, dx, dy, n * bg_shape_numel(spec->in));
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }
@@ -189,5 +207,8 @@ bg_status_t bg_layer_backward_weights(const bg_layer_spec_t *spec, bg_backend_t 
     if (spec->kind == BG_LAYER_DENSE)
         return ops->dense_backward_weights(be, n, bg_shape_numel(spec->in), spec->filters, x, dy,
                                            p->weight_grad, p->bias_grad);
+    if (spec->kind == BG_LAYER_LAYERNORM)
+        return ops->layernorm_backward_weights(be, n, bg_shape_numel(spec->in), x, dy,
+                                               p->weight_grad, p->bias_grad, workspace);
     return BG_OK;
 }

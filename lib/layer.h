@@ -5,7 +5,9 @@
  * flight.
  *
  * Parameters follow PyTorch's layouts: conv2d weight (filters, channels, k, k),
- * dense weight (units, inputs), biases (filters) / (units). */
+ * dense weight (units, inputs), biases (filters) / (units); layernorm's
+ * gamma ("weight") and beta ("bias") one per value of a sample, each in the
+ * sample's shape. */
 #ifndef BG_LAYER_H
 #define BG_LAYER_H
 
@@ -36,11 +38,11 @@ int bg_layer_runs_in_place(const bg_model_spec_t *spec, int index);
 void bg_layer_param_counts(const bg_layer_spec_t *spec, int64_t *weights, int64_t *biases);
 
 /* Initialises weights and biases the way PyTorch's nn.Conv2d and nn.Linear
- * do by default: uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)] (Kaiming-uniform
- * with a = sqrt(5)), fan_in = channels * k * k or inputs. The random stream is
- * seeded by (seed, layer index), so a layer gets the same values whatever
- * stage or device it lands on. Values are written to host `weights` and
- * `biases` (sized by bg_layer_param_counts). */
+ * do by default (layernorm: gamma 1 and beta 0, as nn.LayerNorm): uniform in [-1/sqrt(fan_in),
+ * 1/sqrt(fan_in)] (Kaiming-uniform with a = sqrt(5)), fan_in = channels * k * k or inputs. The
+ * random stream is seeded by (seed, layer index), so a layer gets the same values whatever stage or
+ * device it lands on. Values are written to host `weights` and `biases` (sized by
+ * bg_layer_param_counts). */
 void bg_layer_init_params(const bg_layer_spec_t *spec, int index, uint64_t seed, float *weights,
                           float *biases);
 

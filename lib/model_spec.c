@@ -88,6 +88,7 @@ static const layer_def_t layer_defs[] = {
     {"tanh", false, BG_LAYER_TANH, NULL, 0},
     {"sigmoid", false, BG_LAYER_SIGMOID, NULL, 0},
     {"gelu", false, BG_LAYER_GELU, NULL, 0},
+    {"layernorm", false, BG_LAYER_LAYERNORM, NULL, 0},
     {"softmax_cross_entropy", false, BG_LAYER_SOFTMAX_CROSS_ENTROPY, NULL, 0},
 };
 enum { NUM_LAYER_DEFS = (int)(sizeof layer_defs / sizeof layer_defs[0]) };
@@ -149,6 +150,7 @@ const char *bg_layer_kind_name(bg_layer_kind_t kind) {
     case BG_LAYER_TANH: return "tanh";
     case BG_LAYER_SIGMOID: return "sigmoid";
     case BG_LAYER_GELU: return "gelu";
+    case BG_LAYER_LAYERNORM: return "layernorm";
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: return "softmax_cross_entropy";
     }
     return "unknown";
@@ -335,6 +337,7 @@ static bg_status_t append_layer(parser_t *p, const layer_line_t *source, bg_laye
     layer->line = source->line;
     layer->col = source->col;
     layer->in = p->shape;
+    layer->in_image = p->form == FORM_IMAGE;
     *out = layer;
     return BG_OK;
 }
@@ -370,6 +373,12 @@ static bg_status_t finish_layer(parser_t *p, bg_layer_spec_t *layer) {
     case BG_LAYER_TANH:
     case BG_LAYER_SIGMOID:
     case BG_LAYER_GELU: layer->flops = in_numel; break;
+    case BG_LAYER_LAYERNORM:
+        /* gamma and beta, one each per value; per value the sum, the
+         * centred square and its sum, centring and scaling, gamma and beta */
+        ok = ok && checked_mul(in_numel, 2, &layer->params) &&
+             checked_mul(in_numel, 7, &layer->flops);
+        break;
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: ok = ok && checked_mul(in.c, 3, &layer->flops); break;
     }
     ok = ok && checked_add(spec->total_params, layer->params, &spec->total_params) &&
@@ -521,6 +530,7 @@ static bg_status_t build_layer(parser_t *p, const layer_line_t *source) {
     case BG_LAYER_TANH:
     case BG_LAYER_SIGMOID:
     case BG_LAYER_GELU:
+    case BG_LAYER_LAYERNORM:
         BG_CHECK(append_layer(p, source, &layer));
         layer->kind = def->kind;
         layer->out = layer->in;
@@ -634,7 +644,8 @@ static bg_status_t parse_line(parser_t *p, const char *text, size_t length, int 
     if (def == NULL) {
         return parse_error(p, line, word_col,
                            "unknown layer '%.*s' (expected input, conv2d, maxpool, avgpool, "
-                           "flatten, dense, relu, tanh, sigmoid, gelu, softmax_cross_entropy)",
+                           "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, "
+                           "softmax_cross_entropy)",
                            token_shown(word_length), word);
     }
     BG_CHECK(check_order(p, def, line, word_col));

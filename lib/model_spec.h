@@ -41,6 +41,7 @@ typedef enum bg_layer_kind {
     BG_LAYER_TANH,
     BG_LAYER_SIGMOID,
     BG_LAYER_GELU,
+    BG_LAYER_LAYERNORM,
     BG_LAYER_SOFTMAX_CROSS_ENTROPY,
 } bg_layer_kind_t;
 
@@ -53,6 +54,7 @@ typedef struct bg_layer_spec {
     bg_layer_kind_t kind;
     int line, col;      /* where the layer was written in the spec file */
     bg_shape_t in, out; /* per-sample shapes */
+    int in_image;       /* 1 when the input is an image (c, h, w), even 1x1; 0 a vector */
     /* conv2d: filters, kernel, stride, padding; pools: kernel (=size), stride;
      * dense: units (in `filters`). Unused fields are 0. */
     int64_t filters;

@@ -39,6 +39,9 @@ struct bg_cost_model {
     double first_dx_s;     /* layer 0's dX, which the executor never runs */
     range_max_t widest;    /* over boundary[0 .. layers] */
     range_max_t workspace; /* bytes, over layers */
+    /* The same without convolutions (a layernorm's row statistics), which a
+     * device choosing its convolutions' workspace still counts. */
+    range_max_t other_workspace;
     /* Prefix sums over layers of max(0, w * F / R - flops * n): a forward's
      * (and a dX's) time beyond its FLOPs' on a device of that F / R, times
      * F (weight_excess). One table per F / R prepared. */
@@ -99,6 +102,7 @@ void bg_cost_model_destroy(bg_cost_model_t *m) {
     free(m->convolutions);
     range_max_free(&m->widest);
     range_max_free(&m->workspace);
+    range_max_free(&m->other_workspace);
     for (int k = 0; k < m->weight_tables; k++) free(m->weights[k].excess);
     free(m);
 }
@@ -195,7 +199,7 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
     const bg_model_spec_t *spec = m->cfg.spec;
     const int n = m->layers;
     BG_CHECK(check_size(m)); /* first: the sums below are in int64 */
-    int64_t *workspace = malloc(sizeof(int64_t) * (size_t)n);
+    int64_t *workspace = malloc(sizeof(int64_t) * 2 * (size_t)n), *other = workspace + n;
     if (workspace == NULL) return bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
     for (int i = 0; i < n; i++) {
         const bg_layer_spec_t *l = &spec->layers[i];
@@ -219,6 +223,7 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
             return bg_error_prefix(st, "cost model: layer %d's workspace: ", i);
         }
         workspace[i] = (int64_t)bytes;
+        other[i] = l->kind == BG_LAYER_CONV2D ? 0 : (int64_t)bytes;
     }
     m->boundary[n] = bg_shape_numel(spec->layers[n - 1].out);
     const bg_profile_t *prof = m->cfg.profile;
@@ -244,6 +249,7 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
     }
     bg_status_t st = range_max_build(&m->widest, m->boundary, n + 1);
     if (st == BG_OK) st = range_max_build(&m->workspace, workspace, n);
+    if (st == BG_OK) st = range_max_build(&m->other_workspace, other, n);
     free(workspace);
     return st;
 }
@@ -450,9 +456,11 @@ bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_st
     if (last < m->layers)
         r.channels += (size_t)stage->grad_channel_slots * bg_cost_boundary_bytes(m, last);
     const bg_cost_device_t *dev = stage->device;
-    if (dev != NULL && dev->own_conv_workspace)
-        r.workspace = bg_cost_has_convolution(m, first, last) ? dev->conv_workspace_bytes : 0;
-    else
+    if (dev != NULL && dev->own_conv_workspace) {
+        const size_t other = (size_t)range_max_query(&m->other_workspace, first, last - 1);
+        const size_t conv = bg_cost_has_convolution(m, first, last) ? dev->conv_workspace_bytes : 0;
+        r.workspace = conv > other ? conv : other;
+    } else
         r.workspace = (size_t)range_max_query(&m->workspace, first, last - 1);
     return r;
 }

@@ -40,11 +40,12 @@
  *   channels        the rings of the channels the stage receives from:
  *                   activations from its predecessor, gradients from its
  *                   successor, each slots x the boundary activation
- *   workspace       the largest any layer asks for (conv2d im2col), as the
- *                   CPU backend reports it (bg_layer_workspace_bytes); on a
- *                   device that chooses its convolutions' algorithms itself
- *                   (a GPU: cuDNN's, by timing them there), the most it
- *                   lets one use, for a stage holding a convolution */
+ *   workspace       the largest any layer asks for (conv2d im2col, a
+ *                   layernorm's row statistics), as the CPU backend reports
+ *                   it (bg_layer_workspace_bytes); on a device that chooses
+ *                   its convolutions' algorithms itself (a GPU: cuDNN's, by
+ *                   timing them there), the most it lets one use for a
+ *                   stage holding a convolution, or a layernorm's if more */
 #ifndef BG_COST_MODEL_H
 #define BG_COST_MODEL_H
 

@@ -284,6 +284,52 @@ static void test_file_layout(void **state) {
     bg_safetensors_destroy(file);
 }
 
+/* layernorm's gamma and beta take the shape of what they normalise, as in
+ * nn.LayerNorm([c, h, w]) or nn.LayerNorm(features); the weights go round. */
+static void test_layernorm_tensors(void **state) {
+    fixture_t *f = *state;
+    bg_model_spec_t *spec = spec_parse("norm.model", "input channels=2 height=5 width=4\n"
+                                                     "conv2d filters=3 kernel=3\n"
+                                                     "layernorm\n"
+                                                     "flatten\n"
+                                                     "layernorm\n"
+                                                     "dense units=2\n"
+                                                     "softmax_cross_entropy\n");
+    bg_checkpoint_tensor_t *tensors = NULL;
+    int count = 0;
+    assert_int_equal(bg_checkpoint_model_tensors(spec, &tensors, &count), BG_OK);
+    assert_int_equal(count, 8);
+    static const struct {
+        const char *name;
+        int ndim;
+        int64_t shape[3];
+    } want[] = {{"1.weight", 3, {3, 3, 2}},
+                {"1.bias", 3, {3, 3, 2}},
+                {"3.weight", 1, {18}},
+                {"3.bias", 1, {18}}};
+    for (int i = 0; i < 4; i++) {
+        const bg_checkpoint_tensor_t *t = &tensors[2 + i];
+        assert_string_equal(t->name, want[i].name);
+        assert_int_equal(t->ndim, want[i].ndim);
+        for (int d = 0; d < want[i].ndim; d++) assert_int_equal(t->shape[d], want[i].shape[d]);
+        assert_int_equal(t->count, 18);
+    }
+    assert_int_equal(tensors[2].offset, 3 * 2 * 9 + 3);
+    free(tensors);
+    float *params = malloc(sizeof(float) * (size_t)spec->total_params);
+    float *loaded = malloc(sizeof(float) * (size_t)spec->total_params);
+    assert_non_null(params);
+    assert_non_null(loaded);
+    for (int64_t i = 0; i < spec->total_params; i++) params[i] = (float)i / 8;
+    assert_int_equal(bg_checkpoint_save(f->path, spec, params, 3), BG_OK);
+    bg_status_t st = bg_checkpoint_load(f->path, spec, loaded, NULL);
+    if (st != BG_OK) fail_msg("%s", bg_error_message());
+    assert_memory_equal(loaded, params, sizeof(float) * (size_t)spec->total_params);
+    free(params);
+    free(loaded);
+    bg_model_spec_destroy(spec);
+}
+
 static void test_other_model(void **state) {
     fixture_t *f = *state;
     bg_model_spec_t *small = spec_parse("small.model", smaller_cnn);
@@ -830,6 +876,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_layout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_layernorm_tensors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_model, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_model_without_fingerprint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_model_same_tensors, setup, teardown),

@@ -137,18 +137,24 @@ stdout_has "input 3x1x1, 2 classes" "summary: a 1x1 input"
 stdout_has "    0  conv2d 1x1/1 pad 0     4x1x1 " "summary: a 1x1 convolution output"
 stdout_has "    1  relu                   4x1x1 " "summary: relu keeps the image"
 stdout_has "    2  flatten                4 " "summary: flatten of a 1x1 image"
-# The smooth activations: rows of their own, one FLOP per element; the
-# example trains on two stages, and a misspelt one lists the choices.
+# The smooth activations and layernorm: rows of their own, one FLOP per
+# element (layernorm 7, and 2 weights); the example trains on two stages,
+# and a misspelt activation lists the choices.
 FASHION_MLP=$ROOT/examples/fashion_mlp.model
 expect 0 "" -- summary "$FASHION_MLP"
 stdout_has "    2  gelu                   256                     0            256" \
     "summary: gelu after its dense layer"
-stdout_has "    4  tanh                   128                     0            128" \
+stdout_has "    3  layernorm              256                   512          1,792" \
+    "summary: layernorm's gamma and beta"
+stdout_has "    5  tanh                   128                     0            128" \
     "summary: tanh after its dense layer"
-stdout_has "parameters: 235,146" "summary: the MLP's weights"
+stdout_has "parameters: 235,658" "summary: the MLP's weights"
 expect 0 "" -- train "$FASHION_MLP" --data synthetic --devices cpu:2 \
-    --microbatches 4 --steps 8 --batch 32 --split 2
-stdout_has "test accuracy" "train: the MLP on two stages, the second starting with its gelu"
+    --microbatches 4 --steps 8 --batch 32 --split 3 --save "$T/mlp.safetensors"
+stdout_has "test accuracy" "train: the MLP on two stages, the second starting with its layernorm"
+expect 0 "" -- train "$FASHION_MLP" --data synthetic --steps 0 --batch 32 \
+    --load "$T/mlp.safetensors"
+stdout_has "test accuracy" "train: the MLP's weights, layernorm's included, load"
 printf '%s\nconv2d filters=2 kernel=3 activation=sigmoid\nflatten\ndense units=4 activation=swish\nsoftmax_cross_entropy\n' \
     'input channels=1 height=5 width=5' >"$T/swish.model"
 usage_error "$T/swish.model:4:26: activation=swish: expected relu, tanh, sigmoid, gelu, none or linear" \

@@ -8,7 +8,8 @@
  * built with --fmad=false); they are checked to 1e-5 relative all the same,
  * so that a libm difference in one ulp does not fail the suite. tanh,
  * sigmoid and gelu call CUDA's tanhf, expf and erff, a few ulps from
- * glibc's, and are checked to 1e-5 of at least 0.1 (ROUNDED). GEMMs and
+ * glibc's, and are checked to 1e-5 of at least 0.1 (ROUNDED). Layer
+ * normalisation sums each row by a block's tree (test_layernorm). GEMMs and
  * convolutions sum in another order (cuBLAS, cuDNN; TF32 off), and cuDNN
  * may pick an FFT or Winograd algorithm: each of their results may differ
  * from the CPU's by SUM_RTOL times the sum of its terms' magnitudes, which
@@ -343,6 +344,46 @@ static void test_activations(void **state) {
         twin_free(f, &y);
         twin_free(f, &dy);
         twin_free(f, &dx);
+    }
+}
+
+/* ---- layernorm ---- */
+
+/* Rows wider and narrower than a block of threads; each row's sums go by
+ * another order on the GPU (a block's tree), so a row's mean and 1/std may
+ * differ in their last bit: compared to GEMM_RTOL of at least 1% of the
+ * largest value. The weights' gradient accumulates over two calls. */
+static void test_layernorm(void **state) {
+    fixture_t *f = *state;
+    static const int64_t shapes[][2] = {{37, 300}, {5, 7}, {3, 1000}};
+    char what[64];
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const int64_t n = shapes[k][0], features = shapes[k][1];
+        twin_t x = twin_random(f, n * features, -2, 3), y = twin_new(f, n * features, NULL);
+        twin_t gamma = twin_random(f, features, 0.5, 1.5), beta = twin_random(f, features, -1, 1);
+        twin_t dy = twin_random(f, n * features, -1, 1), dx = twin_new(f, n * features, NULL);
+        twin_t dgamma = twin_new(f, features, NULL), dbeta = twin_new(f, features, NULL);
+        twin_t stats = twin_new(f, 2 * n, NULL);
+        ON_BOTH(
+            be->ops->layernorm_forward(be, n, features, P(x), P(gamma), P(beta), P(y), P(stats)));
+        snprintf(what, sizeof what, "layernorm forward %lldx%lld", (long long)n,
+                 (long long)features);
+        expect_close(f, &y, GEMM_RTOL, SUMMED, what);
+        ON_BOTH(be->ops->layernorm_backward_data(be, n, features, P(x), P(gamma), P(dy), P(dx),
+                                                 P(stats)));
+        snprintf(what, sizeof what, "layernorm backward data %lldx%lld", (long long)n,
+                 (long long)features);
+        expect_close(f, &dx, GEMM_RTOL, SUMMED, what);
+        for (int call = 0; call < 2; call++)
+            ON_BOTH(be->ops->layernorm_backward_weights(be, n, features, P(x), P(dy), P(dgamma),
+                                                        P(dbeta), P(stats)));
+        snprintf(what, sizeof what, "layernorm dgamma %lldx%lld", (long long)n,
+                 (long long)features);
+        expect_close(f, &dgamma, GEMM_RTOL, SUMMED, what);
+        snprintf(what, sizeof what, "layernorm dbeta %lldx%lld", (long long)n, (long long)features);
+        expect_close(f, &dbeta, GEMM_RTOL, SUMMED, what);
+        twin_t *all[] = {&x, &y, &gamma, &beta, &dy, &dx, &dgamma, &dbeta, &stats};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(f, all[i]);
     }
 }
 
@@ -999,6 +1040,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_memory_ops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_relu, setup, teardown),
         cmocka_unit_test_setup_teardown(test_activations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_layernorm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dense, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conv2d, setup, teardown),
         cmocka_unit_test_setup_teardown(test_maxpool, setup, teardown),

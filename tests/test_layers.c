@@ -244,6 +244,15 @@ static double reference_output(const bg_layer_spec_t *s, const double *x, const 
         const double v = xi[(c * s->in.h + oy) * s->in.w + ox];
         return 0.5 * v * erfc(-v / sqrt(2.0));
     }
+    case BG_LAYER_LAYERNORM: {
+        const int64_t features = bg_shape_numel(s->in), f = (c * s->in.h + oy) * s->in.w + ox;
+        double sum = 0, squares = 0;
+        for (int64_t k = 0; k < features; k++) sum += xi[k];
+        for (int64_t k = 0; k < features; k++) squares += xi[k] * xi[k];
+        const double mean = sum / (double)features;
+        const double variance = squares / (double)features - mean * mean; /* E[x^2] - E[x]^2 */
+        return (xi[f] - mean) / sqrt(variance + BG_LAYERNORM_EPS) * w[f] + b[f];
+    }
     case BG_LAYER_FLATTEN: return xi[(c * s->out.h + oy) * s->out.w + ox];
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }
@@ -790,6 +799,51 @@ static void test_activation_values(void **state) {
     be->ops->free(be, junk_buf);
 }
 
+static void test_layernorm_vector(void **state) {
+    const bg_layer_spec_t spec = {.kind = BG_LAYER_LAYERNORM, .in = {7, 1, 1}, .out = {7, 1, 1}};
+    check_layer(*state, &spec, 3, 55, INPUT_NORMAL);
+}
+
+static void test_layernorm_image(void **state) {
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_LAYERNORM, .in = {2, 3, 4}, .out = {2, 3, 4}, .in_image = 1};
+    check_layer(*state, &spec, 2, 56, INPUT_NORMAL);
+}
+
+/* By hand: a row 1, 2, 3, 4 (mean 2.5, variance 1.25) with gamma 1, 2, 1, 1
+ * and beta 0, 0, 1, 0; and a constant row, whose centred values are all 0,
+ * giving beta (eps keeps 1/std finite), and whose dx is then rstd times dy
+ * gamma less its mean. Starting at gamma 1 and beta 0, a layer is the
+ * normalisation alone. */
+static void test_layernorm_hand_values(void **state) {
+    bg_backend_t *be = *state;
+    const bg_layer_spec_t spec = {.kind = BG_LAYER_LAYERNORM, .in = {4, 1, 1}, .out = {4, 1, 1}};
+    const double x[8] = {1, 2, 3, 4, 5, 5, 5, 5}, w[4] = {1, 2, 1, 1}, b[4] = {0, 0, 1, 0};
+    double y[8], dx[8];
+    layer_run_t run;
+    run_create(be, &spec, 2, &run);
+    run_forward(&run, x, w, b, y);
+    const double r = 1 / sqrt(1.25 + 1e-5);
+    const double want[8] = {-1.5 * r, -0.5 * 2 * r, 0.5 * r + 1, 1.5 * r, 0, 0, 1, 0};
+    for (int i = 0; i < 8; i++) expect_near(y[i], want[i], 1e-14);
+    const double dy[8] = {0, 0, 0, 0, 1, 0, 0, 0};
+    upload(be, run.dy, dy, 8);
+    check_ok(
+        bg_layer_backward_data(&spec, be, &run.p, 2, run.x, run.y, run.dy, run.dx, run.workspace));
+    download(be, dx, run.dx, 8);
+    const double rc = 1 / sqrt(1e-5); /* the constant row's 1/std */
+    const double want_dx[4] = {0.75 * rc, -0.25 * rc, -0.25 * rc, -0.25 * rc};
+    for (int i = 0; i < 4; i++) expect_near(dx[i], 0, 0);
+    for (int i = 0; i < 4; i++) expect_near(dx[4 + i], want_dx[i], 1e-12 * rc);
+    run_destroy(&run);
+    float gamma[4], beta[4];
+    bg_layer_init_params(&spec, 3, 7, gamma, beta);
+    for (int i = 0; i < 4; i++) {
+        expect_near(gamma[i], 1, 0);
+        expect_near(beta[i], 0, 0);
+    }
+}
+
 static void test_flatten(void **state) {
     const bg_layer_spec_t spec = {.kind = BG_LAYER_FLATTEN, .in = {2, 3, 3}, .out = {18, 1, 1}};
     check_layer(*state, &spec, 3, 61, INPUT_NORMAL);
@@ -1259,6 +1313,8 @@ static void test_float_matches_double_activations(void **state) {
         const bg_layer_spec_t spec = {.kind = kinds[k], .in = {4, 3, 3}, .out = {4, 3, 3}};
         compare_float_double(&spec, 3, 87 + (uint64_t)k, INPUT_NORMAL);
     }
+    const bg_layer_spec_t norm = {.kind = BG_LAYER_LAYERNORM, .in = {40, 1, 1}, .out = {40, 1, 1}};
+    compare_float_double(&norm, 5, 90, INPUT_NORMAL);
 }
 
 /* ---- parameter initialisation ---- */
@@ -1477,6 +1533,9 @@ int main(void) {
         cmocka_unit_test(test_sigmoid),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_activation_values),
+        cmocka_unit_test(test_layernorm_vector),
+        cmocka_unit_test(test_layernorm_image),
+        cmocka_unit_test(test_layernorm_hand_values),
         cmocka_unit_test(test_flatten),
         cmocka_unit_test(test_forward_hand_values),
         cmocka_unit_test(test_param_counts),

@@ -199,6 +199,41 @@ static void test_activations(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* layernorm: gamma and beta per value of a sample, 7 FLOPs per value, the
+ * shape and form of its input (an image stays one). */
+static void test_layernorm(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse_ok("input channels=2 height=6 width=5\n"
+                                     "conv2d filters=3 kernel=3\n"
+                                     "layernorm\n"
+                                     "relu\n"
+                                     "flatten\n"
+                                     "dense units=8\n"
+                                     "layernorm\n"
+                                     "dense units=4\n"
+                                     "softmax_cross_entropy\n");
+    const bg_layer_spec_t *l = spec->layers;
+    assert_int_equal(l[1].kind, BG_LAYER_LAYERNORM);
+    assert_shape(l[1].out, 3, 4, 3);
+    assert_int_equal(l[1].params, 2 * 36);
+    assert_int_equal(l[1].flops, 7 * 36);
+    assert_int_equal(l[1].in_image, 1);
+    assert_int_equal(l[2].in_image, 1); /* the relu after it */
+    assert_int_equal(l[5].kind, BG_LAYER_LAYERNORM);
+    assert_shape(l[5].out, 8, 1, 1);
+    assert_int_equal(l[5].params, 16);
+    assert_int_equal(l[5].in_image, 0);
+    assert_int_equal(spec->total_params, (3 * 2 * 9 + 3) + 72 + (36 * 8 + 8) + 16 + (8 * 4 + 4));
+    bg_model_spec_destroy(spec);
+    /* dense after a layernorm of an image still needs flatten */
+    bg_model_spec_t *bad = NULL;
+    const char text[] = "input channels=1 height=4 width=4\nlayernorm\ndense units=3\n"
+                        "softmax_cross_entropy\n";
+    assert_int_equal(bg_model_spec_parse("spec", text, strlen(text), &bad), BG_ERR_PARSE);
+    assert_null(bad);
+    assert_non_null(strstr(bg_error_message(), "spec:3:1: dense needs a flat input"));
+}
+
 static void test_pools(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse_ok("input channels=4 height=13 width=11\n"
@@ -330,7 +365,7 @@ static void test_not_nul_terminated(void **state) {
     expect_error_sized(exact, 3,
                        "spec:1:1: unknown layer 'inp' (expected input, conv2d, "
                        "maxpool, avgpool, flatten, dense, relu, tanh, sigmoid, "
-                       "gelu, softmax_cross_entropy)");
+                       "gelu, layernorm, softmax_cross_entropy)");
     /* A comment and a \r that end the buffer. */
     memcpy(exact, "# x\r", 4);
     expect_error_sized(exact, 4, "spec:1:1: empty model spec: expected an 'input' line");
@@ -456,7 +491,7 @@ static void test_load_parse_error_names_file(void **state) {
     char expected[256];
     snprintf(expected, sizeof expected,
              "%s:2:1: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
-             "flatten, dense, relu, tanh, sigmoid, gelu, softmax_cross_entropy)",
+             "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, softmax_cross_entropy)",
              path);
     assert_string_equal(bg_error_message(), expected);
     assert_ptr_equal(spec, untouched);
@@ -564,11 +599,11 @@ static void test_error_unknown_layer(void **state) {
     (void)state;
     expect_error(MNIST_INPUT "\n  conv3d filters=1 kernel=3\n",
                  "spec:3:3: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
-                 "flatten, dense, relu, tanh, sigmoid, gelu, softmax_cross_entropy)");
+                 "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, softmax_cross_entropy)");
     /* Case matters. */
     expect_error("Input channels=1 height=1 width=1\n",
                  "spec:1:1: unknown layer 'Input' (expected input, conv2d, maxpool, avgpool, "
-                 "flatten, dense, relu, tanh, sigmoid, gelu, softmax_cross_entropy)");
+                 "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, softmax_cross_entropy)");
 }
 
 static void test_error_unknown_option(void **state) {
@@ -877,6 +912,7 @@ int main(void) {
         cmocka_unit_test(test_origin_cnn),
         cmocka_unit_test(test_conv_padding_same_and_stride),
         cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_layout_comments_crlf_tabs),
         cmocka_unit_test(test_byte_order_mark),

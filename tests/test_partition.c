@@ -33,12 +33,13 @@ static bg_model_spec_t *parse(const char *text) {
 }
 
 /* A random model of 3..12 layers (up to 3 + 9 * scale): convolutions, pools
- * and activations, a flatten, dense layers and activations (which cost next
- * to nothing, so that stage times tie), the classifier and the loss. The
- * activations are relu, tanh, sigmoid and gelu in turn (gelu keeps its
- * input, the others may run in place). */
+ * and elementwise layers, a flatten, dense layers and elementwise layers
+ * (which cost next to nothing, so that stage times tie), the classifier and
+ * the loss. The elementwise layers are relu, tanh, sigmoid, gelu and
+ * layernorm in turn (gelu keeps its input, relu, tanh and sigmoid may run in
+ * place, layernorm has weights and a workspace). */
 static bg_model_spec_t *random_model(bg_rng_t *rng, int scale) {
-    static const char *activations[] = {"relu\n", "tanh\n", "sigmoid\n", "gelu\n"};
+    static const char *activations[] = {"relu\n", "tanh\n", "sigmoid\n", "gelu\n", "layernorm\n"};
     int turn = 0;
     char text[8192];
     int64_t hw = 4 + (int64_t)bg_rng_below(rng, 7);
@@ -53,18 +54,18 @@ static bg_model_spec_t *random_model(bg_rng_t *rng, int scale) {
                            "conv2d filters=%d kernel=%d padding=same\n",
                            1 + (int)bg_rng_below(rng, 6), bg_rng_below(rng, 2) ? 3 : 1);
         else if (pick == 1)
-            at += snprintf(text + at, sizeof text - (size_t)at, "%s", activations[turn++ % 4]);
+            at += snprintf(text + at, sizeof text - (size_t)at, "%s", activations[turn++ % 5]);
         else if (hw >= 2) {
             at += snprintf(text + at, sizeof text - (size_t)at, "%s size=2\n",
                            pick == 2 ? "maxpool" : "avgpool");
             hw /= 2;
         } else
-            at += snprintf(text + at, sizeof text - (size_t)at, "%s", activations[turn++ % 4]);
+            at += snprintf(text + at, sizeof text - (size_t)at, "%s", activations[turn++ % 5]);
     }
     at += snprintf(text + at, sizeof text - (size_t)at, "flatten\n");
     for (int i = 0; i < denses; i++)
         at += snprintf(text + at, sizeof text - (size_t)at, "%s",
-                       bg_rng_below(rng, 2) ? activations[turn++ % 4] : "dense units=12\n");
+                       bg_rng_below(rng, 2) ? activations[turn++ % 5] : "dense units=12\n");
     snprintf(text + at, sizeof text - (size_t)at, "dense units=%d\nsoftmax_cross_entropy\n",
              2 + (int)bg_rng_below(rng, 4));
     return parse(text);

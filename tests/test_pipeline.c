@@ -241,24 +241,27 @@ static void test_same_m_bit_identical(void **state) {
     free(want);
 }
 
-/* tanh, sigmoid and gelu in a pipeline: cut after every layer in turn
- * (tanh and sigmoid then run in place over their predecessor's output, or
- * start a stage and keep their own), each placement gives one device's bits
- * at the same M, under 1F1B and zb-h1 (whose W reads saved gradients), with
- * and without recompute; and three stages match one device at M = 1. */
-static void test_activation_layers(void **state) {
+/* tanh, sigmoid, gelu and layernorm in a pipeline: cut after every layer
+ * in turn (tanh and sigmoid then run in place over their predecessor's
+ * output, or start a stage and keep their own), each placement gives one
+ * device's bits at the same M, under 1F1B and zb-h1 (whose W reads saved
+ * gradients), with and without recompute; and three stages match one device
+ * at M = 1. */
+static void test_activation_and_norm_layers(void **state) {
     (void)state;
     static const char model[] = "input channels=1 height=10 width=10\n"
                                 "conv2d filters=4 kernel=3 activation=tanh\n"
+                                "layernorm\n"
                                 "avgpool size=2\n"
                                 "sigmoid\n"
                                 "flatten\n"
                                 "dense units=16 activation=gelu\n"
+                                "layernorm\n"
                                 "dense units=12 activation=sigmoid\n"
                                 "dense units=5\n"
                                 "softmax_cross_entropy\n";
     fixture_t *f = fixture_create("activations", model);
-    assert_int_equal(f->spec->num_layers, 11);
+    assert_int_equal(f->spec->num_layers, 13);
     const size_t bytes = sizeof(float) * (size_t)f->spec->total_params;
     const run_config_t one = {BG_SCHEDULE_GPIPE, 1, 1, 4, 0, BG_F32};
     double want_loss;
@@ -281,7 +284,7 @@ static void test_activation_layers(void **state) {
             }
         }
     }
-    assert_int_equal(runs, 10 * 2 * 2);
+    assert_int_equal(runs, 12 * 2 * 2);
     const run_config_t three = {BG_SCHEDULE_1F1B, 3, 1, 8, 0, BG_F64};
     double loss;
     float *got = train(f, &three, &loss);
@@ -295,6 +298,10 @@ static void test_activation_layers(void **state) {
     int moved = 0;
     for (int i = 0; i < 36; i++) moved += fabsf(want[i] - w0[i]) > 1e-3f;
     if (moved < 30) fail_msg("only %d of layer 0's 36 weights moved", moved);
+    /* and the first layernorm's gamma (after layer 0's 40 values), from 1 */
+    moved = 0;
+    for (int i = 0; i < 256; i++) moved += fabsf(want[40 + i] - 1) > 1e-3f;
+    if (moved < 200) fail_msg("only %d of layer 2's 256 gammas moved", moved);
     free(got);
     free(want);
     fixture_destroy(f);
@@ -787,7 +794,7 @@ int main(void) {
         cmocka_unit_test(test_recording_interleaved_steps),
         cmocka_unit_test(test_no_stall_timeout),
         cmocka_unit_test(test_same_m_bit_identical),
-        cmocka_unit_test(test_activation_layers),
+        cmocka_unit_test(test_activation_and_norm_layers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -23,8 +23,7 @@ __global__ static void activation_forward_kernel(bg_activation_t f, float *y, co
 /* x, y, dy, dx: (count); dy and dx may alias. tanh and sigmoid read y, gelu
  * reads x (the other may be NULL or stale). */
 __global__ static void activation_backward_kernel(bg_activation_t f, float *dx, const float *x,
-                                                  const float *y, const float *dy,
-                                                  int64_t count) {
+                                                  const float *y, const float *dy, int64_t count) {
     const float inv_sqrt_2pi = (float)(0.5 * M_2_SQRTPI * M_SQRT1_2);
     BG_CUDA_GRID_LOOP(i, count) {
         switch (f) {
@@ -45,24 +44,23 @@ static cudaError_t activation_forward(bg_activation_t f, float *y, const float *
                                       cudaStream_t stream) {
     if (count == 0) return cudaSuccess;
     activation_forward_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(f, y, x,
-                                                                                    count);
+                                                                                     count);
     return cudaGetLastError();
 }
 
-static cudaError_t activation_backward(bg_activation_t f, float *dx, const float *x,
-                                       const float *y, const float *dy, int64_t count,
-                                       cudaStream_t stream) {
+static cudaError_t activation_backward(bg_activation_t f, float *dx, const float *x, const float *y,
+                                       const float *dy, int64_t count, cudaStream_t stream) {
     if (count == 0) return cudaSuccess;
     activation_backward_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(f, dx, x, y,
-                                                                                     dy, count);
+                                                                                      dy, count);
     return cudaGetLastError();
 }
 
 extern "C" bg_status_t bg_cuda_activation_forward(bg_backend_t *be, bg_activation_t f,
                                                   int64_t count, const void *x, void *y) {
     BG_CHECK(bg_cuda_enter(be));
-    BG_CUDA_CHECK(be, activation_forward(f, (float *)y, (const float *)x, count,
-                                         bg_cuda_of(be)->compute));
+    BG_CUDA_CHECK(
+        be, activation_forward(f, (float *)y, (const float *)x, count, bg_cuda_of(be)->compute));
     return BG_OK;
 }
 

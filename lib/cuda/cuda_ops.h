@@ -42,6 +42,17 @@ bg_status_t bg_cuda_activation_forward(bg_backend_t *be, bg_activation_t f, int6
                                        const void *x, void *y);
 bg_status_t bg_cuda_activation_backward(bg_backend_t *be, bg_activation_t f, int64_t count,
                                         const void *x, const void *y, const void *dy, void *dx);
+/* layernorm.cu: x, y, dy, dx: (n, features) gamma, beta, dgamma, dbeta:
+ * (features); the weights' backward uses 2n floats of workspace */
+bg_status_t bg_cuda_layernorm_forward(bg_backend_t *be, int64_t n, int64_t features, const void *x,
+                                      const void *gamma, const void *beta, void *y,
+                                      void *workspace);
+bg_status_t bg_cuda_layernorm_backward_data(bg_backend_t *be, int64_t n, int64_t features,
+                                            const void *x, const void *gamma, const void *dy,
+                                            void *dx, void *workspace);
+bg_status_t bg_cuda_layernorm_backward_weights(bg_backend_t *be, int64_t n, int64_t features,
+                                               const void *x, const void *dy, void *dgamma,
+                                               void *dbeta, void *workspace);
 /* param, grad, velocity: (count) */
 bg_status_t bg_cuda_sgd_update(bg_backend_t *be, int64_t count, void *param, const void *grad,
                                void *velocity, const bg_sgd_config_t *cfg, int64_t step);
