@@ -29,4 +29,26 @@ for m in 1 4; do
 done
 check "profile_sizes.sh: the mean errors last" sh -c \
     "tail -n 1 '$T/out' | grep -qE '^ +mean \|err\| +[0-9]+% +[0-9]+% +[0-9]+%$'"
+
+# bench/eval_pytorch.py: PyTorch builds each example's network from its spec,
+# loads brigade's checkpoint and scores it on the test set to the same four
+# decimals as brigade's own evaluation (the same network, layer numbers and
+# tensor layouts), where a Python with torch and safetensors is found
+# (BRIGADE_PYTHON, else python3; CI has none, and says so).
+py=${BRIGADE_PYTHON:-python3}
+if "$py" -c 'import torch, safetensors' >/dev/null 2>&1; then
+    for model in fashion_cnn fashion_mlp; do
+        "$build/cli/brigade" train "$root/examples/$model.model" --steps 30 --devices cpu:2 \
+            --microbatches 2 --save "$T/$model.safetensors" >/dev/null 2>&1
+        "$build/cli/brigade" train "$root/examples/$model.model" --steps 0 \
+            --load "$T/$model.safetensors" >"$T/out" 2>&1
+        grep '^test accuracy' "$T/out" >"$T/brigade.txt"
+        "$py" "$root/bench/eval_pytorch.py" "$root/examples/$model.model" \
+            "$T/$model.safetensors" >"$T/out" 2>&1
+        check "eval_pytorch.py: PyTorch scores $model as brigade ($(cat "$T/brigade.txt"))" \
+            cmp -s "$T/out" "$T/brigade.txt"
+    done
+else
+    echo "eval_pytorch.py not run: $py has no torch and safetensors"
+fi
 finish
