@@ -5,6 +5,7 @@
  * a gradient summed to +1e-9 on one device and -1e-9 on the other into
  * weights 2 * lr apart, which compares the summation order, not the
  * pipeline (inputs moved by 1 ulp gave 3.6e-5 relative on the CPU alone).
+ * The same for a model of tanh, sigmoid, gelu and layernorm.
  * Skips (exit 77) without a CUDA build or a GPU; run on the GPU machine by
  * bench/gpu-check.sh. */
 #include <stdarg.h>
@@ -180,6 +181,61 @@ static void test_shared_gpu_matches_cpu(void **state) {
     if (failed > 0) fail_msg("%zu of %zu placements failed or differ (above)", failed, count);
     bg_dataset_destroy(data);
     bg_model_spec_destroy(spec);
+}
+
+/* tanh, sigmoid, gelu and layernorm (whose kernels are not the CPU's bits:
+ * CUDA's libm, and a row's sums by a block's tree) on one GPU and on four
+ * stages sharing it, with and without recompute, against one CPU device. */
+static void test_new_layers_match_cpu(void **state) {
+    (void)state;
+    static const char model[] = "input channels=1 height=28 width=28\n"
+                                "conv2d filters=8 kernel=3 activation=tanh\n"
+                                "layernorm\n"
+                                "maxpool size=2\n"
+                                "flatten\n"
+                                "dense units=64 activation=gelu\n"
+                                "layernorm\n"
+                                "dense units=32 activation=sigmoid\n"
+                                "dense units=10\n"
+                                "softmax_cross_entropy\n";
+    bg_model_spec_t *spec;
+    assert_int_equal(bg_model_spec_parse("layers", model, strlen(model), &spec), BG_OK);
+    bg_dataset_t *data;
+    assert_int_equal(bg_dataset_synthetic(spec->input, 10, STEPS * BATCH, 6, 0, &data), BG_OK);
+    const run_t cpu = {"cpu", BG_SCHEDULE_1F1B, 1, 0, -1, 0};
+    float *want = train(spec, data, &cpu, 4);
+    assert_non_null(want);
+    static const run_t runs[] = {
+        {"cuda:0", BG_SCHEDULE_1F1B, 1, 0, -1, 0},
+        {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 0, -1, 0},
+        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 1, -1, 0},
+    };
+    const size_t count = sizeof runs / sizeof runs[0];
+    size_t failed = 0;
+    for (size_t i = 0; i < count; i++) {
+        float *got = train(spec, data, &runs[i], 4);
+        if (got == NULL) {
+            failed++;
+            continue;
+        }
+        double diff = 0, scale = 0;
+        for (int64_t k = 0; k < spec->total_params; k++) {
+            diff = fmax(diff, fabs((double)got[k] - want[k]));
+            scale = fmax(scale, fabs((double)want[k]));
+        }
+        printf("new layers on %s, %s%s, M=4: %.3g relative\n", runs[i].devices,
+               bg_schedule_kind_name(runs[i].schedule), runs[i].recompute ? ", recompute" : "",
+               diff / scale);
+        if (!(diff <= 1e-4 * scale)) {
+            printf("    that is over 1e-4 relative\n");
+            failed++;
+        }
+        free(got);
+    }
+    free(want);
+    bg_dataset_destroy(data);
+    bg_model_spec_destroy(spec);
+    if (failed > 0) fail_msg("%zu of %zu placements failed or differ (above)", failed, count);
 }
 
 /* A NaN on a GPU stage is found by the checks marked on the device and
@@ -382,10 +438,12 @@ int main(void) {
         return 77;
     }
     if (bg_topology_create_with_pci(NULL, &live) != BG_OK) live = NULL; /* then unbound */
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shared_gpu_matches_cpu), cmocka_unit_test(test_nan_on_gpu),
-        cmocka_unit_test(test_recording_on_gpu), cmocka_unit_test(test_recording_staged_on_gpu),
-        cmocka_unit_test(test_conv_workspace_limit_on_gpu)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_shared_gpu_matches_cpu),
+                                       cmocka_unit_test(test_nan_on_gpu),
+                                       cmocka_unit_test(test_recording_on_gpu),
+                                       cmocka_unit_test(test_recording_staged_on_gpu),
+                                       cmocka_unit_test(test_conv_workspace_limit_on_gpu),
+                                       cmocka_unit_test(test_new_layers_match_cpu)};
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     bg_topology_destroy(live);
     return failed;
