@@ -89,7 +89,8 @@ static int try_conv_workspace(const bg_plan_t *p, cJSON *found) {
     size_t holders = 0;
     for (int s = 0; s < part->stages; s++)
         if ((per_device ? part->stage[s].device == over : s == part->worst_stage) &&
-            part->stage[s].memory.workspace > 0)
+            bg_cost_has_convolution(p->model, part->stage[s].first_layer,
+                                    part->stage[s].last_layer))
             holders++;
     if (!dev->own_conv_workspace || holders == 0) return 0;
     const size_t mib_bytes = (size_t)1 << 20;

@@ -133,7 +133,9 @@ typedef struct bg_backend_ops {
      * nn.LayerNorm over a sample's whole shape, eps BG_LAYERNORM_EPS):
      * y = (x - mean) / sqrt(var + eps) * gamma + beta, var the biased
      * variance. The backward ops find each row's mean and variance again
-     * from x; `workspace` holds 2n values for them (the CPU needs none).
+     * from x; `workspace` holds 2n values for them (a GPU's weights'
+     * backward; the CPU backend uses none, but a layer asks the same of
+     * every backend, so that plans count it alike).
      * x, y, dy, dx: (n, features) gamma, beta, dgamma, dbeta: (features).
      * The weights' backward accumulates. */
     bg_status_t (*layernorm_forward)(bg_backend_t *be, int64_t n, int64_t features, const void *x,

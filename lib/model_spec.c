@@ -337,7 +337,7 @@ static bg_status_t append_layer(parser_t *p, const layer_line_t *source, bg_laye
     layer->line = source->line;
     layer->col = source->col;
     layer->in = p->shape;
-    layer->in_image = p->form == FORM_IMAGE;
+    layer->in_image = p->form == FORM_IMAGE ? 1 : p->form == FORM_VECTOR ? 0 : -1; /* set_form */
     *out = layer;
     return BG_OK;
 }
@@ -404,8 +404,15 @@ static bg_status_t append_activation(parser_t *p, const layer_line_t *source, in
     return finish_layer(p, layer);
 }
 
-/* Sets what the last layer, on `line`, made. */
+/* Sets what the last layer, on `line`, made. The first to make an image or
+ * a vector of an input that could be either (1x1) tells what the layers on
+ * it had as input (their in_image, -1 until then; a model with no such
+ * layer takes a vector). */
 static void set_form(parser_t *p, int form, int line) {
+    if (form != FORM_EITHER) {
+        for (int i = 0; i < p->spec->num_layers; i++)
+            if (p->spec->layers[i].in_image < 0) p->spec->layers[i].in_image = form == FORM_IMAGE;
+    }
     p->form = form;
     p->form_line = line;
 }
@@ -751,6 +758,7 @@ bg_status_t bg_model_spec_parse(const char *name, const char *text, size_t size,
 
     parser_t parser = {.name = name, .spec = spec};
     BG_CHECK_GOTO(parse_text(&parser, text, size), st, fail);
+    set_form(&parser, FORM_VECTOR, 0); /* what nothing told */
     spec->fingerprint = spec_fingerprint(spec);
     *out = spec;
     return BG_OK;

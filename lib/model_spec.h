@@ -54,7 +54,10 @@ typedef struct bg_layer_spec {
     bg_layer_kind_t kind;
     int line, col;      /* where the layer was written in the spec file */
     bg_shape_t in, out; /* per-sample shapes */
-    int in_image;       /* 1 when the input is an image (c, h, w), even 1x1; 0 a vector */
+    /* 1 when the input is an image (c, h, w), even 1x1; 0 a vector. A 1x1
+     * model input is what the first layer that needs one or the other
+     * (conv2d or a pool: an image; flatten, dense: a vector) takes it for. */
+    int in_image;
     /* conv2d: filters, kernel, stride, padding; pools: kernel (=size), stride;
      * dense: units (in `filters`). Unused fields are 0. */
     int64_t filters;

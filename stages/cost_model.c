@@ -26,8 +26,9 @@ struct bg_cost_model {
     int states;         /* optimizer state buffers per parameter buffer */
     int has_loss_layer; /* the last layer is softmax_cross_entropy */
     /* Prefix sums over layers, layers + 1 entries each. */
-    int64_t *forward_flops;  /* forward FLOPs per sample */
-    int64_t *backward_flops; /* 2x forward with weights, else 1x */
+    int64_t *forward_flops;  /* forward work per sample (layer_work) */
+    int64_t *backward_flops; /* dX and dW work per sample */
+    int64_t *weight_flops;   /* dW work per sample */
     int64_t *backward_ops;   /* 2 ops with weights, else 1 */
     int64_t *param_elems;    /* weights + biases of layers with weights */
     int64_t *output_elems;   /* per-sample outputs of layers with a buffer of their own */
@@ -94,6 +95,7 @@ void bg_cost_model_destroy(bg_cost_model_t *m) {
     free(m->check_s);
     free(m->forward_flops);
     free(m->backward_flops);
+    free(m->weight_flops);
     free(m->backward_ops);
     free(m->param_elems);
     free(m->output_elems);
@@ -151,6 +153,60 @@ static double weight_excess(const bg_cost_model_t *m, const bg_cost_device_t *d,
  * size_t could wrap. An exbibyte is more than any machine holds. */
 #define COST_MAX_BYTES 1152921504606846976.0 /* 2^60 */
 
+/* FLOP-equivalents per value of the layers whose time their FLOPs do not
+ * tell (summary's FLOPs count a tanh as one): each op's time in one
+ * `brigade profile` of a 64-sample micro-batch through 1024-value layers on
+ * the development machine (glibc 2.36's scalar tanhf, expf and erfcf; after
+ * commit e6c9c50), over the time of a 1024 x 1024 dense layer's forward in
+ * the same profile, times that forward's FLOPs: tanh 0.90 ms forward and
+ * 0.035 backward against the dense layer's 1.36; sigmoid 0.17 and 0.035;
+ * gelu 0.51 and 0.77; layernorm 0.10, 0.16 for dX and 0.13 for dW. (relu,
+ * at 0.011 and 0.033, stays at its one FLOP.) A GPU's are memory-bound and
+ * cheaper: they are overstated there, by microseconds for a million values. */
+enum {
+    TANH_FORWARD = 1360,
+    TANH_BACKWARD = 53,
+    SIGMOID_FORWARD = 256,
+    SIGMOID_BACKWARD = 53,
+    GELU_FORWARD = 772,
+    GELU_BACKWARD = 1161,
+    LAYERNORM_FORWARD = 151,
+    LAYERNORM_DX = 238,
+    LAYERNORM_DW = 197,
+};
+
+/* A layer's work per sample, in FLOPs or FLOP-equivalents: its forward,
+ * dX and dW (0 without weights). A convolution's or dense layer's dX and
+ * dW each cost its forward's FLOPs; layers without weights have a dX like
+ * their forward, but for the ones priced above. */
+static void layer_work(const bg_layer_spec_t *l, double *fwd, double *dx, double *dw) {
+    const double values = (double)bg_shape_numel(l->in);
+    *fwd = *dx = (double)l->flops;
+    *dw = 0;
+    switch (l->kind) {
+    case BG_LAYER_CONV2D:
+    case BG_LAYER_DENSE: *dw = (double)l->flops; break;
+    case BG_LAYER_TANH:
+        *fwd = TANH_FORWARD * values;
+        *dx = TANH_BACKWARD * values;
+        break;
+    case BG_LAYER_SIGMOID:
+        *fwd = SIGMOID_FORWARD * values;
+        *dx = SIGMOID_BACKWARD * values;
+        break;
+    case BG_LAYER_GELU:
+        *fwd = GELU_FORWARD * values;
+        *dx = GELU_BACKWARD * values;
+        break;
+    case BG_LAYER_LAYERNORM:
+        *fwd = LAYERNORM_FORWARD * values;
+        *dx = LAYERNORM_DX * values;
+        *dw = LAYERNORM_DW * values;
+        break;
+    default: break;
+    }
+}
+
 /* Refuses a model whose figures at this micro-batch could pass what the
  * plan's integers hold, before any is summed: a generous bound on any
  * stage's memory (every parameter with its gradient and optimizer state,
@@ -186,12 +242,19 @@ static bg_status_t check_size(const bg_cost_model_t *m) {
                             "stages could need up to %.3g bytes, past the 2^60 (an exbibyte) "
                             "that a plan counts",
                             (long long)m->micro, bytes);
-    /* A backward counts a weighted layer's FLOPs twice (tabulate). */
-    if (spec->total_flops > INT64_MAX / 2)
+    /* The prefix sums of tabulate: each layer's work, a backward's dX and
+     * dW together. */
+    double work = 0;
+    for (int i = 0; i < m->layers; i++) {
+        double fwd, dx, dw;
+        layer_work(&spec->layers[i], &fwd, &dx, &dw);
+        work += fwd > dx + dw ? fwd : dx + dw;
+    }
+    if (!(work < 0x1p63))
         return bg_error_set(BG_ERR_INVALID,
                             "model too large to plan: its backward could take up to %.3g FLOPs "
                             "per sample, past what 64-bit counts hold",
-                            2.0 * (double)spec->total_flops);
+                            work);
     return BG_OK;
 }
 
@@ -207,8 +270,11 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         bg_layer_param_counts(l, &weights, &biases);
         int weighted = weights > 0;
         int64_t out = bg_shape_numel(l->out);
-        m->forward_flops[i + 1] = m->forward_flops[i] + l->flops;
-        m->backward_flops[i + 1] = m->backward_flops[i] + l->flops * (weighted ? 2 : 1);
+        double fwd, dx, dw;
+        layer_work(l, &fwd, &dx, &dw);
+        m->forward_flops[i + 1] = m->forward_flops[i] + (int64_t)fwd;
+        m->backward_flops[i + 1] = m->backward_flops[i] + (int64_t)(dx + dw);
+        m->weight_flops[i + 1] = m->weight_flops[i] + (int64_t)dw;
         m->backward_ops[i + 1] = m->backward_ops[i] + (weighted ? 2 : 1);
         m->param_elems[i + 1] = m->param_elems[i] + (weighted ? weights + biases : 0);
         int aliases = l->kind == BG_LAYER_FLATTEN || bg_layer_runs_in_place(spec, i);
@@ -274,6 +340,7 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     size_t count = (size_t)m->layers + 1;
     m->forward_flops = calloc(count, sizeof(int64_t));
     m->backward_flops = calloc(count, sizeof(int64_t));
+    m->weight_flops = calloc(count, sizeof(int64_t));
     m->backward_ops = calloc(count, sizeof(int64_t));
     m->param_elems = calloc(count, sizeof(int64_t));
     m->output_elems = calloc(count, sizeof(int64_t));
@@ -287,9 +354,10 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     m->check_s = calloc(count, sizeof(double));
     bg_status_t st = BG_OK;
     bg_backend_t *own = NULL, *be = cfg->workspace_backend;
-    if (!m->forward_flops || !m->backward_flops || !m->backward_ops || !m->param_elems ||
-        !m->output_elems || !m->weighted_elems || !m->boundary || !m->convolutions ||
-        !m->forward_s || !m->backward_s || !m->weight_s || !m->update_s || !m->check_s) {
+    if (!m->forward_flops || !m->backward_flops || !m->weight_flops || !m->backward_ops ||
+        !m->param_elems || !m->output_elems || !m->weighted_elems || !m->boundary ||
+        !m->convolutions || !m->forward_s || !m->backward_s || !m->weight_s || !m->update_s ||
+        !m->check_s) {
         st = bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
         goto fail;
     }
@@ -335,11 +403,11 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
         t.forward =
             fwd_flops * samples / d->flops_per_s + (last - first) * d->op_overhead_s + streaming;
         t.backward = bwd_flops * samples / d->flops_per_s + bwd_ops * d->op_overhead_s + streaming;
-        /* dW costs what the forward costs, for the layers with weights,
-         * and one op each (of backward's two ops per such layer). */
+        /* dW, and one op for each layer with weights (of backward's two
+         * ops per such layer). */
         const double weighted_layers = bwd_ops - (last - first);
-        t.weight =
-            (bwd_flops - fwd_flops) * samples / d->flops_per_s + weighted_layers * d->op_overhead_s;
+        const double w_flops = (double)(m->weight_flops[last] - m->weight_flops[first]);
+        t.weight = w_flops * samples / d->flops_per_s + weighted_layers * d->op_overhead_s;
         /* The update streams parameters, gradients and state, and zeroing
          * writes the gradients again: memory-bound; the check reads them. */
         double params = (double)(m->param_elems[last] - m->param_elems[first]);
@@ -436,7 +504,7 @@ bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_st
 
     size_t input = nb * (size_t)m->boundary[first] * e;
     size_t outputs = nb * (size_t)(m->output_elems[last] - m->output_elems[first]) * e;
-    /* A relu that would run in place keeps its own output when its
+    /* An activation that would run in place keeps its own output when its
      * predecessor is on the previous stage. */
     if (bg_layer_runs_in_place(m->cfg.spec, first))
         outputs += nb * (size_t)bg_shape_numel(m->cfg.spec->layers[first].out) * e;

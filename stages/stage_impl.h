@@ -69,8 +69,8 @@ static inline int stage_layer_has_params(const bg_stage_t *s, int i) {
 }
 
 /* 1 when layer i (of the stage) keeps no output buffer of its own: a
- * flatten (a reshape), or a relu running in place over its predecessor's
- * output. */
+ * flatten (a reshape), or a relu, tanh or sigmoid running in place over its
+ * predecessor's output (bg_layer_runs_in_place). */
 static inline int stage_layer_aliases(const bg_stage_t *s, int i) {
     if (stage_layer(s, i)->kind == BG_LAYER_FLATTEN) return 1;
     return i > 0 && bg_layer_runs_in_place(s->spec, s->first + i);

@@ -7,7 +7,7 @@
  * optimizer updates are written to give the CPU's bits (lib/cuda is
  * built with --fmad=false); they are checked to 1e-5 relative all the same,
  * so that a libm difference in one ulp does not fail the suite. tanh,
- * sigmoid and gelu call CUDA's tanhf, expf and erff, a few ulps from
+ * sigmoid and gelu call CUDA's tanhf, expf and erfcf, a few ulps from
  * glibc's, and are checked to 1e-5 of at least 0.1 (ROUNDED). Layer
  * normalisation sums each row by a block's tree (test_layernorm). GEMMs and
  * convolutions sum in another order (cuBLAS, cuDNN; TF32 off), and cuDNN
@@ -340,6 +340,27 @@ static void test_activations(void **state) {
         }
         snprintf(what, sizeof what, "%s backward in place", names[a]);
         expect_close(f, &dy, ELEMENTWISE_RTOL, ROUNDED, what);
+        /* The tails, relative to each value (erfc keeps gelu's precision
+         * there) down to where the result would leave the normal floats
+         * (sigmoid near -87, gelu near -13), and past where sigmoid's
+         * exp(-x) overflows (below about -88.7: 0 on both) and everything
+         * has saturated. */
+        const double tail = fn == BG_ACTIVATION_GELU ? 12 : 80;
+        twin_refill(f, &x, -tail, tail);
+        ON_BOTH(be->ops->activation_forward(be, fn, N, P(x), P(y)));
+        snprintf(what, sizeof what, "%s forward, -%g to %g", names[a], tail, tail);
+        expect_close(f, &y, ELEMENTWISE_RTOL, EXACTISH, what);
+        twin_refill(f, &x, -200, -90);
+        ON_BOTH(be->ops->activation_forward(be, fn, N, P(x), P(y)));
+        snprintf(what, sizeof what, "%s forward, -200 to -90", names[a]);
+        expect_close(f, &y, ELEMENTWISE_RTOL, EXACTISH, what);
+        twin_refill(f, &x, -12, 12);
+        ON_BOTH(be->ops->activation_forward(be, fn, N, P(x), P(y)));
+        snprintf(what, sizeof what, "%s forward, -12 to 12", names[a]);
+        expect_close(f, &y, ELEMENTWISE_RTOL, EXACTISH, what);
+        ON_BOTH(be->ops->activation_backward(be, fn, N, P(x), P(y), P(dy), P(dx)));
+        snprintf(what, sizeof what, "%s backward, -12 to 12", names[a]);
+        expect_close(f, &dx, ELEMENTWISE_RTOL, ROUNDED, what);
         twin_free(f, &x);
         twin_free(f, &y);
         twin_free(f, &dy);

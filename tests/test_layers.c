@@ -242,7 +242,7 @@ static double reference_output(const bg_layer_spec_t *s, const double *x, const 
     case BG_LAYER_SIGMOID: return 0.5 * (1 + tanh(0.5 * xi[(c * s->in.h + oy) * s->in.w + ox]));
     case BG_LAYER_GELU: {
         const double v = xi[(c * s->in.h + oy) * s->in.w + ox];
-        return 0.5 * v * erfc(-v / sqrt(2.0));
+        return 0.5 * v * (1 + erf(v / sqrt(2.0)));
     }
     case BG_LAYER_LAYERNORM: {
         const int64_t features = bg_shape_numel(s->in), f = (c * s->in.h + oy) * s->in.w + ox;
@@ -842,6 +842,36 @@ static void test_layernorm_hand_values(void **state) {
         expect_near(gamma[i], 1, 0);
         expect_near(beta[i], 0, 0);
     }
+}
+
+/* Which layers run in place over their predecessor's output: relu, tanh
+ * and sigmoid (whose backward reads only their output) after a conv2d,
+ * dense or avgpool (whose backward never reads their own output); not
+ * gelu or layernorm (they read their input), not after a max-pool (its
+ * backward compares its input with its output) or an activation. */
+static void test_runs_in_place(void **state) {
+    (void)state;
+    const bg_layer_kind_t befores[] = {BG_LAYER_CONV2D,  BG_LAYER_DENSE,   BG_LAYER_AVGPOOL,
+                                       BG_LAYER_MAXPOOL, BG_LAYER_FLATTEN, BG_LAYER_RELU,
+                                       BG_LAYER_TANH,    BG_LAYER_GELU,    BG_LAYER_LAYERNORM};
+    const bg_layer_kind_t kinds[] = {BG_LAYER_RELU, BG_LAYER_TANH,      BG_LAYER_SIGMOID,
+                                     BG_LAYER_GELU, BG_LAYER_LAYERNORM, BG_LAYER_DENSE};
+    bg_layer_spec_t layers[2] = {{0}};
+    bg_model_spec_t spec = {.num_layers = 2, .layers = layers};
+    int in_place = 0;
+    for (size_t b = 0; b < sizeof befores / sizeof befores[0]; b++) {
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            layers[0].kind = befores[b];
+            layers[1].kind = kinds[k];
+            const int want = b < 3 && k < 3;
+            if (bg_layer_runs_in_place(&spec, 1) != want)
+                fail_msg("%s after %s: runs in place %d, want %d", bg_layer_kind_name(kinds[k]),
+                         bg_layer_kind_name(befores[b]), !want, want);
+            in_place += want;
+        }
+    }
+    assert_int_equal(in_place, 9);
+    assert_int_equal(bg_layer_runs_in_place(&spec, 0), 0); /* nothing before it in the stack */
 }
 
 static void test_flatten(void **state) {
@@ -1536,6 +1566,7 @@ int main(void) {
         cmocka_unit_test(test_layernorm_vector),
         cmocka_unit_test(test_layernorm_image),
         cmocka_unit_test(test_layernorm_hand_values),
+        cmocka_unit_test(test_runs_in_place),
         cmocka_unit_test(test_flatten),
         cmocka_unit_test(test_forward_hand_values),
         cmocka_unit_test(test_param_counts),

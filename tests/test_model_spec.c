@@ -225,6 +225,22 @@ static void test_layernorm(void **state) {
     assert_int_equal(l[5].in_image, 0);
     assert_int_equal(spec->total_params, (3 * 2 * 9 + 3) + 72 + (36 * 8 + 8) + 16 + (8 * 4 + 4));
     bg_model_spec_destroy(spec);
+    /* On a 1x1 input, what comes after tells: a convolution an image (as
+     * nn.LayerNorm([3, 1, 1]) before nn.Conv2d), dense a vector. */
+    spec = parse_ok("input channels=3 height=1 width=1\nlayernorm\ntanh\n"
+                    "conv2d filters=4 kernel=1\nflatten\nsoftmax_cross_entropy\n");
+    for (int i = 0; i < 3; i++) assert_int_equal(spec->layers[i].in_image, 1);
+    assert_int_equal(spec->layers[3].in_image, 1); /* flatten of the convolution's image */
+    bg_model_spec_destroy(spec);
+    spec = parse_ok("input channels=3 height=1 width=1\nlayernorm\ndense units=4\n"
+                    "softmax_cross_entropy\n");
+    assert_int_equal(spec->layers[0].in_image, 0);
+    assert_int_equal(spec->layers[1].in_image, 0);
+    bg_model_spec_destroy(spec);
+    spec = parse_ok("input channels=3 height=1 width=1\nlayernorm\nsoftmax_cross_entropy\n");
+    assert_int_equal(spec->layers[0].in_image, 0);
+    assert_int_equal(spec->layers[1].in_image, 0);
+    bg_model_spec_destroy(spec);
     /* dense after a layernorm of an image still needs flatten */
     bg_model_spec_t *bad = NULL;
     const char text[] = "input channels=1 height=4 width=4\nlayernorm\ndense units=3\n"

@@ -252,8 +252,10 @@ static void test_activation_and_norm_layers(void **state) {
     static const char model[] = "input channels=1 height=10 width=10\n"
                                 "conv2d filters=4 kernel=3 activation=tanh\n"
                                 "layernorm\n"
-                                "avgpool size=2\n"
-                                "sigmoid\n"
+                                "maxpool size=2\n"
+                                "sigmoid\n" /* not in place: the pool reads its output */
+                                "avgpool size=2 stride=1\n"
+                                "tanh\n" /* in place */
                                 "flatten\n"
                                 "dense units=16 activation=gelu\n"
                                 "layernorm\n"
@@ -261,7 +263,7 @@ static void test_activation_and_norm_layers(void **state) {
                                 "dense units=5\n"
                                 "softmax_cross_entropy\n";
     fixture_t *f = fixture_create("activations", model);
-    assert_int_equal(f->spec->num_layers, 13);
+    assert_int_equal(f->spec->num_layers, 15);
     const size_t bytes = sizeof(float) * (size_t)f->spec->total_params;
     const run_config_t one = {BG_SCHEDULE_GPIPE, 1, 1, 4, 0, BG_F32};
     double want_loss;
@@ -284,7 +286,7 @@ static void test_activation_and_norm_layers(void **state) {
             }
         }
     }
-    assert_int_equal(runs, 12 * 2 * 2);
+    assert_int_equal(runs, 14 * 2 * 2);
     const run_config_t three = {BG_SCHEDULE_1F1B, 3, 1, 8, 0, BG_F64};
     double loss;
     float *got = train(f, &three, &loss);

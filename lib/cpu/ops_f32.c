@@ -10,7 +10,7 @@
 #define SQRT         sqrtf
 #define EXP          expf
 #define TANH         tanhf
-#define ERF          erff
+#define ERFC         erfcf
 #define OPS_TABLE    bg_cpu_ops_f32
 
 #include "kernels.inc"

@@ -11,7 +11,7 @@
 #define SQRT         sqrt
 #define EXP          exp
 #define TANH         tanh
-#define ERF          erf
+#define ERFC         erfc
 #define OPS_TABLE    bg_cpu_ops_f64
 
 #include "kernels.inc"

@@ -1,7 +1,7 @@
 /* tanh, sigmoid and gelu: the loop bodies of their CPU references
  * (lib/cpu/kernels.inc) over a grid-stride loop. Unlike the other
  * elementwise ops these do not give the CPU's bits: CUDA's tanhf, expf and
- * erff are not glibc's (both are within a few ulp of the true value), so
+ * erfcf are not glibc's (both are within a few ulp of the true value), so
  * tests/test_cuda_ops.c compares them with a tolerance. */
 #include <math.h>
 
@@ -15,7 +15,7 @@ __global__ static void activation_forward_kernel(bg_activation_t f, float *y, co
         switch (f) {
         case BG_ACTIVATION_TANH: y[i] = tanhf(v); break;
         case BG_ACTIVATION_SIGMOID: y[i] = 1.0f / (1.0f + expf(-v)); break;
-        case BG_ACTIVATION_GELU: y[i] = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2)); break;
+        case BG_ACTIVATION_GELU: y[i] = 0.5f * v * erfcf(-v * (float)M_SQRT1_2); break;
         }
     }
 }
@@ -31,7 +31,7 @@ __global__ static void activation_backward_kernel(bg_activation_t f, float *dx, 
         case BG_ACTIVATION_SIGMOID: dx[i] = dy[i] * (y[i] * (1.0f - y[i])); break;
         case BG_ACTIVATION_GELU: {
             const float v = x[i];
-            const float cdf = 0.5f * (1.0f + erff(v * (float)M_SQRT1_2));
+            const float cdf = 0.5f * erfcf(-v * (float)M_SQRT1_2);
             const float pdf = inv_sqrt_2pi * expf(-0.5f * v * v);
             dx[i] = dy[i] * (cdf + v * pdf);
             break;
