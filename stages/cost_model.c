@@ -154,25 +154,27 @@ static double weight_excess(const bg_cost_model_t *m, const bg_cost_device_t *d,
 #define COST_MAX_BYTES 1152921504606846976.0 /* 2^60 */
 
 /* FLOP-equivalents per value of the layers whose time their FLOPs do not
- * tell (summary's FLOPs count a tanh as one): each op's time in one
- * `brigade profile` of a 64-sample micro-batch through 1024-value layers on
- * the development machine (glibc 2.36's scalar tanhf, expf and erfcf; after
- * commit e6c9c50), over the time of a 1024 x 1024 dense layer's forward in
- * the same profile, times that forward's FLOPs: tanh 0.90 ms forward and
- * 0.035 backward against the dense layer's 1.36; sigmoid 0.17 and 0.035;
- * gelu 0.51 and 0.77; layernorm 0.10, 0.16 for dX and 0.13 for dW. (relu,
- * at 0.011 and 0.033, stays at its one FLOP.) A GPU's are memory-bound and
- * cheaper: they are overstated there, by microseconds for a million values. */
+ * tell (summary's FLOPs count a tanh as one): each op's time per value,
+ * as `brigade profile` measured it for a 64-sample micro-batch through
+ * 1024-value layers on the development machine's quiet core (glibc 2.36's
+ * scalar tanhf, expf and erfcf; after commit 0526a22), times the 50 FLOPs
+ * a nanosecond of BG_COST_CPU_CORE_FLOPS: tanh 14.5 ns forward, 0.50
+ * backward; sigmoid 2.6 and 0.48; gelu 8.3 and 11.7; layernorm 1.6, 2.4
+ * for dX and 1.8 for dW. (relu, at 0.16 and 0.38 ns, stays at its one
+ * FLOP; a dense layer's product ran at 100 GFLOP/s there, twice the
+ * assumed speed, which the convolutions' im2col does not reach.) A GPU's
+ * are memory-bound and cheaper: they are overstated there, by microseconds
+ * for a million values. */
 enum {
-    TANH_FORWARD = 1360,
-    TANH_BACKWARD = 53,
-    SIGMOID_FORWARD = 256,
-    SIGMOID_BACKWARD = 53,
-    GELU_FORWARD = 772,
-    GELU_BACKWARD = 1161,
-    LAYERNORM_FORWARD = 151,
-    LAYERNORM_DX = 238,
-    LAYERNORM_DW = 197,
+    TANH_FORWARD = 725,
+    TANH_BACKWARD = 25,
+    SIGMOID_FORWARD = 129,
+    SIGMOID_BACKWARD = 24,
+    GELU_FORWARD = 416,
+    GELU_BACKWARD = 587,
+    LAYERNORM_FORWARD = 79,
+    LAYERNORM_DX = 119,
+    LAYERNORM_DW = 89,
 };
 
 /* A layer's work per sample, in FLOPs or FLOP-equivalents: its forward,

@@ -458,7 +458,8 @@ static void check_against_brute_force(uint64_t seed, int count, int scale, int m
 
 static void test_dp_equals_brute_force(void **state) {
     (void)state;
-    check_against_brute_force(2024, 500, 1, MAX_STAGES, 0, 50, 30, 10);
+    /* 9 of these 500 instances have their least step inside the front. */
+    check_against_brute_force(2024, 500, 1, MAX_STAGES, 0, 50, 30, 8);
 }
 
 /* Deeper models (up to 39 layers, many of them relus whose stage times
@@ -875,18 +876,18 @@ static void test_analytic_times(void **state) {
 
     /* tanh, sigmoid, gelu and layernorm are priced by what they take, not
      * by the one FLOP (seven for layernorm) a value that summary counts:
-     * per value 1360 / 53 (forward / dX), 256 / 53, 772 / 1161, and
-     * layernorm 151 / 238 with 197 for dW (cost_model.c). 10 values a
+     * per value 725 / 25 (forward / dX), 129 / 24, 416 / 587, and
+     * layernorm 79 / 119 with 89 for dW (cost_model.c). 10 values a
      * sample, micro-batches of 16. */
     spec = parse("input channels=10 height=1 width=1\ntanh\nsigmoid\ngelu\nlayernorm\n"
                  "softmax_cross_entropy\n");
     cc.spec = spec;
     assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
-    static const double fwd[4] = {1360, 256, 772, 151}, dx[4] = {53, 53, 1161, 238};
+    static const double fwd[4] = {725, 129, 416, 79}, dx[4] = {25, 24, 587, 119};
     for (int l = 0; l < 4; l++) {
         const bg_cost_time_t u = bg_cost_stage_time(model, &dev, l, l + 1);
         assert_true(fabs(u.forward - (16 * 10 * fwd[l] / 1e9 + 1e-3)) < 1e-12);
-        const double dw = l == 3 ? 197 : 0;
+        const double dw = l == 3 ? 89 : 0;
         assert_true(fabs(u.backward - (16 * 10 * (dx[l] + dw) / 1e9 + (l == 3 ? 2e-3 : 1e-3))) <
                     1e-12);
         assert_true(fabs(u.weight - (16 * 10 * dw / 1e9 + (l == 3 ? 1e-3 : 0))) < 1e-12);
