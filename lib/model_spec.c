@@ -273,6 +273,11 @@ static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, in
 static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const char *token,
                                 size_t length, int line, int col) {
     const char *equals = memchr(token, '=', length);
+    if (layer->def->num_options == 0) {
+        const size_t key_length = equals != NULL ? (size_t)(equals - token) : length;
+        return parse_error(p, line, col, "unknown option '%.*s' for %s (it takes no options)",
+                           token_shown(key_length), token, layer->def->word);
+    }
     if (equals == NULL) {
         return parse_error(p, line, col,
                            "option '%.*s' needs a value (%.*s=VALUE, with no space around '=')",
@@ -289,10 +294,6 @@ static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const ch
         if (strlen(key) == key_length && memcmp(key, token, key_length) == 0) index = i;
     }
     if (index < 0) {
-        if (layer->def->num_options == 0) {
-            return parse_error(p, line, col, "unknown option '%.*s' for %s (it takes no options)",
-                               token_shown(key_length), token, layer->def->word);
-        }
         char expected[128] = "";
         for (int i = 0; i < layer->def->num_options; i++) {
             if (i > 0) strcat(expected, ", ");
@@ -538,6 +539,11 @@ static bg_status_t build_layer(parser_t *p, const layer_line_t *source) {
     case BG_LAYER_SIGMOID:
     case BG_LAYER_GELU:
     case BG_LAYER_LAYERNORM:
+        if (def->kind == BG_LAYER_LAYERNORM && p->shape.c * p->shape.h * p->shape.w < 2)
+            return parse_error(p, source->line, source->col,
+                               "layernorm over 1 value: its output is always its beta, and "
+                               "nothing before it would learn; it needs 2 or more values a "
+                               "sample");
         BG_CHECK(append_layer(p, source, &layer));
         layer->kind = def->kind;
         layer->out = layer->in;

@@ -241,6 +241,15 @@ static void test_layernorm(void **state) {
     assert_int_equal(spec->layers[0].in_image, 0);
     assert_int_equal(spec->layers[1].in_image, 0);
     bg_model_spec_destroy(spec);
+    /* Over one value a layernorm's output is its beta alone. */
+    expect_error("input channels=1 height=1 width=1\nlayernorm\ndense units=2\n"
+                 "softmax_cross_entropy\n",
+                 "spec:2:1: layernorm over 1 value: its output is always its beta, and nothing "
+                 "before it would learn; it needs 2 or more values a sample");
+    expect_error(MNIST_INPUT "flatten\ndense units=1\nlayernorm\ndense units=10\n"
+                             "softmax_cross_entropy\n",
+                 "spec:4:1: layernorm over 1 value: its output is always its beta, and nothing "
+                 "before it would learn; it needs 2 or more values a sample");
     /* dense after a layernorm of an image still needs flatten */
     bg_model_spec_t *bad = NULL;
     const char text[] = "input channels=1 height=4 width=4\nlayernorm\ndense units=3\n"
@@ -642,9 +651,13 @@ static void test_error_option_without_value(void **state) {
     (void)state;
     expect_error(MNIST_INPUT "maxpool size 2\n",
                  "spec:2:9: option 'size' needs a value (size=VALUE, with no space around '=')");
+    /* A layer without options says so first, spaces or not. */
     expect_error(MNIST_INPUT "relu inplace\n",
-                 "spec:2:6: option 'inplace' needs a value (inplace=VALUE, with no space around "
-                 "'=')");
+                 "spec:2:6: unknown option 'inplace' for relu (it takes no options)");
+    expect_error(MNIST_INPUT "layernorm eps = 1e-3\n",
+                 "spec:2:11: unknown option 'eps' for layernorm (it takes no options)");
+    expect_error(MNIST_INPUT "gelu approximate=tanh\n",
+                 "spec:2:6: unknown option 'approximate' for gelu (it takes no options)");
     expect_error(MNIST_INPUT "maxpool =2\n", "spec:2:9: option '=2' has no name before '='");
 }
 
