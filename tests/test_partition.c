@@ -37,10 +37,16 @@ static bg_model_spec_t *parse(const char *text) {
  * (which cost next to nothing, so that stage times tie), the classifier and
  * the loss. The elementwise layers are relu, tanh, sigmoid, gelu and
  * layernorm in turn (gelu keeps its input, relu, tanh and sigmoid may run in
- * place, layernorm has weights and a workspace). */
+ * place, layernorm has weights and a workspace; on a 1x1 image, which may
+ * be one value, relu stands in for it). */
+static const char *next_elementwise(int *turn, int64_t hw, int dense) {
+    static const char *layers[] = {"relu\n", "tanh\n", "sigmoid\n", "gelu\n", "layernorm\n"};
+    const int at = (*turn)++ % 5;
+    return layers[at == 4 && hw == 1 && !dense ? 0 : at];
+}
+
 static bg_model_spec_t *random_model(bg_rng_t *rng, int scale) {
-    static const char *activations[] = {"relu\n", "tanh\n", "sigmoid\n", "gelu\n", "layernorm\n"};
-    int turn = 0;
+    int turn = 0, dense = 0;
     char text[8192];
     int64_t hw = 4 + (int64_t)bg_rng_below(rng, 7);
     int at = snprintf(text, sizeof text, "input channels=%d height=%lld width=%lld\n",
@@ -54,18 +60,26 @@ static bg_model_spec_t *random_model(bg_rng_t *rng, int scale) {
                            "conv2d filters=%d kernel=%d padding=same\n",
                            1 + (int)bg_rng_below(rng, 6), bg_rng_below(rng, 2) ? 3 : 1);
         else if (pick == 1)
-            at += snprintf(text + at, sizeof text - (size_t)at, "%s", activations[turn++ % 5]);
+            at +=
+                snprintf(text + at, sizeof text - (size_t)at, "%s", next_elementwise(&turn, hw, 0));
         else if (hw >= 2) {
             at += snprintf(text + at, sizeof text - (size_t)at, "%s size=2\n",
                            pick == 2 ? "maxpool" : "avgpool");
             hw /= 2;
         } else
-            at += snprintf(text + at, sizeof text - (size_t)at, "%s", activations[turn++ % 5]);
+            at +=
+                snprintf(text + at, sizeof text - (size_t)at, "%s", next_elementwise(&turn, hw, 0));
     }
     at += snprintf(text + at, sizeof text - (size_t)at, "flatten\n");
-    for (int i = 0; i < denses; i++)
-        at += snprintf(text + at, sizeof text - (size_t)at, "%s",
-                       bg_rng_below(rng, 2) ? activations[turn++ % 5] : "dense units=12\n");
+    for (int i = 0; i < denses; i++) {
+        if (bg_rng_below(rng, 2)) {
+            at += snprintf(text + at, sizeof text - (size_t)at, "%s",
+                           next_elementwise(&turn, hw, dense));
+        } else {
+            at += snprintf(text + at, sizeof text - (size_t)at, "dense units=12\n");
+            dense = 1;
+        }
+    }
     snprintf(text + at, sizeof text - (size_t)at, "dense units=%d\nsoftmax_cross_entropy\n",
              2 + (int)bg_rng_below(rng, 4));
     return parse(text);
