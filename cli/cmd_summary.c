@@ -41,7 +41,8 @@ static void shape_text(bg_shape_t s, bool image, char *buf, size_t size) {
 
 /* Whether a layer's output is an image: convolutions and pools make one,
  * flatten, dense and the loss a vector, an activation or a layernorm keeps
- * its input's. */
+ * its input's (on a 1x1 model input, what the parser resolved it to:
+ * bg_layer_spec_t.in_image, as the checkpoint's shapes have it). */
 static bool makes_image(bg_layer_kind_t kind, bool input_image) {
     switch (kind) {
     case BG_LAYER_CONV2D:
@@ -89,7 +90,7 @@ int bg_cmd_summary(int argc, char **argv) {
     for (int i = 0; i < spec->num_layers; i++) {
         const bg_layer_spec_t *l = &spec->layers[i];
         describe(l, what, sizeof what);
-        image = makes_image(l->kind, image);
+        image = makes_image(l->kind, l->in_image > 0);
         shape_text(l->out, image, shape, sizeof shape);
         printf("%5d  %-22s %-12s %12s %14s %12s\n", i, what, shape,
                bg_cli_group_digits(l->params, params, sizeof params),

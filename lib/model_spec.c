@@ -273,7 +273,7 @@ static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, in
 static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const char *token,
                                 size_t length, int line, int col) {
     const char *equals = memchr(token, '=', length);
-    if (layer->def->num_options == 0) {
+    if (layer->def->num_options == 0 && equals != token) {
         const size_t key_length = equals != NULL ? (size_t)(equals - token) : length;
         return parse_error(p, line, col, "unknown option '%.*s' for %s (it takes no options)",
                            token_shown(key_length), token, layer->def->word);

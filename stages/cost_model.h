@@ -12,7 +12,10 @@
  *                                                  zb-h1 runs apart (W)
  *   recompute       = the stage's forward again before its backward
  *   transfer(bytes) = bytes / bandwidth + latency
- * where flops are bg_layer_spec_t.flops (forward FLOPs per sample), w the
+ * where flops are bg_layer_spec_t.flops (forward FLOPs per sample) but for
+ * tanh, sigmoid, gelu and layernorm, whose forward, dX and dW are priced
+ * apart from a CPU core's measured time per value (layer_work in
+ * cost_model.c; summary's one FLOP a tanh value takes 14.5 ns there), w the
  * layer's weight and bias bytes and R the rate the device streams them: a
  * product over few samples reads every weight for little arithmetic, so
  * its forward and dX take at least w / R. dW, an outer product summed into

@@ -137,6 +137,12 @@ stdout_has "input 3x1x1, 2 classes" "summary: a 1x1 input"
 stdout_has "    0  conv2d 1x1/1 pad 0     4x1x1 " "summary: a 1x1 convolution output"
 stdout_has "    1  relu                   4x1x1 " "summary: relu keeps the image"
 stdout_has "    2  flatten                4 " "summary: flatten of a 1x1 image"
+# Before a dense layer, the same input is a vector, and so is a layernorm's
+# output on it (its weights are (3) in a checkpoint, as nn.LayerNorm(3)'s).
+printf 'input channels=3 height=1 width=1\nlayernorm\ndense units=2\nsoftmax_cross_entropy\n' \
+    >"$T/one_pixel_vector.model"
+expect 0 "" -- summary "$T/one_pixel_vector.model"
+stdout_has "    0  layernorm              3 " "summary: a layernorm on a 1x1 input taken as a vector"
 # The smooth activations and layernorm: rows of their own, one FLOP per
 # element (layernorm 7, and 2 weights); the example trains on two stages,
 # and a misspelt activation lists the choices.

@@ -658,6 +658,7 @@ static void test_error_option_without_value(void **state) {
                  "spec:2:11: unknown option 'eps' for layernorm (it takes no options)");
     expect_error(MNIST_INPUT "gelu approximate=tanh\n",
                  "spec:2:6: unknown option 'approximate' for gelu (it takes no options)");
+    expect_error(MNIST_INPUT "relu =3\n", "spec:2:6: option '=3' has no name before '='");
     expect_error(MNIST_INPUT "maxpool =2\n", "spec:2:9: option '=2' has no name before '='");
 }
 

@@ -283,6 +283,15 @@ printf 'input channels=1048576 height=1048576 width=1\nconv2d filters=1048576 ke
 expect 2 "model too large to plan: at micro-batches of 64 samples its stages could need up to" -- \
     plan "$T/vast.model" --device-mem 8192T
 expect 2 "model too large to plan" -- simulate "$T/vast.model" --devices cpu:2 --split 2
+# Seven tanh layers over 2^50 values, priced at 725 FLOPs a value each
+# (stages/cost_model.c): the plan's 64-bit sums of work would not hold it.
+{
+    echo 'input channels=1048576 height=1048576 width=1024'
+    for _ in 1 2 3 4 5 6 7; do echo tanh; done
+    printf 'flatten\nsoftmax_cross_entropy\n'
+} >"$T/tanh_flops.model"
+expect 2 "model too large to plan: its forward or backward could take up to 5.72e+18 FLOPs per sample, past what 64-bit counts hold" \
+    -- plan "$T/tanh_flops.model" --devices cpu:2 --batch 1 --microbatches 1
 # CPU devices share the XML machine's memory (2 GiB on two NUMA nodes), not
 # this one's: 1 GiB each at cpu:2, which 8,192 x 8,192 dense layers with
 # Adam overflow; a file that gives no memory caps nothing.
