@@ -149,7 +149,7 @@ int bg_cmd_plan(int argc, char **argv) {
                 cJSON_Delete(root);
                 root = NULL;
             } else {
-                bg_cli_plan_explain_overflow("plan", p, &o.placement, 1, found);
+                bg_cli_plan_explain_overflow("plan", p, &o.placement, 1, found, root);
             }
         }
         char *text = root != NULL ? cJSON_Print(root) : NULL;
@@ -173,7 +173,7 @@ int bg_cmd_plan(int argc, char **argv) {
         bg_cli_plan_print_table(p, stdout);
     }
     if (!p->partition->fits) {
-        if (!o.json) bg_cli_plan_explain_overflow("plan", p, &o.placement, 1, NULL);
+        if (!o.json) bg_cli_plan_explain_overflow("plan", p, &o.placement, 1, NULL, NULL);
         code = 2;
     }
     goto done;

@@ -200,7 +200,7 @@ int bg_cmd_simulate(int argc, char **argv) {
            bg_cli_plan_split_source(plan, source, sizeof source),
            setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
     if (!plan->partition->fits) {
-        bg_cli_plan_explain_overflow("simulate", plan, &o.placement, 1, NULL);
+        bg_cli_plan_explain_overflow("simulate", plan, &o.placement, 1, NULL, NULL);
         code = 2;
         goto done;
     }

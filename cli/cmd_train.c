@@ -537,7 +537,7 @@ int bg_cmd_train(int argc, char **argv) {
                               0, setup.devices, &request);
     BG_CHECK_GOTO(bg_cli_plan_make("train", &o.placement, &request, &plan), st, fail);
     if (!plan->partition->fits) {
-        bg_cli_plan_explain_overflow("train", plan, &o.placement, 0, NULL);
+        bg_cli_plan_explain_overflow("train", plan, &o.placement, 0, NULL, NULL);
         code = 2;
         goto done;
     }

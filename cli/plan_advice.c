@@ -352,9 +352,18 @@ static size_t searched_capacity(const bg_plan_t *p, const bg_partition_stage_t *
 
 /* Says that layer `layer` needs `need` bytes on a stage of its own, over
  * the `capacity` a stage may have, so more devices cannot help; `with`
- * names the settings (may be ""). */
+ * names the settings (may be ""). With `plan_json`, also there as
+ * "layer_too_large". */
 static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement_t *placement,
-                                  int layer, size_t need, size_t capacity, const char *with) {
+                                  int layer, size_t need, size_t capacity, const char *with,
+                                  cJSON *plan_json) {
+    cJSON *bound = plan_json != NULL ? cJSON_AddObjectToObject(plan_json, "layer_too_large") : NULL;
+    if (bound != NULL) {
+        cJSON_AddNumberToObject(bound, "layer", layer);
+        cJSON_AddStringToObject(bound, "kind", bg_layer_kind_name(r->spec->layers[layer].kind));
+        bg_cli_json_add_uint(bound, "bytes_at_least", need);
+        bg_cli_json_add_uint(bound, "stage_capacity_bytes", capacity);
+    }
     char need_text[32], cap_text[32], remedy[192];
     bg_cli_group_digits((int64_t)need, need_text, sizeof need_text);
     /* Virtual devices divide their GPU: a larger share is fewer of them
@@ -512,7 +521,7 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
  * devices cannot help; else that none fits. */
 static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, int n,
                              bg_cost_device_t *scratch, const bg_placement_t *placement,
-                             int host_share, cJSON *found) {
+                             int host_share, cJSON *found, cJSON *plan_json) {
     const bg_plan_request_t *r = &failed->request;
     if (try_fewest_changes(failed, savings, n, scratch, placement, host_share, found)) return;
     /* Then every saving with the smallest micro-batches, on the devices
@@ -542,7 +551,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
         return;
     if (layer_too_large) {
         print_layer_too_large(r, placement, layer, need, capacity,
-                              at > 0 ? " even with all of these" : "");
+                              at > 0 ? " even with all of these" : "", plan_json);
         return;
     }
     if (one_gpu(placement) && placement->device_mem == 0)
@@ -579,7 +588,8 @@ static void describe_overflow(const bg_plan_t *p, char *buf, size_t size) {
 }
 
 void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
-                                  const bg_placement_t *placement, int host_share, cJSON *found) {
+                                  const bg_placement_t *placement, int host_share, cJSON *found,
+                                  cJSON *plan_json) {
     const bg_plan_request_t *r = &p->request;
     const bg_partition_t *part = p->partition;
     const bg_partition_stage_t *st = &part->stage[part->worst_stage];
@@ -642,6 +652,6 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     if ((fewer_have_more(placement, host_share) || !(searched > 0 && alone > searched)) &&
         try_device_counts(r, p->model, placement, host_share, "", found))
         helped = 1;
-    if (!helped) try_every_saving(p, savings, n, scratch, placement, host_share, found);
+    if (!helped) try_every_saving(p, savings, n, scratch, placement, host_share, found, plan_json);
     free(scratch);
 }

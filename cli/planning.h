@@ -141,8 +141,11 @@ int bg_cli_links_json(const bg_placement_t *p, cJSON *plan);
  * together), and which single changes (or all memory savings together)
  * would make it fit. `host_share` as for bg_placement_cost_devices. With
  * `found` (a JSON array, or NULL), each change that fits is also added to
- * it as {"change", "largest_stage_bytes", "step_ms"}. */
+ * it as {"change", "largest_stage_bytes", "step_ms"}; with `plan_json`
+ * (the plan's JSON object, or NULL), a layer too large for any stage even
+ * with every saving as "layer_too_large": {"layer", "kind",
+ * "bytes_at_least", "stage_capacity_bytes"}. */
 void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *plan, const bg_placement_t *p,
-                                  int host_share, cJSON *found);
+                                  int host_share, cJSON *found, cJSON *plan_json);
 
 #endif /* BG_CLI_PLANNING_H */

@@ -374,6 +374,17 @@ assert p["suggestions"][0]["largest_stage_bytes"] == 12141376, p["suggestions"]
 assert p["suggestions"][0]["step_ms"] > 0'
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --json
 json_check "a plan that fits has no suggestions" 'assert "suggestions" not in p and "overflow" not in p'
+# Where no change fits because one layer is larger than any stage may be,
+# the JSON says which and what it needs, as stderr does (it had only an
+# empty list of suggestions).
+printf 'input channels=1048576 height=1 width=1\ndense units=1048576\ndense units=10\nsoftmax_cross_entropy\n' \
+    >"$T/one_huge_layer.model"
+expect 2 "layer 0 (dense) needs at least 8,796,130,770,944 bytes" -- \
+    plan "$T/one_huge_layer.model" --devices cpu:2 --device-mem 4G --json
+json_check "--json names the layer too large for any stage" '
+assert p["suggestions"] == [], p["suggestions"]
+assert p["layer_too_large"] == {"layer": 0, "kind": "dense", "bytes_at_least": 8796130770944,
+                                "stage_capacity_bytes": 4294967296}, p["layer_too_large"]'
 # 10 MiB needs two changes at once: the dense layer's Adam state alone
 # leaves too little room beside its stash. Each pair that fits is named, a
 # saving with another micro-batch count too, and no larger set.
