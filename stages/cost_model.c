@@ -29,6 +29,11 @@ struct bg_cost_model {
     int64_t *forward_flops;  /* forward work per sample (layer_work) */
     int64_t *backward_flops; /* dX and dW work per sample */
     int64_t *weight_flops;   /* dW work per sample */
+    /* The part of those three of the layers priced per value (tanh,
+     * sigmoid, gelu, layernorm), their values, and layernorm's values, for
+     * a device on which they are memory-bound instead. */
+    int64_t *priced_forward, *priced_backward, *priced_weight;
+    int64_t *priced_values, *norm_values;
     int64_t *backward_ops;   /* 2 ops with weights, else 1 */
     int64_t *param_elems;    /* weights + biases of layers with weights */
     int64_t *output_elems;   /* per-sample outputs of layers with a buffer of their own */
@@ -96,6 +101,11 @@ void bg_cost_model_destroy(bg_cost_model_t *m) {
     free(m->forward_flops);
     free(m->backward_flops);
     free(m->weight_flops);
+    free(m->priced_forward);
+    free(m->priced_backward);
+    free(m->priced_weight);
+    free(m->priced_values);
+    free(m->norm_values);
     free(m->backward_ops);
     free(m->param_elems);
     free(m->output_elems);
@@ -163,10 +173,10 @@ static double weight_excess(const bg_cost_model_t *m, const bg_cost_device_t *d,
  * for dX and 1.8 for dW. (relu, at 0.16 and 0.38 ns, stays at its one
  * FLOP; a dense layer's product ran at 100 GFLOP/s there, twice the
  * assumed speed, which the convolutions' im2col does not reach.) On a GPU
- * these passes are memory-bound and far cheaper, and the same figures
- * overstate them: a tanh value's 725 FLOPs at the assumed 10 TFLOP/s are
- * 72.5 us a million values, where a pass takes a few (a gelu after a 4096 x
- * 4096 dense layer at 64 samples: 12% of the stage instead of about 1%). */
+ * these passes are memory-bound and far cheaper, so a device marked
+ * elementwise_memory_bound prices them by the bytes they stream instead:
+ * at these figures and the assumed 10 TFLOP/s a million tanh values would
+ * take 72.5 us, where a pass streams them in a few. */
 enum {
     TANH_FORWARD = 725,
     TANH_BACKWARD = 25,
@@ -280,6 +290,14 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         m->forward_flops[i + 1] = m->forward_flops[i] + (int64_t)fwd;
         m->backward_flops[i + 1] = m->backward_flops[i] + (int64_t)(dx + dw);
         m->weight_flops[i + 1] = m->weight_flops[i] + (int64_t)dw;
+        const int priced = l->kind == BG_LAYER_TANH || l->kind == BG_LAYER_SIGMOID ||
+                           l->kind == BG_LAYER_GELU || l->kind == BG_LAYER_LAYERNORM;
+        const int64_t values = bg_shape_numel(l->in);
+        m->priced_forward[i + 1] = m->priced_forward[i] + (priced ? (int64_t)fwd : 0);
+        m->priced_backward[i + 1] = m->priced_backward[i] + (priced ? (int64_t)(dx + dw) : 0);
+        m->priced_weight[i + 1] = m->priced_weight[i] + (priced ? (int64_t)dw : 0);
+        m->priced_values[i + 1] = m->priced_values[i] + (priced ? values : 0);
+        m->norm_values[i + 1] = m->norm_values[i] + (l->kind == BG_LAYER_LAYERNORM ? values : 0);
         m->backward_ops[i + 1] = m->backward_ops[i] + (weighted ? 2 : 1);
         m->param_elems[i + 1] = m->param_elems[i] + (weighted ? weights + biases : 0);
         int aliases = l->kind == BG_LAYER_FLATTEN || bg_layer_runs_in_place(spec, i);
@@ -346,6 +364,11 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     m->forward_flops = calloc(count, sizeof(int64_t));
     m->backward_flops = calloc(count, sizeof(int64_t));
     m->weight_flops = calloc(count, sizeof(int64_t));
+    m->priced_forward = calloc(count, sizeof(int64_t));
+    m->priced_backward = calloc(count, sizeof(int64_t));
+    m->priced_weight = calloc(count, sizeof(int64_t));
+    m->priced_values = calloc(count, sizeof(int64_t));
+    m->norm_values = calloc(count, sizeof(int64_t));
     m->backward_ops = calloc(count, sizeof(int64_t));
     m->param_elems = calloc(count, sizeof(int64_t));
     m->output_elems = calloc(count, sizeof(int64_t));
@@ -359,10 +382,11 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     m->check_s = calloc(count, sizeof(double));
     bg_status_t st = BG_OK;
     bg_backend_t *own = NULL, *be = cfg->workspace_backend;
-    if (!m->forward_flops || !m->backward_flops || !m->weight_flops || !m->backward_ops ||
-        !m->param_elems || !m->output_elems || !m->weighted_elems || !m->boundary ||
-        !m->convolutions || !m->forward_s || !m->backward_s || !m->weight_s || !m->update_s ||
-        !m->check_s) {
+    if (!m->forward_flops || !m->backward_flops || !m->weight_flops || !m->priced_forward ||
+        !m->priced_backward || !m->priced_weight || !m->priced_values || !m->norm_values ||
+        !m->backward_ops || !m->param_elems || !m->output_elems || !m->weighted_elems ||
+        !m->boundary || !m->convolutions || !m->forward_s || !m->backward_s || !m->weight_s ||
+        !m->update_s || !m->check_s) {
         st = bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
         goto fail;
     }
@@ -405,14 +429,32 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
     } else {
         /* The forward and dX each read the weights once. */
         const double streaming = weight_excess(m, d, first, last);
-        t.forward =
-            fwd_flops * samples / d->flops_per_s + (last - first) * d->op_overhead_s + streaming;
-        t.backward = bwd_flops * samples / d->flops_per_s + bwd_ops * d->op_overhead_s + streaming;
+        double w_flops = (double)(m->weight_flops[last] - m->weight_flops[first]);
+        /* Where tanh, sigmoid, gelu and layernorm are memory-bound, their
+         * passes stream their values instead of taking a core's time. */
+        double fwd_bytes_s = 0, bwd_bytes_s = 0, w_bytes_s = 0;
+        if (d->elementwise_memory_bound) {
+            fwd_flops -= (double)(m->priced_forward[last] - m->priced_forward[first]);
+            bwd_flops -= (double)(m->priced_backward[last] - m->priced_backward[first]);
+            w_flops -= (double)(m->priced_weight[last] - m->priced_weight[first]);
+            const double values = (double)(m->priced_values[last] - m->priced_values[first]);
+            const double norms = (double)(m->norm_values[last] - m->norm_values[first]);
+            const double per_s =
+                (d->memory_bytes_per_s > 0 ? d->memory_bytes_per_s : BG_COST_MEMORY_BYTES_PER_S) /
+                ((double)m->elem * samples);
+            fwd_bytes_s = 2 * values / per_s;
+            w_bytes_s = 2 * norms / per_s;
+            bwd_bytes_s = 3 * values / per_s + w_bytes_s;
+        }
+        t.forward = fwd_flops * samples / d->flops_per_s + fwd_bytes_s +
+                    (last - first) * d->op_overhead_s + streaming;
+        t.backward = bwd_flops * samples / d->flops_per_s + bwd_bytes_s +
+                     bwd_ops * d->op_overhead_s + streaming;
         /* dW, and one op for each layer with weights (of backward's two
          * ops per such layer). */
         const double weighted_layers = bwd_ops - (last - first);
-        const double w_flops = (double)(m->weight_flops[last] - m->weight_flops[first]);
-        t.weight = w_flops * samples / d->flops_per_s + weighted_layers * d->op_overhead_s;
+        t.weight =
+            w_flops * samples / d->flops_per_s + w_bytes_s + weighted_layers * d->op_overhead_s;
         /* The update streams parameters, gradients and state, and zeroing
          * writes the gradients again: memory-bound; the check reads them. */
         double params = (double)(m->param_elems[last] - m->param_elems[first]);

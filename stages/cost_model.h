@@ -15,7 +15,8 @@
  * where flops are bg_layer_spec_t.flops (forward FLOPs per sample) but for
  * tanh, sigmoid, gelu and layernorm, whose forward, dX and dW are priced
  * apart from a CPU core's measured time per value (layer_work in
- * cost_model.c; summary's one FLOP a tanh value takes 14.5 ns there), w the
+ * cost_model.c; summary's one FLOP a tanh value takes 14.5 ns there), or on
+ * a device where they are memory-bound by the bytes they stream, w the
  * layer's weight and bias bytes and R the rate the device streams them: a
  * product over few samples reads every weight for little arithmetic, so
  * its forward and dX take at least w / R. dW, an outer product summed into
@@ -102,6 +103,11 @@ typedef struct bg_cost_device {
      * on the CPU backend). */
     int own_conv_workspace;
     size_t conv_workspace_bytes;
+    /* 1 where tanh, sigmoid, gelu and layernorm are bound by memory (a GPU):
+     * each pass takes the time to stream its values (2 a value forward, 3
+     * for dX, 2 for layernorm's dW) at memory_bytes_per_s. 0: a CPU core's
+     * measured time per value (cost_model.c). */
+    int elementwise_memory_bound;
 } bg_cost_device_t;
 
 #define BG_COST_DEVICE_CPU_CORE_INIT                                                               \

@@ -908,6 +908,23 @@ static void test_analytic_times(void **state) {
     }
     assert_int_equal(spec->layers[0].flops, 10);
     assert_int_equal(spec->layers[3].flops, 70);
+    /* Where they are memory-bound (a GPU), each pass streams its values at
+     * the device's memory bandwidth instead: 2 per value forward (x, y), 3
+     * for dX, 2 for layernorm's dW; float values, 1 GB/s here. */
+    bg_cost_device_t streaming = dev;
+    streaming.elementwise_memory_bound = 1;
+    streaming.memory_bytes_per_s = 1e9;
+    const double pass = 16 * 10 * 4 / 1e9; /* one float a value of the micro-batch */
+    for (int l = 0; l < 4; l++) {
+        const bg_cost_time_t u = bg_cost_stage_time(model, &streaming, l, l + 1);
+        const double dw = l == 3 ? 2 * pass : 0;
+        assert_true(fabs(u.forward - (2 * pass + 1e-3)) < 1e-12);
+        assert_true(fabs(u.backward - (3 * pass + dw + (l == 3 ? 2e-3 : 1e-3))) < 1e-12);
+        assert_true(fabs(u.weight - (dw + (l == 3 ? 1e-3 : 0))) < 1e-12);
+    }
+    /* The other layers keep their FLOPs: the loss at 3 a class. */
+    const bg_cost_time_t loss = bg_cost_stage_time(model, &streaming, 4, 5);
+    assert_true(fabs(loss.forward - (16 * 30 / 1e9 + 1e-3)) < 1e-12);
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
 }
