@@ -119,9 +119,10 @@ empty = [e for e in p["stages"] if (e["first"], e["last"], e["slots"]) == (2, 4,
 assert 100 * empty["weight_check_s"] < s["weight_check_s"], (empty, s)
 # the layers again at 1, 4 and 64 samples (1, B and between, each within
 # 4 times the next), forward, dX and dW: the convolution takes about 1/16
-# of its time at 16 and 4 times it at 64, the dense layer more at 1 (it
-# reads its 2.8 MB of weights at any size), each less at 1 than at 16 and
-# more at 64
+# of its time at 16 and 4 times it at 64, so less at 1 than at 16 and more
+# at 64; the dense layer reads its 2.8 MB of weights at any size, so its
+# 16 and 64 are too close to order on a busy machine (a CI run measured
+# 2.58 ms at 16 and 2.40 at 64), and only 1 is checked to be the least
 assert p["other_sizes"] == [1, 4, 64], p.get("other_sizes")
 for l in p["layers"]:
     for t in l["at_other_sizes"]:
@@ -130,7 +131,8 @@ for i in (0, 4):
     l = p["layers"][i]
     at16 = l["forward_s"] + l["backward_data_s"] + l["backward_weights_s"]
     at1, at4, at64 = (sum(t.values()) for t in l["at_other_sizes"])
-    assert 0 < at1 < at16 < at64, (i, at1, at16, at64)'
+    assert 0 < at1 < min(at16, at64), (i, at1, at16, at64)
+    assert i != 0 or at16 < at64, (i, at1, at16, at64)'
     # A version 1 profile (no version, no channel costs) still loads, and
     # so does a version 2 one from before the gradients' checks; a newer
     # version is refused, saying to profile again.
