@@ -410,7 +410,8 @@ static bg_status_t append_activation(parser_t *p, const layer_line_t *source, in
  * it had as input (their in_image, -1 until then; a model with no such
  * layer takes a vector). */
 static void set_form(parser_t *p, int form, int line) {
-    if (form != FORM_EITHER) {
+    /* Once only: nothing makes an output that could be either again. */
+    if (p->form == FORM_EITHER && form != FORM_EITHER) {
         for (int i = 0; i < p->spec->num_layers; i++)
             if (p->spec->layers[i].in_image < 0) p->spec->layers[i].in_image = form == FORM_IMAGE;
     }
