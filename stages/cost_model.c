@@ -192,32 +192,33 @@ enum {
 /* A layer's work per sample, in FLOPs or FLOP-equivalents: its forward,
  * dX and dW (0 without weights). A convolution's or dense layer's dX and
  * dW each cost its forward's FLOPs; layers without weights have a dX like
- * their forward, but for the ones priced above. */
-static void layer_work(const bg_layer_spec_t *l, double *fwd, double *dx, double *dw) {
+ * their forward, but for the ones priced above. Returns 1 for those
+ * (priced per value), 0 for the others. */
+static int layer_work(const bg_layer_spec_t *l, double *fwd, double *dx, double *dw) {
     const double values = (double)bg_shape_numel(l->in);
     *fwd = *dx = (double)l->flops;
     *dw = 0;
     switch (l->kind) {
     case BG_LAYER_CONV2D:
-    case BG_LAYER_DENSE: *dw = (double)l->flops; break;
+    case BG_LAYER_DENSE: *dw = (double)l->flops; return 0;
     case BG_LAYER_TANH:
         *fwd = TANH_FORWARD * values;
         *dx = TANH_BACKWARD * values;
-        break;
+        return 1;
     case BG_LAYER_SIGMOID:
         *fwd = SIGMOID_FORWARD * values;
         *dx = SIGMOID_BACKWARD * values;
-        break;
+        return 1;
     case BG_LAYER_GELU:
         *fwd = GELU_FORWARD * values;
         *dx = GELU_BACKWARD * values;
-        break;
+        return 1;
     case BG_LAYER_LAYERNORM:
         *fwd = LAYERNORM_FORWARD * values;
         *dx = LAYERNORM_DX * values;
         *dw = LAYERNORM_DW * values;
-        break;
-    default: break;
+        return 1;
+    default: return 0;
     }
 }
 
@@ -286,12 +287,10 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         int weighted = weights > 0;
         int64_t out = bg_shape_numel(l->out);
         double fwd, dx, dw;
-        layer_work(l, &fwd, &dx, &dw);
+        const int priced = layer_work(l, &fwd, &dx, &dw);
         m->forward_flops[i + 1] = m->forward_flops[i] + (int64_t)fwd;
         m->backward_flops[i + 1] = m->backward_flops[i] + (int64_t)(dx + dw);
         m->weight_flops[i + 1] = m->weight_flops[i] + (int64_t)dw;
-        const int priced = l->kind == BG_LAYER_TANH || l->kind == BG_LAYER_SIGMOID ||
-                           l->kind == BG_LAYER_GELU || l->kind == BG_LAYER_LAYERNORM;
         const int64_t values = bg_shape_numel(l->in);
         m->priced_forward[i + 1] = m->priced_forward[i] + (priced ? (int64_t)fwd : 0);
         m->priced_backward[i + 1] = m->priced_backward[i] + (priced ? (int64_t)(dx + dw) : 0);
