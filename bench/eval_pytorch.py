@@ -12,23 +12,14 @@ Needs torch and safetensors (pip). The spec reader knows brigade's layers and
 options (docs/model-spec.md) and takes the spec as valid: brigade checks it.
 """
 import argparse
-import gzip
 
-import numpy as np
 import torch
 from safetensors.torch import load_file
 from torch import nn
 
-ROOT = "/usr/share/datasets/fashion-mnist"
+from fashion_idx import read_idx
+
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}
-
-
-def read_idx(name):
-    with gzip.open(f"{ROOT}/{name}.gz", "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
 def build(path):

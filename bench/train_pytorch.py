@@ -6,23 +6,12 @@ Prints test accuracy after each epoch, for comparison with
     /usr/bin/python3 bench/train_pytorch.py --epochs 5 [--threads 2] [--seed 1]
 """
 import argparse
-import gzip
 import time
 
-import numpy as np
 import torch
 from torch import nn
 
-ROOT = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(name):
-    with gzip.open(f"{ROOT}/{name}.gz", "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
-
+from fashion_idx import read_idx
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=5)
