@@ -58,6 +58,8 @@ def build(path):
             layers.append(ACTIVATIONS[kind]())
         elif kind == "layernorm":
             layers.append(nn.LayerNorm(shape if image else [c]))
+        elif kind == "dropout":  # the identity here: the model is evaluated
+            layers.append(nn.Dropout(float(opts.get("rate", 0.5))))
         elif kind == "softmax_cross_entropy":
             break
         else:

@@ -26,6 +26,7 @@ static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
         snprintf(buf, size, "%s %lldx%lld/%lld", bg_layer_kind_name(l->kind), (long long)l->kernel,
                  (long long)l->kernel, (long long)l->stride);
         break;
+    case BG_LAYER_DROPOUT: snprintf(buf, size, "dropout %g", l->rate); break;
     default: snprintf(buf, size, "%s", bg_layer_kind_name(l->kind)); break;
     }
 }
@@ -40,7 +41,7 @@ static void shape_text(bg_shape_t s, bool image, char *buf, size_t size) {
 }
 
 /* Whether a layer's output is an image: convolutions and pools make one,
- * flatten, dense and the loss a vector, an activation or a layernorm keeps
+ * flatten, dense and the loss a vector, an activation, a layernorm or a dropout keeps
  * its input's (on a 1x1 model input, what the parser resolved it to:
  * bg_layer_spec_t.in_image, as the checkpoint's shapes have it). */
 static bool makes_image(bg_layer_kind_t kind, bool input_image) {
@@ -52,7 +53,8 @@ static bool makes_image(bg_layer_kind_t kind, bool input_image) {
     case BG_LAYER_TANH:
     case BG_LAYER_SIGMOID:
     case BG_LAYER_GELU:
-    case BG_LAYER_LAYERNORM: return input_image;
+    case BG_LAYER_LAYERNORM:
+    case BG_LAYER_DROPOUT: return input_image;
     default: return false;
     }
 }

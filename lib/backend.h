@@ -50,6 +50,17 @@ typedef enum bg_activation {
     BG_ACTIVATION_GELU,    /* x * Phi(x), Phi the normal CDF (erf form, PyTorch's default) */
 } bg_activation_t;
 
+/* Which values of a dropout layer's tensor a training step keeps: value j
+ * of row r (of rows first_row, first_row + 1, ... of the mini-batch) when
+ * bg_dropout_keeps(key, (first_row + r) * features + j, threshold)
+ * (lib/dropout.h); a kept value is multiplied by scale, 1 / (1 - rate). */
+typedef struct bg_dropout_mask {
+    uint64_t key;       /* bg_dropout_key: the layer's draw at this step */
+    int64_t first_row;  /* the rows' place in the mini-batch */
+    uint32_t threshold; /* bg_dropout_threshold(rate) */
+    double scale;
+} bg_dropout_mask_t;
+
 /* The epsilon of layer normalisation, PyTorch's default. */
 #define BG_LAYERNORM_EPS 1e-5
 
@@ -128,6 +139,12 @@ typedef struct bg_backend_ops {
      * may alias. x, y, dy, dx: (count) */
     bg_status_t (*activation_backward)(bg_backend_t *be, bg_activation_t f, int64_t count,
                                        const void *x, const void *y, const void *dy, void *dx);
+
+    /* y = x * mask->scale where the mask keeps a value, 0 where it drops
+     * it: a dropout layer's forward (x -> y) and its backward (dy -> dx)
+     * alike, for the same mask. x and y may alias. x, y: (n, features) */
+    bg_status_t (*dropout)(bg_backend_t *be, const bg_dropout_mask_t *mask, int64_t n,
+                           int64_t features, const void *x, void *y);
 
     /* Layer normalisation of each of n rows of `features` values (PyTorch's
      * nn.LayerNorm over a sample's whole shape, eps BG_LAYERNORM_EPS):

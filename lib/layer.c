@@ -2,6 +2,8 @@
 
 #include <math.h>
 
+#include "dropout.h"
+
 static bg_conv2d_geometry_t conv_geometry(const bg_layer_spec_t *s, int64_t n) {
     bg_conv2d_geometry_t g = {
         .n = n,
@@ -42,9 +44,11 @@ static bg_activation_t activation_of(bg_layer_kind_t kind) {
 int bg_layer_runs_in_place(const bg_model_spec_t *spec, int index) {
     if (index < 1 || index >= spec->num_layers) return 0;
     bg_layer_kind_t kind = spec->layers[index].kind;
-    /* These take their derivative from their output alone; gelu needs its
-     * input. */
-    if (kind != BG_LAYER_RELU && kind != BG_LAYER_TANH && kind != BG_LAYER_SIGMOID) return 0;
+    /* These take their derivative from their output alone (dropout from
+     * neither); gelu needs its input. */
+    if (kind != BG_LAYER_RELU && kind != BG_LAYER_TANH && kind != BG_LAYER_SIGMOID &&
+        kind != BG_LAYER_DROPOUT)
+        return 0;
     bg_layer_kind_t before = spec->layers[index - 1].kind;
     /* Max-pool's backward compares its input with its output, and a relu's
      * backward reads its output: those must keep theirs. */
@@ -126,6 +130,7 @@ bg_status_t bg_layer_forward(const bg_layer_spec_t *spec, bg_backend_t *be,
         return ops->layernorm_forward(be, n, bg_shape_numel(spec->in), x, p->weight, p->bias, y,
                                       workspace);
     case BG_LAYER_FLATTEN: return ops->copy(be, y, x, n * bg_shape_numel(spec->in));
+    case BG_LAYER_DROPOUT: /* bg_layer_dropout, with the stage's mask */
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }
     return bg_error_set(BG_ERR_INTERNAL, "%s: bg_layer_forward called on %s", be->name,
@@ -162,10 +167,29 @@ bg_status_t bg_layer_backward_data(const bg_layer_spec_t *spec, bg_backend_t *be
         return ops->layernorm_backward_data(be, n, bg_shape_numel(spec->in), x, p->weight, dy, dx,
                                             workspace);
     case BG_LAYER_FLATTEN: return ops->copy(be, dx, dy, n * bg_shape_numel(spec->in));
+    case BG_LAYER_DROPOUT:
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }
     return bg_error_set(BG_ERR_INTERNAL, "%s: bg_layer_backward_data called on %s", be->name,
                         bg_layer_kind_name(spec->kind));
+}
+
+bg_dropout_mask_t bg_layer_dropout_mask(const bg_layer_spec_t *spec, int index, uint64_t seed,
+                                        int64_t step, int64_t first_row) {
+    return (bg_dropout_mask_t){.key = bg_dropout_key(seed, step, index),
+                               .first_row = first_row,
+                               .threshold = bg_dropout_threshold(spec->rate),
+                               .scale = 1 / (1 - spec->rate)};
+}
+
+bg_status_t bg_layer_dropout(const bg_layer_spec_t *spec, bg_backend_t *be,
+                             const bg_dropout_mask_t *mask, int64_t n, const void *x, void *y) {
+    if (spec->kind != BG_LAYER_DROPOUT)
+        return bg_error_set(BG_ERR_INTERNAL, "%s: bg_layer_dropout called on %s", be->name,
+                            bg_layer_kind_name(spec->kind));
+    const int64_t features = bg_shape_numel(spec->in);
+    if (mask != NULL) return be->ops->dropout(be, mask, n, features, x, y);
+    return x == y ? BG_OK : be->ops->copy(be, y, x, n * features);
 }
 
 int bg_layer_fuses_relu(const bg_layer_spec_t *spec, const bg_backend_t *be) {

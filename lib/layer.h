@@ -28,7 +28,8 @@ typedef struct bg_layer_params {
 } bg_layer_params_t;
 
 /* 1 if layer `index` of the stack is a relu, tanh or sigmoid (whose
- * backward reads only its output) that may overwrite its input: the layer
+ * backward reads only its output) or a dropout (which reads neither) that
+ * may overwrite its input: the layer
  * before it (conv2d, dense or avgpool) never reads its own output in its
  * backward, so the activation's output can live in that buffer. A stage
  * applies this only when both layers are in it. */
@@ -62,6 +63,19 @@ bg_status_t bg_layer_forward(const bg_layer_spec_t *spec, bg_backend_t *be,
 bg_status_t bg_layer_backward_data(const bg_layer_spec_t *spec, bg_backend_t *be,
                                    const bg_layer_params_t *p, int64_t n, const void *x,
                                    const void *y, const void *dy, void *dx, void *workspace);
+
+/* The mask of dropout layer `index` (its place in the stack) for rows
+ * first_row, first_row + 1, ... of the mini-batch at optimizer step `step`
+ * (the steps taken before it) of a run seeded with `seed`. */
+bg_dropout_mask_t bg_layer_dropout_mask(const bg_layer_spec_t *spec, int index, uint64_t seed,
+                                        int64_t step, int64_t first_row);
+
+/* A dropout layer's pass, forward (x -> y) and backward (dy -> dx) alike:
+ * the values the mask keeps, scaled by 1 / (1 - rate), and 0 for the
+ * others. With mask NULL (evaluation) y = x, nothing to do when they alias.
+ * x, y: (n, in) */
+bg_status_t bg_layer_dropout(const bg_layer_spec_t *spec, bg_backend_t *be,
+                             const bg_dropout_mask_t *mask, int64_t n, const void *x, void *y);
 
 /* Layers whose pass also does a relu beside them, in one op, to the bit:
  * a conv2d's forward that of the relu after it (in place over its output),

@@ -24,6 +24,7 @@ typedef enum option_type {
     OPTION_SIZE,       /* whole number 1..BG_MODEL_SPEC_MAX_DIM */
     OPTION_PADDING,    /* valid = 0, same = 1 */
     OPTION_ACTIVATION, /* none/linear, relu, tanh, sigmoid, gelu */
+    OPTION_RATE,       /* a decimal fraction in [0, 1): 0.5, .25, 0 */
 } option_type_t;
 
 enum { PADDING_VALID = 0, PADDING_SAME = 1 };
@@ -74,6 +75,13 @@ static const option_def_t dense_options[] = {
 };
 enum { DENSE_UNITS, DENSE_ACTIVATION };
 
+static const option_def_t dropout_options[] = {
+    {"rate", OPTION_RATE, false},
+};
+enum { DROPOUT_RATE };
+/* PyTorch's nn.Dropout() and the rate most Keras models give. */
+#define DROPOUT_DEFAULT_RATE 0.5
+
 #define LAYER_DEF(word, is_input, kind, options)                                                   \
     { word, is_input, kind, options, (int)(sizeof options / sizeof options[0]) }
 
@@ -89,6 +97,7 @@ static const layer_def_t layer_defs[] = {
     {"sigmoid", false, BG_LAYER_SIGMOID, NULL, 0},
     {"gelu", false, BG_LAYER_GELU, NULL, 0},
     {"layernorm", false, BG_LAYER_LAYERNORM, NULL, 0},
+    LAYER_DEF("dropout", false, BG_LAYER_DROPOUT, dropout_options),
     {"softmax_cross_entropy", false, BG_LAYER_SOFTMAX_CROSS_ENTROPY, NULL, 0},
 };
 enum { NUM_LAYER_DEFS = (int)(sizeof layer_defs / sizeof layer_defs[0]) };
@@ -98,6 +107,7 @@ typedef struct layer_line {
     const layer_def_t *def;
     int line, col;
     int64_t values[OPTIONS_MAX];
+    double rate;                 /* the OPTION_RATE option's value, when written */
     int value_cols[OPTIONS_MAX]; /* 0 when the option was not written */
     int key_cols[OPTIONS_MAX];
 } layer_line_t;
@@ -151,6 +161,7 @@ const char *bg_layer_kind_name(bg_layer_kind_t kind) {
     case BG_LAYER_SIGMOID: return "sigmoid";
     case BG_LAYER_GELU: return "gelu";
     case BG_LAYER_LAYERNORM: return "layernorm";
+    case BG_LAYER_DROPOUT: return "dropout";
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: return "softmax_cross_entropy";
     }
     return "unknown";
@@ -211,8 +222,50 @@ static uint64_t spec_fingerprint(const bg_model_spec_t *spec) {
                           bg_layer_kind_name(layer->kind), layer->filters, layer->kernel,
                           layer->stride, layer->pad);
         hash = fnv1a_update(hash, canonical, (size_t)length);
+        /* Only for dropout, so that the other models keep their hashes. */
+        if (layer->kind == BG_LAYER_DROPOUT) {
+            length = snprintf(canonical, sizeof canonical, "rate %.17g\n", layer->rate);
+            hash = fnv1a_update(hash, canonical, (size_t)length);
+        }
     }
     return hash;
+}
+
+/* A rate: digits with at most one decimal point, in [0, 1). Checked by
+ * hand first, because strtod would also take signs, exponents, hex, "inf"
+ * and "nan". */
+static bg_status_t parse_rate(const parser_t *p, layer_line_t *layer, const char *key,
+                              size_t key_length, const char *value, size_t value_length, int line,
+                              int value_col) {
+    size_t digits = 0, points = 0, others = 0;
+    for (size_t i = 0; i < value_length; i++) {
+        if (value[i] >= '0' && value[i] <= '9')
+            digits++;
+        else if (value[i] == '.')
+            points++;
+        else
+            others++;
+    }
+    char text[TOKEN_SHOWN_MAX + 1];
+    const bool plain = digits >= 1 && points <= 1 && others == 0 && value_length <= TOKEN_SHOWN_MAX;
+    double rate = -1;
+    if (plain) {
+        memcpy(text, value, value_length);
+        text[value_length] = '\0';
+        rate = strtod(text, NULL);
+    }
+    if (!plain)
+        return parse_error(p, line, value_col,
+                           "%.*s=%.*s: expected a fraction from 0 up to (not including) 1, "
+                           "such as 0.5",
+                           (int)key_length, key, token_shown(value_length), value);
+    if (!(rate < 1))
+        return parse_error(p, line, value_col,
+                           "%.*s=%.*s is out of range: a rate of 1 or more would drop every "
+                           "value; expected 0 up to (not including) 1",
+                           (int)key_length, key, token_shown(value_length), value);
+    layer->rate = rate;
+    return BG_OK;
 }
 
 static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, int index,
@@ -249,6 +302,8 @@ static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, in
                            "activation=%.*s: expected relu, tanh, sigmoid, gelu, none or linear",
                            token_shown(value_length), value);
     }
+    if (option->type == OPTION_RATE)
+        return parse_rate(p, layer, key, key_length, value, value_length, line, value_col);
     /* Digits only: strtol would accept signs, spaces and hex, none of which
      * belong in a size. The running value stops growing past the maximum, so
      * a thousand-digit number cannot overflow. */
@@ -373,7 +428,8 @@ static bg_status_t finish_layer(parser_t *p, bg_layer_spec_t *layer) {
     case BG_LAYER_RELU:
     case BG_LAYER_TANH:
     case BG_LAYER_SIGMOID:
-    case BG_LAYER_GELU: layer->flops = in_numel; break;
+    case BG_LAYER_GELU:
+    case BG_LAYER_DROPOUT: layer->flops = in_numel; break;
     case BG_LAYER_LAYERNORM:
         /* gamma and beta, one each per value; per value the sum, the
          * centred square and its sum, centring and scaling, gamma and beta */
@@ -540,6 +596,7 @@ static bg_status_t build_layer(parser_t *p, const layer_line_t *source) {
     case BG_LAYER_SIGMOID:
     case BG_LAYER_GELU:
     case BG_LAYER_LAYERNORM:
+    case BG_LAYER_DROPOUT:
         if (def->kind == BG_LAYER_LAYERNORM && p->shape.c * p->shape.h * p->shape.w < 2)
             return parse_error(p, source->line, source->col,
                                "layernorm over 1 value: its output is always its beta, and "
@@ -548,6 +605,8 @@ static bg_status_t build_layer(parser_t *p, const layer_line_t *source) {
         BG_CHECK(append_layer(p, source, &layer));
         layer->kind = def->kind;
         layer->out = layer->in;
+        if (def->kind == BG_LAYER_DROPOUT)
+            layer->rate = source->value_cols[DROPOUT_RATE] ? source->rate : DROPOUT_DEFAULT_RATE;
         if (def->kind == BG_LAYER_FLATTEN) {
             int64_t channels = 0;
             if (!checked_mul(layer->in.c, layer->in.h, &channels) ||
@@ -659,7 +718,7 @@ static bg_status_t parse_line(parser_t *p, const char *text, size_t length, int 
         return parse_error(p, line, word_col,
                            "unknown layer '%.*s' (expected input, conv2d, maxpool, avgpool, "
                            "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, "
-                           "softmax_cross_entropy)",
+                           "dropout, softmax_cross_entropy)",
                            token_shown(word_length), word);
     }
     BG_CHECK(check_order(p, def, line, word_col));

@@ -42,6 +42,7 @@ typedef enum bg_layer_kind {
     BG_LAYER_SIGMOID,
     BG_LAYER_GELU,
     BG_LAYER_LAYERNORM,
+    BG_LAYER_DROPOUT,
     BG_LAYER_SOFTMAX_CROSS_ENTROPY,
 } bg_layer_kind_t;
 
@@ -64,6 +65,7 @@ typedef struct bg_layer_spec {
     int64_t kernel;
     int64_t stride;
     int64_t pad;              /* rows/cols of zeros on each side (same => (k-1)/2) */
+    double rate;              /* dropout: the chance that training zeroes a value, [0, 1) */
     int64_t params;           /* trainable parameters (weights + biases) */
     int64_t flops;            /* forward FLOPs per sample (multiply-add = 2) */
     int64_t activation_bytes; /* bytes of this layer's output per sample (fp32) */

@@ -238,6 +238,7 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     if (last && p->cfg.check_finite && n > 0)
         BG_CHECK(log_check(p, s, mb, out_layer, "the loss", &loss_tag));
     set_doing(p, s, "computing a forward on stage %d", s);
+    bg_stage_slot_set_first_sample(stage, slot, at); /* dropout's draw */
     stamp_t start = stamp(p, device);
     if (last) {
         BG_CHECK(bg_stage_forward_slot_deferred(stage, slot, n, p->job == JOB_TRAIN, loss_tag));

@@ -30,10 +30,11 @@ struct bg_cost_model {
     int64_t *backward_flops; /* dX and dW work per sample */
     int64_t *weight_flops;   /* dW work per sample */
     /* The part of those three of the layers priced per value (tanh,
-     * sigmoid, gelu, layernorm), their values, and layernorm's values, for
-     * a device on which they are memory-bound instead. */
+     * sigmoid, gelu, layernorm, dropout), and the values their forward,
+     * dX and dW read and write, for a device on which they are
+     * memory-bound instead (layer_work). */
     int64_t *priced_forward, *priced_backward, *priced_weight;
-    int64_t *priced_values, *norm_values;
+    int64_t *streamed_forward, *streamed_backward, *streamed_weight;
     int64_t *backward_ops;   /* 2 ops with weights, else 1 */
     int64_t *param_elems;    /* weights + biases of layers with weights */
     int64_t *output_elems;   /* per-sample outputs of layers with a buffer of their own */
@@ -104,8 +105,9 @@ void bg_cost_model_destroy(bg_cost_model_t *m) {
     free(m->priced_forward);
     free(m->priced_backward);
     free(m->priced_weight);
-    free(m->priced_values);
-    free(m->norm_values);
+    free(m->streamed_forward);
+    free(m->streamed_backward);
+    free(m->streamed_weight);
     free(m->backward_ops);
     free(m->param_elems);
     free(m->output_elems);
@@ -170,7 +172,8 @@ static double weight_excess(const bg_cost_model_t *m, const bg_cost_device_t *d,
  * scalar tanhf, expf and erfcf; after commit 0526a22), times the 50 FLOPs
  * a nanosecond of BG_COST_CPU_CORE_FLOPS: tanh 14.5 ns forward, 0.50
  * backward; sigmoid 2.6 and 0.48; gelu 8.3 and 11.7; layernorm 1.6, 2.4
- * for dX and 1.8 for dW. (relu, at 0.16 and 0.38 ns, stays at its one
+ * for dX and 1.8 for dW; dropout, a 64-bit hash per value, 2.08 and 2.0
+ * (measured when it was added, as above). (relu, at 0.16 and 0.38 ns, stays at its one
  * FLOP; a dense layer's product ran at 100 GFLOP/s there, twice the
  * assumed speed, which the convolutions' im2col does not reach.) On a GPU
  * these passes are memory-bound and far cheaper, so a device marked
@@ -187,6 +190,8 @@ enum {
     LAYERNORM_FORWARD = 79,
     LAYERNORM_DX = 119,
     LAYERNORM_DW = 89,
+    DROPOUT_FORWARD = 104,
+    DROPOUT_BACKWARD = 100,
 };
 
 /* A layer's work per sample, in FLOPs or FLOP-equivalents: its forward,
@@ -217,6 +222,10 @@ static int layer_work(const bg_layer_spec_t *l, double *fwd, double *dx, double 
         *fwd = LAYERNORM_FORWARD * values;
         *dx = LAYERNORM_DX * values;
         *dw = LAYERNORM_DW * values;
+        return 1;
+    case BG_LAYER_DROPOUT:
+        *fwd = DROPOUT_FORWARD * values;
+        *dx = DROPOUT_BACKWARD * values;
         return 1;
     default: return 0;
     }
@@ -288,6 +297,10 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         int64_t out = bg_shape_numel(l->out);
         double fwd, dx, dw;
         const int priced = layer_work(l, &fwd, &dx, &dw);
+        /* Values a priced layer's passes read and write, each: forward x
+         * and y; dX dy, dx and x or y, but dropout's only dy and dx (its
+         * mask is a hash); layernorm's dW x and dy. */
+        const int64_t dx_streams = l->kind == BG_LAYER_DROPOUT ? 2 : 3;
         m->forward_flops[i + 1] = m->forward_flops[i] + (int64_t)fwd;
         m->backward_flops[i + 1] = m->backward_flops[i] + (int64_t)(dx + dw);
         m->weight_flops[i + 1] = m->weight_flops[i] + (int64_t)dw;
@@ -295,8 +308,10 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         m->priced_forward[i + 1] = m->priced_forward[i] + (priced ? (int64_t)fwd : 0);
         m->priced_backward[i + 1] = m->priced_backward[i] + (priced ? (int64_t)(dx + dw) : 0);
         m->priced_weight[i + 1] = m->priced_weight[i] + (priced ? (int64_t)dw : 0);
-        m->priced_values[i + 1] = m->priced_values[i] + (priced ? values : 0);
-        m->norm_values[i + 1] = m->norm_values[i] + (l->kind == BG_LAYER_LAYERNORM ? values : 0);
+        m->streamed_forward[i + 1] = m->streamed_forward[i] + (priced ? 2 * values : 0);
+        m->streamed_backward[i + 1] = m->streamed_backward[i] + (priced ? dx_streams * values : 0);
+        m->streamed_weight[i + 1] =
+            m->streamed_weight[i] + (l->kind == BG_LAYER_LAYERNORM ? 2 * values : 0);
         m->backward_ops[i + 1] = m->backward_ops[i] + (weighted ? 2 : 1);
         m->param_elems[i + 1] = m->param_elems[i] + (weighted ? weights + biases : 0);
         int aliases = l->kind == BG_LAYER_FLATTEN || bg_layer_runs_in_place(spec, i);
@@ -366,8 +381,9 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     m->priced_forward = calloc(count, sizeof(int64_t));
     m->priced_backward = calloc(count, sizeof(int64_t));
     m->priced_weight = calloc(count, sizeof(int64_t));
-    m->priced_values = calloc(count, sizeof(int64_t));
-    m->norm_values = calloc(count, sizeof(int64_t));
+    m->streamed_forward = calloc(count, sizeof(int64_t));
+    m->streamed_backward = calloc(count, sizeof(int64_t));
+    m->streamed_weight = calloc(count, sizeof(int64_t));
     m->backward_ops = calloc(count, sizeof(int64_t));
     m->param_elems = calloc(count, sizeof(int64_t));
     m->output_elems = calloc(count, sizeof(int64_t));
@@ -382,10 +398,10 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     bg_status_t st = BG_OK;
     bg_backend_t *own = NULL, *be = cfg->workspace_backend;
     if (!m->forward_flops || !m->backward_flops || !m->weight_flops || !m->priced_forward ||
-        !m->priced_backward || !m->priced_weight || !m->priced_values || !m->norm_values ||
-        !m->backward_ops || !m->param_elems || !m->output_elems || !m->weighted_elems ||
-        !m->boundary || !m->convolutions || !m->forward_s || !m->backward_s || !m->weight_s ||
-        !m->update_s || !m->check_s) {
+        !m->priced_backward || !m->priced_weight || !m->streamed_forward || !m->streamed_backward ||
+        !m->streamed_weight || !m->backward_ops || !m->param_elems || !m->output_elems ||
+        !m->weighted_elems || !m->boundary || !m->convolutions || !m->forward_s || !m->backward_s ||
+        !m->weight_s || !m->update_s || !m->check_s) {
         st = bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
         goto fail;
     }
@@ -429,21 +445,22 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
         /* The forward and dX each read the weights once. */
         const double streaming = weight_excess(m, d, first, last);
         double w_flops = (double)(m->weight_flops[last] - m->weight_flops[first]);
-        /* Where tanh, sigmoid, gelu and layernorm are memory-bound, their
-         * passes stream their values instead of taking a core's time. */
+        /* Where tanh, sigmoid, gelu, layernorm and dropout are
+         * memory-bound, their passes stream their values instead of taking
+         * a core's time. */
         double fwd_bytes_s = 0, bwd_bytes_s = 0, w_bytes_s = 0;
         if (d->elementwise_memory_bound) {
             fwd_flops -= (double)(m->priced_forward[last] - m->priced_forward[first]);
             bwd_flops -= (double)(m->priced_backward[last] - m->priced_backward[first]);
             w_flops -= (double)(m->priced_weight[last] - m->priced_weight[first]);
-            const double values = (double)(m->priced_values[last] - m->priced_values[first]);
-            const double norms = (double)(m->norm_values[last] - m->norm_values[first]);
             const double per_s =
                 (d->memory_bytes_per_s > 0 ? d->memory_bytes_per_s : BG_COST_MEMORY_BYTES_PER_S) /
                 ((double)m->elem * samples);
-            fwd_bytes_s = 2 * values / per_s;
-            w_bytes_s = 2 * norms / per_s;
-            bwd_bytes_s = 3 * values / per_s + w_bytes_s;
+            fwd_bytes_s = (double)(m->streamed_forward[last] - m->streamed_forward[first]) / per_s;
+            w_bytes_s = (double)(m->streamed_weight[last] - m->streamed_weight[first]) / per_s;
+            bwd_bytes_s =
+                (double)(m->streamed_backward[last] - m->streamed_backward[first]) / per_s +
+                w_bytes_s;
         }
         t.forward = fwd_flops * samples / d->flops_per_s + fwd_bytes_s +
                     (last - first) * d->op_overhead_s + streaming;

@@ -13,7 +13,7 @@
  *   recompute       = the stage's forward again before its backward
  *   transfer(bytes) = bytes / bandwidth + latency
  * where flops are bg_layer_spec_t.flops (forward FLOPs per sample) but for
- * tanh, sigmoid, gelu and layernorm, whose forward, dX and dW are priced
+ * tanh, sigmoid, gelu, layernorm and dropout, whose forward, dX and dW are priced
  * apart from a CPU core's measured time per value (layer_work in
  * cost_model.c; summary's one FLOP a tanh value takes 14.5 ns there), or on
  * a device where they are memory-bound by the bytes they stream, w the
@@ -103,9 +103,10 @@ typedef struct bg_cost_device {
      * on the CPU backend). */
     int own_conv_workspace;
     size_t conv_workspace_bytes;
-    /* 1 where tanh, sigmoid, gelu and layernorm are bound by memory (a GPU):
-     * each pass takes the time to stream its values (2 a value forward, 3
-     * for dX, 2 for layernorm's dW) at memory_bytes_per_s. 0: a CPU core's
+    /* 1 where tanh, sigmoid, gelu, layernorm and dropout are bound by
+     * memory (a GPU): each pass takes the time to stream its values (2 a
+     * value forward, 3 for dX but 2 for dropout's, 2 for layernorm's dW) at
+     * memory_bytes_per_s. 0: a CPU core's
      * measured time per value (cost_model.c). */
     int elementwise_memory_bound;
 } bg_cost_device_t;

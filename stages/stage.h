@@ -126,6 +126,11 @@ const void *bg_stage_input_grad(const bg_stage_t *stage);
 /* Device buffer for the input of `slot`, (max_batch, in). */
 void *bg_stage_slot_input(bg_stage_t *stage, int slot);
 
+/* Where the samples of `slot`'s next forward start in their mini-batch
+ * (0 until set): dropout draws its mask by a sample's place in the
+ * mini-batch, so that any cut into micro-batches drops the same values. */
+void bg_stage_slot_set_first_sample(bg_stage_t *stage, int slot, int64_t first_sample);
+
 /* Like bg_stage_load_batch, into `slot`. */
 bg_status_t bg_stage_load_slot(bg_stage_t *stage, int slot, int64_t n, const float *images,
                                const int32_t *labels);
@@ -137,7 +142,8 @@ bg_status_t bg_stage_load_slot_async(bg_stage_t *stage, int slot, int64_t n, con
                                      const int32_t *labels);
 
 /* Forward of the n samples in `slot`'s input. With `stash` the slot is held
- * until its last backward op; without (evaluation) nothing is kept. n may be
+ * until its last backward op, and dropout drops; without (evaluation)
+ * nothing is kept, and dropout passes its input on. n may be
  * 0 (an empty micro-batch of a short final batch): nothing is computed. */
 bg_status_t bg_stage_forward_slot(bg_stage_t *stage, int slot, int64_t n, int stash,
                                   bg_stage_loss_t *loss);

@@ -21,6 +21,20 @@ void *bg_stage_layer_output(const bg_stage_t *s, const stage_slot_t *slot, int i
 
 void *bg_stage_slot_input(bg_stage_t *s, int slot) { return s->slots[slot].input; }
 
+void bg_stage_slot_set_first_sample(bg_stage_t *s, int slot, int64_t first_sample) {
+    s->slots[slot].first_sample = first_sample;
+}
+
+/* Dropout layer i's pass over the slot (x -> y forward, dy -> dx
+ * backward): its mask when the slot's forward trained, else the identity. */
+static bg_status_t run_dropout(const bg_stage_t *s, const stage_slot_t *sl, int i, int64_t n,
+                               const void *x, void *y) {
+    const bg_layer_spec_t *l = stage_layer(s, i);
+    const bg_dropout_mask_t mask =
+        bg_layer_dropout_mask(l, s->first + i, s->seed, sl->step, sl->first_sample);
+    return bg_layer_dropout(l, s->be, sl->training ? &mask : NULL, n, x, y);
+}
+
 void *bg_stage_input(bg_stage_t *s) { return s->slots[0].input; }
 
 const void *bg_stage_slot_output(const bg_stage_t *s, int slot) {
@@ -109,6 +123,8 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, loss_
             st = s->be->ops->softmax_xent_forward(s->be, n, l->in.c, x, sl->labels, y,
                                                   &result.loss_sum, &result.correct);
             if (st == BG_OK && loss != NULL) *loss = result;
+        } else if (l->kind == BG_LAYER_DROPOUT) {
+            st = run_dropout(s, sl, i, n, x, y);
         } else {
             st = bg_layer_forward(l, s->be, &s->params[i], n, x, y, s->workspace);
         }
@@ -137,6 +153,8 @@ static bg_status_t forward_slot(bg_stage_t *s, int slot, int64_t n, int stash, l
         sl->state = SLOT_FORWARD_DONE;
     }
     sl->batch = n;
+    sl->step = s->steps;
+    sl->training = stash;
     if (loss != NULL) *loss = (bg_stage_loss_t){0};
     if (n == 0) return BG_OK;
     return run_forward(s, sl, n, use, loss, loss_tag);
@@ -211,6 +229,8 @@ bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double lo
              * it over in its own buffer, or W keeps it. */
             if (i > 0 && dx != sl->saved_dy[i - 1]) continue;
             if (dx != NULL) st = s->be->ops->copy(s->be, dx, dy, n * bg_shape_numel(l->in));
+        } else if (st == BG_OK && l->kind == BG_LAYER_DROPOUT) {
+            if (dx != NULL) st = run_dropout(s, sl, i, n, dy, dx);
         } else if (st == BG_OK && l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
             if (dx == NULL) break; /* a model that is only its loss: nothing to train */
             st =

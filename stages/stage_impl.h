@@ -18,6 +18,11 @@ typedef struct stage_slot {
     int32_t *labels; /* loss stage: (max_batch) */
     int64_t batch;   /* n of its forward */
     slot_state_t state;
+    /* Dropout's draw (bg_layer_dropout_mask): where the samples sit in their
+     * mini-batch (bg_stage_slot_set_first_sample), the optimizer steps taken
+     * when the forward ran, and whether it trained (stashed) or evaluated. */
+    int64_t first_sample, step;
+    int training;
 } stage_slot_t;
 
 struct bg_stage {
@@ -69,7 +74,7 @@ static inline int stage_layer_has_params(const bg_stage_t *s, int i) {
 }
 
 /* 1 when layer i (of the stage) keeps no output buffer of its own: a
- * flatten (a reshape), or a relu, tanh or sigmoid running in place over its
+ * flatten (a reshape), or a relu, tanh, sigmoid or dropout running in place over its
  * predecessor's output (bg_layer_runs_in_place). */
 static inline int stage_layer_aliases(const bg_stage_t *s, int i) {
     if (stage_layer(s, i)->kind == BG_LAYER_FLATTEN) return 1;

@@ -166,6 +166,26 @@ printf '%s\nconv2d filters=2 kernel=3 activation=sigmoid\nflatten\ndense units=4
     'input channels=1 height=5 width=5' >"$T/swish.model"
 usage_error "$T/swish.model:4:26: activation=swish: expected relu, tanh, sigmoid, gelu, none or linear" \
     -- summary "$T/swish.model"
+# dropout: its rate in summary; trained and saved at one rate, --resume at
+# another is refused (another step), --load takes the weights with a note.
+printf '%s\nconv2d filters=2 kernel=3\ndropout rate=0.25\nflatten\ndense units=4\ndropout\ndense units=3\nsoftmax_cross_entropy\n' \
+    'input channels=1 height=5 width=5' >"$T/dropout.model"
+expect 0 "" -- summary "$T/dropout.model"
+stdout_has "    1  dropout 0.25           2x3x3                   0             18" \
+    "summary: a dropout's rate"
+stdout_has "    4  dropout 0.5            4 " "summary: dropout's default rate"
+expect 0 "" -- train "$T/dropout.model" --data synthetic --devices cpu:2 --microbatches 2 \
+    --steps 3 --batch 8 --save "$T/dropout.safetensors"
+sed 's/rate=0.25/rate=0.3/' "$T/dropout.model" >"$T/dropout30.model"
+usage_error "checkpoint belongs to another model" -- train "$T/dropout30.model" \
+    --data synthetic --steps 4 --batch 8 --resume "$T/dropout.safetensors"
+expect 0 "" -- train "$T/dropout30.model" --data synthetic --steps 0 --batch 8 \
+    --load "$T/dropout.safetensors"
+check "train: --load at another dropout rate notes the other fingerprint" \
+    grep -q "was saved from another model" "$ERR"
+sed 's/rate=0.25/rate=1/' "$T/dropout.model" >"$T/dropout100.model"
+usage_error "$T/dropout100.model:3:14: rate=1 is out of range: a rate of 1 or more would drop every value; expected 0 up to (not including) 1" \
+    -- summary "$T/dropout100.model"
 usage_error "no MODEL" -- summary
 usage_error "unknown option '--bogus'" -- summary --bogus "$MODEL"
 usage_error "more than one MODEL" -- summary "$MODEL" "$MODEL"

@@ -310,6 +310,38 @@ static void test_relu(void **state) {
     twin_free(f, &dx);
 }
 
+/* ---- dropout ---- */
+
+/* The same mask and product on both: the GPU keeps and scales the very
+ * values the CPU does, to the bit (lib/dropout.h), rows counted from
+ * first_row; in place too, as after a convolution or a dense layer. */
+static void test_dropout(void **state) {
+    fixture_t *f = *state;
+    enum { ROWS = 7, FEATURES = 1430, N = ROWS * FEATURES };
+    const bg_dropout_mask_t mask = {.key = 0x123456789abcdefULL,
+                                    .first_row = 3,
+                                    .threshold = 0x4ccccccc, /* rate 0.3 */
+                                    .scale = 1 / 0.7};
+    twin_t x = twin_random(f, N, -1, 1), y = twin_new(f, N, NULL);
+    ON_BOTH(be->ops->dropout(be, &mask, ROWS, FEATURES, P(x), P(y)));
+    float *want = twin_download(f, &y, 0), *got = twin_download(f, &y, 1);
+    assert_memory_equal(got, want, sizeof(float) * N);
+    int dropped = 0;
+    for (int i = 0; i < N; i++) dropped += want[i] == 0;
+    assert_true(dropped > N / 5 && dropped < N * 2 / 5);
+    free(want);
+    free(got);
+    ON_BOTH(be->ops->dropout(be, &mask, ROWS, FEATURES, P(x), P(x)));
+    want = twin_download(f, &x, 0);
+    got = twin_download(f, &x, 1);
+    assert_memory_equal(got, want, sizeof(float) * N);
+    free(want);
+    free(got);
+    ON_BOTH(be->ops->dropout(be, &mask, 0, FEATURES, P(x), P(y))); /* an empty micro-batch */
+    twin_free(f, &x);
+    twin_free(f, &y);
+}
+
 /* ---- tanh, sigmoid, gelu ---- */
 
 static void test_activations(void **state) {
@@ -1061,6 +1093,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_memory_ops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_relu, setup, teardown),
         cmocka_unit_test_setup_teardown(test_activations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_layernorm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dense, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conv2d, setup, teardown),

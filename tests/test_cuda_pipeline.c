@@ -5,7 +5,7 @@
  * a gradient summed to +1e-9 on one device and -1e-9 on the other into
  * weights 2 * lr apart, which compares the summation order, not the
  * pipeline (inputs moved by 1 ulp gave 3.6e-5 relative on the CPU alone).
- * The same for a model of tanh, sigmoid, gelu and layernorm.
+ * The same for a model of tanh, sigmoid, gelu, layernorm and dropout.
  * Skips (exit 77) without a CUDA build or a GPU; run on the GPU machine by
  * bench/gpu-check.sh. */
 #include <stdarg.h>
@@ -193,16 +193,19 @@ static void test_shared_gpu_matches_cpu(void **state) {
 }
 
 /* tanh, sigmoid, gelu and layernorm (whose kernels are not the CPU's bits:
- * CUDA's libm, and a row's sums by a block's tree) on one GPU and on four
- * stages sharing it, with and without recompute, against one CPU device. */
+ * CUDA's libm, and a row's sums by a block's tree) and dropout (whose mask
+ * is, wherever the layer lands) on one GPU and on four stages sharing it,
+ * with and without recompute, against one CPU device. */
 static void test_new_layers_match_cpu(void **state) {
     (void)state;
     static const char model[] = "input channels=1 height=28 width=28\n"
                                 "conv2d filters=8 kernel=3 activation=tanh\n"
                                 "layernorm\n"
                                 "maxpool size=2\n"
+                                "dropout rate=0.25\n"
                                 "flatten\n"
                                 "dense units=64 activation=gelu\n"
+                                "dropout\n"
                                 "layernorm\n"
                                 "dense units=32 activation=sigmoid\n"
                                 "dense units=10\n"

@@ -19,6 +19,7 @@
 
 #include "backend.h"
 #include "cpu/backend_cpu.h"
+#include "dropout.h"
 #include "layer.h"
 #include "rng.h"
 
@@ -254,6 +255,7 @@ static double reference_output(const bg_layer_spec_t *s, const double *x, const 
         return (xi[f] - mean) / sqrt(variance + BG_LAYERNORM_EPS) * w[f] + b[f];
     }
     case BG_LAYER_FLATTEN: return xi[(c * s->out.h + oy) * s->out.w + ox];
+    case BG_LAYER_DROPOUT: /* a draw, not a function: test_dropout_* */
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }
     fail_msg("no reference for layer kind %d", (int)s->kind);
@@ -889,8 +891,9 @@ static void test_runs_in_place(void **state) {
     const bg_layer_kind_t befores[] = {BG_LAYER_CONV2D,  BG_LAYER_DENSE,   BG_LAYER_AVGPOOL,
                                        BG_LAYER_MAXPOOL, BG_LAYER_FLATTEN, BG_LAYER_RELU,
                                        BG_LAYER_TANH,    BG_LAYER_GELU,    BG_LAYER_LAYERNORM};
-    const bg_layer_kind_t kinds[] = {BG_LAYER_RELU, BG_LAYER_TANH,      BG_LAYER_SIGMOID,
-                                     BG_LAYER_GELU, BG_LAYER_LAYERNORM, BG_LAYER_DENSE};
+    const bg_layer_kind_t kinds[] = {BG_LAYER_RELU,    BG_LAYER_TANH, BG_LAYER_SIGMOID,
+                                     BG_LAYER_DROPOUT, BG_LAYER_GELU, BG_LAYER_LAYERNORM,
+                                     BG_LAYER_DENSE};
     bg_layer_spec_t layers[2] = {{0}};
     bg_model_spec_t spec = {.num_layers = 2, .layers = layers};
     int in_place = 0;
@@ -898,15 +901,157 @@ static void test_runs_in_place(void **state) {
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
             layers[0].kind = befores[b];
             layers[1].kind = kinds[k];
-            const int want = b < 3 && k < 3;
+            const int want = b < 3 && k < 4;
             if (bg_layer_runs_in_place(&spec, 1) != want)
                 fail_msg("%s after %s: runs in place %d, want %d", bg_layer_kind_name(kinds[k]),
                          bg_layer_kind_name(befores[b]), !want, want);
             in_place += want;
         }
     }
-    assert_int_equal(in_place, 9);
+    assert_int_equal(in_place, 12);
     assert_int_equal(bg_layer_runs_in_place(&spec, 0), 0); /* nothing before it in the stack */
+}
+
+/* The mask's bits are splitmix64's outputs from state `key` (so a CPU and a
+ * GPU, and every version, draw the same): from state 0 its first two are
+ * 0xe220a8397b1dcdaf and 0x6e789e6aa1b965f4, of which the high halves
+ * decide. A value is kept at a threshold up to its bits, dropped above. */
+static void test_dropout_hash(void **state) {
+    (void)state;
+    assert_true(bg_dropout_keeps(0, 0, 0xe220a839u));
+    assert_false(bg_dropout_keeps(0, 0, 0xe220a83au));
+    assert_true(bg_dropout_keeps(0, 1, 0x6e789e6au));
+    assert_false(bg_dropout_keeps(0, 1, 0x6e789e6bu));
+    assert_int_equal(bg_dropout_threshold(0), 0);
+    assert_int_equal(bg_dropout_threshold(0.25), 0x40000000u);
+    assert_int_equal(bg_dropout_threshold(0.5), 0x80000000u);
+    assert_int_equal(bg_dropout_threshold(0.9999999999), 0xffffffffu); /* not 2^32, 0 */
+    /* Each of seed, step and layer changes the key. */
+    const uint64_t key = bg_dropout_key(1, 0, 3);
+    assert_true(key != bg_dropout_key(2, 0, 3));
+    assert_true(key != bg_dropout_key(1, 1, 3));
+    assert_true(key != bg_dropout_key(1, 0, 4));
+    assert_true(bg_dropout_key(1, 1, 3) != bg_dropout_key(1, 0, 4));
+}
+
+enum { DROP_ROWS = 64, DROP_FEATURES = 1000, DROP_COUNT = DROP_ROWS * DROP_FEATURES };
+
+/* Runs `spec`'s dropout with `mask` over `rows` rows of host x into host y,
+ * on a float backend; in place when `in_place`. */
+static void run_dropout_f32(bg_backend_t *be, const bg_layer_spec_t *spec,
+                            const bg_dropout_mask_t *mask, int64_t rows, const float *x, float *y,
+                            int in_place) {
+    const size_t bytes = sizeof(float) * (size_t)(rows * DROP_FEATURES);
+    void *dx = alloc_elems(be, rows * DROP_FEATURES),
+         *dy = in_place ? dx : alloc_elems(be, rows * DROP_FEATURES);
+    check_ok(be->ops->upload(be, dx, x, bytes));
+    check_ok(bg_layer_dropout(spec, be, mask, rows, dx, dy));
+    check_ok(be->ops->download(be, y, dy, bytes));
+    be->ops->free(be, dx);
+    if (!in_place) be->ops->free(be, dy);
+}
+
+/* Dropout at rate 0.3 over 64 rows of 1000: about 30% dropped, the rest
+ * multiplied by 1 / 0.7 and nothing else, each as bg_dropout_keeps says;
+ * the same values when the rows come in two parts (micro-batches), in
+ * place, and for the backward's gradient; other steps drop others;
+ * evaluation and rate 0 pass the input; a NaN is not dropped unseen. */
+static void test_dropout_values(void **state) {
+    (void)state;
+    bg_backend_t *be = backend_create(BG_F32);
+    const bg_layer_spec_t spec = {.kind = BG_LAYER_DROPOUT,
+                                  .in = {DROP_FEATURES, 1, 1},
+                                  .out = {DROP_FEATURES, 1, 1},
+                                  .rate = 0.3};
+    float *x = malloc(sizeof(float) * DROP_COUNT), *y = malloc(sizeof(float) * DROP_COUNT),
+          *z = malloc(sizeof(float) * DROP_COUNT);
+    assert_true(x != NULL && y != NULL && z != NULL);
+    bg_rng_t rng;
+    bg_rng_seed(&rng, 3, 0);
+    for (int i = 0; i < DROP_COUNT; i++) x[i] = (float)bg_rng_normal(&rng) + 0.01f; /* none 0 */
+    const bg_dropout_mask_t mask = bg_layer_dropout_mask(&spec, 7, 11, 2, 0);
+    assert_true(mask.key == bg_dropout_key(11, 2, 7));
+    run_dropout_f32(be, &spec, &mask, DROP_ROWS, x, y, 0);
+    const float scale = (float)(1 / 0.7);
+    int dropped = 0;
+    for (int i = 0; i < DROP_COUNT; i++) {
+        const int keep = bg_dropout_keeps(mask.key, (uint64_t)i, mask.threshold);
+        if (y[i] != (keep ? x[i] * scale : 0.0f))
+            fail_msg("value %d: %g, want %g (kept %d)", i, y[i], keep ? x[i] * scale : 0.0f, keep);
+        dropped += !keep;
+    }
+    /* 5 standard deviations of a binomial(64000, 0.3) share: 0.009 */
+    const double share = (double)dropped / DROP_COUNT;
+    if (!(fabs(share - 0.3) <= 0.009)) fail_msg("dropped %.4f of the values, want 0.3", share);
+    /* Rows 0-19 and 20-63 apart, as two micro-batches: the same bits. */
+    bg_dropout_mask_t part = bg_layer_dropout_mask(&spec, 7, 11, 2, 0);
+    run_dropout_f32(be, &spec, &part, 20, x, z, 0);
+    part.first_row = 20;
+    run_dropout_f32(be, &spec, &part, DROP_ROWS - 20, x + 20 * DROP_FEATURES,
+                    z + 20 * DROP_FEATURES, 0);
+    assert_memory_equal(z, y, sizeof(float) * DROP_COUNT);
+    run_dropout_f32(be, &spec, &mask, DROP_ROWS, x, z, 1);
+    assert_memory_equal(z, y, sizeof(float) * DROP_COUNT);
+    /* The backward: a gradient of ones comes back as the scale where the
+     * value was kept and 0 where it was dropped. */
+    float *ones = malloc(sizeof(float) * DROP_COUNT);
+    assert_non_null(ones);
+    for (int i = 0; i < DROP_COUNT; i++) ones[i] = 1;
+    run_dropout_f32(be, &spec, &mask, DROP_ROWS, ones, z, 0);
+    for (int i = 0; i < DROP_COUNT; i++)
+        if (z[i] != (y[i] != 0 ? scale : 0.0f)) fail_msg("gradient %d: %g", i, z[i]);
+    /* The next step's mask: independent, so about 2 x 0.3 x 0.7 = 42% of
+     * the values change between kept and dropped. */
+    const bg_dropout_mask_t next = bg_layer_dropout_mask(&spec, 7, 11, 3, 0);
+    run_dropout_f32(be, &spec, &next, DROP_ROWS, x, z, 0);
+    int changed = 0;
+    for (int i = 0; i < DROP_COUNT; i++) changed += (z[i] == 0) != (y[i] == 0);
+    if (!(fabs((double)changed / DROP_COUNT - 0.42) <= 0.01))
+        fail_msg("the next step changed %d of %d values", changed, DROP_COUNT);
+    /* Evaluation (no mask) and rate 0 pass x on, copied or in place. */
+    run_dropout_f32(be, &spec, NULL, DROP_ROWS, x, z, 0);
+    assert_memory_equal(z, x, sizeof(float) * DROP_COUNT);
+    run_dropout_f32(be, &spec, NULL, DROP_ROWS, x, z, 1);
+    assert_memory_equal(z, x, sizeof(float) * DROP_COUNT);
+    bg_layer_spec_t none = spec;
+    none.rate = 0;
+    const bg_dropout_mask_t all = bg_layer_dropout_mask(&none, 7, 11, 2, 0);
+    run_dropout_f32(be, &none, &all, DROP_ROWS, x, z, 0);
+    assert_memory_equal(z, x, sizeof(float) * DROP_COUNT);
+    /* A NaN where the mask drops stays a NaN (0 x NaN), as in PyTorch. */
+    int at = 0;
+    while (y[at] != 0) at++;
+    x[at] = NAN;
+    run_dropout_f32(be, &spec, &mask, DROP_ROWS, x, z, 0);
+    assert_true(isnan(z[at]));
+    free(ones);
+    free(x);
+    free(y);
+    free(z);
+    bg_backend_destroy(be);
+}
+
+/* A double backend keeps and drops the very values a float one does. */
+static void test_dropout_double_same_mask(void **state) {
+    bg_backend_t *be = *state; /* F64 */
+    const bg_layer_spec_t spec = {
+        .kind = BG_LAYER_DROPOUT, .in = {5, 4, 3}, .out = {5, 4, 3}, .rate = 0.6};
+    enum { N = 6, VALUES = N * 60 };
+    double x[VALUES], y[VALUES];
+    for (int i = 0; i < VALUES; i++) x[i] = 1 + i;
+    const bg_dropout_mask_t mask = bg_layer_dropout_mask(&spec, 2, 9, 0, 4);
+    void *d = alloc_elems(be, VALUES);
+    check_ok(be->ops->upload(be, d, x, sizeof x));
+    check_ok(bg_layer_dropout(&spec, be, &mask, N, d, d));
+    check_ok(be->ops->download(be, y, d, sizeof y));
+    be->ops->free(be, d);
+    int kept = 0;
+    for (int i = 0; i < VALUES; i++) {
+        const int keep = bg_dropout_keeps(mask.key, (uint64_t)(4 * 60 + i), mask.threshold);
+        assert_true(y[i] == (keep ? x[i] * (1 / 0.4) : 0));
+        kept += keep;
+    }
+    assert_true(kept > 0 && kept < VALUES);
 }
 
 static void test_flatten(void **state) {
@@ -1602,6 +1747,9 @@ int main(void) {
         cmocka_unit_test(test_layernorm_image),
         cmocka_unit_test(test_layernorm_hand_values),
         cmocka_unit_test(test_runs_in_place),
+        cmocka_unit_test(test_dropout_hash),
+        cmocka_unit_test(test_dropout_values),
+        cmocka_unit_test(test_dropout_double_same_mask),
         cmocka_unit_test(test_gelu_tail_float),
         cmocka_unit_test(test_flatten),
         cmocka_unit_test(test_forward_hand_values),

@@ -259,6 +259,54 @@ static void test_layernorm(void **state) {
     assert_non_null(strstr(bg_error_message(), "spec:3:1: dense needs a flat input"));
 }
 
+/* dropout: rate= a fraction in [0, 1), 0.5 unless given; the shape and
+ * form of its input; one FLOP per value; no parameters. */
+static void test_dropout(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse_ok("input channels=2 height=6 width=5\n"
+                                     "dropout rate=0.2\n"
+                                     "conv2d filters=3 kernel=3\n"
+                                     "dropout\n"
+                                     "flatten\n"
+                                     "dense units=8\n"
+                                     "dropout rate=.75\n"
+                                     "dropout rate=0\n"
+                                     "dense units=4\n"
+                                     "softmax_cross_entropy\n");
+    const bg_layer_spec_t *l = spec->layers;
+    assert_int_equal(l[0].kind, BG_LAYER_DROPOUT);
+    assert_true(l[0].rate == 0.2);
+    assert_shape(l[0].out, 2, 6, 5);
+    assert_int_equal(l[0].in_image, 1);
+    assert_int_equal(l[0].flops, 60);
+    assert_int_equal(l[0].params, 0);
+    assert_true(l[2].rate == 0.5);
+    assert_shape(l[2].out, 3, 4, 3);
+    assert_true(l[5].rate == 0.75);
+    assert_shape(l[5].out, 8, 1, 1);
+    assert_int_equal(l[5].in_image, 0);
+    assert_true(l[6].rate == 0);
+    assert_string_equal(bg_layer_kind_name(l[6].kind), "dropout");
+    assert_int_equal(spec->total_params, (3 * 2 * 9 + 3) + (36 * 8 + 8) + (8 * 4 + 4));
+    bg_model_spec_destroy(spec);
+    static const char *const bad_rates[] = {"1",   "1.0",  "2",   "-0.1", "+0.5", "0.5.1", ".",
+                                            "0,5", "5e-1", "0x1", "nan",  "inf",  "half"};
+    for (size_t i = 0; i < sizeof bad_rates / sizeof bad_rates[0]; i++) {
+        char text[256], want[256];
+        snprintf(text, sizeof text, MNIST_INPUT "dropout rate=%s\n", bad_rates[i]);
+        const int range = i < 3; /* a plain decimal, but not below 1 */
+        snprintf(want, sizeof want,
+                 range ? "spec:2:14: rate=%s is out of range: a rate of 1 or more would drop "
+                         "every value; expected 0 up to (not including) 1"
+                       : "spec:2:14: rate=%s: expected a fraction from 0 up to (not including) "
+                         "1, such as 0.5",
+                 bad_rates[i]);
+        expect_error(text, want);
+    }
+    expect_error(MNIST_INPUT "dropout p=0.5\n",
+                 "spec:2:9: unknown option 'p' for dropout (expected rate)");
+}
+
 static void test_pools(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse_ok("input channels=4 height=13 width=11\n"
@@ -390,7 +438,7 @@ static void test_not_nul_terminated(void **state) {
     expect_error_sized(exact, 3,
                        "spec:1:1: unknown layer 'inp' (expected input, conv2d, "
                        "maxpool, avgpool, flatten, dense, relu, tanh, sigmoid, "
-                       "gelu, layernorm, softmax_cross_entropy)");
+                       "gelu, layernorm, dropout, softmax_cross_entropy)");
     /* A comment and a \r that end the buffer. */
     memcpy(exact, "# x\r", 4);
     expect_error_sized(exact, 4, "spec:1:1: empty model spec: expected an 'input' line");
@@ -441,6 +489,27 @@ static void test_fingerprint(void **state) {
                                               "dense units=128 activation=relu\n"
                                               "dense units=10\n"
                                               "softmax_cross_entropy\n"));
+    /* A dropout renumbers the layers after it, and its rate changes what a
+     * step computes (--resume refuses another; --load takes the weights). */
+    const char *const dropped = "input channels=1 height=28 width=28\n"
+                                "conv2d filters=32 kernel=3 activation=relu\n"
+                                "maxpool size=2\n"
+                                "dropout rate=0.25\n"
+                                "flatten\n"
+                                "dense units=128 activation=relu\n"
+                                "dense units=10\n"
+                                "softmax_cross_entropy\n";
+    assert_int_not_equal(base, fingerprint_of(dropped));
+    char other_rate[512];
+    snprintf(other_rate, sizeof other_rate, "%.*srate=0.5%s",
+             (int)(strstr(dropped, "rate=") - dropped), dropped,
+             strstr(dropped, "rate=0.25") + strlen("rate=0.25"));
+    assert_int_not_equal(fingerprint_of(dropped), fingerprint_of(other_rate));
+    /* The same rate written otherwise is the same model. */
+    snprintf(other_rate, sizeof other_rate, "%.*srate=.250%s",
+             (int)(strstr(dropped, "rate=") - dropped), dropped,
+             strstr(dropped, "rate=0.25") + strlen("rate=0.25"));
+    assert_int_equal(fingerprint_of(dropped), fingerprint_of(other_rate));
     assert_int_not_equal(base, fingerprint_of("input channels=3 height=28 width=28\n"
                                               "conv2d filters=32 kernel=3 activation=relu\n"
                                               "maxpool size=2\n"
@@ -458,6 +527,7 @@ static void test_layer_kind_names(void **state) {
     assert_string_equal(bg_layer_kind_name(BG_LAYER_FLATTEN), "flatten");
     assert_string_equal(bg_layer_kind_name(BG_LAYER_DENSE), "dense");
     assert_string_equal(bg_layer_kind_name(BG_LAYER_RELU), "relu");
+    assert_string_equal(bg_layer_kind_name(BG_LAYER_DROPOUT), "dropout");
     assert_string_equal(bg_layer_kind_name(BG_LAYER_SOFTMAX_CROSS_ENTROPY),
                         "softmax_cross_entropy");
 }
@@ -514,10 +584,11 @@ static void test_load_parse_error_names_file(void **state) {
     bg_model_spec_t *spec = untouched;
     assert_int_equal(bg_model_spec_load(path, &spec), BG_ERR_PARSE);
     char expected[256];
-    snprintf(expected, sizeof expected,
-             "%s:2:1: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
-             "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, softmax_cross_entropy)",
-             path);
+    snprintf(
+        expected, sizeof expected,
+        "%s:2:1: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
+        "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, softmax_cross_entropy)",
+        path);
     assert_string_equal(bg_error_message(), expected);
     assert_ptr_equal(spec, untouched);
     unlink(path);
@@ -622,13 +693,15 @@ static void test_error_long_line(void **state) {
 
 static void test_error_unknown_layer(void **state) {
     (void)state;
-    expect_error(MNIST_INPUT "\n  conv3d filters=1 kernel=3\n",
-                 "spec:3:3: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
-                 "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, softmax_cross_entropy)");
+    expect_error(
+        MNIST_INPUT "\n  conv3d filters=1 kernel=3\n",
+        "spec:3:3: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
+        "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, softmax_cross_entropy)");
     /* Case matters. */
-    expect_error("Input channels=1 height=1 width=1\n",
-                 "spec:1:1: unknown layer 'Input' (expected input, conv2d, maxpool, avgpool, "
-                 "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, softmax_cross_entropy)");
+    expect_error(
+        "Input channels=1 height=1 width=1\n",
+        "spec:1:1: unknown layer 'Input' (expected input, conv2d, maxpool, avgpool, "
+        "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, softmax_cross_entropy)");
 }
 
 static void test_error_unknown_option(void **state) {
@@ -943,6 +1016,7 @@ int main(void) {
         cmocka_unit_test(test_conv_padding_same_and_stride),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_layout_comments_crlf_tabs),
         cmocka_unit_test(test_byte_order_mark),

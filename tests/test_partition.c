@@ -35,13 +35,14 @@ static bg_model_spec_t *parse(const char *text) {
 /* A random model of 3..12 layers (up to 3 + 9 * scale): convolutions, pools
  * and elementwise layers, a flatten, dense layers and elementwise layers
  * (which cost next to nothing, so that stage times tie), the classifier and
- * the loss. The elementwise layers are relu, tanh, sigmoid, gelu and
- * layernorm in turn (gelu keeps its input, relu, tanh and sigmoid may run in
- * place, layernorm has weights and a workspace; on a 1x1 image, which may
- * be one value, relu stands in for it). */
+ * the loss. The elementwise layers are relu, tanh, sigmoid, gelu, layernorm
+ * and dropout in turn (gelu keeps its input, relu, tanh, sigmoid and
+ * dropout may run in place, layernorm has weights and a workspace; on a
+ * 1x1 image, which may be one value, relu stands in for it). */
 static const char *next_elementwise(int *turn, int64_t hw, int dense) {
-    static const char *layers[] = {"relu\n", "tanh\n", "sigmoid\n", "gelu\n", "layernorm\n"};
-    const int at = (*turn)++ % 5;
+    static const char *layers[] = {"relu\n", "tanh\n",      "sigmoid\n",
+                                   "gelu\n", "layernorm\n", "dropout rate=0.25\n"};
+    const int at = (*turn)++ % 6;
     return layers[at == 4 && hw == 1 && !dense ? 0 : at];
 }
 
@@ -888,17 +889,17 @@ static void test_analytic_times(void **state) {
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
 
-    /* tanh, sigmoid, gelu and layernorm are priced by what they take, not
-     * by the one FLOP (seven for layernorm) a value that summary counts:
-     * per value 725 / 25 (forward / dX), 129 / 24, 416 / 587, and
-     * layernorm 79 / 119 with 89 for dW (cost_model.c). 10 values a
-     * sample, micro-batches of 16. */
+    /* tanh, sigmoid, gelu, layernorm and dropout are priced by what they
+     * take, not by the one FLOP (seven for layernorm) a value that summary
+     * counts: per value 725 / 25 (forward / dX), 129 / 24, 416 / 587,
+     * layernorm 79 / 119 with 89 for dW, and dropout 104 / 100
+     * (cost_model.c). 10 values a sample, micro-batches of 16. */
     spec = parse("input channels=10 height=1 width=1\ntanh\nsigmoid\ngelu\nlayernorm\n"
-                 "softmax_cross_entropy\n");
+                 "dropout\nsoftmax_cross_entropy\n");
     cc.spec = spec;
     assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
-    static const double fwd[4] = {725, 129, 416, 79}, dx[4] = {25, 24, 587, 119};
-    for (int l = 0; l < 4; l++) {
+    static const double fwd[5] = {725, 129, 416, 79, 104}, dx[5] = {25, 24, 587, 119, 100};
+    for (int l = 0; l < 5; l++) {
         const bg_cost_time_t u = bg_cost_stage_time(model, &dev, l, l + 1);
         assert_true(fabs(u.forward - (16 * 10 * fwd[l] / 1e9 + 1e-3)) < 1e-12);
         const double dw = l == 3 ? 89 : 0;
@@ -910,20 +911,21 @@ static void test_analytic_times(void **state) {
     assert_int_equal(spec->layers[3].flops, 70);
     /* Where they are memory-bound (a GPU), each pass streams its values at
      * the device's memory bandwidth instead: 2 per value forward (x, y), 3
-     * for dX, 2 for layernorm's dW; float values, 1 GB/s here. */
+     * for dX (2 for dropout's: no x or y), 2 for layernorm's dW; float
+     * values, 1 GB/s here. */
     bg_cost_device_t streaming = dev;
     streaming.elementwise_memory_bound = 1;
     streaming.memory_bytes_per_s = 1e9;
     const double pass = 16 * 10 * 4 / 1e9; /* one float a value of the micro-batch */
-    for (int l = 0; l < 4; l++) {
+    for (int l = 0; l < 5; l++) {
         const bg_cost_time_t u = bg_cost_stage_time(model, &streaming, l, l + 1);
-        const double dw = l == 3 ? 2 * pass : 0;
+        const double dw = l == 3 ? 2 * pass : 0, dx_pass = l == 4 ? 2 * pass : 3 * pass;
         assert_true(fabs(u.forward - (2 * pass + 1e-3)) < 1e-12);
-        assert_true(fabs(u.backward - (3 * pass + dw + (l == 3 ? 2e-3 : 1e-3))) < 1e-12);
+        assert_true(fabs(u.backward - (dx_pass + dw + (l == 3 ? 2e-3 : 1e-3))) < 1e-12);
         assert_true(fabs(u.weight - (dw + (l == 3 ? 1e-3 : 0))) < 1e-12);
     }
     /* The other layers keep their FLOPs: the loss at 3 a class. */
-    const bg_cost_time_t loss = bg_cost_stage_time(model, &streaming, 4, 5);
+    const bg_cost_time_t loss = bg_cost_stage_time(model, &streaming, 5, 6);
     assert_true(fabs(loss.forward - (16 * 30 / 1e9 + 1e-3)) < 1e-12);
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);

@@ -241,6 +241,43 @@ static void test_same_m_bit_identical(void **state) {
     free(want);
 }
 
+/* Every cut of f's model into two stages gives one device's bits at M = 4
+ * under 1F1B and zb-h1, with and without recompute; and three stages at
+ * M = 8 in double match one device at M = 1. Returns one device's weights
+ * at M = 4 (the caller frees them). */
+static float *expect_every_cut_alike(const fixture_t *f) {
+    const size_t bytes = sizeof(float) * (size_t)f->spec->total_params;
+    const run_config_t one = {BG_SCHEDULE_GPIPE, 1, 1, 4, 0, BG_F32};
+    double want_loss;
+    float *want = train(f, &one, &want_loss);
+    static const bg_schedule_kind_t kinds[] = {BG_SCHEDULE_1F1B, BG_SCHEDULE_ZB_H1};
+    int runs = 0;
+    for (int split = 1; split < f->spec->num_layers; split++) {
+        for (int k = 0; k < 2; k++) {
+            for (int recompute = 0; recompute <= 1; recompute++) {
+                const run_config_t rc = {kinds[k], 2, 1, 4, recompute, BG_F32};
+                double loss;
+                float *got = train_split(f, &rc, &split, &loss);
+                if (memcmp(got, want, bytes) != 0 || loss != want_loss)
+                    fail_msg("%s split %d recompute=%d: not one device's bits (relative error "
+                             "%g, loss %.9g vs %.9g)",
+                             bg_schedule_kind_name(rc.schedule), split, recompute,
+                             relative_error(got, want, f->spec->total_params), loss, want_loss);
+                free(got);
+                runs++;
+            }
+        }
+    }
+    assert_int_equal(runs, (f->spec->num_layers - 1) * 2 * 2);
+    const run_config_t three = {BG_SCHEDULE_1F1B, 3, 1, 8, 0, BG_F64};
+    double loss;
+    float *got = train(f, &three, &loss);
+    const double err = relative_error(got, f->want_f64, f->spec->total_params);
+    if (!(err <= 1e-6)) fail_msg("K=3 M=8 in double: relative error %g", err);
+    free(got);
+    return want;
+}
+
 /* tanh, sigmoid, gelu and layernorm in a pipeline: cut after every layer
  * in turn (tanh and sigmoid then run in place over their predecessor's
  * output, or start a stage and keep their own), each placement gives one
@@ -264,34 +301,7 @@ static void test_activation_and_norm_layers(void **state) {
                                 "softmax_cross_entropy\n";
     fixture_t *f = fixture_create("activations", model);
     assert_int_equal(f->spec->num_layers, 15);
-    const size_t bytes = sizeof(float) * (size_t)f->spec->total_params;
-    const run_config_t one = {BG_SCHEDULE_GPIPE, 1, 1, 4, 0, BG_F32};
-    double want_loss;
-    float *want = train(f, &one, &want_loss);
-    static const bg_schedule_kind_t kinds[] = {BG_SCHEDULE_1F1B, BG_SCHEDULE_ZB_H1};
-    int runs = 0;
-    for (int split = 1; split < f->spec->num_layers; split++) {
-        for (int k = 0; k < 2; k++) {
-            for (int recompute = 0; recompute <= 1; recompute++) {
-                const run_config_t rc = {kinds[k], 2, 1, 4, recompute, BG_F32};
-                double loss;
-                float *got = train_split(f, &rc, &split, &loss);
-                if (memcmp(got, want, bytes) != 0 || loss != want_loss)
-                    fail_msg("%s split %d recompute=%d: not one device's bits (relative error "
-                             "%g, loss %.9g vs %.9g)",
-                             bg_schedule_kind_name(rc.schedule), split, recompute,
-                             relative_error(got, want, f->spec->total_params), loss, want_loss);
-                free(got);
-                runs++;
-            }
-        }
-    }
-    assert_int_equal(runs, 14 * 2 * 2);
-    const run_config_t three = {BG_SCHEDULE_1F1B, 3, 1, 8, 0, BG_F64};
-    double loss;
-    float *got = train(f, &three, &loss);
-    const double err = relative_error(got, f->want_f64, f->spec->total_params);
-    if (!(err <= 1e-6)) fail_msg("K=3 M=8 in double: relative error %g", err);
+    float *want = expect_every_cut_alike(f);
     /* The first layer's weights moved from their start: gradients came back
      * through every activation, so the comparisons above saw them. */
     float w0[36], b0[4];
@@ -304,8 +314,96 @@ static void test_activation_and_norm_layers(void **state) {
     moved = 0;
     for (int i = 0; i < 256; i++) moved += fabsf(want[40 + i] - 1) > 1e-3f;
     if (moved < 200) fail_msg("only %d of layer 2's 256 gammas moved", moved);
-    free(got);
     free(want);
+    fixture_destroy(f);
+}
+
+/* Dropout draws its mask by a value's place in the mini-batch, the layer
+ * and the step, so: every cut of a model with dropout (at the input, in
+ * place after a convolution and a dense layer, after a relu with its own
+ * buffer, first in a stage) gives one device's bits at the same M under
+ * 1F1B and zb-h1 with and without recompute; in double, K = 3 at M = 8
+ * matches one device at M = 1 (another cut into micro-batches drops the
+ * same values); the masks change with the step (SGD, which the step count
+ * does not touch otherwise); rates of 0 train otherwise (it drops); and
+ * evaluation passes every value on. */
+static void test_dropout_layers(void **state) {
+    (void)state;
+    static const char model[] = "input channels=1 height=8 width=8\n"
+                                "dropout rate=0.2\n" /* the model's input: no dX */
+                                "conv2d filters=3 kernel=3\n"
+                                "dropout rate=0.3\n" /* in place */
+                                "relu\n"
+                                "maxpool size=2\n"
+                                "flatten\n"
+                                "dense units=12 activation=relu\n"
+                                "dropout\n" /* after the relu: its own buffer */
+                                "dense units=10\n"
+                                "dropout rate=0.1\n" /* in place, before the loss */
+                                "softmax_cross_entropy\n";
+    fixture_t *f = fixture_create("dropout", model);
+    assert_int_equal(f->spec->num_layers, 12);
+    const size_t bytes = sizeof(float) * (size_t)f->spec->total_params;
+    free(expect_every_cut_alike(f));
+    /* Rates of 0: the same layers and initial weights, other weights. */
+    static const char undropped[] = "input channels=1 height=8 width=8\n"
+                                    "dropout rate=0\n"
+                                    "conv2d filters=3 kernel=3\n"
+                                    "dropout rate=0\n"
+                                    "relu\n"
+                                    "maxpool size=2\n"
+                                    "flatten\n"
+                                    "dense units=12 activation=relu\n"
+                                    "dropout rate=0\n"
+                                    "dense units=10\n"
+                                    "dropout rate=0\n"
+                                    "softmax_cross_entropy\n";
+    fixture_t *plain = fixture_create("no dropout", undropped);
+    const double moved = relative_error(plain->want_f64, f->want_f64, f->spec->total_params);
+    if (!(moved > 1e-3)) fail_msg("dropout changed the weights by only %g", moved);
+    /* Evaluation passes every value: the dropped model scores its weights
+     * as the undropped one does. */
+    bg_device_list_t devices;
+    assert_int_equal(bg_device_list_parse("cpu:2", 2, &devices), BG_OK);
+    bg_pipeline_result_t results[2];
+    const fixture_t *models[2] = {f, plain};
+    for (int m = 0; m < 2; m++) {
+        bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+        cfg.spec = models[m]->spec;
+        cfg.devices = &devices;
+        cfg.microbatches = 2;
+        cfg.batch = BATCH;
+        bg_pipeline_t *p = NULL;
+        if (bg_pipeline_create(&cfg, &p) != BG_OK) fail_msg("%s", bg_error_message());
+        assert_int_equal(bg_pipeline_upload_params(p, f->want_f32), BG_OK);
+        assert_int_equal(bg_pipeline_evaluate(p, f->images, f->data->labels, BATCH, &results[m]),
+                         BG_OK);
+        bg_pipeline_destroy(p);
+    }
+    assert_true(results[0].loss_sum == results[1].loss_sum);
+    assert_int_equal(results[0].correct, results[1].correct);
+    /* One SGD step from step 0 and from step 7, from the same weights on
+     * the same batch: other masks, other weights. */
+    float *after[2];
+    for (int run = 0; run < 2; run++) {
+        bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+        cfg.spec = f->spec;
+        cfg.devices = &devices;
+        cfg.batch = BATCH;
+        cfg.optimizer.kind = BG_OPTIMIZER_SGD;
+        bg_pipeline_t *p = NULL;
+        if (bg_pipeline_create(&cfg, &p) != BG_OK) fail_msg("%s", bg_error_message());
+        bg_pipeline_set_steps(p, run == 0 ? 0 : 7);
+        bg_pipeline_result_t r;
+        assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
+        after[run] = malloc(bytes);
+        assert_int_equal(bg_pipeline_download_params(p, after[run]), BG_OK);
+        bg_pipeline_destroy(p);
+    }
+    assert_true(memcmp(after[0], after[1], bytes) != 0);
+    free(after[0]);
+    free(after[1]);
+    fixture_destroy(plain);
     fixture_destroy(f);
 }
 
@@ -797,6 +895,7 @@ int main(void) {
         cmocka_unit_test(test_no_stall_timeout),
         cmocka_unit_test(test_same_m_bit_identical),
         cmocka_unit_test(test_activation_and_norm_layers),
+        cmocka_unit_test(test_dropout_layers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -42,6 +42,9 @@ bg_status_t bg_cuda_activation_forward(bg_backend_t *be, bg_activation_t f, int6
                                        const void *x, void *y);
 bg_status_t bg_cuda_activation_backward(bg_backend_t *be, bg_activation_t f, int64_t count,
                                         const void *x, const void *y, const void *dy, void *dx);
+/* dropout.cu: x, y: (n, features) */
+bg_status_t bg_cuda_dropout(bg_backend_t *be, const bg_dropout_mask_t *mask, int64_t n,
+                            int64_t features, const void *x, void *y);
 /* layernorm.cu: x, y, dy, dx: (n, features) gamma, beta, dgamma, dbeta:
  * (features); the weights' backward uses 2n floats of workspace */
 bg_status_t bg_cuda_layernorm_forward(bg_backend_t *be, int64_t n, int64_t features, const void *x,

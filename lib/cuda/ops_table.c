@@ -27,6 +27,7 @@ const bg_backend_ops_t bg_cuda_ops_f32 = {
     .relu_backward = bg_cuda_relu_backward,
     .activation_forward = bg_cuda_activation_forward,
     .activation_backward = bg_cuda_activation_backward,
+    .dropout = bg_cuda_dropout,
     .layernorm_forward = bg_cuda_layernorm_forward,
     .layernorm_backward_data = bg_cuda_layernorm_backward_data,
     .layernorm_backward_weights = bg_cuda_layernorm_backward_weights,

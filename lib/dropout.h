@@ -1,0 +1,49 @@
+/* Dropout's random mask, one definition for the CPU and CUDA backends.
+ *
+ * Whether a value is kept is a hash of the layer's key for the step and the
+ * value's index in the mini-batch, not the next output of a generator. So
+ * a value is kept or dropped alike on a CPU and on a GPU, in whatever stage
+ * the layer lands, at any micro-batch count, by a recomputed forward and by
+ * the backward, and after a resume (the key follows the optimizer's step
+ * count, which checkpoints keep). */
+#ifndef BG_DROPOUT_H
+#define BG_DROPOUT_H
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define BG_DROPOUT_FN static inline __host__ __device__
+#else
+#define BG_DROPOUT_FN static inline
+#endif
+
+/* splitmix64's output function: a bijection of 64-bit values in which each
+ * output bit depends on every input bit. */
+BG_DROPOUT_FN uint64_t bg_dropout_mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* The key of layer `layer` (its index in the stack) at optimizer step
+ * `step` (the steps taken before this one) of a run seeded with `seed`. */
+BG_DROPOUT_FN uint64_t bg_dropout_key(uint64_t seed, int64_t step, int layer) {
+    uint64_t key = bg_dropout_mix(seed ^ 0x64726f706f7574ULL); /* "dropout" */
+    key = bg_dropout_mix(key + (uint64_t)step);
+    return bg_dropout_mix(key + (uint64_t)layer);
+}
+
+/* A value is dropped when its 32 random bits fall below this: the rate's
+ * share of 2^32 (rate in [0, 1); 0 keeps every value). */
+BG_DROPOUT_FN uint32_t bg_dropout_threshold(double rate) {
+    return rate > 0 ? (uint32_t)(rate * 4294967296.0) : 0;
+}
+
+/* 1 when value `index` of the mini-batch's tensor is kept: its bits are the
+ * high half of splitmix64's output number index + 1 from state `key`. */
+BG_DROPOUT_FN int bg_dropout_keeps(uint64_t key, uint64_t index, uint32_t threshold) {
+    const uint64_t bits = bg_dropout_mix(key + (index + 1) * 0x9e3779b97f4a7c15ULL);
+    return (uint32_t)(bits >> 32) >= threshold;
+}
+
+#endif /* BG_DROPOUT_H */
