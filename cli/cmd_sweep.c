@@ -228,9 +228,9 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     return BG_OK;
 }
 
-/* Prints a point's row: its figures, then each stage's peak MiB. */
-/* One row of the table; a measured point's `predicted_ms`, the simulated
- * step of its plan (0 for a simulated point), with its error. */
+/* Prints a point's row of the table: its figures, a measured point's
+ * `predicted_ms` (the simulated step of its plan; 0 for a simulated point)
+ * with its error, then each stage's peak MiB. */
 static void print_row(FILE *out, const bg_sweep_point_t *point, const char *schedule,
                       const bg_timeline_summary_t *summary, double predicted_ms,
                       const size_t *peaks, int stages) {
@@ -238,9 +238,10 @@ static void print_row(FILE *out, const bg_sweep_point_t *point, const char *sche
     if (!point->simulated)
         snprintf(spread, sizeof spread, "%.2f-%.2f", summary->step_min_s * 1e3,
                  summary->step_max_s * 1e3);
-    fprintf(out, "%4d  %-11s %9.2f %15s %11.0f %9.1f %9.1f %9.1f  ", point->microbatches, schedule,
-            point->step_ms, spread, point->samples_per_s, 100 * summary->bubble_measured,
-            100 * summary->bubble_theory, 100 * summary->imbalance);
+    char rate[32]; /* 3 digits below 100 samples/s: a large model's 0.0513 is not 0 */
+    fprintf(out, "%4d  %-11s %9.2f %15s %11s %9.1f %9.1f %9.1f  ", point->microbatches, schedule,
+            point->step_ms, spread, bg_cli_rate(point->samples_per_s, rate, sizeof rate),
+            100 * summary->bubble_measured, 100 * summary->bubble_theory, 100 * summary->imbalance);
     if (!point->simulated) {
         char predicted[32];
         snprintf(predicted, sizeof predicted, "%.2f (%+.0f%%)", predicted_ms,
@@ -535,12 +536,12 @@ int bg_cmd_sweep(int argc, char **argv) {
             goto fail;
         }
         fprintf(stderr,
-                "sweep of %s, batch %lld, %lld warm-up + %lld timed steps per point: ", o.model,
-                (long long)o.batch, (long long)o.warmup, (long long)o.steps);
+                "sweep of %s, batch %lld, %lld warm-up + %lld timed step%s per point: ", o.model,
+                (long long)o.batch, (long long)o.warmup, (long long)o.steps,
+                o.steps == 1 ? "" : "s");
     } else {
-        fprintf(stderr,
-                "simulated sweep of %s, batch %lld, %lld steps per point, costs from %s: ", o.model,
-                (long long)o.batch, (long long)o.steps,
+        fprintf(stderr, "simulated sweep of %s, batch %lld, %lld step%s per point, costs from %s: ",
+                o.model, (long long)o.batch, (long long)o.steps, o.steps == 1 ? "" : "s",
                 setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
     }
     /* Stages per point vary with --chunks (interleaved only): devices here. */

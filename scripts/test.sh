@@ -14,7 +14,7 @@ sh scripts/ensure-deps.sh
 
 echo "== formatting"
 unformatted=""
-for f in $(git ls-files '*.c' '*.h' '*.inc' 2>/dev/null || find lib stages scheduler cli bench tests -name '*.[ch]'); do
+for f in $(git ls-files '*.c' '*.h' '*.inc' '*.cu' 2>/dev/null || find lib stages scheduler cli bench tests -name '*.[ch]' -o -name '*.cu'); do
     if ! clang-format --style=file "$f" | cmp -s - "$f"; then
         unformatted="$unformatted $f"
     fi

@@ -1063,6 +1063,14 @@ usage_error "--schedule: unknown schedule 'auto' (expected gpipe, 1f1b, interlea
     -- sweep "$MODEL" --microbatches 1 --schedule gpipe,auto
 usage_error "--chart: cannot write '$T/no/d/C.svg': folder '$T/no/d'" -- sweep "$MODEL" \
     --simulate --microbatches 1 --chart "$T/no/d/C.svg"
+# A rate under 1 sample/s keeps 3 digits (it printed 0), and one step is
+# a step.
+printf 'input channels=256 height=256 width=256\nconv2d filters=512 kernel=3\nflatten\ndense units=10\nsoftmax_cross_entropy\n' \
+    >"$T/slow.model"
+expect 0 "simulated sweep of $T/slow.model, batch 4096, 1 step per point" -- sweep \
+    "$T/slow.model" --simulate --batch 4096 --device-mem 1T --microbatches 8 --steps 1
+check "sweep: a slow point's samples/s in 3 digits" \
+    grep -qE '^   8  1f1b +[0-9.]+ +- +0\.[0-9]{3} ' "$OUT"
 # Every point skipped (none fits 1M): exit 2, and no chart.
 expect 2 "every point was skipped (above); no chart written" -- sweep "$MODEL" --simulate \
     --devices cpu:2 --device-mem 1M --microbatches 1,4 --chart "$T/none.svg"

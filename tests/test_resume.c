@@ -23,6 +23,7 @@ static const char small_cnn[] = "input channels=1 height=8 width=8\n"
                                 "conv2d filters=4 kernel=3 activation=relu\n"
                                 "flatten\n"
                                 "dense units=16 activation=relu\n"
+                                "dropout rate=0.3\n" /* its mask follows the step */
                                 "dense units=4\n"
                                 "softmax_cross_entropy\n";
 

@@ -145,8 +145,8 @@ static bg_status_t cuda_setup(bg_backend_t *be) {
      * GEMM allocates, and its size is known. After cublasSetStream, which
      * puts the handle back on the pool. */
     BG_CHECK(bg_cuda_malloc(be, BG_CUDA_CUBLAS_WORKSPACE_BYTES, &cu->cublas_workspace));
-    BG_CUBLAS_CHECK(be, cublasSetWorkspace(cu->cublas, cu->cublas_workspace,
-                                           BG_CUDA_CUBLAS_WORKSPACE_BYTES));
+    BG_CUBLAS_CHECK(
+        be, cublasSetWorkspace(cu->cublas, cu->cublas_workspace, BG_CUDA_CUBLAS_WORKSPACE_BYTES));
     /* CUBLAS_DEFAULT_MATH keeps SGEMM in IEEE FP32: TF32 is a math mode
      * asked for (NVIDIA_TF32_OVERRIDE=0 can only forbid it), here only
      * with allow_tf32. */
