@@ -1,6 +1,7 @@
 /* brigade summary MODEL: the layer table of a model spec. */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -26,7 +27,14 @@ static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
         snprintf(buf, size, "%s %lldx%lld/%lld", bg_layer_kind_name(l->kind), (long long)l->kernel,
                  (long long)l->kernel, (long long)l->stride);
         break;
-    case BG_LAYER_DROPOUT: snprintf(buf, size, "dropout %g", l->rate); break;
+    case BG_LAYER_DROPOUT: {
+        /* The fewest digits that read back as the rate: 0.25, not
+         * 0.25000000000000000, and 0.123456789, not %g's 0.123457. */
+        int digits = 6;
+        do snprintf(buf, size, "dropout %.*g", digits, l->rate);
+        while (strtod(buf + strlen("dropout "), NULL) != l->rate && ++digits <= 17);
+        break;
+    }
     default: snprintf(buf, size, "%s", bg_layer_kind_name(l->kind)); break;
     }
 }

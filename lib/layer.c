@@ -188,7 +188,9 @@ bg_status_t bg_layer_dropout(const bg_layer_spec_t *spec, bg_backend_t *be,
         return bg_error_set(BG_ERR_INTERNAL, "%s: bg_layer_dropout called on %s", be->name,
                             bg_layer_kind_name(spec->kind));
     const int64_t features = bg_shape_numel(spec->in);
-    if (mask != NULL) return be->ops->dropout(be, mask, n, features, x, y);
+    /* At rate 0 every value is kept and scaled by 1: x itself, without a
+     * hash a value. */
+    if (mask != NULL && mask->threshold > 0) return be->ops->dropout(be, mask, n, features, x, y);
     return x == y ? BG_OK : be->ops->copy(be, y, x, n * features);
 }
 

@@ -72,7 +72,8 @@ bg_dropout_mask_t bg_layer_dropout_mask(const bg_layer_spec_t *spec, int index, 
 
 /* A dropout layer's pass, forward (x -> y) and backward (dy -> dx) alike:
  * the values the mask keeps, scaled by 1 / (1 - rate), and 0 for the
- * others. With mask NULL (evaluation) y = x, nothing to do when they alias.
+ * others. With mask NULL (evaluation) or a rate of 0, y = x: nothing to
+ * do when they alias.
  * x, y: (n, in) */
 bg_status_t bg_layer_dropout(const bg_layer_spec_t *spec, bg_backend_t *be,
                              const bg_dropout_mask_t *mask, int64_t n, const void *x, void *y);

@@ -246,18 +246,28 @@ static bg_status_t parse_rate(const parser_t *p, layer_line_t *layer, const char
         else
             others++;
     }
-    char text[TOKEN_SHOWN_MAX + 1];
-    const bool plain = digits >= 1 && points <= 1 && others == 0 && value_length <= TOKEN_SHOWN_MAX;
+    char text[BG_MODEL_SPEC_MAX_LINE + 1]; /* a value is part of a line */
+    const bool plain = digits >= 1 && points <= 1 && others == 0 && value_length < sizeof text;
     double rate = -1;
     if (plain) {
         memcpy(text, value, value_length);
         text[value_length] = '\0';
         rate = strtod(text, NULL);
     }
+    /* Written below 1 (its whole part zeros or none), but 1 as a double. */
+    size_t whole = 0;
+    while (whole < value_length && value[whole] != '.') whole++;
+    bool below_one = true;
+    for (size_t i = 0; i < whole; i++) below_one = below_one && value[i] == '0';
     if (!plain)
         return parse_error(p, line, value_col,
                            "%.*s=%.*s: expected a fraction from 0 up to (not including) 1, "
                            "such as 0.5",
+                           (int)key_length, key, token_shown(value_length), value);
+    if (!(rate < 1) && below_one)
+        return parse_error(p, line, value_col,
+                           "%.*s=%.*s rounds to 1 as a double, which would drop every value; "
+                           "expected 0 up to (not including) 1",
                            (int)key_length, key, token_shown(value_length), value);
     if (!(rate < 1))
         return parse_error(p, line, value_col,

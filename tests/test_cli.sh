@@ -174,6 +174,9 @@ expect 0 "" -- summary "$T/dropout.model"
 stdout_has "    1  dropout 0.25           2x3x3                   0             18" \
     "summary: a dropout's rate"
 stdout_has "    4  dropout 0.5            4 " "summary: dropout's default rate"
+sed 's/rate=0.25/rate=0.123456789/' "$T/dropout.model" >"$T/dropout_digits.model"
+expect 0 "" -- summary "$T/dropout_digits.model"
+stdout_has "    1  dropout 0.123456789    2x3x3 " "summary: a rate as written, not %g's 0.123457"
 expect 0 "" -- train "$T/dropout.model" --data synthetic --devices cpu:2 --microbatches 2 \
     --steps 3 --batch 8 --save "$T/dropout.safetensors"
 sed 's/rate=0.25/rate=0.3/' "$T/dropout.model" >"$T/dropout30.model"

@@ -303,6 +303,19 @@ static void test_dropout(void **state) {
                  bad_rates[i]);
         expect_error(text, want);
     }
+    /* Written below 1, a double of 1. */
+    expect_error(MNIST_INPUT "dropout rate=0.999999999999999999\n",
+                 "spec:2:14: rate=0.999999999999999999 rounds to 1 as a double, which would drop "
+                 "every value; expected 0 up to (not including) 1");
+    /* Any length a line allows (it was refused past 64 characters). */
+    char longer[256];
+    snprintf(longer, sizeof longer,
+             "input channels=4 height=1 width=1\ndropout rate=0.5%0100d1\ndense units=2\n"
+             "softmax_cross_entropy\n",
+             0);
+    spec = parse_ok(longer);
+    assert_true(spec->layers[0].rate == 0.5);
+    bg_model_spec_destroy(spec);
     expect_error(MNIST_INPUT "dropout p=0.5\n",
                  "spec:2:9: unknown option 'p' for dropout (expected rate)");
 }
