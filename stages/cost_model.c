@@ -172,14 +172,13 @@ static double weight_excess(const bg_cost_model_t *m, const bg_cost_device_t *d,
  * scalar tanhf, expf and erfcf; after commit 0526a22), times the 50 FLOPs
  * a nanosecond of BG_COST_CPU_CORE_FLOPS: tanh 14.5 ns forward, 0.50
  * backward; sigmoid 2.6 and 0.48; gelu 8.3 and 11.7; layernorm 1.6, 2.4
- * for dX and 1.8 for dW; dropout, a 64-bit hash per value, 2.08 and 2.0
- * (measured when it was added, as above). (relu, at 0.16 and 0.38 ns, stays at its one
- * FLOP; a dense layer's product ran at 100 GFLOP/s there, twice the
- * assumed speed, which the convolutions' im2col does not reach.) On a GPU
- * these passes are memory-bound and far cheaper, so a device marked
- * elementwise_memory_bound prices them by the bytes they stream instead:
- * at these figures and the assumed 10 TFLOP/s a million tanh values would
- * take 72.5 us, where a pass streams them in a few. */
+ * for dX and 1.8 for dW; dropout, a 32-bit hash per value eight at a time,
+ * 0.295 and 0.285 (measured when it was added, as above). (relu, at 0.16 and 0.38 ns, stays at its
+ * one FLOP; a dense layer's product ran at 100 GFLOP/s there, twice the assumed speed, which the
+ * convolutions' im2col does not reach.) On a GPU these passes are memory-bound and far cheaper, so
+ * a device marked elementwise_memory_bound prices them by the bytes they stream instead: at these
+ * figures and the assumed 10 TFLOP/s a million tanh values would take 72.5 us, where a pass streams
+ * them in a few. */
 enum {
     TANH_FORWARD = 725,
     TANH_BACKWARD = 25,
@@ -190,8 +189,8 @@ enum {
     LAYERNORM_FORWARD = 79,
     LAYERNORM_DX = 119,
     LAYERNORM_DW = 89,
-    DROPOUT_FORWARD = 104,
-    DROPOUT_BACKWARD = 100,
+    DROPOUT_FORWARD = 15,
+    DROPOUT_BACKWARD = 14,
 };
 
 /* A layer's work per sample, in FLOPs or FLOP-equivalents: its forward,

@@ -912,16 +912,25 @@ static void test_runs_in_place(void **state) {
     assert_int_equal(bg_layer_runs_in_place(&spec, 0), 0); /* nothing before it in the stack */
 }
 
-/* The mask's bits are splitmix64's outputs from state `key` (so a CPU and a
- * GPU, and every version, draw the same): from state 0 its first two are
- * 0xe220a8397b1dcdaf and 0x6e789e6aa1b965f4, of which the high halves
- * decide. A value is kept at a threshold up to its bits, dropped above. */
+/* The mask's bits (lib/dropout.h), worked out apart in Python from the
+ * two published algorithms, so that a CPU and a GPU, and every version,
+ * draw the same: chunk c's key is splitmix64's output c + 1 from state
+ * `key` (from state 0 its first two are 0xe220a8397b1dcdaf and
+ * 0x6e789e6aa1b965f4), and a value's bits lowbias32 of its offset added to
+ * the key's low half, xor its high half. A value is kept at a threshold up
+ * to its bits, dropped above. */
 static void test_dropout_hash(void **state) {
     (void)state;
-    assert_true(bg_dropout_keeps(0, 0, 0xe220a839u));
-    assert_false(bg_dropout_keeps(0, 0, 0xe220a83au));
-    assert_true(bg_dropout_keeps(0, 1, 0x6e789e6au));
-    assert_false(bg_dropout_keeps(0, 1, 0x6e789e6bu));
+    assert_true(bg_dropout_chunk_key(0, 0) == 0xe220a8397b1dcdafULL);
+    assert_true(bg_dropout_chunk_key(0, 1) == 0x6e789e6aa1b965f4ULL);
+    assert_int_equal(bg_dropout_bits(0xe220a8397b1dcdafULL, 0), 0x0200b09cu);
+    assert_int_equal(bg_dropout_bits(0xe220a8397b1dcdafULL, 1), 0x95234768u);
+    assert_int_equal(bg_dropout_bits(0x6e789e6aa1b965f4ULL, 1023), 0x07e32eadu);
+    /* Value 1024 starts the second chunk. */
+    assert_true(bg_dropout_keeps(0, 1024, 0xf86badb9u));
+    assert_false(bg_dropout_keeps(0, 1024, 0xf86badbau));
+    assert_true(bg_dropout_keeps(0, 1, 0x95234768u));
+    assert_false(bg_dropout_keeps(0, 1, 0x95234769u));
     assert_int_equal(bg_dropout_threshold(0), 0);
     assert_int_equal(bg_dropout_threshold(0.25), 0x40000000u);
     assert_int_equal(bg_dropout_threshold(0.5), 0x80000000u);
@@ -983,6 +992,18 @@ static void test_dropout_values(void **state) {
     /* 5 standard deviations of a binomial(64000, 0.3) share: 0.009 */
     const double share = (double)dropped / DROP_COUNT;
     if (!(fabs(share - 0.3) <= 0.009)) fail_msg("dropped %.4f of the values, want 0.3", share);
+    /* Neighbours, and values a chunk apart (the same offset in the next
+     * chunk), are kept together as often as independent ones: 0.49, within
+     * 5 standard deviations (0.01). */
+    static const int apart[] = {1, 2, BG_DROPOUT_CHUNK, DROP_FEATURES};
+    for (size_t a = 0; a < sizeof apart / sizeof apart[0]; a++) {
+        int both = 0, pairs = 0;
+        for (int i = 0; i + apart[a] < DROP_COUNT; i++, pairs++)
+            both += y[i] != 0 && y[i + apart[a]] != 0;
+        if (!(fabs((double)both / pairs - 0.49) <= 0.01))
+            fail_msg("values %d apart: both kept %.4f of the time, want 0.49", apart[a],
+                     (double)both / pairs);
+    }
     /* Rows 0-19 and 20-63 apart, as two micro-batches: the same bits. */
     bg_dropout_mask_t part = bg_layer_dropout_mask(&spec, 7, 11, 2, 0);
     run_dropout_f32(be, &spec, &part, 20, x, z, 0);
