@@ -50,9 +50,12 @@ int bg_layer_runs_in_place(const bg_model_spec_t *spec, int index) {
         kind != BG_LAYER_DROPOUT)
         return 0;
     bg_layer_kind_t before = spec->layers[index - 1].kind;
-    /* Max-pool's backward compares its input with its output, and a relu's
-     * backward reads its output: those must keep theirs. */
-    return before == BG_LAYER_CONV2D || before == BG_LAYER_DENSE || before == BG_LAYER_AVGPOOL;
+    /* Those whose passes never read their own output (gelu and layernorm
+     * read their input, dropout neither); max-pool's backward compares its
+     * input with its output, and a relu's, tanh's or sigmoid's reads its
+     * output: those must keep theirs. */
+    return before == BG_LAYER_CONV2D || before == BG_LAYER_DENSE || before == BG_LAYER_AVGPOOL ||
+           before == BG_LAYER_GELU || before == BG_LAYER_LAYERNORM || before == BG_LAYER_DROPOUT;
 }
 
 void bg_layer_param_counts(const bg_layer_spec_t *spec, int64_t *weights, int64_t *biases) {

@@ -29,10 +29,10 @@ typedef struct bg_layer_params {
 
 /* 1 if layer `index` of the stack is a relu, tanh or sigmoid (whose
  * backward reads only its output) or a dropout (which reads neither) that
- * may overwrite its input: the layer
- * before it (conv2d, dense or avgpool) never reads its own output in its
- * backward, so the activation's output can live in that buffer. A stage
- * applies this only when both layers are in it. */
+ * may overwrite its input: the layer before it (conv2d, dense, avgpool,
+ * gelu, layernorm or dropout) never reads its own output in its passes,
+ * so the activation's output can live in that buffer. A stage applies
+ * this only when both layers are in it. */
 int bg_layer_runs_in_place(const bg_model_spec_t *spec, int index);
 
 /* Number of weight and bias values of a layer. */

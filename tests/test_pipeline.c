@@ -279,8 +279,9 @@ static float *expect_every_cut_alike(const fixture_t *f) {
 }
 
 /* tanh, sigmoid, gelu and layernorm in a pipeline: cut after every layer
- * in turn (tanh and sigmoid then run in place over their predecessor's
- * output, or start a stage and keep their own), each placement gives one
+ * in turn (tanh, sigmoid and relu then run in place over their
+ * predecessor's output, a convolution's, a pool's, gelu's or layernorm's,
+ * or start a stage and keep their own), each placement gives one
  * device's bits at the same M, under 1F1B and zb-h1 (whose W reads saved
  * gradients), with and without recompute; and three stages match one device
  * at M = 1. */
@@ -295,12 +296,14 @@ static void test_activation_and_norm_layers(void **state) {
                                 "tanh\n" /* in place */
                                 "flatten\n"
                                 "dense units=16 activation=gelu\n"
+                                "tanh\n" /* in place over gelu's output */
                                 "layernorm\n"
+                                "relu\n" /* in place over layernorm's */
                                 "dense units=12 activation=sigmoid\n"
                                 "dense units=5\n"
                                 "softmax_cross_entropy\n";
     fixture_t *f = fixture_create("activations", model);
-    assert_int_equal(f->spec->num_layers, 15);
+    assert_int_equal(f->spec->num_layers, 17);
     float *want = expect_every_cut_alike(f);
     /* The first layer's weights moved from their start: gradients came back
      * through every activation, so the comparisons above saw them. */
@@ -320,8 +323,8 @@ static void test_activation_and_norm_layers(void **state) {
 
 /* Dropout draws its mask by a value's place in the mini-batch, the layer
  * and the step, so: every cut of a model with dropout (at the input, in
- * place after a convolution and a dense layer, after a relu with its own
- * buffer, first in a stage) gives one device's bits at the same M under
+ * place after a convolution and a gelu with a relu in place after it,
+ * after a relu with its own buffer, first in a stage) gives one device's bits at the same M under
  * 1F1B and zb-h1 with and without recompute; in double, K = 3 at M = 8
  * matches one device at M = 1 (another cut into micro-batches drops the
  * same values); the masks change with the step (SGD, which the step count
@@ -332,17 +335,17 @@ static void test_dropout_layers(void **state) {
     static const char model[] = "input channels=1 height=8 width=8\n"
                                 "dropout rate=0.2\n" /* the model's input: no dX */
                                 "conv2d filters=3 kernel=3\n"
-                                "dropout rate=0.3\n" /* in place */
-                                "relu\n"
+                                "dropout rate=0.3\n" /* in place over the conv's output */
+                                "relu\n"             /* in place over the dropout's */
                                 "maxpool size=2\n"
                                 "flatten\n"
                                 "dense units=12 activation=relu\n"
-                                "dropout\n" /* after the relu: its own buffer */
-                                "dense units=10\n"
-                                "dropout rate=0.1\n" /* in place, before the loss */
+                                "dropout\n" /* after a relu: its own buffer */
+                                "dense units=10 activation=gelu\n"
+                                "dropout rate=0.1\n" /* in place over gelu's, before the loss */
                                 "softmax_cross_entropy\n";
     fixture_t *f = fixture_create("dropout", model);
-    assert_int_equal(f->spec->num_layers, 12);
+    assert_int_equal(f->spec->num_layers, 13);
     const size_t bytes = sizeof(float) * (size_t)f->spec->total_params;
     free(expect_every_cut_alike(f));
     /* Rates of 0: the same layers and initial weights, other weights. */
@@ -355,7 +358,7 @@ static void test_dropout_layers(void **state) {
                                     "flatten\n"
                                     "dense units=12 activation=relu\n"
                                     "dropout rate=0\n"
-                                    "dense units=10\n"
+                                    "dense units=10 activation=gelu\n"
                                     "dropout rate=0\n"
                                     "softmax_cross_entropy\n";
     fixture_t *plain = fixture_create("no dropout", undropped);
