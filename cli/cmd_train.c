@@ -49,6 +49,12 @@ static const char help[] =
     "  --batch B          samples per optimizer step (default 64)\n"
     "  --optimizer NAME   adam (default) or sgd\n"
     "  --lr X             learning rate (default: adam 0.001, sgd 0.01)\n"
+    "  --lr-schedule NAME constant (default), cosine or linear: after any warmup,\n"
+    "                     the rate falls from --lr to --min-lr over the run's\n"
+    "                     remaining steps (cosine as PyTorch's CosineAnnealingLR)\n"
+    "  --warmup N         the first N steps ramp the rate up: lr x step / N\n"
+    "                     (default 0)\n"
+    "  --min-lr X         where cosine and linear end (default 0)\n"
     "  --momentum X       sgd momentum (default 0)\n"
     "  --weight-decay X   L2 penalty added to the gradient (default 0)\n"
     "  --seed S           initialisation and shuffling seed (default 1)\n"
@@ -107,10 +113,12 @@ typedef struct train_options {
 
 /* Every option takes a value. */
 static const char *const options_with_value[] = {
-    "--data", "--epochs",    "--steps",         "--batch",      "--optimizer",
-    "--lr",   "--momentum",  "--weight-decay",  "--seed",       "--load",
-    "--save", "--metrics",   "--trace",         "--timeline",   "--record-steps",
-    "--nan",  "--nan-limit", "--stall-timeout", "--save-every", "--resume",
+    "--data",          "--epochs",       "--steps",       "--batch",
+    "--optimizer",     "--lr",           "--momentum",    "--weight-decay",
+    "--seed",          "--load",         "--lr-schedule", "--warmup",
+    "--min-lr",        "--save",         "--metrics",     "--trace",
+    "--timeline",      "--record-steps", "--nan",         "--nan-limit",
+    "--stall-timeout", "--save-every",   "--resume",
 };
 
 #define OPTIONS_WITH_VALUE (sizeof options_with_value / sizeof options_with_value[0])
@@ -124,8 +132,9 @@ static int is_option(const char *arg) {
 /* What --steps 0 (no training, only the test set's evaluation) leaves
  * without effect: the training's settings and outputs. */
 static const char *const training_only[] = {
-    "--epochs",     "--optimizer", "--lr",       "--momentum",     "--weight-decay", "--save",
-    "--save-every", "--trace",     "--timeline", "--record-steps", "--nan",          "--nan-limit",
+    "--epochs", "--optimizer",   "--lr",           "--momentum", "--weight-decay",
+    "--save",   "--lr-schedule", "--warmup",       "--min-lr",   "--save-every",
+    "--trace",  "--timeline",    "--record-steps", "--nan",      "--nan-limit",
 };
 
 #define TRAINING_ONLY (sizeof training_only / sizeof training_only[0])
@@ -150,7 +159,7 @@ static bg_status_t check_evaluate_only(const train_options_t *o, int argc, char 
 
 static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *show_help) {
     int64_t value;
-    int epochs_given = 0, nan_limit_given = 0;
+    int epochs_given = 0, nan_limit_given = 0, min_lr_given = 0;
     bg_placement_init(&o->placement);
     o->data = "fashion-mnist";
     o->train.record_steps = 3;
@@ -183,6 +192,14 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             BG_CHECK(bg_cli_parse_optimizer(arg, v, &o->train.optimizer.kind));
         } else if (strcmp(arg, "--lr") == 0) {
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1e6, &o->lr));
+        } else if (strcmp(arg, "--lr-schedule") == 0) {
+            BG_CHECK(bg_lr_schedule_kind_parse(v, &o->train.optimizer.schedule.kind));
+        } else if (strcmp(arg, "--warmup") == 0) {
+            BG_CHECK(bg_cli_parse_int(arg, v, 0, INT64_MAX / 2,
+                                      &o->train.optimizer.schedule.warmup_steps));
+        } else if (strcmp(arg, "--min-lr") == 0) {
+            BG_CHECK(bg_cli_parse_double(arg, v, 0, 1e6, &o->train.optimizer.schedule.min_lr));
+            min_lr_given = 1;
         } else if (strcmp(arg, "--momentum") == 0) {
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1, &o->train.optimizer.sgd.momentum));
         } else if (strcmp(arg, "--weight-decay") == 0) {
@@ -249,6 +266,17 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
                             "(plan or simulate it with --topology)",
                             o->placement.topology_path);
     if (o->lr >= 0) bg_optimizer_set_lr(&o->train.optimizer, o->lr);
+    const bg_lr_schedule_t *schedule = &o->train.optimizer.schedule;
+    if (min_lr_given && schedule->kind == BG_LR_CONSTANT)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--min-lr is where a decay ends; the constant schedule has none "
+                            "(add --lr-schedule cosine or linear)");
+    const double lr = bg_optimizer_lr(&o->train.optimizer);
+    if (schedule->min_lr > lr)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--min-lr %g is above the learning rate %g: the schedule would "
+                            "climb, not decay",
+                            schedule->min_lr, lr);
     /* --steps alone runs that many steps, not one epoch's worth at most. */
     if (o->train.steps > 0 && !epochs_given) o->train.epochs = 0;
     /* Found now, not after the whole run. */
@@ -383,6 +411,24 @@ static bg_status_t add_devices(cJSON *root, const bg_train_result_t *r) {
     return BG_OK;
 }
 
+/* ", lr 0.001 cosine to 0 after 100 warmup steps", or "" for a rate that
+ * never moves. */
+static const char *describe_schedule(const bg_optimizer_config_t *optimizer, char *buf,
+                                     size_t size) {
+    const bg_lr_schedule_t *s = &optimizer->schedule;
+    const double lr = bg_optimizer_lr(optimizer);
+    buf[0] = '\0';
+    if (s->kind == BG_LR_CONSTANT && s->warmup_steps == 0) return buf;
+    int used = snprintf(buf, size, ", lr %g", lr);
+    if (s->kind != BG_LR_CONSTANT && used > 0 && (size_t)used < size)
+        used += snprintf(buf + used, size - (size_t)used, " %s to %g",
+                         bg_lr_schedule_kind_name(s->kind), s->min_lr);
+    if (s->warmup_steps > 0 && used > 0 && (size_t)used < size)
+        snprintf(buf + used, size - (size_t)used, " after %lld warmup step%s",
+                 (long long)s->warmup_steps, s->warmup_steps == 1 ? "" : "s");
+    return buf;
+}
+
 static bg_status_t write_metrics(const char *path, const train_options_t *o,
                                  const bg_train_result_t *r, const bg_timeline_summary_t *summary) {
     cJSON *root = cJSON_CreateObject();
@@ -390,8 +436,16 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     cJSON_AddStringToObject(root, "model", o->model);
     cJSON_AddStringToObject(root, "data", o->data);
     if (o->load != NULL) cJSON_AddStringToObject(root, "load", o->load);
-    if (!o->train.evaluate_only) /* which updates nothing */
-        cJSON_AddStringToObject(root, "optimizer", bg_optimizer_kind_name(o->train.optimizer.kind));
+    if (!o->train.evaluate_only) { /* which updates nothing */
+        const bg_optimizer_config_t *optimizer = &o->train.optimizer;
+        cJSON_AddStringToObject(root, "optimizer", bg_optimizer_kind_name(optimizer->kind));
+        cJSON_AddNumberToObject(root, "lr", bg_optimizer_lr(optimizer));
+        cJSON *schedule = cJSON_AddObjectToObject(root, "lr_schedule");
+        cJSON_AddStringToObject(schedule, "kind",
+                                bg_lr_schedule_kind_name(optimizer->schedule.kind));
+        cJSON_AddNumberToObject(schedule, "warmup_steps", (double)optimizer->schedule.warmup_steps);
+        cJSON_AddNumberToObject(schedule, "min_lr", optimizer->schedule.min_lr);
+    }
     cJSON_AddNumberToObject(root, "batch", (double)o->train.batch);
     bg_cli_json_add_uint(root, "seed", o->train.seed);
     cJSON_AddNumberToObject(root, "steps", (double)r->steps);
@@ -542,13 +596,15 @@ int bg_cmd_train(int argc, char **argv) {
         goto done;
     }
     o.train.save_path = o.save;
+    char schedule[128];
     if (o.train.evaluate_only)
         fprintf(stderr, "evaluating %s on %s: %lld test samples, batch %lld\n", o.model, o.data,
                 (long long)test->count, (long long)o.train.batch);
     else
-        fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s\n",
+        fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s%s\n",
                 o.model, o.data, (long long)train->count, (long long)test->count,
-                (long long)o.train.batch, bg_optimizer_kind_name(o.train.optimizer.kind));
+                (long long)o.train.batch, bg_optimizer_kind_name(o.train.optimizer.kind),
+                describe_schedule(&o.train.optimizer, schedule, sizeof schedule));
     fputs("placement: ", stderr);
     bg_placement_describe(&o.placement, stderr);
     for (int s = 1; s < plan->partition->stages; s++)

@@ -56,8 +56,9 @@ void bg_progress_count(void *ctx, int64_t done, int64_t total) {
 
 void bg_progress_report(void *ctx, const bg_train_progress_t *r) {
     bg_progress_t *p = ctx;
-    char eta[32];
+    char eta[32], lr[32] = "";
     format_duration(r->eta_s, eta, sizeof eta);
+    if (r->lr >= 0) snprintf(lr, sizeof lr, "%slr %.3g", p->terminal ? "  " : " ", r->lr);
     int64_t in_epoch = (r->step - 1) % p->steps_per_epoch + 1;
     if (p->terminal) {
         double now = bg_monotonic_seconds();
@@ -70,17 +71,17 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *r) {
         for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
         bar[WIDTH] = '\0';
         fprintf(p->out,
-                "\r\033[Kepoch %d/%d [%s] step %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
+                "\r\033[Kepoch %d/%d [%s] step %lld/%lld  loss %.4f%s  %.0f samples/s  ETA %s",
                 r->epoch, r->epochs, bar, (long long)r->step, (long long)r->total_steps, r->loss,
-                r->samples_per_s, eta);
+                lr, r->samples_per_s, eta);
         if (r->epoch_done) fputc('\n', p->out);
         fflush(p->out);
         return;
     }
     int64_t tenth = p->steps_per_epoch / 10 > 0 ? p->steps_per_epoch / 10 : 1;
     if (!r->epoch_done && in_epoch % tenth != 0) return;
-    fprintf(p->out, "epoch %d/%d step %lld/%lld loss %.4f %.0f samples/s eta %s%s\n", r->epoch,
-            r->epochs, (long long)r->step, (long long)r->total_steps, r->loss, r->samples_per_s,
+    fprintf(p->out, "epoch %d/%d step %lld/%lld loss %.4f%s %.0f samples/s eta %s%s\n", r->epoch,
+            r->epochs, (long long)r->step, (long long)r->total_steps, r->loss, lr, r->samples_per_s,
             eta,
             r->step == r->total_steps ? " (done)"
             : r->epoch_done           ? " (epoch done)"

@@ -163,11 +163,12 @@ static bg_status_t run_length(const bg_train_config_t *cfg, int64_t per_epoch, i
 }
 
 /* The pipeline of cfg's placement, with cfg's initial weights or a resumed
- * run's weights, optimizer state and step count. Without cfg->devices it
- * runs on one CPU device, listed in `one_cpu`, which must outlive it (a
- * pipeline keeps its device list). */
-static bg_status_t open_pipeline(const bg_train_config_t *cfg, bg_device_list_t *one_cpu,
-                                 bg_pipeline_t **out) {
+ * run's weights, optimizer state and step count; its learning-rate
+ * schedule ends at `total_steps`. Without cfg->devices it runs on one CPU
+ * device, listed in `one_cpu`, which must outlive it (a pipeline keeps its
+ * device list). */
+static bg_status_t open_pipeline(const bg_train_config_t *cfg, int64_t total_steps,
+                                 bg_device_list_t *one_cpu, bg_pipeline_t **out) {
     const bg_device_list_t *devices = cfg->devices;
     if (devices == NULL) {
         BG_CHECK(bg_device_list_parse("cpu", 1, one_cpu));
@@ -185,6 +186,7 @@ static bg_status_t open_pipeline(const bg_train_config_t *cfg, bg_device_list_t 
     pc.recompute = cfg->recompute;
     pc.seed = cfg->seed;
     pc.optimizer = cfg->optimizer;
+    pc.optimizer.schedule.total_steps = total_steps;
     pc.stall_timeout_s = cfg->stall_timeout_s;
     pc.allow_tf32 = cfg->allow_tf32;
     pc.conv_workspace_limit = cfg->conv_workspace_limit;
@@ -296,7 +298,7 @@ static bg_status_t evaluate_only(const bg_train_config_t *cfg, bg_train_result_t
         return bg_error_set(BG_ERR_INVALID, "the test set is empty");
     bg_device_list_t one_cpu;
     bg_pipeline_t *pipe = NULL;
-    BG_CHECK(open_pipeline(cfg, &one_cpu, &pipe));
+    BG_CHECK(open_pipeline(cfg, 0, &one_cpu, &pipe)); /* no step */
     bg_train_result_t r = {0};
     r.steps = r.first_step = cfg->resume != NULL ? cfg->resume->step : 0;
     const bg_status_t st = finish(cfg, pipe, &r, final_params);
@@ -333,7 +335,11 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     BG_ALLOC_CHECK_GOTO(labels, st, done);
     BG_ALLOC_CHECK_GOTO(order, st, done);
     bg_device_list_t one_cpu;
-    BG_CHECK_GOTO(open_pipeline(cfg, &one_cpu, &pipe), st, done);
+    BG_CHECK_GOTO(open_pipeline(cfg, total, &one_cpu, &pipe), st, done);
+    bg_optimizer_config_t optimizer = cfg->optimizer; /* its schedule, for the progress */
+    optimizer.schedule.total_steps = total;
+    const int moving_lr =
+        optimizer.schedule.kind != BG_LR_CONSTANT || optimizer.schedule.warmup_steps > 0;
     if (cfg->record_steps > 0)
         BG_CHECK_GOTO(bg_pipeline_timeline_create(pipe, &r.timeline), st, done);
     BG_CHECK_GOTO(bg_train_state_init(&save, cfg->spec, &cfg->optimizer), st, done);
@@ -414,6 +420,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             }
             if (cfg->progress != NULL) {
                 const double elapsed = bg_monotonic_seconds() - start;
+                const int64_t taken = bg_pipeline_steps(pipe);
+                const int64_t optimizer_step = taken > 0 ? taken : 1;
                 const int64_t here = step - first_step;
                 const bg_train_progress_t p = {
                     .epoch = epoch,
@@ -423,6 +431,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                     .loss = epoch_steps > 0 ? epoch_loss / (double)epoch_steps : 0,
                     .samples_per_s = elapsed > 0 ? (double)(here * batch) / elapsed : 0,
                     .eta_s = elapsed / (double)here * (double)(total - step),
+                    .lr = moving_lr ? bg_optimizer_lr_at(&optimizer, optimizer_step) : -1,
                     .epoch_done = epoch_over || step == total,
                 };
                 cfg->progress(cfg->progress_ctx, &p);

@@ -27,6 +27,7 @@ typedef struct bg_train_progress {
     double loss;               /* mean training loss over this epoch so far */
     double samples_per_s;      /* training throughput so far */
     double eta_s;              /* estimated seconds to the end of training */
+    double lr;                 /* the last step's learning rate; < 0 when it never moves */
     int epoch_done;            /* 1 on the report that closes an epoch */
 } bg_train_progress_t;
 

@@ -280,6 +280,23 @@ for cmd in train simulate profile; do
     usage_error "--momentum is an SGD setting; this run uses --optimizer adam" -- \
         "$cmd" "$MODEL" --optimizer adam --momentum 0
 done
+# Learning-rate schedules: the header says which, the progress gives the
+# rate (cosine from 0.001 after 4 warmup steps to 0.0001 at step 16: the
+# last step's 0.0001 + 0.0009 (1 + cos(11 pi / 12)) / 2 = 0.000115); a
+# misspelt one lists the choices; --min-lr needs a decay, and below --lr.
+if expect 0 "adam, lr 0.001 cosine to 0.0001 after 4 warmup steps" -- train "$MODEL" \
+    --data synthetic --steps 16 --batch 16 --lr-schedule cosine --warmup 4 --min-lr 0.0001; then
+    check "train: the last step's scheduled rate" grep -q "step 16/16 loss [0-9.]* lr 0.000115 " "$ERR"
+fi
+usage_error "unknown learning-rate schedule 'step' (expected constant, cosine or linear)" -- \
+    train "$MODEL" --lr-schedule step
+usage_error "--min-lr is where a decay ends; the constant schedule has none" -- \
+    train "$MODEL" --min-lr 0.001
+usage_error "--min-lr 0.01 is above the learning rate 0.001: the schedule would climb" -- \
+    train "$MODEL" --lr-schedule linear --min-lr 0.01
+usage_error "--warmup: -1 is outside 0..4611686018427387903" -- train "$MODEL" --warmup -1
+usage_error "--lr-schedule changes nothing with --steps 0" -- \
+    train "$MODEL" --steps 0 --lr-schedule cosine
 printf 'input channels=4 height=1 width=1\nsoftmax_cross_entropy\n' >"$T/loss_only.model"
 usage_error "2 stages but the model has only 1 layer" -- plan "$T/loss_only.model" --devices cpu:2
 usage_error "12 stages (3 devices x --chunks 4) but the model has only 8 layers" -- plan "$MODEL" \

@@ -19,7 +19,7 @@
 #include "cpu/backend_cpu.h"
 #include "optimizer.h"
 
-enum { MAX_COUNT = 8, MAX_STEPS = 4 };
+enum { MAX_COUNT = 8, MAX_STEPS = 10 };
 
 /* |got - want| <= tol, failing (NaN included) with both values and the
  * caller's line; cmocka 1.1's assert_float_equal works in float. */
@@ -410,11 +410,79 @@ static void test_set_lr(void **state) {
     bg_optimizer_config_t cfg = adam_config(1e-3);
     bg_optimizer_set_lr(&cfg, 0.5);
     expect_near(cfg.adam.lr, 0.5, 0);
+    expect_near(bg_optimizer_lr(&cfg), 0.5, 0);
     expect_near(cfg.sgd.lr, 0.01, 0);
     cfg.kind = BG_OPTIMIZER_SGD;
     bg_optimizer_set_lr(&cfg, 0.25);
     expect_near(cfg.sgd.lr, 0.25, 0);
     expect_near(cfg.adam.lr, 0.5, 0);
+}
+
+/* ---- learning-rate schedules ---- */
+
+/* Hand values: lr 0.1, 4 warmup steps, 10 steps in all (6 of decay), down
+ * to 0.01; cosine at e of 6 steps of decay is 0.01 + 0.09 (1 + cos(pi e /
+ * 6)) / 2. */
+static void test_lr_schedules(void **state) {
+    (void)state;
+    bg_optimizer_config_t cfg = sgd_config(0.1);
+    for (int t = 1; t <= 12; t++) expect_near(bg_optimizer_lr_at(&cfg, t), 0.1, 0);
+    cfg.schedule = (bg_lr_schedule_t){BG_LR_CONSTANT, 4, 10, 0.01};
+    static const double warmup[4] = {0.025, 0.05, 0.075, 0.1};
+    for (int t = 1; t <= 4; t++) expect_near(bg_optimizer_lr_at(&cfg, t), warmup[t - 1], 1e-16);
+    expect_near(bg_optimizer_lr_at(&cfg, 5), 0.1, 0);
+    expect_near(bg_optimizer_lr_at(&cfg, 11), 0.1, 0); /* constant: past the end too */
+    cfg.schedule.kind = BG_LR_COSINE;
+    for (int t = 1; t <= 4; t++) expect_near(bg_optimizer_lr_at(&cfg, t), warmup[t - 1], 1e-16);
+    static const double cosine[6] = {0.1,    0.0939711431702997, 0.0775, 0.055,
+                                     0.0325, 0.0160288568297003};
+    for (int e = 0; e < 6; e++) expect_near(bg_optimizer_lr_at(&cfg, 5 + e), cosine[e], 1e-15);
+    expect_near(bg_optimizer_lr_at(&cfg, 11), 0.01, 0);
+    expect_near(bg_optimizer_lr_at(&cfg, 1000), 0.01, 0);
+    cfg.schedule.kind = BG_LR_LINEAR;
+    static const double linear[6] = {0.1, 0.085, 0.07, 0.055, 0.04, 0.025};
+    for (int e = 0; e < 6; e++) expect_near(bg_optimizer_lr_at(&cfg, 5 + e), linear[e], 1e-16);
+    expect_near(bg_optimizer_lr_at(&cfg, 11), 0.01, 0);
+    /* Without warmup the decay starts at step 1; with no step left for it,
+     * the warmup ends at min_lr. */
+    cfg.schedule = (bg_lr_schedule_t){BG_LR_COSINE, 0, 10, 0};
+    expect_near(bg_optimizer_lr_at(&cfg, 1), 0.1, 0);
+    expect_near(bg_optimizer_lr_at(&cfg, 6), 0.05, 1e-16);
+    cfg.schedule = (bg_lr_schedule_t){BG_LR_LINEAR, 4, 4, 0.01};
+    expect_near(bg_optimizer_lr_at(&cfg, 4), 0.1, 0);
+    expect_near(bg_optimizer_lr_at(&cfg, 5), 0.01, 0);
+    /* Adam's rate the same way. */
+    cfg = adam_config(0.2);
+    cfg.schedule = (bg_lr_schedule_t){BG_LR_CONSTANT, 4, 10, 0};
+    expect_near(bg_optimizer_lr_at(&cfg, 2), 0.1, 0);
+}
+
+/* An update takes its step's rate: plain SGD with gradients of 1 over the
+ * ten steps above moves a parameter by their sum, 0.25 of warmup and 0.375
+ * of cosine (symmetric about 0.055), from 1 to 0.375. */
+static void test_update_follows_schedule(void **state) {
+    (void)state;
+    bg_optimizer_config_t cfg = sgd_config(0.1);
+    cfg.schedule = (bg_lr_schedule_t){BG_LR_COSINE, 4, 10, 0.01};
+    const double p0[1] = {1};
+    double g[MAX_STEPS][MAX_COUNT];
+    for (int t = 0; t < MAX_STEPS; t++) g[t][0] = 1;
+    const trajectory_t out = run_steps(BG_F64, &cfg, 10, 1, p0, (const double(*)[MAX_COUNT])g);
+    expect_near(out.param[0], 0.375, 1e-15);
+}
+
+static void test_lr_schedule_names(void **state) {
+    (void)state;
+    bg_lr_schedule_kind_t kind = BG_LR_CONSTANT;
+    check_ok(bg_lr_schedule_kind_parse("cosine", &kind));
+    assert_int_equal(kind, BG_LR_COSINE);
+    check_ok(bg_lr_schedule_kind_parse("linear", &kind));
+    assert_int_equal(kind, BG_LR_LINEAR);
+    check_ok(bg_lr_schedule_kind_parse("constant", &kind));
+    assert_int_equal(kind, BG_LR_CONSTANT);
+    assert_int_equal(bg_lr_schedule_kind_parse("Cosine", &kind), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "expected constant, cosine or linear"));
+    assert_string_equal(bg_lr_schedule_kind_name(BG_LR_COSINE), "cosine");
 }
 
 /* Bad learning rates are refused before anything is touched; lr = 0 is a
@@ -477,6 +545,9 @@ int main(void) {
         cmocka_unit_test(test_state_buffers),
         cmocka_unit_test(test_set_lr),
         cmocka_unit_test(test_update_rejects_bad_lr),
+        cmocka_unit_test(test_lr_schedules),
+        cmocka_unit_test(test_update_follows_schedule),
+        cmocka_unit_test(test_lr_schedule_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

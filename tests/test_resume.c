@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,62 @@ static void test_resume_one_stage(void **state) {
 static void test_resume_two_stages(void **state) {
     check_resume(*state, 2, 5);
     check_resume(*state, 2, 9);
+}
+
+/* Stops the run once its progress reports step *ctx (the stop is seen
+ * after the next step, as a signal's would be). */
+static volatile sig_atomic_t stop_flag;
+
+static void stop_after(void *ctx, const bg_train_progress_t *progress) {
+    if (progress->step == *(const int64_t *)ctx) stop_flag = 1;
+}
+
+/* The learning rate follows the run's step, so a run with warmup and a
+ * cosine decay, stopped midway and resumed, ends as the unbroken one; and
+ * the schedule moved the rate (a constant one ends elsewhere). */
+static void test_resume_with_schedule(void **state) {
+    fixture_t *f = *state;
+    const size_t bytes = sizeof(float) * (size_t)f->spec->total_params;
+    float *straight = malloc(bytes), *resumed = malloc(bytes), *constant = malloc(bytes);
+    assert_true(straight != NULL && resumed != NULL && constant != NULL);
+    bg_device_list_t devices;
+    bg_train_config_t cfg = config(f, &devices, 2);
+    cfg.steps = 12;
+    cfg.optimizer.schedule = (bg_lr_schedule_t){BG_LR_COSINE, 3, 0, 1e-4};
+    bg_train_result_t r = {0};
+    assert_int_equal(bg_train_run(&cfg, &r, straight), BG_OK);
+    bg_train_result_free(&r);
+
+    char path[128];
+    snprintf(path, sizeof path, "%s/scheduled.safetensors", f->dir);
+    const int64_t at = 5;
+    stop_flag = 0;
+    cfg.stop = &stop_flag;
+    cfg.progress = stop_after;
+    cfg.progress_ctx = (void *)&at;
+    cfg.save_path = path;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INTERRUPTED);
+    bg_train_result_free(&r);
+    bg_train_state_t saved = {0};
+    assert_int_equal(bg_train_state_load(path, f->spec, &cfg.optimizer, &saved), BG_OK);
+    assert_int_equal(saved.step, at + 1);
+    cfg.stop = NULL;
+    cfg.progress = NULL;
+    cfg.save_path = NULL;
+    cfg.resume = &saved;
+    assert_int_equal(bg_train_run(&cfg, &r, resumed), BG_OK);
+    bg_train_result_free(&r);
+    assert_memory_equal(straight, resumed, bytes);
+
+    cfg.resume = NULL;
+    cfg.optimizer.schedule = (bg_lr_schedule_t)BG_LR_SCHEDULE_INIT;
+    assert_int_equal(bg_train_run(&cfg, &r, constant), BG_OK);
+    bg_train_result_free(&r);
+    assert_true(memcmp(straight, constant, bytes) != 0);
+    bg_train_state_free(&saved);
+    free(straight);
+    free(resumed);
+    free(constant);
 }
 
 /* The weights of a training state load on their own (--load), and a
@@ -571,6 +628,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_one_stage),
         cmocka_unit_test(test_resume_two_stages),
+        cmocka_unit_test(test_resume_with_schedule),
         cmocka_unit_test(test_skipped_steps_carry_over),
         cmocka_unit_test(test_files),
         cmocka_unit_test(test_state_fields),
