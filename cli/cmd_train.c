@@ -22,6 +22,7 @@
 #include "parse.h"
 #include "planning.h"
 #include "progress.h"
+#include "text_table.h"
 #include "report.h"
 #include "svg.h"
 #include "text_file.h"
@@ -362,21 +363,39 @@ static bg_status_t resume_seed(train_options_t *o, const bg_train_state_t *saved
     return BG_OK;
 }
 
+/* Each stage's memory as it ran; a figure wider than its column widens it. */
 static void print_stages(const bg_train_result_t *r) {
-    printf("%5s  %-8s %-10s %10s %10s %10s %10s %10s %10s %10s %8s\n", "stage", "layers", "device",
-           "peak MiB", "params", "grads", "optimizer", "stash", "buffers", "other", "in flight");
+    static const bg_text_column_t columns[] = {
+        {"stage", 'r', 5, 0},      {"layers", 'l', 8, 2},    {"device", 'l', 10, 1},
+        {"peak MiB", 'r', 10, 1},  {"params", 'r', 10, 1},   {"grads", 'r', 10, 1},
+        {"optimizer", 'r', 10, 1}, {"stash", 'r', 10, 1},    {"buffers", 'r', 10, 1},
+        {"other", 'r', 10, 1},     {"in flight", 'r', 8, 1},
+    };
+    bg_text_table_t *t = NULL;
+    if (bg_text_table_create(columns, (int)(sizeof columns / sizeof columns[0]), &t) != BG_OK) {
+        printf("(no table: %s)\n", bg_error_message());
+        return;
+    }
     const double mib = 1024.0 * 1024.0;
     for (int s = 0; s < r->stages; s++) {
         const bg_pipeline_stage_info_t *info = &r->stage_info[s];
-        char layers[32];
-        snprintf(layers, sizeof layers, "%d-%d", info->first_layer, info->last_layer - 1);
         const bg_stage_memory_t *m = &info->memory;
-        printf("%5d  %-8s %-10s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %8d\n", s, layers,
-               info->device_name, (double)bg_pipeline_stage_peak_bytes(info) / mib,
-               (double)m->params / mib, (double)m->grads / mib, (double)m->optimizer / mib,
-               (double)m->stash_peak / mib, (double)m->buffers / mib,
-               (double)(m->workspace + info->channel_bytes) / mib, m->peak_in_flight);
+        bg_text_table_add(t, "%d", s);
+        bg_text_table_add(t, "%d-%d", info->first_layer, info->last_layer - 1);
+        bg_text_table_add(t, "%s", info->device_name);
+        const size_t bytes[] = {bg_pipeline_stage_peak_bytes(info),
+                                m->params,
+                                m->grads,
+                                m->optimizer,
+                                m->stash_peak,
+                                m->buffers,
+                                m->workspace + info->channel_bytes};
+        for (size_t k = 0; k < sizeof bytes / sizeof bytes[0]; k++)
+            bg_text_table_add(t, "%.2f", (double)bytes[k] / mib);
+        bg_text_table_add(t, "%d", m->peak_in_flight);
     }
+    bg_text_table_print(t, stdout);
+    bg_text_table_destroy(t);
     printf("(peak MiB is the sum of the columns from params to other; other: the slots of the "
            "channels into the stage and the ops' workspace)\n");
 }

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "cuda/backend_cuda.h"
+#include "text_table.h"
 
 static const double mib = 1024.0 * 1024.0;
 
@@ -236,17 +237,34 @@ static void format_use(size_t peak, size_t capacity, char *use, size_t size) {
 static void print_devices(const bg_plan_t *p, FILE *out) {
     const bg_partition_t *part = p->partition;
     const int v = p->request.chunks;
-    fprintf(out, "\n%-8s %-16s %10s %10s %5s\n", "device", "stages", "peak MiB", "cap MiB", "use");
+    static const bg_text_column_t columns[] = {{"device", 'l', 8, 0},
+                                               {"stages", 'l', 16, 1},
+                                               {"peak MiB", 'r', 10, 1},
+                                               {"cap MiB", 'r', 10, 1},
+                                               {"use", 'r', 5, 1}};
+    bg_text_table_t *t = NULL;
+    fputc('\n', out);
+    if (bg_text_table_create(columns, (int)(sizeof columns / sizeof columns[0]), &t) != BG_OK) {
+        fprintf(out, "(no table: %s)\n", bg_error_message());
+        return;
+    }
     for (int d = 0; d < p->request.devices; d++) {
         const size_t peak = bg_partition_device_peak_bytes(part, d),
                      capacity = p->device[d].memory_bytes;
-        char stages[64], cap[16], use[16];
+        char stages[64], use[16];
         bg_cli_plan_device_stages(p, d, 0, stages, sizeof stages);
-        snprintf(cap, sizeof cap, "%.2f", (double)capacity / mib);
         format_use(peak, capacity, use, sizeof use);
-        fprintf(out, "%-8s %-16s %10.2f %10s %5s\n", p->device[d].name, stages, (double)peak / mib,
-                capacity ? cap : "-", use);
+        bg_text_table_add(t, "%s", p->device[d].name);
+        bg_text_table_add(t, "%s", stages);
+        bg_text_table_add(t, "%.2f", (double)peak / mib);
+        if (capacity)
+            bg_text_table_add(t, "%.2f", (double)capacity / mib);
+        else
+            bg_text_table_add(t, "-");
+        bg_text_table_add(t, "%s", use);
     }
+    bg_text_table_print(t, out);
+    bg_text_table_destroy(t);
     if (part->memory_check == BG_PARTITION_CHECK_DEVICES)
         fprintf(out,
                 "(a given --split is checked per device: each device's %d stages together "
@@ -295,29 +313,53 @@ static void print_conv_workspace(const bg_plan_t *p, FILE *out) {
             amount);
 }
 
-void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
+/* The plan's table; a figure wider than its column widens the column. */
+static void print_stages(const bg_plan_t *p, FILE *out) {
+    static const bg_text_column_t columns[] = {
+        {"stage", 'r', 5, 0},     {"layers", 'l', 9, 2},    {"device", 'l', 8, 1},
+        {"fwd ms", 'r', 8, 1},    {"bwd ms", 'r', 8, 1},    {"send ms", 'r', 8, 1},
+        {"busy ms", 'r', 8, 1},   {"peak MiB", 'r', 10, 1}, {"cap MiB", 'r', 10, 1},
+        {"use", 'r', 5, 1},       {"params", 'r', 9, 1},    {"grads", 'r', 9, 1},
+        {"optimizer", 'r', 9, 1}, {"stash", 'r', 9, 1},     {"buffers", 'r', 9, 1},
+        {"other", 'r', 9, 1},
+    };
     const bg_partition_t *part = p->partition;
     const int m = p->request.microbatches;
-    fprintf(out, "%5s  %-9s %-8s %8s %8s %8s %8s %10s %10s %5s %9s %9s %9s %9s %9s %9s\n", "stage",
-            "layers", "device", "fwd ms", "bwd ms", "send ms", "busy ms", "peak MiB", "cap MiB",
-            "use", "params", "grads", "optimizer", "stash", "buffers", "other");
+    bg_text_table_t *t = NULL;
+    if (bg_text_table_create(columns, (int)(sizeof columns / sizeof columns[0]), &t) != BG_OK) {
+        fprintf(out, "(no table: %s)\n", bg_error_message());
+        return;
+    }
     for (int s = 0; s < part->stages; s++) {
         const bg_partition_stage_t *st = &part->stage[s];
-        char layers[32], cap[16], use[16];
-        snprintf(layers, sizeof layers, "%d-%d", st->first_layer, st->last_layer - 1);
-        snprintf(cap, sizeof cap, "%.2f", (double)st->capacity_bytes / mib);
+        char use[16];
         format_use(st->peak_bytes, st->capacity_bytes, use, sizeof use);
-        fprintf(out,
-                "%5d  %-9s %-8s %8.3f %8.3f %8.3f %8.3f %10.2f %10s %5s %9.2f %9.2f %9.2f %9.2f "
-                "%9.2f %9.2f\n",
-                s, layers, p->device[st->device].name, m * st->time.forward * 1e3,
-                m * (st->time.backward + st->time.recompute) * 1e3, m * st->send_s * 1e3,
-                m * st->seconds * 1e3, (double)st->peak_bytes / mib, st->capacity_bytes ? cap : "-",
-                use, (double)st->memory.params / mib, (double)st->memory.grads / mib,
-                (double)st->memory.optimizer / mib, (double)st->memory.stash / mib,
-                (double)st->memory.buffers / mib,
-                (double)(st->memory.channels + st->memory.workspace) / mib);
+        bg_text_table_add(t, "%d", s);
+        bg_text_table_add(t, "%d-%d", st->first_layer, st->last_layer - 1);
+        bg_text_table_add(t, "%s", p->device[st->device].name);
+        bg_text_table_add(t, "%.3f", m * st->time.forward * 1e3);
+        bg_text_table_add(t, "%.3f", m * (st->time.backward + st->time.recompute) * 1e3);
+        bg_text_table_add(t, "%.3f", m * st->send_s * 1e3);
+        bg_text_table_add(t, "%.3f", m * st->seconds * 1e3);
+        bg_text_table_add(t, "%.2f", (double)st->peak_bytes / mib);
+        if (st->capacity_bytes)
+            bg_text_table_add(t, "%.2f", (double)st->capacity_bytes / mib);
+        else
+            bg_text_table_add(t, "-");
+        bg_text_table_add(t, "%s", use);
+        const size_t categories[] = {
+            st->memory.params, st->memory.grads,   st->memory.optimizer,
+            st->memory.stash,  st->memory.buffers, st->memory.channels + st->memory.workspace};
+        for (size_t k = 0; k < sizeof categories / sizeof categories[0]; k++)
+            bg_text_table_add(t, "%.2f", (double)categories[k] / mib);
     }
+    bg_text_table_print(t, out);
+    bg_text_table_destroy(t);
+}
+
+void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
+    const bg_partition_t *part = p->partition;
+    print_stages(p, out);
     fprintf(out, "(peak MiB is the sum of the columns from params on; other: the slots of "
                  "the channels into the stage and the ops' workspace)\n");
     print_conv_workspace(p, out);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text_table.h"
+
 static int is_compute(bg_event_kind_t kind) {
     return kind == BG_EVENT_FORWARD || kind == BG_EVENT_BACKWARD || kind == BG_EVENT_WEIGHT ||
            kind == BG_EVENT_STEP;
@@ -276,8 +278,13 @@ int bg_report_ms_decimals(double ms) { return ms >= 100 ? 0 : ms >= 10 ? 1 : ms 
 bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const size_t *peak_bytes) {
     if (out == NULL || s == NULL)
         return bg_error_set(BG_ERR_INVALID, "timeline summary: NULL argument");
-    fprintf(out, "%5s  %-16s %10s %6s %6s %12s %12s %9s %9s\n", "stage", "device", "compute ms",
-            "busy%", "idle%", "wait prev ms", "wait next ms", "copy ms", "peak MiB");
+    static const bg_text_column_t columns[] = {
+        {"stage", 'r', 5, 0},         {"device", 'l', 16, 2}, {"compute ms", 'r', 10, 1},
+        {"busy%", 'r', 6, 1},         {"idle%", 'r', 6, 1},   {"wait prev ms", 'r', 12, 1},
+        {"wait next ms", 'r', 12, 1}, {"copy ms", 'r', 9, 1}, {"peak MiB", 'r', 9, 1},
+    };
+    bg_text_table_t *t = NULL;
+    BG_CHECK(bg_text_table_create(columns, (int)(sizeof columns / sizeof columns[0]), &t));
     int shared = 0; /* a device runs several stages (interleaved) */
     for (int i = 0; i < s->stages; i++) {
         const bg_stage_summary_t *st = &s->stage[i];
@@ -288,14 +295,21 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
         shared |= repeat;
         char idle[16] = "";
         if (!repeat) snprintf(idle, sizeof idle, "%.1f", 100.0 * s->device[st->device].idle_frac);
-        fprintf(out, "%5d  %-16s %10.3f %6.1f %6s %12.3f %12.3f %9.3f ", i,
-                s->device_names[st->device], 1e3 * st->compute_s, busy, idle, 1e3 * st->wait_prev_s,
-                1e3 * st->wait_next_s, 1e3 * st->copy_s);
+        bg_text_table_add(t, "%d", i);
+        bg_text_table_add(t, "%s", s->device_names[st->device]);
+        bg_text_table_add(t, "%.3f", 1e3 * st->compute_s);
+        bg_text_table_add(t, "%.1f", busy);
+        bg_text_table_add(t, "%s", idle);
+        bg_text_table_add(t, "%.3f", 1e3 * st->wait_prev_s);
+        bg_text_table_add(t, "%.3f", 1e3 * st->wait_next_s);
+        bg_text_table_add(t, "%.3f", 1e3 * st->copy_s);
         if (peak_bytes != NULL)
-            fprintf(out, "%9.1f\n", (double)peak_bytes[i] / (1024.0 * 1024.0));
+            bg_text_table_add(t, "%.1f", (double)peak_bytes[i] / (1024.0 * 1024.0));
         else
-            fprintf(out, "%9s\n", "-");
+            bg_text_table_add(t, "-");
     }
+    bg_text_table_print(t, out);
+    bg_text_table_destroy(t);
     if (shared) {
         fprintf(out, "(idle%% is a device's, on the row of its first stage: its stages share its "
                      "time");

@@ -1091,6 +1091,19 @@ expect 0 "simulated sweep of $T/slow.model, batch 4096, 1 step per point" -- swe
     "$T/slow.model" --simulate --batch 4096 --device-mem 1T --microbatches 8 --steps 1
 check "sweep: a slow point's samples/s in 3 digits" \
     grep -qE '^   8  1f1b +[0-9.]+ +- +0\.[0-9]{3} ' "$OUT"
+# Figures wider than their columns widen them: each right-aligned figure
+# still ends under the end of its header (they ran out of line).
+expect 2 "" -- plan "$T/slow.model" --batch 4096 --device-mem 1T --devices cpu:2
+check "plan: a table of wide figures stays in line" python3 -c '
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+at = next(i for i, l in enumerate(lines) if l.startswith("stage  layers"))
+header, rows = lines[at], lines[at + 1:at + 3]
+for name in ("fwd ms", "busy ms", "peak MiB", "stash", "other"):
+    end = header.index(name) + len(name)
+    for row in rows:
+        assert row[end - 1] != " " and (end == len(row) or row[end] == " "), (name, row)
+' "$OUT"
 # Every point skipped (none fits 1M): exit 2, and no chart.
 expect 2 "every point was skipped (above); no chart written" -- sweep "$MODEL" --simulate \
     --devices cpu:2 --device-mem 1M --microbatches 1,4 --chart "$T/none.svg"
