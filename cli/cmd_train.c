@@ -51,11 +51,12 @@ static const char help[] =
     "  --optimizer NAME   adam (default) or sgd\n"
     "  --lr X             learning rate (default: adam 0.001, sgd 0.01)\n"
     "  --lr-schedule NAME constant (default), cosine or linear: after any warmup,\n"
-    "                     the rate falls from --lr to --min-lr over the run's\n"
+    "                     the rate falls from --lr toward --min-lr over the run's\n"
     "                     remaining steps (cosine as PyTorch's CosineAnnealingLR)\n"
     "  --warmup N         the first N steps ramp the rate up: lr x step / N\n"
-    "                     (default 0)\n"
-    "  --min-lr X         where cosine and linear end (default 0)\n"
+    "                     (default 0; fewer than the run's steps)\n"
+    "  --min-lr X         the rate the decay would reach one step past the run's\n"
+    "                     end, as CosineAnnealingLR's eta_min (default 0)\n"
     "  --momentum X       sgd momentum (default 0)\n"
     "  --weight-decay X   L2 penalty added to the gradient (default 0)\n"
     "  --seed S           initialisation and shuffling seed (default 1)\n"
@@ -194,7 +195,8 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         } else if (strcmp(arg, "--lr") == 0) {
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1e6, &o->lr));
         } else if (strcmp(arg, "--lr-schedule") == 0) {
-            BG_CHECK(bg_lr_schedule_kind_parse(v, &o->train.optimizer.schedule.kind));
+            bg_status_t st = bg_lr_schedule_kind_parse(v, &o->train.optimizer.schedule.kind);
+            if (st != BG_OK) return bg_error_prefix(st, "--lr-schedule: ");
         } else if (strcmp(arg, "--warmup") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 0, INT64_MAX / 2,
                                       &o->train.optimizer.schedule.warmup_steps));
@@ -343,6 +345,20 @@ static bg_status_t check_save_every(const train_options_t *o, const bg_dataset_t
                         "--save-every %lld: this run ends at step %lld, where --save writes "
                         "anyway (give N below the run's steps)",
                         (long long)c->save_every, (long long)total);
+}
+
+/* Refuses a warmup as long as the run: the rate would never reach --lr,
+ * and no decay would follow. */
+static bg_status_t check_warmup(const train_options_t *o, const bg_dataset_t *train) {
+    const bg_train_config_t *c = &o->train;
+    const int64_t warmup = c->optimizer.schedule.warmup_steps;
+    if (warmup <= 0 || c->batch < 1 || train->count < 1) return BG_OK;
+    const int64_t total = bg_train_total_steps(c, train->count);
+    if (warmup < total) return BG_OK;
+    return bg_error_set(BG_ERR_INVALID,
+                        "--warmup %lld is not below the run's %lld step%s: the rate would never "
+                        "reach --lr",
+                        (long long)warmup, (long long)total, total == 1 ? "" : "s");
 }
 
 /* A resumed run keeps its seed: synthetic data are made from it (the
@@ -595,6 +611,7 @@ int bg_cmd_train(int argc, char **argv) {
                                             o.train.evaluate_only ? NULL : &train, &test)),
         st, fail);
     if (train != NULL) BG_CHECK_GOTO(check_save_every(&o, train), st, fail);
+    if (train != NULL) BG_CHECK_GOTO(check_warmup(&o, train), st, fail);
     /* An evaluation updates nothing: its stages make no optimizer state
      * (Adam's is two buffers the size of the parameters), and its plan
      * counts none. Its options were refused above (check_evaluate_only). */

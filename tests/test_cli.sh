@@ -288,8 +288,10 @@ if expect 0 "adam, lr 0.001 cosine to 0.0001 after 4 warmup steps" -- train "$MO
     --data synthetic --steps 16 --batch 16 --lr-schedule cosine --warmup 4 --min-lr 0.0001; then
     check "train: the last step's scheduled rate" grep -q "step 16/16 loss [0-9.]* lr 0.000115 " "$ERR"
 fi
-usage_error "unknown learning-rate schedule 'step' (expected constant, cosine or linear)" -- \
+usage_error "--lr-schedule: unknown learning-rate schedule 'step' (expected constant, cosine or linear)" -- \
     train "$MODEL" --lr-schedule step
+usage_error "--warmup 16 is not below the run's 16 steps: the rate would never reach --lr" -- \
+    train "$MODEL" --data synthetic --steps 16 --warmup 16
 usage_error "--min-lr is where a decay ends; the constant schedule has none" -- \
     train "$MODEL" --min-lr 0.001
 usage_error "--min-lr 0.01 is above the learning rate 0.001: the schedule would climb" -- \
