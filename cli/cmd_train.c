@@ -57,6 +57,9 @@ static const char help[] =
     "                     (default 0; fewer than the run's steps)\n"
     "  --min-lr X         the rate the decay would reach one step past the run's\n"
     "                     end, as CosineAnnealingLR's eta_min (default 0)\n"
+    "  --clip-grad-norm X scale the step's gradients down to a 2-norm of X (all\n"
+    "                     the model's together) where it is larger, as PyTorch's\n"
+    "                     clip_grad_norm_; the same on any placement (default: off)\n"
     "  --momentum X       sgd momentum (default 0)\n"
     "  --weight-decay X   L2 penalty added to the gradient (default 0)\n"
     "  --seed S           initialisation and shuffling seed (default 1)\n"
@@ -115,12 +118,11 @@ typedef struct train_options {
 
 /* Every option takes a value. */
 static const char *const options_with_value[] = {
-    "--data",          "--epochs",       "--steps",       "--batch",
-    "--optimizer",     "--lr",           "--momentum",    "--weight-decay",
-    "--seed",          "--load",         "--lr-schedule", "--warmup",
-    "--min-lr",        "--save",         "--metrics",     "--trace",
-    "--timeline",      "--record-steps", "--nan",         "--nan-limit",
-    "--stall-timeout", "--save-every",   "--resume",
+    "--data",        "--epochs",        "--steps",        "--batch",          "--optimizer",
+    "--lr",          "--momentum",      "--weight-decay", "--seed",           "--load",
+    "--lr-schedule", "--warmup",        "--min-lr",       "--clip-grad-norm", "--save",
+    "--metrics",     "--trace",         "--timeline",     "--record-steps",   "--nan",
+    "--nan-limit",   "--stall-timeout", "--save-every",   "--resume",
 };
 
 #define OPTIONS_WITH_VALUE (sizeof options_with_value / sizeof options_with_value[0])
@@ -134,9 +136,9 @@ static int is_option(const char *arg) {
 /* What --steps 0 (no training, only the test set's evaluation) leaves
  * without effect: the training's settings and outputs. */
 static const char *const training_only[] = {
-    "--epochs", "--optimizer",   "--lr",           "--momentum", "--weight-decay",
-    "--save",   "--lr-schedule", "--warmup",       "--min-lr",   "--save-every",
-    "--trace",  "--timeline",    "--record-steps", "--nan",      "--nan-limit",
+    "--epochs",      "--optimizer",    "--lr",     "--momentum",       "--weight-decay", "--save",
+    "--lr-schedule", "--warmup",       "--min-lr", "--clip-grad-norm", "--save-every",   "--trace",
+    "--timeline",    "--record-steps", "--nan",    "--nan-limit",
 };
 
 #define TRAINING_ONLY (sizeof training_only / sizeof training_only[0])
@@ -203,6 +205,8 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         } else if (strcmp(arg, "--min-lr") == 0) {
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1e6, &o->train.optimizer.schedule.min_lr));
             min_lr_given = 1;
+        } else if (strcmp(arg, "--clip-grad-norm") == 0) {
+            BG_CHECK(bg_cli_parse_double(arg, v, 1e-30, 1e30, &o->train.clip_grad_norm));
         } else if (strcmp(arg, "--momentum") == 0) {
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1, &o->train.optimizer.sgd.momentum));
         } else if (strcmp(arg, "--weight-decay") == 0) {
@@ -480,6 +484,11 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
                                 bg_lr_schedule_kind_name(optimizer->schedule.kind));
         cJSON_AddNumberToObject(schedule, "warmup_steps", (double)optimizer->schedule.warmup_steps);
         cJSON_AddNumberToObject(schedule, "min_lr", optimizer->schedule.min_lr);
+        if (o->train.clip_grad_norm > 0) {
+            cJSON_AddNumberToObject(root, "clip_grad_norm", o->train.clip_grad_norm);
+            cJSON_AddNumberToObject(root, "clipped_steps", (double)r->clipped_steps);
+            cJSON_AddNumberToObject(root, "grad_norm", r->grad_norm);
+        }
     }
     cJSON_AddNumberToObject(root, "batch", (double)o->train.batch);
     bg_cli_json_add_uint(root, "seed", o->train.seed);
@@ -632,15 +641,18 @@ int bg_cmd_train(int argc, char **argv) {
         goto done;
     }
     o.train.save_path = o.save;
-    char schedule[128];
+    char schedule[128], clipping[64] = "";
+    if (o.train.clip_grad_norm > 0)
+        snprintf(clipping, sizeof clipping, ", gradients clipped to norm %g",
+                 o.train.clip_grad_norm);
     if (o.train.evaluate_only)
         fprintf(stderr, "evaluating %s on %s: %lld test samples, batch %lld\n", o.model, o.data,
                 (long long)test->count, (long long)o.train.batch);
     else
-        fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s%s\n",
+        fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s%s%s\n",
                 o.model, o.data, (long long)train->count, (long long)test->count,
                 (long long)o.train.batch, bg_optimizer_kind_name(o.train.optimizer.kind),
-                describe_schedule(&o.train.optimizer, schedule, sizeof schedule));
+                describe_schedule(&o.train.optimizer, schedule, sizeof schedule), clipping);
     fputs("placement: ", stderr);
     bg_placement_describe(&o.placement, stderr);
     for (int s = 1; s < plan->partition->stages; s++)
@@ -720,6 +732,10 @@ int bg_cmd_train(int argc, char **argv) {
     else
         printf(" in %.1f s", r.train_seconds);
     printf(": %.0f samples/s, last epoch's mean loss %.4f\n", r.samples_per_s, r.loss);
+    if (o.train.clip_grad_norm > 0)
+        printf("gradients clipped to norm %g in %lld of %lld step%s; the last step's norm %.4g\n",
+               o.train.clip_grad_norm, (long long)r.clipped_steps, ran, ran == 1 ? "" : "s",
+               r.grad_norm);
     if (r.skipped_steps > 0)
         printf("skipped %lld step%s for non-finite values; the last at %s\n",
                (long long)r.skipped_steps, r.skipped_steps == 1 ? "" : "s", r.nan_report);

@@ -228,6 +228,12 @@ typedef struct bg_backend_ops {
      * so on a GPU it waits for the device. */
     bg_status_t (*all_finite)(bg_backend_t *be, int64_t count, const void *x, int *out);
 
+    /* *out = the sum of the squares of x[0..count), added in double in an
+     * order fixed by count alone (in index order on a CPU; by a GPU's one
+     * block in a fixed tree), so that a tensor gives the same sum in any
+     * stage. Returns a host value, so on a GPU it waits for the device. */
+    bg_status_t (*square_sum)(bg_backend_t *be, int64_t count, const void *x, double *out);
+
     /* The same check, deferred: enqueues a scan of x[0..count) and, if some
      * value is NaN or Inf, lowers the backend's non-finite mark to `tag`
      * (0 <= tag < INT_MAX) unless it is lower already. Does not wait. */

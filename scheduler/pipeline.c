@@ -212,6 +212,8 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
     pthread_mutex_lock(&p->lock);
     p->status = BG_OK;
     p->nan_found = 0;
+    p->grad_norm = 0;
+    p->clipped = 0;
     p->nan_report[0] = '\0';
     p->aborted = 0;
     p->barrier_count = 0;
@@ -235,6 +237,8 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
     result->loss_sum = p->loss_sum;
     result->correct = p->correct;
     result->skipped = p->nan_found;
+    result->grad_norm = p->grad_norm;
+    result->clipped = p->clipped;
     snprintf(result->nan_report, sizeof result->nan_report, "%s", p->nan_report);
     if (p->nan_found)
         for (int s = 0; s < p->stages; s++) bg_stage_release_slots(p->stage[s]);

@@ -59,6 +59,12 @@ typedef struct bg_pipeline_config {
      * until the step is aborted) at its first op of that stage; stage
      * `nan_stage` writes a NaN into its forward output of `nan_microbatch`. */
     int stop_stage, nan_stage, nan_microbatch;
+    /* > 0: before the optimizer step, scale every gradient by
+     * clip / (norm + 1e-6) where that is below 1, norm the 2-norm of all
+     * the model's gradients together (PyTorch's clip_grad_norm_ over
+     * model.parameters()); each layer's squares summed where it lies and
+     * the layers' sums added in layer order, so any placement scales alike. */
+    double clip_grad_norm;
     /* Test hook, 0 when off: channels between CUDA stages copy through
      * pinned host memory even where a direct copy works, as they do between
      * GPUs without peer access, so one GPU can run that path. */
@@ -82,6 +88,10 @@ typedef struct bg_pipeline_result {
      * (dense): forward output is not finite"). */
     int skipped;
     char nan_report[256];
+    /* With clip_grad_norm: the gradients' 2-norm before clipping, and 1
+     * when they were scaled down. */
+    double grad_norm;
+    int clipped;
 } bg_pipeline_result_t;
 
 /* Where a stage runs and what it holds. */

@@ -298,9 +298,10 @@ static bg_status_t allocate(bg_pipeline_t *p) {
     p->workers = bg_calloc((size_t)p->devices, sizeof *p->workers);
     p->micro_offset = bg_calloc((size_t)p->microbatches, sizeof *p->micro_offset);
     p->micro_size = bg_calloc((size_t)p->microbatches, sizeof *p->micro_size);
-    if (!p->backends || !p->arenas || !p->stage || !p->first || !p->slots || !p->last_gradient_mb ||
-        !p->forward || !p->backward || !p->output_sent || !p->output_records || !p->grad_sent ||
-        !p->workers || !p->micro_offset || !p->micro_size)
+    p->layer_squares = bg_calloc((size_t)p->cfg.spec->num_layers, sizeof *p->layer_squares);
+    if (!p->layer_squares || !p->backends || !p->arenas || !p->stage || !p->first || !p->slots ||
+        !p->last_gradient_mb || !p->forward || !p->backward || !p->output_sent ||
+        !p->output_records || !p->grad_sent || !p->workers || !p->micro_offset || !p->micro_size)
         return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
     return BG_OK;
 }
@@ -410,6 +411,7 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     free(p->workers);
     free(p->micro_offset);
     free(p->micro_size);
+    free(p->layer_squares);
     for (int d = 0; p->events != NULL && d < p->devices; d++) free(p->events[d]);
     for (int d = 0; p->event_marks != NULL && d < p->devices; d++) free(p->event_marks[d]);
     for (int d = 0; p->event_link != NULL && d < p->devices; d++) free(p->event_link[d]);

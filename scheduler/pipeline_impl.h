@@ -123,6 +123,12 @@ struct bg_pipeline {
     int nan_found;
     double nan_when;
     char nan_report[256];
+    /* Clipping (cfg.clip_grad_norm): each layer's sum of squared
+     * gradients, written by its stage's device before the optimizer step's
+     * barrier and read by every device after it; the step's norm. */
+    double *layer_squares;
+    double grad_norm;
+    int clipped;
     /* Devices waiting at the optimizer step until all have checked. */
     int barrier_count;
     uint64_t barrier_round;

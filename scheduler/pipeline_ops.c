@@ -348,6 +348,23 @@ static bg_status_t step_barrier(bg_pipeline_t *p, int device) {
     return skip ? BG_ERR_NUMERIC : BG_OK;
 }
 
+/* After the barrier, every layer's sum of squares is in: each device adds
+ * them in layer order (the same norm on every device and placement) and
+ * scales its stages' gradients where the norm is over the limit. */
+static bg_status_t clip_gradients(bg_pipeline_t *p, int device) {
+    double squares = 0;
+    for (int l = 0; l < p->cfg.spec->num_layers; l++) squares += p->layer_squares[l];
+    const double norm = sqrt(squares), factor = p->cfg.clip_grad_norm / (norm + 1e-6);
+    if (device == 0) { /* the job's result; read once every device is done */
+        p->grad_norm = norm;
+        p->clipped = factor < 1;
+    }
+    if (!(factor < 1)) return BG_OK;
+    for (int s = device; s < p->stages; s += p->devices)
+        BG_CHECK(bg_stage_scale_grads(p->stage[s], factor));
+    return BG_OK;
+}
+
 /* The op itself, between NVTX range marks named like the trace's ops. */
 static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op);
 
@@ -378,6 +395,9 @@ static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op
         note(p, device, BG_EVENT_WEIGHT, op->stage, op->microbatch, -1, start, stamp(p, device));
         return BG_OK;
     case BG_OP_STEP: {
+        if (p->job == JOB_TRAIN && p->cfg.clip_grad_norm > 0)
+            for (int s = device; s < p->stages; s += p->devices)
+                BG_CHECK(bg_stage_grad_square_sums(p->stage[s], p->layer_squares + p->first[s]));
         snprintf(p->workers[device].doing, sizeof p->workers[device].doing,
                  "waiting for every device to reach the optimizer step");
         bg_status_t st = step_barrier(p, device);
@@ -393,6 +413,7 @@ static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op
             return BG_OK;
         }
         BG_CHECK(st);
+        if (p->cfg.clip_grad_norm > 0) BG_CHECK(clip_gradients(p, device));
         /* One event per stage, so that each stage's row counts its own
          * update (a device holds several with interleaving), and the
          * zeroing of its gradients for the next step with it. */

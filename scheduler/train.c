@@ -187,6 +187,7 @@ static bg_status_t open_pipeline(const bg_train_config_t *cfg, int64_t total_ste
     pc.seed = cfg->seed;
     pc.optimizer = cfg->optimizer;
     pc.optimizer.schedule.total_steps = total_steps;
+    pc.clip_grad_norm = cfg->clip_grad_norm;
     pc.stall_timeout_s = cfg->stall_timeout_s;
     pc.allow_tf32 = cfg->allow_tf32;
     pc.conv_workspace_limit = cfg->conv_workspace_limit;
@@ -403,6 +404,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             } else {
                 epoch_loss += mean;
                 epoch_steps++;
+                r.clipped_steps += loss.clipped;
+                r.grad_norm = loss.grad_norm;
             }
             const int epoch_over = at + n >= train->count;
             const int stopping = cfg->stop != NULL && *cfg->stop != 0 && step < total;

@@ -47,6 +47,7 @@ typedef struct bg_train_config {
                           (then `train` is not read and may be NULL) */
     uint64_t seed;     /* initialisation and shuffling */
     bg_optimizer_config_t optimizer;
+    double clip_grad_norm;       /* > 0: bg_pipeline_config_t.clip_grad_norm */
     const float *initial_params; /* if not NULL, spec->total_params values to start from */
     /* Placement; the defaults are one CPU device, one micro-batch. */
     const bg_device_list_t *devices; /* NULL: one CPU device */
@@ -100,6 +101,10 @@ typedef struct bg_train_result {
     int64_t skipped_steps;                /* steps skipped for non-finite values */
     char nan_report[320];                 /* where the last of them was found */
     int64_t saved_step;                   /* step of the last checkpoint written, or 0 */
+    /* With clip_grad_norm: this process's steps whose gradients were
+     * scaled down, and the last step's norm before clipping. */
+    int64_t clipped_steps;
+    double grad_norm;
 } bg_train_result_t;
 
 /* Trains, evaluates, and leaves the final parameters in `final_params`

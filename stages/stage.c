@@ -312,6 +312,24 @@ bg_status_t bg_stage_zero_grads(bg_stage_t *s) {
     return BG_OK;
 }
 
+bg_status_t bg_stage_grad_square_sums(bg_stage_t *s, double *out) {
+    for (int i = 0; i < s->count; i++) {
+        const bg_layer_params_t *p = &s->params[i];
+        double weights = 0, biases = 0;
+        if (p->weight_count > 0) {
+            BG_CHECK(s->be->ops->square_sum(s->be, p->weight_count, p->weight_grad, &weights));
+            BG_CHECK(s->be->ops->square_sum(s->be, p->bias_count, p->bias_grad, &biases));
+        }
+        out[i] = weights + biases;
+    }
+    return BG_OK;
+}
+
+bg_status_t bg_stage_scale_grads(bg_stage_t *s, double factor) {
+    if (s->block_elems == 0) return BG_OK;
+    return s->be->ops->scale(s->be, s->grad_block, s->block_elems, factor);
+}
+
 bg_status_t bg_stage_step(bg_stage_t *s) {
     int64_t step = s->steps + 1;
     if (!s->timing) {

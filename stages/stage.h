@@ -185,6 +185,16 @@ bg_status_t bg_stage_find_nonfinite_grad(bg_stage_t *stage, int *layer);
 /* Sets every gradient to zero. */
 bg_status_t bg_stage_zero_grads(bg_stage_t *stage);
 
+/* The sum of the squares of each of the stage's layers' accumulated weight
+ * and bias gradients, into out[0 .. layers of the stage) (0 for a layer
+ * without parameters): the weight's sum plus the bias's, each added in an
+ * order that the tensor's size alone fixes (the backend's square_sum), so
+ * a layer's figure is the same in any stage. Waits for the device. */
+bg_status_t bg_stage_grad_square_sums(bg_stage_t *stage, double *out);
+
+/* Multiplies every accumulated gradient by `factor` (clipping). */
+bg_status_t bg_stage_scale_grads(bg_stage_t *stage, double factor);
+
 /* Applies one optimizer step with the accumulated gradients. */
 bg_status_t bg_stage_step(bg_stage_t *stage);
 

@@ -299,6 +299,22 @@ usage_error "--min-lr 0.01 is above the learning rate 0.001: the schedule would 
 usage_error "--warmup: -1 is outside 0..4611686018427387903" -- train "$MODEL" --warmup -1
 usage_error "--lr-schedule changes nothing with --steps 0" -- \
     train "$MODEL" --steps 0 --lr-schedule cosine
+# Gradient clipping: named in the header, counted at the end and in the
+# metrics; a limit of 0 or below, or with --steps 0, is refused.
+if expect 0 "adam, gradients clipped to norm 0.001" -- train "$MODEL" --data synthetic \
+    --steps 4 --batch 16 --devices cpu:2 --microbatches 2 --clip-grad-norm 0.001 \
+    --metrics "$T/clip.json"; then
+    stdout_has "gradients clipped to norm 0.001 in 4 of 4 steps; the last step's norm " \
+        "train: clipped steps counted"
+    check "train --metrics: clipping" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["clip_grad_norm"] == 0.001 and d["clipped_steps"] == 4 and d["grad_norm"] > 0.001, d
+' "$T/clip.json"
+fi
+usage_error "--clip-grad-norm: 0 is outside 1e-30..1e+30" -- train "$MODEL" --clip-grad-norm 0
+usage_error "--clip-grad-norm changes nothing with --steps 0" -- \
+    train "$MODEL" --steps 0 --clip-grad-norm 1
 printf 'input channels=4 height=1 width=1\nsoftmax_cross_entropy\n' >"$T/loss_only.model"
 usage_error "2 stages but the model has only 1 layer" -- plan "$T/loss_only.model" --devices cpu:2
 usage_error "12 stages (3 devices x --chunks 4) but the model has only 8 layers" -- plan "$MODEL" \

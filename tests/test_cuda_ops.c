@@ -847,6 +847,26 @@ static void test_all_finite(void **state) {
     twin_free(f, &x);
 }
 
+/* The sum of squares (clipping's norm): in double on both, in other orders
+ * (the CPU's in index order, the GPU's by a block's tree), so within
+ * rounding of double; over a count that is no multiple of the block, and
+ * none. And the same sum again on the GPU: its order is fixed. */
+static void test_square_sum(void **state) {
+    fixture_t *f = *state;
+    enum { N = 100003 };
+    twin_t x = twin_random(f, N, -3, 3);
+    double sum[2] = {-1, -1}, again = -1;
+    ON_BOTH(be->ops->square_sum(be, N, P(x), &sum[side]));
+    assert_true(sum[0] > 0);
+    if (!(fabs(sum[1] - sum[0]) <= 1e-12 * sum[0]))
+        fail_msg("square_sum: GPU %.17g, CPU %.17g", sum[1], sum[0]);
+    ok(f->gpu->ops->square_sum(f->gpu, N, x.gpu, &again));
+    assert_true(again == sum[1]);
+    ON_BOTH(be->ops->square_sum(be, 0, P(x), &sum[side]));
+    assert_true(sum[0] == 0 && sum[1] == 0);
+    twin_free(f, &x);
+}
+
 /* The deferred check: the same tags taken on both backends after the same
  * scans (finite data, a NaN and an Inf at block edges, a count stopping
  * short), and a take clears the mark. */
@@ -1103,6 +1123,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_sgd, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adam, setup, teardown),
         cmocka_unit_test_setup_teardown(test_all_finite, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_square_sum, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nonfinite_marks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stage, setup, teardown),
     };

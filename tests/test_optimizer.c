@@ -485,6 +485,33 @@ static void test_lr_schedule_names(void **state) {
     assert_string_equal(bg_lr_schedule_kind_name(BG_LR_COSINE), "cosine");
 }
 
+/* ---- gradient norms (clipping) ---- */
+
+/* square_sum adds the squares in double, in index order: exact for
+ * values whose squares double holds, and past float's range; on both
+ * element types. */
+static void test_square_sum(void **state) {
+    (void)state;
+    for (int t = 0; t < 2; t++) {
+        bg_backend_t *be = backend_create(t == 0 ? BG_F32 : BG_F64);
+        enum { N = 5 };
+        const double values[N] = {1, -2, 3, 0.5, 1e20}; /* 1e40 is past float */
+        void *x = NULL;
+        check_ok(bg_backend_alloc_elems(be, N, &x));
+        check_ok(bg_backend_upload_doubles(be, x, values, N));
+        double sum = -1;
+        check_ok(be->ops->square_sum(be, N - 1, x, &sum));
+        expect_near(sum, 14.25, 0);
+        check_ok(be->ops->square_sum(be, N, x, &sum));
+        const double big = t == 0 ? (double)1e20f : 1e20; /* as stored */
+        expect_near(sum, 14.25 + big * big, 1e24);
+        check_ok(be->ops->square_sum(be, 0, x, &sum));
+        expect_near(sum, 0, 0);
+        be->ops->free(be, x);
+        bg_backend_destroy(be);
+    }
+}
+
 /* Bad learning rates are refused before anything is touched; lr = 0 is a
  * valid no-op step. */
 static void test_update_rejects_bad_lr(void **state) {
@@ -548,6 +575,7 @@ int main(void) {
         cmocka_unit_test(test_lr_schedules),
         cmocka_unit_test(test_update_follows_schedule),
         cmocka_unit_test(test_lr_schedule_names),
+        cmocka_unit_test(test_square_sum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

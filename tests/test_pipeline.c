@@ -410,6 +410,100 @@ static void test_dropout_layers(void **state) {
     fixture_destroy(f);
 }
 
+/* One SGD step at lr 1 (the weights move by minus the gradient) on the
+ * first batch, on `devices` CPU devices cut at `split` (NULL: balanced) at
+ * M = 4, clipping at `clip`; the weights before and after it (caller
+ * frees both) and the step's result. */
+static float *clipped_step(const fixture_t *f, int devices, const int *split, double clip,
+                           float **before, bg_pipeline_result_t *result) {
+    bg_device_list_t list;
+    char spec[16];
+    snprintf(spec, sizeof spec, "cpu:%d", devices);
+    assert_int_equal(bg_device_list_parse(spec, 2, &list), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.devices = &list;
+    cfg.microbatches = 4;
+    cfg.batch = BATCH;
+    cfg.split = split;
+    cfg.seed = 5;
+    cfg.optimizer.kind = BG_OPTIMIZER_SGD;
+    cfg.optimizer.sgd.lr = 1;
+    cfg.clip_grad_norm = clip;
+    bg_pipeline_t *p = NULL;
+    if (bg_pipeline_create(&cfg, &p) != BG_OK) fail_msg("%s", bg_error_message());
+    const size_t bytes = sizeof(float) * (size_t)f->spec->total_params;
+    float *after = malloc(bytes);
+    *before = malloc(bytes);
+    assert_true(after != NULL && *before != NULL);
+    assert_int_equal(bg_pipeline_download_params(p, *before), BG_OK);
+    assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, result), BG_OK);
+    assert_int_equal(bg_pipeline_download_params(p, after), BG_OK);
+    bg_pipeline_destroy(p);
+    return after;
+}
+
+/* Clipping by the norm of all the gradients together: a step's reported
+ * norm is the unclipped step's length (SGD at lr 1 moves the weights by
+ * the gradient); clipped at a quarter of it, the step is the unclipped one
+ * times clip / (norm + 1e-6), of length clip; and every cut into 2 stages,
+ * and 3 and 4 balanced ones, at M = 4 gives one device's bits (each
+ * layer's squares summed where it lies, the layers' sums in layer order). */
+static void test_clip_grad_norm(void **state) {
+    fixture_t *f = *state;
+    const int64_t n = f->spec->total_params;
+    bg_pipeline_result_t free_result, clip_result;
+    float *p0 = NULL, *p0_again = NULL;
+    float *free_step = clipped_step(f, 1, NULL, 1e30, &p0, &free_result);
+    double length = 0;
+    for (int64_t i = 0; i < n; i++)
+        length += ((double)free_step[i] - p0[i]) * (free_step[i] - p0[i]);
+    length = sqrt(length);
+    assert_false(free_result.clipped);
+    if (!(fabs(free_result.grad_norm - length) <= 1e-5 * length))
+        fail_msg("norm %.9g, the step's length %.9g", free_result.grad_norm, length);
+    const double clip = free_result.grad_norm / 4;
+    float *clipped = clipped_step(f, 1, NULL, clip, &p0_again, &clip_result);
+    assert_memory_equal(p0, p0_again, sizeof(float) * (size_t)n);
+    assert_true(clip_result.clipped);
+    assert_true(clip_result.grad_norm == free_result.grad_norm);
+    const double factor = clip / (free_result.grad_norm + 1e-6);
+    double clipped_length = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double step = (double)clipped[i] - p0[i],
+                     want = factor * ((double)free_step[i] - p0[i]);
+        clipped_length += step * step;
+        if (fabs(step - want) > worst) worst = fabs(step - want);
+    }
+    if (!(fabs(sqrt(clipped_length) - clip) <= 1e-4 * clip))
+        fail_msg("clipped step of length %.9g, want %.9g", sqrt(clipped_length), clip);
+    if (!(worst <= 1e-6)) fail_msg("clipped step off the scaled one by %g", worst);
+    /* The same bits on any placement. */
+    for (int split = 1; split < f->spec->num_layers; split++) {
+        float *before = NULL;
+        bg_pipeline_result_t r;
+        float *got = clipped_step(f, 2, &split, clip, &before, &r);
+        if (memcmp(got, clipped, sizeof(float) * (size_t)n) != 0 ||
+            r.grad_norm != clip_result.grad_norm)
+            fail_msg("split %d: not one device's bits (norm %.17g vs %.17g)", split, r.grad_norm,
+                     clip_result.grad_norm);
+        free(got);
+        free(before);
+    }
+    for (int devices = 3; devices <= 4; devices++) {
+        float *before = NULL;
+        bg_pipeline_result_t r;
+        float *got = clipped_step(f, devices, NULL, clip, &before, &r);
+        assert_memory_equal(got, clipped, sizeof(float) * (size_t)n);
+        free(got);
+        free(before);
+    }
+    free(p0);
+    free(p0_again);
+    free(free_step);
+    free(clipped);
+}
+
 /* Two runs of one configuration give bit-identical weights. */
 static void test_bit_identical(void **state) {
     fixture_t *f = *state;
@@ -899,6 +993,7 @@ int main(void) {
         cmocka_unit_test(test_same_m_bit_identical),
         cmocka_unit_test(test_activation_and_norm_layers),
         cmocka_unit_test(test_dropout_layers),
+        cmocka_unit_test(test_clip_grad_norm),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -43,6 +43,7 @@ typedef struct bg_cuda_reduction {
     long long correct;
     long long first_bad_label; /* lowest row whose label is out of range; n when none */
     int nonfinite;             /* all_finite: 1 when some element is Inf or NaN */
+    double square_sum;         /* square_sum */
     /* mark_nonfinite: INT_MAX minus the lowest tag marked, 0 for none (so
      * that a zeroed word is "none" and atomicMax keeps the lowest tag). */
     int nonfinite_mark;

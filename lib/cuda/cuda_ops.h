@@ -63,6 +63,8 @@ bg_status_t bg_cuda_sgd_update(bg_backend_t *be, int64_t count, void *param, con
 bg_status_t bg_cuda_adam_update(bg_backend_t *be, int64_t count, void *param, const void *grad,
                                 void *m, void *v, const bg_adam_config_t *cfg, int64_t step);
 /* x: (count) */
+/* x: (count); waits for the device */
+bg_status_t bg_cuda_square_sum(bg_backend_t *be, int64_t count, const void *x, double *out);
 bg_status_t bg_cuda_all_finite(bg_backend_t *be, int64_t count, const void *x, int *out);
 bg_status_t bg_cuda_mark_nonfinite(bg_backend_t *be, int64_t count, const void *x, int tag);
 bg_status_t bg_cuda_take_nonfinite(bg_backend_t *be, int *tag);

@@ -84,7 +84,32 @@ __global__ static void all_finite_kernel(int *flag, int value, const float *x, i
     }
 }
 
+/* One block of SQUARE_SUM_THREADS adds the squares of x in double: thread
+ * t over x[t], x[t + threads], ... in turn, then the threads' sums by
+ * halves. The order depends on count alone, so a tensor's sum is the same
+ * wherever it lies. */
+enum { SQUARE_SUM_THREADS = 512 };
+
+__global__ static void square_sum_kernel(double *sum, const float *x, int64_t count) {
+    __shared__ double partial[SQUARE_SUM_THREADS];
+    double own = 0;
+    for (int64_t i = threadIdx.x; i < count; i += SQUARE_SUM_THREADS)
+        own += (double)x[i] * (double)x[i];
+    partial[threadIdx.x] = own;
+    __syncthreads();
+    for (int half = SQUARE_SUM_THREADS / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *sum = partial[0];
+}
+
 /* ---- launchers: stream last; each returns the launch's error ---- */
+
+static cudaError_t square_sum(double *sum, const float *x, int64_t count, cudaStream_t stream) {
+    square_sum_kernel<<<1, SQUARE_SUM_THREADS, 0, stream>>>(sum, x, count);
+    return cudaGetLastError();
+}
 
 static cudaError_t scale(float *x, int64_t count, float alpha, cudaStream_t stream) {
     if (count == 0) return cudaSuccess;
@@ -202,6 +227,20 @@ extern "C" bg_status_t bg_cuda_adam_update(bg_backend_t *be, int64_t count, void
     BG_CHECK(bg_cuda_enter(be));
     BG_CUDA_CHECK(be, adam_update((float *)param, (const float *)grad, (float *)m, (float *)v,
                                   count, c, bg_cuda_of(be)->compute));
+    return BG_OK;
+}
+
+/* Returns a host value, so it waits for the compute stream. */
+extern "C" bg_status_t bg_cuda_square_sum(bg_backend_t *be, int64_t count, const void *x,
+                                          double *out) {
+    bg_cuda_backend_t *cu = bg_cuda_of(be);
+    double *sum = &cu->device_reduction->square_sum;
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CUDA_CHECK(be, square_sum(sum, (const float *)x, count, cu->compute));
+    BG_CUDA_CHECK(be, cudaMemcpyAsync(&cu->host_reduction->square_sum, sum, sizeof *sum,
+                                      cudaMemcpyDeviceToHost, cu->compute));
+    BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->compute));
+    *out = cu->host_reduction->square_sum;
     return BG_OK;
 }
 

@@ -44,6 +44,7 @@ const bg_backend_ops_t bg_cuda_ops_f32 = {
     .sgd_update = bg_cuda_sgd_update,
     .adam_update = bg_cuda_adam_update,
     .all_finite = bg_cuda_all_finite,
+    .square_sum = bg_cuda_square_sum,
     .mark_nonfinite = bg_cuda_mark_nonfinite,
     .take_nonfinite = bg_cuda_take_nonfinite,
 };
