@@ -643,7 +643,7 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.save_path = o.save;
     char schedule[128], clipping[64] = "";
     if (o.train.clip_grad_norm > 0)
-        snprintf(clipping, sizeof clipping, ", gradients clipped to norm %g",
+        snprintf(clipping, sizeof clipping, ", clipping gradients at norm %g",
                  o.train.clip_grad_norm);
     if (o.train.evaluate_only)
         fprintf(stderr, "evaluating %s on %s: %lld test samples, batch %lld\n", o.model, o.data,
@@ -732,10 +732,11 @@ int bg_cmd_train(int argc, char **argv) {
     else
         printf(" in %.1f s", r.train_seconds);
     printf(": %.0f samples/s, last epoch's mean loss %.4f\n", r.samples_per_s, r.loss);
-    if (o.train.clip_grad_norm > 0)
-        printf("gradients clipped to norm %g in %lld of %lld step%s; the last step's norm %.4g\n",
-               o.train.clip_grad_norm, (long long)r.clipped_steps, ran, ran == 1 ? "" : "s",
-               r.grad_norm);
+    if (o.train.clip_grad_norm > 0 && r.taken_steps > 0)
+        printf("gradients clipped to norm %g in %lld of the %lld step%s taken; the last one's "
+               "norm %g\n",
+               o.train.clip_grad_norm, (long long)r.clipped_steps, (long long)r.taken_steps,
+               r.taken_steps == 1 ? "" : "s", r.grad_norm);
     if (r.skipped_steps > 0)
         printf("skipped %lld step%s for non-finite values; the last at %s\n",
                (long long)r.skipped_steps, r.skipped_steps == 1 ? "" : "s", r.nan_report);

@@ -229,9 +229,10 @@ typedef struct bg_backend_ops {
     bg_status_t (*all_finite)(bg_backend_t *be, int64_t count, const void *x, int *out);
 
     /* *out = the sum of the squares of x[0..count), added in double in an
-     * order fixed by count alone (in index order on a CPU; by a GPU's one
-     * block in a fixed tree), so that a tensor gives the same sum in any
-     * stage. Returns a host value, so on a GPU it waits for the device. */
+     * order fixed by count alone (on a CPU eight interleaved running sums
+     * added in order; on a GPU one block's fixed tree), so that a tensor
+     * gives the same sum in any stage of one kind of device. Returns a
+     * host value, so on a GPU it waits for the device. */
     bg_status_t (*square_sum)(bg_backend_t *be, int64_t count, const void *x, double *out);
 
     /* The same check, deferred: enqueues a scan of x[0..count) and, if some

@@ -404,6 +404,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             } else {
                 epoch_loss += mean;
                 epoch_steps++;
+                r.taken_steps++;
                 r.clipped_steps += loss.clipped;
                 r.grad_norm = loss.grad_norm;
             }

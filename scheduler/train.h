@@ -101,9 +101,10 @@ typedef struct bg_train_result {
     int64_t skipped_steps;                /* steps skipped for non-finite values */
     char nan_report[320];                 /* where the last of them was found */
     int64_t saved_step;                   /* step of the last checkpoint written, or 0 */
-    /* With clip_grad_norm: this process's steps whose gradients were
-     * scaled down, and the last step's norm before clipping. */
-    int64_t clipped_steps;
+    /* With clip_grad_norm: the steps this process took (skipped ones
+     * not), those whose gradients were scaled down, and the last one's
+     * norm before clipping. */
+    int64_t taken_steps, clipped_steps;
     double grad_norm;
 } bg_train_result_t;
 

@@ -301,10 +301,10 @@ usage_error "--lr-schedule changes nothing with --steps 0" -- \
     train "$MODEL" --steps 0 --lr-schedule cosine
 # Gradient clipping: named in the header, counted at the end and in the
 # metrics; a limit of 0 or below, or with --steps 0, is refused.
-if expect 0 "adam, gradients clipped to norm 0.001" -- train "$MODEL" --data synthetic \
+if expect 0 "adam, clipping gradients at norm 0.001" -- train "$MODEL" --data synthetic \
     --steps 4 --batch 16 --devices cpu:2 --microbatches 2 --clip-grad-norm 0.001 \
     --metrics "$T/clip.json"; then
-    stdout_has "gradients clipped to norm 0.001 in 4 of 4 steps; the last step's norm " \
+    stdout_has "gradients clipped to norm 0.001 in 4 of the 4 steps taken; the last one's norm " \
         "train: clipped steps counted"
     check "train --metrics: clipping" python3 -c '
 import json, sys

@@ -508,6 +508,15 @@ static void test_square_sum(void **state) {
         check_ok(be->ops->square_sum(be, 0, x, &sum));
         expect_near(sum, 0, 0);
         be->ops->free(be, x);
+        /* 1, 2, ..., 21: two rounds of the eight running sums and a tail
+         * of five; 21 x 22 x 43 / 6 = 3311. */
+        double ladder[21];
+        for (int i = 0; i < 21; i++) ladder[i] = i + 1;
+        check_ok(bg_backend_alloc_elems(be, 21, &x));
+        check_ok(bg_backend_upload_doubles(be, x, ladder, 21));
+        check_ok(be->ops->square_sum(be, 21, x, &sum));
+        expect_near(sum, 3311, 0);
+        be->ops->free(be, x);
         bg_backend_destroy(be);
     }
 }
