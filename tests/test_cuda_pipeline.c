@@ -5,7 +5,8 @@
  * a gradient summed to +1e-9 on one device and -1e-9 on the other into
  * weights 2 * lr apart, which compares the summation order, not the
  * pipeline (inputs moved by 1 ulp gave 3.6e-5 relative on the CPU alone).
- * The same for a model of tanh, sigmoid, gelu, layernorm and dropout.
+ * The same for a model of tanh, sigmoid, gelu, layernorm and dropout, and
+ * with the gradients clipped by their norm.
  * Skips (exit 77) without a CUDA build or a GPU; run on the GPU machine by
  * bench/gpu-check.sh. */
 #include <stdarg.h>
@@ -38,6 +39,7 @@ typedef struct run {
     int nan_stage; /* the test hook's NaN into micro-batch 1's output, or -1 */
     int staged;    /* channels copy through NUMA-bound pinned host memory, as
                     * between GPUs without peer access */
+    double clip;   /* --clip-grad-norm, or 0 */
 } run_t;
 
 static bg_topology_t *live; /* this machine's, for the staging buffers */
@@ -61,6 +63,7 @@ static bg_pipeline_t *open_pipeline(const bg_model_spec_t *spec, const run_t *ru
     cfg.nan_stage = run->nan_stage;
     cfg.nan_microbatch = 1;
     cfg.stage_through_host = run->staged;
+    cfg.clip_grad_norm = run->clip;
     cfg.topology = live;
     bg_pipeline_t *p = NULL;
     if (bg_pipeline_create(&cfg, &p) != BG_OK) {
@@ -115,8 +118,8 @@ static float *train(const bg_model_spec_t *spec, const bg_dataset_t *data, const
     return NULL;
 }
 
-/* Trains the model `text` on one CPU device and then on each of `runs` at
- * M = 4 from the same data, and returns how many of them failed or differ
+/* Trains the model `text` on one CPU device (clipping as runs[0] does) and
+ * then on each of `runs` at M = 4 from the same data, and returns how many of them failed or differ
  * from the CPU's weights by more than 1e-4 of the largest, each printed.
  * The same M: gradient accumulation in the same order, so what differs is
  * the GPU's arithmetic (M = 1 against M = 4 differs by 4e-5 relative on the
@@ -128,7 +131,7 @@ static size_t placements_differing(const char *text, uint64_t data_seed, const r
     bg_dataset_t *data;
     assert_int_equal(bg_dataset_synthetic(spec->input, 10, STEPS * BATCH, data_seed, 0, &data),
                      BG_OK);
-    const run_t cpu = {"cpu", BG_SCHEDULE_1F1B, 1, 0, -1, 0};
+    const run_t cpu = {"cpu", BG_SCHEDULE_1F1B, 1, 0, -1, 0, count > 0 ? runs[0].clip : 0};
     float *want = train(spec, data, &cpu, 4);
     assert_non_null(want);
     size_t failed = 0;
@@ -168,24 +171,24 @@ static size_t placements_differing(const char *text, uint64_t data_seed, const r
 static void test_shared_gpu_matches_cpu(void **state) {
     (void)state;
     static const run_t runs[] = {
-        {"cuda:0", BG_SCHEDULE_1F1B, 1, 0, -1, 0},
-        {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, -1, 0},
-        {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 0, -1, 0},
-        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 0, -1, 0},
-        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 0, -1, 0},
-        {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 1, -1, 0},
-        {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 0},
+        {"cuda:0", BG_SCHEDULE_1F1B, 1, 0, -1, 0, 0},
+        {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, -1, 0, 0},
+        {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 0, -1, 0, 0},
+        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 0, -1, 0, 0},
+        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 0, -1, 0, 0},
+        {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 1, -1, 0, 0},
+        {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 0, 0},
         /* With recompute all forwards of a stage write one output buffer:
          * GPipe's forwards back to back would overwrite it under a copy
          * that has not read it yet, were the waits wrong. */
-        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 1, -1, 0},
+        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 1, -1, 0, 0},
         /* Through host memory last: pinning memory that is already
          * allocated (cudaHostRegister) is what a sandboxed GPU machine
          * is likeliest to refuse. */
-        {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, -1, 1},
-        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 0, -1, 1},
-        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 1, -1, 1},
-        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 1, -1, 1},
+        {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, -1, 1, 0},
+        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 0, -1, 1, 0},
+        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 1, -1, 1, 0},
+        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 1, -1, 1, 0},
     };
     const size_t count = sizeof runs / sizeof runs[0];
     const size_t failed = placements_differing(origin_cnn, 5, runs, count);
@@ -211,12 +214,28 @@ static void test_new_layers_match_cpu(void **state) {
                                 "dense units=10\n"
                                 "softmax_cross_entropy\n";
     static const run_t runs[] = {
-        {"cuda:0", BG_SCHEDULE_1F1B, 1, 0, -1, 0},
-        {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 0, -1, 0},
-        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 1, -1, 0},
+        {"cuda:0", BG_SCHEDULE_1F1B, 1, 0, -1, 0, 0},
+        {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 0, -1, 0, 0},
+        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 1, -1, 0, 0},
     };
     const size_t count = sizeof runs / sizeof runs[0];
     const size_t failed = placements_differing(model, 6, runs, count);
+    if (failed > 0) fail_msg("%zu of %zu placements failed or differ (above)", failed, count);
+}
+
+/* Clipping by the norm of all the stages' gradients (square_sum on each
+ * GPU, one block's tree against the CPU's running sums) at a limit every
+ * step reaches, on one GPU and four stages sharing it, against one CPU
+ * device clipping alike. */
+static void test_clipping_matches_cpu(void **state) {
+    (void)state;
+    static const run_t runs[] = {
+        {"cuda:0", BG_SCHEDULE_1F1B, 1, 0, -1, 0, 0.05},
+        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 0, -1, 0, 0.05},
+        {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 1, -1, 0, 0.05},
+    };
+    const size_t count = sizeof runs / sizeof runs[0];
+    const size_t failed = placements_differing(origin_cnn, 7, runs, count);
     if (failed > 0) fail_msg("%zu of %zu placements failed or differ (above)", failed, count);
 }
 
@@ -229,7 +248,7 @@ static void test_nan_on_gpu(void **state) {
     assert_int_equal(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &spec), BG_OK);
     bg_dataset_t *data;
     assert_int_equal(bg_dataset_synthetic(spec->input, 10, BATCH, 5, 0, &data), BG_OK);
-    const run_t run = {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, 0, 0};
+    const run_t run = {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, 0, 0, 0};
     bg_device_list_t devices;
     bg_pipeline_t *p = make(spec, &run, 4, &devices);
     float *images = bg_dataset_all_images(data);
@@ -385,7 +404,7 @@ static void check_recording(const run_t *run) {
 
 static void test_recording_on_gpu(void **state) {
     (void)state;
-    const run_t run = {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 0};
+    const run_t run = {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 0, 0};
     check_recording(&run);
 }
 
@@ -396,7 +415,7 @@ static void test_recording_on_gpu(void **state) {
  * them). */
 static void test_recording_staged_on_gpu(void **state) {
     (void)state;
-    const run_t run = {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 1};
+    const run_t run = {"cuda:0x2", BG_SCHEDULE_INTERLEAVED, 2, 0, -1, 1, 0};
     check_recording(&run);
 }
 
@@ -425,7 +444,8 @@ int main(void) {
                                        cmocka_unit_test(test_recording_on_gpu),
                                        cmocka_unit_test(test_recording_staged_on_gpu),
                                        cmocka_unit_test(test_conv_workspace_limit_on_gpu),
-                                       cmocka_unit_test(test_new_layers_match_cpu)};
+                                       cmocka_unit_test(test_new_layers_match_cpu),
+                                       cmocka_unit_test(test_clipping_matches_cpu)};
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     bg_topology_destroy(live);
     return failed;
