@@ -120,6 +120,31 @@ typedef struct run_point {
     double epoch_loss_sum;
 } run_point_t;
 
+void bg_train_settings(const bg_train_config_t *cfg, char *buf, size_t size) {
+    const bg_optimizer_config_t *o = &cfg->optimizer;
+    const bg_lr_schedule_t *s = &o->schedule;
+    size_t used = 0;
+    /* Appends to buf; a full buffer keeps what fitted. */
+#define APPEND(...)                                                                                \
+    do {                                                                                           \
+        if (used < size) {                                                                         \
+            const int n = snprintf(buf + used, size - used, __VA_ARGS__);                          \
+            if (n > 0) used += (size_t)n;                                                          \
+        }                                                                                          \
+    } while (0)
+    if (size > 0) buf[0] = '\0';
+    APPEND("%s lr %g", bg_optimizer_kind_name(o->kind), bg_optimizer_lr(o));
+    if (s->kind != BG_LR_CONSTANT)
+        APPEND(", %s to %g", bg_lr_schedule_kind_name(s->kind), s->min_lr);
+    if (s->warmup_steps > 0) APPEND(", %lld warmup steps", (long long)s->warmup_steps);
+    if (o->kind == BG_OPTIMIZER_SGD && o->sgd.momentum != 0)
+        APPEND(", momentum %g", o->sgd.momentum);
+    const double decay = o->kind == BG_OPTIMIZER_SGD ? o->sgd.weight_decay : o->adam.weight_decay;
+    if (decay != 0) APPEND(", weight decay %g", decay);
+    if (cfg->clip_grad_norm > 0) APPEND(", clipping at norm %g", cfg->clip_grad_norm);
+#undef APPEND
+}
+
 /* Writes cfg->save_path: the pipeline's weights and optimizer state at
  * `at` (save holds the buffers, from bg_train_state_init). */
 static bg_status_t save_checkpoint(const bg_train_config_t *cfg, bg_pipeline_t *pipe,
@@ -139,6 +164,7 @@ static bg_status_t save_checkpoint(const bg_train_config_t *cfg, bg_pipeline_t *
     save->epoch_steps = at->epoch_steps;
     save->skipped_steps = at->skipped_steps;
     save->seed = cfg->seed;
+    bg_train_settings(cfg, save->settings, sizeof save->settings);
     BG_CHECK(bg_pipeline_download_params(pipe, save->params));
     for (int k = 0; k < save->states; k++)
         BG_CHECK(bg_pipeline_download_optimizer_state(pipe, k, save->state[k]));

@@ -111,14 +111,18 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
              st->shuffle_rng.state[3]);
     snprintf(loss_sum, sizeof loss_sum, "%.17g", st->epoch_loss_sum); /* round-trips exactly */
     snprintf(seed, sizeof seed, "%" PRIu64, st->seed);
-    enum { NAMED = 8 }; /* the values before the counts */
-    const char *keys[NAMED + COUNT_FIELDS] = {
+    enum { NAMED = 8 }; /* the values before the settings and the counts */
+    const char *keys[NAMED + 1 + COUNT_FIELDS] = {
         "format",        "brigade.model",       "brigade.kind",           "brigade.optimizer",
         "brigade.epoch", "brigade.shuffle_rng", "brigade.epoch_loss_sum", "brigade.seed"};
-    const char *values[NAMED + COUNT_FIELDS] = {
+    const char *values[NAMED + 1 + COUNT_FIELDS] = {
         "pt",  fingerprint, "training-state", bg_optimizer_kind_name(st->optimizer),
         epoch, rng,         loss_sum,         seed};
     int pairs = NAMED;
+    if (st->settings[0] != '\0') {
+        keys[pairs] = "brigade.settings";
+        values[pairs++] = st->settings;
+    }
     for (int f = 0; f < COUNT_FIELDS; f++) {
         /* A batch or training set of 0 is not known: left out, as older
            checkpoints leave it. */
@@ -334,6 +338,8 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
         BG_CHECK(metadata_count(path, file, count_fields[f].key, count_fields[f].later,
                                 count_fields[f].least, count_of(st, &count_fields[f])));
     BG_CHECK(metadata_seed(path, file, st));
+    const char *settings = bg_safetensors_metadata(file, "brigade.settings");
+    snprintf(st->settings, sizeof st->settings, "%s", settings != NULL ? settings : "");
     BG_CHECK(metadata_count(path, file, "brigade.epoch", 0, 0, &epoch));
     BG_CHECK(metadata_loss_sum(path, file, &st->epoch_loss_sum));
     /* A run that ends its last epoch saves the next one's number. */

@@ -53,6 +53,10 @@ typedef struct bg_train_state {
     int64_t skipped_steps;   /* steps of the run skipped for non-finite values */
     uint64_t seed;           /* the run's --seed (synthetic data are made from it) */
     int seed_saved;          /* loaded: 1 if the file records the seed (later ones do) */
+    /* What shapes each update (bg_train_settings: the optimizer, its rate
+     * and schedule, clipping), for a resumed run to compare with its own;
+     * "" when the file does not record it (older ones). */
+    char settings[256];
     bg_optimizer_kind_t optimizer;
     int states;           /* optimizer state buffers: 0, 1 or 2 */
     int64_t params_count; /* spec->total_params */

@@ -774,6 +774,18 @@ usage_error "nothing to do: --resume is at step 3 and this run ends at step 2" -
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$R"; then
     stdout_has "trained 2 steps (4 to 5 of the run) in" "a resumed run says which steps it ran"
 fi
+# The options that shape each update come from the command line: a run
+# resumed without the saved run's schedule and clipping says so; with them,
+# nothing is said.
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 4 --batch 16 --lr-schedule cosine \
+    --warmup 2 --clip-grad-norm 1 --save "$T/scheduled.st"; then
+    expect 0 "note: $T/scheduled.st was saved by a run with adam lr 0.001, cosine to 0, 2 warmup steps, clipping at norm 1; this one goes on with adam lr 0.001, so from step 5 it trains otherwise" \
+        -- train "$MODEL" --data synthetic --steps 6 --batch 16 --resume "$T/scheduled.st"
+    expect 0 "" -- train "$MODEL" --data synthetic --steps 6 --batch 16 --lr-schedule cosine \
+        --warmup 2 --clip-grad-norm 1 --resume "$T/scheduled.st"
+    check "no note when the resumed run has the saved run's options" \
+        test "$(grep -c '^note: ' "$ERR")" -eq 0
+fi
 # Synthetic data are made from the seed: a resumed run takes the saved one
 # (and continues bit for bit), and refuses another.
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 4 --batch 16 --seed 3 \

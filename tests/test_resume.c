@@ -202,6 +202,7 @@ static void test_resume_with_schedule(void **state) {
     bg_train_state_t saved = {0};
     assert_int_equal(bg_train_state_load(path, f->spec, &cfg.optimizer, &saved), BG_OK);
     assert_int_equal(saved.step, at + 1);
+    assert_string_equal(saved.settings, "adam lr 0.001, cosine to 0.0001, 3 warmup steps");
     cfg.stop = NULL;
     cfg.progress = NULL;
     cfg.save_path = NULL;
@@ -219,6 +220,27 @@ static void test_resume_with_schedule(void **state) {
     free(straight);
     free(resumed);
     free(constant);
+}
+
+/* The settings a training state records, in words: each part where set. */
+static void test_settings_words(void **state) {
+    fixture_t *f = *state;
+    bg_device_list_t devices;
+    bg_train_config_t cfg = config(f, &devices, 1);
+    char words[256];
+    bg_train_settings(&cfg, words, sizeof words);
+    assert_string_equal(words, "adam lr 0.001");
+    cfg.optimizer.kind = BG_OPTIMIZER_SGD;
+    cfg.optimizer.sgd.momentum = 0.9;
+    cfg.optimizer.sgd.weight_decay = 1e-4;
+    cfg.optimizer.schedule = (bg_lr_schedule_t){BG_LR_LINEAR, 10, 0, 0.001};
+    cfg.clip_grad_norm = 2.5;
+    bg_train_settings(&cfg, words, sizeof words);
+    assert_string_equal(words, "sgd lr 0.01, linear to 0.001, 10 warmup steps, momentum 0.9, "
+                               "weight decay 0.0001, clipping at norm 2.5");
+    char small[16];
+    bg_train_settings(&cfg, small, sizeof small);
+    assert_string_equal(small, "sgd lr 0.01, li");
 }
 
 /* The weights of a training state load on their own (--load), and a
@@ -629,6 +651,7 @@ int main(void) {
         cmocka_unit_test(test_resume_one_stage),
         cmocka_unit_test(test_resume_two_stages),
         cmocka_unit_test(test_resume_with_schedule),
+        cmocka_unit_test(test_settings_words),
         cmocka_unit_test(test_skipped_steps_carry_over),
         cmocka_unit_test(test_files),
         cmocka_unit_test(test_state_fields),
