@@ -186,16 +186,21 @@ for s in p["stages"]:
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --profile "$P2"
     stdout_has "bubble: predicted" "simulate with times under load"
     # Ops after a wait: with every range's ops 4 times as slow after whatever
-    # the other device ran, the simulated step is longer than with none.
+    # the other device ran, the simulated step is longer than with none (and
+    # 40 times as slow, for plan's check below, far longer on any machine:
+    # at 4 a slow one's profile left it within 10% of the estimate).
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
 for s in p['stages']:
     s.pop('after_wait')
 json.dump(p, open(sys.argv[2], 'w'))
-for s in p['stages']:
-    s['after_wait'] = {'%s_after_%s' % (op, theirs): 4 for op in ('forward', 'backward')
-                       for theirs in ('forward', 'backward', 'update')}
-json.dump(p, open(sys.argv[3], 'w'))" "$P2" "$T/nowait.profile.json" "$T/slowwait.profile.json"
+for slowdown, path in ((4, sys.argv[3]), (40, sys.argv[4])):
+    for s in p['stages']:
+        s['after_wait'] = {'%s_after_%s' % (op, theirs): slowdown
+                           for op in ('forward', 'backward')
+                           for theirs in ('forward', 'backward', 'update')}
+    json.dump(p, open(path, 'w'))" "$P2" "$T/nowait.profile.json" "$T/slowwait.profile.json" \
+        "$T/slowerwait.profile.json"
     # The first shape of these figures loads as not measured: the same step
     # as without them.
     python3 -c "import json, sys
@@ -215,7 +220,7 @@ plain, old = (json.load(open(f))['timeline']['step_s'] for f in sys.argv[1:])
 assert old == plain, (old, plain)" "$T/nowait.metrics.json" "$T/oldwait.metrics.json"
     # plan prints both figures; far apart, it says why.
     expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 2 --split 4 \
-        --profile "$T/slowwait.profile.json"
+        --profile "$T/slowerwait.profile.json"
     stdout_has "(the simulation plays the schedule op by op: each wait, hand-off and copy, and the profile's slowdowns of ops after a wait" \
         "plan explains a simulated step far from its estimate"
     python3 -c "import json, sys
