@@ -450,24 +450,6 @@ static bg_status_t add_devices(cJSON *root, const bg_train_result_t *r) {
     return BG_OK;
 }
 
-/* ", lr 0.001 cosine to 0 after 100 warmup steps", or "" for a rate that
- * never moves. */
-static const char *describe_schedule(const bg_optimizer_config_t *optimizer, char *buf,
-                                     size_t size) {
-    const bg_lr_schedule_t *s = &optimizer->schedule;
-    const double lr = bg_optimizer_lr(optimizer);
-    buf[0] = '\0';
-    if (s->kind == BG_LR_CONSTANT && s->warmup_steps == 0) return buf;
-    int used = snprintf(buf, size, ", lr %g", lr);
-    if (s->kind != BG_LR_CONSTANT && used > 0 && (size_t)used < size)
-        used += snprintf(buf + used, size - (size_t)used, " %s to %g",
-                         bg_lr_schedule_kind_name(s->kind), s->min_lr);
-    if (s->warmup_steps > 0 && used > 0 && (size_t)used < size)
-        snprintf(buf + used, size - (size_t)used, " after %lld warmup step%s",
-                 (long long)s->warmup_steps, s->warmup_steps == 1 ? "" : "s");
-    return buf;
-}
-
 static bg_status_t write_metrics(const char *path, const train_options_t *o,
                                  const bg_train_result_t *r, const bg_timeline_summary_t *summary) {
     cJSON *root = cJSON_CreateObject();
@@ -651,18 +633,15 @@ int bg_cmd_train(int argc, char **argv) {
         goto done;
     }
     o.train.save_path = o.save;
-    char schedule[128], clipping[64] = "";
-    if (o.train.clip_grad_norm > 0)
-        snprintf(clipping, sizeof clipping, ", clipping gradients at norm %g",
-                 o.train.clip_grad_norm);
+    char settings[256]; /* as training states record them */
+    bg_train_settings(&o.train, settings, sizeof settings);
     if (o.train.evaluate_only)
         fprintf(stderr, "evaluating %s on %s: %lld test samples, batch %lld\n", o.model, o.data,
                 (long long)test->count, (long long)o.train.batch);
     else
-        fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s%s%s\n",
+        fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s\n",
                 o.model, o.data, (long long)train->count, (long long)test->count,
-                (long long)o.train.batch, bg_optimizer_kind_name(o.train.optimizer.kind),
-                describe_schedule(&o.train.optimizer, schedule, sizeof schedule), clipping);
+                (long long)o.train.batch, settings);
     fputs("placement: ", stderr);
     bg_placement_describe(&o.placement, stderr);
     for (int s = 1; s < plan->partition->stages; s++)

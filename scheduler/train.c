@@ -136,7 +136,8 @@ void bg_train_settings(const bg_train_config_t *cfg, char *buf, size_t size) {
     APPEND("%s lr %g", bg_optimizer_kind_name(o->kind), bg_optimizer_lr(o));
     if (s->kind != BG_LR_CONSTANT)
         APPEND(", %s to %g", bg_lr_schedule_kind_name(s->kind), s->min_lr);
-    if (s->warmup_steps > 0) APPEND(", %lld warmup steps", (long long)s->warmup_steps);
+    if (s->warmup_steps > 0)
+        APPEND(", %lld warmup step%s", (long long)s->warmup_steps, s->warmup_steps == 1 ? "" : "s");
     if (o->kind == BG_OPTIMIZER_SGD && o->sgd.momentum != 0)
         APPEND(", momentum %g", o->sgd.momentum);
     const double decay = o->kind == BG_OPTIMIZER_SGD ? o->sgd.weight_decay : o->adam.weight_decay;

@@ -284,7 +284,7 @@ done
 # rate (cosine from 0.001 after 4 warmup steps to 0.0001 at step 16: the
 # last step's 0.0001 + 0.0009 (1 + cos(11 pi / 12)) / 2 = 0.000115); a
 # misspelt one lists the choices; --min-lr needs a decay, and below --lr.
-if expect 0 "adam, lr 0.001 cosine to 0.0001 after 4 warmup steps" -- train "$MODEL" \
+if expect 0 "batch 16, adam lr 0.001, cosine to 0.0001, 4 warmup steps" -- train "$MODEL" \
     --data synthetic --steps 16 --batch 16 --lr-schedule cosine --warmup 4 --min-lr 0.0001; then
     check "train: the last step's scheduled rate" grep -q "step 16/16 loss [0-9.]* lr 0.000115 " "$ERR"
 fi
@@ -301,7 +301,7 @@ usage_error "--lr-schedule changes nothing with --steps 0" -- \
     train "$MODEL" --steps 0 --lr-schedule cosine
 # Gradient clipping: named in the header, counted at the end and in the
 # metrics; a limit of 0 or below, or with --steps 0, is refused.
-if expect 0 "adam, clipping gradients at norm 0.001" -- train "$MODEL" --data synthetic \
+if expect 0 "adam lr 0.001, clipping at norm 0.001" -- train "$MODEL" --data synthetic \
     --steps 4 --batch 16 --devices cpu:2 --microbatches 2 --clip-grad-norm 0.001 \
     --metrics "$T/clip.json"; then
     stdout_has "gradients clipped to norm 0.001 in 4 of the 4 steps taken; the last one's norm " \
