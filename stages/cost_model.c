@@ -172,13 +172,15 @@ static double weight_excess(const bg_cost_model_t *m, const bg_cost_device_t *d,
  * scalar tanhf, expf and erfcf; after commit 0526a22), times the 50 FLOPs
  * a nanosecond of BG_COST_CPU_CORE_FLOPS: tanh 14.5 ns forward, 0.50
  * backward; sigmoid 2.6 and 0.48; gelu 8.3 and 11.7; layernorm 1.6, 2.4
- * for dX and 1.8 for dW; dropout, a 32-bit hash per value eight at a time,
- * 0.295 and 0.285 (measured when it was added, as above). (relu, at 0.16 and 0.38 ns, stays at its
- * one FLOP; a dense layer's product ran at 100 GFLOP/s there, twice the assumed speed, which the
- * convolutions' im2col does not reach.) On a GPU these passes are memory-bound and far cheaper, so
- * a device marked elementwise_memory_bound prices them by the bytes they stream instead: at these
- * figures and the assumed 10 TFLOP/s a million tanh values would take 72.5 us, where a pass streams
- * them in a few. */
+ * for dX and 1.8 for dW; dropout, a 32-bit hash per value eight at a
+ * time, 0.295 and 0.285 (measured when it was added, as above). (relu,
+ * at 0.16 and 0.38 ns, stays at its one FLOP; a dense layer's product ran
+ * at 100 GFLOP/s there, twice the assumed speed, which the convolutions'
+ * im2col does not reach.) On a GPU these passes are memory-bound and far
+ * cheaper, so a device marked elementwise_memory_bound prices them by the
+ * values they stream instead (layer_work_t): at these figures and the
+ * assumed 10 TFLOP/s a million tanh values would take 72.5 us, where a
+ * pass streams them in a few. */
 enum {
     TANH_FORWARD = 725,
     TANH_BACKWARD = 25,
@@ -193,41 +195,58 @@ enum {
     DROPOUT_BACKWARD = 14,
 };
 
-/* A layer's work per sample, in FLOPs or FLOP-equivalents: its forward,
- * dX and dW (0 without weights). A convolution's or dense layer's dX and
+/* A layer's work per sample: its forward, dX and dW (0 without weights)
+ * in FLOPs or FLOP-equivalents. A convolution's or dense layer's dX and
  * dW each cost its forward's FLOPs; layers without weights have a dX like
- * their forward, but for the ones priced above. Returns 1 for those
- * (priced per value), 0 for the others. */
-static int layer_work(const bg_layer_spec_t *l, double *fwd, double *dx, double *dw) {
-    const double values = (double)bg_shape_numel(l->in);
-    *fwd = *dx = (double)l->flops;
-    *dw = 0;
+ * their forward, but for the ones priced per value above, which also say
+ * how many values each pass reads and writes where they are memory-bound
+ * instead (0 for the others). */
+typedef struct layer_work {
+    double fwd, dx, dw;
+    int priced;                               /* priced per value */
+    int64_t fwd_values, dx_values, dw_values; /* streamed, when priced */
+} layer_work_t;
+
+static layer_work_t layer_work(const bg_layer_spec_t *l) {
+    const int64_t values = bg_shape_numel(l->in);
+    const double flops = (double)l->flops;
+    /* priced: x and y forward; dy, dx and x or y for dX */
+    layer_work_t w = {.fwd = flops, .dx = flops, .fwd_values = 2 * values, .dx_values = 3 * values};
     switch (l->kind) {
     case BG_LAYER_CONV2D:
-    case BG_LAYER_DENSE: *dw = (double)l->flops; return 0;
+    case BG_LAYER_DENSE: w.dw = flops; break;
     case BG_LAYER_TANH:
-        *fwd = TANH_FORWARD * values;
-        *dx = TANH_BACKWARD * values;
-        return 1;
+        w.fwd = TANH_FORWARD * (double)values;
+        w.dx = TANH_BACKWARD * (double)values;
+        w.priced = 1;
+        break;
     case BG_LAYER_SIGMOID:
-        *fwd = SIGMOID_FORWARD * values;
-        *dx = SIGMOID_BACKWARD * values;
-        return 1;
+        w.fwd = SIGMOID_FORWARD * (double)values;
+        w.dx = SIGMOID_BACKWARD * (double)values;
+        w.priced = 1;
+        break;
     case BG_LAYER_GELU:
-        *fwd = GELU_FORWARD * values;
-        *dx = GELU_BACKWARD * values;
-        return 1;
+        w.fwd = GELU_FORWARD * (double)values;
+        w.dx = GELU_BACKWARD * (double)values;
+        w.priced = 1;
+        break;
     case BG_LAYER_LAYERNORM:
-        *fwd = LAYERNORM_FORWARD * values;
-        *dx = LAYERNORM_DX * values;
-        *dw = LAYERNORM_DW * values;
-        return 1;
+        w.fwd = LAYERNORM_FORWARD * (double)values;
+        w.dx = LAYERNORM_DX * (double)values;
+        w.dw = LAYERNORM_DW * (double)values;
+        w.dw_values = 2 * values; /* x and dy */
+        w.priced = 1;
+        break;
     case BG_LAYER_DROPOUT:
-        *fwd = DROPOUT_FORWARD * values;
-        *dx = DROPOUT_BACKWARD * values;
-        return 1;
-    default: return 0;
+        w.fwd = DROPOUT_FORWARD * (double)values;
+        w.dx = DROPOUT_BACKWARD * (double)values;
+        w.dx_values = 2 * values; /* dy and dx: its mask is a hash */
+        w.priced = 1;
+        break;
+    default: break;
     }
+    if (!w.priced) w.fwd_values = w.dx_values = w.dw_values = 0;
+    return w;
 }
 
 /* Refuses a model whose figures at this micro-batch could pass what the
@@ -269,9 +288,8 @@ static bg_status_t check_size(const bg_cost_model_t *m) {
      * dW together. */
     double work = 0;
     for (int i = 0; i < m->layers; i++) {
-        double fwd, dx, dw;
-        layer_work(&spec->layers[i], &fwd, &dx, &dw);
-        work += fwd > dx + dw ? fwd : dx + dw;
+        const layer_work_t w = layer_work(&spec->layers[i]);
+        work += w.fwd > w.dx + w.dw ? w.fwd : w.dx + w.dw;
     }
     /* Half of int64's range: room for the rounding of `work` in double. */
     if (!(work < 0x1p62))
@@ -294,23 +312,16 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         bg_layer_param_counts(l, &weights, &biases);
         int weighted = weights > 0;
         int64_t out = bg_shape_numel(l->out);
-        double fwd, dx, dw;
-        const int priced = layer_work(l, &fwd, &dx, &dw);
-        /* Values a priced layer's passes read and write, each: forward x
-         * and y; dX dy, dx and x or y, but dropout's only dy and dx (its
-         * mask is a hash); layernorm's dW x and dy. */
-        const int64_t dx_streams = l->kind == BG_LAYER_DROPOUT ? 2 : 3;
-        m->forward_flops[i + 1] = m->forward_flops[i] + (int64_t)fwd;
-        m->backward_flops[i + 1] = m->backward_flops[i] + (int64_t)(dx + dw);
-        m->weight_flops[i + 1] = m->weight_flops[i] + (int64_t)dw;
-        const int64_t values = bg_shape_numel(l->in);
-        m->priced_forward[i + 1] = m->priced_forward[i] + (priced ? (int64_t)fwd : 0);
-        m->priced_backward[i + 1] = m->priced_backward[i] + (priced ? (int64_t)(dx + dw) : 0);
-        m->priced_weight[i + 1] = m->priced_weight[i] + (priced ? (int64_t)dw : 0);
-        m->streamed_forward[i + 1] = m->streamed_forward[i] + (priced ? 2 * values : 0);
-        m->streamed_backward[i + 1] = m->streamed_backward[i] + (priced ? dx_streams * values : 0);
-        m->streamed_weight[i + 1] =
-            m->streamed_weight[i] + (l->kind == BG_LAYER_LAYERNORM ? 2 * values : 0);
+        const layer_work_t w = layer_work(l);
+        m->forward_flops[i + 1] = m->forward_flops[i] + (int64_t)w.fwd;
+        m->backward_flops[i + 1] = m->backward_flops[i] + (int64_t)(w.dx + w.dw);
+        m->weight_flops[i + 1] = m->weight_flops[i] + (int64_t)w.dw;
+        m->priced_forward[i + 1] = m->priced_forward[i] + (w.priced ? (int64_t)w.fwd : 0);
+        m->priced_backward[i + 1] = m->priced_backward[i] + (w.priced ? (int64_t)(w.dx + w.dw) : 0);
+        m->priced_weight[i + 1] = m->priced_weight[i] + (w.priced ? (int64_t)w.dw : 0);
+        m->streamed_forward[i + 1] = m->streamed_forward[i] + w.fwd_values;
+        m->streamed_backward[i + 1] = m->streamed_backward[i] + w.dx_values;
+        m->streamed_weight[i + 1] = m->streamed_weight[i] + w.dw_values;
         m->backward_ops[i + 1] = m->backward_ops[i] + (weighted ? 2 : 1);
         m->param_elems[i + 1] = m->param_elems[i] + (weighted ? weights + biases : 0);
         int aliases = l->kind == BG_LAYER_FLATTEN || bg_layer_runs_in_place(spec, i);
