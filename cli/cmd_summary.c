@@ -16,7 +16,15 @@ static const char help[] =
     "and the bytes of its output activation per sample (fp32), then totals.\n"
     "Layer numbers are the names used in checkpoints (\"0.weight\", ...).\n";
 
+/* The layer's kind and options, indented two spaces for each residual block
+ * around it (up to 8), so that blocks read as they nest. */
 static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
+    const int depth = l->open_blocks - (l->kind == BG_LAYER_ADD);
+    const int indent = 2 * (depth < 8 ? depth : 8);
+    if ((size_t)indent + 1 >= size) return;
+    memset(buf, ' ', (size_t)indent);
+    buf += indent;
+    size -= (size_t)indent;
     switch (l->kind) {
     case BG_LAYER_CONV2D:
         snprintf(buf, size, "conv2d %lldx%lld/%lld pad %lld", (long long)l->kernel,
@@ -35,6 +43,8 @@ static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
         while (strtod(buf + strlen("dropout "), NULL) != l->rate && ++digits <= 17);
         break;
     }
+    case BG_LAYER_RESIDUAL: snprintf(buf, size, "residual (to %d)", l->partner); break;
+    case BG_LAYER_ADD: snprintf(buf, size, "add (from %d)", l->partner); break;
     default: snprintf(buf, size, "%s", bg_layer_kind_name(l->kind)); break;
     }
 }
@@ -49,7 +59,8 @@ static void shape_text(bg_shape_t s, bool image, char *buf, size_t size) {
 }
 
 /* Whether a layer's output is an image: convolutions and pools make one,
- * flatten, dense and the loss a vector, an activation, a layernorm or a dropout keeps
+ * flatten, dense and the loss a vector, an activation, a layernorm, a
+ * dropout or a residual block's ends keeps
  * its input's (on a 1x1 model input, what the parser resolved it to:
  * bg_layer_spec_t.in_image, as the checkpoint's shapes have it). */
 static bool makes_image(bg_layer_kind_t kind, bool input_image) {
@@ -62,7 +73,9 @@ static bool makes_image(bg_layer_kind_t kind, bool input_image) {
     case BG_LAYER_SIGMOID:
     case BG_LAYER_GELU:
     case BG_LAYER_LAYERNORM:
-    case BG_LAYER_DROPOUT: return input_image;
+    case BG_LAYER_DROPOUT:
+    case BG_LAYER_RESIDUAL:
+    case BG_LAYER_ADD: return input_image;
     default: return false;
     }
 }

@@ -90,6 +90,10 @@ typedef struct bg_backend_ops {
     bg_status_t (*copy)(bg_backend_t *be, void *dst, const void *src, int64_t n);
     /* x[0..n) *= alpha */
     bg_status_t (*scale)(bg_backend_t *be, void *x, int64_t n, double alpha);
+    /* y = a + b: a residual block's add forward, and its residual's
+     * backward (dx = dy + the add's dy); y may alias a or b.
+     * a, b, y: (count) */
+    bg_status_t (*add)(bg_backend_t *be, int64_t count, const void *a, const void *b, void *y);
 
     /* Scratch bytes the conv2d ops below need for this geometry, in
      * *bytes. Fails when the backend cannot size it (cuDNN refusing the

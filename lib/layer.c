@@ -51,11 +51,13 @@ int bg_layer_runs_in_place(const bg_model_spec_t *spec, int index) {
         return 0;
     bg_layer_kind_t before = spec->layers[index - 1].kind;
     /* Those whose passes never read their own output (gelu and layernorm
-     * read their input, dropout neither); max-pool's backward compares its
-     * input with its output, and a relu's, tanh's or sigmoid's reads its
-     * output: those must keep theirs. */
+     * read their input, dropout and add neither); max-pool's backward
+     * compares its input with its output, and a relu's, tanh's or
+     * sigmoid's reads its output: those must keep theirs, and so must a
+     * residual, whose output is its input, kept for its add. */
     return before == BG_LAYER_CONV2D || before == BG_LAYER_DENSE || before == BG_LAYER_AVGPOOL ||
-           before == BG_LAYER_GELU || before == BG_LAYER_LAYERNORM || before == BG_LAYER_DROPOUT;
+           before == BG_LAYER_GELU || before == BG_LAYER_LAYERNORM || before == BG_LAYER_DROPOUT ||
+           before == BG_LAYER_ADD;
 }
 
 void bg_layer_param_counts(const bg_layer_spec_t *spec, int64_t *weights, int64_t *biases) {
@@ -133,7 +135,9 @@ bg_status_t bg_layer_forward(const bg_layer_spec_t *spec, bg_backend_t *be,
         return ops->layernorm_forward(be, n, bg_shape_numel(spec->in), x, p->weight, p->bias, y,
                                       workspace);
     case BG_LAYER_FLATTEN: return ops->copy(be, y, x, n * bg_shape_numel(spec->in));
-    case BG_LAYER_DROPOUT: /* bg_layer_dropout, with the stage's mask */
+    case BG_LAYER_DROPOUT:  /* bg_layer_dropout, with the stage's mask */
+    case BG_LAYER_RESIDUAL: /* the stage's: they pass values between layers */
+    case BG_LAYER_ADD:
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }
     return bg_error_set(BG_ERR_INTERNAL, "%s: bg_layer_forward called on %s", be->name,
@@ -171,6 +175,8 @@ bg_status_t bg_layer_backward_data(const bg_layer_spec_t *spec, bg_backend_t *be
                                             workspace);
     case BG_LAYER_FLATTEN: return ops->copy(be, dx, dy, n * bg_shape_numel(spec->in));
     case BG_LAYER_DROPOUT:
+    case BG_LAYER_RESIDUAL:
+    case BG_LAYER_ADD:
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }
     return bg_error_set(BG_ERR_INTERNAL, "%s: bg_layer_backward_data called on %s", be->name,

@@ -30,7 +30,7 @@ typedef struct bg_layer_params {
 /* 1 if layer `index` of the stack is a relu, tanh or sigmoid (whose
  * backward reads only its output) or a dropout (which reads neither) that
  * may overwrite its input: the layer before it (conv2d, dense, avgpool,
- * gelu, layernorm or dropout) never reads its own output in its passes,
+ * gelu, layernorm, dropout or add) never reads its own output in its passes,
  * so the activation's output can live in that buffer. A stage applies
  * this only when both layers are in it. */
 int bg_layer_runs_in_place(const bg_model_spec_t *spec, int index);
@@ -54,7 +54,9 @@ bg_status_t bg_layer_workspace_bytes(const bg_layer_spec_t *spec, bg_backend_t *
                                      size_t *bytes);
 
 /* y = layer(x). x: (n, in.c, in.h, in.w) y: (n, out.c, out.h, out.w).
- * Not for softmax_cross_entropy (see bg_stage_t, which owns the labels). */
+ * Not for softmax_cross_entropy (see bg_stage_t, which owns the labels),
+ * dropout (bg_layer_dropout) or a residual block's residual and add, which
+ * pass values between the stage's layers (stage_compute.c). */
 bg_status_t bg_layer_forward(const bg_layer_spec_t *spec, bg_backend_t *be,
                              const bg_layer_params_t *p, int64_t n, const void *x, void *y,
                              void *workspace);

@@ -98,6 +98,8 @@ static const layer_def_t layer_defs[] = {
     {"gelu", false, BG_LAYER_GELU, NULL, 0},
     {"layernorm", false, BG_LAYER_LAYERNORM, NULL, 0},
     LAYER_DEF("dropout", false, BG_LAYER_DROPOUT, dropout_options),
+    {"residual", false, BG_LAYER_RESIDUAL, NULL, 0},
+    {"add", false, BG_LAYER_ADD, NULL, 0},
     {"softmax_cross_entropy", false, BG_LAYER_SOFTMAX_CROSS_ENTROPY, NULL, 0},
 };
 enum { NUM_LAYER_DEFS = (int)(sizeof layer_defs / sizeof layer_defs[0]) };
@@ -127,6 +129,10 @@ typedef struct parser {
      * convolutions and pools no vector. */
     enum { FORM_EITHER, FORM_IMAGE, FORM_VECTOR } form;
     int form_line; /* the line of the layer that made the output so */
+    /* The innermost residual block still open: its residual layer's index
+     * (-1: none; the residual's `partner` holds the block around it until
+     * its add closes it), and how many are open. */
+    int open_residual, open_blocks;
 } parser_t;
 
 bg_status_t bg_model_spec_check_split(const bg_model_spec_t *spec, int stages, const int *split,
@@ -139,6 +145,17 @@ bg_status_t bg_model_spec_check_split(const bg_model_spec_t *spec, int stages, c
                                 "--split: stage %d would start at layer %d; boundaries must "
                                 "increase and lie within 1..%d",
                                 s, start, spec->num_layers - 1);
+        const int block = bg_model_spec_block_cut(spec, start);
+        if (block >= 0) {
+            const bg_layer_spec_t *r = &spec->layers[block];
+            const int add = r->partner;
+            return bg_error_set(BG_ERR_INVALID,
+                                "--split: stage %d would start at layer %d, inside the residual "
+                                "block of layers %d..%d (lines %d..%d), whose add needs the "
+                                "block's input on the same stage; start it at layer %d or %d",
+                                s, start, block, add, r->line, spec->layers[add].line, block,
+                                add + 1);
+        }
         previous = start;
     }
     if (first != NULL) {
@@ -147,6 +164,17 @@ bg_status_t bg_model_spec_check_split(const bg_model_spec_t *spec, int stages, c
         first[stages] = spec->num_layers;
     }
     return BG_OK;
+}
+
+int bg_model_spec_block_cut(const bg_model_spec_t *spec, int layer) {
+    if (layer <= 0 || layer >= spec->num_layers || spec->layers[layer].open_blocks == 0) return -1;
+    /* The outermost open block is the last residual before `layer` that
+     * opened with none open. */
+    for (int i = layer - 1; i >= 0; i--) {
+        const bg_layer_spec_t *l = &spec->layers[i];
+        if (l->kind == BG_LAYER_RESIDUAL && l->open_blocks == 0) return i;
+    }
+    return -1;
 }
 
 const char *bg_layer_kind_name(bg_layer_kind_t kind) {
@@ -162,6 +190,8 @@ const char *bg_layer_kind_name(bg_layer_kind_t kind) {
     case BG_LAYER_GELU: return "gelu";
     case BG_LAYER_LAYERNORM: return "layernorm";
     case BG_LAYER_DROPOUT: return "dropout";
+    case BG_LAYER_RESIDUAL: return "residual";
+    case BG_LAYER_ADD: return "add";
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: return "softmax_cross_entropy";
     }
     return "unknown";
@@ -404,6 +434,8 @@ static bg_status_t append_layer(parser_t *p, const layer_line_t *source, bg_laye
     layer->col = source->col;
     layer->in = p->shape;
     layer->in_image = p->form == FORM_IMAGE ? 1 : p->form == FORM_VECTOR ? 0 : -1; /* set_form */
+    layer->partner = -1;
+    layer->open_blocks = p->open_blocks;
     *out = layer;
     return BG_OK;
 }
@@ -430,7 +462,8 @@ static bg_status_t finish_layer(parser_t *p, bg_layer_spec_t *layer) {
         ok = ok && checked_mul(layer->kernel, layer->kernel, &k2) &&
              checked_mul(out_numel, k2, &layer->flops);
         break;
-    case BG_LAYER_FLATTEN: break;
+    case BG_LAYER_FLATTEN:
+    case BG_LAYER_RESIDUAL: break;
     case BG_LAYER_DENSE:
         ok = ok && checked_mul(in_numel, layer->filters, &t) &&
              checked_add(t, layer->filters, &layer->params) && checked_mul(t, 2, &layer->flops);
@@ -439,7 +472,8 @@ static bg_status_t finish_layer(parser_t *p, bg_layer_spec_t *layer) {
     case BG_LAYER_TANH:
     case BG_LAYER_SIGMOID:
     case BG_LAYER_GELU:
-    case BG_LAYER_DROPOUT: layer->flops = in_numel; break;
+    case BG_LAYER_DROPOUT:
+    case BG_LAYER_ADD: layer->flops = in_numel; break;
     case BG_LAYER_LAYERNORM:
         /* gamma and beta, one each per value; per value the sum, the
          * centred square and its sum, centring and scaling, gamma and beta */
@@ -584,6 +618,63 @@ static bg_status_t build_flat_layer(parser_t *p, const layer_line_t *source, bg_
     return kind == BG_LAYER_DENSE ? append_activation(p, source, DENSE_ACTIVATION) : BG_OK;
 }
 
+/* A sample's shape in words: "a vector of 64 values", "a 32x7x7 image". */
+static void describe_shape(bg_shape_t shape, int image, char *out, size_t size) {
+    if (image)
+        snprintf(out, size, "a %" PRId64 "x%" PRId64 "x%" PRId64 " image", shape.c, shape.h,
+                 shape.w);
+    else
+        snprintf(out, size, "a vector of %" PRId64 " values", shape.c * shape.h * shape.w);
+}
+
+/* `residual` opens a block; `add` closes the innermost one, whose output
+ * must have the shape (and be an image or a vector as) its input was. */
+static bg_status_t build_block_layer(parser_t *p, const layer_line_t *source,
+                                     bg_layer_kind_t kind) {
+    bg_model_spec_t *spec = p->spec;
+    const int r = p->open_residual;
+    if (kind == BG_LAYER_ADD) {
+        if (r < 0)
+            return parse_error(p, source->line, source->col,
+                               "'add' with no residual block open; write 'residual' where the "
+                               "block starts, and its input is what add adds");
+        const bg_layer_spec_t *open = &spec->layers[r];
+        if (r == spec->num_layers - 1)
+            return parse_error(p, source->line, source->col,
+                               "empty residual block (line %d): 'add' would only double its "
+                               "input; put the block's layers between 'residual' and 'add'",
+                               open->line);
+        const int image = p->form == FORM_IMAGE, was_image = open->in_image == 1;
+        const bg_shape_t in = open->in;
+        if (p->shape.c != in.c || p->shape.h != in.h || p->shape.w != in.w ||
+            (p->form != FORM_EITHER && image != was_image)) {
+            char now[64], then[64];
+            describe_shape(p->shape, image, now, sizeof now);
+            describe_shape(in, was_image, then, sizeof then);
+            return parse_error(p, source->line, source->col,
+                               "'add' needs the block's output the shape of its input: the "
+                               "block from 'residual' at line %d takes %s and ends with %s",
+                               open->line, then, now);
+        }
+    }
+    bg_layer_spec_t *layer = NULL;
+    BG_CHECK(append_layer(p, source, &layer));
+    layer->kind = kind;
+    layer->out = layer->in;
+    const int index = spec->num_layers - 1;
+    if (kind == BG_LAYER_RESIDUAL) {
+        layer->partner = r; /* the enclosing block, until the add is found */
+        p->open_residual = index;
+        p->open_blocks++;
+    } else {
+        p->open_residual = spec->layers[r].partner;
+        spec->layers[r].partner = index;
+        layer->partner = r;
+        p->open_blocks--;
+    }
+    return finish_layer(p, layer);
+}
+
 static bg_status_t build_layer(parser_t *p, const layer_line_t *source) {
     const layer_def_t *def = source->def;
     if (def->is_input) {
@@ -600,6 +691,8 @@ static bg_status_t build_layer(parser_t *p, const layer_line_t *source) {
     case BG_LAYER_AVGPOOL: return build_pool(p, source, def->kind);
     case BG_LAYER_DENSE:
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: return build_flat_layer(p, source, def->kind);
+    case BG_LAYER_RESIDUAL:
+    case BG_LAYER_ADD: return build_block_layer(p, source, def->kind);
     case BG_LAYER_FLATTEN:
     case BG_LAYER_RELU:
     case BG_LAYER_TANH:
@@ -652,6 +745,13 @@ static bg_status_t check_order(parser_t *p, const layer_def_t *def, int line, in
     }
     if (!p->seen_input) {
         return parse_error(p, line, col, "the first layer must be 'input', got '%s'", def->word);
+    }
+    if (def->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY && p->open_residual >= 0) {
+        const bg_layer_spec_t *open = &p->spec->layers[p->open_residual];
+        return parse_error(p, line, col,
+                           "softmax_cross_entropy inside the residual block opened at line %d; "
+                           "close the block with 'add' before the loss",
+                           open->line);
     }
     if (def->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
         p->seen_loss = true;
@@ -728,7 +828,7 @@ static bg_status_t parse_line(parser_t *p, const char *text, size_t length, int 
         return parse_error(p, line, word_col,
                            "unknown layer '%.*s' (expected input, conv2d, maxpool, avgpool, "
                            "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, "
-                           "dropout, softmax_cross_entropy)",
+                           "dropout, residual, add, softmax_cross_entropy)",
                            token_shown(word_length), word);
     }
     BG_CHECK(check_order(p, def, line, word_col));
@@ -832,7 +932,7 @@ bg_status_t bg_model_spec_parse(const char *name, const char *text, size_t size,
     spec->source_name = copy_string(name);
     BG_ALLOC_CHECK_GOTO(spec->source_name, st, fail);
 
-    parser_t parser = {.name = name, .spec = spec};
+    parser_t parser = {.name = name, .spec = spec, .open_residual = -1};
     BG_CHECK_GOTO(parse_text(&parser, text, size), st, fail);
     set_form(&parser, FORM_VECTOR, 0); /* what nothing told */
     spec->fingerprint = spec_fingerprint(spec);

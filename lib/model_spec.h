@@ -43,6 +43,8 @@ typedef enum bg_layer_kind {
     BG_LAYER_GELU,
     BG_LAYER_LAYERNORM,
     BG_LAYER_DROPOUT,
+    BG_LAYER_RESIDUAL,
+    BG_LAYER_ADD,
     BG_LAYER_SOFTMAX_CROSS_ENTROPY,
 } bg_layer_kind_t;
 
@@ -64,8 +66,16 @@ typedef struct bg_layer_spec {
     int64_t filters;
     int64_t kernel;
     int64_t stride;
-    int64_t pad;              /* rows/cols of zeros on each side (same => (k-1)/2) */
-    double rate;              /* dropout: the chance that training zeroes a value, [0, 1) */
+    int64_t pad; /* rows/cols of zeros on each side (same => (k-1)/2) */
+    double rate; /* dropout: the chance that training zeroes a value, [0, 1) */
+    /* Residual blocks. `residual` opens one: its output is its input x,
+     * which the matching `add` closing the block adds to the block's
+     * output (y = block(x) + x). partner: the index of the matching layer
+     * (-1 for other kinds). open_blocks: how many blocks are open when the
+     * layer's input arrives (a block's residual not counted, its add
+     * counted), so a stage may start at a layer only where it is 0. */
+    int partner;
+    int open_blocks;
     int64_t params;           /* trainable parameters (weights + biases) */
     int64_t flops;            /* forward FLOPs per sample (multiply-add = 2) */
     int64_t activation_bytes; /* bytes of this layer's output per sample (fp32) */
@@ -98,11 +108,17 @@ void bg_model_spec_destroy(bg_model_spec_t *spec);
 
 /* Checks a split of `spec` into stages: split[s - 1] is the first layer of
  * stage s (s = 1 .. stages - 1), as --split gives them. They must increase
- * and lie within 1 .. num_layers - 1 (BG_ERR_INVALID naming the stage and
- * the layer otherwise). Unless `first` is NULL, fills first[0 .. stages]
+ * and lie within 1 .. num_layers - 1, and no stage may start inside a
+ * residual block (bg_model_spec_block_cut); BG_ERR_INVALID naming the
+ * stage and the layer otherwise. Unless `first` is NULL, fills first[0 .. stages]
  * with each stage's first layer and num_layers at the end. */
 bg_status_t bg_model_spec_check_split(const bg_model_spec_t *spec, int stages, const int *split,
                                       int *first);
+
+/* The residual layer opening the outermost block that a stage starting at
+ * `layer` would cut in two (its add at or after `layer`), or -1 when a
+ * stage may start there (layer 0, and every layer outside the blocks). */
+int bg_model_spec_block_cut(const bg_model_spec_t *spec, int layer);
 
 /* Lower-case name of a layer kind as written in spec files. */
 const char *bg_layer_kind_name(bg_layer_kind_t kind);

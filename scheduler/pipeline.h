@@ -154,8 +154,9 @@ int64_t bg_pipeline_steps(const bg_pipeline_t *p);
 void bg_pipeline_set_steps(bg_pipeline_t *p, int64_t steps);
 
 /* First layer of each of `stages` stages that balances forward+backward
- * FLOPs (the slowest stage as light as possible), into first[0..stages).
- * BG_ERR_INVALID when the model has fewer layers than stages. */
+ * FLOPs (the slowest stage as light as possible), into first[0..stages),
+ * none inside a residual block. BG_ERR_INVALID when the model has fewer
+ * places to start a stage than stages. */
 bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, int *first);
 
 #ifdef __cplusplus

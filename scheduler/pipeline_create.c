@@ -40,6 +40,8 @@ bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, i
         for (int j = k; j <= n; j++) {
             BEST(k, j) = INT64_MAX;
             for (int i = k - 1; i < j; i++) {
+                /* A stage starts outside every residual block. */
+                if (BEST(k - 1, i) == INT64_MAX || bg_model_spec_block_cut(spec, i) >= 0) continue;
                 int64_t last = prefix[j] - prefix[i];
                 int64_t worst = BEST(k - 1, i) > last ? BEST(k - 1, i) : last;
                 if (worst < BEST(k, j)) {
@@ -48,6 +50,15 @@ bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, i
                 }
             }
         }
+    }
+    if (BEST(stages, n) == INT64_MAX) {
+        free(prefix);
+        free(best);
+        free(cut);
+        return bg_error_set(BG_ERR_INVALID,
+                            "cannot cut %d layers into %d stages: a stage may not start inside a "
+                            "residual block",
+                            n, stages);
     }
     int j = n;
     for (int k = stages; k >= 2; k--) {

@@ -43,8 +43,14 @@ struct bg_cost_model {
     int64_t *convolutions;   /* conv2d layers */
     /* With a profile: prefix sums of measured seconds per micro-batch. */
     double *forward_s, *backward_s, *weight_s, *update_s, *check_s;
-    double first_dx_s;     /* layer 0's dX, which the executor never runs */
-    range_max_t widest;    /* over boundary[0 .. layers] */
+    double first_dx_s;  /* layer 0's dX, which the executor never runs */
+    range_max_t widest; /* over boundary[0 .. layers] */
+    range_max_t depth;  /* over layers: open_blocks, the skip-gradient buffers a stage needs */
+    /* Where a stage may start or end (outside residual blocks): cuts[0 ..
+     * cut_count), increasing from 0 to layers; cut_index[l], layers + 1
+     * entries, the index of boundary l there, or -1. */
+    int *cuts, *cut_index;
+    int cut_count;
     range_max_t workspace; /* bytes, over layers */
     /* The same without convolutions (a layernorm's row statistics), which a
      * device choosing its convolutions' workspace still counts. */
@@ -115,6 +121,9 @@ void bg_cost_model_destroy(bg_cost_model_t *m) {
     free(m->boundary);
     free(m->convolutions);
     range_max_free(&m->widest);
+    range_max_free(&m->depth);
+    free(m->cuts);
+    free(m->cut_index);
     range_max_free(&m->workspace);
     range_max_free(&m->other_workspace);
     for (int k = 0; k < m->weight_tables; k++) free(m->weights[k].excess);
@@ -237,6 +246,10 @@ static layer_work_t layer_work(const bg_layer_spec_t *l) {
         w.dw_values = 2 * values; /* x and dy */
         w.priced = 1;
         break;
+    case BG_LAYER_RESIDUAL: /* forward nothing; dX adds the add's dy to the block's */
+        w.fwd = 0;
+        w.dx = (double)values;
+        break;
     case BG_LAYER_DROPOUT:
         w.fwd = DROPOUT_FORWARD * (double)values;
         w.dx = DROPOUT_BACKWARD * (double)values;
@@ -304,7 +317,8 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
     const bg_model_spec_t *spec = m->cfg.spec;
     const int n = m->layers;
     BG_CHECK(check_size(m)); /* first: the sums below are in int64 */
-    int64_t *workspace = malloc(sizeof(int64_t) * 2 * (size_t)n), *other = workspace + n;
+    int64_t *workspace = malloc(sizeof(int64_t) * 3 * (size_t)n), *other = workspace + n,
+            *depth = workspace + 2 * n;
     if (workspace == NULL) return bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
     for (int i = 0; i < n; i++) {
         const bg_layer_spec_t *l = &spec->layers[i];
@@ -324,7 +338,8 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         m->streamed_weight[i + 1] = m->streamed_weight[i] + w.dw_values;
         m->backward_ops[i + 1] = m->backward_ops[i] + (weighted ? 2 : 1);
         m->param_elems[i + 1] = m->param_elems[i] + (weighted ? weights + biases : 0);
-        int aliases = l->kind == BG_LAYER_FLATTEN || bg_layer_runs_in_place(spec, i);
+        int aliases = l->kind == BG_LAYER_FLATTEN || l->kind == BG_LAYER_RESIDUAL ||
+                      bg_layer_runs_in_place(spec, i);
         m->output_elems[i + 1] = m->output_elems[i] + (aliases ? 0 : out);
         m->weighted_elems[i + 1] = m->weighted_elems[i] + (weighted ? out : 0);
         m->boundary[i] = bg_shape_numel(l->in);
@@ -337,7 +352,12 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         }
         workspace[i] = (int64_t)bytes;
         other[i] = l->kind == BG_LAYER_CONV2D ? 0 : (int64_t)bytes;
+        depth[i] = l->open_blocks;
+        if (bg_model_spec_block_cut(spec, i) < 0) m->cuts[m->cut_count++] = i;
+        m->cut_index[i] = bg_model_spec_block_cut(spec, i) < 0 ? m->cut_count - 1 : -1;
     }
+    m->cuts[m->cut_count++] = n;
+    m->cut_index[n] = m->cut_count - 1;
     m->boundary[n] = bg_shape_numel(spec->layers[n - 1].out);
     const bg_profile_t *prof = m->cfg.profile;
     if (prof != NULL) {
@@ -363,6 +383,7 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
     bg_status_t st = range_max_build(&m->widest, m->boundary, n + 1);
     if (st == BG_OK) st = range_max_build(&m->workspace, workspace, n);
     if (st == BG_OK) st = range_max_build(&m->other_workspace, other, n);
+    if (st == BG_OK) st = range_max_build(&m->depth, depth, n);
     free(workspace);
     return st;
 }
@@ -405,13 +426,15 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     m->weight_s = calloc(count, sizeof(double));
     m->update_s = calloc(count, sizeof(double));
     m->check_s = calloc(count, sizeof(double));
+    m->cuts = calloc(count, sizeof(int));
+    m->cut_index = calloc(count, sizeof(int));
     bg_status_t st = BG_OK;
     bg_backend_t *own = NULL, *be = cfg->workspace_backend;
     if (!m->forward_flops || !m->backward_flops || !m->weight_flops || !m->priced_forward ||
         !m->priced_backward || !m->priced_weight || !m->streamed_forward || !m->streamed_backward ||
         !m->streamed_weight || !m->backward_ops || !m->param_elems || !m->output_elems ||
         !m->weighted_elems || !m->boundary || !m->convolutions || !m->forward_s || !m->backward_s ||
-        !m->weight_s || !m->update_s || !m->check_s) {
+        !m->weight_s || !m->update_s || !m->check_s || !m->cuts || !m->cut_index) {
         st = bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
         goto fail;
     }
@@ -432,6 +455,15 @@ fail:
 }
 
 int bg_cost_model_layers(const bg_cost_model_t *m) { return m->layers; }
+
+const int *bg_cost_model_cuts(const bg_cost_model_t *m, int *count) {
+    *count = m->cut_count;
+    return m->cuts;
+}
+
+int bg_cost_model_cut_index(const bg_cost_model_t *m, int layer) {
+    return layer < 0 || layer > m->layers ? -1 : m->cut_index[layer];
+}
 
 int64_t bg_cost_model_microbatch(const bg_cost_model_t *m) { return m->micro; }
 
@@ -588,7 +620,9 @@ bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_st
     r.stash = (size_t)(stage->stash_slots > 1 ? stage->stash_slots : 1) * r.stash_slot;
 
     size_t widest = (size_t)range_max_query(&m->widest, first, last);
-    r.buffers = 2 * nb * widest * e;
+    /* The gradient ping-pong, and a skip gradient for each depth of the
+     * stage's residual blocks. */
+    r.buffers = (2 + (size_t)range_max_query(&m->depth, first, last - 1)) * nb * widest * e;
     if (!has_loss) r.buffers += nb * (size_t)m->boundary[last] * e;
     if (first > 0) r.buffers += input;
     if (m->cfg.recompute) r.buffers += outputs;

@@ -32,12 +32,14 @@
  *   params, grads   weights + biases of the stage's layers, e each
  *   optimizer       0, 1 or 2 x params (sgd, sgd with momentum, adam)
  *   stash           stash_slots x one micro-batch's stash: its input, every
- *                   layer's output but flatten's and in-place relus' (see
+ *                   layer's output but flatten's, residuals' and in-place relus' (see
  *                   bg_layer_runs_in_place),
  *                   with split backward (zb-h1) dL/d(output) of each layer
  *                   with weights, and int32 labels on the loss stage; with
  *                   recompute only the input (plus the zb-h1 gradients)
- *   buffers         2 x the widest activation (gradient ping-pong), the
+ *   buffers         2 x the widest activation (gradient ping-pong), one
+ *                   more for each depth to which residual blocks nest in
+ *                   the stage (its skip gradient, stage_impl.h), the
  *                   output gradient (not on the loss stage), the input
  *                   gradient (not at layer 0), and with recompute one
  *                   shared set of layer outputs
@@ -199,6 +201,16 @@ int bg_cost_has_convolution(const bg_cost_model_t *model, int first, int last);
 int bg_cost_model_layers(const bg_cost_model_t *model);
 int64_t bg_cost_model_microbatch(const bg_cost_model_t *model);
 const bg_cost_config_t *bg_cost_model_config(const bg_cost_model_t *model);
+
+/* The layer boundaries at which a stage may start or end, in order: 0,
+ * each layer a stage may start at (none inside a residual block:
+ * bg_model_spec_block_cut), and the layer count; *count of them. Without
+ * residual blocks that is every boundary, 0 .. layers. */
+const int *bg_cost_model_cuts(const bg_cost_model_t *model, int *count);
+
+/* The index of layer boundary `layer` (0 .. layers) in that list, or -1
+ * when no stage may start or end there. */
+int bg_cost_model_cut_index(const bg_cost_model_t *model, int layer);
 
 /* Seconds one micro-batch spends in layers [first, last) on `device`. */
 typedef struct bg_cost_time {

@@ -15,9 +15,15 @@
  * worth their memory: 64M cells of cut points (256 MiB). */
 #define MAX_CELLS ((size_t)1 << 26)
 
+/* The programme works on units, not layers: unit u is layers [cut[u],
+ * cut[u + 1]), and stages start and end only between units (a residual
+ * block stays whole: bg_cost_model_cuts). Without blocks a unit is a
+ * layer. Results name layers (price translates). */
 typedef struct context {
     const bg_partition_config_t *cfg;
     int layers, stages;
+    int units;
+    const int *cut; /* units + 1 layer boundaries */
     /* 1: each device's stages are checked together against its whole
      * capacity (BG_PARTITION_CHECK_DEVICES with V > 1). */
     int per_device;
@@ -54,40 +60,52 @@ static double compute_of(const bg_cost_time_t *time) {
     return time->forward + time->backward + time->recompute;
 }
 
-/* Stage s's seconds per micro-batch on layers [first, last): its compute
+/* The compute of stage s on units [first, last). */
+static bg_cost_time_t stage_time(const context_t *c, int s, int first, int last) {
+    const bg_partition_config_t *cfg = c->cfg;
+    return bg_cost_stage_time(cfg->model, &cfg->device[s % cfg->devices], c->cut[first],
+                              c->cut[last]);
+}
+
+/* Stage s's seconds per micro-batch on units [first, last): its compute
  * (into *time) plus its sends (into *send). */
 static double stage_seconds(const context_t *c, int s, int first, int last, bg_cost_time_t *time,
                             double *send) {
-    const bg_partition_config_t *cfg = c->cfg;
-    const bg_cost_model_t *m = cfg->model;
-    *time = bg_cost_stage_time(m, &cfg->device[s % cfg->devices], first, last);
+    const bg_cost_model_t *m = c->cfg->model;
+    *time = stage_time(c, s, first, last);
     *send = 0;
-    if (last < c->layers)
-        *send +=
-            bg_cost_transfer_seconds(link_between(c, s, s + 1), bg_cost_boundary_bytes(m, last));
+    if (last < c->units)
+        *send += bg_cost_transfer_seconds(link_between(c, s, s + 1),
+                                          bg_cost_boundary_bytes(m, c->cut[last]));
     if (first > 0)
-        *send +=
-            bg_cost_transfer_seconds(link_between(c, s, s - 1), bg_cost_boundary_bytes(m, first));
+        *send += bg_cost_transfer_seconds(link_between(c, s, s - 1),
+                                          bg_cost_boundary_bytes(m, c->cut[first]));
     return compute_of(time) + *send;
 }
 
-/* Prices stage s holding layers [first, last). */
+/* Prices stage s holding units [first, last). */
 static void price(const context_t *c, int s, int first, int last, bg_partition_stage_t *out) {
     const bg_partition_config_t *cfg = c->cfg;
     const bg_cost_model_t *m = cfg->model;
     const bg_cost_device_t *dev = &cfg->device[s % cfg->devices];
-    out->first_layer = first;
-    out->last_layer = last;
+    out->first_layer = c->cut[first];
+    out->last_layer = c->cut[last];
     out->device = s % cfg->devices;
     out->seconds = stage_seconds(c, s, first, last, &out->time, &out->send_s);
     bg_cost_stage_t stage = stage_slots(c, s);
-    stage.first_layer = first;
-    stage.last_layer = last;
+    stage.first_layer = out->first_layer;
+    stage.last_layer = out->last_layer;
     out->memory = bg_cost_stage_memory(m, &stage);
     out->peak_bytes = bg_cost_memory_peak(&out->memory);
     /* A capacity of 0 means none given: a tiny one stays at least a byte. */
     out->capacity_bytes = dev->memory_bytes / (size_t)(c->per_device ? 1 : cfg->chunks);
     if (dev->memory_bytes > 0 && out->capacity_bytes == 0) out->capacity_bytes = 1;
+}
+
+/* The unit starting at layer boundary `layer`, one a result's stage
+ * starts at (price set it from a unit). */
+static int unit_at(const context_t *c, int layer) {
+    return bg_cost_model_cut_index(c->cfg->model, layer);
 }
 
 static size_t overflow_of(const bg_partition_stage_t *st) {
@@ -127,11 +145,19 @@ static bg_status_t check_config(const bg_partition_config_t *cfg, context_t *c) 
     c->per_device = cfg->memory_check == BG_PARTITION_CHECK_DEVICES && cfg->chunks > 1;
     c->allowance = 0;
     c->layers = bg_cost_model_layers(cfg->model);
+    int cuts = 0;
+    c->cut = bg_cost_model_cuts(cfg->model, &cuts);
+    c->units = cuts - 1;
     c->stages = cfg->devices * cfg->chunks;
     if (c->stages > c->layers)
         return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layer%s",
                             c->stages, c->layers, c->layers == 1 ? "" : "s");
-    if ((size_t)c->stages * (size_t)(c->layers + 1) > MAX_CELLS)
+    if (c->stages > c->units)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%d stages but the model has only %d places to start one: a stage "
+                            "may not start inside a residual block",
+                            c->stages, c->units);
+    if ((size_t)c->stages * (size_t)(c->units + 1) > MAX_CELLS)
         return bg_error_set(BG_ERR_INVALID, "partition: %d stages x %d layers is too large",
                             c->stages, c->layers);
     for (int d = 0; d < cfg->devices; d++)
@@ -141,7 +167,7 @@ static bg_status_t check_config(const bg_partition_config_t *cfg, context_t *c) 
     return BG_OK;
 }
 
-/* Fills a result for the split first[0..S), first[S] = layers. */
+/* Fills a result for the split first[0..S) of units, first[S] = units. */
 static bg_status_t build_result(const context_t *c, const int *first, bg_partition_t **out) {
     bg_partition_t *p = bg_calloc(1, sizeof *p);
     if (p != NULL) p->stage = bg_calloc((size_t)c->stages, sizeof *p->stage);
@@ -155,7 +181,7 @@ static bg_status_t build_result(const context_t *c, const int *first, bg_partiti
     p->worst_stage = -1;
     p->worst_device = -1;
     for (int s = 0; s < c->stages; s++) {
-        int last = s + 1 < c->stages ? first[s + 1] : c->layers;
+        int last = s + 1 < c->stages ? first[s + 1] : c->units;
         price(c, s, first[s], last, &p->stage[s]);
         if (p->stage[s].seconds > p->bottleneck_s) p->bottleneck_s = p->stage[s].seconds;
         p->total_s += p->stage[s].seconds;
@@ -318,7 +344,7 @@ static double candidate(const context_t *c, dp_mode_t mode, int s, int i, int j,
 /* After a programme's last row: 0 when no split reaches the last layer,
  * else 1 with the best split read back from the cut table into t->first. */
 static int read_split(const context_t *c, const double *last_row, dp_tables_t *t) {
-    const int n = c->layers;
+    const int n = c->units;
     if (last_row[n] == DBL_MAX) return 0;
     for (int s = c->stages - 1, j = n; s >= 0; s--) {
         t->first[s] = t->cut[(size_t)s * (size_t)(n + 1) + (size_t)j];
@@ -328,7 +354,7 @@ static int read_split(const context_t *c, const double *last_row, dp_tables_t *t
 }
 
 static int solve(const context_t *c, dp_mode_t mode, dp_tables_t *t) {
-    const int n = c->layers, stages = c->stages;
+    const int n = c->units, stages = c->stages;
     double *prev = t->prev, *cur = t->cur;
 #define CUT(s, j) t->cut[(size_t)(s) * (size_t)(n + 1) + (size_t)(j)]
     for (int s = 0; s < stages; s++) {
@@ -459,7 +485,7 @@ static segment_t heap_pop(segment_t *heap, int *count) {
  * that only rises with the end, are never taken from the heap. Returns 1
  * and the split in first[] if any split fits. */
 static int solve_total(const context_t *c, double cap, dp_tables_t *t) {
-    const int n = c->layers, stages = c->stages;
+    const int n = c->units, stages = c->stages;
     double *prev = t->prev, *cur = t->cur;
 #define CUT(s, j) t->cut[(size_t)(s) * (size_t)(n + 1) + (size_t)(j)]
     for (int s = 0; s < stages; s++) {
@@ -481,8 +507,7 @@ static int solve_total(const context_t *c, double cap, dp_tables_t *t) {
         for (int j = jmin; j <= jmax; j++) {
             bg_partition_stage_t st;
             for (; cap < DBL_MAX && window < j; window++) {
-                const bg_cost_time_t time = bg_cost_stage_time(
-                    c->cfg->model, &c->cfg->device[s % c->cfg->devices], window, j);
+                const bg_cost_time_t time = stage_time(c, s, window, j);
                 if (compute_of(&time) <= cap) break;
             }
             if (s == 0) {
@@ -597,7 +622,7 @@ static int price_fitting(const context_t *c, const int *first, int lo, int hi,
                          bg_partition_stage_t *stage) {
     int fits = 1;
     for (int s = lo; s <= hi; s++) {
-        price(c, s, first[s], s + 1 < c->stages ? first[s + 1] : c->layers, &stage[s]);
+        price(c, s, first[s], s + 1 < c->stages ? first[s + 1] : c->units, &stage[s]);
         fits &= overflow_of(&stage[s]) == 0;
     }
     return fits;
@@ -608,7 +633,7 @@ static int price_fitting(const context_t *c, const int *first, int lo, int hi,
  * one on. 0 (and nothing moved) when a stage would be left empty. */
 static int shift_boundaries(const context_t *c, int *first, int b, int e, int step) {
     if (step < 0 && first[b] - 1 <= first[b - 1]) return 0;
-    if (step > 0 && first[e] + 1 >= (e + 1 < c->stages ? first[e + 1] : c->layers)) return 0;
+    if (step > 0 && first[e] + 1 >= (e + 1 < c->stages ? first[e + 1] : c->units)) return 0;
     for (int s = b; s <= e; s++) first[s] += step;
     return 1;
 }
@@ -663,7 +688,7 @@ static int balance_point(const context_t *c, bg_partition_t **point) {
     int *first = bg_malloc(sizeof *first * (size_t)c->stages);
     bg_partition_t *moved = NULL;
     if (first != NULL)
-        for (int s = 0; s < c->stages; s++) first[s] = (*point)->stage[s].first_layer;
+        for (int s = 0; s < c->stages; s++) first[s] = unit_at(c, (*point)->stage[s].first_layer);
     const int ok =
         first != NULL && balance_devices(c, first) == 0 && build_result(c, first, &moved) == BG_OK;
     free(first);
@@ -701,7 +726,8 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
     g.slope = cost->microbatches - g.share; /* >= 0: share <= 1 <= M */
     bg_partition_t *best = NULL, *point = NULL;
     if (cfg->slowest != NULL && cfg->slowest->fits && cfg->slowest->stages == c->stages)
-        for (int s = 0; s < c->stages; s++) t->first[s] = cfg->slowest->stage[s].first_layer;
+        for (int s = 0; s < c->stages; s++)
+            t->first[s] = unit_at(c, cfg->slowest->stage[s].first_layer);
     else if (!solve(c, DP_TIME, t))
         return 0;
     if (build_result(c, t->first, &best) != BG_OK) return -1;
@@ -732,7 +758,7 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
             found = -1;
     }
     free(g.gap);
-    for (int s = 0; s < c->stages; s++) t->first[s] = best->stage[s].first_layer;
+    for (int s = 0; s < c->stages; s++) t->first[s] = unit_at(c, best->stage[s].first_layer);
     bg_partition_destroy(best);
     return found < 0 ? -1 : 1;
 }
@@ -760,7 +786,7 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
                             "partition: a split is searched with each stage within 1/%d of its "
                             "device; only a given split is checked per device",
                             cfg->chunks);
-    const size_t row = (size_t)c.layers + 1;
+    const size_t row = (size_t)c.units + 1;
     dp_tables_t t = {
         .prev = bg_calloc(row, sizeof(double)),
         .cur = bg_calloc(row, sizeof(double)),
@@ -823,7 +849,21 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
                                 "split: stage %d would start at layer %d; boundaries must "
                                 "increase and lie within 1..%d",
                                 s, first[s], c.layers - 1);
-    return build_result(&c, first, out);
+    int *units = bg_malloc(sizeof *units * (size_t)c.stages);
+    if (units == NULL) return bg_error_set(BG_ERR_NOMEM, "partition: out of memory");
+    for (int s = 0; s < c.stages; s++) {
+        units[s] = unit_at(&c, first[s]);
+        if (units[s] < 0) {
+            free(units);
+            return bg_error_set(BG_ERR_INVALID,
+                                "split: stage %d would start at layer %d, inside a residual "
+                                "block",
+                                s, first[s]);
+        }
+    }
+    const bg_status_t st = build_result(&c, units, out);
+    free(units);
+    return st;
 }
 
 size_t bg_partition_device_peak_bytes(const bg_partition_t *p, int device) {

@@ -576,8 +576,9 @@ static bg_stage_profile_t range_profile(int first, int last, int layers, int slo
 }
 
 /* The layer ranges to time, as (first, last) pairs in `range`: the
- * stages of cfg->split, or every range of a model of up to
- * BG_PROFILE_MAX_STAGE_LAYERS layers (none of a larger one). */
+ * stages of cfg->split, or every range a stage may hold (none that cuts a
+ * residual block) of a model of up to BG_PROFILE_MAX_STAGE_LAYERS layers
+ * (none of a larger one). */
 static bg_status_t stage_ranges(const bg_profile_config_t *cfg, int (**range)[2], int *count) {
     const int n = cfg->spec->num_layers;
     *range = NULL;
@@ -591,15 +592,19 @@ static bg_status_t stage_ranges(const bg_profile_config_t *cfg, int (**range)[2]
             (*range)[s][0] = s == 0 ? 0 : cfg->split[s - 1];
             (*range)[s][1] = s + 1 < total ? cfg->split[s] : n;
         }
+        *count = total;
     } else {
-        int entry = 0;
+        const bg_model_spec_t *spec = cfg->spec;
         for (int first = 0; first < n; first++)
-            for (int last = first + 1; last <= n; last++, entry++) {
-                (*range)[entry][0] = first;
-                (*range)[entry][1] = last;
+            for (int last = first + 1; last <= n; last++) {
+                if (bg_model_spec_block_cut(spec, first) >= 0 ||
+                    bg_model_spec_block_cut(spec, last) >= 0)
+                    continue;
+                (*range)[*count][0] = first;
+                (*range)[*count][1] = last;
+                ++*count;
             }
     }
-    *count = total;
     return BG_OK;
 }
 

@@ -174,6 +174,8 @@ static bg_status_t reserve_buffers(bg_stage_t *s) {
     }
     BG_CHECK(reserve_counted(s, nb * widest, &s->memory.buffers, &s->grad_a));
     BG_CHECK(reserve_counted(s, nb * widest, &s->memory.buffers, &s->grad_b));
+    for (int d = 0; d < s->skip_depths; d++)
+        BG_CHECK(reserve_counted(s, nb * widest, &s->memory.buffers, &s->skip_grads[d]));
     if (!bg_stage_has_loss(s)) {
         int64_t out = bg_shape_numel(stage_layer(s, s->count - 1)->out);
         BG_CHECK(reserve_counted(s, nb * out, &s->memory.buffers, &s->output_grad));
@@ -210,6 +212,17 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
     if (cfg->max_batch < 1)
         return bg_error_set(BG_ERR_INVALID, "stage: batch size must be >= 1, got %lld",
                             (long long)cfg->max_batch);
+    /* A block's add reads its residual's input: both must be here. */
+    for (int end = 0; end < 2; end++) {
+        const int at = end ? cfg->last_layer : cfg->first_layer;
+        const int block = bg_model_spec_block_cut(spec, at);
+        if (block >= 0)
+            return bg_error_set(BG_ERR_INVALID,
+                                "stage: layers [%d, %d) cut the residual block of layers "
+                                "%d..%d at layer %d",
+                                cfg->first_layer, cfg->last_layer, block,
+                                spec->layers[block].partner, at);
+    }
     if (cfg->stash_slots < 1 || cfg->stash_slots > 65536)
         return bg_error_set(BG_ERR_INVALID, "stage: stash slots must be 1..65536, got %d",
                             cfg->stash_slots);
@@ -234,7 +247,12 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
     s->opt_state = bg_calloc((size_t)s->count * 4, sizeof *s->opt_state);
     s->slots = bg_calloc((size_t)s->slot_count, sizeof *s->slots);
     s->work_outputs = bg_calloc((size_t)s->count, sizeof *s->work_outputs);
-    if (s->params == NULL || s->opt_state == NULL || s->slots == NULL || s->work_outputs == NULL) {
+    for (int i = 0; i < s->count; i++)
+        if (stage_layer(s, i)->open_blocks > s->skip_depths)
+            s->skip_depths = stage_layer(s, i)->open_blocks;
+    s->skip_grads = bg_calloc((size_t)s->skip_depths + 1, sizeof *s->skip_grads);
+    if (s->params == NULL || s->opt_state == NULL || s->slots == NULL || s->work_outputs == NULL ||
+        s->skip_grads == NULL) {
         st = bg_error_set(BG_ERR_NOMEM, "stage: out of memory");
         goto fail;
     }
@@ -284,6 +302,7 @@ void bg_stage_destroy(bg_stage_t *s) {
     free(s->opt_state);
     free(s->slots);
     free(s->work_outputs);
+    free(s->skip_grads);
     free(s);
 }
 

@@ -108,9 +108,11 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, loss_
         void *y = bg_stage_layer_output(s, sl, i);
         bg_status_t st = BG_OK;
         double start = s->timing ? bg_monotonic_seconds() : 0;
-        /* Its output aliases its input, with nothing to run: a reshape, or
-         * a relu the conv2d before it did. */
-        const int nothing = l->kind == BG_LAYER_FLATTEN || convolves_into_relu(s, i - 1);
+        /* Its output aliases its input, with nothing to run: a reshape, a
+         * residual (whose add reads its input there), or a relu the conv2d
+         * before it did. */
+        const int nothing = l->kind == BG_LAYER_FLATTEN || l->kind == BG_LAYER_RESIDUAL ||
+                            convolves_into_relu(s, i - 1);
         if (nothing) {
             /* the output is already there */
         } else if (convolves_into_relu(s, i)) {
@@ -125,6 +127,9 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, loss_
             if (st == BG_OK && loss != NULL) *loss = result;
         } else if (l->kind == BG_LAYER_DROPOUT) {
             st = run_dropout(s, sl, i, n, x, y);
+        } else if (l->kind == BG_LAYER_ADD) {
+            const void *block_input = bg_stage_layer_output(s, sl, l->partner - s->first);
+            st = s->be->ops->add(s->be, n * bg_shape_numel(l->in), x, block_input, y);
         } else {
             st = bg_layer_forward(l, s->be, &s->params[i], n, x, y, s->workspace);
         }
@@ -222,13 +227,29 @@ bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double lo
             st = s->be->ops->copy(s->be, sl->saved_dy[i], dy, n * bg_shape_numel(l->out));
             dy = sl->saved_dy[i];
         }
-        if (st == BG_OK && (l->kind == BG_LAYER_FLATTEN || pools_over_relu(s, i + 1))) {
+        if (st == BG_OK && l->kind == BG_LAYER_ADD) {
+            /* The block's input gets dy twice: through the block's layers,
+             * and straight, kept here until its residual's backward adds
+             * it. */
+            st = s->be->ops->copy(s->be, s->skip_grads[l->open_blocks - 1], dy,
+                                  n * bg_shape_numel(l->in));
+        }
+        const int passes =
+            l->kind == BG_LAYER_FLATTEN || l->kind == BG_LAYER_ADD || pools_over_relu(s, i + 1);
+        if (st == BG_OK && passes) {
             /* The gradient passes through unchanged (a flatten is a
-             * reshape; the max-pool after this relu did the relu's
-             * backward), unless the layer starts the stage and must hand
-             * it over in its own buffer, or W keeps it. */
-            if (i > 0 && dx != sl->saved_dy[i - 1]) continue;
+             * reshape, an add's dX is its dy; the max-pool after this relu
+             * did the relu's backward), unless the layer starts the stage
+             * and must hand it over in its own buffer, or W keeps it. */
+            if (i > 0 && dx != sl->saved_dy[i - 1]) {
+                if (l->kind == BG_LAYER_ADD) stage_time_add(s, s->times.backward_data, i, start);
+                continue;
+            }
             if (dx != NULL) st = s->be->ops->copy(s->be, dx, dy, n * bg_shape_numel(l->in));
+        } else if (st == BG_OK && l->kind == BG_LAYER_RESIDUAL) {
+            if (dx != NULL)
+                st = s->be->ops->add(s->be, n * bg_shape_numel(l->in), dy,
+                                     s->skip_grads[l->open_blocks], dx);
         } else if (st == BG_OK && l->kind == BG_LAYER_DROPOUT) {
             if (dx != NULL) st = run_dropout(s, sl, i, n, dy, dx);
         } else if (st == BG_OK && l->kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {

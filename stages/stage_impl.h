@@ -49,8 +49,15 @@ struct bg_stage {
     stage_slot_t *slots;
     void **work_outputs;   /* recompute: per layer outputs shared by all slots */
     void *grad_a, *grad_b; /* ping-pong dL/d(activation) between layers */
-    void *output_grad;     /* non-loss stage: dL/d(output) from the successor */
-    void *input_grad;      /* stage not at layer 0: dL/d(input) for the predecessor */
+    /* Residual blocks: while B runs from a block's add back to its
+     * residual, the add's dy, which the residual adds to the block's dX.
+     * One buffer (max_batch, the widest activation) for each depth of
+     * nesting (an add's is open_blocks - 1, its residual's open_blocks);
+     * skip_depths of them, NULL with none. */
+    void **skip_grads;
+    int skip_depths;
+    void *output_grad; /* non-loss stage: dL/d(output) from the successor */
+    void *input_grad;  /* stage not at layer 0: dL/d(input) for the predecessor */
     void *workspace;
     /* Holds every device buffer above: own_arena, one allocation made at
      * creation, or the device's arena shared with its other stages
@@ -74,15 +81,17 @@ static inline int stage_layer_has_params(const bg_stage_t *s, int i) {
 }
 
 /* 1 when layer i (of the stage) keeps no output buffer of its own: a
- * flatten (a reshape), or a relu, tanh, sigmoid or dropout running in place over its
+ * flatten (a reshape), a residual (its output is its input, which its add
+ * reads), or a relu, tanh, sigmoid or dropout running in place over its
  * predecessor's output (bg_layer_runs_in_place). */
 static inline int stage_layer_aliases(const bg_stage_t *s, int i) {
-    if (stage_layer(s, i)->kind == BG_LAYER_FLATTEN) return 1;
+    const bg_layer_kind_t kind = stage_layer(s, i)->kind;
+    if (kind == BG_LAYER_FLATTEN || kind == BG_LAYER_RESIDUAL) return 1;
     return i > 0 && bg_layer_runs_in_place(s->spec, s->first + i);
 }
 
 /* Where layer i's output for `slot` lives: its own buffer, the shared
- * recompute buffer, or (flatten) its input. */
+ * recompute buffer, or (flatten, residual) its input. */
 void *bg_stage_layer_output(const bg_stage_t *s, const stage_slot_t *slot, int i);
 
 /* Adds the seconds since `since` to entry i of `array` when timing. */

@@ -255,7 +255,9 @@ static double reference_output(const bg_layer_spec_t *s, const double *x, const 
         return (xi[f] - mean) / sqrt(variance + BG_LAYERNORM_EPS) * w[f] + b[f];
     }
     case BG_LAYER_FLATTEN: return xi[(c * s->out.h + oy) * s->out.w + ox];
-    case BG_LAYER_DROPOUT: /* a draw, not a function: test_dropout_* */
+    case BG_LAYER_DROPOUT:  /* a draw, not a function: test_dropout_* */
+    case BG_LAYER_RESIDUAL: /* a stage's, over a block: test_stage */
+    case BG_LAYER_ADD:
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }
     fail_msg("no reference for layer kind %d", (int)s->kind);

@@ -451,7 +451,7 @@ static void test_not_nul_terminated(void **state) {
     expect_error_sized(exact, 3,
                        "spec:1:1: unknown layer 'inp' (expected input, conv2d, "
                        "maxpool, avgpool, flatten, dense, relu, tanh, sigmoid, "
-                       "gelu, layernorm, dropout, softmax_cross_entropy)");
+                       "gelu, layernorm, dropout, residual, add, softmax_cross_entropy)");
     /* A comment and a \r that end the buffer. */
     memcpy(exact, "# x\r", 4);
     expect_error_sized(exact, 4, "spec:1:1: empty model spec: expected an 'input' line");
@@ -597,11 +597,11 @@ static void test_load_parse_error_names_file(void **state) {
     bg_model_spec_t *spec = untouched;
     assert_int_equal(bg_model_spec_load(path, &spec), BG_ERR_PARSE);
     char expected[256];
-    snprintf(
-        expected, sizeof expected,
-        "%s:2:1: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
-        "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, softmax_cross_entropy)",
-        path);
+    snprintf(expected, sizeof expected,
+             "%s:2:1: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
+             "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, add, "
+             "softmax_cross_entropy)",
+             path);
     assert_string_equal(bg_error_message(), expected);
     assert_ptr_equal(spec, untouched);
     unlink(path);
@@ -706,15 +706,15 @@ static void test_error_long_line(void **state) {
 
 static void test_error_unknown_layer(void **state) {
     (void)state;
-    expect_error(
-        MNIST_INPUT "\n  conv3d filters=1 kernel=3\n",
-        "spec:3:3: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
-        "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, softmax_cross_entropy)");
+    expect_error(MNIST_INPUT "\n  conv3d filters=1 kernel=3\n",
+                 "spec:3:3: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
+                 "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, add, "
+                 "softmax_cross_entropy)");
     /* Case matters. */
-    expect_error(
-        "Input channels=1 height=1 width=1\n",
-        "spec:1:1: unknown layer 'Input' (expected input, conv2d, maxpool, avgpool, "
-        "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, softmax_cross_entropy)");
+    expect_error("Input channels=1 height=1 width=1\n",
+                 "spec:1:1: unknown layer 'Input' (expected input, conv2d, maxpool, avgpool, "
+                 "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, add, "
+                 "softmax_cross_entropy)");
 }
 
 static void test_error_unknown_option(void **state) {

@@ -32,6 +32,8 @@ bg_status_t bg_cuda_zero(bg_backend_t *be, void *x, int64_t n);
 bg_status_t bg_cuda_copy(bg_backend_t *be, void *dst, const void *src, int64_t n);
 /* x: (n) */
 bg_status_t bg_cuda_scale(bg_backend_t *be, void *x, int64_t n, double alpha);
+/* a, b, y: (count) */
+bg_status_t bg_cuda_add(bg_backend_t *be, int64_t count, const void *a, const void *b, void *y);
 /* x, y: (count) */
 bg_status_t bg_cuda_relu_forward(bg_backend_t *be, int64_t count, const void *x, void *y);
 /* y, dy, dx: (count) */

@@ -1,4 +1,4 @@
-/* Elementwise ops: zero, copy, scale, relu, the optimizer updates and the
+/* Elementwise ops: zero, copy, scale, add, relu, the optimizer updates and the
  * finiteness check. Each kernel is the loop body of its CPU reference
  * (lib/cpu/kernels.inc) over a grid-stride loop, with the same expressions
  * in the same order; built with --fmad=false (lib/meson.build), so nothing
@@ -13,6 +13,11 @@
 /* x: (count) */
 __global__ static void scale_kernel(float *x, int64_t count, float alpha) {
     BG_CUDA_GRID_LOOP(i, count) x[i] *= alpha;
+}
+
+/* a, b, y: (count); y may alias a or b */
+__global__ static void add_kernel(float *y, const float *a, const float *b, int64_t count) {
+    BG_CUDA_GRID_LOOP(i, count) y[i] = a[i] + b[i];
 }
 
 /* x, y: (count); may alias */
@@ -117,6 +122,13 @@ static cudaError_t scale(float *x, int64_t count, float alpha, cudaStream_t stre
     return cudaGetLastError();
 }
 
+static cudaError_t add(float *y, const float *a, const float *b, int64_t count,
+                       cudaStream_t stream) {
+    if (count == 0) return cudaSuccess;
+    add_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(y, a, b, count);
+    return cudaGetLastError();
+}
+
 static cudaError_t relu_forward(float *y, const float *x, int64_t count, cudaStream_t stream) {
     if (count == 0) return cudaSuccess;
     relu_forward_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(y, x, count);
@@ -175,6 +187,14 @@ extern "C" bg_status_t bg_cuda_copy(bg_backend_t *be, void *dst, const void *src
 extern "C" bg_status_t bg_cuda_scale(bg_backend_t *be, void *x, int64_t n, double alpha) {
     BG_CHECK(bg_cuda_enter(be));
     BG_CUDA_CHECK(be, scale((float *)x, n, (float)alpha, bg_cuda_of(be)->compute));
+    return BG_OK;
+}
+
+extern "C" bg_status_t bg_cuda_add(bg_backend_t *be, int64_t count, const void *a, const void *b,
+                                   void *y) {
+    BG_CHECK(bg_cuda_enter(be));
+    BG_CUDA_CHECK(
+        be, add((float *)y, (const float *)a, (const float *)b, count, bg_cuda_of(be)->compute));
     return BG_OK;
 }
 

@@ -15,6 +15,7 @@ const bg_backend_ops_t bg_cuda_ops_f32 = {
     .zero = bg_cuda_zero,
     .copy = bg_cuda_copy,
     .scale = bg_cuda_scale,
+    .add = bg_cuda_add,
     .conv2d_workspace_bytes = bg_cuda_conv2d_workspace_bytes,
     .conv2d_forward = bg_cuda_conv2d_forward,
     .conv2d_relu_forward = bg_cuda_conv2d_relu_forward,
