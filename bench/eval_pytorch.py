@@ -1,6 +1,7 @@
 """Cross-check: evaluates a brigade checkpoint with PyTorch. Builds the model
 spec's network as an nn.Sequential (the layer numbering brigade's checkpoint
-names follow), loads the weights with load_state_dict, and prints the test
+names follow; with residual blocks, one whose forward adds each block's
+input back at its `add`), loads the weights with load_state_dict, and prints the test
 loss and accuracy on Debian's Fashion-MNIST in brigade's format, for
 comparison with `brigade train MODEL --steps 0 --load CHECKPOINT`:
 
@@ -22,9 +23,33 @@ from fashion_idx import read_idx
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}
 
 
+class Residual(nn.Identity):
+    """Opens a residual block: Stack keeps its input for the block's Add."""
+
+
+class Add(nn.Identity):
+    """Closes the innermost residual block: its output plus the block's input."""
+
+
+class Stack(nn.Sequential):
+    """nn.Sequential (its state_dict names "N.weight", ...) with residual
+    blocks."""
+
+    def forward(self, x):
+        kept = []
+        for layer in self:
+            if isinstance(layer, Residual):
+                kept.append(x)
+            elif isinstance(layer, Add):
+                x = x + kept.pop()
+            else:
+                x = layer(x)
+        return x
+
+
 def build(path):
-    """nn.Sequential of the spec at `path` (softmax_cross_entropy left to the
-    loss), and its input shape (c, h, w)."""
+    """The network of the spec at `path` (softmax_cross_entropy left to the
+    loss)."""
     layers, shape, image = [], None, True
     for line in open(path, encoding="utf-8-sig"):
         words = line.split("#", 1)[0].split()
@@ -60,6 +85,10 @@ def build(path):
             layers.append(nn.LayerNorm(shape if image else [c]))
         elif kind == "dropout":  # the identity here: the model is evaluated
             layers.append(nn.Dropout(float(opts.get("rate", 0.5))))
+        elif kind == "residual":
+            layers.append(Residual())
+        elif kind == "add":
+            layers.append(Add())
         elif kind == "softmax_cross_entropy":
             break
         else:
@@ -67,7 +96,7 @@ def build(path):
         act = opts.get("activation", "none")
         if kind in ("conv2d", "dense") and act in ACTIVATIONS:
             layers.append(ACTIVATIONS[act]())
-    return nn.Sequential(*layers)
+    return Stack(*layers)
 
 
 parser = argparse.ArgumentParser()

@@ -295,8 +295,8 @@ static void print_sizes(const bg_model_spec_t *spec, const bg_profile_t *p) {
 
 /* Why some of the table's times are 0: ops fused into a neighbour's (the
  * CPU backend's conv2d + relu forward, relu + max-pool backward), a
- * flatten that only reshapes, and the first layer's dX, which no stage
- * asks for. */
+ * flatten that only reshapes, a residual's forward, which hands its input
+ * on, and the first layer's dX, which no stage asks for. */
 static void print_zero_times(const bg_model_spec_t *spec) {
     printf("(0 ms: layer 0's dX is never run, as nothing comes before it");
     for (int i = 0; i < spec->num_layers; i++) {
@@ -305,6 +305,7 @@ static void print_zero_times(const bg_model_spec_t *spec) {
                   before_pool =
                       i + 1 < spec->num_layers && spec->layers[i + 1].kind == BG_LAYER_MAXPOOL;
         if (kind == BG_LAYER_FLATTEN) printf("; layer %d (flatten) only reshapes", i);
+        if (kind == BG_LAYER_RESIDUAL) printf("; layer %d (residual)'s fwd hands its input on", i);
         if (kind != BG_LAYER_RELU || !(after_conv || before_pool)) continue;
         printf("; layer %d (relu)'s", i);
         if (after_conv)

@@ -37,7 +37,7 @@ check "profile_sizes.sh: the mean errors last" sh -c \
 # (BRIGADE_PYTHON, else python3; CI has none, and says so).
 py=${BRIGADE_PYTHON:-python3}
 if "$py" -c 'import torch, safetensors' >/dev/null 2>&1; then
-    for model in fashion_cnn fashion_cnn_dropout fashion_mlp; do
+    for model in fashion_cnn fashion_cnn_dropout fashion_mlp fashion_resnet; do
         "$build/cli/brigade" train "$root/examples/$model.model" --steps 30 --devices cpu:2 \
             --microbatches 2 --save "$T/$model.safetensors" >/dev/null 2>&1
         "$build/cli/brigade" train "$root/examples/$model.model" --steps 0 \

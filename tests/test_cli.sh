@@ -189,6 +189,30 @@ check "train: --load at another dropout rate notes the other fingerprint" \
 sed 's/rate=0.25/rate=1/' "$T/dropout.model" >"$T/dropout100.model"
 usage_error "$T/dropout100.model:3:14: rate=1 is out of range: a rate of 1 or more would drop every value; expected 0 up to (not including) 1" \
     -- summary "$T/dropout100.model"
+# residual blocks: summary indents each block and names its ends; a
+# --split inside a block is refused naming the block and where to cut;
+# the planner's stages hold whole blocks; too many stages for the places
+# to cut is refused; a 3-stage run trains.
+printf '%s\n' 'input channels=1 height=6 width=6' 'conv2d filters=2 kernel=3 padding=same' \
+    residual 'conv2d filters=2 kernel=3 padding=same activation=relu' add flatten \
+    'dense units=8' residual 'dense units=8 activation=relu' residual 'dense units=8' add add \
+    'dense units=3' softmax_cross_entropy >"$T/residual.model"
+expect 0 "" -- summary "$T/residual.model"
+stdout_has "    1  residual (to 4)        2x6x6                   0              0" \
+    "summary: a block's residual"
+stdout_has "    2    conv2d 3x3/1 pad 1   2x6x6 " "summary: a block's layer indented"
+stdout_has "   11      dense              8 " "summary: a nested block's layer"
+stdout_has "   13  add (from 7)           8                       0              8" \
+    "summary: an add, a FLOP a value"
+usage_error "--split: stage 1 would start at layer 9, inside the residual block of layers 7..13 (lines 8..13), whose add needs the block's input on the same stage; start it at layer 7 or 14" \
+    -- train "$T/residual.model" --data synthetic --stages 2 --split 9
+expect 0 "" -- plan "$T/residual.model" --stages 6 --json
+json_check "plan: 6 stages, each of whole blocks" "
+assert [s['layers'] for s in p['stages']] == [[0], [1, 2, 3, 4], [5, 6], [7, 8, 9, 10, 11, 12, 13], [14], [15]], p['stages']"
+usage_error "8 stages but the model has only 7 places to start one: a stage may not start inside a residual block" \
+    -- plan "$T/residual.model" --stages 8
+expect 0 "" -- train "$T/residual.model" --data synthetic --stages 3 --microbatches 2 \
+    --steps 3 --batch 8 --schedule zb-h1
 usage_error "no MODEL" -- summary
 usage_error "unknown option '--bogus'" -- summary --bogus "$MODEL"
 usage_error "more than one MODEL" -- summary "$MODEL" "$MODEL"

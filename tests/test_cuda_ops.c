@@ -310,6 +310,29 @@ static void test_relu(void **state) {
     twin_free(f, &dx);
 }
 
+/* A residual block's add, out of place and in place over either operand:
+ * the same bits (one IEEE addition a value). */
+static void test_add(void **state) {
+    fixture_t *f = *state;
+    enum { N = 10007 };
+    twin_t a = twin_random(f, N, -1, 1), b = twin_random(f, N, -1, 1), y = twin_new(f, N, NULL);
+    ON_BOTH(be->ops->add(be, N, P(a), P(b), P(y)));
+    float *want = twin_download(f, &y, 0), *got = twin_download(f, &y, 1);
+    assert_memory_equal(got, want, sizeof(float) * N);
+    free(want);
+    free(got);
+    ON_BOTH(be->ops->add(be, N, P(a), P(b), P(a)));
+    ON_BOTH(be->ops->add(be, N, P(a), P(b), P(b)));
+    want = twin_download(f, &b, 0);
+    got = twin_download(f, &b, 1);
+    assert_memory_equal(got, want, sizeof(float) * N);
+    free(want);
+    free(got);
+    twin_free(f, &a);
+    twin_free(f, &b);
+    twin_free(f, &y);
+}
+
 /* ---- dropout ---- */
 
 /* The same mask and product on both: the GPU keeps and scales the very
@@ -1112,6 +1135,7 @@ int main(void) {
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test_setup_teardown(test_memory_ops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_relu, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_add, setup, teardown),
         cmocka_unit_test_setup_teardown(test_activations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_layernorm, setup, teardown),

@@ -195,6 +195,19 @@ static void test_shared_gpu_matches_cpu(void **state) {
     if (failed > 0) fail_msg("%zu of %zu placements failed or differ (above)", failed, count);
 }
 
+/* `model` on one GPU, on four stages sharing it, and on four with zb-h1
+ * and recompute, each within 1e-4 of one CPU device's weights. */
+static void expect_shared_gpu_matches_cpu(const char *model) {
+    static const run_t runs[] = {
+        {"cuda:0", BG_SCHEDULE_1F1B, 1, 0, -1, 0, 0},
+        {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 0, -1, 0, 0},
+        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 1, -1, 0, 0},
+    };
+    const size_t count = sizeof runs / sizeof runs[0];
+    const size_t failed = placements_differing(model, 6, runs, count);
+    if (failed > 0) fail_msg("%zu of %zu placements failed or differ (above)", failed, count);
+}
+
 /* tanh, sigmoid, gelu and layernorm (whose kernels are not the CPU's bits:
  * CUDA's libm, and a row's sums by a block's tree) and dropout (whose mask
  * is, wherever the layer lands) on one GPU and on four stages sharing it,
@@ -213,14 +226,34 @@ static void test_new_layers_match_cpu(void **state) {
                                 "dense units=32 activation=sigmoid\n"
                                 "dense units=10\n"
                                 "softmax_cross_entropy\n";
-    static const run_t runs[] = {
-        {"cuda:0", BG_SCHEDULE_1F1B, 1, 0, -1, 0, 0},
-        {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 0, -1, 0, 0},
-        {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 1, -1, 0, 0},
-    };
-    const size_t count = sizeof runs / sizeof runs[0];
-    const size_t failed = placements_differing(model, 6, runs, count);
-    if (failed > 0) fail_msg("%zu of %zu placements failed or differ (above)", failed, count);
+    expect_shared_gpu_matches_cpu(model);
+}
+
+/* Residual blocks (a convolution block, nested dense blocks) on one GPU
+ * and on four stages sharing it (the planner's cuts, between blocks), with
+ * and without recompute, against one CPU device. */
+static void test_residual_blocks_match_cpu(void **state) {
+    (void)state;
+    static const char model[] = "input channels=1 height=28 width=28\n"
+                                "conv2d filters=8 kernel=3 padding=same activation=relu\n"
+                                "residual\n"
+                                "conv2d filters=8 kernel=3 padding=same activation=relu\n"
+                                "conv2d filters=8 kernel=3 padding=same\n"
+                                "add\n"
+                                "relu\n"
+                                "maxpool size=2\n"
+                                "flatten\n"
+                                "dense units=64 activation=relu\n"
+                                "residual\n"
+                                "dense units=64 activation=gelu\n"
+                                "residual\n"
+                                "layernorm\n"
+                                "dense units=64\n"
+                                "add\n"
+                                "add\n"
+                                "dense units=10\n"
+                                "softmax_cross_entropy\n";
+    expect_shared_gpu_matches_cpu(model);
 }
 
 /* Clipping by the norm of all the stages' gradients (square_sum on each
@@ -445,6 +478,7 @@ int main(void) {
                                        cmocka_unit_test(test_recording_staged_on_gpu),
                                        cmocka_unit_test(test_conv_workspace_limit_on_gpu),
                                        cmocka_unit_test(test_new_layers_match_cpu),
+                                       cmocka_unit_test(test_residual_blocks_match_cpu),
                                        cmocka_unit_test(test_clipping_matches_cpu)};
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     bg_topology_destroy(live);

@@ -1022,6 +1022,124 @@ static void test_lookalikes_and_hints(void **state) {
                  "per class");
 }
 
+/* ---- residual blocks ----------------------------------------------------- */
+
+/* A block over an image and two nested over vectors: each residual and add
+ * names its partner, open_blocks counts the blocks around each layer (an
+ * add inside its own, a residual outside its own), shapes pass through,
+ * an add costs a FLOP a value and a residual none, and a stage may start
+ * only outside every block. */
+static void test_residual_blocks(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse_ok("input channels=2 height=6 width=6\n"
+                                     "residual\n" /* 0 */
+                                     "conv2d filters=2 kernel=3 padding=same activation=relu\n"
+                                     "conv2d filters=2 kernel=3 padding=same\n" /* 3 */
+                                     "add\n"                                    /* 4 */
+                                     "flatten\n"                                /* 5 */
+                                     "dense units=8\n"                          /* 6 */
+                                     "residual\n"                               /* 7 */
+                                     "dense units=8 activation=tanh\n"          /* 8, 9 */
+                                     "residual\n"                               /* 10 */
+                                     "layernorm\n"                              /* 11 */
+                                     "add\n"                                    /* 12 */
+                                     "add\n"                                    /* 13 */
+                                     "dense units=3\n"                          /* 14 */
+                                     "softmax_cross_entropy\n");
+    assert_int_equal(spec->num_layers, 16);
+    const bg_layer_spec_t *l = spec->layers;
+    static const int partner[16] = {4, -1, -1, -1, 0, -1, -1, 13, -1, -1, 12, -1, 10, 7, -1, -1};
+    static const int open[16] = {0, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 2, 2, 1, 0, 0};
+    static const int cut[16] = {-1, 0, 0, 0, 0, -1, -1, -1, 7, 7, 7, 7, 7, 7, -1, -1};
+    for (int i = 0; i < 16; i++) {
+        if (l[i].partner != partner[i]) fail_msg("layer %d: partner %d", i, l[i].partner);
+        if (l[i].open_blocks != open[i]) fail_msg("layer %d: open_blocks %d", i, l[i].open_blocks);
+        if (bg_model_spec_block_cut(spec, i) != cut[i])
+            fail_msg("layer %d: block cut %d", i, bg_model_spec_block_cut(spec, i));
+    }
+    assert_int_equal(bg_model_spec_block_cut(spec, 16), -1); /* the end */
+    assert_int_equal(l[0].kind, BG_LAYER_RESIDUAL);
+    assert_int_equal(l[4].kind, BG_LAYER_ADD);
+    assert_shape(l[0].out, 2, 6, 6);
+    assert_shape(l[4].in, 2, 6, 6);
+    assert_shape(l[4].out, 2, 6, 6);
+    assert_shape(l[13].out, 8, 1, 1);
+    assert_int_equal(l[0].flops, 0);
+    assert_int_equal(l[4].flops, 72);
+    assert_int_equal(l[13].flops, 8);
+    assert_int_equal(l[0].params + l[4].params, 0);
+    assert_int_equal(l[4].in_image, 1);
+    assert_int_equal(l[13].in_image, 0);
+    assert_string_equal(bg_layer_kind_name(BG_LAYER_RESIDUAL), "residual");
+    assert_string_equal(bg_layer_kind_name(BG_LAYER_ADD), "add");
+
+    /* --split: outside the blocks only, naming the block and where to cut. */
+    int first[4]; /* each stage's first layer, then the layer count */
+    const int good[] = {5, 14};
+    assert_int_equal(bg_model_spec_check_split(spec, 3, good, first), BG_OK);
+    assert_int_equal(first[1], 5);
+    assert_int_equal(first[3], 16);
+    const int inside[] = {5, 11};
+    assert_int_equal(bg_model_spec_check_split(spec, 3, inside, NULL), BG_ERR_INVALID);
+    assert_string_equal(bg_error_message(),
+                        "--split: stage 2 would start at layer 11, inside the residual block of "
+                        "layers 7..13 (lines 8..13), whose add needs the block's input on the "
+                        "same stage; start it at layer 7 or 14");
+    const int add[] = {4};
+    assert_int_equal(bg_model_spec_check_split(spec, 2, add, NULL), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "block of layers 0..4 (lines 2..5)"));
+    bg_model_spec_destroy(spec);
+
+    /* The structure is in the fingerprint: the same layers, blocks apart. */
+    const uint64_t nested = fingerprint_of("input channels=4 height=1 width=1\n"
+                                           "residual\nrelu\nresidual\ntanh\nadd\nadd\n"
+                                           "dense units=2\nsoftmax_cross_entropy\n");
+    const uint64_t apart = fingerprint_of("input channels=4 height=1 width=1\n"
+                                          "residual\nrelu\nadd\nresidual\ntanh\nadd\n"
+                                          "dense units=2\nsoftmax_cross_entropy\n");
+    assert_true(nested != apart);
+}
+
+static void test_error_residual_blocks(void **state) {
+    (void)state;
+    expect_error("input channels=4 height=1 width=1\nrelu\nadd\n",
+                 "spec:3:1: 'add' with no residual block open; write 'residual' where the "
+                 "block starts, and its input is what add adds");
+    expect_error("input channels=4 height=1 width=1\nresidual\nrelu\nadd\nadd\n",
+                 "spec:5:1: 'add' with no residual block open; write 'residual' where the "
+                 "block starts, and its input is what add adds");
+    expect_error("input channels=4 height=1 width=1\nrelu\nresidual # x\nadd\n",
+                 "spec:4:1: empty residual block (line 3): 'add' would only double its input; "
+                 "put the block's layers between 'residual' and 'add'");
+    expect_error("input channels=4 height=1 width=1\nresidual\ndense units=5\nadd\n",
+                 "spec:4:1: 'add' needs the block's output the shape of its input: the block "
+                 "from 'residual' at line 2 takes a vector of 4 values and ends with a vector "
+                 "of 5 values");
+    expect_error(MNIST_INPUT "residual\nconv2d filters=1 kernel=3\nadd\n",
+                 "spec:4:1: 'add' needs the block's output the shape of its input: the block "
+                 "from 'residual' at line 2 takes a 1x28x28 image and ends with a 1x26x26 "
+                 "image");
+    /* The same values, but an image against a vector. */
+    expect_error("input channels=4 height=2 width=2\nresidual\nflatten\ndense units=16\nadd\n",
+                 "spec:5:1: 'add' needs the block's output the shape of its input: the block "
+                 "from 'residual' at line 2 takes a 4x2x2 image and ends with a vector of 16 "
+                 "values");
+    expect_error("input channels=4 height=1 width=1\nresidual\nconv2d filters=4 kernel=1\n"
+                 "flatten\nadd\n",
+                 "spec:5:1: 'add' needs the block's output the shape of its input: the block "
+                 "from 'residual' at line 2 takes a 4x1x1 image and ends with a vector of 4 "
+                 "values");
+    expect_error("input channels=4 height=1 width=1\nresidual\nresidual\nrelu\nadd\n"
+                 "softmax_cross_entropy\n",
+                 "spec:6:1: softmax_cross_entropy inside the residual block opened at line 2; "
+                 "close the block with 'add' before the loss");
+    expect_error("input channels=4 height=1 width=1\nresidual\nrelu\n",
+                 "spec:3:1: missing final softmax_cross_entropy (the model must end with the "
+                 "loss layer)");
+    expect_error("input channels=4 height=1 width=1\nresidual size=2\n",
+                 "spec:2:10: unknown option 'size' for residual (it takes no options)");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookalikes_and_hints),
@@ -1071,6 +1189,8 @@ int main(void) {
         cmocka_unit_test(test_error_loss_needs_flat_input),
         cmocka_unit_test(test_images_and_vectors),
         cmocka_unit_test(test_error_layer_too_large),
+        cmocka_unit_test(test_residual_blocks),
+        cmocka_unit_test(test_error_residual_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,10 @@
 /* The placement planner: the dynamic programme against a brute force over
  * every contiguous split on random instances (random models, devices,
  * capacities, links and stash slots), infeasible instances reported with
- * the smallest worst overflow, the memory model against the bytes real
- * stages and pipelines allocate, and the device order against a brute force
- * over permutations. */
+ * the smallest worst overflow, models with residual blocks (no stage may
+ * start inside one), the memory model against the bytes real stages and
+ * pipelines allocate, and the device order against a brute force over
+ * permutations. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -86,6 +87,102 @@ static bg_model_spec_t *random_model(bg_rng_t *rng, int scale) {
     return parse(text);
 }
 
+/* The residual blocks open where layer `layer` takes its input, counted
+ * from the layer kinds alone (residuals before it less adds before it), as
+ * the tests' own account of where a stage may start: only where it is 0. */
+static int blocks_open_before(const bg_model_spec_t *spec, int layer) {
+    int open = 0;
+    for (int i = 0; i < layer; i++)
+        open += spec->layers[i].kind == BG_LAYER_RESIDUAL ? 1
+                : spec->layers[i].kind == BG_LAYER_ADD    ? -1
+                                                          : 0;
+    return open;
+}
+
+/* The deepest nesting of blocks among layers [first, last): a stage on
+ * them keeps a skip gradient for each depth. */
+static int deepest_blocks(const bg_model_spec_t *spec, int first, int last) {
+    int deepest = 0;
+    for (int i = first; i < last; i++)
+        if (blocks_open_before(spec, i) > deepest) deepest = blocks_open_before(spec, i);
+    return deepest;
+}
+
+/* A random model with residual blocks (6 to about 30 layers at scale 1):
+ * an image, sometimes a block right at the input (its residual layer 0),
+ * sometimes a block of two convolutions (its channels those of the input,
+ * padded to keep the shape), sometimes a pool, a flatten and a dense layer
+ * of 12, then a random run of residuals (nested up to 3 deep), adds
+ * closing the innermost block (never an empty one), dense layers of 12
+ * (which keep the shape inside a block) and elementwise layers (after an
+ * add too: relu may then run in place); the blocks still open are closed,
+ * sometimes a last block ends right before the classifier, and the loss.
+ * Every model parses (parse asserts it). */
+static bg_model_spec_t *random_residual_model(bg_rng_t *rng, int scale) {
+    int turn = (int)bg_rng_below(rng, 6);
+    char text[8192];
+    const int channels = 1 + (int)bg_rng_below(rng, 3);
+    int64_t hw = 4 + (int64_t)bg_rng_below(rng, 5);
+    int at = snprintf(text, sizeof text, "input channels=%d height=%lld width=%lld\n", channels,
+                      (long long)hw, (long long)hw);
+    if (bg_rng_below(rng, 4) == 0)
+        at += snprintf(text + at, sizeof text - (size_t)at,
+                       "residual\nconv2d filters=%d kernel=3 padding=same\n%sadd\n", channels,
+                       next_elementwise(&turn, hw, 0));
+    if (bg_rng_below(rng, 2))
+        at += snprintf(text + at, sizeof text - (size_t)at,
+                       "residual\nconv2d filters=%d kernel=3 padding=same activation=relu\n"
+                       "conv2d filters=%d kernel=3 padding=same\nadd\n%s",
+                       channels, channels, bg_rng_below(rng, 2) ? "relu\n" : "");
+    if (bg_rng_below(rng, 2)) {
+        at += snprintf(text + at, sizeof text - (size_t)at, "%s size=2\n",
+                       bg_rng_below(rng, 2) ? "maxpool" : "avgpool");
+        hw /= 2;
+    }
+    at += snprintf(text + at, sizeof text - (size_t)at, "flatten\ndense units=12\n");
+    /* open: blocks open; opened: the last line opened one (add must wait);
+     * added: the last line closed one. */
+    int open = 0, opened = 0, added = 0;
+    const int steps = 2 + (int)bg_rng_below(rng, (uint64_t)(8 * scale));
+    for (int i = 0; i < steps; i++) {
+        const uint64_t pick = bg_rng_below(rng, 4);
+        if (pick == 0 && open < 3) {
+            at += snprintf(text + at, sizeof text - (size_t)at, "residual\n");
+            open++;
+            opened = 1;
+            added = 0;
+            continue;
+        }
+        if (pick == 1 && open > 0 && !opened) {
+            at += snprintf(text + at, sizeof text - (size_t)at, "add\n");
+            open--;
+            added = 1;
+            continue;
+        }
+        if (pick == 2)
+            at += snprintf(text + at, sizeof text - (size_t)at, "dense units=12%s\n",
+                           bg_rng_below(rng, 3) == 0 ? " activation=relu" : "");
+        else
+            at +=
+                snprintf(text + at, sizeof text - (size_t)at, "%s", next_elementwise(&turn, hw, 1));
+        opened = added = 0;
+    }
+    for (; open > 0; open--) {
+        if (opened)
+            at +=
+                snprintf(text + at, sizeof text - (size_t)at, "%s", next_elementwise(&turn, hw, 1));
+        at += snprintf(text + at, sizeof text - (size_t)at, "add\n");
+        opened = 0;
+        added = 1;
+    }
+    if (!added && bg_rng_below(rng, 2))
+        at += snprintf(text + at, sizeof text - (size_t)at, "residual\n%sadd\n",
+                       bg_rng_below(rng, 2) ? "dense units=12\n" : next_elementwise(&turn, hw, 1));
+    snprintf(text + at, sizeof text - (size_t)at, "dense units=%d\nsoftmax_cross_entropy\n",
+             2 + (int)bg_rng_below(rng, 4));
+    return parse(text);
+}
+
 static void random_cost_config(bg_rng_t *rng, bg_cost_config_t *cfg) {
     cfg->batch = 1 + (int64_t)bg_rng_below(rng, 16);
     cfg->microbatches = 1 + (int)bg_rng_below(rng, (uint64_t)(cfg->batch < 4 ? cfg->batch : 4));
@@ -151,7 +248,8 @@ static void check_per_device(const bg_partition_config_t *cfg, const int *first,
     bg_partition_destroy(q);
 }
 
-/* Visits every split of layers [from, n) into stages s..S-1. */
+/* Visits every split of layers [from, n) into stages s..S-1 that starts no
+ * stage inside a residual block (without blocks: every split). */
 static void brute_force(const bg_partition_config_t *cfg, int *first, int s, int stages, int n,
                         brute_t *b) {
     if (s == stages) {
@@ -173,6 +271,7 @@ static void brute_force(const bg_partition_config_t *cfg, int *first, int s, int
         return;
     }
     for (int i = first[s - 1] + 1; i <= n - (stages - s); i++) {
+        if (bg_cost_model_cut_index(cfg->model, i) < 0) continue;
         first[s] = i;
         brute_force(cfg, first, s + 1, stages, n, b);
     }
@@ -239,6 +338,20 @@ static void reference_split(const bg_partition_config_t *cfg, int stages, int n,
     }
 }
 
+/* Every stage of a planned split starts outside the residual blocks: at a
+ * layer bg_model_spec_block_cut allows, where no block is open by the
+ * layers' own count, and at one of the cost model's boundaries (a stage
+ * starting inside a block would cut its add from the input it adds). */
+static void check_legal_starts(const bg_partition_config_t *cfg, const bg_partition_t *p) {
+    const bg_model_spec_t *spec = bg_cost_model_config(cfg->model)->spec;
+    for (int s = 0; s < p->stages; s++) {
+        const int first = p->stage[s].first_layer;
+        assert_true(bg_model_spec_block_cut(spec, first) < 0);
+        assert_int_equal(blocks_open_before(spec, first), 0);
+        assert_true(bg_cost_model_cut_index(cfg->model, first) >= 0);
+    }
+}
+
 /* The least-total objective on the same instance: its total is the brute
  * force's (up to rounding: the programme ranks starts by sums taken in
  * another order), no larger than the slowest-stage split's, and when
@@ -249,6 +362,7 @@ static void check_least_total(const bg_partition_config_t *cfg, const bg_partiti
     pc.objective = BG_PARTITION_LEAST_TOTAL;
     bg_partition_t *p = NULL;
     assert_int_equal(bg_partition_create(&pc, &p), BG_OK);
+    check_legal_starts(cfg, p);
     assert_int_equal(p->fits, b->any_fits);
     if (b->any_fits) {
         assert_true(fabs(p->total_s - b->best_total) <= 1e-12 * b->best_total);
@@ -285,6 +399,7 @@ static int check_least_step(const bg_partition_config_t *cfg, const bg_partition
     pc.objective = BG_PARTITION_LEAST_STEP;
     bg_partition_t *p = NULL, *total = NULL;
     assert_int_equal(bg_partition_create(&pc, &p), BG_OK);
+    check_legal_starts(cfg, p);
     assert_int_equal(p->fits, b->any_fits);
     int beats_both = 0;
     if (b->any_fits) {
@@ -299,6 +414,7 @@ static int check_least_step(const bg_partition_config_t *cfg, const bg_partition
         bg_partition_t *near = NULL;
         pc.step_tolerance = 1e-3;
         assert_int_equal(bg_partition_create(&pc, &near), BG_OK);
+        check_legal_starts(cfg, near);
         assert_true(bg_partition_step_seconds(near, cfg) <=
                     (cfg->chunks == 1 ? b->best_step : step) * (1 + 1e-3 + 1e-12));
         bg_partition_destroy(near);
@@ -312,6 +428,7 @@ static int check_least_step(const bg_partition_config_t *cfg, const bg_partition
         pc.slowest = NULL;
         pc.objective = BG_PARTITION_LEAST_TOTAL;
         assert_int_equal(bg_partition_create(&pc, &total), BG_OK);
+        check_legal_starts(cfg, total);
         const double least =
             fmin(bg_partition_step_seconds(slowest, cfg), bg_partition_step_seconds(total, cfg));
         beats_both = step < least * (1 - 1e-9);
@@ -325,14 +442,19 @@ static int check_least_step(const bg_partition_config_t *cfg, const bg_partition
 
 /* Sets each device's capacity to what its stages of a random split need,
  * give or take 3%: capacities that admit that split or nearly, and few
- * others. */
-static void tight_capacities(bg_rng_t *rng, const bg_partition_config_t *pc, int n,
+ * others. The split starts stages only where the cost model allows
+ * (bg_cost_model_cuts: without residual blocks, at every layer). */
+static void tight_capacities(bg_rng_t *rng, const bg_partition_config_t *pc,
                              bg_cost_device_t *dev) {
     const int stages = pc->devices * pc->chunks;
-    int first[MAX_STAGES] = {0};
-    for (int s = 1; s < stages; s++) { /* a random increasing split */
-        const int room = n - (stages - s) - first[s - 1];
-        first[s] = first[s - 1] + 1 + (int)bg_rng_below(rng, (uint64_t)room);
+    int count = 0;
+    const int *cut = bg_cost_model_cuts(pc->model, &count);
+    const int units = count - 1;
+    int unit[MAX_STAGES] = {0}, first[MAX_STAGES] = {0};
+    for (int s = 1; s < stages; s++) { /* a random increasing split of the units */
+        const int room = units - (stages - s) - unit[s - 1];
+        unit[s] = unit[s - 1] + 1 + (int)bg_rng_below(rng, (uint64_t)room);
+        first[s] = cut[unit[s]];
     }
     for (int d = 0; d < pc->devices; d++) dev[d].memory_bytes = 0;
     bg_partition_t *p = NULL;
@@ -346,30 +468,138 @@ static void tight_capacities(bg_rng_t *rng, const bg_partition_config_t *pc, int
     bg_partition_destroy(p);
 }
 
-/* `count` random instances of models at `scale` (random_model) into up to
- * `most_stages` stages, with capacities around the whole model's peak or,
- * with caps_of_stages, tight_capacities: the programme's bottleneck (or
- * smallest overflow) is the brute force's, and so are the least total
- * (check_least_total) and the least step (check_least_step). At least
- * least_feasible instances must fit and least_infeasible not, so that both
- * kinds are exercised, and in least_inside_wins the least step must beat
- * both ends of the front. */
+/* The cost model's boundaries (bg_cost_model_cuts, in order, indexed by
+ * bg_cost_model_cut_index) are 0, the layer count and exactly the layers
+ * where the layers' own count has no block open, and those are the layers
+ * bg_model_spec_block_cut allows; a layer it refuses names the residual
+ * opening the outermost block around it (one opened with none open,
+ * before the layer, its add at or after it). Returns the units. */
+static int check_cuts(const bg_cost_model_t *model, const bg_model_spec_t *spec) {
+    const int n = spec->num_layers;
+    int count = 0, legal = 0;
+    const int *cut = bg_cost_model_cuts(model, &count);
+    for (int l = 0; l <= n; l++) {
+        const int allowed = l == 0 || l == n || blocks_open_before(spec, l) == 0;
+        const int index = bg_cost_model_cut_index(model, l);
+        assert_int_equal(index >= 0, allowed);
+        if (allowed) {
+            assert_int_equal(index, legal);
+            assert_int_equal(cut[legal], l);
+            legal++;
+        }
+        const int r = bg_model_spec_block_cut(spec, l);
+        assert_int_equal(r >= 0, !allowed);
+        if (r >= 0) {
+            assert_int_equal(spec->layers[r].kind, BG_LAYER_RESIDUAL);
+            assert_int_equal(blocks_open_before(spec, r), 0);
+            assert_true(r < l && spec->layers[r].partner >= l);
+        }
+    }
+    assert_int_equal(count, legal);
+    return count - 1;
+}
+
+/* One boundary of p's split moved to the first layer inside a block
+ * between its neighbours: bg_partition_evaluate refuses the split, naming
+ * the stage and the layer. Returns 1 when some boundary could be moved. */
+static int check_refused_inside(const bg_partition_config_t *cfg, const bg_partition_t *p) {
+    const bg_model_spec_t *spec = bg_cost_model_config(cfg->model)->spec;
+    int first[MAX_STAGES];
+    for (int s = 0; s < p->stages; s++) first[s] = p->stage[s].first_layer;
+    for (int s = 1; s < p->stages; s++) {
+        const int end = s + 1 < p->stages ? first[s + 1] : spec->num_layers;
+        for (int l = first[s - 1] + 1; l < end; l++) {
+            if (bg_model_spec_block_cut(spec, l) < 0) continue;
+            first[s] = l;
+            bg_partition_t *q = NULL;
+            assert_int_equal(bg_partition_evaluate(cfg, first, &q), BG_ERR_INVALID);
+            assert_null(q);
+            char want[96];
+            snprintf(want, sizeof want,
+                     "split: stage %d would start at layer %d, inside a residual block", s, l);
+            assert_non_null(strstr(bg_error_message(), want));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* As many stages as the model has units (a CPU core each): each stage one
+ * unit, from each boundary; one stage more is refused, and where the
+ * layers alone would have room for it, the message names the blocks. */
+static void check_most_stages(const bg_cost_model_t *model, int units, int n) {
+    bg_cost_device_t many[128];
+    assert_true(units + 1 <= 128);
+    for (int d = 0; d <= units; d++) many[d] = (bg_cost_device_t)BG_COST_DEVICE_CPU_CORE_INIT;
+    int count = 0;
+    const int *cut = bg_cost_model_cuts(model, &count);
+    bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
+    pc.model = model;
+    pc.device = many;
+    pc.devices = units;
+    bg_partition_t *p = NULL;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_OK);
+    assert_int_equal(p->stages, units);
+    for (int s = 0; s < units; s++) {
+        assert_int_equal(p->stage[s].first_layer, cut[s]);
+        assert_int_equal(p->stage[s].last_layer, cut[s + 1]);
+    }
+    bg_partition_destroy(p);
+    p = NULL;
+    pc.devices = units + 1;
+    assert_int_equal(bg_partition_create(&pc, &p), BG_ERR_INVALID);
+    assert_null(p);
+    if (units < n) {
+        char want[96];
+        snprintf(want, sizeof want, "%d stages but the model has only %d places to start one",
+                 units + 1, units);
+        assert_non_null(strstr(bg_error_message(), want));
+    }
+}
+
+/* With residual models (check_against_brute_force's `residual`): the
+ * models that had a block, and the planned splits a boundary of which
+ * could be moved inside one (check_refused_inside). */
+static int blocked_models, refused_splits;
+
+/* `count` random instances of models at `scale` (random_model, or with
+ * `residual` random_residual_model) into up to `most_stages` stages (and
+ * no more than the model's units), with capacities around the whole
+ * model's peak or, with caps_of_stages, tight_capacities: the programme's
+ * bottleneck (or smallest overflow) is the brute force's, and so are the
+ * least total (check_least_total) and the least step (check_least_step);
+ * every stage of the three starts outside the residual blocks
+ * (check_legal_starts). Without blocks the split is also the plain
+ * programme's (reference_split, whose one-layer stages would cut blocks);
+ * with them the boundaries are checked (check_cuts), a split into a block
+ * is refused (check_refused_inside), and so is a stage more than the units
+ * (check_most_stages). At least least_feasible instances must fit and
+ * least_infeasible not, so that both kinds are exercised, and in
+ * least_inside_wins the least step must beat both ends of the front. */
 static void check_against_brute_force(uint64_t seed, int count, int scale, int most_stages,
                                       int caps_of_stages, int least_feasible, int least_infeasible,
-                                      int least_inside_wins) {
+                                      int least_inside_wins, int residual) {
     int feasible = 0, infeasible = 0, inside_wins = 0;
     bg_rng_t rng, gpu_rng;
     bg_rng_seed(&rng, seed, 7);
     bg_rng_seed(&gpu_rng, seed, 8);
     for (int instance = 0; instance < count; instance++) {
-        bg_model_spec_t *spec = random_model(&rng, scale);
+        bg_model_spec_t *spec =
+            residual ? random_residual_model(&rng, scale) : random_model(&rng, scale);
         bg_cost_config_t cc = BG_COST_CONFIG_INIT;
         cc.spec = spec;
         random_cost_config(&rng, &cc);
         bg_cost_model_t *model = NULL;
         assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
 
-        int n = spec->num_layers, max_stages = n < most_stages ? n : most_stages;
+        /* Without blocks the units are the layers. */
+        const int n = spec->num_layers, units = check_cuts(model, spec);
+        assert_true(residual || units == n);
+        if (residual) {
+            blocked_models += units < n;
+            check_most_stages(model, units, n);
+        }
+        int max_stages = units < most_stages ? units : most_stages;
         int stages = 1 + (int)bg_rng_below(&rng, (uint64_t)max_stages);
         int chunks = stages % 2 == 0 && bg_rng_below(&rng, 3) == 0 ? 2 : 1;
         if (chunked_only && max_stages >= 2) {
@@ -414,7 +644,7 @@ static void check_against_brute_force(uint64_t seed, int count, int scale, int m
         pc.device = dev;
         pc.links = bg_rng_below(&rng, 4) == 0 ? NULL : links;
         pc.stash_slots = slots;
-        if (caps_of_stages) tight_capacities(&rng, &pc, n, dev);
+        if (caps_of_stages) tight_capacities(&rng, &pc, dev);
         bg_partition_t *p = NULL;
         assert_int_equal(bg_partition_create(&pc, &p), BG_OK);
         assert_int_equal(p->stages, stages);
@@ -422,11 +652,16 @@ static void check_against_brute_force(uint64_t seed, int count, int scale, int m
         assert_int_equal(p->stage[stages - 1].last_layer, n);
         for (int s = 1; s < stages; s++)
             assert_int_equal(p->stage[s].first_layer, p->stage[s - 1].last_layer);
+        check_legal_starts(&pc, p);
 
-        /* The same split as the plain programme, ties included. */
-        int want[MAX_STAGES];
-        reference_split(&pc, stages, n, want);
-        for (int s = 0; s < stages; s++) assert_int_equal(p->stage[s].first_layer, want[s]);
+        if (residual) {
+            refused_splits += check_refused_inside(&pc, p);
+        } else {
+            /* The same split as the plain programme, ties included. */
+            int want[MAX_STAGES];
+            reference_split(&pc, stages, n, want);
+            for (int s = 0; s < stages; s++) assert_int_equal(p->stage[s].first_layer, want[s]);
+        }
 
         int first[MAX_STAGES] = {0};
         brute_t b = {.any_fits = 0,
@@ -467,14 +702,14 @@ static void check_against_brute_force(uint64_t seed, int count, int scale, int m
     assert_true(feasible >= least_feasible);
     assert_true(infeasible >= least_infeasible);
     /* Some instances' least step lies inside the front, not at its ends. */
-    print_message("inside wins %d\n", inside_wins);
+    print_message("feasible %d infeasible %d inside wins %d\n", feasible, infeasible, inside_wins);
     assert_true(inside_wins >= least_inside_wins);
 }
 
 static void test_dp_equals_brute_force(void **state) {
     (void)state;
     /* 9 of these 500 instances have their least step inside the front. */
-    check_against_brute_force(2024, 500, 1, MAX_STAGES, 0, 50, 30, 8);
+    check_against_brute_force(2024, 500, 1, MAX_STAGES, 0, 50, 30, 8, 0);
 }
 
 /* Deeper models (up to 39 layers, many of them relus whose stage times
@@ -482,7 +717,7 @@ static void test_dp_equals_brute_force(void **state) {
  * rows, over which its search jumps. */
 static void test_dp_equals_brute_force_deeper(void **state) {
     (void)state;
-    check_against_brute_force(77, 150, 4, 4, 0, 20, 10, 5);
+    check_against_brute_force(77, 150, 4, 4, 0, 20, 10, 5, 0);
 }
 
 /* Capacities at what the stages of a random split need (tight_capacities):
@@ -492,7 +727,7 @@ static void test_dp_equals_brute_force_deeper(void **state) {
  * tests above but fails this one). */
 static void test_dp_equals_brute_force_tight_memory(void **state) {
     (void)state;
-    check_against_brute_force(31, 1000, 2, MAX_STAGES, 1, 200, 300, 10);
+    check_against_brute_force(31, 1000, 2, MAX_STAGES, 1, 200, 300, 10, 0);
 }
 
 /* Two stages a device: the least step's split balances each device's two
@@ -503,10 +738,30 @@ static void test_least_step_two_chunks(void **state) {
     (void)state;
     chunked_only = 1;
     chunked_fits = chunked_optimal = 0;
-    check_against_brute_force(5, 1500, 2, MAX_STAGES, 0, 0, 0, 0);
+    check_against_brute_force(5, 1500, 2, MAX_STAGES, 0, 0, 0, 0, 0);
     chunked_only = 0;
     assert_true(chunked_fits >= 200);
     assert_true(chunked_optimal >= 0.9 * chunked_fits);
+}
+
+/* Models with residual blocks (random_residual_model): the programme runs
+ * over units, so its splits (every objective) start no stage inside a
+ * block, and its bottleneck, fit, overflow, least total and least step are
+ * the brute force's over the splits that start none there; a split into a
+ * block is refused, and so are more stages than units. Into up to 5
+ * stages, capacities around the whole model's peak and then those of a
+ * random split (tight_capacities). */
+static void test_dp_keeps_residual_blocks_whole(void **state) {
+    (void)state;
+    blocked_models = refused_splits = 0;
+    /* 69 fit, 181 do not, 5 least steps inside the front. */
+    check_against_brute_force(404, 250, 1, MAX_STAGES, 0, 50, 130, 3, 1);
+    /* Longer runs of blocks (scale 2), tight capacities: 83, 167 and 3. */
+    check_against_brute_force(405, 250, 2, MAX_STAGES, 1, 60, 120, 2, 1);
+    /* 483 of the 500 models have a block, and for 378 a boundary of the
+     * split could be moved into one. */
+    assert_true(blocked_models >= 450);
+    assert_true(refused_splits >= 300);
 }
 
 /* ---- the memory model against real stages ---- */
@@ -521,7 +776,12 @@ static void expect_same_memory(const bg_cost_memory_t *want, const bg_stage_memo
     assert_int_equal(want->workspace, got->workspace);
 }
 
-static void check_stages_of(bg_model_spec_t *spec, bg_rng_t *rng, bg_dtype_t dtype) {
+/* A random stage of `spec`, from and to boundaries where a stage may start
+ * or end (bg_model_spec_block_cut; without blocks, any), priced by the cost
+ * model and allocated by bg_stage_create: the same bytes, part by part
+ * (with blocks: a skip gradient for each depth of nesting in the stage,
+ * in buffers). Returns that depth. */
+static int check_stages_of(bg_model_spec_t *spec, bg_rng_t *rng, bg_dtype_t dtype) {
     bg_cost_config_t cc = BG_COST_CONFIG_INIT;
     cc.spec = spec;
     cc.dtype = dtype;
@@ -532,9 +792,14 @@ static void check_stages_of(bg_model_spec_t *spec, bg_rng_t *rng, bg_dtype_t dty
     assert_int_equal(bg_backend_cpu_create(&cpu, &be), BG_OK);
     bg_cost_model_t *model = NULL;
     assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
-    int n = spec->num_layers;
-    int first = (int)bg_rng_below(rng, (uint64_t)n);
-    int last = first + 1 + (int)bg_rng_below(rng, (uint64_t)(n - first));
+    int n = spec->num_layers, bound[64], bounds = 0;
+    assert_true(n < 64);
+    for (int l = 0; l <= n; l++)
+        if (bg_model_spec_block_cut(spec, l) < 0) bound[bounds++] = l;
+    assert_int_equal(bound[bounds - 1], n);
+    const int from = (int)bg_rng_below(rng, (uint64_t)(bounds - 1));
+    const int to = from + 1 + (int)bg_rng_below(rng, (uint64_t)(bounds - 1 - from));
+    const int first = bound[from], last = bound[to];
     bg_cost_stage_t cs = {
         .first_layer = first, .last_layer = last, .stash_slots = 1 + (int)bg_rng_below(rng, 4)};
     bg_stage_config_t sc = BG_STAGE_CONFIG_INIT;
@@ -555,6 +820,7 @@ static void check_stages_of(bg_model_spec_t *spec, bg_rng_t *rng, bg_dtype_t dty
     bg_stage_destroy(stage);
     bg_cost_model_destroy(model);
     bg_backend_destroy(be);
+    return deepest_blocks(spec, first, last);
 }
 
 static void test_memory_matches_stages(void **state) {
@@ -569,6 +835,19 @@ static void test_memory_matches_stages(void **state) {
         check_stages_of(spec, &rng, i % 5 == 0 ? BG_F64 : BG_F32);
         bg_model_spec_destroy(spec);
     }
+    /* Residual models: stages that keep blocks whole, some of them blocks
+     * nested two or three deep (as many skip gradients). */
+    int blocks = 0, nested = 0;
+    for (int i = 0; i < 100; i++) {
+        bg_model_spec_t *spec = random_residual_model(&rng, 1);
+        const int depth = check_stages_of(spec, &rng, i % 5 == 0 ? BG_F64 : BG_F32);
+        blocks += depth >= 1;
+        nested += depth >= 2;
+        bg_model_spec_destroy(spec);
+    }
+    /* 49 of these stages hold a block, 20 blocks nested. */
+    assert_true(blocks >= 35);
+    assert_true(nested >= 12);
 }
 
 /* Whole pipelines: stash slots from the schedule, and the channels. */
@@ -605,6 +884,7 @@ static void check_pipeline(const bg_model_spec_t *spec, const char *devices_text
     for (int s = 0; s < stages; s++) {
         slots[s] = bg_schedule_stash_slots(sched, s);
         first[s] = bg_pipeline_stage_info(pipe, s).first_layer;
+        assert_true(bg_model_spec_block_cut(spec, first[s]) < 0); /* given or balanced */
     }
     for (int d = 0; d < devices.count; d++) dev[d] = (bg_cost_device_t)BG_COST_DEVICE_CPU_CORE_INIT;
     bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
@@ -638,6 +918,62 @@ static void test_memory_matches_pipelines(void **state) {
     check_pipeline(spec, "cpu:2", BG_SCHEDULE_INTERLEAVED, 2, 4, 0, split3);
     check_pipeline(spec, "cpu", BG_SCHEDULE_INTERLEAVED, 2, 3, 1, NULL);
     bg_model_spec_destroy(spec);
+
+    /* With residual blocks: a block of convolutions, three nested over
+     * vectors (a stage holding them keeps three skip gradients). Stages
+     * may start at layers 0, 5..9 and 19..21 only; the given splits do,
+     * and so must the balanced ones (NULL). */
+    spec = parse("input channels=2 height=6 width=6\n"
+                 "residual\n"                                               /* 0 */
+                 "conv2d filters=2 kernel=3 padding=same activation=relu\n" /* 1, 2 */
+                 "conv2d filters=2 kernel=3 padding=same\n"                 /* 3 */
+                 "add\n"                                                    /* 4 */
+                 "relu\n"                                                   /* 5 */
+                 "maxpool size=2\n"                                         /* 6 */
+                 "flatten\n"                                                /* 7 */
+                 "dense units=12\n"                                         /* 8 */
+                 "residual\n"                                               /* 9 */
+                 "dense units=12 activation=tanh\n"                         /* 10, 11 */
+                 "residual\n"                                               /* 12 */
+                 "layernorm\n"                                              /* 13 */
+                 "residual\n"                                               /* 14 */
+                 "relu\n"                                                   /* 15 */
+                 "add\n"                                                    /* 16 */
+                 "add\n"                                                    /* 17 */
+                 "add\n"                                                    /* 18 */
+                 "dropout rate=0.25\n"                                      /* 19 */
+                 "dense units=3\n"                                          /* 20 */
+                 "softmax_cross_entropy\n");
+    assert_int_equal(spec->num_layers, 22);
+    for (int l = 0; l < 22; l++)
+        assert_int_equal(bg_model_spec_block_cut(spec, l) < 0,
+                         l == 0 || (l >= 5 && l <= 9) || l >= 19);
+    assert_int_equal(deepest_blocks(spec, 9, 22), 3);
+    const int nested[] = {9}, conv[] = {5}, three[] = {6, 19}, four[] = {5, 9, 19};
+    check_pipeline(spec, "cpu:2", BG_SCHEDULE_1F1B, 1, 4, 0, nested);
+    check_pipeline(spec, "cpu:2", BG_SCHEDULE_ZB_H1, 1, 4, 1, conv);
+    check_pipeline(spec, "cpu:3", BG_SCHEDULE_GPIPE, 1, 5, 0, three);
+    check_pipeline(spec, "cpu:2", BG_SCHEDULE_INTERLEAVED, 2, 4, 0, four);
+    check_pipeline(spec, "cpu:3", BG_SCHEDULE_ZB_H1, 1, 5, 0, NULL);
+    check_pipeline(spec, "cpu:2", BG_SCHEDULE_GPIPE, 1, 2, 1, NULL);
+    check_pipeline(spec, "cpu", BG_SCHEDULE_INTERLEAVED, 2, 3, 1, NULL);
+    bg_model_spec_destroy(spec);
+
+    /* Random residual models, balanced into 2 or 3 stages (and 2 x 2
+     * interleaved): legal starts, and the bytes of each stage. */
+    static const bg_schedule_kind_t kinds[] = {BG_SCHEDULE_1F1B, BG_SCHEDULE_GPIPE,
+                                               BG_SCHEDULE_ZB_H1};
+    bg_rng_t rng;
+    bg_rng_seed(&rng, 5, 5);
+    for (int i = 0; i < 30; i++) {
+        spec = random_residual_model(&rng, 1 + i % 2);
+        check_pipeline(spec, i % 2 ? "cpu:3" : "cpu:2", kinds[i % 3], 1, 1 + i % 5, (i / 3) % 2,
+                       NULL);
+        if (i % 4 == 0)
+            check_pipeline(spec, "cpu:2", BG_SCHEDULE_INTERLEAVED, 2, 2 + 2 * (i / 4 % 2),
+                           (i / 4) % 2, NULL);
+        bg_model_spec_destroy(spec);
+    }
 }
 
 /* A given split with V = 2 chunks a device, checked per device: the origin
@@ -1057,6 +1393,7 @@ int main(void) {
         cmocka_unit_test(test_dp_equals_brute_force_deeper),
         cmocka_unit_test(test_dp_equals_brute_force_tight_memory),
         cmocka_unit_test(test_least_step_two_chunks),
+        cmocka_unit_test(test_dp_keeps_residual_blocks_whole),
         cmocka_unit_test(test_memory_matches_stages),
         cmocka_unit_test(test_memory_matches_pipelines),
         cmocka_unit_test(test_given_split_per_device),

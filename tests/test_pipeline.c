@@ -241,18 +241,20 @@ static void test_same_m_bit_identical(void **state) {
     free(want);
 }
 
-/* Every cut of f's model into two stages gives one device's bits at M = 4
- * under 1F1B and zb-h1, with and without recompute; and three stages at
- * M = 8 in double match one device at M = 1. Returns one device's weights
- * at M = 4 (the caller frees them). */
+/* Every cut of f's model into two stages (outside its residual blocks)
+ * gives one device's bits at M = 4 under 1F1B and zb-h1, with and without
+ * recompute; and three stages at M = 8 in double match one device at
+ * M = 1. Returns one device's weights at M = 4 (the caller frees them). */
 static float *expect_every_cut_alike(const fixture_t *f) {
     const size_t bytes = sizeof(float) * (size_t)f->spec->total_params;
     const run_config_t one = {BG_SCHEDULE_GPIPE, 1, 1, 4, 0, BG_F32};
     double want_loss;
     float *want = train(f, &one, &want_loss);
     static const bg_schedule_kind_t kinds[] = {BG_SCHEDULE_1F1B, BG_SCHEDULE_ZB_H1};
-    int runs = 0;
+    int runs = 0, cuts = 0;
     for (int split = 1; split < f->spec->num_layers; split++) {
+        if (bg_model_spec_block_cut(f->spec, split) >= 0) continue;
+        cuts++;
         for (int k = 0; k < 2; k++) {
             for (int recompute = 0; recompute <= 1; recompute++) {
                 const run_config_t rc = {kinds[k], 2, 1, 4, recompute, BG_F32};
@@ -268,7 +270,7 @@ static float *expect_every_cut_alike(const fixture_t *f) {
             }
         }
     }
-    assert_int_equal(runs, (f->spec->num_layers - 1) * 2 * 2);
+    assert_int_equal(runs, cuts * 2 * 2);
     const run_config_t three = {BG_SCHEDULE_1F1B, 3, 1, 8, 0, BG_F64};
     double loss;
     float *got = train(f, &three, &loss);
@@ -318,6 +320,65 @@ static void test_activation_and_norm_layers(void **state) {
     for (int i = 0; i < 256; i++) moved += fabsf(want[40 + i] - 1) > 1e-3f;
     if (moved < 200) fail_msg("only %d of layer 2's 256 gammas moved", moved);
     free(want);
+    fixture_destroy(f);
+}
+
+/* Residual blocks: a convolution block at the model's input (whose
+ * residual has no dX to pass on), a relu in place over its add, nested
+ * blocks over vectors with a dropout inside (in place over a gelu), two
+ * adds in a row, and a block right before the classifier. Every cut
+ * between blocks gives one device's bits under 1F1B and zb-h1 (whose W
+ * reads gradients B saved) with and without recompute, and three stages
+ * in double match one device at M = 1. Gradients reached the first
+ * convolution through the blocks. */
+static void test_residual_blocks(void **state) {
+    (void)state;
+    static const char model[] = "input channels=2 height=8 width=8\n"
+                                "residual\n" /* 0 */
+                                "conv2d filters=2 kernel=3 padding=same activation=relu\n"
+                                "conv2d filters=2 kernel=3 padding=same\n"
+                                "add\n"  /* 4 */
+                                "relu\n" /* in place over the add's output */
+                                "maxpool size=2\n"
+                                "flatten\n"
+                                "dense units=12 activation=tanh\n" /* 8, 9 */
+                                "residual\n"                       /* 10 */
+                                "dense units=12 activation=gelu\n"
+                                "dropout rate=0.2\n" /* in place over gelu's */
+                                "residual\n"         /* 14 */
+                                "layernorm\n"
+                                "dense units=12\n"
+                                "add\n" /* 17 */
+                                "add\n" /* 18 */
+                                "residual\n"
+                                "dense units=12 activation=relu\n"
+                                "add\n" /* 22 */
+                                "dense units=5\n"
+                                "softmax_cross_entropy\n";
+    fixture_t *f = fixture_create("residual", model);
+    assert_int_equal(f->spec->num_layers, 25);
+    assert_int_equal(f->spec->layers[18].partner, 10);
+    float *want = expect_every_cut_alike(f);
+    float w0[2 * 2 * 9];
+    float b0[2];
+    bg_layer_init_params(&f->spec->layers[1], 1, 5, w0, b0);
+    int moved = 0;
+    for (int i = 0; i < 36; i++) moved += fabsf(want[i] - w0[i]) > 1e-3f;
+    if (moved < 30) fail_msg("only %d of layer 1's 36 weights moved", moved);
+    free(want);
+    /* The balanced split (no --split) cuts between blocks only: the model
+     * has 10 places a stage may start at, layer 0 included. */
+    int first[10];
+    for (int stages = 2; stages <= 10; stages++) {
+        assert_int_equal(bg_pipeline_balance_split(f->spec, stages, first), BG_OK);
+        for (int s = 1; s < stages; s++) {
+            assert_true(first[s] > first[s - 1]);
+            assert_int_equal(bg_model_spec_block_cut(f->spec, first[s]), -1);
+        }
+    }
+    assert_int_equal(bg_pipeline_balance_split(f->spec, 11, first), BG_ERR_INVALID);
+    assert_string_equal(bg_error_message(), "cannot cut 25 layers into 11 stages: a stage may "
+                                            "not start inside a residual block");
     fixture_destroy(f);
 }
 
@@ -993,6 +1054,7 @@ int main(void) {
         cmocka_unit_test(test_same_m_bit_identical),
         cmocka_unit_test(test_activation_and_norm_layers),
         cmocka_unit_test(test_dropout_layers),
+        cmocka_unit_test(test_residual_blocks),
         cmocka_unit_test(test_clip_grad_norm),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
