@@ -84,7 +84,24 @@ bg_status_t bg_fuzz_model_spec(const uint8_t *data, size_t size) {
         params += l->params;
         flops += l->flops;
         shape = l->out;
+        /* Residual blocks: each end names the other, the add takes the
+         * block's input shape, and a block's layers count it open. */
+        const int open = l->kind == BG_LAYER_RESIDUAL ? l->open_blocks + 1 : l->open_blocks;
+        PROPERTY(i + 1 == spec->num_layers ||
+                     spec->layers[i + 1].open_blocks == open - (l->kind == BG_LAYER_ADD),
+                 "model spec: layer %d's open blocks do not chain", i);
+        if (l->kind == BG_LAYER_RESIDUAL || l->kind == BG_LAYER_ADD) {
+            const int p = l->partner;
+            PROPERTY(p >= 0 && p < spec->num_layers && spec->layers[p].partner == i &&
+                         (l->kind == BG_LAYER_RESIDUAL) == (p > i + 1) &&
+                         shape_equal(spec->layers[p].in, l->in),
+                     "model spec: layer %d's block is not matched", i);
+        } else {
+            PROPERTY(l->partner == -1, "model spec: layer %d has a partner", i);
+        }
     }
+    PROPERTY(spec->layers[0].open_blocks == 0 && last->open_blocks == 0,
+             "model spec: a block open at the ends");
     PROPERTY(params == spec->total_params, "model spec: params %lld, total_params %lld",
              (long long)params, (long long)spec->total_params);
     PROPERTY(flops == spec->total_flops, "model spec: flops %lld, total_flops %lld",
