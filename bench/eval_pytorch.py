@@ -27,8 +27,14 @@ class Residual(nn.Identity):
     """Opens a residual block: Stack keeps its input for the block's Add."""
 
 
+class Shortcut(nn.Identity):
+    """Ends a block's main branch: what follows up to the Add takes the
+    block's input."""
+
+
 class Add(nn.Identity):
-    """Closes the innermost residual block: its output plus the block's input."""
+    """Closes the innermost residual block: its output plus the block's input
+    (with a Shortcut: the main branch's output plus the shortcut branch's)."""
 
 
 class Stack(nn.Sequential):
@@ -36,10 +42,12 @@ class Stack(nn.Sequential):
     blocks."""
 
     def forward(self, x):
-        kept = []
+        kept = []  # per open block: what its Add adds
         for layer in self:
             if isinstance(layer, Residual):
                 kept.append(x)
+            elif isinstance(layer, Shortcut):
+                kept[-1], x = x, kept[-1]
             elif isinstance(layer, Add):
                 x = x + kept.pop()
             else:
@@ -51,6 +59,7 @@ def build(path):
     """The network of the spec at `path` (softmax_cross_entropy left to the
     loss)."""
     layers, shape, image = [], None, True
+    blocks = []  # the input shape of each open residual block
     for line in open(path, encoding="utf-8-sig"):
         words = line.split("#", 1)[0].split()
         if not words:
@@ -87,8 +96,13 @@ def build(path):
             layers.append(nn.Dropout(float(opts.get("rate", 0.5))))
         elif kind == "residual":
             layers.append(Residual())
+            blocks.append((shape, image))
+        elif kind == "shortcut":
+            layers.append(Shortcut())
+            shape, image = blocks[-1]
         elif kind == "add":
             layers.append(Add())
+            blocks.pop()
         elif kind == "softmax_cross_entropy":
             break
         else:

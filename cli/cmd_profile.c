@@ -305,7 +305,8 @@ static void print_zero_times(const bg_model_spec_t *spec) {
                   before_pool =
                       i + 1 < spec->num_layers && spec->layers[i + 1].kind == BG_LAYER_MAXPOOL;
         if (kind == BG_LAYER_FLATTEN) printf("; layer %d (flatten) only reshapes", i);
-        if (kind == BG_LAYER_RESIDUAL) printf("; layer %d (residual)'s fwd hands its input on", i);
+        if (kind == BG_LAYER_RESIDUAL || kind == BG_LAYER_SHORTCUT)
+            printf("; layer %d (%s)'s fwd hands its block's input on", i, bg_layer_kind_name(kind));
         if (kind != BG_LAYER_RELU || !(after_conv || before_pool)) continue;
         printf("; layer %d (relu)'s", i);
         if (after_conv)

@@ -19,7 +19,7 @@ static const char help[] =
 /* The layer's kind and options, indented two spaces for each residual block
  * around it (up to 8), so that blocks read as they nest. */
 static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
-    const int depth = l->open_blocks - (l->kind == BG_LAYER_ADD);
+    const int depth = l->open_blocks - (l->kind == BG_LAYER_ADD || l->kind == BG_LAYER_SHORTCUT);
     const int indent = 2 * (depth < 8 ? depth : 8);
     if ((size_t)indent + 1 >= size) return;
     memset(buf, ' ', (size_t)indent);
@@ -44,6 +44,7 @@ static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
         break;
     }
     case BG_LAYER_RESIDUAL: snprintf(buf, size, "residual (to %d)", l->partner); break;
+    case BG_LAYER_SHORTCUT: snprintf(buf, size, "shortcut (of %d)", l->partner); break;
     case BG_LAYER_ADD: snprintf(buf, size, "add (from %d)", l->partner); break;
     default: snprintf(buf, size, "%s", bg_layer_kind_name(l->kind)); break;
     }
@@ -75,6 +76,7 @@ static bool makes_image(bg_layer_kind_t kind, bool input_image) {
     case BG_LAYER_LAYERNORM:
     case BG_LAYER_DROPOUT:
     case BG_LAYER_RESIDUAL:
+    case BG_LAYER_SHORTCUT:
     case BG_LAYER_ADD: return input_image;
     default: return false;
     }
@@ -113,7 +115,10 @@ int bg_cmd_summary(int argc, char **argv) {
     for (int i = 0; i < spec->num_layers; i++) {
         const bg_layer_spec_t *l = &spec->layers[i];
         describe(l, what, sizeof what);
-        image = makes_image(l->kind, l->in_image > 0);
+        /* A shortcut's output is its block's input again. */
+        const int input_image =
+            l->kind == BG_LAYER_SHORTCUT ? spec->layers[l->partner].in_image : l->in_image;
+        image = makes_image(l->kind, input_image > 0);
         shape_text(l->out, image, shape, sizeof shape);
         printf("%5d  %-22s %-12s %12s %14s %12s\n", i, what, shape,
                bg_cli_group_digits(l->params, params, sizeof params),

@@ -85,7 +85,8 @@ bg_status_t bg_fuzz_model_spec(const uint8_t *data, size_t size) {
         flops += l->flops;
         shape = l->out;
         /* Residual blocks: each end names the other, the add takes the
-         * block's input shape, and a block's layers count it open. */
+         * block's input shape (or the shortcut's, which gives the block's
+         * input back), and a block's layers count it open. */
         const int open = l->kind == BG_LAYER_RESIDUAL ? l->open_blocks + 1 : l->open_blocks;
         PROPERTY(i + 1 == spec->num_layers ||
                      spec->layers[i + 1].open_blocks == open - (l->kind == BG_LAYER_ADD),
@@ -94,10 +95,18 @@ bg_status_t bg_fuzz_model_spec(const uint8_t *data, size_t size) {
             const int p = l->partner;
             PROPERTY(p >= 0 && p < spec->num_layers && spec->layers[p].partner == i &&
                          (l->kind == BG_LAYER_RESIDUAL) == (p > i + 1) &&
-                         shape_equal(spec->layers[p].in, l->in),
+                         (l->shortcut >= 0 || shape_equal(spec->layers[p].in, l->in)),
                      "model spec: layer %d's block is not matched", i);
+        } else if (l->kind == BG_LAYER_SHORTCUT) {
+            const int r = l->partner;
+            PROPERTY(r >= 0 && r < i - 1 && spec->layers[r].kind == BG_LAYER_RESIDUAL &&
+                         spec->layers[r].shortcut == i && l->shortcut == i &&
+                         spec->layers[spec->layers[r].partner].shortcut == i &&
+                         shape_equal(l->out, spec->layers[r].in),
+                     "model spec: layer %d's shortcut is not its block's", i);
         } else {
-            PROPERTY(l->partner == -1, "model spec: layer %d has a partner", i);
+            PROPERTY(l->partner == -1 && l->shortcut == -1, "model spec: layer %d has a partner",
+                     i);
         }
     }
     PROPERTY(spec->layers[0].open_blocks == 0 && last->open_blocks == 0,

@@ -54,7 +54,8 @@ int bg_layer_runs_in_place(const bg_model_spec_t *spec, int index) {
      * read their input, dropout and add neither); max-pool's backward
      * compares its input with its output, and a relu's, tanh's or
      * sigmoid's reads its output: those must keep theirs, and so must a
-     * residual, whose output is its input, kept for its add. */
+     * residual or a shortcut, whose output is the block's input, which
+     * its add or its shortcut branch reads. */
     return before == BG_LAYER_CONV2D || before == BG_LAYER_DENSE || before == BG_LAYER_AVGPOOL ||
            before == BG_LAYER_GELU || before == BG_LAYER_LAYERNORM || before == BG_LAYER_DROPOUT ||
            before == BG_LAYER_ADD;
@@ -137,6 +138,7 @@ bg_status_t bg_layer_forward(const bg_layer_spec_t *spec, bg_backend_t *be,
     case BG_LAYER_FLATTEN: return ops->copy(be, y, x, n * bg_shape_numel(spec->in));
     case BG_LAYER_DROPOUT:  /* bg_layer_dropout, with the stage's mask */
     case BG_LAYER_RESIDUAL: /* the stage's: they pass values between layers */
+    case BG_LAYER_SHORTCUT:
     case BG_LAYER_ADD:
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }
@@ -176,6 +178,7 @@ bg_status_t bg_layer_backward_data(const bg_layer_spec_t *spec, bg_backend_t *be
     case BG_LAYER_FLATTEN: return ops->copy(be, dx, dy, n * bg_shape_numel(spec->in));
     case BG_LAYER_DROPOUT:
     case BG_LAYER_RESIDUAL:
+    case BG_LAYER_SHORTCUT:
     case BG_LAYER_ADD:
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }

@@ -55,7 +55,7 @@ bg_status_t bg_layer_workspace_bytes(const bg_layer_spec_t *spec, bg_backend_t *
 
 /* y = layer(x). x: (n, in.c, in.h, in.w) y: (n, out.c, out.h, out.w).
  * Not for softmax_cross_entropy (see bg_stage_t, which owns the labels),
- * dropout (bg_layer_dropout) or a residual block's residual and add, which
+ * dropout (bg_layer_dropout) or a residual block's residual, shortcut and add, which
  * pass values between the stage's layers (stage_compute.c). */
 bg_status_t bg_layer_forward(const bg_layer_spec_t *spec, bg_backend_t *be,
                              const bg_layer_params_t *p, int64_t n, const void *x, void *y,

@@ -99,6 +99,7 @@ static const layer_def_t layer_defs[] = {
     {"layernorm", false, BG_LAYER_LAYERNORM, NULL, 0},
     LAYER_DEF("dropout", false, BG_LAYER_DROPOUT, dropout_options),
     {"residual", false, BG_LAYER_RESIDUAL, NULL, 0},
+    {"shortcut", false, BG_LAYER_SHORTCUT, NULL, 0},
     {"add", false, BG_LAYER_ADD, NULL, 0},
     {"softmax_cross_entropy", false, BG_LAYER_SOFTMAX_CROSS_ENTROPY, NULL, 0},
 };
@@ -191,6 +192,7 @@ const char *bg_layer_kind_name(bg_layer_kind_t kind) {
     case BG_LAYER_LAYERNORM: return "layernorm";
     case BG_LAYER_DROPOUT: return "dropout";
     case BG_LAYER_RESIDUAL: return "residual";
+    case BG_LAYER_SHORTCUT: return "shortcut";
     case BG_LAYER_ADD: return "add";
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: return "softmax_cross_entropy";
     }
@@ -435,6 +437,7 @@ static bg_status_t append_layer(parser_t *p, const layer_line_t *source, bg_laye
     layer->in = p->shape;
     layer->in_image = p->form == FORM_IMAGE ? 1 : p->form == FORM_VECTOR ? 0 : -1; /* set_form */
     layer->partner = -1;
+    layer->shortcut = -1;
     layer->open_blocks = p->open_blocks;
     *out = layer;
     return BG_OK;
@@ -463,7 +466,8 @@ static bg_status_t finish_layer(parser_t *p, bg_layer_spec_t *layer) {
              checked_mul(out_numel, k2, &layer->flops);
         break;
     case BG_LAYER_FLATTEN:
-    case BG_LAYER_RESIDUAL: break;
+    case BG_LAYER_RESIDUAL:
+    case BG_LAYER_SHORTCUT: break;
     case BG_LAYER_DENSE:
         ok = ok && checked_mul(in_numel, layer->filters, &t) &&
              checked_add(t, layer->filters, &layer->params) && checked_mul(t, 2, &layer->flops);
@@ -627,49 +631,94 @@ static void describe_shape(bg_shape_t shape, int image, char *out, size_t size) 
         snprintf(out, size, "a vector of %" PRId64 " values", shape.c * shape.h * shape.w);
 }
 
-/* `residual` opens a block; `add` closes the innermost one, whose output
- * must have the shape (and be an image or a vector as) its input was. */
+/* The form (FORM_*) a layer's in_image stands for. */
+static int form_of(int in_image) {
+    return in_image == 1 ? FORM_IMAGE : in_image == 0 ? FORM_VECTOR : FORM_EITHER;
+}
+
+/* 1 when the output so far is `want`, of the form of a layer's in_image
+ * `want_image` (an add's operands must match); else 0, with both in words
+ * in now[64] and then[64]. */
+static int same_shape(const parser_t *p, bg_shape_t want, int want_image, char *now, char *then) {
+    const int image = p->form == FORM_IMAGE, was_image = want_image == 1;
+    if (p->shape.c == want.c && p->shape.h == want.h && p->shape.w == want.w &&
+        (p->form == FORM_EITHER || image == was_image))
+        return 1;
+    describe_shape(p->shape, image, now, 64);
+    describe_shape(want, was_image, then, 64);
+    return 0;
+}
+
+/* `residual` opens a block; `shortcut`, optional, ends its main branch and
+ * starts the one its input takes to the add (a projection); `add` closes
+ * the innermost block, adding the main branch's output to the block's input
+ * or to the shortcut branch's output, which must have the same shape (and
+ * be an image or a vector alike). */
 static bg_status_t build_block_layer(parser_t *p, const layer_line_t *source,
                                      bg_layer_kind_t kind) {
     bg_model_spec_t *spec = p->spec;
     const int r = p->open_residual;
-    if (kind == BG_LAYER_ADD) {
-        if (r < 0)
-            return parse_error(p, source->line, source->col,
-                               "'add' with no residual block open; write 'residual' where the "
-                               "block starts, and its input is what add adds");
-        const bg_layer_spec_t *open = &spec->layers[r];
-        if (r == spec->num_layers - 1)
-            return parse_error(p, source->line, source->col,
-                               "empty residual block (line %d): 'add' would only double its "
-                               "input; put the block's layers between 'residual' and 'add'",
-                               open->line);
-        const int image = p->form == FORM_IMAGE, was_image = open->in_image == 1;
-        const bg_shape_t in = open->in;
-        if (p->shape.c != in.c || p->shape.h != in.h || p->shape.w != in.w ||
-            (p->form != FORM_EITHER && image != was_image)) {
-            char now[64], then[64];
-            describe_shape(p->shape, image, now, sizeof now);
-            describe_shape(in, was_image, then, sizeof then);
-            return parse_error(p, source->line, source->col,
-                               "'add' needs the block's output the shape of its input: the "
-                               "block from 'residual' at line %d takes %s and ends with %s",
-                               open->line, then, now);
-        }
-    }
+    const int index = spec->num_layers; /* the layer's, once appended */
+    if (kind != BG_LAYER_RESIDUAL && r < 0)
+        return parse_error(p, source->line, source->col,
+                           "'%s' with no residual block open; write 'residual' where the block "
+                           "starts, and its input is what add adds",
+                           source->def->word);
+    const bg_layer_spec_t *open = r >= 0 ? &spec->layers[r] : NULL;
+    const int cut = open != NULL ? open->shortcut : -1; /* the block's shortcut so far */
+    if (kind == BG_LAYER_SHORTCUT && cut >= 0)
+        return parse_error(p, source->line, source->col,
+                           "a second 'shortcut' in the residual block opened at line %d (the "
+                           "first at line %d); a block has one main branch and one shortcut",
+                           open->line, spec->layers[cut].line);
+    if (kind != BG_LAYER_RESIDUAL && r == index - 1)
+        return parse_error(p, source->line, source->col,
+                           "empty residual block (line %d): put the block's layers between "
+                           "'residual' and '%s'",
+                           open->line, source->def->word);
+    if (kind == BG_LAYER_ADD && cut >= 0 && cut == index - 1)
+        return parse_error(p, source->line, source->col,
+                           "empty shortcut (line %d): put the layers the block's input takes "
+                           "to the add between 'shortcut' and 'add', or leave 'shortcut' out "
+                           "to add the input itself",
+                           spec->layers[cut].line);
+    char now[64], then[64];
+    if (kind == BG_LAYER_ADD && cut < 0 && !same_shape(p, open->in, open->in_image, now, then))
+        return parse_error(p, source->line, source->col,
+                           "'add' needs the block's output the shape of its input: the block "
+                           "from 'residual' at line %d takes %s and ends with %s",
+                           open->line, then, now);
+    if (kind == BG_LAYER_ADD && cut >= 0 &&
+        !same_shape(p, spec->layers[cut].in, spec->layers[cut].in_image, now, then))
+        return parse_error(p, source->line, source->col,
+                           "'add' needs the shortcut's output the shape of the block's: the "
+                           "block from 'residual' at line %d ends with %s at 'shortcut' (line "
+                           "%d), and the shortcut with %s",
+                           open->line, then, spec->layers[cut].line, now);
     bg_layer_spec_t *layer = NULL;
     BG_CHECK(append_layer(p, source, &layer));
     layer->kind = kind;
     layer->out = layer->in;
-    const int index = spec->num_layers - 1;
     if (kind == BG_LAYER_RESIDUAL) {
         layer->partner = r; /* the enclosing block, until the add is found */
         p->open_residual = index;
         p->open_blocks++;
-    } else {
-        p->open_residual = spec->layers[r].partner;
-        spec->layers[r].partner = index;
+    } else if (kind == BG_LAYER_SHORTCUT) {
+        /* From the main branch's output back to the block's input. */
+        bg_layer_spec_t *residual = &spec->layers[r];
         layer->partner = r;
+        layer->shortcut = index;
+        layer->out = residual->in;
+        residual->shortcut = index;
+        p->form = form_of(residual->in_image);
+        p->form_line = residual->line;
+    } else {
+        bg_layer_spec_t *residual = &spec->layers[r];
+        p->open_residual = residual->partner;
+        residual->partner = index;
+        layer->partner = r;
+        layer->shortcut = residual->shortcut;
+        if (layer->shortcut >= 0) spec->layers[layer->shortcut].partner = r;
         p->open_blocks--;
     }
     return finish_layer(p, layer);
@@ -692,6 +741,7 @@ static bg_status_t build_layer(parser_t *p, const layer_line_t *source) {
     case BG_LAYER_DENSE:
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: return build_flat_layer(p, source, def->kind);
     case BG_LAYER_RESIDUAL:
+    case BG_LAYER_SHORTCUT:
     case BG_LAYER_ADD: return build_block_layer(p, source, def->kind);
     case BG_LAYER_FLATTEN:
     case BG_LAYER_RELU:
@@ -828,7 +878,7 @@ static bg_status_t parse_line(parser_t *p, const char *text, size_t length, int 
         return parse_error(p, line, word_col,
                            "unknown layer '%.*s' (expected input, conv2d, maxpool, avgpool, "
                            "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, "
-                           "dropout, residual, add, softmax_cross_entropy)",
+                           "dropout, residual, shortcut, add, softmax_cross_entropy)",
                            token_shown(word_length), word);
     }
     BG_CHECK(check_order(p, def, line, word_col));

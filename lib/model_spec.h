@@ -44,6 +44,7 @@ typedef enum bg_layer_kind {
     BG_LAYER_LAYERNORM,
     BG_LAYER_DROPOUT,
     BG_LAYER_RESIDUAL,
+    BG_LAYER_SHORTCUT,
     BG_LAYER_ADD,
     BG_LAYER_SOFTMAX_CROSS_ENTROPY,
 } bg_layer_kind_t;
@@ -70,11 +71,17 @@ typedef struct bg_layer_spec {
     double rate; /* dropout: the chance that training zeroes a value, [0, 1) */
     /* Residual blocks. `residual` opens one: its output is its input x,
      * which the matching `add` closing the block adds to the block's
-     * output (y = block(x) + x). partner: the index of the matching layer
-     * (-1 for other kinds). open_blocks: how many blocks are open when the
-     * layer's input arrives (a block's residual not counted, its add
-     * counted), so a stage may start at a layer only where it is 0. */
+     * output (y = block(x) + x). A `shortcut` in the block ends its main
+     * branch F and starts a second, G, from x: the add then gives
+     * F(x) + G(x) (a projection where F changes the shape). partner: on a
+     * residual its add, on an add or a shortcut the block's residual (-1
+     * for other kinds); shortcut: on all three the block's shortcut (-1:
+     * none, and for other kinds). open_blocks: how many blocks are open
+     * when the layer's input arrives (a block's residual not counted, its
+     * shortcut and add counted), so a stage may start at a layer only
+     * where it is 0. */
     int partner;
+    int shortcut;
     int open_blocks;
     int64_t params;           /* trainable parameters (weights + biases) */
     int64_t flops;            /* forward FLOPs per sample (multiply-add = 2) */

@@ -247,6 +247,7 @@ static layer_work_t layer_work(const bg_layer_spec_t *l) {
         w.priced = 1;
         break;
     case BG_LAYER_RESIDUAL: /* forward nothing; dX adds the add's dy to the block's */
+    case BG_LAYER_SHORTCUT: /* forward nothing; dX swaps two gradients */
         w.fwd = 0;
         w.dx = (double)values;
         break;
@@ -339,7 +340,7 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         m->backward_ops[i + 1] = m->backward_ops[i] + (weighted ? 2 : 1);
         m->param_elems[i + 1] = m->param_elems[i] + (weighted ? weights + biases : 0);
         int aliases = l->kind == BG_LAYER_FLATTEN || l->kind == BG_LAYER_RESIDUAL ||
-                      bg_layer_runs_in_place(spec, i);
+                      l->kind == BG_LAYER_SHORTCUT || bg_layer_runs_in_place(spec, i);
         m->output_elems[i + 1] = m->output_elems[i] + (aliases ? 0 : out);
         m->weighted_elems[i + 1] = m->weighted_elems[i] + (weighted ? out : 0);
         m->boundary[i] = bg_shape_numel(l->in);

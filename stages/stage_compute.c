@@ -14,6 +14,8 @@ static bg_status_t check_slot(const bg_stage_t *s, int slot, int64_t n) {
 }
 
 void *bg_stage_layer_output(const bg_stage_t *s, const stage_slot_t *slot, int i) {
+    const bg_layer_spec_t *l = stage_layer(s, i);
+    if (l->kind == BG_LAYER_SHORTCUT) return bg_stage_layer_output(s, slot, l->partner - s->first);
     if (stage_layer_aliases(s, i))
         return i > 0 ? bg_stage_layer_output(s, slot, i - 1) : slot->input;
     return s->recompute ? s->work_outputs[i] : slot->outputs[i];
@@ -112,7 +114,7 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, loss_
          * residual (whose add reads its input there), or a relu the conv2d
          * before it did. */
         const int nothing = l->kind == BG_LAYER_FLATTEN || l->kind == BG_LAYER_RESIDUAL ||
-                            convolves_into_relu(s, i - 1);
+                            l->kind == BG_LAYER_SHORTCUT || convolves_into_relu(s, i - 1);
         if (nothing) {
             /* the output is already there */
         } else if (convolves_into_relu(s, i)) {
@@ -128,8 +130,11 @@ static bg_status_t run_forward(bg_stage_t *s, stage_slot_t *sl, int64_t n, loss_
         } else if (l->kind == BG_LAYER_DROPOUT) {
             st = run_dropout(s, sl, i, n, x, y);
         } else if (l->kind == BG_LAYER_ADD) {
-            const void *block_input = bg_stage_layer_output(s, sl, l->partner - s->first);
-            st = s->be->ops->add(s->be, n * bg_shape_numel(l->in), x, block_input, y);
+            /* The block's input, or with a shortcut the main branch's
+             * output, beside the shortcut's input. */
+            const int other = l->shortcut >= 0 ? l->shortcut - 1 : l->partner;
+            st = s->be->ops->add(s->be, n * bg_shape_numel(l->in), x,
+                                 bg_stage_layer_output(s, sl, other - s->first), y);
         } else {
             st = bg_layer_forward(l, s->be, &s->params[i], n, x, y, s->workspace);
         }
@@ -246,6 +251,13 @@ bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double lo
                 continue;
             }
             if (dx != NULL) st = s->be->ops->copy(s->be, dx, dy, n * bg_shape_numel(l->in));
+        } else if (st == BG_OK && l->kind == BG_LAYER_SHORTCUT) {
+            /* The main branch's gradient is the add's dy, kept; the
+             * shortcut branch's (dy) is kept in its place for the residual. */
+            void *kept = s->skip_grads[l->open_blocks - 1];
+            const int64_t count = n * bg_shape_numel(l->in);
+            st = s->be->ops->copy(s->be, dx, kept, count);
+            if (st == BG_OK) st = s->be->ops->copy(s->be, kept, dy, n * bg_shape_numel(l->out));
         } else if (st == BG_OK && l->kind == BG_LAYER_RESIDUAL) {
             if (dx != NULL)
                 st = s->be->ops->add(s->be, n * bg_shape_numel(l->in), dy,

@@ -50,7 +50,10 @@ struct bg_stage {
     void **work_outputs;   /* recompute: per layer outputs shared by all slots */
     void *grad_a, *grad_b; /* ping-pong dL/d(activation) between layers */
     /* Residual blocks: while B runs from a block's add back to its
-     * residual, the add's dy, which the residual adds to the block's dX.
+     * residual, the add's dy, which the residual adds to the block's dX
+     * (with a shortcut: from the add to the shortcut, the add's dy, which
+     * the shortcut hands to the main branch; from there on the shortcut
+     * branch's dX, which the residual adds to the main branch's).
      * One buffer (max_batch, the widest activation) for each depth of
      * nesting (an add's is open_blocks - 1, its residual's open_blocks);
      * skip_depths of them, NULL with none. */
@@ -82,16 +85,19 @@ static inline int stage_layer_has_params(const bg_stage_t *s, int i) {
 
 /* 1 when layer i (of the stage) keeps no output buffer of its own: a
  * flatten (a reshape), a residual (its output is its input, which its add
- * reads), or a relu, tanh, sigmoid or dropout running in place over its
- * predecessor's output (bg_layer_runs_in_place). */
+ * reads) or a shortcut (its output is its block's input again), or a
+ * relu, tanh, sigmoid or dropout running in place over its predecessor's
+ * output (bg_layer_runs_in_place). */
 static inline int stage_layer_aliases(const bg_stage_t *s, int i) {
     const bg_layer_kind_t kind = stage_layer(s, i)->kind;
-    if (kind == BG_LAYER_FLATTEN || kind == BG_LAYER_RESIDUAL) return 1;
+    if (kind == BG_LAYER_FLATTEN || kind == BG_LAYER_RESIDUAL || kind == BG_LAYER_SHORTCUT)
+        return 1;
     return i > 0 && bg_layer_runs_in_place(s->spec, s->first + i);
 }
 
 /* Where layer i's output for `slot` lives: its own buffer, the shared
- * recompute buffer, or (flatten, residual) its input. */
+ * recompute buffer, its input (flatten, residual), or its block's input
+ * (shortcut). */
 void *bg_stage_layer_output(const bg_stage_t *s, const stage_slot_t *slot, int i);
 
 /* Adds the seconds since `since` to entry i of `array` when timing. */

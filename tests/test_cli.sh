@@ -211,6 +211,17 @@ json_check "plan: 6 stages, each of whole blocks" "
 assert [s['layers'] for s in p['stages']] == [[0], [1, 2, 3, 4], [5, 6], [7, 8, 9, 10, 11, 12, 13], [14], [15]], p['stages']"
 usage_error "8 stages but the model has only 7 places to start one: a stage may not start inside a residual block" \
     -- plan "$T/residual.model" --stages 8
+# A shortcut branch: its output is the block's input again, an image here.
+printf '%s\n' 'input channels=2 height=6 width=6' residual \
+    'conv2d filters=4 kernel=3 stride=2 padding=same' shortcut 'conv2d filters=4 kernel=1 stride=2' \
+    add flatten 'dense units=3' softmax_cross_entropy >"$T/shortcut.model"
+sed 's/^add$/shortcut\nadd/' "$T/shortcut.model" >"$T/shortcut_twice.model"
+expect 0 "" -- summary "$T/shortcut.model"
+stdout_has "    2  shortcut (of 0)        2x6x6                   0              0" \
+    "summary: a shortcut, the block's input again"
+stdout_has "    3    conv2d 1x1/2 pad 0   4x3x3 " "summary: the shortcut branch indented"
+usage_error "shortcut_twice.model:6:1: a second 'shortcut' in the residual block opened at line 2 (the first at line 4)" \
+    -- summary "$T/shortcut_twice.model"
 expect 0 "" -- train "$T/residual.model" --data synthetic --stages 3 --microbatches 2 \
     --steps 3 --batch 8 --schedule zb-h1
 usage_error "no MODEL" -- summary

@@ -256,7 +256,8 @@ static double reference_output(const bg_layer_spec_t *s, const double *x, const 
     }
     case BG_LAYER_FLATTEN: return xi[(c * s->out.h + oy) * s->out.w + ox];
     case BG_LAYER_DROPOUT:  /* a draw, not a function: test_dropout_* */
-    case BG_LAYER_RESIDUAL: /* a stage's, over a block: test_stage */
+    case BG_LAYER_RESIDUAL: /* a stage's, over a block: test_residual */
+    case BG_LAYER_SHORTCUT:
     case BG_LAYER_ADD:
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: break;
     }

@@ -451,7 +451,7 @@ static void test_not_nul_terminated(void **state) {
     expect_error_sized(exact, 3,
                        "spec:1:1: unknown layer 'inp' (expected input, conv2d, "
                        "maxpool, avgpool, flatten, dense, relu, tanh, sigmoid, "
-                       "gelu, layernorm, dropout, residual, add, softmax_cross_entropy)");
+                       "gelu, layernorm, dropout, residual, shortcut, add, softmax_cross_entropy)");
     /* A comment and a \r that end the buffer. */
     memcpy(exact, "# x\r", 4);
     expect_error_sized(exact, 4, "spec:1:1: empty model spec: expected an 'input' line");
@@ -597,11 +597,12 @@ static void test_load_parse_error_names_file(void **state) {
     bg_model_spec_t *spec = untouched;
     assert_int_equal(bg_model_spec_load(path, &spec), BG_ERR_PARSE);
     char expected[256];
-    snprintf(expected, sizeof expected,
-             "%s:2:1: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
-             "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, add, "
-             "softmax_cross_entropy)",
-             path);
+    snprintf(
+        expected, sizeof expected,
+        "%s:2:1: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
+        "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, shortcut, add, "
+        "softmax_cross_entropy)",
+        path);
     assert_string_equal(bg_error_message(), expected);
     assert_ptr_equal(spec, untouched);
     unlink(path);
@@ -706,15 +707,17 @@ static void test_error_long_line(void **state) {
 
 static void test_error_unknown_layer(void **state) {
     (void)state;
-    expect_error(MNIST_INPUT "\n  conv3d filters=1 kernel=3\n",
-                 "spec:3:3: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
-                 "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, add, "
-                 "softmax_cross_entropy)");
+    expect_error(
+        MNIST_INPUT "\n  conv3d filters=1 kernel=3\n",
+        "spec:3:3: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
+        "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, shortcut, add, "
+        "softmax_cross_entropy)");
     /* Case matters. */
-    expect_error("Input channels=1 height=1 width=1\n",
-                 "spec:1:1: unknown layer 'Input' (expected input, conv2d, maxpool, avgpool, "
-                 "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, add, "
-                 "softmax_cross_entropy)");
+    expect_error(
+        "Input channels=1 height=1 width=1\n",
+        "spec:1:1: unknown layer 'Input' (expected input, conv2d, maxpool, avgpool, "
+        "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, shortcut, add, "
+        "softmax_cross_entropy)");
 }
 
 static void test_error_unknown_option(void **state) {
@@ -1100,6 +1103,45 @@ static void test_residual_blocks(void **state) {
     assert_true(nested != apart);
 }
 
+/* A shortcut branch: a downsampling block whose shortcut is a strided
+ * 1x1 convolution. The shortcut's input is the main branch's output, its
+ * output the block's input again; each end names the block's shortcut;
+ * the layers of both branches lie inside the block. */
+static void test_shortcut_blocks(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse_ok("input channels=2 height=6 width=6\n"
+                                     "residual\n"                                        /* 0 */
+                                     "conv2d filters=4 kernel=3 stride=2 padding=same\n" /* 1 */
+                                     "shortcut\n"                                        /* 2 */
+                                     "conv2d filters=4 kernel=1 stride=2\n"              /* 3 */
+                                     "add\n"                                             /* 4 */
+                                     "flatten\n"
+                                     "dense units=2\n"
+                                     "softmax_cross_entropy\n");
+    const bg_layer_spec_t *l = spec->layers;
+    assert_int_equal(l[2].kind, BG_LAYER_SHORTCUT);
+    assert_string_equal(bg_layer_kind_name(BG_LAYER_SHORTCUT), "shortcut");
+    assert_shape(l[2].in, 4, 3, 3);
+    assert_shape(l[2].out, 2, 6, 6);
+    assert_shape(l[3].in, 2, 6, 6);
+    assert_shape(l[4].in, 4, 3, 3);
+    assert_shape(l[4].out, 4, 3, 3);
+    assert_int_equal(l[0].partner, 4);
+    assert_int_equal(l[2].partner, 0);
+    assert_int_equal(l[4].partner, 0);
+    for (int i = 0; i < 5; i++) assert_int_equal(l[i].shortcut, i == 1 || i == 3 ? -1 : 2);
+    for (int i = 1; i < 5; i++) assert_int_equal(l[i].open_blocks, 1);
+    assert_int_equal(l[2].flops, 0);
+    assert_int_equal(l[5].shortcut, -1);
+    assert_int_equal(bg_model_spec_block_cut(spec, 3), 0);
+    bg_model_spec_destroy(spec);
+    /* The same layers without the shortcut are another model. */
+    assert_true(fingerprint_of("input channels=4 height=1 width=1\nresidual\nrelu\nshortcut\n"
+                               "tanh\nadd\ndense units=2\nsoftmax_cross_entropy\n") !=
+                fingerprint_of("input channels=4 height=1 width=1\nresidual\nrelu\n"
+                               "tanh\nadd\ndense units=2\nsoftmax_cross_entropy\n"));
+}
+
 static void test_error_residual_blocks(void **state) {
     (void)state;
     expect_error("input channels=4 height=1 width=1\nrelu\nadd\n",
@@ -1109,8 +1151,8 @@ static void test_error_residual_blocks(void **state) {
                  "spec:5:1: 'add' with no residual block open; write 'residual' where the "
                  "block starts, and its input is what add adds");
     expect_error("input channels=4 height=1 width=1\nrelu\nresidual # x\nadd\n",
-                 "spec:4:1: empty residual block (line 3): 'add' would only double its input; "
-                 "put the block's layers between 'residual' and 'add'");
+                 "spec:4:1: empty residual block (line 3): put the block's layers between "
+                 "'residual' and 'add'");
     expect_error("input channels=4 height=1 width=1\nresidual\ndense units=5\nadd\n",
                  "spec:4:1: 'add' needs the block's output the shape of its input: the block "
                  "from 'residual' at line 2 takes a vector of 4 values and ends with a vector "
@@ -1136,6 +1178,33 @@ static void test_error_residual_blocks(void **state) {
     expect_error("input channels=4 height=1 width=1\nresidual\nrelu\n",
                  "spec:3:1: missing final softmax_cross_entropy (the model must end with the "
                  "loss layer)");
+    expect_error("input channels=4 height=1 width=1\nrelu\nshortcut\n",
+                 "spec:3:1: 'shortcut' with no residual block open; write 'residual' where the "
+                 "block starts, and its input is what add adds");
+    expect_error("input channels=4 height=1 width=1\nresidual\nshortcut\n",
+                 "spec:3:1: empty residual block (line 2): put the block's layers between "
+                 "'residual' and 'shortcut'");
+    expect_error("input channels=4 height=1 width=1\nresidual\nrelu\nshortcut\nadd\n",
+                 "spec:5:1: empty shortcut (line 4): put the layers the block's input takes to "
+                 "the add between 'shortcut' and 'add', or leave 'shortcut' out to add the "
+                 "input itself");
+    expect_error("input channels=4 height=1 width=1\nresidual\nrelu\nshortcut\ntanh\n"
+                 "shortcut\n",
+                 "spec:6:1: a second 'shortcut' in the residual block opened at line 2 (the "
+                 "first at line 4); a block has one main branch and one shortcut");
+    expect_error("input channels=4 height=1 width=1\nresidual\ndense units=5\nshortcut\n"
+                 "dense units=6\nadd\n",
+                 "spec:6:1: 'add' needs the shortcut's output the shape of the block's: the "
+                 "block from 'residual' at line 2 ends with a vector of 5 values at 'shortcut' "
+                 "(line 4), and the shortcut with a vector of 6 values");
+    /* A shortcut branch starts from the block's input: an image here. */
+    expect_error("input channels=4 height=2 width=2\nresidual\nflatten\nshortcut\n"
+                 "dense units=16\n",
+                 "spec:5:1: dense needs a flat input, got 4x2x2; add 'flatten' before it");
+    /* A nested block's shortcut is its own. */
+    bg_model_spec_destroy(parse_ok("input channels=4 height=1 width=1\nresidual\nrelu\n"
+                                   "shortcut\nresidual\ntanh\nshortcut\nrelu\nadd\nadd\n"
+                                   "dense units=2\nsoftmax_cross_entropy\n"));
     expect_error("input channels=4 height=1 width=1\nresidual size=2\n",
                  "spec:2:10: unknown option 'size' for residual (it takes no options)");
 }
@@ -1190,6 +1259,7 @@ int main(void) {
         cmocka_unit_test(test_images_and_vectors),
         cmocka_unit_test(test_error_layer_too_large),
         cmocka_unit_test(test_residual_blocks),
+        cmocka_unit_test(test_shortcut_blocks),
         cmocka_unit_test(test_error_residual_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -118,6 +118,32 @@ static int deepest_blocks(const bg_model_spec_t *spec, int first, int last) {
  * add too: relu may then run in place); the blocks still open are closed,
  * sometimes a last block ends right before the classifier, and the loss.
  * Every model parses (parse asserts it). */
+/* Two blocks with shortcut branches: a downsampling convolution block
+ * projected by a strided 1x1 convolution, and a dense block whose
+ * shortcut branch holds a block. */
+static const char shortcut_model[] = "input channels=2 height=8 width=8\n"
+                                     "conv2d filters=4 kernel=3 padding=same activation=relu\n"
+                                     "residual\n"
+                                     "conv2d filters=8 kernel=3 stride=2 padding=same\n"
+                                     "relu\n"
+                                     "conv2d filters=8 kernel=3 padding=same\n"
+                                     "shortcut\n"
+                                     "conv2d filters=8 kernel=1 stride=2\n"
+                                     "add\n"
+                                     "relu\n"
+                                     "flatten\n"
+                                     "dense units=16\n"
+                                     "residual\n"
+                                     "dense units=8 activation=tanh\n"
+                                     "shortcut\n"
+                                     "dense units=8\n"
+                                     "residual\n"
+                                     "dropout rate=0.3\n"
+                                     "add\n"
+                                     "add\n"
+                                     "dense units=5\n"
+                                     "softmax_cross_entropy\n";
+
 static bg_model_spec_t *random_residual_model(bg_rng_t *rng, int scale) {
     int turn = (int)bg_rng_below(rng, 6);
     char text[8192];
@@ -848,6 +874,12 @@ static void test_memory_matches_stages(void **state) {
     /* 49 of these stages hold a block, 20 blocks nested. */
     assert_true(blocks >= 35);
     assert_true(nested >= 12);
+    /* Shortcut branches, whose shortcut hands the block's input on (its
+     * output is the input's shape, wider than the main branch's here) and
+     * whose blocks nest in a shortcut branch. */
+    bg_model_spec_t *shortcuts = parse(shortcut_model);
+    for (int i = 0; i < 40; i++) check_stages_of(shortcuts, &rng, i % 4 == 0 ? BG_F64 : BG_F32);
+    bg_model_spec_destroy(shortcuts);
 }
 
 /* Whole pipelines: stash slots from the schedule, and the channels. */
@@ -957,6 +989,15 @@ static void test_memory_matches_pipelines(void **state) {
     check_pipeline(spec, "cpu:3", BG_SCHEDULE_ZB_H1, 1, 5, 0, NULL);
     check_pipeline(spec, "cpu:2", BG_SCHEDULE_GPIPE, 1, 2, 1, NULL);
     check_pipeline(spec, "cpu", BG_SCHEDULE_INTERLEAVED, 2, 3, 1, NULL);
+    bg_model_spec_destroy(spec);
+
+    /* Shortcut branches, cut before and between the two blocks. */
+    spec = parse(shortcut_model);
+    const int before[] = {2}, between[] = {9}, around[] = {2, 11};
+    check_pipeline(spec, "cpu:2", BG_SCHEDULE_1F1B, 1, 4, 0, before);
+    check_pipeline(spec, "cpu:2", BG_SCHEDULE_ZB_H1, 1, 4, 1, between);
+    check_pipeline(spec, "cpu:3", BG_SCHEDULE_GPIPE, 1, 5, 0, around);
+    check_pipeline(spec, "cpu:3", BG_SCHEDULE_ZB_H1, 1, 5, 1, NULL);
     bg_model_spec_destroy(spec);
 
     /* Random residual models, balanced into 2 or 3 stages (and 2 x 2

@@ -380,6 +380,36 @@ static void test_residual_blocks(void **state) {
     assert_string_equal(bg_error_message(), "cannot cut 25 layers into 11 stages: a stage may "
                                             "not start inside a residual block");
     fixture_destroy(f);
+
+    /* Shortcut branches: a downsampling block projected by a strided 1x1
+     * convolution, and a dense block whose shortcut branch holds a block
+     * of its own. */
+    static const char shortcuts[] = "input channels=2 height=8 width=8\n"
+                                    "conv2d filters=4 kernel=3 padding=same activation=relu\n"
+                                    "residual\n"
+                                    "conv2d filters=8 kernel=3 stride=2 padding=same\n"
+                                    "relu\n"
+                                    "conv2d filters=8 kernel=3 padding=same\n"
+                                    "shortcut\n"
+                                    "conv2d filters=8 kernel=1 stride=2\n"
+                                    "add\n"
+                                    "relu\n"
+                                    "flatten\n"
+                                    "dense units=16\n"
+                                    "residual\n"
+                                    "dense units=8 activation=tanh\n"
+                                    "shortcut\n"
+                                    "dense units=8\n"
+                                    "residual\n"
+                                    "dropout rate=0.3\n"
+                                    "add\n"
+                                    "add\n"
+                                    "dense units=5\n"
+                                    "softmax_cross_entropy\n";
+    f = fixture_create("shortcuts", shortcuts);
+    assert_int_equal(f->spec->num_layers, 23);
+    free(expect_every_cut_alike(f));
+    fixture_destroy(f);
 }
 
 /* Dropout draws its mask by a value's place in the mini-batch, the layer
