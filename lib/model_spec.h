@@ -124,8 +124,16 @@ bg_status_t bg_model_spec_check_split(const bg_model_spec_t *spec, int stages, c
 
 /* The residual layer opening the outermost block that a stage starting at
  * `layer` would cut in two (its add at or after `layer`), or -1 when a
- * stage may start there (layer 0, and every layer outside the blocks). */
+ * stage may start there (layer 0, and every layer outside the blocks).
+ * Walks back to that residual: for messages; bg_model_spec_can_start
+ * answers the question alone at once. */
 int bg_model_spec_block_cut(const bg_model_spec_t *spec, int layer);
+
+/* 1 when a stage may start at `layer` (0 .. num_layers, the end
+ * included): no residual block is open there. */
+static inline int bg_model_spec_can_start(const bg_model_spec_t *spec, int layer) {
+    return layer <= 0 || layer >= spec->num_layers || spec->layers[layer].open_blocks == 0;
+}
 
 /* Lower-case name of a layer kind as written in spec files. */
 const char *bg_layer_kind_name(bg_layer_kind_t kind);

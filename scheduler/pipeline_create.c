@@ -41,7 +41,7 @@ bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, i
             BEST(k, j) = INT64_MAX;
             for (int i = k - 1; i < j; i++) {
                 /* A stage starts outside every residual block. */
-                if (BEST(k - 1, i) == INT64_MAX || bg_model_spec_block_cut(spec, i) >= 0) continue;
+                if (BEST(k - 1, i) == INT64_MAX || !bg_model_spec_can_start(spec, i)) continue;
                 int64_t last = prefix[j] - prefix[i];
                 int64_t worst = BEST(k - 1, i) > last ? BEST(k - 1, i) : last;
                 if (worst < BEST(k, j)) {

@@ -597,8 +597,7 @@ static bg_status_t stage_ranges(const bg_profile_config_t *cfg, int (**range)[2]
         const bg_model_spec_t *spec = cfg->spec;
         for (int first = 0; first < n; first++)
             for (int last = first + 1; last <= n; last++) {
-                if (bg_model_spec_block_cut(spec, first) >= 0 ||
-                    bg_model_spec_block_cut(spec, last) >= 0)
+                if (!bg_model_spec_can_start(spec, first) || !bg_model_spec_can_start(spec, last))
                     continue;
                 (*range)[*count][0] = first;
                 (*range)[*count][1] = last;
