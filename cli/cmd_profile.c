@@ -205,7 +205,7 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
     BG_CHECK(bg_cli_check_optimizer(&o->optimizer, argc, argv));
     if (o->microbatches > o->batch)
         return bg_error_set(BG_ERR_INVALID,
-                            "%lld micro-batches of a %lld-sample batch would leave some empty",
+                            "%lld micro-batches of a batch of %lld samples would leave some empty",
                             (long long)o->microbatches, (long long)o->batch);
     const int64_t micro = (o->batch + o->microbatches - 1) / o->microbatches;
     if (o->size_count < 0) o->size_count = bg_profile_default_sizes(o->batch, micro, o->sizes);

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "layer.h"
 #include "model_spec.h"
+#include "text_table.h"
 
 static const char help[] =
     "usage: brigade summary MODEL\n"
@@ -16,11 +17,15 @@ static const char help[] =
     "and the bytes of its output activation per sample (fp32), then totals.\n"
     "Layer numbers are the names used in checkpoints (\"0.weight\", ...).\n";
 
+/* Blocks nested deeper than this are indented as this deep, and their
+ * ends say their depth. */
+enum { MOST_INDENTED = 8 };
+
 /* The layer's kind and options, indented two spaces for each residual block
- * around it (up to 8), so that blocks read as they nest. */
+ * around it, so that blocks read as they nest. */
 static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
     const int depth = l->open_blocks - (l->kind == BG_LAYER_ADD || l->kind == BG_LAYER_SHORTCUT);
-    const int indent = 2 * (depth < 8 ? depth : 8);
+    const int indent = 2 * (depth < MOST_INDENTED ? depth : MOST_INDENTED);
     if ((size_t)indent + 1 >= size) return;
     memset(buf, ' ', (size_t)indent);
     buf += indent;
@@ -43,12 +48,25 @@ static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
         while (strtod(buf + strlen("dropout "), NULL) != l->rate && ++digits <= 17);
         break;
     }
-    case BG_LAYER_RESIDUAL: snprintf(buf, size, "residual (to %d)", l->partner); break;
-    case BG_LAYER_SHORTCUT: snprintf(buf, size, "shortcut (of %d)", l->partner); break;
-    case BG_LAYER_ADD: snprintf(buf, size, "add (from %d)", l->partner); break;
+    case BG_LAYER_RESIDUAL:
+    case BG_LAYER_SHORTCUT:
+    case BG_LAYER_ADD: {
+        const char *link = l->kind == BG_LAYER_RESIDUAL   ? "to"
+                           : l->kind == BG_LAYER_SHORTCUT ? "of"
+                                                          : "from";
+        char deep[24] = "";
+        if (depth > MOST_INDENTED) snprintf(deep, sizeof deep, ", depth %d", depth);
+        snprintf(buf, size, "%s (%s %d%s)", bg_layer_kind_name(l->kind), link, l->partner, deep);
+        break;
+    }
     default: snprintf(buf, size, "%s", bg_layer_kind_name(l->kind)); break;
     }
 }
+
+static const bg_text_column_t columns[] = {
+    {"layer", 'r', 5, 0},   {"kind", 'l', 22, 2},         {"output", 'l', 12, 1},
+    {"params", 'r', 12, 1}, {"FLOPs/sample", 'r', 14, 1}, {"act bytes", 'r', 12, 1},
+};
 
 /* An image as CxHxW (even at 1x1, as a convolution's or a pool's output
  * stays an image), a vector as its length. */
@@ -104,14 +122,19 @@ int bg_cmd_summary(int argc, char **argv) {
     bg_status_t st = bg_model_spec_load(path, &spec);
     if (st != BG_OK) return bg_cli_fail("summary", bg_cli_input_status(st));
 
-    char shape[48], what[48], params[32], flops[32], bytes[32];
+    char shape[48], what[64], params[32], flops[32], bytes[32];
     bool image = true; /* the input line gives channels, height and width */
     shape_text(spec->input, image, shape, sizeof shape);
     printf("%s: %d layer%s, input %s, %lld class%s\n\n", path, spec->num_layers,
            spec->num_layers == 1 ? "" : "s", shape, (long long)spec->classes,
            spec->classes == 1 ? "" : "es");
-    printf("%5s  %-22s %-12s %12s %14s %12s\n", "layer", "kind", "output", "params", "FLOPs/sample",
-           "act bytes");
+    /* Columns widen for a deep block's indented kinds and large shapes. */
+    bg_text_table_t *table = NULL;
+    st = bg_text_table_create(columns, (int)(sizeof columns / sizeof columns[0]), &table);
+    if (st != BG_OK) {
+        bg_model_spec_destroy(spec);
+        return bg_cli_fail("summary", st);
+    }
     for (int i = 0; i < spec->num_layers; i++) {
         const bg_layer_spec_t *l = &spec->layers[i];
         describe(l, what, sizeof what);
@@ -120,15 +143,23 @@ int bg_cmd_summary(int argc, char **argv) {
             l->kind == BG_LAYER_SHORTCUT ? spec->layers[l->partner].in_image : l->in_image;
         image = makes_image(l->kind, input_image > 0);
         shape_text(l->out, image, shape, sizeof shape);
-        printf("%5d  %-22s %-12s %12s %14s %12s\n", i, what, shape,
-               bg_cli_group_digits(l->params, params, sizeof params),
-               bg_cli_group_digits(l->flops, flops, sizeof flops),
-               bg_cli_group_digits(l->activation_bytes, bytes, sizeof bytes));
+        bg_text_table_add(table, "%d", i);
+        bg_text_table_add(table, "%s", what);
+        bg_text_table_add(table, "%s", shape);
+        bg_text_table_add(table, "%s", bg_cli_group_digits(l->params, params, sizeof params));
+        bg_text_table_add(table, "%s", bg_cli_group_digits(l->flops, flops, sizeof flops));
+        bg_text_table_add(table, "%s",
+                          bg_cli_group_digits(l->activation_bytes, bytes, sizeof bytes));
     }
-    printf("%5s  %-22s %-12s %12s %14s %12s\n", "", "total", "",
-           bg_cli_group_digits(spec->total_params, params, sizeof params),
-           bg_cli_group_digits(spec->total_flops, flops, sizeof flops),
-           bg_cli_group_digits(spec->total_activation_bytes, bytes, sizeof bytes));
+    bg_text_table_add(table, "%s", "");
+    bg_text_table_add(table, "%s", "total");
+    bg_text_table_add(table, "%s", "");
+    bg_text_table_add(table, "%s", bg_cli_group_digits(spec->total_params, params, sizeof params));
+    bg_text_table_add(table, "%s", bg_cli_group_digits(spec->total_flops, flops, sizeof flops));
+    bg_text_table_add(table, "%s",
+                      bg_cli_group_digits(spec->total_activation_bytes, bytes, sizeof bytes));
+    bg_text_table_print(table, stdout);
+    bg_text_table_destroy(table);
     /* The weights' size in the largest unit that leaves at least 1. */
     static const char *const units[] = {"MiB", "GiB", "TiB", "PiB"};
     double size = (double)spec->total_params * 4.0 / (1024.0 * 1024.0);

@@ -20,7 +20,8 @@ const char bg_placement_help[] =
     "                     without --devices, K CPU devices (cpu:K)\n"
     "  --split I,J,...    first layer of stages 1..S-1 (default: the planner's\n"
     "                     split, see 'brigade plan'); layer numbers as in\n"
-    "                     'brigade summary'\n";
+    "                     'brigade summary'; a stage starts outside every\n"
+    "                     residual block: at a 'residual' or after its 'add'\n";
 
 const char bg_placement_help_schedule[] =
     "  --schedule NAME    gpipe, 1f1b (default), interleaved or zb-h1; auto: the\n"
@@ -299,6 +300,16 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                      spec->num_layers, spec->num_layers, p->devices.count);
         return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layer%s%s", stages,
                             spec->num_layers, spec->num_layers == 1 ? "" : "s", hint);
+    }
+    /* Residual blocks leave fewer places to cut: refused here, once, not
+     * at each micro-batch count or schedule a search or sweep tries. */
+    if (p->split_count > 0) {
+        BG_CHECK(bg_model_spec_check_split(spec, stages, p->split, NULL));
+    } else {
+        char why[64] = "";
+        if (p->chunks > 1)
+            snprintf(why, sizeof why, " (%d devices x --chunks %d)", stages / p->chunks, p->chunks);
+        BG_CHECK(bg_model_spec_check_stage_count(spec, stages, why));
     }
     return check_conv_workspace(p);
 }

@@ -507,10 +507,20 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
 done:
     /* Tensors that are not this model's, in a file of another model: say
      * so, the likelier mistake than a damaged file. */
-    if (mismatch && found_info.other_model[0] != '\0')
+    if (mismatch && found_info.other_model[0] != '\0') {
+        /* Residual blocks number their ends: a block added or removed
+         * renames every layer after it. */
+        int blocks = 0;
+        for (int i = 0; i < spec->num_layers && !blocks; i++)
+            blocks = spec->layers[i].kind == BG_LAYER_RESIDUAL;
         st = bg_error_suffix(st,
-                             " (the file holds another model: fingerprint %s, this model's is %s)",
-                             found_info.other_model, own);
+                             " (the file holds another model: fingerprint %s, this model's is "
+                             "%s%s)",
+                             found_info.other_model, own,
+                             blocks ? "; residual, shortcut and add layers take numbers too, so a "
+                                      "block added or removed renames the layers after it"
+                                    : "");
+    }
     free(sorted_slots);
     free(slots);
     return st;

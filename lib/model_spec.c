@@ -167,6 +167,33 @@ bg_status_t bg_model_spec_check_split(const bg_model_spec_t *spec, int stages, c
     return BG_OK;
 }
 
+bg_status_t bg_model_spec_check_stage_count(const bg_model_spec_t *spec, int stages,
+                                            const char *why) {
+    const int n = spec->num_layers;
+    if (stages > n)
+        return bg_error_set(BG_ERR_INVALID, "%d stages%s but the model has only %d layer%s", stages,
+                            why, n, n == 1 ? "" : "s");
+    int places = 0;
+    for (int l = 0; l < n; l++) places += bg_model_spec_can_start(spec, l);
+    if (stages <= places) return BG_OK;
+    /* The places, the first few of them. */
+    char list[160] = "";
+    size_t used = 0;
+    for (int l = 0, k = 0; l < n && used < sizeof list; l++) {
+        if (!bg_model_spec_can_start(spec, l)) continue;
+        const char *sep = k == 0 ? "" : k + 1 == places ? " and " : ", ";
+        if (++k > 8) {
+            snprintf(list + used, sizeof list - used, ", ...");
+            break;
+        }
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", sep, l);
+    }
+    return bg_error_set(BG_ERR_INVALID,
+                        "%d stages%s but the model has only %d place%s to start one, layer%s "
+                        "%s: a stage may not start inside a residual block",
+                        stages, why, places, places == 1 ? "" : "s", places == 1 ? "" : "s", list);
+}
+
 int bg_model_spec_block_cut(const bg_model_spec_t *spec, int layer) {
     if (layer <= 0 || layer >= spec->num_layers || spec->layers[layer].open_blocks == 0) return -1;
     /* The outermost open block is the last residual before `layer` that
@@ -955,9 +982,14 @@ static bg_status_t parse_text(parser_t *p, const char *text, size_t size) {
         return parse_error(p, 1, 1, "empty model spec: expected an 'input' line");
     }
     if (!p->seen_loss) {
+        char open[80] = "";
+        if (p->open_residual >= 0)
+            snprintf(open, sizeof open, "; the residual block opened at line %d is still open",
+                     p->spec->layers[p->open_residual].line);
         return parse_error(p, p->last_line, p->last_col,
                            "missing final softmax_cross_entropy (the model must end with the "
-                           "loss layer)");
+                           "loss layer)%s",
+                           open);
     }
     return BG_OK;
 }

@@ -135,6 +135,14 @@ static inline int bg_model_spec_can_start(const bg_model_spec_t *spec, int layer
     return layer <= 0 || layer >= spec->num_layers || spec->layers[layer].open_blocks == 0;
 }
 
+/* Checks that the model has places for `stages` stages to start at
+ * (bg_model_spec_can_start; layer 0 counts): BG_ERR_INVALID otherwise,
+ * naming the places, with `why` (how the stages come to be so many, e.g.
+ * " (2 devices x --chunks 2)"; "" for nothing) after the count. A model
+ * of fewer layers than stages is refused as such. */
+bg_status_t bg_model_spec_check_stage_count(const bg_model_spec_t *spec, int stages,
+                                            const char *why);
+
 /* Lower-case name of a layer kind as written in spec files. */
 const char *bg_layer_kind_name(bg_layer_kind_t kind);
 

@@ -55,10 +55,7 @@ bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, i
         free(prefix);
         free(best);
         free(cut);
-        return bg_error_set(BG_ERR_INVALID,
-                            "cannot cut %d layers into %d stages: a stage may not start inside a "
-                            "residual block",
-                            n, stages);
+        return bg_model_spec_check_stage_count(spec, stages, "");
     }
     int j = n;
     for (int k = stages; k >= 2; k--) {
@@ -325,7 +322,7 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
                             "pipeline: chunks, micro-batches and batch must be >= 1");
     if (cfg->microbatches > cfg->batch)
         return bg_error_set(BG_ERR_INVALID,
-                            "%d micro-batches of a %lld-sample batch would leave some empty",
+                            "%d micro-batches of a batch of %lld samples would leave some empty",
                             cfg->microbatches, (long long)cfg->batch);
     const int stages = cfg->devices->count * cfg->chunks;
     if (stages > BG_MAX_STAGES)

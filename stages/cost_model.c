@@ -395,7 +395,7 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
         return bg_error_set(BG_ERR_INVALID, "cost model: no model given");
     if (cfg->batch < 1 || cfg->microbatches < 1 || cfg->microbatches > cfg->batch)
         return bg_error_set(BG_ERR_INVALID,
-                            "cost model: %d micro-batches of a %lld-sample batch (need 1..B)",
+                            "cost model: %d micro-batches of a batch of %lld samples (need 1..B)",
                             cfg->microbatches, (long long)cfg->batch);
     bg_cost_model_t *m = calloc(1, sizeof *m);
     if (m == NULL) return bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");

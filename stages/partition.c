@@ -153,10 +153,8 @@ static bg_status_t check_config(const bg_partition_config_t *cfg, context_t *c) 
         return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layer%s",
                             c->stages, c->layers, c->layers == 1 ? "" : "s");
     if (c->stages > c->units)
-        return bg_error_set(BG_ERR_INVALID,
-                            "%d stages but the model has only %d places to start one: a stage "
-                            "may not start inside a residual block",
-                            c->stages, c->units);
+        return bg_model_spec_check_stage_count(bg_cost_model_config(cfg->model)->spec, c->stages,
+                                               "");
     if ((size_t)c->stages * (size_t)(c->units + 1) > MAX_CELLS)
         return bg_error_set(BG_ERR_INVALID, "partition: %d stages x %d layers is too large",
                             c->stages, c->layers);

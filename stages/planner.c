@@ -210,7 +210,7 @@ bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
                             r->chunks);
     if (r->microbatches > r->batch)
         return bg_error_set(BG_ERR_INVALID,
-                            "%d micro-batches of a %lld-sample batch would "
+                            "%d micro-batches of a batch of %lld samples would "
                             "leave some empty",
                             r->microbatches, (long long)r->batch);
     bg_plan_t *p = calloc(1, sizeof *p);

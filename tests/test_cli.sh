@@ -209,7 +209,7 @@ usage_error "--split: stage 1 would start at layer 9, inside the residual block 
 expect 0 "" -- plan "$T/residual.model" --stages 6 --json
 json_check "plan: 6 stages, each of whole blocks" "
 assert [s['layers'] for s in p['stages']] == [[0], [1, 2, 3, 4], [5, 6], [7, 8, 9, 10, 11, 12, 13], [14], [15]], p['stages']"
-usage_error "8 stages but the model has only 7 places to start one: a stage may not start inside a residual block" \
+usage_error "8 stages but the model has only 7 places to start one, layers 0, 1, 5, 6, 7, 14 and 15: a stage may not start inside a residual block" \
     -- plan "$T/residual.model" --stages 8
 # A shortcut branch: its output is the block's input again, an image here.
 printf '%s\n' 'input channels=2 height=6 width=6' residual \
@@ -223,7 +223,11 @@ stdout_has "    3    conv2d 1x1/2 pad 0   4x3x3 " "summary: the shortcut branch 
 usage_error "shortcut_twice.model:6:1: a second 'shortcut' in the residual block opened at line 2 (the first at line 4)" \
     -- summary "$T/shortcut_twice.model"
 expect 0 "" -- train "$T/residual.model" --data synthetic --stages 3 --microbatches 2 \
-    --steps 3 --batch 8 --schedule zb-h1
+    --steps 3 --batch 8 --schedule zb-h1 --save "$T/residual.safetensors"
+# One more block in front renumbers every layer after it: --load says why.
+sed '1a residual\nrelu\nadd' "$T/residual.model" >"$T/residual_more.model"
+usage_error "residual, shortcut and add layers take numbers too, so a block added or removed renames the layers after it" \
+    -- train "$T/residual_more.model" --data synthetic --steps 0 --load "$T/residual.safetensors"
 usage_error "no MODEL" -- summary
 usage_error "unknown option '--bogus'" -- summary --bogus "$MODEL"
 usage_error "more than one MODEL" -- summary "$MODEL" "$MODEL"

@@ -1177,7 +1177,7 @@ static void test_error_residual_blocks(void **state) {
                  "close the block with 'add' before the loss");
     expect_error("input channels=4 height=1 width=1\nresidual\nrelu\n",
                  "spec:3:1: missing final softmax_cross_entropy (the model must end with the "
-                 "loss layer)");
+                 "loss layer); the residual block opened at line 2 is still open");
     expect_error("input channels=4 height=1 width=1\nrelu\nshortcut\n",
                  "spec:3:1: 'shortcut' with no residual block open; write 'residual' where the "
                  "block starts, and its input is what add adds");

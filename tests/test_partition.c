@@ -1346,7 +1346,7 @@ static void test_step_and_recompute(void **state) {
     cc.microbatches = 65;
     assert_int_equal(bg_cost_model_create(&cc, &model), BG_ERR_INVALID);
     assert_non_null(
-        strstr(bg_error_message(), "65 micro-batches of a 64-sample batch (need 1..B)"));
+        strstr(bg_error_message(), "65 micro-batches of a batch of 64 samples (need 1..B)"));
     assert_null(model);
     cc.microbatches = 1;
     cc.spec = NULL;
