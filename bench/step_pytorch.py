@@ -1,17 +1,25 @@
-"""The same step as bench_step.c in PyTorch: the origin CNN, batch 64, Adam,
-one thread, random data. Prints the median and mean step time in ms.
+"""The same step as bench_step.c in PyTorch: a model spec's network (the
+origin CNN, examples/fashion_cnn.model, unless --model says), batch 64,
+Adam, one thread, random data. Prints the median and mean step time in ms.
 --device cuda runs it on the GPU (eager, FP32 with TF32 off, as brigade),
 waiting for the GPU at the end of every step."""
 import argparse
+import os
 import time
 
 import torch
 from torch import nn
 
+from spec_torch import build
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--batch", type=int, default=64)
 parser.add_argument("--steps", type=int, default=200)
 parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+parser.add_argument("--model", default=os.path.join(ROOT, "examples", "fashion_cnn.model"),
+                    help="a brigade model spec (default: the origin CNN)")
 args = parser.parse_args()
 
 torch.set_num_threads(1)
@@ -20,13 +28,12 @@ device = torch.device(args.device)
 if device.type == "cuda":
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-model = nn.Sequential(
-    nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-    nn.Linear(32 * 13 * 13, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
+model, shape, classes = build(args.model, with_shape=True)
+model = model.to(device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 loss_fn = nn.CrossEntropyLoss()
-x = torch.rand(args.batch, 1, 28, 28, device=device)
-y = torch.randint(0, 10, (args.batch,), device=device)
+x = torch.rand(args.batch, *shape, device=device)
+y = torch.randint(0, classes, (args.batch,), device=device)
 
 
 def wait():
