@@ -308,20 +308,24 @@ static int most_microbatches(const bg_plan_request_t *r) {
 }
 
 /* With request v's settings: the layer that needs the most memory on a
- * stage of its own (*layer), and that need (returned; 0 when it cannot be
- * worked out). A lower bound: one micro-batch in flight, the channel
- * slots of a stage between two others on other devices, and the device
- * where it needs least (a GPU counts its convolution workspace limit). */
-static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer) {
+ * stage of its own (*layer; a residual block, which a stage holds whole,
+ * counts as one, *layer its first and *last its last), and that need
+ * (returned; 0 when it cannot be worked out). A lower bound: one
+ * micro-batch in flight, the channel slots of a stage between two others
+ * on other devices, and the device where it needs least (a GPU counts its
+ * convolution workspace limit). */
+static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer, int *last) {
     bg_cost_model_t *model = NULL;
     if (bg_plan_cost_model_create(v, &model) != BG_OK) return 0;
     const int slots = bg_schedule_ring_slots(2, v->microbatches, 0, 1);
+    int places = 0;
+    const int *cut = bg_cost_model_cuts(model, &places);
     size_t most = 0;
-    for (int l = 0; l < bg_cost_model_layers(model); l++) {
+    for (int u = 0; u + 1 < places; u++) {
         size_t least = SIZE_MAX;
         for (int d = 0; d < v->devices; d++) {
-            const bg_cost_stage_t stage = {.first_layer = l,
-                                           .last_layer = l + 1,
+            const bg_cost_stage_t stage = {.first_layer = cut[u],
+                                           .last_layer = cut[u + 1],
                                            .stash_slots = 1,
                                            .input_channel_slots = slots,
                                            .grad_channel_slots = slots,
@@ -331,7 +335,8 @@ static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer) {
         }
         if (least > most) {
             most = least;
-            *layer = l;
+            *layer = cut[u];
+            *last = cut[u + 1] - 1;
         }
     }
     bg_cost_model_destroy(model);
@@ -355,11 +360,12 @@ static size_t searched_capacity(const bg_plan_t *p, const bg_partition_stage_t *
  * names the settings (may be ""). With `plan_json`, also there as
  * "layer_too_large". */
 static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement_t *placement,
-                                  int layer, size_t need, size_t capacity, const char *with,
-                                  cJSON *plan_json) {
+                                  int layer, int last, size_t need, size_t capacity,
+                                  const char *with, cJSON *plan_json) {
     cJSON *bound = plan_json != NULL ? cJSON_AddObjectToObject(plan_json, "layer_too_large") : NULL;
     if (bound != NULL) {
         cJSON_AddNumberToObject(bound, "layer", layer);
+        if (last > layer) cJSON_AddNumberToObject(bound, "last_layer", last);
         cJSON_AddStringToObject(bound, "kind", bg_layer_kind_name(r->spec->layers[layer].kind));
         bg_cli_json_add_uint(bound, "bytes_at_least", need);
         bg_cli_json_add_uint(bound, "stage_capacity_bytes", capacity);
@@ -379,12 +385,20 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
                  "give each device more than %s (--device-mem%s; a bound from below: the "
                  "micro-batches in flight where the layer sits add to it)",
                  need_text, r->chunks > 1 ? ", times --chunks" : "");
+    char what[96];
+    if (last > layer)
+        snprintf(what, sizeof what,
+                 "the residual block of layers %d..%d (which a stage holds whole) needs", layer,
+                 last);
+    else
+        snprintf(what, sizeof what, "layer %d (%s) needs", layer,
+                 bg_layer_kind_name(r->spec->layers[layer].kind));
     fprintf(stderr,
-            "  none of these fits, alone or together: layer %d (%s) needs at least %s bytes "
-            "(%.2f MiB) on a stage of its own%s, over the %s bytes a stage may have here, so "
-            "more devices cannot help; %s\n",
-            layer, bg_layer_kind_name(r->spec->layers[layer].kind), need_text, (double)need / mib,
-            with, bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text), remedy);
+            "  none of these fits, alone or together: %s at least %s bytes (%.2f MiB) on a "
+            "stage of its own%s, over the %s bytes a stage may have here, so more devices "
+            "cannot help; %s\n",
+            what, need_text, (double)need / mib, with,
+            bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text), remedy);
 }
 
 /* A memory saving the explanation may suggest: its options, and what it
@@ -468,8 +482,8 @@ static void apply_savings(const bg_plan_request_t *r, const saving_t *savings, i
  * more memory. */
 static int device_counts_may_help(const bg_plan_request_t *v, const bg_plan_t *failed,
                                   const bg_placement_t *placement, int host_share) {
-    int layer = 0;
-    const size_t alone = largest_layer_alone(v, &layer);
+    int layer = 0, last = 0;
+    const size_t alone = largest_layer_alone(v, &layer, &last);
     const size_t searched =
         searched_capacity(failed, &failed->partition->stage[failed->partition->worst_stage]);
     return fewer_have_more(placement, host_share) || !(searched > 0 && alone > searched);
@@ -540,8 +554,8 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
     for (int s = 0; s < failed->partition->stages; s++)
         if (searched_capacity(failed, &failed->partition->stage[s]) > capacity)
             capacity = searched_capacity(failed, &failed->partition->stage[s]);
-    int layer = 0;
-    const size_t need = largest_layer_alone(&v, &layer);
+    int layer = 0, last = 0;
+    const size_t need = largest_layer_alone(&v, &layer, &last);
     const int layer_too_large = capacity > 0 && need > capacity;
     /* Where the savings make every layer small enough, more devices may
      * hold what the request's own settings could not; fewer, where each
@@ -550,7 +564,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
         try_device_counts(&v, failed->model, placement, host_share, what, found))
         return;
     if (layer_too_large) {
-        print_layer_too_large(r, placement, layer, need, capacity,
+        print_layer_too_large(r, placement, layer, last, need, capacity,
                               at > 0 ? " even with all of these" : "", plan_json);
         return;
     }
@@ -646,8 +660,8 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     helped |= try_microbatches(r, "", found);
     /* More devices help only where every layer fits a stage of its own;
      * fewer CPU devices sharing the host's memory each have more. */
-    int layer = 0;
-    const size_t alone = largest_layer_alone(r, &layer);
+    int layer = 0, last = 0;
+    const size_t alone = largest_layer_alone(r, &layer, &last);
     const size_t searched = searched_capacity(p, st);
     if ((fewer_have_more(placement, host_share) || !(searched > 0 && alone > searched)) &&
         try_device_counts(r, p->model, placement, host_share, "", found))

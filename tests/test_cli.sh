@@ -211,6 +211,20 @@ json_check "plan: 6 stages, each of whole blocks" "
 assert [s['layers'] for s in p['stages']] == [[0], [1, 2, 3, 4], [5, 6], [7, 8, 9, 10, 11, 12, 13], [14], [15]], p['stages']"
 usage_error "8 stages but the model has only 7 places to start one, layers 0, 1, 5, 6, 7, 14 and 15: a stage may not start inside a residual block" \
     -- plan "$T/residual.model" --stages 8
+# A block too large for any stage: the advice names the block, which no
+# number of devices can split.
+{
+    echo 'input channels=64 height=1 width=1'
+    echo 'dense units=64'
+    echo residual
+    for _ in 1 2 3 4; do echo 'dense units=1024 activation=relu'; done
+    echo 'dense units=64'
+    echo add
+    echo 'dense units=4'
+    echo softmax_cross_entropy
+} >"$T/big_block.model"
+expect 2 "the residual block of layers 1..11 (which a stage holds whole) needs at least" \
+    -- plan "$T/big_block.model" --devices cpu:2 --device-mem 12M
 # A shortcut branch: its output is the block's input again, an image here.
 printf '%s\n' 'input channels=2 height=6 width=6' residual \
     'conv2d filters=4 kernel=3 stride=2 padding=same' shortcut 'conv2d filters=4 kernel=1 stride=2' \
