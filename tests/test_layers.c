@@ -418,6 +418,44 @@ static void test_conv2d_multichannel_same(void **state) {
     check_layer(*state, &spec, 3, 14, INPUT_NORMAL);
 }
 
+/* Stride 1 over 8 or more input channels: the shifted products of
+ * lib/cpu/conv_shifted.inc, not im2col. Non-square images, padding 0, 1
+ * and 2, kernels 1, 3 and 5. */
+static void test_conv2d_shifted(void **state) {
+    static const bg_layer_spec_t specs[] = {
+        {.kind = BG_LAYER_CONV2D,
+         .in = {9, 5, 6},
+         .out = {4, 5, 6},
+         .filters = 4,
+         .kernel = 3,
+         .stride = 1,
+         .pad = 1},
+        {.kind = BG_LAYER_CONV2D,
+         .in = {8, 6, 5},
+         .out = {3, 4, 3},
+         .filters = 3,
+         .kernel = 3,
+         .stride = 1,
+         .pad = 0},
+        {.kind = BG_LAYER_CONV2D,
+         .in = {8, 7, 6},
+         .out = {2, 7, 6},
+         .filters = 2,
+         .kernel = 5,
+         .stride = 1,
+         .pad = 2},
+        {.kind = BG_LAYER_CONV2D,
+         .in = {8, 4, 5},
+         .out = {5, 4, 5},
+         .filters = 5,
+         .kernel = 1,
+         .stride = 1,
+         .pad = 0},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+        check_layer(*state, &specs[i], 3, 15 + (uint64_t)i, INPUT_NORMAL);
+}
+
 /* ---- dense, pooling, relu, flatten ---- */
 
 static void test_dense(void **state) {
@@ -574,6 +612,17 @@ static void test_conv2d_relu_forward(void **state) {
          .pad = 1,
          .out_h = 4,
          .out_w = 4},
+        /* the shifted products (conv_shifted.inc) */
+        {.n = 2,
+         .c = 8,
+         .h = 5,
+         .w = 6,
+         .filters = 3,
+         .kernel = 3,
+         .stride = 1,
+         .pad = 1,
+         .out_h = 5,
+         .out_w = 6},
     };
     bg_rng_t rng;
     bg_rng_seed(&rng, 43, 0);
@@ -1753,6 +1802,7 @@ int main(void) {
         cmocka_unit_test(test_conv2d_k3_pad1_stride2),
         cmocka_unit_test(test_conv2d_k1),
         cmocka_unit_test(test_conv2d_multichannel_same),
+        cmocka_unit_test(test_conv2d_shifted),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_dense_single_sample),
         cmocka_unit_test(test_maxpool_2_2),
