@@ -118,31 +118,8 @@ static int deepest_blocks(const bg_model_spec_t *spec, int first, int last) {
  * add too: relu may then run in place); the blocks still open are closed,
  * sometimes a last block ends right before the classifier, and the loss.
  * Every model parses (parse asserts it). */
-/* Two blocks with shortcut branches: a downsampling convolution block
- * projected by a strided 1x1 convolution, and a dense block whose
- * shortcut branch holds a block. */
-static const char shortcut_model[] = "input channels=2 height=8 width=8\n"
-                                     "conv2d filters=4 kernel=3 padding=same activation=relu\n"
-                                     "residual\n"
-                                     "conv2d filters=8 kernel=3 stride=2 padding=same\n"
-                                     "relu\n"
-                                     "conv2d filters=8 kernel=3 padding=same\n"
-                                     "shortcut\n"
-                                     "conv2d filters=8 kernel=1 stride=2\n"
-                                     "add\n"
-                                     "relu\n"
-                                     "flatten\n"
-                                     "dense units=16\n"
-                                     "residual\n"
-                                     "dense units=8 activation=tanh\n"
-                                     "shortcut\n"
-                                     "dense units=8\n"
-                                     "residual\n"
-                                     "dropout rate=0.3\n"
-                                     "add\n"
-                                     "add\n"
-                                     "dense units=5\n"
-                                     "softmax_cross_entropy\n";
+/* Two blocks with shortcut branches (support/models.h). */
+static const char shortcut_model[] = BG_TEST_SHORTCUT_MODEL;
 
 static bg_model_spec_t *random_residual_model(bg_rng_t *rng, int scale) {
     int turn = (int)bg_rng_below(rng, 6);

@@ -17,6 +17,7 @@
 #include "pipeline.h"
 #include "report.h"
 #include "monotonic.h"
+#include "support/models.h"
 
 /* 8 layers: conv, relu, maxpool, flatten, dense, relu, dense, loss. */
 static const char small_cnn[] = "input channels=1 height=10 width=10\n"
@@ -385,29 +386,7 @@ static void test_residual_blocks(void **state) {
     /* Shortcut branches: a downsampling block projected by a strided 1x1
      * convolution, and a dense block whose shortcut branch holds a block
      * of its own. */
-    static const char shortcuts[] = "input channels=2 height=8 width=8\n"
-                                    "conv2d filters=4 kernel=3 padding=same activation=relu\n"
-                                    "residual\n"
-                                    "conv2d filters=8 kernel=3 stride=2 padding=same\n"
-                                    "relu\n"
-                                    "conv2d filters=8 kernel=3 padding=same\n"
-                                    "shortcut\n"
-                                    "conv2d filters=8 kernel=1 stride=2\n"
-                                    "add\n"
-                                    "relu\n"
-                                    "flatten\n"
-                                    "dense units=16\n"
-                                    "residual\n"
-                                    "dense units=8 activation=tanh\n"
-                                    "shortcut\n"
-                                    "dense units=8\n"
-                                    "residual\n"
-                                    "dropout rate=0.3\n"
-                                    "add\n"
-                                    "add\n"
-                                    "dense units=5\n"
-                                    "softmax_cross_entropy\n";
-    f = fixture_create("shortcuts", shortcuts);
+    f = fixture_create("shortcuts", BG_TEST_SHORTCUT_MODEL);
     assert_int_equal(f->spec->num_layers, 23);
     free(expect_every_cut_alike(f));
     fixture_destroy(f);
