@@ -44,10 +44,10 @@ static bg_activation_t activation_of(bg_layer_kind_t kind) {
 int bg_layer_runs_in_place(const bg_model_spec_t *spec, int index) {
     if (index < 1 || index >= spec->num_layers) return 0;
     bg_layer_kind_t kind = spec->layers[index].kind;
-    /* These take their derivative from their output alone (dropout from
-     * neither); gelu needs its input. */
+    /* These take their derivative from their output alone (dropout and
+     * add from neither); gelu needs its input. */
     if (kind != BG_LAYER_RELU && kind != BG_LAYER_TANH && kind != BG_LAYER_SIGMOID &&
-        kind != BG_LAYER_DROPOUT)
+        kind != BG_LAYER_DROPOUT && kind != BG_LAYER_ADD)
         return 0;
     bg_layer_kind_t before = spec->layers[index - 1].kind;
     /* Those whose passes never read their own output (gelu and layernorm

@@ -28,8 +28,8 @@ typedef struct bg_layer_params {
 } bg_layer_params_t;
 
 /* 1 if layer `index` of the stack is a relu, tanh or sigmoid (whose
- * backward reads only its output) or a dropout (which reads neither) that
- * may overwrite its input: the layer before it (conv2d, dense, avgpool,
+ * backward reads only its output) or a dropout or a residual block's add
+ * (which read neither) that may overwrite its input: the layer before it (conv2d, dense, avgpool,
  * gelu, layernorm, dropout or add) never reads its own output in its passes,
  * so the activation's output can live in that buffer. A stage applies
  * this only when both layers are in it. */
