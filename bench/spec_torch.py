@@ -55,9 +55,15 @@ def build(path, with_shape=False):
         if kind == "input":
             shape = [int(opts["channels"]), int(opts["height"]), int(opts["width"])]
             image = shape[1:] != [1, 1]
-            input_shape, input_image = list(shape), image
+            # A 1x1 input is an image or a vector as the first layer that
+            # needs one takes it (docs/model-spec.md); a vector otherwise.
+            input_shape, input_image = list(shape), None if not image else True
             continue
         c, h, w = shape
+        if input_image is None and kind in ("conv2d", "maxpool", "avgpool"):
+            input_image = True
+        elif input_image is None and kind in ("flatten", "dense", "softmax_cross_entropy"):
+            input_image = False
         if kind == "conv2d":
             k, s = int(opts["kernel"]), int(opts.get("stride", 1))
             p = (k - 1) // 2 if opts.get("padding") == "same" else 0

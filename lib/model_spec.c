@@ -686,11 +686,14 @@ static bg_status_t build_block_layer(parser_t *p, const layer_line_t *source,
     bg_model_spec_t *spec = p->spec;
     const int r = p->open_residual;
     const int index = spec->num_layers; /* the layer's, once appended */
-    if (kind != BG_LAYER_RESIDUAL && r < 0)
+    if (kind == BG_LAYER_ADD && r < 0)
         return parse_error(p, source->line, source->col,
-                           "'%s' with no residual block open; write 'residual' where the block "
-                           "starts, and its input is what add adds",
-                           source->def->word);
+                           "'add' with no residual block open; write 'residual' where the block "
+                           "starts, and its input is what add adds");
+    if (kind == BG_LAYER_SHORTCUT && r < 0)
+        return parse_error(p, source->line, source->col,
+                           "'shortcut' with no residual block open; it ends the main branch of a "
+                           "block that 'residual' opens");
     const bg_layer_spec_t *open = r >= 0 ? &spec->layers[r] : NULL;
     const int cut = open != NULL ? open->shortcut : -1; /* the block's shortcut so far */
     if (kind == BG_LAYER_SHORTCUT && cut >= 0)
@@ -713,14 +716,16 @@ static bg_status_t build_block_layer(parser_t *p, const layer_line_t *source,
     if (kind == BG_LAYER_ADD && cut < 0 && !same_shape(p, open->in, open->in_image, now, then))
         return parse_error(p, source->line, source->col,
                            "'add' needs the block's output the shape of its input: the block "
-                           "from 'residual' at line %d takes %s and ends with %s",
+                           "from 'residual' at line %d takes %s and ends with %s (where a block "
+                           "changes the shape, a 'shortcut' branch before 'add' can take its "
+                           "input there)",
                            open->line, then, now);
     if (kind == BG_LAYER_ADD && cut >= 0 &&
         !same_shape(p, spec->layers[cut].in, spec->layers[cut].in_image, now, then))
         return parse_error(p, source->line, source->col,
-                           "'add' needs the shortcut's output the shape of the block's: the "
-                           "block from 'residual' at line %d ends with %s at 'shortcut' (line "
-                           "%d), and the shortcut with %s",
+                           "'add' needs both branches to end with the same shape: the main branch "
+                           "of the block from 'residual' at line %d ends with %s (at 'shortcut', "
+                           "line %d), the shortcut branch with %s",
                            open->line, then, spec->layers[cut].line, now);
     bg_layer_spec_t *layer = NULL;
     BG_CHECK(append_layer(p, source, &layer));

@@ -1156,21 +1156,25 @@ static void test_error_residual_blocks(void **state) {
     expect_error("input channels=4 height=1 width=1\nresidual\ndense units=5\nadd\n",
                  "spec:4:1: 'add' needs the block's output the shape of its input: the block "
                  "from 'residual' at line 2 takes a vector of 4 values and ends with a vector "
-                 "of 5 values");
+                 "of 5 values (where a block changes the shape, a 'shortcut' branch before "
+                 "'add' can take its input there)");
     expect_error(MNIST_INPUT "residual\nconv2d filters=1 kernel=3\nadd\n",
                  "spec:4:1: 'add' needs the block's output the shape of its input: the block "
                  "from 'residual' at line 2 takes a 1x28x28 image and ends with a 1x26x26 "
-                 "image");
+                 "image (where a block changes the shape, a 'shortcut' branch before 'add' can "
+                 "take its input there)");
     /* The same values, but an image against a vector. */
     expect_error("input channels=4 height=2 width=2\nresidual\nflatten\ndense units=16\nadd\n",
                  "spec:5:1: 'add' needs the block's output the shape of its input: the block "
                  "from 'residual' at line 2 takes a 4x2x2 image and ends with a vector of 16 "
-                 "values");
+                 "values (where a block changes the shape, a 'shortcut' branch before 'add' can "
+                 "take its input there)");
     expect_error("input channels=4 height=1 width=1\nresidual\nconv2d filters=4 kernel=1\n"
                  "flatten\nadd\n",
                  "spec:5:1: 'add' needs the block's output the shape of its input: the block "
                  "from 'residual' at line 2 takes a 4x1x1 image and ends with a vector of 4 "
-                 "values");
+                 "values (where a block changes the shape, a 'shortcut' branch before 'add' can "
+                 "take its input there)");
     expect_error("input channels=4 height=1 width=1\nresidual\nresidual\nrelu\nadd\n"
                  "softmax_cross_entropy\n",
                  "spec:6:1: softmax_cross_entropy inside the residual block opened at line 2; "
@@ -1179,8 +1183,8 @@ static void test_error_residual_blocks(void **state) {
                  "spec:3:1: missing final softmax_cross_entropy (the model must end with the "
                  "loss layer); the residual block opened at line 2 is still open");
     expect_error("input channels=4 height=1 width=1\nrelu\nshortcut\n",
-                 "spec:3:1: 'shortcut' with no residual block open; write 'residual' where the "
-                 "block starts, and its input is what add adds");
+                 "spec:3:1: 'shortcut' with no residual block open; it ends the main branch of a "
+                 "block that 'residual' opens");
     expect_error("input channels=4 height=1 width=1\nresidual\nshortcut\n",
                  "spec:3:1: empty residual block (line 2): put the block's layers between "
                  "'residual' and 'shortcut'");
@@ -1194,9 +1198,9 @@ static void test_error_residual_blocks(void **state) {
                  "first at line 4); a block has one main branch and one shortcut");
     expect_error("input channels=4 height=1 width=1\nresidual\ndense units=5\nshortcut\n"
                  "dense units=6\nadd\n",
-                 "spec:6:1: 'add' needs the shortcut's output the shape of the block's: the "
-                 "block from 'residual' at line 2 ends with a vector of 5 values at 'shortcut' "
-                 "(line 4), and the shortcut with a vector of 6 values");
+                 "spec:6:1: 'add' needs both branches to end with the same shape: the main "
+                 "branch of the block from 'residual' at line 2 ends with a vector of 5 values "
+                 "(at 'shortcut', line 4), the shortcut branch with a vector of 6 values");
     /* A shortcut branch starts from the block's input: an image here. */
     expect_error("input channels=4 height=2 width=2\nresidual\nflatten\nshortcut\n"
                  "dense units=16\n",
