@@ -354,8 +354,11 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         workspace[i] = (int64_t)bytes;
         other[i] = l->kind == BG_LAYER_CONV2D ? 0 : (int64_t)bytes;
         depth[i] = l->open_blocks;
-        if (bg_model_spec_can_start(spec, i)) m->cuts[m->cut_count++] = i;
-        m->cut_index[i] = bg_model_spec_can_start(spec, i) ? m->cut_count - 1 : -1;
+        m->cut_index[i] = -1;
+        if (bg_model_spec_can_start(spec, i)) {
+            m->cut_index[i] = m->cut_count;
+            m->cuts[m->cut_count++] = i;
+        }
     }
     m->cuts[m->cut_count++] = n;
     m->cut_index[n] = m->cut_count - 1;

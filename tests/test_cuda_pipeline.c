@@ -164,6 +164,14 @@ static size_t placements_differing(const char *text, uint64_t data_seed, const r
     return failed;
 }
 
+/* Fails the test unless every one of `runs` matches the CPU
+ * (placements_differing). */
+static void expect_placements_match(const char *text, uint64_t data_seed, const run_t *runs,
+                                    size_t count) {
+    const size_t failed = placements_differing(text, data_seed, runs, count);
+    if (failed > 0) fail_msg("%zu of %zu placements failed or differ (above)", failed, count);
+}
+
 /* Every schedule, with and without recomputation, on one GPU shared by
  * one, two and four stages: each stage's sends are copied while it
  * computes on, so this is where a missing wait before overwriting a sent
@@ -190,9 +198,7 @@ static void test_shared_gpu_matches_cpu(void **state) {
         {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 1, -1, 1, 0},
         {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 1, -1, 1, 0},
     };
-    const size_t count = sizeof runs / sizeof runs[0];
-    const size_t failed = placements_differing(origin_cnn, 5, runs, count);
-    if (failed > 0) fail_msg("%zu of %zu placements failed or differ (above)", failed, count);
+    expect_placements_match(origin_cnn, 5, runs, sizeof runs / sizeof runs[0]);
 }
 
 /* `model` on one GPU, on four stages sharing it, and on four with zb-h1
@@ -203,9 +209,7 @@ static void expect_shared_gpu_matches_cpu(const char *model) {
         {"cuda:0x4", BG_SCHEDULE_1F1B, 1, 0, -1, 0, 0},
         {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 1, -1, 0, 0},
     };
-    const size_t count = sizeof runs / sizeof runs[0];
-    const size_t failed = placements_differing(model, 6, runs, count);
-    if (failed > 0) fail_msg("%zu of %zu placements failed or differ (above)", failed, count);
+    expect_placements_match(model, 6, runs, sizeof runs / sizeof runs[0]);
 }
 
 /* tanh, sigmoid, gelu and layernorm (whose kernels are not the CPU's bits:
@@ -267,9 +271,7 @@ static void test_clipping_matches_cpu(void **state) {
         {"cuda:0x4", BG_SCHEDULE_ZB_H1, 1, 0, -1, 0, 0.05},
         {"cuda:0x4", BG_SCHEDULE_GPIPE, 1, 1, -1, 0, 0.05},
     };
-    const size_t count = sizeof runs / sizeof runs[0];
-    const size_t failed = placements_differing(origin_cnn, 7, runs, count);
-    if (failed > 0) fail_msg("%zu of %zu placements failed or differ (above)", failed, count);
+    expect_placements_match(origin_cnn, 7, runs, sizeof runs / sizeof runs[0]);
 }
 
 /* A NaN on a GPU stage is found by the checks marked on the device and
