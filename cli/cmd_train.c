@@ -46,7 +46,8 @@ static const char help[] =
     "  --steps N          N optimizer steps in all, over as many epochs as they\n"
     "                     take; with --epochs too, whichever ends first; 0 trains\n"
     "                     nothing and only evaluates the weights (--load FILE's,\n"
-    "                     or the initial ones) on the test set\n"
+    "                     or the initial ones) on the test set, on stages that\n"
+    "                     run forwards only (no gradients or optimizer state)\n"
     "  --batch B          samples per optimizer step (default 64)\n"
     "  --optimizer NAME   adam (default) or sgd\n"
     "  --lr X             learning rate (default: adam 0.001, sgd 0.01)\n"
@@ -134,11 +135,12 @@ static int is_option(const char *arg) {
 }
 
 /* What --steps 0 (no training, only the test set's evaluation) leaves
- * without effect: the training's settings and outputs. */
+ * without effect: the training's settings and outputs, and --recompute
+ * (an evaluation keeps nothing for a backward). */
 static const char *const training_only[] = {
     "--epochs",      "--optimizer",    "--lr",     "--momentum",       "--weight-decay", "--save",
     "--lr-schedule", "--warmup",       "--min-lr", "--clip-grad-norm", "--save-every",   "--trace",
-    "--timeline",    "--record-steps", "--nan",    "--nan-limit",
+    "--timeline",    "--record-steps", "--nan",    "--nan-limit",      "--recompute",
 };
 
 #define TRAINING_ONLY (sizeof training_only / sizeof training_only[0])
@@ -613,9 +615,10 @@ int bg_cmd_train(int argc, char **argv) {
         st, fail);
     if (train != NULL) BG_CHECK_GOTO(check_save_every(&o, train), st, fail);
     if (train != NULL) BG_CHECK_GOTO(check_warmup(&o, train), st, fail);
-    /* An evaluation updates nothing: its stages make no optimizer state
-     * (Adam's is two buffers the size of the parameters), and its plan
-     * counts none. Its options were refused above (check_evaluate_only). */
+    /* An evaluation updates nothing: its stages run forwards only, with no
+     * gradients, optimizer state (Adam's is two buffers the size of the
+     * parameters) or stash for a backward, and its plan counts none. Its
+     * options were refused above (check_evaluate_only). */
     if (o.train.evaluate_only) {
         o.train.optimizer = (bg_optimizer_config_t)BG_OPTIMIZER_CONFIG_INIT;
         o.train.optimizer.kind = BG_OPTIMIZER_SGD;
@@ -626,6 +629,7 @@ int bg_cmd_train(int argc, char **argv) {
     bg_plan_request_t request;
     bg_placement_plan_request(&o.placement, spec, o.train.batch, &o.train.optimizer, setup.profile,
                               0, setup.devices, &request);
+    request.forward_only = o.train.evaluate_only;
     BG_CHECK_GOTO(bg_cli_plan_make("train", &o.placement, &request, &plan), st, fail);
     if (!plan->partition->fits) {
         bg_cli_plan_explain_overflow("train", plan, &o.placement, 0, NULL, NULL);

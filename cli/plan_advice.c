@@ -448,12 +448,14 @@ enum { BG_MAX_SAVINGS = 5 };
 static int savings_of(const bg_plan_request_t *r, const bg_cost_model_t *model, saving_t *out) {
     int n = 0;
     if (r->split != NULL) out[n++] = (saving_t){"without --split", without_split};
-    if (!r->recompute) out[n++] = (saving_t){"--recompute", with_recompute};
+    /* An evaluation keeps nothing for a backward, and updates nothing. */
+    if (!r->recompute && !r->forward_only) out[n++] = (saving_t){"--recompute", with_recompute};
     if (r->optimizer.kind != BG_OPTIMIZER_SGD)
         out[n++] = (saving_t){"--optimizer sgd", with_sgd};
     else if (r->optimizer.sgd.momentum != 0)
         out[n++] = (saving_t){"--momentum 0", without_momentum};
-    if (r->schedule == BG_SCHEDULE_GPIPE) out[n++] = (saving_t){"--schedule 1f1b", with_1f1b};
+    if (r->schedule == BG_SCHEDULE_GPIPE && !r->forward_only)
+        out[n++] = (saving_t){"--schedule 1f1b", with_1f1b};
     if (counts_conv_workspace(r, model))
         out[n++] = (saving_t){"--conv-workspace 0", without_conv_workspace};
     return n;

@@ -278,7 +278,7 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
 }
 
 bg_status_t bg_channel_time_links(bg_channel_t *ch, int messages) {
-    if (!ch->on_device) return BG_OK;
+    if (ch == NULL || !ch->on_device) return BG_OK;
     if (ch->link_clock == NULL)
         BG_CHECK(
             bg_cuda_clock_create(ch->receiver, ch->copy_lane, 2 * messages + 1, &ch->link_clock));
@@ -289,7 +289,7 @@ bg_status_t bg_channel_time_links(bg_channel_t *ch, int messages) {
 }
 
 bg_status_t bg_channel_restart_links(bg_channel_t *ch) {
-    if (ch->link_clock == NULL) return BG_OK;
+    if (ch == NULL || ch->link_clock == NULL) return BG_OK;
     BG_CHECK(bg_cuda_clock_restart(ch->link_clock, &ch->link_zero));
     if (ch->leg1_clock == NULL) return BG_OK;
     return bg_cuda_clock_restart(ch->leg1_clock, &ch->leg1_zero);
@@ -360,6 +360,7 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
 }
 
 void bg_channel_abort(bg_channel_t *ch) {
+    if (ch == NULL) return;
     pthread_mutex_lock(&ch->lock);
     ch->aborted = 1;
     announce(ch);
@@ -367,10 +368,13 @@ void bg_channel_abort(bg_channel_t *ch) {
 }
 
 void bg_channel_reset(bg_channel_t *ch) {
+    if (ch == NULL) return;
     pthread_mutex_lock(&ch->lock);
     ch->aborted = 0;
     for (int i = 0; i < ch->capacity; i++) ch->slots[i].microbatch = SLOT_FREE;
     pthread_mutex_unlock(&ch->lock);
 }
 
-size_t bg_channel_bytes(const bg_channel_t *ch) { return (size_t)ch->capacity * ch->slot_bytes; }
+size_t bg_channel_bytes(const bg_channel_t *ch) {
+    return ch != NULL ? (size_t)ch->capacity * ch->slot_bytes : 0;
+}

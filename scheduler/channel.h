@@ -94,7 +94,10 @@ typedef struct bg_channel_config {
 
 bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out);
 
-/* NULL is a no-op. */
+/* NULL is a no-op; so it is for bg_channel_time_links,
+ * bg_channel_restart_links, bg_channel_abort and bg_channel_reset, and
+ * bg_channel_bytes is 0: a channel a pipeline does not have (a
+ * forward-only one sends no gradients back). */
 void bg_channel_destroy(bg_channel_t *ch);
 
 /* A sent message whose copy may still be reading its source: between CUDA

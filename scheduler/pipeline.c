@@ -250,6 +250,8 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
 
 bg_status_t bg_pipeline_train_step(bg_pipeline_t *p, const float *images, const int32_t *labels,
                                    int64_t n, bg_pipeline_result_t *result) {
+    if (p->cfg.forward_only)
+        return bg_error_set(BG_ERR_INVALID, "a forward-only pipeline evaluates: it trains no step");
     return run_job(p, JOB_TRAIN, images, labels, n, result);
 }
 

@@ -41,6 +41,10 @@ typedef struct bg_pipeline_config {
     int64_t batch;    /* B: largest mini-batch */
     const int *split; /* first layer of stages 1..S-1 (S-1 values), or NULL */
     int recompute;
+    /* 1: the pipeline only evaluates (bg_pipeline_evaluate): its stages are
+     * forward-only (bg_stage_config_t), one stash slot each, with no
+     * gradient channels; a train step is refused. */
+    int forward_only;
     uint64_t seed;
     bg_optimizer_config_t optimizer;
     bg_dtype_t dtype;            /* BG_F32; BG_F64 for exact equivalence tests */

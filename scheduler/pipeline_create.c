@@ -108,7 +108,9 @@ static bg_status_t create_schedules(bg_pipeline_t *p) {
         /* The schedule is valid and s in range: -1 is out of memory. */
         p->slots[s] = bg_schedule_stash_slots(p->train, s);
         if (p->slots[s] < 0) return bg_error_prefix(BG_ERR_NOMEM, "pipeline: ");
-        if (p->slots[s] < 1) p->slots[s] = 1;
+        /* An evaluation keeps nothing for a backward: its forwards take
+         * turns in one slot. */
+        if (p->slots[s] < 1 || p->cfg.forward_only) p->slots[s] = 1;
         p->last_gradient_mb[s] = bg_schedule_last_gradient_microbatch(p->train, s);
         if (p->last_gradient_mb[s] < 0)
             return bg_error_set(BG_ERR_INTERNAL, "pipeline: stage %d computes no gradient", s);
@@ -134,6 +136,7 @@ static bg_status_t create_stages(bg_pipeline_t *p) {
         sc.stash_slots = p->slots[s];
         sc.split_backward = p->train->split_backward;
         sc.recompute = p->cfg.recompute;
+        sc.forward_only = p->cfg.forward_only;
         sc.arena = &p->arenas[s % p->devices];
         BG_CHECK(bg_stage_create(&sc, &p->stage[s]));
     }
@@ -240,6 +243,7 @@ static bg_status_t create_channels(bg_pipeline_t *p) {
         cc.staging_node = staging_node(p, (s + 1) % p->devices);
         cc.copy_lane = BG_CUDA_LANE_ACTIVATIONS;
         BG_CHECK(bg_channel_create(&cc, &p->forward[s]));
+        if (p->cfg.forward_only) continue;
         snprintf(name, sizeof name, "gradients stage %d -> %d", s + 1, s);
         cc.sender = next;
         cc.receiver = here;

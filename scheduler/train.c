@@ -211,6 +211,7 @@ static bg_status_t open_pipeline(const bg_train_config_t *cfg, int64_t total_ste
     pc.batch = cfg->batch;
     pc.split = cfg->split;
     pc.recompute = cfg->recompute;
+    pc.forward_only = cfg->evaluate_only;
     pc.seed = cfg->seed;
     pc.optimizer = cfg->optimizer;
     pc.optimizer.schedule.total_steps = total_steps;
@@ -226,7 +227,7 @@ static bg_status_t open_pipeline(const bg_train_config_t *cfg, int64_t total_ste
         BG_CHECK_GOTO(bg_pipeline_upload_params(pipe, cfg->initial_params), st, fail);
     if (rs != NULL) {
         BG_CHECK_GOTO(bg_pipeline_upload_params(pipe, rs->params), st, fail);
-        for (int k = 0; k < rs->states; k++)
+        for (int k = 0; k < rs->states && !cfg->evaluate_only; k++) /* forward-only: none */
             BG_CHECK_GOTO(bg_pipeline_upload_optimizer_state(pipe, k, rs->state[k]), st, fail);
         bg_pipeline_set_steps(pipe, rs->optimizer_steps);
     }
@@ -317,8 +318,9 @@ static bg_status_t finish(const bg_train_config_t *cfg, bg_pipeline_t *pipe, bg_
 }
 
 /* --steps 0: the test set's evaluation of the initial, loaded or resumed
- * weights, on the pipeline a run would train on; the training set is not
- * read (it may be NULL). */
+ * weights, on the stages and devices a run would train on, forward-only
+ * (no gradients, optimizer state or stash for a backward); the training
+ * set is not read (it may be NULL). */
 static bg_status_t evaluate_only(const bg_train_config_t *cfg, bg_train_result_t *result,
                                  float *final_params) {
     BG_CHECK(check_batch(cfg));

@@ -403,11 +403,15 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     bg_cost_model_t *m = calloc(1, sizeof *m);
     if (m == NULL) return bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
     m->cfg = *cfg;
+    if (cfg->forward_only) { /* as bg_stage_create has it */
+        m->cfg.recompute = 0;
+        m->cfg.split_backward = 0;
+    }
     m->layers = spec->num_layers;
     m->micro = (cfg->batch + cfg->microbatches - 1) / cfg->microbatches;
     m->mean_micro = (double)cfg->batch / (double)cfg->microbatches;
     m->elem = bg_dtype_size(cfg->dtype);
-    m->states = bg_optimizer_state_buffers(&cfg->optimizer);
+    m->states = cfg->forward_only ? 0 : bg_optimizer_state_buffers(&cfg->optimizer);
     m->has_loss_layer = spec->layers[m->layers - 1].kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY;
     size_t count = (size_t)m->layers + 1;
     m->forward_flops = calloc(count, sizeof(int64_t));
@@ -602,13 +606,31 @@ int bg_cost_has_convolution(const bg_cost_model_t *m, int first, int last) {
     return m->convolutions[last] > m->convolutions[first];
 }
 
+/* What a stage that trains holds beyond a forward-only one's: the buffers
+ * gradients pass through, and the ring of the gradients it receives. */
+static void add_backward_memory(const bg_cost_model_t *m, const bg_cost_stage_t *stage,
+                                size_t input, size_t outputs, bg_cost_memory_t *r) {
+    const int first = stage->first_layer, last = stage->last_layer;
+    const size_t e = m->elem, nb = (size_t)m->micro;
+    const int has_loss = last == m->layers && m->has_loss_layer;
+    const size_t widest = (size_t)range_max_query(&m->widest, first, last);
+    /* The gradient ping-pong, and a skip gradient for each depth of the
+     * stage's residual blocks. */
+    r->buffers = (2 + (size_t)range_max_query(&m->depth, first, last - 1)) * nb * widest * e;
+    if (!has_loss) r->buffers += nb * (size_t)m->boundary[last] * e;
+    if (first > 0) r->buffers += input;
+    if (m->cfg.recompute) r->buffers += outputs;
+    if (last < m->layers)
+        r->channels += (size_t)stage->grad_channel_slots * bg_cost_boundary_bytes(m, last);
+}
+
 bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_stage_t *stage) {
     const int first = stage->first_layer, last = stage->last_layer;
     const size_t e = m->elem, nb = (size_t)m->micro;
     const int has_loss = last == m->layers && m->has_loss_layer;
     bg_cost_memory_t r = {0};
     r.params = (size_t)(m->param_elems[last] - m->param_elems[first]) * e;
-    r.grads = r.params;
+    r.grads = m->cfg.forward_only ? 0 : r.params;
     r.optimizer = (size_t)m->states * r.params;
 
     size_t input = nb * (size_t)m->boundary[first] * e;
@@ -622,18 +644,9 @@ bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_st
         r.stash_slot += nb * (size_t)(m->weighted_elems[last] - m->weighted_elems[first]) * e;
     if (has_loss) r.stash_slot += nb * sizeof(int32_t);
     r.stash = (size_t)(stage->stash_slots > 1 ? stage->stash_slots : 1) * r.stash_slot;
-
-    size_t widest = (size_t)range_max_query(&m->widest, first, last);
-    /* The gradient ping-pong, and a skip gradient for each depth of the
-     * stage's residual blocks. */
-    r.buffers = (2 + (size_t)range_max_query(&m->depth, first, last - 1)) * nb * widest * e;
-    if (!has_loss) r.buffers += nb * (size_t)m->boundary[last] * e;
-    if (first > 0) r.buffers += input;
-    if (m->cfg.recompute) r.buffers += outputs;
-
     if (first > 0) r.channels += (size_t)stage->input_channel_slots * input;
-    if (last < m->layers)
-        r.channels += (size_t)stage->grad_channel_slots * bg_cost_boundary_bytes(m, last);
+    if (!m->cfg.forward_only) add_backward_memory(m, stage, input, outputs, &r);
+
     const bg_cost_device_t *dev = stage->device;
     if (dev != NULL && dev->own_conv_workspace) {
         const size_t other = (size_t)range_max_query(&m->other_workspace, first, last - 1);

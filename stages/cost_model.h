@@ -51,7 +51,10 @@
  *                   it (bg_layer_workspace_bytes); on a device that chooses
  *                   its convolutions' algorithms itself (a GPU: cuDNN's, by
  *                   timing them there), the most it lets one use for a
- *                   stage holding a convolution, or a layernorm's if more */
+ *                   stage holding a convolution, or a layernorm's if more
+ * A forward-only model (an evaluation) counts params, stash (a pipeline
+ * gives such stages one slot), the activation channel and the workspace:
+ * no gradients, optimizer state, buffers or gradient channel. */
 #ifndef BG_COST_MODEL_H
 #define BG_COST_MODEL_H
 
@@ -157,7 +160,11 @@ typedef struct bg_cost_config {
     bg_optimizer_config_t optimizer;
     int recompute;      /* --recompute */
     int split_backward; /* the schedule splits B and W (zb-h1) */
-    bg_dtype_t dtype;   /* element type of every tensor */
+    /* An evaluation's stages (bg_stage_config_t.forward_only): memory
+     * without gradients, optimizer state, gradient buffers and channels;
+     * recompute and split_backward are ignored. */
+    int forward_only;
+    bg_dtype_t dtype; /* element type of every tensor */
     /* Asked for conv2d workspace sizes; borrowed. NULL: a CPU backend of
      * `dtype`, made and freed inside bg_cost_model_create. */
     bg_backend_t *workspace_backend;
@@ -171,8 +178,8 @@ typedef struct bg_cost_config {
 #define BG_COST_CONFIG_INIT                                                                        \
     {                                                                                              \
         .spec = NULL, .batch = 64, .microbatches = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT,       \
-        .recompute = 0, .split_backward = 0, .dtype = BG_F32, .workspace_backend = NULL,           \
-        .profile = NULL                                                                            \
+        .recompute = 0, .split_backward = 0, .forward_only = 0, .dtype = BG_F32,                   \
+        .workspace_backend = NULL, .profile = NULL                                                 \
     }
 
 typedef struct bg_cost_model bg_cost_model_t;

@@ -66,6 +66,7 @@ bg_status_t bg_plan_cost_model_create(const bg_plan_request_t *r, bg_cost_model_
     cc.microbatches = r->microbatches;
     cc.optimizer = r->optimizer;
     cc.recompute = r->recompute;
+    cc.forward_only = r->forward_only;
     cc.split_backward = bg_schedule_splits_backward(r->schedule, 0); /* a training schedule's */
     cc.profile = r->profile;
     bg_cost_model_t *model = NULL;
@@ -98,6 +99,7 @@ static bg_status_t plan_fill(bg_plan_t *p) {
     for (int s = 0; s < stages; s++) { /* a valid schedule: -1 is out of memory */
         p->stash_slots[s] = bg_schedule_stash_slots(p->schedule, s);
         if (p->stash_slots[s] < 0) return bg_error_prefix(BG_ERR_NOMEM, "planner: ");
+        if (r->forward_only) p->stash_slots[s] = 1; /* as bg_pipeline_create has it */
     }
     memcpy(p->device, r->device, sizeof *p->device * (size_t)k);
     if (r->links != NULL) {

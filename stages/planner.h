@@ -50,6 +50,7 @@ typedef struct bg_plan_request {
     int64_t batch;    /* B, samples per optimizer step */
     bg_optimizer_config_t optimizer;
     int recompute;
+    int forward_only;               /* an evaluation's memory (bg_cost_config_t.forward_only) */
     const int *split;               /* S - 1 first layers of stages 1..S-1; NULL: the planner */
     const bg_cost_device_t *device; /* K entries, in chain order */
     bg_cost_link_t link;            /* between every pair of devices, unless `links` */
@@ -64,9 +65,9 @@ typedef struct bg_plan_request {
 #define BG_PLAN_REQUEST_INIT                                                                       \
     {                                                                                              \
         .spec = NULL, .schedule = BG_SCHEDULE_1F1B, .devices = 1, .chunks = 1, .microbatches = 1,  \
-        .batch = 64, .optimizer = BG_OPTIMIZER_CONFIG_INIT, .recompute = 0, .split = NULL,         \
-        .device = NULL, .link = BG_COST_LINK_HOST_INIT, .links = NULL, .profile = NULL,            \
-        .fits_only = 0                                                                             \
+        .batch = 64, .optimizer = BG_OPTIMIZER_CONFIG_INIT, .recompute = 0, .forward_only = 0,     \
+        .split = NULL, .device = NULL, .link = BG_COST_LINK_HOST_INIT, .links = NULL,              \
+        .profile = NULL, .fits_only = 0                                                            \
     }
 
 typedef struct bg_plan {

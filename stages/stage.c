@@ -38,9 +38,9 @@ static bg_status_t download_floats(bg_backend_t *be, float *dst, const void *src
 
 /* The parameter tensors of every layer, then all their gradients, then
  * each optimizer state's tensors: each kind one run of the arena (see
- * param_block in stage_impl.h). */
+ * param_block in stage_impl.h). A forward-only stage holds the first. */
 static bg_status_t reserve_params(bg_stage_t *s) {
-    int states = bg_optimizer_state_buffers(&s->optimizer);
+    const int states = bg_stage_optimizer_states(s);
     for (int i = 0; i < s->count; i++) {
         bg_layer_params_t *p = &s->params[i];
         bg_layer_param_counts(stage_layer(s, i), &p->weight_count, &p->bias_count);
@@ -48,7 +48,7 @@ static bg_status_t reserve_params(bg_stage_t *s) {
         BG_CHECK(reserve_counted(s, p->weight_count, &s->memory.params, &p->weight));
         BG_CHECK(reserve_counted(s, p->bias_count, &s->memory.params, &p->bias));
     }
-    for (int i = 0; i < s->count; i++) {
+    for (int i = 0; i < s->count && !s->forward_only; i++) {
         bg_layer_params_t *p = &s->params[i];
         if (p->weight_count == 0) continue;
         BG_CHECK(reserve_counted(s, p->weight_count, &s->memory.grads, &p->weight_grad));
@@ -89,14 +89,15 @@ static bg_status_t find_param_blocks(bg_stage_t *s) {
     s->block_elems = (int64_t)(span / bg_backend_bytes(s->be, 1));
     s->param_block = a->weight;
     s->grad_block = a->weight_grad;
-    const int states = bg_optimizer_state_buffers(&s->optimizer);
+    const int states = bg_stage_optimizer_states(s);
     for (int k = 0; k < states; k++) s->state_block[k] = s->opt_state[(first * 2) * 2 + k];
     for (int i = first; i <= last; i++) {
         const bg_layer_params_t *p = &s->params[i];
         if (p->weight_count == 0) continue;
         int ok = within(s, s->param_block, s->block_elems, p->weight, p->weight_count) &&
-                 within(s, s->param_block, s->block_elems, p->bias, p->bias_count) &&
-                 within(s, s->grad_block, s->block_elems, p->weight_grad, p->weight_count) &&
+                 within(s, s->param_block, s->block_elems, p->bias, p->bias_count);
+        if (!s->forward_only)
+            ok = ok && within(s, s->grad_block, s->block_elems, p->weight_grad, p->weight_count) &&
                  within(s, s->grad_block, s->block_elems, p->bias_grad, p->bias_count);
         for (int k = 0; k < states; k++)
             ok = ok &&
@@ -150,7 +151,8 @@ static bg_status_t reserve_slot(bg_stage_t *s, stage_slot_t *slot, size_t *bytes
     return BG_OK;
 }
 
-/* Lays out the stash slots, the buffers between layers and the workspace. */
+/* Lays out the stash slots, the buffers between layers (none on a
+ * forward-only stage: they carry gradients) and the workspace. */
 static bg_status_t reserve_buffers(bg_stage_t *s) {
     const int64_t nb = s->max_batch;
     int64_t in = bg_shape_numel(stage_layer(s, 0)->in);
@@ -172,6 +174,7 @@ static bg_status_t reserve_buffers(bg_stage_t *s) {
         s->memory.stash += bytes;
         s->memory.stash_slot = bytes;
     }
+    if (s->forward_only) goto workspace;
     BG_CHECK(reserve_counted(s, nb * widest, &s->memory.buffers, &s->grad_a));
     BG_CHECK(reserve_counted(s, nb * widest, &s->memory.buffers, &s->grad_b));
     for (int d = 0; d < s->skip_depths; d++)
@@ -181,6 +184,7 @@ static bg_status_t reserve_buffers(bg_stage_t *s) {
         BG_CHECK(reserve_counted(s, nb * out, &s->memory.buffers, &s->output_grad));
     }
     if (s->first > 0) BG_CHECK(reserve_counted(s, nb * in, &s->memory.buffers, &s->input_grad));
+workspace:
     if (workspace > 0) {
         BG_CHECK(bg_arena_reserve(s->arena, workspace, &s->workspace));
         s->memory.workspace = workspace;
@@ -239,8 +243,9 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
     s->count = cfg->last_layer - cfg->first_layer;
     s->max_batch = cfg->max_batch;
     s->optimizer = cfg->optimizer;
-    s->split_backward = cfg->split_backward != 0;
-    s->recompute = cfg->recompute != 0;
+    s->forward_only = cfg->forward_only != 0;
+    s->split_backward = cfg->split_backward && !s->forward_only;
+    s->recompute = cfg->recompute && !s->forward_only;
     s->slot_count = cfg->stash_slots;
     bg_status_t st = BG_OK;
     s->params = bg_calloc((size_t)s->count, sizeof *s->params);
@@ -315,7 +320,16 @@ bg_status_t bg_stage_upload_floats(bg_backend_t *be, void *dst, const float *src
     return upload_floats(be, dst, src, n);
 }
 
+bg_status_t bg_stage_check_trains(const bg_stage_t *s, const char *what) {
+    if (!s->forward_only) return BG_OK;
+    return bg_error_set(BG_ERR_INVALID,
+                        "stage for layers %d..%d on %s runs forwards only (an evaluation): it "
+                        "has no %s",
+                        s->first, s->last - 1, s->be->name, what);
+}
+
 bg_status_t bg_stage_zero_grads(bg_stage_t *s) {
+    BG_CHECK(bg_stage_check_trains(s, "gradients to zero"));
     if (s->block_elems == 0) return BG_OK;
     if (!s->timing) return s->be->ops->zero(s->be, s->grad_block, s->block_elems);
     /* Profiling: tensor by tensor, into each layer's update (the padding
@@ -332,6 +346,7 @@ bg_status_t bg_stage_zero_grads(bg_stage_t *s) {
 }
 
 bg_status_t bg_stage_grad_square_sums(bg_stage_t *s, double *out) {
+    BG_CHECK(bg_stage_check_trains(s, "gradients to measure"));
     for (int i = 0; i < s->count; i++) {
         const bg_layer_params_t *p = &s->params[i];
         double weights = 0, biases = 0;
@@ -345,11 +360,13 @@ bg_status_t bg_stage_grad_square_sums(bg_stage_t *s, double *out) {
 }
 
 bg_status_t bg_stage_scale_grads(bg_stage_t *s, double factor) {
+    BG_CHECK(bg_stage_check_trains(s, "gradients to scale"));
     if (s->block_elems == 0) return BG_OK;
     return s->be->ops->scale(s->be, s->grad_block, s->block_elems, factor);
 }
 
 bg_status_t bg_stage_step(bg_stage_t *s) {
+    BG_CHECK(bg_stage_check_trains(s, "optimizer step"));
     int64_t step = s->steps + 1;
     if (!s->timing) {
         /* Elementwise over the blocks: the same numbers as tensor by tensor,
@@ -425,10 +442,12 @@ bg_status_t bg_stage_upload_params(bg_stage_t *s, const float *host) {
 }
 
 bg_status_t bg_stage_download_grads(bg_stage_t *s, float *host) {
+    BG_CHECK(bg_stage_check_trains(s, "gradients to download"));
     return copy_buffers(s, COPY_GRADS, host, NULL);
 }
 
 bg_status_t bg_stage_mark_nonfinite_grads(bg_stage_t *s, int tag) {
+    BG_CHECK(bg_stage_check_trains(s, "gradients to check"));
     if (s->block_elems == 0) return BG_OK;
     if (!s->timing || s->times.weight_check == NULL)
         return s->be->ops->mark_nonfinite(s->be, s->block_elems, s->grad_block, tag);
@@ -446,6 +465,7 @@ bg_status_t bg_stage_mark_nonfinite_grads(bg_stage_t *s, int tag) {
 
 bg_status_t bg_stage_find_nonfinite_grad(bg_stage_t *s, int *layer) {
     *layer = -1;
+    BG_CHECK(bg_stage_check_trains(s, "gradients to check"));
     for (int i = 0; i < s->count; i++) {
         bg_layer_params_t *p = &s->params[i];
         if (p->weight_count == 0) continue;
@@ -461,7 +481,7 @@ bg_status_t bg_stage_find_nonfinite_grad(bg_stage_t *s, int *layer) {
 }
 
 int bg_stage_optimizer_states(const bg_stage_t *s) {
-    return bg_optimizer_state_buffers(&s->optimizer);
+    return s->forward_only ? 0 : bg_optimizer_state_buffers(&s->optimizer);
 }
 
 static bg_status_t check_state(const bg_stage_t *s, int k) {

@@ -36,6 +36,12 @@ typedef struct bg_stage_config {
     int split_backward; /* 1: backward is B (dX) then a separate W (dW), as in zb-h1 */
     int recompute;      /* 1: keep only each micro-batch's input; re-run the forward
                          * before its backward (and before its W) */
+    /* 1: the stage only runs forwards (an evaluation): it holds no
+     * gradients, no optimizer state and no buffers for backward;
+     * split_backward, recompute and the optimizer's state are ignored, and
+     * every call below about gradients or the optimizer is refused
+     * (BG_ERR_INVALID). */
+    int forward_only;
     /* NULL: the stage makes one allocation of its own at creation. Else the
      * arena (on `backend`, not yet committed) in which it lays out its
      * buffers beside other users of the device; its owner commits it, then
@@ -47,7 +53,7 @@ typedef struct bg_stage_config {
     {                                                                                              \
         .first_layer = 0, .last_layer = 0, .max_batch = 64, .seed = 0,                             \
         .optimizer = BG_OPTIMIZER_CONFIG_INIT, .stash_slots = 1, .split_backward = 0,              \
-        .recompute = 0, .arena = NULL                                                              \
+        .recompute = 0, .forward_only = 0, .arena = NULL                                           \
     }
 
 /* Memory the stage holds, by category, in bytes. The stash is what in-flight
@@ -213,7 +219,8 @@ bg_status_t bg_stage_upload_params(bg_stage_t *stage, const float *host);
 bg_status_t bg_stage_download_grads(bg_stage_t *stage, float *host);
 
 /* Optimizer state buffers per parameter (0 sgd, 1 sgd with momentum, 2
- * adam: m then v), and their values in the flat order of the parameters. */
+ * adam: m then v; 0 on a forward-only stage), and their values in the flat order of the parameters.
+ */
 int bg_stage_optimizer_states(const bg_stage_t *stage);
 bg_status_t bg_stage_download_optimizer_state(bg_stage_t *stage, int k, float *host);
 bg_status_t bg_stage_upload_optimizer_state(bg_stage_t *stage, int k, const float *host);

@@ -152,6 +152,7 @@ static bg_status_t forward_slot(bg_stage_t *s, int slot, int64_t n, int stash, l
     BG_CHECK(check_slot(s, slot, n));
     stage_slot_t *sl = &s->slots[slot];
     if (stash) {
+        BG_CHECK(bg_stage_check_trains(s, "micro-batches to keep for a backward"));
         if (sl->state == SLOT_FREE) {
             s->memory.in_flight++;
             if (s->memory.in_flight > s->memory.peak_in_flight)
@@ -161,6 +162,10 @@ static bg_status_t forward_slot(bg_stage_t *s, int slot, int64_t n, int stash, l
                                 slot);
         }
         sl->state = SLOT_FORWARD_DONE;
+    } else if (s->memory.peak_in_flight < 1) {
+        /* An evaluation keeps nothing, but its activations fill the slot
+         * while it runs: the peak counts them. */
+        s->memory.peak_in_flight = 1;
     }
     sl->batch = n;
     sl->step = s->steps;
@@ -211,6 +216,7 @@ static int pools_over_relu(const bg_stage_t *s, int i) {
 }
 
 bg_status_t bg_stage_backward_slot(bg_stage_t *s, int slot, int64_t n, double loss_scale) {
+    BG_CHECK(bg_stage_check_trains(s, "backward"));
     BG_CHECK(check_slot(s, slot, n));
     stage_slot_t *sl = &s->slots[slot];
     if (sl->state != SLOT_FORWARD_DONE || sl->batch != n)
@@ -302,6 +308,7 @@ bg_status_t bg_stage_backward(bg_stage_t *s, int64_t n, double loss_scale) {
 }
 
 bg_status_t bg_stage_weights_slot(bg_stage_t *s, int slot, int64_t n) {
+    BG_CHECK(bg_stage_check_trains(s, "weight gradients"));
     BG_CHECK(check_slot(s, slot, n));
     stage_slot_t *sl = &s->slots[slot];
     if (!s->split_backward || sl->state != SLOT_BACKWARD_DONE || sl->batch != n)

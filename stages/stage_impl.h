@@ -33,7 +33,7 @@ struct bg_stage {
     int64_t max_batch;
     bg_optimizer_config_t optimizer;
     int64_t steps;
-    int split_backward, recompute;
+    int split_backward, recompute, forward_only;
 
     bg_layer_params_t *params; /* count entries */
     void **opt_state;          /* count * 4: (weight, bias) x up to 2 state buffers */
@@ -104,6 +104,9 @@ void *bg_stage_layer_output(const bg_stage_t *s, const stage_slot_t *slot, int i
 static inline void stage_time_add(const bg_stage_t *s, double *array, int i, double since) {
     if (s->timing) array[i] += bg_monotonic_seconds() - since;
 }
+
+/* BG_OK, or on a forward-only stage the error that refuses `what`. */
+bg_status_t bg_stage_check_trains(const bg_stage_t *s, const char *what);
 
 /* Host floats to device memory in the backend's type. */
 bg_status_t bg_stage_upload_floats(bg_backend_t *be, void *dst, const float *src, int64_t n);

@@ -579,21 +579,27 @@ for key in ("loss", "samples_per_s", "train_seconds"):
     assert key not in m, key
 ' "$M0"
 fi
-# An evaluation makes no optimizer state: it fits 12 MiB, where training
-# with Adam (two more buffers the size of the parameters) does not.
-expect 2 "does not fit" -- train "$MODEL" --data synthetic --batch 16 --steps 1 --device-mem 12M
-if expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0 --device-mem 12M \
+# An evaluation's stages run forwards only: parameters, one micro-batch's
+# activations and the workspace, no gradients or optimizer state (4.5 MiB
+# at batch 16). It fits 5 MiB, where training, even with SGD and
+# --recompute (parameters and their gradients: 5.3 MiB), does not.
+expect 2 "does not fit" -- train "$MODEL" --data synthetic --batch 16 --steps 1 --device-mem 5M \
+    --optimizer sgd --recompute
+if expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0 --device-mem 5M \
     --metrics "$T/eval-mem.json"; then
-    check "an evaluation's stages hold no optimizer state, and its metrics name no optimizer" \
+    check "an evaluation's stages hold no gradients or optimizer state, and its metrics name no optimizer" \
         python3 -c '
 import json, sys
 m = json.load(open(sys.argv[1]))
 assert "optimizer" not in m, m
 (stage,) = m["stages"]
-assert stage["peak_by_category"]["optimizer"] == 0, stage
-assert stage["peak_by_category"]["params"] > 0, stage
-assert stage["peak_bytes"] <= 12 * 2**20, stage' "$T/eval-mem.json"
+peak = stage["peak_by_category"]
+assert peak["optimizer"] == 0 and peak["grads"] == 0 and peak["buffers"] == 0, stage
+assert peak["params"] == 693962 * 4, stage
+assert peak["stash"] > 0, stage
+assert stage["peak_bytes"] <= 5 * 2**20, stage' "$T/eval-mem.json"
 fi
+usage_error "--recompute changes nothing with --steps 0" -- train "$MODEL" --steps 0 --recompute
 expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0 --load "$W" \
     --devices cpu:2 --microbatches 4
 check "--steps 0 on two stages, 4 micro-batches: the same test accuracy" \

@@ -783,12 +783,15 @@ static void expect_same_memory(const bg_cost_memory_t *want, const bg_stage_memo
  * or end (bg_model_spec_block_cut; without blocks, any), priced by the cost
  * model and allocated by bg_stage_create: the same bytes, part by part
  * (with blocks: a skip gradient for each depth of nesting in the stage,
- * in buffers). Returns that depth. */
-static int check_stages_of(bg_model_spec_t *spec, bg_rng_t *rng, bg_dtype_t dtype) {
+ * in buffers; forward-only: no gradients, optimizer state or buffers).
+ * Returns that depth. */
+static int check_stages_of(bg_model_spec_t *spec, bg_rng_t *rng, bg_dtype_t dtype,
+                           int forward_only) {
     bg_cost_config_t cc = BG_COST_CONFIG_INIT;
     cc.spec = spec;
     cc.dtype = dtype;
     random_cost_config(rng, &cc);
+    cc.forward_only = forward_only;
     bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
     cpu.dtype = dtype;
     bg_backend_t *be = NULL;
@@ -815,11 +818,13 @@ static int check_stages_of(bg_model_spec_t *spec, bg_rng_t *rng, bg_dtype_t dtyp
     sc.stash_slots = cs.stash_slots;
     sc.split_backward = cc.split_backward;
     sc.recompute = cc.recompute;
+    sc.forward_only = forward_only;
     bg_stage_t *stage = NULL;
     assert_int_equal(bg_stage_create(&sc, &stage), BG_OK);
     bg_cost_memory_t want = bg_cost_stage_memory(model, &cs);
     bg_stage_memory_t got = bg_stage_memory(stage);
     expect_same_memory(&want, &got);
+    if (forward_only) assert_int_equal(got.grads + got.optimizer + got.buffers, 0);
     bg_stage_destroy(stage);
     bg_cost_model_destroy(model);
     bg_backend_destroy(be);
@@ -831,11 +836,12 @@ static void test_memory_matches_stages(void **state) {
     bg_rng_t rng;
     bg_rng_seed(&rng, 99, 1);
     bg_model_spec_t *origin = parse(origin_cnn);
-    for (int i = 0; i < 40; i++) check_stages_of(origin, &rng, i % 4 == 0 ? BG_F64 : BG_F32);
+    for (int i = 0; i < 40; i++)
+        check_stages_of(origin, &rng, i % 4 == 0 ? BG_F64 : BG_F32, i % 3 == 1);
     bg_model_spec_destroy(origin);
     for (int i = 0; i < 150; i++) {
         bg_model_spec_t *spec = random_model(&rng, 1);
-        check_stages_of(spec, &rng, i % 5 == 0 ? BG_F64 : BG_F32);
+        check_stages_of(spec, &rng, i % 5 == 0 ? BG_F64 : BG_F32, i % 3 == 1);
         bg_model_spec_destroy(spec);
     }
     /* Residual models: stages that keep blocks whole, some of them blocks
@@ -843,7 +849,7 @@ static void test_memory_matches_stages(void **state) {
     int blocks = 0, nested = 0;
     for (int i = 0; i < 100; i++) {
         bg_model_spec_t *spec = random_residual_model(&rng, 1);
-        const int depth = check_stages_of(spec, &rng, i % 5 == 0 ? BG_F64 : BG_F32);
+        const int depth = check_stages_of(spec, &rng, i % 5 == 0 ? BG_F64 : BG_F32, i % 3 == 1);
         blocks += depth >= 1;
         nested += depth >= 2;
         bg_model_spec_destroy(spec);
@@ -855,14 +861,16 @@ static void test_memory_matches_stages(void **state) {
      * output is the input's shape, wider than the main branch's here) and
      * whose blocks nest in a shortcut branch. */
     bg_model_spec_t *shortcuts = parse(shortcut_model);
-    for (int i = 0; i < 40; i++) check_stages_of(shortcuts, &rng, i % 4 == 0 ? BG_F64 : BG_F32);
+    for (int i = 0; i < 40; i++)
+        check_stages_of(shortcuts, &rng, i % 4 == 0 ? BG_F64 : BG_F32, i % 3 == 1);
     bg_model_spec_destroy(shortcuts);
 }
 
-/* Whole pipelines: stash slots from the schedule, and the channels. */
-static void check_pipeline(const bg_model_spec_t *spec, const char *devices_text,
-                           bg_schedule_kind_t kind, int chunks, int microbatches, int recompute,
-                           const int *split) {
+/* Whole pipelines: stash slots from the schedule (forward-only: one),
+ * and the channels (forward-only: no gradients'). */
+static void check_pipeline_as(const bg_model_spec_t *spec, const char *devices_text,
+                              bg_schedule_kind_t kind, int chunks, int microbatches, int recompute,
+                              const int *split, int forward_only) {
     bg_device_list_t devices;
     assert_int_equal(bg_device_list_parse(devices_text, 2, &devices), BG_OK);
     bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
@@ -874,6 +882,7 @@ static void check_pipeline(const bg_model_spec_t *spec, const char *devices_text
     cfg.batch = 10;
     cfg.split = split;
     cfg.recompute = recompute;
+    cfg.forward_only = forward_only;
     bg_pipeline_t *pipe = NULL;
     assert_int_equal(bg_pipeline_create(&cfg, &pipe), BG_OK);
     const bg_schedule_t *sched = bg_pipeline_schedule(pipe);
@@ -886,12 +895,13 @@ static void check_pipeline(const bg_model_spec_t *spec, const char *devices_text
     cc.optimizer = cfg.optimizer;
     cc.recompute = recompute;
     cc.split_backward = sched->split_backward;
+    cc.forward_only = forward_only;
     bg_cost_model_t *model = NULL;
     assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
     int slots[16], first[16];
     bg_cost_device_t dev[16];
     for (int s = 0; s < stages; s++) {
-        slots[s] = bg_schedule_stash_slots(sched, s);
+        slots[s] = forward_only ? 1 : bg_schedule_stash_slots(sched, s);
         first[s] = bg_pipeline_stage_info(pipe, s).first_layer;
         assert_true(bg_model_spec_block_cut(spec, first[s]) < 0); /* given or balanced */
     }
@@ -914,6 +924,15 @@ static void check_pipeline(const bg_model_spec_t *spec, const char *devices_text
     bg_partition_destroy(p);
     bg_cost_model_destroy(model);
     bg_pipeline_destroy(pipe);
+}
+
+/* The same pipeline training, and evaluating only. */
+static void check_pipeline(const bg_model_spec_t *spec, const char *devices_text,
+                           bg_schedule_kind_t kind, int chunks, int microbatches, int recompute,
+                           const int *split) {
+    for (int forward_only = 0; forward_only < 2; forward_only++)
+        check_pipeline_as(spec, devices_text, kind, chunks, microbatches, recompute, split,
+                          forward_only);
 }
 
 static void test_memory_matches_pipelines(void **state) {

@@ -639,8 +639,35 @@ static void test_evaluate(void **state) {
     /* Evaluation changes nothing: the same call gives the same figures. */
     assert_int_equal(bg_pipeline_evaluate(b, f->images, f->data->labels, 13, &ra), BG_OK);
     assert_true(ra.loss_sum == rb.loss_sum);
+    /* A forward-only pipeline: the same figures, bit for bit, from stages
+     * that hold no gradients and receive none; it trains no step. */
+    cfg.forward_only = 1;
+    bg_pipeline_t *c;
+    assert_int_equal(bg_pipeline_create(&cfg, &c), BG_OK);
+    assert_int_equal(bg_pipeline_evaluate(c, f->images, f->data->labels, 13, &ra), BG_OK);
+    assert_true(ra.loss_sum == rb.loss_sum);
+    assert_int_equal(ra.correct, rb.correct);
+    for (int s = 0; s < 3; s++) {
+        const bg_pipeline_stage_info_t trains = bg_pipeline_stage_info(b, s),
+                                       evaluates = bg_pipeline_stage_info(c, s);
+        assert_int_equal(evaluates.first_layer, trains.first_layer);
+        assert_int_equal(evaluates.stash_slots, 1);
+        assert_int_equal(evaluates.memory.grads + evaluates.memory.buffers, 0);
+        assert_true(evaluates.memory.params == trains.memory.params);
+        /* The last stage receives activations, as it does training; the
+         * others no gradients, so stage 0 nothing. */
+        if (s == 2)
+            assert_int_equal(evaluates.channel_bytes, trains.channel_bytes);
+        else
+            assert_true(evaluates.channel_bytes < trains.channel_bytes);
+        if (s == 0) assert_int_equal(evaluates.channel_bytes, 0);
+    }
+    assert_int_equal(bg_pipeline_train_step(c, f->images, f->data->labels, 13, &ra),
+                     BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "forward-only pipeline evaluates"));
     bg_pipeline_destroy(a);
     bg_pipeline_destroy(b);
+    bg_pipeline_destroy(c);
 }
 
 static void expect_create_error(fixture_t *f, const char *devices_text, bg_schedule_kind_t kind,

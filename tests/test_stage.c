@@ -505,6 +505,68 @@ static void test_memory(void **state) {
     bg_stage_destroy(wide);
 }
 
+/* An evaluation's stage: the same forward as a training stage's from the
+ * same seed, in a fraction of the memory, and a refusal of everything
+ * about gradients. */
+static void test_forward_only(void **state) {
+    fixture_t *f = *state;
+    bg_stage_t *trains = stage_create(f, f->f32, 0, LAYERS, BATCH, NULL); /* Adam */
+    bg_stage_config_t cfg = stage_config(f, f->f32, 0, LAYERS, BATCH);
+    cfg.forward_only = 1;
+    cfg.split_backward = 1; /* ignored, as recompute would be */
+    bg_stage_t *evaluates = NULL;
+    ok(bg_stage_create(&cfg, &evaluates));
+    bg_stage_loss_t want, got;
+    for (int k = 0; k < 2; k++) {
+        bg_stage_t *s = k ? evaluates : trains;
+        ok(bg_stage_load_batch(s, BATCH, f->images, f->labels));
+        ok(bg_stage_forward_slot(s, 0, BATCH, 0, k ? &got : &want));
+    }
+    assert_true(got.loss_sum == want.loss_sum);
+    assert_int_equal(got.correct, want.correct);
+    /* The CPU backend's device memory is host memory. */
+    assert_memory_equal(bg_stage_output(evaluates), bg_stage_output(trains),
+                        sizeof(float) * BATCH * CLASSES);
+
+    const bg_stage_memory_t mt = bg_stage_memory(trains), me = bg_stage_memory(evaluates);
+    assert_int_equal(me.params, (size_t)TOTAL_PARAMS * 4);
+    assert_int_equal(me.grads, 0);
+    assert_int_equal(me.optimizer, 0);
+    assert_int_equal(me.buffers, 0);
+    assert_int_equal(me.stash_slot, mt.stash_slot); /* no saved dy for W */
+    assert_int_equal(me.workspace, mt.workspace);
+    assert_int_equal(me.peak_in_flight, 1); /* the forward's activations */
+    assert_true(me.arena < mt.arena / 3);
+    assert_int_equal(bg_stage_optimizer_states(evaluates), 0);
+    assert_null(bg_stage_output_grad(evaluates));
+
+    const bg_status_t refused[] = {
+        bg_stage_forward(evaluates, BATCH, NULL), /* keeps its micro-batch for a backward */
+        bg_stage_backward_slot(evaluates, 0, BATCH, 1.0 / BATCH),
+        bg_stage_weights_slot(evaluates, 0, BATCH),
+        bg_stage_zero_grads(evaluates),
+        bg_stage_scale_grads(evaluates, 0.5),
+        bg_stage_step(evaluates),
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        assert_int_equal(refused[i], BG_ERR_INVALID);
+    }
+    assert_non_null(strstr(bg_error_message(), "layers 0..7 on cpu:0 runs forwards only"));
+    assert_non_null(strstr(bg_error_message(), "no optimizer step"));
+    assert_int_equal(bg_stage_steps(evaluates), 0);
+
+    /* A stage after the first: no input gradient either. */
+    cfg = stage_config(f, f->f32, SPLIT, LAYERS, BATCH);
+    cfg.forward_only = 1;
+    bg_stage_t *second = NULL;
+    ok(bg_stage_create(&cfg, &second));
+    assert_null(bg_stage_input_grad(second));
+    assert_int_equal(bg_stage_memory(second).buffers, 0);
+    bg_stage_destroy(second);
+    bg_stage_destroy(evaluates);
+    bg_stage_destroy(trains);
+}
+
 static void expect_create_error(const fixture_t *f, int first, int last, int64_t max_batch,
                                 const char *needle) {
     bg_stage_config_t cfg = stage_config(f, f->f32, first, last, max_batch);
@@ -745,6 +807,7 @@ int main(void) {
         cmocka_unit_test(test_microbatches_f32),
         cmocka_unit_test(test_init_independent_of_split),
         cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_forward_only),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_workspace_sizing_error),
         cmocka_unit_test(test_layer_times),
