@@ -4,6 +4,7 @@
  * scheduler/pipeline.c. */
 #include "pipeline.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -20,9 +21,10 @@ bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, i
     if (stages < 1 || stages > n)
         return bg_error_set(BG_ERR_INVALID, "cannot cut %d layers into %d stages", n, stages);
     /* Cost of a layer: forward plus backward, about 3x the forward for layers
-     * with weights (dX and dW) and 2x for the others. */
-    int64_t *prefix = bg_calloc((size_t)n + 1, sizeof *prefix);
-    int64_t *best = bg_malloc(sizeof(int64_t) * (size_t)(n + 1) * (size_t)(stages + 1));
+     * with weights (dX and dW) and 2x for the others. In doubles: three
+     * times a model's FLOPs may pass 64-bit integers (its FLOPs do not). */
+    double *prefix = bg_calloc((size_t)n + 1, sizeof *prefix);
+    double *best = bg_malloc(sizeof(double) * (size_t)(n + 1) * (size_t)(stages + 1));
     int *cut = bg_malloc(sizeof(int) * (size_t)(n + 1) * (size_t)(stages + 1));
     if (prefix == NULL || best == NULL || cut == NULL) {
         free(prefix);
@@ -31,19 +33,20 @@ bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, i
         return bg_error_set(BG_ERR_NOMEM, "out of memory balancing stages");
     }
     for (int i = 0; i < n; i++)
-        prefix[i + 1] = prefix[i] + spec->layers[i].flops * (spec->layers[i].params ? 3 : 2) + 1;
+        prefix[i + 1] =
+            prefix[i] + (double)spec->layers[i].flops * (spec->layers[i].params ? 3 : 2) + 1;
 #define BEST(k, j) best[(size_t)(k) * (size_t)(n + 1) + (size_t)(j)]
 #define CUT(k, j)  cut[(size_t)(k) * (size_t)(n + 1) + (size_t)(j)]
     /* BEST(k, j): the lightest slowest stage when layers [0, j) form k stages. */
     for (int j = 1; j <= n; j++) BEST(1, j) = prefix[j];
     for (int k = 2; k <= stages; k++) {
         for (int j = k; j <= n; j++) {
-            BEST(k, j) = INT64_MAX;
+            BEST(k, j) = INFINITY;
             for (int i = k - 1; i < j; i++) {
                 /* A stage starts outside every residual block. */
-                if (BEST(k - 1, i) == INT64_MAX || !bg_model_spec_can_start(spec, i)) continue;
-                int64_t last = prefix[j] - prefix[i];
-                int64_t worst = BEST(k - 1, i) > last ? BEST(k - 1, i) : last;
+                if (BEST(k - 1, i) == INFINITY || !bg_model_spec_can_start(spec, i)) continue;
+                const double last = prefix[j] - prefix[i];
+                const double worst = BEST(k - 1, i) > last ? BEST(k - 1, i) : last;
                 if (worst < BEST(k, j)) {
                     BEST(k, j) = worst;
                     CUT(k, j) = i;
@@ -51,7 +54,7 @@ bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, i
             }
         }
     }
-    if (BEST(stages, n) == INT64_MAX) {
+    if (BEST(stages, n) == INFINITY) {
         free(prefix);
         free(best);
         free(cut);

@@ -716,6 +716,22 @@ static void test_balance_split(void **state) {
     assert_int_equal(bg_pipeline_balance_split(f->spec, 8, first), BG_OK);
     for (int s = 0; s < 8; s++) assert_int_equal(first[s], s);
     assert_int_equal(bg_pipeline_balance_split(f->spec, 9, first), BG_ERR_INVALID);
+    /* A convolution of 2^62 FLOPs a sample, whose forward and backward
+     * (three times that) pass 64-bit integers: it alone is stage 0, and
+     * the balance is still found for 3 stages. */
+    static const char huge[] = "input channels=1048576 height=1025 width=1024\n"
+                               "conv2d filters=1048576 kernel=1024\n"
+                               "flatten\n"
+                               "dense units=10\n"
+                               "softmax_cross_entropy\n";
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("huge", huge, strlen(huge), &spec), BG_OK);
+    assert_true(spec->layers[0].flops == (int64_t)1 << 62);
+    assert_int_equal(bg_pipeline_balance_split(spec, 2, first), BG_OK);
+    assert_int_equal(first[1], 1);
+    assert_int_equal(bg_pipeline_balance_split(spec, 3, first), BG_OK);
+    assert_int_equal(first[1], 1);
+    bg_model_spec_destroy(spec);
 }
 
 /* A pipeline on cpu:2 with a timeline of its shape (*devices must outlive
