@@ -336,6 +336,50 @@ static void test_conv_workspace_limit_on_gpu(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* An evaluation on forward-only stages sharing the GPU, through the
+ * device-to-device channel and through host memory: the loss and the
+ * count of one CPU device's, and no gradients held. */
+static void test_forward_only_on_gpu(void **state) {
+    (void)state;
+    bg_model_spec_t *spec;
+    assert_int_equal(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &spec), BG_OK);
+    bg_dataset_t *data;
+    assert_int_equal(bg_dataset_synthetic(spec->input, 10, BATCH, 5, 0, &data), BG_OK);
+    float *images = bg_dataset_all_images(data);
+    assert_non_null(images);
+    static const char *const places[] = {"cpu", "cuda:0x2", "cuda:0x2"};
+    bg_pipeline_result_t r[3];
+    for (int k = 0; k < 3; k++) {
+        bg_device_list_t devices;
+        assert_int_equal(bg_device_list_parse(places[k], 1, &devices), BG_OK);
+        bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+        cfg.spec = spec;
+        cfg.devices = &devices;
+        cfg.batch = BATCH;
+        cfg.microbatches = 4;
+        cfg.forward_only = 1;
+        cfg.stage_through_host = k == 2;
+        cfg.topology = live;
+        bg_pipeline_t *p = NULL;
+        if (bg_pipeline_create(&cfg, &p) != BG_OK)
+            fail_msg("%s: %s", places[k], bg_error_message());
+        if (bg_pipeline_evaluate(p, images, data->labels, BATCH, &r[k]) != BG_OK)
+            fail_msg("%s: %s", places[k], bg_error_message());
+        for (int s = 0; s < bg_pipeline_stage_count(p); s++)
+            assert_int_equal(bg_pipeline_stage_info(p, s).memory.grads, 0);
+        bg_pipeline_destroy(p);
+        printf("forward-only on %s%s: loss sum %.9g, %lld correct\n", places[k],
+               k == 2 ? " (through host memory)" : "", r[k].loss_sum, (long long)r[k].correct);
+    }
+    for (int k = 1; k < 3; k++) {
+        assert_true(fabs(r[k].loss_sum - r[0].loss_sum) <= 1e-4 * r[0].loss_sum);
+        assert_true(llabs(r[k].correct - r[0].correct) <= 1); /* a near tie may flip */
+    }
+    free(images);
+    bg_dataset_destroy(data);
+    bg_model_spec_destroy(spec);
+}
+
 /* The event of `kind` of stage `stage` (with peer `peer`) for micro-batch
  * mb of step `step`, or NULL. */
 static const bg_event_t *find_event(const bg_timeline_t *tl, bg_event_kind_t kind, int step,
@@ -481,7 +525,8 @@ int main(void) {
                                        cmocka_unit_test(test_conv_workspace_limit_on_gpu),
                                        cmocka_unit_test(test_new_layers_match_cpu),
                                        cmocka_unit_test(test_residual_blocks_match_cpu),
-                                       cmocka_unit_test(test_clipping_matches_cpu)};
+                                       cmocka_unit_test(test_clipping_matches_cpu),
+                                       cmocka_unit_test(test_forward_only_on_gpu)};
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     bg_topology_destroy(live);
     return failed;
