@@ -68,8 +68,11 @@ static const char help[] =
     "  (with plan, leaving out --split lets the planner choose)\n"
     "\n"
     "When nothing fits, plan prints its best attempt, names the stage that\n"
-    "overflows and by how many bytes, tries --recompute, 1f1b, sgd, other\n"
-    "micro-batch counts and more devices, lists those that fit, and exits 2.\n"
+    "overflows and by how many bytes, and tries each change that saves memory:\n"
+    "leaving out --split, --recompute, sgd (or --momentum 0), 1f1b for gpipe,\n"
+    "a smaller --conv-workspace on GPUs, other micro-batch counts, and other\n"
+    "device counts (more, or fewer where each then gets more memory); then the\n"
+    "fewest of them together. It lists those that fit, and exits 2.\n"
     "\n"
     "examples:\n"
     "  brigade plan examples/fashion_cnn.model --devices cpu:2\n"
@@ -167,8 +170,9 @@ int bg_cmd_plan(int argc, char **argv) {
         bg_placement_describe(&o.placement, stdout);
         printf("\n");
         bg_placement_describe_links(&o.placement, stdout);
-        printf("batch %lld (micro-batches of %lld), %s; %s\n\n", (long long)o.batch,
-               (long long)bg_cost_model_microbatch(p->model),
+        char sizes[64];
+        printf("batch %lld (%s), %s; %s\n\n", (long long)o.batch,
+               bg_cli_microbatch_sizes(o.batch, p->request.microbatches, sizes, sizeof sizes),
                bg_optimizer_kind_name(o.optimizer.kind),
                bg_cli_plan_split_source(p, source, sizeof source));
         bg_cli_plan_print_table(p, stdout);

@@ -336,8 +336,8 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
            sum.backward_data_s * 1e3, sum.backward_weights_s * 1e3, sum.update_s * 1e3,
            (sum.forward_s + sum.backward_data_s + sum.backward_weights_s) * 1e3);
     print_zero_times(spec);
-    printf("\ntotal ms: fwd + dX + dW of one micro-batch of %lld samples (update: once a step)\n",
-           (long long)p->batch);
+    printf("\ntotal ms: fwd + dX + dW of one micro-batch of %lld sample%s (update: once a step)\n",
+           (long long)p->batch, p->batch == 1 ? "" : "s");
     print_sizes(spec, p);
     printf("copy bandwidth: %.2f GB/s per memcpy (a channel copies twice per transfer)\n",
            p->copy_bytes_per_s / 1e9);

@@ -194,8 +194,9 @@ int bg_cmd_simulate(int argc, char **argv) {
     char source[192];
     printf("simulation of %s: ", o.model);
     bg_placement_describe(&o.placement, stdout);
-    printf("\nbatch %lld (micro-batches of %lld), %s; %s; costs from %s\n\n", (long long)o.batch,
-           (long long)bg_cost_model_microbatch(plan->model),
+    char sizes[64];
+    printf("\nbatch %lld (%s), %s; %s; costs from %s\n\n", (long long)o.batch,
+           bg_cli_microbatch_sizes(o.batch, plan->request.microbatches, sizes, sizeof sizes),
            bg_optimizer_kind_name(o.optimizer.kind),
            bg_cli_plan_split_source(plan, source, sizeof source),
            setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");

@@ -91,6 +91,7 @@ typedef struct sweep_context {
      * of the errors' sizes, and their number. */
     double error_sum;
     int errors;
+    int split_noted; /* bg_cli_note_split_profile said so, once a sweep */
 } sweep_context_t;
 
 /* Chart line names of simulated points, by bg_schedule_kind_t. */
@@ -225,6 +226,15 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     if (interleaved)
         BG_CHECK(bg_placement_check_chunks(BG_SCHEDULE_INTERLEAVED, o->placement.chunks,
                                            "give --chunks 2 or more for its points"));
+    /* One --split cannot cut both interleaved's stages (--chunks a device)
+     * and the others' (one a device). */
+    if (interleaved && o->schedule_count > 1 && o->placement.split_count > 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--split gives one cut for every point, but interleaved's points "
+                            "have --chunks %d stages a device and the other schedules' one: "
+                            "sweep --schedule interleaved apart from them, each with its "
+                            "--split",
+                            o->placement.chunks);
     return BG_OK;
 }
 
@@ -375,6 +385,8 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
         goto add_point;
     }
     BG_CHECK(st);
+    if (!c->split_noted)
+        c->split_noted = bg_cli_note_split_profile(plan, o->placement.profile_path);
     const bg_partition_t *part = plan->partition;
     if (!part->fits) {
         char over[32], stages[64];
@@ -473,7 +485,8 @@ static bg_status_t metrics_write(const char *path, cJSON *root, int signal_numbe
 }
 
 /* What the chart shows, under its title: "examples/fashion_cnn.model, batch
- * 64, on cpu:0, cpu:1; measured, 2 warm-up + 5 timed steps a point". */
+ * 64, on cpu:0, cpu:1; measured, 2 warm-up + 5 timed steps a point" (after
+ * the devices, "(interleaved: 2 stages a device)" with --chunks 2). */
 static void chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setup, char *buf,
                            size_t size) {
     char devices[256] = "";
@@ -482,14 +495,18 @@ static void chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setup
         bg_placement_describe_devices(&o->placement, f);
         fclose(f);
     }
+    char chunks[48] = ""; /* interleaved's alone */
+    if (o->placement.chunks > 1)
+        snprintf(chunks, sizeof chunks, " (interleaved: %d stages a device)", o->placement.chunks);
     if (o->simulate)
-        snprintf(buf, size, "%s, batch %lld, on %s; simulated from %s", o->model,
-                 (long long)o->batch, devices,
+        snprintf(buf, size, "%s, batch %lld, on %s%s; simulated from %s", o->model,
+                 (long long)o->batch, devices, chunks,
                  setup->profile != NULL ? o->placement.profile_path : "the analytic cost model");
     else
         snprintf(buf, size,
-                 "%s, batch %lld, on %s; measured, %lld warm-up + %lld timed steps a point",
-                 o->model, (long long)o->batch, devices, (long long)o->warmup, (long long)o->steps);
+                 "%s, batch %lld, on %s%s; measured, %lld warm-up + %lld timed steps a point",
+                 o->model, (long long)o->batch, devices, chunks, (long long)o->warmup,
+                 (long long)o->steps);
 }
 
 /* What a sweep that ended early kept, for its last message. */
@@ -522,7 +539,8 @@ int bg_cmd_sweep(int argc, char **argv) {
             goto fail;
         }
     }
-    if (!o.simulate) o.placement.run = "a measured sweep";
+    /* A measured sweep takes --profile even for a fixed split or one stage:
+     * its sim ms column prices each point's plan with it. */
     BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &o.optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
     if (!o.simulate) {

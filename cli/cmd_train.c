@@ -567,10 +567,12 @@ int bg_cmd_train(int argc, char **argv) {
     if (o.load != NULL && (param_bytes <= host_bytes || host_bytes <= 0))
         params = malloc(sizeof(float) * (size_t)(spec->total_params > 0 ? spec->total_params : 1));
     if ((o.load != NULL && params == NULL) || (param_bytes > host_bytes && host_bytes > 0)) {
+        char count[32];
         st = bg_error_set(BG_ERR_NOMEM,
-                          "%s: out of host memory for the model's %lld parameters (%.1f GiB "
+                          "%s: out of host memory for the model's %s parameters (%.1f GiB "
                           "as floats; brigade plan with --device-mem shows what each stage needs)",
-                          o.model, (long long)spec->total_params, param_bytes / (1 << 30));
+                          o.model, bg_cli_group_digits(spec->total_params, count, sizeof count),
+                          param_bytes / (1 << 30));
         goto fail;
     }
     if (o.load != NULL) {

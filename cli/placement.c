@@ -271,6 +271,10 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                             "several stages per device)",
                             p->stages, p->devices_text, p->devices.count);
     const int stages = bg_placement_stage_count(p);
+    /* A split wrong in itself is said so first: fixing the device count
+     * would not make it right. */
+    if (p->split_count > 0)
+        BG_CHECK(bg_model_spec_check_split(spec, p->split_count + 1, p->split, NULL));
     if (p->split_count > 0 && p->split_count != stages - 1) {
         /* What would give the split's stages, with one chunk a device, where
          * the model has layers for them (else the split itself is wrong). */
@@ -303,9 +307,7 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
     }
     /* Residual blocks leave fewer places to cut: refused here, once, not
      * at each micro-batch count or schedule a search or sweep tries. */
-    if (p->split_count > 0) {
-        BG_CHECK(bg_model_spec_check_split(spec, stages, p->split, NULL));
-    } else {
+    if (p->split_count == 0) { /* a split was checked above */
         char why[64] = "";
         if (p->chunks > 1)
             snprintf(why, sizeof why, " (%d devices x --chunks %d)", stages / p->chunks, p->chunks);

@@ -28,9 +28,9 @@ typedef struct bg_placement {
     int conv_workspace_given;             /* so was --conv-workspace */
     const char *profile_path;             /* --profile, or NULL */
     const char *topology_path;            /* --topology, or NULL: this machine */
-    /* The run this placement is for ("train", "a measured sweep"), which
-     * uses --profile only where the planner chooses; NULL for plan and
-     * simulate, which also predict with it. */
+    /* The run this placement is for ("train"), which uses --profile only
+     * where the planner chooses; NULL for plan, simulate and sweep, which
+     * also predict with it (a measured sweep its sim ms column). */
     const char *run;
     bg_device_list_t devices; /* resolved by bg_placement_resolve, then chosen */
     /* The devices as resolved, before --stages K chose among them, and

@@ -3,6 +3,7 @@
  * memory. Each change is tried as a whole plan with the planner, one at a
  * time, then the fewest memory savings together, then all of them, on the
  * devices given and on other counts of them (planning.h). */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,11 +17,37 @@
 
 static const double mib = 1024.0 * 1024.0;
 
+/* The bytes of the model's parameters, gradients and the state of
+ * r's optimizer (an evaluation's: its parameters alone), in the planner's
+ * float32: every stage holds its own share, so devices that cannot hold
+ * them together cannot fit any split. */
+static double model_state_bytes(const bg_plan_request_t *r) {
+    const double params = (double)r->spec->total_params * (double)bg_dtype_size(BG_F32);
+    if (r->forward_only) return params;
+    return params * (2.0 + bg_optimizer_state_buffers(&r->optimizer));
+}
+
+/* Whether k devices could hold `state` bytes (model_state_bytes) at all: a
+ * device's capacity bounds its stages' sum, and one without a capacity (0)
+ * holds anything. Planning what fails this is wasted: a 2,000-layer model
+ * on cpu:64 with --device-mem 512K tried 64 counts in 7.0 s, and then none
+ * in 1.0 s; a 100,000-layer one on cpu:64 with --device-mem 10M took 64 s
+ * over its savings, and then none. */
+static int could_hold(const bg_cost_device_t *devices, int k, double state) {
+    double capacity = 0;
+    for (int d = 0; d < k; d++) {
+        if (devices[d].memory_bytes == 0) return 1;
+        capacity += (double)devices[d].memory_bytes;
+    }
+    return capacity >= state;
+}
+
 /* Tries one change; prints it if the plan then fits, and adds it to
  * `found` (when not NULL) as {"change", "largest_stage_bytes", "step_ms"},
  * and "largest_device_bytes" where the plan is checked per device (a given
  * split with --chunks V). Returns 1 if it fit. */
 static int try_variant(const bg_plan_request_t *r, const char *what, cJSON *found) {
+    if (!could_hold(r->device, r->devices, model_state_bytes(r))) return 0;
     bg_plan_t *p = NULL;
     bg_plan_request_t v = *r;
     v.fits_only = 1; /* a variant that does not fit is not shown */
@@ -139,31 +166,6 @@ static int try_microbatches(const bg_plan_request_t *r, const char *with, cJSON 
     return helped;
 }
 
-/* The bytes of the model's parameters, gradients and the state of
- * `optimizer`: every stage holds its own share, so k devices that cannot
- * hold them together cannot fit any split. */
-static double model_state_bytes(const bg_cost_model_t *model,
-                                const bg_optimizer_config_t *optimizer) {
-    const bg_cost_stage_t whole = {
-        .first_layer = 0, .last_layer = bg_cost_model_layers(model), .stash_slots = 1};
-    const double params = (double)bg_cost_stage_memory(model, &whole).params;
-    return params * (2.0 + bg_optimizer_state_buffers(optimizer));
-}
-
-/* Whether k devices could hold `state` bytes (model_state_bytes) at all: a
- * device's capacity bounds its stages' sum, and one without a capacity (0)
- * holds anything. Planning a count that fails this is wasted: a
- * 2,000-layer model on cpu:64 with --device-mem 512K tried 64 counts in
- * 7.0 s, and now none in 1.0 s. */
-static int could_hold(const bg_cost_device_t *devices, int k, double state) {
-    double capacity = 0;
-    for (int d = 0; d < k; d++) {
-        if (devices[d].memory_bytes == 0) return 1;
-        capacity += (double)devices[d].memory_bytes;
-    }
-    return capacity >= state;
-}
-
 /* Whether every device of the placement is CPU cores. */
 static int all_cores(const bg_placement_t *placement) {
     for (int d = 0; d < placement->devices.count; d++)
@@ -207,9 +209,9 @@ static void more_like_last(const bg_device_list_t *list, int k, char *text, size
  * for the line printed. Where k of the devices listed give it (--stages K
  * chose among more, or one GPU's virtual devices), the k are chosen as the
  * setup chooses them; past the list, more come like the last one. */
-static int try_device_count(const bg_plan_request_t *r, const bg_cost_model_t *model,
-                            const bg_placement_t *placement, int host_share, int k,
-                            bg_cost_device_t *devices, const char *with, cJSON *found) {
+static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *placement,
+                            int host_share, int k, bg_cost_device_t *devices, const char *with,
+                            cJSON *found) {
     bg_plan_request_t v = *r;
     v.split = NULL;
     v.links = NULL; /* the links of the chosen devices only */
@@ -242,7 +244,7 @@ static int try_device_count(const bg_plan_request_t *r, const bg_cost_model_t *m
         if (devices[d].own_conv_workspace && devices[d].conv_workspace_bytes > conv_limit)
             devices[d].conv_workspace_bytes = conv_limit;
     int fits = 0;
-    if (could_hold(devices, k, model_state_bytes(model, &r->optimizer))) {
+    if (could_hold(devices, k, model_state_bytes(r))) {
         /* The options that give k devices: cores are there for the asking;
          * GPUs must be listed, or, on one GPU, made virtual devices of it. */
         char what[320], devices_option[160];
@@ -274,9 +276,8 @@ static int try_device_count(const bg_plan_request_t *r, const bg_cost_model_t *m
  * and more (the fewest first) up to twice the request's, or all those
  * listed with --stages; on one GPU no more virtual devices than listed,
  * since they share its memory. */
-static int try_device_counts(const bg_plan_request_t *r, const bg_cost_model_t *model,
-                             const bg_placement_t *placement, int host_share, const char *with,
-                             cJSON *found) {
+static int try_device_counts(const bg_plan_request_t *r, const bg_placement_t *placement,
+                             int host_share, const char *with, cJSON *found) {
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
     if (one_gpu(placement) && placement->device_mem == 0)
         most = placement->stages > 0 ? placement->listed.count : r->devices;
@@ -285,9 +286,9 @@ static int try_device_counts(const bg_plan_request_t *r, const bg_cost_model_t *
     int fits = 0;
     if (fewer_have_more(placement, host_share))
         for (int k = r->devices - 1; !fits && k >= 1; k--)
-            fits = try_device_count(r, model, placement, host_share, k, devices, with, found);
+            fits = try_device_count(r, placement, host_share, k, devices, with, found);
     for (int k = r->devices + 1; !fits && k <= most && k * r->chunks <= r->spec->num_layers; k++)
-        fits = try_device_count(r, model, placement, host_share, k, devices, with, found);
+        fits = try_device_count(r, placement, host_share, k, devices, with, found);
     free(devices);
     return fits;
 }
@@ -395,10 +396,11 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
                  bg_layer_kind_name(r->spec->layers[layer].kind));
     fprintf(stderr,
             "  none of these fits, alone or together: %s at least %s bytes (%.2f MiB) on a "
-            "stage of its own%s, over the %s bytes a stage may have here, so more devices "
+            "stage of its own%s, over the %s byte%s a stage may have here, so more devices "
             "cannot help; %s\n",
             what, need_text, (double)need / mib, with,
-            bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text), remedy);
+            bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text),
+            capacity == 1 ? "" : "s", remedy);
 }
 
 /* A memory saving the explanation may suggest: its options, and what it
@@ -519,13 +521,33 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
                 }
                 fits |= try_microbatches(&v, what, found);
                 if (device_counts_may_help(&v, failed, placement, host_share))
-                    fits |=
-                        try_device_counts(&v, failed->model, placement, host_share, what, found);
+                    fits |= try_device_counts(&v, placement, host_share, what, found);
             }
         }
         if (fits) return 1;
     }
     return 0;
+}
+
+/* Where r's devices all have one capacity, and the model's state alone
+ * (model_state_bytes) fills more than twice as many devices (the most the
+ * advice tries): ", at least N: ... fill N devices of X MiB" in buf;
+ * else "". */
+static const char *fewest_devices(const bg_plan_request_t *r, char *buf, size_t size) {
+    buf[0] = '\0';
+    const size_t each = r->device[0].memory_bytes;
+    for (int d = 1; d < r->devices; d++)
+        if (r->device[d].memory_bytes != each) return buf;
+    if (each == 0) return buf;
+    const double least = ceil(model_state_bytes(r) / (double)each);
+    if (least <= 2.0 * r->devices || least > 1e9) return buf;
+    snprintf(buf, size, ", at least %.0f: %s alone fill %.0f devices of %.2f MiB", least,
+             r->forward_only ? "its parameters"
+             : bg_optimizer_state_buffers(&r->optimizer) == 0
+                 ? "its parameters and their gradients"
+                 : "its parameters, their gradients and the optimizer's state",
+             least, (double)each / mib);
+    return buf;
 }
 
 /* The fewest changes together that fit (try_fewest_changes: of
@@ -563,7 +585,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
      * hold what the request's own settings could not; fewer, where each
      * then has more memory. */
     if ((!layer_too_large || fewer_have_more(placement, host_share)) && at > 0 &&
-        try_device_counts(&v, failed->model, placement, host_share, what, found))
+        try_device_counts(&v, placement, host_share, what, found))
         return;
     if (layer_too_large) {
         print_layer_too_large(r, placement, layer, last, need, capacity,
@@ -574,8 +596,10 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
         fprintf(stderr, "  none of these fits, alone or together: the virtual devices share one "
                         "GPU's memory, so more of them hold no more; use more GPUs\n");
     else
-        fprintf(stderr, "  none of these fits, alone or together, on up to twice the devices: "
-                        "give each more memory (--device-mem) or use more devices still\n");
+        fprintf(stderr,
+                "  none of these fits, alone or together, on up to twice the devices: "
+                "give each more memory (--device-mem) or use more devices still%s\n",
+                fewest_devices(&v, what, sizeof what));
 }
 
 /* "stage 0 (layers 0-3 on cpu:0) needs", or checked per device "cpu:0's
@@ -626,9 +650,18 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
                  " (the host's memory divided among %d CPU devices; --device-mem sets it)",
                  r->devices);
     else if (placement->device_mem == 0 && st->device < placement->devices.count &&
-             placement->devices.devices[st->device].kind == BG_DEVICE_CUDA)
-        snprintf(share, sizeof share, " (%s's memory less %zu MiB for cuBLAS's workspace)", device,
-                 BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20);
+             placement->devices.devices[st->device].kind == BG_DEVICE_CUDA) {
+        /* Virtual devices (cuda:0x4) divide their GPU's memory. */
+        const int physical = placement->devices.devices[st->device].physical;
+        int sharing = 0;
+        for (int d = 0; d < placement->devices.count; d++)
+            sharing += placement->devices.devices[d].kind == BG_DEVICE_CUDA &&
+                       placement->devices.devices[d].physical == physical;
+        char fraction[24] = "";
+        if (sharing > 1) snprintf(fraction, sizeof fraction, "1/%d of ", sharing);
+        snprintf(share, sizeof share, " (%scuda:%d's memory, less %zu MiB for cuBLAS's workspace)",
+                 fraction, physical, BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20);
+    }
     char owner[64];
     snprintf(owner, sizeof owner, "%s%s", per_device ? device : "its", per_device ? "'s" : "");
     fprintf(stderr,
@@ -666,7 +699,7 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     const size_t alone = largest_layer_alone(r, &layer, &last);
     const size_t searched = searched_capacity(p, st);
     if ((fewer_have_more(placement, host_share) || !(searched > 0 && alone > searched)) &&
-        try_device_counts(r, p->model, placement, host_share, "", found))
+        try_device_counts(r, placement, host_share, "", found))
         helped = 1;
     if (!helped) try_every_saving(p, savings, n, scratch, placement, host_share, found, plan_json);
     free(scratch);

@@ -33,25 +33,36 @@ bg_status_t bg_cli_shared_arg(int argc, char **argv, int *i, const char **model,
     return bg_placement_apply(placement, arg, value);
 }
 
+const char *bg_cli_microbatch_sizes(int64_t batch, int microbatches, char *buf, size_t size) {
+    const long long least = (long long)(batch / microbatches);
+    if (batch % microbatches == 0)
+        snprintf(buf, size, "micro-batches of %lld", least);
+    else
+        snprintf(buf, size, "micro-batches of %lld or %lld", least, least + 1);
+    return buf;
+}
+
 /* A profile made with `brigade profile --split` times only that split's
  * stages, which then tile the model; the planner prices any other split
- * from the layers' sums. Says so when the placement does not ask for that
- * split, since a plan would then compare unlike figures. */
-static void note_split_profile(const bg_placement_t *p, const bg_profile_t *prof,
-                               const char *path) {
+ * from the layers' sums. Says so when `plan` is on another split, since
+ * its figures (and the planner's choice, where it chose) then compare
+ * unlike figures; returns whether it did. */
+int bg_cli_note_split_profile(const bg_plan_t *plan, const char *path) {
+    const bg_profile_t *prof = plan->request.profile;
+    if (prof == NULL) return 0;
     int split[BG_MAX_STAGES], count = 0, end = 0;
     for (int i = 0; i < prof->stage_count; i++) {
         const bg_stage_profile_t *s = &prof->stage[i];
         if (i > 0 && s->first == prof->stage[i - 1].first && s->last == prof->stage[i - 1].last)
             continue; /* the same range at another slot count */
-        if (s->first != end || count >= BG_MAX_STAGES) return; /* every range: a full profile */
+        if (s->first != end || count >= BG_MAX_STAGES) return 0; /* every range: a full profile */
         if (s->first > 0) split[count++] = s->first;
         end = s->last;
     }
-    if (count == 0 || end != prof->layers) return;
-    int same = p->split_count == count;
-    for (int s = 0; same && s < count; s++) same = p->split[s] == split[s];
-    if (same) return;
+    if (count == 0 || end != prof->layers) return 0;
+    int same = plan->partition->stages == count + 1;
+    for (int s = 0; same && s < count; s++) same = plan->first_layer[s + 1] == split[s];
+    if (same) return 0;
     char text[12 * BG_MAX_STAGES]; /* each boundary: a comma and up to 10 digits */
     int at = 0;
     for (int s = 0; s < count; s++)
@@ -61,6 +72,7 @@ static void note_split_profile(const bg_placement_t *p, const bg_profile_t *prof
             "splits are priced from its layers' sums, so give --split %s too, or profile "
             "without --split\n",
             path, text, text);
+    return 1;
 }
 
 /* A profile without stage times (its model has more layers than profile
@@ -84,6 +96,20 @@ static void note_no_stage_times(const bg_placement_t *p, const bg_profile_t *pro
             path, why);
 }
 
+/* A profile made on one device has stage times of stages running alone;
+ * CPU devices beside each other share memory bandwidth and caches, which
+ * profile --devices cpu:K times. Says so where K CPU stages are placed. */
+static void note_alone(const bg_placement_t *p, const bg_profile_t *prof, const char *path) {
+    if (prof->stage_count == 0 || p->devices.count < 2) return;
+    for (int i = 0; i < prof->stage_count; i++)
+        if (prof->stage[i].loaded.forward_s > 0) return;
+    fprintf(stderr,
+            "note: %s times its stages running alone (it was made on one device), so the %d CPU "
+            "devices here, which share the machine's memory and caches, are priced as if each "
+            "ran alone; brigade profile --devices cpu:%d also times them beside each other\n",
+            path, p->devices.count, p->devices.count);
+}
+
 bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *spec,
                                 const bg_optimizer_config_t *optimizer, bg_profile_t **out) {
     *out = NULL;
@@ -101,8 +127,8 @@ bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *
         *out = NULL;
         return st;
     }
-    note_split_profile(p, *out, p->profile_path);
     note_no_stage_times(p, *out, p->profile_path);
+    note_alone(p, *out, p->profile_path);
     return BG_OK;
 }
 
@@ -164,6 +190,7 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
                      (p->auto_schedule ? BG_PLAN_SEARCH_SCHEDULE : 0);
     if (flags == 0) {
         BG_CHECK(bg_plan_create(request, out));
+        bg_cli_note_split_profile(*out, p->profile_path);
         bg_cli_note_profile_sizes(request->profile, request->batch, &request->microbatches, 1);
         return BG_OK;
     }
@@ -194,6 +221,7 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
         fprintf(stderr, ": nothing fits; this overflows least\n");
     else
         fprintf(stderr, ", every stage fits\n");
+    bg_cli_note_split_profile(plan, p->profile_path);
     bg_cli_note_profile_sizes(plan->request.profile, plan->request.batch,
                               &plan->request.microbatches, 1);
     *out = plan;

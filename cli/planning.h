@@ -48,11 +48,11 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
                               const bg_optimizer_config_t *optimizer, bg_cli_setup_t *out);
 void bg_cli_setup_close(bg_cli_setup_t *setup);
 
-/* For a run (train, a measured sweep; bg_cli_setup_open calls it where the
- * placement names its run): refuses --profile where the planner chooses
- * nothing from it, since it prices only the splits (and M and the
- * schedule, when auto) the planner chooses among: a --split given, or one
- * stage. plan and simulate also predict with it, and take it always. */
+/* For a run (train; bg_cli_setup_open calls it where the placement names
+ * its run): refuses --profile where the planner chooses nothing from it,
+ * since it prices only the splits (and M and the schedule, when auto) the
+ * planner chooses among: a --split given, or one stage. plan, simulate and
+ * sweep also predict with it, and take it always. */
 bg_status_t bg_cli_check_profile_used(const char *cmd, const bg_placement_t *p);
 
 /* Plans `request`; with --microbatches auto or --schedule auto searches
@@ -80,6 +80,16 @@ const char *bg_cli_plan_split_source(const bg_plan_t *plan, char *buf, size_t si
 
 /* The same as a JSON word: "given", "slowest_stage" or "least_step". */
 const char *bg_cli_plan_split_key(const bg_plan_t *plan);
+
+/* "micro-batches of 16" or, where M does not divide B (their sizes then
+ * differ by one), "micro-batches of 1 or 2", into buf; returns buf. */
+const char *bg_cli_microbatch_sizes(int64_t batch, int microbatches, char *buf, size_t size);
+
+/* Says on stderr, in a note, that `plan` is cut elsewhere than the one
+ * split its profile (from `path`) times, where the profile was made with
+ * profile --split: the plan's other stages are priced from layer sums.
+ * Returns 1 when it said so. */
+int bg_cli_note_split_profile(const bg_plan_t *plan, const char *path);
 
 /* Says on stderr, in one note, which of the micro-batch counts ms[0..count)
  * of a step of `batch` samples make micro-batches outside the sizes

@@ -513,13 +513,17 @@ static bg_status_t finish_layer(parser_t *p, bg_layer_spec_t *layer) {
         break;
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY: ok = ok && checked_mul(in.c, 3, &layer->flops); break;
     }
-    ok = ok && checked_add(spec->total_params, layer->params, &spec->total_params) &&
-         checked_add(spec->total_flops, layer->flops, &spec->total_flops) &&
-         checked_add(spec->total_activation_bytes, layer->activation_bytes,
-                     &spec->total_activation_bytes);
     if (!ok) {
         return parse_error(p, layer->line, layer->col,
                            "layer too large: its sizes overflow 64-bit counts");
+    }
+    if (!checked_add(spec->total_params, layer->params, &spec->total_params) ||
+        !checked_add(spec->total_flops, layer->flops, &spec->total_flops) ||
+        !checked_add(spec->total_activation_bytes, layer->activation_bytes,
+                     &spec->total_activation_bytes)) {
+        return parse_error(p, layer->line, layer->col,
+                           "model too large: with this layer its parameters, FLOPs or "
+                           "activation bytes overflow 64-bit counts");
     }
     p->shape = out;
     return BG_OK;
@@ -940,7 +944,20 @@ static bg_status_t parse_line(parser_t *p, const char *text, size_t length, int 
     return build_layer(p, &layer);
 }
 
+/* Whether `text` starts as a safetensors file does: an 8-byte
+ * little-endian length of the JSON header that follows, within the file. */
+static int looks_like_safetensors(const char *text, size_t size) {
+    if (size < 10 || text[8] != '{') return 0;
+    uint64_t length = 0;
+    for (int i = 7; i >= 0; i--) length = length << 8 | (unsigned char)text[i];
+    return length >= 2 && length <= size - 8;
+}
+
 static bg_status_t parse_text(parser_t *p, const char *text, size_t size) {
+    if (looks_like_safetensors(text, size))
+        return parse_error(p, 1, 1,
+                           "a safetensors file (a checkpoint: --load or --resume takes it), "
+                           "not a model spec");
     /* A UTF-8 byte-order mark, which some editors write first, is no text. */
     size_t position = size >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
     int line = 0;

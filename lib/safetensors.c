@@ -513,7 +513,8 @@ bg_status_t bg_safetensors_load(const char *path, bg_safetensors_t **out) {
     uint8_t *header = NULL;
     bg_safetensors_t *file = NULL;
     int result;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Without waiting for a writer, as opening a FIFO would: refused below. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
 
     struct stat info;

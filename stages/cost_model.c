@@ -294,10 +294,10 @@ static bg_status_t check_size(const bg_cost_model_t *m) {
                            (double)m->micro * workspace);
     if (!(bytes <= COST_MAX_BYTES))
         return bg_error_set(BG_ERR_INVALID,
-                            "model too large to plan: at micro-batches of %lld samples its "
+                            "model too large to plan: at micro-batches of %lld sample%s its "
                             "stages could need up to %.3g bytes, past the 2^60 (an exbibyte) "
                             "that a plan counts",
-                            (long long)m->micro, bytes);
+                            (long long)m->micro, m->micro == 1 ? "" : "s", bytes);
     /* The prefix sums of tabulate: each layer's work, a backward's dX and
      * dW together. */
     double work = 0;

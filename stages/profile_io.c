@@ -128,7 +128,12 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
 static bg_status_t number_field(const char *path, const cJSON *object, const char *key,
                                 const char *where, double *out) {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, key);
-    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble) || item->valuedouble < 0)
+    if (cJSON_IsNumber(item) && !isfinite(item->valuedouble))
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: %s: '%s' is beyond a double's range (as 1e999 is); it must be "
+                            "a finite number >= 0",
+                            path, where, key);
+    if (!cJSON_IsNumber(item) || item->valuedouble < 0)
         return bg_error_set(BG_ERR_PARSE, "%s: %s: '%s' must be a number >= 0", path, where, key);
     *out = item->valuedouble;
     return BG_OK;

@@ -465,6 +465,18 @@ static void test_not_nul_terminated(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* A checkpoint given where the model belongs is named as one; a header
+ * length past the file's end is no safetensors file, only binary. */
+static void test_safetensors_given(void **state) {
+    (void)state;
+    static const char file[] = "\x0a\0\0\0\0\0\0\0{\"a\":\"bc\"}"; /* 10 bytes of JSON */
+    expect_error_sized(file, sizeof file - 1,
+                       "spec:1:1: a safetensors file (a checkpoint: --load or --resume takes "
+                       "it), not a model spec");
+    expect_error_sized(file, sizeof file - 2,
+                       "spec:2:1: unexpected byte 0x00; a model spec is text");
+}
+
 static void test_fingerprint(void **state) {
     (void)state;
     uint64_t base = fingerprint_of(origin_cnn);
@@ -964,13 +976,15 @@ static void test_error_layer_too_large(void **state) {
                  "spec:3:1: layer too large: its sizes overflow 64-bit counts");
     /* Each relu's output is 2^62 bytes, which fits; the two together are
      * 2^63, which the total of activation bytes cannot hold. */
-    expect_error("input channels=1048576 height=1048576 width=1048576\n"
-                 "relu\n"
-                 "relu\n"
-                 "flatten\n"
-                 "dense units=1\n"
-                 "softmax_cross_entropy\n",
-                 "spec:3:1: layer too large: its sizes overflow 64-bit counts");
+    expect_error(
+        "input channels=1048576 height=1048576 width=1048576\n"
+        "relu\n"
+        "relu\n"
+        "flatten\n"
+        "dense units=1\n"
+        "softmax_cross_entropy\n",
+        "spec:3:1: model too large: with this layer its parameters, FLOPs or activation bytes "
+        "overflow 64-bit counts");
     /* filters * c * k * k = 2^20 * 2^20 * 2^40. */
     expect_error("input channels=1048576 height=1048576 width=1048576\n"
                  "conv2d filters=1048576 kernel=1048576\n",
@@ -988,7 +1002,9 @@ static void test_error_layer_too_large(void **state) {
                  "conv2d filters=1 kernel=1\n"
                  "conv2d filters=1048576 kernel=1\n"
                  "conv2d filters=2 kernel=1\n",
-                 "spec:4:1: layer too large: its sizes overflow 64-bit counts");
+                 "spec:4:1: "
+                 "model too large: with this layer its parameters, FLOPs or activation bytes "
+                 "overflow 64-bit counts");
 }
 
 /* What a paste or a typo leaves that looks right: bytes outside ASCII,
@@ -1262,6 +1278,7 @@ int main(void) {
         cmocka_unit_test(test_error_loss_needs_flat_input),
         cmocka_unit_test(test_images_and_vectors),
         cmocka_unit_test(test_error_layer_too_large),
+        cmocka_unit_test(test_safetensors_given),
         cmocka_unit_test(test_residual_blocks),
         cmocka_unit_test(test_shortcut_blocks),
         cmocka_unit_test(test_error_residual_blocks),

@@ -38,10 +38,14 @@ usage_error "--split gives 1 boundary; 4 stages need 3 (for 2 stages, --stages 2
     plan "$MODEL" --devices cpu:4 --split 3
 usage_error "--split gives 3 boundaries; 2 stages need 1 (for 4 stages, --devices cpu:4 without --stages)" -- \
     plan "$MODEL" --stages 2 --split 1,2,3
-# More stages than layers: no hint, which would only lead to another refusal.
-usage_error "--split gives 8 boundaries; 2 stages need 1" -- \
+# More stages than layers: the split is wrong in itself, and says so
+# first, with no hint of a device count (which would only lead to another
+# refusal); so is one whose boundaries do not increase.
+usage_error "--split: stage 8 would start at layer 8; boundaries must increase and lie within 1..7" -- \
     plan "$MODEL" --devices cpu:2 --split 1,2,3,4,5,6,7,8
 check "no hint for a split of more stages than layers" sh -c "! grep -q 'for 9 stages' '$ERR'"
+usage_error "--split: stage 2 would start at layer 2; boundaries must increase and lie within 1..7" -- \
+    plan "$MODEL" --split 2,2
 usage_error "--split: 0 is no boundary (stage 0 always starts at layer 0)" -- \
     plan "$MODEL" --devices cpu:2 --split 0
 usage_error "--split gives 1 boundary; 3 stages need 2" -- plan "$MODEL" --devices cpu:3 --split 3
@@ -420,8 +424,8 @@ check "a stage a byte over reads as over, not 100%" grep -qE '^ +0 +0-3 +cpu:0 .
     echo softmax_cross_entropy
 } >"$T/deep-wide.model"
 expect 2 "does not fit" -- plan "$T/deep-wide.model" --devices cpu:2 --device-mem 10M
-check "every layer could fit alone: more devices than those tried, or more memory" grep -qFx -- \
-    "  none of these fits, alone or together, on up to twice the devices: give each more memory (--device-mem) or use more devices still" \
+check "every layer could fit alone: more devices than those tried (at least the 7 that SGD's state fills), or more memory" grep -qFx -- \
+    "  none of these fits, alone or together, on up to twice the devices: give each more memory (--device-mem) or use more devices still, at least 7: its parameters and their gradients alone fill 7 devices of 10.00 MiB" \
     "$ERR"
 check "with Adam no layer fits alone: no count of devices is tried without SGD" \
     sh -c "! grep -qE '^  [0-9]+ devices' '$ERR'"
@@ -454,14 +458,14 @@ sed 's/name="CUDAGlobalMemorySize" value="[0-9]*"/name="CUDAGlobalMemorySize" va
     echo 'dense units=10'
     echo softmax_cross_entropy
 } >"$T/gpu-wide.model"
-expect 2 "does not fit" -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" \
-    --devices cuda:0x2
+expect 2 "capacity (1/2 of cuda:0's memory, less 32 MiB for cuBLAS's workspace)" -- \
+    plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0x2
 check "virtual devices of one GPU: no more of them are suggested" grep -qFx -- \
     "  none of these fits, alone or together: the virtual devices share one GPU's memory, so more of them hold no more; use more GPUs" \
     "$ERR"
 check "virtual devices of one GPU: no device count is suggested" \
     sh -c "! grep -qE 'devices \(' '$ERR'"
-expect 2 "over its 1,040,187,392-byte capacity (cuda:0's memory less 32 MiB for cuBLAS's workspace)" \
+expect 2 "over its 1,040,187,392-byte capacity (cuda:0's memory, less 32 MiB for cuBLAS's workspace)" \
     -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0
 check "one GPU: a second one like it, with a saving" grep -qE -- \
     '^  --optimizer sgd, 2 devices \(cuda:0 and 1 more like cuda:0 in --devices\) +fits: ' \

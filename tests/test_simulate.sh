@@ -163,6 +163,9 @@ json.dump(p, open(sys.argv[3], 'w'))" "$P" "$T/v1.profile.json" "$T/v3.profile.j
     # One device: no co-runner, so no range is timed under load.
     file_check "a profile of one device has no times under load or after waits" "$P" '
 assert all("loaded" not in s and "after_wait" not in s for s in p["stages"])'
+    # So stages on two CPU devices are priced as if alone, and said so.
+    expect 0 "note: $P times its stages running alone (it was made on one device), so the 2 CPU devices here" \
+        -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$P"
 fi
 
 # Two CPU devices: every range is timed again beside a co-runner on the
@@ -185,6 +188,8 @@ for s in p["stages"]:
             assert w["%s_after_%s" % (op, theirs)] > 0, s'
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --profile "$P2"
     stdout_has "bubble: predicted" "simulate with times under load"
+    check "a profile of two devices: no note that its stages ran alone" \
+        sh -c "! grep -q 'times its stages running alone' '$ERR'"
     # Ops after a wait: with every range's ops 4 times as slow after whatever
     # the other device ran, the simulated step is longer than with none (and
     # 40 times as slow, for plan's check below, far longer on any machine:
@@ -260,10 +265,18 @@ if expect 0 "" -- profile "$MODEL" --batch 64 --microbatches 2 --devices cpu:2 \
 ranges = [(s["first"], s["last"], s["slots"]) for s in p["stages"]]
 assert ranges == [(0, 4, 1), (0, 4, 2), (4, 8, 1), (4, 8, 2)], ranges
 assert all(s["loaded"]["forward_s"] > 0 and s["forward_s"] > 0 for s in p["stages"])'
-    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --profile "$PS"
-    check "a split profile without that --split: the note says so" grep -qF \
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --split 6 --profile "$PS"
+    check "a split profile on another --split: the note says so" grep -qF \
         "note: $PS times only the stages of split 4 (brigade profile --split); other splits are priced from its layers' sums, so give --split 4 too" \
         "$ERR"
+    # Where the planner chooses, the note comes when it chose another split.
+    expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --profile "$PS" \
+        --metrics "$T/chosen.metrics.json"
+    check "a split profile, the planner choosing: a note only if it chose another split" \
+        python3 -c "import json, sys
+first = json.load(open(sys.argv[1]))['stages'][1]['layers'][0]
+noted = 'times only the stages of split 4' in open(sys.argv[2]).read()
+assert noted == (first != 4), (first, noted)" "$T/chosen.metrics.json" "$ERR"
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --split 4 --profile "$PS" \
         --metrics "$T/split.metrics.json"
     if grep -qF "times only the stages" "$ERR"; then
@@ -331,6 +344,13 @@ json.dump(p, open(sys.argv[2], 'w'))" "$P" "$T/$1.json"
 
 if [ -s "$P" ]; then
     bad_profile version0 "'version' must be a whole number >= 1" 'p["version"] = 0'
+    # 1e999 parses as infinity, which JSON cannot write otherwise.
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+p['handoff_s'] = 12345.5
+open(sys.argv[2], 'w').write(json.dumps(p).replace('12345.5', '1e999'))" "$P" "$T/infinite.json"
+    expect 2 "$T/infinite.json: profile: 'handoff_s' is beyond a double's range (as 1e999 is); it must be a finite number >= 0" \
+        -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/infinite.json"
     # Two profiles end to end, or garbage after one, are no profile.
     cat "$P" "$P" >"$T/twice.json"
     expect 2 "$T/twice.json: not a JSON profile (byte " -- simulate "$MODEL" --devices cpu:2 \
@@ -440,9 +460,12 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
     check "an unused profile is not read" sh -c "! grep -q 'update times' '$ERR'"
     expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --devices cpu:2 --split 4 \
         --microbatches auto --profile "$P"
-    # So does a measured sweep; a simulated one predicts with it.
-    usage_error "--profile prices the splits the planner chooses among; --split fixes the split, so a measured sweep would not use it" \
-        -- sweep "$MODEL" --devices cpu:2 --split 4 --microbatches 2 --profile "$P"
+    # A measured sweep prices each point's plan with it (sim ms), split
+    # given or not; a simulated one predicts with it.
+    expect 0 "" -- sweep "$MODEL" --devices cpu:2 --split 4 --microbatches 2 --steps 1 \
+        --warmup 0 --profile "$P"
+    stdout_has "(costs from $P; sim ms: each point's plan simulated)" \
+        "a measured sweep on --split 4 with --profile"
     expect 0 "" -- sweep "$MODEL" --simulate --devices cpu:2 --split 4 --microbatches 2 \
         --profile "$P"
     expect 2 "--profile $P holds CPU core times, but --devices cuda:0x2 has cuda:0/0" \
