@@ -64,6 +64,8 @@ static const char help[] =
     "  --momentum X       sgd momentum (default 0)\n"
     "  --weight-decay X   L2 penalty added to the gradient (default 0)\n"
     "  --seed S           initialisation and shuffling seed (default 1)\n"
+    "  --test-samples N   evaluate on the first N test samples only (default: all;\n"
+    "                     a quick check of a short run need not score all 10,000)\n"
     "  --load FILE        start from the weights of a safetensors checkpoint (from\n"
     "                     brigade or PyTorch); optimizer and data order start afresh\n"
     "  --save FILE        write the training state (weights under PyTorch's names,\n"
@@ -112,9 +114,11 @@ typedef struct train_options {
     const char *model, *data, *load, *save, *metrics, *trace, *timeline, *resume;
     bg_train_config_t train;
     bg_placement_t placement;
-    double lr;       /* < 0: the optimizer's default */
-    int seed_given;  /* --seed was on the command line */
-    int stall_given; /* so was --stall-timeout */
+    double lr;            /* < 0: the optimizer's default */
+    int64_t test_samples; /* --test-samples, 0: the whole test set */
+    int64_t test_count;   /* of the test set, all of it (its first test_samples scored) */
+    int seed_given;       /* --seed was on the command line */
+    int stall_given;      /* so was --stall-timeout */
 } train_options_t;
 
 /* Every option takes a value. */
@@ -123,7 +127,7 @@ static const char *const options_with_value[] = {
     "--lr",          "--momentum",      "--weight-decay", "--seed",           "--load",
     "--lr-schedule", "--warmup",        "--min-lr",       "--clip-grad-norm", "--save",
     "--metrics",     "--trace",         "--timeline",     "--record-steps",   "--nan",
-    "--nan-limit",   "--stall-timeout", "--save-every",   "--resume",
+    "--nan-limit",   "--stall-timeout", "--save-every",   "--resume",         "--test-samples",
 };
 
 #define OPTIONS_WITH_VALUE (sizeof options_with_value / sizeof options_with_value[0])
@@ -248,6 +252,8 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         } else if (strcmp(arg, "--stall-timeout") == 0) {
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1e9, &o->train.stall_timeout_s));
             o->stall_given = 1;
+        } else if (strcmp(arg, "--test-samples") == 0) {
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, INT64_MAX / 2, &o->test_samples));
         } else if (strcmp(arg, "--record-steps") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1000, &value));
             o->train.record_steps = (int)value;
@@ -482,6 +488,8 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     if (!o->train.evaluate_only) cJSON_AddNumberToObject(root, "loss", r->loss);
     cJSON_AddNumberToObject(root, "test_loss", r->test_loss);
     cJSON_AddNumberToObject(root, "test_accuracy", r->test_accuracy);
+    cJSON_AddNumberToObject(root, "test_samples",
+                            (double)(o->test_samples > 0 ? o->test_samples : o->test_count));
     if (!o->train.evaluate_only) {
         cJSON_AddNumberToObject(root, "samples_per_s", r->samples_per_s);
         cJSON_AddNumberToObject(root, "train_seconds", r->train_seconds);
@@ -615,6 +623,15 @@ int bg_cmd_train(int argc, char **argv) {
         bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes, o.train.seed,
                                             o.train.evaluate_only ? NULL : &train, &test)),
         st, fail);
+    o.test_count = test->count;
+    if (o.test_samples > test->count) {
+        st = bg_error_set(BG_ERR_INVALID,
+                          "--test-samples %lld, but the test set of %s holds %lld (leave the "
+                          "option out to score them all)",
+                          (long long)o.test_samples, o.data, (long long)test->count);
+        goto fail;
+    }
+    if (o.test_samples > 0) test->count = o.test_samples; /* its first samples */
     if (train != NULL) BG_CHECK_GOTO(check_save_every(&o, train), st, fail);
     if (train != NULL) BG_CHECK_GOTO(check_warmup(&o, train), st, fail);
     /* An evaluation updates nothing: its stages run forwards only, with no
@@ -704,10 +721,14 @@ int bg_cmd_train(int argc, char **argv) {
         goto done;
     }
     BG_CHECK_GOTO(st, st, fail);
+    char scored[96] = ""; /* --test-samples */
+    if (o.test_samples > 0)
+        snprintf(scored, sizeof scored, "; the first %lld of %lld test samples",
+                 (long long)o.test_samples, (long long)o.test_count);
     if (isfinite(r.test_loss))
-        printf("test accuracy: %.4f (test loss %.4f)\n", r.test_accuracy, r.test_loss);
+        printf("test accuracy: %.4f (test loss %.4f%s)\n", r.test_accuracy, r.test_loss, scored);
     else
-        printf("test accuracy: %.4f (test loss not finite)\n", r.test_accuracy);
+        printf("test accuracy: %.4f (test loss not finite%s)\n", r.test_accuracy, scored);
     if (o.train.evaluate_only) {
         if (o.load != NULL)
             printf("evaluated the weights of %s; trained nothing (--steps 0)\n", o.load);

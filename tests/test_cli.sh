@@ -575,6 +575,7 @@ if expect 0 "evaluating the weights of $W, saved at step 3 of its run" -- train 
 import json, sys
 m = json.load(open(sys.argv[1]))
 assert m["steps"] == 0 and 0 <= m["test_accuracy"] <= 1, m
+assert m["test_samples"] == 2048, m  # the whole synthetic test set
 for key in ("loss", "samples_per_s", "train_seconds"):
     assert key not in m, key
 ' "$M0"
@@ -604,6 +605,21 @@ expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0 --load "$W" 
     --devices cpu:2 --microbatches 4
 check "--steps 0 on two stages, 4 micro-batches: the same test accuracy" \
     sh -c "grep '^test accuracy: ' '$OUT' | cmp -s - '$T/accuracy.trained'"
+# --test-samples scores the first N test samples: the accuracy is a count
+# of them, and the metrics say how many; more than the set holds (2048
+# synthetic ones) is refused.
+if expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0 --load "$W" \
+    --test-samples 100 --metrics "$T/some.json"; then
+    stdout_has "; the first 100 of 2048 test samples)" "train --test-samples 100"
+    check "--test-samples 100: 100 samples scored, the accuracy a count of them" python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["test_samples"] == 100, m
+assert abs(m["test_accuracy"] * 100 - round(m["test_accuracy"] * 100)) < 1e-9, m' "$T/some.json"
+fi
+usage_error "--test-samples 2049, but the test set of synthetic holds 2048" -- \
+    train "$MODEL" --data synthetic --steps 1 --test-samples 2049
+usage_error "--test-samples: " -- train "$MODEL" --data synthetic --steps 1 --test-samples 0
 # Synthetic data are made from the seed: weights trained on --seed 7's are
 # scored on them, the seed taken from the file as --resume takes it.
 if expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 3 --seed 7 \
