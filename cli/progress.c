@@ -1,5 +1,7 @@
 #include "progress.h"
 
+#include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "monotonic.h"
@@ -54,6 +56,36 @@ void bg_progress_count(void *ctx, int64_t done, int64_t total) {
     fflush(p->out);
 }
 
+/* The terminal's width in columns, or 0 where it does not say. */
+static int terminal_columns(FILE *out) {
+    struct winsize size;
+    if (ioctl(fileno(out), TIOCGWINSZ, &size) != 0) return 0;
+    return size.ws_col;
+}
+
+/* The terminal's progress line into buf: the whole of it where the
+ * terminal is wide enough (99 columns with a learning rate), else without
+ * the bar, then without the learning rate and throughput, then cut: a
+ * line that wrapped would leave a copy of itself at every redraw. */
+static void terminal_line(const bg_train_progress_t *r, const char *lr, const char *eta,
+                          int columns, char *buf, size_t size) {
+    enum { WIDTH = 24 };
+    int filled = (int)(WIDTH * r->step / (r->total_steps > 0 ? r->total_steps : 1));
+    char bar[WIDTH + 4];
+    bar[0] = '[';
+    for (int i = 0; i < WIDTH; i++) bar[i + 1] = i < filled ? '#' : '.';
+    snprintf(bar + WIDTH + 1, 3, "] ");
+    for (int shorter = 0; shorter < 3; shorter++) {
+        char rate[48] = "";
+        if (shorter < 2) snprintf(rate, sizeof rate, "%s  %.0f samples/s", lr, r->samples_per_s);
+        snprintf(buf, size, "epoch %d/%d %sstep %lld/%lld  loss %.4f%s  ETA %s", r->epoch,
+                 r->epochs, shorter == 0 ? bar : "", (long long)r->step, (long long)r->total_steps,
+                 r->loss, rate, eta);
+        if (columns <= 0 || (int)strlen(buf) < columns) return;
+    }
+    if (columns - 1 < (int)size) buf[columns - 1] = '\0';
+}
+
 void bg_progress_report(void *ctx, const bg_train_progress_t *r) {
     bg_progress_t *p = ctx;
     char eta[32], lr[32] = "";
@@ -65,15 +97,9 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *r) {
         /* Redrawing every step would cost more than a small model's step. */
         if (!r->epoch_done && now - p->last_draw < 0.1) return;
         p->last_draw = now;
-        enum { WIDTH = 24 };
-        int filled = (int)(WIDTH * r->step / (r->total_steps > 0 ? r->total_steps : 1));
-        char bar[WIDTH + 1];
-        for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
-        bar[WIDTH] = '\0';
-        fprintf(p->out,
-                "\r\033[Kepoch %d/%d [%s] step %lld/%lld  loss %.4f%s  %.0f samples/s  ETA %s",
-                r->epoch, r->epochs, bar, (long long)r->step, (long long)r->total_steps, r->loss,
-                lr, r->samples_per_s, eta);
+        char line[256];
+        terminal_line(r, lr, eta, terminal_columns(p->out), line, sizeof line);
+        fprintf(p->out, "\r\033[K%s", line);
         if (r->epoch_done) fputc('\n', p->out);
         fflush(p->out);
         return;

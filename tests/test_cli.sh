@@ -512,6 +512,25 @@ assert m["samples_per_s"] > 0, m["samples_per_s"]
     check "no temporary files left beside the checkpoint:$leftovers" test -z "$leftovers"
 fi
 
+# On a terminal the progress line is redrawn in place, as wide as the
+# terminal allows: the bar at 120 columns; at 60 neither bar nor rate, so
+# that no redraw wraps (a wrapped line leaves a copy at every redraw).
+if command -v script >/dev/null 2>&1; then
+    for cols in 120 60; do
+        script -qc "stty cols $cols; '$BRIGADE' train '$MODEL' --data synthetic --steps 200 \
+            --batch 16" /dev/null </dev/null >"$T/pty$cols.txt" 2>&1
+    done
+    check "a 120-column terminal: the bar" grep -q 'epoch 1/1 \[#' "$T/pty120.txt"
+    check "a 60-column terminal: every progress line under 60 columns, without the bar" \
+        python3 -c '
+import re, sys
+text = open(sys.argv[1], "rb").read().decode()
+lines = [re.sub(r"\x1b\[K", "", part) for part in re.split(r"[\r\n]", text)]
+progress = [line for line in lines if line.startswith("epoch 1/1 ")]
+assert progress, text
+assert all(len(line) < 60 and "[" not in line for line in progress), progress' "$T/pty60.txt"
+fi
+
 # --steps alone runs that many steps over as many epochs as they take (the
 # synthetic set is 8,192 samples: 2 steps an epoch at batch 4096); with
 # --epochs too, whichever ends first.
