@@ -174,35 +174,27 @@ static double weight_excess(const bg_cost_model_t *m, const bg_cost_device_t *d,
  * size_t could wrap. An exbibyte is more than any machine holds. */
 #define COST_MAX_BYTES 1152921504606846976.0 /* 2^60 */
 
-/* FLOP-equivalents per value of the layers whose time their FLOPs do not
- * tell (summary's FLOPs count a tanh as one): each op's time per value,
- * as `brigade profile` measured it for a 64-sample micro-batch through
+/* Nanoseconds per value of the layers whose time their FLOPs do not tell
+ * (summary's FLOPs count a tanh as one): each op's time per value, as
+ * `brigade profile` measured it for a 64-sample micro-batch through
  * 1024-value layers on the development machine's quiet core (glibc 2.36's
- * scalar tanhf, expf and erfcf; after commit 0526a22), times the 50 FLOPs
- * a nanosecond of BG_COST_CPU_CORE_FLOPS: tanh 14.5 ns forward, 0.50
- * backward; sigmoid 2.6 and 0.48; gelu 8.3 and 11.7; layernorm 1.6, 2.4
- * for dX and 1.8 for dW; dropout, a 32-bit hash per value eight at a
- * time, 0.295 and 0.285 (measured when it was added, as above). (relu,
- * at 0.16 and 0.38 ns, stays at its one FLOP; a dense layer's product ran
- * at 100 GFLOP/s there, twice the assumed speed, which the convolutions'
- * im2col does not reach.) On a GPU these passes are memory-bound and far
- * cheaper, so a device marked elementwise_memory_bound prices them by the
- * values they stream instead (layer_work_t): at these figures and the
- * assumed 10 TFLOP/s a million tanh values would take 72.5 us, where a
- * pass streams them in a few. */
-enum {
-    TANH_FORWARD = 725,
-    TANH_BACKWARD = 25,
-    SIGMOID_FORWARD = 129,
-    SIGMOID_BACKWARD = 24,
-    GELU_FORWARD = 416,
-    GELU_BACKWARD = 587,
-    LAYERNORM_FORWARD = 79,
-    LAYERNORM_DX = 119,
-    LAYERNORM_DW = 89,
-    DROPOUT_FORWARD = 15,
-    DROPOUT_BACKWARD = 14,
-};
+ * scalar tanhf, expf and erfcf; after commit 0526a22); priced in
+ * FLOP-equivalents at BG_COST_CPU_CORE_FLOPS (PER_VALUE). tanh 14.5 ns
+ * forward, 0.50 backward; sigmoid 2.58 and 0.48; gelu 8.32 and 11.74;
+ * layernorm 1.58, 2.38 for dX and 1.78 for dW; dropout, a 32-bit hash per
+ * value eight at a time, 0.30 and 0.28 (measured when it was added, as
+ * above). (relu, at 0.16 and 0.38 ns, stays at its one FLOP.) On a GPU
+ * these passes are memory-bound and far cheaper, so a device marked
+ * elementwise_memory_bound prices them by the values they stream instead
+ * (layer_work_t): at these figures and the assumed 10 TFLOP/s a million
+ * tanh values would take 72.5 us, where a pass streams them in a few. */
+#define PER_VALUE(ns) ((ns) * (BG_COST_CPU_CORE_FLOPS / 1e9))
+static const double TANH_FORWARD = PER_VALUE(14.5), TANH_BACKWARD = PER_VALUE(0.50),
+                    SIGMOID_FORWARD = PER_VALUE(2.58), SIGMOID_BACKWARD = PER_VALUE(0.48),
+                    GELU_FORWARD = PER_VALUE(8.32), GELU_BACKWARD = PER_VALUE(11.74),
+                    LAYERNORM_FORWARD = PER_VALUE(1.58), LAYERNORM_DX = PER_VALUE(2.38),
+                    LAYERNORM_DW = PER_VALUE(1.78), DROPOUT_FORWARD = PER_VALUE(0.30),
+                    DROPOUT_BACKWARD = PER_VALUE(0.28);
 
 /* A layer's work per sample: its forward, dX and dW (0 without weights)
  * in FLOPs or FLOP-equivalents. A convolution's or dense layer's dX and

@@ -72,9 +72,17 @@ extern "C" {
 
 /* Sustained FLOP/s of one CPU core running brigade's CPU backend. Measured:
  * the origin CNN (1.82 MFLOP forward per sample, ~3x that per training
- * sample) trains at about 9,000 samples/s on one core of the development
- * machine (OpenBLAS, batch 64): 9,000 x 3 x 1.82e6 = 49 GFLOP/s. */
-#define BG_COST_CPU_CORE_FLOPS 50e9
+ * sample) trains at 14,975 samples/s on one core of the development
+ * machine (OpenBLAS, batch 64, `brigade train examples/fashion_cnn.model
+ * --data synthetic --steps 300`, 2026-12-03): 14,975 x 3 x 1.82e6 = 82
+ * GFLOP/s; the ResNet example 2,249 x 3 x 13.1e6 = 88. (It was 50e9 when
+ * the origin CNN trained at 9,000 samples/s, before the convolutions' GEMM
+ * per kernel tap.) Convolutions of stride 1 over 8 or more channels run
+ * faster than this (about 95 GFLOP/s), strided ones and the first layer's
+ * over one channel slower (30 to 60), dense layers' products at about 120:
+ * one rate for all is what the analytic model assumes; a profile measures
+ * each. */
+#define BG_COST_CPU_CORE_FLOPS 80e9
 /* Fixed cost of one layer op on a CPU core (a function call, a pass over
  * small tensors). */
 #define BG_COST_CPU_OP_OVERHEAD_S 2e-6

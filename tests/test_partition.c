@@ -1263,20 +1263,24 @@ static void test_analytic_times(void **state) {
     bg_model_spec_destroy(spec);
 
     /* tanh, sigmoid, gelu, layernorm and dropout are priced by what they
-     * take, not by the one FLOP (seven for layernorm) a value that summary
-     * counts: per value 725 / 25 (forward / dX), 129 / 24, 416 / 587,
-     * layernorm 79 / 119 with 89 for dW, and dropout 15 / 14
-     * (cost_model.c). 10 values a sample, micro-batches of 16. */
+     * take on a CPU core, not by the one FLOP (seven for layernorm) a value
+     * that summary counts: per value 14.5 / 0.50 ns (forward / dX), 2.58 /
+     * 0.48, 8.32 / 11.74, layernorm 1.58 / 2.38 with 1.78 for dW, and
+     * dropout 0.30 / 0.28 (cost_model.c), each that many nanoseconds of a
+     * core's FLOPs. 10 values a sample, micro-batches of 16. */
     spec = parse("input channels=10 height=1 width=1\ntanh\nsigmoid\ngelu\nlayernorm\n"
                  "dropout\nsoftmax_cross_entropy\n");
     cc.spec = spec;
     assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
-    static const double fwd[5] = {725, 129, 416, 79, 15}, dx[5] = {25, 24, 587, 119, 14};
+    const double per_ns = BG_COST_CPU_CORE_FLOPS / 1e9; /* FLOPs a nanosecond */
+    static const double fwd_ns[5] = {14.5, 2.58, 8.32, 1.58, 0.30},
+                        dx_ns[5] = {0.50, 0.48, 11.74, 2.38, 0.28};
     for (int l = 0; l < 5; l++) {
+        const double fwd = fwd_ns[l] * per_ns, dx = dx_ns[l] * per_ns;
         const bg_cost_time_t u = bg_cost_stage_time(model, &dev, l, l + 1);
-        assert_true(fabs(u.forward - (16 * 10 * fwd[l] / 1e9 + 1e-3)) < 1e-12);
-        const double dw = l == 3 ? 89 : 0;
-        assert_true(fabs(u.backward - (16 * 10 * (dx[l] + dw) / 1e9 + (l == 3 ? 2e-3 : 1e-3))) <
+        assert_true(fabs(u.forward - (16 * 10 * fwd / 1e9 + 1e-3)) < 1e-12);
+        const double dw = l == 3 ? 1.78 * per_ns : 0;
+        assert_true(fabs(u.backward - (16 * 10 * (dx + dw) / 1e9 + (l == 3 ? 2e-3 : 1e-3))) <
                     1e-12);
         assert_true(fabs(u.weight - (16 * 10 * dw / 1e9 + (l == 3 ? 1e-3 : 0))) < 1e-12);
     }
