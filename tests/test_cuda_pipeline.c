@@ -300,23 +300,40 @@ static void test_nan_on_gpu(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* The origin CNN and one synthetic batch of BATCH samples for it. */
+typedef struct origin_batch {
+    bg_model_spec_t *spec;
+    bg_dataset_t *data;
+    float *images;
+} origin_batch_t;
+
+static origin_batch_t origin_batch_open(void) {
+    origin_batch_t b;
+    assert_int_equal(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &b.spec), BG_OK);
+    assert_int_equal(bg_dataset_synthetic(b.spec->input, 10, BATCH, 5, 0, &b.data), BG_OK);
+    b.images = bg_dataset_all_images(b.data);
+    assert_non_null(b.images);
+    return b;
+}
+
+static void origin_batch_close(origin_batch_t *b) {
+    free(b->images);
+    bg_dataset_destroy(b->data);
+    bg_model_spec_destroy(b->spec);
+}
+
 /* The convolution workspace limit reaches the backend: a stage's workspace
  * (what cuDNN's chosen algorithms need) stays within it, and a step runs,
  * at the default, at 1 MiB and at 0 (algorithms that need none). */
 static void test_conv_workspace_limit_on_gpu(void **state) {
     (void)state;
-    bg_model_spec_t *spec;
-    assert_int_equal(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &spec), BG_OK);
-    bg_dataset_t *data;
-    assert_int_equal(bg_dataset_synthetic(spec->input, 10, BATCH, 5, 0, &data), BG_OK);
-    float *images = bg_dataset_all_images(data);
-    assert_non_null(images);
+    origin_batch_t b = origin_batch_open();
     const size_t limits[] = {BG_CUDA_CONV_WORKSPACE_LIMIT, (size_t)1 << 20, 0};
     for (size_t k = 0; k < sizeof limits / sizeof limits[0]; k++) {
         bg_device_list_t devices;
         assert_int_equal(bg_device_list_parse("cuda:0", 1, &devices), BG_OK);
         bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
-        cfg.spec = spec;
+        cfg.spec = b.spec;
         cfg.devices = &devices;
         cfg.batch = BATCH;
         cfg.conv_workspace_limit = limits[k];
@@ -327,13 +344,11 @@ static void test_conv_workspace_limit_on_gpu(void **state) {
         printf("conv workspace limit %zu bytes: the stage holds %zu\n", limits[k], used);
         assert_true(used <= limits[k]);
         bg_pipeline_result_t r;
-        assert_int_equal(bg_pipeline_train_step(p, images, data->labels, BATCH, &r), BG_OK);
+        assert_int_equal(bg_pipeline_train_step(p, b.images, b.data->labels, BATCH, &r), BG_OK);
         assert_int_equal(r.skipped, 0);
         bg_pipeline_destroy(p);
     }
-    free(images);
-    bg_dataset_destroy(data);
-    bg_model_spec_destroy(spec);
+    origin_batch_close(&b);
 }
 
 /* An evaluation on forward-only stages sharing the GPU, through the
@@ -341,19 +356,14 @@ static void test_conv_workspace_limit_on_gpu(void **state) {
  * count of one CPU device's, and no gradients held. */
 static void test_forward_only_on_gpu(void **state) {
     (void)state;
-    bg_model_spec_t *spec;
-    assert_int_equal(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &spec), BG_OK);
-    bg_dataset_t *data;
-    assert_int_equal(bg_dataset_synthetic(spec->input, 10, BATCH, 5, 0, &data), BG_OK);
-    float *images = bg_dataset_all_images(data);
-    assert_non_null(images);
+    origin_batch_t b = origin_batch_open();
     static const char *const places[] = {"cpu", "cuda:0x2", "cuda:0x2"};
     bg_pipeline_result_t r[3];
     for (int k = 0; k < 3; k++) {
         bg_device_list_t devices;
         assert_int_equal(bg_device_list_parse(places[k], 1, &devices), BG_OK);
         bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
-        cfg.spec = spec;
+        cfg.spec = b.spec;
         cfg.devices = &devices;
         cfg.batch = BATCH;
         cfg.microbatches = 4;
@@ -363,7 +373,7 @@ static void test_forward_only_on_gpu(void **state) {
         bg_pipeline_t *p = NULL;
         if (bg_pipeline_create(&cfg, &p) != BG_OK)
             fail_msg("%s: %s", places[k], bg_error_message());
-        if (bg_pipeline_evaluate(p, images, data->labels, BATCH, &r[k]) != BG_OK)
+        if (bg_pipeline_evaluate(p, b.images, b.data->labels, BATCH, &r[k]) != BG_OK)
             fail_msg("%s: %s", places[k], bg_error_message());
         for (int s = 0; s < bg_pipeline_stage_count(p); s++)
             assert_int_equal(bg_pipeline_stage_info(p, s).memory.grads, 0);
@@ -375,9 +385,7 @@ static void test_forward_only_on_gpu(void **state) {
         assert_true(fabs(r[k].loss_sum - r[0].loss_sum) <= 1e-4 * r[0].loss_sum);
         assert_true(llabs(r[k].correct - r[0].correct) <= 1); /* a near tie may flip */
     }
-    free(images);
-    bg_dataset_destroy(data);
-    bg_model_spec_destroy(spec);
+    origin_batch_close(&b);
 }
 
 /* The event of `kind` of stage `stage` (with peer `peer`) for micro-batch
