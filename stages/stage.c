@@ -151,8 +151,26 @@ static bg_status_t reserve_slot(bg_stage_t *s, stage_slot_t *slot, size_t *bytes
     return BG_OK;
 }
 
-/* Lays out the stash slots, the buffers between layers (none on a
- * forward-only stage: they carry gradients) and the workspace. */
+/* The buffers gradients pass through, for activations of `in` values at
+ * the stage's input and `widest` at most: the ping-pong between layers, a
+ * skip gradient for each depth of residual blocks, the output gradient
+ * from the successor and the input gradient for the predecessor. */
+static bg_status_t reserve_gradient_buffers(bg_stage_t *s, int64_t in, int64_t widest) {
+    const int64_t nb = s->max_batch;
+    BG_CHECK(reserve_counted(s, nb * widest, &s->memory.buffers, &s->grad_a));
+    BG_CHECK(reserve_counted(s, nb * widest, &s->memory.buffers, &s->grad_b));
+    for (int d = 0; d < s->skip_depths; d++)
+        BG_CHECK(reserve_counted(s, nb * widest, &s->memory.buffers, &s->skip_grads[d]));
+    if (!bg_stage_has_loss(s)) {
+        int64_t out = bg_shape_numel(stage_layer(s, s->count - 1)->out);
+        BG_CHECK(reserve_counted(s, nb * out, &s->memory.buffers, &s->output_grad));
+    }
+    if (s->first > 0) BG_CHECK(reserve_counted(s, nb * in, &s->memory.buffers, &s->input_grad));
+    return BG_OK;
+}
+
+/* Lays out the stash slots, the gradients' buffers (none on a forward-only
+ * stage) and the workspace. */
 static bg_status_t reserve_buffers(bg_stage_t *s) {
     const int64_t nb = s->max_batch;
     int64_t in = bg_shape_numel(stage_layer(s, 0)->in);
@@ -174,17 +192,7 @@ static bg_status_t reserve_buffers(bg_stage_t *s) {
         s->memory.stash += bytes;
         s->memory.stash_slot = bytes;
     }
-    if (s->forward_only) goto workspace;
-    BG_CHECK(reserve_counted(s, nb * widest, &s->memory.buffers, &s->grad_a));
-    BG_CHECK(reserve_counted(s, nb * widest, &s->memory.buffers, &s->grad_b));
-    for (int d = 0; d < s->skip_depths; d++)
-        BG_CHECK(reserve_counted(s, nb * widest, &s->memory.buffers, &s->skip_grads[d]));
-    if (!bg_stage_has_loss(s)) {
-        int64_t out = bg_shape_numel(stage_layer(s, s->count - 1)->out);
-        BG_CHECK(reserve_counted(s, nb * out, &s->memory.buffers, &s->output_grad));
-    }
-    if (s->first > 0) BG_CHECK(reserve_counted(s, nb * in, &s->memory.buffers, &s->input_grad));
-workspace:
+    if (!s->forward_only) BG_CHECK(reserve_gradient_buffers(s, in, widest));
     if (workspace > 0) {
         BG_CHECK(bg_arena_reserve(s->arena, workspace, &s->workspace));
         s->memory.workspace = workspace;
