@@ -30,6 +30,11 @@ struct bg_channel {
     pthread_cond_t changed; /* a slot was filled or freed, or the channel aborted */
     atomic_uint changes;    /* counts those events, for waits that poll (reserve_slot) */
     int capacity;
+    /* Where a send starts looking for a free slot: past the last one it
+     * took, round the ring, so that between GPUs a fill need not wait for
+     * the drain of the message before it, which the receiver may have
+     * freed its slot for while that copy still runs. */
+    int next_free;
     size_t slot_bytes;
     channel_slot_t *slots;
     int on_device;          /* slots are bg_cuda_slot_t on the receiver */
@@ -210,9 +215,12 @@ static channel_slot_t *reserve_slot(bg_channel_t *ch, int want, int *aborted, in
     int stalled = 0;
     double poll_until = 0;
     *blocked = 0;
+    const int start = want == SLOT_FREE ? ch->next_free : 0;
     while (!ch->aborted && !stalled) {
-        for (int i = 0; i < ch->capacity && slot == NULL; i++)
+        for (int k = 0; k < ch->capacity && slot == NULL; k++) {
+            const int i = (start + k) % ch->capacity;
             if (ch->slots[i].microbatch == want) slot = &ch->slots[i];
+        }
         if (slot != NULL) break;
         if (!*blocked && ch->poll_s > 0) poll_until = bg_monotonic_seconds() + ch->poll_s;
         *blocked = 1;
@@ -223,7 +231,10 @@ static channel_slot_t *reserve_slot(bg_channel_t *ch, int want, int *aborted, in
     }
     *aborted = ch->aborted;
     if (ch->aborted) slot = NULL;
-    if (slot != NULL) slot->microbatch = SLOT_BUSY;
+    if (slot != NULL) {
+        slot->microbatch = SLOT_BUSY;
+        if (want == SLOT_FREE) ch->next_free = (int)(slot - ch->slots + 1) % ch->capacity;
+    }
     pthread_mutex_unlock(&ch->lock);
     return slot;
 }

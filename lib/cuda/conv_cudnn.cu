@@ -166,10 +166,11 @@ static void log_choice(const bg_cuda_conv_algos_t *a) {
 
 /* Index of the result to use among cudnnFind's, which come fastest first:
  * the fastest that succeeded, fits `limit`, is not passed_over[i] and uses
- * no tensor-op math unless TF32 is allowed, preferring deterministic ones
- * and, without TF32, ones timed under FMA math (the math they will run
- * with; cuDNN's default math may have timed a TF32 kernel); -1 when none
- * fits. */
+ * no tensor-op math unless TF32 is allowed, and never tensor-op math that
+ * may convert the float data down (ALLOW_CONVERSION: to half precision,
+ * which TF32 does not promise), preferring deterministic ones and,
+ * without TF32, ones timed under FMA math (the math they will run with;
+ * cuDNN's default math may have timed a TF32 kernel); -1 when none fits. */
 template <typename Perf>
 static int choose(const Perf *results, int count, size_t limit, int allow_tf32,
                   const unsigned char *passed_over) {
@@ -178,8 +179,8 @@ static int choose(const Perf *results, int count, size_t limit, int allow_tf32,
         for (int i = 0; i < count; i++) {
             const Perf *r = &results[i];
             if (passed_over[i] || r->status != CUDNN_STATUS_SUCCESS || r->memory > limit) continue;
-            if (!allow_tf32 && (r->mathType == CUDNN_TENSOR_OP_MATH ||
-                                r->mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+            if (r->mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+                (!allow_tf32 && r->mathType == CUDNN_TENSOR_OP_MATH))
                 continue;
             if (deterministic_only && r->determinism != CUDNN_DETERMINISTIC) continue;
             if (fma_only && r->mathType != CUDNN_FMA_MATH) continue;

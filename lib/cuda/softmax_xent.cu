@@ -205,8 +205,10 @@ extern "C" bg_status_t bg_cuda_softmax_xent_forward(bg_backend_t *be, int64_t n,
     const bg_cuda_reduction_t *result = cu->host_reduction;
     if (result->first_bad_label < n) {
         int32_t label = 0;
-        BG_CUDA_CHECK(be, cudaMemcpy(&label, labels + result->first_bad_label, sizeof label,
-                                     cudaMemcpyDeviceToHost));
+        /* On the compute stream, not the legacy default one. */
+        BG_CUDA_CHECK(be, cudaMemcpyAsync(&label, labels + result->first_bad_label, sizeof label,
+                                          cudaMemcpyDeviceToHost, cu->compute));
+        BG_CUDA_CHECK(be, cudaStreamSynchronize(cu->compute));
         return bg_error_set(BG_ERR_INVALID, "%s: label %d of sample %lld is outside 0..%lld",
                             be->name, (int)label, (long long)result->first_bad_label,
                             (long long)classes - 1);
