@@ -8,9 +8,35 @@
 
 #include "atomic_file.h"
 
+/* The standard stream (stdout or stderr) that `path` names, as
+ * /dev/stdout does, or NULL. Opening the file again would start a second
+ * offset at 0 (and with "w" truncate it): where stdout is redirected to a
+ * file with `>`, the report written through stdout would then overwrite
+ * what was written there. */
+static FILE *standard_stream(const char *path) {
+    struct stat target, stream;
+    if (stat(path, &target) != 0) return NULL;
+    FILE *const streams[] = {stdout, stderr};
+    for (int i = 0; i < 2; i++)
+        if (fstat(fileno(streams[i]), &stream) == 0 && stream.st_dev == target.st_dev &&
+            stream.st_ino == target.st_ino)
+            return streams[i];
+    return NULL;
+}
+
 /* Into what `path` names, as a redirection writes: for devices, FIFOs and
- * links, which a rename would replace rather than write through. */
+ * links, which a rename would replace rather than write through; through
+ * the stream itself where it names stdout or stderr. */
 static bg_status_t write_in_place(const char *path, const char *text, const char *what) {
+    FILE *stream = standard_stream(path);
+    if (stream != NULL) {
+        const int ok =
+            fputs(text, stream) != EOF && fputc('\n', stream) != EOF && fflush(stream) == 0;
+        if (!ok)
+            return bg_error_set(BG_ERR_IO, "%s: cannot write '%s': %s", what, path,
+                                strerror(errno));
+        return BG_OK;
+    }
     FILE *file = fopen(path, "w");
     if (file == NULL)
         return bg_error_set(BG_ERR_IO, "%s: cannot open '%s': %s", what, path, strerror(errno));

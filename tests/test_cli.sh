@@ -1069,6 +1069,21 @@ ln -s linked.json "$T/to-linked"
 usage_error "--metrics and --trace both name '$T/linked.json'" -- simulate "$MODEL" \
     --metrics "$T/to-linked" --trace "$T/linked.json"
 expect 0 "" -- simulate "$MODEL" --metrics /dev/null --trace /dev/null
+# /dev/stdout, with standard output redirected to a file by '>' (as the
+# harness does): the report, the metrics, then the line saying where they
+# went, none written over another (a second open of the file would start
+# again at its first byte).
+if expect 0 "" -- simulate "$MODEL" --metrics /dev/stdout; then
+    stdout_has "bubble: predicted" "simulate --metrics /dev/stdout: the report"
+    check "simulate --metrics /dev/stdout: the whole metrics after the report" python3 -c '
+import json, sys
+text = open(sys.argv[1]).read()
+at = text.index("{")
+assert "bubble: predicted" in text[:at], text[:at]
+metrics, end = json.JSONDecoder().raw_decode(text[at:])
+assert metrics["model"].endswith("fashion_cnn.model"), metrics
+assert text[at + end:].strip() == "metrics written to /dev/stdout", text[at + end:]' "$OUT"
+fi
 # "-" is no file: standard output holds the text report; the pictures are
 # SVG, whatever the name says, so another format's name is refused.
 stdout_dash="this goes to a file; standard output holds the text report (give a file name, or /dev/stdout to mix the two)"
