@@ -355,19 +355,21 @@ static int gpu_sharing(const bg_device_list_t *list, int physical) {
     return sharing > 0 ? sharing : 1;
 }
 
+/* The host's memory, which the CPU devices share; 0 when not known. An
+ * XML file's machine: its NUMA nodes' (none known where the file does not
+ * say). This machine: what the system gives processes, which in a
+ * container or a virtual machine can differ from what its NUMA nodes
+ * report. */
+static uint64_t host_memory_bytes(const bg_placement_t *p) {
+    if (p->topology_path != NULL) return p->links != NULL ? p->links->host_memory_bytes : 0;
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
 void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_share,
                                bg_cost_device_t *out) {
     const bg_device_list_t *list = &p->devices;
-    /* The host's memory, which the CPU devices share. An XML file's
-     * machine: its NUMA nodes' (none known where the file does not say).
-     * This machine: what the system gives processes, which in a container
-     * or a virtual machine can differ from what its NUMA nodes report. */
-    uint64_t host = 0;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (p->topology_path != NULL)
-        host = p->links != NULL ? p->links->host_memory_bytes : 0;
-    else if (pages > 0 && page > 0)
-        host = (uint64_t)pages * (uint64_t)page;
+    const uint64_t host = host_memory_bytes(p);
     /* Devices past the list (the advice's "more devices") are like the
      * last one: more cores, more GPUs of its kind, or, where its GPU
      * already holds several virtual devices, more of those, which then
@@ -457,8 +459,20 @@ void bg_placement_note_shared_cores(const bg_placement_t *p, int cores) {
 }
 
 void bg_placement_note_device_mem(const bg_placement_t *p) {
-    if (p->device_mem == 0 || p->links == NULL) return;
+    if (p->device_mem == 0) return;
     const double gib = 1024.0 * 1024 * 1024;
+    /* CPU devices share the host's memory. */
+    int cpus = 0;
+    for (int d = 0; d < p->devices.count; d++) cpus += p->devices.devices[d].kind == BG_DEVICE_CPU;
+    const uint64_t host = host_memory_bytes(p);
+    if (cpus > 0 && host > 0 && (double)p->device_mem * cpus > (double)host)
+        fprintf(stderr,
+                "note: --device-mem gives each of the %d CPU devices %.2f GiB, %.2f GiB in all, "
+                "more than the host's %.2f GiB that they share: the plan may fit where the "
+                "machine cannot\n",
+                cpus, (double)p->device_mem / gib, (double)p->device_mem * cpus / gib,
+                (double)host / gib);
+    if (p->links == NULL) return;
     for (int d = 0; d < p->devices.count && d < p->links->count; d++) {
         const bg_device_t *dev = &p->devices.devices[d];
         const size_t gpu = p->links->memory_bytes[d];

@@ -210,6 +210,13 @@ expect 0 "note: --device-mem gives each of the 4 devices on GPU 0 70.00 GiB, 280
     -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x4 --device-mem 70G
 expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x4 --device-mem 35G
 if grep -q "device-mem" "$ERR"; then fail "--device-mem within the GPU's share: a note"; else pass; fi
+# CPU devices share the host's memory: the two-socket file's machine has
+# 2 GiB (two NUMA nodes of 1), which four devices of 1 GiB would pass.
+CORES=$ROOT/tests/fixtures/two-socket-8-core.xml
+expect 0 "note: --device-mem gives each of the 4 CPU devices 1.00 GiB, 4.00 GiB in all, more than the host's 2.00 GiB that they share: the plan may fit where the machine cannot" \
+    -- plan "$MODEL" --topology "$CORES" --devices cpu:4 --device-mem 1G
+expect 0 "" -- plan "$MODEL" --topology "$CORES" --devices cpu:4 --device-mem 512M
+if grep -q "device-mem" "$ERR"; then fail "--device-mem within the host's share: a note"; else pass; fi
 # GPU 1 of 4 GiB and GPU 2 of 8 GiB, the rest 140: the chain of the largest
 # smallest GPU among those linked alike, not the one holding the first of
 # the largest (cuda:0 with the 4 GiB cuda:1, which a UAT found).
