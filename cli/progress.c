@@ -65,8 +65,9 @@ static int terminal_columns(FILE *out) {
 
 /* The terminal's progress line into buf: the whole of it where the
  * terminal is wide enough (99 columns with a learning rate), else without
- * the bar, then without the learning rate and throughput, then cut: a
- * line that wrapped would leave a copy of itself at every redraw. */
+ * the bar, then without the learning rate and throughput, then cut after
+ * a whole field: a line that wrapped would leave a copy of itself at every
+ * redraw. */
 static void terminal_line(const bg_train_progress_t *r, const char *lr, const char *eta,
                           int columns, char *buf, size_t size) {
     enum { WIDTH = 24 };
@@ -79,11 +80,16 @@ static void terminal_line(const bg_train_progress_t *r, const char *lr, const ch
         char rate[48] = "";
         if (shorter < 2) snprintf(rate, sizeof rate, "%s  %.0f samples/s", lr, r->samples_per_s);
         snprintf(buf, size, "epoch %d/%d %sstep %lld/%lld  loss %.4f%s  ETA %s", r->epoch,
-                 r->epochs, shorter == 0 ? bar : "", (long long)r->step, (long long)r->total_steps,
+                 r->epochs, shorter == 0 ? bar : " ", (long long)r->step, (long long)r->total_steps,
                  r->loss, rate, eta);
         if (columns <= 0 || (int)strlen(buf) < columns) return;
     }
+    /* Whole fields only (two spaces apart): "step 55/3" would read as
+     * another total. */
     if (columns - 1 < (int)size) buf[columns - 1] = '\0';
+    char *end = NULL;
+    for (char *at = strstr(buf, "  "); at != NULL; at = strstr(at + 1, "  ")) end = at;
+    if (end != NULL) *end = '\0';
 }
 
 void bg_progress_report(void *ctx, const bg_train_progress_t *r) {
