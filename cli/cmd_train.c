@@ -253,7 +253,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1e9, &o->train.stall_timeout_s));
             o->stall_given = 1;
         } else if (strcmp(arg, "--test-samples") == 0) {
-            BG_CHECK(bg_cli_parse_int(arg, v, 1, INT64_MAX / 2, &o->test_samples));
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, INT64_C(1000000000000), &o->test_samples));
         } else if (strcmp(arg, "--record-steps") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1000, &value));
             o->train.record_steps = (int)value;
@@ -725,6 +725,9 @@ int bg_cmd_train(int argc, char **argv) {
     if (o.test_samples > 0)
         snprintf(scored, sizeof scored, "; the first %lld of %lld test samples",
                  (long long)o.test_samples, (long long)o.test_count);
+    if (o.test_samples == 1)
+        snprintf(scored, sizeof scored, "; the first of %lld test samples",
+                 (long long)o.test_count);
     if (isfinite(r.test_loss))
         printf("test accuracy: %.4f (test loss %.4f%s)\n", r.test_accuracy, r.test_loss, scored);
     else

@@ -465,7 +465,12 @@ void bg_placement_note_device_mem(const bg_placement_t *p) {
     int cpus = 0;
     for (int d = 0; d < p->devices.count; d++) cpus += p->devices.devices[d].kind == BG_DEVICE_CPU;
     const uint64_t host = host_memory_bytes(p);
-    if (cpus > 0 && host > 0 && (double)p->device_mem * cpus > (double)host)
+    if (cpus == 1 && host > 0 && (double)p->device_mem > (double)host)
+        fprintf(stderr,
+                "note: --device-mem %.2f GiB is more than the host's %.2f GiB: the plan may fit "
+                "where the machine cannot\n",
+                (double)p->device_mem / gib, (double)host / gib);
+    else if (cpus > 1 && host > 0 && (double)p->device_mem * cpus > (double)host)
         fprintf(stderr,
                 "note: --device-mem gives each of the %d CPU devices %.2f GiB, %.2f GiB in all, "
                 "more than the host's %.2f GiB that they share: the plan may fit where the "

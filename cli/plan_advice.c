@@ -75,10 +75,14 @@ static int try_variant(const bg_plan_request_t *r, const char *what, cJSON *foun
             const size_t bytes = bg_partition_device_peak_bytes(p->partition, d);
             if (bytes > device_peak) device_peak = bytes;
         }
-        fprintf(stderr,
-                "  %-32s fits: largest %s %.2f MiB, step %.3f ms without the optimizer step\n",
-                what, per_device ? "device's stages" : "stage",
-                (double)(per_device ? device_peak : peak) / mib, p->step_s * 1e3);
+        /* An evaluation's plan prices training steps: no time said. */
+        char step[64] = "";
+        if (!r->forward_only)
+            snprintf(step, sizeof step, ", step %.3f ms without the optimizer step",
+                     p->step_s * 1e3);
+        fprintf(stderr, "  %-32s fits: largest %s %.2f MiB%s\n", what,
+                per_device ? "device's stages" : "stage",
+                (double)(per_device ? device_peak : peak) / mib, step);
         cJSON *change = found != NULL ? cJSON_CreateObject() : NULL;
         if (change != NULL) {
             cJSON_AddStringToObject(change, "change", what);
