@@ -722,12 +722,12 @@ int bg_cmd_train(int argc, char **argv) {
     }
     BG_CHECK_GOTO(st, st, fail);
     char scored[96] = ""; /* --test-samples */
-    if (o.test_samples > 0)
-        snprintf(scored, sizeof scored, "; the first %lld of %lld test samples",
-                 (long long)o.test_samples, (long long)o.test_count);
     if (o.test_samples == 1)
         snprintf(scored, sizeof scored, "; the first of %lld test samples",
                  (long long)o.test_count);
+    else if (o.test_samples > 1)
+        snprintf(scored, sizeof scored, "; the first %lld of %lld test samples",
+                 (long long)o.test_samples, (long long)o.test_count);
     if (isfinite(r.test_loss))
         printf("test accuracy: %.4f (test loss %.4f%s)\n", r.test_accuracy, r.test_loss, scored);
     else

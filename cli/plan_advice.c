@@ -43,12 +43,23 @@ static int could_hold(const bg_cost_device_t *devices, int k, double state) {
 }
 
 /* Whether request r fits, planned without a word (fits_only). */
-static int variant_fits(const bg_plan_request_t *r) {
-    if (!could_hold(r->device, r->devices, model_state_bytes(r))) return 0;
+/* The plan of request r where it fits, else NULL: planned only to ask
+ * whether it fits (fits_only), and not at all where the devices could not
+ * hold the model's state. */
+static bg_plan_t *fitting_plan(const bg_plan_request_t *r) {
+    if (!could_hold(r->device, r->devices, model_state_bytes(r))) return NULL;
     bg_plan_request_t v = *r;
     v.fits_only = 1;
     bg_plan_t *p = NULL;
-    const int fits = bg_plan_create(&v, &p) == BG_OK && p->partition->fits;
+    if (bg_plan_create(&v, &p) == BG_OK && p->partition->fits) return p;
+    bg_plan_destroy(p);
+    return NULL;
+}
+
+/* Whether request r fits, said nowhere. */
+static int variant_fits(const bg_plan_request_t *r) {
+    bg_plan_t *p = fitting_plan(r);
+    const int fits = p != NULL;
     bg_plan_destroy(p);
     return fits;
 }
@@ -58,42 +69,35 @@ static int variant_fits(const bg_plan_request_t *r) {
  * and "largest_device_bytes" where the plan is checked per device (a given
  * split with --chunks V). Returns 1 if it fit. */
 static int try_variant(const bg_plan_request_t *r, const char *what, cJSON *found) {
-    if (!could_hold(r->device, r->devices, model_state_bytes(r))) return 0;
-    bg_plan_t *p = NULL;
-    bg_plan_request_t v = *r;
-    v.fits_only = 1; /* a variant that does not fit is not shown */
-    if (bg_plan_create(&v, &p) != BG_OK) return 0;
-    int fits = p->partition->fits;
-    if (fits) {
-        size_t peak = 0, device_peak = 0;
-        for (int s = 0; s < p->partition->stages; s++)
-            if (p->partition->stage[s].peak_bytes > peak) peak = p->partition->stage[s].peak_bytes;
-        /* Checked per device (a given split with --chunks V): what fit is
-         * each device's stages together. */
-        const int per_device = p->partition->memory_check == BG_PARTITION_CHECK_DEVICES;
-        for (int d = 0; per_device && d < p->request.devices; d++) {
-            const size_t bytes = bg_partition_device_peak_bytes(p->partition, d);
-            if (bytes > device_peak) device_peak = bytes;
-        }
-        /* An evaluation's plan prices training steps: no time said. */
-        char step[64] = "";
-        if (!r->forward_only)
-            snprintf(step, sizeof step, ", step %.3f ms without the optimizer step",
-                     p->step_s * 1e3);
-        fprintf(stderr, "  %-32s fits: largest %s %.2f MiB%s\n", what,
-                per_device ? "device's stages" : "stage",
-                (double)(per_device ? device_peak : peak) / mib, step);
-        cJSON *change = found != NULL ? cJSON_CreateObject() : NULL;
-        if (change != NULL) {
-            cJSON_AddStringToObject(change, "change", what);
-            bg_cli_json_add_uint(change, "largest_stage_bytes", peak);
-            if (per_device) bg_cli_json_add_uint(change, "largest_device_bytes", device_peak);
-            cJSON_AddNumberToObject(change, "step_ms", p->step_s * 1e3);
-            cJSON_AddItemToArray(found, change);
-        }
+    bg_plan_t *p = fitting_plan(r); /* a variant that does not fit is not shown */
+    if (p == NULL) return 0;
+    size_t peak = 0, device_peak = 0;
+    for (int s = 0; s < p->partition->stages; s++)
+        if (p->partition->stage[s].peak_bytes > peak) peak = p->partition->stage[s].peak_bytes;
+    /* Checked per device (a given split with --chunks V): what fit is
+     * each device's stages together. */
+    const int per_device = p->partition->memory_check == BG_PARTITION_CHECK_DEVICES;
+    for (int d = 0; per_device && d < p->request.devices; d++) {
+        const size_t bytes = bg_partition_device_peak_bytes(p->partition, d);
+        if (bytes > device_peak) device_peak = bytes;
+    }
+    /* An evaluation's plan prices training steps: no time said. */
+    char step[64] = "";
+    if (!r->forward_only)
+        snprintf(step, sizeof step, ", step %.3f ms without the optimizer step", p->step_s * 1e3);
+    fprintf(stderr, "  %-32s fits: largest %s %.2f MiB%s\n", what,
+            per_device ? "device's stages" : "stage",
+            (double)(per_device ? device_peak : peak) / mib, step);
+    cJSON *change = found != NULL ? cJSON_CreateObject() : NULL;
+    if (change != NULL) {
+        cJSON_AddStringToObject(change, "change", what);
+        bg_cli_json_add_uint(change, "largest_stage_bytes", peak);
+        if (per_device) bg_cli_json_add_uint(change, "largest_device_bytes", device_peak);
+        cJSON_AddNumberToObject(change, "step_ms", p->step_s * 1e3);
+        cJSON_AddItemToArray(found, change);
     }
     bg_plan_destroy(p);
-    return fits;
+    return 1;
 }
 
 /* The devices of request r with every GPU's convolution workspace limit
@@ -221,7 +225,8 @@ static void more_like_last(const bg_device_list_t *list, int k, char *text, size
 /* Tries request r on k devices in place of its own; returns 1 if the plan
  * then fits. The planner chooses the split (a given --split is for the
  * request's count). `with` (may be "") names the changes r already holds,
- * for the line printed. Where k of the devices listed give it (--stages K
+ * for the line printed; `quiet` prints nothing (a probe of the search
+ * for the fewest). Where k of the devices listed give it (--stages K
  * chose among more, or one GPU's virtual devices), the k are chosen as the
  * setup chooses them; past the list, more come like the last one. */
 static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *placement,
@@ -259,7 +264,9 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
         if (devices[d].own_conv_workspace && devices[d].conv_workspace_bytes > conv_limit)
             devices[d].conv_workspace_bytes = conv_limit;
     int fits = 0;
-    if (could_hold(devices, k, model_state_bytes(r))) {
+    if (quiet) {
+        fits = variant_fits(&v);
+    } else {
         /* The options that give k devices: cores are there for the asking;
          * GPUs must be listed, or, on one GPU, made virtual devices of it. */
         char what[320], devices_option[160];
@@ -280,7 +287,7 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
         snprintf(what, sizeof what, "%s%s%d device%s (%s%s%s)", with, with[0] ? ", " : "", k,
                  k == 1 ? "" : "s", devices_option, microbatches,
                  r->split != NULL ? ", without --split" : "");
-        fits = quiet ? variant_fits(&v) : try_variant(&v, what, found);
+        fits = try_variant(&v, what, found);
     }
     bg_device_links_destroy(chosen);
     return fits;

@@ -418,40 +418,30 @@ static void test_conv2d_multichannel_same(void **state) {
     check_layer(*state, &spec, 3, 14, INPUT_NORMAL);
 }
 
+/* A convolution at stride 1, its output's size derived. */
+static bg_layer_spec_t stride1_conv(int64_t c, int64_t h, int64_t w, int64_t filters,
+                                    int64_t kernel, int64_t pad) {
+    return (bg_layer_spec_t){.kind = BG_LAYER_CONV2D,
+                             .in = {c, h, w},
+                             .out = {filters, h + 2 * pad - kernel + 1, w + 2 * pad - kernel + 1},
+                             .filters = filters,
+                             .kernel = kernel,
+                             .stride = 1,
+                             .pad = pad};
+}
+
 /* Stride 1 over 8 or more input channels: the shifted products of
  * lib/cpu/conv_shifted.inc, not im2col. Non-square images, padding 0, 1
  * and 2, kernels 1, 3 and 5. */
 static void test_conv2d_shifted(void **state) {
-    static const bg_layer_spec_t specs[] = {
-        {.kind = BG_LAYER_CONV2D,
-         .in = {9, 5, 6},
-         .out = {4, 5, 6},
-         .filters = 4,
-         .kernel = 3,
-         .stride = 1,
-         .pad = 1},
-        {.kind = BG_LAYER_CONV2D,
-         .in = {8, 6, 5},
-         .out = {3, 4, 3},
-         .filters = 3,
-         .kernel = 3,
-         .stride = 1,
-         .pad = 0},
-        {.kind = BG_LAYER_CONV2D,
-         .in = {8, 7, 6},
-         .out = {2, 7, 6},
-         .filters = 2,
-         .kernel = 5,
-         .stride = 1,
-         .pad = 2},
-        {.kind = BG_LAYER_CONV2D,
-         .in = {8, 4, 5},
-         .out = {5, 4, 5},
-         .filters = 5,
-         .kernel = 1,
-         .stride = 1,
-         .pad = 0},
+    const bg_layer_spec_t specs[] = {
+        stride1_conv(9, 5, 6, 4, 3, 1), /* out (4, 5, 6) */
+        stride1_conv(8, 6, 5, 3, 3, 0), /* out (3, 4, 3) */
+        stride1_conv(8, 7, 6, 2, 5, 2), /* out (2, 7, 6) */
+        stride1_conv(8, 4, 5, 5, 1, 0), /* out (5, 4, 5) */
     };
+    assert_int_equal(specs[1].out.h, 4);
+    assert_int_equal(specs[1].out.w, 3);
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
         check_layer(*state, &specs[i], 3, 15 + (uint64_t)i, INPUT_NORMAL);
 }
