@@ -616,6 +616,15 @@ static void add_backward_memory(const bg_cost_model_t *m, const bg_cost_stage_t 
         r->channels += (size_t)stage->grad_channel_slots * bg_cost_boundary_bytes(m, last);
 }
 
+size_t bg_cost_stage_input_bytes(const bg_cost_model_t *m, const bg_cost_stage_t *stage) {
+    /* As bg_cost_stage_memory counts them: the stash's slots, each holding
+     * the input; add_backward_memory's input gradient. */
+    size_t copies = (size_t)(stage->stash_slots > 1 ? stage->stash_slots : 1);
+    if (stage->first_layer > 0)
+        copies += (size_t)stage->input_channel_slots + (m->cfg.forward_only ? 0 : 1);
+    return copies * bg_cost_boundary_bytes(m, stage->first_layer);
+}
+
 bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_stage_t *stage) {
     const int first = stage->first_layer, last = stage->last_layer;
     const size_t e = m->elem, nb = (size_t)m->micro;

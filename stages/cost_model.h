@@ -303,6 +303,12 @@ typedef struct bg_cost_memory {
 
 bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *model, const bg_cost_stage_t *stage);
 
+/* The part of bg_cost_stage_memory's peak that scales with the stage's
+ * input activation: the input kept in each stash slot, the ring of the
+ * channel into the stage, and (a stage that trains) its input gradient. The
+ * rest only grows as the stage takes more layers before its last. */
+size_t bg_cost_stage_input_bytes(const bg_cost_model_t *model, const bg_cost_stage_t *stage);
+
 static inline size_t bg_cost_memory_peak(const bg_cost_memory_t *m) {
     return m->params + m->grads + m->optimizer + m->stash + m->buffers + m->channels + m->workspace;
 }

@@ -114,15 +114,15 @@ static size_t overflow_of(const bg_partition_stage_t *st) {
 }
 
 /* The stage's peak without the terms that scale with its input activation
- * (the input kept in each stash slot, the input gradient buffer, the ring
- * of the channel from the previous stage). The rest, parameters, layer
- * outputs, widest activation, workspace, only grows as the stage takes
- * more layers: a lower bound on every longer stage ending where it ends. */
+ * (bg_cost_stage_input_bytes). The rest, parameters, layer outputs, widest
+ * activation, workspace, only grows as the stage takes more layers: a lower
+ * bound on every longer stage ending where it ends. */
 static size_t growing_bytes(const context_t *c, const bg_cost_stage_t *slots,
                             const bg_partition_stage_t *st) {
-    size_t copies = (size_t)slots->stash_slots;
-    if (st->first_layer > 0) copies += 1 + (size_t)slots->input_channel_slots;
-    return st->peak_bytes - copies * bg_cost_boundary_bytes(c->cfg->model, st->first_layer);
+    bg_cost_stage_t stage = *slots;
+    stage.first_layer = st->first_layer;
+    stage.last_layer = st->last_layer;
+    return st->peak_bytes - bg_cost_stage_input_bytes(c->cfg->model, &stage);
 }
 
 static bg_status_t check_config(const bg_partition_config_t *cfg, context_t *c) {
