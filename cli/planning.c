@@ -391,7 +391,11 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
     fprintf(out, "(peak MiB is the sum of the columns from params on; other: the slots of "
                  "the channels into the stage and the ops' workspace)\n");
     print_conv_workspace(p, out);
-    if (p->request.recompute)
+    if (p->request.recompute && p->schedule->split_backward)
+        fprintf(out, "(bwd ms holds the recomputed forward, which --recompute runs before each "
+                     "B and again before each W; --json gives both apart as "
+                     "predicted_ms.recompute)\n");
+    else if (p->request.recompute)
         fprintf(out, "(bwd ms holds the recomputed forward, which --recompute runs before "
                      "each backward; --json gives it apart as predicted_ms.recompute)\n");
     int unchecked = 0;

@@ -469,6 +469,14 @@ int64_t bg_cost_model_microbatch(const bg_cost_model_t *m) { return m->micro; }
 
 const bg_cost_config_t *bg_cost_model_config(const bg_cost_model_t *m) { return &m->cfg; }
 
+/* The forward a stage runs again per micro-batch with --recompute: before
+ * its backward, and with the backward split (zb-h1) once more before W,
+ * since the recomputed activations are not kept between the two. */
+static double recompute_seconds(const bg_cost_model_t *m, double forward) {
+    if (!m->cfg.recompute) return 0;
+    return m->cfg.split_backward ? 2 * forward : forward;
+}
+
 bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device_t *d, int first,
                                   int last) {
     const double samples = m->mean_micro;
@@ -521,7 +529,7 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
         t.update = params * (double)m->elem * (4.0 + 2.0 * m->states) / streams;
         t.check = params * (double)m->elem / streams;
     }
-    t.recompute = m->cfg.recompute ? t.forward : 0;
+    t.recompute = recompute_seconds(m, t.forward);
     return t;
 }
 
@@ -555,7 +563,7 @@ int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int sl
     r.time.weight = m->weight_s[last] - m->weight_s[first];
     r.time.update = best->update_s;
     r.time.check = best->weight_check_s;
-    r.time.recompute = m->cfg.recompute ? r.time.forward : 0;
+    r.time.recompute = recompute_seconds(m, r.time.forward);
     r.recv_s = scale * best->recv_s;
     r.send_s = scale * best->send_s;
     r.grad_recv_s = scale * best->grad_recv_s;

@@ -10,7 +10,8 @@
  *                   =     flops * n / F +   o   the others (dX only)
  *   weight(layer)   =     flops * n / F +   o   the dW part of backward, which
  *                                                  zb-h1 runs apart (W)
- *   recompute       = the stage's forward again before its backward
+ *   recompute       = the stage's forward again before its backward (and,
+ *                     split as zb-h1 has it, again before W)
  *   transfer(bytes) = bytes / bandwidth + latency
  * where flops are bg_layer_spec_t.flops (forward FLOPs per sample) but for
  * tanh, sigmoid, gelu, layernorm and dropout, whose forward, dX and dW are priced
@@ -231,7 +232,8 @@ int bg_cost_model_cut_index(const bg_cost_model_t *model, int layer);
 typedef struct bg_cost_time {
     double forward, backward; /* backward: B and W together */
     double weight;            /* the W part of backward (dW) */
-    double recompute;         /* the extra forward with recompute, else 0 */
+    double recompute;         /* the extra forwards with recompute (two when the backward
+                                 is split), else 0 */
     double update;            /* the optimizer step of the layers' parameters, and zeroing
                                  their gradients after it (per step) */
     double check;             /* the NaN/Inf check of their accumulated gradients, after the

@@ -61,7 +61,9 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         /* The difference of two sums of the same terms may round below 0. */
         if (c->backward[s] < 0) c->backward[s] = 0;
         c->weight[s] = split ? t->weight : 0;
-        c->recompute[s] = t->recompute;
+        /* Per op that recomputes: B, and W when split (the cost model's
+         * split is the schedule's). */
+        c->recompute[s] = split ? t->recompute / 2 : t->recompute;
         c->contention[s] = found[s] ? measured[s].contention : 0;
         /* The neighbour's forward, backward and update are the other
          * device's F, B (or W) and STEP. */
