@@ -494,7 +494,7 @@ int bg_cmd_profile(int argc, char **argv) {
     goto done;
 fail:
     /* An unfinished progress bar keeps its line; the error goes below it. */
-    if (progress.line_open) fputc('\n', stderr);
+    bg_progress_end_line(&progress);
     code = bg_cli_fail("profile", st);
 done:
     bg_profile_destroy(profile);

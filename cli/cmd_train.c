@@ -428,6 +428,26 @@ static void print_stages(const bg_train_result_t *r) {
            "channels into the stage and the ops' workspace)\n");
 }
 
+/* A checkpoint the run could not write (it stopped after that step, and
+ * its results are above): why, and what --save's file holds now. */
+static void report_failed_save(const train_options_t *o, const bg_train_result_t *r,
+                               int64_t total) {
+    const long long failed = (long long)r->save_failed_step;
+    if (failed == total)
+        fprintf(stderr, "brigade train: the final training state (step %lld) was not saved: %s",
+                failed, r->save_error);
+    else
+        fprintf(stderr,
+                "brigade train: stopped after step %lld of %lld, whose training state was not "
+                "saved: %s",
+                failed, (long long)total, r->save_error);
+    if (r->saved_step > 0)
+        fprintf(stderr, "; %s holds step %lld (--resume %s goes on from there)\n", o->save,
+                (long long)r->saved_step, o->save);
+    else
+        fprintf(stderr, "; nothing of this run is saved\n");
+}
+
 /* With V > 1 stages a device, as plan --json has them: each device, its
  * stages and their peaks together, which is what its memory must hold. */
 static bg_status_t add_devices(cJSON *root, const bg_train_result_t *r) {
@@ -484,6 +504,13 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     bg_cli_json_add_uint(root, "seed", o->train.seed);
     cJSON_AddNumberToObject(root, "steps", (double)r->steps);
     cJSON_AddNumberToObject(root, "first_step", (double)r->first_step);
+    if (o->save != NULL) {
+        cJSON_AddNumberToObject(root, "saved_step", (double)r->saved_step);
+        if (r->save_failed_step > 0) {
+            cJSON_AddNumberToObject(root, "save_failed_step", (double)r->save_failed_step);
+            cJSON_AddStringToObject(root, "save_error", r->save_error);
+        }
+    }
     /* A run of --steps 0 has no training figures, rather than zeros. */
     if (!o->train.evaluate_only) cJSON_AddNumberToObject(root, "loss", r->loss);
     cJSON_AddNumberToObject(root, "test_loss", r->test_loss);
@@ -715,12 +742,13 @@ int bg_cmd_train(int argc, char **argv) {
     st = bg_train_run(&o.train, &r, NULL); /* a --save file holds the final weights */
     bg_cli_restore_stop_signals(&old_handlers);
     if (st == BG_ERR_INTERRUPTED) {
-        if (progress.terminal) fputc('\n', stderr); /* after the progress bar */
+        bg_progress_end_line(&progress);
         bg_cli_fail("train", st);
         code = 128 + bg_cli_stop_signal;
         goto done;
     }
     BG_CHECK_GOTO(st, st, fail);
+    if (r.save_failed_step > 0) bg_progress_end_line(&progress);
     char scored[96] = ""; /* --test-samples */
     if (o.test_samples == 1)
         snprintf(scored, sizeof scored, "; the first of %lld test samples",
@@ -787,6 +815,10 @@ outputs:
         bg_cli_output_written(&outputs, write_metrics(o.metrics, &o, &r, summary), "metrics",
                               o.metrics);
     if (outputs.failed != BG_OK) code = bg_status_exit_code(outputs.failed);
+    if (r.save_failed_step > 0) {
+        report_failed_save(&o, &r, bg_train_total_steps(&o.train, train->count));
+        code = bg_status_exit_code(r.save_status);
+    }
     goto done;
 fail:
     code = bg_cli_fail("train", st);

@@ -107,6 +107,7 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *r) {
         terminal_line(r, lr, eta, terminal_columns(p->out), line, sizeof line);
         fprintf(p->out, "\r\033[K%s", line);
         if (r->epoch_done) fputc('\n', p->out);
+        p->line_open = !r->epoch_done;
         fflush(p->out);
         return;
     }
@@ -119,4 +120,10 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *r) {
             : r->epoch_done           ? " (epoch done)"
                                       : "");
     fflush(p->out);
+}
+
+void bg_progress_end_line(bg_progress_t *p) {
+    if (!p->line_open) return;
+    fputc('\n', p->out);
+    p->line_open = 0;
 }

@@ -15,7 +15,7 @@ typedef struct bg_progress {
     double last_draw;   /* monotonic seconds of the last redraw */
     int64_t last_tenth; /* bg_progress_count without a terminal: tenths printed */
     const char *what;   /* bg_progress_count: what is counted */
-    int line_open;      /* bg_progress_count: a terminal line drawn, not yet ended */
+    int line_open;      /* a terminal line drawn, not yet ended (bg_progress_end_line) */
 } bg_progress_t;
 
 /* Sets up progress output to `out`; terminal decides bar or plain lines. */
@@ -29,5 +29,9 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *progress);
  * terminal, a line at each tenth otherwise; the last call (done == total)
  * ends the line. done == 0 (re)starts the clock and prints nothing. */
 void bg_progress_count(void *ctx, int64_t done, int64_t total);
+
+/* Ends a terminal line the bar left open (work stopped before its end), so
+ * that a message after it starts on a line of its own. */
+void bg_progress_end_line(bg_progress_t *p);
 
 #endif /* BG_CLI_PROGRESS_H */

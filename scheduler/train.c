@@ -396,7 +396,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     double epoch_loss = 0;
     int64_t epoch_steps = 0;
     run_point_t last_good = {0};
-    for (int epoch = first_epoch; epoch <= epochs && step < total; epoch++) {
+    for (int epoch = first_epoch; epoch <= epochs && step < total && r.save_failed_step == 0;
+         epoch++) {
         /* A checkpoint records the generator before this epoch's shuffle, so
          * a resumed run draws the same order. */
         bg_rng_t before_shuffle = shuffle;
@@ -448,8 +449,14 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                                            .epoch = epoch_over ? epoch + 1 : epoch,
                                            .shuffle = epoch_over ? shuffle : before_shuffle,
                                            .epoch_loss_sum = epoch_over ? 0 : epoch_loss};
-                BG_CHECK_GOTO(save_checkpoint(cfg, pipe, &save, &after), st, done);
-                r.saved_step = step;
+                const bg_status_t saved = save_checkpoint(cfg, pipe, &save, &after);
+                if (saved == BG_OK) {
+                    r.saved_step = step;
+                } else { /* the run stops here, its results made (save_failed_step) */
+                    r.save_failed_step = step;
+                    r.save_status = saved;
+                    snprintf(r.save_error, sizeof r.save_error, "%s", bg_error_message());
+                }
             }
             if (cfg->progress != NULL) {
                 const double elapsed = bg_monotonic_seconds() - start;
@@ -469,6 +476,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 };
                 cfg->progress(cfg->progress_ctx, &p);
             }
+            if (r.save_failed_step > 0) break;
             if (stopping) {
                 st = interrupted(cfg, step, total);
                 goto done;

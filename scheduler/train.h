@@ -101,6 +101,12 @@ typedef struct bg_train_result {
     int64_t skipped_steps;                /* steps skipped for non-finite values */
     char nan_report[320];                 /* where the last of them was found */
     int64_t saved_step;                   /* step of the last checkpoint written, or 0 */
+    /* A checkpoint that could not be written: the step it was for, after
+     * which the run stopped (its results are still made), the status and
+     * the message; 0 when none failed. */
+    int64_t save_failed_step;
+    bg_status_t save_status;
+    char save_error[512];
     /* With clip_grad_norm: the steps this process took (skipped ones
      * not), those whose gradients were scaled down, and the last one's
      * norm before clipping. */

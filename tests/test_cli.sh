@@ -1011,6 +1011,34 @@ status=$?
 check "ulimit -f: exit status 1 (was $status)" test "$status" -eq 1
 check "ulimit -f: the write is named" grep -qF "cannot write '$T/limited.st': write: File too large" "$ERR"
 check "ulimit -f: no temporary file left" sh -c "! ls '$T'/limited.st* 2>/dev/null"
+# A save that fails stops the run after its step, whose results are still
+# made: the test set scored, the metrics written (they fit the limit, the
+# checkpoint does not), then the failure with what the file holds.
+(
+    ulimit -f 64
+    exec "$BRIGADE" train "$MODEL" --data synthetic --steps 3 --batch 16 --save "$T/limited.st" \
+        --save-every 1 --metrics "$T/limited.json"
+) >"$OUT" 2>"$ERR"
+status=$?
+check "a failed --save-every: exit status 1 (was $status)" test "$status" -eq 1
+check "a failed --save-every: where the run stopped, why, and what is saved" grep -qF \
+    "brigade train: stopped after step 1 of 3, whose training state was not saved: cannot write '$T/limited.st': write: File too large; nothing of this run is saved" "$ERR"
+stdout_has "trained 1 step in " "a failed --save-every: the steps done"
+stdout_has "test accuracy: " "a failed --save-every: the test set is scored"
+check "a failed --save-every: the metrics say so" python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert (m["steps"], m["saved_step"], m["save_failed_step"]) == (1, 0, 1), m
+assert "File too large" in m["save_error"]' "$T/limited.json"
+(
+    ulimit -f 64
+    exec "$BRIGADE" train "$MODEL" --data synthetic --steps 2 --batch 16 --save "$T/limited.st"
+) >"$OUT" 2>"$ERR"
+status=$?
+check "a failed final --save: exit status 1 (was $status)" test "$status" -eq 1
+check "a failed final --save: named as the final state" grep -qF \
+    "brigade train: the final training state (step 2) was not saved: cannot write" "$ERR"
+stdout_has "trained 2 steps in " "a failed final --save: the steps done"
 
 # The outputs written after (or during) the run are checked before it: a
 # usage error naming the option, the path and the reason, with nothing

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
@@ -220,6 +221,53 @@ static void test_resume_with_schedule(void **state) {
     free(straight);
     free(resumed);
     free(constant);
+}
+
+/* Renames the folder *ctx names away (to the same name + "-gone") once the
+ * progress reports step 2, so that the saves after it cannot be written. */
+static void move_folder_at_2(void *ctx, const bg_train_progress_t *progress) {
+    const char *folder = ctx;
+    char gone[160];
+    snprintf(gone, sizeof gone, "%s-gone", folder);
+    if (progress->step == 2) assert_int_equal(rename(folder, gone), 0);
+}
+
+/* A checkpoint that cannot be written stops the run after its step with
+ * the run's results made (not an error): the steps done, the evaluation,
+ * the last save that worked, and why the next failed. */
+static void test_failed_save_stops_with_results(void **state) {
+    fixture_t *f = *state;
+    char folder[128], path[160];
+    snprintf(folder, sizeof folder, "%s/saves", f->dir);
+    assert_int_equal(mkdir(folder, 0700), 0);
+    snprintf(path, sizeof path, "%s/run.st", folder);
+    bg_device_list_t devices;
+    bg_train_config_t cfg = config(f, &devices, 2);
+    cfg.steps = 6;
+    cfg.save_path = path;
+    cfg.save_every = 2;
+    cfg.progress = move_folder_at_2;
+    cfg.progress_ctx = folder;
+    bg_train_result_t r = {0};
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
+    assert_int_equal(r.saved_step, 2);
+    assert_int_equal(r.save_failed_step, 4);
+    assert_int_equal(r.steps, 4);
+    assert_int_equal(r.save_status, BG_ERR_IO);
+    assert_non_null(strstr(r.save_error, path));
+    assert_true(r.test_accuracy >= 0 && r.test_accuracy <= 1 && isfinite(r.test_loss));
+    assert_int_equal(r.stages, 2);
+    bg_train_result_free(&r);
+    /* The step 2 state is whole, where the folder went. */
+    char gone[160];
+    snprintf(gone, sizeof gone, "%s-gone/run.st", folder);
+    bg_train_state_t saved = {0};
+    assert_int_equal(bg_train_state_load(gone, f->spec, &cfg.optimizer, &saved), BG_OK);
+    assert_int_equal(saved.step, 2);
+    bg_train_state_free(&saved);
+    assert_int_equal(unlink(gone), 0); /* scratch folders hold no folders */
+    snprintf(gone, sizeof gone, "%s-gone", folder);
+    assert_int_equal(rmdir(gone), 0);
 }
 
 /* The settings a training state records, in words: each part where set. */
@@ -651,6 +699,7 @@ int main(void) {
         cmocka_unit_test(test_resume_one_stage),
         cmocka_unit_test(test_resume_two_stages),
         cmocka_unit_test(test_resume_with_schedule),
+        cmocka_unit_test(test_failed_save_stops_with_results),
         cmocka_unit_test(test_settings_words),
         cmocka_unit_test(test_skipped_steps_carry_over),
         cmocka_unit_test(test_files),
