@@ -1,5 +1,6 @@
 /* Reading and writing profiles as JSON (cJSON). */
 #include <errno.h>
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -348,6 +349,14 @@ static bg_status_t check_repeated_stages(const char *path, const bg_profile_t *p
                         later->last - 1, later->slots, later->slots == 1 ? "" : "s");
 }
 
+/* A model fingerprint as profiles hold it: 16 lowercase hexadecimal digits. */
+static int is_fingerprint(const char *text) {
+    size_t n = 0;
+    for (; text[n] != '\0'; n++)
+        if (!isdigit((unsigned char)text[n]) && !(text[n] >= 'a' && text[n] <= 'f')) return 0;
+    return n == 16;
+}
+
 /* The optional "stages" list of a version 2 profile. */
 static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t *p) {
     const cJSON *stages = cJSON_GetObjectItemCaseSensitive(root, "stages");
@@ -503,11 +512,20 @@ bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
     char want[32];
     snprintf(want, sizeof want, "%016" PRIx64, spec->fingerprint);
-    if (!cJSON_IsString(model) || strcmp(model->valuestring, want) != 0) {
+    /* A JSON file of another kind (a run's --metrics, say) is named so, not
+     * taken for another model's profile. */
+    if (!cJSON_IsString(model) || !is_fingerprint(model->valuestring) || !cJSON_IsArray(layers)) {
+        st = bg_error_set(BG_ERR_PARSE,
+                          "%s: not a brigade profile (no model fingerprint and 'layers' list; "
+                          "'brigade profile MODEL -o FILE' writes one)",
+                          path);
+        goto done;
+    }
+    if (strcmp(model->valuestring, want) != 0) {
         st = bg_error_set(BG_ERR_INVALID,
                           "%s: profile of another model (its fingerprint %s, "
                           "this model %s)",
-                          path, cJSON_IsString(model) ? model->valuestring : "none", want);
+                          path, model->valuestring, want);
         goto done;
     }
     if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) != spec->num_layers) {

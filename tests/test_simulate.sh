@@ -377,7 +377,12 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
     bad_profile version_half "'version' must be a whole number >= 1" 'p["version"] = 1.5'
     bad_profile version_text "'version' must be a whole number >= 1" 'p["version"] = "2"'
     bad_profile layers7 "needs a 'layers' list of 8 entries" 'del p["layers"][7]'
-    bad_profile layers_object "needs a 'layers' list of 8 entries" 'p["layers"] = {}'
+    not_profile="not a brigade profile (no model fingerprint and 'layers' list"
+    bad_profile layers_object "$not_profile" 'p["layers"] = {}'
+    # Another JSON file (a run's --metrics names its model by path) is named
+    # so, not taken for another model's profile.
+    bad_profile model_path "$not_profile" 'p["model"] = "examples/fashion_cnn.model"'
+    bad_profile no_model "$not_profile" 'del p["model"]'
     batch="profile: 'batch' must be a whole number from 1 to 1e+09"
     bad_profile batch0 "$batch" 'p["batch"] = 0'
     bad_profile batch_negative "$batch" 'p["batch"] = -16'
