@@ -156,7 +156,7 @@ int bg_cmd_plan(int argc, char **argv) {
                 bg_cli_plan_explain_overflow("plan", p, &o.placement, 1, found, root);
             }
         }
-        char *text = root != NULL ? cJSON_Print(root) : NULL;
+        char *text = root != NULL ? bg_cli_json_print(root) : NULL;
         cJSON_Delete(root);
         if (text == NULL) {
             st = bg_error_set(BG_ERR_NOMEM, "out of memory writing JSON");

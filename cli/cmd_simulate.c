@@ -137,7 +137,7 @@ static bg_status_t write_metrics(const simulate_options_t *o, const bg_plan_t *p
     if (st == BG_OK && !bg_cli_plan_add_devices_json(root, plan)) st = BG_ERR_NOMEM;
     if (st == BG_OK) timeline = cJSON_AddObjectToObject(root, "timeline");
     if (st == BG_OK) st = timeline != NULL ? bg_summary_to_json(summary, timeline) : BG_ERR_NOMEM;
-    char *text = st == BG_OK ? cJSON_Print(root) : NULL;
+    char *text = st == BG_OK ? bg_cli_json_print(root) : NULL;
     cJSON_Delete(root);
     if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
     st = bg_text_file_write(o->metrics, text, "metrics");

@@ -477,7 +477,7 @@ static bg_status_t metrics_write(const char *path, cJSON *root, int signal_numbe
     cJSON_AddBoolToObject(root, "complete", signal_number == 0 && error == NULL);
     if (signal_number != 0) cJSON_AddNumberToObject(root, "stop_signal", signal_number);
     if (error != NULL) cJSON_AddStringToObject(root, "error", error);
-    char *text = cJSON_Print(root);
+    char *text = bg_cli_json_print(root);
     if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
     bg_status_t st = bg_text_file_write(path, text, "metrics");
     free(text);

@@ -539,7 +539,7 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
             return st == BG_ERR_NOMEM ? bg_error_set(st, "out of memory writing metrics") : st;
         }
     }
-    char *text = cJSON_Print(root);
+    char *text = bg_cli_json_print(root);
     cJSON_Delete(root);
     if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
     bg_status_t st = bg_text_file_write(path, text, "metrics");

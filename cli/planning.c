@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "cuda/backend_cuda.h"
 #include "text_table.h"
+#include "utf8.h"
 
 static const double mib = 1024.0 * 1024.0;
 
@@ -439,6 +440,14 @@ cJSON *bg_cli_json_add_uint(cJSON *object, const char *key, uint64_t value) {
     char text[24];
     snprintf(text, sizeof text, "%" PRIu64, value);
     return cJSON_AddRawToObject(object, key, text);
+}
+
+char *bg_cli_json_print(const cJSON *root) {
+    char *text = cJSON_Print(root);
+    if (text == NULL) return NULL;
+    char *repaired = bg_utf8_repaired(text);
+    free(text);
+    return repaired;
 }
 
 void bg_cli_json_add_memory(cJSON *stage, const bg_cost_memory_t *m) {

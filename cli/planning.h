@@ -125,6 +125,11 @@ cJSON *bg_cli_run_stage_json(const bg_pipeline_stage_info_t *info);
  * came out as 9.00719925474099e+15. NULL when it could not be added. */
 cJSON *bg_cli_json_add_uint(cJSON *object, const char *key, uint64_t value);
 
+/* cJSON_Print(root) made valid UTF-8 (bg_utf8_repaired: a file name's bytes
+ * that are not UTF-8 become U+FFFD, which JSON readers take): a new string
+ * to free, or NULL when memory runs out. */
+char *bg_cli_json_print(const cJSON *root);
+
 /* Adds "peak_by_category" to a stage's JSON object: m's seven categories,
  * as plan predicts them and train measures them. */
 void bg_cli_json_add_memory(cJSON *stage, const bg_cost_memory_t *m);

@@ -8,6 +8,7 @@
 
 #include "report.h"
 #include "text_file.h"
+#include "utf8.h"
 
 #define FONT "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\""
 
@@ -17,17 +18,27 @@ static const char *const kind_labels[BG_EVENT_KINDS] = {
     "forward (F)", "backward (B)", "weight gradient (W)", "optimizer step", "send",
     "receive",     "wait",         "link (copy engine)"};
 
-/* Writes text with XML's special characters escaped. */
+/* Writes text with XML's special characters escaped, and U+FFFD for what
+ * XML cannot hold: bytes that are not UTF-8 (a file name may have any),
+ * and control characters but tab, newline and carriage return. */
 static void put_escaped(FILE *out, const char *text) {
-    for (; *text != '\0'; text++) {
-        switch (*text) {
+    while (*text != '\0') {
+        const size_t length = bg_utf8_sequence(text);
+        const unsigned char c = (unsigned char)*text;
+        if (length == 0 || (c < 0x20 && c != '\t' && c != '\n' && c != '\r')) {
+            fputs(BG_UTF8_REPLACEMENT, out);
+            text++;
+            continue;
+        }
+        switch (c) {
         case '<': fputs("&lt;", out); break;
         case '>': fputs("&gt;", out); break;
         case '&': fputs("&amp;", out); break;
         case '"': fputs("&quot;", out); break;
         case '\'': fputs("&apos;", out); break;
-        default: fputc(*text, out); break;
+        default: fwrite(text, 1, length, out); break;
         }
+        text += length;
     }
 }
 

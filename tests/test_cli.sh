@@ -1112,6 +1112,19 @@ metrics, end = json.JSONDecoder().raw_decode(text[at:])
 assert metrics["model"].endswith("fashion_cnn.model"), metrics
 assert text[at + end:].strip() == "metrics written to /dev/stdout", text[at + end:]' "$OUT"
 fi
+# A model file whose name is not UTF-8, or holds a control character: the
+# JSON and SVG written still parse, each such byte U+FFFD.
+odd_name=$(printf '%s/odd\377\001.model' "$T")
+cp "$MODEL" "$odd_name"
+if expect 0 "" -- sweep "$odd_name" --simulate --microbatches 1,2 --devices cpu:2 \
+    --chart "$T/odd.svg" --metrics "$T/odd.json"; then
+    check "a file name not UTF-8: the sweep's metrics and chart parse" python3 -c '
+import json, sys, xml.etree.ElementTree as ET
+model = json.load(open(sys.argv[1], encoding="utf-8"))["model"]
+assert model.endswith("/odd\ufffd\x01.model"), repr(model)
+ET.parse(sys.argv[2])
+assert "odd\ufffd\ufffd.model" in open(sys.argv[2], encoding="utf-8").read()' "$T/odd.json" "$T/odd.svg"
+fi
 # "-" is no file: standard output holds the text report; the pictures are
 # SVG, whatever the name says, so another format's name is refused.
 stdout_dash="this goes to a file; standard output holds the text report (give a file name, or /dev/stdout to mix the two)"

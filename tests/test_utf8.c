@@ -1,0 +1,68 @@
+/* UTF-8 checks (lib/utf8.c): the well-formed sequences of RFC 3629 kept,
+ * every other byte replaced by U+FFFD, one for each. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "utf8.h"
+
+static void test_sequence_lengths(void **state) {
+    (void)state;
+    assert_int_equal(bg_utf8_sequence("a"), 1);
+    assert_int_equal(bg_utf8_sequence(""), 0);
+    assert_int_equal(bg_utf8_sequence("\xc3\xa9"), 2);         /* é */
+    assert_int_equal(bg_utf8_sequence("\xe2\x82\xac"), 3);     /* € */
+    assert_int_equal(bg_utf8_sequence("\xf0\x9f\x98\x80"), 4); /* an emoji */
+    assert_int_equal(bg_utf8_sequence("\xf4\x8f\xbf\xbf"), 4); /* U+10FFFF, the last */
+    assert_int_equal(bg_utf8_sequence("\xed\x9f\xbf"), 3);     /* U+D7FF, below the surrogates */
+    /* Not well-formed: a stray continuation, overlong forms, a surrogate,
+     * past U+10FFFF, bytes no sequence starts with, cut short. */
+    const char *bad[] = {"\x80",
+                         "\xbf",
+                         "\xc0\xaf",
+                         "\xc1\xbf",
+                         "\xe0\x9f\xbf",
+                         "\xed\xa0\x80",
+                         "\xf0\x8f\xbf\xbf",
+                         "\xf4\x90\x80\x80",
+                         "\xf5\x80\x80\x80",
+                         "\xff",
+                         "\xfe",
+                         "\xc3",
+                         "\xe2\x82",
+                         "\xf0\x9f\x98",
+                         "\xe2\x28\xa1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (bg_utf8_sequence(bad[i]) != 0) fail_msg("bad sequence %zu taken as well-formed", i);
+    }
+}
+
+static void test_repaired(void **state) {
+    (void)state;
+    char *text = bg_utf8_repaired("bad\xffname \xc3\xa9t\xc3\xa9 \xe2\x82 end\x80");
+    assert_non_null(text);
+    assert_string_equal(text, "bad" BG_UTF8_REPLACEMENT
+                              "name \xc3\xa9t\xc3\xa9 " BG_UTF8_REPLACEMENT BG_UTF8_REPLACEMENT
+                              " end" BG_UTF8_REPLACEMENT);
+    free(text);
+    text = bg_utf8_repaired("plain ASCII, kept as it is");
+    assert_string_equal(text, "plain ASCII, kept as it is");
+    free(text);
+    /* Every byte bad: three bytes each, the most the copy is sized for. */
+    text = bg_utf8_repaired("\xff\xff\xff");
+    assert_string_equal(text, BG_UTF8_REPLACEMENT BG_UTF8_REPLACEMENT BG_UTF8_REPLACEMENT);
+    free(text);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sequence_lengths),
+        cmocka_unit_test(test_repaired),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
