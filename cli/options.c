@@ -226,6 +226,7 @@ static bg_status_t check_folder(const char *option, const char *shown, const cha
     bg_status_t status = BG_OK;
     bg_atomic_file_t probe;
     struct stat st;
+    long longest = 0;
     if (stat(folder, &st) == 0 && !S_ISDIR(st.st_mode)) {
         /* "out.json/" or "out.json/x" with out.json a file. */
         status = bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': '%s' is not a folder", option,
@@ -233,6 +234,12 @@ static bg_status_t check_folder(const char *option, const char *shown, const cha
     } else if (access(folder, W_OK | X_OK) != 0) {
         status = bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': folder '%s': %s", option,
                               shown, folder, strerror(errno));
+    } else if (!bg_atomic_file_name_fits(path, &longest)) {
+        status = bg_error_set(BG_ERR_INVALID,
+                              "%s: cannot write '%s': a name of %zu bytes is too long in folder "
+                              "'%s', where the temporary file written first adds 11 to it; at "
+                              "most %ld bytes",
+                              option, shown, strlen(bg_path_name(path)), folder, longest);
     } else if (bg_atomic_file_open(&probe, path) != BG_OK) {
         char why[1024];
         snprintf(why, sizeof why, "%s", bg_error_message());

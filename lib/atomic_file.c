@@ -148,6 +148,18 @@ static void temp_files_remove_stale(const char *path) {
     free(candidate);
 }
 
+int bg_atomic_file_name_fits(const char *path, long *longest) {
+    char *folder = bg_path_folder(path);
+    if (folder == NULL) return 1; /* out of memory: the write will say */
+    errno = 0;
+    const long name_max = pathconf(folder, _PC_NAME_MAX);
+    free(folder);
+    const long added = (long)(sizeof temp_infix - 1) + TEMP_RANDOM_CHARS;
+    if (name_max < 0 || (long)strlen(bg_path_name(path)) + added <= name_max) return 1;
+    *longest = name_max - added;
+    return 0;
+}
+
 bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path) {
     *file = (bg_atomic_file_t){.fd = -1};
     const size_t path_len = strlen(path);
@@ -158,6 +170,16 @@ bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path) {
         return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);
     }
     int fd = temp_create(path, temp);
+    long longest = 0;
+    if (fd < 0 && errno == ENAMETOOLONG && !bg_atomic_file_name_fits(path, &longest)) {
+        free(copy);
+        free(temp);
+        return bg_error_set(BG_ERR_IO,
+                            "cannot write '%s': its name of %zu bytes is too long here: the "
+                            "temporary file written first adds '%sXXXXXX' to it; at most %ld "
+                            "bytes",
+                            path, strlen(bg_path_name(path)), temp_infix, longest);
+    }
     if (fd < 0) {
         bg_status_t status = io_error(path, "mkostemp", errno);
         free(copy);

@@ -33,6 +33,12 @@ typedef struct bg_atomic_file {
  * needs no abort. */
 bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path);
 
+/* Whether the last component of `path` is short enough for the temporary
+ * file beside it ("NAME.tmp.XXXXXX", 11 bytes more) in its folder: 1, or 0
+ * with *longest set to the longest name that is (the folder's NAME_MAX less
+ * 11). 1 when the folder does not say its limit. */
+int bg_atomic_file_name_fits(const char *path, long *longest);
+
 /* Appends `len` bytes. On failure (BG_ERR_IO, a full disk) the caller
  * aborts. */
 bg_status_t bg_atomic_file_write(bg_atomic_file_t *file, const void *data, size_t len);

@@ -106,6 +106,38 @@ static void test_open_in_a_missing_directory_names_the_path(void **state) {
     assert_int_equal(bg_test_scratch_entries(f->dir), 0);
 }
 
+/* A name that fits the folder but not with the temporary file's 11 bytes
+ * added is refused saying so (mkostemp's "File name too long" named
+ * neither), and one 11 bytes shorter is written. */
+static void test_name_too_long_for_the_temporary_file(void **state) {
+    fixture_t *f = *state;
+    const long name_max = pathconf(f->dir, _PC_NAME_MAX);
+    if (name_max < 20 || name_max > 4000) skip(); /* no limit to test against */
+    char name[4096], path[4200];
+    memset(name, 'n', (size_t)name_max - 2);
+    name[name_max - 2] = '\0';
+    snprintf(path, sizeof path, "%s/%s", f->dir, name);
+    long longest = 0;
+    assert_int_equal(bg_atomic_file_name_fits(path, &longest), 0);
+    assert_int_equal(longest, name_max - 11);
+    bg_atomic_file_t file;
+    assert_int_equal(bg_atomic_file_open(&file, path), BG_ERR_IO);
+    char want[256];
+    snprintf(want, sizeof want,
+             "its name of %ld bytes is too long here: the temporary file written first adds "
+             "'.tmp.XXXXXX' to it; at most %ld bytes",
+             name_max - 2, name_max - 11);
+    assert_non_null(strstr(bg_error_message(), want));
+    bg_error_clear();
+    name[name_max - 11] = '\0';
+    snprintf(path, sizeof path, "%s/%s", f->dir, name);
+    assert_int_equal(bg_atomic_file_name_fits(path, &longest), 1);
+    assert_int_equal(bg_atomic_file_open(&file, path), BG_OK);
+    assert_int_equal(bg_atomic_file_write(&file, "x", 1), BG_OK);
+    assert_int_equal(bg_atomic_file_commit(&file), BG_OK);
+    assert_int_equal(unlink(path), 0);
+}
+
 static void test_commit_removes_only_stale_temporary_files(void **state) {
     fixture_t *f = *state;
     char stale[160], live[160], other[160], wrong[160];
@@ -159,6 +191,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_abort_keeps_the_old_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_in_a_missing_directory_names_the_path, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_name_too_long_for_the_temporary_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_removes_only_stale_temporary_files, setup,
                                         teardown),
     };

@@ -1077,7 +1077,7 @@ check "--metrics through a link makes the file it names" test -s "$T/later.json"
 # A name the folder takes, but not with the temporary file's suffix that
 # replacing it whole adds: refused before the run too.
 LONG=$(printf '%0250d' 0)
-usage_error "--metrics: cannot write '$T/$LONG.json': no new file can be made in folder '$T' (" -- \
+usage_error "--metrics: cannot write '$T/$LONG.json': a name of 255 bytes is too long in folder '$T', where the temporary file written first adds 11 to it; at most 244 bytes" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/$LONG.json"
 if find "$T" -maxdepth 1 -name "*.tmp.*" | grep -q .; then fail "the folder check leaves no file behind"; else pass; fi
 usage_error "--trace: empty file name" -- \
