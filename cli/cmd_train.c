@@ -584,16 +584,6 @@ int bg_cmd_train(int argc, char **argv) {
         o.train.resume = &resume;
         fprintf(stderr, "resuming %s at step %lld (epoch %d, sample %lld)\n", o.resume,
                 (long long)resume.step, resume.epoch, (long long)resume.position);
-        /* The options that shape each update come from this command line,
-         * not the file: say so where they differ from the saved run's. */
-        char settings[sizeof resume.settings];
-        bg_train_settings(&o.train, settings, sizeof settings);
-        if (resume.settings[0] != '\0' && strcmp(settings, resume.settings) != 0)
-            fprintf(stderr,
-                    "note: %s was saved by a run with %s; this one goes on with %s, so from step "
-                    "%lld it trains otherwise than that run would have (give that run's options "
-                    "to continue it exactly)\n",
-                    o.resume, resume.settings, settings, (long long)resume.step + 1);
     }
     /* Parameters past the machine's memory are refused before the data and
      * any stage; --load reads them into a host copy first. */
@@ -683,8 +673,18 @@ int bg_cmd_train(int argc, char **argv) {
         goto done;
     }
     o.train.save_path = o.save;
-    char settings[256]; /* as training states record them */
-    bg_train_settings(&o.train, settings, sizeof settings);
+    char settings[sizeof resume.settings]; /* as training states record them */
+    bg_train_settings(&o.train, train != NULL ? bg_train_total_steps(&o.train, train->count) : 0,
+                      settings, sizeof settings);
+    /* The options that shape each update come from this command line, not
+     * the file: say so where they differ from the saved run's (a longer run
+     * stretches a moving learning rate's schedule). */
+    if (o.resume != NULL && resume.settings[0] != '\0' && strcmp(settings, resume.settings) != 0)
+        fprintf(stderr,
+                "note: %s was saved by a run with %s; this one goes on with %s, so from step "
+                "%lld it trains otherwise than that run would have (give that run's options to "
+                "continue it exactly)\n",
+                o.resume, resume.settings, settings, (long long)resume.step + 1);
     if (o.train.evaluate_only)
         fprintf(stderr, "evaluating %s on %s: %lld test samples, batch %lld\n", o.model, o.data,
                 (long long)test->count, (long long)o.train.batch);

@@ -120,7 +120,7 @@ typedef struct run_point {
     double epoch_loss_sum;
 } run_point_t;
 
-void bg_train_settings(const bg_train_config_t *cfg, char *buf, size_t size) {
+void bg_train_settings(const bg_train_config_t *cfg, int64_t total_steps, char *buf, size_t size) {
     const bg_optimizer_config_t *o = &cfg->optimizer;
     const bg_lr_schedule_t *s = &o->schedule;
     size_t used = 0;
@@ -135,7 +135,8 @@ void bg_train_settings(const bg_train_config_t *cfg, char *buf, size_t size) {
     if (size > 0) buf[0] = '\0';
     APPEND("%s lr %g", bg_optimizer_kind_name(o->kind), bg_optimizer_lr(o));
     if (s->kind != BG_LR_CONSTANT)
-        APPEND(", %s to %g", bg_lr_schedule_kind_name(s->kind), s->min_lr);
+        APPEND(", %s to %g over %lld step%s", bg_lr_schedule_kind_name(s->kind), s->min_lr,
+               (long long)total_steps, total_steps == 1 ? "" : "s");
     if (s->warmup_steps > 0)
         APPEND(", %lld warmup step%s", (long long)s->warmup_steps, s->warmup_steps == 1 ? "" : "s");
     if (o->kind == BG_OPTIMIZER_SGD && o->sgd.momentum != 0)
@@ -165,7 +166,6 @@ static bg_status_t save_checkpoint(const bg_train_config_t *cfg, bg_pipeline_t *
     save->epoch_steps = at->epoch_steps;
     save->skipped_steps = at->skipped_steps;
     save->seed = cfg->seed;
-    bg_train_settings(cfg, save->settings, sizeof save->settings);
     BG_CHECK(bg_pipeline_download_params(pipe, save->params));
     for (int k = 0; k < save->states; k++)
         BG_CHECK(bg_pipeline_download_optimizer_state(pipe, k, save->state[k]));
@@ -373,6 +373,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     if (cfg->record_steps > 0)
         BG_CHECK_GOTO(bg_pipeline_timeline_create(pipe, &r.timeline), st, done);
     BG_CHECK_GOTO(bg_train_state_init(&save, cfg->spec, &cfg->optimizer), st, done);
+    bg_train_settings(cfg, total, save.settings, sizeof save.settings);
 
     /* Where the run starts: its beginning, or where the resumed one stood,
      * with that epoch's losses so far and the steps skipped. Shuffling has

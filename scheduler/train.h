@@ -128,10 +128,12 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
 int64_t bg_train_total_steps(const bg_train_config_t *cfg, int64_t samples);
 
 /* What shapes each update of cfg's run, in words: the optimizer and its
- * rate ("adam lr 0.001"), the rate's schedule, SGD's momentum, the weight
- * decay and the clipping limit where set. Training states record it, so
- * that a resumed run with other settings can say so. */
-void bg_train_settings(const bg_train_config_t *cfg, char *buf, size_t size);
+ * rate ("adam lr 0.001"), the rate's schedule (a moving one with the run's
+ * length, `total_steps`, which it spans: "cosine to 0.0001 over 500
+ * steps"), SGD's momentum, the weight decay and the clipping limit where
+ * set. Training states record it, so that a resumed run with other
+ * settings, a longer run among them, can say so. */
+void bg_train_settings(const bg_train_config_t *cfg, int64_t total_steps, char *buf, size_t size);
 
 /* Frees what a result owns. */
 void bg_train_result_free(bg_train_result_t *result);

@@ -337,7 +337,7 @@ done
 # rate (cosine from 0.001 after 4 warmup steps to 0.0001 at step 16: the
 # last step's 0.0001 + 0.0009 (1 + cos(11 pi / 12)) / 2 = 0.000115); a
 # misspelt one lists the choices; --min-lr needs a decay, and below --lr.
-if expect 0 "batch 16, adam lr 0.001, cosine to 0.0001, 4 warmup steps" -- train "$MODEL" \
+if expect 0 "batch 16, adam lr 0.001, cosine to 0.0001 over 16 steps, 4 warmup steps" -- train "$MODEL" \
     --data synthetic --steps 16 --batch 16 --lr-schedule cosine --warmup 4 --min-lr 0.0001; then
     check "train: the last step's scheduled rate" grep -q "step 16/16 loss [0-9.]* lr 0.000115 " "$ERR"
 fi
@@ -869,14 +869,22 @@ if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume 
     stdout_has "trained 2 steps (4 to 5 of the run) in" "a resumed run says which steps it ran"
 fi
 # The options that shape each update come from the command line: a run
-# resumed without the saved run's schedule and clipping says so; with them,
-# nothing is said.
+# resumed without the saved run's schedule and clipping says so, and so
+# does one that lengthens the run a moving rate's schedule spans; with the
+# same options (a constant rate after warmup spans no length), nothing is
+# said.
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 4 --batch 16 --lr-schedule cosine \
     --warmup 2 --clip-grad-norm 1 --save "$T/scheduled.st"; then
-    expect 0 "note: $T/scheduled.st was saved by a run with adam lr 0.001, cosine to 0, 2 warmup steps, clipping at norm 1; this one goes on with adam lr 0.001, so from step 5 it trains otherwise" \
+    expect 0 "note: $T/scheduled.st was saved by a run with adam lr 0.001, cosine to 0 over 4 steps, 2 warmup steps, clipping at norm 1; this one goes on with adam lr 0.001, so from step 5 it trains otherwise" \
         -- train "$MODEL" --data synthetic --steps 6 --batch 16 --resume "$T/scheduled.st"
-    expect 0 "" -- train "$MODEL" --data synthetic --steps 6 --batch 16 --lr-schedule cosine \
+    expect 0 "note: $T/scheduled.st was saved by a run with adam lr 0.001, cosine to 0 over 4 steps, 2 warmup steps, clipping at norm 1; this one goes on with adam lr 0.001, cosine to 0 over 6 steps, 2 warmup steps, clipping at norm 1, so from step 5" \
+        -- train "$MODEL" --data synthetic --steps 6 --batch 16 --lr-schedule cosine \
         --warmup 2 --clip-grad-norm 1 --resume "$T/scheduled.st"
+fi
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 4 --batch 16 --warmup 2 \
+    --clip-grad-norm 1 --save "$T/warmed.st"; then
+    expect 0 "" -- train "$MODEL" --data synthetic --steps 6 --batch 16 --warmup 2 \
+        --clip-grad-norm 1 --resume "$T/warmed.st"
     check "no note when the resumed run has the saved run's options" \
         test "$(grep -c '^note: ' "$ERR")" -eq 0
 fi

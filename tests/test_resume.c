@@ -203,7 +203,8 @@ static void test_resume_with_schedule(void **state) {
     bg_train_state_t saved = {0};
     assert_int_equal(bg_train_state_load(path, f->spec, &cfg.optimizer, &saved), BG_OK);
     assert_int_equal(saved.step, at + 1);
-    assert_string_equal(saved.settings, "adam lr 0.001, cosine to 0.0001, 3 warmup steps");
+    assert_string_equal(saved.settings,
+                        "adam lr 0.001, cosine to 0.0001 over 12 steps, 3 warmup steps");
     cfg.stop = NULL;
     cfg.progress = NULL;
     cfg.save_path = NULL;
@@ -276,18 +277,18 @@ static void test_settings_words(void **state) {
     bg_device_list_t devices;
     bg_train_config_t cfg = config(f, &devices, 1);
     char words[256];
-    bg_train_settings(&cfg, words, sizeof words);
+    bg_train_settings(&cfg, 70, words, sizeof words);
     assert_string_equal(words, "adam lr 0.001");
     cfg.optimizer.kind = BG_OPTIMIZER_SGD;
     cfg.optimizer.sgd.momentum = 0.9;
     cfg.optimizer.sgd.weight_decay = 1e-4;
     cfg.optimizer.schedule = (bg_lr_schedule_t){BG_LR_LINEAR, 10, 0, 0.001};
     cfg.clip_grad_norm = 2.5;
-    bg_train_settings(&cfg, words, sizeof words);
-    assert_string_equal(words, "sgd lr 0.01, linear to 0.001, 10 warmup steps, momentum 0.9, "
-                               "weight decay 0.0001, clipping at norm 2.5");
+    bg_train_settings(&cfg, 70, words, sizeof words);
+    assert_string_equal(words, "sgd lr 0.01, linear to 0.001 over 70 steps, 10 warmup steps, "
+                               "momentum 0.9, weight decay 0.0001, clipping at norm 2.5");
     char small[16];
-    bg_train_settings(&cfg, small, sizeof small);
+    bg_train_settings(&cfg, 70, small, sizeof small);
     assert_string_equal(small, "sgd lr 0.01, li");
 }
 
