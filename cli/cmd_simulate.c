@@ -42,7 +42,7 @@ static const char help[] =
     "  --batch B          samples per optimizer step (default 64)\n"
     "  --optimizer NAME   adam (default) or sgd\n"
     "  --momentum X       sgd momentum (default 0)\n"
-    "  --steps N          steps to simulate (default 3)\n"
+    "  --steps N          steps to simulate, 1 to 1000 (default 3)\n"
     "\n%s%s%s"
     "outputs:\n"
     "  --metrics FILE     the summary as JSON under \"timeline\", and a \"stages\"\n"

@@ -20,6 +20,7 @@
 #include "model_spec.h"
 #include "placement.h"
 #include "parse.h"
+#include "path.h"
 #include "planning.h"
 #include "progress.h"
 #include "text_table.h"
@@ -99,7 +100,8 @@ static const char help[] =
     "  --trace FILE.json  Chrome trace of the last recorded steps (open in Perfetto\n"
     "                     or chrome://tracing): one track per stage and transfer lane\n"
     "  --timeline FILE.svg  picture of the last recorded step, one row per stage\n"
-    "  --record-steps N   how many final steps to record for the reports (default 3)\n"
+    "  --record-steps N   how many final steps to record for the reports, 1 to 1000\n"
+    "                     (default 3)\n"
     "\n"
     "Progress goes to stderr: a bar on a terminal, a line per tenth of an epoch\n"
     "otherwise. Results go to stdout.\n"
@@ -152,11 +154,12 @@ static const char *const training_only[] = {
 /* Refuses, with --steps 0, an option that would change nothing, and
  * --resume, whose weights --load takes. */
 static bg_status_t check_evaluate_only(const train_options_t *o, int argc, char **argv) {
+    char word[1024];
     if (o->resume != NULL)
         return bg_error_set(BG_ERR_INVALID,
                             "--steps 0 evaluates and trains nothing, so --resume has no run to "
                             "continue; --load %s evaluates its weights",
-                            o->resume);
+                            bg_path_shell_word(o->resume, word, sizeof word));
     for (int k = 1; k < argc; k++) /* values never start with "--" */
         for (size_t i = 0; i < TRAINING_ONLY; i++)
             if (strcmp(argv[k], training_only[i]) == 0)
@@ -441,9 +444,10 @@ static void report_failed_save(const train_options_t *o, const bg_train_result_t
                 "brigade train: stopped after step %lld of %lld, whose training state was not "
                 "saved: %s",
                 failed, (long long)total, r->save_error);
+    char word[1024];
     if (r->saved_step > 0)
         fprintf(stderr, "; %s holds step %lld (--resume %s goes on from there)\n", o->save,
-                (long long)r->saved_step, o->save);
+                (long long)r->saved_step, bg_path_shell_word(o->save, word, sizeof word));
     else
         fprintf(stderr, "; nothing of this run is saved\n");
 }

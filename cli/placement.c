@@ -28,8 +28,9 @@ const char bg_placement_help_schedule[] =
     "                     one whose simulated step is fastest of those that fit\n"
     "                     (gpipe, 1f1b, zb-h1, and interleaved with --chunks > 1)\n"
     "  --microbatches M   micro-batches per mini-batch (default 1); auto: the M\n"
-    "                     (divisors of B, powers of two) whose simulated step is\n"
-    "                     fastest while every stage fits\n";
+    "                     (divisors of B, powers of two; interleaved also K times\n"
+    "                     a power of two) whose simulated step is fastest while\n"
+    "                     every stage fits\n";
 
 const char bg_placement_help_rest[] =
     "  --chunks V         stages per device: interleaved needs 2 or more; the\n"

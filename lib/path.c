@@ -44,3 +44,24 @@ char *bg_path_link_target(const char *path) {
     free(folder);
     return resolved;
 }
+
+const char *bg_path_shell_word(const char *path, char *buf, size_t size) {
+    const size_t plain = strspn(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                      "0123456789_./:@%+,=-");
+    if ((path[0] != '\0' && path[plain] == '\0') || size < 3) return path;
+    size_t at = 0;
+    buf[at++] = '\'';
+    for (const char *c = path; *c != '\0'; c++) {
+        const char *piece = *c == '\'' ? "'\\''" : NULL;
+        const size_t length = piece != NULL ? 4 : 1;
+        if (at + length + 2 > size) return path; /* the closing quote and NUL */
+        if (piece != NULL)
+            memcpy(buf + at, piece, length);
+        else
+            buf[at] = *c;
+        at += length;
+    }
+    buf[at++] = '\'';
+    buf[at] = '\0';
+    return buf;
+}

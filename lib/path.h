@@ -3,6 +3,8 @@
 #ifndef BG_PATH_H
 #define BG_PATH_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,6 +25,13 @@ char *bg_path_join(const char *folder, const char *name);
  * `path` is no link or cannot be read (EINVAL, ENOENT, ...), when the
  * target is too long to read (ENAMETOOLONG), or when memory runs out. */
 char *bg_path_link_target(const char *path);
+
+/* `path` as one word of a shell command, for the commands messages
+ * suggest ("go on with --resume PATH"): itself when it holds only letters,
+ * digits and _ . / : @ % + , = -, else single-quoted into `buf` (each '
+ * written '\''). When the quoted form does not fit in `size` bytes, `path`
+ * itself. */
+const char *bg_path_shell_word(const char *path, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

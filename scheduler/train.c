@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "monotonic.h"
+#include "path.h"
 
 bg_status_t bg_train_evaluate(bg_pipeline_t *p, int64_t batch, const bg_dataset_t *data,
                               double *loss, double *accuracy) {
@@ -261,11 +262,13 @@ static bg_status_t nonfinite_step(const bg_train_config_t *cfg, const bg_pipelin
 
 /* The error a stop signal ends the run with, after step `step`. */
 static bg_status_t interrupted(const bg_train_config_t *cfg, int64_t step, int64_t total) {
+    char word[1024];
     if (cfg->save_path != NULL)
         return bg_error_set(BG_ERR_INTERRUPTED,
                             "interrupted after step %lld of %lld; the training state is saved "
                             "in %s (go on with --resume %s)",
-                            (long long)step, (long long)total, cfg->save_path, cfg->save_path);
+                            (long long)step, (long long)total, cfg->save_path,
+                            bg_path_shell_word(cfg->save_path, word, sizeof word));
     return bg_error_set(BG_ERR_INTERRUPTED,
                         "interrupted after step %lld of %lld; nothing is saved (--save FILE "
                         "keeps the training state)",

@@ -183,9 +183,27 @@ static void test_path_folder(void **state) {
     }
 }
 
+/* Paths as one shell word: plain ones as they are, others single-quoted,
+ * a quote inside closed, escaped and reopened; too long to quote, as is. */
+static void test_path_shell_word(void **state) {
+    (void)state;
+    const char *cases[][2] = {{"runs/a-1_b.2,c=3@d%e+f:g.st", "runs/a-1_b.2,c=3@d%e+f:g.st"},
+                              {"dir with space/sig.st", "'dir with space/sig.st'"},
+                              {"it's.st", "'it'\\''s.st'"},
+                              {"$HOME/x", "'$HOME/x'"},
+                              {"", "''"}};
+    char buf[64];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_string_equal(bg_path_shell_word(cases[i][0], buf, sizeof buf), cases[i][1]);
+    char small[8];
+    assert_string_equal(bg_path_shell_word("a b c d e", small, sizeof small), "a b c d e");
+    assert_string_equal(bg_path_shell_word("a b c", small, sizeof small), "'a b c'");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_path_folder),
+        cmocka_unit_test(test_path_shell_word),
         cmocka_unit_test_setup_teardown(test_commit_writes_every_part, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_replaces_the_old_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort_keeps_the_old_file, setup, teardown),
