@@ -496,11 +496,102 @@ static int busy(const bg_event_t *e) {
     return e->kind != BG_EVENT_WAIT && e->kind != BG_EVENT_LINK;
 }
 
+/* The time a set of intervals covers before any moment, each interval
+ * counted on its own where they overlap: their starts and ends sorted,
+ * with running sums, so that a query is two binary searches. */
+typedef struct coverage {
+    double *start, *end;         /* n each, ascending */
+    double *start_sum, *end_sum; /* n + 1 each: [i] the sum of the first i */
+    int n;
+} coverage_t;
+
+static int compare_doubles(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* How many of the ascending values[0..n) are below t. */
+static int count_below(const double *values, int n, double t) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (values[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Sum over the intervals of how much of each lies before t: those started
+ * run to t, less what those ended already lacked. */
+static double covered_before(const coverage_t *c, double t) {
+    const int started = count_below(c->start, c->n, t), ended = count_below(c->end, c->n, t);
+    return ((double)started * t - c->start_sum[started]) - ((double)ended * t - c->end_sum[ended]);
+}
+
+static double covered_between(const coverage_t *c, double from, double to) {
+    return covered_before(c, to) - covered_before(c, from);
+}
+
+/* Sorts the n starts and ends at c (in a block of 4n + 2 doubles) and
+ * sums them. */
+static void coverage_finish(coverage_t *c) {
+    qsort(c->start, (size_t)c->n, sizeof(double), compare_doubles);
+    qsort(c->end, (size_t)c->n, sizeof(double), compare_doubles);
+    c->start_sum[0] = c->end_sum[0] = 0;
+    for (int i = 0; i < c->n; i++) {
+        c->start_sum[i + 1] = c->start_sum[i] + c->start[i];
+        c->end_sum[i + 1] = c->end_sum[i] + c->end[i];
+    }
+}
+
 /* From the events [from, to) of one simulated step: each F, B and W's
  * stretch, 1 + (contention - 1) x the fraction of it during which other
- * devices were busy. */
-static void settle_stretch(sim_state_t *sim, const bg_timeline_t *tl, int from, int to) {
-    const int cells = sim->stages * sim->microbatches;
+ * devices were busy (the time each busy event of another device overlaps
+ * it, summed: the busy time of all devices there less its own device's). */
+static bg_status_t settle_stretch(sim_state_t *sim, const bg_timeline_t *tl, int from, int to) {
+    const int cells = sim->stages * sim->microbatches, devices = sim->schedule->devices;
+    /* coverage[devices] is every device's; the others one device's each. */
+    coverage_t *coverage = calloc((size_t)devices + 1, sizeof *coverage);
+    int *filled = calloc((size_t)devices + 1, sizeof *filled);
+    const size_t events = (size_t)(to - from);
+    /* Each set: n starts, n ends and two n + 1 sums, its n the number of
+     * its busy events; the devices' sets hold `events` at most together,
+     * and so does the whole's. */
+    double *block = malloc(sizeof(double) * (8 * events + 2 * ((size_t)devices + 1)));
+    if (coverage == NULL || filled == NULL || block == NULL) {
+        free(coverage);
+        free(filled);
+        free(block);
+        return bg_error_set(BG_ERR_NOMEM, "simulator: out of memory");
+    }
+    for (int i = from; i < to; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (!busy(e)) continue;
+        coverage[e->device].n++;
+        coverage[devices].n++;
+    }
+    double *at = block; /* each set's four arrays in turn */
+    for (int d = 0; d <= devices; d++) {
+        coverage_t *c = &coverage[d];
+        c->start = at;
+        c->end = c->start + c->n;
+        c->start_sum = c->end + c->n;
+        c->end_sum = c->start_sum + c->n + 1;
+        at = c->end_sum + c->n + 1;
+    }
+    for (int i = from; i < to; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (!busy(e)) continue;
+        const int sets[2] = {e->device, devices};
+        for (int k = 0; k < 2; k++) {
+            coverage_t *c = &coverage[sets[k]];
+            c->start[filled[sets[k]]] = e->start;
+            c->end[filled[sets[k]]++] = e->end;
+        }
+    }
+    for (int d = 0; d <= devices; d++) coverage_finish(&coverage[d]);
     for (int i = from; i < to; i++) {
         const bg_event_t *e = &tl->events[i];
         int kind = e->kind == BG_EVENT_FORWARD    ? STRETCH_FORWARD
@@ -509,17 +600,17 @@ static void settle_stretch(sim_state_t *sim, const bg_timeline_t *tl, int from, 
                                                   : -1;
         const double length = e->end - e->start;
         if (kind < 0 || length <= 0) continue;
-        double overlap = 0;
-        for (int j = from; j < to; j++) {
-            const bg_event_t *o = &tl->events[j];
-            if (o->device == e->device || !busy(o)) continue;
-            overlap += fmax(0, fmin(e->end, o->end) - fmax(e->start, o->start));
-        }
+        const double overlap = covered_between(&coverage[devices], e->start, e->end) -
+                               covered_between(&coverage[e->device], e->start, e->end);
         const double c = sim->costs->contention[e->stage];
-        const double fraction = fmin(1, overlap / length);
+        const double fraction = fmin(1, fmax(0, overlap) / length);
         sim->stretch[kind * cells + e->stage * sim->microbatches + e->microbatch] =
             c > 1 ? 1 + (c - 1) * fraction : 1;
     }
+    free(coverage);
+    free(filled);
+    free(block);
+    return BG_OK;
 }
 
 /* Whether the costs slow some stage's ops after a wait. */
@@ -658,7 +749,7 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
         const int count = tl->count, recorded = tl->steps;
         for (int pass = 0; status == BG_OK && pass < BG_SIM_SETTLING_PASSES; pass++) {
             status = run_step(&sim, tl->steps, origin, tl);
-            if (status == BG_OK && contention) settle_stretch(&sim, tl, count, tl->count);
+            if (status == BG_OK && contention) status = settle_stretch(&sim, tl, count, tl->count);
             tl->count = count;
             tl->steps = recorded;
         }
