@@ -398,7 +398,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     if (record_from < first_step) record_from = first_step;
     const double start = bg_monotonic_seconds();
     double epoch_loss = 0;
-    int64_t epoch_steps = 0;
+    int64_t epoch_steps = 0, samples_done = 0; /* samples_done: this process's steps' */
     run_point_t last_good = {0};
     for (int epoch = first_epoch; epoch <= epochs && step < total && r.save_failed_step == 0;
          epoch++) {
@@ -429,6 +429,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             BG_CHECK_GOTO(bg_pipeline_train_step(pipe, images, labels, n, &loss), st, done);
             const double mean = loss.loss_sum / (double)n;
             step++;
+            samples_done += n;
             if (loss.skipped || !isfinite(mean)) {
                 st = nonfinite_step(cfg, &loss, step, epoch, &r);
                 if (st != BG_OK) {
@@ -473,7 +474,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                     .step = step,
                     .total_steps = total,
                     .loss = epoch_steps > 0 ? epoch_loss / (double)epoch_steps : 0,
-                    .samples_per_s = elapsed > 0 ? (double)(here * batch) / elapsed : 0,
+                    .samples = samples_done,
+                    .samples_per_s = elapsed > 0 ? (double)samples_done / elapsed : 0,
                     .eta_s = elapsed / (double)here * (double)(total - step),
                     .lr = moving_lr ? bg_optimizer_lr_at(&optimizer, optimizer_step) : -1,
                     .epoch_done = epoch_over || step == total,

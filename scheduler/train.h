@@ -25,7 +25,9 @@ typedef struct bg_train_progress {
     int epoch, epochs;         /* 1-based epoch, number of epochs */
     int64_t step, total_steps; /* steps done in the run, steps the run will take */
     double loss;               /* mean training loss over this epoch so far */
-    double samples_per_s;      /* training throughput so far */
+    int64_t samples;           /* samples this process's steps trained on (a short batch's
+                                  as they are) */
+    double samples_per_s;      /* training throughput so far: samples over the time */
     double eta_s;              /* estimated seconds to the end of training */
     double lr;                 /* the last step's learning rate; < 0 when it never moves */
     int epoch_done;            /* 1 on the report that closes an epoch */

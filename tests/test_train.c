@@ -90,10 +90,19 @@ static void test_deterministic(void **state) {
     free(b);
 }
 
-/* --steps stops early; a partial last batch is trained on, not dropped. */
+/* Keeps the last progress report. */
+static void keep_progress(void *ctx, const bg_train_progress_t *progress) {
+    *(bg_train_progress_t *)ctx = *progress;
+}
+
+/* --steps stops early; a partial last batch is trained on, not dropped,
+ * and the progress counts its samples as they are. */
 static void test_steps_and_partial_batch(void **state) {
     fixture_t *f = *state;
     bg_train_config_t cfg = config(f);
+    bg_train_progress_t last = {0};
+    cfg.progress = keep_progress;
+    cfg.progress_ctx = &last;
     cfg.steps = 5;
     bg_train_result_t r;
     assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
@@ -105,6 +114,8 @@ static void test_steps_and_partial_batch(void **state) {
     assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
     bg_train_result_free(&r);
     assert_int_equal(r.steps, 2);
+    assert_int_equal(last.step, 2);
+    assert_int_equal(last.samples, 1024); /* not 2 x 1000 */
 }
 
 /* Starting from given parameters: zero steps of training is impossible, so
