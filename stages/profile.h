@@ -99,6 +99,11 @@ typedef struct bg_stage_after_wait {
     double backward[BG_NEIGHBOUR_KINDS];
 } bg_stage_after_wait_t;
 
+/* The largest after-wait ratio a profile holds: a real slowdown is a few
+ * tens of percent; one past this is a tiny op's timing swamped by the
+ * machine's noise, which the profiler records as 0 (not measured). */
+#define BG_PROFILE_MAX_AFTER_WAIT_RATIO 100
+
 /* A layer range [first, last) timed as a stage of its own with `slots`
  * micro-batches in flight (profile_stages.c): per micro-batch its forward,
  * backward (dX and dW) and the copies around them; its update per step.

@@ -267,15 +267,15 @@ bg_status_t bg_profile_check_optimizer(const bg_profile_t *p, const char *path,
                         bg_optimizer_kind_name(optimizer->kind), states);
 }
 
-/* One ratio of an "after_wait" object: a number from 0 to 100 (a real
- * slowdown is a few tens of percent). */
+/* One ratio of an "after_wait" object: a number from 0 to
+ * BG_PROFILE_MAX_AFTER_WAIT_RATIO. */
 static bg_status_t ratio_field(const char *path, const cJSON *aw, const char *key,
                                const char *where, double *out) {
     BG_CHECK(number_field(path, aw, key, where, out));
-    if (*out > 100)
+    if (*out > BG_PROFILE_MAX_AFTER_WAIT_RATIO)
         return bg_error_set(BG_ERR_PARSE,
-                            "%s: %s: '%s' is %g; a ratio after a wait must be from 0 to 100", path,
-                            where, key, *out);
+                            "%s: %s: '%s' is %g; a ratio after a wait must be from 0 to %d", path,
+                            where, key, *out, BG_PROFILE_MAX_AFTER_WAIT_RATIO);
     return BG_OK;
 }
 

@@ -7,6 +7,7 @@
  * its cache misses, depends on which layers share the core and on how many
  * micro-batches it holds. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -524,6 +525,12 @@ done:
     return st;
 }
 
+/* A measured after-wait ratio, or 0 (not measured) past what a profile
+ * holds: noise, not a slowdown (BG_PROFILE_MAX_AFTER_WAIT_RATIO). */
+static double plausible_ratio(double ratio) {
+    return isfinite(ratio) && ratio <= BG_PROFILE_MAX_AFTER_WAIT_RATIO ? ratio : 0;
+}
+
 /* The profile of the range [first, last) of a model of `layers` layers
  * from its passes: each part's mean over them, and 0 for the copies and
  * checks at an end the range does not have (their rounds timed nothing). */
@@ -535,8 +542,10 @@ static bg_stage_profile_t range_profile(int first, int last, int layers, int slo
         waited[PART_WARM_BACKWARD] > 0) {
         /* Sums over the passes: their ratios are ratios of the means. */
         for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++) {
-            after_wait.forward[k] = waited[PART_FORWARD_AFTER + k] / waited[PART_WARM_FORWARD];
-            after_wait.backward[k] = waited[PART_BACKWARD_AFTER + k] / waited[PART_WARM_BACKWARD];
+            after_wait.forward[k] =
+                plausible_ratio(waited[PART_FORWARD_AFTER + k] / waited[PART_WARM_FORWARD]);
+            after_wait.backward[k] =
+                plausible_ratio(waited[PART_BACKWARD_AFTER + k] / waited[PART_WARM_BACKWARD]);
         }
     }
     double alone[PARTS], load[PARTS];
