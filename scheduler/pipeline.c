@@ -98,11 +98,8 @@ static bg_status_t stall_report(bg_pipeline_t *p) {
             if (e->op.kind == BG_OP_STEP)
                 snprintf(name, sizeof name, "step");
             else
-                snprintf(name, sizeof name, "%s%d@%d",
-                         e->op.kind == BG_OP_FORWARD    ? "F"
-                         : e->op.kind == BG_OP_BACKWARD ? "B"
-                                                        : "W",
-                         e->op.microbatch, e->op.stage);
+                snprintf(name, sizeof name, "%s%d@%d", bg_op_letter(e->op.kind), e->op.microbatch,
+                         e->op.stage);
             if (e->end >= 0)
                 at += (size_t)snprintf(text + at, sizeof text - at, " %s %.3f-%.3f%s", name,
                                        1e3 * e->start, 1e3 * e->end, e->failed ? " (failed)" : "");
@@ -119,7 +116,7 @@ static bg_status_t stall_report(bg_pipeline_t *p) {
 /* Puts a GPU's events on the host's clock: each event with both marks gets
  * their times (its LINK events' from their channels' link clocks); one
  * without (a mark the clock had no room for) is dropped, as host and GPU
- * times do not mix. Returns the last end, or `end`. */
+ * times do not mix. Raises *end to the last end, if later. */
 static bg_status_t read_gpu_times(bg_pipeline_t *p, int d, double *end) {
     const int *marks = p->event_marks[d];
     int kept = 0;

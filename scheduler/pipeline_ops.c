@@ -369,10 +369,8 @@ static bg_status_t clip_gradients(bg_pipeline_t *p, int device) {
 static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op);
 
 static bg_status_t run_op(bg_pipeline_t *p, int device, const bg_op_t *op) {
-    bg_nvtx_push_op(op->kind == BG_OP_FORWARD    ? "F"
-                    : op->kind == BG_OP_BACKWARD ? "B"
-                                                 : "W",
-                    op->kind == BG_OP_STEP ? -1 : op->microbatch, op->stage);
+    bg_nvtx_push_op(bg_op_letter(op->kind), op->kind == BG_OP_STEP ? -1 : op->microbatch,
+                    op->stage);
     bg_status_t st = run_op_marked(p, device, op);
     bg_nvtx_pop();
     return st;

@@ -329,8 +329,11 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
     if (s->chunks > 1) fprintf(out, ", V=%d", s->chunks);
     const double step_ms = 1e3 * s->step_s;
     const int decimals = bg_report_ms_decimals(step_ms);
-    fprintf(out, ", M=%d); stage imbalance %.1f%%; exposed transfer %.1f%%; step %.*f ms (%s)\n",
-            s->microbatches, 100 * s->imbalance, 100 * s->exposed_transfer_frac, decimals, step_ms,
+    /* Compute is compared per device: with V > 1, each device's stages
+     * together. */
+    fprintf(out, ", M=%d); %s imbalance %.1f%%; exposed transfer %.1f%%; step %.*f ms (%s)\n",
+            s->microbatches, s->chunks > 1 ? "device" : "stage", 100 * s->imbalance,
+            100 * s->exposed_transfer_frac, decimals, step_ms,
             s->measured ? "measured" : "predicted");
     /* A busy machine disturbs a step or two: the medians stand firm. */
     if (s->measured && s->steps >= 3) {

@@ -45,7 +45,7 @@ const char *bg_schedule_kind_name(bg_schedule_kind_t kind) {
 
 /* ---- op helpers ---------------------------------------------------------- */
 
-static const char *op_letter(bg_op_kind_t kind) {
+const char *bg_op_letter(bg_op_kind_t kind) {
     switch (kind) {
     case BG_OP_FORWARD: return "F";
     case BG_OP_BACKWARD: return "B";
@@ -64,7 +64,7 @@ static const char *op_describe(const bg_op_t *op, char *buf, size_t size) {
     if (op->kind == BG_OP_STEP)
         snprintf(buf, size, "STEP");
     else if (op_has_cell(op))
-        snprintf(buf, size, "%s%d of stage %d", op_letter(op->kind), op->microbatch, op->stage);
+        snprintf(buf, size, "%s%d of stage %d", bg_op_letter(op->kind), op->microbatch, op->stage);
     else
         snprintf(buf, size, "op of unknown kind %d", (int)op->kind);
     return buf;
@@ -641,12 +641,12 @@ const char *bg_schedule_format_device(const bg_schedule_t *schedule, int device,
         const bg_op_t *op = &s->ops[device][i];
         const char *sep = i ? " " : "";
         if (!op_has_cell(op))
-            append(buf, size, &used, "%s%s", sep, op_letter(op->kind));
+            append(buf, size, &used, "%s%s", sep, bg_op_letter(op->kind));
         else if (s->chunks > 1 || op->stage != device)
-            append(buf, size, &used, "%s%s%d@%d", sep, op_letter(op->kind), op->microbatch,
+            append(buf, size, &used, "%s%s%d@%d", sep, bg_op_letter(op->kind), op->microbatch,
                    op->stage);
         else
-            append(buf, size, &used, "%s%s%d", sep, op_letter(op->kind), op->microbatch);
+            append(buf, size, &used, "%s%s%d", sep, bg_op_letter(op->kind), op->microbatch);
     }
     return buf;
 }

@@ -99,6 +99,9 @@ typedef struct bg_schedule {
 bg_status_t bg_schedule_kind_parse(const char *text, bg_schedule_kind_t *out);
 const char *bg_schedule_kind_name(bg_schedule_kind_t kind);
 
+/* An op's letter as schedules print it: "F", "B", "W" or "STEP". */
+const char *bg_op_letter(bg_op_kind_t kind);
+
 /* Whether a schedule of `kind` runs the backward as two ops, dX then W
  * (zb-h1 does, unless it runs forwards only): its split_backward. */
 int bg_schedule_splits_backward(bg_schedule_kind_t kind, int forward_only);
