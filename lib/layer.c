@@ -41,6 +41,11 @@ static bg_activation_t activation_of(bg_layer_kind_t kind) {
                                       : BG_ACTIVATION_GELU;
 }
 
+int bg_layer_output_is_view(const bg_layer_spec_t *layer) {
+    return layer->kind == BG_LAYER_FLATTEN || layer->kind == BG_LAYER_RESIDUAL ||
+           layer->kind == BG_LAYER_SHORTCUT;
+}
+
 int bg_layer_runs_in_place(const bg_model_spec_t *spec, int index) {
     if (index < 1 || index >= spec->num_layers) return 0;
     bg_layer_kind_t kind = spec->layers[index].kind;

@@ -35,6 +35,12 @@ typedef struct bg_layer_params {
  * this only when both layers are in it. */
 int bg_layer_runs_in_place(const bg_model_spec_t *spec, int index);
 
+/* 1 if the layer's output is a view of another buffer in any stage: a
+ * flatten's and a residual's of their input, a shortcut's of its block's
+ * input. (A layer that runs in place shares too, when its predecessor is in
+ * its stage.) */
+int bg_layer_output_is_view(const bg_layer_spec_t *layer);
+
 /* Number of weight and bias values of a layer. */
 void bg_layer_param_counts(const bg_layer_spec_t *spec, int64_t *weights, int64_t *biases);
 

@@ -331,8 +331,9 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         m->streamed_weight[i + 1] = m->streamed_weight[i] + w.dw_values;
         m->backward_ops[i + 1] = m->backward_ops[i] + (weighted ? 2 : 1);
         m->param_elems[i + 1] = m->param_elems[i] + (weighted ? weights + biases : 0);
-        int aliases = l->kind == BG_LAYER_FLATTEN || l->kind == BG_LAYER_RESIDUAL ||
-                      l->kind == BG_LAYER_SHORTCUT || bg_layer_runs_in_place(spec, i);
+        /* As a stage lays them out (stage_layer_aliases); one that runs
+         * in place first in its stage is added back per stage. */
+        const int aliases = bg_layer_output_is_view(l) || bg_layer_runs_in_place(spec, i);
         m->output_elems[i + 1] = m->output_elems[i] + (aliases ? 0 : out);
         m->weighted_elems[i + 1] = m->weighted_elems[i] + (weighted ? out : 0);
         m->boundary[i] = bg_shape_numel(l->in);

@@ -89,10 +89,8 @@ static inline int stage_layer_has_params(const bg_stage_t *s, int i) {
  * relu, tanh, sigmoid or dropout running in place over its predecessor's
  * output (bg_layer_runs_in_place). */
 static inline int stage_layer_aliases(const bg_stage_t *s, int i) {
-    const bg_layer_kind_t kind = stage_layer(s, i)->kind;
-    if (kind == BG_LAYER_FLATTEN || kind == BG_LAYER_RESIDUAL || kind == BG_LAYER_SHORTCUT)
-        return 1;
-    return i > 0 && bg_layer_runs_in_place(s->spec, s->first + i);
+    return bg_layer_output_is_view(stage_layer(s, i)) ||
+           (i > 0 && bg_layer_runs_in_place(s->spec, s->first + i));
 }
 
 /* Where layer i's output for `slot` lives: its own buffer, the shared
