@@ -36,7 +36,9 @@
 # what is left, one that cannot start in time is reported as skipped, and
 # the table is always written. The memcheck run, the least needed and the
 # slowest (every kernel instrumented), is last and gets at most 60 s.
-# Exit status: 0 when the op test passed, 1 otherwise.
+# Exit status: 0 when the op test passed and neither the pipeline test nor
+# the accuracy run failed (one skipped for lack of time is not a failure),
+# 1 otherwise.
 #
 #   bench/gpu-check.sh --carry [BUILD]
 # prints the paths --prepare lists, building nothing: the device machine
@@ -75,6 +77,9 @@ if [ "${1:-}" = "--prepare" ]; then
             libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) ;;
             libgcc_s.so.* | libstdc++.so.*) ;;
             libcudart.so.* | libcublas.so.* | libcublasLt.so.* | libcudnn*.so.* | libnccl.so.*) ;;
+            # Libraries every Linux has, which the GPU machine's cuDNN or
+            # driver may load too: its own copy, not this machine's.
+            libz.so.* | libudev.so.*) ;;
             *) cp -L "$lib" "$libs/" ;;
             esac
         done
@@ -411,4 +416,9 @@ if [ -s "$list" ] && tar -C "$results" -czf "$results/details.tar.gz" -T "$list"
     (cd "$results" && xargs rm -f) <"$list"
 fi
 rm -f "$list"
+# 0 only when no check failed: the op test passed and neither the pipeline
+# test nor the accuracy run failed (one skipped for time is not a failure).
+case "$pipeline $accuracy" in
+*FAILED*) exit 1 ;;
+esac
 [ "$test_rc" -eq 0 ]

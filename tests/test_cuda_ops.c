@@ -10,7 +10,8 @@
  * sigmoid and gelu call CUDA's tanhf, expf and erfcf, a few ulps from
  * glibc's, and are checked to 1e-5 of at least 0.1 (ROUNDED). Layer
  * normalisation sums each row by a block's tree (test_layernorm). GEMMs and
- * convolutions sum in another order (cuBLAS, cuDNN; TF32 off), and cuDNN
+ * convolutions sum in another order (cuBLAS, cuDNN; TF32 off but in
+ * test_tf32), and cuDNN
  * may pick an FFT or Winograd algorithm: each of their results may differ
  * from the CPU's by SUM_RTOL times the sum of its terms' magnitudes, which
  * the CPU op computes from the inputs' absolute values (expect_sum_close).
@@ -49,6 +50,15 @@
 enum { EXACTISH = 0, SUMMED = 1, ROUNDED = 2 };
 
 static const double ELEMENTWISE_RTOL = 1e-5, SUM_RTOL = 5e-5, GEMM_RTOL = 1e-4;
+
+/* With --tf32 (test_tf32) each product's inputs keep 10 of their 23
+ * mantissa bits: up to about 1e-3 of each term, and twice that allowed for
+ * what cuDNN's Winograd and FFT transforms add. A dropped term still shows
+ * in a sum of up to 200 terms (the forward ops there). */
+static const double TF32_SUM_RTOL = 4e-3;
+/* The bound expect_sum_close applies: SUM_RTOL, or TF32_SUM_RTOL while
+ * test_tf32 runs (reset by every setup). */
+static double sum_rtol = 5e-5;
 
 /* Adam's epsilon where parameters after a step are compared. Its first step
  * moves a weight by lr * g / (|g| + eps): with the default 1e-8 a gradient
@@ -93,6 +103,7 @@ static int setup(void **state) {
     ok(bg_backend_cuda_create(&gpu, &f->gpu));
     assert_string_equal(f->gpu->name, "cuda:0");
     bg_rng_seed(&f->rng, 2024, 6);
+    sum_rtol = SUM_RTOL;
     *state = f;
     return 0;
 }
@@ -234,9 +245,9 @@ static void expect_sum_close(fixture_t *f, const twin_t *t, void *magnitude, con
     float *want = twin_download(f, t, 0), *got = twin_download(f, t, 1);
     float *bound = twin_download(f, &(twin_t){magnitude, NULL, t->count}, 0);
     double *allowed = allowed_array(t->count);
-    for (int64_t i = 0; i < t->count; i++) allowed[i] = SUM_RTOL * (double)bound[i];
+    for (int64_t i = 0; i < t->count; i++) allowed[i] = sum_rtol * (double)bound[i];
     char rule[64];
-    snprintf(rule, sizeof rule, "%.1g of the sum of the terms' magnitudes", SUM_RTOL);
+    snprintf(rule, sizeof rule, "%.1g of the sum of the terms' magnitudes", sum_rtol);
     expect_within(what, want, got, allowed, t->count, rule);
     free(want);
     free(got);
@@ -607,6 +618,21 @@ static void test_conv2d(void **state) {
     check_conv(f, conv(2, 16, 12, 12, 8, 5, 1, 2)); /* more channels, "same" padding */
 }
 
+/* --tf32: cuBLAS and cuDNN may round products' inputs to TF32; the dense
+ * and convolution ops stay within TF32's bound of the CPU's (the default,
+ * TF32 off, is what the tests above hold to SUM_RTOL). */
+static void test_tf32(void **state) {
+    fixture_t *f = *state;
+    bg_backend_destroy(f->gpu);
+    f->gpu = NULL;
+    bg_cuda_config_t gpu = BG_CUDA_CONFIG_INIT;
+    gpu.allow_tf32 = 1;
+    ok(bg_backend_cuda_create(&gpu, &f->gpu));
+    sum_rtol = TF32_SUM_RTOL;
+    check_dense(f, 64, 128, 64);
+    if (!skipping_cudnn_searches()) check_conv(f, conv(8, 1, 28, 28, 32, 3, 1, 0));
+}
+
 /* ---- pooling ---- */
 
 static bg_pool_geometry_t pool(int64_t n, int64_t c, int64_t h, int64_t w, int64_t size,
@@ -773,6 +799,20 @@ static void test_softmax_xent(void **state) {
     int tag[2] = {7, 7};
     ON_BOTH(be->ops->take_nonfinite(be, &tag[side]));
     assert_int_equal(tag[1], -1);
+    /* A loss that is not finite lowers the non-finite mark to its add's
+     * tag, the lowest of two such adds (the GPU's atomicMax of INT_MAX -
+     * tag), and the totals say so. */
+    logits_host[3 * CLASSES + 2] = INFINITY;
+    ON_BOTH(be->ops->upload(be, P(logits), logits_host, sizeof(float) * N * CLASSES));
+    ON_BOTH(
+        be->ops->softmax_xent_forward_add(be, N, CLASSES, P(logits), P(labels), P(probs), 1, 5));
+    ON_BOTH(
+        be->ops->softmax_xent_forward_add(be, N, CLASSES, P(logits), P(labels), P(probs), 1, 3));
+    ON_BOTH(be->ops->take_nonfinite(be, &tag[side]));
+    assert_int_equal(tag[0], 3);
+    assert_int_equal(tag[1], 3);
+    ON_BOTH(be->ops->take_loss(be, &loss[side], &correct[side]));
+    assert_true(!isfinite(loss[0]) && !isfinite(loss[1]));
     labels_host[6] = -3;
     ok(f->gpu->ops->upload(f->gpu, labels.gpu, labels_host, sizeof labels_host));
     ok(f->gpu->ops->softmax_xent_forward_add(f->gpu, N, CLASSES, logits.gpu, labels.gpu, probs.gpu,
@@ -1141,6 +1181,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_layernorm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dense, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conv2d, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tf32, setup, teardown),
         cmocka_unit_test_setup_teardown(test_maxpool, setup, teardown),
         cmocka_unit_test_setup_teardown(test_avgpool, setup, teardown),
         cmocka_unit_test_setup_teardown(test_softmax_xent, setup, teardown),

@@ -443,6 +443,9 @@ static bg_status_t algorithms(bg_backend_t *be, const bg_conv2d_geometry_t *g, i
         }
     }
     if (!sizing && workspace == NULL) limit = 0; /* the op has nothing to run within */
+    /* An entry of g's shape and batch; for an op, one within the limit, a
+     * searched (timed) one before one ranked by heuristics. */
+    int pick = -1;
     for (int i = 0; i < cu->conv_cache_count; i++) {
         bg_cuda_conv_algos_t *entry = &cu->conv_cache[i];
         if (!same_shape(&entry->geometry, g) || entry->geometry.n != g->n) continue;
@@ -451,10 +454,14 @@ static bg_status_t algorithms(bg_backend_t *be, const bg_conv2d_geometry_t *g, i
              * sizing searches afresh rather than sizing from it. */
             if (!entry->searched) continue;
             entry->sized = 1;
-        } else if (entry->workspace_bytes > limit) {
-            continue;
+            pick = i;
+            break;
         }
-        *out = *entry;
+        if (entry->workspace_bytes > limit) continue;
+        if (pick < 0 || (entry->searched && !cu->conv_cache[pick].searched)) pick = i;
+    }
+    if (pick >= 0) {
+        *out = cu->conv_cache[pick];
         return BG_OK;
     }
     if (cu->conv_cache_count == cu->conv_cache_capacity) {
