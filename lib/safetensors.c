@@ -284,6 +284,22 @@ static bg_status_t entries_check_tiling(const char *name, const bg_safetensors_t
     return BG_OK;
 }
 
+/* Offset of the first "\u0000" escape inside a string of the JSON text
+ * s[0..len), or len: cJSON decodes it to a NUL that cuts its C string
+ * short, so that a name "1.weight\u0000zz" would read as "1.weight". */
+static size_t escaped_nul_at(const char *s, size_t len) {
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '"') {
+            in_string = !in_string;
+        } else if (in_string && s[i] == '\\' && i + 1 < len) {
+            if (i + 5 < len && memcmp(s + i + 1, "u0000", 5) == 0) return i;
+            i++; /* the escaped character, a quote perhaps */
+        }
+    }
+    return len;
+}
+
 /* Builds everything but the data from the header text, which must be
  * followed by a NUL at json[json_len]: released cJSON versions read one
  * byte past the given length on truncated input (DaveGamble/cJSON#800), and
@@ -299,6 +315,12 @@ bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size
     if (bad < json_len)
         return bg_error_set(BG_ERR_PARSE, "%s: header is not valid UTF-8 (header byte %zu)", name,
                             bad);
+    bad = escaped_nul_at(json, json_len);
+    if (bad < json_len)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: header holds an escaped NUL (\\u0000) in a string (header byte "
+                            "%zu); no name or value may hold one",
+                            name, bad);
     const char *end = NULL;
     root = cJSON_ParseWithLengthOpts(json, json_len, &end, false);
     if (!root)

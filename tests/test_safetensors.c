@@ -594,6 +594,13 @@ static void test_reject_not_json(void **state) {
     expect_rejected("{}{}", 0, BAD_NAME ": unexpected text after the JSON header (header byte 2)");
     expect_rejected("{\"\xff\":1}", 0, BAD_NAME ": header is not valid UTF-8 (header byte 2)");
     expect_rejected("{\"\xc0\xaf\":1}", 0, BAD_NAME ": header is not valid UTF-8 (header byte 2)");
+    /* An escaped NUL would cut the decoded name short ("w" taken for
+     * "w\u0000zz"); an escaped backslash before "u0000" is no escape. */
+    expect_rejected("{\"w\\u0000zz\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0,
+                    BAD_NAME ": header holds an escaped NUL (\\u0000) in a string (header byte "
+                             "3); no name or value may hold one");
+    expect_rejected("{\"__metadata__\":{\"k\":\"\\\\u0000\"},\"w\\\\\":1}", 0,
+                    BAD_NAME ": tensor 'w\\': entry is not a JSON object");
 }
 
 static void test_reject_json_array(void **state) {
