@@ -168,11 +168,12 @@ typedef struct bg_backend_ops {
                                               const void *x, const void *dy, void *dgamma,
                                               void *dbeta, void *workspace);
 
-    /* Max pooling. x: (n,c,h,w) y: (n,c,oh,ow). The backward routes each
-     * gradient to the first position of its window that holds the maximum
-     * (found again from x and y, so no index buffer is kept; a window
-     * holding a NaN sends it to its last position). Overlapping
-     * windows accumulate into dx, which is overwritten first. */
+    /* Max pooling. x: (n,c,h,w) y: (n,c,oh,ow); a window holding a NaN
+     * pools to NaN. The backward routes each gradient to the first
+     * position of its window that holds the maximum (found again from x
+     * and y, so no index buffer is kept; a window holding a NaN sends it to
+     * its last position). Overlapping windows accumulate into dx, which is
+     * overwritten first. */
     bg_status_t (*maxpool_forward)(bg_backend_t *be, const bg_pool_geometry_t *g, const void *x,
                                    void *y);
     bg_status_t (*maxpool_backward)(bg_backend_t *be, const bg_pool_geometry_t *g, const void *x,

@@ -576,6 +576,39 @@ static void put_real(void *array, int f32, int64_t i, double v) {
         ((double *)array)[i] = v;
 }
 
+static double get_real(const void *array, int f32, int64_t i) {
+    return f32 ? ((const float *)array)[i] : ((const double *)array)[i];
+}
+
+/* A window holding a NaN pools to NaN wherever the NaN sits, on the 2x2
+ * stride-2 path and the general one (stride 1 here), floats and doubles,
+ * and sends its gradient to its last position (lib/backend.h). */
+static void test_maxpool_nan(void **state) {
+    (void)state;
+    const bg_pool_geometry_t shapes[] = {
+        {.n = 1, .c = 1, .h = 2, .w = 2, .size = 2, .stride = 2, .out_h = 1, .out_w = 1},
+        {.n = 1, .c = 1, .h = 2, .w = 2, .size = 2, .stride = 1, .out_h = 1, .out_w = 1},
+    };
+    for (int f32 = 0; f32 < 2; f32++) {
+        bg_backend_t *be = backend_create(f32 ? BG_F32 : BG_F64);
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            for (int at = 0; at < 4; at++) {
+                char x[4 * sizeof(double)], y[sizeof(double)], dy[sizeof(double)];
+                char dx[4 * sizeof(double)];
+                for (int i = 0; i < 4; i++) put_real(x, f32, i, i == at ? NAN : 1.0 + i);
+                put_real(dy, f32, 0, 5.0);
+                check_ok(be->ops->maxpool_forward(be, &shapes[k], x, y));
+                if (!isnan(get_real(y, f32, 0)))
+                    fail_msg("%s, stride %lld, NaN at %d: pooled to %g", f32 ? "float" : "double",
+                             (long long)shapes[k].stride, at, get_real(y, f32, 0));
+                check_ok(be->ops->maxpool_backward(be, &shapes[k], x, y, dy, dx));
+                for (int i = 0; i < 4; i++) expect_near(get_real(dx, f32, i), i == 3 ? 5.0 : 0, 0);
+            }
+        }
+        bg_backend_destroy(be);
+    }
+}
+
 /* conv2d_relu_forward is conv2d_forward then relu_forward in place, to the
  * bit: several samples, with and without padding and stride, floats and
  * doubles. */
@@ -1803,6 +1836,7 @@ int main(void) {
         cmocka_unit_test(test_conv2d_relu_forward),
         cmocka_unit_test(test_maxpool_2_2_even),
         cmocka_unit_test(test_maxpool_ties),
+        cmocka_unit_test(test_maxpool_nan),
         cmocka_unit_test(test_relu_in_place),
         cmocka_unit_test(test_relu_passes_nan),
         cmocka_unit_test(test_avgpool_2_2),

@@ -34,6 +34,9 @@ __device__ static void covering_windows(int64_t pos, int64_t size, int64_t strid
     *hi = pos / stride < out - 1 ? pos / stride : out - 1;
 }
 
+/* The larger of a and b, or NaN where either is (the CPU's nan_max). */
+__device__ static float nan_max(float a, float b) { return a > b || isnan(a) ? a : b; }
+
 /* x: (n,c,h,w) y: (n,c,oh,ow) */
 __global__ static void maxpool_forward_kernel(float *y, const float *x, bg_pool_geometry_t g) {
     const int64_t count = g.n * g.c * g.out_h * g.out_w;
@@ -42,16 +45,13 @@ __global__ static void maxpool_forward_kernel(float *y, const float *x, bg_pool_
         const float *win = x + (o.plane * g.h + o.row * g.stride) * g.w + o.col * g.stride;
         float best;
         if (g.size == 2 && g.stride == 2) {
-            /* The CPU's 2x2 path compares in pairs; with a NaN in the window
-             * the result depends on that order, so it is kept. */
-            const float a = win[0] > win[1] ? win[0] : win[1];
-            const float b = win[g.w] > win[g.w + 1] ? win[g.w] : win[g.w + 1];
-            best = a > b ? a : b;
+            /* In pairs, as the CPU's 2x2 path: which of two equal zeros
+             * (+0, -0) is kept follows that order. */
+            best = nan_max(nan_max(win[0], win[1]), nan_max(win[g.w], win[g.w + 1]));
         } else {
             best = win[0];
             for (int64_t ky = 0; ky < g.size; ky++)
-                for (int64_t kx = 0; kx < g.size; kx++)
-                    if (win[ky * g.w + kx] > best) best = win[ky * g.w + kx];
+                for (int64_t kx = 0; kx < g.size; kx++) best = nan_max(best, win[ky * g.w + kx]);
         }
         y[i] = best;
     }
