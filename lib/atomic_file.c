@@ -160,6 +160,28 @@ int bg_atomic_file_name_fits(const char *path, long *longest) {
     return 0;
 }
 
+/* The process's umask, from /proc/self/status (umask() would set it, a
+ * race with other threads); 022 where that does not say. */
+static mode_t process_umask(void) {
+    FILE *status = fopen("/proc/self/status", "re");
+    unsigned mask = 022;
+    if (status == NULL) return (mode_t)mask;
+    char line[256];
+    while (fgets(line, sizeof line, status) != NULL)
+        if (sscanf(line, "Umask: %o", &mask) == 1) break;
+    fclose(status);
+    return (mode_t)(mask & 0777);
+}
+
+/* The mode a file written to `path` gets: the replaced file's (a private
+ * checkpoint stays private), else what a new file gets, 0666 less the
+ * umask. */
+static mode_t new_file_mode(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return st.st_mode & 0777;
+    return 0666 & ~process_umask();
+}
+
 bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path) {
     *file = (bg_atomic_file_t){.fd = -1};
     const size_t path_len = strlen(path);
@@ -187,9 +209,8 @@ bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path) {
         return status;
     }
     *file = (bg_atomic_file_t){.path = copy, .temp = temp, .fd = fd};
-    /* mkostemp creates 0600. The umask cannot be read without changing it,
-     * which would race with other threads. */
-    if (fchmod(fd, 0644) != 0) {
+    /* mkostemp creates 0600: the mode the file gets instead. */
+    if (fchmod(fd, new_file_mode(path)) != 0) {
         bg_status_t status = io_error(path, "fchmod", errno);
         bg_atomic_file_abort(file);
         return status;

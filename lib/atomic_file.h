@@ -27,10 +27,10 @@ typedef struct bg_atomic_file {
     int fd;     /* of temp; -1 once closed */
 } bg_atomic_file_t;
 
-/* Creates and locks the temporary file, readable by all (0644) like any
- * file the user writes. BG_ERR_IO "cannot write 'PATH': CALL: reason" when
- * it cannot (a missing directory, no permission); *file is then empty and
- * needs no abort. */
+/* Creates and locks the temporary file, with the mode of the file it
+ * replaces, or for a new file 0666 less the umask, as any program's. BG_ERR_IO "cannot write
+ * 'PATH': CALL: reason" when it cannot (a missing directory, no permission); *file is then empty
+ * and needs no abort. */
 bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path);
 
 /* Whether the last component of `path` is short enough for the temporary

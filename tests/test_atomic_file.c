@@ -58,6 +58,28 @@ static void test_commit_writes_every_part(void **state) {
     assert_int_equal(file.fd, -1);
 }
 
+/* The written file keeps the replaced file's mode (a private checkpoint
+ * stays private); a new one gets 0666 less the umask. */
+static void test_mode_of_the_written_file(void **state) {
+    fixture_t *f = *state;
+    write_file(f->path, "old");
+    assert_int_equal(chmod(f->path, 0600), 0);
+    bg_atomic_file_t file;
+    assert_int_equal(bg_atomic_file_open(&file, f->path), BG_OK);
+    assert_int_equal(bg_atomic_file_commit(&file), BG_OK);
+    struct stat st;
+    assert_int_equal(stat(f->path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(unlink(f->path), 0);
+    const mode_t old_mask = umask(027);
+    const bg_status_t opened = bg_atomic_file_open(&file, f->path);
+    umask(old_mask);
+    assert_int_equal(opened, BG_OK);
+    assert_int_equal(bg_atomic_file_commit(&file), BG_OK);
+    assert_int_equal(stat(f->path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0640);
+}
+
 static void test_commit_replaces_the_old_file(void **state) {
     fixture_t *f = *state;
     write_file(f->path, "an old and longer content");
@@ -206,6 +228,7 @@ int main(void) {
         cmocka_unit_test(test_path_shell_word),
         cmocka_unit_test_setup_teardown(test_commit_writes_every_part, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_replaces_the_old_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mode_of_the_written_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort_keeps_the_old_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_in_a_missing_directory_names_the_path, setup,
                                         teardown),
