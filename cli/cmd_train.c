@@ -167,6 +167,16 @@ static bg_status_t check_evaluate_only(const train_options_t *o, int argc, char 
                                     "%s changes nothing with --steps 0, which trains nothing "
                                     "(it only evaluates the weights on the test set)",
                                     training_only[i]);
+    /* Its stages run their forwards one micro-batch after another
+     * whatever the schedule; only interleaved's V stages a device change
+     * where they run. */
+    for (int k = 1; k + 1 < argc; k++)
+        if (strcmp(argv[k], "--schedule") == 0 && strcmp(argv[k + 1], "interleaved") != 0)
+            return bg_error_set(BG_ERR_INVALID,
+                                "--schedule %s changes nothing with --steps 0, whose stages run "
+                                "their forwards only, in the same order under every schedule "
+                                "(interleaved with --chunks changes where they run)",
+                                argv[k + 1]);
     return BG_OK;
 }
 

@@ -620,6 +620,8 @@ assert peak["stash"] > 0, stage
 assert stage["peak_bytes"] <= 5 * 2**20, stage' "$T/eval-mem.json"
 fi
 usage_error "--recompute changes nothing with --steps 0" -- train "$MODEL" --steps 0 --recompute
+usage_error "--schedule zb-h1 changes nothing with --steps 0, whose stages run their forwards only" \
+    -- train "$MODEL" --steps 0 --devices cpu:2 --schedule zb-h1
 expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0 --load "$W" \
     --devices cpu:2 --microbatches 4
 check "--steps 0 on two stages, 4 micro-batches: the same test accuracy" \
