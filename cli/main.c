@@ -75,14 +75,14 @@ int main(int argc, char **argv) {
         }
         printf("brigade %s (CUDA backend %s)\n", BG_VERSION,
                bg_cuda_built() ? "built, loaded when a GPU is asked for" : "not built");
-        return 0;
+        return close_stdout(0);
     }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         /* help COMMAND (or --help COMMAND) is COMMAND --help. */
         if (argc == 3 && command(argv[2]) != NULL) {
             char help_flag[] = "--help";
             char *help_argv[] = {argv[2], help_flag, NULL};
-            return command(argv[2])(2, help_argv);
+            return close_stdout(command(argv[2])(2, help_argv));
         }
         if (argc > 3) {
             fprintf(stderr, "brigade: help explains one command, not %d\n\n%s", argc - 2, usage);
@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         fputs(usage, stdout);
-        return 0;
+        return close_stdout(0);
     }
     if (command(cmd) != NULL) return close_stdout(command(cmd)(argc - 1, argv + 1));
     fprintf(stderr, "brigade: unknown command '%s'\n\n%s", cmd, usage);

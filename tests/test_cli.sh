@@ -1195,6 +1195,14 @@ if [ -w /dev/full ]; then
     check "plan --json >/dev/full: exit status 1 (was $status)" test "$status" -eq 1
     check "plan --json >/dev/full: said" grep -qF \
         "brigade: cannot write the standard output: No space left on device" "$ERR"
+    # ... and so is help or a version that could not be written.
+    for words in "help train" "--help" "--version"; do
+        # shellcheck disable=SC2086 # the words are meant to split
+        "$BRIGADE" $words >/dev/full 2>"$ERR"
+        status=$?
+        check "$words >/dev/full: exit status 1 (was $status)" test "$status" -eq 1
+        check "$words >/dev/full: said" grep -qF "brigade: cannot write the standard output" "$ERR"
+    done
     expect 1 "metrics: cannot write '/dev/full': No space left on device" -- \
         train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics /dev/full
     # The same writer for simulate's metrics and profile's output.
