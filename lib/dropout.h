@@ -43,8 +43,12 @@ BG_DROPOUT_FN uint64_t bg_dropout_key(uint64_t seed, int64_t step, int layer) {
     return bg_dropout_mix(key + (uint64_t)layer);
 }
 
+/* The highest rate a model may give: past it the threshold below, off by up
+ * to 2^-32, would be a sizeable part of the share of values kept. */
+#define BG_DROPOUT_MAX_RATE 0.999999
+
 /* A value is dropped when its 32 random bits fall below this: the rate's
- * share of 2^32 (rate in [0, 1); 0 keeps every value). */
+ * share of 2^32 (rate in [0, BG_DROPOUT_MAX_RATE]; 0 keeps every value). */
 BG_DROPOUT_FN uint32_t bg_dropout_threshold(double rate) {
     return rate > 0 ? (uint32_t)(rate * 4294967296.0) : 0;
 }

@@ -1,4 +1,5 @@
 #include "model_spec.h"
+#include "dropout.h"
 #include "text_file.h"
 
 #include <errno.h>
@@ -333,6 +334,16 @@ static bg_status_t parse_rate(const parser_t *p, layer_line_t *layer, const char
                            "%.*s=%.*s is out of range: a rate of 1 or more would drop every "
                            "value; expected 0 up to (not including) 1",
                            (int)key_length, key, token_shown(value_length), value);
+    /* A value is kept when 32 random bits reach the rate's share of 2^32
+     * (lib/dropout.h): off by up to 2^-32, which nearer 1 becomes a large
+     * part of what is kept, while the kept values are still scaled by
+     * exactly 1 / (1 - rate). */
+    if (rate > BG_DROPOUT_MAX_RATE)
+        return parse_error(p, line, value_col,
+                           "%.*s=%.*s keeps fewer than one value in a million, more finely than "
+                           "dropout's 32-bit draws can keep them; expected at most %g",
+                           (int)key_length, key, token_shown(value_length), value,
+                           BG_DROPOUT_MAX_RATE);
     layer->rate = rate;
     return BG_OK;
 }

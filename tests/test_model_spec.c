@@ -307,6 +307,14 @@ static void test_dropout(void **state) {
     expect_error(MNIST_INPUT "dropout rate=0.999999999999999999\n",
                  "spec:2:14: rate=0.999999999999999999 rounds to 1 as a double, which would drop "
                  "every value; expected 0 up to (not including) 1");
+    /* Nearer 1 than the 32-bit draws keep true to the rate. */
+    expect_error(MNIST_INPUT "dropout rate=0.9999999999\n",
+                 "spec:2:14: rate=0.9999999999 keeps fewer than one value in a million, more "
+                 "finely than dropout's 32-bit draws can keep them; expected at most 0.999999");
+    spec = parse_ok(MNIST_INPUT "flatten\ndropout rate=0.999999\ndense units=2\n"
+                                "softmax_cross_entropy\n");
+    assert_true(spec->layers[1].rate == 0.999999);
+    bg_model_spec_destroy(spec);
     /* Any length a line allows (it was refused past 64 characters). */
     char longer[256];
     snprintf(longer, sizeof longer,
