@@ -45,7 +45,8 @@ static const char help[] =
     "            timed as a stage of its own, as a pipeline device runs one: its\n"
     "            forward, backward and update, and the channel copies around\n"
     "            them, with 1, 2 and M micro-batches in flight (the stash slots\n"
-    "            of 1F1B's last stage, of the one before it, and of GPipe),\n"
+    "            of 1F1B's last stage, of the one before it, and of GPipe; M\n"
+    "            at most 64, which a larger M's stash slots are priced from),\n"
     "            M micro-batches a round in groups of that many, one update;\n"
     "            in three passes over all ranges, each on a fresh allocation,\n"
     "            seconds apart; a range's figure is the mean of its passes'\n"
@@ -451,6 +452,8 @@ int bg_cmd_profile(int argc, char **argv) {
     for (int k = 0; k < o.size_count; k++) pc.other_size[k] = o.sizes[k];
     pc.repetitions = (int)o.repetitions;
     pc.optimizer = o.optimizer;
+    /* Rounds of M in flight, at most 64: a range's stage times hardly
+     * change past that, and each round holds M micro-batches' stashes. */
     pc.microbatches = (int)(o.microbatches < 64 ? o.microbatches : 64);
     pc.topology = topology;
     pc.peer_core = peer_core;
