@@ -341,10 +341,11 @@ static bg_status_t check_tf32(const train_options_t *o) {
                         "took CPU cores, whose ops never round to TF32\n");
         return BG_OK;
     }
+    char words[128];
     return bg_error_set(BG_ERR_INVALID,
-                        "--tf32 applies to CUDA devices only; --devices %s has none, and its CPU "
-                        "ops never round to TF32",
-                        o->placement.devices_text);
+                        "--tf32 applies to CUDA devices only; this run's devices are CPU cores "
+                        "(%s), whose ops never round to TF32",
+                        bg_placement_device_words(&o->placement, words, sizeof words));
 }
 
 /* Refuses the stall watchdog, which times waits on a neighbour, with one

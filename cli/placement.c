@@ -223,6 +223,17 @@ bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks, const
  * ignore it, so it is refused there like --tf32; with --devices auto it
  * applies wherever that finds GPUs, and a machine where it found none is
  * told so. */
+const char *bg_placement_device_words(const bg_placement_t *p, char *buf, size_t size) {
+    const int count = p->devices.count, shown = count > 4 ? 2 : count;
+    size_t at = 0;
+    if (size > 0) buf[0] = '\0';
+    for (int d = 0; d < shown && at < size; d++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", d ? ", " : "",
+                               p->devices.devices[d].name);
+    if (count > shown && at < size) snprintf(buf + at, size - at, ", ... (%d devices)", count);
+    return buf;
+}
+
 static bg_status_t check_conv_workspace(const bg_placement_t *p) {
     if (!p->conv_workspace_given) return BG_OK;
     for (int d = 0; d < p->devices.count; d++)
@@ -232,10 +243,11 @@ static bg_status_t check_conv_workspace(const bg_placement_t *p) {
                         "and took CPU cores, whose convolutions' scratch the model fixes\n");
         return BG_OK;
     }
+    char words[128];
     return bg_error_set(BG_ERR_INVALID,
-                        "--conv-workspace applies to CUDA devices only; --devices %s has none, "
-                        "and a CPU convolution's scratch (im2col) is what the model fixes",
-                        p->devices_text);
+                        "--conv-workspace applies to CUDA devices only; this run's devices are "
+                        "CPU cores (%s), whose convolutions' scratch (im2col) the model fixes",
+                        bg_placement_device_words(p, words, sizeof words));
 }
 
 bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,

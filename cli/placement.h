@@ -74,6 +74,10 @@ int bg_placement_stage_count(const bg_placement_t *p);
  * ("give --chunks 2 or more"). Other schedules pass. */
 bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks, const char *advice);
 
+/* The resolved devices for a message: "cpu:0" or "cpu:0, cpu:1", and past
+ * four "cpu:0, cpu:1, ... (8 devices)", into buf. */
+const char *bg_placement_device_words(const bg_placement_t *p, char *buf, size_t size);
+
 /* Resolves the device list against the machine `topo` describes (its cores;
  * its GPUs for `auto` when it is an XML file, else the GPUs CUDA sees) and
  * checks the combination: --stages K at most the devices; a --split needs

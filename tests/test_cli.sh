@@ -422,7 +422,7 @@ usage_error "$T/unknown.model:3:1:" -- train "$T/unknown.model" --data synthetic
 # --tf32 only matters on GPUs: refused on CPU devices, where it would change
 # nothing, but accepted with --devices auto, which runs on GPUs where there
 # are some (and on the CPU here, saying it changes nothing).
-usage_error "--tf32 applies to CUDA devices only; --devices cpu has none" -- \
+usage_error "--tf32 applies to CUDA devices only; this run's devices are CPU cores (cpu:0), whose ops never round to TF32" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 8 --tf32
 # brigade's own view of the GPUs decides (a build without CUDA sees none).
 if ! "$BRIGADE" topo 2>/dev/null | grep -q '^CUDA: built, [1-9]'; then
@@ -434,7 +434,7 @@ else
 fi
 # --conv-workspace likewise: it bounds cuDNN's algorithms, which CPU
 # devices do not run.
-usage_error "--conv-workspace applies to CUDA devices only; --devices cpu:2 has none" -- \
+usage_error "--conv-workspace applies to CUDA devices only; this run's devices are CPU cores (cpu:0, cpu:1)" -- \
     train "$MODEL" --data synthetic --steps 1 --batch 8 --devices cpu:2 --conv-workspace 64M
 if ! "$BRIGADE" topo 2>/dev/null | grep -q '^CUDA: built, [1-9]'; then
     expect 0 "note: --conv-workspace changes nothing here: --devices auto found no GPU and took CPU cores" \
@@ -741,8 +741,13 @@ for args in "summary $MODEL" "plan $MODEL --devices cpu:2" "simulate $MODEL --de
     check "brigade $args: exit 0 (status $?)" test "$?" -eq 0
     check "brigade $args on CPU devices loads no CUDA module" loaded_no_module
 done
-usage_error "--tf32 applies to CUDA devices only; --devices cpu:2 has none" -- \
+usage_error "--tf32 applies to CUDA devices only; this run's devices are CPU cores (cpu:0, cpu:1)" -- \
     train "$MODEL" --data synthetic --steps 1 --devices cpu:2 --tf32
+# The devices named are the run's, whichever option made them.
+usage_error "--tf32 applies to CUDA devices only; this run's devices are CPU cores (cpu:0, cpu:1)" -- \
+    train "$MODEL" --data synthetic --steps 1 --stages 2 --tf32
+usage_error "--conv-workspace applies to CUDA devices only; this run's devices are CPU cores (cpu:0, cpu:1, ... (8 devices))" -- \
+    plan "$MODEL" --devices cpu:8 --conv-workspace 1M
 usage_error "--stages 3 but --devices cpu:2 gives 2 devices" -- train "$MODEL" --data synthetic \
     --devices cpu:2 --stages 3
 usage_error "9 stages but the model has only 8 layers" -- train "$MODEL" --data synthetic \

@@ -764,7 +764,7 @@ check "per device: the largest --conv-workspace that fits" grep -qE -- \
     '^  --conv-workspace 193M +fits: largest device.s stages 398\.78 MiB' "$ERR"
 expect 0 "" -- plan "$@" --conv-workspace 193M
 expect 2 "over cuda:0/0's 419,430,400-byte capacity" -- plan "$@" --conv-workspace 194M
-expect 2 "--conv-workspace applies to CUDA devices only; --devices cpu:2 has none" -- \
+expect 2 "--conv-workspace applies to CUDA devices only; this run's devices are CPU cores (cpu:0, cpu:1)" -- \
     plan "$MODEL" --devices cpu:2 --conv-workspace 16M
 expect 2 "--conv-workspace: expected a size like 1000000, 512M, 8G or 1.5G, got '-1'" -- \
     plan "$MODEL" --topology "$GPUS" --devices cuda:0 --conv-workspace -1
