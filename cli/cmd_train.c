@@ -450,6 +450,12 @@ static void report_failed_save(const train_options_t *o, const bg_train_result_t
     if (failed == total)
         fprintf(stderr, "brigade train: the final training state (step %lld) was not saved: %s",
                 failed, r->save_error);
+    else if (bg_cli_stop_signal != 0) /* the save a stop signal asked for */
+        fprintf(stderr,
+                "brigade train: interrupted by signal %d (%s) after step %lld of %lld, whose "
+                "training state was not saved: %s",
+                (int)bg_cli_stop_signal, strsignal(bg_cli_stop_signal), failed, (long long)total,
+                r->save_error);
     else
         fprintf(stderr,
                 "brigade train: stopped after step %lld of %lld, whose training state was not "
@@ -822,6 +828,15 @@ int bg_cmd_train(int argc, char **argv) {
         free(peaks);
         BG_CHECK_GOTO(st, st, fail);
         bg_cli_write_timeline_files(&outputs, o.trace, o.timeline, r.timeline);
+    } else if (o.trace != NULL || o.timeline != NULL) {
+        /* A run stopped by a failed save, before the steps it records. */
+        fprintf(stderr,
+                "note: no step was recorded (the run stopped at step %lld, before its last %d), "
+                "so %s written\n",
+                (long long)r.steps, o.train.record_steps,
+                o.trace != NULL && o.timeline != NULL ? "--trace and --timeline are not"
+                : o.trace != NULL                     ? "--trace is not"
+                                                      : "--timeline is not");
     }
 outputs:
     if (o.save != NULL && r.saved_step > 0)

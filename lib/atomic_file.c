@@ -202,6 +202,16 @@ bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path) {
                             "bytes",
                             path, strlen(bg_path_name(path)), temp_infix, longest);
     }
+    if (fd < 0 && errno == ENOENT) { /* its folder went (or never was) */
+        free(copy);
+        free(temp);
+        char *folder = bg_path_folder(path);
+        const bg_status_t status =
+            bg_error_set(BG_ERR_IO, "cannot write '%s': folder '%s' does not exist", path,
+                         folder != NULL ? folder : "?");
+        free(folder);
+        return status;
+    }
     if (fd < 0) {
         bg_status_t status = io_error(path, "mkostemp", errno);
         free(copy);

@@ -320,20 +320,21 @@ static bg_status_t parse_rate(const parser_t *p, layer_line_t *layer, const char
     bool below_one = true;
     for (size_t i = 0; i < whole; i++) below_one = below_one && value[i] == '0';
     if (!plain)
-        return parse_error(p, line, value_col,
-                           "%.*s=%.*s: expected a fraction from 0 up to (not including) 1, "
-                           "such as 0.5",
-                           (int)key_length, key, token_shown(value_length), value);
+        return parse_error(
+            p, line, value_col, "%.*s=%.*s: expected a fraction from 0 to %g, such as 0.5",
+            (int)key_length, key, token_shown(value_length), value, BG_DROPOUT_MAX_RATE);
     if (!(rate < 1) && below_one)
         return parse_error(p, line, value_col,
                            "%.*s=%.*s rounds to 1 as a double, which would drop every value; "
-                           "expected 0 up to (not including) 1",
-                           (int)key_length, key, token_shown(value_length), value);
+                           "expected 0 to %g",
+                           (int)key_length, key, token_shown(value_length), value,
+                           BG_DROPOUT_MAX_RATE);
     if (!(rate < 1))
         return parse_error(p, line, value_col,
                            "%.*s=%.*s is out of range: a rate of 1 or more would drop every "
-                           "value; expected 0 up to (not including) 1",
-                           (int)key_length, key, token_shown(value_length), value);
+                           "value; expected 0 to %g",
+                           (int)key_length, key, token_shown(value_length), value,
+                           BG_DROPOUT_MAX_RATE);
     /* A value is kept when 32 random bits reach the rate's share of 2^32
      * (lib/dropout.h): off by up to 2^-32, which nearer 1 becomes a large
      * part of what is kept, while the kept values are still scaled by

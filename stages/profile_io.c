@@ -516,8 +516,9 @@ bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_
      * taken for another model's profile. */
     if (!cJSON_IsString(model) || !is_fingerprint(model->valuestring) || !cJSON_IsArray(layers)) {
         st = bg_error_set(BG_ERR_PARSE,
-                          "%s: not a brigade profile (no model fingerprint and 'layers' list; "
-                          "'brigade profile MODEL -o FILE' writes one)",
+                          "%s: not a brigade profile (a profile names its model by a "
+                          "fingerprint and has a 'layers' list; 'brigade profile MODEL -o FILE' "
+                          "writes one)",
                           path);
         goto done;
     }

@@ -187,7 +187,7 @@ expect 0 "" -- train "$T/dropout30.model" --data synthetic --steps 0 --batch 8 \
 check "train: --load at another dropout rate notes the other fingerprint" \
     grep -q "was saved from another model" "$ERR"
 sed 's/rate=0.25/rate=1/' "$T/dropout.model" >"$T/dropout100.model"
-usage_error "$T/dropout100.model:3:14: rate=1 is out of range: a rate of 1 or more would drop every value; expected 0 up to (not including) 1" \
+usage_error "$T/dropout100.model:3:14: rate=1 is out of range: a rate of 1 or more would drop every value; expected 0 to 0.999999" \
     -- summary "$T/dropout100.model"
 # residual blocks: summary indents each block and names its ends; a
 # --split inside a block is refused naming the block and where to cut;
@@ -1031,14 +1031,17 @@ check "ulimit -f: no temporary file left" sh -c "! ls '$T'/limited.st* 2>/dev/nu
 # checkpoint does not), then the failure with what the file holds.
 (
     ulimit -f 64
-    exec "$BRIGADE" train "$MODEL" --data synthetic --steps 3 --batch 16 --save "$T/limited.st" \
-        --save-every 1 --metrics "$T/limited.json"
+    exec "$BRIGADE" train "$MODEL" --data synthetic --steps 6 --batch 16 --save "$T/limited.st" \
+        --save-every 1 --metrics "$T/limited.json" --timeline "$T/limited.svg"
 ) >"$OUT" 2>"$ERR"
 status=$?
 check "a failed --save-every: exit status 1 (was $status)" test "$status" -eq 1
 check "a failed --save-every: where the run stopped, why, and what is saved" grep -qF \
-    "brigade train: stopped after step 1 of 3, whose training state was not saved: cannot write '$T/limited.st': write: File too large; nothing of this run is saved" "$ERR"
+    "brigade train: stopped after step 1 of 6, whose training state was not saved: cannot write '$T/limited.st': write: File too large; nothing of this run is saved" "$ERR"
 stdout_has "trained 1 step in " "a failed --save-every: the steps done"
+check "a failed --save-every: no timeline of steps never recorded, and why" grep -qF \
+    "note: no step was recorded (the run stopped at step 1, before its last 3), so --timeline is not written" "$ERR"
+check "a failed --save-every: no timeline file" test ! -e "$T/limited.svg"
 stdout_has "test accuracy: " "a failed --save-every: the test set is scored"
 check "a failed --save-every: the metrics say so" python3 -c '
 import json, sys

@@ -297,16 +297,15 @@ static void test_dropout(void **state) {
         const int range = i < 3; /* a plain decimal, but not below 1 */
         snprintf(want, sizeof want,
                  range ? "spec:2:14: rate=%s is out of range: a rate of 1 or more would drop "
-                         "every value; expected 0 up to (not including) 1"
-                       : "spec:2:14: rate=%s: expected a fraction from 0 up to (not including) "
-                         "1, such as 0.5",
+                         "every value; expected 0 to 0.999999"
+                       : "spec:2:14: rate=%s: expected a fraction from 0 to 0.999999, such as 0.5",
                  bad_rates[i]);
         expect_error(text, want);
     }
     /* Written below 1, a double of 1. */
     expect_error(MNIST_INPUT "dropout rate=0.999999999999999999\n",
                  "spec:2:14: rate=0.999999999999999999 rounds to 1 as a double, which would drop "
-                 "every value; expected 0 up to (not including) 1");
+                 "every value; expected 0 to 0.999999");
     /* Nearer 1 than the 32-bit draws keep true to the rate. */
     expect_error(MNIST_INPUT "dropout rate=0.9999999999\n",
                  "spec:2:14: rate=0.9999999999 keeps fewer than one value in a million, more "

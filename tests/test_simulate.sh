@@ -377,7 +377,7 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
     bad_profile version_half "'version' must be a whole number >= 1" 'p["version"] = 1.5'
     bad_profile version_text "'version' must be a whole number >= 1" 'p["version"] = "2"'
     bad_profile layers7 "needs a 'layers' list of 8 entries" 'del p["layers"][7]'
-    not_profile="not a brigade profile (no model fingerprint and 'layers' list"
+    not_profile="not a brigade profile (a profile names its model by a fingerprint and has a 'layers' list"
     bad_profile layers_object "$not_profile" 'p["layers"] = {}'
     # Another JSON file (a run's --metrics names its model by path) is named
     # so, not taken for another model's profile.

@@ -94,7 +94,8 @@ static void test_errors_name_what_and_where(void **state) {
     assert_int_equal(bg_text_file_write(missing, "{}", "trace"), BG_ERR_IO);
     char expected[320];
     snprintf(expected, sizeof expected,
-             "trace: cannot write '%s': mkostemp: No such file or directory", missing);
+             "trace: cannot write '%s': folder '%s/no/such/folder' does not exist", missing,
+             f->dir);
     assert_string_equal(bg_error_message(), expected);
     /* A folder at the path stays a folder. */
     char folder[160];
