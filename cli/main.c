@@ -96,6 +96,9 @@ int main(int argc, char **argv) {
         return close_stdout(0);
     }
     if (command(cmd) != NULL) return close_stdout(command(cmd)(argc - 1, argv + 1));
-    fprintf(stderr, "brigade: unknown command '%s'\n\n%s", cmd, usage);
+    if (strcmp(cmd, "version") == 0)
+        fprintf(stderr, "brigade: unknown command 'version' (brigade --version prints it)\n");
+    else
+        fprintf(stderr, "brigade: unknown command '%s'\n\n%s", cmd, usage);
     return 2;
 }

@@ -17,6 +17,7 @@ expect 0 "" -- --help
 stdout_has "train" "brigade --help"
 stdout_has "summary" "brigade --help"
 usage_error "unknown command 'frobnicate'" -- frobnicate
+usage_error "unknown command 'version' (brigade --version prints it)" -- version
 # The version, from meson.build's project(); help COMMAND is COMMAND --help.
 expect 0 "" -- --version
 version=$(sed -n "s/^ *version : '\([^']*\)',\$/\1/p" "$ROOT/meson.build")
