@@ -470,6 +470,12 @@ int64_t bg_cost_model_microbatch(const bg_cost_model_t *m) { return m->micro; }
 
 const bg_cost_config_t *bg_cost_model_config(const bg_cost_model_t *m) { return &m->cfg; }
 
+/* What an evaluation's stage runs of `t`: its forward alone (no backward,
+ * update or gradient check). */
+static bg_cost_time_t forward_part(bg_cost_time_t t) {
+    return (bg_cost_time_t){.forward = t.forward};
+}
+
 /* The forward a stage runs again per micro-batch with --recompute: before
  * its backward, and with the backward split (zb-h1) once more before W,
  * since the recomputed activations are not kept between the two. */
@@ -531,7 +537,7 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
         t.check = params * (double)m->elem / streams;
     }
     t.recompute = recompute_seconds(m, t.forward);
-    return t;
+    return m->cfg.forward_only ? forward_part(t) : t;
 }
 
 int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int slots,
@@ -575,6 +581,10 @@ int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int sl
                  loaded = best->loaded.forward_s + best->loaded.backward_s;
     r.contention = alone > 0 && loaded > 0 ? loaded / alone : 0;
     r.after_wait = best->after_wait;
+    if (m->cfg.forward_only) {
+        r.time = forward_part(r.time);
+        r.grad_recv_s = r.grad_send_s = r.grad_check_s = 0;
+    }
     *out = r;
     return 1;
 }

@@ -228,7 +228,8 @@ const int *bg_cost_model_cuts(const bg_cost_model_t *model, int *count);
  * when no stage may start or end there. */
 int bg_cost_model_cut_index(const bg_cost_model_t *model, int layer);
 
-/* Seconds one micro-batch spends in layers [first, last) on `device`. */
+/* Seconds one micro-batch spends in layers [first, last) on `device`; an
+ * evaluation's (bg_cost_config_t.forward_only) has the forward alone. */
 typedef struct bg_cost_time {
     double forward, backward; /* backward: B and W together */
     double weight;            /* the W part of backward (dW) */

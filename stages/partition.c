@@ -77,7 +77,7 @@ static double stage_seconds(const context_t *c, int s, int first, int last, bg_c
     if (last < c->units)
         *send += bg_cost_transfer_seconds(link_between(c, s, s + 1),
                                           bg_cost_boundary_bytes(m, c->cut[last]));
-    if (first > 0)
+    if (first > 0 && !bg_cost_model_config(m)->forward_only) /* the gradient back */
         *send += bg_cost_transfer_seconds(link_between(c, s, s - 1),
                                           bg_cost_boundary_bytes(m, c->cut[first]));
     return compute_of(time) + *send;

@@ -84,9 +84,11 @@ bg_status_t bg_plan_costs_create(const bg_plan_t *plan, bg_plan_costs_t **out) {
         c->activation_transfer[b] = x.link_s;
         c->activation_send[b] = x.send_s;
         c->activation_recv[b] = x.recv_s;
-        c->gradient_transfer[b] = y.link_s;
-        c->gradient_send[b] = y.send_s;
-        c->gradient_recv[b] = y.recv_s;
+        if (!plan->request.forward_only) { /* an evaluation sends no gradients */
+            c->gradient_transfer[b] = y.link_s;
+            c->gradient_send[b] = y.send_s;
+            c->gradient_recv[b] = y.recv_s;
+        }
         /* Copies the devices make: as the two stages made them when timed. */
         if (ahead->copy_bytes_per_s > 0 && found[b] && found[b + 1]) {
             c->activation_send[b] = measured[b].send_s;

@@ -39,7 +39,7 @@ static bg_status_t plan_adopt(bg_plan_t *p, bg_partition_t *part,
                                                                layer),
                                  y = bg_cost_boundary_crossing(p->model, bg_plan_link(p, b + 1, b),
                                                                layer);
-        busy += x.send_s + x.recv_s + y.send_s + y.recv_s;
+        busy += x.send_s + x.recv_s + (r->forward_only ? 0 : y.send_s + y.recv_s);
     }
     busy *= r->microbatches;
     p->update_s = 0;
@@ -90,6 +90,7 @@ static bg_status_t plan_fill(bg_plan_t *p) {
     sc.devices = k;
     sc.chunks = r->chunks;
     sc.microbatches = r->microbatches;
+    sc.forward_only = r->forward_only; /* an evaluation's: F ops alone, as it runs them */
     BG_CHECK(bg_schedule_create(&sc, &p->schedule));
     p->stash_slots = calloc((size_t)stages, sizeof *p->stash_slots);
     p->first_layer = calloc((size_t)stages, sizeof *p->first_layer);

@@ -769,6 +769,44 @@ static void test_zb_h1_equal_stages(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* An evaluation's plan (forward_only) prices what it runs: forwards alone,
+ * F ops only, no update. Here layer 1's heavy backward makes training split
+ * at layer 2, while the forwards (0, 1, 1 and 3 ms) balance best at 3. */
+static void test_forward_only_costs(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(small_mlp);
+    bg_layer_profile_t layers[4] = {
+        {.forward_s = 0},
+        {.forward_s = 1e-3, .backward_data_s = 5e-3, .backward_weights_s = 5e-3},
+        {.forward_s = 1e-3},
+        {.forward_s = 3e-3},
+    };
+    bg_profile_t profile = mlp_profile(16, layers);
+    bg_cost_device_t devices[2];
+    cpu_cores(devices, 2);
+    bg_plan_request_t r = request_for(spec, devices, 2, 4, 64);
+    r.profile = &profile;
+    bg_plan_t *training = NULL, *evaluation = NULL;
+    assert_int_equal(bg_plan_create(&r, &training), BG_OK);
+    assert_int_equal(training->first_layer[1], 2);
+    r.forward_only = 1;
+    assert_int_equal(bg_plan_create(&r, &evaluation), BG_OK);
+    assert_int_equal(evaluation->first_layer[1], 3);
+    for (int s = 0; s < 2; s++) {
+        const bg_cost_time_t *t = &evaluation->partition->stage[s].time;
+        assert_true(t->backward == 0 && t->weight == 0 && t->update == 0 && t->check == 0);
+        assert_int_equal(evaluation->schedule->op_counts[s], 4); /* F0..F3 */
+    }
+    assert_true(close_to(evaluation->partition->stage[0].time.forward, 2e-3));
+    assert_true(evaluation->update_s == 0);
+    /* Four forwards of 3 ms on the slower stage, after the first's 2 ms. */
+    assert_true(evaluation->simulated_step_s >= 14e-3);
+    assert_true(evaluation->simulated_step_s < 15e-3);
+    bg_plan_destroy(training);
+    bg_plan_destroy(evaluation);
+    bg_model_spec_destroy(spec);
+}
+
 /* zb-h1 splits the backward: B is dX (and recompute), W is dW (and
  * recompute again). */
 static void test_split_backward_costs(void **state) {
@@ -936,6 +974,7 @@ int main(void) {
         cmocka_unit_test(test_simulate_equal_stages),
         cmocka_unit_test(test_zb_h1_equal_stages),
         cmocka_unit_test(test_split_backward_costs),
+        cmocka_unit_test(test_forward_only_costs),
         cmocka_unit_test(test_measured_stage_costs),
         cmocka_unit_test(test_profile_typical),
         cmocka_unit_test(test_plan_bubble_counts_copies),
