@@ -167,7 +167,7 @@ int bg_cmd_plan(int argc, char **argv) {
     } else {
         char source[192];
         printf("plan for %s: ", o.model);
-        bg_placement_describe(&o.placement, stdout);
+        bg_placement_describe(&o.placement, 0, stdout);
         printf("\n");
         bg_placement_describe_links(&o.placement, stdout);
         char sizes[64];

@@ -193,7 +193,7 @@ int bg_cmd_simulate(int argc, char **argv) {
     if (plan->partition->fits) BG_CHECK_GOTO(bg_plan_simulate(plan, (int)o.steps, &tl), st, fail);
     char source[192];
     printf("simulation of %s: ", o.model);
-    bg_placement_describe(&o.placement, stdout);
+    bg_placement_describe(&o.placement, 0, stdout);
     char sizes[64];
     printf("\nbatch %lld (%s), %s; %s; costs from %s\n\n", (long long)o.batch,
            bg_cli_microbatch_sizes(o.batch, plan->request.microbatches, sizes, sizeof sizes),

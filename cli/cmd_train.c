@@ -714,7 +714,7 @@ int bg_cmd_train(int argc, char **argv) {
                 o.model, o.data, (long long)train->count, (long long)test->count,
                 (long long)o.train.batch, settings);
     fputs("placement: ", stderr);
-    bg_placement_describe(&o.placement, stderr);
+    bg_placement_describe(&o.placement, o.train.evaluate_only, stderr);
     for (int s = 1; s < plan->partition->stages; s++)
         fprintf(stderr, "%s%d", s == 1 ? "; split " : ",", plan->first_layer[s]);
     if (plan->partition->stages > 1)

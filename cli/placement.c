@@ -517,11 +517,12 @@ void bg_placement_describe_devices(const bg_placement_t *p, FILE *out) {
         fprintf(out, "%s%s", d ? ", " : "", p->devices.devices[d].name);
 }
 
-void bg_placement_describe(const bg_placement_t *p, FILE *out) {
+void bg_placement_describe(const bg_placement_t *p, int forward_only, FILE *out) {
     int stages = p->devices.count * p->chunks;
     fprintf(out, "%d stage%s on ", stages, stages == 1 ? "" : "s");
     bg_placement_describe_devices(p, out);
-    fprintf(out, "; %s, %d micro-batch%s%s", bg_schedule_kind_name(p->schedule), p->microbatches,
+    fprintf(out, "; %s, %d micro-batch%s%s",
+            forward_only ? "forwards only" : bg_schedule_kind_name(p->schedule), p->microbatches,
             p->microbatches == 1 ? "" : "es", p->recompute ? ", recompute" : "");
     if (p->chunks > 1) fprintf(out, ", %d chunks per device", p->chunks);
 }

@@ -132,8 +132,10 @@ void bg_placement_note_device_mem(const bg_placement_t *p);
 /* Prints the chosen devices, "cpu:0, cpu:1" (no newline). */
 void bg_placement_describe_devices(const bg_placement_t *p, FILE *out);
 
-/* Prints a one-line description ("2 stages on cpu:0, cpu:1; 1f1b, M=4"). */
-void bg_placement_describe(const bg_placement_t *p, FILE *out);
+/* Prints a one-line description ("2 stages on cpu:0, cpu:1; 1f1b, 4
+ * micro-batches"); with forward_only, an evaluation's, whose stages run
+ * forwards whatever the schedule ("...; forwards only, 4 micro-batches"). */
+void bg_placement_describe(const bg_placement_t *p, int forward_only, FILE *out);
 
 /* Prints the chain of devices with the links between neighbours
  * ("links: cuda:0 -PIX- cuda:1 -PHB- cuda:2, slowest PHB at 18.0 GB/s")

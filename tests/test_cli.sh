@@ -627,6 +627,8 @@ expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0 --load "$W" 
     --devices cpu:2 --microbatches 4
 check "--steps 0 on two stages, 4 micro-batches: the same test accuracy" \
     sh -c "grep '^test accuracy: ' '$OUT' | cmp -s - '$T/accuracy.trained'"
+check "--steps 0: the placement says the stages run forwards only" grep -qF \
+    "placement: 2 stages on cpu:0, cpu:1; forwards only, 4 micro-batches" "$ERR"
 # --test-samples scores the first N test samples: the accuracy is a count
 # of them, and the metrics say how many; more than the set holds (2048
 # synthetic ones) is refused.
