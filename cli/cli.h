@@ -21,7 +21,9 @@ int bg_cmd_topo(int argc, char **argv);
 int bg_cmd_profile(int argc, char **argv);
 int bg_cmd_simulate(int argc, char **argv);
 
-/* Prints "brigade CMD: message" to stderr and returns exit status 2. */
+/* Prints "brigade CMD: message" to stderr and returns exit status 2. In
+ * this and bg_cli_fail's message, control characters (a file name may hold
+ * an escape sequence) are written as \xNN, newlines and tabs as they are. */
 int bg_cli_usage_error(const char *cmd, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -18,18 +18,35 @@
 #include "svg.h"
 #include "trace.h"
 
+/* Writes a message for the terminal: its control characters (a file
+ * name may hold any, an escape sequence among them) as \xNN, so that none
+ * acts on the terminal; newlines and tabs as they are. */
+static void put_message(const char *text) {
+    for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
+        if ((*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7f)
+            fprintf(stderr, "\\x%02x", *c);
+        else
+            fputc(*c, stderr);
+    }
+}
+
 int bg_cli_usage_error(const char *cmd, const char *format, ...) {
     va_list args;
     va_start(args, format);
-    fprintf(stderr, "brigade %s: ", cmd);
-    vfprintf(stderr, format, args);
-    fprintf(stderr, "\n(see 'brigade %s --help')\n", cmd);
+    char *text = NULL;
+    const int made = vasprintf(&text, format, args);
     va_end(args);
+    fprintf(stderr, "brigade %s: ", cmd);
+    put_message(made >= 0 ? text : format);
+    fprintf(stderr, "\n(see 'brigade %s --help')\n", cmd);
+    if (made >= 0) free(text);
     return 2;
 }
 
 int bg_cli_fail(const char *cmd, bg_status_t status) {
-    fprintf(stderr, "brigade %s: %s\n", cmd, bg_error_message());
+    fprintf(stderr, "brigade %s: ", cmd);
+    put_message(bg_error_message());
+    fputc('\n', stderr);
     return bg_status_exit_code(status);
 }
 

@@ -1146,6 +1146,11 @@ assert model.endswith("/odd\ufffd\x01.model"), repr(model)
 ET.parse(sys.argv[2])
 assert "odd\ufffd\ufffd.model" in open(sys.argv[2], encoding="utf-8").read()' "$T/odd.json" "$T/odd.svg"
 fi
+# An error naming such a file shows its control characters as \xNN: an
+# escape sequence in a name does not act on the terminal.
+esc_name=$(printf '%s/esc\033[31m.model' "$T")
+usage_error "cannot read '$T/esc\\x1b[31m.model': No such file or directory" -- plan "$esc_name"
+check "an escape sequence in a name: no ESC byte on stderr" sh -c "! grep -q \"$(printf '\033')\" '$ERR'"
 # "-" is no file: standard output holds the text report; the pictures are
 # SVG, whatever the name says, so another format's name is refused.
 stdout_dash="this goes to a file; standard output holds the text report (give a file name, or /dev/stdout to mix the two)"
