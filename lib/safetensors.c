@@ -8,6 +8,7 @@
 
 #include "safetensors.h"
 #include "safetensors_impl.h"
+#include "utf8.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -38,42 +39,6 @@ static uint64_t dtype_size(const char *name) {
     for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
         if (strcmp(dtypes[i].name, name) == 0) return dtypes[i].size;
     return 0;
-}
-
-/* Offset of the first byte that is not valid UTF-8, or len. The format
- * requires UTF-8 and Python's loader rejects anything else; NUL is refused
- * too because it would cut cJSON's C strings short. */
-size_t bg_safetensors_utf8_invalid_at(const uint8_t *s, size_t len) {
-    size_t i = 0;
-    while (i < len) {
-        uint8_t c = s[i];
-        size_t follow;
-        uint32_t code, least;
-        if (c == 0) return i;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if ((c & 0xE0) == 0xC0) {
-            follow = 1, code = c & 0x1F, least = 0x80;
-        } else if ((c & 0xF0) == 0xE0) {
-            follow = 2, code = c & 0x0F, least = 0x800;
-        } else if ((c & 0xF8) == 0xF0) {
-            follow = 3, code = c & 0x07, least = 0x10000;
-        } else {
-            return i;
-        }
-        if (len - i <= follow) return i;
-        for (size_t k = 1; k <= follow; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) return i;
-            code = (code << 6) | (s[i + k] & 0x3F);
-        }
-        /* Overlong forms and surrogates are rejected: they let two byte
-         * strings spell the same name. */
-        if (code < least || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return i;
-        i += follow + 1;
-    }
-    return len;
 }
 
 static bool json_integer(const cJSON *item, uint64_t *value) {
@@ -311,7 +276,9 @@ bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size
     const char **keys = NULL;
     bg_safetensors_t *file = NULL;
 
-    size_t bad = bg_safetensors_utf8_invalid_at((const uint8_t *)json, json_len);
+    /* The format requires UTF-8, and Python's loader refuses anything else;
+     * NUL would cut cJSON's C strings short. */
+    size_t bad = bg_utf8_invalid_at(json, json_len);
     if (bad < json_len)
         return bg_error_set(BG_ERR_PARSE, "%s: header is not valid UTF-8 (header byte %zu)", name,
                             bad);

@@ -15,10 +15,6 @@
 /* The header key that holds the metadata object, not a tensor. */
 extern const char bg_safetensors_metadata_key[];
 
-/* Offset of the first byte of s[0 .. len) that is not valid UTF-8 (or is
- * NUL), or len. */
-size_t bg_safetensors_utf8_invalid_at(const uint8_t *s, size_t len);
-
 /* Sorts `names` in place; returns a name that occurs twice, or NULL. */
 const char *bg_safetensors_names_find_duplicate(const char **names, size_t count);
 

@@ -13,6 +13,7 @@
 #include "atomic_file.h"
 #include "byte_order.h"
 #include "safetensors_impl.h"
+#include "utf8.h"
 
 /* Rejects what the reader would refuse, so a written file always loads:
  * names, shapes, data pointers, 2^53 offsets. Fills bytes[i]. */
@@ -24,8 +25,7 @@ static bg_status_t tensors_check(const char *path, const bg_safetensors_tensor_t
         if (!t->name || t->name[0] == '\0')
             return bg_error_set(BG_ERR_INVALID, "%s: tensor %d has no name", path, i);
         if (strcmp(t->name, bg_safetensors_metadata_key) == 0 ||
-            bg_safetensors_utf8_invalid_at((const uint8_t *)t->name, strlen(t->name)) !=
-                strlen(t->name))
+            bg_utf8_invalid_at(t->name, strlen(t->name)) != strlen(t->name))
             return bg_error_set(BG_ERR_INVALID, "%s: tensor %d: invalid name '%s'", path, i,
                                 t->name);
         if (t->ndim < 0 || t->ndim > BG_SAFETENSORS_MAX_DIMS)
@@ -76,8 +76,7 @@ static bg_status_t metadata_check(const char *path, const char *const *keys,
     for (int i = 0; i < count; i++) {
         const char *texts[2] = {keys[i], values[i]};
         for (int k = 0; k < 2; k++) {
-            if (!texts[k] || bg_safetensors_utf8_invalid_at((const uint8_t *)texts[k],
-                                                            strlen(texts[k])) != strlen(texts[k]))
+            if (!texts[k] || bg_utf8_invalid_at(texts[k], strlen(texts[k])) != strlen(texts[k]))
                 return bg_error_set(BG_ERR_INVALID, "%s: metadata %d: NULL or invalid UTF-8 %s",
                                     path, i, k ? "value" : "key");
         }

@@ -7,13 +7,13 @@
 /* A continuation byte: 10xxxxxx. */
 static int continues(unsigned char c) { return (c & 0xc0) == 0x80; }
 
-size_t bg_utf8_sequence(const char *s) {
+size_t bg_utf8_sequence(const char *s, size_t len) {
     const unsigned char *u = (const unsigned char *)s;
-    if (u[0] == 0) return 0;
+    if (len == 0 || u[0] == 0) return 0;
     if (u[0] < 0x80) return 1;
     /* The lead byte gives the length and the range of the second byte
-     * (RFC 3629's table): what rules out overlong forms, surrogates and
-     * code points past U+10FFFF. */
+     * (RFC 3629's table): what rules out overlong forms (two byte strings
+     * spelling one name), surrogates and code points past U+10FFFF. */
     size_t length;
     unsigned char low = 0x80, high = 0xbf;
     if (u[0] >= 0xc2 && u[0] <= 0xdf) {
@@ -29,10 +29,20 @@ size_t bg_utf8_sequence(const char *s) {
     } else {
         return 0;
     }
-    if (u[1] < low || u[1] > high) return 0;
-    for (size_t i = 2; i < length; i++) /* a NUL stops here: not a continuation */
+    if (len < length || u[1] < low || u[1] > high) return 0;
+    for (size_t i = 2; i < length; i++)
         if (!continues(u[i])) return 0;
     return length;
+}
+
+size_t bg_utf8_invalid_at(const char *s, size_t len) {
+    size_t at = 0;
+    while (at < len) {
+        const size_t length = bg_utf8_sequence(s + at, len - at);
+        if (length == 0) return at;
+        at += length;
+    }
+    return len;
 }
 
 char *bg_utf8_repaired(const char *text) {
@@ -41,8 +51,9 @@ char *bg_utf8_repaired(const char *text) {
     if (n > (SIZE_MAX - 1) / 3) return NULL;
     char *out = malloc(3 * n + 1), *at = out;
     if (out == NULL) return NULL;
-    while (*text != '\0') {
-        size_t length = bg_utf8_sequence(text);
+    const char *end = text + n;
+    while (text < end) {
+        const size_t length = bg_utf8_sequence(text, (size_t)(end - text));
         if (length == 0) {
             memcpy(at, BG_UTF8_REPLACEMENT, 3);
             at += 3;

@@ -1,6 +1,7 @@
-/* UTF-8 checks for text brigade writes into JSON and SVG files, whose
- * readers (Python's json, XML parsers) refuse bytes that are not UTF-8: a
- * file name can hold any bytes but '/' and NUL. */
+/* UTF-8 checks: of what brigade writes into JSON and SVG files, whose
+ * readers (Python's json, XML parsers) refuse bytes that are not UTF-8 (a
+ * file name can hold any bytes but '/' and NUL), and of safetensors
+ * headers, which the format requires to be UTF-8. */
 #ifndef BG_UTF8_H
 #define BG_UTF8_H
 
@@ -14,10 +15,14 @@ extern "C" {
 #define BG_UTF8_REPLACEMENT "\xef\xbf\xbd"
 
 /* The length (1 to 4) of the well-formed UTF-8 sequence at the start of
- * `s`, or 0 when it starts with a byte that begins none there (a stray
- * continuation byte, an overlong form, a surrogate, past U+10FFFF, a
- * sequence cut short) or with NUL. */
-size_t bg_utf8_sequence(const char *s);
+ * s[0 .. len), or 0 when it starts with NUL or with a byte that begins none
+ * there (a stray continuation byte, an overlong form, a surrogate, past
+ * U+10FFFF, a sequence cut short by len or a NUL). */
+size_t bg_utf8_sequence(const char *s, size_t len);
+
+/* Offset of the first byte of s[0 .. len) that starts no well-formed
+ * sequence (NUL included), or len. */
+size_t bg_utf8_invalid_at(const char *s, size_t len);
 
 /* A copy of `text` with every byte that starts no well-formed sequence
  * replaced by U+FFFD: a new string to free, or NULL when memory runs out. */

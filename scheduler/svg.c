@@ -22,8 +22,9 @@ static const char *const kind_labels[BG_EVENT_KINDS] = {
  * XML cannot hold: bytes that are not UTF-8 (a file name may have any),
  * and control characters but tab, newline and carriage return. */
 static void put_escaped(FILE *out, const char *text) {
-    while (*text != '\0') {
-        const size_t length = bg_utf8_sequence(text);
+    const char *end = text + strlen(text);
+    while (text < end) {
+        const size_t length = bg_utf8_sequence(text, (size_t)(end - text));
         const unsigned char c = (unsigned char)*text;
         if (length == 0 || (c < 0x20 && c != '\t' && c != '\n' && c != '\r')) {
             fputs(BG_UTF8_REPLACEMENT, out);

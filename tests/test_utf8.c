@@ -1,5 +1,6 @@
 /* UTF-8 checks (lib/utf8.c): the well-formed sequences of RFC 3629 kept,
- * every other byte replaced by U+FFFD, one for each. */
+ * every other byte replaced by U+FFFD, one for each; the first bad byte of
+ * a buffer found. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -11,15 +12,18 @@
 
 #include "utf8.h"
 
+/* The sequence at the start of a NUL-terminated string. */
+static size_t sequence(const char *s) { return bg_utf8_sequence(s, strlen(s)); }
+
 static void test_sequence_lengths(void **state) {
     (void)state;
-    assert_int_equal(bg_utf8_sequence("a"), 1);
-    assert_int_equal(bg_utf8_sequence(""), 0);
-    assert_int_equal(bg_utf8_sequence("\xc3\xa9"), 2);         /* é */
-    assert_int_equal(bg_utf8_sequence("\xe2\x82\xac"), 3);     /* € */
-    assert_int_equal(bg_utf8_sequence("\xf0\x9f\x98\x80"), 4); /* an emoji */
-    assert_int_equal(bg_utf8_sequence("\xf4\x8f\xbf\xbf"), 4); /* U+10FFFF, the last */
-    assert_int_equal(bg_utf8_sequence("\xed\x9f\xbf"), 3);     /* U+D7FF, below the surrogates */
+    assert_int_equal(sequence("a"), 1);
+    assert_int_equal(sequence(""), 0);
+    assert_int_equal(sequence("\xc3\xa9"), 2);         /* é */
+    assert_int_equal(sequence("\xe2\x82\xac"), 3);     /* € */
+    assert_int_equal(sequence("\xf0\x9f\x98\x80"), 4); /* an emoji */
+    assert_int_equal(sequence("\xf4\x8f\xbf\xbf"), 4); /* U+10FFFF, the last */
+    assert_int_equal(sequence("\xed\x9f\xbf"), 3);     /* U+D7FF, below the surrogates */
     /* Not well-formed: a stray continuation, overlong forms, a surrogate,
      * past U+10FFFF, bytes no sequence starts with, cut short. */
     const char *bad[] = {"\x80",
@@ -38,8 +42,23 @@ static void test_sequence_lengths(void **state) {
                          "\xf0\x9f\x98",
                          "\xe2\x28\xa1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        if (bg_utf8_sequence(bad[i]) != 0) fail_msg("bad sequence %zu taken as well-formed", i);
+        if (sequence(bad[i]) != 0) fail_msg("bad sequence %zu taken as well-formed", i);
     }
+}
+
+/* A length that cuts a sequence short ends it, as a NUL does; the first
+ * bad byte of a buffer, NUL included, is found (safetensors headers). */
+static void test_bounded(void **state) {
+    (void)state;
+    assert_int_equal(bg_utf8_sequence("\xc3\xa9", 1), 0);
+    assert_int_equal(bg_utf8_sequence("\xe2\x82\xac", 2), 0);
+    assert_int_equal(bg_utf8_sequence("\xe2\x82\xac", 3), 3);
+    assert_int_equal(bg_utf8_sequence("a", 0), 0);
+    const char header[] = "{\"n\xc3\xa9\":1}\0x\xff";
+    assert_int_equal(bg_utf8_invalid_at(header, 9), 9);                 /* all of it */
+    assert_int_equal(bg_utf8_invalid_at(header, sizeof header - 1), 9); /* the NUL */
+    assert_int_equal(bg_utf8_invalid_at(header + 10, 2), 1);            /* "x", then 0xff */
+    assert_int_equal(bg_utf8_invalid_at(header, 4), 3);                 /* é cut short */
 }
 
 static void test_repaired(void **state) {
@@ -62,6 +81,7 @@ static void test_repaired(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sequence_lengths),
+        cmocka_unit_test(test_bounded),
         cmocka_unit_test(test_repaired),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
