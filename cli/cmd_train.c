@@ -694,9 +694,10 @@ int bg_cmd_train(int argc, char **argv) {
         goto done;
     }
     o.train.save_path = o.save;
+    /* The step the run ends at (0: an evaluation's, which trains none). */
+    const int64_t total_steps = train != NULL ? bg_train_total_steps(&o.train, train->count) : 0;
     char settings[sizeof resume.settings]; /* as training states record them */
-    bg_train_settings(&o.train, train != NULL ? bg_train_total_steps(&o.train, train->count) : 0,
-                      settings, sizeof settings);
+    bg_train_settings(&o.train, total_steps, settings, sizeof settings);
     /* The options that shape each update come from this command line, not
      * the file: say so where they differ from the saved run's (a longer run
      * stretches a moving learning rate's schedule). */
@@ -846,7 +847,7 @@ outputs:
                               o.metrics);
     if (outputs.failed != BG_OK) code = bg_status_exit_code(outputs.failed);
     if (r.save_failed_step > 0) {
-        report_failed_save(&o, &r, bg_train_total_steps(&o.train, train->count));
+        report_failed_save(&o, &r, total_steps);
         code = bg_status_exit_code(r.save_status);
     }
     goto done;

@@ -182,6 +182,26 @@ static mode_t new_file_mode(const char *path) {
     return 0666 & ~process_umask();
 }
 
+/* The error of a temporary file beside `path` that could not be made
+ * (mkostemp's `error`): a name too long for its suffix and a folder that
+ * is gone in words of their own. */
+static bg_status_t create_error(const char *path, int error) {
+    long longest = 0;
+    if (error == ENAMETOOLONG && !bg_atomic_file_name_fits(path, &longest))
+        return bg_error_set(BG_ERR_IO,
+                            "cannot write '%s': its name of %zu bytes is too long here: the "
+                            "temporary file written first adds '%sXXXXXX' to it; at most %ld "
+                            "bytes",
+                            path, strlen(bg_path_name(path)), temp_infix, longest);
+    if (error != ENOENT) return io_error(path, "mkostemp", error);
+    char *folder = bg_path_folder(path); /* it went, or never was */
+    const bg_status_t status =
+        bg_error_set(BG_ERR_IO, "cannot write '%s': folder '%s' does not exist", path,
+                     folder != NULL ? folder : "?");
+    free(folder);
+    return status;
+}
+
 bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path) {
     *file = (bg_atomic_file_t){.fd = -1};
     const size_t path_len = strlen(path);
@@ -191,29 +211,9 @@ bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path) {
         free(temp);
         return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);
     }
-    int fd = temp_create(path, temp);
-    long longest = 0;
-    if (fd < 0 && errno == ENAMETOOLONG && !bg_atomic_file_name_fits(path, &longest)) {
-        free(copy);
-        free(temp);
-        return bg_error_set(BG_ERR_IO,
-                            "cannot write '%s': its name of %zu bytes is too long here: the "
-                            "temporary file written first adds '%sXXXXXX' to it; at most %ld "
-                            "bytes",
-                            path, strlen(bg_path_name(path)), temp_infix, longest);
-    }
-    if (fd < 0 && errno == ENOENT) { /* its folder went (or never was) */
-        free(copy);
-        free(temp);
-        char *folder = bg_path_folder(path);
-        const bg_status_t status =
-            bg_error_set(BG_ERR_IO, "cannot write '%s': folder '%s' does not exist", path,
-                         folder != NULL ? folder : "?");
-        free(folder);
-        return status;
-    }
+    const int fd = temp_create(path, temp);
     if (fd < 0) {
-        bg_status_t status = io_error(path, "mkostemp", errno);
+        const bg_status_t status = create_error(path, errno);
         free(copy);
         free(temp);
         return status;
