@@ -982,7 +982,7 @@ static bg_status_t parse_text(parser_t *p, const char *text, size_t size) {
         const char *newline = memchr(start, '\n', size - position);
         size_t length = newline != NULL ? (size_t)(newline - start) : size - position;
         position += length + (newline != NULL ? 1 : 0);
-        if (length > 0 && start[length - 1] == '\r') length--;
+        if (newline != NULL && length > 0 && start[length - 1] == '\r') length--;
 
         /* Bytes are checked before the length, so a binary file is called
          * binary rather than "line too long". */

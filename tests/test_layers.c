@@ -961,6 +961,63 @@ static void test_gelu_tail_float(void **state) {
  * dense or avgpool (whose backward never reads their own output); not
  * gelu or layernorm (they read their input), not after a max-pool (its
  * backward compares its input with its output) or an activation. */
+/* A layer with a GEMM side past INT_MAX is refused by the CPU ops, in both
+ * element types, before they touch a buffer (NULL here), where an (int)
+ * cast made OpenBLAS refuse the call and the op return its bias; one side
+ * short of it is accepted by the workspace query. */
+static void test_blas_sizes_refused(void **state) {
+    (void)state;
+    const int64_t past = (int64_t)INT_MAX + 1;
+    for (int t = 0; t < 2; t++) {
+        bg_backend_t *be = backend_create(t == 0 ? BG_F32 : BG_F64);
+        assert_int_equal(be->ops->dense_forward(be, 1, past, 2, NULL, NULL, NULL, NULL),
+                         BG_ERR_UNSUPPORTED);
+        assert_non_null(strstr(bg_error_message(), "dense layer of 2 units over 2147483648"));
+        assert_int_equal(be->ops->dense_backward_data(be, past, 3, 2, NULL, NULL, NULL),
+                         BG_ERR_UNSUPPORTED);
+        assert_int_equal(be->ops->dense_backward_weights(be, 1, 3, past, NULL, NULL, NULL, NULL),
+                         BG_ERR_UNSUPPORTED);
+        /* im2col (1 channel): an output plane of 46341^2 = 2147488281 */
+        bg_conv2d_geometry_t g = {.n = 1,
+                                  .c = 1,
+                                  .h = 46341,
+                                  .w = 46341,
+                                  .filters = 1,
+                                  .kernel = 1,
+                                  .stride = 1,
+                                  .out_h = 46341,
+                                  .out_w = 46341};
+        size_t bytes = 0;
+        assert_int_equal(be->ops->conv2d_workspace_bytes(be, &g, &bytes), BG_ERR_UNSUPPORTED);
+        assert_non_null(strstr(bg_error_message(), "side of 2147488281"));
+        assert_int_equal(be->ops->conv2d_forward(be, &g, NULL, NULL, NULL, NULL, NULL),
+                         BG_ERR_UNSUPPORTED);
+        assert_int_equal(be->ops->conv2d_relu_forward(be, &g, NULL, NULL, NULL, NULL, NULL),
+                         BG_ERR_UNSUPPORTED);
+        assert_int_equal(be->ops->conv2d_backward_data(be, &g, NULL, NULL, NULL, NULL),
+                         BG_ERR_UNSUPPORTED);
+        assert_int_equal(be->ops->conv2d_backward_weights(be, &g, NULL, NULL, NULL, NULL, NULL),
+                         BG_ERR_UNSUPPORTED);
+        /* the shifted path (8 channels, stride 1): its padded plane,
+         * (h + 2 pad + 1) (w + 2 pad) = 2 * 1073741825 */
+        g = (bg_conv2d_geometry_t){.n = 1,
+                                   .c = 8,
+                                   .h = 1,
+                                   .w = 1073741825,
+                                   .filters = 1,
+                                   .kernel = 1,
+                                   .stride = 1,
+                                   .out_h = 1,
+                                   .out_w = 1073741825};
+        assert_int_equal(be->ops->conv2d_workspace_bytes(be, &g, &bytes), BG_ERR_UNSUPPORTED);
+        assert_non_null(strstr(bg_error_message(), "side of 2147483650"));
+        /* one short: the same convolution one column narrower */
+        g.w = g.out_w = 1073741823;
+        assert_int_equal(be->ops->conv2d_workspace_bytes(be, &g, &bytes), BG_OK);
+        bg_backend_destroy(be);
+    }
+}
+
 static void test_runs_in_place(void **state) {
     (void)state;
     /* The first seven never read their own output; the others do, or (a
@@ -1824,6 +1881,7 @@ static void test_nonfinite_marks(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv2d_k3_valid),
+        cmocka_unit_test(test_blas_sizes_refused),
         cmocka_unit_test(test_conv2d_k3_pad1_stride2),
         cmocka_unit_test(test_conv2d_k1),
         cmocka_unit_test(test_conv2d_multichannel_same),

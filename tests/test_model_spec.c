@@ -459,9 +459,11 @@ static void test_not_nul_terminated(void **state) {
                        "spec:1:1: unknown layer 'inp' (expected input, conv2d, "
                        "maxpool, avgpool, flatten, dense, relu, tanh, sigmoid, "
                        "gelu, layernorm, dropout, residual, shortcut, add, softmax_cross_entropy)");
-    /* A comment and a \r that end the buffer. */
+    /* A \r that ends the buffer ends no line: refused like any other. */
     memcpy(exact, "# x\r", 4);
-    expect_error_sized(exact, 4, "spec:1:1: empty model spec: expected an 'input' line");
+    expect_error_sized(exact, 4,
+                       "spec:1:4: a carriage return (\\r) inside a line; lines end with \\n or "
+                       "\\r\\n, not \\r alone");
     free(exact);
 
     const char trailing[] = "input channels=2 height=1 width=1\nsoftmax_cross_entropy\nJUNK";
@@ -696,6 +698,11 @@ static void test_error_bare_carriage_return(void **state) {
                  "\\r\\n, not \\r alone");
     expect_error(MNIST_INPUT "dense units=10\ractivation=relu\n",
                  "spec:2:15: a carriage return (\\r) inside a line; lines end with \\n or "
+                 "\\r\\n, not \\r alone");
+    /* the last line of a file without a final \n */
+    expect_error("input channels=1 height=4 width=4\nflatten\ndense units=2\n"
+                 "softmax_cross_entropy\r",
+                 "spec:4:22: a carriage return (\\r) inside a line; lines end with \\n or "
                  "\\r\\n, not \\r alone");
 }
 
