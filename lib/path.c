@@ -30,7 +30,9 @@ char *bg_path_join(const char *folder, const char *name) {
 }
 
 char *bg_path_link_target(const char *path) {
-    char target[4096];
+    /* Linux keeps a link's target within 4095 bytes; one more byte read
+     * tells a longer one (another system's) from one that fills it. */
+    char target[4097];
     const ssize_t length = readlink(path, target, sizeof target - 1);
     if (length < 0) return NULL;
     if (length == (ssize_t)sizeof target - 1) {

@@ -223,10 +223,40 @@ static void test_path_shell_word(void **state) {
     assert_string_equal(bg_path_shell_word("a b c", small, sizeof small), "'a b c'");
 }
 
+/* A link's target as a path from the working folder: a relative target
+ * joined to the link's folder; the longest target Linux keeps (4095
+ * bytes) read whole. */
+static void test_path_link_target(void **state) {
+    fixture_t *f = *state;
+    char *link = bg_path_join(f->dir, "link");
+    assert_int_equal(symlink("data/train.gz", link), 0);
+    char *target = bg_path_link_target(link);
+    char *want = bg_path_join(f->dir, "data/train.gz");
+    assert_string_equal(target, want);
+    free(target);
+    free(want);
+    assert_int_equal(unlink(link), 0);
+
+    char longest[4096];
+    memset(longest, 'a', sizeof longest - 1);
+    longest[0] = '/';
+    for (size_t i = 200; i < sizeof longest - 1; i += 200) longest[i] = '/';
+    longest[sizeof longest - 1] = '\0';
+    assert_int_equal(symlink(longest, link), 0);
+    target = bg_path_link_target(link);
+    assert_non_null(target);
+    assert_int_equal(strlen(target), 4095);
+    assert_string_equal(target, longest);
+    free(target);
+    assert_int_equal(unlink(link), 0);
+    free(link);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_path_folder),
         cmocka_unit_test(test_path_shell_word),
+        cmocka_unit_test_setup_teardown(test_path_link_target, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_writes_every_part, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_replaces_the_old_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mode_of_the_written_file, setup, teardown),
