@@ -5,6 +5,7 @@
  * figures as JSON. With --simulate each point is planned and simulated
  * (stages/planner.h) instead of run. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ static const char help[] =
     "schedule; a point that does not fit --device-mem is skipped. SIGINT,\n"
     "SIGTERM or SIGHUP stops the sweep after the point in progress; the chart\n"
     "and metrics then hold the points done, as they do when a point fails.\n"
+    "A closed pipe (| head) loses the table, not the points (exit status 1).\n"
     "\n"
     "sweep:\n"
     "  --microbatches LIST  micro-batch counts, e.g. 1,2,4,8,16 (required)\n"
@@ -518,6 +520,10 @@ static const char *kept_outputs(int chart, int metrics) {
 }
 
 int bg_cmd_sweep(int argc, char **argv) {
+    /* A closed pipe (`| head`, a `| tee` that was killed) costs the table,
+       not the points: the sweep goes on and writes its chart and metrics
+       (each row's write fails with EPIPE instead of ending the process). */
+    signal(SIGPIPE, SIG_IGN);
     sweep_options_t o = {0};
     int show_help = 0;
     bg_status_t st = parse_args(argc, argv, &o, &show_help);

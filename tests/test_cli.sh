@@ -990,6 +990,18 @@ expect 2 "nothing to do: --resume is at step 40" -- train "$MODEL" --data synthe
 "$BRIGADE" train "$MODEL" --data synthetic --steps 40 --batch 16 --save "$T/piped2.st" 2>&1 | true
 expect 2 "nothing to do: --resume is at step 40" -- train "$MODEL" --data synthetic --steps 40 \
     --batch 16 --resume "$T/piped2.st"
+# A sweep too: the table is lost, the points are not (chart and metrics).
+rm -f "$T/piped_sweep.json" "$T/piped_sweep.svg"
+"$BRIGADE" sweep "$MODEL" --simulate --devices cpu:2 --microbatches 1,2,4,8 \
+    --metrics "$T/piped_sweep.json" --chart "$T/piped_sweep.svg" 2>"$ERR" | true
+check "sweep into a closed pipe: every point in the metrics" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["complete"] is True and [q["microbatches"] for q in p["points"]] == [1, 2, 4, 8], p' \
+    "$T/piped_sweep.json"
+check "sweep into a closed pipe: the chart" test -s "$T/piped_sweep.svg"
+check "sweep into a closed pipe: says the table was not written" \
+    grep -qF "brigade: cannot write the standard output" "$ERR"
 # Another tool's file (no brigade metadata) is weights at most.
 python3 - "$T/foreign.safetensors" <<'PY'
 import json, struct, sys
