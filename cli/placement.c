@@ -309,14 +309,21 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                             "layer%s",
                             stages, stages / p->chunks, p->chunks, spec->num_layers,
                             spec->num_layers == 1 ? "" : "s");
+    /* All the devices given make a stage each, unless --stages says: the
+     * hint names the most stages the model can be cut into. */
+    const int places = bg_model_spec_stage_places(spec);
+    char hint[80] = "";
+    if (p->stages == 0 && p->chunks == 1 && stages > places)
+        snprintf(hint, sizeof hint, " (--stages %d uses %d of the %d devices)", places, places,
+                 p->devices.count);
     if (stages > spec->num_layers) {
-        /* All the devices given make a stage each, unless --stages says. */
-        char hint[80] = "";
-        if (p->stages == 0)
-            snprintf(hint, sizeof hint, " (--stages %d uses %d of the %d devices)",
-                     spec->num_layers, spec->num_layers, p->devices.count);
-        return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layer%s%s", stages,
-                            spec->num_layers, spec->num_layers == 1 ? "" : "s", hint);
+        char outside[80] = "";
+        if (places < spec->num_layers)
+            snprintf(outside, sizeof outside,
+                     " and %d places to start a stage (outside residual blocks)", places);
+        return bg_error_set(BG_ERR_INVALID, "%d stages but the model has only %d layer%s%s%s",
+                            stages, spec->num_layers, spec->num_layers == 1 ? "" : "s", outside,
+                            hint);
     }
     /* Residual blocks leave fewer places to cut: refused here, once, not
      * at each micro-batch count or schedule a search or sweep tries. */
@@ -324,7 +331,8 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
         char why[64] = "";
         if (p->chunks > 1)
             snprintf(why, sizeof why, " (%d devices x --chunks %d)", stages / p->chunks, p->chunks);
-        BG_CHECK(bg_model_spec_check_stage_count(spec, stages, why));
+        const bg_status_t counted = bg_model_spec_check_stage_count(spec, stages, why);
+        if (counted != BG_OK) return bg_error_suffix(counted, "%s", hint);
     }
     return check_conv_workspace(p);
 }

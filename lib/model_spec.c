@@ -168,14 +168,19 @@ bg_status_t bg_model_spec_check_split(const bg_model_spec_t *spec, int stages, c
     return BG_OK;
 }
 
+int bg_model_spec_stage_places(const bg_model_spec_t *spec) {
+    int places = 0;
+    for (int l = 0; l < spec->num_layers; l++) places += bg_model_spec_can_start(spec, l);
+    return places;
+}
+
 bg_status_t bg_model_spec_check_stage_count(const bg_model_spec_t *spec, int stages,
                                             const char *why) {
     const int n = spec->num_layers;
     if (stages > n)
         return bg_error_set(BG_ERR_INVALID, "%d stages%s but the model has only %d layer%s", stages,
                             why, n, n == 1 ? "" : "s");
-    int places = 0;
-    for (int l = 0; l < n; l++) places += bg_model_spec_can_start(spec, l);
+    const int places = bg_model_spec_stage_places(spec);
     if (stages <= places) return BG_OK;
     /* The places, the first few of them. */
     char list[160] = "";

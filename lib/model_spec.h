@@ -135,6 +135,10 @@ static inline int bg_model_spec_can_start(const bg_model_spec_t *spec, int layer
     return layer <= 0 || layer >= spec->num_layers || spec->layers[layer].open_blocks == 0;
 }
 
+/* How many layers a stage may start at (bg_model_spec_can_start; layer 0
+ * counts): the most stages the model can be cut into. */
+int bg_model_spec_stage_places(const bg_model_spec_t *spec);
+
 /* Checks that the model has places for `stages` stages to start at
  * (bg_model_spec_can_start; layer 0 counts): BG_ERR_INVALID otherwise,
  * naming the places, with `why` (how the stages come to be so many, e.g.

@@ -29,6 +29,12 @@ usage_error "9 stages but the model has only 8 layers" -- plan "$MODEL" --stages
 check "--stages given: no hint to give it" sh -c "! grep -q -- '--stages 8 uses' '$ERR'"
 usage_error "9 stages but the model has only 8 layers (--stages 8 uses 8 of the 9 devices)" -- \
     plan "$MODEL" --devices cpu:9
+# Residual blocks: the hint names the stages the model can be cut into.
+usage_error "40 stages but the model has only 22 layers and 12 places to start a stage (outside residual blocks) (--stages 12 uses 12 of the 40 devices)" -- \
+    plan "$ROOT/examples/fashion_resnet.model" --devices cpu:40
+usage_error "13 stages but the model has only 12 places to start one, layers 0, 1, 2, 3, 8, 9, 16, 17, ...: a stage may not start inside a residual block (--stages 12 uses 12 of the 13 devices)" -- \
+    plan "$ROOT/examples/fashion_resnet.model" --devices cpu:13
+expect 0 "" -- plan "$ROOT/examples/fashion_resnet.model" --devices cpu:13 --stages 12
 usage_error "'cpu:0,cpu:1': expected cpu:N with N from 1 to 256 (CPU devices are counted, not listed: cpu:2 is two, on cores 0 and 1)" -- \
     plan "$MODEL" --devices cpu:0,cpu:1
 usage_error "--split gives 2 boundaries; 2 stages need 1" -- plan "$MODEL" --stages 2 --split 2,4
