@@ -294,7 +294,14 @@ static void print_devices(const bg_plan_t *p, FILE *out) {
     }
     bg_text_table_print(t, out);
     bg_text_table_destroy(t);
-    if (part->memory_check == BG_PARTITION_CHECK_DEVICES)
+    if (part->memory_check == BG_PARTITION_CHECK_DEVICES && p->request.split == NULL)
+        fprintf(out,
+                "(no split keeps each stage within 1/%d of its device's capacity, as the "
+                "planner's search does; this one, its least overflow, fits as a device holds "
+                "it: each device's %d stages together against its capacity, which cap MiB "
+                "above shows whole)\n",
+                v, v);
+    else if (part->memory_check == BG_PARTITION_CHECK_DEVICES)
         fprintf(out,
                 "(a given --split is checked per device: each device's %d stages together "
                 "against its capacity, which cap MiB above shows whole; the planner's own "

@@ -80,6 +80,32 @@ bg_status_t bg_plan_cost_model_create(const bg_plan_request_t *r, bg_cost_model_
     return BG_OK;
 }
 
+/* With V > 1 the search holds each stage to 1/V of its device. When no
+ * split fits so, the one it found (the least overflow) may still fit as a
+ * device holds it, its V stages together, the check a given --split gets:
+ * then *part becomes that split checked per device, which fits. */
+static bg_status_t plan_check_per_device(bg_plan_t *p, bg_partition_t **part) {
+    if (p->request.chunks == 1 || (*part)->fits) return BG_OK;
+    const int stages = (*part)->stages;
+    for (int s = 0; s < stages; s++) p->first_layer[s] = (*part)->stage[s].first_layer;
+    bg_partition_config_t whole = p->config;
+    whole.memory_check = BG_PARTITION_CHECK_DEVICES;
+    bg_partition_t *per_device = NULL;
+    const bg_status_t st = bg_partition_evaluate(&whole, p->first_layer, &per_device);
+    if (st != BG_OK) {
+        bg_partition_destroy(*part);
+        *part = NULL;
+        return st;
+    }
+    if (!per_device->fits) {
+        bg_partition_destroy(per_device);
+        return BG_OK;
+    }
+    bg_partition_destroy(*part);
+    *part = per_device;
+    return BG_OK;
+}
+
 /* Builds the schedule, the cost model and the partition (the slowest
  * stage's, or the given split) of an allocated plan whose request is set. */
 static bg_status_t plan_fill(bg_plan_t *p) {
@@ -135,6 +161,7 @@ static bg_status_t plan_fill(bg_plan_t *p) {
         BG_CHECK(bg_partition_evaluate(&p->config, p->first_layer, &part));
     } else {
         BG_CHECK(bg_partition_create(&p->config, &part));
+        BG_CHECK(plan_check_per_device(p, &part));
     }
     /* r is p->request: the split is read above, before it points here. */
     p->request.device = p->device;

@@ -629,6 +629,53 @@ static void test_given_split_per_device(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* Interleaved, V = 2 on cpu:2, the planner's own split: where no split
+ * keeps every stage within half a device, the least overflow's may fit
+ * as the devices hold it, two stages each; the plan is then that split,
+ * checked per device. Two 4096 x 4096 dense layers: whichever stages
+ * hold them hold over half a device each, and a device holds one. */
+static void test_own_split_per_device(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse("input channels=1 height=28 width=28\n"
+                                  "flatten\n"
+                                  "dense units=4096 activation=gelu\n"
+                                  "layernorm\n"
+                                  "dense units=4096 activation=relu\n"
+                                  "dense units=4096 activation=tanh\n"
+                                  "dense units=1024 activation=sigmoid\n"
+                                  "dense units=10\n"
+                                  "softmax_cross_entropy\n");
+    bg_cost_device_t devices[2];
+    cpu_cores(devices, 2);
+    bg_plan_request_t r = request_for(spec, devices, 2, 4, 64);
+    r.schedule = BG_SCHEDULE_INTERLEAVED;
+    r.chunks = 2;
+    /* Each 4096 x 4096 layer is 256 MiB with Adam: over half of 340 MiB. */
+    const size_t capacity = (size_t)340 << 20;
+    devices[0].memory_bytes = devices[1].memory_bytes = capacity;
+    bg_plan_t *p = NULL;
+    assert_int_equal(bg_plan_create(&r, &p), BG_OK);
+    assert_true(p->partition->fits);
+    assert_int_equal(p->partition->memory_check, BG_PARTITION_CHECK_DEVICES);
+    int over_half = 0;
+    for (int s = 0; s < 4; s++) {
+        assert_int_equal(p->partition->stage[s].capacity_bytes, capacity);
+        over_half += p->partition->stage[s].peak_bytes > capacity / 2;
+    }
+    assert_int_equal(over_half, 2); /* what the search's rule refuses */
+    for (int d = 0; d < 2; d++)
+        assert_true(bg_partition_device_peak_bytes(p->partition, d) <= capacity);
+    assert_true(p->simulated_step_s > 0);
+    bg_plan_destroy(p);
+    /* Too small for a device's pair: nothing fits, checked per stage. */
+    devices[0].memory_bytes = devices[1].memory_bytes = (size_t)300 << 20;
+    assert_int_equal(bg_plan_create(&r, &p), BG_OK);
+    assert_false(p->partition->fits);
+    assert_int_equal(p->partition->memory_check, BG_PARTITION_CHECK_STAGES);
+    bg_plan_destroy(p);
+    bg_model_spec_destroy(spec);
+}
+
 /* A 2-stage split of equal costs, simulated from the plan: the bubble is
  * (K-1)/(M+K-1) and the step (M+K-1)(F+B). */
 static void test_simulate_equal_stages(void **state) {
@@ -969,6 +1016,7 @@ int main(void) {
         cmocka_unit_test(test_least_step_split),
         cmocka_unit_test(test_least_step_simulated_slower),
         cmocka_unit_test(test_given_split_per_device),
+        cmocka_unit_test(test_own_split_per_device),
         cmocka_unit_test(test_least_step_out_of_memory),
         cmocka_unit_test(test_interleaved_least_step_out_of_memory),
         cmocka_unit_test(test_simulate_equal_stages),
