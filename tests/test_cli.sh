@@ -209,7 +209,7 @@ usage_error "--split: stage 1 would start at layer 9, inside the residual block 
     -- train "$T/residual.model" --data synthetic --stages 2 --split 9
 expect 0 "" -- plan "$T/residual.model" --stages 6 --json
 json_check "plan: 6 stages, each of whole blocks" "
-assert [s['layers'] for s in p['stages']] == [[0], [1, 2, 3, 4], [5, 6], [7, 8, 9, 10, 11, 12, 13], [14], [15]], p['stages']"
+assert [s['layers'] for s in p['stages']] == [[0, 1, 2, 3, 4], [5], [6], [7, 8, 9, 10, 11, 12, 13], [14], [15]], p['stages']"
 usage_error "8 stages but the model has only 7 places to start one, layers 0, 1, 5, 6, 7, 14 and 15: a stage may not start inside a residual block" \
     -- plan "$T/residual.model" --stages 8
 # A block too large for any stage: the advice names the block, which no

@@ -532,15 +532,17 @@ expect 2 "1 (layers 4-7 on cpu:1) needs 9,366,808 bytes" -- plan "$MODEL" --devi
     --optimizer sgd --momentum 0.9 --microbatches 8 --device-mem 8M
 check "--momentum 0 is suggested" grep -qE -- '^  --momentum 0 +fits: largest stage 6\.29 MiB' "$ERR"
 # Interleaved: a stage's capacity is 1/V of its device's, and the message
-# says so. No single change fits; SGD does with 16 micro-batches (before
-# the micro-batch count was a change of its own among several, the advice
-# was every saving at 64).
+# says so. A change fits where the least overflow's split fits as the
+# devices hold it, their two stages together (before 2026-12-04 every
+# stage had to fit in half a device, and SGD needed 16 micro-batches too).
 expect 2 "6,893,024 bytes over its 6,291,456-byte capacity (1/2 of cpu:1's: --chunks 2)" -- \
     plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 4 \
     --device-mem 12M
-check "a saving with another micro-batch count" grep -qE -- \
-    '^  --optimizer sgd --microbatches 16 fits: largest stage 5\.95 MiB' "$ERR"
-check "only that suggestion" test "$(grep -c ' fits: ' "$ERR")" -eq 1
+check "SGD fits, the devices' stages together" grep -qE -- \
+    "^  --optimizer sgd +fits: largest device's stages 10\.52 MiB" "$ERR"
+check "so do 64 micro-batches" grep -qE -- \
+    "^  --microbatches 64 +fits: largest device's stages 11\.49 MiB" "$ERR"
+check "only those suggestions" test "$(grep -c ' fits: ' "$ERR")" -eq 2
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 16 \
     --device-mem 12M --optimizer sgd
 # Interleaved on another device count needs M a multiple of it: three

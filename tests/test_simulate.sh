@@ -630,7 +630,7 @@ fi
 # (the optimizer step, done by both devices at once, and the last dense
 # layer on stage 1 keep its bubble off 1/9). The exact figures, from the analytic cost model (stages/cost_model.h) and
 # the layer shapes: micro-batches of n = 64/8 = 8 samples on cores of
-# R = 80 GFLOP/s and o = 2 us an op; FLOPs per sample: dense 2*in*units,
+# R = 80 GFLOP/s and o = 0.1 us an op; FLOPs per sample: dense 2*in*units,
 # relu its size, softmax_cross_entropy 3*classes; a backward twice the
 # forward (2 ops) for a layer with weights, once (1 op) for the others; a
 # dense layer's forward and dX at least its weights' bytes at W = 12 GB/s
@@ -648,7 +648,7 @@ MLP=$ROOT/examples/mlp_balanced.model
 expect 0 "" -- simulate "$MLP" --devices cpu:2 --split 5 --microbatches 8 --schedule gpipe \
     --metrics "$T/mlp.json"
 file_check "mlp_balanced split at 5: step and bubble from the cost model" "$T/mlp.json" '
-n, R, o, W = 8, 80e9, 2e-6, 12e9
+n, R, o, W = 8, 80e9, 1e-7, 12e9
 d, r, c = 2 * 1024 * 1024, 1024, 2 * 1024 * 10
 D = max(d * n / R, 4 * (1024 * 1024 + 1024) / W)  # a dense 1024 forward, or its dX
 C = max(c * n / R, 4 * (1024 * 10 + 10) / W)  # the dense 10
