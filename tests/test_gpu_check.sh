@@ -59,8 +59,11 @@ for row in 'GPU' 'test_cuda_ops' 'pipeline cuda:0x2, cuda:0x4' 'step, batch 64' 
 done
 for batch in 64 256; do
     check "brigade's step at batch $batch is measured" \
-        has_row "step, batch $batch" ' *brigade [0-9.]+ ms, PyTorch' full
+        has_row "step, batch $batch" ' *brigade [0-9.]+ ms, PyTorch .* copying its batch' full
 done
+check "PyTorch's step with its batch on the GPU has a row of its own" \
+    test "$(grep -c "^  PyTorch's batch resident  *PyTorch .* with its batch on the GPU" \
+        "$T/full/summary.txt")" -eq 2
 check "four stages and one are measured, with their ratio" \
     has_row '4 stages, batch 256, M=4' '[0-9.]+ ms on cpu:4, [0-9.]+ ms on cpu: ratio [0-9.]+' full
 check "the exposed copy is measured" has_row 'exposed copy, cuda:0x4' '[0-9.]+ of the step' full
