@@ -3,8 +3,8 @@
  * padding and equal strides from the geometry), with the per-geometry cache
  * of algorithms described in backend_cuda.h. The bias terms are brigade's own
  * kernels: y += b per channel (and with a relu after the convolution, the
- * relu in the same pass), and db += sum of dy per filter by a one-block-
- * per-filter tree reduction (a fixed order: the same bits on every run). */
+ * relu in the same pass), and db += sum of dy per filter, a block per
+ * filter in a fixed order (the same bits on every run). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,21 +26,62 @@ __global__ static void add_channel_bias_kernel(float *y, const float *b, int64_t
 }
 
 /* db: (filters) += the sum of dy: (n, filters, plane) over n and plane; one
- * block of BG_CUDA_THREADS (a power of two) per filter. */
-__global__ static void add_filter_sums_kernel(float *db, const float *dy, int64_t n,
-                                              int64_t filters, int64_t plane) {
-    __shared__ float partial[BG_CUDA_THREADS];
-    const int64_t f = blockIdx.x;
-    float sum = 0;
-    for (int64_t i = threadIdx.x; i < n * plane; i += BG_CUDA_THREADS)
-        sum += dy[((i / plane) * filters + f) * plane + i % plane];
-    partial[threadIdx.x] = sum;
+ * block of FILTER_SUM_THREADS (a power of two) per filter. The filter's
+ * values, sample by sample, are v_0 .. v_(n plane - 1); thread t adds
+ * v_t, v_(t+T), v_(t+2T), ... into four running sums in turn, so that four
+ * loads are in flight, and walks (sample, position) by steps where a
+ * division per value made each load wait on the one before; then the
+ * threads' sums by halves. The order depends on the sizes alone: the same
+ * bits on every run. */
+enum { FILTER_SUM_THREADS = 1024 };
+
+__global__ static void __launch_bounds__(FILTER_SUM_THREADS)
+    add_filter_sums_kernel(float *db, const float *dy, int64_t n, int64_t filters, int64_t plane) {
+    __shared__ float partial[FILTER_SUM_THREADS];
+    const int64_t T = FILTER_SUM_THREADS, count = n * plane, sample = filters * plane;
+    /* From v_i to v_(i+T): step_s samples and step_p positions on, one
+     * sample more when the position passes the plane's end. */
+    const int64_t step_s = T / plane, step_p = T % plane;
+    const int64_t jump = step_s * sample + step_p, wrap = sample - plane;
+    int64_t i = threadIdx.x, p = i % plane;
+    const float *v = dy + (i / plane) * sample + blockIdx.x * plane + p;
+#define NEXT_VALUE()                                                                               \
+    do {                                                                                           \
+        i += T;                                                                                    \
+        v += jump;                                                                                 \
+        p += step_p;                                                                               \
+        if (p >= plane) {                                                                          \
+            p -= plane;                                                                            \
+            v += wrap;                                                                             \
+        }                                                                                          \
+    } while (0)
+    float sum0 = 0, sum1 = 0, sum2 = 0, sum3 = 0;
+    while (i + 3 * T < count) {
+        const float a = *v;
+        NEXT_VALUE();
+        const float b = *v;
+        NEXT_VALUE();
+        const float c = *v;
+        NEXT_VALUE();
+        const float d = *v;
+        NEXT_VALUE();
+        sum0 += a;
+        sum1 += b;
+        sum2 += c;
+        sum3 += d;
+    }
+    while (i < count) {
+        sum0 += *v;
+        NEXT_VALUE();
+    }
+#undef NEXT_VALUE
+    partial[threadIdx.x] = (sum0 + sum1) + (sum2 + sum3);
     __syncthreads();
-    for (int half = BG_CUDA_THREADS / 2; half > 0; half /= 2) {
+    for (int half = FILTER_SUM_THREADS / 2; half > 0; half /= 2) {
         if ((int)threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
         __syncthreads();
     }
-    if (threadIdx.x == 0) db[f] += partial[0];
+    if (threadIdx.x == 0) db[blockIdx.x] += partial[0];
 }
 
 static cudaError_t add_channel_bias(float *y, const float *b, int64_t n, int64_t filters,
@@ -54,9 +95,9 @@ static cudaError_t add_channel_bias(float *y, const float *b, int64_t n, int64_t
 
 static cudaError_t add_filter_sums(float *db, const float *dy, int64_t n, int64_t filters,
                                    int64_t plane, cudaStream_t stream) {
-    if (filters == 0) return cudaSuccess;
-    add_filter_sums_kernel<<<(unsigned)filters, BG_CUDA_THREADS, 0, stream>>>(db, dy, n, filters,
-                                                                              plane);
+    if (filters == 0 || n * plane == 0) return cudaSuccess; /* (and no division by 0) */
+    add_filter_sums_kernel<<<(unsigned)filters, FILTER_SUM_THREADS, 0, stream>>>(db, dy, n, filters,
+                                                                                 plane);
     return cudaGetLastError();
 }
 
