@@ -8,8 +8,9 @@
  * element and gather from the windows that cover it, in increasing (oy, ox)
  * order starting from zero: the same sums, in the same order, as the CPU's
  * scatter (lib/cpu/kernels.inc), with no atomics and so the same bits on
- * every run. With the usual non-overlapping windows an element has one
- * window. Geometry: x, dx (n, c, h, w); y, dy (n, c, out_h, out_w); planes
+ * every run; except max-pool's where 2x2 windows of stride 2 tile the
+ * input (the origin CNN's), which runs a thread per window writing its
+ * four elements. Geometry: x, dx (n, c, h, w); y, dy (n, c, out_h, out_w); planes
  * p = n * c. */
 #include "cuda_internal.h"
 
@@ -68,12 +69,39 @@ __device__ static int64_t maxpool_routed(const float *win, int64_t w, int64_t si
     return (size - 1) * w + size - 1;
 }
 
+/* Whether 2x2 windows of stride 2 tile the input: each element in one. */
+static bool maxpool_tiled(const bg_pool_geometry_t *g) {
+    return g->size == 2 && g->stride == 2 && g->h % 2 == 0 && g->w % 2 == 0;
+}
+
+/* maxpool_backward_kernel where the windows tile the input: a thread per
+ * window writes its four dx, the routed one dy's value (copied, as the
+ * CPU's tiled path does: a -0.0 stays -0.0), the others +0.0; with relu,
+ * 0 where x <= 0. A quarter of the threads, and no search for the windows
+ * covering an element. */
+__global__ static void maxpool_backward_tiled_kernel(float *dx, const float *x, const float *y,
+                                                     const float *dy, bg_pool_geometry_t g,
+                                                     int relu) {
+    const int64_t count = g.n * g.c * g.out_h * g.out_w;
+    BG_CUDA_GRID_LOOP(o, count) {
+        const pool_position_t at = pool_position(o, g.out_h, g.out_w);
+        const int64_t start = (at.plane * g.h + at.row * 2) * g.w + at.col * 2;
+        const int64_t routed = maxpool_routed(x + start, g.w, 2, y[o]);
+        const int64_t offsets[4] = {0, 1, g.w, g.w + 1};
+        for (int k = 0; k < 4; k++) {
+            const int64_t j = start + offsets[k];
+            const float v = offsets[k] == routed ? dy[o] : 0.0f;
+            dx[j] = relu && x[j] <= 0 ? 0.0f : v; /* as relu_backward_kernel */
+        }
+    }
+}
+
 /* x, dx: (n,c,h,w) y, dy: (n,c,oh,ow); dx is overwritten. With relu, also
- * the backward of the relu whose output x is: 0 where x <= 0. */
+ * the backward of the relu whose output x is: 0 where x <= 0. Windows that
+ * do not tile the input (maxpool_backward_tiled_kernel's do). */
 __global__ static void maxpool_backward_kernel(float *dx, const float *x, const float *y,
                                                const float *dy, bg_pool_geometry_t g, int relu) {
     const int64_t count = g.n * g.c * g.h * g.w;
-    const int tiled = g.size == 2 && g.stride == 2 && g.h % 2 == 0 && g.w % 2 == 0;
     BG_CUDA_GRID_LOOP(i, count) {
         const pool_position_t in = pool_position(i, g.h, g.w);
         int64_t oy_lo, oy_hi, ox_lo, ox_hi;
@@ -84,11 +112,8 @@ __global__ static void maxpool_backward_kernel(float *dx, const float *x, const 
             for (int64_t ox = ox_lo; ox <= ox_hi; ox++) {
                 const int64_t o = (in.plane * g.out_h + oy) * g.out_w + ox;
                 const int64_t start = (in.plane * g.h + oy * g.stride) * g.w + ox * g.stride;
-                if (start + maxpool_routed(x + start, g.w, g.size, y[o]) != i) continue;
-                /* Where 2x2 windows tile the input, the CPU copies the one
-                 * routed gradient (a -0.0 stays -0.0); elsewhere it adds
-                 * them to zeros (0 + -0.0 is +0.0). */
-                sum = tiled ? dy[o] : sum + dy[o];
+                /* The CPU adds them to zeros (0 + -0.0 is +0.0). */
+                if (start + maxpool_routed(x + start, g.w, g.size, y[o]) == i) sum += dy[o];
             }
         }
         dx[i] = relu && x[i] <= 0 ? 0.0f : sum; /* as relu_backward_kernel */
@@ -140,8 +165,14 @@ static cudaError_t maxpool_backward(float *dx, const float *x, const float *y, c
                                     bg_pool_geometry_t g, int relu, cudaStream_t stream) {
     const int64_t count = g.n * g.c * g.h * g.w;
     if (count == 0) return cudaSuccess;
-    maxpool_backward_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(dx, x, y, dy, g,
-                                                                                   relu);
+    if (maxpool_tiled(&g)) {
+        const int64_t windows = count / 4;
+        maxpool_backward_tiled_kernel<<<bg_cuda_blocks(windows), BG_CUDA_THREADS, 0, stream>>>(
+            dx, x, y, dy, g, relu);
+    } else {
+        maxpool_backward_kernel<<<bg_cuda_blocks(count), BG_CUDA_THREADS, 0, stream>>>(dx, x, y, dy,
+                                                                                       g, relu);
+    }
     return cudaGetLastError();
 }
 
