@@ -36,11 +36,24 @@ __global__ static void fill_rows_kernel(float *y, const float *b, int64_t n, int
     BG_CUDA_GRID_LOOP(i, n * out) y[i] = b[i % out];
 }
 
-/* db: (out) += the sum over rows of dy: (n, out) */
+/* db: (out) += the sum over rows of dy: (n, out), in row order. A unit's
+ * thread loads COLUMN_SUM_AHEAD rows before adding them, so that as many
+ * loads are in flight (few threads, one per unit: each would otherwise
+ * wait on its loads a few at a time); the adds keep the CPU's order. */
+enum { COLUMN_SUM_AHEAD = 16 };
+
 __global__ static void add_column_sums_kernel(float *db, const float *dy, int64_t n, int64_t out) {
     BG_CUDA_GRID_LOOP(o, out) {
         float sum = db[o];
-        for (int64_t i = 0; i < n; i++) sum += dy[i * out + o];
+        int64_t i = 0;
+        for (; i + COLUMN_SUM_AHEAD <= n; i += COLUMN_SUM_AHEAD) {
+            float rows[COLUMN_SUM_AHEAD];
+#pragma unroll
+            for (int k = 0; k < COLUMN_SUM_AHEAD; k++) rows[k] = dy[(i + k) * out + o];
+#pragma unroll
+            for (int k = 0; k < COLUMN_SUM_AHEAD; k++) sum += rows[k];
+        }
+        for (; i < n; i++) sum += dy[i * out + o];
         db[o] = sum;
     }
 }
