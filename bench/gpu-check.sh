@@ -293,7 +293,7 @@ if [ -x "$brigade" ]; then
     for batch in 64 256; do
         ours=$(step_ms "brigade-b$batch" --devices "$one_gpu" --batch "$batch" | cut -d' ' -f1)
         limited 150 env LD_LIBRARY_PATH="$given_library_path" \
-            python3 bench/step_pytorch.py --device cuda --batch "$batch" --steps 100 \
+            python3 -u bench/step_pytorch.py --device cuda --batch "$batch" --steps 100 \
             --host-batch >"$results/pytorch-b$batch.txt" 2>"$results/pytorch-b$batch.err"
         theirs=$(awk '/^pytorch_mean_step_ms/ {print $2}' "$results/pytorch-b$batch.txt")
         copied=$(awk '/^pytorch_host_batch_mean_step_ms/ {print $2}' \

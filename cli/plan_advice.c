@@ -42,14 +42,17 @@ static int could_hold(const bg_cost_device_t *devices, int k, double state) {
     return capacity >= state;
 }
 
-/* Whether request r fits, planned without a word (fits_only). */
 /* The plan of request r where it fits, else NULL: planned only to ask
  * whether it fits (fits_only), and not at all where the devices could not
  * hold the model's state. */
 static bg_plan_t *fitting_plan(const bg_plan_request_t *r) {
     if (!could_hold(r->device, r->devices, model_state_bytes(r))) return NULL;
     bg_plan_request_t v = *r;
-    v.fits_only = 1;
+    /* With --chunks V, what fits may be the split of least overflow
+     * checked per device, and that split is the one the plan itself would
+     * find (of several with that overflow, the fastest), not the first:
+     * asked whole, so that the advice and the plan agree. */
+    v.fits_only = r->chunks == 1;
     bg_plan_t *p = NULL;
     if (bg_plan_create(&v, &p) == BG_OK && p->partition->fits) return p;
     bg_plan_destroy(p);
@@ -66,16 +69,17 @@ static int variant_fits(const bg_plan_request_t *r) {
 
 /* Tries one change; prints it if the plan then fits, and adds it to
  * `found` (when not NULL) as {"change", "largest_stage_bytes", "step_ms"},
- * and "largest_device_bytes" where the plan is checked per device (a given
- * split with --chunks V). Returns 1 if it fit. */
+ * and "largest_device_bytes" where the plan is checked per device (with
+ * --chunks V, a given split or one no split fits 1/V a stage). Returns 1
+ * if it fit. */
 static int try_variant(const bg_plan_request_t *r, const char *what, cJSON *found) {
     bg_plan_t *p = fitting_plan(r); /* a variant that does not fit is not shown */
     if (p == NULL) return 0;
     size_t peak = 0, device_peak = 0;
     for (int s = 0; s < p->partition->stages; s++)
         if (p->partition->stage[s].peak_bytes > peak) peak = p->partition->stage[s].peak_bytes;
-    /* Checked per device (a given split with --chunks V): what fit is
-     * each device's stages together. */
+    /* Checked per device (with --chunks V): what fit is each device's
+     * stages together. */
     const int per_device = p->partition->memory_check == BG_PARTITION_CHECK_DEVICES;
     for (int d = 0; per_device && d < p->request.devices; d++) {
         const size_t bytes = bg_partition_device_peak_bytes(p->partition, d);
@@ -386,16 +390,14 @@ static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer, int *l
     return most;
 }
 
-/* The capacity a stage of the planner's own split may have on the device
- * of `st`: its capacity_bytes, or where the plan was checked per device
- * (a given --split) 1/V of the device's, as the search keeps it. What
+/* The most a stage may have on the device of `st` (0: unlimited): the
+ * whole device, even with --chunks V, where the planner's split is checked
+ * per device when no split keeps each stage within 1/V (so a stage may
+ * take more than 1/V where the device's other stages leave room). What
  * decides whether a layer can have a stage of its own in the plans the
- * advice tries without the split. */
+ * advice tries. */
 static size_t searched_capacity(const bg_plan_t *p, const bg_partition_stage_t *st) {
-    if (p->partition->memory_check != BG_PARTITION_CHECK_DEVICES) return st->capacity_bytes;
-    const size_t whole = p->device[st->device].memory_bytes;
-    const size_t share = whole / (size_t)p->request.chunks;
-    return whole > 0 && share == 0 ? 1 : share;
+    return p->device[st->device].memory_bytes;
 }
 
 /* Says that layer `layer` needs `need` bytes on a stage of its own, over
@@ -425,9 +427,9 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
                  need_text);
     else
         snprintf(remedy, sizeof remedy,
-                 "give each device more than %s (--device-mem%s; a bound from below: the "
-                 "micro-batches in flight where the layer sits add to it)",
-                 need_text, r->chunks > 1 ? ", times --chunks" : "");
+                 "give each device more than %s (--device-mem; a bound from below: the "
+                 "micro-batches in flight where the layer sits add to it%s)",
+                 need_text, r->chunks > 1 ? ", and the device's other stages" : "");
     char what[96];
     if (last > layer)
         snprintf(what, sizeof what,

@@ -135,7 +135,8 @@ char *bg_cli_json_print(const cJSON *root);
 void bg_cli_json_add_memory(cJSON *stage, const bg_cost_memory_t *m);
 
 /* With V > 1 stages a device, adds to `root` "memory_check" ("per_device"
- * for a given split, else "per_stage") and "devices" ({"device", "stages",
+ * where the plan was checked so: a given split, or the planner's where
+ * none fits 1/V a stage; else "per_stage") and "devices" ({"device", "stages",
  * "peak_bytes", "capacity_bytes"}: each device's stages together); with
  * one, nothing. 0 if out of memory. */
 int bg_cli_plan_add_devices_json(cJSON *root, const bg_plan_t *plan);

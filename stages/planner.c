@@ -247,7 +247,10 @@ bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
     if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
     p->request = *r;
     bg_status_t st = plan_fill(p);
-    if (st == BG_OK && r->split == NULL && p->partition->fits && p->partition->stages > 1)
+    /* The least step's search holds each stage to 1/V of its device: it
+     * has nothing to offer where no split fits so (checked per device). */
+    if (st == BG_OK && r->split == NULL && p->partition->fits && p->partition->stages > 1 &&
+        p->partition->memory_check == BG_PARTITION_CHECK_STAGES)
         st = plan_try_least_step(p);
     if (st != BG_OK) {
         bg_plan_destroy(p);

@@ -956,11 +956,6 @@ static void test_gelu_tail_float(void **state) {
     bg_backend_destroy(be);
 }
 
-/* Which layers run in place over their predecessor's output: relu, tanh
- * and sigmoid (whose backward reads only their output) after a conv2d,
- * dense or avgpool (whose backward never reads their own output); not
- * gelu or layernorm (they read their input), not after a max-pool (its
- * backward compares its input with its output) or an activation. */
 /* A layer with a GEMM side past INT_MAX is refused by the CPU ops, in both
  * element types, before they touch a buffer (NULL here), where an (int)
  * cast made OpenBLAS refuse the call and the op return its bias; one side
@@ -1018,6 +1013,11 @@ static void test_blas_sizes_refused(void **state) {
     }
 }
 
+/* Which layers run in place over their predecessor's output: relu, tanh
+ * and sigmoid (whose backward reads only their output) after a conv2d,
+ * dense or avgpool (whose backward never reads their own output); not
+ * gelu or layernorm (they read their input), not after a max-pool (its
+ * backward compares its input with its output) or an activation. */
 static void test_runs_in_place(void **state) {
     (void)state;
     /* The first seven never read their own output; the others do, or (a

@@ -539,10 +539,33 @@ expect 2 "6,893,024 bytes over its 6,291,456-byte capacity (1/2 of cpu:1's: --ch
     plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 4 \
     --device-mem 12M
 check "SGD fits, the devices' stages together" grep -qE -- \
-    "^  --optimizer sgd +fits: largest device's stages 10\.52 MiB" "$ERR"
+    "^  --optimizer sgd +fits: largest device's stages 10\.54 MiB" "$ERR"
 check "so do 64 micro-batches" grep -qE -- \
-    "^  --microbatches 64 +fits: largest device's stages 11\.49 MiB" "$ERR"
+    "^  --microbatches 64 +fits: largest device's stages 11\.74 MiB" "$ERR"
 check "only those suggestions" test "$(grep -c ' fits: ' "$ERR")" -eq 2
+# What the advice says fits, fits (planned as the plan itself is).
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 4 \
+    --device-mem 12M --optimizer sgd
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 64 \
+    --device-mem 12M
+# A layer over 1/V of a device but within one: more devices can help
+# (before 2026-12-04 the advice said they could not, at 1/V a stage).
+{
+    echo 'input channels=1 height=64 width=64'
+    echo flatten
+    echo 'dense units=4096 activation=relu'
+    for _ in $(seq 39); do echo 'dense units=1024 activation=relu'; done
+    echo 'dense units=10'
+    echo softmax_cross_entropy
+} >"$T/wide_first.model"
+expect 2 "stage 0 (layers 0-1 on cpu:0) needs" -- plan "$T/wide_first.model" --devices cpu:2 \
+    --schedule interleaved --chunks 2 --microbatches 4 --device-mem 200M
+check "wide first layer: not called too large for more devices" \
+    sh -c "! grep -q 'more devices cannot help' '$ERR'"
+check "wide first layer: SGD on 4 devices fits" grep -qE -- \
+    "^  --optimizer sgd, 4 devices \(--devices cpu:4\) +fits" "$ERR"
+expect 0 "" -- plan "$T/wide_first.model" --devices cpu:4 --schedule interleaved --chunks 2 \
+    --microbatches 4 --device-mem 200M --optimizer sgd
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 16 \
     --device-mem 12M --optimizer sgd
 # Interleaved on another device count needs M a multiple of it: three
