@@ -101,7 +101,7 @@ static const char help[] =
     "                     or chrome://tracing): one track per stage and transfer lane\n"
     "  --timeline FILE.svg  picture of the last recorded step, one row per stage\n"
     "  --record-steps N   how many final steps to record for the reports, 1 to 1000\n"
-    "                     (default 3)\n"
+    "                     (default 3; a shorter run records all its steps)\n"
     "\n"
     "Progress goes to stderr: a bar on a terminal, a line per tenth of an epoch\n"
     "otherwise. Results go to stdout.\n"
@@ -116,11 +116,12 @@ typedef struct train_options {
     const char *model, *data, *load, *save, *metrics, *trace, *timeline, *resume;
     bg_train_config_t train;
     bg_placement_t placement;
-    double lr;            /* < 0: the optimizer's default */
-    int64_t test_samples; /* --test-samples, 0: the whole test set */
-    int64_t test_count;   /* of the test set, all of it (its first test_samples scored) */
-    int seed_given;       /* --seed was on the command line */
-    int stall_given;      /* so was --stall-timeout */
+    double lr;              /* < 0: the optimizer's default */
+    int64_t test_samples;   /* --test-samples, 0: the whole test set */
+    int64_t test_count;     /* of the test set, all of it (its first test_samples scored) */
+    int seed_given;         /* --seed was on the command line */
+    int stall_given;        /* so was --stall-timeout */
+    int record_steps_given; /* and --record-steps */
 } train_options_t;
 
 /* Every option takes a value. */
@@ -270,6 +271,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         } else if (strcmp(arg, "--record-steps") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1000, &value));
             o->train.record_steps = (int)value;
+            o->record_steps_given = 1;
         } else {
             return bg_cli_unknown_option(arg, options_with_value, OPTIONS_WITH_VALUE, 1);
         }
@@ -707,6 +709,11 @@ int bg_cmd_train(int argc, char **argv) {
                 "%lld it trains otherwise than that run would have (give that run's options to "
                 "continue it exactly)\n",
                 o.resume, resume.settings, settings, (long long)resume.step + 1);
+    /* The steps this process runs: a --record-steps past them records them all. */
+    const int64_t to_run = total_steps - (o.resume != NULL ? resume.step : 0);
+    if (o.record_steps_given && to_run > 0 && o.train.record_steps > to_run)
+        fprintf(stderr, "note: --record-steps %d: this run has %lld step%s to take, all recorded\n",
+                o.train.record_steps, (long long)to_run, to_run == 1 ? "" : "s");
     if (o.train.evaluate_only)
         fprintf(stderr, "evaluating %s on %s: %lld test samples, batch %lld\n", o.model, o.data,
                 (long long)test->count, (long long)o.train.batch);

@@ -322,15 +322,15 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
      * the other's file, a trace over the picture one meant to keep. */
     if (picture && has_extension(path, ".json"))
         return bg_error_set(BG_ERR_INVALID,
-                            "%s %s: this is an SVG picture; name it .svg (the JSON outputs are "
-                            "--trace and --metrics)",
+                            "%s %s: this is an SVG picture; name it .svg (a .json name is for "
+                            "a JSON output, such as --metrics)",
                             option, path);
     const int json = strcmp(option, "--trace") == 0 || strcmp(option, "--metrics") == 0 ||
                      strcmp(option, "-o") == 0; /* a profile */
     if (json && has_extension(path, ".svg"))
         return bg_error_set(BG_ERR_INVALID,
-                            "%s %s: this is JSON; name it .json (the SVG pictures are --timeline "
-                            "and --chart)",
+                            "%s %s: this is JSON; name it .json (a .svg name is for an SVG "
+                            "picture)",
                             option, path);
     struct stat st;
     if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && stat(path, &st) != 0) {

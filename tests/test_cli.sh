@@ -820,7 +820,8 @@ if expect 0 "resuming $R at step 2 (epoch 1, sample 32)" -- train "$MODEL" --dat
 fi
 # Resumed past where the last --record-steps would begin: it records the
 # steps it runs, numbered as the run's (before, it recorded none).
-if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$R" \
+if expect 0 "note: --record-steps 3: this run has 2 steps to take, all recorded" -- train \
+    "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$R" \
     --record-steps 3 --trace "$T/resumed.json"; then
     stdout_has "last 2 steps (4 to 5 of the run), as recorded:" "a resumed run records its steps"
     check "a resumed run's trace has its steps" python3 -c '
@@ -1183,9 +1184,9 @@ usage_error "--timeline $T/t.Json: this is an SVG picture; name it .svg" -- simu
     --timeline "$T/t.Json"
 usage_error "--metrics $T/m.svg: this is JSON; name it .json" -- simulate "$MODEL" \
     --metrics "$T/m.svg"
-usage_error "--chart $T/c.json: this is an SVG picture; name it .svg" -- sweep "$MODEL" \
+usage_error "--chart $T/c.json: this is an SVG picture; name it .svg (a .json name is for a JSON output, such as --metrics)" -- sweep "$MODEL" \
     --microbatches 1 --simulate --chart "$T/c.json"
-usage_error "-o $T/p.svg: this is JSON; name it .json" -- profile "$MODEL" -o "$T/p.svg"
+usage_error "-o $T/p.svg: this is JSON; name it .json (a .svg name is for an SVG picture)" -- profile "$MODEL" -o "$T/p.svg"
 check "no file was written under a swapped name" sh -c "! ls '$T'/t.svg '$T'/t.json 2>/dev/null"
 expect 0 "" -- simulate "$MODEL" --timeline "$T/t.svg.d" --trace "$T/t.png"
 check "a picture not named as another format, and a trace named .png, are written" \
