@@ -616,6 +616,7 @@ static void test_conv2d(void **state) {
     check_conv(f, conv(8, 1, 28, 28, 32, 3, 1, 0)); /* the origin CNN's */
     check_conv(f, conv(4, 3, 9, 7, 5, 3, 2, 1));    /* stride and padding, odd sizes */
     check_conv(f, conv(2, 16, 12, 12, 8, 5, 1, 2)); /* more channels, "same" padding */
+    check_conv(f, conv(2, 2, 40, 40, 3, 3, 1, 1));  /* a plane of 1,600: past a block's threads */
 }
 
 /* --tf32: cuBLAS and cuDNN may round products' inputs to TF32; the dense
