@@ -320,6 +320,17 @@ static bg_status_t take(bg_backend_t *be, const char *which, const bg_conv2d_geo
                 char stale[256];
                 cudnnGetLastErrorString(stale, sizeof stale);
             }
+            /* Said once per geometry and direction, as choices are
+             * cached: a run on this GPU is then not bit-reproducible. */
+            if (results[pick].determinism != CUDNN_DETERMINISTIC)
+                fprintf(stderr,
+                        "note: %s: no deterministic %s algorithm of cuDNN fits %zu bytes of "
+                        "workspace for conv2d of (%lld, %lld, %lld, %lld) with %lld filters "
+                        "%lldx%lld; the one taken may round differently from run to run (a "
+                        "larger --conv-workspace may leave room for a deterministic one)\n",
+                        be->name, which, limit, (long long)g->n, (long long)g->c, (long long)g->h,
+                        (long long)g->w, (long long)g->filters, (long long)g->kernel,
+                        (long long)g->kernel);
             *algo = results[pick].algo;
             *math = results[pick].mathType;
             *bytes = needed;
