@@ -264,11 +264,21 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
         text = implied;
     }
     int gpus = p->topology_path != NULL ? bg_topology_cuda_count(topo) : bg_device_text_gpus(text);
-    /* A CUDA build whose backend cannot be loaded falls back to the CPU
-     * under auto, but not in silence. */
-    if (p->topology_path == NULL && strcmp(text, "auto") == 0 && bg_cuda_built() &&
-        bg_cuda_absent_reason() != NULL)
-        fprintf(stderr, "brigade: --devices auto takes CPU cores: %s\n", bg_cuda_absent_reason());
+    /* Where auto finds no GPU it takes the CPU's cores, but not in
+     * silence: why (a backend that cannot be loaded, CUDA's own answer, a
+     * build without CUDA). */
+    if (p->topology_path == NULL && strcmp(text, "auto") == 0 && gpus == 0) {
+        if (!bg_cuda_built())
+            fprintf(stderr, "brigade: --devices auto takes CPU cores: this brigade was built "
+                            "without its CUDA backend\n");
+        else if (bg_cuda_absent_reason() != NULL)
+            fprintf(stderr, "brigade: --devices auto takes CPU cores: %s\n",
+                    bg_cuda_absent_reason());
+        else
+            fprintf(stderr, "brigade: --devices auto takes CPU cores: CUDA sees no GPU%s%s\n",
+                    bg_cuda_no_device_reason() != NULL ? ": " : "",
+                    bg_cuda_no_device_reason() != NULL ? bg_cuda_no_device_reason() : "");
+    }
     const bg_status_t st =
         bg_device_list_parse_on(text, bg_topology_core_count(topo), gpus, &p->devices);
     if (st != BG_OK && text == implied) {
@@ -480,7 +490,24 @@ void bg_placement_note_shared_cores(const bg_placement_t *p, int cores) {
                 p->devices.count, cores, cores == 1 ? "" : "s", cores);
 }
 
+/* Notes a GPU whose memory nothing gives (a --topology file without
+ * hwloc's CUDA devices, which hold it) when no --device-mem does either:
+ * its stages' memory is then not checked at all. */
+static void note_unknown_gpu_memory(const bg_placement_t *p) {
+    if (p->device_mem != 0 || p->links == NULL) return;
+    for (int d = 0; d < p->devices.count && d < p->links->count; d++) {
+        const bg_device_t *dev = &p->devices.devices[d];
+        if (dev->kind != BG_DEVICE_CUDA || p->links->memory_bytes[d] != 0) continue;
+        fprintf(stderr,
+                "note: nothing gives %s's memory (the topology has no hwloc CUDA device for "
+                "it, which would), so the plan checks no GPU memory: give --device-mem\n",
+                dev->name);
+        return; /* once: the same for any other */
+    }
+}
+
 void bg_placement_note_device_mem(const bg_placement_t *p) {
+    note_unknown_gpu_memory(p);
     if (p->device_mem == 0) return;
     const double gib = 1024.0 * 1024 * 1024;
     /* CPU devices share the host's memory. */
@@ -500,22 +527,26 @@ void bg_placement_note_device_mem(const bg_placement_t *p) {
                 cpus, (double)p->device_mem / gib, (double)p->device_mem * cpus / gib,
                 (double)host / gib);
     if (p->links == NULL) return;
+    /* A given size is the stages' own; each device's cuBLAS workspace
+     * comes beside it (docs/cuda.md). */
+    const double beside = (double)BG_CUDA_CUBLAS_WORKSPACE_BYTES;
     for (int d = 0; d < p->devices.count && d < p->links->count; d++) {
         const bg_device_t *dev = &p->devices.devices[d];
         const size_t gpu = p->links->memory_bytes[d];
         if (dev->kind != BG_DEVICE_CUDA || gpu == 0) continue;
         const int sharing = gpu_sharing(&p->devices, dev->physical);
-        if ((double)p->device_mem * sharing <= (double)gpu) continue;
+        if (((double)p->device_mem + beside) * sharing <= (double)gpu) continue;
         if (sharing > 1)
             fprintf(stderr,
                     "note: --device-mem gives each of the %d devices on GPU %d %.2f GiB, %.2f GiB "
-                    "in all, more than its %.2f GiB: the plan may fit where the GPU cannot\n",
+                    "in all with their cuBLAS workspaces (32 MiB each), more than its %.2f GiB: "
+                    "the plan may fit where the GPU cannot\n",
                     sharing, dev->physical, (double)p->device_mem / gib,
-                    (double)p->device_mem * sharing / gib, (double)gpu / gib);
+                    ((double)p->device_mem + beside) * sharing / gib, (double)gpu / gib);
         else
             fprintf(stderr,
-                    "note: --device-mem %.2f GiB is more than %s's %.2f GiB: the plan may fit "
-                    "where the GPU cannot\n",
+                    "note: --device-mem %.2f GiB and the 32 MiB cuBLAS workspace beside it are "
+                    "more than %s's %.2f GiB: the plan may fit where the GPU cannot\n",
                     (double)p->device_mem / gib, dev->name, (double)gpu / gib);
         return; /* once, for the first such GPU: the note is the same for any other */
     }

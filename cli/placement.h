@@ -125,8 +125,10 @@ void bg_placement_plan_request(const bg_placement_t *p, const bg_model_spec_t *s
 void bg_placement_note_shared_cores(const bg_placement_t *p, int cores);
 
 /* Notes on stderr where a given --device-mem is more than a chosen GPU has
- * (what its stages together are given, for virtual devices sharing it):
- * the plan counts the size given, so it may fit where the GPU cannot. */
+ * (what its stages together are given, for virtual devices sharing it,
+ * with their cuBLAS workspaces): the plan counts the size given, so it may
+ * fit where the GPU cannot; and where neither the topology nor
+ * --device-mem gives a GPU's memory, which then goes unchecked. */
 void bg_placement_note_device_mem(const bg_placement_t *p);
 
 /* Prints the chosen devices, "cpu:0, cpu:1" (no newline). */

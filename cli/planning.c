@@ -636,15 +636,18 @@ int bg_cli_links_json(const bg_placement_t *p, cJSON *plan) {
     if (links == NULL) return 0;
     const bg_device_links_t *l = p->links;
     const int k = l != NULL ? l->count : 0;
-    for (int d = 0; d + 1 < k; d++) {
+    /* With V > 1 on more than two devices the stages come round: the last
+     * device sends to the first (as the text's "back to" says). */
+    const int hops = p->chunks > 1 && k > 2 ? k : k - 1;
+    for (int d = 0; d < hops; d++) {
         cJSON *link = cJSON_CreateObject();
         if (link == NULL || !cJSON_AddItemToArray(links, link)) {
             cJSON_Delete(link);
             return 0;
         }
-        int at = d * k + d + 1;
+        const int next = (d + 1) % k, at = d * k + next;
         if (cJSON_AddStringToObject(link, "from", p->devices.devices[d].name) == NULL ||
-            cJSON_AddStringToObject(link, "to", p->devices.devices[d + 1].name) == NULL ||
+            cJSON_AddStringToObject(link, "to", p->devices.devices[next].name) == NULL ||
             cJSON_AddStringToObject(link, "kind", l->word[at]) == NULL ||
             cJSON_AddNumberToObject(link, "bytes_per_s", l->link[at].bytes_per_s) == NULL)
             return 0;

@@ -314,9 +314,16 @@ uint64_t bg_topology_numa_memory(const bg_topology_t *t, int node) {
     return obj != NULL && obj->attr != NULL ? obj->attr->numanode.local_memory : 0;
 }
 
-/* PCI class 0x03xx: display, VGA and 3D controllers (what GPUs report). */
+/* A GPU CUDA may number: an NVIDIA device (vendor 0x10de) of PCI class
+ * 0x03xx (display, VGA, 3D controller). Other display devices, such as
+ * the BMC's VGA chip a server has beside its GPUs, are not CUDA's: counted,
+ * they would shift every cuda:N of a topology without hwloc's CUDA names
+ * onto the wrong GPU. */
+enum { PCI_VENDOR_NVIDIA = 0x10de };
+
 static int is_gpu(hwloc_obj_t obj) {
-    return obj->type == HWLOC_OBJ_PCI_DEVICE && (obj->attr->pcidev.class_id >> 8) == 0x03;
+    return obj->type == HWLOC_OBJ_PCI_DEVICE && (obj->attr->pcidev.class_id >> 8) == 0x03 &&
+           obj->attr->pcidev.vendor_id == PCI_VENDOR_NVIDIA;
 }
 
 static hwloc_obj_t gpu_object(const bg_topology_t *t, int index) {
@@ -365,11 +372,22 @@ bg_topology_gpu_t bg_topology_gpu(const bg_topology_t *t, int index) {
     return g;
 }
 
+/* The closest object above both a and b, walking parents: hwloc's
+ * hwloc_get_common_ancestor_obj compares depths, which I/O objects (bridges,
+ * PCI devices) do not have, and with two GPUs at different PCIe depths (one
+ * behind a switch, one on a root port) it walked past the root. */
+static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b) {
+    for (hwloc_obj_t x = a; x != NULL; x = x->parent)
+        for (hwloc_obj_t y = b; y != NULL; y = y->parent)
+            if (x == y) return x;
+    return NULL;
+}
+
 const char *bg_topology_gpu_link(const bg_topology_t *t, int a, int b) {
     hwloc_obj_t x = gpu_object(t, a), y = gpu_object(t, b);
     if (x == NULL || y == NULL) return "?";
     if (a == b) return "X";
-    hwloc_obj_t common = hwloc_get_common_ancestor_obj(t->hw, x, y);
+    hwloc_obj_t common = common_ancestor(x, y);
     if (common != NULL && common->type == HWLOC_OBJ_BRIDGE) {
         if (common->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) return "PHB";
         /* Below one switch's upstream port, each GPU sits behind one of its

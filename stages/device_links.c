@@ -58,7 +58,15 @@ static bg_status_t place_gpu(const bg_topology_t *topo, const bg_device_t *d, in
         g.memory_bytes = info.free_bytes;
     } else {
         g.topo_gpu = bg_topology_gpu_find(topo, d->physical, NULL);
-        int gpus = bg_topology_gpu_count(topo);
+        const int gpus = bg_topology_gpu_count(topo), cuda = bg_topology_cuda_count(topo);
+        /* Some GPUs named by hwloc's CUDA devices: the others are hidden
+         * from CUDA (CUDA_VISIBLE_DEVICES when it was written). */
+        if (g.topo_gpu < 0 && cuda < gpus)
+            return bg_error_set(BG_ERR_INVALID,
+                                "%s: the topology names %d of its %d GPUs as CUDA devices (the "
+                                "others were hidden from CUDA), none of them %d (see brigade topo "
+                                "--topology)",
+                                d->name, cuda, gpus, d->physical);
         if (g.topo_gpu < 0)
             return bg_error_set(BG_ERR_INVALID,
                                 "%s: the topology has %d GPU%s%s; there is no GPU %d on it",

@@ -76,8 +76,8 @@ for i in range(1, 8):
     s = s.replace('name="cuda%d"' % i, 'name="cudaY%d"' % (i - 1))
 open(sys.argv[2], 'w').write(s.replace('cudaY', 'cuda'))
 EOF2
-usage_error "there is no GPU 7 on it" -- plan "$MODEL" --topology "$T/hidden.xml" \
-    --devices cuda:6,cuda:7
+usage_error "cuda:7: the topology names 7 of its 8 GPUs as CUDA devices (the others were hidden from CUDA), none of them 7" \
+    -- plan "$MODEL" --topology "$T/hidden.xml" --devices cuda:6,cuda:7
 expect 0 "" -- plan "$MODEL" --topology "$T/hidden.xml" --devices auto --stages 2
 stdout_has "2 stages on cuda:" "plan --devices auto on a topology with a GPU hidden"
 expect 0 "" -- plan "$MODEL" --topology "$T/hidden.xml" --devices auto --json
@@ -705,13 +705,19 @@ run topo
 if grep -qF "CUDA: this build has no CUDA backend" "$OUT"; then
     usage_error "cuda:0: this build has no CUDA backend" -- \
         train "$MODEL" --data synthetic --steps 1 --devices cuda:0
+    expect 0 "brigade: --devices auto takes CPU cores: this brigade was built without its CUDA backend" \
+        -- plan "$MODEL" --devices auto
 else
     # The build's module, found beside the program.
     stdout_has "(backend $(cd "$(dirname "$BRIGADE")/../lib" && pwd -P)/libbrigade-cuda.so)" \
         "topo names the CUDA backend it loaded"
-    # Without a GPU, CUDA's own error says why it counts none.
-    grep -q "CUDA: built, [1-9][0-9]* GPUs\? visible" "$OUT" ||
+    # Without a GPU, CUDA's own error says why it counts none, and auto
+    # takes the cores saying so.
+    if ! grep -q "CUDA: built, [1-9][0-9]* GPUs\? visible" "$OUT"; then
         stdout_has "CUDA: built, no GPU visible: cudaError" "topo without a GPU says why"
+        expect 0 "brigade: --devices auto takes CPU cores: CUDA sees no GPU: cudaError" -- \
+            plan "$MODEL" --devices auto
+    fi
     export BRIGADE_CUDA_MODULE="$T/absent.so"
     usage_error "cuda:0: BRIGADE_CUDA_MODULE names $T/absent.so, which does not exist" -- \
         train "$MODEL" --data synthetic --steps 1 --devices cuda:0

@@ -210,11 +210,27 @@ assert [l["kind"] for l in p["links"]] == ["PIX"], p["links"]
 assert p["stages"][0]["capacity_bytes"] == 80 * 2**30 - 2**25, p["stages"][0]'
 # A --device-mem past what a GPU has (its stages together, for virtual
 # devices) is planned as given, with a note that the GPU cannot hold it.
-expect 0 "note: --device-mem 300.00 GiB is more than cuda:0's 140.00 GiB: the plan may fit where the GPU cannot" \
+# Interleaved on three GPUs: the stages come round, and so do the links.
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0,cuda:1,cuda:4 \
+    --schedule interleaved --chunks 2 --microbatches 6 --json
+json_check "interleaved links: the last device's back to the first" '
+assert [(l["from"], l["to"], l["kind"]) for l in p["links"]] == [
+    ("cuda:0", "cuda:1", "PIX"), ("cuda:1", "cuda:4", "SYS"), ("cuda:4", "cuda:0", "SYS")], p["links"]'
+# A topology without hwloc's CUDA devices gives no GPU memory: said.
+expect 0 "note: nothing gives cuda:0's memory (the topology has no hwloc CUDA device for it, which would), so the plan checks no GPU memory: give --device-mem" \
+    -- plan "$MODEL" --topology "$ROOT/tests/fixtures/uneven-pcie-gpus.xml" --devices cuda:0,cuda:1
+stdout_has "links: cuda:0 -PHB- cuda:1" "GPUs at unequal PCIe depths: linked through their host bridge"
+# A given size is the stages' own, the 32 MiB cuBLAS workspace beside it.
+expect 0 "note: --device-mem 300.00 GiB and the 32 MiB cuBLAS workspace beside it are more than cuda:0's 140.00 GiB: the plan may fit where the GPU cannot" \
     -- plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 300G
-expect 0 "note: --device-mem gives each of the 4 devices on GPU 0 70.00 GiB, 280.00 GiB in all, more than its 140.00 GiB" \
+expect 0 "note: --device-mem 140.00 GiB and the 32 MiB cuBLAS workspace beside it are more than cuda:0's 140.00 GiB" \
+    -- plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 140G
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 143328M
+if grep -q "device-mem" "$ERR"; then fail "--device-mem and the workspace within the GPU: a note"; else pass; fi
+expect 0 "note: --device-mem gives each of the 4 devices on GPU 0 70.00 GiB, 280.12 GiB in all with their cuBLAS workspaces (32 MiB each), more than its 140.00 GiB" \
     -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x4 --device-mem 70G
-expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x4 --device-mem 35G
+expect 0 "140.12 GiB in all" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x4 --device-mem 35G
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x4 --device-mem 35808M
 if grep -q "device-mem" "$ERR"; then fail "--device-mem within the GPU's share: a note"; else pass; fi
 # CPU devices share the host's memory: the two-socket file's machine has
 # 2 GiB (two NUMA nodes of 1), which four devices of 1 GiB would pass.

@@ -60,6 +60,28 @@ static void test_gpu_server(void **state) {
     bg_topology_destroy(t);
 }
 
+/* A server's BMC display chip (ASPEED 1a03:2000, class 0300) is no GPU of
+ * CUDA's: without hwloc's CUDA names, CUDA numbers the NVIDIA ones in PCI
+ * order from 0. One GPU behind a PCIe switch and one on a root port are
+ * linked through their host bridge (hwloc's depth-based common ancestor
+ * walked past the root on such a pair: a crash). */
+static void test_uneven_pcie(void **state) {
+    (void)state;
+    bg_topology_t *t = load_fixture("uneven-pcie-gpus.xml");
+    assert_int_equal(bg_topology_gpu_count(t), 2);
+    assert_int_equal(bg_topology_cuda_count(t), 2);
+    assert_string_equal(bg_topology_gpu(t, 0).busid, "0000:11:00.0");
+    assert_string_equal(bg_topology_gpu(t, 1).busid, "0000:20:00.0");
+    assert_int_equal(bg_topology_gpu(t, 0).cuda, -1);
+    assert_true(bg_topology_gpu(t, 0).memory_bytes == 0);
+    assert_int_equal(bg_topology_gpu_find(t, 0, NULL), 0);
+    assert_int_equal(bg_topology_gpu_find(t, 1, NULL), 1);
+    assert_int_equal(bg_topology_gpu_find(t, 2, NULL), -1);
+    assert_string_equal(bg_topology_gpu_link(t, 0, 1), "PHB");
+    assert_string_equal(bg_topology_gpu_link(t, 1, 0), "PHB");
+    bg_topology_destroy(t);
+}
+
 static void test_gpu_links(void **state) {
     (void)state;
     bg_topology_t *t = load_fixture("two-socket-8-gpu.xml");
@@ -161,9 +183,8 @@ static void test_alloc_on_node(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gpu_server),
-        cmocka_unit_test(test_gpu_links),
-        cmocka_unit_test(test_cpu_links),
+        cmocka_unit_test(test_gpu_server),    cmocka_unit_test(test_uneven_pcie),
+        cmocka_unit_test(test_gpu_links),     cmocka_unit_test(test_cpu_links),
         cmocka_unit_test(test_alloc_on_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
