@@ -220,10 +220,6 @@ bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks, const
     return BG_OK;
 }
 
-/* --conv-workspace bounds cuDNN's algorithms: CPU devices alone would
- * ignore it, so it is refused there like --tf32; with --devices auto it
- * applies wherever that finds GPUs, and a machine where it found none is
- * told so. */
 const char *bg_placement_device_words(const bg_placement_t *p, char *buf, size_t size) {
     const int count = p->devices.count, shown = count > 4 ? 2 : count;
     size_t at = 0;
@@ -235,6 +231,10 @@ const char *bg_placement_device_words(const bg_placement_t *p, char *buf, size_t
     return buf;
 }
 
+/* --conv-workspace bounds cuDNN's algorithms: CPU devices alone would
+ * ignore it, so it is refused there like --tf32; with --devices auto it
+ * applies wherever that finds GPUs, and a machine where it found none is
+ * told so. */
 static bg_status_t check_conv_workspace(const bg_placement_t *p) {
     if (!p->conv_workspace_given) return BG_OK;
     for (int d = 0; d < p->devices.count; d++)
@@ -539,15 +539,17 @@ void bg_placement_note_device_mem(const bg_placement_t *p) {
         if (sharing > 1)
             fprintf(stderr,
                     "note: --device-mem gives each of the %d devices on GPU %d %.2f GiB, %.2f GiB "
-                    "in all with their cuBLAS workspaces (32 MiB each), more than its %.2f GiB: "
-                    "the plan may fit where the GPU cannot\n",
+                    "in all with their cuBLAS workspaces (%zu MiB each), more than its %.2f "
+                    "GiB: the plan may fit where the GPU cannot\n",
                     sharing, dev->physical, (double)p->device_mem / gib,
-                    ((double)p->device_mem + beside) * sharing / gib, (double)gpu / gib);
+                    ((double)p->device_mem + beside) * sharing / gib,
+                    BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20, (double)gpu / gib);
         else
             fprintf(stderr,
-                    "note: --device-mem %.2f GiB and the 32 MiB cuBLAS workspace beside it are "
+                    "note: --device-mem %.2f GiB and the %zu MiB cuBLAS workspace beside it are "
                     "more than %s's %.2f GiB: the plan may fit where the GPU cannot\n",
-                    (double)p->device_mem / gib, dev->name, (double)gpu / gib);
+                    (double)p->device_mem / gib, BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20, dev->name,
+                    (double)gpu / gib);
         return; /* once, for the first such GPU: the note is the same for any other */
     }
 }
@@ -567,14 +569,20 @@ void bg_placement_describe(const bg_placement_t *p, int forward_only, FILE *out)
     if (p->chunks > 1) fprintf(out, ", %d chunks per device", p->chunks);
 }
 
+int bg_placement_link_hops(const bg_placement_t *p) {
+    const int k = p->links != NULL ? p->links->count : 0;
+    if (k < 2) return 0;
+    return p->chunks > 1 && k > 2 ? k : k - 1;
+}
+
 void bg_placement_describe_links(const bg_placement_t *p, FILE *out) {
     const bg_device_links_t *l = p->links;
-    if (l == NULL || l->count < 2) return;
+    const int hops = bg_placement_link_hops(p);
+    if (hops == 0) return;
     const int k = l->count;
     int slowest = -1;
     fprintf(out, "links: %s", p->devices.devices[0].name);
-    for (int d = 1; d <= k; d++) {
-        if (d == k && !(p->chunks > 1 && k > 2)) break;
+    for (int d = 1; d <= hops; d++) {
         int at = (d - 1) * k + d % k;
         fprintf(out, " -%s- %s%s", l->word[at], d == k ? "back to " : "",
                 p->devices.devices[d % k].name);

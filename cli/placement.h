@@ -144,4 +144,9 @@ void bg_placement_describe(const bg_placement_t *p, int forward_only, FILE *out)
  * and a newline; nothing for one device or without links. */
 void bg_placement_describe_links(const bg_placement_t *p, FILE *out);
 
+/* How many links the stages cross, device to next device, in chain order:
+ * K - 1, or K where with --chunks V on more than two devices the stages
+ * come round from the last device to the first; 0 without links. */
+int bg_placement_link_hops(const bg_placement_t *p);
+
 #endif /* BG_CLI_PLACEMENT_H */

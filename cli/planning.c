@@ -635,10 +635,7 @@ int bg_cli_links_json(const bg_placement_t *p, cJSON *plan) {
     cJSON *links = cJSON_AddArrayToObject(plan, "links");
     if (links == NULL) return 0;
     const bg_device_links_t *l = p->links;
-    const int k = l != NULL ? l->count : 0;
-    /* With V > 1 on more than two devices the stages come round: the last
-     * device sends to the first (as the text's "back to" says). */
-    const int hops = p->chunks > 1 && k > 2 ? k : k - 1;
+    const int k = l != NULL ? l->count : 0, hops = bg_placement_link_hops(p);
     for (int d = 0; d < hops; d++) {
         cJSON *link = cJSON_CreateObject();
         if (link == NULL || !cJSON_AddItemToArray(links, link)) {
