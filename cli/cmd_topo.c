@@ -24,12 +24,18 @@ static const char help[] =
     "  SYS   across NUMA nodes or sockets (the slowest path)\n"
     "  PIX, PXB, PHB  GPUs behind one PCIe switch, several switches, or one host\n"
     "        bridge\n"
+    "  NVL   GPUs joined by NVLink (directly or through NVSwitches), which hwloc\n"
+    "        shows only through its NVML plugin (Debian's lacks it: export the\n"
+    "        XML where hwloc has it)\n"
     "  GPU   (in plan's links only) two virtual devices of one GPU (cuda:0x4)\n"
     "CPU device cpu:N runs on core N (N mod the cores, where there are more\n"
     "devices than cores, so that they share); brigade plan and train read the same\n"
     "topology and order the stages' devices by these links (plan, simulate and\n"
     "sweep --simulate take --topology for a machine you do not have: lstopo\n"
-    "--of xml; tests/fixtures/two-socket-8-gpu.xml is an 8-GPU server).\n"
+    "--of xml; tests/fixtures/two-socket-8-gpu.xml is an 8-GPU server). A table\n"
+    "of GB/s follows the GPUs' links: NVLink's (25 a link and direction) or the\n"
+    "slowest PCIe link on the path, as hwloc reports them; plan scales its PCIe\n"
+    "figures (docs/planner.md) by the latter.\n"
     "\n"
     "On this machine the CUDA line says whether the CUDA backend is built, which\n"
     "module it loaded (libbrigade-cuda.so: lib/ of the build, LIBDIR/brigade of\n"
@@ -71,6 +77,35 @@ static void print_cuda_memory(int device) {
            (double)(info.memory_bytes - info.free_bytes) / (1024.0 * 1024.0));
 }
 
+/* What hwloc says of the links' speeds, GB/s in one direction: NVLink's
+ * (its NVML plugin's figure), else the slowest PCIe link on the path; "-"
+ * where it says nothing. Nothing when it knows no speed at all. */
+static void print_gpu_speeds(const bg_topology_t *t, int gpus) {
+    int known = 0;
+    for (int a = 0; a < gpus; a++)
+        for (int b = 0; b < gpus; b++)
+            known += bg_topology_gpu_pcie_bytes_per_s(t, a, b) > 0 ||
+                     bg_topology_gpu_nvlink_bytes_per_s(t, a, b) > 0;
+    if (known == 0) return;
+    printf("\nGB/s between GPUs, one direction, as hwloc reports them (NVLink: 25 a link; PCIe: "
+           "the path's slowest link)\n%6s",
+           "");
+    for (int g = 0; g < gpus; g++) printf(" gpu%-3d", g);
+    printf("\n");
+    for (int a = 0; a < gpus; a++) {
+        printf("  gpu%-2d", a);
+        for (int b = 0; b < gpus; b++) {
+            double nvlink = bg_topology_gpu_nvlink_bytes_per_s(t, a, b);
+            double speed = nvlink > 0 ? nvlink : bg_topology_gpu_pcie_bytes_per_s(t, a, b);
+            if (a == b || speed <= 0)
+                printf(" %6s", a == b ? "X" : "-");
+            else
+                printf(" %6.1f", speed / 1e9);
+        }
+        printf("\n");
+    }
+}
+
 static void print_gpus(const bg_topology_t *t) {
     int gpus = bg_topology_gpu_count(t);
     if (gpus == 0) {
@@ -90,14 +125,18 @@ static void print_gpus(const bg_topology_t *t) {
                info.numa, info.package, cuda, memory);
     }
     if (gpus > MATRIX_LIMIT) return;
-    printf("\nlinks between GPUs\n%6s", "");
+    printf("\nlinks between GPUs (NVL: NVLink)\n%6s", "");
     for (int g = 0; g < gpus; g++) printf(" gpu%-3d", g);
     printf("\n");
     for (int a = 0; a < gpus; a++) {
         printf("  gpu%-2d", a);
-        for (int b = 0; b < gpus; b++) printf(" %6s", bg_topology_gpu_link(t, a, b));
+        for (int b = 0; b < gpus; b++)
+            printf(" %6s", bg_topology_gpu_nvlink_bytes_per_s(t, a, b) > 0
+                               ? "NVL"
+                               : bg_topology_gpu_link(t, a, b));
         printf("\n");
     }
+    print_gpu_speeds(t, gpus);
 }
 
 int bg_cmd_topo(int argc, char **argv) {

@@ -20,9 +20,14 @@ struct bg_topology {
     int from_xml;
     int cores;
     hwloc_obj_type_t core_type; /* HWLOC_OBJ_CORE, or HWLOC_OBJ_PU without cores */
+    /* gpus x gpus, bytes per second: hwloc's NVLink bandwidth between two
+     * GPUs (load_nvlink); NULL when the topology has none. */
+    double *nvlink;
+    int gpus;
 };
 
 static int is_gpu(hwloc_obj_t obj);
+static void load_nvlink(bg_topology_t *t);
 
 /* A GPU's memory in an XML file is believed up to this many KiB (16 PiB). */
 #define GPU_MEMORY_MAX_KIB (UINT64_C(1) << 44)
@@ -221,6 +226,7 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
         st = check_gpus(t->hw, xml_path);
         if (st != BG_OK) goto fail;
     }
+    if (pci) load_nvlink(t);
     t->from_xml = xml_path != NULL;
     t->core_type = HWLOC_OBJ_CORE;
     t->cores = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_CORE);
@@ -248,6 +254,7 @@ bg_status_t bg_topology_create_with_pci(const char *xml_path, bg_topology_t **ou
 void bg_topology_destroy(bg_topology_t *t) {
     if (t == NULL) return;
     hwloc_topology_destroy(t->hw);
+    free(t->nvlink);
     free(t);
 }
 
@@ -401,6 +408,86 @@ const char *bg_topology_gpu_link(const bg_topology_t *t, int a, int b) {
     bg_topology_gpu_t gx = bg_topology_gpu(t, a), gy = bg_topology_gpu(t, b);
     if (gx.numa >= 0 && gx.numa == gy.numa) return "NODE";
     return "SYS";
+}
+
+/* The index (as for bg_topology_gpu) of the GPU that `obj` is, or that an
+ * OS device of it (hwloc's "nvmlN", "cudaN") is below; -1 for anything
+ * else. */
+static int gpu_index_of(const bg_topology_t *t, hwloc_obj_t obj) {
+    if (obj->type == HWLOC_OBJ_OS_DEVICE) obj = obj->parent;
+    if (obj == NULL || !is_gpu(obj)) return -1;
+    int index = 0;
+    for (hwloc_obj_t o = hwloc_get_next_pcidev(t->hw, NULL); o != NULL && o != obj;
+         o = hwloc_get_next_pcidev(t->hw, o))
+        index += is_gpu(o);
+    return index;
+}
+
+static int is_nvswitch(hwloc_obj_t obj) {
+    return obj->type == HWLOC_OBJ_PCI_DEVICE && obj->subtype != NULL &&
+           strcmp(obj->subtype, "NVSwitch") == 0;
+}
+
+/* Reads hwloc's "NVLinkBandwidth" distances (its NVML plugin's, or an XML
+ * export made with it: MB/s per direction, summed over the links between
+ * two objects) into t->nvlink. Where the GPUs' links go to NVSwitches, the
+ * matrix holds GPU-to-switch figures only: hwloc's transitive closure then
+ * gives each pair of GPUs the lesser of their two sums over the switches.
+ * A topology without the matrix (no NVML, no NVLink) leaves t->nvlink
+ * NULL; so does one hwloc cannot transform. */
+static void load_nvlink(bg_topology_t *t) {
+    unsigned nr = 1;
+    struct hwloc_distances_s *d = NULL;
+    if (hwloc_distances_get_by_name(t->hw, "NVLinkBandwidth", &nr, &d, 0) != 0 || nr == 0) return;
+    int switches = 0;
+    for (unsigned i = 0; i < d->nbobjs; i++) switches += is_nvswitch(d->objs[i]);
+    const int gpus = bg_topology_gpu_count(t);
+    /* Only through switches: the closure also clears direct links. */
+    int usable = gpus > 0;
+    if (usable && switches > 0)
+        usable = hwloc_distances_transform(t->hw, d, HWLOC_DISTANCES_TRANSFORM_TRANSITIVE_CLOSURE,
+                                           NULL, 0) == 0;
+    if (usable) {
+        t->nvlink = calloc((size_t)gpus * (size_t)gpus, sizeof *t->nvlink);
+        t->gpus = gpus;
+    }
+    for (unsigned i = 0; t->nvlink != NULL && i < d->nbobjs; i++) {
+        const int a = gpu_index_of(t, d->objs[i]);
+        for (unsigned j = 0; a >= 0 && j < d->nbobjs; j++) {
+            const int b = gpu_index_of(t, d->objs[j]);
+            const double mb_per_s = (double)d->values[i * d->nbobjs + j];
+            /* Past 10 TB/s a figure is a broken file's, not a link's. */
+            if (b >= 0 && a != b && mb_per_s <= 1e7) t->nvlink[a * gpus + b] = 1e6 * mb_per_s;
+        }
+    }
+    hwloc_distances_release(t->hw, d);
+}
+
+double bg_topology_gpu_nvlink_bytes_per_s(const bg_topology_t *t, int a, int b) {
+    if (t->nvlink == NULL || a < 0 || b < 0 || a >= t->gpus || b >= t->gpus) return 0;
+    return t->nvlink[a * t->gpus + b];
+}
+
+/* The slowest PCIe link hwloc reports from `obj` up to (not including)
+ * `top`: each device's and bridge's own link to the bridge above it; 0
+ * when it reports none. */
+static double slowest_link_below(hwloc_obj_t obj, hwloc_obj_t top, double slowest) {
+    for (hwloc_obj_t o = obj; o != NULL && o != top; o = o->parent) {
+        float speed = 0;
+        if (o->type == HWLOC_OBJ_PCI_DEVICE) speed = o->attr->pcidev.linkspeed;
+        if (o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI)
+            speed = o->attr->bridge.upstream.pci.linkspeed;
+        /* Past 1 TB/s (PCIe 7.0 x16 is 242 GB/s) a figure is a broken file's. */
+        if (speed > 0 && speed <= 1000 && (slowest == 0 || speed < slowest)) slowest = speed;
+    }
+    return slowest;
+}
+
+double bg_topology_gpu_pcie_bytes_per_s(const bg_topology_t *t, int a, int b) {
+    hwloc_obj_t x = gpu_object(t, a), y = gpu_object(t, b);
+    if (x == NULL || y == NULL || a == b) return 0;
+    hwloc_obj_t common = common_ancestor(x, y);
+    return 1e9 * slowest_link_below(y, common, slowest_link_below(x, common, 0));
 }
 
 const char *bg_topology_core_link(const bg_topology_t *t, int a, int b) {

@@ -66,6 +66,18 @@ bg_topology_gpu_t bg_topology_gpu(const bg_topology_t *topo, int index);
  * NUMA node, different host bridges), "SYS" (across sockets). */
 const char *bg_topology_gpu_link(const bg_topology_t *topo, int a, int b);
 
+/* hwloc's NVLink bandwidth from GPU a to GPU b, bytes per second in one
+ * direction, summed over their links (through NVSwitches: the lesser of
+ * the two GPUs' links to them); 0 when they have no NVLink or the topology
+ * does not say (hwloc shows NVLink only through its NVML plugin, or an
+ * XML export made with it). A theoretical figure: 25 GB/s a link. */
+double bg_topology_gpu_nvlink_bytes_per_s(const bg_topology_t *topo, int a, int b);
+
+/* The slowest PCIe link on the path between GPUs a and b as hwloc reports
+ * it (each device's negotiated link speed: 31.5e9 for PCIe 4.0 x16),
+ * bytes per second; 0 when hwloc reports none or a == b. */
+double bg_topology_gpu_pcie_bytes_per_s(const bg_topology_t *topo, int a, int b);
+
 /* How two cores are linked: "X" (the same), "NODE" (one NUMA node), "SYS"
  * (across NUMA nodes). */
 const char *bg_topology_core_link(const bg_topology_t *topo, int a, int b);

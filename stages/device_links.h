@@ -6,16 +6,21 @@
  * host link the caller gives (measured by `brigade profile`, or the cost
  * model's default); across NUMA nodes ("SYS") at half its speed. Two
  * virtual devices of one GPU ("GPU") copy device to device. Two GPUs are
- * linked as hwloc sees their PCI paths ("PIX", "PXB", "PHB", "NODE",
- * "SYS"; "?" when the topology does not show them), unless the CUDA runtime
- * says that they cannot reach each other directly, when copies are staged
- * through host memory (counted as "SYS"). A CPU and a GPU device copy over
- * PCIe ("HOST").
+ * linked by NVLink where hwloc shows it ("NVL", at hwloc's figure), else as
+ * hwloc sees their PCI paths ("PIX", "PXB", "PHB", "NODE", "SYS"; "?" when
+ * the topology does not show them), unless the CUDA runtime says that they
+ * cannot reach each other directly, when copies are staged through host
+ * memory (counted as "SYS"). A CPU and a GPU device copy over PCIe
+ * ("HOST").
  *
- * The speeds of GPU links are assumptions (BG_LINK_* below: typical PCIe 4
- * x16 figures), not measurements: hwloc describes the paths, not their
- * speed, and NVLink is invisible to it. Their order is what matters to the
- * device order; the planner's transfer times are only as good as they are.
+ * The speeds of PCIe paths are assumptions (BG_LINK_* below: typical
+ * figures for PCIe 4.0 x16), scaled by the slowest link hwloc reports on
+ * the path against PCIe 4.0 x16's 31.5 GB/s (so 5.0 x16 doubles them,
+ * 3.0 x16 or 4.0 x8 halves them). NVLink's is hwloc's theoretical 25 GB/s a
+ * link and direction, which hwloc shows only through its NVML plugin (or
+ * an XML export made with it). None is measured: their order is what
+ * matters to the device order; the planner's transfer times are only as
+ * good as they are.
  *
  * Memory. A GPU's memory comes from hwloc's CUDA device (an XML export) or
  * from the CUDA runtime (a live machine), divided among the virtual
@@ -45,6 +50,9 @@ extern "C" {
 #define BG_LINK_UNKNOWN_BYTES_PER_S  16e9   /* GPUs the topology does not show */
 #define BG_LINK_HOST_BYTES_PER_S     16e9   /* between a CPU device and a GPU */
 #define BG_LINK_GPU_LATENCY_S        10e-6  /* per transfer, GPU links */
+/* The PCIe link the figures above are for: 4.0 x16, 31.507692 GB/s as
+ * hwloc reports it (a float, so that such a path scales them by exactly 1). */
+#define BG_LINK_PCIE_REFERENCE_BYTES_PER_S (1e9 * (double)31.507692f)
 
 typedef struct bg_device_links {
     int count;            /* n devices */

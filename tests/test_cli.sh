@@ -105,6 +105,10 @@ usage_error "--topology needs a value" -- topo --topology
 expect 0 "" -- topo --topology "$ROOT/tests/fixtures/two-socket-8-gpu.xml"
 stdout_has "   5 0000:93:00.0   10de:2335        1        1 cuda:5    140.0 GiB" "topo GPU table"
 stdout_has "  gpu0       X    PIX    PHB    PHB    SYS    SYS    SYS    SYS" "topo GPU links"
+stdout_has "  gpu3    31.5   31.5   31.5      X   31.5   31.5   31.5   31.5" "topo GPU link speeds"
+expect 0 "" -- topo --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml"
+stdout_has "  gpu1     NVL      X    PHB    PHB" "topo: NVLink bridges"
+stdout_has "  gpu2    15.8   15.8      X  100.0" "topo: NVLink and a PCIe 4.0 x8 path in GB/s"
 # Every help text fits a terminal of 80 columns.
 for cmd in "" summary train plan simulate sweep profile topo; do
     # shellcheck disable=SC2086 # the empty command is no argument

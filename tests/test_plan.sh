@@ -208,6 +208,23 @@ json_check "of equally linked GPUs, the larger ones" '
 assert [s["device"] for s in p["stages"]] == ["cuda:4", "cuda:5"], p["stages"]
 assert [l["kind"] for l in p["links"]] == ["PIX"], p["links"]
 assert p["stages"][0]["capacity_bytes"] == 80 * 2**30 - 2**25, p["stages"][0]'
+# NVLink, where hwloc's NVML plugin shows it (tests/fixtures/README.md): on
+# an HGX board every pair of GPUs at 450 GB/s; with NVLink bridges joining
+# GPUs 0-1 and 2-3, two stages take a bridged pair, not the order given.
+expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/hgx-8-gpu-nvlink.xml" \
+    --devices "$MIXED" --stages 4 --json
+json_check "HGX: NVLink between every pair" '
+assert [(l["kind"], l["bytes_per_s"]) for l in p["links"]] == [("NVL", 450e9)] * 3, p["links"]'
+expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
+    --devices cuda:0,cuda:2,cuda:1,cuda:3 --stages 2 --json
+json_check "bridged pairs: two stages on an NVLink pair" '
+assert [l["kind"] for l in p["links"]] == ["NVL"], p["links"]
+assert sorted(s["device"] for s in p["stages"]) in (["cuda:0", "cuda:1"], ["cuda:2", "cuda:3"])'
+expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
+    --devices cuda:1,cuda:2 --json
+json_check "a PCIe 4.0 x8 path: half the PHB figure" '
+assert [l["kind"] for l in p["links"]] == ["PHB"], p["links"]
+assert abs(p["links"][0]["bytes_per_s"] - 9e9) < 1e3, p["links"]'
 # A --device-mem past what a GPU has (its stages together, for virtual
 # devices) is planned as given, with a note that the GPU cannot hold it.
 # Interleaved on three GPUs: the stages come round, and so do the links.
