@@ -77,33 +77,46 @@ static void print_cuda_memory(int device) {
            (double)(info.memory_bytes - info.free_bytes) / (1024.0 * 1024.0));
 }
 
-/* What hwloc says of the links' speeds, GB/s in one direction: NVLink's
- * (its NVML plugin's figure), else the slowest PCIe link on the path; "-"
- * where it says nothing. Nothing when it knows no speed at all. */
-static void print_gpu_speeds(const bg_topology_t *t, int gpus) {
-    int known = 0;
-    for (int a = 0; a < gpus; a++)
-        for (int b = 0; b < gpus; b++)
-            known += bg_topology_gpu_pcie_bytes_per_s(t, a, b) > 0 ||
-                     bg_topology_gpu_nvlink_bytes_per_s(t, a, b) > 0;
-    if (known == 0) return;
-    printf("\nGB/s between GPUs, one direction, as hwloc reports them (NVLink: 25 a link; PCIe: "
-           "the path's slowest link)\n%6s",
-           "");
+/* A GPU-by-GPU table: `cell` writes what it shows of GPUs a and b. */
+typedef void (*gpu_cell_fn)(const bg_topology_t *t, int a, int b, char *text, size_t size);
+
+static void print_gpu_matrix(const bg_topology_t *t, int gpus, const char *title,
+                             gpu_cell_fn cell) {
+    printf("\n%s\n%6s", title, "");
     for (int g = 0; g < gpus; g++) printf(" gpu%-3d", g);
     printf("\n");
     for (int a = 0; a < gpus; a++) {
         printf("  gpu%-2d", a);
         for (int b = 0; b < gpus; b++) {
-            double nvlink = bg_topology_gpu_nvlink_bytes_per_s(t, a, b);
-            double speed = nvlink > 0 ? nvlink : bg_topology_gpu_pcie_bytes_per_s(t, a, b);
-            if (a == b || speed <= 0)
-                printf(" %6s", a == b ? "X" : "-");
-            else
-                printf(" %6.1f", speed / 1e9);
+            char text[16];
+            cell(t, a, b, text, sizeof text);
+            printf(" %6s", text);
         }
         printf("\n");
     }
+}
+
+/* How two GPUs are linked, in nvidia-smi topo's words. */
+static void link_cell(const bg_topology_t *t, int a, int b, char *text, size_t size) {
+    snprintf(text, size, "%s",
+             bg_topology_gpu_nvlink_bytes_per_s(t, a, b) > 0 ? "NVL"
+                                                             : bg_topology_gpu_link(t, a, b));
+}
+
+/* What hwloc says of a link's speed, GB/s in one direction: NVLink's (its
+ * NVML plugin's figure), else the slowest PCIe link on the path; "-" where
+ * it says nothing. */
+static double gpu_speed(const bg_topology_t *t, int a, int b) {
+    double nvlink = bg_topology_gpu_nvlink_bytes_per_s(t, a, b);
+    return nvlink > 0 ? nvlink : bg_topology_gpu_pcie_bytes_per_s(t, a, b);
+}
+
+static void speed_cell(const bg_topology_t *t, int a, int b, char *text, size_t size) {
+    double speed = gpu_speed(t, a, b);
+    if (a == b || speed <= 0)
+        snprintf(text, size, "%s", a == b ? "X" : "-");
+    else
+        snprintf(text, size, "%.1f", speed / 1e9);
 }
 
 static void print_gpus(const bg_topology_t *t) {
@@ -125,18 +138,17 @@ static void print_gpus(const bg_topology_t *t) {
                info.numa, info.package, cuda, memory);
     }
     if (gpus > MATRIX_LIMIT) return;
-    printf("\nlinks between GPUs (NVL: NVLink)\n%6s", "");
-    for (int g = 0; g < gpus; g++) printf(" gpu%-3d", g);
-    printf("\n");
-    for (int a = 0; a < gpus; a++) {
-        printf("  gpu%-2d", a);
+    print_gpu_matrix(t, gpus, "links between GPUs (NVL: NVLink)", link_cell);
+    /* The speeds only where hwloc knows some. */
+    for (int a = 0; a < gpus; a++)
         for (int b = 0; b < gpus; b++)
-            printf(" %6s", bg_topology_gpu_nvlink_bytes_per_s(t, a, b) > 0
-                               ? "NVL"
-                               : bg_topology_gpu_link(t, a, b));
-        printf("\n");
-    }
-    print_gpu_speeds(t, gpus);
+            if (gpu_speed(t, a, b) > 0) {
+                print_gpu_matrix(
+                    t, gpus,
+                    "GB/s between GPUs, one way: NVLink's, else the slowest PCIe link (hwloc's)",
+                    speed_cell);
+                return;
+            }
 }
 
 int bg_cmd_topo(int argc, char **argv) {
