@@ -160,26 +160,37 @@ static bg_status_t merge_events(bg_pipeline_t *p, double job_end) {
     return BG_OK;
 }
 
-/* Points the job at its batch: the caller's arrays, or pinned copies of
- * them for stages on GPUs (made once the GPU has run the previous job's
- * uploads from them). */
-static bg_status_t pin_batch(bg_pipeline_t *p, const float *images, const int32_t *labels,
-                             int64_t n) {
-    p->images = images;
-    p->labels = labels;
+bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t **labels) {
     if (p->pinned_images != NULL) {
         bg_backend_t *be = stage_backend(p, 0);
-        BG_CHECK(be->ops->synchronize(be));
-        memcpy(p->pinned_images, images,
-               sizeof(float) * (size_t)(n * bg_shape_numel(p->cfg.spec->input)));
-        p->images = p->pinned_images;
+        BG_CHECK(be->ops->synchronize(be)); /* the previous job's uploads */
+        *images = p->pinned_images;
     }
     if (p->pinned_labels != NULL) {
         bg_backend_t *be = stage_backend(p, p->stages - 1);
         BG_CHECK(be->ops->synchronize(be));
-        memcpy(p->pinned_labels, labels, sizeof(int32_t) * (size_t)n);
-        p->labels = p->pinned_labels;
+        *labels = p->pinned_labels;
     }
+    return BG_OK;
+}
+
+/* Points the job at its batch: the caller's arrays, or for stages on GPUs
+ * the pinned ones, into which the batch is copied unless the caller
+ * gathered it there (bg_pipeline_batch_buffers). */
+static bg_status_t pin_batch(bg_pipeline_t *p, const float *images, const int32_t *labels,
+                             int64_t n) {
+    float *pinned_images = (float *)images;
+    int32_t *pinned_labels = (int32_t *)labels;
+    if ((p->pinned_images != NULL && images != p->pinned_images) ||
+        (p->pinned_labels != NULL && labels != p->pinned_labels)) {
+        BG_CHECK(bg_pipeline_batch_buffers(p, &pinned_images, &pinned_labels));
+        if (pinned_images != images)
+            memcpy(pinned_images, images,
+                   sizeof(float) * (size_t)(n * bg_shape_numel(p->cfg.spec->input)));
+        if (pinned_labels != labels) memcpy(pinned_labels, labels, sizeof(int32_t) * (size_t)n);
+    }
+    p->images = pinned_images;
+    p->labels = pinned_labels;
     return BG_OK;
 }
 

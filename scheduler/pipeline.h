@@ -118,6 +118,14 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
 /* Stops the threads and frees everything; NULL is a no-op. */
 void bg_pipeline_destroy(bg_pipeline_t *p);
 
+/* Where to gather the next job's batch so that the job copies none of it:
+ * *images and *labels come in as the caller's own buffers (B samples) and
+ * are replaced by the pipeline's pinned host memory where its first stage
+ * (images) or last stage (labels) is on a GPU, once that GPU has read the
+ * previous job's batch from it. A job given them reads them in place; one
+ * given other buffers copies them there. */
+bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t **labels);
+
 /* One optimizer step on n <= B samples: images (n, in), labels (n). */
 bg_status_t bg_pipeline_train_step(bg_pipeline_t *p, const float *images, const int32_t *labels,
                                    int64_t n, bg_pipeline_result_t *result);

@@ -22,9 +22,12 @@ bg_status_t bg_train_evaluate(bg_pipeline_t *p, int64_t batch, const bg_dataset_
     for (int64_t start = 0; start < data->count; start += batch) {
         int64_t n = data->count - start < batch ? data->count - start : batch;
         for (int64_t i = 0; i < n; i++) order[i] = start + i;
-        bg_dataset_gather(data, order, n, images, labels);
+        float *batch_images = images;
+        int32_t *batch_labels = labels;
+        BG_CHECK_GOTO(bg_pipeline_batch_buffers(p, &batch_images, &batch_labels), st, done);
+        bg_dataset_gather(data, order, n, batch_images, batch_labels);
         bg_pipeline_result_t part;
-        BG_CHECK_GOTO(bg_pipeline_evaluate(p, images, labels, n, &part), st, done);
+        BG_CHECK_GOTO(bg_pipeline_evaluate(p, batch_images, batch_labels, n, &part), st, done);
         loss_sum += part.loss_sum;
         correct += part.correct;
     }
@@ -411,7 +414,11 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
         int64_t at = epoch == first_epoch ? first_position : 0;
         for (; at < train->count && step < total; at += batch) {
             int64_t n = train->count - at < batch ? train->count - at : batch;
-            bg_dataset_gather(train, order + at, n, images, labels);
+            /* Straight into the pipeline's pinned memory where it has some. */
+            float *batch_images = images;
+            int32_t *batch_labels = labels;
+            BG_CHECK_GOTO(bg_pipeline_batch_buffers(pipe, &batch_images, &batch_labels), st, done);
+            bg_dataset_gather(train, order + at, n, batch_images, batch_labels);
             /* This step's start: what a stop for non-finite values saves,
                since no stage took the step. */
             last_good = (run_point_t){.step = step,
@@ -426,7 +433,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 r.timeline->first_step = step + 1;
             }
             bg_pipeline_result_t loss;
-            BG_CHECK_GOTO(bg_pipeline_train_step(pipe, images, labels, n, &loss), st, done);
+            BG_CHECK_GOTO(bg_pipeline_train_step(pipe, batch_images, batch_labels, n, &loss), st,
+                          done);
             const double mean = loss.loss_sum / (double)n;
             step++;
             samples_done += n;
