@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "cuda/backend_cuda.h"
+#include "report.h"
 #include "text_table.h"
 #include "utf8.h"
 
@@ -249,6 +250,23 @@ const char *bg_cli_plan_device_stages(const bg_plan_t *p, int device, int words,
 
 /* A stage's or a device's use of its capacity for the table's 5-character
  * column: far over, the MiB columns say by how much. */
+/* The bubble of the plan's simulated step (the mean of its devices' idle
+ * fractions, as `simulate` reports it); -1 for a plan that does not fit
+ * or when the simulation fails. */
+static double simulated_bubble(const bg_plan_t *p) {
+    if (!(p->simulated_step_s > 0)) return -1;
+    bg_timeline_t *tl = NULL;
+    bg_timeline_summary_t *summary = NULL;
+    double bubble = -1;
+    if (bg_plan_simulate(p, 1, &tl) == BG_OK && bg_timeline_summarize(tl, &summary) == BG_OK)
+        bubble = summary->bubble_measured;
+    else
+        bg_error_clear();
+    bg_timeline_summary_destroy(summary);
+    bg_timeline_destroy(tl);
+    return bubble;
+}
+
 static void format_use(size_t peak, size_t capacity, char *use, size_t size) {
     const double used = 100.0 * (double)peak / (double)(capacity ? capacity : 1);
     if (capacity == 0)
@@ -437,10 +455,13 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
                 p->request.profile != NULL
                     ? ", and the profile's slowdowns of ops after a wait and beside another core"
                     : "");
+    char simulated[48] = "";
+    const double bubble = simulated_bubble(p);
+    if (bubble >= 0) snprintf(simulated, sizeof simulated, ", %.1f%% simulated", 100.0 * bubble);
     fprintf(out,
-            "bubble: %.1f%% predicted (the planner's estimate), %.1f%% in theory for equal "
+            "bubble: %.1f%% predicted (the planner's estimate)%s, %.1f%% in theory for equal "
             "stages\n",
-            100.0 * p->bubble, 100.0 * p->bubble_theory);
+            100.0 * p->bubble, simulated, 100.0 * p->bubble_theory);
 }
 
 cJSON *bg_cli_json_add_uint(cJSON *object, const char *key, uint64_t value) {
@@ -605,6 +626,8 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
         cJSON_AddNumberToObject(root, "simulated_samples_per_s",
                                 (double)r->batch / p->simulated_step_s);
     }
+    const double bubble = simulated_bubble(p);
+    if (bubble >= 0) cJSON_AddNumberToObject(root, "simulated_bubble", bubble);
     cJSON_AddNumberToObject(root, "bottleneck_stage", bg_plan_bottleneck_stage(p));
     cJSON_AddNumberToObject(root, "bubble", p->bubble);
     cJSON_AddNumberToObject(root, "bubble_theory", p->bubble_theory);

@@ -208,6 +208,22 @@ json_check "of equally linked GPUs, the larger ones" '
 assert [s["device"] for s in p["stages"]] == ["cuda:4", "cuda:5"], p["stages"]
 assert [l["kind"] for l in p["links"]] == ["PIX"], p["links"]
 assert p["stages"][0]["capacity_bytes"] == 80 * 2**30 - 2**25, p["stages"][0]'
+# Interleaved under a --device-mem that holds each stage to 1/V of its
+# device: the planner's estimate (12%) is far from the simulated bubble, so
+# plan prints both; the simulated one is what simulate reports.
+BALANCED=$ROOT/examples/conv_balanced.model
+TIGHT="--devices cpu:2 --microbatches 4 --schedule interleaved --chunks 2 --device-mem 14M"
+# shellcheck disable=SC2086 # TIGHT is a list of arguments
+"$BRIGADE" simulate "$BALANCED" $TIGHT --metrics "$T/tight-sim.json" >/dev/null 2>&1
+# shellcheck disable=SC2086
+expect 0 "" -- plan "$BALANCED" $TIGHT
+stdout_has "bubble: 12.0% predicted (the planner's estimate), 32.0% simulated, 11.1% in theory" \
+    "plan prints the simulated bubble beside its estimate"
+# shellcheck disable=SC2086
+expect 0 "" -- plan "$BALANCED" $TIGHT --json
+json_check "plan --json simulated_bubble is simulate's bubble" '
+sim = json.load(open(sys.argv[2] + "/tight-sim.json"))["timeline"]["bubble_measured"]
+assert abs(p["simulated_bubble"] - sim) < 1e-12, (p["simulated_bubble"], sim)'
 # NVLink, where hwloc's NVML plugin shows it (tests/fixtures/README.md): on
 # an HGX board every pair of GPUs at 450 GB/s; with NVLink bridges joining
 # GPUs 0-1 and 2-3, two stages take a bridged pair, not the order given.
