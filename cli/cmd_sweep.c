@@ -319,9 +319,9 @@ done:
 }
 
 /* A point of --metrics: its schedule and M, then "skipped" (why) or its
- * figures: samples/s, its stages (as plan, or as the run measured them)
- * and the summary of its timeline (its steps' mean, median and spread
- * among them). NULL if out of memory. */
+ * figures: samples/s, its stages (as plan, or as the run measured them),
+ * with V > 1 its devices (the same) and the summary of its timeline (its steps' mean, median and
+ * spread among them). NULL if out of memory. */
 static cJSON *point_json(const sweep_context_t *c, bg_schedule_kind_t kind, int m, const char *skip,
                          const bg_plan_t *plan, const bg_pipeline_stage_info_t *info,
                          const bg_timeline_summary_t *summary, double predicted_ms) {
@@ -339,8 +339,14 @@ static cJSON *point_json(const sweep_context_t *c, bg_schedule_kind_t kind, int 
     for (int s = 0; stages != NULL && s < plan->partition->stages; s++)
         cJSON_AddItemToArray(stages, info != NULL ? bg_cli_run_stage_json(&info[s])
                                                   : bg_cli_plan_stage_json(plan, s));
+    /* V stages a device: what each device holds, as plan and train say. */
+    int devices_ok = 1;
+    if (plan->request.chunks > 1)
+        devices_ok = info != NULL
+                         ? bg_cli_run_devices_json(point, info, plan->partition->stages) == BG_OK
+                         : bg_cli_plan_add_devices_json(point, plan);
     cJSON *timeline = cJSON_AddObjectToObject(point, "timeline");
-    if (timeline == NULL || bg_summary_to_json(summary, timeline) != BG_OK) {
+    if (!devices_ok || timeline == NULL || bg_summary_to_json(summary, timeline) != BG_OK) {
         cJSON_Delete(point);
         return NULL;
     }

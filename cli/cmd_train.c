@@ -472,36 +472,6 @@ static void report_failed_save(const train_options_t *o, const bg_train_result_t
         fprintf(stderr, "; nothing of this run is saved\n");
 }
 
-/* With V > 1 stages a device, as plan --json has them: each device, its
- * stages and their peaks together, which is what its memory must hold. */
-static bg_status_t add_devices(cJSON *root, const bg_train_result_t *r) {
-    cJSON *devices = cJSON_AddArrayToObject(root, "devices");
-    if (devices == NULL) return BG_ERR_NOMEM;
-    for (int d = 0; d < r->stages; d++) { /* device indices run below the stage count */
-        cJSON *device = NULL, *stages = NULL;
-        size_t together = 0;
-        for (int s = 0; s < r->stages; s++) {
-            const bg_pipeline_stage_info_t *info = &r->stage_info[s];
-            if (info->device != d) continue;
-            if (device == NULL) {
-                device = cJSON_CreateObject();
-                if (device == NULL || !cJSON_AddItemToArray(devices, device)) {
-                    cJSON_Delete(device);
-                    return BG_ERR_NOMEM;
-                }
-                cJSON_AddStringToObject(device, "device", info->device_name);
-                stages = cJSON_AddArrayToObject(device, "stages");
-                if (stages == NULL) return BG_ERR_NOMEM;
-            }
-            cJSON_AddItemToArray(stages, cJSON_CreateNumber(s));
-            together += bg_pipeline_stage_peak_bytes(info);
-        }
-        if (device != NULL && bg_cli_json_add_uint(device, "peak_bytes", together) == NULL)
-            return BG_ERR_NOMEM;
-    }
-    return BG_OK;
-}
-
 static bg_status_t write_metrics(const char *path, const train_options_t *o,
                                  const bg_train_result_t *r, const bg_timeline_summary_t *summary) {
     cJSON *root = cJSON_CreateObject();
@@ -551,7 +521,8 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     cJSON *stages = cJSON_AddArrayToObject(root, "stages");
     for (int s = 0; stages != NULL && s < r->stages; s++)
         cJSON_AddItemToArray(stages, bg_cli_run_stage_json(&r->stage_info[s]));
-    if (o->placement.chunks > 1 && add_devices(root, r) != BG_OK) {
+    if (o->placement.chunks > 1 &&
+        bg_cli_run_devices_json(root, r->stage_info, r->stages) != BG_OK) {
         cJSON_Delete(root);
         return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
     }

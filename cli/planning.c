@@ -489,6 +489,34 @@ void bg_cli_json_add_memory(cJSON *stage, const bg_cost_memory_t *m) {
     bg_cli_json_add_uint(peak, "workspace", m->workspace);
 }
 
+bg_status_t bg_cli_run_devices_json(cJSON *root, const bg_pipeline_stage_info_t *info, int count) {
+    cJSON *devices = cJSON_AddArrayToObject(root, "devices");
+    if (devices == NULL) return BG_ERR_NOMEM;
+    for (int d = 0; d < count; d++) { /* device indices run below the stage count */
+        cJSON *device = NULL, *stages = NULL;
+        size_t together = 0;
+        for (int s = 0; s < count; s++) {
+            const bg_pipeline_stage_info_t *stage = &info[s];
+            if (stage->device != d) continue;
+            if (device == NULL) {
+                device = cJSON_CreateObject();
+                if (device == NULL || !cJSON_AddItemToArray(devices, device)) {
+                    cJSON_Delete(device);
+                    return BG_ERR_NOMEM;
+                }
+                cJSON_AddStringToObject(device, "device", stage->device_name);
+                stages = cJSON_AddArrayToObject(device, "stages");
+                if (stages == NULL) return BG_ERR_NOMEM;
+            }
+            cJSON_AddItemToArray(stages, cJSON_CreateNumber(s));
+            together += bg_pipeline_stage_peak_bytes(stage);
+        }
+        if (device != NULL && bg_cli_json_add_uint(device, "peak_bytes", together) == NULL)
+            return BG_ERR_NOMEM;
+    }
+    return BG_OK;
+}
+
 cJSON *bg_cli_run_stage_json(const bg_pipeline_stage_info_t *info) {
     const bg_stage_memory_t *m = &info->memory;
     cJSON *stage = cJSON_CreateObject();

@@ -119,6 +119,11 @@ cJSON *bg_cli_plan_stage_json(const bg_plan_t *plan, int s);
  * with the keys bg_cli_plan_stage_json shares; NULL if out of memory. */
 cJSON *bg_cli_run_stage_json(const bg_pipeline_stage_info_t *info);
 
+/* Adds "devices" as plan --json has them with V > 1 stages a device: each
+ * device, its stages and their measured peaks together (`info`, `count`
+ * stages of a run), which is what its memory must hold. BG_ERR_NOMEM. */
+bg_status_t bg_cli_run_devices_json(cJSON *root, const bg_pipeline_stage_info_t *info, int count);
+
 /* Adds a whole number (a count of bytes, a seed) to `object` as a JSON
  * integer, exact at any size: cJSON_AddNumberToObject writes 15
  * significant digits where they read back within a rounding error, so 2^53

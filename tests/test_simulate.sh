@@ -576,6 +576,18 @@ file_check "simulate --metrics: the device's two stages together, as plan has th
 d = p["devices"]
 assert p["memory_check"] == "per_stage" and len(d) == 1 and d[0]["stages"] == [0, 1], p
 assert d[0]["peak_bytes"] == sum(s["peak_bytes"] for s in p["stages"]), p'
+# A sweep's interleaved points carry the same devices; its 1f1b points,
+# one stage a device, none.
+expect 0 "" -- sweep "$ROOT/examples/conv_balanced.model" --simulate --devices cpu:2 \
+    --schedule interleaved,1f1b --chunks 2 --microbatches 4 --metrics "$T/sweep-v.json"
+file_check "sweep --metrics: each interleaved point's devices and their stages together" \
+    "$T/sweep-v.json" '
+inter, plain = p["points"]
+d = inter["devices"]
+assert inter["memory_check"] == "per_stage" and [x["stages"] for x in d] == [[0, 2], [1, 3]], inter
+for x in d:
+    assert x["peak_bytes"] == sum(inter["stages"][s]["peak_bytes"] for s in x["stages"]), x
+assert "devices" not in plain and "memory_check" not in plain, plain'
 
 # Two GPUs of a machine described by a fixture: every tensor crossing the
 # link shows in the trace on a track of the stage it goes into (3 steps, 4
