@@ -149,8 +149,12 @@ typedef struct bg_cli_stop_handlers {
 } bg_cli_stop_handlers_t;
 
 /* Catches the stop signals, leaving ignored ones ignored (a job started
- * with nohup or in the background); *old to restore. */
-void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old);
+ * with nohup or in the background); *old to restore. The first signal is
+ * answered on stderr with `reply` (a string that outlives the handlers:
+ * what the command will still do, and that a second signal quits at
+ * once), so that a user at a terminal knows it was heard; the second,
+ * that nothing more is written. */
+void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *reply);
 
 /* Puts back the handlers of before bg_cli_catch_stop_signals. */
 void bg_cli_restore_stop_signals(const bg_cli_stop_handlers_t *old);

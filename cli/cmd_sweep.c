@@ -600,7 +600,10 @@ int bg_cmd_sweep(int argc, char **argv) {
     /* A stop signal ends the sweep after the point in progress, with the
        chart and metrics of the points done; so does a point that fails. */
     bg_cli_stop_handlers_t old_handlers;
-    bg_cli_catch_stop_signals(&old_handlers);
+    bg_cli_catch_stop_signals(&old_handlers,
+                              "\nbrigade sweep: stopping once the point in progress ends, keeping "
+                              "the points done (--chart, --metrics); a second signal a second "
+                              "from now quits at once\n");
     for (int k = 0; k < o.schedule_count && !bg_cli_stop_signal && failed == BG_OK; k++) {
         for (int i = 0; i < o.m_count && !bg_cli_stop_signal && failed == BG_OK; i++) {
             char skip[512] = "";

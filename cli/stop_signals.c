@@ -6,11 +6,19 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
 volatile sig_atomic_t bg_cli_stop_signal;
-static int64_t stop_ns; /* CLOCK_MONOTONIC of the first; the handler alone writes it */
+static int64_t stop_ns;        /* CLOCK_MONOTONIC of the first; the handler alone writes it */
+static const char *stop_reply; /* what the first signal is answered with */
+
+/* Writes `text` to stderr (write(2) is async-signal-safe; stdio is not). */
+static void say(const char *text) {
+    ssize_t ignored = write(STDERR_FILENO, text, strlen(text));
+    (void)ignored;
+}
 
 /* SIGHUP: the terminal or ssh session went away. */
 static const int stop_signals[BG_CLI_STOP_SIGNALS] = {SIGINT, SIGTERM, SIGHUP};
@@ -34,12 +42,15 @@ static void on_stop_signal(int signo) {
     if (bg_cli_stop_signal == 0) {
         stop_ns = ns;
         bg_cli_stop_signal = signo;
+        if (stop_reply != NULL) say(stop_reply);
     } else if (ns - stop_ns >= 1000000000) {
+        say("\nbrigade: a second signal: quitting at once; nothing more is written\n");
         die_by(signo);
     }
 }
 
-void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old) {
+void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *reply) {
+    stop_reply = reply;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;

@@ -959,6 +959,8 @@ stop_run() { # SIGNAL STATUS
         --batch 16 --save "$T/stopped.st" </dev/null >"$OUT" 2>"$ERR" &
     signal_when "^epoch 1/" "$1" $!
     check "SIG$1: exit status $2 (was $status)" test "$status" -eq "$2"
+    check "SIG$1: answered at once" \
+        grep -q "^brigade train: stopping once the step in progress ends" "$ERR"
     stopped=$(sed -n 's/.*interrupted after step \([0-9]*\) of 1000000; the training state is saved in .*/\1/p' "$ERR")
     if [ -n "$stopped" ]; then
         pass
@@ -979,6 +981,8 @@ stop_run HUP 129
     </dev/null >"$OUT" 2>"$ERR" &
 signal_when "^\[2/10\]" TERM $!
 check "sweep, SIGTERM: exit status 143 (was $status)" test "$status" -eq 143
+check "sweep, SIGTERM: answered at once" \
+    grep -q "^brigade sweep: stopping once the point in progress ends" "$ERR"
 check "sweep, SIGTERM: says how far it got" \
     grep -qE "^brigade sweep: interrupted after [2-9] of 10 points; the chart and metrics have those done" "$ERR"
 check "sweep, SIGTERM: the chart of the points done" grep -q '<circle class="point"' \
