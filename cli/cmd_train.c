@@ -2,6 +2,7 @@
  * evaluates on the test set, reports per-stage memory, optionally
  * loads/saves a checkpoint and writes metrics JSON. */
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -472,6 +473,31 @@ static void report_failed_save(const train_options_t *o, const bg_train_result_t
         fprintf(stderr, "; nothing of this run is saved\n");
 }
 
+/* After a run that failed (non-finite values, a stalled step): the
+ * reports it asked for that were not written, so that a file left there by
+ * an earlier run is not taken for this one's. */
+static void report_unwritten(const train_options_t *o) {
+    const char *option[] = {"--metrics", "--trace", "--timeline"};
+    const char *path[] = {o->metrics, o->trace, o->timeline};
+    int total = 0;
+    for (int i = 0; i < 3; i++) total += path[i] != NULL;
+    char list[3 * (PATH_MAX + 16)] = "";
+    size_t used = 0;
+    int count = 0;
+    for (int i = 0; i < 3; i++) {
+        if (path[i] == NULL) continue;
+        const char *before = count == 0 ? "" : count == total - 1 ? " and " : ", ";
+        int n = snprintf(list + used, sizeof list - used, "%s%s %s", before, option[i], path[i]);
+        if (n > 0 && (size_t)n < sizeof list - used) used += (size_t)n;
+        count++;
+    }
+    if (count > 0)
+        fprintf(stderr,
+                "brigade train: the run failed, so %s %s not written (a file there is an earlier "
+                "run's)\n",
+                list, count == 1 ? "was" : "were");
+}
+
 static bg_status_t write_metrics(const char *path, const train_options_t *o,
                                  const bg_train_result_t *r, const bg_timeline_summary_t *summary) {
     cJSON *root = cJSON_CreateObject();
@@ -479,10 +505,25 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     cJSON_AddStringToObject(root, "model", o->model);
     cJSON_AddStringToObject(root, "data", o->data);
     if (o->load != NULL) cJSON_AddStringToObject(root, "load", o->load);
+    if (o->resume != NULL) cJSON_AddStringToObject(root, "resume", o->resume);
     if (!o->train.evaluate_only) { /* which updates nothing */
         const bg_optimizer_config_t *optimizer = &o->train.optimizer;
         cJSON_AddStringToObject(root, "optimizer", bg_optimizer_kind_name(optimizer->kind));
         cJSON_AddNumberToObject(root, "lr", bg_optimizer_lr(optimizer));
+        /* The rule's other settings, as the header line names them. */
+        if (optimizer->kind == BG_OPTIMIZER_SGD) {
+            const bg_sgd_config_t *sgd = &optimizer->sgd;
+            cJSON_AddNumberToObject(root, "momentum", sgd->momentum);
+            cJSON_AddNumberToObject(root, "dampening", sgd->dampening);
+            cJSON_AddBoolToObject(root, "nesterov", sgd->nesterov);
+            cJSON_AddNumberToObject(root, "weight_decay", sgd->weight_decay);
+        } else {
+            const bg_adam_config_t *adam = &optimizer->adam;
+            cJSON_AddNumberToObject(root, "beta1", adam->beta1);
+            cJSON_AddNumberToObject(root, "beta2", adam->beta2);
+            cJSON_AddNumberToObject(root, "eps", adam->eps);
+            cJSON_AddNumberToObject(root, "weight_decay", adam->weight_decay);
+        }
         cJSON *schedule = cJSON_AddObjectToObject(root, "lr_schedule");
         cJSON_AddStringToObject(schedule, "kind",
                                 bg_lr_schedule_kind_name(optimizer->schedule.kind));
@@ -506,7 +547,11 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
         }
     }
     /* A run of --steps 0 has no training figures, rather than zeros. */
-    if (!o->train.evaluate_only) cJSON_AddNumberToObject(root, "loss", r->loss);
+    if (!o->train.evaluate_only) {
+        cJSON_AddNumberToObject(root, "loss", r->loss);
+        /* The whole run's, a resumed one's included, as the text says it. */
+        cJSON_AddNumberToObject(root, "skipped_steps", (double)r->skipped_steps);
+    }
     cJSON_AddNumberToObject(root, "test_loss", r->test_loss);
     cJSON_AddNumberToObject(root, "test_accuracy", r->test_accuracy);
     cJSON_AddNumberToObject(root, "test_samples",
@@ -751,7 +796,11 @@ int bg_cmd_train(int argc, char **argv) {
         code = 128 + bg_cli_stop_signal;
         goto done;
     }
-    BG_CHECK_GOTO(st, st, fail);
+    if (st != BG_OK) {
+        code = bg_cli_fail("train", st);
+        report_unwritten(&o);
+        goto done;
+    }
     if (r.save_failed_step > 0) bg_progress_end_line(&progress);
     char scored[96] = ""; /* --test-samples */
     if (o.test_samples == 1)

@@ -390,7 +390,21 @@ fi
 # settings. With --nan stop at the first such step, with skip past the limit.
 expect 1 "step 3 (epoch 1): stage 0, micro-batch 0, layer 10 (softmax_cross_entropy): the loss is not finite; no stage took the step (--nan skip would go on); the training state before step 3 is saved in $T/diverged.st" \
     -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --steps 40 --batch 16 \
-    --save "$T/diverged.st"
+    --save "$T/diverged.st" --metrics "$T/diverged.json" --timeline "$T/diverged.svg"
+check "a failed run names the reports it did not write" grep -qF \
+    "brigade train: the run failed, so --metrics $T/diverged.json and --timeline $T/diverged.svg were not written (a file there is an earlier run's)" \
+    "$ERR"
+# Its metrics: the SGD settings, the skipped steps, a test loss that is
+# not finite as null.
+expect 0 "" -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --momentum 0.5 \
+    --weight-decay 0.01 --nan skip --nan-limit 1000 --steps 6 --batch 16 --test-samples 64 \
+    --metrics "$T/skipped.json"
+check "train --metrics: optimizer settings, skipped steps, a test loss not finite" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert (p["momentum"], p["weight_decay"], p["nesterov"], p["dampening"]) == (0.5, 0.01, False, 0), p
+assert p["skipped_steps"] == int(open(sys.argv[2]).read().split("skipped ")[1].split()[0]), p
+assert p["skipped_steps"] > 0 and p["test_loss"] is None, p' "$T/skipped.json" "$OUT"
 expect 1 "the last: step 5: stage 0, micro-batch 0, layer 10 (softmax_cross_entropy): the loss is not finite; the training state before step 5 is saved in $T/diverged.st" \
     -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --steps 40 --batch 16 \
     --nan skip --nan-limit 2 --save "$T/diverged.st"
