@@ -111,6 +111,10 @@ typedef struct bg_cli_file {
     int if_present;
 } bg_cli_file_t;
 
+/* 1 when paths a and b name one regular file (the same device and inode,
+ * through links and `..`), else 0. */
+int bg_cli_same_file(const char *a, const char *b);
+
 /* Refuses, before a run, two outputs that name one file (the last written
  * would silently replace the other) and an output that names an input
  * (writing it would destroy what the run read): BG_ERR_INVALID naming both

@@ -469,6 +469,10 @@ static void report_failed_save(const train_options_t *o, const bg_train_result_t
     if (r->saved_step > 0)
         fprintf(stderr, "; %s holds step %lld (--resume %s goes on from there)\n", o->save,
                 (long long)r->saved_step, bg_path_shell_word(o->save, word, sizeof word));
+    else if (o->resume != NULL && bg_cli_same_file(o->save, o->resume))
+        /* Written whole or not at all: it holds what the run began from. */
+        fprintf(stderr, "; %s still holds step %lld, which this run resumed from\n", o->save,
+                (long long)r->first_step);
     else
         fprintf(stderr, "; nothing of this run is saved\n");
 }

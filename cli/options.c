@@ -394,6 +394,15 @@ static int same_file(const file_key_t *a, const file_key_t *b) {
     return strcmp(a->where, b->where) == 0;
 }
 
+int bg_cli_same_file(const char *a, const char *b) {
+    file_key_t ka, kb;
+    const int known_a = file_key(a, &ka), known_b = file_key(b, &kb);
+    const int same = known_a && known_b && same_file(&ka, &kb);
+    free(ka.where);
+    free(kb.where);
+    return same;
+}
+
 int bg_cli_add_data_files(bg_cli_file_t *files, int count, const char *source) {
     static char paths[BG_DATASET_FILES][BG_DATASET_PATH_MAX];
     const int found = bg_dataset_files(source, paths);

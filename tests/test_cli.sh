@@ -1101,6 +1101,18 @@ check "a failed final --save: exit status 1 (was $status)" test "$status" -eq 1
 check "a failed final --save: named as the final state" grep -qF \
     "brigade train: the final training state (step 2) was not saved: cannot write" "$ERR"
 stdout_has "trained 2 steps in " "a failed final --save: the steps done"
+# Resumed into its own file, which a failed save leaves whole: said.
+expect 0 "" -- train "$MODEL" --data synthetic --steps 2 --batch 16 --save "$T/own.st"
+(
+    ulimit -f 64
+    exec "$BRIGADE" train "$MODEL" --data synthetic --steps 4 --batch 16 --resume "$T/own.st" \
+        --save "$T/own.st"
+) >"$OUT" 2>"$ERR"
+check "a failed save into the --resume file: what it still holds" grep -qF \
+    "was not saved: cannot write '$T/own.st': write: File too large; $T/own.st still holds step 2, which this run resumed from" \
+    "$ERR"
+expect 0 "resuming $T/own.st at step 2" -- train "$MODEL" --data synthetic --steps 3 --batch 16 \
+    --resume "$T/own.st"
 
 # The outputs written after (or during) the run are checked before it: a
 # usage error naming the option, the path and the reason, with nothing
