@@ -13,9 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <zlib.h>
-
 #include "byte_order.h"
+#include "crc32.h"
 #include "layer.h"
 #include "safetensors.h"
 #include "parse.h"
@@ -112,27 +111,16 @@ static bg_status_t slots_create(const bg_model_spec_t *spec, tensor_slot_t **slo
 
 /* ---- checksums ---- */
 
-/* zlib's crc32 takes an unsigned length: large tensors go in pieces. */
-static uint32_t crc32_update(uint32_t crc, const uint8_t *bytes, uint64_t size) {
-    while (size > 0) {
-        uInt piece = size > (1u << 30) ? (1u << 30) : (uInt)size;
-        crc = (uint32_t)crc32(crc, bytes, piece);
-        bytes += piece;
-        size -= piece;
-    }
-    return crc;
-}
-
 /* CRC-32 of the bytes the file holds for `data`: little-endian floats. */
 static uint32_t crc32_floats(const float *data, uint64_t size) {
-    uint32_t crc = (uint32_t)crc32(0, Z_NULL, 0);
-    if (bg_host_is_little_endian()) return crc32_update(crc, (const uint8_t *)data, size);
+    uint32_t crc = bg_crc32_start();
+    if (bg_host_is_little_endian()) return bg_crc32_update(crc, (const uint8_t *)data, size);
     uint8_t chunk[4096];
     const uint8_t *src = (const uint8_t *)data;
     while (size > 0) {
         size_t n = size < sizeof chunk ? (size_t)size : sizeof chunk;
         bg_f32_le_copy(chunk, src, n);
-        crc = crc32_update(crc, chunk, n);
+        crc = bg_crc32_update(crc, chunk, n);
         src += n;
         size -= n;
     }
@@ -160,10 +148,10 @@ static bool has_prefix(const char *text, const char *prefix) {
 /* The header checksum: CRC-32 of header[0, size) with the 8 digits at
  * `digits` read as zeros. */
 static uint32_t header_crc(const uint8_t *header, size_t size, size_t digits) {
-    uint32_t crc = (uint32_t)crc32(0, Z_NULL, 0);
-    crc = crc32_update(crc, header, digits);
-    crc = crc32_update(crc, (const uint8_t *)crc_placeholder, CRC_DIGITS);
-    return crc32_update(crc, header + digits + CRC_DIGITS, size - digits - CRC_DIGITS);
+    uint32_t crc = bg_crc32_start();
+    crc = bg_crc32_update(crc, header, digits);
+    crc = bg_crc32_update(crc, (const uint8_t *)crc_placeholder, CRC_DIGITS);
+    return bg_crc32_update(crc, header + digits + CRC_DIGITS, size - digits - CRC_DIGITS);
 }
 
 /* Where the header checksum's digits sit in a file brigade wrote. */
@@ -226,7 +214,7 @@ bg_status_t bg_checkpoint_save_tensors(const char *path, const bg_safetensors_te
         uint64_t size = sizeof(float);
         for (int d = 0; d < tensors[i].ndim; d++) size *= (uint64_t)tensors[i].shape[d];
         snprintf(digits[i], sizeof digits[i], "%08" PRIx32,
-                 size ? crc32_floats(tensors[i].data, size) : (uint32_t)crc32(0, Z_NULL, 0));
+                 size ? crc32_floats(tensors[i].data, size) : bg_crc32_start());
         values[1 + metadata_count + i] = digits[i];
     }
     BG_CHECK_GOTO(bg_safetensors_header_encode(path, tensors, count, keys, values, total, &header,
@@ -327,7 +315,7 @@ static bg_status_t tensors_verify(const char *name, const bg_safetensors_t *file
             goto done;
         }
         uint32_t actual =
-            crc32_update((uint32_t)crc32(0, Z_NULL, 0), file->data + e->begin, e->end - e->begin);
+            bg_crc32_update(bg_crc32_start(), file->data + e->begin, e->end - e->begin);
         if (actual != expected) {
             st = bg_error_set(BG_ERR_PARSE,
                               "%s: tensor '%s' is corrupt (checksum %08" PRIx32

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "crc32.h"
 #include "idx.h"
 
 enum {
@@ -346,4 +347,23 @@ float *bg_dataset_all_images(const bg_dataset_t *ds) {
     float *images = malloc((size_t)ds->count * (size_t)bg_shape_numel(ds->shape) * sizeof(float));
     if (images != NULL) bg_dataset_images(ds, 0, ds->count, images);
     return images;
+}
+
+uint32_t bg_dataset_crc32(const bg_dataset_t *ds) {
+    uint32_t crc = bg_crc32_update(bg_crc32_start(), ds->pixels,
+                                   (uint64_t)ds->count * (uint64_t)bg_shape_numel(ds->shape));
+    /* The labels as little-endian int32, whatever the host's order. */
+    uint8_t chunk[4096];
+    for (int64_t at = 0; at < ds->count;) {
+        size_t n = 0;
+        for (; n + 4 <= sizeof chunk && at < ds->count; n += 4, at++) {
+            const uint32_t v = (uint32_t)ds->labels[at];
+            chunk[n] = (uint8_t)v;
+            chunk[n + 1] = (uint8_t)(v >> 8);
+            chunk[n + 2] = (uint8_t)(v >> 16);
+            chunk[n + 3] = (uint8_t)(v >> 24);
+        }
+        crc = bg_crc32_update(crc, chunk, n);
+    }
+    return crc;
 }

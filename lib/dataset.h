@@ -75,6 +75,12 @@ void bg_dataset_shuffle(int64_t count, int64_t *order, bg_rng_t *rng);
 void bg_dataset_gather(const bg_dataset_t *ds, const int64_t *order, int64_t n, float *images,
                        int32_t *labels);
 
+/* CRC-32 of the set's pixels (as stored, a byte each) and then its labels
+ * (little-endian int32): what a checkpoint records of the data its run
+ * trained on, so that a resumed run can tell other data of the same size
+ * (about 40 ms for Fashion-MNIST's 47 MB). */
+uint32_t bg_dataset_crc32(const bg_dataset_t *ds);
+
 /* Writes the images of samples first..first+n-1 into `images` (n, c, h, w;
  * values x / 255). */
 void bg_dataset_images(const bg_dataset_t *ds, int64_t first, int64_t n, float *images);

@@ -1,5 +1,6 @@
 #include "train.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,7 +75,7 @@ static bg_status_t check_config(const bg_train_config_t *cfg) {
 /* A resumed run continues the saved one: same batch size and training set
  * (when the checkpoint records them), a position inside that set, and
  * steps left before `total`. */
-static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total) {
+static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total, uint32_t data_crc32) {
     const bg_train_state_t *rs = cfg->resume;
     if (rs == NULL) return BG_OK;
     if (rs->batch > 0 && rs->batch != cfg->batch)
@@ -88,6 +89,14 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total) {
                             "--resume: the run was saved training on %lld samples, this data has "
                             "%lld (a resumed run continues on the same data)",
                             (long long)rs->train_samples, (long long)cfg->train->count);
+    if (rs->data_crc32_saved && rs->data_crc32 != data_crc32)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--resume: the run was saved training on other data of as many "
+                            "samples (CRC-32 of its images and labels %08" PRIx32
+                            ", this data's %08" PRIx32
+                            "; a resumed run continues on the same data, --load starts another "
+                            "from its weights)",
+                            rs->data_crc32, data_crc32);
     if (rs->position >= cfg->train->count)
         return bg_error_set(BG_ERR_INVALID,
                             "--resume: the run was saved at sample %lld of its epoch, past the "
@@ -357,7 +366,10 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     int64_t total = 0;
     BG_CHECK(run_length(cfg, per_epoch, &total));
     const int epochs = (int)((total + per_epoch - 1) / per_epoch);
-    BG_CHECK(check_resume(cfg, total));
+    /* What a checkpoint records of the data, and a resumed run compares. */
+    const uint32_t data_crc32 =
+        cfg->save_path != NULL || cfg->resume != NULL ? bg_dataset_crc32(train) : 0;
+    BG_CHECK(check_resume(cfg, total, data_crc32));
 
     bg_status_t st = BG_OK;
     bg_pipeline_t *pipe = NULL;
@@ -379,6 +391,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     if (cfg->record_steps > 0)
         BG_CHECK_GOTO(bg_pipeline_timeline_create(pipe, &r.timeline), st, done);
     BG_CHECK_GOTO(bg_train_state_init(&save, cfg->spec, &cfg->optimizer), st, done);
+    save.data_crc32 = data_crc32;
+    save.data_crc32_saved = 1;
     bg_train_settings(cfg, total, save.settings, sizeof save.settings);
 
     /* Where the run starts: its beginning, or where the resumed one stood,

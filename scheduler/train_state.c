@@ -112,13 +112,19 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
     snprintf(loss_sum, sizeof loss_sum, "%.17g", st->epoch_loss_sum); /* round-trips exactly */
     snprintf(seed, sizeof seed, "%" PRIu64, st->seed);
     enum { NAMED = 8 }; /* the values before the settings and the counts */
-    const char *keys[NAMED + 1 + COUNT_FIELDS] = {
+    const char *keys[NAMED + 2 + COUNT_FIELDS] = {
         "format",        "brigade.model",       "brigade.kind",           "brigade.optimizer",
         "brigade.epoch", "brigade.shuffle_rng", "brigade.epoch_loss_sum", "brigade.seed"};
-    const char *values[NAMED + 1 + COUNT_FIELDS] = {
+    const char *values[NAMED + 2 + COUNT_FIELDS] = {
         "pt",  fingerprint, "training-state", bg_optimizer_kind_name(st->optimizer),
         epoch, rng,         loss_sum,         seed};
     int pairs = NAMED;
+    char data_crc32[16];
+    if (st->data_crc32_saved) {
+        snprintf(data_crc32, sizeof data_crc32, "%08" PRIx32, st->data_crc32);
+        keys[pairs] = "brigade.train_crc32";
+        values[pairs++] = data_crc32;
+    }
     if (st->settings[0] != '\0') {
         keys[pairs] = "brigade.settings";
         values[pairs++] = st->settings;
@@ -165,6 +171,29 @@ static bg_status_t metadata_seed(const char *path, const bg_safetensors_t *file,
     if (text != NULL && !bg_parse_digits(text, strlen(text), UINT64_MAX, &st->seed))
         return bg_error_set(BG_ERR_PARSE, "%s: metadata 'brigade.seed' is not a whole number",
                             path);
+    return BG_OK;
+}
+
+/* brigade.train_crc32: 8 hex digits; absent from older checkpoints
+ * (data_crc32_saved 0). */
+static bg_status_t metadata_data_crc32(const char *path, const bg_safetensors_t *file,
+                                       bg_train_state_t *st) {
+    const char *text = bg_safetensors_metadata(file, "brigade.train_crc32");
+    st->data_crc32_saved = text != NULL;
+    st->data_crc32 = 0;
+    if (text == NULL) return BG_OK;
+    uint32_t value = 0;
+    int digits = 0;
+    for (; text[digits] != '\0' && digits < 9; digits++) {
+        const char c = text[digits];
+        const int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0) break;
+        value = value << 4 | (uint32_t)v;
+    }
+    if (digits != 8 || text[digits] != '\0')
+        return bg_error_set(
+            BG_ERR_PARSE, "%s: metadata 'brigade.train_crc32' is not 8 lowercase hex digits", path);
+    st->data_crc32 = value;
     return BG_OK;
 }
 
@@ -338,6 +367,7 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
         BG_CHECK(metadata_count(path, file, count_fields[f].key, count_fields[f].later,
                                 count_fields[f].least, count_of(st, &count_fields[f])));
     BG_CHECK(metadata_seed(path, file, st));
+    BG_CHECK(metadata_data_crc32(path, file, st));
     const char *settings = bg_safetensors_metadata(file, "brigade.settings");
     snprintf(st->settings, sizeof st->settings, "%s", settings != NULL ? settings : "");
     BG_CHECK(metadata_count(path, file, "brigade.epoch", 0, 0, &epoch));

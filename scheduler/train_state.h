@@ -53,6 +53,8 @@ typedef struct bg_train_state {
     int64_t skipped_steps;   /* steps of the run skipped for non-finite values */
     uint64_t seed;           /* the run's --seed (synthetic data are made from it) */
     int seed_saved;          /* loaded: 1 if the file records the seed (later ones do) */
+    uint32_t data_crc32;     /* its training set's bg_dataset_crc32 */
+    int data_crc32_saved;    /* 1 if recorded (set to save it; later files do) */
     /* What shapes each update (bg_train_settings: the optimizer, its rate
      * and schedule, clipping), for a resumed run to compare with its own;
      * "" when the file does not record it (older ones). */

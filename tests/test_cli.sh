@@ -898,6 +898,18 @@ for name, n in (("train", 40), ("t10k", 8)):
 PY
 usage_error "--resume: the run was saved training on 8192 samples, this data has 40" \
     -- train "$MODEL" --data "$T/fewer" --steps 6 --batch 16 --resume "$R"
+# Other data of as many samples (every training label changed): refused.
+if expect 0 "" -- train "$MODEL" --data "$T/fewer" --steps 2 --batch 16 --save "$T/fewer.st"; then
+    mkdir -p "$T/relabelled"
+    cp "$T/fewer/"* "$T/relabelled/"
+    python3 -c 'import struct, sys
+open(sys.argv[1], "wb").write(struct.pack(">II", 0x801, 40) + bytes([1] * 40))' \
+        "$T/relabelled/train-labels-idx1-ubyte"
+    usage_error "--resume: the run was saved training on other data of as many samples (CRC-32 of its images and labels " \
+        -- train "$MODEL" --data "$T/relabelled" --steps 4 --batch 16 --resume "$T/fewer.st"
+    expect 0 "resuming $T/fewer.st at step 2" -- train "$MODEL" --data "$T/fewer" --steps 4 \
+        --batch 16 --resume "$T/fewer.st"
+fi
 usage_error "nothing to do: --resume is at step 3 and this run ends at step 2" -- \
     train "$MODEL" --data synthetic --steps 2 --batch 16 --resume "$R"
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$R"; then

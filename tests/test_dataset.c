@@ -603,6 +603,19 @@ static void test_gather(void **state) {
     bg_dataset_destroy(ds);
 }
 
+/* The CRC a checkpoint records of its data: the pixels as stored, then
+ * the labels as little-endian int32 (the figure from Python's zlib.crc32
+ * of those bytes); a changed label changes it. */
+static void test_crc32(void **state) {
+    (void)state;
+    uint8_t pixels[8] = {1, 2, 3, 4, 250, 0, 7, 9};
+    int32_t labels[2] = {5, 300};
+    bg_dataset_t ds = {.count = 2, .shape = {1, 2, 2}, .pixels = pixels, .labels = labels};
+    assert_true(bg_dataset_crc32(&ds) == UINT32_C(0x158efb9a));
+    labels[0] = 6;
+    assert_true(bg_dataset_crc32(&ds) != UINT32_C(0x158efb9a));
+}
+
 static void test_destroy_null(void **state) {
     (void)state;
     bg_dataset_destroy(NULL);
@@ -626,6 +639,7 @@ int main(void) {
         cmocka_unit_test(test_synthetic_invalid),
         cmocka_unit_test(test_shuffle),
         cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_crc32),
         cmocka_unit_test(test_destroy_null),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

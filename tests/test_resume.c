@@ -329,7 +329,7 @@ static void test_files(void **state) {
 
 /* ---- hand-made training states ---- */
 
-enum { STATE_KEYS = 15 };
+enum { STATE_KEYS = 16 };
 
 static const char *const state_keys[STATE_KEYS] = {"format",
                                                    "brigade.model",
@@ -345,7 +345,8 @@ static const char *const state_keys[STATE_KEYS] = {"format",
                                                    "brigade.epoch_loss_sum",
                                                    "brigade.epoch_steps",
                                                    "brigade.skipped_steps",
-                                                   "brigade.seed"};
+                                                   "brigade.seed",
+                                                   "brigade.train_crc32"};
 
 /* The rng words the hand-made states hold. */
 static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xfedcba9876543210),
@@ -403,11 +404,12 @@ static void write_state(const fixture_t *f, const char *path, const char *key, c
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, f->spec->fingerprint);
     snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, state_rng[0],
              state_rng[1], state_rng[2], state_rng[3]);
-    const char *values[STATE_KEYS] = {"pt", fingerprint, "training-state",
-                                      "10", "4",         "adam",
-                                      "2",  "48",        rng,
-                                      "16", "100",       "1.25",
-                                      "3",  "2",         "18446744073709551610"};
+    const char *values[STATE_KEYS] = {"pt",      fingerprint, "training-state",
+                                      "10",      "4",         "adam",
+                                      "2",       "48",        rng,
+                                      "16",      "100",       "1.25",
+                                      "3",       "2",         "18446744073709551610",
+                                      "0badc0de"};
     const char *keys[STATE_KEYS];
     const char *vals[STATE_KEYS];
     int pairs = 0, changed = key == NULL;
@@ -495,6 +497,7 @@ static void test_state_fields(void **state) {
     assert_int_equal(st.epoch_steps, 3);
     assert_int_equal(st.skipped_steps, 2);
     assert_true(st.seed_saved && st.seed == UINT64_MAX - 5);
+    assert_true(st.data_crc32_saved && st.data_crc32 == UINT32_C(0x0badc0de));
     assert_int_equal(st.states, 2);
     for (int64_t i = 0; i < f->spec->total_params; i++) {
         if (st.params[i] != (float)i / 1024 || st.state[0][i] != -(float)i ||
@@ -651,6 +654,18 @@ static void test_state_refusals(void **state) {
     for (size_t b = 0; b < sizeof bad_seeds / sizeof bad_seeds[0]; b++) {
         write_state(f, path, "brigade.seed", bad_seeds[b], NULL, NULL);
         expect_state_error(f, path, BG_ERR_PARSE, "metadata 'brigade.seed' is not a whole number");
+    }
+    /* The data's CRC: missing in older checkpoints, else 8 hex digits. */
+    write_state(f, path, "brigade.train_crc32", NULL, NULL, NULL);
+    load_state(f, path, &st);
+    assert_int_equal(st.data_crc32_saved, 0);
+    bg_train_state_free(&st);
+    static const char *const bad_crcs[] = {"",         "0badc0d",  "0badc0de0",
+                                           "0BADC0DE", "0badc0dg", " badc0de"};
+    for (size_t b = 0; b < sizeof bad_crcs / sizeof bad_crcs[0]; b++) {
+        write_state(f, path, "brigade.train_crc32", bad_crcs[b], NULL, NULL);
+        expect_state_error(f, path, BG_ERR_PARSE,
+                           "metadata 'brigade.train_crc32' is not 8 lowercase hex digits");
     }
     write_state(f, path, "brigade.epoch_loss_sum", NULL, NULL, NULL);
     load_state(f, path, &st);
