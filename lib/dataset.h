@@ -78,7 +78,8 @@ void bg_dataset_gather(const bg_dataset_t *ds, const int64_t *order, int64_t n, 
 /* CRC-32 of the set's pixels (as stored, a byte each) and then its labels
  * (little-endian int32): what a checkpoint records of the data its run
  * trained on, so that a resumed run can tell other data of the same size
- * (about 40 ms for Fashion-MNIST's 47 MB). */
+ * (zlib's crc32 took 18 ms over 47 MB, Fashion-MNIST's training pixels,
+ * on this project's 2-core CI machine: python3 -c 'zlib.crc32(...)'). */
 uint32_t bg_dataset_crc32(const bg_dataset_t *ds);
 
 /* Writes the images of samples first..first+n-1 into `images` (n, c, h, w;
