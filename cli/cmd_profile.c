@@ -205,9 +205,11 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
     BG_CHECK(bg_cli_check_optimizer(&o->optimizer, argc, argv));
     if (o->microbatches > o->batch)
-        return bg_error_set(BG_ERR_INVALID,
-                            "%lld micro-batches of a batch of %lld samples would leave some empty",
-                            (long long)o->microbatches, (long long)o->batch);
+        return bg_error_set(
+            BG_ERR_INVALID,
+            "--microbatches %lld with --batch %lld would leave some micro-batches empty (at most "
+            "--microbatches %lld)",
+            (long long)o->microbatches, (long long)o->batch, (long long)o->batch);
     const int64_t micro = (o->batch + o->microbatches - 1) / o->microbatches;
     if (o->size_count < 0) o->size_count = bg_profile_default_sizes(o->batch, micro, o->sizes);
     /* ceil(B / M) is timed anyway. */

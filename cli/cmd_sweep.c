@@ -586,6 +586,7 @@ int bg_cmd_sweep(int argc, char **argv) {
            "samples/s", "bubble %", "theory %", "imbal. %");
     if (!o.simulate) printf("%15s  ", "sim ms (err)");
     printf("peak MiB per stage\n");
+    fflush(stdout); /* each row as it comes, also into a file beside stderr's progress */
     sweep_context_t c = {.o = &o,
                          .spec = spec,
                          .data = train,
@@ -614,9 +615,11 @@ int bg_cmd_sweep(int argc, char **argv) {
             if (failed != BG_OK)
                 snprintf(error, sizeof error, "%s M=%d: %s", bg_schedule_kind_name(o.schedules[k]),
                          o.ms[i], bg_error_message());
-            else if (skip[0] != '\0')
+            else if (skip[0] != '\0') {
                 printf("%4d  %-11s skipped: %s\n", o.ms[i], bg_schedule_kind_name(o.schedules[k]),
                        skip);
+                fflush(stdout);
+            }
             /* A skipped point stays, marked, so the chart shows it. */
             if (failed == BG_OK && skip[0] != '\0' && count < MAX_POINTS)
                 points[count] = (bg_sweep_point_t){.schedule = point_name(&o, o.schedules[k]),
@@ -628,6 +631,10 @@ int bg_cmd_sweep(int argc, char **argv) {
         }
     }
     bg_cli_restore_stop_signals(&old_handlers);
+    /* As train and simulate say it of one device's bubble. */
+    if (o.placement.devices.count == 1 && count > 0)
+        printf("(one device: its bubble %% is the host's work between ops and steps, not a "
+               "pipeline bubble)\n");
     /* The gap between the planner's world and this machine, reported. */
     if (c.errors > 0) {
         printf("simulated against measured: mean |error| %.0f%% over %d point%s (costs from %s; "

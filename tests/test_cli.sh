@@ -790,7 +790,7 @@ usage_error "multiple of the device count" -- train "$MODEL" --data synthetic --
     --devices cpu:4 --schedule interleaved --chunks 2 --microbatches 6
 usage_error "--chunks applies only to the interleaved schedule" -- train "$MODEL" \
     --data synthetic --steps 1 --devices cpu:2 --chunks 2
-usage_error "would leave some empty" -- train "$MODEL" --data synthetic --steps 1 --batch 4 \
+usage_error "would leave some micro-batches empty" -- train "$MODEL" --data synthetic --steps 1 --batch 4 \
     --microbatches 8
 
 # A real 2-stage run: the summary names both stages and the metrics list them.

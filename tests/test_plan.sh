@@ -22,7 +22,7 @@ usage_error "cannot read '$T/missing.model': No such file or directory" -- \
     plan "$T/missing.model"
 usage_error "--batch: 0 is outside 1..1048576" -- plan "$MODEL" --batch 0
 usage_error "--optimizer: unknown optimizer 'foo' (expected sgd or adam)" -- plan "$MODEL" --optimizer foo
-usage_error "would leave some empty" -- plan "$MODEL" --batch 4 --microbatches 8
+usage_error "would leave some micro-batches empty" -- plan "$MODEL" --batch 4 --microbatches 8
 usage_error "multiple of the device count" -- plan "$MODEL" --devices cpu:4 \
     --schedule interleaved --chunks 2 --microbatches 6
 usage_error "9 stages but the model has only 8 layers" -- plan "$MODEL" --stages 9

@@ -37,7 +37,7 @@ stdout_has "--microbatches" "brigade profile --help"
 usage_error "no MODEL given" -- profile
 usage_error "unknown option '--bogus'" -- profile "$MODEL" --bogus
 usage_error "--repetitions: 0 is outside 1..101" -- profile "$MODEL" --repetitions 0
-usage_error "would leave some empty" -- profile "$MODEL" --batch 4 --microbatches 8
+usage_error "would leave some micro-batches empty" -- profile "$MODEL" --batch 4 --microbatches 8
 for bad in 1,,2 '' '1,'; do
     usage_error "--sizes: empty item in '$bad' (expected A,B,...)" \
         -- profile "$MODEL" --sizes "$bad"
@@ -576,6 +576,10 @@ file_check "simulate --metrics: the device's two stages together, as plan has th
 d = p["devices"]
 assert p["memory_check"] == "per_stage" and len(d) == 1 and d[0]["stages"] == [0, 1], p
 assert d[0]["peak_bytes"] == sum(s["peak_bytes"] for s in p["stages"]), p'
+# On one device a bubble is the host's work: the sweep says so, as train does.
+expect 0 "" -- sweep "$ROOT/examples/conv_balanced.model" --simulate --microbatches 1,2
+stdout_has "(one device: its bubble % is the host's work between ops and steps" \
+    "sweep on one device: what its bubble is"
 # A sweep's interleaved points carry the same devices; its 1f1b points,
 # one stage a device, none.
 expect 0 "" -- sweep "$ROOT/examples/conv_balanced.model" --simulate --devices cpu:2 \
