@@ -363,14 +363,24 @@ static bg_status_t check_unused(const train_options_t *o) {
     return BG_OK;
 }
 
-/* Refuses --save-every N where the run ends before its step N: --save
- * writes at the end anyway. The run's steps count from its start, as the
- * saves do (scheduler/train.c), resumed or not. */
+/* Refuses --save-every N where this process saves at no multiple of N
+ * before the run's last step, where --save writes anyway. The run's steps
+ * count from its start, as the saves do (scheduler/train.c), resumed or
+ * not: a run resumed at step F saves at the first multiple past F. */
 static bg_status_t check_save_every(const train_options_t *o, const bg_dataset_t *train) {
     const bg_train_config_t *c = &o->train;
     if (c->save_every <= 0 || c->batch < 1 || train->count < 1) return BG_OK;
     const int64_t total = bg_train_total_steps(c, train->count);
-    if (c->save_every < total) return BG_OK;
+    const int64_t first = c->resume != NULL ? c->resume->step : 0;
+    const int64_t next = (first / c->save_every + 1) * c->save_every; /* past `first` */
+    if (next < total) return BG_OK;
+    if (first > 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--save-every %lld: this run goes on from step %lld to step %lld, "
+                            "where --save writes anyway, and saves at no multiple of %lld before "
+                            "(give a smaller N)",
+                            (long long)c->save_every, (long long)first, (long long)total,
+                            (long long)c->save_every);
     return bg_error_set(BG_ERR_INVALID,
                         "--save-every %lld: this run ends at step %lld, where --save writes "
                         "anyway (give N below the run's steps)",

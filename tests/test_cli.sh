@@ -1071,6 +1071,15 @@ usage_error "--save-every 2: this run ends at step 2, where --save writes anyway
 usage_error "--save-every 2: this run ends at step 2, where --save writes anyway" -- \
     train "$MODEL" --data synthetic --epochs 1 --batch 4096 --save "$T/every.safetensors" \
     --save-every 2
+# Resumed, it counts the saves this process would make: none before the
+# last step is refused, one is not.
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 3 --batch 16 --save "$T/at3.st"; then
+    usage_error "--save-every 5: this run goes on from step 3 to step 5, where --save writes anyway, and saves at no multiple of 5 before" \
+        -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$T/at3.st" \
+        --save "$T/at3.st" --save-every 5
+    expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$T/at3.st" \
+        --save "$T/at3.st" --save-every 4
+fi
 
 # A file past the size limit (ulimit -f) is a write error, named, not a
 # process ended by SIGXFSZ; nothing is left behind.
