@@ -244,10 +244,12 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
                                     ", got '%s'",
                                     UINT64_MAX, v);
             o->seed_given = 1;
-        } else if (strcmp(arg, "--load") == 0) {
-            o->load = v;
-        } else if (strcmp(arg, "--resume") == 0) {
-            o->resume = v;
+        } else if (strcmp(arg, "--load") == 0 || strcmp(arg, "--resume") == 0) {
+            if (v[0] == '\0') return bg_error_set(BG_ERR_INVALID, "%s: empty file name", arg);
+            if (strcmp(arg, "--load") == 0)
+                o->load = v;
+            else
+                o->resume = v;
         } else if (strcmp(arg, "--save-every") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 1, INT64_MAX / 2, &o->train.save_every));
         } else if (strcmp(arg, "--save") == 0) {
@@ -816,11 +818,12 @@ int bg_cmd_train(int argc, char **argv) {
         goto done;
     }
     if (r.save_failed_step > 0) bg_progress_end_line(&progress);
-    char scored[96] = ""; /* --test-samples */
-    if (o.test_samples == 1)
+    char scored[96] = ""; /* --test-samples, short of the whole set */
+    const int part = o.test_samples > 0 && o.test_samples < o.test_count;
+    if (part && o.test_samples == 1)
         snprintf(scored, sizeof scored, "; the first of %lld test samples",
                  (long long)o.test_count);
-    else if (o.test_samples > 1)
+    else if (part)
         snprintf(scored, sizeof scored, "; the first %lld of %lld test samples",
                  (long long)o.test_samples, (long long)o.test_count);
     if (isfinite(r.test_loss))

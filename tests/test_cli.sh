@@ -1142,6 +1142,12 @@ usage_error "--save: cannot write '$T/no/d/W.safetensors': folder '$T/no/d': No 
     train "$MODEL" --data synthetic --steps 1 --batch 16 --save "$T/no/d/W.safetensors"
 check "an unwritable --save stops before training" test ! -s "$OUT"
 usage_error "--save: empty file name" -- train "$MODEL" --data synthetic --steps 1 --save ""
+usage_error "--resume: empty file name" -- train "$MODEL" --data synthetic --steps 1 --resume ""
+usage_error "--load: empty file name" -- train "$MODEL" --data synthetic --steps 1 --load ""
+# --test-samples the size of the set scores the whole set, said as such.
+expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --test-samples 2048
+check "--test-samples N of N: no 'first N of N'" sh -c "! grep -q 'the first 2048' '$OUT'"
+stdout_has "test accuracy: " "--test-samples N of N: the test set scored"
 # A checkpoint replaces its file whole: a link there would become a file.
 ln -s "$T/target.safetensors" "$T/link.safetensors"
 usage_error "--save: '$T/link.safetensors' is a symbolic link; the file is replaced whole" -- \
