@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "planning.h"
 #include "cost_model.h"
 #include "devices.h"
 #include "model_spec.h"
@@ -204,12 +205,7 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
     }
     if (o->model == NULL) return bg_error_set(BG_ERR_INVALID, "no MODEL given");
     BG_CHECK(bg_cli_check_optimizer(&o->optimizer, argc, argv));
-    if (o->microbatches > o->batch)
-        return bg_error_set(
-            BG_ERR_INVALID,
-            "--microbatches %lld with --batch %lld would leave some micro-batches empty (at most "
-            "--microbatches %lld)",
-            (long long)o->microbatches, (long long)o->batch, (long long)o->batch);
+    BG_CHECK(bg_cli_check_microbatches(o->microbatches, o->batch));
     const int64_t micro = (o->batch + o->microbatches - 1) / o->microbatches;
     if (o->size_count < 0) o->size_count = bg_profile_default_sizes(o->batch, micro, o->sizes);
     /* ceil(B / M) is timed anyway. */

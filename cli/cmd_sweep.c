@@ -603,8 +603,8 @@ int bg_cmd_sweep(int argc, char **argv) {
     bg_cli_stop_handlers_t old_handlers;
     bg_cli_catch_stop_signals(&old_handlers,
                               "\nbrigade sweep: stopping once the point in progress ends, keeping "
-                              "the points done (--chart, --metrics); a second signal a second "
-                              "from now quits at once\n");
+                              "the points done; a second signal a second from now quits at "
+                              "once\n");
     for (int k = 0; k < o.schedule_count && !bg_cli_stop_signal && failed == BG_OK; k++) {
         for (int i = 0; i < o.m_count && !bg_cli_stop_signal && failed == BG_OK; i++) {
             char skip[512] = "";
@@ -632,7 +632,9 @@ int bg_cmd_sweep(int argc, char **argv) {
     }
     bg_cli_restore_stop_signals(&old_handlers);
     /* As train and simulate say it of one device's bubble. */
-    if (o.placement.devices.count == 1 && count > 0)
+    int run_points = 0;
+    for (int i = 0; i < count; i++) run_points += !points[i].skipped;
+    if (o.placement.devices.count == 1 && run_points > 0)
         printf("(one device: its bubble %% is the host's work between ops and steps, not a "
                "pipeline bubble)\n");
     /* The gap between the planner's world and this machine, reported. */
@@ -649,9 +651,7 @@ int bg_cmd_sweep(int argc, char **argv) {
     const int early = failed != BG_OK || (bg_cli_stop_signal != 0 && done_points < total);
     bg_cli_outputs_t outputs = {.cmd = "sweep", .failed = BG_OK};
     int chart_written = 0, metrics_written = 0;
-    int shown = 0;
-    for (int i = 0; i < count; i++) shown += !points[i].skipped;
-    if (o.chart != NULL && shown > 0) {
+    if (o.chart != NULL && run_points > 0) {
         char subtitle[512];
         chart_subtitle(&o, &setup, subtitle, sizeof subtitle);
         const bg_status_t written = bg_svg_chart_write(o.chart, points, count, subtitle);
@@ -680,7 +680,7 @@ int bg_cmd_sweep(int argc, char **argv) {
                 "brigade sweep: a stop signal came during the last point; every point "
                 "is done%s\n",
                 kept[0] != '\0' ? ", and written" : "");
-    } else if (shown == 0) {
+    } else if (run_points == 0) {
         /* Like plan when nothing fits: a result, but not a usable one. */
         fprintf(stderr, "brigade sweep: every point was skipped (above)%s%s\n",
                 o.chart != NULL ? "; no chart written" : "",

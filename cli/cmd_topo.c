@@ -32,10 +32,10 @@ static const char help[] =
     "devices than cores, so that they share); brigade plan and train read the same\n"
     "topology and order the stages' devices by these links (plan, simulate and\n"
     "sweep --simulate take --topology for a machine you do not have: lstopo\n"
-    "--of xml; tests/fixtures/two-socket-8-gpu.xml is an 8-GPU server). A table\n"
-    "of GB/s follows the GPUs' links: NVLink's (25 a link and direction) or the\n"
-    "slowest PCIe link on the path, as hwloc reports them; plan scales its PCIe\n"
-    "figures (docs/planner.md) by the latter.\n"
+    "--of xml; tests/fixtures/two-socket-8-gpu.xml is an 8-GPU server). Where\n"
+    "hwloc shows NVLink, a table of its GB/s a direction follows the links (25\n"
+    "a link, as hwloc's NVML plugin counts them), which plan uses (PCIe paths\n"
+    "have assumed figures: docs/planner.md).\n"
     "\n"
     "On this machine the CUDA line says whether the CUDA backend is built, which\n"
     "module it loaded (libbrigade-cuda.so: lib/ of the build, LIBDIR/brigade of\n"
@@ -103,16 +103,10 @@ static void link_cell(const bg_topology_t *t, int a, int b, char *text, size_t s
                                                              : bg_topology_gpu_link(t, a, b));
 }
 
-/* What hwloc says of a link's speed, GB/s in one direction: NVLink's (its
- * NVML plugin's figure), else the slowest PCIe link on the path; "-" where
- * it says nothing. */
-static double gpu_speed(const bg_topology_t *t, int a, int b) {
-    double nvlink = bg_topology_gpu_nvlink_bytes_per_s(t, a, b);
-    return nvlink > 0 ? nvlink : bg_topology_gpu_pcie_bytes_per_s(t, a, b);
-}
-
-static void speed_cell(const bg_topology_t *t, int a, int b, char *text, size_t size) {
-    double speed = gpu_speed(t, a, b);
+/* NVLink's speed between two GPUs, GB/s in one direction (hwloc's NVML
+ * figure); "-" where they have none. */
+static void nvlink_cell(const bg_topology_t *t, int a, int b, char *text, size_t size) {
+    const double speed = bg_topology_gpu_nvlink_bytes_per_s(t, a, b);
     if (a == b || speed <= 0)
         snprintf(text, size, "%s", a == b ? "X" : "-");
     else
@@ -139,14 +133,12 @@ static void print_gpus(const bg_topology_t *t) {
     }
     if (gpus > MATRIX_LIMIT) return;
     print_gpu_matrix(t, gpus, "links between GPUs (NVL: NVLink)", link_cell);
-    /* The speeds only where hwloc knows some. */
+    /* NVLink's speeds, where there is some. */
     for (int a = 0; a < gpus; a++)
         for (int b = 0; b < gpus; b++)
-            if (gpu_speed(t, a, b) > 0) {
-                print_gpu_matrix(
-                    t, gpus,
-                    "GB/s between GPUs, one way: NVLink's, else the slowest PCIe link (hwloc's)",
-                    speed_cell);
+            if (a != b && bg_topology_gpu_nvlink_bytes_per_s(t, a, b) > 0) {
+                print_gpu_matrix(t, gpus, "NVLink GB/s between GPUs, one way (hwloc's figures)",
+                                 nvlink_cell);
                 return;
             }
 }

@@ -365,24 +365,16 @@ static bg_status_t check_unused(const train_options_t *o) {
     return BG_OK;
 }
 
-/* Refuses --save-every N where this process saves at no multiple of N
- * before the run's last step, where --save writes anyway. The run's steps
- * count from its start, as the saves do (scheduler/train.c), resumed or
- * not: a run resumed at step F saves at the first multiple past F. */
+/* Refuses --save-every N where the run ends by its step N: --save writes
+ * at the end anyway. The run's steps count from its start, as the saves do
+ * (scheduler/train.c), resumed or not; a resumed run is not refused for
+ * having no multiple of N left before its end, so that the command that
+ * started a run also restarts it. */
 static bg_status_t check_save_every(const train_options_t *o, const bg_dataset_t *train) {
     const bg_train_config_t *c = &o->train;
     if (c->save_every <= 0 || c->batch < 1 || train->count < 1) return BG_OK;
     const int64_t total = bg_train_total_steps(c, train->count);
-    const int64_t first = c->resume != NULL ? c->resume->step : 0;
-    const int64_t next = (first / c->save_every + 1) * c->save_every; /* past `first` */
-    if (next < total) return BG_OK;
-    if (first > 0)
-        return bg_error_set(BG_ERR_INVALID,
-                            "--save-every %lld: this run goes on from step %lld to step %lld, "
-                            "where --save writes anyway, and saves at no multiple of %lld before "
-                            "(give a smaller N)",
-                            (long long)c->save_every, (long long)first, (long long)total,
-                            (long long)c->save_every);
+    if (c->save_every < total) return BG_OK;
     return bg_error_set(BG_ERR_INVALID,
                         "--save-every %lld: this run ends at step %lld, where --save writes "
                         "anyway (give N below the run's steps)",
@@ -802,8 +794,8 @@ int bg_cmd_train(int argc, char **argv) {
     bg_cli_stop_handlers_t old_handlers;
     bg_cli_catch_stop_signals(&old_handlers,
                               "\nbrigade train: stopping once the step in progress ends, keeping "
-                              "what the run has (--save, --metrics ...); a second signal a "
-                              "second from now quits at once\n");
+                              "what the run has; a second signal a second from now quits at "
+                              "once\n");
     st = bg_train_run(&o.train, &r, NULL); /* a --save file holds the final weights */
     bg_cli_restore_stop_signals(&old_handlers);
     if (st == BG_ERR_INTERRUPTED) {

@@ -186,8 +186,18 @@ void bg_cli_note_profile_sizes(const bg_profile_t *prof, int64_t batch, const in
             outside, sizes, (long long)batch, (long long)batch);
 }
 
+bg_status_t bg_cli_check_microbatches(int64_t microbatches, int64_t batch) {
+    if (microbatches <= batch) return BG_OK;
+    return bg_error_set(BG_ERR_INVALID,
+                        "--microbatches %lld with --batch %lld would leave some micro-batches "
+                        "empty (at most --microbatches %lld)",
+                        (long long)microbatches, (long long)batch, (long long)batch);
+}
+
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,
                              bg_plan_t **out) {
+    if (!p->auto_microbatches)
+        BG_CHECK(bg_cli_check_microbatches(request->microbatches, request->batch));
     unsigned flags = (p->auto_microbatches ? BG_PLAN_SEARCH_MICROBATCHES : 0) |
                      (p->auto_schedule ? BG_PLAN_SEARCH_SCHEDULE : 0);
     if (flags == 0) {
@@ -248,8 +258,6 @@ const char *bg_cli_plan_device_stages(const bg_plan_t *p, int device, int words,
     return buf;
 }
 
-/* A stage's or a device's use of its capacity for the table's 5-character
- * column: far over, the MiB columns say by how much. */
 /* The bubble of the plan's simulated step (the mean of its devices' idle
  * fractions, as `simulate` reports it); -1 for a plan that does not fit
  * or when the simulation fails. */
@@ -267,6 +275,8 @@ static double simulated_bubble(const bg_plan_t *p) {
     return bubble;
 }
 
+/* A stage's or a device's use of its capacity for the table's 5-character
+ * column: far over, the MiB columns say by how much. */
 static void format_use(size_t peak, size_t capacity, char *use, size_t size) {
     const double used = 100.0 * (double)peak / (double)(capacity ? capacity : 1);
     if (capacity == 0)

@@ -55,6 +55,10 @@ void bg_cli_setup_close(bg_cli_setup_t *setup);
  * sweep also predict with it, and take it always. */
 bg_status_t bg_cli_check_profile_used(const char *cmd, const bg_placement_t *p);
 
+/* Refuses more micro-batches than samples in a batch, naming both
+ * options. */
+bg_status_t bg_cli_check_microbatches(int64_t microbatches, int64_t batch);
+
 /* Plans `request`; with --microbatches auto or --schedule auto searches
  * them (bg_plan_search), prints the choice on stderr ("brigade CMD: chose
  * --microbatches 8: 9,976 samples/s simulated (a step of 6.415 ms), every

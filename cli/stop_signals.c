@@ -1,6 +1,7 @@
 /* Stopping a long command cleanly on SIGINT, SIGTERM or SIGHUP (cli.h):
  * the command finishes what is in progress, keeps what it has, and then
  * ends by that signal, as a shell expects of a command it interrupted. */
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,7 +37,8 @@ static void die_by(int signo) {
  * once; one sooner is the same request again (timeout(1) signals the
  * command and then its process group). */
 static void on_stop_signal(int signo) {
-    struct timespec now; /* clock_gettime, sigaction and raise are async-signal-safe */
+    const int saved_errno = errno; /* write may set it under the code interrupted */
+    struct timespec now;           /* clock_gettime, sigaction and raise are async-signal-safe */
     clock_gettime(CLOCK_MONOTONIC, &now);
     const int64_t ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
     if (bg_cli_stop_signal == 0) {
@@ -47,6 +49,7 @@ static void on_stop_signal(int signo) {
         say("\nbrigade: a second signal: quitting at once; nothing more is written\n");
         die_by(signo);
     }
+    errno = saved_errno;
 }
 
 void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *reply) {

@@ -414,7 +414,7 @@ const char *bg_topology_gpu_link(const bg_topology_t *t, int a, int b) {
  * OS device of it (hwloc's "nvmlN", "cudaN") is below; -1 for anything
  * else. */
 static int gpu_index_of(const bg_topology_t *t, hwloc_obj_t obj) {
-    if (obj->type == HWLOC_OBJ_OS_DEVICE) obj = obj->parent;
+    if (obj != NULL && obj->type == HWLOC_OBJ_OS_DEVICE) obj = obj->parent;
     if (obj == NULL || !is_gpu(obj)) return -1;
     int index = 0;
     for (hwloc_obj_t o = hwloc_get_next_pcidev(t->hw, NULL); o != NULL && o != obj;
@@ -466,28 +466,6 @@ static void load_nvlink(bg_topology_t *t) {
 double bg_topology_gpu_nvlink_bytes_per_s(const bg_topology_t *t, int a, int b) {
     if (t->nvlink == NULL || a < 0 || b < 0 || a >= t->gpus || b >= t->gpus) return 0;
     return t->nvlink[a * t->gpus + b];
-}
-
-/* The slowest PCIe link hwloc reports from `obj` up to (not including)
- * `top`: each device's and bridge's own link to the bridge above it; 0
- * when it reports none. */
-static double slowest_link_below(hwloc_obj_t obj, hwloc_obj_t top, double slowest) {
-    for (hwloc_obj_t o = obj; o != NULL && o != top; o = o->parent) {
-        float speed = 0;
-        if (o->type == HWLOC_OBJ_PCI_DEVICE) speed = o->attr->pcidev.linkspeed;
-        if (o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI)
-            speed = o->attr->bridge.upstream.pci.linkspeed;
-        /* Past 1 TB/s (PCIe 7.0 x16 is 242 GB/s) a figure is a broken file's. */
-        if (speed > 0 && speed <= 1000 && (slowest == 0 || speed < slowest)) slowest = speed;
-    }
-    return slowest;
-}
-
-double bg_topology_gpu_pcie_bytes_per_s(const bg_topology_t *t, int a, int b) {
-    hwloc_obj_t x = gpu_object(t, a), y = gpu_object(t, b);
-    if (x == NULL || y == NULL || a == b) return 0;
-    hwloc_obj_t common = common_ancestor(x, y);
-    return 1e9 * slowest_link_below(y, common, slowest_link_below(x, common, 0));
 }
 
 const char *bg_topology_core_link(const bg_topology_t *t, int a, int b) {

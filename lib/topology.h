@@ -70,13 +70,9 @@ const char *bg_topology_gpu_link(const bg_topology_t *topo, int a, int b);
  * direction, summed over their links (through NVSwitches: the lesser of
  * the two GPUs' links to them); 0 when they have no NVLink or the topology
  * does not say (hwloc shows NVLink only through its NVML plugin, or an
- * XML export made with it). A theoretical figure: 25 GB/s a link. */
+ * XML export made with it). hwloc's figure, theoretical: its plugin counts
+ * 25 GB/s a link for NVLink 2 to 4 (hwloc 2.9 to 2.12). */
 double bg_topology_gpu_nvlink_bytes_per_s(const bg_topology_t *topo, int a, int b);
-
-/* The slowest PCIe link on the path between GPUs a and b as hwloc reports
- * it (each device's negotiated link speed: 31.5e9 for PCIe 4.0 x16),
- * bytes per second; 0 when hwloc reports none or a == b. */
-double bg_topology_gpu_pcie_bytes_per_s(const bg_topology_t *topo, int a, int b);
 
 /* How two cores are linked: "X" (the same), "NODE" (one NUMA node), "SYS"
  * (across NUMA nodes). */

@@ -161,6 +161,7 @@ static bg_status_t merge_events(bg_pipeline_t *p, double job_end) {
 }
 
 bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t **labels) {
+    p->pinned_ready = 0;
     if (p->pinned_images != NULL) {
         bg_backend_t *be = stage_backend(p, 0);
         BG_CHECK(be->ops->synchronize(be)); /* the previous job's uploads */
@@ -171,19 +172,26 @@ bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t 
         BG_CHECK(be->ops->synchronize(be));
         *labels = p->pinned_labels;
     }
+    p->pinned_ready = 1;
     return BG_OK;
 }
 
 /* Points the job at its batch: the caller's arrays, or for stages on GPUs
  * the pinned ones, into which the batch is copied unless the caller
- * gathered it there (bg_pipeline_batch_buffers). */
+ * gathered it there, just after bg_pipeline_batch_buffers (a caller that
+ * kept the pointers from an earlier job waits here as that call would). */
 static bg_status_t pin_batch(bg_pipeline_t *p, const float *images, const int32_t *labels,
                              int64_t n) {
     float *pinned_images = (float *)images;
     int32_t *pinned_labels = (int32_t *)labels;
-    if ((p->pinned_images != NULL && images != p->pinned_images) ||
-        (p->pinned_labels != NULL && labels != p->pinned_labels)) {
+    const int pinned = p->pinned_images != NULL || p->pinned_labels != NULL;
+    const int gathered_there = p->pinned_ready &&
+                               (p->pinned_images == NULL || images == p->pinned_images) &&
+                               (p->pinned_labels == NULL || labels == p->pinned_labels);
+    p->pinned_ready = 0;
+    if (pinned && !gathered_there) {
         BG_CHECK(bg_pipeline_batch_buffers(p, &pinned_images, &pinned_labels));
+        p->pinned_ready = 0;
         if (pinned_images != images)
             memcpy(pinned_images, images,
                    sizeof(float) * (size_t)(n * bg_shape_numel(p->cfg.spec->input)));

@@ -330,8 +330,8 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
     if (cfg->microbatches > cfg->batch)
         return bg_error_set(
             BG_ERR_INVALID,
-            "--microbatches %d with --batch %lld would leave some micro-batches empty (at most "
-            "--microbatches %lld)",
+            "%d micro-batches of a batch of %lld samples would leave some micro-batches "
+            "empty (at most %lld)",
             cfg->microbatches, (long long)cfg->batch, (long long)cfg->batch);
     const int stages = cfg->devices->count * cfg->chunks;
     if (stages > BG_MAX_STAGES)

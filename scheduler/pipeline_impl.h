@@ -92,6 +92,10 @@ struct bg_pipeline {
      * devices, which read the caller's arrays. */
     float *pinned_images;
     int32_t *pinned_labels;
+    /* bg_pipeline_batch_buffers handed them out since the last job began:
+     * the GPUs have read the previous job's batch, so the job need not
+     * wait again for a batch gathered there. */
+    int pinned_ready;
     int64_t batch;
     int64_t *micro_offset, *micro_size; /* per micro-batch */
     double loss_sum;                    /* written by the last stage's device only */

@@ -103,13 +103,10 @@ static void link_gpus(const bg_topology_t *topo, const bg_device_t *a, const bg_
     *link = gpu_link(BG_LINK_UNKNOWN_BYTES_PER_S);
     if (ga->topo_gpu >= 0 && gb->topo_gpu >= 0) {
         const char *w = bg_topology_gpu_link(topo, ga->topo_gpu, gb->topo_gpu);
-        /* The figures are PCIe 4.0 x16's: scaled to the path's slowest link. */
-        const double pcie = bg_topology_gpu_pcie_bytes_per_s(topo, ga->topo_gpu, gb->topo_gpu);
-        const double scale = pcie > 0 ? pcie / BG_LINK_PCIE_REFERENCE_BYTES_PER_S : 1;
         for (size_t i = 0; i < sizeof speeds / sizeof speeds[0]; i++)
             if (strcmp(w, speeds[i].word) == 0) {
                 *word = speeds[i].word;
-                *link = gpu_link(speeds[i].bytes_per_s * scale);
+                *link = gpu_link(speeds[i].bytes_per_s);
             }
         const double nvlink = bg_topology_gpu_nvlink_bytes_per_s(topo, ga->topo_gpu, gb->topo_gpu);
         if (nvlink > 0) {

@@ -14,13 +14,14 @@
  * ("HOST").
  *
  * The speeds of PCIe paths are assumptions (BG_LINK_* below: typical
- * figures for PCIe 4.0 x16), scaled by the slowest link hwloc reports on
- * the path against PCIe 4.0 x16's 31.5 GB/s (so 5.0 x16 doubles them,
- * 3.0 x16 or 4.0 x8 halves them). NVLink's is hwloc's theoretical 25 GB/s a
- * link and direction, which hwloc shows only through its NVML plugin (or
- * an XML export made with it). None is measured: their order is what
- * matters to the device order; the planner's transfer times are only as
- * good as they are.
+ * figures for PCIe 4.0 x16), not scaled by the link speeds hwloc reports:
+ * those are the links' current state (an idle GPU's link drops to 2.5
+ * GT/s) or, through hwloc's NVML plugin, 8 GT/s for every generation from
+ * 3 on. NVLink's is hwloc's figure (its NVML plugin counts 25 GB/s a link
+ * and direction for NVLink 2 to 4), which hwloc shows only through that
+ * plugin (or an XML export made with it). None is measured: their order
+ * is what matters to the device order; the planner's transfer times are
+ * only as good as they are.
  *
  * Memory. A GPU's memory comes from hwloc's CUDA device (an XML export) or
  * from the CUDA runtime (a live machine), divided among the virtual
@@ -50,9 +51,6 @@ extern "C" {
 #define BG_LINK_UNKNOWN_BYTES_PER_S  16e9   /* GPUs the topology does not show */
 #define BG_LINK_HOST_BYTES_PER_S     16e9   /* between a CPU device and a GPU */
 #define BG_LINK_GPU_LATENCY_S        10e-6  /* per transfer, GPU links */
-/* The PCIe link the figures above are for: 4.0 x16, 31.507692 GB/s as
- * hwloc reports it (a float, so that such a path scales them by exactly 1). */
-#define BG_LINK_PCIE_REFERENCE_BYTES_PER_S (1e9 * (double)31.507692f)
 
 typedef struct bg_device_links {
     int count;            /* n devices */

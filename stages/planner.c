@@ -241,8 +241,8 @@ bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
     if (r->microbatches > r->batch)
         return bg_error_set(
             BG_ERR_INVALID,
-            "--microbatches %d with --batch %lld would leave some micro-batches empty (at most "
-            "--microbatches %lld)",
+            "%d micro-batches of a batch of %lld samples would leave some micro-batches "
+            "empty (at most %lld)",
             r->microbatches, (long long)r->batch, (long long)r->batch);
     bg_plan_t *p = calloc(1, sizeof *p);
     if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");

@@ -105,10 +105,10 @@ usage_error "--topology needs a value" -- topo --topology
 expect 0 "" -- topo --topology "$ROOT/tests/fixtures/two-socket-8-gpu.xml"
 stdout_has "   5 0000:93:00.0   10de:2335        1        1 cuda:5    140.0 GiB" "topo GPU table"
 stdout_has "  gpu0       X    PIX    PHB    PHB    SYS    SYS    SYS    SYS" "topo GPU links"
-stdout_has "  gpu3    31.5   31.5   31.5      X   31.5   31.5   31.5   31.5" "topo GPU link speeds"
+check "topo: no NVLink, no table of its speeds" sh -c "! grep -q 'NVLink GB/s' '$OUT'"
 expect 0 "" -- topo --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml"
 stdout_has "  gpu1     NVL      X    PHB    PHB" "topo: NVLink bridges"
-stdout_has "  gpu2    15.8   15.8      X  100.0" "topo: NVLink and a PCIe 4.0 x8 path in GB/s"
+stdout_has "  gpu2       -      -      X  100.0" "topo: NVLink's GB/s"
 # Every help text fits a terminal of 80 columns.
 for cmd in "" summary train plan simulate sweep profile topo; do
     # shellcheck disable=SC2086 # the empty command is no argument
@@ -985,8 +985,11 @@ stop_run() { # SIGNAL STATUS
         --batch 16 --save "$T/stopped.st" </dev/null >"$OUT" 2>"$ERR" &
     signal_when "^epoch 1/" "$1" $!
     check "SIG$1: exit status $2 (was $status)" test "$status" -eq "$2"
-    check "SIG$1: answered at once" \
-        grep -q "^brigade train: stopping once the step in progress ends" "$ERR"
+    # shellcheck disable=SC2016 # the script's own $1, given after it
+    check "SIG$1: answered at once, before the run stops" sh -c '
+        heard=$(grep -n "^brigade train: stopping once the step in progress ends" "$1" | cut -d: -f1)
+        stopped=$(grep -n "interrupted after step" "$1" | cut -d: -f1)
+        [ -n "$heard" ] && [ -n "$stopped" ] && [ "$heard" -lt "$stopped" ]' sh "$ERR"
     stopped=$(sed -n 's/.*interrupted after step \([0-9]*\) of 1000000; the training state is saved in .*/\1/p' "$ERR")
     if [ -n "$stopped" ]; then
         pass
@@ -1071,14 +1074,11 @@ usage_error "--save-every 2: this run ends at step 2, where --save writes anyway
 usage_error "--save-every 2: this run ends at step 2, where --save writes anyway" -- \
     train "$MODEL" --data synthetic --epochs 1 --batch 4096 --save "$T/every.safetensors" \
     --save-every 2
-# Resumed, it counts the saves this process would make: none before the
-# last step is refused, one is not.
-if expect 0 "" -- train "$MODEL" --data synthetic --steps 3 --batch 16 --save "$T/at3.st"; then
-    usage_error "--save-every 5: this run goes on from step 3 to step 5, where --save writes anyway, and saves at no multiple of 5 before" \
-        -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$T/at3.st" \
-        --save "$T/at3.st" --save-every 5
-    expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$T/at3.st" \
-        --save "$T/at3.st" --save-every 4
+# A resumed run is given the command that started it: with no save of
+# --save-every left before its end, it is not refused for that.
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 2 --batch 16 --save "$T/at2.st"; then
+    expect 0 "" -- train "$MODEL" --data synthetic --steps 4 --batch 16 --resume "$T/at2.st" \
+        --save "$T/at2.st" --save-every 2
 fi
 
 # A file past the size limit (ulimit -f) is a write error, named, not a

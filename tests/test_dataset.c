@@ -604,8 +604,9 @@ static void test_gather(void **state) {
 }
 
 /* The CRC a checkpoint records of its data: the pixels as stored, then
- * the labels as little-endian int32 (the figure from Python's zlib.crc32
- * of those bytes); a changed label changes it. */
+ * the labels as little-endian int32 (the figures from Python's zlib.crc32
+ * of those bytes); 1,100 labels cross the 1,024 the CRC takes at a time.
+ * A changed label changes it. */
 static void test_crc32(void **state) {
     (void)state;
     uint8_t pixels[8] = {1, 2, 3, 4, 250, 0, 7, 9};
@@ -614,6 +615,17 @@ static void test_crc32(void **state) {
     assert_true(bg_dataset_crc32(&ds) == UINT32_C(0x158efb9a));
     labels[0] = 6;
     assert_true(bg_dataset_crc32(&ds) != UINT32_C(0x158efb9a));
+
+    enum { MANY = 1100 };
+    uint8_t many_pixels[MANY];
+    int32_t many_labels[MANY];
+    for (int i = 0; i < MANY; i++) {
+        many_pixels[i] = (uint8_t)(i % 251);
+        many_labels[i] = i % 10;
+    }
+    bg_dataset_t many = {
+        .count = MANY, .shape = {1, 1, 1}, .pixels = many_pixels, .labels = many_labels};
+    assert_true(bg_dataset_crc32(&many) == UINT32_C(0xc6ef43db));
 }
 
 static void test_destroy_null(void **state) {

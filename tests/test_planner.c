@@ -229,8 +229,8 @@ static void test_request_errors(void **state) {
     bg_plan_t *plan = NULL;
     bg_plan_request_t r = request_for(spec, devices, 2, 8, 4);
     assert_int_equal(bg_plan_create(&r, &plan), BG_ERR_INVALID);
-    assert_non_null(strstr(bg_error_message(), "--microbatches 8 with --batch 4 would leave some "
-                                               "micro-batches empty (at most --microbatches 4)"));
+    assert_non_null(strstr(bg_error_message(), "8 micro-batches of a batch of 4 samples would "
+                                               "leave some micro-batches empty (at most 4)"));
     r = request_for(spec, devices, 2, 3, 64);
     r.schedule = BG_SCHEDULE_INTERLEAVED;
     r.chunks = 2;
