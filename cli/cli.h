@@ -177,8 +177,9 @@ typedef struct bg_cli_outputs {
 } bg_cli_outputs_t;
 
 /* Notes how writing one output went: `what` and `path` make the line
- * printed on success ("metrics written to m.json"); a failure is reported
- * with bg_error_message(). */
+ * printed on stderr on success ("metrics written to m.json", a note like
+ * the others, so that stdout holds the report alone); a failure is
+ * reported with bg_error_message(). */
 void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const char *what,
                            const char *path);
 

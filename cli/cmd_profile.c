@@ -490,7 +490,7 @@ int bg_cmd_profile(int argc, char **argv) {
     print_profile(spec, profile);
     if (o.output != NULL) {
         BG_CHECK_GOTO(bg_profile_save(profile, o.output), st, fail);
-        printf("profile written to %s\n", o.output);
+        fprintf(stderr, "profile written to %s\n", o.output);
     }
     goto done;
 fail:

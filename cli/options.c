@@ -349,6 +349,19 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
          * replaced whole through a temporary file beside it (lib/text_file.c,
          * lib/atomic_file.c), so its folder must take files too. */
         if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return BG_OK;
+        /* Replacing the file standard output or error goes to (`> m.json`)
+         * would lose what they hold, in silence. */
+        static const char *const streams[] = {"standard output", "standard error"};
+        for (int fd = 1; fd <= 2; fd++) {
+            struct stat stream;
+            if (fstat(fd, &stream) == 0 && S_ISREG(stream.st_mode) && stream.st_dev == st.st_dev &&
+                stream.st_ino == st.st_ino)
+                return bg_error_set(BG_ERR_INVALID,
+                                    "%s '%s' is the file %s goes to: replacing it would lose "
+                                    "what that holds (give another name%s)",
+                                    option, path, streams[fd - 1],
+                                    fd == 1 ? ", or /dev/stdout to add it after the report" : "");
+        }
     }
     /* A new file, or one replaced. */
     return check_folder(option, path, path);
@@ -460,7 +473,10 @@ done:
 void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const char *what,
                            const char *path) {
     if (status == BG_OK) {
-        printf("%s written to %s\n", what, path);
+        /* A note, not a result: stdout stays the report (and a --metrics
+           /dev/stdout's JSON, alone after it). */
+        fflush(stdout);
+        fprintf(stderr, "%s written to %s\n", what, path);
         return;
     }
     fflush(stdout); /* what it follows comes first, also into a pipe */

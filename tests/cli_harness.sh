@@ -96,6 +96,15 @@ stdout_has() {
     fi
 }
 
+# stderr_has 'substring' WHAT: checks the last command's stderr.
+stderr_has() {
+    if grep -qF -- "$1" "$ERR"; then
+        pass
+    else
+        fail "$2: stderr does not contain '$1'"
+    fi
+}
+
 # deep_mlp FILE PAIRS: writes a model of 2 * PAIRS + 3 layers (a 4x4
 # input flattened, PAIRS dense layers of 8 units each with its relu, a
 # dense layer of 4 and the loss): deeper than profile times every range of

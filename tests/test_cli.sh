@@ -1199,9 +1199,9 @@ usage_error "--metrics and --trace both name '$T/linked.json'" -- simulate "$MOD
     --metrics "$T/to-linked" --trace "$T/linked.json"
 expect 0 "" -- simulate "$MODEL" --metrics /dev/null --trace /dev/null
 # /dev/stdout, with standard output redirected to a file by '>' (as the
-# harness does): the report, the metrics, then the line saying where they
-# went, none written over another (a second open of the file would start
-# again at its first byte).
+# harness does): the report, then the metrics, alone to the end, neither
+# written over the other (a second open of the file would start again at
+# its first byte); the line saying where they went is on stderr.
 if expect 0 "" -- simulate "$MODEL" --metrics /dev/stdout; then
     stdout_has "bubble: predicted" "simulate --metrics /dev/stdout: the report"
     check "simulate --metrics /dev/stdout: the whole metrics after the report" python3 -c '
@@ -1211,8 +1211,17 @@ at = text.index("{")
 assert "bubble: predicted" in text[:at], text[:at]
 metrics, end = json.JSONDecoder().raw_decode(text[at:])
 assert metrics["model"].endswith("fashion_cnn.model"), metrics
-assert text[at + end:].strip() == "metrics written to /dev/stdout", text[at + end:]' "$OUT"
+assert text[at + end:].strip() == "", text[at + end:]' "$OUT"
+    stderr_has "metrics written to /dev/stdout" "simulate --metrics /dev/stdout: where they went"
 fi
+# An output named as the file standard output goes to would replace the
+# report: refused before the run.
+# shellcheck disable=SC2094 # the one file on purpose
+"$BRIGADE" simulate "$MODEL" --metrics "$T/same.json" >"$T/same.json" 2>"$ERR"
+status=$?
+check "--metrics over the file stdout goes to: exit 2 (was $status)" test "$status" -eq 2
+stderr_has "--metrics '$T/same.json' is the file standard output goes to: replacing it would lose what that holds" \
+    "--metrics over the file stdout goes to: said"
 # A model file whose name is not UTF-8, or holds a control character: the
 # JSON and SVG written still parse, each such byte U+FFFD.
 odd_name=$(printf '%s/odd\377\001.model' "$T")
@@ -1312,20 +1321,20 @@ if [ -w /dev/full ]; then
     expect 1 "brigade train: trace: cannot write '/dev/full': No space left on device" -- \
         train "$MODEL" --data synthetic --steps 2 --batch 16 --devices cpu:2 --microbatches 2 \
         --trace /dev/full --timeline "$T/after-full.svg" --metrics "$T/after-full.json"
-    stdout_has "timeline written to $T/after-full.svg" "after a failed trace, the timeline"
-    stdout_has "metrics written to $T/after-full.json" "after a failed trace, the metrics"
+    stderr_has "timeline written to $T/after-full.svg" "after a failed trace, the timeline"
+    stderr_has "metrics written to $T/after-full.json" "after a failed trace, the metrics"
     check "after a failed trace, the metrics file is whole" python3 -c \
         'import json, sys; assert json.load(open(sys.argv[1]))["steps"] == 2' "$T/after-full.json"
     expect 1 "brigade sweep: svg chart: cannot write '/dev/full'" -- sweep "$MODEL" --simulate \
         --microbatches 1,2 --chart /dev/full --metrics "$T/after-full.json"
-    stdout_has "metrics written to $T/after-full.json" "after a failed chart, the sweep's metrics"
+    stderr_has "metrics written to $T/after-full.json" "after a failed chart, the sweep's metrics"
 fi
 
 # A trace (Chrome's JSON) and an SVG timeline of the recorded steps.
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 3 --batch 16 --devices cpu:2 \
     --microbatches 2 --trace "$T/T.json" --timeline "$T/T.svg"; then
-    stdout_has "trace written to $T/T.json" "train --trace"
-    stdout_has "timeline written to $T/T.svg" "train --timeline"
+    stderr_has "trace written to $T/T.json" "train --trace"
+    stderr_has "timeline written to $T/T.svg" "train --timeline"
     check "the trace has forward, backward and step events of the 3 recorded steps" \
         python3 -c '
 import json, sys
@@ -1459,7 +1468,7 @@ fi
 if expect 0 "" -- sweep "$MODEL" --devices cpu:2 --steps 3 --warmup 0 --microbatches 2 \
     --batch 16 --metrics "$T/measured.json"; then
     check "sweep --metrics says where it wrote" \
-        grep -qxF "metrics written to $T/measured.json" "$OUT"
+        grep -qxF "metrics written to $T/measured.json" "$ERR"
     check "a measured sweep's metrics hold its row's figures" python3 -c '
 import json, sys
 p = json.load(open(sys.argv[1]))

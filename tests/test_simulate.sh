@@ -817,7 +817,7 @@ file_check "plan --json says a given split is given" "$OUT" 'assert p["split"] =
 expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 1,2,4,8 \
     --schedule gpipe,1f1b --steps 3 --chart "$T/chart.svg" --metrics "$T/sweep.json"
 check "sweep --metrics says where it wrote" \
-    grep -qxF "metrics written to $T/sweep.json" "$OUT"
+    grep -qxF "metrics written to $T/sweep.json" "$ERR"
 check "sweep --simulate prints a row per M and schedule, with no spread" \
     test "$(grep -cE '^ +[1248] +(gpipe|1f1b) +[0-9.]+ +- ' "$OUT")" -eq 8
 check "sweep --simulate chart is SVG marked simulated" grep -qF "1f1b (simulated)" "$T/chart.svg"
