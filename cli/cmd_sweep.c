@@ -207,6 +207,8 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
         bg_cli_check_distinct(files, o->simulate ? 5 : bg_cli_add_data_files(files, 5, o->data)));
     if (o->m_count == 0)
         return bg_error_set(BG_ERR_INVALID, "--microbatches LIST is required (e.g. 1,2,4,8)");
+    /* A count no schedule can run is a typo in the list, not a point. */
+    for (int i = 0; i < o->m_count; i++) BG_CHECK(bg_cli_check_microbatches(o->ms[i], o->batch));
     if (o->placement.topology_path != NULL && !o->simulate)
         return bg_error_set(BG_ERR_INVALID,
                             "--topology %s describes another machine: add --simulate (a sweep "

@@ -470,7 +470,10 @@ static void report_failed_save(const train_options_t *o, const bg_train_result_t
                 "saved: %s",
                 failed, (long long)total, r->save_error);
     char word[1024];
-    if (r->saved_step > 0)
+    if (r->saved_step > 0 && access(o->save, R_OK) != 0) /* its folder went away */
+        fprintf(stderr, "; %s, which held step %lld, is gone too: nothing of this run is saved\n",
+                o->save, (long long)r->saved_step);
+    else if (r->saved_step > 0)
         fprintf(stderr, "; %s holds step %lld (--resume %s goes on from there)\n", o->save,
                 (long long)r->saved_step, bg_path_shell_word(o->save, word, sizeof word));
     else if (o->resume != NULL && bg_cli_same_file(o->save, o->resume))

@@ -1382,6 +1382,8 @@ fi
 # --- sweep ---------------------------------------------------------------------
 
 usage_error "--microbatches LIST is required (e.g. 1,2,4,8)" -- sweep "$MODEL"
+usage_error "--microbatches 65 with --batch 64 would leave some micro-batches empty (at most --microbatches 64)" \
+    -- sweep "$MODEL" --simulate --microbatches 1,65
 usage_error "--microbatches: empty item in ',' (expected A,B,...)" -- sweep "$MODEL" --microbatches ,
 usage_error "--microbatches: empty item in '4,'" -- sweep "$MODEL" --microbatches 4,
 usage_error "--microbatches: empty item in '1,,4'" -- sweep "$MODEL" --microbatches 1,,4
