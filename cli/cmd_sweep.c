@@ -528,10 +528,6 @@ static const char *kept_outputs(int chart, int metrics) {
 }
 
 int bg_cmd_sweep(int argc, char **argv) {
-    /* A closed pipe (`| head`, a `| tee` that was killed) costs the table,
-       not the points: the sweep goes on and writes its chart and metrics
-       (each row's write fails with EPIPE instead of ending the process). */
-    signal(SIGPIPE, SIG_IGN);
     sweep_options_t o = {0};
     int show_help = 0;
     bg_status_t st = parse_args(argc, argv, &o, &show_help);
@@ -539,6 +535,11 @@ int bg_cmd_sweep(int argc, char **argv) {
         printf(help, bg_placement_help, bg_placement_help_rest);
         return 0;
     }
+    /* A closed pipe (`| head`, a `| tee` that was killed) costs the table,
+       not the points: the sweep goes on and writes its chart and metrics
+       (each row's write fails with EPIPE instead of ending the process).
+       --help above ends by it, as any command's output does. */
+    signal(SIGPIPE, SIG_IGN);
     if (st != BG_OK) return bg_cli_usage_error("sweep", "%s", bg_error_message());
     bg_cli_setup_t setup = {0};
     bg_dataset_t *train = NULL, *test = NULL;

@@ -599,10 +599,6 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
 }
 
 int bg_cmd_train(int argc, char **argv) {
-    /* A closed pipe (`| head`, a `| tee` that was killed) costs the output,
-       not the run, which goes on and saves: a failed write is EPIPE, from
-       the first line printed on. */
-    signal(SIGPIPE, SIG_IGN);
     bg_train_config_t defaults = BG_TRAIN_CONFIG_INIT;
     train_options_t o = {.train = defaults};
     int show_help = 0;
@@ -611,6 +607,11 @@ int bg_cmd_train(int argc, char **argv) {
         printf(help, bg_placement_help, bg_placement_help_schedule, bg_placement_help_rest);
         return 0;
     }
+    /* A closed pipe (`| head`, a `| tee` that was killed) costs the output,
+       not the run, which goes on and saves: a failed write is EPIPE, from
+       the first line printed on. --help above ends by it, as any command's
+       output does. */
+    signal(SIGPIPE, SIG_IGN);
     if (st != BG_OK) return bg_cli_usage_error("train", "%s", bg_error_message());
 
     bg_cli_setup_t setup = {0};

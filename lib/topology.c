@@ -110,6 +110,10 @@ static bg_status_t check_xml_file(const char *path) {
         return bg_error_set(BG_ERR_INVALID,
                             "%s: %lld bytes, more than the %lld an hwloc XML topology may have",
                             path, (long long)info.st_size, (long long)TOPOLOGY_XML_MAX_BYTES);
+    /* hwloc says nothing of why it cannot open a file. */
+    if (access(path, R_OK) != 0)
+        return bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology (%s)", path,
+                            strerror(errno));
     return BG_OK;
 }
 
