@@ -21,6 +21,13 @@ int bg_cmd_topo(int argc, char **argv);
 int bg_cmd_profile(int argc, char **argv);
 int bg_cmd_simulate(int argc, char **argv);
 
+/* `text` (a file name from the command line) as a header or note shows
+ * it: itself when it holds no control character, else a copy in `buf`
+ * with each one as \xNN (a newline too), so that no name can act on the
+ * terminal or split a line; cut to whole characters that fit `size`. */
+enum { BG_CLI_SHOWN_MAX = 4 * 4096 + 1 };
+const char *bg_cli_shown(const char *text, char *buf, size_t size);
+
 /* Prints "brigade CMD: message" to stderr and returns exit status 2. In
  * this and bg_cli_fail's message, control characters (a file name may hold
  * an escape sequence) are written as \xNN, newlines and tabs as they are. */

@@ -166,7 +166,8 @@ int bg_cmd_plan(int argc, char **argv) {
         free(text);
     } else {
         char source[192];
-        printf("plan for %s: ", o.model);
+        char shown[BG_CLI_SHOWN_MAX];
+        printf("plan for %s: ", bg_cli_shown(o.model, shown, sizeof shown));
         bg_placement_describe(&o.placement, 0, stdout);
         printf("\n");
         bg_placement_describe_links(&o.placement, stdout);

@@ -470,10 +470,11 @@ int bg_cmd_profile(int argc, char **argv) {
                        : k + 1 == pc.other_sizes ? " and "
                                                  : ", ",
                        (long long)pc.other_size[k], k + 1 == pc.other_sizes ? ")" : "");
+    char shown[BG_CLI_SHOWN_MAX];
     fprintf(stderr,
             "profiling %s: %d layers, micro-batch of %lld sample%s%s, %d timed run%s each\n",
-            o.model, spec->num_layers, (long long)pc.batch, pc.batch == 1 ? "" : "s", sizes,
-            pc.repetitions, pc.repetitions == 1 ? "" : "s");
+            bg_cli_shown(o.model, shown, sizeof shown), spec->num_layers, (long long)pc.batch,
+            pc.batch == 1 ? "" : "s", sizes, pc.repetitions, pc.repetitions == 1 ? "" : "s");
     if (pc.split == NULL && spec->num_layers > BG_PROFILE_MAX_STAGE_LAYERS)
         fprintf(stderr,
                 "note: %s has %d layers; every layer range is timed as a stage only for models "
@@ -490,7 +491,7 @@ int bg_cmd_profile(int argc, char **argv) {
     print_profile(spec, profile);
     if (o.output != NULL) {
         BG_CHECK_GOTO(bg_profile_save(profile, o.output), st, fail);
-        fprintf(stderr, "profile written to %s\n", o.output);
+        fprintf(stderr, "profile written to %s\n", bg_cli_shown(o.output, shown, sizeof shown));
     }
     goto done;
 fail:

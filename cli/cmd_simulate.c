@@ -192,7 +192,8 @@ int bg_cmd_simulate(int argc, char **argv) {
      * it could never hold) leaves stdout empty, as other usage errors do. */
     if (plan->partition->fits) BG_CHECK_GOTO(bg_plan_simulate(plan, (int)o.steps, &tl), st, fail);
     char source[192];
-    printf("simulation of %s: ", o.model);
+    char shown[BG_CLI_SHOWN_MAX];
+    printf("simulation of %s: ", bg_cli_shown(o.model, shown, sizeof shown));
     bg_placement_describe(&o.placement, 0, stdout);
     char sizes[64];
     printf("\nbatch %lld (%s), %s; %s; costs from %s\n\n", (long long)o.batch,

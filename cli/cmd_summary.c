@@ -125,8 +125,9 @@ int bg_cmd_summary(int argc, char **argv) {
     char shape[48], what[64], params[32], flops[32], bytes[32];
     bool image = true; /* the input line gives channels, height and width */
     shape_text(spec->input, image, shape, sizeof shape);
-    printf("%s: %d layer%s, input %s, %lld class%s\n\n", path, spec->num_layers,
-           spec->num_layers == 1 ? "" : "s", shape, (long long)spec->classes,
+    char shown[BG_CLI_SHOWN_MAX];
+    printf("%s: %d layer%s, input %s, %lld class%s\n\n", bg_cli_shown(path, shown, sizeof shown),
+           spec->num_layers, spec->num_layers == 1 ? "" : "s", shape, (long long)spec->classes,
            spec->classes == 1 ? "" : "es");
     /* Columns widen for a deep block's indented kinds and large shapes. */
     bg_text_table_t *table = NULL;

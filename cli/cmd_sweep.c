@@ -558,6 +558,7 @@ int bg_cmd_sweep(int argc, char **argv) {
      * its sim ms column prices each point's plan with it. */
     BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &o.optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
+    char shown[BG_CLI_SHOWN_MAX];
     if (!o.simulate) {
         BG_CHECK_GOTO(bg_cli_input_status(
                           bg_dataset_open(o.data, spec->input, spec->classes, 1, &train, &test)),
@@ -568,13 +569,13 @@ int bg_cmd_sweep(int argc, char **argv) {
                               (long long)o.batch, (long long)train->count);
             goto fail;
         }
-        fprintf(stderr,
-                "sweep of %s, batch %lld, %lld warm-up + %lld timed step%s per point: ", o.model,
-                (long long)o.batch, (long long)o.warmup, (long long)o.steps,
-                o.steps == 1 ? "" : "s");
+        fprintf(stderr, "sweep of %s, batch %lld, %lld warm-up + %lld timed step%s per point: ",
+                bg_cli_shown(o.model, shown, sizeof shown), (long long)o.batch, (long long)o.warmup,
+                (long long)o.steps, o.steps == 1 ? "" : "s");
     } else {
         fprintf(stderr, "simulated sweep of %s, batch %lld, %lld step%s per point, costs from %s: ",
-                o.model, (long long)o.batch, (long long)o.steps, o.steps == 1 ? "" : "s",
+                bg_cli_shown(o.model, shown, sizeof shown), (long long)o.batch, (long long)o.steps,
+                o.steps == 1 ? "" : "s",
                 setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
     }
     /* Stages per point vary with --chunks (interleaved only): devices here. */

@@ -614,6 +614,8 @@ int bg_cmd_train(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     if (st != BG_OK) return bg_cli_usage_error("train", "%s", bg_error_message());
 
+    /* File names as the headers and notes show them (bg_cli_shown). */
+    char model_shown[BG_CLI_SHOWN_MAX], data_shown[BG_CLI_SHOWN_MAX];
     bg_cli_setup_t setup = {0};
     bg_dataset_t *train = NULL, *test = NULL;
     bg_train_result_t r = {0};
@@ -634,8 +636,9 @@ int bg_cmd_train(int argc, char **argv) {
             st, fail);
         BG_CHECK_GOTO(resume_seed(&o, &resume), st, fail);
         o.train.resume = &resume;
-        fprintf(stderr, "resuming %s at step %lld (epoch %d, sample %lld)\n", o.resume,
-                (long long)resume.step, resume.epoch, (long long)resume.position);
+        fprintf(stderr, "resuming %s at step %lld (epoch %d, sample %lld)\n",
+                bg_cli_shown(o.resume, model_shown, sizeof model_shown), (long long)resume.step,
+                resume.epoch, (long long)resume.position);
     }
     /* Parameters past the machine's memory are refused before the data and
      * any stage; --load reads them into a host copy first. */
@@ -744,12 +747,15 @@ int bg_cmd_train(int argc, char **argv) {
         fprintf(stderr, "note: --record-steps %d: this run has %lld step%s to take, all recorded\n",
                 o.train.record_steps, (long long)to_run, to_run == 1 ? "" : "s");
     if (o.train.evaluate_only)
-        fprintf(stderr, "evaluating %s on %s: %lld test samples, batch %lld\n", o.model, o.data,
-                (long long)test->count, (long long)o.train.batch);
+        fprintf(stderr, "evaluating %s on %s: %lld test samples, batch %lld\n",
+                bg_cli_shown(o.model, model_shown, sizeof model_shown),
+                bg_cli_shown(o.data, data_shown, sizeof data_shown), (long long)test->count,
+                (long long)o.train.batch);
     else
         fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s\n",
-                o.model, o.data, (long long)train->count, (long long)test->count,
-                (long long)o.train.batch, settings);
+                bg_cli_shown(o.model, model_shown, sizeof model_shown),
+                bg_cli_shown(o.data, data_shown, sizeof data_shown), (long long)train->count,
+                (long long)test->count, (long long)o.train.batch, settings);
     fputs("placement: ", stderr);
     bg_placement_describe(&o.placement, o.train.evaluate_only, stderr);
     for (int s = 1; s < plan->partition->stages; s++)
@@ -885,7 +891,8 @@ int bg_cmd_train(int argc, char **argv) {
     }
 outputs:
     if (o.save != NULL && r.saved_step > 0)
-        printf("saved the training state at step %lld to %s\n", (long long)r.saved_step, o.save);
+        printf("saved the training state at step %lld to %s\n", (long long)r.saved_step,
+               bg_cli_shown(o.save, model_shown, sizeof model_shown));
     if (o.metrics != NULL)
         bg_cli_output_written(&outputs, write_metrics(o.metrics, &o, &r, summary), "metrics",
                               o.metrics);

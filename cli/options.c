@@ -30,6 +30,24 @@ static void put_message(const char *text) {
     }
 }
 
+const char *bg_cli_shown(const char *text, char *buf, size_t size) {
+    int clean = 1;
+    for (const unsigned char *c = (const unsigned char *)text; *c != '\0' && clean; c++)
+        clean = *c >= 0x20 && *c != 0x7f;
+    if (clean || size == 0) return text;
+    size_t used = 0;
+    for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
+        char piece[5] = {(char)*c, '\0'};
+        if (*c < 0x20 || *c == 0x7f) snprintf(piece, sizeof piece, "\\x%02x", *c);
+        const size_t n = strlen(piece);
+        if (used + n + 1 > size) break; /* whole pieces only */
+        memcpy(buf + used, piece, n);
+        used += n;
+    }
+    buf[used] = '\0';
+    return buf;
+}
+
 int bg_cli_usage_error(const char *cmd, const char *format, ...) {
     va_list args;
     va_start(args, format);
@@ -476,7 +494,8 @@ void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const 
         /* A note, not a result: stdout stays the report (and a --metrics
            /dev/stdout's JSON, alone after it). */
         fflush(stdout);
-        fprintf(stderr, "%s written to %s\n", what, path);
+        char shown[BG_CLI_SHOWN_MAX];
+        fprintf(stderr, "%s written to %s\n", what, bg_cli_shown(path, shown, sizeof shown));
         return;
     }
     fflush(stdout); /* what it follows comes first, also into a pipe */

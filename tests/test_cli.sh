@@ -1240,6 +1240,18 @@ fi
 esc_name=$(printf '%s/esc\033[31m.model' "$T")
 usage_error "cannot read '$T/esc\\x1b[31m.model': No such file or directory" -- plan "$esc_name"
 check "an escape sequence in a name: no ESC byte on stderr" sh -c "! grep -q \"$(printf '\033')\" '$ERR'"
+# So do the headers and notes that name it (a newline too: one line each).
+cp "$MODEL" "$esc_name"
+if expect 0 "" -- simulate "$esc_name" --metrics "$esc_name.json"; then
+    stdout_has "simulation of $T/esc\x1b[31m.model: " "an escape sequence in a name: the header"
+    stderr_has "metrics written to $T/esc\x1b[31m.model.json" "an escape sequence in a name: the note"
+    check "an escape sequence in a name: no ESC byte in any output" \
+        sh -c "! grep -q \"$(printf '\033')\" '$OUT' '$ERR'"
+fi
+nl_name=$(printf '%s/two\nlines.model' "$T")
+cp "$MODEL" "$nl_name"
+expect 0 "" -- summary "$nl_name"
+stdout_has "$T/two\x0alines.model: 8 layers" "a newline in a name: the summary's header, one line"
 # "-" is no file: standard output holds the text report; the pictures are
 # SVG, whatever the name says, so another format's name is refused.
 stdout_dash="this goes to a file; standard output holds the text report (give a file name, or /dev/stdout to mix the two)"
