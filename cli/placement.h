@@ -42,6 +42,12 @@ typedef struct bg_placement {
      * bg_cli_setup_open, which owns them); NULL: the default link and no
      * known memory. */
     const bg_device_links_t *links;
+    /* Where the devices listed are whole GPUs: every GPU of the machine
+     * (or of --topology), those listed first, and their links (set by
+     * bg_cli_setup_open, which owns them; NULL otherwise): the plan advice
+     * prices more devices as the GPUs there are, not as GPUs imagined. */
+    bg_device_list_t gpus;
+    const bg_device_links_t *gpus_links;
 } bg_placement_t;
 
 /* Help text for the options, for commands' --help, in three parts:

@@ -226,6 +226,13 @@ static void more_like_last(const bg_device_list_t *list, int k, char *text, size
                  list->devices[list->count - 1].name);
 }
 
+/* "--devices cuda:0,cuda:1,...": the devices of `list`. */
+static void gpu_names(const bg_device_list_t *list, char *text, size_t size) {
+    size_t at = (size_t)snprintf(text, size, "--devices ");
+    for (int d = 0; d < list->count && at < size; d++)
+        at += (size_t)snprintf(text + at, size - at, "%s%s", d ? "," : "", list->devices[d].name);
+}
+
 /* Tries request r on k devices in place of its own; returns 1 if the plan
  * then fits. The planner chooses the split (a given --split is for the
  * request's count). `with` (may be "") names the changes r already holds,
@@ -254,10 +261,16 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
     bg_device_links_t *chosen = NULL;
     const int among_listed = !cores && placement->listed_links != NULL &&
                              k <= placement->listed.count && (placement->stages > 0 || gpu_alone);
-    if (among_listed) {
-        listed.devices = placement->listed;
+    /* Past the GPUs listed, the machine's others, on their own links. */
+    const int among_gpus = !among_listed && !cores && placement->gpus_links != NULL &&
+                           k > placement->devices.count && k <= placement->gpus.count;
+    if (among_listed || among_gpus) {
+        listed.devices = among_listed ? placement->listed : placement->gpus;
         listed.stages = k;
-        if (bg_placement_choose(&listed, placement->listed_links, &chosen) != BG_OK) return 0;
+        if (bg_placement_choose(&listed,
+                                among_listed ? placement->listed_links : placement->gpus_links,
+                                &chosen) != BG_OK)
+            return 0;
         listed.links = chosen;
         v.links = chosen->link;
     }
@@ -284,6 +297,8 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
         else if (gpu_alone)
             snprintf(devices_option, sizeof devices_option, "--devices cuda:%dx%d",
                      list->devices[0].physical, k);
+        else if (among_gpus)
+            gpu_names(&listed.devices, devices_option, sizeof devices_option);
         else if (k > list->count)
             more_like_last(list, k, devices_option, sizeof devices_option);
         else
@@ -307,6 +322,8 @@ static int try_device_counts(const bg_plan_request_t *r, const bg_placement_t *p
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
     if (one_gpu(placement) && placement->device_mem == 0)
         most = placement->stages > 0 ? placement->listed.count : r->devices;
+    /* Whole GPUs: no more than the machine (or --topology) has. */
+    if (placement->gpus_links != NULL && most > placement->gpus.count) most = placement->gpus.count;
     bg_cost_device_t *devices = calloc((size_t)(most > 0 ? most : 1), sizeof *devices);
     if (devices == NULL) return 0;
     int fits = 0;

@@ -713,6 +713,38 @@ int bg_cli_links_json(const bg_placement_t *p, cJSON *plan) {
     return 1;
 }
 
+/* Where the devices are distinct whole GPUs: placement->gpus, every GPU
+ * the machine (or the topology file) has, those listed first, and their
+ * links in setup->gpu_links; nothing otherwise. */
+static bg_status_t list_every_gpu(bg_placement_t *placement, bg_cli_setup_t *setup,
+                                  const bg_cost_link_t *host) {
+    const bg_device_list_t *listed = &placement->devices; /* before --stages chooses */
+    const int xml = placement->topology_path != NULL;
+    const int gpus = xml ? bg_topology_cuda_count(setup->topology) : bg_cuda_device_count();
+    if (listed->count < 1 || gpus < listed->count) return BG_OK;
+    int taken[BG_MAX_DEVICES] = {0};
+    for (int d = 0; d < listed->count; d++) {
+        const bg_device_t *dev = &listed->devices[d];
+        if (dev->kind != BG_DEVICE_CUDA || dev->physical >= gpus ||
+            dev->physical >= BG_MAX_DEVICES || taken[dev->physical])
+            return BG_OK; /* CPU cores, virtual devices, or a GPU named twice */
+        taken[dev->physical] = 1;
+    }
+    char text[BG_MAX_DEVICES * 12] = "";
+    size_t at = 0;
+    for (int d = 0; d < listed->count; d++)
+        at += (size_t)snprintf(text + at, sizeof text - at, "%scuda:%d", d ? "," : "",
+                               listed->devices[d].physical);
+    for (int g = 0; g < gpus && g < BG_MAX_DEVICES && at < sizeof text; g++)
+        if (!taken[g]) at += (size_t)snprintf(text + at, sizeof text - at, ",cuda:%d", g);
+    BG_CHECK(bg_device_list_parse_on(text, bg_topology_core_count(setup->topology), gpus,
+                                     &placement->gpus));
+    BG_CHECK(
+        bg_device_links_create(setup->topology, &placement->gpus, host, !xml, &setup->gpu_links));
+    placement->gpus_links = setup->gpu_links;
+    return BG_OK;
+}
+
 bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
                               const bg_optimizer_config_t *optimizer, bg_cli_setup_t *out) {
     *out = (bg_cli_setup_t){0};
@@ -736,6 +768,7 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
         bg_device_links_create(out->topology, &placement->devices, &host, xml == NULL, &all)));
     out->all_links = all;
     placement->listed_links = all;
+    BG_CHECK(bg_cli_input_status(list_every_gpu(placement, out, &host)));
     BG_CHECK(bg_placement_choose(placement, all, &out->links));
     placement->links = out->links;
     bg_placement_note_shared_cores(placement, bg_topology_core_count(out->topology));
@@ -749,6 +782,7 @@ void bg_cli_setup_close(bg_cli_setup_t *setup) {
     free(setup->devices);
     bg_device_links_destroy(setup->links);
     bg_device_links_destroy(setup->all_links);
+    bg_device_links_destroy(setup->gpu_links);
     bg_profile_destroy(setup->profile);
     bg_topology_destroy(setup->topology);
     bg_model_spec_destroy(setup->spec);

@@ -37,6 +37,7 @@ typedef struct bg_cli_setup {
     bg_topology_t *topology;
     bg_device_links_t *links;     /* the chosen devices' (placement->links points here) */
     bg_device_links_t *all_links; /* every listed device's (placement->listed_links) */
+    bg_device_links_t *gpu_links; /* every GPU's, where whole GPUs are listed (placement->gpus) */
     bg_profile_t *profile;
     bg_cost_device_t *devices; /* placement->devices.count entries */
 } bg_cli_setup_t;

@@ -240,6 +240,19 @@ expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/nvlink-bridged-pai
     --devices cuda:1,cuda:2 --json
 json_check "no NVLink: the PCIe path's figure" '
 assert [(l["kind"], l["bytes_per_s"]) for l in p["links"]] == [("PHB", 18e9)], p["links"]'
+# More devices are advised as the GPUs the topology has, on their links:
+# the advised step is the plan's with them; never a GPU it lacks.
+printf 'input channels=1024 height=1 width=1\nflatten\ndense units=1024\ndense units=1024\ndense units=10\nsoftmax_cross_entropy\n' \
+    >"$T/two-wide.model"
+HGX=$ROOT/tests/fixtures/hgx-8-gpu-nvlink.xml
+expect 0 "" -- plan "$T/two-wide.model" --topology "$HGX" --devices cuda:0,cuda:1 \
+    --device-mem 12M --optimizer sgd
+advised_step=$(sed -n 's/^predicted step: \([0-9.]*\) ms,.*/\1/p' "$OUT")
+expect 2 "  2 devices (--devices cuda:0,cuda:1) fits: largest stage 9.84 MiB, step $advised_step ms" \
+    -- plan "$T/two-wide.model" --topology "$HGX" --devices cuda:0 --device-mem 12M --optimizer sgd
+deep_mlp "$T/deep.model" 10
+expect 2 "" -- plan "$T/deep.model" --topology "$HGX" --devices auto --device-mem 1K
+check "the advice on all 8 GPUs of the topology names no 9th" sh -c "! grep -q 'more like' '$ERR'"
 # A --device-mem past what a GPU has (its stages together, for virtual
 # devices) is planned as given, with a note that the GPU cannot hold it.
 # Interleaved on three GPUs: the stages come round, and so do the links.
@@ -508,9 +521,9 @@ check "a saving with more devices is suggested" grep -qE -- \
 check "no count of devices alone is suggested" sh -c "! grep -qE '^  [0-9]+ devices' '$ERR'"
 expect 0 "" -- plan "$T/four-wide.model" --devices cpu:4 --stages 4 --device-mem 40M \
     --optimizer sgd
-# GPUs of 1 GiB (the 8-GPU fixture's memory cut down): more GPUs like the
-# last one listed hold a part each, and the advice for them fits when
-# followed; more virtual devices of one GPU hold no more, and the advice
+# GPUs of 1 GiB (the 8-GPU fixture's memory cut down): more of the
+# topology's GPUs hold a part each, named, and the advice for them fits
+# when followed; more virtual devices of one GPU hold no more, and the advice
 # says so instead of suggesting them.
 sed 's/name="CUDAGlobalMemorySize" value="[0-9]*"/name="CUDAGlobalMemorySize" value="1048576"/' \
     "$GPUS" >"$T/small-gpus.xml"
@@ -530,7 +543,7 @@ check "virtual devices of one GPU: no device count is suggested" \
 expect 2 "over its 1,040,187,392-byte capacity (cuda:0's memory, less 32 MiB for cuBLAS's workspace)" \
     -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0
 check "one GPU: a second one like it, with a saving" grep -qE -- \
-    '^  --optimizer sgd, 2 devices \(cuda:0 and 1 more like cuda:0 in --devices\) +fits: ' \
+    '^  --optimizer sgd, 2 devices \(--devices cuda:0,cuda:1\) +fits: ' \
     "$ERR"
 expect 0 "" -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0,cuda:1 \
     --optimizer sgd
@@ -570,7 +583,7 @@ expect 2 "does not fit" -- plan "$T/gpu-wider.model" --topology "$GPUS" --device
     --device-mem 4120M
 check "pairs of changes: a saving with a micro-batch or a device count" \
     test "$(grep ' fits: ' "$ERR" | sed 's/ *fits: .*//')" = "  --optimizer sgd --microbatches 2
-  --optimizer sgd, 3 devices (cuda:0,cuda:1 and 1 more like cuda:1 in --devices)"
+  --optimizer sgd, 3 devices (--devices cuda:0,cuda:1,cuda:2)"
 expect 0 "" -- plan "$T/gpu-wider.model" --topology "$GPUS" --devices cuda:0,cuda:1 \
     --device-mem 4120M --optimizer sgd --microbatches 2
 expect 0 "" -- plan "$T/gpu-wider.model" --topology "$GPUS" --devices cuda:0,cuda:1,cuda:2 \
@@ -723,12 +736,13 @@ check "leaving out --split is suggested" grep -qE '^  leave out --split +fits: '
 check "a third core is suggested, as a --devices that gives it" \
     grep -qE '^  3 devices \(--devices cpu:3, without --split\) +fits: ' "$ERR"
 check "the given split's table is still printed" grep -qE '^ +1 +1-7 +cpu:1 ' "$OUT"
-# GPUs cannot be asked for by number: the third must be listed (with a
-# convolution workspace that leaves room for anything in 20M).
+# GPUs cannot be asked for by number: the third is named, as the
+# topology has it (with a convolution workspace that leaves room for
+# anything in 20M).
 expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --topology "$GPUS" \
     --devices cuda:0,cuda:1 --split 1 --device-mem 20M --microbatches 4 --conv-workspace 1M
 check "a third GPU is suggested, to be listed" grep -qE \
-    '^  3 devices \(cuda:0,cuda:1 and 1 more like cuda:1 in --devices, without --split\) +fits: ' "$ERR"
+    '^  3 devices \(--devices cuda:0,cuda:1,cuda:2, without --split\) +fits: ' "$ERR"
 # With the default 256 MiB the conv layer's stage is over by more than its
 # workspace: no workspace alone does not fit, but it does with the savings
 # or the micro-batch counts beside it.
