@@ -459,7 +459,9 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
     const double estimate = p->step_s + p->update_s;
     if (p->simulated_step_s > 0 && fabs(p->simulated_step_s - estimate) > 0.1 * estimate)
         fprintf(out,
-                "(the simulation plays the schedule op by op: each wait, hand-off and copy%s; "
+                "(the simulation plays the schedule op by op: each wait, hand-off and copy, "
+                "and each stage's NaN check of its weight gradients, which comes before the "
+                "last gradient it sends%s; "
                 "the predicted step is the planner's estimate, M x the slowest stage plus the "
                 "others' fill and drain, which leaves those out)\n",
                 p->request.profile != NULL

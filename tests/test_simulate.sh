@@ -226,7 +226,7 @@ assert old == plain, (old, plain)" "$T/nowait.metrics.json" "$T/oldwait.metrics.
     # plan prints both figures; far apart, it says why.
     expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 2 --split 4 \
         --profile "$T/slowerwait.profile.json"
-    stdout_has "(the simulation plays the schedule op by op: each wait, hand-off and copy, and the profile's slowdowns of ops after a wait" \
+    stdout_has "(the simulation plays the schedule op by op: each wait, hand-off and copy, and each stage's NaN check of its weight gradients, which comes before the last gradient it sends, and the profile's slowdowns of ops after a wait" \
         "plan explains a simulated step far from its estimate"
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
