@@ -437,10 +437,20 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
     /* Virtual devices divide their GPU: a larger share is fewer of them
      * (tried before this is said) or a larger GPU, not a --device-mem it
      * may not have. */
+    int gpus = placement->devices.count > 0;
+    for (int d = 0; d < placement->devices.count; d++)
+        gpus &= placement->devices.devices[d].kind == BG_DEVICE_CUDA;
     if (one_gpu(placement) && placement->device_mem == 0)
         snprintf(remedy, sizeof remedy,
                  "nor can fewer virtual devices of the GPU (tried above): it takes a larger "
                  "one, of more than %s bytes a virtual device",
+                 need_text);
+    else if (gpus && placement->device_mem == 0 && capacity > 0)
+        /* A --device-mem past the GPU's memory would only plan what it
+         * cannot hold. */
+        snprintf(remedy, sizeof remedy,
+                 "it takes GPUs of more than %s bytes each (brigade does not cut a layer "
+                 "across devices)",
                  need_text);
     else
         snprintf(remedy, sizeof remedy,

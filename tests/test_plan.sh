@@ -547,6 +547,15 @@ check "one GPU: a second one like it, with a saving" grep -qE -- \
     "$ERR"
 expect 0 "" -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0,cuda:1 \
     --optimizer sgd
+# One layer larger than any GPU of the topology: no --device-mem is
+# offered (it would plan what the GPU cannot hold), but larger GPUs.
+printf 'input channels=16384 height=1 width=1\nflatten\ndense units=32768\ndense units=10\nsoftmax_cross_entropy\n' \
+    >"$T/gpu-huge-layer.model"
+expect 2 "does not fit" -- plan "$T/gpu-huge-layer.model" --topology "$T/small-gpus.xml" \
+    --devices cuda:0,cuda:1
+check "a layer larger than the GPUs: larger GPUs, not --device-mem" grep -qE -- \
+    "so more devices cannot help; it takes GPUs of more than [0-9,]+ bytes each \(brigade does not cut a layer across devices\)$" \
+    "$ERR"
 # Three 4096-wide layers on virtual devices of one 1 GiB GPU: eight get an
 # eighth each, too little for a layer; fewer get more, and the advice finds
 # the most that fit (before, it tried none and suggested --device-mem).
