@@ -112,6 +112,13 @@ static void note_alone(const bg_placement_t *p, const bg_profile_t *prof, const 
             path, p->devices.count, p->devices.count);
 }
 
+/* Whether every device is a CPU core: what a profile can time. */
+static int all_cpu(const bg_placement_t *p) {
+    for (int d = 0; d < p->devices.count; d++)
+        if (p->devices.devices[d].kind != BG_DEVICE_CPU) return 0;
+    return 1;
+}
+
 bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *spec,
                                 const bg_optimizer_config_t *optimizer, bg_profile_t **out) {
     *out = NULL;
@@ -227,8 +234,9 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
                     sizeof rate),
                 plan->simulated_step_s * 1e3,
                 p->profile_path != NULL ? ", from --profile's times"
-                                        : ", from FLOPs at an assumed speed; 'brigade profile' "
-                                          "measures this model");
+                : all_cpu(p)
+                    ? ", from FLOPs at an assumed speed; 'brigade profile' measures this model"
+                    : ", from FLOPs at an assumed speed");
     else if (!plan->partition->fits)
         fprintf(stderr, ": nothing fits; this overflows least\n");
     else
