@@ -363,7 +363,7 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
             const char *verb, *where;
         } lines[] = {
             {s->device[d].barrier_s, "waited",
-             "at the optimizer step, for the other devices to finish theirs"},
+             "at the optimizer step, for the other devices to reach it"},
             {s->device[d].end_wait_s, "was idle",
              "at the step's end, while the other devices finished their optimizer steps"},
         };

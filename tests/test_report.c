@@ -253,7 +253,7 @@ static void test_summary_print(void **state) {
     /* Device 0's 0.5 ms per step at the barrier (4.5% of the step); device
      * 1 had none. */
     assert_non_null(strstr(text, "cpu:0 waited 0.500 ms per step at the optimizer step, for the "
-                                 "other devices to finish theirs\n"));
+                                 "other devices to reach it\n"));
     assert_null(strstr(text, "cpu:1 waited"));
     /* Each device's idle time after its last event, to the step's end. */
     assert_non_null(strstr(text, "cpu:1 was idle 1.250 ms per step at the step's end, while the "
