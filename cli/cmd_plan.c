@@ -140,6 +140,7 @@ int bg_cmd_plan(int argc, char **argv) {
     BG_CHECK_GOTO(
         bg_cli_plan_open("plan", o.model, &o.placement, o.batch, &o.optimizer, &setup, &p), st,
         fail);
+    bg_cli_note_turns(p, &o.placement, o.batch);
     if (o.json) {
         cJSON *root = bg_cli_plan_json(p, o.model);
         if (root != NULL && !bg_cli_links_json(&o.placement, root)) {

@@ -763,27 +763,7 @@ int bg_cmd_train(int argc, char **argv) {
     if (plan->partition->stages > 1)
         fputs(o.placement.split_count > 0 ? " (--split)" : " (the planner's)", stderr);
     fputc('\n', stderr);
-    /* Stages taking turns: why, and whether more micro-batches would help. */
-    const int stages = plan->partition->stages;
-    if (stages > 1 && o.placement.microbatches == 1 && !o.train.evaluate_only) {
-        if (o.train.batch == 1)
-            fprintf(stderr,
-                    "note: a batch of one sample is one micro-batch: the %d stages take turns "
-                    "and never work at once, so this runs no faster than one device\n",
-                    stages);
-        else if (o.placement.auto_microbatches)
-            fprintf(stderr,
-                    "note: --microbatches auto chose one micro-batch: the %d stages take turns, "
-                    "which the planner predicts faster here than smaller micro-batches that "
-                    "overlap ('brigade sweep --simulate' shows each count)\n",
-                    stages);
-        else
-            fprintf(stderr,
-                    "note: with one micro-batch the %d stages take turns and never work at "
-                    "once, so this runs no faster than one device; --microbatches 4 (or "
-                    "auto) lets them overlap\n",
-                    stages);
-    }
+    if (!o.train.evaluate_only) bg_cli_note_turns(plan, &o.placement, o.train.batch);
     bg_progress_t progress;
     bg_progress_init(&progress, stderr,
                      train != NULL ? (train->count + o.train.batch - 1) / o.train.batch : 1);
@@ -890,9 +870,11 @@ int bg_cmd_train(int argc, char **argv) {
                                                       : "--timeline is not");
     }
 outputs:
-    if (o.save != NULL && r.saved_step > 0)
-        printf("saved the training state at step %lld to %s\n", (long long)r.saved_step,
-               bg_cli_shown(o.save, model_shown, sizeof model_shown));
+    if (o.save != NULL && r.saved_step > 0) { /* a note, as "metrics written to F" is */
+        fflush(stdout);
+        fprintf(stderr, "saved the training state at step %lld to %s\n", (long long)r.saved_step,
+                bg_cli_shown(o.save, model_shown, sizeof model_shown));
+    }
     if (o.metrics != NULL)
         bg_cli_output_written(&outputs, write_metrics(o.metrics, &o, &r, summary), "metrics",
                               o.metrics);

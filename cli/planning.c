@@ -201,6 +201,28 @@ bg_status_t bg_cli_check_microbatches(int64_t microbatches, int64_t batch) {
                         (long long)microbatches, (long long)batch, (long long)batch);
 }
 
+void bg_cli_note_turns(const bg_plan_t *plan, const bg_placement_t *p, int64_t batch) {
+    const int stages = plan->partition->stages;
+    if (stages < 2 || p->microbatches != 1) return;
+    if (batch == 1)
+        fprintf(stderr,
+                "note: a batch of one sample is one micro-batch: the %d stages take turns "
+                "and never work at once, so this runs no faster than one device\n",
+                stages);
+    else if (p->auto_microbatches)
+        fprintf(stderr,
+                "note: --microbatches auto chose one micro-batch: the %d stages take turns, "
+                "which the planner predicts faster here than smaller micro-batches that "
+                "overlap ('brigade sweep --simulate' shows each count)\n",
+                stages);
+    else
+        fprintf(stderr,
+                "note: with one micro-batch the %d stages take turns and never work at "
+                "once, so this runs no faster than one device; --microbatches 4 (or "
+                "auto) lets them overlap\n",
+                stages);
+}
+
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,
                              bg_plan_t **out) {
     if (!p->auto_microbatches)
@@ -729,16 +751,18 @@ int bg_cli_links_json(const bg_placement_t *p, cJSON *plan) {
 static bg_status_t list_every_gpu(bg_placement_t *placement, bg_cli_setup_t *setup,
                                   const bg_cost_link_t *host) {
     const bg_device_list_t *listed = &placement->devices; /* before --stages chooses */
+    /* CPU cores first: asking CUDA would load its module (lib/cuda/module.h). */
+    for (int d = 0; d < listed->count; d++)
+        if (listed->devices[d].kind != BG_DEVICE_CUDA) return BG_OK;
     const int xml = placement->topology_path != NULL;
     const int gpus = xml ? bg_topology_cuda_count(setup->topology) : bg_cuda_device_count();
     if (listed->count < 1 || gpus < listed->count) return BG_OK;
     int taken[BG_MAX_DEVICES] = {0};
     for (int d = 0; d < listed->count; d++) {
-        const bg_device_t *dev = &listed->devices[d];
-        if (dev->kind != BG_DEVICE_CUDA || dev->physical >= gpus ||
-            dev->physical >= BG_MAX_DEVICES || taken[dev->physical])
-            return BG_OK; /* CPU cores, virtual devices, or a GPU named twice */
-        taken[dev->physical] = 1;
+        const int g = listed->devices[d].physical;
+        if (g >= gpus || g >= BG_MAX_DEVICES || taken[g])
+            return BG_OK; /* virtual devices, or a GPU named twice */
+        taken[g] = 1;
     }
     char text[BG_MAX_DEVICES * 12] = "";
     size_t at = 0;

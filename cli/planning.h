@@ -60,6 +60,11 @@ bg_status_t bg_cli_check_profile_used(const char *cmd, const bg_placement_t *p);
  * options. */
 bg_status_t bg_cli_check_microbatches(int64_t microbatches, int64_t batch);
 
+/* Stages taking turns (one micro-batch on more than one stage), said on
+ * stderr: why, and whether more micro-batches would help. For a plan
+ * that trains (train, plan). */
+void bg_cli_note_turns(const bg_plan_t *plan, const bg_placement_t *p, int64_t batch);
+
 /* Plans `request`; with --microbatches auto or --schedule auto searches
  * them (bg_plan_search), prints the choice on stderr ("brigade CMD: chose
  * --microbatches 8: 9,976 samples/s simulated (a step of 6.415 ms), every

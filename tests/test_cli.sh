@@ -836,11 +836,11 @@ fi
 # --- resuming ---
 R=$T/run.safetensors
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 2 --batch 16 --save "$R" --save-every 1; then
-    stdout_has "saved the training state at step 2" "--save"
+    stderr_has "saved the training state at step 2" "--save"
 fi
 if expect 0 "resuming $R at step 2 (epoch 1, sample 32)" -- train "$MODEL" --data synthetic \
     --steps 3 --batch 16 --resume "$R" --save "$R"; then
-    stdout_has "saved the training state at step 3" "--resume then --save"
+    stderr_has "saved the training state at step 3" "--resume then --save"
 fi
 # Resumed past where the last --record-steps would begin: it records the
 # steps it runs, numbered as the run's (before, it recorded none).
