@@ -419,7 +419,7 @@ static void print_stages(const bg_train_result_t *r) {
         {"stage", 'r', 5, 0},      {"layers", 'l', 8, 2},    {"device", 'l', 10, 1},
         {"peak MiB", 'r', 10, 1},  {"params", 'r', 10, 1},   {"grads", 'r', 10, 1},
         {"optimizer", 'r', 10, 1}, {"stash", 'r', 10, 1},    {"buffers", 'r', 10, 1},
-        {"other", 'r', 10, 1},     {"in flight", 'r', 8, 1},
+        {"other", 'r', 10, 1},     {"in-flight", 'r', 9, 1},
     };
     bg_text_table_t *t = NULL;
     if (bg_text_table_create(columns, (int)(sizeof columns / sizeof columns[0]), &t) != BG_OK) {
@@ -447,7 +447,8 @@ static void print_stages(const bg_train_result_t *r) {
     bg_text_table_print(t, stdout);
     bg_text_table_destroy(t);
     printf("(peak MiB is the sum of the columns from params to other; other: the slots of the "
-           "channels into the stage and the ops' workspace)\n");
+           "channels into the stage and the ops' workspace; in-flight: the most micro-batches "
+           "whose activations the stage held at once)\n");
 }
 
 /* A checkpoint the run could not write (it stopped after that step, and

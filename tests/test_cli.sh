@@ -572,7 +572,7 @@ import sys
 lines = open(sys.argv[1]).read().splitlines()
 at = [i for i, l in enumerate(lines) if l.startswith("stage  layers")][0]
 head = lines[at].split()
-assert head[5:12] == ["params", "grads", "optimizer", "stash", "buffers", "other", "in"], head
+assert head[5:12] == ["params", "grads", "optimizer", "stash", "buffers", "other", "in-flight"], head
 r = lines[at + 1].split()
 peak, parts = float(r[3]), [float(x) for x in r[4:10]]
 assert abs(sum(parts) - peak) <= 0.035 and parts[1] == parts[0] > 0, (peak, parts)
