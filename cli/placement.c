@@ -591,3 +591,9 @@ void bg_placement_describe_links(const bg_placement_t *p, FILE *out) {
     fprintf(out, "; slowest %s at %.1f GB/s\n", l->word[slowest],
             l->link[slowest].bytes_per_s / 1e9);
 }
+
+int bg_placement_all_of_kind(const bg_placement_t *p, bg_device_kind_t kind) {
+    for (int d = 0; d < p->devices.count; d++)
+        if (p->devices.devices[d].kind != kind) return 0;
+    return p->devices.count > 0;
+}

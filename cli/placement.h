@@ -155,4 +155,8 @@ void bg_placement_describe_links(const bg_placement_t *p, FILE *out);
  * come round from the last device to the first; 0 without links. */
 int bg_placement_link_hops(const bg_placement_t *p);
 
+/* 1 when the placement has devices and every one is of `kind` (CPU cores,
+ * or CUDA devices, whole or virtual); else 0. */
+int bg_placement_all_of_kind(const bg_placement_t *p, bg_device_kind_t kind);
+
 #endif /* BG_CLI_PLACEMENT_H */

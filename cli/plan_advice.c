@@ -191,9 +191,7 @@ static int try_microbatches(const bg_plan_request_t *r, const char *with, cJSON 
 
 /* Whether every device of the placement is CPU cores. */
 static int all_cores(const bg_placement_t *placement) {
-    for (int d = 0; d < placement->devices.count; d++)
-        if (placement->devices.devices[d].kind != BG_DEVICE_CPU) return 0;
-    return 1;
+    return bg_placement_all_of_kind(placement, BG_DEVICE_CPU);
 }
 
 /* Whether the placement's devices are two or more virtual devices of one
@@ -437,9 +435,7 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
     /* Virtual devices divide their GPU: a larger share is fewer of them
      * (tried before this is said) or a larger GPU, not a --device-mem it
      * may not have. */
-    int gpus = placement->devices.count > 0;
-    for (int d = 0; d < placement->devices.count; d++)
-        gpus &= placement->devices.devices[d].kind == BG_DEVICE_CUDA;
+    const int gpus = bg_placement_all_of_kind(placement, BG_DEVICE_CUDA);
     if (one_gpu(placement) && placement->device_mem == 0)
         snprintf(remedy, sizeof remedy,
                  "nor can fewer virtual devices of the GPU (tried above): it takes a larger "

@@ -112,13 +112,6 @@ static void note_alone(const bg_placement_t *p, const bg_profile_t *prof, const 
             path, p->devices.count, p->devices.count);
 }
 
-/* Whether every device is a CPU core: what a profile can time. */
-static int all_cpu(const bg_placement_t *p) {
-    for (int d = 0; d < p->devices.count; d++)
-        if (p->devices.devices[d].kind != BG_DEVICE_CPU) return 0;
-    return 1;
-}
-
 bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *spec,
                                 const bg_optimizer_config_t *optimizer, bg_profile_t **out) {
     *out = NULL;
@@ -256,7 +249,7 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
                     sizeof rate),
                 plan->simulated_step_s * 1e3,
                 p->profile_path != NULL ? ", from --profile's times"
-                : all_cpu(p)
+                : bg_placement_all_of_kind(p, BG_DEVICE_CPU) /* what a profile times */
                     ? ", from FLOPs at an assumed speed; 'brigade profile' measures this model"
                     : ", from FLOPs at an assumed speed");
     else if (!plan->partition->fits)
@@ -752,11 +745,10 @@ static bg_status_t list_every_gpu(bg_placement_t *placement, bg_cli_setup_t *set
                                   const bg_cost_link_t *host) {
     const bg_device_list_t *listed = &placement->devices; /* before --stages chooses */
     /* CPU cores first: asking CUDA would load its module (lib/cuda/module.h). */
-    for (int d = 0; d < listed->count; d++)
-        if (listed->devices[d].kind != BG_DEVICE_CUDA) return BG_OK;
+    if (!bg_placement_all_of_kind(placement, BG_DEVICE_CUDA)) return BG_OK;
     const int xml = placement->topology_path != NULL;
     const int gpus = xml ? bg_topology_cuda_count(setup->topology) : bg_cuda_device_count();
-    if (listed->count < 1 || gpus < listed->count) return BG_OK;
+    if (gpus < listed->count) return BG_OK;
     int taken[BG_MAX_DEVICES] = {0};
     for (int d = 0; d < listed->count; d++) {
         const int g = listed->devices[d].physical;

@@ -27,6 +27,18 @@ static bg_topology_t *load_fixture(const char *name) {
     return t;
 }
 
+/* The links the planner takes for device list `text` on `t` (an XML
+ * topology: `cores` cores, `gpus` GPUs), CPU devices on one NUMA node
+ * linked at `host`. */
+static bg_device_links_t *links_of(const bg_topology_t *t, const char *text, int cores, int gpus,
+                                   const bg_cost_link_t *host) {
+    bg_device_list_t list;
+    assert_int_equal(bg_device_list_parse_on(text, cores, gpus, &list), BG_OK);
+    bg_device_links_t *l = NULL;
+    assert_int_equal(bg_device_links_create(t, &list, host, 0, &l), BG_OK);
+    return l;
+}
+
 static void test_gpu_server(void **state) {
     (void)state;
     bg_topology_t *t = load_fixture("two-socket-8-gpu.xml");
@@ -85,11 +97,8 @@ static void test_uneven_pcie(void **state) {
 static void test_gpu_links(void **state) {
     (void)state;
     bg_topology_t *t = load_fixture("two-socket-8-gpu.xml");
-    bg_device_list_t list;
-    assert_int_equal(bg_device_list_parse_on("cuda:0x2,cuda:1,cuda:4", 16, 8, &list), BG_OK);
     const bg_cost_link_t host = {.bytes_per_s = 5e9, .latency_s = 1e-6};
-    bg_device_links_t *l = NULL;
-    assert_int_equal(bg_device_links_create(t, &list, &host, 0, &l), BG_OK);
+    bg_device_links_t *l = links_of(t, "cuda:0x2,cuda:1,cuda:4", 16, 8, &host);
     assert_int_equal(l->count, 4);
     const char *want[4][4] = {{"X", "GPU", "PIX", "SYS"},
                               {"GPU", "X", "PIX", "SYS"},
@@ -120,6 +129,7 @@ static void test_gpu_links(void **state) {
     bg_device_links_destroy(l);
 
     /* A GPU the XML does not have is an error that names it. */
+    bg_device_list_t list;
     assert_int_equal(bg_device_list_parse_on("cuda:8", 16, 8, &list), BG_OK);
     l = NULL;
     assert_int_equal(bg_device_links_create(t, &list, &host, 0, &l), BG_ERR_INVALID);
@@ -143,11 +153,8 @@ static void test_nvlink_switches(void **state) {
     assert_true(bg_topology_gpu_nvlink_bytes_per_s(t, 0, 8) == 0);
     assert_string_equal(bg_topology_gpu_link(t, 3, 4), "SYS"); /* the PCIe path's word */
 
-    bg_device_list_t list;
-    assert_int_equal(bg_device_list_parse_on("cuda:0,cuda:4", 16, 8, &list), BG_OK);
     const bg_cost_link_t host = {.bytes_per_s = 5e9, .latency_s = 1e-6};
-    bg_device_links_t *l = NULL;
-    assert_int_equal(bg_device_links_create(t, &list, &host, 0, &l), BG_OK);
+    bg_device_links_t *l = links_of(t, "cuda:0,cuda:4", 16, 8, &host);
     assert_string_equal(l->word[0 * 2 + 1], "NVL");
     assert_true(l->link[0 * 2 + 1].bytes_per_s == 450e9);
     assert_true(l->link[0 * 2 + 1].latency_s == BG_LINK_GPU_LATENCY_S);
@@ -172,11 +179,8 @@ static void test_nvlink_pairs(void **state) {
     assert_true(bg_topology_gpu_nvlink_bytes_per_s(t, 0, 2) == 0);
     assert_true(bg_topology_gpu_nvlink_bytes_per_s(t, 0, 0) == 0);
 
-    bg_device_list_t list;
-    assert_int_equal(bg_device_list_parse_on("cuda:0,cuda:1,cuda:2,cuda:3", 2, 4, &list), BG_OK);
     const bg_cost_link_t host = {.bytes_per_s = 5e9, .latency_s = 1e-6};
-    bg_device_links_t *l = NULL;
-    assert_int_equal(bg_device_links_create(t, &list, &host, 0, &l), BG_OK);
+    bg_device_links_t *l = links_of(t, "cuda:0,cuda:1,cuda:2,cuda:3", 2, 4, &host);
     assert_string_equal(l->word[0 * 4 + 1], "NVL");
     assert_true(l->link[0 * 4 + 1].bytes_per_s == 100e9);
     assert_string_equal(l->word[1 * 4 + 2], "PHB");
@@ -191,12 +195,9 @@ static void test_nvlink_pairs(void **state) {
 static void test_cpu_links(void **state) {
     (void)state;
     bg_topology_t *t = load_fixture("two-socket-8-core.xml");
-    bg_device_list_t list;
     /* cpu:0..3 on package 0, cpu:4.. on package 1; cpu:9 wraps to core 1. */
-    assert_int_equal(bg_device_list_parse_on("cpu:10", 8, 0, &list), BG_OK);
     const bg_cost_link_t host = {.bytes_per_s = 6e9, .latency_s = 2e-6};
-    bg_device_links_t *l = NULL;
-    assert_int_equal(bg_device_links_create(t, &list, &host, 0, &l), BG_OK);
+    bg_device_links_t *l = links_of(t, "cpu:10", 8, 0, &host);
     assert_string_equal(l->word[0 * 10 + 3], "NODE");
     assert_true(l->link[0 * 10 + 3].bytes_per_s == 6e9);
     assert_string_equal(l->word[3 * 10 + 4], "SYS");
