@@ -272,7 +272,7 @@ step_ms() {
     shift
     for steps in "$short_run" "$long_run"; do
         limited 90 "$brigade" train examples/fashion_cnn.model --data synthetic \
-            --steps "$steps" --record-steps 20 \
+            --steps "$steps" --record-steps 20 --trace "$results/$name-$steps.trace.json" \
             --metrics "$results/$name-$steps.json" "$@" >"$results/$name-$steps.txt" 2>&1 ||
             return 1
     done
@@ -346,6 +346,30 @@ print('test accuracy %.4f (goal >= 0.90), %.0f samples/s; conv workspace %.2f Mi
     fi
 fi
 
+# ---- each GPU kernel's time in 3 training steps at batch 256 on one GPU
+# (Nsight Compute, one metric: every kernel runs once, serialised; the
+# clocks left as they are), to see where a step's GPU time goes. The
+# first launches are the setup's (cuDNN's algorithm search); the steps'
+# repeat at the end. Its memcpys are not kernels and are not listed ----
+ncu=$(command -v ncu)
+for path in /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
+    [ -z "$ncu" ] && [ -x "$path" ] && ncu=$path
+done
+kernels="not run (no ncu)"
+if [ -n "$ncu" ] && [ -x "$brigade" ]; then
+    limited 90 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+        "$brigade" train examples/fashion_cnn.model --data synthetic --steps 3 --batch 256 \
+        --devices "$one_gpu" >"$results/kernels.csv" 2>"$results/kernels.err"
+    rc=$?
+    launches=$(grep -c '^"[0-9]' "$results/kernels.csv")
+    case $rc in
+    0) kernels="$launches kernel launches timed (kernels.csv)" ;;
+    124) kernels="timed out after $launches launches (kernels.csv)" ;;
+    125) kernels="skipped: out of time" ;;
+    *) kernels="failed (rc $rc; kernels.err)" ;;
+    esac
+fi
+
 # ---- the host's hand-off between two stage threads, asleep and polling
 # (docs/design.md, "Waits poll, then sleep"), to set beside what four
 # stages add to a step over one; it needs no GPU, so it runs after the
@@ -406,6 +430,7 @@ fi
     printf '%-28s %s\n' "memcheck (no conv2d, stage)" "$memcheck"
     printf '%-28s %s\n' "pipeline cuda:0x2, cuda:0x4" "$pipeline"
     printf '%s' "$speed"
+    printf '%-28s %s\n' "kernel times (ncu)" "$kernels"
     printf '%-28s %s\n' "host hand-off" "$handoff"
     printf '%-28s %s\n' "5 epochs on cuda:0" "$accuracy"
     printf '%-28s %s\n' "results" "$results/summary.txt, details.tar.gz"

@@ -54,7 +54,7 @@ check "writes exactly summary.txt and details.tar.gz" \
 check "prints the table last" sh -c "tail -n 1 '$T/full.log' | grep -qE '^results +'"
 for row in 'GPU' 'test_cuda_ops' 'pipeline cuda:0x2, cuda:0x4' 'step, batch 64' \
     'step, batch 256' '4 stages, batch 256, M=4' 'exposed copy, cuda:0x4' 'host hand-off' \
-    '5 epochs on cuda:0' 'memcheck \(no conv2d, stage\)'; do
+    '5 epochs on cuda:0' 'memcheck \(no conv2d, stage\)' 'kernel times \(ncu\)'; do
     check "the table has the row '$row'" has_row "$row" '' full
 done
 for batch in 64 256; do
