@@ -334,8 +334,10 @@ bg_status_t bg_channel_wait_sent(bg_backend_t *be, bg_channel_sent_t *sent) {
     return bg_cuda_slot_wait_read(slot, be);
 }
 
-bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, void *dst,
-                            size_t capacity, size_t *bytes, bg_channel_timing_t *timing) {
+/* bg_channel_recv, and with `trade` bg_channel_recv_trading: *dst is the
+ * receiver's buffer. */
+static bg_status_t receive(bg_channel_t *ch, bg_backend_t *be, int microbatch, void **dst,
+                           size_t capacity, int trade, size_t *bytes, bg_channel_timing_t *timing) {
     if (timing != NULL) {
         timing->call = bg_monotonic_seconds();
         timing->ready_mark = -1;
@@ -356,11 +358,11 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
         st = bg_error_set(BG_ERR_INTERNAL, "%s: message of %zu bytes for a %zu-byte buffer",
                           ch->name, slot->bytes, capacity);
     else if (slot->bytes > 0 && ch->on_device)
-        st = bg_cuda_slot_drain(slot->device, dst, slot->bytes,
+        st = bg_cuda_slot_drain(slot->device, dst, slot->bytes, trade ? capacity : 0,
                                 timing != NULL ? timing->clock : NULL,
                                 timing != NULL ? &timing->ready_mark : NULL);
     else if (slot->bytes > 0)
-        st = be->ops->upload(be, dst, slot->data, slot->bytes);
+        st = be->ops->upload(be, *dst, slot->data, slot->bytes);
     *bytes = slot->bytes;
     if (timing != NULL) timing->done = bg_monotonic_seconds();
     pthread_mutex_lock(&ch->lock);
@@ -368,6 +370,16 @@ bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     announce(ch);
     pthread_mutex_unlock(&ch->lock);
     return st;
+}
+
+bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, void *dst,
+                            size_t capacity, size_t *bytes, bg_channel_timing_t *timing) {
+    return receive(ch, be, microbatch, &dst, capacity, 0, bytes, timing);
+}
+
+bg_status_t bg_channel_recv_trading(bg_channel_t *ch, bg_backend_t *be, int microbatch, void **dst,
+                                    size_t capacity, size_t *bytes, bg_channel_timing_t *timing) {
+    return receive(ch, be, microbatch, dst, capacity, 1, bytes, timing);
 }
 
 void bg_channel_abort(bg_channel_t *ch) {

@@ -145,6 +145,17 @@ bg_status_t bg_channel_wait_sent(bg_backend_t *be, bg_channel_sent_t *sent);
 bg_status_t bg_channel_recv(bg_channel_t *ch, bg_backend_t *be, int microbatch, void *dst,
                             size_t capacity, size_t *bytes, bg_channel_timing_t *timing);
 
+/* bg_channel_recv into the buffer *dst, which holds exactly `capacity`
+ * bytes, without a copy where it can: between CUDA backends, when the
+ * ring's slots are as large and lie in the receiver's arena, *dst and the
+ * message's slot trade places (*dst then points at the message; the slot
+ * keeps the old buffer for a later one), the copy out that would sit on
+ * the receiver's compute stream saved. Elsewhere it copies. The caller
+ * must read *dst afresh after every receive and hold no other pointer to
+ * the buffer. */
+bg_status_t bg_channel_recv_trading(bg_channel_t *ch, bg_backend_t *be, int microbatch, void **dst,
+                                    size_t capacity, size_t *bytes, bg_channel_timing_t *timing);
+
 /* Wakes every waiter; their calls, and all later ones until reset, fail. */
 void bg_channel_abort(bg_channel_t *ch);
 

@@ -227,8 +227,9 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
         size_t got;
         set_doing(p, s, "waiting for activations from stage %d", s - 1);
         int before = gpu_mark(p, device);
-        BG_CHECK(bg_channel_recv(p->forward[s - 1], be, mb, bg_stage_slot_input(stage, slot),
-                                 stage_bytes(p, p->first[s], p->max_micro), &got, &t));
+        BG_CHECK(bg_channel_recv_trading(p->forward[s - 1], be, mb,
+                                         bg_stage_slot_input_ref(stage, slot),
+                                         stage_bytes(p, p->first[s], p->max_micro), &got, &t));
         note_transfer(p, device, BG_EVENT_RECV, s, mb, s - 1, &t, before, gpu_mark(p, device));
         if (last && n > 0) BG_CHECK(bg_stage_load_slot_async(stage, slot, n, NULL, p->labels + at));
     }
@@ -289,8 +290,8 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
         size_t got;
         set_doing(p, s, "waiting for gradients from stage %d", s + 1);
         int before = gpu_mark(p, device);
-        BG_CHECK(bg_channel_recv(p->backward[s], be, mb, bg_stage_output_grad(stage),
-                                 stage_bytes(p, p->first[s + 1], p->max_micro), &got, &t));
+        BG_CHECK(bg_channel_recv_trading(p->backward[s], be, mb, bg_stage_output_grad_ref(stage),
+                                         stage_bytes(p, p->first[s + 1], p->max_micro), &got, &t));
         note_transfer(p, device, BG_EVENT_RECV, s, mb, s + 1, &t, before, gpu_mark(p, device));
     }
     set_doing(p, s, "computing a backward on stage %d", s);

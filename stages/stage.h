@@ -132,6 +132,13 @@ const void *bg_stage_input_grad(const bg_stage_t *stage);
 /* Device buffer for the input of `slot`, (max_batch, in). */
 void *bg_stage_slot_input(bg_stage_t *stage, int slot);
 
+/* Where the stage keeps its pointer to the input of `slot` and to its
+ * output gradient, for a receive that hands it another buffer of the same
+ * size, holding the message, in exchange (bg_channel_recv_trading): the
+ * stage reads these pointers afresh for every op. */
+void **bg_stage_slot_input_ref(bg_stage_t *stage, int slot);
+void **bg_stage_output_grad_ref(bg_stage_t *stage);
+
 /* Where the samples of `slot`'s next forward start in their mini-batch
  * (0 until set): dropout draws its mask by a sample's place in the
  * mini-batch, so that any cut into micro-batches drops the same values. */

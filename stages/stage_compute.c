@@ -23,6 +23,10 @@ void *bg_stage_layer_output(const bg_stage_t *s, const stage_slot_t *slot, int i
 
 void *bg_stage_slot_input(bg_stage_t *s, int slot) { return s->slots[slot].input; }
 
+void **bg_stage_slot_input_ref(bg_stage_t *s, int slot) { return &s->slots[slot].input; }
+
+void **bg_stage_output_grad_ref(bg_stage_t *s) { return &s->output_grad; }
+
 void bg_stage_slot_set_first_sample(bg_stage_t *s, int slot, int64_t first_sample) {
     s->slots[slot].first_sample = first_sample;
 }

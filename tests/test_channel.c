@@ -116,6 +116,24 @@ static void test_messages_by_microbatch(void **state) {
                         "activations stage 0 -> 1: message of 512 bytes, slots hold 256");
 }
 
+/* Between host slots a trading receive copies, as bg_channel_recv: the
+ * caller's buffer stays its own (slots trade only on a GPU:
+ * test_cuda_pipeline's test_channel_trades_on_gpu). */
+static void test_trading_receive_copies_on_host(void **state) {
+    fixture_t *f = *state;
+    f->ch = make_channel(1, 5);
+    float a[FLOATS], out[FLOATS];
+    fill(a, 300);
+    assert_int_equal(bg_channel_send(f->ch, f->be, 0, a, sizeof a, NULL, NULL), BG_OK);
+    void *dst = out;
+    size_t bytes = 0;
+    assert_int_equal(bg_channel_recv_trading(f->ch, f->be, 0, &dst, sizeof out, &bytes, NULL),
+                     BG_OK);
+    assert_ptr_equal(dst, out);
+    assert_int_equal(bytes, sizeof a);
+    assert_memory_equal(out, a, sizeof a);
+}
+
 /* Receives micro-batch `mb` on f->ch, which a thread sends after a pause
  * of `pause_ms`; checks that it came whole and returns the receive's
  * timing. */
@@ -225,6 +243,7 @@ static void test_polling_waits(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_messages_by_microbatch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trading_receive_copies_on_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_waits_that_sleep_are_blocked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stall_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort_and_reset, setup, teardown),

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
+#include "channel.h"
 #include "cuda/backend_cuda.h"
 #include "dataset.h"
 #include "pipeline.h"
@@ -506,6 +508,71 @@ static void test_recording_staged_on_gpu(void **state) {
     check_recording(&run);
 }
 
+/* A channel between two backends on one GPU, its slots in the receiver's
+ * arena, as a pipeline lays them out: a trading receive hands the receiver
+ * the slot its message arrived in, holding the message, and the slot the
+ * old buffer, which a later fill of that slot overwrites with the next
+ * message intact; into a buffer of another size it copies. */
+static void test_channel_trades_on_gpu(void **state) {
+    (void)state;
+    enum { FLOATS = 4096 };
+    const size_t bytes = sizeof(float) * FLOATS;
+    bg_cuda_config_t cfg = BG_CUDA_CONFIG_INIT;
+    bg_backend_t *sender = NULL, *receiver = NULL;
+    assert_int_equal(bg_backend_cuda_create(&cfg, &sender), BG_OK);
+    assert_int_equal(bg_backend_cuda_create(&cfg, &receiver), BG_OK);
+    bg_arena_t arena = bg_arena_init(receiver);
+    const bg_channel_config_t cc = {.slot_bytes = bytes,
+                                    .capacity = 2,
+                                    .name = "activations stage 0 -> 1",
+                                    .timeout_s = 5,
+                                    .sender = sender,
+                                    .receiver = receiver,
+                                    .arena = &arena,
+                                    .copy_lane = BG_CUDA_LANE_ACTIVATIONS};
+    bg_channel_t *ch = NULL;
+    assert_int_equal(bg_channel_create(&cc, &ch), BG_OK);
+    void *dst = NULL, *half = NULL, *src = NULL;
+    assert_int_equal(bg_arena_reserve(&arena, bytes, &dst), BG_OK);
+    assert_int_equal(bg_arena_reserve(&arena, bytes / 2, &half), BG_OK);
+    assert_int_equal(bg_arena_commit(&arena), BG_OK);
+    assert_int_equal(sender->ops->alloc(sender, bytes, &src), BG_OK);
+    void *const first = dst, *const half_first = half;
+    static float sent[FLOATS], got[FLOATS];
+    void *held[3];
+    for (int mb = 0; mb < 4; mb++) {
+        /* Micro-batch 3: half as many bytes, into the half-sized buffer. */
+        const size_t size = mb < 3 ? bytes : bytes / 2;
+        void **into = mb < 3 ? &dst : &half;
+        for (int i = 0; i < FLOATS; i++) sent[i] = (float)(mb * FLOATS + i);
+        assert_int_equal(sender->ops->upload(sender, src, sent, size), BG_OK);
+        assert_int_equal(bg_channel_send(ch, sender, mb, src, size, NULL, NULL), BG_OK);
+        size_t size_got = 0;
+        void *before = *into;
+        assert_int_equal(bg_channel_recv_trading(ch, receiver, mb, into, size, &size_got, NULL),
+                         BG_OK);
+        assert_int_equal(size_got, size);
+        if (mb < 3) {
+            assert_ptr_not_equal(*into, before);
+            held[mb] = *into;
+        } else {
+            assert_ptr_equal(*into, half_first);
+        }
+        memset(got, 0, sizeof got);
+        assert_int_equal(receiver->ops->download(receiver, got, *into, size), BG_OK);
+        assert_memory_equal(got, sent, size);
+    }
+    /* Micro-batch 2 came in ring slot 0 again, into the buffer micro-batch
+     * 0's receive gave it: the receiver's first. */
+    assert_ptr_not_equal(held[0], held[1]);
+    assert_ptr_equal(held[2], first);
+    sender->ops->free(sender, src);
+    bg_channel_destroy(ch);
+    bg_arena_release(&arena);
+    bg_backend_destroy(receiver);
+    bg_backend_destroy(sender);
+}
+
 int main(void) {
     /* Line by line into the GPU check's log: a run it kills keeps what it
        printed. */
@@ -526,7 +593,8 @@ int main(void) {
         return 77;
     }
     if (bg_topology_create_with_pci(NULL, &live) != BG_OK) live = NULL; /* then unbound */
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_shared_gpu_matches_cpu),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_channel_trades_on_gpu),
+                                       cmocka_unit_test(test_shared_gpu_matches_cpu),
                                        cmocka_unit_test(test_nan_on_gpu),
                                        cmocka_unit_test(test_recording_on_gpu),
                                        cmocka_unit_test(test_recording_staged_on_gpu),

@@ -186,12 +186,16 @@ bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sender, const 
  * every earlier fill too); returns without waiting. */
 bg_status_t bg_cuda_slot_wait_read(bg_cuda_slot_t *slot, bg_backend_t *sender);
 
-/* Enqueues the copy of the slot's first `bytes` into `dst` (the
- * receiver's memory) on the receiver's compute stream; returns without
- * waiting. With a `clock` of the receiver, records a mark between the
- * wait for the fill and the copy (the message's arrival on the GPU) into
- * *arrived (-1 without). */
-bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes,
+/* Hands the slot's message (its first `bytes`) to the receiver's buffer
+ * *dst, on the receiver's compute stream; returns without waiting. Where
+ * *dst holds `capacity` bytes, as many as the slot, and the slot lies in
+ * an arena (bg_cuda_slot_create), the two trade places: *dst becomes the
+ * slot's memory, which holds the message, and the slot takes the old
+ * buffer for a later message, with no copy (capacity 0: never). Otherwise
+ * the message is copied into *dst. With a `clock` of the receiver, records
+ * a mark after the wait for the fill (the message's arrival on the GPU)
+ * into *arrived (-1 without). */
+bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void **dst, size_t bytes, size_t capacity,
                                bg_cuda_clock_t *clock, int *arrived);
 
 /* Lets GPUs a and b reach each other's memory directly where CUDA allows it

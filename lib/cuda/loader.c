@@ -216,11 +216,11 @@ bg_status_t bg_cuda_slot_wait_read(bg_cuda_slot_t *slot, bg_backend_t *sender) {
     return m->slot_wait_read(slot, sender);
 }
 
-bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes,
+bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void **dst, size_t bytes, size_t capacity,
                                bg_cuda_clock_t *clock, int *arrived) {
     const bg_cuda_module_t *m = current();
     if (m == NULL) return not_loaded(__func__);
-    return m->slot_drain(slot, dst, bytes, clock, arrived);
+    return m->slot_drain(slot, dst, bytes, capacity, clock, arrived);
 }
 
 bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t *b, int *direct) {

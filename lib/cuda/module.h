@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 /* Raised whenever either table changes. */
-#define BG_CUDA_MODULE_VERSION 1
+#define BG_CUDA_MODULE_VERSION 2
 
 /* The module's file name, found beside the lib folder of the build or
  * install (loader.c says where it looks). */
@@ -53,8 +53,8 @@ typedef struct bg_cuda_module {
                              size_t bytes, bg_cuda_clock_t *link, bg_cuda_clock_t *leg1,
                              int marks[2]);
     bg_status_t (*slot_wait_read)(bg_cuda_slot_t *slot, bg_backend_t *sender);
-    bg_status_t (*slot_drain)(bg_cuda_slot_t *slot, void *dst, size_t bytes, bg_cuda_clock_t *clock,
-                              int *arrived);
+    bg_status_t (*slot_drain)(bg_cuda_slot_t *slot, void **dst, size_t bytes, size_t capacity,
+                              bg_cuda_clock_t *clock, int *arrived);
     bg_status_t (*enable_peer_access)(bg_backend_t *a, bg_backend_t *b, int *direct);
     bg_status_t (*clock_create)(bg_backend_t *be, int lane, int capacity, bg_cuda_clock_t **out);
     void (*clock_destroy)(bg_cuda_clock_t *clock);

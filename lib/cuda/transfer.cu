@@ -200,8 +200,8 @@ extern "C" bg_status_t bg_cuda_slot_wait_read(bg_cuda_slot_t *slot, bg_backend_t
     return BG_OK;
 }
 
-extern "C" bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_t bytes,
-                                          bg_cuda_clock_t *clock, int *arrived) {
+extern "C" bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void **dst, size_t bytes,
+                                          size_t capacity, bg_cuda_clock_t *clock, int *arrived) {
     bg_backend_t *be = slot->receiver;
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     if (arrived != NULL) *arrived = -1;
@@ -209,8 +209,18 @@ extern "C" bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void *dst, size_
     /* The receiver's compute stream reads the slot only once it is filled. */
     BG_CUDA_CHECK(be, cudaStreamWaitEvent(cu->compute, slot->filled, 0));
     if (clock != NULL && arrived != NULL) *arrived = bg_cuda_clock_mark(clock);
-    BG_CUDA_CHECK(be,
-                  cudaMemcpyAsync(dst, slot->data, bytes, cudaMemcpyDeviceToDevice, cu->compute));
+    if (capacity > 0 && capacity == slot->bytes && !slot->owns_data) {
+        /* The receiver reads the message where it arrived. The slot's next
+         * fill overwrites the buffer it takes only after `drained`, that
+         * is after the ops enqueued so far on the compute stream: the last
+         * readers of what the buffer held (its owner is replacing that). */
+        void *message = slot->data;
+        slot->data = *dst;
+        *dst = message;
+    } else {
+        BG_CUDA_CHECK(
+            be, cudaMemcpyAsync(*dst, slot->data, bytes, cudaMemcpyDeviceToDevice, cu->compute));
+    }
     BG_CUDA_CHECK(be, cudaEventRecord(slot->drained, cu->compute));
     return BG_OK;
 }
