@@ -161,37 +161,44 @@ static bg_status_t merge_events(bg_pipeline_t *p, double job_end) {
 }
 
 bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t **labels) {
-    p->pinned_ready = 0;
-    if (p->pinned_images != NULL) {
+    const int set = p->pinned_next;
+    p->pinned_next = !set;
+    p->pinned_ready[set] = 0;
+    if (p->pinned_images[set] != NULL) {
         bg_backend_t *be = stage_backend(p, 0);
-        BG_CHECK(be->ops->synchronize(be)); /* the previous job's uploads */
-        *images = p->pinned_images;
+        BG_CHECK(be->ops->synchronize(be)); /* the uploads of the job that read it */
+        *images = p->pinned_images[set];
     }
-    if (p->pinned_labels != NULL) {
+    if (p->pinned_labels[set] != NULL) {
         bg_backend_t *be = stage_backend(p, p->stages - 1);
         BG_CHECK(be->ops->synchronize(be));
-        *labels = p->pinned_labels;
+        *labels = p->pinned_labels[set];
     }
-    p->pinned_ready = 1;
+    p->pinned_ready[set] = 1;
     return BG_OK;
 }
 
 /* Points the job at its batch: the caller's arrays, or for stages on GPUs
- * the pinned ones, into which the batch is copied unless the caller
- * gathered it there, just after bg_pipeline_batch_buffers (a caller that
- * kept the pointers from an earlier job waits here as that call would). */
+ * a set of pinned ones, into which the batch is copied unless the caller
+ * gathered it there, after bg_pipeline_batch_buffers handed the set out (a
+ * caller that kept the pointers from an earlier job waits here as that
+ * call would). */
 static bg_status_t pin_batch(bg_pipeline_t *p, const float *images, const int32_t *labels,
                              int64_t n) {
     float *pinned_images = (float *)images;
     int32_t *pinned_labels = (int32_t *)labels;
-    const int pinned = p->pinned_images != NULL || p->pinned_labels != NULL;
-    const int gathered_there = p->pinned_ready &&
-                               (p->pinned_images == NULL || images == p->pinned_images) &&
-                               (p->pinned_labels == NULL || labels == p->pinned_labels);
-    p->pinned_ready = 0;
+    const int pinned = p->pinned_images[0] != NULL || p->pinned_labels[0] != NULL;
+    int gathered_there = 0;
+    for (int set = 0; set < 2; set++) {
+        if ((p->pinned_images[set] == NULL || images == p->pinned_images[set]) &&
+            (p->pinned_labels[set] == NULL || labels == p->pinned_labels[set])) {
+            gathered_there = p->pinned_ready[set];
+            p->pinned_ready[set] = 0; /* this job reads it */
+        }
+    }
     if (pinned && !gathered_there) {
         BG_CHECK(bg_pipeline_batch_buffers(p, &pinned_images, &pinned_labels));
-        p->pinned_ready = 0;
+        p->pinned_ready[!p->pinned_next] = 0;
         if (pinned_images != images)
             memcpy(pinned_images, images,
                    sizeof(float) * (size_t)(n * bg_shape_numel(p->cfg.spec->input)));
@@ -203,7 +210,8 @@ static bg_status_t pin_batch(bg_pipeline_t *p, const float *images, const int32_
 }
 
 static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *images,
-                           const int32_t *labels, int64_t n, bg_pipeline_result_t *result) {
+                           const int32_t *labels, int64_t n, bg_pipeline_result_t *result,
+                           bg_pipeline_meanwhile_fn meanwhile, void *ctx) {
     if (n < 1 || n > p->cfg.batch)
         return bg_error_set(BG_ERR_INVALID, "a batch of %lld samples; the pipeline takes 1..%lld",
                             (long long)n, (long long)p->cfg.batch);
@@ -236,6 +244,11 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
     p->remaining = p->devices;
     p->generation++;
     pthread_cond_broadcast(&p->work);
+    if (meanwhile != NULL) {
+        pthread_mutex_unlock(&p->lock);
+        meanwhile(ctx);
+        pthread_mutex_lock(&p->lock);
+    }
     while (p->remaining > 0) pthread_cond_wait(&p->done, &p->lock);
     bg_status_t st = p->status;
     pthread_mutex_unlock(&p->lock);
@@ -268,12 +281,21 @@ bg_status_t bg_pipeline_train_step(bg_pipeline_t *p, const float *images, const 
                                    int64_t n, bg_pipeline_result_t *result) {
     if (p->cfg.forward_only)
         return bg_error_set(BG_ERR_INVALID, "a forward-only pipeline evaluates: it trains no step");
-    return run_job(p, JOB_TRAIN, images, labels, n, result);
+    return run_job(p, JOB_TRAIN, images, labels, n, result, NULL, NULL);
+}
+
+bg_status_t bg_pipeline_train_step_meanwhile(bg_pipeline_t *p, const float *images,
+                                             const int32_t *labels, int64_t n,
+                                             bg_pipeline_result_t *result,
+                                             bg_pipeline_meanwhile_fn meanwhile, void *ctx) {
+    if (p->cfg.forward_only)
+        return bg_error_set(BG_ERR_INVALID, "a forward-only pipeline evaluates: it trains no step");
+    return run_job(p, JOB_TRAIN, images, labels, n, result, meanwhile, ctx);
 }
 
 bg_status_t bg_pipeline_evaluate(bg_pipeline_t *p, const float *images, const int32_t *labels,
                                  int64_t n, bg_pipeline_result_t *result) {
-    return run_job(p, JOB_EVALUATE, images, labels, n, result);
+    return run_job(p, JOB_EVALUATE, images, labels, n, result, NULL, NULL);
 }
 
 /* ---- recording ---- */

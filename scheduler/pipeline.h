@@ -122,13 +122,28 @@ void bg_pipeline_destroy(bg_pipeline_t *p);
  * *images and *labels come in as the caller's own buffers (B samples) and
  * are replaced by the pipeline's pinned host memory where its first stage
  * (images) or last stage (labels) is on a GPU, once that GPU has read the
- * previous job's batch from it. A job given them reads them in place; one
- * given other buffers copies them there. */
+ * batch of the last job that used it. There are two such sets, handed out
+ * in turn, so that one job's batch can be gathered while the job before it
+ * runs (bg_pipeline_train_step_meanwhile). A job given them reads them in
+ * place; one given other buffers copies them there. Not to be called
+ * while a job runs. */
 bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t **labels);
 
 /* One optimizer step on n <= B samples: images (n, in), labels (n). */
 bg_status_t bg_pipeline_train_step(bg_pipeline_t *p, const float *images, const int32_t *labels,
                                    int64_t n, bg_pipeline_result_t *result);
+
+/* Work of the caller's own, done on the calling thread while a step runs. */
+typedef void (*bg_pipeline_meanwhile_fn)(void *ctx);
+
+/* bg_pipeline_train_step that calls meanwhile(ctx) once the devices have
+ * started, before waiting for them: host work that overlaps the step, such
+ * as gathering the next batch into the other set of batch buffers (the
+ * step reads its own). It must not call the pipeline. */
+bg_status_t bg_pipeline_train_step_meanwhile(bg_pipeline_t *p, const float *images,
+                                             const int32_t *labels, int64_t n,
+                                             bg_pipeline_result_t *result,
+                                             bg_pipeline_meanwhile_fn meanwhile, void *ctx);
 
 /* Forward only (no gradients, no step) on n <= B samples. */
 bg_status_t bg_pipeline_evaluate(bg_pipeline_t *p, const float *images, const int32_t *labels,

@@ -272,16 +272,18 @@ static bg_status_t allocate_checks(bg_pipeline_t *p) {
     return BG_OK;
 }
 
-/* The pinned batch copies of pin_batch, for stages on GPUs. */
+/* The two sets of pinned batch copies of pin_batch, for stages on GPUs. */
 static bg_status_t allocate_pinned_batch(bg_pipeline_t *p) {
     bg_backend_t *first = stage_backend(p, 0), *last = stage_backend(p, p->stages - 1);
-    if (bg_backend_is_cuda(first))
-        BG_CHECK(first->ops->host_alloc(
-            first, sizeof(float) * (size_t)(p->cfg.batch * bg_shape_numel(p->cfg.spec->input)),
-            (void **)&p->pinned_images));
-    if (bg_backend_is_cuda(last))
-        BG_CHECK(last->ops->host_alloc(last, sizeof(int32_t) * (size_t)p->cfg.batch,
-                                       (void **)&p->pinned_labels));
+    for (int set = 0; set < 2; set++) {
+        if (bg_backend_is_cuda(first))
+            BG_CHECK(first->ops->host_alloc(
+                first, sizeof(float) * (size_t)(p->cfg.batch * bg_shape_numel(p->cfg.spec->input)),
+                (void **)&p->pinned_images[set]));
+        if (bg_backend_is_cuda(last))
+            BG_CHECK(last->ops->host_alloc(last, sizeof(int32_t) * (size_t)p->cfg.batch,
+                                           (void **)&p->pinned_labels[set]));
+    }
     return BG_OK;
 }
 
@@ -399,11 +401,13 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     }
     /* The stages' and slots' memory, once they are gone. */
     for (int d = 0; p->arenas != NULL && d < p->devices; d++) bg_arena_release(&p->arenas[d]);
-    if (p->pinned_images != NULL)
-        stage_backend(p, 0)->ops->host_free(stage_backend(p, 0), p->pinned_images);
-    if (p->pinned_labels != NULL)
-        stage_backend(p, p->stages - 1)
-            ->ops->host_free(stage_backend(p, p->stages - 1), p->pinned_labels);
+    for (int set = 0; set < 2; set++) {
+        if (p->pinned_images[set] != NULL)
+            stage_backend(p, 0)->ops->host_free(stage_backend(p, 0), p->pinned_images[set]);
+        if (p->pinned_labels[set] != NULL)
+            stage_backend(p, p->stages - 1)
+                ->ops->host_free(stage_backend(p, p->stages - 1), p->pinned_labels[set]);
+    }
     /* The clocks' events before the backends they were made on. */
     for (int d = 0; p->clocks != NULL && d < p->devices; d++) bg_cuda_clock_destroy(p->clocks[d]);
     for (int d = 0; p->backends != NULL && d < p->devices; d++) bg_backend_destroy(p->backends[d]);

@@ -89,13 +89,16 @@ struct bg_pipeline {
     /* A first stage on a GPU reads the batch's images, and a last stage on
      * a GPU its labels, from pinned copies made at the job's start (their
      * backends' host_alloc), so that the uploads do not wait; NULL on CPU
-     * devices, which read the caller's arrays. */
-    float *pinned_images;
-    int32_t *pinned_labels;
-    /* bg_pipeline_batch_buffers handed them out since the last job began:
-     * the GPUs have read the previous job's batch, so the job need not
-     * wait again for a batch gathered there. */
-    int pinned_ready;
+     * devices, which read the caller's arrays. Two sets, handed out in
+     * turn by bg_pipeline_batch_buffers: the next job's batch can be
+     * gathered into one while a job reads the other. */
+    float *pinned_images[2];
+    int32_t *pinned_labels[2];
+    /* bg_pipeline_batch_buffers handed set k out since a job last read it:
+     * the GPUs had read that job's batch then, so a job need not wait again
+     * for a batch gathered there. */
+    int pinned_ready[2];
+    int pinned_next; /* the set bg_pipeline_batch_buffers hands out next */
     int64_t batch;
     int64_t *micro_offset, *micro_size; /* per micro-batch */
     double loss_sum;                    /* written by the last stage's device only */

@@ -41,6 +41,20 @@ done:
     return st;
 }
 
+/* A step's batch, gathered while the step before it runs. */
+typedef struct batch_ahead {
+    const bg_dataset_t *data;
+    const int64_t *order;
+    int64_t n;
+    float *images;
+    int32_t *labels;
+} batch_ahead_t;
+
+static void gather_ahead(void *arg) {
+    const batch_ahead_t *b = arg;
+    bg_dataset_gather(b->data, b->order, b->n, b->images, b->labels);
+}
+
 void bg_train_result_free(bg_train_result_t *result) {
     free(result->stage_info);
     result->stage_info = NULL;
@@ -417,6 +431,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     double epoch_loss = 0;
     int64_t epoch_steps = 0, samples_done = 0; /* samples_done: this process's steps' */
     run_point_t last_good = {0};
+    batch_ahead_t ahead = {0};
+    int have_ahead = 0; /* the loop's next step finds its batch in `ahead` */
     for (int epoch = first_epoch; epoch <= epochs && step < total && r.save_failed_step == 0;
          epoch++) {
         /* A checkpoint records the generator before this epoch's shuffle, so
@@ -431,8 +447,15 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             /* Straight into the pipeline's pinned memory where it has some. */
             float *batch_images = images;
             int32_t *batch_labels = labels;
-            BG_CHECK_GOTO(bg_pipeline_batch_buffers(pipe, &batch_images, &batch_labels), st, done);
-            bg_dataset_gather(train, order + at, n, batch_images, batch_labels);
+            if (have_ahead) {
+                batch_images = ahead.images;
+                batch_labels = ahead.labels;
+                have_ahead = 0;
+            } else {
+                BG_CHECK_GOTO(bg_pipeline_batch_buffers(pipe, &batch_images, &batch_labels), st,
+                              done);
+                bg_dataset_gather(train, order + at, n, batch_images, batch_labels);
+            }
             /* This step's start: what a stop for non-finite values saves,
                since no stage took the step. */
             last_good = (run_point_t){.step = step,
@@ -446,9 +469,31 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 BG_CHECK_GOTO(bg_pipeline_record(pipe, r.timeline), st, done);
                 r.timeline->first_step = step + 1;
             }
+            /* The next step's batch, gathered while this one runs where the
+             * pipeline has a second set of pinned buffers for it (its ends
+             * on GPUs), whose devices then work alone meanwhile; within
+             * this epoch only, whose order is drawn. */
+            const int64_t next_at = at + batch;
+            int gathering = 0;
+            if (next_at < train->count && step + 1 < total) {
+                float *next_images = images;
+                int32_t *next_labels = labels;
+                BG_CHECK_GOTO(bg_pipeline_batch_buffers(pipe, &next_images, &next_labels), st,
+                              done);
+                gathering = next_images != images && next_labels != labels;
+                ahead = (batch_ahead_t){.data = train,
+                                        .order = order + next_at,
+                                        .n = train->count - next_at < batch ? train->count - next_at
+                                                                            : batch,
+                                        .images = next_images,
+                                        .labels = next_labels};
+            }
             bg_pipeline_result_t loss;
-            BG_CHECK_GOTO(bg_pipeline_train_step(pipe, batch_images, batch_labels, n, &loss), st,
-                          done);
+            BG_CHECK_GOTO(bg_pipeline_train_step_meanwhile(pipe, batch_images, batch_labels, n,
+                                                           &loss, gathering ? gather_ahead : NULL,
+                                                           &ahead),
+                          st, done);
+            have_ahead = gathering;
             const double mean = loss.loss_sum / (double)n;
             step++;
             samples_done += n;

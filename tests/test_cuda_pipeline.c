@@ -324,6 +324,64 @@ static void origin_batch_close(origin_batch_t *b) {
     bg_model_spec_destroy(b->spec);
 }
 
+/* What the next batch's gathering writes while a step runs. */
+typedef struct scribble {
+    float *images;
+    int32_t *labels;
+    int64_t numel;
+} scribble_t;
+
+static void scribble_next_batch(void *ctx) {
+    const scribble_t *s = ctx;
+    for (int64_t i = 0; i < BATCH * s->numel; i++) s->images[i] = NAN;
+    for (int64_t i = 0; i < BATCH; i++) s->labels[i] = 10; /* out of range */
+}
+
+/* With its ends on a GPU the pipeline hands out two sets of pinned batch
+ * buffers in turn. A step reads the set its batch was gathered into while
+ * the other set is written (bg_pipeline_train_step_meanwhile: here with
+ * values a step must not see) and trains as a step given the caller's own
+ * arrays does. */
+static void test_batch_sets_on_gpu(void **state) {
+    (void)state;
+    origin_batch_t b = origin_batch_open();
+    const run_t run = {"cuda:0x2", BG_SCHEDULE_1F1B, 1, 0, -1, 0, 0};
+    bg_device_list_t devices_a, devices_b;
+    bg_pipeline_t *a = make(b.spec, &run, 2, &devices_a),
+                  *plain = make(b.spec, &run, 2, &devices_b);
+    const int64_t numel = bg_shape_numel(b.spec->input);
+    float *sets_images[2] = {b.images, b.images};
+    int32_t *sets_labels[2] = {b.data->labels, b.data->labels};
+    for (int set = 0; set < 2; set++)
+        assert_int_equal(bg_pipeline_batch_buffers(a, &sets_images[set], &sets_labels[set]), BG_OK);
+    assert_ptr_not_equal(sets_images[0], b.images);
+    assert_ptr_not_equal(sets_images[0], sets_images[1]);
+    assert_ptr_not_equal(sets_labels[0], sets_labels[1]);
+    for (int k = 0; k < 4; k++) {
+        const int set = k % 2;
+        float *images = b.images;
+        int32_t *labels = b.data->labels;
+        assert_int_equal(bg_pipeline_batch_buffers(a, &images, &labels), BG_OK);
+        assert_ptr_equal(images, sets_images[set]);
+        memcpy(images, b.images, sizeof(float) * (size_t)(BATCH * numel));
+        memcpy(labels, b.data->labels, sizeof(int32_t) * BATCH);
+        scribble_t next = {sets_images[!set], sets_labels[!set], numel};
+        bg_pipeline_result_t ra, rb;
+        assert_int_equal(bg_pipeline_train_step_meanwhile(a, images, labels, BATCH, &ra,
+                                                          scribble_next_batch, &next),
+                         BG_OK);
+        assert_int_equal(bg_pipeline_train_step(plain, b.images, b.data->labels, BATCH, &rb),
+                         BG_OK);
+        assert_false(ra.skipped);
+        /* (Each pipeline times cuDNN's algorithms for itself: they may
+         * pick others, which round differently.) */
+        assert_true(fabs(ra.loss_sum - rb.loss_sum) <= 1e-5 * fabs(rb.loss_sum));
+    }
+    bg_pipeline_destroy(a);
+    bg_pipeline_destroy(plain);
+    origin_batch_close(&b);
+}
+
 /* The convolution workspace limit reaches the backend: a stage's workspace
  * (what cuDNN's chosen algorithms need) stays within it, and a step runs,
  * at the default, at 1 MiB and at 0 (algorithms that need none). */
@@ -599,6 +657,7 @@ int main(void) {
                                        cmocka_unit_test(test_recording_on_gpu),
                                        cmocka_unit_test(test_recording_staged_on_gpu),
                                        cmocka_unit_test(test_conv_workspace_limit_on_gpu),
+                                       cmocka_unit_test(test_batch_sets_on_gpu),
                                        cmocka_unit_test(test_new_layers_match_cpu),
                                        cmocka_unit_test(test_residual_blocks_match_cpu),
                                        cmocka_unit_test(test_clipping_matches_cpu),

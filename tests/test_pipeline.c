@@ -922,6 +922,55 @@ static bg_pipeline_t *make_pipeline(fixture_t *f, const char *devices_text, bg_s
     return p;
 }
 
+/* What the work done while a step runs saw (test_meanwhile). */
+typedef struct meanwhile_seen {
+    int calls;
+    double at; /* when it was called */
+} meanwhile_seen_t;
+
+static void note_meanwhile(void *ctx) {
+    meanwhile_seen_t *seen = ctx;
+    seen->calls++;
+    seen->at = bg_monotonic_seconds();
+}
+
+/* bg_pipeline_train_step_meanwhile calls its work once, during the step,
+ * and trains as bg_pipeline_train_step does, bit for bit; on CPU devices
+ * the batch buffers are the caller's own. */
+static void test_meanwhile(void **state) {
+    fixture_t *f = *state;
+    bg_device_list_t devices;
+    bg_pipeline_t *a = make_pipeline(f, "cpu:2", BG_SCHEDULE_1F1B, 2, &devices, NULL, 0),
+                  *b = make_pipeline(f, "cpu:2", BG_SCHEDULE_1F1B, 2, &devices, NULL, 0);
+    float *images = f->images;
+    int32_t *labels = f->data->labels;
+    assert_int_equal(bg_pipeline_batch_buffers(a, &images, &labels), BG_OK);
+    assert_ptr_equal(images, f->images);
+    assert_ptr_equal(labels, f->data->labels);
+    const int64_t n = f->spec->total_params;
+    for (int k = 0; k < 2; k++) {
+        meanwhile_seen_t seen = {0};
+        bg_pipeline_result_t ra, rb;
+        const double before = bg_monotonic_seconds();
+        assert_int_equal(bg_pipeline_train_step_meanwhile(a, f->images, f->data->labels, BATCH, &ra,
+                                                          note_meanwhile, &seen),
+                         BG_OK);
+        const double after = bg_monotonic_seconds();
+        assert_int_equal(seen.calls, 1);
+        assert_true(before <= seen.at && seen.at <= after);
+        assert_int_equal(bg_pipeline_train_step(b, f->images, f->data->labels, BATCH, &rb), BG_OK);
+        assert_true(ra.loss_sum == rb.loss_sum);
+    }
+    float *pa = malloc(sizeof(float) * (size_t)n), *pb = malloc(sizeof(float) * (size_t)n);
+    assert_int_equal(bg_pipeline_download_params(a, pa), BG_OK);
+    assert_int_equal(bg_pipeline_download_params(b, pb), BG_OK);
+    assert_memory_equal(pa, pb, sizeof(float) * (size_t)n);
+    free(pa);
+    free(pb);
+    bg_pipeline_destroy(a);
+    bg_pipeline_destroy(b);
+}
+
 static void inject_nan(bg_pipeline_config_t *cfg, int stage) {
     cfg->nan_stage = stage;
     cfg->nan_microbatch = 1;
@@ -1092,6 +1141,7 @@ int main(void) {
         cmocka_unit_test(test_equivalence),
         cmocka_unit_test(test_equivalence_f64),
         cmocka_unit_test(test_bit_identical),
+        cmocka_unit_test(test_meanwhile),
         cmocka_unit_test(test_stash_peaks),
         cmocka_unit_test(test_evaluate),
         cmocka_unit_test(test_invalid_requests),
