@@ -20,7 +20,7 @@
 __global__ static void add_channel_bias_kernel(float *y, const float *b, int64_t n, int64_t filters,
                                                int64_t plane, bool relu) {
     BG_CUDA_GRID_LOOP(i, n * filters * plane) {
-        const float v = y[i] + b[bg_cuda_mod(bg_cuda_div(i, plane), filters)];
+        const float v = y[i] + b[(i / plane) % filters];
         y[i] = !relu || !(v <= 0) ? v : 0.0f; /* NaN passes */
     }
 }
@@ -30,9 +30,11 @@ __global__ static void add_channel_bias_kernel(float *y, const float *b, int64_t
  * values, sample by sample, are v_0 .. v_(n plane - 1); thread t adds
  * v_t, v_(t+T), v_(t+2T), ... into four running sums in turn, loading
  * sixteen values before adding them so that as many loads are in flight
- * (32 filters of 256 samples 26x26: 27 us with four, ncu on the H200), and walks (sample, position)
- * by steps where a division per value made each load wait on the one before; then the threads' sums
- * by halves. The order depends on the sizes alone: the same bits on every run. */
+ * (the origin CNN's 32 filters at batch 256: 23.5 us, against 27.5 with
+ * four; ncu on the H200, bench/results/2026-12-04-h200), and walks
+ * (sample, position) by steps where a division per value made each load
+ * wait on the one before; then the threads' sums by halves. The order
+ * depends on the sizes alone: the same bits on every run. */
 enum { FILTER_SUM_THREADS = 1024 };
 
 __global__ static void __launch_bounds__(FILTER_SUM_THREADS)

@@ -117,20 +117,6 @@ static inline unsigned bg_cuda_blocks(int64_t count) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count);                  \
          i += (int64_t)gridDim.x * blockDim.x)
 
-#ifdef __CUDACC__
-/* a / b and a % b for a >= 0 and b > 0, in 32-bit arithmetic when both
- * fit: a 64-bit division is a long subroutine on the GPU, and the index
- * arithmetic of a per-element kernel is most of its work where every
- * element costs a few (ncu, docs/cuda.md); the indices of all but huge
- * tensors fit. */
-__device__ static inline int64_t bg_cuda_div(int64_t a, int64_t b) {
-    return (a | b) <= (int64_t)UINT32_MAX ? (int64_t)((uint32_t)a / (uint32_t)b) : a / b;
-}
-__device__ static inline int64_t bg_cuda_mod(int64_t a, int64_t b) {
-    return (a | b) <= (int64_t)UINT32_MAX ? (int64_t)((uint32_t)a % (uint32_t)b) : a % b;
-}
-#endif
-
 #ifdef __cplusplus
 extern "C" {
 #endif

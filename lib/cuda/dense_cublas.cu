@@ -33,14 +33,14 @@
 
 /* y: (n, out) b: (out); every row of y = b */
 __global__ static void fill_rows_kernel(float *y, const float *b, int64_t n, int64_t out) {
-    BG_CUDA_GRID_LOOP(i, n * out) y[i] = b[bg_cuda_mod(i, out)];
+    BG_CUDA_GRID_LOOP(i, n * out) y[i] = b[i % out];
 }
 
 /* db: (out) += the sum over rows of dy: (n, out), in row order. A unit's
  * thread loads COLUMN_SUM_AHEAD rows before adding them, so that as many
  * loads are in flight (few threads, one per unit: each would otherwise
  * wait on its loads a few at a time); the adds keep the CPU's order. */
-enum { COLUMN_SUM_AHEAD = 64 };
+enum { COLUMN_SUM_AHEAD = 16 };
 
 __global__ static void add_column_sums_kernel(float *db, const float *dy, int64_t n, int64_t out) {
     BG_CUDA_GRID_LOOP(o, out) {

@@ -21,10 +21,9 @@ typedef struct pool_position {
 
 __device__ static pool_position_t pool_position(int64_t i, int64_t height, int64_t width) {
     pool_position_t at;
-    const int64_t line = bg_cuda_div(i, width);
-    at.col = i - line * width;
-    at.row = bg_cuda_mod(line, height);
-    at.plane = bg_cuda_div(line, height);
+    at.col = i % width;
+    at.row = (i / width) % height;
+    at.plane = i / (width * height);
     return at;
 }
 
