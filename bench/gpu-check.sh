@@ -24,9 +24,11 @@
 # the pipeline on cuda:0x2 and cuda:0x4 against one CPU device
 # (tests/test_cuda_pipeline.c), the speed goals of docs/cuda.md (brigade
 # against PyTorch eager at batch 64 and 256; four stages sharing the GPU
-# against one; exposed copy time), the host's hand-off between stage
-# threads (bench/bench_handoff.c), 5 epochs of Fashion-MNIST on cuda:0, and
-# prints a short table last. It never changes the GPU's clocks or modes.
+# against one; exposed copy time; a Chrome trace of each run), each
+# kernel's time in three steps at batch 256 (ncu, where installed), the
+# host's hand-off between stage threads (bench/bench_handoff.c), 5 epochs
+# of Fashion-MNIST on cuda:0, and prints a short table last. It never
+# changes the GPU's clocks or modes.
 #
 # The device machine returns at most 8 files from $OUT: RESULTS ends with
 # two, summary.txt (the table) and details.tar.gz (every log and metrics
