@@ -268,12 +268,15 @@ fi
 # their mean in ms (empty on failure). Recording restarts the CUDA event
 # clocks every step, which costs time a training run does not spend; the
 # difference of the two runs' train_seconds is steps as they run
-# unrecorded, host work between steps included.
+# unrecorded, host work between steps included. Each run's log names the
+# convolution algorithms its search took (BRIGADE_CUDA_LOG_CONV: at
+# setup, outside the steps).
 step_ms() {
     name=$1
     shift
     for steps in "$short_run" "$long_run"; do
-        limited 90 "$brigade" train examples/fashion_cnn.model --data synthetic \
+        limited 90 env BRIGADE_CUDA_LOG_CONV=1 "$brigade" train examples/fashion_cnn.model \
+            --data synthetic \
             --steps "$steps" --record-steps 20 --trace "$results/$name-$steps.trace.json" \
             --metrics "$results/$name-$steps.json" "$@" >"$results/$name-$steps.txt" 2>&1 ||
             return 1
