@@ -161,9 +161,14 @@ static bg_status_t merge_events(bg_pipeline_t *p, double job_end) {
 }
 
 bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t **labels) {
-    const int set = p->pinned_next;
+    if (p->pinned_images[0] == NULL && p->pinned_labels[0] == NULL) return BG_OK; /* no GPU end */
+    int set = p->pinned_next;
+    if (p->pinned_handed[set]) set = !set;
+    if (p->pinned_handed[set])
+        return bg_error_set(BG_ERR_INVALID,
+                            "both sets of batch buffers are handed out and no job "
+                            "has read either (a batch gathered and not trained on)");
     p->pinned_next = !set;
-    p->pinned_ready[set] = 0;
     if (p->pinned_images[set] != NULL) {
         bg_backend_t *be = stage_backend(p, 0);
         BG_CHECK(be->ops->synchronize(be)); /* the uploads of the job that read it */
@@ -174,36 +179,40 @@ bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t 
         BG_CHECK(be->ops->synchronize(be));
         *labels = p->pinned_labels[set];
     }
-    p->pinned_ready[set] = 1;
+    p->pinned_handed[set] = 1;
     return BG_OK;
 }
 
 /* Points the job at its batch: the caller's arrays, or for stages on GPUs
  * a set of pinned ones, into which the batch is copied unless the caller
  * gathered it there, after bg_pipeline_batch_buffers handed the set out (a
- * caller that kept the pointers from an earlier job waits here as that
- * call would). */
+ * caller that kept the pointers from an earlier job is handed a set and
+ * copied from, as a caller with arrays of its own). */
 static bg_status_t pin_batch(bg_pipeline_t *p, const float *images, const int32_t *labels,
                              int64_t n) {
     float *pinned_images = (float *)images;
     int32_t *pinned_labels = (int32_t *)labels;
-    const int pinned = p->pinned_images[0] != NULL || p->pinned_labels[0] != NULL;
-    int gathered_there = 0;
+    if (p->pinned_images[0] == NULL && p->pinned_labels[0] == NULL) {
+        p->images = images;
+        p->labels = labels;
+        return BG_OK;
+    }
     for (int set = 0; set < 2; set++) {
-        if ((p->pinned_images[set] == NULL || images == p->pinned_images[set]) &&
+        if (p->pinned_handed[set] &&
+            (p->pinned_images[set] == NULL || images == p->pinned_images[set]) &&
             (p->pinned_labels[set] == NULL || labels == p->pinned_labels[set])) {
-            gathered_there = p->pinned_ready[set];
-            p->pinned_ready[set] = 0; /* this job reads it */
+            p->pinned_handed[set] = 0; /* this job reads it */
+            p->images = images;
+            p->labels = labels;
+            return BG_OK;
         }
     }
-    if (pinned && !gathered_there) {
-        BG_CHECK(bg_pipeline_batch_buffers(p, &pinned_images, &pinned_labels));
-        p->pinned_ready[!p->pinned_next] = 0;
-        if (pinned_images != images)
-            memcpy(pinned_images, images,
-                   sizeof(float) * (size_t)(n * bg_shape_numel(p->cfg.spec->input)));
-        if (pinned_labels != labels) memcpy(pinned_labels, labels, sizeof(int32_t) * (size_t)n);
-    }
+    BG_CHECK(bg_pipeline_batch_buffers(p, &pinned_images, &pinned_labels));
+    p->pinned_handed[!p->pinned_next] = 0; /* the set just handed out: this job's */
+    if (pinned_images != images)
+        memcpy(pinned_images, images,
+               sizeof(float) * (size_t)(n * bg_shape_numel(p->cfg.spec->input)));
+    if (pinned_labels != labels) memcpy(pinned_labels, labels, sizeof(int32_t) * (size_t)n);
     p->images = pinned_images;
     p->labels = pinned_labels;
     return BG_OK;

@@ -122,11 +122,12 @@ void bg_pipeline_destroy(bg_pipeline_t *p);
  * *images and *labels come in as the caller's own buffers (B samples) and
  * are replaced by the pipeline's pinned host memory where its first stage
  * (images) or last stage (labels) is on a GPU, once that GPU has read the
- * batch of the last job that used it. There are two such sets, handed out
- * in turn, so that one job's batch can be gathered while the job before it
- * runs (bg_pipeline_train_step_meanwhile). A job given them reads them in
- * place; one given other buffers copies them there. Not to be called
- * while a job runs. */
+ * batch of the last job that used it. There are two such sets, so that
+ * one job's batch can be gathered while the job before it runs
+ * (bg_pipeline_train_step_meanwhile); a set handed out is not handed out
+ * again until a job has read it (BG_ERR_INVALID when both are waiting for
+ * one). A job given a set reads it in place; one given other buffers
+ * copies them into a free set. Not to be called while a job runs. */
 bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t **labels);
 
 /* One optimizer step on n <= B samples: images (n, in), labels (n). */

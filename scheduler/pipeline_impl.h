@@ -94,11 +94,12 @@ struct bg_pipeline {
      * gathered into one while a job reads the other. */
     float *pinned_images[2];
     int32_t *pinned_labels[2];
-    /* bg_pipeline_batch_buffers handed set k out since a job last read it:
-     * the GPUs had read that job's batch then, so a job need not wait again
-     * for a batch gathered there. */
-    int pinned_ready[2];
-    int pinned_next; /* the set bg_pipeline_batch_buffers hands out next */
+    /* bg_pipeline_batch_buffers handed set k out and no job has read it
+     * since: the caller may be writing it, so it is not handed out again,
+     * and a job given it reads it in place (the GPUs had read the batch
+     * before, when it was handed out). */
+    int pinned_handed[2];
+    int pinned_next; /* the set handed out next, when both are free */
     int64_t batch;
     int64_t *micro_offset, *micro_size; /* per micro-batch */
     double loss_sum;                    /* written by the last stage's device only */

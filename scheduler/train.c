@@ -390,11 +390,17 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     bg_train_result_t r = {0};
     bg_train_state_t save = {0};
     const int64_t numel = bg_shape_numel(train->shape);
-    float *images = malloc(sizeof(float) * (size_t)(batch * numel));
-    int32_t *labels = malloc(sizeof(int32_t) * (size_t)batch);
+    /* Two sets: a step reads one while the next step's batch is gathered
+     * into the other (the pipeline's pinned sets replace them on GPUs). */
+    float *images[2] = {malloc(sizeof(float) * (size_t)(batch * numel)),
+                        malloc(sizeof(float) * (size_t)(batch * numel))};
+    int32_t *labels[2] = {malloc(sizeof(int32_t) * (size_t)batch),
+                          malloc(sizeof(int32_t) * (size_t)batch)};
     int64_t *order = malloc(sizeof(int64_t) * (size_t)train->count);
-    BG_ALLOC_CHECK_GOTO(images, st, done);
-    BG_ALLOC_CHECK_GOTO(labels, st, done);
+    for (int k = 0; k < 2; k++) {
+        BG_ALLOC_CHECK_GOTO(images[k], st, done);
+        BG_ALLOC_CHECK_GOTO(labels[k], st, done);
+    }
     BG_ALLOC_CHECK_GOTO(order, st, done);
     bg_device_list_t one_cpu;
     BG_CHECK_GOTO(open_pipeline(cfg, total, &one_cpu, &pipe), st, done);
@@ -433,6 +439,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     run_point_t last_good = {0};
     batch_ahead_t ahead = {0};
     int have_ahead = 0; /* the loop's next step finds its batch in `ahead` */
+    int set = 0;        /* which of images and labels this step's batch is in */
     for (int epoch = first_epoch; epoch <= epochs && step < total && r.save_failed_step == 0;
          epoch++) {
         /* A checkpoint records the generator before this epoch's shuffle, so
@@ -445,8 +452,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
         for (; at < train->count && step < total; at += batch) {
             int64_t n = train->count - at < batch ? train->count - at : batch;
             /* Straight into the pipeline's pinned memory where it has some. */
-            float *batch_images = images;
-            int32_t *batch_labels = labels;
+            float *batch_images = images[set];
+            int32_t *batch_labels = labels[set];
             if (have_ahead) {
                 batch_images = ahead.images;
                 batch_labels = ahead.labels;
@@ -469,18 +476,17 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 BG_CHECK_GOTO(bg_pipeline_record(pipe, r.timeline), st, done);
                 r.timeline->first_step = step + 1;
             }
-            /* The next step's batch, gathered while this one runs where the
-             * pipeline has a second set of pinned buffers for it (its ends
-             * on GPUs), whose devices then work alone meanwhile; within
-             * this epoch only, whose order is drawn. */
+            /* The next step's batch, gathered into the other set while
+             * this step runs (into the pipeline's other pinned set where
+             * an end is on a GPU); within this epoch only, whose order is
+             * drawn. */
             const int64_t next_at = at + batch;
-            int gathering = 0;
-            if (next_at < train->count && step + 1 < total) {
-                float *next_images = images;
-                int32_t *next_labels = labels;
+            const int gathering = next_at < train->count && step + 1 < total;
+            if (gathering) {
+                float *next_images = images[!set];
+                int32_t *next_labels = labels[!set];
                 BG_CHECK_GOTO(bg_pipeline_batch_buffers(pipe, &next_images, &next_labels), st,
                               done);
-                gathering = next_images != images && next_labels != labels;
                 ahead = (batch_ahead_t){.data = train,
                                         .order = order + next_at,
                                         .n = train->count - next_at < batch ? train->count - next_at
@@ -494,6 +500,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                                                            &ahead),
                           st, done);
             have_ahead = gathering;
+            if (gathering) set = !set;
             const double mean = loss.loss_sum / (double)n;
             step++;
             samples_done += n;
@@ -570,8 +577,10 @@ done:
     bg_train_state_free(&save);
     bg_train_result_free(&r);
     bg_pipeline_destroy(pipe);
-    free(images);
-    free(labels);
+    for (int k = 0; k < 2; k++) {
+        free(images[k]);
+        free(labels[k]);
+    }
     free(order);
     return st;
 }

@@ -338,10 +338,12 @@ static void scribble_next_batch(void *ctx) {
 }
 
 /* With its ends on a GPU the pipeline hands out two sets of pinned batch
- * buffers in turn. A step reads the set its batch was gathered into while
- * the other set is written (bg_pipeline_train_step_meanwhile: here with
- * values a step must not see) and trains as a step given the caller's own
- * arrays does. */
+ * buffers, and a set not yet read by a job is not handed out again (a
+ * third request is refused). A step reads the set its batch was gathered
+ * into while the other is written (bg_pipeline_train_step_meanwhile: here
+ * with values no step may see) and trains as a step given the caller's own
+ * arrays does; an evaluation given the caller's arrays in between copies
+ * them into the free set, never into the one waiting for the next step. */
 static void test_batch_sets_on_gpu(void **state) {
     (void)state;
     origin_batch_t b = origin_batch_open();
@@ -350,24 +352,23 @@ static void test_batch_sets_on_gpu(void **state) {
     bg_pipeline_t *a = make(b.spec, &run, 2, &devices_a),
                   *plain = make(b.spec, &run, 2, &devices_b);
     const int64_t numel = bg_shape_numel(b.spec->input);
-    float *sets_images[2] = {b.images, b.images};
-    int32_t *sets_labels[2] = {b.data->labels, b.data->labels};
+    float *images[2] = {b.images, b.images};
+    int32_t *labels[2] = {b.data->labels, b.data->labels};
     for (int set = 0; set < 2; set++)
-        assert_int_equal(bg_pipeline_batch_buffers(a, &sets_images[set], &sets_labels[set]), BG_OK);
-    assert_ptr_not_equal(sets_images[0], b.images);
-    assert_ptr_not_equal(sets_images[0], sets_images[1]);
-    assert_ptr_not_equal(sets_labels[0], sets_labels[1]);
+        assert_int_equal(bg_pipeline_batch_buffers(a, &images[set], &labels[set]), BG_OK);
+    assert_ptr_not_equal(images[0], b.images);
+    assert_ptr_not_equal(images[0], images[1]);
+    assert_ptr_not_equal(labels[0], labels[1]);
+    float *third_images = b.images;
+    int32_t *third_labels = b.data->labels;
+    assert_int_equal(bg_pipeline_batch_buffers(a, &third_images, &third_labels), BG_ERR_INVALID);
     for (int k = 0; k < 4; k++) {
-        const int set = k % 2;
-        float *images = b.images;
-        int32_t *labels = b.data->labels;
-        assert_int_equal(bg_pipeline_batch_buffers(a, &images, &labels), BG_OK);
-        assert_ptr_equal(images, sets_images[set]);
-        memcpy(images, b.images, sizeof(float) * (size_t)(BATCH * numel));
-        memcpy(labels, b.data->labels, sizeof(int32_t) * BATCH);
-        scribble_t next = {sets_images[!set], sets_labels[!set], numel};
+        const int set = k % 2; /* handed out: the initial two, then each step's next */
+        memcpy(images[set], b.images, sizeof(float) * (size_t)(BATCH * numel));
+        memcpy(labels[set], b.data->labels, sizeof(int32_t) * BATCH);
+        scribble_t next = {images[!set], labels[!set], numel};
         bg_pipeline_result_t ra, rb;
-        assert_int_equal(bg_pipeline_train_step_meanwhile(a, images, labels, BATCH, &ra,
+        assert_int_equal(bg_pipeline_train_step_meanwhile(a, images[set], labels[set], BATCH, &ra,
                                                           scribble_next_batch, &next),
                          BG_OK);
         assert_int_equal(bg_pipeline_train_step(plain, b.images, b.data->labels, BATCH, &rb),
@@ -376,6 +377,17 @@ static void test_batch_sets_on_gpu(void **state) {
         /* (Each pipeline times cuDNN's algorithms for itself: they may
          * pick others, which round differently.) */
         assert_true(fabs(ra.loss_sum - rb.loss_sum) <= 1e-5 * fabs(rb.loss_sum));
+        /* The set just read is free again, the other still handed out. */
+        if (k == 1) {
+            bg_pipeline_result_t re;
+            assert_int_equal(bg_pipeline_evaluate(a, b.images, b.data->labels, BATCH, &re), BG_OK);
+            assert_true(isfinite(re.loss_sum));
+        }
+        float *again = b.images;
+        int32_t *again_labels = b.data->labels;
+        assert_int_equal(bg_pipeline_batch_buffers(a, &again, &again_labels), BG_OK);
+        assert_ptr_equal(again, images[set]);
+        assert_ptr_equal(again_labels, labels[set]);
     }
     bg_pipeline_destroy(a);
     bg_pipeline_destroy(plain);
