@@ -169,16 +169,16 @@ bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t 
                             "both sets of batch buffers are handed out and no job "
                             "has read either (a batch gathered and not trained on)");
     p->pinned_next = !set;
-    if (p->pinned_images[set] != NULL) {
-        bg_backend_t *be = stage_backend(p, 0);
-        BG_CHECK(be->ops->synchronize(be)); /* the uploads of the job that read it */
-        *images = p->pinned_images[set];
+    if (p->pinned_reading[set]) { /* the uploads of a job that failed */
+        if (p->pinned_images[set] != NULL)
+            BG_CHECK(stage_backend(p, 0)->ops->synchronize(stage_backend(p, 0)));
+        if (p->pinned_labels[set] != NULL)
+            BG_CHECK(
+                stage_backend(p, p->stages - 1)->ops->synchronize(stage_backend(p, p->stages - 1)));
+        p->pinned_reading[set] = 0;
     }
-    if (p->pinned_labels[set] != NULL) {
-        bg_backend_t *be = stage_backend(p, p->stages - 1);
-        BG_CHECK(be->ops->synchronize(be));
-        *labels = p->pinned_labels[set];
-    }
+    if (p->pinned_images[set] != NULL) *images = p->pinned_images[set];
+    if (p->pinned_labels[set] != NULL) *labels = p->pinned_labels[set];
     p->pinned_handed[set] = 1;
     return BG_OK;
 }
@@ -192,6 +192,7 @@ static bg_status_t pin_batch(bg_pipeline_t *p, const float *images, const int32_
                              int64_t n) {
     float *pinned_images = (float *)images;
     int32_t *pinned_labels = (int32_t *)labels;
+    p->job_set = -1;
     if (p->pinned_images[0] == NULL && p->pinned_labels[0] == NULL) {
         p->images = images;
         p->labels = labels;
@@ -202,13 +203,17 @@ static bg_status_t pin_batch(bg_pipeline_t *p, const float *images, const int32_
             (p->pinned_images[set] == NULL || images == p->pinned_images[set]) &&
             (p->pinned_labels[set] == NULL || labels == p->pinned_labels[set])) {
             p->pinned_handed[set] = 0; /* this job reads it */
+            p->pinned_reading[set] = 1;
+            p->job_set = set;
             p->images = images;
             p->labels = labels;
             return BG_OK;
         }
     }
     BG_CHECK(bg_pipeline_batch_buffers(p, &pinned_images, &pinned_labels));
-    p->pinned_handed[!p->pinned_next] = 0; /* the set just handed out: this job's */
+    p->job_set = !p->pinned_next; /* the set just handed out */
+    p->pinned_handed[p->job_set] = 0;
+    p->pinned_reading[p->job_set] = 1;
     if (pinned_images != images)
         memcpy(pinned_images, images,
                sizeof(float) * (size_t)(n * bg_shape_numel(p->cfg.spec->input)));
@@ -272,6 +277,7 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
         if (st == BG_ERR_STALLED) return stall_report(p);
         return bg_error_set(st, "%s", p->message);
     }
+    if (p->job_set >= 0) p->pinned_reading[p->job_set] = 0; /* its results came after them */
     result->loss_sum = p->loss_sum;
     result->correct = p->correct;
     result->skipped = p->nan_found;

@@ -100,6 +100,12 @@ struct bg_pipeline {
      * before, when it was handed out). */
     int pinned_handed[2];
     int pinned_next; /* the set handed out next, when both are free */
+    /* A job read set k and may not have finished its uploads from it: one
+     * that failed, or the one running. A job that returns its results has
+     * (the results come after every upload of its batch), so handing the
+     * set out again waits for the GPUs only after a failure. */
+    int pinned_reading[2];
+    int job_set; /* the set the current job reads, or -1 */
     int64_t batch;
     int64_t *micro_offset, *micro_size; /* per micro-batch */
     double loss_sum;                    /* written by the last stage's device only */

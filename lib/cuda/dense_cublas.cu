@@ -24,9 +24,10 @@
  *             lda = in; B = dy as (out, n), ldb = out, transposed to
  *             (n, out); C = dw as (in, out), ldc = in; beta = 1.
  *
- * The bias kernels follow the CPU: the forward starts y from the bias and
- * the GEMM accumulates onto it (beta = 1); db sums the rows of dy in row
- * order, one thread per unit, giving the CPU's bits. */
+ * The forward starts y from the bias and the GEMM accumulates onto it
+ * (beta = 1), as the CPU does; db sums the rows of dy in chunks, each in
+ * row order, and then the chunks in order (the same bits on every run; not
+ * the CPU's, which adds row after row). */
 #include <limits.h>
 
 #include "cuda_internal.h"
@@ -36,25 +37,39 @@ __global__ static void fill_rows_kernel(float *y, const float *b, int64_t n, int
     BG_CUDA_GRID_LOOP(i, n * out) y[i] = b[i % out];
 }
 
-/* db: (out) += the sum over rows of dy: (n, out), in row order. A unit's
- * thread loads COLUMN_SUM_AHEAD rows before adding them, so that as many
- * loads are in flight (few threads, one per unit: each would otherwise
- * wait on its loads a few at a time); the adds keep the CPU's order. */
-enum { COLUMN_SUM_AHEAD = 16 };
+/* db: (out) += the sum over rows of dy: (n, out). A block takes 32 units
+ * (a warp reads 32 neighbouring values of a row) and COLUMN_SUM_CHUNKS
+ * chunks of rows, a warp each: each thread sums its unit's rows of its
+ * chunk in row order, loading COLUMN_SUM_AHEAD before adding them, and the
+ * chunks' sums are added in chunk order. One thread per unit, walking all
+ * n rows (the CPU's order), took 15 to 18 us at n = 256 on the H200: a
+ * block for 10 or 128 units, each thread waiting on its loads in turn. */
+enum { COLUMN_SUM_UNITS = 32, COLUMN_SUM_CHUNKS = 8, COLUMN_SUM_AHEAD = 8 };
 
-__global__ static void add_column_sums_kernel(float *db, const float *dy, int64_t n, int64_t out) {
-    BG_CUDA_GRID_LOOP(o, out) {
-        float sum = db[o];
-        int64_t i = 0;
-        for (; i + COLUMN_SUM_AHEAD <= n; i += COLUMN_SUM_AHEAD) {
-            float rows[COLUMN_SUM_AHEAD];
+__global__ static void __launch_bounds__((COLUMN_SUM_UNITS * COLUMN_SUM_CHUNKS))
+    add_column_sums_kernel(float *db, const float *dy, int64_t n, int64_t out) {
+    __shared__ float chunk_sums[COLUMN_SUM_CHUNKS][COLUMN_SUM_UNITS];
+    const int64_t o = (int64_t)blockIdx.x * COLUMN_SUM_UNITS + threadIdx.x;
+    const int64_t rows = (n + COLUMN_SUM_CHUNKS - 1) / COLUMN_SUM_CHUNKS;
+    const int64_t first = threadIdx.y * rows, end = first + rows < n ? first + rows : n;
+    float sum = 0;
+    if (o < out) {
+        int64_t i = first;
+        for (; i + COLUMN_SUM_AHEAD <= end; i += COLUMN_SUM_AHEAD) {
+            float ahead[COLUMN_SUM_AHEAD];
 #pragma unroll
-            for (int k = 0; k < COLUMN_SUM_AHEAD; k++) rows[k] = dy[(i + k) * out + o];
+            for (int k = 0; k < COLUMN_SUM_AHEAD; k++) ahead[k] = dy[(i + k) * out + o];
 #pragma unroll
-            for (int k = 0; k < COLUMN_SUM_AHEAD; k++) sum += rows[k];
+            for (int k = 0; k < COLUMN_SUM_AHEAD; k++) sum += ahead[k];
         }
-        for (; i < n; i++) sum += dy[i * out + o];
-        db[o] = sum;
+        for (; i < end; i++) sum += dy[i * out + o];
+    }
+    chunk_sums[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < out) {
+        float total = chunk_sums[0][threadIdx.x];
+        for (int c = 1; c < COLUMN_SUM_CHUNKS; c++) total += chunk_sums[c][threadIdx.x];
+        db[o] += total;
     }
 }
 
@@ -68,7 +83,10 @@ static cudaError_t fill_rows(float *y, const float *b, int64_t n, int64_t out,
 static cudaError_t add_column_sums(float *db, const float *dy, int64_t n, int64_t out,
                                    cudaStream_t stream) {
     if (out == 0) return cudaSuccess;
-    add_column_sums_kernel<<<bg_cuda_blocks(out), BG_CUDA_THREADS, 0, stream>>>(db, dy, n, out);
+    const int64_t blocks = (out + COLUMN_SUM_UNITS - 1) / COLUMN_SUM_UNITS;
+    if (blocks > INT_MAX) return cudaErrorInvalidConfiguration; /* a layer of 2^36 units */
+    add_column_sums_kernel<<<(unsigned)blocks, dim3(COLUMN_SUM_UNITS, COLUMN_SUM_CHUNKS), 0,
+                             stream>>>(db, dy, n, out);
     return cudaGetLastError();
 }
 
