@@ -31,7 +31,7 @@ __global__ static void add_channel_bias_kernel(float *y, const float *b, int64_t
  * v_t, v_(t+T), v_(t+2T), ... into four running sums in turn, loading
  * sixteen values before adding them so that as many loads are in flight
  * (the origin CNN's 32 filters at batch 256: 23.5 us, against 27.5 with
- * four; ncu on the H200, bench/results/2026-12-04-h200), and walks
+ * four; ncu on the H200, bench/results/README.md), and walks
  * (sample, position) by steps where a division per value made each load
  * wait on the one before; then the threads' sums by halves. The order
  * depends on the sizes alone: the same bits on every run. */
