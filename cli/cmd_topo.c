@@ -3,6 +3,7 @@
  * with their locality, and the links between devices, in the words of
  * `nvidia-smi topo -m`. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -16,9 +17,9 @@ static const char help[] =
     "\n"
     "Shows this machine (or the machine an hwloc XML export describes): packages,\n"
     "NUMA nodes and their memory, cores and which package and NUMA node each is\n"
-    "in, the GPUs on the PCI bus with the NUMA node they hang off (and, where\n"
-    "hwloc's CUDA device is known, their CUDA index and memory), and how devices\n"
-    "are linked:\n"
+    "in, the GPUs on the PCI bus with the NUMA node they hang off and, where\n"
+    "hwloc's CUDA devices or (on this machine) CUDA's PCI addresses say, their\n"
+    "CUDA index and memory, and how devices are linked:\n"
     "  X     the device itself\n"
     "  NODE  within one NUMA node\n"
     "  SYS   across NUMA nodes or sockets (the slowest path)\n"
@@ -63,8 +64,8 @@ static void print_cores(const bg_topology_t *t, int cores) {
     }
 }
 
-/* One visible GPU's memory: the whole, and what the planner may use (free
- * once brigade's CUDA context exists there). */
+/* One visible GPU's PCI address and memory: the whole, and what the
+ * planner may use (free once brigade's CUDA context exists there). */
 static void print_cuda_memory(int device) {
     bg_cuda_device_info_t info;
     if (bg_cuda_device_info(device, &info) != BG_OK) {
@@ -72,8 +73,8 @@ static void print_cuda_memory(int device) {
         return;
     }
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    printf("  cuda:%d %s: %.2f GiB, %.2f GiB free for stages (%.0f MiB in use)\n", device,
-           info.name, (double)info.memory_bytes / gib, (double)info.free_bytes / gib,
+    printf("  cuda:%d %s at %s: %.2f GiB, %.2f GiB free for stages (%.0f MiB in use)\n", device,
+           info.name, info.busid, (double)info.memory_bytes / gib, (double)info.free_bytes / gib,
            (double)(info.memory_bytes - info.free_bytes) / (1024.0 * 1024.0));
 }
 
@@ -113,24 +114,61 @@ static void nvlink_cell(const bg_topology_t *t, int a, int b, char *text, size_t
         snprintf(text, size, "%.1f", speed / 1e9);
 }
 
-static void print_gpus(const bg_topology_t *t) {
+/* The CUDA device of each GPU of the table (-1 none), and its memory:
+ * hwloc's CUDA names where it has them (its CUDA plugin, or an XML file
+ * made with it); else, on this machine, CUDA's own PCI addresses (Debian's
+ * hwloc has no CUDA plugin). */
+static void cuda_of_gpus(const bg_topology_t *t, int live, int *cuda, uint64_t *memory) {
+    const int gpus = bg_topology_gpu_count(t);
+    for (int g = 0; g < gpus; g++) {
+        bg_topology_gpu_t info = bg_topology_gpu(t, g);
+        cuda[g] = info.cuda;
+        memory[g] = info.memory_bytes;
+    }
+    if (!live || bg_topology_cuda_count(t) > 0) return;
+    for (int d = 0; d < bg_cuda_device_count(); d++) {
+        bg_cuda_device_info_t info;
+        if (bg_cuda_device_info(d, &info) != BG_OK) {
+            bg_error_clear();
+            continue;
+        }
+        const int g = bg_topology_gpu_find(t, d, info.busid);
+        if (g < 0 || g >= gpus) continue;
+        cuda[g] = d;
+        memory[g] = info.memory_bytes;
+    }
+}
+
+static void print_gpus(const bg_topology_t *t, int live) {
     int gpus = bg_topology_gpu_count(t);
     if (gpus == 0) {
         printf("\nno GPU on the PCI bus in this topology\n");
         return;
     }
+    int *cuda_index = calloc((size_t)gpus, sizeof *cuda_index);
+    uint64_t *memory_bytes = calloc((size_t)gpus, sizeof *memory_bytes);
+    if (cuda_index == NULL || memory_bytes == NULL) {
+        free(cuda_index);
+        free(memory_bytes);
+        printf("\n%d GPU%s on the PCI bus (no memory for their table)\n", gpus,
+               gpus == 1 ? "" : "s");
+        return;
+    }
+    cuda_of_gpus(t, live, cuda_index, memory_bytes);
     printf("\n%4s %-14s %-11s %6s %8s %-8s %10s\n", "gpu", "PCI bus", "vendor:dev", "NUMA",
            "package", "CUDA", "memory");
     for (int g = 0; g < gpus; g++) {
         bg_topology_gpu_t info = bg_topology_gpu(t, g);
         char cuda[16] = "-", memory[24] = "-";
-        if (info.cuda >= 0) snprintf(cuda, sizeof cuda, "cuda:%d", info.cuda);
-        if (info.memory_bytes > 0)
+        if (cuda_index[g] >= 0) snprintf(cuda, sizeof cuda, "cuda:%d", cuda_index[g]);
+        if (memory_bytes[g] > 0)
             snprintf(memory, sizeof memory, "%.1f GiB",
-                     (double)info.memory_bytes / (1024.0 * 1024.0 * 1024.0));
+                     (double)memory_bytes[g] / (1024.0 * 1024.0 * 1024.0));
         printf("%4d %-14s %04x:%04x   %6d %8d %-8s %10s\n", g, info.busid, info.vendor, info.device,
                info.numa, info.package, cuda, memory);
     }
+    free(cuda_index);
+    free(memory_bytes);
     if (gpus > MATRIX_LIMIT) return;
     print_gpu_matrix(t, gpus, "links between GPUs (NVL: NVLink)", link_cell);
     /* NVLink's speeds, where there is some. */
@@ -187,7 +225,7 @@ int bg_cmd_topo(int argc, char **argv) {
         for (int g = 0; g < gpus; g++) print_cuda_memory(g);
     }
     print_cores(t, s.cores);
-    print_gpus(t);
+    print_gpus(t, xml == NULL);
     bg_topology_destroy(t);
     return 0;
 }
