@@ -43,9 +43,10 @@ const char bg_placement_help_rest[] =
     "                     Without it plan and simulate divide the host's memory\n"
     "                     (or the --topology file's) evenly among the CPU\n"
     "                     devices, and give CUDA devices their GPU's (free\n"
-    "                     memory from CUDA, or the --topology file's), divided\n"
-    "                     evenly among the virtual devices the run uses, less\n"
-    "                     32 MiB each for cuBLAS's workspace (docs/cuda.md);\n"
+    "                     memory from CUDA, or the --topology file's less 528\n"
+    "                     MiB for the CUDA context), divided evenly among the\n"
+    "                     virtual devices the run uses, less 32 MiB each for\n"
+    "                     cuBLAS's workspace (docs/cuda.md);\n"
     "                     train checks only a given size.\n"
     "                     With --chunks V a given --split fits when each\n"
     "                     device's V stages together fit it; the planner's own\n"
@@ -392,6 +393,11 @@ static int gpu_sharing(const bg_device_list_t *list, int physical) {
  * say). This machine: what the system gives processes, which in a
  * container or a virtual machine can differ from what its NUMA nodes
  * report. */
+size_t bg_placement_gpu_usable_bytes(const bg_placement_t *p, size_t gpu_bytes) {
+    if (p->topology_path == NULL) return gpu_bytes; /* free memory, the context left out */
+    return gpu_bytes > BG_CUDA_CONTEXT_BYTES ? gpu_bytes - BG_CUDA_CONTEXT_BYTES : 0;
+}
+
 static uint64_t host_memory_bytes(const bg_placement_t *p) {
     if (p->topology_path != NULL) return p->links != NULL ? p->links->host_memory_bytes : 0;
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -441,7 +447,9 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
              * its stages. A given --device-mem is the stages' own. */
             const int known = d < list->count ? d : list->count - 1;
             if (c.memory_bytes == 0 && p->links != NULL && known < p->links->count) {
-                const size_t share = p->links->memory_bytes[known] / (size_t)sharing;
+                const size_t share =
+                    bg_placement_gpu_usable_bytes(p, p->links->memory_bytes[known]) /
+                    (size_t)sharing;
                 if (share > 0)
                     c.memory_bytes = share > BG_CUDA_CUBLAS_WORKSPACE_BYTES
                                          ? share - BG_CUDA_CUBLAS_WORKSPACE_BYTES
@@ -528,28 +536,35 @@ void bg_placement_note_device_mem(const bg_placement_t *p) {
                 (double)host / gib);
     if (p->links == NULL) return;
     /* A given size is the stages' own; each device's cuBLAS workspace
-     * comes beside it (docs/cuda.md). */
+     * comes beside it, and on an XML topology's GPU the CUDA context
+     * (docs/cuda.md). */
     const double beside = (double)BG_CUDA_CUBLAS_WORKSPACE_BYTES;
     for (int d = 0; d < p->devices.count && d < p->links->count; d++) {
         const bg_device_t *dev = &p->devices.devices[d];
         const size_t gpu = p->links->memory_bytes[d];
         if (dev->kind != BG_DEVICE_CUDA || gpu == 0) continue;
         const int sharing = gpu_sharing(&p->devices, dev->physical);
-        if (((double)p->device_mem + beside) * sharing <= (double)gpu) continue;
+        if (((double)p->device_mem + beside) * sharing <=
+            (double)bg_placement_gpu_usable_bytes(p, gpu))
+            continue;
+        char context[64] = "";
+        if (p->topology_path != NULL)
+            snprintf(context, sizeof context, " less its %zu MiB CUDA context",
+                     BG_CUDA_CONTEXT_BYTES >> 20);
         if (sharing > 1)
             fprintf(stderr,
                     "note: --device-mem gives each of the %d devices on GPU %d %.2f GiB, %.2f GiB "
                     "in all with their cuBLAS workspaces (%zu MiB each), more than its %.2f "
-                    "GiB: the plan may fit where the GPU cannot\n",
+                    "GiB%s: the plan may fit where the GPU cannot\n",
                     sharing, dev->physical, (double)p->device_mem / gib,
                     ((double)p->device_mem + beside) * sharing / gib,
-                    BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20, (double)gpu / gib);
+                    BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20, (double)gpu / gib, context);
         else
             fprintf(stderr,
                     "note: --device-mem %.2f GiB and the %zu MiB cuBLAS workspace beside it are "
-                    "more than %s's %.2f GiB: the plan may fit where the GPU cannot\n",
+                    "more than %s's %.2f GiB%s: the plan may fit where the GPU cannot\n",
                     (double)p->device_mem / gib, BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20, dev->name,
-                    (double)gpu / gib);
+                    (double)gpu / gib, context);
         return; /* once, for the first such GPU: the note is the same for any other */
     }
 }

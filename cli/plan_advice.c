@@ -705,7 +705,7 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     /* What overflows: a stage, or a device's stages together. */
     const size_t peak =
         per_device ? bg_partition_device_peak_bytes(part, part->worst_device) : st->peak_bytes;
-    char overflowing[320], need[32], cap[32], over[32], share[96] = "";
+    char overflowing[320], need[32], cap[32], over[32], share[160] = "";
     describe_overflow(p, overflowing, sizeof overflowing);
     fflush(stdout); /* the table this explains comes first, also into a pipe */
     if (r->chunks > 1 && !per_device)
@@ -726,8 +726,13 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
                        placement->devices.devices[d].physical == physical;
         char fraction[24] = "";
         if (sharing > 1) snprintf(fraction, sizeof fraction, "1/%d of ", sharing);
-        snprintf(share, sizeof share, " (%scuda:%d's memory, less %zu MiB for cuBLAS's workspace)",
-                 fraction, physical, BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20);
+        char context[48] = "";
+        if (placement->topology_path != NULL)
+            snprintf(context, sizeof context, "%zu MiB for its CUDA context and ",
+                     BG_CUDA_CONTEXT_BYTES >> 20);
+        snprintf(share, sizeof share,
+                 " (%scuda:%d's memory, less %s%zu MiB for cuBLAS's workspace)", fraction, physical,
+                 context, BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20);
     }
     char owner[64];
     snprintf(owner, sizeof owner, "%s%s", per_device ? device : "its", per_device ? "'s" : "");

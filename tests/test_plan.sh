@@ -191,8 +191,9 @@ assert len(socket) == 4 and len(set(socket)) == 1, socket
 assert [s["device"] for s in p["stages"]] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"], p["stages"]
 assert kinds == ["PIX", "PHB", "PIX"], kinds
 assert [l["bytes_per_s"] for l in p["links"]] == [25e9, 18e9, 25e9], p["links"]
-# The memory of each GPU in the XML, less the cuBLAS workspace (32 MiB).
-assert all(s["capacity_bytes"] == 140 * 2**30 - 2**25 for s in p["stages"]), p["stages"]
+# The memory of each GPU in the XML, less its CUDA context (528 MiB) and
+# the cuBLAS workspace (32 MiB).
+assert all(s["capacity_bytes"] == 140 * 2**30 - 528 * 2**20 - 2**25 for s in p["stages"]), p["stages"]
 '
 # GPUs 0-3 of 16 GiB and 4-7 of 80 GiB: of chains linked alike (PIX, within
 # a switch), two stages take the larger GPUs.
@@ -208,7 +209,7 @@ expect 0 "" -- plan "$MODEL" --topology "$T/mixed-memory.xml" --devices "$MIXED"
 json_check "of equally linked GPUs, the larger ones" '
 assert [s["device"] for s in p["stages"]] == ["cuda:4", "cuda:5"], p["stages"]
 assert [l["kind"] for l in p["links"]] == ["PIX"], p["links"]
-assert p["stages"][0]["capacity_bytes"] == 80 * 2**30 - 2**25, p["stages"][0]'
+assert p["stages"][0]["capacity_bytes"] == 80 * 2**30 - 528 * 2**20 - 2**25, p["stages"][0]'
 # Interleaved under a --device-mem that holds each stage to 1/V of its
 # device: the planner's estimate (12%) is far from the simulated bubble, so
 # plan prints both; the simulated one is what simulate reports.
@@ -269,17 +270,18 @@ assert [(l["from"], l["to"], l["kind"]) for l in p["links"]] == [
 expect 0 "note: nothing gives cuda:0's memory (the topology has no hwloc CUDA device for it, which would), so the plan checks no GPU memory: give --device-mem" \
     -- plan "$MODEL" --topology "$ROOT/tests/fixtures/uneven-pcie-gpus.xml" --devices cuda:0,cuda:1
 stdout_has "links: cuda:0 -PHB- cuda:1" "GPUs at unequal PCIe depths: linked through their host bridge"
-# A given size is the stages' own, the 32 MiB cuBLAS workspace beside it.
-expect 0 "note: --device-mem 300.00 GiB and the 32 MiB cuBLAS workspace beside it are more than cuda:0's 140.00 GiB: the plan may fit where the GPU cannot" \
+# A given size is the stages' own, the 32 MiB cuBLAS workspace beside it
+# and the CUDA context (528 MiB) beside them on an XML topology's GPU.
+expect 0 "note: --device-mem 300.00 GiB and the 32 MiB cuBLAS workspace beside it are more than cuda:0's 140.00 GiB less its 528 MiB CUDA context: the plan may fit where the GPU cannot" \
     -- plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 300G
-expect 0 "note: --device-mem 140.00 GiB and the 32 MiB cuBLAS workspace beside it are more than cuda:0's 140.00 GiB" \
-    -- plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 140G
-expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 143328M
+expect 0 "note: --device-mem 139.50 GiB and the 32 MiB cuBLAS workspace beside it are more than cuda:0's 140.00 GiB less its 528 MiB CUDA context" \
+    -- plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 142848M
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 142800M
 if grep -q "device-mem" "$ERR"; then fail "--device-mem and the workspace within the GPU: a note"; else pass; fi
-expect 0 "note: --device-mem gives each of the 4 devices on GPU 0 70.00 GiB, 280.12 GiB in all with their cuBLAS workspaces (32 MiB each), more than its 140.00 GiB" \
+expect 0 "note: --device-mem gives each of the 4 devices on GPU 0 70.00 GiB, 280.12 GiB in all with their cuBLAS workspaces (32 MiB each), more than its 140.00 GiB less its 528 MiB CUDA context" \
     -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x4 --device-mem 70G
 expect 0 "140.12 GiB in all" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x4 --device-mem 35G
-expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x4 --device-mem 35808M
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x4 --device-mem 35676M
 if grep -q "device-mem" "$ERR"; then fail "--device-mem within the GPU's share: a note"; else pass; fi
 # CPU devices share the host's memory: the two-socket file's machine has
 # 2 GiB (two NUMA nodes of 1), which four devices of 1 GiB would pass.
@@ -302,7 +304,7 @@ assert n[0] == 8, n' "$GPUS" "$T/small-pair.xml"
 for k in 2 3 4; do
     expect 0 "" -- plan "$MODEL" --topology "$T/small-pair.xml" --devices auto --stages "$k" --json
     json_check "--stages $k of GPUs linked alike: none of the small ones" '
-assert all(s["capacity_bytes"] == 140 * 2**30 - 2**25 for s in p["stages"]), p["stages"]
+assert all(s["capacity_bytes"] == 140 * 2**30 - 528 * 2**20 - 2**25 for s in p["stages"]), p["stages"]
 assert len(p["stages"]) == '"$k"', p["stages"]
 assert min(l["bytes_per_s"] for l in p["links"]) == (25e9 if len(p["links"]) == 1 else 18e9), p["links"]'
 done
@@ -324,7 +326,8 @@ json_check "virtual devices of one GPU share its memory and copy on the GPU" '
 assert [s["device"] for s in p["stages"]] == ["cuda:0/0", "cuda:0/1", "cuda:5"], p["stages"]
 assert [l["kind"] for l in p["links"]] == ["GPU", "SYS"], p["links"]
 assert [s["capacity_bytes"] for s in p["stages"]] == [
-    70 * 2**30 - 2**25, 70 * 2**30 - 2**25, 140 * 2**30 - 2**25], p["stages"]
+    70 * 2**30 - 264 * 2**20 - 2**25, 70 * 2**30 - 264 * 2**20 - 2**25,
+    140 * 2**30 - 528 * 2**20 - 2**25], p["stages"]
 '
 expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/two-socket-8-core.xml" \
     --devices cpu:8 --stages 4 --json
@@ -525,11 +528,12 @@ check "a saving with more devices is suggested" grep -qE -- \
 check "no count of devices alone is suggested" sh -c "! grep -qE '^  [0-9]+ devices' '$ERR'"
 expect 0 "" -- plan "$T/four-wide.model" --devices cpu:4 --stages 4 --device-mem 40M \
     --optimizer sgd
-# GPUs of 1 GiB (the 8-GPU fixture's memory cut down): more of the
+# GPUs of 1 GiB beside their CUDA context (the 8-GPU fixture's memory cut
+# down to 1 GiB and 528 MiB): more of the
 # topology's GPUs hold a part each, named, and the advice for them fits
 # when followed; more virtual devices of one GPU hold no more, and the advice
 # says so instead of suggesting them.
-sed 's/name="CUDAGlobalMemorySize" value="[0-9]*"/name="CUDAGlobalMemorySize" value="1048576"/' \
+sed 's/name="CUDAGlobalMemorySize" value="[0-9]*"/name="CUDAGlobalMemorySize" value="1589248"/' \
     "$GPUS" >"$T/small-gpus.xml"
 {
     echo 'input channels=4096 height=1 width=1'
@@ -537,14 +541,14 @@ sed 's/name="CUDAGlobalMemorySize" value="[0-9]*"/name="CUDAGlobalMemorySize" va
     echo 'dense units=10'
     echo softmax_cross_entropy
 } >"$T/gpu-wide.model"
-expect 2 "capacity (1/2 of cuda:0's memory, less 32 MiB for cuBLAS's workspace)" -- \
+expect 2 "capacity (1/2 of cuda:0's memory, less 528 MiB for its CUDA context and 32 MiB for cuBLAS's workspace)" -- \
     plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0x2
 check "virtual devices of one GPU: no more of them are suggested" grep -qFx -- \
     "  none of these fits, alone or together: the virtual devices share one GPU's memory, so more of them hold no more; use more GPUs" \
     "$ERR"
 check "virtual devices of one GPU: no device count is suggested" \
     sh -c "! grep -qE 'devices \(' '$ERR'"
-expect 2 "over its 1,040,187,392-byte capacity (cuda:0's memory, less 32 MiB for cuBLAS's workspace)" \
+expect 2 "over its 1,040,187,392-byte capacity (cuda:0's memory, less 528 MiB for its CUDA context and 32 MiB for cuBLAS's workspace)" \
     -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0
 check "one GPU: a second one like it, with a saving" grep -qE -- \
     '^  --optimizer sgd, 2 devices \(--devices cuda:0,cuda:1\) +fits: ' \

@@ -65,6 +65,12 @@ typedef struct bg_cuda_config {
  * leaves it out of each CUDA device's capacity. */
 #define BG_CUDA_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 
+/* What brigade's CUDA context takes of a GPU's memory, once per GPU, for
+ * plans on GPUs an hwloc XML file describes (a live GPU's free memory
+ * leaves it out already): 527 MiB on an H200 with driver 580
+ * (bench/results, `brigade topo` there). Other GPUs and drivers differ. */
+#define BG_CUDA_CONTEXT_BYTES ((size_t)528 << 20)
+
 /* The default conv_workspace_limit. Which algorithm a convolution gets,
  * and so its scratch, is known only once it is timed on the GPU, so the
  * planner counts the limit for every stage of a GPU holding a convolution
