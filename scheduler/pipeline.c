@@ -160,8 +160,15 @@ static bg_status_t merge_events(bg_pipeline_t *p, double job_end) {
     return BG_OK;
 }
 
-bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t **labels) {
-    if (p->pinned_images[0] == NULL && p->pinned_labels[0] == NULL) return BG_OK; /* no GPU end */
+/* Whether an end of the pipeline is on a GPU: it has pinned batch sets. */
+static int has_pinned_sets(const bg_pipeline_t *p) {
+    return p->pinned_images[0] != NULL || p->pinned_labels[0] != NULL;
+}
+
+/* Hands out a free pinned set (the one not handed out last, where both
+ * are free) into *set, once the GPUs are done with a failed job's uploads
+ * from it. */
+static bg_status_t hand_out_set(bg_pipeline_t *p, int *set_out) {
     int set = p->pinned_next;
     if (p->pinned_handed[set]) set = !set;
     if (p->pinned_handed[set])
@@ -177,9 +184,17 @@ bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t 
                 stage_backend(p, p->stages - 1)->ops->synchronize(stage_backend(p, p->stages - 1)));
         p->pinned_reading[set] = 0;
     }
+    p->pinned_handed[set] = 1;
+    *set_out = set;
+    return BG_OK;
+}
+
+bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t **labels) {
+    if (!has_pinned_sets(p)) return BG_OK;
+    int set = 0;
+    BG_CHECK(hand_out_set(p, &set));
     if (p->pinned_images[set] != NULL) *images = p->pinned_images[set];
     if (p->pinned_labels[set] != NULL) *labels = p->pinned_labels[set];
-    p->pinned_handed[set] = 1;
     return BG_OK;
 }
 
@@ -190,36 +205,32 @@ bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t 
  * copied from, as a caller with arrays of its own). */
 static bg_status_t pin_batch(bg_pipeline_t *p, const float *images, const int32_t *labels,
                              int64_t n) {
-    float *pinned_images = (float *)images;
-    int32_t *pinned_labels = (int32_t *)labels;
+    p->images = images;
+    p->labels = labels;
     p->job_set = -1;
-    if (p->pinned_images[0] == NULL && p->pinned_labels[0] == NULL) {
-        p->images = images;
-        p->labels = labels;
-        return BG_OK;
-    }
-    for (int set = 0; set < 2; set++) {
-        if (p->pinned_handed[set] &&
-            (p->pinned_images[set] == NULL || images == p->pinned_images[set]) &&
-            (p->pinned_labels[set] == NULL || labels == p->pinned_labels[set])) {
-            p->pinned_handed[set] = 0; /* this job reads it */
-            p->pinned_reading[set] = 1;
-            p->job_set = set;
-            p->images = images;
-            p->labels = labels;
-            return BG_OK;
+    if (!has_pinned_sets(p)) return BG_OK;
+    int set = -1;
+    for (int k = 0; k < 2 && set < 0; k++)
+        if (p->pinned_handed[k] && (p->pinned_images[k] == NULL || images == p->pinned_images[k]) &&
+            (p->pinned_labels[k] == NULL || labels == p->pinned_labels[k]))
+            set = k; /* gathered there */
+    if (set < 0) {   /* the caller's own arrays: copied into a free set */
+        BG_CHECK(hand_out_set(p, &set));
+        if (p->pinned_images[set] != NULL) {
+            if (p->pinned_images[set] != images)
+                memcpy(p->pinned_images[set], images,
+                       sizeof(float) * (size_t)(n * bg_shape_numel(p->cfg.spec->input)));
+            p->images = p->pinned_images[set];
+        }
+        if (p->pinned_labels[set] != NULL) {
+            if (p->pinned_labels[set] != labels)
+                memcpy(p->pinned_labels[set], labels, sizeof(int32_t) * (size_t)n);
+            p->labels = p->pinned_labels[set];
         }
     }
-    BG_CHECK(bg_pipeline_batch_buffers(p, &pinned_images, &pinned_labels));
-    p->job_set = !p->pinned_next; /* the set just handed out */
-    p->pinned_handed[p->job_set] = 0;
-    p->pinned_reading[p->job_set] = 1;
-    if (pinned_images != images)
-        memcpy(pinned_images, images,
-               sizeof(float) * (size_t)(n * bg_shape_numel(p->cfg.spec->input)));
-    if (pinned_labels != labels) memcpy(pinned_labels, labels, sizeof(int32_t) * (size_t)n);
-    p->images = pinned_images;
-    p->labels = pinned_labels;
+    p->pinned_handed[set] = 0; /* this job reads it */
+    p->pinned_reading[set] = 1;
+    p->job_set = set;
     return BG_OK;
 }
 
@@ -294,9 +305,7 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
 
 bg_status_t bg_pipeline_train_step(bg_pipeline_t *p, const float *images, const int32_t *labels,
                                    int64_t n, bg_pipeline_result_t *result) {
-    if (p->cfg.forward_only)
-        return bg_error_set(BG_ERR_INVALID, "a forward-only pipeline evaluates: it trains no step");
-    return run_job(p, JOB_TRAIN, images, labels, n, result, NULL, NULL);
+    return bg_pipeline_train_step_meanwhile(p, images, labels, n, result, NULL, NULL);
 }
 
 bg_status_t bg_pipeline_train_step_meanwhile(bg_pipeline_t *p, const float *images,
