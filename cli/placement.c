@@ -388,16 +388,22 @@ static int gpu_sharing(const bg_device_list_t *list, int physical) {
     return sharing > 0 ? sharing : 1;
 }
 
+size_t bg_placement_context_bytes(const bg_placement_t *p) {
+    return p->topology_path != NULL ? BG_CUDA_CONTEXT_BYTES : 0;
+}
+
+/* What a GPU of `gpu_bytes` (as the links give it) leaves to brigade's
+ * buffers beside the context, 0 at least. */
+static size_t usable_gpu_bytes(const bg_placement_t *p, size_t gpu_bytes) {
+    const size_t context = bg_placement_context_bytes(p);
+    return gpu_bytes > context ? gpu_bytes - context : 0;
+}
+
 /* The host's memory, which the CPU devices share; 0 when not known. An
  * XML file's machine: its NUMA nodes' (none known where the file does not
  * say). This machine: what the system gives processes, which in a
  * container or a virtual machine can differ from what its NUMA nodes
  * report. */
-size_t bg_placement_gpu_usable_bytes(const bg_placement_t *p, size_t gpu_bytes) {
-    if (p->topology_path == NULL) return gpu_bytes; /* free memory, the context left out */
-    return gpu_bytes > BG_CUDA_CONTEXT_BYTES ? gpu_bytes - BG_CUDA_CONTEXT_BYTES : 0;
-}
-
 static uint64_t host_memory_bytes(const bg_placement_t *p) {
     if (p->topology_path != NULL) return p->links != NULL ? p->links->host_memory_bytes : 0;
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -448,8 +454,7 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
             const int known = d < list->count ? d : list->count - 1;
             if (c.memory_bytes == 0 && p->links != NULL && known < p->links->count) {
                 const size_t share =
-                    bg_placement_gpu_usable_bytes(p, p->links->memory_bytes[known]) /
-                    (size_t)sharing;
+                    usable_gpu_bytes(p, p->links->memory_bytes[known]) / (size_t)sharing;
                 if (share > 0)
                     c.memory_bytes = share > BG_CUDA_CUBLAS_WORKSPACE_BYTES
                                          ? share - BG_CUDA_CUBLAS_WORKSPACE_BYTES
@@ -544,13 +549,12 @@ void bg_placement_note_device_mem(const bg_placement_t *p) {
         const size_t gpu = p->links->memory_bytes[d];
         if (dev->kind != BG_DEVICE_CUDA || gpu == 0) continue;
         const int sharing = gpu_sharing(&p->devices, dev->physical);
-        if (((double)p->device_mem + beside) * sharing <=
-            (double)bg_placement_gpu_usable_bytes(p, gpu))
+        if (((double)p->device_mem + beside) * sharing <= (double)usable_gpu_bytes(p, gpu))
             continue;
         char context[64] = "";
-        if (p->topology_path != NULL)
+        if (bg_placement_context_bytes(p) > 0)
             snprintf(context, sizeof context, " less its %zu MiB CUDA context",
-                     BG_CUDA_CONTEXT_BYTES >> 20);
+                     bg_placement_context_bytes(p) >> 20);
         if (sharing > 1)
             fprintf(stderr,
                     "note: --device-mem gives each of the %d devices on GPU %d %.2f GiB, %.2f GiB "

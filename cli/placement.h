@@ -116,11 +116,11 @@ bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
 void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_share,
                                bg_cost_device_t *out);
 
-/* What a GPU of `gpu_bytes` (as the links give it) leaves to brigade's
- * buffers: on this machine all of it (CUDA's free memory once brigade's
- * context is made), on an XML topology's GPU its whole memory less the
- * context's BG_CUDA_CONTEXT_BYTES. */
-size_t bg_placement_gpu_usable_bytes(const bg_placement_t *p, size_t gpu_bytes);
+/* What brigade's CUDA context takes of a GPU beyond the memory the links
+ * give: 0 on this machine (they give CUDA's free memory once the context
+ * is made), BG_CUDA_CONTEXT_BYTES on an XML topology's GPU (they give its
+ * whole memory). */
+size_t bg_placement_context_bytes(const bg_placement_t *p);
 
 /* A planner request for the resolved placement (K, V, M, schedule,
  * recompute, --split, the chosen devices' links) with batch B, an optimizer

@@ -727,9 +727,9 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         char fraction[24] = "";
         if (sharing > 1) snprintf(fraction, sizeof fraction, "1/%d of ", sharing);
         char context[48] = "";
-        if (placement->topology_path != NULL)
+        if (bg_placement_context_bytes(placement) > 0)
             snprintf(context, sizeof context, "%zu MiB for its CUDA context and ",
-                     BG_CUDA_CONTEXT_BYTES >> 20);
+                     bg_placement_context_bytes(placement) >> 20);
         snprintf(share, sizeof share,
                  " (%scuda:%d's memory, less %s%zu MiB for cuBLAS's workspace)", fraction, physical,
                  context, BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20);
