@@ -127,6 +127,16 @@ limited() {
     [ "$limited_rc" -eq 137 ] && limited_rc=124
     return "$limited_rc"
 }
+# find_tool NAME PATH...: prints NAME's path on the PATH, else the first
+# PATH that is an executable file (nothing when none is).
+find_tool() {
+    name=$1
+    shift
+    command -v "$name" && return
+    for path in "$@"; do
+        [ -x "$path" ] && echo "$path" && return
+    done
+}
 test_exe="$build/tests/test_cuda_ops"
 brigade="$build/cli/brigade"
 handoff_exe="$build/bench/bench_handoff"
@@ -356,10 +366,7 @@ fi
 # clocks left as they are), to see where a step's GPU time goes. The
 # first launches are the setup's (cuDNN's algorithm search); the steps'
 # repeat at the end. Its memcpys are not kernels and are not listed ----
-ncu=$(command -v ncu)
-for path in /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
-    [ -z "$ncu" ] && [ -x "$path" ] && ncu=$path
-done
+ncu=$(find_tool ncu /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu)
 kernels="not run (no ncu)"
 if [ -n "$ncu" ] && [ -x "$brigade" ]; then
     limited 90 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
@@ -399,7 +406,7 @@ fi
 # accesses, API errors in the kernels written here), without the conv2d and
 # stage tests: their cuDNN searches time every algorithm, which
 # instrumented would take minutes ----
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+sanitizer=$(find_tool compute-sanitizer /usr/local/cuda/bin/compute-sanitizer)
 memcheck="not run (no compute-sanitizer)"
 if [ -n "$sanitizer" ]; then
     limited 60 env BRIGADE_CUDA_OPS_SKIP_CUDNN=1 CUDNN_LOGLEVEL_DBG=2 \
