@@ -51,7 +51,8 @@ set -u
 # carried BUILD: the paths of BUILD the GPU-side run needs.
 carried() {
     echo "$1/cli/brigade $1/lib/libbrigade-cuda.so $1/tests/test_cuda_ops" \
-        "$1/tests/test_cuda_pipeline $1/bench/bench_handoff $1/gpu-libs.tar.xz $1/data"
+        "$1/tests/test_cuda_pipeline $1/bench/bench_handoff $1/bench/bench_cuda_calls" \
+        "$1/gpu-libs.tar.xz $1/data"
 }
 
 if [ "${1:-}" = "--carry" ]; then
@@ -68,12 +69,13 @@ if [ "${1:-}" = "--prepare" ]; then
         meson setup "$build" -Dcuda=enabled -Dbuildtype=release -Dwerror=true -Dtests=true
     fi
     ninja -C "$build" cli/brigade lib/libbrigade-cuda.so tests/test_cuda_ops \
-        tests/test_cuda_pipeline bench/bench_handoff
+        tests/test_cuda_pipeline bench/bench_handoff bench/bench_cuda_calls
     libs=$(mktemp -d)
     # Everything the programs load except glibc, the compiler runtimes every
     # Linux has, and the CUDA libraries, which the GPU machine brings.
     for exe in "$build/cli/brigade" "$build/lib/libbrigade-cuda.so" "$build/tests/test_cuda_ops" \
-        "$build/tests/test_cuda_pipeline" "$build/bench/bench_handoff"; do
+        "$build/tests/test_cuda_pipeline" "$build/bench/bench_handoff" \
+        "$build/bench/bench_cuda_calls"; do
         for lib in $(ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
             case $(basename "$lib") in
             libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) ;;
@@ -140,7 +142,9 @@ find_tool() {
 test_exe="$build/tests/test_cuda_ops"
 brigade="$build/cli/brigade"
 handoff_exe="$build/bench/bench_handoff"
-for exe in "$test_exe" "$brigade" "$build/tests/test_cuda_pipeline" "$handoff_exe"; do
+calls_exe="$build/bench/bench_cuda_calls"
+for exe in "$test_exe" "$brigade" "$build/tests/test_cuda_pipeline" "$handoff_exe" \
+    "$calls_exe"; do
     [ -f "$exe" ] && [ ! -x "$exe" ] && chmod +x "$exe"
 done
 if [ -f "$build/gpu-libs.tar.xz" ]; then
@@ -395,6 +399,29 @@ if [ -x "$handoff_exe" ]; then
     handoff="median ${asleep:-?} us asleep, ${polling:-?} us polling (see handoff.txt)"
 fi
 
+# ---- what a send between two stages of one GPU costs the host, call by
+# call, with one thread calling and with five at once (cuda:0x4's stage
+# threads and the main thread), and the copy's own time on the GPU
+# (bench/bench_cuda_calls.cu): where exposed copy time comes from ----
+calls="not run (no $calls_exe)"
+if [ -x "$calls_exe" ]; then
+    limited 60 "$calls_exe" 5 >"$results/cuda-calls.txt" 2>&1
+    rc=$?
+    # The median of "a whole send": alone, then with five threads.
+    sends=$(awk '/a whole send/ {printf "%s ", $(NF-1)}' "$results/cuda-calls.txt")
+    large=$(awk '/copy device to device, 1384448 bytes/ {print $(NF-1)}' \
+        "$results/cuda-calls.txt")
+    case $rc in
+    0)
+        calls="a send's calls: median ${sends%% *} us alone, $(echo "$sends" | cut -d' ' -f2) us"
+        calls="$calls with 5 threads; a 1.38 MB copy ${large:-?} us on the GPU (cuda-calls.txt)"
+        ;;
+    124) calls="timed out (cuda-calls.txt)" ;;
+    125) calls="skipped: out of time" ;;
+    *) calls="not run: $(head -c 200 "$results/cuda-calls.txt" | head -1) (rc $rc)" ;;
+    esac
+fi
+
 # ---- after a CUDA error in the op test, the same with blocking launches:
 # a kernel's fault shows at the next call that waits, and with every launch
 # waited for, the failing launch names itself ----
@@ -444,6 +471,7 @@ fi
     printf '%s' "$speed"
     printf '%-28s %s\n' "kernel times (ncu)" "$kernels"
     printf '%-28s %s\n' "host hand-off" "$handoff"
+    printf '%-28s %s\n' "CUDA calls of a send" "$calls"
     printf '%-28s %s\n' "5 epochs on cuda:0" "$accuracy"
     printf '%-28s %s\n' "results" "$results/summary.txt, details.tar.gz"
 } | tee "$results/summary.txt"

@@ -54,7 +54,8 @@ check "writes exactly summary.txt and details.tar.gz" \
 check "prints the table last" sh -c "tail -n 1 '$T/full.log' | grep -qE '^results +'"
 for row in 'GPU' 'test_cuda_ops' 'pipeline cuda:0x2, cuda:0x4' 'step, batch 64' \
     'step, batch 256' '4 stages, batch 256, M=4' 'exposed copy, cuda:0x4' 'host hand-off' \
-    '5 epochs on cuda:0' 'memcheck \(no conv2d, stage\)' 'kernel times \(ncu\)'; do
+    '5 epochs on cuda:0' 'memcheck \(no conv2d, stage\)' 'kernel times \(ncu\)' \
+    'CUDA calls of a send'; do
     check "the table has the row '$row'" has_row "$row" '' full
 done
 for batch in 64 256; do
@@ -72,6 +73,15 @@ check "the pipeline test skipped" has_row 'pipeline cuda:0x2, cuda:0x4' 'skipped
 # The hand-off needs no GPU: both figures are there.
 check "the hand-off row has both medians" \
     has_row 'host hand-off' 'median [0-9.]+ us asleep, [0-9.]+ us polling' full
+# The CUDA calls' benchmark (built with the CUDA backend) says there is no
+# GPU; without the backend it was not built.
+if [ -x "$build/bench/bench_cuda_calls" ]; then
+    check "the CUDA calls' row says there is no GPU" \
+        has_row 'CUDA calls of a send' 'not run: bench_cuda_calls: no CUDA GPU \(rc 1\)' full
+else
+    check "the CUDA calls' row says it was not built" \
+        has_row 'CUDA calls of a send' 'not run \(no .*bench_cuda_calls\)' full
+fi
 check "details.tar.gz holds the op test's output" \
     sh -c "tar -tzf '$T/full/details.tar.gz' | grep -qx 'test_cuda_ops.txt'"
 check "details.tar.gz holds brigade topo's account of the machine" \

@@ -1,0 +1,267 @@
+/* Where the time of a stage-to-stage message on one GPU goes (cuda:0x4,
+ * lib/cuda/transfer.cu): the host's time in each CUDA runtime call that a
+ * send makes, with one thread calling and with THREADS threads calling at
+ * once on the same GPU (the stage threads of cuda:0x4 and the main
+ * thread), and the GPU's own time for the copy and for one stream's wait
+ * on another's event, measured on a stream held back by a spinning kernel
+ * so that the host's enqueueing is not in it.
+ *
+ *   bench_cuda_calls [THREADS] [REPS]
+ *
+ * Prints the median and the 90th percentile of each, in microseconds. Not
+ * a test: compare figures on a quiet machine, never assert on them. */
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_timing.h"
+
+/* The sizes of the origin CNN's messages at micro-batch 64 (bytes): the
+ * pooled activations, a dense layer's 128 outputs, the 10 logits. */
+static const size_t message_bytes[] = {64 * 32 * 13 * 13 * 4, 64 * 128 * 4, 64 * 10 * 4};
+enum { SIZES = sizeof message_bytes / sizeof message_bytes[0] };
+
+/* The calls timed on the host, in the order of a send (transfer.cu's
+ * bg_cuda_slot_fill), then a kernel launch for scale. */
+enum {
+    CALL_GET_DEVICE,
+    CALL_SET_DEVICE,
+    CALL_RECORD,
+    CALL_RECORD_TIMED,
+    CALL_WAIT_EVENT,
+    CALL_COPY_LARGE,
+    CALL_COPY_SMALL,
+    CALL_LAUNCH,
+    CALL_SEND,
+    CALLS
+};
+static const char *const call_names[CALLS] = {
+    "cudaGetDevice",
+    "cudaSetDevice (the current GPU)",
+    "cudaEventRecord (untimed event)",
+    "cudaEventRecord (timed event, a clock mark)",
+    "cudaStreamWaitEvent",
+    "cudaMemcpyAsync device to device, 1.38 MB",
+    "cudaMemcpyAsync device to device, 32 KB",
+    "kernel launch (empty kernel)",
+    "a whole send as transfer.cu makes it",
+};
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "bench_cuda_calls: %s failed: %s (%s:%d)\n", #call,                    \
+                    cudaGetErrorString(e_), __FILE__, __LINE__);                                   \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+__global__ void empty_kernel(void) {}
+
+/* Spins for about `ns` nanoseconds of the GPU's global timer. */
+__global__ void spin_kernel(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+
+typedef struct caller {
+    int reps;
+    pthread_barrier_t *start;
+    double *samples; /* CALLS x reps, microseconds */
+} caller_t;
+
+/* One stage thread: its own compute and copy streams and buffers, the
+ * calls of `reps` sends, each call timed. */
+static void *call_loop(void *arg) {
+    caller_t *c = (caller_t *)arg;
+    cudaStream_t compute, copy;
+    cudaEvent_t written, filled, drained, mark;
+    void *src, *dst;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
+    CHECK(cudaEventCreateWithFlags(&written, cudaEventDisableTiming));
+    CHECK(cudaEventCreateWithFlags(&filled, cudaEventDisableTiming));
+    CHECK(cudaEventCreateWithFlags(&drained, cudaEventDisableTiming));
+    CHECK(cudaEventCreate(&mark));
+    CHECK(cudaMalloc(&src, message_bytes[0]));
+    CHECK(cudaMalloc(&dst, message_bytes[0]));
+    pthread_barrier_wait(c->start);
+    for (int r = 0; r < c->reps; r++) {
+        double t[CALLS + 1];
+        int device = -1;
+        t[0] = bg_monotonic_seconds();
+        CHECK(cudaGetDevice(&device));
+        t[1] = bg_monotonic_seconds();
+        CHECK(cudaSetDevice(device));
+        t[2] = bg_monotonic_seconds();
+        CHECK(cudaEventRecord(written, compute));
+        t[3] = bg_monotonic_seconds();
+        CHECK(cudaEventRecord(mark, compute));
+        t[4] = bg_monotonic_seconds();
+        CHECK(cudaStreamWaitEvent(copy, written, 0));
+        t[5] = bg_monotonic_seconds();
+        CHECK(cudaMemcpyAsync(dst, src, message_bytes[0], cudaMemcpyDeviceToDevice, copy));
+        t[6] = bg_monotonic_seconds();
+        CHECK(cudaMemcpyAsync(dst, src, message_bytes[1], cudaMemcpyDeviceToDevice, copy));
+        t[7] = bg_monotonic_seconds();
+        empty_kernel<<<1, 32, 0, compute>>>();
+        CHECK(cudaGetLastError());
+        t[8] = bg_monotonic_seconds();
+        /* A send between two stages of one GPU, while recording: the
+         * source's event, the copy's two waits, its two clock marks, the
+         * copy and its event, each between the GPU changes it makes. */
+        CHECK(cudaSetDevice(0));
+        CHECK(cudaEventRecord(written, compute));
+        CHECK(cudaSetDevice(0));
+        CHECK(cudaStreamWaitEvent(copy, written, 0));
+        CHECK(cudaStreamWaitEvent(copy, drained, 0));
+        CHECK(cudaSetDevice(0));
+        CHECK(cudaEventRecord(mark, copy));
+        CHECK(cudaMemcpyAsync(dst, src, message_bytes[0], cudaMemcpyDeviceToDevice, copy));
+        CHECK(cudaSetDevice(0));
+        CHECK(cudaEventRecord(mark, copy));
+        CHECK(cudaEventRecord(filled, copy));
+        CHECK(cudaSetDevice(0));
+        t[9] = bg_monotonic_seconds();
+        for (int k = 0; k < CALLS; k++) c->samples[k * c->reps + r] = 1e6 * (t[k + 1] - t[k]);
+        /* Never let the queues fill (a full queue makes a call wait). */
+        if (r % 32 == 31) {
+            CHECK(cudaStreamSynchronize(compute));
+            CHECK(cudaStreamSynchronize(copy));
+        }
+    }
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(src));
+    CHECK(cudaFree(dst));
+    cudaEvent_t events[] = {written, filled, drained, mark};
+    for (cudaEvent_t e : events) CHECK(cudaEventDestroy(e));
+    CHECK(cudaStreamDestroy(compute));
+    CHECK(cudaStreamDestroy(copy));
+    return NULL;
+}
+
+static double percentile(double *v, int n, double q) {
+    qsort(v, (size_t)n, sizeof *v, compare_doubles);
+    return v[(int)(q * (n - 1))];
+}
+
+/* Times the calls with `threads` threads at once; prints a line per call. */
+static void time_calls(int threads, int reps) {
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)threads);
+    caller_t *callers = (caller_t *)calloc((size_t)threads, sizeof *callers);
+    pthread_t *ids = (pthread_t *)calloc((size_t)threads, sizeof *ids);
+    double *all = (double *)malloc(sizeof(double) * CALLS * (size_t)reps * (size_t)threads);
+    if (callers == NULL || ids == NULL || all == NULL) {
+        fprintf(stderr, "bench_cuda_calls: out of memory\n");
+        exit(1);
+    }
+    for (int i = 0; i < threads; i++) {
+        callers[i] = (caller_t){reps, &start, all + (size_t)i * CALLS * (size_t)reps};
+        if (pthread_create(&ids[i], NULL, call_loop, &callers[i]) != 0) {
+            fprintf(stderr, "bench_cuda_calls: could not start thread %d\n", i);
+            exit(1);
+        }
+    }
+    for (int i = 0; i < threads; i++) pthread_join(ids[i], NULL);
+    printf("host time a call, %d thread%s at once (us): median, 90th percentile\n", threads,
+           threads == 1 ? "" : "s");
+    double *one = (double *)malloc(sizeof(double) * (size_t)reps * (size_t)threads);
+    for (int k = 0; k < CALLS; k++) {
+        int n = 0;
+        for (int i = 0; i < threads; i++)
+            for (int r = reps / 10; r < reps; r++) /* past the first tenth: warm */
+                one[n++] = all[((size_t)i * CALLS + (size_t)k) * (size_t)reps + (size_t)r];
+        const double med = percentile(one, n, 0.5), p90 = percentile(one, n, 0.9);
+        printf("  %-44s %8.2f %8.2f\n", call_names[k], med, p90);
+    }
+    free(one);
+    free(all);
+    free(ids);
+    free(callers);
+    pthread_barrier_destroy(&start);
+}
+
+/* The GPU's time for each message size's copy, and for a copy stream's
+ * wait on an event of the compute stream: both streams are held back by a
+ * spinning kernel while the host enqueues, so only the GPU's time is in
+ * the marks. */
+static void time_on_gpu(int reps) {
+    cudaStream_t compute, copy;
+    cudaEvent_t before, after, signal;
+    void *src, *dst;
+    CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
+    CHECK(cudaEventCreate(&before));
+    CHECK(cudaEventCreate(&after));
+    CHECK(cudaEventCreate(&signal));
+    CHECK(cudaMalloc(&src, message_bytes[0]));
+    CHECK(cudaMalloc(&dst, message_bytes[0]));
+    double *v = (double *)malloc(sizeof(double) * (size_t)reps);
+    printf("GPU time (us): median, 90th percentile\n");
+    for (int s = 0; s <= SIZES; s++) {
+        for (int r = 0; r < reps; r++) {
+            float ms = 0;
+            if (s < SIZES) {
+                spin_kernel<<<1, 1, 0, copy>>>(50000);
+                CHECK(cudaEventRecord(before, copy));
+                CHECK(cudaMemcpyAsync(dst, src, message_bytes[s], cudaMemcpyDeviceToDevice, copy));
+                CHECK(cudaEventRecord(after, copy));
+            } else {
+                /* The compute stream's mark, then its event that the copy
+                 * stream waits for, then the copy stream's mark. */
+                spin_kernel<<<1, 1, 0, compute>>>(50000);
+                CHECK(cudaEventRecord(before, compute));
+                CHECK(cudaEventRecord(signal, compute));
+                CHECK(cudaStreamWaitEvent(copy, signal, 0));
+                CHECK(cudaEventRecord(after, copy));
+            }
+            CHECK(cudaGetLastError());
+            CHECK(cudaDeviceSynchronize());
+            CHECK(cudaEventElapsedTime(&ms, before, after));
+            v[r] = 1e3 * (double)ms;
+        }
+        char what[64];
+        if (s < SIZES)
+            snprintf(what, sizeof what, "copy device to device, %zu bytes", message_bytes[s]);
+        else
+            snprintf(what, sizeof what, "one stream waking on another's event");
+        const double med = percentile(v, reps, 0.5), p90 = percentile(v, reps, 0.9);
+        printf("  %-44s %8.2f %8.2f\n", what, med, p90);
+    }
+    free(v);
+    CHECK(cudaFree(src));
+    CHECK(cudaFree(dst));
+    cudaEvent_t events[] = {before, after, signal};
+    for (cudaEvent_t e : events) CHECK(cudaEventDestroy(e));
+    CHECK(cudaStreamDestroy(compute));
+    CHECK(cudaStreamDestroy(copy));
+}
+
+int main(int argc, char **argv) {
+    int threads = 5, reps = 2000;
+    if (argc > 1) threads = atoi(argv[1]);
+    if (argc > 2) reps = atoi(argv[2]);
+    if (argc > 3 || threads < 1 || threads > 64 || reps < 10) {
+        fprintf(stderr, "usage: bench_cuda_calls [THREADS 1-64] [REPS >= 10]\n");
+        return 2;
+    }
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+        fprintf(stderr, "bench_cuda_calls: no CUDA GPU\n");
+        return 1;
+    }
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaFree(NULL)); /* the context, before anything is timed */
+    time_calls(1, reps);
+    if (threads > 1) time_calls(threads, reps);
+    time_on_gpu(reps < 200 ? reps : 200);
+    return 0;
+}
