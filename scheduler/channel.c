@@ -56,12 +56,16 @@ struct bg_channel {
     char name[64];
 };
 
-/* Tells the waiters that a slot changed state; with the lock held, so a
- * load and a store count it (GCC 12 under ASan misreads an atomic
- * fetch-add here as an overflow). */
-static void announce(bg_channel_t *ch) {
+/* Tells the waiters that a slot changed state and unlocks the channel.
+ * The count changes with the lock held, so a load and a store count it
+ * (GCC 12 under ASan misreads an atomic fetch-add here as an overflow).
+ * The sleepers are woken after the unlock, so that they need not wait for
+ * the lock on waking; none is missed: one that went to sleep before the
+ * change is woken, one that checks after it sees it. */
+static void announce_and_unlock(bg_channel_t *ch) {
     const unsigned next = atomic_load_explicit(&ch->changes, memory_order_relaxed) + 1;
     atomic_store_explicit(&ch->changes, next, memory_order_release);
+    pthread_mutex_unlock(&ch->lock);
     pthread_cond_broadcast(&ch->changed);
 }
 
@@ -279,8 +283,7 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     slot->microbatch = st == BG_OK ? microbatch : SLOT_FREE;
     slot->bytes = bytes;
     if (timing != NULL) timing->done = bg_monotonic_seconds();
-    announce(ch);
-    pthread_mutex_unlock(&ch->lock);
+    announce_and_unlock(ch);
     if (st != BG_OK || !ch->on_device || bytes == 0) return st;
     bg_channel_sent_t now = {slot->device};
     if (sent == NULL) return bg_channel_wait_sent(be, &now);
@@ -367,8 +370,7 @@ static bg_status_t receive(bg_channel_t *ch, bg_backend_t *be, int microbatch, v
     if (timing != NULL) timing->done = bg_monotonic_seconds();
     pthread_mutex_lock(&ch->lock);
     slot->microbatch = SLOT_FREE;
-    announce(ch);
-    pthread_mutex_unlock(&ch->lock);
+    announce_and_unlock(ch);
     return st;
 }
 
@@ -386,8 +388,7 @@ void bg_channel_abort(bg_channel_t *ch) {
     if (ch == NULL) return;
     pthread_mutex_lock(&ch->lock);
     ch->aborted = 1;
-    announce(ch);
-    pthread_mutex_unlock(&ch->lock);
+    announce_and_unlock(ch);
 }
 
 void bg_channel_reset(bg_channel_t *ch) {

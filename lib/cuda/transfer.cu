@@ -168,7 +168,11 @@ extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sen
     BG_CUDA_CHECK(sender, cudaEventRecord(slot->written, from->compute));
     if (slot->staging != NULL)
         return fill_staged(slot, from, to, sender, src, bytes, link, leg1, marks);
-    BG_CUDA_CHECK(sender, cudaSetDevice(to->device));
+    /* The receiver's GPU is made current only when it is another one: on
+     * one GPU (cuda:0x4) each call of a send is the host's time while the
+     * sender's stream may have nothing else to run. */
+    const int other_gpu = from->device != to->device;
+    if (other_gpu) BG_CUDA_CHECK(sender, cudaSetDevice(to->device));
     cudaStream_t copy = to->copy_in[slot->lane];
     /* The copy reads the source only after the sender's ops that wrote it. */
     BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(copy, slot->written, 0));
@@ -176,15 +180,15 @@ extern "C" bg_status_t bg_cuda_slot_fill(bg_cuda_slot_t *slot, bg_backend_t *sen
      * (an event never recorded, on first use, is already complete). */
     BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(copy, slot->drained, 0));
     BG_CHECK(mark_link(slot, link, copy, &marks[0]));
-    if (from->device == to->device)
-        BG_CUDA_CHECK(slot->receiver,
-                      cudaMemcpyAsync(slot->data, src, bytes, cudaMemcpyDeviceToDevice, copy));
-    else
+    if (other_gpu)
         BG_CUDA_CHECK(slot->receiver,
                       cudaMemcpyPeerAsync(slot->data, to->device, src, from->device, bytes, copy));
+    else
+        BG_CUDA_CHECK(slot->receiver,
+                      cudaMemcpyAsync(slot->data, src, bytes, cudaMemcpyDeviceToDevice, copy));
     BG_CHECK(mark_link(slot, link, copy, &marks[1]));
     BG_CUDA_CHECK(slot->receiver, cudaEventRecord(slot->filled, copy));
-    BG_CUDA_CHECK(sender, cudaSetDevice(from->device));
+    if (other_gpu) BG_CUDA_CHECK(sender, cudaSetDevice(from->device));
     return BG_OK;
 }
 
