@@ -278,8 +278,10 @@ fi
 # step_ms RUN-NAME ARGS...: trains on synthetic data twice, short_run and
 # long_run steps (40 and 340), each ending with 20 recorded steps, and
 # prints three figures: the wall time of the steps the second run has
-# more, in ms a step; the exposed copy fraction of its recorded steps; and
-# their mean in ms (empty on failure). Recording restarts the CUDA event
+# more, in ms a step; the exposed copy fraction of its recorded steps; their
+# mean in ms; and the exposed copy's three parts, as fractions of the step:
+# the sends' spans, the receives' spans (from the trace) and the waits for
+# copies still on their way (empty on failure). Recording restarts the CUDA event
 # clocks every step, which costs time a training run does not spend; the
 # difference of the two runs' train_seconds is steps as they run
 # unrecorded, host work between steps included. Each run's log names the
@@ -299,8 +301,18 @@ step_ms() {
 short, long = (json.load(open(f)) for f in sys.argv[1:3])
 step = (long['train_seconds'] - short['train_seconds']) / (long['steps'] - short['steps'])
 t = long['timeline']
-print('%.4f %.4f %.4f' % (step * 1e3, t['exposed_transfer_frac'], t['step_s'] * 1e3))" \
-        "$results/$name-$short_run.json" "$results/$name-$long_run.json"
+# Each part as the exposed fraction counts it: a mean over devices of the
+# time a step, over the step.
+per_step = t['steps'] * len(t['devices']) * t['step_s']
+spans = {'send': 0.0, 'recv': 0.0}
+for e in json.load(open(sys.argv[3]))['traceEvents']:
+    if e.get('ph') == 'X' and e.get('cat') in spans:
+        spans[e['cat']] += 1e-6 * e['dur']
+waits = sum(d['link_wait_s'] for d in t['devices']) / len(t['devices']) / t['step_s']
+print('%.4f %.4f %.4f %.4f %.4f %.4f' % (step * 1e3, t['exposed_transfer_frac'], t['step_s'] * 1e3,
+      spans['send'] / per_step, spans['recv'] / per_step, waits))" \
+        "$results/$name-$short_run.json" "$results/$name-$long_run.json" \
+        "$results/$name-$long_run.trace.json"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "?" }'; }
 speed=""
@@ -327,9 +339,9 @@ $(printf '%-28s PyTorch %s ms with its batch on the GPU: ratio %s' \
     # (--stall-timeout is a pipeline's: one stage never waits, and refuses it.)
     four=$(step_ms "stages-4" --devices "$shared_gpu" --batch 256 --microbatches 4 \
         --stall-timeout 30)
-    four_ms=${four%% *} four_rest=${four#* }
-    four_exposed=${four_rest%% *}
-    [ -n "$four" ] || four_ms="?" four_exposed="?"
+    # shellcheck disable=SC2086 # six figures, or none
+    set -- ${four:-? ? ? ? ? ?}
+    four_ms=$1 four_exposed=$2 four_recorded=$3 four_sends=$4 four_recvs=$5 four_waits=$6
     speed="$speed$(printf '%-28s %s ms on %s, %s ms on %s: ratio %s (goal <= 1.1)' \
         "4 stages, batch 256, M=4" "$four_ms" "$shared_gpu" "${one:-?}" "$one_gpu" \
         "$(ratio "${four%% *}" "${one:-0}")")
@@ -339,6 +351,8 @@ $(printf '%-28s PyTorch %s ms with its batch on the GPU: ratio %s' \
     # a copy still on its way counts as exposed copy.
     speed="$speed$(printf '%-28s %s of the step (goal <= 0.02)' \
         "exposed copy, cuda:0x4" "$four_exposed")
+$(printf '%-28s sends %s, receives %s, waits for copies on their way %s; recorded steps %s ms' \
+        "  its parts" "$four_sends" "$four_recvs" "$four_waits" "$four_recorded")
 "
 fi
 

@@ -68,6 +68,10 @@ check "PyTorch's step with its batch on the GPU has a row of its own" \
 check "four stages and one are measured, with their ratio" \
     has_row '4 stages, batch 256, M=4' '[0-9.]+ ms on cpu:4, [0-9.]+ ms on cpu: ratio [0-9.]+' full
 check "the exposed copy is measured" has_row 'exposed copy, cuda:0x4' '[0-9.]+ of the step' full
+check "the exposed copy's parts add up to it" sh -c "
+    awk '/^exposed copy, cuda:0x4/ {x = \$4} /^  its parts/ {
+        s = \$4 + \$6 + \$13
+        exit !(x > 0 && s > x - 0.0011 && s < x + 0.0011 && \$16 > 0) }' '$T/full/summary.txt'"
 check "the op test skipped (exit 77)" has_row 'test_cuda_ops' '0 passed, 0 failed, rc 77' full
 check "the pipeline test skipped" has_row 'pipeline cuda:0x2, cuda:0x4' 'skipped \(no GPU\)' full
 # The hand-off needs no GPU: both figures are there.
