@@ -10,6 +10,7 @@
  *
  * Prints the median and the 90th percentile of each, in microseconds. Not
  * a test: compare figures on a quiet machine, never assert on them. */
+#include <cuda.h> /* the driver API's types: its functions come from the runtime */
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -33,6 +34,11 @@ enum {
     CALL_WAIT_EVENT,
     CALL_COPY_LARGE,
     CALL_COPY_SMALL,
+    CALL_COPY_DEFAULT,
+    CALL_COPY_DRIVER,
+    CALL_COPY_KERNEL,
+    CALL_COPY_GRAPH,
+    CALL_RECORD_DRIVER,
     CALL_LAUNCH,
     CALL_SEND,
     CALLS
@@ -45,6 +51,11 @@ static const char *const call_names[CALLS] = {
     "cudaStreamWaitEvent",
     "cudaMemcpyAsync device to device, 1.38 MB",
     "cudaMemcpyAsync device to device, 32 KB",
+    "cudaMemcpyAsync, 1.38 MB, cudaMemcpyDefault",
+    "cuMemcpyDtoDAsync (driver API), 1.38 MB",
+    "a copy kernel's launch, 1.38 MB",
+    "cudaGraphLaunch of a 1.38 MB copy",
+    "cuEventRecord (driver API, timed event)",
     "kernel launch (empty kernel)",
     "a whole send as transfer.cu makes it",
 };
@@ -60,6 +71,40 @@ static const char *const call_names[CALLS] = {
     } while (0)
 
 __global__ void empty_kernel(void) {}
+
+__global__ void copy_kernel(float4 *dst, const float4 *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+
+typedef CUresult (*copy_fn_t)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+typedef CUresult (*record_fn_t)(CUevent, CUstream);
+static copy_fn_t driver_copy;
+static record_fn_t driver_record;
+
+/* The driver's own entry points, through the runtime (no link to libcuda). */
+static void find_driver_calls(void) {
+    cudaDriverEntryPointQueryResult found;
+    void *fn = NULL;
+    CHECK(cudaGetDriverEntryPointByVersion("cuMemcpyDtoDAsync", &fn, 12000, cudaEnableDefault,
+                                           &found));
+    driver_copy = (copy_fn_t)fn;
+    CHECK(cudaGetDriverEntryPointByVersion("cuEventRecord", &fn, 12000, cudaEnableDefault, &found));
+    driver_record = (record_fn_t)fn;
+    if (driver_copy == NULL || driver_record == NULL) {
+        fprintf(stderr, "bench_cuda_calls: the driver has no cuMemcpyDtoDAsync or cuEventRecord\n");
+        exit(1);
+    }
+}
+
+#define CHECK_DRIVER(call)                                                                         \
+    do {                                                                                           \
+        if ((call) != CUDA_SUCCESS) {                                                              \
+            fprintf(stderr, "bench_cuda_calls: %s failed (%s:%d)\n", #call, __FILE__, __LINE__);   \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
 
 /* Spins for about `ns` nanoseconds of the GPU's global timer. */
 __global__ void spin_kernel(unsigned long long ns) {
@@ -92,6 +137,14 @@ static void *call_loop(void *arg) {
     CHECK(cudaEventCreate(&mark));
     CHECK(cudaMalloc(&src, message_bytes[0]));
     CHECK(cudaMalloc(&dst, message_bytes[0]));
+    /* The large copy as a graph of one node, made by capturing it. */
+    cudaGraph_t graph;
+    cudaGraphExec_t graph_exec;
+    CHECK(cudaStreamBeginCapture(copy, cudaStreamCaptureModeThreadLocal));
+    CHECK(cudaMemcpyAsync(dst, src, message_bytes[0], cudaMemcpyDeviceToDevice, copy));
+    CHECK(cudaStreamEndCapture(copy, &graph));
+    CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
+    const size_t vectors = message_bytes[0] / sizeof(float4);
     pthread_barrier_wait(c->start);
     for (int r = 0; r < c->reps; r++) {
         double t[CALLS + 1];
@@ -111,15 +164,27 @@ static void *call_loop(void *arg) {
         t[6] = bg_monotonic_seconds();
         CHECK(cudaMemcpyAsync(dst, src, message_bytes[1], cudaMemcpyDeviceToDevice, copy));
         t[7] = bg_monotonic_seconds();
+        CHECK(cudaMemcpyAsync(dst, src, message_bytes[0], cudaMemcpyDefault, copy));
+        t[8] = bg_monotonic_seconds();
+        CHECK_DRIVER(
+            driver_copy((CUdeviceptr)dst, (CUdeviceptr)src, message_bytes[0], (CUstream)copy));
+        t[9] = bg_monotonic_seconds();
+        copy_kernel<<<264, 256, 0, copy>>>((float4 *)dst, (const float4 *)src, vectors);
+        CHECK(cudaGetLastError());
+        t[10] = bg_monotonic_seconds();
+        CHECK(cudaGraphLaunch(graph_exec, copy));
+        t[11] = bg_monotonic_seconds();
+        CHECK_DRIVER(driver_record((CUevent)mark, (CUstream)compute));
+        t[12] = bg_monotonic_seconds();
         empty_kernel<<<1, 32, 0, compute>>>();
         CHECK(cudaGetLastError());
-        t[8] = bg_monotonic_seconds();
-        /* A send between two stages of one GPU, while recording: the
-         * source's event, the copy's two waits, its two clock marks, the
-         * copy and its event, each between the GPU changes it makes. */
+        t[13] = bg_monotonic_seconds();
+        /* A send between two stages of one GPU while recording, as
+         * bg_cuda_slot_fill makes it: the source's event, the copy's two
+         * waits, the copy between its two clock marks (each making its GPU
+         * current), and the copy's event. */
         CHECK(cudaSetDevice(0));
         CHECK(cudaEventRecord(written, compute));
-        CHECK(cudaSetDevice(0));
         CHECK(cudaStreamWaitEvent(copy, written, 0));
         CHECK(cudaStreamWaitEvent(copy, drained, 0));
         CHECK(cudaSetDevice(0));
@@ -128,8 +193,7 @@ static void *call_loop(void *arg) {
         CHECK(cudaSetDevice(0));
         CHECK(cudaEventRecord(mark, copy));
         CHECK(cudaEventRecord(filled, copy));
-        CHECK(cudaSetDevice(0));
-        t[9] = bg_monotonic_seconds();
+        t[14] = bg_monotonic_seconds();
         for (int k = 0; k < CALLS; k++) c->samples[k * c->reps + r] = 1e6 * (t[k + 1] - t[k]);
         /* Never let the queues fill (a full queue makes a call wait). */
         if (r % 32 == 31) {
@@ -138,6 +202,8 @@ static void *call_loop(void *arg) {
         }
     }
     CHECK(cudaDeviceSynchronize());
+    CHECK(cudaGraphExecDestroy(graph_exec));
+    CHECK(cudaGraphDestroy(graph));
     CHECK(cudaFree(src));
     CHECK(cudaFree(dst));
     cudaEvent_t events[] = {written, filled, drained, mark};
@@ -260,6 +326,7 @@ int main(int argc, char **argv) {
     }
     CHECK(cudaSetDevice(0));
     CHECK(cudaFree(NULL)); /* the context, before anything is timed */
+    find_driver_calls();
     time_calls(1, reps);
     if (threads > 1) time_calls(threads, reps);
     time_on_gpu(reps < 200 ? reps : 200);
