@@ -814,6 +814,28 @@ static void test_softmax_xent(void **state) {
     assert_int_equal(tag[1], 3);
     ON_BOTH(be->ops->take_loss(be, &loss[side], &correct[side]));
     assert_true(!isfinite(loss[0]) && !isfinite(loss[1]));
+    /* The take of the loss reads the mark too (the GPU's one wait for
+     * both): a take of the mark after it gives the lowest tag of what was
+     * marked before and after it, then nothing. */
+    for (int later = 2; later <= 6; later += 4) {
+        ON_BOTH(be->ops->softmax_xent_forward_add(be, N, CLASSES, P(logits), P(labels), P(probs), 1,
+                                                  4));
+        ON_BOTH(be->ops->take_loss(be, &loss[side], &correct[side]));
+        ON_BOTH(be->ops->mark_nonfinite(be, N * CLASSES, P(logits), later));
+        ON_BOTH(be->ops->take_nonfinite(be, &tag[side]));
+        assert_int_equal(tag[0], later < 4 ? later : 4);
+        assert_int_equal(tag[1], later < 4 ? later : 4);
+        ON_BOTH(be->ops->take_nonfinite(be, &tag[side]));
+        assert_int_equal(tag[0], -1);
+        assert_int_equal(tag[1], -1);
+    }
+    /* Nothing marked after the take of the loss: the mark it read. */
+    ON_BOTH(
+        be->ops->softmax_xent_forward_add(be, N, CLASSES, P(logits), P(labels), P(probs), 1, 8));
+    ON_BOTH(be->ops->take_loss(be, &loss[side], &correct[side]));
+    ON_BOTH(be->ops->take_nonfinite(be, &tag[side]));
+    assert_int_equal(tag[0], 8);
+    assert_int_equal(tag[1], 8);
     labels_host[6] = -3;
     ok(f->gpu->ops->upload(f->gpu, labels.gpu, labels_host, sizeof labels_host));
     ok(f->gpu->ops->softmax_xent_forward_add(f->gpu, N, CLASSES, logits.gpu, labels.gpu, probs.gpu,

@@ -45,7 +45,8 @@ typedef struct bg_cuda_reduction {
     int nonfinite;             /* all_finite: 1 when some element is Inf or NaN */
     double square_sum;         /* square_sum */
     /* mark_nonfinite: INT_MAX minus the lowest tag marked, 0 for none (so
-     * that a zeroed word is "none" and atomicMax keeps the lowest tag). */
+     * that a zeroed word is "none" and atomicMax keeps the lowest tag).
+     * Right before the totals: take_loss reads both with one wait. */
     int nonfinite_mark;
     bg_cuda_loss_totals_t totals; /* softmax_xent_forward_add */
 } bg_cuda_reduction_t;
@@ -73,6 +74,11 @@ typedef struct bg_cuda_backend {
     int conv_cache_count, conv_cache_capacity;
     bg_cuda_reduction_t *device_reduction;
     bg_cuda_reduction_t *host_reduction; /* pinned (cudaMallocHost) */
+    /* The non-finite mark as read (and cleared on the GPU) by take_loss,
+     * not yet taken by take_nonfinite, and the marks enqueued since it was
+     * read: with none, take_nonfinite returns it without a wait of its own. */
+    int mark_read;
+    int marks_unread;
     /* Per-row scratch of softmax_xent_forward: made when a stage with the
      * loss is laid out (softmax_xent_reserve, the largest micro-batch),
      * grown only for a larger batch, which the executor never runs. */
@@ -133,6 +139,10 @@ bg_status_t bg_cuda_malloc(bg_backend_t *be, size_t bytes, void **out);
  * stream: how the deferred results (the non-finite mark, the loss totals)
  * are read and cleared once per step. */
 bg_status_t bg_cuda_take_reduction(bg_backend_t *be, const void *field, size_t bytes);
+
+/* After the non-finite mark was read into the host reduction: keeps it (the
+ * lowest tag of it and any read before) for take_nonfinite. */
+void bg_cuda_keep_mark(bg_cuda_backend_t *cu);
 
 /* Frees what bg_cuda_malloc returned (NULL is a no-op); errors are ignored,
  * as in destructors. */

@@ -287,17 +287,30 @@ extern "C" bg_status_t bg_cuda_mark_nonfinite(bg_backend_t *be, int64_t count, c
                             tag);
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     BG_CHECK(bg_cuda_enter(be));
+    cu->marks_unread++;
     BG_CUDA_CHECK(be, all_finite(&cu->device_reduction->nonfinite_mark, INT_MAX - tag,
                                  (const float *)x, count, cu->compute));
     return BG_OK;
 }
 
-/* The one wait: for the marks enqueued so far. */
+extern "C" void bg_cuda_keep_mark(bg_cuda_backend_t *cu) {
+    /* The higher word is the lower tag. */
+    if (cu->host_reduction->nonfinite_mark > cu->mark_read)
+        cu->mark_read = cu->host_reduction->nonfinite_mark;
+    cu->marks_unread = 0;
+}
+
+/* The one wait, for the marks enqueued so far; none when take_loss read
+ * them all. */
 extern "C" bg_status_t bg_cuda_take_nonfinite(bg_backend_t *be, int *tag) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
-    BG_CHECK(bg_cuda_take_reduction(be, &cu->device_reduction->nonfinite_mark,
-                                    sizeof cu->device_reduction->nonfinite_mark));
-    const int marked = cu->host_reduction->nonfinite_mark;
+    if (cu->marks_unread > 0) {
+        BG_CHECK(bg_cuda_take_reduction(be, &cu->device_reduction->nonfinite_mark,
+                                        sizeof cu->device_reduction->nonfinite_mark));
+        bg_cuda_keep_mark(cu);
+    }
+    const int marked = cu->mark_read;
+    cu->mark_read = 0;
     *tag = marked == 0 ? -1 : INT_MAX - marked;
     return BG_OK;
 }

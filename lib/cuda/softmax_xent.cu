@@ -238,16 +238,23 @@ extern "C" bg_status_t bg_cuda_softmax_xent_forward_add(bg_backend_t *be, int64_
     BG_CUDA_CHECK(be, softmax_xent_rows((float *)probs, rows, (const float *)logits, labels, n,
                                         classes, cu->compute));
     if (!add) return BG_OK; /* probs only: a recomputed forward */
+    if (tag >= 0) cu->marks_unread++;
     BG_CUDA_CHECK(be, softmax_xent_reduce(cu->device_reduction, rows, n, cu->compute));
     BG_CUDA_CHECK(be, softmax_xent_add(cu->device_reduction, labels, n, classes, tag, cu->compute));
     return BG_OK;
 }
 
-/* The one wait of the loss: for the totals, a few bytes into pinned memory. */
+/* The one wait of the loss: for the totals, a few bytes into pinned memory,
+ * and with them the non-finite mark, which take_nonfinite then returns
+ * without a wait of its own when nothing was marked since (the executor
+ * takes the two in a row at the end of each job). */
 extern "C" bg_status_t bg_cuda_take_loss(bg_backend_t *be, double *loss_sum, int64_t *correct) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
-    BG_CHECK(bg_cuda_take_reduction(be, &cu->device_reduction->totals,
-                                    sizeof cu->device_reduction->totals));
+    const bg_cuda_reduction_t *d = cu->device_reduction;
+    BG_CHECK(bg_cuda_take_reduction(
+        be, &d->nonfinite_mark,
+        (size_t)((const char *)(&d->totals + 1) - (const char *)&d->nonfinite_mark)));
+    bg_cuda_keep_mark(cu);
     const bg_cuda_loss_totals_t *t = &cu->host_reduction->totals;
     if (t->bad_row_plus_one > 0)
         return bg_error_set(BG_ERR_INVALID,
