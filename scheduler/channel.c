@@ -12,6 +12,7 @@
 
 #include "alloc.h"
 #include "monotonic.h"
+#include "spin_pause.h"
 #include "cuda/backend_cuda.h"
 
 /* Slot states besides a micro-batch number. */
@@ -69,16 +70,6 @@ static void announce_and_unlock(bg_channel_t *ch) {
     pthread_cond_broadcast(&ch->changed);
 }
 
-/* A hint to the core that this thread is spinning (x86's pause, which also
- * leaves more of a shared core to its other thread). */
-static void spin_pause(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Unlocks the channel and polls until a slot changes state or the clock
  * passes `until`, then locks it again. */
 static void poll_unlocked(bg_channel_t *ch, double until) {
@@ -86,7 +77,7 @@ static void poll_unlocked(bg_channel_t *ch, double until) {
     pthread_mutex_unlock(&ch->lock);
     while (atomic_load_explicit(&ch->changes, memory_order_acquire) == seen &&
            bg_monotonic_seconds() < until)
-        spin_pause();
+        bg_spin_pause();
     pthread_mutex_lock(&ch->lock);
 }
 

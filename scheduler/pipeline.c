@@ -13,6 +13,7 @@
 #include "alloc.h"
 #include "pipeline_impl.h"
 #include "monotonic.h"
+#include "spin_pause.h"
 
 static void abort_channels(bg_pipeline_t *p) {
     pthread_mutex_lock(&p->lock);
@@ -48,6 +49,37 @@ static void bind_device_thread(bg_topology_t *topo, const bg_device_t *dev) {
     bg_error_clear();
 }
 
+/* With the lock held: waits until a job later than `seen` is posted or
+ * the pipeline quits, polling for poll_s before it sleeps. */
+static void wait_for_job(bg_pipeline_t *p, uint64_t seen) {
+    if (p->poll_s > 0 && !p->quit &&
+        atomic_load_explicit(&p->generation, memory_order_relaxed) == seen) {
+        const double until = bg_monotonic_seconds() + p->poll_s;
+        pthread_mutex_unlock(&p->lock);
+        while (atomic_load_explicit(&p->generation, memory_order_acquire) == seen &&
+               bg_monotonic_seconds() < until)
+            bg_spin_pause();
+        pthread_mutex_lock(&p->lock);
+    }
+    while (atomic_load_explicit(&p->generation, memory_order_relaxed) == seen && !p->quit)
+        pthread_cond_wait(&p->work, &p->lock);
+}
+
+/* With the lock held: waits until every device has ended the job, polling
+ * for done_poll_s before it sleeps. */
+static void wait_for_job_end(bg_pipeline_t *p) {
+    if (p->done_poll_s > 0 && atomic_load_explicit(&p->remaining, memory_order_relaxed) > 0) {
+        const double until = bg_monotonic_seconds() + p->done_poll_s;
+        pthread_mutex_unlock(&p->lock);
+        while (atomic_load_explicit(&p->remaining, memory_order_acquire) > 0 &&
+               bg_monotonic_seconds() < until)
+            bg_spin_pause();
+        pthread_mutex_lock(&p->lock);
+    }
+    while (atomic_load_explicit(&p->remaining, memory_order_relaxed) > 0)
+        pthread_cond_wait(&p->done, &p->lock);
+}
+
 void *bg_pipeline_device_main(void *arg) {
     device_worker_t *w = arg;
     bg_pipeline_t *p = w->p;
@@ -57,9 +89,9 @@ void *bg_pipeline_device_main(void *arg) {
     uint64_t seen = 0;
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (p->generation == seen && !p->quit) pthread_cond_wait(&p->work, &p->lock);
+        wait_for_job(p, seen);
         if (p->quit) break;
-        seen = p->generation;
+        seen = atomic_load_explicit(&p->generation, memory_order_relaxed);
         pthread_mutex_unlock(&p->lock);
         bg_status_t st = bg_pipeline_run_device(p, w->device);
         if (st != BG_OK) {
@@ -75,7 +107,12 @@ void *bg_pipeline_device_main(void *arg) {
             if (first_failure) abort_channels(p);
         }
         pthread_mutex_lock(&p->lock);
-        if (--p->remaining == 0) pthread_cond_signal(&p->done);
+        /* A load and a store, with the lock held (as the channels count,
+         * for GCC 12's ASan); the release publishes the job's writes to a
+         * caller that polls. */
+        const int left = atomic_load_explicit(&p->remaining, memory_order_relaxed) - 1;
+        atomic_store_explicit(&p->remaining, left, memory_order_release);
+        if (left == 0) pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -266,15 +303,17 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
     p->nan_report[0] = '\0';
     p->aborted = 0;
     p->barrier_count = 0;
-    p->remaining = p->devices;
-    p->generation++;
+    atomic_store_explicit(&p->remaining, p->devices, memory_order_relaxed);
+    atomic_store_explicit(&p->generation,
+                          atomic_load_explicit(&p->generation, memory_order_relaxed) + 1,
+                          memory_order_release);
     pthread_cond_broadcast(&p->work);
     if (meanwhile != NULL) {
         pthread_mutex_unlock(&p->lock);
         meanwhile(ctx);
         pthread_mutex_lock(&p->lock);
     }
-    while (p->remaining > 0) pthread_cond_wait(&p->done, &p->lock);
+    wait_for_job_end(p);
     bg_status_t st = p->status;
     pthread_mutex_unlock(&p->lock);
     double job_end = bg_monotonic_seconds();

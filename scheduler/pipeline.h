@@ -73,14 +73,24 @@ typedef struct bg_pipeline_config {
      * pinned host memory even where a direct copy works, as they do between
      * GPUs without peer access, so one GPU can run that path. */
     int stage_through_host;
+    /* How long a wait polls before it sleeps: a channel's, a device
+     * thread's for its next job, and the caller's for the job's end. < 0
+     * (the default) chooses: on GPUs, where each device's thread can have
+     * a core of its own, BG_CHANNEL_POLL_S, and for the caller, with a
+     * core more, BG_PIPELINE_DONE_POLL_S; else never. 0 never polls. */
+    double poll_s;
 } bg_pipeline_config_t;
+
+/* How long the caller of a job polls for its end on GPUs: a step there
+ * takes well under this, and a sleeping thread wakes microseconds late. */
+#define BG_PIPELINE_DONE_POLL_S 2e-3
 
 #define BG_PIPELINE_CONFIG_INIT                                                                    \
     {                                                                                              \
         .schedule = BG_SCHEDULE_1F1B, .chunks = 1, .microbatches = 1, .batch = 64, .split = NULL,  \
         .recompute = 0, .seed = 1, .optimizer = BG_OPTIMIZER_CONFIG_INIT, .dtype = BG_F32,         \
         .stall_timeout_s = 300, .check_finite = 1, .stop_stage = -1, .nan_stage = -1,              \
-        .nan_microbatch = -1, .conv_workspace_limit = BG_CUDA_CONV_WORKSPACE_LIMIT                 \
+        .nan_microbatch = -1, .conv_workspace_limit = BG_CUDA_CONV_WORKSPACE_LIMIT, .poll_s = -1,  \
     }
 
 /* Sums over a mini-batch, from the last stage. */

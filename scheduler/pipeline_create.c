@@ -208,25 +208,33 @@ static int staging_node(const bg_pipeline_t *p, int d) {
     return gpu >= 0 ? bg_topology_gpu(p->cfg.topology, gpu).numa : -1;
 }
 
-/* How long the channels' waits poll before they sleep: BG_CHANNEL_POLL_S
- * for stages on GPUs, whose threads only enqueue ops of microseconds, where
- * every device's thread can have a core of its own (a waiting thread's
- * core is then idle; else polling would take the core from the thread it
- * waits for). 0 on CPU devices: their ops take milliseconds, so a wait
- * rarely ends within the poll, and sleeping keeps the hand-off the
- * simulator charges (the profile's, of a thread asleep) the executor's. */
-static double channel_poll_seconds(const bg_pipeline_t *p) {
+/* How long the waits poll before they sleep (cfg.poll_s, where it is not
+ * < 0): the channels' and the device threads' BG_CHANNEL_POLL_S for stages
+ * on GPUs, whose threads only enqueue ops of microseconds, where every
+ * device's thread can have a core of its own (a waiting thread's core is
+ * then idle; else polling would take the core from the thread it waits
+ * for), and the caller's BG_PIPELINE_DONE_POLL_S where it can have one
+ * more. 0 on CPU devices: their ops take milliseconds, so a wait rarely
+ * ends within the poll, and sleeping keeps the hand-off the simulator
+ * charges (the profile's, of a thread asleep) the executor's. */
+static void choose_polls(bg_pipeline_t *p) {
+    p->poll_s = p->done_poll_s = 0;
+    if (p->cfg.poll_s >= 0) {
+        p->poll_s = p->done_poll_s = p->cfg.poll_s;
+        return;
+    }
     for (int d = 0; d < p->devices; d++)
-        if (!bg_backend_is_cuda(p->backends[d])) return 0;
+        if (!bg_backend_is_cuda(p->backends[d])) return;
     cpu_set_t usable;
     const long cores = sched_getaffinity(0, sizeof usable, &usable) == 0
                            ? CPU_COUNT(&usable)
                            : sysconf(_SC_NPROCESSORS_ONLN);
-    return p->devices <= cores ? BG_CHANNEL_POLL_S : 0;
+    if (p->devices <= cores) p->poll_s = BG_CHANNEL_POLL_S;
+    if (p->devices < cores) p->done_poll_s = BG_PIPELINE_DONE_POLL_S;
 }
 
 static bg_status_t create_channels(bg_pipeline_t *p) {
-    const double poll_s = channel_poll_seconds(p);
+    const double poll_s = p->poll_s;
     for (int s = 0; s + 1 < p->stages; s++) {
         char name[64];
         bg_channel_config_t cc = {
@@ -367,6 +375,7 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
     BG_CHECK_GOTO(create_schedules(p), st, fail);
     BG_CHECK_GOTO(create_backends(p), st, fail);
     BG_CHECK_GOTO(create_stages(p), st, fail);
+    choose_polls(p);
     BG_CHECK_GOTO(create_channels(p), st, fail);
     BG_CHECK_GOTO(commit_arenas(p), st, fail);
     BG_CHECK_GOTO(allocate_checks(p), st, fail);

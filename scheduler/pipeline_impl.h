@@ -6,6 +6,7 @@
 #define BG_PIPELINE_IMPL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "channel.h"
@@ -150,9 +151,13 @@ struct bg_pipeline {
 
     pthread_mutex_t lock;
     pthread_cond_t work, done, barrier;
-    uint64_t generation; /* incremented for every job */
-    int remaining;       /* workers still running the current job */
+    /* Changed with the lock held; read without it by the waits that poll
+     * (poll_s, done_poll_s) before they sleep on `work` and `done`. */
+    atomic_uint_fast64_t generation; /* incremented for every job */
+    atomic_int remaining;            /* workers still running the current job */
     int quit;
+    double poll_s;      /* a device thread's wait for its next job, and the channels' */
+    double done_poll_s; /* the caller's wait for the job's end */
     bg_status_t status; /* first failure of the current job */
     char message[1024];
 };

@@ -44,6 +44,9 @@ typedef struct run_config {
     bg_dtype_t dtype;
 } run_config_t;
 
+/* The pipelines' cfg.poll_s: < 0 chooses (CPU devices never poll). */
+static double poll_s = -1;
+
 static bg_optimizer_config_t optimizer(void) {
     bg_optimizer_config_t o = BG_OPTIMIZER_CONFIG_INIT; /* Adam */
     o.adam.lr = 0.01;
@@ -70,6 +73,7 @@ static float *train_split(const fixture_t *f, const run_config_t *rc, const int 
     cfg.optimizer = optimizer();
     cfg.dtype = rc->dtype;
     cfg.split = split;
+    cfg.poll_s = poll_s;
     bg_pipeline_t *p = NULL;
     bg_status_t st = bg_pipeline_create(&cfg, &p);
     if (st != BG_OK) fail_msg("%s", bg_error_message());
@@ -240,6 +244,35 @@ static void test_same_m_bit_identical(void **state) {
     /* gpipe, 1f1b, zb-h1 at K = 2, 3, 4 (18); interleaved at K = 2, 4 (4). */
     assert_int_equal(runs, 22);
     free(want);
+}
+
+/* Waits that poll before they sleep, as on GPUs (the channels', the device
+ * threads' for their next job, the caller's for the job's end), give the
+ * same bits as waits that sleep at once, under every schedule at K = 2 and
+ * 4 (run under ThreadSanitizer too: tsan build). */
+static void test_polling_waits(void **state) {
+    fixture_t *f = *state;
+    const size_t bytes = sizeof(float) * (size_t)f->spec->total_params;
+    static const bg_schedule_kind_t kinds[] = {BG_SCHEDULE_GPIPE, BG_SCHEDULE_1F1B,
+                                               BG_SCHEDULE_INTERLEAVED, BG_SCHEDULE_ZB_H1};
+    for (int k = 0; k < 4; k++) {
+        for (int devices = 2; devices <= 4; devices += 2) {
+            run_config_t rc = {kinds[k], devices, 1, 4, 0, BG_F32};
+            if (kinds[k] == BG_SCHEDULE_INTERLEAVED) rc.chunks = 2;
+            double want_loss, loss;
+            poll_s = 0;
+            float *want = train(f, &rc, &want_loss);
+            poll_s = 20e-6;
+            float *got = train(f, &rc, &loss);
+            poll_s = -1;
+            if (memcmp(got, want, bytes) != 0 || loss != want_loss)
+                fail_msg("%s K=%d: polling waits changed the bits (relative error %g)",
+                         bg_schedule_kind_name(rc.schedule), devices,
+                         relative_error(got, want, f->spec->total_params));
+            free(want);
+            free(got);
+        }
+    }
 }
 
 /* Every cut of f's model into two stages (outside its residual blocks)
@@ -1155,6 +1188,7 @@ int main(void) {
         cmocka_unit_test(test_recording_interleaved_steps),
         cmocka_unit_test(test_no_stall_timeout),
         cmocka_unit_test(test_same_m_bit_identical),
+        cmocka_unit_test(test_polling_waits),
         cmocka_unit_test(test_activation_and_norm_layers),
         cmocka_unit_test(test_dropout_layers),
         cmocka_unit_test(test_residual_blocks),
