@@ -1,10 +1,11 @@
 /* Where the time of a stage-to-stage message on one GPU goes (cuda:0x4,
  * lib/cuda/transfer.cu): the host's time in each CUDA runtime call that a
  * send makes, with one thread calling and with THREADS threads calling at
- * once on the same GPU (the stage threads of cuda:0x4 and the main
- * thread), and the GPU's own time for the copy and for one stream's wait
- * on another's event, measured on a stream held back by a spinning kernel
- * so that the host's enqueueing is not in it.
+ * once on the same GPU (default 4: the stage threads of cuda:0x4; the main
+ * thread makes no CUDA call during a step), and the GPU's own time for the
+ * copy and for one stream's wait on another's event, measured on a stream
+ * held back by a spinning kernel so that the host's enqueueing is not in
+ * it, beside two marks with nothing between them.
  *
  *   bench_cuda_calls [THREADS] [REPS]
  *
@@ -57,7 +58,7 @@ static const char *const call_names[CALLS] = {
     "cudaGraphLaunch of a 1.38 MB copy",
     "cuEventRecord (driver API, timed event)",
     "kernel launch (empty kernel)",
-    "a whole send as transfer.cu makes it",
+    "a whole send while recording (transfer.cu)",
 };
 
 #define CHECK(call)                                                                                \
@@ -195,8 +196,9 @@ static void *call_loop(void *arg) {
         CHECK(cudaEventRecord(filled, copy));
         t[14] = bg_monotonic_seconds();
         for (int k = 0; k < CALLS; k++) c->samples[k * c->reps + r] = 1e6 * (t[k + 1] - t[k]);
-        /* Never let the queues fill (a full queue makes a call wait). */
-        if (r % 32 == 31) {
+        /* Never let the GPU fall behind (a full queue makes a call wait):
+         * a round queues about 25 us of copies. */
+        if (r % 4 == 3) {
             CHECK(cudaStreamSynchronize(compute));
             CHECK(cudaStreamSynchronize(copy));
         }
@@ -240,6 +242,10 @@ static void time_calls(int threads, int reps) {
     printf("host time a call, %d thread%s at once (us): median, 90th percentile\n", threads,
            threads == 1 ? "" : "s");
     double *one = (double *)malloc(sizeof(double) * (size_t)reps * (size_t)threads);
+    if (one == NULL) {
+        fprintf(stderr, "bench_cuda_calls: out of memory\n");
+        exit(1);
+    }
     for (int k = 0; k < CALLS; k++) {
         int n = 0;
         for (int i = 0; i < threads; i++)
@@ -271,11 +277,21 @@ static void time_on_gpu(int reps) {
     CHECK(cudaMalloc(&src, message_bytes[0]));
     CHECK(cudaMalloc(&dst, message_bytes[0]));
     double *v = (double *)malloc(sizeof(double) * (size_t)reps);
+    if (v == NULL) {
+        fprintf(stderr, "bench_cuda_calls: out of memory\n");
+        exit(1);
+    }
     printf("GPU time (us): median, 90th percentile\n");
-    for (int s = 0; s <= SIZES; s++) {
+    /* -1: two marks with nothing between (what the marks themselves add);
+     * 0..SIZES-1: a copy between them; SIZES: a cross-stream wait. */
+    for (int s = -1; s <= SIZES; s++) {
         for (int r = 0; r < reps; r++) {
             float ms = 0;
-            if (s < SIZES) {
+            if (s < 0) {
+                spin_kernel<<<1, 1, 0, copy>>>(50000);
+                CHECK(cudaEventRecord(before, copy));
+                CHECK(cudaEventRecord(after, copy));
+            } else if (s < SIZES) {
                 spin_kernel<<<1, 1, 0, copy>>>(50000);
                 CHECK(cudaEventRecord(before, copy));
                 CHECK(cudaMemcpyAsync(dst, src, message_bytes[s], cudaMemcpyDeviceToDevice, copy));
@@ -295,7 +311,9 @@ static void time_on_gpu(int reps) {
             v[r] = 1e3 * (double)ms;
         }
         char what[64];
-        if (s < SIZES)
+        if (s < 0)
+            snprintf(what, sizeof what, "two marks, nothing between");
+        else if (s < SIZES)
             snprintf(what, sizeof what, "copy device to device, %zu bytes", message_bytes[s]);
         else
             snprintf(what, sizeof what, "one stream waking on another's event");
@@ -312,7 +330,7 @@ static void time_on_gpu(int reps) {
 }
 
 int main(int argc, char **argv) {
-    int threads = 5, reps = 2000;
+    int threads = 4, reps = 2000;
     if (argc > 1) threads = atoi(argv[1]);
     if (argc > 2) reps = atoi(argv[2]);
     if (argc > 3 || threads < 1 || threads > 64 || reps < 10) {

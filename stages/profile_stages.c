@@ -137,8 +137,8 @@ static bg_status_t update(range_bench_t *b, range_samples_t *rs) {
     int marked;
     double loss;
     int64_t correct;
-    BG_CHECK(b->be->ops->take_nonfinite(b->be, &marked));
     BG_CHECK(b->be->ops->take_loss(b->be, &loss, &correct));
+    BG_CHECK(b->be->ops->take_nonfinite(b->be, &marked));
     double t0 = bg_monotonic_seconds();
     BG_CHECK(bg_stage_step(b->stage));
     BG_CHECK(bg_stage_zero_grads(b->stage));

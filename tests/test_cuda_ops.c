@@ -836,6 +836,12 @@ static void test_softmax_xent(void **state) {
     ON_BOTH(be->ops->take_nonfinite(be, &tag[side]));
     assert_int_equal(tag[0], 8);
     assert_int_equal(tag[1], 8);
+    /* ...which it cleared on the GPU: a later scan of finite data, read
+     * there, finds nothing. */
+    ON_BOTH(be->ops->mark_nonfinite(be, N * CLASSES, P(dlogits), 1));
+    ON_BOTH(be->ops->take_nonfinite(be, &tag[side]));
+    assert_int_equal(tag[0], -1);
+    assert_int_equal(tag[1], -1);
     labels_host[6] = -3;
     ok(f->gpu->ops->upload(f->gpu, labels.gpu, labels_host, sizeof labels_host));
     ok(f->gpu->ops->softmax_xent_forward_add(f->gpu, N, CLASSES, logits.gpu, labels.gpu, probs.gpu,

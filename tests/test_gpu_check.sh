@@ -70,8 +70,8 @@ check "four stages and one are measured, with their ratio" \
 check "the exposed copy is measured" has_row 'exposed copy, cuda:0x4' '[0-9.]+ of the step' full
 check "the exposed copy's parts add up to it" sh -c "
     awk '/^exposed copy, cuda:0x4/ {x = \$4} /^  its parts/ {
-        s = \$4 + \$6 + \$13
-        exit !(x > 0 && s > x - 0.0011 && s < x + 0.0011 && \$16 > 0) }' '$T/full/summary.txt'"
+        s = \$4 + \$6 + \$13; ok = x > 0 && s > x - 0.0011 && s < x + 0.0011 && \$16 > 0 }
+        END { exit !ok }' '$T/full/summary.txt'"
 check "the op test skipped (exit 77)" has_row 'test_cuda_ops' '0 passed, 0 failed, rc 77' full
 check "the pipeline test skipped" has_row 'pipeline cuda:0x2, cuda:0x4' 'skipped \(no GPU\)' full
 # The hand-off needs no GPU: both figures are there.
@@ -100,5 +100,8 @@ check "out of time: still writes both files" \
     test -s "$T/short/summary.txt" -a -s "$T/short/details.tar.gz"
 check "out of time: the pipeline test is reported as skipped for time" \
     has_row 'pipeline cuda:0x2, cuda:0x4' 'skipped: out of time' short
+check "out of time: the CUDA calls' benchmark too, where it was built" sh -c "
+    [ ! -x '$build/bench/bench_cuda_calls' ] ||
+        grep -qE '^CUDA calls of a send +skipped: out of time' '$T/short/summary.txt'"
 
 finish

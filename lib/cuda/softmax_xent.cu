@@ -9,6 +9,7 @@
  * (take_loss). */
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 
 #include "cuda_internal.h"
 
@@ -248,6 +249,15 @@ extern "C" bg_status_t bg_cuda_softmax_xent_forward_add(bg_backend_t *be, int64_
  * and with them the non-finite mark, which take_nonfinite then returns
  * without a wait of its own when nothing was marked since (the executor
  * takes the two in a row at the end of each job). */
+/* take_loss reads the mark and the totals as one range: nothing but
+ * padding may lie between them. */
+static_assert(offsetof(bg_cuda_reduction_t, totals) >
+                      offsetof(bg_cuda_reduction_t, nonfinite_mark) &&
+                  offsetof(bg_cuda_reduction_t, totals) <
+                      offsetof(bg_cuda_reduction_t, nonfinite_mark) + sizeof(int) +
+                          alignof(bg_cuda_loss_totals_t),
+              "the non-finite mark must lie right before the loss totals");
+
 extern "C" bg_status_t bg_cuda_take_loss(bg_backend_t *be, double *loss_sum, int64_t *correct) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     const bg_cuda_reduction_t *d = cu->device_reduction;
