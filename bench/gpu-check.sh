@@ -72,7 +72,7 @@ if [ "${1:-}" = "--prepare" ]; then
     # Meson 1.0 (Debian 12's) gives nvcc no dependency file, so a .cu object
     # is not rebuilt when only a header it includes changed: the module the
     # GPU runs is compiled from all its sources every time.
-    rm -f "$build"/lib/libbrigade-cuda.so.p/*.cu.o
+    rm -f "$build"/lib/libbrigade-cuda.so.p/*.cu.o "$build"/bench/bench_cuda_calls.p/*.cu.o
     ninja -C "$build" cli/brigade lib/libbrigade-cuda.so tests/test_cuda_ops \
         tests/test_cuda_pipeline bench/bench_handoff bench/bench_cuda_calls
     libs=$(mktemp -d)

@@ -81,9 +81,12 @@ typedef struct bg_pipeline_config {
     double poll_s;
 } bg_pipeline_config_t;
 
-/* How long the caller of a job polls for its end on GPUs: a step there
- * takes well under this, and a sleeping thread wakes microseconds late. */
+/* How long the caller of a job polls for its end on GPUs: a step of the
+ * models tried there takes less, and a sleeping thread wakes microseconds
+ * late; a longer step costs a core 2 ms of polling, then a wake-up. */
 #define BG_PIPELINE_DONE_POLL_S 2e-3
+/* The longest poll_s a pipeline takes. */
+#define BG_PIPELINE_POLL_MAX_S 0.1
 
 #define BG_PIPELINE_CONFIG_INIT                                                                    \
     {                                                                                              \

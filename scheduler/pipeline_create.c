@@ -343,6 +343,13 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
             "%d micro-batches of a batch of %lld samples would leave some micro-batches "
             "empty (at most %lld)",
             cfg->microbatches, (long long)cfg->batch, (long long)cfg->batch);
+    /* A wait that polled longer would outlast what it waits for, and the
+     * stall timeout's first check comes after the poll. */
+    if (isnan(cfg->poll_s) || cfg->poll_s > BG_PIPELINE_POLL_MAX_S)
+        return bg_error_set(BG_ERR_INVALID,
+                            "pipeline: waits poll 0 to %g s before they sleep (< 0 chooses); "
+                            "asked for %g s",
+                            BG_PIPELINE_POLL_MAX_S, cfg->poll_s);
     const int stages = cfg->devices->count * cfg->chunks;
     if (stages > BG_MAX_STAGES)
         return bg_error_set(BG_ERR_INVALID, "%d stages; at most %d", stages, BG_MAX_STAGES);

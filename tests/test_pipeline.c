@@ -15,6 +15,7 @@
 #include "layer.h"
 #include "channel.h"
 #include "pipeline.h"
+#include "pipeline_impl.h" /* the polls a pipeline chose */
 #include "report.h"
 #include "monotonic.h"
 #include "support/models.h"
@@ -253,6 +254,21 @@ static void test_same_m_bit_identical(void **state) {
 static void test_polling_waits(void **state) {
     fixture_t *f = *state;
     const size_t bytes = sizeof(float) * (size_t)f->spec->total_params;
+    /* What each wait polls: as asked; on CPU devices, by default, never. */
+    static const double asked[] = {20e-6, 0, -1}, chosen[] = {20e-6, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        bg_device_list_t devices;
+        assert_int_equal(bg_device_list_parse("cpu:2", 2, &devices), BG_OK);
+        bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+        cfg.spec = f->spec;
+        cfg.devices = &devices;
+        cfg.batch = BATCH;
+        cfg.poll_s = asked[i];
+        bg_pipeline_t *p = NULL;
+        assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
+        assert_true(p->poll_s == chosen[i] && p->done_poll_s == chosen[i]);
+        bg_pipeline_destroy(p);
+    }
     static const bg_schedule_kind_t kinds[] = {BG_SCHEDULE_GPIPE, BG_SCHEDULE_1F1B,
                                                BG_SCHEDULE_INTERLEAVED, BG_SCHEDULE_ZB_H1};
     for (int k = 0; k < 4; k++) {
@@ -716,6 +732,7 @@ static void expect_create_error(fixture_t *f, const char *devices_text, bg_sched
     cfg.microbatches = m;
     cfg.batch = BATCH;
     cfg.split = split;
+    cfg.poll_s = poll_s;
     bg_pipeline_t *p = NULL;
     assert_int_equal(bg_pipeline_create(&cfg, &p), want);
     assert_null(p);
@@ -736,6 +753,14 @@ static void test_invalid_requests(void **state) {
     expect_create_error(f, "cpu:2", BG_SCHEDULE_GPIPE, 1, 2, too_far, BG_ERR_INVALID, "--split");
     expect_create_error(f, "cuda:0x2", BG_SCHEDULE_GPIPE, 1, 2, NULL, BG_ERR_UNSUPPORTED,
                         "(use --devices cpu:N)");
+    /* A poll longer than BG_PIPELINE_POLL_MAX_S, or none at all. */
+    static const double bad_polls[] = {0.5, INFINITY, NAN};
+    for (int i = 0; i < 3; i++) {
+        poll_s = bad_polls[i];
+        expect_create_error(f, "cpu:2", BG_SCHEDULE_1F1B, 1, 2, NULL, BG_ERR_INVALID,
+                            "waits poll 0 to 0.1 s");
+    }
+    poll_s = -1;
 }
 
 /* The default split balances FLOPs: on the origin-like CNN the conv and the

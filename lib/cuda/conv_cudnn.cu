@@ -224,39 +224,41 @@ static void log_choice(const bg_cuda_conv_algos_t *a) {
 
 /* ---- choosing algorithms ---- */
 
-/* The algorithms never taken: cuDNN's FFT ones for the forward and the
- * data gradient. On the H200 (2026-12-04, cuDNN 9.19) FFT tiling's data
- * gradient of (2, 16, 12, 12) with 8 filters 5x5, pad 2, was off the CPU's
- * by 1e-3 of the sum of its terms' magnitudes (tests/test_cuda_ops.c
- * allows 5e-5), and no test has yet caught the forward's choosing either.
- * The weight gradient's FFT ones matched the CPU's whenever they were
- * taken, and stay. */
-static int untrusted(cudnnConvolutionFwdAlgo_t a) {
-    return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING;
+/* The algorithms never taken: cuDNN's non-fused Winograd ones for filters
+ * larger than 3x3, in every direction. On the H200 (2026-12-04, cuDNN
+ * 9.19) the data gradient's (algorithm 5) of (2, 16, 12, 12) with 8
+ * filters 5x5, pad 2, was off the CPU's by 1e-3 of the sum of its terms'
+ * magnitudes (tests/test_cuda_ops.c allows 5e-5). Winograd's transforms
+ * round more the larger the filter, and the forward's and the weight
+ * gradient's non-fused ones, untested at 5x5, are left out with it. For
+ * 3x3 filters they matched the CPU's whenever they were taken. */
+static int untrusted(cudnnConvolutionFwdAlgo_t a, int64_t kernel) {
+    return kernel > 3 && a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
 }
-static int untrusted(cudnnConvolutionBwdDataAlgo_t a) {
-    return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
-           a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING;
+static int untrusted(cudnnConvolutionBwdDataAlgo_t a, int64_t kernel) {
+    return kernel > 3 && a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
 }
-static int untrusted(cudnnConvolutionBwdFilterAlgo_t) { return 0; }
+static int untrusted(cudnnConvolutionBwdFilterAlgo_t a, int64_t kernel) {
+    return kernel > 3 && a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
 
 /* Index of the result to use among cudnnFind's, which come fastest first:
- * the fastest trusted one that succeeded, fits `limit`, is not
- * passed_over[i] and uses no tensor-op math unless TF32 is allowed, and
- * never tensor-op math that
- * may convert the float data down (ALLOW_CONVERSION: to half precision,
- * which TF32 does not promise), preferring deterministic ones and,
+ * the fastest that succeeded, is not untrusted for filters of `kernel`,
+ * fits `limit`, is not passed_over[i] and uses no tensor-op math unless
+ * TF32 is allowed, and never tensor-op math that may convert the float
+ * data down (ALLOW_CONVERSION: to half precision, which TF32 does not
+ * promise), preferring deterministic ones and,
  * without TF32, ones timed under FMA math (the math they will run with;
  * cuDNN's default math may have timed a TF32 kernel); -1 when none fits. */
 template <typename Perf>
-static int choose(const Perf *results, int count, size_t limit, int allow_tf32,
+static int choose(const Perf *results, int count, size_t limit, int allow_tf32, int64_t kernel,
                   const unsigned char *passed_over) {
     for (int pass = 0; pass < 4; pass++) {
         const int deterministic_only = pass < 2, fma_only = !allow_tf32 && pass % 2 == 0;
         for (int i = 0; i < count; i++) {
             const Perf *r = &results[i];
             if (passed_over[i] || r->status != CUDNN_STATUS_SUCCESS || r->memory > limit ||
-                untrusted(r->algo))
+                untrusted(r->algo, kernel))
                 continue;
             if (r->mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
                 (!allow_tf32 && r->mathType == CUDNN_TENSOR_OP_MATH))
@@ -337,7 +339,7 @@ static bg_status_t take(bg_backend_t *be, const char *which, const bg_conv2d_geo
     if (count > (int)sizeof passed_over) count = (int)sizeof passed_over;
     cudnnStatus_t refused = CUDNN_STATUS_SUCCESS; /* the last query that failed */
     for (;;) {
-        const int pick = choose(results, count, limit, cu->allow_tf32, passed_over);
+        const int pick = choose(results, count, limit, cu->allow_tf32, g->kernel, passed_over);
         /* None left: cuDNN's own error if a query failed, as it may be
          * why none fits. */
         if (pick < 0 && refused != CUDNN_STATUS_SUCCESS)
