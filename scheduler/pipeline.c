@@ -108,8 +108,8 @@ void *bg_pipeline_device_main(void *arg) {
         }
         pthread_mutex_lock(&p->lock);
         /* A load and a store, with the lock held (as the channels count,
-         * for GCC 12's ASan); the release publishes the job's writes to a
-         * caller that polls. */
+         * for GCC 12's ASan). A caller that polls sees it, then takes the
+         * lock before it reads the job's results. */
         const int left = atomic_load_explicit(&p->remaining, memory_order_relaxed) - 1;
         atomic_store_explicit(&p->remaining, left, memory_order_release);
         if (left == 0) pthread_cond_signal(&p->done);

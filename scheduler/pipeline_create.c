@@ -365,6 +365,8 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done, NULL);
     pthread_cond_init(&p->barrier, NULL);
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->remaining, 0);
     bg_status_t st;
     BG_CHECK_GOTO(allocate(p), st, fail);
     if (stages > cfg->spec->num_layers) {
