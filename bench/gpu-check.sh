@@ -319,7 +319,7 @@ print('%.4f %.4f %.4f %.4f %.4f %.4f' % (step * 1e3, t['exposed_transfer_frac'],
         "$results/$name-$short_run.json" "$results/$name-$long_run.json" \
         "$results/$name-$long_run.trace.json"
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "?" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b; else print "?" }'; }
 speed=""
 if [ -x "$brigade" ]; then
     # brigade's step brings its batch from host memory to the GPU; PyTorch's
@@ -349,7 +349,7 @@ ${four:-? ? ? ? ? ?}
 EOF
     speed="$speed$(printf '%-28s %s ms on %s, %s ms on %s: ratio %s (goal <= 1.1)' \
         "4 stages, batch 256, M=4" "$four_ms" "$shared_gpu" "${one:-?}" "$one_gpu" \
-        "$(ratio "${four%% *}" "${one:-0}")")
+        "$(ratio "$four_ms" "${one:-0}")")
 "
     # The recorded steps are timed with CUDA events (docs/cuda.md), the
     # copies between stages too, on the receivers' copy streams: a wait for

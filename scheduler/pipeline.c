@@ -49,35 +49,30 @@ static void bind_device_thread(bg_topology_t *topo, const bg_device_t *dev) {
     bg_error_clear();
 }
 
-/* With the lock held: waits until a job later than `seen` is posted or
- * the pipeline quits, polling for poll_s before it sleeps. */
-static void wait_for_job(bg_pipeline_t *p, uint64_t seen) {
-    if (p->poll_s > 0 && !p->quit &&
-        atomic_load_explicit(&p->generation, memory_order_relaxed) == seen) {
-        const double until = bg_monotonic_seconds() + p->poll_s;
-        pthread_mutex_unlock(&p->lock);
-        while (atomic_load_explicit(&p->generation, memory_order_acquire) == seen &&
-               bg_monotonic_seconds() < until)
-            bg_spin_pause();
-        pthread_mutex_lock(&p->lock);
-    }
-    while (atomic_load_explicit(&p->generation, memory_order_relaxed) == seen && !p->quit)
-        pthread_cond_wait(&p->work, &p->lock);
+/* Whether no job later than `seen` is posted yet (destroy posts one too,
+ * so that a poll ends at once). */
+static int job_not_posted(const bg_pipeline_t *p, uint64_t seen) {
+    return atomic_load_explicit(&p->generation, memory_order_acquire) == seen;
 }
 
-/* With the lock held: waits until every device has ended the job, polling
- * for done_poll_s before it sleeps. */
-static void wait_for_job_end(bg_pipeline_t *p) {
-    if (p->done_poll_s > 0 && atomic_load_explicit(&p->remaining, memory_order_relaxed) > 0) {
-        const double until = bg_monotonic_seconds() + p->done_poll_s;
+/* Whether devices still run the job (`unused`: job_not_posted's `seen`). */
+static int job_running(const bg_pipeline_t *p, uint64_t unused) {
+    (void)unused;
+    return atomic_load_explicit(&p->remaining, memory_order_acquire) > 0;
+}
+
+/* With the lock held: waits on `cond` while pending(p, seen), polling for
+ * `poll_s` seconds with the lock released before it sleeps. */
+static void poll_then_wait(bg_pipeline_t *p, pthread_cond_t *cond,
+                           int (*pending)(const bg_pipeline_t *, uint64_t), uint64_t seen,
+                           double poll_s) {
+    if (poll_s > 0 && pending(p, seen)) {
+        const double until = bg_monotonic_seconds() + poll_s;
         pthread_mutex_unlock(&p->lock);
-        while (atomic_load_explicit(&p->remaining, memory_order_acquire) > 0 &&
-               bg_monotonic_seconds() < until)
-            bg_spin_pause();
+        while (pending(p, seen) && bg_monotonic_seconds() < until) bg_spin_pause();
         pthread_mutex_lock(&p->lock);
     }
-    while (atomic_load_explicit(&p->remaining, memory_order_relaxed) > 0)
-        pthread_cond_wait(&p->done, &p->lock);
+    while (pending(p, seen)) pthread_cond_wait(cond, &p->lock);
 }
 
 void *bg_pipeline_device_main(void *arg) {
@@ -89,7 +84,7 @@ void *bg_pipeline_device_main(void *arg) {
     uint64_t seen = 0;
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        wait_for_job(p, seen);
+        poll_then_wait(p, &p->work, job_not_posted, seen, p->poll_s);
         if (p->quit) break;
         seen = atomic_load_explicit(&p->generation, memory_order_relaxed);
         pthread_mutex_unlock(&p->lock);
@@ -313,7 +308,7 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
         meanwhile(ctx);
         pthread_mutex_lock(&p->lock);
     }
-    wait_for_job_end(p);
+    poll_then_wait(p, &p->done, job_running, 0, p->done_poll_s);
     bg_status_t st = p->status;
     pthread_mutex_unlock(&p->lock);
     double job_end = bg_monotonic_seconds();

@@ -401,6 +401,10 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     if (p == NULL) return;
     pthread_mutex_lock(&p->lock);
     p->quit = 1;
+    /* A job of its own: a device thread polling for one stops at once. */
+    atomic_store_explicit(&p->generation,
+                          atomic_load_explicit(&p->generation, memory_order_relaxed) + 1,
+                          memory_order_release);
     pthread_cond_broadcast(&p->work);
     pthread_mutex_unlock(&p->lock);
     for (int d = 0; p->workers != NULL && d < p->devices; d++)

@@ -278,7 +278,9 @@ static void test_polling_waits(void **state) {
             double want_loss, loss;
             poll_s = 0;
             float *want = train(f, &rc, &want_loss);
-            poll_s = 20e-6;
+            /* Long enough for polls to see the change they wait for, not
+             * only to time out, between CPU ops of milliseconds. */
+            poll_s = 5e-3;
             float *got = train(f, &rc, &loss);
             poll_s = -1;
             if (memcmp(got, want, bytes) != 0 || loss != want_loss)
@@ -982,13 +984,17 @@ static bg_pipeline_t *make_pipeline(fixture_t *f, const char *devices_text, bg_s
 
 /* What the work done while a step runs saw (test_meanwhile). */
 typedef struct meanwhile_seen {
+    const bg_pipeline_t *p;
+    uint64_t generation; /* the pipeline's job count before the step */
     int calls;
-    double at; /* when it was called */
+    int posted; /* the step's job was posted to the devices when it was called */
+    double at;  /* when it was called */
 } meanwhile_seen_t;
 
 static void note_meanwhile(void *ctx) {
     meanwhile_seen_t *seen = ctx;
     seen->calls++;
+    seen->posted = atomic_load(&seen->p->generation) > seen->generation;
     seen->at = bg_monotonic_seconds();
 }
 
@@ -1007,7 +1013,7 @@ static void test_meanwhile(void **state) {
     assert_ptr_equal(labels, f->data->labels);
     const int64_t n = f->spec->total_params;
     for (int k = 0; k < 2; k++) {
-        meanwhile_seen_t seen = {0};
+        meanwhile_seen_t seen = {a, atomic_load(&a->generation), 0, 0, 0};
         bg_pipeline_result_t ra, rb;
         const double before = bg_monotonic_seconds();
         assert_int_equal(bg_pipeline_train_step_meanwhile(a, f->images, f->data->labels, BATCH, &ra,
@@ -1015,6 +1021,7 @@ static void test_meanwhile(void **state) {
                          BG_OK);
         const double after = bg_monotonic_seconds();
         assert_int_equal(seen.calls, 1);
+        assert_true(seen.posted);
         assert_true(before <= seen.at && seen.at <= after);
         assert_int_equal(bg_pipeline_train_step(b, f->images, f->data->labels, BATCH, &rb), BG_OK);
         assert_true(ra.loss_sum == rb.loss_sum);
