@@ -66,16 +66,20 @@ static void print_cores(const bg_topology_t *t, int cores) {
 
 /* One visible GPU's PCI address and memory: the whole, and what the
  * planner may use (free once brigade's CUDA context exists there). */
-static void print_cuda_memory(int device) {
-    bg_cuda_device_info_t info;
-    if (bg_cuda_device_info(device, &info) != BG_OK) {
+/* Asks CUDA about GPU `device` into *info (once: each ask makes a context
+ * there) and prints its memory; on failure prints why and leaves
+ * info->busid empty. */
+static void print_cuda_memory(int device, bg_cuda_device_info_t *info) {
+    if (bg_cuda_device_info(device, info) != BG_OK) {
         printf("  cuda:%d: %s\n", device, bg_error_message());
+        info->busid[0] = '\0';
         return;
     }
     const double gib = 1024.0 * 1024.0 * 1024.0;
     printf("  cuda:%d %s at %s: %.2f GiB, %.2f GiB free for stages (%.0f MiB in use)\n", device,
-           info.name, info.busid, (double)info.memory_bytes / gib, (double)info.free_bytes / gib,
-           (double)(info.memory_bytes - info.free_bytes) / (1024.0 * 1024.0));
+           info->name, info->busid, (double)info->memory_bytes / gib,
+           (double)info->free_bytes / gib,
+           (double)(info->memory_bytes - info->free_bytes) / (1024.0 * 1024.0));
 }
 
 /* A GPU-by-GPU table: `cell` writes what it shows of GPUs a and b. */
@@ -116,30 +120,26 @@ static void nvlink_cell(const bg_topology_t *t, int a, int b, char *text, size_t
 
 /* The CUDA device of each GPU of the table (-1 none), and its memory:
  * hwloc's CUDA names where it has them (its CUDA plugin, or an XML file
- * made with it); else, on this machine, CUDA's own PCI addresses (Debian's
- * hwloc has no CUDA plugin). */
-static void cuda_of_gpus(const bg_topology_t *t, int live, int *cuda, uint64_t *memory) {
-    const int gpus = bg_topology_gpu_count(t);
-    for (int g = 0; g < gpus; g++) {
+ * made with it), and on this machine CUDA's own PCI addresses (`live`:
+ * the `count` devices CUDA answered for; Debian's hwloc has no CUDA
+ * plugin), which are the final word. */
+static void cuda_of_gpus(const bg_topology_t *t, const bg_cuda_device_info_t *live, int count,
+                         int *cuda, uint64_t *memory) {
+    for (int g = 0; g < bg_topology_gpu_count(t); g++) {
         bg_topology_gpu_t info = bg_topology_gpu(t, g);
         cuda[g] = info.cuda;
         memory[g] = info.memory_bytes;
     }
-    if (!live || bg_topology_cuda_count(t) > 0) return;
-    for (int d = 0; d < bg_cuda_device_count(); d++) {
-        bg_cuda_device_info_t info;
-        if (bg_cuda_device_info(d, &info) != BG_OK) {
-            bg_error_clear();
-            continue;
-        }
-        const int g = bg_topology_gpu_find(t, d, info.busid);
-        if (g < 0 || g >= gpus) continue;
+    for (int d = 0; d < count; d++) {
+        if (live[d].busid[0] == '\0') continue; /* CUDA could not say */
+        const int g = bg_topology_gpu_find(t, d, live[d].busid);
+        if (g < 0) continue;
         cuda[g] = d;
-        memory[g] = info.memory_bytes;
+        memory[g] = live[d].memory_bytes;
     }
 }
 
-static void print_gpus(const bg_topology_t *t, int live) {
+static void print_gpus(const bg_topology_t *t, const bg_cuda_device_info_t *live, int count) {
     int gpus = bg_topology_gpu_count(t);
     if (gpus == 0) {
         printf("\nno GPU on the PCI bus in this topology\n");
@@ -154,7 +154,7 @@ static void print_gpus(const bg_topology_t *t, int live) {
                gpus == 1 ? "" : "s");
         return;
     }
-    cuda_of_gpus(t, live, cuda_index, memory_bytes);
+    cuda_of_gpus(t, live, count, cuda_index, memory_bytes);
     printf("\n%4s %-14s %-11s %6s %8s %-8s %10s\n", "gpu", "PCI bus", "vendor:dev", "NUMA",
            "package", "CUDA", "memory");
     for (int g = 0; g < gpus; g++) {
@@ -211,6 +211,8 @@ int bg_cmd_topo(int argc, char **argv) {
     for (int n = 0; n < s.numa_nodes; n++)
         printf("  NUMA node %d: %.1f GiB\n", n,
                (double)bg_topology_numa_memory(t, n) / (1024.0 * 1024.0 * 1024.0));
+    bg_cuda_device_info_t *live = NULL;
+    int live_count = 0;
     if (xml == NULL) {
         const int gpus = bg_cuda_device_count();
         const char *absent = bg_cuda_absent_reason();
@@ -222,10 +224,13 @@ int bg_cmd_topo(int argc, char **argv) {
         else
             printf("CUDA: built, %d GPU%s visible (backend %s)\n", gpus, gpus == 1 ? "" : "s",
                    bg_cuda_module_path());
-        for (int g = 0; g < gpus; g++) print_cuda_memory(g);
+        live = gpus > 0 ? calloc((size_t)gpus, sizeof *live) : NULL;
+        if (live != NULL) live_count = gpus;
+        for (int g = 0; g < live_count; g++) print_cuda_memory(g, &live[g]);
     }
     print_cores(t, s.cores);
-    print_gpus(t, xml == NULL);
+    print_gpus(t, live, live_count);
+    free(live);
     bg_topology_destroy(t);
     return 0;
 }
