@@ -148,38 +148,39 @@ static void *call_loop(void *arg) {
     const size_t vectors = message_bytes[0] / sizeof(float4);
     pthread_barrier_wait(c->start);
     for (int r = 0; r < c->reps; r++) {
+        /* t[CALL_X + 1] - t[CALL_X]: call X's time. */
         double t[CALLS + 1];
         int device = -1;
         t[0] = bg_monotonic_seconds();
         CHECK(cudaGetDevice(&device));
-        t[1] = bg_monotonic_seconds();
+        t[CALL_GET_DEVICE + 1] = bg_monotonic_seconds();
         CHECK(cudaSetDevice(device));
-        t[2] = bg_monotonic_seconds();
+        t[CALL_SET_DEVICE + 1] = bg_monotonic_seconds();
         CHECK(cudaEventRecord(written, compute));
-        t[3] = bg_monotonic_seconds();
+        t[CALL_RECORD + 1] = bg_monotonic_seconds();
         CHECK(cudaEventRecord(mark, compute));
-        t[4] = bg_monotonic_seconds();
+        t[CALL_RECORD_TIMED + 1] = bg_monotonic_seconds();
         CHECK(cudaStreamWaitEvent(copy, written, 0));
-        t[5] = bg_monotonic_seconds();
+        t[CALL_WAIT_EVENT + 1] = bg_monotonic_seconds();
         CHECK(cudaMemcpyAsync(dst, src, message_bytes[0], cudaMemcpyDeviceToDevice, copy));
-        t[6] = bg_monotonic_seconds();
+        t[CALL_COPY_LARGE + 1] = bg_monotonic_seconds();
         CHECK(cudaMemcpyAsync(dst, src, message_bytes[1], cudaMemcpyDeviceToDevice, copy));
-        t[7] = bg_monotonic_seconds();
+        t[CALL_COPY_SMALL + 1] = bg_monotonic_seconds();
         CHECK(cudaMemcpyAsync(dst, src, message_bytes[0], cudaMemcpyDefault, copy));
-        t[8] = bg_monotonic_seconds();
+        t[CALL_COPY_DEFAULT + 1] = bg_monotonic_seconds();
         CHECK_DRIVER(
             driver_copy((CUdeviceptr)dst, (CUdeviceptr)src, message_bytes[0], (CUstream)copy));
-        t[9] = bg_monotonic_seconds();
+        t[CALL_COPY_DRIVER + 1] = bg_monotonic_seconds();
         copy_kernel<<<264, 256, 0, copy>>>((float4 *)dst, (const float4 *)src, vectors);
         CHECK(cudaGetLastError());
-        t[10] = bg_monotonic_seconds();
+        t[CALL_COPY_KERNEL + 1] = bg_monotonic_seconds();
         CHECK(cudaGraphLaunch(graph_exec, copy));
-        t[11] = bg_monotonic_seconds();
+        t[CALL_COPY_GRAPH + 1] = bg_monotonic_seconds();
         CHECK_DRIVER(driver_record((CUevent)mark, (CUstream)compute));
-        t[12] = bg_monotonic_seconds();
+        t[CALL_RECORD_DRIVER + 1] = bg_monotonic_seconds();
         empty_kernel<<<1, 32, 0, compute>>>();
         CHECK(cudaGetLastError());
-        t[13] = bg_monotonic_seconds();
+        t[CALL_LAUNCH + 1] = bg_monotonic_seconds();
         /* A send between two stages of one GPU while recording, as
          * bg_cuda_slot_fill makes it: the source's event, the copy's two
          * waits, the copy between its two clock marks (each making its GPU
@@ -194,7 +195,7 @@ static void *call_loop(void *arg) {
         CHECK(cudaSetDevice(0));
         CHECK(cudaEventRecord(mark, copy));
         CHECK(cudaEventRecord(filled, copy));
-        t[14] = bg_monotonic_seconds();
+        t[CALL_SEND + 1] = bg_monotonic_seconds();
         for (int k = 0; k < CALLS; k++) c->samples[k * c->reps + r] = 1e6 * (t[k + 1] - t[k]);
         /* Never let the GPU fall behind (a full queue makes a call wait):
          * a round queues about 25 us of copies. */
@@ -213,11 +214,6 @@ static void *call_loop(void *arg) {
     CHECK(cudaStreamDestroy(compute));
     CHECK(cudaStreamDestroy(copy));
     return NULL;
-}
-
-static double percentile(double *v, int n, double q) {
-    qsort(v, (size_t)n, sizeof *v, compare_doubles);
-    return v[(int)(q * (n - 1))];
 }
 
 /* Times the calls with `threads` threads at once; prints a line per call. */
@@ -251,7 +247,8 @@ static void time_calls(int threads, int reps) {
         for (int i = 0; i < threads; i++)
             for (int r = reps / 10; r < reps; r++) /* past the first tenth: warm */
                 one[n++] = all[((size_t)i * CALLS + (size_t)k) * (size_t)reps + (size_t)r];
-        const double med = percentile(one, n, 0.5), p90 = percentile(one, n, 0.9);
+        qsort(one, (size_t)n, sizeof *one, compare_doubles);
+        const double med = one[n / 2], p90 = one[n * 9 / 10];
         printf("  %-44s %8.2f %8.2f\n", call_names[k], med, p90);
     }
     free(one);
@@ -317,7 +314,8 @@ static void time_on_gpu(int reps) {
             snprintf(what, sizeof what, "copy device to device, %zu bytes", message_bytes[s]);
         else
             snprintf(what, sizeof what, "one stream waking on another's event");
-        const double med = percentile(v, reps, 0.5), p90 = percentile(v, reps, 0.9);
+        qsort(v, (size_t)reps, sizeof *v, compare_doubles);
+        const double med = v[reps / 2], p90 = v[reps * 9 / 10];
         printf("  %-44s %8.2f %8.2f\n", what, med, p90);
     }
     free(v);

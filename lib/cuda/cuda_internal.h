@@ -44,11 +44,15 @@ typedef struct bg_cuda_reduction {
     long long first_bad_label; /* lowest row whose label is out of range; n when none */
     int nonfinite;             /* all_finite: 1 when some element is Inf or NaN */
     double square_sum;         /* square_sum */
-    /* mark_nonfinite: INT_MAX minus the lowest tag marked, 0 for none (so
-     * that a zeroed word is "none" and atomicMax keeps the lowest tag).
-     * Right before the totals: take_loss reads both with one wait. */
-    int nonfinite_mark;
-    bg_cuda_loss_totals_t totals; /* softmax_xent_forward_add */
+    /* What a job leaves on the device, which take_loss reads with one wait
+     * (take_nonfinite the mark alone when marks came since). */
+    struct {
+        /* mark_nonfinite: INT_MAX minus the lowest tag marked, 0 for none
+         * (so that a zeroed word is "none" and atomicMax keeps the lowest
+         * tag). */
+        int nonfinite_mark;
+        bg_cuda_loss_totals_t totals; /* softmax_xent_forward_add */
+    } job_end;
 } bg_cuda_reduction_t;
 
 typedef struct bg_cuda_backend {
@@ -75,10 +79,11 @@ typedef struct bg_cuda_backend {
     bg_cuda_reduction_t *device_reduction;
     bg_cuda_reduction_t *host_reduction; /* pinned (cudaMallocHost) */
     /* The non-finite mark as read (and cleared on the GPU) by take_loss,
-     * not yet taken by take_nonfinite, and the marks enqueued since it was
-     * read: with none, take_nonfinite returns it without a wait of its own. */
+     * not yet taken by take_nonfinite; and whether marks were enqueued
+     * since it was read: without, take_nonfinite returns it without a wait
+     * of its own. */
     int mark_read;
-    int marks_unread;
+    int mark_pending;
     /* Per-row scratch of softmax_xent_forward: made when a stage with the
      * loss is laid out (softmax_xent_reserve, the largest micro-batch),
      * grown only for a larger batch, which the executor never runs. */

@@ -287,26 +287,26 @@ extern "C" bg_status_t bg_cuda_mark_nonfinite(bg_backend_t *be, int64_t count, c
                             tag);
     bg_cuda_backend_t *cu = bg_cuda_of(be);
     BG_CHECK(bg_cuda_enter(be));
-    cu->marks_unread++;
-    BG_CUDA_CHECK(be, all_finite(&cu->device_reduction->nonfinite_mark, INT_MAX - tag,
+    cu->mark_pending = 1;
+    BG_CUDA_CHECK(be, all_finite(&cu->device_reduction->job_end.nonfinite_mark, INT_MAX - tag,
                                  (const float *)x, count, cu->compute));
     return BG_OK;
 }
 
 extern "C" void bg_cuda_keep_mark(bg_cuda_backend_t *cu) {
     /* The higher word is the lower tag. */
-    if (cu->host_reduction->nonfinite_mark > cu->mark_read)
-        cu->mark_read = cu->host_reduction->nonfinite_mark;
-    cu->marks_unread = 0;
+    if (cu->host_reduction->job_end.nonfinite_mark > cu->mark_read)
+        cu->mark_read = cu->host_reduction->job_end.nonfinite_mark;
+    cu->mark_pending = 0;
 }
 
 /* The one wait, for the marks enqueued so far; none when take_loss read
  * them all. */
 extern "C" bg_status_t bg_cuda_take_nonfinite(bg_backend_t *be, int *tag) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
-    if (cu->marks_unread > 0) {
-        BG_CHECK(bg_cuda_take_reduction(be, &cu->device_reduction->nonfinite_mark,
-                                        sizeof cu->device_reduction->nonfinite_mark));
+    if (cu->mark_pending) {
+        BG_CHECK(bg_cuda_take_reduction(be, &cu->device_reduction->job_end.nonfinite_mark,
+                                        sizeof cu->device_reduction->job_end.nonfinite_mark));
         bg_cuda_keep_mark(cu);
     }
     const int marked = cu->mark_read;

@@ -9,7 +9,6 @@
  * (take_loss). */
 #include <limits.h>
 #include <math.h>
-#include <stddef.h>
 
 #include "cuda_internal.h"
 
@@ -116,7 +115,7 @@ static cudaError_t softmax_xent_reduce(bg_cuda_reduction_t *out, row_results_t r
  * with `tag` (as mark_nonfinite; -1: no mark). */
 __global__ static void softmax_xent_add_kernel(bg_cuda_reduction_t *r, const int32_t *labels,
                                                int64_t n, int64_t classes, int tag) {
-    bg_cuda_loss_totals_t *t = &r->totals;
+    bg_cuda_loss_totals_t *t = &r->job_end.totals;
     t->loss_sum += r->loss_sum;
     t->correct += r->correct;
     if (r->first_bad_label < n && t->bad_row_plus_one == 0) {
@@ -124,7 +123,7 @@ __global__ static void softmax_xent_add_kernel(bg_cuda_reduction_t *r, const int
         t->bad_label = labels[r->first_bad_label];
         t->classes = (int)classes;
     }
-    if (tag >= 0 && !isfinite(r->loss_sum)) atomicMax(&r->nonfinite_mark, INT_MAX - tag);
+    if (tag >= 0 && !isfinite(r->loss_sum)) atomicMax(&r->job_end.nonfinite_mark, INT_MAX - tag);
 }
 
 static cudaError_t softmax_xent_add(bg_cuda_reduction_t *r, const int32_t *labels, int64_t n,
@@ -239,7 +238,7 @@ extern "C" bg_status_t bg_cuda_softmax_xent_forward_add(bg_backend_t *be, int64_
     BG_CUDA_CHECK(be, softmax_xent_rows((float *)probs, rows, (const float *)logits, labels, n,
                                         classes, cu->compute));
     if (!add) return BG_OK; /* probs only: a recomputed forward */
-    if (tag >= 0) cu->marks_unread++;
+    if (tag >= 0) cu->mark_pending = 1;
     BG_CUDA_CHECK(be, softmax_xent_reduce(cu->device_reduction, rows, n, cu->compute));
     BG_CUDA_CHECK(be, softmax_xent_add(cu->device_reduction, labels, n, classes, tag, cu->compute));
     return BG_OK;
@@ -249,23 +248,12 @@ extern "C" bg_status_t bg_cuda_softmax_xent_forward_add(bg_backend_t *be, int64_
  * and with them the non-finite mark, which take_nonfinite then returns
  * without a wait of its own when nothing was marked since (the executor
  * takes the two in a row at the end of each job). */
-/* take_loss reads the mark and the totals as one range: nothing but
- * padding may lie between them. */
-static_assert(offsetof(bg_cuda_reduction_t, totals) >
-                      offsetof(bg_cuda_reduction_t, nonfinite_mark) &&
-                  offsetof(bg_cuda_reduction_t, totals) <
-                      offsetof(bg_cuda_reduction_t, nonfinite_mark) + sizeof(int) +
-                          alignof(bg_cuda_loss_totals_t),
-              "the non-finite mark must lie right before the loss totals");
-
 extern "C" bg_status_t bg_cuda_take_loss(bg_backend_t *be, double *loss_sum, int64_t *correct) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
-    const bg_cuda_reduction_t *d = cu->device_reduction;
-    BG_CHECK(bg_cuda_take_reduction(
-        be, &d->nonfinite_mark,
-        (size_t)((const char *)(&d->totals + 1) - (const char *)&d->nonfinite_mark)));
+    BG_CHECK(bg_cuda_take_reduction(be, &cu->device_reduction->job_end,
+                                    sizeof cu->device_reduction->job_end));
     bg_cuda_keep_mark(cu);
-    const bg_cuda_loss_totals_t *t = &cu->host_reduction->totals;
+    const bg_cuda_loss_totals_t *t = &cu->host_reduction->job_end.totals;
     if (t->bad_row_plus_one > 0)
         return bg_error_set(BG_ERR_INVALID,
                             "%s: label %d of sample %lld of a micro-batch is outside 0..%d",
