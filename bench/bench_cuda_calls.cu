@@ -181,10 +181,11 @@ static void *call_loop(void *arg) {
         empty_kernel<<<1, 32, 0, compute>>>();
         CHECK(cudaGetLastError());
         t[CALL_LAUNCH + 1] = bg_monotonic_seconds();
-        /* A send between two stages of one GPU while recording, as
-         * bg_cuda_slot_fill makes it: the source's event, the copy's two
-         * waits, the copy between its two clock marks (each making its GPU
-         * current), and the copy's event. */
+        /* A send between two stages of one GPU while recording: the calls
+         * bg_cuda_slot_fill and its clock marks make, copied here (keep
+         * them in step): the source's event, the copy's two waits, the
+         * copy between its two clock marks (each making its GPU current),
+         * and the copy's event. */
         CHECK(cudaSetDevice(0));
         CHECK(cudaEventRecord(written, compute));
         CHECK(cudaStreamWaitEvent(copy, written, 0));

@@ -50,6 +50,11 @@ typedef struct batch_ahead {
     int32_t *labels;
 } batch_ahead_t;
 
+/* Samples in the batch that starts at `at` of an epoch of `count`. */
+static int64_t batch_size_at(int64_t count, int64_t at, int64_t batch) {
+    return count - at < batch ? count - at : batch;
+}
+
 static void gather_ahead(void *arg) {
     const batch_ahead_t *b = arg;
     bg_dataset_gather(b->data, b->order, b->n, b->images, b->labels);
@@ -450,15 +455,16 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
         epoch_steps = epoch == first_epoch ? resumed_steps : 0;
         int64_t at = epoch == first_epoch ? first_position : 0;
         for (; at < train->count && step < total; at += batch) {
-            int64_t n = train->count - at < batch ? train->count - at : batch;
-            /* Straight into the pipeline's pinned memory where it has some. */
-            float *batch_images = images[set];
-            int32_t *batch_labels = labels[set];
-            if (have_ahead) {
+            const int64_t n = batch_size_at(train->count, at, batch);
+            float *batch_images;
+            int32_t *batch_labels;
+            if (have_ahead) { /* gathered while the step before ran */
                 batch_images = ahead.images;
                 batch_labels = ahead.labels;
                 have_ahead = 0;
-            } else {
+            } else { /* straight into the pipeline's pinned memory where it has some */
+                batch_images = images[set];
+                batch_labels = labels[set];
                 BG_CHECK_GOTO(bg_pipeline_batch_buffers(pipe, &batch_images, &batch_labels), st,
                               done);
                 bg_dataset_gather(train, order + at, n, batch_images, batch_labels);
@@ -489,8 +495,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                               done);
                 ahead = (batch_ahead_t){.data = train,
                                         .order = order + next_at,
-                                        .n = train->count - next_at < batch ? train->count - next_at
-                                                                            : batch,
+                                        .n = batch_size_at(train->count, next_at, batch),
                                         .images = next_images,
                                         .labels = next_labels};
             }
