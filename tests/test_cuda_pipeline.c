@@ -379,9 +379,23 @@ static void test_batch_sets_on_gpu(void **state) {
         assert_true(fabs(ra.loss_sum - rb.loss_sum) <= 1e-5 * fabs(rb.loss_sum));
         /* The set just read is free again, the other still handed out. */
         if (k == 1) {
+            /* What the set waiting for the next step holds (the scribble)
+             * is still there after the evaluation. */
+            const size_t image_bytes = sizeof(float) * (size_t)(BATCH * numel),
+                         label_bytes = sizeof(int32_t) * BATCH;
+            float *kept_images = malloc(image_bytes);
+            int32_t *kept_labels = malloc(label_bytes);
+            assert_non_null(kept_images);
+            assert_non_null(kept_labels);
+            memcpy(kept_images, images[!set], image_bytes);
+            memcpy(kept_labels, labels[!set], label_bytes);
             bg_pipeline_result_t re;
             assert_int_equal(bg_pipeline_evaluate(a, b.images, b.data->labels, BATCH, &re), BG_OK);
             assert_true(isfinite(re.loss_sum));
+            assert_memory_equal(kept_images, images[!set], image_bytes);
+            assert_memory_equal(kept_labels, labels[!set], label_bytes);
+            free(kept_images);
+            free(kept_labels);
         }
         float *again = b.images;
         int32_t *again_labels = b.data->labels;
