@@ -51,7 +51,7 @@ const char bg_placement_help_rest[] =
     "                     With --chunks V a given --split fits when each\n"
     "                     device's V stages together fit it; the planner's own\n"
     "                     split keeps each stage within 1/V of it, or where no\n"
-    "                     split does, is checked per device too\n"
+    "                     split does, is the fastest that fits per device\n"
     "  --conv-workspace SIZE\n"
     "                     the most scratch memory a convolution on a CUDA device\n"
     "                     may use (default 256M; 0: only algorithms that need\n"

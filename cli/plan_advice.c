@@ -48,10 +48,10 @@ static int could_hold(const bg_cost_device_t *devices, int k, double state) {
 static bg_plan_t *fitting_plan(const bg_plan_request_t *r) {
     if (!could_hold(r->device, r->devices, model_state_bytes(r))) return NULL;
     bg_plan_request_t v = *r;
-    /* With --chunks V, what fits may be the split of least overflow
-     * checked per device, and that split is the one the plan itself would
-     * find (of several with that overflow, the fastest), not the first:
-     * asked whole, so that the advice and the plan agree. */
+    /* With --chunks V, what fits may be a split checked per device, which
+     * only a whole plan searches for (fits_only stops at the first split of
+     * least overflow per stage): asked whole, so that the advice and the
+     * plan agree. */
     v.fits_only = r->chunks == 1;
     bg_plan_t *p = NULL;
     if (bg_plan_create(&v, &p) == BG_OK && p->partition->fits) return p;
@@ -747,7 +747,13 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     fprintf(stderr, "%s; what would help:\n",
             per_device         ? "this is the given --split, checked per device"
             : r->split != NULL ? "this is the given --split"
-                               : "this is the split that overflows least");
+            : p->device_search == BG_PLAN_DEVICES_SEARCHED
+                ? "this is the split that overflows least, and no split fits with each "
+                  "device's stages together either"
+            : p->device_search == BG_PLAN_DEVICES_STOPPED
+                ? "this is the split that overflows least; the search for a split that fits "
+                  "with each device's stages together stopped at its budget without one"
+                : "this is the split that overflows least");
     int helped = 0;
     /* Each saving alone; a given split's is to leave it out; the workspace's,
      * the largest limit that does. */

@@ -348,10 +348,14 @@ static void print_devices(const bg_plan_t *p, FILE *out) {
     if (part->memory_check == BG_PARTITION_CHECK_DEVICES && p->request.split == NULL)
         fprintf(out,
                 "(no split keeps each stage within 1/%d of its device's capacity, as the "
-                "planner's search does; this one, its least overflow, fits as a device holds "
+                "planner's first search does; this one is the fastest %s as a device holds "
                 "it: each device's %d stages together against its capacity, which cap MiB "
                 "above shows whole)\n",
-                v, v);
+                v,
+                p->device_search == BG_PLAN_DEVICES_SEARCHED
+                    ? "of those that fit"
+                    : "found that fits before the search per device stopped at its budget",
+                v);
     else if (part->memory_check == BG_PARTITION_CHECK_DEVICES)
         fprintf(out,
                 "(a given --split is checked per device: each device's %d stages together "
@@ -638,6 +642,10 @@ int bg_cli_plan_add_devices_json(cJSON *root, const bg_plan_t *p) {
     if (p->request.chunks == 1) return 1;
     const int per_device = part->memory_check == BG_PARTITION_CHECK_DEVICES;
     cJSON_AddStringToObject(root, "memory_check", per_device ? "per_device" : "per_stage");
+    if (p->device_search != BG_PLAN_DEVICES_NOT_SEARCHED)
+        cJSON_AddStringToObject(root, "device_search",
+                                p->device_search == BG_PLAN_DEVICES_SEARCHED ? "searched"
+                                                                             : "stopped");
     cJSON *devices = cJSON_AddArrayToObject(root, "devices");
     for (int d = 0; devices != NULL && d < p->request.devices; d++) {
         cJSON *device = cJSON_CreateObject();

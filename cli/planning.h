@@ -151,9 +151,11 @@ void bg_cli_json_add_memory(cJSON *stage, const bg_cost_memory_t *m);
 
 /* With V > 1 stages a device, adds to `root` "memory_check" ("per_device"
  * where the plan was checked so: a given split, or the planner's where
- * none fits 1/V a stage; else "per_stage") and "devices" ({"device", "stages",
- * "peak_bytes", "capacity_bytes"}: each device's stages together); with
- * one, nothing. 0 if out of memory. */
+ * none fits 1/V a stage; else "per_stage"), "devices" ({"device", "stages",
+ * "peak_bytes", "capacity_bytes"}: each device's stages together) and,
+ * where the planner searched the splits per device (bg_plan_t's
+ * device_search), "device_search": "searched" (every split) or "stopped"
+ * (at its budget); with one, nothing. 0 if out of memory. */
 int bg_cli_plan_add_devices_json(cJSON *root, const bg_plan_t *plan);
 
 /* The whole plan as JSON ('brigade plan --json'); NULL if out of memory.

@@ -781,8 +781,8 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
     BG_CHECK(check_config(cfg, &c));
     if (c.per_device)
         return bg_error_set(BG_ERR_INVALID,
-                            "partition: a split is searched with each stage within 1/%d of its "
-                            "device; only a given split is checked per device",
+                            "partition: the programme holds each stage within 1/%d of its "
+                            "device; bg_partition_search_devices checks devices whole",
                             cfg->chunks);
     const size_t row = (size_t)c.units + 1;
     dp_tables_t t = {
@@ -831,6 +831,132 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
     free(t.rank);
     free(t.ra.table);
     free(t.heap);
+    return st;
+}
+
+/* ---- the slowest stage, checked per device (bg_partition_search_devices) ---- */
+
+/* A depth-first search over the stages' ends: stage s starts at unit i and
+ * tries each end, the fastest split found so far (best) bounding the rest.
+ * A device's bytes so far (used) bound its later stages' memory, and all
+ * devices' room left bounds the layers left: wherever they go, their
+ * parameters, gradients and optimizer state must fit somewhere. */
+typedef struct device_search {
+    const context_t *c;
+    int *first, *best_first;
+    size_t *used;
+    size_t room; /* the devices' capacities less used; SIZE_MAX: one is unlimited */
+    double best;
+    long budget; /* pricings left; below 0 once the search stopped */
+} device_search_t;
+
+/* The parameters, gradients and optimizer state of units [j, units): what
+ * the stages after one ending at j hold at least, however they split. */
+static size_t state_after(const context_t *c, int j) {
+    const bg_cost_stage_t rest = {.first_layer = c->cut[j],
+                                  .last_layer = c->cut[c->units],
+                                  .stash_slots = 1,
+                                  .device = &c->cfg->device[0]};
+    const bg_cost_memory_t m = bg_cost_stage_memory(c->cfg->model, &rest);
+    return m.params + m.grads + m.optimizer;
+}
+
+/* The end near which stage s, starting at unit i, holds its share of the
+ * compute left: the first j whose [i, j) reaches 1/(stages left) of
+ * [i, units). Compute only grows as a stage ends later, so a bisection. */
+static int even_end(const context_t *c, int s, int i, int jmin, int jmax) {
+    const bg_cost_time_t rest = stage_time(c, s, i, c->units);
+    const double share = compute_of(&rest) / (double)(c->stages - s);
+    int lo = jmin, hi = jmax;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        const bg_cost_time_t t = stage_time(c, s, i, mid);
+        if (compute_of(&t) >= share)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+static void search_from(device_search_t *x, int s, int i, double worst);
+
+/* Tries stage s on units [i, j); returns 1 when every later end is ruled
+ * out too: its compute only grows with j. (Its memory need not: a later
+ * end may send a smaller activation, whose gradient the stage holds.) */
+static int search_end(device_search_t *x, int s, int i, int j, double worst) {
+    const context_t *c = x->c;
+    if (x->budget-- <= 0) return 1;
+    bg_partition_stage_t st;
+    price(c, s, i, j, &st);
+    const int d = st.device;
+    const size_t cap = st.capacity_bytes;
+    if (compute_of(&st.time) >= x->best) return 1;
+    const double w = st.seconds > worst ? st.seconds : worst;
+    if (w >= x->best || (cap != 0 && x->used[d] + st.peak_bytes > cap)) return 0;
+    if (x->room != SIZE_MAX && j < c->units && state_after(c, j) > x->room - st.peak_bytes)
+        return 0;
+    x->first[s] = i;
+    if (s == c->stages - 1) {
+        x->best = w;
+        memcpy(x->best_first, x->first, sizeof *x->first * (size_t)c->stages);
+        return 0;
+    }
+    x->used[d] += st.peak_bytes;
+    if (x->room != SIZE_MAX) x->room -= st.peak_bytes;
+    search_from(x, s + 1, j, w);
+    x->used[d] -= st.peak_bytes;
+    if (x->room != SIZE_MAX) x->room += st.peak_bytes;
+    return 0;
+}
+
+/* Stage s starting at unit i, the slowest stage before it `worst`: its
+ * ends from the even one up (longer, until ruled out), then down. */
+static void search_from(device_search_t *x, int s, int i, double worst) {
+    const context_t *c = x->c;
+    const int last = s == c->stages - 1;
+    const int jmin = last ? c->units : i + 1, jmax = c->units - (c->stages - 1 - s);
+    const int from = last ? jmin : even_end(c, s, i, jmin, jmax);
+    for (int j = from; j <= jmax && x->budget >= 0; j++)
+        if (search_end(x, s, i, j, worst)) break;
+    for (int j = from - 1; j >= jmin && x->budget >= 0; j--) (void)search_end(x, s, i, j, worst);
+}
+
+bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, long budget,
+                                        bg_partition_t **out, int *complete) {
+    *out = NULL;
+    *complete = 0;
+    if (cfg->objective != BG_PARTITION_SLOWEST_STAGE ||
+        cfg->memory_check != BG_PARTITION_CHECK_DEVICES)
+        return bg_error_set(BG_ERR_INVALID,
+                            "partition: the search per device minimises the slowest stage, "
+                            "each device's stages checked together");
+    context_t c;
+    BG_CHECK(check_config(cfg, &c));
+    device_search_t x = {
+        .c = &c,
+        .first = bg_malloc(sizeof(int) * (size_t)c.stages),
+        .best_first = bg_malloc(sizeof(int) * (size_t)c.stages),
+        .used = bg_calloc((size_t)cfg->devices, sizeof(size_t)),
+        .room = 0,
+        .best = DBL_MAX,
+        .budget = budget,
+    };
+    for (int d = 0; d < cfg->devices; d++) {
+        const size_t cap = cfg->device[d].memory_bytes;
+        x.room = cap == 0 || x.room > SIZE_MAX - 1 - cap ? SIZE_MAX : x.room + cap;
+    }
+    bg_status_t st = BG_OK;
+    if (x.first == NULL || x.best_first == NULL || x.used == NULL) {
+        st = bg_error_set(BG_ERR_NOMEM, "partition: out of memory for %d stages", c.stages);
+    } else {
+        search_from(&x, 0, 0, 0);
+        *complete = x.budget >= 0;
+        if (x.best < DBL_MAX) st = build_result(&c, x.best_first, out);
+    }
+    free(x.first);
+    free(x.best_first);
+    free(x.used);
     return st;
 }
 

@@ -22,7 +22,8 @@
  * fit its devices with one stage over the share. Checking the sums would
  * tie together stages s, s + K, s + 2K, ..., which the programme over
  * (stage, last layer) cannot see; so only bg_partition_evaluate, which
- * prices a given split, checks them (BG_PARTITION_CHECK_DEVICES).
+ * prices a given split, and bg_partition_search_devices, a branch and
+ * bound, check them (BG_PARTITION_CHECK_DEVICES).
  *
  * Exactness. For this objective and constraint the dynamic programme over
  * (stage, last layer) is exact: it accounts for every contiguous split, in
@@ -174,6 +175,27 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
  * within its capacity, and each stage's capacity_bytes is the device's. */
 bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *first,
                                   bg_partition_t **out);
+
+/* With V > 1 stages a device, the split whose slowest stage is fastest
+ * among those where each device holds its V stages together (what
+ * bg_partition_evaluate checks with BG_PARTITION_CHECK_DEVICES, and what a
+ * device really needs), for cfg's objective BG_PARTITION_SLOWEST_STAGE and
+ * memory_check BG_PARTITION_CHECK_DEVICES (BG_ERR_INVALID otherwise).
+ * bg_partition_create holds each stage to 1/V of its device instead, which
+ * refuses uneven splits that fit; this one ties the stages of a device
+ * together, which no programme over (stage, layer) can, so it is a branch
+ * and bound: stage by stage, each stage's ends from where it holds an even
+ * share of the compute left outwards, ruling out any end whose compute
+ * reaches the fastest split found so far or whose device's stages so far
+ * outgrow it. It stops after `budget` stage pricings: *complete is 1 when
+ * it tried every split it did not rule out (the result is then exact), 0
+ * when the budget ran out first (the best found, or none). *out is the
+ * split (fits = 1), or NULL where none fits or none was found; BG_ERR_NOMEM.
+ * With few layers a device it is quick (the origin CNN's 8 layers on 4
+ * stages: at most 35 splits); test_partition checks it against every
+ * split on small random instances. */
+bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, long budget,
+                                        bg_partition_t **out, int *complete);
 
 /* The peak of device d's stages together (d, d + K, ...: those whose
  * `device` is d), what the device must hold. */

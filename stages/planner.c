@@ -80,23 +80,32 @@ bg_status_t bg_plan_cost_model_create(const bg_plan_request_t *r, bg_cost_model_
     return BG_OK;
 }
 
-/* With V > 1 the search holds each stage to 1/V of its device. When no
- * split fits so, the one it found (the least overflow) may still fit as a
- * device holds it, its V stages together, the check a given --split gets:
- * then *part becomes that split checked per device, which fits. */
+/* With V > 1 the programme holds each stage to 1/V of its device. When no
+ * split fits so, a device may still hold its V stages together, the check
+ * a given --split gets: the search per device finds the fastest split that
+ * fits so, and *part becomes it. Where that search stopped at its budget
+ * without one, the programme's split (the least overflow) is checked per
+ * device as well. */
 static bg_status_t plan_check_per_device(bg_plan_t *p, bg_partition_t **part) {
     if (p->request.chunks == 1 || (*part)->fits) return BG_OK;
-    const int stages = (*part)->stages;
-    for (int s = 0; s < stages; s++) p->first_layer[s] = (*part)->stage[s].first_layer;
     bg_partition_config_t whole = p->config;
     whole.memory_check = BG_PARTITION_CHECK_DEVICES;
     bg_partition_t *per_device = NULL;
-    const bg_status_t st = bg_partition_evaluate(&whole, p->first_layer, &per_device);
+    int complete = 0;
+    bg_status_t st =
+        bg_partition_search_devices(&whole, BG_PLAN_DEVICE_SEARCH_BUDGET, &per_device, &complete);
+    p->device_search = complete ? BG_PLAN_DEVICES_SEARCHED : BG_PLAN_DEVICES_STOPPED;
+    if (st == BG_OK && per_device == NULL && !complete) {
+        const int stages = (*part)->stages;
+        for (int s = 0; s < stages; s++) p->first_layer[s] = (*part)->stage[s].first_layer;
+        st = bg_partition_evaluate(&whole, p->first_layer, &per_device);
+    }
     if (st != BG_OK) {
         bg_partition_destroy(*part);
         *part = NULL;
         return st;
     }
+    if (per_device == NULL) return BG_OK;
     if (!per_device->fits) {
         bg_partition_destroy(per_device);
         return BG_OK;

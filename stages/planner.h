@@ -97,7 +97,22 @@ typedef struct bg_plan {
      * memory (a huge model): the slowest stage's split, which fits, stands
      * without that comparison. */
     int least_step_skipped;
+    /* With V > 1, where no split keeps each stage within 1/V of its device:
+     * BG_PLAN_DEVICES_SEARCHED when the search per device tried every split
+     * (so none fits where this one does not), BG_PLAN_DEVICES_STOPPED when it
+     * stopped at its budget first; else BG_PLAN_DEVICES_NOT_SEARCHED. */
+    int device_search;
 } bg_plan_t;
+
+enum {
+    BG_PLAN_DEVICES_NOT_SEARCHED = 0,
+    BG_PLAN_DEVICES_SEARCHED,
+    BG_PLAN_DEVICES_STOPPED,
+};
+
+/* The stage pricings the search per device may take (about 0.1 us each
+ * for the origin CNN's layers: bench_partition prints it for large models). */
+#define BG_PLAN_DEVICE_SEARCH_BUDGET 2000000L
 
 /* Plans a request; a plan that fits is also simulated for one step
  * (simulated_step_s). A plan that does not fit its devices' memory is still a
@@ -105,7 +120,9 @@ typedef struct bg_plan {
  * an error. A given split with V > 1 is checked per device, each device's
  * V stages together against its capacity (BG_PARTITION_CHECK_DEVICES:
  * partition->worst_device names the device over); the planner's own split
- * keeps each stage within 1/V of its device (stages/partition.h).
+ * keeps each stage within 1/V of its device (stages/partition.h), and where
+ * no split does, is the fastest that fits per device
+ * (bg_partition_search_devices; device_search says how it ended).
  * BG_ERR_INVALID for an impossible request, with the message of the part
  * that refused it: M > B ("would leave some empty"), a schedule that
  * rejects K/V/M, a bad split, more stages than layers, a profile of

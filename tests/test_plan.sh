@@ -610,22 +610,42 @@ expect 2 "1 (layers 4-7 on cpu:1) needs 9,366,808 bytes" -- plan "$MODEL" --devi
     --optimizer sgd --momentum 0.9 --microbatches 8 --device-mem 8M
 check "--momentum 0 is suggested" grep -qE -- '^  --momentum 0 +fits: largest stage 6\.29 MiB' "$ERR"
 # Interleaved: a stage's capacity is 1/V of its device's, and the message
-# says so. A change fits where the least overflow's split fits as the
-# devices hold it, their two stages together (before 2026-12-04 every
-# stage had to fit in half a device, and SGD needed 16 micro-batches too).
+# says so, and that no split fits with each device's two stages together
+# either. A change fits where a split fits as the devices hold it (before
+# 2026-12-04 every stage had to fit in half a device, and SGD needed 16
+# micro-batches too; until the search per device, later that day, only the
+# least overflow's split was checked so, and 64 micro-batches were the
+# fewest that fitted).
 expect 2 "6,893,024 bytes over its 6,291,456-byte capacity (1/2 of cpu:1's: --chunks 2)" -- \
     plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 4 \
     --device-mem 12M
+check "no split fits per device either" grep -qFx "this is the split that overflows least, \
+and no split fits with each device's stages together either; what would help:" "$ERR"
 check "SGD fits, the devices' stages together" grep -qE -- \
     "^  --optimizer sgd +fits: largest device's stages 10\.54 MiB" "$ERR"
-check "so do 64 micro-batches" grep -qE -- \
-    "^  --microbatches 64 +fits: largest device's stages 11\.74 MiB" "$ERR"
+check "so do 8 micro-batches" grep -qE -- \
+    "^  --microbatches 8 +fits: largest device's stages 11\.91 MiB" "$ERR"
 check "only those suggestions" test "$(grep -c ' fits: ' "$ERR")" -eq 2
 # What the advice says fits, fits (planned as the plan itself is).
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 4 \
     --device-mem 12M --optimizer sgd
-expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 64 \
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 8 \
     --device-mem 12M
+# At 24M no split keeps each stage within half a device either, but 13 of
+# the 35 fit as the devices hold them: the plan is the fastest of those, the
+# dense layer's stage alone (until the search per device it was refused,
+# the least overflow's split 601,568 bytes over on cpu:1).
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 4 \
+    --device-mem 24M --json
+json_check "24M: the fastest split that fits per device" '
+assert p["fits"] and p["memory_check"] == "per_device", p
+assert p["device_search"] == "searched", p
+assert [s["layers"] for s in p["stages"]] == [[0, 1, 2, 3], [4], [5, 6], [7]], p["stages"]
+assert all(d["peak_bytes"] <= 24 * 2**20 for d in p["devices"]), p["devices"]'
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 4 \
+    --device-mem 24M
+stdout_has "this one is the fastest of those that fit as a device holds it" \
+    "24M: the note under the device table says how the split was found"
 # A layer over 1/V of a device but within one: more devices can help
 # (before 2026-12-04 the advice said they could not, at 1/V a stage).
 {
@@ -640,10 +660,10 @@ expect 2 "stage 0 (layers 0-1 on cpu:0) needs" -- plan "$T/wide_first.model" --d
     --schedule interleaved --chunks 2 --microbatches 4 --device-mem 200M
 check "wide first layer: not called too large for more devices" \
     sh -c "! grep -q 'more devices cannot help' '$ERR'"
-check "wide first layer: SGD on 4 devices fits" grep -qE -- \
-    "^  --optimizer sgd, 4 devices \(--devices cpu:4\) +fits" "$ERR"
-expect 0 "" -- plan "$T/wide_first.model" --devices cpu:4 --schedule interleaved --chunks 2 \
-    --microbatches 4 --device-mem 200M --optimizer sgd
+check "wide first layer: SGD on 3 devices fits" grep -qE -- \
+    "^  --optimizer sgd, 3 devices \(--devices cpu:3, --microbatches 6\) +fits" "$ERR"
+expect 0 "" -- plan "$T/wide_first.model" --devices cpu:3 --schedule interleaved --chunks 2 \
+    --microbatches 6 --device-mem 200M --optimizer sgd
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 16 \
     --device-mem 12M --optimizer sgd
 # Interleaved on another device count needs M a multiple of it: three

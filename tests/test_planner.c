@@ -602,6 +602,7 @@ static void test_given_split_per_device(void **state) {
     assert_true(p->partition->fits);
     assert_int_equal(p->partition->stage[2].capacity_bytes, device0);
     assert_true(p->simulated_step_s > 0);
+    const double given_slowest = p->partition->bottleneck_s;
     bg_plan_destroy(p);
     /* --schedule auto with the split: interleaved alone takes it. */
     assert_int_equal(bg_plan_search(&r, BG_PLAN_SEARCH_SCHEDULE, &p), BG_OK);
@@ -616,24 +617,31 @@ static void test_given_split_per_device(void **state) {
     assert_true(p->simulated_step_s == 0);
     bg_plan_destroy(p);
 
-    /* The planner's own split: every stage within half its device. */
+    /* The planner's own split: no split keeps every stage within half its
+     * device (the programme's check), so the search per device tries every
+     * split and finds one at least as fast as the given one, which fits so. */
     devices[0].memory_bytes = device0;
     r.split = NULL;
     assert_int_equal(bg_plan_create(&r, &p), BG_OK);
-    assert_int_equal(p->partition->memory_check, BG_PARTITION_CHECK_STAGES);
-    for (int s = 0; s < 4; s++) {
-        assert_int_equal(p->partition->stage[s].capacity_bytes, device0 / 2);
-        if (p->partition->fits) assert_true(p->partition->stage[s].peak_bytes <= device0 / 2);
+    assert_int_equal(p->device_search, BG_PLAN_DEVICES_SEARCHED);
+    assert_int_equal(p->partition->memory_check, BG_PARTITION_CHECK_DEVICES);
+    assert_true(p->partition->fits);
+    assert_true(p->partition->bottleneck_s <= given_slowest);
+    for (int d = 0; d < 2; d++) {
+        assert_true(bg_partition_device_peak_bytes(p->partition, d) <= device0);
+        assert_int_equal(p->partition->stage[d].capacity_bytes, device0);
     }
+    assert_true(p->simulated_step_s > 0);
     bg_plan_destroy(p);
     bg_model_spec_destroy(spec);
 }
 
 /* Interleaved, V = 2 on cpu:2, the planner's own split: where no split
- * keeps every stage within half a device, the least overflow's may fit
- * as the devices hold it, two stages each; the plan is then that split,
- * checked per device. Two 4096 x 4096 dense layers: whichever stages
- * hold them hold over half a device each, and a device holds one. */
+ * keeps every stage within half a device, a split may still fit as the
+ * devices hold it, two stages each; the plan is then the fastest such
+ * split (the search per device), checked per device. Two 4096 x 4096
+ * dense layers: whichever stages hold them hold over half a device each,
+ * and a device holds one. */
 static void test_own_split_per_device(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse("input channels=1 height=28 width=28\n"
@@ -667,11 +675,13 @@ static void test_own_split_per_device(void **state) {
         assert_true(bg_partition_device_peak_bytes(p->partition, d) <= capacity);
     assert_true(p->simulated_step_s > 0);
     bg_plan_destroy(p);
-    /* Too small for a device's pair: nothing fits, checked per stage. */
+    /* Too small for a device's pair: nothing fits, checked per stage, and
+     * the search per device tried every split. */
     devices[0].memory_bytes = devices[1].memory_bytes = (size_t)300 << 20;
     assert_int_equal(bg_plan_create(&r, &p), BG_OK);
     assert_false(p->partition->fits);
     assert_int_equal(p->partition->memory_check, BG_PARTITION_CHECK_STAGES);
+    assert_int_equal(p->device_search, BG_PLAN_DEVICES_SEARCHED);
     bg_plan_destroy(p);
     bg_model_spec_destroy(spec);
 }
