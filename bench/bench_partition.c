@@ -7,7 +7,9 @@
  * layers (the most a model spec may have) onto 4 and 64 stages; then the
  * device order of BG_DEVICE_ORDER_EXACT_MAX devices (exact search) and of
  * 64 (greedy). Each plan's line ends with its predicted step of M
- * micro-batches (bg_partition_step_seconds).
+ * micro-batches (bg_partition_step_seconds). Then the search per device
+ * (bg_partition_search_devices, two stages a device on 32 devices) with
+ * the planner's budget: how long it takes, and its stage prices a second.
  * The bar is under a second for each plan of 1,000 layers.
  *
  *   bench_partition
@@ -79,6 +81,44 @@ static int plan(const bg_cost_model_t *model, bg_cost_device_t *dev, int stages,
     return 0;
 }
 
+/* The search per device on `devices` devices of `capacity` bytes, V = 2,
+ * with the planner's budget. */
+static int search_devices(const bg_cost_model_t *model, bg_cost_device_t *dev, int devices,
+                          size_t capacity, const char *what) {
+    for (int d = 0; d < devices; d++) dev[d].memory_bytes = capacity;
+    bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
+    pc.model = model;
+    pc.devices = devices;
+    pc.chunks = 2;
+    pc.device = dev;
+    pc.memory_check = BG_PARTITION_CHECK_DEVICES;
+    const long budget = 500000L; /* BG_PLAN_DEVICE_SEARCH_BUDGET */
+    bg_partition_t *p = NULL;
+    int complete = 0;
+    const double start = bg_monotonic_seconds();
+    const bg_status_t st = bg_partition_search_devices(&pc, budget, &p, &complete);
+    const double elapsed = bg_monotonic_seconds() - start;
+    if (st != BG_OK) {
+        fprintf(stderr, "bench_partition: %s\n", bg_error_message());
+        return 1;
+    }
+    printf("%-34s %8.1f ms  %s, %s", what, elapsed * 1e3,
+           complete ? "tried every split" : "stopped at its budget",
+           p != NULL ? "found one that fits" : "none found");
+    if (p != NULL) printf(", bottleneck %.3f ms/micro-batch", p->bottleneck_s * 1e3);
+    if (!complete) printf(", %.1f M stage prices/s", (double)budget / elapsed / 1e6);
+    bg_partition_destroy(p);
+    /* Beside it, the programme's answer: each stage within half a device. */
+    pc.memory_check = BG_PARTITION_CHECK_STAGES;
+    if (bg_partition_create(&pc, &p) != BG_OK) {
+        fprintf(stderr, "bench_partition: %s\n", bg_error_message());
+        return 1;
+    }
+    printf("; the programme (each stage within half): %s\n", p->fits ? "fits" : "does not fit");
+    bg_partition_destroy(p);
+    return 0;
+}
+
 static void order(int k) {
     double *bw = malloc(sizeof(double) * (size_t)(k * k));
     int *out = malloc(sizeof(int) * (size_t)k);
@@ -144,6 +184,10 @@ int main(void) {
     failed |= plan(model, dev, MAX_STAGES, even * 3, step, "least step, 3x an even share");
     failed |= plan(model, dev, MAX_STAGES, even / 4, step, "least step, 1/4 of an even share");
     failed |= plan(model, dev, MAX_STAGES, 0, exact, "exact least step, no memory limit");
+    printf("search per device, 32 devices x 2 stages\n");
+    failed |= search_devices(model, dev, MAX_STAGES / 2, 0, "no memory limit");
+    failed |= search_devices(model, dev, MAX_STAGES / 2, even * 6, "limit 3x an even share");
+    failed |= search_devices(model, dev, MAX_STAGES / 2, even * 2, "limit an even share");
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
     if (deep_model(1000, 64, &spec, &model) != 0) return 1;
