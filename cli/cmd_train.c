@@ -170,6 +170,13 @@ static bg_status_t check_evaluate_only(const train_options_t *o, int argc, char 
                                     "%s changes nothing with --steps 0, which trains nothing "
                                     "(it only evaluates the weights on the test set)",
                                     training_only[i]);
+    /* The seed makes the initial weights and synthetic data; an evaluation
+     * of a file's weights on a data set read in order has neither. */
+    if (o->load != NULL && o->seed_given && strcmp(o->data, "synthetic") != 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--seed changes nothing with --steps 0 --load: the weights are the "
+                            "file's and the test set is read in order (with --data synthetic "
+                            "the seed makes the data)");
     /* Its stages run their forwards one micro-batch after another
      * whatever the schedule; only interleaved's V stages a device change
      * where they run. */
@@ -470,16 +477,17 @@ static void report_failed_save(const train_options_t *o, const bg_train_result_t
                 "brigade train: stopped after step %lld of %lld, whose training state was not "
                 "saved: %s",
                 failed, (long long)total, r->save_error);
-    char word[1024];
+    char word[1024], shown[BG_CLI_SHOWN_MAX];
+    const char *save = bg_cli_shown(o->save, shown, sizeof shown);
     if (r->saved_step > 0 && access(o->save, R_OK) != 0) /* its folder went away */
         fprintf(stderr, "; %s, which held step %lld, is gone too: nothing of this run is saved\n",
-                o->save, (long long)r->saved_step);
+                save, (long long)r->saved_step);
     else if (r->saved_step > 0)
-        fprintf(stderr, "; %s holds step %lld (--resume %s goes on from there)\n", o->save,
+        fprintf(stderr, "; %s holds step %lld (--resume %s goes on from there)\n", save,
                 (long long)r->saved_step, bg_path_shell_word(o->save, word, sizeof word));
     else if (o->resume != NULL && bg_cli_same_file(o->save, o->resume))
         /* Written whole or not at all: it holds what the run began from. */
-        fprintf(stderr, "; %s still holds step %lld, which this run resumed from\n", o->save,
+        fprintf(stderr, "; %s still holds step %lld, which this run resumed from\n", save,
                 (long long)r->first_step);
     else
         fprintf(stderr, "; nothing of this run is saved\n");
@@ -617,6 +625,15 @@ int bg_cmd_train(int argc, char **argv) {
 
     /* File names as the headers and notes show them (bg_cli_shown). */
     char model_shown[BG_CLI_SHOWN_MAX], data_shown[BG_CLI_SHOWN_MAX];
+    /* The checkpoints' names, and what a training state says of its run, as
+     * notes show them (no control character reaches the terminal). */
+    char load_shown[BG_CLI_SHOWN_MAX], resume_shown[BG_CLI_SHOWN_MAX];
+    char settings_shown[BG_CLI_SHOWN_MAX], other_shown[BG_CLI_SHOWN_MAX];
+    const char *load_name =
+                   o.load != NULL ? bg_cli_shown(o.load, load_shown, sizeof load_shown) : NULL,
+               *resume_name = o.resume != NULL
+                                  ? bg_cli_shown(o.resume, resume_shown, sizeof resume_shown)
+                                  : NULL;
     bg_cli_setup_t setup = {0};
     bg_dataset_t *train = NULL, *test = NULL;
     bg_train_result_t r = {0};
@@ -665,21 +682,22 @@ int bg_cmd_train(int argc, char **argv) {
                     "note: %s was saved from another model (fingerprint %s, this one's is "
                     "%016" PRIx64 "); its tensors have this model's names and shapes, so they "
                     "are loaded\n",
-                    o.load, loaded.other_model, spec->fingerprint);
+                    load_name, bg_cli_shown(loaded.other_model, other_shown, sizeof other_shown),
+                    spec->fingerprint);
         if (o.train.evaluate_only && loaded.step > 0)
-            fprintf(stderr, "evaluating the weights of %s, saved at step %lld of its run\n", o.load,
-                    (long long)loaded.step);
+            fprintf(stderr, "evaluating the weights of %s, saved at step %lld of its run\n",
+                    load_name, (long long)loaded.step);
         else if (o.train.evaluate_only)
-            fprintf(stderr, "evaluating the weights of %s\n", o.load);
+            fprintf(stderr, "evaluating the weights of %s\n", load_name);
         else if (loaded.step > 0 && loaded.training_state)
             fprintf(stderr,
                     "loading the weights of %s, saved at step %lld of its run; the optimizer "
                     "state, step count and data order start afresh (--resume continues that "
                     "run)\n",
-                    o.load, (long long)loaded.step);
+                    load_name, (long long)loaded.step);
         else
             fprintf(stderr, "loading the weights of %s; the optimizer state starts afresh\n",
-                    o.load);
+                    load_name);
         /* Synthetic data are made from the seed: without --seed, the
            file's, so the weights meet the data they were trained on (as
            --resume does). */
@@ -687,7 +705,7 @@ int bg_cmd_train(int argc, char **argv) {
             loaded.seed != o.train.seed) {
             o.train.seed = loaded.seed;
             fprintf(stderr, "--seed %llu, as %s was saved with: synthetic data are made from it\n",
-                    (unsigned long long)loaded.seed, o.load);
+                    (unsigned long long)loaded.seed, load_name);
         }
         o.train.initial_params = params;
     }
@@ -741,7 +759,8 @@ int bg_cmd_train(int argc, char **argv) {
                 "note: %s was saved by a run with %s; this one goes on with %s, so from step "
                 "%lld it trains otherwise than that run would have (give that run's options to "
                 "continue it exactly)\n",
-                o.resume, resume.settings, settings, (long long)resume.step + 1);
+                resume_name, bg_cli_shown(resume.settings, settings_shown, sizeof settings_shown),
+                settings, (long long)resume.step + 1);
     /* The steps this process runs: a --record-steps past them records them all. */
     const int64_t to_run = total_steps - (o.resume != NULL ? resume.step : 0);
     if (o.record_steps_given && to_run > 0 && o.train.record_steps > to_run)
@@ -815,7 +834,7 @@ int bg_cmd_train(int argc, char **argv) {
         printf("test accuracy: %.4f (test loss not finite%s)\n", r.test_accuracy, scored);
     if (o.train.evaluate_only) {
         if (o.load != NULL)
-            printf("evaluated the weights of %s; trained nothing (--steps 0)\n", o.load);
+            printf("evaluated the weights of %s; trained nothing (--steps 0)\n", load_name);
         else
             printf("evaluated the initial weights (--seed %llu); trained nothing (--steps 0)\n",
                    (unsigned long long)o.train.seed);
@@ -831,7 +850,11 @@ int bg_cmd_train(int argc, char **argv) {
         printf(" in %.0f ms", r.train_seconds * 1e3);
     else
         printf(" in %.1f s", r.train_seconds);
-    printf(": %.0f samples/s, last epoch's mean loss %.4f\n", r.samples_per_s, r.loss);
+    if (isnan(r.loss))
+        printf(": %.0f samples/s; no step of the last epoch counted (all skipped, below)\n",
+               r.samples_per_s);
+    else
+        printf(": %.0f samples/s, last epoch's mean loss %.4f\n", r.samples_per_s, r.loss);
     if (o.train.clip_grad_norm > 0 && r.taken_steps > 0)
         printf("gradients clipped to norm %g in %lld of the %lld step%s taken; the last one's "
                "norm %g\n",

@@ -452,13 +452,15 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
              * its share, less the cuBLAS workspace its backend makes beside
              * its stages. A given --device-mem is the stages' own. */
             const int known = d < list->count ? d : list->count - 1;
-            if (c.memory_bytes == 0 && p->links != NULL && known < p->links->count) {
+            if (c.memory_bytes == 0 && p->links != NULL && known < p->links->count &&
+                p->links->memory_bytes[known] > 0) {
+                /* A GPU known to hold no more than its context holds nothing
+                 * for the stages: a byte, not 0 (which is no limit). */
                 const size_t share =
                     usable_gpu_bytes(p, p->links->memory_bytes[known]) / (size_t)sharing;
-                if (share > 0)
-                    c.memory_bytes = share > BG_CUDA_CUBLAS_WORKSPACE_BYTES
-                                         ? share - BG_CUDA_CUBLAS_WORKSPACE_BYTES
-                                         : 1;
+                c.memory_bytes = share > BG_CUDA_CUBLAS_WORKSPACE_BYTES
+                                     ? share - BG_CUDA_CUBLAS_WORKSPACE_BYTES
+                                     : 1;
             }
         } else if (c.memory_bytes == 0 && host_share) {
             c.memory_bytes = (size_t)(host / (uint64_t)count);

@@ -208,12 +208,12 @@ void bg_cli_note_turns(const bg_plan_t *plan, const bg_placement_t *p, int64_t b
                 "which the planner predicts faster here than smaller micro-batches that "
                 "overlap ('brigade sweep --simulate' shows each count)\n",
                 stages);
-    else
+    else /* a micro-batch a sample at most: 4, or as many as the batch has */
         fprintf(stderr,
                 "note: with one micro-batch the %d stages take turns and never work at "
-                "once, so this runs no faster than one device; --microbatches 4 (or "
+                "once, so this runs no faster than one device; --microbatches %lld (or "
                 "auto) lets them overlap\n",
-                stages);
+                stages, (long long)(batch < 4 ? batch : 4));
 }
 
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,

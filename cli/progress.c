@@ -1,5 +1,7 @@
 #include "progress.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -68,9 +70,20 @@ static int terminal_columns(FILE *out) {
  * the bar, then without the learning rate and throughput, then cut after
  * a whole field: a line that wrapped would leave a copy of itself at every
  * redraw. */
+/* The epoch's mean loss so far, or "-" while none counted (every step of
+ * it skipped for non-finite values). */
+static void format_loss(double loss, char *buf, size_t size) {
+    if (isnan(loss))
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%.4f", loss);
+}
+
 static void terminal_line(const bg_train_progress_t *r, const char *lr, const char *eta,
                           int columns, char *buf, size_t size) {
     enum { WIDTH = 24 };
+    char loss[32];
+    format_loss(r->loss, loss, sizeof loss);
     int filled = (int)(WIDTH * r->step / (r->total_steps > 0 ? r->total_steps : 1));
     char bar[WIDTH + 4];
     bar[0] = '[';
@@ -79,9 +92,9 @@ static void terminal_line(const bg_train_progress_t *r, const char *lr, const ch
     for (int shorter = 0; shorter < 3; shorter++) {
         char rate[48] = "";
         if (shorter < 2) snprintf(rate, sizeof rate, "%s  %.0f samples/s", lr, r->samples_per_s);
-        snprintf(buf, size, "epoch %d/%d %sstep %lld/%lld  loss %.4f%s  ETA %s", r->epoch,
-                 r->epochs, shorter == 0 ? bar : " ", (long long)r->step, (long long)r->total_steps,
-                 r->loss, rate, eta);
+        snprintf(buf, size, "epoch %d/%d %sstep %lld/%lld  loss %s%s  ETA %s", r->epoch, r->epochs,
+                 shorter == 0 ? bar : " ", (long long)r->step, (long long)r->total_steps, loss,
+                 rate, eta);
         if (columns <= 0 || (int)strlen(buf) < columns) return;
     }
     /* Whole fields only (two spaces apart): "step 55/3" would read as
@@ -113,8 +126,10 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *r) {
     }
     int64_t tenth = p->steps_per_epoch / 10 > 0 ? p->steps_per_epoch / 10 : 1;
     if (!r->epoch_done && in_epoch % tenth != 0) return;
-    fprintf(p->out, "epoch %d/%d step %lld/%lld loss %.4f%s %.0f samples/s eta %s%s\n", r->epoch,
-            r->epochs, (long long)r->step, (long long)r->total_steps, r->loss, lr, r->samples_per_s,
+    char loss[32];
+    format_loss(r->loss, loss, sizeof loss);
+    fprintf(p->out, "epoch %d/%d step %lld/%lld loss %s%s %.0f samples/s eta %s%s\n", r->epoch,
+            r->epochs, (long long)r->step, (long long)r->total_steps, loss, lr, r->samples_per_s,
             eta,
             r->step == r->total_steps ? " (done)"
             : r->epoch_done           ? " (epoch done)"

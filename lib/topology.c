@@ -32,6 +32,11 @@ static void load_nvlink(bg_topology_t *t);
 /* A GPU's memory in an XML file is believed up to this many KiB (16 PiB). */
 #define GPU_MEMORY_MAX_KIB (UINT64_C(1) << 44)
 
+/* A NUMA node's memory in an XML file is believed up to this many bytes
+ * (16 PiB, as a GPU's): hwloc reads local_memory="-5" as 2^64 - 5, and the
+ * host's total over the nodes would wrap. */
+#define NUMA_MEMORY_MAX_BYTES (UINT64_C(1) << 54)
+
 /* hwloc's CUDA OS device below a GPU (the CUDA plugin's, or an XML export
  * made with it): 1 when `child` is an OS device named cuda followed by
  * anything, else 0. *n is its CUDA number, -1 unless the name is exactly
@@ -86,6 +91,23 @@ static bg_status_t check_gpus(hwloc_topology_t hw, const char *xml_path) {
                                     "KiB in 1..%llu",
                                     xml_path, n, text, (unsigned long long)GPU_MEMORY_MAX_KIB);
         }
+    }
+    return BG_OK;
+}
+
+/* Checks each NUMA node's memory in a topology from `xml_path`: at most
+ * NUMA_MEMORY_MAX_BYTES. */
+static bg_status_t check_numa_nodes(hwloc_topology_t hw, const char *xml_path) {
+    const int nodes = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_NUMANODE);
+    for (int i = 0; i < nodes; i++) {
+        hwloc_obj_t node = hwloc_get_obj_by_type(hw, HWLOC_OBJ_NUMANODE, (unsigned)i);
+        const uint64_t bytes = node->attr != NULL ? node->attr->numanode.local_memory : 0;
+        if (bytes > NUMA_MEMORY_MAX_BYTES)
+            return bg_error_set(BG_ERR_INVALID,
+                                "%s: NUMA node %u: local_memory reads as %llu bytes, past the "
+                                "%llu a node is believed to have (a negative number?)",
+                                xml_path, node->os_index, (unsigned long long)bytes,
+                                (unsigned long long)NUMA_MEMORY_MAX_BYTES);
     }
     return BG_OK;
 }
@@ -226,8 +248,9 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
                               strerror(errno));
         goto fail;
     }
-    if (xml_path != NULL && pci) {
-        st = check_gpus(t->hw, xml_path);
+    if (xml_path != NULL) {
+        st = pci ? check_gpus(t->hw, xml_path) : BG_OK;
+        if (st == BG_OK) st = check_numa_nodes(t->hw, xml_path);
         if (st != BG_OK) goto fail;
     }
     if (pci) load_nvlink(t);

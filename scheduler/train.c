@@ -41,6 +41,10 @@ done:
     return st;
 }
 
+/* The mean loss of an epoch's steps that counted, NAN where none did (every
+ * step of it skipped for non-finite values): no mean, rather than 0. */
+static double mean_loss(double sum, int64_t steps) { return steps > 0 ? sum / (double)steps : NAN; }
+
 /* A step's batch, gathered while the step before it runs. */
 typedef struct batch_ahead {
     const bg_dataset_t *data;
@@ -552,7 +556,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                     .epochs = epochs,
                     .step = step,
                     .total_steps = total,
-                    .loss = epoch_steps > 0 ? epoch_loss / (double)epoch_steps : 0,
+                    .loss = mean_loss(epoch_loss, epoch_steps),
                     .samples = samples_done,
                     .samples_per_s = elapsed > 0 ? (double)samples_done / elapsed : 0,
                     .eta_s = elapsed / (double)here * (double)(total - step),
@@ -572,7 +576,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     BG_CHECK_GOTO(bg_pipeline_record(pipe, NULL), st, done);
     r.steps = step;
     r.first_step = first_step;
-    r.loss = epoch_steps > 0 ? epoch_loss / (double)epoch_steps : 0;
+    r.loss = mean_loss(epoch_loss, epoch_steps);
     r.samples_per_s = samples_per_s(cfg, &r);
     BG_CHECK_GOTO(finish(cfg, pipe, &r, final_params), st, done);
     *result = r;

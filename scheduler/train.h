@@ -24,7 +24,8 @@ extern "C" {
 typedef struct bg_train_progress {
     int epoch, epochs;         /* 1-based epoch, number of epochs */
     int64_t step, total_steps; /* steps done in the run, steps the run will take */
-    double loss;               /* mean training loss over this epoch so far */
+    double loss;               /* mean training loss over this epoch so far; NAN while
+                                  every step of it was skipped (non-finite values) */
     int64_t samples;           /* samples this process's steps trained on (a short batch's
                                   as they are) */
     double samples_per_s;      /* training throughput so far: samples over the time */
@@ -92,7 +93,8 @@ typedef struct bg_train_config {
 typedef struct bg_train_result {
     int64_t steps;        /* steps of the run done, from its start (a resumed run's included) */
     int64_t first_step;   /* steps already done when this process began (--resume), else 0 */
-    double loss;          /* mean training loss over the last epoch's steps */
+    double loss;          /* mean training loss over the last epoch's steps; NAN where
+                             every one was skipped (non-finite values) */
     double test_loss;     /* mean cross-entropy on the test set */
     double test_accuracy; /* fraction of test samples classified correctly */
     double train_seconds; /* wall time of this process's steps (evaluation excluded) */

@@ -405,6 +405,19 @@ p = json.load(open(sys.argv[1]))
 assert (p["momentum"], p["weight_decay"], p["nesterov"], p["dampening"]) == (0.5, 0.01, False, 0), p
 assert p["skipped_steps"] == int(open(sys.argv[2]).read().split("skipped ")[1].split()[0]), p
 assert p["skipped_steps"] > 0 and p["test_loss"] is None, p' "$T/skipped.json" "$OUT"
+# Every step of the last epoch skipped (weights so large that no loss is
+# finite): no mean loss, rather than 0 (until 2026-12-04 "last epoch's mean
+# loss 0.0000" and "loss": 0).
+expect 0 "" -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --nan skip \
+    --nan-limit 1000 --steps 40 --batch 16 --test-samples 64 --save "$T/huge.st"
+expect 0 "" -- train "$MLP" --data synthetic --steps 3 --batch 16 --load "$T/huge.st" \
+    --nan skip --test-samples 64 --metrics "$T/all-skipped.json"
+stdout_has "no step of the last epoch counted (all skipped, below)" "every step skipped: no mean"
+check "every step skipped: the progress line has no loss" grep -qF "step 3/3 loss - " "$ERR"
+check "every step skipped: the metrics' loss is null, not 0" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["loss"] is None and p["skipped_steps"] == 3, p' "$T/all-skipped.json"
 expect 1 "the last: step 5: stage 0, micro-batch 0, layer 10 (softmax_cross_entropy): the loss is not finite; the training state before step 5 is saved in $T/diverged.st" \
     -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --steps 40 --batch 16 \
     --nan skip --nan-limit 2 --save "$T/diverged.st"
@@ -683,6 +696,11 @@ for option in "--lr 0.1" "--epochs 2" "--save $T/never.safetensors" "--record-st
 done
 usage_error "--steps 0 evaluates and trains nothing, so --resume has no run to continue; --load $W evaluates its weights" \
     -- train "$MODEL" --data synthetic --steps 0 --resume "$W"
+# --seed makes the initial weights and synthetic data: with --load on a data
+# set read in order it changes nothing (accepted without a word until
+# 2026-12-04); with synthetic data it makes them.
+usage_error "--seed changes nothing with --steps 0 --load: the weights are the file's" -- \
+    train "$MODEL" --steps 0 --load "$W" --seed 5
 
 # A truncated checkpoint is bad input naming the file.
 head -c 100 "$W" >"$T/corrupt.safetensors"
@@ -1246,6 +1264,22 @@ if expect 0 "" -- simulate "$esc_name" --metrics "$esc_name.json"; then
     stdout_has "simulation of $T/esc\x1b[31m.model: " "an escape sequence in a name: the header"
     stderr_has "metrics written to $T/esc\x1b[31m.model.json" "an escape sequence in a name: the note"
     check "an escape sequence in a name: no ESC byte in any output" \
+        sh -c "! grep -q \"$(printf '\033')\" '$OUT' '$ERR'"
+fi
+# So do the notes that name a checkpoint, and what a training state says
+# of its run (until 2026-12-04 --load and --resume's notes showed it raw).
+esc_state=$(printf '%s/esc\033[31m.st' "$T")
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 2 --batch 16 --lr-schedule cosine \
+    --test-samples 16 --save "$esc_state"; then
+    expect 0 "" -- train "$MODEL" --data synthetic --steps 3 --batch 16 --test-samples 16 \
+        --resume "$esc_state"
+    stderr_has "note: $T/esc\x1b[31m.st was saved by a run with" "an escape sequence: --resume"
+    check "an escape sequence in a state's name: no ESC byte from --resume" \
+        sh -c "! grep -q \"$(printf '\033')\" '$OUT' '$ERR'"
+    expect 0 "" -- train "$MODEL" --data synthetic --steps 0 --batch 16 --test-samples 16 \
+        --load "$esc_state"
+    stdout_has "evaluated the weights of $T/esc\x1b[31m.st;" "an escape sequence: --load"
+    check "an escape sequence in a state's name: no ESC byte from --load" \
         sh -c "! grep -q \"$(printf '\033')\" '$OUT' '$ERR'"
 fi
 nl_name=$(printf '%s/two\nlines.model' "$T")

@@ -106,6 +106,7 @@ stdout_has "with the optimizer step (1.03e-05 samples/s)" "plan of a huge model"
 expect 0 "note: with one micro-batch the 2 stages take turns and never work at once" -- \
     plan "$MODEL" --devices cpu:2
 stdout_has "2 stages on cpu:0, cpu:1" "plan on cpu:2"
+stderr_has "; --microbatches 4 (or auto) lets them overlap" "one micro-batch: 4 suggested"
 check "plan on cpu:2 prints a row for each of 2 stages" \
     test "$(grep -cE '^ +[01] +[0-9]+-[0-9]+ +cpu:[01] ' "$OUT")" -eq 2
 stdout_has "predicted step" "plan on cpu:2"
@@ -170,6 +171,11 @@ for size in 1000000:1000000 512M:536870912 8G:8589934592 1.5G:1610612736; do
     json_check "--device-mem $arg is $bytes bytes per stage" "
 assert all(s['capacity_bytes'] == $bytes for s in p['stages']), p['stages']"
 done
+# A batch of 2 holds 2 micro-batches at most: the note suggests that many
+# (until 2026-12-04 it said 4, which is then refused).
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --batch 2
+stderr_has "; --microbatches 2 (or auto) lets them overlap" "one micro-batch of a batch of 2"
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --batch 2 --microbatches 2
 
 # --- placement on a machine described by hwloc XML ---------------------------
 # tests/fixtures/two-socket-8-gpu.xml: GPUs 0-3 on package 0, 4-7 on
@@ -210,6 +216,12 @@ json_check "of equally linked GPUs, the larger ones" '
 assert [s["device"] for s in p["stages"]] == ["cuda:4", "cuda:5"], p["stages"]
 assert [l["kind"] for l in p["links"]] == ["PIX"], p["links"]
 assert p["stages"][0]["capacity_bytes"] == 80 * 2**30 - 528 * 2**20 - 2**25, p["stages"][0]'
+# A GPU that the CUDA context would fill holds nothing for the stages (until
+# 2026-12-04 a GPU of up to 528 MiB had no limit at all, and every plan fitted).
+sed 's/name="CUDAGlobalMemorySize" value="146800640"/name="CUDAGlobalMemorySize" value="524288"/' \
+    "$GPUS" >"$T/gpu512m.xml"
+expect 2 "over its 1-byte capacity (cuda:0's memory, less 528 MiB for its CUDA context" -- \
+    plan "$MODEL" --topology "$T/gpu512m.xml" --devices cuda:0
 # Interleaved under a --device-mem that holds each stage to 1/V of its
 # device: the planner's estimate (12%) is far from the simulated bubble, so
 # plan prints both; the simulated one is what simulate reports.
@@ -414,6 +426,12 @@ expect 2 "negative-memory.xml: cuda0: CUDAGlobalMemorySize \"-5\" is not a numbe
 sed 's/value="146800640"/value="99999999999999999999"/' "$GPUS" >"$T/huge-memory.xml"
 expect 2 "CUDAGlobalMemorySize \"99999999999999999999\" is not a number of KiB in 1..17592186044416" -- \
     topo --topology "$T/huge-memory.xml"
+# A NUMA node's memory too (hwloc reads "-5" as 2^64 - 5; until 2026-12-04
+# topo showed 17179869184.0 GiB a node and the host's total wrapped).
+sed 's/local_memory="549755813888"/local_memory="-5"/' "$GPUS" >"$T/negative-node.xml"
+expect 2 "negative-node.xml: NUMA node 0: local_memory reads as 18446744073709551611 bytes" -- \
+    topo --topology "$T/negative-node.xml"
+expect 2 "NUMA node 0: local_memory reads as" -- plan "$MODEL" --topology "$T/negative-node.xml"
 sed 's/name="cuda1"/name="cuda0"/' "$GPUS" >"$T/twice.xml"
 expect 2 "twice.xml: two GPUs are both named cuda0" -- plan "$MODEL" --topology "$T/twice.xml"
 expect 2 "describes another machine" -- train "$MODEL" --topology "$GPUS" --steps 1

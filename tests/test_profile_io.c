@@ -203,6 +203,37 @@ static void test_repeated_stage_entries(void **state) {
     assert_int_equal(load_entries(path, 4, f3, l3), BG_OK);
 }
 
+/* A profile whose every layer takes 0 s forward and backward is refused,
+ * naming the file (until 2026-12-04 plan then predicted a step of 0 ms and
+ * sweep inf samples/s); one layer with a time is enough. */
+static void test_no_time_at_all(void **state) {
+    const char *path = ((bg_test_scratch_file_t *)*state)->path;
+    bg_model_spec_t *spec = parse_model();
+    for (int timed = -1; timed < spec->num_layers; timed++) {
+        bg_profile_t *p = make_profile(spec, 0, NULL, NULL);
+        for (int i = 0; i < p->layers; i++) {
+            bg_layer_profile_t *l = &p->layer[i];
+            if (i == timed) continue;
+            l->forward_s = l->backward_data_s = l->backward_weights_s = 0;
+        }
+        assert_int_equal(bg_profile_save(p, path), BG_OK);
+        bg_profile_destroy(p);
+        bg_profile_t *back = NULL;
+        const bg_status_t st = bg_profile_load(path, spec, &back);
+        assert_int_equal(st, timed < 0 ? BG_ERR_PARSE : BG_OK);
+        assert_int_equal(back == NULL, timed < 0);
+        if (timed < 0) {
+            char want[256];
+            snprintf(want, sizeof want,
+                     "%s: every layer's forward and backward take 0 s: a profile measures them",
+                     path);
+            assert_non_null(strstr(bg_error_message(), want));
+        }
+        bg_profile_destroy(back);
+    }
+    bg_model_spec_destroy(spec);
+}
+
 /* The sizes profile times the layers at by default, for a step of B
  * samples in micro-batches of ceil(B / M): 1 and B, and geometric middles
  * of the farthest neighbours while two are over 4 times apart, at most 6. */
@@ -237,6 +268,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_save_is_whole_or_nothing, setup,
                                         bg_test_scratch_file_teardown),
+        cmocka_unit_test_setup_teardown(test_no_time_at_all, setup, bg_test_scratch_file_teardown),
         cmocka_unit_test_setup_teardown(test_repeated_stage_entries, setup,
                                         bg_test_scratch_file_teardown),
         cmocka_unit_test(test_default_sizes),
