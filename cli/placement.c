@@ -252,6 +252,31 @@ static bg_status_t check_conv_workspace(const bg_placement_t *p) {
                         bg_placement_device_words(p, words, sizeof words));
 }
 
+static int ascending(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* --devices auto on a topology that names its GPUs as CUDA devices: those
+ * it names, in CUDA's order, as a list ("cuda:0,cuda:2"), in `buf`. A
+ * topology may name some GPUs and not others (those CUDA was not shown),
+ * and then has no cuda:N for every N below its count. "auto" where it
+ * names none: CUDA then numbers every GPU in bus order. */
+static const char *auto_gpus(const bg_topology_t *topo, char *buf, size_t size) {
+    int cuda[BG_MAX_DEVICES], count = 0;
+    const int gpus = bg_topology_gpu_count(topo);
+    for (int g = 0; g < gpus && count < BG_MAX_DEVICES; g++) {
+        const int n = bg_topology_gpu(topo, g).cuda;
+        if (n >= 0) cuda[count++] = n;
+    }
+    if (count == 0) return "auto";
+    qsort(cuda, (size_t)count, sizeof *cuda, ascending);
+    size_t at = 0;
+    for (int i = 0; i < count && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%scuda:%d", i > 0 ? "," : "", cuda[i]);
+    return buf;
+}
+
 bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                                  const bg_topology_t *topo) {
     const char *text = p->devices_text;
@@ -280,6 +305,9 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                     bg_cuda_no_device_reason() != NULL ? ": " : "",
                     bg_cuda_no_device_reason() != NULL ? bg_cuda_no_device_reason() : "");
     }
+    char named[BG_MAX_DEVICES * 12];
+    if (p->topology_path != NULL && strcmp(text, "auto") == 0 && gpus > 0)
+        text = auto_gpus(topo, named, sizeof named);
     const bg_status_t st =
         bg_device_list_parse_on(text, bg_topology_core_count(topo), gpus, &p->devices);
     if (st != BG_OK && text == implied) {

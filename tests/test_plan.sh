@@ -432,6 +432,18 @@ sed 's/local_memory="549755813888"/local_memory="-5"/' "$GPUS" >"$T/negative-nod
 expect 2 "negative-node.xml: NUMA node 0: local_memory reads as 18446744073709551611 bytes" -- \
     topo --topology "$T/negative-node.xml"
 expect 2 "NUMA node 0: local_memory reads as" -- plan "$MODEL" --topology "$T/negative-node.xml"
+# --devices auto takes the GPUs a topology names as CUDA devices, a gap in
+# their numbers included (a GPU hidden from CUDA; until 2026-12-04 auto
+# took cuda:0 to cuda:6 and failed on cuda:3).
+python3 -c '
+import re, sys
+text = open(sys.argv[1]).read()
+text, n = re.subn(r"<object type=\"OSDev\" name=\"cuda3\".*?</object>\s*", "", text, flags=re.S)
+assert n == 1, n
+open(sys.argv[2], "w").write(text)' "$GPUS" "$T/no-cuda3.xml"
+expect 0 "" -- plan "$MODEL" --topology "$T/no-cuda3.xml" --devices auto --json
+json_check "auto: the GPUs named as CUDA devices, cuda:3 not among them" '
+assert sorted(s["device"] for s in p["stages"]) == ["cuda:%d" % g for g in (0, 1, 2, 4, 5, 6, 7)], p'
 sed 's/name="cuda1"/name="cuda0"/' "$GPUS" >"$T/twice.xml"
 expect 2 "twice.xml: two GPUs are both named cuda0" -- plan "$MODEL" --topology "$T/twice.xml"
 expect 2 "describes another machine" -- train "$MODEL" --topology "$GPUS" --steps 1
