@@ -922,6 +922,79 @@ static void search_from(device_search_t *x, int s, int i, double worst) {
     for (int j = from - 1; j >= jmin && x->budget >= 0; j--) (void)search_end(x, s, i, j, worst);
 }
 
+/* A split whose every stage takes at most `limit` seconds, found greedily:
+ * each stage as long as it can be within the limit and within an even share
+ * of what its device has left for its stages still to come (the last one
+ * takes what is left). 1 with the split in x->first and its slowest stage
+ * in *slowest; 0 where the greedy finds none (one may still exist) or the
+ * budget runs out. Leaves x->used at 0. */
+static int greedy_split(device_search_t *x, double limit, double *slowest) {
+    const context_t *c = x->c;
+    const int k = c->cfg->devices;
+    double worst = 0;
+    int found = 1;
+    for (int s = 0, i = 0; s < c->stages && found; s++) {
+        const int d = s % k, last = s == c->stages - 1;
+        const size_t cap = c->cfg->device[d].memory_bytes;
+        const int still = (c->stages - 1 - s) / k + 1; /* device d's stages from s on */
+        const size_t share = cap == 0 ? SIZE_MAX : (cap - x->used[d]) / (size_t)still;
+        const int jmin = last ? c->units : i + 1, jmax = c->units - (c->stages - 1 - s);
+        int end = -1;
+        bg_partition_stage_t kept = {0};
+        for (int j = jmin; j <= jmax && x->budget-- > 0; j++) {
+            bg_partition_stage_t st;
+            price(c, s, i, j, &st);
+            if (compute_of(&st.time) > limit) break; /* and every later end */
+            if (st.seconds <= limit && st.peak_bytes <= share) {
+                end = j;
+                kept = st;
+            }
+        }
+        found = end >= 0;
+        if (!found) break;
+        x->first[s] = i;
+        x->used[d] += kept.peak_bytes;
+        if (kept.seconds > worst) worst = kept.seconds;
+        i = end;
+    }
+    for (int d = 0; d < k; d++) x->used[d] = 0;
+    *slowest = worst;
+    return found;
+}
+
+/* The search's first bound: the greedy split (greedy_split) under the least
+ * limit a bisection finds, from the whole model's compute on the slowest
+ * device (doubled while the greedy finds nothing there, a few times), in
+ * x->best and x->best_first. Nothing where the greedy finds no split. */
+static void greedy_bound(device_search_t *x) {
+    const context_t *c = x->c;
+    double hi = 0, slowest = 0;
+    for (int d = 0; d < c->cfg->devices; d++) {
+        const bg_cost_time_t whole = stage_time(c, d, 0, c->units);
+        if (compute_of(&whole) > hi) hi = compute_of(&whole);
+    }
+    int found = 0;
+    for (int doubling = 0; doubling < 4 && !found; doubling++, hi *= 2)
+        found = greedy_split(x, hi, &slowest);
+    if (!found) return;
+    hi /= 2; /* the limit that worked */
+    x->best = slowest;
+    memcpy(x->best_first, x->first, sizeof *x->first * (size_t)c->stages);
+    double lo = 0;
+    for (int step = 0; step < 40 && x->budget > 0; step++) {
+        const double mid = lo + (hi - lo) / 2;
+        if (greedy_split(x, mid, &slowest)) {
+            hi = mid;
+            if (slowest < x->best) {
+                x->best = slowest;
+                memcpy(x->best_first, x->first, sizeof *x->first * (size_t)c->stages);
+            }
+        } else {
+            lo = mid;
+        }
+    }
+}
+
 bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, long budget,
                                         bg_partition_t **out, int *complete) {
     *out = NULL;
@@ -950,8 +1023,10 @@ bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, long b
     if (x.first == NULL || x.best_first == NULL || x.used == NULL) {
         st = bg_error_set(BG_ERR_NOMEM, "partition: out of memory for %d stages", c.stages);
     } else {
-        search_from(&x, 0, 0, 0);
-        *complete = x.budget >= 0;
+        greedy_bound(&x);
+        const int searched = x.budget > 0;
+        if (searched) search_from(&x, 0, 0, 0);
+        *complete = searched && x.budget >= 0;
         if (x.best < DBL_MAX) st = build_result(&c, x.best_first, out);
     }
     free(x.first);

@@ -184,10 +184,15 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
  * bg_partition_create holds each stage to 1/V of its device instead, which
  * refuses uneven splits that fit; this one ties the stages of a device
  * together, which no programme over (stage, layer) can, so it is a branch
- * and bound: stage by stage, each stage's ends from where it holds an even
- * share of the compute left outwards, ruling out any end whose compute
- * reaches the fastest split found so far or whose device's stages so far
- * outgrow it. It stops after `budget` stage pricings: *complete is 1 when
+ * and bound. Its first bound is a greedy split (each stage as long as a
+ * limit on its seconds and an even share of what its device has left
+ * allow, the limit bisected); then, stage by stage, each stage's ends from
+ * where it holds an even share of the compute left outwards, ruling out
+ * any end whose compute reaches the fastest split found so far, whose
+ * device's stages so far outgrow it, or after which the devices' room
+ * could not hold the parameters, gradients and optimizer state of the
+ * layers left. It stops after `budget` stage pricings, the greedy's
+ * included: *complete is 1 when
  * it tried every split it did not rule out (the result is then exact), 0
  * when the budget ran out first (the best found, or none). *out is the
  * split (fits = 1), or NULL where none fits or none was found; BG_ERR_NOMEM.

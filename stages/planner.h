@@ -110,9 +110,9 @@ enum {
     BG_PLAN_DEVICES_STOPPED,
 };
 
-/* The stage prices the search per device may take: 0.14 to 0.35 s where
+/* The stage prices the search per device may take: 0.13 to 0.32 s where
  * it runs out on 1,000 layers into 64 stages (bench_partition prints its
- * rate: 1.4 to 3.7 million a second on the development machine). */
+ * rate: 1.6 to 3.8 million a second on the development machine). */
 #define BG_PLAN_DEVICE_SEARCH_BUDGET 500000L
 
 /* Plans a request; a plan that fits is also simulated for one step
