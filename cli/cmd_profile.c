@@ -93,7 +93,8 @@ static const char help[] =
     "                     have lies between two (1,4,64 at B = 64, M = 4);\n"
     "                     0: ceil(B / M) only\n"
     "  --repetitions R    timed rounds, their mean counts (default 7, 1..101;\n"
-    "                     a layer range's rounds are split among its passes)\n"
+    "                     a layer range's rounds are split among its passes;\n"
+    "                     below 3 none can be left out as an outlier)\n"
     "  --optimizer NAME   adam (default) or sgd, for the update times\n"
     "  --momentum X       sgd momentum (default 0)\n"
     "  --split I,J,...    time only the stages of this split (first layer of\n"
@@ -471,17 +472,26 @@ int bg_cmd_profile(int argc, char **argv) {
                                                  : ", ",
                        (long long)pc.other_size[k], k + 1 == pc.other_sizes ? ")" : "");
     char shown[BG_CLI_SHOWN_MAX];
+    const char *model_name = bg_cli_shown(o.model, shown, sizeof shown);
     fprintf(stderr,
             "profiling %s: %d layers, micro-batch of %lld sample%s%s, %d timed run%s each\n",
-            bg_cli_shown(o.model, shown, sizeof shown), spec->num_layers, (long long)pc.batch,
-            pc.batch == 1 ? "" : "s", sizes, pc.repetitions, pc.repetitions == 1 ? "" : "s");
+            model_name, spec->num_layers, (long long)pc.batch, pc.batch == 1 ? "" : "s", sizes,
+            pc.repetitions, pc.repetitions == 1 ? "" : "s");
     if (pc.split == NULL && spec->num_layers > BG_PROFILE_MAX_STAGE_LAYERS)
         fprintf(stderr,
                 "note: %s has %d layers; every layer range is timed as a stage only for models "
                 "of up to %d, so this profile holds no stage times, and plans will price each "
                 "stage from the sum of its layers' times (give --split I,J,.. to time the "
                 "stages of one placement)\n",
-                o.model, spec->num_layers, BG_PROFILE_MAX_STAGE_LAYERS);
+                model_name, spec->num_layers, BG_PROFILE_MAX_STAGE_LAYERS);
+    /* A figure leaves out runs over 3 times the runs' median: of one or
+     * two runs, none can be. */
+    if (pc.repetitions < 3)
+        fprintf(stderr,
+                "note: --repetitions %d: no timed run can be left out as an outlier (over 3 "
+                "times the median of its figure's runs) with fewer than 3, so one slow run (the "
+                "core taken by another process) counts whole; the default is 7\n",
+                pc.repetitions);
     BG_CHECK_GOTO(bg_profile_measure(&pc, &profile), st, fail);
     if (profile->other_sizes < pc.other_sizes)
         fprintf(stderr,

@@ -1627,6 +1627,8 @@ usage_error "-o: cannot write '$T/no/d/P.json': folder '$T/no/d': No such file o
 deep_mlp "$T/deep.model" 32
 expect 0 "note: $T/deep.model has 67 layers; every layer range is timed as a stage only for models of up to 64, so this profile holds no stage times" \
     -- profile "$T/deep.model" --batch 8 --repetitions 1 -o "$T/deep.json"
+stderr_has "note: --repetitions 1: no timed run can be left out as an outlier" \
+    "profile says one or two runs leave no outlier out"
 check "a 67-layer profile without --split has no stages" python3 -c 'import json, sys
 p = json.load(open(sys.argv[1]))
 assert "stages" not in p and len(p["layers"]) == 67' "$T/deep.json"
