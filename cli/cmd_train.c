@@ -463,28 +463,33 @@ static void print_stages(const bg_train_result_t *r) {
 static void report_failed_save(const train_options_t *o, const bg_train_result_t *r,
                                int64_t total) {
     const long long failed = (long long)r->save_failed_step;
+    /* The error names the file: shown as every name is (bg_cli_shown). */
+    char error[BG_CLI_SHOWN_MAX];
+    const char *why = bg_cli_shown(r->save_error, error, sizeof error);
     if (failed == total)
         fprintf(stderr, "brigade train: the final training state (step %lld) was not saved: %s",
-                failed, r->save_error);
+                failed, why);
     else if (bg_cli_stop_signal != 0) /* the save a stop signal asked for */
         fprintf(stderr,
                 "brigade train: interrupted by signal %d (%s) after step %lld of %lld, whose "
                 "training state was not saved: %s",
                 (int)bg_cli_stop_signal, strsignal(bg_cli_stop_signal), failed, (long long)total,
-                r->save_error);
+                why);
     else
         fprintf(stderr,
                 "brigade train: stopped after step %lld of %lld, whose training state was not "
                 "saved: %s",
-                failed, (long long)total, r->save_error);
-    char word[1024], shown[BG_CLI_SHOWN_MAX];
+                failed, (long long)total, why);
+    char word[1024], shown[BG_CLI_SHOWN_MAX], word_shown[BG_CLI_SHOWN_MAX];
     const char *save = bg_cli_shown(o->save, shown, sizeof shown);
     if (r->saved_step > 0 && access(o->save, R_OK) != 0) /* its folder went away */
         fprintf(stderr, "; %s, which held step %lld, is gone too: nothing of this run is saved\n",
                 save, (long long)r->saved_step);
     else if (r->saved_step > 0)
         fprintf(stderr, "; %s holds step %lld (--resume %s goes on from there)\n", save,
-                (long long)r->saved_step, bg_path_shell_word(o->save, word, sizeof word));
+                (long long)r->saved_step,
+                bg_cli_shown(bg_path_shell_word(o->save, word, sizeof word), word_shown,
+                             sizeof word_shown));
     else if (o->resume != NULL && bg_cli_same_file(o->save, o->resume))
         /* Written whole or not at all: it holds what the run began from. */
         fprintf(stderr, "; %s still holds step %lld, which this run resumed from\n", save,
@@ -501,13 +506,14 @@ static void report_unwritten(const train_options_t *o) {
     const char *path[] = {o->metrics, o->trace, o->timeline};
     int total = 0;
     for (int i = 0; i < 3; i++) total += path[i] != NULL;
-    char list[3 * (PATH_MAX + 16)] = "";
+    char list[3 * (BG_CLI_SHOWN_MAX + 16)] = "", shown[BG_CLI_SHOWN_MAX];
     size_t used = 0;
     int count = 0;
     for (int i = 0; i < 3; i++) {
         if (path[i] == NULL) continue;
         const char *before = count == 0 ? "" : count == total - 1 ? " and " : ", ";
-        int n = snprintf(list + used, sizeof list - used, "%s%s %s", before, option[i], path[i]);
+        int n = snprintf(list + used, sizeof list - used, "%s%s %s", before, option[i],
+                         bg_cli_shown(path[i], shown, sizeof shown));
         if (n > 0 && (size_t)n < sizeof list - used) used += (size_t)n;
         count++;
     }

@@ -499,7 +499,9 @@ void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const 
         return;
     }
     fflush(stdout); /* what it follows comes first, also into a pipe */
-    fprintf(stderr, "brigade %s: %s\n", outputs->cmd, bg_error_message());
+    fprintf(stderr, "brigade %s: ", outputs->cmd);
+    put_message(bg_error_message());
+    fputc('\n', stderr);
     if (outputs->failed == BG_OK) outputs->failed = status;
 }
 

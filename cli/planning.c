@@ -348,13 +348,13 @@ static void print_devices(const bg_plan_t *p, FILE *out) {
     if (part->memory_check == BG_PARTITION_CHECK_DEVICES && p->request.split == NULL)
         fprintf(out,
                 "(no split keeps each stage within 1/%d of its device's capacity, as the "
-                "planner's first search does; this one is the fastest %s as a device holds "
-                "it: each device's %d stages together against its capacity, which cap MiB "
-                "above shows whole)\n",
+                "planner's first search does; this one %s: each device's %d stages together "
+                "against its capacity, which cap MiB above shows whole)\n",
                 v,
                 p->device_search == BG_PLAN_DEVICES_SEARCHED
-                    ? "of those that fit"
-                    : "found that fits before the search per device stopped at its budget",
+                    ? "is the fastest of those that fit as a device holds it"
+                    : "fits as a device holds it (the search for the fastest that does stopped "
+                      "at its budget)",
                 v);
     else if (part->memory_check == BG_PARTITION_CHECK_DEVICES)
         fprintf(out,

@@ -65,11 +65,6 @@ static int terminal_columns(FILE *out) {
     return size.ws_col;
 }
 
-/* The terminal's progress line into buf: the whole of it where the
- * terminal is wide enough (99 columns with a learning rate), else without
- * the bar, then without the learning rate and throughput, then cut after
- * a whole field: a line that wrapped would leave a copy of itself at every
- * redraw. */
 /* The epoch's mean loss so far, or "-" while none counted (every step of
  * it skipped for non-finite values). */
 static void format_loss(double loss, char *buf, size_t size) {
@@ -78,6 +73,12 @@ static void format_loss(double loss, char *buf, size_t size) {
     else
         snprintf(buf, size, "%.4f", loss);
 }
+
+/* The terminal's progress line into buf: the whole of it where the
+ * terminal is wide enough (99 columns with a learning rate), else without
+ * the bar, then without the learning rate and throughput, then cut after
+ * a whole field: a line that wrapped would leave a copy of itself at every
+ * redraw. */
 
 static void terminal_line(const bg_train_progress_t *r, const char *lr, const char *eta,
                           int columns, char *buf, size_t size) {

@@ -32,9 +32,10 @@ static void load_nvlink(bg_topology_t *t);
 /* A GPU's memory in an XML file is believed up to this many KiB (16 PiB). */
 #define GPU_MEMORY_MAX_KIB (UINT64_C(1) << 44)
 
-/* A NUMA node's memory in an XML file is believed up to this many bytes
- * (16 PiB, as a GPU's): hwloc reads local_memory="-5" as 2^64 - 5, and the
- * host's total over the nodes would wrap. */
+/* A NUMA node's memory in an XML file, and all the nodes' together, are
+ * believed up to this many bytes (16 PiB, as a GPU's): hwloc reads
+ * local_memory="-5" as 2^64 - 5, and the host's total over the nodes would
+ * wrap. */
 #define NUMA_MEMORY_MAX_BYTES (UINT64_C(1) << 54)
 
 /* hwloc's CUDA OS device below a GPU (the CUDA plugin's, or an XML export
@@ -95,10 +96,11 @@ static bg_status_t check_gpus(hwloc_topology_t hw, const char *xml_path) {
     return BG_OK;
 }
 
-/* Checks each NUMA node's memory in a topology from `xml_path`: at most
- * NUMA_MEMORY_MAX_BYTES. */
+/* Checks each NUMA node's memory in a topology from `xml_path`, and their
+ * sum: at most NUMA_MEMORY_MAX_BYTES. */
 static bg_status_t check_numa_nodes(hwloc_topology_t hw, const char *xml_path) {
     const int nodes = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_NUMANODE);
+    uint64_t total = 0;
     for (int i = 0; i < nodes; i++) {
         hwloc_obj_t node = hwloc_get_obj_by_type(hw, HWLOC_OBJ_NUMANODE, (unsigned)i);
         const uint64_t bytes = node->attr != NULL ? node->attr->numanode.local_memory : 0;
@@ -108,6 +110,12 @@ static bg_status_t check_numa_nodes(hwloc_topology_t hw, const char *xml_path) {
                                 "%llu a node is believed to have (a negative number?)",
                                 xml_path, node->os_index, (unsigned long long)bytes,
                                 (unsigned long long)NUMA_MEMORY_MAX_BYTES);
+        total += bytes; /* both at most 2^54: no wrap */
+        if (total > NUMA_MEMORY_MAX_BYTES)
+            return bg_error_set(BG_ERR_INVALID,
+                                "%s: its NUMA nodes' memory together is past the %llu bytes a "
+                                "machine is believed to have",
+                                xml_path, (unsigned long long)NUMA_MEMORY_MAX_BYTES);
     }
     return BG_OK;
 }

@@ -997,8 +997,6 @@ static void greedy_bound(device_search_t *x) {
 
 bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, long budget,
                                         bg_partition_t **out, int *complete) {
-    *out = NULL;
-    *complete = 0;
     if (cfg->objective != BG_PARTITION_SLOWEST_STAGE ||
         cfg->memory_check != BG_PARTITION_CHECK_DEVICES)
         return bg_error_set(BG_ERR_INVALID,
@@ -1017,7 +1015,8 @@ bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, long b
     };
     for (int d = 0; d < cfg->devices; d++) {
         const size_t cap = cfg->device[d].memory_bytes;
-        x.room = cap == 0 || x.room > SIZE_MAX - 1 - cap ? SIZE_MAX : x.room + cap;
+        /* SIZE_MAX, no bound, where one is unlimited or the sum would reach it. */
+        x.room = cap == 0 || cap >= SIZE_MAX - x.room ? SIZE_MAX : x.room + cap;
     }
     bg_status_t st = BG_OK;
     if (x.first == NULL || x.best_first == NULL || x.used == NULL) {
@@ -1026,8 +1025,12 @@ bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, long b
         greedy_bound(&x);
         const int searched = x.budget > 0;
         if (searched) search_from(&x, 0, 0, 0);
-        *complete = searched && x.budget >= 0;
-        if (x.best < DBL_MAX) st = build_result(&c, x.best_first, out);
+        bg_partition_t *found = NULL;
+        if (x.best < DBL_MAX) st = build_result(&c, x.best_first, &found);
+        if (st == BG_OK) {
+            *out = found;
+            *complete = searched && x.budget >= 0;
+        }
     }
     free(x.first);
     free(x.best_first);

@@ -88,7 +88,8 @@ typedef enum bg_partition_memory_check {
     /* Each stage against its device's capacity / V (the programme's). */
     BG_PARTITION_CHECK_STAGES = 0,
     /* Each device's V stages together against its whole capacity: for a
-     * given split (bg_partition_evaluate only). */
+     * given split (bg_partition_evaluate) and the search per device
+     * (bg_partition_search_devices); bg_partition_create refuses it. */
     BG_PARTITION_CHECK_DEVICES,
 } bg_partition_memory_check_t;
 
@@ -116,7 +117,8 @@ typedef struct bg_partition_config {
      * ask whether anything fits and by how much it overflows. */
     int fits_only;
     /* BG_PARTITION_CHECK_STAGES (the default), or, for
-     * bg_partition_evaluate, BG_PARTITION_CHECK_DEVICES. */
+     * bg_partition_evaluate and bg_partition_search_devices,
+     * BG_PARTITION_CHECK_DEVICES. */
     bg_partition_memory_check_t memory_check;
 } bg_partition_config_t;
 
@@ -195,7 +197,10 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
  * included: *complete is 1 when
  * it tried every split it did not rule out (the result is then exact), 0
  * when the budget ran out first (the best found, or none). *out is the
- * split (fits = 1), or NULL where none fits or none was found; BG_ERR_NOMEM.
+ * split (fits = 1), or NULL where none fits or none was found.
+ * BG_ERR_INVALID for a bad config (as bg_partition_create's, or another
+ * objective or memory check), BG_ERR_NOMEM; on an error *out and
+ * *complete are left as they were.
  * With few layers a device it is quick (the origin CNN's 8 layers on 4
  * stages: at most 35 splits); test_partition checks it against every
  * split on small random instances. */

@@ -394,6 +394,12 @@ expect 1 "step 3 (epoch 1): stage 0, micro-batch 0, layer 10 (softmax_cross_entr
 check "a failed run names the reports it did not write" grep -qF \
     "brigade train: the run failed, so --metrics $T/diverged.json and --timeline $T/diverged.svg were not written (a file there is an earlier run's)" \
     "$ERR"
+# ... as every note names a file: an escape sequence in it shown as \xNN
+# (until 2026-12-04 this note printed it raw).
+esc_metrics=$(printf '%s/m\033[31m.json' "$T")
+expect 1 "so --metrics $T/m\x1b[31m.json was not written" -- train "$MLP" --data synthetic \
+    --optimizer sgd --lr 1000000 --steps 40 --batch 16 --metrics "$esc_metrics"
+check "a failed run's unwritten report: no ESC byte" sh -c "! grep -q \"$(printf '\033')\" '$ERR'"
 # Its metrics: the SGD settings, the skipped steps, a test loss that is
 # not finite as null.
 expect 0 "" -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --momentum 0.5 \
@@ -701,6 +707,10 @@ usage_error "--steps 0 evaluates and trains nothing, so --resume has no run to c
 # 2026-12-04); with synthetic data it makes them.
 usage_error "--seed changes nothing with --steps 0 --load: the weights are the file's" -- \
     train "$MODEL" --steps 0 --load "$W" --seed 5
+expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0 --load "$W" --seed 5 \
+    --test-samples 16
+stdout_has "evaluated the weights of $W; trained nothing (--steps 0)" \
+    "--steps 0 --load --seed with synthetic data: the seed makes the data"
 
 # A truncated checkpoint is bad input naming the file.
 head -c 100 "$W" >"$T/corrupt.safetensors"

@@ -676,6 +676,29 @@ expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 -
     --device-mem 24M
 stdout_has "this one is the fastest of those that fit as a device holds it" \
     "24M: the note under the device table says how the split was found"
+# A deep MLP (243 layers into 8 stages): at 40M a device the search per
+# device tries every split and none fits; at 52M it stops at its budget
+# without one, and says so (the least overflow's split, checked per device,
+# does not fit either).
+{
+    echo 'input channels=1 height=28 width=28'
+    echo flatten
+    for i in $(seq 120); do
+        if [ $((i % 3)) -eq 1 ]; then units=512; else units=256; fi
+        echo "dense units=$units activation=relu"
+    done
+    echo 'dense units=10'
+    echo softmax_cross_entropy
+} >"$T/deep-mlp.model"
+DEEP="--devices cpu:4 --schedule interleaved --chunks 2 --microbatches 8"
+# shellcheck disable=SC2086 # DEEP is a list of arguments
+expect 2 "and no split fits with each device's stages together either" -- \
+    plan "$T/deep-mlp.model" $DEEP --device-mem 40M
+# shellcheck disable=SC2086
+expect 2 "the search for a split that fits with each device's stages together stopped at its budget without one" -- \
+    plan "$T/deep-mlp.model" $DEEP --device-mem 52M --json
+json_check "52M: the search per device stopped" '
+assert not p["fits"] and p["device_search"] == "stopped", (p["fits"], p.get("device_search"))'
 # A layer over 1/V of a device but within one: more devices can help
 # (before 2026-12-04 the advice said they could not, at 1/V a stage).
 {

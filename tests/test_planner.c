@@ -665,6 +665,7 @@ static void test_own_split_per_device(void **state) {
     assert_int_equal(bg_plan_create(&r, &p), BG_OK);
     assert_true(p->partition->fits);
     assert_int_equal(p->partition->memory_check, BG_PARTITION_CHECK_DEVICES);
+    assert_int_equal(p->device_search, BG_PLAN_DEVICES_SEARCHED); /* every split tried */
     int over_half = 0;
     for (int s = 0; s < 4; s++) {
         assert_int_equal(p->partition->stage[s].capacity_bytes, capacity);
