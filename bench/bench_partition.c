@@ -15,6 +15,7 @@
  *   bench_partition
  *
  * Not a test: prints its figures, asserts nothing about them. */
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +97,7 @@ static int search_devices(const bg_cost_model_t *model, bg_cost_device_t *dev, i
     bg_partition_t *p = NULL;
     int complete = 0;
     const double start = bg_monotonic_seconds();
-    const bg_status_t st = bg_partition_search_devices(&pc, budget, &p, &complete);
+    const bg_status_t st = bg_partition_search_devices(&pc, DBL_MAX, budget, &p, &complete);
     const double elapsed = bg_monotonic_seconds() - start;
     if (st != BG_OK) {
         fprintf(stderr, "bench_partition: %s\n", bg_error_message());

@@ -345,29 +345,45 @@ static void print_devices(const bg_plan_t *p, FILE *out) {
     }
     bg_text_table_print(t, out);
     bg_text_table_destroy(t);
-    if (part->memory_check == BG_PARTITION_CHECK_DEVICES && p->request.split == NULL)
+    const int searched = p->device_search == BG_PLAN_DEVICES_SEARCHED;
+    if (part->memory_check == BG_PARTITION_CHECK_DEVICES && p->request.split == NULL &&
+        p->even_split_fits)
+        fprintf(out,
+                "(a split that keeps each stage within 1/%d of its device's capacity fits, but "
+                "this one is faster and %s: each device's %d stages together against its "
+                "capacity, which cap MiB above shows whole)\n",
+                v,
+                searched ? "the fastest of those that fit as a device holds it"
+                         : "fits as a device holds it (the search for the fastest that does "
+                           "stopped at its budget)",
+                v);
+    else if (part->memory_check == BG_PARTITION_CHECK_DEVICES && p->request.split == NULL)
         fprintf(out,
                 "(no split keeps each stage within 1/%d of its device's capacity, as the "
                 "planner's first search does; this one %s: each device's %d stages together "
                 "against its capacity, which cap MiB above shows whole)\n",
                 v,
-                p->device_search == BG_PLAN_DEVICES_SEARCHED
-                    ? "is the fastest of those that fit as a device holds it"
-                    : "fits as a device holds it (the search for the fastest that does stopped "
-                      "at its budget)",
+                searched ? "is the fastest of those that fit as a device holds it"
+                         : "fits as a device holds it (the search for the fastest that does "
+                           "stopped at its budget)",
                 v);
     else if (part->memory_check == BG_PARTITION_CHECK_DEVICES)
         fprintf(out,
                 "(a given --split is checked per device: each device's %d stages together "
                 "against its capacity, which cap MiB above shows whole; the planner's own "
-                "split keeps each stage within 1/%d of it)\n",
+                "split keeps each stage within 1/%d of it where that is fastest)\n",
                 v, v);
     else
         fprintf(out,
                 "(the planner's split keeps each stage within 1/%d of its device's capacity, "
-                "the stages' cap MiB above, so that its search stays exact; a given --split "
-                "is checked per device, its %d stages together)\n",
-                v, v);
+                "the stages' cap MiB above; %s; a given --split is checked per device, its %d "
+                "stages together)\n",
+                v,
+                p->device_search == BG_PLAN_DEVICES_STOPPED
+                    ? "the search for a faster split that fits as a device holds its stages "
+                      "together stopped at its budget"
+                    : "no split that fits as a device holds its stages together is faster",
+                v);
 }
 
 /* The GPU convolution workspace a plan counts: each GPU stage holding a

@@ -150,8 +150,8 @@ char *bg_cli_json_print(const cJSON *root);
 void bg_cli_json_add_memory(cJSON *stage, const bg_cost_memory_t *m);
 
 /* With V > 1 stages a device, adds to `root` "memory_check" ("per_device"
- * where the plan was checked so: a given split, or the planner's where
- * none fits 1/V a stage; else "per_stage"), "devices" ({"device", "stages",
+ * where the plan was checked so: a given split, or the planner's where its
+ * search per device chose it; else "per_stage"), "devices" ({"device", "stages",
  * "peak_bytes", "capacity_bytes"}: each device's stages together) and,
  * where the planner searched the splits per device (bg_plan_t's
  * device_search), "device_search": "searched" (every split) or "stopped"

@@ -845,10 +845,38 @@ typedef struct device_search {
     const context_t *c;
     int *first, *best_first;
     size_t *used;
-    size_t room; /* the devices' capacities less used; SIZE_MAX: one is unlimited */
-    double best;
-    long budget; /* pricings left; below 0 once the search stopped */
+    size_t room;      /* the devices' capacities less used; SIZE_MAX: one is unlimited */
+    double *load;     /* each device's stage seconds so far */
+    double share;     /* the fill and drain's idle share (bg_partition_step_seconds) */
+    double best;      /* the slowest stage of best_first, or the caller's bound */
+    double best_step; /* best_first's step (bg_partition_step_seconds); among splits
+                         as slow in their slowest stage, the lesser wins */
+    int found;        /* best_first holds a split */
+    long budget;      /* pricings left; below 0 once the search stopped */
 } device_search_t;
+
+/* The step of a split whose devices' loads are x->load, as
+ * bg_partition_step_seconds predicts it. */
+static double step_of_loads(const device_search_t *x) {
+    double total = 0, heaviest = 0;
+    for (int d = 0; d < x->c->cfg->devices; d++) {
+        total += x->load[d];
+        if (x->load[d] > heaviest) heaviest = x->load[d];
+    }
+    const int m = bg_cost_model_config(x->c->cfg->model)->microbatches;
+    return m * heaviest + (total - heaviest) * x->share;
+}
+
+/* Keeps the split in x->first, whose slowest stage takes `slowest` seconds
+ * and whose step is `step`, where it beats the best so far: a faster
+ * slowest stage, or one as fast and a faster step. */
+static void keep_if_better(device_search_t *x, double slowest, double step) {
+    if (!(slowest < x->best || (slowest == x->best && step < x->best_step))) return;
+    x->best = slowest;
+    x->best_step = step;
+    x->found = 1;
+    memcpy(x->best_first, x->first, sizeof *x->first * (size_t)x->c->stages);
+}
 
 /* The parameters, gradients and optimizer state of units [j, units): what
  * the stages after one ending at j hold at least, however they split. */
@@ -883,7 +911,9 @@ static void search_from(device_search_t *x, int s, int i, double worst);
 
 /* Tries stage s on units [i, j); returns 1 when every later end is ruled
  * out too: its compute only grows with j. (Its memory need not: a later
- * end may send a smaller activation, whose gradient the stage holds.) */
+ * end may send a smaller activation, whose gradient the stage holds.)
+ * Splits as slow in their slowest stage as the best are searched too, for
+ * a faster step. */
 static int search_end(device_search_t *x, int s, int i, int j, double worst) {
     const context_t *c = x->c;
     if (x->budget-- <= 0) return 1;
@@ -891,22 +921,24 @@ static int search_end(device_search_t *x, int s, int i, int j, double worst) {
     price(c, s, i, j, &st);
     const int d = st.device;
     const size_t cap = st.capacity_bytes;
-    if (compute_of(&st.time) >= x->best) return 1;
+    if (compute_of(&st.time) > x->best) return 1;
     const double w = st.seconds > worst ? st.seconds : worst;
-    if (w >= x->best || (cap != 0 && x->used[d] + st.peak_bytes > cap)) return 0;
+    if (w > x->best || (cap != 0 && x->used[d] + st.peak_bytes > cap)) return 0;
     if (x->room != SIZE_MAX && j < c->units && state_after(c, j) > x->room - st.peak_bytes)
         return 0;
     x->first[s] = i;
+    const double load = x->load[d];
+    x->load[d] += st.seconds;
     if (s == c->stages - 1) {
-        x->best = w;
-        memcpy(x->best_first, x->first, sizeof *x->first * (size_t)c->stages);
-        return 0;
+        keep_if_better(x, w, step_of_loads(x));
+    } else {
+        x->used[d] += st.peak_bytes;
+        if (x->room != SIZE_MAX) x->room -= st.peak_bytes;
+        search_from(x, s + 1, j, w);
+        x->used[d] -= st.peak_bytes;
+        if (x->room != SIZE_MAX) x->room += st.peak_bytes;
     }
-    x->used[d] += st.peak_bytes;
-    if (x->room != SIZE_MAX) x->room -= st.peak_bytes;
-    search_from(x, s + 1, j, w);
-    x->used[d] -= st.peak_bytes;
-    if (x->room != SIZE_MAX) x->room += st.peak_bytes;
+    x->load[d] = load;
     return 0;
 }
 
@@ -925,10 +957,10 @@ static void search_from(device_search_t *x, int s, int i, double worst) {
 /* A split whose every stage takes at most `limit` seconds, found greedily:
  * each stage as long as it can be within the limit and within an even share
  * of what its device has left for its stages still to come (the last one
- * takes what is left). 1 with the split in x->first and its slowest stage
- * in *slowest; 0 where the greedy finds none (one may still exist) or the
- * budget runs out. Leaves x->used at 0. */
-static int greedy_split(device_search_t *x, double limit, double *slowest) {
+ * takes what is left). 1 with the split in x->first, its slowest stage in
+ * *slowest and its step in *step; 0 where the greedy finds none (one may
+ * still exist) or the budget runs out. Leaves x->used and x->load at 0. */
+static int greedy_split(device_search_t *x, double limit, double *slowest, double *step) {
     const context_t *c = x->c;
     const int k = c->cfg->devices;
     double worst = 0;
@@ -954,48 +986,46 @@ static int greedy_split(device_search_t *x, double limit, double *slowest) {
         if (!found) break;
         x->first[s] = i;
         x->used[d] += kept.peak_bytes;
+        x->load[d] += kept.seconds;
         if (kept.seconds > worst) worst = kept.seconds;
         i = end;
     }
-    for (int d = 0; d < k; d++) x->used[d] = 0;
     *slowest = worst;
+    *step = found ? step_of_loads(x) : 0;
+    for (int d = 0; d < k; d++) x->used[d] = 0, x->load[d] = 0;
     return found;
 }
 
 /* The search's first bound: the greedy split (greedy_split) under the least
  * limit a bisection finds, from the whole model's compute on the slowest
  * device (doubled while the greedy finds nothing there, a few times), in
- * x->best and x->best_first. Nothing where the greedy finds no split. */
+ * x->best and x->best_first where it is faster than x->best. */
 static void greedy_bound(device_search_t *x) {
     const context_t *c = x->c;
-    double hi = 0, slowest = 0;
+    double hi = 0, slowest = 0, step = 0;
     for (int d = 0; d < c->cfg->devices; d++) {
         const bg_cost_time_t whole = stage_time(c, d, 0, c->units);
         if (compute_of(&whole) > hi) hi = compute_of(&whole);
     }
     int found = 0;
     for (int doubling = 0; doubling < 4 && !found; doubling++, hi *= 2)
-        found = greedy_split(x, hi, &slowest);
+        found = greedy_split(x, hi, &slowest, &step);
     if (!found) return;
     hi /= 2; /* the limit that worked */
-    x->best = slowest;
-    memcpy(x->best_first, x->first, sizeof *x->first * (size_t)c->stages);
+    keep_if_better(x, slowest, step);
     double lo = 0;
-    for (int step = 0; step < 40 && x->budget > 0; step++) {
+    for (int halving = 0; halving < 40 && x->budget > 0; halving++) {
         const double mid = lo + (hi - lo) / 2;
-        if (greedy_split(x, mid, &slowest)) {
+        if (greedy_split(x, mid, &slowest, &step)) {
             hi = mid;
-            if (slowest < x->best) {
-                x->best = slowest;
-                memcpy(x->best_first, x->first, sizeof *x->first * (size_t)c->stages);
-            }
+            keep_if_better(x, slowest, step);
         } else {
             lo = mid;
         }
     }
 }
 
-bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, long budget,
+bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, double bound, long budget,
                                         bg_partition_t **out, int *complete) {
     if (cfg->objective != BG_PARTITION_SLOWEST_STAGE ||
         cfg->memory_check != BG_PARTITION_CHECK_DEVICES)
@@ -1010,23 +1040,29 @@ bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, long b
         .best_first = bg_malloc(sizeof(int) * (size_t)c.stages),
         .used = bg_calloc((size_t)cfg->devices, sizeof(size_t)),
         .room = 0,
-        .best = DBL_MAX,
+        .load = bg_calloc((size_t)cfg->devices, sizeof(double)),
+        .best = bound,
+        .best_step = DBL_MAX,
+        .found = 0,
         .budget = budget,
     };
+    const bg_cost_config_t *cost = bg_cost_model_config(cfg->model);
+    x.share = bg_schedule_drain_share(cost->split_backward, cfg->devices, cost->microbatches,
+                                      cfg->chunks);
     for (int d = 0; d < cfg->devices; d++) {
         const size_t cap = cfg->device[d].memory_bytes;
         /* SIZE_MAX, no bound, where one is unlimited or the sum would reach it. */
         x.room = cap == 0 || cap >= SIZE_MAX - x.room ? SIZE_MAX : x.room + cap;
     }
     bg_status_t st = BG_OK;
-    if (x.first == NULL || x.best_first == NULL || x.used == NULL) {
+    if (x.first == NULL || x.best_first == NULL || x.used == NULL || x.load == NULL) {
         st = bg_error_set(BG_ERR_NOMEM, "partition: out of memory for %d stages", c.stages);
     } else {
         greedy_bound(&x);
         const int searched = x.budget > 0;
         if (searched) search_from(&x, 0, 0, 0);
         bg_partition_t *found = NULL;
-        if (x.best < DBL_MAX) st = build_result(&c, x.best_first, &found);
+        if (x.found) st = build_result(&c, x.best_first, &found);
         if (st == BG_OK) {
             *out = found;
             *complete = searched && x.budget >= 0;
@@ -1035,6 +1071,7 @@ bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, long b
     free(x.first);
     free(x.best_first);
     free(x.used);
+    free(x.load);
     return st;
 }
 

@@ -197,14 +197,16 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
  * included: *complete is 1 when
  * it tried every split it did not rule out (the result is then exact), 0
  * when the budget ran out first (the best found, or none). *out is the
- * split (fits = 1), or NULL where none fits or none was found.
+ * split (fits = 1), or NULL where none fits or none was found. Only
+ * splits whose slowest stage is under `bound` seconds count (DBL_MAX: any;
+ * a split the caller has, to look only for a faster one).
  * BG_ERR_INVALID for a bad config (as bg_partition_create's, or another
  * objective or memory check), BG_ERR_NOMEM; on an error *out and
  * *complete are left as they were.
  * With few layers a device it is quick (the origin CNN's 8 layers on 4
  * stages: at most 35 splits); test_partition checks it against every
  * split on small random instances. */
-bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, long budget,
+bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, double bound, long budget,
                                         bg_partition_t **out, int *complete);
 
 /* The peak of device d's stages together (d, d + K, ...: those whose

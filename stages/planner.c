@@ -1,5 +1,6 @@
 #include "planner.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,22 +81,29 @@ bg_status_t bg_plan_cost_model_create(const bg_plan_request_t *r, bg_cost_model_
     return BG_OK;
 }
 
-/* With V > 1 the programme holds each stage to 1/V of its device. When no
- * split fits so, a device may still hold its V stages together, the check
- * a given --split gets: the search per device finds the fastest split that
- * fits so, and *part becomes it. Where that search stopped at its budget
- * without one, the programme's split (the least overflow) is checked per
- * device as well. */
+/* With V > 1 the programme holds each stage to 1/V of its device, but a
+ * device may hold uneven stages as long as its V stages together fit it,
+ * the check a given --split gets: the search per device looks for the
+ * fastest split that fits so, or where the programme's fits, for one faster
+ * than it; *part becomes what it finds. Where nothing fits and the search
+ * stopped at its budget without a split, the programme's split (the least
+ * overflow) is checked per device as well. */
 static bg_status_t plan_check_per_device(bg_plan_t *p, bg_partition_t **part) {
-    if (p->request.chunks == 1 || (*part)->fits) return BG_OK;
+    if (p->request.chunks == 1) return BG_OK;
+    p->even_split_fits = (*part)->fits;
     bg_partition_config_t whole = p->config;
     whole.memory_check = BG_PARTITION_CHECK_DEVICES;
     bg_partition_t *per_device = NULL;
     int complete = 0;
+    /* Where the programme's split fits, one whose slowest stage is as slow
+     * (within rounding) may still make a faster step: its devices' loads
+     * are what a step adds up, so ties are compared by the step's estimate. */
+    const int fits = (*part)->fits;
     bg_status_t st =
-        bg_partition_search_devices(&whole, BG_PLAN_DEVICE_SEARCH_BUDGET, &per_device, &complete);
+        bg_partition_search_devices(&whole, fits ? (*part)->bottleneck_s * (1 + 1e-9) : DBL_MAX,
+                                    BG_PLAN_DEVICE_SEARCH_BUDGET, &per_device, &complete);
     p->device_search = complete ? BG_PLAN_DEVICES_SEARCHED : BG_PLAN_DEVICES_STOPPED;
-    if (st == BG_OK && per_device == NULL && !complete) {
+    if (st == BG_OK && per_device == NULL && !complete && !fits) {
         const int stages = (*part)->stages;
         for (int s = 0; s < stages; s++) p->first_layer[s] = (*part)->stage[s].first_layer;
         st = bg_partition_evaluate(&whole, p->first_layer, &per_device);
@@ -106,7 +114,10 @@ static bg_status_t plan_check_per_device(bg_plan_t *p, bg_partition_t **part) {
         return st;
     }
     if (per_device == NULL) return BG_OK;
-    if (!per_device->fits) {
+    const int faster = !fits || per_device->bottleneck_s < (*part)->bottleneck_s * (1 - 1e-9) ||
+                       bg_partition_step_seconds(per_device, &whole) <
+                           bg_partition_step_seconds(*part, &p->config) * (1 - 1e-9);
+    if (!per_device->fits || !faster) {
         bg_partition_destroy(per_device);
         return BG_OK;
     }
@@ -211,7 +222,9 @@ static bg_status_t plan_try_least_step(bg_plan_t *p) {
     /* Within 0.1%: far below what the simulation decides by, and a few
      * times fewer programmes on deep models (docs/planner.md). */
     pc.step_tolerance = 1e-3;
-    pc.slowest = p->partition; /* found already: the search starts from it */
+    /* Found already, unless the search per device replaced it: the search
+     * starts from it. */
+    pc.slowest = p->partition->memory_check == BG_PARTITION_CHECK_STAGES ? p->partition : NULL;
     bg_partition_t *least = NULL, *slowest = p->partition;
     const bg_status_t searched = bg_partition_create(&pc, &least);
     /* Its tables can outgrow memory where the slowest stage's did not: the
@@ -260,7 +273,7 @@ bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
     /* The least step's search holds each stage to 1/V of its device: it
      * has nothing to offer where no split fits so (checked per device). */
     if (st == BG_OK && r->split == NULL && p->partition->fits && p->partition->stages > 1 &&
-        p->partition->memory_check == BG_PARTITION_CHECK_STAGES)
+        (p->partition->memory_check == BG_PARTITION_CHECK_STAGES || p->even_split_fits))
         st = plan_try_least_step(p);
     if (st != BG_OK) {
         bg_plan_destroy(p);

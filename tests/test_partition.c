@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -595,7 +596,8 @@ static void check_search_devices(const bg_partition_config_t *cfg, const brute_t
     devices.memory_check = BG_PARTITION_CHECK_DEVICES;
     bg_partition_t *q = NULL;
     int complete = 0;
-    assert_int_equal(bg_partition_search_devices(&devices, 10000000L, &q, &complete), BG_OK);
+    assert_int_equal(bg_partition_search_devices(&devices, DBL_MAX, 10000000L, &q, &complete),
+                     BG_OK);
     assert_int_equal(complete, 1);
     assert_int_equal(q != NULL, b->any_fits_devices);
     if (cfg->chunks == 1) assert_int_equal(b->any_fits_devices, b->any_fits);
@@ -1158,22 +1160,24 @@ static void test_given_split_per_device(void **state) {
      * pricing it stops first, and says so. It minimises the slowest stage
      * with each device's stages together, and nothing else. */
     int complete = 0;
-    assert_int_equal(bg_partition_search_devices(&pc, 1000, &p, &complete), BG_OK);
+    assert_int_equal(bg_partition_search_devices(&pc, DBL_MAX, 1000, &p, &complete), BG_OK);
     assert_int_equal(complete, 1);
     assert_non_null(p);
     assert_int_equal(p->fits, 1);
     assert_int_equal(p->memory_check, BG_PARTITION_CHECK_DEVICES);
     assert_true(p->bottleneck_s <= given_slowest);
     bg_partition_destroy(p);
-    assert_int_equal(bg_partition_search_devices(&pc, 1, &p, &complete), BG_OK);
+    assert_int_equal(bg_partition_search_devices(&pc, DBL_MAX, 1, &p, &complete), BG_OK);
     assert_int_equal(complete, 0);
     assert_null(p);
     pc.memory_check = BG_PARTITION_CHECK_STAGES;
-    assert_int_equal(bg_partition_search_devices(&pc, 1000, &p, &complete), BG_ERR_INVALID);
+    assert_int_equal(bg_partition_search_devices(&pc, DBL_MAX, 1000, &p, &complete),
+                     BG_ERR_INVALID);
     assert_null(p);
     pc.memory_check = BG_PARTITION_CHECK_DEVICES;
     pc.objective = BG_PARTITION_LEAST_STEP;
-    assert_int_equal(bg_partition_search_devices(&pc, 1000, &p, &complete), BG_ERR_INVALID);
+    assert_int_equal(bg_partition_search_devices(&pc, DBL_MAX, 1000, &p, &complete),
+                     BG_ERR_INVALID);
     pc.objective = BG_PARTITION_SLOWEST_STAGE;
 
     /* A byte short on device 0: device 0 is over by that byte, its larger
