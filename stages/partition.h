@@ -198,8 +198,10 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
  * it tried every split it did not rule out (the result is then exact), 0
  * when the budget ran out first (the best found, or none). *out is the
  * split (fits = 1), or NULL where none fits or none was found. Only
- * splits whose slowest stage is under `bound` seconds count (DBL_MAX: any;
- * a split the caller has, to look only for a faster one).
+ * splits whose slowest stage takes at most `bound` seconds count (DBL_MAX:
+ * any; a caller with a split looks for one at least as fast); among those
+ * as fast in their slowest stage, the one whose step
+ * bg_partition_step_seconds predicts fastest is kept.
  * BG_ERR_INVALID for a bad config (as bg_partition_create's, or another
  * objective or memory check), BG_ERR_NOMEM; on an error *out and
  * *complete are left as they were.

@@ -614,7 +614,22 @@ static void check_search_devices(const bg_partition_config_t *cfg, const brute_t
     assert_true(again->fits);
     assert_true(again->bottleneck_s == q->bottleneck_s);
     bg_partition_destroy(again);
+    /* Bounded by the fastest slowest stage, it finds one as fast; by less,
+     * none, having tried every split. */
+    const double fastest = q->bottleneck_s;
     bg_partition_destroy(q);
+    q = NULL;
+    assert_int_equal(bg_partition_search_devices(&devices, fastest, 10000000L, &q, &complete),
+                     BG_OK);
+    assert_non_null(q);
+    assert_true(q->bottleneck_s == fastest);
+    bg_partition_destroy(q);
+    q = NULL;
+    assert_int_equal(
+        bg_partition_search_devices(&devices, nextafter(fastest, 0), 10000000L, &q, &complete),
+        BG_OK);
+    assert_null(q);
+    assert_int_equal(complete, 1);
 }
 
 /* With residual models (check_against_brute_force's `residual`): the
