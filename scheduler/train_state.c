@@ -227,6 +227,15 @@ static bg_status_t check_counts(const char *path, const bg_safetensors_t *file,
     /* Older checkpoints lack these: their counts read 0, and say nothing. */
     const int counted = bg_safetensors_metadata(file, "brigade.epoch_steps") != NULL;
     const int skipped = bg_safetensors_metadata(file, "brigade.skipped_steps") != NULL;
+    /* The epoch's loss sum and its step count came into the format together
+     * (a mean needs both): one without the other is an edit. */
+    const int summed = bg_safetensors_metadata(file, "brigade.epoch_loss_sum") != NULL;
+    if (summed != counted)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: metadata '%s' without '%s' (a training state records the "
+                            "epoch's loss sum and its steps together)",
+                            path, summed ? "brigade.epoch_loss_sum" : "brigade.epoch_steps",
+                            summed ? "brigade.epoch_steps" : "brigade.epoch_loss_sum");
     if (st->skipped_steps > st->step)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: brigade.skipped_steps %lld is more than brigade.step %lld", path,

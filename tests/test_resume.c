@@ -557,6 +557,21 @@ static void test_state_inconsistent(void **state) {
         write_state(f, path, cases[i].key, cases[i].value, NULL, NULL);
         expect_state_error(f, path, BG_ERR_PARSE, cases[i].message);
     }
+    /* The loss sum and its step count come together or not at all (an
+     * older checkpoint); one alone once gave a mean of the sum over 0 or
+     * over nothing recorded. */
+    write_state(f, path, "brigade.epoch_steps", NULL, NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE,
+                       "metadata 'brigade.epoch_loss_sum' without 'brigade.epoch_steps'");
+    write_state(f, path, "brigade.epoch_loss_sum", NULL, NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE,
+                       "metadata 'brigade.epoch_steps' without 'brigade.epoch_loss_sum'");
+    write_state_both(f, path, "brigade.epoch_steps", NULL, "brigade.epoch_loss_sum", NULL);
+    bg_train_state_t older;
+    load_state(f, path, &older);
+    assert_int_equal(older.epoch_steps, 0);
+    assert_true(older.epoch_loss_sum == 0);
+    bg_train_state_free(&older);
     write_state_both(f, path, "brigade.epoch_steps", "0", "brigade.epoch_loss_sum", "0");
     expect_state_error(f, path, BG_ERR_PARSE,
                        "brigade.epoch_steps 0 is fewer than the 3 steps brigade.position 48 is "
@@ -629,11 +644,13 @@ static void test_state_refusals(void **state) {
 
     /* The counts added later (batch, training set size, the epoch's steps)
      * may be missing, as in older checkpoints (0: not recorded), but not
-     * malformed; nor may the epoch's loss sum. */
+     * malformed; nor may the epoch's loss sum. The epoch's steps came with
+     * its loss sum, and go missing with it. */
     static const char *const later_keys[] = {"brigade.batch", "brigade.train_samples",
                                              "brigade.epoch_steps", "brigade.skipped_steps"};
     for (int k = 0; k < 4; k++) {
-        write_state(f, path, later_keys[k], NULL, NULL, NULL);
+        write_state_both(f, path, later_keys[k], NULL,
+                         k == 2 ? "brigade.epoch_loss_sum" : later_keys[k], NULL);
         load_state(f, path, &st);
         const int64_t got[] = {st.batch, st.train_samples, st.epoch_steps, st.skipped_steps};
         assert_int_equal(got[k], 0);
@@ -667,7 +684,7 @@ static void test_state_refusals(void **state) {
         expect_state_error(f, path, BG_ERR_PARSE,
                            "metadata 'brigade.train_crc32' is not 8 lowercase hex digits");
     }
-    write_state(f, path, "brigade.epoch_loss_sum", NULL, NULL, NULL);
+    write_state_both(f, path, "brigade.epoch_loss_sum", NULL, "brigade.epoch_steps", NULL);
     load_state(f, path, &st);
     assert_true(st.epoch_loss_sum == 0);
     bg_train_state_free(&st);
