@@ -64,11 +64,10 @@ static void print_cores(const bg_topology_t *t, int cores) {
     }
 }
 
-/* One visible GPU's PCI address and memory: the whole, and what the
- * planner may use (free once brigade's CUDA context exists there). */
 /* Asks CUDA about GPU `device` into *info (once: each ask makes a context
- * there) and prints its memory; on failure prints why and leaves
- * info->busid empty. */
+ * there) and prints its memory, the whole and what the planner may use
+ * (free once brigade's CUDA context exists there); on failure prints why
+ * and leaves info->busid empty. */
 static void print_cuda_memory(int device, bg_cuda_device_info_t *info) {
     if (bg_cuda_device_info(device, info) != BG_OK) {
         printf("  cuda:%d: %s\n", device, bg_error_message());

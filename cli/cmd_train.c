@@ -660,9 +660,8 @@ int bg_cmd_train(int argc, char **argv) {
             st, fail);
         BG_CHECK_GOTO(resume_seed(&o, &resume), st, fail);
         o.train.resume = &resume;
-        fprintf(stderr, "resuming %s at step %lld (epoch %d, sample %lld)\n",
-                bg_cli_shown(o.resume, model_shown, sizeof model_shown), (long long)resume.step,
-                resume.epoch, (long long)resume.position);
+        fprintf(stderr, "resuming %s at step %lld (epoch %d, sample %lld)\n", resume_name,
+                (long long)resume.step, resume.epoch, (long long)resume.position);
     }
     /* Parameters past the machine's memory are refused before the data and
      * any stage; --load reads them into a host copy first. */

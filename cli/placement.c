@@ -252,29 +252,17 @@ static bg_status_t check_conv_workspace(const bg_placement_t *p) {
                         bg_placement_device_words(p, words, sizeof words));
 }
 
-static int ascending(const void *a, const void *b) {
-    const int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-/* --devices auto on a topology that names its GPUs as CUDA devices: those
- * it names, in CUDA's order, as a list ("cuda:0,cuda:2"), in `buf`. A
- * topology may name some GPUs and not others (those CUDA was not shown),
- * and then has no cuda:N for every N below its count. "auto" where it
- * names none: CUDA then numbers every GPU in bus order. */
+/* --devices auto on a topology file: the GPUs CUDA would number there
+ * (bg_topology_cuda_numbers: gaps included, where the topology hides one
+ * from CUDA), as a list ("cuda:0,cuda:2") in `buf`. */
 static const char *auto_gpus(const bg_topology_t *topo, char *buf, size_t size) {
-    int cuda[BG_MAX_DEVICES], count = 0;
-    const int gpus = bg_topology_gpu_count(topo);
-    for (int g = 0; g < gpus && count < BG_MAX_DEVICES; g++) {
-        const int n = bg_topology_gpu(topo, g).cuda;
-        if (n >= 0) cuda[count++] = n;
-    }
-    if (count == 0) return "auto";
-    qsort(cuda, (size_t)count, sizeof *cuda, ascending);
+    int cuda[BG_MAX_DEVICES];
+    const int count = bg_topology_cuda_numbers(topo, cuda, BG_MAX_DEVICES);
     size_t at = 0;
+    buf[0] = '\0';
     for (int i = 0; i < count && at < size; i++)
         at += (size_t)snprintf(buf + at, size - at, "%scuda:%d", i > 0 ? "," : "", cuda[i]);
-    return buf;
+    return count > 0 ? buf : "auto";
 }
 
 bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,

@@ -345,28 +345,24 @@ static void print_devices(const bg_plan_t *p, FILE *out) {
     }
     bg_text_table_print(t, out);
     bg_text_table_destroy(t);
-    const int searched = p->device_search == BG_PLAN_DEVICES_SEARCHED;
+    /* How the search per device found the planner's split, where it did. */
+    const char *found = p->device_search == BG_PLAN_DEVICES_SEARCHED
+                            ? "is the fastest of those that fit as a device holds it"
+                            : "fits as a device holds it (the search for the fastest that does "
+                              "stopped at its budget)";
     if (part->memory_check == BG_PARTITION_CHECK_DEVICES && p->request.split == NULL &&
         p->even_split_fits)
         fprintf(out,
                 "(a split that keeps each stage within 1/%d of its device's capacity fits, but "
                 "this one is faster and %s: each device's %d stages together against its "
                 "capacity, which cap MiB above shows whole)\n",
-                v,
-                searched ? "the fastest of those that fit as a device holds it"
-                         : "fits as a device holds it (the search for the fastest that does "
-                           "stopped at its budget)",
-                v);
+                v, found, v);
     else if (part->memory_check == BG_PARTITION_CHECK_DEVICES && p->request.split == NULL)
         fprintf(out,
                 "(no split keeps each stage within 1/%d of its device's capacity, as the "
                 "planner's first search does; this one %s: each device's %d stages together "
                 "against its capacity, which cap MiB above shows whole)\n",
-                v,
-                searched ? "is the fastest of those that fit as a device holds it"
-                         : "fits as a device holds it (the search for the fastest that does "
-                           "stopped at its budget)",
-                v);
+                v, found, v);
     else if (part->memory_check == BG_PARTITION_CHECK_DEVICES)
         fprintf(out,
                 "(a given --split is checked per device: each device's %d stages together "
@@ -770,23 +766,30 @@ static bg_status_t list_every_gpu(bg_placement_t *placement, bg_cli_setup_t *set
     const bg_device_list_t *listed = &placement->devices; /* before --stages chooses */
     /* CPU cores first: asking CUDA would load its module (lib/cuda/module.h). */
     if (!bg_placement_all_of_kind(placement, BG_DEVICE_CUDA)) return BG_OK;
+    /* The GPUs' CUDA numbers: a topology file's (gaps included), or this
+     * machine's 0 to N-1. */
     const int xml = placement->topology_path != NULL;
-    const int gpus = xml ? bg_topology_cuda_count(setup->topology) : bg_cuda_device_count();
+    int number[BG_MAX_DEVICES], gpus = 0;
+    if (xml)
+        gpus = bg_topology_cuda_numbers(setup->topology, number, BG_MAX_DEVICES);
+    else
+        for (const int n = bg_cuda_device_count(); gpus < n && gpus < BG_MAX_DEVICES; gpus++)
+            number[gpus] = gpus;
     if (gpus < listed->count) return BG_OK;
-    int taken[BG_MAX_DEVICES] = {0};
+    int taken[BG_MAX_DEVICES] = {0}; /* by index into number[] */
     for (int d = 0; d < listed->count; d++) {
-        const int g = listed->devices[d].physical;
-        if (g >= gpus || g >= BG_MAX_DEVICES || taken[g])
-            return BG_OK; /* virtual devices, or a GPU named twice */
-        taken[g] = 1;
+        int i = 0;
+        while (i < gpus && number[i] != listed->devices[d].physical) i++;
+        if (i == gpus || taken[i]) return BG_OK; /* virtual devices, or a GPU named twice */
+        taken[i] = 1;
     }
     char text[BG_MAX_DEVICES * 12] = "";
     size_t at = 0;
     for (int d = 0; d < listed->count; d++)
         at += (size_t)snprintf(text + at, sizeof text - at, "%scuda:%d", d ? "," : "",
                                listed->devices[d].physical);
-    for (int g = 0; g < gpus && g < BG_MAX_DEVICES && at < sizeof text; g++)
-        if (!taken[g]) at += (size_t)snprintf(text + at, sizeof text - at, ",cuda:%d", g);
+    for (int i = 0; i < gpus && at < sizeof text; i++)
+        if (!taken[i]) at += (size_t)snprintf(text + at, sizeof text - at, ",cuda:%d", number[i]);
     BG_CHECK(bg_device_list_parse_on(text, bg_topology_core_count(setup->topology), gpus,
                                      &placement->gpus));
     BG_CHECK(

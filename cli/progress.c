@@ -79,7 +79,6 @@ static void format_loss(double loss, char *buf, size_t size) {
  * the bar, then without the learning rate and throughput, then cut after
  * a whole field: a line that wrapped would leave a copy of itself at every
  * redraw. */
-
 static void terminal_line(const bg_train_progress_t *r, const char *lr, const char *eta,
                           int columns, char *buf, size_t size) {
     enum { WIDTH = 24 };

@@ -522,6 +522,22 @@ int bg_topology_cuda_count(const bg_topology_t *t) {
     return named > 0 ? named : bg_topology_gpu_count(t);
 }
 
+static int ascending(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int bg_topology_cuda_numbers(const bg_topology_t *t, int *out, int max) {
+    const int gpus = bg_topology_gpu_count(t), named = gpus_named_by_cuda(t);
+    int count = 0;
+    for (int g = 0; g < gpus && count < max; g++) {
+        const int n = bg_topology_gpu(t, g).cuda;
+        if (named == 0 || n >= 0) out[count++] = named == 0 ? g : n;
+    }
+    qsort(out, (size_t)count, sizeof *out, ascending);
+    return count;
+}
+
 int bg_topology_gpu_find(const bg_topology_t *t, int cuda_device, const char *busid) {
     int gpus = bg_topology_gpu_count(t);
     for (int g = 0; g < gpus; g++) {

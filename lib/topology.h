@@ -83,6 +83,11 @@ const char *bg_topology_core_link(const bg_topology_t *topo, int a, int b);
  * order). What --devices auto takes. */
 int bg_topology_cuda_count(const bg_topology_t *topo);
 
+/* Those GPUs' CUDA numbers, ascending, into out[0..max): the numbers the
+ * topology names (which may have gaps: a GPU hidden from CUDA), or 0 to
+ * N-1 where it names none. Returns how many it wrote. */
+int bg_topology_cuda_numbers(const bg_topology_t *topo, int *out, int max);
+
 /* The topology's GPU (index as for bg_topology_gpu) that CUDA device
  * `cuda_device` is: the one at PCI address `busid` when given (what the
  * CUDA runtime reports on a live machine), else the one whose hwloc CUDA

@@ -855,16 +855,21 @@ typedef struct device_search {
     long budget;      /* pricings left; below 0 once the search stopped */
 } device_search_t;
 
-/* The step of a split whose devices' loads are x->load, as
- * bg_partition_step_seconds predicts it. */
+/* bg_partition_step_seconds of a split whose devices' loads (the sums of
+ * their stages' seconds) add up to `total`, the heaviest `heaviest`, at M
+ * micro-batches and the fill and drain's idle share `share`. */
+static double step_of(double heaviest, double total, int microbatches, double share) {
+    return microbatches * heaviest + (total - heaviest) * share;
+}
+
+/* The step of a split whose devices' loads are x->load. */
 static double step_of_loads(const device_search_t *x) {
     double total = 0, heaviest = 0;
     for (int d = 0; d < x->c->cfg->devices; d++) {
         total += x->load[d];
         if (x->load[d] > heaviest) heaviest = x->load[d];
     }
-    const int m = bg_cost_model_config(x->c->cfg->model)->microbatches;
-    return m * heaviest + (total - heaviest) * x->share;
+    return step_of(heaviest, total, bg_cost_model_config(x->c->cfg->model)->microbatches, x->share);
 }
 
 /* Keeps the split in x->first, whose slowest stage takes `slowest` seconds
@@ -1129,8 +1134,7 @@ double bg_partition_step_seconds(const bg_partition_t *p, const bg_partition_con
     }
     /* The theory's idle share of the fill and drain (exact for equal
      * stages), of the other devices' work. */
-    const double fill =
-        (total - heaviest) * bg_schedule_drain_share(cost->split_backward, cfg->devices,
-                                                     cost->microbatches, cfg->chunks);
-    return cost->microbatches * heaviest + fill;
+    return step_of(heaviest, total, cost->microbatches,
+                   bg_schedule_drain_share(cost->split_backward, cfg->devices, cost->microbatches,
+                                           cfg->chunks));
 }

@@ -88,9 +88,22 @@ bg_status_t bg_plan_cost_model_create(const bg_plan_request_t *r, bg_cost_model_
  * than it; *part becomes what it finds. Where nothing fits and the search
  * stopped at its budget without a split, the programme's split (the least
  * overflow) is checked per device as well. */
+/* Whether `a` seconds (a step, a slowest stage) beat `b`: within rounding
+ * of each other the earlier candidate stays. */
+static int faster(double a, double b) { return a < b * (1 - 1e-9); }
+
+/* Whether any of the plan's devices has a memory limit: without one the
+ * programme's split is already the fastest of all. */
+static int memory_limited(const bg_plan_t *p) {
+    for (int d = 0; d < p->request.devices; d++)
+        if (p->device[d].memory_bytes > 0) return 1;
+    return 0;
+}
+
 static bg_status_t plan_check_per_device(bg_plan_t *p, bg_partition_t **part) {
     if (p->request.chunks == 1) return BG_OK;
     p->even_split_fits = (*part)->fits;
+    if (!memory_limited(p)) return BG_OK;
     bg_partition_config_t whole = p->config;
     whole.memory_check = BG_PARTITION_CHECK_DEVICES;
     bg_partition_t *per_device = NULL;
@@ -114,10 +127,10 @@ static bg_status_t plan_check_per_device(bg_plan_t *p, bg_partition_t **part) {
         return st;
     }
     if (per_device == NULL) return BG_OK;
-    const int faster = !fits || per_device->bottleneck_s < (*part)->bottleneck_s * (1 - 1e-9) ||
-                       bg_partition_step_seconds(per_device, &whole) <
-                           bg_partition_step_seconds(*part, &p->config) * (1 - 1e-9);
-    if (!per_device->fits || !faster) {
+    const int better = !fits || faster(per_device->bottleneck_s, (*part)->bottleneck_s) ||
+                       faster(bg_partition_step_seconds(per_device, &whole),
+                              bg_partition_step_seconds(*part, &p->config));
+    if (!per_device->fits || !better) {
         bg_partition_destroy(per_device);
         return BG_OK;
     }
@@ -189,10 +202,6 @@ static bg_status_t plan_fill(bg_plan_t *p) {
     p->request.split = r->split != NULL ? p->first_layer + 1 : NULL;
     return plan_adopt(p, part, BG_PARTITION_SLOWEST_STAGE);
 }
-
-/* Whether a simulated step of `a` seconds beats one of `b`: within
- * rounding of each other the earlier candidate stays. */
-static int faster(double a, double b) { return a < b * (1 - 1e-9); }
 
 /* 1 if a is a better choice than b (NULL: none yet); plans that fit carry
  * their simulated step (same batch: the shorter is the faster). */

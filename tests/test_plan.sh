@@ -235,7 +235,7 @@ TIGHT="--devices cpu:2 --microbatches 4 --schedule interleaved --chunks 2 --devi
 expect 0 "" -- plan "$BALANCED" $TIGHT
 stdout_has "bubble: 12.0% predicted (the planner's estimate), 11.7% simulated, 11.1% in theory" \
     "plan prints the simulated bubble beside its estimate"
-stdout_has "(a split that keeps each stage within 1/2 of its device's capacity fits, but this one is faster and the fastest of those that fit as a device holds it:" \
+stdout_has "(a split that keeps each stage within 1/2 of its device's capacity fits, but this one is faster and is the fastest of those that fit as a device holds it:" \
     "a faster split that fits per device, where an even one fits too"
 # shellcheck disable=SC2086
 expect 0 "" -- plan "$BALANCED" $TIGHT --json
