@@ -345,11 +345,15 @@ static void print_devices(const bg_plan_t *p, FILE *out) {
     }
     bg_text_table_print(t, out);
     bg_text_table_destroy(t);
-    /* How the search per device found the planner's split, where it did. */
-    const char *found = p->device_search == BG_PLAN_DEVICES_SEARCHED
-                            ? "is the fastest of those that fit as a device holds it"
-                            : "fits as a device holds it (the search for the fastest that does "
-                              "stopped at its budget)";
+    /* How the searches per device found the planner's split, where they did:
+     * by its slowest stage, or by its predicted step. */
+    const int by_step = p->config.objective == BG_PARTITION_LEAST_STEP;
+    const char *found =
+        p->device_search == BG_PLAN_DEVICES_SEARCHED
+            ? (by_step ? "has the shortest predicted step of those that fit as a device holds it"
+                       : "is the fastest of those that fit as a device holds it")
+            : "fits as a device holds it (the search for the fastest that does stopped at its "
+              "budget)";
     if (part->memory_check == BG_PARTITION_CHECK_DEVICES && p->request.split == NULL &&
         p->even_split_fits)
         fprintf(out,
@@ -368,6 +372,13 @@ static void print_devices(const bg_plan_t *p, FILE *out) {
                 "(a given --split is checked per device: each device's %d stages together "
                 "against its capacity, which cap MiB above shows whole; the planner's own "
                 "split keeps each stage within 1/%d of it where that is fastest)\n",
+                v, v);
+    else if (!part->fits)
+        fprintf(out,
+                "(the stages' cap MiB above is 1/%d of their device's capacity, as the "
+                "planner's first search holds each stage: no split fits so, and this one "
+                "overflows least; below, what the search with each device's %d stages "
+                "together found)\n",
                 v, v);
     else
         fprintf(out,

@@ -834,25 +834,27 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
     return st;
 }
 
-/* ---- the slowest stage, checked per device (bg_partition_search_devices) ---- */
+/* ---- splits checked per device (bg_partition_search_devices) ---- */
 
 /* A depth-first search over the stages' ends: stage s starts at unit i and
- * tries each end, the fastest split found so far (best) bounding the rest.
- * A device's bytes so far (used) bound its later stages' memory, and all
- * devices' room left bounds the layers left: wherever they go, their
- * parameters, gradients and optimizer state must fit somewhere. */
+ * tries each end, the best split found so far bounding the rest. It ranks
+ * splits by their slowest stage, or with by_step by their step
+ * (bg_partition_step_seconds); the other figure breaks ties. A device's
+ * bytes so far (used) bound its later stages' memory, and all devices'
+ * room left bounds the layers left: wherever they go, their parameters,
+ * gradients and optimizer state must fit somewhere. */
 typedef struct device_search {
     const context_t *c;
     int *first, *best_first;
     size_t *used;
-    size_t room;      /* the devices' capacities less used; SIZE_MAX: one is unlimited */
-    double *load;     /* each device's stage seconds so far */
-    double share;     /* the fill and drain's idle share (bg_partition_step_seconds) */
-    double best;      /* the slowest stage of best_first, or the caller's bound */
-    double best_step; /* best_first's step (bg_partition_step_seconds); among splits
-                         as slow in their slowest stage, the lesser wins */
-    int found;        /* best_first holds a split */
-    long budget;      /* pricings left; below 0 once the search stopped */
+    size_t room;     /* the devices' capacities less used; SIZE_MAX: one is unlimited */
+    double *load;    /* each device's stage seconds so far */
+    double share;    /* the fill and drain's idle share (bg_partition_step_seconds) */
+    int by_step;     /* rank by the step (BG_PARTITION_LEAST_STEP), not the slowest stage */
+    double best;     /* best_first's ranking figure, or the caller's bound */
+    double best_tie; /* best_first's other figure: among splits that tie, the lesser wins */
+    int found;       /* best_first holds a split */
+    long budget;     /* pricings left; below 0 once the search stopped */
 } device_search_t;
 
 /* bg_partition_step_seconds of a split whose devices' loads (the sums of
@@ -862,23 +864,31 @@ static double step_of(double heaviest, double total, int microbatches, double sh
     return microbatches * heaviest + (total - heaviest) * share;
 }
 
-/* The step of a split whose devices' loads are x->load. */
-static double step_of_loads(const device_search_t *x) {
+/* The step of a split whose devices' loads are x->load, device d's grown
+ * by `more` seconds. Of a split still being built, the least step it can
+ * end with: loads only grow as stages are added, and the step grows with
+ * the heaviest load and with their total (share <= 1 <= M). */
+static double step_with(const device_search_t *x, int d, double more) {
     double total = 0, heaviest = 0;
-    for (int d = 0; d < x->c->cfg->devices; d++) {
-        total += x->load[d];
-        if (x->load[d] > heaviest) heaviest = x->load[d];
+    for (int e = 0; e < x->c->cfg->devices; e++) {
+        const double load = x->load[e] + (e == d ? more : 0);
+        total += load;
+        if (load > heaviest) heaviest = load;
     }
     return step_of(heaviest, total, bg_cost_model_config(x->c->cfg->model)->microbatches, x->share);
 }
 
+/* The step of a split whose devices' loads are x->load. */
+static double step_of_loads(const device_search_t *x) { return step_with(x, 0, 0); }
+
 /* Keeps the split in x->first, whose slowest stage takes `slowest` seconds
- * and whose step is `step`, where it beats the best so far: a faster
- * slowest stage, or one as fast and a faster step. */
+ * and whose step is `step`, where it beats the best so far: less of the
+ * figure the search ranks by, or as little and less of the other. */
 static void keep_if_better(device_search_t *x, double slowest, double step) {
-    if (!(slowest < x->best || (slowest == x->best && step < x->best_step))) return;
-    x->best = slowest;
-    x->best_step = step;
+    const double rank = x->by_step ? step : slowest, tie = x->by_step ? slowest : step;
+    if (!(rank < x->best || (rank == x->best && tie < x->best_tie))) return;
+    x->best = rank;
+    x->best_tie = tie;
     x->found = 1;
     memcpy(x->best_first, x->first, sizeof *x->first * (size_t)x->c->stages);
 }
@@ -917,8 +927,7 @@ static void search_from(device_search_t *x, int s, int i, double worst);
 /* Tries stage s on units [i, j); returns 1 when every later end is ruled
  * out too: its compute only grows with j. (Its memory need not: a later
  * end may send a smaller activation, whose gradient the stage holds.)
- * Splits as slow in their slowest stage as the best are searched too, for
- * a faster step. */
+ * Splits that tie with the best are searched too, for the other figure. */
 static int search_end(device_search_t *x, int s, int i, int j, double worst) {
     const context_t *c = x->c;
     if (x->budget-- <= 0) return 1;
@@ -926,9 +935,12 @@ static int search_end(device_search_t *x, int s, int i, int j, double worst) {
     price(c, s, i, j, &st);
     const int d = st.device;
     const size_t cap = st.capacity_bytes;
-    if (compute_of(&st.time) > x->best) return 1;
+    const double compute = compute_of(&st.time);
+    if ((x->by_step ? step_with(x, d, compute) : compute) > x->best) return 1;
     const double w = st.seconds > worst ? st.seconds : worst;
-    if (w > x->best || (cap != 0 && x->used[d] + st.peak_bytes > cap)) return 0;
+    if ((x->by_step ? step_with(x, d, st.seconds) : w) > x->best ||
+        (cap != 0 && x->used[d] + st.peak_bytes > cap))
+        return 0;
     if (x->room != SIZE_MAX && j < c->units && state_after(c, j) > x->room - st.peak_bytes)
         return 0;
     x->first[s] = i;
@@ -1032,11 +1044,12 @@ static void greedy_bound(device_search_t *x) {
 
 bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, double bound, long budget,
                                         bg_partition_t **out, int *complete) {
-    if (cfg->objective != BG_PARTITION_SLOWEST_STAGE ||
+    if ((cfg->objective != BG_PARTITION_SLOWEST_STAGE &&
+         cfg->objective != BG_PARTITION_LEAST_STEP) ||
         cfg->memory_check != BG_PARTITION_CHECK_DEVICES)
         return bg_error_set(BG_ERR_INVALID,
-                            "partition: the search per device minimises the slowest stage, "
-                            "each device's stages checked together");
+                            "partition: the search per device minimises the slowest stage or "
+                            "the step, each device's stages checked together");
     context_t c;
     BG_CHECK(check_config(cfg, &c));
     device_search_t x = {
@@ -1046,8 +1059,9 @@ bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, double
         .used = bg_calloc((size_t)cfg->devices, sizeof(size_t)),
         .room = 0,
         .load = bg_calloc((size_t)cfg->devices, sizeof(double)),
+        .by_step = cfg->objective == BG_PARTITION_LEAST_STEP,
         .best = bound,
-        .best_step = DBL_MAX,
+        .best_tie = DBL_MAX,
         .found = 0,
         .budget = budget,
     };

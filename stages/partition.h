@@ -179,10 +179,12 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
                                   bg_partition_t **out);
 
 /* With V > 1 stages a device, the split whose slowest stage is fastest
+ * (cfg's objective BG_PARTITION_SLOWEST_STAGE), or whose step
+ * bg_partition_step_seconds predicts shortest (BG_PARTITION_LEAST_STEP),
  * among those where each device holds its V stages together (what
  * bg_partition_evaluate checks with BG_PARTITION_CHECK_DEVICES, and what a
- * device really needs), for cfg's objective BG_PARTITION_SLOWEST_STAGE and
- * memory_check BG_PARTITION_CHECK_DEVICES (BG_ERR_INVALID otherwise).
+ * device really needs), for memory_check BG_PARTITION_CHECK_DEVICES
+ * (BG_ERR_INVALID otherwise).
  * bg_partition_create holds each stage to 1/V of its device instead, which
  * refuses uneven splits that fit; this one ties the stages of a device
  * together, which no programme over (stage, layer) can, so it is a branch
@@ -190,18 +192,18 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
  * limit on its seconds and an even share of what its device has left
  * allow, the limit bisected); then, stage by stage, each stage's ends from
  * where it holds an even share of the compute left outwards, ruling out
- * any end whose compute reaches the fastest split found so far, whose
- * device's stages so far outgrow it, or after which the devices' room
- * could not hold the parameters, gradients and optimizer state of the
- * layers left. It stops after `budget` stage pricings, the greedy's
- * included: *complete is 1 when
- * it tried every split it did not rule out (the result is then exact), 0
- * when the budget ran out first (the best found, or none). *out is the
- * split (fits = 1), or NULL where none fits or none was found. Only
- * splits whose slowest stage takes at most `bound` seconds count (DBL_MAX:
- * any; a caller with a split looks for one at least as fast); among those
- * as fast in their slowest stage, the one whose step
- * bg_partition_step_seconds predicts fastest is kept.
+ * any end whose compute reaches the best split found so far (for the step:
+ * whose device's load with that compute would make a longer step, however
+ * the layers left are split), whose device's stages so far outgrow it, or
+ * after which the devices' room could not hold the parameters, gradients
+ * and optimizer state of the layers left. It stops after `budget` stage
+ * pricings, the greedy's included: *complete is 1 when it tried every
+ * split it did not rule out (the result is then exact), 0 when the budget
+ * ran out first (the best found, or none). *out is the split (fits = 1),
+ * or NULL where none fits or none was found. Only splits whose slowest
+ * stage (or step) takes at most `bound` seconds count (DBL_MAX: any; a
+ * caller with a split looks for one at least as fast); of those that tie,
+ * the one with the shorter step (or the faster slowest stage) is kept.
  * BG_ERR_INVALID for a bad config (as bg_partition_create's, or another
  * objective or memory check), BG_ERR_NOMEM; on an error *out and
  * *complete are left as they were.

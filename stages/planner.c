@@ -81,13 +81,6 @@ bg_status_t bg_plan_cost_model_create(const bg_plan_request_t *r, bg_cost_model_
     return BG_OK;
 }
 
-/* With V > 1 the programme holds each stage to 1/V of its device, but a
- * device may hold uneven stages as long as its V stages together fit it,
- * the check a given --split gets: the search per device looks for the
- * fastest split that fits so, or where the programme's fits, for one faster
- * than it; *part becomes what it finds. Where nothing fits and the search
- * stopped at its budget without a split, the programme's split (the least
- * overflow) is checked per device as well. */
 /* Whether `a` seconds (a step, a slowest stage) beat `b`: within rounding
  * of each other the earlier candidate stays. */
 static int faster(double a, double b) { return a < b * (1 - 1e-9); }
@@ -100,6 +93,13 @@ static int memory_limited(const bg_plan_t *p) {
     return 0;
 }
 
+/* With V > 1 the programme holds each stage to 1/V of its device, but a
+ * device may hold uneven stages as long as its V stages together fit it,
+ * the check a given --split gets: the search per device looks for the
+ * fastest split that fits so, or where the programme's fits, for one faster
+ * than it; *part becomes what it finds. Where nothing fits and the search
+ * stopped at its budget without a split, the programme's split (the least
+ * overflow) is checked per device as well. */
 static bg_status_t plan_check_per_device(bg_plan_t *p, bg_partition_t **part) {
     if (p->request.chunks == 1) return BG_OK;
     p->even_split_fits = (*part)->fits;
@@ -263,6 +263,47 @@ static bg_status_t plan_try_least_step(bg_plan_t *p) {
     return st != BG_OK ? st : back;
 }
 
+/* With V > 1 and a memory limit, the search per device for the least
+ * predicted step (bg_partition_search_devices, BG_PARTITION_LEAST_STEP):
+ * where the split it finds predicts a shorter step than the plan's, it is
+ * simulated and kept if faster, as plan_try_least_step does. Both earlier
+ * splits rank by the slowest stage or hold each stage to 1/V of its
+ * device, and miss a split that fits as a device holds it with a slower
+ * slowest stage but a shorter step: without this, 1 MiB more memory could
+ * give the origin CNN a slower plan (docs/planner.md). other_split_step_s
+ * stays the slowest stage's split's where that is not kept, else becomes
+ * the faster of the splits not kept. */
+static bg_status_t plan_try_device_step(bg_plan_t *p) {
+    bg_partition_config_t pc = p->config;
+    pc.objective = BG_PARTITION_LEAST_STEP;
+    pc.memory_check = BG_PARTITION_CHECK_DEVICES;
+    bg_partition_t *current = p->partition, *found = NULL;
+    int complete = 0;
+    BG_CHECK(bg_partition_search_devices(&pc, bg_partition_step_seconds(current, &pc),
+                                         BG_PLAN_DEVICE_SEARCH_BUDGET, &found, &complete));
+    if (!complete) p->device_search = BG_PLAN_DEVICES_STOPPED;
+    if (found == NULL || same_split(found, current) ||
+        !faster(bg_partition_step_seconds(found, &pc), bg_partition_step_seconds(current, &pc))) {
+        bg_partition_destroy(found);
+        return BG_OK;
+    }
+    const bg_partition_objective_t was = p->config.objective;
+    const double current_step = p->simulated_step_s;
+    bg_status_t st = plan_adopt(p, found, BG_PARTITION_LEAST_STEP);
+    const double found_step = p->simulated_step_s;
+    if (st == BG_OK && faster(found_step, current_step)) {
+        bg_partition_destroy(current);
+        if (was == BG_PARTITION_SLOWEST_STAGE) p->other_split_step_s = current_step;
+        return BG_OK;
+    }
+    bg_partition_destroy(found);
+    bg_status_t back = plan_adopt(p, current, was);
+    if (was == BG_PARTITION_SLOWEST_STAGE &&
+        (p->other_split_step_s == 0 || found_step < p->other_split_step_s))
+        p->other_split_step_s = found_step;
+    return st != BG_OK ? st : back;
+}
+
 bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
     if (r == NULL || r->spec == NULL || r->device == NULL || out == NULL)
         return bg_error_set(BG_ERR_INVALID, "planner: no model or no devices given");
@@ -284,6 +325,8 @@ bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
     if (st == BG_OK && r->split == NULL && p->partition->fits && p->partition->stages > 1 &&
         (p->partition->memory_check == BG_PARTITION_CHECK_STAGES || p->even_split_fits))
         st = plan_try_least_step(p);
+    if (st == BG_OK && r->split == NULL && p->partition->fits && r->chunks > 1 && memory_limited(p))
+        st = plan_try_device_step(p);
     if (st != BG_OK) {
         bg_plan_destroy(p);
         return st;

@@ -97,10 +97,11 @@ typedef struct bg_plan {
      * memory (a huge model): the slowest stage's split, which fits, stands
      * without that comparison. */
     int least_step_skipped;
-    /* With V > 1 and the planner's own split, how the search per device
-     * ended: BG_PLAN_DEVICES_SEARCHED when it tried every split (where the
-     * plan does not fit, none does; where it keeps the programme's split,
-     * none that fits per device is faster), BG_PLAN_DEVICES_STOPPED when it
+    /* With V > 1 and the planner's own split, how the searches per device
+     * (for the slowest stage, then for the least predicted step) ended:
+     * BG_PLAN_DEVICES_SEARCHED when they tried every split (where the plan
+     * does not fit, none does; where it keeps the programme's split, none
+     * that fits per device is faster), BG_PLAN_DEVICES_STOPPED when one
      * stopped at its budget first; else BG_PLAN_DEVICES_NOT_SEARCHED. */
     int device_search;
     /* With V > 1 and the planner's own split: 1 when a split keeping each
@@ -114,9 +115,9 @@ enum {
     BG_PLAN_DEVICES_STOPPED,
 };
 
-/* The stage prices the search per device may take: 0.12 to 0.34 s where
- * it runs out on 1,000 layers into 64 stages (bench_partition prints its
- * rate: 1.5 to 4.1 million a second on the development machine). */
+/* The stage prices each search per device may take: 25 to 46 ms where it
+ * runs out on 1,000 layers into 64 stages (bench_partition prints its
+ * rate: 10.8 to 19.7 million a second on the development machine). */
 #define BG_PLAN_DEVICE_SEARCH_BUDGET 500000L
 
 /* Plans a request; a plan that fits is also simulated for one step
@@ -126,9 +127,10 @@ enum {
  * V stages together against its capacity (BG_PARTITION_CHECK_DEVICES:
  * partition->worst_device names the device over); the planner's own split
  * is the programme's, each stage within 1/V of its device (stages/partition.h),
- * unless the search per device finds a faster split that fits per device
- * or, where no split fits 1/V a stage, one that fits per device at all
- * (bg_partition_search_devices; device_search says how it ended).
+ * unless the searches per device find a faster split that fits per device
+ * (by its slowest stage, or by its predicted step and then its simulated
+ * one) or, where no split fits 1/V a stage, one that fits per device at
+ * all (bg_partition_search_devices; device_search says how they ended).
  * BG_ERR_INVALID for an impossible request, with the message of the part
  * that refused it: M > B ("would leave some empty"), a schedule that
  * rejects K/V/M, a bad split, more stages than layers, a profile of
