@@ -504,8 +504,11 @@ static void report_failed_save(const train_options_t *o, const bg_train_result_t
 static void report_unwritten(const train_options_t *o) {
     const char *option[] = {"--metrics", "--trace", "--timeline"};
     const char *path[] = {o->metrics, o->trace, o->timeline};
-    int total = 0;
-    for (int i = 0; i < 3; i++) total += path[i] != NULL;
+    int total = 0, there = 0; /* there: paths that hold a file, an earlier run's */
+    for (int i = 0; i < 3; i++) {
+        total += path[i] != NULL;
+        there += path[i] != NULL && strcmp(path[i], "-") != 0 && access(path[i], F_OK) == 0;
+    }
     char list[3 * (BG_CLI_SHOWN_MAX + 16)] = "", shown[BG_CLI_SHOWN_MAX];
     size_t used = 0;
     int count = 0;
@@ -518,10 +521,11 @@ static void report_unwritten(const train_options_t *o) {
         count++;
     }
     if (count > 0)
-        fprintf(stderr,
-                "brigade train: the run failed, so %s %s not written (a file there is an earlier "
-                "run's)\n",
-                list, count == 1 ? "was" : "were");
+        fprintf(stderr, "brigade train: the run failed, so %s %s not written%s\n", list,
+                count == 1 ? "was" : "were",
+                there == 0   ? ""
+                : count == 1 ? " (the file there is an earlier run's)"
+                             : " (a file there is an earlier run's)");
 }
 
 static bg_status_t write_metrics(const char *path, const train_options_t *o,
@@ -825,6 +829,11 @@ int bg_cmd_train(int argc, char **argv) {
         goto done;
     }
     if (r.save_failed_step > 0) bg_progress_end_line(&progress);
+    if (r.stopped) { /* a stop signal's save failed: an interrupted run's end, as above */
+        report_failed_save(&o, &r, total_steps);
+        code = 128 + bg_cli_stop_signal;
+        goto done;
+    }
     char scored[96] = ""; /* --test-samples, short of the whole set */
     const int part = o.test_samples > 0 && o.test_samples < o.test_count;
     if (part && o.test_samples == 1)
@@ -865,9 +874,14 @@ int bg_cmd_train(int argc, char **argv) {
                "norm %g\n",
                o.train.clip_grad_norm, (long long)r.clipped_steps, (long long)r.taken_steps,
                r.taken_steps == 1 ? "" : "s", r.grad_norm);
-    if (r.skipped_steps > 0)
+    if (r.skipped_steps > 0 && r.nan_report[0] != '\0')
         printf("skipped %lld step%s for non-finite values; the last at %s\n",
                (long long)r.skipped_steps, r.skipped_steps == 1 ? "" : "s", r.nan_report);
+    else if (r.skipped_steps > 0) /* counted by the run this one resumed */
+        printf("skipped %lld step%s for non-finite values, all before step %lld, where this "
+               "process resumed the run\n",
+               (long long)r.skipped_steps, r.skipped_steps == 1 ? "" : "s",
+               (long long)r.first_step + 1);
     print_stages(&r);
     if (r.timeline != NULL && r.timeline->steps > 0) {
         size_t *peaks = calloc((size_t)r.stages, sizeof *peaks);

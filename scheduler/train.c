@@ -130,6 +130,17 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total, uin
                             "nothing to do: --resume is at step %lld and this run ends at step "
                             "%lld (--steps and --epochs count from the run's start)",
                             (long long)rs->step, (long long)total);
+    /* Older checkpoints record no batch, and their epoch is not checked
+     * against their step: one past the run's last epoch would run nothing. */
+    const int64_t per_epoch = (cfg->train->count + cfg->batch - 1) / cfg->batch;
+    const int64_t last_epoch = (total + per_epoch - 1) / per_epoch;
+    if (rs->epoch > last_epoch)
+        return bg_error_set(BG_ERR_INVALID,
+                            "nothing to do: --resume is in epoch %d and this run's last is %lld "
+                            "(at step %lld, epochs of %lld steps); the file's step %lld does not "
+                            "match its epoch at this batch",
+                            rs->epoch, (long long)last_epoch, (long long)total,
+                            (long long)per_epoch, (long long)rs->step);
     return BG_OK;
 }
 
@@ -342,11 +353,15 @@ static double samples_per_s(const bg_train_config_t *cfg, const bg_train_result_
     return r->train_seconds > 0 ? (double)samples / r->train_seconds : 0;
 }
 
-/* The closing figures: the test set's evaluation, the final weights into
- * `final_params` (if not NULL) and each stage's memory. */
+/* The closing figures: the test set's evaluation (not after a stop,
+ * r->stopped), the final weights into `final_params` (if not NULL) and
+ * each stage's memory. */
 static bg_status_t finish(const bg_train_config_t *cfg, bg_pipeline_t *pipe, bg_train_result_t *r,
                           float *final_params) {
-    BG_CHECK(bg_train_evaluate(pipe, cfg->batch, cfg->test, &r->test_loss, &r->test_accuracy));
+    if (r->stopped)
+        r->test_loss = r->test_accuracy = NAN;
+    else
+        BG_CHECK(bg_train_evaluate(pipe, cfg->batch, cfg->test, &r->test_loss, &r->test_accuracy));
     if (final_params != NULL) BG_CHECK(bg_pipeline_download_params(pipe, final_params));
     r->stages = bg_pipeline_stage_count(pipe);
     r->stage_info = calloc((size_t)r->stages, sizeof *r->stage_info);
@@ -542,6 +557,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                     r.saved_step = step;
                 } else { /* the run stops here, its results made (save_failed_step) */
                     r.save_failed_step = step;
+                    r.stopped = stopping;
                     r.save_status = saved;
                     snprintf(r.save_error, sizeof r.save_error, "%s", bg_error_message());
                 }

@@ -102,15 +102,23 @@ typedef struct bg_train_result {
     int stages;
     bg_pipeline_stage_info_t *stage_info; /* per stage, at the end; bg_train_result_free */
     bg_timeline_t *timeline;              /* the recorded steps, or NULL; idem */
-    int64_t skipped_steps;                /* steps skipped for non-finite values */
-    char nan_report[320];                 /* where the last of them was found */
-    int64_t saved_step;                   /* step of the last checkpoint written, or 0 */
+    /* Steps skipped for non-finite values over the whole run (a resumed
+     * run's count included), and where this process found the last it
+     * skipped: "" where it skipped none. */
+    int64_t skipped_steps;
+    char nan_report[320];
+    int64_t saved_step; /* step of the last checkpoint written, or 0 */
     /* A checkpoint that could not be written: the step it was for, after
      * which the run stopped (its results are still made), the status and
      * the message; 0 when none failed. */
     int64_t save_failed_step;
     bg_status_t save_status;
     char save_error[512];
+    /* 1 when that checkpoint was the one a stop (cfg->stop) asked for: the
+     * run ends as an interrupted one does, without scoring the test set
+     * (test_loss and test_accuracy NAN); where the save works the run
+     * returns BG_ERR_INTERRUPTED instead. */
+    int stopped;
     /* With clip_grad_norm: the steps this process took (skipped ones
      * not), those whose gradients were scaled down, and the last one's
      * norm before clipping. */

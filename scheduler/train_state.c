@@ -214,9 +214,10 @@ static bg_status_t metadata_loss_sum(const char *path, const bg_safetensors_t *f
     return BG_OK;
 }
 
-/* The counts must tell one story: skipped steps and updates are steps, and
- * a step trains on at most a batch, so the samples of the epoch trained on
- * are at most the steps times the batch (none before the first step).
+/* The counts must tell one story: skipped steps and updates are steps
+ * (together, every step), and a step trains on at most a batch, so the
+ * samples of the epoch trained on are at most the steps times the batch
+ * (none before the first step).
  * Where the batch and the training set are recorded, one run on them (a
  * resume keeps both) is at whole batches into its epoch, and at the step
  * that the whole epochs before and those batches make. The epoch's mean
@@ -244,6 +245,15 @@ static bg_status_t check_counts(const char *path, const bg_safetensors_t *file,
         return bg_error_set(BG_ERR_PARSE,
                             "%s: brigade.optimizer_steps %lld is more than brigade.step %lld", path,
                             (long long)st->optimizer_steps, (long long)st->step);
+    /* Every step updates the weights or is skipped (where the file records
+     * the skipped ones). */
+    if (skipped && st->optimizer_steps != st->step - st->skipped_steps)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: brigade.optimizer_steps %lld and brigade.skipped_steps %lld do "
+                            "not add up to brigade.step %lld (each step updates the weights or "
+                            "is skipped)",
+                            path, (long long)st->optimizer_steps, (long long)st->skipped_steps,
+                            (long long)st->step);
     /* The steps whose losses the epoch's mean divides by. */
     if (st->epoch_steps > st->step)
         return bg_error_set(BG_ERR_PARSE,
@@ -400,6 +410,12 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
         if (*end != '\0' || strspn(part, "0123456789abcdefABCDEF") != 16)
             return bg_error_set(BG_ERR_PARSE, "%s: brigade.shuffle_rng is malformed", path);
     }
+    /* xoshiro256's one state it never reaches: from it every draw is 0. */
+    if ((st->shuffle_rng.state[0] | st->shuffle_rng.state[1] | st->shuffle_rng.state[2] |
+         st->shuffle_rng.state[3]) == 0)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: brigade.shuffle_rng is all zeros, a state no generator reaches",
+                            path);
     bg_checkpoint_tensor_t *model_tensors = NULL;
     int count = 0;
     BG_CHECK(bg_checkpoint_model_tensors(spec, &model_tensors, &count));

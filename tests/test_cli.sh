@@ -388,6 +388,8 @@ fi
 # A stop for non-finite values loses nothing: no stage took the step, so
 # the state before it is saved, and a run goes on from it with other
 # settings. With --nan stop at the first such step, with skip past the limit.
+# An earlier run's metrics lie where this one's would go, and are said to be.
+echo '{"earlier": true}' >"$T/diverged.json"
 expect 1 "step 3 (epoch 1): stage 0, micro-batch 0, layer 10 (softmax_cross_entropy): the loss is not finite; no stage took the step (--nan skip would go on); the training state before step 3 is saved in $T/diverged.st" \
     -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --steps 40 --batch 16 \
     --save "$T/diverged.st" --metrics "$T/diverged.json" --timeline "$T/diverged.svg"
@@ -400,6 +402,10 @@ esc_metrics=$(printf '%s/m\033[31m.json' "$T")
 expect 1 "so --metrics $T/m\x1b[31m.json was not written" -- train "$MLP" --data synthetic \
     --optimizer sgd --lr 1000000 --steps 40 --batch 16 --metrics "$esc_metrics"
 check "a failed run's unwritten report: no ESC byte" sh -c "! grep -q \"$(printf '\033')\" '$ERR'"
+# No file there: none is called an earlier run's (until 2026-12-04 the note
+# always said one was).
+check "a failed run's unwritten report: no earlier file, none named" \
+    grep -qFx "brigade train: the run failed, so --metrics $T/m\x1b[31m.json was not written" "$ERR"
 # Its metrics: the SGD settings, the skipped steps, a test loss that is
 # not finite as null.
 expect 0 "" -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --momentum 0.5 \
@@ -430,6 +436,29 @@ expect 1 "the last: step 5: stage 0, micro-batch 0, layer 10 (softmax_cross_entr
 expect 0 "resuming $T/diverged.st at step 4 (epoch 1, sample 64)" -- train "$MLP" \
     --data synthetic --optimizer sgd --lr 0.01 --steps 6 --batch 16 --nan skip \
     --resume "$T/diverged.st"
+# Steps skipped before a resume, none after: the count carries over and
+# the line says where they were (until 2026-12-04 it ended "the last at "
+# and nothing). The file is a clean run's with its counts edited
+# (tests/support/edit_checkpoint.py makes the header checksum right again).
+edit_checkpoint() { python3 "$ROOT/tests/support/edit_checkpoint.py" "$@"; }
+expect 0 "" -- train "$MLP" --data synthetic --steps 4 --batch 16 --save "$T/clean.st"
+edit_checkpoint "$T/clean.st" "$T/skipped-before.st" brigade.skipped_steps=2 brigade.optimizer_steps=2
+expect 0 "resuming $T/skipped-before.st at step 4" -- train "$MLP" --data synthetic --steps 6 \
+    --batch 16 --nan skip --resume "$T/skipped-before.st" --test-samples 64
+check "skips before the resume: said so" grep -qFx \
+    "skipped 2 steps for non-finite values, all before step 5, where this process resumed the run" \
+    "$OUT"
+# Counts that do not add up are refused: each step updates or is skipped.
+edit_checkpoint "$T/clean.st" "$T/miscounted.st" brigade.skipped_steps=2
+expect 2 "$T/miscounted.st: brigade.optimizer_steps 4 and brigade.skipped_steps 2 do not add up to brigade.step 4" \
+    -- train "$MLP" --data synthetic --steps 6 --batch 16 --resume "$T/miscounted.st"
+# A checkpoint of the older format (no batch, no training set size: its
+# epoch is not checked against its step) in an epoch past the run's last
+# would run nothing: refused (until 2026-12-04: exit 0, "trained 0 steps
+# (5 to 4 of the run)").
+edit_checkpoint "$T/clean.st" "$T/older.st" -brigade.batch -brigade.train_samples brigade.epoch=5
+expect 2 "nothing to do: --resume is in epoch 5 and this run's last is 1 (at step 300, epochs of 512 steps)" \
+    -- train "$MLP" --data synthetic --steps 300 --batch 16 --resume "$T/older.st"
 usage_error "--seed: expected a whole number from 0 to 18446744073709551615, got '-5'" -- \
     train "$MODEL" --seed -5
 usage_error "--seed: expected a whole number from 0 to 18446744073709551615, got '18446744073709551616'" \
@@ -1029,6 +1058,23 @@ stop_run() { # SIGNAL STATUS
 }
 stop_run TERM 143
 stop_run HUP 129
+# A stop whose save fails (the file over ulimit -f) ends the run as the
+# signal asked, with why the save failed, without scoring the test set or
+# writing --metrics (until 2026-12-04 it scored the whole test set first and
+# wrote metrics of part of the run).
+: >"$ERR"
+(
+    ulimit -f 64
+    exec env --default-signal=TERM "$BRIGADE" train "$MODEL" --data synthetic --steps 1000000 \
+        --batch 16 --save "$T/stop-limited.st" --metrics "$T/stop-limited.json"
+) </dev/null >"$OUT" 2>"$ERR" &
+signal_when "^epoch 1/" TERM $!
+check "SIGTERM, save failed: exit status 143 (was $status)" test "$status" -eq 143
+check "SIGTERM, save failed: why, and that nothing is saved" grep -qE \
+    "^brigade train: interrupted by signal 15 \(Terminated\) after step [0-9]+ of 1000000, whose training state was not saved: cannot write '$T/stop-limited.st': write: File too large; nothing of this run is saved" \
+    "$ERR"
+check "SIGTERM, save failed: the test set is not scored" sh -c "! grep -q 'test accuracy' '$OUT'"
+check "SIGTERM, save failed: no metrics" test ! -e "$T/stop-limited.json"
 # A sweep stops after the point in progress, says how far it got, and
 # draws the chart of the points done (SIGTERM: a background job of a script
 # ignores SIGINT).

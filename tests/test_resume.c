@@ -257,6 +257,7 @@ static void test_failed_save_stops_with_results(void **state) {
     assert_int_equal(r.save_status, BG_ERR_IO);
     assert_non_null(strstr(r.save_error, path));
     assert_true(r.test_accuracy >= 0 && r.test_accuracy <= 1 && isfinite(r.test_loss));
+    assert_int_equal(r.stopped, 0);
     assert_int_equal(r.stages, 2);
     bg_train_result_free(&r);
     /* The step 2 state is whole, where the folder went. */
@@ -269,6 +270,45 @@ static void test_failed_save_stops_with_results(void **state) {
     assert_int_equal(unlink(gone), 0); /* scratch folders hold no folders */
     snprintf(gone, sizeof gone, "%s-gone", folder);
     assert_int_equal(rmdir(gone), 0);
+}
+
+/* Moves the folder away at step 2 (move_folder_at_2) and asks the run to
+ * stop there, as a signal would. */
+static void move_folder_and_stop_at_2(void *ctx, const bg_train_progress_t *progress) {
+    move_folder_at_2(ctx, progress);
+    if (progress->step == 2) stop_flag = 1;
+}
+
+/* A stop whose save fails ends the run as an interrupted one does, without
+ * scoring the test set (until 2026-12-04 it scored it, delaying the exit
+ * the stop asked for), but with the results of its steps and why the save
+ * failed. */
+static void test_failed_save_of_a_stop(void **state) {
+    fixture_t *f = *state;
+    char folder[128], path[160], gone[160];
+    snprintf(folder, sizeof folder, "%s/stop-saves", f->dir);
+    assert_int_equal(mkdir(folder, 0700), 0);
+    snprintf(path, sizeof path, "%s/run.st", folder);
+    bg_device_list_t devices;
+    bg_train_config_t cfg = config(f, &devices, 2);
+    cfg.steps = 6;
+    cfg.save_path = path;
+    stop_flag = 0;
+    cfg.stop = &stop_flag;
+    cfg.progress = move_folder_and_stop_at_2;
+    cfg.progress_ctx = folder;
+    bg_train_result_t r = {0};
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
+    assert_int_equal(r.stopped, 1);
+    assert_int_equal(r.save_failed_step, 3); /* the stop is seen after the next step */
+    assert_int_equal(r.steps, 3);
+    assert_int_equal(r.saved_step, 0);
+    assert_int_equal(r.save_status, BG_ERR_IO);
+    assert_true(isnan(r.test_loss) && isnan(r.test_accuracy));
+    assert_int_equal(r.stages, 2);
+    bg_train_result_free(&r);
+    snprintf(gone, sizeof gone, "%s-gone", folder);
+    assert_int_equal(rmdir(gone), 0); /* nothing was saved there */
 }
 
 /* The settings a training state records, in words: each part where set. */
@@ -354,14 +394,14 @@ static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xf
 
 /* Writes an Adam training state of f->spec to `path` as bg_train_state_save
  * lays it out (parameter i is i / 1024, m's is -i, v's is 2 i): step 10
- * (7 steps of epoch 1, 3 of epoch 2), optimizer_steps 4, epoch 2, position 48, the state_rng words,
+ * (7 steps of epoch 1, 3 of epoch 2), optimizer_steps 8, epoch 2, position 48, the state_rng words,
  * batch 16, train_samples 100, epoch_loss_sum 1.25, epoch_steps 3, skipped_steps 2, seed 2^64 - 6
  * (past int64, as an API caller may give). One change may be asked for: metadata `key` set to
  * `value` (left out when NULL); tensor `drop` left out; tensor `reshape` written flat (its element
  * count kept). */
-/* A second metadata change for write_state (NULL: none); set only by
- * write_state_both. */
-static const char *also_key, *also_value;
+/* Up to two more metadata changes for write_state (NULL: none); set only
+ * by write_state_both and write_state_three. */
+static const char *also_key[2], *also_value[2];
 
 static void write_state(const fixture_t *f, const char *path, const char *key, const char *value,
                         const char *drop, const char *reshape) {
@@ -405,7 +445,7 @@ static void write_state(const fixture_t *f, const char *path, const char *key, c
     snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, state_rng[0],
              state_rng[1], state_rng[2], state_rng[3]);
     const char *values[STATE_KEYS] = {"pt",      fingerprint, "training-state",
-                                      "10",      "4",         "adam",
+                                      "10",      "8",         "adam",
                                       "2",       "48",        rng,
                                       "16",      "100",       "1.25",
                                       "3",       "2",         "18446744073709551610",
@@ -416,7 +456,8 @@ static void write_state(const fixture_t *f, const char *path, const char *key, c
     for (int k = 0; k < STATE_KEYS; k++) {
         const char *v = values[k];
         if (key != NULL && strcmp(key, state_keys[k]) == 0) v = value, changed = 1;
-        if (also_key != NULL && strcmp(also_key, state_keys[k]) == 0) v = also_value;
+        for (int a = 0; a < 2; a++)
+            if (also_key[a] != NULL && strcmp(also_key[a], state_keys[k]) == 0) v = also_value[a];
         if (v == NULL) continue;
         keys[pairs] = state_keys[k];
         vals[pairs++] = v;
@@ -432,10 +473,20 @@ static void write_state(const fixture_t *f, const char *path, const char *key, c
  * left out), where one alone would make the counts disagree. */
 static void write_state_both(const fixture_t *f, const char *path, const char *key,
                              const char *value, const char *key2, const char *value2) {
-    also_key = key2;
-    also_value = value2;
+    also_key[0] = key2;
+    also_value[0] = value2;
     write_state(f, path, key, value, NULL, NULL);
-    also_key = also_value = NULL;
+    also_key[0] = also_value[0] = NULL;
+}
+
+/* write_state_both with a third change, `key3` to `value3`. */
+static void write_state_three(const fixture_t *f, const char *path, const char *key,
+                              const char *value, const char *key2, const char *value2,
+                              const char *key3, const char *value3) {
+    also_key[1] = key3;
+    also_value[1] = value3;
+    write_state_both(f, path, key, value, key2, value2);
+    also_key[1] = also_value[1] = NULL;
 }
 
 /* Loads `path` for Adam expecting `status` and a message with `path` and
@@ -472,6 +523,7 @@ static void save_state_with_v(const fixture_t *f, const char *path, int64_t at, 
     for (int64_t i = 0; i < f->spec->total_params; i++)
         st.params[i] = st.state[0][i] = st.state[1][i] = 0.5f;
     st.epoch = 1;
+    memcpy(st.shuffle_rng.state, state_rng, sizeof state_rng);
     st.state[1][at] = v;
     assert_int_equal(bg_train_state_save(path, f->spec, &st), BG_OK);
     bg_train_state_free(&st);
@@ -487,7 +539,7 @@ static void test_state_fields(void **state) {
     bg_train_state_t st;
     load_state(f, path, &st);
     assert_int_equal(st.step, 10);
-    assert_int_equal(st.optimizer_steps, 4);
+    assert_int_equal(st.optimizer_steps, 8);
     assert_int_equal(st.epoch, 2);
     assert_int_equal(st.position, 48);
     for (int i = 0; i < 4; i++) assert_int_equal(st.shuffle_rng.state[i], state_rng[i]);
@@ -519,9 +571,10 @@ static void test_state_not_finite(void **state) {
                        "the first at element 1)");
 }
 
-/* Counts that contradict each other (the hand-made state: step 10, 4
- * updates, 2 skipped, 48 samples of batch 16 into epoch 2 of 7 steps), and
- * a negative second moment, are refused by name. */
+/* Counts that contradict each other (the hand-made state: step 10, 8
+ * updates, 2 skipped, 48 samples of batch 16 into epoch 2 of 7 steps), a
+ * negative second moment, and a shuffle generator in its one dead state,
+ * are refused by name. */
 static void test_state_inconsistent(void **state) {
     fixture_t *f = *state;
     char path[128];
@@ -534,6 +587,13 @@ static void test_state_inconsistent(void **state) {
         {"brigade.skipped_steps", "11", "brigade.skipped_steps 11 is more than brigade.step 10"},
         {"brigade.optimizer_steps", "11",
          "brigade.optimizer_steps 11 is more than brigade.step 10"},
+        /* Every step updates or is skipped: until 2026-12-04 fewer updates
+         * loaded, and Adam's bias correction restarted. */
+        {"brigade.optimizer_steps", "7",
+         "brigade.optimizer_steps 7 and brigade.skipped_steps 2 do not add up to brigade.step 10 "
+         "(each step updates the weights or is skipped)"},
+        {"brigade.skipped_steps", "1",
+         "brigade.optimizer_steps 8 and brigade.skipped_steps 1 do not add up to brigade.step 10"},
         {"brigade.position", "161",
          "brigade.position 161 is more samples than brigade.step 10 steps of brigade.batch 16 "
          "train on"},
@@ -601,6 +661,14 @@ static void test_state_inconsistent(void **state) {
     save_state_with_v(f, path, 3, -0.25f);
     expect_state_error(f, path, BG_ERR_PARSE,
                        "tensor 'optimizer.v.0.weight'[3] is -0.25; Adam's v is never below 0");
+
+    /* From xoshiro256's all-zero state every draw is 0: no run saves it. */
+    snprintf(path, sizeof path, "%s/dead-rng.safetensors", f->dir);
+    char zeros[80];
+    snprintf(zeros, sizeof zeros, "%064d", 0);
+    write_state(f, path, "brigade.shuffle_rng", zeros, NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE,
+                       "brigade.shuffle_rng is all zeros, a state no generator reaches");
 }
 
 /* Each field --resume reads, broken on its own, is refused by name. */
@@ -620,7 +688,8 @@ static void test_state_refusals(void **state) {
      * million epochs of 7 steps), loads; at step 10 it does not match. */
     write_state(f, path, "brigade.epoch", "1000001", NULL, NULL);
     expect_state_error(f, path, BG_ERR_PARSE, "does not match brigade.epoch 1000001");
-    write_state_both(f, path, "brigade.epoch", "1000001", "brigade.step", "7000003");
+    write_state_three(f, path, "brigade.epoch", "1000001", "brigade.step", "7000003",
+                      "brigade.optimizer_steps", "7000001");
     bg_train_state_t st;
     load_state(f, path, &st);
     assert_int_equal(st.epoch, 1000001);
@@ -733,6 +802,7 @@ int main(void) {
         cmocka_unit_test(test_resume_two_stages),
         cmocka_unit_test(test_resume_with_schedule),
         cmocka_unit_test(test_failed_save_stops_with_results),
+        cmocka_unit_test(test_failed_save_of_a_stop),
         cmocka_unit_test(test_settings_words),
         cmocka_unit_test(test_skipped_steps_carry_over),
         cmocka_unit_test(test_files),
