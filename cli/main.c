@@ -1,9 +1,11 @@
 /* brigade: pipeline model-parallel training. This file only dispatches to the
  * subcommands (cli/cmd_*.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cuda/backend_cuda.h"
@@ -54,6 +56,9 @@ static int (*command(const char *name))(int, char **) {
 static int close_stdout(int code) {
     errno = 0;
     if (fflush(stdout) == 0 && !ferror(stdout)) return code;
+    /* A write that failed earlier left no errno here; a closed descriptor
+     * (`>&-`) is the usual cause, and says so when asked. */
+    if (errno == 0 && fcntl(STDOUT_FILENO, F_GETFD) == -1) errno = EBADF;
     fprintf(stderr, "brigade: cannot write the standard output%s%s\n", errno != 0 ? ": " : "",
             errno != 0 ? strerror(errno) : "");
     return code != 0 ? code : 1;

@@ -184,7 +184,8 @@ static mode_t new_file_mode(const char *path) {
 
 /* The error of a temporary file beside `path` that could not be made
  * (mkostemp's `error`): a name too long for its suffix and a folder that
- * is gone in words of their own. */
+ * is gone in words of their own. (A folder that is there can refuse new
+ * files with ENOENT too, as /proc does: mkostemp's words then.) */
 static bg_status_t create_error(const char *path, int error) {
     long longest = 0;
     if (error == ENAMETOOLONG && !bg_atomic_file_name_fits(path, &longest))
@@ -194,10 +195,13 @@ static bg_status_t create_error(const char *path, int error) {
                             "bytes",
                             path, strlen(bg_path_name(path)), temp_infix, longest);
     if (error != ENOENT) return io_error(path, "mkostemp", error);
-    char *folder = bg_path_folder(path); /* it went, or never was */
+    char *folder = bg_path_folder(path);
+    struct stat st;
     const bg_status_t status =
-        bg_error_set(BG_ERR_IO, "cannot write '%s': folder '%s' does not exist", path,
-                     folder != NULL ? folder : "?");
+        folder != NULL && stat(folder, &st) == 0 && S_ISDIR(st.st_mode)
+            ? io_error(path, "mkostemp", error)
+            : bg_error_set(BG_ERR_IO, "cannot write '%s': folder '%s' does not exist", path,
+                           folder != NULL ? folder : "?"); /* it went, or never was */
     free(folder);
     return status;
 }

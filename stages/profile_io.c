@@ -125,18 +125,29 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
     return st;
 }
 
-/* A non-negative finite number field of `object`, or a parse error. */
-static bg_status_t number_field(const char *path, const cJSON *object, const char *key,
-                                const char *where, double *out) {
+/* A finite number field of `object` (`least` is the least it may be, in
+ * words, for the message), or a parse error. */
+static bg_status_t finite_field(const char *path, const cJSON *object, const char *key,
+                                const char *where, const char *least, double *out) {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, key);
     if (cJSON_IsNumber(item) && !isfinite(item->valuedouble))
         return bg_error_set(BG_ERR_PARSE,
                             "%s: %s: '%s' is beyond a double's range (as 1e999 is); it must be "
-                            "a finite number >= 0",
-                            path, where, key);
-    if (!cJSON_IsNumber(item) || item->valuedouble < 0)
-        return bg_error_set(BG_ERR_PARSE, "%s: %s: '%s' must be a number >= 0", path, where, key);
+                            "a finite number %s",
+                            path, where, key, least);
+    if (!cJSON_IsNumber(item))
+        return bg_error_set(BG_ERR_PARSE, "%s: %s: '%s' must be a number %s", path, where, key,
+                            least);
     *out = item->valuedouble;
+    return BG_OK;
+}
+
+/* A non-negative finite number field of `object`, or a parse error. */
+static bg_status_t number_field(const char *path, const cJSON *object, const char *key,
+                                const char *where, double *out) {
+    BG_CHECK(finite_field(path, object, key, where, ">= 0", out));
+    if (*out < 0)
+        return bg_error_set(BG_ERR_PARSE, "%s: %s: '%s' must be a number >= 0", path, where, key);
     return BG_OK;
 }
 
@@ -545,8 +556,10 @@ bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_
     BG_CHECK_GOTO(whole_field(path, root, "batch", "profile", 1, 1e9, &batch), st, done);
     p->batch = (int64_t)batch;
     BG_CHECK_GOTO(load_sizes(path, root, p), st, done);
-    BG_CHECK_GOTO(number_field(path, root, "copy_bytes_per_s", "profile", &p->copy_bytes_per_s), st,
-                  done);
+    /* Any number first: its range below, in one message. */
+    BG_CHECK_GOTO(
+        finite_field(path, root, "copy_bytes_per_s", "profile", "of bytes/s", &p->copy_bytes_per_s),
+        st, done);
     /* Outside these bounds a figure would wreck the plan. */
     if (!(p->copy_bytes_per_s >= BG_PROFILE_MIN_COPY_BYTES_PER_S &&
           p->copy_bytes_per_s <= BG_PROFILE_MAX_COPY_BYTES_PER_S)) {

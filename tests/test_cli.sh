@@ -1394,6 +1394,19 @@ if expect 0 "" -- train "$MODEL" --data synthetic --steps 2 --batch 16 --save "$
     expect 0 "" -- train "$MODEL" --data synthetic --steps 3 --batch 16 --resume "$T/state.st" \
         --save "$T/state.st"
 fi
+# A closed standard output: said, with why (until 2026-12-04 with no reason).
+"$BRIGADE" summary "$MODEL" >&- 2>"$ERR"
+status=$?
+check "summary >&-: exit status 1 (was $status)" test "$status" -eq 1
+check "summary >&-: said, with why" grep -qFx \
+    "brigade: cannot write the standard output: Bad file descriptor" "$ERR"
+# A folder that is there but takes no new file (/proc answers ENOENT) is
+# not called missing (until 2026-12-04: "folder '/proc' does not exist").
+if [ -d /proc/self ]; then
+    usage_error "cannot write '/proc/version': mkostemp: No such file or directory" -- \
+        train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics /proc/version
+    check "/proc: not called missing" sh -c "! grep -q 'does not exist' '$ERR'"
+fi
 # A full disk shows only when the file is closed.
 if [ -w /dev/full ]; then
     # The standard output too: a plan that could not be written is no plan.

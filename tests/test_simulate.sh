@@ -391,6 +391,12 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
     bad_profile copy0 "profile: 'copy_bytes_per_s' is 0; a copy bandwidth must be from 1e+06 to 1e+13" \
         'p["copy_bytes_per_s"] = 0'
     bad_profile copy_tiny "profile: 'copy_bytes_per_s' is 1e-300" 'p["copy_bytes_per_s"] = 1e-300'
+    # A negative bandwidth gets the same range (until 2026-12-04 it was told
+    # "must be a number >= 0", which 0 is not either).
+    bad_profile copy_negative "profile: 'copy_bytes_per_s' is -1; a copy bandwidth must be from 1e+06 to 1e+13" \
+        'p["copy_bytes_per_s"] = -1'
+    bad_profile copy_text "profile: 'copy_bytes_per_s' must be a number of bytes/s" \
+        'p["copy_bytes_per_s"] = "fast"'
     bad_profile copy_huge "profile: 'copy_bytes_per_s' is 1e+308" 'p["copy_bytes_per_s"] = 1e308'
     bad_profile slots0 "profile: 'stash_slots' must be a whole number from 1 to 1e+06" \
         'p["stash_slots"] = 0'
