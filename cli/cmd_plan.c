@@ -166,7 +166,7 @@ int bg_cmd_plan(int argc, char **argv) {
         puts(text);
         free(text);
     } else {
-        char source[192];
+        char source[384];
         char shown[BG_CLI_SHOWN_MAX];
         printf("plan for %s: ", bg_cli_shown(o.model, shown, sizeof shown));
         bg_placement_describe(&o.placement, 0, stdout);

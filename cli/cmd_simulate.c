@@ -191,7 +191,7 @@ int bg_cmd_simulate(int argc, char **argv) {
     /* Simulated before anything is printed, so that a refusal (a timeline
      * it could never hold) leaves stdout empty, as other usage errors do. */
     if (plan->partition->fits) BG_CHECK_GOTO(bg_plan_simulate(plan, (int)o.steps, &tl), st, fail);
-    char source[192];
+    char source[384];
     char shown[BG_CLI_SHOWN_MAX];
     printf("simulation of %s: ", bg_cli_shown(o.model, shown, sizeof shown));
     bg_placement_describe(&o.placement, 0, stdout);

@@ -744,9 +744,17 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
             bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over),
             part->overflow_bytes == 1 ? "" : "s", owner,
             bg_cli_group_digits((int64_t)st->capacity_bytes, cap, sizeof cap), share);
+    char none_fits[160] = ""; /* where the planner tried every split */
+    if (p->splits_simulated > 0)
+        snprintf(none_fits, sizeof none_fits,
+                 "this is the split that overflows least, and none of the planner's %d splits "
+                 "fits%s",
+                 p->splits_simulated,
+                 r->chunks > 1 ? " with each device's stages together either" : " either");
     fprintf(stderr, "%s; what would help:\n",
-            per_device         ? "this is the given --split, checked per device"
-            : r->split != NULL ? "this is the given --split"
+            per_device                ? "this is the given --split, checked per device"
+            : r->split != NULL        ? "this is the given --split"
+            : p->splits_simulated > 0 ? none_fits
             : p->device_search == BG_PLAN_DEVICES_SEARCHED
                 ? "this is the split that overflows least, and no split fits with each "
                   "device's stages together either"

@@ -354,8 +354,14 @@ static void print_devices(const bg_plan_t *p, FILE *out) {
                        : "is the fastest of those that fit as a device holds it")
             : "fits as a device holds it (the search for the fastest that does stopped at its "
               "budget)";
-    if (part->memory_check == BG_PARTITION_CHECK_DEVICES && p->request.split == NULL &&
-        p->even_split_fits)
+    if (p->simulated_split)
+        fprintf(out,
+                "(the planner simulated each of its %d splits, checked as a device holds its "
+                "%d stages together against its capacity, which cap MiB above shows whole: this "
+                "one is the fastest of the %d that fit)\n",
+                p->splits_simulated, v, p->splits_fitting);
+    else if (part->memory_check == BG_PARTITION_CHECK_DEVICES && p->request.split == NULL &&
+             p->even_split_fits)
         fprintf(out,
                 "(a split that keeps each stage within 1/%d of its device's capacity fits, but "
                 "this one is faster and %s: each device's %d stages together against its "
@@ -632,6 +638,18 @@ const char *bg_cli_plan_split_source(const bg_plan_t *p, char *buf, size_t size)
         return buf;
     }
     const int least = p->config.objective == BG_PARTITION_LEAST_STEP;
+    if (p->simulated_split) {
+        int at = snprintf(buf, size,
+                          "split chosen by the planner (the fastest simulated of its %d splits, "
+                          "%d of which fit",
+                          p->splits_simulated, p->splits_fitting);
+        if (p->other_split_step_s > 0 && at > 0 && (size_t)at < size)
+            at += snprintf(buf + at, size - (size_t)at, "; %.3f ms against %.3f for the %s",
+                           p->simulated_step_s * 1e3, p->other_split_step_s * 1e3,
+                           least ? "shortest predicted step's split" : "slowest stage's split");
+        if (at > 0 && (size_t)at < size) snprintf(buf + at, size - (size_t)at, ")");
+        return buf;
+    }
     int at = snprintf(buf, size, "split chosen by the planner (%s",
                       least ? "shortest predicted step: M x the slowest stage plus the others' "
                               "fill and drain"
@@ -644,12 +662,17 @@ const char *bg_cli_plan_split_source(const bg_plan_t *p, char *buf, size_t size)
         at += snprintf(buf + at, size - (size_t)at,
                        "; the search for the shortest predicted step ran out of memory and was "
                        "skipped");
+    if (p->splits_simulated > 0 && at > 0 && (size_t)at < size)
+        at += snprintf(buf + at, size - (size_t)at,
+                       "; the fastest simulated of its %d splits, %d of which fit",
+                       p->splits_simulated, p->splits_fitting);
     if (at > 0 && (size_t)at < size) snprintf(buf + at, size - (size_t)at, ")");
     return buf;
 }
 
 const char *bg_cli_plan_split_key(const bg_plan_t *p) {
     if (p->request.split != NULL) return "given";
+    if (p->simulated_split) return "fastest_simulated";
     return p->config.objective == BG_PARTITION_LEAST_STEP ? "least_step" : "slowest_stage";
 }
 
@@ -698,6 +721,10 @@ cJSON *bg_cli_plan_json(const bg_plan_t *p, const char *model) {
     cJSON_AddBoolToObject(root, "recompute", r->recompute);
     cJSON_AddBoolToObject(root, "fits", part->fits);
     cJSON_AddStringToObject(root, "split", bg_cli_plan_split_key(p));
+    if (p->splits_simulated > 0) {
+        cJSON_AddNumberToObject(root, "splits_simulated", p->splits_simulated);
+        cJSON_AddNumberToObject(root, "splits_fitting", p->splits_fitting);
+    }
     if (p->other_split_step_s > 0)
         cJSON_AddNumberToObject(root, "other_split_simulated_step_ms", p->other_split_step_s * 1e3);
     if (p->least_step_skipped) cJSON_AddTrueToObject(root, "least_step_skipped");

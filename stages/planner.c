@@ -304,6 +304,102 @@ static bg_status_t plan_try_device_step(bg_plan_t *p) {
     return st != BG_OK ? st : back;
 }
 
+/* The number of ways to choose k of n, or BG_PLAN_EVERY_SPLIT_MAX + 1 once
+ * past that: C(n - k + i, i) grows with i, so the first past it says. */
+static long choices_up_to_max(int n, int k) {
+    if (k < 0 || k > n) return 0;
+    long count = 1;
+    for (int i = 1; i <= k; i++) {
+        count = count * (n - k + i) / i; /* exact: C(n - k + i, i) */
+        if (count > BG_PLAN_EVERY_SPLIT_MAX) return BG_PLAN_EVERY_SPLIT_MAX + 1;
+    }
+    return count;
+}
+
+/* Moves pick[0..k) (increasing, below n) to the next choice in order; 0
+ * after the last. */
+static int next_choice(int *pick, int k, int n) {
+    int i = k - 1;
+    while (i >= 0 && pick[i] == n - k + i) i--;
+    if (i < 0) return 0;
+    pick[i]++;
+    for (int j = i + 1; j < k; j++) pick[j] = pick[j - 1] + 1;
+    return 1;
+}
+
+/* A small model's every split (at most BG_PLAN_EVERY_SPLIT_MAX; none
+ * starting a stage inside a residual block), checked as a device holds
+ * its stages and simulated where it fits: the fastest becomes the plan's
+ * (on a tie, the searches' split stays). The searches above predict the
+ * step; this settles it by the simulation. Out of memory, the plan stands
+ * as the searches left it (splits_simulated 0), as it does without the
+ * least step's search. */
+static bg_status_t plan_simulate_every_split(bg_plan_t *p) {
+    const bg_plan_t before = *p; /* what plan_adopt changes, for a failure */
+    const int stages = p->partition->stages, layers = p->request.spec->num_layers;
+    const int k = stages - 1;
+    int *start = malloc(sizeof *start * (size_t)layers), *pick = malloc(sizeof *pick * (size_t)k),
+        *first = malloc(sizeof *first * (size_t)stages);
+    bg_status_t st = BG_OK;
+    if (start == NULL || pick == NULL || first == NULL) {
+        st = bg_error_set(BG_ERR_NOMEM, "planner: out of memory for %d layers", layers);
+        goto done;
+    }
+    int n = 0;
+    for (int l = 1; l < layers; l++)
+        if (bg_cost_model_cut_index(p->model, l) >= 0) start[n++] = l;
+    const long count = choices_up_to_max(n, k);
+    if (count > BG_PLAN_EVERY_SPLIT_MAX) goto done;
+    bg_partition_config_t pc = p->config;
+    pc.memory_check =
+        p->request.chunks > 1 ? BG_PARTITION_CHECK_DEVICES : BG_PARTITION_CHECK_STAGES;
+    bg_partition_t *chosen = p->partition, *best = p->partition;
+    const bg_partition_objective_t objective = p->config.objective;
+    const double chosen_step = chosen->fits ? p->simulated_step_s : DBL_MAX;
+    double best_step = chosen_step;
+    int fitting = 0, more = 1;
+    for (int i = 0; i < k; i++) pick[i] = i;
+    for (; more && st == BG_OK; more = next_choice(pick, k, n)) {
+        first[0] = 0;
+        for (int i = 0; i < k; i++) first[i + 1] = start[pick[i]];
+        bg_partition_t *part = NULL;
+        st = bg_partition_evaluate(&pc, first, &part);
+        if (st == BG_OK && part->fits) fitting++;
+        if (st == BG_OK && part->fits && !same_split(part, chosen)) {
+            st = plan_adopt(p, part, objective); /* simulates it */
+            if (st == BG_OK && faster(p->simulated_step_s, best_step)) {
+                if (best != chosen) bg_partition_destroy(best);
+                best = part;
+                best_step = p->simulated_step_s;
+                part = NULL;
+            }
+        }
+        bg_partition_destroy(part);
+    }
+    /* The plan's partition is the best again (or, on an error, the
+     * searches' split, its one owner, and what derives from it). */
+    if (st == BG_OK) st = plan_adopt(p, best, objective);
+    if (st != BG_OK) {
+        if (best != chosen) bg_partition_destroy(best);
+        *p = before;
+        for (int s = 0; s < stages; s++) p->first_layer[s] = chosen->stage[s].first_layer;
+        goto done;
+    }
+    p->splits_simulated = (int)count;
+    p->splits_fitting = fitting;
+    if (best != chosen) {
+        p->simulated_split = 1;
+        p->other_split_step_s = chosen->fits ? chosen_step : 0;
+        bg_partition_destroy(chosen);
+    }
+done:
+    free(start);
+    free(pick);
+    free(first);
+    if (st == BG_ERR_NOMEM) bg_error_clear();
+    return st == BG_ERR_NOMEM ? BG_OK : st;
+}
+
 bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
     if (r == NULL || r->spec == NULL || r->device == NULL || out == NULL)
         return bg_error_set(BG_ERR_INVALID, "planner: no model or no devices given");
@@ -327,6 +423,8 @@ bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
         st = plan_try_least_step(p);
     if (st == BG_OK && r->split == NULL && p->partition->fits && r->chunks > 1 && memory_limited(p))
         st = plan_try_device_step(p);
+    if (st == BG_OK && r->split == NULL && p->partition->stages > 1)
+        st = plan_simulate_every_split(p);
     if (st != BG_OK) {
         bg_plan_destroy(p);
         return st;

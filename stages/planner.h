@@ -107,6 +107,13 @@ typedef struct bg_plan {
     /* With V > 1 and the planner's own split: 1 when a split keeping each
      * stage within 1/V of its device fits (the programme's). */
     int even_split_fits;
+    /* Where the planner simulated every split (at most
+     * BG_PLAN_EVERY_SPLIT_MAX of them): how many, and how many of them fit
+     * (else 0 and 0); the plan's is the fastest simulated of those that
+     * fit. simulated_split is 1 where that is not the split the searches
+     * chose (config.objective's): other_split_step_s is then that split's
+     * simulated step. */
+    int splits_simulated, splits_fitting, simulated_split;
 } bg_plan_t;
 
 enum {
@@ -114,6 +121,15 @@ enum {
     BG_PLAN_DEVICES_SEARCHED,
     BG_PLAN_DEVICES_STOPPED,
 };
+
+/* The most splits the planner simulates one by one, keeping the fastest
+ * that fits: every split of a small model (the origin CNN's 8 layers into
+ * 4 stages are 35; fashion_resnet's 12 places to start a stage, into 8,
+ * 330). The searches' objectives only predict the step, and where the
+ * prediction and the simulation disagree, more memory could give a slower
+ * plan; simulating each split settles it by the simulation, which is what
+ * --microbatches auto and --schedule auto go by. */
+#define BG_PLAN_EVERY_SPLIT_MAX 512
 
 /* The stage prices each search per device may take: 25 to 46 ms where it
  * runs out on 1,000 layers into 64 stages (bench_partition prints its

@@ -594,7 +594,8 @@ file_check "sweep --metrics: each interleaved point's devices and their stages t
     "$T/sweep-v.json" '
 inter, plain = p["points"]
 d = inter["devices"]
-assert inter["memory_check"] == "per_stage" and [x["stages"] for x in d] == [[0, 2], [1, 3]], inter
+# The planner simulated each of its 120 splits, checked per device.
+assert inter["memory_check"] == "per_device" and [x["stages"] for x in d] == [[0, 2], [1, 3]], inter
 for x in d:
     assert x["peak_bytes"] == sum(inter["stages"][s]["peak_bytes"] for s in x["stages"]), x
 assert "devices" not in plain and "memory_check" not in plain, plain'
@@ -623,17 +624,20 @@ assert all(w > 0 for w in waits), waits
 exposed = sum(d["copy_s"] + d["link_wait_s"] for d in t["devices"]) / len(waits) / t["step_s"]
 assert abs(t["exposed_transfer_frac"] - exposed) < 1e-9 and exposed > 0, (t, exposed)'
 # Virtual devices of one GPU share its arithmetic: four stages on cuda:0x4
-# are not predicted faster than the whole GPU's one stage, as four GPUs are
-# (before, each virtual device counted as a GPU: 0.722 ms against 1.450).
+# are not predicted much faster than the whole GPU's one stage, as four GPUs
+# are (before, each virtual device counted as a GPU: 0.722 ms against
+# 1.450). Since the planner simulates every split of a small model, it finds
+# one at 0.843 of the one stage's step (the four stages' fixed costs per op
+# overlap); on the H200 the measured ratio ran 0.48 to 1.17.
 for devices in cuda:0 cuda:0x4 cuda:0,cuda:1,cuda:2,cuda:3; do
     expect 0 "" -- simulate "$ROOT/examples/conv_balanced.model" --topology "$GPUS" \
         --devices "$devices" --microbatches 4 --metrics "$T/share-$devices.json"
 done
-check "cuda:0x4 is predicted at most 15% faster than cuda:0; four GPUs faster still" python3 -c '
+check "cuda:0x4 is predicted at most 20% faster than cuda:0; four GPUs faster still" python3 -c '
 import json, sys
 step = [json.load(open(sys.argv[1] + "/share-" + d + ".json"))["timeline"]["step_s"]
         for d in ("cuda:0", "cuda:0x4", "cuda:0,cuda:1,cuda:2,cuda:3")]
-assert step[1] >= 0.85 * step[0] and step[2] < 0.8 * step[1], step' "$T"
+assert step[1] >= 0.8 * step[0] and step[2] < 0.8 * step[1], step' "$T"
 expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --trace "$T/cpus.trace.json"
 file_check "simulate on CPU devices: no link events" "$T/cpus.trace.json" '
 assert not [e for e in p["traceEvents"] if e.get("cat") == "link" or "link" in e["name"]]
@@ -803,14 +807,17 @@ run plan "$MODEL" --batch 16 --devices cpu:2
 check "plan at M = 1 says why its split" \
     grep -qF "split chosen by the planner (shortest predicted step: M x the slowest stage" "$OUT"
 check "plan at M = 1 gives the other split's simulated step" \
-    grep -qE "; [0-9.]+ ms simulated against [0-9.]+ for the slowest stage's split\)" "$OUT"
+    grep -qE "; [0-9.]+ ms simulated against [0-9.]+ for the slowest stage's split;" "$OUT"
+# ... and that it simulated each of the 7 splits, and kept the fastest.
+stdout_has "; the fastest simulated of its 7 splits, 7 of which fit)" \
+    "plan at M = 1: every split simulated"
 run plan "$MODEL" --batch 16 --devices cpu:2 --json
 file_check "plan --json at M = 1 names the split's objective" "$OUT" '
 assert p["split"] == "least_step" and p["stages"][1]["layers"][0] == 7, p["split"]
 assert p["other_split_simulated_step_ms"] > p["simulated_step_ms"], p'
 run plan "$MODEL" --batch 16 --devices cpu:2 --microbatches 8
 check "plan at M = 8 says why its split" \
-    grep -qF "split chosen by the planner (slowest stage minimised)" "$OUT"
+    grep -qF "split chosen by the planner (slowest stage minimised; the fastest simulated of its 7 splits, 7 of which fit)" "$OUT"
 run plan "$MODEL" --batch 16 --devices cpu:2 --microbatches 8 --json
 file_check "plan --json at M = 8 names the split's objective" "$OUT" '
 assert p["split"] == "slowest_stage" and p["stages"][1]["layers"][0] == 4, p["split"]
