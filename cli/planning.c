@@ -352,7 +352,7 @@ static void print_devices(const bg_plan_t *p, FILE *out) {
         p->device_search == BG_PLAN_DEVICES_SEARCHED
             ? (by_step ? "has the shortest predicted step of those that fit as a device holds it"
                        : "is the fastest of those that fit as a device holds it")
-            : "fits as a device holds it (the search for the fastest that does stopped at its "
+            : "fits as a device holds it (a search per device for a faster one stopped at its "
               "budget)";
     if (p->simulated_split)
         fprintf(out,
@@ -379,24 +379,33 @@ static void print_devices(const bg_plan_t *p, FILE *out) {
                 "against its capacity, which cap MiB above shows whole; the planner's own "
                 "split keeps each stage within 1/%d of it where that is fastest)\n",
                 v, v);
-    else if (!part->fits)
+    else if (!part->fits) {
         fprintf(out,
                 "(the stages' cap MiB above is 1/%d of their device's capacity, as the "
                 "planner's first search holds each stage: no split fits so, and this one "
                 "overflows least; below, what the search with each device's %d stages "
                 "together found)\n",
                 v, v);
-    else
+    } else {
+        /* What the planner tried beside it, which it did not find faster. */
+        char tried[192];
+        if (p->splits_simulated > 0)
+            snprintf(tried, sizeof tried,
+                     "none of its %d splits, each simulated as a device holds it, is faster",
+                     p->splits_simulated);
+        else
+            snprintf(tried, sizeof tried, "%s",
+                     p->device_search == BG_PLAN_DEVICES_STOPPED
+                         ? "a search per device for a faster split that fits as a device holds "
+                           "its stages together stopped at its budget"
+                         : "the searches per device, by the slowest stage and by the predicted "
+                           "step, found no split that simulates faster");
         fprintf(out,
                 "(the planner's split keeps each stage within 1/%d of its device's capacity, "
                 "the stages' cap MiB above; %s; a given --split is checked per device, its %d "
                 "stages together)\n",
-                v,
-                p->device_search == BG_PLAN_DEVICES_STOPPED
-                    ? "the search for a faster split that fits as a device holds its stages "
-                      "together stopped at its budget"
-                    : "no split that fits as a device holds its stages together is faster",
-                v);
+                v, tried, v);
+    }
 }
 
 /* The GPU convolution workspace a plan counts: each GPU stage holding a

@@ -397,6 +397,12 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
                             (long long)epoch);
     st->epoch = (int)epoch;
     BG_CHECK(check_counts(path, file, st));
+    /* Files from before brigade.skipped_steps (--nan skip is older than the
+     * key) took a step for each update and skipped the rest: counted so,
+     * the run's --nan-limit covers them, and a save of the resumed run
+     * writes counts that add up. */
+    if (bg_safetensors_metadata(file, "brigade.skipped_steps") == NULL)
+        st->skipped_steps = st->step - st->optimizer_steps;
     const char *rng = bg_safetensors_metadata(file, "brigade.shuffle_rng");
     if (rng == NULL || strlen(rng) != 64)
         return bg_error_set(BG_ERR_PARSE, "%s: brigade.shuffle_rng is missing or malformed", path);

@@ -85,38 +85,25 @@ bg_status_t bg_plan_cost_model_create(const bg_plan_request_t *r, bg_cost_model_
  * of each other the earlier candidate stays. */
 static int faster(double a, double b) { return a < b * (1 - 1e-9); }
 
-/* Whether any of the plan's devices has a memory limit: without one the
- * programme's split is already the fastest of all. */
-static int memory_limited(const bg_plan_t *p) {
-    for (int d = 0; d < p->request.devices; d++)
-        if (p->device[d].memory_bytes > 0) return 1;
-    return 0;
-}
-
 /* With V > 1 the programme holds each stage to 1/V of its device, but a
  * device may hold uneven stages as long as its V stages together fit it,
- * the check a given --split gets: the search per device looks for the
- * fastest split that fits so, or where the programme's fits, for one faster
- * than it; *part becomes what it finds. Where nothing fits and the search
- * stopped at its budget without a split, the programme's split (the least
- * overflow) is checked per device as well. */
+ * the check a given --split gets. Where the programme's split does not fit,
+ * the search per device looks for the fastest split that fits so; *part
+ * becomes what it finds. Where it stopped at its budget without one, the
+ * programme's split (the least overflow) is checked per device as well.
+ * (Where the programme's split fits, plan_try_device_search compares.) */
 static bg_status_t plan_check_per_device(bg_plan_t *p, bg_partition_t **part) {
     if (p->request.chunks == 1) return BG_OK;
     p->even_split_fits = (*part)->fits;
-    if (!memory_limited(p)) return BG_OK;
+    if ((*part)->fits) return BG_OK;
     bg_partition_config_t whole = p->config;
     whole.memory_check = BG_PARTITION_CHECK_DEVICES;
     bg_partition_t *per_device = NULL;
     int complete = 0;
-    /* Where the programme's split fits, one whose slowest stage is as slow
-     * (within rounding) may still make a faster step: its devices' loads
-     * are what a step adds up, so ties are compared by the step's estimate. */
-    const int fits = (*part)->fits;
-    bg_status_t st =
-        bg_partition_search_devices(&whole, fits ? (*part)->bottleneck_s * (1 + 1e-9) : DBL_MAX,
-                                    BG_PLAN_DEVICE_SEARCH_BUDGET, &per_device, &complete);
+    bg_status_t st = bg_partition_search_devices(&whole, DBL_MAX, BG_PLAN_DEVICE_SEARCH_BUDGET,
+                                                 &per_device, &complete);
     p->device_search = complete ? BG_PLAN_DEVICES_SEARCHED : BG_PLAN_DEVICES_STOPPED;
-    if (st == BG_OK && per_device == NULL && !complete && !fits) {
+    if (st == BG_OK && per_device == NULL && !complete) {
         const int stages = (*part)->stages;
         for (int s = 0; s < stages; s++) p->first_layer[s] = (*part)->stage[s].first_layer;
         st = bg_partition_evaluate(&whole, p->first_layer, &per_device);
@@ -127,10 +114,7 @@ static bg_status_t plan_check_per_device(bg_plan_t *p, bg_partition_t **part) {
         return st;
     }
     if (per_device == NULL) return BG_OK;
-    const int better = !fits || faster(per_device->bottleneck_s, (*part)->bottleneck_s) ||
-                       faster(bg_partition_step_seconds(per_device, &whole),
-                              bg_partition_step_seconds(*part, &p->config));
-    if (!per_device->fits || !better) {
+    if (!per_device->fits) {
         bg_partition_destroy(per_device);
         return BG_OK;
     }
@@ -263,43 +247,51 @@ static bg_status_t plan_try_least_step(bg_plan_t *p) {
     return st != BG_OK ? st : back;
 }
 
-/* With V > 1 and a memory limit, the search per device for the least
- * predicted step (bg_partition_search_devices, BG_PARTITION_LEAST_STEP):
- * where the split it finds predicts a shorter step than the plan's, it is
- * simulated and kept if faster, as plan_try_least_step does. Both earlier
- * splits rank by the slowest stage or hold each stage to 1/V of its
- * device, and miss a split that fits as a device holds it with a slower
- * slowest stage but a shorter step: without this, 1 MiB more memory could
- * give the origin CNN a slower plan (docs/planner.md). other_split_step_s
- * stays the slowest stage's split's where that is not kept, else becomes
- * the faster of the splits not kept. */
-static bg_status_t plan_try_device_step(bg_plan_t *p) {
+/* With V > 1, a search per device (bg_partition_search_devices) for
+ * `objective`: the slowest stage (bounded by the plan's, within rounding:
+ * one as slow may predict a shorter step) or the least predicted step.
+ * Where the split it finds is predicted faster than the plan's, it is
+ * simulated and kept if its simulated step is shorter, as
+ * plan_try_least_step does: the programme and its least step hold each
+ * stage to 1/V of its device and miss splits that fit as a device holds
+ * its stages, and a prediction alone can mislead (docs/planner.md).
+ * other_split_step_s, of the other objective's split, becomes the plan's
+ * old step where the found split of the other objective is kept, or the
+ * found split's where that is not kept and beats the one noted. */
+static bg_status_t plan_try_device_search(bg_plan_t *p, bg_partition_objective_t objective) {
     bg_partition_config_t pc = p->config;
-    pc.objective = BG_PARTITION_LEAST_STEP;
+    pc.objective = objective;
     pc.memory_check = BG_PARTITION_CHECK_DEVICES;
+    const int by_step = objective == BG_PARTITION_LEAST_STEP;
     bg_partition_t *current = p->partition, *found = NULL;
+    const double predicted = bg_partition_step_seconds(current, &pc);
+    const double bound = by_step ? predicted : current->bottleneck_s * (1 + 1e-9);
     int complete = 0;
-    BG_CHECK(bg_partition_search_devices(&pc, bg_partition_step_seconds(current, &pc),
-                                         BG_PLAN_DEVICE_SEARCH_BUDGET, &found, &complete));
-    if (!complete) p->device_search = BG_PLAN_DEVICES_STOPPED;
-    if (found == NULL || same_split(found, current) ||
-        !faster(bg_partition_step_seconds(found, &pc), bg_partition_step_seconds(current, &pc))) {
+    BG_CHECK(
+        bg_partition_search_devices(&pc, bound, BG_PLAN_DEVICE_SEARCH_BUDGET, &found, &complete));
+    if (!complete || p->device_search == BG_PLAN_DEVICES_STOPPED)
+        p->device_search = BG_PLAN_DEVICES_STOPPED;
+    else
+        p->device_search = BG_PLAN_DEVICES_SEARCHED;
+    const int better = found != NULL && !same_split(found, current) &&
+                       (faster(bg_partition_step_seconds(found, &pc), predicted) ||
+                        (!by_step && faster(found->bottleneck_s, current->bottleneck_s)));
+    if (!better) {
         bg_partition_destroy(found);
         return BG_OK;
     }
     const bg_partition_objective_t was = p->config.objective;
     const double current_step = p->simulated_step_s;
-    bg_status_t st = plan_adopt(p, found, BG_PARTITION_LEAST_STEP);
+    bg_status_t st = plan_adopt(p, found, objective);
     const double found_step = p->simulated_step_s;
     if (st == BG_OK && faster(found_step, current_step)) {
         bg_partition_destroy(current);
-        if (was == BG_PARTITION_SLOWEST_STAGE) p->other_split_step_s = current_step;
+        if (objective != was) p->other_split_step_s = current_step;
         return BG_OK;
     }
     bg_partition_destroy(found);
     bg_status_t back = plan_adopt(p, current, was);
-    if (was == BG_PARTITION_SLOWEST_STAGE &&
-        (p->other_split_step_s == 0 || found_step < p->other_split_step_s))
+    if (objective != was && (p->other_split_step_s == 0 || found_step < p->other_split_step_s))
         p->other_split_step_s = found_step;
     return st != BG_OK ? st : back;
 }
@@ -421,8 +413,13 @@ bg_status_t bg_plan_create(const bg_plan_request_t *r, bg_plan_t **out) {
     if (st == BG_OK && r->split == NULL && p->partition->fits && p->partition->stages > 1 &&
         (p->partition->memory_check == BG_PARTITION_CHECK_STAGES || p->even_split_fits))
         st = plan_try_least_step(p);
-    if (st == BG_OK && r->split == NULL && p->partition->fits && r->chunks > 1 && memory_limited(p))
-        st = plan_try_device_step(p);
+    /* With V > 1 the searches per device, by the slowest stage (done
+     * already where the programme's split did not fit) and by the step. */
+    if (st == BG_OK && r->split == NULL && p->partition->fits && r->chunks > 1 &&
+        p->partition->memory_check == BG_PARTITION_CHECK_STAGES)
+        st = plan_try_device_search(p, BG_PARTITION_SLOWEST_STAGE);
+    if (st == BG_OK && r->split == NULL && p->partition->fits && r->chunks > 1)
+        st = plan_try_device_search(p, BG_PARTITION_LEAST_STEP);
     if (st == BG_OK && r->split == NULL && p->partition->stages > 1)
         st = plan_simulate_every_split(p);
     if (st != BG_OK) {

@@ -452,6 +452,17 @@ check "skips before the resume: said so" grep -qFx \
 edit_checkpoint "$T/clean.st" "$T/miscounted.st" brigade.skipped_steps=2
 expect 2 "$T/miscounted.st: brigade.optimizer_steps 4 and brigade.skipped_steps 2 do not add up to brigade.step 4" \
     -- train "$MLP" --data synthetic --steps 6 --batch 16 --resume "$T/miscounted.st"
+# A file from before brigade.skipped_steps whose steps did not all update
+# counts the others as skipped: resumed and saved again, the counts add up
+# and resume (until 2026-12-04 the second resume was refused).
+edit_checkpoint "$T/clean.st" "$T/pre-skipped.st" -brigade.skipped_steps brigade.optimizer_steps=2
+expect 0 "" -- train "$MLP" --data synthetic --steps 6 --batch 16 --resume "$T/pre-skipped.st" \
+    --save "$T/after-pre-skipped.st" --test-samples 64
+check "a file without skipped_steps: its steps without an update counted as skipped" grep -qFx \
+    "skipped 2 steps for non-finite values, all before step 5, where this process resumed the run" \
+    "$OUT"
+expect 0 "resuming $T/after-pre-skipped.st at step 6" -- train "$MLP" --data synthetic \
+    --steps 8 --batch 16 --resume "$T/after-pre-skipped.st" --test-samples 64
 # A checkpoint of the older format (no batch, no training set size: its
 # epoch is not checked against its step) in an epoch past the run's last
 # would run nothing: refused (until 2026-12-04: exit 0, "trained 0 steps

@@ -208,10 +208,13 @@ typedef struct brute {
     double overflow_time; /* the least slowest stage among splits of that overflow */
     /* Each device's stages checked together (BG_PARTITION_CHECK_DEVICES):
      * whether any split fits so, and the least slowest stage and the least
-     * step of those. */
+     * step of those; the least step of the splits whose slowest stage is
+     * that least, and the least slowest stage of those whose step is (the
+     * search's tie-breaks). */
     int any_fits_devices;
     double best_time_devices;
     double best_step_devices;
+    double tie_step_devices, tie_time_devices;
 } brute_t;
 
 /* The same split checked per device (BG_PARTITION_CHECK_DEVICES): the
@@ -270,9 +273,19 @@ static void brute_force(const bg_partition_config_t *cfg, int *first, int s, int
         assert_int_equal(bg_partition_evaluate(cfg, first, &p), BG_OK);
         const double step = bg_partition_step_seconds(p, cfg);
         if (check_per_device(cfg, first, p)) {
-            if (!b->any_fits_devices || p->bottleneck_s < b->best_time_devices)
+            const int first_fit = !b->any_fits_devices;
+            if (first_fit || p->bottleneck_s < b->best_time_devices) {
                 b->best_time_devices = p->bottleneck_s;
-            if (!b->any_fits_devices || step < b->best_step_devices) b->best_step_devices = step;
+                b->tie_step_devices = step;
+            } else if (p->bottleneck_s == b->best_time_devices && step < b->tie_step_devices) {
+                b->tie_step_devices = step;
+            }
+            if (first_fit || step < b->best_step_devices) {
+                b->best_step_devices = step;
+                b->tie_time_devices = p->bottleneck_s;
+            } else if (step == b->best_step_devices && p->bottleneck_s < b->tie_time_devices) {
+                b->tie_time_devices = p->bottleneck_s;
+            }
             b->any_fits_devices = 1;
         }
         if (p->fits && (!b->any_fits || p->bottleneck_s < b->best_time))
@@ -614,7 +627,8 @@ static int check_search_devices_step(const bg_partition_config_t *cfg, const bru
     check_legal_starts(cfg, q);
     const double step = bg_partition_step_seconds(q, cfg);
     assert_true(step == b->best_step_devices);
-    assert_true(q->bottleneck_s >= b->best_time_devices);
+    /* Of the splits as short, the one with the fastest slowest stage. */
+    assert_true(q->bottleneck_s == b->tie_time_devices);
     int differs = 0;
     for (int s = 0; s < q->stages; s++)
         differs |= q->stage[s].first_layer != slowest->stage[s].first_layer;
@@ -647,6 +661,8 @@ static void check_search_devices(const bg_partition_config_t *cfg, const brute_t
     searched_chunked += cfg->chunks > 1 && !b->any_fits;
     assert_true(q->fits);
     assert_true(q->bottleneck_s == b->best_time_devices);
+    /* Of the splits as fast, the one of the shortest predicted step. */
+    assert_true(bg_partition_step_seconds(q, cfg) == b->tie_step_devices);
     if (cfg->chunks == 1) assert_true(q->bottleneck_s == b->best_time);
     check_legal_starts(cfg, q);
     int first[MAX_STAGES];

@@ -722,7 +722,10 @@ static void test_state_refusals(void **state) {
                          k == 2 ? "brigade.epoch_loss_sum" : later_keys[k], NULL);
         load_state(f, path, &st);
         const int64_t got[] = {st.batch, st.train_samples, st.epoch_steps, st.skipped_steps};
-        assert_int_equal(got[k], 0);
+        /* Without the key, the steps that did not update were skipped:
+         * 10 less 8 (until 2026-12-04 read as 0, and a resumed run then
+         * saved counts that did not add up). */
+        assert_int_equal(got[k], k == 3 ? 2 : 0);
         bg_train_state_free(&st);
         for (size_t b = 1; b < sizeof bad_counts / sizeof bad_counts[0]; b++) {
             char want[96];
