@@ -267,8 +267,16 @@ static bg_status_t plan_try_device_search(bg_plan_t *p, bg_partition_objective_t
     const double predicted = bg_partition_step_seconds(current, &pc);
     const double bound = by_step ? predicted : current->bottleneck_s * (1 + 1e-9);
     int complete = 0;
-    BG_CHECK(
-        bg_partition_search_devices(&pc, bound, BG_PLAN_DEVICE_SEARCH_BUDGET, &found, &complete));
+    const bg_status_t searched =
+        bg_partition_search_devices(&pc, bound, BG_PLAN_DEVICE_SEARCH_BUDGET, &found, &complete);
+    /* Out of memory the plan stands without it, as without the least
+     * step's programme; it is counted as stopped. */
+    if (searched == BG_ERR_NOMEM) {
+        bg_error_clear();
+        p->device_search = BG_PLAN_DEVICES_STOPPED;
+        return BG_OK;
+    }
+    BG_CHECK(searched);
     if (!complete || p->device_search == BG_PLAN_DEVICES_STOPPED)
         p->device_search = BG_PLAN_DEVICES_STOPPED;
     else
