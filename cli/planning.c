@@ -389,7 +389,9 @@ static void print_devices(const bg_plan_t *p, FILE *out) {
     } else {
         /* What the planner tried beside it, which it did not find faster. */
         char tried[192];
-        if (p->splits_simulated > 0)
+        if (p->splits_simulated == 1)
+            snprintf(tried, sizeof tried, "it is the model's only split into these stages");
+        else if (p->splits_simulated > 1)
             snprintf(tried, sizeof tried,
                      "none of its %d splits, each simulated as a device holds it, is faster",
                      p->splits_simulated);
@@ -647,6 +649,11 @@ const char *bg_cli_plan_split_source(const bg_plan_t *p, char *buf, size_t size)
         return buf;
     }
     const int least = p->config.objective == BG_PARTITION_LEAST_STEP;
+    if (!p->partition->fits) { /* the refusal below says what was searched */
+        snprintf(buf, size,
+                 "split chosen by the planner (none fits: the one that overflows least)");
+        return buf;
+    }
     if (p->simulated_split) {
         int at = snprintf(buf, size,
                           "split chosen by the planner (the fastest simulated of its %d splits, "
@@ -671,7 +678,9 @@ const char *bg_cli_plan_split_source(const bg_plan_t *p, char *buf, size_t size)
         at += snprintf(buf + at, size - (size_t)at,
                        "; the search for the shortest predicted step ran out of memory and was "
                        "skipped");
-    if (p->splits_simulated > 0 && at > 0 && (size_t)at < size)
+    /* Where there was a choice by the simulation: a split that fits, of
+     * more than one (a refusal's split is the least overflow's). */
+    if (p->splits_simulated > 1 && p->partition->fits && at > 0 && (size_t)at < size)
         at += snprintf(buf + at, size - (size_t)at,
                        "; the fastest simulated of its %d splits, %d of which fit",
                        p->splits_simulated, p->splits_fitting);
@@ -681,6 +690,7 @@ const char *bg_cli_plan_split_source(const bg_plan_t *p, char *buf, size_t size)
 
 const char *bg_cli_plan_split_key(const bg_plan_t *p) {
     if (p->request.split != NULL) return "given";
+    if (!p->partition->fits) return "least_overflow";
     if (p->simulated_split) return "fastest_simulated";
     return p->config.objective == BG_PARTITION_LEAST_STEP ? "least_step" : "slowest_stage";
 }

@@ -753,6 +753,24 @@ done
 json_check "resnet: the fastest simulated of 330 splits, faster than the searches' split" '
 assert p["split"] == "fastest_simulated" and p["splits_simulated"] == 330, p
 assert p["simulated_step_ms"] < 0.95 * p["other_split_simulated_step_ms"], p'
+# A model of as many layers as stages has one split: nothing to choose,
+# and no "fastest simulated of its 1 splits".
+deep_mlp "$T/nine.model" 3
+expect 0 "" -- plan "$T/nine.model" --devices cpu:3 --schedule interleaved --chunks 3 \
+    --microbatches 3 --batch 9
+stdout_has "it is the model's only split into these stages" "one split: said so"
+check "one split: not called the fastest simulated" sh -c "! grep -q 'fastest simulated' '$OUT'"
+# A refusal's split is the one that overflows least, and says so (until
+# 2026-12-04 "slowest stage minimised; the fastest simulated of its 7
+# splits, 0 of which fit").
+expect 2 "none of the planner's 7 splits fits either" -- plan "$MODEL" --devices cpu:2 \
+    --microbatches 4 --device-mem 8M
+stdout_has "split chosen by the planner (none fits: the one that overflows least)" \
+    "a refusal: its split is the least overflow's"
+expect 2 "" -- plan "$MODEL" --devices cpu:2 --microbatches 4 --device-mem 8M --json
+json_check "a refusal: split least_overflow, none of 7 fitting" '
+assert p["split"] == "least_overflow" and p["splits_simulated"] == 7, p
+assert p["splits_fitting"] == 0, p'
 # Past BG_PLAN_EVERY_SPLIT_MAX (512) splits the searches' split stands.
 deep_mlp "$T/deep12.model" 12
 expect 0 "" -- plan "$T/deep12.model" --devices cpu:4 --json
