@@ -100,9 +100,10 @@ typedef struct bg_plan {
     /* With V > 1 and the planner's own split, how the searches per device
      * (for the slowest stage, then for the least predicted step) ended:
      * BG_PLAN_DEVICES_SEARCHED when they tried every split (where the plan
-     * does not fit, none does; where it keeps the programme's split, none
-     * that fits per device is faster), BG_PLAN_DEVICES_STOPPED when one
-     * stopped at its budget first; else BG_PLAN_DEVICES_NOT_SEARCHED. */
+     * does not fit, none does; where it keeps the programme's split, what
+     * they found did not simulate faster), BG_PLAN_DEVICES_STOPPED when one
+     * stopped at its budget first (or ran out of memory); else
+     * BG_PLAN_DEVICES_NOT_SEARCHED. */
     int device_search;
     /* With V > 1 and the planner's own split: 1 when a split keeping each
      * stage within 1/V of its device fits (the programme's). */
@@ -143,10 +144,12 @@ enum {
  * V stages together against its capacity (BG_PARTITION_CHECK_DEVICES:
  * partition->worst_device names the device over); the planner's own split
  * is the programme's, each stage within 1/V of its device (stages/partition.h),
- * unless the searches per device find a faster split that fits per device
- * (by its slowest stage, or by its predicted step and then its simulated
- * one) or, where no split fits 1/V a stage, one that fits per device at
+ * unless the searches per device find a split that fits per device and is
+ * predicted faster (by its slowest stage or by its step) and simulates
+ * faster or, where no split fits 1/V a stage, one that fits per device at
  * all (bg_partition_search_devices; device_search says how they ended).
+ * Then, on a model of at most BG_PLAN_EVERY_SPLIT_MAX splits, every split
+ * that fits is simulated and the fastest kept (splits_simulated).
  * BG_ERR_INVALID for an impossible request, with the message of the part
  * that refused it: M > B ("would leave some empty"), a schedule that
  * rejects K/V/M, a bad split, more stages than layers, a profile of
