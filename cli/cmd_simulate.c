@@ -52,7 +52,7 @@ static const char help[] =
     "\n"
     "examples:\n"
     "  brigade simulate examples/fashion_cnn.model --devices cpu:2 --microbatches 4\n"
-    "  brigade profile examples/fashion_cnn.model --microbatches 4 \\\n"
+    "  brigade profile examples/fashion_cnn.model --devices cpu:2 --microbatches 4 \\\n"
     "      -o cnn.profile.json\n"
     "  brigade simulate examples/fashion_cnn.model --devices cpu:2 --microbatches 4 \\\n"
     "      --profile cnn.profile.json --timeline sim.svg\n";

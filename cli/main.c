@@ -33,7 +33,9 @@ static const char usage[] =
     "\n"
     "'brigade COMMAND --help' (or 'brigade help COMMAND') explains a command's\n"
     "options; 'brigade --version' says which brigade this is.\n"
-    "Exit status: 0 success, 1 failure while running, 2 bad usage or bad input.\n";
+    "Exit status: 0 success, 1 failure while running, 2 bad usage or bad input;\n"
+    "a closed pipe (| head) ends a command by SIGPIPE, as it ends other tools;\n"
+    "train and sweep go on without their output and exit 1.\n";
 
 static const struct {
     const char *name;

@@ -69,11 +69,19 @@ int bg_cli_note_split_profile(const bg_plan_t *plan, const char *path) {
     int at = 0;
     for (int s = 0; s < count; s++)
         at += snprintf(text + at, sizeof text - (size_t)at, "%s%d", s ? "," : "", split[s]);
-    fprintf(stderr,
-            "note: %s times only the stages of split %s (brigade profile --split); other "
-            "splits are priced from its layers' sums, so give --split %s too, or profile "
-            "without --split\n",
-            path, text, text);
+    /* --split with the profile's boundaries works only on as many stages. */
+    if (plan->partition->stages == count + 1)
+        fprintf(stderr,
+                "note: %s times only the stages of split %s (brigade profile --split); other "
+                "splits are priced from its layers' sums, so give --split %s too, or profile "
+                "without --split\n",
+                path, text, text);
+    else
+        fprintf(stderr,
+                "note: %s times only the %d stages of split %s (brigade profile --split), not "
+                "this placement's %d; its stages are priced from the profile's layers' sums "
+                "(profile without --split, or with a split of %d stages, to time them)\n",
+                path, count + 1, text, plan->partition->stages, plan->partition->stages);
     return 1;
 }
 

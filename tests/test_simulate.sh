@@ -269,6 +269,13 @@ assert all(s["loaded"]["forward_s"] > 0 and s["forward_s"] > 0 for s in p["stage
     check "a split profile on another --split: the note says so" grep -qF \
         "note: $PS times only the stages of split 4 (brigade profile --split); other splits are priced from its layers' sums, so give --split 4 too" \
         "$ERR"
+    # On another number of stages --split 4 cannot help: the note says the
+    # profile does not time this placement's stages (until 2026-12-04 it
+    # advised --split 4, which four stages refuse).
+    expect 0 "" -- simulate "$MODEL" --devices cpu:4 --microbatches 2 --profile "$PS"
+    check "a split profile on four stages: not told to give --split 4" grep -qF \
+        "note: $PS times only the 2 stages of split 4 (brigade profile --split), not this placement's 4; its stages are priced from the profile's layers' sums" \
+        "$ERR"
     # Where the planner chooses, the note comes when it chose another split.
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --profile "$PS" \
         --metrics "$T/chosen.metrics.json"
