@@ -144,8 +144,12 @@ int bg_cmd_plan(int argc, char **argv) {
         bg_cli_plan_open("plan", o.model, &o.placement, o.batch, &o.optimizer, &setup, &p), st,
         fail);
     bg_cli_note_turns(p, &o.placement, o.batch);
+    /* Where the figures come from, as simulate says it. */
+    const char *costs = setup.profile != NULL ? o.placement.profile_path : NULL;
     if (o.json) {
         cJSON *root = bg_cli_plan_json(p, o.model);
+        if (root != NULL && costs != NULL) cJSON_AddStringToObject(root, "profile", costs);
+        if (root != NULL && costs == NULL) cJSON_AddNullToObject(root, "profile");
         if (root != NULL && !bg_cli_links_json(&o.placement, root)) {
             cJSON_Delete(root);
             root = NULL;
@@ -176,10 +180,12 @@ int bg_cmd_plan(int argc, char **argv) {
         printf("\n");
         bg_placement_describe_links(&o.placement, stdout);
         char sizes[64];
-        printf("batch %lld (%s), %s; %s\n\n", (long long)o.batch,
+        printf("batch %lld (%s), %s; %s; costs from %s\n\n", (long long)o.batch,
                bg_cli_microbatch_sizes(o.batch, p->request.microbatches, sizes, sizeof sizes),
                bg_optimizer_kind_name(o.optimizer.kind),
-               bg_cli_plan_split_source(p, source, sizeof source));
+               bg_cli_plan_split_source(p, source, sizeof source),
+               costs != NULL ? bg_cli_shown(costs, shown, sizeof shown)
+                             : "the analytic cost model");
         bg_cli_plan_print_table(p, stdout);
     }
     if (!p->partition->fits) {

@@ -276,6 +276,14 @@ assert all(s["loaded"]["forward_s"] > 0 and s["forward_s"] > 0 for s in p["stage
     check "a split profile on four stages: not told to give --split 4" grep -qF \
         "note: $PS times only the 2 stages of split 4 (brigade profile --split), not this placement's 4; its stages are priced from the profile's layers' sums" \
         "$ERR"
+    # plan says where its figures come from, as simulate does (until
+    # 2026-12-04 neither its text nor its JSON did).
+    expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 2 --profile "$PS" --json
+    json_check "plan --json names its profile" "assert p['profile'] == '$PS', p.get('profile')"
+    expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 2 --json
+    json_check "plan --json without a profile: null" "assert p['profile'] is None, p"
+    expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 2 --profile "$PS"
+    stdout_has "; costs from $PS" "plan names its profile"
     # Where the planner chooses, the note comes when it chose another split.
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --profile "$PS" \
         --metrics "$T/chosen.metrics.json"
