@@ -202,6 +202,29 @@ static int same_split(const bg_partition_t *a, const bg_partition_t *b) {
     return 1;
 }
 
+/* Makes `candidate` (owned from here) the plan's partition, for
+ * `objective`, where its simulated step beats the plan's; else the plan
+ * goes back to its partition (on a tie too: the earlier stays). *kept says
+ * which, *candidate_step the candidate's simulated step. */
+static bg_status_t plan_try_partition(bg_plan_t *p, bg_partition_t *candidate,
+                                      bg_partition_objective_t objective, int *kept,
+                                      double *candidate_step) {
+    bg_partition_t *current = p->partition;
+    const bg_partition_objective_t was = p->config.objective;
+    const double current_step = p->simulated_step_s;
+    const bg_status_t st = plan_adopt(p, candidate, objective);
+    *candidate_step = p->simulated_step_s;
+    *kept = st == BG_OK && faster(*candidate_step, current_step);
+    if (*kept) {
+        bg_partition_destroy(current);
+        return BG_OK;
+    }
+    bg_partition_destroy(candidate);
+    /* Re-simulating the plan's own partition gives the same step. */
+    const bg_status_t back = plan_adopt(p, current, was);
+    return st != BG_OK ? st : back;
+}
+
 /* The slowest stage sets the step when M is large; with few micro-batches
  * a split with a larger slowest stage but a smaller total can be faster
  * (at M = 1 the least total is). When the plan's partition (the slowest
@@ -233,18 +256,12 @@ static bg_status_t plan_try_least_step(bg_plan_t *p) {
         return BG_OK;
     }
     const double slowest_step = p->simulated_step_s;
-    bg_status_t st = plan_adopt(p, least, BG_PARTITION_LEAST_STEP);
-    const double least_step = p->simulated_step_s;
-    if (st == BG_OK && faster(least_step, slowest_step)) {
-        bg_partition_destroy(slowest);
-        p->other_split_step_s = slowest_step;
-        return BG_OK;
-    }
-    bg_partition_destroy(least);
-    /* Back to the slowest stage's; re-simulating it gives the same step. */
-    bg_status_t back = plan_adopt(p, slowest, BG_PARTITION_SLOWEST_STAGE);
-    p->other_split_step_s = least_step;
-    return st != BG_OK ? st : back;
+    int kept = 0;
+    double least_step = 0;
+    const bg_status_t st =
+        plan_try_partition(p, least, BG_PARTITION_LEAST_STEP, &kept, &least_step);
+    p->other_split_step_s = kept ? slowest_step : least_step;
+    return st;
 }
 
 /* With V > 1, a search per device (bg_partition_search_devices) for
@@ -288,20 +305,16 @@ static bg_status_t plan_try_device_search(bg_plan_t *p, bg_partition_objective_t
         bg_partition_destroy(found);
         return BG_OK;
     }
-    const bg_partition_objective_t was = p->config.objective;
+    const int other_objective = objective != p->config.objective;
     const double current_step = p->simulated_step_s;
-    bg_status_t st = plan_adopt(p, found, objective);
-    const double found_step = p->simulated_step_s;
-    if (st == BG_OK && faster(found_step, current_step)) {
-        bg_partition_destroy(current);
-        if (objective != was) p->other_split_step_s = current_step;
-        return BG_OK;
-    }
-    bg_partition_destroy(found);
-    bg_status_t back = plan_adopt(p, current, was);
-    if (objective != was && (p->other_split_step_s == 0 || found_step < p->other_split_step_s))
+    int kept = 0;
+    double found_step = 0;
+    const bg_status_t st = plan_try_partition(p, found, objective, &kept, &found_step);
+    if (other_objective && kept) p->other_split_step_s = current_step;
+    if (other_objective && !kept &&
+        (p->other_split_step_s == 0 || found_step < p->other_split_step_s))
         p->other_split_step_s = found_step;
-    return st != BG_OK ? st : back;
+    return st;
 }
 
 /* The number of ways to choose k of n, or BG_PLAN_EVERY_SPLIT_MAX + 1 once

@@ -233,22 +233,33 @@ static void move_folder_at_2(void *ctx, const bg_train_progress_t *progress) {
     if (progress->step == 2) assert_int_equal(rename(folder, gone), 0);
 }
 
+/* A 2-stage, 6-step run saving to run.st in a new scratch folder `name`
+ * (its path into folder[128], the file's into path[160]) that `progress`
+ * moves away at step 2, so that the saves after it fail. */
+static bg_train_config_t run_losing_its_folder(const fixture_t *f, const char *name,
+                                               bg_train_progress_fn progress, char *folder,
+                                               char *path, bg_device_list_t *devices) {
+    snprintf(folder, 128, "%s/%s", f->dir, name);
+    assert_int_equal(mkdir(folder, 0700), 0);
+    snprintf(path, 160, "%s/run.st", folder);
+    bg_train_config_t cfg = config(f, devices, 2);
+    cfg.steps = 6;
+    cfg.save_path = path;
+    cfg.progress = progress;
+    cfg.progress_ctx = folder;
+    return cfg;
+}
+
 /* A checkpoint that cannot be written stops the run after its step with
  * the run's results made (not an error): the steps done, the evaluation,
  * the last save that worked, and why the next failed. */
 static void test_failed_save_stops_with_results(void **state) {
     fixture_t *f = *state;
     char folder[128], path[160];
-    snprintf(folder, sizeof folder, "%s/saves", f->dir);
-    assert_int_equal(mkdir(folder, 0700), 0);
-    snprintf(path, sizeof path, "%s/run.st", folder);
     bg_device_list_t devices;
-    bg_train_config_t cfg = config(f, &devices, 2);
-    cfg.steps = 6;
-    cfg.save_path = path;
+    bg_train_config_t cfg =
+        run_losing_its_folder(f, "saves", move_folder_at_2, folder, path, &devices);
     cfg.save_every = 2;
-    cfg.progress = move_folder_at_2;
-    cfg.progress_ctx = folder;
     bg_train_result_t r = {0};
     assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
     assert_int_equal(r.saved_step, 2);
@@ -286,17 +297,11 @@ static void move_folder_and_stop_at_2(void *ctx, const bg_train_progress_t *prog
 static void test_failed_save_of_a_stop(void **state) {
     fixture_t *f = *state;
     char folder[128], path[160], gone[160];
-    snprintf(folder, sizeof folder, "%s/stop-saves", f->dir);
-    assert_int_equal(mkdir(folder, 0700), 0);
-    snprintf(path, sizeof path, "%s/run.st", folder);
     bg_device_list_t devices;
-    bg_train_config_t cfg = config(f, &devices, 2);
-    cfg.steps = 6;
-    cfg.save_path = path;
+    bg_train_config_t cfg =
+        run_losing_its_folder(f, "stop-saves", move_folder_and_stop_at_2, folder, path, &devices);
     stop_flag = 0;
     cfg.stop = &stop_flag;
-    cfg.progress = move_folder_and_stop_at_2;
-    cfg.progress_ctx = folder;
     bg_train_result_t r = {0};
     assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
     assert_int_equal(r.stopped, 1);
