@@ -686,9 +686,8 @@ const char *bg_cli_plan_split_source(const bg_plan_t *p, char *buf, size_t size)
         at += snprintf(buf + at, size - (size_t)at,
                        "; the search for the shortest predicted step ran out of memory and was "
                        "skipped");
-    /* Where there was a choice by the simulation: a split that fits, of
-     * more than one (a refusal's split is the least overflow's). */
-    if (p->splits_simulated > 1 && p->partition->fits && at > 0 && (size_t)at < size)
+    /* Where the simulation had more than one split to choose from. */
+    if (p->splits_simulated > 1 && at > 0 && (size_t)at < size)
         at += snprintf(buf + at, size - (size_t)at,
                        "; the fastest simulated of its %d splits, %d of which fit",
                        p->splits_simulated, p->splits_fitting);
