@@ -484,57 +484,69 @@ static double recompute_seconds(const bg_cost_model_t *m, double forward) {
     return m->cfg.split_backward ? 2 * forward : forward;
 }
 
-bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device_t *d, int first,
-                                  int last) {
+/* Layers [first, last)'s figures per micro-batch on `d` from the model's
+ * FLOPs and values, every layer's dX included. */
+static bg_cost_time_t analytic_time(const bg_cost_model_t *m, const bg_cost_device_t *d, int first,
+                                    int last) {
     const double samples = m->mean_micro;
     double fwd_flops = (double)(m->forward_flops[last] - m->forward_flops[first]);
     double bwd_flops = (double)(m->backward_flops[last] - m->backward_flops[first]);
-    double bwd_ops = (double)(m->backward_ops[last] - m->backward_ops[first]);
+    double w_flops = (double)(m->weight_flops[last] - m->weight_flops[first]);
+    const double bwd_ops = (double)(m->backward_ops[last] - m->backward_ops[first]);
+    /* The forward and dX each read the weights once. */
+    const double streaming = weight_excess(m, d, first, last);
+    /* Where tanh, sigmoid, gelu, layernorm and dropout are memory-bound,
+     * their passes stream their values instead of taking a core's time. */
+    double fwd_bytes_s = 0, bwd_bytes_s = 0, w_bytes_s = 0;
+    if (d->elementwise_memory_bound) {
+        fwd_flops -= (double)(m->priced_forward[last] - m->priced_forward[first]);
+        bwd_flops -= (double)(m->priced_backward[last] - m->priced_backward[first]);
+        w_flops -= (double)(m->priced_weight[last] - m->priced_weight[first]);
+        const double per_s =
+            (d->memory_bytes_per_s > 0 ? d->memory_bytes_per_s : BG_COST_MEMORY_BYTES_PER_S) /
+            ((double)m->elem * samples);
+        fwd_bytes_s = (double)(m->streamed_forward[last] - m->streamed_forward[first]) / per_s;
+        w_bytes_s = (double)(m->streamed_weight[last] - m->streamed_weight[first]) / per_s;
+        bwd_bytes_s =
+            (double)(m->streamed_backward[last] - m->streamed_backward[first]) / per_s + w_bytes_s;
+    }
+    bg_cost_time_t t = {0};
+    t.forward = fwd_flops * samples / d->flops_per_s + fwd_bytes_s +
+                (last - first) * d->op_overhead_s + streaming;
+    t.backward =
+        bwd_flops * samples / d->flops_per_s + bwd_bytes_s + bwd_ops * d->op_overhead_s + streaming;
+    /* dW, and one op for each layer with weights (of backward's two ops per
+     * such layer). */
+    const double weighted_layers = bwd_ops - (last - first);
+    t.weight = w_flops * samples / d->flops_per_s + w_bytes_s + weighted_layers * d->op_overhead_s;
+    /* The update streams parameters, gradients and state, and zeroing
+     * writes the gradients again: memory-bound; the check reads them. */
+    const double params = (double)(m->param_elems[last] - m->param_elems[first]);
+    const double streams =
+        d->memory_bytes_per_s > 0 ? d->memory_bytes_per_s : BG_COST_MEMORY_BYTES_PER_S;
+    t.update = params * (double)m->elem * (4.0 + 2.0 * m->states) / streams;
+    t.check = params * (double)m->elem / streams;
+    return t;
+}
+
+bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device_t *d, int first,
+                                  int last) {
     bg_cost_time_t t = {0};
     if (m->cfg.profile != NULL) {
         t.forward = m->forward_s[last] - m->forward_s[first];
         t.backward = m->backward_s[last] - m->backward_s[first];
-        if (first == 0) t.backward -= m->first_dx_s;
         t.weight = m->weight_s[last] - m->weight_s[first];
         t.update = m->update_s[last] - m->update_s[first];
         t.check = m->check_s[last] - m->check_s[first];
+        if (first == 0) t.backward -= m->first_dx_s;
     } else {
-        /* The forward and dX each read the weights once. */
-        const double streaming = weight_excess(m, d, first, last);
-        double w_flops = (double)(m->weight_flops[last] - m->weight_flops[first]);
-        /* Where tanh, sigmoid, gelu, layernorm and dropout are
-         * memory-bound, their passes stream their values instead of taking
-         * a core's time. */
-        double fwd_bytes_s = 0, bwd_bytes_s = 0, w_bytes_s = 0;
-        if (d->elementwise_memory_bound) {
-            fwd_flops -= (double)(m->priced_forward[last] - m->priced_forward[first]);
-            bwd_flops -= (double)(m->priced_backward[last] - m->priced_backward[first]);
-            w_flops -= (double)(m->priced_weight[last] - m->priced_weight[first]);
-            const double per_s =
-                (d->memory_bytes_per_s > 0 ? d->memory_bytes_per_s : BG_COST_MEMORY_BYTES_PER_S) /
-                ((double)m->elem * samples);
-            fwd_bytes_s = (double)(m->streamed_forward[last] - m->streamed_forward[first]) / per_s;
-            w_bytes_s = (double)(m->streamed_weight[last] - m->streamed_weight[first]) / per_s;
-            bwd_bytes_s =
-                (double)(m->streamed_backward[last] - m->streamed_backward[first]) / per_s +
-                w_bytes_s;
+        t = analytic_time(m, d, first, last);
+        /* Layer 0's dX, which the executor never runs: its backward less
+         * its dW is that pass alone, streaming and op included. */
+        if (first == 0) {
+            const bg_cost_time_t layer0 = analytic_time(m, d, 0, 1);
+            t.backward -= layer0.backward - layer0.weight;
         }
-        t.forward = fwd_flops * samples / d->flops_per_s + fwd_bytes_s +
-                    (last - first) * d->op_overhead_s + streaming;
-        t.backward = bwd_flops * samples / d->flops_per_s + bwd_bytes_s +
-                     bwd_ops * d->op_overhead_s + streaming;
-        /* dW, and one op for each layer with weights (of backward's two
-         * ops per such layer). */
-        const double weighted_layers = bwd_ops - (last - first);
-        t.weight =
-            w_flops * samples / d->flops_per_s + w_bytes_s + weighted_layers * d->op_overhead_s;
-        /* The update streams parameters, gradients and state, and zeroing
-         * writes the gradients again: memory-bound; the check reads them. */
-        double params = (double)(m->param_elems[last] - m->param_elems[first]);
-        const double streams =
-            d->memory_bytes_per_s > 0 ? d->memory_bytes_per_s : BG_COST_MEMORY_BYTES_PER_S;
-        t.update = params * (double)m->elem * (4.0 + 2.0 * m->states) / streams;
-        t.check = params * (double)m->elem / streams;
     }
     t.recompute = recompute_seconds(m, t.forward);
     return m->cfg.forward_only ? forward_part(t) : t;

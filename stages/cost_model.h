@@ -8,6 +8,9 @@
  *   backward(layer) = 2 * flops * n / F + 2 o   layers with weights (dX + dW;
  *                                               dX at least w / R)
  *                   =     flops * n / F +   o   the others (dX only)
+ *                     but the model's first layer's dX, which the executor
+ *                     never runs (nothing comes before it): a stage holding
+ *                     layer 0 is charged its dW alone
  *   weight(layer)   =     flops * n / F +   o   the dW part of backward, which
  *                                                  zb-h1 runs apart (W)
  *   recompute       = the stage's forward again before its backward (and,

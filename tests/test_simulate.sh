@@ -641,18 +641,19 @@ assert abs(t["exposed_transfer_frac"] - exposed) < 1e-9 and exposed > 0, (t, exp
 # Virtual devices of one GPU share its arithmetic: four stages on cuda:0x4
 # are not predicted much faster than the whole GPU's one stage, as four GPUs
 # are (before, each virtual device counted as a GPU: 0.722 ms against
-# 1.450). Since the planner simulates every split of a small model, it finds
-# one at 0.843 of the one stage's step (the four stages' fixed costs per op
-# overlap); on the H200 the measured ratio ran 0.48 to 1.17.
+# 1.450, a ratio of 0.50). Since the planner simulates every split of a
+# small model, it finds one at 0.792 of the one stage's step (the four
+# stages' fixed costs per op overlap); on the H200 the measured ratio ran
+# 0.48 to 1.17.
 for devices in cuda:0 cuda:0x4 cuda:0,cuda:1,cuda:2,cuda:3; do
     expect 0 "" -- simulate "$ROOT/examples/conv_balanced.model" --topology "$GPUS" \
         --devices "$devices" --microbatches 4 --metrics "$T/share-$devices.json"
 done
-check "cuda:0x4 is predicted at most 20% faster than cuda:0; four GPUs faster still" python3 -c '
+check "cuda:0x4 is predicted at most 30% faster than cuda:0; four GPUs faster still" python3 -c '
 import json, sys
 step = [json.load(open(sys.argv[1] + "/share-" + d + ".json"))["timeline"]["step_s"]
         for d in ("cuda:0", "cuda:0x4", "cuda:0,cuda:1,cuda:2,cuda:3")]
-assert step[1] >= 0.8 * step[0] and step[2] < 0.8 * step[1], step' "$T"
+assert step[1] >= 0.7 * step[0] and step[2] < 0.8 * step[1], step' "$T"
 expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --trace "$T/cpus.trace.json"
 file_check "simulate on CPU devices: no link events" "$T/cpus.trace.json" '
 assert not [e for e in p["traceEvents"] if e.get("cat") == "link" or "link" in e["name"]]
@@ -676,8 +677,8 @@ fi
 # forward (2 ops) for a layer with weights, once (1 op) for the others; a
 # dense layer's forward and dX at least its weights' bytes at W = 12 GB/s
 # (both dense layers here are past it: 0.35 ms against 0.21 ms).
-# Stage 0 is flatten, dense 1024, relu, dense 1024, relu (5 ops forward, 7
-# backward); stage 1 dense 1024, relu, dense 1024, relu, dense 10, softmax
+# Stage 0 is flatten, dense 1024, relu, dense 1024, relu (5 ops forward, 6
+# backward: the flatten's dX, the model's first layer's, is never run); stage 1 dense 1024, relu, dense 1024, relu, dense 10, softmax
 # (6 and 9). A crossing of 8 x 1024 floats is a copy of c at 10 GB/s by the
 # sender, 5 us of hand-over, and a copy of c by the receiver; Adam's update
 # and the zeroing of the gradients after it stream 8 x 4 bytes a parameter
@@ -694,7 +695,7 @@ d, r, c = 2 * 1024 * 1024, 1024, 2 * 1024 * 10
 D = max(d * n / R, 4 * (1024 * 1024 + 1024) / W)  # a dense 1024 forward, or its dX
 C = max(c * n / R, 4 * (1024 * 10 + 10) / W)  # the dense 10
 F0 = 2 * D + 2 * r * n / R + 5 * o
-B0 = 2 * (D + d * n / R) + 2 * r * n / R + 7 * o
+B0 = 2 * (D + d * n / R) + 2 * r * n / R + 6 * o
 F1 = 2 * D + C + (2 * r + 30) * n / R + 6 * o
 B1 = 2 * (D + d * n / R) + C + (2 * r + c + 30) * n / R + 9 * o
 assert D > d * n / R and C > c * n / R, "the weights bound both"
@@ -702,7 +703,7 @@ c, t = 8 * 1024 * 4 / 10e9, 5e-6
 P0, P1 = 2 * (1024 * 1024 + 1024), 2 * (1024 * 1024 + 1024) + 1024 * 10 + 10
 S0, S1 = 8 * 4 * P0 / 50e9, 8 * 4 * P1 / 50e9
 K0, K1 = 4 * P0 / 50e9, 4 * P1 / 50e9
-step = F0 + c + t + 8 * (c + F1) + 8 * (B1 + c) + K1 + t + c + B0 + K0 + S1  # 18.4646 ms
+step = F0 + c + t + 8 * (c + F1) + 8 * (B1 + c) + K1 + t + c + B0 + K0 + S1  # 18.2137 ms
 busy = 8 * (F0 + B0 + 2 * c) + K0 + S0 + 8 * (F1 + B1 + 2 * c) + K1 + S1
 bubble = 1 - busy / (2 * step)
 tl = p["timeline"]
