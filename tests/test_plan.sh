@@ -621,7 +621,7 @@ check "more of the GPUs listed, as --stages" grep -qE -- '^  4 devices \(--stage
 expect 0 "" -- plan "$T/four-wide.model" --topology "$GPUS" --devices cuda:0,cuda:1,cuda:2,cuda:3 \
     --stages 4 --device-mem 40M --optimizer sgd
 # Four 16384-wide layers on two GPUs of 4120 MiB: no change alone fits;
-# of pairs, SGD at M = 2 (27.7 ms a step) and SGD on a third GPU (a UAT was
+# of pairs, SGD at M = 2 (27.3 ms a step) and SGD on a third GPU (a UAT was
 # told recompute, SGD and M = 64 at 437.8 ms: the micro-batch and device
 # counts were not changes of their own).
 {
@@ -780,10 +780,10 @@ done
 check "cpu:3: the plan's split is the fastest of the 21 ($own ms, the fastest given $fastest)" \
     python3 -c "import sys; sys.exit(not $own <= $fastest * (1 + 1e-9))"
 # fashion_resnet interleaved on cpu:4: its 330 splits simulated (12 places
-# a stage may start, 8 stages). The searches alone chose by the predicted
-# step and gave 19.266 ms at 15M and 19.886 ms from 16M up, where a split
-# predicted slower but simulated faster still fitted; now more memory never
-# gives a slower plan (18.627 ms from 15M up).
+# a stage may start, 8 stages). The searches alone choose by the predicted
+# step and give 19.187 ms at 15M and 19.808 ms from 16M up, where a split
+# predicted slower but simulated faster still fits; with the simulation of
+# each, more memory never gives a slower plan (18.549 ms from 15M up).
 no_slower_with_more_memory "resnet interleaved" "11M 15M 16M 32M none" \
     "$ROOT/examples/fashion_resnet.model" --devices cpu:4 --schedule interleaved --chunks 2 \
     --microbatches 8
