@@ -30,7 +30,8 @@ const char bg_placement_help_schedule[] =
     "  --microbatches M   micro-batches per mini-batch (default 1); auto: the M\n"
     "                     (divisors of B, powers of two; interleaved also K times\n"
     "                     a power of two) whose simulated step is fastest while\n"
-    "                     every stage fits\n";
+    "                     every stage fits; a search past a second shows its\n"
+    "                     progress on stderr\n";
 
 const char bg_placement_help_rest[] =
     "  --chunks V         stages per device: interleaved needs 2 or more; the\n"

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "cuda/backend_cuda.h"
+#include "progress.h"
 #include "report.h"
 #include "text_table.h"
 #include "utf8.h"
@@ -236,8 +237,21 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
         bg_cli_note_profile_sizes(request->profile, request->batch, &request->microbatches, 1);
         return BG_OK;
     }
+    /* Past a second, how far the search is, and the time left: hundreds of
+     * counts of a large batch can take minutes. */
+    char what[96];
+    snprintf(what, sizeof what, "brigade %s:%s%s, micro-batches planned:", cmd,
+             p->auto_microbatches ? " --microbatches auto" : "",
+             p->auto_schedule ? " --schedule auto" : "");
+    bg_progress_t progress;
+    bg_progress_init(&progress, stderr, 1);
+    progress.what = what;
+    progress.quiet_s = 1.0;
     bg_plan_t *plan = NULL;
-    BG_CHECK(bg_plan_search(request, flags, &plan));
+    const bg_status_t searched =
+        bg_plan_search_progress(request, flags, bg_progress_count, &progress, &plan);
+    bg_progress_end_line(&progress); /* an error's message on a line of its own */
+    BG_CHECK(searched);
     p->microbatches = plan->request.microbatches;
     p->schedule = plan->request.schedule;
     /* --chunks is interleaved's: another choice runs one chunk a device. */

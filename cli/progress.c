@@ -24,6 +24,7 @@ void bg_progress_init(bg_progress_t *p, FILE *out, int64_t steps_per_epoch) {
     p->last_draw = 0;
     p->last_tenth = 0;
     p->what = "units";
+    p->quiet_s = 0;
     p->line_open = 0;
 }
 
@@ -36,6 +37,7 @@ void bg_progress_count(void *ctx, int64_t done, int64_t total) {
         return;
     }
     const double now = bg_monotonic_seconds(), elapsed = now - p->started;
+    if (elapsed < p->quiet_s) return;
     char left[32];
     format_duration(done > 0 ? elapsed * (double)(total - done) / (double)done : 0, left,
                     sizeof left);

@@ -15,6 +15,7 @@ typedef struct bg_progress {
     double last_draw;   /* monotonic seconds of the last redraw */
     int64_t last_tenth; /* bg_progress_count without a terminal: tenths printed */
     const char *what;   /* bg_progress_count: what is counted */
+    double quiet_s;     /* bg_progress_count: nothing shown until the count has run this long */
     int line_open;      /* a terminal line drawn, not yet ended (bg_progress_end_line) */
 } bg_progress_t;
 
@@ -27,7 +28,8 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *progress);
 /* Progress of work counted in units ("layer range timings"), ctx a
  * bg_progress_t whose `what` names them: a bar with the time left on a
  * terminal, a line at each tenth otherwise; the last call (done == total)
- * ends the line. done == 0 (re)starts the clock and prints nothing. */
+ * ends the line. done == 0 (re)starts the clock and prints nothing; so
+ * does work that ends within quiet_s of that (0 from bg_progress_init). */
 void bg_progress_count(void *ctx, int64_t done, int64_t total);
 
 /* Ends a terminal line the bar left open (work stopped before its end), so

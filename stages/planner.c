@@ -525,6 +525,11 @@ static int keep_profiled_counts(const bg_plan_request_t *r, int *ms, int count) 
 }
 
 bg_status_t bg_plan_search(const bg_plan_request_t *r, unsigned flags, bg_plan_t **out) {
+    return bg_plan_search_progress(r, flags, NULL, NULL, out);
+}
+
+bg_status_t bg_plan_search_progress(const bg_plan_request_t *r, unsigned flags,
+                                    bg_plan_progress_fn progress, void *ctx, bg_plan_t **out) {
     if ((flags & ~(unsigned)(BG_PLAN_SEARCH_MICROBATCHES | BG_PLAN_SEARCH_SCHEDULE)) != 0)
         return bg_error_set(BG_ERR_INVALID, "planner: unknown search flags 0x%x", flags);
     if (r->batch < 1)
@@ -550,8 +555,15 @@ bg_status_t bg_plan_search(const bg_plan_request_t *r, unsigned flags, bg_plan_t
     }
     bg_plan_t *best = NULL;
     bg_status_t st = BG_OK;
+    /* Progress in micro-batches planned: a plan's simulation, most of its
+     * time, runs each of them. */
+    int64_t total = 0, done = 0;
+    for (int i = 0; i < m_count; i++) total += (int64_t)(ms != NULL ? ms[i] : own) * kind_count;
+    if (progress != NULL) progress(ctx, 0, total);
     for (int i = 0; i < m_count && st == BG_OK; i++) {
         for (int k = 0; k < kind_count; k++) {
+            if (progress != NULL && done > 0) progress(ctx, done, total);
+            done += ms != NULL ? ms[i] : own;
             bg_plan_request_t v = *r;
             v.microbatches = ms != NULL ? ms[i] : own;
             v.schedule = kinds[k];
@@ -577,6 +589,7 @@ bg_status_t bg_plan_search(const bg_plan_request_t *r, unsigned flags, bg_plan_t
             }
         }
     }
+    if (st == BG_OK && progress != NULL) progress(ctx, total, total);
     if (st == BG_OK && best == NULL) {
         /* Every candidate was refused: the last refusal says why. */
         st = BG_ERR_INVALID;

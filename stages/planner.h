@@ -223,6 +223,16 @@ int bg_plan_microbatch_multiple(const bg_plan_request_t *r, unsigned flags);
  * combination is rejected (the last reason); BG_ERR_NOMEM. */
 bg_status_t bg_plan_search(const bg_plan_request_t *request, unsigned flags, bg_plan_t **out);
 
+/* Called with (0, total) before the first combination and (done, total)
+ * after each, counting the micro-batches of the combinations planned (the
+ * simulation runs each): a large batch of a small model has hundreds of
+ * counts, each with every split simulated, and can take minutes. */
+typedef void (*bg_plan_progress_fn)(void *ctx, int64_t done, int64_t total);
+
+/* bg_plan_search, reporting to `progress` (NULL: none, as bg_plan_search). */
+bg_status_t bg_plan_search_progress(const bg_plan_request_t *request, unsigned flags,
+                                    bg_plan_progress_fn progress, void *ctx, bg_plan_t **out);
+
 /* --- simulating a plan ------------------------------------------------ */
 
 /* The length of one simulated step of `plan` (bg_plan_simulate), its

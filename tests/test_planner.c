@@ -374,6 +374,52 @@ static void test_search(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* What bg_plan_search_progress reported: each call's figures. */
+typedef struct progress_calls {
+    int count;
+    int64_t done[64], total[64];
+} progress_calls_t;
+
+static void record_progress(void *ctx, int64_t done, int64_t total) {
+    progress_calls_t *c = ctx;
+    assert_true(c->count < 64);
+    c->done[c->count] = done;
+    c->total[c->count] = total;
+    c->count++;
+}
+
+/* The search with progress: the same plan as without; a call before the
+ * first combination and one after each, counting the micro-batches planned
+ * (each count of 64 with each of 1f1b, gpipe and zb-h1), rising to the
+ * total. */
+static void test_search_progress(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(origin_cnn);
+    bg_cost_device_t devices[2];
+    cpu_cores(devices, 2);
+    bg_plan_request_t r = request_for(spec, devices, 2, 1, 64);
+    const unsigned flags = BG_PLAN_SEARCH_MICROBATCHES | BG_PLAN_SEARCH_SCHEDULE;
+    progress_calls_t calls = {0};
+    bg_plan_t *with = NULL, *without = NULL;
+    assert_int_equal(bg_plan_search_progress(&r, flags, record_progress, &calls, &with), BG_OK);
+    assert_int_equal(bg_plan_search(&r, flags, &without), BG_OK);
+    assert_int_equal(with->request.microbatches, without->request.microbatches);
+    assert_int_equal(with->request.schedule, without->request.schedule);
+    assert_true(with->simulated_step_s == without->simulated_step_s);
+    /* 1, 2, 4, 8, 16, 32, 64: 127 micro-batches, three schedules. */
+    assert_int_equal(calls.count, 7 * 3 + 1);
+    assert_int_equal(calls.done[0], 0);
+    for (int i = 0; i < calls.count; i++) assert_int_equal(calls.total[i], 3 * 127);
+    for (int i = 1; i < calls.count; i++) {
+        const int m = 1 << ((i - 1) / 3); /* the combination just planned */
+        assert_int_equal(calls.done[i] - calls.done[i - 1], m);
+    }
+    assert_int_equal(calls.done[calls.count - 1], 3 * 127);
+    bg_plan_destroy(with);
+    bg_plan_destroy(without);
+    bg_model_spec_destroy(spec);
+}
+
 /* Every split of the origin CNN onto two CPU cores, given, and the
  * planner's: at M = 1 a step is the stages one after the other, and the
  * planner keeps the split of the shortest predicted step (there the least
@@ -1028,6 +1074,7 @@ int main(void) {
         cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_microbatch_candidates),
         cmocka_unit_test(test_search),
+        cmocka_unit_test(test_search_progress),
         cmocka_unit_test(test_least_step_split),
         cmocka_unit_test(test_least_step_simulated_slower),
         cmocka_unit_test(test_given_split_per_device),
