@@ -689,7 +689,8 @@ expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 -
 stdout_has "no split keeps each stage within 1/2 of its device's capacity, as the planner's first search does; this one is the fastest of those that fit as a device holds it" \
     "20M: the note under the device table says how the split was found"
 # At 24M, 13 fit, and the simulation of each finds one faster than the
-# searches' (the dense layer's stage alone, the convolution's with the pool).
+# searches' (layers 0-4, the convolution to the dense layer, on one stage;
+# the relu, the classifier and the loss on one each).
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 4 \
     --device-mem 24M --json
 json_check "24M: the fastest simulated of the splits that fit per device" '
