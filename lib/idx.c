@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zlib.h>
@@ -48,10 +49,11 @@ static void format_dims(char *text, size_t capacity, const uint64_t *dims, int n
     }
 }
 
-/* Validates the whole image without copying it: magic, type, dimensions,
- * and that exactly the promised data follows the header. */
-static bg_status_t idx_check(const char *name, const uint8_t *bytes, size_t size,
-                             const bg_idx_expect_t *expect, idx_layout_t *layout) {
+/* Validates a header: magic, type, dimensions and the data's size they
+ * give, from the first `size` bytes of a file (at least the header's, or it
+ * is truncated). */
+static bg_status_t idx_check_header(const char *name, const uint8_t *bytes, size_t size,
+                                    const bg_idx_expect_t *expect, idx_layout_t *layout) {
     if (size < IDX_MAGIC_BYTES)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: truncated: %zu bytes, too short for the 4-byte IDX magic", name,
@@ -101,19 +103,26 @@ static bg_status_t idx_check(const char *name, const uint8_t *bytes, size_t size
         }
     }
 
-    size_t available = size - header_bytes;
-    if (available < product)
-        return bg_error_set(BG_ERR_PARSE,
-                            "%s: truncated: header promises %llu data bytes, file has %zu", name,
-                            (unsigned long long)product, available);
-    if (available > product)
-        return bg_error_set(BG_ERR_PARSE, "%s: %zu unexpected bytes after the data", name,
-                            available - (size_t)product);
-
     layout->ndim = ndim;
     for (int i = 0; i < BG_IDX_MAX_DIMS; i++) layout->dims[i] = i < ndim ? (int64_t)dims[i] : 0;
     layout->header_bytes = header_bytes;
     layout->data_bytes = (size_t)product;
+    return BG_OK;
+}
+
+/* Validates the whole image without copying it: the header, and that
+ * exactly the promised data follows it. */
+static bg_status_t idx_check(const char *name, const uint8_t *bytes, size_t size,
+                             idx_layout_t *layout) {
+    BG_CHECK(idx_check_header(name, bytes, size, NULL, layout));
+    const size_t available = size - layout->header_bytes;
+    if (available < layout->data_bytes)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: truncated: header promises %zu data bytes, file has %zu", name,
+                            layout->data_bytes, available);
+    if (available > layout->data_bytes)
+        return bg_error_set(BG_ERR_PARSE, "%s: %zu unexpected bytes after the data", name,
+                            available - layout->data_bytes);
     return BG_OK;
 }
 
@@ -138,7 +147,7 @@ bg_status_t bg_idx_parse(const char *name, const uint8_t *bytes, size_t size, bg
     if (out == NULL || (bytes == NULL && size > 0))
         return bg_error_set(BG_ERR_INVALID, "%s: bg_idx_parse: NULL bytes or out", name);
     idx_layout_t layout;
-    BG_CHECK(idx_check(name, bytes, size, NULL, &layout));
+    BG_CHECK(idx_check(name, bytes, size, &layout));
 
     bg_status_t st = BG_OK;
     uint8_t *data = malloc(layout.data_bytes);
@@ -149,107 +158,205 @@ fail:
     return st;
 }
 
-/* zlib's reason for a gzip error, without the "<fd:3>: " it puts first
- * for a stream opened with gzdopen (the message names the path already). */
-static const char *gz_reason(gzFile gz, int *code) {
-    const char *why = gzerror(gz, code);
-    if (strncmp(why, "<fd:", 4) == 0) {
-        const char *after = strstr(why, ">: ");
-        if (after != NULL) why = after + 3;
+/* A file being read, plain or gzip (one member or several in a row, as
+ * gzip -c a b > c writes them): its decompressed bytes in order. */
+typedef struct idx_source {
+    const char *path;
+    int fd;
+    int gzip;           /* the file starts with gzip's magic */
+    int member_ended;   /* inflate reached a member's end: the next byte starts another */
+    int later_member;   /* the member being read is not the file's first */
+    int at_end;         /* no more bytes */
+    z_stream z;         /* gzip: inflate's state, reading from `in` */
+    int z_ready;        /* inflateInit2 succeeded */
+    uint8_t *in;        /* IDX_READ_BUFFER bytes read from the file, not yet consumed */
+    size_t plain_start; /* plain: where the unread bytes of `in` start */
+    size_t plain_left;  /* plain: how many there are */
+} idx_source_t;
+
+enum { IDX_READ_BUFFER = 1 << 17, IDX_TRAILING_COUNT_MAX = 1 << 20 };
+
+/* Fills `in` from the file: the number of bytes read (0 at its end), or -1
+ * with the error set. */
+static ssize_t source_fill(idx_source_t *s) {
+    for (;;) {
+        ssize_t got = read(s->fd, s->in, IDX_READ_BUFFER);
+        if (got >= 0) return got;
+        if (errno == EINTR) continue;
+        bg_error_set(BG_ERR_IO, "%s: read failed: %s", s->path, strerror(errno));
+        return -1;
     }
-    return why;
 }
 
-/* Reads the whole (decompressed) file into *buffer. The cap stops a gzip bomb
- * or a huge file long before memory runs out: nothing bigger can be valid. */
-static bg_status_t read_all(const char *path, gzFile gz, uint8_t **buffer, size_t *length) {
-    const size_t cap = (size_t)BG_IDX_MAX_BYTES + IDX_HEADER_MAX;
-    bg_status_t st = BG_OK;
-    uint8_t *data = NULL;
-    size_t capacity = 0, used = 0;
-    for (;;) {
-        if (used == capacity) {
-            if (capacity > cap) {
-                st = bg_error_set(BG_ERR_PARSE,
-                                  "%s: more than %zu bytes (after decompression); an IDX file "
-                                  "holds at most %llu data bytes",
-                                  path, cap, (unsigned long long)BG_IDX_MAX_BYTES);
-                goto fail;
-            }
-            /* One byte past the cap, so an oversized file is noticed. */
-            size_t grown = capacity == 0 ? IDX_READ_FIRST : capacity * 2;
-            if (grown > cap + 1) grown = cap + 1;
-            uint8_t *bigger = realloc(data, grown);
-            BG_ALLOC_CHECK_GOTO(bigger, st, fail);
-            data = bigger;
-            capacity = grown;
-        }
-        size_t want = capacity - used;
-        if (want > IDX_READ_CHUNK) want = IDX_READ_CHUNK;
-        int got = gzread(gz, data + used, (unsigned)want);
-        int saved_errno = errno;
-        if (got < 0) {
-            int code = Z_OK;
-            const char *why = gz_reason(gz, &code);
-            if (code == Z_ERRNO)
-                st = bg_error_set(BG_ERR_IO, "%s: read failed: %s", path, strerror(saved_errno));
-            else
-                st = bg_error_set(BG_ERR_PARSE, "%s: corrupt gzip data: %s", path, why);
-            goto fail;
-        }
-        if (got == 0) break;
-        used += (size_t)got;
+/* Opens `path` for reading: a regular file only (a FIFO would wait for a
+ * writer, a device such as /dev/zero never ends), its first bytes read to
+ * tell gzip from plain. */
+static bg_status_t source_open(const char *path, idx_source_t *s) {
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    /* Without waiting for a FIFO's writer: it is refused below. */
+    s->fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (s->fd < 0) return bg_error_set(BG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat info;
+    if (fstat(s->fd, &info) != 0)
+        return bg_error_set(BG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    if (S_ISDIR(info.st_mode))
+        return bg_error_set(BG_ERR_IO, "%s: cannot read: Is a directory", path);
+    if (!S_ISREG(info.st_mode))
+        return bg_error_set(BG_ERR_IO,
+                            "%s: cannot read: a device or a pipe, not a regular file (an IDX "
+                            "file, plain or gzip)",
+                            path);
+    const int flags = fcntl(s->fd, F_GETFL);
+    if (flags < 0 || fcntl(s->fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        return bg_error_set(BG_ERR_IO, "%s: cannot read: fcntl: %s", path, strerror(errno));
+    s->in = malloc(IDX_READ_BUFFER);
+    if (s->in == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);
+    const ssize_t got = source_fill(s);
+    if (got < 0) return BG_ERR_IO;
+    s->gzip = got >= 2 && s->in[0] == 0x1f && s->in[1] == 0x8b;
+    if (!s->gzip) {
+        s->plain_left = (size_t)got;
+        s->at_end = got == 0;
+        return BG_OK;
     }
-    /* A gzip stream that simply stops is not an error for gzread, only a
-     * recorded Z_BUF_ERROR ("unexpected end of file"). */
-    int code = Z_OK;
-    const char *why = gz_reason(gz, &code);
-    if (code != Z_OK) {
-        st = bg_error_set(BG_ERR_PARSE, "%s: corrupt gzip data: %s", path, why);
-        goto fail;
-    }
-    *buffer = data;
-    *length = used;
+    s->z.next_in = s->in;
+    s->z.avail_in = (uInt)got;
+    /* 16 + MAX_WBITS: a gzip header and trailer around the deflate data. */
+    if (inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK)
+        return bg_error_set(BG_ERR_NOMEM, "%s: out of memory for zlib", path);
+    s->z_ready = 1;
     return BG_OK;
-fail:
-    free(data);
-    return st;
+}
+
+static void source_close(idx_source_t *s) {
+    if (s->z_ready) inflateEnd(&s->z);
+    free(s->in);
+    if (s->fd >= 0) close(s->fd);
+}
+
+/* Reads up to `want` decompressed bytes into `out`; *got is less only at
+ * the data's end. A gzip stream that stops before its trailer, or bytes
+ * after a member that do not start another, are corrupt gzip data. */
+static bg_status_t source_read(idx_source_t *s, uint8_t *out, size_t want, size_t *got) {
+    size_t done = 0;
+    while (done < want && !s->at_end) {
+        if (!s->gzip) {
+            if (s->plain_left == 0) {
+                const ssize_t n = source_fill(s);
+                if (n < 0) return BG_ERR_IO;
+                s->plain_start = 0;
+                s->plain_left = (size_t)n;
+                s->at_end = n == 0;
+                continue;
+            }
+            const size_t take = want - done < s->plain_left ? want - done : s->plain_left;
+            memcpy(out + done, s->in + s->plain_start, take);
+            s->plain_start += take;
+            s->plain_left -= take;
+            done += take;
+            continue;
+        }
+        if (s->z.avail_in == 0) {
+            const ssize_t n = source_fill(s);
+            if (n < 0) return BG_ERR_IO;
+            if (n == 0) {
+                s->at_end = 1;
+                if (!s->member_ended)
+                    return bg_error_set(BG_ERR_PARSE,
+                                        "%s: corrupt gzip data: unexpected end of file", s->path);
+                break;
+            }
+            s->z.next_in = s->in;
+            s->z.avail_in = (uInt)n;
+        }
+        if (s->member_ended) {
+            /* More bytes after a member's end: another member, or not gzip. */
+            if (inflateReset(&s->z) != Z_OK)
+                return bg_error_set(BG_ERR_INTERNAL, "%s: inflateReset failed", s->path);
+            s->member_ended = 0;
+            s->later_member = 1;
+        }
+        const size_t room = want - done;
+        s->z.next_out = out + done;
+        s->z.avail_out = room < IDX_READ_CHUNK ? (uInt)room : IDX_READ_CHUNK;
+        const uInt before = s->z.avail_out;
+        const int r = inflate(&s->z, Z_NO_FLUSH);
+        done += before - s->z.avail_out;
+        if (r == Z_STREAM_END) {
+            s->member_ended = 1;
+        } else if (r != Z_OK && r != Z_BUF_ERROR) {
+            const char *why = s->z.msg != NULL ? s->z.msg : zError(r);
+            /* Bytes after the end that are not another member (gzread
+             * would ignore them). */
+            if (s->later_member && s->z.total_out == 0)
+                return bg_error_set(BG_ERR_PARSE,
+                                    "%s: corrupt gzip data: bytes after the end of the gzip "
+                                    "stream that are not gzip (%s)",
+                                    s->path, why);
+            return bg_error_set(BG_ERR_PARSE, "%s: corrupt gzip data: %s", s->path, why);
+        }
+    }
+    *got = done;
+    return BG_OK;
 }
 
 bg_status_t bg_idx_load(const char *path, bg_idx_t **out) {
     return bg_idx_load_expecting(path, NULL, out);
 }
 
+/* Reads the header and checks it before any data: the data's buffer is what
+ * the header promises (at most BG_IDX_MAX_BYTES), and bytes past it are
+ * counted, not kept, so neither a gzip bomb nor a large file of the wrong
+ * kind takes more memory than a valid file of that header would. */
 bg_status_t bg_idx_load_expecting(const char *path, const bg_idx_expect_t *expect, bg_idx_t **out) {
     if (path == NULL || out == NULL)
         return bg_error_set(BG_ERR_INVALID, "bg_idx_load: NULL path or out");
-    /* open() first so a missing file is reported with its errno, which
-     * gzopen() does not promise. */
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return bg_error_set(BG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    gzFile gz = gzdopen(fd, "rb");
-    if (gz == NULL) {
-        close(fd);
-        return bg_error_set(BG_ERR_NOMEM, "%s: out of memory opening the file (gzdopen)", path);
+    idx_source_t s;
+    uint8_t *data = NULL;
+    bg_status_t st = source_open(path, &s);
+    if (st != BG_OK) goto done;
+    /* The magic, then as many sizes as it says (none past the most). */
+    uint8_t header[IDX_HEADER_MAX];
+    size_t size = 0, got = 0;
+    BG_CHECK_GOTO(source_read(&s, header, IDX_MAGIC_BYTES, &size), st, done);
+    const int ndim = size == IDX_MAGIC_BYTES ? header[3] : 0;
+    if (ndim >= 1 && ndim <= BG_IDX_MAX_DIMS) {
+        BG_CHECK_GOTO(source_read(&s, header + size, 4 * (size_t)ndim, &got), st, done);
+        size += got;
     }
-    gzbuffer(gz, 1 << 17);
-
-    uint8_t *bytes = NULL;
-    size_t size = 0;
-    bg_status_t st = read_all(path, gz, &bytes, &size);
-    gzclose_r(gz); /* closes fd; read errors were already taken from gzerror() */
-    if (st != BG_OK) return st;
-
     idx_layout_t layout;
-    BG_CHECK_GOTO(idx_check(path, bytes, size, expect, &layout), st, fail);
-    /* Reuse the read buffer for the data rather than holding two copies of
-     * a file that may be hundreds of megabytes. */
-    memmove(bytes, bytes + layout.header_bytes, layout.data_bytes);
-    uint8_t *shrunk = realloc(bytes, layout.data_bytes);
-    if (shrunk != NULL) bytes = shrunk;
-    return idx_wrap(&layout, bytes, out);
-fail:
-    free(bytes);
+    BG_CHECK_GOTO(idx_check_header(path, header, size, expect, &layout), st, done);
+    data = malloc(layout.data_bytes);
+    BG_ALLOC_CHECK_GOTO(data, st, done);
+    BG_CHECK_GOTO(source_read(&s, data, layout.data_bytes, &got), st, done);
+    if (got < layout.data_bytes) {
+        st = bg_error_set(BG_ERR_PARSE,
+                          "%s: truncated: header promises %zu data bytes, file has %zu", path,
+                          layout.data_bytes, got);
+        goto done;
+    }
+    /* Whatever follows is an error: counted, up to a limit, not kept. */
+    uint8_t scratch[4096];
+    size_t trailing = 0;
+    do {
+        BG_CHECK_GOTO(source_read(&s, scratch, sizeof scratch, &got), st, done);
+        trailing += got;
+    } while (got == sizeof scratch && trailing <= IDX_TRAILING_COUNT_MAX);
+    if (trailing > IDX_TRAILING_COUNT_MAX) {
+        st = bg_error_set(BG_ERR_PARSE, "%s: more than %d unexpected bytes after the data", path,
+                          IDX_TRAILING_COUNT_MAX);
+        goto done;
+    }
+    if (trailing > 0) {
+        st = bg_error_set(BG_ERR_PARSE, "%s: %zu unexpected bytes after the data", path, trailing);
+        goto done;
+    }
+    source_close(&s);
+    return idx_wrap(&layout, data, out);
+done:
+    free(data);
+    source_close(&s);
     return st;
 }
 
