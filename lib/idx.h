@@ -35,9 +35,12 @@ typedef struct bg_idx {
  * BG_ERR_PARSE. *out untouched on failure. */
 bg_status_t bg_idx_parse(const char *name, const uint8_t *bytes, size_t size, bg_idx_t **out);
 
-/* Reads the file at `path`, gunzipping it if it is gzip (zlib), and parses it.
- * A missing or unreadable file is BG_ERR_IO naming the path; a corrupt gzip
- * stream is BG_ERR_PARSE. */
+/* Reads the file at `path`, gunzipping it if it is gzip (zlib; members in a
+ * row are one file's bytes), and parses it: the header first, so that
+ * memory never goes past the data it promises. A missing or unreadable
+ * file, or one that is not a regular file (a FIFO, a device), is BG_ERR_IO
+ * naming the path; a corrupt gzip stream, bytes after it that start no
+ * other member included, is BG_ERR_PARSE. */
 bg_status_t bg_idx_load(const char *path, bg_idx_t **out);
 
 /* What a file must hold, checked before its size: a file of the other
