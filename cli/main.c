@@ -54,10 +54,12 @@ static int (*command(const char *name))(int, char **) {
 
 /* A command's exit status, once its standard output is flushed: a table
  * or JSON that could not be written (a full disk, /dev/full) is a
- * failure, not a success with nothing in the file. */
+ * failure, not a success with nothing in the file. So are messages that
+ * could not be written (a closed standard error, or a pipe from it that
+ * closed while train or sweep went on), though none can say so. */
 static int close_stdout(int code) {
     errno = 0;
-    if (fflush(stdout) == 0 && !ferror(stdout)) return code;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return ferror(stderr) && code == 0 ? 1 : code;
     /* A write that failed earlier left no errno here; a closed descriptor
      * (`>&-`) is the usual cause, and says so when asked. */
     if (errno == 0 && fcntl(STDOUT_FILENO, F_GETFD) == -1) errno = EBADF;

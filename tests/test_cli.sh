@@ -1119,6 +1119,23 @@ expect 2 "nothing to do: --resume is at step 40" -- train "$MODEL" --data synthe
 "$BRIGADE" train "$MODEL" --data synthetic --steps 40 --batch 16 --save "$T/piped2.st" 2>&1 | true
 expect 2 "nothing to do: --resume is at step 40" -- train "$MODEL" --data synthetic --steps 40 \
     --batch 16 --resume "$T/piped2.st"
+# Its messages lost (standard error alone into the pipe, or closed): the
+# run still ends and saves, but does not say it succeeded (until 2026-12-04
+# it exited 0).
+{
+    "$BRIGADE" train "$MODEL" --data synthetic --steps 40 --batch 16 2>&1 >/dev/null
+    echo $? >"$T/status"
+} | true
+check "train 2>&1 >/dev/null | true: exit status 1 (was $(cat "$T/status"))" \
+    test "$(cat "$T/status")" -eq 1
+"$BRIGADE" train "$MODEL" --data synthetic --steps 40 --batch 16 --save "$T/piped3.st" \
+    >/dev/null 2>&-
+status=$?
+check "train 2>&-: exit status 1 (was $status)" test "$status" -eq 1
+check "train 2>&-: saved all the same" test -s "$T/piped3.st"
+"$BRIGADE" summary "$MODEL" >/dev/null 2>&-
+status=$?
+check "summary 2>&- with nothing to say: exit status 0 (was $status)" test "$status" -eq 0
 # A sweep too: the table is lost, the points are not (chart and metrics).
 rm -f "$T/piped_sweep.json" "$T/piped_sweep.svg"
 "$BRIGADE" sweep "$MODEL" --simulate --devices cpu:2 --microbatches 1,2,4,8 \
