@@ -42,6 +42,10 @@ int bg_cli_fail(const char *cmd, bg_status_t status);
  * (exit 2), so BG_ERR_IO becomes BG_ERR_INVALID; others pass unchanged. */
 bg_status_t bg_cli_input_status(bg_status_t status);
 
+/* bg_cli_input_status for the file an option named, its message led by the
+ * option ("--resume: cannot read 'x.st': No such file or directory"). */
+bg_status_t bg_cli_option_input_status(bg_status_t status, const char *option);
+
 /* The value of option argv[*i]: argv[*i + 1], advancing *i past it.
  * BG_ERR_INVALID when there is none ("--batch needs a value"), when it
  * starts with "--" (the next option, not a value), and when the option was

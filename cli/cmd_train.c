@@ -660,7 +660,8 @@ int bg_cmd_train(int argc, char **argv) {
     BG_CHECK_GOTO(check_tf32(&o), st, fail);
     if (o.resume != NULL) {
         BG_CHECK_GOTO(
-            bg_cli_input_status(bg_train_state_load(o.resume, spec, &o.train.optimizer, &resume)),
+            bg_cli_option_input_status(
+                bg_train_state_load(o.resume, spec, &o.train.optimizer, &resume), "--resume"),
             st, fail);
         BG_CHECK_GOTO(resume_seed(&o, &resume), st, fail);
         o.train.resume = &resume;
@@ -684,8 +685,9 @@ int bg_cmd_train(int argc, char **argv) {
     }
     if (o.load != NULL) {
         bg_checkpoint_info_t loaded;
-        BG_CHECK_GOTO(bg_cli_input_status(bg_checkpoint_load(o.load, spec, params, &loaded)), st,
-                      fail);
+        BG_CHECK_GOTO(
+            bg_cli_option_input_status(bg_checkpoint_load(o.load, spec, params, &loaded), "--load"),
+            st, fail);
         if (loaded.other_model[0] != '\0')
             fprintf(stderr,
                     "note: %s was saved from another model (fingerprint %s, this one's is "

@@ -72,6 +72,11 @@ bg_status_t bg_cli_input_status(bg_status_t status) {
     return status == BG_ERR_IO ? BG_ERR_INVALID : status;
 }
 
+bg_status_t bg_cli_option_input_status(bg_status_t status, const char *option) {
+    if (status == BG_OK) return BG_OK;
+    return bg_error_prefix(bg_cli_input_status(status), "%s: ", option);
+}
+
 /* Whether argv[i] was given before it. Values never start with "--" (see
  * bg_cli_option_value), so an earlier equal argument was the option. */
 static int given_before(char **argv, int i) {

@@ -131,7 +131,7 @@ bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *
                                 "--profile %s holds CPU core times, but --devices %s has %s (GPUs "
                                 "are planned from the analytic costs; leave out --profile)",
                                 p->profile_path, p->devices_text, p->devices.devices[d].name);
-    BG_CHECK(bg_cli_input_status(bg_profile_load(p->profile_path, spec, out)));
+    BG_CHECK(bg_cli_option_input_status(bg_profile_load(p->profile_path, spec, out), "--profile"));
     const bg_status_t st = bg_profile_check_optimizer(*out, p->profile_path, optimizer);
     if (st != BG_OK) {
         bg_profile_destroy(*out);

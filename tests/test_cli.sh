@@ -1156,6 +1156,14 @@ open(sys.argv[1], "wb").write(struct.pack("<Q", len(header)) + header + bytes(4)
 PY
 usage_error "$T/foreign.safetensors: holds weights only, not a training state to resume (use --load)" \
     -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$T/foreign.safetensors"
+# A file an option names that cannot be read: the message leads with the
+# option (until 2026-12-04 it named the file alone).
+usage_error "brigade train: --resume: cannot read '$T/none.st': No such file or directory" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 16 --resume "$T/none.st"
+usage_error "brigade train: --load: cannot read '$T': a directory, not a regular file" -- \
+    train "$MODEL" --data synthetic --steps 1 --batch 16 --load "$T"
+usage_error "brigade plan: --profile: cannot read '$T/none.json': No such file or directory" -- \
+    plan "$MODEL" --devices cpu:2 --profile "$T/none.json"
 # A checkpoint is read by its size: a device or a folder is named as such.
 usage_error "cannot read '/dev/zero': a device or a pipe, not a regular file" -- \
     train "$MODEL" --data synthetic --steps 1 --load /dev/zero
