@@ -220,7 +220,7 @@ bg_status_t bg_cli_parse_double(const char *option, const char *text, double min
         return bg_error_set(BG_ERR_INVALID, "%s: expected a number, got '%s'", option, text);
     if (value < min || value > max)
         return bg_error_set(BG_ERR_INVALID, "%s: %g is outside %g..%g", option, value, min, max);
-    *out = value;
+    *out = value == 0 ? 0 : value; /* -0 is 0, and is shown so */
     return BG_OK;
 }
 

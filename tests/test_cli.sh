@@ -317,6 +317,9 @@ usage_error "--lr: expected a number, got '0x10'" -- train "$MODEL" --lr 0x10
 # past a double is out of range, not "not a number".
 usage_error "--lr: expected a number, got ' 3'" -- train "$MODEL" --lr ' 3'
 usage_error "--lr: 1e309 is outside 0..1e+06" -- train "$MODEL" --lr 1e309
+# -0 is 0 (until 2026-12-04 shown as "adam lr -0", and so in --metrics).
+expect 0 "batch 16, adam lr 0" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --lr -0
+check "--lr -0 is shown as 0" sh -c "! grep -q 'lr -0' '$ERR'"
 # A model whose parameters the host cannot hold: said so, with the count.
 printf 'input channels=3 height=4 width=4\nconv2d filters=2 kernel=1048575 padding=same\nflatten\ndense units=10\nsoftmax_cross_entropy\n' >"$T/huge.model"
 expect 1 "$T/huge.model: out of host memory for the model's " -- train "$T/huge.model" \
