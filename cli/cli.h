@@ -42,6 +42,11 @@ int bg_cli_fail(const char *cmd, bg_status_t status);
  * (exit 2), so BG_ERR_IO becomes BG_ERR_INVALID; others pass unchanged. */
 bg_status_t bg_cli_input_status(bg_status_t status);
 
+/* Where --data names a keyword (fashion-mnist, synthetic) that is also a
+ * folder here, a note on stderr that the keyword is read, and how to reach
+ * the folder. */
+void bg_cli_note_data_keyword(const char *data);
+
 /* bg_cli_input_status for the file an option named, its message led by the
  * option ("--resume: cannot read 'x.st': No such file or directory"). */
 bg_status_t bg_cli_option_input_status(bg_status_t status, const char *option);

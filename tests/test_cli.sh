@@ -317,6 +317,16 @@ usage_error "--lr: expected a number, got '0x10'" -- train "$MODEL" --lr 0x10
 # past a double is out of range, not "not a number".
 usage_error "--lr: expected a number, got ' 3'" -- train "$MODEL" --lr ' 3'
 usage_error "--lr: 1e309 is outside 0..1e+06" -- train "$MODEL" --lr 1e309
+# A folder named like a --data keyword is not read by that name, and a
+# note says so (until 2026-12-04, silently).
+mkdir -p "$T/keywords/synthetic"
+here=$(pwd)
+cd "$T/keywords" || exit 1
+expect 0 "note: --data synthetic reads generated data, not the folder 'synthetic' here (--data ./synthetic reads that)" \
+    -- train "$MODEL" --data synthetic --steps 1 --batch 16
+cd "$here" || exit 1
+expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16
+check "no folder, no note" sh -c "! grep -q 'note: --data' '$ERR'"
 # -0 is 0 (until 2026-12-04 shown as "adam lr -0", and so in --metrics).
 expect 0 "batch 16, adam lr 0" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --lr -0
 check "--lr -0 is shown as 0" sh -c "! grep -q 'lr -0' '$ERR'"
