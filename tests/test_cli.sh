@@ -1169,6 +1169,11 @@ open(sys.argv[1], "wb").write(struct.pack("<Q", len(header)) + header + bytes(4)
 PY
 usage_error "$T/foreign.safetensors: holds weights only, not a training state to resume (use --load)" \
     -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$T/foreign.safetensors"
+# An empty one (a header of {}) holds nothing at all.
+python3 -c 'import struct, sys; open(sys.argv[1], "wb").write(struct.pack("<Q", 2) + b"{}")' \
+    "$T/empty.safetensors"
+usage_error "$T/empty.safetensors: holds no tensors, not a training state to resume" \
+    -- train "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$T/empty.safetensors"
 # A file an option names that cannot be read: the message leads with the
 # option (until 2026-12-04 it named the file alone).
 usage_error "brigade train: --resume: cannot read '$T/none.st': No such file or directory" -- \
