@@ -154,10 +154,18 @@ typedef struct bg_partition {
     /* !fits: the stage with the largest overflow, or checked per device the
      * largest stage of worst_device; else -1. */
     int worst_stage;
-    int worst_device;            /* !fits: the device over (worst_stage's), else -1 */
-    size_t overflow_bytes;       /* its peak (the device's stages together) minus its capacity */
+    int worst_device;      /* !fits: the device over (worst_stage's), else -1 */
+    size_t overflow_bytes; /* its peak (the device's stages together) minus its capacity */
+    /* BG_PARTITION_LEAST_STEP: the points of the front it probed past its
+     * first three (at most BG_PARTITION_FRONT_PROBES_CHUNKED with V > 1);
+     * else 0. */
+    int front_probes;
     bg_partition_stage_t *stage; /* S entries */
 } bg_partition_t;
+
+/* With V > 1, the most points of the front the least step probes past its
+ * first three (partition.c, solve_step). */
+enum { BG_PARTITION_FRONT_PROBES_CHUNKED = 64 };
 
 /* Finds the best split (above). A split that does not fit is still a result
  * (fits = 0), not an error. BG_ERR_INVALID for a bad config (no model, K or
