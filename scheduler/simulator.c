@@ -688,11 +688,14 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
                             "schedule of %d/%d",
                             tl->devices, tl->stages, schedule->devices, schedule->stages);
     BG_CHECK(check_costs(schedule, costs));
-    /* Every op is an event of every step, at least: a run that could not
-     * be recorded is refused before it starts, not after minutes. */
-    int64_t ops = 0;
-    for (int d = 0; d < schedule->devices; d++) ops += schedule->op_counts[d];
-    BG_CHECK(bg_timeline_check_room((int64_t)tl->count + (int64_t)steps * ops, BG_ERR_INVALID));
+    /* A run that could not be recorded is refused before it starts, not
+     * after minutes: each op records at most five events a step (a wait
+     * for its input, the copy in, the op, and its output's wait for a slot
+     * and its copy or link), an optimizer step one a stage of its device. */
+    int64_t events = 0;
+    for (int d = 0; d < schedule->devices; d++) events += 5 * (int64_t)schedule->op_counts[d];
+    events += schedule->stages;
+    BG_CHECK(bg_timeline_check_room((int64_t)tl->count + (int64_t)steps * events, BG_ERR_INVALID));
     sim_state_t sim = {.schedule = schedule,
                        .costs = costs,
                        .stages = schedule->stages,
