@@ -151,12 +151,22 @@ bg_status_t bg_model_spec_check_split(const bg_model_spec_t *spec, int stages, c
         if (block >= 0) {
             const bg_layer_spec_t *r = &spec->layers[block];
             const int add = r->partner;
+            /* Where the stage could start instead: at the block, unless that
+             * is no later than the stage before starts, or after the add,
+             * unless the block ends the model. */
+            const int before = block > previous, after = add + 1 < spec->num_layers;
+            char instead[96];
+            if (before && after)
+                snprintf(instead, sizeof instead, "start it at layer %d or %d", block, add + 1);
+            else if (before || after)
+                snprintf(instead, sizeof instead, "start it at layer %d", before ? block : add + 1);
+            else
+                snprintf(instead, sizeof instead, "no stage %d can start near it", s);
             return bg_error_set(BG_ERR_INVALID,
                                 "--split: stage %d would start at layer %d, inside the residual "
                                 "block of layers %d..%d (lines %d..%d), whose add needs the "
-                                "block's input on the same stage; start it at layer %d or %d",
-                                s, start, block, add, r->line, spec->layers[add].line, block,
-                                add + 1);
+                                "block's input on the same stage; %s",
+                                s, start, block, add, r->line, spec->layers[add].line, instead);
         }
         previous = start;
     }

@@ -1121,6 +1121,13 @@ static void test_residual_blocks(void **state) {
     const int add[] = {4};
     assert_int_equal(bg_model_spec_check_split(spec, 2, add, NULL), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "block of layers 0..4 (lines 2..5)"));
+    /* A block that starts the model: stage 1 cannot start at its layer 0
+     * (until 2026-12-04 offered: "start it at layer 0 or 5"). */
+    assert_non_null(strstr(bg_error_message(), "same stage; start it at layer 5"));
+    /* Nor where the stage before starts. */
+    const int after[] = {7, 11};
+    assert_int_equal(bg_model_spec_check_split(spec, 3, after, NULL), BG_ERR_INVALID);
+    assert_non_null(strstr(bg_error_message(), "same stage; start it at layer 14"));
     bg_model_spec_destroy(spec);
 
     /* The structure is in the fingerprint: the same layers, blocks apart. */
