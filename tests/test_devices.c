@@ -62,6 +62,8 @@ static void test_bad_lists(void **state) {
     expect_bad("cuda:0,", "ends with a comma");
     expect_bad("cuda:0,gpu:1", "'gpu:1' is not a GPU");
     expect_bad("cuda:0x300", "is not a GPU");
+    expect_bad("cuda:0x257", "V the stages it holds from 1 to 256)");
+    expect_bad("cuda:256", "G a GPU's number from 0 to 255");
     expect_bad("cuda:0x200,cuda:1x100", "more than 256 devices");
 }
 
