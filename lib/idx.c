@@ -1,6 +1,8 @@
-/* IDX parsing and loading. Every length in the header is checked against the
- * bytes actually present before anything is read, because these files come
- * from outside (and the parser is fuzzed). */
+/* IDX parsing and loading. These files come from outside (and the parser
+ * is fuzzed): every length in a header is checked before its data are
+ * read, in memory against the bytes present; from a file, a plain one's
+ * size is checked first, and the data's buffer grows with the bytes read,
+ * never past what the header promised. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* open(), close() */
 #endif
@@ -21,8 +23,8 @@ enum {
     IDX_TYPE_UBYTE = 0x08,
     IDX_MAGIC_BYTES = 4,
     IDX_HEADER_MAX = IDX_MAGIC_BYTES + 4 * BG_IDX_MAX_DIMS,
-    IDX_READ_FIRST = 1 << 16, /* first buffer; label files fit in it */
-    IDX_READ_CHUNK = 1 << 24, /* gzread takes an unsigned and returns an int */
+    IDX_READ_FIRST = 1 << 16, /* the data's first buffer, doubled as it fills */
+    IDX_READ_CHUNK = 1 << 24, /* the most one inflate call writes (avail_out is a uInt) */
 };
 
 /* What the header says, once it has been checked against `size`. */
@@ -165,7 +167,7 @@ typedef struct idx_source {
     int fd;
     int gzip;           /* the file starts with gzip's magic */
     int member_ended;   /* inflate reached a member's end: the next byte starts another */
-    int later_member;   /* the member being read is not the file's first */
+    off_t size;         /* the file's bytes */
     int at_end;         /* no more bytes */
     z_stream z;         /* gzip: inflate's state, reading from `in` */
     int z_ready;        /* inflateInit2 succeeded */
@@ -195,7 +197,7 @@ static bg_status_t source_open(const char *path, idx_source_t *s) {
     memset(s, 0, sizeof *s);
     s->path = path;
     /* Without waiting for a FIFO's writer: it is refused below. */
-    s->fd = open(path, O_RDONLY | O_NONBLOCK);
+    s->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (s->fd < 0) return bg_error_set(BG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat info;
     if (fstat(s->fd, &info) != 0)
@@ -207,6 +209,7 @@ static bg_status_t source_open(const char *path, idx_source_t *s) {
                             "%s: cannot read: a device or a pipe, not a regular file (an IDX "
                             "file, plain or gzip)",
                             path);
+    s->size = info.st_size;
     const int flags = fcntl(s->fd, F_GETFL);
     if (flags < 0 || fcntl(s->fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
         return bg_error_set(BG_ERR_IO, "%s: cannot read: fcntl: %s", path, strerror(errno));
@@ -223,8 +226,11 @@ static bg_status_t source_open(const char *path, idx_source_t *s) {
     s->z.next_in = s->in;
     s->z.avail_in = (uInt)got;
     /* 16 + MAX_WBITS: a gzip header and trailer around the deflate data. */
-    if (inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK)
-        return bg_error_set(BG_ERR_NOMEM, "%s: out of memory for zlib", path);
+    const int r = inflateInit2(&s->z, 16 + MAX_WBITS);
+    if (r != Z_OK)
+        return bg_error_set(r == Z_MEM_ERROR ? BG_ERR_NOMEM : BG_ERR_INTERNAL,
+                            "%s: zlib's inflateInit2 failed: %s", path,
+                            s->z.msg != NULL ? s->z.msg : zError(r));
     s->z_ready = 1;
     return BG_OK;
 }
@@ -271,11 +277,17 @@ static bg_status_t source_read(idx_source_t *s, uint8_t *out, size_t want, size_
             s->z.avail_in = (uInt)n;
         }
         if (s->member_ended) {
-            /* More bytes after a member's end: another member, or not gzip. */
+            /* More bytes after a member's end: another member (gzip's magic,
+             * 1f 8b), or not gzip, as gzip(1)'s zero padding is not (zlib's
+             * gzread would ignore them). */
+            if (s->z.next_in[0] != 0x1f || (s->z.avail_in > 1 && s->z.next_in[1] != 0x8b))
+                return bg_error_set(BG_ERR_PARSE,
+                                    "%s: corrupt gzip data: bytes after the end of the gzip "
+                                    "stream that are not gzip",
+                                    s->path);
             if (inflateReset(&s->z) != Z_OK)
                 return bg_error_set(BG_ERR_INTERNAL, "%s: inflateReset failed", s->path);
             s->member_ended = 0;
-            s->later_member = 1;
         }
         const size_t room = want - done;
         s->z.next_out = out + done;
@@ -286,15 +298,8 @@ static bg_status_t source_read(idx_source_t *s, uint8_t *out, size_t want, size_
         if (r == Z_STREAM_END) {
             s->member_ended = 1;
         } else if (r != Z_OK && r != Z_BUF_ERROR) {
-            const char *why = s->z.msg != NULL ? s->z.msg : zError(r);
-            /* Bytes after the end that are not another member (gzread
-             * would ignore them). */
-            if (s->later_member && s->z.total_out == 0)
-                return bg_error_set(BG_ERR_PARSE,
-                                    "%s: corrupt gzip data: bytes after the end of the gzip "
-                                    "stream that are not gzip (%s)",
-                                    s->path, why);
-            return bg_error_set(BG_ERR_PARSE, "%s: corrupt gzip data: %s", s->path, why);
+            return bg_error_set(BG_ERR_PARSE, "%s: corrupt gzip data: %s", s->path,
+                                s->z.msg != NULL ? s->z.msg : zError(r));
         }
     }
     *got = done;
@@ -327,13 +332,43 @@ bg_status_t bg_idx_load_expecting(const char *path, const bg_idx_expect_t *expec
     }
     idx_layout_t layout;
     BG_CHECK_GOTO(idx_check_header(path, header, size, expect, &layout), st, done);
-    data = malloc(layout.data_bytes);
-    BG_ALLOC_CHECK_GOTO(data, st, done);
-    BG_CHECK_GOTO(source_read(&s, data, layout.data_bytes, &got), st, done);
-    if (got < layout.data_bytes) {
+    /* A plain file's size says at once whether the data are all there. */
+    if (!s.gzip) {
+        const uint64_t want = layout.header_bytes + (uint64_t)layout.data_bytes;
+        if ((uint64_t)s.size != want) {
+            st = (uint64_t)s.size < want
+                     ? bg_error_set(BG_ERR_PARSE,
+                                    "%s: truncated: header promises %zu data bytes, file has %llu",
+                                    path, layout.data_bytes,
+                                    (unsigned long long)((uint64_t)s.size - layout.header_bytes))
+                     : bg_error_set(BG_ERR_PARSE, "%s: %llu unexpected bytes after the data", path,
+                                    (unsigned long long)((uint64_t)s.size - want));
+            goto done;
+        }
+    }
+    /* The buffer grows with the data read, so that a short file never
+     * holds what its header promised. */
+    size_t have = 0, capacity = 0;
+    while (have < layout.data_bytes) {
+        if (have == capacity) {
+            capacity = capacity == 0 ? IDX_READ_FIRST : 2 * capacity;
+            if (capacity > layout.data_bytes) capacity = layout.data_bytes;
+            uint8_t *grown = realloc(data, capacity);
+            if (grown == NULL) {
+                st = bg_error_set(BG_ERR_NOMEM, "%s: out of memory for %zu bytes of its data", path,
+                                  capacity);
+                goto done;
+            }
+            data = grown;
+        }
+        BG_CHECK_GOTO(source_read(&s, data + have, capacity - have, &got), st, done);
+        if (got == 0) break;
+        have += got;
+    }
+    if (have < layout.data_bytes) {
         st = bg_error_set(BG_ERR_PARSE,
                           "%s: truncated: header promises %zu data bytes, file has %zu", path,
-                          layout.data_bytes, got);
+                          layout.data_bytes, have);
         goto done;
     }
     /* Whatever follows is an error: counted, up to a limit, not kept. */

@@ -384,7 +384,8 @@ static long long peak_resident_bytes(void) {
  * of zeros each (about 130 KiB on disk). The loader reads the header
  * first, holds the 24 bytes it promises, and counts what follows only to
  * 1 MiB: the process's peak memory grows by far less than the bomb (until
- * 2026-12-04 it read up to 1 GiB before looking at the header). */
+ * 2026-12-04 it read up to 1 GiB before looking at the header). The first
+ * test run, so that no earlier peak hides this one. */
 static void test_gzip_bomb(void **state) {
     fixture_t *f = *state;
     uint8_t buf[IDX_CAPACITY];
@@ -431,6 +432,21 @@ static void test_gzip_members(void **state) {
     check_error(bg_idx_load(f->path, &idx), BG_ERR_PARSE, f->path,
                 "corrupt gzip data: bytes after the end of the gzip stream that are not gzip");
     assert_null(idx);
+    /* gzip(1)'s zero padding is not gzip either... */
+    memset(two + first, 0, 8);
+    write_plain(path_of(f, "padded-idx3-ubyte.gz"), two, first + 8);
+    check_error(bg_idx_load(f->path, &idx), BG_ERR_PARSE, f->path,
+                "bytes after the end of the gzip stream that are not gzip");
+    /* ...but a second member that is gzip and corrupt is corrupt gzip data,
+     * as the first would be (until 2026-12-04 called "not gzip"). */
+    write_gzip(path_of(f, "data.gz"), buf + 16, n - 16);
+    second = read_plain(f->path, two + first, sizeof two - first);
+    two[first + second - 8] ^= 0xff; /* its trailer's CRC-32 */
+    write_plain(path_of(f, "crc-idx3-ubyte.gz"), two, first + second);
+    check_error(bg_idx_load(f->path, &idx), BG_ERR_PARSE, f->path,
+                "corrupt gzip data: incorrect data check");
+    assert_null(strstr(bg_error_message(), "not gzip"));
+    assert_null(idx);
     /* After the whole file's data too. */
     write_gzip(path_of(f, "whole.gz"), buf, n);
     size_t whole = read_plain(f->path, two, sizeof two);
@@ -438,6 +454,22 @@ static void test_gzip_members(void **state) {
     write_plain(path_of(f, "tail-idx3-ubyte.gz"), two, whole + 8);
     check_error(bg_idx_load(f->path, &idx), BG_ERR_PARSE, f->path,
                 "bytes after the end of the gzip stream that are not gzip");
+    assert_null(idx);
+}
+
+/* A plain file is checked by its size before its data are read: a header
+ * that promises 1 GiB in a 16-byte file is truncated, not a gigabyte
+ * allocated (until 2026-12-04 it was, at once, and refused out of memory
+ * under a limit). */
+static void test_promise_past_size(void **state) {
+    fixture_t *f = *state;
+    uint8_t buf[IDX_CAPACITY];
+    uint32_t dims[] = {1024, 1024, 1024};
+    size_t n = make_idx(buf, 0x08, 3, dims, 0);
+    write_plain(path_of(f, "promise-idx3-ubyte"), buf, n);
+    bg_idx_t *idx = NULL;
+    check_error(bg_idx_load(f->path, &idx), BG_ERR_PARSE, f->path,
+                "truncated: header promises 1073741824 data bytes, file has 0");
     assert_null(idx);
 }
 
@@ -517,6 +549,8 @@ static void test_destroy_null(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        /* First: its check is of the process's peak memory so far. */
+        cmocka_unit_test_setup_teardown(test_gzip_bomb, setup, teardown),
         cmocka_unit_test(test_parse_images),
         cmocka_unit_test(test_parse_four_dims),
         cmocka_unit_test_setup_teardown(test_load_labels_plain, setup, teardown),
@@ -533,9 +567,9 @@ int main(void) {
         cmocka_unit_test(test_truncated_header),
         cmocka_unit_test_setup_teardown(test_empty_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_gzip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gzip_bomb, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gzip_members, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_regular_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_promise_past_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_directory, setup, teardown),
         cmocka_unit_test(test_prefixes_and_mutations),
