@@ -35,7 +35,8 @@ static const char usage[] =
     "options; 'brigade --version' says which brigade this is.\n"
     "Exit status: 0 success, 1 failure while running, 2 bad usage or bad input;\n"
     "a closed pipe (| head) ends a command by SIGPIPE, as it ends other tools;\n"
-    "train and sweep go on without their output and exit 1.\n";
+    "train and sweep go on without their output and exit 1. Output or messages\n"
+    "that could not be written (a full disk, a closed descriptor) make it 1 too.\n";
 
 static const struct {
     const char *name;
@@ -52,6 +53,28 @@ static int (*command(const char *name))(int, char **) {
     return NULL;
 }
 
+/* Standard output or error closed when brigade started (`>&-`, `2>&-`). */
+static int stdout_closed, stderr_closed;
+
+/* Gives a closed standard output or error /dev/full, and a closed standard
+ * input /dev/null: otherwise the next file opened (a checkpoint's temporary
+ * file, a trace) would take the number and receive what is printed. A
+ * write there fails, as it would have, and close_stdout says so. */
+static void fill_closed_descriptors(void) {
+    static const char *const stand_in[3] = {"/dev/null", "/dev/full", "/dev/full"};
+    for (int fd = 0; fd < 3; fd++) {
+        if (fcntl(fd, F_GETFD) != -1) continue;
+        int got = open(stand_in[fd], fd == 0 ? O_RDONLY : O_WRONLY);
+        if (got < 0) got = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+        if (got >= 0 && got != fd) { /* a lower one was closed too, and filled first */
+            (void)dup2(got, fd);
+            (void)close(got);
+        }
+        if (fd == 1) stdout_closed = 1;
+        if (fd == 2) stderr_closed = 1;
+    }
+}
+
 /* A command's exit status, once its standard output is flushed: a table
  * or JSON that could not be written (a full disk, /dev/full) is a
  * failure, not a success with nothing in the file. So are messages that
@@ -62,13 +85,14 @@ static int close_stdout(int code) {
     if (fflush(stdout) == 0 && !ferror(stdout)) return ferror(stderr) && code == 0 ? 1 : code;
     /* A write that failed earlier left no errno here; a closed descriptor
      * (`>&-`) is the usual cause, and says so when asked. */
-    if (errno == 0 && fcntl(STDOUT_FILENO, F_GETFD) == -1) errno = EBADF;
+    if (stdout_closed) errno = EBADF;
     fprintf(stderr, "brigade: cannot write the standard output%s%s\n", errno != 0 ? ": " : "",
             errno != 0 ? strerror(errno) : "");
     return code != 0 ? code : 1;
 }
 
 int main(int argc, char **argv) {
+    fill_closed_descriptors();
     /* A file past `ulimit -f` fails its write (EFBIG), named by the
        writer, rather than ending the process with no word. */
     signal(SIGXFSZ, SIG_IGN);
