@@ -44,8 +44,9 @@ bg_status_t bg_cli_input_status(bg_status_t status);
 
 /* Where --data names a keyword (fashion-mnist, synthetic) that is also a
  * folder here, a note on stderr that the keyword is read, and how to reach
- * the folder. */
-void bg_cli_note_data_keyword(const char *data);
+ * the folder; `given`: --data was on the command line (else the keyword is
+ * the command's default, and the note says so). */
+void bg_cli_note_data_keyword(const char *data, int given);
 
 /* bg_cli_input_status for the file an option named, its message led by the
  * option ("--resume: cannot read 'x.st': No such file or directory"). */

@@ -124,6 +124,7 @@ typedef struct train_options {
     int seed_given;         /* --seed was on the command line */
     int stall_given;        /* so was --stall-timeout */
     int record_steps_given; /* and --record-steps */
+    int data_given;         /* and --data */
 } train_options_t;
 
 /* Every option takes a value. */
@@ -212,6 +213,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--data") == 0) {
             o->data = v;
+            o->data_given = 1;
         } else if (strcmp(arg, "--epochs") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 1, BG_TRAIN_MAX_EPOCHS, &value));
             o->train.epochs = (int)value;
@@ -721,7 +723,7 @@ int bg_cmd_train(int argc, char **argv) {
         o.train.initial_params = params;
     }
     /* An evaluation reads the test set only. */
-    bg_cli_note_data_keyword(o.data);
+    bg_cli_note_data_keyword(o.data, o.data_given);
     BG_CHECK_GOTO(
         bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes, o.train.seed,
                                             o.train.evaluate_only ? NULL : &train, &test)),

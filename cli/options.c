@@ -72,13 +72,14 @@ bg_status_t bg_cli_input_status(bg_status_t status) {
     return status == BG_ERR_IO ? BG_ERR_INVALID : status;
 }
 
-void bg_cli_note_data_keyword(const char *data) {
+void bg_cli_note_data_keyword(const char *data, int given) {
     if (strcmp(data, "fashion-mnist") != 0 && strcmp(data, "synthetic") != 0) return;
     struct stat info;
     if (stat(data, &info) != 0 || !S_ISDIR(info.st_mode)) return;
-    fprintf(stderr, "note: --data %s reads %s, not the folder '%s' here (--data ./%s reads that)\n",
-            data, strcmp(data, "synthetic") == 0 ? "generated data" : "Debian's Fashion-MNIST",
-            data, data);
+    fprintf(
+        stderr, "note: %s--data %s reads %s, not the folder '%s' here (--data ./%s reads that)\n",
+        given ? "" : "the default ", data,
+        strcmp(data, "synthetic") == 0 ? "generated data" : "Debian's Fashion-MNIST", data, data);
 }
 
 bg_status_t bg_cli_option_input_status(bg_status_t status, const char *option) {

@@ -324,6 +324,9 @@ here=$(pwd)
 cd "$T/keywords" || exit 1
 expect 0 "note: --data synthetic reads generated data, not the folder 'synthetic' here (--data ./synthetic reads that)" \
     -- train "$MODEL" --data synthetic --steps 1 --batch 16
+# A measured sweep's default, said to be one.
+expect 0 "note: the default --data synthetic reads generated data, not the folder 'synthetic'" \
+    -- sweep "$MODEL" --microbatches 1 --steps 1 --warmup 0 --batch 16
 cd "$here" || exit 1
 expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16
 check "no folder, no note" sh -c "! grep -q 'note: --data' '$ERR'"

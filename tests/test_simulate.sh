@@ -323,16 +323,17 @@ assert ranges == [(0, 30), (30, 60), (60, 83)], ranges'
 fi
 
 # A simulation whose timeline could not be held is refused before it runs
-# (1,000 steps of 8 stages x 65,536 micro-batches x 3 ops, each recording
-# at most 5 events: past an int's count and any machine's half), not after
-# minutes of growing memory; as a request, with exit 2, before the header.
-usage_error "timeline: recording 7864368000 events (351.6 GiB) would take more than half of this machine's" \
+# (1,000 steps of 8 stages x 65,536 micro-batches x 3 ops, F and B each
+# recording up to 5 events, W one: past an int's count and any machine's
+# half), not after minutes of growing memory; as a request, with exit 2,
+# before the header.
+usage_error "timeline: recording 5242896000 events (234.4 GiB) would take more than half of this machine's" \
     -- simulate "$MODEL" --devices cpu:8 --split 1,2,3,4,5,6,7 --schedule zb-h1 \
     --batch 1048576 --microbatches 65536 --steps 1000
 # So is a simulated sweep's point (until 2026-12-04 counted at one event an
 # op: 100,000 steps of 64 micro-batches on cpu:8 grew to 12.6 GB in 34 s
 # before the refusal, exit 1; here past an int's count, on any machine).
-expect 2 "timeline: recording 12292800000 events (549.5 GiB) would take more than half of this machine's" \
+expect 2 "timeline: recording 8193600000 events (366.3 GiB) would take more than half of this machine's" \
     -- sweep "$MODEL" --simulate --devices cpu:8 --batch 1024 --microbatches 1024 \
     --schedule zb-h1 --steps 100000
 
