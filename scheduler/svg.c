@@ -422,7 +422,8 @@ static void draw_chart_axes(FILE *out, const chart_layout_t *c, double left_step
     for (double v = 0; v <= c->right_max * (1 + 1e-9); v += right_step)
         fprintf(out, "<text x=\"%.1f\" y=\"%.1f\">%.*f</text>\n", right + 6,
                 chart_y(c, v, c->right_max) + 4, decimals_for(right_step), v);
-    int first = (int)ceil(c->log_min), last = (int)floor(c->log_max);
+    /* M >= 1: no tick left of 1, where a lone M = 1 widens the axis. */
+    int first = c->log_min > 0 ? (int)ceil(c->log_min) : 0, last = (int)floor(c->log_max);
     int stride = last - first > 12 ? 2 : 1;
     for (int k = first; k <= last; k += stride) {
         double x = chart_x(c, 1 << k);

@@ -904,6 +904,19 @@ static void test_svg_chart(void **state) {
     assert_non_null(strstr(text, ">bubble predicted (right)<"));
     assert_null(strstr(text, "bubble measured"));
     free(text);
+    /* A lone M = 1: the axis spans log2 M from -1 to 1, ticked at 1 and 2
+     * only (until 2026-12-04 also at 2^-1, drawn as "-2147483648" at x =
+     * -nan). */
+    bg_sweep_point_t lone = points[0];
+    lone.microbatches = 1;
+    check_ok(bg_svg_chart_write(path, &lone, 1, NULL));
+    text = read_all(path);
+    expect_well_formed(text);
+    assert_null(strstr(text, "nan"));
+    assert_null(strstr(text, "-2147483648"));
+    assert_non_null(strstr(text, "text-anchor=\"middle\">1</text>"));
+    assert_non_null(strstr(text, "text-anchor=\"middle\">2</text>"));
+    free(text);
     assert_int_equal(bg_svg_chart_write(path, points, 0, NULL), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "svg chart: no points"));
     assert_int_equal(bg_svg_chart_write(path, points + 8, 1, NULL), BG_ERR_INVALID); /* skipped */
