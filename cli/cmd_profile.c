@@ -266,7 +266,7 @@ static void print_after_wait(const bg_profile_t *p) {
 static void print_sizes(const bg_model_spec_t *spec, const bg_profile_t *p) {
     if (p->other_sizes == 0) {
         printf("other micro-batch sizes are priced in proportion to the samples (one size "
-               "timed: --sizes)\n");
+               "timed; --sizes names others to time)\n");
         return;
     }
     int64_t size[BG_PROFILE_MAX_OTHER_SIZES + 1];

@@ -385,8 +385,8 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
         bg_stage_profile_t *sp = &p->stage[i];
         double first = 0, last = 0, slots = 0;
         BG_CHECK(number_field(path, o, "first", where, &first));
-        BG_CHECK(number_field(path, o, "last", where, &last));
-        BG_CHECK(number_field(path, o, "slots", where, &slots));
+        BG_CHECK(finite_field(path, o, "last", where, "above first", &last));
+        BG_CHECK(finite_field(path, o, "slots", where, ">= 1", &slots));
         if (first != floor(first) || last != floor(last) || slots != floor(slots) ||
             last <= first || last > p->layers || slots < 1 || slots > 1e6)
             return bg_error_set(BG_ERR_PARSE,
@@ -524,12 +524,21 @@ bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_
     char want[32];
     snprintf(want, sizeof want, "%016" PRIx64, spec->fingerprint);
     /* A JSON file of another kind (a run's --metrics, say) is named so, not
-     * taken for another model's profile. */
-    if (!cJSON_IsString(model) || !is_fingerprint(model->valuestring) || !cJSON_IsArray(layers)) {
+     * taken for another model's profile; one with a field of the two amiss
+     * is told which. */
+    const int fingerprint = cJSON_IsString(model) && is_fingerprint(model->valuestring);
+    if (!fingerprint && !cJSON_IsArray(layers)) {
         st = bg_error_set(BG_ERR_PARSE,
                           "%s: not a brigade profile (a profile names its model by a "
                           "fingerprint and has a 'layers' list; 'brigade profile MODEL -o FILE' "
                           "writes one)",
+                          path);
+        goto done;
+    }
+    if (!fingerprint) {
+        st = bg_error_set(BG_ERR_PARSE,
+                          "%s: 'model' must be the profiled model's fingerprint, 16 lowercase "
+                          "hex digits as 'brigade profile' writes it",
                           path);
         goto done;
     }

@@ -72,7 +72,7 @@ file_check "the size left out is not in the profile" "$T/sizes.json" '
 assert p["other_sizes"] == [1], p["other_sizes"]'
 expect 0 "" -- profile "$MODEL" --batch 1 --split 4 --repetitions 1
 check "--batch 1: one size, priced in proportion" \
-    grep -q "^other micro-batch sizes are priced in proportion to the samples (one size timed: --sizes)$" \
+    grep -q "^other micro-batch sizes are priced in proportion to the samples (one size timed; --sizes names others to time)$" \
     "$OUT"
 usage_error "cannot read '$T/missing.model': No such file or directory" -- \
     profile "$T/missing.model"
@@ -400,11 +400,17 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
     bad_profile version_text "'version' must be a whole number >= 1" 'p["version"] = "2"'
     bad_profile layers7 "needs a 'layers' list of 8 entries" 'del p["layers"][7]'
     not_profile="not a brigade profile (a profile names its model by a fingerprint and has a 'layers' list"
-    bad_profile layers_object "$not_profile" 'p["layers"] = {}'
-    # Another JSON file (a run's --metrics names its model by path) is named
-    # so, not taken for another model's profile.
-    bad_profile model_path "$not_profile" 'p["model"] = "examples/fashion_cnn.model"'
-    bad_profile no_model "$not_profile" 'del p["model"]'
+    bad_profile layers_object "needs a 'layers' list of 8 entries" 'p["layers"] = {}'
+    # Another JSON file (a run's --metrics names its model by path, and has
+    # no 'layers') is named so, not taken for another model's profile.
+    bad_profile metrics_like "$not_profile" \
+        'p.clear(); p.update(model="examples/fashion_cnn.model", steps=3)'
+    # A profile with its 'model' amiss is told so (until 2026-12-04 called
+    # no profile at all, as were the 'layers' above).
+    model="'model' must be the profiled model's fingerprint, 16 lowercase hex digits"
+    bad_profile model_path "$model" 'p["model"] = "examples/fashion_cnn.model"'
+    bad_profile no_model "$model" 'del p["model"]'
+    bad_profile model_upper "$model" 'p["model"] = p["model"].upper()'
     batch="profile: 'batch' must be a whole number from 1 to 1e+09"
     bad_profile batch0 "$batch" 'p["batch"] = 0'
     bad_profile batch_negative "$batch" 'p["batch"] = -16'
@@ -439,9 +445,12 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
     bad_profile first_after_last "$bounds" 'p["stages"][3].update(first=5, last=2)'
     bad_profile first_half "$bounds" 'p["stages"][3]["first"] = 0.5'
     bad_profile stage_slots0 "$bounds" 'p["stages"][3]["slots"] = 0'
-    # A negative first is refused as a negative number, before the bounds.
+    # A negative first is refused as a negative number, before the bounds;
+    # a slots that is no number is told its own least.
     bad_profile first_negative "stage entry 3: 'first' must be a number >= 0" \
         'p["stages"][3]["first"] = -1'
+    bad_profile slots_text "stage entry 3: 'slots' must be a number >= 1" \
+        'p["stages"][3]["slots"] = "2"'
     bad_profile loaded_number "stage entry 2 'loaded' must be an object" \
         'p["stages"][2]["loaded"] = 3'
     bad_profile after_wait_number "stage entry 2 'after_wait' must be an object" \
