@@ -331,11 +331,14 @@ usage_error "timeline: recording 5242896000 events (234.4 GiB) would take more t
     -- simulate "$MODEL" --devices cpu:8 --split 1,2,3,4,5,6,7 --schedule zb-h1 \
     --batch 1048576 --microbatches 65536 --steps 1000
 # So is a simulated sweep's point (until 2026-12-04 counted at one event an
-# op: 100,000 steps of 64 micro-batches on cpu:8 grew to 12.6 GB in 34 s
-# before the refusal, exit 1; here past an int's count, on any machine).
-expect 2 "timeline: recording 8193600000 events (366.3 GiB) would take more than half of this machine's" \
-    -- sweep "$MODEL" --simulate --devices cpu:8 --batch 1024 --microbatches 1024 \
-    --schedule zb-h1 --steps 100000
+# op, and 100,000 steps of 64 micro-batches on cpu:8 grew to 12.6 GB in 34 s
+# before the refusal, exit 1); and it takes at most 1,000 steps, as
+# simulate does.
+expect 2 "timeline: recording 5242896000 events (234.4 GiB) would take more than half of this machine's" \
+    -- sweep "$MODEL" --simulate --devices cpu:8 --split 1,2,3,4,5,6,7 --schedule zb-h1 \
+    --batch 1048576 --microbatches 65536 --steps 1000
+usage_error "--steps 1001: a simulated sweep takes 1 to 1000 steps a point, as simulate does" \
+    -- sweep "$MODEL" --simulate --microbatches 1 --steps 1001
 
 # A profile of another model (other shapes) is refused, naming the file.
 sed 's/units=128/units=64/' "$MODEL" >"$T/small.model"
@@ -904,11 +907,12 @@ assert a["microbatches"] == 1 and a["skipped"].startswith("does not fit: stage 0
 assert "timeline" not in a and "stages" not in a, a
 assert b["microbatches"] == 4 and "skipped" not in b and b["samples_per_s"] > 0, b
 assert p["complete"] is True and "error" not in p, p'
-# A point that fails (here: 5000 steps of M=65536 would not fit in memory)
-# ends the sweep, but the chart and metrics keep the points before it.
+# A point that fails (here: 1,000 steps of M=65536 on 4 stages would record
+# past an int's count of events) ends the sweep, but the chart and metrics
+# keep the points before it.
 expect 2 "brigade sweep: stopped after 1 of 3 points; the chart and metrics have those done" \
-    -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 2,65536,4 --batch 65536 \
-    --steps 5000 --device-mem 1T --chart "$T/failed.svg" --metrics "$T/failed.json"
+    -- sweep "$MODEL" --devices cpu:4 --simulate --microbatches 2,65536,4 --batch 65536 \
+    --steps 1000 --device-mem 1T --chart "$T/failed.svg" --metrics "$T/failed.json"
 check "a failed point names itself and why" \
     grep -qF "brigade sweep: 1f1b M=65536: timeline: recording " "$ERR"
 check "a failed sweep's chart has the point before it" \
