@@ -580,6 +580,17 @@ bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_
         goto done;
     }
     BG_CHECK_GOTO(load_optimizer(path, root, p), st, done);
+    /* A version 2 file that lost its 'version' would be read as version 1,
+     * its stage timings ignored: refused instead. */
+    if (format < 2 && (cJSON_GetObjectItemCaseSensitive(root, "stages") != NULL ||
+                       cJSON_GetObjectItemCaseSensitive(root, "stash_slots") != NULL)) {
+        st = bg_error_set(BG_ERR_PARSE,
+                          "%s: has version 2's 'stages' or 'stash_slots' but no 'version' (a "
+                          "file without one is version 1, which has neither); give \"version\": "
+                          "2, or run brigade profile again",
+                          path);
+        goto done;
+    }
     if (format >= 2) {
         double slots = 0;
         BG_CHECK_GOTO(whole_field(path, root, "stash_slots", "profile", 1, 1e6, &slots), st, done);

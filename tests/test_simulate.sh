@@ -400,6 +400,10 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
     expect 2 "$T/twice_deep.json: key 'forward_s' appears twice in one object" -- simulate \
         "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/twice_deep.json"
     bad_profile version_half "'version' must be a whole number >= 1" 'p["version"] = 1.5'
+    # A version 2 file that lost its 'version' is not read as version 1,
+    # its stages ignored (until 2026-12-04 it was, with a note).
+    bad_profile version_lost "has version 2's 'stages' or 'stash_slots' but no 'version'" \
+        'del p["version"]'
     bad_profile version_text "'version' must be a whole number >= 1" 'p["version"] = "2"'
     bad_profile layers7 "needs a 'layers' list of 8 entries" 'del p["layers"][7]'
     not_profile="not a brigade profile (a profile names its model by a fingerprint and has a 'layers' list"
