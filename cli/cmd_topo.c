@@ -2,9 +2,11 @@
  * sees it: packages, NUMA nodes and their memory, cores, GPUs on the PCI bus
  * with their locality, and the links between devices, in the words of
  * `nvidia-smi topo -m`. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cuda/backend_cuda.h"
@@ -210,6 +212,18 @@ int bg_cmd_topo(int argc, char **argv) {
     for (int n = 0; n < s.numa_nodes; n++)
         printf("  NUMA node %d: %.1f GiB\n", n,
                (double)bg_topology_numa_memory(t, n) / (1024.0 * 1024.0 * 1024.0));
+    /* On this machine plan and simulate share among CPU devices what the
+     * system gives processes (placement.c, host_memory_bytes), which in a
+     * container or a virtual machine can differ from what its NUMA nodes
+     * report. */
+    if (xml == NULL) {
+        const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        const double host = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+        if (host > 0 && fabs(host - (double)s.memory_bytes) > 0.05 * host)
+            printf("  (the system reports %.1f GiB in all: what plan and simulate share "
+                   "among CPU devices)\n",
+                   host / (1024.0 * 1024.0 * 1024.0));
+    }
     bg_cuda_device_info_t *live = NULL;
     int live_count = 0;
     if (xml == NULL) {

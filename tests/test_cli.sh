@@ -31,7 +31,24 @@ expect 0 "" -- --help plan
 stdout_has "usage: brigade plan MODEL" "brigade --help plan"
 expect 0 "" -- topo --topology "$ROOT/tests/fixtures/two-socket-8-core.xml"
 stdout_has "2 packages, 2 NUMA nodes" "brigade topo --topology"
+check "topo --topology: no note of this machine's memory" sh -c "! grep -q 'the system reports' '$OUT'"
 stdout_has "  cpu:0         X     NODE     NODE     NODE      SYS" "topo link matrix"
+# This machine: where its NUMA nodes report other than the system's total
+# by more than 5% (a container, a virtual machine), a note gives the total,
+# what plan shares among CPU devices; else none.
+if [ -r /proc/meminfo ]; then
+    expect 0 "" -- topo
+    check "topo: the system's memory noted where the NUMA nodes differ" python3 -c '
+import re, sys
+out = open(sys.argv[1]).read()
+nodes = float(re.search(r"NUMA nodes? \(([0-9.]+) GiB\)", out).group(1))
+host = int(re.search(r"MemTotal: +([0-9]+) kB", open("/proc/meminfo").read()).group(1)) / 2**20
+note = re.search(r"the system reports ([0-9.]+) GiB in all", out)
+if abs(host - nodes) > 0.05 * host + 0.05:
+    assert note and abs(float(note.group(1)) - host) < 0.06, (out, host)
+elif abs(host - nodes) < 0.05 * host - 0.05:
+    assert note is None, (out, host)' "$OUT"
+fi
 usage_error "$T/missing.xml: not a readable hwloc XML topology (No such file or directory)" -- \
     topo --topology "$T/missing.xml"
 printf 'not xml\n' >"$T/notxml.xml"
