@@ -53,25 +53,26 @@ static int (*command(const char *name))(int, char **) {
     return NULL;
 }
 
-/* Standard output or error closed when brigade started (`>&-`, `2>&-`). */
-static int stdout_closed, stderr_closed;
+/* Standard output closed when brigade started (`>&-`). */
+static int stdout_closed;
 
-/* Gives a closed standard output or error /dev/full, and a closed standard
- * input /dev/null: otherwise the next file opened (a checkpoint's temporary
- * file, a trace) would take the number and receive what is printed. A
- * write there fails, as it would have, and close_stdout says so. */
+/* Gives a closed standard input /dev/null, and a closed standard output or
+ * error /dev/full: otherwise the next file opened (a checkpoint's
+ * temporary file, a trace) would take the number and receive what is
+ * printed. A write there fails, as it would have, and close_stdout says
+ * so. Where there is no /dev/full, /dev/null opened for reading does the
+ * same (a write fails with EBADF). Filled from 0 up, each open takes the
+ * number being filled. */
 static void fill_closed_descriptors(void) {
-    static const char *const stand_in[3] = {"/dev/null", "/dev/full", "/dev/full"};
     for (int fd = 0; fd < 3; fd++) {
         if (fcntl(fd, F_GETFD) != -1) continue;
-        int got = open(stand_in[fd], fd == 0 ? O_RDONLY : O_WRONLY);
-        if (got < 0) got = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
-        if (got >= 0 && got != fd) { /* a lower one was closed too, and filled first */
+        int got = fd == 0 ? open("/dev/null", O_RDONLY) : open("/dev/full", O_WRONLY);
+        if (got < 0) got = open("/dev/null", O_RDONLY);
+        if (got >= 0 && got != fd) { /* a lower number was closed and could not be filled */
             (void)dup2(got, fd);
             (void)close(got);
         }
         if (fd == 1) stdout_closed = 1;
-        if (fd == 2) stderr_closed = 1;
     }
 }
 

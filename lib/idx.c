@@ -167,6 +167,7 @@ typedef struct idx_source {
     int fd;
     int gzip;           /* the file starts with gzip's magic */
     int member_ended;   /* inflate reached a member's end: the next byte starts another */
+    int magic_owed;     /* a member's 1f came last in `in`: the next byte must be 8b */
     off_t size;         /* the file's bytes */
     int at_end;         /* no more bytes */
     z_stream z;         /* gzip: inflate's state, reading from `in` */
@@ -241,6 +242,14 @@ static void source_close(idx_source_t *s) {
     if (s->fd >= 0) close(s->fd);
 }
 
+/* Bytes after a gzip member's end that start no other member. */
+static bg_status_t not_gzip(const idx_source_t *s) {
+    return bg_error_set(BG_ERR_PARSE,
+                        "%s: corrupt gzip data: bytes after the end of the gzip stream that are "
+                        "not gzip",
+                        s->path);
+}
+
 /* Reads up to `want` decompressed bytes into `out`; *got is less only at
  * the data's end. A gzip stream that stops before its trailer, or bytes
  * after a member that do not start another, are corrupt gzip data. */
@@ -275,16 +284,16 @@ static bg_status_t source_read(idx_source_t *s, uint8_t *out, size_t want, size_
             }
             s->z.next_in = s->in;
             s->z.avail_in = (uInt)n;
+            if (s->magic_owed && s->in[0] != 0x8b) return not_gzip(s);
+            s->magic_owed = 0;
         }
         if (s->member_ended) {
             /* More bytes after a member's end: another member (gzip's magic,
              * 1f 8b), or not gzip, as gzip(1)'s zero padding is not (zlib's
              * gzread would ignore them). */
             if (s->z.next_in[0] != 0x1f || (s->z.avail_in > 1 && s->z.next_in[1] != 0x8b))
-                return bg_error_set(BG_ERR_PARSE,
-                                    "%s: corrupt gzip data: bytes after the end of the gzip "
-                                    "stream that are not gzip",
-                                    s->path);
+                return not_gzip(s);
+            s->magic_owed = s->z.avail_in == 1; /* its 8b is in the next read */
             if (inflateReset(&s->z) != Z_OK)
                 return bg_error_set(BG_ERR_INTERNAL, "%s: inflateReset failed", s->path);
             s->member_ended = 0;
@@ -336,13 +345,16 @@ bg_status_t bg_idx_load_expecting(const char *path, const bg_idx_expect_t *expec
     if (!s.gzip) {
         const uint64_t want = layout.header_bytes + (uint64_t)layout.data_bytes;
         if ((uint64_t)s.size != want) {
-            st = (uint64_t)s.size < want
-                     ? bg_error_set(BG_ERR_PARSE,
-                                    "%s: truncated: header promises %zu data bytes, file has %llu",
-                                    path, layout.data_bytes,
-                                    (unsigned long long)((uint64_t)s.size - layout.header_bytes))
-                     : bg_error_set(BG_ERR_PARSE, "%s: %llu unexpected bytes after the data", path,
-                                    (unsigned long long)((uint64_t)s.size - want));
+            st =
+                (uint64_t)s.size < want
+                    ? bg_error_set(BG_ERR_PARSE,
+                                   "%s: truncated: header promises %zu data bytes, file has %llu",
+                                   path, layout.data_bytes,
+                                   (unsigned long long)((uint64_t)s.size > layout.header_bytes
+                                                            ? (uint64_t)s.size - layout.header_bytes
+                                                            : 0))
+                    : bg_error_set(BG_ERR_PARSE, "%s: %llu unexpected bytes after the data", path,
+                                   (unsigned long long)((uint64_t)s.size - want));
             goto done;
         }
     }

@@ -49,9 +49,15 @@ bg_status_t bg_timeline_check_room(int64_t events, bg_status_t status) {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const double memory = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     const double bytes = (double)events * (double)sizeof(bg_event_t);
-    /* int capacities, and half the memory: past it the kernel would end
-     * the process mid-run rather than let it say why. */
-    if (events > INT_MAX / 2 || (memory > 0 && bytes > memory / 2))
+    /* int capacities (first: so on any machine), and half the memory: past
+     * it the kernel would end the process mid-run rather than let it say
+     * why. */
+    if (events > INT_MAX / 2)
+        return bg_error_set(status,
+                            "timeline: recording %" PRId64 " events (%.1f GiB) is past the %d "
+                            "a timeline holds; record fewer steps or micro-batches",
+                            events, bytes / (1 << 30), INT_MAX / 2);
+    if (memory > 0 && bytes > memory / 2)
         return bg_error_set(status,
                             "timeline: recording %" PRId64 " events (%.1f GiB) would take more "
                             "than half of this machine's %.1f GiB; record fewer steps or "

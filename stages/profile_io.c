@@ -585,10 +585,11 @@ bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_
     if (format < 2 && (cJSON_GetObjectItemCaseSensitive(root, "stages") != NULL ||
                        cJSON_GetObjectItemCaseSensitive(root, "stash_slots") != NULL)) {
         st = bg_error_set(BG_ERR_PARSE,
-                          "%s: has version 2's 'stages' or 'stash_slots' but no 'version' (a "
-                          "file without one is version 1, which has neither); give \"version\": "
-                          "2, or run brigade profile again",
-                          path);
+                          "%s: has version 2's 'stages' or 'stash_slots' but %s (version 1 has "
+                          "neither); give \"version\": 2, or run brigade profile again",
+                          path,
+                          version == NULL ? "no 'version' (a file without one is version 1)"
+                                          : "\"version\": 1");
         goto done;
     }
     if (format >= 2) {

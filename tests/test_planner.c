@@ -414,6 +414,8 @@ static void test_least_step_probes(void **state) {
         pc.step_tolerance = 1e-3;
         assert_int_equal(bg_partition_create(&pc, &least), BG_OK);
         assert_true(least->fits);
+        assert_true(bg_partition_step_seconds(least, &pc) <=
+                    bg_partition_step_seconds(slowest, &pc) * (1 + 1e-12));
         print_message("V = %d: %d probes\n", chunks, least->front_probes);
         if (chunks < 8)
             assert_true(least->front_probes < BG_PARTITION_FRONT_PROBES_CHUNKED / 4);

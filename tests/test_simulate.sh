@@ -324,17 +324,17 @@ fi
 
 # A simulation whose timeline could not be held is refused before it runs
 # (1,000 steps of 8 stages x 65,536 micro-batches x 3 ops, F and B each
-# recording up to 5 events, W one: past an int's count and any machine's
-# half), not after minutes of growing memory; as a request, with exit 2,
-# before the header.
-usage_error "timeline: recording 5242896000 events (234.4 GiB) would take more than half of this machine's" \
+# recording up to 5 events, W one: past the half an int's count a timeline
+# holds, on any machine), not after minutes of growing memory; as a
+# request, with exit 2, before the header.
+usage_error "timeline: recording 5242896000 events (234.4 GiB) is past the 1073741823 a timeline holds" \
     -- simulate "$MODEL" --devices cpu:8 --split 1,2,3,4,5,6,7 --schedule zb-h1 \
     --batch 1048576 --microbatches 65536 --steps 1000
 # So is a simulated sweep's point (until 2026-12-04 counted at one event an
 # op, and 100,000 steps of 64 micro-batches on cpu:8 grew to 12.6 GB in 34 s
 # before the refusal, exit 1); and it takes at most 1,000 steps, as
 # simulate does.
-expect 2 "timeline: recording 5242896000 events (234.4 GiB) would take more than half of this machine's" \
+expect 2 "timeline: recording 5242896000 events (234.4 GiB) is past the 1073741823 a timeline holds" \
     -- sweep "$MODEL" --simulate --devices cpu:8 --split 1,2,3,4,5,6,7 --schedule zb-h1 \
     --batch 1048576 --microbatches 65536 --steps 1000
 usage_error "--steps 1001: a simulated sweep takes 1 to 1000 steps a point, as simulate does" \
@@ -404,6 +404,8 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
     # its stages ignored (until 2026-12-04 it was, with a note).
     bad_profile version_lost "has version 2's 'stages' or 'stash_slots' but no 'version'" \
         'del p["version"]'
+    bad_profile version_one "has version 2's 'stages' or 'stash_slots' but \"version\": 1" \
+        'p["version"] = 1'
     bad_profile version_text "'version' must be a whole number >= 1" 'p["version"] = "2"'
     bad_profile layers7 "needs a 'layers' list of 8 entries" 'del p["layers"][7]'
     not_profile="not a brigade profile (a profile names its model by a fingerprint and has a 'layers' list"
@@ -912,8 +914,8 @@ assert "timeline" not in a and "stages" not in a, a
 assert b["microbatches"] == 4 and "skipped" not in b and b["samples_per_s"] > 0, b
 assert p["complete"] is True and "error" not in p, p'
 # A point that fails (here: 1,000 steps of M=65536 on 4 stages would record
-# past an int's count of events) ends the sweep, but the chart and metrics
-# keep the points before it.
+# past the half an int's count of events a timeline holds, on any machine)
+# ends the sweep, but the chart and metrics keep the points before it.
 expect 2 "brigade sweep: stopped after 1 of 3 points; the chart and metrics have those done" \
     -- sweep "$MODEL" --devices cpu:4 --simulate --microbatches 2,65536,4 --batch 65536 \
     --steps 1000 --device-mem 1T --chart "$T/failed.svg" --metrics "$T/failed.json"
