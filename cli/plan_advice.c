@@ -415,6 +415,20 @@ static size_t searched_capacity(const bg_plan_t *p, const bg_partition_stage_t *
     return p->device[st->device].memory_bytes;
 }
 
+/* The most any stage of `p` may have (searched_capacity; 0: one has no
+ * limit): a layer larger than that fits no device of the plan on a stage
+ * of its own. Not the worst stage's alone: GPUs of unequal memory, one of
+ * them too small for anything, are helped by other devices. */
+static size_t largest_searched_capacity(const bg_plan_t *p) {
+    size_t most = 0;
+    for (int s = 0; s < p->partition->stages; s++) {
+        const size_t capacity = searched_capacity(p, &p->partition->stage[s]);
+        if (capacity == 0) return 0;
+        if (capacity > most) most = capacity;
+    }
+    return most;
+}
+
 /* Says that layer `layer` needs `need` bytes on a stage of its own, over
  * the `capacity` a stage may have, so more devices cannot help; `with`
  * names the settings (may be ""). With `plan_json`, also there as
@@ -555,8 +569,7 @@ static int device_counts_may_help(const bg_plan_request_t *v, const bg_plan_t *f
                                   const bg_placement_t *placement, int host_share) {
     int layer = 0, last = 0;
     const size_t alone = largest_layer_alone(v, &layer, &last);
-    const size_t searched =
-        searched_capacity(failed, &failed->partition->stage[failed->partition->worst_stage]);
+    const size_t searched = largest_searched_capacity(failed);
     return fewer_have_more(placement, host_share) || !(searched > 0 && alone > searched);
 }
 
@@ -641,10 +654,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                        at > 0 ? " " : "", v.microbatches);
         if (try_variant(&v, what, found)) return;
     }
-    size_t capacity = 0;
-    for (int s = 0; s < failed->partition->stages; s++)
-        if (searched_capacity(failed, &failed->partition->stage[s]) > capacity)
-            capacity = searched_capacity(failed, &failed->partition->stage[s]);
+    const size_t capacity = largest_searched_capacity(failed);
     int layer = 0, last = 0;
     const size_t need = largest_layer_alone(&v, &layer, &last);
     const int layer_too_large = capacity > 0 && need > capacity;
@@ -730,9 +740,16 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         if (bg_placement_context_bytes(placement) > 0)
             snprintf(context, sizeof context, "%zu MiB for its CUDA context and ",
                      bg_placement_context_bytes(placement) >> 20);
-        snprintf(share, sizeof share,
-                 " (%scuda:%d's memory, less %s%zu MiB for cuBLAS's workspace)", fraction, physical,
-                 context, BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20);
+        /* 1 byte: the GPU has nothing past them (placement.c). */
+        if (st->capacity_bytes <= 1)
+            snprintf(share, sizeof share,
+                     " (none: cuda:%d's memory is no more than %s%zu MiB for cuBLAS's workspace, "
+                     "which brigade takes first)",
+                     physical, context, BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20);
+        else
+            snprintf(share, sizeof share,
+                     " (%scuda:%d's memory, less %s%zu MiB for cuBLAS's workspace)", fraction,
+                     physical, context, BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20);
     }
     char owner[64];
     snprintf(owner, sizeof owner, "%s%s", per_device ? device : "its", per_device ? "'s" : "");
@@ -783,7 +800,7 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
      * fewer CPU devices sharing the host's memory each have more. */
     int layer = 0, last = 0;
     const size_t alone = largest_layer_alone(r, &layer, &last);
-    const size_t searched = searched_capacity(p, st);
+    const size_t searched = largest_searched_capacity(p);
     if ((fewer_have_more(placement, host_share) || !(searched > 0 && alone > searched)) &&
         try_device_counts(r, placement, host_share, "", found))
         helped = 1;

@@ -220,8 +220,25 @@ assert p["stages"][0]["capacity_bytes"] == 80 * 2**30 - 528 * 2**20 - 2**25, p["
 # 2026-12-04 a GPU of up to 528 MiB had no limit at all, and every plan fitted).
 sed 's/name="CUDAGlobalMemorySize" value="146800640"/name="CUDAGlobalMemorySize" value="524288"/' \
     "$GPUS" >"$T/gpu512m.xml"
-expect 2 "over its 1-byte capacity (cuda:0's memory, less 528 MiB for its CUDA context" -- \
+expect 2 "over its 1-byte capacity (none: cuda:0's memory is no more than 528 MiB for its CUDA context and 32 MiB for cuBLAS's workspace, which brigade takes first)" -- \
     plan "$MODEL" --topology "$T/gpu512m.xml" --devices cuda:0
+# GPUs of unequal memory, cuda:5 of 400 MiB (nothing past the context and
+# workspace): the advice offers more devices alone, which no longer need it
+# (until 2026-12-04 it judged every device by cuda:5's capacity, that no
+# layer fits, and told of recompute, SGD and 64 micro-batches on three).
+python3 -c '
+import re, sys
+text, n = open(sys.argv[1]).read(), [0]
+def size(m):
+    n[0] += 1
+    return m.group(1) + ("409600" if n[0] == 6 else m.group(2)) + "\""
+open(sys.argv[2], "w").write(re.sub(r"(name=\"CUDAGlobalMemorySize\" value=\")([0-9]*)\"", size, text))
+assert n[0] == 8, n' "$GPUS" "$T/small-gpu5.xml"
+expect 2 "  3 devices (--devices cuda:4,cuda:6,cuda:7) fits: " -- \
+    plan "$ROOT/examples/mlp_balanced.model" --topology "$T/small-gpu5.xml" --devices cuda:5,cuda:4
+check "unequal GPUs: no other change with the devices" sh -c "! grep -q -- '--recompute' '$ERR'"
+expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --topology "$T/small-gpu5.xml" \
+    --devices cuda:4,cuda:6,cuda:7
 # Interleaved under a tight --device-mem: plan prints the planner's bubble
 # estimate beside the simulated one, which is what simulate reports. (Until
 # the search per device also ran where a split of 1/V a stage fits, this plan
