@@ -387,23 +387,23 @@ bg_status_t bg_checkpoint_save(const char *path, const bg_model_spec_t *spec, co
     return st;
 }
 
-static bg_status_t check_entry(const char *path, const bg_safetensors_entry_t *e,
-                               const tensor_slot_t *slot) {
+bg_status_t bg_checkpoint_check_entry(const char *path, const bg_safetensors_entry_t *e,
+                                      const char *name, int ndim, const int64_t *shape) {
     if (strcmp(e->dtype, "F32") != 0)
-        return bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' is %s; brigade needs F32", path,
-                            slot->name, e->dtype);
-    int same = e->ndim == slot->ndim;
-    for (int d = 0; same && d < slot->ndim; d++) same = e->shape[d] == slot->shape[d];
+        return bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' is %s; brigade needs F32", path, name,
+                            e->dtype);
+    int same = e->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = e->shape[d] == shape[d];
     if (!same) {
         char want[96] = "", got[96] = "";
-        for (int d = 0; d < slot->ndim; d++)
+        for (int d = 0; d < ndim; d++)
             snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? ", " : "",
-                     (long long)slot->shape[d]);
+                     (long long)shape[d]);
         for (int d = 0; d < e->ndim; d++)
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "",
                      (long long)e->shape[d]);
         return bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' has shape [%s]; the model needs [%s]",
-                            path, slot->name, got, want);
+                            path, name, got, want);
     }
     return BG_OK;
 }
@@ -442,7 +442,9 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
             goto done;
         }
         mismatch = 1; /* until its dtype and shape are the model's */
-        BG_CHECK_GOTO(check_entry(path, found, &slots[i]), st, done);
+        BG_CHECK_GOTO(
+            bg_checkpoint_check_entry(path, found, slots[i].name, slots[i].ndim, slots[i].shape),
+            st, done);
         mismatch = 0;
         bg_f32_le_copy(params + slots[i].offset, st_file->data + found->begin,
                        sizeof(float) * (size_t)slots[i].count);

@@ -85,6 +85,12 @@ bg_status_t bg_checkpoint_read(const char *path, bg_safetensors_t **out);
 bg_status_t bg_checkpoint_save(const char *path, const bg_model_spec_t *spec, const float *params,
                                int64_t step);
 
+/* BG_ERR_INVALID, naming the file and the tensor `name`, unless entry `e`
+ * is F32 of the shape[0..ndim) given: "is F64; brigade needs F32", or
+ * "has shape [a, b]; the model needs [c, d]". */
+bg_status_t bg_checkpoint_check_entry(const char *path, const bg_safetensors_entry_t *e,
+                                      const char *name, int ndim, const int64_t *shape);
+
 /* BG_ERR_INVALID, naming the file and the tensor, when `values` (`count`
  * floats read from tensor `name` of `path`) hold a NaN or an infinity: a
  * run cannot start from them, and the checks for non-finite values would

@@ -349,13 +349,46 @@ static bg_status_t read_tensor(const char *path, const bg_safetensors_t *file, c
                                const bg_checkpoint_tensor_t *want, float *out) {
     const bg_safetensors_entry_t *e = bg_safetensors_find(file, name);
     if (e == NULL) return bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' is missing", path, name);
-    int same = strcmp(e->dtype, "F32") == 0 && e->ndim == want->ndim;
-    for (int d = 0; same && d < want->ndim; d++) same = e->shape[d] == want->shape[d];
-    if (!same)
-        return bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' does not have the model's shape", path,
-                            name);
+    BG_CHECK(bg_checkpoint_check_entry(path, e, name, want->ndim, want->shape));
     bg_f32_le_copy(out + want->offset, file->data + e->begin, sizeof(float) * (size_t)want->count);
     return bg_checkpoint_check_finite(path, name, out + want->offset, want->count);
+}
+
+static int name_compare(const void *a, const void *b) {
+    return strcmp((const char *)a, (const char *)b);
+}
+
+/* Refuses a file holding a tensor that is neither one of the model's
+ * `count` tensors nor their optimizer state, as --load does (a file holds
+ * every one of those, checked before: its tensors are then more). Both
+ * name lists sorted, one walk. */
+static bg_status_t refuse_foreign_tensor(const char *path, const bg_safetensors_t *file,
+                                         const bg_checkpoint_tensor_t *model, int count,
+                                         const bg_train_state_t *st) {
+    const int total = count * (1 + st->states);
+    char(*names)[STATE_NAME] = calloc((size_t)total + 1, sizeof *names);
+    if (names == NULL) return bg_error_set(BG_ERR_NOMEM, "training state: out of memory");
+    for (int k = -1, at = 0; k < st->states; k++)
+        for (int i = 0; i < count; i++, at++) {
+            if (k < 0)
+                snprintf(names[at], STATE_NAME, "%s", model[i].name);
+            else
+                snprintf(names[at], STATE_NAME, "optimizer.%s.%s", state_name(st->optimizer, k),
+                         model[i].name);
+        }
+    qsort(names, (size_t)total, sizeof *names, name_compare);
+    bg_status_t status = BG_OK;
+    for (int f = 0, n = 0; f < file->count; f++) {
+        const char *name = file->by_name[f]->name;
+        while (n < total && strcmp(names[n], name) < 0) n++;
+        if (n == total || strcmp(names[n], name) != 0) {
+            status = bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' is not part of this model", path,
+                                  name);
+            break;
+        }
+    }
+    free(names);
+    return status;
 }
 
 static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
@@ -441,6 +474,8 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
                                               model_tensors[i].count);
         }
     }
+    if (status == BG_OK && file->count != count * (1 + st->states))
+        status = refuse_foreign_tensor(path, file, model_tensors, count, st);
     free(model_tensors);
     return status;
 }

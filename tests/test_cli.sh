@@ -481,6 +481,18 @@ expect 0 "resuming $T/skipped-before.st at step 4" -- train "$MLP" --data synthe
 check "skips before the resume: said so" grep -qFx \
     "skipped 2 steps for non-finite values, all before step 5, where this process resumed the run" \
     "$OUT"
+# A tensor the model does not have is refused, as --load refuses it (until
+# 2026-12-04 --resume took the file), and one of another shape names both
+# shapes (it said "does not have the model's shape").
+edit_checkpoint "$T/clean.st" "$T/foreign.st" +zzz
+usage_error "$T/foreign.st: tensor 'zzz' is not part of this model" \
+    -- train "$MLP" --data synthetic --steps 6 --batch 16 --resume "$T/foreign.st"
+edit_checkpoint "$T/clean.st" "$T/foreign-state.st" +optimizer.m.99.weight
+usage_error "$T/foreign-state.st: tensor 'optimizer.m.99.weight' is not part of this model" \
+    -- train "$MLP" --data synthetic --steps 6 --batch 16 --resume "$T/foreign-state.st"
+edit_checkpoint "$T/clean.st" "$T/reshaped.st" 1.weight@shape=512,2048
+usage_error "$T/reshaped.st: tensor '1.weight' has shape [512, 2048]; the model needs [1024, 1024]" \
+    -- train "$MLP" --data synthetic --steps 6 --batch 16 --resume "$T/reshaped.st"
 # Counts that do not add up are refused: each step updates or is skipped.
 edit_checkpoint "$T/clean.st" "$T/miscounted.st" brigade.skipped_steps=2
 expect 2 "$T/miscounted.st: brigade.optimizer_steps 4 and brigade.skipped_steps 2 do not add up to brigade.step 4" \

@@ -3,10 +3,13 @@
 right again, so that a test can hand `--resume` a file that passes the
 integrity checks and reaches the checks of what it says.
 
-    edit_checkpoint.py IN OUT KEY=VALUE ... [-KEY ...]
+    edit_checkpoint.py IN OUT KEY=VALUE ... [-KEY ...] [+TENSOR ...]
+        [TENSOR@shape=A,B,...]
 
 KEY=VALUE sets metadata key KEY (a string, as every brigade key is); -KEY
-removes it. The tensors and their checksums are copied unchanged. The
+removes it. +TENSOR adds a tensor of one F32 zero, with its checksum;
+TENSOR@shape=... gives a tensor another shape of as many values. The other
+tensors and their checksums are copied unchanged. The
 header checksum (lib/checkpoint.h) is the CRC-32 of the length prefix and
 the header with its own eight digits read as "00000000"; it stays the
 header's first key."""
@@ -27,7 +30,15 @@ def main(argv):
     body = data[8 + size :]
     meta = header.pop("__metadata__")
     for edit in argv[3:]:
-        if edit.startswith("-"):
+        if edit.startswith("+"):
+            end = len(body)
+            header[edit[1:]] = {"dtype": "F32", "shape": [1], "data_offsets": [end, end + 4]}
+            body += bytes(4)
+            meta["brigade.crc32." + edit[1:]] = "%08x" % zlib.crc32(bytes(4))
+        elif "@shape=" in edit:
+            name, shape = edit.split("@shape=", 1)
+            header[name]["shape"] = [int(d) for d in shape.split(",")]
+        elif edit.startswith("-"):
             del meta[edit[1:]]
         else:
             key, value = edit.split("=", 1)
