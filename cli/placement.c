@@ -527,15 +527,27 @@ void bg_placement_note_shared_cores(const bg_placement_t *p, int cores) {
  * its stages' memory is then not checked at all. */
 static void note_unknown_gpu_memory(const bg_placement_t *p) {
     if (p->device_mem != 0 || p->links == NULL) return;
+    char names[256] = "";
+    size_t at = 0;
+    int unknown = 0, shown = 0;
     for (int d = 0; d < p->devices.count && d < p->links->count; d++) {
         const bg_device_t *dev = &p->devices.devices[d];
         if (dev->kind != BG_DEVICE_CUDA || p->links->memory_bytes[d] != 0) continue;
-        fprintf(stderr,
-                "note: nothing gives %s's memory (the topology has no hwloc CUDA device for "
-                "it, which would), so the plan checks no GPU memory: give --device-mem\n",
-                dev->name);
-        return; /* once: the same for any other */
+        unknown++;
+        const int n = snprintf(names + at, sizeof names - at, "%s%s", shown ? ", " : "", dev->name);
+        if (n > 0 && at + (size_t)n + 32 < sizeof names) { /* room for " and N more" */
+            at += (size_t)n;
+            shown++;
+        } else {
+            names[at] = '\0';
+        }
     }
+    if (unknown == 0) return;
+    if (unknown > shown) snprintf(names + at, sizeof names - at, " and %d more", unknown - shown);
+    fprintf(stderr,
+            "note: nothing gives the memory of %s (the topology has no hwloc CUDA device for %s, "
+            "which would), so the plan does not check %s: give --device-mem\n",
+            names, unknown == 1 ? "it" : "them", unknown == 1 ? "it" : "theirs");
 }
 
 void bg_placement_note_device_mem(const bg_placement_t *p) {

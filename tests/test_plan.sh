@@ -299,8 +299,9 @@ expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0,cuda:1,cuda:4 \
 json_check "interleaved links: the last device's back to the first" '
 assert [(l["from"], l["to"], l["kind"]) for l in p["links"]] == [
     ("cuda:0", "cuda:1", "PIX"), ("cuda:1", "cuda:4", "SYS"), ("cuda:4", "cuda:0", "SYS")], p["links"]'
-# A topology without hwloc's CUDA devices gives no GPU memory: said.
-expect 0 "note: nothing gives cuda:0's memory (the topology has no hwloc CUDA device for it, which would), so the plan checks no GPU memory: give --device-mem" \
+# A topology without hwloc's CUDA devices gives no GPU memory: said, of
+# every such GPU (until 2026-12-04 of the first, as if no GPU's were checked).
+expect 0 "note: nothing gives the memory of cuda:0, cuda:1 (the topology has no hwloc CUDA device for them, which would), so the plan does not check theirs: give --device-mem" \
     -- plan "$MODEL" --topology "$ROOT/tests/fixtures/uneven-pcie-gpus.xml" --devices cuda:0,cuda:1
 stdout_has "links: cuda:0 -PHB- cuda:1" "GPUs at unequal PCIe depths: linked through their host bridge"
 # A given size is the stages' own, the 32 MiB cuBLAS workspace beside it
