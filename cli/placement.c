@@ -284,13 +284,12 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
      * build without CUDA). */
     if (p->topology_path == NULL && strcmp(text, "auto") == 0 && gpus == 0) {
         if (!bg_cuda_built())
-            fprintf(stderr, "brigade: --devices auto takes CPU cores: this brigade was built "
+            fprintf(stderr, "note: --devices auto takes CPU cores: this brigade was built "
                             "without its CUDA backend\n");
         else if (bg_cuda_absent_reason() != NULL)
-            fprintf(stderr, "brigade: --devices auto takes CPU cores: %s\n",
-                    bg_cuda_absent_reason());
+            fprintf(stderr, "note: --devices auto takes CPU cores: %s\n", bg_cuda_absent_reason());
         else
-            fprintf(stderr, "brigade: --devices auto takes CPU cores: CUDA sees no GPU%s%s\n",
+            fprintf(stderr, "note: --devices auto takes CPU cores: CUDA sees no GPU%s%s\n",
                     bg_cuda_no_device_reason() != NULL ? ": " : "",
                     bg_cuda_no_device_reason() != NULL ? bg_cuda_no_device_reason() : "");
     }

@@ -836,7 +836,7 @@ run topo
 if grep -qF "CUDA: this build has no CUDA backend" "$OUT"; then
     usage_error "cuda:0: this build has no CUDA backend" -- \
         train "$MODEL" --data synthetic --steps 1 --devices cuda:0
-    expect 0 "brigade: --devices auto takes CPU cores: this brigade was built without its CUDA backend" \
+    expect 0 "note: --devices auto takes CPU cores: this brigade was built without its CUDA backend" \
         -- plan "$MODEL" --devices auto
 else
     # The build's module, found beside the program.
@@ -846,7 +846,7 @@ else
     # takes the cores saying so.
     if ! grep -q "CUDA: built, [1-9][0-9]* GPUs\? visible" "$OUT"; then
         stdout_has "CUDA: built, no GPU visible: cudaError" "topo without a GPU says why"
-        expect 0 "brigade: --devices auto takes CPU cores: CUDA sees no GPU: cudaError" -- \
+        expect 0 "note: --devices auto takes CPU cores: CUDA sees no GPU: cudaError" -- \
             plan "$MODEL" --devices auto
     fi
     export BRIGADE_CUDA_MODULE="$T/absent.so"
@@ -858,7 +858,7 @@ else
         train "$MODEL" --data synthetic --steps 1 --devices cuda:0
     expect 0 "" -- topo
     stdout_has "CUDA: the CUDA backend $T/broken.so cannot be loaded" "topo, module broken"
-    expect 0 "brigade: --devices auto takes CPU cores: the CUDA backend $T/broken.so" -- \
+    expect 0 "note: --devices auto takes CPU cores: the CUDA backend $T/broken.so" -- \
         plan "$MODEL" --devices auto
     export BRIGADE_CUDA_MODULE=broken.so
     usage_error "cuda:0: BRIGADE_CUDA_MODULE is 'broken.so', not a path" -- \
