@@ -10,14 +10,14 @@
 #include "idx.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zlib.h>
+
+#include "regular_file.h"
 
 enum {
     IDX_TYPE_UBYTE = 0x08,
@@ -168,7 +168,7 @@ typedef struct idx_source {
     int gzip;           /* the file starts with gzip's magic */
     int member_ended;   /* inflate reached a member's end: the next byte starts another */
     int magic_owed;     /* a member's 1f came last in `in`: the next byte must be 8b */
-    off_t size;         /* the file's bytes */
+    uint64_t size;      /* the file's bytes */
     int at_end;         /* no more bytes */
     z_stream z;         /* gzip: inflate's state, reading from `in` */
     int z_ready;        /* inflateInit2 succeeded */
@@ -191,29 +191,13 @@ static ssize_t source_fill(idx_source_t *s) {
     }
 }
 
-/* Opens `path` for reading: a regular file only (a FIFO would wait for a
- * writer, a device such as /dev/zero never ends), its first bytes read to
- * tell gzip from plain. */
+/* Opens `path` for reading (bg_regular_file_open: a regular file only),
+ * its first bytes read to tell gzip from plain. */
 static bg_status_t source_open(const char *path, idx_source_t *s) {
     memset(s, 0, sizeof *s);
     s->path = path;
-    /* Without waiting for a FIFO's writer: it is refused below. */
-    s->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (s->fd < 0) return bg_error_set(BG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat info;
-    if (fstat(s->fd, &info) != 0)
-        return bg_error_set(BG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-    if (S_ISDIR(info.st_mode))
-        return bg_error_set(BG_ERR_IO, "%s: cannot read: Is a directory", path);
-    if (!S_ISREG(info.st_mode))
-        return bg_error_set(BG_ERR_IO,
-                            "%s: cannot read: a device or a pipe, not a regular file (an IDX "
-                            "file, plain or gzip)",
-                            path);
-    s->size = info.st_size;
-    const int flags = fcntl(s->fd, F_GETFL);
-    if (flags < 0 || fcntl(s->fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
-        return bg_error_set(BG_ERR_IO, "%s: cannot read: fcntl: %s", path, strerror(errno));
+    s->fd = -1;
+    BG_CHECK(bg_regular_file_open(path, &s->fd, &s->size));
     s->in = malloc(IDX_READ_BUFFER);
     if (s->in == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);
     const ssize_t got = source_fill(s);
@@ -344,17 +328,16 @@ bg_status_t bg_idx_load_expecting(const char *path, const bg_idx_expect_t *expec
     /* A plain file's size says at once whether the data are all there. */
     if (!s.gzip) {
         const uint64_t want = layout.header_bytes + (uint64_t)layout.data_bytes;
-        if ((uint64_t)s.size != want) {
-            st =
-                (uint64_t)s.size < want
-                    ? bg_error_set(BG_ERR_PARSE,
-                                   "%s: truncated: header promises %zu data bytes, file has %llu",
-                                   path, layout.data_bytes,
-                                   (unsigned long long)((uint64_t)s.size > layout.header_bytes
-                                                            ? (uint64_t)s.size - layout.header_bytes
-                                                            : 0))
-                    : bg_error_set(BG_ERR_PARSE, "%s: %llu unexpected bytes after the data", path,
-                                   (unsigned long long)((uint64_t)s.size - want));
+        if (s.size != want) {
+            st = s.size < want
+                     ? bg_error_set(BG_ERR_PARSE,
+                                    "%s: truncated: header promises %zu data bytes, file has %llu",
+                                    path, layout.data_bytes,
+                                    (unsigned long long)(s.size > layout.header_bytes
+                                                             ? s.size - layout.header_bytes
+                                                             : 0))
+                     : bg_error_set(BG_ERR_PARSE, "%s: %llu unexpected bytes after the data", path,
+                                    (unsigned long long)(s.size - want));
             goto done;
         }
     }

@@ -7,18 +7,17 @@
 #endif
 
 #include "safetensors.h"
+#include "regular_file.h"
 #include "safetensors_impl.h"
 #include "utf8.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 const char bg_safetensors_metadata_key[] = "__metadata__";
@@ -502,23 +501,10 @@ bg_status_t bg_safetensors_load(const char *path, bg_safetensors_t **out) {
     uint8_t *header = NULL;
     bg_safetensors_t *file = NULL;
     int result;
-    /* Without waiting for a writer, as opening a FIFO would: refused below. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return bg_error_set(BG_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
-
-    struct stat info;
-    if (fstat(fd, &info) != 0) {
-        status = bg_error_set(BG_ERR_IO, "cannot read '%s': fstat: %s", path, strerror(errno));
-        goto cleanup;
-    }
-    /* Read by its size, which only a regular file has (a device or a pipe
-       says 0). */
-    if (!S_ISREG(info.st_mode)) {
-        status = bg_error_set(BG_ERR_IO, "cannot read '%s': %s, not a regular file", path,
-                              S_ISDIR(info.st_mode) ? "a directory" : "a device or a pipe");
-        goto cleanup;
-    }
-    uint64_t file_size = (uint64_t)info.st_size;
+    /* Read by its size, which only a regular file has. */
+    int fd = -1;
+    uint64_t file_size = 0;
+    BG_CHECK(bg_regular_file_open(path, &fd, &file_size));
     uint8_t prefix[8];
     uint64_t header_len = 0;
     BG_CHECK_GOTO(file_size_check(path, file_size), status, cleanup);

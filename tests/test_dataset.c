@@ -211,7 +211,7 @@ static void test_wrong_dimensions(void **state) {
                 "labels must have 1 dimension (count), the file has 2");
     join(f->other, f->dir, "missing");
     check_error(bg_dataset_load_idx(f->path, f->other, 10, &ds), BG_ERR_IO, f->other,
-                "cannot open");
+                "cannot read '");
     /* A header of the other kind (the dimension count, byte 3 of the
      * magic, of an images file on a labels file and the other way round)
      * is named by its dimensions, checked before the sizes that the rest

@@ -587,7 +587,7 @@ static void test_not_a_regular_file(void **state) {
     assert_int_equal(mkfifo(path_of(f, "fifo-idx1-ubyte"), 0600), 0);
     bg_idx_t *idx = NULL;
     check_error(bg_idx_load(f->path, &idx), BG_ERR_IO, f->path,
-                "cannot read: a device or a pipe, not a regular file");
+                "': a device or a pipe, not a regular file");
     assert_null(idx);
     check_error(bg_idx_load("/dev/zero", &idx), BG_ERR_IO, "/dev/zero",
                 "a device or a pipe, not a regular file");
@@ -599,14 +599,14 @@ static void test_missing_file(void **state) {
     bg_idx_t *sentinel = (bg_idx_t *)(uintptr_t)0x1234;
     bg_idx_t *idx = sentinel;
     check_error(bg_idx_load(path_of(f, "nonexistent-idx1-ubyte"), &idx), BG_ERR_IO, f->path,
-                "cannot open: No such file or directory");
+                "': No such file or directory");
     assert_ptr_equal(idx, sentinel);
 }
 
 static void test_directory(void **state) {
     fixture_t *f = *state;
     bg_idx_t *idx = NULL;
-    check_error(bg_idx_load(f->dir, &idx), BG_ERR_IO, f->dir, "Is a directory");
+    check_error(bg_idx_load(f->dir, &idx), BG_ERR_IO, f->dir, "': a directory, not a regular file");
     assert_null(idx);
 }
 
