@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "host_memory.h"
 #include "planning.h"
 #include "cost_model.h"
 #include "devices.h"
@@ -372,9 +373,9 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
  * memory (a large B of a large model), saying so: their times are then
  * extrapolated from the largest size kept. */
 static bg_status_t keep_sizes_that_fit(bg_profile_config_t *pc) {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0) return BG_OK; /* not known: all kept */
-    const double budget = 0.5 * (double)pages * (double)page;
+    const uint64_t host = bg_host_memory_bytes();
+    if (host == 0) return BG_OK; /* not known: all kept */
+    const double budget = 0.5 * (double)host;
     int kept = 0;
     for (int k = 0; k < pc->other_sizes; k++) {
         bg_cost_config_t cc = BG_COST_CONFIG_INIT;

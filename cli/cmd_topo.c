@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "cuda/backend_cuda.h"
+#include "host_memory.h"
 #include "topology.h"
 
 enum { MATRIX_LIMIT = 16 };
@@ -217,8 +217,7 @@ int bg_cmd_topo(int argc, char **argv) {
      * container or a virtual machine can differ from what its NUMA nodes
      * report. */
     if (xml == NULL) {
-        const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        const double host = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+        const double host = (double)bg_host_memory_bytes();
         if (host > 0 && fabs(host - (double)s.memory_bytes) > 0.05 * host)
             printf("  (the system reports %.1f GiB in all: what plan and simulate share "
                    "among CPU devices)\n",

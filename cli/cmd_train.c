@@ -18,6 +18,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "dataset.h"
+#include "host_memory.h"
 #include "model_spec.h"
 #include "placement.h"
 #include "parse.h"
@@ -673,7 +674,7 @@ int bg_cmd_train(int argc, char **argv) {
     /* Parameters past the machine's memory are refused before the data and
      * any stage; --load reads them into a host copy first. */
     const double param_bytes = 4.0 * (double)spec->total_params;
-    const double host_bytes = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    const double host_bytes = (double)bg_host_memory_bytes();
     if (o.load != NULL && (param_bytes <= host_bytes || host_bytes <= 0))
         params = malloc(sizeof(float) * (size_t)(spec->total_params > 0 ? spec->total_params : 1));
     if ((o.load != NULL && params == NULL) || (param_bytes > host_bytes && host_bytes > 0)) {

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "cuda/backend_cuda.h"
 #include "device_order.h"
+#include "host_memory.h"
 
 const char bg_placement_help[] =
     "placement:\n"
@@ -422,8 +423,7 @@ static size_t usable_gpu_bytes(const bg_placement_t *p, size_t gpu_bytes) {
  * report. */
 static uint64_t host_memory_bytes(const bg_placement_t *p) {
     if (p->topology_path != NULL) return p->links != NULL ? p->links->host_memory_bytes : 0;
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    return bg_host_memory_bytes();
 }
 
 void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_share,

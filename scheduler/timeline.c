@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "host_memory.h"
 
 bg_status_t bg_timeline_create(const bg_timeline_config_t *cfg, bg_timeline_t **out) {
     if (cfg->devices < 1 || cfg->stages < 1)
@@ -46,8 +47,7 @@ void bg_timeline_destroy(bg_timeline_t *tl) {
 }
 
 bg_status_t bg_timeline_check_room(int64_t events, bg_status_t status) {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    const double memory = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    const double memory = (double)bg_host_memory_bytes();
     const double bytes = (double)events * (double)sizeof(bg_event_t);
     /* int capacities (first: so on any machine), and half the memory: past
      * it the kernel would end the process mid-run rather than let it say
