@@ -405,24 +405,17 @@ static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer, int *l
     return most;
 }
 
-/* The most a stage may have on the device of `st` (0: unlimited): the
- * whole device, even with --chunks V, where the planner's split is checked
- * per device when no split keeps each stage within 1/V (so a stage may
- * take more than 1/V where the device's other stages leave room). What
- * decides whether a layer can have a stage of its own in the plans the
- * advice tries. */
-static size_t searched_capacity(const bg_plan_t *p, const bg_partition_stage_t *st) {
-    return p->device[st->device].memory_bytes;
-}
-
-/* The most any stage of `p` may have (searched_capacity; 0: one has no
- * limit): a layer larger than that fits no device of the plan on a stage
- * of its own. Not the worst stage's alone: GPUs of unequal memory, one of
- * them too small for anything, are helped by other devices. */
+/* The most a stage of `p` may have on any of its devices (0: one has no
+ * limit): the whole device, even with --chunks V, where the planner's
+ * split is checked per device when no split keeps each stage within 1/V
+ * (so a stage may take more than 1/V where the device's other stages leave
+ * room). A layer larger than that fits no device of the plan on a stage of
+ * its own; not the worst stage's device alone: GPUs of unequal memory, one
+ * of them too small for anything, are helped by the others. */
 static size_t largest_searched_capacity(const bg_plan_t *p) {
     size_t most = 0;
-    for (int s = 0; s < p->partition->stages; s++) {
-        const size_t capacity = searched_capacity(p, &p->partition->stage[s]);
+    for (int d = 0; d < p->request.devices; d++) {
+        const size_t capacity = p->device[d].memory_bytes;
         if (capacity == 0) return 0;
         if (capacity > most) most = capacity;
     }
@@ -562,9 +555,9 @@ static void apply_savings(const bg_plan_request_t *r, const saving_t *savings, i
 }
 
 /* Whether more (or fewer) devices could help request v, whose stages the
- * failed plan searched with the capacity of its worst stage: only where
- * every layer fits a stage of its own, or where fewer devices each have
- * more memory. */
+ * failed plan searched: only where every layer fits a stage of its own on
+ * some device (largest_searched_capacity), or where fewer devices each
+ * have more memory. */
 static int device_counts_may_help(const bg_plan_request_t *v, const bg_plan_t *failed,
                                   const bg_placement_t *placement, int host_share) {
     int layer = 0, last = 0;
@@ -796,12 +789,7 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     }
     helped |= try_conv_workspace(p, found);
     helped |= try_microbatches(r, "", found);
-    /* More devices help only where every layer fits a stage of its own;
-     * fewer CPU devices sharing the host's memory each have more. */
-    int layer = 0, last = 0;
-    const size_t alone = largest_layer_alone(r, &layer, &last);
-    const size_t searched = largest_searched_capacity(p);
-    if ((fewer_have_more(placement, host_share) || !(searched > 0 && alone > searched)) &&
+    if (device_counts_may_help(r, p, placement, host_share) &&
         try_device_counts(r, placement, host_share, "", found))
         helped = 1;
     if (!helped) try_every_saving(p, savings, n, scratch, placement, host_share, found, plan_json);
