@@ -1,4 +1,5 @@
 #include "partition.h"
+#include "partition_impl.h"
 
 #include <float.h>
 #include <limits.h>
@@ -14,24 +15,6 @@
 /* Stages and layers beyond which the (stage, layer) tables would not be
  * worth their memory: 64M cells of cut points (256 MiB). */
 #define MAX_CELLS ((size_t)1 << 26)
-
-/* The programme works on units, not layers: unit u is layers [cut[u],
- * cut[u + 1]), and stages start and end only between units (a residual
- * block stays whole: bg_cost_model_cuts). Without blocks a unit is a
- * layer. Results name layers (price translates). */
-typedef struct context {
-    const bg_partition_config_t *cfg;
-    int layers, stages;
-    int units;
-    const int *cut; /* units + 1 layer boundaries */
-    /* 1: each device's stages are checked together against its whole
-     * capacity (BG_PARTITION_CHECK_DEVICES with V > 1). */
-    int per_device;
-    /* Bytes every stage may take beyond its capacity in DP_TIME: 0, or,
-     * when nothing fits, the least worst overflow, so that the fastest of
-     * the splits that overflow least is found. */
-    size_t allowance;
-} context_t;
 
 static const bg_cost_link_t *link_between(const context_t *c, int from_stage, int to_stage) {
     const bg_partition_config_t *cfg = c->cfg;
@@ -54,14 +37,8 @@ static bg_cost_stage_t stage_slots(const context_t *c, int s) {
     return stage;
 }
 
-/* A stage's compute per micro-batch: what only grows as it takes more
- * layers. */
-static double compute_of(const bg_cost_time_t *time) {
-    return time->forward + time->backward + time->recompute;
-}
-
 /* The compute of stage s on units [first, last). */
-static bg_cost_time_t stage_time(const context_t *c, int s, int first, int last) {
+bg_cost_time_t partition_stage_time(const context_t *c, int s, int first, int last) {
     const bg_partition_config_t *cfg = c->cfg;
     return bg_cost_stage_time(cfg->model, &cfg->device[s % cfg->devices], c->cut[first],
                               c->cut[last]);
@@ -72,7 +49,7 @@ static bg_cost_time_t stage_time(const context_t *c, int s, int first, int last)
 static double stage_seconds(const context_t *c, int s, int first, int last, bg_cost_time_t *time,
                             double *send) {
     const bg_cost_model_t *m = c->cfg->model;
-    *time = stage_time(c, s, first, last);
+    *time = partition_stage_time(c, s, first, last);
     *send = 0;
     if (last < c->units)
         *send += bg_cost_transfer_seconds(link_between(c, s, s + 1),
@@ -80,11 +57,11 @@ static double stage_seconds(const context_t *c, int s, int first, int last, bg_c
     if (first > 0 && !bg_cost_model_config(m)->forward_only) /* the gradient back */
         *send += bg_cost_transfer_seconds(link_between(c, s, s - 1),
                                           bg_cost_boundary_bytes(m, c->cut[first]));
-    return compute_of(time) + *send;
+    return partition_compute_of(time) + *send;
 }
 
 /* Prices stage s holding units [first, last). */
-static void price(const context_t *c, int s, int first, int last, bg_partition_stage_t *out) {
+void partition_price(const context_t *c, int s, int first, int last, bg_partition_stage_t *out) {
     const bg_partition_config_t *cfg = c->cfg;
     const bg_cost_model_t *m = cfg->model;
     const bg_cost_device_t *dev = &cfg->device[s % cfg->devices];
@@ -100,12 +77,6 @@ static void price(const context_t *c, int s, int first, int last, bg_partition_s
     /* A capacity of 0 means none given: a tiny one stays at least a byte. */
     out->capacity_bytes = dev->memory_bytes / (size_t)(c->per_device ? 1 : cfg->chunks);
     if (dev->memory_bytes > 0 && out->capacity_bytes == 0) out->capacity_bytes = 1;
-}
-
-/* The unit starting at layer boundary `layer`, one a result's stage
- * starts at (price set it from a unit). */
-static int unit_at(const context_t *c, int layer) {
-    return bg_cost_model_cut_index(c->cfg->model, layer);
 }
 
 static size_t overflow_of(const bg_partition_stage_t *st) {
@@ -125,7 +96,7 @@ static size_t growing_bytes(const context_t *c, const bg_cost_stage_t *slots,
     return st->peak_bytes - bg_cost_stage_input_bytes(c->cfg->model, &stage);
 }
 
-static bg_status_t check_config(const bg_partition_config_t *cfg, context_t *c) {
+bg_status_t partition_check_config(const bg_partition_config_t *cfg, context_t *c) {
     if (cfg->model == NULL || cfg->device == NULL)
         return bg_error_set(BG_ERR_INVALID, "partition: no cost model or no devices");
     if (cfg->devices < 1 || cfg->chunks < 1 || cfg->chunks > INT_MAX / cfg->devices)
@@ -166,7 +137,7 @@ static bg_status_t check_config(const bg_partition_config_t *cfg, context_t *c) 
 }
 
 /* Fills a result for the split first[0..S) of units, first[S] = units. */
-static bg_status_t build_result(const context_t *c, const int *first, bg_partition_t **out) {
+bg_status_t partition_build_result(const context_t *c, const int *first, bg_partition_t **out) {
     bg_partition_t *p = bg_calloc(1, sizeof *p);
     if (p != NULL) p->stage = bg_calloc((size_t)c->stages, sizeof *p->stage);
     if (p == NULL || p->stage == NULL) {
@@ -180,7 +151,7 @@ static bg_status_t build_result(const context_t *c, const int *first, bg_partiti
     p->worst_device = -1;
     for (int s = 0; s < c->stages; s++) {
         int last = s + 1 < c->stages ? first[s + 1] : c->units;
-        price(c, s, first[s], last, &p->stage[s]);
+        partition_price(c, s, first[s], last, &p->stage[s]);
         if (p->stage[s].seconds > p->bottleneck_s) p->bottleneck_s = p->stage[s].seconds;
         p->total_s += p->stage[s].seconds;
         size_t over = c->per_device ? 0 : overflow_of(&p->stage[s]);
@@ -322,14 +293,14 @@ typedef struct dp_tables {
 static double candidate(const context_t *c, dp_mode_t mode, int s, int i, int j, double before,
                         double best, const bg_cost_stage_t *slots, int *stop) {
     bg_partition_stage_t st;
-    price(c, s, i, j, &st);
+    partition_price(c, s, i, j, &st);
     const size_t floor = growing_bytes(c, slots, &st);
     const int floor_over = st.capacity_bytes != 0 && floor > st.capacity_bytes;
     double value;
     if (mode == DP_TIME) {
         const size_t limit = st.capacity_bytes + c->allowance;
         const int limited = st.capacity_bytes != 0;
-        *stop = compute_of(&st.time) >= best || (limited && floor > limit);
+        *stop = partition_compute_of(&st.time) >= best || (limited && floor > limit);
         if (*stop || (limited && st.peak_bytes > limit)) return DBL_MAX;
         value = st.seconds;
     } else {
@@ -506,11 +477,11 @@ static int solve_total(const context_t *c, double cap, dp_tables_t *t) {
         for (int j = jmin; j <= jmax; j++) {
             bg_partition_stage_t st;
             for (; cap < DBL_MAX && window < j; window++) {
-                const bg_cost_time_t time = stage_time(c, s, window, j);
-                if (compute_of(&time) <= cap) break;
+                const bg_cost_time_t time = partition_stage_time(c, s, window, j);
+                if (partition_compute_of(&time) <= cap) break;
             }
             if (s == 0) {
-                price(c, 0, 0, j, &st);
+                partition_price(c, 0, 0, j, &st);
                 if (overflow_of(&st) == 0 && st.seconds <= cap) {
                     cur[j] = st.seconds;
                     CUT(0, j) = 0;
@@ -527,7 +498,7 @@ static int solve_total(const context_t *c, double cap, dp_tables_t *t) {
                     continue;
                 }
                 if (run.key == DBL_MAX) break; /* the rest are unreachable */
-                price(c, s, run.at, j, &st);
+                partition_price(c, s, run.at, j, &st);
                 if (overflow_of(&st) == 0 && st.seconds <= cap) {
                     cur[j] = prev[run.at] + st.seconds;
                     CUT(s, j) = run.at;
@@ -625,7 +596,7 @@ static gap_t gap_pop_least(gaps_t *g) {
  * memory. */
 static int front_point(const context_t *c, double cap, dp_tables_t *t, bg_partition_t **point) {
     if (!solve_total(c, cap, t)) return 0;
-    return build_result(c, t->first, point) == BG_OK ? 1 : -1;
+    return partition_build_result(c, t->first, point) == BG_OK ? 1 : -1;
 }
 
 /* Prices stages lo..hi of split first[] into stage[]: 1 if they all fit. */
@@ -633,7 +604,7 @@ static int price_fitting(const context_t *c, const int *first, int lo, int hi,
                          bg_partition_stage_t *stage) {
     int fits = 1;
     for (int s = lo; s <= hi; s++) {
-        price(c, s, first[s], s + 1 < c->stages ? first[s + 1] : c->units, &stage[s]);
+        partition_price(c, s, first[s], s + 1 < c->stages ? first[s + 1] : c->units, &stage[s]);
         fits &= overflow_of(&stage[s]) == 0;
     }
     return fits;
@@ -699,9 +670,10 @@ static int balance_point(const context_t *c, bg_partition_t **point) {
     int *first = bg_malloc(sizeof *first * (size_t)c->stages);
     bg_partition_t *moved = NULL;
     if (first != NULL)
-        for (int s = 0; s < c->stages; s++) first[s] = unit_at(c, (*point)->stage[s].first_layer);
-    const int ok =
-        first != NULL && balance_devices(c, first) == 0 && build_result(c, first, &moved) == BG_OK;
+        for (int s = 0; s < c->stages; s++)
+            first[s] = partition_unit_at(c, (*point)->stage[s].first_layer);
+    const int ok = first != NULL && balance_devices(c, first) == 0 &&
+                   partition_build_result(c, first, &moved) == BG_OK;
     free(first);
     bg_partition_destroy(*point);
     *point = moved;
@@ -739,10 +711,10 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
     bg_partition_t *best = NULL, *point = NULL;
     if (cfg->slowest != NULL && cfg->slowest->fits && cfg->slowest->stages == c->stages)
         for (int s = 0; s < c->stages; s++)
-            t->first[s] = unit_at(c, cfg->slowest->stage[s].first_layer);
+            t->first[s] = partition_unit_at(c, cfg->slowest->stage[s].first_layer);
     else if (!solve(c, DP_TIME, t))
         return 0;
-    if (build_result(c, t->first, &best) != BG_OK) return -1;
+    if (partition_build_result(c, t->first, &best) != BG_OK) return -1;
     const double least_slowest = best->bottleneck_s;
     if (balance_point(c, &best) < 0) return -1;
     double best_step = bg_partition_step_seconds(best, cfg);
@@ -773,7 +745,8 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
             found = -1;
     }
     free(g.gap);
-    for (int s = 0; s < c->stages; s++) t->first[s] = unit_at(c, best->stage[s].first_layer);
+    for (int s = 0; s < c->stages; s++)
+        t->first[s] = partition_unit_at(c, best->stage[s].first_layer);
     bg_partition_destroy(best);
     return found < 0 ? -1 : 1;
 }
@@ -785,7 +758,7 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
  * its worst overflow is V again, as none is smaller. */
 static bg_status_t fastest_least_overflow(context_t *c, dp_tables_t *t) {
     bg_partition_t *least = NULL;
-    BG_CHECK(build_result(c, t->first, &least));
+    BG_CHECK(partition_build_result(c, t->first, &least));
     c->allowance = least->overflow_bytes;
     bg_partition_destroy(least);
     (void)solve(c, DP_TIME, t); /* on 0, t->first keeps the overflow's split */
@@ -795,7 +768,7 @@ static bg_status_t fastest_least_overflow(context_t *c, dp_tables_t *t) {
 
 bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t **out) {
     context_t c;
-    BG_CHECK(check_config(cfg, &c));
+    BG_CHECK(partition_check_config(cfg, &c));
     if (c.per_device)
         return bg_error_set(BG_ERR_INVALID,
                             "partition: the programme holds each stage within 1/%d of its "
@@ -838,7 +811,7 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
                               c.layers, c.stages);
         else if (!fits && !cfg->fits_only)
             st = fastest_least_overflow(&c, &t);
-        if (st == BG_OK) st = build_result(&c, t.first, out);
+        if (st == BG_OK) st = partition_build_result(&c, t.first, out);
         if (st == BG_OK) (*out)->front_probes = t.probes;
     }
     free(t.prev);
@@ -852,270 +825,10 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
     return st;
 }
 
-/* ---- splits checked per device (bg_partition_search_devices) ---- */
-
-/* A depth-first search over the stages' ends: stage s starts at unit i and
- * tries each end, the best split found so far bounding the rest. It ranks
- * splits by their slowest stage, or with by_step by their step
- * (bg_partition_step_seconds); the other figure breaks ties. A device's
- * bytes so far (used) bound its later stages' memory, and all devices'
- * room left bounds the layers left: wherever they go, their parameters,
- * gradients and optimizer state must fit somewhere. */
-typedef struct device_search {
-    const context_t *c;
-    int *first, *best_first;
-    size_t *used;
-    size_t room;     /* the devices' capacities less used; SIZE_MAX: one is unlimited */
-    double *load;    /* each device's stage seconds so far */
-    double share;    /* the fill and drain's idle share (bg_partition_step_seconds) */
-    int by_step;     /* rank by the step (BG_PARTITION_LEAST_STEP), not the slowest stage */
-    double best;     /* best_first's ranking figure, or the caller's bound */
-    double best_tie; /* best_first's other figure: among splits that tie, the lesser wins */
-    int found;       /* best_first holds a split */
-    long budget;     /* pricings left; below 0 once the search stopped */
-} device_search_t;
-
-/* bg_partition_step_seconds of a split whose devices' loads (the sums of
- * their stages' seconds) add up to `total`, the heaviest `heaviest`, at M
- * micro-batches and the fill and drain's idle share `share`. */
-static double step_of(double heaviest, double total, int microbatches, double share) {
-    return microbatches * heaviest + (total - heaviest) * share;
-}
-
-/* The step of a split whose devices' loads are x->load, device d's grown
- * by `more` seconds. Of a split still being built, the least step it can
- * end with: loads only grow as stages are added, and the step grows with
- * the heaviest load and with their total (share <= 1 <= M). */
-static double step_with(const device_search_t *x, int d, double more) {
-    double total = 0, heaviest = 0;
-    for (int e = 0; e < x->c->cfg->devices; e++) {
-        const double load = x->load[e] + (e == d ? more : 0);
-        total += load;
-        if (load > heaviest) heaviest = load;
-    }
-    return step_of(heaviest, total, bg_cost_model_config(x->c->cfg->model)->microbatches, x->share);
-}
-
-/* The step of a split whose devices' loads are x->load. */
-static double step_of_loads(const device_search_t *x) { return step_with(x, 0, 0); }
-
-/* Keeps the split in x->first, whose slowest stage takes `slowest` seconds
- * and whose step is `step`, where it beats the best so far: less of the
- * figure the search ranks by, or as little and less of the other. */
-static void keep_if_better(device_search_t *x, double slowest, double step) {
-    const double rank = x->by_step ? step : slowest, tie = x->by_step ? slowest : step;
-    if (!(rank < x->best || (rank == x->best && tie < x->best_tie))) return;
-    x->best = rank;
-    x->best_tie = tie;
-    x->found = 1;
-    memcpy(x->best_first, x->first, sizeof *x->first * (size_t)x->c->stages);
-}
-
-/* The parameters, gradients and optimizer state of units [j, units): what
- * the stages after one ending at j hold at least, however they split. */
-static size_t state_after(const context_t *c, int j) {
-    const bg_cost_stage_t rest = {.first_layer = c->cut[j],
-                                  .last_layer = c->cut[c->units],
-                                  .stash_slots = 1,
-                                  .device = &c->cfg->device[0]};
-    const bg_cost_memory_t m = bg_cost_stage_memory(c->cfg->model, &rest);
-    return m.params + m.grads + m.optimizer;
-}
-
-/* The end near which stage s, starting at unit i, holds its share of the
- * compute left: the first j whose [i, j) reaches 1/(stages left) of
- * [i, units). Compute only grows as a stage ends later, so a bisection. */
-static int even_end(const context_t *c, int s, int i, int jmin, int jmax) {
-    const bg_cost_time_t rest = stage_time(c, s, i, c->units);
-    const double share = compute_of(&rest) / (double)(c->stages - s);
-    int lo = jmin, hi = jmax;
-    while (lo < hi) {
-        const int mid = lo + (hi - lo) / 2;
-        const bg_cost_time_t t = stage_time(c, s, i, mid);
-        if (compute_of(&t) >= share)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
-static void search_from(device_search_t *x, int s, int i, double worst);
-
-/* Tries stage s on units [i, j); returns 1 when every later end is ruled
- * out too: its compute only grows with j. (Its memory need not: a later
- * end may send a smaller activation, whose gradient the stage holds.)
- * Splits that tie with the best are searched too, for the other figure. */
-static int search_end(device_search_t *x, int s, int i, int j, double worst) {
-    const context_t *c = x->c;
-    if (x->budget-- <= 0) return 1;
-    bg_partition_stage_t st;
-    price(c, s, i, j, &st);
-    const int d = st.device;
-    const size_t cap = st.capacity_bytes;
-    const double compute = compute_of(&st.time);
-    if ((x->by_step ? step_with(x, d, compute) : compute) > x->best) return 1;
-    const double w = st.seconds > worst ? st.seconds : worst;
-    if ((x->by_step ? step_with(x, d, st.seconds) : w) > x->best ||
-        (cap != 0 && x->used[d] + st.peak_bytes > cap))
-        return 0;
-    if (x->room != SIZE_MAX && j < c->units && state_after(c, j) > x->room - st.peak_bytes)
-        return 0;
-    x->first[s] = i;
-    const double load = x->load[d];
-    x->load[d] += st.seconds;
-    if (s == c->stages - 1) {
-        keep_if_better(x, w, step_of_loads(x));
-    } else {
-        x->used[d] += st.peak_bytes;
-        if (x->room != SIZE_MAX) x->room -= st.peak_bytes;
-        search_from(x, s + 1, j, w);
-        x->used[d] -= st.peak_bytes;
-        if (x->room != SIZE_MAX) x->room += st.peak_bytes;
-    }
-    x->load[d] = load;
-    return 0;
-}
-
-/* Stage s starting at unit i, the slowest stage before it `worst`: its
- * ends from the even one up (longer, until ruled out), then down. */
-static void search_from(device_search_t *x, int s, int i, double worst) {
-    const context_t *c = x->c;
-    const int last = s == c->stages - 1;
-    const int jmin = last ? c->units : i + 1, jmax = c->units - (c->stages - 1 - s);
-    const int from = last ? jmin : even_end(c, s, i, jmin, jmax);
-    for (int j = from; j <= jmax && x->budget >= 0; j++)
-        if (search_end(x, s, i, j, worst)) break;
-    for (int j = from - 1; j >= jmin && x->budget >= 0; j--) (void)search_end(x, s, i, j, worst);
-}
-
-/* A split whose every stage takes at most `limit` seconds, found greedily:
- * each stage as long as it can be within the limit and within an even share
- * of what its device has left for its stages still to come (the last one
- * takes what is left). 1 with the split in x->first, its slowest stage in
- * *slowest and its step in *step; 0 where the greedy finds none (one may
- * still exist) or the budget runs out. Leaves x->used and x->load at 0. */
-static int greedy_split(device_search_t *x, double limit, double *slowest, double *step) {
-    const context_t *c = x->c;
-    const int k = c->cfg->devices;
-    double worst = 0;
-    int found = 1;
-    for (int s = 0, i = 0; s < c->stages && found; s++) {
-        const int d = s % k, last = s == c->stages - 1;
-        const size_t cap = c->cfg->device[d].memory_bytes;
-        const int still = (c->stages - 1 - s) / k + 1; /* device d's stages from s on */
-        const size_t share = cap == 0 ? SIZE_MAX : (cap - x->used[d]) / (size_t)still;
-        const int jmin = last ? c->units : i + 1, jmax = c->units - (c->stages - 1 - s);
-        int end = -1;
-        bg_partition_stage_t kept = {0};
-        for (int j = jmin; j <= jmax && x->budget-- > 0; j++) {
-            bg_partition_stage_t st;
-            price(c, s, i, j, &st);
-            if (compute_of(&st.time) > limit) break; /* and every later end */
-            if (st.seconds <= limit && st.peak_bytes <= share) {
-                end = j;
-                kept = st;
-            }
-        }
-        found = end >= 0;
-        if (!found) break;
-        x->first[s] = i;
-        x->used[d] += kept.peak_bytes;
-        x->load[d] += kept.seconds;
-        if (kept.seconds > worst) worst = kept.seconds;
-        i = end;
-    }
-    *slowest = worst;
-    *step = found ? step_of_loads(x) : 0;
-    for (int d = 0; d < k; d++) x->used[d] = 0, x->load[d] = 0;
-    return found;
-}
-
-/* The search's first bound: the greedy split (greedy_split) under the least
- * limit a bisection finds, from the whole model's compute on the slowest
- * device (doubled while the greedy finds nothing there, a few times), in
- * x->best and x->best_first where it is faster than x->best. */
-static void greedy_bound(device_search_t *x) {
-    const context_t *c = x->c;
-    double hi = 0, slowest = 0, step = 0;
-    for (int d = 0; d < c->cfg->devices; d++) {
-        const bg_cost_time_t whole = stage_time(c, d, 0, c->units);
-        if (compute_of(&whole) > hi) hi = compute_of(&whole);
-    }
-    int found = 0;
-    for (int doubling = 0; doubling < 4 && !found; doubling++, hi *= 2)
-        found = greedy_split(x, hi, &slowest, &step);
-    if (!found) return;
-    hi /= 2; /* the limit that worked */
-    keep_if_better(x, slowest, step);
-    double lo = 0;
-    for (int halving = 0; halving < 40 && x->budget > 0; halving++) {
-        const double mid = lo + (hi - lo) / 2;
-        if (greedy_split(x, mid, &slowest, &step)) {
-            hi = mid;
-            keep_if_better(x, slowest, step);
-        } else {
-            lo = mid;
-        }
-    }
-}
-
-bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, double bound, long budget,
-                                        bg_partition_t **out, int *complete) {
-    if ((cfg->objective != BG_PARTITION_SLOWEST_STAGE &&
-         cfg->objective != BG_PARTITION_LEAST_STEP) ||
-        cfg->memory_check != BG_PARTITION_CHECK_DEVICES)
-        return bg_error_set(BG_ERR_INVALID,
-                            "partition: the search per device minimises the slowest stage or "
-                            "the step, each device's stages checked together");
-    context_t c;
-    BG_CHECK(check_config(cfg, &c));
-    device_search_t x = {
-        .c = &c,
-        .first = bg_malloc(sizeof(int) * (size_t)c.stages),
-        .best_first = bg_malloc(sizeof(int) * (size_t)c.stages),
-        .used = bg_calloc((size_t)cfg->devices, sizeof(size_t)),
-        .room = 0,
-        .load = bg_calloc((size_t)cfg->devices, sizeof(double)),
-        .by_step = cfg->objective == BG_PARTITION_LEAST_STEP,
-        .best = bound,
-        .best_tie = DBL_MAX,
-        .found = 0,
-        .budget = budget,
-    };
-    const bg_cost_config_t *cost = bg_cost_model_config(cfg->model);
-    x.share = bg_schedule_drain_share(cost->split_backward, cfg->devices, cost->microbatches,
-                                      cfg->chunks);
-    for (int d = 0; d < cfg->devices; d++) {
-        const size_t cap = cfg->device[d].memory_bytes;
-        /* SIZE_MAX, no bound, where one is unlimited or the sum would reach it. */
-        x.room = cap == 0 || cap >= SIZE_MAX - x.room ? SIZE_MAX : x.room + cap;
-    }
-    bg_status_t st = BG_OK;
-    if (x.first == NULL || x.best_first == NULL || x.used == NULL || x.load == NULL) {
-        st = bg_error_set(BG_ERR_NOMEM, "partition: out of memory for %d stages", c.stages);
-    } else {
-        greedy_bound(&x);
-        const int searched = x.budget > 0;
-        if (searched) search_from(&x, 0, 0, 0);
-        bg_partition_t *found = NULL;
-        if (x.found) st = build_result(&c, x.best_first, &found);
-        if (st == BG_OK) {
-            *out = found;
-            *complete = searched && x.budget >= 0;
-        }
-    }
-    free(x.first);
-    free(x.best_first);
-    free(x.used);
-    free(x.load);
-    return st;
-}
-
 bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *first,
                                   bg_partition_t **out) {
     context_t c;
-    BG_CHECK(check_config(cfg, &c));
+    BG_CHECK(partition_check_config(cfg, &c));
     if (first[0] != 0)
         return bg_error_set(BG_ERR_INVALID, "split: stage 0 must start at layer 0, not %d",
                             first[0]);
@@ -1128,7 +841,7 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
     int *units = bg_malloc(sizeof *units * (size_t)c.stages);
     if (units == NULL) return bg_error_set(BG_ERR_NOMEM, "partition: out of memory");
     for (int s = 0; s < c.stages; s++) {
-        units[s] = unit_at(&c, first[s]);
+        units[s] = partition_unit_at(&c, first[s]);
         if (units[s] < 0) {
             free(units);
             return bg_error_set(BG_ERR_INVALID,
@@ -1137,7 +850,7 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
                                 s, first[s]);
         }
     }
-    const bg_status_t st = build_result(&c, units, out);
+    const bg_status_t st = partition_build_result(&c, units, out);
     free(units);
     return st;
 }
@@ -1166,7 +879,7 @@ double bg_partition_step_seconds(const bg_partition_t *p, const bg_partition_con
     }
     /* The theory's idle share of the fill and drain (exact for equal
      * stages), of the other devices' work. */
-    return step_of(heaviest, total, cost->microbatches,
-                   bg_schedule_drain_share(cost->split_backward, cfg->devices, cost->microbatches,
-                                           cfg->chunks));
+    return partition_step_of(heaviest, total, cost->microbatches,
+                             bg_schedule_drain_share(cost->split_backward, cfg->devices,
+                                                     cost->microbatches, cfg->chunks));
 }
