@@ -248,17 +248,62 @@ static bg_status_t entries_check_tiling(const char *name, const bg_safetensors_t
     return BG_OK;
 }
 
-/* Offset of the first "\u0000" escape inside a string of the JSON text
- * s[0..len), or len: cJSON decodes it to a NUL that cuts its C string
- * short, so that a name "1.weight\u0000zz" would read as "1.weight". */
-static size_t escaped_nul_at(const char *s, size_t len) {
+/* A fault of a string of the header (string_fault_at). */
+typedef enum string_fault {
+    STRING_ESCAPED_NUL, /* "\u0000": cJSON decodes it to a NUL that cuts its C
+                           string short, so "1.weight\u0000zz" would read as
+                           "1.weight" */
+    STRING_CONTROL,     /* a raw control character, which JSON writes escaped
+                           and cJSON lets through */
+} string_fault_t;
+
+/* Offset of the first fault inside a string of the JSON text s[0..len),
+ * its kind in *fault; or len. */
+static size_t string_fault_at(const char *s, size_t len, string_fault_t *fault) {
     int in_string = 0;
     for (size_t i = 0; i < len; i++) {
         if (s[i] == '"') {
             in_string = !in_string;
+        } else if (in_string && (unsigned char)s[i] < 0x20) {
+            *fault = STRING_CONTROL;
+            return i;
         } else if (in_string && s[i] == '\\' && i + 1 < len) {
-            if (i + 5 < len && memcmp(s + i + 1, "u0000", 5) == 0) return i;
+            if (i + 5 < len && memcmp(s + i + 1, "u0000", 5) == 0) {
+                *fault = STRING_ESCAPED_NUL;
+                return i;
+            }
             i++; /* the escaped character, a quote perhaps */
+        }
+    }
+    return len;
+}
+
+/* Offset of the first number of the JSON text s[0..len), outside strings,
+ * written otherwise than as a plain non-negative integer ("2.0", "8e0",
+ * "-0", "08"), its length in *length; or len. Every number of a header is
+ * a shape's dimension or a data offset, which safetensors writes as plain
+ * integers and its own reader refuses in any other form; cJSON gives only
+ * the value, so these are read from the text, after the checks of the
+ * values (which name the tensor). */
+static size_t non_integer_number_at(const char *s, size_t len, size_t *length) {
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '"') {
+            in_string = !in_string;
+        } else if (in_string && s[i] == '\\') {
+            i++;
+        } else if (!in_string && (s[i] == '-' || (s[i] >= '0' && s[i] <= '9'))) {
+            size_t j = i;
+            int plain = 1;
+            for (; j < len && ((s[j] >= '0' && s[j] <= '9') || strchr("+-.eE", s[j]) != NULL) &&
+                   s[j] != '\0';
+                 j++)
+                if (s[j] < '0' || s[j] > '9') plain = 0;
+            if (!plain || (s[i] == '0' && j - i > 1)) {
+                *length = j - i;
+                return i;
+            }
+            i = j - 1;
         }
     }
     return len;
@@ -275,18 +320,38 @@ bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size
     const char **keys = NULL;
     bg_safetensors_t *file = NULL;
 
-    /* The format requires UTF-8, and Python's loader refuses anything else;
-     * NUL would cut cJSON's C strings short. */
+    /* A NUL would cut cJSON's C strings short; a writer that pads with
+     * them rather than spaces is the likely cause. */
+    const char *nul = memchr(json, '\0', json_len);
+    if (nul != NULL)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: header byte %zu is a NUL byte (a header is JSON text, padded with "
+                            "spaces)",
+                            name, (size_t)(nul - json));
+    /* The format requires UTF-8, and Python's loader refuses anything else. */
     size_t bad = bg_utf8_invalid_at(json, json_len);
     if (bad < json_len)
         return bg_error_set(BG_ERR_PARSE, "%s: header is not valid UTF-8 (header byte %zu)", name,
                             bad);
-    bad = escaped_nul_at(json, json_len);
-    if (bad < json_len)
+    string_fault_t fault = STRING_CONTROL;
+    bad = string_fault_at(json, json_len, &fault);
+    if (bad < json_len && fault == STRING_ESCAPED_NUL)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: header holds an escaped NUL (\\u0000) in a string (header byte "
                             "%zu); no name or value may hold one",
                             name, bad);
+    if (bad < json_len)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: header byte %zu is a control character (0x%02x) inside a string, "
+                            "which JSON writes escaped",
+                            name, bad, (unsigned)(unsigned char)json[bad]);
+    /* The format's own words: the header begins with '{'. */
+    if (json_len >= 3 && memcmp(json, "\xef\xbb\xbf", 3) == 0)
+        return bg_error_set(
+            BG_ERR_PARSE, "%s: header begins with a byte order mark; it must begin with '{'", name);
+    if (json_len > 0 && (json[0] == ' ' || json[0] == '\t' || json[0] == '\r' || json[0] == '\n'))
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: header begins with whitespace; it must begin with '{'", name);
     const char *end = NULL;
     root = cJSON_ParseWithLengthOpts(json, json_len, &end, false);
     if (!root)
@@ -343,6 +408,16 @@ bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size
     if (metadata) BG_CHECK_GOTO(metadata_parse(name, metadata, file), status, cleanup);
     qsort(file->entries, (size_t)file->count, sizeof *file->entries, bg_safetensors_entry_compare);
     BG_CHECK_GOTO(entries_check_tiling(name, file), status, cleanup);
+    size_t number_length = 0;
+    bad = non_integer_number_at(json, json_len, &number_length);
+    if (bad < json_len) {
+        status = bg_error_set(BG_ERR_PARSE,
+                              "%s: header byte %zu: the number '%.*s' is not written as a plain "
+                              "integer (shapes and data offsets are written without a fraction, "
+                              "an exponent, a sign or a leading zero)",
+                              name, bad, number_length > 32 ? 32 : (int)number_length, json + bad);
+        goto cleanup;
+    }
     /* Found by name in O(log n): a training state of 100,000 layers looks
        up 300,000 tensors. */
     file->by_name = calloc((size_t)file->count + 1, sizeof *file->by_name);

@@ -603,6 +603,63 @@ static void test_reject_not_json(void **state) {
                     BAD_NAME ": tensor 'w\\': entry is not a JSON object");
 }
 
+/* What Python's safetensors refuses, as its format says: a header that
+ * does not begin with '{', raw control characters in strings, NUL padding,
+ * numbers not written as plain integers. */
+static void test_reject_lax_header(void **state) {
+    (void)state;
+    const char *tail = ":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    char json[160];
+    snprintf(json, sizeof json, "\xef\xbb\xbf{\"w\"%s", tail);
+    expect_rejected(json, 4,
+                    BAD_NAME ": header begins with a byte order mark; it must begin with '{'");
+    snprintf(json, sizeof json, "\n{\"w\"%s", tail);
+    expect_rejected(json, 4, BAD_NAME ": header begins with whitespace; it must begin with '{'");
+    snprintf(json, sizeof json, "{\"w\t\"%s", tail);
+    expect_rejected(json, 4,
+                    BAD_NAME ": header byte 3 is a control character (0x09) inside a string, "
+                             "which JSON writes escaped");
+    /* Written escaped, the same name is a name. */
+    snprintf(json, sizeof json, "{\"w\\t\"%s", tail);
+    bg_safetensors_destroy(expect_accepted(json, 4));
+
+    const char *number = BAD_NAME ": header byte %d: the number '%s' is not written as a plain "
+                                  "integer (shapes and data offsets are written without a "
+                                  "fraction, an exponent, a sign or a leading zero)";
+    const struct {
+        const char *shape, *offsets, *bad;
+        int at;
+    } forms[] = {
+        {"[1.0]", "[0,4]", "1.0", 29},   {"[1]", "[0,4e0]", "4e0", 50},
+        {"[1]", "[0,4E+0]", "4E+0", 50}, {"[1]", "[-0,4]", "-0", 48},
+        {"[1]", "[00,4]", "00", 48},
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        snprintf(json, sizeof json, "{\"w\":{\"dtype\":\"F32\",\"shape\":%s,\"data_offsets\":%s}}",
+                 forms[i].shape, forms[i].offsets);
+        char want[320];
+        snprintf(want, sizeof want, number, forms[i].at, forms[i].bad);
+        expect_rejected(json, 4, want);
+    }
+    /* Numbers' letters inside strings and the literals' are no numbers. */
+    bg_safetensors_destroy(
+        expect_accepted("{\"__metadata__\":{\"e-1.5\":\"0.5e3\"},\"w\":" F32_1("[0,4]") "}", 4));
+
+    /* NUL padding: a header of 8 bytes more, the last 8 NUL. */
+    size_t size;
+    uint8_t *bytes =
+        file_build("{\"w\":" F32_1("[0,4]") "}\x01\x01\x01\x01\x01\x01\x01\x01", 4, &size);
+    size_t header = 0;
+    for (int i = 7; i >= 0; i--) header = header << 8 | bytes[i];
+    memset(bytes + 8 + header - 8, 0, 8);
+    char want[160];
+    snprintf(want, sizeof want,
+             BAD_NAME ": header byte %zu is a NUL byte (a header is JSON text, padded with spaces)",
+             header - 8);
+    expect_bytes_rejected(bytes, size, want);
+    free(bytes);
+}
+
 static void test_reject_json_array(void **state) {
     (void)state;
     expect_rejected("[1, 2]", 0, BAD_NAME ": header is not a JSON object");
@@ -953,6 +1010,7 @@ int main(void) {
         cmocka_unit_test(test_reject_text_file),
         cmocka_unit_test(test_reject_other_formats),
         cmocka_unit_test(test_reject_not_json),
+        cmocka_unit_test(test_reject_lax_header),
         cmocka_unit_test(test_reject_json_array),
         cmocka_unit_test(test_reject_missing_fields),
         cmocka_unit_test(test_reject_wrong_fields),
