@@ -151,6 +151,20 @@ static bg_status_t reserve_slot(bg_stage_t *s, stage_slot_t *slot, size_t *bytes
     return BG_OK;
 }
 
+/* Fills s->output_owner: a shortcut's output is its block's input (its
+ * residual's output), a view's or an in-place layer's its input's. */
+static void find_output_owners(bg_stage_t *s) {
+    for (int i = 0; i < s->count; i++) {
+        const bg_layer_spec_t *l = stage_layer(s, i);
+        if (l->kind == BG_LAYER_SHORTCUT)
+            s->output_owner[i] = s->output_owner[l->partner - s->first];
+        else if (stage_layer_aliases(s, i))
+            s->output_owner[i] = i > 0 ? s->output_owner[i - 1] : -1;
+        else
+            s->output_owner[i] = i;
+    }
+}
+
 /* The buffers gradients pass through, for activations of `in` values at
  * the stage's input and `widest` at most: the ping-pong between layers, a
  * skip gradient for each depth of residual blocks, the output gradient
@@ -260,15 +274,17 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
     s->opt_state = bg_calloc((size_t)s->count * 4, sizeof *s->opt_state);
     s->slots = bg_calloc((size_t)s->slot_count, sizeof *s->slots);
     s->work_outputs = bg_calloc((size_t)s->count, sizeof *s->work_outputs);
+    s->output_owner = bg_malloc(sizeof *s->output_owner * (size_t)s->count);
     for (int i = 0; i < s->count; i++)
         if (stage_layer(s, i)->open_blocks > s->skip_depths)
             s->skip_depths = stage_layer(s, i)->open_blocks;
     s->skip_grads = bg_calloc((size_t)s->skip_depths + 1, sizeof *s->skip_grads);
     if (s->params == NULL || s->opt_state == NULL || s->slots == NULL || s->work_outputs == NULL ||
-        s->skip_grads == NULL) {
+        s->output_owner == NULL || s->skip_grads == NULL) {
         st = bg_error_set(BG_ERR_NOMEM, "stage: out of memory");
         goto fail;
     }
+    find_output_owners(s);
     BG_CHECK_GOTO(reserve_params(s), st, fail);
     BG_CHECK_GOTO(reserve_buffers(s), st, fail);
     s->memory.arena = s->arena->bytes - arena_before;
@@ -315,6 +331,7 @@ void bg_stage_destroy(bg_stage_t *s) {
     free(s->opt_state);
     free(s->slots);
     free(s->work_outputs);
+    free(s->output_owner);
     free(s->skip_grads);
     free(s);
 }

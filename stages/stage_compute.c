@@ -14,11 +14,9 @@ static bg_status_t check_slot(const bg_stage_t *s, int slot, int64_t n) {
 }
 
 void *bg_stage_layer_output(const bg_stage_t *s, const stage_slot_t *slot, int i) {
-    const bg_layer_spec_t *l = stage_layer(s, i);
-    if (l->kind == BG_LAYER_SHORTCUT) return bg_stage_layer_output(s, slot, l->partner - s->first);
-    if (stage_layer_aliases(s, i))
-        return i > 0 ? bg_stage_layer_output(s, slot, i - 1) : slot->input;
-    return s->recompute ? s->work_outputs[i] : slot->outputs[i];
+    const int owner = s->output_owner[i];
+    if (owner < 0) return slot->input;
+    return s->recompute ? s->work_outputs[owner] : slot->outputs[owner];
 }
 
 void *bg_stage_slot_input(bg_stage_t *s, int slot) { return s->slots[slot].input; }

@@ -47,7 +47,12 @@ struct bg_stage {
     int64_t block_elems;
     int slot_count;
     stage_slot_t *slots;
-    void **work_outputs;   /* recompute: per layer outputs shared by all slots */
+    void **work_outputs; /* recompute: per layer outputs shared by all slots */
+    /* Per layer, the layer whose buffer holds its output (itself, or the
+     * layer it aliases back along a run of views and in-place layers), or
+     * -1 for the slot's input: bg_stage_layer_output in one look, however
+     * deep the run. */
+    int *output_owner;
     void *grad_a, *grad_b; /* ping-pong dL/d(activation) between layers */
     /* Residual blocks: while B runs from a block's add back to its
      * residual, the add's dy, which the residual adds to the block's dX
