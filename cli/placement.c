@@ -267,6 +267,30 @@ static const char *auto_gpus(const bg_topology_t *topo, char *buf, size_t size) 
     return count > 0 ? buf : "auto";
 }
 
+/* --schedule auto with --chunks V > 1 and a --split: the split's stages
+ * say which schedules may run it, and a note says which are left out.
+ * V stages a device (K x V - 1 boundaries): interleaved alone, as the
+ * search then tries. One a device (K - 1): the others, --chunks dropped.
+ * Any other count is refused by the check that follows. */
+static void note_auto_split(bg_placement_t *p) {
+    const int devices = p->stages > 0 ? p->stages : p->devices.count;
+    if (p->split_count == devices * p->chunks - 1)
+        fprintf(stderr,
+                "note: --split gives %d boundaries, for --chunks %d's %d stages: --schedule auto "
+                "tries interleaved alone (gpipe, 1f1b and zb-h1 run a stage a device, which "
+                "takes %d boundar%s)\n",
+                p->split_count, p->chunks, devices * p->chunks, devices - 1,
+                devices == 2 ? "y" : "ies");
+    else if (p->split_count == devices - 1) {
+        fprintf(stderr,
+                "note: --split gives %d boundar%s, a stage a device: --schedule auto leaves out "
+                "interleaved (--chunks %d's %d stages take %d boundaries)\n",
+                p->split_count, p->split_count == 1 ? "y" : "ies", p->chunks, devices * p->chunks,
+                devices * p->chunks - 1);
+        p->chunks = 1;
+    }
+}
+
 bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                                  const bg_topology_t *topo) {
     const char *text = p->devices_text;
@@ -312,11 +336,12 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                             "--stages %d but --devices %s gives %d devices (use --chunks for "
                             "several stages per device)",
                             p->stages, p->devices_text, p->devices.count);
-    const int stages = bg_placement_stage_count(p);
     /* A split wrong in itself is said so first: fixing the device count
      * would not make it right. */
     if (p->split_count > 0)
         BG_CHECK(bg_model_spec_check_split(spec, p->split_count + 1, p->split, NULL));
+    if (p->auto_schedule && p->chunks > 1 && p->split_count > 0) note_auto_split(p);
+    const int stages = bg_placement_stage_count(p);
     if (p->split_count > 0 && p->split_count != stages - 1) {
         /* What would give the split's stages, with one chunk a device, where
          * the model has layers for them (else the split itself is wrong). */
@@ -328,6 +353,13 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                  p->devices.devices[0].kind == BG_DEVICE_CPU)
             snprintf(hint, sizeof hint, " (for %d stages, --devices cpu:%d%s)", want, want,
                      p->stages > 0 ? " without --stages" : "");
+        if (p->auto_schedule && p->chunks > 1)
+            return bg_error_set(BG_ERR_INVALID,
+                                "--split gives %d boundar%s; --schedule auto with --chunks %d on "
+                                "%d devices takes %d (a stage a device: gpipe, 1f1b, zb-h1) or %d "
+                                "(--chunks %d a device: interleaved)",
+                                p->split_count, p->split_count == 1 ? "y" : "ies", p->chunks,
+                                stages / p->chunks, stages / p->chunks - 1, stages - 1, p->chunks);
         return bg_error_set(BG_ERR_INVALID, "--split gives %d boundar%s; %d stage%s need%s %d%s",
                             p->split_count, p->split_count == 1 ? "y" : "ies", stages,
                             stages == 1 ? "" : "s", stages == 1 ? "s" : "", stages - 1, hint);

@@ -812,9 +812,19 @@ expect 0 "(one chunk a device: --chunks is interleaved's)" -- train "$MODEL" --d
 file_check "train --schedule auto --chunks 2 at M = 1 runs two stages" "$T/chunks.json" '
 assert p["timeline"]["chunks"] == 1 and p["schedule"] != "interleaved", p["schedule"]
 assert len(p["stages"]) == 2, len(p["stages"])'
-# A --split for V chunks a device is interleaved's alone.
+# A --split for V chunks a device is interleaved's alone; one for a stage a
+# device is the others', --chunks dropped; each says what it leaves out.
 expect 0 "chose --schedule interleaved" -- plan "$MODEL" --devices cpu:2 --schedule auto \
     --chunks 2 --microbatches 2 --split 2,4,6
+check "a split of V chunks a device says auto tries interleaved alone" grep -qF \
+    "note: --split gives 3 boundaries, for --chunks 2's 4 stages: --schedule auto tries interleaved alone" "$ERR"
+expect 0 "note: --split gives 1 boundary, a stage a device: --schedule auto leaves out interleaved" \
+    -- plan "$MODEL" --devices cpu:2 --schedule auto --chunks 2 --microbatches 4 --split 4 --json
+json_check "--schedule auto on a split of a stage a device picks another schedule, one chunk" '
+assert p["schedule"] != "interleaved" and p["chunks"] == 1, (p["schedule"], p["chunks"])
+assert [s["layers"][0] for s in p["stages"]] == [0, 4], p["stages"]'
+expect 2 "--split gives 2 boundaries; --schedule auto with --chunks 2 on 2 devices takes 1 (a stage a device: gpipe, 1f1b, zb-h1) or 3 (--chunks 2 a device: interleaved)" \
+    -- simulate "$MODEL" --devices cpu:2 --schedule auto --chunks 2 --microbatches 4 --split 2,4
 
 # --- memory: --device-mem everywhere -------------------------------------------
 
