@@ -761,7 +761,16 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
                  "fits%s",
                  p->splits_simulated,
                  r->chunks > 1 ? " with each device's stages together either" : " either");
-    fprintf(stderr, "%s; what would help:\n",
+    /* Under --microbatches auto the changes are priced at the count that
+     * overflowed least, which is not the one auto would choose once a
+     * change fits: said, so that a step is not taken for auto's. */
+    char priced[192] = "";
+    if (placement->auto_microbatches)
+        snprintf(priced, sizeof priced,
+                 " (each at --microbatches %d, the count --microbatches auto fell back on; once "
+                 "a change fits, auto may choose another)",
+                 r->microbatches);
+    fprintf(stderr, "%s; what would help%s:\n",
             per_device                ? "this is the given --split, checked per device"
             : r->split != NULL        ? "this is the given --split"
             : p->splits_simulated > 0 ? none_fits
@@ -771,7 +780,8 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
             : p->device_search == BG_PLAN_DEVICES_STOPPED
                 ? "this is the split that overflows least; the search for a split that fits "
                   "with each device's stages together stopped at its budget without one"
-                : "this is the split that overflows least");
+                : "this is the split that overflows least",
+            priced);
     int helped = 0;
     /* Each saving alone; a given split's is to leave it out; the workspace's,
      * the largest limit that does. */
