@@ -131,7 +131,8 @@ struct profile_options {
     bg_optimizer_config_t optimizer;
 };
 
-/* One size of --sizes into ctx's options, sorted in; a repeat counts once. */
+/* One size of --sizes into ctx's options, sorted in; a repeat is refused,
+ * as sweep's lists refuse one. */
 typedef struct sizes_parse {
     profile_options_t *o;
     const char *text; /* the whole value, for messages */
@@ -146,7 +147,9 @@ static bg_status_t take_size(const char *option, const char *item, void *ctx) {
     int64_t size;
     BG_CHECK(bg_cli_parse_int(option, item, 1, 1 << 20, &size));
     for (int k = 0; k < o->size_count; k++)
-        if (o->sizes[k] == size) return BG_OK;
+        if (o->sizes[k] == size)
+            return bg_error_set(BG_ERR_INVALID, "%s '%s': %lld is listed twice", option, sp->text,
+                                (long long)size);
     if (o->size_count == BG_PROFILE_MAX_OTHER_SIZES + 1)
         return bg_error_set(BG_ERR_INVALID, "%s '%s': at most %d sizes", option, sp->text,
                             BG_PROFILE_MAX_OTHER_SIZES);

@@ -49,9 +49,11 @@ usage_error "--sizes '1,2,3,4,5,6,7,8,1': at most 6 sizes" -- profile "$MODEL" \
 usage_error "--sizes: at most 6 sizes besides the micro-batch's own, 16" -- profile "$MODEL" \
     --microbatches 4 --sizes 1,2,3,4,5,6,7
 usage_error "--sizes '0,4': 0 (no other sizes) must stand alone" -- profile "$MODEL" --sizes 0,4
-# The sizes given, in order, less ceil(B / M) and repeats; 0: none; by
-# default 1 and B, less ceil(B / M).
-for entry in "0:" "5,3,2,2:3,5" "1,8:1,8" "4,4,4,4,4,1:1,4" ":1,8"; do
+# A repeat is refused, as sweep's lists refuse one (a typo, likely).
+usage_error "--sizes '5,3,2,3': 3 is listed twice" -- profile "$MODEL" --sizes 5,3,2,3
+# The sizes given, in order, less ceil(B / M); 0: none; by default 1 and
+# B, less ceil(B / M).
+for entry in "0:" "5,3,2:3,5" "1,8:1,8" "4,1:1,4" ":1,8"; do
     given=${entry%%:*} kept=${entry#*:}
     if expect 0 "" -- profile "$MODEL" --batch 8 --microbatches 4 ${given:+--sizes "$given"} \
         --split 4 --repetitions 1 -o "$T/sizes.json"; then
