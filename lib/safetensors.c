@@ -7,6 +7,7 @@
 #endif
 
 #include "safetensors.h"
+#include "json_depth.h"
 #include "regular_file.h"
 #include "safetensors_impl.h"
 #include "utf8.h"
@@ -354,6 +355,11 @@ bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size
                             "%s: header begins with whitespace; it must begin with '{'", name);
     const char *end = NULL;
     root = cJSON_ParseWithLengthOpts(json, json_len, &end, false);
+    if (!root && end != NULL && bg_json_too_deep_at(json, (size_t)(end - json)))
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: header nests arrays and objects more than %d levels deep (header "
+                            "byte %zu)",
+                            name, CJSON_NESTING_LIMIT, (size_t)(end - json));
     if (!root)
         return bg_error_set(BG_ERR_PARSE, "%s: header is not valid JSON (near header byte %zu)",
                             name, end ? (size_t)(end - json) : (size_t)0);

@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "json_depth.h"
 #include "profile.h"
 #include "text_file.h"
 
@@ -480,6 +481,13 @@ bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_
     const long long at = end != NULL ? (long long)(end - text) : -1;
     bg_profile_t *p = NULL;
     bg_status_t st = BG_OK;
+    if (root == NULL && at >= 0 && bg_json_too_deep_at(text, (size_t)at)) {
+        st = bg_error_set(BG_ERR_PARSE,
+                          "%s: not a JSON profile (byte %lld: arrays and objects nested more than "
+                          "%d levels deep; run brigade profile)",
+                          path, at, CJSON_NESTING_LIMIT);
+        goto done;
+    }
     if (root == NULL && at >= 0) {
         st = bg_error_set(BG_ERR_PARSE,
                           "%s: not a JSON profile (byte %lld: invalid JSON, or more after the "

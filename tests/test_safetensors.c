@@ -660,6 +660,34 @@ static void test_reject_lax_header(void **state) {
     free(bytes);
 }
 
+/* Nested past cJSON's limit (1,000 levels, in the metadata here) is said
+ * so, with the byte where reading stopped; 1,000 levels are read (and then
+ * refused as metadata that is not text). */
+static void test_reject_deep_header(void **state) {
+    (void)state;
+    for (int levels = 1000; levels <= 1001; levels++) {
+        const char *head = "{\"__metadata__\":{\"k\":";
+        const size_t length = strlen(head) + 2 * (size_t)levels + 2;
+        char *json = malloc(length + 1);
+        assert_non_null(json);
+        size_t at = (size_t)sprintf(json, "%s", head);
+        /* The header object and the metadata's make two levels. */
+        for (int i = 2; i < levels; i++) json[at++] = '[';
+        for (int i = 2; i < levels; i++) json[at++] = ']';
+        sprintf(json + at, "}}");
+        char want[200];
+        if (levels > 1000)
+            snprintf(want, sizeof want,
+                     BAD_NAME ": header nests arrays and objects more than 1000 levels deep "
+                              "(header byte %zu)",
+                     strlen(head) + 998);
+        else
+            snprintf(want, sizeof want, BAD_NAME ": metadata 'k' is not a string");
+        expect_rejected(json, 0, want);
+        free(json);
+    }
+}
+
 static void test_reject_json_array(void **state) {
     (void)state;
     expect_rejected("[1, 2]", 0, BAD_NAME ": header is not a JSON object");
@@ -1011,6 +1039,7 @@ int main(void) {
         cmocka_unit_test(test_reject_other_formats),
         cmocka_unit_test(test_reject_not_json),
         cmocka_unit_test(test_reject_lax_header),
+        cmocka_unit_test(test_reject_deep_header),
         cmocka_unit_test(test_reject_json_array),
         cmocka_unit_test(test_reject_missing_fields),
         cmocka_unit_test(test_reject_wrong_fields),
