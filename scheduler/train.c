@@ -130,17 +130,20 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total, uin
                             "nothing to do: --resume is at step %lld and this run ends at step "
                             "%lld (--steps and --epochs count from the run's start)",
                             (long long)rs->step, (long long)total);
-    /* Older checkpoints record no batch, and their epoch is not checked
-     * against their step: one past the run's last epoch would run nothing. */
+    /* Older checkpoints record no batch: their position and step are
+     * checked here, at this run's batch (as the file's own are when it
+     * records one). At another batch the run would stop early or late. */
     const int64_t per_epoch = (cfg->train->count + cfg->batch - 1) / cfg->batch;
-    const int64_t last_epoch = (total + per_epoch - 1) / per_epoch;
-    if (rs->epoch > last_epoch)
+    const double want =
+        (double)(rs->epoch - 1) * (double)per_epoch + (double)(rs->position / cfg->batch);
+    if (rs->batch == 0 && (rs->position % cfg->batch != 0 || (double)rs->step != want))
         return bg_error_set(BG_ERR_INVALID,
-                            "nothing to do: --resume is in epoch %d and this run's last is %lld "
-                            "(at step %lld, epochs of %lld steps); the file's step %lld does not "
-                            "match its epoch at this batch",
-                            rs->epoch, (long long)last_epoch, (long long)total,
-                            (long long)per_epoch, (long long)rs->step);
+                            "--resume: the checkpoint records no batch (an older one), and at "
+                            "--batch %lld its position, sample %lld of epoch %d, is not its step "
+                            "%lld (epochs of %lld steps); resume it with the --batch it was "
+                            "saved at",
+                            (long long)cfg->batch, (long long)rs->position, rs->epoch,
+                            (long long)rs->step, (long long)per_epoch);
     return BG_OK;
 }
 

@@ -508,13 +508,21 @@ check "a file without skipped_steps: its steps without an update counted as skip
     "$OUT"
 expect 0 "resuming $T/after-pre-skipped.st at step 6" -- train "$MLP" --data synthetic \
     --steps 8 --batch 16 --resume "$T/after-pre-skipped.st" --test-samples 64
-# A checkpoint of the older format (no batch, no training set size: its
-# epoch is not checked against its step) in an epoch past the run's last
-# would run nothing: refused (until 2026-12-04: exit 0, "trained 0 steps
-# (5 to 4 of the run)").
-edit_checkpoint "$T/clean.st" "$T/older.st" -brigade.batch -brigade.train_samples brigade.epoch=5
-expect 2 "nothing to do: --resume is in epoch 5 and this run's last is 1 (at step 300, epochs of 512 steps)" \
-    -- train "$MLP" --data synthetic --steps 300 --batch 16 --resume "$T/older.st"
+# A checkpoint of the older format (no batch, no training set size) has
+# its position and step checked at the run's batch: it resumes where they
+# agree; where they do not it would run too few steps (until 2026-12-04
+# an epoch past the run's last ran none, "trained 0 steps (5 to 4 of the
+# run)"; until 2026-12-05 a position past its step ended the run early,
+# exit 0, without --save).
+edit_checkpoint "$T/clean.st" "$T/older.st" -brigade.batch -brigade.train_samples
+expect 0 "resuming $T/older.st at step 4 (epoch 1, sample 64)" -- train "$MLP" --data synthetic \
+    --steps 6 --batch 16 --resume "$T/older.st" --test-samples 64
+for edit in brigade.epoch=5 brigade.position=8000 brigade.position=72; do
+    edit_checkpoint "$T/clean.st" "$T/older.st" -brigade.batch -brigade.train_samples "$edit"
+    expect 2 "--resume: the checkpoint records no batch (an older one), and at --batch 16 its position" \
+        -- train "$MLP" --data synthetic --steps 300 --batch 16 --resume "$T/older.st"
+done
+check "the position and step it names" grep -qF "its position, sample 72 of epoch 1, is not its step 4 (epochs of 512 steps); resume it with the --batch it was saved at" "$ERR"
 usage_error "--seed: expected a whole number from 0 to 18446744073709551615, got '-5'" -- \
     train "$MODEL" --seed -5
 usage_error "--seed: expected a whole number from 0 to 18446744073709551615, got '18446744073709551616'" \
