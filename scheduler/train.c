@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "monotonic.h"
 #include "path.h"
@@ -309,6 +310,29 @@ static bg_status_t nonfinite_step(const bg_train_config_t *cfg, const bg_pipelin
     return BG_OK;
 }
 
+/* A step that failed (status st, message set: a stage that stalled, a
+ * device's error): the message names the step (1-based) and says what
+ * --save holds, as the other stops do. Its state is not saved: a step
+ * stopped midway may have updated some stages and not others. */
+static bg_status_t step_failed(const bg_train_config_t *cfg, bg_status_t st, int64_t step,
+                               int epoch, int64_t saved_step) {
+    char why[1024], word[1024], save[1536] = "";
+    snprintf(why, sizeof why, "%s", bg_error_message());
+    /* Said on the message's first line: a stall's flight recorder follows. */
+    char *rest = strchr(why, '\n');
+    if (rest != NULL) *rest++ = '\0';
+    if (cfg->save_path != NULL && saved_step > 0)
+        snprintf(save, sizeof save, "; %s holds step %lld (--resume %s goes on from there)",
+                 cfg->save_path, (long long)saved_step,
+                 bg_path_shell_word(cfg->save_path, word, sizeof word));
+    else if (cfg->save_path != NULL)
+        snprintf(save, sizeof save,
+                 "; this run saved nothing in %s before it (a step stopped midway is not saved)",
+                 cfg->save_path);
+    return bg_error_set(st, "step %lld (epoch %d): %s%s%s%s", (long long)step, epoch, why, save,
+                        rest != NULL ? "\n" : "", rest != NULL ? rest : "");
+}
+
 /* The error a stop signal ends the run with, after step `step`. */
 static bg_status_t interrupted(const bg_train_config_t *cfg, int64_t step, int64_t total) {
     char word[1024];
@@ -522,10 +546,12 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                                         .labels = next_labels};
             }
             bg_pipeline_result_t loss;
-            BG_CHECK_GOTO(bg_pipeline_train_step_meanwhile(pipe, batch_images, batch_labels, n,
-                                                           &loss, gathering ? gather_ahead : NULL,
-                                                           &ahead),
-                          st, done);
+            st = bg_pipeline_train_step_meanwhile(pipe, batch_images, batch_labels, n, &loss,
+                                                  gathering ? gather_ahead : NULL, &ahead);
+            if (st != BG_OK) {
+                st = step_failed(cfg, st, step + 1, epoch, r.saved_step);
+                goto done;
+            }
             have_ahead = gathering;
             if (gathering) set = !set;
             const double mean = loss.loss_sum / (double)n;

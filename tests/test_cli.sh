@@ -543,6 +543,15 @@ usage_error "--stall-timeout times a stage's waits on its neighbours; this run h
     -- train "$MODEL" --data synthetic --steps 1 --stall-timeout 5
 usage_error "--stall-timeout: expected a number, got 'abc'" -- train "$MODEL" \
     --stall-timeout abc
+# A stage that stalls stops the run: the message names the step and says
+# what --save holds, on its first line, before the flight recorder.
+rm -f "$T/stalled.st"
+expect 1 "(stall timeout); " -- train "$MODEL" --data synthetic --steps 20 --batch 16 \
+    --devices cpu:2 --microbatches 4 --stall-timeout 1e-9 --save "$T/stalled.st" --save-every 1
+check "a stall names its step and what --save holds" grep -qE \
+    "^brigade train: step [0-9]+ \(epoch 1\): stage [01] on cpu:[01], micro-batch [0-3], .* \(stall timeout\); ($T/stalled.st holds step [0-9]+ \(--resume .* goes on from there\)|this run saved nothing in $T/stalled.st before it \(a step stopped midway is not saved\))$" \
+    "$ERR"
+check "the flight recorder follows" grep -qFx "flight recorder (ms from the step's start):" "$ERR"
 usage_error "--record-steps: 0 is outside 1..1000" -- train "$MODEL" --record-steps 0
 usage_error "--record-steps: 1001 is outside 1..1000" -- train "$MODEL" --record-steps 1001
 usage_error "--weight-decay: -0.1 is outside 0..1e+06" -- train "$MODEL" --weight-decay -0.1
