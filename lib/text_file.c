@@ -1,10 +1,12 @@
 #include "text_file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "atomic_file.h"
 
@@ -24,6 +26,24 @@ static FILE *standard_stream(const char *path) {
     return NULL;
 }
 
+/* `path` opened for writing, as fopen "w" opens it, but a FIFO without a
+ * reader fails at once with ENXIO rather than waiting for one forever (a
+ * run's reports come at its end, when no one may be left to read). */
+static FILE *open_in_place(const char *path) {
+    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) return NULL;
+    /* Blocking again: a reader slower than the writer is waited for. */
+    const int flags = fcntl(fd, F_GETFL);
+    FILE *file =
+        flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "w") : NULL;
+    if (file == NULL) {
+        const int saved = errno;
+        close(fd);
+        errno = saved;
+    }
+    return file;
+}
+
 /* Into what `path` names, as a redirection writes: for devices, FIFOs and
  * links, which a rename would replace rather than write through; through
  * the stream itself where it names stdout or stderr. */
@@ -37,7 +57,12 @@ static bg_status_t write_in_place(const char *path, const char *text, const char
                                 strerror(errno));
         return BG_OK;
     }
-    FILE *file = fopen(path, "w");
+    FILE *file = open_in_place(path);
+    if (file == NULL && errno == ENXIO)
+        return bg_error_set(BG_ERR_IO,
+                            "%s: cannot write '%s': it is a FIFO that no process reads (start "
+                            "its reader first)",
+                            what, path);
     if (file == NULL)
         return bg_error_set(BG_ERR_IO, "%s: cannot open '%s': %s", what, path, strerror(errno));
     const size_t length = strlen(text);

@@ -1245,6 +1245,17 @@ if mkfifo "$T/fifo.safetensors"; then
     usage_error "cannot read '$T/fifo.safetensors': a device or a pipe, not a regular file" -- \
         train "$MODEL" --data synthetic --steps 0 --load "$T/fifo.safetensors"
 fi
+# A report into a FIFO that no process reads fails (exit 1) rather than
+# waiting forever at the run's end; with a reader it is written into.
+if mkfifo "$T/report.fifo"; then
+    expect 1 "metrics: cannot write '$T/report.fifo': it is a FIFO that no process reads (start its reader first)" \
+        -- train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/report.fifo"
+    cat "$T/report.fifo" >"$T/report.read" &
+    reader=$!
+    expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/report.fifo"
+    wait "$reader"
+    check "a FIFO with a reader gets the metrics" grep -qF '"steps":' "$T/report.read"
+fi
 usage_error "--save-every needs --save FILE to write to" -- train "$MODEL" --data synthetic \
     --steps 2 --save-every 1
 # A save every N steps in a run that ends by step N changes nothing: --save
