@@ -19,9 +19,12 @@
  *             resumed run reports the epoch's mean loss as an unbroken one
  *             would), brigade.skipped_steps (steps skipped for
  *             non-finite values so far, which --nan-limit counts) and
- *             brigade.seed (the run's --seed). The last six are absent
- *             from checkpoints written before they were added; such files
- *             load with them 0 (and the seed as not saved).
+ *             brigade.seed (the run's --seed), brigade.train_crc32 (the
+ *             training set's CRC-32) and brigade.settings (the update's
+ *             settings, in words). The last eight are absent from
+ *             checkpoints written before they were added; such files load
+ *             with them 0 (the seed and the CRC as not saved, the settings
+ *             as none).
  *
  * A checkpoint belongs to its model (the fingerprint is checked) but not to a
  * placement: weights are per layer, so a run may resume on other devices,
