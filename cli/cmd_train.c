@@ -822,8 +822,8 @@ int bg_cmd_train(int argc, char **argv) {
         o.train.evaluate_only
             ? "\nbrigade train: stopping once the evaluation ends, with its results; a second "
               "signal a second from now quits at once\n"
-            : "\nbrigade train: stopping once the step in progress ends, keeping what the run "
-              "has; a second signal a second from now quits at once\n");
+            : "\nbrigade train: stopping once the step or the evaluation in progress ends, "
+              "keeping what the run has; a second signal a second from now quits at once\n");
     st = bg_train_run(&o.train, &r, NULL); /* a --save file holds the final weights */
     bg_cli_restore_stop_signals(&old_handlers);
     if (st == BG_ERR_INTERRUPTED) {

@@ -264,8 +264,12 @@ static bg_status_t check_counts(const char *path, const bg_safetensors_t *file,
                             "%s: brigade.epoch_loss_sum %g is the sum of no steps "
                             "(brigade.epoch_steps 0)",
                             path, st->epoch_loss_sum);
-    if (st->position > 0 &&
-        (st->step == 0 || (st->batch > 0 && (st->position - 1) / st->batch >= st->step)))
+    if (st->position > 0 && st->step == 0)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: brigade.position %lld is samples into an epoch, but brigade.step "
+                            "is 0: no step trained on them",
+                            path, (long long)st->position);
+    if (st->position > 0 && st->batch > 0 && (st->position - 1) / st->batch >= st->step)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: brigade.position %lld is more samples than brigade.step %lld "
                             "steps of brigade.batch %lld train on",

@@ -522,6 +522,13 @@ for edit in brigade.epoch=5 brigade.position=8000 brigade.position=72; do
     expect 2 "--resume: the checkpoint records no batch (an older one), and at --batch 16 its position" \
         -- train "$MLP" --data synthetic --steps 300 --batch 16 --resume "$T/older.st"
 done
+# A position into an epoch at step 0 names no batch the file lacks.
+edit_checkpoint "$T/clean.st" "$T/older.st" -brigade.batch -brigade.train_samples brigade.step=0 \
+    brigade.optimizer_steps=0 brigade.skipped_steps=0 brigade.epoch_steps=0 brigade.epoch_loss_sum=0
+expect 2 "$T/older.st: brigade.position 64 is samples into an epoch, but brigade.step is 0: no step trained on them" \
+    -- train "$MLP" --data synthetic --steps 300 --batch 16 --resume "$T/older.st"
+edit_checkpoint "$T/clean.st" "$T/older.st" -brigade.batch -brigade.train_samples brigade.position=72
+expect 2 "" -- train "$MLP" --data synthetic --steps 300 --batch 16 --resume "$T/older.st"
 check "the position and step it names" grep -qF "its position, sample 72 of epoch 1, is not its step 4 (epochs of 512 steps); resume it with the --batch it was saved at" "$ERR"
 usage_error "--seed: expected a whole number from 0 to 18446744073709551615, got '-5'" -- \
     train "$MODEL" --seed -5
@@ -1117,7 +1124,7 @@ stop_run() { # SIGNAL STATUS
     check "SIG$1: exit status $2 (was $status)" test "$status" -eq "$2"
     # shellcheck disable=SC2016 # the script's own $1, given after it
     check "SIG$1: answered at once, before the run stops" sh -c '
-        heard=$(grep -n "^brigade train: stopping once the step in progress ends" "$1" | cut -d: -f1)
+        heard=$(grep -n "^brigade train: stopping once the step or the evaluation in progress ends" "$1" | cut -d: -f1)
         stopped=$(grep -n "interrupted after step" "$1" | cut -d: -f1)
         [ -n "$heard" ] && [ -n "$stopped" ] && [ "$heard" -lt "$stopped" ]' sh "$ERR"
     stopped=$(sed -n 's/.*interrupted after step \([0-9]*\) of 1000000; the training state is saved in .*/\1/p' "$ERR")
