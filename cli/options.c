@@ -219,17 +219,24 @@ bg_status_t bg_cli_parse_double(const char *option, const char *text, double min
     char *end = NULL;
     errno = 0;
     double value = strtod(text, &end);
-    /* strtod also reads hexadecimal ("0x10" is 16) and skips leading space,
-       which the integer options refuse: neither is a number here. */
-    if (text[0] == '\0' || isspace((unsigned char)text[0]) || *end != '\0' ||
+    /* strtod also reads hexadecimal ("0x10" is 16), a leading '+' and
+       leading space, which the integer options refuse: none is a number
+       here. */
+    if (text[0] == '\0' || text[0] == '+' || isspace((unsigned char)text[0]) || *end != '\0' ||
         strpbrk(text, "xX") != NULL || (errno != ERANGE && !isfinite(value)))
         return bg_error_set(BG_ERR_INVALID, "%s: expected a number, got '%s'", option, text);
-    if (errno == ERANGE && fabs(value) > 1) /* past a double (1e309), not a tiny one */
+    /* Past a double (1e309) is out of range; a number nearer 0 than a
+       double holds (1e-400) is one, and is said so. */
+    if (errno == ERANGE && fabs(value) > 1)
         return bg_error_set(BG_ERR_INVALID, "%s: %s is outside %g..%g", option, text, min, max);
     if (errno == ERANGE)
-        return bg_error_set(BG_ERR_INVALID, "%s: expected a number, got '%s'", option, text);
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: %s is nearer 0 than a double holds (about 2.2e-308); write 0 "
+                            "for none",
+                            option, text);
+    /* As typed: %g would show 4294967297 as 4.29497e+09. */
     if (value < min || value > max)
-        return bg_error_set(BG_ERR_INVALID, "%s: %g is outside %g..%g", option, value, min, max);
+        return bg_error_set(BG_ERR_INVALID, "%s: %s is outside %g..%g", option, text, min, max);
     *out = value == 0 ? 0 : value; /* -0 is 0, and is shown so */
     return BG_OK;
 }
@@ -365,6 +372,16 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
                             "%s %s: this is JSON; name it .json (a .svg name is for an SVG "
                             "picture)",
                             option, path);
+    /* A checkpoint under a report's name (--save run.json beside --metrics
+     * run.json's kin) is one mix-up from being overwritten by one. */
+    if (strcmp(option, "--save") == 0 &&
+        (has_extension(path, ".json") || has_extension(path, ".svg")))
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s %s: this is a safetensors checkpoint; name it .safetensors (a "
+                            "%s name is for %s)",
+                            option, path, has_extension(path, ".json") ? ".json" : ".svg",
+                            has_extension(path, ".json") ? "a JSON output, such as --metrics"
+                                                         : "an SVG picture");
     struct stat st;
     if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && stat(path, &st) != 0) {
         if (errno != ENOENT)

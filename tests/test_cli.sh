@@ -334,6 +334,11 @@ usage_error "--lr: expected a number, got '0x10'" -- train "$MODEL" --lr 0x10
 # past a double is out of range, not "not a number".
 usage_error "--lr: expected a number, got ' 3'" -- train "$MODEL" --lr ' 3'
 usage_error "--lr: 1e309 is outside 0..1e+06" -- train "$MODEL" --lr 1e309
+usage_error "--lr: expected a number, got '+0.1'" -- train "$MODEL" --lr +0.1
+usage_error "--lr: 1e-400 is nearer 0 than a double holds (about 2.2e-308); write 0 for none" \
+    -- train "$MODEL" --lr 1e-400
+usage_error "--stall-timeout: 4294967297 is outside 0..1e+09" -- train "$MODEL" \
+    --stall-timeout 4294967297
 # A folder named like a --data keyword is not read by that name, and a
 # note says so (until 2026-12-04, silently).
 mkdir -p "$T/keywords/synthetic"
@@ -1265,6 +1270,10 @@ if mkfifo "$T/report.fifo"; then
 fi
 usage_error "--save-every needs --save FILE to write to" -- train "$MODEL" --data synthetic \
     --steps 2 --save-every 1
+usage_error "--save run.JSON: this is a safetensors checkpoint; name it .safetensors (a .json name is for a JSON output, such as --metrics)" \
+    -- train "$MODEL" --data synthetic --steps 1 --save run.JSON
+usage_error "--save run.svg: this is a safetensors checkpoint; name it .safetensors (a .svg name is for an SVG picture)" \
+    -- train "$MODEL" --data synthetic --steps 1 --save run.svg
 # A save every N steps in a run that ends by step N changes nothing: --save
 # writes at the end anyway (after the data set is found: 2 steps an epoch).
 usage_error "--save-every 2: this run ends at step 2, where --save writes anyway" -- \
