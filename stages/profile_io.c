@@ -636,17 +636,19 @@ bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_
         }
         BG_CHECK_GOTO(load_other_sizes(path, l, where, p, lp), st, done);
     }
-    /* A model whose every op takes no time is no measurement: the plan's
-     * step would be 0 and its throughput infinite. */
+    /* A model whose ops take no time, or less in all than a clock tells
+     * (a nanosecond), is no measurement: the plan's step would be 0 or
+     * round to it, and its throughput infinite or shown as 0. */
     double work = 0;
     for (int i = 0; i < p->layers; i++)
         work +=
             p->layer[i].forward_s + p->layer[i].backward_data_s + p->layer[i].backward_weights_s;
-    if (!(work > 0)) {
+    if (!(work >= 1e-9)) {
         st = bg_error_set(BG_ERR_PARSE,
-                          "%s: every layer's forward and backward take 0 s: a profile measures "
-                          "them ('brigade profile MODEL -o FILE' writes one)",
-                          path);
+                          "%s: the layers' forwards and backwards take %g s in all, less than a "
+                          "nanosecond: a profile measures them ('brigade profile MODEL -o FILE' "
+                          "writes one)",
+                          path, work);
         goto done;
     }
     *out = p;
