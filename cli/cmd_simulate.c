@@ -159,7 +159,7 @@ static bg_status_t report(const simulate_options_t *o, const bg_plan_t *plan,
     printf("%d step%s, as simulated:\n", tl->steps, tl->steps == 1 ? "" : "s");
     BG_CHECK_GOTO(bg_summary_print(stdout, summary, peaks), st, done);
     char rate[32];
-    printf("predicted: %s samples/s (step %.3f ms)\n",
+    printf("simulated: %s samples/s (step %.3f ms)\n",
            bg_cli_rate(summary->step_s > 0 ? (double)plan->request.batch / summary->step_s : 0.0,
                        rate, sizeof rate),
            summary->step_s * 1e3);

@@ -616,7 +616,7 @@ stdout_has "3 steps, as simulated" "simulate"
 stdout_has "bubble: predicted" "simulate"
 stdout_has "vs theory 20.0% (1f1b, K=2, M=4)" "simulate"
 stdout_has "(predicted)" "simulate"
-stdout_has "predicted: " "simulate"
+stdout_has "simulated: " "simulate"
 check "simulate prints a row for each of 2 stages" \
     test "$(grep -cE '^ +[01] +cpu:[01] ' "$OUT")" -eq 2
 
