@@ -1394,10 +1394,10 @@ usage_error "--trace: empty file name" -- \
 # the run (the later write would replace the other file, or what was read),
 # under any spelling of the path and through a hard link. Resuming from a
 # file and saving back to it is the one pair allowed.
-usage_error "--save and --metrics both name '$T/./twice.json': each output needs a file of its own" \
-    -- train "$MODEL" --data synthetic --steps 1 --batch 16 --save "$T/twice.json" \
-    --metrics "$T/./twice.json"
-check "two outputs on one file: nothing written" test ! -e "$T/twice.json"
+usage_error "--save and --metrics both name '$T/./twice.out': each output needs a file of its own" \
+    -- train "$MODEL" --data synthetic --steps 1 --batch 16 --save "$T/twice.out" \
+    --metrics "$T/./twice.out"
+check "two outputs on one file: nothing written" test ! -e "$T/twice.out"
 usage_error "--trace and --timeline both name" -- simulate "$MODEL" --trace "$T/q.out" \
     --timeline "$T/../$(basename "$T")/q.out"
 # A link to no file yet is the file it names; a device may take both.

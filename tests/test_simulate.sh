@@ -386,12 +386,13 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('12345.5', '1e999'))" "$P" "$
     expect 2 "or more after the profile's object" -- simulate "$MODEL" --devices cpu:2 \
         --microbatches 4 --profile "$T/garbage.json"
     # Nested past cJSON's limit (1,000 levels) is said so, not taken for a
-    # syntax error; 1,000 levels are read (and then are no profile).
+    # syntax error; 1,000 levels are read (and then are no profile, an
+    # array).
     python3 -c 'print("[" * 1001 + "]" * 1001)' >"$T/deep.json"
     expect 2 "$T/deep.json: not a JSON profile (byte 1000: arrays and objects nested more than 1000 levels deep; run brigade profile)" \
         -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/deep.json"
     python3 -c 'print("[" * 1000 + "]" * 1000)' >"$T/deep.json"
-    expect 2 "$T/deep.json: not a brigade profile" \
+    expect 2 "$T/deep.json: not a JSON profile (run brigade profile)" \
         -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/deep.json"
     { cat "$P"; printf '\n  \n'; } >"$T/spaces.json"
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/spaces.json"
