@@ -102,6 +102,16 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *cmd = argv[1];
+    /* A help text (under 64 KiB) waits in the buffer until close_stdout
+     * flushes it, so that a write that fails (/dev/full) fails there, where
+     * errno still says why. */
+    static char help_buffer[1 << 16];
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 ||
+            (i == 1 && strcmp(argv[i], "help") == 0)) {
+            setvbuf(stdout, help_buffer, _IOFBF, sizeof help_buffer);
+            break;
+        }
     if (strcmp(cmd, "--version") == 0) {
         if (argc > 2) {
             fprintf(stderr, "brigade: --version takes nothing after it, got '%s'\n", argv[2]);

@@ -1549,12 +1549,14 @@ if [ -w /dev/full ]; then
     check "plan --json >/dev/full: said" grep -qF \
         "brigade: cannot write the standard output: No space left on device" "$ERR"
     # ... and so is help or a version that could not be written.
-    for words in "help train" "--help" "--version"; do
+    # A help text is flushed whole at the end, where the reason is known.
+    for words in "help train" "--help" "--version" "sweep -h"; do
         # shellcheck disable=SC2086 # the words are meant to split
         "$BRIGADE" $words >/dev/full 2>"$ERR"
         status=$?
         check "$words >/dev/full: exit status 1 (was $status)" test "$status" -eq 1
-        check "$words >/dev/full: said" grep -qF "brigade: cannot write the standard output" "$ERR"
+        check "$words >/dev/full: said why" grep -qFx \
+            "brigade: cannot write the standard output: No space left on device" "$ERR"
     done
     expect 1 "metrics: cannot write '/dev/full': No space left on device" -- \
         train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics /dev/full
