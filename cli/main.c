@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
      * flushes it, so that a write that fails (/dev/full) fails there, where
      * errno still says why. */
     static char help_buffer[1 << 16];
-    for (int i = 1; i < argc; i++)
+    for (int i = 1; i < argc && i <= 2; i++) /* where help is asked for */
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 ||
             (i == 1 && strcmp(argv[i], "help") == 0)) {
             setvbuf(stdout, help_buffer, _IOFBF, sizeof help_buffer);

@@ -226,12 +226,13 @@ bg_status_t bg_cli_parse_double(const char *option, const char *text, double min
         strpbrk(text, "xX") != NULL || (errno != ERANGE && !isfinite(value)))
         return bg_error_set(BG_ERR_INVALID, "%s: expected a number, got '%s'", option, text);
     /* Past a double (1e309) is out of range; a number nearer 0 than a
-       double holds (1e-400) is one, and is said so. */
+       double holds at all (1e-400 reads as 0) is said so. A subnormal one
+       (2e-308) strtod also flags, but holds: it is taken. */
     if (errno == ERANGE && fabs(value) > 1)
         return bg_error_set(BG_ERR_INVALID, "%s: %s is outside %g..%g", option, text, min, max);
-    if (errno == ERANGE)
+    if (errno == ERANGE && value == 0)
         return bg_error_set(BG_ERR_INVALID,
-                            "%s: %s is nearer 0 than a double holds (about 2.2e-308); write 0 "
+                            "%s: %s is nearer 0 than a double holds (about 4.9e-324); write 0 "
                             "for none",
                             option, text);
     /* As typed: %g would show 4294967297 as 4.29497e+09. */

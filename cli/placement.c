@@ -27,7 +27,9 @@ const char bg_placement_help[] =
 const char bg_placement_help_schedule[] =
     "  --schedule NAME    gpipe, 1f1b (default), interleaved or zb-h1; auto: the\n"
     "                     one whose simulated step is fastest of those that fit\n"
-    "                     (gpipe, 1f1b, zb-h1, and interleaved with --chunks > 1)\n"
+    "                     (gpipe, 1f1b, zb-h1, and interleaved with --chunks > 1;\n"
+    "                     with --split too, those its boundaries fit: K - 1\n"
+    "                     for a stage a device, K x V - 1 for interleaved)\n"
     "  --microbatches M   micro-batches per mini-batch (default 1); auto: the M\n"
     "                     (divisors of B, powers of two; interleaved also K times\n"
     "                     a power of two) whose simulated step is fastest while\n"
@@ -277,11 +279,11 @@ static void note_auto_split(bg_placement_t *p) {
     const int devices = p->stages > 0 ? p->stages : p->devices.count;
     if (p->split_count == devices * p->chunks - 1)
         fprintf(stderr,
-                "note: --split gives %d boundaries, for --chunks %d's %d stages: --schedule auto "
+                "note: --split gives %d boundar%s, for --chunks %d's %d stages: --schedule auto "
                 "tries interleaved alone (gpipe, 1f1b and zb-h1 run a stage a device, which "
                 "takes %d boundar%s)\n",
-                p->split_count, p->chunks, devices * p->chunks, devices - 1,
-                devices == 2 ? "y" : "ies");
+                p->split_count, p->split_count == 1 ? "y" : "ies", p->chunks, devices * p->chunks,
+                devices - 1, devices == 2 ? "y" : "ies");
     else if (p->split_count == devices - 1) {
         fprintf(stderr,
                 "note: --split gives %d boundar%s, a stage a device: --schedule auto leaves out "

@@ -22,5 +22,6 @@ int bg_json_depth_at(const char *s, size_t at) {
 }
 
 bool bg_json_too_deep_at(const char *s, size_t at) {
-    return bg_json_depth_at(s, at) >= CJSON_NESTING_LIMIT;
+    /* cJSON stops at the array or object that would go past its limit. */
+    return (s[at] == '[' || s[at] == '{') && bg_json_depth_at(s, at) >= CJSON_NESTING_LIMIT;
 }

@@ -12,7 +12,8 @@
  * of the JSON text s[0..at). */
 int bg_json_depth_at(const char *s, size_t at);
 
-/* Whether cJSON, stopping at byte `at` of s, stopped at its nesting limit. */
+/* Whether cJSON, stopping at byte `at` of s (inside the text), stopped at
+ * its nesting limit: there an array or object opens, 1,000 deep. */
 bool bg_json_too_deep_at(const char *s, size_t at);
 
 #endif

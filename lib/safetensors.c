@@ -249,24 +249,28 @@ static bg_status_t entries_check_tiling(const char *name, const bg_safetensors_t
     return BG_OK;
 }
 
-/* A fault of a string of the header (string_fault_at). */
-typedef enum string_fault {
+/* A fault of the header's text (text_fault_at). */
+typedef enum text_fault {
     STRING_ESCAPED_NUL, /* "\u0000": cJSON decodes it to a NUL that cuts its C
                            string short, so "1.weight\u0000zz" would read as
                            "1.weight" */
     STRING_CONTROL,     /* a raw control character, which JSON writes escaped
                            and cJSON lets through */
-} string_fault_t;
+    OUTSIDE_CONTROL,    /* a control character between tokens other than JSON's
+                           white space (tab, CR, LF), which cJSON skips as
+                           white space */
+} text_fault_t;
 
-/* Offset of the first fault inside a string of the JSON text s[0..len),
- * its kind in *fault; or len. */
-static size_t string_fault_at(const char *s, size_t len, string_fault_t *fault) {
+/* Offset of the first fault of the JSON text s[0..len), its kind in
+ * *fault; or len. */
+static size_t text_fault_at(const char *s, size_t len, text_fault_t *fault) {
     int in_string = 0;
     for (size_t i = 0; i < len; i++) {
+        const unsigned char c = (unsigned char)s[i];
         if (s[i] == '"') {
             in_string = !in_string;
-        } else if (in_string && (unsigned char)s[i] < 0x20) {
-            *fault = STRING_CONTROL;
+        } else if (c < 0x20 && (in_string || (c != '\t' && c != '\n' && c != '\r'))) {
+            *fault = in_string ? STRING_CONTROL : OUTSIDE_CONTROL;
             return i;
         } else if (in_string && s[i] == '\\' && i + 1 < len) {
             if (i + 5 < len && memcmp(s + i + 1, "u0000", 5) == 0) {
@@ -296,8 +300,8 @@ static size_t non_integer_number_at(const char *s, size_t len, size_t *length) {
         } else if (!in_string && (s[i] == '-' || (s[i] >= '0' && s[i] <= '9'))) {
             size_t j = i;
             int plain = 1;
-            for (; j < len && ((s[j] >= '0' && s[j] <= '9') || strchr("+-.eE", s[j]) != NULL) &&
-                   s[j] != '\0';
+            for (; j < len && ((s[j] >= '0' && s[j] <= '9') || s[j] == '+' || s[j] == '-' ||
+                               s[j] == '.' || s[j] == 'e' || s[j] == 'E');
                  j++)
                 if (s[j] < '0' || s[j] > '9') plain = 0;
             if (!plain || (s[i] == '0' && j - i > 1)) {
@@ -334,17 +338,22 @@ bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size
     if (bad < json_len)
         return bg_error_set(BG_ERR_PARSE, "%s: header is not valid UTF-8 (header byte %zu)", name,
                             bad);
-    string_fault_t fault = STRING_CONTROL;
-    bad = string_fault_at(json, json_len, &fault);
+    text_fault_t fault = STRING_CONTROL;
+    bad = text_fault_at(json, json_len, &fault);
     if (bad < json_len && fault == STRING_ESCAPED_NUL)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: header holds an escaped NUL (\\u0000) in a string (header byte "
                             "%zu); no name or value may hold one",
                             name, bad);
-    if (bad < json_len)
+    if (bad < json_len && fault == STRING_CONTROL)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: header byte %zu is a control character (0x%02x) inside a string, "
                             "which JSON writes escaped",
+                            name, bad, (unsigned)(unsigned char)json[bad]);
+    if (bad < json_len)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: header byte %zu is a control character (0x%02x), which JSON "
+                            "holds only escaped inside a string",
                             name, bad, (unsigned)(unsigned char)json[bad]);
     /* The format's own words: the header begins with '{'. */
     if (json_len >= 3 && memcmp(json, "\xef\xbb\xbf", 3) == 0)

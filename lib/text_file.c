@@ -58,13 +58,17 @@ static bg_status_t write_in_place(const char *path, const char *text, const char
         return BG_OK;
     }
     FILE *file = open_in_place(path);
-    if (file == NULL && errno == ENXIO)
-        return bg_error_set(BG_ERR_IO,
-                            "%s: cannot write '%s': it is a FIFO that no process reads (start "
-                            "its reader first)",
-                            what, path);
-    if (file == NULL)
-        return bg_error_set(BG_ERR_IO, "%s: cannot open '%s': %s", what, path, strerror(errno));
+    if (file == NULL) {
+        const int saved = errno;
+        struct stat info;
+        /* ENXIO is also a socket's, or a device's without a driver. */
+        if (saved == ENXIO && stat(path, &info) == 0 && S_ISFIFO(info.st_mode))
+            return bg_error_set(BG_ERR_IO,
+                                "%s: cannot write '%s': it is a FIFO that no process reads "
+                                "(start its reader first)",
+                                what, path);
+        return bg_error_set(BG_ERR_IO, "%s: cannot open '%s': %s", what, path, strerror(saved));
+    }
     const size_t length = strlen(text);
     int ok = fwrite(text, 1, length, file) == length && fputc('\n', file) != EOF;
     int saved = errno;

@@ -131,20 +131,22 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total, uin
                             "nothing to do: --resume is at step %lld and this run ends at step "
                             "%lld (--steps and --epochs count from the run's start)",
                             (long long)rs->step, (long long)total);
-    /* Older checkpoints record no batch: their position and step are
-     * checked here, at this run's batch (as the file's own are when it
-     * records one). At another batch the run would stop early or late. */
+    /* A checkpoint that records no batch or no training set (an older one,
+     * or an edited one) has not had its position and step checked against
+     * each other (train_state.c): checked here, at this run's batch. At
+     * another batch the run would stop early or late. */
     const int64_t per_epoch = (cfg->train->count + cfg->batch - 1) / cfg->batch;
     const double want =
         (double)(rs->epoch - 1) * (double)per_epoch + (double)(rs->position / cfg->batch);
-    if (rs->batch == 0 && (rs->position % cfg->batch != 0 || (double)rs->step != want))
+    if (rs->position % cfg->batch != 0 || (double)rs->step != want)
         return bg_error_set(BG_ERR_INVALID,
-                            "--resume: the checkpoint records no batch (an older one), and at "
-                            "--batch %lld its position, sample %lld of epoch %d, is not its step "
-                            "%lld (epochs of %lld steps); resume it with the --batch it was "
-                            "saved at",
+                            "--resume: at --batch %lld the checkpoint's position, sample %lld of "
+                            "epoch %d, is not its step %lld (epochs of %lld steps)%s",
                             (long long)cfg->batch, (long long)rs->position, rs->epoch,
-                            (long long)rs->step, (long long)per_epoch);
+                            (long long)rs->step, (long long)per_epoch,
+                            rs->batch == 0 ? "; it records no batch (an older checkpoint): "
+                                             "resume it with the --batch it was saved at"
+                                           : "");
     return BG_OK;
 }
 
@@ -327,7 +329,7 @@ static bg_status_t step_failed(const bg_train_config_t *cfg, bg_status_t st, int
                  bg_path_shell_word(cfg->save_path, word, sizeof word));
     else if (cfg->save_path != NULL)
         snprintf(save, sizeof save,
-                 "; this run saved nothing in %s before it (a step stopped midway is not saved)",
+                 "; this run wrote nothing to %s before it (a step stopped midway is not saved)",
                  cfg->save_path);
     return bg_error_set(st, "step %lld (epoch %d): %s%s%s%s", (long long)step, epoch, why, save,
                         rest != NULL ? "\n" : "", rest != NULL ? rest : "");

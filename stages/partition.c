@@ -16,7 +16,8 @@
  * worth their memory: 64M cells of cut points (256 MiB). */
 #define MAX_CELLS ((size_t)1 << 26)
 
-static const bg_cost_link_t *link_between(const context_t *c, int from_stage, int to_stage) {
+static const bg_cost_link_t *link_between(const partition_context_t *c, int from_stage,
+                                          int to_stage) {
     const bg_partition_config_t *cfg = c->cfg;
     if (cfg->links == NULL) return &cfg->link;
     int k = cfg->devices;
@@ -24,7 +25,7 @@ static const bg_cost_link_t *link_between(const context_t *c, int from_stage, in
 }
 
 /* The schedule's stash slots and the channel slots of stage s. */
-static bg_cost_stage_t stage_slots(const context_t *c, int s) {
+static bg_cost_stage_t stage_slots(const partition_context_t *c, int s) {
     const bg_partition_config_t *cfg = c->cfg;
     const int k = cfg->devices, mb = bg_cost_model_config(cfg->model)->microbatches;
     bg_cost_stage_t stage = {
@@ -38,7 +39,7 @@ static bg_cost_stage_t stage_slots(const context_t *c, int s) {
 }
 
 /* The compute of stage s on units [first, last). */
-bg_cost_time_t partition_stage_time(const context_t *c, int s, int first, int last) {
+bg_cost_time_t bg_partition_stage_time(const partition_context_t *c, int s, int first, int last) {
     const bg_partition_config_t *cfg = c->cfg;
     return bg_cost_stage_time(cfg->model, &cfg->device[s % cfg->devices], c->cut[first],
                               c->cut[last]);
@@ -46,10 +47,10 @@ bg_cost_time_t partition_stage_time(const context_t *c, int s, int first, int la
 
 /* Stage s's seconds per micro-batch on units [first, last): its compute
  * (into *time) plus its sends (into *send). */
-static double stage_seconds(const context_t *c, int s, int first, int last, bg_cost_time_t *time,
-                            double *send) {
+static double stage_seconds(const partition_context_t *c, int s, int first, int last,
+                            bg_cost_time_t *time, double *send) {
     const bg_cost_model_t *m = c->cfg->model;
-    *time = partition_stage_time(c, s, first, last);
+    *time = bg_partition_stage_time(c, s, first, last);
     *send = 0;
     if (last < c->units)
         *send += bg_cost_transfer_seconds(link_between(c, s, s + 1),
@@ -57,11 +58,12 @@ static double stage_seconds(const context_t *c, int s, int first, int last, bg_c
     if (first > 0 && !bg_cost_model_config(m)->forward_only) /* the gradient back */
         *send += bg_cost_transfer_seconds(link_between(c, s, s - 1),
                                           bg_cost_boundary_bytes(m, c->cut[first]));
-    return partition_compute_of(time) + *send;
+    return bg_partition_compute_of(time) + *send;
 }
 
 /* Prices stage s holding units [first, last). */
-void partition_price(const context_t *c, int s, int first, int last, bg_partition_stage_t *out) {
+void bg_partition_price(const partition_context_t *c, int s, int first, int last,
+                        bg_partition_stage_t *out) {
     const bg_partition_config_t *cfg = c->cfg;
     const bg_cost_model_t *m = cfg->model;
     const bg_cost_device_t *dev = &cfg->device[s % cfg->devices];
@@ -88,7 +90,7 @@ static size_t overflow_of(const bg_partition_stage_t *st) {
  * (bg_cost_stage_input_bytes). The rest, parameters, layer outputs, widest
  * activation, workspace, only grows as the stage takes more layers: a lower
  * bound on every longer stage ending where it ends. */
-static size_t growing_bytes(const context_t *c, const bg_cost_stage_t *slots,
+static size_t growing_bytes(const partition_context_t *c, const bg_cost_stage_t *slots,
                             const bg_partition_stage_t *st) {
     bg_cost_stage_t stage = *slots;
     stage.first_layer = st->first_layer;
@@ -96,7 +98,7 @@ static size_t growing_bytes(const context_t *c, const bg_cost_stage_t *slots,
     return st->peak_bytes - bg_cost_stage_input_bytes(c->cfg->model, &stage);
 }
 
-bg_status_t partition_check_config(const bg_partition_config_t *cfg, context_t *c) {
+bg_status_t bg_partition_check_config(const bg_partition_config_t *cfg, partition_context_t *c) {
     if (cfg->model == NULL || cfg->device == NULL)
         return bg_error_set(BG_ERR_INVALID, "partition: no cost model or no devices");
     if (cfg->devices < 1 || cfg->chunks < 1 || cfg->chunks > INT_MAX / cfg->devices)
@@ -137,7 +139,8 @@ bg_status_t partition_check_config(const bg_partition_config_t *cfg, context_t *
 }
 
 /* Fills a result for the split first[0..S) of units, first[S] = units. */
-bg_status_t partition_build_result(const context_t *c, const int *first, bg_partition_t **out) {
+bg_status_t bg_partition_build_result(const partition_context_t *c, const int *first,
+                                      bg_partition_t **out) {
     bg_partition_t *p = bg_calloc(1, sizeof *p);
     if (p != NULL) p->stage = bg_calloc((size_t)c->stages, sizeof *p->stage);
     if (p == NULL || p->stage == NULL) {
@@ -151,7 +154,7 @@ bg_status_t partition_build_result(const context_t *c, const int *first, bg_part
     p->worst_device = -1;
     for (int s = 0; s < c->stages; s++) {
         int last = s + 1 < c->stages ? first[s + 1] : c->units;
-        partition_price(c, s, first[s], last, &p->stage[s]);
+        bg_partition_price(c, s, first[s], last, &p->stage[s]);
         if (p->stage[s].seconds > p->bottleneck_s) p->bottleneck_s = p->stage[s].seconds;
         p->total_s += p->stage[s].seconds;
         size_t over = c->per_device ? 0 : overflow_of(&p->stage[s]);
@@ -290,17 +293,17 @@ typedef struct dp_tables {
  * capacity in DP_TIME), and through *stop whether every longer stage
  * ending at j is ruled out too (compute and the growing floor only grow
  * as i falls) given `best`. */
-static double candidate(const context_t *c, dp_mode_t mode, int s, int i, int j, double before,
-                        double best, const bg_cost_stage_t *slots, int *stop) {
+static double candidate(const partition_context_t *c, dp_mode_t mode, int s, int i, int j,
+                        double before, double best, const bg_cost_stage_t *slots, int *stop) {
     bg_partition_stage_t st;
-    partition_price(c, s, i, j, &st);
+    bg_partition_price(c, s, i, j, &st);
     const size_t floor = growing_bytes(c, slots, &st);
     const int floor_over = st.capacity_bytes != 0 && floor > st.capacity_bytes;
     double value;
     if (mode == DP_TIME) {
         const size_t limit = st.capacity_bytes + c->allowance;
         const int limited = st.capacity_bytes != 0;
-        *stop = partition_compute_of(&st.time) >= best || (limited && floor > limit);
+        *stop = bg_partition_compute_of(&st.time) >= best || (limited && floor > limit);
         if (*stop || (limited && st.peak_bytes > limit)) return DBL_MAX;
         value = st.seconds;
     } else {
@@ -313,7 +316,7 @@ static double candidate(const context_t *c, dp_mode_t mode, int s, int i, int j,
 
 /* After a programme's last row: 0 when no split reaches the last layer,
  * else 1 with the best split read back from the cut table into t->first. */
-static int read_split(const context_t *c, const double *last_row, dp_tables_t *t) {
+static int read_split(const partition_context_t *c, const double *last_row, dp_tables_t *t) {
     const int n = c->units;
     if (last_row[n] == DBL_MAX) return 0;
     for (int s = c->stages - 1, j = n; s >= 0; s--) {
@@ -323,7 +326,7 @@ static int read_split(const context_t *c, const double *last_row, dp_tables_t *t
     return 1;
 }
 
-static int solve(const context_t *c, dp_mode_t mode, dp_tables_t *t) {
+static int solve(const partition_context_t *c, dp_mode_t mode, dp_tables_t *t) {
     const int n = c->units, stages = c->stages;
     double *prev = t->prev, *cur = t->cur;
 #define CUT(s, j) t->cut[(size_t)(s) * (size_t)(n + 1) + (size_t)(j)]
@@ -454,7 +457,7 @@ static segment_t heap_pop(segment_t *heap, int *count) {
  * starts whose compute alone is over it, every start below some `window`
  * that only rises with the end, are never taken from the heap. Returns 1
  * and the split in first[] if any split fits. */
-static int solve_total(const context_t *c, double cap, dp_tables_t *t) {
+static int solve_total(const partition_context_t *c, double cap, dp_tables_t *t) {
     const int n = c->units, stages = c->stages;
     double *prev = t->prev, *cur = t->cur;
 #define CUT(s, j) t->cut[(size_t)(s) * (size_t)(n + 1) + (size_t)(j)]
@@ -477,11 +480,11 @@ static int solve_total(const context_t *c, double cap, dp_tables_t *t) {
         for (int j = jmin; j <= jmax; j++) {
             bg_partition_stage_t st;
             for (; cap < DBL_MAX && window < j; window++) {
-                const bg_cost_time_t time = partition_stage_time(c, s, window, j);
-                if (partition_compute_of(&time) <= cap) break;
+                const bg_cost_time_t time = bg_partition_stage_time(c, s, window, j);
+                if (bg_partition_compute_of(&time) <= cap) break;
             }
             if (s == 0) {
-                partition_price(c, 0, 0, j, &st);
+                bg_partition_price(c, 0, 0, j, &st);
                 if (overflow_of(&st) == 0 && st.seconds <= cap) {
                     cur[j] = st.seconds;
                     CUT(0, j) = 0;
@@ -498,7 +501,7 @@ static int solve_total(const context_t *c, double cap, dp_tables_t *t) {
                     continue;
                 }
                 if (run.key == DBL_MAX) break; /* the rest are unreachable */
-                partition_price(c, s, run.at, j, &st);
+                bg_partition_price(c, s, run.at, j, &st);
                 if (overflow_of(&st) == 0 && st.seconds <= cap) {
                     cur[j] = prev[run.at] + st.seconds;
                     CUT(s, j) = run.at;
@@ -594,17 +597,18 @@ static gap_t gap_pop_least(gaps_t *g) {
 /* The least total with every stage within cap seconds, priced into
  * *point: 1, or 0 when no split keeps within cap, or -1 when out of
  * memory. */
-static int front_point(const context_t *c, double cap, dp_tables_t *t, bg_partition_t **point) {
+static int front_point(const partition_context_t *c, double cap, dp_tables_t *t,
+                       bg_partition_t **point) {
     if (!solve_total(c, cap, t)) return 0;
-    return partition_build_result(c, t->first, point) == BG_OK ? 1 : -1;
+    return bg_partition_build_result(c, t->first, point) == BG_OK ? 1 : -1;
 }
 
 /* Prices stages lo..hi of split first[] into stage[]: 1 if they all fit. */
-static int price_fitting(const context_t *c, const int *first, int lo, int hi,
+static int price_fitting(const partition_context_t *c, const int *first, int lo, int hi,
                          bg_partition_stage_t *stage) {
     int fits = 1;
     for (int s = lo; s <= hi; s++) {
-        partition_price(c, s, first[s], s + 1 < c->stages ? first[s + 1] : c->units, &stage[s]);
+        bg_partition_price(c, s, first[s], s + 1 < c->stages ? first[s + 1] : c->units, &stage[s]);
         fits &= overflow_of(&stage[s]) == 0;
     }
     return fits;
@@ -613,7 +617,7 @@ static int price_fitting(const context_t *c, const int *first, int lo, int hi,
 /* Shifts boundaries first[b..e] by `step` (+1 or -1) layers: a layer
  * moves from stage b - 1 to stage e or back, each stage between passing
  * one on. 0 (and nothing moved) when a stage would be left empty. */
-static int shift_boundaries(const context_t *c, int *first, int b, int e, int step) {
+static int shift_boundaries(const partition_context_t *c, int *first, int b, int e, int step) {
     if (step < 0 && first[b] - 1 <= first[b - 1]) return 0;
     if (step > 0 && first[e] + 1 >= (e + 1 < c->stages ? first[e + 1] : c->units)) return 0;
     for (int s = b; s <= e; s++) first[s] += step;
@@ -629,7 +633,7 @@ static int shift_boundaries(const context_t *c, int *first, int b, int e, int st
  * optimum, not proven the best) or a bound on the stages priced is
  * reached. A move reprices only the stages it changes. -1 when out of
  * memory, else 0. */
-static int balance_devices(const context_t *c, int *first) {
+static int balance_devices(const partition_context_t *c, int *first) {
     enum { MAX_PRICED_STAGES = 1 << 20 };
     const int k = c->cfg->devices;
     bg_partition_stage_t *stage = bg_malloc(sizeof *stage * 2 * (size_t)c->stages);
@@ -665,15 +669,15 @@ static int balance_devices(const context_t *c, int *first) {
 
 /* With V > 1, replaces *point by its split moved to a local optimum
  * (balance_devices). 0, or -1 when out of memory (*point freed). */
-static int balance_point(const context_t *c, bg_partition_t **point) {
+static int balance_point(const partition_context_t *c, bg_partition_t **point) {
     if (c->cfg->chunks == 1) return 0;
     int *first = bg_malloc(sizeof *first * (size_t)c->stages);
     bg_partition_t *moved = NULL;
     if (first != NULL)
         for (int s = 0; s < c->stages; s++)
-            first[s] = partition_unit_at(c, (*point)->stage[s].first_layer);
+            first[s] = bg_partition_unit_at(c, (*point)->stage[s].first_layer);
     const int ok = first != NULL && balance_devices(c, first) == 0 &&
-                   partition_build_result(c, first, &moved) == BG_OK;
+                   bg_partition_build_result(c, first, &moved) == BG_OK;
     free(first);
     bg_partition_destroy(*point);
     *point = moved;
@@ -683,7 +687,7 @@ static int balance_point(const context_t *c, bg_partition_t **point) {
 /* Keeps `point` (balanced across devices first, balance_point) as *best
  * when its step is shorter (the earlier wins ties), else frees it. 0, or
  * -1 when out of memory. */
-static int keep_shorter(const context_t *c, bg_partition_t *point, bg_partition_t **best,
+static int keep_shorter(const partition_context_t *c, bg_partition_t *point, bg_partition_t **best,
                         double *best_step) {
     if (balance_point(c, &point) < 0) return -1;
     const double step = bg_partition_step_seconds(point, c->cfg);
@@ -701,7 +705,7 @@ static int keep_shorter(const context_t *c, bg_partition_t *point, bg_partition_
  * the least total at L* and the least total; the first gap lies between
  * the last two. Returns 1 and the best split in first[] if any split fits,
  * 0 if none does, -1 when out of memory. */
-static int solve_step(const context_t *c, dp_tables_t *t) {
+static int solve_step(const partition_context_t *c, dp_tables_t *t) {
     const bg_partition_config_t *cfg = c->cfg;
     const bg_cost_config_t *cost = bg_cost_model_config(cfg->model);
     gaps_t g = {.share = bg_schedule_drain_share(cost->split_backward, cfg->devices,
@@ -711,10 +715,10 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
     bg_partition_t *best = NULL, *point = NULL;
     if (cfg->slowest != NULL && cfg->slowest->fits && cfg->slowest->stages == c->stages)
         for (int s = 0; s < c->stages; s++)
-            t->first[s] = partition_unit_at(c, cfg->slowest->stage[s].first_layer);
+            t->first[s] = bg_partition_unit_at(c, cfg->slowest->stage[s].first_layer);
     else if (!solve(c, DP_TIME, t))
         return 0;
-    if (partition_build_result(c, t->first, &best) != BG_OK) return -1;
+    if (bg_partition_build_result(c, t->first, &best) != BG_OK) return -1;
     const double least_slowest = best->bottleneck_s;
     if (balance_point(c, &best) < 0) return -1;
     double best_step = bg_partition_step_seconds(best, cfg);
@@ -746,7 +750,7 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
     }
     free(g.gap);
     for (int s = 0; s < c->stages; s++)
-        t->first[s] = partition_unit_at(c, best->stage[s].first_layer);
+        t->first[s] = bg_partition_unit_at(c, best->stage[s].first_layer);
     bg_partition_destroy(best);
     return found < 0 ? -1 : 1;
 }
@@ -756,9 +760,9 @@ static int solve_step(const context_t *c, dp_tables_t *t) {
  * is chosen again as the fastest slowest stage among those whose stages
  * all stay within capacity + V. That split exists (t->first is one), and
  * its worst overflow is V again, as none is smaller. */
-static bg_status_t fastest_least_overflow(context_t *c, dp_tables_t *t) {
+static bg_status_t fastest_least_overflow(partition_context_t *c, dp_tables_t *t) {
     bg_partition_t *least = NULL;
-    BG_CHECK(partition_build_result(c, t->first, &least));
+    BG_CHECK(bg_partition_build_result(c, t->first, &least));
     c->allowance = least->overflow_bytes;
     bg_partition_destroy(least);
     (void)solve(c, DP_TIME, t); /* on 0, t->first keeps the overflow's split */
@@ -767,8 +771,8 @@ static bg_status_t fastest_least_overflow(context_t *c, dp_tables_t *t) {
 }
 
 bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t **out) {
-    context_t c;
-    BG_CHECK(partition_check_config(cfg, &c));
+    partition_context_t c;
+    BG_CHECK(bg_partition_check_config(cfg, &c));
     if (c.per_device)
         return bg_error_set(BG_ERR_INVALID,
                             "partition: the programme holds each stage within 1/%d of its "
@@ -811,7 +815,7 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
                               c.layers, c.stages);
         else if (!fits && !cfg->fits_only)
             st = fastest_least_overflow(&c, &t);
-        if (st == BG_OK) st = partition_build_result(&c, t.first, out);
+        if (st == BG_OK) st = bg_partition_build_result(&c, t.first, out);
         if (st == BG_OK) (*out)->front_probes = t.probes;
     }
     free(t.prev);
@@ -827,8 +831,8 @@ bg_status_t bg_partition_create(const bg_partition_config_t *cfg, bg_partition_t
 
 bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *first,
                                   bg_partition_t **out) {
-    context_t c;
-    BG_CHECK(partition_check_config(cfg, &c));
+    partition_context_t c;
+    BG_CHECK(bg_partition_check_config(cfg, &c));
     if (first[0] != 0)
         return bg_error_set(BG_ERR_INVALID, "split: stage 0 must start at layer 0, not %d",
                             first[0]);
@@ -841,7 +845,7 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
     int *units = bg_malloc(sizeof *units * (size_t)c.stages);
     if (units == NULL) return bg_error_set(BG_ERR_NOMEM, "partition: out of memory");
     for (int s = 0; s < c.stages; s++) {
-        units[s] = partition_unit_at(&c, first[s]);
+        units[s] = bg_partition_unit_at(&c, first[s]);
         if (units[s] < 0) {
             free(units);
             return bg_error_set(BG_ERR_INVALID,
@@ -850,7 +854,7 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
                                 s, first[s]);
         }
     }
-    const bg_status_t st = partition_build_result(&c, units, out);
+    const bg_status_t st = bg_partition_build_result(&c, units, out);
     free(units);
     return st;
 }
@@ -879,7 +883,7 @@ double bg_partition_step_seconds(const bg_partition_t *p, const bg_partition_con
     }
     /* The theory's idle share of the fill and drain (exact for equal
      * stages), of the other devices' work. */
-    return partition_step_of(heaviest, total, cost->microbatches,
-                             bg_schedule_drain_share(cost->split_backward, cfg->devices,
-                                                     cost->microbatches, cfg->chunks));
+    return bg_partition_step_of(heaviest, total, cost->microbatches,
+                                bg_schedule_drain_share(cost->split_backward, cfg->devices,
+                                                        cost->microbatches, cfg->chunks));
 }

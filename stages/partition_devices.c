@@ -19,7 +19,7 @@
  * room left bounds the layers left: wherever they go, their parameters,
  * gradients and optimizer state must fit somewhere. */
 typedef struct device_search {
-    const context_t *c;
+    const partition_context_t *c;
     int *first, *best_first;
     size_t *used;
     size_t room;     /* the devices' capacities less used; SIZE_MAX: one is unlimited */
@@ -43,8 +43,8 @@ static double step_with(const device_search_t *x, int d, double more) {
         total += load;
         if (load > heaviest) heaviest = load;
     }
-    return partition_step_of(heaviest, total, bg_cost_model_config(x->c->cfg->model)->microbatches,
-                             x->share);
+    return bg_partition_step_of(heaviest, total,
+                                bg_cost_model_config(x->c->cfg->model)->microbatches, x->share);
 }
 
 /* The step of a split whose devices' loads are x->load. */
@@ -64,7 +64,7 @@ static void keep_if_better(device_search_t *x, double slowest, double step) {
 
 /* The parameters, gradients and optimizer state of units [j, units): what
  * the stages after one ending at j hold at least, however they split. */
-static size_t state_after(const context_t *c, int j) {
+static size_t state_after(const partition_context_t *c, int j) {
     const bg_cost_stage_t rest = {.first_layer = c->cut[j],
                                   .last_layer = c->cut[c->units],
                                   .stash_slots = 1,
@@ -76,14 +76,14 @@ static size_t state_after(const context_t *c, int j) {
 /* The end near which stage s, starting at unit i, holds its share of the
  * compute left: the first j whose [i, j) reaches 1/(stages left) of
  * [i, units). Compute only grows as a stage ends later, so a bisection. */
-static int even_end(const context_t *c, int s, int i, int jmin, int jmax) {
-    const bg_cost_time_t rest = partition_stage_time(c, s, i, c->units);
-    const double share = partition_compute_of(&rest) / (double)(c->stages - s);
+static int even_end(const partition_context_t *c, int s, int i, int jmin, int jmax) {
+    const bg_cost_time_t rest = bg_partition_stage_time(c, s, i, c->units);
+    const double share = bg_partition_compute_of(&rest) / (double)(c->stages - s);
     int lo = jmin, hi = jmax;
     while (lo < hi) {
         const int mid = lo + (hi - lo) / 2;
-        const bg_cost_time_t t = partition_stage_time(c, s, i, mid);
-        if (partition_compute_of(&t) >= share)
+        const bg_cost_time_t t = bg_partition_stage_time(c, s, i, mid);
+        if (bg_partition_compute_of(&t) >= share)
             hi = mid;
         else
             lo = mid + 1;
@@ -98,13 +98,13 @@ static void search_from(device_search_t *x, int s, int i, double worst);
  * end may send a smaller activation, whose gradient the stage holds.)
  * Splits that tie with the best are searched too, for the other figure. */
 static int search_end(device_search_t *x, int s, int i, int j, double worst) {
-    const context_t *c = x->c;
+    const partition_context_t *c = x->c;
     if (x->budget-- <= 0) return 1;
     bg_partition_stage_t st;
-    partition_price(c, s, i, j, &st);
+    bg_partition_price(c, s, i, j, &st);
     const int d = st.device;
     const size_t cap = st.capacity_bytes;
-    const double compute = partition_compute_of(&st.time);
+    const double compute = bg_partition_compute_of(&st.time);
     if ((x->by_step ? step_with(x, d, compute) : compute) > x->best) return 1;
     const double w = st.seconds > worst ? st.seconds : worst;
     if ((x->by_step ? step_with(x, d, st.seconds) : w) > x->best ||
@@ -131,7 +131,7 @@ static int search_end(device_search_t *x, int s, int i, int j, double worst) {
 /* Stage s starting at unit i, the slowest stage before it `worst`: its
  * ends from the even one up (longer, until ruled out), then down. */
 static void search_from(device_search_t *x, int s, int i, double worst) {
-    const context_t *c = x->c;
+    const partition_context_t *c = x->c;
     const int last = s == c->stages - 1;
     const int jmin = last ? c->units : i + 1, jmax = c->units - (c->stages - 1 - s);
     const int from = last ? jmin : even_end(c, s, i, jmin, jmax);
@@ -147,7 +147,7 @@ static void search_from(device_search_t *x, int s, int i, double worst) {
  * *slowest and its step in *step; 0 where the greedy finds none (one may
  * still exist) or the budget runs out. Leaves x->used and x->load at 0. */
 static int greedy_split(device_search_t *x, double limit, double *slowest, double *step) {
-    const context_t *c = x->c;
+    const partition_context_t *c = x->c;
     const int k = c->cfg->devices;
     double worst = 0;
     int found = 1;
@@ -161,8 +161,8 @@ static int greedy_split(device_search_t *x, double limit, double *slowest, doubl
         bg_partition_stage_t kept = {0};
         for (int j = jmin; j <= jmax && x->budget-- > 0; j++) {
             bg_partition_stage_t st;
-            partition_price(c, s, i, j, &st);
-            if (partition_compute_of(&st.time) > limit) break; /* and every later end */
+            bg_partition_price(c, s, i, j, &st);
+            if (bg_partition_compute_of(&st.time) > limit) break; /* and every later end */
             if (st.seconds <= limit && st.peak_bytes <= share) {
                 end = j;
                 kept = st;
@@ -187,11 +187,11 @@ static int greedy_split(device_search_t *x, double limit, double *slowest, doubl
  * device (doubled while the greedy finds nothing there, a few times), in
  * x->best and x->best_first where it is faster than x->best. */
 static void greedy_bound(device_search_t *x) {
-    const context_t *c = x->c;
+    const partition_context_t *c = x->c;
     double hi = 0, slowest = 0, step = 0;
     for (int d = 0; d < c->cfg->devices; d++) {
-        const bg_cost_time_t whole = partition_stage_time(c, d, 0, c->units);
-        if (partition_compute_of(&whole) > hi) hi = partition_compute_of(&whole);
+        const bg_cost_time_t whole = bg_partition_stage_time(c, d, 0, c->units);
+        if (bg_partition_compute_of(&whole) > hi) hi = bg_partition_compute_of(&whole);
     }
     int found = 0;
     for (int doubling = 0; doubling < 4 && !found; doubling++, hi *= 2)
@@ -219,8 +219,8 @@ bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, double
         return bg_error_set(BG_ERR_INVALID,
                             "partition: the search per device minimises the slowest stage or "
                             "the step, each device's stages checked together");
-    context_t c;
-    BG_CHECK(partition_check_config(cfg, &c));
+    partition_context_t c;
+    BG_CHECK(bg_partition_check_config(cfg, &c));
     device_search_t x = {
         .c = &c,
         .first = bg_malloc(sizeof(int) * (size_t)c.stages),
@@ -250,7 +250,7 @@ bg_status_t bg_partition_search_devices(const bg_partition_config_t *cfg, double
         const int searched = x.budget > 0;
         if (searched) search_from(&x, 0, 0, 0);
         bg_partition_t *found = NULL;
-        if (x.found) st = partition_build_result(&c, x.best_first, &found);
+        if (x.found) st = bg_partition_build_result(&c, x.best_first, &found);
         if (st == BG_OK) {
             *out = found;
             *complete = searched && x.budget >= 0;

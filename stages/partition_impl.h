@@ -11,8 +11,8 @@
 /* The programme works on units, not layers: unit u is layers [cut[u],
  * cut[u + 1]), and stages start and end only between units (a residual
  * block stays whole: bg_cost_model_cuts). Without blocks a unit is a
- * layer. Results name layers (partition_price translates). */
-typedef struct context {
+ * layer. Results name layers (bg_partition_price translates). */
+typedef struct partition_context {
     const bg_partition_config_t *cfg;
     int layers, stages;
     int units;
@@ -24,38 +24,40 @@ typedef struct context {
      * when nothing fits, the least worst overflow, so that the fastest of
      * the splits that overflow least is found. */
     size_t allowance;
-} context_t;
+} partition_context_t;
 
 /* A stage's compute per micro-batch: what only grows as it takes more
  * layers. */
-static inline double partition_compute_of(const bg_cost_time_t *time) {
+static inline double bg_partition_compute_of(const bg_cost_time_t *time) {
     return time->forward + time->backward + time->recompute;
 }
 
 /* bg_partition_step_seconds of a split whose devices' loads (the sums of
  * their stages' seconds) add up to `total`, the heaviest `heaviest`, at M
  * micro-batches and the fill and drain's idle share `share`. */
-static inline double partition_step_of(double heaviest, double total, int microbatches,
-                                       double share) {
+static inline double bg_partition_step_of(double heaviest, double total, int microbatches,
+                                          double share) {
     return microbatches * heaviest + (total - heaviest) * share;
 }
 
 /* The unit starting at layer boundary `layer`, one a result's stage
- * starts at (price set it from a unit). */
-static inline int partition_unit_at(const context_t *c, int layer) {
+ * starts at (bg_partition_price set it from a unit). */
+static inline int bg_partition_unit_at(const partition_context_t *c, int layer) {
     return bg_cost_model_cut_index(c->cfg->model, layer);
 }
 
 /* Checks cfg and fills *c from it. */
-bg_status_t partition_check_config(const bg_partition_config_t *cfg, context_t *c);
+bg_status_t bg_partition_check_config(const bg_partition_config_t *cfg, partition_context_t *c);
 
 /* The compute of stage s on units [first, last). */
-bg_cost_time_t partition_stage_time(const context_t *c, int s, int first, int last);
+bg_cost_time_t bg_partition_stage_time(const partition_context_t *c, int s, int first, int last);
 
 /* Prices stage s holding units [first, last). */
-void partition_price(const context_t *c, int s, int first, int last, bg_partition_stage_t *out);
+void bg_partition_price(const partition_context_t *c, int s, int first, int last,
+                        bg_partition_stage_t *out);
 
 /* Fills a result for the split first[0..S) of units, first[S] = units. */
-bg_status_t partition_build_result(const context_t *c, const int *first, bg_partition_t **out);
+bg_status_t bg_partition_build_result(const partition_context_t *c, const int *first,
+                                      bg_partition_t **out);
 
 #endif

@@ -619,6 +619,18 @@ static void test_reject_lax_header(void **state) {
     expect_rejected(json, 4,
                     BAD_NAME ": header byte 3 is a control character (0x09) inside a string, "
                              "which JSON writes escaped");
+    /* Between tokens cJSON skips every control character as white space;
+     * JSON allows only tab, CR and LF there. */
+    snprintf(json, sizeof json, "\x0b{\"w\"%s", tail);
+    expect_rejected(json, 4,
+                    BAD_NAME ": header byte 0 is a control character (0x0b), which JSON holds "
+                             "only escaped inside a string");
+    snprintf(json, sizeof json, "{\"w\"\x01%s", tail);
+    expect_rejected(json, 4,
+                    BAD_NAME ": header byte 4 is a control character (0x01), which JSON holds "
+                             "only escaped inside a string");
+    snprintf(json, sizeof json, "{\"w\"\t\r\n%s", tail);
+    bg_safetensors_destroy(expect_accepted(json, 4));
     /* Written escaped, the same name is a name. */
     snprintf(json, sizeof json, "{\"w\\t\"%s", tail);
     bg_safetensors_destroy(expect_accepted(json, 4));
@@ -665,6 +677,16 @@ static void test_reject_lax_header(void **state) {
  * refused as metadata that is not text). */
 static void test_reject_deep_header(void **state) {
     (void)state;
+    /* A syntax error at the limit's depth is one. */
+    char broken[2100] = "{\"__metadata__\":{\"k\":";
+    size_t end = strlen(broken);
+    for (int i = 2; i < 1000; i++) broken[end++] = '[';
+    broken[end++] = 'x';
+    broken[end] = '\0';
+    char syntax[120];
+    snprintf(syntax, sizeof syntax, BAD_NAME ": header is not valid JSON (near header byte %zu)",
+             end - 1);
+    expect_rejected(broken, 0, syntax);
     for (int levels = 1000; levels <= 1001; levels++) {
         const char *head = "{\"__metadata__\":{\"k\":";
         const size_t length = strlen(head) + 2 * (size_t)levels + 2;

@@ -391,6 +391,9 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('12345.5', '1e999'))" "$P" "$
     python3 -c 'print("[" * 1001 + "]" * 1001)' >"$T/deep.json"
     expect 2 "$T/deep.json: not a JSON profile (byte 1000: arrays and objects nested more than 1000 levels deep; run brigade profile)" \
         -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/deep.json"
+    python3 -c 'print("[" * 1000 + "x" + "]" * 1000)' >"$T/deep.json"
+    expect 2 "$T/deep.json: not a JSON profile (byte 1000: invalid JSON, or more after" \
+        -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/deep.json"
     python3 -c 'print("[" * 1000 + "]" * 1000)' >"$T/deep.json"
     expect 2 "$T/deep.json: not a JSON profile (run brigade profile)" \
         -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/deep.json"
