@@ -524,9 +524,9 @@ static void chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setup
                  setup->profile != NULL ? o->placement.profile_path : "the analytic cost model");
     else
         snprintf(buf, size,
-                 "%s, batch %lld, on %s%s; measured, %lld warm-up + %lld timed steps a point",
+                 "%s, batch %lld, on %s%s; measured, %lld warm-up + %lld timed step%s a point",
                  o->model, (long long)o->batch, devices, chunks, (long long)o->warmup,
-                 (long long)o->steps);
+                 (long long)o->steps, o->steps == 1 ? "" : "s");
 }
 
 /* What a sweep that ended early kept, for its last message. */
@@ -649,7 +649,7 @@ int bg_cmd_sweep(int argc, char **argv) {
     /* As train and simulate say it of one device's bubble. */
     int run_points = 0;
     for (int i = 0; i < count; i++) run_points += !points[i].skipped;
-    if (o.placement.devices.count == 1 && run_points > 0)
+    if (o.placement.devices.count == 1 && run_points > 0 && !o.simulate) /* measured only */
         printf("(one device: its bubble %% is the host's work between ops and steps, not a "
                "pipeline bubble)\n");
     /* The gap between the planner's world and this machine, reported. */

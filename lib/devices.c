@@ -79,13 +79,15 @@ bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_de
         const size_t count_len = strlen(count);
         int n;
         if (!parse_count(count, count_len, 1, BG_MAX_DEVICES, &n))
-            return bg_error_set(BG_ERR_INVALID,
-                                "--devices: '%s': expected cpu:N with N from 1 to %d%s", text,
-                                BG_MAX_DEVICES,
-                                memchr(count, ',', count_len) != NULL
-                                    ? " (CPU devices are counted, not listed: cpu:2 is two, "
-                                      "on cores 0 and 1)"
-                                    : "");
+            return bg_error_set(
+                BG_ERR_INVALID, "--devices: '%s': expected cpu:N with N from 1 to %d%s", text,
+                BG_MAX_DEVICES,
+                memchr(count, ',', count_len) != NULL
+                    ? " (CPU devices are counted, not listed: cpu:2 is two, "
+                      "on cores 0 and 1)"
+                : strcmp(count, "0") == 0 ? " (CPU devices are counted: cpu:1 is one, the device "
+                                            "named cpu:0, on core 0)"
+                                          : "");
         for (int i = 0; i < n; i++) BG_CHECK(add_device(&list, BG_DEVICE_CPU, i % cores, 0, 1));
     } else if (strncmp(text, "cuda", 4) == 0) {
         const char *item = text;
@@ -124,6 +126,9 @@ bg_status_t bg_device_check_present(const bg_device_t *d, const char *hint) {
     const char *absent = bg_cuda_absent_reason();
     if (absent != NULL)
         snprintf(what, sizeof what, "%s", absent);
+    else if (seen == 0 && bg_cuda_no_device_reason() != NULL) /* CUDA's own word */
+        snprintf(what, sizeof what, "CUDA sees no GPU on this machine: %s",
+                 bg_cuda_no_device_reason());
     else
         snprintf(what, sizeof what, "CUDA sees %d GPU%s on this machine", seen,
                  seen == 1 ? "" : "s");

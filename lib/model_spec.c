@@ -429,27 +429,33 @@ static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const ch
         return parse_error(p, line, col, "unknown option '%.*s' for %s (it takes no options)",
                            token_shown(key_length), token, layer->def->word);
     }
-    if (equals == NULL) {
-        return parse_error(p, line, col,
-                           "option '%.*s' needs a value (%.*s=VALUE, with no space around '=')",
-                           token_shown(length), token, token_shown(length), token);
-    }
-    size_t key_length = (size_t)(equals - token);
-    if (key_length == 0) {
-        return parse_error(p, line, col, "option '%.*s' has no name before '='",
-                           token_shown(length), token);
-    }
+    size_t key_length = equals != NULL ? (size_t)(equals - token) : length;
     int index = -1;
     for (int i = 0; i < layer->def->num_options; i++) {
         const char *key = layer->def->options[i].key;
         if (strlen(key) == key_length && memcmp(key, token, key_length) == 0) index = i;
     }
+    char expected[128] = "";
+    for (int i = 0; i < layer->def->num_options; i++) {
+        if (i > 0) strcat(expected, ", ");
+        strcat(expected, layer->def->options[i].key);
+    }
+    if (equals == NULL && index >= 0)
+        return parse_error(p, line, col,
+                           "option '%.*s' needs a value (%.*s=VALUE, with no space around '=')",
+                           token_shown(length), token, token_shown(length), token);
+    /* A bare word or number ("dense 2"): options are written KEY=VALUE. */
+    if (equals == NULL)
+        return parse_error(p, line, col,
+                           "'%.*s' is not an option of %s: options are KEY=VALUE (as %s=...), KEY "
+                           "one of %s",
+                           token_shown(length), token, layer->def->word, layer->def->options[0].key,
+                           expected);
+    if (key_length == 0) {
+        return parse_error(p, line, col, "option '%.*s' has no name before '='",
+                           token_shown(length), token);
+    }
     if (index < 0) {
-        char expected[128] = "";
-        for (int i = 0; i < layer->def->num_options; i++) {
-            if (i > 0) strcat(expected, ", ");
-            strcat(expected, layer->def->options[i].key);
-        }
         return parse_error(p, line, col, "unknown option '%.*s' for %s (expected %s)",
                            token_shown(key_length), token, layer->def->word, expected);
     }
@@ -459,7 +465,9 @@ static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const ch
     }
     size_t value_length = length - key_length - 1;
     if (value_length == 0) {
-        return parse_error(p, line, col, "empty value for option '%.*s'", (int)key_length, token);
+        return parse_error(p, line, col,
+                           "empty value for option '%.*s' (%.*s=VALUE, with no space around '=')",
+                           (int)key_length, token, (int)key_length, token);
     }
     int value_col = col + (int)key_length + 1;
     BG_CHECK(parse_option_value(p, layer, index, token, key_length, equals + 1, value_length, line,
@@ -600,18 +608,22 @@ static bg_status_t build_conv2d(parser_t *p, const layer_line_t *source) {
         /* An even kernel cannot be centred, so "same" would need uneven
          * padding, which the backends do not implement. */
         if (kernel % 2 == 0) {
-            return parse_error(p, source->line, source->col,
-                               "padding=same needs an odd kernel, got kernel=%" PRId64, kernel);
+            return parse_error(p, source->line, source->key_cols[CONV_PADDING],
+                               "padding=same needs an odd kernel, got kernel=%" PRId64
+                               " (kernel=%" PRId64 " or kernel=%" PRId64 " centres it)",
+                               kernel, kernel - 1, kernel + 1);
         }
         pad = (kernel - 1) / 2;
     }
     /* Dimensions are at most BG_MODEL_SPEC_MAX_DIM, so these sums cannot
      * overflow. */
     if (in.h + 2 * pad < kernel || in.w + 2 * pad < kernel) {
-        return parse_error(p, source->line, source->col,
+        const int64_t most = (in.h < in.w ? in.h : in.w) + 2 * pad;
+        return parse_error(p, source->line, source->key_cols[CONV_KERNEL],
                            "conv2d kernel %" PRId64 "x%" PRId64 " does not fit its %" PRId64
-                           "x%" PRId64 " input (padding %" PRId64 ")",
-                           kernel, kernel, in.h, in.w, pad);
+                           "x%" PRId64 " input (padding %" PRId64 "): kernel=%" PRId64 " at most%s",
+                           kernel, kernel, in.h, in.w, pad, most,
+                           pad == 0 && kernel % 2 == 1 ? ", or padding=same" : "");
     }
     bg_layer_spec_t *layer = NULL;
     BG_CHECK(append_layer(p, source, &layer));
@@ -634,9 +646,10 @@ static bg_status_t build_pool(parser_t *p, const layer_line_t *source, bg_layer_
     int64_t size = source->values[POOL_SIZE];
     int64_t stride = source->value_cols[POOL_STRIDE] ? source->values[POOL_STRIDE] : size;
     if (size > in.h || size > in.w) {
-        return parse_error(p, source->line, source->col,
-                           "%s size %" PRId64 " does not fit its %" PRId64 "x%" PRId64 " input",
-                           bg_layer_kind_name(kind), size, in.h, in.w);
+        return parse_error(p, source->line, source->key_cols[POOL_SIZE],
+                           "%s size %" PRId64 " does not fit its %" PRId64 "x%" PRId64
+                           " input: size=%" PRId64 " at most",
+                           bg_layer_kind_name(kind), size, in.h, in.w, in.h < in.w ? in.h : in.w);
     }
     bg_layer_spec_t *layer = NULL;
     BG_CHECK(append_layer(p, source, &layer));
@@ -895,9 +908,16 @@ static bg_status_t check_ascii(const parser_t *p, const char *text, size_t lengt
     for (size_t i = 0; i < length; i++) {
         const unsigned char lead = (unsigned char)text[i];
         if (lead < 0x80) continue;
-        /* A UTF-8 character's length from its first byte (1 when not one). */
+        /* A UTF-8 character's length from its first byte (1 when not one),
+         * cut at the first byte that does not continue it (Latin-1's 'é'
+         * before "lu" is one byte, not three). */
         size_t n = lead >= 0xF8 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
         if (n > length - i) n = length - i;
+        for (size_t k = 1; k < n; k++)
+            if (((unsigned char)text[i + k] & 0xC0) != 0x80) {
+                n = k;
+                break;
+            }
         char hex[16] = "";
         for (size_t k = 0, used = 0; k < n; k++)
             used += (size_t)snprintf(hex + used, sizeof hex - used, "%s%02X", k ? " " : "",
@@ -906,6 +926,14 @@ static bg_status_t check_ascii(const parser_t *p, const char *text, size_t lengt
         for (size_t l = 0; l < sizeof lookalikes / sizeof lookalikes[0]; l++)
             if (strlen(lookalikes[l].bytes) == n && memcmp(lookalikes[l].bytes, text + i, n) == 0)
                 name = lookalikes[l].name;
+        /* U+FF10 to U+FF19, as an East Asian keyboard types digits. */
+        char digit[40];
+        if (n == 3 && memcmp(text + i, "\xEF\xBC", 2) == 0 && (unsigned char)text[i + 2] >= 0x90 &&
+            (unsigned char)text[i + 2] <= 0x99) {
+            snprintf(digit, sizeof digit, "a full-width digit %c",
+                     '0' + ((unsigned char)text[i + 2] - 0x90));
+            name = digit;
+        }
         return parse_error(p, line, (int)i + 1,
                            "byte%s %s%s%s%s outside a comment; a model spec's words and numbers "
                            "are ASCII, separated by spaces or tabs",

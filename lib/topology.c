@@ -68,7 +68,7 @@ static int cuda_osdev(hwloc_obj_t child, int *n, uint64_t *kib, const char **kib
  * (cuda_osdev): a CUDA device number used once, and CUDAGlobalMemorySize,
  * where given, a believable whole number of KiB. */
 static bg_status_t check_gpus(hwloc_topology_t hw, const char *xml_path) {
-    enum { MAX_NUMBERED = 4096 };
+    enum { MAX_NUMBERED = 256 }; /* cuda:0 to cuda:255, as --devices names them (devices.c) */
     unsigned char seen[MAX_NUMBERED] = {0};
     for (hwloc_obj_t obj = hwloc_get_next_pcidev(hw, NULL); obj != NULL;
          obj = hwloc_get_next_pcidev(hw, obj)) {

@@ -106,8 +106,13 @@ usage_error "GPU 0 is listed twice in 'cuda:0,cuda:1,cuda:0' (for several stages
 # A CUDA number past int's range is no CUDA number (not a wrapped one).
 sed 's/name="cuda5"/name="cuda4294967301"/' "$ROOT/tests/fixtures/two-socket-8-gpu.xml" \
     >"$T/bignum.xml"
-usage_error "GPU OS device 'cuda4294967301': not cudaN with N in 0..4095" -- \
+usage_error "GPU OS device 'cuda4294967301': not cudaN with N in 0..255" -- \
     topo --topology "$T/bignum.xml"
+# Past --devices' range (cuda:0 to cuda:255) the file is named, not
+# --devices (until 2026-12-05 plan blamed a cuda:300 no one had written).
+sed 's/name="cuda1"/name="cuda300"/' "$ROOT/tests/fixtures/two-socket-8-gpu.xml" >"$T/big.xml"
+usage_error "$T/big.xml: GPU OS device 'cuda300': not cudaN with N in 0..255" -- \
+    plan "$MODEL" --topology "$T/big.xml" --devices cuda:0,cuda:2
 # hwloc reads this machine from HWLOC_XMLFILE where it is set: named.
 HWLOC_XMLFILE="$MODEL" "$BRIGADE" topo >"$OUT" 2>"$ERR"
 status=$?

@@ -42,8 +42,9 @@ if [ "$cuda" = 1 ]; then
     # is installed on this machine, it finds that one instead.
     if [ ! -e "$libdir/brigade/libbrigade-cuda.so" ]; then
         cp "$T/moved$bindir/brigade" "$T/lone"
-        check "a lone copy says where it looked" sh -c "'$T/lone' topo >'$T/out' 2>&1 && \
-            grep -qF 'libbrigade-cuda.so is not in ../lib or ../' '$T/out' && \
+        parent=$(dirname "$(realpath "$T")")
+        check "a lone copy says where it looked, by name" sh -c "'$T/lone' topo >'$T/out' 2>&1 && \
+            grep -qF 'libbrigade-cuda.so is not in $parent/lib or $parent/' '$T/out' && \
             grep -qF 'set BRIGADE_CUDA_MODULE to its path' '$T/out'"
     fi
 else

@@ -775,12 +775,18 @@ static void test_error_option_without_value(void **state) {
                  "spec:2:6: unknown option 'approximate' for gelu (it takes no options)");
     expect_error(MNIST_INPUT "relu =3\n", "spec:2:6: option '=3' has no name before '='");
     expect_error(MNIST_INPUT "maxpool =2\n", "spec:2:9: option '=2' has no name before '='");
+    /* A bare word or number where an option belongs: options are KEY=VALUE. */
+    expect_error(MNIST_INPUT "flatten\ndense 2\n",
+                 "spec:3:7: '2' is not an option of dense: options are KEY=VALUE (as units=...), "
+                 "KEY one of units, activation");
 }
 
 static void test_error_empty_value(void **state) {
     (void)state;
-    expect_error(MNIST_INPUT "maxpool size=\n", "spec:2:9: empty value for option 'size'");
-    expect_error(MNIST_INPUT "maxpool size= 2\n", "spec:2:9: empty value for option 'size'");
+    const char *empty = "spec:2:9: empty value for option 'size' (size=VALUE, with no space "
+                        "around '=')";
+    expect_error(MNIST_INPUT "maxpool size=\n", empty);
+    expect_error(MNIST_INPUT "maxpool size= 2\n", empty);
 }
 
 static void test_error_non_numeric_value(void **state) {
@@ -793,10 +799,16 @@ static void test_error_non_numeric_value(void **state) {
         snprintf(message, sizeof message, expected, values[i]);
         expect_error(text, message);
     }
-    /* A full-width digit looks like one: its bytes are named instead. */
+    /* A full-width digit looks like one: its bytes are given, and what it
+     * is. */
     expect_error(MNIST_INPUT "conv2d filters=32 kernel=\xEF\xBC\x93\n",
-                 "spec:2:26: bytes EF BC 93 outside a comment; a model spec's words and numbers "
-                 "are ASCII, separated by spaces or tabs");
+                 "spec:2:26: bytes EF BC 93 (a full-width digit 3) outside a comment; a model "
+                 "spec's words and numbers are ASCII, separated by spaces or tabs");
+    /* A byte that begins a UTF-8 character the next bytes do not continue
+     * (Latin-1's e acute before "lu") is named alone. */
+    expect_error(MNIST_INPUT "conv2d filters=32 kernel=3 activation=r\xE9lu\n",
+                 "spec:2:40: byte E9 outside a comment; a model spec's words and numbers are "
+                 "ASCII, separated by spaces or tabs");
 }
 
 static void test_error_out_of_range_value(void **state) {
@@ -919,23 +931,26 @@ static void test_error_too_many_layers(void **state) {
 static void test_error_conv_kernel_too_large(void **state) {
     (void)state;
     expect_error("input channels=1 height=2 width=5\nconv2d filters=1 kernel=3\n",
-                 "spec:2:1: conv2d kernel 3x3 does not fit its 2x5 input (padding 0)");
+                 "spec:2:18: conv2d kernel 3x3 does not fit its 2x5 input (padding 0): "
+                 "kernel=2 at most, or padding=same");
     expect_error(MNIST_INPUT "maxpool size=14 stride=1\nconv2d filters=1 kernel=16\n",
-                 "spec:3:1: conv2d kernel 16x16 does not fit its 15x15 input (padding 0)");
+                 "spec:3:18: conv2d kernel 16x16 does not fit its 15x15 input (padding 0): "
+                 "kernel=15 at most");
 }
 
 static void test_error_same_padding_even_kernel(void **state) {
     (void)state;
     expect_error(MNIST_INPUT "conv2d filters=1 kernel=4 padding=same\n",
-                 "spec:2:1: padding=same needs an odd kernel, got kernel=4");
+                 "spec:2:27: padding=same needs an odd kernel, got kernel=4 (kernel=3 or "
+                 "kernel=5 centres it)");
 }
 
 static void test_error_pool_too_large(void **state) {
     (void)state;
     expect_error("input channels=1 height=4 width=2\nmaxpool size=3\n",
-                 "spec:2:1: maxpool size 3 does not fit its 4x2 input");
+                 "spec:2:9: maxpool size 3 does not fit its 4x2 input: size=2 at most");
     expect_error("input channels=1 height=2 width=4\n\tavgpool size=3 stride=1\n",
-                 "spec:2:2: avgpool size 3 does not fit its 2x4 input");
+                 "spec:2:10: avgpool size 3 does not fit its 2x4 input: size=2 at most");
 }
 
 static void test_error_dense_needs_flat_input(void **state) {

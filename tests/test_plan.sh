@@ -37,6 +37,8 @@ usage_error "13 stages but the model has only 12 places to start one, layers 0, 
 expect 0 "" -- plan "$ROOT/examples/fashion_resnet.model" --devices cpu:13 --stages 12
 usage_error "'cpu:0,cpu:1': expected cpu:N with N from 1 to 256 (CPU devices are counted, not listed: cpu:2 is two, on cores 0 and 1)" -- \
     plan "$MODEL" --devices cpu:0,cpu:1
+usage_error "'cpu:0': expected cpu:N with N from 1 to 256 (CPU devices are counted: cpu:1 is one, the device named cpu:0, on core 0)" \
+    -- plan "$MODEL" --devices cpu:0
 usage_error "--split gives 2 boundaries; 2 stages need 1" -- plan "$MODEL" --stages 2 --split 2,4
 usage_error "--split gives 2 boundaries; 1 stage needs 0 (for 3 stages, --devices cpu:3)" -- \
     plan "$MODEL" --split 3,5

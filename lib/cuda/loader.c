@@ -41,7 +41,7 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
  * pthread_once; read with acquire loads (current()) by the functions that
  * never load, which any thread may call meanwhile. */
 static const bg_cuda_module_t *module;
-static char why_absent[512];             /* why it is NULL, once load() has run */
+static char why_absent[3 * PATH_MAX];    /* why it is NULL, once load() has run */
 static char loaded_from[PATH_MAX + 128]; /* the module's path, once loaded */
 
 static const bg_cuda_module_t *current(void) { return __atomic_load_n(&module, __ATOMIC_ACQUIRE); }
@@ -124,17 +124,27 @@ static void load(void) {
      * program's (a moved install), then where it was installed. */
     const char *const beside[] = {"lib", BG_CUDA_MODULE_SUBDIR};
     char folder[PATH_MAX], path[PATH_MAX + 128];
-    if (program_folder(folder, sizeof folder))
+    const int found_folder = program_folder(folder, sizeof folder);
+    if (found_folder)
         for (size_t i = 0; i < sizeof beside / sizeof beside[0]; i++) {
             snprintf(path, sizeof path, "%s/../%s/%s", folder, beside[i], BG_CUDA_MODULE_FILE);
             if (load_from(path)) return;
         }
     snprintf(path, sizeof path, "%s/%s", BG_CUDA_MODULE_DIR, BG_CUDA_MODULE_FILE);
     if (load_from(path)) return;
-    snprintf(why_absent, sizeof why_absent,
-             "the CUDA backend was built but %s is not in ../lib or ../%s from this program's "
-             "folder, nor in %s (set BRIGADE_CUDA_MODULE to its path)",
-             BG_CUDA_MODULE_FILE, BG_CUDA_MODULE_SUBDIR, BG_CUDA_MODULE_DIR);
+    /* The folders searched, by name: the program's folder's parent. */
+    char *slash = found_folder ? strrchr(folder, '/') : NULL;
+    if (slash != NULL) *slash = '\0';
+    if (slash != NULL)
+        snprintf(why_absent, sizeof why_absent,
+                 "the CUDA backend was built but %s is not in %s/lib or %s/%s (beside this "
+                 "program's folder), nor in %s (set BRIGADE_CUDA_MODULE to its path)",
+                 BG_CUDA_MODULE_FILE, folder, folder, BG_CUDA_MODULE_SUBDIR, BG_CUDA_MODULE_DIR);
+    else
+        snprintf(why_absent, sizeof why_absent,
+                 "the CUDA backend was built but %s is not in ../lib or ../%s from this "
+                 "program's folder, nor in %s (set BRIGADE_CUDA_MODULE to its path)",
+                 BG_CUDA_MODULE_FILE, BG_CUDA_MODULE_SUBDIR, BG_CUDA_MODULE_DIR);
 }
 
 /* The module, loading it on the first call; NULL when there is none. */
