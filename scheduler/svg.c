@@ -407,9 +407,43 @@ static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point
     }
 }
 
-/* Grid, both value axes and the log2 M axis. */
-static void draw_chart_axes(FILE *out, const chart_layout_t *c, double left_step,
-                            double right_step) {
+/* An M axis tick at x, labelled m. */
+static void draw_m_tick(FILE *out, const chart_layout_t *c, int m) {
+    const double x = chart_x(c, m), bottom = c->y0 + c->height;
+    fprintf(out,
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>"
+            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n",
+            x, bottom, x, bottom + 5, x, bottom + 20, m);
+}
+
+/* The M axis's ticks: the swept counts themselves (sorted[0..count), by M)
+ * where they are few and far enough apart to label each (3, 5 and 6 would
+ * otherwise show only a 4 none of them is), else the powers of two. */
+static void draw_m_ticks(FILE *out, const chart_layout_t *c, const bg_sweep_point_t *sorted,
+                         int count) {
+    enum { MOST_LABELS = 16, LEAST_GAP_PX = 28 };
+    int ms[MOST_LABELS], n = 0, spaced = 1;
+    for (int i = 0; i < count && spaced; i++) {
+        const int m = sorted[i].microbatches;
+        if (n > 0 && ms[n - 1] == m) continue;
+        if (n == MOST_LABELS || (n > 0 && chart_x(c, m) - chart_x(c, ms[n - 1]) < LEAST_GAP_PX))
+            spaced = 0;
+        else
+            ms[n++] = m;
+    }
+    if (spaced) {
+        for (int i = 0; i < n; i++) draw_m_tick(out, c, ms[i]);
+        return;
+    }
+    /* M >= 1: no tick left of 1, where a lone M = 1 widens the axis. */
+    int first = c->log_min > 0 ? (int)ceil(c->log_min) : 0, last = (int)floor(c->log_max);
+    int stride = last - first > 12 ? 2 : 1;
+    for (int k = first; k <= last; k += stride) draw_m_tick(out, c, 1 << k);
+}
+
+/* Grid, both value axes and the log2 M axis (ticks: draw_m_ticks). */
+static void draw_chart_axes(FILE *out, const chart_layout_t *c, double left_step, double right_step,
+                            const bg_sweep_point_t *sorted, int count) {
     double bottom = c->y0 + c->height, right = c->x0 + c->width;
     fprintf(out, "<g class=\"axis\" " FONT " font-size=\"12\" fill=\"#333\">\n");
     for (double v = 0; v <= c->left_max * (1 + 1e-9); v += left_step) {
@@ -422,16 +456,7 @@ static void draw_chart_axes(FILE *out, const chart_layout_t *c, double left_step
     for (double v = 0; v <= c->right_max * (1 + 1e-9); v += right_step)
         fprintf(out, "<text x=\"%.1f\" y=\"%.1f\">%.*f</text>\n", right + 6,
                 chart_y(c, v, c->right_max) + 4, decimals_for(right_step), v);
-    /* M >= 1: no tick left of 1, where a lone M = 1 widens the axis. */
-    int first = c->log_min > 0 ? (int)ceil(c->log_min) : 0, last = (int)floor(c->log_max);
-    int stride = last - first > 12 ? 2 : 1;
-    for (int k = first; k <= last; k += stride) {
-        double x = chart_x(c, 1 << k);
-        fprintf(out,
-                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>"
-                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n",
-                x, bottom, x, bottom + 5, x, bottom + 20, 1 << k);
-    }
+    draw_m_ticks(out, c, sorted, count);
     fprintf(out,
             "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
             "stroke=\"#333\"/>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">micro-batches "
@@ -550,7 +575,7 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
         put_escaped(out, subtitle);
         fprintf(out, "</text>\n");
     }
-    draw_chart_axes(out, &c, left_step, right_step);
+    draw_chart_axes(out, &c, left_step, right_step, sorted, count);
     for (int i = 0; i < schedules; i++)
         for (int series = 0; series < 3; series++)
             draw_series(out, &c, sorted, count, names[i], i, series, palette[i % 8]);

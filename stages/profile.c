@@ -334,30 +334,53 @@ done:
     return st;
 }
 
-/* Every layer boundary's crossing at the micro-batch size; the hand-off and
- * wake are typical figures over all sizes (they do not depend on the size). */
+static int compare_size(const void *a, const void *b) {
+    const size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Every layer boundary's crossing at the micro-batch size, measured once
+ * per message size (a crossing's cost is its bytes': thousands of equal
+ * layers are one measurement, not thousands of a few milliseconds each);
+ * the hand-off and wake are typical figures over all sizes (they do not
+ * depend on the size). */
 static bg_status_t measure_channels(bg_backend_t *be, const bg_profile_config_t *cfg,
                                     bg_profile_t *p) {
     const int n = cfg->spec->num_layers;
     double *handoff = calloc((size_t)n, sizeof(double)), *wake = calloc((size_t)n, sizeof(double));
+    size_t *sizes = calloc((size_t)n, sizeof(size_t));
+    crossing_t *measured = calloc((size_t)n, sizeof(crossing_t));
     bg_status_t st = BG_OK;
     int count = 0;
     BG_ALLOC_CHECK_GOTO(handoff, st, done);
     BG_ALLOC_CHECK_GOTO(wake, st, done);
-    for (int i = 1; i < n; i++) {
-        size_t bytes = bg_backend_bytes(be, cfg->batch * bg_shape_numel(cfg->spec->layers[i].in));
-        crossing_t c;
-        BG_CHECK_GOTO(measure_crossing(be, cfg, bytes, &c), st, done);
-        p->layer[i].send_s = c.send;
-        p->layer[i].recv_s = c.recv;
-        handoff[count] = c.handoff;
-        wake[count++] = c.wake;
+    BG_ALLOC_CHECK_GOTO(sizes, st, done);
+    BG_ALLOC_CHECK_GOTO(measured, st, done);
+    for (int i = 1; i < n; i++)
+        sizes[count++] = bg_backend_bytes(be, cfg->batch * bg_shape_numel(cfg->spec->layers[i].in));
+    qsort(sizes, (size_t)count, sizeof *sizes, compare_size);
+    int distinct = 0;
+    for (int k = 0; k < count; k++)
+        if (distinct == 0 || sizes[distinct - 1] != sizes[k]) sizes[distinct++] = sizes[k];
+    for (int k = 0; k < distinct; k++) {
+        BG_CHECK_GOTO(measure_crossing(be, cfg, sizes[k], &measured[k]), st, done);
+        handoff[k] = measured[k].handoff;
+        wake[k] = measured[k].wake;
     }
-    p->handoff_s = bg_profile_typical(handoff, count);
-    p->wake_s = bg_profile_typical(wake, count);
+    for (int i = 1; i < n; i++) {
+        const size_t bytes =
+            bg_backend_bytes(be, cfg->batch * bg_shape_numel(cfg->spec->layers[i].in));
+        const size_t *at = bsearch(&bytes, sizes, (size_t)distinct, sizeof *sizes, compare_size);
+        p->layer[i].send_s = measured[at - sizes].send;
+        p->layer[i].recv_s = measured[at - sizes].recv;
+    }
+    p->handoff_s = bg_profile_typical(handoff, distinct);
+    p->wake_s = bg_profile_typical(wake, distinct);
 done:
     free(handoff);
     free(wake);
+    free(sizes);
+    free(measured);
     if (st != BG_OK) bg_error_prefix(st, "profiling the channels: ");
     return st;
 }

@@ -904,9 +904,9 @@ static void test_svg_chart(void **state) {
     assert_non_null(strstr(text, ">bubble predicted (right)<"));
     assert_null(strstr(text, "bubble measured"));
     free(text);
-    /* A lone M = 1: the axis spans log2 M from -1 to 1, ticked at 1 and 2
-     * only (until 2026-12-04 also at 2^-1, drawn as "-2147483648" at x =
-     * -nan). */
+    /* A lone M = 1: the axis spans log2 M from -1 to 1, ticked at 1, the
+     * count swept (until 2026-12-04 also at 2^-1, drawn as "-2147483648" at
+     * x = -nan; until 2026-12-05 at the powers of two, 1 and 2). */
     bg_sweep_point_t lone = points[0];
     lone.microbatches = 1;
     check_ok(bg_svg_chart_write(path, &lone, 1, NULL));
@@ -915,7 +915,29 @@ static void test_svg_chart(void **state) {
     assert_null(strstr(text, "nan"));
     assert_null(strstr(text, "-2147483648"));
     assert_non_null(strstr(text, "text-anchor=\"middle\">1</text>"));
-    assert_non_null(strstr(text, "text-anchor=\"middle\">2</text>"));
+    assert_null(strstr(text, "text-anchor=\"middle\">2</text>"));
+    free(text);
+    /* Few counts, far enough apart, are each a tick (3, 5 and 6 had only
+     * a 4); many, or close ones, the powers of two. */
+    bg_sweep_point_t few[3] = {points[0], points[0], points[0]};
+    few[0].microbatches = 3, few[1].microbatches = 5, few[2].microbatches = 6;
+    check_ok(bg_svg_chart_write(path, few, 3, NULL));
+    text = read_all(path);
+    for (int m = 1; m <= 8; m++) {
+        char tick[48];
+        snprintf(tick, sizeof tick, "text-anchor=\"middle\">%d</text>", m);
+        if (m == 3 || m == 5 || m == 6)
+            assert_non_null(strstr(text, tick));
+        else
+            assert_null(strstr(text, tick));
+    }
+    free(text);
+    bg_sweep_point_t close[8];
+    for (int i = 0; i < 8; i++) close[i] = points[0], close[i].microbatches = 57 + i;
+    check_ok(bg_svg_chart_write(path, close, 8, NULL));
+    text = read_all(path);
+    assert_non_null(strstr(text, "text-anchor=\"middle\">64</text>"));
+    assert_null(strstr(text, "text-anchor=\"middle\">57</text>"));
     free(text);
     assert_int_equal(bg_svg_chart_write(path, points, 0, NULL), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "svg chart: no points"));

@@ -106,6 +106,12 @@ assert p["device"] == "cpu" and p["optimizer"] == "adam" and p["optimizer_states
 assert p["handoff_s"] > 0 and p["wake_s"] > 0
 assert p["layers"][0]["send_s"] == 0 and p["layers"][0]["recv_s"] == 0
 assert p["layers"][4]["send_s"] > 0 and p["layers"][4]["recv_s"] > 0
+# a message size is timed once: the inputs of the relu and of the pool are
+# both 32x26x26, those of the flatten and of the dense layer 5,408 values
+for a, b in ((1, 2), (3, 4)):
+    for key in ("send_s", "recv_s"):
+        assert p["layers"][a][key] == p["layers"][b][key], (key, a, b)
+assert p["layers"][1]["send_s"] != p["layers"][4]["send_s"]
 # every range of the 8 layers, with 1, 2 and 4 micro-batches in flight
 assert len(p["stages"]) == 36 * 3, len(p["stages"])
 ranges = {(s["first"], s["last"], s["slots"]) for s in p["stages"]}
@@ -636,10 +642,14 @@ file_check "simulate --metrics: the device's two stages together, as plan has th
 d = p["devices"]
 assert p["memory_check"] == "per_stage" and len(d) == 1 and d[0]["stages"] == [0, 1], p
 assert d[0]["peak_bytes"] == sum(s["peak_bytes"] for s in p["stages"]), p'
-# On one device a bubble is the host's work: the sweep says so, as train does.
-expect 0 "" -- sweep "$ROOT/examples/conv_balanced.model" --simulate --microbatches 1,2
+# On one device a measured bubble is the host's work: the sweep says so, as
+# train does; a simulated one has no host work, and no note.
+expect 0 "" -- sweep "$ROOT/examples/fashion_mlp.model" --microbatches 1 --steps 1 --warmup 0 \
+    --batch 16 --data synthetic
 stdout_has "(one device: its bubble % is the host's work between ops and steps" \
     "sweep on one device: what its bubble is"
+expect 0 "" -- sweep "$ROOT/examples/conv_balanced.model" --simulate --microbatches 1,2
+check "a simulated sweep on one device: no note on host work" sh -c "! grep -qF '(one device:' '$OUT'"
 # A sweep's interleaved points carry the same devices; its 1f1b points,
 # one stage a device, none.
 expect 0 "" -- sweep "$ROOT/examples/conv_balanced.model" --simulate --devices cpu:2 \
