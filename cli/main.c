@@ -81,14 +81,15 @@ static void fill_closed_descriptors(void) {
  * failure, not a success with nothing in the file. So are messages that
  * could not be written (a closed standard error, or a pipe from it that
  * closed while train or sweep went on), though none can say so. */
-static int close_stdout(int code) {
+static int close_stdout(const char *cmd, int code) {
     errno = 0;
     if (fflush(stdout) == 0 && !ferror(stdout)) return ferror(stderr) && code == 0 ? 1 : code;
     /* A write that failed earlier left no errno here; a closed descriptor
      * (`>&-`) is the usual cause, and says so when asked. */
     if (stdout_closed) errno = EBADF;
-    fprintf(stderr, "brigade: cannot write the standard output%s%s\n", errno != 0 ? ": " : "",
-            errno != 0 ? strerror(errno) : "");
+    const int saved = errno;
+    fprintf(stderr, "brigade%s%s: cannot write the standard output%s%s\n", cmd != NULL ? " " : "",
+            cmd != NULL ? cmd : "", saved != 0 ? ": " : "", saved != 0 ? strerror(saved) : "");
     return code != 0 ? code : 1;
 }
 
@@ -119,14 +120,14 @@ int main(int argc, char **argv) {
         }
         printf("brigade %s (CUDA backend %s)\n", BG_VERSION,
                bg_cuda_built() ? "built, loaded when a GPU is asked for" : "not built");
-        return close_stdout(0);
+        return close_stdout(NULL, 0);
     }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         /* help COMMAND (or --help COMMAND) is COMMAND --help. */
         if (argc == 3 && command(argv[2]) != NULL) {
             char help_flag[] = "--help";
             char *help_argv[] = {argv[2], help_flag, NULL};
-            return close_stdout(command(argv[2])(2, help_argv));
+            return close_stdout(NULL, command(argv[2])(2, help_argv));
         }
         if (argc > 3) {
             fprintf(stderr, "brigade: help explains one command, not %d\n\n%s", argc - 2, usage);
@@ -137,9 +138,9 @@ int main(int argc, char **argv) {
             return 2;
         }
         fputs(usage, stdout);
-        return close_stdout(0);
+        return close_stdout(NULL, 0);
     }
-    if (command(cmd) != NULL) return close_stdout(command(cmd)(argc - 1, argv + 1));
+    if (command(cmd) != NULL) return close_stdout(cmd, command(cmd)(argc - 1, argv + 1));
     if (strcmp(cmd, "version") == 0)
         fprintf(stderr, "brigade: unknown command 'version' (brigade --version prints it)\n");
     else

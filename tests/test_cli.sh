@@ -1234,7 +1234,7 @@ assert p["complete"] is True and [q["microbatches"] for q in p["points"]] == [1,
     "$T/piped_sweep.json"
 check "sweep into a closed pipe: the chart" test -s "$T/piped_sweep.svg"
 check "sweep into a closed pipe: says the table was not written" \
-    grep -qF "brigade: cannot write the standard output" "$ERR"
+    grep -qF "brigade sweep: cannot write the standard output" "$ERR"
 # Another tool's file (no brigade metadata) is weights at most.
 python3 - "$T/foreign.safetensors" <<'PY'
 import json, struct, sys
@@ -1568,7 +1568,7 @@ fi
 status=$?
 check "summary >&-: exit status 1 (was $status)" test "$status" -eq 1
 check "summary >&-: said, with why" grep -qFx \
-    "brigade: cannot write the standard output: Bad file descriptor" "$ERR"
+    "brigade summary: cannot write the standard output: Bad file descriptor" "$ERR"
 # A folder that is there but takes no new file (/proc answers ENOENT) is
 # not called missing (until 2026-12-04: "folder '/proc' does not exist").
 if [ -d /proc/self ]; then
@@ -1582,17 +1582,19 @@ if [ -w /dev/full ]; then
     "$BRIGADE" plan "$MODEL" --json >/dev/full 2>"$ERR"
     status=$?
     check "plan --json >/dev/full: exit status 1 (was $status)" test "$status" -eq 1
-    check "plan --json >/dev/full: said" grep -qF \
-        "brigade: cannot write the standard output: No space left on device" "$ERR"
+    check "plan --json >/dev/full: said, by the command" grep -qF \
+        "brigade plan: cannot write the standard output: No space left on device" "$ERR"
     # ... and so is help or a version that could not be written.
     # A help text is flushed whole at the end, where the reason is known.
     for words in "help train" "--help" "--version" "sweep -h"; do
         # shellcheck disable=SC2086 # the words are meant to split
         "$BRIGADE" $words >/dev/full 2>"$ERR"
         status=$?
+        who=brigade
+        [ "$words" = "sweep -h" ] && who="brigade sweep"
         check "$words >/dev/full: exit status 1 (was $status)" test "$status" -eq 1
         check "$words >/dev/full: said why" grep -qFx \
-            "brigade: cannot write the standard output: No space left on device" "$ERR"
+            "$who: cannot write the standard output: No space left on device" "$ERR"
     done
     expect 1 "metrics: cannot write '/dev/full': No space left on device" -- \
         train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics /dev/full
