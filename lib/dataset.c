@@ -14,12 +14,14 @@
 #include <unistd.h>
 
 #include "crc32.h"
+#include "host_memory.h"
 #include "idx.h"
 
 enum {
     DATASET_PATH_MAX = BG_DATASET_PATH_MAX,
     SYNTHETIC_TRAIN_COUNT = 8192,
     SYNTHETIC_TEST_COUNT = 2048,
+    SYNTHETIC_MOST_BYTES = 1 << 30,
     SYNTHETIC_PROTOTYPE_STREAM = 1000,
     SYNTHETIC_SAMPLE_STREAM = 2000,
 };
@@ -36,7 +38,11 @@ static const char *const TEST_LABELS = "t10k-labels-idx1-ubyte";
 /* Whether `count` samples of `shape` (each dimension positive) fit in a
  * size_t byte count, so the allocations below cannot overflow. */
 static int dataset_fits(bg_shape_t shape, int64_t count) {
+    /* Past the machine's memory as well as past size_t: a malloc that
+     * cannot succeed (a sanitizer's allocator aborts on one). */
+    const uint64_t host = bg_host_memory_bytes();
     uint64_t limit = SIZE_MAX / sizeof(float);
+    if (host > 0 && host / sizeof(float) < limit) limit = host / sizeof(float);
     uint64_t numel = (uint64_t)shape.c;
     if ((uint64_t)shape.h > limit / numel) return 0;
     numel *= (uint64_t)shape.h;
@@ -57,9 +63,10 @@ static bg_status_t dataset_alloc(bg_shape_t shape, int64_t classes, int64_t coun
                             (long long)shape.c, (long long)shape.h, (long long)shape.w,
                             (long long)count, (long long)classes, INT32_MAX);
     if (!dataset_fits(shape, count))
-        return bg_error_set(
-            BG_ERR_INVALID, "dataset: %lld samples of shape %lldx%lldx%lld do not fit in memory",
-            (long long)count, (long long)shape.c, (long long)shape.h, (long long)shape.w);
+        return bg_error_set(BG_ERR_INVALID,
+                            "dataset: %lld sample%s of shape %lldx%lldx%lld do%s not fit in memory",
+                            (long long)count, count == 1 ? "" : "s", (long long)shape.c,
+                            (long long)shape.h, (long long)shape.w, count == 1 ? "es" : "");
 
     bg_status_t st = BG_OK;
     size_t numel = (size_t)bg_shape_numel(shape);
@@ -74,10 +81,10 @@ static bg_status_t dataset_alloc(bg_shape_t shape, int64_t classes, int64_t coun
     ds->labels = malloc((size_t)count * sizeof(int32_t));
     if ((with_pixels && ds->pixels == NULL) || ds->labels == NULL) {
         st = bg_error_set(BG_ERR_NOMEM,
-                          "dataset: out of memory for %lld samples of shape %lldx%lldx%lld "
+                          "dataset: out of memory for %lld sample%s of shape %lldx%lldx%lld "
                           "(%.0f bytes)",
-                          (long long)count, (long long)shape.c, (long long)shape.h,
-                          (long long)shape.w, bytes);
+                          (long long)count, count == 1 ? "" : "s", (long long)shape.c,
+                          (long long)shape.h, (long long)shape.w, bytes);
         goto fail;
     }
     *out = ds;
@@ -197,13 +204,13 @@ bg_status_t bg_dataset_open(const char *source, bg_shape_t shape, int64_t classe
     bg_dataset_t *train_set = NULL, *test_set = NULL;
 
     if (strcmp(source, "synthetic") == 0) {
+        int64_t train_count, test_count;
+        bg_dataset_synthetic_counts(shape, &train_count, &test_count);
         if (train != NULL)
-            BG_CHECK_GOTO(
-                bg_dataset_synthetic(shape, classes, SYNTHETIC_TRAIN_COUNT, seed, 0, &train_set),
-                st, fail);
-        BG_CHECK_GOTO(
-            bg_dataset_synthetic(shape, classes, SYNTHETIC_TEST_COUNT, seed, 1, &test_set), st,
-            fail);
+            BG_CHECK_GOTO(bg_dataset_synthetic(shape, classes, train_count, seed, 0, &train_set),
+                          st, fail);
+        BG_CHECK_GOTO(bg_dataset_synthetic(shape, classes, test_count, seed, 1, &test_set), st,
+                      fail);
     } else {
         const char *dir = source;
         const char *hint = "";
@@ -253,6 +260,18 @@ int bg_dataset_files(const char *source, char paths[BG_DATASET_FILES][BG_DATASET
             if (n < 0 || n >= BG_DATASET_PATH_MAX) return 0;
         }
     return 8;
+}
+
+void bg_dataset_synthetic_counts(bg_shape_t shape, int64_t *train, int64_t *test) {
+    const double most = (double)SYNTHETIC_MOST_BYTES / (double)bg_shape_numel(shape);
+    *train = SYNTHETIC_TRAIN_COUNT;
+    *test = SYNTHETIC_TEST_COUNT;
+    if (most >= SYNTHETIC_TRAIN_COUNT + SYNTHETIC_TEST_COUNT) return;
+    const double share = most / (SYNTHETIC_TRAIN_COUNT + SYNTHETIC_TEST_COUNT);
+    *train = (int64_t)(SYNTHETIC_TRAIN_COUNT * share);
+    *test = (int64_t)(SYNTHETIC_TEST_COUNT * share);
+    if (*train < 1) *train = 1;
+    if (*test < 1) *test = 1;
 }
 
 bg_status_t bg_dataset_synthetic(bg_shape_t shape, int64_t classes, int64_t count, uint64_t seed,

@@ -518,6 +518,29 @@ static void test_open_synthetic(void **state) {
     bg_dataset_destroy(test);
 }
 
+/* --data synthetic: 8,192 and 2,048 samples up to 1 GiB in all (a byte a
+ * value), then as many in that proportion as fit: 3x512x512 images took
+ * 8 GiB until 2026-12-05. */
+static void test_synthetic_counts(void **state) {
+    (void)state;
+    int64_t train = 0, test = 0;
+    bg_dataset_synthetic_counts((bg_shape_t){1, 28, 28}, &train, &test);
+    assert_int_equal(train, 8192);
+    assert_int_equal(test, 2048);
+    /* 104,857 values a sample is the largest that keeps 10,240 samples. */
+    bg_dataset_synthetic_counts((bg_shape_t){1, 1, 104857}, &train, &test);
+    assert_int_equal(train, 8192);
+    bg_dataset_synthetic_counts((bg_shape_t){1, 1, 104858}, &train, &test);
+    assert_int_equal(train, 8191);
+    bg_dataset_synthetic_counts((bg_shape_t){3, 512, 512}, &train, &test);
+    assert_int_equal(train, 1092);
+    assert_int_equal(test, 273);
+    assert_true((train + test) * 3 * 512 * 512 <= (int64_t)1 << 30);
+    bg_dataset_synthetic_counts((bg_shape_t){1024, 1024, 1024}, &train, &test);
+    assert_int_equal(train, 1);
+    assert_int_equal(test, 1);
+}
+
 static void test_synthetic_invalid(void **state) {
     (void)state;
     bg_dataset_t *sentinel = (bg_dataset_t *)(uintptr_t)0x1234;
@@ -533,8 +556,10 @@ static void test_synthetic_invalid(void **state) {
                 "do not fit in memory");
     assert_ptr_equal(ds, sentinel);
     bg_dataset_t *test = sentinel;
+    /* --data synthetic makes one sample of a shape this large, which no
+     * memory holds: refused before it is asked for. */
     check_error(bg_dataset_open("synthetic", shape, 10, 1, &ds, &test), BG_ERR_INVALID, NULL,
-                "do not fit in memory");
+                "dataset: 1 sample of shape 1048576x1048576x1048576 does not fit in memory");
     assert_ptr_equal(ds, sentinel);
     assert_ptr_equal(test, sentinel);
 }
@@ -648,6 +673,7 @@ int main(void) {
         cmocka_unit_test(test_synthetic_deterministic),
         cmocka_unit_test(test_synthetic_learnable),
         cmocka_unit_test(test_open_synthetic),
+        cmocka_unit_test(test_synthetic_counts),
         cmocka_unit_test(test_synthetic_invalid),
         cmocka_unit_test(test_shuffle),
         cmocka_unit_test(test_gather),
