@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model_spec.h"
 #include "optimizer.h"
 #include "status.h"
 #include "timeline.h"
@@ -47,6 +48,11 @@ bg_status_t bg_cli_input_status(bg_status_t status);
  * the folder; `given`: --data was on the command line (else the keyword is
  * the command's default, and the note says so). */
 void bg_cli_note_data_keyword(const char *data, int given);
+
+/* Where --data synthetic made fewer samples than usual (an input so large
+ * that they would pass 1 GiB: bg_dataset_synthetic_counts), a note on
+ * stderr saying so, before a --batch larger than them is refused. */
+void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape);
 
 /* bg_cli_input_status for the file an option named, its message led by the
  * option ("--resume: cannot read 'x.st': No such file or directory"). */

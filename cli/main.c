@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
      * flushes it, so that a write that fails (/dev/full) fails there, where
      * errno still says why. */
     static char help_buffer[1 << 16];
-    for (int i = 1; i < argc && i <= 2; i++) /* where help is asked for */
+    for (int i = 1; i < argc; i++) /* an option's value too: a larger buffer harms nothing */
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 ||
             (i == 1 && strcmp(argv[i], "help") == 0)) {
             setvbuf(stdout, help_buffer, _IOFBF, sizeof help_buffer);
@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
         if (argc == 3 && command(argv[2]) != NULL) {
             char help_flag[] = "--help";
             char *help_argv[] = {argv[2], help_flag, NULL};
-            return close_stdout(NULL, command(argv[2])(2, help_argv));
+            return close_stdout(argv[2], command(argv[2])(2, help_argv));
         }
         if (argc > 3) {
             fprintf(stderr, "brigade: help explains one command, not %d\n\n%s", argc - 2, usage);

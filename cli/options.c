@@ -82,6 +82,19 @@ void bg_cli_note_data_keyword(const char *data, int given) {
         strcmp(data, "synthetic") == 0 ? "generated data" : "Debian's Fashion-MNIST", data, data);
 }
 
+void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape) {
+    if (strcmp(data, "synthetic") != 0) return;
+    int64_t train, test, usual_train, usual_test;
+    bg_dataset_synthetic_counts(shape, &train, &test);
+    bg_dataset_synthetic_counts((bg_shape_t){1, 1, 1}, &usual_train, &usual_test);
+    if (train == usual_train) return;
+    fprintf(stderr,
+            "note: --data synthetic makes %lld training and %lld test samples of %lldx%lldx%lld, "
+            "not %lld and %lld: 1 GiB of them at most\n",
+            (long long)train, (long long)test, (long long)shape.c, (long long)shape.h,
+            (long long)shape.w, (long long)usual_train, (long long)usual_test);
+}
+
 bg_status_t bg_cli_option_input_status(bg_status_t status, const char *option) {
     if (status == BG_OK) return BG_OK;
     return bg_error_prefix(bg_cli_input_status(status), "%s: ", option);

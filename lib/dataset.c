@@ -38,11 +38,7 @@ static const char *const TEST_LABELS = "t10k-labels-idx1-ubyte";
 /* Whether `count` samples of `shape` (each dimension positive) fit in a
  * size_t byte count, so the allocations below cannot overflow. */
 static int dataset_fits(bg_shape_t shape, int64_t count) {
-    /* Past the machine's memory as well as past size_t: a malloc that
-     * cannot succeed (a sanitizer's allocator aborts on one). */
-    const uint64_t host = bg_host_memory_bytes();
     uint64_t limit = SIZE_MAX / sizeof(float);
-    if (host > 0 && host / sizeof(float) < limit) limit = host / sizeof(float);
     uint64_t numel = (uint64_t)shape.c;
     if ((uint64_t)shape.h > limit / numel) return 0;
     numel *= (uint64_t)shape.h;
@@ -75,8 +71,20 @@ static bg_status_t dataset_alloc(bg_shape_t shape, int64_t classes, int64_t coun
     ds->count = count;
     ds->shape = shape;
     ds->classes = classes;
-    /* The one large allocation of a dataset: said in its own words. */
+    /* The one large allocation of a dataset: said in its own words. More
+     * than the machine's memory is not asked for (a sanitizer's allocator
+     * aborts on such a request rather than fail it). */
     const double bytes = (double)count * ((with_pixels ? (double)numel : 0) + sizeof(int32_t));
+    const uint64_t host = bg_host_memory_bytes();
+    if (with_pixels && host > 0 && bytes > (double)host) {
+        st = bg_error_set(BG_ERR_NOMEM,
+                          "dataset: %lld sample%s of shape %lldx%lldx%lld take%s %.0f bytes, more "
+                          "than this machine's %llu",
+                          (long long)count, count == 1 ? "" : "s", (long long)shape.c,
+                          (long long)shape.h, (long long)shape.w, count == 1 ? "s" : "", bytes,
+                          (unsigned long long)host);
+        goto fail;
+    }
     if (with_pixels) ds->pixels = malloc((size_t)count * numel);
     ds->labels = malloc((size_t)count * sizeof(int32_t));
     if ((with_pixels && ds->pixels == NULL) || ds->labels == NULL) {

@@ -36,7 +36,9 @@ bg_status_t bg_dataset_load_idx(const char *images_path, const char *labels_path
 /* Opens the train and test sets named by `source`:
  *   "fashion-mnist"  BG_FASHION_MNIST_DIR
  *   "synthetic"      generated: 8192 train and 2048 test samples of shape
- *                    `shape` drawn around one random prototype per class,
+ *                    `shape`, fewer where those would pass 1 GiB
+ *                    (bg_dataset_synthetic_counts), drawn around one
+ *                    random prototype per class,
  *                    so a model can learn them, rounded to bytes like an
  *                    image file's; deterministic in `seed`
  *   anything else    a directory holding train-images-idx3-ubyte,

@@ -122,13 +122,12 @@ bg_status_t bg_device_check_present(const bg_device_t *d, const char *hint) {
     if (d->kind != BG_DEVICE_CUDA) return BG_OK;
     const int seen = bg_cuda_device_count();
     if (bg_cuda_built() && d->physical < seen) return BG_OK;
-    char what[600];
-    const char *absent = bg_cuda_absent_reason();
+    char what[1024]; /* a message's length (status.c) */
+    const char *absent = bg_cuda_absent_reason(), *none = bg_cuda_no_device_reason();
     if (absent != NULL)
         snprintf(what, sizeof what, "%s", absent);
-    else if (seen == 0 && bg_cuda_no_device_reason() != NULL) /* CUDA's own word */
-        snprintf(what, sizeof what, "CUDA sees no GPU on this machine: %s",
-                 bg_cuda_no_device_reason());
+    else if (seen == 0 && none != NULL) /* CUDA's own word */
+        snprintf(what, sizeof what, "CUDA sees no GPU on this machine: %s", none);
     else
         snprintf(what, sizeof what, "CUDA sees %d GPU%s on this machine", seen,
                  seen == 1 ? "" : "s");

@@ -421,6 +421,15 @@ static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, in
     return BG_OK;
 }
 
+/* A layer's option keys, "units, activation", for messages. */
+static void option_keys(const layer_def_t *def, char *out, size_t size) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < def->num_options && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i > 0 ? ", " : "",
+                                 def->options[i].key);
+}
+
 static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const char *token,
                                 size_t length, int line, int col) {
     const char *equals = memchr(token, '=', length);
@@ -435,15 +444,12 @@ static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const ch
         const char *key = layer->def->options[i].key;
         if (strlen(key) == key_length && memcmp(key, token, key_length) == 0) index = i;
     }
-    char expected[128] = "";
-    for (int i = 0; i < layer->def->num_options; i++) {
-        if (i > 0) strcat(expected, ", ");
-        strcat(expected, layer->def->options[i].key);
-    }
     if (equals == NULL && index >= 0)
         return parse_error(p, line, col,
                            "option '%.*s' needs a value (%.*s=VALUE, with no space around '=')",
                            token_shown(length), token, token_shown(length), token);
+    char expected[128];
+    option_keys(layer->def, expected, sizeof expected);
     /* A bare word or number ("dense 2"): options are written KEY=VALUE. */
     if (equals == NULL)
         return parse_error(p, line, col,
@@ -608,10 +614,16 @@ static bg_status_t build_conv2d(parser_t *p, const layer_line_t *source) {
         /* An even kernel cannot be centred, so "same" would need uneven
          * padding, which the backends do not implement. */
         if (kernel % 2 == 0) {
+            char odd[64];
+            if (kernel < BG_MODEL_SPEC_MAX_DIM)
+                snprintf(odd, sizeof odd, "kernel=%" PRId64 " or kernel=%" PRId64, kernel - 1,
+                         kernel + 1);
+            else
+                snprintf(odd, sizeof odd, "kernel=%" PRId64, kernel - 1);
             return parse_error(p, source->line, source->key_cols[CONV_PADDING],
                                "padding=same needs an odd kernel, got kernel=%" PRId64
-                               " (kernel=%" PRId64 " or kernel=%" PRId64 " centres it)",
-                               kernel, kernel - 1, kernel + 1);
+                               " (%s centres it)",
+                               kernel, odd);
         }
         pad = (kernel - 1) / 2;
     }

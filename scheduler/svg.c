@@ -416,29 +416,20 @@ static void draw_m_tick(FILE *out, const chart_layout_t *c, int m) {
             x, bottom, x, bottom + 5, x, bottom + 20, m);
 }
 
-/* The M axis's ticks: the swept counts themselves (sorted[0..count), by M)
- * where they are few and far enough apart to label each (3, 5 and 6 would
- * otherwise show only a 4 none of them is), else the powers of two. */
+/* The M axis's ticks: the swept counts themselves (sorted[0..count), by
+ * M), each at least LEAST_GAP_PX right of the last one labelled, so that
+ * close counts are thinned rather than drawn over each other (3, 5 and 6
+ * had only a 4, the power of two between them; 90 to 95 had none). */
 static void draw_m_ticks(FILE *out, const chart_layout_t *c, const bg_sweep_point_t *sorted,
                          int count) {
-    enum { MOST_LABELS = 16, LEAST_GAP_PX = 28 };
-    int ms[MOST_LABELS], n = 0, spaced = 1;
-    for (int i = 0; i < count && spaced; i++) {
-        const int m = sorted[i].microbatches;
-        if (n > 0 && ms[n - 1] == m) continue;
-        if (n == MOST_LABELS || (n > 0 && chart_x(c, m) - chart_x(c, ms[n - 1]) < LEAST_GAP_PX))
-            spaced = 0;
-        else
-            ms[n++] = m;
+    enum { LEAST_GAP_PX = 28 };
+    double last_x = -1e300;
+    for (int i = 0; i < count; i++) {
+        const double x = chart_x(c, sorted[i].microbatches);
+        if (x - last_x < LEAST_GAP_PX) continue;
+        draw_m_tick(out, c, sorted[i].microbatches);
+        last_x = x;
     }
-    if (spaced) {
-        for (int i = 0; i < n; i++) draw_m_tick(out, c, ms[i]);
-        return;
-    }
-    /* M >= 1: no tick left of 1, where a lone M = 1 widens the axis. */
-    int first = c->log_min > 0 ? (int)ceil(c->log_min) : 0, last = (int)floor(c->log_max);
-    int stride = last - first > 12 ? 2 : 1;
-    for (int k = first; k <= last; k += stride) draw_m_tick(out, c, 1 << k);
 }
 
 /* Grid, both value axes and the log2 M axis (ticks: draw_m_ticks). */

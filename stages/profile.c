@@ -341,44 +341,55 @@ static int compare_size(const void *a, const void *b) {
 
 /* Every layer boundary's crossing at the micro-batch size, measured once
  * per message size (a crossing's cost is its bytes': thousands of equal
- * layers are one measurement, not thousands of a few milliseconds each);
- * the hand-off and wake are typical figures over all sizes (they do not
- * depend on the size). */
+ * layers are one measurement, not thousands of a few milliseconds each).
+ * The hand-off and wake, which do not depend on the size, are typical
+ * figures over all crossings measured: at least HANDOFF_SAMPLES of them
+ * where the boundaries have that many, the sizes taken again in turn. */
 static bg_status_t measure_channels(bg_backend_t *be, const bg_profile_config_t *cfg,
                                     bg_profile_t *p) {
-    const int n = cfg->spec->num_layers;
-    double *handoff = calloc((size_t)n, sizeof(double)), *wake = calloc((size_t)n, sizeof(double));
-    size_t *sizes = calloc((size_t)n, sizeof(size_t));
+    enum { HANDOFF_SAMPLES = 8 };
+    const int n = cfg->spec->num_layers, boundaries = n - 1;
+    const int most = boundaries > HANDOFF_SAMPLES ? boundaries : HANDOFF_SAMPLES;
+    double *handoff = calloc((size_t)most, sizeof(double)),
+           *wake = calloc((size_t)most, sizeof(double));
+    size_t *bytes = calloc((size_t)n, sizeof(size_t)), *sizes = calloc((size_t)n, sizeof(size_t));
     crossing_t *measured = calloc((size_t)n, sizeof(crossing_t));
     bg_status_t st = BG_OK;
-    int count = 0;
     BG_ALLOC_CHECK_GOTO(handoff, st, done);
     BG_ALLOC_CHECK_GOTO(wake, st, done);
+    BG_ALLOC_CHECK_GOTO(bytes, st, done);
     BG_ALLOC_CHECK_GOTO(sizes, st, done);
     BG_ALLOC_CHECK_GOTO(measured, st, done);
-    for (int i = 1; i < n; i++)
-        sizes[count++] = bg_backend_bytes(be, cfg->batch * bg_shape_numel(cfg->spec->layers[i].in));
-    qsort(sizes, (size_t)count, sizeof *sizes, compare_size);
+    for (int i = 1; i < n; i++) {
+        bytes[i] = bg_backend_bytes(be, cfg->batch * bg_shape_numel(cfg->spec->layers[i].in));
+        sizes[i - 1] = bytes[i];
+    }
+    qsort(sizes, (size_t)boundaries, sizeof *sizes, compare_size);
     int distinct = 0;
-    for (int k = 0; k < count; k++)
+    for (int k = 0; k < boundaries; k++)
         if (distinct == 0 || sizes[distinct - 1] != sizes[k]) sizes[distinct++] = sizes[k];
-    for (int k = 0; k < distinct; k++) {
-        BG_CHECK_GOTO(measure_crossing(be, cfg, sizes[k], &measured[k]), st, done);
-        handoff[k] = measured[k].handoff;
-        wake[k] = measured[k].wake;
+    const int samples = distinct == 0                  ? 0
+                        : boundaries < HANDOFF_SAMPLES ? boundaries
+                        : distinct > HANDOFF_SAMPLES   ? distinct
+                                                       : HANDOFF_SAMPLES;
+    for (int k = 0; k < samples; k++) {
+        crossing_t c;
+        BG_CHECK_GOTO(measure_crossing(be, cfg, sizes[k % distinct], &c), st, done);
+        if (k < distinct) measured[k] = c;
+        handoff[k] = c.handoff;
+        wake[k] = c.wake;
     }
     for (int i = 1; i < n; i++) {
-        const size_t bytes =
-            bg_backend_bytes(be, cfg->batch * bg_shape_numel(cfg->spec->layers[i].in));
-        const size_t *at = bsearch(&bytes, sizes, (size_t)distinct, sizeof *sizes, compare_size);
-        p->layer[i].send_s = measured[at - sizes].send;
+        const size_t *at = bsearch(&bytes[i], sizes, (size_t)distinct, sizeof *sizes, compare_size);
+        p->layer[i].send_s = measured[at - sizes].send; /* every size is there */
         p->layer[i].recv_s = measured[at - sizes].recv;
     }
-    p->handoff_s = bg_profile_typical(handoff, distinct);
-    p->wake_s = bg_profile_typical(wake, distinct);
+    p->handoff_s = bg_profile_typical(handoff, samples);
+    p->wake_s = bg_profile_typical(wake, samples);
 done:
     free(handoff);
     free(wake);
+    free(bytes);
     free(sizes);
     free(measured);
     if (st != BG_OK) bg_error_prefix(st, "profiling the channels: ");

@@ -1586,12 +1586,15 @@ if [ -w /dev/full ]; then
         "brigade plan: cannot write the standard output: No space left on device" "$ERR"
     # ... and so is help or a version that could not be written.
     # A help text is flushed whole at the end, where the reason is known.
-    for words in "help train" "--help" "--version" "sweep -h"; do
+    for words in "help train" "--help" "--version" "sweep -h" "plan $MODEL -h"; do
         # shellcheck disable=SC2086 # the words are meant to split
         "$BRIGADE" $words >/dev/full 2>"$ERR"
         status=$?
-        who=brigade
-        [ "$words" = "sweep -h" ] && who="brigade sweep"
+        case "$words" in
+        help*) who="brigade ${words#help }" ;;
+        -*) who=brigade ;;
+        *) who="brigade ${words%% *}" ;;
+        esac
         check "$words >/dev/full: exit status 1 (was $status)" test "$status" -eq 1
         check "$words >/dev/full: said why" grep -qFx \
             "$who: cannot write the standard output: No space left on device" "$ERR"
