@@ -348,8 +348,19 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
            p->copy_bytes_per_s / 1e9);
     printf("channels: hand-off %.1f us, wake %.1f us; per boundary (us): send/recv",
            1e6 * p->handoff_s, 1e6 * p->wake_s);
-    for (int i = 1; i < p->layers; i++)
-        printf(" %d:%.1f/%.1f", i, 1e6 * p->layer[i].send_s, 1e6 * p->layer[i].recv_s);
+    /* A run of boundaries with the same figures (tensors of one size,
+     * timed once) is one entry, "2-4:0.3/0.2". */
+    for (int i = 1, end; i < p->layers; i = end) {
+        const bg_layer_profile_t *l = &p->layer[i];
+        for (end = i + 1; end < p->layers && p->layer[end].send_s == l->send_s &&
+                          p->layer[end].recv_s == l->recv_s;
+             end++) {
+        }
+        if (end - i > 1)
+            printf(" %d-%d:%.1f/%.1f", i, end - 1, 1e6 * l->send_s, 1e6 * l->recv_s);
+        else
+            printf(" %d:%.1f/%.1f", i, 1e6 * l->send_s, 1e6 * l->recv_s);
+    }
     printf("\n");
     /* Over the ranges timed under load: F + B beside the co-runner / alone. */
     double lowest = 0, highest = 0;

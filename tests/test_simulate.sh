@@ -65,6 +65,8 @@ done
 # (the default ran last)
 check "the default's table: a column per size, the profile's marked" \
     grep -qE "^layer  fwd \+ dX \+ dW ms at +1 +2\* +8$" "$OUT"
+check "boundaries handing tensors of one size are one entry" \
+    grep -qE "per boundary \(us\): send/recv 1-2:[0-9.]+/[0-9.]+ 3-4:[0-9.]+/[0-9.]+ 5-6:" "$OUT"
 # A size whose stage of the whole model would hold over half the memory
 # (the CNN at 2^20 samples: hundreds of GiB) is left out, said so.
 expect 0 "note: the layers are not timed at 1048576 samples: the stage of the whole model that times them would hold" \
