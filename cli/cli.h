@@ -52,7 +52,7 @@ void bg_cli_note_data_keyword(const char *data, int given);
 /* Where --data synthetic made fewer samples than usual (an input so large
  * that they would pass 1 GiB: bg_dataset_synthetic_counts), a note on
  * stderr saying so, before a --batch larger than them is refused. */
-void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape);
+void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape, int64_t classes);
 
 /* bg_cli_input_status for the file an option named, its message led by the
  * option ("--resume: cannot read 'x.st': No such file or directory"). */

@@ -82,15 +82,15 @@ void bg_cli_note_data_keyword(const char *data, int given) {
         strcmp(data, "synthetic") == 0 ? "generated data" : "Debian's Fashion-MNIST", data, data);
 }
 
-void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape) {
+void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape, int64_t classes) {
     if (strcmp(data, "synthetic") != 0) return;
     int64_t train, test, usual_train, usual_test;
-    bg_dataset_synthetic_counts(shape, &train, &test);
-    bg_dataset_synthetic_counts((bg_shape_t){1, 1, 1}, &usual_train, &usual_test);
+    bg_dataset_synthetic_counts(shape, classes, &train, &test);
+    bg_dataset_synthetic_counts((bg_shape_t){1, 1, 1}, 1, &usual_train, &usual_test);
     if (train == usual_train) return;
     fprintf(stderr,
             "note: --data synthetic makes %lld training and %lld test samples of %lldx%lldx%lld, "
-            "not %lld and %lld: 1 GiB of them at most\n",
+            "not %lld and %lld: 1 GiB of them and their class prototypes at most\n",
             (long long)train, (long long)test, (long long)shape.c, (long long)shape.h,
             (long long)shape.w, (long long)usual_train, (long long)usual_test);
 }
@@ -431,11 +431,13 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
     return check_folder(option, path, path);
 }
 
-/* Where `path` leads: a regular file's device and inode, else the real
- * path of its folder and its name (*where, to free) for a file not made
- * yet, through a link to no file yet to the file the link names. 0 when it
- * cannot be told, and for devices and FIFOs, which two options may share
- * (--metrics /dev/stdout --trace /dev/stdout). */
+/* Where `path` leads: a regular file's or a named FIFO's device and
+ * inode, else the real path of its folder and its name (*where, to free)
+ * for a file not made yet, through a link to no file yet to the file the
+ * link names. 0 when it cannot be told, and for devices and what links
+ * lead to otherwise, which two options may share (--metrics /dev/stdout
+ * --trace /dev/stdout, a pipe then). A named FIFO is not: its reader
+ * takes one writer's report and ends, and the next finds none. */
 typedef struct file_key {
     int exists;
     dev_t dev;
@@ -447,7 +449,10 @@ static int file_key(const char *path, file_key_t *key) {
     struct stat st;
     *key = (file_key_t){0};
     if (stat(path, &st) == 0) {
-        if (!S_ISREG(st.st_mode)) return 0;
+        struct stat named;
+        const int fifo =
+            S_ISFIFO(st.st_mode) && lstat(path, &named) == 0 && S_ISFIFO(named.st_mode);
+        if (!S_ISREG(st.st_mode) && !fifo) return 0;
         key->exists = 1;
         key->dev = st.st_dev;
         key->ino = st.st_ino;

@@ -213,7 +213,7 @@ bg_status_t bg_dataset_open(const char *source, bg_shape_t shape, int64_t classe
 
     if (strcmp(source, "synthetic") == 0) {
         int64_t train_count, test_count;
-        bg_dataset_synthetic_counts(shape, &train_count, &test_count);
+        bg_dataset_synthetic_counts(shape, classes, &train_count, &test_count);
         if (train != NULL)
             BG_CHECK_GOTO(bg_dataset_synthetic(shape, classes, train_count, seed, 0, &train_set),
                           st, fail);
@@ -270,8 +270,11 @@ int bg_dataset_files(const char *source, char paths[BG_DATASET_FILES][BG_DATASET
     return 8;
 }
 
-void bg_dataset_synthetic_counts(bg_shape_t shape, int64_t *train, int64_t *test) {
-    const double most = (double)SYNTHETIC_MOST_BYTES / (double)bg_shape_numel(shape);
+void bg_dataset_synthetic_counts(bg_shape_t shape, int64_t classes, int64_t *train, int64_t *test) {
+    /* The class prototypes, floats, are made beside the samples. */
+    const double numel = (double)bg_shape_numel(shape);
+    const double most =
+        ((double)SYNTHETIC_MOST_BYTES - (double)classes * numel * sizeof(float)) / numel;
     *train = SYNTHETIC_TRAIN_COUNT;
     *test = SYNTHETIC_TEST_COUNT;
     if (most >= SYNTHETIC_TRAIN_COUNT + SYNTHETIC_TEST_COUNT) return;
@@ -294,6 +297,14 @@ bg_status_t bg_dataset_synthetic(bg_shape_t shape, int64_t classes, int64_t coun
     if (!dataset_fits(shape, classes)) {
         st = bg_error_set(BG_ERR_INVALID, "dataset: %lld class prototypes do not fit in memory",
                           (long long)classes);
+        goto done;
+    }
+    const uint64_t host = bg_host_memory_bytes();
+    if (host > 0 && (double)classes * (double)numel * sizeof(float) > (double)host) {
+        st = bg_error_set(BG_ERR_NOMEM,
+                          "dataset: %lld class prototypes of %zu values take more than this "
+                          "machine's %llu bytes",
+                          (long long)classes, numel, (unsigned long long)host);
         goto done;
     }
     prototypes = malloc((size_t)classes * numel * sizeof(float));

@@ -60,10 +60,11 @@ enum { BG_DATASET_FILES = 8, BG_DATASET_PATH_MAX = 4096 };
  * whose paths would be too long, which bg_dataset_open refuses). */
 int bg_dataset_files(const char *source, char paths[BG_DATASET_FILES][BG_DATASET_PATH_MAX]);
 
-/* How many samples --data synthetic makes of `shape`: 8,192 to train on
- * and 2,048 to test, a byte a value, or where those would pass 1 GiB as
- * many in the same proportion as fit in it (at least one each). */
-void bg_dataset_synthetic_counts(bg_shape_t shape, int64_t *train, int64_t *test);
+/* How many samples --data synthetic makes of `shape` for `classes`: 8,192
+ * to train on and 2,048 to test, a byte a value, or where those and the
+ * class prototypes made beside them (floats) would pass 1 GiB as many in
+ * the same proportion as fit in it (at least one each). */
+void bg_dataset_synthetic_counts(bg_shape_t shape, int64_t classes, int64_t *train, int64_t *test);
 
 /* Synthetic dataset of `count` samples (see bg_dataset_open). `seed` fixes the
  * class prototypes; `stream` selects which samples are drawn around them, so

@@ -629,13 +629,14 @@ static bg_status_t build_conv2d(parser_t *p, const layer_line_t *source) {
     }
     /* Dimensions are at most BG_MODEL_SPEC_MAX_DIM, so these sums cannot
      * overflow. */
+    /* Only unpadded: padding=same leaves room for any kernel. */
     if (in.h + 2 * pad < kernel || in.w + 2 * pad < kernel) {
-        const int64_t most = (in.h < in.w ? in.h : in.w) + 2 * pad;
+        const int64_t most = in.h < in.w ? in.h : in.w;
         return parse_error(p, source->line, source->key_cols[CONV_KERNEL],
                            "conv2d kernel %" PRId64 "x%" PRId64 " does not fit its %" PRId64
-                           "x%" PRId64 " input (padding %" PRId64 "): kernel=%" PRId64 " at most%s",
-                           kernel, kernel, in.h, in.w, pad, most,
-                           pad == 0 && kernel % 2 == 1 ? ", or padding=same" : "");
+                           "x%" PRId64 " input (no padding): kernel=%" PRId64 " at most%s",
+                           kernel, kernel, in.h, in.w, most,
+                           kernel % 2 == 1 ? ", or padding=same" : "");
     }
     bg_layer_spec_t *layer = NULL;
     BG_CHECK(append_layer(p, source, &layer));

@@ -416,19 +416,34 @@ static void draw_m_tick(FILE *out, const chart_layout_t *c, int m) {
             x, bottom, x, bottom + 5, x, bottom + 20, m);
 }
 
+/* About how wide m's label is at the axis's 12 px: 7 px a digit. */
+static double label_width(int m) {
+    int digits = 1;
+    while (m >= 10) m /= 10, digits++;
+    return 7.0 * digits;
+}
+
 /* The M axis's ticks: the swept counts themselves (sorted[0..count), by
- * M), each at least LEAST_GAP_PX right of the last one labelled, so that
- * close counts are thinned rather than drawn over each other (3, 5 and 6
- * had only a 4, the power of two between them; 90 to 95 had none). */
+ * M), each labelled only where its label clears the last one drawn by
+ * GAP_PX, so that close counts are thinned rather than drawn over each
+ * other (3, 5 and 6 had only a 4, the power of two between them; 90 to 95
+ * had none). */
 static void draw_m_ticks(FILE *out, const chart_layout_t *c, const bg_sweep_point_t *sorted,
                          int count) {
-    enum { LEAST_GAP_PX = 28 };
-    double last_x = -1e300;
+    enum { GAP_PX = 8 };
+    /* The largest count is always labelled: the others clear it too. */
+    const int end_m = sorted[count - 1].microbatches;
+    const double end_x = chart_x(c, end_m), end_half = label_width(end_m) / 2;
+    double last_x = 0, last_half = 0;
     for (int i = 0; i < count; i++) {
-        const double x = chart_x(c, sorted[i].microbatches);
-        if (x - last_x < LEAST_GAP_PX) continue;
-        draw_m_tick(out, c, sorted[i].microbatches);
+        const int m = sorted[i].microbatches;
+        const double x = chart_x(c, m), half = label_width(m) / 2;
+        if (i > 0 && x - last_x < last_half + half + GAP_PX) continue;
+        if (m != end_m && end_x - x < end_half + half + GAP_PX) continue;
+        draw_m_tick(out, c, m);
+        if (m == end_m) break;
         last_x = x;
+        last_half = half;
     }
 }
 

@@ -115,16 +115,17 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total, uin
                             (long long)rs->train_samples, (long long)cfg->train->count);
     if (rs->data_crc32_saved && rs->data_crc32 != data_crc32)
         return bg_error_set(BG_ERR_INVALID,
-                            "--resume: the run was saved training on other data of as many "
-                            "samples (CRC-32 of its images and labels %08" PRIx32
-                            ", this data's %08" PRIx32
+                            "--resume: the run was saved training on other data%s (CRC-32 of "
+                            "its images and labels %08" PRIx32 ", this data's %08" PRIx32
                             "; a resumed run continues on the same data, --load starts another "
                             "from its weights)",
-                            rs->data_crc32, data_crc32);
+                            rs->train_samples > 0 ? " of as many samples" : "", rs->data_crc32,
+                            data_crc32);
     if (rs->position >= cfg->train->count)
         return bg_error_set(BG_ERR_INVALID,
-                            "--resume: the run was saved at sample %lld of its epoch, past the "
-                            "%lld of this data (a resumed run continues on the same data)",
+                            "--resume: the run was saved at sample %lld of its epoch, at or "
+                            "past the end of the %lld of this data (a resumed run continues on "
+                            "the same data)",
                             (long long)rs->position, (long long)cfg->train->count);
     if (rs->step >= total)
         return bg_error_set(BG_ERR_INVALID,
@@ -144,9 +145,14 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total, uin
                             "epoch %d, is not its step %lld (epochs of %lld steps)%s",
                             (long long)cfg->batch, (long long)rs->position, rs->epoch,
                             (long long)rs->step, (long long)per_epoch,
-                            rs->batch == 0 ? "; it records no batch (an older checkpoint): "
-                                             "resume it with the --batch it was saved at"
-                                           : "");
+                            rs->batch == 0 && rs->train_samples == 0
+                                ? "; it records neither its batch nor its training set's size "
+                                  "(an older checkpoint): resume it with the --batch and the "
+                                  "--data it was saved with"
+                            : rs->batch == 0 ? "; it records no batch (an older checkpoint): "
+                                               "resume it with the --batch it was saved at"
+                                             : "; it records no training set's size: resume "
+                                               "it with the --data it was saved with");
     return BG_OK;
 }
 
@@ -209,12 +215,11 @@ static bg_status_t save_checkpoint(const bg_train_config_t *cfg, bg_pipeline_t *
     save->epoch = at->epoch;
     save->position = at->position;
     save->shuffle_rng = at->shuffle;
-    /* A run resumed from a checkpoint that recorded neither (an older
-       format) may have changed them: its steps then tell no epochs apart,
-       and its checkpoints do not claim they do (check_counts). */
-    const bg_train_state_t *from = cfg->resume;
-    save->batch = from != NULL && from->batch == 0 ? 0 : cfg->batch;
-    save->train_samples = from != NULL && from->train_samples == 0 ? 0 : cfg->train->count;
+    /* Recorded also after a checkpoint that recorded neither (an older
+       format): check_resume found its position and step to agree at this
+       run's batch and data, which the run then goes on with. */
+    save->batch = cfg->batch;
+    save->train_samples = cfg->train->count;
     save->epoch_loss_sum = at->epoch_loss_sum;
     save->epoch_steps = at->epoch_steps;
     save->skipped_steps = at->skipped_steps;

@@ -526,16 +526,24 @@ expect 0 "resuming $T/after-pre-skipped.st at step 6" -- train "$MLP" --data syn
 # exit 0, without --save).
 edit_checkpoint "$T/clean.st" "$T/older.st" -brigade.batch -brigade.train_samples
 expect 0 "resuming $T/older.st at step 4 (epoch 1, sample 64)" -- train "$MLP" --data synthetic \
-    --steps 6 --batch 16 --resume "$T/older.st" --test-samples 64
+    --steps 6 --batch 16 --resume "$T/older.st" --test-samples 64 --save "$T/older-on.st"
+# Its run's checkpoints record both again (their position was checked).
+expect 0 "resuming $T/older-on.st at step 6" -- train "$MLP" --data synthetic --steps 7 \
+    --batch 16 --resume "$T/older-on.st" --test-samples 64
+usage_error "--resume: the run was saved at --batch 16, this one has --batch 32" -- \
+    train "$MLP" --data synthetic --steps 7 --batch 32 --resume "$T/older-on.st"
 for edit in brigade.epoch=5 brigade.position=8000 brigade.position=72; do
     edit_checkpoint "$T/clean.st" "$T/older.st" -brigade.batch -brigade.train_samples "$edit"
-    expect 2 "; it records no batch (an older checkpoint): resume it with the --batch it was saved at" \
+    expect 2 "; it records neither its batch nor its training set's size (an older checkpoint): resume it with the --batch and the --data it was saved with" \
         -- train "$MLP" --data synthetic --steps 300 --batch 16 --resume "$T/older.st"
 done
+edit_checkpoint "$T/clean.st" "$T/older.st" -brigade.batch brigade.epoch=5
+expect 2 "; it records no batch (an older checkpoint): resume it with the --batch it was saved at" \
+    -- train "$MLP" --data synthetic --steps 300 --batch 16 --resume "$T/older.st"
 # A batch without a training set's size is checked as well (until
 # 2026-12-05: epoch 5 at step 4 ran nothing, exit 0).
 edit_checkpoint "$T/clean.st" "$T/halved.st" -brigade.train_samples brigade.epoch=5
-expect 2 "--resume: at --batch 16 the checkpoint's position, sample 64 of epoch 5, is not its step 4 (epochs of 512 steps)" \
+expect 2 "--resume: at --batch 16 the checkpoint's position, sample 64 of epoch 5, is not its step 4 (epochs of 512 steps); it records no training set's size: resume it with the --data it was saved with" \
     -- train "$MLP" --data synthetic --steps 300 --batch 16 --resume "$T/halved.st"
 # A position into an epoch at step 0 names no batch the file lacks.
 edit_checkpoint "$T/clean.st" "$T/older.st" -brigade.batch -brigade.train_samples brigade.step=0 \
@@ -544,7 +552,7 @@ expect 2 "$T/older.st: brigade.position 64 is samples into an epoch, but brigade
     -- train "$MLP" --data synthetic --steps 300 --batch 16 --resume "$T/older.st"
 edit_checkpoint "$T/clean.st" "$T/older.st" -brigade.batch -brigade.train_samples brigade.position=72
 expect 2 "" -- train "$MLP" --data synthetic --steps 300 --batch 16 --resume "$T/older.st"
-check "the position and step it names" grep -qF "at --batch 16 the checkpoint's position, sample 72 of epoch 1, is not its step 4 (epochs of 512 steps); it records no batch" "$ERR"
+check "the position and step it names" grep -qF "at --batch 16 the checkpoint's position, sample 72 of epoch 1, is not its step 4 (epochs of 512 steps); it records neither" "$ERR"
 usage_error "--seed: expected a whole number from 0 to 18446744073709551615, got '-5'" -- \
     train "$MODEL" --seed -5
 usage_error "--seed: expected a whole number from 0 to 18446744073709551615, got '18446744073709551616'" \
@@ -1272,6 +1280,10 @@ fi
 if mkfifo "$T/report.fifo"; then
     expect 1 "metrics: cannot write '$T/report.fifo': it is a FIFO that no process reads (start its reader first)" \
         -- train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/report.fifo"
+    # Two reports into one FIFO: its reader takes the first and ends.
+    usage_error "--metrics and --trace both name '$T/report.fifo': each output needs a file of its own" \
+        -- train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/report.fifo" \
+        --trace "$T/report.fifo"
     # The reader opens the FIFO without waiting for a writer, says so, and
     # reads until the writer closes it (or 120 s pass): no race with the
     # run, and no reader left waiting when the run fails.

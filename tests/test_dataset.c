@@ -518,25 +518,31 @@ static void test_open_synthetic(void **state) {
     bg_dataset_destroy(test);
 }
 
-/* --data synthetic: 8,192 and 2,048 samples up to 1 GiB in all (a byte a
- * value), then as many in that proportion as fit: 3x512x512 images took
- * 8 GiB until 2026-12-05. */
+/* --data synthetic: 8,192 and 2,048 samples up to 1 GiB in all with the
+ * class prototypes (a byte a sample's value, 4 a prototype's), then as
+ * many in that proportion as fit: 3x512x512 images took 8 GiB until
+ * 2026-12-05. */
 static void test_synthetic_counts(void **state) {
     (void)state;
     int64_t train = 0, test = 0;
-    bg_dataset_synthetic_counts((bg_shape_t){1, 28, 28}, &train, &test);
+    bg_dataset_synthetic_counts((bg_shape_t){1, 28, 28}, 10, &train, &test);
     assert_int_equal(train, 8192);
     assert_int_equal(test, 2048);
-    /* 104,857 values a sample is the largest that keeps 10,240 samples. */
-    bg_dataset_synthetic_counts((bg_shape_t){1, 1, 104857}, &train, &test);
+    /* 104,449 values a sample is the largest that keeps 10,240 samples
+     * and 10 prototypes within 1 GiB: 104,449 x (10,240 + 40) bytes. */
+    bg_dataset_synthetic_counts((bg_shape_t){1, 1, 104449}, 10, &train, &test);
     assert_int_equal(train, 8192);
-    bg_dataset_synthetic_counts((bg_shape_t){1, 1, 104858}, &train, &test);
+    bg_dataset_synthetic_counts((bg_shape_t){1, 1, 104450}, 10, &train, &test);
     assert_int_equal(train, 8191);
-    bg_dataset_synthetic_counts((bg_shape_t){3, 512, 512}, &train, &test);
-    assert_int_equal(train, 1092);
-    assert_int_equal(test, 273);
-    assert_true((train + test) * 3 * 512 * 512 <= (int64_t)1 << 30);
-    bg_dataset_synthetic_counts((bg_shape_t){1024, 1024, 1024}, &train, &test);
+    bg_dataset_synthetic_counts((bg_shape_t){3, 512, 512}, 10, &train, &test);
+    assert_int_equal(train, 1060);
+    assert_int_equal(test, 265);
+    assert_true((train + test + 40) * 3 * 512 * 512 <= (int64_t)1 << 30);
+    /* More classes, fewer samples. */
+    bg_dataset_synthetic_counts((bg_shape_t){3, 512, 512}, 100, &train, &test);
+    assert_int_equal(train, 772);
+    /* Prototypes alone past 1 GiB: one sample each. */
+    bg_dataset_synthetic_counts((bg_shape_t){3, 4096, 4096}, 10, &train, &test);
     assert_int_equal(train, 1);
     assert_int_equal(test, 1);
 }

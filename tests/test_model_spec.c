@@ -931,10 +931,10 @@ static void test_error_too_many_layers(void **state) {
 static void test_error_conv_kernel_too_large(void **state) {
     (void)state;
     expect_error("input channels=1 height=2 width=5\nconv2d filters=1 kernel=3\n",
-                 "spec:2:18: conv2d kernel 3x3 does not fit its 2x5 input (padding 0): "
+                 "spec:2:18: conv2d kernel 3x3 does not fit its 2x5 input (no padding): "
                  "kernel=2 at most, or padding=same");
     expect_error(MNIST_INPUT "maxpool size=14 stride=1\nconv2d filters=1 kernel=16\n",
-                 "spec:3:18: conv2d kernel 16x16 does not fit its 15x15 input (padding 0): "
+                 "spec:3:18: conv2d kernel 16x16 does not fit its 15x15 input (no padding): "
                  "kernel=15 at most");
 }
 

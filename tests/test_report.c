@@ -943,6 +943,7 @@ static void test_svg_chart(void **state) {
         labelled += strstr(text, tick) != NULL;
     }
     assert_non_null(strstr(text, "text-anchor=\"middle\">90</text>"));
+    assert_non_null(strstr(text, "text-anchor=\"middle\">95</text>"));
     assert_true(labelled >= 2 && labelled < 6);
     free(text);
     assert_int_equal(bg_svg_chart_write(path, points, 0, NULL), BG_ERR_INVALID);
