@@ -49,6 +49,12 @@ bg_status_t bg_cli_input_status(bg_status_t status);
  * the command's default, and the note says so). */
 void bg_cli_note_data_keyword(const char *data, int given);
 
+/* fflush(stdout), noting why the first flush that failed did
+ * (bg_cli_stdout_errno): by the command's end stdio has forgotten it, and a
+ * full disk's table would be reported without a reason. */
+void bg_cli_flush_stdout(void);
+extern int bg_cli_stdout_errno; /* 0 until a flush of stdout fails */
+
 /* Where --data synthetic made fewer samples than usual (an input so large
  * that they would pass 1 GiB: bg_dataset_synthetic_counts), a note on
  * stderr saying so, before a --batch larger than them is refused. */

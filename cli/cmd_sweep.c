@@ -596,7 +596,7 @@ int bg_cmd_sweep(int argc, char **argv) {
            "samples/s", "bubble %", "theory %", "imbal. %");
     if (!o.simulate) printf("%15s  ", "sim ms (err)");
     printf("peak MiB per stage\n");
-    fflush(stdout); /* each row as it comes, also into a file beside stderr's progress */
+    bg_cli_flush_stdout(); /* each row as it comes, also into a file beside stderr's progress */
     sweep_context_t c = {.o = &o,
                          .spec = spec,
                          .data = train,
@@ -628,7 +628,7 @@ int bg_cmd_sweep(int argc, char **argv) {
             else if (skip[0] != '\0') {
                 printf("%4d  %-11s skipped: %s\n", o.ms[i], bg_schedule_kind_name(o.schedules[k]),
                        skip);
-                fflush(stdout);
+                bg_cli_flush_stdout();
             }
             /* A skipped point stays, marked, so the chart shows it. */
             if (failed == BG_OK && skip[0] != '\0' && count < MAX_POINTS)
@@ -674,7 +674,7 @@ int bg_cmd_sweep(int argc, char **argv) {
         bg_cli_output_written(&outputs, written, "metrics", o.metrics);
         metrics_written = written == BG_OK;
     }
-    fflush(stdout); /* the rows a last message points to go first, also into a pipe */
+    bg_cli_flush_stdout(); /* the rows a last message points to go first, also into a pipe */
     const char *kept = kept_outputs(chart_written, metrics_written);
     if (failed != BG_OK) {
         fprintf(stderr, "brigade sweep: %s\n", error);

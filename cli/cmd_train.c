@@ -924,7 +924,7 @@ int bg_cmd_train(int argc, char **argv) {
     }
 outputs:
     if (o.save != NULL && r.saved_step > 0) { /* a note, as "metrics written to F" is */
-        fflush(stdout);
+        bg_cli_flush_stdout();
         fprintf(stderr, "saved the training state at step %lld to %s\n", (long long)r.saved_step,
                 bg_cli_shown(o.save, model_shown, sizeof model_shown));
     }

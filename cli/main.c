@@ -87,7 +87,7 @@ static int close_stdout(const char *cmd, int code) {
     /* A write that failed earlier left no errno here; a closed descriptor
      * (`>&-`) is the usual cause, and says so when asked. */
     if (stdout_closed) errno = EBADF;
-    const int saved = errno;
+    const int saved = errno != 0 ? errno : bg_cli_stdout_errno;
     fprintf(stderr, "brigade%s%s: cannot write the standard output%s%s\n", cmd != NULL ? " " : "",
             cmd != NULL ? cmd : "", saved != 0 ? ": " : "", saved != 0 ? strerror(saved) : "");
     return code != 0 ? code : 1;

@@ -82,6 +82,12 @@ void bg_cli_note_data_keyword(const char *data, int given) {
         strcmp(data, "synthetic") == 0 ? "generated data" : "Debian's Fashion-MNIST", data, data);
 }
 
+int bg_cli_stdout_errno;
+
+void bg_cli_flush_stdout(void) {
+    if (fflush(stdout) != 0 && bg_cli_stdout_errno == 0) bg_cli_stdout_errno = errno;
+}
+
 void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape, int64_t classes) {
     if (strcmp(data, "synthetic") != 0) return;
     int64_t train, test, usual_train, usual_test;
@@ -544,12 +550,12 @@ void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const 
     if (status == BG_OK) {
         /* A note, not a result: stdout stays the report (and a --metrics
            /dev/stdout's JSON, alone after it). */
-        fflush(stdout);
+        bg_cli_flush_stdout();
         char shown[BG_CLI_SHOWN_MAX];
         fprintf(stderr, "%s written to %s\n", what, bg_cli_shown(path, shown, sizeof shown));
         return;
     }
-    fflush(stdout); /* what it follows comes first, also into a pipe */
+    bg_cli_flush_stdout(); /* what it follows comes first, also into a pipe */
     fprintf(stderr, "brigade %s: ", outputs->cmd);
     put_message(bg_error_message());
     fputc('\n', stderr);

@@ -710,7 +710,7 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         per_device ? bg_partition_device_peak_bytes(part, part->worst_device) : st->peak_bytes;
     char overflowing[320], need[32], cap[32], over[32], share[160] = "";
     describe_overflow(p, overflowing, sizeof overflowing);
-    fflush(stdout); /* the table this explains comes first, also into a pipe */
+    bg_cli_flush_stdout(); /* the table this explains comes first, also into a pipe */
     if (r->chunks > 1 && !per_device)
         snprintf(share, sizeof share, " (1/%d of %s's: --chunks %d)", r->chunks, device, r->chunks);
     else if (host_share && placement->device_mem == 0 && r->devices > 1 &&

@@ -1598,7 +1598,8 @@ if [ -w /dev/full ]; then
         "brigade plan: cannot write the standard output: No space left on device" "$ERR"
     # ... and so is help or a version that could not be written.
     # A help text is flushed whole at the end, where the reason is known.
-    for words in "help train" "--help" "--version" "sweep -h" "plan $MODEL -h"; do
+    for words in "help train" "--help" "--version" "sweep -h" "plan $MODEL -h" \
+        "sweep $MODEL --simulate --microbatches 1,2"; do
         # shellcheck disable=SC2086 # the words are meant to split
         "$BRIGADE" $words >/dev/full 2>"$ERR"
         status=$?
