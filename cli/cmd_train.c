@@ -802,7 +802,7 @@ int bg_cmd_train(int argc, char **argv) {
     if (!o.train.evaluate_only) bg_cli_note_turns(plan, &o.placement, o.train.batch);
     bg_progress_t progress;
     bg_progress_init(&progress, stderr,
-                     train != NULL ? (train->count + o.train.batch - 1) / o.train.batch : 1);
+                     train != NULL ? bg_train_steps_per_epoch(train->count, o.train.batch) : 1);
     o.train.spec = spec;
     o.train.train = train;
     o.train.test = test;

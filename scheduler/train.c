@@ -136,10 +136,10 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total, uin
      * or an edited one) has not had its position and step checked against
      * each other (train_state.c): checked here, at this run's batch. At
      * another batch the run would stop early or late. */
-    const int64_t per_epoch = (cfg->train->count + cfg->batch - 1) / cfg->batch;
-    const double want =
-        (double)(rs->epoch - 1) * (double)per_epoch + (double)(rs->position / cfg->batch);
-    if (rs->position % cfg->batch != 0 || (double)rs->step != want)
+    const int64_t per_epoch = bg_train_steps_per_epoch(cfg->train->count, cfg->batch);
+    if (rs->position % cfg->batch != 0 ||
+        (double)rs->step !=
+            bg_train_step_at(rs->epoch, rs->position, cfg->train->count, cfg->batch))
         return bg_error_set(BG_ERR_INVALID,
                             "--resume: at --batch %lld the checkpoint's position, sample %lld of "
                             "epoch %d, is not its step %lld (epochs of %lld steps)%s",
@@ -163,7 +163,7 @@ static int64_t whole_epochs(const bg_train_config_t *cfg, int64_t per_epoch) {
 }
 
 int64_t bg_train_total_steps(const bg_train_config_t *cfg, int64_t samples) {
-    const int64_t per_epoch = (samples + cfg->batch - 1) / cfg->batch;
+    const int64_t per_epoch = bg_train_steps_per_epoch(samples, cfg->batch);
     const int64_t total = whole_epochs(cfg, per_epoch) * per_epoch;
     return cfg->steps > 0 && cfg->steps < total ? cfg->steps : total;
 }
@@ -378,7 +378,7 @@ static bg_status_t save_before_nan(const bg_train_config_t *cfg, bg_pipeline_t *
  * an epoch may be short). */
 static double samples_per_s(const bg_train_config_t *cfg, const bg_train_result_t *r) {
     const int64_t batch = cfg->batch, count = cfg->train->count;
-    const int64_t per_epoch = (count + batch - 1) / batch;
+    const int64_t per_epoch = bg_train_steps_per_epoch(count, batch);
     int64_t samples = 0;
     for (int64_t k = r->first_step; k < r->steps; k++) {
         const int64_t at = (k % per_epoch) * batch;
@@ -434,7 +434,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     BG_CHECK(check_config(cfg));
     const bg_dataset_t *train = cfg->train;
     const int64_t batch = cfg->batch;
-    const int64_t per_epoch = (train->count + batch - 1) / batch;
+    const int64_t per_epoch = bg_train_steps_per_epoch(train->count, batch);
     int64_t total = 0;
     BG_CHECK(run_length(cfg, per_epoch, &total));
     const int epochs = (int)((total + per_epoch - 1) / per_epoch);

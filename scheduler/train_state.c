@@ -298,10 +298,8 @@ static bg_status_t check_counts(const char *path, const bg_safetensors_t *file,
             "%lld of the run",
             path, (long long)st->epoch_steps, (long long)into_epoch, (long long)st->position,
             (long long)st->skipped_steps);
-    const int64_t per_epoch = st->train_samples / st->batch + (st->train_samples % st->batch != 0);
-    /* In double: a file's counts can be anything up to 2^63. */
-    const double want =
-        (double)(st->epoch - 1) * (double)per_epoch + (double)(st->position / st->batch);
+    const int64_t per_epoch = bg_train_steps_per_epoch(st->train_samples, st->batch);
+    const double want = bg_train_step_at(st->epoch, st->position, st->train_samples, st->batch);
     if ((double)st->step != want)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: brigade.step %lld does not match brigade.epoch %d and "

@@ -69,6 +69,21 @@ typedef struct bg_train_state {
     float *state[2];      /* states buffers of params_count values */
 } bg_train_state_t;
 
+/* The steps an epoch of `samples` takes at `batch` (its last one short). */
+static inline int64_t bg_train_steps_per_epoch(int64_t samples, int64_t batch) {
+    return samples / batch + (samples % batch != 0);
+}
+
+/* The step a run stands at `position` samples into its (1-based) `epoch`,
+ * at `batch` over `samples`: what a state's step must be, checked on load
+ * where the file records its batch and samples, and by a resumed run at
+ * its own where the file does not. In double: a file's counts can be
+ * anything up to 2^63. */
+static inline double bg_train_step_at(int epoch, int64_t position, int64_t samples, int64_t batch) {
+    return (double)(epoch - 1) * (double)bg_train_steps_per_epoch(samples, batch) +
+           (double)(position / batch);
+}
+
 /* Allocates the buffers of a state for `spec` and `optimizer`. */
 bg_status_t bg_train_state_init(bg_train_state_t *state, const bg_model_spec_t *spec,
                                 const bg_optimizer_config_t *optimizer);
