@@ -256,22 +256,29 @@ static void test_size_limit(void **state) {
     check_parse_error(buf, n, "truncated: header promises 1073741824 data bytes, file has 0");
 }
 
+/* Writes the first `size` bytes of `idx` as the plain file `name` and
+ * expects its load refused with exactly "PATH: message". */
+static void check_plain_refused(fixture_t *f, const char *name, const uint8_t *idx_bytes,
+                                size_t size, const char *message) {
+    write_plain(path_of(f, name), idx_bytes, size);
+    bg_idx_t *idx = NULL;
+    assert_int_equal(bg_idx_load(f->path, &idx), BG_ERR_PARSE);
+    char expected[PATH_CAPACITY + 100];
+    snprintf(expected, sizeof expected, "%s: %s", f->path, message);
+    assert_string_equal(bg_error_message(), expected);
+    assert_null(idx);
+}
+
 static void test_truncated_by_one(void **state) {
     fixture_t *f = *state;
     uint8_t buf[IDX_CAPACITY];
     uint32_t dims[] = {2, 3, 4};
     size_t n = make_idx(buf, 0x08, 3, dims, 24);
-    write_plain(path_of(f, "short-idx3-ubyte"), buf, n - 1);
-    bg_idx_t *idx = NULL;
-    bg_status_t st = bg_idx_load(f->path, &idx);
-    assert_int_equal(st, BG_ERR_PARSE);
-    char expected[PATH_CAPACITY + 100];
-    snprintf(expected, sizeof expected, "%s: truncated: header promises 24 data bytes, file has 23",
-             f->path);
-    assert_string_equal(bg_error_message(), expected);
-    assert_null(idx);
+    check_plain_refused(f, "short-idx3-ubyte", buf, n - 1,
+                        "truncated: header promises 24 data bytes, file has 23");
 
     /* The same through gzip: the count is of decompressed bytes. */
+    bg_idx_t *idx = NULL;
     write_gzip(path_of(f, "short-idx3-ubyte.gz"), buf, n - 1);
     check_error(bg_idx_load(f->path, &idx), BG_ERR_PARSE, f->path,
                 "truncated: header promises 24 data bytes, file has 23");
@@ -282,13 +289,7 @@ static void test_trailing_byte(void **state) {
     uint8_t buf[IDX_CAPACITY];
     uint32_t dims[] = {2, 3, 4};
     size_t n = make_idx(buf, 0x08, 3, dims, 25);
-    write_plain(path_of(f, "long-idx3-ubyte"), buf, n);
-    bg_idx_t *idx = NULL;
-    assert_int_equal(bg_idx_load(f->path, &idx), BG_ERR_PARSE);
-    char expected[PATH_CAPACITY + 100];
-    snprintf(expected, sizeof expected, "%s: 1 unexpected bytes after the data", f->path);
-    assert_string_equal(bg_error_message(), expected);
-    assert_null(idx);
+    check_plain_refused(f, "long-idx3-ubyte", buf, n, "1 unexpected bytes after the data");
 }
 
 static void test_truncated_header(void **state) {
@@ -476,11 +477,8 @@ static void test_promise_past_size(void **state) {
     uint8_t buf[IDX_CAPACITY];
     uint32_t dims[] = {1024, 1024, 1024};
     size_t n = make_idx(buf, 0x08, 3, dims, 0);
-    write_plain(path_of(f, "promise-idx3-ubyte"), buf, n);
-    bg_idx_t *idx = NULL;
-    check_error(bg_idx_load(f->path, &idx), BG_ERR_PARSE, f->path,
-                "truncated: header promises 1073741824 data bytes, file has 0");
-    assert_null(idx);
+    check_plain_refused(f, "promise-idx3-ubyte", buf, n,
+                        "truncated: header promises 1073741824 data bytes, file has 0");
 }
 
 /* A gzip member of `size` bytes, stored (deflate level 0), into out. */
