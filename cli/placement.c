@@ -276,7 +276,7 @@ static const char *auto_gpus(const bg_topology_t *topo, char *buf, size_t size) 
  * search then tries. One a device (K - 1): the others, --chunks dropped.
  * Any other count is refused by the check that follows. */
 static void note_auto_split(bg_placement_t *p) {
-    const int devices = p->stages > 0 ? p->stages : p->devices.count;
+    const int devices = bg_placement_stage_count(p) / p->chunks;
     if (p->split_count == devices * p->chunks - 1)
         fprintf(stderr,
                 "note: --split gives %d boundar%s, for --chunks %d's %d stages: --schedule auto "
