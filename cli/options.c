@@ -90,15 +90,15 @@ void bg_cli_flush_stdout(void) {
 
 void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape, int64_t classes) {
     if (strcmp(data, "synthetic") != 0) return;
-    int64_t train, test, usual_train, usual_test;
+    int64_t train, test;
     bg_dataset_synthetic_counts(shape, classes, &train, &test);
-    bg_dataset_synthetic_counts((bg_shape_t){1, 1, 1}, 1, &usual_train, &usual_test);
-    if (train == usual_train) return;
+    if (train == BG_DATASET_SYNTHETIC_TRAIN) return;
     fprintf(stderr,
             "note: --data synthetic makes %lld training and %lld test samples of %lldx%lldx%lld, "
-            "not %lld and %lld: 1 GiB of them and their class prototypes at most\n",
+            "not %d and %d: %d GiB of them and their class prototypes at most\n",
             (long long)train, (long long)test, (long long)shape.c, (long long)shape.h,
-            (long long)shape.w, (long long)usual_train, (long long)usual_test);
+            (long long)shape.w, BG_DATASET_SYNTHETIC_TRAIN, BG_DATASET_SYNTHETIC_TEST,
+            BG_DATASET_SYNTHETIC_MOST_BYTES >> 30);
 }
 
 bg_status_t bg_cli_option_input_status(bg_status_t status, const char *option) {

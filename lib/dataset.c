@@ -19,9 +19,6 @@
 
 enum {
     DATASET_PATH_MAX = BG_DATASET_PATH_MAX,
-    SYNTHETIC_TRAIN_COUNT = 8192,
-    SYNTHETIC_TEST_COUNT = 2048,
-    SYNTHETIC_MOST_BYTES = 1 << 30,
     SYNTHETIC_PROTOTYPE_STREAM = 1000,
     SYNTHETIC_SAMPLE_STREAM = 2000,
 };
@@ -274,13 +271,13 @@ void bg_dataset_synthetic_counts(bg_shape_t shape, int64_t classes, int64_t *tra
     /* The class prototypes, floats, are made beside the samples. */
     const double numel = (double)bg_shape_numel(shape);
     const double most =
-        ((double)SYNTHETIC_MOST_BYTES - (double)classes * numel * sizeof(float)) / numel;
-    *train = SYNTHETIC_TRAIN_COUNT;
-    *test = SYNTHETIC_TEST_COUNT;
-    if (most >= SYNTHETIC_TRAIN_COUNT + SYNTHETIC_TEST_COUNT) return;
-    const double share = most / (SYNTHETIC_TRAIN_COUNT + SYNTHETIC_TEST_COUNT);
-    *train = (int64_t)(SYNTHETIC_TRAIN_COUNT * share);
-    *test = (int64_t)(SYNTHETIC_TEST_COUNT * share);
+        ((double)BG_DATASET_SYNTHETIC_MOST_BYTES - (double)classes * numel * sizeof(float)) / numel;
+    *train = BG_DATASET_SYNTHETIC_TRAIN;
+    *test = BG_DATASET_SYNTHETIC_TEST;
+    if (most >= BG_DATASET_SYNTHETIC_TRAIN + BG_DATASET_SYNTHETIC_TEST) return;
+    const double share = most / (BG_DATASET_SYNTHETIC_TRAIN + BG_DATASET_SYNTHETIC_TEST);
+    *train = (int64_t)(BG_DATASET_SYNTHETIC_TRAIN * share);
+    *test = (int64_t)(BG_DATASET_SYNTHETIC_TEST * share);
     if (*train < 1) *train = 1;
     if (*test < 1) *test = 1;
 }

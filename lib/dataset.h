@@ -60,6 +60,14 @@ enum { BG_DATASET_FILES = 8, BG_DATASET_PATH_MAX = 4096 };
  * whose paths would be too long, which bg_dataset_open refuses). */
 int bg_dataset_files(const char *source, char paths[BG_DATASET_FILES][BG_DATASET_PATH_MAX]);
 
+/* --data synthetic's usual sizes, and the most bytes its samples and
+ * class prototypes take (bg_dataset_synthetic_counts). */
+enum {
+    BG_DATASET_SYNTHETIC_TRAIN = 8192,
+    BG_DATASET_SYNTHETIC_TEST = 2048,
+    BG_DATASET_SYNTHETIC_MOST_BYTES = 1 << 30,
+};
+
 /* How many samples --data synthetic makes of `shape` for `classes`: 8,192
  * to train on and 2,048 to test, a byte a value, or where those and the
  * class prototypes made beside them (floats) would pass 1 GiB as many in
