@@ -520,8 +520,8 @@ static void test_open_synthetic(void **state) {
 
 /* --data synthetic: 8,192 and 2,048 samples up to 1 GiB in all with the
  * class prototypes (a byte a sample's value, 4 a prototype's), then as
- * many in that proportion as fit: 3x512x512 images took 8 GiB until
- * 2026-12-05. */
+ * many in that proportion as fit: 10,240 samples of 3x512x512 took
+ * 8,053,063,680 bytes (7.5 GiB) until 2026-12-05. */
 static void test_synthetic_counts(void **state) {
     (void)state;
     int64_t train = 0, test = 0;
