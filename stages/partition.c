@@ -16,6 +16,12 @@
  * worth their memory: 64M cells of cut points (256 MiB). */
 #define MAX_CELLS ((size_t)1 << 26)
 
+/* The unit starting at layer boundary `layer`, one a result's stage
+ * starts at (bg_partition_price set it from a unit). */
+static int unit_at(const partition_context_t *c, int layer) {
+    return bg_cost_model_cut_index(c->cfg->model, layer);
+}
+
 static const bg_cost_link_t *link_between(const partition_context_t *c, int from_stage,
                                           int to_stage) {
     const bg_partition_config_t *cfg = c->cfg;
@@ -674,8 +680,7 @@ static int balance_point(const partition_context_t *c, bg_partition_t **point) {
     int *first = bg_malloc(sizeof *first * (size_t)c->stages);
     bg_partition_t *moved = NULL;
     if (first != NULL)
-        for (int s = 0; s < c->stages; s++)
-            first[s] = bg_partition_unit_at(c, (*point)->stage[s].first_layer);
+        for (int s = 0; s < c->stages; s++) first[s] = unit_at(c, (*point)->stage[s].first_layer);
     const int ok = first != NULL && balance_devices(c, first) == 0 &&
                    bg_partition_build_result(c, first, &moved) == BG_OK;
     free(first);
@@ -715,7 +720,7 @@ static int solve_step(const partition_context_t *c, dp_tables_t *t) {
     bg_partition_t *best = NULL, *point = NULL;
     if (cfg->slowest != NULL && cfg->slowest->fits && cfg->slowest->stages == c->stages)
         for (int s = 0; s < c->stages; s++)
-            t->first[s] = bg_partition_unit_at(c, cfg->slowest->stage[s].first_layer);
+            t->first[s] = unit_at(c, cfg->slowest->stage[s].first_layer);
     else if (!solve(c, DP_TIME, t))
         return 0;
     if (bg_partition_build_result(c, t->first, &best) != BG_OK) return -1;
@@ -749,8 +754,7 @@ static int solve_step(const partition_context_t *c, dp_tables_t *t) {
             found = -1;
     }
     free(g.gap);
-    for (int s = 0; s < c->stages; s++)
-        t->first[s] = bg_partition_unit_at(c, best->stage[s].first_layer);
+    for (int s = 0; s < c->stages; s++) t->first[s] = unit_at(c, best->stage[s].first_layer);
     bg_partition_destroy(best);
     return found < 0 ? -1 : 1;
 }
@@ -845,7 +849,7 @@ bg_status_t bg_partition_evaluate(const bg_partition_config_t *cfg, const int *f
     int *units = bg_malloc(sizeof *units * (size_t)c.stages);
     if (units == NULL) return bg_error_set(BG_ERR_NOMEM, "partition: out of memory");
     for (int s = 0; s < c.stages; s++) {
-        units[s] = bg_partition_unit_at(&c, first[s]);
+        units[s] = unit_at(&c, first[s]);
         if (units[s] < 0) {
             free(units);
             return bg_error_set(BG_ERR_INVALID,

@@ -40,12 +40,6 @@ static inline double bg_partition_step_of(double heaviest, double total, int mic
     return microbatches * heaviest + (total - heaviest) * share;
 }
 
-/* The unit starting at layer boundary `layer`, one a result's stage
- * starts at (bg_partition_price set it from a unit). */
-static inline int bg_partition_unit_at(const partition_context_t *c, int layer) {
-    return bg_cost_model_cut_index(c->cfg->model, layer);
-}
-
 /* Checks cfg and fills *c from it. */
 bg_status_t bg_partition_check_config(const bg_partition_config_t *cfg, partition_context_t *c);
 
