@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "layer.h"
 #include "model_spec.h"
+#include "model_words.h"
 #include "text_table.h"
 
 static const char help[] =
@@ -41,11 +42,9 @@ static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
                  (long long)l->kernel, (long long)l->stride);
         break;
     case BG_LAYER_DROPOUT: {
-        /* The fewest digits that read back as the rate: 0.25, not
-         * 0.25000000000000000, and 0.123456789, not %g's 0.123457. */
-        int digits = 6;
-        do snprintf(buf, size, "dropout %.*g", digits, l->rate);
-        while (strtod(buf + strlen("dropout "), NULL) != l->rate && ++digits <= 17);
+        char rate[32];
+        bg_shortest_double(l->rate, rate, sizeof rate);
+        snprintf(buf, size, "dropout %s", rate);
         break;
     }
     case BG_LAYER_RESIDUAL:

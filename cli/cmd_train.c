@@ -694,10 +694,10 @@ int bg_cmd_train(int argc, char **argv) {
         if (loaded.other_model[0] != '\0')
             fprintf(stderr,
                     "note: %s was saved from another model (fingerprint %s, this one's is "
-                    "%016" PRIx64 "); its tensors have this model's names and shapes, so they "
-                    "are loaded\n",
+                    "%016" PRIx64 "%s%s); its tensors have this model's names and shapes, so "
+                    "they are loaded\n",
                     load_name, bg_cli_shown(loaded.other_model, other_shown, sizeof other_shown),
-                    spec->fingerprint);
+                    spec->fingerprint, loaded.difference[0] ? "; " : "", loaded.difference);
         if (o.train.evaluate_only && loaded.step > 0)
             fprintf(stderr, "evaluating the weights of %s, saved at step %lld of its run\n",
                     load_name, (long long)loaded.step);

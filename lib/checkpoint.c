@@ -16,6 +16,7 @@
 #include "byte_order.h"
 #include "crc32.h"
 #include "layer.h"
+#include "model_words.h"
 #include "safetensors.h"
 #include "parse.h"
 
@@ -379,9 +380,16 @@ bg_status_t bg_checkpoint_save(const char *path, const bg_model_spec_t *spec, co
     char fingerprint[32], steps[32];
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, spec->fingerprint);
     snprintf(steps, sizeof steps, "%" PRId64, step);
-    const char *keys[] = {"format", "brigade.model", "brigade.step"};
-    const char *values[] = {"pt", fingerprint, steps};
-    bg_status_t st = bg_checkpoint_save_tensors(path, tensors, count, keys, values, 3);
+    char *layers = bg_model_spec_words(spec);
+    bg_status_t st;
+    if (layers == NULL) {
+        st = bg_error_set(BG_ERR_NOMEM, "checkpoint: out of memory");
+    } else {
+        const char *keys[] = {"format", "brigade.model", "brigade.layers", "brigade.step"};
+        const char *values[] = {"pt", fingerprint, layers, steps};
+        st = bg_checkpoint_save_tensors(path, tensors, count, keys, values, 4);
+    }
+    free(layers);
     free(tensors);
     free(slots);
     return st;
@@ -427,9 +435,14 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
     char own[20];
     snprintf(own, sizeof own, "%016" PRIx64, spec->fingerprint);
     const char *fingerprint = bg_safetensors_metadata(st_file, "brigade.model");
-    if (fingerprint != NULL && strcmp(fingerprint, own) != 0)
+    if (fingerprint != NULL && strcmp(fingerprint, own) != 0) {
         snprintf(found_info.other_model, sizeof found_info.other_model, "%.19s",
                  fingerprint[0] != '\0' ? fingerprint : "(empty)");
+        const char *layers = bg_safetensors_metadata(st_file, "brigade.layers");
+        if (layers != NULL)
+            bg_model_spec_difference(spec, layers, found_info.difference,
+                                     sizeof found_info.difference);
+    }
     int mismatch = 0; /* a tensor missing, of another shape, or not the model's */
     BG_CHECK_GOTO(slots_create(spec, &slots, &count), st, done);
     sorted_slots = calloc((size_t)count + 1, sizeof *sorted_slots);
@@ -505,8 +518,9 @@ done:
             blocks = spec->layers[i].kind == BG_LAYER_RESIDUAL;
         st = bg_error_suffix(st,
                              " (the file holds another model: fingerprint %s, this model's is "
-                             "%s%s)",
-                             found_info.other_model, own,
+                             "%s%s%s%s)",
+                             found_info.other_model, own, found_info.difference[0] ? "; " : "",
+                             found_info.difference,
                              blocks ? "; residual, shortcut and add layers take numbers too, so a "
                                       "block added or removed renames the layers after it"
                                     : "");

@@ -9,7 +9,9 @@
  * (128,5408), 4.bias (128), 6.weight (10,128), 6.bias (10).
  *
  * Metadata: "format": "pt", "brigade.model": the model's fingerprint (hex),
- * "brigade.step": optimizer steps taken, and the checksums below.
+ * "brigade.layers": its layer stack in words (model_words.h), which says
+ * where another model differs, "brigade.step": optimizer steps taken, and
+ * the checksums below.
  *
  * Checksums (docs/checkpoints.md): every file brigade writes holds, in its
  * __metadata__,
@@ -106,6 +108,9 @@ typedef struct bg_checkpoint_info {
      * when it is, or absent): a model that differs only where there are
      * no weights (a pool's kind, a relu) has the same tensors, and loads. */
     char other_model[20];
+    /* Where that other model differs from this one, in words
+     * (bg_model_spec_difference), or "" when the file lacks brigade.layers. */
+    char difference[400];
     /* brigade.seed, the run's --seed, when the file holds it (seed_saved):
      * synthetic data are made from it. */
     int seed_saved;

@@ -11,6 +11,7 @@
 
 #include "byte_order.h"
 #include "checkpoint.h"
+#include "model_words.h"
 #include "train.h"
 #include "parse.h"
 
@@ -84,8 +85,9 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
     const int total = count * (1 + st->states);
     bg_safetensors_tensor_t *tensors = calloc((size_t)total + 1, sizeof *tensors);
     char(*names)[STATE_NAME] = calloc((size_t)total + 1, sizeof *names);
+    char *layers = bg_model_spec_words(spec);
     bg_status_t status = BG_OK;
-    if (tensors == NULL || names == NULL) {
+    if (tensors == NULL || names == NULL || layers == NULL) {
         status = bg_error_set(BG_ERR_NOMEM, "training state: out of memory");
         goto done;
     }
@@ -111,13 +113,19 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
              st->shuffle_rng.state[3]);
     snprintf(loss_sum, sizeof loss_sum, "%.17g", st->epoch_loss_sum); /* round-trips exactly */
     snprintf(seed, sizeof seed, "%" PRIu64, st->seed);
-    enum { NAMED = 8 }; /* the values before the settings and the counts */
-    const char *keys[NAMED + 2 + COUNT_FIELDS] = {
-        "format",        "brigade.model",       "brigade.kind",           "brigade.optimizer",
-        "brigade.epoch", "brigade.shuffle_rng", "brigade.epoch_loss_sum", "brigade.seed"};
+    enum { NAMED = 9 }; /* the values before the settings and the counts */
+    const char *keys[NAMED + 2 + COUNT_FIELDS] = {"format",
+                                                  "brigade.model",
+                                                  "brigade.layers",
+                                                  "brigade.kind",
+                                                  "brigade.optimizer",
+                                                  "brigade.epoch",
+                                                  "brigade.shuffle_rng",
+                                                  "brigade.epoch_loss_sum",
+                                                  "brigade.seed"};
     const char *values[NAMED + 2 + COUNT_FIELDS] = {
-        "pt",  fingerprint, "training-state", bg_optimizer_kind_name(st->optimizer),
-        epoch, rng,         loss_sum,         seed};
+        "pt", fingerprint, layers, "training-state", bg_optimizer_kind_name(st->optimizer), epoch,
+        rng,  loss_sum,    seed};
     int pairs = NAMED;
     char data_crc32[16];
     if (st->data_crc32_saved) {
@@ -139,6 +147,7 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
     }
     status = bg_checkpoint_save_tensors(path, tensors, total, keys, values, pairs);
 done:
+    free(layers);
     free(tensors);
     free(names);
     free(model);
@@ -408,11 +417,16 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
         return bg_error_set(BG_ERR_INVALID,
                             "%s: holds weights only, not a training state to resume (use --load)",
                             path);
-    if (model == NULL || strcmp(model, want) != 0)
+    if (model == NULL || strcmp(model, want) != 0) {
+        const char *layers = bg_safetensors_metadata(file, "brigade.layers");
+        char difference[400] = "";
+        if (layers != NULL) bg_model_spec_difference(spec, layers, difference, sizeof difference);
         return bg_error_set(BG_ERR_INVALID,
                             "%s: checkpoint belongs to another model (fingerprint %s, this model "
-                            "is %s)",
-                            path, model ? model : "none", want);
+                            "is %s%s%s)",
+                            path, model ? model : "none", want, difference[0] ? "; " : "",
+                            difference);
+    }
     const char *optimizer = bg_safetensors_metadata(file, "brigade.optimizer");
     if (optimizer == NULL || strcmp(optimizer, bg_optimizer_kind_name(st->optimizer)) != 0)
         return bg_error_set(BG_ERR_INVALID,

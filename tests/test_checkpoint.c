@@ -342,6 +342,9 @@ static void test_other_model(void **state) {
     check_error(bg_checkpoint_load(f->path, small, small_params, NULL), BG_ERR_INVALID, f->path,
                 "tensor '4.weight' has shape [128, 5408]; the model needs [64, 5408] (the file "
                 "holds another model: fingerprint");
+    /* ...and says which layer differs, from the file's brigade.layers. */
+    check_error(BG_ERR_INVALID, BG_ERR_INVALID, f->path,
+                "; its layer 4 is 'dense units=128' where this model has 'dense units=64')");
     /* ...nor the other way round. */
     assert_int_equal(bg_checkpoint_save(f->other, small, small_params, 1), BG_OK);
     check_error(bg_checkpoint_load(f->other, f->spec, f->loaded, NULL), BG_ERR_INVALID, f->other,
@@ -368,10 +371,14 @@ static void test_other_model_same_tensors(void **state) {
     char fingerprint[32];
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, f->spec->fingerprint);
     assert_string_equal(info.other_model, fingerprint);
+    assert_string_equal(info.difference,
+                        "its layer 2 is 'maxpool size=2 stride=2' where this model has 'avgpool "
+                        "size=2 stride=2'");
     /* Its own model's file says nothing of another. */
     memset(&info, 'x', sizeof info);
     assert_int_equal(bg_checkpoint_load(f->path, f->spec, f->loaded, &info), BG_OK);
     assert_string_equal(info.other_model, "");
+    assert_string_equal(info.difference, "");
     /* A value that is not finite is the file's fault, whoever's model it
      * holds: the message does not blame the model. */
     f->params[1] = NAN;
@@ -605,7 +612,13 @@ static void test_checksums_written(void **state) {
     char want[9];
     snprintf(want, sizeof want, "%08" PRIx32, header_crc_by_hand(bytes));
     assert_string_equal(bg_safetensors_metadata(file, BG_CHECKPOINT_HEADER_CRC_KEY), want);
-    assert_int_equal(file->metadata_count, 4 + ORIGIN_TENSORS);
+    /* format, brigade.model, brigade.layers, brigade.step and the header
+     * checksum, then a checksum per tensor. */
+    assert_int_equal(file->metadata_count, 5 + ORIGIN_TENSORS);
+    assert_string_equal(bg_safetensors_metadata(file, "brigade.layers"),
+                        "input channels=1 height=28 width=28; conv2d filters=32 kernel=3 "
+                        "stride=1 padding=valid; relu; maxpool size=2 stride=2; flatten; dense "
+                        "units=128; relu; dense units=10; softmax_cross_entropy");
     /* One checksum per tensor: CRC-32 of its bytes in the file, which are
      * the little-endian floats of its slice of the parameters. */
     int64_t offset = 0;

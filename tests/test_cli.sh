@@ -209,10 +209,12 @@ expect 0 "" -- train "$T/dropout.model" --data synthetic --devices cpu:2 --micro
 sed 's/rate=0.25/rate=0.3/' "$T/dropout.model" >"$T/dropout30.model"
 usage_error "checkpoint belongs to another model" -- train "$T/dropout30.model" \
     --data synthetic --steps 4 --batch 8 --resume "$T/dropout.safetensors"
+check "train: --resume of another model says which layer differs" \
+    grep -qF "; its layer 1 is 'dropout rate=0.25' where this model has 'dropout rate=0.3')" "$ERR"
 expect 0 "" -- train "$T/dropout30.model" --data synthetic --steps 0 --batch 8 \
     --load "$T/dropout.safetensors"
-check "train: --load at another dropout rate notes the other fingerprint" \
-    grep -q "was saved from another model" "$ERR"
+check "train: --load at another dropout rate notes the other fingerprint and the layer" \
+    grep -qF "; its layer 1 is 'dropout rate=0.25' where this model has 'dropout rate=0.3'); its tensors have" "$ERR"
 sed 's/rate=0.25/rate=1/' "$T/dropout.model" >"$T/dropout100.model"
 usage_error "$T/dropout100.model:3:14: rate=1 is out of range: a rate of 1 or more would drop every value; expected 0 to 0.999999" \
     -- summary "$T/dropout100.model"
