@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,15 @@ static bg_status_t write_in_place(const char *path, const char *text, const char
                                 what, path);
         return bg_error_set(BG_ERR_IO, "%s: cannot open '%s': %s", what, path, strerror(saved));
     }
+    /* A reader that closes early (`--trace >(head -c 100)`) makes this a
+       failed write (EPIPE), reported as any other, not the process's end by
+       SIGPIPE, which would lose the reports still to write. Ignored for the
+       write alone: a SIGPIPE raised while ignored is discarded, and the
+       command's own stdout keeps its disposition. No thread blocks SIGPIPE,
+       where it would stay pending instead. */
+    struct sigaction ignore = {.sa_handler = SIG_IGN}, previous;
+    sigemptyset(&ignore.sa_mask);
+    const int swapped = sigaction(SIGPIPE, &ignore, &previous) == 0;
     const size_t length = strlen(text);
     int ok = fwrite(text, 1, length, file) == length && fputc('\n', file) != EOF;
     int saved = errno;
@@ -76,6 +86,7 @@ static bg_status_t write_in_place(const char *path, const char *text, const char
         ok = 0;
         saved = errno;
     }
+    if (swapped) sigaction(SIGPIPE, &previous, NULL);
     if (!ok)
         return bg_error_set(BG_ERR_IO, "%s: cannot write '%s': %s", what, path, strerror(saved));
     return BG_OK;

@@ -999,4 +999,34 @@ check "a step at M=63 of 64 is priced by the mean micro-batch" python3 -c "impor
 a, b = (json.load(open(f))['timeline']['step_s'] for f in sys.argv[1:3])
 assert abs(a / b - 1) < 0.02, (a, b)" "$T/m63.metrics.json" "$T/m64.metrics.json"
 
+# A report's reader that closes early (`--trace >(head -c 100)`) fails that
+# report (exit 1, Broken pipe) and not the command: the timeline and the
+# metrics after it are still written, and the summary printed. The trace
+# (640 KB) is more than a pipe holds, so the write meets the closed end.
+if mkfifo "$T/early.fifo"; then
+    rm -f "$T/early.ready" "$T/early.svg" "$T/early.metrics.json"
+    python3 -c '
+import os, select, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+open(sys.argv[2], "w").close()
+select.select([fd], [], [], 120)
+os.read(fd, 100)
+os.close(fd)' "$T/early.fifo" "$T/early.ready" &
+    reader=$!
+    tries=0
+    while [ ! -e "$T/early.ready" ] && [ "$tries" -lt 400 ]; do
+        sleep 0.05
+        tries=$((tries + 1))
+    done
+    expect 1 "brigade simulate: trace: cannot write '$T/early.fifo': Broken pipe" -- \
+        simulate "$ROOT/examples/fashion_mlp.model" --batch 256 --microbatches 64 --devices cpu:4 \
+        --trace "$T/early.fifo" --timeline "$T/early.svg" --metrics "$T/early.metrics.json"
+    wait "$reader"
+    stdout_has "bubble" "a report's closed reader: the summary is still printed"
+    file_check "a report's closed reader: the metrics are still written" \
+        "$T/early.metrics.json" "assert p['timeline']['step_s'] > 0"
+    check "a report's closed reader: the timeline is still written" \
+        grep -q "</svg>" "$T/early.svg"
+fi
+
 finish
