@@ -11,6 +11,7 @@
 #include "cuda/backend_cuda.h"
 #include "device_order.h"
 #include "host_memory.h"
+#include "parse.h"
 
 const char bg_placement_help[] =
     "placement:\n"
@@ -153,12 +154,21 @@ static bg_status_t parse_size(const char *option, const char *text, int allow_ze
     if (end != NULL && *end == '\0' && value > 0 && value * scale < 1)
         return bg_error_set(BG_ERR_INVALID, "%s: '%s' is less than a byte (0, or at least 1)",
                             option, text);
-    if (end != NULL && *end == '\0' && scale == 1 && value != floor(value))
+    /* A count of bytes is judged by its digits, exactly: a double would
+       round 2^53 + 1, or 2^53 + 0.5, to 2^53. */
+    const char *point = memchr(text, '.', digits);
+    const size_t integer = point != NULL ? (size_t)(point - text) : digits;
+    const bool fraction = point != NULL && strspn(point + 1, "0") < digits - integer - 1;
+    uint64_t bytes = 0;
+    const bool past =
+        scale == 1 ? integer > 0 && !bg_parse_digits(text, integer, (uint64_t)1 << 53, &bytes)
+                   : value * scale > 0x1p53;
+    if (end != NULL && *end == '\0' && scale == 1 && fraction)
         return bg_error_set(BG_ERR_INVALID,
                             "%s: '%s' is not a whole number of bytes (fractions need a unit, as "
                             "in 1.5G)",
                             option, text);
-    if (end != NULL && *end == '\0' && value * scale > 0x1p53)
+    if (end != NULL && *end == '\0' && past)
         return bg_error_set(BG_ERR_INVALID,
                             "%s: '%s' is more than 8192T (2^53 bytes), the most it takes", option,
                             text);
@@ -592,17 +602,18 @@ void bg_placement_note_device_mem(const bg_placement_t *p) {
     int cpus = 0;
     for (int d = 0; d < p->devices.count; d++) cpus += p->devices.devices[d].kind == BG_DEVICE_CPU;
     const uint64_t host = host_memory_bytes(p);
+    const char *whose = p->topology_path != NULL ? "the --topology machine's" : "the host's";
     if (cpus == 1 && host > 0 && (double)p->device_mem > (double)host)
         fprintf(stderr,
-                "note: --device-mem %.2f GiB is more than the host's %.2f GiB: the plan may fit "
+                "note: --device-mem %.2f GiB is more than %s %.2f GiB: the plan may fit "
                 "where the machine cannot\n",
-                (double)p->device_mem / gib, (double)host / gib);
+                (double)p->device_mem / gib, whose, (double)host / gib);
     else if (cpus > 1 && host > 0 && (double)p->device_mem * cpus > (double)host)
         fprintf(stderr,
                 "note: --device-mem gives each of the %d CPU devices %.2f GiB, %.2f GiB in all, "
-                "more than the host's %.2f GiB that they share: the plan may fit where the "
+                "more than %s %.2f GiB that they share: the plan may fit where the "
                 "machine cannot\n",
-                cpus, (double)p->device_mem / gib, (double)p->device_mem * cpus / gib,
+                cpus, (double)p->device_mem / gib, (double)p->device_mem * cpus / gib, whose,
                 (double)host / gib);
     if (p->links == NULL) return;
     /* A given size is the stages' own; each device's cuBLAS workspace

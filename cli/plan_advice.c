@@ -713,14 +713,19 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     bg_cli_flush_stdout(); /* the table this explains comes first, also into a pipe */
     if (r->chunks > 1 && !per_device)
         snprintf(share, sizeof share, " (1/%d of %s's: --chunks %d)", r->chunks, device, r->chunks);
-    else if (host_share && placement->device_mem == 0 && r->devices > 1 &&
-             st->device < placement->devices.count &&
-             placement->devices.devices[st->device].kind == BG_DEVICE_CPU)
-        snprintf(share, sizeof share,
-                 " (the host's memory divided among %d CPU devices; --device-mem sets it)",
-                 r->devices);
-    else if (placement->device_mem == 0 && st->device < placement->devices.count &&
-             placement->devices.devices[st->device].kind == BG_DEVICE_CUDA) {
+    else if (host_share && placement->device_mem == 0 && st->device < placement->devices.count &&
+             placement->devices.devices[st->device].kind == BG_DEVICE_CPU) {
+        /* --topology's machine is described, not this one. */
+        const char *memory = placement->topology_path != NULL ? "the --topology machine's memory"
+                                                              : "the host's memory";
+        if (r->devices > 1)
+            snprintf(share, sizeof share,
+                     " (%s divided among %d CPU devices; --device-mem sets it)", memory,
+                     r->devices);
+        else
+            snprintf(share, sizeof share, " (%s; --device-mem sets it)", memory);
+    } else if (placement->device_mem == 0 && st->device < placement->devices.count &&
+               placement->devices.devices[st->device].kind == BG_DEVICE_CUDA) {
         /* Virtual devices (cuda:0x4) divide their GPU's memory. */
         const int physical = placement->devices.devices[st->device].physical;
         int sharing = 0;

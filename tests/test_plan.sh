@@ -71,11 +71,13 @@ for bad in abc -5 1.5X 12QB '' 1e30G nan 0x100 1e3 1.5.2G; do
         plan "$MODEL" --device-mem "$bad"
 done
 usage_error "--device-mem needs a value" -- plan "$MODEL" --device-mem
-for bad in 1.5 1.9999999999 1000.5B; do
+# 2^53 + 0.5 too, which a double reads as 2^53.
+for bad in 1.5 1.9999999999 1000.5B 9007199254740992.5; do
     usage_error "--device-mem: '$bad' is not a whole number of bytes (fractions need a unit, as in 1.5G)" \
         -- plan "$MODEL" --device-mem "$bad"
 done
-for bad in 9223372036854775807 8193T 8388608T; do
+# 2^53 + 1 as well, which a double rounds to 2^53: the digits are compared.
+for bad in 9223372036854775807 9007199254740993 8193T 8388608T; do
     usage_error "--device-mem: '$bad' is more than 8192T (2^53 bytes), the most it takes" -- \
         plan "$MODEL" --device-mem "$bad"
 done
@@ -322,7 +324,7 @@ if grep -q "device-mem" "$ERR"; then fail "--device-mem within the GPU's share: 
 # CPU devices share the host's memory: the two-socket file's machine has
 # 2 GiB (two NUMA nodes of 1), which four devices of 1 GiB would pass.
 CORES=$ROOT/tests/fixtures/two-socket-8-core.xml
-expect 0 "note: --device-mem gives each of the 4 CPU devices 1.00 GiB, 4.00 GiB in all, more than the host's 2.00 GiB that they share: the plan may fit where the machine cannot" \
+expect 0 "note: --device-mem gives each of the 4 CPU devices 1.00 GiB, 4.00 GiB in all, more than the --topology machine's 2.00 GiB that they share: the plan may fit where the machine cannot" \
     -- plan "$MODEL" --topology "$CORES" --devices cpu:4 --device-mem 1G
 expect 0 "" -- plan "$MODEL" --topology "$CORES" --devices cpu:4 --device-mem 512M
 if grep -q "device-mem" "$ERR"; then fail "--device-mem within the host's share: a note"; else pass; fi
@@ -424,10 +426,14 @@ check "CPU devices of an XML machine get its memory: 1,024 MiB each" grep -qE '^
 # One 8,192 x 8,192 layer with Adam needs more than half the machine: the
 # message says the capacity is a share, and one device, with all of it, fits.
 printf 'input channels=1 height=1 width=8192\nflatten\ndense units=8192\ndense units=10\nsoftmax_cross_entropy\n' >"$T/one-wide.model"
-expect 2 "9,840,800 bytes over its 1,073,741,824-byte capacity (the host's memory divided among 2 CPU devices; --device-mem sets it)" \
+expect 2 "9,840,800 bytes over its 1,073,741,824-byte capacity (the --topology machine's memory divided among 2 CPU devices; --device-mem sets it)" \
     -- plan "$T/one-wide.model" --devices cpu:2 --topology "$ROOT/tests/fixtures/two-socket-8-core.xml"
 check "fewer devices, each with a larger share, are suggested" \
     grep -qE -- '^  1 device \(--devices cpu:1\) +fits: largest stage 1033\.38 MiB' "$ERR"
+# One device has all of it, and the refusal says so too.
+printf 'input channels=1 height=1 width=16384\nflatten\ndense units=16384\ndense units=10\nsoftmax_cross_entropy\n' >"$T/wider.model"
+expect 2 "-byte capacity (the --topology machine's memory; --device-mem sets it)" \
+    -- plan "$T/wider.model" --devices cpu:1 --topology "$ROOT/tests/fixtures/two-socket-8-core.xml"
 sed 's/local_memory="[0-9]*"/local_memory="0"/' "$ROOT/tests/fixtures/two-socket-8-core.xml" \
     >"$T/no-memory.xml"
 expect 0 "" -- plan "$T/wide.model" --devices cpu:2 --topology "$T/no-memory.xml"
