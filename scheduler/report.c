@@ -1,6 +1,7 @@
 #include "report.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -275,6 +276,15 @@ fail:
 
 int bg_report_ms_decimals(double ms) { return ms >= 100 ? 0 : ms >= 10 ? 1 : ms >= 1 ? 2 : 3; }
 
+/* Whether stage `i` waited for room to send toward its next stage (`next`
+ * 1) or its previous one (0) for at least 2% of the step: what the summary
+ * names in a line of its own. */
+static bool waits_for_room(const bg_timeline_summary_t *s, int i, int next) {
+    if (i < 0 || i >= s->stages) return false;
+    const double room = next ? s->stage[i].room_next_s : s->stage[i].room_prev_s;
+    return room > 0 && room >= 0.02 * s->step_s;
+}
+
 bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const size_t *peak_bytes) {
     if (out == NULL || s == NULL)
         return bg_error_set(BG_ERR_INVALID, "timeline summary: NULL argument");
@@ -344,16 +354,25 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
     if (s->devices == 1 && s->bubble_measured > 0)
         fprintf(out, "(one device: its idle time is the host's work between ops and steps, "
                      "not a pipeline bubble)\n");
-    for (int i = 0; i < s->stages; i++) {
-        const bg_stage_summary_t *st = &s->stage[i];
-        const double room[2] = {st->room_prev_s, st->room_next_s};
-        for (int k = 0; k < 2; k++)
-            if (room[k] > 0 && room[k] >= 0.02 * s->step_s)
-                fprintf(out,
-                        "stage %d waited %.3f ms per step for room to send %s to stage %d, which "
-                        "had not taken the earlier ones\n",
-                        i, 1e3 * room[k], k ? "activations" : "gradients", k ? i + 1 : i - 1);
-    }
+    for (int i = 0; i < s->stages; i++)
+        for (int k = 0; k < 2; k++) {
+            if (!waits_for_room(s, i, k)) continue;
+            const int next = k ? i + 1 : i - 1;
+            /* Where the neighbour itself waited for room the same way, it
+             * did not take the messages because it could not pass its own
+             * on: the slower stage is where that chain of full rings ends. */
+            int end = next;
+            while (waits_for_room(s, end, k)) end += k ? 1 : -1;
+            char chain[96] = "";
+            if (end != next)
+                snprintf(chain, sizeof chain,
+                         ", waiting for room itself: the full rings end at stage %d", end);
+            fprintf(out,
+                    "stage %d waited %.3f ms per step for room to send %s to stage %d, which had "
+                    "not taken the earlier ones%s\n",
+                    i, 1e3 * (k ? s->stage[i].room_next_s : s->stage[i].room_prev_s),
+                    k ? "activations" : "gradients", next, chain);
+        }
     /* The rest of a device's waits: at the optimizer step, until every
      * device has finished its step's ops; and after its own optimizer
      * step, idle until the others' end. */

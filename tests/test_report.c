@@ -264,6 +264,50 @@ static void test_summary_print(void **state) {
     bg_timeline_destroy(tl);
 }
 
+/* Full rings in a chain: stage 3 waits for room toward stage 2, which
+ * waits toward stage 1, which does not (1% of the step is under the 2% a
+ * line takes): stage 3's line names stage 1 as where the rings end; stage
+ * 2's, whose neighbour had no full ring, names none. */
+static void test_summary_room_chain(void **state) {
+    (void)state;
+    bg_device_summary_t device[4] = {{0}};
+    bg_stage_summary_t stage[4] = {{0}};
+    char names[4][24] = {"cpu:0", "cpu:1", "cpu:2", "cpu:3"};
+    bg_timeline_summary_t s = {.schedule = BG_SCHEDULE_GPIPE,
+                               .devices = 4,
+                               .stages = 4,
+                               .chunks = 1,
+                               .microbatches = 8,
+                               .step_s = 0.1,
+                               .step_median_s = 0.1,
+                               .step_min_s = 0.1,
+                               .step_max_s = 0.1,
+                               .device = device,
+                               .stage = stage,
+                               .device_names = names};
+    for (int i = 0; i < 4; i++) stage[i].device = i;
+    stage[3].room_prev_s = 0.010;
+    stage[2].room_prev_s = 0.020;
+    stage[1].room_prev_s = 0.001;
+    stage[0].room_next_s = 0.005;
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    check_ok(bg_summary_print(out, &s, NULL));
+    fclose(out);
+    const char *room = strstr(text, "stage 0 waited");
+    assert_non_null(room);
+    assert_string_equal(room,
+                        "stage 0 waited 5.000 ms per step for room to send activations to stage 1, "
+                        "which had not taken the earlier ones\n"
+                        "stage 2 waited 20.000 ms per step for room to send gradients to stage 1, "
+                        "which had not taken the earlier ones\n"
+                        "stage 3 waited 10.000 ms per step for room to send gradients to stage 2, "
+                        "which had not taken the earlier ones, waiting for room itself: the full "
+                        "rings end at stage 1\n");
+    free(text);
+}
+
 static double number(const cJSON *object, const char *name) {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, name);
     if (!cJSON_IsNumber(item)) fail_msg("no number \"%s\"", name);
@@ -1089,6 +1133,7 @@ int main(void) {
         cmocka_unit_test(test_summary_edge_cases),
         cmocka_unit_test(test_theoretical_bubble),
         cmocka_unit_test(test_summary_print),
+        cmocka_unit_test(test_summary_room_chain),
         cmocka_unit_test(test_summary_print_interleaved),
         cmocka_unit_test(test_summary_print_one_device),
         cmocka_unit_test(test_summary_json),
