@@ -739,6 +739,12 @@ int bg_cmd_train(int argc, char **argv) {
         goto fail;
     }
     if (o.test_samples > 0) test->count = o.test_samples; /* its first samples */
+    o.train.spec = spec;
+    o.train.train = train;
+    o.train.test = test;
+    /* Before the plan: a batch the training set cannot fill (or data the
+       model cannot score) is refused as itself, not given memory advice. */
+    if (train != NULL) BG_CHECK_GOTO(bg_train_check_config(&o.train), st, fail);
     if (train != NULL) BG_CHECK_GOTO(check_save_every(&o, train), st, fail);
     if (train != NULL) BG_CHECK_GOTO(check_warmup(&o, train), st, fail);
     /* An evaluation updates nothing: its stages run forwards only, with no
@@ -803,9 +809,6 @@ int bg_cmd_train(int argc, char **argv) {
     bg_progress_t progress;
     bg_progress_init(&progress, stderr,
                      train != NULL ? bg_train_steps_per_epoch(train->count, o.train.batch) : 1);
-    o.train.spec = spec;
-    o.train.train = train;
-    o.train.test = test;
     o.train.progress = bg_progress_report;
     o.train.progress_ctx = &progress;
     o.train.devices = &o.placement.devices;

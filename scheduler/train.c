@@ -80,7 +80,7 @@ static bg_status_t check_batch(const bg_train_config_t *cfg) {
     return BG_OK;
 }
 
-static bg_status_t check_config(const bg_train_config_t *cfg) {
+bg_status_t bg_train_check_config(const bg_train_config_t *cfg) {
     BG_CHECK(check_batch(cfg));
     if (cfg->epochs < 1 && cfg->steps < 1)
         return bg_error_set(BG_ERR_INVALID, "nothing to do: --epochs 0 and no --steps");
@@ -431,7 +431,7 @@ static bg_status_t evaluate_only(const bg_train_config_t *cfg, bg_train_result_t
 bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result,
                          float *final_params) {
     if (cfg->evaluate_only) return evaluate_only(cfg, result, final_params);
-    BG_CHECK(check_config(cfg));
+    BG_CHECK(bg_train_check_config(cfg));
     const bg_dataset_t *train = cfg->train;
     const int64_t batch = cfg->batch;
     const int64_t per_epoch = bg_train_steps_per_epoch(train->count, batch);

@@ -1040,6 +1040,10 @@ expect 0 "" -- train "$MODEL" --data synthetic --steps 3 --batch 16 --optimizer 
     --momentum 0.9 --load "$RN"
 usage_error "--batch 8193 is larger than the 8192 training samples" -- train "$MODEL" \
     --data synthetic --batch 8193 --steps 1
+# ... before the plan: no memory advice for a batch the data cannot fill.
+usage_error "brigade train: --batch 100000 is larger than the 8192 training samples" -- \
+    train "$MODEL" --data synthetic --batch 100000 --steps 1 --device-mem 1G
+check "a batch past the data: no memory advice" sh -c "! grep -q 'does not fit' '$ERR'"
 usage_error "--data: empty (expected fashion-mnist, synthetic or a directory)" -- \
     train "$MODEL" --data "" --steps 1
 # More steps than a run's epochs can hold: refused, not wrapped around.
