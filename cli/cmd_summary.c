@@ -42,8 +42,8 @@ static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
                  (long long)l->kernel, (long long)l->stride);
         break;
     case BG_LAYER_DROPOUT: {
-        char rate[32];
-        bg_shortest_double(l->rate, rate, sizeof rate);
+        char rate[48];
+        bg_fraction_words(l->rate, rate, sizeof rate);
         snprintf(buf, size, "dropout %s", rate);
         break;
     }

@@ -12,10 +12,12 @@ static const char separator[] = "; ";
 /* A saved layer's words are shown up to this many bytes. */
 enum { SHOWN_MAX = 120 };
 
-void bg_shortest_double(double value, char *out, size_t size) {
-    int digits = 6;
-    do snprintf(out, size, "%.*g", digits, value);
-    while (strtod(out, NULL) != value && ++digits <= 17);
+void bg_fraction_words(double value, char *out, size_t size) {
+    /* Every double has a finite decimal expansion: 1074 decimals at most. */
+    for (int decimals = 0; decimals <= 1074; decimals++) {
+        const int length = snprintf(out, size, "%.*f", decimals, value);
+        if (length < 0 || (size_t)length >= size || strtod(out, NULL) == value) return;
+    }
 }
 
 void bg_layer_words(const bg_layer_spec_t *layer, char *out, size_t size) {
@@ -39,8 +41,8 @@ void bg_layer_words(const bg_layer_spec_t *layer, char *out, size_t size) {
         break;
     case BG_LAYER_DENSE: snprintf(out, size, "%s units=%" PRId64, kind, layer->filters); break;
     case BG_LAYER_DROPOUT: {
-        char rate[32];
-        bg_shortest_double(layer->rate, rate, sizeof rate);
+        char rate[48]; /* 0. and 40 decimals; a longer one is cut */
+        bg_fraction_words(layer->rate, rate, sizeof rate);
         snprintf(out, size, "%s rate=%s", kind, rate);
         break;
     }
@@ -86,13 +88,20 @@ static int item_count(const char *saved) {
     return items;
 }
 
+/* Whether `text` starts with a control character: C0, DEL, or C1 in UTF-8
+ * (U+0080 to U+009F, whose CSI a terminal acts on as ESC [). */
+static bool control_at(const unsigned char *text) {
+    return text[0] < 0x20 || text[0] == 0x7f ||
+           (text[0] == 0xc2 && text[1] >= 0x80 && text[1] <= 0x9f);
+}
+
 /* How much of a saved item to show: up to its end, a control character
  * (a crafted file's; not to reach a terminal) or SHOWN_MAX bytes, cut
  * before a UTF-8 character that would not fit whole. */
 static int shown_length(const char *item) {
     int length = 0;
     while (item[length] != '\0' && item[length] != ';' && length < SHOWN_MAX &&
-           (unsigned char)item[length] >= 0x20 && item[length] != 0x7f)
+           !control_at((const unsigned char *)item + length))
         length++;
     if (length == SHOWN_MAX)
         while (length > 0 && ((unsigned char)item[length] & 0xc0) == 0x80) length--;

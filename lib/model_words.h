@@ -14,9 +14,11 @@
 extern "C" {
 #endif
 
-/* The fewest significant digits (at least 6) that read back as `value`:
- * 0.25, not 0.25000000000000000, and 0.123456789, not %g's 0.123457. */
-void bg_shortest_double(double value, char *out, size_t size);
+/* A fraction in [0, 1) as a spec writes it: the fewest decimals that read
+ * back as `value`, in plain notation (0.25, not 0.25000000000000000;
+ * 0.123456789, not %g's 0.123457; 0.00001, not 1e-05, which a spec
+ * refuses). The smallest double takes 1,076 bytes; `out` may cut it. */
+void bg_fraction_words(double value, char *out, size_t size);
 
 /* `layer` as a spec line with every option the fingerprint covers:
  * "conv2d filters=32 kernel=3 stride=1 padding=valid", "maxpool size=2

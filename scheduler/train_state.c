@@ -421,11 +421,16 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
         const char *layers = bg_safetensors_metadata(file, "brigade.layers");
         char difference[400] = "";
         if (layers != NULL) bg_model_spec_difference(spec, layers, difference, sizeof difference);
+        /* A fingerprint is 16 digits: a crafted value longer is cut, as
+           --load's message cuts it (lib/checkpoint.c). */
         return bg_error_set(BG_ERR_INVALID,
-                            "%s: checkpoint belongs to another model (fingerprint %s, this model "
-                            "is %s%s%s)",
-                            path, model ? model : "none", want, difference[0] ? "; " : "",
-                            difference);
+                            "%s: checkpoint belongs to another model (fingerprint %.19s, this "
+                            "model is %s%s%s)",
+                            path,
+                            model == NULL      ? "none"
+                            : model[0] == '\0' ? "(empty)"
+                                               : model,
+                            want, difference[0] ? "; " : "", difference);
     }
     const char *optimizer = bg_safetensors_metadata(file, "brigade.optimizer");
     if (optimizer == NULL || strcmp(optimizer, bg_optimizer_kind_name(st->optimizer)) != 0)

@@ -35,7 +35,7 @@ static const char every_kind[] = "input channels=3 height=12 width=12\n"
                                  "add\n"
                                  "flatten\n"
                                  "layernorm\n"
-                                 "dropout rate=0.1\n"
+                                 "dropout rate=0.00001\n"
                                  "dense units=16 activation=relu\n"
                                  "dropout\n"
                                  "dense units=5\n"
@@ -44,7 +44,7 @@ static const char every_kind[] = "input channels=3 height=12 width=12\n"
 static const char every_kind_words[] =
     "input channels=3 height=12 width=12; conv2d filters=8 kernel=3 stride=1 padding=same; gelu; "
     "conv2d filters=4 kernel=2 stride=2 padding=valid; avgpool size=3 stride=1; maxpool size=2 "
-    "stride=2; residual; tanh; shortcut; sigmoid; add; flatten; layernorm; dropout rate=0.1; "
+    "stride=2; residual; tanh; shortcut; sigmoid; add; flatten; layernorm; dropout rate=0.00001; "
     "dense units=16; relu; dropout rate=0.5; dense units=5; softmax_cross_entropy";
 
 static void test_words_of_every_kind(void **state) {
@@ -63,17 +63,25 @@ static void test_words_of_every_kind(void **state) {
     bg_model_spec_destroy(spec);
 }
 
-static void test_shortest_double(void **state) {
+static void test_fraction_words(void **state) {
     (void)state;
-    char text[32];
-    bg_shortest_double(0.25, text, sizeof text);
+    char text[48];
+    bg_fraction_words(0.25, text, sizeof text);
     assert_string_equal(text, "0.25");
-    bg_shortest_double(0.123456789, text, sizeof text);
+    bg_fraction_words(0.123456789, text, sizeof text);
     assert_string_equal(text, "0.123456789");
-    bg_shortest_double(0.1, text, sizeof text);
+    bg_fraction_words(0.1, text, sizeof text);
     assert_string_equal(text, "0.1");
-    bg_shortest_double(1.0 / 3.0, text, sizeof text);
+    bg_fraction_words(0, text, sizeof text);
+    assert_string_equal(text, "0");
+    bg_fraction_words(1.0 / 3.0, text, sizeof text);
     assert_string_equal(text, "0.3333333333333333");
+    /* Plain notation, as a spec takes it: never %g's 1e-05. */
+    bg_fraction_words(0.00001, text, sizeof text);
+    assert_string_equal(text, "0.00001");
+    /* Cut to the buffer: the smallest double has 1,074 decimals. */
+    bg_fraction_words(0x1p-1074, text, 12);
+    assert_string_equal(text, "0.000000000");
 }
 
 /* `text` parsed, its words compared with `spec`'s: the difference in words. */
@@ -154,6 +162,10 @@ static void test_difference_of_saved_words(void **state) {
     expect_difference(spec, "input channels=1 height=28 width=28; conv2d\x1b[2J filters=32",
                       "its layer 0 is 'conv2d' where this model has 'conv2d filters=32 kernel=3 "
                       "stride=1 padding=valid'; it has 1 layer, this model 8");
+    /* C1's CSI (U+009B, C2 9B in UTF-8) acts as ESC [ on a terminal. */
+    expect_difference(spec, "input channels=1 height=28 width=28; dense\xc2\x9b" "31m",
+                      "its layer 0 is 'dense' where this model has 'conv2d filters=32 kernel=3 "
+                      "stride=1 padding=valid'; it has 1 layer, this model 8");
     /* An item of 200 bytes shows its first 120; a UTF-8 character (é, two
      * bytes) across that cut is left out whole. */
     char item[256] = "input channels=1 height=28 width=28; ";
@@ -176,7 +188,7 @@ static void test_difference_of_saved_words(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_words_of_every_kind),
-        cmocka_unit_test(test_shortest_double),
+        cmocka_unit_test(test_fraction_words),
         cmocka_unit_test(test_difference_of_models),
         cmocka_unit_test(test_difference_of_saved_words),
     };
