@@ -163,7 +163,9 @@ static void test_difference_of_saved_words(void **state) {
                       "its layer 0 is 'conv2d' where this model has 'conv2d filters=32 kernel=3 "
                       "stride=1 padding=valid'; it has 1 layer, this model 8");
     /* C1's CSI (U+009B, C2 9B in UTF-8) acts as ESC [ on a terminal. */
-    expect_difference(spec, "input channels=1 height=28 width=28; dense\xc2\x9b" "31m",
+    expect_difference(spec,
+                      "input channels=1 height=28 width=28; dense\xc2\x9b"
+                      "31m",
                       "its layer 0 is 'dense' where this model has 'conv2d filters=32 kernel=3 "
                       "stride=1 padding=valid'; it has 1 layer, this model 8");
     /* An item of 200 bytes shows its first 120; a UTF-8 character (é, two
