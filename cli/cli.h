@@ -23,9 +23,9 @@ int bg_cmd_profile(int argc, char **argv);
 int bg_cmd_simulate(int argc, char **argv);
 
 /* `text` (a file name from the command line) as a header or note shows
- * it: itself when it holds no control character, else a copy in `buf`
- * with each one as \xNN (a newline too), so that no name can act on the
- * terminal or split a line; cut to whole characters that fit `size`. */
+ * it: itself when it holds no control character (C0, DEL, or C1 in UTF-8),
+ * else a copy in `buf` with each byte of one as \xNN (a newline too), so that no name can act on
+ * the terminal or split a line; cut to whole characters that fit `size`. */
 enum { BG_CLI_SHOWN_MAX = 4 * 4096 + 1 };
 const char *bg_cli_shown(const char *text, char *buf, size_t size);
 

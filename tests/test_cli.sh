@@ -1501,6 +1501,14 @@ fi
 esc_name=$(printf '%s/esc\033[31m.model' "$T")
 usage_error "cannot read '$T/esc\\x1b[31m.model': No such file or directory" -- plan "$esc_name"
 check "an escape sequence in a name: no ESC byte on stderr" sh -c "! grep -q \"$(printf '\033')\" '$ERR'"
+# C1's CSI in UTF-8 (C2 9B), which a terminal takes as ESC [, too.
+csi_name=$(printf '%s/csi\302\23331m.model' "$T")
+usage_error "cannot read '$T/csi\\xc2\\x9b31m.model': No such file or directory" -- plan "$csi_name"
+check "a C1 escape in a name: not on stderr" sh -c "! grep -q \"$(printf '\302\233')\" '$ERR'"
+cp "$MODEL" "$csi_name"
+if expect 0 "" -- simulate "$csi_name"; then
+    stdout_has "simulation of $T/csi\xc2\x9b31m.model: " "a C1 escape in a name: the header"
+fi
 # So do the headers and notes that name it (a newline too: one line each).
 cp "$MODEL" "$esc_name"
 if expect 0 "" -- simulate "$esc_name" --metrics "$esc_name.json"; then
