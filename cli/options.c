@@ -17,21 +17,14 @@
 #include "placement.h"
 #include "svg.h"
 #include "trace.h"
-
-/* The bytes of the control character `c` starts with: 1 for C0 and DEL, 2
- * for C1 in UTF-8 (U+0080 to U+009F, C2 80 to C2 9F: a terminal acts on
- * U+009B as on ESC [), 0 for anything else. */
-static int control_bytes(const unsigned char *c) {
-    if (*c < 0x20 || *c == 0x7f) return 1;
-    return c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f ? 2 : 0;
-}
+#include "utf8.h"
 
 /* Writes a message for the terminal: its control characters (a file
  * name may hold any, an escape sequence among them) as \xNN, so that none
  * acts on the terminal; newlines and tabs as they are. */
 static void put_message(const char *text) {
     for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
-        const int control = *c == '\n' || *c == '\t' ? 0 : control_bytes(c);
+        const int control = *c == '\n' || *c == '\t' ? 0 : bg_utf8_control_bytes((const char *)c);
         if (control == 2) fprintf(stderr, "\\x%02x", *c++);
         if (control > 0)
             fprintf(stderr, "\\x%02x", *c);
@@ -43,12 +36,12 @@ static void put_message(const char *text) {
 const char *bg_cli_shown(const char *text, char *buf, size_t size) {
     int clean = 1;
     for (const unsigned char *c = (const unsigned char *)text; *c != '\0' && clean; c++)
-        clean = control_bytes(c) == 0;
+        clean = bg_utf8_control_bytes((const char *)c) == 0;
     if (clean || size == 0) return text;
     size_t used = 0;
     for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
         char piece[9] = {(char)*c, '\0'};
-        const int control = control_bytes(c);
+        const int control = bg_utf8_control_bytes((const char *)c);
         if (control == 1) snprintf(piece, sizeof piece, "\\x%02x", *c);
         if (control == 2) {
             snprintf(piece, sizeof piece, "\\x%02x\\x%02x", c[0], c[1]);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 /* What separates the input's and the layers' words in bg_model_spec_words. */
 static const char separator[] = "; ";
 
@@ -88,20 +90,13 @@ static int item_count(const char *saved) {
     return items;
 }
 
-/* Whether `text` starts with a control character: C0, DEL, or C1 in UTF-8
- * (U+0080 to U+009F, whose CSI a terminal acts on as ESC [). */
-static bool control_at(const unsigned char *text) {
-    return text[0] < 0x20 || text[0] == 0x7f ||
-           (text[0] == 0xc2 && text[1] >= 0x80 && text[1] <= 0x9f);
-}
-
 /* How much of a saved item to show: up to its end, a control character
  * (a crafted file's; not to reach a terminal) or SHOWN_MAX bytes, cut
  * before a UTF-8 character that would not fit whole. */
 static int shown_length(const char *item) {
     int length = 0;
     while (item[length] != '\0' && item[length] != ';' && length < SHOWN_MAX &&
-           !control_at((const unsigned char *)item + length))
+           bg_utf8_control_bytes(item + length) == 0)
         length++;
     if (length == SHOWN_MAX)
         while (length > 0 && ((unsigned char)item[length] & 0xc0) == 0x80) length--;

@@ -67,3 +67,9 @@ char *bg_utf8_repaired(const char *text) {
     *at = '\0';
     return out;
 }
+
+int bg_utf8_control_bytes(const char *s) {
+    const unsigned char *c = (const unsigned char *)s;
+    if (c[0] < 0x20 || c[0] == 0x7f) return 1;
+    return c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f ? 2 : 0;
+}

@@ -28,6 +28,12 @@ size_t bg_utf8_invalid_at(const char *s, size_t len);
  * replaced by U+FFFD: a new string to free, or NULL when memory runs out. */
 char *bg_utf8_repaired(const char *text);
 
+/* The bytes of the control character at the start of NUL-terminated
+ * `s`: 1 for C0 (newline and tab among them) and DEL, 2 for C1 in UTF-8
+ * (U+0080 to U+009F, C2 80 to C2 9F: a terminal acts on U+009B as on
+ * ESC [), 0 for anything else. What must not reach a terminal raw. */
+int bg_utf8_control_bytes(const char *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -78,11 +78,27 @@ static void test_repaired(void **state) {
     free(text);
 }
 
+static void test_control_bytes(void **state) {
+    (void)state;
+    assert_int_equal(bg_utf8_control_bytes("\x1b[31m"), 1); /* ESC */
+    assert_int_equal(bg_utf8_control_bytes("\n"), 1);
+    assert_int_equal(bg_utf8_control_bytes("\x7f"), 1);     /* DEL */
+    assert_int_equal(bg_utf8_control_bytes("\xc2\x80"), 2); /* U+0080, C1's first */
+    assert_int_equal(bg_utf8_control_bytes("\xc2\x9b"), 2); /* CSI */
+    assert_int_equal(bg_utf8_control_bytes("\xc2\x9f"), 2); /* U+009F, C1's last */
+    assert_int_equal(bg_utf8_control_bytes("\xc2\xa0"), 0); /* U+00A0, no control */
+    assert_int_equal(bg_utf8_control_bytes("\xc3\xa9"), 0); /* é */
+    assert_int_equal(bg_utf8_control_bytes("\xc2"), 0);     /* cut short: NUL after */
+    assert_int_equal(bg_utf8_control_bytes(" "), 0);
+    assert_int_equal(bg_utf8_control_bytes("~"), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sequence_lengths),
         cmocka_unit_test(test_bounded),
         cmocka_unit_test(test_repaired),
+        cmocka_unit_test(test_control_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
