@@ -49,6 +49,16 @@ run() {
     status=$?
 }
 
+# wait_for FILE: waits until FILE exists, a background process's sign that
+# it is ready (a FIFO's reader that has opened it), for at most 20 s.
+wait_for() {
+    tries=0
+    while [ ! -e "$1" ] && [ "$tries" -lt 400 ]; do
+        sleep 0.05
+        tries=$((tries + 1))
+    done
+}
+
 # expect STATUS 'stderr substring' -- ARGS...: runs brigade with ARGS and
 # checks its exit status and that stderr contains the substring ('' accepts
 # any stderr). STATUS may be 'nonzero'.

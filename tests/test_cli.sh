@@ -1313,11 +1313,7 @@ while time.time() < deadline:
         time.sleep(0.01)
 open(out, "wb").write(data)' "$T/report.fifo" "$T/reader.ready" "$T/report.read" &
     reader=$!
-    tries=0
-    while [ ! -e "$T/reader.ready" ] && [ "$tries" -lt 400 ]; do
-        sleep 0.05
-        tries=$((tries + 1))
-    done
+    wait_for "$T/reader.ready"
     expect 0 "" -- train "$MODEL" --data synthetic --steps 1 --batch 16 --metrics "$T/report.fifo"
     wait "$reader"
     check "a FIFO with a reader gets the metrics" grep -qF '"steps":' "$T/report.read"

@@ -1013,11 +1013,7 @@ select.select([fd], [], [], 120)
 os.read(fd, 100)
 os.close(fd)' "$T/early.fifo" "$T/early.ready" &
     reader=$!
-    tries=0
-    while [ ! -e "$T/early.ready" ] && [ "$tries" -lt 400 ]; do
-        sleep 0.05
-        tries=$((tries + 1))
-    done
+    wait_for "$T/early.ready"
     expect 1 "brigade simulate: trace: cannot write '$T/early.fifo': Broken pipe" -- \
         simulate "$ROOT/examples/fashion_mlp.model" --batch 256 --microbatches 64 --devices cpu:4 \
         --trace "$T/early.fifo" --timeline "$T/early.svg" --metrics "$T/early.metrics.json"
