@@ -115,6 +115,11 @@ static bg_status_t take_microbatches(const char *option, const char *item, void 
     if (o->m_count >= (int)(sizeof o->ms / sizeof o->ms[0]))
         return bg_error_set(BG_ERR_INVALID, "%s: more than %d values", option,
                             (int)(sizeof o->ms / sizeof o->ms[0]));
+    if (strcmp(item, "auto") == 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: auto picks one count; a sweep lists those to compare, as in "
+                            "1,2,4,8 (brigade plan --microbatches auto says which it would pick)",
+                            option);
     BG_CHECK(bg_cli_parse_int(option, item, 1, 65536, &v));
     for (int i = 0; i < o->m_count; i++)
         if (o->ms[i] == v)

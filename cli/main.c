@@ -2,6 +2,7 @@
  * subcommands (cli/cmd_*.c). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,7 +88,12 @@ static int close_stdout(const char *cmd, int code) {
     /* A write that failed earlier left no errno here; a closed descriptor
      * (`>&-`) is the usual cause, and says so when asked. */
     if (stdout_closed) errno = EBADF;
-    const int saved = errno != 0 ? errno : bg_cli_stdout_errno;
+    int saved = errno != 0 ? errno : bg_cli_stdout_errno;
+    /* A write that failed inside printf left none either; where its cause
+       was a pipe's reader gone (| head), the pipe still says so: every
+       write to it fails with EPIPE. */
+    struct pollfd out = {.fd = STDOUT_FILENO, .events = POLLOUT};
+    if (saved == 0 && poll(&out, 1, 0) == 1 && (out.revents & POLLERR)) saved = EPIPE;
     fprintf(stderr, "brigade%s%s: cannot write the standard output%s%s\n", cmd != NULL ? " " : "",
             cmd != NULL ? cmd : "", saved != 0 ? ": " : "", saved != 0 ? strerror(saved) : "");
     return code != 0 ? code : 1;

@@ -1247,8 +1247,8 @@ p = json.load(open(sys.argv[1]))
 assert p["complete"] is True and [q["microbatches"] for q in p["points"]] == [1, 2, 4, 8], p' \
     "$T/piped_sweep.json"
 check "sweep into a closed pipe: the chart" test -s "$T/piped_sweep.svg"
-check "sweep into a closed pipe: says the table was not written" \
-    grep -qF "brigade sweep: cannot write the standard output" "$ERR"
+check "sweep into a closed pipe: says the table was not written, and why" \
+    grep -qFx "brigade sweep: cannot write the standard output: Broken pipe" "$ERR"
 # Another tool's file (no brigade metadata) is weights at most.
 python3 - "$T/foreign.safetensors" <<'PY'
 import json, struct, sys
@@ -1709,6 +1709,8 @@ usage_error "--microbatches: 4 is listed twice" -- sweep "$MODEL" --microbatches
 usage_error "--schedule: empty item in ','" -- sweep "$MODEL" --microbatches 1 --schedule ,
 usage_error "--schedule: unknown schedule 'auto' (expected gpipe, 1f1b, interleaved or zb-h1; a sweep lists them" \
     -- sweep "$MODEL" --microbatches 1 --schedule gpipe,auto
+usage_error "--microbatches: auto picks one count; a sweep lists those to compare, as in 1,2,4,8 (brigade plan --microbatches auto says which it would pick)" \
+    -- sweep "$MODEL" --microbatches 2,auto
 usage_error "--chart: cannot write '$T/no/d/C.svg': folder '$T/no/d'" -- sweep "$MODEL" \
     --simulate --microbatches 1 --chart "$T/no/d/C.svg"
 # A rate under 1 sample/s keeps 3 digits (it printed 0), and one step is
