@@ -60,6 +60,12 @@ extern int bg_cli_stdout_errno; /* 0 until a flush of stdout fails */
  * stderr saying so, before a --batch larger than them is refused. */
 void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape, int64_t classes);
 
+/* Before a measurement (profile, a measured sweep): a note on stderr when
+ * the machine is busy, its load average over the last minute at least half
+ * its cores, since times measured then come out slower and noisier than on
+ * an idle machine. */
+void bg_cli_note_busy_machine(void);
+
 /* bg_cli_input_status for the file an option named, its message led by the
  * option ("--resume: cannot read 'x.st': No such file or directory"). */
 bg_status_t bg_cli_option_input_status(bg_status_t status, const char *option);

@@ -493,6 +493,7 @@ int bg_cmd_profile(int argc, char **argv) {
             "profiling %s: %d layers, micro-batch of %lld sample%s%s, %d timed run%s each\n",
             model_name, spec->num_layers, (long long)pc.batch, pc.batch == 1 ? "" : "s", sizes,
             pc.repetitions, pc.repetitions == 1 ? "" : "s");
+    bg_cli_note_busy_machine();
     if (pc.split == NULL && spec->num_layers > BG_PROFILE_MAX_STAGE_LAYERS)
         fprintf(stderr,
                 "note: %s has %d layers; every layer range is timed as a stage only for models "

@@ -96,6 +96,16 @@ void bg_cli_flush_stdout(void) {
     if (fflush(stdout) != 0 && bg_cli_stdout_errno == 0) bg_cli_stdout_errno = errno;
 }
 
+void bg_cli_note_busy_machine(void) {
+    double load = 0;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (getloadavg(&load, 1) != 1 || cores < 1 || load < 0.5 * (double)cores) return;
+    fprintf(stderr,
+            "note: this machine is busy (load average %.2f over the last minute, %ld core%s): "
+            "what is measured now comes out slower and noisier than on an idle machine\n",
+            load, cores, cores == 1 ? "" : "s");
+}
+
 void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape, int64_t classes) {
     if (strcmp(data, "synthetic") != 0) return;
     int64_t train, test;
