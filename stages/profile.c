@@ -10,6 +10,7 @@
 #include "profile_impl.h"
 #include "rng.h"
 #include "stage.h"
+#include "model_words.h"
 #include "monotonic.h"
 
 enum { WARMUP = PROFILE_WARMUP, MAX_REPETITIONS = 101, MAX_STASH_SLOTS = 64 };
@@ -459,9 +460,11 @@ bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **ou
     snprintf(p->optimizer, sizeof p->optimizer, "%s", bg_optimizer_kind_name(cfg->optimizer.kind));
     p->optimizer_states = bg_optimizer_state_buffers(&cfg->optimizer);
     p->layer = calloc((size_t)p->layers, sizeof *p->layer);
+    p->model_words = bg_model_spec_words(cfg->spec);
     bg_backend_t *be = NULL;
     bg_status_t st = BG_OK;
     BG_ALLOC_CHECK_GOTO(p->layer, st, fail);
+    BG_ALLOC_CHECK_GOTO(p->model_words, st, fail);
     bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
     BG_CHECK_GOTO(bg_backend_cpu_create(&cpu, &be), st, fail);
     BG_CHECK_GOTO(measure_layers(be, cfg, cfg->batch, p->layer), st, fail);

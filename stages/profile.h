@@ -13,7 +13,8 @@
  * profile in place of its analytic estimates when one is given (--profile),
  * so plans and simulations follow this machine.
  *
- * Saved as JSON: {"version": 2, "model": fingerprint (hex), "device": "cpu",
+ * Saved as JSON: {"version": 2, "model": fingerprint (hex), "model_layers":
+ * the layers in words (model_words.h), "device": "cpu",
  * "optimizer": "adam" | "sgd", "optimizer_states": 0..2, "batch": b, "stash_slots": s,
  * "copy_bytes_per_s": x, "handoff_s": .., "wake_s": .., "layers": [{"forward_s": ..,
  * "backward_data_s": .., "backward_weights_s": .., "update_s": .., "weight_check_s": ..,
@@ -145,7 +146,11 @@ typedef struct bg_profile {
     double handoff_s;        /* a sender's copy done -> the waiting receiver running */
     double wake_s;           /* what that wake costs the sender */
     uint64_t fingerprint;    /* of the model spec */
-    char device[24];         /* "cpu": the only kind measured */
+    /* The model's layers in words (model_words.h), saved as "model_layers"
+     * so that loading the profile for another model says where the two
+     * differ; NULL where not known (owned; bg_profile_destroy frees it). */
+    char *model_words;
+    char device[24]; /* "cpu": the only kind measured */
     /* The optimizer the update times are for ("adam", "sgd"; "" in older
      * profiles, which did not say) and its state buffers per parameter
      * (-1: not said). */

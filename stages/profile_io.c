@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "json_depth.h"
+#include "model_words.h"
 #include "profile.h"
 #include "text_file.h"
 
@@ -38,6 +39,7 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, p->fingerprint);
     add_number(&ok, root, "version", p->version);
     add_string(&ok, root, "model", fingerprint);
+    if (p->model_words != NULL) add_string(&ok, root, "model_layers", p->model_words);
     add_string(&ok, root, "device", p->device);
     if (p->optimizer[0] != '\0') {
         add_string(&ok, root, "optimizer", p->optimizer);
@@ -551,10 +553,14 @@ bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_
         goto done;
     }
     if (strcmp(model->valuestring, want) != 0) {
+        const cJSON *words = cJSON_GetObjectItemCaseSensitive(root, "model_layers");
+        char difference[400] = "";
+        if (cJSON_IsString(words))
+            bg_model_spec_difference(spec, words->valuestring, difference, sizeof difference);
         st = bg_error_set(BG_ERR_INVALID,
                           "%s: profile of another model (its fingerprint %s, "
-                          "this model %s)",
-                          path, model->valuestring, want);
+                          "this model %s%s%s)",
+                          path, model->valuestring, want, difference[0] ? "; " : "", difference);
         goto done;
     }
     if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) != spec->num_layers) {
@@ -569,6 +575,8 @@ bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_
     p->fingerprint = spec->fingerprint;
     p->layer = calloc((size_t)p->layers, sizeof *p->layer);
     BG_ALLOC_CHECK_GOTO(p->layer, st, done);
+    p->model_words = bg_model_spec_words(spec); /* the file's, its model being this one */
+    BG_ALLOC_CHECK_GOTO(p->model_words, st, done);
     double batch = 0;
     BG_CHECK_GOTO(whole_field(path, root, "batch", "profile", 1, 1e9, &batch), st, done);
     p->batch = (int64_t)batch;

@@ -88,5 +88,6 @@ void bg_profile_destroy(bg_profile_t *p) {
     if (p == NULL) return;
     free(p->layer);
     free(p->stage);
+    free(p->model_words);
     free(p);
 }
