@@ -62,8 +62,9 @@ void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape, int64_t cl
 
 /* Before a measurement (profile, a measured sweep): a note on stderr when
  * the machine is busy, its load average over the last minute at least half
- * its cores, since times measured then come out slower and noisier than on
- * an idle machine. */
+ * its logical CPUs online (hardware threads; the load average counts
+ * runnable threads the same way), since times measured then come out
+ * slower and noisier than on an idle machine. */
 void bg_cli_note_busy_machine(void);
 
 /* bg_cli_input_status for the file an option named, its message led by the

@@ -42,8 +42,14 @@ static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
                  (long long)l->kernel, (long long)l->stride);
         break;
     case BG_LAYER_DROPOUT: {
-        char rate[48];
-        bg_fraction_words(l->rate, rate, sizeof rate);
+        /* Plain, as a spec writes it, where that is short; a rate of many
+         * zeros reads better as %g writes it, with the digits to tell it
+         * from its neighbours (1.23e-54). */
+        char rate[24];
+        int digits = 6;
+        if (!bg_fraction_words(l->rate, rate, sizeof rate)) do
+                snprintf(rate, sizeof rate, "%.*g", digits, l->rate);
+            while (strtod(rate, NULL) != l->rate && ++digits <= 17);
         snprintf(buf, size, "dropout %s", rate);
         break;
     }

@@ -20,37 +20,40 @@
 #include "utf8.h"
 
 /* Writes a message for the terminal: its control characters (a file
- * name may hold any, an escape sequence among them) as \xNN, so that none
- * acts on the terminal; newlines and tabs as they are. */
+ * name may hold any, an escape sequence among them; bg_utf8_next) as a \xNN
+ * for each byte, so that none acts on the terminal; newlines and tabs as
+ * they are. */
 static void put_message(const char *text) {
-    for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
-        const int control = *c == '\n' || *c == '\t' ? 0 : bg_utf8_control_bytes((const char *)c);
-        if (control == 2) fprintf(stderr, "\\x%02x", *c++);
-        if (control > 0)
-            fprintf(stderr, "\\x%02x", *c);
-        else
-            fputc(*c, stderr);
+    for (const char *c = text; *c != '\0';) {
+        bool control;
+        const size_t bytes = bg_utf8_next(c, &control);
+        if (*c == '\n' || *c == '\t') control = false;
+        for (size_t k = 0; k < bytes; k++, c++)
+            if (control)
+                fprintf(stderr, "\\x%02x", (unsigned char)*c);
+            else
+                fputc(*c, stderr);
     }
 }
 
 const char *bg_cli_shown(const char *text, char *buf, size_t size) {
-    int clean = 1;
-    for (const unsigned char *c = (const unsigned char *)text; *c != '\0' && clean; c++)
-        clean = bg_utf8_control_bytes((const char *)c) == 0;
-    if (clean || size == 0) return text;
+    bool control = false;
+    for (const char *c = text; *c != '\0' && !control;) c += bg_utf8_next(c, &control);
+    if (!control || size == 0) return text;
     size_t used = 0;
-    for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
-        char piece[9] = {(char)*c, '\0'};
-        const int control = bg_utf8_control_bytes((const char *)c);
-        if (control == 1) snprintf(piece, sizeof piece, "\\x%02x", *c);
-        if (control == 2) {
-            snprintf(piece, sizeof piece, "\\x%02x\\x%02x", c[0], c[1]);
-            c++;
-        }
-        const size_t n = strlen(piece);
-        if (used + n + 1 > size) break; /* whole pieces only */
+    for (const char *c = text; *c != '\0';) {
+        const size_t bytes = bg_utf8_next(c, &control);
+        char piece[4 * 4 + 1]; /* a character of up to 4 bytes, each as \xNN */
+        size_t n = 0;
+        for (size_t k = 0; k < bytes; k++)
+            if (control)
+                n += (size_t)snprintf(piece + n, sizeof piece - n, "\\x%02x", (unsigned char)c[k]);
+            else
+                piece[n++] = c[k];
+        if (used + n + 1 > size) break; /* whole characters only */
         memcpy(buf + used, piece, n);
         used += n;
+        c += bytes;
     }
     buf[used] = '\0';
     return buf;
@@ -101,8 +104,8 @@ void bg_cli_note_busy_machine(void) {
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (getloadavg(&load, 1) != 1 || cores < 1 || load < 0.5 * (double)cores) return;
     fprintf(stderr,
-            "note: this machine is busy (load average %.2f over the last minute, %ld core%s): "
-            "what is measured now comes out slower and noisier than on an idle machine\n",
+            "note: this machine is busy (load average %.2f over the last minute, %ld logical "
+            "CPU%s): what is measured now comes out slower and noisier than on an idle machine\n",
             load, cores, cores == 1 ? "" : "s");
 }
 

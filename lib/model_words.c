@@ -14,12 +14,14 @@ static const char separator[] = "; ";
 /* A saved layer's words are shown up to this many bytes. */
 enum { SHOWN_MAX = 120 };
 
-void bg_fraction_words(double value, char *out, size_t size) {
+bool bg_fraction_words(double value, char *out, size_t size) {
     /* Every double has a finite decimal expansion: 1074 decimals at most. */
     for (int decimals = 0; decimals <= 1074; decimals++) {
         const int length = snprintf(out, size, "%.*f", decimals, value);
-        if (length < 0 || (size_t)length >= size || strtod(out, NULL) == value) return;
+        if (length < 0 || (size_t)length >= size) return false;
+        if (strtod(out, NULL) == value) return true;
     }
+    return false; /* not a finite double */
 }
 
 void bg_layer_words(const bg_layer_spec_t *layer, char *out, size_t size) {
@@ -43,7 +45,7 @@ void bg_layer_words(const bg_layer_spec_t *layer, char *out, size_t size) {
         break;
     case BG_LAYER_DENSE: snprintf(out, size, "%s units=%" PRId64, kind, layer->filters); break;
     case BG_LAYER_DROPOUT: {
-        char rate[48]; /* 0. and 40 decimals; a longer one is cut */
+        char rate[BG_FRACTION_WORDS_MAX];
         bg_fraction_words(layer->rate, rate, sizeof rate);
         snprintf(out, size, "%s rate=%s", kind, rate);
         break;
@@ -61,22 +63,27 @@ static void item_words(const bg_model_spec_t *spec, int item, char *out, size_t 
         bg_layer_words(&spec->layers[item - 1], out, size);
 }
 
-/* Long enough for any item's words: five 19-digit numbers and their keys. */
-enum { ITEM_MAX = 192 };
+/* Long enough for any item's words: five 19-digit numbers and their keys,
+ * or a dropout's rate of the most decimals. */
+enum { ITEM_MAX = BG_FRACTION_WORDS_MAX + 120 };
 
 char *bg_model_spec_words(const bg_model_spec_t *spec) {
-    const size_t most = (size_t)(spec->num_layers + 1) * (ITEM_MAX + sizeof separator);
-    char *text = malloc(most);
-    if (text == NULL) return NULL;
-    size_t length = 0;
-    for (int item = 0; item <= spec->num_layers; item++) {
-        if (item > 0) {
-            memcpy(text + length, separator, sizeof separator - 1);
-            length += sizeof separator - 1;
+    size_t capacity = 256, length = 0;
+    char *text = malloc(capacity);
+    for (int item = 0; text != NULL && item <= spec->num_layers; item++) {
+        char words[ITEM_MAX];
+        item_words(spec, item, words, sizeof words);
+        const size_t more = (item > 0 ? sizeof separator - 1 : 0) + strlen(words);
+        while (text != NULL && length + more + 1 > capacity) {
+            char *grown = realloc(text, capacity *= 2);
+            if (grown == NULL) free(text);
+            text = grown;
         }
-        item_words(spec, item, text + length, ITEM_MAX);
-        length += strlen(text + length);
+        if (text == NULL) break;
+        snprintf(text + length, capacity - length, "%s%s", item > 0 ? separator : "", words);
+        length += more;
     }
+    if (text == NULL) return NULL;
     text[length] = '\0';
     return text;
 }
@@ -91,16 +98,17 @@ static int item_count(const char *saved) {
 }
 
 /* How much of a saved item to show: up to its end, a control character
- * (a crafted file's; not to reach a terminal) or SHOWN_MAX bytes, cut
- * before a UTF-8 character that would not fit whole. */
+ * (a crafted file's; not to reach a terminal; bg_utf8_next) or SHOWN_MAX
+ * bytes of whole characters. */
 static int shown_length(const char *item) {
-    int length = 0;
-    while (item[length] != '\0' && item[length] != ';' && length < SHOWN_MAX &&
-           bg_utf8_control_bytes(item + length) == 0)
-        length++;
-    if (length == SHOWN_MAX)
-        while (length > 0 && ((unsigned char)item[length] & 0xc0) == 0x80) length--;
-    return length;
+    size_t length = 0;
+    while (item[length] != '\0' && item[length] != ';') {
+        bool control;
+        const size_t bytes = bg_utf8_next(item + length, &control);
+        if (control || length + bytes > SHOWN_MAX) break;
+        length += bytes;
+    }
+    return (int)length;
 }
 
 bool bg_model_spec_difference(const bg_model_spec_t *spec, const char *saved, char *out,

@@ -14,11 +14,17 @@
 extern "C" {
 #endif
 
+/* Bytes that hold any fraction's words, NUL included: "0." and at most
+ * 340 decimals (the smallest double, 4.9e-324, reads back from 323 zeros
+ * and a 5; none needs more than 17 significant digits after its zeros). */
+enum { BG_FRACTION_WORDS_MAX = 352 };
+
 /* A fraction in [0, 1) as a spec writes it: the fewest decimals that read
  * back as `value`, in plain notation (0.25, not 0.25000000000000000;
  * 0.123456789, not %g's 0.123457; 0.00001, not 1e-05, which a spec
- * refuses). The smallest double takes 1,076 bytes; `out` may cut it. */
-void bg_fraction_words(double value, char *out, size_t size);
+ * refuses). False when `out` (`size` bytes) cut them: what it then holds
+ * is another number. */
+bool bg_fraction_words(double value, char *out, size_t size);
 
 /* `layer` as a spec line with every option the fingerprint covers:
  * "conv2d filters=32 kernel=3 stride=1 padding=valid", "maxpool size=2

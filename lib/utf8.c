@@ -68,8 +68,10 @@ char *bg_utf8_repaired(const char *text) {
     return out;
 }
 
-int bg_utf8_control_bytes(const char *s) {
+size_t bg_utf8_next(const char *s, bool *control) {
     const unsigned char *c = (const unsigned char *)s;
-    if (c[0] < 0x20 || c[0] == 0x7f) return 1;
-    return c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f ? 2 : 0;
+    const size_t bytes = bg_utf8_sequence(s, strnlen(s, 4));
+    *control = c[0] < 0x20 || c[0] == 0x7f || (bytes == 2 && c[0] == 0xc2 && c[1] <= 0x9f) ||
+               (bytes == 0 && c[0] >= 0x80 && c[0] <= 0x9f);
+    return bytes > 0 ? bytes : 1;
 }

@@ -5,6 +5,7 @@
 #ifndef BG_UTF8_H
 #define BG_UTF8_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -28,11 +29,13 @@ size_t bg_utf8_invalid_at(const char *s, size_t len);
  * replaced by U+FFFD: a new string to free, or NULL when memory runs out. */
 char *bg_utf8_repaired(const char *text);
 
-/* The bytes of the control character at the start of NUL-terminated
- * `s`: 1 for C0 (newline and tab among them) and DEL, 2 for C1 in UTF-8
- * (U+0080 to U+009F, C2 80 to C2 9F: a terminal acts on U+009B as on
- * ESC [), 0 for anything else. What must not reach a terminal raw. */
-int bg_utf8_control_bytes(const char *s);
+/* The next character of NUL-terminated, non-empty `s`: its bytes, or 1
+ * for a byte that starts no well-formed sequence. *control says whether a
+ * terminal may act on it, so that it must not reach one raw: C0 (newline
+ * and tab among them), DEL, C1 in UTF-8 (U+0080 to U+009F, C2 80 to C2 9F;
+ * U+009B acts as ESC [), or a stray byte 0x80 to 0x9F, C1 itself to a
+ * terminal in a Latin-1 locale or with 8-bit controls. */
+size_t bg_utf8_next(const char *s, bool *control);
 
 #ifdef __cplusplus
 }

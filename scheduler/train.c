@@ -80,7 +80,8 @@ static bg_status_t check_batch(const bg_train_config_t *cfg) {
     return BG_OK;
 }
 
-bg_status_t bg_train_check_config(const bg_train_config_t *cfg) {
+/* The config's own checks: its batch, its length given, its data. */
+static bg_status_t check_basics(const bg_train_config_t *cfg) {
     BG_CHECK(check_batch(cfg));
     if (cfg->epochs < 1 && cfg->steps < 1)
         return bg_error_set(BG_ERR_INVALID, "nothing to do: --epochs 0 and no --steps");
@@ -97,9 +98,11 @@ bg_status_t bg_train_check_config(const bg_train_config_t *cfg) {
 }
 
 /* A resumed run continues the saved one: same batch size and training set
- * (when the checkpoint records them), a position inside that set, and
- * steps left before `total`. */
-static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total, uint32_t data_crc32) {
+ * (when the checkpoint records them; the set's CRC-32 compared where
+ * `data_crc32` is given), a position inside that set, and steps left
+ * before `total`. */
+static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total,
+                                const uint32_t *data_crc32) {
     const bg_train_state_t *rs = cfg->resume;
     if (rs == NULL) return BG_OK;
     if (rs->batch > 0 && rs->batch != cfg->batch)
@@ -113,14 +116,14 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total, uin
                             "--resume: the run was saved training on %lld samples, this data has "
                             "%lld (a resumed run continues on the same data)",
                             (long long)rs->train_samples, (long long)cfg->train->count);
-    if (rs->data_crc32_saved && rs->data_crc32 != data_crc32)
+    if (data_crc32 != NULL && rs->data_crc32_saved && rs->data_crc32 != *data_crc32)
         return bg_error_set(BG_ERR_INVALID,
                             "--resume: the run was saved training on other data%s (CRC-32 of "
                             "its images and labels %08" PRIx32 ", this data's %08" PRIx32
                             "; a resumed run continues on the same data, --load starts another "
                             "from its weights)",
                             rs->train_samples > 0 ? " of as many samples" : "", rs->data_crc32,
-                            data_crc32);
+                            *data_crc32);
     if (rs->position >= cfg->train->count)
         return bg_error_set(BG_ERR_INVALID,
                             "--resume: the run was saved at sample %lld of its epoch, at or "
@@ -428,6 +431,14 @@ static bg_status_t evaluate_only(const bg_train_config_t *cfg, bg_train_result_t
     return BG_OK;
 }
 
+bg_status_t bg_train_check_config(const bg_train_config_t *cfg) {
+    BG_CHECK(check_basics(cfg));
+    int64_t total = 0;
+    BG_CHECK(run_length(cfg, bg_train_steps_per_epoch(cfg->train->count, cfg->batch), &total));
+    /* The data's CRC-32 is bg_train_run's to compare: it reads every sample. */
+    return check_resume(cfg, total, NULL);
+}
+
 bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result,
                          float *final_params) {
     if (cfg->evaluate_only) return evaluate_only(cfg, result, final_params);
@@ -441,7 +452,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     /* What a checkpoint records of the data, and a resumed run compares. */
     const uint32_t data_crc32 =
         cfg->save_path != NULL || cfg->resume != NULL ? bg_dataset_crc32(train) : 0;
-    BG_CHECK(check_resume(cfg, total, data_crc32));
+    BG_CHECK(check_resume(cfg, total, &data_crc32));
 
     bg_status_t st = BG_OK;
     bg_pipeline_t *pipe = NULL;

@@ -127,9 +127,9 @@ typedef struct bg_train_result {
 } bg_train_result_t;
 
 /* What bg_train_run checks of a training run's config before it starts
- * (the batch, the run's length, its data against the model), for a command
- * to check first, before slower work such as planning. Not for
- * evaluate_only. */
+ * (the batch, the run's length, its data against the model, a resumed
+ * state against the run, all but the data's CRC-32), for a command to check
+ * first, before slower work such as planning. Not for evaluate_only. */
 bg_status_t bg_train_check_config(const bg_train_config_t *cfg);
 
 /* Trains, evaluates, and leaves the final parameters in `final_params`

@@ -24,9 +24,10 @@
  *             settings, in words). The last eight are absent from
  *             checkpoints written before they were added; such files load
  *             with them 0 (the seed and the CRC as not saved, the settings
- *             as none). Beside brigade.model, the fingerprint, every file
- *             also holds brigade.layers (lib/checkpoint.h), read only to say
- *             where another model's file differs.
+ *             as none). Beside brigade.model, the fingerprint, files
+ *             written since 2026-12-05 also hold brigade.layers
+ *             (lib/checkpoint.h), read only to say where another model's
+ *             file differs.
  *
  * A checkpoint belongs to its model (the fingerprint is checked) but not to a
  * placement: weights are per layer, so a run may resume on other devices,

@@ -204,6 +204,11 @@ stdout_has "    4  dropout 0.5            4 " "summary: dropout's default rate"
 sed 's/rate=0.25/rate=0.123456789/' "$T/dropout.model" >"$T/dropout_digits.model"
 expect 0 "" -- summary "$T/dropout_digits.model"
 stdout_has "    1  dropout 0.123456789    2x3x3 " "summary: a rate as written, not %g's 0.123457"
+# A rate of many zeros in %g's form, with its digits, not cut to 0.0000...
+sed 's/rate=0.25/rate=0.0000000000000000000000000000000000000000000000000000123/' \
+    "$T/dropout.model" >"$T/dropout_tiny.model"
+expect 0 "" -- summary "$T/dropout_tiny.model"
+stdout_has "    1  dropout 1.23e-53       2x3x3 " "summary: a tiny rate as 1.23e-53"
 expect 0 "" -- train "$T/dropout.model" --data synthetic --devices cpu:2 --microbatches 2 \
     --steps 3 --batch 8 --save "$T/dropout.safetensors"
 sed 's/rate=0.25/rate=0.3/' "$T/dropout.model" >"$T/dropout30.model"
@@ -1052,6 +1057,10 @@ usage_error "--steps 4611686018427387903 takes 288230376151711744 epochs of 8192
 # A resumed run continues the same one: same batch, same data, steps left.
 usage_error "--resume: the run was saved at --batch 16, this one has --batch 32" -- \
     train "$MODEL" --data synthetic --steps 6 --batch 32 --resume "$R"
+# ... before the plan: the reason, not memory advice for a run refused anyway.
+usage_error "--resume: the run was saved at --batch 16, this one has --batch 4096" -- \
+    train "$MODEL" --data synthetic --steps 6 --batch 4096 --resume "$R" --device-mem 10M
+check "--resume at another batch: no memory advice" sh -c "! grep -q 'does not fit' '$ERR'"
 mkdir -p "$T/fewer"
 python3 - "$T/fewer" <<'PY'
 import gzip, struct, sys
@@ -1505,6 +1514,11 @@ cp "$MODEL" "$csi_name"
 if expect 0 "" -- simulate "$csi_name"; then
     stdout_has "simulation of $T/csi\xc2\x9b31m.model: " "a C1 escape in a name: the header"
 fi
+# And a stray byte 9B (no UTF-8), CSI to a Latin-1 terminal; an é beside it
+# is a character, shown as it is.
+raw_name=$(printf '%s/raw\233\303\251.model' "$T")
+usage_error "cannot read '$T/raw\\x9b$(printf '\303\251').model': No such file or directory" \
+    -- plan "$raw_name"
 # So do the headers and notes that name it (a newline too: one line each).
 cp "$MODEL" "$esc_name"
 if expect 0 "" -- simulate "$esc_name" --metrics "$esc_name.json"; then
@@ -1702,7 +1716,7 @@ usage_error "--microbatches: empty item in ',' (expected A,B,...)" -- sweep "$MO
 usage_error "--microbatches: empty item in '4,'" -- sweep "$MODEL" --microbatches 4,
 usage_error "--microbatches: empty item in '1,,4'" -- sweep "$MODEL" --microbatches 1,,4
 usage_error "--microbatches: 0 is outside 1..65536" -- sweep "$MODEL" --microbatches 1,0
-usage_error "--microbatches: expected an integer, got 'auto'" -- sweep "$MODEL" --microbatches auto
+usage_error "--microbatches: expected an integer, got 'many'" -- sweep "$MODEL" --microbatches many
 usage_error "--schedule: gpipe is listed twice" -- sweep "$MODEL" --microbatches 1 \
     --schedule gpipe,1f1b,zb-h1,gpipe,1f1b
 usage_error "--microbatches: 4 is listed twice" -- sweep "$MODEL" --microbatches 4,2,4

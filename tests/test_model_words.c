@@ -79,9 +79,44 @@ static void test_fraction_words(void **state) {
     /* Plain notation, as a spec takes it: never %g's 1e-05. */
     bg_fraction_words(0.00001, text, sizeof text);
     assert_string_equal(text, "0.00001");
-    /* Cut to the buffer: the smallest double has 1,074 decimals. */
-    bg_fraction_words(0x1p-1074, text, 12);
-    assert_string_equal(text, "0.000000000");
+    /* The smallest double reads back from 323 zeros and a 5, which the
+     * words hold whole; a buffer that cuts them says so. */
+    char whole[BG_FRACTION_WORDS_MAX];
+    assert_true(bg_fraction_words(0x1p-1074, whole, sizeof whole));
+    assert_int_equal(strlen(whole), 2 + 324);
+    assert_int_equal(whole[2 + 323], '5');
+    assert_true(strtod(whole, NULL) == 0x1p-1074);
+    assert_false(bg_fraction_words(0x1p-1074, text, 12));
+    assert_false(bg_fraction_words(0.25, text, 4)); /* "0.2" is another number */
+    assert_true(bg_fraction_words(0.25, text, 5));
+    assert_string_equal(text, "0.25");
+}
+
+/* Two rates that differ past the 40th decimal have words that differ: a
+ * checkpoint of one, resumed with the other, names the layer. */
+static void test_tiny_rates_differ(void **state) {
+    (void)state;
+    char spec_a[256], spec_b[256];
+    const char *zeros = "00000000000000000000000000000000000000000000000000";
+    snprintf(spec_a, sizeof spec_a,
+             "input channels=1 height=2 width=2\nflatten\ndropout rate=0.%s123\ndense "
+             "units=2\nsoftmax_cross_entropy\n",
+             zeros);
+    snprintf(spec_b, sizeof spec_b,
+             "input channels=1 height=2 width=2\nflatten\ndropout rate=0.%s456\ndense "
+             "units=2\nsoftmax_cross_entropy\n",
+             zeros);
+    bg_model_spec_t *a = parse_ok(spec_a), *b = parse_ok(spec_b);
+    char *words = bg_model_spec_words(a);
+    assert_non_null(words);
+    assert_non_null(
+        strstr(words, "; dropout rate=0.00000000000000000000000000000000000000000000000000123; "));
+    char difference[400];
+    assert_true(bg_model_spec_difference(b, words, difference, sizeof difference));
+    assert_non_null(strstr(difference, "its layer 1 is 'dropout rate=0."));
+    free(words);
+    bg_model_spec_destroy(a);
+    bg_model_spec_destroy(b);
 }
 
 /* `text` parsed, its words compared with `spec`'s: the difference in words. */
@@ -191,6 +226,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_words_of_every_kind),
         cmocka_unit_test(test_fraction_words),
+        cmocka_unit_test(test_tiny_rates_differ),
         cmocka_unit_test(test_difference_of_models),
         cmocka_unit_test(test_difference_of_saved_words),
     };

@@ -629,9 +629,6 @@ static void test_state_inconsistent(void **state) {
         write_state(f, path, cases[i].key, cases[i].value, NULL, NULL);
         expect_state_error(f, path, BG_ERR_PARSE, cases[i].message);
     }
-    /* The loss sum and its step count come together or not at all (an
-     * older checkpoint); one alone once gave a mean of the sum over 0 or
-     * over nothing recorded. */
     /* Another model's fingerprint as the file has it: an empty one named so,
      * a long one cut to 19 characters, as --load's message has them; the
      * file lacks brigade.layers, so no layer is named. */
@@ -648,6 +645,9 @@ static void test_state_inconsistent(void **state) {
              f->spec->fingerprint);
     write_state(f, path, "brigade.model", "0123456789abcdef0123456789abcdef", NULL, NULL);
     expect_state_error(f, path, BG_ERR_INVALID, want);
+    /* The loss sum and its step count come together or not at all (an
+     * older checkpoint); one alone once gave a mean of the sum over 0 or
+     * over nothing recorded. */
     write_state(f, path, "brigade.epoch_steps", NULL, NULL, NULL);
     expect_state_error(f, path, BG_ERR_PARSE,
                        "metadata 'brigade.epoch_loss_sum' without 'brigade.epoch_steps'");

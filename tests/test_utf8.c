@@ -2,6 +2,7 @@
  * every other byte replaced by U+FFFD, one for each; the first bad byte of
  * a buffer found. */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -78,19 +79,37 @@ static void test_repaired(void **state) {
     free(text);
 }
 
-static void test_control_bytes(void **state) {
+/* Asserts bg_utf8_next's bytes and control flag at the start of `s`. */
+static void expect_next(const char *s, size_t bytes, bool control) {
+    bool got = !control;
+    assert_int_equal(bg_utf8_next(s, &got), bytes);
+    assert_int_equal(got, control);
+}
+
+static void test_next(void **state) {
     (void)state;
-    assert_int_equal(bg_utf8_control_bytes("\x1b[31m"), 1); /* ESC */
-    assert_int_equal(bg_utf8_control_bytes("\n"), 1);
-    assert_int_equal(bg_utf8_control_bytes("\x7f"), 1);     /* DEL */
-    assert_int_equal(bg_utf8_control_bytes("\xc2\x80"), 2); /* U+0080, C1's first */
-    assert_int_equal(bg_utf8_control_bytes("\xc2\x9b"), 2); /* CSI */
-    assert_int_equal(bg_utf8_control_bytes("\xc2\x9f"), 2); /* U+009F, C1's last */
-    assert_int_equal(bg_utf8_control_bytes("\xc2\xa0"), 0); /* U+00A0, no control */
-    assert_int_equal(bg_utf8_control_bytes("\xc3\xa9"), 0); /* é */
-    assert_int_equal(bg_utf8_control_bytes("\xc2"), 0);     /* cut short: NUL after */
-    assert_int_equal(bg_utf8_control_bytes(" "), 0);
-    assert_int_equal(bg_utf8_control_bytes("~"), 0);
+    expect_next("\x1b[31m", 1, true); /* ESC */
+    expect_next("\n", 1, true);
+    expect_next("\x7f", 1, true);     /* DEL */
+    expect_next("\xc2\x80", 2, true); /* U+0080, C1's first */
+    expect_next("\xc2\x9b"
+                "31m",
+                2, true);                      /* CSI */
+    expect_next("\xc2\x9f", 2, true);          /* U+009F, C1's last */
+    expect_next("\xc2\xa0", 2, false);         /* U+00A0, no control */
+    expect_next("\xc3\xa9t", 2, false);        /* é */
+    expect_next("\xe2\x82\xac", 3, false);     /* € */
+    expect_next("\xf0\x9f\x98\x80", 4, false); /* an emoji: its 9F is no C1 */
+    /* Stray bytes: C1 to a Latin-1 terminal from 80 to 9F, not past. */
+    expect_next("\x9b"
+                "31m",
+                1, true);
+    expect_next("\x80", 1, true);
+    expect_next("\xa0", 1, false);
+    expect_next("\xff", 1, false);
+    expect_next("\xc2", 1, false); /* cut short: NUL after */
+    expect_next(" ", 1, false);
+    expect_next("~", 1, false);
 }
 
 int main(void) {
@@ -98,7 +117,7 @@ int main(void) {
         cmocka_unit_test(test_sequence_lengths),
         cmocka_unit_test(test_bounded),
         cmocka_unit_test(test_repaired),
-        cmocka_unit_test(test_control_bytes),
+        cmocka_unit_test(test_next),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
