@@ -46,10 +46,11 @@ static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
          * zeros reads better as %g writes it, with the digits to tell it
          * from its neighbours (1.23e-54). */
         char rate[24];
-        int digits = 6;
-        if (!bg_fraction_words(l->rate, rate, sizeof rate)) do
-                snprintf(rate, sizeof rate, "%.*g", digits, l->rate);
+        if (!bg_fraction_words(l->rate, rate, sizeof rate)) {
+            int digits = 6;
+            do snprintf(rate, sizeof rate, "%.*g", digits, l->rate);
             while (strtod(rate, NULL) != l->rate && ++digits <= 17);
+        }
         snprintf(buf, size, "dropout %s", rate);
         break;
     }

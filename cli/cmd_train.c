@@ -742,11 +742,13 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.spec = spec;
     o.train.train = train;
     o.train.test = test;
-    /* Before the plan: a batch the training set cannot fill (or data the
-       model cannot score) is refused as itself, not given memory advice. */
-    if (train != NULL) BG_CHECK_GOTO(bg_train_check_config(&o.train), st, fail);
-    if (train != NULL) BG_CHECK_GOTO(check_save_every(&o, train), st, fail);
-    if (train != NULL) BG_CHECK_GOTO(check_warmup(&o, train), st, fail);
+    /* Before the plan: a batch the training set cannot fill, a resumed run
+       that cannot continue, is refused as itself, not given memory advice. */
+    if (train != NULL) {
+        BG_CHECK_GOTO(bg_train_check_config(&o.train), st, fail);
+        BG_CHECK_GOTO(check_save_every(&o, train), st, fail);
+        BG_CHECK_GOTO(check_warmup(&o, train), st, fail);
+    }
     /* An evaluation updates nothing: its stages run forwards only, with no
      * gradients, optimizer state (Adam's is two buffers the size of the
      * parameters) or stash for a backward, and its plan counts none. Its

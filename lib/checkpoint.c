@@ -416,10 +416,26 @@ bg_status_t bg_checkpoint_check_entry(const char *path, const bg_safetensors_ent
     return BG_OK;
 }
 
-/* Copies the model's tensors out of a verified file. */
+/* Orders pointers to slots by their tensors' names. */
 static int slot_pointer_compare(const void *a, const void *b) {
     return strcmp((*(const tensor_slot_t *const *)a)->name,
                   (*(const tensor_slot_t *const *)b)->name);
+}
+
+bool bg_checkpoint_other_model(const bg_safetensors_t *file, const bg_model_spec_t *spec,
+                               bg_checkpoint_info_t *info) {
+    info->other_model[0] = info->difference[0] = '\0';
+    char own[20];
+    snprintf(own, sizeof own, "%016" PRIx64, spec->fingerprint);
+    const char *fingerprint = bg_safetensors_metadata(file, "brigade.model");
+    if (fingerprint == NULL || strcmp(fingerprint, own) == 0) return false;
+    /* A fingerprint is 16 digits: a crafted value longer is cut. */
+    snprintf(info->other_model, sizeof info->other_model, "%.19s",
+             fingerprint[0] != '\0' ? fingerprint : "(empty)");
+    const char *layers = bg_safetensors_metadata(file, "brigade.layers");
+    if (layers != NULL)
+        bg_model_spec_difference(spec, layers, info->difference, sizeof info->difference);
+    return true;
 }
 
 /* Copies the model's tensors out of a verified file. Lookups go through
@@ -434,15 +450,7 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
     bg_checkpoint_info_t found_info = {0};
     char own[20];
     snprintf(own, sizeof own, "%016" PRIx64, spec->fingerprint);
-    const char *fingerprint = bg_safetensors_metadata(st_file, "brigade.model");
-    if (fingerprint != NULL && strcmp(fingerprint, own) != 0) {
-        snprintf(found_info.other_model, sizeof found_info.other_model, "%.19s",
-                 fingerprint[0] != '\0' ? fingerprint : "(empty)");
-        const char *layers = bg_safetensors_metadata(st_file, "brigade.layers");
-        if (layers != NULL)
-            bg_model_spec_difference(spec, layers, found_info.difference,
-                                     sizeof found_info.difference);
-    }
+    bg_checkpoint_other_model(st_file, spec, &found_info);
     int mismatch = 0; /* a tensor missing, of another shape, or not the model's */
     BG_CHECK_GOTO(slots_create(spec, &slots, &count), st, done);
     sorted_slots = calloc((size_t)count + 1, sizeof *sorted_slots);

@@ -26,10 +26,12 @@
 #ifndef BG_CHECKPOINT_H
 #define BG_CHECKPOINT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "model_spec.h"
+#include "model_words.h"
 #include "safetensors.h"
 #include "status.h"
 
@@ -110,12 +112,19 @@ typedef struct bg_checkpoint_info {
     char other_model[20];
     /* Where that other model differs from this one, in words
      * (bg_model_spec_difference), or "" when the file lacks brigade.layers. */
-    char difference[400];
+    char difference[BG_MODEL_DIFFERENCE_MAX];
     /* brigade.seed, the run's --seed, when the file holds it (seed_saved):
      * synthetic data are made from it. */
     int seed_saved;
     uint64_t seed;
 } bg_checkpoint_info_t;
+
+/* Whether `file`'s brigade.model fingerprint is present and not `spec`'s;
+ * then info->other_model holds it as messages show it (cut to 19
+ * characters, "(empty)" for none) and info->difference where the models
+ * part, from the file's brigade.layers. Both "" otherwise. */
+bool bg_checkpoint_other_model(const bg_safetensors_t *file, const bg_model_spec_t *spec,
+                               bg_checkpoint_info_t *info);
 
 /* Reads parameters for `spec` from `path` into `params` (spec->total_params
  * floats). The file must verify (bg_checkpoint_verify), and hold exactly the

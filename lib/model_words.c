@@ -68,23 +68,20 @@ static void item_words(const bg_model_spec_t *spec, int item, char *out, size_t 
 enum { ITEM_MAX = BG_FRACTION_WORDS_MAX + 120 };
 
 char *bg_model_spec_words(const bg_model_spec_t *spec) {
-    size_t capacity = 256, length = 0;
-    char *text = malloc(capacity);
-    for (int item = 0; text != NULL && item <= spec->num_layers; item++) {
+    char *text = NULL;
+    size_t length = 0;
+    FILE *out = open_memstream(&text, &length);
+    if (out == NULL) return NULL;
+    for (int item = 0; item <= spec->num_layers; item++) {
         char words[ITEM_MAX];
         item_words(spec, item, words, sizeof words);
-        const size_t more = (item > 0 ? sizeof separator - 1 : 0) + strlen(words);
-        while (text != NULL && length + more + 1 > capacity) {
-            char *grown = realloc(text, capacity *= 2);
-            if (grown == NULL) free(text);
-            text = grown;
-        }
-        if (text == NULL) break;
-        snprintf(text + length, capacity - length, "%s%s", item > 0 ? separator : "", words);
-        length += more;
+        fprintf(out, "%s%s", item > 0 ? separator : "", words);
     }
-    if (text == NULL) return NULL;
-    text[length] = '\0';
+    const bool written = !ferror(out);
+    if (fclose(out) != 0 || !written) {
+        free(text);
+        return NULL;
+    }
     return text;
 }
 

@@ -35,11 +35,14 @@ void bg_layer_words(const bg_layer_spec_t *layer, char *out, size_t size);
  * when out of memory). */
 char *bg_model_spec_words(const bg_model_spec_t *spec);
 
+/* Bytes that hold a difference in words: two layers' words of the usual
+ * length and the counts; a longer one is cut. */
+enum { BG_MODEL_DIFFERENCE_MAX = 400 };
+
 /* Where `saved` (another model's bg_model_spec_words) first differs from
  * `spec`, in words: "its layer 3 is 'dropout rate=0.25' where this model
  * has 'dropout rate=0.5'", then "; it has 7 layers, this model 8" when
- * their counts differ. Writes ""
- * and returns false when the two agree. */
+ * their counts differ. Writes "" and returns false when the two agree. */
 bool bg_model_spec_difference(const bg_model_spec_t *spec, const char *saved, char *out,
                               size_t size);
 

@@ -417,21 +417,13 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
         return bg_error_set(BG_ERR_INVALID,
                             "%s: holds weights only, not a training state to resume (use --load)",
                             path);
-    if (model == NULL || strcmp(model, want) != 0) {
-        const char *layers = bg_safetensors_metadata(file, "brigade.layers");
-        char difference[400] = "";
-        if (layers != NULL) bg_model_spec_difference(spec, layers, difference, sizeof difference);
-        /* A fingerprint is 16 digits: a crafted value longer is cut, as
-           --load's message cuts it (lib/checkpoint.c). */
+    bg_checkpoint_info_t other = {0};
+    if (model == NULL || bg_checkpoint_other_model(file, spec, &other))
         return bg_error_set(BG_ERR_INVALID,
-                            "%s: checkpoint belongs to another model (fingerprint %.19s, this "
-                            "model is %s%s%s)",
-                            path,
-                            model == NULL      ? "none"
-                            : model[0] == '\0' ? "(empty)"
-                                               : model,
-                            want, difference[0] ? "; " : "", difference);
-    }
+                            "%s: checkpoint belongs to another model (fingerprint %s, this model "
+                            "is %s%s%s)",
+                            path, model == NULL ? "none" : other.other_model, want,
+                            other.difference[0] ? "; " : "", other.difference);
     const char *optimizer = bg_safetensors_metadata(file, "brigade.optimizer");
     if (optimizer == NULL || strcmp(optimizer, bg_optimizer_kind_name(st->optimizer)) != 0)
         return bg_error_set(BG_ERR_INVALID,

@@ -554,7 +554,7 @@ bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_
     }
     if (strcmp(model->valuestring, want) != 0) {
         const cJSON *words = cJSON_GetObjectItemCaseSensitive(root, "model_layers");
-        char difference[400] = "";
+        char difference[BG_MODEL_DIFFERENCE_MAX] = "";
         if (cJSON_IsString(words))
             bg_model_spec_difference(spec, words->valuestring, difference, sizeof difference);
         st = bg_error_set(BG_ERR_INVALID,
