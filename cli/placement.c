@@ -286,20 +286,19 @@ static const char *auto_gpus(const bg_topology_t *topo, char *buf, size_t size) 
  * search then tries. One a device (K - 1): the others, --chunks dropped.
  * Any other count is refused by the check that follows. */
 static void note_auto_split(bg_placement_t *p) {
-    const int devices = bg_placement_stage_count(p) / p->chunks;
-    if (p->split_count == devices * p->chunks - 1)
+    const int stages = bg_placement_stage_count(p), devices = stages / p->chunks;
+    if (p->split_count == stages - 1)
         fprintf(stderr,
                 "note: --split gives %d boundar%s, for --chunks %d's %d stages: --schedule auto "
                 "tries interleaved alone (gpipe, 1f1b and zb-h1 run a stage a device, which "
                 "takes %d boundar%s)\n",
-                p->split_count, p->split_count == 1 ? "y" : "ies", p->chunks, devices * p->chunks,
-                devices - 1, devices == 2 ? "y" : "ies");
+                p->split_count, p->split_count == 1 ? "y" : "ies", p->chunks, stages, devices - 1,
+                devices == 2 ? "y" : "ies");
     else if (p->split_count == devices - 1) {
         fprintf(stderr,
                 "note: --split gives %d boundar%s, a stage a device: --schedule auto leaves out "
                 "interleaved (--chunks %d's %d stages take %d boundaries)\n",
-                p->split_count, p->split_count == 1 ? "y" : "ies", p->chunks, devices * p->chunks,
-                devices * p->chunks - 1);
+                p->split_count, p->split_count == 1 ? "y" : "ies", p->chunks, stages, stages - 1);
         p->chunks = 1;
     }
 }

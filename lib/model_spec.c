@@ -448,8 +448,11 @@ static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const ch
         return parse_error(p, line, col,
                            "option '%.*s' needs a value (%.*s=VALUE, with no space around '=')",
                            token_shown(length), token, token_shown(length), token);
-    char expected[128];
-    option_keys(layer->def, expected, sizeof expected);
+    /* The layer's keys, for the two messages below that list them (built
+       only for them: a valid option needs none). */
+    char expected[128] = "";
+    if (equals == NULL || (key_length > 0 && index < 0))
+        option_keys(layer->def, expected, sizeof expected);
     /* A bare word or number ("dense 2"): options are written KEY=VALUE. */
     if (equals == NULL)
         return parse_error(p, line, col,

@@ -139,6 +139,7 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total,
      * or an edited one) has not had its position and step checked against
      * each other (train_state.c): checked here, at this run's batch. At
      * another batch the run would stop early or late. */
+    if (rs->batch > 0 && rs->train_samples > 0) return BG_OK; /* checked on load, both equal */
     const int64_t per_epoch = bg_train_steps_per_epoch(cfg->train->count, cfg->batch);
     if (rs->position % cfg->batch != 0 ||
         (double)rs->step !=
