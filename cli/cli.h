@@ -60,6 +60,10 @@ extern int bg_cli_stdout_errno; /* 0 until a flush of stdout fails */
  * stderr saying so, before a --batch larger than them is refused. */
 void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape, int64_t classes);
 
+/* The most steps a report records (train --record-steps, simulate --steps,
+ * sweep --steps): each step's events are kept for the timeline. */
+enum { BG_CLI_MAX_RECORDED_STEPS = 1000 };
+
 /* Before a measurement (profile, a measured sweep): a note on stderr when
  * the machine is busy, its load average over the last minute at least half
  * its logical CPUs online (hardware threads; the load average counts

@@ -83,7 +83,7 @@ static bg_status_t parse_args(int argc, char **argv, simulate_options_t *o, int 
         else if (strcmp(arg, "--momentum") == 0)
             BG_CHECK(bg_cli_parse_double(arg, v, 0, 1, &o->optimizer.sgd.momentum));
         else if (strcmp(arg, "--steps") == 0)
-            BG_CHECK(bg_cli_parse_int(arg, v, 1, 1000, &o->steps));
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, BG_CLI_MAX_RECORDED_STEPS, &o->steps));
         else if (strcmp(arg, "--metrics") == 0)
             o->metrics = v;
         else if (strcmp(arg, "--trace") == 0)

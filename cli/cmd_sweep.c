@@ -180,7 +180,7 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
             o->schedule_count = 0;
             BG_CHECK(bg_cli_for_each_item(arg, v, take_schedule, o));
         } else if (strcmp(arg, "--steps") == 0)
-            BG_CHECK(bg_cli_parse_int(arg, v, 1, 1000, &o->steps));
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, BG_CLI_MAX_RECORDED_STEPS, &o->steps));
         else if (strcmp(arg, "--warmup") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 0, 100000, &o->warmup));
             o->warmup_given = 1;

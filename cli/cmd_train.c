@@ -283,7 +283,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         } else if (strcmp(arg, "--test-samples") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 1, INT64_C(1000000000000), &o->test_samples));
         } else if (strcmp(arg, "--record-steps") == 0) {
-            BG_CHECK(bg_cli_parse_int(arg, v, 1, 1000, &value));
+            BG_CHECK(bg_cli_parse_int(arg, v, 1, BG_CLI_MAX_RECORDED_STEPS, &value));
             o->train.record_steps = (int)value;
             o->record_steps_given = 1;
         } else {

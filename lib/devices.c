@@ -39,12 +39,12 @@ static bg_status_t parse_cuda_item(const char *item, size_t len, bg_device_list_
     int gpu, copies = 1;
     size_t gpu_len = x ? (size_t)(x - item) - 5 : len - 5;
     if (len < 6 || strncmp(item, "cuda:", 5) != 0 ||
-        !parse_count(item + 5, gpu_len, 0, 255, &gpu) ||
+        !parse_count(item + 5, gpu_len, 0, BG_DEVICES_MAX_CUDA, &gpu) ||
         (x && !parse_count(x + 1, len - (size_t)(x + 1 - item), 1, BG_MAX_DEVICES, &copies)))
         return bg_error_set(BG_ERR_INVALID,
                             "--devices: '%.*s' is not a GPU (expected cuda:G or cuda:GxV, G a "
-                            "GPU's number from 0 to 255, V the stages it holds from 1 to %d)",
-                            (int)len, item, BG_MAX_DEVICES);
+                            "GPU's number from 0 to %d, V the stages it holds from 1 to %d)",
+                            (int)len, item, BG_DEVICES_MAX_CUDA, BG_MAX_DEVICES);
     for (int v = 0; v < copies; v++) BG_CHECK(add_device(list, BG_DEVICE_CUDA, gpu, v, copies));
     return BG_OK;
 }

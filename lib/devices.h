@@ -19,6 +19,10 @@ extern "C" {
 
 enum { BG_MAX_DEVICES = 256 };
 
+/* The largest GPU number --devices takes (cuda:255), and a topology file's
+ * GPUs (cudaN) with it. */
+enum { BG_DEVICES_MAX_CUDA = 255 };
+
 typedef enum bg_device_kind { BG_DEVICE_CPU, BG_DEVICE_CUDA } bg_device_kind_t;
 
 typedef struct bg_device {

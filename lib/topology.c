@@ -1,4 +1,5 @@
 #include "topology.h"
+#include "devices.h"
 #include "parse.h"
 
 #include <errno.h>
@@ -68,8 +69,7 @@ static int cuda_osdev(hwloc_obj_t child, int *n, uint64_t *kib, const char **kib
  * (cuda_osdev): a CUDA device number used once, and CUDAGlobalMemorySize,
  * where given, a believable whole number of KiB. */
 static bg_status_t check_gpus(hwloc_topology_t hw, const char *xml_path) {
-    enum { MAX_NUMBERED = 256 }; /* cuda:0 to cuda:255, as --devices names them (devices.c) */
-    unsigned char seen[MAX_NUMBERED] = {0};
+    unsigned char seen[BG_DEVICES_MAX_CUDA + 1] = {0}; /* as --devices numbers them */
     for (hwloc_obj_t obj = hwloc_get_next_pcidev(hw, NULL); obj != NULL;
          obj = hwloc_get_next_pcidev(hw, obj)) {
         if (!is_gpu(obj)) continue;
@@ -78,10 +78,10 @@ static bg_status_t check_gpus(hwloc_topology_t hw, const char *xml_path) {
             uint64_t kib;
             const char *text;
             if (!cuda_osdev(child, &n, &kib, &text)) continue;
-            if (n < 0 || n >= MAX_NUMBERED)
+            if (n < 0 || n > BG_DEVICES_MAX_CUDA)
                 return bg_error_set(BG_ERR_INVALID,
                                     "%s: GPU OS device '%s': not cudaN with N in 0..%d", xml_path,
-                                    child->name, MAX_NUMBERED - 1);
+                                    child->name, BG_DEVICES_MAX_CUDA);
             if (seen[n])
                 return bg_error_set(BG_ERR_INVALID, "%s: two GPUs are both named cuda%d", xml_path,
                                     n);
