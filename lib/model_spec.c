@@ -630,10 +630,9 @@ static bg_status_t build_conv2d(parser_t *p, const layer_line_t *source) {
         }
         pad = (kernel - 1) / 2;
     }
-    /* Dimensions are at most BG_MODEL_SPEC_MAX_DIM, so these sums cannot
-     * overflow. */
-    /* Only unpadded: padding=same leaves room for any kernel. */
-    if (in.h + 2 * pad < kernel || in.w + 2 * pad < kernel) {
+    /* Unpadded only: padding=same (an odd kernel, (k - 1) / 2 on each side)
+     * leaves room for any kernel. */
+    if (pad == 0 && (in.h < kernel || in.w < kernel)) {
         const int64_t most = in.h < in.w ? in.h : in.w;
         return parse_error(p, source->line, source->key_cols[CONV_KERNEL],
                            "conv2d kernel %" PRId64 "x%" PRId64 " does not fit its %" PRId64
