@@ -135,18 +135,13 @@ static void load(void) {
     /* The folders searched, by name (the program's folder's parent), after
      * the remedy, which a long path would otherwise push out of a message. */
     char *slash = found_folder ? strrchr(folder, '/') : NULL;
-    if (slash != NULL) {
-        *slash = '\0';
-        snprintf(why_absent, sizeof why_absent,
-                 "the CUDA backend was built but %s was not found (set BRIGADE_CUDA_MODULE to "
-                 "its path): not in %s/lib or %s/%s (beside this program's folder), nor in %s",
-                 BG_CUDA_MODULE_FILE, folder, folder, BG_CUDA_MODULE_SUBDIR, BG_CUDA_MODULE_DIR);
-    } else {
-        snprintf(why_absent, sizeof why_absent,
-                 "the CUDA backend was built but %s was not found (set BRIGADE_CUDA_MODULE to "
-                 "its path): not in ../lib or ../%s from this program's folder, nor in %s",
-                 BG_CUDA_MODULE_FILE, BG_CUDA_MODULE_SUBDIR, BG_CUDA_MODULE_DIR);
-    }
+    if (slash != NULL) *slash = '\0';
+    const char *parent = slash != NULL ? folder : "..";
+    snprintf(why_absent, sizeof why_absent,
+             "the CUDA backend was built but %s was not found (set BRIGADE_CUDA_MODULE to its "
+             "path): not in %s/lib or %s/%s (%s this program's folder), nor in %s",
+             BG_CUDA_MODULE_FILE, parent, parent, BG_CUDA_MODULE_SUBDIR,
+             slash != NULL ? "beside" : "from", BG_CUDA_MODULE_DIR);
 }
 
 /* The module, loading it on the first call; NULL when there is none. */
