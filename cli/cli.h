@@ -43,22 +43,21 @@ int bg_cli_fail(const char *cmd, bg_status_t status);
  * (exit 2), so BG_ERR_IO becomes BG_ERR_INVALID; others pass unchanged. */
 bg_status_t bg_cli_input_status(bg_status_t status);
 
-/* Where --data names a keyword (fashion-mnist, synthetic) that is also a
- * folder here, a note on stderr that the keyword is read, and how to reach
- * the folder; `given`: --data was on the command line (else the keyword is
- * the command's default, and the note says so). */
-void bg_cli_note_data_keyword(const char *data, int given);
+/* Notes on stderr about --data, before the data is read: where it names a
+ * keyword (fashion-mnist, synthetic) that is also a folder here, that the
+ * keyword is read and how to reach the folder (`given`: --data was on the
+ * command line, else the keyword is the command's default and the note
+ * says so); where --data synthetic makes fewer samples than usual for
+ * `shape` and `classes` (an input so large that they would pass 1 GiB:
+ * bg_dataset_synthetic_counts), how many, before a --batch larger than
+ * them is refused. */
+void bg_cli_note_data(const char *data, int given, bg_shape_t shape, int64_t classes);
 
 /* fflush(stdout), noting why the first flush that failed did
  * (bg_cli_stdout_errno): by the command's end stdio has forgotten it, and a
  * full disk's table would be reported without a reason. */
 void bg_cli_flush_stdout(void);
 extern int bg_cli_stdout_errno; /* 0 until a flush of stdout fails */
-
-/* Where --data synthetic made fewer samples than usual (an input so large
- * that they would pass 1 GiB: bg_dataset_synthetic_counts), a note on
- * stderr saying so, before a --batch larger than them is refused. */
-void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape, int64_t classes);
 
 /* The most steps a report records (train --record-steps, simulate --steps,
  * sweep --steps): each step's events are kept for the timeline. */

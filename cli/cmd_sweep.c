@@ -569,8 +569,7 @@ int bg_cmd_sweep(int argc, char **argv) {
     const bg_model_spec_t *spec = setup.spec;
     char shown[BG_CLI_SHOWN_MAX];
     if (!o.simulate) {
-        bg_cli_note_data_keyword(o.data, o.data_given);
-        bg_cli_note_synthetic_counts(o.data, spec->input, spec->classes);
+        bg_cli_note_data(o.data, o.data_given, spec->input, spec->classes);
         bg_cli_note_busy_machine();
         BG_CHECK_GOTO(bg_cli_input_status(
                           bg_dataset_open(o.data, spec->input, spec->classes, 1, &train, &test)),

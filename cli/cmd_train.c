@@ -724,8 +724,7 @@ int bg_cmd_train(int argc, char **argv) {
         o.train.initial_params = params;
     }
     /* An evaluation reads the test set only. */
-    bg_cli_note_data_keyword(o.data, o.data_given);
-    bg_cli_note_synthetic_counts(o.data, spec->input, spec->classes);
+    bg_cli_note_data(o.data, o.data_given, spec->input, spec->classes);
     BG_CHECK_GOTO(
         bg_cli_input_status(bg_dataset_open(o.data, spec->input, spec->classes, o.train.seed,
                                             o.train.evaluate_only ? NULL : &train, &test)),

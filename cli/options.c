@@ -83,7 +83,7 @@ bg_status_t bg_cli_input_status(bg_status_t status) {
     return status == BG_ERR_IO ? BG_ERR_INVALID : status;
 }
 
-void bg_cli_note_data_keyword(const char *data, int given) {
+static void note_data_keyword(const char *data, int given) {
     if (strcmp(data, "fashion-mnist") != 0 && strcmp(data, "synthetic") != 0) return;
     struct stat info;
     if (stat(data, &info) != 0 || !S_ISDIR(info.st_mode)) return;
@@ -109,7 +109,7 @@ void bg_cli_note_busy_machine(void) {
             load, cores, cores == 1 ? "" : "s");
 }
 
-void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape, int64_t classes) {
+static void note_synthetic_counts(const char *data, bg_shape_t shape, int64_t classes) {
     if (strcmp(data, "synthetic") != 0) return;
     int64_t train, test;
     bg_dataset_synthetic_counts(shape, classes, &train, &test);
@@ -120,6 +120,11 @@ void bg_cli_note_synthetic_counts(const char *data, bg_shape_t shape, int64_t cl
             (long long)train, (long long)test, (long long)shape.c, (long long)shape.h,
             (long long)shape.w, BG_DATASET_SYNTHETIC_TRAIN, BG_DATASET_SYNTHETIC_TEST,
             BG_DATASET_SYNTHETIC_MOST_BYTES >> 30);
+}
+
+void bg_cli_note_data(const char *data, int given, bg_shape_t shape, int64_t classes) {
+    note_data_keyword(data, given);
+    note_synthetic_counts(data, shape, classes);
 }
 
 bg_status_t bg_cli_option_input_status(bg_status_t status, const char *option) {
