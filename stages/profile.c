@@ -369,10 +369,10 @@ static bg_status_t measure_channels(bg_backend_t *be, const bg_profile_config_t 
     int distinct = 0;
     for (int k = 0; k < boundaries; k++)
         if (distinct == 0 || sizes[distinct - 1] != sizes[k]) sizes[distinct++] = sizes[k];
-    const int samples = distinct == 0                  ? 0
-                        : boundaries < HANDOFF_SAMPLES ? boundaries
-                        : distinct > HANDOFF_SAMPLES   ? distinct
-                                                       : HANDOFF_SAMPLES;
+    /* Every size once, and at least HANDOFF_SAMPLES crossings where there
+     * are that many boundaries (distinct is at most boundaries). */
+    int samples = boundaries < HANDOFF_SAMPLES ? boundaries : HANDOFF_SAMPLES;
+    if (distinct > samples) samples = distinct;
     for (int k = 0; k < samples; k++) {
         crossing_t c;
         BG_CHECK_GOTO(measure_crossing(be, cfg, sizes[k % distinct], &c), st, done);
