@@ -611,7 +611,7 @@ int bg_cmd_sweep(int argc, char **argv) {
                          .points = cJSON_GetObjectItem(metrics, "points")};
     bg_cli_note_profile_sizes(setup.profile, o.batch, o.ms, o.m_count);
     int total = o.schedule_count * o.m_count, done_points = 0;
-    char error[1024] = ""; /* of the point that failed */
+    char error[BG_ERROR_MAX] = ""; /* of the point that failed */
     bg_status_t failed = BG_OK;
     /* A stop signal ends the sweep after the point in progress, with the
        chart and metrics of the points done; so does a point that fails. */

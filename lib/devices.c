@@ -122,7 +122,7 @@ bg_status_t bg_device_check_present(const bg_device_t *d, const char *hint) {
     if (d->kind != BG_DEVICE_CUDA) return BG_OK;
     const int seen = bg_cuda_device_count();
     if (bg_cuda_built() && d->physical < seen) return BG_OK;
-    char what[1024]; /* a message's length (status.c) */
+    char what[BG_ERROR_MAX];
     const char *absent = bg_cuda_absent_reason(), *none = bg_cuda_no_device_reason();
     if (absent != NULL)
         snprintf(what, sizeof what, "%s", absent);

@@ -4,11 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { BG_ERROR_CAPACITY = 1024 };
-
 /* Per-thread message buffer: the one piece of thread-local state in the
  * library, the errno pattern. */
-static _Thread_local char error_message[BG_ERROR_CAPACITY];
+static _Thread_local char error_message[BG_ERROR_MAX];
 
 const char *bg_status_name(bg_status_t status) {
     switch (status) {
@@ -36,8 +34,8 @@ bg_status_t bg_error_set(bg_status_t status, const char *format, ...) {
 }
 
 bg_status_t bg_error_prefix(bg_status_t status, const char *format, ...) {
-    char prefix[BG_ERROR_CAPACITY];
-    char old[BG_ERROR_CAPACITY];
+    char prefix[BG_ERROR_MAX];
+    char old[BG_ERROR_MAX];
     va_list args;
     va_start(args, format);
     vsnprintf(prefix, sizeof prefix, format, args);

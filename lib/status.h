@@ -30,6 +30,12 @@ typedef enum bg_status {
 /* Short stable name of a status ("invalid", "parse", ...). Never NULL. */
 const char *bg_status_name(bg_status_t status);
 
+/* The longest message kept, its terminator included: room for a path as
+ * long as a path may be (PATH_MAX, 4096) and what is said of it, so that a
+ * deep folder does not push the line, column or reason out of a message.
+ * Longer messages are cut at the end. */
+enum { BG_ERROR_MAX = 2 * 4096 };
+
 /* Records a printf-style message for the calling thread and returns status,
  * so that `return bg_error_set(BG_ERR_INVALID, "...")` reads naturally. */
 bg_status_t bg_error_set(bg_status_t status, const char *format, ...)

@@ -116,7 +116,7 @@ void *bg_pipeline_device_main(void *arg) {
 /* The message of a stalled step: the first failure, then every device's
  * last ops and what it was doing when the step stopped. */
 static bg_status_t stall_report(bg_pipeline_t *p) {
-    char text[4096];
+    char text[BG_ERROR_MAX];
     size_t at = (size_t)snprintf(text, sizeof text,
                                  "%s\nflight recorder (ms from the step's start):", p->message);
     for (int d = 0; d < p->devices && at < sizeof text; d++) {

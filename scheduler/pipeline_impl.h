@@ -159,7 +159,7 @@ struct bg_pipeline {
     double poll_s;      /* a device thread's wait for its next job, and the channels' */
     double done_poll_s; /* the caller's wait for the job's end */
     bg_status_t status; /* first failure of the current job */
-    char message[1024];
+    char message[BG_ERROR_MAX];
 };
 
 /* The backend of stage s (stage s runs on device s mod K). */

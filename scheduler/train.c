@@ -327,7 +327,7 @@ static bg_status_t nonfinite_step(const bg_train_config_t *cfg, const bg_pipelin
  * stopped midway may have updated some stages and not others. */
 static bg_status_t step_failed(const bg_train_config_t *cfg, bg_status_t st, int64_t step,
                                int epoch, int64_t saved_step) {
-    char why[1024], word[1024], save[1536] = "";
+    char why[BG_ERROR_MAX], word[1024], save[BG_ERROR_MAX] = "";
     snprintf(why, sizeof why, "%s", bg_error_message());
     /* Said on the message's first line: a stall's flight recorder follows. */
     char *rest = strchr(why, '\n');

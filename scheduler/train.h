@@ -113,7 +113,7 @@ typedef struct bg_train_result {
      * the message; 0 when none failed. */
     int64_t save_failed_step;
     bg_status_t save_status;
-    char save_error[512];
+    char save_error[BG_ERROR_MAX];
     /* 1 when that checkpoint was the one a stop (cfg->stop) asked for: the
      * run ends as an interrupted one does, without scoring the test set
      * (test_loss and test_accuracy NAN); where the save works the run

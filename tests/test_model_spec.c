@@ -1265,8 +1265,32 @@ static void test_error_residual_blocks(void **state) {
                  "spec:2:10: unknown option 'size' for residual (it takes no options)");
 }
 
+/* A spec in a deep folder: the message keeps its position and reason after
+ * a path as long as a path may be (4095 bytes), with a prefix before it. */
+static void test_error_at_longest_path(void **state) {
+    (void)state;
+    enum { PATH_BYTES = 4095 };
+    char *path = malloc(PATH_BYTES + 1);
+    assert_non_null(path);
+    memset(path, 'd', PATH_BYTES);
+    path[PATH_BYTES] = '\0';
+    bg_model_spec_t *spec = untouched;
+    const char text[] = "bogus\n";
+    assert_int_equal(bg_model_spec_parse(path, text, strlen(text), &spec), BG_ERR_PARSE);
+    bg_error_prefix(BG_ERR_PARSE, "summary of the model: ");
+    const char *message = bg_error_message();
+    const char *tail = ":1:1: unknown layer 'bogus' (expected input, conv2d, maxpool, avgpool, "
+                       "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, "
+                       "shortcut, add, softmax_cross_entropy)";
+    assert_int_equal(strlen(message), strlen("summary of the model: ") + PATH_BYTES + strlen(tail));
+    assert_string_equal(message + strlen(message) - strlen(tail), tail);
+    assert_ptr_equal(spec, untouched);
+    free(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_at_longest_path),
         cmocka_unit_test(test_lookalikes_and_hints),
         cmocka_unit_test(test_origin_cnn),
         cmocka_unit_test(test_conv_padding_same_and_stride),

@@ -11,9 +11,9 @@
 static const bg_cuda_host_t *host;
 
 /* The message is formatted here and handed over whole, as a variadic call
- * cannot be passed on. 1024 is status.c's capacity. */
+ * cannot be passed on. */
 bg_status_t bg_error_set(bg_status_t status, const char *format, ...) {
-    char message[1024];
+    char message[BG_ERROR_MAX];
     va_list args;
     va_start(args, format);
     vsnprintf(message, sizeof message, format, args);
