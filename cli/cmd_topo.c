@@ -170,7 +170,11 @@ static void print_gpus(const bg_topology_t *t, const bg_cuda_device_info_t *live
     }
     free(cuda_index);
     free(memory_bytes);
-    if (gpus > MATRIX_LIMIT) return;
+    if (gpus > MATRIX_LIMIT) {
+        printf("\n(%d GPUs: the link and NVLink matrices are left out above %d)\n", gpus,
+               MATRIX_LIMIT);
+        return;
+    }
     print_gpu_matrix(t, gpus, "links between GPUs (NVL: NVLink)", link_cell);
     /* NVLink's speeds, where there is some. */
     for (int a = 0; a < gpus; a++)

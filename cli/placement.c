@@ -522,8 +522,10 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
                                      ? share - BG_CUDA_CUBLAS_WORKSPACE_BYTES
                                      : 1;
             }
-        } else if (c.memory_bytes == 0 && host_share) {
-            c.memory_bytes = (size_t)(host / (uint64_t)count);
+        } else if (c.memory_bytes == 0 && host_share && host > 0) {
+            /* A share of less than a byte is a byte, not 0 (no limit). */
+            const uint64_t share = host / (uint64_t)count;
+            c.memory_bytes = share > 0 ? (size_t)share : 1;
         }
         out[d] = c;
     }

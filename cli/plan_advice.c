@@ -708,7 +708,7 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     /* What overflows: a stage, or a device's stages together. */
     const size_t peak =
         per_device ? bg_partition_device_peak_bytes(part, part->worst_device) : st->peak_bytes;
-    char overflowing[320], need[32], cap[32], over[32], share[160] = "";
+    char overflowing[320], need[32], cap[32], over[32], share[256] = "";
     describe_overflow(p, overflowing, sizeof overflowing);
     bg_cli_flush_stdout(); /* the table this explains comes first, also into a pipe */
     if (r->chunks > 1 && !per_device)
@@ -738,16 +738,26 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         if (bg_placement_context_bytes(placement) > 0)
             snprintf(context, sizeof context, "%zu MiB for its CUDA context and ",
                      bg_placement_context_bytes(placement) >> 20);
-        /* 1 byte: the GPU has nothing past them (placement.c). */
-        if (st->capacity_bytes <= 1)
+        const size_t workspace = BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20;
+        /* 1 byte: the device has nothing past them (placement.c). */
+        if (st->capacity_bytes <= 1 && sharing > 1) {
+            char less[64] = "";
+            if (bg_placement_context_bytes(placement) > 0)
+                snprintf(less, sizeof less, " less %zu MiB for its CUDA context",
+                         bg_placement_context_bytes(placement) >> 20);
+            snprintf(share, sizeof share,
+                     " (none: cuda:%d's memory%s, shared by %d virtual devices, leaves each no "
+                     "more than the %zu MiB of cuBLAS's workspace it takes first)",
+                     physical, less, sharing, workspace);
+        } else if (st->capacity_bytes <= 1)
             snprintf(share, sizeof share,
                      " (none: cuda:%d's memory is no more than %s%zu MiB for cuBLAS's workspace, "
                      "which brigade takes first)",
-                     physical, context, BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20);
+                     physical, context, workspace);
         else
             snprintf(share, sizeof share,
                      " (%scuda:%d's memory, less %s%zu MiB for cuBLAS's workspace)", fraction,
-                     physical, context, BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20);
+                     physical, context, workspace);
     }
     char owner[64];
     snprintf(owner, sizeof owner, "%s%s", per_device ? device : "its", per_device ? "'s" : "");

@@ -269,6 +269,13 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
         t->core_type = HWLOC_OBJ_PU;
         t->cores = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PU);
     }
+    if (t->cores < 1 && xml_path != NULL) {
+        /* A machine of no cores: a file cut down by hand or by a tool. */
+        st = bg_error_set(BG_ERR_INVALID,
+                          "%s: no cores: the topology has no Core or PU object to run a device on",
+                          xml_path);
+        goto fail;
+    }
     if (t->cores < 1) t->cores = 1;
     *out = t;
     return BG_OK;

@@ -83,6 +83,43 @@ wait
 check "HWLOC_XMLFILE a pipe: read (exit status $status)" test "$status" -eq 0
 stdout_has "2 packages, 2 NUMA nodes" "HWLOC_XMLFILE a pipe: its machine"
 usage_error "$T: is a directory, not an hwloc XML topology" -- topo --topology "$T"
+# A machine with memory and no Core or PU object has nothing to run on
+# (until 2026-12-05 it was shown as one core, and plans used it).
+printf '%s\n' '<?xml version="1.0"?>' '<topology version="2.0">' \
+    '<object type="Machine" os_index="0" cpuset="0x3" complete_cpuset="0x3" nodeset="0x1" complete_nodeset="0x1">' \
+    '<object type="NUMANode" os_index="0" cpuset="0x3" complete_cpuset="0x3" nodeset="0x1" complete_nodeset="0x1" local_memory="1073741824"/>' \
+    '</object></topology>' >"$T/no-cores.xml"
+usage_error "$T/no-cores.xml: no cores: the topology has no Core or PU object to run a device on" -- \
+    topo --topology "$T/no-cores.xml"
+usage_error "$T/no-cores.xml: no cores" -- plan "$MODEL" --topology "$T/no-cores.xml"
+# 17 cores and 17 GPUs: their link matrices are left out, and each omission
+# is said (until 2026-12-05 the GPUs' was silent).
+python3 - "$T/seventeen.xml" <<'EOF2'
+import sys
+n = 17
+sets = lambda mask: f'cpuset="{mask}" complete_cpuset="{mask}" nodeset="0x1" complete_nodeset="0x1"'
+every = hex((1 << n) - 1)
+cores = "".join(f'<object type="Core" os_index="{i}" {sets(hex(1 << i))}>'
+                f'<object type="PU" os_index="{i}" {sets(hex(1 << i))}/></object>' for i in range(n))
+gpus = "".join(f'<object type="Bridge" bridge_type="1-1" depth="1" bridge_pci="0000:[{i + 1:02x}-{i + 1:02x}]" '
+               f'pci_busid="0000:00:{i + 1:02x}.0" pci_type="0604 [8086:347a] [0000:0000] 04">'
+               f'<object type="PCIDev" pci_busid="0000:{i + 1:02x}:00.0" pci_type="0302 [10de:2335] [10de:18be] a1">'
+               f'<object type="OSDev" name="cuda{i}" subtype="CUDA" osdev_type="5">'
+               f'<info name="CUDAGlobalMemorySize" value="83886080"/></object></object></object>'
+               for i in range(n))
+open(sys.argv[1], "w").write(
+    '<?xml version="1.0"?>\n<topology version="2.0">\n'
+    f'<object type="Machine" os_index="0" {sets(every)}>'
+    f'<object type="NUMANode" os_index="0" {sets(every)} local_memory="68719476736"/>{cores}'
+    '<object type="Bridge" os_index="0" bridge_type="0-1" depth="0" bridge_pci="0000:[00-ff]">'
+    f'{gpus}</object></object></topology>\n')
+EOF2
+expect 0 "" -- topo --topology "$T/seventeen.xml"
+stdout_has "(17 cores: the link matrix is left out above 16)" "topo: a core matrix left out is said"
+stdout_has "(17 GPUs: the link and NVLink matrices are left out above 16)" \
+    "topo: a GPU matrix left out is said"
+stdout_has " 16 0000:11:00.0   10de:2335        0       -1 cuda:16    80.0 GiB" \
+    "topo: the 17th GPU is listed"
 # A topology whose first GPU is hidden from CUDA (CUDA_VISIBLE_DEVICES):
 # hwloc names the other seven cuda0 to cuda6, and cuda:7 is none of them.
 python3 - "$ROOT/tests/fixtures/two-socket-8-gpu.xml" "$T/hidden.xml" <<'EOF2'

@@ -226,6 +226,12 @@ sed 's/name="CUDAGlobalMemorySize" value="146800640"/name="CUDAGlobalMemorySize"
     "$GPUS" >"$T/gpu512m.xml"
 expect 2 "over its 1-byte capacity (none: cuda:0's memory is no more than 528 MiB for its CUDA context and 32 MiB for cuBLAS's workspace, which brigade takes first)" -- \
     plan "$MODEL" --topology "$T/gpu512m.xml" --devices cuda:0
+# Shared by virtual devices, a GPU can leave each less than its cuBLAS
+# workspace: said so, not that the GPU is smaller than context and workspace.
+sed 's/name="CUDAGlobalMemorySize" value="146800640"/name="CUDAGlobalMemorySize" value="614400"/' \
+    "$GPUS" >"$T/gpu600m.xml"
+expect 2 "over its 1-byte capacity (none: cuda:0's memory less 528 MiB for its CUDA context, shared by 4 virtual devices, leaves each no more than the 32 MiB of cuBLAS's workspace it takes first)" -- \
+    plan "$MODEL" --topology "$T/gpu600m.xml" --devices cuda:0x4
 # GPUs of unequal memory, cuda:5 of 400 MiB (nothing past the context and
 # workspace): the advice offers more devices alone, which no longer need it
 # (until 2026-12-04 it judged every device by cuda:5's capacity, that no
@@ -441,6 +447,12 @@ stdout_has "(cap MiB -: no capacity is known for that device (a --topology file 
     "a topology without memory: the table says its capacities are unchecked"
 expect 0 "" -- plan "$T/wide.model" --devices cpu:2
 check "with a capacity, no such note" sh -c "! grep -q 'no capacity is known' '$OUT'"
+# Less than a byte each is a byte, not an unknown capacity (until 2026-12-05
+# two bytes among four CPU devices came to 0 each, and nothing was checked).
+sed 's/local_memory="[0-9]*"/local_memory="1"/' "$ROOT/tests/fixtures/two-socket-8-core.xml" \
+    >"$T/two-bytes.xml"
+expect 2 "over its 1-byte capacity (the --topology machine's memory divided among 4 CPU devices; --device-mem sets it)" \
+    -- plan "$MODEL" --devices cpu:4 --topology "$T/two-bytes.xml"
 # A NUMA node that is a GPU's memory (Grace Hopper) is not the CPUs' to share.
 sed 's/<object type="NUMANode" os_index="1"/<object type="NUMANode" subtype="GPUMemory" os_index="1"/' \
     "$ROOT/tests/fixtures/two-socket-8-core.xml" >"$T/gpu-memory-node.xml"
