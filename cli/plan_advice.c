@@ -159,19 +159,35 @@ static int try_conv_workspace(const bg_plan_t *p, cJSON *found) {
     return fits;
 }
 
+/* Where try_microbatches also searches device counts: the failed plan and
+ * the placement whose devices are counted (try_device_counts). */
+typedef struct device_search {
+    const bg_plan_t *failed;
+    const bg_placement_t *placement;
+    int host_share;
+} device_search_t;
+
+static int try_device_counts(const bg_plan_request_t *r, const bg_placement_t *placement,
+                             int host_share, const char *with, cJSON *found);
+static int device_counts_may_help(const bg_plan_request_t *v, const bg_plan_t *failed,
+                                  const bg_placement_t *placement, int host_share);
+
 /* Tries the micro-batch counts `--microbatches auto` would (divisors of B,
  * powers of two, and for interleaved K times powers of two), nearest to
  * the request first in each direction, and prints the nearest above and
  * the nearest below that fit, after `with` (the options r already holds,
- * may be ""). Returns 1 if one did. */
-static int try_microbatches(const bg_plan_request_t *r, const char *with, cJSON *found) {
+ * may be ""). With `devices`, a count fits where some device count then
+ * does, and the fewest such devices are printed with it. Returns 1 if one
+ * did. */
+static int try_microbatches(const bg_plan_request_t *r, const char *with,
+                            const device_search_t *devices, cJSON *found) {
     const int multiple = bg_plan_microbatch_multiple(r, 0);
     const int count = bg_plan_microbatch_candidates(r->batch, multiple, NULL, 0);
     int *ms = malloc(sizeof *ms * (size_t)(count > 0 ? count : 1));
     if (ms == NULL) return 0;
     bg_plan_microbatch_candidates(r->batch, multiple, ms, count);
     bg_plan_request_t v = *r;
-    char what[96];
+    char what[192];
     int helped = 0;
     for (int up = 1; up >= 0; up--) {
         for (int k = 0; k < count; k++) {
@@ -179,7 +195,14 @@ static int try_microbatches(const bg_plan_request_t *r, const char *with, cJSON 
             if (up ? m <= r->microbatches : m >= r->microbatches) continue;
             v.microbatches = m;
             snprintf(what, sizeof what, "%s%s--microbatches %d", with, with[0] ? " " : "", m);
-            if (try_variant(&v, what, found)) {
+            int fits;
+            if (devices == NULL)
+                fits = try_variant(&v, what, found);
+            else
+                fits = device_counts_may_help(&v, devices->failed, devices->placement,
+                                              devices->host_share) &&
+                       try_device_counts(&v, devices->placement, devices->host_share, what, found);
+            if (fits) {
                 helped = 1;
                 break;
             }
@@ -568,7 +591,9 @@ static int device_counts_may_help(const bg_plan_request_t *v, const bg_plan_t *f
 
 /* The fewest changes together that fit, two, then three, and so on: that
  * many of the savings, or one fewer with the nearest micro-batch count
- * that then fits, or with the fewest devices that then fit.
+ * that then fits, or with the fewest devices that then fit, or two fewer
+ * with both (the nearest micro-batch counts at which some device count
+ * fits, each with the fewest devices).
  * Prints every set of the fewest that fits and returns 1 if one did. The
  * micro-batch count and the device count are changes too: SGD at M = 2
  * (two changes) fits a model that all the savings at M = 64 fit 16 times
@@ -577,12 +602,14 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
                               bg_cost_device_t *scratch, const bg_placement_t *placement,
                               int host_share, cJSON *found) {
     const bg_plan_request_t *r = &failed->request;
+    const device_search_t search = {failed, placement, host_share};
     char what[160];
     bg_plan_request_t v;
-    for (int size = 2; size <= n + 1; size++) {
+    for (int size = 2; size <= n + 2; size++) {
         int fits = 0;
-        /* Savings alone first, then with a micro-batch or device count. */
-        for (int counts = 0; counts <= 1; counts++) {
+        /* Savings alone first, then with a micro-batch or a device count,
+         * then with both. */
+        for (int counts = 0; counts <= 2; counts++) {
             for (unsigned mask = 0; mask < 1u << n; mask++) {
                 int bits = 0;
                 for (unsigned m = mask; m != 0; m &= m - 1) bits++;
@@ -592,7 +619,11 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
                     fits |= try_variant(&v, what, found);
                     continue;
                 }
-                fits |= try_microbatches(&v, what, found);
+                if (counts == 2) {
+                    fits |= try_microbatches(&v, what, &search, found);
+                    continue;
+                }
+                fits |= try_microbatches(&v, what, NULL, found);
                 if (device_counts_may_help(&v, failed, placement, host_share))
                     fits |= try_device_counts(&v, placement, host_share, what, found);
             }
@@ -813,7 +844,7 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
             try_variant(&v, savings[i].apply == without_split ? "leave out --split" : what, found);
     }
     helped |= try_conv_workspace(p, found);
-    helped |= try_microbatches(r, "", found);
+    helped |= try_microbatches(r, "", NULL, found);
     if (device_counts_may_help(r, p, placement, host_share) &&
         try_device_counts(r, placement, host_share, "", found))
         helped = 1;

@@ -659,9 +659,10 @@ check "more of the GPUs listed, as --stages" grep -qE -- '^  4 devices \(--stage
 expect 0 "" -- plan "$T/four-wide.model" --topology "$GPUS" --devices cuda:0,cuda:1,cuda:2,cuda:3 \
     --stages 4 --device-mem 40M --optimizer sgd
 # Four 16384-wide layers on two GPUs of 4120 MiB: no change alone fits;
-# of pairs, SGD at M = 2 (27.3 ms a step) and SGD on a third GPU (a UAT was
-# told recompute, SGD and M = 64 at 437.8 ms: the micro-batch and device
-# counts were not changes of their own).
+# of pairs, SGD at M = 2 (27.3 ms a step), SGD on a third GPU and, since
+# both counts make a pair too (2026-12-05), M = 4 on four GPUs (19.6 ms; a
+# UAT was told recompute, SGD and M = 64 at 437.8 ms: the micro-batch and
+# device counts were not changes of their own).
 {
     echo 'input channels=4096 height=1 width=1'
     for _ in 1 2 3 4; do echo 'dense units=16384 activation=relu'; done
@@ -672,11 +673,22 @@ expect 2 "does not fit" -- plan "$T/gpu-wider.model" --topology "$GPUS" --device
     --device-mem 4120M
 check "pairs of changes: a saving with a micro-batch or a device count" \
     test "$(grep ' fits: ' "$ERR" | sed 's/ *fits: .*//')" = "  --optimizer sgd --microbatches 2
-  --optimizer sgd, 3 devices (--devices cuda:0,cuda:1,cuda:2)"
+  --optimizer sgd, 3 devices (--devices cuda:0,cuda:1,cuda:2)
+  --microbatches 4, 4 devices (--devices cuda:0,cuda:1,cuda:2,cuda:3)"
 expect 0 "" -- plan "$T/gpu-wider.model" --topology "$GPUS" --devices cuda:0,cuda:1 \
     --device-mem 4120M --optimizer sgd --microbatches 2
 expect 0 "" -- plan "$T/gpu-wider.model" --topology "$GPUS" --devices cuda:0,cuda:1,cuda:2 \
     --device-mem 4120M --optimizer sgd
+# A saving with both counts is three changes, fewer than all the savings
+# with the most micro-batches (until 2026-12-05 the search never changed
+# both counts, and told --recompute --optimizer sgd --microbatches 64 on 4
+# devices, a 73.2 ms step).
+expect 2 "25,367,968 bytes over its 10,485,760-byte capacity" -- \
+    plan "$ROOT/examples/mlp_balanced.model" --devices cpu:2 --device-mem 10M
+check "SGD with both counts is the fewest changes" grep -qE -- \
+    '^  --optimizer sgd --microbatches 2, 4 devices \(--devices cpu:4\) fits: largest stage 9\.51 MiB, step 12\.864 ms' \
+    "$ERR"
+check "only changes of that many are told" sh -c "! grep -q -- '--recompute --optimizer sgd' '$ERR'"
 # SGD's momentum buffer: dropping it is suggested like Adam's state.
 expect 2 "1 (layers 4-7 on cpu:1) needs 9,366,808 bytes" -- plan "$MODEL" --devices cpu:2 \
     --optimizer sgd --momentum 0.9 --microbatches 8 --device-mem 8M
