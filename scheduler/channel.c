@@ -81,8 +81,8 @@ static void poll_unlocked(bg_channel_t *ch, double until) {
     pthread_mutex_lock(&ch->lock);
 }
 
-/* Waits on the channel's condition until `deadline` (CLOCK_REALTIME, what
- * pthread_cond_timedwait measures); returns 1 when the deadline passed. */
+/* Waits on the channel's condition until `deadline` (CLOCK_MONOTONIC, as
+ * the condition measures it: monotonic.h); returns 1 when it passed. */
 static int wait_until(bg_channel_t *ch, const struct timespec *deadline) {
     if (deadline == NULL) {
         pthread_cond_wait(&ch->changed, &ch->lock);
@@ -93,14 +93,7 @@ static int wait_until(bg_channel_t *ch, const struct timespec *deadline) {
 
 static struct timespec *make_deadline(const bg_channel_t *ch, struct timespec *out) {
     if (ch->timeout_s <= 0) return NULL;
-    clock_gettime(CLOCK_REALTIME, out);
-    double whole = floor(ch->timeout_s);
-    out->tv_sec += (time_t)whole;
-    out->tv_nsec += (long)((ch->timeout_s - whole) * 1e9);
-    if (out->tv_nsec >= 1000000000L) {
-        out->tv_sec++;
-        out->tv_nsec -= 1000000000L;
-    }
+    *out = bg_monotonic_deadline(ch->timeout_s);
     return out;
 }
 
@@ -132,7 +125,7 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
     ch->poll_s = cfg->poll_s;
     snprintf(ch->name, sizeof ch->name, "%s", cfg->name ? cfg->name : "channel");
     pthread_mutex_init(&ch->lock, NULL);
-    pthread_cond_init(&ch->changed, NULL);
+    bg_cond_init_monotonic(&ch->changed);
     atomic_init(&ch->changes, 0);
     ch->slots = bg_calloc((size_t)cfg->capacity, sizeof *ch->slots);
     if (ch->slots == NULL) {

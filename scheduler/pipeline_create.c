@@ -14,6 +14,7 @@
 
 #include "alloc.h"
 #include "cpu/backend_cpu.h"
+#include "monotonic.h"
 #include "pipeline_impl.h"
 
 bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, int *first) {
@@ -364,7 +365,7 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done, NULL);
-    pthread_cond_init(&p->barrier, NULL);
+    bg_cond_init_monotonic(&p->barrier); /* timed: step_barrier */
     atomic_init(&p->generation, 0);
     atomic_init(&p->remaining, 0);
     bg_status_t st;

@@ -328,9 +328,8 @@ static bg_status_t step_barrier(bg_pipeline_t *p, int device) {
     }
     /* A stall timeout of 0 waits as long as it takes, as the channels do. */
     const int forever = !(p->cfg.stall_timeout_s > 0);
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    if (!forever) deadline.tv_sec += (time_t)ceil(p->cfg.stall_timeout_s);
+    const struct timespec deadline =
+        bg_monotonic_deadline(forever ? 0 : ceil(p->cfg.stall_timeout_s));
     int timed_out = 0;
     while (p->barrier_round == round && !p->aborted && !timed_out) {
         if (forever)
@@ -339,6 +338,10 @@ static bg_status_t step_barrier(bg_pipeline_t *p, int device) {
             timed_out = pthread_cond_timedwait(&p->barrier, &p->lock, &deadline) == ETIMEDOUT;
     }
     if (p->barrier_round != round) timed_out = 0; /* the round ended as the wait timed out */
+    /* This device leaves the round: a device arriving before its failure
+     * aborts the job must not end the round, and take a step this one
+     * does not. */
+    if (timed_out) p->barrier_count--;
     int aborted = p->aborted, skip = p->nan_found;
     pthread_mutex_unlock(&p->lock);
     if (aborted) return bg_error_set(BG_ERR_INTERNAL, "aborted at the optimizer step");

@@ -304,6 +304,13 @@ extern "C" bg_status_t bg_cuda_synchronize(bg_backend_t *be) {
     BG_CHECK(bg_cuda_enter(be));
     cudaStream_t streams[BG_CUDA_STREAMS];
     bg_cuda_streams(cu, streams);
-    for (cudaStream_t s : streams) BG_CUDA_CHECK(be, cudaStreamSynchronize(s));
-    return BG_OK;
+    /* Every stream, even after one fails: a caller about to free memory
+     * needs the others' work done; the first failure is the one told. */
+    bg_status_t st = BG_OK;
+    for (cudaStream_t s : streams) {
+        const cudaError_t error = cudaStreamSynchronize(s);
+        if (error != cudaSuccess && st == BG_OK)
+            st = bg_cuda_fail(be, error, "cudaStreamSynchronize(s)", __FILE__, __LINE__);
+    }
+    return st;
 }
