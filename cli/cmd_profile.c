@@ -18,6 +18,11 @@
 #include "progress.h"
 #include "topology.h"
 
+/* The most the layers' timed rounds lie apart (profile.h's
+ * layer_round_spread) without a note: on an idle 2-core machine,
+ * 1.03 to 1.2 (examples/fashion_cnn and fashion_mlp, --split 4). */
+#define SPREAD_NOTED 1.5
+
 static const char help[] =
     "usage: brigade profile MODEL [options]\n"
     "\n"
@@ -515,6 +520,15 @@ int bg_cmd_profile(int argc, char **argv) {
                 "note: the layers were timed at %d of the %d other sizes; the rest did not fit "
                 "in memory as a stage of the whole model (give --sizes smaller ones)\n",
                 profile->other_sizes, pc.other_sizes);
+    /* Rounds that disagree: the machine was not the profile's alone, even
+     * where its load average (bg_cli_note_busy_machine) did not say so. */
+    if (profile->layer_round_spread > SPREAD_NOTED)
+        fprintf(stderr,
+                "note: the timed rounds of the layers lie up to %.1fx apart (the second slowest "
+                "over the fastest; %.1fx or less on an idle machine): something else ran beside "
+                "them, or the CPU's clock changed, and the figures may mislead the planner and "
+                "the simulator; profile again on an idle machine\n",
+                profile->layer_round_spread, SPREAD_NOTED);
     print_profile(spec, profile);
     if (o.output != NULL) {
         BG_CHECK_GOTO(bg_profile_save(profile, o.output), st, fail);

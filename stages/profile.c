@@ -93,10 +93,38 @@ static bg_status_t run_round(bg_stage_t *stage, int64_t batch, int slots, layer_
     return BG_OK;
 }
 
+/* How far the timed rounds' sums over every layer and op lie apart: the
+ * second slowest round over the fastest (one slow round, which
+ * bg_profile_typical may leave out, does not count); 1 with fewer than
+ * three rounds. */
+static double round_spread(const layer_samples_t *ls, int rounds, int slots) {
+    double *sum = calloc((size_t)rounds, sizeof *sum);
+    if (sum == NULL || rounds < 3) {
+        free(sum);
+        return 1;
+    }
+    for (int i = 0; i < ls->layers; i++) {
+        const size_t at = (size_t)i * (size_t)ls->capacity;
+        for (int r = 0; r < rounds; r++) {
+            /* Forwards and backwards: `slots` a round; the rest one. */
+            for (int k = r * slots; k < (r + 1) * slots; k++)
+                sum[r] += ls->sample[OP_FORWARD][at + (size_t)k] +
+                          ls->sample[OP_BACKWARD_DATA][at + (size_t)k] +
+                          ls->sample[OP_BACKWARD_WEIGHTS][at + (size_t)k];
+            sum[r] +=
+                ls->sample[OP_UPDATE][at + (size_t)r] + ls->sample[OP_WEIGHT_CHECK][at + (size_t)r];
+        }
+    }
+    qsort(sum, (size_t)rounds, sizeof *sum, compare_doubles);
+    const double spread = sum[0] > 0 ? sum[rounds - 2] / sum[0] : 1;
+    free(sum);
+    return spread;
+}
+
 /* Times every layer's ops at micro-batches of `batch` samples into
- * layer[0..layers). */
+ * layer[0..layers); `spread` (may be NULL): round_spread of the rounds. */
 static bg_status_t measure_layers(bg_backend_t *be, const bg_profile_config_t *cfg, int64_t batch,
-                                  bg_layer_profile_t *layer) {
+                                  bg_layer_profile_t *layer, double *spread) {
     const bg_model_spec_t *spec = cfg->spec;
     const int n = spec->num_layers, slots = cfg->stash_slots, reps = cfg->repetitions;
     layer_samples_t ls = {.layers = n, .capacity = reps * slots};
@@ -146,6 +174,7 @@ static bg_status_t measure_layers(bg_backend_t *be, const bg_profile_config_t *c
     bg_stage_set_layer_times(stage, &times);
     for (int r = 0; r < WARMUP + reps; r++)
         BG_CHECK_GOTO(run_round(stage, batch, slots, &ls, r >= WARMUP), st, done);
+    if (spread != NULL) *spread = round_spread(&ls, reps, slots);
     for (int i = 0; i < n; i++) {
         bg_layer_profile_t *l = &layer[i];
         const size_t at = (size_t)i * (size_t)ls.capacity;
@@ -181,7 +210,7 @@ static bg_status_t measure_other_sizes(bg_backend_t *be, const bg_profile_config
     bg_status_t st = BG_OK;
     p->other_sizes = 0;
     for (int k = 0; st == BG_OK && k < cfg->other_sizes; k++) {
-        st = measure_layers(be, cfg, cfg->other_size[k], times);
+        st = measure_layers(be, cfg, cfg->other_size[k], times, NULL);
         if (st == BG_ERR_NOMEM) {
             bg_error_clear();
             st = BG_OK;
@@ -467,7 +496,7 @@ bg_status_t bg_profile_measure(const bg_profile_config_t *cfg, bg_profile_t **ou
     BG_ALLOC_CHECK_GOTO(p->model_words, st, fail);
     bg_cpu_config_t cpu = BG_CPU_CONFIG_INIT;
     BG_CHECK_GOTO(bg_backend_cpu_create(&cpu, &be), st, fail);
-    BG_CHECK_GOTO(measure_layers(be, cfg, cfg->batch, p->layer), st, fail);
+    BG_CHECK_GOTO(measure_layers(be, cfg, cfg->batch, p->layer, &p->layer_round_spread), st, fail);
     BG_CHECK_GOTO(measure_other_sizes(be, cfg, p), st, fail);
     BG_CHECK_GOTO(measure_channels(be, cfg, p), st, fail);
     BG_CHECK_GOTO(bg_profile_measure_stages(be, cfg, p), st, fail);
