@@ -790,10 +790,10 @@ int bg_cmd_train(int argc, char **argv) {
         fprintf(stderr, "note: --record-steps %d: this run has %lld step%s to take, all recorded\n",
                 o.train.record_steps, (long long)to_run, to_run == 1 ? "" : "s");
     if (o.train.evaluate_only)
-        fprintf(stderr, "evaluating %s on %s: %lld test samples, batch %lld\n",
+        fprintf(stderr, "evaluating %s on %s: %lld test sample%s, batch %lld\n",
                 bg_cli_shown(o.model, model_shown, sizeof model_shown),
                 bg_cli_shown(o.data, data_shown, sizeof data_shown), (long long)test->count,
-                (long long)o.train.batch);
+                test->count == 1 ? "" : "s", (long long)o.train.batch);
     else
         fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s\n",
                 bg_cli_shown(o.model, model_shown, sizeof model_shown),
@@ -870,7 +870,15 @@ int bg_cmd_train(int argc, char **argv) {
         goto outputs;
     }
     const long long ran = (long long)(r.steps - r.first_step);
-    printf("trained %lld step%s", ran, ran == 1 ? "" : "s");
+    /* Steps skipped for non-finite values ran, and updated nothing. */
+    const long long skipped_here = ran - (long long)r.taken_steps;
+    if (skipped_here == 0)
+        printf("trained %lld step%s", ran, ran == 1 ? "" : "s");
+    else if (skipped_here == ran)
+        printf("ran %lld step%s, %s skipped (no update)", ran, ran == 1 ? "" : "s",
+               ran == 1 ? "it" : "all");
+    else
+        printf("ran %lld steps, %lld of them skipped (no update)", ran, skipped_here);
     if (r.first_step > 0)
         printf(" (%lld to %lld of the run)", (long long)r.first_step + 1, (long long)r.steps);
     /* A short run in milliseconds: "0.0 s" would say nothing. */

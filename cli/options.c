@@ -114,12 +114,21 @@ static void note_synthetic_counts(const char *data, bg_shape_t shape, int64_t cl
     int64_t train, test;
     bg_dataset_synthetic_counts(shape, classes, &train, &test);
     if (train == BG_DATASET_SYNTHETIC_TRAIN) return;
+    /* The prototypes, a float a value, can pass the bound by themselves. */
+    const double prototypes = (double)classes * (double)bg_shape_numel(shape) * sizeof(float);
+    char why[160];
+    if (prototypes > (double)BG_DATASET_SYNTHETIC_MOST_BYTES)
+        snprintf(why, sizeof why, "one each, as its %lld class prototypes alone take %.1f GiB",
+                 (long long)classes, prototypes / (1 << 30));
+    else
+        snprintf(why, sizeof why, "%d GiB of them and their class prototypes at most",
+                 BG_DATASET_SYNTHETIC_MOST_BYTES >> 30);
     fprintf(stderr,
-            "note: --data synthetic makes %lld training and %lld test samples of %lldx%lldx%lld, "
-            "not %d and %d: %d GiB of them and their class prototypes at most\n",
-            (long long)train, (long long)test, (long long)shape.c, (long long)shape.h,
-            (long long)shape.w, BG_DATASET_SYNTHETIC_TRAIN, BG_DATASET_SYNTHETIC_TEST,
-            BG_DATASET_SYNTHETIC_MOST_BYTES >> 30);
+            "note: --data synthetic makes %lld training and %lld test sample%s of "
+            "%lldx%lldx%lld, not %d and %d: %s\n",
+            (long long)train, (long long)test, test == 1 ? "" : "s", (long long)shape.c,
+            (long long)shape.h, (long long)shape.w, BG_DATASET_SYNTHETIC_TRAIN,
+            BG_DATASET_SYNTHETIC_TEST, why);
 }
 
 void bg_cli_note_data(const char *data, int given, bg_shape_t shape, int64_t classes) {

@@ -31,11 +31,11 @@ const char bg_placement_help_schedule[] =
     "                     (gpipe, 1f1b, zb-h1, and interleaved with --chunks > 1;\n"
     "                     with --split too, those its boundaries fit: K - 1\n"
     "                     for a stage a device, K x V - 1 for interleaved)\n"
-    "  --microbatches M   micro-batches per mini-batch (default 1); auto: the M\n"
-    "                     (divisors of B, powers of two; interleaved also K times\n"
-    "                     a power of two) whose simulated step is fastest while\n"
-    "                     every stage fits; a search past a second shows its\n"
-    "                     progress on stderr\n";
+    "  --microbatches M   micro-batches per mini-batch (default 1); auto: of the\n"
+    "                     divisors of B and the powers of two (interleaved: also\n"
+    "                     K times a power of two), the M whose simulated step is\n"
+    "                     fastest while every stage fits; a search past a second\n"
+    "                     shows its progress on stderr\n";
 
 const char bg_placement_help_rest[] =
     "  --chunks V         stages per device: interleaved needs 2 or more; the\n"

@@ -14,9 +14,13 @@
 volatile sig_atomic_t bg_cli_stop_signal;
 static int64_t stop_ns;        /* CLOCK_MONOTONIC of the first; the handler alone writes it */
 static const char *stop_reply; /* what the first signal is answered with */
+static int stderr_terminal;    /* where a progress bar may hold a line open */
 
-/* Writes `text` to stderr (write(2) is async-signal-safe; stdio is not). */
+/* Writes `text` to stderr (write(2) is async-signal-safe; stdio is not),
+ * on a line of its own: its leading newline ends a progress bar's line,
+ * which only a terminal has (elsewhere it would be a blank line). */
 static void say(const char *text) {
+    if (text[0] == '\n' && !stderr_terminal) text++;
     ssize_t ignored = write(STDERR_FILENO, text, strlen(text));
     (void)ignored;
 }
@@ -54,6 +58,7 @@ static void on_stop_signal(int signo) {
 
 void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *reply) {
     stop_reply = reply;
+    stderr_terminal = isatty(STDERR_FILENO);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;

@@ -315,9 +315,10 @@ static bg_status_t nonfinite_step(const bg_train_config_t *cfg, const bg_pipelin
     snprintf(r->nan_report, sizeof r->nan_report, "step %lld: %s", (long long)step, where);
     if (r->skipped_steps > cfg->nan_limit)
         return bg_error_set(BG_ERR_NUMERIC,
-                            "%lld steps skipped for non-finite values, more than --nan-limit "
+                            "%lld step%s skipped for non-finite values, more than --nan-limit "
                             "%lld; the last: %s",
-                            (long long)r->skipped_steps, (long long)cfg->nan_limit, r->nan_report);
+                            (long long)r->skipped_steps, r->skipped_steps == 1 ? "" : "s",
+                            (long long)cfg->nan_limit, r->nan_report);
     return BG_OK;
 }
 
