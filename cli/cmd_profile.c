@@ -19,8 +19,9 @@
 #include "topology.h"
 
 /* The most the layers' timed rounds lie apart (profile.h's
- * layer_round_spread) without a note: on an idle 2-core machine,
- * 1.03 to 1.2 (examples/fashion_cnn and fashion_mlp, --split 4). */
+ * layer_round_spread) without a note: on an idle 2-core AMD EPYC, 1.02 to
+ * 1.26 in 17 profiles of fashion_cnn, fashion_mlp and fashion_resnet; with
+ * two busy loops beside them, 1.45 to 17 in 5 (2026-12-05). */
 #define SPREAD_NOTED 1.5
 
 static const char help[] =
