@@ -93,16 +93,17 @@ static bg_status_t run_round(bg_stage_t *stage, int64_t batch, int slots, layer_
     return BG_OK;
 }
 
-/* How far the timed rounds' sums over every layer and op lie apart: the
- * second slowest round over the fastest (one slow round, which
- * bg_profile_typical may leave out, does not count); 1 with fewer than
- * three rounds. */
+double bg_profile_spread(double *values, int n) {
+    if (n < 3) return 1;
+    qsort(values, (size_t)n, sizeof *values, compare_doubles);
+    return values[0] > 0 ? values[n - 2] / values[0] : 1;
+}
+
+/* bg_profile_spread of the timed rounds' sums over every layer and op; 1
+ * where memory runs out. */
 static double round_spread(const layer_samples_t *ls, int rounds, int slots) {
-    double *sum = calloc((size_t)rounds, sizeof *sum);
-    if (sum == NULL || rounds < 3) {
-        free(sum);
-        return 1;
-    }
+    double *sum = calloc((size_t)(rounds > 0 ? rounds : 1), sizeof *sum);
+    if (sum == NULL) return 1;
     for (int i = 0; i < ls->layers; i++) {
         const size_t at = (size_t)i * (size_t)ls->capacity;
         for (int r = 0; r < rounds; r++) {
@@ -115,8 +116,7 @@ static double round_spread(const layer_samples_t *ls, int rounds, int slots) {
                 ls->sample[OP_UPDATE][at + (size_t)r] + ls->sample[OP_WEIGHT_CHECK][at + (size_t)r];
         }
     }
-    qsort(sum, (size_t)rounds, sizeof *sum, compare_doubles);
-    const double spread = sum[0] > 0 ? sum[rounds - 2] / sum[0] : 1;
+    const double spread = bg_profile_spread(sum, rounds);
     free(sum);
     return spread;
 }

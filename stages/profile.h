@@ -158,8 +158,8 @@ typedef struct bg_profile {
     int optimizer_states;
     bg_layer_profile_t *layer;
     /* Of a measurement (not saved): how far apart its timed rounds of the
-     * layers lie, the second slowest round's sum over every layer and op
-     * over the fastest's; 0 where not measured (a loaded profile). */
+     * layers lie, bg_profile_spread of the rounds' sums over every layer
+     * and op; 0 where not measured (a loaded profile). */
     double layer_round_spread;
     int stage_count;           /* version 2: every layer range (or a split's) at slots 1, 2 and M */
     bg_stage_profile_t *stage; /* stage_count entries, or NULL */

@@ -16,6 +16,12 @@ enum { PROFILE_WARMUP = 2 };
  * right: docs/sim-accuracy-log.md, "Means, not medians"). */
 double bg_profile_typical(double *values, int n);
 
+/* How far n timings of one thing lie apart (sorted in place): the second
+ * largest over the smallest, so that one slow timing, which
+ * bg_profile_typical may leave out, does not count; 1 for fewer than three
+ * or a smallest of 0. */
+double bg_profile_spread(double *values, int n);
+
 /* Measures every layer range [first, last) as a stage at each of the slot
  * counts 1, 2 and M (those <= M) into p->stage; nothing for models of more
  * than BG_PROFILE_MAX_STAGE_LAYERS layers. With cfg->split, only the

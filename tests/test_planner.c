@@ -1122,6 +1122,20 @@ static void test_profile_typical(void **state) {
     assert_true(bg_profile_typical(NULL, 0) == 0);
 }
 
+/* How far a profile's rounds lie apart: the second slowest over the
+ * fastest, so that one preempted round is not taken for a busy machine. */
+static void test_profile_spread(void **state) {
+    (void)state;
+    double preempted[] = {2.0, 2.1, 9.0, 2.0, 2.2, 1.9, 2.0};
+    assert_true(close_to(bg_profile_spread(preempted, 7), 2.2 / 1.9));
+    double busy[] = {2.0, 3.8, 4.1, 2.1, 6.0, 3.9, 2.0};
+    assert_true(close_to(bg_profile_spread(busy, 7), 4.1 / 2.0));
+    double two[] = {1.0, 5.0};
+    assert_true(bg_profile_spread(two, 2) == 1);
+    double zero[] = {0.0, 1.0, 2.0};
+    assert_true(bg_profile_spread(zero, 3) == 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_stage_times),
@@ -1143,6 +1157,7 @@ int main(void) {
         cmocka_unit_test(test_forward_only_costs),
         cmocka_unit_test(test_measured_stage_costs),
         cmocka_unit_test(test_profile_typical),
+        cmocka_unit_test(test_profile_spread),
         cmocka_unit_test(test_plan_bubble_counts_copies),
         cmocka_unit_test(test_update_uses_device_bandwidth),
     };
