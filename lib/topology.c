@@ -1,14 +1,10 @@
 #include "topology.h"
 #include "devices.h"
 #include "parse.h"
+#include "topology_xml.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <limits.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,98 +116,6 @@ static bg_status_t check_numa_nodes(hwloc_topology_t hw, const char *xml_path) {
     return BG_OK;
 }
 
-/* hwloc reads an XML file whole, with no limit: a device (/dev/zero) or a
- * huge file would take all memory. Only regular files up to this size. */
-#define TOPOLOGY_XML_MAX_BYTES ((off_t)1 << 30)
-
-static bg_status_t check_xml_file(const char *path) {
-    struct stat info;
-    if (stat(path, &info) != 0)
-        return bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology (%s)", path,
-                            strerror(errno));
-    if (S_ISDIR(info.st_mode))
-        return bg_error_set(BG_ERR_INVALID, "%s: is a directory, not an hwloc XML topology", path);
-    if (!S_ISREG(info.st_mode))
-        return bg_error_set(BG_ERR_INVALID,
-                            "%s: not a regular file (brigade reads a topology from an hwloc XML "
-                            "file, as lstopo --of xml writes it)",
-                            path);
-    if (info.st_size > TOPOLOGY_XML_MAX_BYTES)
-        return bg_error_set(BG_ERR_INVALID,
-                            "%s: %lld bytes, more than the %lld an hwloc XML topology may have",
-                            path, (long long)info.st_size, (long long)TOPOLOGY_XML_MAX_BYTES);
-    /* hwloc says nothing of why it cannot open a file. */
-    if (access(path, R_OK) != 0)
-        return bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology (%s)", path,
-                            strerror(errno));
-    return BG_OK;
-}
-
-/* Whether `path` is a regular file, which can be read twice (a pipe's
- * contents would go to the first reader). */
-static int regular_file(const char *path) {
-    struct stat info;
-    return stat(path, &info) == 0 && S_ISREG(info.st_mode);
-}
-
-/* hwloc 2.9 (Debian 12's) trusts an XML file's structure, and some files
- * that lstopo would never write crash it while it loads them: a root object
- * with a cpuset but no complete_cpuset, for one (later hwloc releases check
- * that and a few like it). So a file is
- * loaded first in a child process, as load() will, and one that takes the
- * child down (a signal, or a sanitizer's exit) is refused here rather than
- * taking brigade down. A file hwloc merely refuses passes: load() then
- * fails on it with hwloc's own message. `what` names the file in messages.
- * Only a regular file is probed (--topology takes no other; a pipe in
- * HWLOC_XMLFILE would be read empty by the second reader). */
-enum { PROBE_LOADED = 0, PROBE_REFUSED = 3, PROBE_SECONDS = 60 };
-
-static bg_status_t probe_xml(const char *xml_path, const char *what, int pci) {
-    fflush(NULL);
-    const pid_t child = fork();
-    if (child < 0) return BG_OK; /* no probe: load as without one */
-    if (child == 0) {
-        alarm(PROBE_SECONDS); /* a file hwloc loops on ends the child too */
-        /* hwloc's complaints are the parent's to print, in its load. */
-        const int quiet = open("/dev/null", O_WRONLY);
-        if (quiet >= 0) {
-            dup2(quiet, STDOUT_FILENO);
-            dup2(quiet, STDERR_FILENO);
-        }
-        hwloc_topology_t hw;
-        if (hwloc_topology_init(&hw) != 0) _exit(PROBE_REFUSED);
-        if (xml_path != NULL && hwloc_topology_set_xml(hw, xml_path) != 0) _exit(PROBE_REFUSED);
-        if (pci) hwloc_topology_set_io_types_filter(hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-        _exit(hwloc_topology_load(hw) == 0 ? PROBE_LOADED : PROBE_REFUSED);
-    }
-    int status = 0;
-    while (waitpid(child, &status, 0) < 0)
-        if (errno != EINTR) return BG_OK;
-    if (WIFEXITED(status) &&
-        (WEXITSTATUS(status) == PROBE_LOADED || WEXITSTATUS(status) == PROBE_REFUSED))
-        return BG_OK;
-    const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    if (sig == SIGALRM)
-        return bg_error_set(BG_ERR_INVALID, "%s: hwloc did not finish reading it in %d s", what,
-                            PROBE_SECONDS);
-    /* Stopped from outside (the OOM killer, a signal to the process group):
-     * nothing is known of the file. */
-    if (sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
-        return bg_error_set(BG_ERR_INTERNAL,
-                            "%s: the process that read it first was stopped (signal %d)", what,
-                            sig);
-    char how[48];
-    if (sig != 0)
-        snprintf(how, sizeof how, "signal %d", sig);
-    else /* a sanitizer's report ends the child with an exit status */
-        snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(status));
-    return bg_error_set(BG_ERR_INVALID,
-                        "%s: hwloc crashed reading it (%s): not an hwloc XML topology as lstopo "
-                        "--of xml writes it (every object with a cpuset also has complete_cpuset, "
-                        "nodeset and complete_nodeset)",
-                        what, how);
-}
-
 /* Loads a topology; with `pci`, also the PCI devices (GPUs and the bridges
  * above them), which on the live machine takes hwloc's PCI plugin. */
 static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
@@ -221,36 +125,48 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
         free(t);
         return bg_error_set(BG_ERR_INTERNAL, "hwloc_topology_init failed");
     }
-    bg_status_t st = xml_path != NULL ? check_xml_file(xml_path) : BG_OK;
+    bg_status_t st = xml_path != NULL ? bg_topology_xml_check_file(xml_path) : BG_OK;
     if (st != BG_OK) goto fail;
     /* hwloc reads this machine from HWLOC_XMLFILE where it is set. */
     const char *env = getenv("HWLOC_XMLFILE");
+    const char *file = xml_path != NULL ? xml_path : env != NULL && env[0] != '\0' ? env : NULL;
+    char said[512] = "", why[768] = "";
+    int heard = 0; /* the probe heard what hwloc says of the file */
     if (xml_path != NULL) {
-        st = probe_xml(xml_path, xml_path, pci);
-    } else if (env != NULL && env[0] != '\0' && regular_file(env)) {
+        st = bg_topology_xml_probe(xml_path, xml_path, pci, said, sizeof said, &heard);
+    } else if (file != NULL && bg_topology_xml_regular(file)) {
         char what[PATH_MAX + 16];
-        snprintf(what, sizeof what, "HWLOC_XMLFILE=%s", env);
-        st = probe_xml(NULL, what, pci);
+        snprintf(what, sizeof what, "HWLOC_XMLFILE=%s", file);
+        st = bg_topology_xml_probe(NULL, what, pci, said, sizeof said, &heard);
     }
     if (st != BG_OK) goto fail;
+    /* hwloc prints some refusals itself: the message below says them. */
+    const int stderr_kept = heard ? bg_topology_xml_silence_stderr() : -1;
     if (xml_path != NULL && hwloc_topology_set_xml(t->hw, xml_path) != 0) {
-        st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology", xml_path);
+        bg_topology_xml_restore_stderr(stderr_kept);
+        bg_topology_xml_refusal(xml_path, said, why, sizeof why);
+        st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology%s", xml_path, why);
         goto fail;
     }
     if (pci) hwloc_topology_set_io_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     /* hwloc's own XML reader fails here on a malformed file, where its
      * libxml2 plugin (libhwloc-plugins) fails in set_xml above: one message
      * for both. */
-    if (hwloc_topology_load(t->hw) != 0) {
-        /* errno says nothing here: hwloc prints its own reason, if any. */
+    const int loaded = hwloc_topology_load(t->hw) == 0;
+    bg_topology_xml_restore_stderr(stderr_kept);
+    if (!loaded) {
+        /* errno says nothing here: the reason is the probe's, or libxml2's. */
+        if (file != NULL && bg_topology_xml_regular(file))
+            bg_topology_xml_refusal(file, said, why, sizeof why);
         if (xml_path != NULL)
-            st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology", xml_path);
-        else if (env != NULL && env[0] != '\0')
+            st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology%s", xml_path,
+                              why);
+        else if (file != NULL)
             /* hwloc reads this machine from that file instead: its fault. */
             st = bg_error_set(BG_ERR_INVALID,
-                              "HWLOC_XMLFILE=%s: not a readable hwloc XML topology (hwloc reads "
+                              "HWLOC_XMLFILE=%s: not a readable hwloc XML topology%s (hwloc reads "
                               "it for this machine; unset it)",
-                              env);
+                              file, why);
         else
             st = bg_error_set(BG_ERR_INTERNAL, "hwloc could not load this machine's topology (%s)",
                               strerror(errno));

@@ -4,7 +4,7 @@
 set -eu
 # g++: nvcc compiles with it, and a CUDA build links libstdc++.
 packages="meson ninja-build pkg-config gcc g++ libc6-dev python3 libhwloc-dev libcmocka-dev \
-libopenblas-dev zlib1g-dev libcjson-dev dataset-fashion-mnist clang-format"
+libopenblas-dev zlib1g-dev libcjson-dev libxml2-dev dataset-fashion-mnist clang-format"
 # For the fuzz targets (scripts/fuzz.sh): clang and its libFuzzer runtime,
 # Debian 12's names. Installed when the archive has them; without them the
 # fuzz smoke is skipped, nothing else needs them.

@@ -52,7 +52,25 @@ fi
 usage_error "$T/missing.xml: not a readable hwloc XML topology (No such file or directory)" -- \
     topo --topology "$T/missing.xml"
 printf 'not xml\n' >"$T/notxml.xml"
-usage_error "$T/notxml.xml: not a readable hwloc XML topology" -- topo --topology "$T/notxml.xml"
+# hwloc's own XML reader says nothing of where a file is malformed: libxml2
+# says it (until 2026-12-05 the message ended at "topology"). A file hwloc
+# refuses for what it holds gets hwloc's words, once (hwloc prints some
+# itself: not a second time).
+usage_error "$T/notxml.xml: not a readable hwloc XML topology (line 1, column 1: start tag expected, '<' not found)" \
+    -- topo --topology "$T/notxml.xml"
+printf '<?xml version="1.0"?>\n<topology version="2.0">\n  <object type="Machine" os_index="0">\n' \
+    >"$T/cut.xml"
+usage_error "$T/cut.xml: not a readable hwloc XML topology (line 4, column 1: premature end of data in tag object line 3)" \
+    -- topo --topology "$T/cut.xml"
+sed 's/<topology version="2.0">/<topology version="9.0">/' \
+    "$ROOT/tests/fixtures/two-socket-8-core.xml" >"$T/version9.xml"
+usage_error "$T/version9.xml: not a readable hwloc XML topology (hwloc: cannot import XML version 9.0 > 2)" \
+    -- plan "$MODEL" --topology "$T/version9.xml"
+check "hwloc's words said once" test "$(wc -l <"$ERR")" -eq 1
+HWLOC_XMLFILE="$T/version9.xml" "$BRIGADE" topo >"$OUT" 2>"$ERR"
+check "HWLOC_XMLFILE refused: hwloc's words, by the file's base name too" grep -qFx \
+    "brigade topo: HWLOC_XMLFILE=$T/version9.xml: not a readable hwloc XML topology (hwloc: cannot import XML version 9.0 > 2) (hwloc reads it for this machine; unset it)" \
+    "$ERR"
 # hwloc reads a file whole: a device or a directory is refused before.
 usage_error "/dev/zero: not a regular file" -- topo --topology /dev/zero
 # A file lstopo would never write that crashes hwloc 2.9 as it loads it (a
@@ -155,7 +173,7 @@ HWLOC_XMLFILE="$MODEL" "$BRIGADE" topo >"$OUT" 2>"$ERR"
 status=$?
 check "HWLOC_XMLFILE not XML: exit status 2 (was $status)" test "$status" -eq 2
 check "HWLOC_XMLFILE not XML: the variable is named" grep -qF \
-    "HWLOC_XMLFILE=$MODEL: not a readable hwloc XML topology (hwloc reads it for this machine; unset it)" \
+    "HWLOC_XMLFILE=$MODEL: not a readable hwloc XML topology (line 1, column 1: start tag expected, '<' not found) (hwloc reads it for this machine; unset it)" \
     "$ERR"
 usage_error "unknown option '--bogus'" -- topo --bogus
 usage_error "unknown argument 'extra'" -- topo --topology \
