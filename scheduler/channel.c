@@ -204,12 +204,14 @@ static channel_slot_t *reserve_slot(bg_channel_t *ch, int want, int *aborted, in
     double poll_until = 0;
     *blocked = 0;
     const int start = want == SLOT_FREE ? ch->next_free : 0;
-    while (!ch->aborted && !stalled) {
+    /* A last look after the deadline: a slot that came as it passed is
+     * taken, not reported as a stall. */
+    for (;;) {
         for (int k = 0; k < ch->capacity && slot == NULL; k++) {
             const int i = (start + k) % ch->capacity;
             if (ch->slots[i].microbatch == want) slot = &ch->slots[i];
         }
-        if (slot != NULL) break;
+        if (slot != NULL || ch->aborted || stalled) break;
         if (!*blocked && ch->poll_s > 0) poll_until = bg_monotonic_seconds() + ch->poll_s;
         *blocked = 1;
         if (poll_until > 0 && bg_monotonic_seconds() < poll_until)
