@@ -130,21 +130,16 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
     /* hwloc reads this machine from HWLOC_XMLFILE where it is set. */
     const char *env = getenv("HWLOC_XMLFILE");
     const char *file = xml_path != NULL ? xml_path : env != NULL && env[0] != '\0' ? env : NULL;
-    char said[512] = "", why[768] = "";
-    int heard = 0; /* the probe heard what hwloc says of the file */
-    if (xml_path != NULL) {
-        st = bg_topology_xml_probe(xml_path, xml_path, pci, said, sizeof said, &heard);
-    } else if (file != NULL && bg_topology_xml_regular(file)) {
-        char what[PATH_MAX + 16];
-        snprintf(what, sizeof what, "HWLOC_XMLFILE=%s", file);
-        st = bg_topology_xml_probe(NULL, what, pci, said, sizeof said, &heard);
-    }
+    bg_topology_xml_heard_t heard = {0};
+    char why[768] = "";
+    if (file != NULL && bg_topology_xml_regular(file))
+        st = bg_topology_xml_probe(file, xml_path == NULL, pci, &heard);
     if (st != BG_OK) goto fail;
     /* hwloc prints some refusals itself: the message below says them. */
-    const int stderr_kept = heard ? bg_topology_xml_silence_stderr() : -1;
+    const int stderr_kept = heard.heard ? bg_topology_xml_silence_stderr() : -1;
     if (xml_path != NULL && hwloc_topology_set_xml(t->hw, xml_path) != 0) {
         bg_topology_xml_restore_stderr(stderr_kept);
-        bg_topology_xml_refusal(xml_path, said, why, sizeof why);
+        bg_topology_xml_refusal(xml_path, &heard, why, sizeof why);
         st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology%s", xml_path, why);
         goto fail;
     }
@@ -155,9 +150,8 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
     const int loaded = hwloc_topology_load(t->hw) == 0;
     bg_topology_xml_restore_stderr(stderr_kept);
     if (!loaded) {
-        /* errno says nothing here: the reason is the probe's, or libxml2's. */
-        if (file != NULL && bg_topology_xml_regular(file))
-            bg_topology_xml_refusal(file, said, why, sizeof why);
+        /* errno says nothing here: the reason is the probe's. */
+        bg_topology_xml_refusal(file != NULL ? file : "", &heard, why, sizeof why);
         if (xml_path != NULL)
             st = bg_error_set(BG_ERR_INVALID, "%s: not a readable hwloc XML topology%s", xml_path,
                               why);
@@ -185,11 +179,12 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
         t->core_type = HWLOC_OBJ_PU;
         t->cores = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PU);
     }
-    if (t->cores < 1 && xml_path != NULL) {
+    if (t->cores < 1 && file != NULL) {
         /* A machine of no cores: a file cut down by hand or by a tool. */
         st = bg_error_set(BG_ERR_INVALID,
-                          "%s: no cores: the topology has no Core or PU object to run a device on",
-                          xml_path);
+                          "%s%s: no cores: the topology has no Core or PU object to run a device "
+                          "on",
+                          xml_path != NULL ? "" : "HWLOC_XMLFILE=", file);
         goto fail;
     }
     if (t->cores < 1) t->cores = 1;

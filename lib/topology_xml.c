@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,15 +20,16 @@
 #include <libxml/xmlerror.h>
 
 /* Where the file at `path` is not well-formed XML, found with libxml2 (no
- * network, no DTD, no depth limit), for files hwloc's own XML reader
- * refused without saying where: "line L, column C: what" (libxml2's words,
- * their first letter lower-case) into `out`, and true; else (well-formed,
- * or the file cannot be read) false, `out` empty. */
+ * network, no DTD, its limits on depth and entity expansion kept), for
+ * files hwloc's own XML reader refused without saying where: "line L,
+ * column C: what" (libxml2's words, their first letter lower-case) into
+ * `out`, and true; else (well-formed, past a limit, or the file cannot be
+ * read) false, `out` empty. Run in the probe's child, under its alarm. */
 static bool xml_problem(const char *path, char *out, size_t size) {
     if (size > 0) out[0] = '\0';
     xmlInitParser();
     /* Silent: the error is read back below, not printed by libxml2. */
-    const int options = XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_HUGE;
+    const int options = XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING;
     xmlResetLastError();
     xmlDocPtr doc = xmlReadFile(path, NULL, options);
     if (doc != NULL) {
@@ -35,9 +37,10 @@ static bool xml_problem(const char *path, char *out, size_t size) {
         return false;
     }
     const xmlError *error = xmlGetLastError();
-    /* A file that could not be opened is not a malformed one. */
+    /* A file that could not be opened is not a malformed one; nor is one
+     * deeper than libxml2's limit (256), which hwloc may read. */
     if (error == NULL || error->message == NULL || error->domain == XML_FROM_IO ||
-        error->line < 1 || size == 0)
+        error->code == XML_ERR_INTERNAL_ERROR || error->line < 1 || size == 0)
         return false;
     int n = snprintf(out, size, "line %d, column %d: %s", error->line, error->int2, error->message);
     if (n < 0) {
@@ -87,56 +90,73 @@ int bg_topology_xml_regular(const char *path) {
 
 enum { PROBE_LOADED = 0, PROBE_REFUSED = 3, PROBE_SECONDS = 60 };
 
-bg_status_t bg_topology_xml_probe(const char *xml_path, const char *what, int pci, char *said,
-                                  size_t said_size, int *heard) {
-    said[0] = '\0';
-    *heard = 0;
-    int pipe_ends[2];
-    if (pipe(pipe_ends) != 0) pipe_ends[0] = pipe_ends[1] = -1;
+/* Reads `fd` to its end into `out` (size bytes, terminated; the rest is
+ * read and dropped, so that the writer never blocks), then closes it. */
+static void read_all(int fd, char *out, size_t size) {
+    size_t got = 0;
+    for (;;) {
+        char discard[256];
+        const int keep = got + 1 < size;
+        const ssize_t n =
+            read(fd, keep ? out + got : discard, keep ? size - 1 - got : sizeof discard);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (keep) got += (size_t)n;
+    }
+    out[got] = '\0';
+    close(fd);
+}
+
+bg_status_t bg_topology_xml_probe(const char *path, int from_env, int pci,
+                                  bg_topology_xml_heard_t *heard) {
+    *heard = (bg_topology_xml_heard_t){0};
+    char what[PATH_MAX + 16];
+    snprintf(what, sizeof what, "%s%s", from_env ? "HWLOC_XMLFILE=" : "", path);
+    /* hwloc reads this once a process, at its first XML file: set before
+     * the parent's first, and so inherited by every child. */
+    setenv("HWLOC_XML_VERBOSE", "1", 0);
+    int said[2], where[2];
+    if (pipe(said) != 0) said[0] = said[1] = -1;
+    if (pipe(where) != 0) where[0] = where[1] = -1;
     fflush(NULL);
-    const pid_t child = fork();
+    const pid_t child = said[0] >= 0 && where[0] >= 0 ? fork() : -1;
     if (child < 0) { /* no probe: load as without one */
-        if (pipe_ends[0] >= 0) {
-            close(pipe_ends[0]);
-            close(pipe_ends[1]);
+        for (int i = 0; i < 2; i++) {
+            if (said[i] >= 0) close(said[i]);
+            if (where[i] >= 0) close(where[i]);
         }
         return BG_OK;
     }
     if (child == 0) {
         alarm(PROBE_SECONDS); /* a file hwloc loops on ends the child too */
         /* hwloc's complaints go to the parent, which says them once. */
+        dup2(said[1], STDERR_FILENO);
         const int quiet = open("/dev/null", O_WRONLY);
         if (quiet >= 0) dup2(quiet, STDOUT_FILENO);
-        dup2(pipe_ends[1] >= 0 ? pipe_ends[1] : quiet, STDERR_FILENO);
-        setenv("HWLOC_XML_VERBOSE", "1", 1);
         hwloc_topology_t hw;
         if (hwloc_topology_init(&hw) != 0) _exit(PROBE_REFUSED);
-        if (xml_path != NULL && hwloc_topology_set_xml(hw, xml_path) != 0) _exit(PROBE_REFUSED);
+        if (!from_env && hwloc_topology_set_xml(hw, path) != 0) _exit(PROBE_REFUSED);
         if (pci) hwloc_topology_set_io_types_filter(hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-        _exit(hwloc_topology_load(hw) == 0 ? PROBE_LOADED : PROBE_REFUSED);
-    }
-    /* Read before the wait: a child that filled the pipe would not end. */
-    if (pipe_ends[0] >= 0) {
-        close(pipe_ends[1]);
-        size_t got = 0;
-        for (;;) {
-            char discard[256];
-            char *to = got + 1 < said_size ? said + got : discard;
-            const size_t room = got + 1 < said_size ? said_size - 1 - got : sizeof discard;
-            const ssize_t n = read(pipe_ends[0], to, room);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) break;
-            if (to == said + got) got += (size_t)n;
+        if (hwloc_topology_load(hw) == 0) _exit(PROBE_LOADED);
+        char position[sizeof heard->where];
+        if (xml_problem(path, position, sizeof position)) {
+            ssize_t ignored = write(where[1], position, strlen(position));
+            (void)ignored;
         }
-        said[got] = '\0';
-        close(pipe_ends[0]);
+        _exit(PROBE_REFUSED);
     }
+    /* Read before the wait: a child that filled a pipe would not end. Its
+     * position, small, waits in its pipe while stderr is read. */
+    close(said[1]);
+    close(where[1]);
+    read_all(said[0], heard->said, sizeof heard->said);
+    read_all(where[0], heard->where, sizeof heard->where);
     int status = 0;
     while (waitpid(child, &status, 0) < 0)
         if (errno != EINTR) return BG_OK;
     if (WIFEXITED(status) &&
         (WEXITSTATUS(status) == PROBE_LOADED || WEXITSTATUS(status) == PROBE_REFUSED)) {
-        *heard = pipe_ends[0] >= 0;
+        heard->heard = 1;
         return BG_OK;
     }
     const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
@@ -215,11 +235,12 @@ static void hwloc_reasons(char *said, const char *path, char *out, size_t size) 
     }
 }
 
-void bg_topology_xml_refusal(const char *path, char *said, char *out, size_t size) {
-    char where[256], reasons[512];
-    hwloc_reasons(said, path, reasons, sizeof reasons);
-    if (xml_problem(path, where, sizeof where))
-        snprintf(out, size, " (%s)", where);
+void bg_topology_xml_refusal(const char *path, bg_topology_xml_heard_t *heard, char *out,
+                             size_t size) {
+    char reasons[sizeof heard->said];
+    hwloc_reasons(heard->said, path, reasons, sizeof reasons);
+    if (heard->where[0] != '\0')
+        snprintf(out, size, " (%s)", heard->where);
     else if (reasons[0] != '\0')
         snprintf(out, size, " (hwloc: %s)", reasons);
     else
