@@ -159,7 +159,7 @@ static const char *const training_only[] = {
 /* Refuses, with --steps 0, an option that would change nothing, and
  * --resume, whose weights --load takes. */
 static bg_status_t check_evaluate_only(const train_options_t *o, int argc, char **argv) {
-    char word[1024];
+    char word[BG_PATH_SHELL_WORD_MAX];
     if (o->resume != NULL)
         return bg_error_set(BG_ERR_INVALID,
                             "--steps 0 evaluates and trains nothing, so --resume has no run to "
@@ -483,7 +483,7 @@ static void report_failed_save(const train_options_t *o, const bg_train_result_t
                 "brigade train: stopped after step %lld of %lld, whose training state was not "
                 "saved: %s",
                 failed, (long long)total, why);
-    char word[1024], shown[BG_CLI_SHOWN_MAX], word_shown[BG_CLI_SHOWN_MAX];
+    char word[BG_PATH_SHELL_WORD_MAX], shown[BG_CLI_SHOWN_MAX], word_shown[BG_CLI_SHOWN_MAX];
     const char *save = bg_cli_shown(o->save, shown, sizeof shown);
     if (r->saved_step > 0 && access(o->save, R_OK) != 0) /* its folder went away */
         fprintf(stderr, "; %s, which held step %lld, is gone too: nothing of this run is saved\n",
@@ -875,8 +875,8 @@ int bg_cmd_train(int argc, char **argv) {
     if (skipped_here == 0)
         printf("trained %lld step%s", ran, ran == 1 ? "" : "s");
     else if (skipped_here == ran)
-        printf("ran %lld step%s, %s skipped (no update)", ran, ran == 1 ? "" : "s",
-               ran == 1 ? "it" : "all");
+        printf("ran %lld step%s, %sskipped (no update)", ran, ran == 1 ? "" : "s",
+               ran == 1 ? "" : "all ");
     else
         printf("ran %lld steps, %lld of them skipped (no update)", ran, skipped_here);
     if (r.first_step > 0)

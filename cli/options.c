@@ -353,7 +353,7 @@ static bg_status_t check_folder(const char *option, const char *shown, const cha
                               "most %ld bytes",
                               option, shown, strlen(bg_path_name(path)), folder, longest);
     } else if (bg_atomic_file_open(&probe, path) != BG_OK) {
-        char why[1024];
+        char why[BG_ERROR_MAX];
         snprintf(why, sizeof why, "%s", bg_error_message());
         status = bg_error_set(BG_ERR_INVALID,
                               "%s: cannot write '%s': no new file can be made in folder '%s' (%s)",

@@ -26,6 +26,10 @@ char *bg_path_join(const char *folder, const char *name);
  * target is too long to read (ENAMETOOLONG), or when memory runs out. */
 char *bg_path_link_target(const char *path);
 
+/* Room for bg_path_shell_word of any path (PATH_MAX, 4096 bytes), quoted:
+ * each ' written as four bytes, and the quotes around it. */
+enum { BG_PATH_SHELL_WORD_MAX = 4 * 4096 + 3 };
+
 /* `path` as one word of a shell command, for the commands messages
  * suggest ("go on with --resume PATH"): itself when it holds only letters,
  * digits and _ . / : @ % + , = -, else single-quoted into `buf` (each '

@@ -328,7 +328,7 @@ static bg_status_t nonfinite_step(const bg_train_config_t *cfg, const bg_pipelin
  * stopped midway may have updated some stages and not others. */
 static bg_status_t step_failed(const bg_train_config_t *cfg, bg_status_t st, int64_t step,
                                int epoch, int64_t saved_step) {
-    char why[BG_ERROR_MAX], word[1024], save[BG_ERROR_MAX] = "";
+    char why[BG_ERROR_MAX], word[BG_PATH_SHELL_WORD_MAX], save[BG_ERROR_MAX] = "";
     snprintf(why, sizeof why, "%s", bg_error_message());
     /* Said on the message's first line: a stall's flight recorder follows. */
     char *rest = strchr(why, '\n');
@@ -347,7 +347,7 @@ static bg_status_t step_failed(const bg_train_config_t *cfg, bg_status_t st, int
 
 /* The error a stop signal ends the run with, after step `step`. */
 static bg_status_t interrupted(const bg_train_config_t *cfg, int64_t step, int64_t total) {
-    char word[1024];
+    char word[BG_PATH_SHELL_WORD_MAX];
     if (cfg->save_path != NULL)
         return bg_error_set(BG_ERR_INTERRUPTED,
                             "interrupted after step %lld of %lld; the training state is saved "
@@ -369,12 +369,12 @@ static bg_status_t save_before_nan(const bg_train_config_t *cfg, bg_pipeline_t *
     if (cfg->save_path == NULL) return st;
     if (good->step == first_step)
         return bg_error_suffix(st, "; nothing new to save (the run made no step)");
-    char why[1024];
+    char why[BG_ERROR_MAX];
     snprintf(why, sizeof why, "%s", bg_error_message());
     if (save_checkpoint(cfg, pipe, save, good) == BG_OK)
         return bg_error_set(st, "%s; the training state before step %lld is saved in %s", why,
                             (long long)good->step + 1, cfg->save_path);
-    char save_why[512]; /* copied: bg_error_set writes the buffer it is read from */
+    char save_why[BG_ERROR_MAX]; /* copied: bg_error_set writes the buffer it is read from */
     snprintf(save_why, sizeof save_why, "%s", bg_error_message());
     return bg_error_set(st, "%s; saving the training state before it failed: %s", why, save_why);
 }

@@ -251,7 +251,7 @@ typedef struct channel_end {
     double *sent_at, *woke_at; /* rounds: own send done; own return from send */
     double *ready_at;          /* rounds: own receive ready */
     bg_status_t status;
-    char message[1024]; /* the second thread's, when it failed: messages are per thread */
+    char message[BG_ERROR_MAX]; /* the second thread's, when it failed: messages are per thread */
 } channel_end_t;
 
 static bg_status_t run_end(channel_end_t *e) {

@@ -190,14 +190,14 @@ static void *random_buffer(size_t bytes, uint64_t stream) {
 typedef struct co_runner {
     const bg_profile_config_t *cfg;
     int first, last;
-    atomic_int stop, run; /* asked of it */
-    atomic_int asked;     /* a single op asked of it: 1 + its BG_NEIGHBOUR_* kind, or 0 */
-    sem_t op_done;        /* posted after each of those, and when it returns */
-    atomic_int ready;     /* its stage is built (or it failed) */
-    atomic_int active;    /* inside its rounds */
-    atomic_int finished;  /* co_run has returned (failed, unless asked to stop) */
-    bg_status_t status;   /* read after joining it */
-    char message[1024];   /* its message when it failed: messages are per thread */
+    atomic_int stop, run;       /* asked of it */
+    atomic_int asked;           /* a single op asked of it: 1 + its BG_NEIGHBOUR_* kind, or 0 */
+    sem_t op_done;              /* posted after each of those, and when it returns */
+    atomic_int ready;           /* its stage is built (or it failed) */
+    atomic_int active;          /* inside its rounds */
+    atomic_int finished;        /* co_run has returned (failed, unless asked to stop) */
+    bg_status_t status;         /* read after joining it */
+    char message[BG_ERROR_MAX]; /* its message when it failed: messages are per thread */
 } co_runner_t;
 
 static void pause_briefly(void) { nanosleep(&(struct timespec){0, 20000}, NULL); }

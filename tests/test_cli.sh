@@ -540,13 +540,14 @@ p = json.load(open(sys.argv[1]))
 assert p["loss"] is None and p["skipped_steps"] == 3, p' "$T/all-skipped.json"
 # Synthetic inputs so large that one per class passes 1 GiB: one sample
 # each, and the note says why rather than promising 1 GiB at most (until
-# 2026-12-05); 160 GiB of prototypes are then refused before they are made.
-printf 'input channels=1 height=65536 width=65536\navgpool size=4096 stride=4096\nflatten\ndense units=10\nsoftmax_cross_entropy\n' \
+# 2026-12-05).
+# A sample of 4 TiB: no machine's memory holds it.
+printf 'input channels=4 height=1048576 width=1048576\navgpool size=65536 stride=65536\nflatten\ndense units=10\nsoftmax_cross_entropy\n' \
     >"$T/huge-input.model"
-expect 1 "dataset: 10 class prototypes of 4294967296 values take more than this machine's" -- \
-    train "$T/huge-input.model" --data synthetic --steps 0
+expect 1 "dataset: 1 sample of shape 4x1048576x1048576 takes 4398046511108 bytes, more than this machine's" \
+    -- train "$T/huge-input.model" --data synthetic --steps 0
 check "synthetic data: prototypes past 1 GiB are the reason given" grep -qFx \
-    "note: --data synthetic makes 1 training and 1 test sample of 1x65536x65536, not 8192 and 2048: one each, as its 10 class prototypes alone take 160.0 GiB" \
+    "note: --data synthetic makes 1 training and 1 test sample of 4x1048576x1048576, not 8192 and 2048: one each, as its 10 class prototypes alone take 163840.0 GiB" \
     "$ERR"
 expect 1 "the last: step 5: stage 0, micro-batch 0, layer 10 (softmax_cross_entropy): the loss is not finite; the training state before step 5 is saved in $T/diverged.st" \
     -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --steps 40 --batch 16 \
