@@ -505,27 +505,37 @@ static bg_status_t metrics_write(const char *path, cJSON *root, int signal_numbe
 
 /* What the chart shows, under its title: "examples/fashion_cnn.model, batch
  * 64, on cpu:0, cpu:1; measured, 2 warm-up + 5 timed steps a point" (after
- * the devices, "(interleaved: 2 stages a device)" with --chunks 2). */
-static void chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setup, char *buf,
-                           size_t size) {
-    char devices[256] = "";
-    FILE *f = fmemopen(devices, sizeof devices - 1, "w");
-    if (f != NULL) {
+ * the devices, "(interleaved: 2 stages a device)" with --chunks 2). More
+ * than CHART_DEVICES_NAMED devices are named by the first few and the last
+ * ("cpu:0, cpu:1, cpu:2, ..., cpu:47 (48 devices)"). A new string to free;
+ * NULL where memory runs out. */
+enum { CHART_DEVICES_NAMED = 8 };
+
+static char *chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setup) {
+    char *text = NULL;
+    size_t length = 0;
+    FILE *f = open_memstream(&text, &length);
+    if (f == NULL) return NULL;
+    const bg_device_list_t *list = &o->placement.devices;
+    fprintf(f, "%s, batch %lld, on ", o->model, (long long)o->batch);
+    if (list->count <= CHART_DEVICES_NAMED)
         bg_placement_describe_devices(&o->placement, f);
-        fclose(f);
-    }
-    char chunks[48] = ""; /* interleaved's alone */
-    if (o->placement.chunks > 1)
-        snprintf(chunks, sizeof chunks, " (interleaved: %d stages a device)", o->placement.chunks);
-    if (o->simulate)
-        snprintf(buf, size, "%s, batch %lld, on %s%s; simulated from %s", o->model,
-                 (long long)o->batch, devices, chunks,
-                 setup->profile != NULL ? o->placement.profile_path : "the analytic cost model");
     else
-        snprintf(buf, size,
-                 "%s, batch %lld, on %s%s; measured, %lld warm-up + %lld timed step%s a point",
-                 o->model, (long long)o->batch, devices, chunks, (long long)o->warmup,
-                 (long long)o->steps, o->steps == 1 ? "" : "s");
+        fprintf(f, "%s, %s, %s, ..., %s (%d devices)", list->devices[0].name, list->devices[1].name,
+                list->devices[2].name, list->devices[list->count - 1].name, list->count);
+    if (o->placement.chunks > 1)
+        fprintf(f, " (interleaved: %d stages a device)", o->placement.chunks);
+    if (o->simulate)
+        fprintf(f, "; simulated from %s",
+                setup->profile != NULL ? o->placement.profile_path : "the analytic cost model");
+    else
+        fprintf(f, "; measured, %lld warm-up + %lld timed step%s a point", (long long)o->warmup,
+                (long long)o->steps, o->steps == 1 ? "" : "s");
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }
 
 /* What a sweep that ended early kept, for its last message. */
@@ -667,9 +677,9 @@ int bg_cmd_sweep(int argc, char **argv) {
     bg_cli_outputs_t outputs = {.cmd = "sweep", .failed = BG_OK};
     int chart_written = 0, metrics_written = 0;
     if (o.chart != NULL && run_points > 0) {
-        char subtitle[512];
-        chart_subtitle(&o, &setup, subtitle, sizeof subtitle);
+        char *subtitle = chart_subtitle(&o, &setup); /* NULL: the chart without it */
         const bg_status_t written = bg_svg_chart_write(o.chart, points, count, subtitle);
+        free(subtitle);
         bg_cli_output_written(&outputs, written, "chart", o.chart);
         chart_written = written == BG_OK;
     }
