@@ -94,7 +94,8 @@ static const char help[] =
     "  --device-mem it refuses a plan that does not fit, as plan does)\n"
     "outputs:\n"
     "  --metrics FILE     write the final figures as JSON: loss, test_loss,\n"
-    "                     test_accuracy, samples_per_s, steps, train_seconds, a\n"
+    "                     test_accuracy, samples_per_s, steps, train_seconds\n"
+    "                     (checkpoint writes apart: save_seconds, with --save), a\n"
     "                     stages list (layers, device, peak_bytes by category) and\n"
     "                     the timeline summary (bubble, waits, transfers); with\n"
     "                     --steps 0 no loss, samples_per_s, train_seconds or\n"
@@ -592,6 +593,7 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     if (!o->train.evaluate_only) {
         cJSON_AddNumberToObject(root, "samples_per_s", r->samples_per_s);
         cJSON_AddNumberToObject(root, "train_seconds", r->train_seconds);
+        if (o->save != NULL) cJSON_AddNumberToObject(root, "save_seconds", r->save_seconds);
     }
     cJSON_AddStringToObject(root, "schedule", bg_schedule_kind_name(o->placement.schedule));
     cJSON_AddNumberToObject(root, "microbatches", o->placement.microbatches);
@@ -618,6 +620,15 @@ static bg_status_t write_metrics(const char *path, const train_options_t *o,
     bg_status_t st = bg_text_file_write(path, text, "metrics");
     free(text);
     return st;
+}
+
+/* `seconds` on stdout as the closing line says a time: in milliseconds
+ * below a second ("0.0 s" would say nothing). */
+static void print_duration(double seconds) {
+    if (seconds < 1)
+        printf("%.0f ms", seconds * 1e3);
+    else
+        printf("%.1f s", seconds);
 }
 
 int bg_cmd_train(int argc, char **argv) {
@@ -881,11 +892,14 @@ int bg_cmd_train(int argc, char **argv) {
         printf("ran %lld steps, %lld of them skipped (no update)", ran, skipped_here);
     if (r.first_step > 0)
         printf(" (%lld to %lld of the run)", (long long)r.first_step + 1, (long long)r.steps);
-    /* A short run in milliseconds: "0.0 s" would say nothing. */
-    if (r.train_seconds < 1)
-        printf(" in %.0f ms", r.train_seconds * 1e3);
-    else
-        printf(" in %.1f s", r.train_seconds);
+    /* The checkpoints' writes are not the steps': said apart. */
+    printf(" in ");
+    print_duration(r.train_seconds);
+    if (r.save_seconds > 0) {
+        printf(" (and ");
+        print_duration(r.save_seconds);
+        printf(" writing checkpoints)");
+    }
     if (isnan(r.loss))
         printf(": %.0f samples/s; no step of the last epoch counted (all skipped, below)\n",
                r.samples_per_s);

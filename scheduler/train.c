@@ -601,7 +601,9 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                                            .epoch = epoch_over ? epoch + 1 : epoch,
                                            .shuffle = epoch_over ? shuffle : before_shuffle,
                                            .epoch_loss_sum = epoch_over ? 0 : epoch_loss};
+                const double save_start = bg_monotonic_seconds();
                 const bg_status_t saved = save_checkpoint(cfg, pipe, &save, &after);
+                r.save_seconds += bg_monotonic_seconds() - save_start;
                 if (saved == BG_OK) {
                     r.saved_step = step;
                 } else { /* the run stops here, its results made (save_failed_step) */
@@ -612,7 +614,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 }
             }
             if (cfg->progress != NULL) {
-                const double elapsed = bg_monotonic_seconds() - start;
+                const double elapsed = bg_monotonic_seconds() - start - r.save_seconds;
                 const int64_t taken = bg_pipeline_steps(pipe);
                 const int64_t optimizer_step = taken > 0 ? taken : 1;
                 const int64_t here = step - first_step;
@@ -637,7 +639,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             }
         }
     }
-    r.train_seconds = bg_monotonic_seconds() - start;
+    r.train_seconds = bg_monotonic_seconds() - start - r.save_seconds;
     BG_CHECK_GOTO(bg_pipeline_record(pipe, NULL), st, done);
     r.steps = step;
     r.first_step = first_step;

@@ -538,6 +538,18 @@ check "every step skipped: the metrics' loss is null, not 0" python3 -c '
 import json, sys
 p = json.load(open(sys.argv[1]))
 assert p["loss"] is None and p["skipped_steps"] == 3, p' "$T/all-skipped.json"
+# Checkpoint writes are not counted as the steps' time (until 2026-12-05
+# train_seconds and samples/s took them in): said apart, and in the metrics.
+expect 0 "" -- train "$MLP" --data synthetic --steps 4 --batch 16 --test-samples 64 \
+    --save "$T/timed.st" --save-every 2 --metrics "$T/timed.json"
+stdout_has " writing checkpoints): " "the checkpoints' time said apart"
+check "save_seconds apart from train_seconds" python3 -c '
+import json, re, sys
+p = json.load(open(sys.argv[1]))
+assert p["save_seconds"] > 0 and p["train_seconds"] > 0, p
+assert abs(p["samples_per_s"] - 4 * 16 / p["train_seconds"]) < 1e-6 * p["samples_per_s"], p
+line = [l for l in open(sys.argv[2]) if l.startswith("trained 4 steps in ")][0]
+assert re.search(r"\(and [0-9.]+ m?s writing checkpoints\)", line), line' "$T/timed.json" "$OUT"
 # Synthetic inputs so large that one per class passes 1 GiB: one sample
 # each, and the note says why rather than promising 1 GiB at most (until
 # 2026-12-05).
@@ -1839,6 +1851,19 @@ assert ">gpipe (simulated) (every point skipped)<" in text
 assert "1f1b (simulated) (every" not in text
 assert "fashion_cnn.model, batch 64, on cpu:0, cpu:1; simulated from the analytic cost model<" in text
 ' "$T/some.svg"
+fi
+# Many devices: named by the first few and the last, so that the rest of
+# the subtitle stays (until 2026-12-05 a 256-byte list was cut at cpu:32,
+# and a long model path cut the subtitle mid-path).
+python3 -c '
+print("input channels=1 height=1 width=16\nflatten")
+for _ in range(12): print("dense units=16 activation=relu")
+print("dense units=10\nsoftmax_cross_entropy")' >"$T/deep12.model"
+if expect 0 "" -- sweep "$T/deep12.model" --simulate --devices cpu:12 --microbatches 1,12 \
+    --chart "$T/twelve.svg"; then
+    check "a chart of many devices: the subtitle whole" grep -qF \
+        "deep12.model, batch 64, on cpu:0, cpu:1, cpu:2, ..., cpu:11 (12 devices); simulated from the analytic cost model<" \
+        "$T/twelve.svg"
 fi
 # --chunks is interleaved's: the other schedules of the same sweep run.
 if expect 0 "on cpu:0, cpu:1, 2 chunks per device for interleaved" -- sweep "$MODEL" --simulate \
