@@ -310,6 +310,7 @@ static bg_status_t measure(const sweep_context_t *c, const bg_plan_t *plan, bg_t
     const int64_t per_epoch = data->count / o->batch;
     images = malloc((size_t)(o->batch * numel) * sizeof(float));
     BG_ALLOC_CHECK_GOTO(images, st, done);
+    BG_CHECK_GOTO(bg_pipeline_check_record_room(p, o->steps), st, done);
     BG_CHECK_GOTO(bg_pipeline_timeline_create(p, &tl), st, done);
     for (int64_t k = 0; k < o->warmup + o->steps; k++) {
         if (k == o->warmup) BG_CHECK_GOTO(bg_pipeline_record(p, tl), st, done);

@@ -384,6 +384,19 @@ static bg_status_t create_clock(bg_pipeline_t *p, int d, int events) {
                                 &p->clocks[d]);
 }
 
+/* The most events device d records in a step. Per op at most: a wait and
+ * a copy in, the op, a wait and a copy out and that copy's link; the step
+ * op a wait and an event per stage of the device. */
+static int step_events_most(const bg_pipeline_t *p, int d) {
+    return 6 * p->train->op_counts[d] + 8 + p->stages / p->devices;
+}
+
+bg_status_t bg_pipeline_check_record_room(const bg_pipeline_t *p, int64_t steps) {
+    int64_t events = 0;
+    for (int d = 0; d < p->devices; d++) events += step_events_most(p, d);
+    return bg_timeline_check_room(steps * events, BG_ERR_INVALID);
+}
+
 bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl) {
     if (tl != NULL && p->events == NULL) {
         p->events = bg_calloc((size_t)p->devices, sizeof *p->events);
@@ -392,10 +405,7 @@ bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl) {
         if (!p->events || !p->event_count || !p->event_capacity)
             return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
         for (int d = 0; d < p->devices; d++) {
-            /* Per op at most: a wait and a copy in, the op, a wait and a copy
-             * out and that copy's link; the step op a wait and an event per
-             * stage of the device. */
-            int capacity = 6 * p->train->op_counts[d] + 8 + p->stages / p->devices;
+            const int capacity = step_events_most(p, d);
             p->events[d] = bg_malloc(sizeof **p->events * (size_t)capacity);
             if (p->events[d] == NULL)
                 return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");

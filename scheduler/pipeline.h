@@ -182,6 +182,11 @@ bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl);
 /* A timeline shaped for this pipeline (devices, stages, schedule). */
 bg_status_t bg_pipeline_timeline_create(const bg_pipeline_t *p, bg_timeline_t **out);
 
+/* Refuses (BG_ERR_INVALID, bg_timeline_check_room) the recording of
+ * `steps` steps where their events could not be held, before a run that
+ * would otherwise fail once it reached them. */
+bg_status_t bg_pipeline_check_record_room(const bg_pipeline_t *p, int64_t steps);
+
 /* All parameters, flat in layer order (spec->total_params floats). */
 bg_status_t bg_pipeline_download_params(bg_pipeline_t *p, float *host);
 bg_status_t bg_pipeline_upload_params(bg_pipeline_t *p, const float *host);

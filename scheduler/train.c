@@ -479,8 +479,12 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     optimizer.schedule.total_steps = total;
     const int moving_lr =
         optimizer.schedule.kind != BG_LR_CONSTANT || optimizer.schedule.warmup_steps > 0;
-    if (cfg->record_steps > 0)
+    if (cfg->record_steps > 0) {
+        /* Refused now, not once the recorded steps are reached. */
+        const int64_t recorded = cfg->record_steps < total ? cfg->record_steps : total;
+        BG_CHECK_GOTO(bg_pipeline_check_record_room(pipe, recorded), st, done);
         BG_CHECK_GOTO(bg_pipeline_timeline_create(pipe, &r.timeline), st, done);
+    }
     BG_CHECK_GOTO(bg_train_state_init(&save, cfg->spec, &cfg->optimizer), st, done);
     save.data_crc32 = data_crc32;
     save.data_crc32_saved = 1;

@@ -538,6 +538,17 @@ check "every step skipped: the metrics' loss is null, not 0" python3 -c '
 import json, sys
 p = json.load(open(sys.argv[1]))
 assert p["loss"] is None and p["skipped_steps"] == 3, p' "$T/all-skipped.json"
+# A recording no timeline can hold is refused before the run, not once its
+# steps are reached (until 2026-12-05 after every step before them): 16
+# devices of 8,192 micro-batches a step, 1,000 steps, past the events a
+# timeline holds on any machine.
+python3 -c '
+print("input channels=1 height=1 width=8\nflatten")
+for _ in range(16): print("dense units=8 activation=relu")
+print("dense units=10\nsoftmax_cross_entropy")' >"$T/deep16.model"
+expect 2 "timeline: recording 1573104000 events" -- train "$T/deep16.model" --data synthetic \
+    --devices cpu:16 --batch 8192 --microbatches 8192 --steps 1000 --record-steps 1000
+check "a recording too large: refused before the first step" sh -c "! grep -q 'step 1/' '$ERR'"
 # Checkpoint writes are not counted as the steps' time (until 2026-12-05
 # train_seconds and samples/s took them in): said apart, and in the metrics.
 expect 0 "" -- train "$MLP" --data synthetic --steps 4 --batch 16 --test-samples 64 \
