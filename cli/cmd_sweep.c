@@ -622,7 +622,7 @@ int bg_cmd_sweep(int argc, char **argv) {
                          .points = cJSON_GetObjectItem(metrics, "points")};
     bg_cli_note_profile_sizes(setup.profile, o.batch, o.ms, o.m_count);
     int total = o.schedule_count * o.m_count, done_points = 0;
-    char error[BG_ERROR_MAX] = ""; /* of the point that failed */
+    char error[BG_ERROR_MAX] = "", detail[BG_ERROR_MAX] = ""; /* of the point that failed */
     bg_status_t failed = BG_OK;
     /* A stop signal ends the sweep after the point in progress, with the
        chart and metrics of the points done; so does a point that fails. */
@@ -638,10 +638,11 @@ int bg_cmd_sweep(int argc, char **argv) {
                     bg_schedule_kind_name(o.schedules[k]), o.ms[i]);
             failed =
                 run_point(&c, o.schedules[k], o.ms[i], &points[count], skip, sizeof skip, stdout);
-            if (failed != BG_OK)
+            if (failed != BG_OK) {
                 snprintf(error, sizeof error, "%s M=%d: %s", bg_schedule_kind_name(o.schedules[k]),
                          o.ms[i], bg_error_message());
-            else if (skip[0] != '\0') {
+                snprintf(detail, sizeof detail, "%s", bg_error_detail());
+            } else if (skip[0] != '\0') {
                 printf("%4d  %-11s skipped: %s\n", o.ms[i], bg_schedule_kind_name(o.schedules[k]),
                        skip);
                 bg_cli_flush_stdout();
@@ -693,7 +694,10 @@ int bg_cmd_sweep(int argc, char **argv) {
     bg_cli_flush_stdout(); /* the rows a last message points to go first, also into a pipe */
     const char *kept = kept_outputs(chart_written, metrics_written);
     if (failed != BG_OK) {
-        fprintf(stderr, "brigade sweep: %s\n", error);
+        /* Shown as every error is, after the chart and metrics. */
+        bg_error_set(failed, "%s", error);
+        if (detail[0] != '\0') bg_error_set_detail("%s", detail);
+        bg_cli_fail("sweep", failed);
         fprintf(stderr, "brigade sweep: stopped after %d of %d points%s\n", done_points - 1, total,
                 kept);
         code = bg_status_exit_code(failed);

@@ -21,13 +21,14 @@
 
 /* Writes a message for the terminal: its control characters (a file
  * name may hold any, an escape sequence among them; bg_utf8_next) as a \xNN
- * for each byte, so that none acts on the terminal; newlines and tabs as
- * they are. */
-static void put_message(const char *text) {
+ * for each byte, so that none acts on the terminal; with `keep_lines`
+ * (the library's own lines: an error's detail), newlines and tabs as they
+ * are. */
+static void put_message(const char *text, bool keep_lines) {
     for (const char *c = text; *c != '\0';) {
         bool control;
         const size_t bytes = bg_utf8_next(c, &control);
-        if (*c == '\n' || *c == '\t') control = false;
+        if (keep_lines && (*c == '\n' || *c == '\t')) control = false;
         for (size_t k = 0; k < bytes; k++, c++)
             if (control)
                 fprintf(stderr, "\\x%02x", (unsigned char)*c);
@@ -66,16 +67,26 @@ int bg_cli_usage_error(const char *cmd, const char *format, ...) {
     const int made = vasprintf(&text, format, args);
     va_end(args);
     fprintf(stderr, "brigade %s: ", cmd);
-    put_message(made >= 0 ? text : format);
+    put_message(made >= 0 ? text : format, false);
     fprintf(stderr, "\n(see 'brigade %s --help')\n", cmd);
     if (made >= 0) free(text);
     return 2;
 }
 
+/* The calling thread's message, on one line (a newline from a path or a
+ * file shown as \x0a), then its detail's lines, as the library made them. */
+static void put_error(void) {
+    put_message(bg_error_message(), false);
+    fputc('\n', stderr);
+    if (bg_error_detail()[0] != '\0') {
+        put_message(bg_error_detail(), true);
+        fputc('\n', stderr);
+    }
+}
+
 int bg_cli_fail(const char *cmd, bg_status_t status) {
     fprintf(stderr, "brigade %s: ", cmd);
-    put_message(bg_error_message());
-    fputc('\n', stderr);
+    put_error();
     return bg_status_exit_code(status);
 }
 
@@ -592,8 +603,7 @@ void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const 
     }
     bg_cli_flush_stdout(); /* what it follows comes first, also into a pipe */
     fprintf(stderr, "brigade %s: ", outputs->cmd);
-    put_message(bg_error_message());
-    fputc('\n', stderr);
+    put_error();
     if (outputs->failed == BG_OK) outputs->failed = status;
 }
 

@@ -7,6 +7,7 @@
 /* Per-thread message buffer: the one piece of thread-local state in the
  * library, the errno pattern. */
 static _Thread_local char error_message[BG_ERROR_MAX];
+static _Thread_local char error_detail[BG_ERROR_MAX];
 
 const char *bg_status_name(bg_status_t status) {
     switch (status) {
@@ -26,6 +27,7 @@ const char *bg_status_name(bg_status_t status) {
 }
 
 bg_status_t bg_error_set(bg_status_t status, const char *format, ...) {
+    error_detail[0] = '\0';
     va_list args;
     va_start(args, format);
     vsnprintf(error_message, sizeof error_message, format, args);
@@ -68,9 +70,21 @@ bg_status_t bg_error_suffix(bg_status_t status, const char *format, ...) {
     return status;
 }
 
+void bg_error_set_detail(const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(error_detail, sizeof error_detail, format, args);
+    va_end(args);
+}
+
 const char *bg_error_message(void) { return error_message; }
 
-void bg_error_clear(void) { error_message[0] = '\0'; }
+const char *bg_error_detail(void) { return error_detail; }
+
+void bg_error_clear(void) {
+    error_message[0] = '\0';
+    error_detail[0] = '\0';
+}
 
 int bg_status_exit_code(bg_status_t status) {
     switch (status) {

@@ -51,6 +51,14 @@ bg_status_t bg_error_prefix(bg_status_t status, const char *format, ...)
 bg_status_t bg_error_suffix(bg_status_t status, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Sets the calling thread's detail: lines said after its message, which
+ * is one line (a stalled step's flight recorder). The library alone writes
+ * them; bg_error_set clears them, so that they go with their message. */
+void bg_error_set_detail(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+/* The calling thread's detail; "" when its message has none. */
+const char *bg_error_detail(void);
+
 /* Removes `start` from the beginning of the calling thread's message where
  * it begins so: for a caller whose own context names what the message
  * began with ("cuda:0: "), so that it is not said twice. */
@@ -59,7 +67,7 @@ void bg_error_drop_start(const char *start);
 /* The calling thread's last message; "" when none was recorded. */
 const char *bg_error_message(void);
 
-/* Forgets the calling thread's last message. */
+/* Forgets the calling thread's last message, and its detail. */
 void bg_error_clear(void);
 
 /* Exit status the command line uses for a status: 0, 1 (failure while

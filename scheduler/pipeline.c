@@ -113,12 +113,11 @@ void *bg_pipeline_device_main(void *arg) {
     return NULL;
 }
 
-/* The message of a stalled step: the first failure, then every device's
- * last ops and what it was doing when the step stopped. */
+/* The message of a stalled step: the first failure; in its detail, every
+ * device's last ops and what it was doing when the step stopped. */
 static bg_status_t stall_report(bg_pipeline_t *p) {
     char text[BG_ERROR_MAX];
-    size_t at = (size_t)snprintf(text, sizeof text,
-                                 "%s\nflight recorder (ms from the step's start):", p->message);
+    size_t at = (size_t)snprintf(text, sizeof text, "flight recorder (ms from the step's start):");
     for (int d = 0; d < p->devices && at < sizeof text; d++) {
         const device_worker_t *w = &p->workers[d];
         at += (size_t)snprintf(text + at, sizeof text - at,
@@ -142,7 +141,9 @@ static bg_status_t stall_report(bg_pipeline_t *p) {
         if (at < sizeof text)
             at += (size_t)snprintf(text + at, sizeof text - at, "; last: %s", w->doing);
     }
-    return bg_error_set(BG_ERR_STALLED, "%s", text);
+    bg_error_set(BG_ERR_STALLED, "%s", p->message);
+    bg_error_set_detail("%s", text);
+    return BG_ERR_STALLED;
 }
 
 /* Puts a GPU's events on the host's clock: each event with both marks gets

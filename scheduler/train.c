@@ -328,11 +328,10 @@ static bg_status_t nonfinite_step(const bg_train_config_t *cfg, const bg_pipelin
  * stopped midway may have updated some stages and not others. */
 static bg_status_t step_failed(const bg_train_config_t *cfg, bg_status_t st, int64_t step,
                                int epoch, int64_t saved_step) {
-    char why[BG_ERROR_MAX], word[BG_PATH_SHELL_WORD_MAX], save[BG_ERROR_MAX] = "";
+    char why[BG_ERROR_MAX], detail[BG_ERROR_MAX], word[BG_PATH_SHELL_WORD_MAX];
+    char save[BG_ERROR_MAX] = "";
     snprintf(why, sizeof why, "%s", bg_error_message());
-    /* Said on the message's first line: a stall's flight recorder follows. */
-    char *rest = strchr(why, '\n');
-    if (rest != NULL) *rest++ = '\0';
+    snprintf(detail, sizeof detail, "%s", bg_error_detail()); /* a stall's flight recorder */
     if (cfg->save_path != NULL && saved_step > 0)
         snprintf(save, sizeof save, "; %s holds step %lld (--resume %s goes on from there)",
                  cfg->save_path, (long long)saved_step,
@@ -341,8 +340,9 @@ static bg_status_t step_failed(const bg_train_config_t *cfg, bg_status_t st, int
         snprintf(save, sizeof save,
                  "; this run wrote nothing to %s before it (a step stopped midway is not saved)",
                  cfg->save_path);
-    return bg_error_set(st, "step %lld (epoch %d): %s%s%s%s", (long long)step, epoch, why, save,
-                        rest != NULL ? "\n" : "", rest != NULL ? rest : "");
+    bg_error_set(st, "step %lld (epoch %d): %s%s", (long long)step, epoch, why, save);
+    if (detail[0] != '\0') bg_error_set_detail("%s", detail);
+    return st;
 }
 
 /* The error a stop signal ends the run with, after step `step`. */

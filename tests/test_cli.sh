@@ -1603,6 +1603,13 @@ fi
 esc_name=$(printf '%s/esc\033[31m.model' "$T")
 usage_error "cannot read '$T/esc\\x1b[31m.model': No such file or directory" -- plan "$esc_name"
 check "an escape sequence in a name: no ESC byte on stderr" sh -c "! grep -q \"$(printf '\033')\" '$ERR'"
+# A newline in a name is shown as \x0a: the message stays one line (until
+# 2026-12-05 the library's messages kept newlines, for a stall's flight
+# recorder, which is now a detail said apart).
+nl_name=$(printf '%s/nl\nl.model' "$T")
+printf 'bogus\n' >"$nl_name"
+usage_error "$T/nl\\x0al.model:1:1: unknown layer 'bogus'" -- summary "$nl_name"
+check "a newline in a name: the message on one line" test "$(wc -l <"$ERR")" -eq 1
 # C1's CSI in UTF-8 (C2 9B), which a terminal takes as ESC [, too.
 csi_name=$(printf '%s/csi\302\23331m.model' "$T")
 usage_error "cannot read '$T/csi\\xc2\\x9b31m.model': No such file or directory" -- plan "$csi_name"
