@@ -633,7 +633,7 @@ int bg_cmd_sweep(int argc, char **argv) {
                               "once\n");
     for (int k = 0; k < o.schedule_count && !bg_cli_stop_signal && failed == BG_OK; k++) {
         for (int i = 0; i < o.m_count && !bg_cli_stop_signal && failed == BG_OK; i++) {
-            char skip[512] = "";
+            char skip[BG_ERROR_MAX] = "";
             fprintf(stderr, "[%d/%d] %s M=%d\n", ++done_points, total,
                     bg_schedule_kind_name(o.schedules[k]), o.ms[i]);
             failed =
@@ -644,7 +644,7 @@ int bg_cmd_sweep(int argc, char **argv) {
                 snprintf(detail, sizeof detail, "%s", bg_error_detail());
             } else if (skip[0] != '\0') {
                 printf("%4d  %-11s skipped: %s\n", o.ms[i], bg_schedule_kind_name(o.schedules[k]),
-                       skip);
+                       bg_cli_shown(skip, shown, sizeof shown));
                 bg_cli_flush_stdout();
             }
             /* A skipped point stays, marked, so the chart shows it. */
