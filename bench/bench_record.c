@@ -23,7 +23,9 @@ static double run_block(bg_pipeline_t *p, const bg_dataset_t *data, const float 
         bg_pipeline_result_t r;
         int64_t at = (int64_t)(k % (data->count / BATCH)) * BATCH;
         if (bg_pipeline_train_step(p, images + at * numel, data->labels + at, BATCH, &r) != BG_OK) {
-            fprintf(stderr, "bench_record: %s\n", bg_error_message());
+            /* A stall's flight recorder is the message's detail. */
+            fprintf(stderr, "bench_record: %s\n%s%s", bg_error_message(), bg_error_detail(),
+                    bg_error_detail()[0] != '\0' ? "\n" : "");
             exit(1);
         }
     }

@@ -75,7 +75,9 @@ int main(int argc, char **argv) {
     }
     int code = 0;
     if (st != BG_OK) {
-        fprintf(stderr, "bench_step: %s\n", bg_error_message());
+        /* A stall's flight recorder is the message's detail. */
+        fprintf(stderr, "bench_step: %s\n%s%s", bg_error_message(), bg_error_detail(),
+                bg_error_detail()[0] != '\0' ? "\n" : "");
         code = 1;
     } else {
         qsort(times, (size_t)steps, sizeof *times, compare_doubles);

@@ -131,7 +131,7 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
     const char *env = getenv("HWLOC_XMLFILE");
     const char *file = xml_path != NULL ? xml_path : env != NULL && env[0] != '\0' ? env : NULL;
     bg_topology_xml_heard_t heard = {0};
-    char why[768] = "";
+    char why[sizeof heard.said + 64] = "";
     if (file != NULL && bg_topology_xml_regular(file))
         st = bg_topology_xml_probe(file, xml_path == NULL, pci, &heard);
     if (st != BG_OK) goto fail;

@@ -38,9 +38,11 @@ static bool xml_problem(const char *path, char *out, size_t size) {
     }
     const xmlError *error = xmlGetLastError();
     /* A file that could not be opened is not a malformed one; nor is one
-     * deeper than libxml2's limit (256), which hwloc may read. */
+     * past one of libxml2's limits (a depth of 256, a text of 10 MB: each
+     * message names the option that lifts it), which hwloc may read. */
     if (error == NULL || error->message == NULL || error->domain == XML_FROM_IO ||
-        error->code == XML_ERR_INTERNAL_ERROR || error->line < 1 || size == 0)
+        error->code == XML_ERR_INTERNAL_ERROR || strstr(error->message, "XML_PARSE_HUGE") ||
+        error->line < 1 || size == 0)
         return false;
     int n = snprintf(out, size, "line %d, column %d: %s", error->line, error->int2, error->message);
     if (n < 0) {
@@ -91,8 +93,10 @@ int bg_topology_xml_regular(const char *path) {
 enum { PROBE_LOADED = 0, PROBE_REFUSED = 3, PROBE_SECONDS = 60 };
 
 /* Reads `fd` to its end into `out` (size bytes, terminated; the rest is
- * read and dropped, so that the writer never blocks), then closes it. */
-static void read_all(int fd, char *out, size_t size) {
+ * read and dropped, so that the writer never blocks), then closes it.
+ * Returns whether all of it fitted. */
+static bool read_all(int fd, char *out, size_t size) {
+    bool whole = true;
     size_t got = 0;
     for (;;) {
         char discard[256];
@@ -101,10 +105,33 @@ static void read_all(int fd, char *out, size_t size) {
             read(fd, keep ? out + got : discard, keep ? size - 1 - got : sizeof discard);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
-        if (keep) got += (size_t)n;
+        if (keep)
+            got += (size_t)n;
+        else
+            whole = false;
     }
     out[got] = '\0';
     close(fd);
+    return whole;
+}
+
+/* In the probe's child, after hwloc refused the file: where it is not
+ * well-formed XML, into the parent's pipe `fd`, then the child's end. A
+ * parse that outlasts its own alarm ends the child as a refusal too. */
+static void on_parse_alarm(int signo) {
+    (void)signo;
+    _exit(PROBE_REFUSED);
+}
+
+static void say_where_and_exit(const char *path, int fd, size_t size) {
+    signal(SIGALRM, on_parse_alarm);
+    alarm(PROBE_SECONDS);
+    char position[256];
+    if (xml_problem(path, position, size < sizeof position ? size : sizeof position)) {
+        ssize_t ignored = write(fd, position, strlen(position));
+        (void)ignored;
+    }
+    _exit(PROBE_REFUSED);
 }
 
 bg_status_t bg_topology_xml_probe(const char *path, int from_env, int pci,
@@ -112,12 +139,9 @@ bg_status_t bg_topology_xml_probe(const char *path, int from_env, int pci,
     *heard = (bg_topology_xml_heard_t){0};
     char what[PATH_MAX + 16];
     snprintf(what, sizeof what, "%s%s", from_env ? "HWLOC_XMLFILE=" : "", path);
-    /* hwloc reads this once a process, at its first XML file: set before
-     * the parent's first, and so inherited by every child. */
-    setenv("HWLOC_XML_VERBOSE", "1", 0);
     int said[2], where[2];
-    if (pipe(said) != 0) said[0] = said[1] = -1;
-    if (pipe(where) != 0) where[0] = where[1] = -1;
+    if (pipe2(said, O_CLOEXEC) != 0) said[0] = said[1] = -1;
+    if (pipe2(where, O_CLOEXEC) != 0) where[0] = where[1] = -1;
     fflush(NULL);
     const pid_t child = said[0] >= 0 && where[0] >= 0 ? fork() : -1;
     if (child < 0) { /* no probe: load as without one */
@@ -133,23 +157,26 @@ bg_status_t bg_topology_xml_probe(const char *path, int from_env, int pci,
         dup2(said[1], STDERR_FILENO);
         const int quiet = open("/dev/null", O_WRONLY);
         if (quiet >= 0) dup2(quiet, STDOUT_FILENO);
+        /* hwloc reads this at its first XML file in a process: this
+         * child's, where the parent has read none yet (a second file in
+         * one process, rare, is refused without hwloc's words). Set here,
+         * the child alone: the parent's environment stays the user's. */
+        setenv("HWLOC_XML_VERBOSE", "1", 0);
         hwloc_topology_t hw;
         if (hwloc_topology_init(&hw) != 0) _exit(PROBE_REFUSED);
-        if (!from_env && hwloc_topology_set_xml(hw, path) != 0) _exit(PROBE_REFUSED);
+        /* hwloc's libxml2 plugin (libhwloc-plugins) refuses a malformed
+         * file here, its own reader in the load below. */
+        if (!from_env && hwloc_topology_set_xml(hw, path) != 0)
+            say_where_and_exit(path, where[1], sizeof heard->where);
         if (pci) hwloc_topology_set_io_types_filter(hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
         if (hwloc_topology_load(hw) == 0) _exit(PROBE_LOADED);
-        char position[sizeof heard->where];
-        if (xml_problem(path, position, sizeof position)) {
-            ssize_t ignored = write(where[1], position, strlen(position));
-            (void)ignored;
-        }
-        _exit(PROBE_REFUSED);
+        say_where_and_exit(path, where[1], sizeof heard->where);
     }
     /* Read before the wait: a child that filled a pipe would not end. Its
      * position, small, waits in its pipe while stderr is read. */
     close(said[1]);
     close(where[1]);
-    read_all(said[0], heard->said, sizeof heard->said);
+    heard->said_whole = read_all(said[0], heard->said, sizeof heard->said);
     read_all(where[0], heard->where, sizeof heard->where);
     int status = 0;
     while (waitpid(child, &status, 0) < 0)
@@ -237,6 +264,9 @@ static void hwloc_reasons(char *said, const char *path, char *out, size_t size) 
 
 void bg_topology_xml_refusal(const char *path, bg_topology_xml_heard_t *heard, char *out,
                              size_t size) {
+    /* A line cut off where the buffer ended is no reason. */
+    char *last = strrchr(heard->said, '\n');
+    if (!heard->said_whole) *(last != NULL ? last + 1 : heard->said) = '\0';
     char reasons[sizeof heard->said];
     hwloc_reasons(heard->said, path, reasons, sizeof reasons);
     if (heard->where[0] != '\0')

@@ -20,7 +20,8 @@ int bg_topology_xml_regular(const char *path);
 /* What the probe heard of a file hwloc refused. */
 typedef struct bg_topology_xml_heard {
     int heard;       /* 1: the probe ran, and what hwloc said is below */
-    char said[512];  /* hwloc's stderr (cut at 511 bytes) */
+    char said[2048]; /* hwloc's stderr */
+    int said_whole;  /* 0: it was longer, and `said` is its start */
     char where[256]; /* where it is not well-formed XML: "line L, column C: ..." */
 } bg_topology_xml_heard_t;
 

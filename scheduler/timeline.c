@@ -54,12 +54,14 @@ bg_status_t bg_timeline_check_room(int64_t events, bg_status_t status) {
      * why. */
     if (events > INT_MAX / 2)
         return bg_error_set(status,
-                            "timeline: recording %" PRId64 " events (%.1f GiB) is past the %d "
+                            "timeline: recording up to %" PRId64
+                            " events (%.1f GiB) is past the %d "
                             "a timeline holds; record fewer steps or micro-batches",
                             events, bytes / (1 << 30), INT_MAX / 2);
     if (memory > 0 && bytes > memory / 2)
         return bg_error_set(status,
-                            "timeline: recording %" PRId64 " events (%.1f GiB) would take more "
+                            "timeline: recording up to %" PRId64
+                            " events (%.1f GiB) would take more "
                             "than half of this machine's %.1f GiB; record fewer steps or "
                             "micro-batches",
                             events, bytes / (1 << 30), memory / (1 << 30));

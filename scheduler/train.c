@@ -213,7 +213,8 @@ void bg_train_settings(const bg_train_config_t *cfg, int64_t total_steps, char *
 /* Writes cfg->save_path: the pipeline's weights and optimizer state at
  * `at` (save holds the buffers, from bg_train_state_init). */
 static bg_status_t save_checkpoint(const bg_train_config_t *cfg, bg_pipeline_t *pipe,
-                                   bg_train_state_t *save, const run_point_t *at) {
+                                   bg_train_state_t *save, const run_point_t *at,
+                                   double *write_seconds) {
     save->step = at->step;
     save->optimizer_steps = bg_pipeline_steps(pipe);
     save->epoch = at->epoch;
@@ -231,7 +232,12 @@ static bg_status_t save_checkpoint(const bg_train_config_t *cfg, bg_pipeline_t *
     BG_CHECK(bg_pipeline_download_params(pipe, save->params));
     for (int k = 0; k < save->states; k++)
         BG_CHECK(bg_pipeline_download_optimizer_state(pipe, k, save->state[k]));
-    return bg_train_state_save(cfg->save_path, cfg->spec, save);
+    /* The file's write alone is timed: the downloads wait for the step's
+     * last kernels on a GPU, which are the step's. */
+    const double start = bg_monotonic_seconds();
+    const bg_status_t st = bg_train_state_save(cfg->save_path, cfg->spec, save);
+    if (write_seconds != NULL) *write_seconds += bg_monotonic_seconds() - start;
+    return st;
 }
 
 /* The step the run ends at (bg_train_total_steps), refusing runs longer
@@ -371,7 +377,7 @@ static bg_status_t save_before_nan(const bg_train_config_t *cfg, bg_pipeline_t *
         return bg_error_suffix(st, "; nothing new to save (the run made no step)");
     char why[BG_ERROR_MAX];
     snprintf(why, sizeof why, "%s", bg_error_message());
-    if (save_checkpoint(cfg, pipe, save, good) == BG_OK)
+    if (save_checkpoint(cfg, pipe, save, good, NULL) == BG_OK)
         return bg_error_set(st, "%s; the training state before step %lld is saved in %s", why,
                             (long long)good->step + 1, cfg->save_path);
     char save_why[BG_ERROR_MAX]; /* copied: bg_error_set writes the buffer it is read from */
@@ -479,12 +485,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     optimizer.schedule.total_steps = total;
     const int moving_lr =
         optimizer.schedule.kind != BG_LR_CONSTANT || optimizer.schedule.warmup_steps > 0;
-    if (cfg->record_steps > 0) {
-        /* Refused now, not once the recorded steps are reached. */
-        const int64_t recorded = cfg->record_steps < total ? cfg->record_steps : total;
-        BG_CHECK_GOTO(bg_pipeline_check_record_room(pipe, recorded), st, done);
+    if (cfg->record_steps > 0)
         BG_CHECK_GOTO(bg_pipeline_timeline_create(pipe, &r.timeline), st, done);
-    }
     BG_CHECK_GOTO(bg_train_state_init(&save, cfg->spec, &cfg->optimizer), st, done);
     save.data_crc32 = data_crc32;
     save.data_crc32_saved = 1;
@@ -508,6 +510,9 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
      * run may start past where they would begin). */
     int64_t record_from = total > cfg->record_steps ? total - cfg->record_steps : 0;
     if (record_from < first_step) record_from = first_step;
+    /* Refused now, not once the recorded steps are reached. */
+    if (r.timeline != NULL)
+        BG_CHECK_GOTO(bg_pipeline_check_record_room(pipe, total - record_from), st, done);
     const double start = bg_monotonic_seconds();
     double epoch_loss = 0;
     int64_t epoch_steps = 0, samples_done = 0; /* samples_done: this process's steps' */
@@ -605,9 +610,8 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                                            .epoch = epoch_over ? epoch + 1 : epoch,
                                            .shuffle = epoch_over ? shuffle : before_shuffle,
                                            .epoch_loss_sum = epoch_over ? 0 : epoch_loss};
-                const double save_start = bg_monotonic_seconds();
-                const bg_status_t saved = save_checkpoint(cfg, pipe, &save, &after);
-                r.save_seconds += bg_monotonic_seconds() - save_start;
+                const bg_status_t saved =
+                    save_checkpoint(cfg, pipe, &save, &after, &r.save_seconds);
                 if (saved == BG_OK) {
                     r.saved_step = step;
                 } else { /* the run stops here, its results made (save_failed_step) */

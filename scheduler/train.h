@@ -98,7 +98,7 @@ typedef struct bg_train_result {
     double test_loss;     /* mean cross-entropy on the test set */
     double test_accuracy; /* fraction of test samples classified correctly */
     double train_seconds; /* wall time of this process's steps (evaluation and saves excluded) */
-    double save_seconds;  /* wall time of this process's checkpoint writes (--save) */
+    double save_seconds;  /* wall time of this process's checkpoint file writes (--save) */
     double samples_per_s; /* training samples per second over those steps */
     int stages;
     bg_pipeline_stage_info_t *stage_info; /* per stage, at the end; bg_train_result_free */

@@ -110,6 +110,12 @@ printf '%s\n' '<?xml version="1.0"?>' '<topology version="2.0">' \
 usage_error "$T/no-cores.xml: no cores: the topology has no Core or PU object to run a device on" -- \
     topo --topology "$T/no-cores.xml"
 usage_error "$T/no-cores.xml: no cores" -- plan "$MODEL" --topology "$T/no-cores.xml"
+HWLOC_XMLFILE="$T/no-cores.xml" "$BRIGADE" topo >"$OUT" 2>"$ERR"
+status=$?
+check "HWLOC_XMLFILE of no cores: exit status 2 (was $status)" test "$status" -eq 2
+check "HWLOC_XMLFILE of no cores: the variable named" grep -qF \
+    "brigade topo: HWLOC_XMLFILE=$T/no-cores.xml: no cores: the topology has no Core or PU object" \
+    "$ERR"
 # 17 cores and 17 GPUs: their link matrices are left out, and each omission
 # is said (until 2026-12-05 the GPUs' was silent).
 python3 - "$T/seventeen.xml" <<'EOF2'
@@ -540,13 +546,14 @@ p = json.load(open(sys.argv[1]))
 assert p["loss"] is None and p["skipped_steps"] == 3, p' "$T/all-skipped.json"
 # A recording no timeline can hold is refused before the run, not once its
 # steps are reached (until 2026-12-05 after every step before them): 16
-# devices of 8,192 micro-batches a step, 1,000 steps, past the events a
+# devices of 8,192 micro-batches a step, 1,000 steps, whose bound on the
+# events (six an op, the most a GPU's copies record) is past what a
 # timeline holds on any machine.
 python3 -c '
 print("input channels=1 height=1 width=8\nflatten")
 for _ in range(16): print("dense units=8 activation=relu")
 print("dense units=10\nsoftmax_cross_entropy")' >"$T/deep16.model"
-expect 2 "timeline: recording 1573104000 events" -- train "$T/deep16.model" --data synthetic \
+expect 2 "timeline: recording up to 1573104000 events" -- train "$T/deep16.model" --data synthetic \
     --devices cpu:16 --batch 8192 --microbatches 8192 --steps 1000 --record-steps 1000
 check "a recording too large: refused before the first step" sh -c "! grep -q 'step 1/' '$ERR'"
 # Checkpoint writes are not counted as the steps' time (until 2026-12-05

@@ -337,14 +337,14 @@ fi
 # recording up to 5 events, W one: past the half an int's count a timeline
 # holds, on any machine), not after minutes of growing memory; as a
 # request, with exit 2, before the header.
-usage_error "timeline: recording 5242896000 events (234.4 GiB) is past the 1073741823 a timeline holds" \
+usage_error "timeline: recording up to 5242896000 events (234.4 GiB) is past the 1073741823 a timeline holds" \
     -- simulate "$MODEL" --devices cpu:8 --split 1,2,3,4,5,6,7 --schedule zb-h1 \
     --batch 1048576 --microbatches 65536 --steps 1000
 # So is a simulated sweep's point (until 2026-12-04 counted at one event an
 # op, and 100,000 steps of 64 micro-batches on cpu:8 grew to 12.6 GB in 34 s
 # before the refusal, exit 1); and it takes at most 1,000 steps, as
 # simulate does.
-expect 2 "timeline: recording 5242896000 events (234.4 GiB) is past the 1073741823 a timeline holds" \
+expect 2 "timeline: recording up to 5242896000 events (234.4 GiB) is past the 1073741823 a timeline holds" \
     -- sweep "$MODEL" --simulate --devices cpu:8 --split 1,2,3,4,5,6,7 --schedule zb-h1 \
     --batch 1048576 --microbatches 65536 --steps 1000
 # A point's timeline holds each step, measured or simulated: at most 1,000
@@ -970,7 +970,7 @@ expect 2 "brigade sweep: stopped after 1 of 3 points; the chart and metrics have
     -- sweep "$MODEL" --devices cpu:4 --simulate --microbatches 2,65536,4 --batch 65536 \
     --steps 1000 --device-mem 1T --chart "$T/failed.svg" --metrics "$T/failed.json"
 check "a failed point names itself and why" \
-    grep -qF "brigade sweep: 1f1b M=65536: timeline: recording " "$ERR"
+    grep -qF "brigade sweep: 1f1b M=65536: timeline: recording up to " "$ERR"
 check "a failed sweep's chart has the point before it" \
     test "$(grep -c '<circle class="point"' "$T/failed.svg")" -eq 1
 file_check "a failed sweep's metrics: the point before it and the error" "$T/failed.json" '
