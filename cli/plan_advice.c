@@ -159,59 +159,6 @@ static int try_conv_workspace(const bg_plan_t *p, cJSON *found) {
     return fits;
 }
 
-/* Where try_microbatches also searches device counts: the failed plan and
- * the placement whose devices are counted (try_device_counts). */
-typedef struct device_search {
-    const bg_plan_t *failed;
-    const bg_placement_t *placement;
-    int host_share;
-} device_search_t;
-
-static int try_device_counts(const bg_plan_request_t *r, const bg_placement_t *placement,
-                             int host_share, const char *with, cJSON *found);
-static int device_counts_may_help(const bg_plan_request_t *v, const bg_plan_t *failed,
-                                  const bg_placement_t *placement, int host_share);
-
-/* Tries the micro-batch counts `--microbatches auto` would (divisors of B,
- * powers of two, and for interleaved K times powers of two), nearest to
- * the request first in each direction, and prints the nearest above and
- * the nearest below that fit, after `with` (the options r already holds,
- * may be ""). With `devices`, a count fits where some device count then
- * does, and the fewest such devices are printed with it. Returns 1 if one
- * did. */
-static int try_microbatches(const bg_plan_request_t *r, const char *with,
-                            const device_search_t *devices, cJSON *found) {
-    const int multiple = bg_plan_microbatch_multiple(r, 0);
-    const int count = bg_plan_microbatch_candidates(r->batch, multiple, NULL, 0);
-    int *ms = malloc(sizeof *ms * (size_t)(count > 0 ? count : 1));
-    if (ms == NULL) return 0;
-    bg_plan_microbatch_candidates(r->batch, multiple, ms, count);
-    bg_plan_request_t v = *r;
-    char what[192];
-    int helped = 0;
-    for (int up = 1; up >= 0; up--) {
-        for (int k = 0; k < count; k++) {
-            const int m = up ? ms[k] : ms[count - 1 - k];
-            if (up ? m <= r->microbatches : m >= r->microbatches) continue;
-            v.microbatches = m;
-            snprintf(what, sizeof what, "%s%s--microbatches %d", with, with[0] ? " " : "", m);
-            int fits;
-            if (devices == NULL)
-                fits = try_variant(&v, what, found);
-            else
-                fits = device_counts_may_help(&v, devices->failed, devices->placement,
-                                              devices->host_share) &&
-                       try_device_counts(&v, devices->placement, devices->host_share, what, found);
-            if (fits) {
-                helped = 1;
-                break;
-            }
-        }
-    }
-    free(ms);
-    return helped;
-}
-
 /* Whether every device of the placement is CPU cores. */
 static int all_cores(const bg_placement_t *placement) {
     return bg_placement_all_of_kind(placement, BG_DEVICE_CPU);
@@ -587,6 +534,54 @@ static int device_counts_may_help(const bg_plan_request_t *v, const bg_plan_t *f
     const size_t alone = largest_layer_alone(v, &layer, &last);
     const size_t searched = largest_searched_capacity(failed);
     return fewer_have_more(placement, host_share) || !(searched > 0 && alone > searched);
+}
+
+/* Where try_microbatches also searches device counts: the failed plan and
+ * the placement whose devices are counted (try_device_counts). */
+typedef struct device_search {
+    const bg_plan_t *failed;
+    const bg_placement_t *placement;
+    int host_share;
+} device_search_t;
+
+/* Tries the micro-batch counts `--microbatches auto` would (divisors of B,
+ * powers of two, and for interleaved K times powers of two), nearest to
+ * the request first in each direction, and prints the nearest above and
+ * the nearest below that fit, after `with` (the options r already holds,
+ * may be ""). With `devices`, a count fits where some device count then
+ * does, and the fewest such devices are printed with it. Returns 1 if one
+ * did. */
+static int try_microbatches(const bg_plan_request_t *r, const char *with,
+                            const device_search_t *devices, cJSON *found) {
+    const int multiple = bg_plan_microbatch_multiple(r, 0);
+    const int count = bg_plan_microbatch_candidates(r->batch, multiple, NULL, 0);
+    int *ms = malloc(sizeof *ms * (size_t)(count > 0 ? count : 1));
+    if (ms == NULL) return 0;
+    bg_plan_microbatch_candidates(r->batch, multiple, ms, count);
+    bg_plan_request_t v = *r;
+    char what[192];
+    int helped = 0;
+    for (int up = 1; up >= 0; up--) {
+        for (int k = 0; k < count; k++) {
+            const int m = up ? ms[k] : ms[count - 1 - k];
+            if (up ? m <= r->microbatches : m >= r->microbatches) continue;
+            v.microbatches = m;
+            snprintf(what, sizeof what, "%s%s--microbatches %d", with, with[0] ? " " : "", m);
+            int fits;
+            if (devices == NULL)
+                fits = try_variant(&v, what, found);
+            else
+                fits = device_counts_may_help(&v, devices->failed, devices->placement,
+                                              devices->host_share) &&
+                       try_device_counts(&v, devices->placement, devices->host_share, what, found);
+            if (fits) {
+                helped = 1;
+                break;
+            }
+        }
+    }
+    free(ms);
+    return helped;
 }
 
 /* The fewest changes together that fit, two, then three, and so on: that
