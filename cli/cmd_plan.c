@@ -46,7 +46,7 @@ static const char help[] =
     "devices at 5 GB/s. Memory is predicted exactly as the stages allocate it:\n"
     "parameters, gradients, optimizer state (adam 2x the parameters, sgd none,\n"
     "sgd with momentum 1x), the stash of every micro-batch a stage holds at\n"
-    "once (its schedule decides how many: gpipe all M, 1f1b at most S - s for\n"
+    "once (its schedule decides how many: gpipe all M, 1f1b min(S - s, M) for\n"
     "stage s of S, zb-h1 at most K and also the output gradients its W needs,\n"
     "interleaved as its order of virtual stages decides, up to M: the table's\n"
     "stash column), working buffers for one micro-batch (kept with --recompute\n"

@@ -883,15 +883,17 @@ int bg_cmd_train(int argc, char **argv) {
     const long long ran = (long long)(r.steps - r.first_step);
     /* Steps skipped for non-finite values ran, and updated nothing. */
     const long long skipped_here = ran - (long long)r.taken_steps;
+    char range[64] = "";
+    if (r.first_step > 0)
+        snprintf(range, sizeof range, " (%lld to %lld of the run)", (long long)r.first_step + 1,
+                 (long long)r.steps);
     if (skipped_here == 0)
-        printf("trained %lld step%s", ran, ran == 1 ? "" : "s");
+        printf("trained %lld step%s%s", ran, ran == 1 ? "" : "s", range);
     else if (skipped_here == ran)
-        printf("ran %lld step%s, %sskipped (no update)", ran, ran == 1 ? "" : "s",
+        printf("ran %lld step%s%s, %sskipped (no update)", ran, ran == 1 ? "" : "s", range,
                ran == 1 ? "" : "all ");
     else
-        printf("ran %lld steps, %lld of them skipped (no update)", ran, skipped_here);
-    if (r.first_step > 0)
-        printf(" (%lld to %lld of the run)", (long long)r.first_step + 1, (long long)r.steps);
+        printf("ran %lld steps%s, %lld of them skipped (no update)", ran, range, skipped_here);
     /* The checkpoints' writes are not the steps': said apart. */
     printf(" in ");
     print_duration(r.train_seconds);

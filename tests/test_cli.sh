@@ -556,6 +556,11 @@ print("dense units=10\nsoftmax_cross_entropy")' >"$T/deep16.model"
 expect 2 "timeline: recording up to 1573104000 events" -- train "$T/deep16.model" --data synthetic \
     --devices cpu:16 --batch 8192 --microbatches 8192 --steps 1000 --record-steps 1000
 check "a recording too large: refused before the first step" sh -c "! grep -q 'step 1/' '$ERR'"
+# A resumed run whose steps are all skipped names its steps before saying so.
+expect 0 "" -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --nan skip \
+    --nan-limit 1000 --steps 42 --batch 16 --test-samples 64 --resume "$T/huge.st"
+stdout_has "ran 2 steps (41 to 42 of the run), all skipped (no update) in " \
+    "a resumed run, every step skipped: its steps, then the skips"
 # Checkpoint writes are not counted as the steps' time (until 2026-12-05
 # train_seconds and samples/s took them in): said apart, and in the metrics.
 expect 0 "" -- train "$MLP" --data synthetic --steps 4 --batch 16 --test-samples 64 \
