@@ -689,6 +689,14 @@ check "SGD with both counts is the fewest changes" grep -qE -- \
     '^  --optimizer sgd --microbatches 2, 4 devices \(--devices cpu:4\) fits: largest stage 9\.51 MiB, step 12\.864 ms' \
     "$ERR"
 check "only changes of that many are told" sh -c "! grep -q -- '--recompute --optimizer sgd' '$ERR'"
+# Interleaved on more devices needs M a multiple of their count: a line
+# changes M once (until 2026-12-05 one said "--microbatches 6, 4 devices
+# (--devices cpu:4, --microbatches 8)", of which the first cannot run).
+expect 2 "what would help" -- plan "$ROOT/examples/conv_balanced.model" --devices cpu:3 \
+    --schedule interleaved --batch 8 --chunks 2 --microbatches 3 --device-mem 1577808
+check "one micro-batch count a line" sh -c "! grep -E -- '--microbatches .*--microbatches' '$ERR'"
+check "the count a multiple of the devices" grep -qF -- \
+    "  --recompute --optimizer sgd --microbatches 8, 4 devices (--devices cpu:4) fits: " "$ERR"
 # SGD's momentum buffer: dropping it is suggested like Adam's state.
 expect 2 "1 (layers 4-7 on cpu:1) needs 9,366,808 bytes" -- plan "$MODEL" --devices cpu:2 \
     --optimizer sgd --momentum 0.9 --microbatches 8 --device-mem 8M
