@@ -127,9 +127,13 @@ static size_t conv_limit_of(const bg_plan_request_t *r) {
 /* Where what is over (a stage, or checked per device a device's stages)
  * holds the convolution workspace a GPU counts (--conv-workspace, all of
  * it: cuDNN's choice is known only on the GPU), tries the largest whole
- * MiB that takes away the excess, shared among the stages there that hold
- * a convolution, on every GPU; where that is none, 0, which another split
- * may make fit. Returns 1 if that fit. */
+ * MiB limit on every GPU that fits: from the one that takes away the
+ * excess, shared among the stages there that hold a convolution (or 0,
+ * where that does not fit: another split may), up to the workspace the
+ * plan failed with, halving the gap. The excess alone undersays it where
+ * a plan is checked otherwise than it failed (with --chunks V, against
+ * 1/V of a device, then as a device holds its stages together). Returns 1
+ * if one fit. */
 static int try_conv_workspace(const bg_plan_t *p, cJSON *found) {
     const bg_plan_request_t *r = &p->request;
     const bg_partition_t *part = p->partition;
@@ -145,16 +149,35 @@ static int try_conv_workspace(const bg_plan_t *p, cJSON *found) {
     if (!dev->own_conv_workspace || holders == 0) return 0;
     const size_t mib_bytes = (size_t)1 << 20;
     const size_t each = (part->overflow_bytes + holders - 1) / holders;
-    const size_t limit =
+    /* lo fits (once checked); hi, the workspace that failed or more, not. */
+    size_t lo =
         each < dev->conv_workspace_bytes ? (dev->conv_workspace_bytes - each) / mib_bytes : 0;
+    size_t hi = (dev->conv_workspace_bytes + mib_bytes - 1) / mib_bytes;
     bg_cost_device_t *less = malloc(sizeof *less * (size_t)r->devices);
     if (less == NULL) return 0;
-    with_conv_limit(r, limit * mib_bytes, less);
     bg_plan_request_t v = *r;
     v.device = less;
-    char what[64];
-    snprintf(what, sizeof what, "--conv-workspace %zu%s", limit, limit > 0 ? "M" : "");
-    const int fits = try_variant(&v, what, found);
+    with_conv_limit(r, lo * mib_bytes, less);
+    int fits = variant_fits(&v);
+    if (!fits && lo > 0) {
+        lo = 0;
+        with_conv_limit(r, 0, less);
+        fits = variant_fits(&v);
+    }
+    while (fits && hi > lo + 1) {
+        const size_t mid = lo + (hi - lo) / 2;
+        with_conv_limit(r, mid * mib_bytes, less);
+        if (variant_fits(&v))
+            lo = mid;
+        else
+            hi = mid;
+    }
+    if (fits) {
+        char what[64];
+        snprintf(what, sizeof what, "--conv-workspace %zu%s", lo, lo > 0 ? "M" : "");
+        with_conv_limit(r, lo * mib_bytes, less);
+        fits = try_variant(&v, what, found);
+    }
     free(less);
     return fits;
 }

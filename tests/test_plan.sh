@@ -1145,6 +1145,16 @@ check "per device: the largest --conv-workspace that fits" grep -qE -- \
     '^  --conv-workspace 193M +fits: largest device.s stages 398\.78 MiB' "$ERR"
 expect 0 "" -- plan "$@" --conv-workspace 193M
 expect 2 "over cuda:0/0's 419,430,400-byte capacity" -- plan "$@" --conv-workspace 194M
+# Failed against half a device (interleaved, no given split), then fitted as
+# a device holds its stages: the largest limit is searched, not taken from
+# the half's excess (until 2026-12-05 56M was told, where up to 110M fit).
+set -- "$MODEL" --topology "$HGX" --devices cuda:0x4 --schedule interleaved --chunks 2 \
+    --microbatches 4 --device-mem 143130548
+expect 2 "what would help" -- plan "$@"
+check "interleaved: the largest --conv-workspace that fits" grep -qE -- \
+    '^  --conv-workspace 110M +fits: ' "$ERR"
+expect 0 "" -- plan "$@" --conv-workspace 110M
+expect 2 "does not fit" -- plan "$@" --conv-workspace 111M
 expect 2 "--conv-workspace applies to CUDA devices only; this run's devices are CPU cores (cpu:0, cpu:1)" -- \
     plan "$MODEL" --devices cpu:2 --conv-workspace 16M
 expect 2 "--conv-workspace: expected a size like 1000000, 512M, 8G or 1.5G, got '-1'" -- \
