@@ -67,10 +67,18 @@ sed 's/<topology version="2.0">/<topology version="9.0">/' \
 usage_error "$T/version9.xml: not a readable hwloc XML topology (hwloc: cannot import XML version 9.0 > 2)" \
     -- plan "$MODEL" --topology "$T/version9.xml"
 check "hwloc's words said once" test "$(wc -l <"$ERR")" -eq 1
-HWLOC_XMLFILE="$T/version9.xml" "$BRIGADE" topo >"$OUT" 2>"$ERR"
-check "HWLOC_XMLFILE refused: hwloc's words, by the file's base name too" grep -qFx \
+# xmlfile_refused GREP_OPTIONS FILE 'stderr' WHAT: `topo` with HWLOC_XMLFILE
+# naming FILE, which hwloc reads for this machine: exit 2, and stderr as
+# grep GREP_OPTIONS (-qF a part, -qFx a whole line) finds it.
+xmlfile_refused() {
+    HWLOC_XMLFILE="$2" "$BRIGADE" topo </dev/null >"$OUT" 2>"$ERR"
+    status=$?
+    check "$4: exit status 2 (was $status)" test "$status" -eq 2
+    check "$4: the message" grep "$1" -- "$3" "$ERR"
+}
+xmlfile_refused -qFx "$T/version9.xml" \
     "brigade topo: HWLOC_XMLFILE=$T/version9.xml: not a readable hwloc XML topology (hwloc: cannot import XML version 9.0 > 2) (hwloc reads it for this machine; unset it)" \
-    "$ERR"
+    "HWLOC_XMLFILE refused: hwloc's words, by the file's base name too"
 # hwloc reads a file whole: a device or a directory is refused before.
 usage_error "/dev/zero: not a regular file" -- topo --topology /dev/zero
 # A file lstopo would never write that crashes hwloc 2.9 as it loads it (a
@@ -87,11 +95,8 @@ usage_error "$T/no_complete.xml: hwloc crashed reading it" -- \
 sed 's/<object type="Machine" os_index="0" cpuset="0x1"/& complete_cpuset="0x1"/' \
     "$T/no_complete.xml" >"$T/complete.xml"
 usage_error "$T/complete.xml: not a readable hwloc XML topology" -- topo --topology "$T/complete.xml"
-HWLOC_XMLFILE="$T/no_complete.xml" "$BRIGADE" topo >"$OUT" 2>"$ERR"
-status=$?
-check "HWLOC_XMLFILE crashing hwloc: exit status 2 (was $status)" test "$status" -eq 2
-check "HWLOC_XMLFILE crashing hwloc: the variable is named" grep -qF \
-    "HWLOC_XMLFILE=$T/no_complete.xml: hwloc crashed reading it" "$ERR"
+xmlfile_refused -qF "$T/no_complete.xml" "HWLOC_XMLFILE=$T/no_complete.xml: hwloc crashed reading it" \
+    "HWLOC_XMLFILE crashing hwloc: the variable is named"
 # A pipe can be read once: it is not probed, and hwloc reads it as before.
 mkfifo "$T/topology.fifo"
 cat "$ROOT/tests/fixtures/two-socket-8-core.xml" >"$T/topology.fifo" &
@@ -110,12 +115,9 @@ printf '%s\n' '<?xml version="1.0"?>' '<topology version="2.0">' \
 usage_error "$T/no-cores.xml: no cores: the topology has no Core or PU object to run a device on" -- \
     topo --topology "$T/no-cores.xml"
 usage_error "$T/no-cores.xml: no cores" -- plan "$MODEL" --topology "$T/no-cores.xml"
-HWLOC_XMLFILE="$T/no-cores.xml" "$BRIGADE" topo >"$OUT" 2>"$ERR"
-status=$?
-check "HWLOC_XMLFILE of no cores: exit status 2 (was $status)" test "$status" -eq 2
-check "HWLOC_XMLFILE of no cores: the variable named" grep -qF \
+xmlfile_refused -qF "$T/no-cores.xml" \
     "brigade topo: HWLOC_XMLFILE=$T/no-cores.xml: no cores: the topology has no Core or PU object" \
-    "$ERR"
+    "HWLOC_XMLFILE of no cores: the variable named"
 # 17 cores and 17 GPUs: their link matrices are left out, and each omission
 # is said (until 2026-12-05 the GPUs' was silent).
 python3 - "$T/seventeen.xml" <<'EOF2'
@@ -175,12 +177,9 @@ sed 's/name="cuda1"/name="cuda300"/' "$ROOT/tests/fixtures/two-socket-8-gpu.xml"
 usage_error "$T/big.xml: GPU OS device 'cuda300': not cudaN with N in 0..255" -- \
     plan "$MODEL" --topology "$T/big.xml" --devices cuda:0,cuda:2
 # hwloc reads this machine from HWLOC_XMLFILE where it is set: named.
-HWLOC_XMLFILE="$MODEL" "$BRIGADE" topo >"$OUT" 2>"$ERR"
-status=$?
-check "HWLOC_XMLFILE not XML: exit status 2 (was $status)" test "$status" -eq 2
-check "HWLOC_XMLFILE not XML: the variable is named" grep -qF \
+xmlfile_refused -qF "$MODEL" \
     "HWLOC_XMLFILE=$MODEL: not a readable hwloc XML topology (line 1, column 1: start tag expected, '<' not found) (hwloc reads it for this machine; unset it)" \
-    "$ERR"
+    "HWLOC_XMLFILE not XML: the variable is named"
 usage_error "unknown option '--bogus'" -- topo --bogus
 usage_error "unknown argument 'extra'" -- topo --topology \
     "$ROOT/tests/fixtures/two-socket-8-core.xml" extra
