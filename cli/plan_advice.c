@@ -368,30 +368,24 @@ static int most_microbatches(const bg_plan_request_t *r) {
     return most;
 }
 
-/* With request v's settings: the layer that needs the most memory on a
- * stage of its own (*layer; a residual block, which a stage holds whole,
- * counts as one, *layer its first and *last its last), and that need
- * (returned; 0 when it cannot be worked out). A lower bound: one
- * micro-batch in flight, the channel slots of a stage between two others
- * on other devices, and the device where it needs least (a GPU counts its
+/* With request v's settings: the layer that needs the most memory on any
+ * stage that holds it (*layer; a residual block, which a stage holds
+ * whole, counts as one, *layer its first and *last its last), and that
+ * need (returned; 0 when it cannot be worked out). A bound from below
+ * (bg_cost_range_floor): one micro-batch in flight, none of what a stage's
+ * ends add, and the device where it needs least (a GPU counts its
  * convolution workspace limit). */
-static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer, int *last) {
+static size_t largest_layer_floor(const bg_plan_request_t *v, int *layer, int *last) {
     bg_cost_model_t *model = NULL;
     if (bg_plan_cost_model_create(v, &model) != BG_OK) return 0;
-    const int slots = bg_schedule_ring_slots(2, v->microbatches, 0, 1);
     int places = 0;
     const int *cut = bg_cost_model_cuts(model, &places);
     size_t most = 0;
     for (int u = 0; u + 1 < places; u++) {
         size_t least = SIZE_MAX;
         for (int d = 0; d < v->devices; d++) {
-            const bg_cost_stage_t stage = {.first_layer = cut[u],
-                                           .last_layer = cut[u + 1],
-                                           .stash_slots = 1,
-                                           .input_channel_slots = slots,
-                                           .grad_channel_slots = slots,
-                                           .device = &v->device[d]};
-            const bg_cost_memory_t m = bg_cost_stage_memory(model, &stage);
+            const bg_cost_memory_t m =
+                bg_cost_range_floor(model, cut[u], cut[u + 1], &v->device[d]);
             if (bg_cost_memory_peak(&m) < least) least = bg_cost_memory_peak(&m);
         }
         if (least > most) {
@@ -408,8 +402,8 @@ static size_t largest_layer_alone(const bg_plan_request_t *v, int *layer, int *l
  * limit): the whole device, even with --chunks V, where the planner's
  * split is checked per device when no split keeps each stage within 1/V
  * (so a stage may take more than 1/V where the device's other stages leave
- * room). A layer larger than that fits no device of the plan on a stage of
- * its own; not the worst stage's device alone: GPUs of unequal memory, one
+ * room). A layer larger than that fits no device of the plan on any stage;
+ * not the worst stage's device alone: GPUs of unequal memory, one
  * of them too small for anything, are helped by the others. */
 static size_t largest_searched_capacity(const bg_plan_t *p) {
     size_t most = 0;
@@ -421,8 +415,8 @@ static size_t largest_searched_capacity(const bg_plan_t *p) {
     return most;
 }
 
-/* Says that layer `layer` needs `need` bytes on a stage of its own, over
- * the `capacity` a stage may have, so more devices cannot help; `with`
+/* Says that layer `layer` needs at least `need` bytes on any stage that
+ * holds it, over the `capacity` a stage may have, so more devices cannot help; `with`
  * names the settings (may be ""). With `plan_json`, also there as
  * "layer_too_large". */
 static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement_t *placement,
@@ -436,7 +430,7 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
         bg_cli_json_add_uint(bound, "bytes_at_least", need);
         bg_cli_json_add_uint(bound, "stage_capacity_bytes", capacity);
     }
-    char need_text[32], cap_text[32], remedy[192];
+    char need_text[32], cap_text[32], remedy[256];
     bg_cli_group_digits((int64_t)need, need_text, sizeof need_text);
     /* Virtual devices divide their GPU: a larger share is fewer of them
      * (tried before this is said) or a larger GPU, not a --device-mem it
@@ -456,8 +450,9 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
                  need_text);
     else
         snprintf(remedy, sizeof remedy,
-                 "give each device more than %s (--device-mem; a bound from below: the "
-                 "micro-batches in flight where the layer sits add to it%s)",
+                 "give each device more than %s (--device-mem; a bound from below: its "
+                 "stage's input and channels, and the micro-batches in flight there, add to "
+                 "it%s)",
                  need_text, r->chunks > 1 ? ", and the device's other stages" : "");
     char what[96];
     if (last > layer)
@@ -468,8 +463,8 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
         snprintf(what, sizeof what, "layer %d (%s) needs", layer,
                  bg_layer_kind_name(r->spec->layers[layer].kind));
     fprintf(stderr,
-            "  none of these fits, alone or together: %s at least %s bytes (%.2f MiB) on a "
-            "stage of its own%s, over the %s byte%s a stage may have here, so more devices "
+            "  none of these fits, alone or together: %s at least %s bytes (%.2f MiB) on "
+            "any stage that holds it%s, over the %s byte%s a stage may have here, so more devices "
             "cannot help; %s\n",
             what, need_text, (double)need / mib, with,
             bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text),
@@ -554,15 +549,15 @@ static void apply_savings(const bg_plan_request_t *r, const saving_t *savings, i
 }
 
 /* Whether more (or fewer) devices could help request v, whose stages the
- * failed plan searched: only where every layer fits a stage of its own on
- * some device (largest_searched_capacity), or where fewer devices each
+ * failed plan searched: only where every layer may fit some stage on some
+ * device (largest_searched_capacity), or where fewer devices each
  * have more memory. */
 static int device_counts_may_help(const bg_plan_request_t *v, const bg_plan_t *failed,
                                   const bg_placement_t *placement, int host_share) {
     int layer = 0, last = 0;
-    const size_t alone = largest_layer_alone(v, &layer, &last);
+    const size_t floor = largest_layer_floor(v, &layer, &last);
     const size_t searched = largest_searched_capacity(failed);
-    return fewer_have_more(placement, host_share) || !(searched > 0 && alone > searched);
+    return fewer_have_more(placement, host_share) || !(searched > 0 && floor > searched);
 }
 
 /* Where try_microbatches also searches device counts: the failed plan and
@@ -722,7 +717,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
     }
     const size_t capacity = largest_searched_capacity(failed);
     int layer = 0, last = 0;
-    const size_t need = largest_layer_alone(&v, &layer, &last);
+    const size_t need = largest_layer_floor(&v, &layer, &last);
     const int layer_too_large = capacity > 0 && need > capacity;
     /* Where the savings make every layer small enough, more devices may
      * hold what the request's own settings could not; fewer, where each

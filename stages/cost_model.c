@@ -629,27 +629,41 @@ int bg_cost_has_convolution(const bg_cost_model_t *m, int first, int last) {
     return m->convolutions[last] > m->convolutions[first];
 }
 
-/* What a stage that trains holds beyond a forward-only one's: the buffers
- * gradients pass through, and the ring of the gradients it receives. */
-static void add_backward_memory(const bg_cost_model_t *m, const bg_cost_stage_t *stage,
-                                size_t input, size_t outputs, bg_cost_memory_t *r) {
-    const int first = stage->first_layer, last = stage->last_layer;
+bg_cost_memory_t bg_cost_range_floor(const bg_cost_model_t *m, int first, int last,
+                                     const bg_cost_device_t *device) {
     const size_t e = m->elem, nb = (size_t)m->micro;
-    const int has_loss = last == m->layers && m->has_loss_layer;
-    const size_t widest = (size_t)range_max_query(&m->widest, first, last);
-    /* The gradient ping-pong, and a skip gradient for each depth of the
-     * stage's residual blocks. */
-    r->buffers = (2 + (size_t)range_max_query(&m->depth, first, last - 1)) * nb * widest * e;
-    if (!has_loss) r->buffers += nb * (size_t)m->boundary[last] * e;
-    if (first > 0) r->buffers += input;
-    if (m->cfg.recompute) r->buffers += outputs;
-    if (last < m->layers)
-        r->channels += (size_t)stage->grad_channel_slots * bg_cost_boundary_bytes(m, last);
+    bg_cost_memory_t r = {0};
+    r.params = (size_t)(m->param_elems[last] - m->param_elems[first]) * e;
+    r.grads = m->cfg.forward_only ? 0 : r.params;
+    r.optimizer = (size_t)m->states * r.params;
+    /* The layers' own outputs, kept for the backward pass or (recomputed)
+     * rebuilt into buffers there. */
+    const size_t outputs = nb * (size_t)(m->output_elems[last] - m->output_elems[first]) * e;
+    r.stash_slot = m->cfg.recompute ? 0 : outputs;
+    if (m->cfg.split_backward)
+        r.stash_slot += nb * (size_t)(m->weighted_elems[last] - m->weighted_elems[first]) * e;
+    r.stash = r.stash_slot;
+    if (!m->cfg.forward_only) {
+        /* The gradient ping-pong, as wide as the widest activation the
+         * layers read or write, and a skip gradient for each depth of their
+         * residual blocks. */
+        const size_t widest = (size_t)range_max_query(&m->widest, first, last);
+        r.buffers = (2 + (size_t)range_max_query(&m->depth, first, last - 1)) * nb * widest * e;
+        if (m->cfg.recompute) r.buffers += outputs;
+    }
+    if (device != NULL && device->own_conv_workspace) {
+        const size_t other = (size_t)range_max_query(&m->other_workspace, first, last - 1);
+        const size_t conv =
+            bg_cost_has_convolution(m, first, last) ? device->conv_workspace_bytes : 0;
+        r.workspace = conv > other ? conv : other;
+    } else
+        r.workspace = (size_t)range_max_query(&m->workspace, first, last - 1);
+    return r;
 }
 
 size_t bg_cost_stage_input_bytes(const bg_cost_model_t *m, const bg_cost_stage_t *stage) {
     /* As bg_cost_stage_memory counts them: the stash's slots, each holding
-     * the input; add_backward_memory's input gradient. */
+     * the input; the input gradient among its buffers. */
     size_t copies = (size_t)(stage->stash_slots > 1 ? stage->stash_slots : 1);
     if (stage->first_layer > 0)
         copies += (size_t)stage->input_channel_slots + (m->cfg.forward_only ? 0 : 1);
@@ -660,31 +674,28 @@ bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_st
     const int first = stage->first_layer, last = stage->last_layer;
     const size_t e = m->elem, nb = (size_t)m->micro;
     const int has_loss = last == m->layers && m->has_loss_layer;
-    bg_cost_memory_t r = {0};
-    r.params = (size_t)(m->param_elems[last] - m->param_elems[first]) * e;
-    r.grads = m->cfg.forward_only ? 0 : r.params;
-    r.optimizer = (size_t)m->states * r.params;
-
-    size_t input = nb * (size_t)m->boundary[first] * e;
-    size_t outputs = nb * (size_t)(m->output_elems[last] - m->output_elems[first]) * e;
-    /* An activation that would run in place keeps its own output when its
-     * predecessor is on the previous stage. */
-    if (bg_layer_runs_in_place(m->cfg.spec, first))
-        outputs += nb * (size_t)bg_shape_numel(m->cfg.spec->layers[first].out) * e;
-    r.stash_slot = input + (m->cfg.recompute ? 0 : outputs);
-    if (m->cfg.split_backward)
-        r.stash_slot += nb * (size_t)(m->weighted_elems[last] - m->weighted_elems[first]) * e;
+    bg_cost_memory_t r = bg_cost_range_floor(m, first, last, stage->device);
+    /* Beyond what its layers hold wherever they are cut: what the stage's
+     * two ends add. Its input, kept in the stash and (when it trains and
+     * is not the first) as the gradient it sends back; an activation that
+     * would run in place keeps its own output when its predecessor is on
+     * the previous stage; the labels on the last. */
+    const size_t input = nb * (size_t)m->boundary[first] * e;
+    const size_t own_output = bg_layer_runs_in_place(m->cfg.spec, first)
+                                  ? nb * (size_t)bg_shape_numel(m->cfg.spec->layers[first].out) * e
+                                  : 0;
+    r.stash_slot += input + (m->cfg.recompute ? 0 : own_output);
     if (has_loss) r.stash_slot += nb * sizeof(int32_t);
     r.stash = (size_t)(stage->stash_slots > 1 ? stage->stash_slots : 1) * r.stash_slot;
     if (first > 0) r.channels += (size_t)stage->input_channel_slots * input;
-    if (!m->cfg.forward_only) add_backward_memory(m, stage, input, outputs, &r);
-
-    const bg_cost_device_t *dev = stage->device;
-    if (dev != NULL && dev->own_conv_workspace) {
-        const size_t other = (size_t)range_max_query(&m->other_workspace, first, last - 1);
-        const size_t conv = bg_cost_has_convolution(m, first, last) ? dev->conv_workspace_bytes : 0;
-        r.workspace = conv > other ? conv : other;
-    } else
-        r.workspace = (size_t)range_max_query(&m->workspace, first, last - 1);
+    if (!m->cfg.forward_only) {
+        /* The gradient it receives, held while its backward runs, and the
+         * ring it comes in by. */
+        if (!has_loss) r.buffers += nb * (size_t)m->boundary[last] * e;
+        if (first > 0) r.buffers += input;
+        if (m->cfg.recompute) r.buffers += own_output;
+        if (last < m->layers)
+            r.channels += (size_t)stage->grad_channel_slots * bg_cost_boundary_bytes(m, last);
+    }
     return r;
 }

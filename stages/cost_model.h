@@ -316,6 +316,17 @@ typedef struct bg_cost_memory {
 
 bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *model, const bg_cost_stage_t *stage);
 
+/* What every stage holding layers first..last-1 holds on `device` (NULL:
+ * the model's own workspace figure), whatever else it holds and wherever
+ * it is cut: their parameters, gradients and optimizer state, one
+ * micro-batch's stash of their own outputs, gradient buffers as wide as
+ * the widest activation they touch, and their workspace. A bound from
+ * below on bg_cost_stage_memory of any stage that contains them: what a
+ * stage's ends add (its input, the channels, an in-place first layer's
+ * output, the labels) is left out, since another cut may avoid it. */
+bg_cost_memory_t bg_cost_range_floor(const bg_cost_model_t *model, int first, int last,
+                                     const bg_cost_device_t *device);
+
 /* The part of bg_cost_stage_memory's peak that scales with the stage's
  * input activation: the input kept in each stash slot, the ring of the
  * channel into the stage, and (a stage that trains) its input gradient. The

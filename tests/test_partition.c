@@ -1318,6 +1318,64 @@ static void test_given_split_per_device(void **state) {
  * the 3 layers with weights, once and one op for the other 5; W, the dW
  * part of backward that zb-h1 runs apart, the weighted layers' FLOPs and
  * their 3 dW ops. */
+/* bg_cost_range_floor is a bound from below, category by category, on
+ * every stage that holds the range (the plan's advice says a layer cannot
+ * fit any stage on that bound): on random models and settings, each unit
+ * between two cuts against every stage around it, at random slots, on a
+ * CPU core and on a GPU. Where the stage is the unit itself, only its ends
+ * may add: its parameters and workspace are the floor's. */
+static void test_range_floor_below_every_stage(void **state) {
+    (void)state;
+    bg_rng_t rng;
+    bg_rng_seed(&rng, 41, 3);
+    int below = 0;
+    for (int instance = 0; instance < 120; instance++) {
+        bg_model_spec_t *spec =
+            instance % 2 ? random_residual_model(&rng, 2) : random_model(&rng, 2);
+        bg_cost_config_t cc = BG_COST_CONFIG_INIT;
+        cc.spec = spec;
+        random_cost_config(&rng, &cc);
+        cc.forward_only = instance % 5 == 0;
+        bg_cost_model_t *model = NULL;
+        assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
+        bg_cost_device_t device = BG_COST_DEVICE_CPU_CORE_INIT;
+        if (instance % 3 == 0) {
+            device.own_conv_workspace = 1;
+            device.conv_workspace_bytes = 1000 * bg_rng_below(&rng, 100);
+        }
+        int places = 0;
+        const int *cut = bg_cost_model_cuts(model, &places);
+        for (int u = 0; u + 1 < places; u++) {
+            const bg_cost_memory_t floor = bg_cost_range_floor(model, cut[u], cut[u + 1], &device);
+            for (int a = 0; a <= u; a++)
+                for (int b = u + 1; b < places; b++) {
+                    const bg_cost_stage_t stage = {.first_layer = cut[a],
+                                                   .last_layer = cut[b],
+                                                   .stash_slots = 1 + (int)bg_rng_below(&rng, 4),
+                                                   .input_channel_slots =
+                                                       (int)bg_rng_below(&rng, 3),
+                                                   .grad_channel_slots = (int)bg_rng_below(&rng, 3),
+                                                   .device = &device};
+                    const bg_cost_memory_t m = bg_cost_stage_memory(model, &stage);
+                    assert_true(floor.params <= m.params && floor.grads <= m.grads);
+                    assert_true(floor.optimizer <= m.optimizer && floor.stash <= m.stash);
+                    assert_true(floor.buffers <= m.buffers && floor.channels <= m.channels);
+                    assert_true(floor.workspace <= m.workspace);
+                    assert_true(floor.stash_slot <= m.stash_slot);
+                    if (a == u && b == u + 1) {
+                        assert_int_equal(floor.params, m.params);
+                        assert_int_equal(floor.workspace, m.workspace);
+                    }
+                    below += bg_cost_memory_peak(&floor) < bg_cost_memory_peak(&m);
+                }
+        }
+        bg_cost_model_destroy(model);
+        bg_model_spec_destroy(spec);
+    }
+    /* Every stage has an end that adds: an input or the labels at least. */
+    assert_true(below > 1000);
+}
+
 /* A GPU counts its convolution workspace limit for a stage holding a
  * convolution and none for one without; a CPU core (or no device) the
  * model's im2col figure; the planner's stages the device they are on. */
@@ -1634,6 +1692,7 @@ int main(void) {
         cmocka_unit_test(test_memory_matches_pipelines),
         cmocka_unit_test(test_given_split_per_device),
         cmocka_unit_test(test_gpu_conv_workspace),
+        cmocka_unit_test(test_range_floor_below_every_stage),
         cmocka_unit_test(test_analytic_times),
         cmocka_unit_test(test_step_and_recompute),
     };
