@@ -629,8 +629,10 @@ int bg_cost_has_convolution(const bg_cost_model_t *m, int first, int last) {
     return m->convolutions[last] > m->convolutions[first];
 }
 
-bg_cost_memory_t bg_cost_range_floor(const bg_cost_model_t *m, int first, int last,
-                                     const bg_cost_device_t *device) {
+/* bg_cost_range_floor, here where bg_cost_stage_memory (which the planner
+ * calls for every stage it prices) may inline it. */
+static bg_cost_memory_t range_floor(const bg_cost_model_t *m, int first, int last,
+                                    const bg_cost_device_t *device) {
     const size_t e = m->elem, nb = (size_t)m->micro;
     bg_cost_memory_t r = {0};
     r.params = (size_t)(m->param_elems[last] - m->param_elems[first]) * e;
@@ -661,6 +663,11 @@ bg_cost_memory_t bg_cost_range_floor(const bg_cost_model_t *m, int first, int la
     return r;
 }
 
+bg_cost_memory_t bg_cost_range_floor(const bg_cost_model_t *m, int first, int last,
+                                     const bg_cost_device_t *device) {
+    return range_floor(m, first, last, device);
+}
+
 size_t bg_cost_stage_input_bytes(const bg_cost_model_t *m, const bg_cost_stage_t *stage) {
     /* As bg_cost_stage_memory counts them: the stash's slots, each holding
      * the input; the input gradient among its buffers. */
@@ -674,7 +681,7 @@ bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_st
     const int first = stage->first_layer, last = stage->last_layer;
     const size_t e = m->elem, nb = (size_t)m->micro;
     const int has_loss = last == m->layers && m->has_loss_layer;
-    bg_cost_memory_t r = bg_cost_range_floor(m, first, last, stage->device);
+    bg_cost_memory_t r = range_floor(m, first, last, stage->device);
     /* Beyond what its layers hold wherever they are cut: what the stage's
      * two ends add. Its input, kept in the stash and (when it trains and
      * is not the first) as the gradient it sends back; an activation that
