@@ -538,11 +538,18 @@ done:
     return st;
 }
 
+int64_t bg_checkpoint_count_nonfinite(const float *values, int64_t count, int64_t *first) {
+    int64_t bad = 0;
+    *first = -1;
+    for (int64_t i = 0; i < count; i++)
+        if (!isfinite(values[i]) && bad++ == 0) *first = i;
+    return bad;
+}
+
 bg_status_t bg_checkpoint_check_finite(const char *path, const char *name, const float *values,
                                        int64_t count) {
-    int64_t bad = 0, first = -1;
-    for (int64_t i = 0; i < count; i++)
-        if (!isfinite(values[i]) && bad++ == 0) first = i;
+    int64_t first;
+    const int64_t bad = bg_checkpoint_count_nonfinite(values, count, &first);
     if (bad == 0) return BG_OK;
     return bg_error_set(BG_ERR_INVALID,
                         "%s: tensor '%s' holds %lld non-finite value%s (NaN or infinity; the "

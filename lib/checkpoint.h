@@ -95,6 +95,10 @@ bg_status_t bg_checkpoint_save(const char *path, const bg_model_spec_t *spec, co
 bg_status_t bg_checkpoint_check_entry(const char *path, const bg_safetensors_entry_t *e,
                                       const char *name, int ndim, const int64_t *shape);
 
+/* How many of `count` floats are NaN or infinite, and the first (*first;
+ * -1 for none). */
+int64_t bg_checkpoint_count_nonfinite(const float *values, int64_t count, int64_t *first);
+
 /* BG_ERR_INVALID, naming the file and the tensor, when `values` (`count`
  * floats read from tensor `name` of `path`) hold a NaN or an infinity: a
  * run cannot start from them, and the checks for non-finite values would

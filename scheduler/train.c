@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "monotonic.h"
 #include "path.h"
 
@@ -306,12 +307,17 @@ fail:
     return st;
 }
 
+/* Where a step found a non-finite value, in words. */
+static const char *nonfinite_where(const bg_pipeline_result_t *loss) {
+    return loss->skipped ? loss->nan_report : "the loss is not finite";
+}
+
 /* What --nan asks of a step whose loss or gradients were not finite: with
  * skip, counts it (the step was skipped on every stage) and goes on up to
  * nan_limit; else an error that stops the run. `step` is 1-based. */
 static bg_status_t nonfinite_step(const bg_train_config_t *cfg, const bg_pipeline_result_t *loss,
                                   int64_t step, int epoch, bg_train_result_t *r) {
-    const char *where = loss->skipped ? loss->nan_report : "the loss is not finite";
+    const char *where = nonfinite_where(loss);
     if (!cfg->nan_skip)
         return bg_error_set(BG_ERR_NUMERIC,
                             "step %lld (epoch %d): %s; no stage took the step (--nan skip would "
@@ -328,24 +334,71 @@ static bg_status_t nonfinite_step(const bg_train_config_t *cfg, const bg_pipelin
     return BG_OK;
 }
 
+/* "; F holds step N (--resume F goes on from there)", or where this run
+ * saved nothing, that it wrote nothing to F before it (`why`: why not
+ * now), into buf; "" without --save. */
+static void what_save_holds(const bg_train_config_t *cfg, int64_t saved_step, const char *why,
+                            char *buf, size_t size) {
+    char word[BG_PATH_SHELL_WORD_MAX];
+    buf[0] = '\0';
+    if (cfg->save_path != NULL && saved_step > 0)
+        snprintf(buf, size, "; %s holds step %lld (--resume %s goes on from there)", cfg->save_path,
+                 (long long)saved_step, bg_path_shell_word(cfg->save_path, word, sizeof word));
+    else if (cfg->save_path != NULL)
+        snprintf(buf, size, "; this run wrote nothing to %s before it (%s)", cfg->save_path, why);
+}
+
+/* Into `what` ("" where none does) the first of the pipeline's weights
+ * that is NaN or infinite, in words; `scratch` (the model's parameter
+ * count) receives them. Only an update can have put one there: a loaded
+ * file is checked, and so is every gradient before its update. */
+static bg_status_t nonfinite_weights(const bg_train_config_t *cfg, bg_pipeline_t *pipe,
+                                     float *scratch, char *what, size_t size) {
+    what[0] = '\0';
+    BG_CHECK(bg_pipeline_download_params(pipe, scratch));
+    bg_checkpoint_tensor_t *tensors = NULL;
+    int count = 0;
+    BG_CHECK(bg_checkpoint_model_tensors(cfg->spec, &tensors, &count));
+    for (int i = 0; i < count; i++) {
+        int64_t first;
+        const int64_t bad =
+            bg_checkpoint_count_nonfinite(scratch + tensors[i].offset, tensors[i].count, &first);
+        if (bad == 0) continue;
+        snprintf(what, size,
+                 "tensor '%s' holds %lld NaN or infinite value%s (the first at element %lld)",
+                 tensors[i].name, (long long)bad, bad == 1 ? "" : "s", (long long)first);
+        break;
+    }
+    free(tensors);
+    return BG_OK;
+}
+
+/* The stop of a step that found a non-finite value (`where`) because the
+ * weights hold one (`weights`, nonfinite_weights): skipping steps cannot
+ * mend them, so --nan skip stops too, and nothing is saved over what
+ * --save holds (no run could resume from them). */
+static bg_status_t weights_not_finite(const bg_train_config_t *cfg, const char *where,
+                                      const char *weights, int64_t step, int epoch,
+                                      int64_t saved_step) {
+    char save[BG_ERROR_MAX];
+    what_save_holds(cfg, saved_step, "no run could resume from these weights", save, sizeof save);
+    return bg_error_set(BG_ERR_NUMERIC,
+                        "step %lld (epoch %d): %s, and the weights are not finite: %s, left "
+                        "by an update before this step (skipping steps cannot mend them; a "
+                        "smaller learning rate or weight decay may keep them finite)%s",
+                        (long long)step, epoch, where, weights, save);
+}
+
 /* A step that failed (status st, message set: a stage that stalled, a
  * device's error): the message names the step (1-based) and says what
  * --save holds, as the other stops do. Its state is not saved: a step
  * stopped midway may have updated some stages and not others. */
 static bg_status_t step_failed(const bg_train_config_t *cfg, bg_status_t st, int64_t step,
                                int epoch, int64_t saved_step) {
-    char why[BG_ERROR_MAX], detail[BG_ERROR_MAX], word[BG_PATH_SHELL_WORD_MAX];
-    char save[BG_ERROR_MAX] = "";
+    char why[BG_ERROR_MAX], detail[BG_ERROR_MAX], save[BG_ERROR_MAX];
     snprintf(why, sizeof why, "%s", bg_error_message());
     snprintf(detail, sizeof detail, "%s", bg_error_detail()); /* a stall's flight recorder */
-    if (cfg->save_path != NULL && saved_step > 0)
-        snprintf(save, sizeof save, "; %s holds step %lld (--resume %s goes on from there)",
-                 cfg->save_path, (long long)saved_step,
-                 bg_path_shell_word(cfg->save_path, word, sizeof word));
-    else if (cfg->save_path != NULL)
-        snprintf(save, sizeof save,
-                 "; this run wrote nothing to %s before it (a step stopped midway is not saved)",
-                 cfg->save_path);
+    what_save_holds(cfg, saved_step, "a step stopped midway is not saved", save, sizeof save);
     bg_error_set(st, "step %lld (epoch %d): %s%s", (long long)step, epoch, why, save);
     if (detail[0] != '\0') bg_error_set_detail("%s", detail);
     return st;
@@ -587,6 +640,14 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             step++;
             samples_done += n;
             if (loss.skipped || !isfinite(mean)) {
+                char weights[BG_ERROR_MAX];
+                BG_CHECK_GOTO(nonfinite_weights(cfg, pipe, save.params, weights, sizeof weights),
+                              st, done);
+                if (weights[0] != '\0') {
+                    st = weights_not_finite(cfg, nonfinite_where(&loss), weights, step, epoch,
+                                            r.saved_step);
+                    goto done;
+                }
                 st = nonfinite_step(cfg, &loss, step, epoch, &r);
                 if (st != BG_OK) {
                     st = save_before_nan(cfg, pipe, &save, &last_good, first_step, st);

@@ -105,6 +105,22 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
             tensors[at].data = base + model[i].offset;
         }
     }
+    /* A state no run could resume from (bg_train_state_load refuses it) is
+     * not written over one it could. */
+    for (int t = 0; t < total; t++) {
+        int64_t first;
+        const int64_t bad =
+            bg_checkpoint_count_nonfinite(tensors[t].data, model[t % count].count, &first);
+        if (bad == 0) continue;
+        status =
+            bg_error_set(BG_ERR_NUMERIC,
+                         "%s: not written: tensor '%s' holds %lld non-finite value%s (NaN or "
+                         "infinity; the first at element %lld), which no run could resume "
+                         "from (an update left them so: a smaller learning rate or weight "
+                         "decay may keep them finite)",
+                         path, names[t], (long long)bad, bad == 1 ? "" : "s", (long long)first);
+        goto done;
+    }
     char fingerprint[32], epoch[32], rng[80], loss_sum[40], seed[24], counts[COUNT_FIELDS][24];
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, spec->fingerprint);
     snprintf(epoch, sizeof epoch, "%d", st->epoch);
@@ -425,10 +441,12 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
                             path, model == NULL ? "none" : other.other_model, want,
                             other.difference[0] ? "; " : "", other.difference);
     const char *optimizer = bg_safetensors_metadata(file, "brigade.optimizer");
-    if (optimizer == NULL || strcmp(optimizer, bg_optimizer_kind_name(st->optimizer)) != 0)
+    if (optimizer == NULL)
+        return bg_error_set(BG_ERR_PARSE, "%s: metadata 'brigade.optimizer' is missing", path);
+    if (strcmp(optimizer, bg_optimizer_kind_name(st->optimizer)) != 0)
         return bg_error_set(BG_ERR_INVALID,
                             "%s: saved with optimizer %s; this run uses %s (and its state)", path,
-                            optimizer ? optimizer : "?", bg_optimizer_kind_name(st->optimizer));
+                            optimizer, bg_optimizer_kind_name(st->optimizer));
     BG_CHECK(check_momentum(path, file, st));
     int64_t epoch = 0;
     for (int f = 0; f < COUNT_FIELDS; f++)

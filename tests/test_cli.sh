@@ -543,6 +543,24 @@ check "every step skipped: the metrics' loss is null, not 0" python3 -c '
 import json, sys
 p = json.load(open(sys.argv[1]))
 assert p["loss"] is None and p["skipped_steps"] == 3, p' "$T/all-skipped.json"
+# SGD at lr x weight decay 1e12 makes the weights infinite at step 4 (each
+# update multiplies them by about -1e12). A save of them is refused and
+# the file keeps step 2; without that save, step 5 stops, under --nan skip
+# too (skipping cannot mend weights), saying so and what the file holds
+# (until 2026-12-05 step 4's unloadable state replaced step 2's).
+printf 'input channels=1 height=28 width=28\nflatten\ndense units=10\nsoftmax_cross_entropy\n' \
+    >"$T/linear.model"
+set -- train "$T/linear.model" --data synthetic --steps 20 --optimizer sgd --lr 1e6 \
+    --weight-decay 1e6 --batch 16 --test-samples 64
+expect 1 "stopped after step 4 of 20, whose training state was not saved: $T/inf.st: not written: tensor '1.weight' holds 7840 non-finite values (NaN or infinity; the first at element 0), which no run could resume from (an update left them so: a smaller learning rate or weight decay may keep them finite); $T/inf.st holds step 2" \
+    -- "$@" --save "$T/inf.st" --save-every 2
+expect 0 "" -- train "$T/linear.model" --data synthetic --steps 0 --load "$T/inf.st" \
+    --test-samples 64
+expect 1 "step 5 (epoch 1): stage 0, micro-batch 0, layer 2 (softmax_cross_entropy): the loss is not finite, and the weights are not finite: tensor '1.weight' holds 7840 NaN or infinite values (the first at element 0), left by an update before this step (skipping steps cannot mend them; a smaller learning rate or weight decay may keep them finite); $T/inf.st holds step 3 (--resume" \
+    -- "$@" --save "$T/inf.st" --save-every 3 --nan skip --nan-limit 100
+expect 1 "; this run wrote nothing to $T/inf-none.st before it (no run could resume from these weights)" \
+    -- "$@" --save "$T/inf-none.st"
+check "weights that are not finite: nothing written" test ! -e "$T/inf-none.st"
 # A recording no timeline can hold is refused before the run, not once its
 # steps are reached (until 2026-12-05 after every step before them): 16
 # devices of 8,192 micro-batches a step, 1,000 steps, whose bound on the

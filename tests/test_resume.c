@@ -414,6 +414,9 @@ static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xf
 /* Up to two more metadata changes for write_state (NULL: none); set only
  * by write_state_both and write_state_three. */
 static const char *also_key[2], *also_value[2];
+/* An element of v that write_state makes NaN (-1: none), as a file of an
+ * older brigade or another tool may hold: bg_train_state_save writes none. */
+static int64_t v_nan_at = -1;
 
 static void write_state(const fixture_t *f, const char *path, const char *key, const char *value,
                         const char *drop, const char *reshape) {
@@ -428,6 +431,7 @@ static void write_state(const fixture_t *f, const char *path, const char *key, c
         for (int64_t i = 0; i < n; i++)
             buffers[b][i] = (float)i * (b == 0 ? 1.0f / 1024 : b == 1 ? -1.0f : 2.0f);
     }
+    if (v_nan_at >= 0) buffers[2][v_nan_at] = NAN;
     bg_safetensors_tensor_t tensors[3 * 16];
     char names[3 * 16][64];
     assert_true(count <= 16);
@@ -525,10 +529,10 @@ static void load_state(const fixture_t *f, const char *path, bg_train_state_t *s
     if (status != BG_OK) fail_msg("%s", bg_error_message());
 }
 
-/* Saves, as bg_train_state_save does, a one-epoch Adam state of f->spec
- * whose every value is 0.5 but element `at` of v (in the first tensor,
- * 0.weight, for small `at`), which is `v`. */
-static void save_state_with_v(const fixture_t *f, const char *path, int64_t at, float v) {
+/* Saves with bg_train_state_save a one-epoch Adam state of f->spec whose
+ * every value is 0.5 but element `at` of v (in the first tensor, 0.weight,
+ * for small `at`), which is `v`; returns its status. */
+static bg_status_t save_state_with_v(const fixture_t *f, const char *path, int64_t at, float v) {
     bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
     bg_train_state_t st;
     assert_int_equal(bg_train_state_init(&st, f->spec, &adam), BG_OK);
@@ -537,8 +541,9 @@ static void save_state_with_v(const fixture_t *f, const char *path, int64_t at, 
     st.epoch = 1;
     memcpy(st.shuffle_rng.state, state_rng, sizeof state_rng);
     st.state[1][at] = v;
-    assert_int_equal(bg_train_state_save(path, f->spec, &st), BG_OK);
+    const bg_status_t status = bg_train_state_save(path, f->spec, &st);
     bg_train_state_free(&st);
+    return status;
 }
 
 /* The hand-made state loads with every number as written, so each refusal
@@ -577,10 +582,22 @@ static void test_state_not_finite(void **state) {
     fixture_t *f = *state;
     char path[128];
     snprintf(path, sizeof path, "%s/nan.safetensors", f->dir);
-    save_state_with_v(f, path, 1, NAN);
+    /* Not written: no run could resume from it (until 2026-12-05 a run
+     * whose update made its weights infinite saved them over a good file). */
+    assert_int_equal(save_state_with_v(f, path, 1, NAN), BG_ERR_NUMERIC);
+    assert_non_null(strstr(bg_error_message(),
+                           "not written: tensor 'optimizer.v.0.weight' holds 1 non-finite value "
+                           "(NaN or infinity; the first at element 1), which no run could resume "
+                           "from"));
+    FILE *file = fopen(path, "rb");
+    assert_null(file);
+    /* A file that holds one anyway is refused. */
+    v_nan_at = 3;
+    write_state(f, path, NULL, NULL, NULL, NULL);
+    v_nan_at = -1;
     expect_state_error(f, path, BG_ERR_INVALID,
                        "tensor 'optimizer.v.0.weight' holds 1 non-finite value (NaN or infinity; "
-                       "the first at element 1)");
+                       "the first at element 3)");
 }
 
 /* Counts that contradict each other (the hand-made state: step 10, 8
@@ -686,7 +703,7 @@ static void test_state_inconsistent(void **state) {
                        "metadata 'brigade.train_samples' is 0; it is at least 1");
 
     snprintf(path, sizeof path, "%s/negative-v.safetensors", f->dir);
-    save_state_with_v(f, path, 3, -0.25f);
+    assert_int_equal(save_state_with_v(f, path, 3, -0.25f), BG_OK);
     expect_state_error(f, path, BG_ERR_PARSE,
                        "tensor 'optimizer.v.0.weight'[3] is -0.25; Adam's v is never below 0");
 
@@ -723,6 +740,13 @@ static void test_state_refusals(void **state) {
     assert_int_equal(st.epoch, 1000001);
     assert_int_equal(st.step, 7000003);
     bg_train_state_free(&st);
+
+    /* The optimizer: missing is said as such (until 2026-12-05 "saved with
+     * optimizer ?"), another is named. */
+    write_state(f, path, "brigade.optimizer", NULL, NULL, NULL);
+    expect_state_error(f, path, BG_ERR_PARSE, "metadata 'brigade.optimizer' is missing");
+    write_state(f, path, "brigade.optimizer", "sgd", NULL, NULL);
+    expect_state_error(f, path, BG_ERR_INVALID, "saved with optimizer sgd; this run uses adam");
 
     /* Counts: missing, empty, negative, trailing junk, not a number, a sign
      * or a space first, past int64 (strtoll would clamp it). */
