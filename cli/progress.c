@@ -68,12 +68,15 @@ static int terminal_columns(FILE *out) {
 }
 
 /* The epoch's mean loss so far, or "-" while none counted (every step of
- * it skipped for non-finite values). */
+ * it skipped for non-finite values); from a million on with an exponent,
+ * which a line's 32 bytes hold (%.4f of 4e35 is 41 digits). */
 static void format_loss(double loss, char *buf, size_t size) {
     if (isnan(loss))
         snprintf(buf, size, "-");
-    else
+    else if (fabs(loss) < 1e6)
         snprintf(buf, size, "%.4f", loss);
+    else
+        snprintf(buf, size, "%.4g", loss);
 }
 
 /* The terminal's progress line into buf: the whole of it where the
