@@ -18,11 +18,12 @@ static const char *const kind_labels[BG_EVENT_KINDS] = {
     "forward (F)", "backward (B)", "weight gradient (W)", "optimizer step", "send",
     "receive",     "wait",         "link (copy engine)"};
 
-/* Writes text with XML's special characters escaped, and U+FFFD for what
- * XML cannot hold: bytes that are not UTF-8 (a file name may have any),
- * and control characters but tab, newline and carriage return. */
-static void put_escaped(FILE *out, const char *text) {
-    const char *end = text + strlen(text);
+/* Writes `size` bytes of text with XML's special characters escaped, and
+ * U+FFFD for what XML cannot hold: bytes that are not UTF-8 (a file name
+ * may have any), and control characters but tab, newline and carriage
+ * return. */
+static void put_escaped_n(FILE *out, const char *text, size_t size) {
+    const char *end = text + size;
     while (text < end) {
         const size_t length = bg_utf8_sequence(text, (size_t)(end - text));
         const unsigned char c = (unsigned char)*text;
@@ -42,6 +43,8 @@ static void put_escaped(FILE *out, const char *text) {
         text += length;
     }
 }
+
+static void put_escaped(FILE *out, const char *text) { put_escaped_n(out, text, strlen(text)); }
 
 /* An SVG document is drawn into memory, then written whole
  * (bg_text_file_write): an interrupted run never leaves half a picture. */
@@ -452,12 +455,16 @@ static void draw_chart_axes(FILE *out, const chart_layout_t *c, double left_step
                             const bg_sweep_point_t *sorted, int count) {
     double bottom = c->y0 + c->height, right = c->x0 + c->width;
     fprintf(out, "<g class=\"axis\" " FONT " font-size=\"12\" fill=\"#333\">\n");
+    /* From a million samples/s on, in millions ("500M"): nine digits would
+     * run into the axis title. */
+    const double unit = c->left_max >= 1e6 ? 1e6 : 1;
     for (double v = 0; v <= c->left_max * (1 + 1e-9); v += left_step) {
         double y = chart_y(c, v, c->left_max);
         fprintf(out,
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>"
-                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n",
-                c->x0, y, right, y, c->x0 - 6, y + 4, decimals_for(left_step), v);
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.*f%s</text>\n",
+                c->x0, y, right, y, c->x0 - 6, y + 4, decimals_for(left_step / unit), v / unit,
+                unit > 1 && v > 0 ? "M" : "");
     }
     for (double v = 0; v <= c->right_max * (1 + 1e-9); v += right_step)
         fprintf(out, "<text x=\"%.1f\" y=\"%.1f\">%.*f</text>\n", right + 6,
@@ -513,6 +520,45 @@ static void draw_chart_legend(FILE *out, const char **names, const int *drawn, i
     fprintf(out, "</g>\n");
 }
 
+/* A subtitle line holds this many characters of 13 px text across
+ * the chart's 840 px from its left axis (8 px each, the widest of most
+ * letters); at most this many lines. */
+enum { SUBTITLE_LINE_CHARS = 104, SUBTITLE_LINES = 4 };
+
+/* How many bytes of `text` (`length` left) a line of at most `most` takes:
+ * all where they fit, else up to the last space in the line's second half
+ * (which ends it), else as many as fit without cutting a UTF-8 character. */
+static size_t line_bytes(const char *text, size_t length, size_t most) {
+    if (length <= most) return length;
+    for (size_t at = most; at > most / 2; at--)
+        if (text[at] == ' ') return at + 1;
+    size_t at = most;
+    while (at > 0 && ((unsigned char)text[at] & 0xC0) == 0x80) at--;
+    return at;
+}
+
+/* Writes the subtitle under the title from y = 50 (out NULL: nothing),
+ * wrapped (line_bytes) into at most SUBTITLE_LINES lines 16 px apart, the
+ * last ending in "..." where more is left; returns how many lines. */
+static int put_subtitle(FILE *out, const char *subtitle, double x) {
+    size_t left = strlen(subtitle);
+    int lines = 0;
+    for (; left > 0 && lines < SUBTITLE_LINES; lines++) {
+        size_t n = line_bytes(subtitle, left, SUBTITLE_LINE_CHARS);
+        const int cut = lines == SUBTITLE_LINES - 1 && n < left;
+        if (cut) n = line_bytes(subtitle, left, SUBTITLE_LINE_CHARS - 3);
+        if (out != NULL) {
+            fprintf(out, "<text x=\"%.1f\" y=\"%d\" " FONT " font-size=\"13\" fill=\"#444\">", x,
+                    50 + 16 * lines);
+            put_escaped_n(out, subtitle, n < left && subtitle[n - 1] == ' ' ? n - 1 : n);
+            fprintf(out, "%s</text>\n", cut ? "..." : "");
+        }
+        subtitle += n;
+        left -= n;
+    }
+    return lines;
+}
+
 /* The smallest multiple of step at or above value (at least one step). */
 static double round_up(double value, double step) {
     double top = ceil(value / step - 1e-9) * step;
@@ -556,7 +602,10 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
             if (isfinite(v) && v > max_bubble) max_bubble = v;
         }
     }
-    chart_layout_t c = {.x0 = 90, .y0 = 70, .width = 760, .height = 380};
+    /* Each subtitle line past the first moves the chart down. */
+    const int subtitle_lines = subtitle != NULL ? put_subtitle(NULL, subtitle, 0) : 0;
+    const double below_title = 16.0 * (subtitle_lines > 1 ? subtitle_lines - 1 : 0);
+    chart_layout_t c = {.x0 = 90, .y0 = 70 + below_title, .width = 760, .height = 380};
     c.log_min = log2(sorted[0].microbatches) - 0.3;
     c.log_max = log2(sorted[count - 1].microbatches) + 0.3;
     if (sorted[0].microbatches == sorted[count - 1].microbatches)
@@ -576,11 +625,7 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
             " font-size=\"17\" font-weight=\"bold\">Throughput and pipeline bubble vs "
             "micro-batches</text>\n",
             width, height, width, height, c.x0);
-    if (subtitle != NULL) {
-        fprintf(out, "<text x=\"%.1f\" y=\"50\" " FONT " font-size=\"13\" fill=\"#444\">", c.x0);
-        put_escaped(out, subtitle);
-        fprintf(out, "</text>\n");
-    }
+    if (subtitle != NULL) put_subtitle(out, subtitle, c.x0);
     draw_chart_axes(out, &c, left_step, right_step, sorted, count);
     for (int i = 0; i < schedules; i++)
         for (int series = 0; series < 3; series++)

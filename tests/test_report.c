@@ -990,6 +990,35 @@ static void test_svg_chart(void **state) {
     assert_non_null(strstr(text, "text-anchor=\"middle\">95</text>"));
     assert_true(labelled >= 2 && labelled < 6);
     free(text);
+    /* A long subtitle is wrapped at spaces into lines of at most 104 bytes
+     * (until 2026-12-05 one line ran off the picture), the chart moved
+     * down a line for each past the first; a word longer than a line is
+     * cut between characters, and a fifth line's worth is left out, the
+     * fourth saying so. The rate axis counts millions past a million. */
+    char subtitle[700];
+    snprintf(subtitle, sizeof subtitle, "%s%0150d, batch 64, on cpu:0, cpu:1; %s", "\xc3\xa9", 0,
+             "simulated from the analytic cost model");
+    for (int i = 0; i < 3; i++) close[i] = points[0], close[i].samples_per_s = 3e6 * (i + 1);
+    check_ok(bg_svg_chart_write(path, close, 3, subtitle));
+    text = read_all(path);
+    expect_well_formed(text);
+    assert_int_equal(count_of(text, "fill=\"#444\">"), 3);
+    assert_non_null(strstr(text, "y=\"50\" " /* the first line: e-acute and 102 zeros */));
+    char first[160];
+    snprintf(first, sizeof first, ">\xc3\xa9%0102d</text>", 0);
+    assert_non_null(strstr(text, first));
+    assert_non_null(strstr(text, "y=\"82\""));
+    assert_non_null(strstr(text, "<rect x=\"90.0\" y=\"102.0\" width=\"760.0\""));
+    assert_non_null(strstr(text, "text-anchor=\"end\">8M</text>"));
+    assert_null(strstr(text, ">8000000</text>"));
+    free(text);
+    memset(subtitle, 0, sizeof subtitle);
+    for (int i = 0; i < 60; i++) strcat(subtitle, "cpu:10, ");
+    check_ok(bg_svg_chart_write(path, close, 3, subtitle));
+    text = read_all(path);
+    assert_int_equal(count_of(text, "fill=\"#444\">"), 4);
+    assert_int_equal(count_of(text, ",...</text>"), 1);
+    free(text);
     assert_int_equal(bg_svg_chart_write(path, points, 0, NULL), BG_ERR_INVALID);
     assert_non_null(strstr(bg_error_message(), "svg chart: no points"));
     assert_int_equal(bg_svg_chart_write(path, points + 8, 1, NULL), BG_ERR_INVALID); /* skipped */
