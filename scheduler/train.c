@@ -100,8 +100,8 @@ static bg_status_t check_basics(const bg_train_config_t *cfg) {
 
 /* A resumed run continues the saved one: same batch size and training set
  * (when the checkpoint records them; the set's CRC-32 compared where
- * `data_crc32` is given), a position inside that set, and steps left
- * before `total`. */
+ * `data_crc32` is given), a position inside that set, steps left before
+ * `total`, and under --nan skip skipped steps within --nan-limit. */
 static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total,
                                 const uint32_t *data_crc32) {
     const bg_train_state_t *rs = cfg->resume;
@@ -136,6 +136,14 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total,
                             "nothing to do: --resume is at step %lld and this run ends at step "
                             "%lld (--steps and --epochs count from the run's start)",
                             (long long)rs->step, (long long)total);
+    /* --nan-limit counts the whole run's skipped steps: one already past it
+     * would stop at the next step it skips (until 2026-12-05 after a step). */
+    if (cfg->nan_skip && rs->skipped_steps > cfg->nan_limit)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--resume: the run skipped %lld steps for non-finite values already, "
+                            "more than --nan-limit %lld, which counts the whole run's (a larger "
+                            "--nan-limit goes on)",
+                            (long long)rs->skipped_steps, (long long)cfg->nan_limit);
     /* A checkpoint that records no batch or no training set (an older one,
      * or an edited one) has not had its position and step checked against
      * each other (train_state.c): checked here, at this run's batch. At

@@ -539,6 +539,11 @@ stdout_has "no step of the last epoch counted (all skipped, below)" "every step 
 # Skipped steps ran and trained nothing (until 2026-12-05 "trained 3 steps").
 stdout_has "ran 3 steps, all skipped (no update) in " "every step skipped: none called trained"
 check "every step skipped: the progress line has no loss" grep -qF "step 3/3 loss - " "$ERR"
+# --nan-limit counts the whole run's skipped steps: a resumed run already
+# past it is refused before its first step (until 2026-12-05 it ran one).
+expect 2 "--resume: the run skipped 38 steps for non-finite values already, more than --nan-limit 5, which counts the whole run's (a larger --nan-limit goes on)" \
+    -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --nan skip --nan-limit 5 \
+    --steps 41 --batch 16 --test-samples 64 --resume "$T/huge.st"
 check "every step skipped: the metrics' loss is null, not 0" python3 -c '
 import json, sys
 p = json.load(open(sys.argv[1]))
