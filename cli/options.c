@@ -564,10 +564,17 @@ bg_status_t bg_cli_check_distinct(const bg_cli_file_t *files, int count) {
             const bg_cli_file_t *a = &files[i], *b = &files[j];
             if (!known[i] || !known[j] || (!a->output && !b->output)) continue;
             if (!same_file(&keys[i], &keys[j])) continue;
-            if (a->output && b->output) {
+            if (a->output && b->output && strcmp(a->path, b->path) == 0) {
                 st = bg_error_set(BG_ERR_INVALID,
                                   "%s and %s both name '%s': each output needs a file of its own",
                                   a->option, b->option, b->path);
+                continue;
+            }
+            if (a->output && b->output) { /* a link, or another spelling */
+                st = bg_error_set(BG_ERR_INVALID,
+                                  "%s '%s' and %s '%s' are one file: each output needs a file of "
+                                  "its own",
+                                  a->option, a->path, b->option, b->path);
                 continue;
             }
             const bg_cli_file_t *in = a->output ? b : a, *out = a->output ? a : b;

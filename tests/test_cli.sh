@@ -1588,15 +1588,15 @@ usage_error "--trace: empty file name" -- \
 # the run (the later write would replace the other file, or what was read),
 # under any spelling of the path and through a hard link. Resuming from a
 # file and saving back to it is the one pair allowed.
-usage_error "--save and --metrics both name '$T/./twice.out': each output needs a file of its own" \
+usage_error "--save '$T/twice.out' and --metrics '$T/./twice.out' are one file: each output needs a file of its own" \
     -- train "$MODEL" --data synthetic --steps 1 --batch 16 --save "$T/twice.out" \
     --metrics "$T/./twice.out"
 check "two outputs on one file: nothing written" test ! -e "$T/twice.out"
-usage_error "--trace and --timeline both name" -- simulate "$MODEL" --trace "$T/q.out" \
+usage_error "--trace '$T/q.out' and --timeline '$T/../" -- simulate "$MODEL" --trace "$T/q.out" \
     --timeline "$T/../$(basename "$T")/q.out"
 # A link to no file yet is the file it names; a device may take both.
 ln -s linked.json "$T/to-linked"
-usage_error "--metrics and --trace both name '$T/linked.json'" -- simulate "$MODEL" \
+usage_error "--metrics '$T/to-linked' and --trace '$T/linked.json' are one file" -- simulate "$MODEL" \
     --metrics "$T/to-linked" --trace "$T/linked.json"
 expect 0 "" -- simulate "$MODEL" --metrics /dev/null --trace /dev/null
 # /dev/stdout, with standard output redirected to a file by '>' (as the
