@@ -199,6 +199,11 @@ typedef struct bg_cli_stop_handlers {
  * that nothing more is written. */
 void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *reply);
 
+/* What the answer to a second signal adds after "nothing more is written"
+ * (as "; F holds step 40 (...)": what is kept), from now on; copied, cut
+ * at 511 bytes. */
+void bg_cli_set_quit_note(const char *note);
+
 /* Puts back the handlers of before bg_cli_catch_stop_signals. */
 void bg_cli_restore_stop_signals(const bg_cli_stop_handlers_t *old);
 

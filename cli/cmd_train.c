@@ -631,6 +631,32 @@ static void print_duration(double seconds) {
         printf("%.1f s", seconds);
 }
 
+/* What train reports after each step: the progress line, and what --save
+ * holds (`noted_step`) for the answer to a second stop signal, which quits
+ * at once (in the final evaluation, say, after the last save). */
+typedef struct step_report {
+    bg_progress_t progress;
+    const char *save;
+    int64_t noted_step;
+} step_report_t;
+
+static void report_step(void *ctx, const bg_train_progress_t *r) {
+    step_report_t *s = ctx;
+    if (s->save != NULL && r->saved_step != s->noted_step) {
+        char note[512], word[BG_PATH_SHELL_WORD_MAX];
+        if (r->saved_step == r->total_steps)
+            snprintf(note, sizeof note, "; %s holds step %lld, the run's last", s->save,
+                     (long long)r->saved_step);
+        else
+            snprintf(note, sizeof note, "; %s holds step %lld (--resume %s goes on from there)",
+                     s->save, (long long)r->saved_step,
+                     bg_path_shell_word(s->save, word, sizeof word));
+        bg_cli_set_quit_note(note);
+        s->noted_step = r->saved_step;
+    }
+    bg_progress_report(&s->progress, r);
+}
+
 int bg_cmd_train(int argc, char **argv) {
     bg_train_config_t defaults = BG_TRAIN_CONFIG_INIT;
     train_options_t o = {.train = defaults};
@@ -818,11 +844,12 @@ int bg_cmd_train(int argc, char **argv) {
         fputs(o.placement.split_count > 0 ? " (--split)" : " (the planner's)", stderr);
     fputc('\n', stderr);
     if (!o.train.evaluate_only) bg_cli_note_turns(plan, &o.placement, o.train.batch);
-    bg_progress_t progress;
-    bg_progress_init(&progress, stderr,
+    step_report_t report = {.save = o.save};
+    bg_progress_t *progress = &report.progress;
+    bg_progress_init(progress, stderr,
                      train != NULL ? bg_train_steps_per_epoch(train->count, o.train.batch) : 1);
-    o.train.progress = bg_progress_report;
-    o.train.progress_ctx = &progress;
+    o.train.progress = report_step;
+    o.train.progress_ctx = &report;
     o.train.devices = &o.placement.devices;
     o.train.topology = setup.topology;
     o.train.schedule = o.placement.schedule;
@@ -843,7 +870,7 @@ int bg_cmd_train(int argc, char **argv) {
     st = bg_train_run(&o.train, &r, NULL); /* a --save file holds the final weights */
     bg_cli_restore_stop_signals(&old_handlers);
     if (st == BG_ERR_INTERRUPTED) {
-        bg_progress_end_line(&progress);
+        bg_progress_end_line(progress);
         bg_cli_fail("train", st);
         code = 128 + bg_cli_stop_signal;
         goto done;
@@ -853,7 +880,7 @@ int bg_cmd_train(int argc, char **argv) {
         report_unwritten(&o);
         goto done;
     }
-    if (r.save_failed_step > 0) bg_progress_end_line(&progress);
+    if (r.save_failed_step > 0) bg_progress_end_line(progress);
     if (r.stopped) { /* a stop signal's save failed: an interrupted run's end, as above */
         report_failed_save(&o, &r, total_steps);
         code = 128 + bg_cli_stop_signal;

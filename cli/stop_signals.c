@@ -3,6 +3,7 @@
  * ends by that signal, as a shell expects of a command it interrupted. */
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,14 +16,24 @@ volatile sig_atomic_t bg_cli_stop_signal;
 static int64_t stop_ns;        /* CLOCK_MONOTONIC of the first; the handler alone writes it */
 static const char *stop_reply; /* what the first signal is answered with */
 static int stderr_terminal;    /* where a progress bar may hold a line open */
+/* What a second signal's answer adds (bg_cli_set_quit_note): two buffers,
+ * the one `quit_note` names (-1: none) whole while the other is written.
+ * Atomic: the handler may run on any thread. */
+static char quit_notes[2][512];
+static atomic_int quit_note = -1;
 
-/* Writes `text` to stderr (write(2) is async-signal-safe; stdio is not),
- * on a line of its own: its leading newline ends a progress bar's line,
+/* Writes `text` to stderr as it is (write(2) is async-signal-safe; stdio
+ * is not). */
+static void put(const char *text) {
+    ssize_t ignored = write(STDERR_FILENO, text, strlen(text));
+    (void)ignored;
+}
+
+/* Writes `text` to stderr on a line of its own: its leading newline ends a progress bar's line,
  * which only a terminal has (elsewhere it would be a blank line). */
 static void say(const char *text) {
     if (text[0] == '\n' && !stderr_terminal) text++;
-    ssize_t ignored = write(STDERR_FILENO, text, strlen(text));
-    (void)ignored;
+    put(text);
 }
 
 /* SIGHUP: the terminal or ssh session went away. */
@@ -50,7 +61,10 @@ static void on_stop_signal(int signo) {
         bg_cli_stop_signal = signo;
         if (stop_reply != NULL) say(stop_reply);
     } else if (ns - stop_ns >= 1000000000) {
-        say("\nbrigade: a second signal: quitting at once; nothing more is written\n");
+        say("\nbrigade: a second signal: quitting at once; nothing more is written");
+        const int note = atomic_load_explicit(&quit_note, memory_order_acquire);
+        if (note >= 0) put(quit_notes[note]);
+        put("\n");
         die_by(signo);
     }
     errno = saved_errno;
@@ -69,6 +83,12 @@ void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *reply) {
         sigaction(stop_signals[i], NULL, &old->old[i]);
         if (old->old[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &sa, NULL);
     }
+}
+
+void bg_cli_set_quit_note(const char *note) {
+    const int next = atomic_load_explicit(&quit_note, memory_order_relaxed) == 0 ? 1 : 0;
+    snprintf(quit_notes[next], sizeof quit_notes[next], "%s", note);
+    atomic_store_explicit(&quit_note, next, memory_order_release);
 }
 
 void bg_cli_restore_stop_signals(const bg_cli_stop_handlers_t *old) {

@@ -706,6 +706,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                     .eta_s = elapsed / (double)here * (double)(total - step),
                     .lr = moving_lr ? bg_optimizer_lr_at(&optimizer, optimizer_step) : -1,
                     .epoch_done = epoch_over || step == total,
+                    .saved_step = r.saved_step,
                 };
                 cfg->progress(cfg->progress_ctx, &p);
             }

@@ -32,6 +32,7 @@ typedef struct bg_train_progress {
     double eta_s;              /* estimated seconds to the end of training */
     double lr;                 /* the last step's learning rate; < 0 when it never moves */
     int epoch_done;            /* 1 on the report that closes an epoch */
+    int64_t saved_step;        /* the step the --save file holds from this run; 0: none */
 } bg_train_progress_t;
 
 typedef void (*bg_train_progress_fn)(void *ctx, const bg_train_progress_t *progress);
