@@ -251,23 +251,33 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     return BG_OK;
 }
 
+/* A step's milliseconds for the table: to 0.01 ms, and to 0.001 below
+ * 0.1 ms, where a small model's 0.011 ms step was "0.01". */
+static const char *ms_text(double ms, char *buf, size_t size) {
+    snprintf(buf, size, "%.*f", ms < 0.1 ? 3 : 2, ms);
+    return buf;
+}
+
 /* Prints a point's row of the table: its figures, a measured point's
  * `predicted_ms` (the simulated step of its plan; 0 for a simulated point)
  * with its error, then each stage's peak MiB. */
 static void print_row(FILE *out, const bg_sweep_point_t *point, const char *schedule,
                       const bg_timeline_summary_t *summary, double predicted_ms,
                       const size_t *peaks, int stages) {
-    char spread[32] = "-"; /* a simulated point's steps are alike */
+    char spread[32] = "-", low[16], high[16], step[16]; /* a simulated point's steps are alike */
     if (!point->simulated)
-        snprintf(spread, sizeof spread, "%.2f-%.2f", summary->step_min_s * 1e3,
-                 summary->step_max_s * 1e3);
+        snprintf(spread, sizeof spread, "%s-%s",
+                 ms_text(summary->step_min_s * 1e3, low, sizeof low),
+                 ms_text(summary->step_max_s * 1e3, high, sizeof high));
     char rate[32]; /* 3 digits below 100 samples/s: a large model's 0.0513 is not 0 */
-    fprintf(out, "%4d  %-11s %9.2f %15s %11s %9.1f %9.1f %9.1f  ", point->microbatches, schedule,
-            point->step_ms, spread, bg_cli_rate(point->samples_per_s, rate, sizeof rate),
-            100 * summary->bubble_measured, 100 * summary->bubble_theory, 100 * summary->imbalance);
+    fprintf(out, "%4d  %-11s %9s %15s %11s %9.1f %9.1f %9.1f  ", point->microbatches, schedule,
+            ms_text(point->step_ms, step, sizeof step), spread,
+            bg_cli_rate(point->samples_per_s, rate, sizeof rate), 100 * summary->bubble_measured,
+            100 * summary->bubble_theory, 100 * summary->imbalance);
     if (!point->simulated) {
-        char predicted[32];
-        snprintf(predicted, sizeof predicted, "%.2f (%+.0f%%)", predicted_ms,
+        char predicted[40], predicted_ms_text[16];
+        snprintf(predicted, sizeof predicted, "%s (%+.0f%%)",
+                 ms_text(predicted_ms, predicted_ms_text, sizeof predicted_ms_text),
                  100 * (predicted_ms - point->step_ms) / point->step_ms);
         fprintf(out, "%15s  ", predicted);
     }
