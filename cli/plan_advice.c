@@ -240,14 +240,18 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
     v.device = devices;
     v.devices = k;
     /* Interleaved needs M a multiple of K: on k devices, the fewest
-     * micro-batches from the request's that are one, named in the line;
-     * none where `with` changed M already (try_microbatches tries the
-     * counts that are one: a line naming two counts would be neither). */
+     * micro-batches from the request's that are one, or where those would
+     * be more than the batch the most below it (63 at --batch 63 is 62 on
+     * two devices; until 2026-12-05 no other count was tried), named in
+     * the line; none where `with` changed M already (try_microbatches
+     * tries the counts that are one: a line naming two counts would be
+     * neither). */
     char microbatches[48] = "";
     if (r->schedule == BG_SCHEDULE_INTERLEAVED && v.microbatches % k != 0) {
         if (strstr(with, "--microbatches") != NULL) return 0;
         v.microbatches = (v.microbatches + k - 1) / k * k;
-        if (v.microbatches > r->batch) return 0;
+        if (v.microbatches > r->batch) v.microbatches = r->batch / k * k;
+        if (v.microbatches < k) return 0;
         snprintf(microbatches, sizeof microbatches, ", --microbatches %d", v.microbatches);
     }
     const int cores = all_cores(placement), gpu_alone = one_gpu(placement);
@@ -267,6 +271,19 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
             return 0;
         listed.links = chosen;
         v.links = chosen->link;
+    }
+    /* More virtual devices of the one GPU than listed: every pair on the
+     * GPU's own link, as `--devices cuda:NxK` has them (until 2026-12-05
+     * the default link, so the step told was not the one that plans). */
+    bg_cost_link_t *same_gpu = NULL;
+    const bg_device_links_t *own = placement->listed_links;
+    if (!among_listed && gpu_alone && own != NULL && own->count >= 2 &&
+        k > placement->listed.count) {
+        same_gpu = malloc(sizeof *same_gpu * (size_t)k * (size_t)k);
+        if (same_gpu == NULL) return 0;
+        for (int a = 0; a < k; a++)
+            for (int b = 0; b < k; b++) same_gpu[a * k + b] = own->link[a == b ? 0 : 1];
+        v.links = same_gpu;
     }
     bg_placement_cost_devices(&listed, k, host_share, devices);
     /* The request's GPU convolution workspace, where a saving lowered it. */
@@ -303,15 +320,57 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
         fits = try_variant(&v, what, found);
     }
     bg_device_links_destroy(chosen);
+    free(same_gpu);
     return fits;
 }
 
-/* Tries other device counts for request r and returns 1 at the first that
- * fits: fewer (the most first) where fewer devices each have more memory,
- * and more (the fewest first) up to twice the request's, or all those
- * listed with --stages; on one GPU no more virtual devices than listed,
- * since they share its memory. `quiet`: prints nothing (whether any
- * count fits). */
+/* The fewest devices try_device_counts tries for r: one where fewer
+ * devices each have more memory; else, under a schedule whose first stages
+ * hold a micro-batch for each stage after them (1F1B, ZB-H1, interleaved),
+ * half the request's, since fewer stages hold fewer in flight (fashion_cnn
+ * under zb-h1 at 5.5 MiB a device fits on two to five CPU devices, not on
+ * six); else the request's own count (GPipe holds every micro-batch on
+ * every stage, so fewer devices only hold more). */
+static int fewest_tried(const bg_plan_request_t *r, const bg_placement_t *placement,
+                        int host_share) {
+    if (fewer_have_more(placement, host_share)) return 1;
+    if (r->schedule == BG_SCHEDULE_GPIPE || r->forward_only) return r->devices;
+    return (r->devices + 1) / 2;
+}
+
+/* The device count nearest r's in direction `dir` (+1: more, -1: fewer),
+ * as far as `limit`, at which r fits; 0 for none. It gallops out (one
+ * count away, then 3, 7, ...) to the first that fits, then halves the gap
+ * back to the last that did not, as a count past one that fits is taken to
+ * fit too (more devices hold no less, but for the stash 1F1B's first
+ * stages keep; fewer hold fewer micro-batches in flight). Planning every
+ * count in turn took minutes for 20,000 layers on cpu:100. */
+static int nearest_fitting_count(const bg_plan_request_t *r, const bg_placement_t *placement,
+                                 int host_share, bg_cost_device_t *devices, const char *with,
+                                 int dir, int limit) {
+    int fail = r->devices, fit = 0;
+    for (int step = 1; fit == 0 && dir * (limit - fail) > 0; step *= 2) {
+        const int k = dir * (limit - fail) > step ? fail + dir * step : limit;
+        if (try_device_count(r, placement, host_share, k, devices, with, 1, NULL))
+            fit = k;
+        else
+            fail = k;
+    }
+    while (fit != 0 && abs(fit - fail) > 1) {
+        const int mid = fail + (fit - fail) / 2;
+        if (try_device_count(r, placement, host_share, mid, devices, with, 1, NULL))
+            fit = mid;
+        else
+            fail = mid;
+    }
+    return fit;
+}
+
+/* Tries other device counts for request r, prints those that fit (none
+ * where `quiet`) and returns 1 if one did: fewer, the most that fit down
+ * to fewest_tried, and more, the fewest that fit up to twice the
+ * request's, or all those listed with --stages; on one GPU no more virtual
+ * devices than listed, since they share its memory. */
 static int try_device_counts(const bg_plan_request_t *r, const bg_placement_t *placement,
                              int host_share, const char *with, int quiet, cJSON *found) {
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
@@ -319,36 +378,19 @@ static int try_device_counts(const bg_plan_request_t *r, const bg_placement_t *p
         most = placement->stages > 0 ? placement->listed.count : r->devices;
     /* Whole GPUs: no more than the machine (or --topology) has. */
     if (placement->gpus_links != NULL && most > placement->gpus.count) most = placement->gpus.count;
+    const int hi = r->spec->num_layers / r->chunks < most ? r->spec->num_layers / r->chunks : most;
     bg_cost_device_t *devices = calloc((size_t)(most > 0 ? most : 1), sizeof *devices);
     if (devices == NULL) return 0;
-    int fits = 0;
-    if (fewer_have_more(placement, host_share))
-        for (int k = r->devices - 1; !fits && k >= 1; k--)
-            fits = try_device_count(r, placement, host_share, k, devices, with, quiet, found);
-    /* More: the fewest that fit, by galloping up from one more (1, 2, 4, ...
-     * past the last that did not) and then halving the gap, since more
-     * devices hold no less (but for the stash 1F1B's first stages keep,
-     * which a count past the fewest may need). Planning every count in
-     * turn took minutes for 20,000 layers on cpu:100. */
-    const int hi = r->spec->num_layers / r->chunks < most ? r->spec->num_layers / r->chunks : most;
-    int fail = r->devices, fit = 0;
-    for (int step = 1; !fits && fit == 0 && fail < hi; step *= 2) {
-        const int k = fail + step < hi ? fail + step : hi;
-        if (try_device_count(r, placement, host_share, k, devices, with, 1, NULL))
-            fit = k;
-        else
-            fail = k;
-    }
-    while (fit > fail + 1) {
-        const int mid = fail + (fit - fail) / 2;
-        if (try_device_count(r, placement, host_share, mid, devices, with, 1, NULL))
-            fit = mid;
-        else
-            fail = mid;
-    }
-    if (fit > 0 && quiet) fits = 1;
-    if (fit > 0 && !quiet)
-        fits = try_device_count(r, placement, host_share, fit, devices, with, 0, found);
+    const int fewer = nearest_fitting_count(r, placement, host_share, devices, with, -1,
+                                            fewest_tried(r, placement, host_share));
+    const int more = quiet && fewer > 0
+                         ? 0
+                         : nearest_fitting_count(r, placement, host_share, devices, with, 1, hi);
+    int fits = quiet && (fewer > 0 || more > 0);
+    if (!quiet && fewer > 0)
+        fits |= try_device_count(r, placement, host_share, fewer, devices, with, 0, found);
+    if (!quiet && more > 0)
+        fits |= try_device_count(r, placement, host_share, more, devices, with, 0, found);
     free(devices);
     return fits;
 }
@@ -735,8 +777,9 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                         "GPU's memory, so more of them hold no more; use more GPUs\n");
     else
         fprintf(stderr,
-                "  none of these fits, alone or together, on up to twice the devices: "
+                "  none of these fits, alone or together, on %s twice the devices: "
                 "give each more memory (--device-mem) or use more devices still%s\n",
+                fewest_tried(&v, placement, host_share) < v.devices ? "fewer or up to" : "up to",
                 fewest_devices(&v, what, sizeof what));
 }
 

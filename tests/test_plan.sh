@@ -591,7 +591,7 @@ check "a stage a byte over reads as over, not 100%" grep -qE '^ +0 +0-3 +cpu:0 .
 } >"$T/deep-wide.model"
 expect 2 "does not fit" -- plan "$T/deep-wide.model" --devices cpu:2 --device-mem 10M
 check "every layer could fit alone: more devices than those tried (at least the 7 that SGD's state fills), or more memory" grep -qFx -- \
-    "  none of these fits, alone or together, on up to twice the devices: give each more memory (--device-mem) or use more devices still, at least 7: its parameters and their gradients alone fill 7 devices of 10.00 MiB" \
+    "  none of these fits, alone or together, on fewer or up to twice the devices: give each more memory (--device-mem) or use more devices still, at least 7: its parameters and their gradients alone fill 7 devices of 10.00 MiB" \
     "$ERR"
 check "with Adam no layer fits alone: no count of devices is tried without SGD" \
     sh -c "! grep -qE '^  [0-9]+ devices' '$ERR'"
@@ -707,8 +707,28 @@ check "only changes of that many are told" sh -c "! grep -q -- '--recompute --op
 expect 2 "what would help" -- plan "$ROOT/examples/conv_balanced.model" --devices cpu:3 \
     --schedule interleaved --batch 8 --chunks 2 --microbatches 3 --device-mem 1577808
 check "one micro-batch count a line" sh -c "! grep -E -- '--microbatches .*--microbatches' '$ERR'"
+# Fewer devices hold fewer micro-batches in flight: SGD at M = 8 on two
+# fits, three changes where four devices needed four (--recompute too).
 check "the count a multiple of the devices" grep -qF -- \
-    "  --recompute --optimizer sgd --microbatches 8, 4 devices (--devices cpu:4) fits: " "$ERR"
+    "  --optimizer sgd --microbatches 8, 2 devices (--devices cpu:2) fits: " "$ERR"
+# Interleaved at a batch that no other device count divides into the
+# most micro-batches (63): the most below it that is a multiple (62 on
+# two) is tried (until 2026-12-05 no other count was, and nothing fit).
+expect 2 "what would help" -- plan "$ROOT/examples/mlp_balanced.model" --devices cpu:1 \
+    --schedule interleaved --chunks 2 --batch 63 --optimizer sgd --recompute --device-mem 18M
+stderr_has "  --microbatches 4, 2 devices (--devices cpu:2) fits: " \
+    "interleaved on two devices at --batch 63"
+expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --devices cpu:2 --schedule interleaved \
+    --chunks 2 --batch 63 --optimizer sgd --recompute --device-mem 18M --microbatches 4
+# Under a fixed --device-mem, fewer devices than six hold fewer
+# micro-batches in flight under zb-h1, and fit (until 2026-12-05 only
+# more were tried, and nothing fit "on up to twice the devices").
+expect 2 "what would help" -- plan "$MODEL" --devices cpu:6 --schedule zb-h1 --microbatches 6 \
+    --device-mem 5.5M
+stderr_has "  --optimizer sgd --microbatches 64, 5 devices (--devices cpu:5) fits: largest stage 5.49 MiB" \
+    "fewer devices under zb-h1"
+expect 0 "" -- plan "$MODEL" --devices cpu:5 --schedule zb-h1 --microbatches 64 --optimizer sgd \
+    --device-mem 5.5M
 # SGD's momentum buffer: dropping it is suggested like Adam's state.
 expect 2 "1 (layers 4-7 on cpu:1) needs 9,366,808 bytes" -- plan "$MODEL" --devices cpu:2 \
     --optimizer sgd --momentum 0.9 --microbatches 8 --device-mem 8M
@@ -1021,6 +1041,15 @@ assert all(s["capacity_bytes"] == 32 << 20 for s in p["stages"]), p["stages"]
 for d in p["devices"]:
     assert d["capacity_bytes"] == 64 << 20, d
     assert d["peak_bytes"] == sum(p["stages"][s]["peak_bytes"] for s in d["stages"]), d'
+# More virtual devices of one GPU are priced as the --devices told plans
+# them, on the GPU's own links (until 2026-12-05 on the default link: a
+# 1.054 ms step told, 0.982 ms planned).
+expect 2 "what would help" -- plan "$ROOT/examples/mlp_balanced.model" --topology "$HGX" \
+    --devices cuda:0x2 --device-mem 12M --optimizer sgd --microbatches 4
+told=$(sed -n 's/^  4 devices (--devices cuda:0x4) *fits: .*, step \([0-9.]*\) ms .*/\1/p' "$ERR")
+expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --topology "$HGX" --devices cuda:0x4 \
+    --device-mem 12M --optimizer sgd --microbatches 4
+check "cuda:0x4's step as told ($told ms) and as planned" grep -qF "predicted step: $told ms" "$OUT"
 # One chunk a device: one stage a device, and no device lines or keys.
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --device-mem 64M
 check "V = 1: no device lines" sh -c "! grep -qE '^device +stages' '$OUT'"
@@ -1035,6 +1064,10 @@ expect 2 "this is the given --split; what would help:" -- plan "$MODEL" --device
 check "leaving out --split is suggested" grep -qE '^  leave out --split +fits: ' "$ERR"
 check "a third core is suggested, as a --devices that gives it" \
     grep -qE '^  3 devices \(--devices cpu:3, without --split\) +fits: ' "$ERR"
+# Under 1F1B one device holds one micro-batch in flight where the first of
+# two holds two: fewer devices fit too, and are told beside more.
+check "one device is suggested too" \
+    grep -qE '^  1 device \(--devices cpu:1, without --split\) +fits: largest stage 14\.96 MiB' "$ERR"
 check "the given split's table is still printed" grep -qE '^ +1 +1-7 +cpu:1 ' "$OUT"
 # GPUs cannot be asked for by number: the third is named, as the
 # topology has it (with a convolution workspace that leaves room for
