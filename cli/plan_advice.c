@@ -479,9 +479,12 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
      * may not have. */
     const int gpus = bg_placement_all_of_kind(placement, BG_DEVICE_CUDA);
     if (one_gpu(placement) && placement->device_mem == 0)
+        /* Whole GPUs may: a fewer virtual devices' larger share can hold
+         * the layer and still not the rest of the model. */
         snprintf(remedy, sizeof remedy,
-                 "nor can fewer virtual devices of the GPU (tried above): it takes a larger "
-                 "one, of more than %s bytes a virtual device",
+                 "nor did fewer virtual devices of the GPU (tried above): use GPUs of their own "
+                 "(--devices cuda:0,cuda:1,..., as 'brigade topo' lists them), the layer's "
+                 "with more than %s bytes for its stage",
                  need_text);
     else if (gpus && placement->device_mem == 0 && capacity > 0)
         /* A --device-mem past the GPU's memory would only plan what it

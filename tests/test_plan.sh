@@ -285,6 +285,18 @@ expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/nvlink-bridged-pai
     --devices cuda:1,cuda:2 --json
 json_check "no NVLink: the PCIe path's figure" '
 assert [(l["kind"], l["bytes_per_s"]) for l in p["links"]] == [("PHB", 18e9)], p["links"]'
+# Three 65536-wide layers (48 GiB of weights) on one 80 GiB GPU's four
+# virtual devices: a layer needs more than a quarter, two with Adam more than
+# the whole GPU, so whole GPUs are told, not a larger one (until 2026-12-05
+# "it takes a larger one"; three fit with SGD).
+printf '%s\n' 'input channels=65536 height=1 width=1' 'dense units=65536 activation=relu' \
+    'dense units=65536 activation=relu' 'dense units=65536 activation=relu' 'dense units=10' \
+    softmax_cross_entropy >"$T/big3.model"
+expect 2 "nor did fewer virtual devices of the GPU (tried above): use GPUs of their own (--devices cuda:0,cuda:1,..., as 'brigade topo' lists them), the layer's with more than 34,361,049,088 bytes for its stage" \
+    -- plan "$T/big3.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
+    --devices cuda:0x4
+expect 0 "" -- plan "$T/big3.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
+    --devices cuda:0,cuda:1,cuda:2 --optimizer sgd
 # More devices are advised as the GPUs the topology has, on their links:
 # the advised step is the plan's with them; never a GPU it lacks.
 printf 'input channels=1024 height=1 width=1\nflatten\ndense units=1024\ndense units=1024\ndense units=10\nsoftmax_cross_entropy\n' \
