@@ -569,7 +569,9 @@ static int savings_of(const bg_plan_request_t *r, const bg_cost_model_t *model, 
         out[n++] = (saving_t){"--optimizer sgd", with_sgd};
     else if (r->optimizer.sgd.momentum != 0)
         out[n++] = (saving_t){"--momentum 0", without_momentum};
-    if (r->schedule == BG_SCHEDULE_GPIPE && !r->forward_only)
+    /* GPipe holds every micro-batch on every stage; ZB-H1 keeps the inputs
+     * of the deferred weight gradients beside 1F1B's stash. */
+    if ((r->schedule == BG_SCHEDULE_GPIPE || r->schedule == BG_SCHEDULE_ZB_H1) && !r->forward_only)
         out[n++] = (saving_t){"--schedule 1f1b", with_1f1b};
     if (counts_conv_workspace(r, model))
         out[n++] = (saving_t){"--conv-workspace 0", without_conv_workspace};

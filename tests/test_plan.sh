@@ -732,6 +732,11 @@ stderr_has "  --microbatches 4, 2 devices (--devices cpu:2) fits: " \
     "interleaved on two devices at --batch 63"
 expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --devices cpu:2 --schedule interleaved \
     --chunks 2 --batch 63 --optimizer sgd --recompute --device-mem 18M --microbatches 4
+# ZB-H1 keeps the deferred weight gradients' inputs beside 1F1B's stash:
+# 1F1B is a saving, as it is for GPipe (until 2026-12-05 not told).
+expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --schedule zb-h1 --microbatches 2 \
+    --device-mem 16M
+stderr_has "  --schedule 1f1b                  fits: largest stage 14.56 MiB" "zb-h1 to 1f1b"
 # Under a fixed --device-mem, fewer devices than six hold fewer
 # micro-batches in flight under zb-h1, and fit (until 2026-12-05 only
 # more were tried, and nothing fit "on up to twice the devices").
