@@ -338,6 +338,19 @@ static int fewest_tried(const bg_plan_request_t *r, const bg_placement_t *placem
     return (r->devices + 1) / 2;
 }
 
+/* The most devices try_device_counts tries for r: twice the request's,
+ * and no more than r has stages' worth of layers; on one GPU without
+ * --device-mem no more virtual devices than listed, since they share its
+ * memory; whole GPUs no more than the machine (or --topology) has. */
+static int most_tried(const bg_plan_request_t *r, const bg_placement_t *placement) {
+    int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
+    if (one_gpu(placement) && placement->device_mem == 0)
+        most = placement->stages > 0 ? placement->listed.count : r->devices;
+    if (placement->gpus_links != NULL && most > placement->gpus.count) most = placement->gpus.count;
+    const int layers = r->spec->num_layers / r->chunks;
+    return layers < most ? layers : most;
+}
+
 /* The device count nearest r's in direction `dir` (+1: more, -1: fewer),
  * as far as `limit`, at which r fits; 0 for none. It gallops out (one
  * count away, then 3, 7, ...) to the first that fits, then halves the gap
@@ -373,19 +386,14 @@ static int nearest_fitting_count(const bg_plan_request_t *r, const bg_placement_
  * devices than listed, since they share its memory. */
 static int try_device_counts(const bg_plan_request_t *r, const bg_placement_t *placement,
                              int host_share, const char *with, int quiet, cJSON *found) {
-    int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
-    if (one_gpu(placement) && placement->device_mem == 0)
-        most = placement->stages > 0 ? placement->listed.count : r->devices;
-    /* Whole GPUs: no more than the machine (or --topology) has. */
-    if (placement->gpus_links != NULL && most > placement->gpus.count) most = placement->gpus.count;
-    const int hi = r->spec->num_layers / r->chunks < most ? r->spec->num_layers / r->chunks : most;
+    const int most = most_tried(r, placement);
     bg_cost_device_t *devices = calloc((size_t)(most > 0 ? most : 1), sizeof *devices);
     if (devices == NULL) return 0;
     const int fewer = nearest_fitting_count(r, placement, host_share, devices, with, -1,
                                             fewest_tried(r, placement, host_share));
     const int more = quiet && fewer > 0
                          ? 0
-                         : nearest_fitting_count(r, placement, host_share, devices, with, 1, hi);
+                         : nearest_fitting_count(r, placement, host_share, devices, with, 1, most);
     int fits = quiet && (fewer > 0 || more > 0);
     if (!quiet && fewer > 0)
         fits |= try_device_count(r, placement, host_share, fewer, devices, with, 0, found);
@@ -780,12 +788,26 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
     if (one_gpu(placement) && placement->device_mem == 0)
         fprintf(stderr, "  none of these fits, alone or together: the virtual devices share one "
                         "GPU's memory, so more of them hold no more; use more GPUs\n");
-    else
-        fprintf(stderr,
-                "  none of these fits, alone or together, on %s twice the devices: "
-                "give each more memory (--device-mem) or use more devices still%s\n",
-                fewest_tried(&v, placement, host_share) < v.devices ? "fewer or up to" : "up to",
+    else {
+        /* The counts tried, and what is left: a GPU's memory is not an
+         * option's, nor are GPUs past the machine's. */
+        const int fewest = fewest_tried(&v, placement, host_share),
+                  most = most_tried(&v, placement);
+        const int gpus =
+            bg_placement_all_of_kind(placement, BG_DEVICE_CUDA) && placement->device_mem == 0;
+        const int all_gpus = gpus && placement->gpus_links != NULL && most >= placement->gpus.count;
+        char counts[48];
+        if (fewest < most)
+            snprintf(counts, sizeof counts, "on %d to %d devices", fewest, most);
+        else
+            snprintf(counts, sizeof counts, "on %d devices", most);
+        fprintf(stderr, "  none of these fits, alone or together, %s%s: %s%s\n", counts,
+                all_gpus ? " (every GPU there is)" : "",
+                all_gpus ? "it takes GPUs with more memory, or more of them"
+                : gpus   ? "it takes more GPUs, or GPUs with more memory"
+                         : "give each more memory (--device-mem) or use more devices still",
                 fewest_devices(&v, what, sizeof what));
+    }
 }
 
 /* "stage 0 (layers 0-3 on cpu:0) needs", or checked per device "cpu:0's

@@ -297,6 +297,18 @@ expect 2 "nor did fewer virtual devices of the GPU (tried above): use GPUs of th
     --devices cuda:0x4
 expect 0 "" -- plan "$T/big3.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
     --devices cuda:0,cuda:1,cuda:2 --optimizer sgd
+# Ten such layers need five of these GPUs even with SGD: the machine's
+# four are all tried, and the GPUs' memory is not an option's (until
+# 2026-12-05 "on up to twice the devices: give each more memory
+# (--device-mem)").
+{
+    echo 'input channels=65536 height=1 width=1'
+    for _ in 1 2 3 4 5 6 7 8 9 10; do echo 'dense units=65536 activation=relu'; done
+    printf '%s\n' 'dense units=10' softmax_cross_entropy
+} >"$T/big10.model"
+expect 2 "  none of these fits, alone or together, on 1 to 4 devices (every GPU there is): it takes GPUs with more memory, or more of them, at least 5: its parameters and their gradients alone fill 5 devices of 81360.00 MiB" \
+    -- plan "$T/big10.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
+    --devices cuda:0,cuda:1
 # More devices are advised as the GPUs the topology has, on their links:
 # the advised step is the plan's with them; never a GPU it lacks.
 printf 'input channels=1024 height=1 width=1\nflatten\ndense units=1024\ndense units=1024\ndense units=10\nsoftmax_cross_entropy\n' \
@@ -603,7 +615,7 @@ check "a stage a byte over reads as over, not 100%" grep -qE '^ +0 +0-3 +cpu:0 .
 } >"$T/deep-wide.model"
 expect 2 "does not fit" -- plan "$T/deep-wide.model" --devices cpu:2 --device-mem 10M
 check "every layer could fit alone: more devices than those tried (at least the 7 that SGD's state fills), or more memory" grep -qFx -- \
-    "  none of these fits, alone or together, on fewer or up to twice the devices: give each more memory (--device-mem) or use more devices still, at least 7: its parameters and their gradients alone fill 7 devices of 10.00 MiB" \
+    "  none of these fits, alone or together, on 1 to 4 devices: give each more memory (--device-mem) or use more devices still, at least 7: its parameters and their gradients alone fill 7 devices of 10.00 MiB" \
     "$ERR"
 check "with Adam no layer fits alone: no count of devices is tried without SGD" \
     sh -c "! grep -qE '^  [0-9]+ devices' '$ERR'"
