@@ -525,16 +525,18 @@ static void draw_chart_legend(FILE *out, const char **names, const int *drawn, i
  * letters); at most this many lines. */
 enum { SUBTITLE_LINE_CHARS = 104, SUBTITLE_LINES = 4 };
 
-/* How many bytes of `text` (`length` left) a line of at most `most` takes:
- * all where they fit, else up to the last space in the line's second half
- * (which ends it), else as many as fit without cutting a UTF-8 character. */
+/* How many bytes of `text` (`length` left) a line of at most `most` takes
+ * (at least one): all where they fit, else up to the last space in the
+ * line's second half (which ends it), else as many as fit without cutting
+ * a UTF-8 character (where bytes that are not UTF-8 leave no such cut,
+ * `most`: put_escaped_n replaces them anyway). */
 static size_t line_bytes(const char *text, size_t length, size_t most) {
     if (length <= most) return length;
     for (size_t at = most; at > most / 2; at--)
         if (text[at] == ' ') return at + 1;
     size_t at = most;
     while (at > 0 && ((unsigned char)text[at] & 0xC0) == 0x80) at--;
-    return at;
+    return at > 0 ? at : most;
 }
 
 /* Writes the subtitle under the title from y = 50 (out NULL: nothing),

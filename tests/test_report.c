@@ -1012,6 +1012,30 @@ static void test_svg_chart(void **state) {
     assert_non_null(strstr(text, "text-anchor=\"end\">8M</text>"));
     assert_null(strstr(text, ">8000000</text>"));
     free(text);
+    /* A cut inside a two-byte character moves before it: "a" and 51
+     * e-acutes (103 bytes), not half of the 52nd. Bytes that are not UTF-8
+     * at all (continuation bytes alone) are cut where the line ends, and
+     * drawn as U+FFFD (until 2026-12-05 such a line was 0 bytes long, and
+     * the wrapper read before the text). */
+    memset(subtitle, 0, sizeof subtitle);
+    strcat(subtitle, "a");
+    for (int i = 0; i < 60; i++) strcat(subtitle, "\xc3\xa9");
+    check_ok(bg_svg_chart_write(path, close, 3, subtitle));
+    text = read_all(path);
+    expect_well_formed(text);
+    char cut[160] = ">a";
+    for (int i = 0; i < 51; i++) strcat(cut, "\xc3\xa9");
+    strcat(cut, "</text>");
+    assert_non_null(strstr(text, cut));
+    free(text);
+    memset(subtitle, 0x80, 200);
+    subtitle[200] = '\0';
+    check_ok(bg_svg_chart_write(path, close, 3, subtitle));
+    text = read_all(path);
+    expect_well_formed(text);
+    assert_int_equal(count_of(text, "fill=\"#444\">"), 2);
+    assert_int_equal(count_of(text, "\xef\xbf\xbd"), 200);
+    free(text);
     memset(subtitle, 0, sizeof subtitle);
     for (int i = 0; i < 60; i++) strcat(subtitle, "cpu:10, ");
     check_ok(bg_svg_chart_write(path, close, 3, subtitle));
