@@ -351,16 +351,31 @@ static int most_tried(const bg_plan_request_t *r, const bg_placement_t *placemen
     return layers < most ? layers : most;
 }
 
+/* Whether the search for r's device counts up to `limit` (either way)
+ * plans every count in turn: where those counts times the layers are few,
+ * so that it is cheap. Else it gallops (nearest_fitting_count), since
+ * planning every count took minutes for 20,000 layers on cpu:100. */
+enum { SCAN_EVERY_COUNT_CELLS = 16384 };
+static int scans_every_count(const bg_plan_request_t *r, int limit) {
+    return (int64_t)abs(limit - r->devices) * r->spec->num_layers <= SCAN_EVERY_COUNT_CELLS;
+}
+
 /* The device count nearest r's in direction `dir` (+1: more, -1: fewer),
- * as far as `limit`, at which r fits; 0 for none. It gallops out (one
- * count away, then 3, 7, ...) to the first that fits, then halves the gap
- * back to the last that did not, as a count past one that fits is taken to
- * fit too (more devices hold no less, but for the stash 1F1B's first
- * stages keep; fewer hold fewer micro-batches in flight). Planning every
- * count in turn took minutes for 20,000 layers on cpu:100. */
+ * as far as `limit`, at which r fits; 0 for none. Every count in turn
+ * where scans_every_count; else it gallops out (one count away, then 3,
+ * 7, ...) to the first that fits and halves the gap back to the last that
+ * did not, taking a count past one that fits to fit too, which it mostly
+ * does (more devices hold no less, fewer hold fewer micro-batches in
+ * flight) but not always: with 1F1B's stash at a fixed --device-mem, 48
+ * dense layers fit on 17 devices and on no other count from 1 to 30. */
 static int nearest_fitting_count(const bg_plan_request_t *r, const bg_placement_t *placement,
                                  int host_share, bg_cost_device_t *devices, const char *with,
                                  int dir, int limit) {
+    if (scans_every_count(r, limit)) {
+        for (int k = r->devices + dir; dir * (limit - k) >= 0; k += dir)
+            if (try_device_count(r, placement, host_share, k, devices, with, 1, NULL)) return k;
+        return 0;
+    }
     int fail = r->devices, fit = 0;
     for (int step = 1; fit == 0 && dir * (limit - fail) > 0; step *= 2) {
         const int k = dir * (limit - fail) > step ? fail + dir * step : limit;
@@ -796,11 +811,13 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
         const int gpus =
             bg_placement_all_of_kind(placement, BG_DEVICE_CUDA) && placement->device_mem == 0;
         const int all_gpus = gpus && placement->gpus_links != NULL && most >= placement->gpus.count;
-        char counts[48];
-        if (fewest < most)
-            snprintf(counts, sizeof counts, "on %d to %d devices", fewest, most);
-        else
+        char counts[96];
+        const int every = scans_every_count(&v, fewest) && scans_every_count(&v, most);
+        if (fewest == most)
             snprintf(counts, sizeof counts, "on %d devices", most);
+        else
+            snprintf(counts, sizeof counts, "on %d to %d devices%s", fewest, most,
+                     every ? "" : " (searched by halving, not each count planned)");
         fprintf(stderr, "  none of these fits, alone or together, %s%s: %s%s\n", counts,
                 all_gpus ? " (every GPU there is)" : "",
                 all_gpus ? "it takes GPUs with more memory, or more of them"

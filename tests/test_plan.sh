@@ -744,6 +744,30 @@ stderr_has "  --microbatches 4, 2 devices (--devices cpu:2) fits: " \
     "interleaved on two devices at --batch 63"
 expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --devices cpu:2 --schedule interleaved \
     --chunks 2 --batch 63 --optimizer sgd --recompute --device-mem 18M --microbatches 4
+# 1F1B's stash at a fixed --device-mem: 48 dense layers fit on 17 devices
+# and on no other count from 1 to 30. Every count is planned (the counts
+# times the layers are few), so 17 is found from 22 and from 12 (a review
+# found the gallop's 21, 19, 15, 11 and 13, 15, 19, 24 passing it by).
+{
+    echo 'input channels=512 height=1 width=1'
+    i=0
+    while [ $i -lt 48 ]; do
+        echo 'dense units=512 activation=relu'
+        i=$((i + 1))
+    done
+    printf '%s\n' 'dense units=10' softmax_cross_entropy
+} >"$T/w48.model"
+for k in 22 12; do
+    expect 2 "  17 devices (--devices cpu:17)    fits: largest stage 33.80 MiB" \
+        -- plan "$T/w48.model" --devices cpu:$k --microbatches 64 --batch 25600 \
+        --optimizer sgd --device-mem 34M
+done
+for k in 16 18; do
+    expect 2 "does not fit" -- plan "$T/w48.model" --devices cpu:$k --microbatches 64 \
+        --batch 25600 --optimizer sgd --device-mem 34M
+done
+expect 0 "" -- plan "$T/w48.model" --devices cpu:17 --microbatches 64 --batch 25600 \
+    --optimizer sgd --device-mem 34M
 # ZB-H1 keeps the deferred weight gradients' inputs beside 1F1B's stash:
 # 1F1B is a saving, as it is for GPipe (until 2026-12-05 not told).
 expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --schedule zb-h1 --microbatches 2 \
