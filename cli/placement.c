@@ -487,8 +487,9 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
         bg_cost_device_t c = BG_COST_DEVICE_CPU_CORE_INIT;
         if (d < list->count)
             snprintf(c.name, sizeof c.name, "%s", dev->name);
-        else if (extra_virtual)
-            snprintf(c.name, sizeof c.name, "cuda:%d/%d", dev->physical, d);
+        else if (extra_virtual) /* numbered on its GPU after the listed ones */
+            snprintf(c.name, sizeof c.name, "cuda:%d/%d", dev->physical,
+                     gpu_sharing(list, dev->physical) + d - list->count);
         else
             snprintf(c.name, sizeof c.name, "%s:%d", dev->kind == BG_DEVICE_CPU ? "cpu" : "cuda",
                      d);

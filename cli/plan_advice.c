@@ -276,11 +276,14 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
      * GPU's own link, as `--devices cuda:NxK` has them (until 2026-12-05
      * the default link, so the step told was not the one that plans). */
     bg_cost_link_t *same_gpu = NULL;
-    const bg_device_links_t *own = placement->listed_links;
+    const bg_device_links_t *own = placement->links; /* the chosen devices', all on the GPU */
     if (!among_listed && gpu_alone && own != NULL && own->count >= 2 &&
         k > placement->listed.count) {
         same_gpu = malloc(sizeof *same_gpu * (size_t)k * (size_t)k);
-        if (same_gpu == NULL) return 0;
+        if (same_gpu == NULL) {
+            bg_device_links_destroy(chosen);
+            return 0;
+        }
         for (int a = 0; a < k; a++)
             for (int b = 0; b < k; b++) same_gpu[a * k + b] = own->link[a == b ? 0 : 1];
         v.links = same_gpu;
