@@ -200,8 +200,8 @@ typedef struct bg_cli_stop_handlers {
 void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *reply);
 
 /* What the answer to a second signal adds after "nothing more is written"
- * (as "; F holds step 40 (...)": what is kept), from now on; copied, cut
- * at 511 bytes. */
+ * (as "; F holds step 40 (...)": what is kept), from now on; copied, its
+ * control characters shown as \xNN (bg_cli_shown), cut at BG_ERROR_MAX. */
 void bg_cli_set_quit_note(const char *note);
 
 /* Puts back the handlers of before bg_cli_catch_stop_signals. */

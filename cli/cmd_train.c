@@ -643,7 +643,7 @@ typedef struct step_report {
 static void report_step(void *ctx, const bg_train_progress_t *r) {
     step_report_t *s = ctx;
     if (s->save != NULL && r->saved_step != s->noted_step) {
-        char note[512], word[BG_PATH_SHELL_WORD_MAX];
+        char note[BG_ERROR_MAX], word[BG_PATH_SHELL_WORD_MAX];
         if (r->saved_step == r->total_steps)
             snprintf(note, sizeof note, "; %s holds step %lld, the run's last", s->save,
                      (long long)r->saved_step);

@@ -17,10 +17,13 @@ static int64_t stop_ns;        /* CLOCK_MONOTONIC of the first; the handler alon
 static const char *stop_reply; /* what the first signal is answered with */
 static int stderr_terminal;    /* where a progress bar may hold a line open */
 /* What a second signal's answer adds (bg_cli_set_quit_note): two buffers,
- * the one `quit_note` names (-1: none) whole while the other is written.
- * Atomic: the handler may run on any thread. */
-static char quit_notes[2][512];
-static atomic_int quit_note = -1;
+ * the one `quit_note` names (-1: none) whole while the other is written,
+ * and no more written once `quitting` (the handler reading one). Atomic:
+ * the handler may run on any thread, and lock-free atomics are
+ * async-signal-safe. */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the stop signal handler needs lock-free atomic ints");
+static char quit_notes[2][BG_ERROR_MAX];
+static atomic_int quit_note = -1, quitting;
 
 /* Writes `text` to stderr as it is (write(2) is async-signal-safe; stdio
  * is not). */
@@ -62,6 +65,7 @@ static void on_stop_signal(int signo) {
         if (stop_reply != NULL) say(stop_reply);
     } else if (ns - stop_ns >= 1000000000) {
         say("\nbrigade: a second signal: quitting at once; nothing more is written");
+        atomic_store(&quitting, 1);
         const int note = atomic_load_explicit(&quit_note, memory_order_acquire);
         if (note >= 0) put(quit_notes[note]);
         put("\n");
@@ -86,8 +90,11 @@ void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *reply) {
 }
 
 void bg_cli_set_quit_note(const char *note) {
+    if (atomic_load(&quitting)) return;
     const int next = atomic_load_explicit(&quit_note, memory_order_relaxed) == 0 ? 1 : 0;
-    snprintf(quit_notes[next], sizeof quit_notes[next], "%s", note);
+    char shown[BG_ERROR_MAX];
+    snprintf(quit_notes[next], sizeof quit_notes[next], "%s",
+             bg_cli_shown(note, shown, sizeof shown));
     atomic_store_explicit(&quit_note, next, memory_order_release);
 }
 

@@ -538,23 +538,25 @@ done:
     return st;
 }
 
-int64_t bg_checkpoint_count_nonfinite(const float *values, int64_t count, int64_t *first) {
-    int64_t bad = 0;
-    *first = -1;
+int bg_checkpoint_describe_nonfinite(const char *name, const float *values, int64_t count,
+                                     char *buf, size_t size) {
+    int64_t bad = 0, first = -1;
     for (int64_t i = 0; i < count; i++)
-        if (!isfinite(values[i]) && bad++ == 0) *first = i;
-    return bad;
+        if (!isfinite(values[i]) && bad++ == 0) first = i;
+    buf[0] = '\0';
+    if (bad == 0) return 0;
+    snprintf(buf, size,
+             "tensor '%s' holds %lld non-finite value%s (NaN or infinity; the first at element "
+             "%lld)",
+             name, (long long)bad, bad == 1 ? "" : "s", (long long)first);
+    return 1;
 }
 
 bg_status_t bg_checkpoint_check_finite(const char *path, const char *name, const float *values,
                                        int64_t count) {
-    int64_t first;
-    const int64_t bad = bg_checkpoint_count_nonfinite(values, count, &first);
-    if (bad == 0) return BG_OK;
-    return bg_error_set(BG_ERR_INVALID,
-                        "%s: tensor '%s' holds %lld non-finite value%s (NaN or infinity; the "
-                        "first at element %lld): a run cannot start from it",
-                        path, name, (long long)bad, bad == 1 ? "" : "s", (long long)first);
+    char what[BG_ERROR_MAX];
+    if (!bg_checkpoint_describe_nonfinite(name, values, count, what, sizeof what)) return BG_OK;
+    return bg_error_set(BG_ERR_INVALID, "%s: %s: a run cannot start from it", path, what);
 }
 
 bg_status_t bg_checkpoint_load(const char *path, const bg_model_spec_t *spec, float *params,

@@ -95,9 +95,11 @@ bg_status_t bg_checkpoint_save(const char *path, const bg_model_spec_t *spec, co
 bg_status_t bg_checkpoint_check_entry(const char *path, const bg_safetensors_entry_t *e,
                                       const char *name, int ndim, const int64_t *shape);
 
-/* How many of `count` floats are NaN or infinite, and the first (*first;
- * -1 for none). */
-int64_t bg_checkpoint_count_nonfinite(const float *values, int64_t count, int64_t *first);
+/* Where `count` floats of tensor `name` hold a NaN or an infinity, says
+ * so into buf ("tensor 'NAME' holds N non-finite values (NaN or infinity;
+ * the first at element I)") and returns 1; else buf is "" and 0. */
+int bg_checkpoint_describe_nonfinite(const char *name, const float *values, int64_t count,
+                                     char *buf, size_t size);
 
 /* BG_ERR_INVALID, naming the file and the tensor, when `values` (`count`
  * floats read from tensor `name` of `path`) hold a NaN or an infinity: a

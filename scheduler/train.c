@@ -367,16 +367,10 @@ static bg_status_t nonfinite_weights(const bg_train_config_t *cfg, bg_pipeline_t
     bg_checkpoint_tensor_t *tensors = NULL;
     int count = 0;
     BG_CHECK(bg_checkpoint_model_tensors(cfg->spec, &tensors, &count));
-    for (int i = 0; i < count; i++) {
-        int64_t first;
-        const int64_t bad =
-            bg_checkpoint_count_nonfinite(scratch + tensors[i].offset, tensors[i].count, &first);
-        if (bad == 0) continue;
-        snprintf(what, size,
-                 "tensor '%s' holds %lld NaN or infinite value%s (the first at element %lld)",
-                 tensors[i].name, (long long)bad, bad == 1 ? "" : "s", (long long)first);
-        break;
-    }
+    for (int i = 0; i < count; i++)
+        if (bg_checkpoint_describe_nonfinite(tensors[i].name, scratch + tensors[i].offset,
+                                             tensors[i].count, what, size))
+            break;
     free(tensors);
     return BG_OK;
 }

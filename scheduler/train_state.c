@@ -106,19 +106,20 @@ bg_status_t bg_train_state_save(const char *path, const bg_model_spec_t *spec,
         }
     }
     /* A state no run could resume from (bg_train_state_load refuses it) is
-     * not written over one it could. */
+     * not written over one it could. Weights made so by an update, or the
+     * optimizer's state by gradients too large for it (Adam's second
+     * moment squares them). */
     for (int t = 0; t < total; t++) {
-        int64_t first;
-        const int64_t bad =
-            bg_checkpoint_count_nonfinite(tensors[t].data, model[t % count].count, &first);
-        if (bad == 0) continue;
-        status =
-            bg_error_set(BG_ERR_NUMERIC,
-                         "%s: not written: tensor '%s' holds %lld non-finite value%s (NaN or "
-                         "infinity; the first at element %lld), which no run could resume "
-                         "from (an update left them so: a smaller learning rate or weight "
-                         "decay may keep them finite)",
-                         path, names[t], (long long)bad, bad == 1 ? "" : "s", (long long)first);
+        char what[BG_ERROR_MAX];
+        if (!bg_checkpoint_describe_nonfinite(names[t], tensors[t].data, model[t % count].count,
+                                              what, sizeof what))
+            continue;
+        status = bg_error_set(
+            BG_ERR_NUMERIC, "%s: not written: %s, which no run could resume from (%s)", path, what,
+            t < count ? "an update left them so: a smaller learning rate or "
+                        "weight decay may keep them finite"
+                      : "the optimizer's state overflowed: --clip-grad-norm may "
+                        "keep it finite");
         goto done;
     }
     char fingerprint[32], epoch[32], rng[80], loss_sum[40], seed[24], counts[COUNT_FIELDS][24];

@@ -544,6 +544,10 @@ check "every step skipped: the progress line has no loss" grep -qF "step 3/3 los
 expect 2 "--resume: the run skipped 38 steps for non-finite values already, more than --nan-limit 5, which counts the whole run's (a larger --nan-limit goes on)" \
     -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --nan skip --nan-limit 5 \
     --steps 41 --batch 16 --test-samples 64 --resume "$T/huge.st"
+# At the limit it runs: its next skipped step is the one past it.
+expect 1 "39 steps skipped for non-finite values, more than --nan-limit 38" \
+    -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --nan skip --nan-limit 38 \
+    --steps 41 --batch 16 --test-samples 64 --resume "$T/huge.st"
 check "every step skipped: the metrics' loss is null, not 0" python3 -c '
 import json, sys
 p = json.load(open(sys.argv[1]))
@@ -561,7 +565,7 @@ expect 1 "stopped after step 4 of 20, whose training state was not saved: $T/inf
     -- "$@" --steps 20 --save "$T/inf.st" --save-every 2
 expect 0 "" -- train "$T/linear.model" --data synthetic --steps 0 --load "$T/inf.st" \
     --test-samples 64
-expect 1 "step 5 (epoch 1): stage 0, micro-batch 0, layer 2 (softmax_cross_entropy): the loss is not finite, and the weights are not finite: tensor '1.weight' holds 7840 NaN or infinite values (the first at element 0), left by an update before this step (skipping steps cannot mend them; a smaller learning rate or weight decay may keep them finite); $T/inf.st holds step 3 (--resume" \
+expect 1 "step 5 (epoch 1): stage 0, micro-batch 0, layer 2 (softmax_cross_entropy): the loss is not finite, and the weights are not finite: tensor '1.weight' holds 7840 non-finite values (NaN or infinity; the first at element 0), left by an update before this step (skipping steps cannot mend them; a smaller learning rate or weight decay may keep them finite); $T/inf.st holds step 3 (--resume" \
     -- "$@" --steps 20 --save "$T/inf.st" --save-every 3 --nan skip --nan-limit 100
 expect 1 "; this run wrote nothing to $T/inf-none.st before it (no run could resume from these weights)" \
     -- "$@" --steps 20 --save "$T/inf-none.st"

@@ -588,9 +588,17 @@ static void test_state_not_finite(void **state) {
     assert_non_null(strstr(bg_error_message(),
                            "not written: tensor 'optimizer.v.0.weight' holds 1 non-finite value "
                            "(NaN or infinity; the first at element 1), which no run could resume "
-                           "from"));
+                           "from (the optimizer's state overflowed: --clip-grad-norm may keep it "
+                           "finite)"));
     FILE *file = fopen(path, "rb");
     assert_null(file);
+    /* Nor over a state that can be resumed, which stays as it was. */
+    assert_int_equal(save_state_with_v(f, path, 1, 0.25f), BG_OK);
+    assert_int_equal(save_state_with_v(f, path, 1, INFINITY), BG_ERR_NUMERIC);
+    bg_train_state_t kept;
+    load_state(f, path, &kept);
+    assert_true(kept.state[1][1] == 0.25f && kept.state[1][0] == 0.5f);
+    bg_train_state_free(&kept);
     /* A file that holds one anyway is refused. */
     v_nan_at = 3;
     write_state(f, path, NULL, NULL, NULL, NULL);
