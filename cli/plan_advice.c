@@ -257,8 +257,10 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
     const int cores = all_cores(placement), gpu_alone = one_gpu(placement);
     bg_placement_t listed = *placement;
     bg_device_links_t *chosen = NULL;
+    /* Fewer GPUs than a list of whole ones are chosen among it too. */
     const int among_listed = !cores && placement->listed_links != NULL &&
-                             k <= placement->listed.count && (placement->stages > 0 || gpu_alone);
+                             k <= placement->listed.count &&
+                             (placement->stages > 0 || gpu_alone || k < placement->listed.count);
     /* Past the GPUs listed, the machine's others, on their own links. */
     const int among_gpus = !among_listed && !cores && placement->gpus_links != NULL &&
                            k > placement->devices.count && k <= placement->gpus.count;
@@ -311,7 +313,7 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
         else if (gpu_alone)
             snprintf(devices_option, sizeof devices_option, "--devices cuda:%dx%d",
                      list->devices[0].physical, k);
-        else if (among_gpus)
+        else if (among_gpus || among_listed)
             gpu_names(&listed.devices, devices_option, sizeof devices_option);
         else if (k > list->count)
             more_like_last(list, k, devices_option, sizeof devices_option);

@@ -768,6 +768,18 @@ for k in 16 18; do
 done
 expect 0 "" -- plan "$T/w48.model" --devices cpu:17 --microbatches 64 --batch 25600 \
     --optimizer sgd --device-mem 34M
+# Fewer GPUs than a list of four are chosen among it, named, and priced on
+# their own links (until 2026-12-05 "3 devices (3 in --devices)", which is
+# no option, at a step no three of them plan).
+printf '%s\n' 'input channels=1 height=16 width=16' flatten 'dense units=1024 activation=sigmoid' \
+    'dense units=10' softmax_cross_entropy >"$T/sigmoid1024.model"
+expect 2 "what would help" -- plan "$T/sigmoid1024.model" --topology "$GPUS" \
+    --devices cuda:2,cuda:3,cuda:5,cuda:6 --schedule zb-h1 --batch 256 --device-mem 10481639
+told=$(sed -n 's/^  3 devices (--devices cuda:2,cuda:3,cuda:5) fits: .*, step \([0-9.]*\) ms .*/\1/p' "$ERR")
+expect 0 "" -- plan "$T/sigmoid1024.model" --topology "$GPUS" --devices cuda:2,cuda:3,cuda:5 \
+    --schedule zb-h1 --batch 256 --device-mem 10481639
+check "three of four GPUs: the step as told ($told ms) and as planned" \
+    grep -qF "predicted step: $told ms" "$OUT"
 # ZB-H1 keeps the deferred weight gradients' inputs beside 1F1B's stash:
 # 1F1B is a saving, as it is for GPipe (until 2026-12-05 not told).
 expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --schedule zb-h1 --microbatches 2 \
