@@ -310,6 +310,9 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
             snprintf(devices_option, sizeof devices_option, "--devices cpu:%d", k);
         else if (among_listed && placement->stages > 0)
             snprintf(devices_option, sizeof devices_option, "--stages %d", k);
+        else if (gpu_alone && k == 1) /* the GPU whole */
+            snprintf(devices_option, sizeof devices_option, "--devices cuda:%d",
+                     list->devices[0].physical);
         else if (gpu_alone)
             snprintf(devices_option, sizeof devices_option, "--devices cuda:%dx%d",
                      list->devices[0].physical, k);
@@ -936,15 +939,24 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
                  "fits%s",
                  p->splits_simulated,
                  r->chunks > 1 ? " with each device's stages together either" : " either");
-    /* Under --microbatches auto the changes are priced at the count that
-     * overflowed least, which is not the one auto would choose once a
-     * change fits: said, so that a step is not taken for auto's. */
-    char priced[192] = "";
-    if (placement->auto_microbatches)
+    /* Under --microbatches auto (--schedule auto) the changes are priced
+     * at the count (the schedule) that overflowed least, which is not the
+     * one auto would choose once a change fits: said, so that a step, or a
+     * "none of these fits", is not taken for auto's. */
+    char priced[256] = "", fell_back[96] = "";
+    if (placement->auto_microbatches && placement->auto_schedule)
+        snprintf(fell_back, sizeof fell_back, "at --microbatches %d under --schedule %s",
+                 r->microbatches, bg_schedule_kind_name(r->schedule));
+    else if (placement->auto_microbatches)
+        snprintf(fell_back, sizeof fell_back, "at --microbatches %d", r->microbatches);
+    else if (placement->auto_schedule)
+        snprintf(fell_back, sizeof fell_back, "under --schedule %s",
+                 bg_schedule_kind_name(r->schedule));
+    if (fell_back[0] != '\0')
         snprintf(priced, sizeof priced,
-                 " (each at --microbatches %d, the count --microbatches auto fell back on; once "
-                 "a change fits, auto may choose another)",
-                 r->microbatches);
+                 " (each %s, what auto fell back on; once a change fits, auto may choose "
+                 "another)",
+                 fell_back);
     fprintf(stderr, "%s; what would help%s:\n",
             per_device                ? "this is the given --split, checked per device"
             : r->split != NULL        ? "this is the given --split"

@@ -780,6 +780,11 @@ expect 0 "" -- plan "$T/sigmoid1024.model" --topology "$GPUS" --devices cuda:2,c
     --schedule zb-h1 --batch 256 --device-mem 10481639
 check "three of four GPUs: the step as told ($told ms) and as planned" \
     grep -qF "predicted step: $told ms" "$OUT"
+# Under --schedule auto the changes are priced under the schedule auto fell
+# back on, and said so (until 2026-12-05 a "none of these fits" under 1f1b
+# read as auto's, where interleaved on two devices fit).
+expect 2 "what would help (each under --schedule 1f1b, what auto fell back on; once a change fits, auto may choose another):" \
+    -- plan "$MODEL" --devices cpu:2 --schedule auto --device-mem 16M
 # ZB-H1 keeps the deferred weight gradients' inputs beside 1F1B's stash:
 # 1F1B is a saving, as it is for GPipe (until 2026-12-05 not told).
 expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --schedule zb-h1 --microbatches 2 \

@@ -840,7 +840,7 @@ assert m, "no chose line"
 assert p["microbatches"] == int(m.group(1)), (p["microbatches"], m.group(1))'
 expect 2 "--microbatches: expected an integer" -- plan "$MODEL" --microbatches many
 # Nothing fits at any count: the advice says at which count it priced its changes.
-expect 2 "what would help (each at --microbatches 64, the count --microbatches auto fell back on; once a change fits, auto may choose another):" \
+expect 2 "what would help (each at --microbatches 64, what auto fell back on; once a change fits, auto may choose another):" \
     -- plan "$MODEL" --devices cpu:2 --microbatches auto --device-mem 8M
 check "the advice's step is the fallback count's" grep -qF \
     "  --optimizer sgd                  fits: largest stage 5.42 MiB, step 31.387 ms" "$ERR"
