@@ -509,13 +509,14 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
      * (tried before this is said) or a larger GPU, not a --device-mem it
      * may not have. */
     const int gpus = bg_placement_all_of_kind(placement, BG_DEVICE_CUDA);
-    if (one_gpu(placement) && placement->device_mem == 0)
+    const int virtual_devices = one_gpu(placement) && placement->device_mem == 0;
+    if (virtual_devices)
         /* Whole GPUs may: a fewer virtual devices' larger share can hold
          * the layer and still not the rest of the model. */
         snprintf(remedy, sizeof remedy,
-                 "nor did fewer virtual devices of the GPU (tried above): use GPUs of their own "
-                 "(--devices cuda:0,cuda:1,..., as 'brigade topo' lists them), the layer's "
-                 "with more than %s bytes for its stage",
+                 "nor did fewer of them (tried above): it takes whole GPUs (--devices "
+                 "cuda:0,cuda:1,..., as 'brigade topo' lists them), the one that holds this "
+                 "layer with more than %s bytes",
                  need_text);
     else if (gpus && placement->device_mem == 0 && capacity > 0)
         /* A --device-mem past the GPU's memory would only plan what it
@@ -540,11 +541,11 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
                  bg_layer_kind_name(r->spec->layers[layer].kind));
     fprintf(stderr,
             "  none of these fits, alone or together: %s at least %s bytes (%.2f MiB) on "
-            "any stage that holds it%s, over the %s byte%s a stage may have here, so more devices "
+            "any stage that holds it%s, over the %s byte%s a stage may have here, so more %s "
             "cannot help; %s\n",
             what, need_text, (double)need / mib, with,
             bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text),
-            capacity == 1 ? "" : "s", remedy);
+            capacity == 1 ? "" : "s", virtual_devices ? "virtual devices" : "devices", remedy);
 }
 
 /* A memory saving the explanation may suggest: its options, and what it

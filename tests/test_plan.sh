@@ -292,7 +292,7 @@ assert [(l["kind"], l["bytes_per_s"]) for l in p["links"]] == [("PHB", 18e9)], p
 printf '%s\n' 'input channels=65536 height=1 width=1' 'dense units=65536 activation=relu' \
     'dense units=65536 activation=relu' 'dense units=65536 activation=relu' 'dense units=10' \
     softmax_cross_entropy >"$T/big3.model"
-expect 2 "nor did fewer virtual devices of the GPU (tried above): use GPUs of their own (--devices cuda:0,cuda:1,..., as 'brigade topo' lists them), the layer's with more than 34,361,049,088 bytes for its stage" \
+expect 2 "so more virtual devices cannot help; nor did fewer of them (tried above): it takes whole GPUs (--devices cuda:0,cuda:1,..., as 'brigade topo' lists them), the one that holds this layer with more than 34,361,049,088 bytes" \
     -- plan "$T/big3.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
     --devices cuda:0x4
 expect 0 "" -- plan "$T/big3.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
