@@ -336,8 +336,8 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
  * devices each have more memory; else, under a schedule whose first stages
  * hold a micro-batch for each stage after them (1F1B, ZB-H1, interleaved),
  * half the request's, since fewer stages hold fewer in flight (fashion_cnn
- * under zb-h1 at 5.5 MiB a device fits on two to five CPU devices, not on
- * six); else the request's own count (GPipe holds every micro-batch on
+ * under zb-h1 at 5.5 MiB a device, with SGD at M = 64, fits on two to five
+ * CPU devices, not on six); else the request's own count (GPipe holds every micro-batch on
  * every stage, so fewer devices only hold more). */
 static int fewest_tried(const bg_plan_request_t *r, const bg_placement_t *placement,
                         int host_share) {

@@ -1312,12 +1312,6 @@ static void test_given_split_per_device(void **state) {
 
 /* ---- step time, recompute, errors ---- */
 
-/* The analytic times of the whole origin CNN at M = 4 (16 samples a
- * micro-batch) on a device of 1 GFLOP/s and 1 ms per op: each layer's
- * forward is its FLOPs plus an op; backward twice the FLOPs and two ops for
- * the 3 layers with weights, once and one op for the other 5; W, the dW
- * part of backward that zb-h1 runs apart, the weighted layers' FLOPs and
- * their 3 dW ops. */
 /* bg_cost_range_floor is a bound from below, category by category, on
  * every stage that holds the range (the plan's advice says a layer cannot
  * fit any stage on that bound): on random models and settings, each unit
@@ -1453,6 +1447,12 @@ static void test_gpu_conv_workspace(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* The analytic times of the whole origin CNN at M = 4 (16 samples a
+ * micro-batch) on a device of 1 GFLOP/s and 1 ms per op: each layer's
+ * forward is its FLOPs plus an op; backward twice the FLOPs and two ops for
+ * the 3 layers with weights, once and one op for the other 5; W, the dW
+ * part of backward that zb-h1 runs apart, the weighted layers' FLOPs and
+ * their 3 dW ops. */
 static void test_analytic_times(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse(origin_cnn);

@@ -590,9 +590,10 @@ check "auto says nothing fits and picks the least overflow" \
 # output, rebuilt by --recompute, one sample a micro-batch.
 check "nothing helps: the layer that cannot fit is named, with the memory it needs" grep -qF \
     "  none of these fits, alone or together: layer 4 (dense) needs at least 5,582,592 bytes (5.32 MiB) on any stage that holds it even with all of these, over the 1,048,576 bytes a stage may have here, so more devices cannot help; give each device more than 5,582,592 (--device-mem; a bound from below: its stage's input and channels, and the micro-batches in flight there, add to it)" "$ERR"
-# A layer is priced on the stage that holds it most cheaply, not alone
-# with channels at both ends: the ReLU after the convolution alone would
-# need 55 MB, so two devices (which fit at M = 2) were never tried.
+# A layer is priced by what every stage that holds it holds, not alone
+# with channels at both ends, which counted the ReLU after the convolution
+# above any stage holding it: two devices (which fit at M = 2) were never
+# tried (until 2026-12-05).
 expect 2 "what would help" -- plan "$MODEL" --schedule interleaved --chunks 2 --devices cpu:1 \
     --device-mem 16M
 stderr_has "  2 devices (--devices cpu:2, --microbatches 2) fits: largest device's stages 15.27 MiB" \
