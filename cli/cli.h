@@ -172,6 +172,10 @@ int bg_cli_add_data_files(bg_cli_file_t *files, int count, const char *source);
  * significant digits ("0.0123", "8.4"), so that a slow model's is not "0". */
 const char *bg_cli_rate(double per_s, char *buf, size_t size);
 
+/* Formats a loss into buf: to 4 decimals, and from a million on with an
+ * exponent ("2.308e+35"), which %.4f would give 36 digits of. */
+const char *bg_cli_loss(double loss, char *buf, size_t size);
+
 /* Formats n with thousands separators ("693,962") into buf. */
 const char *bg_cli_group_digits(int64_t n, char *buf, size_t size);
 

@@ -252,9 +252,10 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
 }
 
 /* A step's milliseconds for the table: to 0.01 ms, and to 0.001 below
- * 0.1 ms, where a small model's 0.011 ms step was "0.01". */
+ * 0.1 ms (once rounded so: 0.0996 is "0.10", not "0.100"), where a small
+ * model's 0.011 ms step was "0.01". */
 static const char *ms_text(double ms, char *buf, size_t size) {
-    snprintf(buf, size, "%.*f", ms < 0.1 ? 3 : 2, ms);
+    snprintf(buf, size, "%.*f", ms < 0.0995 ? 3 : 2, ms);
     return buf;
 }
 

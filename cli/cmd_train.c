@@ -886,7 +886,7 @@ int bg_cmd_train(int argc, char **argv) {
         code = 128 + bg_cli_stop_signal;
         goto done;
     }
-    char scored[96] = ""; /* --test-samples, short of the whole set */
+    char scored[96] = "", loss[32]; /* --test-samples, short of the whole set */
     const int part = o.test_samples > 0 && o.test_samples < o.test_count;
     if (part && o.test_samples == 1)
         snprintf(scored, sizeof scored, "; the first of %lld test samples",
@@ -895,7 +895,8 @@ int bg_cmd_train(int argc, char **argv) {
         snprintf(scored, sizeof scored, "; the first %lld of %lld test samples",
                  (long long)o.test_samples, (long long)o.test_count);
     if (isfinite(r.test_loss))
-        printf("test accuracy: %.4f (test loss %.4f%s)\n", r.test_accuracy, r.test_loss, scored);
+        printf("test accuracy: %.4f (test loss %s%s)\n", r.test_accuracy,
+               bg_cli_loss(r.test_loss, loss, sizeof loss), scored);
     else
         printf("test accuracy: %.4f (test loss not finite%s)\n", r.test_accuracy, scored);
     if (o.train.evaluate_only) {
@@ -933,7 +934,8 @@ int bg_cmd_train(int argc, char **argv) {
         printf(": %.0f samples/s; no step of the last epoch counted (all skipped, below)\n",
                r.samples_per_s);
     else
-        printf(": %.0f samples/s, last epoch's mean loss %.4f\n", r.samples_per_s, r.loss);
+        printf(": %.0f samples/s, last epoch's mean loss %s\n", r.samples_per_s,
+               bg_cli_loss(r.loss, loss, sizeof loss));
     if (o.train.clip_grad_norm > 0 && r.taken_steps > 0)
         printf("gradients clipped to norm %g in %lld of the %lld step%s taken; the last one's "
                "norm %g\n",

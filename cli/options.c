@@ -312,6 +312,14 @@ const char *bg_cli_rate(double per_s, char *buf, size_t size) {
     return buf;
 }
 
+const char *bg_cli_loss(double loss, char *buf, size_t size) {
+    if (fabs(loss) < 1e6)
+        snprintf(buf, size, "%.4f", loss);
+    else
+        snprintf(buf, size, "%.4g", loss);
+    return buf;
+}
+
 const char *bg_cli_group_digits(int64_t n, char *buf, size_t size) {
     char digits[32];
     snprintf(digits, sizeof digits, "%" PRId64, n < 0 ? -n : n);

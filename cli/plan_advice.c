@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "advice.h"
 #include "cli.h"
 #include "cuda/backend_cuda.h"
 #include "optimizer.h"
@@ -59,20 +60,14 @@ static bg_plan_t *fitting_plan(const bg_plan_request_t *r) {
     return NULL;
 }
 
-/* Whether request r fits, said nowhere. */
-static int variant_fits(const bg_plan_request_t *r) {
+int bg_advice_variant_fits(const bg_plan_request_t *r) {
     bg_plan_t *p = fitting_plan(r);
     const int fits = p != NULL;
     bg_plan_destroy(p);
     return fits;
 }
 
-/* Tries one change; prints it if the plan then fits, and adds it to
- * `found` (when not NULL) as {"change", "largest_stage_bytes", "step_ms"},
- * and "largest_device_bytes" where the plan is checked per device (with
- * --chunks V, a given split or one no split fits 1/V a stage). Returns 1
- * if it fit. */
-static int try_variant(const bg_plan_request_t *r, const char *what, cJSON *found) {
+int bg_advice_try_variant(const bg_plan_request_t *r, const char *what, cJSON *found) {
     bg_plan_t *p = fitting_plan(r); /* a variant that does not fit is not shown */
     if (p == NULL) return 0;
     size_t peak = 0, device_peak = 0;
@@ -114,9 +109,7 @@ static void with_conv_limit(const bg_plan_request_t *r, size_t limit, bg_cost_de
     }
 }
 
-/* The smallest GPU convolution workspace limit among r's devices; SIZE_MAX
- * where none is a GPU. */
-static size_t conv_limit_of(const bg_plan_request_t *r) {
+size_t bg_advice_conv_limit(const bg_plan_request_t *r) {
     size_t least = SIZE_MAX;
     for (int d = 0; d < r->devices; d++)
         if (r->device[d].own_conv_workspace && r->device[d].conv_workspace_bytes < least)
@@ -158,16 +151,16 @@ static int try_conv_workspace(const bg_plan_t *p, cJSON *found) {
     bg_plan_request_t v = *r;
     v.device = less;
     with_conv_limit(r, lo * mib_bytes, less);
-    int fits = variant_fits(&v);
+    int fits = bg_advice_variant_fits(&v);
     if (!fits && lo > 0) {
         lo = 0;
         with_conv_limit(r, 0, less);
-        fits = variant_fits(&v);
+        fits = bg_advice_variant_fits(&v);
     }
     while (fits && hi > lo + 1) {
         const size_t mid = lo + (hi - lo) / 2;
         with_conv_limit(r, mid * mib_bytes, less);
-        if (variant_fits(&v))
+        if (bg_advice_variant_fits(&v))
             lo = mid;
         else
             hi = mid;
@@ -176,253 +169,9 @@ static int try_conv_workspace(const bg_plan_t *p, cJSON *found) {
         char what[64];
         snprintf(what, sizeof what, "--conv-workspace %zu%s", lo, lo > 0 ? "M" : "");
         with_conv_limit(r, lo * mib_bytes, less);
-        fits = try_variant(&v, what, found);
+        fits = bg_advice_try_variant(&v, what, found);
     }
     free(less);
-    return fits;
-}
-
-/* Whether every device of the placement is CPU cores. */
-static int all_cores(const bg_placement_t *placement) {
-    return bg_placement_all_of_kind(placement, BG_DEVICE_CPU);
-}
-
-/* Whether the placement's devices are two or more virtual devices of one
- * GPU. */
-static int one_gpu(const bg_placement_t *placement) {
-    const bg_device_list_t *list = &placement->devices;
-    if (list->count < 2) return 0;
-    for (int d = 0; d < list->count; d++)
-        if (list->devices[d].kind != BG_DEVICE_CUDA ||
-            list->devices[d].physical != list->devices[0].physical)
-            return 0;
-    return 1;
-}
-
-/* Whether fewer devices each have more memory: CPU devices dividing the
- * host's, or virtual devices dividing one GPU's. */
-static int fewer_have_more(const bg_placement_t *placement, int host_share) {
-    if (placement->device_mem != 0) return 0;
-    return (all_cores(placement) && host_share) || one_gpu(placement);
-}
-
-/* "cuda:4,cuda:5 and 2 more like cuda:5 in --devices": the devices a
- * count k past the list is priced with. */
-static void more_like_last(const bg_device_list_t *list, int k, char *text, size_t size) {
-    size_t at = 0;
-    for (int d = 0; d < list->count && at < size; d++)
-        at += (size_t)snprintf(text + at, size - at, "%s%s", d ? "," : "", list->devices[d].name);
-    if (at < size)
-        snprintf(text + at, size - at, " and %d more like %s in --devices", k - list->count,
-                 list->devices[list->count - 1].name);
-}
-
-/* "--devices cuda:0,cuda:1,...": the devices of `list`. */
-static void gpu_names(const bg_device_list_t *list, char *text, size_t size) {
-    size_t at = (size_t)snprintf(text, size, "--devices ");
-    for (int d = 0; d < list->count && at < size; d++)
-        at += (size_t)snprintf(text + at, size - at, "%s%s", d ? "," : "", list->devices[d].name);
-}
-
-/* Tries request r on k devices in place of its own; returns 1 if the plan
- * then fits. The planner chooses the split (a given --split is for the
- * request's count). `with` (may be "") names the changes r already holds,
- * for the line printed; `quiet` prints nothing (a probe of the search
- * for the fewest). Where k of the devices listed give it (--stages K
- * chose among more, or one GPU's virtual devices), the k are chosen as the
- * setup chooses them; past the list, more come like the last one. */
-static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *placement,
-                            int host_share, int k, bg_cost_device_t *devices, const char *with,
-                            int quiet, cJSON *found) {
-    bg_plan_request_t v = *r;
-    v.split = NULL;
-    v.links = NULL; /* the links of the chosen devices only */
-    v.device = devices;
-    v.devices = k;
-    /* Interleaved needs M a multiple of K: on k devices, the fewest
-     * micro-batches from the request's that are one, or where those would
-     * be more than the batch the most below it (63 at --batch 63 is 62 on
-     * two devices; until 2026-12-05 no other count was tried), named in
-     * the line; none where `with` changed M already (try_microbatches
-     * tries the counts that are one: a line naming two counts would be
-     * neither). */
-    char microbatches[48] = "";
-    if (r->schedule == BG_SCHEDULE_INTERLEAVED && v.microbatches % k != 0) {
-        if (strstr(with, "--microbatches") != NULL) return 0;
-        v.microbatches = (v.microbatches + k - 1) / k * k;
-        if (v.microbatches > r->batch) v.microbatches = r->batch / k * k;
-        if (v.microbatches < k) return 0;
-        snprintf(microbatches, sizeof microbatches, ", --microbatches %d", v.microbatches);
-    }
-    const int cores = all_cores(placement), gpu_alone = one_gpu(placement);
-    bg_placement_t listed = *placement;
-    bg_device_links_t *chosen = NULL;
-    /* Fewer GPUs than a list of whole ones are chosen among it too. */
-    const int among_listed = !cores && placement->listed_links != NULL &&
-                             k <= placement->listed.count &&
-                             (placement->stages > 0 || gpu_alone || k < placement->listed.count);
-    /* Past the GPUs listed, the machine's others, on their own links. */
-    const int among_gpus = !among_listed && !cores && placement->gpus_links != NULL &&
-                           k > placement->devices.count && k <= placement->gpus.count;
-    if (among_listed || among_gpus) {
-        listed.devices = among_listed ? placement->listed : placement->gpus;
-        listed.stages = k;
-        if (bg_placement_choose(&listed,
-                                among_listed ? placement->listed_links : placement->gpus_links,
-                                &chosen) != BG_OK)
-            return 0;
-        listed.links = chosen;
-        v.links = chosen->link;
-    }
-    /* More virtual devices of the one GPU than listed: every pair on the
-     * GPU's own link, as `--devices cuda:NxK` has them (until 2026-12-05
-     * the default link, so the step told was not the one that plans). */
-    bg_cost_link_t *same_gpu = NULL;
-    const bg_device_links_t *own = placement->links; /* the chosen devices', all on the GPU */
-    if (!among_listed && gpu_alone && own != NULL && own->count >= 2 &&
-        k > placement->listed.count) {
-        same_gpu = malloc(sizeof *same_gpu * (size_t)k * (size_t)k);
-        if (same_gpu == NULL) {
-            bg_device_links_destroy(chosen);
-            return 0;
-        }
-        for (int a = 0; a < k; a++)
-            for (int b = 0; b < k; b++) same_gpu[a * k + b] = own->link[a == b ? 0 : 1];
-        v.links = same_gpu;
-    }
-    bg_placement_cost_devices(&listed, k, host_share, devices);
-    /* The request's GPU convolution workspace, where a saving lowered it. */
-    const size_t conv_limit = conv_limit_of(r);
-    for (int d = 0; d < k; d++)
-        if (devices[d].own_conv_workspace && devices[d].conv_workspace_bytes > conv_limit)
-            devices[d].conv_workspace_bytes = conv_limit;
-    int fits = 0;
-    if (quiet) {
-        fits = variant_fits(&v);
-    } else {
-        /* The options that give k devices: cores are there for the asking;
-         * GPUs must be listed, or, on one GPU, made virtual devices of it. */
-        char what[320], devices_option[160];
-        const bg_device_list_t *list = &placement->devices;
-        if (cores && placement->stages > 0)
-            snprintf(devices_option, sizeof devices_option, "--devices cpu:%d --stages %d", k, k);
-        else if (cores)
-            snprintf(devices_option, sizeof devices_option, "--devices cpu:%d", k);
-        else if (among_listed && placement->stages > 0)
-            snprintf(devices_option, sizeof devices_option, "--stages %d", k);
-        else if (gpu_alone && k == 1) /* the GPU whole */
-            snprintf(devices_option, sizeof devices_option, "--devices cuda:%d",
-                     list->devices[0].physical);
-        else if (gpu_alone)
-            snprintf(devices_option, sizeof devices_option, "--devices cuda:%dx%d",
-                     list->devices[0].physical, k);
-        else if (among_gpus || among_listed)
-            gpu_names(&listed.devices, devices_option, sizeof devices_option);
-        else if (k > list->count)
-            more_like_last(list, k, devices_option, sizeof devices_option);
-        else
-            snprintf(devices_option, sizeof devices_option, "%d in --devices", k);
-        snprintf(what, sizeof what, "%s%s%d device%s (%s%s%s)", with, with[0] ? ", " : "", k,
-                 k == 1 ? "" : "s", devices_option, microbatches,
-                 r->split != NULL ? ", without --split" : "");
-        fits = try_variant(&v, what, found);
-    }
-    bg_device_links_destroy(chosen);
-    free(same_gpu);
-    return fits;
-}
-
-/* The fewest devices try_device_counts tries for r: one where fewer
- * devices each have more memory; else, under a schedule whose first stages
- * hold a micro-batch for each stage after them (1F1B, ZB-H1, interleaved),
- * half the request's, since fewer stages hold fewer in flight (fashion_cnn
- * under zb-h1 at 5.5 MiB a device, with SGD at M = 64, fits on two to five
- * CPU devices, not on six); else the request's own count (GPipe holds every micro-batch on
- * every stage, so fewer devices only hold more). */
-static int fewest_tried(const bg_plan_request_t *r, const bg_placement_t *placement,
-                        int host_share) {
-    if (fewer_have_more(placement, host_share)) return 1;
-    if (r->schedule == BG_SCHEDULE_GPIPE || r->forward_only) return r->devices;
-    return (r->devices + 1) / 2;
-}
-
-/* The most devices try_device_counts tries for r: twice the request's,
- * and no more than r has stages' worth of layers; on one GPU without
- * --device-mem no more virtual devices than listed, since they share its
- * memory; whole GPUs no more than the machine (or --topology) has. */
-static int most_tried(const bg_plan_request_t *r, const bg_placement_t *placement) {
-    int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
-    if (one_gpu(placement) && placement->device_mem == 0)
-        most = placement->stages > 0 ? placement->listed.count : r->devices;
-    if (placement->gpus_links != NULL && most > placement->gpus.count) most = placement->gpus.count;
-    const int layers = r->spec->num_layers / r->chunks;
-    return layers < most ? layers : most;
-}
-
-/* Whether the search for r's device counts up to `limit` (either way)
- * plans every count in turn: where those counts times the layers are few,
- * so that it is cheap. Else it gallops (nearest_fitting_count), since
- * planning every count took minutes for 20,000 layers on cpu:100. */
-enum { SCAN_EVERY_COUNT_CELLS = 16384 };
-static int scans_every_count(const bg_plan_request_t *r, int limit) {
-    return (int64_t)abs(limit - r->devices) * r->spec->num_layers <= SCAN_EVERY_COUNT_CELLS;
-}
-
-/* The device count nearest r's in direction `dir` (+1: more, -1: fewer),
- * as far as `limit`, at which r fits; 0 for none. Every count in turn
- * where scans_every_count; else it gallops out (one count away, then 3,
- * 7, ...) to the first that fits and halves the gap back to the last that
- * did not, taking a count past one that fits to fit too, which it mostly
- * does (more devices hold no less, fewer hold fewer micro-batches in
- * flight) but not always: with 1F1B's stash at a fixed --device-mem, 48
- * dense layers fit on 17 devices and on no other count from 1 to 30. */
-static int nearest_fitting_count(const bg_plan_request_t *r, const bg_placement_t *placement,
-                                 int host_share, bg_cost_device_t *devices, const char *with,
-                                 int dir, int limit) {
-    if (scans_every_count(r, limit)) {
-        for (int k = r->devices + dir; dir * (limit - k) >= 0; k += dir)
-            if (try_device_count(r, placement, host_share, k, devices, with, 1, NULL)) return k;
-        return 0;
-    }
-    int fail = r->devices, fit = 0;
-    for (int step = 1; fit == 0 && dir * (limit - fail) > 0; step *= 2) {
-        const int k = dir * (limit - fail) > step ? fail + dir * step : limit;
-        if (try_device_count(r, placement, host_share, k, devices, with, 1, NULL))
-            fit = k;
-        else
-            fail = k;
-    }
-    while (fit != 0 && abs(fit - fail) > 1) {
-        const int mid = fail + (fit - fail) / 2;
-        if (try_device_count(r, placement, host_share, mid, devices, with, 1, NULL))
-            fit = mid;
-        else
-            fail = mid;
-    }
-    return fit;
-}
-
-/* Tries other device counts for request r, prints those that fit (none
- * where `quiet`) and returns 1 if one did: fewer, the most that fit down
- * to fewest_tried, and more, the fewest that fit up to twice the
- * request's, or all those listed with --stages; on one GPU no more virtual
- * devices than listed, since they share its memory. */
-static int try_device_counts(const bg_plan_request_t *r, const bg_placement_t *placement,
-                             int host_share, const char *with, int quiet, cJSON *found) {
-    const int most = most_tried(r, placement);
-    bg_cost_device_t *devices = calloc((size_t)(most > 0 ? most : 1), sizeof *devices);
-    if (devices == NULL) return 0;
-    const int fewer = nearest_fitting_count(r, placement, host_share, devices, with, -1,
-                                            fewest_tried(r, placement, host_share));
-    const int more = quiet && fewer > 0
-                         ? 0
-                         : nearest_fitting_count(r, placement, host_share, devices, with, 1, most);
-    int fits = quiet && (fewer > 0 || more > 0);
-    if (!quiet && fewer > 0)
-        fits |= try_device_count(r, placement, host_share, fewer, devices, with, 0, found);
-    if (!quiet && more > 0)
-        fits |= try_device_count(r, placement, host_share, more, devices, with, 0, found);
-    free(devices);
     return fits;
 }
 
@@ -509,7 +258,7 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
      * (tried before this is said) or a larger GPU, not a --device-mem it
      * may not have. */
     const int gpus = bg_placement_all_of_kind(placement, BG_DEVICE_CUDA);
-    const int virtual_devices = one_gpu(placement) && placement->device_mem == 0;
+    const int virtual_devices = bg_advice_one_gpu(placement) && placement->device_mem == 0;
     if (virtual_devices)
         /* Whole GPUs may: a fewer virtual devices' larger share can hold
          * the layer and still not the rest of the model. */
@@ -584,7 +333,7 @@ static void without_conv_workspace(bg_plan_request_t *v, bg_cost_device_t *d) {
 /* Whether a stage of request r (priced by `model`) holding a convolution
  * counts workspace on a GPU: a limit above 0 and a conv2d in the model. */
 static int counts_conv_workspace(const bg_plan_request_t *r, const bg_cost_model_t *model) {
-    const size_t limit = conv_limit_of(r);
+    const size_t limit = bg_advice_conv_limit(r);
     return limit != SIZE_MAX && limit > 0 &&
            bg_cost_has_convolution(model, 0, bg_cost_model_layers(model));
 }
@@ -636,11 +385,11 @@ static int device_counts_may_help(const bg_plan_request_t *v, const bg_plan_t *f
     int layer = 0, last = 0;
     const size_t floor = largest_layer_floor(v, &layer, &last);
     const size_t searched = largest_searched_capacity(failed);
-    return fewer_have_more(placement, host_share) || !(searched > 0 && floor > searched);
+    return bg_advice_fewer_have_more(placement, host_share) || !(searched > 0 && floor > searched);
 }
 
 /* Where try_microbatches also searches device counts: the failed plan and
- * the placement whose devices are counted (try_device_counts). */
+ * the placement whose devices are counted (bg_advice_try_device_counts). */
 typedef struct device_search {
     const bg_plan_t *failed;
     const bg_placement_t *placement;
@@ -672,12 +421,12 @@ static int try_microbatches(const bg_plan_request_t *r, const char *with,
             snprintf(what, sizeof what, "%s%s--microbatches %d", with, with[0] ? " " : "", m);
             int fits;
             if (devices == NULL)
-                fits = try_variant(&v, what, found);
+                fits = bg_advice_try_variant(&v, what, found);
             else
-                fits =
-                    device_counts_may_help(&v, devices->failed, devices->placement,
-                                           devices->host_share) &&
-                    try_device_counts(&v, devices->placement, devices->host_share, what, 0, found);
+                fits = device_counts_may_help(&v, devices->failed, devices->placement,
+                                              devices->host_share) &&
+                       bg_advice_try_device_counts(&v, devices->placement, devices->host_share,
+                                                   what, 0, found);
             if (fits) {
                 helped = 1;
                 break;
@@ -721,7 +470,7 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
                 if (bits != size - counts) continue;
                 apply_savings(r, savings, n, mask, &v, scratch, what, sizeof what);
                 if (counts == 0) {
-                    fits |= try_variant(&v, what, found);
+                    fits |= bg_advice_try_variant(&v, what, found);
                     continue;
                 }
                 if (counts == 2) {
@@ -733,7 +482,8 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
                         least.microbatches = most_microbatches(r);
                         both_may_fit =
                             device_counts_may_help(&least, failed, placement, host_share) &&
-                            try_device_counts(&least, placement, host_share, all, 1, NULL);
+                            bg_advice_try_device_counts(&least, placement, host_share, all, 1,
+                                                        NULL);
                         apply_savings(r, savings, n, mask, &v, scratch, what, sizeof what);
                     }
                     if (both_may_fit) fits |= try_microbatches(&v, what, &search, found);
@@ -741,7 +491,7 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
                 }
                 fits |= try_microbatches(&v, what, NULL, found);
                 if (device_counts_may_help(&v, failed, placement, host_share))
-                    fits |= try_device_counts(&v, placement, host_share, what, 0, found);
+                    fits |= bg_advice_try_device_counts(&v, placement, host_share, what, 0, found);
             }
         }
         if (fits) return 1;
@@ -792,7 +542,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
     if (v.microbatches != r->microbatches) {
         at += snprintf(what + at, sizeof what - (size_t)at, "%s--microbatches %d",
                        at > 0 ? " " : "", v.microbatches);
-        if (try_variant(&v, what, found)) return;
+        if (bg_advice_try_variant(&v, what, found)) return;
     }
     const size_t capacity = largest_searched_capacity(failed);
     int layer = 0, last = 0;
@@ -801,27 +551,28 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
     /* Where the savings make every layer small enough, more devices may
      * hold what the request's own settings could not; fewer, where each
      * then has more memory. */
-    if ((!layer_too_large || fewer_have_more(placement, host_share)) && at > 0 &&
-        try_device_counts(&v, placement, host_share, what, 0, found))
+    if ((!layer_too_large || bg_advice_fewer_have_more(placement, host_share)) && at > 0 &&
+        bg_advice_try_device_counts(&v, placement, host_share, what, 0, found))
         return;
     if (layer_too_large) {
         print_layer_too_large(r, placement, layer, last, need, capacity,
                               at > 0 ? " even with all of these" : "", plan_json);
         return;
     }
-    if (one_gpu(placement) && placement->device_mem == 0)
+    if (bg_advice_one_gpu(placement) && placement->device_mem == 0)
         fprintf(stderr, "  none of these fits, alone or together: the virtual devices share one "
                         "GPU's memory, so more of them hold no more; use more GPUs\n");
     else {
         /* The counts tried, and what is left: a GPU's memory is not an
          * option's, nor are GPUs past the machine's. */
-        const int fewest = fewest_tried(&v, placement, host_share),
-                  most = most_tried(&v, placement);
+        const int fewest = bg_advice_fewest_tried(&v, placement, host_share),
+                  most = bg_advice_most_tried(&v, placement);
         const int gpus =
             bg_placement_all_of_kind(placement, BG_DEVICE_CUDA) && placement->device_mem == 0;
         const int all_gpus = gpus && placement->gpus_links != NULL && most >= placement->gpus.count;
         char counts[96];
-        const int every = scans_every_count(&v, fewest) && scans_every_count(&v, most);
+        const int every =
+            bg_advice_scans_every_count(&v, fewest) && bg_advice_scans_every_count(&v, most);
         if (fewest == most)
             snprintf(counts, sizeof counts, "on %d devices", most);
         else
@@ -982,13 +733,13 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         char what[64];
         if (savings[i].apply == without_conv_workspace) continue;
         apply_savings(r, savings, n, 1u << i, &v, scratch, what, sizeof what);
-        helped |=
-            try_variant(&v, savings[i].apply == without_split ? "leave out --split" : what, found);
+        helped |= bg_advice_try_variant(
+            &v, savings[i].apply == without_split ? "leave out --split" : what, found);
     }
     helped |= try_conv_workspace(p, found);
     helped |= try_microbatches(r, "", NULL, found);
     if (device_counts_may_help(r, p, placement, host_share) &&
-        try_device_counts(r, placement, host_share, "", 0, found))
+        bg_advice_try_device_counts(r, placement, host_share, "", 0, found))
         helped = 1;
     if (!helped) try_every_saving(p, savings, n, scratch, placement, host_share, found, plan_json);
     free(scratch);

@@ -6,6 +6,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "monotonic.h"
 
 static void format_duration(double seconds, char *buf, size_t size) {
@@ -67,16 +68,13 @@ static int terminal_columns(FILE *out) {
     return size.ws_col;
 }
 
-/* The epoch's mean loss so far, or "-" while none counted (every step of
- * it skipped for non-finite values); from a million on with an exponent,
- * which a line's 32 bytes hold (%.4f of 4e35 is 41 digits). */
+/* The epoch's mean loss so far (bg_cli_loss: 32 bytes hold it), or "-"
+ * while none counted (every step of it skipped for non-finite values). */
 static void format_loss(double loss, char *buf, size_t size) {
     if (isnan(loss))
         snprintf(buf, size, "-");
-    else if (fabs(loss) < 1e6)
-        snprintf(buf, size, "%.4f", loss);
     else
-        snprintf(buf, size, "%.4g", loss);
+        bg_cli_loss(loss, buf, size);
 }
 
 /* The terminal's progress line into buf: the whole of it where the

@@ -570,10 +570,11 @@ expect 1 "step 5 (epoch 1): stage 0, micro-batch 0, layer 2 (softmax_cross_entro
 expect 1 "; this run wrote nothing to $T/inf-none.st before it (no run could resume from these weights)" \
     -- "$@" --steps 20 --save "$T/inf-none.st"
 check "weights that are not finite: nothing written" test ! -e "$T/inf-none.st"
-# Four steps stop short of infinity: the progress line gives the mean loss
-# with an exponent (until 2026-12-05 "%.4f" in 32 bytes cut 2.308e+35 to
-# 31 digits).
+# Four steps stop short of infinity: the progress line and the closing one
+# give the mean loss with an exponent (until 2026-12-05 "%.4f", cut to 31
+# digits in the progress line's 32 bytes, 36 digits in the closing line).
 expect 0 "epoch 1/1 step 4/4 loss 2.308e+35 " -- "$@" --steps 4
+stdout_has "last epoch's mean loss 2.308e+35" "the closing line's loss with an exponent too"
 # A recording no timeline can hold is refused before the run, not once its
 # steps are reached (until 2026-12-05 after every step before them): 16
 # devices of 8,192 micro-batches a step, 1,000 steps, whose bound on the

@@ -1,0 +1,73 @@
+/* The plan advice (bg_cli_plan_explain_overflow, planning.h) in two parts:
+ * plan_advice.c tries the memory savings, the micro-batch counts and their
+ * combinations; advice_devices.c other counts of devices. What one part
+ * calls of the other is here. */
+#ifndef BG_CLI_ADVICE_H
+#define BG_CLI_ADVICE_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "placement.h"
+#include "planner.h"
+
+/* plan_advice.c */
+
+/* Whether request r fits, said nowhere. */
+int bg_advice_variant_fits(const bg_plan_request_t *r);
+
+/* Tries one change; prints it if the plan then fits, and adds it to
+ * `found` (when not NULL) as {"change", "largest_stage_bytes", "step_ms"},
+ * and "largest_device_bytes" where the plan is checked per device (with
+ * --chunks V, a given split or one no split fits 1/V a stage). Returns 1
+ * if it fit. */
+int bg_advice_try_variant(const bg_plan_request_t *r, const char *what, cJSON *found);
+
+/* The smallest GPU convolution workspace limit among r's devices; SIZE_MAX
+ * where none is a GPU. */
+size_t bg_advice_conv_limit(const bg_plan_request_t *r);
+
+/* advice_devices.c */
+
+/* Whether the placement's devices are two or more virtual devices of one
+ * GPU. */
+int bg_advice_one_gpu(const bg_placement_t *placement);
+
+/* Whether fewer devices each have more memory: CPU devices dividing the
+ * host's, or virtual devices dividing one GPU's. */
+int bg_advice_fewer_have_more(const bg_placement_t *placement, int host_share);
+
+/* The fewest devices bg_advice_try_device_counts tries for r: one where
+ * fewer devices each have more memory; else, under a schedule whose first
+ * stages hold a micro-batch for each stage after them (1F1B, ZB-H1,
+ * interleaved), half the request's, since fewer stages hold fewer in
+ * flight (fashion_cnn under zb-h1 at 5.5 MiB a device, with SGD at M = 64,
+ * fits on two to five CPU devices, not on six); else the request's own
+ * count (GPipe holds every micro-batch on every stage, so fewer devices
+ * only hold more). */
+int bg_advice_fewest_tried(const bg_plan_request_t *r, const bg_placement_t *placement,
+                           int host_share);
+
+/* The most devices bg_advice_try_device_counts tries for r: twice the
+ * request's, and no more than r has stages' worth of layers; on one GPU
+ * without --device-mem no more virtual devices than listed, since they
+ * share its memory; whole GPUs no more than the machine (or --topology)
+ * has. */
+int bg_advice_most_tried(const bg_plan_request_t *r, const bg_placement_t *placement);
+
+/* Whether the search for r's device counts up to `limit` (either way)
+ * plans every count in turn: where those counts times the layers are few,
+ * so that it is cheap. Else it gallops out and halves back, since planning
+ * every count took minutes for 20,000 layers on cpu:100. */
+int bg_advice_scans_every_count(const bg_plan_request_t *r, int limit);
+
+/* Tries other device counts for request r, prints those that fit (none
+ * where `quiet`) and returns 1 if one did: fewer, the most that fit down
+ * to bg_advice_fewest_tried, and more, the fewest that fit up to
+ * bg_advice_most_tried. `with` (may be "") names the changes r already
+ * holds, for the lines printed. */
+int bg_advice_try_device_counts(const bg_plan_request_t *r, const bg_placement_t *placement,
+                                int host_share, const char *with, int quiet, cJSON *found);
+
+#endif

@@ -1,0 +1,231 @@
+/* Other device counts for the plan advice (advice.h): the devices a
+ * count past or short of the request's would be, priced as the setup
+ * would choose them, and the search for the nearest counts that fit. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "advice.h"
+#include "cli.h"
+#include "schedule.h"
+
+/* Whether every device of the placement is CPU cores. */
+static int all_cores(const bg_placement_t *placement) {
+    return bg_placement_all_of_kind(placement, BG_DEVICE_CPU);
+}
+
+int bg_advice_one_gpu(const bg_placement_t *placement) {
+    const bg_device_list_t *list = &placement->devices;
+    if (list->count < 2) return 0;
+    for (int d = 0; d < list->count; d++)
+        if (list->devices[d].kind != BG_DEVICE_CUDA ||
+            list->devices[d].physical != list->devices[0].physical)
+            return 0;
+    return 1;
+}
+
+int bg_advice_fewer_have_more(const bg_placement_t *placement, int host_share) {
+    if (placement->device_mem != 0) return 0;
+    return (all_cores(placement) && host_share) || bg_advice_one_gpu(placement);
+}
+
+/* "cuda:4,cuda:5 and 2 more like cuda:5 in --devices": the devices a
+ * count k past the list is priced with. */
+static void more_like_last(const bg_device_list_t *list, int k, char *text, size_t size) {
+    size_t at = 0;
+    for (int d = 0; d < list->count && at < size; d++)
+        at += (size_t)snprintf(text + at, size - at, "%s%s", d ? "," : "", list->devices[d].name);
+    if (at < size)
+        snprintf(text + at, size - at, " and %d more like %s in --devices", k - list->count,
+                 list->devices[list->count - 1].name);
+}
+
+/* "--devices cuda:0,cuda:1,...": the devices of `list`. */
+static void gpu_names(const bg_device_list_t *list, char *text, size_t size) {
+    size_t at = (size_t)snprintf(text, size, "--devices ");
+    for (int d = 0; d < list->count && at < size; d++)
+        at += (size_t)snprintf(text + at, size - at, "%s%s", d ? "," : "", list->devices[d].name);
+}
+
+/* Tries request r on k devices in place of its own; returns 1 if the plan
+ * then fits. The planner chooses the split (a given --split is for the
+ * request's count). `with` (may be "") names the changes r already holds,
+ * for the line printed; `quiet` prints nothing (a probe of the search
+ * for the fewest). Where k of the devices listed give it (--stages K
+ * chose among more, or one GPU's virtual devices), the k are chosen as the
+ * setup chooses them; past the list, more come like the last one. */
+static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *placement,
+                            int host_share, int k, bg_cost_device_t *devices, const char *with,
+                            int quiet, cJSON *found) {
+    bg_plan_request_t v = *r;
+    v.split = NULL;
+    v.links = NULL; /* the links of the chosen devices only */
+    v.device = devices;
+    v.devices = k;
+    /* Interleaved needs M a multiple of K: on k devices, the fewest
+     * micro-batches from the request's that are one, or where those would
+     * be more than the batch the most below it (63 at --batch 63 is 62 on
+     * two devices; until 2026-12-05 no other count was tried), named in
+     * the line; none where `with` changed M already (try_microbatches
+     * tries the counts that are one: a line naming two counts would be
+     * neither). */
+    char microbatches[48] = "";
+    if (r->schedule == BG_SCHEDULE_INTERLEAVED && v.microbatches % k != 0) {
+        if (strstr(with, "--microbatches") != NULL) return 0;
+        v.microbatches = (v.microbatches + k - 1) / k * k;
+        if (v.microbatches > r->batch) v.microbatches = r->batch / k * k;
+        if (v.microbatches < k) return 0;
+        snprintf(microbatches, sizeof microbatches, ", --microbatches %d", v.microbatches);
+    }
+    const int cores = all_cores(placement), gpu_alone = bg_advice_one_gpu(placement);
+    bg_placement_t listed = *placement;
+    bg_device_links_t *chosen = NULL;
+    /* Fewer GPUs than a list of whole ones are chosen among it too. */
+    const int among_listed = !cores && placement->listed_links != NULL &&
+                             k <= placement->listed.count &&
+                             (placement->stages > 0 || gpu_alone || k < placement->listed.count);
+    /* Past the GPUs listed, the machine's others, on their own links. */
+    const int among_gpus = !among_listed && !cores && placement->gpus_links != NULL &&
+                           k > placement->devices.count && k <= placement->gpus.count;
+    if (among_listed || among_gpus) {
+        listed.devices = among_listed ? placement->listed : placement->gpus;
+        listed.stages = k;
+        if (bg_placement_choose(&listed,
+                                among_listed ? placement->listed_links : placement->gpus_links,
+                                &chosen) != BG_OK)
+            return 0;
+        listed.links = chosen;
+        v.links = chosen->link;
+    }
+    /* More virtual devices of the one GPU than listed: every pair on the
+     * GPU's own link, as `--devices cuda:NxK` has them (until 2026-12-05
+     * the default link, so the step told was not the one that plans). */
+    bg_cost_link_t *same_gpu = NULL;
+    const bg_device_links_t *own = placement->links; /* the chosen devices', all on the GPU */
+    if (!among_listed && gpu_alone && own != NULL && own->count >= 2 &&
+        k > placement->listed.count) {
+        same_gpu = malloc(sizeof *same_gpu * (size_t)k * (size_t)k);
+        if (same_gpu == NULL) {
+            bg_device_links_destroy(chosen);
+            return 0;
+        }
+        for (int a = 0; a < k; a++)
+            for (int b = 0; b < k; b++) same_gpu[a * k + b] = own->link[a == b ? 0 : 1];
+        v.links = same_gpu;
+    }
+    bg_placement_cost_devices(&listed, k, host_share, devices);
+    /* The request's GPU convolution workspace, where a saving lowered it. */
+    const size_t conv_limit = bg_advice_conv_limit(r);
+    for (int d = 0; d < k; d++)
+        if (devices[d].own_conv_workspace && devices[d].conv_workspace_bytes > conv_limit)
+            devices[d].conv_workspace_bytes = conv_limit;
+    int fits = 0;
+    if (quiet) {
+        fits = bg_advice_variant_fits(&v);
+    } else {
+        /* The options that give k devices: cores are there for the asking;
+         * GPUs must be listed, or, on one GPU, made virtual devices of it. */
+        char what[320], devices_option[160];
+        const bg_device_list_t *list = &placement->devices;
+        if (cores && placement->stages > 0)
+            snprintf(devices_option, sizeof devices_option, "--devices cpu:%d --stages %d", k, k);
+        else if (cores)
+            snprintf(devices_option, sizeof devices_option, "--devices cpu:%d", k);
+        else if (among_listed && placement->stages > 0)
+            snprintf(devices_option, sizeof devices_option, "--stages %d", k);
+        else if (gpu_alone && k == 1) /* the GPU whole */
+            snprintf(devices_option, sizeof devices_option, "--devices cuda:%d",
+                     list->devices[0].physical);
+        else if (gpu_alone)
+            snprintf(devices_option, sizeof devices_option, "--devices cuda:%dx%d",
+                     list->devices[0].physical, k);
+        else if (among_gpus || among_listed)
+            gpu_names(&listed.devices, devices_option, sizeof devices_option);
+        else if (k > list->count)
+            more_like_last(list, k, devices_option, sizeof devices_option);
+        else
+            snprintf(devices_option, sizeof devices_option, "%d in --devices", k);
+        snprintf(what, sizeof what, "%s%s%d device%s (%s%s%s)", with, with[0] ? ", " : "", k,
+                 k == 1 ? "" : "s", devices_option, microbatches,
+                 r->split != NULL ? ", without --split" : "");
+        fits = bg_advice_try_variant(&v, what, found);
+    }
+    bg_device_links_destroy(chosen);
+    free(same_gpu);
+    return fits;
+}
+
+int bg_advice_fewest_tried(const bg_plan_request_t *r, const bg_placement_t *placement,
+                           int host_share) {
+    if (bg_advice_fewer_have_more(placement, host_share)) return 1;
+    if (r->schedule == BG_SCHEDULE_GPIPE || r->forward_only) return r->devices;
+    return (r->devices + 1) / 2;
+}
+
+int bg_advice_most_tried(const bg_plan_request_t *r, const bg_placement_t *placement) {
+    int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
+    if (bg_advice_one_gpu(placement) && placement->device_mem == 0)
+        most = placement->stages > 0 ? placement->listed.count : r->devices;
+    if (placement->gpus_links != NULL && most > placement->gpus.count) most = placement->gpus.count;
+    const int layers = r->spec->num_layers / r->chunks;
+    return layers < most ? layers : most;
+}
+
+/* bg_advice_scans_every_count's bound on the counts times the layers. */
+enum { SCAN_EVERY_COUNT_CELLS = 16384 };
+int bg_advice_scans_every_count(const bg_plan_request_t *r, int limit) {
+    return (int64_t)abs(limit - r->devices) * r->spec->num_layers <= SCAN_EVERY_COUNT_CELLS;
+}
+
+/* The device count nearest r's in direction `dir` (+1: more, -1: fewer),
+ * as far as `limit`, at which r fits; 0 for none. Every count in turn
+ * where bg_advice_scans_every_count; else it gallops out (one count away, then 3,
+ * 7, ...) to the first that fits and halves the gap back to the last that
+ * did not, taking a count past one that fits to fit too, which it mostly
+ * does (more devices hold no less, fewer hold fewer micro-batches in
+ * flight) but not always: with 1F1B's stash at a fixed --device-mem, 48
+ * dense layers fit on 17 devices and on no other count from 1 to 30. */
+static int nearest_fitting_count(const bg_plan_request_t *r, const bg_placement_t *placement,
+                                 int host_share, bg_cost_device_t *devices, const char *with,
+                                 int dir, int limit) {
+    if (bg_advice_scans_every_count(r, limit)) {
+        for (int k = r->devices + dir; dir * (limit - k) >= 0; k += dir)
+            if (try_device_count(r, placement, host_share, k, devices, with, 1, NULL)) return k;
+        return 0;
+    }
+    int fail = r->devices, fit = 0;
+    for (int step = 1; fit == 0 && dir * (limit - fail) > 0; step *= 2) {
+        const int k = dir * (limit - fail) > step ? fail + dir * step : limit;
+        if (try_device_count(r, placement, host_share, k, devices, with, 1, NULL))
+            fit = k;
+        else
+            fail = k;
+    }
+    while (fit != 0 && abs(fit - fail) > 1) {
+        const int mid = fail + (fit - fail) / 2;
+        if (try_device_count(r, placement, host_share, mid, devices, with, 1, NULL))
+            fit = mid;
+        else
+            fail = mid;
+    }
+    return fit;
+}
+
+int bg_advice_try_device_counts(const bg_plan_request_t *r, const bg_placement_t *placement,
+                                int host_share, const char *with, int quiet, cJSON *found) {
+    const int most = bg_advice_most_tried(r, placement);
+    bg_cost_device_t *devices = calloc((size_t)(most > 0 ? most : 1), sizeof *devices);
+    if (devices == NULL) return 0;
+    const int fewer = nearest_fitting_count(r, placement, host_share, devices, with, -1,
+                                            bg_advice_fewest_tried(r, placement, host_share));
+    const int more = quiet && fewer > 0
+                         ? 0
+                         : nearest_fitting_count(r, placement, host_share, devices, with, 1, most);
+    int fits = quiet && (fewer > 0 || more > 0);
+    if (!quiet && fewer > 0)
+        fits |= try_device_count(r, placement, host_share, fewer, devices, with, 0, found);
+    if (!quiet && more > 0)
+        fits |= try_device_count(r, placement, host_share, more, devices, with, 0, found);
+    free(devices);
+    return fits;
+}
