@@ -97,21 +97,29 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
         listed.links = chosen;
         v.links = chosen->link;
     }
-    /* More virtual devices of the one GPU than listed: every pair on the
-     * GPU's own link, as `--devices cuda:NxK` has them (until 2026-12-05
-     * the default link, so the step told was not the one that plans). */
-    bg_cost_link_t *same_gpu = NULL;
+    /* Links of our own making: more virtual devices of the one GPU than
+     * listed, every pair on the GPU's own link, as `--devices cuda:NxK`
+     * has them; another count of cores, the first k of cpu:2N's, as
+     * `--devices cpu:k` has them (until 2026-12-05 both on the default
+     * link, so the step told was not the one that plans). */
+    bg_cost_link_t *made = NULL;
     const bg_device_links_t *own = placement->links; /* the chosen devices', all on the GPU */
-    if (!among_listed && gpu_alone && own != NULL && own->count >= 2 &&
-        k > placement->listed.count) {
-        same_gpu = malloc(sizeof *same_gpu * (size_t)k * (size_t)k);
-        if (same_gpu == NULL) {
+    const bg_device_links_t *more_cores = placement->cores_links;
+    const int virtual_devices =
+        !among_listed && gpu_alone && own != NULL && own->count >= 2 && k > placement->listed.count;
+    const int cores_counted =
+        cores && placement->stages == 0 && more_cores != NULL && k <= more_cores->count;
+    if (virtual_devices || cores_counted) {
+        made = malloc(sizeof *made * (size_t)k * (size_t)k);
+        if (made == NULL) {
             bg_device_links_destroy(chosen);
             return 0;
         }
         for (int a = 0; a < k; a++)
-            for (int b = 0; b < k; b++) same_gpu[a * k + b] = own->link[a == b ? 0 : 1];
-        v.links = same_gpu;
+            for (int b = 0; b < k; b++)
+                made[a * k + b] = virtual_devices ? own->link[a == b ? 0 : 1]
+                                                  : more_cores->link[a * more_cores->count + b];
+        v.links = made;
     }
     bg_placement_cost_devices(&listed, k, host_share, devices);
     /* The request's GPU convolution workspace, where a saving lowered it. */
@@ -151,7 +159,7 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
         fits = bg_advice_try_variant(&v, what, found);
     }
     bg_device_links_destroy(chosen);
-    free(same_gpu);
+    free(made);
     return fits;
 }
 

@@ -48,6 +48,11 @@ typedef struct bg_placement {
      * prices more devices as the GPUs there are, not as GPUs imagined. */
     bg_device_list_t gpus;
     const bg_device_links_t *gpus_links;
+    /* Where the devices are cpu:N's cores and --stages is not given: the
+     * links of cpu:2N's (set by bg_cli_setup_open, which owns them; NULL
+     * otherwise), whose first k are cpu:k's: the plan advice prices other
+     * counts of cores on the links `--devices cpu:k` has. */
+    const bg_device_links_t *cores_links;
 } bg_placement_t;
 
 /* Help text for the options, for commands' --help, in three parts:

@@ -876,6 +876,26 @@ static bg_status_t list_every_gpu(bg_placement_t *placement, bg_cli_setup_t *set
     return BG_OK;
 }
 
+/* Where the devices are cpu:N's cores without --stages: cpu:2N (up to
+ * BG_MAX_DEVICES) and its links into setup->core_links, whose first k
+ * devices are cpu:k's; nothing otherwise. */
+static bg_status_t list_more_cores(bg_placement_t *placement, bg_cli_setup_t *setup,
+                                   const bg_cost_link_t *host) {
+    const bg_device_list_t *listed = &placement->devices; /* before --stages chooses */
+    if (!bg_placement_all_of_kind(placement, BG_DEVICE_CPU) || placement->stages > 0) return BG_OK;
+    const int most = 2 * listed->count < BG_MAX_DEVICES ? 2 * listed->count : BG_MAX_DEVICES;
+    char text[32];
+    snprintf(text, sizeof text, "cpu:%d", most);
+    bg_device_list_t cores;
+    BG_CHECK(bg_device_list_parse_on(text, bg_topology_core_count(setup->topology), 0, &cores));
+    for (int d = 0; d < listed->count; d++) /* a list of other cores: not cpu:N's */
+        if (listed->devices[d].physical != cores.devices[d].physical) return BG_OK;
+    BG_CHECK(bg_device_links_create(setup->topology, &cores, host, placement->topology_path == NULL,
+                                    &setup->core_links));
+    placement->cores_links = setup->core_links;
+    return BG_OK;
+}
+
 bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
                               const bg_optimizer_config_t *optimizer, bg_cli_setup_t *out) {
     *out = (bg_cli_setup_t){0};
@@ -900,6 +920,7 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
     out->all_links = all;
     placement->listed_links = all;
     BG_CHECK(bg_cli_input_status(list_every_gpu(placement, out, &host)));
+    BG_CHECK(bg_cli_input_status(list_more_cores(placement, out, &host)));
     BG_CHECK(bg_placement_choose(placement, all, &out->links));
     placement->links = out->links;
     bg_placement_note_shared_cores(placement, bg_topology_core_count(out->topology));
@@ -913,6 +934,7 @@ void bg_cli_setup_close(bg_cli_setup_t *setup) {
     free(setup->devices);
     bg_device_links_destroy(setup->links);
     bg_device_links_destroy(setup->all_links);
+    bg_device_links_destroy(setup->core_links);
     bg_device_links_destroy(setup->gpu_links);
     bg_profile_destroy(setup->profile);
     bg_topology_destroy(setup->topology);

@@ -35,9 +35,10 @@ bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *
 typedef struct bg_cli_setup {
     bg_model_spec_t *spec;
     bg_topology_t *topology;
-    bg_device_links_t *links;     /* the chosen devices' (placement->links points here) */
-    bg_device_links_t *all_links; /* every listed device's (placement->listed_links) */
-    bg_device_links_t *gpu_links; /* every GPU's, where whole GPUs are listed (placement->gpus) */
+    bg_device_links_t *links;      /* the chosen devices' (placement->links points here) */
+    bg_device_links_t *all_links;  /* every listed device's (placement->listed_links) */
+    bg_device_links_t *gpu_links;  /* every GPU's, where whole GPUs are listed (placement->gpus) */
+    bg_device_links_t *core_links; /* cpu:2N's, where cpu:N is listed (placement->cores_links) */
     bg_profile_t *profile;
     bg_cost_device_t *devices; /* placement->devices.count entries */
 } bg_cli_setup_t;

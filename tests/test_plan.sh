@@ -358,6 +358,22 @@ expect 0 "note: --device-mem gives each of the 4 CPU devices 1.00 GiB, 4.00 GiB 
     -- plan "$MODEL" --topology "$CORES" --devices cpu:4 --device-mem 1G
 expect 0 "" -- plan "$MODEL" --topology "$CORES" --devices cpu:4 --device-mem 512M
 if grep -q "device-mem" "$ERR"; then fail "--device-mem within the host's share: a note"; else pass; fi
+# Another count of cores is priced on the links `--devices cpu:k` has:
+# five of the two-socket machine's cross from socket 0 to 1 (until
+# 2026-12-05 on the default link: 98.927 ms told, 99.170 planned).
+printf '%s\n' 'input channels=3 height=32 width=32' \
+    'conv2d filters=32 kernel=5 padding=same activation=relu' residual \
+    'conv2d filters=32 kernel=3 padding=same activation=relu' 'conv2d filters=32 kernel=3 padding=same' \
+    add relu residual 'conv2d filters=32 kernel=3 padding=same activation=relu' \
+    'conv2d filters=32 kernel=3 padding=same' add relu flatten 'dense units=10' \
+    softmax_cross_entropy >"$T/two-blocks.model"
+set -- --topology "$CORES" --schedule zb-h1 --batch 63 --microbatches 6 --optimizer sgd \
+    --device-mem 50879406
+expect 2 "what would help" -- plan "$T/two-blocks.model" --devices cpu:7 "$@"
+told=$(sed -n 's/^  5 devices (--devices cpu:5) *fits: .*, step \([0-9.]*\) ms .*/\1/p' "$ERR")
+expect 0 "" -- plan "$T/two-blocks.model" --devices cpu:5 "$@"
+check "five cores across two sockets: the step as told ($told ms) and as planned" \
+    grep -qF "predicted step: $told ms" "$OUT"
 # GPU 1 of 4 GiB and GPU 2 of 8 GiB, the rest 140: the chain of the largest
 # smallest GPU among those linked alike, not the one holding the first of
 # the largest (cuda:0 with the 4 GiB cuda:1, which a UAT found).
