@@ -1344,6 +1344,27 @@ check "a second signal: says what --save holds" grep -qxF \
     "$ERR"
 expect 0 "" -- train "$T/slow_eval.model" --data synthetic --steps 0 --load "$T/quit.st" \
     --test-samples 16
+# Mid-run, within a step of 1,024 samples (seconds), the last save is
+# told, with how to go on from it.
+: >"$ERR"
+env --default-signal=TERM "$BRIGADE" train "$T/slow_eval.model" --data synthetic --steps 4 \
+    --batch 1024 --save "$T/quit-mid.st" --save-every 1 --test-samples 16 </dev/null >"$OUT" \
+    2>"$ERR" &
+quitting=$!
+tries=0
+while [ ! -e "$T/quit-mid.st" ] && [ $tries -lt 600 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+kill -TERM $quitting
+sleep 1.2
+kill -TERM $quitting 2>/dev/null
+wait $quitting
+status=$?
+check "a second signal mid-run: exit status 143 (was $status)" test "$status" -eq 143
+check "a second signal mid-run: says the step --save holds and how to go on" grep -qxF \
+    "brigade: a second signal: quitting at once; nothing more is written; $T/quit-mid.st holds step 1 (--resume $T/quit-mid.st goes on from there)" \
+    "$ERR"
 # A stop whose save fails (the file over ulimit -f) ends the run as the
 # signal asked, with why the save failed, without scoring the test set or
 # writing --metrics (until 2026-12-04 it scored the whole test set first and
