@@ -13,7 +13,12 @@
 #include "cli.h"
 
 volatile sig_atomic_t bg_cli_stop_signal;
-static int64_t stop_ns;        /* CLOCK_MONOTONIC of the first; the handler alone writes it */
+/* When the first signal came (CLOCK_MONOTONIC ns, at least 1; 0: none
+ * yet), claimed by one compare-exchange: two threads taking signals at
+ * once (timeout(1) signals the command and then its group) cannot both be
+ * the first, nor one find the first signal without its time. */
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the stop signal handler needs lock-free atomics");
+static atomic_llong first_ns;
 static const char *stop_reply; /* what the first signal is answered with */
 static int stderr_terminal;    /* where a progress bar may hold a line open */
 /* What a second signal's answer adds (bg_cli_set_quit_note): two buffers,
@@ -58,15 +63,15 @@ static void on_stop_signal(int signo) {
     const int saved_errno = errno; /* write may set it under the code interrupted */
     struct timespec now;           /* clock_gettime, sigaction and raise are async-signal-safe */
     clock_gettime(CLOCK_MONOTONIC, &now);
-    const int64_t ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-    if (bg_cli_stop_signal == 0) {
-        stop_ns = ns;
+    const long long ns = (long long)now.tv_sec * 1000000000 + now.tv_nsec;
+    long long first = 0;
+    if (atomic_compare_exchange_strong(&first_ns, &first, ns > 0 ? ns : 1)) {
         bg_cli_stop_signal = signo;
         if (stop_reply != NULL) say(stop_reply);
-    } else if (ns - stop_ns >= 1000000000) {
+    } else if (ns - first >= 1000000000) {
         say("\nbrigade: a second signal: quitting at once; nothing more is written");
         atomic_store(&quitting, 1);
-        const int note = atomic_load_explicit(&quit_note, memory_order_acquire);
+        const int note = atomic_load(&quit_note);
         if (note >= 0) put(quit_notes[note]);
         put("\n");
         die_by(signo);
@@ -91,11 +96,11 @@ void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *reply) {
 
 void bg_cli_set_quit_note(const char *note) {
     if (atomic_load(&quitting)) return;
-    const int next = atomic_load_explicit(&quit_note, memory_order_relaxed) == 0 ? 1 : 0;
+    const int next = atomic_load(&quit_note) == 0 ? 1 : 0;
     char shown[BG_ERROR_MAX];
     snprintf(quit_notes[next], sizeof quit_notes[next], "%s",
              bg_cli_shown(note, shown, sizeof shown));
-    atomic_store_explicit(&quit_note, next, memory_order_release);
+    atomic_store(&quit_note, next);
 }
 
 void bg_cli_restore_stop_signals(const bg_cli_stop_handlers_t *old) {

@@ -241,8 +241,13 @@ static int frees_before(const sim_state_t *sim, int c, int a, int b) {
     return ta < tb || (ta == tb && a < b);
 }
 
-/* Slot `slot` of channel c frees at `when`: into its heap. */
-static void slot_frees(sim_state_t *sim, int c, int slot, double when) {
+/* Slot `slot` of channel c frees at `when`: into its heap. A slot that
+ * holds no message (the schedule received one twice, or one never sent)
+ * is a broken schedule, not a second entry. */
+static bg_status_t slot_frees(sim_state_t *sim, int c, int slot, double when) {
+    if (slot < 0 || sim->slot_free[c * sim->microbatches + slot] >= 0)
+        return bg_error_set(BG_ERR_INTERNAL,
+                            "simulator: channel %d received a message no slot holds", c);
     sim->slot_free[c * sim->microbatches + slot] = when;
     int *heap = sim->free_heap + c * sim->microbatches;
     int at = sim->free_count[c]++;
@@ -253,9 +258,11 @@ static void slot_frees(sim_state_t *sim, int c, int slot, double when) {
         heap[up] = t;
         at = up;
     }
+    return BG_OK;
 }
 
-/* Channel c's first slot to free is taken by a send: out of its heap. */
+/* Channel c's first slot to free (it has one: first_free_slot found it)
+ * is taken by a send: out of its heap. */
 static void slot_taken(sim_state_t *sim, int c) {
     int *heap = sim->free_heap + c * sim->microbatches;
     sim->slot_free[c * sim->microbatches + heap[0]] = -1;
@@ -405,7 +412,7 @@ static bg_status_t commit_op(sim_state_t *sim, int d, double start, double ready
          * ring (which costs this device wake_s, as a send's wake does). */
         const int sender = device_of(sim, peer);
         const int wakes = sender != d && blocked_on(sim, sender, rc, start);
-        slot_frees(sim, rc, sim->held[rc * sim->microbatches + op->microbatch], start);
+        BG_CHECK(slot_frees(sim, rc, sim->held[rc * sim->microbatches + op->microbatch], start));
         if (wakes) start += sim->costs->wake_s;
     }
     if (op->kind == BG_OP_STEP) {
@@ -794,8 +801,14 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
     sim.busy = malloc(sizeof(sim_busy_t) * devices * (size_t)(sim.busy_cap > 0 ? sim.busy_cap : 1));
     sim.busy_count = calloc(devices, sizeof(int));
     sim.busy_kept = calloc(devices, sizeof(int));
-    for (int b = 0; sim.ring != NULL && b + 1 < sim.stages; b++)
-        sim.ring[b] = bg_schedule_ring_slots(schedule->devices, sim.microbatches, b, b + 1);
+    for (int b = 0; sim.ring != NULL && b + 1 < sim.stages; b++) {
+        /* No more than M: a channel carries M messages a step, so the
+         * executor's slots past M (2 at M = 1) are never taken, and the
+         * channels' arrays hold M slots each. */
+        const int slots_there =
+            bg_schedule_ring_slots(schedule->devices, sim.microbatches, b, b + 1);
+        sim.ring[b] = slots_there < sim.microbatches ? slots_there : sim.microbatches;
+    }
     bg_status_t status = BG_OK;
     if (!sim.activation_ready || !sim.gradient_ready || !sim.forward_done || !sim.backward_done ||
         !sim.forward_link || !sim.backward_link || !sim.device_free || !sim.pc || !sim.pending ||
