@@ -40,11 +40,22 @@ static void more_like_last(const bg_device_list_t *list, int k, char *text, size
                  list->devices[list->count - 1].name);
 }
 
-/* "--devices cuda:0,cuda:1,...": the devices of `list`. */
+/* "--devices cuda:0,cuda:1,...": the GPUs of `list`, in the order they
+ * first come, each GPU's virtual devices as cuda:GxV (their names,
+ * "cuda:2/0", are no option: a review found one told). */
 static void gpu_names(const bg_device_list_t *list, char *text, size_t size) {
     size_t at = (size_t)snprintf(text, size, "--devices ");
-    for (int d = 0; d < list->count && at < size; d++)
-        at += (size_t)snprintf(text + at, size - at, "%s%s", d ? "," : "", list->devices[d].name);
+    for (int d = 0; d < list->count && at < size; d++) {
+        const int gpu = list->devices[d].physical;
+        int seen = 0, sharing = 0;
+        for (int e = 0; e < list->count; e++) {
+            seen |= e < d && list->devices[e].physical == gpu;
+            sharing += list->devices[e].physical == gpu;
+        }
+        if (seen) continue;
+        at += (size_t)snprintf(text + at, size - at, "%scuda:%d", d ? "," : "", gpu);
+        if (sharing > 1 && at < size) at += (size_t)snprintf(text + at, size - at, "x%d", sharing);
+    }
 }
 
 /* Tries request r on k devices in place of its own; returns 1 if the plan
@@ -133,7 +144,7 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
     } else {
         /* The options that give k devices: cores are there for the asking;
          * GPUs must be listed, or, on one GPU, made virtual devices of it. */
-        char what[320], devices_option[160];
+        char devices_option[BG_MAX_DEVICES * 12], what[sizeof devices_option + 256];
         const bg_device_list_t *list = &placement->devices;
         if (cores && placement->stages > 0)
             snprintf(devices_option, sizeof devices_option, "--devices cpu:%d --stages %d", k, k);

@@ -573,11 +573,11 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
         char counts[96];
         const int every =
             bg_advice_scans_every_count(&v, fewest) && bg_advice_scans_every_count(&v, most);
-        if (fewest == most)
+        if (fewest >= most)
             snprintf(counts, sizeof counts, "on %d devices", most);
         else
             snprintf(counts, sizeof counts, "on %d to %d devices%s", fewest, most,
-                     every ? "" : " (searched by halving, not each count planned)");
+                     every ? "" : " (sampled in doubling steps, not each count planned)");
         fprintf(stderr, "  none of these fits, alone or together, %s%s: %s%s\n", counts,
                 all_gpus ? " (every GPU there is)" : "",
                 all_gpus ? "it takes GPUs with more memory, or more of them"

@@ -297,6 +297,17 @@ expect 2 "so more virtual devices cannot help; nor did fewer of them (tried abov
     --devices cuda:0x4
 expect 0 "" -- plan "$T/big3.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
     --devices cuda:0,cuda:1,cuda:2 --optimizer sgd
+# One of two virtual devices is the GPU whole: told as cuda:0, not
+# cuda:0x1 (a tester's wide model, whose layers need a GPU's whole 140 GiB).
+printf '%s\n' 'input channels=32768 height=1 width=1' 'dense units=32768 activation=tanh' \
+    'dense units=4096 activation=gelu' 'dense units=4096 activation=gelu' residual \
+    'dense units=4096 activation=relu' add 'dense units=16384 activation=relu' \
+    'dense units=32768 activation=none' 'dense units=98304 activation=none' \
+    'dense units=98304 activation=sigmoid' 'dense units=16384 activation=sigmoid' \
+    'dense units=10' softmax_cross_entropy >"$T/wide-gpu.model"
+expect 2 "  --optimizer sgd, 1 device (--devices cuda:0) fits: " -- plan "$T/wide-gpu.model" \
+    --topology "$GPUS" --devices cuda:0x2 --schedule interleaved --chunks 2 --microbatches 8 \
+    --batch 1024
 # Ten such layers need five of these GPUs even with SGD: the machine's
 # four are all tried, and the GPUs' memory is not an option's (until
 # 2026-12-05 "on up to twice the devices: give each more memory
@@ -802,6 +813,39 @@ check "three of four GPUs: the step as told ($told ms) and as planned" \
 # read as auto's, where interleaved on two devices fit).
 expect 2 "what would help (each under --schedule 1f1b, what auto fell back on; once a change fits, auto may choose another):" \
     -- plan "$MODEL" --devices cpu:2 --schedule auto --device-mem 16M
+# A list of virtual devices and whole GPUs: fewer are told as --devices
+# takes them, a GPU's virtual devices as cuda:GxV (until 2026-12-05
+# "cuda:2/0,cuda:2/1,cuda:3", which --devices refuses).
+expect 2 "  3 devices (--devices cuda:2x2,cuda:3) fits: " -- plan "$T/sigmoid1024.model" \
+    --topology "$GPUS" --devices cuda:2x2,cuda:3,cuda:5 --schedule zb-h1 --batch 256 \
+    --device-mem 10481639
+told=$(sed -n 's/^  3 devices (--devices cuda:2x2,cuda:3) fits: .*, step \([0-9.]*\) ms .*/\1/p' "$ERR")
+expect 0 "" -- plan "$T/sigmoid1024.model" --topology "$GPUS" --devices cuda:2x2,cuda:3 \
+    --schedule zb-h1 --batch 256 --device-mem 10481639
+check "two virtual devices and a GPU: the step as told ($told ms) and as planned" \
+    grep -qF "predicted step: $told ms" "$OUT"
+# More virtual devices where --stages chose one GPU's two of a mixed list:
+# priced on the chosen ones' link, as cuda:0x4 plans them.
+expect 2 "  4 devices (--devices cuda:0x4)   fits: largest stage 8.88 MiB, step 0.982 ms" \
+    -- plan "$ROOT/examples/mlp_balanced.model" --topology "$HGX" --devices cuda:0x2,cuda:5 \
+    --stages 2 --device-mem 12M --optimizer sgd --microbatches 4
+# Nothing fits on the counts sampled (600 layers on 32 to 128 devices are
+# too many to plan each count): said so.
+{
+    echo 'input channels=128 height=1 width=1'
+    i=0
+    while [ $i -lt 600 ]; do
+        echo 'dense units=128'
+        i=$((i + 1))
+    done
+    printf '%s\n' 'dense units=4' softmax_cross_entropy
+} >"$T/d600.model"
+expect 2 "  none of these fits, alone or together, on 32 to 128 devices (sampled in doubling steps, not each count planned): give each more memory (--device-mem) or use more devices still, at least 139: " \
+    -- plan "$T/d600.model" --devices cpu:64 --device-mem 560K --optimizer sgd
+# Both autos: the changes are priced at the count and under the schedule
+# they fell back on.
+expect 2 "what would help (each at --microbatches 64 under --schedule 1f1b, what auto fell back on; once a change fits, auto may choose another):" \
+    -- plan "$MODEL" --devices cpu:2 --schedule auto --microbatches auto --device-mem 8M
 # ZB-H1 keeps the deferred weight gradients' inputs beside 1F1B's stash:
 # 1F1B is a saving, as it is for GPipe (until 2026-12-05 not told).
 expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --schedule zb-h1 --microbatches 2 \
