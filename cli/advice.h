@@ -34,6 +34,11 @@ size_t bg_advice_conv_limit(const bg_plan_request_t *r);
  * GPU. */
 int bg_advice_one_gpu(const bg_placement_t *placement);
 
+/* Whether the placement's devices are virtual devices of one GPU that
+ * share its memory (no --device-mem gives them theirs): more of them hold
+ * no more, fewer each hold more. */
+int bg_advice_shares_one_gpu(const bg_placement_t *placement);
+
 /* Whether fewer devices each have more memory: CPU devices dividing the
  * host's, or virtual devices dividing one GPU's. */
 int bg_advice_fewer_have_more(const bg_placement_t *placement, int host_share);

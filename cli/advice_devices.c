@@ -24,6 +24,10 @@ int bg_advice_one_gpu(const bg_placement_t *placement) {
     return 1;
 }
 
+int bg_advice_shares_one_gpu(const bg_placement_t *placement) {
+    return bg_advice_one_gpu(placement) && placement->device_mem == 0;
+}
+
 int bg_advice_fewer_have_more(const bg_placement_t *placement, int host_share) {
     if (placement->device_mem != 0) return 0;
     return (all_cores(placement) && host_share) || bg_advice_one_gpu(placement);
@@ -183,7 +187,7 @@ int bg_advice_fewest_tried(const bg_plan_request_t *r, const bg_placement_t *pla
 
 int bg_advice_most_tried(const bg_plan_request_t *r, const bg_placement_t *placement) {
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
-    if (bg_advice_one_gpu(placement) && placement->device_mem == 0)
+    if (bg_advice_shares_one_gpu(placement))
         most = placement->stages > 0 ? placement->listed.count : r->devices;
     if (placement->gpus_links != NULL && most > placement->gpus.count) most = placement->gpus.count;
     const int layers = r->spec->num_layers / r->chunks;

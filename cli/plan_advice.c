@@ -258,7 +258,7 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
      * (tried before this is said) or a larger GPU, not a --device-mem it
      * may not have. */
     const int gpus = bg_placement_all_of_kind(placement, BG_DEVICE_CUDA);
-    const int virtual_devices = bg_advice_one_gpu(placement) && placement->device_mem == 0;
+    const int virtual_devices = bg_advice_shares_one_gpu(placement);
     if (virtual_devices)
         /* Whole GPUs may: a fewer virtual devices' larger share can hold
          * the layer and still not the rest of the model. */
@@ -559,7 +559,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                               at > 0 ? " even with all of these" : "", plan_json);
         return;
     }
-    if (bg_advice_one_gpu(placement) && placement->device_mem == 0)
+    if (bg_advice_shares_one_gpu(placement))
         fprintf(stderr, "  none of these fits, alone or together: the virtual devices share one "
                         "GPU's memory, so more of them hold no more; use more GPUs\n");
     else {
