@@ -62,16 +62,29 @@ static void gpu_names(const bg_device_list_t *list, char *text, size_t size) {
     }
 }
 
-/* Tries request r on k devices in place of its own; returns 1 if the plan
- * then fits. The planner chooses the split (a given --split is for the
- * request's count). `with` (may be "") names the changes r already holds,
- * for the line printed; `quiet` prints nothing (a probe of the search
+/* A search of other device counts for request r: its placement, whether
+ * CPU devices share the host's memory, room for the most devices tried,
+ * and the changes r already holds, in words (may be ""), for the lines
+ * printed. */
+typedef struct count_search {
+    const bg_plan_request_t *r;
+    const bg_placement_t *placement;
+    int host_share;
+    bg_cost_device_t *devices;
+    const char *with;
+} count_search_t;
+
+/* Tries the search's request on k devices in place of its own; returns 1
+ * if the plan then fits. The planner chooses the split (a given --split is for the
+ * request's count). `quiet` prints nothing (a probe of the search
  * for the fewest). Where k of the devices listed give it (--stages K
  * chose among more, or one GPU's virtual devices), the k are chosen as the
  * setup chooses them; past the list, more come like the last one. */
-static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *placement,
-                            int host_share, int k, bg_cost_device_t *devices, const char *with,
-                            int quiet, cJSON *found) {
+static int try_device_count(const count_search_t *search, int k, int quiet, cJSON *found) {
+    const bg_plan_request_t *r = search->r;
+    const bg_placement_t *placement = search->placement;
+    bg_cost_device_t *devices = search->devices;
+    const char *with = search->with;
     bg_plan_request_t v = *r;
     v.split = NULL;
     v.links = NULL; /* the links of the chosen devices only */
@@ -136,7 +149,7 @@ static int try_device_count(const bg_plan_request_t *r, const bg_placement_t *pl
                                                   : more_cores->link[a * more_cores->count + b];
         v.links = made;
     }
-    bg_placement_cost_devices(&listed, k, host_share, devices);
+    bg_placement_cost_devices(&listed, k, search->host_share, devices);
     /* The request's GPU convolution workspace, where a saving lowered it. */
     const size_t conv_limit = bg_advice_conv_limit(r);
     for (int d = 0; d < k; d++)
@@ -200,33 +213,32 @@ int bg_advice_scans_every_count(const bg_plan_request_t *r, int limit) {
     return (int64_t)abs(limit - r->devices) * r->spec->num_layers <= SCAN_EVERY_COUNT_CELLS;
 }
 
-/* The device count nearest r's in direction `dir` (+1: more, -1: fewer),
- * as far as `limit`, at which r fits; 0 for none. Every count in turn
+/* The device count nearest the search's request's in direction `dir`
+ * (+1: more, -1: fewer), as far as `limit`, at which it fits; 0 for none. Every count in turn
  * where bg_advice_scans_every_count; else it gallops out (one count away, then 3,
  * 7, ...) to the first that fits and halves the gap back to the last that
  * did not, taking a count past one that fits to fit too, which it mostly
  * does (more devices hold no less, fewer hold fewer micro-batches in
  * flight) but not always: with 1F1B's stash at a fixed --device-mem, 48
  * dense layers fit on 17 devices and on no other count from 1 to 30. */
-static int nearest_fitting_count(const bg_plan_request_t *r, const bg_placement_t *placement,
-                                 int host_share, bg_cost_device_t *devices, const char *with,
-                                 int dir, int limit) {
+static int nearest_fitting_count(const count_search_t *search, int dir, int limit) {
+    const bg_plan_request_t *r = search->r;
     if (bg_advice_scans_every_count(r, limit)) {
         for (int k = r->devices + dir; dir * (limit - k) >= 0; k += dir)
-            if (try_device_count(r, placement, host_share, k, devices, with, 1, NULL)) return k;
+            if (try_device_count(search, k, 1, NULL)) return k;
         return 0;
     }
     int fail = r->devices, fit = 0;
     for (int step = 1; fit == 0 && dir * (limit - fail) > 0; step *= 2) {
         const int k = dir * (limit - fail) > step ? fail + dir * step : limit;
-        if (try_device_count(r, placement, host_share, k, devices, with, 1, NULL))
+        if (try_device_count(search, k, 1, NULL))
             fit = k;
         else
             fail = k;
     }
     while (fit != 0 && abs(fit - fail) > 1) {
         const int mid = fail + (fit - fail) / 2;
-        if (try_device_count(r, placement, host_share, mid, devices, with, 1, NULL))
+        if (try_device_count(search, mid, 1, NULL))
             fit = mid;
         else
             fail = mid;
@@ -239,16 +251,13 @@ int bg_advice_try_device_counts(const bg_plan_request_t *r, const bg_placement_t
     const int most = bg_advice_most_tried(r, placement);
     bg_cost_device_t *devices = calloc((size_t)(most > 0 ? most : 1), sizeof *devices);
     if (devices == NULL) return 0;
-    const int fewer = nearest_fitting_count(r, placement, host_share, devices, with, -1,
-                                            bg_advice_fewest_tried(r, placement, host_share));
-    const int more = quiet && fewer > 0
-                         ? 0
-                         : nearest_fitting_count(r, placement, host_share, devices, with, 1, most);
+    const count_search_t search = {r, placement, host_share, devices, with};
+    const int fewer =
+        nearest_fitting_count(&search, -1, bg_advice_fewest_tried(r, placement, host_share));
+    const int more = quiet && fewer > 0 ? 0 : nearest_fitting_count(&search, 1, most);
     int fits = quiet && (fewer > 0 || more > 0);
-    if (!quiet && fewer > 0)
-        fits |= try_device_count(r, placement, host_share, fewer, devices, with, 0, found);
-    if (!quiet && more > 0)
-        fits |= try_device_count(r, placement, host_share, more, devices, with, 0, found);
+    if (!quiet && fewer > 0) fits |= try_device_count(&search, fewer, 0, found);
+    if (!quiet && more > 0) fits |= try_device_count(&search, more, 0, found);
     free(devices);
     return fits;
 }
