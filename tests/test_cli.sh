@@ -1316,6 +1316,23 @@ stop_run() { # SIGNAL STATUS
 }
 stop_run TERM 143
 stop_run HUP 129
+# signal_twice PID COMMAND...: once COMMAND succeeds (a minute at most),
+# sends SIGTERM to PID and another 1.2 s later, and waits for it; its exit
+# status in $status.
+signal_twice() {
+    pid=$1
+    shift
+    tries=0
+    while ! "$@" && [ $tries -lt 600 ]; do
+        sleep 0.1
+        tries=$((tries + 1))
+    done
+    kill -TERM "$pid"
+    sleep 1.2
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid"
+    status=$?
+}
 # A second signal a second after the first quits at once, saying what
 # --save holds: here the run's last step, saved before the final
 # evaluation that the first signal would have let end (a model whose
@@ -1327,17 +1344,7 @@ printf '%s\n' 'input channels=1 height=28 width=28' 'conv2d filters=64 kernel=3 
 : >"$ERR"
 env --default-signal=TERM "$BRIGADE" train "$T/slow_eval.model" --data synthetic --steps 2 \
     --batch 16 --save "$T/quit.st" </dev/null >"$OUT" 2>"$ERR" &
-quitting=$!
-tries=0
-while ! grep -q "step 2/2 .*(done)" "$ERR" && [ $tries -lt 600 ]; do
-    sleep 0.1
-    tries=$((tries + 1))
-done
-kill -TERM $quitting
-sleep 1.2
-kill -TERM $quitting 2>/dev/null
-wait $quitting
-status=$?
+signal_twice $! grep -q "step 2/2 .*(done)" "$ERR"
 check "a second signal: exit status 143 (was $status)" test "$status" -eq 143
 check "a second signal: says what --save holds" grep -qxF \
     "brigade: a second signal: quitting at once; nothing more is written; $T/quit.st holds step 2, the run's last" \
@@ -1350,17 +1357,7 @@ expect 0 "" -- train "$T/slow_eval.model" --data synthetic --steps 0 --load "$T/
 env --default-signal=TERM "$BRIGADE" train "$T/slow_eval.model" --data synthetic --steps 4 \
     --batch 1024 --save "$T/quit-mid.st" --save-every 1 --test-samples 16 </dev/null >"$OUT" \
     2>"$ERR" &
-quitting=$!
-tries=0
-while [ ! -e "$T/quit-mid.st" ] && [ $tries -lt 600 ]; do
-    sleep 0.1
-    tries=$((tries + 1))
-done
-kill -TERM $quitting
-sleep 1.2
-kill -TERM $quitting 2>/dev/null
-wait $quitting
-status=$?
+signal_twice $! test -e "$T/quit-mid.st"
 check "a second signal mid-run: exit status 143 (was $status)" test "$status" -eq 143
 check "a second signal mid-run: says the step --save holds and how to go on" grep -qxF \
     "brigade: a second signal: quitting at once; nothing more is written; $T/quit-mid.st holds step 1 (--resume $T/quit-mid.st goes on from there)" \

@@ -285,13 +285,24 @@ expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/nvlink-bridged-pai
     --devices cuda:1,cuda:2 --json
 json_check "no NVLink: the PCIe path's figure" '
 assert [(l["kind"], l["bytes_per_s"]) for l in p["links"]] == [("PHB", 18e9)], p["links"]'
+# dense_stack FILE WIDTH LAYER COUNT UNITS: a WIDTH-wide input, COUNT times
+# the line LAYER, a dense layer of UNITS and the loss.
+dense_stack() {
+    {
+        echo "input channels=$2 height=1 width=1"
+        i=0
+        while [ $i -lt "$4" ]; do
+            echo "$3"
+            i=$((i + 1))
+        done
+        printf '%s\n' "dense units=$5" softmax_cross_entropy
+    } >"$1"
+}
 # Three 65536-wide layers (48 GiB of weights) on one 80 GiB GPU's four
 # virtual devices: a layer needs more than a quarter, two with Adam more than
 # the whole GPU, so whole GPUs are told, not a larger one (until 2026-12-05
 # "it takes a larger one"; three fit with SGD).
-printf '%s\n' 'input channels=65536 height=1 width=1' 'dense units=65536 activation=relu' \
-    'dense units=65536 activation=relu' 'dense units=65536 activation=relu' 'dense units=10' \
-    softmax_cross_entropy >"$T/big3.model"
+dense_stack "$T/big3.model" 65536 'dense units=65536 activation=relu' 3 10
 expect 2 "so more virtual devices cannot help; nor did fewer of them (tried above): it takes whole GPUs (--devices cuda:0,cuda:1,..., as 'brigade topo' lists them), the one that holds this layer with more than 34,361,049,088 bytes" \
     -- plan "$T/big3.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
     --devices cuda:0x4
@@ -312,11 +323,7 @@ expect 2 "  --optimizer sgd, 1 device (--devices cuda:0) fits: " -- plan "$T/wid
 # four are all tried, and the GPUs' memory is not an option's (until
 # 2026-12-05 "on up to twice the devices: give each more memory
 # (--device-mem)").
-{
-    echo 'input channels=65536 height=1 width=1'
-    for _ in 1 2 3 4 5 6 7 8 9 10; do echo 'dense units=65536 activation=relu'; done
-    printf '%s\n' 'dense units=10' softmax_cross_entropy
-} >"$T/big10.model"
+dense_stack "$T/big10.model" 65536 'dense units=65536 activation=relu' 10 10
 expect 2 "  none of these fits, alone or together, on 1 to 4 devices (every GPU there is): it takes GPUs with more memory, or more of them, at least 5: its parameters and their gradients alone fill 5 devices of 81360.00 MiB" \
     -- plan "$T/big10.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
     --devices cuda:0,cuda:1
@@ -776,15 +783,7 @@ expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --devices cpu:2 --schedu
 # and on no other count from 1 to 30. Every count is planned (the counts
 # times the layers are few), so 17 is found from 22 and from 12 (a review
 # found the gallop's 21, 19, 15, 11 and 13, 15, 19, 24 passing it by).
-{
-    echo 'input channels=512 height=1 width=1'
-    i=0
-    while [ $i -lt 48 ]; do
-        echo 'dense units=512 activation=relu'
-        i=$((i + 1))
-    done
-    printf '%s\n' 'dense units=10' softmax_cross_entropy
-} >"$T/w48.model"
+dense_stack "$T/w48.model" 512 'dense units=512 activation=relu' 48 10
 for k in 22 12; do
     expect 2 "  17 devices (--devices cpu:17)    fits: largest stage 33.80 MiB" \
         -- plan "$T/w48.model" --devices cpu:$k --microbatches 64 --batch 25600 \
@@ -831,15 +830,7 @@ expect 2 "  4 devices (--devices cuda:0x4)   fits: largest stage 8.88 MiB, step 
     --stages 2 --device-mem 12M --optimizer sgd --microbatches 4
 # Nothing fits on the counts sampled (600 layers on 32 to 128 devices are
 # too many to plan each count): said so.
-{
-    echo 'input channels=128 height=1 width=1'
-    i=0
-    while [ $i -lt 600 ]; do
-        echo 'dense units=128'
-        i=$((i + 1))
-    done
-    printf '%s\n' 'dense units=4' softmax_cross_entropy
-} >"$T/d600.model"
+dense_stack "$T/d600.model" 128 'dense units=128' 600 4
 expect 2 "  none of these fits, alone or together, on 32 to 128 devices (sampled in doubling steps, not each count planned): give each more memory (--device-mem) or use more devices still, at least 139: " \
     -- plan "$T/d600.model" --devices cpu:64 --device-mem 560K --optimizer sgd
 # Both autos: the changes are priced at the count and under the schedule
