@@ -484,16 +484,15 @@ static void report_failed_save(const train_options_t *o, const bg_train_result_t
                 "brigade train: stopped after step %lld of %lld, whose training state was not "
                 "saved: %s",
                 failed, (long long)total, why);
-    char word[BG_PATH_SHELL_WORD_MAX], shown[BG_CLI_SHOWN_MAX], word_shown[BG_CLI_SHOWN_MAX];
+    char words[BG_ERROR_MAX], shown[BG_CLI_SHOWN_MAX], words_shown[BG_ERROR_MAX];
     const char *save = bg_cli_shown(o->save, shown, sizeof shown);
     if (r->saved_step > 0 && access(o->save, R_OK) != 0) /* its folder went away */
         fprintf(stderr, "; %s, which held step %lld, is gone too: nothing of this run is saved\n",
                 save, (long long)r->saved_step);
     else if (r->saved_step > 0)
-        fprintf(stderr, "; %s holds step %lld (--resume %s goes on from there)\n", save,
-                (long long)r->saved_step,
-                bg_cli_shown(bg_path_shell_word(o->save, word, sizeof word), word_shown,
-                             sizeof word_shown));
+        fprintf(stderr, "; %s\n",
+                bg_cli_shown(bg_train_saved_words(o->save, r->saved_step, 0, words, sizeof words),
+                             words_shown, sizeof words_shown));
     else if (o->resume != NULL && bg_cli_same_file(o->save, o->resume))
         /* Written whole or not at all: it holds what the run began from. */
         fprintf(stderr, "; %s still holds step %lld, which this run resumed from\n", save,
@@ -643,14 +642,10 @@ typedef struct step_report {
 static void report_step(void *ctx, const bg_train_progress_t *r) {
     step_report_t *s = ctx;
     if (s->save != NULL && r->saved_step != s->noted_step) {
-        char note[BG_ERROR_MAX], word[BG_PATH_SHELL_WORD_MAX];
-        if (r->saved_step == r->total_steps)
-            snprintf(note, sizeof note, "; %s holds step %lld, the run's last", s->save,
-                     (long long)r->saved_step);
-        else
-            snprintf(note, sizeof note, "; %s holds step %lld (--resume %s goes on from there)",
-                     s->save, (long long)r->saved_step,
-                     bg_path_shell_word(s->save, word, sizeof word));
+        char words[BG_ERROR_MAX], note[BG_ERROR_MAX + 2];
+        snprintf(note, sizeof note, "; %s",
+                 bg_train_saved_words(s->save, r->saved_step, r->saved_step == r->total_steps,
+                                      words, sizeof words));
         bg_cli_set_quit_note(note);
         s->noted_step = r->saved_step;
     }

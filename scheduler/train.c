@@ -342,16 +342,27 @@ static bg_status_t nonfinite_step(const bg_train_config_t *cfg, const bg_pipelin
     return BG_OK;
 }
 
-/* "; F holds step N (--resume F goes on from there)", or where this run
- * saved nothing, that it wrote nothing to F before it (`why`: why not
- * now), into buf; "" without --save. */
+const char *bg_train_saved_words(const char *path, int64_t step, int last, char *buf, size_t size) {
+    char word[BG_PATH_SHELL_WORD_MAX];
+    if (last)
+        snprintf(buf, size, "%s holds step %lld, the run's last", path, (long long)step);
+    else
+        snprintf(buf, size, "%s holds step %lld (--resume %s goes on from there)", path,
+                 (long long)step, bg_path_shell_word(path, word, sizeof word));
+    return buf;
+}
+
+/* "; F holds step N (...)" (bg_train_saved_words; the step of a run that
+ * stopped short of its last), or where this run saved nothing, that it
+ * wrote nothing to F before it (`why`: why not now), into buf; "" without
+ * --save. */
 static void what_save_holds(const bg_train_config_t *cfg, int64_t saved_step, const char *why,
                             char *buf, size_t size) {
-    char word[BG_PATH_SHELL_WORD_MAX];
+    char words[BG_ERROR_MAX];
     buf[0] = '\0';
     if (cfg->save_path != NULL && saved_step > 0)
-        snprintf(buf, size, "; %s holds step %lld (--resume %s goes on from there)", cfg->save_path,
-                 (long long)saved_step, bg_path_shell_word(cfg->save_path, word, sizeof word));
+        snprintf(buf, size, "; %s",
+                 bg_train_saved_words(cfg->save_path, saved_step, 0, words, sizeof words));
     else if (cfg->save_path != NULL)
         snprintf(buf, size, "; this run wrote nothing to %s before it (%s)", cfg->save_path, why);
 }

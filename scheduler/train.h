@@ -37,6 +37,12 @@ typedef struct bg_train_progress {
 
 typedef void (*bg_train_progress_fn)(void *ctx, const bg_train_progress_t *progress);
 
+/* What a --save file at `path` holds once a run saved `step` there, for a
+ * message: "F holds step N (--resume F goes on from there)", or with
+ * `last` (the run's last step, which no --resume goes on from) "F holds
+ * step N, the run's last". Returns buf. */
+const char *bg_train_saved_words(const char *path, int64_t step, int last, char *buf, size_t size);
+
 /* The most epochs a run may have (--epochs, or what --steps takes), as a
  * training-state checkpoint records them. */
 enum { BG_TRAIN_MAX_EPOCHS = 1000000 };
