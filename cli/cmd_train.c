@@ -1,19 +1,12 @@
 /* brigade train MODEL [options]: trains through a pipeline of stages,
  * evaluates on the test set, reports per-stage memory, optionally
  * loads/saves a checkpoint and writes metrics JSON. */
-#include <float.h>
-#include <limits.h>
-#include <math.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <cjson/cJSON.h>
 
 #include "checkpoint.h"
 #include "cli.h"
@@ -25,13 +18,10 @@
 #include "path.h"
 #include "planning.h"
 #include "progress.h"
-#include "text_table.h"
 #include "report.h"
-#include "svg.h"
-#include "text_file.h"
-#include "trace.h"
 #include "topology.h"
 #include "train.h"
+#include "train_report.h"
 
 static const char help[] =
     "usage: brigade train MODEL [options]\n"
@@ -115,19 +105,6 @@ static const char help[] =
     "  brigade train examples/fashion_cnn.model --devices cpu:2 --microbatches 4\n"
     "  brigade train examples/fashion_cnn.model --stages 4 --schedule zb-h1 \\\n"
     "      --microbatches 8\n";
-
-typedef struct train_options {
-    const char *model, *data, *load, *save, *metrics, *trace, *timeline, *resume;
-    bg_train_config_t train;
-    bg_placement_t placement;
-    double lr;              /* < 0: the optimizer's default */
-    int64_t test_samples;   /* --test-samples, 0: the whole test set */
-    int64_t test_count;     /* of the test set, all of it (its first test_samples scored) */
-    int seed_given;         /* --seed was on the command line */
-    int stall_given;        /* so was --stall-timeout */
-    int record_steps_given; /* and --record-steps */
-    int data_given;         /* and --data */
-} train_options_t;
 
 /* Every option takes a value. */
 static const char *const options_with_value[] = {
@@ -424,212 +401,6 @@ static bg_status_t resume_seed(train_options_t *o, const bg_train_state_t *saved
     return BG_OK;
 }
 
-/* Each stage's memory as it ran; a figure wider than its column widens it. */
-static void print_stages(const bg_train_result_t *r) {
-    static const bg_text_column_t columns[] = {
-        {"stage", 'r', 5, 0},      {"layers", 'l', 8, 2},    {"device", 'l', 10, 1},
-        {"peak MiB", 'r', 10, 1},  {"params", 'r', 10, 1},   {"grads", 'r', 10, 1},
-        {"optimizer", 'r', 10, 1}, {"stash", 'r', 10, 1},    {"buffers", 'r', 10, 1},
-        {"other", 'r', 10, 1},     {"in-flight", 'r', 9, 1},
-    };
-    bg_text_table_t *t = NULL;
-    if (bg_text_table_create(columns, (int)(sizeof columns / sizeof columns[0]), &t) != BG_OK) {
-        printf("(no table: %s)\n", bg_error_message());
-        return;
-    }
-    const double mib = 1024.0 * 1024.0;
-    for (int s = 0; s < r->stages; s++) {
-        const bg_pipeline_stage_info_t *info = &r->stage_info[s];
-        const bg_stage_memory_t *m = &info->memory;
-        bg_text_table_add(t, "%d", s);
-        bg_text_table_add(t, "%d-%d", info->first_layer, info->last_layer - 1);
-        bg_text_table_add(t, "%s", info->device_name);
-        const size_t bytes[] = {bg_pipeline_stage_peak_bytes(info),
-                                m->params,
-                                m->grads,
-                                m->optimizer,
-                                m->stash_peak,
-                                m->buffers,
-                                m->workspace + info->channel_bytes};
-        for (size_t k = 0; k < sizeof bytes / sizeof bytes[0]; k++)
-            bg_text_table_add(t, "%.2f", (double)bytes[k] / mib);
-        bg_text_table_add(t, "%d", m->peak_in_flight);
-    }
-    bg_text_table_print(t, stdout);
-    bg_text_table_destroy(t);
-    printf("(peak MiB is the sum of the columns from params to other; other: the slots of the "
-           "channels into the stage and the ops' workspace; in-flight: the most micro-batches "
-           "whose activations the stage held at once)\n");
-}
-
-/* A checkpoint the run could not write (it stopped after that step, and
- * its results are above): why, and what --save's file holds now. */
-static void report_failed_save(const train_options_t *o, const bg_train_result_t *r,
-                               int64_t total) {
-    const long long failed = (long long)r->save_failed_step;
-    /* The error names the file: shown as every name is (bg_cli_shown). */
-    char error[BG_CLI_SHOWN_MAX];
-    const char *why = bg_cli_shown(r->save_error, error, sizeof error);
-    if (failed == total)
-        fprintf(stderr, "brigade train: the final training state (step %lld) was not saved: %s",
-                failed, why);
-    else if (bg_cli_stop_signal != 0) /* the save a stop signal asked for */
-        fprintf(stderr,
-                "brigade train: interrupted by signal %d (%s) after step %lld of %lld, whose "
-                "training state was not saved: %s",
-                (int)bg_cli_stop_signal, strsignal(bg_cli_stop_signal), failed, (long long)total,
-                why);
-    else
-        fprintf(stderr,
-                "brigade train: stopped after step %lld of %lld, whose training state was not "
-                "saved: %s",
-                failed, (long long)total, why);
-    char words[BG_ERROR_MAX], shown[BG_CLI_SHOWN_MAX], words_shown[BG_ERROR_MAX];
-    const char *save = bg_cli_shown(o->save, shown, sizeof shown);
-    if (r->saved_step > 0 && access(o->save, R_OK) != 0) /* its folder went away */
-        fprintf(stderr, "; %s, which held step %lld, is gone too: nothing of this run is saved\n",
-                save, (long long)r->saved_step);
-    else if (r->saved_step > 0)
-        fprintf(stderr, "; %s\n",
-                bg_cli_shown(bg_train_saved_words(o->save, r->saved_step, 0, words, sizeof words),
-                             words_shown, sizeof words_shown));
-    else if (o->resume != NULL && bg_cli_same_file(o->save, o->resume))
-        /* Written whole or not at all: it holds what the run began from. */
-        fprintf(stderr, "; %s still holds step %lld, which this run resumed from\n", save,
-                (long long)r->first_step);
-    else
-        fprintf(stderr, "; nothing of this run is saved\n");
-}
-
-/* After a run that failed (non-finite values, a stalled step): the
- * reports it asked for that were not written, so that a file left there by
- * an earlier run is not taken for this one's. */
-static void report_unwritten(const train_options_t *o) {
-    const char *option[] = {"--metrics", "--trace", "--timeline"};
-    const char *path[] = {o->metrics, o->trace, o->timeline};
-    int total = 0, there = 0; /* there: paths that hold a file, an earlier run's */
-    for (int i = 0; i < 3; i++) {
-        total += path[i] != NULL;
-        there += path[i] != NULL && strcmp(path[i], "-") != 0 && access(path[i], F_OK) == 0;
-    }
-    char list[3 * (BG_CLI_SHOWN_MAX + 16)] = "", shown[BG_CLI_SHOWN_MAX];
-    size_t used = 0;
-    int count = 0;
-    for (int i = 0; i < 3; i++) {
-        if (path[i] == NULL) continue;
-        const char *before = count == 0 ? "" : count == total - 1 ? " and " : ", ";
-        int n = snprintf(list + used, sizeof list - used, "%s%s %s", before, option[i],
-                         bg_cli_shown(path[i], shown, sizeof shown));
-        if (n > 0 && (size_t)n < sizeof list - used) used += (size_t)n;
-        count++;
-    }
-    if (count > 0)
-        fprintf(stderr, "brigade train: the run failed, so %s %s not written%s\n", list,
-                count == 1 ? "was" : "were",
-                there == 0   ? ""
-                : count == 1 ? " (the file there is an earlier run's)"
-                             : " (a file there is an earlier run's)");
-}
-
-static bg_status_t write_metrics(const char *path, const train_options_t *o,
-                                 const bg_train_result_t *r, const bg_timeline_summary_t *summary) {
-    cJSON *root = cJSON_CreateObject();
-    if (root == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
-    cJSON_AddStringToObject(root, "model", o->model);
-    cJSON_AddStringToObject(root, "data", o->data);
-    if (o->load != NULL) cJSON_AddStringToObject(root, "load", o->load);
-    if (o->resume != NULL) cJSON_AddStringToObject(root, "resume", o->resume);
-    if (!o->train.evaluate_only) { /* which updates nothing */
-        const bg_optimizer_config_t *optimizer = &o->train.optimizer;
-        cJSON_AddStringToObject(root, "optimizer", bg_optimizer_kind_name(optimizer->kind));
-        cJSON_AddNumberToObject(root, "lr", bg_optimizer_lr(optimizer));
-        /* The rule's other settings, as the header line names them. */
-        if (optimizer->kind == BG_OPTIMIZER_SGD) {
-            const bg_sgd_config_t *sgd = &optimizer->sgd;
-            cJSON_AddNumberToObject(root, "momentum", sgd->momentum);
-            cJSON_AddNumberToObject(root, "dampening", sgd->dampening);
-            cJSON_AddBoolToObject(root, "nesterov", sgd->nesterov);
-            cJSON_AddNumberToObject(root, "weight_decay", sgd->weight_decay);
-        } else {
-            const bg_adam_config_t *adam = &optimizer->adam;
-            cJSON_AddNumberToObject(root, "beta1", adam->beta1);
-            cJSON_AddNumberToObject(root, "beta2", adam->beta2);
-            cJSON_AddNumberToObject(root, "eps", adam->eps);
-            cJSON_AddNumberToObject(root, "weight_decay", adam->weight_decay);
-        }
-        cJSON *schedule = cJSON_AddObjectToObject(root, "lr_schedule");
-        cJSON_AddStringToObject(schedule, "kind",
-                                bg_lr_schedule_kind_name(optimizer->schedule.kind));
-        cJSON_AddNumberToObject(schedule, "warmup_steps", (double)optimizer->schedule.warmup_steps);
-        cJSON_AddNumberToObject(schedule, "min_lr", optimizer->schedule.min_lr);
-        if (o->train.clip_grad_norm > 0) {
-            cJSON_AddNumberToObject(root, "clip_grad_norm", o->train.clip_grad_norm);
-            cJSON_AddNumberToObject(root, "clipped_steps", (double)r->clipped_steps);
-            cJSON_AddNumberToObject(root, "grad_norm", r->grad_norm);
-        }
-    }
-    cJSON_AddNumberToObject(root, "batch", (double)o->train.batch);
-    bg_cli_json_add_uint(root, "seed", o->train.seed);
-    cJSON_AddNumberToObject(root, "steps", (double)r->steps);
-    cJSON_AddNumberToObject(root, "first_step", (double)r->first_step);
-    if (o->save != NULL) {
-        cJSON_AddNumberToObject(root, "saved_step", (double)r->saved_step);
-        if (r->save_failed_step > 0) {
-            cJSON_AddNumberToObject(root, "save_failed_step", (double)r->save_failed_step);
-            cJSON_AddStringToObject(root, "save_error", r->save_error);
-        }
-    }
-    /* A run of --steps 0 has no training figures, rather than zeros. */
-    if (!o->train.evaluate_only) {
-        cJSON_AddNumberToObject(root, "loss", r->loss);
-        /* The whole run's, a resumed one's included, as the text says it. */
-        cJSON_AddNumberToObject(root, "skipped_steps", (double)r->skipped_steps);
-    }
-    cJSON_AddNumberToObject(root, "test_loss", r->test_loss);
-    cJSON_AddNumberToObject(root, "test_accuracy", r->test_accuracy);
-    cJSON_AddNumberToObject(root, "test_samples",
-                            (double)(o->test_samples > 0 ? o->test_samples : o->test_count));
-    if (!o->train.evaluate_only) {
-        cJSON_AddNumberToObject(root, "samples_per_s", r->samples_per_s);
-        cJSON_AddNumberToObject(root, "train_seconds", r->train_seconds);
-        if (o->save != NULL) cJSON_AddNumberToObject(root, "save_seconds", r->save_seconds);
-    }
-    cJSON_AddStringToObject(root, "schedule", bg_schedule_kind_name(o->placement.schedule));
-    cJSON_AddNumberToObject(root, "microbatches", o->placement.microbatches);
-    cJSON_AddBoolToObject(root, "recompute", o->placement.recompute);
-    cJSON *stages = cJSON_AddArrayToObject(root, "stages");
-    for (int s = 0; stages != NULL && s < r->stages; s++)
-        cJSON_AddItemToArray(stages, bg_cli_run_stage_json(&r->stage_info[s]));
-    if (o->placement.chunks > 1 &&
-        bg_cli_run_devices_json(root, r->stage_info, r->stages) != BG_OK) {
-        cJSON_Delete(root);
-        return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
-    }
-    if (summary != NULL) {
-        cJSON *timeline = cJSON_AddObjectToObject(root, "timeline");
-        bg_status_t st = timeline ? bg_summary_to_json(summary, timeline) : BG_ERR_NOMEM;
-        if (st != BG_OK) {
-            cJSON_Delete(root);
-            return st == BG_ERR_NOMEM ? bg_error_set(st, "out of memory writing metrics") : st;
-        }
-    }
-    char *text = bg_cli_json_print(root);
-    cJSON_Delete(root);
-    if (text == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
-    bg_status_t st = bg_text_file_write(path, text, "metrics");
-    free(text);
-    return st;
-}
-
-/* `seconds` on stdout as the closing line says a time: in milliseconds
- * below a second ("0.0 s" would say nothing). */
-static void print_duration(double seconds) {
-    if (seconds < 1)
-        printf("%.0f ms", seconds * 1e3);
-    else
-        printf("%.1f s", seconds);
-}
-
 /* What train reports after each step: the progress line, and what --save
  * holds (`noted_step`) for the answer to a second stop signal, which quits
  * at once (in the final evaluation, say, after the last save). */
@@ -652,6 +423,92 @@ static void report_step(void *ctx, const bg_train_progress_t *r) {
     bg_progress_report(&s->progress, r);
 }
 
+/* The run's first lines on stderr: what trains (or is evaluated) on what
+ * data with which settings, and the placement with its split. */
+static void print_header(const train_options_t *o, const bg_plan_t *plan, const char *settings) {
+    /* File names as the headers and notes show them (bg_cli_shown). */
+    char model_shown[BG_CLI_SHOWN_MAX], data_shown[BG_CLI_SHOWN_MAX];
+    if (o->train.evaluate_only)
+        fprintf(stderr, "evaluating %s on %s: %lld test sample%s, batch %lld\n",
+                bg_cli_shown(o->model, model_shown, sizeof model_shown),
+                bg_cli_shown(o->data, data_shown, sizeof data_shown),
+                (long long)o->train.test->count, o->train.test->count == 1 ? "" : "s",
+                (long long)o->train.batch);
+    else
+        fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s\n",
+                bg_cli_shown(o->model, model_shown, sizeof model_shown),
+                bg_cli_shown(o->data, data_shown, sizeof data_shown),
+                (long long)o->train.train->count, (long long)o->train.test->count,
+                (long long)o->train.batch, settings);
+    fputs("placement: ", stderr);
+    bg_placement_describe(&o->placement, o->train.evaluate_only, stderr);
+    for (int s = 1; s < plan->partition->stages; s++)
+        fprintf(stderr, "%s%d", s == 1 ? "; split " : ",", plan->first_layer[s]);
+    if (plan->partition->stages > 1)
+        fputs(o->placement.split_count > 0 ? " (--split)" : " (the planner's)", stderr);
+    fputc('\n', stderr);
+}
+
+/* --load: the checkpoint's weights into *params (malloc'd; the caller
+ * frees them) as the run's initial ones, with a note of what they are and
+ * what starts afresh. Any run first has its parameters checked against the
+ * host's memory. */
+static bg_status_t load_weights(train_options_t *o, const bg_model_spec_t *spec,
+                                const char *load_name, float **params) {
+    /* Parameters past the machine's memory are refused before the data and
+     * any stage; --load reads them into a host copy first. */
+    const double param_bytes = 4.0 * (double)spec->total_params;
+    const double host_bytes = (double)bg_host_memory_bytes();
+    if (o->load != NULL && (param_bytes <= host_bytes || host_bytes <= 0))
+        *params = malloc(sizeof(float) * (size_t)(spec->total_params > 0 ? spec->total_params : 1));
+    if ((o->load != NULL && *params == NULL) || (param_bytes > host_bytes && host_bytes > 0)) {
+        char count[32];
+        return bg_error_set(
+            BG_ERR_NOMEM,
+            "%s: out of host memory for the model's %s parameters (%.1f GiB "
+            "as floats; brigade plan with --device-mem shows what each stage needs)",
+            o->model, bg_cli_group_digits(spec->total_params, count, sizeof count),
+            param_bytes / (1 << 30));
+    }
+    if (o->load == NULL) return BG_OK;
+    bg_checkpoint_info_t loaded;
+    char other_shown[BG_CLI_SHOWN_MAX];
+    BG_CHECK(
+        bg_cli_option_input_status(bg_checkpoint_load(o->load, spec, *params, &loaded), "--load"));
+    if (loaded.other_model[0] != '\0')
+        fprintf(stderr,
+                "note: %s was saved from another model (fingerprint %s, this one's is "
+                "%016" PRIx64 "%s%s); its tensors have this model's names and shapes, so "
+                "they are loaded\n",
+                load_name, bg_cli_shown(loaded.other_model, other_shown, sizeof other_shown),
+                spec->fingerprint, loaded.difference[0] ? "; " : "", loaded.difference);
+    if (o->train.evaluate_only && loaded.step > 0)
+        fprintf(stderr, "evaluating the weights of %s, saved at step %lld of its run\n", load_name,
+                (long long)loaded.step);
+    else if (o->train.evaluate_only)
+        fprintf(stderr, "evaluating the weights of %s\n", load_name);
+    else if (loaded.step > 0 && loaded.training_state)
+        fprintf(stderr,
+                "loading the weights of %s, saved at step %lld of its run; the optimizer "
+                "state, step count and data order start afresh (--resume continues that "
+                "run)\n",
+                load_name, (long long)loaded.step);
+    else
+        fprintf(stderr, "loading the weights of %s; the optimizer state starts afresh\n",
+                load_name);
+    /* Synthetic data are made from the seed: without --seed, the
+       file's, so the weights meet the data they were trained on (as
+       --resume does). */
+    if (strcmp(o->data, "synthetic") == 0 && !o->seed_given && loaded.seed_saved &&
+        loaded.seed != o->train.seed) {
+        o->train.seed = loaded.seed;
+        fprintf(stderr, "--seed %llu, as %s was saved with: synthetic data are made from it\n",
+                (unsigned long long)loaded.seed, load_name);
+    }
+    o->train.initial_params = *params;
+    return BG_OK;
+}
+
 int bg_cmd_train(int argc, char **argv) {
     bg_train_config_t defaults = BG_TRAIN_CONFIG_INIT;
     train_options_t o = {.train = defaults};
@@ -668,12 +525,11 @@ int bg_cmd_train(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     if (st != BG_OK) return bg_cli_usage_error("train", "%s", bg_error_message());
 
-    /* File names as the headers and notes show them (bg_cli_shown). */
-    char model_shown[BG_CLI_SHOWN_MAX], data_shown[BG_CLI_SHOWN_MAX];
     /* The checkpoints' names, and what a training state says of its run, as
-     * notes show them (no control character reaches the terminal). */
-    char load_shown[BG_CLI_SHOWN_MAX], resume_shown[BG_CLI_SHOWN_MAX];
-    char settings_shown[BG_CLI_SHOWN_MAX], other_shown[BG_CLI_SHOWN_MAX];
+     * notes show them (bg_cli_shown: no control character reaches the
+     * terminal). */
+    char load_shown[BG_CLI_SHOWN_MAX], resume_shown[BG_CLI_SHOWN_MAX], save_shown[BG_CLI_SHOWN_MAX];
+    char settings_shown[BG_CLI_SHOWN_MAX];
     const char *load_name =
                    o.load != NULL ? bg_cli_shown(o.load, load_shown, sizeof load_shown) : NULL,
                *resume_name = o.resume != NULL
@@ -703,58 +559,7 @@ int bg_cmd_train(int argc, char **argv) {
         fprintf(stderr, "resuming %s at step %lld (epoch %d, sample %lld)\n", resume_name,
                 (long long)resume.step, resume.epoch, (long long)resume.position);
     }
-    /* Parameters past the machine's memory are refused before the data and
-     * any stage; --load reads them into a host copy first. */
-    const double param_bytes = 4.0 * (double)spec->total_params;
-    const double host_bytes = (double)bg_host_memory_bytes();
-    if (o.load != NULL && (param_bytes <= host_bytes || host_bytes <= 0))
-        params = malloc(sizeof(float) * (size_t)(spec->total_params > 0 ? spec->total_params : 1));
-    if ((o.load != NULL && params == NULL) || (param_bytes > host_bytes && host_bytes > 0)) {
-        char count[32];
-        st = bg_error_set(BG_ERR_NOMEM,
-                          "%s: out of host memory for the model's %s parameters (%.1f GiB "
-                          "as floats; brigade plan with --device-mem shows what each stage needs)",
-                          o.model, bg_cli_group_digits(spec->total_params, count, sizeof count),
-                          param_bytes / (1 << 30));
-        goto fail;
-    }
-    if (o.load != NULL) {
-        bg_checkpoint_info_t loaded;
-        BG_CHECK_GOTO(
-            bg_cli_option_input_status(bg_checkpoint_load(o.load, spec, params, &loaded), "--load"),
-            st, fail);
-        if (loaded.other_model[0] != '\0')
-            fprintf(stderr,
-                    "note: %s was saved from another model (fingerprint %s, this one's is "
-                    "%016" PRIx64 "%s%s); its tensors have this model's names and shapes, so "
-                    "they are loaded\n",
-                    load_name, bg_cli_shown(loaded.other_model, other_shown, sizeof other_shown),
-                    spec->fingerprint, loaded.difference[0] ? "; " : "", loaded.difference);
-        if (o.train.evaluate_only && loaded.step > 0)
-            fprintf(stderr, "evaluating the weights of %s, saved at step %lld of its run\n",
-                    load_name, (long long)loaded.step);
-        else if (o.train.evaluate_only)
-            fprintf(stderr, "evaluating the weights of %s\n", load_name);
-        else if (loaded.step > 0 && loaded.training_state)
-            fprintf(stderr,
-                    "loading the weights of %s, saved at step %lld of its run; the optimizer "
-                    "state, step count and data order start afresh (--resume continues that "
-                    "run)\n",
-                    load_name, (long long)loaded.step);
-        else
-            fprintf(stderr, "loading the weights of %s; the optimizer state starts afresh\n",
-                    load_name);
-        /* Synthetic data are made from the seed: without --seed, the
-           file's, so the weights meet the data they were trained on (as
-           --resume does). */
-        if (strcmp(o.data, "synthetic") == 0 && !o.seed_given && loaded.seed_saved &&
-            loaded.seed != o.train.seed) {
-            o.train.seed = loaded.seed;
-            fprintf(stderr, "--seed %llu, as %s was saved with: synthetic data are made from it\n",
-                    (unsigned long long)loaded.seed, load_name);
-        }
-        o.train.initial_params = params;
-    }
+    BG_CHECK_GOTO(load_weights(&o, spec, load_name, &params), st, fail);
     /* An evaluation reads the test set only. */
     bg_cli_note_data(o.data, o.data_given, spec->input, spec->classes);
     BG_CHECK_GOTO(
@@ -821,23 +626,7 @@ int bg_cmd_train(int argc, char **argv) {
     if (o.record_steps_given && to_run > 0 && o.train.record_steps > to_run)
         fprintf(stderr, "note: --record-steps %d: this run has %lld step%s to take, all recorded\n",
                 o.train.record_steps, (long long)to_run, to_run == 1 ? "" : "s");
-    if (o.train.evaluate_only)
-        fprintf(stderr, "evaluating %s on %s: %lld test sample%s, batch %lld\n",
-                bg_cli_shown(o.model, model_shown, sizeof model_shown),
-                bg_cli_shown(o.data, data_shown, sizeof data_shown), (long long)test->count,
-                test->count == 1 ? "" : "s", (long long)o.train.batch);
-    else
-        fprintf(stderr, "training %s on %s: %lld train / %lld test samples, batch %lld, %s\n",
-                bg_cli_shown(o.model, model_shown, sizeof model_shown),
-                bg_cli_shown(o.data, data_shown, sizeof data_shown), (long long)train->count,
-                (long long)test->count, (long long)o.train.batch, settings);
-    fputs("placement: ", stderr);
-    bg_placement_describe(&o.placement, o.train.evaluate_only, stderr);
-    for (int s = 1; s < plan->partition->stages; s++)
-        fprintf(stderr, "%s%d", s == 1 ? "; split " : ",", plan->first_layer[s]);
-    if (plan->partition->stages > 1)
-        fputs(o.placement.split_count > 0 ? " (--split)" : " (the planner's)", stderr);
-    fputc('\n', stderr);
+    print_header(&o, plan, settings);
     if (!o.train.evaluate_only) bg_cli_note_turns(plan, &o.placement, o.train.batch);
     step_report_t report = {.save = o.save};
     bg_progress_t *progress = &report.progress;
@@ -872,97 +661,29 @@ int bg_cmd_train(int argc, char **argv) {
     }
     if (st != BG_OK) {
         code = bg_cli_fail("train", st);
-        report_unwritten(&o);
+        bg_cli_train_report_unwritten(&o);
         goto done;
     }
     if (r.save_failed_step > 0) bg_progress_end_line(progress);
     if (r.stopped) { /* a stop signal's save failed: an interrupted run's end, as above */
-        report_failed_save(&o, &r, total_steps);
+        bg_cli_train_report_failed_save(&o, &r, total_steps);
         code = 128 + bg_cli_stop_signal;
         goto done;
     }
-    char scored[96] = "", loss[32]; /* --test-samples, short of the whole set */
-    const int part = o.test_samples > 0 && o.test_samples < o.test_count;
-    if (part && o.test_samples == 1)
-        snprintf(scored, sizeof scored, "; the first of %lld test samples",
-                 (long long)o.test_count);
-    else if (part)
-        snprintf(scored, sizeof scored, "; the first %lld of %lld test samples",
-                 (long long)o.test_samples, (long long)o.test_count);
-    if (isfinite(r.test_loss))
-        printf("test accuracy: %.4f (test loss %s%s)\n", r.test_accuracy,
-               bg_cli_loss(r.test_loss, loss, sizeof loss), scored);
-    else
-        printf("test accuracy: %.4f (test loss not finite%s)\n", r.test_accuracy, scored);
+    bg_cli_train_print_test(&o, &r);
     if (o.train.evaluate_only) {
         if (o.load != NULL)
             printf("evaluated the weights of %s; trained nothing (--steps 0)\n", load_name);
         else
             printf("evaluated the initial weights (--seed %llu); trained nothing (--steps 0)\n",
                    (unsigned long long)o.train.seed);
-        print_stages(&r);
+        bg_cli_train_print_stages(&r);
         goto outputs;
     }
-    const long long ran = (long long)(r.steps - r.first_step);
-    /* Steps skipped for non-finite values ran, and updated nothing. */
-    const long long skipped_here = ran - (long long)r.taken_steps;
-    char range[64] = "";
-    if (r.first_step > 0)
-        snprintf(range, sizeof range, " (%lld to %lld of the run)", (long long)r.first_step + 1,
-                 (long long)r.steps);
-    if (skipped_here == 0)
-        printf("trained %lld step%s%s", ran, ran == 1 ? "" : "s", range);
-    else if (skipped_here == ran)
-        printf("ran %lld step%s%s, %sskipped (no update)", ran, ran == 1 ? "" : "s", range,
-               ran == 1 ? "" : "all ");
-    else
-        printf("ran %lld steps%s, %lld of them skipped (no update)", ran, range, skipped_here);
-    /* The checkpoints' writes are not the steps': said apart. */
-    printf(" in ");
-    print_duration(r.train_seconds);
-    if (r.save_seconds > 0) {
-        printf(" (and ");
-        print_duration(r.save_seconds);
-        printf(" writing checkpoints)");
-    }
-    if (isnan(r.loss))
-        printf(": %.0f samples/s; no step of the last epoch counted (all skipped, below)\n",
-               r.samples_per_s);
-    else
-        printf(": %.0f samples/s, last epoch's mean loss %s\n", r.samples_per_s,
-               bg_cli_loss(r.loss, loss, sizeof loss));
-    if (o.train.clip_grad_norm > 0 && r.taken_steps > 0)
-        printf("gradients clipped to norm %g in %lld of the %lld step%s taken; the last one's "
-               "norm %g\n",
-               o.train.clip_grad_norm, (long long)r.clipped_steps, (long long)r.taken_steps,
-               r.taken_steps == 1 ? "" : "s", r.grad_norm);
-    if (r.skipped_steps > 0 && r.nan_report[0] != '\0')
-        printf("skipped %lld step%s for non-finite values; the last at %s\n",
-               (long long)r.skipped_steps, r.skipped_steps == 1 ? "" : "s", r.nan_report);
-    else if (r.skipped_steps > 0) /* counted by the run this one resumed */
-        printf("skipped %lld step%s for non-finite values, all before step %lld, where this "
-               "process resumed the run\n",
-               (long long)r.skipped_steps, r.skipped_steps == 1 ? "" : "s",
-               (long long)r.first_step + 1);
-    print_stages(&r);
+    bg_cli_train_print_trained(&o, &r);
+    bg_cli_train_print_stages(&r);
     if (r.timeline != NULL && r.timeline->steps > 0) {
-        size_t *peaks = calloc((size_t)r.stages, sizeof *peaks);
-        BG_ALLOC_CHECK_GOTO(peaks, st, fail);
-        for (int s = 0; s < r.stages; s++)
-            peaks[s] = bg_pipeline_stage_peak_bytes(&r.stage_info[s]);
-        st = bg_timeline_summarize(r.timeline, &summary);
-        if (st == BG_OK) {
-            const int n = r.timeline->steps;
-            const long long from = (long long)r.timeline->first_step;
-            if (n > 1)
-                printf("\nlast %d steps (%lld to %lld of the run), as recorded:\n", n, from,
-                       from + n - 1);
-            else
-                printf("\nlast step (%lld of the run), as recorded:\n", from);
-            st = bg_summary_print(stdout, summary, peaks);
-        }
-        free(peaks);
-        BG_CHECK_GOTO(st, st, fail);
+        BG_CHECK_GOTO(bg_cli_train_print_recorded(&r, &summary), st, fail);
         bg_cli_write_timeline_files(&outputs, o.trace, o.timeline, r.timeline);
     } else if (o.trace != NULL || o.timeline != NULL) {
         /* A run stopped by a failed save, before the steps it records. */
@@ -978,14 +699,14 @@ outputs:
     if (o.save != NULL && r.saved_step > 0) { /* a note, as "metrics written to F" is */
         bg_cli_flush_stdout();
         fprintf(stderr, "saved the training state at step %lld to %s\n", (long long)r.saved_step,
-                bg_cli_shown(o.save, model_shown, sizeof model_shown));
+                bg_cli_shown(o.save, save_shown, sizeof save_shown));
     }
     if (o.metrics != NULL)
-        bg_cli_output_written(&outputs, write_metrics(o.metrics, &o, &r, summary), "metrics",
-                              o.metrics);
+        bg_cli_output_written(&outputs, bg_cli_train_write_metrics(o.metrics, &o, &r, summary),
+                              "metrics", o.metrics);
     if (outputs.failed != BG_OK) code = bg_status_exit_code(outputs.failed);
     if (r.save_failed_step > 0) {
-        report_failed_save(&o, &r, total_steps);
+        bg_cli_train_report_failed_save(&o, &r, total_steps);
         code = bg_status_exit_code(r.save_status);
     }
     goto done;
