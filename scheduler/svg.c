@@ -375,6 +375,31 @@ static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point
         pen_up = 0;
     }
     fprintf(out, "\"/>\n");
+    /* A theory figure with no drawn neighbour (one point, or one between
+     * skipped ones) is no line at all: a short dash at it instead. */
+    for (int i = 0; series == 2 && i < count; i++) {
+        double v = series_value(&sorted[i], series);
+        if (strcmp(sorted[i].schedule, schedule) != 0 || !isfinite(v)) continue;
+        int before = 0, after = 0; /* the schedule's points next to this one, drawn */
+        for (int j = i - 1; j >= 0; j--)
+            if (strcmp(sorted[j].schedule, schedule) == 0) {
+                before = isfinite(series_value(&sorted[j], series));
+                break;
+            }
+        for (int j = i + 1; j < count; j++)
+            if (strcmp(sorted[j].schedule, schedule) == 0) {
+                after = isfinite(series_value(&sorted[j], series));
+                break;
+            }
+        if (before || after) continue;
+        const double x = chart_x(c, sorted[i].microbatches), y = chart_y(c, v, max);
+        fprintf(out,
+                "<path class=\"theory-point\" stroke=\"%s\" stroke-width=\"2\" d=\"M%.2f %.2f "
+                "L%.2f %.2f\"><title>",
+                colour, x - 9, y, x + 9, y);
+        put_escaped(out, schedule);
+        fprintf(out, ", M=%d: bubble %.1f%% in theory</title></path>\n", sorted[i].microbatches, v);
+    }
     /* Skipped points: a cross on the M axis, once (with the first series). */
     for (int i = 0; series == 0 && i < count; i++) {
         if (strcmp(sorted[i].schedule, schedule) != 0 || !sorted[i].skipped) continue;

@@ -936,6 +936,12 @@ static void test_svg_chart(void **state) {
     assert_int_equal(path_points(text, "bubble", "gpipe", "MLL", xs), 3);
     assert_int_equal(path_points(text, "theory", "a&lt;b", "M", xs), 1);
     expect_near(xs[0], 575.56, 1e-9);
+    /* ... which draws no line: a dash of 18 across it says its theory (the
+     * right axis spans 0 to 80% over y = 450..70: 20% sits at y = 450 - 95),
+     * and no other schedule has a point without a drawn neighbour. */
+    assert_int_equal(count_of(text, "<path class=\"theory-point\""), 1);
+    assert_non_null(strstr(text, "d=\"M566.56 355.00 L584.56 355.00\"><title>a&lt;b, M=4: "
+                                 "bubble 20.0% in theory</title>"));
     /* Measured points: the bubble line's key says so; the rate axis rises
        past the fastest point (1000, in steps of 200), not to it. */
     assert_non_null(strstr(text, ">bubble measured (right)<"));
