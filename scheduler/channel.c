@@ -169,7 +169,8 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
         if (ch->slots[i].data == NULL) {
             bg_channel_destroy(ch);
             return bg_error_set(BG_ERR_NOMEM, "%s: out of memory for %d slots of %zu bytes",
-                                cfg->name, cfg->capacity, cfg->slot_bytes);
+                                cfg->name != NULL ? cfg->name : "channel", cfg->capacity,
+                                cfg->slot_bytes);
         }
     }
     *out = ch;

@@ -278,10 +278,11 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
     p->batch = n;
     p->loss_sum = 0;
     p->correct = 0;
-    for (int mb = 0, at = 0; mb < p->microbatches; mb++) {
+    int64_t at = 0;
+    for (int mb = 0; mb < p->microbatches; mb++) {
         p->micro_size[mb] = n / p->microbatches + (mb < n % p->microbatches);
         p->micro_offset[mb] = at;
-        at += (int)p->micro_size[mb];
+        at += p->micro_size[mb];
     }
     const int recording = p->record != NULL && job == JOB_TRAIN;
     p->job_start = bg_monotonic_seconds();

@@ -351,9 +351,13 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
                             "pipeline: waits poll 0 to %g s before they sleep (< 0 chooses); "
                             "asked for %g s",
                             BG_PIPELINE_POLL_MAX_S, cfg->poll_s);
-    const int stages = cfg->devices->count * cfg->chunks;
-    if (stages > BG_MAX_STAGES)
-        return bg_error_set(BG_ERR_INVALID, "%d stages; at most %d", stages, BG_MAX_STAGES);
+    /* Counted in 64 bits: devices x chunks is not wrapped into range. */
+    const int64_t stage_count = (int64_t)cfg->devices->count * cfg->chunks;
+    if (stage_count > BG_MAX_STAGES)
+        return bg_error_set(BG_ERR_INVALID, "%lld stages (%d devices x %d chunks); at most %d",
+                            (long long)stage_count, cfg->devices->count, cfg->chunks,
+                            BG_MAX_STAGES);
+    const int stages = (int)stage_count;
     bg_pipeline_t *p = bg_calloc(1, sizeof *p);
     if (p == NULL) return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory");
     p->cfg = *cfg;

@@ -328,8 +328,7 @@ static bg_status_t step_barrier(bg_pipeline_t *p, int device) {
     }
     /* A stall timeout of 0 waits as long as it takes, as the channels do. */
     const int forever = !(p->cfg.stall_timeout_s > 0);
-    const struct timespec deadline =
-        bg_monotonic_deadline(forever ? 0 : ceil(p->cfg.stall_timeout_s));
+    const struct timespec deadline = bg_monotonic_deadline(forever ? 0 : p->cfg.stall_timeout_s);
     int timed_out = 0;
     while (p->barrier_round == round && !p->aborted && !timed_out) {
         if (forever)

@@ -749,6 +749,9 @@ static void test_invalid_requests(void **state) {
     expect_create_error(f, "cpu:9", BG_SCHEDULE_1F1B, 1, 4, NULL, BG_ERR_INVALID, "only 8 layers");
     expect_create_error(f, "cpu:2", BG_SCHEDULE_1F1B, 2, 4, NULL, BG_ERR_INVALID, "chunks");
     expect_create_error(f, "cpu:2", BG_SCHEDULE_1F1B, 1, 32, NULL, BG_ERR_INVALID, "empty");
+    /* Devices x chunks past an int: counted, not wrapped to 4 stages. */
+    expect_create_error(f, "cpu:4", BG_SCHEDULE_INTERLEAVED, (1 << 30) + 1, 4, NULL, BG_ERR_INVALID,
+                        "4294967300 stages (4 devices x 1073741825 chunks)");
     static const int backwards[] = {5, 3};
     expect_create_error(f, "cpu:3", BG_SCHEDULE_GPIPE, 1, 2, backwards, BG_ERR_INVALID, "--split");
     static const int too_far[] = {8};
