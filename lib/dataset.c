@@ -146,17 +146,34 @@ done:
     return st;
 }
 
+/* Refuses `path` where it is a symbolic link that cannot be followed (to
+ * nothing, or a loop): the name is there, so "no such file" would send
+ * the reader looking for what they can see. */
+static bg_status_t refuse_broken_link(const char *path) {
+    struct stat info;
+    if (lstat(path, &info) != 0 || !S_ISLNK(info.st_mode) || stat(path, &info) == 0) return BG_OK;
+    const int error = errno;
+    char target[DATASET_PATH_MAX];
+    const ssize_t n = readlink(path, target, sizeof target - 1);
+    target[n > 0 ? n : 0] = '\0';
+    return bg_error_set(BG_ERR_IO, "%s: a symbolic link to %s, which cannot be followed (%s)", path,
+                        target, strerror(error));
+}
+
 /* Finds `dir`/`name`, else `dir`/`name`.gz, writing the one that exists into
  * `path` (the plain one where both are, as `gunzip -k` leaves them; the
- * docs say so). `hint` ends the message when neither does. */
+ * docs say so; a plain one that is a broken link is refused, not passed
+ * over). `hint` ends the message when neither is there. */
 static bg_status_t find_file(const char *dir, const char *name, const char *hint,
                              char path[DATASET_PATH_MAX]) {
     int n = snprintf(path, DATASET_PATH_MAX, "%s/%s", dir, name);
     if (n < 0 || n + 3 >= DATASET_PATH_MAX)
         return bg_error_set(BG_ERR_INVALID, "%s: dataset directory path is too long", dir);
     if (access(path, F_OK) == 0) return BG_OK;
+    BG_CHECK(refuse_broken_link(path));
     strcat(path, ".gz");
     if (access(path, F_OK) == 0) return BG_OK;
+    BG_CHECK(refuse_broken_link(path));
     return bg_error_set(BG_ERR_IO, "%s: no %s: tried %s/%s and %s/%s.gz%s", dir, name, dir, name,
                         dir, name, hint);
 }

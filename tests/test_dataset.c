@@ -292,6 +292,28 @@ static void test_open_missing(void **state) {
     assert_null(strstr(bg_error_message(), "dataset-fashion-mnist"));
     assert_ptr_equal(train, sentinel);
     assert_ptr_equal(test, sentinel);
+    /* A link to nothing in its place is named as one (until 2026-12-05 it
+     * was "no t10k-labels-idx1-ubyte" beside the name ls shows), also
+     * where a .gz lies beside it, which is not read in its stead; a .gz
+     * link to nothing the same. */
+    assert_int_equal(symlink("gone", f->path), 0);
+    check_error(bg_dataset_open(f->dir, shape, 10, 1, &train, &test), BG_ERR_IO, f->path,
+                ": a symbolic link to gone, which cannot be followed (No such file or directory)");
+    char gz[PATH_CAPACITY + 3];
+    snprintf(gz, sizeof gz, "%s.gz", f->path);
+    FILE *file = fopen(gz, "wb");
+    assert_non_null(file);
+    fclose(file);
+    check_error(bg_dataset_open(f->dir, shape, 10, 1, &train, &test), BG_ERR_IO, f->path,
+                "a symbolic link to gone");
+    assert_int_equal(remove(f->path), 0);
+    assert_int_equal(remove(gz), 0);
+    assert_int_equal(symlink("also-gone", gz), 0);
+    check_error(bg_dataset_open(f->dir, shape, 10, 1, &train, &test), BG_ERR_IO, gz,
+                ": a symbolic link to also-gone, which cannot be followed");
+    assert_int_equal(remove(gz), 0);
+    assert_ptr_equal(train, sentinel);
+    assert_ptr_equal(test, sentinel);
 
     char nowhere[PATH_CAPACITY];
     join(nowhere, f->dir, "nowhere");
