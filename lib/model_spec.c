@@ -130,7 +130,8 @@ typedef struct parser {
      * width 1, a vector of c features). Dense and the loss take no image,
      * convolutions and pools no vector. */
     enum { FORM_EITHER, FORM_IMAGE, FORM_VECTOR } form;
-    int form_line; /* the line of the layer that made the output so */
+    int form_line;    /* the line of the layer that made the output so */
+    int decided_line; /* the line of the layer that took an either as one (0: none yet) */
     /* The innermost residual block still open: its residual layer's index
      * (-1: none; the residual's `partner` holds the block around it until
      * its add closes it), and how many are open. */
@@ -242,9 +243,14 @@ const char *bg_layer_kind_name(bg_layer_kind_t kind) {
     return "unknown";
 }
 
+/* A token in a message: its first TOKEN_SHOWN_MAX bytes (token_shown, for
+ * "%.*s"), then "..." where it was longer (token_cut), so that no value is
+ * quoted that was not written. */
 static int token_shown(size_t length) {
     return length > TOKEN_SHOWN_MAX ? TOKEN_SHOWN_MAX : (int)length;
 }
+
+static const char *token_cut(size_t length) { return length > TOKEN_SHOWN_MAX ? "..." : ""; }
 
 __attribute__((format(printf, 4, 5))) static bg_status_t
 parse_error(const parser_t *p, int line, int col, const char *format, ...) {
@@ -335,31 +341,32 @@ static bg_status_t parse_rate(const parser_t *p, layer_line_t *layer, const char
     bool below_one = true;
     for (size_t i = 0; i < whole; i++) below_one = below_one && value[i] == '0';
     if (!plain)
-        return parse_error(
-            p, line, value_col, "%.*s=%.*s: expected a fraction from 0 to %g, such as 0.5",
-            (int)key_length, key, token_shown(value_length), value, BG_DROPOUT_MAX_RATE);
+        return parse_error(p, line, value_col,
+                           "%.*s=%.*s%s: expected a fraction from 0 to %g, such as 0.5",
+                           (int)key_length, key, token_shown(value_length), value,
+                           token_cut(value_length), BG_DROPOUT_MAX_RATE);
     if (!(rate < 1) && below_one)
         return parse_error(p, line, value_col,
-                           "%.*s=%.*s rounds to 1 as a double, which would drop every value; "
+                           "%.*s=%.*s%s rounds to 1 as a double, which would drop every value; "
                            "expected 0 to %g",
                            (int)key_length, key, token_shown(value_length), value,
-                           BG_DROPOUT_MAX_RATE);
+                           token_cut(value_length), BG_DROPOUT_MAX_RATE);
     if (!(rate < 1))
         return parse_error(p, line, value_col,
-                           "%.*s=%.*s is out of range: a rate of 1 or more would drop every "
+                           "%.*s=%.*s%s is out of range: a rate of 1 or more would drop every "
                            "value; expected 0 to %g",
                            (int)key_length, key, token_shown(value_length), value,
-                           BG_DROPOUT_MAX_RATE);
+                           token_cut(value_length), BG_DROPOUT_MAX_RATE);
     /* A value is kept when 32 random bits reach the rate's share of 2^32
      * (lib/dropout.h): off by up to 2^-32, which nearer 1 becomes a large
      * part of what is kept, while the kept values are still scaled by
      * exactly 1 / (1 - rate). */
     if (rate > BG_DROPOUT_MAX_RATE)
         return parse_error(p, line, value_col,
-                           "%.*s=%.*s keeps fewer than one value in a million, more finely than "
+                           "%.*s=%.*s%s keeps fewer than one value in a million, more finely than "
                            "dropout's 32-bit draws can keep them; expected at most %g",
                            (int)key_length, key, token_shown(value_length), value,
-                           BG_DROPOUT_MAX_RATE);
+                           token_cut(value_length), BG_DROPOUT_MAX_RATE);
     layer->rate = rate;
     return BG_OK;
 }
@@ -374,8 +381,8 @@ static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, in
         } else if (value_length == 4 && memcmp(value, "same", 4) == 0) {
             layer->values[index] = PADDING_SAME;
         } else {
-            return parse_error(p, line, value_col, "padding=%.*s: expected valid or same",
-                               token_shown(value_length), value);
+            return parse_error(p, line, value_col, "padding=%.*s%s: expected valid or same",
+                               token_shown(value_length), value, token_cut(value_length));
         }
         return BG_OK;
     }
@@ -395,8 +402,8 @@ static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, in
             }
         }
         return parse_error(p, line, value_col,
-                           "activation=%.*s: expected relu, tanh, sigmoid, gelu, none or linear",
-                           token_shown(value_length), value);
+                           "activation=%.*s%s: expected relu, tanh, sigmoid, gelu, none or linear",
+                           token_shown(value_length), value, token_cut(value_length));
     }
     if (option->type == OPTION_RATE)
         return parse_rate(p, layer, key, key_length, value, value_length, line, value_col);
@@ -407,15 +414,16 @@ static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, in
     for (size_t i = 0; i < value_length; i++) {
         if (value[i] < '0' || value[i] > '9') {
             return parse_error(p, line, value_col,
-                               "%.*s=%.*s: expected a whole number from 1 to %d", (int)key_length,
-                               key, token_shown(value_length), value, BG_MODEL_SPEC_MAX_DIM);
+                               "%.*s=%.*s%s: expected a whole number from 1 to %d", (int)key_length,
+                               key, token_shown(value_length), value, token_cut(value_length),
+                               BG_MODEL_SPEC_MAX_DIM);
         }
         if (number <= BG_MODEL_SPEC_MAX_DIM) number = number * 10 + (value[i] - '0');
     }
     if (number < 1 || number > BG_MODEL_SPEC_MAX_DIM) {
-        return parse_error(p, line, value_col, "%.*s=%.*s is out of range (1 to %d)",
+        return parse_error(p, line, value_col, "%.*s=%.*s%s is out of range (1 to %d)",
                            (int)key_length, key, token_shown(value_length), value,
-                           BG_MODEL_SPEC_MAX_DIM);
+                           token_cut(value_length), BG_MODEL_SPEC_MAX_DIM);
     }
     layer->values[index] = number;
     return BG_OK;
@@ -435,8 +443,8 @@ static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const ch
     const char *equals = memchr(token, '=', length);
     if (layer->def->num_options == 0 && equals != token) {
         const size_t key_length = equals != NULL ? (size_t)(equals - token) : length;
-        return parse_error(p, line, col, "unknown option '%.*s' for %s (it takes no options)",
-                           token_shown(key_length), token, layer->def->word);
+        return parse_error(p, line, col, "unknown option '%.*s%s' for %s (it takes no options)",
+                           token_shown(key_length), token, token_cut(key_length), layer->def->word);
     }
     size_t key_length = equals != NULL ? (size_t)(equals - token) : length;
     int index = -1;
@@ -446,8 +454,9 @@ static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const ch
     }
     if (equals == NULL && index >= 0)
         return parse_error(p, line, col,
-                           "option '%.*s' needs a value (%.*s=VALUE, with no space around '=')",
-                           token_shown(length), token, token_shown(length), token);
+                           "option '%.*s%s' needs a value (%.*s%s=VALUE, with no space around '=')",
+                           token_shown(length), token, token_cut(length), token_shown(length),
+                           token, token_cut(length));
     /* The layer's keys, for the two messages below that list them (built
        only for them: a valid option needs none). */
     char expected[128] = "";
@@ -455,18 +464,20 @@ static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const ch
         option_keys(layer->def, expected, sizeof expected);
     /* A bare word or number ("dense 2"): options are written KEY=VALUE. */
     if (equals == NULL)
-        return parse_error(p, line, col,
-                           "'%.*s' is not an option of %s: options are KEY=VALUE (as %s=...), KEY "
-                           "one of %s",
-                           token_shown(length), token, layer->def->word, layer->def->options[0].key,
-                           expected);
+        return parse_error(
+            p, line, col,
+            "'%.*s%s' is not an option of %s: options are KEY=VALUE (as %s=...), KEY "
+            "one of %s",
+            token_shown(length), token, token_cut(length), layer->def->word,
+            layer->def->options[0].key, expected);
     if (key_length == 0) {
-        return parse_error(p, line, col, "option '%.*s' has no name before '='",
-                           token_shown(length), token);
+        return parse_error(p, line, col, "option '%.*s%s' has no name before '='",
+                           token_shown(length), token, token_cut(length));
     }
     if (index < 0) {
-        return parse_error(p, line, col, "unknown option '%.*s' for %s (expected %s)",
-                           token_shown(key_length), token, layer->def->word, expected);
+        return parse_error(p, line, col, "unknown option '%.*s%s' for %s (expected %s)",
+                           token_shown(key_length), token, token_cut(key_length), layer->def->word,
+                           expected);
     }
     if (layer->key_cols[index] != 0) {
         return parse_error(p, line, col, "duplicate option '%.*s' (first at column %d)",
@@ -593,17 +604,32 @@ static void set_form(parser_t *p, int form, int line) {
     if (p->form == FORM_EITHER && form != FORM_EITHER) {
         for (int i = 0; i < p->spec->num_layers; i++)
             if (p->spec->layers[i].in_image < 0) p->spec->layers[i].in_image = form == FORM_IMAGE;
+        p->decided_line = line;
     }
     p->form = form;
     p->form_line = line;
 }
 
-/* The error for an image or pool layer given a vector. */
+/* The error for an image or pool layer given a vector. One of height and
+ * width 1 that a later line decided (a shortcut branch takes the block's
+ * input, which the main branch's dense took as a vector) says which. */
 static bg_status_t vector_error(parser_t *p, const layer_line_t *source, const char *what) {
+    char decided[96] = "";
+    if (p->shape.h == 1 && p->shape.w == 1 && p->decided_line > p->form_line)
+        snprintf(decided, sizeof decided,
+                 " (%" PRId64 "x1x1, which line %d takes as a vector, and so every layer on it)",
+                 p->shape.c, p->decided_line);
+    /* A shortcut branch starts from the block's input, which its
+     * 'residual' line hands on. */
+    int from_block = 0;
+    for (int i = 0; i < p->spec->num_layers; i++)
+        from_block |=
+            p->spec->layers[i].line == p->form_line && p->spec->layers[i].kind == BG_LAYER_RESIDUAL;
     return parse_error(p, source->line, source->col,
                        "%s needs an image input (channels x height x width), got the vector of "
-                       "%" PRId64 " values that line %d makes",
-                       what, p->shape.c, p->form_line);
+                       "%" PRId64 " values that %s %d %s%s",
+                       what, p->shape.c, from_block ? "the block from line" : "line", p->form_line,
+                       from_block ? "takes in" : "makes", decided);
 }
 
 static bg_status_t build_conv2d(parser_t *p, const layer_line_t *source) {
@@ -709,10 +735,19 @@ static bg_status_t build_flat_layer(parser_t *p, const layer_line_t *source, bg_
 }
 
 /* A sample's shape in words: "a vector of 64 values", "a 32x7x7 image". */
+/* The article said before the number n: "an" where it is said with a
+ * vowel first (8, 11, 18, 80 to 89, 800 to 899, 8,000, 11,000 ...). */
+static const char *article_for(int64_t n) {
+    while (n >= 1000) n /= 1000; /* its leading group of three digits */
+    if (n == 11 || n == 18) return "an";
+    while (n >= 10) n /= 10;
+    return n == 8 ? "an" : "a";
+}
+
 static void describe_shape(bg_shape_t shape, int image, char *out, size_t size) {
     if (image)
-        snprintf(out, size, "a %" PRId64 "x%" PRId64 "x%" PRId64 " image", shape.c, shape.h,
-                 shape.w);
+        snprintf(out, size, "%s %" PRId64 "x%" PRId64 "x%" PRId64 " image", article_for(shape.c),
+                 shape.c, shape.h, shape.w);
     else
         snprintf(out, size, "a vector of %" PRId64 " values", shape.c * shape.h * shape.w);
 }
@@ -982,10 +1017,10 @@ static bg_status_t parse_line(parser_t *p, const char *text, size_t length, int 
     }
     if (def == NULL) {
         return parse_error(p, line, word_col,
-                           "unknown layer '%.*s' (expected input, conv2d, maxpool, avgpool, "
+                           "unknown layer '%.*s%s' (expected input, conv2d, maxpool, avgpool, "
                            "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, "
                            "dropout, residual, shortcut, add, softmax_cross_entropy)",
-                           token_shown(word_length), word);
+                           token_shown(word_length), word, token_cut(word_length));
     }
     BG_CHECK(check_order(p, def, line, word_col));
 

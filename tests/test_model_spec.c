@@ -821,6 +821,25 @@ static void test_error_out_of_range_value(void **state) {
                  "spec:1:16: channels=1048577 is out of range (1 to 1048576)");
     expect_error("input channels=1 height=99999999999999999999999999 width=1\n",
                  "spec:1:25: height=99999999999999999999999999 is out of range (1 to 1048576)");
+    /* A value past 64 bytes is quoted to there, and "..." says so (until
+     * 2026-12-05 its first 64 digits were shown as if they were all). */
+    char text[512], message[512], digits[301];
+    memset(digits, '9', 300);
+    digits[300] = '\0';
+    snprintf(text, sizeof text, MNIST_INPUT "dense units=%s\n", digits);
+    snprintf(message, sizeof message, "spec:2:13: units=%.64s... is out of range (1 to 1048576)",
+             digits);
+    expect_error(text, message);
+    digits[64] = '\0'; /* exactly 64: whole, with no "..." */
+    snprintf(text, sizeof text, MNIST_INPUT "dense units=%s\n", digits);
+    snprintf(message, sizeof message, "spec:2:13: units=%s is out of range (1 to 1048576)", digits);
+    expect_error(text, message);
+    memset(digits, 'x', 200);
+    digits[200] = '\0';
+    snprintf(text, sizeof text, MNIST_INPUT "dense units=3 %s=1\n", digits);
+    snprintf(message, sizeof message,
+             "spec:2:15: unknown option '%.64s...' for dense (expected units, activation)", digits);
+    expect_error(text, message);
 }
 
 static void test_error_bad_enum_value(void **state) {
@@ -1215,6 +1234,42 @@ static void test_error_residual_blocks(void **state) {
                  "from 'residual' at line 2 takes a 1x28x28 image and ends with a 1x26x26 "
                  "image (where a block changes the shape, a 'shortcut' branch before 'add' can "
                  "take its input there)");
+    /* A shortcut branch starts from the block's input, which 'residual'
+     * hands on and the main branch's dense took as a vector (until
+     * 2026-12-05: "that line 2 makes", of the residual line alone). */
+    expect_error("input channels=6 height=1 width=1\nresidual\ndense units=6\nshortcut\n"
+                 "conv2d filters=6 kernel=1\nadd\nsoftmax_cross_entropy\n",
+                 "spec:5:1: conv2d needs an image input (channels x height x width), got the "
+                 "vector of 6 values that the block from line 2 takes in (6x1x1, which line 3 "
+                 "takes as a vector, and so every layer on it)");
+    expect_error("input channels=6 height=1 width=1\ndense units=6\nresidual\ndense units=6\n"
+                 "shortcut\nconv2d filters=6 kernel=1\nadd\nsoftmax_cross_entropy\n",
+                 "spec:6:1: conv2d needs an image input (channels x height x width), got the "
+                 "vector of 6 values that the block from line 3 takes in");
+    expect_error("input channels=6 height=1 width=1\ndense units=6\nconv2d filters=6 kernel=1\n"
+                 "softmax_cross_entropy\n",
+                 "spec:3:1: conv2d needs an image input (channels x height x width), got the "
+                 "vector of 6 values that line 2 makes");
+    /* "an 8x6x6", "an 11x..", "an 18000x..", "a 180x..": the article as the
+     * number is said (until 2026-12-05 always "a"). */
+    static const struct {
+        int channels;
+        const char *article;
+    } said[] = {{8, "an"},   {11, "an"},    {18, "an"},   {80, "an"}, {180, "a"},
+                {1100, "a"}, {18000, "an"}, {8192, "an"}, {2048, "a"}};
+    for (size_t i = 0; i < sizeof said / sizeof said[0]; i++) {
+        char text[160], message[400];
+        snprintf(text, sizeof text,
+                 "input channels=4 height=8 width=8\nresidual\nconv2d filters=%d kernel=3\nadd\n",
+                 said[i].channels);
+        snprintf(message, sizeof message,
+                 "spec:4:1: 'add' needs the block's output the shape of its input: the block "
+                 "from 'residual' at line 2 takes a 4x8x8 image and ends with %s %dx6x6 image "
+                 "(where a block changes the shape, a 'shortcut' branch before 'add' can take "
+                 "its input there)",
+                 said[i].article, said[i].channels);
+        expect_error(text, message);
+    }
     /* The same values, but an image against a vector. */
     expect_error("input channels=4 height=2 width=2\nresidual\nflatten\ndense units=16\nadd\n",
                  "spec:5:1: 'add' needs the block's output the shape of its input: the block "
