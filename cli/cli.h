@@ -200,8 +200,9 @@ typedef struct bg_cli_stop_handlers {
  * answered on stderr with `reply` (a string that outlives the handlers:
  * what the command will still do, and that a second signal quits at
  * once), so that a user at a terminal knows it was heard; the second,
- * that nothing more is written. */
-void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *reply);
+ * that nothing more is written, after "brigade CMD:" as every message of
+ * the command begins. */
+void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *cmd, const char *reply);
 
 /* What the answer to a second signal adds after "nothing more is written"
  * (as "; F holds step 40 (...)": what is kept), from now on; copied, its

@@ -638,7 +638,7 @@ int bg_cmd_sweep(int argc, char **argv) {
     /* A stop signal ends the sweep after the point in progress, with the
        chart and metrics of the points done; so does a point that fails. */
     bg_cli_stop_handlers_t old_handlers;
-    bg_cli_catch_stop_signals(&old_handlers,
+    bg_cli_catch_stop_signals(&old_handlers, "sweep",
                               "\nbrigade sweep: stopping once the point in progress ends, keeping "
                               "the points done; a second signal a second from now quits at "
                               "once\n");

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "cli.h"
@@ -449,6 +450,23 @@ static void print_header(const train_options_t *o, const bg_plan_t *plan, const 
     fputc('\n', stderr);
 }
 
+/* What a second stop signal says of --save before the run saves to it
+ * (report_step says it after each save): the file as it was, which
+ * holds step `resumed_from` where the run resumed from it. */
+static void set_first_quit_note(const train_options_t *o, int64_t resumed_from) {
+    if (o->save == NULL) return;
+    char note[BG_ERROR_MAX];
+    if (o->resume != NULL && bg_cli_same_file(o->save, o->resume))
+        snprintf(note, sizeof note, "; %s still holds step %lld, which this run resumed from",
+                 o->save, (long long)resumed_from);
+    else if (access(o->save, F_OK) == 0)
+        snprintf(note, sizeof note, "; nothing of this run is saved, and %s is as it was before it",
+                 o->save);
+    else
+        snprintf(note, sizeof note, "; nothing of this run is saved");
+    bg_cli_set_quit_note(note);
+}
+
 /* --load: the checkpoint's weights into *params (malloc'd; the caller
  * frees them) as the run's initial ones, with a note of what they are and
  * what starts afresh. Any run first has its parameters checked against the
@@ -644,8 +662,9 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.conv_workspace_limit = o.placement.conv_workspace;
     o.train.stop = &bg_cli_stop_signal;
     bg_cli_stop_handlers_t old_handlers;
+    set_first_quit_note(&o, resume.step);
     bg_cli_catch_stop_signals(
-        &old_handlers,
+        &old_handlers, "train",
         o.train.evaluate_only
             ? "\nbrigade train: stopping once the evaluation ends, with its results; a second "
               "signal a second from now quits at once\n"

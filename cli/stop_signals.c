@@ -20,6 +20,7 @@ volatile sig_atomic_t bg_cli_stop_signal;
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the stop signal handler needs lock-free atomics");
 static atomic_llong first_ns;
 static const char *stop_reply; /* what the first signal is answered with */
+static char quit_reply[96];    /* and a second one, before any note */
 static int stderr_terminal;    /* where a progress bar may hold a line open */
 /* What a second signal's answer adds (bg_cli_set_quit_note): two buffers,
  * the one `quit_note` names (-1: none) whole while the other is written,
@@ -69,7 +70,7 @@ static void on_stop_signal(int signo) {
         bg_cli_stop_signal = signo;
         if (stop_reply != NULL) say(stop_reply);
     } else if (ns - first >= 1000000000) {
-        say("\nbrigade: a second signal: quitting at once; nothing more is written");
+        say(quit_reply);
         atomic_store(&quitting, 1);
         const int note = atomic_load(&quit_note);
         if (note >= 0) put(quit_notes[note]);
@@ -79,8 +80,10 @@ static void on_stop_signal(int signo) {
     errno = saved_errno;
 }
 
-void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *reply) {
+void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *cmd, const char *reply) {
     stop_reply = reply;
+    snprintf(quit_reply, sizeof quit_reply,
+             "\nbrigade %s: a second signal: quitting at once; nothing more is written", cmd);
     stderr_terminal = isatty(STDERR_FILENO);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

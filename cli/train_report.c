@@ -181,9 +181,13 @@ bg_status_t bg_cli_train_write_metrics(const char *path, const train_options_t *
         cJSON_AddNumberToObject(root, "train_seconds", r->train_seconds);
         if (o->save != NULL) cJSON_AddNumberToObject(root, "save_seconds", r->save_seconds);
     }
-    cJSON_AddStringToObject(root, "schedule", bg_schedule_kind_name(o->placement.schedule));
+    /* An evaluation's forwards run in the same order under every schedule
+     * (only interleaved's stages a device change where), and keep nothing
+     * to recompute. */
+    if (!o->train.evaluate_only || o->placement.chunks > 1)
+        cJSON_AddStringToObject(root, "schedule", bg_schedule_kind_name(o->placement.schedule));
     cJSON_AddNumberToObject(root, "microbatches", o->placement.microbatches);
-    cJSON_AddBoolToObject(root, "recompute", o->placement.recompute);
+    if (!o->train.evaluate_only) cJSON_AddBoolToObject(root, "recompute", o->placement.recompute);
     cJSON *stages = cJSON_AddArrayToObject(root, "stages");
     for (int s = 0; stages != NULL && s < r->stages; s++)
         cJSON_AddItemToArray(stages, bg_cli_run_stage_json(&r->stage_info[s]));

@@ -907,8 +907,9 @@ import json, sys
 m = json.load(open(sys.argv[1]))
 assert m["steps"] == 0 and 0 <= m["test_accuracy"] <= 1, m
 assert m["test_samples"] == 2048, m  # the whole synthetic test set
-for key in ("loss", "samples_per_s", "train_seconds"):
+for key in ("loss", "samples_per_s", "train_seconds", "schedule", "recompute"):
     assert key not in m, key
+assert m["microbatches"] == 1, m
 ' "$M0"
 fi
 # An evaluation's stages run forwards only: parameters, one micro-batch's
@@ -940,6 +941,15 @@ check "--steps 0 on two stages, 4 micro-batches: the same test accuracy" \
     sh -c "grep '^test accuracy: ' '$OUT' | cmp -s - '$T/accuracy.trained'"
 check "--steps 0: the placement says the stages run forwards only" grep -qF \
     "placement: 2 stages on cpu:0, cpu:1; forwards only, 4 micro-batches" "$ERR"
+# Interleaved changes where an evaluation's forwards run: its metrics name it.
+if expect 0 "" -- train "$MODEL" --data synthetic --batch 16 --steps 0 --load "$W" \
+    --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 2 --metrics "$T/eval-v.json"; then
+    check "--steps 0 interleaved: the metrics name the schedule, no recompute" python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["schedule"] == "interleaved" and m["microbatches"] == 2, m
+assert "recompute" not in m, m' "$T/eval-v.json"
+fi
 # --test-samples scores the first N test samples: the accuracy is a count
 # of them, and the metrics say how many; more than the set holds (2048
 # synthetic ones) is refused.
@@ -1347,7 +1357,7 @@ env --default-signal=TERM "$BRIGADE" train "$T/slow_eval.model" --data synthetic
 signal_twice $! grep -q "step 2/2 .*(done)" "$ERR"
 check "a second signal: exit status 143 (was $status)" test "$status" -eq 143
 check "a second signal: says what --save holds" grep -qxF \
-    "brigade: a second signal: quitting at once; nothing more is written; $T/quit.st holds step 2, the run's last" \
+    "brigade train: a second signal: quitting at once; nothing more is written; $T/quit.st holds step 2, the run's last" \
     "$ERR"
 expect 0 "" -- train "$T/slow_eval.model" --data synthetic --steps 0 --load "$T/quit.st" \
     --test-samples 16
@@ -1360,8 +1370,33 @@ env --default-signal=TERM "$BRIGADE" train "$T/slow_eval.model" --data synthetic
 signal_twice $! test -e "$T/quit-mid.st"
 check "a second signal mid-run: exit status 143 (was $status)" test "$status" -eq 143
 check "a second signal mid-run: says the step --save holds and how to go on" grep -qxF \
-    "brigade: a second signal: quitting at once; nothing more is written; $T/quit-mid.st holds step 1 (--resume $T/quit-mid.st goes on from there)" \
+    "brigade train: a second signal: quitting at once; nothing more is written; $T/quit-mid.st holds step 1 (--resume $T/quit-mid.st goes on from there)" \
     "$ERR"
+# Before the run's first save: nothing of it is saved, and a file that was
+# there is as it was (until 2026-12-05 the answer said nothing of --save,
+# so a file of another run could be taken for this one's).
+for pre in absent present; do
+    rm -f "$T/quit-pre.st"
+    if [ $pre = present ]; then cp "$T/quit.st" "$T/quit-pre.st"; fi
+    : >"$ERR"
+    env --default-signal=TERM "$BRIGADE" train "$T/slow_eval.model" --data synthetic --steps 4 \
+        --batch 1024 --save "$T/quit-pre.st" --test-samples 16 </dev/null >"$OUT" 2>"$ERR" &
+    signal_twice $! grep -q " step 1/4 " "$ERR" # step 2 of seconds under way
+    check "a second signal before a save ($pre): exit status 143 (was $status)" \
+        test "$status" -eq 143
+    if [ $pre = present ]; then
+        check "a second signal before a save: the file there is as it was" grep -qxF \
+            "brigade train: a second signal: quitting at once; nothing more is written; nothing of this run is saved, and $T/quit-pre.st is as it was before it" \
+            "$ERR"
+        check "a second signal before a save: the file is untouched" cmp -s "$T/quit.st" \
+            "$T/quit-pre.st"
+    else
+        check "a second signal before a save: nothing is saved" grep -qxF \
+            "brigade train: a second signal: quitting at once; nothing more is written; nothing of this run is saved" \
+            "$ERR"
+        check "a second signal before a save: no file" test ! -e "$T/quit-pre.st"
+    fi
+done
 # A stop whose save fails (the file over ulimit -f) ends the run as the
 # signal asked, with why the save failed, without scoring the test set or
 # writing --metrics (until 2026-12-04 it scored the whole test set first and
