@@ -252,28 +252,42 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
         bg_cli_json_add_uint(bound, "bytes_at_least", need);
         bg_cli_json_add_uint(bound, "stage_capacity_bytes", capacity);
     }
-    char need_text[32], cap_text[32], remedy[256];
+    char need_text[32], cap_text[32], remedy[448];
     bg_cli_group_digits((int64_t)need, need_text, sizeof need_text);
     /* Virtual devices divide their GPU: a larger share is fewer of them
      * (tried before this is said) or a larger GPU, not a --device-mem it
      * may not have. */
     const int gpus = bg_placement_all_of_kind(placement, BG_DEVICE_CUDA);
     const int virtual_devices = bg_advice_shares_one_gpu(placement);
+    /* A GPU holds, before any stage, cuBLAS's workspace and (where its size
+     * is a topology file's, not CUDA's free memory) the CUDA context. */
+    const size_t context = bg_placement_context_bytes(placement);
+    const size_t workspace_mib = (size_t)BG_CUDA_CUBLAS_WORKSPACE_BYTES >> 20;
+    char gpu_text[32], gpu_need[224];
+    bg_cli_group_digits((int64_t)(need + context + BG_CUDA_CUBLAS_WORKSPACE_BYTES), gpu_text,
+                        sizeof gpu_text);
+    if (context > 0)
+        snprintf(gpu_need, sizeof gpu_need,
+                 "more than %s bytes: the layer's %s, %zu MiB for the CUDA context and %zu MiB "
+                 "for cuBLAS's workspace",
+                 gpu_text, need_text, context >> 20, workspace_mib);
+    else
+        snprintf(gpu_need, sizeof gpu_need,
+                 "more than %s bytes free: the layer's %s and %zu MiB for cuBLAS's workspace",
+                 gpu_text, need_text, workspace_mib);
     if (virtual_devices)
         /* Whole GPUs may: a fewer virtual devices' larger share can hold
          * the layer and still not the rest of the model. */
         snprintf(remedy, sizeof remedy,
                  "nor did fewer of them (tried above): it takes whole GPUs (--devices "
                  "cuda:0,cuda:1,..., as 'brigade topo' lists them), the one that holds this "
-                 "layer with more than %s bytes",
-                 need_text);
+                 "layer with %s",
+                 gpu_need);
     else if (gpus && placement->device_mem == 0 && capacity > 0)
         /* A --device-mem past the GPU's memory would only plan what it
          * cannot hold. */
         snprintf(remedy, sizeof remedy,
-                 "it takes GPUs of more than %s bytes each (brigade does not cut a layer "
-                 "across devices)",
-                 need_text);
+                 "brigade does not cut a layer across devices, so it takes GPUs of %s", gpu_need);
     else
         snprintf(remedy, sizeof remedy,
                  "give each device more than %s (--device-mem; a bound from below: its "

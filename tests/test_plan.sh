@@ -303,7 +303,7 @@ dense_stack() {
 # the whole GPU, so whole GPUs are told, not a larger one (until 2026-12-05
 # "it takes a larger one"; three fit with SGD).
 dense_stack "$T/big3.model" 65536 'dense units=65536 activation=relu' 3 10
-expect 2 "so more virtual devices cannot help; nor did fewer of them (tried above): it takes whole GPUs (--devices cuda:0,cuda:1,..., as 'brigade topo' lists them), the one that holds this layer with more than 34,361,049,088 bytes" \
+expect 2 "so more virtual devices cannot help; nor did fewer of them (tried above): it takes whole GPUs (--devices cuda:0,cuda:1,..., as 'brigade topo' lists them), the one that holds this layer with more than 34,948,251,648 bytes: the layer's 34,361,049,088, 528 MiB for the CUDA context and 32 MiB for cuBLAS's workspace" \
     -- plan "$T/big3.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
     --devices cuda:0x4
 expect 0 "" -- plan "$T/big3.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
@@ -704,9 +704,18 @@ printf 'input channels=16384 height=1 width=1\nflatten\ndense units=32768\ndense
     >"$T/gpu-huge-layer.model"
 expect 2 "does not fit" -- plan "$T/gpu-huge-layer.model" --topology "$T/small-gpus.xml" \
     --devices cuda:0,cuda:1
-check "a layer larger than the GPUs: larger GPUs, not --device-mem" grep -qE -- \
-    "so more devices cannot help; it takes GPUs of more than [0-9,]+ bytes each \(brigade does not cut a layer across devices\)$" \
-    "$ERR"
+# The GPU size told counts what brigade takes of it first, the context and
+# cuBLAS's workspace (until 2026-12-05 the layer's bytes alone, which a GPU
+# of that size cannot give it).
+check "a layer larger than the GPUs: larger GPUs, not --device-mem, with what is taken first" \
+    python3 -c '
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"so more devices cannot help; brigade does not cut a layer across devices, so it "
+              r"takes GPUs of more than ([0-9,]+) bytes: the layer.s ([0-9,]+), 528 MiB for the "
+              r"CUDA context and 32 MiB for cuBLAS.s workspace\n", text)
+gpu, layer = (int(g.replace(",", "")) for g in m.groups())
+assert gpu - layer == (528 + 32) << 20, (gpu, layer)' "$ERR"
 # Three 4096-wide layers on virtual devices of one 1 GiB GPU: eight get an
 # eighth each, too little for a layer; fewer get more, and the advice finds
 # the most that fit (before, it tried none and suggested --device-mem).
