@@ -408,6 +408,16 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
         BG_CHECK(time_field(path, o, "check_s", where, &sp->check_s));
         BG_CHECK(time_field(path, o, "grad_check_s", where, &sp->grad_check_s));
         BG_CHECK(optional_time_field(path, o, "weight_check_s", where, &sp->weight_check_s));
+        /* As for the layers (bg_profile_load): a stage timed whole takes
+         * microseconds at least, whatever its layers; less than a clock
+         * tells is no measurement, and the simulator would take it. */
+        if (!(sp->forward_s + sp->backward_s >= 1e-9))
+            return bg_error_set(BG_ERR_PARSE,
+                                "%s: %s (layers %d..%d): its forward and backward take %g s in "
+                                "all, less than a nanosecond: a profile measures them ('brigade "
+                                "profile MODEL -o FILE' writes one)",
+                                path, where, sp->first, sp->last - 1,
+                                sp->forward_s + sp->backward_s);
         /* Optional: measured beside a co-runner (profiles of two CPU devices). */
         const cJSON *lo = cJSON_GetObjectItemCaseSensitive(o, "loaded");
         if (lo != NULL) {

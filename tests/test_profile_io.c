@@ -251,6 +251,24 @@ static void test_no_time_at_all(void **state) {
                 strstr(bg_error_message(), "take 1e-300 s in all, less than a nanosecond"));
         bg_profile_destroy(back);
     }
+    /* So is a stage entry's forward and backward (until 2026-12-05 a
+     * profile whose stages took 0 s gave a 0.001 ms stage and 112,013
+     * samples/s); a nanosecond passes. */
+    for (int ns = 0; ns < 2; ns++) {
+        const int first[] = {0, 1}, last[] = {1, 3};
+        bg_profile_t *p = make_profile(spec, 2, first, last);
+        p->stage[1].forward_s = 0;
+        p->stage[1].backward_s = ns ? 1e-9 : 0;
+        assert_int_equal(bg_profile_save(p, path), BG_OK);
+        bg_profile_destroy(p);
+        bg_profile_t *back = NULL;
+        assert_int_equal(bg_profile_load(path, spec, &back), ns ? BG_OK : BG_ERR_PARSE);
+        if (!ns && strstr(bg_error_message(),
+                          ": stage entry 1 (layers 1..2): its forward and backward take 0 s in "
+                          "all, less than a nanosecond") == NULL)
+            fail_msg("%s", bg_error_message());
+        bg_profile_destroy(back);
+    }
     bg_model_spec_destroy(spec);
 }
 
