@@ -219,11 +219,18 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
     BG_CHECK(bg_cli_check_optimizer(&o->optimizer, argc, argv));
     BG_CHECK(bg_cli_check_microbatches(o->microbatches, o->batch));
     const int64_t micro = (o->batch + o->microbatches - 1) / o->microbatches;
-    if (o->size_count < 0) o->size_count = bg_profile_default_sizes(o->batch, micro, o->sizes);
-    /* ceil(B / M) is timed anyway. */
+    const int given = o->size_count >= 0;
+    if (!given) o->size_count = bg_profile_default_sizes(o->batch, micro, o->sizes);
+    /* ceil(B / M) is timed anyway; one given is said to be. */
     int kept = 0;
     for (int k = 0; k < o->size_count; k++)
         if (o->sizes[k] != micro) o->sizes[kept++] = o->sizes[k];
+    if (given && kept < o->size_count)
+        fprintf(stderr,
+                "note: --sizes: %lld is the micro-batch's own size (ceil(%lld / %lld)), which "
+                "is timed anyway%s\n",
+                (long long)micro, (long long)o->batch, (long long)o->microbatches,
+                kept == 0 ? "; no other size is (as --sizes 0)" : "");
     o->size_count = kept;
     if (kept > BG_PROFILE_MAX_OTHER_SIZES)
         return bg_error_set(BG_ERR_INVALID,

@@ -67,6 +67,14 @@ check "the default's table: a column per size, the profile's marked" \
     grep -qE "^layer  fwd \+ dX \+ dW ms at +1 +2\* +8$" "$OUT"
 check "boundaries handing tensors of one size are one entry" \
     grep -qE "per boundary \(us\): send/recv 1-2:[0-9.]+/[0-9.]+ 3-4:[0-9.]+/[0-9.]+ 5-6:" "$OUT"
+# The micro-batch's own size among those given is said to be timed anyway
+# (until 2026-12-05 it was dropped without a word, --sizes 2 here the
+# same as --sizes 0).
+expect 0 "note: --sizes: 2 is the micro-batch's own size (ceil(8 / 4)), which is timed anyway; no other size is (as --sizes 0)" \
+    -- profile "$MODEL" --batch 8 --microbatches 4 --sizes 2 --split 4 --repetitions 1 \
+    -o "$T/sizes-own.json"
+file_check "--sizes of the micro-batch's own size: one size timed" "$T/sizes-own.json" "
+assert 'other_sizes' not in p, p.get('other_sizes')"
 # A size whose stage of the whole model would hold over half the memory
 # (the CNN at 2^20 samples: hundreds of GiB) is left out, said so.
 expect 0 "note: the layers are not timed at 1048576 samples: the stage of the whole model that times them would hold" \
