@@ -53,7 +53,7 @@ static const char help[] =
     "  --steps N            timed steps per point, 1 to 1000 (default 5; a\n"
     "                       point's timeline holds each, as train's\n"
     "                       --record-steps); with --simulate, simulated steps\n"
-    "  --warmup N           untimed steps first (default 2)\n"
+    "  --warmup N           untimed steps first, 0 to 100000 (default 2)\n"
     "  --batch B            samples per step (default 64)\n"
     "  --optimizer NAME     adam (default) or sgd: its state is memory and its\n"
     "                       update part of the step\n"

@@ -345,9 +345,10 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
     BG_CHECK(st);
     if (p->stages > p->devices.count)
         return bg_error_set(BG_ERR_INVALID,
-                            "--stages %d but --devices %s gives %d devices (use --chunks for "
+                            "--stages %d but --devices %s gives %d device%s (use --chunks for "
                             "several stages per device)",
-                            p->stages, p->devices_text, p->devices.count);
+                            p->stages, p->devices_text, p->devices.count,
+                            p->devices.count == 1 ? "" : "s");
     /* A split wrong in itself is said so first: fixing the device count
      * would not make it right. */
     if (p->split_count > 0)
