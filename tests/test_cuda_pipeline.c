@@ -375,8 +375,10 @@ static void test_batch_sets_on_gpu(void **state) {
                          BG_OK);
         assert_false(ra.skipped);
         /* (Each pipeline times cuDNN's algorithms for itself: they may
-         * pick others, which round differently.) */
-        assert_true(fabs(ra.loss_sum - rb.loss_sum) <= 1e-5 * fabs(rb.loss_sum));
+         * pick others, which round differently, and four steps carry that
+         * on: within the 1e-4 of the pipelines' equivalence, as a step that
+         * read the scribbled NaNs and labels could not be.) */
+        assert_true(fabs(ra.loss_sum - rb.loss_sum) <= 1e-4 * fabs(rb.loss_sum));
         /* The set just read is free again, the other still handed out. */
         if (k == 1) {
             /* What the set waiting for the next step holds (the scribble)

@@ -217,14 +217,17 @@ extern "C" bg_status_t bg_cuda_slot_drain(bg_cuda_slot_t *slot, void **dst, size
         /* The receiver reads the message where it arrived. The slot's next
          * fill overwrites the buffer it takes only after `drained`, that
          * is after the ops enqueued so far on the compute stream: the last
-         * readers of what the buffer held (its owner is replacing that). */
+         * readers of what the buffer held (its owner is replacing that).
+         * Recorded before the two trade places, so that a failed record
+         * leaves neither the slot nor the stage a buffer still read. */
+        BG_CUDA_CHECK(be, cudaEventRecord(slot->drained, cu->compute));
         void *message = slot->data;
         slot->data = *dst;
         *dst = message;
-    } else {
-        BG_CUDA_CHECK(
-            be, cudaMemcpyAsync(*dst, slot->data, bytes, cudaMemcpyDeviceToDevice, cu->compute));
+        return BG_OK;
     }
+    BG_CUDA_CHECK(be,
+                  cudaMemcpyAsync(*dst, slot->data, bytes, cudaMemcpyDeviceToDevice, cu->compute));
     BG_CUDA_CHECK(be, cudaEventRecord(slot->drained, cu->compute));
     return BG_OK;
 }
