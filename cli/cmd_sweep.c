@@ -558,6 +558,72 @@ static const char *kept_outputs(int chart, int metrics) {
     return "";
 }
 
+/* The sweep's first line on stderr (what is swept, how, on which
+ * devices) and its table's header on stdout. */
+static void print_header(const sweep_options_t *o, const bg_cli_setup_t *setup) {
+    char shown[BG_CLI_SHOWN_MAX];
+    if (!o->simulate)
+        fprintf(stderr, "sweep of %s, batch %lld, %lld warm-up + %lld timed step%s per point: ",
+                bg_cli_shown(o->model, shown, sizeof shown), (long long)o->batch,
+                (long long)o->warmup, (long long)o->steps, o->steps == 1 ? "" : "s");
+    else
+        fprintf(stderr, "simulated sweep of %s, batch %lld, %lld step%s per point, costs from %s: ",
+                bg_cli_shown(o->model, shown, sizeof shown), (long long)o->batch,
+                (long long)o->steps, o->steps == 1 ? "" : "s",
+                setup->profile != NULL ? o->placement.profile_path : "the analytic cost model");
+    /* Stages per point vary with --chunks (interleaved only): devices here. */
+    fputs("on ", stderr);
+    bg_placement_describe_devices(&o->placement, stderr);
+    if (o->placement.recompute) fputs(", recompute", stderr);
+    if (o->placement.chunks > 1)
+        fprintf(stderr, ", %d chunks per device for interleaved", o->placement.chunks);
+    fputc('\n', stderr);
+    if (o->simulate) printf("(simulated) predicted by the planner and the simulator, not run\n");
+    printf("%4s  %-11s %9s %15s %11s %9s %9s %9s  ", "M", "schedule", "step ms", "min-max ms",
+           "samples/s", "bubble %", "theory %", "imbal. %");
+    if (!o->simulate) printf("%15s  ", "sim ms (err)");
+    printf("peak MiB per stage\n");
+}
+
+/* Runs each schedule's points in turn, each printed as its row, into
+ * points[*count...] (skipped ones too, marked); *done counts the points
+ * begun. Ends early on a stop signal, or on a point that fails: its status,
+ * with what it said in error and detail. */
+static bg_status_t sweep_points(sweep_context_t *c, bg_sweep_point_t *points, int *count, int *done,
+                                char error[BG_ERROR_MAX], char detail[BG_ERROR_MAX]) {
+    const sweep_options_t *o = c->o;
+    const int total = o->schedule_count * o->m_count;
+    char shown[BG_CLI_SHOWN_MAX];
+    for (int k = 0; k < o->schedule_count && !bg_cli_stop_signal; k++) {
+        const char *name = bg_schedule_kind_name(o->schedules[k]);
+        for (int i = 0; i < o->m_count && !bg_cli_stop_signal; i++) {
+            char skip[BG_ERROR_MAX] = "";
+            fprintf(stderr, "[%d/%d] %s M=%d\n", ++*done, total, name, o->ms[i]);
+            const bg_status_t failed =
+                run_point(c, o->schedules[k], o->ms[i], &points[*count], skip, sizeof skip, stdout);
+            if (failed != BG_OK) {
+                snprintf(error, BG_ERROR_MAX, "%s M=%d: %s", name, o->ms[i], bg_error_message());
+                snprintf(detail, BG_ERROR_MAX, "%s", bg_error_detail());
+                return failed;
+            }
+            if (skip[0] != '\0') {
+                printf("%4d  %-11s skipped: %s\n", o->ms[i], name,
+                       bg_cli_shown(skip, shown, sizeof shown));
+                bg_cli_flush_stdout();
+                /* A skipped point stays, marked, so the chart shows it. */
+                if (*count < MAX_POINTS)
+                    points[*count] = (bg_sweep_point_t){.schedule = point_name(o, o->schedules[k]),
+                                                        .microbatches = o->ms[i],
+                                                        .simulated = o->simulate,
+                                                        .skipped = 1};
+            }
+            if (*count < MAX_POINTS) /* at most 64 counts x 4 schedules */
+                ++*count;
+        }
+    }
+    return BG_OK;
+}
+
 int bg_cmd_sweep(int argc, char **argv) {
     sweep_options_t o = {0};
     int show_help = 0;
@@ -589,7 +655,6 @@ int bg_cmd_sweep(int argc, char **argv) {
      * its sim ms column prices each point's plan with it. */
     BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &o.optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
-    char shown[BG_CLI_SHOWN_MAX];
     if (!o.simulate) {
         bg_cli_note_data(o.data, o.data_given, spec->input, spec->classes);
         bg_cli_note_busy_machine();
@@ -602,27 +667,8 @@ int bg_cmd_sweep(int argc, char **argv) {
                               (long long)o.batch, (long long)train->count);
             goto fail;
         }
-        fprintf(stderr, "sweep of %s, batch %lld, %lld warm-up + %lld timed step%s per point: ",
-                bg_cli_shown(o.model, shown, sizeof shown), (long long)o.batch, (long long)o.warmup,
-                (long long)o.steps, o.steps == 1 ? "" : "s");
-    } else {
-        fprintf(stderr, "simulated sweep of %s, batch %lld, %lld step%s per point, costs from %s: ",
-                bg_cli_shown(o.model, shown, sizeof shown), (long long)o.batch, (long long)o.steps,
-                o.steps == 1 ? "" : "s",
-                setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
     }
-    /* Stages per point vary with --chunks (interleaved only): devices here. */
-    fputs("on ", stderr);
-    bg_placement_describe_devices(&o.placement, stderr);
-    if (o.placement.recompute) fputs(", recompute", stderr);
-    if (o.placement.chunks > 1)
-        fprintf(stderr, ", %d chunks per device for interleaved", o.placement.chunks);
-    fputc('\n', stderr);
-    if (o.simulate) printf("(simulated) predicted by the planner and the simulator, not run\n");
-    printf("%4s  %-11s %9s %15s %11s %9s %9s %9s  ", "M", "schedule", "step ms", "min-max ms",
-           "samples/s", "bubble %", "theory %", "imbal. %");
-    if (!o.simulate) printf("%15s  ", "sim ms (err)");
-    printf("peak MiB per stage\n");
+    print_header(&o, &setup);
     bg_cli_flush_stdout(); /* each row as it comes, also into a file beside stderr's progress */
     sweep_context_t c = {.o = &o,
                          .spec = spec,
@@ -632,9 +678,10 @@ int bg_cmd_sweep(int argc, char **argv) {
                          .devices = setup.devices,
                          .points = cJSON_GetObjectItem(metrics, "points")};
     bg_cli_note_profile_sizes(setup.profile, o.batch, o.ms, o.m_count);
-    int total = o.schedule_count * o.m_count, done_points = 0;
+    const int total = o.schedule_count * o.m_count;
+    int done_points = 0;
     char error[BG_ERROR_MAX] = "", detail[BG_ERROR_MAX] = ""; /* of the point that failed */
-    bg_status_t failed = BG_OK;
+    bg_status_t failed;
     /* A stop signal ends the sweep after the point in progress, with the
        chart and metrics of the points done; so does a point that fails. */
     bg_cli_stop_handlers_t old_handlers;
@@ -642,32 +689,7 @@ int bg_cmd_sweep(int argc, char **argv) {
                               "\nbrigade sweep: stopping once the point in progress ends, keeping "
                               "the points done; a second signal a second from now quits at "
                               "once\n");
-    for (int k = 0; k < o.schedule_count && !bg_cli_stop_signal && failed == BG_OK; k++) {
-        for (int i = 0; i < o.m_count && !bg_cli_stop_signal && failed == BG_OK; i++) {
-            char skip[BG_ERROR_MAX] = "";
-            fprintf(stderr, "[%d/%d] %s M=%d\n", ++done_points, total,
-                    bg_schedule_kind_name(o.schedules[k]), o.ms[i]);
-            failed =
-                run_point(&c, o.schedules[k], o.ms[i], &points[count], skip, sizeof skip, stdout);
-            if (failed != BG_OK) {
-                snprintf(error, sizeof error, "%s M=%d: %s", bg_schedule_kind_name(o.schedules[k]),
-                         o.ms[i], bg_error_message());
-                snprintf(detail, sizeof detail, "%s", bg_error_detail());
-            } else if (skip[0] != '\0') {
-                printf("%4d  %-11s skipped: %s\n", o.ms[i], bg_schedule_kind_name(o.schedules[k]),
-                       bg_cli_shown(skip, shown, sizeof shown));
-                bg_cli_flush_stdout();
-            }
-            /* A skipped point stays, marked, so the chart shows it. */
-            if (failed == BG_OK && skip[0] != '\0' && count < MAX_POINTS)
-                points[count] = (bg_sweep_point_t){.schedule = point_name(&o, o.schedules[k]),
-                                                   .microbatches = o.ms[i],
-                                                   .simulated = o.simulate,
-                                                   .skipped = 1};
-            if (failed == BG_OK && count < MAX_POINTS) /* at most 64 counts x 4 schedules */
-                count++;
-        }
-    }
+    failed = sweep_points(&c, points, &count, &done_points, error, detail);
     bg_cli_restore_stop_signals(&old_handlers);
     /* As train and simulate say it of one device's bubble. */
     int run_points = 0;
