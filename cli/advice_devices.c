@@ -181,6 +181,13 @@ static int try_device_count(const count_search_t *search, int k, int quiet, cJSO
             more_like_last(list, k, devices_option, sizeof devices_option);
         else
             snprintf(devices_option, sizeof devices_option, "%d in --devices", k);
+        /* Other devices under a given --stages K: k stages, or the plan
+         * would take K of them (until 2026-12-05 left out, and the devices
+         * told did not fit as given). */
+        const size_t used = strlen(devices_option);
+        if (placement->stages > 0 && strncmp(devices_option, "--devices ", 10) == 0 &&
+            strstr(devices_option, "--stages") == NULL && used < sizeof devices_option)
+            snprintf(devices_option + used, sizeof devices_option - used, " --stages %d", k);
         snprintf(what, sizeof what, "%s%s%d device%s (%s%s%s)", with, with[0] ? ", " : "", k,
                  k == 1 ? "" : "s", devices_option, microbatches,
                  r->split != NULL ? ", without --split" : "");
@@ -198,13 +205,18 @@ int bg_advice_fewest_tried(const bg_plan_request_t *r, const bg_placement_t *pla
     return (r->devices + 1) / 2;
 }
 
+int bg_advice_most_possible(const bg_plan_request_t *r) {
+    const int layers = r->spec->num_layers / r->chunks;
+    return layers < BG_MAX_DEVICES ? layers : BG_MAX_DEVICES;
+}
+
 int bg_advice_most_tried(const bg_plan_request_t *r, const bg_placement_t *placement) {
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
     if (bg_advice_shares_one_gpu(placement))
         most = placement->stages > 0 ? placement->listed.count : r->devices;
     if (placement->gpus_links != NULL && most > placement->gpus.count) most = placement->gpus.count;
-    const int layers = r->spec->num_layers / r->chunks;
-    return layers < most ? layers : most;
+    const int possible = bg_advice_most_possible(r);
+    return possible < most ? possible : most;
 }
 
 /* bg_advice_scans_every_count's bound on the counts times the layers. */

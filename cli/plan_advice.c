@@ -592,11 +592,26 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
         else
             snprintf(counts, sizeof counts, "on %d to %d devices%s", fewest, most,
                      every ? "" : " (sampled in doubling steps, not each count planned)");
+        /* Past a layer a stage, or the most devices brigade takes, no
+         * more can be had (until 2026-12-05 "use more devices still"). */
+        char no_more[160] = "";
+        const int possible = bg_advice_most_possible(&v);
+        if (most >= possible && possible == BG_MAX_DEVICES)
+            snprintf(no_more, sizeof no_more,
+                     "give each more memory (--device-mem): %d devices are the most brigade "
+                     "takes",
+                     possible);
+        else if (most >= possible)
+            snprintf(no_more, sizeof no_more,
+                     "give each more memory (--device-mem): %d devices are the most a model of "
+                     "%d layers can have (a layer a stage%s)",
+                     possible, v.spec->num_layers, v.chunks > 1 ? ", and --chunks per device" : "");
         fprintf(stderr, "  none of these fits, alone or together, %s%s: %s%s\n", counts,
                 all_gpus ? " (every GPU there is)" : "",
-                all_gpus ? "it takes GPUs with more memory, or more of them"
-                : gpus   ? "it takes more GPUs, or GPUs with more memory"
-                         : "give each more memory (--device-mem) or use more devices still",
+                all_gpus     ? "it takes GPUs with more memory, or more of them"
+                : gpus       ? "it takes more GPUs, or GPUs with more memory"
+                : no_more[0] ? no_more
+                             : "give each more memory (--device-mem) or use more devices still",
                 fewest_devices(&v, what, sizeof what));
     }
 }
@@ -698,8 +713,10 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
             bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over),
             part->overflow_bytes == 1 ? "" : "s", owner,
             bg_cli_group_digits((int64_t)st->capacity_bytes, cap, sizeof cap), share);
-    char none_fits[160] = ""; /* where the planner tried every split */
-    if (p->splits_simulated > 0)
+    char none_fits[160] = "";     /* where the planner tried every split */
+    if (p->splits_simulated == 1) /* a layer a stage */
+        snprintf(none_fits, sizeof none_fits, "this is the planner's only split");
+    else if (p->splits_simulated > 0)
         snprintf(none_fits, sizeof none_fits,
                  "this is the split that overflows least, and none of the planner's %d splits "
                  "fits%s",

@@ -298,6 +298,21 @@ dense_stack() {
         printf '%s\n' "dense units=$5" softmax_cross_entropy
     } >"$1"
 }
+# Under --stages K, other GPUs are told with --stages for them: as told,
+# they fit (until 2026-12-05 the line left --stages out, and the command
+# as given kept 2 stages and did not fit).
+dense_stack "$T/wide4.model" 4096 'dense units=16384 activation=relu' 4 10
+for devices in cuda:0,cuda:1,cuda:2 cuda:0x2; do
+    expect 2 "does not fit" -- plan "$T/wide4.model" --topology "$GPUS" --device-mem 4120M \
+        --devices $devices --stages 2
+    told=$(sed -n 's/^  --microbatches 4, 4 devices (\(--devices [^ ]* --stages 4\)) *fits: .*/\1/p' \
+        "$ERR")
+    check "--stages 2 on $devices: more GPUs told with --stages 4 (was: ${told:-none})" \
+        test -n "$told"
+    # shellcheck disable=SC2086 # the options told, word by word
+    expect 0 "" -- plan "$T/wide4.model" --topology "$GPUS" --device-mem 4120M $told \
+        --microbatches 4
+done
 # Three 65536-wide layers (48 GiB of weights) on one 80 GiB GPU's four
 # virtual devices: a layer needs more than a quarter, two with Adam more than
 # the whole GPU, so whole GPUs are told, not a larger one (until 2026-12-05
@@ -834,7 +849,7 @@ check "two virtual devices and a GPU: the step as told ($told ms) and as planned
     grep -qF "predicted step: $told ms" "$OUT"
 # More virtual devices where --stages chose one GPU's two of a mixed list:
 # priced on the chosen ones' link, as cuda:0x4 plans them.
-expect 2 "  4 devices (--devices cuda:0x4)   fits: largest stage 8.88 MiB, step 0.982 ms" \
+expect 2 "  4 devices (--devices cuda:0x4 --stages 4) fits: largest stage 8.88 MiB, step 0.982 ms" \
     -- plan "$ROOT/examples/mlp_balanced.model" --topology "$HGX" --devices cuda:0x2,cuda:5 \
     --stages 2 --device-mem 12M --optimizer sgd --microbatches 4
 # Nothing fits on the counts sampled (600 layers on 32 to 128 devices are
@@ -1022,6 +1037,12 @@ check "one split: not called the fastest simulated" sh -c "! grep -q 'fastest si
 # A refusal's split is the one that overflows least, and says so (until
 # 2026-12-04 "slowest stage minimised; the fastest simulated of its 7
 # splits, 0 of which fit").
+# At a layer a stage no more devices can be had, nor another split: said
+# so (until 2026-12-05 "use more devices still", which cpu:9 refuses, after
+# "none of the planner's 1 splits").
+expect 2 "  none of these fits, alone or together, on 4 to 8 devices: give each more memory (--device-mem): 8 devices are the most a model of 8 layers can have (a layer a stage)" \
+    -- plan "$MODEL" --devices cpu:8 --device-mem 5582593
+stderr_has "this is the planner's only split; what would help:" "a layer a stage"
 expect 2 "none of the planner's 7 splits fits either" -- plan "$MODEL" --devices cpu:2 \
     --microbatches 4 --device-mem 8M
 stdout_has "split chosen by the planner (none fits: the one that overflows least)" \
