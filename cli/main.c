@@ -38,7 +38,8 @@ static const char usage[] =
     "Exit status: 0 success, 1 failure while running, 2 bad usage or bad input;\n"
     "a closed pipe (| head) ends a command by SIGPIPE, as it ends other tools;\n"
     "train and sweep go on without their output and exit 1. Output or messages\n"
-    "that could not be written (a full disk, a closed descriptor) make it 1 too.\n";
+    "that could not be written (a full disk, a closed descriptor) make a 0 a 1;\n"
+    "a refusal keeps its 2 (plan: a plan that does not fit).\n";
 
 static const struct {
     const char *name;

@@ -1848,6 +1848,13 @@ if [ -w /dev/full ]; then
     check "plan --json >/dev/full: exit status 1 (was $status)" test "$status" -eq 1
     check "plan --json >/dev/full: said, by the command" grep -qF \
         "brigade plan: cannot write the standard output: No space left on device" "$ERR"
+    # A plan that does not fit keeps its 2 (the help says so): the answer
+    # a script asks for stands, with the output lost said.
+    "$BRIGADE" plan "$MODEL" --json --device-mem 1M >/dev/full 2>"$ERR"
+    status=$?
+    check "plan that does not fit >/dev/full: exit status 2 (was $status)" test "$status" -eq 2
+    check "plan that does not fit >/dev/full: said" grep -qF \
+        "brigade plan: cannot write the standard output: No space left on device" "$ERR"
     # ... and so is help or a version that could not be written.
     # A help text is flushed whole at the end, where the reason is known.
     for words in "help train" "--help" "--version" "sweep -h" "plan $MODEL -h" \
