@@ -573,10 +573,13 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                               at > 0 ? " even with all of these" : "", plan_json);
         return;
     }
-    if (bg_advice_shares_one_gpu(placement))
+    /* --json: the verdict as stderr says it, with the counts tried. */
+    cJSON *verdict = plan_json != NULL ? cJSON_AddObjectToObject(plan_json, "none_fits") : NULL;
+    if (bg_advice_shares_one_gpu(placement)) {
         fprintf(stderr, "  none of these fits, alone or together: the virtual devices share one "
                         "GPU's memory, so more of them hold no more; use more GPUs\n");
-    else {
+        if (verdict != NULL) cJSON_AddStringToObject(verdict, "remedy", "use more GPUs");
+    } else {
         /* The counts tried, and what is left: a GPU's memory is not an
          * option's, nor are GPUs past the machine's. */
         const int fewest = bg_advice_fewest_tried(&v, placement, host_share),
@@ -606,13 +609,20 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                      "give each more memory (--device-mem): %d devices are the most a model of "
                      "%d layers can have (a layer a stage%s)",
                      possible, v.spec->num_layers, v.chunks > 1 ? ", and --chunks per device" : "");
+        const char *remedy = all_gpus     ? "it takes GPUs with more memory, or more of them"
+                             : gpus       ? "it takes more GPUs, or GPUs with more memory"
+                             : no_more[0] ? no_more
+                                          : "give each more memory (--device-mem) or use more "
+                                            "devices still";
         fprintf(stderr, "  none of these fits, alone or together, %s%s: %s%s\n", counts,
-                all_gpus ? " (every GPU there is)" : "",
-                all_gpus     ? "it takes GPUs with more memory, or more of them"
-                : gpus       ? "it takes more GPUs, or GPUs with more memory"
-                : no_more[0] ? no_more
-                             : "give each more memory (--device-mem) or use more devices still",
+                all_gpus ? " (every GPU there is)" : "", remedy,
                 fewest_devices(&v, what, sizeof what));
+        if (verdict != NULL) {
+            cJSON_AddNumberToObject(verdict, "fewest_devices_tried", fewest < most ? fewest : most);
+            cJSON_AddNumberToObject(verdict, "most_devices_tried", most);
+            cJSON_AddBoolToObject(verdict, "every_count_planned", fewest >= most || every);
+            cJSON_AddStringToObject(verdict, "remedy", remedy);
+        }
     }
 }
 

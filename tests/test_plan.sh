@@ -1043,6 +1043,17 @@ check "one split: not called the fastest simulated" sh -c "! grep -q 'fastest si
 expect 2 "  none of these fits, alone or together, on 4 to 8 devices: give each more memory (--device-mem): 8 devices are the most a model of 8 layers can have (a layer a stage)" \
     -- plan "$MODEL" --devices cpu:8 --device-mem 5582593
 stderr_has "this is the planner's only split; what would help:" "a layer a stage"
+# --json says the verdict too (until 2026-12-05 only an empty suggestions
+# list): the counts tried and the remedy, as stderr has them.
+if expect 2 "" -- plan "$MODEL" --devices cpu:8 --device-mem 5582593 --json; then
+    check "--json: none fits, on the counts tried" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["suggestions"] == [], p["suggestions"]
+assert p["none_fits"] == {"fewest_devices_tried": 4, "most_devices_tried": 8,
+    "every_count_planned": True,
+    "remedy": "give each more memory (--device-mem): 8 devices are the most a model of 8 layers can have (a layer a stage)"}, p["none_fits"]' "$OUT"
+fi
 expect 2 "none of the planner's 7 splits fits either" -- plan "$MODEL" --devices cpu:2 \
     --microbatches 4 --device-mem 8M
 stdout_has "split chosen by the planner (none fits: the one that overflows least)" \
