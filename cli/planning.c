@@ -458,7 +458,7 @@ static void print_conv_workspace(const bg_plan_t *p, FILE *out) {
     if (limit >= (size_t)1 << 20)
         snprintf(amount, sizeof amount, "%.2f MiB", (double)limit / mib);
     else
-        snprintf(amount, sizeof amount, "%zu bytes", limit);
+        snprintf(amount, sizeof amount, "%zu byte%s", limit, limit == 1 ? "" : "s");
     fprintf(out,
             "(other holds %s of convolution workspace for each GPU stage with a convolution: "
             "the most cuDNN's algorithms may use, --conv-workspace; which they take, and what it "

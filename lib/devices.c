@@ -94,16 +94,24 @@ bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_de
         while (*item != '\0') {
             const char *comma = strchr(item, ',');
             size_t len = comma ? (size_t)(comma - item) : strlen(item);
+            if (len == 0)
+                return bg_error_set(BG_ERR_INVALID,
+                                    "--devices: '%s' has an empty entry (two commas together)",
+                                    text);
             const int before = list.count;
             BG_CHECK(parse_cuda_item(item, len, &list));
             /* One GPU twice would be two devices under one name, each
-             * planned with the whole GPU's memory. */
+             * planned with the whole GPU's memory: the virtual devices
+             * of both entries together are one entry's. */
+            const int physical = list.devices[before].physical;
+            int together = 0;
+            for (int d = 0; d < list.count; d++) together += list.devices[d].physical == physical;
             for (int d = 0; d < before; d++)
-                if (list.devices[d].physical == list.devices[before].physical)
+                if (list.devices[d].physical == physical)
                     return bg_error_set(BG_ERR_INVALID,
                                         "--devices: GPU %d is listed twice in '%s' (for several "
-                                        "stages on one GPU, write cuda:%dx2)",
-                                        list.devices[d].physical, text, list.devices[d].physical);
+                                        "stages on one GPU, write cuda:%dx%d)",
+                                        physical, text, physical, together);
             item += len + (comma ? 1 : 0);
             if (comma && *item == '\0')
                 return bg_error_set(BG_ERR_INVALID, "--devices: '%s' ends with a comma", text);
