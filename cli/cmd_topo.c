@@ -22,7 +22,7 @@ static const char help[] =
     "in, the GPUs on the PCI bus with the NUMA node they hang off and, where\n"
     "hwloc's CUDA devices or (on this machine) CUDA's PCI addresses say, their\n"
     "CUDA index and memory, and how devices are linked:\n"
-    "  X     the device itself\n"
+    "  X     the device itself (and in plan's links, two CPU devices on one core)\n"
     "  NODE  within one NUMA node\n"
     "  SYS   across NUMA nodes or sockets (the slowest path)\n"
     "  PIX, PXB, PHB  GPUs behind one PCIe switch, several switches, or one host\n"
