@@ -217,9 +217,9 @@ static bg_status_t check_config(const bg_schedule_config_t *cfg) {
     if (cfg->kind == BG_SCHEDULE_INTERLEAVED && M % K != 0)
         return bg_error_set(BG_ERR_INVALID,
                             "interleaved needs the micro-batch count (M=%d) to be a multiple of "
-                            "the device count (K=%d): --microbatches %d, another multiple of %d, "
-                            "or auto",
-                            M, K, (M + K - 1) / K * K, K);
+                            "the device count (K=%d): --microbatches %d, %d, %d and so on, up to "
+                            "the batch",
+                            M, K, K, 2 * K, 3 * K);
     return BG_OK;
 }
 

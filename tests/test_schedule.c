@@ -729,7 +729,7 @@ static void test_invalid_requests(void **state) {
     (void)state;
     expect_invalid(create(BG_SCHEDULE_INTERLEAVED, 4, 2, 6),
                    "interleaved needs the micro-batch count (M=6) to be a multiple of the device "
-                   "count (K=4): --microbatches 8, another multiple of 4, or auto");
+                   "count (K=4): --microbatches 4, 8, 12 and so on, up to the batch");
     expect_invalid(create(BG_SCHEDULE_INTERLEAVED, 4, 1, 6), "(M=6)");
     expect_invalid(create(BG_SCHEDULE_1F1B, 2, 2, 4),
                    "--chunks applies only to the interleaved schedule (V=2 with 1f1b)");
