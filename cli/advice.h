@@ -30,8 +30,9 @@ size_t bg_advice_conv_limit(const bg_plan_request_t *r);
 
 /* advice_devices.c */
 
-/* The most devices any plan of r's model can have: a layer a stage (V
- * stages a device with --chunks V), and at most BG_MAX_DEVICES. */
+/* The most devices any plan of r's model can have: a stage at each place
+ * one can start (every layer outside residual blocks; V stages a device
+ * with --chunks V), and at most BG_MAX_DEVICES. */
 int bg_advice_most_possible(const bg_plan_request_t *r);
 
 /* Whether the placement's devices are two or more virtual devices of one

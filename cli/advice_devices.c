@@ -206,8 +206,8 @@ int bg_advice_fewest_tried(const bg_plan_request_t *r, const bg_placement_t *pla
 }
 
 int bg_advice_most_possible(const bg_plan_request_t *r) {
-    const int layers = r->spec->num_layers / r->chunks;
-    return layers < BG_MAX_DEVICES ? layers : BG_MAX_DEVICES;
+    const int places = bg_model_spec_stage_places(r->spec) / r->chunks;
+    return places < BG_MAX_DEVICES ? places : BG_MAX_DEVICES;
 }
 
 int bg_advice_most_tried(const bg_plan_request_t *r, const bg_placement_t *placement) {

@@ -517,14 +517,17 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
  * (model_state_bytes) fills more than twice as many devices (the most the
  * advice tries): ", at least N: ... fill N devices of X MiB" in buf;
  * else "". */
-static const char *fewest_devices(const bg_plan_request_t *r, char *buf, size_t size) {
+static const char *fewest_devices(const bg_plan_request_t *r, char *buf, size_t size,
+                                  int64_t *least_out) {
     buf[0] = '\0';
+    *least_out = 0;
     const size_t each = r->device[0].memory_bytes;
     for (int d = 1; d < r->devices; d++)
         if (r->device[d].memory_bytes != each) return buf;
     if (each == 0) return buf;
     const double least = ceil(model_state_bytes(r) / (double)each);
     if (least <= 2.0 * r->devices || least > 1e9) return buf;
+    *least_out = (int64_t)least;
     snprintf(buf, size, ", at least %.0f: %s alone fill %.0f devices of %.2f MiB", least,
              r->forward_only ? "its parameters"
              : bg_optimizer_state_buffers(&r->optimizer) == 0
@@ -597,31 +600,41 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                      every ? "" : " (sampled in doubling steps, not each count planned)");
         /* Past a layer a stage, or the most devices brigade takes, no
          * more can be had (until 2026-12-05 "use more devices still"). */
-        char no_more[160] = "";
+        char no_more[224] = "";
         const int possible = bg_advice_most_possible(&v);
         if (most >= possible && possible == BG_MAX_DEVICES)
             snprintf(no_more, sizeof no_more,
                      "give each more memory (--device-mem): %d devices are the most brigade "
                      "takes",
                      possible);
-        else if (most >= possible)
+        else if (most >= possible && bg_model_spec_stage_places(v.spec) == v.spec->num_layers)
             snprintf(no_more, sizeof no_more,
                      "give each more memory (--device-mem): %d devices are the most a model of "
                      "%d layers can have (a layer a stage%s)",
                      possible, v.spec->num_layers, v.chunks > 1 ? ", and --chunks per device" : "");
+        else if (most >= possible)
+            snprintf(no_more, sizeof no_more,
+                     "give each more memory (--device-mem): %d devices are the most this model "
+                     "can have (a stage at each of its %d places to start one, outside residual "
+                     "blocks%s)",
+                     possible, bg_model_spec_stage_places(v.spec),
+                     v.chunks > 1 ? ", and --chunks per device" : "");
         const char *remedy = all_gpus     ? "it takes GPUs with more memory, or more of them"
                              : gpus       ? "it takes more GPUs, or GPUs with more memory"
                              : no_more[0] ? no_more
                                           : "give each more memory (--device-mem) or use more "
                                             "devices still";
+        int64_t least = 0;
         fprintf(stderr, "  none of these fits, alone or together, %s%s: %s%s\n", counts,
                 all_gpus ? " (every GPU there is)" : "", remedy,
-                fewest_devices(&v, what, sizeof what));
+                fewest_devices(&v, what, sizeof what, &least));
         if (verdict != NULL) {
             cJSON_AddNumberToObject(verdict, "fewest_devices_tried", fewest < most ? fewest : most);
             cJSON_AddNumberToObject(verdict, "most_devices_tried", most);
             cJSON_AddBoolToObject(verdict, "every_count_planned", fewest >= most || every);
             cJSON_AddStringToObject(verdict, "remedy", remedy);
+            /* The model's state alone fills this many devices. */
+            if (least > 0) cJSON_AddNumberToObject(verdict, "devices_at_least", (double)least);
         }
     }
 }

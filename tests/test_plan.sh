@@ -667,6 +667,15 @@ expect 2 "does not fit" -- plan "$T/deep-wide.model" --devices cpu:2 --device-me
 check "every layer could fit alone: more devices than those tried (at least the 7 that SGD's state fills), or more memory" grep -qFx -- \
     "  none of these fits, alone or together, on 1 to 4 devices: give each more memory (--device-mem) or use more devices still, at least 7: its parameters and their gradients alone fill 7 devices of 10.00 MiB" \
     "$ERR"
+if expect 2 "" -- plan "$T/deep-wide.model" --devices cpu:2 --device-mem 10M --json; then
+    check "--json: none fits, and the devices the model's state fills" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["none_fits"] == {"fewest_devices_tried": 1, "most_devices_tried": 4,
+    "every_count_planned": True,
+    "remedy": "give each more memory (--device-mem) or use more devices still",
+    "devices_at_least": 7}, p["none_fits"]' "$OUT"
+fi
 check "with Adam no layer fits alone: no count of devices is tried without SGD" \
     sh -c "! grep -qE '^  [0-9]+ devices' '$ERR'"
 # Four 2048 x 2048 layers (16 MiB of weights each): with Adam no layer fits
@@ -1043,6 +1052,20 @@ check "one split: not called the fastest simulated" sh -c "! grep -q 'fastest si
 expect 2 "  none of these fits, alone or together, on 4 to 8 devices: give each more memory (--device-mem): 8 devices are the most a model of 8 layers can have (a layer a stage)" \
     -- plan "$MODEL" --devices cpu:8 --device-mem 5582593
 stderr_has "this is the planner's only split; what would help:" "a layer a stage"
+# Residual blocks: a stage starts only outside them, so 100 blocks of
+# three layers give 102 places, not 302 stages (a review: it counted
+# layers, and below that said "use more devices still").
+{
+    echo "input channels=128 height=1 width=1"
+    i=0
+    while [ $i -lt 100 ]; do
+        printf '%s\n' residual 'dense units=128' add
+        i=$((i + 1))
+    done
+    printf '%s\n' 'dense units=4' softmax_cross_entropy
+} >"$T/r100.model"
+expect 2 "  none of these fits, alone or together, on 32 to 102 devices: give each more memory (--device-mem): 102 devices are the most this model can have (a stage at each of its 102 places to start one, outside residual blocks)" \
+    -- plan "$T/r100.model" --devices cpu:64 --device-mem 135000 --optimizer sgd
 # --json says the verdict too (until 2026-12-05 only an empty suggestions
 # list): the counts tried and the remedy, as stderr has them.
 if expect 2 "" -- plan "$MODEL" --devices cpu:8 --device-mem 5582593 --json; then
