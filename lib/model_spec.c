@@ -846,6 +846,7 @@ static bg_status_t build_block_layer(parser_t *p, const layer_line_t *source,
         layer->shortcut = residual->shortcut;
         if (layer->shortcut >= 0) spec->layers[layer->shortcut].partner = r;
         p->open_blocks--;
+        p->form_line = source->line; /* the add makes the block's output */
     }
     return finish_layer(p, layer);
 }

@@ -1246,6 +1246,12 @@ static void test_error_residual_blocks(void **state) {
                  "shortcut\nconv2d filters=6 kernel=1\nadd\nsoftmax_cross_entropy\n",
                  "spec:6:1: conv2d needs an image input (channels x height x width), got the "
                  "vector of 6 values that the block from line 3 takes in");
+    /* After the block, what reaches a layer is its add's sum (a review:
+     * it was "the block from line 2 takes in"). */
+    expect_error("input channels=6 height=1 width=1\nresidual\ndense units=6\nshortcut\nrelu\n"
+                 "add\nconv2d filters=6 kernel=1\nsoftmax_cross_entropy\n",
+                 "spec:7:1: conv2d needs an image input (channels x height x width), got the "
+                 "vector of 6 values that line 6 makes");
     expect_error("input channels=6 height=1 width=1\ndense units=6\nconv2d filters=6 kernel=1\n"
                  "softmax_cross_entropy\n",
                  "spec:3:1: conv2d needs an image input (channels x height x width), got the "
