@@ -393,10 +393,12 @@ static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point
             }
         if (before || after) continue;
         const double x = chart_x(c, sorted[i].microbatches), y = chart_y(c, v, max);
-        fprintf(out,
-                "<path class=\"theory-point\" stroke=\"%s\" stroke-width=\"2\" d=\"M%.2f %.2f "
-                "L%.2f %.2f\"><title>",
-                colour, x - 9, y, x + 9, y);
+        /* Thinner for each later schedule, as the lines are: gpipe's and
+         * 1f1b's theory is one figure, and the later dash rings the first. */
+        fprintf(out, "<path class=\"theory-point\" data-schedule=\"");
+        put_escaped(out, schedule);
+        fprintf(out, "\" stroke=\"%s\" stroke-width=\"%.1f\" d=\"M%.2f %.2f L%.2f %.2f\"><title>",
+                colour, 3.0 - narrower, x - 9, y, x + 9, y);
         put_escaped(out, schedule);
         fprintf(out, ", M=%d: bubble %.1f%% in theory</title></path>\n", sorted[i].microbatches, v);
     }

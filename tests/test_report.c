@@ -966,6 +966,19 @@ static void test_svg_chart(void **state) {
     assert_null(strstr(text, "-2147483648"));
     assert_non_null(strstr(text, "text-anchor=\"middle\">1</text>"));
     assert_null(strstr(text, "text-anchor=\"middle\">2</text>"));
+    assert_int_equal(count_of(text, "<path class=\"theory-point\""), 1);
+    free(text);
+    /* Two schedules of one theory figure at a lone M: the later dash is
+     * thinner, and rings the first rather than hiding it (a review). */
+    bg_sweep_point_t pair[2] = {points[4], points[6]}; /* 1f1b and gpipe, M = 2 and 1 */
+    pair[1].microbatches = 2, pair[1].bubble_theory = pair[0].bubble_theory;
+    check_ok(bg_svg_chart_write(path, pair, 2, NULL));
+    text = read_all(path);
+    expect_well_formed(text);
+    assert_int_equal(count_of(text, "<path class=\"theory-point\""), 2);
+    assert_non_null(strstr(text, "data-schedule=\"1f1b\" stroke=\"#4c78a8\" stroke-width=\"3.0\""));
+    assert_non_null(
+        strstr(text, "data-schedule=\"gpipe\" stroke=\"#e45756\" stroke-width=\"1.8\""));
     free(text);
     /* The counts swept are the ticks (3, 5 and 6 had only a 4); close
      * ones are thinned, not drawn over each other (90 to 95 had none). */
