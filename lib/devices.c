@@ -58,6 +58,26 @@ bg_status_t bg_device_list_parse(const char *text, int cores, bg_device_list_t *
     return bg_device_list_parse_on(text, cores, bg_device_text_gpus(text), out);
 }
 
+/* The virtual devices that the entries of `rest` (",cuda:G,..." or "")
+ * give GPU `physical`, for the message of a GPU listed twice; entries that
+ * do not parse count none. */
+static int later_on_gpu(const char *rest, int physical) {
+    int count = 0;
+    while (*rest == ',') {
+        rest++;
+        const char *comma = strchr(rest, ',');
+        const size_t len = comma ? (size_t)(comma - rest) : strlen(rest);
+        bg_device_list_t one = {0};
+        if (len > 0 && parse_cuda_item(rest, len, &one) == BG_OK && one.count > 0 &&
+            one.devices[0].physical == physical)
+            count += one.count;
+        else
+            bg_error_clear();
+        rest += len;
+    }
+    return count;
+}
+
 bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_device_list_t *out) {
     bg_device_list_t list = {0};
     if (cores < 1) cores = 1;
@@ -106,6 +126,7 @@ bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_de
             const int physical = list.devices[before].physical;
             int together = 0;
             for (int d = 0; d < list.count; d++) together += list.devices[d].physical == physical;
+            together += later_on_gpu(item + len, physical);
             for (int d = 0; d < before; d++)
                 if (list.devices[d].physical == physical)
                     return bg_error_set(BG_ERR_INVALID,

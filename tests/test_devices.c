@@ -67,6 +67,7 @@ static void test_bad_lists(void **state) {
      * (until 2026-12-05 always "x2", here what was written already). */
     expect_bad("cuda:0x2,cuda:0", "GPU 0 is listed twice in 'cuda:0x2,cuda:0' (for several "
                                   "stages on one GPU, write cuda:0x3)");
+    expect_bad("cuda:0,cuda:0,cuda:1,cuda:0x2", "write cuda:0x4)");
     expect_bad("cuda:0x300", "is not a GPU");
     expect_bad("cuda:0x257", "V the stages it holds from 1 to 256)");
     expect_bad("cuda:256", "G a GPU's number from 0 to 255");
