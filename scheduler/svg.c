@@ -202,6 +202,8 @@ static void draw_title(FILE *out, const bg_timeline_t *tl, const bg_timeline_sum
        (train's), else by its index among the recorded steps, said so, as
        "step 2" alone would read as training's third. */
     const int64_t run_step = step >= 0 ? bg_timeline_run_step(tl, step) : 0;
+    if (step >= 0 && s->steps == 1 && run_step > 0) /* a run's one recorded step */
+        fprintf(out, "; step %" PRId64 " of the run", run_step);
     if (step >= 0 && s->steps > 1) {
         if (step == s->steps - 1) fprintf(out, "; showing the last");
         if (run_step > 0)

@@ -1933,6 +1933,13 @@ assert pairs == [(0, 4), (1, 5)], pairs
     check "the timeline's title names the run's step it shows" \
         grep -q 'showing the last, step 5 of the run' "$T/T2.svg"
 fi
+# One recorded step: the title names it too (until 2026-12-05 only with two
+# or more).
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 3 --batch 16 --devices cpu:2 \
+    --microbatches 2 --record-steps 1 --timeline "$T/T1.svg"; then
+    check "one recorded step: the timeline's title names it" \
+        grep -qE 'step [0-9.]+ ms; step 3 of the run</text>' "$T/T1.svg"
+fi
 if expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --trace "$T/S.json"; then
     check "a simulated trace: steps from 0, no run_step" python3 -c '
 import json, sys
