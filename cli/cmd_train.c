@@ -403,23 +403,57 @@ static bg_status_t resume_seed(train_options_t *o, const bg_train_state_t *saved
 }
 
 /* What train reports after each step: the progress line, and what --save
- * holds (`noted_step`) for the answer to a second stop signal, which quits
- * at once (in the final evaluation, say, after the last save). */
+ * holds (`held`, as of step `noted_step`) for the answer to a second stop
+ * signal, which quits at once (in the final evaluation, say, after the
+ * last save, or during a save). */
 typedef struct step_report {
     bg_progress_t progress;
     const char *save;
     int64_t noted_step;
+    char held[BG_ERROR_MAX];
 } step_report_t;
+
+/* The answer to a second signal from now: what --save holds. */
+static void note_held(step_report_t *s) {
+    char note[BG_ERROR_MAX + 2];
+    snprintf(note, sizeof note, "; %s", s->held);
+    bg_cli_set_quit_note(note);
+}
+
+/* Before the run's first save: the file as it was, which holds step
+ * `resumed_from` where the run resumed from it. */
+static void note_first_held(step_report_t *s, const train_options_t *o, int64_t resumed_from) {
+    if (o->save == NULL) return;
+    if (o->resume != NULL && bg_cli_same_file(o->save, o->resume))
+        snprintf(s->held, sizeof s->held, "%s still holds step %lld, which this run resumed from",
+                 o->save, (long long)resumed_from);
+    else if (access(o->save, F_OK) == 0)
+        snprintf(s->held, sizeof s->held,
+                 "nothing of this run is saved, and %s is as it was before it", o->save);
+    else
+        snprintf(s->held, sizeof s->held, "nothing of this run is saved");
+    note_held(s);
+}
+
+/* A save begins: a second signal during it leaves the file with the step,
+ * where the write got that far (the rename), else as it was. */
+static void report_saving(void *ctx, int64_t step) {
+    step_report_t *s = ctx;
+    char note[2 * BG_ERROR_MAX];
+    snprintf(note, sizeof note, "; %s holds step %lld if its save got that far, else as before: %s",
+             s->save, (long long)step, s->held);
+    bg_cli_set_quit_note(note);
+}
 
 static void report_step(void *ctx, const bg_train_progress_t *r) {
     step_report_t *s = ctx;
-    if (s->save != NULL && r->saved_step != s->noted_step) {
-        char words[BG_ERROR_MAX], note[BG_ERROR_MAX + 2];
-        snprintf(note, sizeof note, "; %s",
-                 bg_train_saved_words(s->save, r->saved_step, r->saved_step == r->total_steps,
-                                      words, sizeof words));
-        bg_cli_set_quit_note(note);
-        s->noted_step = r->saved_step;
+    if (s->save != NULL) {
+        if (r->saved_step != s->noted_step) {
+            bg_train_saved_words(s->save, r->saved_step, r->saved_step == r->total_steps, s->held,
+                                 sizeof s->held);
+            s->noted_step = r->saved_step;
+        }
+        note_held(s); /* after a save, or one that failed and left the file as it was */
     }
     bg_progress_report(&s->progress, r);
 }
@@ -448,23 +482,6 @@ static void print_header(const train_options_t *o, const bg_plan_t *plan, const 
     if (plan->partition->stages > 1)
         fputs(o->placement.split_count > 0 ? " (--split)" : " (the planner's)", stderr);
     fputc('\n', stderr);
-}
-
-/* What a second stop signal says of --save before the run saves to it
- * (report_step says it after each save): the file as it was, which
- * holds step `resumed_from` where the run resumed from it. */
-static void set_first_quit_note(const train_options_t *o, int64_t resumed_from) {
-    if (o->save == NULL) return;
-    char note[BG_ERROR_MAX];
-    if (o->resume != NULL && bg_cli_same_file(o->save, o->resume))
-        snprintf(note, sizeof note, "; %s still holds step %lld, which this run resumed from",
-                 o->save, (long long)resumed_from);
-    else if (access(o->save, F_OK) == 0)
-        snprintf(note, sizeof note, "; nothing of this run is saved, and %s is as it was before it",
-                 o->save);
-    else
-        snprintf(note, sizeof note, "; nothing of this run is saved");
-    bg_cli_set_quit_note(note);
 }
 
 /* --load: the checkpoint's weights into *params (malloc'd; the caller
@@ -652,6 +669,7 @@ int bg_cmd_train(int argc, char **argv) {
                      train != NULL ? bg_train_steps_per_epoch(train->count, o.train.batch) : 1);
     o.train.progress = report_step;
     o.train.progress_ctx = &report;
+    if (o.save != NULL) o.train.saving = report_saving;
     o.train.devices = &o.placement.devices;
     o.train.topology = setup.topology;
     o.train.schedule = o.placement.schedule;
@@ -662,7 +680,7 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.conv_workspace_limit = o.placement.conv_workspace;
     o.train.stop = &bg_cli_stop_signal;
     bg_cli_stop_handlers_t old_handlers;
-    set_first_quit_note(&o, resume.step);
+    note_first_held(&report, &o, resume.step);
     bg_cli_catch_stop_signals(
         &old_handlers, "train",
         o.train.evaluate_only

@@ -243,6 +243,7 @@ static bg_status_t save_checkpoint(const bg_train_config_t *cfg, bg_pipeline_t *
         BG_CHECK(bg_pipeline_download_optimizer_state(pipe, k, save->state[k]));
     /* The file's write alone is timed: the downloads wait for the step's
      * last kernels on a GPU, which are the step's. */
+    if (cfg->saving != NULL) cfg->saving(cfg->progress_ctx, at->step);
     const double start = bg_monotonic_seconds();
     const bg_status_t st = bg_train_state_save(cfg->save_path, cfg->spec, save);
     if (write_seconds != NULL) *write_seconds += bg_monotonic_seconds() - start;

@@ -83,6 +83,10 @@ typedef struct bg_train_config {
     int64_t save_every;
     bg_train_progress_fn progress;
     void *progress_ctx;
+    /* If not NULL, called with progress_ctx as a save of `step` to
+     * save_path begins: until the progress callback after it, the file
+     * holds that step or what it held before. */
+    void (*saving)(void *ctx, int64_t step);
     /* If not NULL, read after every step: once nonzero (a signal handler's
      * flag), the run stops there, saves the training state when save_path
      * is set, and returns BG_ERR_INTERRUPTED saying where it stopped. */

@@ -224,6 +224,54 @@ static void test_resume_with_schedule(void **state) {
     free(constant);
 }
 
+/* What the saving hook saw: the step of each save as it began, and the
+ * step the file held then (0: no file yet). */
+typedef struct saves_seen {
+    const fixture_t *f;
+    const char *path;
+    int count;
+    int64_t step[8], held[8];
+} saves_seen_t;
+
+static void note_saving(void *ctx, int64_t step) {
+    saves_seen_t *seen = ctx;
+    assert_true(seen->count < 8);
+    bg_train_state_t held = {0};
+    const bg_optimizer_config_t adam = BG_OPTIMIZER_CONFIG_INIT;
+    seen->step[seen->count] = step;
+    seen->held[seen->count] =
+        bg_train_state_load(seen->path, seen->f->spec, &adam, &held) == BG_OK ? held.step : 0;
+    bg_error_clear();
+    bg_train_state_free(&held);
+    seen->count++;
+}
+
+/* The saving hook is called as each save begins, before the file holds
+ * that step: at --save-every 2 of 5 steps, steps 2, 4 and the last, 5. */
+static void test_saving_hook(void **state) {
+    fixture_t *f = *state;
+    bg_device_list_t devices;
+    bg_train_config_t cfg = config(f, &devices, 2);
+    char path[128];
+    snprintf(path, sizeof path, "%s/saving.safetensors", f->dir);
+    saves_seen_t seen = {.f = f, .path = path};
+    cfg.steps = 5;
+    cfg.save_path = path;
+    cfg.save_every = 2;
+    cfg.saving = note_saving;
+    cfg.progress_ctx = &seen;
+    bg_train_result_t r = {0};
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
+    assert_int_equal(r.saved_step, 5);
+    bg_train_result_free(&r);
+    assert_int_equal(seen.count, 3);
+    const int64_t steps[] = {2, 4, 5}, held[] = {0, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(seen.step[i], steps[i]);
+        assert_int_equal(seen.held[i], held[i]);
+    }
+}
+
 /* Renames the folder *ctx names away (to the same name + "-gone") once the
  * progress reports step 2, so that the saves after it cannot be written. */
 static void move_folder_at_2(void *ctx, const bg_train_progress_t *progress) {
@@ -865,6 +913,7 @@ int main(void) {
         cmocka_unit_test(test_resume_one_stage),
         cmocka_unit_test(test_resume_two_stages),
         cmocka_unit_test(test_resume_with_schedule),
+        cmocka_unit_test(test_saving_hook),
         cmocka_unit_test(test_failed_save_stops_with_results),
         cmocka_unit_test(test_failed_save_of_a_stop),
         cmocka_unit_test(test_settings_words),
