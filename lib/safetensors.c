@@ -51,6 +51,15 @@ static bool json_integer(const cJSON *item, uint64_t *value) {
     return true;
 }
 
+/* Why json_integer refused `item`, for a message (a sign or a fraction
+ * is named before, where it stands in the header). */
+static const char *integer_problem(const cJSON *item) {
+    if (!cJSON_IsNumber(item)) return "is not a number";
+    if (item->valuedouble >= (double)BG_SAFETENSORS_EXACT_LIMIT)
+        return "is 2^53 or more, past what brigade reads exactly";
+    return "is not a non-negative integer";
+}
+
 static void shape_format(char *buf, size_t cap, const int64_t *shape, int ndim) {
     size_t used = (size_t)snprintf(buf, cap, "[");
     for (int d = 0; d < ndim && used < cap; d++)
@@ -135,9 +144,8 @@ static bg_status_t entry_parse(const char *name, const cJSON *item, uint64_t dat
     for (const cJSON *dim = shape->child; dim; dim = dim->next, d++) {
         uint64_t value;
         if (!json_integer(dim, &value))
-            return bg_error_set(BG_ERR_PARSE,
-                                "%s: tensor '%s': shape[%d] is not a non-negative integer", name,
-                                tensor, d);
+            return bg_error_set(BG_ERR_PARSE, "%s: tensor '%s': shape[%d] %s", name, tensor, d,
+                                integer_problem(dim));
         dims[d] = (int64_t)value;
         any_zero = any_zero || value == 0;
     }
@@ -153,11 +161,14 @@ static bg_status_t entry_parse(const char *name, const cJSON *item, uint64_t dat
     }
 
     uint64_t begin, end;
-    if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2 ||
-        !json_integer(offsets->child, &begin) || !json_integer(offsets->child->next, &end))
+    if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: tensor '%s': data_offsets is not a pair of non-negative integers",
                             name, tensor);
+    for (const cJSON *at = offsets->child; at != NULL; at = at->next)
+        if (!json_integer(at, at == offsets->child ? &begin : &end))
+            return bg_error_set(BG_ERR_PARSE, "%s: tensor '%s': data_offsets[%d] %s", name, tensor,
+                                at == offsets->child ? 0 : 1, integer_problem(at));
     if (begin > end)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
@@ -409,6 +420,19 @@ bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size
         goto cleanup;
     }
 
+    /* Before the entries: a shape's "-0" or "1e1" is named where it stands,
+     * not read as the value it denotes (until 2026-12-05 a shape [-0]
+     * was told as [0] not matching its offsets). */
+    size_t number_length = 0;
+    bad = non_integer_number_at(json, json_len, &number_length);
+    if (bad < json_len) {
+        status = bg_error_set(BG_ERR_PARSE,
+                              "%s: header byte %zu: the number '%.*s' is not written as a plain "
+                              "integer (shapes and data offsets are written without a fraction, "
+                              "an exponent, a sign or a leading zero)",
+                              name, bad, number_length > 32 ? 32 : (int)number_length, json + bad);
+        goto cleanup;
+    }
     file = calloc(1, sizeof *file);
     BG_ALLOC_CHECK_GOTO(file, status, cleanup);
     file->data_size = data_size;
@@ -423,16 +447,6 @@ bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size
     if (metadata) BG_CHECK_GOTO(metadata_parse(name, metadata, file), status, cleanup);
     qsort(file->entries, (size_t)file->count, sizeof *file->entries, bg_safetensors_entry_compare);
     BG_CHECK_GOTO(entries_check_tiling(name, file), status, cleanup);
-    size_t number_length = 0;
-    bad = non_integer_number_at(json, json_len, &number_length);
-    if (bad < json_len) {
-        status = bg_error_set(BG_ERR_PARSE,
-                              "%s: header byte %zu: the number '%.*s' is not written as a plain "
-                              "integer (shapes and data offsets are written without a fraction, "
-                              "an exponent, a sign or a leading zero)",
-                              name, bad, number_length > 32 ? 32 : (int)number_length, json + bad);
-        goto cleanup;
-    }
     /* Found by name in O(log n): a training state of 100,000 layers looks
        up 300,000 tensors. */
     file->by_name = calloc((size_t)file->count + 1, sizeof *file->by_name);
