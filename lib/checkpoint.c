@@ -343,6 +343,18 @@ bg_status_t bg_checkpoint_verify(const char *name, const bg_safetensors_t *file)
         brigade = has_prefix(file->metadata_keys[i], BG_CHECKPOINT_METADATA_PREFIX);
     if (!brigade) return BG_OK;
     BG_CHECK(header_verify(name, file));
+    /* The fingerprint as brigade writes it, or the file is told as another
+     * model's (until 2026-12-05 an upper-cased one was). */
+    const char *model = bg_safetensors_metadata(file, "brigade.model");
+    size_t digits = 0;
+    while (model != NULL && ((model[digits] >= '0' && model[digits] <= '9') ||
+                             (model[digits] >= 'a' && model[digits] <= 'f')))
+        digits++;
+    if (model != NULL && (digits != 16 || model[digits] != '\0'))
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: metadata 'brigade.model' is '%.40s%s', not a model fingerprint "
+                            "(16 lowercase hex digits)",
+                            name, model, strlen(model) > 40 ? "..." : "");
     return tensors_verify(name, file);
 }
 
@@ -429,9 +441,8 @@ bool bg_checkpoint_other_model(const bg_safetensors_t *file, const bg_model_spec
     snprintf(own, sizeof own, "%016" PRIx64, spec->fingerprint);
     const char *fingerprint = bg_safetensors_metadata(file, "brigade.model");
     if (fingerprint == NULL || strcmp(fingerprint, own) == 0) return false;
-    /* A fingerprint is 16 digits: a crafted value longer is cut. */
-    snprintf(info->other_model, sizeof info->other_model, "%.19s",
-             fingerprint[0] != '\0' ? fingerprint : "(empty)");
+    /* 16 digits (bg_checkpoint_verify); cut there all the same. */
+    snprintf(info->other_model, sizeof info->other_model, "%.16s", fingerprint);
     const char *layers = bg_safetensors_metadata(file, "brigade.layers");
     if (layers != NULL)
         bg_model_spec_difference(spec, layers, info->difference, sizeof info->difference);

@@ -75,7 +75,8 @@ bg_status_t bg_checkpoint_save_tensors(const char *path, const bg_safetensors_te
  * matches, and hold a matching checksum for every tensor and none for a
  * tensor it lacks. Failures are BG_ERR_PARSE: "NAME: tensor '4.weight' is
  * corrupt (checksum 1a2b3c4d, expected 5e6f7a8b)", "NAME: header is corrupt
- * (...)", "NAME: tensor '4.weight' has no checksum ...". */
+ * (...)", "NAME: tensor '4.weight' has no checksum ...", and a
+ * brigade.model that is no fingerprint (16 lowercase hex digits). */
 bg_status_t bg_checkpoint_verify(const char *name, const bg_safetensors_t *file);
 
 /* Reads the file at `path` (bg_safetensors_load) and verifies it

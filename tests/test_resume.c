@@ -702,21 +702,28 @@ static void test_state_inconsistent(void **state) {
         write_state(f, path, cases[i].key, cases[i].value, NULL, NULL);
         expect_state_error(f, path, BG_ERR_PARSE, cases[i].message);
     }
-    /* Another model's fingerprint as the file has it: an empty one named so,
-     * a long one cut to 19 characters, as --load's message has them; the
-     * file lacks brigade.layers, so no layer is named. */
+    /* A fingerprint brigade did not write (empty, long, upper case) is
+     * malformed, not another model's (until 2026-12-05 it was told as one,
+     * and --load loaded the file beside that note). */
+    static const char *const malformed[] = {"", "0123456789abcdef0123456789abcdef",
+                                            "0123456789ABCDEF", "0123456789abcde"};
+    for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
+        char want[160];
+        snprintf(want, sizeof want,
+                 "metadata 'brigade.model' is '%s', not a model fingerprint (16 lowercase hex "
+                 "digits)",
+                 malformed[i]);
+        write_state(f, path, "brigade.model", malformed[i], NULL, NULL);
+        expect_state_error(f, path, BG_ERR_PARSE, want);
+    }
+    /* Another model's, well formed: the file lacks brigade.layers, so no
+     * layer is named. */
     char want[160];
     snprintf(want, sizeof want,
-             "checkpoint belongs to another model (fingerprint (empty), this model is %016" PRIx64
-             ")",
+             "checkpoint belongs to another model (fingerprint 0123456789abcdef, this model is "
+             "%016" PRIx64 ")",
              f->spec->fingerprint);
-    write_state(f, path, "brigade.model", "", NULL, NULL);
-    expect_state_error(f, path, BG_ERR_INVALID, want);
-    snprintf(want, sizeof want,
-             "checkpoint belongs to another model (fingerprint 0123456789abcdef012, this model "
-             "is %016" PRIx64 ")",
-             f->spec->fingerprint);
-    write_state(f, path, "brigade.model", "0123456789abcdef0123456789abcdef", NULL, NULL);
+    write_state(f, path, "brigade.model", "0123456789abcdef", NULL, NULL);
     expect_state_error(f, path, BG_ERR_INVALID, want);
     /* The loss sum and its step count come together or not at all (an
      * older checkpoint); one alone once gave a mean of the sum over 0 or
