@@ -265,8 +265,18 @@ static bg_status_t header_verify(const char *name, const bg_safetensors_t *file)
             name);
     size_t at = header_crc_offset();
     uint32_t expected;
+    /* The checksum key there, but not where brigade writes it: a header
+     * written again by another tool (Python's json reorders or spaces
+     * it), likelier than damage that kept the JSON whole. */
+    if (file->header != NULL && file->header_size >= at + CRC_DIGITS + 1 &&
+        memcmp(file->header + 8, BG_CHECKPOINT_HEADER_START, at - 8) != 0)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: header is not as brigade writes it (starting with %sXXXXXXXX\", "
+                            "8 lowercase hex digits): rewritten by a tool that kept the "
+                            "brigade.* metadata, or corrupt; without the brigade.* keys it loads "
+                            "as another tool's file",
+                            name, BG_CHECKPOINT_HEADER_START);
     if (!file->header || file->header_size < at + CRC_DIGITS + 1 ||
-        memcmp(file->header + 8, BG_CHECKPOINT_HEADER_START, at - 8) != 0 ||
         !crc_parse((const char *)file->header + at, &expected) ||
         strncmp(value, (const char *)file->header + at, CRC_DIGITS) != 0 ||
         value[CRC_DIGITS] != '\0')

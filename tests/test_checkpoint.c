@@ -738,14 +738,30 @@ static void test_checksum_rules(void **state) {
                 "brigade checkpoint without a header checksum (brigade.header_crc32)");
 
     /* A header checksum that is not where brigade puts it (a tool that
-     * rewrote the file, keeping the metadata in another order). */
+     * rewrote the file, keeping the metadata in another order): said so,
+     * with what loads (until 2026-12-05 only "header is corrupt"). */
     const char *late_keys[] = {"brigade.model", "brigade.header_crc32"};
     const char *late_values[] = {fingerprint, "00000000"};
     assert_int_equal(
         bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS, late_keys, late_values, 2), BG_OK);
     check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_PARSE, f->path,
+                "header is not as brigade writes it (starting with {\"__metadata__\":{\"brigade."
+                "header_crc32\":\"XXXXXXXX\", 8 lowercase hex digits): rewritten by a tool that "
+                "kept the brigade.* metadata, or corrupt; without the brigade.* keys it loads as "
+                "another tool's file");
+    /* Where brigade puts it, but no hex digits: corrupt. */
+    assert_int_equal(bg_checkpoint_save(f->path, f->spec, f->params, 3), BG_OK);
+    size_t size = 0;
+    uint8_t *bytes = file_read(f->path, &size);
+    const char key[] = "\"brigade.header_crc32\":\"";
+    uint8_t *crc = memmem(bytes, size, key, sizeof key - 1);
+    assert_non_null(crc);
+    memcpy(crc + sizeof key - 1, "zzzzzzzz", 8);
+    file_write(f->path, bytes, size);
+    free(bytes);
+    check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_PARSE, f->path,
                 "header is corrupt: a brigade checkpoint starts with {\"__metadata__\":{\"brigade."
-                "header_crc32\":\"XXXXXXXX\"");
+                "header_crc32\":\"XXXXXXXX\" (8 lowercase hex digits)");
 
     /* A sound header checksum, but no tensor checksums. */
     write_with_header_crc(f->path, tensors, ORIGIN_TENSORS, model_key, model_value, 1);
