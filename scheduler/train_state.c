@@ -409,6 +409,14 @@ static bg_status_t refuse_foreign_tensor(const char *path, const bg_safetensors_
     for (int f = 0, n = 0; f < file->count; f++) {
         const char *name = file->by_name[f]->name;
         while (n < total && strcmp(names[n], name) < 0) n++;
+        if ((n == total || strcmp(names[n], name) != 0) && strncmp(name, "optimizer.", 10) == 0) {
+            /* Another rule's state (SGD's momentum beside Adam's m and v). */
+            status = bg_error_set(BG_ERR_INVALID,
+                                  "%s: tensor '%s' is optimizer state that this run's optimizer "
+                                  "(%s) does not keep",
+                                  path, name, bg_optimizer_kind_name(st->optimizer));
+            break;
+        }
         if (n == total || strcmp(names[n], name) != 0) {
             status = bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' is not part of this model", path,
                                   name);

@@ -462,6 +462,9 @@ static const uint64_t state_rng[4] = {UINT64_C(0x0123456789abcdef), UINT64_C(0xf
 /* Up to two more metadata changes for write_state (NULL: none); set only
  * by write_state_both and write_state_three. */
 static const char *also_key[2], *also_value[2];
+/* A tensor write_state adds, with the last model tensor's shape (NULL:
+ * none). */
+static const char *extra_tensor;
 /* An element of v that write_state makes NaN (-1: none), as a file of an
  * older brigade or another tool may hold: bg_train_state_save writes none. */
 static int64_t v_nan_at = -1;
@@ -480,7 +483,7 @@ static void write_state(const fixture_t *f, const char *path, const char *key, c
             buffers[b][i] = (float)i * (b == 0 ? 1.0f / 1024 : b == 1 ? -1.0f : 2.0f);
     }
     if (v_nan_at >= 0) buffers[2][v_nan_at] = NAN;
-    bg_safetensors_tensor_t tensors[3 * 16];
+    bg_safetensors_tensor_t tensors[3 * 16 + 1];
     char names[3 * 16][64];
     assert_true(count <= 16);
     int used = 0;
@@ -503,6 +506,15 @@ static void write_state(const fixture_t *f, const char *path, const char *key, c
             tensors[used].data = buffers[b] + model[i].offset;
             used++;
         }
+    }
+    if (extra_tensor != NULL) {
+        const bg_checkpoint_tensor_t *last = &model[count - 1];
+        memset(&tensors[used], 0, sizeof tensors[used]);
+        tensors[used].name = extra_tensor;
+        tensors[used].ndim = last->ndim;
+        memcpy(tensors[used].shape, last->shape, sizeof last->shape);
+        tensors[used].data = buffers[1] + last->offset;
+        used++;
     }
     char fingerprint[32], rng[80];
     snprintf(fingerprint, sizeof fingerprint, "%016" PRIx64, f->spec->fingerprint);
@@ -903,6 +915,19 @@ static void test_state_refusals(void **state) {
         expect_state_error(f, path, BG_ERR_PARSE, "brigade.shuffle_rng is malformed");
     }
 
+    /* Another rule's state beside Adam's: said to be (until 2026-12-05
+     * "not part of this model", of a tensor named after one of its own). */
+    extra_tensor = "optimizer.momentum.3.bias";
+    write_state(f, path, NULL, NULL, NULL, NULL);
+    extra_tensor = NULL;
+    expect_state_error(f, path, BG_ERR_INVALID,
+                       "tensor 'optimizer.momentum.3.bias' is optimizer state that this run's "
+                       "optimizer (adam) does not keep");
+    extra_tensor = "3.running_mean";
+    write_state(f, path, NULL, NULL, NULL, NULL);
+    extra_tensor = NULL;
+    expect_state_error(f, path, BG_ERR_INVALID,
+                       "tensor '3.running_mean' is not part of this model");
     /* Tensors: one of the weights' or the optimizer's missing or reshaped. */
     write_state(f, path, NULL, NULL, "optimizer.v.3.bias", NULL);
     expect_state_error(f, path, BG_ERR_INVALID, "tensor 'optimizer.v.3.bias' is missing");
