@@ -386,6 +386,21 @@ static int name_compare(const void *a, const void *b) {
     return strcmp((const char *)a, (const char *)b);
 }
 
+/* Whether `name` is "optimizer.S.REST" with S no state of st's optimizer
+ * keeps (Adam keeps m and v, SGD with momentum momentum). */
+static bool other_rule_state(const char *name, const bg_train_state_t *st) {
+    static const char prefix[] = "optimizer.";
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0) return false;
+    const char *state = name + sizeof prefix - 1, *dot = strchr(state, '.');
+    if (dot == NULL) return false;
+    for (int k = 0; k < st->states; k++) {
+        const char *own = state_name(st->optimizer, k);
+        if (strlen(own) == (size_t)(dot - state) && strncmp(state, own, strlen(own)) == 0)
+            return false;
+    }
+    return true;
+}
+
 /* Refuses a file holding a tensor that is neither one of the model's
  * `count` tensors nor their optimizer state, as --load does (a file holds
  * every one of those, checked before: its tensors are then more). Both
@@ -409,7 +424,7 @@ static bg_status_t refuse_foreign_tensor(const char *path, const bg_safetensors_
     for (int f = 0, n = 0; f < file->count; f++) {
         const char *name = file->by_name[f]->name;
         while (n < total && strcmp(names[n], name) < 0) n++;
-        if ((n == total || strcmp(names[n], name) != 0) && strncmp(name, "optimizer.", 10) == 0) {
+        if ((n == total || strcmp(names[n], name) != 0) && other_rule_state(name, st)) {
             /* Another rule's state (SGD's momentum beside Adam's m and v). */
             status = bg_error_set(BG_ERR_INVALID,
                                   "%s: tensor '%s' is optimizer state that this run's optimizer "

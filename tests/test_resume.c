@@ -923,6 +923,11 @@ static void test_state_refusals(void **state) {
     expect_state_error(f, path, BG_ERR_INVALID,
                        "tensor 'optimizer.momentum.3.bias' is optimizer state that this run's "
                        "optimizer (adam) does not keep");
+    extra_tensor = "optimizer.m.9.weight"; /* Adam's, of a layer the model lacks */
+    write_state(f, path, NULL, NULL, NULL, NULL);
+    extra_tensor = NULL;
+    expect_state_error(f, path, BG_ERR_INVALID,
+                       "tensor 'optimizer.m.9.weight' is not part of this model");
     extra_tensor = "3.running_mean";
     write_state(f, path, NULL, NULL, NULL, NULL);
     extra_tensor = NULL;
