@@ -32,7 +32,9 @@ static const char help[] =
     "        XML where hwloc has it)\n"
     "  GPU   (in plan's links only) two virtual devices of one GPU (cuda:0x4)\n"
     "CPU device cpu:N runs on core N (N mod the cores, where there are more\n"
-    "devices than cores, so that they share); brigade plan and train read the same\n"
+    "devices than cores, so that they share); of this machine, the cores this\n"
+    "process may run on (taskset, a scheduler's affinity) are the ones shown and\n"
+    "used, numbered from 0; brigade plan and train read the same\n"
     "topology and order the stages' devices by these links (plan, simulate and\n"
     "sweep --simulate take --topology for a machine you do not have: lstopo\n"
     "--of xml; tests/fixtures/two-socket-8-gpu.xml is an 8-GPU server). Where\n"
@@ -209,10 +211,10 @@ int bg_cmd_topo(int argc, char **argv) {
     bg_status_t st = bg_topology_create_with_pci(xml, &t);
     if (st != BG_OK) return bg_cli_fail("topo", st);
     bg_topology_summary_t s = bg_topology_summary(t);
-    printf("%s: %d package%s, %d NUMA node%s (%.1f GiB), %d cores, %d hardware threads\n",
+    printf("%s: %d package%s, %d NUMA node%s (%.1f GiB), %d core%s, %d hardware thread%s\n",
            xml ? xml : "this machine", s.packages, s.packages == 1 ? "" : "s", s.numa_nodes,
            s.numa_nodes == 1 ? "" : "s", (double)s.memory_bytes / (1024.0 * 1024.0 * 1024.0),
-           s.cores, s.pus);
+           s.cores, s.cores == 1 ? "" : "s", s.pus, s.pus == 1 ? "" : "s");
     for (int n = 0; n < s.numa_nodes; n++)
         printf("  NUMA node %d: %.1f GiB\n", n,
                (double)bg_topology_numa_memory(t, n) / (1024.0 * 1024.0 * 1024.0));

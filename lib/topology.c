@@ -132,6 +132,21 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
     const char *file = xml_path != NULL ? xml_path : env != NULL && env[0] != '\0' ? env : NULL;
     bg_topology_xml_heard_t heard = {0};
     char why[sizeof heard.said + 64] = "";
+    /* A HWLOC_XMLFILE that is not there: hwloc would pass it over for the
+     * machine itself, said nowhere (its other faults are refused below). */
+    if (xml_path == NULL && file != NULL && access(file, F_OK) != 0) {
+        st = bg_error_set(BG_ERR_INVALID,
+                          "HWLOC_XMLFILE=%s: %s (hwloc reads this machine from it where it is "
+                          "set; unset it)",
+                          file, strerror(errno));
+        goto fail;
+    }
+    /* The machine itself: only the cores this process may run on (taskset,
+     * a batch scheduler's affinity), so that devices wrap onto those and
+     * no thread is bound outside them. */
+    if (file == NULL)
+        hwloc_topology_set_flags(t->hw, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM |
+                                            HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_CPUBINDING);
     if (file != NULL && bg_topology_xml_regular(file))
         st = bg_topology_xml_probe(file, xml_path == NULL, pci, &heard);
     if (st != BG_OK) goto fail;
