@@ -70,6 +70,14 @@ enum { BG_CLI_MAX_RECORDED_STEPS = 1000 };
  * slower and noisier than on an idle machine. */
 void bg_cli_note_busy_machine(void);
 
+/* Whether an address-space limit (ulimit -v, RLIMIT_AS) is set. */
+int bg_cli_address_limited(void);
+
+/* Before a command computes with OpenBLAS (train, profile, a measured
+ * sweep): a note on stderr where an address-space limit is set, under
+ * which an OpenBLAS without its fix of 2025 may hang rather than fail. */
+void bg_cli_note_address_limit(void);
+
 /* bg_cli_input_status for the file an option named, its message led by the
  * option ("--resume: cannot read 'x.st': No such file or directory"). */
 bg_status_t bg_cli_option_input_status(bg_status_t status, const char *option);

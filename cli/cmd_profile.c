@@ -507,6 +507,7 @@ int bg_cmd_profile(int argc, char **argv) {
             model_name, spec->num_layers, (long long)pc.batch, pc.batch == 1 ? "" : "s", sizes,
             pc.repetitions, pc.repetitions == 1 ? "" : "s");
     bg_cli_note_busy_machine();
+    bg_cli_note_address_limit();
     if (pc.split == NULL && spec->num_layers > BG_PROFILE_MAX_STAGE_LAYERS)
         fprintf(stderr,
                 "note: %s has %d layers; every layer range is timed as a stage only for models "

@@ -658,6 +658,7 @@ int bg_cmd_sweep(int argc, char **argv) {
     if (!o.simulate) {
         bg_cli_note_data(o.data, o.data_given, spec->input, spec->classes);
         bg_cli_note_busy_machine();
+        bg_cli_note_address_limit();
         BG_CHECK_GOTO(bg_cli_input_status(
                           bg_dataset_open(o.data, spec->input, spec->classes, 1, &train, &test)),
                       st, fail);

@@ -662,6 +662,7 @@ int bg_cmd_train(int argc, char **argv) {
         fprintf(stderr, "note: --record-steps %d: this run has %lld step%s to take, all recorded\n",
                 o.train.record_steps, (long long)to_run, to_run == 1 ? "" : "s");
     print_header(&o, plan, settings);
+    bg_cli_note_address_limit();
     if (!o.train.evaluate_only) bg_cli_note_turns(plan, &o.placement, o.train.batch);
     step_report_t report = {.save = o.save};
     bg_progress_t *progress = &report.progress;

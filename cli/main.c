@@ -105,7 +105,23 @@ static int close_stdout(const char *cmd, int code) {
     return code != 0 ? code : 1;
 }
 
+static int run(int argc, char **argv);
+
+/* Under an address-space limit, the process ends without the libraries'
+ * exit handlers: OpenBLAS's joins a worker thread that may spin without
+ * end where it could not map its buffer (bg_cli_note_address_limit), so
+ * even --version hung at exit under ulimit -v 150000. Every output is
+ * written and closed by then. */
 int main(int argc, char **argv) {
+    const int code = run(argc, argv);
+    if (bg_cli_address_limited()) {
+        fflush(NULL);
+        _exit(code);
+    }
+    return code;
+}
+
+static int run(int argc, char **argv) {
     fill_closed_descriptors();
     /* A file past `ulimit -f` fails its write (EFBIG), named by the
        writer, rather than ending the process with no word. */

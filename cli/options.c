@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -118,6 +119,22 @@ void bg_cli_note_busy_machine(void) {
             "note: this machine is busy (load average %.2f over the last minute, %ld logical "
             "CPU%s): what is measured now comes out slower and noisier than on an idle machine\n",
             load, cores, cores == 1 ? "" : "s");
+}
+
+int bg_cli_address_limited(void) {
+    struct rlimit limit;
+    return getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+}
+
+void bg_cli_note_address_limit(void) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+    fprintf(stderr,
+            "note: ulimit -v holds this process to %.0f MiB of address space; OpenBLAS before "
+            "its fix of June 2025 (its pull request 5303; Debian 12 has 0.3.21) retries without "
+            "end where it cannot map a buffer, so a run short of address space may spin at full "
+            "CPU instead of failing: if it does, raise the limit (ulimit -v unlimited)\n",
+            (double)limit.rlim_cur / (1 << 20));
 }
 
 static void note_synthetic_counts(const char *data, bg_shape_t shape, int64_t classes) {

@@ -301,9 +301,12 @@ static bg_status_t start_workers(bg_pipeline_t *p) {
         device_worker_t *w = &p->workers[d];
         w->p = p;
         w->device = d;
-        if (pthread_create(&w->thread, NULL, bg_pipeline_device_main, w) != 0)
-            return bg_error_set(BG_ERR_NOMEM, "cannot start the thread of device %s",
-                                p->cfg.devices->devices[d].name);
+        const int error = pthread_create(&w->thread, NULL, bg_pipeline_device_main, w);
+        if (error != 0) /* EAGAIN: ulimit -u, or memory for its stack */
+            return bg_error_set(BG_ERR_NOMEM,
+                                "cannot start the thread of device %s: %s (%d devices' threads "
+                                "asked for; ulimit -u and the memory for their stacks bound them)",
+                                p->cfg.devices->devices[d].name, strerror(error), p->devices);
         w->started = 1;
     }
     return BG_OK;
