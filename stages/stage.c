@@ -1,6 +1,7 @@
 #include "stage.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -292,6 +293,11 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
         st = bg_arena_commit(s->arena);
         if (st != BG_OK) {
             const bg_stage_memory_t *m = &s->memory;
+            /* The backend's message names the device, as the prefix below
+             * does (it said "on cpu:0: ...: cpu:0: out of memory"). */
+            char named[sizeof s->be->name + 2];
+            snprintf(named, sizeof named, "%s: ", s->be->name);
+            bg_error_drop_start(named);
             bg_error_prefix(st,
                             "one allocation of %zu bytes for parameters %zu, gradients %zu, "
                             "optimizer state %zu, stash %zu, buffers %zu, workspace %zu: ",
