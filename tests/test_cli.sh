@@ -106,11 +106,16 @@ wait
 check "HWLOC_XMLFILE a pipe: read (exit status $status)" test "$status" -eq 0
 stdout_has "2 packages, 2 NUMA nodes" "HWLOC_XMLFILE a pipe: its machine"
 usage_error "$T: is a directory, not an hwloc XML topology" -- topo --topology "$T"
-# One that is not there (until 2026-12-05 hwloc passed it over, and topo
-# showed this machine, saying nothing).
-xmlfile_refused -qxF "$T/nowhere.xml" \
-    "brigade topo: HWLOC_XMLFILE=$T/nowhere.xml: No such file or directory (hwloc reads this machine from it where it is set; unset it)" \
-    "HWLOC_XMLFILE not there: refused"
+# One that is not there: hwloc reads this machine, said in a note (until
+# 2026-12-05 said nowhere; not refused, as a cluster-wide cache file may be
+# missing on some nodes).
+HWLOC_XMLFILE="$T/nowhere.xml" "$BRIGADE" topo </dev/null >"$OUT" 2>"$ERR"
+status=$?
+check "HWLOC_XMLFILE not there: this machine (exit status $status)" test "$status" -eq 0
+check "HWLOC_XMLFILE not there: said" grep -qxF \
+    "note: HWLOC_XMLFILE=$T/nowhere.xml: No such file or directory, so hwloc reads this machine itself instead" \
+    "$ERR"
+stdout_has "this machine: " "HWLOC_XMLFILE not there: topo shows this machine"
 # This machine as the process may use it: under taskset, the cores it
 # allows (until 2026-12-05 cpu:1 was bound to core 1 all the same).
 if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then
@@ -122,25 +127,28 @@ if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then
 fi
 # An address-space limit: no hang at exit (OpenBLAS's exit handler joined
 # a worker spinning for memory it could not map: --version hung under
-# ulimit -v 150000 until 2026-12-05), and train says what may hang.
-(
-    # shellcheck disable=SC3045 # dash and bash both have ulimit -v
-    ulimit -v 150000
-    exec timeout 60 "$BRIGADE" --version
-) </dev/null >"$OUT" 2>"$ERR"
-status=$?
-check "ulimit -v 150000: --version ends (exit status $status)" test "$status" -eq 0
-(
-    # shellcheck disable=SC3045 # dash and bash both have ulimit -v
-    ulimit -v 2000000
-    exec timeout 120 "$BRIGADE" train "$MODEL" --data synthetic --steps 1 --batch 16 \
-        --test-samples 16
-) </dev/null >"$OUT" 2>"$ERR"
-status=$?
-check "ulimit -v 2000000: a short run ends (exit status $status)" test "$status" -eq 0
-check "ulimit -v: train notes what may hang" grep -qF \
-    "note: ulimit -v holds this process to 1953 MiB of address space; OpenBLAS before its fix" \
-    "$ERR"
+# ulimit -v 150000 until 2026-12-05), and train says what may hang. Not
+# for a sanitizer's build: its shadow memory alone is past any such limit.
+if ! ldd "$BRIGADE" 2>/dev/null | grep -q 'lib[at]san'; then
+    (
+        # shellcheck disable=SC3045 # dash and bash both have ulimit -v
+        ulimit -v 150000
+        exec timeout 60 "$BRIGADE" --version
+    ) </dev/null >"$OUT" 2>"$ERR"
+    status=$?
+    check "ulimit -v 150000: --version ends (exit status $status)" test "$status" -eq 0
+    (
+        # shellcheck disable=SC3045 # dash and bash both have ulimit -v
+        ulimit -v 2000000
+        exec timeout 120 "$BRIGADE" train "$MODEL" --data synthetic --steps 1 --batch 16 \
+            --test-samples 16
+    ) </dev/null >"$OUT" 2>"$ERR"
+    status=$?
+    check "ulimit -v 2000000: a short run ends (exit status $status)" test "$status" -eq 0
+    check "ulimit -v: train notes what may hang" grep -qF \
+        "note: ulimit -v holds this process to 1953 MiB of address space; OpenBLAS before its fix" \
+        "$ERR"
+fi
 # A machine with memory and no Core or PU object has nothing to run on
 # (until 2026-12-05 it was shown as one core, and plans used it).
 printf '%s\n' '<?xml version="1.0"?>' '<topology version="2.0">' \
