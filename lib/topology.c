@@ -132,15 +132,9 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
     const char *file = xml_path != NULL ? xml_path : env != NULL && env[0] != '\0' ? env : NULL;
     bg_topology_xml_heard_t heard = {0};
     char why[sizeof heard.said + 64] = "";
-    /* A HWLOC_XMLFILE that is not there: hwloc would pass it over for the
-     * machine itself, said nowhere (its other faults are refused below). */
-    if (xml_path == NULL && file != NULL && access(file, F_OK) != 0) {
-        st = bg_error_set(BG_ERR_INVALID,
-                          "HWLOC_XMLFILE=%s: %s (hwloc reads this machine from it where it is "
-                          "set; unset it)",
-                          file, strerror(errno));
-        goto fail;
-    }
+    /* A HWLOC_XMLFILE that is not there: hwloc passes it over for the
+     * machine itself (the CLI says so: bg_cli_note_xmlfile). */
+    if (xml_path == NULL && file != NULL && access(file, F_OK) != 0) file = NULL;
     /* The machine itself: only the cores this process may run on (taskset,
      * a batch scheduler's affinity), so that devices wrap onto those and
      * no thread is bound outside them. */
@@ -268,9 +262,10 @@ int bg_topology_core_package(const bg_topology_t *t, int core) {
     return package != NULL ? (int)package->logical_index : -1;
 }
 
-/* The NUMA node whose cpuset holds `cpuset`, or -1. */
+/* The NUMA node whose cpuset holds `cpuset`, or -1 (also for an empty
+ * one, which every set holds). */
 static int numa_of(const bg_topology_t *t, hwloc_const_cpuset_t cpuset) {
-    if (cpuset == NULL) return -1;
+    if (cpuset == NULL || hwloc_bitmap_iszero(cpuset)) return -1;
     int nodes = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_NUMANODE);
     for (int n = 0; n < nodes; n++) {
         hwloc_obj_t node = hwloc_get_obj_by_type(t->hw, HWLOC_OBJ_NUMANODE, (unsigned)n);
@@ -338,7 +333,15 @@ bg_topology_gpu_t bg_topology_gpu(const bg_topology_t *t, int index) {
     }
     hwloc_obj_t near = hwloc_get_non_io_ancestor_obj(t->hw, obj);
     if (near != NULL) {
-        g.numa = numa_of(t, near->cpuset);
+        /* By the memory below it where that is one node: a topology cut
+         * to this process's cores keeps a package none of them is in,
+         * with its NUMA node and GPUs, and an empty cpuset. */
+        const int only = near->nodeset != NULL && hwloc_bitmap_weight(near->nodeset) == 1
+                             ? hwloc_bitmap_first(near->nodeset)
+                             : -1;
+        hwloc_obj_t node =
+            only >= 0 ? hwloc_get_numanode_obj_by_os_index(t->hw, (unsigned)only) : NULL;
+        g.numa = node != NULL ? (int)node->logical_index : numa_of(t, near->cpuset);
         hwloc_obj_t package = near->type == HWLOC_OBJ_PACKAGE
                                   ? near
                                   : hwloc_get_ancestor_obj_by_type(t->hw, HWLOC_OBJ_PACKAGE, near);
@@ -516,6 +519,9 @@ bg_status_t bg_topology_bind_thread_near_gpu(bg_topology_t *t, int gpu) {
     hwloc_obj_t near = obj != NULL ? hwloc_get_non_io_ancestor_obj(t->hw, obj) : NULL;
     if (near == NULL || near->cpuset == NULL)
         return bg_error_set(BG_ERR_UNSUPPORTED, "no GPU %d in the topology", gpu);
+    if (hwloc_bitmap_iszero(near->cpuset)) /* taskset left none of its cores */
+        return bg_error_set(BG_ERR_UNSUPPORTED,
+                            "the cores near GPU %d are outside those this process may run on", gpu);
     if (hwloc_set_cpubind(t->hw, near->cpuset, HWLOC_CPUBIND_THREAD) != 0)
         return bg_error_set(BG_ERR_UNSUPPORTED, "binding near GPU %d failed: %s", gpu,
                             strerror(errno));
