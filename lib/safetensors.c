@@ -299,8 +299,8 @@ static size_t text_fault_at(const char *s, size_t len, text_fault_t *fault) {
  * "-0", "08"), its length in *length; or len. Every number of a header is
  * a shape's dimension or a data offset, which safetensors writes as plain
  * integers and its own reader refuses in any other form; cJSON gives only
- * the value, so these are read from the text, after the checks of the
- * values (which name the tensor). */
+ * the value, so these are read from the text, after the metadata's check
+ * (a number there is no string) and before the entries'. */
 static size_t non_integer_number_at(const char *s, size_t len, size_t *length) {
     int in_string = 0;
     for (size_t i = 0; i < len; i++) {
@@ -420,9 +420,17 @@ bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size
         goto cleanup;
     }
 
-    /* Before the entries: a shape's "-0" or "1e1" is named where it stands,
-     * not read as the value it denotes (until 2026-12-05 a shape [-0]
-     * was told as [0] not matching its offsets). */
+    file = calloc(1, sizeof *file);
+    BG_ALLOC_CHECK_GOTO(file, status, cleanup);
+    file->data_size = data_size;
+    file->entries = calloc(tensor_count ? tensor_count : 1, sizeof *file->entries);
+    BG_ALLOC_CHECK_GOTO(file->entries, status, cleanup);
+    /* The metadata first: a number there ("lr": 0.001) is a value that is
+     * not a string, as its check says. */
+    if (metadata) BG_CHECK_GOTO(metadata_parse(name, metadata, file), status, cleanup);
+    /* Then, before the entries, a shape's "-0" or "1e1" is named where it
+     * stands, not read as the value it denotes (until 2026-12-05 a shape
+     * [-0] was told as [0] not matching its offsets). */
     size_t number_length = 0;
     bad = non_integer_number_at(json, json_len, &number_length);
     if (bad < json_len) {
@@ -433,18 +441,12 @@ bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size
                               name, bad, number_length > 32 ? 32 : (int)number_length, json + bad);
         goto cleanup;
     }
-    file = calloc(1, sizeof *file);
-    BG_ALLOC_CHECK_GOTO(file, status, cleanup);
-    file->data_size = data_size;
-    file->entries = calloc(tensor_count ? tensor_count : 1, sizeof *file->entries);
-    BG_ALLOC_CHECK_GOTO(file->entries, status, cleanup);
     for (const cJSON *item = root->child; item; item = item->next) {
         if (item == metadata) continue;
         BG_CHECK_GOTO(entry_parse(name, item, data_size, &file->entries[file->count]), status,
                       cleanup);
         file->count++;
     }
-    if (metadata) BG_CHECK_GOTO(metadata_parse(name, metadata, file), status, cleanup);
     qsort(file->entries, (size_t)file->count, sizeof *file->entries, bg_safetensors_entry_compare);
     BG_CHECK_GOTO(entries_check_tiling(name, file), status, cleanup);
     /* Found by name in O(log n): a training state of 100,000 layers looks

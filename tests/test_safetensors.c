@@ -872,6 +872,13 @@ static void test_reject_bad_metadata(void **state) {
                     BAD_NAME ": metadata 'epoch' is not a string");
     expect_rejected("{\"__metadata__\":{\"epoch\":null}}", 0,
                     BAD_NAME ": metadata 'epoch' is not a string");
+    /* A number no plain integer is the metadata's fault, said as such,
+     * not a shape's (a review of 2026-12-05: the header's number check ran
+     * first for a moment). */
+    expect_rejected("{\"__metadata__\":{\"lr\":0.001}}", 0,
+                    BAD_NAME ": metadata 'lr' is not a string");
+    expect_rejected("{\"__metadata__\":{\"epoch\":-1}}", 0,
+                    BAD_NAME ": metadata 'epoch' is not a string");
     expect_rejected("{\"__metadata__\":[\"a\"]}", 0,
                     BAD_NAME ": __metadata__ is not a JSON object");
 }
