@@ -70,7 +70,8 @@ enum { BG_CLI_MAX_RECORDED_STEPS = 1000 };
  * slower and noisier than on an idle machine. */
 void bg_cli_note_busy_machine(void);
 
-/* Whether an address-space limit (ulimit -v, RLIMIT_AS) is set. */
+/* Whether an address-space or data limit (ulimit -v or -d: RLIMIT_AS,
+ * RLIMIT_DATA) is set. */
 int bg_cli_address_limited(void);
 
 /* Before a command computes with OpenBLAS (train, profile, a measured

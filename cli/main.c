@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -121,6 +122,16 @@ int main(int argc, char **argv) {
     return code;
 }
 
+/* A HWLOC_XMLFILE that is not there, which hwloc passes over for this
+ * machine itself (a cache file set for every node of a cluster may be
+ * missing on some): said once, before any command, as each may read it. */
+static void note_xmlfile(void) {
+    const char *file = getenv("HWLOC_XMLFILE");
+    if (file != NULL && file[0] != '\0' && access(file, F_OK) != 0)
+        fprintf(stderr, "note: HWLOC_XMLFILE=%s: %s, so hwloc reads this machine itself instead\n",
+                file, strerror(errno));
+}
+
 static int run(int argc, char **argv) {
     fill_closed_descriptors();
     /* A file past `ulimit -f` fails its write (EFBIG), named by the
@@ -168,7 +179,10 @@ static int run(int argc, char **argv) {
         fputs(usage, stdout);
         return close_stdout(NULL, 0);
     }
-    if (command(cmd) != NULL) return close_stdout(cmd, command(cmd)(argc - 1, argv + 1));
+    if (command(cmd) != NULL) {
+        note_xmlfile();
+        return close_stdout(cmd, command(cmd)(argc - 1, argv + 1));
+    }
     if (strcmp(cmd, "version") == 0)
         fprintf(stderr, "brigade: unknown command 'version' (brigade --version prints it)\n");
     else

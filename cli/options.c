@@ -121,20 +121,40 @@ void bg_cli_note_busy_machine(void) {
             load, cores, cores == 1 ? "" : "s");
 }
 
+/* The address-space limit (ulimit -v), else the data limit (ulimit -d,
+ * which anonymous mappings count against since Linux 4.7), in bytes; 0:
+ * neither is set. `*option` names the ulimit option. */
+static uint64_t memory_limit(const char **option) {
+    static const struct {
+        int resource;
+        const char *option;
+    } limits[] = {{RLIMIT_AS, "-v"}, {RLIMIT_DATA, "-d"}};
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        struct rlimit limit;
+        if (getrlimit(limits[i].resource, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+            *option = limits[i].option;
+            return (uint64_t)limit.rlim_cur;
+        }
+    }
+    return 0;
+}
+
 int bg_cli_address_limited(void) {
-    struct rlimit limit;
-    return getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+    const char *option;
+    return memory_limit(&option) > 0;
 }
 
 void bg_cli_note_address_limit(void) {
-    struct rlimit limit;
-    if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+    const char *option = "";
+    const uint64_t bytes = memory_limit(&option);
+    if (bytes == 0) return;
     fprintf(stderr,
-            "note: ulimit -v holds this process to %.0f MiB of address space; OpenBLAS before "
+            "note: ulimit %s holds this process to %.0f MiB of %s; OpenBLAS before "
             "its fix of June 2025 (its pull request 5303; Debian 12 has 0.3.21) retries without "
-            "end where it cannot map a buffer, so a run short of address space may spin at full "
-            "CPU instead of failing: if it does, raise the limit (ulimit -v unlimited)\n",
-            (double)limit.rlim_cur / (1 << 20));
+            "end where it cannot map a buffer, so a run short of memory may spin at full "
+            "CPU instead of failing: if it does, raise the limit (ulimit %s unlimited)\n",
+            option, (double)bytes / (1 << 20), strcmp(option, "-v") == 0 ? "address space" : "data",
+            option);
 }
 
 static void note_synthetic_counts(const char *data, bg_shape_t shape, int64_t classes) {
