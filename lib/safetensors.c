@@ -303,12 +303,23 @@ static size_t text_fault_at(const char *s, size_t len, text_fault_t *fault) {
  * (a number there is no string) and before the entries'. */
 static size_t non_integer_number_at(const char *s, size_t len, size_t *length) {
     int in_string = 0;
+    /* Whether each open container is an array: only a number in one is a
+     * shape's or an offset's (a dtype of 1.5 is said to be no string by the
+     * entry's check). Deeper than the stack, taken as an array. */
+    char in_array[1024];
+    int depth = 0;
     for (size_t i = 0; i < len; i++) {
         if (s[i] == '"') {
             in_string = !in_string;
         } else if (in_string && s[i] == '\\') {
             i++;
-        } else if (!in_string && (s[i] == '-' || (s[i] >= '0' && s[i] <= '9'))) {
+        } else if (!in_string && (s[i] == '[' || s[i] == '{')) {
+            if (depth < (int)sizeof in_array) in_array[depth] = s[i] == '[';
+            depth++;
+        } else if (!in_string && (s[i] == ']' || s[i] == '}')) {
+            if (depth > 0) depth--;
+        } else if (!in_string && (s[i] == '-' || (s[i] >= '0' && s[i] <= '9')) &&
+                   (depth > (int)sizeof in_array || (depth > 0 && in_array[depth - 1]))) {
             size_t j = i;
             int plain = 1;
             for (; j < len && ((s[j] >= '0' && s[j] <= '9') || s[j] == '+' || s[j] == '-' ||

@@ -733,6 +733,12 @@ static void test_reject_wrong_fields(void **state) {
                     4, BAD_NAME ": tensor 'w': duplicate field 'dtype'");
     expect_rejected("{\"w\":{\"dtype\":32,\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
                     BAD_NAME ": tensor 'w': dtype is not a string");
+    /* Only a number in an array is a shape's or an offset's: a dtype of
+     * 1.5 or a field "x": -1 is the entry's fault, said as such. */
+    expect_rejected("{\"w\":{\"dtype\":1.5,\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+                    BAD_NAME ": tensor 'w': dtype is not a string");
+    expect_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":-1}}", 4,
+                    BAD_NAME ": tensor 'w': unexpected field 'x'");
     expect_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":1,\"data_offsets\":[0,4]}}", 4,
                     BAD_NAME ": tensor 'w': shape is not an array");
     expect_rejected("{\"\":" F32_1("[0,4]") "}", 4, BAD_NAME ": empty tensor name in header");
