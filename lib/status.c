@@ -54,10 +54,12 @@ bg_status_t bg_error_prefix(bg_status_t status, const char *format, ...) {
     return status;
 }
 
-void bg_error_drop_start(const char *start) {
-    const size_t len = strlen(start);
-    if (len == 0 || strncmp(error_message, start, len) != 0) return;
-    memmove(error_message, error_message + len, strlen(error_message + len) + 1);
+void bg_error_drop_name(const char *name) {
+    const size_t len = strlen(name);
+    if (len == 0 || strncmp(error_message, name, len) != 0 || error_message[len] != ':' ||
+        error_message[len + 1] != ' ')
+        return;
+    memmove(error_message, error_message + len + 2, strlen(error_message + len + 2) + 1);
 }
 
 bg_status_t bg_error_suffix(bg_status_t status, const char *format, ...) {

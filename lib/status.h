@@ -59,10 +59,10 @@ void bg_error_set_detail(const char *format, ...) __attribute__((format(printf, 
 /* The calling thread's detail; "" when its message has none. */
 const char *bg_error_detail(void);
 
-/* Removes `start` from the beginning of the calling thread's message where
+/* Removes "NAME: " from the beginning of the calling thread's message where
  * it begins so: for a caller whose own context names what the message
- * began with ("cuda:0: "), so that it is not said twice. */
-void bg_error_drop_start(const char *start);
+ * began with (a device, "cuda:0: "), so that it is not said twice. */
+void bg_error_drop_name(const char *name);
 
 /* The calling thread's last message; "" when none was recorded. */
 const char *bg_error_message(void);

@@ -176,9 +176,7 @@ static bg_status_t commit_arenas(bg_pipeline_t *p) {
         else if (device->kind == BG_DEVICE_CPU)
             snprintf(slots, sizeof slots, ", not its channel rings (allocated apart on CPUs)");
         /* The backend's message names the device too. */
-        char named[sizeof device->name + 2];
-        snprintf(named, sizeof named, "%s: ", device->name);
-        bg_error_drop_start(named);
+        bg_error_drop_name(device->name);
         return bg_error_prefix(
             st, "%s: one allocation of %zu bytes (%.2f MiB) for its stages (%s)%s: ", device->name,
             arena->bytes, (double)arena->bytes / (1024.0 * 1024.0), parts, slots);

@@ -1,7 +1,6 @@
 #include "stage.h"
 
 #include <stdlib.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -295,9 +294,7 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
             const bg_stage_memory_t *m = &s->memory;
             /* The backend's message names the device, as the prefix below
              * does (it said "on cpu:0: ...: cpu:0: out of memory"). */
-            char named[sizeof s->be->name + 2];
-            snprintf(named, sizeof named, "%s: ", s->be->name);
-            bg_error_drop_start(named);
+            bg_error_drop_name(s->be->name);
             bg_error_prefix(st,
                             "one allocation of %zu bytes for parameters %zu, gradients %zu, "
                             "optimizer state %zu, stash %zu, buffers %zu, workspace %zu: ",
