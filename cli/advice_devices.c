@@ -163,9 +163,7 @@ static int try_device_count(const count_search_t *search, int k, int quiet, cJSO
          * GPUs must be listed, or, on one GPU, made virtual devices of it. */
         char devices_option[BG_MAX_DEVICES * 12], what[sizeof devices_option + 256];
         const bg_device_list_t *list = &placement->devices;
-        if (cores && placement->stages > 0)
-            snprintf(devices_option, sizeof devices_option, "--devices cpu:%d --stages %d", k, k);
-        else if (cores)
+        if (cores)
             snprintf(devices_option, sizeof devices_option, "--devices cpu:%d", k);
         else if (among_listed && placement->stages > 0)
             snprintf(devices_option, sizeof devices_option, "--stages %d", k);
@@ -182,11 +180,11 @@ static int try_device_count(const count_search_t *search, int k, int quiet, cJSO
         else
             snprintf(devices_option, sizeof devices_option, "%d in --devices", k);
         /* Other devices under a given --stages K: k stages, or the plan
-         * would take K of them (until 2026-12-05 left out, and the devices
-         * told did not fit as given). */
+         * would take K of them (until 2026-12-05 said for cores alone, and
+         * other GPUs told did not fit as given). */
         const size_t used = strlen(devices_option);
         if (placement->stages > 0 && strncmp(devices_option, "--devices ", 10) == 0 &&
-            strstr(devices_option, "--stages") == NULL && used < sizeof devices_option)
+            used < sizeof devices_option)
             snprintf(devices_option + used, sizeof devices_option - used, " --stages %d", k);
         snprintf(what, sizeof what, "%s%s%d device%s (%s%s%s)", with, with[0] ? ", " : "", k,
                  k == 1 ? "" : "s", devices_option, microbatches,

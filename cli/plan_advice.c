@@ -600,25 +600,24 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                      every ? "" : " (sampled in doubling steps, not each count planned)");
         /* Past a layer a stage, or the most devices brigade takes, no
          * more can be had (until 2026-12-05 "use more devices still"). */
-        char no_more[224] = "";
-        const int possible = bg_advice_most_possible(&v);
-        if (most >= possible && possible == BG_MAX_DEVICES)
+        char no_more[224] = "", limit[160];
+        const int possible = bg_advice_most_possible(&v),
+                  places = bg_model_spec_stage_places(v.spec);
+        const char *per_device = v.chunks > 1 ? ", and --chunks per device" : "";
+        if (possible == BG_MAX_DEVICES)
+            snprintf(limit, sizeof limit, "the most brigade takes");
+        else if (places == v.spec->num_layers)
+            snprintf(limit, sizeof limit,
+                     "the most a model of %d layers can have (a layer a stage%s)", places,
+                     per_device);
+        else
+            snprintf(limit, sizeof limit,
+                     "the most this model can have (a stage at each of its %d places to start "
+                     "one, outside residual blocks%s)",
+                     places, per_device);
+        if (most >= possible)
             snprintf(no_more, sizeof no_more,
-                     "give each more memory (--device-mem): %d devices are the most brigade "
-                     "takes",
-                     possible);
-        else if (most >= possible && bg_model_spec_stage_places(v.spec) == v.spec->num_layers)
-            snprintf(no_more, sizeof no_more,
-                     "give each more memory (--device-mem): %d devices are the most a model of "
-                     "%d layers can have (a layer a stage%s)",
-                     possible, v.spec->num_layers, v.chunks > 1 ? ", and --chunks per device" : "");
-        else if (most >= possible)
-            snprintf(no_more, sizeof no_more,
-                     "give each more memory (--device-mem): %d devices are the most this model "
-                     "can have (a stage at each of its %d places to start one, outside residual "
-                     "blocks%s)",
-                     possible, bg_model_spec_stage_places(v.spec),
-                     v.chunks > 1 ? ", and --chunks per device" : "");
+                     "give each more memory (--device-mem): %d devices are %s", possible, limit);
         const char *remedy = all_gpus     ? "it takes GPUs with more memory, or more of them"
                              : gpus       ? "it takes more GPUs, or GPUs with more memory"
                              : no_more[0] ? no_more
