@@ -410,6 +410,7 @@ typedef struct step_report {
     bg_progress_t progress;
     const char *save;
     int64_t noted_step;
+    int saving; /* a save began since the last step's report */
     char held[BG_ERROR_MAX];
 } step_report_t;
 
@@ -439,6 +440,7 @@ static void note_first_held(step_report_t *s, const train_options_t *o, int64_t 
  * where the write got that far (the rename), else as it was. */
 static void report_saving(void *ctx, int64_t step) {
     step_report_t *s = ctx;
+    s->saving = 1;
     char note[2 * BG_ERROR_MAX];
     snprintf(note, sizeof note, "; %s holds step %lld if its save got that far, else as before: %s",
              s->save, (long long)step, s->held);
@@ -447,13 +449,16 @@ static void report_saving(void *ctx, int64_t step) {
 
 static void report_step(void *ctx, const bg_train_progress_t *r) {
     step_report_t *s = ctx;
-    if (s->save != NULL) {
+    /* After a save: the step it holds, or (one that failed) as it was;
+     * steps without one leave the note alone. */
+    if (s->saving) {
         if (r->saved_step != s->noted_step) {
             bg_train_saved_words(s->save, r->saved_step, r->saved_step == r->total_steps, s->held,
                                  sizeof s->held);
             s->noted_step = r->saved_step;
         }
-        note_held(s); /* after a save, or one that failed and left the file as it was */
+        note_held(s);
+        s->saving = 0;
     }
     bg_progress_report(&s->progress, r);
 }
