@@ -58,24 +58,24 @@ bg_status_t bg_device_list_parse(const char *text, int cores, bg_device_list_t *
     return bg_device_list_parse_on(text, cores, bg_device_text_gpus(text), out);
 }
 
-/* The virtual devices that the entries of `rest` (",cuda:G,..." or "")
- * give GPU `physical`, for the message of a GPU listed twice; entries that
- * do not parse count none. */
-static int later_on_gpu(const char *rest, int physical) {
-    int count = 0;
-    while (*rest == ',') {
-        rest++;
-        const char *comma = strchr(rest, ',');
-        const size_t len = comma ? (size_t)(comma - rest) : strlen(rest);
-        bg_device_list_t one = {0};
-        if (len > 0 && parse_cuda_item(rest, len, &one) == BG_OK && one.count > 0 &&
-            one.devices[0].physical == physical)
-            count += one.count;
-        else
-            bg_error_clear();
-        rest += len;
-    }
-    return count;
+/* Refuses one GPU in two entries of `text` (the entries of `list` from
+ * list index item_start[d] on are one entry's): two devices under one
+ * name, each planned with the whole GPU's memory. The virtual devices of
+ * every entry for it together are what one entry should ask for. */
+static bg_status_t refuse_gpu_twice(const bg_device_list_t *list, const int *item_start,
+                                    const char *text) {
+    for (int e = 0; e < list->count; e++)
+        for (int d = 0; d < e; d++) {
+            const int physical = list->devices[e].physical;
+            if (list->devices[d].physical != physical || item_start[d] == item_start[e]) continue;
+            int together = 0;
+            for (int k = 0; k < list->count; k++) together += list->devices[k].physical == physical;
+            return bg_error_set(BG_ERR_INVALID,
+                                "--devices: GPU %d is listed twice in '%s' (for several stages "
+                                "on one GPU, write cuda:%dx%d)",
+                                physical, text, physical, together);
+        }
+    return BG_OK;
 }
 
 bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_device_list_t *out) {
@@ -111,6 +111,7 @@ bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_de
         for (int i = 0; i < n; i++) BG_CHECK(add_device(&list, BG_DEVICE_CPU, i % cores, 0, 1));
     } else if (strncmp(text, "cuda", 4) == 0) {
         const char *item = text;
+        int item_start[BG_MAX_DEVICES];
         while (*item != '\0') {
             const char *comma = strchr(item, ',');
             size_t len = comma ? (size_t)(comma - item) : strlen(item);
@@ -120,23 +121,12 @@ bg_status_t bg_device_list_parse_on(const char *text, int cores, int gpus, bg_de
                                     text);
             const int before = list.count;
             BG_CHECK(parse_cuda_item(item, len, &list));
-            /* One GPU twice would be two devices under one name, each
-             * planned with the whole GPU's memory: the virtual devices
-             * of both entries together are one entry's. */
-            const int physical = list.devices[before].physical;
-            int together = 0;
-            for (int d = 0; d < list.count; d++) together += list.devices[d].physical == physical;
-            together += later_on_gpu(item + len, physical);
-            for (int d = 0; d < before; d++)
-                if (list.devices[d].physical == physical)
-                    return bg_error_set(BG_ERR_INVALID,
-                                        "--devices: GPU %d is listed twice in '%s' (for several "
-                                        "stages on one GPU, write cuda:%dx%d)",
-                                        physical, text, physical, together);
+            for (int d = before; d < list.count; d++) item_start[d] = before;
             item += len + (comma ? 1 : 0);
             if (comma && *item == '\0')
                 return bg_error_set(BG_ERR_INVALID, "--devices: '%s' ends with a comma", text);
         }
+        BG_CHECK(refuse_gpu_twice(&list, item_start, text));
     } else {
         return bg_error_set(BG_ERR_INVALID,
                             "--devices: '%s' is not a device list (expected cpu, cpu:N, "
