@@ -33,22 +33,11 @@ int bg_advice_fewer_have_more(const bg_placement_t *placement, int host_share) {
     return (all_cores(placement) && host_share) || bg_advice_one_gpu(placement);
 }
 
-/* "cuda:4,cuda:5 and 2 more like cuda:5 in --devices": the devices a
- * count k past the list is priced with. */
-static void more_like_last(const bg_device_list_t *list, int k, char *text, size_t size) {
-    size_t at = 0;
-    for (int d = 0; d < list->count && at < size; d++)
-        at += (size_t)snprintf(text + at, size - at, "%s%s", d ? "," : "", list->devices[d].name);
-    if (at < size)
-        snprintf(text + at, size - at, " and %d more like %s in --devices", k - list->count,
-                 list->devices[list->count - 1].name);
-}
-
-/* "--devices cuda:0,cuda:1,...": the GPUs of `list`, in the order they
- * first come, each GPU's virtual devices as cuda:GxV (their names,
- * "cuda:2/0", are no option: a review found one told). */
-static void gpu_names(const bg_device_list_t *list, char *text, size_t size) {
-    size_t at = (size_t)snprintf(text, size, "--devices ");
+/* "cuda:0,cuda:1,...": the GPUs of `list`, in the order they first come,
+ * each GPU's virtual devices as cuda:GxV (their names, "cuda:2/0", are no
+ * option: a review found one told), from `text` at `at`. Returns where
+ * it ended. */
+static size_t write_gpus(const bg_device_list_t *list, char *text, size_t size, size_t at) {
     for (int d = 0; d < list->count && at < size; d++) {
         const int gpu = list->devices[d].physical;
         int seen = 0, sharing = 0;
@@ -60,6 +49,63 @@ static void gpu_names(const bg_device_list_t *list, char *text, size_t size) {
         at += (size_t)snprintf(text + at, size - at, "%scuda:%d", d ? "," : "", gpu);
         if (sharing > 1 && at < size) at += (size_t)snprintf(text + at, size - at, "x%d", sharing);
     }
+    return at;
+}
+
+/* "--devices cuda:0,cuda:1,...": the GPUs of `list` as write_gpus has them. */
+static void gpu_names(const bg_device_list_t *list, char *text, size_t size) {
+    write_gpus(list, text, size, (size_t)snprintf(text, size, "--devices "));
+}
+
+/* The GPUs a count k past `list` (a list of GPUs) is priced with
+ * (bg_placement_cost_devices): where its last GPU holds several of its
+ * virtual devices, more of those ("--devices cuda:5,cuda:0x3"); else GPUs
+ * like its last, which the list does not name ("cuda:4,cuda:5 and 2 more
+ * like cuda:5 in --devices"). */
+static void more_like_last(const bg_device_list_t *list, int k, char *text, size_t size) {
+    const bg_device_t *last = &list->devices[list->count - 1];
+    int sharing = 0;
+    for (int d = 0; d < list->count; d++) sharing += list->devices[d].physical == last->physical;
+    if (sharing > 1) {
+        bg_device_list_t more = *list;
+        for (; more.count < k && more.count < BG_MAX_DEVICES; more.count++)
+            more.devices[more.count] = *last;
+        gpu_names(&more, text, size);
+        return;
+    }
+    const size_t at = write_gpus(list, text, size, 0);
+    if (at < size)
+        snprintf(text + at, size - at, " and %d more like cuda:%d in --devices", k - list->count,
+                 last->physical);
+}
+
+/* 1 if the devices past `list` are more virtual devices of its last GPU
+ * (bg_placement_cost_devices), which holds two or more of the list's
+ * already, and `links` (the chosen devices') are the list's. */
+static int extends_last_gpu(const bg_device_list_t *list, int links) {
+    if (links != list->count) return 0;
+    const bg_device_t *last = &list->devices[list->count - 1];
+    int sharing = 0;
+    for (int d = 0; d < list->count; d++) sharing += list->devices[d].physical == last->physical;
+    return last->kind == BG_DEVICE_CUDA && sharing > 1;
+}
+
+/* The link from device a to device b where more virtual devices of the
+ * last GPU follow `list` (extends_last_gpu), as the setup would find them:
+ * two devices of that GPU on its own link (the one between two of the
+ * list's), a device past the list elsewhere as the last device is. */
+static bg_cost_link_t extended_link(const bg_device_list_t *list, const bg_device_links_t *own,
+                                    int a, int b) {
+    const int n = list->count, last = n - 1;
+    const int gpu = list->devices[last].physical;
+    const int a_on = a >= n || list->devices[a].physical == gpu;
+    const int b_on = b >= n || list->devices[b].physical == gpu;
+    if (a != b && a_on && b_on) {
+        int other = 0; /* another of the list's devices on the last GPU */
+        while (other == last || list->devices[other].physical != gpu) other++;
+        return own->link[last * n + other];
+    }
+    return own->link[(a < n ? a : last) * n + (b < n ? b : last)];
 }
 
 /* A search of other device counts for request r: its placement, whether
@@ -133,8 +179,9 @@ static int try_device_count(const count_search_t *search, int k, int quiet, cJSO
     bg_cost_link_t *made = NULL;
     const bg_device_links_t *own = placement->links; /* the chosen devices', all on the GPU */
     const bg_device_links_t *more_cores = placement->cores_links;
-    const int virtual_devices =
-        !among_listed && gpu_alone && own != NULL && own->count >= 2 && k > placement->listed.count;
+    const int virtual_devices = !among_listed && !among_gpus && !cores && own != NULL &&
+                                k > placement->devices.count &&
+                                extends_last_gpu(&placement->devices, own->count);
     const int cores_counted =
         cores && placement->stages == 0 && more_cores != NULL && k <= more_cores->count;
     if (virtual_devices || cores_counted) {
@@ -145,7 +192,7 @@ static int try_device_count(const count_search_t *search, int k, int quiet, cJSO
         }
         for (int a = 0; a < k; a++)
             for (int b = 0; b < k; b++)
-                made[a * k + b] = virtual_devices ? own->link[a == b ? 0 : 1]
+                made[a * k + b] = virtual_devices ? extended_link(&placement->devices, own, a, b)
                                                   : more_cores->link[a * more_cores->count + b];
         v.links = made;
     }
@@ -183,9 +230,10 @@ static int try_device_count(const count_search_t *search, int k, int quiet, cJSO
          * would take K of them (until 2026-12-05 said for cores alone, and
          * other GPUs told did not fit as given). */
         const size_t used = strlen(devices_option);
-        if (placement->stages > 0 && strncmp(devices_option, "--devices ", 10) == 0 &&
+        if (placement->stages > 0 && strncmp(devices_option, "--stages ", 9) != 0 &&
             used < sizeof devices_option)
-            snprintf(devices_option + used, sizeof devices_option - used, " --stages %d", k);
+            snprintf(devices_option + used, sizeof devices_option - used, "%s --stages %d",
+                     strncmp(devices_option, "--devices ", 10) == 0 ? "" : ",", k);
         snprintf(what, sizeof what, "%s%s%d device%s (%s%s%s)", with, with[0] ? ", " : "", k,
                  k == 1 ? "" : "s", devices_option, microbatches,
                  r->split != NULL ? ", without --split" : "");

@@ -849,18 +849,44 @@ expect 2 "what would help (each under --schedule 1f1b, what auto fell back on; o
 # takes them, a GPU's virtual devices as cuda:GxV (until 2026-12-05
 # "cuda:2/0,cuda:2/1,cuda:3", which --devices refuses).
 expect 2 "  3 devices (--devices cuda:2x2,cuda:3) fits: " -- plan "$T/sigmoid1024.model" \
-    --topology "$GPUS" --devices cuda:2x2,cuda:3,cuda:5 --schedule zb-h1 --batch 256 \
+    --topology "$GPUS" --devices cuda:2x3,cuda:3 --schedule zb-h1 --batch 256 \
     --device-mem 10481639
 told=$(sed -n 's/^  3 devices (--devices cuda:2x2,cuda:3) fits: .*, step \([0-9.]*\) ms .*/\1/p' "$ERR")
 expect 0 "" -- plan "$T/sigmoid1024.model" --topology "$GPUS" --devices cuda:2x2,cuda:3 \
     --schedule zb-h1 --batch 256 --device-mem 10481639
 check "two virtual devices and a GPU: the step as told ($told ms) and as planned" \
     grep -qF "predicted step: $told ms" "$OUT"
-# More virtual devices where --stages chose one GPU's two of a mixed list:
-# priced on the chosen ones' link, as cuda:0x4 plans them.
-expect 2 "  4 devices (--devices cuda:0x4 --stages 4) fits: largest stage 8.88 MiB, step 0.982 ms" \
+# More devices past a list whose last GPU holds two virtual devices: more
+# of them, told as --devices takes them and priced on the links the list
+# has (until 2026-12-05 "cuda:5,cuda:0/0,cuda:0/1 and 1 more like cuda:0/1
+# in --devices", priced at 0.948 ms on the default link past the list).
+expect 2 "  4 devices (--devices cuda:5,cuda:0x3) fits: largest stage 8.88 MiB, step 0.875 ms" \
+    -- plan "$ROOT/examples/mlp_balanced.model" --topology "$HGX" --devices cuda:5,cuda:0x2 \
+    --device-mem 12M --optimizer sgd --microbatches 4
+expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --topology "$HGX" \
+    --devices cuda:5,cuda:0x3 --device-mem 12M --optimizer sgd --microbatches 4
+stdout_has "predicted step: 0.875 ms" "the step told for cuda:5,cuda:0x3 is the step it plans"
+# Past a list of whole GPUs whose GPUs are not all known, GPUs like the
+# last, named as --devices takes them (until 2026-12-05 "cuda:0/0").
+expect 2 "  4 devices (cuda:0,cuda:5 and 2 more like cuda:5 in --devices, --stages 4) fits: " \
     -- plan "$ROOT/examples/mlp_balanced.model" --topology "$HGX" --devices cuda:0x2,cuda:5 \
     --stages 2 --device-mem 12M --optimizer sgd --microbatches 4
+# --stages K takes no more stages to one GPU than it must: virtual devices
+# share their GPU's arithmetic (until 2026-12-05 GPU 0's eight, its own
+# memory the fastest link, at a step of 1.486 ms simulated against 1.075).
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x8,cuda:1x8 --stages 8 \
+    --microbatches 8 --batch 256 --json
+json_check "eight of sixteen virtual devices: four on each GPU" '
+assert [s["device"] for s in p["stages"]] == ["cuda:0/%d" % i for i in range(4)] + [
+    "cuda:1/%d" % i for i in range(4)], p["stages"]
+assert [l["kind"] for l in p["links"]] == ["GPU"] * 3 + ["PIX"] + ["GPU"] * 3, p["links"]
+assert abs(p["simulated_step_ms"] - 1.075) < 0.0006, p["simulated_step_ms"]
+'
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x3,cuda:5 --stages 3 --json
+json_check "three of four: GPU 0 takes two, GPU 5 one (a socket away)" '
+assert [s["device"] for s in p["stages"]] == ["cuda:0/0", "cuda:0/1", "cuda:5"], p["stages"]
+assert [l["kind"] for l in p["links"]] == ["GPU", "SYS"], p["links"]
+'
 # Nothing fits on the counts sampled (600 layers on 32 to 128 devices are
 # too many to plan each count): said so.
 dense_stack "$T/d600.model" 128 'dense units=128' 600 4
