@@ -415,6 +415,17 @@ static bg_status_t check_folder(const char *option, const char *shown, const cha
                               "%s: cannot write '%s': no new file can be made in folder '%s' (%s)",
                               option, shown, folder, why);
     } else {
+        if (bg_atomic_file_check_descriptors(&probe) != BG_OK) {
+            const int error = errno;
+            struct rlimit files = {0};
+            getrlimit(RLIMIT_NOFILE, &files);
+            status =
+                bg_error_set(BG_ERR_INVALID,
+                             "%s: cannot write '%s': writing it takes two file descriptors "
+                             "beside those open, and a second one cannot be had (%s; ulimit "
+                             "-n is %llu)",
+                             option, shown, strerror(error), (unsigned long long)files.rlim_cur);
+        }
         bg_atomic_file_abort(&probe);
     }
     free(folder);

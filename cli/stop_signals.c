@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "cli.h"
 
 volatile sig_atomic_t bg_cli_stop_signal;
@@ -70,6 +71,9 @@ static void on_stop_signal(int signo) {
         bg_cli_stop_signal = signo;
         if (stop_reply != NULL) say(stop_reply);
     } else if (ns - first >= 1000000000) {
+        /* A save cut short leaves no temporary file (the file saved is
+         * as it was). */
+        bg_atomic_file_remove_unfinished();
         say(quit_reply);
         atomic_store(&quitting, 1);
         const int note = atomic_load(&quit_note);

@@ -8,6 +8,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -62,6 +64,39 @@ static bg_status_t io_error(const char *path, const char *call, int error) {
 
 enum { TEMP_RANDOM_CHARS = 6 }; /* the XXXXXX of mkostemp */
 static const char temp_infix[] = ".tmp.";
+
+/* The temporary files open now, for bg_atomic_file_remove_unfinished,
+ * which a signal handler calls: a slot is FREE, being FILLED (its path
+ * written) or OPEN (its path whole). Lock-free atomics are
+ * async-signal-safe. A file whose path is longer than a slot, or past the
+ * slots, is left out (a kill would leave it, as it leaves any). */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "a signal handler reads the slots");
+enum { SLOTS = 4, SLOT_FREE = 0, SLOT_FILLED, SLOT_OPEN };
+static atomic_int slot_state[SLOTS];
+static char slot_path[SLOTS][PATH_MAX];
+
+/* Notes `temp` as open; returns its slot, or -1 where it is left out. */
+static int slot_take(const char *temp) {
+    if (strlen(temp) >= PATH_MAX) return -1;
+    for (int i = 0; i < SLOTS; i++) {
+        int free_state = SLOT_FREE;
+        if (!atomic_compare_exchange_strong(&slot_state[i], &free_state, SLOT_FILLED)) continue;
+        strcpy(slot_path[i], temp);
+        atomic_store(&slot_state[i], SLOT_OPEN);
+        return i;
+    }
+    return -1;
+}
+
+/* Gives slot `i` back (-1: none), once its file is renamed or removed. */
+static void slot_give(int i) {
+    if (i >= 0) atomic_store(&slot_state[i], SLOT_FREE);
+}
+
+void bg_atomic_file_remove_unfinished(void) {
+    for (int i = 0; i < SLOTS; i++)
+        if (atomic_load(&slot_state[i]) == SLOT_OPEN) unlink(slot_path[i]);
+}
 
 /* Creates and locks "PATH.tmp.XXXXXX" in `temp` (path_len + sizeof
  * temp_infix + TEMP_RANDOM_CHARS bytes). The lock tells temp_files_remove_stale
@@ -207,7 +242,7 @@ static bg_status_t create_error(const char *path, int error) {
 }
 
 bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path) {
-    *file = (bg_atomic_file_t){.fd = -1};
+    *file = (bg_atomic_file_t){.fd = -1, .slot = -1};
     const size_t path_len = strlen(path);
     char *copy = strdup(path), *temp = malloc(path_len + sizeof temp_infix + TEMP_RANDOM_CHARS);
     if (copy == NULL || temp == NULL) {
@@ -215,6 +250,9 @@ bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path) {
         free(temp);
         return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);
     }
+    /* Dead writers' files first: on a full disk they may hold the room
+     * this write needs, and a commit that fails would never remove them. */
+    temp_files_remove_stale(path);
     const int fd = temp_create(path, temp);
     if (fd < 0) {
         const bg_status_t status = create_error(path, errno);
@@ -222,7 +260,7 @@ bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path) {
         free(temp);
         return status;
     }
-    *file = (bg_atomic_file_t){.path = copy, .temp = temp, .fd = fd};
+    *file = (bg_atomic_file_t){.path = copy, .temp = temp, .fd = fd, .slot = slot_take(temp)};
     /* mkostemp creates 0600: the mode the file gets instead. */
     if (fchmod(fd, new_file_mode(path)) != 0) {
         bg_status_t status = io_error(path, "fchmod", errno);
@@ -232,16 +270,30 @@ bg_status_t bg_atomic_file_open(bg_atomic_file_t *file, const char *path) {
     return BG_OK;
 }
 
+bg_status_t bg_atomic_file_check_descriptors(const bg_atomic_file_t *file) {
+    const int second = fcntl(file->fd, F_DUPFD_CLOEXEC, 0);
+    if (second < 0) {
+        const int error = errno;
+        const bg_status_t status = io_error(file->path, "fcntl", error);
+        errno = error;
+        return status;
+    }
+    close(second);
+    return BG_OK;
+}
+
 bg_status_t bg_atomic_file_write(bg_atomic_file_t *file, const void *data, size_t len) {
     if (write_all(file->fd, data, len) != 0) return io_error(file->path, "write", errno);
     return BG_OK;
 }
 
-/* Frees what open allocated; the file is empty after. */
+/* Frees what open allocated and gives its slot back; the file is empty
+ * after. */
 static void forget(bg_atomic_file_t *file) {
+    slot_give(file->slot);
     free(file->path);
     free(file->temp);
-    *file = (bg_atomic_file_t){.fd = -1};
+    *file = (bg_atomic_file_t){.fd = -1, .slot = -1};
 }
 
 void bg_atomic_file_abort(bg_atomic_file_t *file) {

@@ -189,6 +189,55 @@ static void test_commit_removes_only_stale_temporary_files(void **state) {
     assert_int_equal(bg_test_scratch_entries(f->dir), 4); /* out.bin and the three kept */
 }
 
+/* An open removes a dead writer's file before it writes: on a full disk
+ * that file may hold the room the write needs, and a commit that failed
+ * for want of it would never remove it (a tester's tmpfs). */
+static void test_open_removes_stale_temporary_files(void **state) {
+    fixture_t *f = *state;
+    char stale[160];
+    snprintf(stale, sizeof stale, "%s.tmp.Ab12cd", f->path);
+    write_file(stale, "x");
+    bg_atomic_file_t file;
+    assert_int_equal(bg_atomic_file_open(&file, f->path), BG_OK);
+    assert_int_equal(access(stale, F_OK), -1);
+    assert_int_equal(bg_test_scratch_entries(f->dir), 1); /* its own temporary file */
+    bg_atomic_file_abort(&file);
+    assert_int_equal(bg_test_scratch_entries(f->dir), 0);
+}
+
+/* What a signal handler ending the process calls: the temporary files of
+ * the writes open now are removed, the files they replace kept; a write
+ * committed or aborted is no longer one of them. */
+static void test_remove_unfinished(void **state) {
+    fixture_t *f = *state;
+    write_file(f->path, "old");
+    char second[160];
+    snprintf(second, sizeof second, "%s/second.bin", f->dir);
+    bg_atomic_file_t file, other, done;
+    assert_int_equal(bg_atomic_file_open(&done, second), BG_OK);
+    assert_int_equal(bg_atomic_file_write(&done, "new", 3), BG_OK);
+    assert_int_equal(bg_atomic_file_commit(&done), BG_OK);
+    assert_int_equal(bg_atomic_file_open(&file, f->path), BG_OK);
+    assert_int_equal(bg_atomic_file_open(&other, f->path), BG_OK);
+    assert_int_equal(bg_atomic_file_write(&file, "half", 4), BG_OK);
+    assert_int_equal(bg_test_scratch_entries(f->dir), 4); /* out.bin, second.bin, two temps */
+    bg_atomic_file_remove_unfinished();
+    assert_int_equal(bg_test_scratch_entries(f->dir), 2);
+    char buf[16];
+    assert_int_equal(bg_test_file_text(f->path, buf, sizeof buf), 3);
+    assert_string_equal(buf, "old");
+    assert_int_equal(bg_test_file_text(second, buf, sizeof buf), 3);
+    assert_string_equal(buf, "new");
+    bg_atomic_file_abort(&file); /* its file gone already: no harm */
+    bg_atomic_file_abort(&other);
+    /* The slots are free again: a new write is removed as well. */
+    assert_int_equal(bg_atomic_file_open(&file, f->path), BG_OK);
+    bg_atomic_file_remove_unfinished();
+    assert_int_equal(bg_test_scratch_entries(f->dir), 2);
+    bg_atomic_file_abort(&file);
+    assert_int_equal(unlink(second), 0);
+}
+
 /* The folder a file is written in (where the rename and its sync happen). */
 static void test_path_folder(void **state) {
     (void)state;
@@ -266,6 +315,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_name_too_long_for_the_temporary_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_removes_only_stale_temporary_files, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_open_removes_stale_temporary_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_unfinished, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
