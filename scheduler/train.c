@@ -696,6 +696,11 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                     snprintf(r.save_error, sizeof r.save_error, "%s", bg_error_message());
                 }
             }
+            /* A stop signal during a --save-every save: the state saved is
+             * this step's, so the run stops here, with no step and no save
+             * more (until 2026-12-05 it ran one more step and saved again). */
+            const int stop_in_save = !stopping && r.saved_step == step && step < total &&
+                                     cfg->stop != NULL && *cfg->stop != 0;
             if (cfg->progress != NULL) {
                 const double elapsed = bg_monotonic_seconds() - start - r.save_seconds;
                 const int64_t taken = bg_pipeline_steps(pipe);
@@ -717,7 +722,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 cfg->progress(cfg->progress_ctx, &p);
             }
             if (r.save_failed_step > 0) break;
-            if (stopping) {
+            if (stopping || stop_in_save) {
                 st = interrupted(cfg, step, total);
                 goto done;
             }

@@ -272,6 +272,41 @@ static void test_saving_hook(void **state) {
     }
 }
 
+/* A saving hook that raises the stop flag *ctx points to, as a signal
+ * that comes during the save would. */
+static void stop_while_saving(void *ctx, int64_t step) {
+    (void)step;
+    *(volatile sig_atomic_t *)ctx = 1;
+}
+
+/* A stop during a --save-every save ends the run at that save's step,
+ * whose state the file holds: no step and no save more (until 2026-12-05
+ * the run took one more step and saved it too). */
+static void test_stop_during_save(void **state) {
+    fixture_t *f = *state;
+    bg_device_list_t devices;
+    bg_train_config_t cfg = config(f, &devices, 2);
+    char path[128];
+    snprintf(path, sizeof path, "%s/stopped.safetensors", f->dir);
+    volatile sig_atomic_t stop = 0;
+    cfg.steps = 6;
+    cfg.save_path = path;
+    cfg.save_every = 2;
+    cfg.saving = stop_while_saving;
+    cfg.progress_ctx = (void *)&stop;
+    cfg.stop = &stop;
+    bg_train_result_t r = {0};
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INTERRUPTED);
+    assert_non_null(strstr(bg_error_message(), "interrupted after step 2 of 6"));
+    bg_train_result_free(&r);
+    bg_error_clear();
+    bg_train_state_t saved = {0};
+    assert_int_equal(bg_train_state_load(path, f->spec, &cfg.optimizer, &saved), BG_OK);
+    assert_int_equal(saved.step, 2);
+    bg_train_state_free(&saved);
+    assert_int_equal(unlink(path), 0);
+}
+
 /* Renames the folder *ctx names away (to the same name + "-gone") once the
  * progress reports step 2, so that the saves after it cannot be written. */
 static void move_folder_at_2(void *ctx, const bg_train_progress_t *progress) {
@@ -951,6 +986,7 @@ int main(void) {
         cmocka_unit_test(test_resume_two_stages),
         cmocka_unit_test(test_resume_with_schedule),
         cmocka_unit_test(test_saving_hook),
+        cmocka_unit_test(test_stop_during_save),
         cmocka_unit_test(test_failed_save_stops_with_results),
         cmocka_unit_test(test_failed_save_of_a_stop),
         cmocka_unit_test(test_settings_words),
