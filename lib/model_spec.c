@@ -1059,6 +1059,27 @@ static int looks_like_safetensors(const char *text, size_t size) {
     return length >= 2 && length <= size - 8;
 }
 
+/* What a text file that is no model spec more likely is, from its first
+ * character that is not white space (a spec's first line is a layer's
+ * word or a comment), or NULL; its line and column into *line, *col. */
+static const char *other_text_format(const char *text, size_t size, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < size; i++, (*col)++) {
+        if (text[i] == '\n') {
+            (*line)++;
+            *col = 0;
+        } else if (text[i] == '{' || text[i] == '[') {
+            return "a JSON file (brigade writes its metrics, profiles and traces so)";
+        } else if (text[i] == '<') {
+            return "an XML file (an SVG timeline, an hwloc topology: --topology takes one)";
+        } else if (text[i] != ' ' && text[i] != '\t' && text[i] != '\r') {
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
 static bg_status_t parse_text(parser_t *p, const char *text, size_t size) {
     if (looks_like_safetensors(text, size))
         return parse_error(p, 1, 1,
@@ -1066,6 +1087,10 @@ static bg_status_t parse_text(parser_t *p, const char *text, size_t size) {
                            "not a model spec");
     /* A UTF-8 byte-order mark, which some editors write first, is no text. */
     size_t position = size >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+    int other_line = 0, other_col = 0;
+    const char *other =
+        other_text_format(text + position, size - position, &other_line, &other_col);
+    if (other != NULL) return parse_error(p, other_line, other_col, "%s, not a model spec", other);
     int line = 0;
     while (position < size) {
         if (line == INT_MAX) {

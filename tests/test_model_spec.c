@@ -486,6 +486,29 @@ static void test_safetensors_given(void **state) {
                        "spec:2:1: unexpected byte 0x00; a model spec is text");
 }
 
+/* brigade's other files given where the model belongs: JSON (metrics,
+ * profiles, traces) and XML (a timeline, a topology) are named as such
+ * (until 2026-12-05 "unknown layer '{'"), where they start; a comment or
+ * a layer first is a spec's. */
+static void test_other_text_given(void **state) {
+    (void)state;
+    expect_error(
+        "{\"model\": \"m\"}\n",
+        "spec:1:1: a JSON file (brigade writes its metrics, profiles and traces so), not a "
+        "model spec");
+    expect_error(
+        "\n  [1, 2]\n",
+        "spec:2:3: a JSON file (brigade writes its metrics, profiles and traces so), not a "
+        "model spec");
+    expect_error("\xEF\xBB\xBF<?xml version=\"1.0\"?>\n<svg/>\n",
+                 "spec:1:1: an XML file (an SVG timeline, an hwloc topology: --topology takes "
+                 "one), not a model spec");
+    expect_error("# {not json}\n{\n",
+                 "spec:2:1: unknown layer '{' (expected input, conv2d, maxpool, avgpool, flatten, "
+                 "dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, shortcut, add, "
+                 "softmax_cross_entropy)");
+}
+
 static void test_fingerprint(void **state) {
     (void)state;
     uint64_t base = fingerprint_of(origin_cnn);
@@ -1400,6 +1423,7 @@ int main(void) {
         cmocka_unit_test(test_images_and_vectors),
         cmocka_unit_test(test_error_layer_too_large),
         cmocka_unit_test(test_safetensors_given),
+        cmocka_unit_test(test_other_text_given),
         cmocka_unit_test(test_residual_blocks),
         cmocka_unit_test(test_shortcut_blocks),
         cmocka_unit_test(test_error_residual_blocks),
