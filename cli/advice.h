@@ -45,8 +45,19 @@ int bg_advice_one_gpu(const bg_placement_t *placement);
 int bg_advice_shares_one_gpu(const bg_placement_t *placement);
 
 /* Whether fewer devices each have more memory: CPU devices dividing the
- * host's, or virtual devices dividing one GPU's. */
+ * host's, or virtual devices dividing a GPU's (fewer take fewer of each
+ * GPU, bg_placement_choose). */
 int bg_advice_fewer_have_more(const bg_placement_t *placement, int host_share);
+
+/* Whether the machine (or the topology file) has GPUs besides those
+ * listed, which more devices may be (placement->gpus). */
+int bg_advice_other_gpus(const bg_placement_t *placement);
+
+/* Whether a GPU holds two or more of the devices of `list`. */
+int bg_advice_gpu_held_twice(const bg_device_list_t *list);
+
+/* How many GPUs the devices of `list` are on. */
+int bg_advice_gpu_count(const bg_device_list_t *list);
 
 /* The fewest devices bg_advice_try_device_counts tries for r: one where
  * fewer devices each have more memory; else, under a schedule whose first

@@ -28,9 +28,32 @@ int bg_advice_shares_one_gpu(const bg_placement_t *placement) {
     return bg_advice_one_gpu(placement) && placement->device_mem == 0;
 }
 
+int bg_advice_gpu_held_twice(const bg_device_list_t *list) {
+    for (int d = 0; d < list->count; d++)
+        for (int e = 0; e < d; e++)
+            if (list->devices[d].kind == BG_DEVICE_CUDA &&
+                list->devices[e].physical == list->devices[d].physical)
+                return 1;
+    return 0;
+}
+
 int bg_advice_fewer_have_more(const bg_placement_t *placement, int host_share) {
     if (placement->device_mem != 0) return 0;
-    return (all_cores(placement) && host_share) || bg_advice_one_gpu(placement);
+    return (all_cores(placement) && host_share) || bg_advice_gpu_held_twice(&placement->devices);
+}
+
+int bg_advice_gpu_count(const bg_device_list_t *list) {
+    int count = 0;
+    for (int d = 0; d < list->count; d++) {
+        int seen = 0;
+        for (int e = 0; e < d; e++) seen |= list->devices[e].physical == list->devices[d].physical;
+        count += !seen;
+    }
+    return count;
+}
+
+int bg_advice_other_gpus(const bg_placement_t *placement) {
+    return placement->gpus_links != NULL && placement->gpus.count > placement->listed.count;
 }
 
 /* "cuda:0,cuda:1,...": the GPUs of `list`, in the order they first come,
@@ -154,13 +177,19 @@ static int try_device_count(const count_search_t *search, int k, int quiet, cJSO
     const int cores = all_cores(placement), gpu_alone = bg_advice_one_gpu(placement);
     bg_placement_t listed = *placement;
     bg_device_links_t *chosen = NULL;
-    /* Fewer GPUs than a list of whole ones are chosen among it too. */
-    const int among_listed = !cores && placement->listed_links != NULL &&
-                             k <= placement->listed.count &&
-                             (placement->stages > 0 || gpu_alone || k < placement->listed.count);
-    /* Past the GPUs listed, the machine's others, on their own links. */
+    /* Under --stages K, other counts of the devices listed (--stages k);
+     * without it, fewer of them, but for virtual devices where the machine
+     * has other GPUs, which fewer may take whole. */
+    const int others =
+        bg_advice_other_gpus(placement) && bg_advice_gpu_held_twice(&placement->listed);
+    const int among_listed =
+        !cores && placement->listed_links != NULL && k <= placement->listed.count &&
+        (placement->stages > 0 || (!others && (gpu_alone || k < placement->listed.count)));
+    /* Else the GPUs listed and the machine's others, on their own links
+     * (bg_placement_choose: as many GPUs as there are, each whole where
+     * that leaves enough): more devices, and fewer where there are others. */
     const int among_gpus = !among_listed && !cores && placement->gpus_links != NULL &&
-                           k > placement->devices.count && k <= placement->gpus.count;
+                           k <= placement->gpus.count && (k > placement->devices.count || others);
     if (among_listed || among_gpus) {
         listed.devices = among_listed ? placement->listed : placement->gpus;
         listed.stages = k;
@@ -214,14 +243,14 @@ static int try_device_count(const count_search_t *search, int k, int quiet, cJSO
             snprintf(devices_option, sizeof devices_option, "--devices cpu:%d", k);
         else if (among_listed && placement->stages > 0)
             snprintf(devices_option, sizeof devices_option, "--stages %d", k);
+        else if (among_gpus || among_listed) /* one GPU's alone: cuda:G or cuda:GxK */
+            gpu_names(&listed.devices, devices_option, sizeof devices_option);
         else if (gpu_alone && k == 1) /* the GPU whole */
             snprintf(devices_option, sizeof devices_option, "--devices cuda:%d",
                      list->devices[0].physical);
         else if (gpu_alone)
             snprintf(devices_option, sizeof devices_option, "--devices cuda:%dx%d",
                      list->devices[0].physical, k);
-        else if (among_gpus || among_listed)
-            gpu_names(&listed.devices, devices_option, sizeof devices_option);
         else if (k > list->count)
             more_like_last(list, k, devices_option, sizeof devices_option);
         else
@@ -258,9 +287,21 @@ int bg_advice_most_possible(const bg_plan_request_t *r) {
 
 int bg_advice_most_tried(const bg_plan_request_t *r, const bg_placement_t *placement) {
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
-    if (bg_advice_shares_one_gpu(placement))
+    if (bg_advice_shares_one_gpu(placement) && !bg_advice_other_gpus(placement))
         most = placement->stages > 0 ? placement->listed.count : r->devices;
-    if (placement->gpus_links != NULL && most > placement->gpus.count) most = placement->gpus.count;
+    /* Never more GPUs than the machine has; past them, more virtual devices
+     * of the last one, where --device-mem gives each its own memory. */
+    const int more_virtual =
+        placement->device_mem != 0 &&
+        extends_last_gpu(&placement->devices, placement->links != NULL ? placement->links->count
+                                                                       : placement->devices.count);
+    /* Without --device-mem, no more devices than GPUs (more would divide
+     * them); with it, each device has its own, the virtual ones listed too. */
+    if (placement->gpus_links != NULL && !more_virtual) {
+        const int gpus = placement->device_mem != 0 ? placement->gpus.count
+                                                    : bg_advice_gpu_count(&placement->gpus);
+        if (most > gpus) most = gpus;
+    }
     const int possible = bg_advice_most_possible(r);
     return possible < most ? possible : most;
 }
@@ -307,13 +348,23 @@ static int nearest_fitting_count(const count_search_t *search, int dir, int limi
 int bg_advice_try_device_counts(const bg_plan_request_t *r, const bg_placement_t *placement,
                                 int host_share, const char *with, int quiet, cJSON *found) {
     const int most = bg_advice_most_tried(r, placement);
-    bg_cost_device_t *devices = calloc((size_t)(most > 0 ? most : 1), sizeof *devices);
+    /* Room for the fewer counts too, where `most` is below the request's. */
+    const int room = most > r->devices ? most : r->devices;
+    bg_cost_device_t *devices = calloc((size_t)(room > 0 ? room : 1), sizeof *devices);
     if (devices == NULL) return 0;
     const count_search_t search = {r, placement, host_share, devices, with};
     const int fewer =
         nearest_fitting_count(&search, -1, bg_advice_fewest_tried(r, placement, host_share));
     const int more = quiet && fewer > 0 ? 0 : nearest_fitting_count(&search, 1, most);
-    int fits = quiet && (fewer > 0 || more > 0);
+    /* As many devices on GPUs of their own, where the list shares GPUs
+     * and the machine has others (cuda:0x4 on four GPUs: cuda:0,...,cuda:3,
+     * each with a whole GPU's memory). */
+    const int regroup = r->devices <= most && bg_advice_other_gpus(placement) &&
+                        bg_advice_gpu_held_twice(&placement->devices);
+    const int same = regroup && (!quiet || (fewer == 0 && more == 0)) &&
+                     try_device_count(&search, r->devices, 1, NULL);
+    int fits = quiet && (fewer > 0 || more > 0 || same);
+    if (!quiet && same) fits |= try_device_count(&search, r->devices, 0, found);
     if (!quiet && fewer > 0) fits |= try_device_count(&search, fewer, 0, found);
     if (!quiet && more > 0) fits |= try_device_count(&search, more, 0, found);
     free(devices);

@@ -292,12 +292,13 @@ static void print_row(FILE *out, const bg_sweep_point_t *point, const char *sche
  * timeline in *out and each stage's layers and memory in info (one per
  * stage of the plan). A configuration the pipeline refuses is reported in
  * *skip and is not an error. */
-static bg_status_t measure(const sweep_context_t *c, const bg_plan_t *plan, bg_timeline_t **out,
+static bg_status_t measure(const sweep_context_t *c, const bg_placement_t *placement,
+                           const bg_plan_t *plan, bg_timeline_t **out,
                            bg_pipeline_stage_info_t *info, char *skip, size_t skip_size) {
     const sweep_options_t *o = c->o;
     bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
     cfg.spec = c->spec;
-    cfg.devices = &o->placement.devices;
+    cfg.devices = &placement->devices; /* the point's: a path or interleaved's cycle */
     cfg.topology = c->topology;
     cfg.schedule = plan->request.schedule;
     cfg.chunks = plan->request.chunks;
@@ -399,7 +400,7 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
     placement.microbatches = m;
     /* --chunks is interleaved's: the other schedules listed beside it run
      * one stage per device, so that one chart compares them all. */
-    if (kind != BG_SCHEDULE_INTERLEAVED) placement.chunks = 1;
+    if (kind != BG_SCHEDULE_INTERLEAVED) bg_placement_use_path(&placement);
     bg_plan_request_t request;
     bg_placement_plan_request(&placement, c->spec, o->batch, &o->optimizer, c->profile, o->simulate,
                               c->devices, &request);
@@ -442,7 +443,7 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
     } else {
         info = calloc((size_t)part->stages, sizeof *info);
         BG_ALLOC_CHECK_GOTO(info, st, done);
-        BG_CHECK_GOTO(measure(c, plan, &tl, info, skip, skip_size), st, done);
+        BG_CHECK_GOTO(measure(c, &placement, plan, &tl, info, skip, skip_size), st, done);
         if (tl == NULL) goto add_point;
         for (int s = 0; s < part->stages; s++) peaks[s] = bg_pipeline_stage_peak_bytes(&info[s]);
         BG_CHECK_GOTO(simulated_ms(plan, o->steps, &predicted_ms), st, done);
@@ -523,6 +524,27 @@ static bg_status_t metrics_write(const char *path, cJSON *root, int signal_numbe
  * NULL where memory runs out. */
 enum { CHART_DEVICES_NAMED = 8 };
 
+/* Where interleaved's devices close a cycle and the other schedules
+ * listed run on a path of others (bg_placement_use_path): ", the others
+ * on cuda:0, cuda:2, cuda:3". */
+static void describe_path(const sweep_options_t *o, FILE *f) {
+    const bg_placement_t *p = &o->placement;
+    int others = 0;
+    for (int k = 0; k < o->schedule_count; k++)
+        others |= o->schedules[k] != BG_SCHEDULE_INTERLEAVED;
+    if (p->path_links == NULL || !others) return;
+    int same = p->path.count == p->devices.count;
+    for (int d = 0; same && d < p->devices.count; d++)
+        same = strcmp(p->path.devices[d].name, p->devices.devices[d].name) == 0;
+    bg_placement_t *path = same ? NULL : malloc(sizeof *path);
+    if (path == NULL) return;
+    *path = *p;
+    bg_placement_use_path(path);
+    fputs(", the others on ", f);
+    bg_placement_describe_devices(path, f);
+    free(path);
+}
+
 static char *chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setup) {
     char *text = NULL;
     size_t length = 0;
@@ -535,8 +557,11 @@ static char *chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setu
     else
         fprintf(f, "%s, %s, %s, ..., %s (%d devices)", list->devices[0].name, list->devices[1].name,
                 list->devices[2].name, list->devices[list->count - 1].name, list->count);
-    if (o->placement.chunks > 1)
-        fprintf(f, " (interleaved: %d stages a device)", o->placement.chunks);
+    if (o->placement.chunks > 1) {
+        fprintf(f, " (interleaved: %d stages a device", o->placement.chunks);
+        describe_path(o, f);
+        fputc(')', f);
+    }
     if (o->simulate)
         fprintf(f, "; simulated from %s",
                 setup->profile != NULL ? o->placement.profile_path : "the analytic cost model");
@@ -575,8 +600,10 @@ static void print_header(const sweep_options_t *o, const bg_cli_setup_t *setup) 
     fputs("on ", stderr);
     bg_placement_describe_devices(&o->placement, stderr);
     if (o->placement.recompute) fputs(", recompute", stderr);
-    if (o->placement.chunks > 1)
+    if (o->placement.chunks > 1) {
         fprintf(stderr, ", %d chunks per device for interleaved", o->placement.chunks);
+        describe_path(o, stderr);
+    }
     fputc('\n', stderr);
     if (o->simulate) printf("(simulated) predicted by the planner and the simulator, not run\n");
     printf("%4s  %-11s %9s %15s %11s %9s %9s %9s  ", "M", "schedule", "step ms", "min-max ms",

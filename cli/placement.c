@@ -412,34 +412,48 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
     return check_conv_workspace(p);
 }
 
-/* Marks in keep[] the devices of `list` that K stages may take so that no
- * GPU carries more of them than it must: of each GPU's virtual devices the
- * first c (in the order given), c the least that leaves K devices; every
- * CPU device. Returns how many are kept. Virtual devices of one GPU share
- * its arithmetic (bg_placement_cost_devices), so the GPU carrying the most
- * stages bounds every micro-batch however fast its own memory links them:
- * fashion_cnn on two-socket-8-gpu.xml, a step of 0.362 ms simulated on
- * cuda:0x2,cuda:4x2 (a socket apart) against 0.469 on cuda:0x4. */
-static int share_gpus_least(const bg_device_list_t *list, int k, int *keep) {
+/* Marks in keep[] the devices of `list` that K stages may take: as many
+ * GPUs as there are (K at most), then no GPU more of the stages than it
+ * must. Virtual devices of one GPU share its arithmetic
+ * (bg_placement_cost_devices), and the split gives each device work for its
+ * speed, so the GPUs used are the step's arithmetic however many stages
+ * each carries: a GPU left out is arithmetic lost (fashion_cnn on
+ * two-socket-8-gpu.xml, a step of 0.544 ms simulated on cuda:0x2,cuda:4x2,
+ * a socket apart, against 0.651 on cuda:0x4; mlp_balanced 0.830 ms on
+ * cuda:0,cuda:1,cuda:2x2 against 0.989 on cuda:0x2,cuda:2x2). With K at
+ * most the GPUs, each GPU's first device, of which the links choose K.
+ * Else of each GPU's virtual devices the first c - 1 in the order given, c
+ * the least that leaves K, and the c-th of as many GPUs as make K: those
+ * of most `memory` first (so that the smallest share is the largest), then
+ * in the order given. Every CPU device (a list is of one kind). Returns how
+ * many are kept. */
+static int share_gpus_least(const bg_device_list_t *list, const double *memory, int k, int *keep) {
     const int n = list->count;
     int rank[BG_MAX_DEVICES]; /* a CUDA device's place among its GPU's, from 0 */
-    int most = 1;
     for (int d = 0; d < n; d++) {
         rank[d] = 0;
         for (int e = 0; e < d; e++)
             rank[d] += list->devices[e].kind == BG_DEVICE_CUDA &&
                        list->devices[d].kind == BG_DEVICE_CUDA &&
                        list->devices[e].physical == list->devices[d].physical;
-        if (rank[d] + 1 > most) most = rank[d] + 1;
     }
-    int kept = 0;
-    for (int c = 1; c <= most; c++) {
+    int c = 1, kept = 0;
+    for (;; c++) { /* ends: with c past every rank, every device is kept */
         kept = 0;
-        for (int d = 0; d < n; d++) {
-            keep[d] = list->devices[d].kind != BG_DEVICE_CUDA || rank[d] < c;
-            kept += keep[d];
-        }
+        for (int d = 0; d < n; d++) kept += rank[d] < c;
         if (kept >= k) break;
+    }
+    kept = 0;
+    for (int d = 0; d < n; d++) {
+        keep[d] = rank[d] < (c > 1 ? c - 1 : 1);
+        kept += keep[d];
+    }
+    while (c > 1 && kept < k) { /* the c-th device of one more GPU */
+        int best = -1;
+        for (int d = 0; d < n; d++)
+            if (rank[d] == c - 1 && !keep[d] && (best < 0 || memory[d] > memory[best])) best = d;
+        keep[best] = 1;
+        kept++;
     }
     return kept;
 }
@@ -448,7 +462,10 @@ bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
                                 bg_device_links_t **chosen) {
     const int listed = p->devices.count, k = p->stages > 0 ? p->stages : listed;
     int keep[BG_MAX_DEVICES], index[BG_MAX_DEVICES]; /* index: the kept devices' places */
-    const int n = share_gpus_least(&p->devices, k, keep);
+    double gpu_memory[BG_MAX_DEVICES];
+    for (int d = 0; d < listed; d++) /* CPU devices all 0: the order given */
+        gpu_memory[d] = (double)all->memory_bytes[d];
+    const int n = share_gpus_least(&p->devices, gpu_memory, k, keep);
     for (int d = 0, i = 0; d < listed; d++)
         if (keep[d]) index[i++] = d;
     double *speed = malloc(sizeof(double) * (size_t)(n * n));
@@ -460,8 +477,7 @@ bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
         goto done;
     }
     for (int a = 0; a < n; a++) {
-        /* CPU devices all 0: the order given */
-        memory[a] = (double)all->memory_bytes[index[a]];
+        memory[a] = gpu_memory[index[a]];
         for (int b = 0; b < n; b++)
             speed[a * n + b] = all->link[index[a] * listed + index[b]].bytes_per_s;
     }
@@ -480,6 +496,13 @@ done:
     free(memory);
     free(order);
     return st;
+}
+
+void bg_placement_use_path(bg_placement_t *p) {
+    p->chunks = 1;
+    if (p->path_links == NULL) return;
+    p->devices = p->path;
+    p->links = p->path_links;
 }
 
 /* How many listed devices are virtual devices of GPU `physical` (at least 1). */
@@ -542,7 +565,11 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
             const int sharing = listed + (dev->physical == last->physical ? extra_virtual : 0);
             /* Assumed: CUDA reports no throughput; profiles are CPU-only. */
             c.flops_per_s = 10e12 / sharing;
-            c.op_overhead_s = 10e-6;
+            /* The host's work, which bounds small steps on a GPU: fitted
+             * to the medians of eleven gpu-check runs on an H200
+             * (docs/cuda.md, "What the simulator assumes of a GPU"). */
+            c.op_overhead_s = 14e-6;
+            c.update_overhead_s = 110e-6;
             /* Assumed too: a data-centre GPU streams 2 to 5 TB/s from its own
              * memory; 1 TB/s leaves room for older ones. Virtual devices'
              * updates run at once, after the barrier. */

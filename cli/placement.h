@@ -53,6 +53,12 @@ typedef struct bg_placement {
      * otherwise), whose first k are cpu:k's: the plan advice prices other
      * counts of cores on the links `--devices cpu:k` has. */
     const bg_device_links_t *cores_links;
+    /* Where interleaved's chain closes into a cycle (--chunks V > 1) and
+     * another schedule may run instead (--schedule auto, a sweep's list):
+     * the devices chosen as a path, and their links (set by
+     * bg_cli_setup_open, which owns them; NULL otherwise). */
+    bg_device_list_t path;
+    const bg_device_links_t *path_links;
 } bg_placement_t;
 
 /* Help text for the options, for commands' --help, in three parts:
@@ -108,6 +114,10 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
  * at it). */
 bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
                                 bg_device_links_t **chosen);
+
+/* One chunk a device (a schedule other than interleaved): --chunks 1, on
+ * the devices chosen as a path where interleaved's were a cycle. */
+void bg_placement_use_path(bg_placement_t *p);
 
 /* The first `count` devices as the planner sees them (beyond the list,
  * copies of its last device named by index; where the last device's GPU

@@ -258,7 +258,8 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
      * (tried before this is said) or a larger GPU, not a --device-mem it
      * may not have. */
     const int gpus = bg_placement_all_of_kind(placement, BG_DEVICE_CUDA);
-    const int virtual_devices = bg_advice_shares_one_gpu(placement);
+    const int virtual_devices =
+        bg_advice_shares_one_gpu(placement) && !bg_advice_other_gpus(placement);
     /* A GPU holds, before any stage, cuBLAS's workspace and (where its size
      * is a topology file's, not CUDA's free memory) the CUDA context. */
     const size_t context = bg_placement_context_bytes(placement);
@@ -578,7 +579,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
     }
     /* --json: the verdict as stderr says it, with the counts tried. */
     cJSON *verdict = plan_json != NULL ? cJSON_AddObjectToObject(plan_json, "none_fits") : NULL;
-    if (bg_advice_shares_one_gpu(placement)) {
+    if (bg_advice_shares_one_gpu(placement) && !bg_advice_other_gpus(placement)) {
         fprintf(stderr, "  none of these fits, alone or together: the virtual devices share one "
                         "GPU's memory, so more of them hold no more; use more GPUs\n");
         if (verdict != NULL) cJSON_AddStringToObject(verdict, "remedy", "use more GPUs");
@@ -589,7 +590,8 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                   most = bg_advice_most_tried(&v, placement);
         const int gpus =
             bg_placement_all_of_kind(placement, BG_DEVICE_CUDA) && placement->device_mem == 0;
-        const int all_gpus = gpus && placement->gpus_links != NULL && most >= placement->gpus.count;
+        const int all_gpus =
+            gpus && placement->gpus_links != NULL && most >= bg_advice_gpu_count(&placement->gpus);
         char counts[96];
         const int every =
             bg_advice_scans_every_count(&v, fewest) && bg_advice_scans_every_count(&v, most);
@@ -623,10 +625,13 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                              : no_more[0] ? no_more
                                           : "give each more memory (--device-mem) or use more "
                                             "devices still";
+        /* Devices of a GPU's share are no count of GPUs to ask for. */
         int64_t least = 0;
+        const char *at_least = bg_advice_gpu_held_twice(&placement->devices)
+                                   ? ""
+                                   : fewest_devices(&v, what, sizeof what, &least);
         fprintf(stderr, "  none of these fits, alone or together, %s%s: %s%s\n", counts,
-                all_gpus ? " (every GPU there is)" : "", remedy,
-                fewest_devices(&v, what, sizeof what, &least));
+                all_gpus ? " (every GPU there is)" : "", remedy, at_least);
         if (verdict != NULL) {
             cJSON_AddNumberToObject(verdict, "fewest_devices_tried", fewest < most ? fewest : most);
             cJSON_AddNumberToObject(verdict, "most_devices_tried", most);

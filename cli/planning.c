@@ -225,8 +225,31 @@ void bg_cli_note_turns(const bg_plan_t *plan, const bg_placement_t *p, int64_t b
                 stages, (long long)(batch < 4 ? batch : 4));
 }
 
+/* For a search of schedules under --chunks V > 1 (interleaved's chain a
+ * cycle): the devices chosen as a path, as the planner sees them, for the
+ * other schedules (bg_plan_request_t.path_device), into *out (K entries,
+ * the caller frees it); NULL where there is no path. */
+static bg_status_t path_devices(const bg_placement_t *p, int host_share, int count,
+                                bg_cost_device_t **out) {
+    *out = NULL;
+    if (p->path_links == NULL || p->path_links->count != count) return BG_OK;
+    bg_placement_t *path = malloc(sizeof *path);
+    bg_cost_device_t *device = malloc(sizeof *device * (size_t)count);
+    if (path == NULL || device == NULL) {
+        free(path);
+        free(device);
+        return bg_error_set(BG_ERR_NOMEM, "out of memory");
+    }
+    *path = *p;
+    bg_placement_use_path(path);
+    bg_placement_cost_devices(path, count, host_share, device);
+    free(path);
+    *out = device;
+    return BG_OK;
+}
+
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,
-                             bg_plan_t **out) {
+                             int host_share, bg_plan_t **out) {
     if (!p->auto_microbatches)
         BG_CHECK(bg_cli_check_microbatches(request->microbatches, request->batch));
     unsigned flags = (p->auto_microbatches ? BG_PLAN_SEARCH_MICROBATCHES : 0) |
@@ -247,9 +270,22 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
     bg_progress_init(&progress, stderr, 1);
     progress.what = what;
     progress.quiet_s = 1.0;
+    /* The schedules of one chunk a device on a path, not interleaved's
+     * cycle (a reviewer found gpipe chosen at 3.065 ms where zb-h1 runs
+     * 2.906 on the path, both priced on the cycle). */
+    bg_plan_request_t r = *request;
+    bg_cost_device_t *path_device = NULL;
+    if (p->auto_schedule && p->chunks > 1) {
+        BG_CHECK(path_devices(p, host_share, r.devices, &path_device));
+        if (path_device != NULL) {
+            r.path_device = path_device;
+            r.path_links = p->path_links->link;
+        }
+    }
     bg_plan_t *plan = NULL;
     const bg_status_t searched =
-        bg_plan_search_progress(request, flags, bg_progress_count, &progress, &plan);
+        bg_plan_search_progress(&r, flags, bg_progress_count, &progress, &plan);
+    free(path_device);               /* the plan keeps a copy of its devices */
     bg_progress_end_line(&progress); /* an error's message on a line of its own */
     BG_CHECK(searched);
     p->microbatches = plan->request.microbatches;
@@ -257,6 +293,7 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
     /* --chunks is interleaved's: another choice runs one chunk a device. */
     const int dropped_chunks = p->chunks != plan->request.chunks;
     p->chunks = plan->request.chunks;
+    if (dropped_chunks) bg_placement_use_path(p); /* as the plan has them */
     char rate[32];
     fprintf(stderr, "brigade %s: chose", cmd);
     if (p->auto_microbatches) fprintf(stderr, " --microbatches %d", p->microbatches);
@@ -836,9 +873,9 @@ int bg_cli_links_json(const bg_placement_t *p, cJSON *plan) {
     return 1;
 }
 
-/* Where the devices are distinct whole GPUs: placement->gpus, every GPU
- * the machine (or the topology file) has, those listed first, and their
- * links in setup->gpu_links; nothing otherwise. */
+/* Where the devices are GPUs: placement->gpus, the devices listed (virtual
+ * ones as listed), then every other GPU the machine (or the topology file)
+ * has, whole, and their links in setup->gpu_links; nothing otherwise. */
 static bg_status_t list_every_gpu(bg_placement_t *placement, bg_cli_setup_t *setup,
                                   const bg_cost_link_t *host) {
     const bg_device_list_t *listed = &placement->devices; /* before --stages chooses */
@@ -853,23 +890,20 @@ static bg_status_t list_every_gpu(bg_placement_t *placement, bg_cli_setup_t *set
     else
         for (const int n = bg_cuda_device_count(); gpus < n && gpus < BG_MAX_DEVICES; gpus++)
             number[gpus] = gpus;
-    if (gpus < listed->count) return BG_OK;
     int taken[BG_MAX_DEVICES] = {0}; /* by index into number[] */
     for (int d = 0; d < listed->count; d++) {
         int i = 0;
         while (i < gpus && number[i] != listed->devices[d].physical) i++;
-        if (i == gpus || taken[i]) return BG_OK; /* virtual devices, or a GPU named twice */
+        if (i == gpus) return BG_OK; /* a GPU not there, which the run refuses */
         taken[i] = 1;
     }
-    char text[BG_MAX_DEVICES * 12] = "";
-    size_t at = 0;
-    for (int d = 0; d < listed->count; d++)
-        at += (size_t)snprintf(text + at, sizeof text - at, "%scuda:%d", d ? "," : "",
-                               listed->devices[d].physical);
-    for (int i = 0; i < gpus && at < sizeof text; i++)
-        if (!taken[i]) at += (size_t)snprintf(text + at, sizeof text - at, ",cuda:%d", number[i]);
-    BG_CHECK(bg_device_list_parse_on(text, bg_topology_core_count(setup->topology), gpus,
-                                     &placement->gpus));
+    placement->gpus = *listed;
+    for (int i = 0; i < gpus && placement->gpus.count < BG_MAX_DEVICES; i++) {
+        if (taken[i]) continue;
+        bg_device_t *g = &placement->gpus.devices[placement->gpus.count++];
+        *g = (bg_device_t){.kind = BG_DEVICE_CUDA, .physical = number[i]};
+        snprintf(g->name, sizeof g->name, "cuda:%d", number[i]);
+    }
     BG_CHECK(
         bg_device_links_create(setup->topology, &placement->gpus, host, !xml, &setup->gpu_links));
     placement->gpus_links = setup->gpu_links;
@@ -923,6 +957,20 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
     BG_CHECK(bg_cli_input_status(list_more_cores(placement, out, &host)));
     BG_CHECK(bg_placement_choose(placement, all, &out->links));
     placement->links = out->links;
+    /* Interleaved's cycle, and a path for the other schedules (--schedule
+     * auto may choose one, a sweep list them beside it). */
+    if (placement->chunks > 1) {
+        bg_placement_t *path = malloc(sizeof *path);
+        if (path == NULL) return bg_error_set(BG_ERR_NOMEM, "out of memory");
+        *path = *placement;
+        path->devices = placement->listed;
+        path->chunks = 1;
+        const bg_status_t chosen = bg_placement_choose(path, all, &out->path_links);
+        placement->path = path->devices;
+        free(path);
+        BG_CHECK(chosen);
+        placement->path_links = out->path_links;
+    }
     bg_placement_note_shared_cores(placement, bg_topology_core_count(out->topology));
     bg_placement_note_device_mem(placement);
     out->devices = calloc((size_t)placement->devices.count, sizeof *out->devices);
@@ -936,6 +984,7 @@ void bg_cli_setup_close(bg_cli_setup_t *setup) {
     bg_device_links_destroy(setup->all_links);
     bg_device_links_destroy(setup->core_links);
     bg_device_links_destroy(setup->gpu_links);
+    bg_device_links_destroy(setup->path_links);
     bg_profile_destroy(setup->profile);
     bg_topology_destroy(setup->topology);
     bg_model_spec_destroy(setup->spec);
@@ -949,5 +998,5 @@ bg_status_t bg_cli_plan_open(const char *cmd, const char *model, bg_placement_t 
     bg_plan_request_t r;
     bg_placement_plan_request(p, setup->spec, batch, optimizer, setup->profile, 1, setup->devices,
                               &r);
-    return bg_cli_plan_make(cmd, p, &r, plan);
+    return bg_cli_plan_make(cmd, p, &r, 1, plan);
 }

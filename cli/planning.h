@@ -39,6 +39,7 @@ typedef struct bg_cli_setup {
     bg_device_links_t *all_links;  /* every listed device's (placement->listed_links) */
     bg_device_links_t *gpu_links;  /* every GPU's, where whole GPUs are listed (placement->gpus) */
     bg_device_links_t *core_links; /* cpu:2N's, where cpu:N is listed (placement->cores_links) */
+    bg_device_links_t *path_links; /* the devices chosen as a path (placement->path_links) */
     bg_profile_t *profile;
     bg_cost_device_t *devices; /* placement->devices.count entries */
 } bg_cli_setup_t;
@@ -69,10 +70,14 @@ void bg_cli_note_turns(const bg_plan_t *plan, const bg_placement_t *p, int64_t b
 /* Plans `request`; with --microbatches auto or --schedule auto searches
  * them (bg_plan_search), prints the choice on stderr ("brigade CMD: chose
  * --microbatches 8: 9,976 samples/s simulated (a step of 6.415 ms), every
- * stage fits") and writes it back into the placement. A plan that fits
- * carries its simulated step (simulated_step_s) either way. */
+ * stage fits") and writes it back into the placement. Under --chunks V > 1
+ * the search prices the schedules of one chunk a device on the devices
+ * chosen as a path (placement->path, their memory with `host_share` as
+ * bg_placement_plan_request has it), and a choice of one moves the
+ * placement there (bg_placement_use_path). A plan that fits carries its
+ * simulated step (simulated_step_s) either way. */
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,
-                             bg_plan_t **out);
+                             int host_share, bg_plan_t **out);
 
 /* What plan and simulate start from: bg_cli_setup_open for MODEL, then
  * the plan of the placement for batch B and `optimizer` (CPU devices share

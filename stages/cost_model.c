@@ -524,7 +524,7 @@ static bg_cost_time_t analytic_time(const bg_cost_model_t *m, const bg_cost_devi
     const double params = (double)(m->param_elems[last] - m->param_elems[first]);
     const double streams =
         d->memory_bytes_per_s > 0 ? d->memory_bytes_per_s : BG_COST_MEMORY_BYTES_PER_S;
-    t.update = params * (double)m->elem * (4.0 + 2.0 * m->states) / streams;
+    t.update = params * (double)m->elem * (4.0 + 2.0 * m->states) / streams + d->update_overhead_s;
     t.check = params * (double)m->elem / streams;
     return t;
 }

@@ -114,9 +114,14 @@ extern "C" {
 
 /* A device as the planner sees it. */
 typedef struct bg_cost_device {
-    char name[24];             /* "cpu:0", "cuda:1" */
-    double flops_per_s;        /* sustained FLOP/s, > 0 */
-    double op_overhead_s;      /* added to every layer op */
+    char name[24];        /* "cpu:0", "cuda:1" */
+    double flops_per_s;   /* sustained FLOP/s, > 0 */
+    double op_overhead_s; /* added to every layer op */
+    /* Added to every stage's update: the host's fixed work of a step on
+     * the device beyond its ops (on a GPU, waiting for the loss and the
+     * finite check, launching the update's kernels); 0 on a CPU core,
+     * whose measured profiles hold it. */
+    double update_overhead_s;
     size_t memory_bytes;       /* capacity for stages; 0: unlimited */
     double memory_bytes_per_s; /* the optimizer's streams; 0: BG_COST_MEMORY_BYTES_PER_S */
     double weight_bytes_per_s; /* R above: a product's weights; 0: no such bound */

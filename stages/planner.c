@@ -183,6 +183,8 @@ static bg_status_t plan_fill(bg_plan_t *p) {
     /* r is p->request: the split is read above, before it points here. */
     p->request.device = p->device;
     p->request.links = p->links;
+    p->request.path_device = NULL; /* the caller's, and a plan has one chain */
+    p->request.path_links = NULL;
     p->request.split = r->split != NULL ? p->first_layer + 1 : NULL;
     return plan_adopt(p, part, BG_PARTITION_SLOWEST_STAGE);
 }
@@ -573,6 +575,10 @@ bg_status_t bg_plan_search_progress(const bg_plan_request_t *r, unsigned flags,
                 const int interleaved = kinds[k] == BG_SCHEDULE_INTERLEAVED;
                 if (!interleaved && r->split != NULL && r->chunks > 1) continue;
                 v.chunks = interleaved ? r->chunks : 1;
+                if (!interleaved && r->path_device != NULL) { /* a path, not a cycle */
+                    v.device = r->path_device;
+                    v.links = r->path_links;
+                }
             }
             bg_plan_t *p = NULL;
             bg_status_t one = bg_plan_create(&v, &p);

@@ -56,6 +56,13 @@ typedef struct bg_plan_request {
     bg_cost_link_t link;            /* between every pair of devices, unless `links` */
     const bg_cost_link_t *links;    /* K x K in chain order, a * K + b: a's sends to b; or NULL */
     const bg_profile_t *profile;    /* measured layer times, or NULL: analytic */
+    /* Where `chunks` > 1 and a search (BG_PLAN_SEARCH_SCHEDULE) also tries
+     * schedules of one chunk a device: the devices and links those run on,
+     * K entries and K x K in chain order (a path, where `device` and `links`
+     * close interleaved's chain into a cycle); NULL: the same as
+     * interleaved's. Not kept in a plan's request. */
+    const bg_cost_device_t *path_device;
+    const bg_cost_link_t *path_links;
     /* 1: the caller asks only whether the plan fits (and by how much it
      * overflows): when nothing fits, the split is not made the fastest of
      * those that overflow least (bg_partition_config_t.fits_only). */
@@ -67,7 +74,7 @@ typedef struct bg_plan_request {
         .spec = NULL, .schedule = BG_SCHEDULE_1F1B, .devices = 1, .chunks = 1, .microbatches = 1,  \
         .batch = 64, .optimizer = BG_OPTIMIZER_CONFIG_INIT, .recompute = 0, .forward_only = 0,     \
         .split = NULL, .device = NULL, .link = BG_COST_LINK_HOST_INIT, .links = NULL,              \
-        .profile = NULL, .fits_only = 0                                                            \
+        .profile = NULL, .path_device = NULL, .path_links = NULL, .fits_only = 0                   \
     }
 
 typedef struct bg_plan {

@@ -146,3 +146,17 @@ $2" "$OUT" "$T" 2>"$T/python.err"; then
         sed 's/^/    /' "$T/python.err" >&2
     fi
 }
+
+# file_check WHAT FILE PYTHON-CODE: runs the code on FILE parsed as JSON
+# (bound to `p`; the file's path is sys.argv[1]).
+file_check() {
+    what=$1
+    if python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+$3" "$2" 2>"$T/python.err"; then
+        pass
+    else
+        fail "$what"
+        sed 's/^/    /' "$T/python.err" >&2
+    fi
+}

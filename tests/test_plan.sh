@@ -298,6 +298,17 @@ dense_stack() {
         printf '%s\n' "dense units=$5" softmax_cross_entropy
     } >"$1"
 }
+# only_gpus FILE KEEP OUT: topology FILE with CUDA devices for the GPUs
+# numbered KEEP alone ("0|5"), written to OUT: the others stay PCI devices
+# that CUDA does not see, so the machine has those GPUs alone.
+only_gpus() {
+    python3 - "$1" "$2" "$3" <<'EOF_PY'
+import re, sys
+text = open(sys.argv[1]).read()
+drop = r'\s*<object [^>]*name="cuda(?!(?:%s)")[0-9]+".*?</object>' % sys.argv[2]
+open(sys.argv[3], "w").write(re.sub(drop, "", text, flags=re.S))
+EOF_PY
+}
 # Under --stages K, other GPUs are told with --stages for them: as told,
 # they fit (until 2026-12-05 the line left --stages out, and the command
 # as given kept 2 stages and did not fit).
@@ -315,14 +326,39 @@ for devices in cuda:0,cuda:1,cuda:2 cuda:0x2; do
 done
 # Three 65536-wide layers (48 GiB of weights) on one 80 GiB GPU's four
 # virtual devices: a layer needs more than a quarter, two with Adam more than
-# the whole GPU, so whole GPUs are told, not a larger one (until 2026-12-05
-# "it takes a larger one"; three fit with SGD).
+# the whole GPU. The topology's GPUs are told, each whole, and fit as told
+# (until 2026-12-05 "it takes whole GPUs (--devices cuda:0,cuda:1,...)",
+# unnamed, where it has four).
+PAIRS=$ROOT/tests/fixtures/nvlink-bridged-pairs.xml
 dense_stack "$T/big3.model" 65536 'dense units=65536 activation=relu' 3 10
+expect 2 "  3 devices (--devices cuda:0,cuda:1,cuda:2) fits: largest stage 65697.00 MiB, step 442.338 ms" \
+    -- plan "$T/big3.model" --topology "$PAIRS" --devices cuda:0x4
+expect 0 "" -- plan "$T/big3.model" --topology "$PAIRS" --devices cuda:0,cuda:1,cuda:2
+stdout_has "predicted step: 442.338 ms" "three whole GPUs plan the step told"
+# As many devices on GPUs of their own (each whole) where some fit; none
+# past the GPUs there are without --device-mem (they would divide them:
+# until 2026-12-05 "5 devices (--devices cuda:0x2,cuda:1,cuda:2,cuda:3)",
+# and "on 1 to 7 devices (every GPU there is)" on four, at least 20
+# "devices" of a quarter GPU each).
+dense_stack "$T/d12.model" 32768 'dense units=32768 activation=relu' 12 10
+expect 2 "  4 devices (--devices cuda:0,cuda:1,cuda:2,cuda:3) fits: largest stage 49249.50 MiB, step 483.278 ms" \
+    -- plan "$T/d12.model" --topology "$PAIRS" --devices cuda:0x4
+check "no more devices than GPUs are told" sh -c "! grep -qE '^  [5-9] devices' '$ERR'"
+dense_stack "$T/d48.model" 32768 'dense units=32768 activation=relu' 48 10
+expect 2 "  none of these fits, alone or together, on 1 to 4 devices (every GPU there is): it takes GPUs with more memory, or more of them" \
+    -- plan "$T/d48.model" --topology "$PAIRS" --devices cuda:0x4
+check "no count of a GPU's shares is asked for" sh -c "! grep -q 'at least' '$ERR'"
+# A layer larger than any whole GPU of the machine: GPUs of its size, not
+# "whole GPUs", which were tried (until 2026-12-05 "nor did fewer of them
+# (tried above): it takes whole GPUs").
+dense_stack "$T/w131.model" 131072 'dense units=131072 activation=relu' 3 10
+expect 2 "so more devices cannot help; brigade does not cut a layer across devices, so it takes GPUs of more than 138,028,777,472 bytes" \
+    -- plan "$T/w131.model" --topology "$PAIRS" --devices cuda:0x4
+# A machine of that GPU alone: whole GPUs, which it lacks, in words, not a
+# larger one (until 2026-12-05 "it takes a larger one").
+only_gpus "$PAIRS" 0 "$T/one-gpu-pairs.xml"
 expect 2 "so more virtual devices cannot help; nor did fewer of them (tried above): it takes whole GPUs (--devices cuda:0,cuda:1,..., as 'brigade topo' lists them), the one that holds this layer with more than 34,948,251,648 bytes: the layer's 34,361,049,088, 528 MiB for the CUDA context and 32 MiB for cuBLAS's workspace" \
-    -- plan "$T/big3.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
-    --devices cuda:0x4
-expect 0 "" -- plan "$T/big3.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
-    --devices cuda:0,cuda:1,cuda:2 --optimizer sgd
+    -- plan "$T/big3.model" --topology "$T/one-gpu-pairs.xml" --devices cuda:0x4
 # One of two virtual devices is the GPU whole: told as cuda:0, not
 # cuda:0x1 (a tester's wide model, whose layers need a GPU's whole 140 GiB).
 printf '%s\n' 'input channels=32768 height=1 width=1' 'dense units=32768 activation=tanh' \
@@ -353,7 +389,7 @@ advised_step=$(sed -n 's/^predicted step: \([0-9.]*\) ms,.*/\1/p' "$OUT")
 expect 2 "  2 devices (--devices cuda:0,cuda:1) fits: largest stage 9.84 MiB, step $advised_step ms" \
     -- plan "$T/two-wide.model" --topology "$HGX" --devices cuda:0 --device-mem 12M --optimizer sgd
 # A profile times CPU cores only: the figure on GPUs does not point to one.
-expect 0 "(a step of 0.257 ms, from FLOPs at an assumed speed), every stage fits" -- \
+expect 0 "(a step of 0.439 ms, from FLOPs at an assumed speed), every stage fits" -- \
     plan "$MODEL" --topology "$HGX" --devices cuda:0,cuda:1 --microbatches auto
 deep_mlp "$T/deep.model" 10
 expect 2 "" -- plan "$T/deep.model" --topology "$HGX" --devices auto --device-mem 1K
@@ -438,6 +474,40 @@ expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices "$MIXED" --stages 4 \
     --schedule interleaved --chunks 2 --microbatches 4
 stdout_has "links: cuda:0 -PIX- cuda:1 -PHB- cuda:2 -PIX- cuda:3 -PHB- back to cuda:0;" \
     "interleaved stages wrap around one socket's GPUs"
+# --schedule auto with --chunks 2: a schedule of one chunk a device runs
+# on the devices chosen as a path, not on interleaved's cycle (a tester
+# found zb-h1 chosen at 1.000 ms on cuda:0 -PHB- cuda:2 -PHB- cuda:1, where
+# --schedule zb-h1 itself planned cuda:0 -PHB- cuda:2 -NVL- cuda:3).
+PAIRS=$ROOT/tests/fixtures/nvlink-bridged-pairs.xml
+for schedule in "auto --chunks 2" zb-h1; do
+    # shellcheck disable=SC2086 # the schedule's options, word by word
+    expect 0 "" -- plan "$ROOT/examples/fashion_resnet.model" --topology "$PAIRS" \
+        --devices cuda:0,cuda:2,cuda:1,cuda:3 --stages 3 --schedule $schedule --microbatches 3 \
+        --json
+    cp "$OUT" "$T/path-${schedule%% *}.json"
+done
+file_check "auto's zb-h1 on the path zb-h1 plans" "$T/path-auto.json" '
+zb = json.load(open(sys.argv[1].replace("auto", "zb-h1")))
+assert p["schedule"] == "zb-h1" and p["chunks"] == 1, p
+assert [s["device"] for s in p["stages"]] == ["cuda:0", "cuda:2", "cuda:3"], p["stages"]
+assert [l["kind"] for l in p["links"]] == ["PHB", "NVL"], p["links"]
+assert p["simulated_step_ms"] == zb["simulated_step_ms"], (p, zb)'
+# The search prices them there too (a reviewer found gpipe chosen at 3.065
+# ms, priced on the cycle, where zb-h1 runs 2.906 on the path).
+expect 0 "" -- plan "$ROOT/examples/conv_balanced.model" --topology "$PAIRS" \
+    --devices cuda:0,cuda:2,cuda:1,cuda:3 --stages 3 --schedule auto --chunks 2 --microbatches 6 \
+    --batch 512
+check "auto with --chunks 2 chooses zb-h1 as it runs on the path" grep -qF \
+    "brigade plan: chose --schedule zb-h1 (one chunk a device: --chunks is interleaved's): 176,205 samples/s simulated (a step of 2.906 ms" \
+    "$ERR"
+expect 0 "" -- sweep "$ROOT/examples/fashion_resnet.model" --simulate --topology "$PAIRS" \
+    --devices cuda:0,cuda:2,cuda:1,cuda:3 --stages 3 --schedule zb-h1,interleaved --chunks 2 \
+    --microbatches 3 --metrics "$T/path-sweep.json"
+file_check "a sweep's zb-h1 point beside interleaved: on the path, as plan has it" \
+    "$T/path-sweep.json" '
+zb = json.load(open(sys.argv[1].replace("path-sweep", "path-zb-h1")))
+point = [q for q in p["points"] if q["schedule"] == "zb-h1"][0]
+assert abs(point["timeline"]["step_s"] * 1e3 - zb["simulated_step_ms"]) < 1e-9, (point, zb)'
 expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2,cuda:5 --json
 json_check "virtual devices of one GPU share its memory and copy on the GPU" '
 assert [s["device"] for s in p["stages"]] == ["cuda:0/0", "cuda:0/1", "cuda:5"], p["stages"]
@@ -710,10 +780,18 @@ sed 's/name="CUDAGlobalMemorySize" value="[0-9]*"/name="CUDAGlobalMemorySize" va
 } >"$T/gpu-wide.model"
 expect 2 "capacity (1/2 of cuda:0's memory, less 528 MiB for its CUDA context and 32 MiB for cuBLAS's workspace)" -- \
     plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0x2
-check "virtual devices of one GPU: no more of them are suggested" grep -qFx -- \
+check "virtual devices of one GPU: the topology's other GPUs are told" grep -qF -- \
+    "  3 devices (--devices cuda:0,cuda:1,cuda:2) fits: largest stage 780.19 MiB, step 5.798 ms" \
+    "$ERR"
+check "virtual devices of one GPU: no more of them are suggested" \
+    sh -c "! grep -qF 'cuda:0x' '$ERR'"
+only_gpus "$T/small-gpus.xml" 0 "$T/one-small-gpu.xml"
+expect 2 "capacity (1/2 of cuda:0's memory" -- \
+    plan "$T/gpu-wide.model" --topology "$T/one-small-gpu.xml" --devices cuda:0x2
+check "one GPU's virtual devices, no other GPU: more of them hold no more" grep -qFx -- \
     "  none of these fits, alone or together: the virtual devices share one GPU's memory, so more of them hold no more; use more GPUs" \
     "$ERR"
-check "virtual devices of one GPU: no device count is suggested" \
+check "one GPU's virtual devices, no other GPU: no device count is suggested" \
     sh -c "! grep -qE 'devices \(' '$ERR'"
 expect 2 "over its 1,040,187,392-byte capacity (cuda:0's memory, less 528 MiB for its CUDA context and 32 MiB for cuBLAS's workspace)" \
     -- plan "$T/gpu-wide.model" --topology "$T/small-gpus.xml" --devices cuda:0
@@ -751,9 +829,13 @@ assert gpu - layer == (528 + 32) << 20, (gpu, layer)' "$ERR"
 } >"$T/gpu-three.model"
 expect 2 "does not fit" -- plan "$T/gpu-three.model" --topology "$T/small-gpus.xml" \
     --devices cuda:0x8 --optimizer sgd --microbatches 4
-check "fewer virtual devices of one GPU, each with more of it" \
+check "fewer virtual devices of one GPU: the topology's GPUs, each whole" \
+    grep -qE -- '^  7 devices \(--devices cuda:0,cuda:1,cuda:2,cuda:3,cuda:4,cuda:5,cuda:6\) +fits: ' "$ERR"
+expect 2 "does not fit" -- plan "$T/gpu-three.model" --topology "$T/one-small-gpu.xml" \
+    --devices cuda:0x8 --optimizer sgd --microbatches 4
+check "fewer virtual devices of the only GPU, each with more of it" \
     grep -qE -- '^  6 devices \(--devices cuda:0x6\) +fits: ' "$ERR"
-expect 0 "" -- plan "$T/gpu-three.model" --topology "$T/small-gpus.xml" --devices cuda:0x6 \
+expect 0 "" -- plan "$T/gpu-three.model" --topology "$T/one-small-gpu.xml" --devices cuda:0x6 \
     --optimizer sgd --microbatches 4
 # --stages K of more GPUs listed: more stages come from the list, as
 # --stages (before, it asked for more GPUs like the last one chosen).
@@ -848,44 +930,71 @@ expect 2 "what would help (each under --schedule 1f1b, what auto fell back on; o
 # A list of virtual devices and whole GPUs: fewer are told as --devices
 # takes them, a GPU's virtual devices as cuda:GxV (until 2026-12-05
 # "cuda:2/0,cuda:2/1,cuda:3", which --devices refuses).
+# (On a machine of GPUs 2 and 3 alone: on the 8-GPU one, three whole GPUs.)
+only_gpus "$GPUS" "2|3" "$T/gpus-2-3.xml"
 expect 2 "  3 devices (--devices cuda:2x2,cuda:3) fits: " -- plan "$T/sigmoid1024.model" \
-    --topology "$GPUS" --devices cuda:2x3,cuda:3 --schedule zb-h1 --batch 256 \
+    --topology "$T/gpus-2-3.xml" --devices cuda:2x3,cuda:3 --schedule zb-h1 --batch 256 \
     --device-mem 10481639
 told=$(sed -n 's/^  3 devices (--devices cuda:2x2,cuda:3) fits: .*, step \([0-9.]*\) ms .*/\1/p' "$ERR")
-expect 0 "" -- plan "$T/sigmoid1024.model" --topology "$GPUS" --devices cuda:2x2,cuda:3 \
+expect 0 "" -- plan "$T/sigmoid1024.model" --topology "$T/gpus-2-3.xml" --devices cuda:2x2,cuda:3 \
     --schedule zb-h1 --batch 256 --device-mem 10481639
 check "two virtual devices and a GPU: the step as told ($told ms) and as planned" \
     grep -qF "predicted step: $told ms" "$OUT"
-# More devices past a list whose last GPU holds two virtual devices: more
-# of them, told as --devices takes them and priced on the links the list
-# has (until 2026-12-05 "cuda:5,cuda:0/0,cuda:0/1 and 1 more like cuda:0/1
-# in --devices", priced at 0.948 ms on the default link past the list).
-expect 2 "  4 devices (--devices cuda:5,cuda:0x3) fits: largest stage 8.88 MiB, step 0.875 ms" \
+# More devices past a list of virtual devices and whole GPUs: the
+# topology's other GPUs, named (until 2026-12-05 "cuda:5,cuda:0/0,cuda:0/1
+# and 1 more like cuda:0/1 in --devices", priced on the default link).
+expect 2 "  4 devices (--devices cuda:5,cuda:0,cuda:1,cuda:2) fits: largest stage 8.88 MiB, step 0.958 ms" \
     -- plan "$ROOT/examples/mlp_balanced.model" --topology "$HGX" --devices cuda:5,cuda:0x2 \
     --device-mem 12M --optimizer sgd --microbatches 4
 expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --topology "$HGX" \
-    --devices cuda:5,cuda:0x3 --device-mem 12M --optimizer sgd --microbatches 4
-stdout_has "predicted step: 0.875 ms" "the step told for cuda:5,cuda:0x3 is the step it plans"
-# Past a list of whole GPUs whose GPUs are not all known, GPUs like the
-# last, named as --devices takes them (until 2026-12-05 "cuda:0/0").
-expect 2 "  4 devices (cuda:0,cuda:5 and 2 more like cuda:5 in --devices, --stages 4) fits: " \
+    --devices cuda:5,cuda:0,cuda:1,cuda:2 --device-mem 12M --optimizer sgd --microbatches 4
+stdout_has "predicted step: 0.958 ms" "the step told for cuda:5,cuda:0,cuda:1,cuda:2 is the step it plans"
+expect 2 "  4 devices (--devices cuda:0,cuda:5,cuda:1,cuda:2 --stages 4) fits: " \
     -- plan "$ROOT/examples/mlp_balanced.model" --topology "$HGX" --devices cuda:0x2,cuda:5 \
     --stages 2 --device-mem 12M --optimizer sgd --microbatches 4
+# On a machine of GPUs 0 and 5 alone, with --device-mem giving each device
+# its own memory: more virtual devices of the last GPU, told as --devices
+# takes them and priced on the links the list has.
+only_gpus "$HGX" "0|5" "$T/hgx-0-5.xml"
+expect 2 "  4 devices (--devices cuda:5,cuda:0x3) fits: largest stage 8.88 MiB, step 1.099 ms" \
+    -- plan "$ROOT/examples/mlp_balanced.model" --topology "$T/hgx-0-5.xml" \
+    --devices cuda:5,cuda:0x2 --device-mem 12M --optimizer sgd --microbatches 4
+expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --topology "$T/hgx-0-5.xml" \
+    --devices cuda:5,cuda:0x3 --device-mem 12M --optimizer sgd --microbatches 4
+stdout_has "predicted step: 1.099 ms" "the step told for cuda:5,cuda:0x3 is the step it plans"
+# Its last chosen device a whole GPU: no GPU past the machine's is told.
+expect 2 "  none of these fits, alone or together, on 1 to 3 devices: " \
+    -- plan "$ROOT/examples/mlp_balanced.model" --topology "$T/hgx-0-5.xml" \
+    --devices cuda:0x2,cuda:5 --stages 2 --device-mem 12M --optimizer sgd --microbatches 4
 # --stages K takes no more stages to one GPU than it must: virtual devices
 # share their GPU's arithmetic (until 2026-12-05 GPU 0's eight, its own
-# memory the fastest link, at a step of 1.486 ms simulated against 1.075).
+# memory the fastest link, at a step of 1.735 ms simulated against 1.321).
 expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x8,cuda:1x8 --stages 8 \
     --microbatches 8 --batch 256 --json
 json_check "eight of sixteen virtual devices: four on each GPU" '
 assert [s["device"] for s in p["stages"]] == ["cuda:0/%d" % i for i in range(4)] + [
     "cuda:1/%d" % i for i in range(4)], p["stages"]
 assert [l["kind"] for l in p["links"]] == ["GPU"] * 3 + ["PIX"] + ["GPU"] * 3, p["links"]
-assert abs(p["simulated_step_ms"] - 1.075) < 0.0006, p["simulated_step_ms"]
+assert abs(p["simulated_step_ms"] - 1.321) < 0.0006, p["simulated_step_ms"]
 '
 expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x3,cuda:5 --stages 3 --json
 json_check "three of four: GPU 0 takes two, GPU 5 one (a socket away)" '
 assert [s["device"] for s in p["stages"]] == ["cuda:0/0", "cuda:0/1", "cuda:5"], p["stages"]
 assert [l["kind"] for l in p["links"]] == ["GPU", "SYS"], p["links"]
+'
+# Every GPU first: four of cuda:0x3,cuda:1,cuda:2x2 leave none out (a
+# reviewer found GPU 1 left out for two of GPU 2, their link the faster: a
+# step of 0.989 ms simulated, against 0.830 on three GPUs).
+expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --topology "$GPUS" \
+    --devices cuda:0x3,cuda:1,cuda:2x2 --stages 4 --json
+json_check "four of six virtual devices: all three GPUs, GPU 0 the one doubled" '
+assert [s["device"] for s in p["stages"]] == ["cuda:0/0", "cuda:0/1", "cuda:1", "cuda:2/0"], p["stages"]
+'
+# Two of three GPUs' pairs: one of each of two GPUs, never a GPU's pair.
+expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices cuda:0x2,cuda:1x2,cuda:2x2 --stages 2 \
+    --json
+json_check "two of six virtual devices: two GPUs" '
+assert [s["device"] for s in p["stages"]] == ["cuda:0/0", "cuda:1/0"], p["stages"]
 '
 # Nothing fits on the counts sampled (600 layers on 32 to 128 devices are
 # too many to plan each count): said so.
@@ -1256,11 +1365,13 @@ for d in p["devices"]:
 # More virtual devices of one GPU are priced as the --devices told plans
 # them, on the GPU's own links (until 2026-12-05 on the default link: a
 # 1.054 ms step told, 0.982 ms planned).
-expect 2 "what would help" -- plan "$ROOT/examples/mlp_balanced.model" --topology "$HGX" \
+# On a machine of that GPU alone (on the 8-GPU one, the others are told).
+only_gpus "$HGX" 0 "$T/hgx-0.xml"
+expect 2 "what would help" -- plan "$ROOT/examples/mlp_balanced.model" --topology "$T/hgx-0.xml" \
     --devices cuda:0x2 --device-mem 12M --optimizer sgd --microbatches 4
 told=$(sed -n 's/^  4 devices (--devices cuda:0x4) *fits: .*, step \([0-9.]*\) ms .*/\1/p' "$ERR")
-expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --topology "$HGX" --devices cuda:0x4 \
-    --device-mem 12M --optimizer sgd --microbatches 4
+expect 0 "" -- plan "$ROOT/examples/mlp_balanced.model" --topology "$T/hgx-0.xml" \
+    --devices cuda:0x4 --device-mem 12M --optimizer sgd --microbatches 4
 check "cuda:0x4's step as told ($told ms) and as planned" grep -qF "predicted step: $told ms" "$OUT"
 # One chunk a device: one stage a device, and no device lines or keys.
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4 --device-mem 64M
