@@ -178,13 +178,13 @@ static int try_device_count(const count_search_t *search, int k, int quiet, cJSO
     bg_placement_t listed = *placement;
     bg_device_links_t *chosen = NULL;
     /* Under --stages K, other counts of the devices listed (--stages k);
-     * without it, fewer of them, but for virtual devices where the machine
-     * has other GPUs, which fewer may take whole. */
+     * without it, fewer of them; but for virtual devices where the machine
+     * has other GPUs, which fewer or as many may take whole. */
     const int others =
         bg_advice_other_gpus(placement) && bg_advice_gpu_held_twice(&placement->listed);
-    const int among_listed =
-        !cores && placement->listed_links != NULL && k <= placement->listed.count &&
-        (placement->stages > 0 || (!others && (gpu_alone || k < placement->listed.count)));
+    const int among_listed = !cores && !others && placement->listed_links != NULL &&
+                             k <= placement->listed.count &&
+                             (placement->stages > 0 || gpu_alone || k < placement->listed.count);
     /* Else the GPUs listed and the machine's others, on their own links
      * (bg_placement_choose: as many GPUs as there are, each whole where
      * that leaves enough): more devices, and fewer where there are others. */
@@ -295,11 +295,14 @@ int bg_advice_most_tried(const bg_plan_request_t *r, const bg_placement_t *place
         placement->device_mem != 0 &&
         extends_last_gpu(&placement->devices, placement->links != NULL ? placement->links->count
                                                                        : placement->devices.count);
-    /* Without --device-mem, no more devices than GPUs (more would divide
-     * them); with it, each device has its own, the virtual ones listed too. */
+    /* Where the machine has GPUs besides those listed and no --device-mem
+     * gives each device its own memory, no more devices than GPUs (more
+     * would divide them); else no more than the GPUs and the virtual
+     * devices listed. */
     if (placement->gpus_links != NULL && !more_virtual) {
-        const int gpus = placement->device_mem != 0 ? placement->gpus.count
-                                                    : bg_advice_gpu_count(&placement->gpus);
+        const int gpus = placement->device_mem == 0 && bg_advice_other_gpus(placement)
+                             ? bg_advice_gpu_count(&placement->gpus)
+                             : placement->gpus.count;
         if (most > gpus) most = gpus;
     }
     const int possible = bg_advice_most_possible(r);
@@ -312,22 +315,23 @@ int bg_advice_scans_every_count(const bg_plan_request_t *r, int limit) {
     return (int64_t)abs(limit - r->devices) * r->spec->num_layers <= SCAN_EVERY_COUNT_CELLS;
 }
 
-/* The device count nearest the search's request's in direction `dir`
- * (+1: more, -1: fewer), as far as `limit`, at which it fits; 0 for none. Every count in turn
+/* The device count nearest `from` (past it, the request's count or below
+ * it) in direction `dir` (+1: more, -1: fewer), as far as `limit`, at
+ * which it fits; 0 for none. Every count in turn
  * where bg_advice_scans_every_count; else it gallops out (one count away, then 3,
  * 7, ...) to the first that fits and halves the gap back to the last that
  * did not, taking a count past one that fits to fit too, which it mostly
  * does (more devices hold no less, fewer hold fewer micro-batches in
  * flight) but not always: with 1F1B's stash at a fixed --device-mem, 48
  * dense layers fit on 17 devices and on no other count from 1 to 30. */
-static int nearest_fitting_count(const count_search_t *search, int dir, int limit) {
+static int nearest_fitting_count(const count_search_t *search, int from, int dir, int limit) {
     const bg_plan_request_t *r = search->r;
     if (bg_advice_scans_every_count(r, limit)) {
-        for (int k = r->devices + dir; dir * (limit - k) >= 0; k += dir)
+        for (int k = from + dir; dir * (limit - k) >= 0; k += dir)
             if (try_device_count(search, k, 1, NULL)) return k;
         return 0;
     }
-    int fail = r->devices, fit = 0;
+    int fail = from, fit = 0;
     for (int step = 1; fit == 0 && dir * (limit - fail) > 0; step *= 2) {
         const int k = dir * (limit - fail) > step ? fail + dir * step : limit;
         if (try_device_count(search, k, 1, NULL))
@@ -353,9 +357,13 @@ int bg_advice_try_device_counts(const bg_plan_request_t *r, const bg_placement_t
     bg_cost_device_t *devices = calloc((size_t)(room > 0 ? room : 1), sizeof *devices);
     if (devices == NULL) return 0;
     const count_search_t search = {r, placement, host_share, devices, with};
+    /* Past `most` (the GPUs there are, without --device-mem) a count only
+     * divides GPUs: the fewer counts start at `most` itself (cuda:0x4 on
+     * two GPUs: cuda:0,cuda:5, not cuda:0x2,cuda:5 first). */
+    const int from = r->devices > most ? most + 1 : r->devices;
     const int fewer =
-        nearest_fitting_count(&search, -1, bg_advice_fewest_tried(r, placement, host_share));
-    const int more = quiet && fewer > 0 ? 0 : nearest_fitting_count(&search, 1, most);
+        nearest_fitting_count(&search, from, -1, bg_advice_fewest_tried(r, placement, host_share));
+    const int more = quiet && fewer > 0 ? 0 : nearest_fitting_count(&search, r->devices, 1, most);
     /* As many devices on GPUs of their own, where the list shares GPUs
      * and the machine has others (cuda:0x4 on four GPUs: cuda:0,...,cuda:3,
      * each with a whole GPU's memory). */

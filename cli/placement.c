@@ -524,6 +524,18 @@ static size_t usable_gpu_bytes(const bg_placement_t *p, size_t gpu_bytes) {
     return gpu_bytes > context ? gpu_bytes - context : 0;
 }
 
+size_t bg_placement_largest_gpu(const bg_placement_t *p) {
+    if (p->device_mem != 0 || p->gpus_links == NULL) return 0;
+    size_t most = 0;
+    for (int d = 0; d < p->gpus.count && d < p->gpus_links->count; d++) {
+        const size_t usable = usable_gpu_bytes(p, p->gpus_links->memory_bytes[d]);
+        const size_t stage =
+            usable > BG_CUDA_CUBLAS_WORKSPACE_BYTES ? usable - BG_CUDA_CUBLAS_WORKSPACE_BYTES : 0;
+        if (stage > most) most = stage;
+    }
+    return most;
+}
+
 /* The host's memory, which the CPU devices share; 0 when not known. An
  * XML file's machine: its NUMA nodes' (none known where the file does not
  * say). This machine: what the system gives processes, which in a

@@ -132,6 +132,11 @@ void bg_placement_use_path(bg_placement_t *p);
 void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_share,
                                bg_cost_device_t *out);
 
+/* The most a stage may have on one of the machine's GPUs, whole
+ * (placement->gpus; its memory less the context and cuBLAS's workspace);
+ * 0 where they are not known or --device-mem gives each device its own. */
+size_t bg_placement_largest_gpu(const bg_placement_t *p);
+
 /* What brigade's CUDA context takes of a GPU beyond the memory the links
  * give: 0 on this machine (they give CUDA's free memory once the context
  * is made), BG_CUDA_CONTEXT_BYTES on an XML topology's GPU (they give its

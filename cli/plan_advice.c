@@ -237,6 +237,17 @@ static size_t largest_searched_capacity(const bg_plan_t *p) {
     return most;
 }
 
+/* The most a stage could have for more or other devices to help: the
+ * failed plan's largest (largest_searched_capacity), or a whole GPU of the
+ * machine's where that is more (a layer too large for a share of GPU 0,
+ * or for a small GPU listed, fits a large one; until 2026-12-05 "more
+ * devices cannot help" there). 0: no limit. */
+static size_t largest_capacity(const bg_plan_t *failed, const bg_placement_t *placement) {
+    const size_t searched = largest_searched_capacity(failed);
+    const size_t gpu = bg_placement_largest_gpu(placement);
+    return searched == 0 ? 0 : searched > gpu ? searched : gpu;
+}
+
 /* Says that layer `layer` needs at least `need` bytes on any stage that
  * holds it, over the `capacity` a stage may have, so more devices cannot help; `with`
  * names the settings (may be ""). With `plan_json`, also there as
@@ -276,15 +287,9 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
         snprintf(gpu_need, sizeof gpu_need,
                  "more than %s bytes free: the layer's %s and %zu MiB for cuBLAS's workspace",
                  gpu_text, need_text, workspace_mib);
-    if (virtual_devices)
-        /* Whole GPUs may: a fewer virtual devices' larger share can hold
-         * the layer and still not the rest of the model. */
-        snprintf(remedy, sizeof remedy,
-                 "nor did fewer of them (tried above): it takes whole GPUs (--devices "
-                 "cuda:0,cuda:1,..., as 'brigade topo' lists them), the one that holds this "
-                 "layer with %s",
-                 gpu_need);
-    else if (gpus && placement->device_mem == 0 && capacity > 0)
+    /* (A layer a whole GPU of the machine holds is not too large here:
+     * largest_capacity.) */
+    if (gpus && placement->device_mem == 0 && capacity > 0)
         /* A --device-mem past the GPU's memory would only plan what it
          * cannot hold. */
         snprintf(remedy, sizeof remedy,
@@ -399,7 +404,7 @@ static int device_counts_may_help(const bg_plan_request_t *v, const bg_plan_t *f
                                   const bg_placement_t *placement, int host_share) {
     int layer = 0, last = 0;
     const size_t floor = largest_layer_floor(v, &layer, &last);
-    const size_t searched = largest_searched_capacity(failed);
+    const size_t searched = largest_capacity(failed, placement);
     return bg_advice_fewer_have_more(placement, host_share) || !(searched > 0 && floor > searched);
 }
 
@@ -562,7 +567,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                        at > 0 ? " " : "", v.microbatches);
         if (bg_advice_try_variant(&v, what, found)) return;
     }
-    const size_t capacity = largest_searched_capacity(failed);
+    const size_t capacity = largest_capacity(failed, placement);
     int layer = 0, last = 0;
     const size_t need = largest_layer_floor(&v, &layer, &last);
     const int layer_too_large = capacity > 0 && need > capacity;

@@ -691,7 +691,10 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                     r.saved_step = step;
                 } else { /* the run stops here, its results made (save_failed_step) */
                     r.save_failed_step = step;
-                    r.stopped = stopping;
+                    /* A stop signal during it too: the run ends as stopped
+                     * (until 2026-12-05 a --save-every save that failed
+                     * then scored the test set and wrote the reports). */
+                    r.stopped = stopping || (cfg->stop != NULL && *cfg->stop != 0);
                     r.save_status = saved;
                     snprintf(r.save_error, sizeof r.save_error, "%s", bg_error_message());
                 }

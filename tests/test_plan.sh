@@ -348,17 +348,33 @@ dense_stack "$T/d48.model" 32768 'dense units=32768 activation=relu' 48 10
 expect 2 "  none of these fits, alone or together, on 1 to 4 devices (every GPU there is): it takes GPUs with more memory, or more of them" \
     -- plan "$T/d48.model" --topology "$PAIRS" --devices cuda:0x4
 check "no count of a GPU's shares is asked for" sh -c "! grep -q 'at least' '$ERR'"
+# On a machine of two GPUs, four virtual devices of one: the fewer counts
+# start at the GPUs there are, each whole (until 2026-12-05 "3 devices
+# (--devices cuda:0x2,cuda:5)", where cuda:0,cuda:5 fits faster), under
+# --stages too (there only --optimizer sgd was told).
+only_gpus "$GPUS" "0|5" "$T/gpus-0-5.xml"
+expect 2 "  2 devices (--devices cuda:0,cuda:5) fits: largest stage 131202.00 MiB, step 444.313 ms" \
+    -- plan "$T/big3.model" --topology "$T/gpus-0-5.xml" --devices cuda:0x4
+check "no count past the GPUs there are is told" sh -c "! grep -qE '^  [3-9] devices' '$ERR'"
+expect 2 "  2 devices (--devices cuda:0,cuda:5 --stages 2) fits: largest stage 131202.00 MiB, step 444.313 ms" \
+    -- plan "$T/big3.model" --topology "$T/gpus-0-5.xml" --devices cuda:0x4 --stages 2
+expect 0 "" -- plan "$T/big3.model" --topology "$T/gpus-0-5.xml" --devices cuda:0,cuda:5
+stdout_has "predicted step: 444.313 ms" "cuda:0,cuda:5 plans the step told"
 # A layer larger than any whole GPU of the machine: GPUs of its size, not
 # "whole GPUs", which were tried (until 2026-12-05 "nor did fewer of them
 # (tried above): it takes whole GPUs").
 dense_stack "$T/w131.model" 131072 'dense units=131072 activation=relu' 3 10
 expect 2 "so more devices cannot help; brigade does not cut a layer across devices, so it takes GPUs of more than 138,028,777,472 bytes" \
     -- plan "$T/w131.model" --topology "$PAIRS" --devices cuda:0x4
-# A machine of that GPU alone: whole GPUs, which it lacks, in words, not a
-# larger one (until 2026-12-05 "it takes a larger one").
+# A machine of that GPU alone, whose whole memory holds a layer: more
+# GPUs (until 2026-12-05 "it takes whole GPUs (--devices
+# cuda:0,cuda:1,...)", which it lacks, "the one that holds this layer").
 only_gpus "$PAIRS" 0 "$T/one-gpu-pairs.xml"
-expect 2 "so more virtual devices cannot help; nor did fewer of them (tried above): it takes whole GPUs (--devices cuda:0,cuda:1,..., as 'brigade topo' lists them), the one that holds this layer with more than 34,948,251,648 bytes: the layer's 34,361,049,088, 528 MiB for the CUDA context and 32 MiB for cuBLAS's workspace" \
+expect 2 "  none of these fits, alone or together: the virtual devices share one GPU's memory, so more of them hold no more; use more GPUs" \
     -- plan "$T/big3.model" --topology "$T/one-gpu-pairs.xml" --devices cuda:0x4
+# A layer past the whole GPU: GPUs of its size.
+expect 2 "over the 85,312,143,360 bytes a stage may have here, so more virtual devices cannot help; brigade does not cut a layer across devices, so it takes GPUs of more than 138,028,777,472 bytes" \
+    -- plan "$T/w131.model" --topology "$T/one-gpu-pairs.xml" --devices cuda:0x4
 # One of two virtual devices is the GPU whole: told as cuda:0, not
 # cuda:0x1 (a tester's wide model, whose layers need a GPU's whole 140 GiB).
 printf '%s\n' 'input channels=32768 height=1 width=1' 'dense units=32768 activation=tanh' \

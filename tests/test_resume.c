@@ -399,6 +399,40 @@ static void test_failed_save_of_a_stop(void **state) {
     assert_int_equal(rmdir(gone), 0); /* nothing was saved there */
 }
 
+/* A saving hook that moves the folder *ctx names away and raises
+ * stop_flag, as a signal during a save that then fails would. */
+static void move_folder_and_stop_saving(void *ctx, int64_t step) {
+    (void)step;
+    const char *folder = ctx;
+    char gone[160];
+    snprintf(gone, sizeof gone, "%s-gone", folder);
+    assert_int_equal(rename(folder, gone), 0);
+    stop_flag = 1;
+}
+
+/* A stop during a --save-every save that fails: as a stop whose save
+ * failed (until 2026-12-05 the run went on to score the test set). */
+static void test_failed_save_during_a_stop(void **state) {
+    fixture_t *f = *state;
+    char folder[128], path[160], gone[160];
+    bg_device_list_t devices;
+    bg_train_config_t cfg = run_losing_its_folder(f, "stop-in-save", NULL, folder, path, &devices);
+    cfg.save_every = 2;
+    cfg.saving = move_folder_and_stop_saving;
+    stop_flag = 0;
+    cfg.stop = &stop_flag;
+    bg_train_result_t r = {0};
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
+    assert_int_equal(r.stopped, 1);
+    assert_int_equal(r.save_failed_step, 2);
+    assert_int_equal(r.steps, 2);
+    assert_int_equal(r.saved_step, 0);
+    assert_true(isnan(r.test_loss) && isnan(r.test_accuracy));
+    bg_train_result_free(&r);
+    snprintf(gone, sizeof gone, "%s-gone", folder);
+    assert_int_equal(rmdir(gone), 0); /* nothing was saved there */
+}
+
 /* The settings a training state records, in words: each part where set. */
 static void test_settings_words(void **state) {
     fixture_t *f = *state;
@@ -989,6 +1023,7 @@ int main(void) {
         cmocka_unit_test(test_stop_during_save),
         cmocka_unit_test(test_failed_save_stops_with_results),
         cmocka_unit_test(test_failed_save_of_a_stop),
+        cmocka_unit_test(test_failed_save_during_a_stop),
         cmocka_unit_test(test_settings_words),
         cmocka_unit_test(test_skipped_steps_carry_over),
         cmocka_unit_test(test_files),
