@@ -289,16 +289,15 @@ int bg_advice_most_tried(const bg_plan_request_t *r, const bg_placement_t *place
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
     if (bg_advice_shares_one_gpu(placement) && !bg_advice_other_gpus(placement))
         most = placement->stages > 0 ? placement->listed.count : r->devices;
-    /* Never more GPUs than the machine has; past them, more virtual devices
-     * of the last one, where --device-mem gives each its own memory. */
+    /* Never more GPUs than the machine has: where it has some besides those
+     * listed and no --device-mem gives each device its own memory, no more
+     * devices than GPUs (more would divide them), else no more than its
+     * GPUs and the virtual devices listed; past them only more virtual
+     * devices of the last GPU, where --device-mem gives each its own. */
     const int more_virtual =
         placement->device_mem != 0 &&
         extends_last_gpu(&placement->devices, placement->links != NULL ? placement->links->count
                                                                        : placement->devices.count);
-    /* Where the machine has GPUs besides those listed and no --device-mem
-     * gives each device its own memory, no more devices than GPUs (more
-     * would divide them); else no more than the GPUs and the virtual
-     * devices listed. */
     if (placement->gpus_links != NULL && !more_virtual) {
         const int gpus = placement->device_mem == 0 && bg_advice_other_gpus(placement)
                              ? bg_advice_gpu_count(&placement->gpus)
