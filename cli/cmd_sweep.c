@@ -230,8 +230,10 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
                             "predicted)",
                             o->data_given ? "--data" : "--warmup");
     int interleaved = 0;
-    for (int k = 0; k < o->schedule_count; k++)
+    for (int k = 0; k < o->schedule_count; k++) {
         interleaved |= o->schedules[k] == BG_SCHEDULE_INTERLEAVED;
+        o->placement.other_schedules |= o->schedules[k] != BG_SCHEDULE_INTERLEAVED;
+    }
     if (o->placement.chunks > 1 && !interleaved)
         return bg_error_set(BG_ERR_INVALID,
                             "--chunks applies only to the interleaved schedule, which --schedule "
@@ -410,7 +412,11 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
     bg_pipeline_stage_info_t *info = NULL; /* measured points only */
     size_t *peaks = NULL;
     double predicted_ms = 0; /* a measured point's plan, simulated */
-    bg_status_t st = bg_plan_create(&request, &plan);
+    /* Interleaved where the model has no room for its stages: skipped,
+     * as bg_placement_resolve found (the other schedules run). */
+    bg_status_t st = kind == BG_SCHEDULE_INTERLEAVED && o->placement.interleaved_out[0]
+                         ? bg_error_set(BG_ERR_INVALID, "%s", o->placement.interleaved_out)
+                         : bg_plan_create(&request, &plan);
     if (st == BG_ERR_INVALID) {
         snprintf(skip, skip_size, "%s", bg_error_message());
         st = BG_OK;

@@ -304,6 +304,28 @@ static void note_auto_split(bg_placement_t *p) {
     }
 }
 
+/* Where the model has no room for interleaved's K x V stages and other
+ * schedules may run instead (--schedule auto, a sweep's list): interleaved
+ * is left out, said why on stderr and in p->interleaved_out, and the rest
+ * runs one chunk a device (until 2026-12-05 the command was refused). */
+static void leave_interleaved_out(bg_placement_t *p, const bg_model_spec_t *spec) {
+    if (p->chunks < 2 || !(p->auto_schedule || p->other_schedules) || p->split_count > 0) return;
+    const int stages = bg_placement_stage_count(p);
+    char why[64];
+    snprintf(why, sizeof why, " (%d devices x --chunks %d)", stages / p->chunks, p->chunks);
+    const bg_status_t counted =
+        stages > spec->num_layers
+            ? bg_error_set(BG_ERR_INVALID, "%d stages%s but the model has only %d layer%s", stages,
+                           why, spec->num_layers, spec->num_layers == 1 ? "" : "s")
+            : bg_model_spec_check_stage_count(spec, stages, why);
+    if (counted == BG_OK) return;
+    snprintf(p->interleaved_out, sizeof p->interleaved_out, "%s", bg_error_message());
+    bg_error_clear();
+    fprintf(stderr, "note: %s leaves interleaved out: %s\n",
+            p->auto_schedule ? "--schedule auto" : "the sweep", p->interleaved_out);
+    p->chunks = 1;
+}
+
 bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
                                  const bg_topology_t *topo) {
     const char *text = p->devices_text;
@@ -355,6 +377,7 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
     if (p->split_count > 0)
         BG_CHECK(bg_model_spec_check_split(spec, p->split_count + 1, p->split, NULL));
     if (p->auto_schedule && p->chunks > 1 && p->split_count > 0) note_auto_split(p);
+    leave_interleaved_out(p, spec);
     const int stages = bg_placement_stage_count(p);
     if (p->split_count > 0 && p->split_count != stages - 1) {
         /* What would give the split's stages, with one chunk a device, where

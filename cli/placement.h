@@ -28,6 +28,14 @@ typedef struct bg_placement {
     int conv_workspace_given;             /* so was --conv-workspace */
     const char *profile_path;             /* --profile, or NULL */
     const char *topology_path;            /* --topology, or NULL: this machine */
+    /* 1 where a sweep lists schedules besides interleaved (set before
+     * bg_placement_resolve), which with --schedule auto may then leave
+     * interleaved out rather than refuse the command. */
+    int other_schedules;
+    /* Why interleaved cannot run here (set by bg_placement_resolve where
+     * the model has no room for its K x V stages and other schedules may
+     * run instead: --chunks is then 1); "" otherwise. */
+    char interleaved_out[192];
     /* The run this placement is for ("train"), which uses --profile only
      * where the planner chooses; NULL for plan, simulate and sweep, which
      * also predict with it (a measured sweep its sim ms column). */

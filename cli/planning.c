@@ -275,6 +275,14 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
      * 2.906 on the path, both priced on the cycle). */
     bg_plan_request_t r = *request;
     bg_cost_device_t *path_device = NULL;
+    /* Interleaved needs M a multiple of K: where a given M is not one, the
+     * search passes it by, which is said (a tester found it silent). */
+    if (p->auto_schedule && p->chunks > 1 && !p->auto_microbatches &&
+        r.microbatches % r.devices != 0)
+        fprintf(stderr,
+                "note: --schedule auto leaves interleaved out: --microbatches %d is not a "
+                "multiple of the %d devices, as it needs\n",
+                r.microbatches, r.devices);
     if (p->auto_schedule && p->chunks > 1) {
         BG_CHECK(path_devices(p, host_share, r.devices, &path_device));
         if (path_device != NULL) {

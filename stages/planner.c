@@ -191,11 +191,35 @@ static bg_status_t plan_fill(bg_plan_t *p) {
 
 /* 1 if a is a better choice than b (NULL: none yet); plans that fit carry
  * their simulated step (same batch: the shorter is the faster). */
+/* How far plan p's fullest device is over its memory: its stages' peaks
+ * together less their capacities together (stage s on device s mod K), so
+ * that interleaved's stages, checked each against 1/V of a device, compare
+ * with one-chunk plans' (a tester found interleaved chosen as overflowing
+ * least at 2.56 MB a stage, its device 4.24 MB over, against 1F1B's
+ * 3.81). 0 where it fits. */
+static size_t device_overflow(const bg_plan_t *p) {
+    const bg_partition_t *part = p->partition;
+    const int k = p->request.devices;
+    if (part->fits) return 0;
+    if (p->request.chunks == 1 || part->memory_check == BG_PARTITION_CHECK_DEVICES)
+        return part->overflow_bytes;
+    size_t most = 0;
+    for (int d = 0; d < k; d++) {
+        size_t peak = 0, capacity = 0;
+        for (int s = d; s < part->stages; s += k) {
+            peak += part->stage[s].peak_bytes;
+            capacity += part->stage[s].capacity_bytes;
+        }
+        if (peak > capacity && peak - capacity > most) most = peak - capacity;
+    }
+    return most;
+}
+
 static int better(const bg_plan_t *a, const bg_plan_t *b) {
     if (b == NULL) return 1;
     if (a->partition->fits != b->partition->fits) return a->partition->fits;
     if (a->partition->fits) return faster(a->simulated_step_s, b->simulated_step_s);
-    return a->partition->overflow_bytes < b->partition->overflow_bytes;
+    return device_overflow(a) < device_overflow(b);
 }
 
 static int same_split(const bg_partition_t *a, const bg_partition_t *b) {

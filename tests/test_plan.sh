@@ -490,6 +490,31 @@ expect 0 "" -- plan "$MODEL" --topology "$GPUS" --devices "$MIXED" --stages 4 \
     --schedule interleaved --chunks 2 --microbatches 4
 stdout_has "links: cuda:0 -PIX- cuda:1 -PHB- cuda:2 -PIX- cuda:3 -PHB- back to cuda:0;" \
     "interleaved stages wrap around one socket's GPUs"
+# --schedule auto with --chunks 2 where nothing fits: the schedule whose
+# fullest device overflows least (interleaved's stages were compared each
+# against half a device: it was chosen 26.8 MB over a device, against
+# 1F1B's 25.9).
+expect 2 "brigade plan: chose --schedule 1f1b (one chunk a device: --chunks is interleaved's): nothing fits; this overflows least" \
+    -- plan "$ROOT/examples/mlp_balanced.model" --topology "$GPUS" --devices cuda:0,cuda:1 \
+    --schedule auto --chunks 2 --microbatches 4 --device-mem 8M --conv-workspace 0
+# Where the model has no room for interleaved's K x V stages, auto leaves
+# it out and says why, as a sweep does (until 2026-12-05 both refused the
+# command, though the other schedules plan).
+expect 0 "note: --schedule auto leaves interleaved out: 10 stages (5 devices x --chunks 2) but the model has only 8 layers" \
+    -- plan "$MODEL" --devices cpu:5 --schedule auto --chunks 2 --microbatches 10
+expect 0 "note: the sweep leaves interleaved out: 10 stages (5 devices x --chunks 2) but the model has only 8 layers" \
+    -- sweep "$MODEL" --devices cpu:5 --schedule 1f1b,interleaved --chunks 2 --microbatches 5 \
+    --simulate --metrics "$T/no-room.json"
+file_check "the sweep's interleaved point skipped, its 1f1b point planned" "$T/no-room.json" '
+points = {q["schedule"]: q for q in p["points"]}
+assert "skipped" not in points["1f1b"], points
+assert points["interleaved"]["skipped"].startswith("10 stages (5 devices x --chunks 2)"), points'
+expect 2 "10 stages (5 devices x --chunks 2) but the model has only 8 layers" \
+    -- sweep "$MODEL" --devices cpu:5 --schedule interleaved --chunks 2 --microbatches 5 --simulate
+# A given M that interleaved cannot take: said, not passed by in silence.
+expect 0 "note: --schedule auto leaves interleaved out: --microbatches 6 is not a multiple of the 4 devices, as it needs" \
+    -- plan "$ROOT/examples/fashion_resnet.model" --devices cpu:4 --schedule auto --chunks 2 \
+    --microbatches 6
 # --schedule auto with --chunks 2: a schedule of one chunk a device runs
 # on the devices chosen as a path, not on interleaved's cycle (a tester
 # found zb-h1 chosen at 1.000 ms on cuda:0 -PHB- cuda:2 -PHB- cuda:1, where
