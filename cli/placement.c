@@ -76,10 +76,11 @@ const char bg_placement_help_rest[] =
     "                     (plan, simulate and sweep --simulate only)\n"
     "  The stages go to the devices whose chain has the fastest links (the\n"
     "  slowest link first, then the fewest slow ones, then the order given);\n"
-    "  with --stages K, the best K of them, giving no GPU more of the stages\n"
-    "  than it must (its virtual devices share its arithmetic), and of those\n"
-    "  linked alike, up to 12 devices, the chain whose smallest device has the\n"
-    "  most memory. 'brigade plan' prints the links.\n";
+    "  with --stages K, the best K of them: as many GPUs as there are first,\n"
+    "  no GPU more of the stages than it must (its virtual devices share its\n"
+    "  arithmetic), and of those linked alike, up to 12 devices, the chain\n"
+    "  whose smallest device has the most memory. 'brigade plan' prints the\n"
+    "  links.\n";
 
 void bg_placement_init(bg_placement_t *p) {
     memset(p, 0, sizeof *p);

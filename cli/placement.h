@@ -113,8 +113,9 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
 
 /* Chooses the devices the stages run on and their order from `all`, the
  * links among every resolved device (stages/device_order.h: the chain of
- * the fastest links; --stages K takes the best K, no GPU more of them than
- * it must (its virtual devices share its arithmetic); interleaved chains close
+ * the fastest links; --stages K takes the best K, as many GPUs as there are
+ * first and no GPU more of them than it must (its virtual devices share its
+ * arithmetic); interleaved chains close
  * into a cycle; picking K of more devices, of equally linked chains the
  * one of larger GPUs; then the order given). Keeps the devices given in
  * p->listed, reorders p->devices to the choice and stores the chosen
