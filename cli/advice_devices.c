@@ -63,12 +63,10 @@ int bg_advice_other_gpus(const bg_placement_t *placement) {
 static size_t write_gpus(const bg_device_list_t *list, char *text, size_t size, size_t at) {
     for (int d = 0; d < list->count && at < size; d++) {
         const int gpu = list->devices[d].physical;
-        int seen = 0, sharing = 0;
-        for (int e = 0; e < list->count; e++) {
-            seen |= e < d && list->devices[e].physical == gpu;
-            sharing += list->devices[e].physical == gpu;
-        }
+        int seen = 0;
+        for (int e = 0; e < d; e++) seen |= list->devices[e].physical == gpu;
         if (seen) continue;
+        const int sharing = bg_placement_gpu_sharing(list, gpu);
         at += (size_t)snprintf(text + at, size - at, "%scuda:%d", d ? "," : "", gpu);
         if (sharing > 1 && at < size) at += (size_t)snprintf(text + at, size - at, "x%d", sharing);
     }
@@ -87,9 +85,7 @@ static void gpu_names(const bg_device_list_t *list, char *text, size_t size) {
  * like cuda:5 in --devices"). */
 static void more_like_last(const bg_device_list_t *list, int k, char *text, size_t size) {
     const bg_device_t *last = &list->devices[list->count - 1];
-    int sharing = 0;
-    for (int d = 0; d < list->count; d++) sharing += list->devices[d].physical == last->physical;
-    if (sharing > 1) {
+    if (bg_placement_gpu_sharing(list, last->physical) > 1) {
         bg_device_list_t more = *list;
         for (; more.count < k && more.count < BG_MAX_DEVICES; more.count++)
             more.devices[more.count] = *last;
@@ -108,9 +104,7 @@ static void more_like_last(const bg_device_list_t *list, int k, char *text, size
 static int extends_last_gpu(const bg_device_list_t *list, int links) {
     if (links != list->count) return 0;
     const bg_device_t *last = &list->devices[list->count - 1];
-    int sharing = 0;
-    for (int d = 0; d < list->count; d++) sharing += list->devices[d].physical == last->physical;
-    return last->kind == BG_DEVICE_CUDA && sharing > 1;
+    return last->kind == BG_DEVICE_CUDA && bg_placement_gpu_sharing(list, last->physical) > 1;
 }
 
 /* The link from device a to device b where more virtual devices of the

@@ -529,8 +529,7 @@ void bg_placement_use_path(bg_placement_t *p) {
     p->links = p->path_links;
 }
 
-/* How many listed devices are virtual devices of GPU `physical` (at least 1). */
-static int gpu_sharing(const bg_device_list_t *list, int physical) {
+int bg_placement_gpu_sharing(const bg_device_list_t *list, int physical) {
     int sharing = 0;
     for (int e = 0; e < list->count; e++)
         sharing += list->devices[e].kind == BG_DEVICE_CUDA && list->devices[e].physical == physical;
@@ -581,7 +580,8 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
     const bg_device_t *last = &list->devices[list->count - 1];
     const int extra = count > list->count ? count - list->count : 0;
     const int extra_virtual =
-        last->kind == BG_DEVICE_CUDA && gpu_sharing(list, last->physical) > 1 ? extra : 0;
+        last->kind == BG_DEVICE_CUDA && bg_placement_gpu_sharing(list, last->physical) > 1 ? extra
+                                                                                           : 0;
     for (int d = 0; d < count; d++) {
         const bg_device_t *dev = &list->devices[d < list->count ? d : list->count - 1];
         bg_cost_device_t c = BG_COST_DEVICE_CPU_CORE_INIT;
@@ -589,7 +589,7 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
             snprintf(c.name, sizeof c.name, "%s", dev->name);
         else if (extra_virtual) /* numbered on its GPU after the listed ones */
             snprintf(c.name, sizeof c.name, "cuda:%d/%d", dev->physical,
-                     gpu_sharing(list, dev->physical) + d - list->count);
+                     bg_placement_gpu_sharing(list, dev->physical) + d - list->count);
         else
             snprintf(c.name, sizeof c.name, "%s:%d", dev->kind == BG_DEVICE_CPU ? "cpu" : "cuda",
                      d);
@@ -597,7 +597,7 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
         if (dev->kind == BG_DEVICE_CUDA) {
             /* Virtual devices of one GPU share its arithmetic and its memory
              * bandwidth: each gets its share of both. */
-            const int listed = gpu_sharing(list, dev->physical);
+            const int listed = bg_placement_gpu_sharing(list, dev->physical);
             const int sharing = listed + (dev->physical == last->physical ? extra_virtual : 0);
             /* Assumed: CUDA reports no throughput; profiles are CPU-only. */
             c.flops_per_s = 10e12 / sharing;
@@ -732,7 +732,7 @@ void bg_placement_note_device_mem(const bg_placement_t *p) {
         const bg_device_t *dev = &p->devices.devices[d];
         const size_t gpu = p->links->memory_bytes[d];
         if (dev->kind != BG_DEVICE_CUDA || gpu == 0) continue;
-        const int sharing = gpu_sharing(&p->devices, dev->physical);
+        const int sharing = bg_placement_gpu_sharing(&p->devices, dev->physical);
         if (((double)p->device_mem + beside) * sharing <= (double)usable_gpu_bytes(p, gpu))
             continue;
         char context[64] = "";

@@ -124,6 +124,10 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
 bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
                                 bg_device_links_t **chosen);
 
+/* How many devices of `list` are virtual devices of GPU `physical` (at
+ * least 1). */
+int bg_placement_gpu_sharing(const bg_device_list_t *list, int physical);
+
 /* One chunk a device (a schedule other than interleaved): --chunks 1, on
  * the devices chosen as a path where interleaved's were a cycle. */
 void bg_placement_use_path(bg_placement_t *p);
