@@ -246,20 +246,31 @@ static void note_saving(void *ctx, int64_t step) {
     seen->count++;
 }
 
+/* A 2-stage run of `steps` steps saving to `name` in the scratch folder
+ * (its path into path[128]) every 2 steps, `saving` called with `ctx` as
+ * each save begins. */
+static bg_train_config_t saving_every_2(const fixture_t *f, bg_device_list_t *devices,
+                                        int64_t steps, const char *name, char *path,
+                                        void (*saving)(void *, int64_t), void *ctx) {
+    bg_train_config_t cfg = config(f, devices, 2);
+    snprintf(path, 128, "%s/%s", f->dir, name);
+    cfg.steps = steps;
+    cfg.save_path = path;
+    cfg.save_every = 2;
+    cfg.saving = saving;
+    cfg.progress_ctx = ctx;
+    return cfg;
+}
+
 /* The saving hook is called as each save begins, before the file holds
  * that step: at --save-every 2 of 5 steps, steps 2, 4 and the last, 5. */
 static void test_saving_hook(void **state) {
     fixture_t *f = *state;
     bg_device_list_t devices;
-    bg_train_config_t cfg = config(f, &devices, 2);
     char path[128];
-    snprintf(path, sizeof path, "%s/saving.safetensors", f->dir);
     saves_seen_t seen = {.f = f, .path = path};
-    cfg.steps = 5;
-    cfg.save_path = path;
-    cfg.save_every = 2;
-    cfg.saving = note_saving;
-    cfg.progress_ctx = &seen;
+    bg_train_config_t cfg =
+        saving_every_2(f, &devices, 5, "saving.safetensors", path, note_saving, &seen);
     bg_train_result_t r = {0};
     assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_OK);
     assert_int_equal(r.saved_step, 5);
@@ -285,15 +296,10 @@ static void stop_while_saving(void *ctx, int64_t step) {
 static void test_stop_during_save(void **state) {
     fixture_t *f = *state;
     bg_device_list_t devices;
-    bg_train_config_t cfg = config(f, &devices, 2);
     char path[128];
-    snprintf(path, sizeof path, "%s/stopped.safetensors", f->dir);
     volatile sig_atomic_t stop = 0;
-    cfg.steps = 6;
-    cfg.save_path = path;
-    cfg.save_every = 2;
-    cfg.saving = stop_while_saving;
-    cfg.progress_ctx = (void *)&stop;
+    bg_train_config_t cfg = saving_every_2(f, &devices, 6, "stopped.safetensors", path,
+                                           stop_while_saving, (void *)&stop);
     cfg.stop = &stop;
     bg_train_result_t r = {0};
     assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INTERRUPTED);
