@@ -391,21 +391,78 @@ static bg_status_t simulated_ms(const bg_plan_t *plan, int64_t steps, double *ou
     return st;
 }
 
+/* The placement and the planner's request of the point (kind, m). */
+static void point_request(const sweep_context_t *c, bg_schedule_kind_t kind, int m,
+                          bg_placement_t *placement, bg_plan_request_t *request) {
+    const sweep_options_t *o = c->o;
+    *placement = o->placement;
+    placement->schedule = kind;
+    placement->microbatches = m;
+    /* --chunks is interleaved's: the other schedules listed beside it run
+     * one stage per device, so that one chart compares them all. */
+    if (kind != BG_SCHEDULE_INTERLEAVED) bg_placement_use_path(placement);
+    bg_placement_plan_request(placement, c->spec, o->batch, &o->optimizer, c->profile, o->simulate,
+                              c->devices, request);
+}
+
+/* How many of the sweep's points fit their devices (a point the planner
+ * refuses fits none). */
+static bg_status_t points_fitting(const sweep_context_t *c, int *fitting) {
+    const sweep_options_t *o = c->o;
+    *fitting = 0;
+    for (int k = 0; k < o->schedule_count; k++)
+        for (int i = 0; i < o->m_count; i++) {
+            bg_placement_t placement;
+            bg_plan_request_t request;
+            point_request(c, o->schedules[k], o->ms[i], &placement, &request);
+            request.fits_only = 1;
+            bg_plan_t *plan = NULL;
+            const bg_status_t st = bg_plan_create(&request, &plan);
+            if (st != BG_OK && st != BG_ERR_INVALID) return st;
+            *fitting += st == BG_OK && plan->partition->fits;
+            bg_plan_destroy(plan);
+        }
+    return BG_OK;
+}
+
+/* Where the chain of one chunk a device is not priced alike backwards
+ * (bg_plan_request_mirrored) and not every point fits, runs the sweep on
+ * the chain the other way when more of its points fit so, with a note:
+ * as plan, simulate and train take it (bg_cli_plan_make), for the whole
+ * sweep, so that one chart holds one chain. */
+static bg_status_t choose_direction(sweep_context_t *c, sweep_options_t *o, bg_cli_setup_t *setup) {
+    bg_placement_t *p = &o->placement;
+    const int total = o->schedule_count * o->m_count;
+    if (p->chunks > 1 || p->devices.count < 2 || setup->links == NULL) return BG_OK;
+    bg_placement_t placement;
+    bg_plan_request_t request;
+    point_request(c, o->schedules[0], o->ms[0], &placement, &request);
+    if (bg_plan_request_mirrored(&request)) return BG_OK;
+    int given = 0, reversed = 0;
+    BG_CHECK(points_fitting(c, &given));
+    if (given == total) return BG_OK;
+    char words[160];
+    bg_placement_device_words(p, words, sizeof words);
+    BG_CHECK(bg_cli_setup_reverse_chain(p, setup, o->simulate));
+    BG_CHECK(points_fitting(c, &reversed));
+    if (reversed <= given) return bg_cli_setup_reverse_chain(p, setup, o->simulate);
+    char other[160];
+    fprintf(stderr,
+            "note: the sweep runs on the devices the other way, %s: %d of its %d points fit so, "
+            "%d in the order given (%s)\n",
+            bg_placement_device_words(p, other, sizeof other), reversed, total, given, words);
+    return BG_OK;
+}
+
 /* One point: plans it, then measures or simulates it, prints its row and
  * adds it to the metrics. A configuration that is impossible or does not
  * fit is reported in *skip and is not an error of the sweep. */
 static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
                              bg_sweep_point_t *point, char *skip, size_t skip_size, FILE *out) {
     const sweep_options_t *o = c->o;
-    bg_placement_t placement = o->placement;
-    placement.schedule = kind;
-    placement.microbatches = m;
-    /* --chunks is interleaved's: the other schedules listed beside it run
-     * one stage per device, so that one chart compares them all. */
-    if (kind != BG_SCHEDULE_INTERLEAVED) bg_placement_use_path(&placement);
+    bg_placement_t placement;
     bg_plan_request_t request;
-    bg_placement_plan_request(&placement, c->spec, o->batch, &o->optimizer, c->profile, o->simulate,
-                              c->devices, &request);
+    point_request(c, kind, m, &placement, &request);
     bg_plan_t *plan = NULL;
     bg_timeline_t *tl = NULL;
     bg_timeline_summary_t *summary = NULL;
@@ -702,8 +759,6 @@ int bg_cmd_sweep(int argc, char **argv) {
             goto fail;
         }
     }
-    print_header(&o, &setup);
-    bg_cli_flush_stdout(); /* each row as it comes, also into a file beside stderr's progress */
     sweep_context_t c = {.o = &o,
                          .spec = spec,
                          .data = train,
@@ -711,6 +766,9 @@ int bg_cmd_sweep(int argc, char **argv) {
                          .profile = setup.profile,
                          .devices = setup.devices,
                          .points = cJSON_GetObjectItem(metrics, "points")};
+    BG_CHECK_GOTO(choose_direction(&c, &o, &setup), st, fail);
+    print_header(&o, &setup);
+    bg_cli_flush_stdout(); /* each row as it comes, also into a file beside stderr's progress */
     bg_cli_note_profile_sizes(setup.profile, o.batch, o.ms, o.m_count);
     const int total = o.schedule_count * o.m_count;
     int done_points = 0;

@@ -640,7 +640,7 @@ int bg_cmd_train(int argc, char **argv) {
     bg_placement_plan_request(&o.placement, spec, o.train.batch, &o.train.optimizer, setup.profile,
                               0, setup.devices, &request);
     request.forward_only = o.train.evaluate_only;
-    BG_CHECK_GOTO(bg_cli_plan_make("train", &o.placement, &request, 0, &plan), st, fail);
+    BG_CHECK_GOTO(bg_cli_plan_make("train", &o.placement, &setup, &request, 0, &plan), st, fail);
     if (!plan->partition->fits) {
         bg_cli_plan_explain_overflow("train", plan, &o.placement, 0, NULL, NULL);
         code = 2;

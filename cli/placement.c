@@ -79,8 +79,9 @@ const char bg_placement_help_rest[] =
     "  with --stages K, the best K of them: as many GPUs as there are first,\n"
     "  no GPU more of the stages than it must (its virtual devices share its\n"
     "  arithmetic), and of those linked alike, up to 12 devices, the chain\n"
-    "  whose smallest device has the most memory. 'brigade plan' prints the\n"
-    "  links.\n";
+    "  whose smallest device has the most memory. Where that chain does not\n"
+    "  fit and its devices differ, it runs the other way if that fits.\n"
+    "  'brigade plan' prints the links.\n";
 
 void bg_placement_init(bg_placement_t *p) {
     memset(p, 0, sizeof *p);

@@ -248,18 +248,14 @@ static bg_status_t path_devices(const bg_placement_t *p, int host_share, int cou
     return BG_OK;
 }
 
-bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_request_t *request,
-                             int host_share, bg_plan_t **out) {
-    if (!p->auto_microbatches)
-        BG_CHECK(bg_cli_check_microbatches(request->microbatches, request->batch));
+/* Plans `request` as bg_cli_plan_make does, searching M and the schedule
+ * where the placement asks (with progress on stderr past a second), but
+ * says nothing of the choice and leaves the placement as it is. */
+static bg_status_t plan_search(const char *cmd, const bg_placement_t *p,
+                               const bg_plan_request_t *request, int host_share, bg_plan_t **out) {
     unsigned flags = (p->auto_microbatches ? BG_PLAN_SEARCH_MICROBATCHES : 0) |
                      (p->auto_schedule ? BG_PLAN_SEARCH_SCHEDULE : 0);
-    if (flags == 0) {
-        BG_CHECK(bg_plan_create(request, out));
-        bg_cli_note_split_profile(*out, p->profile_path);
-        bg_cli_note_profile_sizes(request->profile, request->batch, &request->microbatches, 1);
-        return BG_OK;
-    }
+    if (flags == 0) return bg_plan_create(request, out);
     /* Past a second, how far the search is, and the time left: hundreds of
      * counts of a large batch can take minutes. */
     char what[96];
@@ -275,14 +271,6 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
      * 2.906 on the path, both priced on the cycle). */
     bg_plan_request_t r = *request;
     bg_cost_device_t *path_device = NULL;
-    /* Interleaved needs M a multiple of K: where a given M is not one, the
-     * search passes it by, which is said (a tester found it silent). */
-    if (p->auto_schedule && p->chunks > 1 && !p->auto_microbatches &&
-        r.microbatches % r.devices != 0)
-        fprintf(stderr,
-                "note: --schedule auto leaves interleaved out: --microbatches %d is not a "
-                "multiple of the %d devices, as it needs\n",
-                r.microbatches, r.devices);
     if (p->auto_schedule && p->chunks > 1) {
         BG_CHECK(path_devices(p, host_share, r.devices, &path_device));
         if (path_device != NULL) {
@@ -290,12 +278,97 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
             r.path_links = p->path_links->link;
         }
     }
-    bg_plan_t *plan = NULL;
     const bg_status_t searched =
-        bg_plan_search_progress(&r, flags, bg_progress_count, &progress, &plan);
+        bg_plan_search_progress(&r, flags, bg_progress_count, &progress, out);
     free(path_device);               /* the plan keeps a copy of its devices */
     bg_progress_end_line(&progress); /* an error's message on a line of its own */
-    BG_CHECK(searched);
+    return searched;
+}
+
+bg_status_t bg_cli_setup_reverse_chain(bg_placement_t *p, bg_cli_setup_t *setup, int host_share) {
+    const int k = p->devices.count;
+    int order[BG_MAX_DEVICES];
+    for (int i = 0; i < k; i++) order[i] = k - 1 - i;
+    bg_device_links_t *reversed = NULL;
+    BG_CHECK(bg_device_links_select(setup->links, order, k, &reversed));
+    bg_device_links_destroy(setup->links);
+    setup->links = reversed;
+    p->links = reversed;
+    for (int i = 0; i < k / 2; i++) {
+        const bg_device_t d = p->devices.devices[i];
+        p->devices.devices[i] = p->devices.devices[k - 1 - i];
+        p->devices.devices[k - 1 - i] = d;
+    }
+    bg_placement_cost_devices(p, k, host_share, setup->devices);
+    return BG_OK;
+}
+
+/* Where `*plan` does not fit and its chain is not priced alike run
+ * backwards (devices of different memory: cuda:0x2,cuda:1), plans the
+ * chain the other way (one chunk a device; interleaved's cycle is not
+ * tried) and keeps that, with a note, where it fits; else the placement
+ * stays as it was. The order given and the links chose the direction, and
+ * they do not weigh memory: a first layer that needs a whole GPU was
+ * refused on cuda:0x2,cuda:1, which cuda:1,cuda:0x2 fits. */
+static bg_status_t try_reversed_chain(const char *cmd, bg_placement_t *p, bg_cli_setup_t *setup,
+                                      const bg_plan_request_t *request, int host_share,
+                                      bg_plan_t **plan) {
+    if ((*plan)->partition->fits || p->chunks > 1 || request->devices < 2 ||
+        request->devices != p->devices.count || setup->links == NULL ||
+        bg_plan_request_mirrored(request))
+        return BG_OK;
+    char given[160];
+    bg_placement_device_words(p, given, sizeof given);
+    BG_CHECK(bg_cli_setup_reverse_chain(p, setup, host_share));
+    bg_plan_request_t r = *request;
+    r.device = setup->devices;
+    r.links = setup->links->link;
+    bg_plan_t *reversed = NULL;
+    const bg_status_t st = plan_search(cmd, p, &r, host_share, &reversed);
+    if (st != BG_OK || !reversed->partition->fits) {
+        bg_plan_destroy(reversed);
+        BG_CHECK(bg_cli_setup_reverse_chain(p, setup, host_share));
+        return st == BG_ERR_INVALID ? BG_OK : st; /* refused backwards: as given */
+    }
+    const bg_partition_t *part = (*plan)->partition;
+    char over[32], words[160];
+    bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over);
+    fprintf(stderr,
+            "note: the stages run on the devices the other way, %s: in the order given (%s) "
+            "stage %d (layers %d-%d on %s) is %s bytes over its capacity\n",
+            bg_placement_device_words(p, words, sizeof words), given, part->worst_stage,
+            part->stage[part->worst_stage].first_layer,
+            part->stage[part->worst_stage].last_layer - 1,
+            (*plan)->device[part->stage[part->worst_stage].device].name, over);
+    bg_plan_destroy(*plan);
+    *plan = reversed;
+    return BG_OK;
+}
+
+bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, bg_cli_setup_t *setup,
+                             const bg_plan_request_t *request, int host_share, bg_plan_t **out) {
+    if (!p->auto_microbatches)
+        BG_CHECK(bg_cli_check_microbatches(request->microbatches, request->batch));
+    /* Interleaved needs M a multiple of K: where a given M is not one, the
+     * search passes it by, which is said (a tester found it silent). */
+    if (p->auto_schedule && p->chunks > 1 && !p->auto_microbatches &&
+        request->microbatches % request->devices != 0)
+        fprintf(stderr,
+                "note: --schedule auto leaves interleaved out: --microbatches %d is not a "
+                "multiple of the %d devices, as it needs\n",
+                request->microbatches, request->devices);
+    bg_plan_t *plan = NULL;
+    BG_CHECK(plan_search(cmd, p, request, host_share, &plan));
+    const bg_status_t st = try_reversed_chain(cmd, p, setup, request, host_share, &plan);
+    if (st != BG_OK) {
+        bg_plan_destroy(plan);
+        return st;
+    }
+    bg_cli_note_split_profile(plan, p->profile_path);
+    bg_cli_note_profile_sizes(plan->request.profile, plan->request.batch,
+                              &plan->request.microbatches, 1);
+    *out = plan;
+    if (!p->auto_microbatches && !p->auto_schedule) return BG_OK;
     p->microbatches = plan->request.microbatches;
     p->schedule = plan->request.schedule;
     /* --chunks is interleaved's: another choice runs one chunk a device. */
@@ -323,10 +396,6 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, const bg_plan_r
         fprintf(stderr, ": nothing fits; this overflows least\n");
     else
         fprintf(stderr, ", every stage fits\n");
-    bg_cli_note_split_profile(plan, p->profile_path);
-    bg_cli_note_profile_sizes(plan->request.profile, plan->request.batch,
-                              &plan->request.microbatches, 1);
-    *out = plan;
     return BG_OK;
 }
 
@@ -1006,5 +1075,5 @@ bg_status_t bg_cli_plan_open(const char *cmd, const char *model, bg_placement_t 
     bg_plan_request_t r;
     bg_placement_plan_request(p, setup->spec, batch, optimizer, setup->profile, 1, setup->devices,
                               &r);
-    return bg_cli_plan_make(cmd, p, &r, 1, plan);
+    return bg_cli_plan_make(cmd, p, setup, &r, 1, plan);
 }

@@ -184,6 +184,13 @@ const int *bg_plan_split(const bg_plan_t *plan);
  * devices (stage s runs on device s % K). */
 const bg_cost_link_t *bg_plan_link(const bg_plan_t *plan, int from, int to);
 
+/* 1 when the request's chain run backwards is priced as it is: the
+ * device at each place as the one at the mirrored place, and each link as
+ * the mirrored pair's the other way (always with one device, or with
+ * `link` everywhere and devices alike). A chain that is not can plan
+ * otherwise backwards: a model whose first layers need the larger device. */
+int bg_plan_request_mirrored(const bg_plan_request_t *r);
+
 /* Predicted samples per second with the optimizer step: B / (step_s +
  * update_s), 0 when that is 0. */
 double bg_plan_samples_per_s(const bg_plan_t *plan);

@@ -285,6 +285,42 @@ expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/nvlink-bridged-pai
     --devices cuda:1,cuda:2 --json
 json_check "no NVLink: the PCIe path's figure" '
 assert [(l["kind"], l["bytes_per_s"]) for l in p["links"]] == [("PHB", 18e9)], p["links"]'
+# A first layer of 96 GiB with Adam, which half a GPU of 140 GiB cannot hold
+# and a whole one can: the chain runs the other way, the whole GPU first
+# (until 2026-12-05 cuda:0x2,cuda:1 was refused, layer 0 on cuda:0/0, where
+# cuda:1,cuda:0x2 fits; the order given and the links alone chose).
+printf '%s\n' "input channels=65536 height=1 width=1" "dense units=98304 activation=relu" \
+    "dense units=64 activation=relu" "dense units=10" softmax_cross_entropy >"$T/wide-first.model"
+REVERSED="note: the stages run on the devices the other way, cuda:1, cuda:0/1, cuda:0/0: in the order given (cuda:0/0, cuda:0/1, cuda:1) stage 0 (layers 0-0 on cuda:0/0) is 28,334,096,384 bytes over its capacity"
+expect 0 "$REVERSED" -- plan "$T/wide-first.model" --topology "$GPUS" --devices cuda:0x2,cuda:1 \
+    --microbatches 2 --json
+json_check "the chain the other way: the whole GPU holds the first layer" '
+assert [s["device"] for s in p["stages"]] == ["cuda:1", "cuda:0/1", "cuda:0/0"], p["stages"]
+assert p["stages"][0]["layers"][0] == 0 and p["fits"], p["stages"][0]
+assert [l["kind"] for l in p["links"]] == ["PIX", "GPU"], p["links"]'
+expect 0 "$REVERSED" -- simulate "$T/wide-first.model" --topology "$GPUS" \
+    --devices cuda:0x2,cuda:1 --microbatches 2
+stdout_has "3 stages on cuda:1, cuda:0/1, cuda:0/0; 1f1b, 2 micro-batches" "simulate: the other way"
+# Searching M, both ways: the note, then the choice made on the chain that fits.
+expect 0 "brigade plan: chose --microbatches " -- plan "$T/wide-first.model" --topology "$GPUS" \
+    --devices cuda:0x2,cuda:1 --microbatches auto
+stderr_has "note: the stages run on the devices the other way, cuda:1, cuda:0/1, cuda:0/0" \
+    "--microbatches auto: the other way"
+check "--microbatches auto: the choice fits" sh -c "! grep -q 'nothing fits' '$ERR'"
+# A sweep runs its whole chain the other way where more of its points fit so.
+expect 0 "note: the sweep runs on the devices the other way, cuda:1, cuda:0/1, cuda:0/0: 4 of its 4 points fit so, 0 in the order given (cuda:0/0, cuda:0/1, cuda:1)" -- \
+    sweep "$T/wide-first.model" --topology "$GPUS" --devices cuda:0x2,cuda:1 --simulate \
+    --microbatches 1,2 --schedule gpipe,1f1b
+check "sweep: every point run the other way" sh -c "! grep -q skipped '$OUT'"
+stderr_has "costs from the analytic cost model: on cuda:1, cuda:0/1, cuda:0/0" "sweep header: the chain run"
+# Where neither way fits, the order given stays, and its stage is named.
+expect 2 "does not fit: stage 0 (layers 0-0 on cuda:0/0)" -- plan "$T/wide-first.model" \
+    --topology "$GPUS" --devices cuda:0x2,cuda:1 --device-mem 64G
+check "neither way fits: no note" sh -c "! grep -q 'the other way' '$ERR'"
+# A chain alike both ways is not planned twice, and keeps its order.
+expect 2 "does not fit: stage 0 (layers 0-0 on cuda:0/0)" -- plan "$T/wide-first.model" \
+    --topology "$GPUS" --devices cuda:0x2,cuda:1x2
+check "a mirrored chain: no note" sh -c "! grep -q 'the other way' '$ERR'"
 # dense_stack FILE WIDTH LAYER COUNT UNITS: a WIDTH-wide input, COUNT times
 # the line LAYER, a dense layer of UNITS and the loss.
 dense_stack() {

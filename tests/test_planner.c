@@ -1136,11 +1136,52 @@ static void test_profile_spread(void **state) {
     assert_true(bg_profile_spread(zero, 3) == 1);
 }
 
+/* A chain is mirrored when run backwards it prices alike: devices alike
+ * at mirrored places, and each link as the mirrored pair's the other way.
+ * Names do not count. */
+static void test_request_mirrored(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(small_mlp);
+    bg_cost_device_t devices[3];
+    cpu_cores(devices, 3);
+    bg_plan_request_t r = request_for(spec, devices, 3, 4, 64);
+    assert_true(bg_plan_request_mirrored(&r));
+    r.devices = 1;
+    assert_true(bg_plan_request_mirrored(&r));
+    r.devices = 3;
+    devices[0].memory_bytes = 1000; /* big, small, small */
+    assert_false(bg_plan_request_mirrored(&r));
+    devices[2].memory_bytes = 1000; /* big, small, big */
+    assert_true(bg_plan_request_mirrored(&r));
+    devices[1].update_overhead_s = 1e-4; /* the middle one is its own mirror */
+    assert_true(bg_plan_request_mirrored(&r));
+    devices[2].flops_per_s *= 2;
+    assert_false(bg_plan_request_mirrored(&r));
+    devices[2].flops_per_s = devices[0].flops_per_s;
+    devices[2].own_conv_workspace = 1;
+    assert_false(bg_plan_request_mirrored(&r));
+    devices[2].own_conv_workspace = 0;
+    /* Links: 0 -> 1 fast, 1 -> 2 slow, and the other way the same. */
+    bg_cost_link_t links[9];
+    for (int i = 0; i < 9; i++) links[i] = (bg_cost_link_t)BG_COST_LINK_HOST_INIT;
+    links[1 * 3 + 2].bytes_per_s = links[2 * 3 + 1].bytes_per_s = 1e9;
+    r.links = links;
+    assert_false(bg_plan_request_mirrored(&r));
+    links[0 * 3 + 1].bytes_per_s = links[1 * 3 + 0].bytes_per_s = 1e9;
+    assert_true(bg_plan_request_mirrored(&r));
+    links[0 * 3 + 1].latency_s = 1e-3; /* 0 -> 1 mirrors 2 -> 1 */
+    assert_false(bg_plan_request_mirrored(&r));
+    links[2 * 3 + 1].latency_s = 1e-3;
+    assert_true(bg_plan_request_mirrored(&r));
+    bg_model_spec_destroy(spec);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_stage_times),
         cmocka_unit_test(test_profile_other_sizes),
         cmocka_unit_test(test_request_errors),
+        cmocka_unit_test(test_request_mirrored),
         cmocka_unit_test(test_microbatch_candidates),
         cmocka_unit_test(test_search),
         cmocka_unit_test(test_search_progress),
