@@ -24,7 +24,9 @@
 # the pipeline on cuda:0x2 and cuda:0x4 against one CPU device
 # (tests/test_cuda_pipeline.c), the speed goals of docs/cuda.md (brigade
 # against PyTorch eager at batch 64 and 256; four stages sharing the GPU
-# against one; exposed copy time; a Chrome trace of each run), each
+# against one; exposed copy time; a Chrome trace of each run), a model
+# bound by arithmetic on four stages sharing the GPU and on one, beside
+# the simulator's steps (conv_balanced at batch 1024), each
 # kernel's time in three steps at batch 256 (ncu, where installed), the
 # host's hand-off between stage threads (bench/bench_handoff.c), the host's
 # time in each CUDA call of a send (bench/bench_cuda_calls.cu), 5 epochs
@@ -276,10 +278,11 @@ fi
 # The GPUs the speed and accuracy runs use. BRIGADE_GPU_CHECK_ON_CPU=1
 # (tests/test_gpu_check.sh) makes the same runs on CPU devices and short,
 # so that their command lines are run where there is no GPU.
-one_gpu=cuda:0 shared_gpu=cuda:0x4 short_run=40 long_run=340
+one_gpu=cuda:0 shared_gpu=cuda:0x4 short_run=40 long_run=340 bound_batch=1024
 if [ "${BRIGADE_GPU_CHECK_ON_CPU:-0}" = 1 ]; then
-    one_gpu=cpu shared_gpu=cpu:4 short_run=4 long_run=14
+    one_gpu=cpu shared_gpu=cpu:4 short_run=4 long_run=14 bound_batch=64
 fi
+step_model=examples/fashion_cnn.model # what step_ms trains
 # step_ms RUN-NAME ARGS...: trains on synthetic data twice, short_run and
 # long_run steps (40 and 340), each ending with 20 recorded steps, and
 # prints six figures: the wall time of the steps the second run has
@@ -296,7 +299,7 @@ step_ms() {
     name=$1
     shift
     for steps in "$short_run" "$long_run"; do
-        limited 90 env BRIGADE_CUDA_LOG_CONV=1 "$brigade" train examples/fashion_cnn.model \
+        limited 90 env BRIGADE_CUDA_LOG_CONV=1 "$brigade" train "$step_model" \
             --data synthetic \
             --steps "$steps" --record-steps 20 --trace "$results/$name-$steps.trace.json" \
             --metrics "$results/$name-$steps.json" "$@" >"$results/$name-$steps.txt" 2>&1 ||
@@ -320,6 +323,12 @@ print('%.4f %.4f %.4f %.4f %.4f %.4f' % (step * 1e3, t['exposed_transfer_frac'],
         "$results/$name-$long_run.trace.json"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b; else print "?" }'; }
+# simulated_ms ARGS...: the step `brigade simulate` predicts for
+# step_model with ARGS, in ms (empty on failure).
+simulated_ms() {
+    limited 60 "$brigade" simulate "$step_model" "$@" >"$results/simulate.txt" 2>&1 &&
+        sed -n 's/^simulated: .*(step \([0-9.]*\) ms)$/\1/p' "$results/simulate.txt"
+}
 speed=""
 if [ -x "$brigade" ]; then
     # brigade's step brings its batch from host memory to the GPU; PyTorch's
@@ -358,6 +367,23 @@ EOF
         "exposed copy, cuda:0x4" "$four_exposed")
 $(printf '%-28s sends %s, receives %s, waits for copies on their way %s; recorded steps %s ms' \
         "  its parts" "$four_sends" "$four_recvs" "$four_waits" "$four_recorded")
+"
+    # A model bound by arithmetic on the GPU shared by four stages and on
+    # it whole, each beside the simulator's step: the simulator gives a
+    # virtual device a quarter of its GPU throughout, also where the others
+    # idle (in the fill and drain); these runs tell whether the GPU gives
+    # a lone stage more (docs/cuda.md, "What the simulator assumes of a
+    # GPU"; the branch sim-gpu-share models that).
+    step_model=examples/conv_balanced.model
+    set -- --batch "$bound_batch" --microbatches 4
+    bound_one=$(step_ms "conv-1" --devices "$one_gpu" "$@" | cut -d' ' -f1)
+    bound_four=$(step_ms "conv-4" --devices "$shared_gpu" "$@" --stall-timeout 30 | cut -d' ' -f1)
+    sim_one=$(simulated_ms --devices "$one_gpu" "$@")
+    sim_four=$(simulated_ms --devices "$shared_gpu" "$@")
+    step_model=examples/fashion_cnn.model
+    speed="$speed$(printf '%-28s %s ms on %s (simulated %s), %s ms on %s (simulated %s)' \
+        "conv_balanced, $bound_batch, M=4" "${bound_four:-?}" "$shared_gpu" "${sim_four:-?}" \
+        "${bound_one:-?}" "$one_gpu" "${sim_one:-?}")
 "
 fi
 

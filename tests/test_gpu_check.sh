@@ -68,6 +68,8 @@ check "PyTorch's step with its batch on the GPU has a row of its own" \
 check "four stages and one are measured, with their ratio" \
     has_row '4 stages, batch 256, M=4' '[0-9.]+ ms on cpu:4, [0-9.]+ ms on cpu: ratio [0-9.]+' full
 check "the exposed copy is measured" has_row 'exposed copy, cuda:0x4' '[0-9.]+ of the step' full
+check "an arithmetic-bound model on four shared stages and one, measured and simulated" \
+    has_row 'conv_balanced, 64, M=4' '[0-9.]+ ms on cpu:4 \(simulated [0-9.]+\), [0-9.]+ ms on cpu \(simulated [0-9.]+\)' full
 check "the exposed copy's parts add up to it" sh -c "
     awk '/^exposed copy, cuda:0x4/ {x = \$4} /^  its parts/ {
         s = \$4 + \$6 + \$13; ok = x > 0 && s > x - 0.0011 && s < x + 0.0011 && \$16 > 0 }
