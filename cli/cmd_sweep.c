@@ -98,6 +98,9 @@ typedef struct sweep_context {
     double error_sum;
     int errors;
     int split_noted; /* bg_cli_note_split_profile said so, once a sweep */
+    /* Points that did not fit their chain and ran on it the other way
+     * round (try_reversed_point). */
+    int reversed_points;
 } sweep_context_t;
 
 /* Chart line names of simulated points, by bg_schedule_kind_t. */
@@ -266,7 +269,7 @@ static const char *ms_text(double ms, char *buf, size_t size) {
  * with its error, then each stage's peak MiB. */
 static void print_row(FILE *out, const bg_sweep_point_t *point, const char *schedule,
                       const bg_timeline_summary_t *summary, double predicted_ms,
-                      const size_t *peaks, int stages) {
+                      const size_t *peaks, int stages, const char *after) {
     char spread[32] = "-", low[16], high[16], step[16]; /* a simulated point's steps are alike */
     if (!point->simulated)
         snprintf(spread, sizeof spread, "%s-%s",
@@ -286,7 +289,7 @@ static void print_row(FILE *out, const bg_sweep_point_t *point, const char *sche
     }
     for (int s = 0; s < stages; s++)
         fprintf(out, "%s%.1f", s ? "/" : "", (double)peaks[s] / (1024.0 * 1024.0));
-    fputc('\n', out);
+    fprintf(out, "%s\n", after);
     fflush(out);
 }
 
@@ -405,53 +408,46 @@ static void point_request(const sweep_context_t *c, bg_schedule_kind_t kind, int
                               c->devices, request);
 }
 
-/* How many of the sweep's points fit their devices (a point the planner
- * refuses fits none). */
-static bg_status_t points_fitting(const sweep_context_t *c, int *fitting) {
-    const sweep_options_t *o = c->o;
-    *fitting = 0;
-    for (int k = 0; k < o->schedule_count; k++)
-        for (int i = 0; i < o->m_count; i++) {
-            bg_placement_t placement;
-            bg_plan_request_t request;
-            point_request(c, o->schedules[k], o->ms[i], &placement, &request);
-            request.fits_only = 1;
-            bg_plan_t *plan = NULL;
-            const bg_status_t st = bg_plan_create(&request, &plan);
-            if (st != BG_OK && st != BG_ERR_INVALID) return st;
-            *fitting += st == BG_OK && plan->partition->fits;
-            bg_plan_destroy(plan);
-        }
-    return BG_OK;
-}
-
-/* Where the chain of one chunk a device is not priced alike backwards
- * (bg_plan_request_mirrored) and not every point fits, runs the sweep on
- * the chain the other way when more of its points fit so, with a note:
- * as plan, simulate and train take it (bg_cli_plan_make), for the whole
- * sweep, so that one chart holds one chain. */
-static bg_status_t choose_direction(sweep_context_t *c, sweep_options_t *o, bg_cli_setup_t *setup) {
-    bg_placement_t *p = &o->placement;
-    const int total = o->schedule_count * o->m_count;
-    if (p->chunks > 1 || p->devices.count < 2 || setup->links == NULL) return BG_OK;
-    bg_placement_t placement;
-    bg_plan_request_t request;
-    point_request(c, o->schedules[0], o->ms[0], &placement, &request);
-    if (bg_plan_request_mirrored(&request)) return BG_OK;
-    int given = 0, reversed = 0;
-    BG_CHECK(points_fitting(c, &given));
-    if (given == total) return BG_OK;
-    char words[160];
-    bg_placement_device_words(p, words, sizeof words);
-    BG_CHECK(bg_cli_setup_reverse_chain(p, setup, o->simulate));
-    BG_CHECK(points_fitting(c, &reversed));
-    if (reversed <= given) return bg_cli_setup_reverse_chain(p, setup, o->simulate);
-    char other[160];
-    fprintf(stderr,
-            "note: the sweep runs on the devices the other way, %s: %d of its %d points fit so, "
-            "%d in the order given (%s)\n",
-            bg_placement_device_words(p, other, sizeof other), reversed, total, given, words);
-    return BG_OK;
+/* Where the point's plan does not fit, one chunk a device, on a chain
+ * that prices otherwise run backwards: plans it on the devices the other
+ * way round, as plan, simulate and train would run it (bg_cli_plan_make),
+ * and where that fits makes it the point's plan (*plan), with the
+ * placement's devices reversed to match, and sets *reversed. */
+static bg_status_t try_reversed_point(const bg_plan_request_t *request, bg_placement_t *placement,
+                                      bg_plan_t **plan, int *reversed) {
+    *reversed = 0;
+    if ((*plan)->partition->fits || request->chunks > 1 || request->devices < 2 ||
+        bg_plan_request_mirrored(request))
+        return BG_OK;
+    const int k = request->devices;
+    bg_cost_device_t *device = malloc(sizeof *device * (size_t)k);
+    bg_cost_link_t *links = malloc(sizeof *links * (size_t)(k * k));
+    bg_plan_t *other = NULL;
+    bg_status_t st = BG_OK;
+    if (device == NULL || links == NULL) {
+        st = bg_error_set(BG_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    bg_plan_request_t r;
+    bg_plan_request_reverse(request, device, links, &r);
+    st = bg_plan_create(&r, &other);
+    if (st == BG_ERR_INVALID) st = BG_OK; /* refused: the point as it was */
+    if (st != BG_OK || other == NULL || !other->partition->fits) goto done;
+    bg_plan_destroy(*plan);
+    *plan = other;
+    other = NULL;
+    *reversed = 1;
+    bg_device_list_t *list = &placement->devices;
+    for (int i = 0; i < list->count / 2; i++) {
+        const bg_device_t d = list->devices[i];
+        list->devices[i] = list->devices[list->count - 1 - i];
+        list->devices[list->count - 1 - i] = d;
+    }
+done:
+    bg_plan_destroy(other);
+    free(device); /* the plan keeps copies */
+    free(links);
+    return st;
 }
 
 /* One point: plans it, then measures or simulates it, prints its row and
@@ -469,6 +465,7 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
     bg_pipeline_stage_info_t *info = NULL; /* measured points only */
     size_t *peaks = NULL;
     double predicted_ms = 0; /* a measured point's plan, simulated */
+    int reversed = 0;        /* run on its devices the other way round */
     /* Interleaved where the model has no room for its stages: skipped,
      * as bg_placement_resolve found (the other schedules run). */
     bg_status_t st = kind == BG_SCHEDULE_INTERLEAVED && o->placement.interleaved_out[0]
@@ -480,6 +477,7 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
         goto add_point;
     }
     BG_CHECK(st);
+    BG_CHECK_GOTO(try_reversed_point(&request, &placement, &plan, &reversed), st, done);
     if (!c->split_noted)
         c->split_noted = bg_cli_note_split_profile(plan, o->placement.profile_path);
     const bg_partition_t *part = plan->partition;
@@ -494,8 +492,10 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
                      bg_cli_plan_device_stages(plan, part->worst_device, 1, stages, sizeof stages),
                      over, plural);
         else
-            snprintf(skip, skip_size, "does not fit: stage %d is %s byte%s over its capacity",
-                     part->worst_stage, over, plural);
+            snprintf(skip, skip_size,
+                     "does not fit: stage %d (on %s) is %s byte%s over its capacity",
+                     part->worst_stage, plan->device[part->stage[part->worst_stage].device].name,
+                     over, plural);
         goto add_point;
     }
     peaks = calloc((size_t)part->stages, sizeof *peaks);
@@ -519,7 +519,9 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
     point->bubble_measured = summary->bubble_measured;
     point->simulated = o->simulate;
     point->bubble_theory = summary->bubble_theory;
-    print_row(out, point, bg_schedule_kind_name(kind), summary, predicted_ms, peaks, part->stages);
+    print_row(out, point, bg_schedule_kind_name(kind), summary, predicted_ms, peaks, part->stages,
+              reversed ? "  (devices the other way round)" : "");
+    if (reversed) c->reversed_points++;
     if (!o->simulate) {
         c->error_sum += fabs(predicted_ms - point->step_ms) / point->step_ms;
         c->errors++;
@@ -527,6 +529,10 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
 add_point:
     if (c->points != NULL) {
         cJSON *json = point_json(c, kind, m, skip, plan, info, summary, predicted_ms);
+        if (json != NULL && reversed && cJSON_AddTrueToObject(json, "devices_reversed") == NULL) {
+            cJSON_Delete(json);
+            json = NULL;
+        }
         if (json == NULL)
             st = bg_error_set(BG_ERR_NOMEM, "out of memory writing metrics");
         else
@@ -766,7 +772,6 @@ int bg_cmd_sweep(int argc, char **argv) {
                          .profile = setup.profile,
                          .devices = setup.devices,
                          .points = cJSON_GetObjectItem(metrics, "points")};
-    BG_CHECK_GOTO(choose_direction(&c, &o, &setup), st, fail);
     print_header(&o, &setup);
     bg_cli_flush_stdout(); /* each row as it comes, also into a file beside stderr's progress */
     bg_cli_note_profile_sizes(setup.profile, o.batch, o.ms, o.m_count);
@@ -786,6 +791,10 @@ int bg_cmd_sweep(int argc, char **argv) {
     /* As train and simulate say it of one device's bubble. */
     int run_points = 0;
     for (int i = 0; i < count; i++) run_points += !points[i].skipped;
+    if (c.reversed_points > 0)
+        printf("(%d point%s marked so did not fit the chain of devices above and ran on it the "
+               "other way round, as plan, simulate and train run them)\n",
+               c.reversed_points, c.reversed_points == 1 ? "" : "s");
     if (o.placement.devices.count == 1 && run_points > 0 && !o.simulate) /* measured only */
         printf("(one device: its bubble %% is the host's work between ops and steps, not a "
                "pipeline bubble)\n");

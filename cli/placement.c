@@ -80,8 +80,8 @@ const char bg_placement_help_rest[] =
     "  no GPU more of the stages than it must (its virtual devices share its\n"
     "  arithmetic), and of those linked alike, up to 12 devices, the chain\n"
     "  whose smallest device has the most memory. Where that chain does not\n"
-    "  fit and its devices differ, it runs the other way if that fits.\n"
-    "  'brigade plan' prints the links.\n";
+    "  fit and its devices differ, it runs the other way round if that fits\n"
+    "  (a sweep decides so point by point). 'brigade plan' prints the links.\n";
 
 void bg_placement_init(bg_placement_t *p) {
     memset(p, 0, sizeof *p);
@@ -239,15 +239,20 @@ bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks, const
     return BG_OK;
 }
 
-const char *bg_placement_device_words(const bg_placement_t *p, char *buf, size_t size) {
-    const int count = p->devices.count, shown = count > 4 ? 2 : count;
+const char *bg_placement_list_words(const bg_device_list_t *list, char *buf, size_t size) {
+    const int count = list->count, shown = count > 4 ? 2 : count;
     size_t at = 0;
     if (size > 0) buf[0] = '\0';
     for (int d = 0; d < shown && at < size; d++)
-        at += (size_t)snprintf(buf + at, size - at, "%s%s", d ? ", " : "",
-                               p->devices.devices[d].name);
-    if (count > shown && at < size) snprintf(buf + at, size - at, ", ... (%d devices)", count);
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", d ? ", " : "", list->devices[d].name);
+    if (count > shown && at < size)
+        snprintf(buf + at, size - at, ", ..., %s (%d devices)", list->devices[count - 1].name,
+                 count);
     return buf;
+}
+
+const char *bg_placement_device_words(const bg_placement_t *p, char *buf, size_t size) {
+    return bg_placement_list_words(&p->devices, buf, size);
 }
 
 /* --conv-workspace bounds cuDNN's algorithms: CPU devices alone would

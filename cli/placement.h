@@ -100,8 +100,11 @@ int bg_placement_stage_count(const bg_placement_t *p);
 bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks, const char *advice);
 
 /* The resolved devices for a message: "cpu:0" or "cpu:0, cpu:1", and past
- * four "cpu:0, cpu:1, ... (8 devices)", into buf. */
+ * four "cpu:0, cpu:1, ..., cpu:7 (8 devices)", into buf. */
 const char *bg_placement_device_words(const bg_placement_t *p, char *buf, size_t size);
+
+/* The same of any list of devices. */
+const char *bg_placement_list_words(const bg_device_list_t *list, char *buf, size_t size);
 
 /* Resolves the device list against the machine `topo` describes (its cores;
  * its GPUs for `auto` when it is an XML file, else the GPUs CUDA sees) and

@@ -285,61 +285,86 @@ static bg_status_t plan_search(const char *cmd, const bg_placement_t *p,
     return searched;
 }
 
-bg_status_t bg_cli_setup_reverse_chain(bg_placement_t *p, bg_cli_setup_t *setup, int host_share) {
-    const int k = p->devices.count;
+/* Runs one of the placement's chains the other way round: with `path`, the
+ * devices chosen as a path for the schedules of one chunk a device
+ * (placement->path, setup->path_links), else its devices, their links
+ * (setup->links) and their costs (setup->devices, with `host_share` as
+ * bg_placement_plan_request has it). Twice is the order it was. */
+static bg_status_t reverse_chain(bg_placement_t *p, bg_cli_setup_t *setup, int host_share,
+                                 int path) {
+    bg_device_list_t *list = path ? &p->path : &p->devices;
+    bg_device_links_t **links = path ? &setup->path_links : &setup->links;
+    const int k = list->count;
     int order[BG_MAX_DEVICES];
     for (int i = 0; i < k; i++) order[i] = k - 1 - i;
     bg_device_links_t *reversed = NULL;
-    BG_CHECK(bg_device_links_select(setup->links, order, k, &reversed));
-    bg_device_links_destroy(setup->links);
-    setup->links = reversed;
-    p->links = reversed;
+    BG_CHECK(bg_device_links_select(*links, order, k, &reversed));
+    bg_device_links_destroy(*links);
+    *links = reversed;
+    if (path)
+        p->path_links = reversed;
+    else
+        p->links = reversed;
     for (int i = 0; i < k / 2; i++) {
-        const bg_device_t d = p->devices.devices[i];
-        p->devices.devices[i] = p->devices.devices[k - 1 - i];
-        p->devices.devices[k - 1 - i] = d;
+        const bg_device_t d = list->devices[i];
+        list->devices[i] = list->devices[k - 1 - i];
+        list->devices[k - 1 - i] = d;
     }
-    bg_placement_cost_devices(p, k, host_share, setup->devices);
+    if (!path) bg_placement_cost_devices(p, k, host_share, setup->devices);
     return BG_OK;
 }
 
-/* Where `*plan` does not fit and its chain is not priced alike run
- * backwards (devices of different memory: cuda:0x2,cuda:1), plans the
- * chain the other way (one chunk a device; interleaved's cycle is not
- * tried) and keeps that, with a note, where it fits; else the placement
- * stays as it was. The order given and the links chose the direction, and
- * they do not weigh memory: a first layer that needs a whole GPU was
- * refused on cuda:0x2,cuda:1, which cuda:1,cuda:0x2 fits. */
+/* Where `*plan` does not fit, one chunk a device, and its chain is not
+ * priced alike run backwards (devices of different memory:
+ * cuda:0x2,cuda:1), plans the chain the other way round (under
+ * --schedule auto --chunks V, where the search chose a schedule of one
+ * chunk: the path it runs on, searching again) and keeps that, with a
+ * note, where it fits; else the placement stays as it was, and a note
+ * says the other way does not fit either. The order given and the links
+ * chose the direction, and they do not weigh memory: a first layer that
+ * needs a whole GPU was refused on cuda:0x2,cuda:1, which cuda:1,cuda:0x2
+ * fits. Interleaved's cycle is not tried the other way. */
 static bg_status_t try_reversed_chain(const char *cmd, bg_placement_t *p, bg_cli_setup_t *setup,
                                       const bg_plan_request_t *request, int host_share,
                                       bg_plan_t **plan) {
-    if ((*plan)->partition->fits || p->chunks > 1 || request->devices < 2 ||
-        request->devices != p->devices.count || setup->links == NULL ||
-        bg_plan_request_mirrored(request))
+    const bg_plan_request_t *planned = &(*plan)->request;
+    const int path = p->chunks > 1; /* a schedule of one chunk, chosen under --chunks V */
+    if ((*plan)->partition->fits || planned->chunks > 1 || planned->devices < 2 ||
+        (path ? setup->path_links == NULL || p->path.count != planned->devices
+              : setup->links == NULL || p->devices.count != planned->devices) ||
+        bg_plan_request_mirrored(planned))
         return BG_OK;
-    char given[160];
-    bg_placement_device_words(p, given, sizeof given);
-    BG_CHECK(bg_cli_setup_reverse_chain(p, setup, host_share));
-    bg_plan_request_t r = *request;
-    r.device = setup->devices;
-    r.links = setup->links->link;
+    const bg_device_list_t *list = path ? &p->path : &p->devices;
+    char chosen[160], words[160];
+    bg_placement_list_words(list, chosen, sizeof chosen);
+    BG_CHECK(reverse_chain(p, setup, host_share, path));
+    bg_plan_request_t r = *request; /* with a path, the search finds it reversed */
+    if (!path) {
+        r.device = setup->devices;
+        r.links = setup->links->link;
+    }
     bg_plan_t *reversed = NULL;
     const bg_status_t st = plan_search(cmd, p, &r, host_share, &reversed);
-    if (st != BG_OK || !reversed->partition->fits) {
+    const int fits = st == BG_OK && reversed->partition->fits;
+    bg_placement_list_words(list, words, sizeof words);
+    if (!fits) {
         bg_plan_destroy(reversed);
-        BG_CHECK(bg_cli_setup_reverse_chain(p, setup, host_share));
-        return st == BG_ERR_INVALID ? BG_OK : st; /* refused backwards: as given */
+        BG_CHECK(reverse_chain(p, setup, host_share, path));
+        if (st != BG_OK && st != BG_ERR_INVALID) return st;
+        fprintf(stderr, "note: nor do the devices fit the other way round, %s\n", words);
+        return BG_OK;
     }
     const bg_partition_t *part = (*plan)->partition;
-    char over[32], words[160];
+    const bg_partition_stage_t *worst = &part->stage[part->worst_stage];
+    char over[32], at[48] = "";
     bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over);
+    if (p->auto_microbatches) /* the search's least overflow, at its own M */
+        snprintf(at, sizeof at, " at --microbatches %d", planned->microbatches);
     fprintf(stderr,
-            "note: the stages run on the devices the other way, %s: in the order given (%s) "
-            "stage %d (layers %d-%d on %s) is %s bytes over its capacity\n",
-            bg_placement_device_words(p, words, sizeof words), given, part->worst_stage,
-            part->stage[part->worst_stage].first_layer,
-            part->stage[part->worst_stage].last_layer - 1,
-            (*plan)->device[part->stage[part->worst_stage].device].name, over);
+            "note: the stages run on the devices the other way round, %s: on the chain the "
+            "links chose (%s) stage %d (layers %d-%d on %s) is %s bytes over its capacity%s\n",
+            words, chosen, part->worst_stage, worst->first_layer, worst->last_layer - 1,
+            (*plan)->device[worst->device].name, over, at);
     bg_plan_destroy(*plan);
     *plan = reversed;
     return BG_OK;

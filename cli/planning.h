@@ -67,12 +67,6 @@ bg_status_t bg_cli_check_microbatches(int64_t microbatches, int64_t batch);
  * that trains (train, plan). */
 void bg_cli_note_turns(const bg_plan_t *plan, const bg_placement_t *p, int64_t batch);
 
-/* Runs the placement's chain of devices the other way: its devices, their
- * links (setup->links, placement->links) and their costs (setup->devices,
- * with `host_share` as bg_placement_plan_request has it). Twice is the
- * order it was. BG_ERR_NOMEM. */
-bg_status_t bg_cli_setup_reverse_chain(bg_placement_t *p, bg_cli_setup_t *setup, int host_share);
-
 /* Plans `request`; with --microbatches auto or --schedule auto searches
  * them (bg_plan_search), prints the choice on stderr ("brigade CMD: chose
  * --microbatches 8: 9,976 samples/s simulated (a step of 6.415 ms), every
@@ -85,8 +79,9 @@ bg_status_t bg_cli_setup_reverse_chain(bg_placement_t *p, bg_cli_setup_t *setup,
  * placement's (bg_placement_plan_request, its devices in setup->devices).
  * Where it does not fit and the chain of one chunk a device has devices
  * unlike run backwards (bg_plan_request_mirrored), the chain is planned
- * the other way too and, where that fits, runs so (the placement's devices,
- * setup->links and setup->devices reversed; a note says why). */
+ * the other way round too and, where that fits, runs so (the placement's
+ * devices, setup->links and setup->devices reversed, or under --schedule
+ * auto --chunks V the path and setup->path_links; a note says why). */
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, bg_cli_setup_t *setup,
                              const bg_plan_request_t *request, int host_share, bg_plan_t **out);
 

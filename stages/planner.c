@@ -511,6 +511,21 @@ int bg_plan_request_mirrored(const bg_plan_request_t *r) {
     return 1;
 }
 
+void bg_plan_request_reverse(const bg_plan_request_t *r, bg_cost_device_t *device,
+                             bg_cost_link_t *links, bg_plan_request_t *out) {
+    const int k = r->devices;
+    *out = *r;
+    for (int a = 0; a < k; a++) {
+        device[a] = r->device[k - 1 - a];
+        for (int b = 0; r->links != NULL && b < k; b++)
+            links[a * k + b] = r->links[(k - 1 - a) * k + (k - 1 - b)];
+    }
+    out->device = device;
+    out->links = r->links != NULL ? links : NULL;
+    out->path_device = NULL;
+    out->path_links = NULL;
+}
+
 double bg_plan_samples_per_s(const bg_plan_t *p) {
     double seconds = p->step_s + p->update_s;
     return seconds > 0 ? (double)p->request.batch / seconds : 0;

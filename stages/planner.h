@@ -191,6 +191,13 @@ const bg_cost_link_t *bg_plan_link(const bg_plan_t *plan, int from, int to);
  * otherwise backwards: a model whose first layers need the larger device. */
 int bg_plan_request_mirrored(const bg_plan_request_t *r);
 
+/* Request r with its chain of devices the other way, into *out: its
+ * devices into `device` (K entries) and, where r has links, those into
+ * `links` (K x K), both the caller's, reversed; no path (path_device and
+ * path_links NULL). */
+void bg_plan_request_reverse(const bg_plan_request_t *r, bg_cost_device_t *device,
+                             bg_cost_link_t *links, bg_plan_request_t *out);
+
 /* Predicted samples per second with the optimizer step: B / (step_s +
  * update_s), 0 when that is 0. */
 double bg_plan_samples_per_s(const bg_plan_t *plan);

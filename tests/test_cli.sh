@@ -1154,7 +1154,7 @@ usage_error "--tf32 applies to CUDA devices only; this run's devices are CPU cor
 # The devices named are the run's, whichever option made them.
 usage_error "--tf32 applies to CUDA devices only; this run's devices are CPU cores (cpu:0, cpu:1)" -- \
     train "$MODEL" --data synthetic --steps 1 --stages 2 --tf32
-usage_error "--conv-workspace applies to CUDA devices only; this run's devices are CPU cores (cpu:0, cpu:1, ... (8 devices))" -- \
+usage_error "--conv-workspace applies to CUDA devices only; this run's devices are CPU cores (cpu:0, cpu:1, ..., cpu:7 (8 devices))" -- \
     plan "$MODEL" --devices cpu:8 --conv-workspace 1M
 usage_error "--stages 3 but --devices cpu:2 gives 2 devices" -- train "$MODEL" --data synthetic \
     --devices cpu:2 --stages 3

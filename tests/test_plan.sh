@@ -286,12 +286,12 @@ expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/nvlink-bridged-pai
 json_check "no NVLink: the PCIe path's figure" '
 assert [(l["kind"], l["bytes_per_s"]) for l in p["links"]] == [("PHB", 18e9)], p["links"]'
 # A first layer of 96 GiB with Adam, which half a GPU of 140 GiB cannot hold
-# and a whole one can: the chain runs the other way, the whole GPU first
-# (until 2026-12-05 cuda:0x2,cuda:1 was refused, layer 0 on cuda:0/0, where
-# cuda:1,cuda:0x2 fits; the order given and the links alone chose).
+# and a whole one can: the chain runs the other way round, the whole GPU
+# first (until 2026-12-05 cuda:0x2,cuda:1 was refused, layer 0 on cuda:0/0,
+# where cuda:1,cuda:0x2 fits; the order given and the links alone chose).
 printf '%s\n' "input channels=65536 height=1 width=1" "dense units=98304 activation=relu" \
     "dense units=64 activation=relu" "dense units=10" softmax_cross_entropy >"$T/wide-first.model"
-REVERSED="note: the stages run on the devices the other way, cuda:1, cuda:0/1, cuda:0/0: in the order given (cuda:0/0, cuda:0/1, cuda:1) stage 0 (layers 0-0 on cuda:0/0) is 28,334,096,384 bytes over its capacity"
+REVERSED="note: the stages run on the devices the other way round, cuda:1, cuda:0/1, cuda:0/0: on the chain the links chose (cuda:0/0, cuda:0/1, cuda:1) stage 0 (layers 0-0 on cuda:0/0) is 28,334,096,384 bytes over its capacity"
 expect 0 "$REVERSED" -- plan "$T/wide-first.model" --topology "$GPUS" --devices cuda:0x2,cuda:1 \
     --microbatches 2 --json
 json_check "the chain the other way: the whole GPU holds the first layer" '
@@ -301,22 +301,54 @@ assert [l["kind"] for l in p["links"]] == ["PIX", "GPU"], p["links"]'
 expect 0 "$REVERSED" -- simulate "$T/wide-first.model" --topology "$GPUS" \
     --devices cuda:0x2,cuda:1 --microbatches 2
 stdout_has "3 stages on cuda:1, cuda:0/1, cuda:0/0; 1f1b, 2 micro-batches" "simulate: the other way"
-# Searching M, both ways: the note, then the choice made on the chain that fits.
-expect 0 "brigade plan: chose --microbatches " -- plan "$T/wide-first.model" --topology "$GPUS" \
-    --devices cuda:0x2,cuda:1 --microbatches auto
-stderr_has "note: the stages run on the devices the other way, cuda:1, cuda:0/1, cuda:0/0" \
+# Searching M, both ways: the note (naming the M of the least overflow the
+# other way), then the choice made on the chain that fits.
+expect 0 "brigade plan: chose --microbatches 1: " -- plan "$T/wide-first.model" \
+    --topology "$GPUS" --devices cuda:0x2,cuda:1 --microbatches auto
+stderr_has "note: the stages run on the devices the other way round, cuda:1, cuda:0/1, cuda:0/0: on the chain the links chose (cuda:0/0, cuda:0/1, cuda:1) stage 0 (layers 0-0 on cuda:0/0) is 28,233,170,944 bytes over its capacity at --microbatches 64" \
     "--microbatches auto: the other way"
 check "--microbatches auto: the choice fits" sh -c "! grep -q 'nothing fits' '$ERR'"
-# A sweep runs its whole chain the other way where more of its points fit so.
-expect 0 "note: the sweep runs on the devices the other way, cuda:1, cuda:0/1, cuda:0/0: 4 of its 4 points fit so, 0 in the order given (cuda:0/0, cuda:0/1, cuda:1)" -- \
-    sweep "$T/wide-first.model" --topology "$GPUS" --devices cuda:0x2,cuda:1 --simulate \
-    --microbatches 1,2 --schedule gpipe,1f1b
-check "sweep: every point run the other way" sh -c "! grep -q skipped '$OUT'"
-stderr_has "costs from the analytic cost model: on cuda:1, cuda:0/1, cuda:0/0" "sweep header: the chain run"
-# Where neither way fits, the order given stays, and its stage is named.
+# Under --schedule auto --chunks 2, a schedule of one chunk chosen runs on
+# the path the other way round.
+expect 0 "brigade plan: chose --schedule 1f1b (one chunk a device" -- plan "$T/wide-first.model" \
+    --topology "$GPUS" --devices cuda:0x2,cuda:1 --schedule auto --chunks 2 --microbatches 6
+stderr_has "note: the stages run on the devices the other way round, cuda:1, cuda:0/1, cuda:0/0" \
+    "--schedule auto --chunks 2: the path the other way"
+stdout_has "3 stages on cuda:1, cuda:0/1, cuda:0/0; 1f1b, 6 micro-batches" \
+    "--schedule auto --chunks 2: runs on the reversed path"
+# A sweep decides point by point, as plan runs each, and marks those run
+# the other way round: here every 1f1b and gpipe point; interleaved's cycle
+# is not reversed, and does not fit.
+expect 0 "" -- sweep "$T/wide-first.model" --topology "$GPUS" --devices cuda:0x2,cuda:1 \
+    --simulate --microbatches 3,6 --schedule gpipe,1f1b,interleaved --chunks 2 \
+    --metrics "$T/reversed-sweep.json"
+check "sweep: each gpipe and 1f1b point run the other way round" \
+    test "$(grep -cE '^ +[36] +(gpipe|1f1b) .*  \(devices the other way round\)$' "$OUT")" -eq 4
+check "sweep: interleaved not reversed, and skipped" \
+    grep -qE '^ +6 +interleaved skipped: does not fit: stage 0 \(on cuda:0/0\) is ' "$OUT"
+stdout_has "(4 points marked so did not fit the chain of devices above and ran on it the other way round, as plan, simulate and train run them)" \
+    "sweep: the marked points are explained"
+file_check "sweep --metrics: the reversed points say so, with their devices" \
+    "$T/reversed-sweep.json" '
+run = [q for q in p["points"] if "skipped" not in q]
+assert len(run) == 4 and all(q["devices_reversed"] is True for q in run), run
+assert all([s["device"] for s in q["stages"]] == ["cuda:1", "cuda:0/1", "cuda:0/0"] for q in run)
+assert all("devices_reversed" not in q for q in p["points"] if "skipped" in q), p["points"]'
+# Where neither way fits, the order the links chose stays, and a note says
+# the other way was tried.
 expect 2 "does not fit: stage 0 (layers 0-0 on cuda:0/0)" -- plan "$T/wide-first.model" \
     --topology "$GPUS" --devices cuda:0x2,cuda:1 --device-mem 64G
-check "neither way fits: no note" sh -c "! grep -q 'the other way' '$ERR'"
+stderr_has "note: nor do the devices fit the other way round, cuda:1, cuda:0/1, cuda:0/0" \
+    "neither way fits: said"
+# The advice counts a change that fits the other way round, as the run
+# takes it: on GPUs of 80 GiB only SGD's smaller state fits, on cuda:1
+# first (until 2026-12-05 the advice priced the order the links chose alone).
+expect 2 "what would help" -- plan "$T/wide-first.model" \
+    --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" --devices cuda:0x2,cuda:1
+check "the advice: SGD fits the other way round" grep -qE '^  --optimizer sgd +fits: ' "$ERR"
+expect 0 "note: the stages run on the devices the other way round, cuda:1, cuda:0/1, cuda:0/0" -- \
+    plan "$T/wide-first.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
+    --devices cuda:0x2,cuda:1 --optimizer sgd
 # A chain alike both ways is not planned twice, and keeps its order.
 expect 2 "does not fit: stage 0 (layers 0-0 on cuda:0/0)" -- plan "$T/wide-first.model" \
     --topology "$GPUS" --devices cuda:0x2,cuda:1x2

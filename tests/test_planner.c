@@ -1176,12 +1176,49 @@ static void test_request_mirrored(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* A request the other way round: device a is the one at K-1-a, the link
+ * from a to b the one from K-1-a to K-1-b; no path. */
+static void test_request_reverse(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = parse(small_mlp);
+    bg_cost_device_t devices[3], reversed_devices[3];
+    cpu_cores(devices, 3);
+    for (int d = 0; d < 3; d++) devices[d].memory_bytes = (size_t)(d + 1) * 1000;
+    bg_cost_link_t links[9], reversed_links[9];
+    for (int i = 0; i < 9; i++) {
+        links[i] = (bg_cost_link_t)BG_COST_LINK_HOST_INIT;
+        links[i].bytes_per_s = 1e9 * (i + 1);
+    }
+    bg_plan_request_t r = request_for(spec, devices, 3, 4, 64), out;
+    r.links = links;
+    r.path_device = devices;
+    r.path_links = links;
+    bg_plan_request_reverse(&r, reversed_devices, reversed_links, &out);
+    assert_ptr_equal(out.device, reversed_devices);
+    assert_ptr_equal(out.links, reversed_links);
+    assert_null(out.path_device);
+    assert_null(out.path_links);
+    assert_int_equal(out.microbatches, 4);
+    assert_string_equal(out.device[0].name, "cpu:2");
+    assert_int_equal(out.device[0].memory_bytes, 3000);
+    assert_int_equal(out.device[2].memory_bytes, 1000);
+    /* 0 -> 1 of the reversed chain is 2 -> 1 of the given one (entry 7). */
+    assert_true(out.links[0 * 3 + 1].bytes_per_s == 8e9);
+    assert_true(out.links[1 * 3 + 2].bytes_per_s == 4e9); /* 1 -> 0: entry 3 */
+    assert_true(out.links[2 * 3 + 0].bytes_per_s == 3e9); /* 0 -> 2: entry 2 */
+    r.links = NULL;
+    bg_plan_request_reverse(&r, reversed_devices, reversed_links, &out);
+    assert_null(out.links);
+    bg_model_spec_destroy(spec);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_stage_times),
         cmocka_unit_test(test_profile_other_sizes),
         cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_request_mirrored),
+        cmocka_unit_test(test_request_reverse),
         cmocka_unit_test(test_microbatch_candidates),
         cmocka_unit_test(test_search),
         cmocka_unit_test(test_search_progress),

@@ -955,7 +955,7 @@ expect 0 "" -- sweep "$MODEL" --devices cpu:2 --simulate --microbatches 1,4 --de
 check "sweep --simulate skips what does not fit" grep -qE '^ +1 +1f1b +skipped: does not fit' "$OUT"
 file_check "sweep --metrics: a skipped point says why, the other has figures" "$T/skip.json" '
 a, b = p["points"]
-assert a["microbatches"] == 1 and a["skipped"].startswith("does not fit: stage 0 is "), a
+assert a["microbatches"] == 1 and a["skipped"].startswith("does not fit: stage 0 (on cpu:0) is "), a
 assert "timeline" not in a and "stages" not in a, a
 assert b["microbatches"] == 4 and "skipped" not in b and b["samples_per_s"] > 0, b
 assert p["complete"] is True and "error" not in p, p'
