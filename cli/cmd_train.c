@@ -44,7 +44,7 @@ static const char help[] =
     "                     run forwards only (no gradients or optimizer state)\n"
     "  --batch B          samples per optimizer step (default 64)\n"
     "  --optimizer NAME   adam (default) or sgd\n"
-    "  --lr X             learning rate (default: adam 0.001, sgd 0.01)\n"
+    "  --lr X             learning rate, 0 to 1e6 (default: adam 0.001, sgd 0.01)\n"
     "  --lr-schedule NAME constant (default), cosine or linear: after any warmup,\n"
     "                     the rate falls from --lr toward --min-lr over the run's\n"
     "                     remaining steps (cosine as PyTorch's CosineAnnealingLR)\n"
