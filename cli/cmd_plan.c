@@ -152,6 +152,11 @@ int bg_cmd_plan(int argc, char **argv) {
         cJSON *root = bg_cli_plan_json(p, o.model);
         if (root != NULL && costs != NULL) cJSON_AddStringToObject(root, "profile", costs);
         if (root != NULL && costs == NULL) cJSON_AddNullToObject(root, "profile");
+        if (root != NULL && o.placement.reversed &&
+            cJSON_AddTrueToObject(root, "devices_reversed") == NULL) {
+            cJSON_Delete(root);
+            root = NULL;
+        }
         if (root != NULL && !bg_cli_links_json(&o.placement, root)) {
             cJSON_Delete(root);
             root = NULL;

@@ -120,6 +120,7 @@ static bg_status_t write_metrics(const simulate_options_t *o, const bg_plan_t *p
     cJSON_AddNumberToObject(root, "microbatches", r->microbatches);
     cJSON_AddNumberToObject(root, "chunks", r->chunks);
     cJSON_AddBoolToObject(root, "recompute", r->recompute);
+    if (o->placement.reversed) cJSON_AddTrueToObject(root, "devices_reversed");
     if (o->placement.profile_path != NULL)
         cJSON_AddStringToObject(root, "profile", o->placement.profile_path);
     else

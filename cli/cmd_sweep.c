@@ -99,7 +99,7 @@ typedef struct sweep_context {
     int errors;
     int split_noted; /* bg_cli_note_split_profile said so, once a sweep */
     /* Points that did not fit their chain and ran on it the other way
-     * round (try_reversed_point). */
+     * round (bg_plan_create_either_way). */
     int reversed_points;
 } sweep_context_t;
 
@@ -266,7 +266,7 @@ static const char *ms_text(double ms, char *buf, size_t size) {
 
 /* Prints a point's row of the table: its figures, a measured point's
  * `predicted_ms` (the simulated step of its plan; 0 for a simulated point)
- * with its error, then each stage's peak MiB. */
+ * with its error, each stage's peak MiB, then `after`. */
 static void print_row(FILE *out, const bg_sweep_point_t *point, const char *schedule,
                       const bg_timeline_summary_t *summary, double predicted_ms,
                       const size_t *peaks, int stages, const char *after) {
@@ -408,48 +408,6 @@ static void point_request(const sweep_context_t *c, bg_schedule_kind_t kind, int
                               c->devices, request);
 }
 
-/* Where the point's plan does not fit, one chunk a device, on a chain
- * that prices otherwise run backwards: plans it on the devices the other
- * way round, as plan, simulate and train would run it (bg_cli_plan_make),
- * and where that fits makes it the point's plan (*plan), with the
- * placement's devices reversed to match, and sets *reversed. */
-static bg_status_t try_reversed_point(const bg_plan_request_t *request, bg_placement_t *placement,
-                                      bg_plan_t **plan, int *reversed) {
-    *reversed = 0;
-    if ((*plan)->partition->fits || request->chunks > 1 || request->devices < 2 ||
-        bg_plan_request_mirrored(request))
-        return BG_OK;
-    const int k = request->devices;
-    bg_cost_device_t *device = malloc(sizeof *device * (size_t)k);
-    bg_cost_link_t *links = malloc(sizeof *links * (size_t)(k * k));
-    bg_plan_t *other = NULL;
-    bg_status_t st = BG_OK;
-    if (device == NULL || links == NULL) {
-        st = bg_error_set(BG_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    bg_plan_request_t r;
-    bg_plan_request_reverse(request, device, links, &r);
-    st = bg_plan_create(&r, &other);
-    if (st == BG_ERR_INVALID) st = BG_OK; /* refused: the point as it was */
-    if (st != BG_OK || other == NULL || !other->partition->fits) goto done;
-    bg_plan_destroy(*plan);
-    *plan = other;
-    other = NULL;
-    *reversed = 1;
-    bg_device_list_t *list = &placement->devices;
-    for (int i = 0; i < list->count / 2; i++) {
-        const bg_device_t d = list->devices[i];
-        list->devices[i] = list->devices[list->count - 1 - i];
-        list->devices[list->count - 1 - i] = d;
-    }
-done:
-    bg_plan_destroy(other);
-    free(device); /* the plan keeps copies */
-    free(links);
-    return st;
-}
-
 /* One point: plans it, then measures or simulates it, prints its row and
  * adds it to the metrics. A configuration that is impossible or does not
  * fit is reported in *skip and is not an error of the sweep. */
@@ -470,14 +428,16 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
      * as bg_placement_resolve found (the other schedules run). */
     bg_status_t st = kind == BG_SCHEDULE_INTERLEAVED && o->placement.interleaved_out[0]
                          ? bg_error_set(BG_ERR_INVALID, "%s", o->placement.interleaved_out)
-                         : bg_plan_create(&request, &plan);
+                         : bg_plan_create_either_way(&request, &plan, &reversed);
     if (st == BG_ERR_INVALID) {
         snprintf(skip, skip_size, "%s", bg_error_message());
         st = BG_OK;
         goto add_point;
     }
     BG_CHECK(st);
-    BG_CHECK_GOTO(try_reversed_point(&request, &placement, &plan, &reversed), st, done);
+    /* As plan, simulate and train run it: where it fits only the other way
+     * round, on the devices so (measure builds the pipeline on them). */
+    if (reversed) bg_device_list_reverse(&placement.devices);
     if (!c->split_noted)
         c->split_noted = bg_cli_note_split_profile(plan, o->placement.profile_path);
     const bg_partition_t *part = plan->partition;
@@ -765,6 +725,8 @@ int bg_cmd_sweep(int argc, char **argv) {
             goto fail;
         }
     }
+    print_header(&o, &setup);
+    bg_cli_flush_stdout(); /* each row as it comes, also into a file beside stderr's progress */
     sweep_context_t c = {.o = &o,
                          .spec = spec,
                          .data = train,
@@ -772,8 +734,6 @@ int bg_cmd_sweep(int argc, char **argv) {
                          .profile = setup.profile,
                          .devices = setup.devices,
                          .points = cJSON_GetObjectItem(metrics, "points")};
-    print_header(&o, &setup);
-    bg_cli_flush_stdout(); /* each row as it comes, also into a file beside stderr's progress */
     bg_cli_note_profile_sizes(setup.profile, o.batch, o.ms, o.m_count);
     const int total = o.schedule_count * o.m_count;
     int done_points = 0;
@@ -792,8 +752,9 @@ int bg_cmd_sweep(int argc, char **argv) {
     int run_points = 0;
     for (int i = 0; i < count; i++) run_points += !points[i].skipped;
     if (c.reversed_points > 0)
-        printf("(%d point%s marked so did not fit the chain of devices above and ran on it the "
-               "other way round, as plan, simulate and train run them)\n",
+        printf("(%d point%s marked \"devices the other way round\" did not fit the chain the "
+               "header names and ran on its devices the other way round, as plan, simulate and "
+               "train run them)\n",
                c.reversed_points, c.reversed_points == 1 ? "" : "s");
     if (o.placement.devices.count == 1 && run_points > 0 && !o.simulate) /* measured only */
         printf("(one device: its bubble %% is the host's work between ops and steps, not a "

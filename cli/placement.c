@@ -239,20 +239,8 @@ bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks, const
     return BG_OK;
 }
 
-const char *bg_placement_list_words(const bg_device_list_t *list, char *buf, size_t size) {
-    const int count = list->count, shown = count > 4 ? 2 : count;
-    size_t at = 0;
-    if (size > 0) buf[0] = '\0';
-    for (int d = 0; d < shown && at < size; d++)
-        at += (size_t)snprintf(buf + at, size - at, "%s%s", d ? ", " : "", list->devices[d].name);
-    if (count > shown && at < size)
-        snprintf(buf + at, size - at, ", ..., %s (%d devices)", list->devices[count - 1].name,
-                 count);
-    return buf;
-}
-
 const char *bg_placement_device_words(const bg_placement_t *p, char *buf, size_t size) {
-    return bg_placement_list_words(&p->devices, buf, size);
+    return bg_device_list_words(&p->devices, buf, size);
 }
 
 /* --conv-workspace bounds cuDNN's algorithms: CPU devices alone would

@@ -67,6 +67,10 @@ typedef struct bg_placement {
      * bg_cli_setup_open, which owns them; NULL otherwise). */
     bg_device_list_t path;
     const bg_device_links_t *path_links;
+    /* 1 where bg_cli_plan_make ran the chain the other way round (it fits
+     * only so), which plan --json and the metrics of simulate and train
+     * say as "devices_reversed". */
+    int reversed;
 } bg_placement_t;
 
 /* Help text for the options, for commands' --help, in three parts:
@@ -99,12 +103,8 @@ int bg_placement_stage_count(const bg_placement_t *p);
  * ("give --chunks 2 or more"). Other schedules pass. */
 bg_status_t bg_placement_check_chunks(bg_schedule_kind_t kind, int chunks, const char *advice);
 
-/* The resolved devices for a message: "cpu:0" or "cpu:0, cpu:1", and past
- * four "cpu:0, cpu:1, ..., cpu:7 (8 devices)", into buf. */
+/* The resolved devices for a message (bg_device_list_words). */
 const char *bg_placement_device_words(const bg_placement_t *p, char *buf, size_t size);
-
-/* The same of any list of devices. */
-const char *bg_placement_list_words(const bg_device_list_t *list, char *buf, size_t size);
 
 /* Resolves the device list against the machine `topo` describes (its cores;
  * its GPUs for `auto` when it is an XML file, else the GPUs CUDA sees) and

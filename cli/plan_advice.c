@@ -45,9 +45,9 @@ static int could_hold(const bg_cost_device_t *devices, int k, double state) {
 
 /* The plan of request r where it fits, else NULL: planned only to ask
  * whether it fits (fits_only), and not at all where the devices could not
- * hold the model's state. Where it does not fit, one chunk a device, on a
- * chain that prices otherwise run backwards, the chain the other way, as
- * the run would plan it (bg_cli_plan_make). */
+ * hold the model's state. Where it does not fit as its chain runs, the
+ * chain the other way round counts too, as the run would take it
+ * (bg_cli_plan_make); out of memory planning that is no fit. */
 static bg_plan_t *fitting_plan(const bg_plan_request_t *r) {
     if (!could_hold(r->device, r->devices, model_state_bytes(r))) return NULL;
     bg_plan_request_t v = *r;
@@ -57,24 +57,10 @@ static bg_plan_t *fitting_plan(const bg_plan_request_t *r) {
      * plan agree. */
     v.fits_only = r->chunks == 1;
     bg_plan_t *p = NULL;
-    if (bg_plan_create(&v, &p) == BG_OK && p->partition->fits) return p;
+    int reversed;
+    if (bg_plan_create_either_way(&v, &p, &reversed) == BG_OK && p->partition->fits) return p;
     bg_plan_destroy(p);
-    p = NULL;
-    if (r->chunks > 1 || r->devices < 2 || bg_plan_request_mirrored(r)) return NULL;
-    const size_t k = (size_t)r->devices;
-    bg_cost_device_t *device = malloc(sizeof *device * k);
-    bg_cost_link_t *links = r->links != NULL ? malloc(sizeof *links * k * k) : NULL;
-    if (device != NULL && (r->links == NULL || links != NULL)) {
-        bg_plan_request_t reversed;
-        bg_plan_request_reverse(&v, device, links, &reversed);
-        if (bg_plan_create(&reversed, &p) != BG_OK || !p->partition->fits) {
-            bg_plan_destroy(p);
-            p = NULL;
-        }
-    }
-    free(device); /* the plan keeps copies */
-    free(links);
-    return p;
+    return NULL;
 }
 
 int bg_advice_variant_fits(const bg_plan_request_t *r) {

@@ -188,6 +188,7 @@ bg_status_t bg_cli_train_write_metrics(const char *path, const train_options_t *
         cJSON_AddStringToObject(root, "schedule", bg_schedule_kind_name(o->placement.schedule));
     cJSON_AddNumberToObject(root, "microbatches", o->placement.microbatches);
     if (!o->train.evaluate_only) cJSON_AddBoolToObject(root, "recompute", o->placement.recompute);
+    if (o->placement.reversed) cJSON_AddTrueToObject(root, "devices_reversed");
     cJSON *stages = cJSON_AddArrayToObject(root, "stages");
     for (int s = 0; stages != NULL && s < r->stages; s++)
         cJSON_AddItemToArray(stages, bg_cli_run_stage_json(&r->stage_info[s]));

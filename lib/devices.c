@@ -159,3 +159,23 @@ bg_status_t bg_device_check_present(const bg_device_t *d, const char *hint) {
                         hint != NULL ? " (" : "", hint != NULL ? hint : "",
                         hint != NULL ? ")" : "");
 }
+
+void bg_device_list_reverse(bg_device_list_t *list) {
+    for (int i = 0, j = list->count - 1; i < j; i++, j--) {
+        const bg_device_t d = list->devices[i];
+        list->devices[i] = list->devices[j];
+        list->devices[j] = d;
+    }
+}
+
+const char *bg_device_list_words(const bg_device_list_t *list, char *buf, size_t size) {
+    const int count = list->count, shown = count > 4 ? 2 : count;
+    size_t at = 0;
+    if (size > 0) buf[0] = '\0';
+    for (int d = 0; d < shown && at < size; d++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", d ? ", " : "", list->devices[d].name);
+    if (count > shown && at < size)
+        snprintf(buf + at, size - at, ", ..., %s (%d devices)", list->devices[count - 1].name,
+                 count);
+    return buf;
+}

@@ -11,6 +11,8 @@
 #ifndef BG_DEVICES_H
 #define BG_DEVICES_H
 
+#include <stddef.h>
+
 #include "status.h"
 
 #ifdef __cplusplus
@@ -54,6 +56,13 @@ int bg_device_text_gpus(const char *text);
  * (bg_cuda_absent_reason) or "CUDA sees N GPUs on this machine", then
  * " (HINT)" when a hint is given. */
 bg_status_t bg_device_check_present(const bg_device_t *d, const char *hint);
+
+/* The list the other way round, in place. */
+void bg_device_list_reverse(bg_device_list_t *list);
+
+/* The devices for a message: "cpu:0" or "cpu:0, cpu:1", and past four
+ * "cpu:0, cpu:1, ..., cpu:7 (8 devices)", into buf. Returns buf. */
+const char *bg_device_list_words(const bg_device_list_t *list, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

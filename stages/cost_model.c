@@ -138,16 +138,6 @@ static double layer_excess(const bg_cost_model_t *m, int l, double ratio) {
     return bytes * ratio > flops ? bytes * ratio - flops : 0;
 }
 
-int bg_cost_device_same_costs(const bg_cost_device_t *a, const bg_cost_device_t *b) {
-    return a->flops_per_s == b->flops_per_s && a->op_overhead_s == b->op_overhead_s &&
-           a->update_overhead_s == b->update_overhead_s && a->memory_bytes == b->memory_bytes &&
-           a->memory_bytes_per_s == b->memory_bytes_per_s &&
-           a->weight_bytes_per_s == b->weight_bytes_per_s &&
-           a->own_conv_workspace == b->own_conv_workspace &&
-           a->conv_workspace_bytes == b->conv_workspace_bytes &&
-           a->elementwise_memory_bound == b->elementwise_memory_bound;
-}
-
 bg_status_t bg_cost_model_prepare(bg_cost_model_t *m, const bg_cost_device_t *devices, int count) {
     for (int d = 0; d < count; d++) {
         if (!(devices[d].weight_bytes_per_s > 0)) continue;

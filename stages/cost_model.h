@@ -148,10 +148,6 @@ typedef struct bg_cost_device {
         .weight_bytes_per_s = BG_COST_CPU_WEIGHT_BYTES_PER_S                                       \
     }
 
-/* 1 when two devices price every stage alike: every field but the name
- * equal. */
-int bg_cost_device_same_costs(const bg_cost_device_t *a, const bg_cost_device_t *b);
-
 /* A link between two devices, one direction.
  *
  * Who moves the bytes: on GPUs a copy engine carries them over the link

@@ -189,3 +189,22 @@ bg_status_t bg_device_links_select(const bg_device_links_t *all, const int *orde
     *out = l;
     return BG_OK;
 }
+
+void bg_device_links_reverse(bg_device_links_t *l) {
+    const int n = l->count;
+    for (int i = 0, j = n - 1; i < j; i++, j--) {
+        const size_t m = l->memory_bytes[i];
+        l->memory_bytes[i] = l->memory_bytes[j];
+        l->memory_bytes[j] = m;
+    }
+    /* Entry (a, b) trades with (n-1-a, n-1-b): the matrix turned half way
+     * round, which is its cells in the reverse order. */
+    for (int i = 0, j = n * n - 1; i < j; i++, j--) {
+        const bg_cost_link_t link = l->link[i];
+        l->link[i] = l->link[j];
+        l->link[j] = link;
+        const char *word = l->word[i];
+        l->word[i] = l->word[j];
+        l->word[j] = word;
+    }
+}

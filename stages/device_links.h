@@ -80,6 +80,9 @@ bg_status_t bg_device_links_create(const bg_topology_t *topo, const bg_device_li
 bg_status_t bg_device_links_select(const bg_device_links_t *all, const int *order, int k,
                                    bg_device_links_t **out);
 
+/* The devices the other way round, in place: device i becomes n-1-i. */
+void bg_device_links_reverse(bg_device_links_t *links);
+
 /* NULL is a no-op. */
 void bg_device_links_destroy(bg_device_links_t *links);
 

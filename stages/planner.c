@@ -495,37 +495,6 @@ const bg_cost_link_t *bg_plan_link(const bg_plan_t *p, int from, int to) {
     return &p->links[(from % k) * k + to % k];
 }
 
-int bg_plan_request_mirrored(const bg_plan_request_t *r) {
-    const int k = r->devices;
-    for (int a = 0; a < k; a++) {
-        if (!bg_cost_device_same_costs(&r->device[a], &r->device[k - 1 - a])) return 0;
-        for (int b = 0; r->links != NULL && b < k; b++) {
-            const bg_cost_link_t *l = &r->links[a * k + b];
-            const bg_cost_link_t *m = &r->links[(k - 1 - a) * k + (k - 1 - b)];
-            if (l->bytes_per_s != m->bytes_per_s || l->latency_s != m->latency_s ||
-                l->copy_bytes_per_s != m->copy_bytes_per_s || l->wake_s != m->wake_s ||
-                l->handoff_s != m->handoff_s)
-                return 0;
-        }
-    }
-    return 1;
-}
-
-void bg_plan_request_reverse(const bg_plan_request_t *r, bg_cost_device_t *device,
-                             bg_cost_link_t *links, bg_plan_request_t *out) {
-    const int k = r->devices;
-    *out = *r;
-    for (int a = 0; a < k; a++) {
-        device[a] = r->device[k - 1 - a];
-        for (int b = 0; r->links != NULL && b < k; b++)
-            links[a * k + b] = r->links[(k - 1 - a) * k + (k - 1 - b)];
-    }
-    out->device = device;
-    out->links = r->links != NULL ? links : NULL;
-    out->path_device = NULL;
-    out->path_links = NULL;
-}
-
 double bg_plan_samples_per_s(const bg_plan_t *p) {
     double seconds = p->step_s + p->update_s;
     return seconds > 0 ? (double)p->request.batch / seconds : 0;

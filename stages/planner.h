@@ -184,19 +184,34 @@ const int *bg_plan_split(const bg_plan_t *plan);
  * devices (stage s runs on device s % K). */
 const bg_cost_link_t *bg_plan_link(const bg_plan_t *plan, int from, int to);
 
-/* 1 when the request's chain run backwards is priced as it is: the
- * device at each place as the one at the mirrored place, and each link as
- * the mirrored pair's the other way (always with one device, or with
- * `link` everywhere and devices alike). A chain that is not can plan
- * otherwise backwards: a model whose first layers need the larger device. */
-int bg_plan_request_mirrored(const bg_plan_request_t *r);
+/* --- the chain's direction (stages/plan_direction.c) -------------------
+ *
+ * The devices' order comes from their links (stages/device_order.h), and a
+ * chain run the other way round has the same links: the order given
+ * decides between the two, and it does not weigh memory. A first layer
+ * that needs a whole GPU did not fit on cuda:0x2,cuda:1, where
+ * cuda:1,cuda:0x2 fits. */
 
-/* Request r with its chain of devices the other way, into *out: its
+/* 1 where `plan` does not fit, runs one chunk a device on two or more
+ * devices, and the chain the other way round would put a device of
+ * another capacity (memory, or the convolution workspace it counts) at
+ * some stage's place: the one case where the other way round may fit, as
+ * what fits depends on each place's capacity alone. */
+int bg_plan_may_fit_reversed(const bg_plan_t *plan);
+
+/* Request r with its chain of devices the other way round, into *out: its
  * devices into `device` (K entries) and, where r has links, those into
- * `links` (K x K), both the caller's, reversed; no path (path_device and
- * path_links NULL). */
+ * `links` (K x K), both the caller's; no path (path_device and path_links
+ * NULL). */
 void bg_plan_request_reverse(const bg_plan_request_t *r, bg_cost_device_t *device,
                              bg_cost_link_t *links, bg_plan_request_t *out);
+
+/* bg_plan_create, then, where bg_plan_may_fit_reversed, the request the
+ * other way round (bg_plan_request_reverse), whose plan is kept where it
+ * fits (*reversed = 1; its devices are then in the reversed order). Errors
+ * as bg_plan_create's; one planning the other way round (BG_ERR_NOMEM)
+ * too. */
+bg_status_t bg_plan_create_either_way(const bg_plan_request_t *r, bg_plan_t **out, int *reversed);
 
 /* Predicted samples per second with the optimizer step: B / (step_s +
  * update_s), 0 when that is 0. */

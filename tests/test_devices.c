@@ -39,6 +39,17 @@ static void test_cuda_lists(void **state) {
     assert_int_equal(list.count, 4);
     assert_int_equal(list.devices[3].physical, 0);
     assert_string_equal(list.devices[3].name, "cuda:0/3");
+    char words[160];
+    assert_string_equal(bg_device_list_words(&list, words, sizeof words),
+                        "cuda:0/0, cuda:0/1, cuda:0/2, cuda:0/3");
+    assert_int_equal(bg_device_list_parse("cuda:0x4,cuda:1", 2, &list), BG_OK);
+    assert_string_equal(bg_device_list_words(&list, words, sizeof words),
+                        "cuda:0/0, cuda:0/1, ..., cuda:1 (5 devices)");
+    bg_device_list_reverse(&list);
+    assert_string_equal(list.devices[0].name, "cuda:1");
+    assert_string_equal(list.devices[2].name, "cuda:0/2"); /* the middle stays */
+    assert_string_equal(list.devices[4].name, "cuda:0/0");
+    assert_string_equal(bg_device_list_words(&list, words, 12), "cuda:1, cud"); /* cut */
 }
 
 static void expect_bad(const char *text, const char *needle) {

@@ -291,21 +291,26 @@ assert [(l["kind"], l["bytes_per_s"]) for l in p["links"]] == [("PHB", 18e9)], p
 # where cuda:1,cuda:0x2 fits; the order given and the links alone chose).
 printf '%s\n' "input channels=65536 height=1 width=1" "dense units=98304 activation=relu" \
     "dense units=64 activation=relu" "dense units=10" softmax_cross_entropy >"$T/wide-first.model"
-REVERSED="note: the stages run on the devices the other way round, cuda:1, cuda:0/1, cuda:0/0: on the chain the links chose (cuda:0/0, cuda:0/1, cuda:1) stage 0 (layers 0-0 on cuda:0/0) is 28,334,096,384 bytes over its capacity"
+REVERSED="note: the stages run on the devices the other way round, cuda:1, cuda:0/1, cuda:0/0: on cuda:0/0, cuda:0/1, cuda:1 stage 0 (layers 0-0 on cuda:0/0) is 28,334,096,384 bytes over its capacity"
 expect 0 "$REVERSED" -- plan "$T/wide-first.model" --topology "$GPUS" --devices cuda:0x2,cuda:1 \
     --microbatches 2 --json
 json_check "the chain the other way: the whole GPU holds the first layer" '
 assert [s["device"] for s in p["stages"]] == ["cuda:1", "cuda:0/1", "cuda:0/0"], p["stages"]
 assert p["stages"][0]["layers"][0] == 0 and p["fits"], p["stages"][0]
-assert [l["kind"] for l in p["links"]] == ["PIX", "GPU"], p["links"]'
+assert [l["kind"] for l in p["links"]] == ["PIX", "GPU"], p["links"]
+assert p["devices_reversed"] is True, p'
 expect 0 "$REVERSED" -- simulate "$T/wide-first.model" --topology "$GPUS" \
-    --devices cuda:0x2,cuda:1 --microbatches 2
+    --devices cuda:0x2,cuda:1 --microbatches 2 --metrics "$T/reversed-sim.json"
 stdout_has "3 stages on cuda:1, cuda:0/1, cuda:0/0; 1f1b, 2 micro-batches" "simulate: the other way"
+file_check "simulate --metrics: devices_reversed" "$T/reversed-sim.json" '
+assert p["devices_reversed"] is True, p'
+expect 0 "" -- plan "$T/wide-first.model" --topology "$GPUS" --devices cuda:1,cuda:0x2 --json
+json_check "given so: not reversed, no key" 'assert "devices_reversed" not in p, p'
 # Searching M, both ways: the note (naming the M of the least overflow the
 # other way), then the choice made on the chain that fits.
 expect 0 "brigade plan: chose --microbatches 1: " -- plan "$T/wide-first.model" \
     --topology "$GPUS" --devices cuda:0x2,cuda:1 --microbatches auto
-stderr_has "note: the stages run on the devices the other way round, cuda:1, cuda:0/1, cuda:0/0: on the chain the links chose (cuda:0/0, cuda:0/1, cuda:1) stage 0 (layers 0-0 on cuda:0/0) is 28,233,170,944 bytes over its capacity at --microbatches 64" \
+stderr_has "note: the stages run on the devices the other way round, cuda:1, cuda:0/1, cuda:0/0: on cuda:0/0, cuda:0/1, cuda:1 stage 0 (layers 0-0 on cuda:0/0) is 28,233,170,944 bytes over its capacity at --microbatches 64" \
     "--microbatches auto: the other way"
 check "--microbatches auto: the choice fits" sh -c "! grep -q 'nothing fits' '$ERR'"
 # Under --schedule auto --chunks 2, a schedule of one chunk chosen runs on
@@ -326,7 +331,7 @@ check "sweep: each gpipe and 1f1b point run the other way round" \
     test "$(grep -cE '^ +[36] +(gpipe|1f1b) .*  \(devices the other way round\)$' "$OUT")" -eq 4
 check "sweep: interleaved not reversed, and skipped" \
     grep -qE '^ +6 +interleaved skipped: does not fit: stage 0 \(on cuda:0/0\) is ' "$OUT"
-stdout_has "(4 points marked so did not fit the chain of devices above and ran on it the other way round, as plan, simulate and train run them)" \
+stdout_has "(4 points marked \"devices the other way round\" did not fit the chain the header names and ran on its devices the other way round, as plan, simulate and train run them)" \
     "sweep: the marked points are explained"
 file_check "sweep --metrics: the reversed points say so, with their devices" \
     "$T/reversed-sweep.json" '
@@ -334,12 +339,19 @@ run = [q for q in p["points"] if "skipped" not in q]
 assert len(run) == 4 and all(q["devices_reversed"] is True for q in run), run
 assert all([s["device"] for s in q["stages"]] == ["cuda:1", "cuda:0/1", "cuda:0/0"] for q in run)
 assert all("devices_reversed" not in q for q in p["points"] if "skipped" in q), p["points"]'
-# Where neither way fits, the order the links chose stays, and a note says
-# the other way was tried.
-expect 2 "does not fit: stage 0 (layers 0-0 on cuda:0/0)" -- plan "$T/wide-first.model" \
-    --topology "$GPUS" --devices cuda:0x2,cuda:1 --device-mem 64G
+# Where neither way fits (a first layer of 192 GiB), the chain stays as it
+# was, and a note says the other way was tried.
+printf '%s\n' "input channels=65536 height=1 width=1" "dense units=196608 activation=relu" \
+    "dense units=10" softmax_cross_entropy >"$T/wider-first.model"
+expect 2 "does not fit: stage 0 (layers 0-0 on cuda:0/0)" -- plan "$T/wider-first.model" \
+    --topology "$GPUS" --devices cuda:0x2,cuda:1
 stderr_has "note: nor do the devices fit the other way round, cuda:1, cuda:0/1, cuda:0/0" \
     "neither way fits: said"
+# Devices of one capacity (--device-mem) fit alike either way: not tried
+# (a reviewer found a second search, and its note, on every such chain).
+expect 2 "does not fit: stage 0 (layers 0-0 on cuda:0/0)" -- plan "$T/wide-first.model" \
+    --topology "$GPUS" --devices cuda:0x2,cuda:1 --device-mem 64G
+check "one capacity: no note" sh -c "! grep -q 'the other way' '$ERR'"
 # The advice counts a change that fits the other way round, as the run
 # takes it: on GPUs of 80 GiB only SGD's smaller state fits, on cuda:1
 # first (until 2026-12-05 the advice priced the order the links chose alone).
@@ -349,10 +361,11 @@ check "the advice: SGD fits the other way round" grep -qE '^  --optimizer sgd +f
 expect 0 "note: the stages run on the devices the other way round, cuda:1, cuda:0/1, cuda:0/0" -- \
     plan "$T/wide-first.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
     --devices cuda:0x2,cuda:1 --optimizer sgd
-# A chain alike both ways is not planned twice, and keeps its order.
+# Capacities alike at mirrored places: not planned twice, and the order
+# stays.
 expect 2 "does not fit: stage 0 (layers 0-0 on cuda:0/0)" -- plan "$T/wide-first.model" \
     --topology "$GPUS" --devices cuda:0x2,cuda:1x2
-check "a mirrored chain: no note" sh -c "! grep -q 'the other way' '$ERR'"
+check "mirrored capacities: no note" sh -c "! grep -q 'the other way' '$ERR'"
 # dense_stack FILE WIDTH LAYER COUNT UNITS: a WIDTH-wide input, COUNT times
 # the line LAYER, a dense layer of UNITS and the loss.
 dense_stack() {

@@ -1136,43 +1136,58 @@ static void test_profile_spread(void **state) {
     assert_true(bg_profile_spread(zero, 3) == 1);
 }
 
-/* A chain is mirrored when run backwards it prices alike: devices alike
- * at mirrored places, and each link as the mirrored pair's the other way.
- * Names do not count. */
-static void test_request_mirrored(void **state) {
+/* The other way round is tried only where the plan does not fit and the
+ * capacities differ at mirrored places, and kept where it fits. */
+static void test_plan_either_way(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse(small_mlp);
     bg_cost_device_t devices[3];
     cpu_cores(devices, 3);
+    const int split[2] = {2, 3}; /* flatten and dense; dense; the loss */
     bg_plan_request_t r = request_for(spec, devices, 3, 4, 64);
-    assert_true(bg_plan_request_mirrored(&r));
-    r.devices = 1;
-    assert_true(bg_plan_request_mirrored(&r));
-    r.devices = 3;
-    devices[0].memory_bytes = 1000; /* big, small, small */
-    assert_false(bg_plan_request_mirrored(&r));
-    devices[2].memory_bytes = 1000; /* big, small, big */
-    assert_true(bg_plan_request_mirrored(&r));
-    devices[1].update_overhead_s = 1e-4; /* the middle one is its own mirror */
-    assert_true(bg_plan_request_mirrored(&r));
-    devices[2].flops_per_s *= 2;
-    assert_false(bg_plan_request_mirrored(&r));
-    devices[2].flops_per_s = devices[0].flops_per_s;
-    devices[2].own_conv_workspace = 1;
-    assert_false(bg_plan_request_mirrored(&r));
-    devices[2].own_conv_workspace = 0;
-    /* Links: 0 -> 1 fast, 1 -> 2 slow, and the other way the same. */
-    bg_cost_link_t links[9];
-    for (int i = 0; i < 9; i++) links[i] = (bg_cost_link_t)BG_COST_LINK_HOST_INIT;
-    links[1 * 3 + 2].bytes_per_s = links[2 * 3 + 1].bytes_per_s = 1e9;
-    r.links = links;
-    assert_false(bg_plan_request_mirrored(&r));
-    links[0 * 3 + 1].bytes_per_s = links[1 * 3 + 0].bytes_per_s = 1e9;
-    assert_true(bg_plan_request_mirrored(&r));
-    links[0 * 3 + 1].latency_s = 1e-3; /* 0 -> 1 mirrors 2 -> 1 */
-    assert_false(bg_plan_request_mirrored(&r));
-    links[2 * 3 + 1].latency_s = 1e-3;
-    assert_true(bg_plan_request_mirrored(&r));
+    r.split = split;
+    bg_plan_t *plan = NULL;
+    assert_int_equal(bg_plan_create(&r, &plan), BG_OK); /* no limit */
+    const size_t first = plan->partition->stage[0].peak_bytes;
+    const size_t last = plan->partition->stage[2].peak_bytes;
+    assert_true(last < first);
+    assert_false(bg_plan_may_fit_reversed(plan)); /* it fits */
+    bg_plan_destroy(plan);
+    /* Every device too small for the first stage: not tried. */
+    for (int d = 0; d < 3; d++) devices[d].memory_bytes = last;
+    assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+    assert_false(plan->partition->fits);
+    assert_false(bg_plan_may_fit_reversed(plan));
+    bg_plan_destroy(plan);
+    int reversed = -1;
+    assert_int_equal(bg_plan_create_either_way(&r, &plan, &reversed), BG_OK);
+    assert_int_equal(reversed, 0);
+    assert_false(plan->partition->fits);
+    bg_plan_destroy(plan);
+    /* The small one first: only the other way round fits. */
+    devices[1].memory_bytes = devices[2].memory_bytes = 4 * first;
+    assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+    assert_false(plan->partition->fits);
+    assert_true(bg_plan_may_fit_reversed(plan));
+    bg_plan_destroy(plan);
+    assert_int_equal(bg_plan_create_either_way(&r, &plan, &reversed), BG_OK);
+    assert_int_equal(reversed, 1);
+    assert_true(plan->partition->fits);
+    assert_string_equal(plan->device[0].name, "cpu:2");
+    assert_string_equal(plan->device[2].name, "cpu:0");
+    assert_int_equal(plan->device[2].memory_bytes, last);
+    bg_plan_destroy(plan);
+    /* Small, large, small: alike the other way round, not tried. */
+    devices[2].memory_bytes = last;
+    assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+    assert_false(bg_plan_may_fit_reversed(plan));
+    bg_plan_destroy(plan);
+    /* A workspace counted at one end and not the other differs too. */
+    devices[0].memory_bytes = devices[1].memory_bytes = devices[2].memory_bytes = last;
+    devices[0].own_conv_workspace = 1;
+    assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+    assert_true(bg_plan_may_fit_reversed(plan));
+    bg_plan_destroy(plan);
     bg_model_spec_destroy(spec);
 }
 
@@ -1217,7 +1232,7 @@ int main(void) {
         cmocka_unit_test(test_profile_stage_times),
         cmocka_unit_test(test_profile_other_sizes),
         cmocka_unit_test(test_request_errors),
-        cmocka_unit_test(test_request_mirrored),
+        cmocka_unit_test(test_plan_either_way),
         cmocka_unit_test(test_request_reverse),
         cmocka_unit_test(test_microbatch_candidates),
         cmocka_unit_test(test_search),

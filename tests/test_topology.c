@@ -126,6 +126,19 @@ static void test_gpu_links(void **state) {
     assert_string_equal(two->word[0 * 2 + 1], "SYS");
     assert_true(two->memory_bytes[0] == 140 * gib);
     bg_device_links_destroy(two);
+
+    /* The other way round in place: cuda:4, cuda:1, cuda:0/1, cuda:0/0,
+     * each pair's link as it was. */
+    l->memory_bytes[0] = 1; /* to tell cuda:0/0 by */
+    bg_device_links_reverse(l);
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++) assert_string_equal(l->word[a * 4 + b], want[3 - a][3 - b]);
+    assert_true(l->link[3 * 4 + 2].bytes_per_s == BG_LINK_SAME_GPU_BYTES_PER_S);
+    assert_true(l->link[0 * 4 + 1].bytes_per_s == BG_LINK_SYS_BYTES_PER_S);
+    assert_true(l->memory_bytes[3] == 1 && l->memory_bytes[0] == 140 * gib);
+    bg_device_links_reverse(l);
+    assert_true(l->memory_bytes[0] == 1 &&
+                l->link[0 * 4 + 1].bytes_per_s == BG_LINK_SAME_GPU_BYTES_PER_S);
     bg_device_links_destroy(l);
 
     /* A GPU the XML does not have is an error that names it. */
