@@ -453,9 +453,11 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
                      over, plural);
         else
             snprintf(skip, skip_size,
-                     "does not fit: stage %d (on %s) is %s byte%s over its capacity",
+                     "does not fit: stage %d (on %s) is %s byte%s over its capacity%s",
                      part->worst_stage, plan->device[part->stage[part->worst_stage].device].name,
-                     over, plural);
+                     over, plural,
+                     bg_plan_may_fit_reversed(plan) ? ", nor do the devices fit the other way round"
+                                                    : "");
         goto add_point;
     }
     peaks = calloc((size_t)part->stages, sizeof *peaks);
@@ -574,7 +576,8 @@ static void describe_path(const sweep_options_t *o, FILE *f) {
     free(path);
 }
 
-static char *chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setup) {
+static char *chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setup,
+                            int reversed_points) {
     char *text = NULL;
     size_t length = 0;
     FILE *f = open_memstream(&text, &length);
@@ -591,6 +594,9 @@ static char *chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setu
         describe_path(o, f);
         fputc(')', f);
     }
+    if (reversed_points > 0) /* which ones, the table says */
+        fprintf(f, "; %d point%s on them the other way round", reversed_points,
+                reversed_points == 1 ? "" : "s");
     if (o->simulate)
         fprintf(f, "; simulated from %s",
                 setup->profile != NULL ? o->placement.profile_path : "the analytic cost model");
@@ -774,7 +780,7 @@ int bg_cmd_sweep(int argc, char **argv) {
     bg_cli_outputs_t outputs = {.cmd = "sweep", .failed = BG_OK};
     int chart_written = 0, metrics_written = 0;
     if (o.chart != NULL && run_points > 0) {
-        char *subtitle = chart_subtitle(&o, &setup); /* NULL: the chart without it */
+        char *subtitle = chart_subtitle(&o, &setup, c.reversed_points); /* NULL: without it */
         const bg_status_t written = bg_svg_chart_write(o.chart, points, count, subtitle);
         free(subtitle);
         bg_cli_output_written(&outputs, written, "chart", o.chart);

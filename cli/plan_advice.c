@@ -47,8 +47,10 @@ static int could_hold(const bg_cost_device_t *devices, int k, double state) {
  * whether it fits (fits_only), and not at all where the devices could not
  * hold the model's state. Where it does not fit as its chain runs, the
  * chain the other way round counts too, as the run would take it
- * (bg_cli_plan_make); out of memory planning that is no fit. */
-static bg_plan_t *fitting_plan(const bg_plan_request_t *r) {
+ * (bg_cli_plan_make; *reversed says so); out of memory planning that is
+ * no fit. */
+static bg_plan_t *fitting_plan(const bg_plan_request_t *r, int *reversed) {
+    *reversed = 0;
     if (!could_hold(r->device, r->devices, model_state_bytes(r))) return NULL;
     bg_plan_request_t v = *r;
     /* With --chunks V, what fits may be a split checked per device, which
@@ -57,21 +59,22 @@ static bg_plan_t *fitting_plan(const bg_plan_request_t *r) {
      * plan agree. */
     v.fits_only = r->chunks == 1;
     bg_plan_t *p = NULL;
-    int reversed;
-    if (bg_plan_create_either_way(&v, &p, &reversed) == BG_OK && p->partition->fits) return p;
+    if (bg_plan_create_either_way(&v, &p, reversed) == BG_OK && p->partition->fits) return p;
     bg_plan_destroy(p);
     return NULL;
 }
 
 int bg_advice_variant_fits(const bg_plan_request_t *r) {
-    bg_plan_t *p = fitting_plan(r);
+    int reversed;
+    bg_plan_t *p = fitting_plan(r, &reversed);
     const int fits = p != NULL;
     bg_plan_destroy(p);
     return fits;
 }
 
 int bg_advice_try_variant(const bg_plan_request_t *r, const char *what, cJSON *found) {
-    bg_plan_t *p = fitting_plan(r); /* a variant that does not fit is not shown */
+    int reversed;
+    bg_plan_t *p = fitting_plan(r, &reversed); /* a variant that does not fit is not shown */
     if (p == NULL) return 0;
     size_t peak = 0, device_peak = 0;
     for (int s = 0; s < p->partition->stages; s++)
@@ -87,15 +90,17 @@ int bg_advice_try_variant(const bg_plan_request_t *r, const char *what, cJSON *f
     char step[64] = "";
     if (!r->forward_only)
         snprintf(step, sizeof step, ", step %.3f ms without the optimizer step", p->step_s * 1e3);
-    fprintf(stderr, "  %-32s fits: largest %s %.2f MiB%s\n", what,
+    fprintf(stderr, "  %-32s fits: largest %s %.2f MiB%s%s\n", what,
             per_device ? "device's stages" : "stage",
-            (double)(per_device ? device_peak : peak) / mib, step);
+            (double)(per_device ? device_peak : peak) / mib, step,
+            reversed ? ", on the devices the other way round" : "");
     cJSON *change = found != NULL ? cJSON_CreateObject() : NULL;
     if (change != NULL) {
         cJSON_AddStringToObject(change, "change", what);
         bg_cli_json_add_uint(change, "largest_stage_bytes", peak);
         if (per_device) bg_cli_json_add_uint(change, "largest_device_bytes", device_peak);
         cJSON_AddNumberToObject(change, "step_ms", p->step_s * 1e3);
+        if (reversed) cJSON_AddTrueToObject(change, "devices_reversed");
         cJSON_AddItemToArray(found, change);
     }
     bg_plan_destroy(p);

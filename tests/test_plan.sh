@@ -326,13 +326,15 @@ stdout_has "3 stages on cuda:1, cuda:0/1, cuda:0/0; 1f1b, 6 micro-batches" \
 # is not reversed, and does not fit.
 expect 0 "" -- sweep "$T/wide-first.model" --topology "$GPUS" --devices cuda:0x2,cuda:1 \
     --simulate --microbatches 3,6 --schedule gpipe,1f1b,interleaved --chunks 2 \
-    --metrics "$T/reversed-sweep.json"
+    --metrics "$T/reversed-sweep.json" --chart "$T/reversed-sweep.svg"
 check "sweep: each gpipe and 1f1b point run the other way round" \
     test "$(grep -cE '^ +[36] +(gpipe|1f1b) .*  \(devices the other way round\)$' "$OUT")" -eq 4
 check "sweep: interleaved not reversed, and skipped" \
     grep -qE '^ +6 +interleaved skipped: does not fit: stage 0 \(on cuda:0/0\) is ' "$OUT"
 stdout_has "(4 points marked \"devices the other way round\" did not fit the chain the header names and ran on its devices the other way round, as plan, simulate and train run them)" \
     "sweep: the marked points are explained"
+check "sweep --chart: its subtitle counts the points run the other way round" \
+    grep -q '4 points on them the other way round' "$T/reversed-sweep.svg"
 file_check "sweep --metrics: the reversed points say so, with their devices" \
     "$T/reversed-sweep.json" '
 run = [q for q in p["points"] if "skipped" not in q]
@@ -347,6 +349,10 @@ expect 2 "does not fit: stage 0 (layers 0-0 on cuda:0/0)" -- plan "$T/wider-firs
     --topology "$GPUS" --devices cuda:0x2,cuda:1
 stderr_has "note: nor do the devices fit the other way round, cuda:1, cuda:0/1, cuda:0/0" \
     "neither way fits: said"
+expect 2 "every point was skipped" -- sweep "$T/wider-first.model" --topology "$GPUS" \
+    --devices cuda:0x2,cuda:1 --simulate --microbatches 2
+stdout_has "skipped: does not fit: stage 0 (on cuda:0/0) is 131,502,964,736 bytes over its capacity, nor do the devices fit the other way round" \
+    "sweep: a point that fits neither way says so"
 # Devices of one capacity (--device-mem) fit alike either way: not tried
 # (a reviewer found a second search, and its note, on every such chain).
 expect 2 "does not fit: stage 0 (layers 0-0 on cuda:0/0)" -- plan "$T/wide-first.model" \
@@ -357,7 +363,8 @@ check "one capacity: no note" sh -c "! grep -q 'the other way' '$ERR'"
 # first (until 2026-12-05 the advice priced the order the links chose alone).
 expect 2 "what would help" -- plan "$T/wide-first.model" \
     --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" --devices cuda:0x2,cuda:1
-check "the advice: SGD fits the other way round" grep -qE '^  --optimizer sgd +fits: ' "$ERR"
+check "the advice: SGD fits the other way round, and says so" \
+    grep -qE '^  --optimizer sgd +fits: .*, on the devices the other way round$' "$ERR"
 expect 0 "note: the stages run on the devices the other way round, cuda:1, cuda:0/1, cuda:0/0" -- \
     plan "$T/wide-first.model" --topology "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" \
     --devices cuda:0x2,cuda:1 --optimizer sgd
