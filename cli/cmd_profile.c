@@ -251,19 +251,36 @@ static int new_range(const bg_profile_t *p, int i, int *last) {
     return fresh;
 }
 
-/* Over the ranges timed after waits: each ratio's lowest and highest. */
+/* One ratio's range, "x0.91 to x1.20", or "not measured" where no range
+ * kept one (a ratio past BG_PROFILE_MAX_AFTER_WAIT_RATIO is noise, and
+ * stored as 0). */
+static const char *ratio_range(double lo, double hi, int count, char *buf, size_t size) {
+    if (count == 0)
+        snprintf(buf, size, "not measured");
+    else
+        snprintf(buf, size, "x%.2f to x%.2f", lo, hi);
+    return buf;
+}
+
+/* Over the ranges timed after waits: each ratio's lowest and highest of
+ * those measured. */
 static void print_after_wait(const bg_profile_t *p) {
     double lo[2][BG_NEIGHBOUR_KINDS] = {{0}}, hi[2][BG_NEIGHBOUR_KINDS] = {{0}};
+    int kept[2][BG_NEIGHBOUR_KINDS] = {{0}};
     int count = 0, ranges = 0, last = -1;
     for (int i = 0; i < p->stage_count; i++) {
         const bg_stage_after_wait_t *w = &p->stage[i].after_wait;
-        if (w->forward[BG_NEIGHBOUR_FORWARD] <= 0) continue;
+        int any = 0;
+        for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++) any |= w->forward[k] > 0 || w->backward[k] > 0;
+        if (!any) continue;
         ranges += new_range(p, i, &last);
         for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++)
             for (int op = 0; op < 2; op++) {
                 const double v = op == 0 ? w->forward[k] : w->backward[k];
-                if (count == 0 || v < lo[op][k]) lo[op][k] = v;
-                if (count == 0 || v > hi[op][k]) hi[op][k] = v;
+                if (v <= 0) continue; /* not measured */
+                if (kept[op][k] == 0 || v < lo[op][k]) lo[op][k] = v;
+                if (kept[op][k] == 0 || v > hi[op][k]) hi[op][k] = v;
+                kept[op][k]++;
             }
         count++;
     }
@@ -271,12 +288,16 @@ static void print_after_wait(const bg_profile_t *p) {
     printf("after a wait: %d timings of %d layer ranges, their ops after a wait over warm ones, "
            "by what the other core ran meanwhile:\n",
            count, ranges);
-    for (int op = 0; op < 2; op++)
-        printf("  %s after the other's fwd x%.2f to x%.2f, bwd x%.2f to x%.2f, update "
-               "x%.2f to x%.2f\n",
-               op == 0 ? "fwd" : "bwd", lo[op][BG_NEIGHBOUR_FORWARD], hi[op][BG_NEIGHBOUR_FORWARD],
-               lo[op][BG_NEIGHBOUR_BACKWARD], hi[op][BG_NEIGHBOUR_BACKWARD],
-               lo[op][BG_NEIGHBOUR_UPDATE], hi[op][BG_NEIGHBOUR_UPDATE]);
+    for (int op = 0; op < 2; op++) {
+        char f[40], b[40], u[40];
+        printf("  %s after the other's fwd %s, bwd %s, update %s\n", op == 0 ? "fwd" : "bwd",
+               ratio_range(lo[op][BG_NEIGHBOUR_FORWARD], hi[op][BG_NEIGHBOUR_FORWARD],
+                           kept[op][BG_NEIGHBOUR_FORWARD], f, sizeof f),
+               ratio_range(lo[op][BG_NEIGHBOUR_BACKWARD], hi[op][BG_NEIGHBOUR_BACKWARD],
+                           kept[op][BG_NEIGHBOUR_BACKWARD], b, sizeof b),
+               ratio_range(lo[op][BG_NEIGHBOUR_UPDATE], hi[op][BG_NEIGHBOUR_UPDATE],
+                           kept[op][BG_NEIGHBOUR_UPDATE], u, sizeof u));
+    }
 }
 
 /* Each layer's fwd + dX + dW at every size timed, ascending (the profile's

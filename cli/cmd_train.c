@@ -699,17 +699,19 @@ int bg_cmd_train(int argc, char **argv) {
     if (st == BG_ERR_INTERRUPTED) {
         bg_progress_end_line(progress);
         bg_cli_fail("train", st);
+        bg_cli_train_report_unwritten(&o, "was interrupted");
         code = 128 + bg_cli_stop_signal;
         goto done;
     }
     if (st != BG_OK) {
         code = bg_cli_fail("train", st);
-        bg_cli_train_report_unwritten(&o);
+        bg_cli_train_report_unwritten(&o, "failed");
         goto done;
     }
     if (r.save_failed_step > 0) bg_progress_end_line(progress);
     if (r.stopped) { /* a stop signal's save failed: an interrupted run's end, as above */
         bg_cli_train_report_failed_save(&o, &r, total_steps);
+        bg_cli_train_report_unwritten(&o, "was interrupted");
         code = 128 + bg_cli_stop_signal;
         goto done;
     }

@@ -74,8 +74,9 @@ int bg_cli_note_split_profile(const bg_plan_t *plan, const char *path) {
     if (plan->partition->stages == count + 1)
         fprintf(stderr,
                 "note: %s times only the stages of split %s (brigade profile --split); other "
-                "splits are priced from its layers' sums, so give --split %s too, or profile "
-                "without --split\n",
+                "splits are priced from its layers' sums, without the slowdowns it measured "
+                "beside the other stages, so they may look faster than they run: give --split %s "
+                "too, or profile without --split\n",
                 path, text, text);
     else
         fprintf(stderr,

@@ -22,6 +22,7 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the stop signal handler needs lock-
 static atomic_llong first_ns;
 static const char *stop_reply; /* what the first signal is answered with */
 static char quit_reply[96];    /* and a second one, before any note */
+static char repeat_reply[160]; /* and one within a second of the first */
 static int stderr_terminal;    /* where a progress bar may hold a line open */
 /* What a second signal's answer adds (bg_cli_set_quit_note): two buffers,
  * the one `quit_note` names (-1: none) whole while the other is written,
@@ -70,7 +71,9 @@ static void on_stop_signal(int signo) {
     if (atomic_compare_exchange_strong(&first_ns, &first, ns > 0 ? ns : 1)) {
         bg_cli_stop_signal = signo;
         if (stop_reply != NULL) say(stop_reply);
-    } else if (ns - first >= 1000000000) {
+    } else if (ns - first < 1000000000) {
+        say(repeat_reply); /* heard, not ignored in silence */
+    } else {
         /* A save cut short leaves no temporary file (the file saved is
          * as it was). */
         bg_atomic_file_remove_unfinished();
@@ -88,6 +91,10 @@ void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *cmd, con
     stop_reply = reply;
     snprintf(quit_reply, sizeof quit_reply,
              "\nbrigade %s: a second signal: quitting at once; nothing more is written", cmd);
+    snprintf(repeat_reply, sizeof repeat_reply,
+             "\nbrigade %s: already stopping (a signal within a second of the first is the same "
+             "request); a signal a second or more after it quits at once\n",
+             cmd);
     stderr_terminal = isatty(STDERR_FILENO);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

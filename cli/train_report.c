@@ -90,7 +90,7 @@ void bg_cli_train_report_failed_save(const train_options_t *o, const bg_train_re
         fprintf(stderr, "; nothing of this run is saved\n");
 }
 
-void bg_cli_train_report_unwritten(const train_options_t *o) {
+void bg_cli_train_report_unwritten(const train_options_t *o, const char *why) {
     const char *option[] = {"--metrics", "--trace", "--timeline"};
     const char *path[] = {o->metrics, o->trace, o->timeline};
     int total = 0, there = 0; /* there: paths that hold a file, an earlier run's */
@@ -110,7 +110,7 @@ void bg_cli_train_report_unwritten(const train_options_t *o) {
         count++;
     }
     if (count > 0)
-        fprintf(stderr, "brigade train: the run failed, so %s %s not written%s\n", list,
+        fprintf(stderr, "brigade train: the run %s, so %s %s not written%s\n", why, list,
                 count == 1 ? "was" : "were",
                 there == 0   ? ""
                 : count == 1 ? " (the file there is an earlier run's)"

@@ -33,10 +33,11 @@ void bg_cli_train_print_stages(const bg_train_result_t *r);
 void bg_cli_train_report_failed_save(const train_options_t *o, const bg_train_result_t *r,
                                      int64_t total);
 
-/* After a run that failed (non-finite values, a stalled step): the
- * reports it asked for that were not written, so that a file left there by
- * an earlier run is not taken for this one's. */
-void bg_cli_train_report_unwritten(const train_options_t *o);
+/* After a run that failed (non-finite values, a stalled step) or was
+ * interrupted: the reports it asked for that were not written, so that a
+ * file left there by an earlier run is not taken for this one's. `why`:
+ * "failed", "was interrupted". */
+void bg_cli_train_report_unwritten(const train_options_t *o, const char *why);
 
 /* --metrics: the run's settings and final figures as JSON at `path`;
  * `summary` (may be NULL) adds the recorded steps' timeline. */

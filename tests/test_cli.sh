@@ -1430,6 +1430,34 @@ check "a second signal: says what --save holds" grep -qxF \
     "$ERR"
 expect 0 "" -- train "$T/slow_eval.model" --data synthetic --steps 0 --load "$T/quit.st" \
     --test-samples 16
+# A repeat within the second is the same request, and is answered so
+# (until 2026-12-05 it went unanswered, and a tester took the run for deaf);
+# the stopped run then says that --metrics was not written, where an
+# earlier run's file stays.
+echo earlier >"$T/repeat.json"
+: >"$ERR"
+env --default-signal=TERM "$BRIGADE" train "$T/slow_eval.model" --data synthetic --steps 4 \
+    --batch 1024 --metrics "$T/repeat.json" --test-samples 16 </dev/null >"$OUT" 2>"$ERR" &
+pid=$!
+tries=0
+while ! grep -q " step 1/4 " "$ERR" && [ $tries -lt 600 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+kill -TERM "$pid"
+sleep 0.2
+kill -TERM "$pid" 2>/dev/null
+wait "$pid"
+status=$?
+check "a repeat within the second: the run stops as asked first (exit $status)" \
+    test "$status" -eq 143
+check "a repeat within the second: answered" grep -qxF \
+    "brigade train: already stopping (a signal within a second of the first is the same request); a signal a second or more after it quits at once" \
+    "$ERR"
+check "an interrupted run: --metrics not written, said" grep -qxF \
+    "brigade train: the run was interrupted, so --metrics $T/repeat.json was not written (the file there is an earlier run's)" \
+    "$ERR"
+check "an interrupted run: the earlier --metrics file stays" grep -qx earlier "$T/repeat.json"
 # Mid-run, within a step of 1,024 samples (seconds), the last save is
 # told, with how to go on from it.
 : >"$ERR"

@@ -126,7 +126,8 @@ assert 100 * empty["weight_check_s"] < s["weight_check_s"], (empty, s)
 # of its time at 16 and 4 times it at 64, so less at 1 than at 16 and more
 # at 64; the dense layer reads its 2.8 MB of weights at any size, so its
 # 16 and 64 are too close to order on a busy machine (a CI run measured
-# 2.58 ms at 16 and 2.40 at 64), and only 1 is checked to be the least
+# 2.58 ms at 16 and 2.40 at 64), and so are 1 and 16 (1.52 against 1.45
+# beside two other busy processes): only 1 is checked to be less than 64
 assert p["other_sizes"] == [1, 4, 64], p.get("other_sizes")
 for l in p["layers"]:
     for t in l["at_other_sizes"]:
@@ -135,8 +136,8 @@ for i in (0, 4):
     l = p["layers"][i]
     at16 = l["forward_s"] + l["backward_data_s"] + l["backward_weights_s"]
     at1, at4, at64 = (sum(t.values()) for t in l["at_other_sizes"])
-    assert 0 < at1 < min(at16, at64), (i, at1, at16, at64)
-    assert i != 0 or at16 < at64, (i, at1, at16, at64)'
+    assert 0 < at1 < at64, (i, at1, at16, at64)
+    assert i != 0 or at1 < at16 < at64, (i, at1, at16, at64)'
     # A version 1 profile (no version, no channel costs) still loads, and
     # so does a version 2 one from before the gradients' checks; a newer
     # version is refused, saying to profile again.
@@ -271,7 +272,7 @@ assert ranges == [(0, 4, 1), (0, 4, 2), (4, 8, 1), (4, 8, 2)], ranges
 assert all(s["loaded"]["forward_s"] > 0 and s["forward_s"] > 0 for s in p["stages"])'
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --split 6 --profile "$PS"
     check "a split profile on another --split: the note says so" grep -qF \
-        "note: $PS times only the stages of split 4 (brigade profile --split); other splits are priced from its layers' sums, so give --split 4 too" \
+        "note: $PS times only the stages of split 4 (brigade profile --split); other splits are priced from its layers' sums, without the slowdowns it measured beside the other stages, so they may look faster than they run: give --split 4 too" \
         "$ERR"
     # On another number of stages --split 4 cannot help: the note says the
     # profile does not time this placement's stages (until 2026-12-04 it
