@@ -300,6 +300,20 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
                             "--min-lr %g is above the learning rate %g: the schedule would "
                             "climb, not decay",
                             schedule->min_lr, lr);
+    /* Options that would change nothing (a tester's runs went through). */
+    if (schedule->kind != BG_LR_CONSTANT && schedule->min_lr == lr && lr > 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--min-lr %g is the learning rate: the rate would not fall (the "
+                            "constant schedule, the default, runs so)",
+                            lr);
+    if (schedule->kind != BG_LR_CONSTANT && lr == 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--lr-schedule %s lowers the rate from --lr, here 0: it changes "
+                            "nothing",
+                            bg_lr_schedule_kind_name(schedule->kind));
+    if (schedule->warmup_steps > 0 && lr == 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "--warmup ramps the rate up to --lr, here 0: it changes nothing");
     /* --steps alone runs that many steps, not one epoch's worth at most. */
     if (o->train.steps > 0 && !epochs_given) o->train.epochs = 0;
     /* Found now, not after the whole run. */

@@ -533,6 +533,13 @@ usage_error "--min-lr is where a decay ends; the constant schedule has none" -- 
     train "$MODEL" --min-lr 0.001
 usage_error "--min-lr 0.01 is above the learning rate 0.001: the schedule would climb" -- \
     train "$MODEL" --lr-schedule linear --min-lr 0.01
+# Schedules that would change nothing (until 2026-12-05 they ran).
+usage_error "--min-lr 0.001 is the learning rate: the rate would not fall (the constant schedule, the default, runs so)" -- \
+    train "$MODEL" --lr-schedule cosine --min-lr 0.001
+usage_error "--lr-schedule linear lowers the rate from --lr, here 0: it changes nothing" -- \
+    train "$MODEL" --lr-schedule linear --lr 0
+usage_error "--warmup ramps the rate up to --lr, here 0: it changes nothing" -- \
+    train "$MODEL" --warmup 3 --lr 0
 usage_error "--warmup: -1 is outside 0..4611686018427387903" -- train "$MODEL" --warmup -1
 usage_error "--lr-schedule changes nothing with --steps 0" -- \
     train "$MODEL" --steps 0 --lr-schedule cosine
