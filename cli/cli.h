@@ -210,7 +210,8 @@ typedef struct bg_cli_stop_handlers {
  * what the command will still do, and that a second signal quits at
  * once), so that a user at a terminal knows it was heard; the second,
  * that nothing more is written, after "brigade CMD:" as every message of
- * the command begins. */
+ * the command begins; a repeat within a second of the first (the same
+ * request), that it is already stopping. */
 void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *cmd, const char *reply);
 
 /* What the answer to a second signal adds after "nothing more is written"

@@ -80,8 +80,9 @@ const char bg_placement_help_rest[] =
     "  no GPU more of the stages than it must (its virtual devices share its\n"
     "  arithmetic), and of those linked alike, up to 12 devices, the chain\n"
     "  whose smallest device has the most memory. Where that chain does not\n"
-    "  fit and its devices differ, it runs the other way round if that fits\n"
-    "  (a sweep decides so point by point). 'brigade plan' prints the links.\n";
+    "  fit and its devices' memory differs, it runs the other way round if\n"
+    "  that fits (a sweep decides so point by point). 'brigade plan' prints\n"
+    "  the links.\n";
 
 void bg_placement_init(bg_placement_t *p) {
     memset(p, 0, sizeof *p);

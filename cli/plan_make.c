@@ -84,21 +84,45 @@ static void reverse_chain(bg_placement_t *p, bg_cli_setup_t *setup, int path) {
     }
 }
 
+/* Whether the chain `*plan` ran on (the path, with `path`) might fit the
+ * other way round where it does not: bg_plan_may_fit_reversed, and under
+ * --schedule auto --chunks V whatever the search chose (interleaved may
+ * have overflowed least where a schedule of one chunk fits on the path
+ * reversed), where the path's capacities differ at mirrored places. */
+static bg_status_t may_fit_reversed(const bg_placement_t *p, int path, const bg_plan_t *plan,
+                                    int host_share, int *out) {
+    *out = 0;
+    if (!path) {
+        *out = bg_plan_may_fit_reversed(plan);
+        return BG_OK;
+    }
+    if (plan->partition->fits || !p->auto_schedule) return BG_OK;
+    bg_cost_device_t *device = NULL;
+    BG_CHECK(path_devices(p, host_share, p->path.count, &device));
+    *out =
+        device != NULL && p->path.count >= 2 && !bg_plan_capacities_mirrored(device, p->path.count);
+    free(device);
+    return BG_OK;
+}
+
 /* Where `*plan` does not fit, yet might the other way round
- * (bg_plan_may_fit_reversed), plans its chain so (under --schedule auto
- * --chunks V, where the search chose a schedule of one chunk: the path it
- * runs on, searching again) and keeps that, with a note, where it fits;
- * else the placement goes back as it was, and a note says that the other
- * way does not fit either. */
+ * (may_fit_reversed), plans its chain so (under --schedule auto --chunks
+ * V: the path the schedules of one chunk run on, searching again) and
+ * keeps that, with a note, where it fits; else the placement goes back as
+ * it was, and a note says that the other way does not fit either (none
+ * where the planner refused it). */
 static bg_status_t try_reversed_chain(const char *cmd, bg_placement_t *p, bg_cli_setup_t *setup,
                                       const bg_plan_request_t *request, int host_share,
                                       bg_plan_t **plan) {
-    const int path = p->chunks > 1; /* a schedule of one chunk, chosen under --chunks V */
+    const int path = p->chunks > 1; /* --chunks V under --schedule auto */
     const bg_device_list_t *list = path ? &p->path : &p->devices;
     const bg_device_links_t *links = path ? setup->path_links : setup->links;
-    if (!bg_plan_may_fit_reversed(*plan) || links == NULL ||
-        list->count != (*plan)->request.devices || links->count != list->count)
+    if (links == NULL || links->count != list->count ||
+        (!path && list->count != (*plan)->request.devices))
         return BG_OK;
+    int may = 0;
+    BG_CHECK(may_fit_reversed(p, path, *plan, host_share, &may));
+    if (!may) return BG_OK;
     char before[160], after[160];
     bg_device_list_words(list, before, sizeof before);
     reverse_chain(p, setup, path); /* request's devices and links with it */
@@ -109,20 +133,28 @@ static bg_status_t try_reversed_chain(const char *cmd, bg_placement_t *p, bg_cli
         bg_plan_destroy(reversed);
         reverse_chain(p, setup, path);
         if (st != BG_OK && st != BG_ERR_INVALID) return st;
-        fprintf(stderr, "note: nor do the devices fit the other way round, %s\n", after);
+        if (st == BG_OK) /* a refusal the other way round is no measure of fitting */
+            fprintf(stderr, "note: nor do the devices fit the other way round, %s\n", after);
         return BG_OK;
     }
     const bg_partition_t *part = (*plan)->partition;
-    const bg_partition_stage_t *worst = &part->stage[part->worst_stage];
-    char over[32], at[48] = "";
-    bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over);
-    if (p->auto_microbatches) /* the search's least overflow, at its own M */
-        snprintf(at, sizeof at, " at --microbatches %d", (*plan)->request.microbatches);
-    fprintf(stderr,
-            "note: the stages run on the devices the other way round, %s: on %s stage %d "
-            "(layers %d-%d on %s) is %s bytes over its capacity%s\n",
-            after, before, part->worst_stage, worst->first_layer, worst->last_layer - 1,
-            (*plan)->device[worst->device].name, over, at);
+    if ((*plan)->request.chunks == 1) { /* its stages are on the chain named */
+        const bg_partition_stage_t *worst = &part->stage[part->worst_stage];
+        char over[32], at[48] = "";
+        bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over);
+        if (p->auto_microbatches) /* the search's least overflow, at its own M */
+            snprintf(at, sizeof at, " at --microbatches %d", (*plan)->request.microbatches);
+        fprintf(stderr,
+                "note: the stages run on the devices the other way round, %s: on %s stage %d "
+                "(layers %d-%d on %s) is %s bytes over its capacity%s\n",
+                after, before, part->worst_stage, worst->first_layer, worst->last_layer - 1,
+                (*plan)->device[worst->device].name, over, at);
+    } else {
+        fprintf(stderr,
+                "note: the stages run on the devices the other way round, %s: on %s no "
+                "schedule of one chunk a device fit, nor did interleaved on its cycle\n",
+                after, before);
+    }
     bg_plan_destroy(*plan);
     *plan = reversed;
     p->reversed = 1;

@@ -77,11 +77,12 @@ void bg_cli_note_turns(const bg_plan_t *plan, const bg_placement_t *p, int64_t b
  * placement there (bg_placement_use_path). A plan that fits carries its
  * simulated step (simulated_step_s) either way. `request` is the
  * placement's (bg_placement_plan_request, its devices in setup->devices).
- * Where it does not fit and the chain of one chunk a device has devices
- * unlike run backwards (bg_plan_request_mirrored), the chain is planned
- * the other way round too and, where that fits, runs so (the placement's
- * devices, setup->links and setup->devices reversed, or under --schedule
- * auto --chunks V the path and setup->path_links; a note says why). */
+ * Where it does not fit, yet might the other way round
+ * (bg_plan_may_fit_reversed: the capacities differ at mirrored places),
+ * the chain is planned the other way round too and, where that fits, runs
+ * so (the placement's devices, setup->links and setup->devices reversed
+ * in place, or under --schedule auto --chunks V the path and
+ * setup->path_links; a note says why, and placement->reversed). */
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, bg_cli_setup_t *setup,
                              const bg_plan_request_t *request, int host_share, bg_plan_t **out);
 

@@ -60,8 +60,9 @@ static void die_by(int signo) {
 }
 
 /* A second signal a second or more after the first ends the process at
- * once; one sooner is the same request again (timeout(1) signals the
- * command and then its process group). */
+ * once; one sooner is the same request again, answered so where a person
+ * could have sent it (a tenth of a second or more after the first:
+ * timeout(1) signals the command and then its process group at once). */
 static void on_stop_signal(int signo) {
     const int saved_errno = errno; /* write may set it under the code interrupted */
     struct timespec now;           /* clock_gettime, sigaction and raise are async-signal-safe */
@@ -72,7 +73,7 @@ static void on_stop_signal(int signo) {
         bg_cli_stop_signal = signo;
         if (stop_reply != NULL) say(stop_reply);
     } else if (ns - first < 1000000000) {
-        say(repeat_reply); /* heard, not ignored in silence */
+        if (ns - first >= 100000000) say(repeat_reply); /* heard, not ignored in silence */
     } else {
         /* A save cut short leaves no temporary file (the file saved is
          * as it was). */

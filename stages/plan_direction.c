@@ -4,17 +4,20 @@
 
 #include "planner.h"
 
-int bg_plan_may_fit_reversed(const bg_plan_t *plan) {
-    const bg_plan_request_t *r = &plan->request;
-    const int k = r->devices;
-    if (plan->partition->fits || r->chunks > 1 || k < 2) return 0;
+int bg_plan_capacities_mirrored(const bg_cost_device_t *device, int k) {
     for (int a = 0; a < k / 2; a++) {
-        const bg_cost_device_t *d = &r->device[a], *e = &r->device[k - 1 - a];
+        const bg_cost_device_t *d = &device[a], *e = &device[k - 1 - a];
         if (d->memory_bytes != e->memory_bytes || d->own_conv_workspace != e->own_conv_workspace ||
             d->conv_workspace_bytes != e->conv_workspace_bytes)
-            return 1;
+            return 0;
     }
-    return 0;
+    return 1;
+}
+
+int bg_plan_may_fit_reversed(const bg_plan_t *plan) {
+    const bg_plan_request_t *r = &plan->request;
+    return !plan->partition->fits && r->chunks == 1 && r->devices >= 2 &&
+           !bg_plan_capacities_mirrored(r->device, r->devices);
 }
 
 void bg_plan_request_reverse(const bg_plan_request_t *r, bg_cost_device_t *device,
@@ -33,11 +36,11 @@ void bg_plan_request_reverse(const bg_plan_request_t *r, bg_cost_device_t *devic
 }
 
 bg_status_t bg_plan_create_either_way(const bg_plan_request_t *r, bg_plan_t **out, int *reversed) {
-    *reversed = 0;
     bg_plan_t *plan = NULL;
     BG_CHECK(bg_plan_create(r, &plan));
     if (!bg_plan_may_fit_reversed(plan)) {
         *out = plan;
+        *reversed = 0;
         return BG_OK;
     }
     const size_t k = (size_t)r->devices;
@@ -54,10 +57,10 @@ bg_status_t bg_plan_create_either_way(const bg_plan_request_t *r, bg_plan_t **ou
     }
     free(device); /* the plan keeps copies */
     free(links);
-    if (st == BG_OK && other->partition->fits) {
+    const int kept = st == BG_OK && other->partition->fits;
+    if (kept) {
         bg_plan_destroy(plan);
         plan = other;
-        *reversed = 1;
     } else {
         bg_plan_destroy(other);
     }
@@ -66,5 +69,6 @@ bg_status_t bg_plan_create_either_way(const bg_plan_request_t *r, bg_plan_t **ou
         return st;
     }
     *out = plan;
+    *reversed = kept;
     return BG_OK;
 }

@@ -199,6 +199,10 @@ const bg_cost_link_t *bg_plan_link(const bg_plan_t *plan, int from, int to);
  * what fits depends on each place's capacity alone. */
 int bg_plan_may_fit_reversed(const bg_plan_t *plan);
 
+/* 1 when device a and device k-1-a have the same capacity, for every a:
+ * a chain of them fits alike either way round. */
+int bg_plan_capacities_mirrored(const bg_cost_device_t *device, int k);
+
 /* Request r with its chain of devices the other way round, into *out: its
  * devices into `device` (K entries) and, where r has links, those into
  * `links` (K x K), both the caller's; no path (path_device and path_links

@@ -1458,6 +1458,8 @@ wait "$pid"
 status=$?
 check "a repeat within the second: the run stops as asked first (exit $status)" \
     test "$status" -eq 143
+check "a repeat within the second: the run stopped as asked, not quit" \
+    grep -q "^brigade train: interrupted after step " "$ERR"
 check "a repeat within the second: answered" grep -qxF \
     "brigade train: already stopping (a signal within a second of the first is the same request); a signal a second or more after it quits at once" \
     "$ERR"
