@@ -1402,19 +1402,19 @@ stop_run() { # SIGNAL STATUS
 }
 stop_run TERM 143
 stop_run HUP 129
-# signal_twice PID COMMAND...: once COMMAND succeeds (a minute at most),
-# sends SIGTERM to PID and another 1.2 s later, and waits for it; its exit
-# status in $status.
+# signal_twice GAP PID COMMAND...: once COMMAND succeeds (a minute at
+# most), sends SIGTERM to PID and another GAP seconds later, and waits for
+# it; its exit status in $status.
 signal_twice() {
-    pid=$1
-    shift
+    gap=$1 pid=$2
+    shift 2
     tries=0
     while ! "$@" && [ $tries -lt 600 ]; do
         sleep 0.1
         tries=$((tries + 1))
     done
     kill -TERM "$pid"
-    sleep 1.2
+    sleep "$gap"
     kill -TERM "$pid" 2>/dev/null
     wait "$pid"
     status=$?
@@ -1430,7 +1430,7 @@ printf '%s\n' 'input channels=1 height=28 width=28' 'conv2d filters=64 kernel=3 
 : >"$ERR"
 env --default-signal=TERM "$BRIGADE" train "$T/slow_eval.model" --data synthetic --steps 2 \
     --batch 16 --save "$T/quit.st" </dev/null >"$OUT" 2>"$ERR" &
-signal_twice $! grep -q "step 2/2 .*(done)" "$ERR"
+signal_twice 1.2 $! grep -q "step 2/2 .*(done)" "$ERR"
 check "a second signal: exit status 143 (was $status)" test "$status" -eq 143
 check "a second signal: says what --save holds" grep -qxF \
     "brigade train: a second signal: quitting at once; nothing more is written; $T/quit.st holds step 2, the run's last" \
@@ -1445,17 +1445,7 @@ echo earlier >"$T/repeat.json"
 : >"$ERR"
 env --default-signal=TERM "$BRIGADE" train "$T/slow_eval.model" --data synthetic --steps 4 \
     --batch 1024 --metrics "$T/repeat.json" --test-samples 16 </dev/null >"$OUT" 2>"$ERR" &
-pid=$!
-tries=0
-while ! grep -q " step 1/4 " "$ERR" && [ $tries -lt 600 ]; do
-    sleep 0.1
-    tries=$((tries + 1))
-done
-kill -TERM "$pid"
-sleep 0.2
-kill -TERM "$pid" 2>/dev/null
-wait "$pid"
-status=$?
+signal_twice 0.2 $! grep -q " step 1/4 " "$ERR"
 check "a repeat within the second: the run stops as asked first (exit $status)" \
     test "$status" -eq 143
 check "a repeat within the second: the run stopped as asked, not quit" \
@@ -1473,7 +1463,7 @@ check "an interrupted run: the earlier --metrics file stays" grep -qx earlier "$
 env --default-signal=TERM "$BRIGADE" train "$T/slow_eval.model" --data synthetic --steps 4 \
     --batch 1024 --save "$T/quit-mid.st" --save-every 1 --test-samples 16 </dev/null >"$OUT" \
     2>"$ERR" &
-signal_twice $! test -e "$T/quit-mid.st"
+signal_twice 1.2 $! test -e "$T/quit-mid.st"
 check "a second signal mid-run: exit status 143 (was $status)" test "$status" -eq 143
 check "a second signal mid-run: says the step --save holds and how to go on" grep -qxF \
     "brigade train: a second signal: quitting at once; nothing more is written; $T/quit-mid.st holds step 1 (--resume $T/quit-mid.st goes on from there)" \
@@ -1487,7 +1477,7 @@ for pre in absent present; do
     : >"$ERR"
     env --default-signal=TERM "$BRIGADE" train "$T/slow_eval.model" --data synthetic --steps 4 \
         --batch 1024 --save "$T/quit-pre.st" --test-samples 16 </dev/null >"$OUT" 2>"$ERR" &
-    signal_twice $! grep -q " step 1/4 " "$ERR" # step 2 of seconds under way
+    signal_twice 1.2 $! grep -q " step 1/4 " "$ERR" # step 2 of seconds under way
     check "a second signal before a save ($pre): exit status 143 (was $status)" \
         test "$status" -eq 143
     if [ $pre = present ]; then
