@@ -19,17 +19,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The most one write call takes: a signal that comes during a long write
- * is handled when the call returns, and one call of 440 MB held a stop
- * signal back half a second (a tester's second signal, sent 1.2 s after
- * the first, then fell within the first second and was taken as a repeat). */
-#define WRITE_PIECE_BYTES ((size_t)8 << 20)
-
 /* 0 on success, -1 with errno set. */
 static int write_all(int fd, const void *buf, size_t len) {
     const uint8_t *p = buf;
     while (len > 0) {
-        ssize_t n = write(fd, p, len < WRITE_PIECE_BYTES ? len : WRITE_PIECE_BYTES);
+        ssize_t n = write(fd, p, len);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return -1;
         if (n == 0) {
