@@ -149,6 +149,7 @@ bg_status_t bg_cli_train_write_metrics(const char *path, const train_options_t *
                                 bg_lr_schedule_kind_name(optimizer->schedule.kind));
         cJSON_AddNumberToObject(schedule, "warmup_steps", (double)optimizer->schedule.warmup_steps);
         cJSON_AddNumberToObject(schedule, "min_lr", optimizer->schedule.min_lr);
+        if (r->last_lr >= 0) cJSON_AddNumberToObject(schedule, "last_lr", r->last_lr);
         if (o->train.clip_grad_norm > 0) {
             cJSON_AddNumberToObject(root, "clip_grad_norm", o->train.clip_grad_norm);
             cJSON_AddNumberToObject(root, "clipped_steps", (double)r->clipped_steps);

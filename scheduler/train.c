@@ -494,7 +494,7 @@ static bg_status_t evaluate_only(const bg_train_config_t *cfg, bg_train_result_t
     bg_device_list_t one_cpu;
     bg_pipeline_t *pipe = NULL;
     BG_CHECK(open_pipeline(cfg, 0, &one_cpu, &pipe)); /* no step */
-    bg_train_result_t r = {0};
+    bg_train_result_t r = {.last_lr = -1};
     r.steps = r.first_step = cfg->resume != NULL ? cfg->resume->step : 0;
     const bg_status_t st = finish(cfg, pipe, &r, final_params);
     bg_pipeline_destroy(pipe);
@@ -531,7 +531,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
 
     bg_status_t st = BG_OK;
     bg_pipeline_t *pipe = NULL;
-    bg_train_result_t r = {0};
+    bg_train_result_t r = {.last_lr = -1};
     bg_train_state_t save = {0};
     const int64_t numel = bg_shape_numel(train->shape);
     /* Two sets: a step reads one while the next step's batch is gathered
@@ -704,10 +704,11 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
              * more (until 2026-12-05 it ran one more step and saved again). */
             const int stop_in_save = !stopping && r.saved_step == step && step < total &&
                                      cfg->stop != NULL && *cfg->stop != 0;
+            const int64_t taken = bg_pipeline_steps(pipe);
+            const int64_t optimizer_step = taken > 0 ? taken : 1;
+            r.last_lr = moving_lr ? bg_optimizer_lr_at(&optimizer, optimizer_step) : -1;
             if (cfg->progress != NULL) {
                 const double elapsed = bg_monotonic_seconds() - start - r.save_seconds;
-                const int64_t taken = bg_pipeline_steps(pipe);
-                const int64_t optimizer_step = taken > 0 ? taken : 1;
                 const int64_t here = step - first_step;
                 const bg_train_progress_t p = {
                     .epoch = epoch,
@@ -718,7 +719,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                     .samples = samples_done,
                     .samples_per_s = elapsed > 0 ? (double)samples_done / elapsed : 0,
                     .eta_s = elapsed / (double)here * (double)(total - step),
-                    .lr = moving_lr ? bg_optimizer_lr_at(&optimizer, optimizer_step) : -1,
+                    .lr = r.last_lr,
                     .epoch_done = epoch_over || step == total,
                     .saved_step = r.saved_step,
                 };

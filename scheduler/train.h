@@ -136,6 +136,9 @@ typedef struct bg_train_result {
      * norm before clipping. */
     int64_t taken_steps, clipped_steps;
     double grad_norm;
+    /* Where --warmup or a schedule moves the rate: the rate of the run's
+     * last optimizer step, as its last progress line gives it; else -1. */
+    double last_lr;
 } bg_train_result_t;
 
 /* What bg_train_run checks of a training run's config before it starts

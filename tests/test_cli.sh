@@ -522,9 +522,19 @@ done
 # last step's 0.0001 + 0.0009 (1 + cos(11 pi / 12)) / 2 = 0.000115); a
 # misspelt one lists the choices; --min-lr needs a decay, and below --lr.
 if expect 0 "batch 16, adam lr 0.001, cosine to 0.0001 over 16 steps, 4 warmup steps" -- train "$MODEL" \
-    --data synthetic --steps 16 --batch 16 --lr-schedule cosine --warmup 4 --min-lr 0.0001; then
+    --data synthetic --steps 16 --batch 16 --lr-schedule cosine --warmup 4 --min-lr 0.0001 \
+    --metrics "$T/cosine.json"; then
     check "train: the last step's scheduled rate" grep -q "step 16/16 loss [0-9.]* lr 0.000115 " "$ERR"
+    # ... and in --metrics (until 2026-12-05 only the base rate was there).
+    file_check "train --metrics: the last step's rate" "$T/cosine.json" '
+import math
+s = p["lr_schedule"]
+want = 0.0001 + 0.0009 * (1 + math.cos(11 * math.pi / 12)) / 2
+assert abs(s["last_lr"] - want) < 1e-15 and p["lr"] == 0.001, (s, want)'
 fi
+expect 0 "" -- train "$MODEL" --data synthetic --steps 2 --batch 16 --metrics "$T/constant.json"
+file_check "train --metrics: no last_lr where the rate never moves" "$T/constant.json" '
+assert "last_lr" not in p["lr_schedule"], p["lr_schedule"]'
 usage_error "--lr-schedule: unknown learning-rate schedule 'step' (expected constant, cosine or linear)" -- \
     train "$MODEL" --lr-schedule step
 usage_error "--warmup 16 is not below the run's 16 steps: the rate would never reach --lr" -- \
