@@ -40,8 +40,9 @@ int bg_advice_most_possible(const bg_plan_request_t *r);
 int bg_advice_one_gpu(const bg_placement_t *placement);
 
 /* Whether the placement's devices are virtual devices of one GPU that
- * share its memory (no --device-mem gives them theirs): more of them hold
- * no more, fewer each hold more. */
+ * share its memory (no --device-mem gives them theirs) and the machine (or
+ * the topology file) has no other GPU for more devices to be: more of
+ * them hold no more, fewer each hold more. */
 int bg_advice_shares_one_gpu(const bg_placement_t *placement);
 
 /* Whether fewer devices each have more memory: CPU devices dividing the

@@ -25,7 +25,8 @@ int bg_advice_one_gpu(const bg_placement_t *placement) {
 }
 
 int bg_advice_shares_one_gpu(const bg_placement_t *placement) {
-    return bg_advice_one_gpu(placement) && placement->device_mem == 0;
+    return bg_advice_one_gpu(placement) && placement->device_mem == 0 &&
+           !bg_advice_other_gpus(placement);
 }
 
 int bg_advice_gpu_held_twice(const bg_device_list_t *list) {
@@ -281,7 +282,7 @@ int bg_advice_most_possible(const bg_plan_request_t *r) {
 
 int bg_advice_most_tried(const bg_plan_request_t *r, const bg_placement_t *placement) {
     int most = 2 * r->devices < BG_MAX_DEVICES ? 2 * r->devices : BG_MAX_DEVICES;
-    if (bg_advice_shares_one_gpu(placement) && !bg_advice_other_gpus(placement))
+    if (bg_advice_shares_one_gpu(placement))
         most = placement->stages > 0 ? placement->listed.count : r->devices;
     /* Never more GPUs than the machine has: where it has some besides those
      * listed and no --device-mem gives each device its own memory, no more

@@ -567,13 +567,9 @@ static void describe_path(const sweep_options_t *o, FILE *f) {
     int same = p->path.count == p->devices.count;
     for (int d = 0; same && d < p->devices.count; d++)
         same = strcmp(p->path.devices[d].name, p->devices.devices[d].name) == 0;
-    bg_placement_t *path = same ? NULL : malloc(sizeof *path);
-    if (path == NULL) return;
-    *path = *p;
-    bg_placement_use_path(path);
+    if (same) return;
     fputs(", the others on ", f);
-    bg_placement_describe_devices(path, f);
-    free(path);
+    bg_device_list_print(&p->path, f);
 }
 
 static char *chart_subtitle(const sweep_options_t *o, const bg_cli_setup_t *setup,

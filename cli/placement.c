@@ -753,8 +753,7 @@ void bg_placement_note_device_mem(const bg_placement_t *p) {
 }
 
 void bg_placement_describe_devices(const bg_placement_t *p, FILE *out) {
-    for (int d = 0; d < p->devices.count; d++)
-        fprintf(out, "%s%s", d ? ", " : "", p->devices.devices[d].name);
+    bg_device_list_print(&p->devices, out);
 }
 
 void bg_placement_describe(const bg_placement_t *p, int forward_only, FILE *out) {

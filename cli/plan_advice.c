@@ -277,8 +277,7 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
      * (tried before this is said) or a larger GPU, not a --device-mem it
      * may not have. */
     const int gpus = bg_placement_all_of_kind(placement, BG_DEVICE_CUDA);
-    const int virtual_devices =
-        bg_advice_shares_one_gpu(placement) && !bg_advice_other_gpus(placement);
+    const int virtual_devices = bg_advice_shares_one_gpu(placement);
     /* A GPU holds, before any stage, cuBLAS's workspace and (where its size
      * is a topology file's, not CUDA's free memory) the CUDA context. */
     const size_t context = bg_placement_context_bytes(placement);
@@ -592,7 +591,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
     }
     /* --json: the verdict as stderr says it, with the counts tried. */
     cJSON *verdict = plan_json != NULL ? cJSON_AddObjectToObject(plan_json, "none_fits") : NULL;
-    if (bg_advice_shares_one_gpu(placement) && !bg_advice_other_gpus(placement)) {
+    if (bg_advice_shares_one_gpu(placement)) {
         fprintf(stderr, "  none of these fits, alone or together: the virtual devices share one "
                         "GPU's memory, so more of them hold no more; use more GPUs\n");
         if (verdict != NULL) cJSON_AddStringToObject(verdict, "remedy", "use more GPUs");

@@ -160,6 +160,11 @@ bg_status_t bg_device_check_present(const bg_device_t *d, const char *hint) {
                         hint != NULL ? ")" : "");
 }
 
+void bg_device_list_print(const bg_device_list_t *list, FILE *out) {
+    for (int d = 0; d < list->count; d++)
+        fprintf(out, "%s%s", d ? ", " : "", list->devices[d].name);
+}
+
 void bg_device_list_reverse(bg_device_list_t *list) {
     for (int i = 0, j = list->count - 1; i < j; i++, j--) {
         const bg_device_t d = list->devices[i];

@@ -12,6 +12,7 @@
 #define BG_DEVICES_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "status.h"
 
@@ -56,6 +57,9 @@ int bg_device_text_gpus(const char *text);
  * (bg_cuda_absent_reason) or "CUDA sees N GPUs on this machine", then
  * " (HINT)" when a hint is given. */
 bg_status_t bg_device_check_present(const bg_device_t *d, const char *hint);
+
+/* Prints the devices' names, "cpu:0, cpu:1" (no newline). */
+void bg_device_list_print(const bg_device_list_t *list, FILE *out);
 
 /* The list the other way round, in place. */
 void bg_device_list_reverse(bg_device_list_t *list);
