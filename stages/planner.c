@@ -189,8 +189,6 @@ static bg_status_t plan_fill(bg_plan_t *p) {
     return plan_adopt(p, part, BG_PARTITION_SLOWEST_STAGE);
 }
 
-/* 1 if a is a better choice than b (NULL: none yet); plans that fit carry
- * their simulated step (same batch: the shorter is the faster). */
 /* How far plan p's fullest device is over its memory: its stages' peaks
  * together less their capacities together (stage s on device s mod K), so
  * that interleaved's stages, checked each against 1/V of a device, compare
@@ -215,6 +213,9 @@ static size_t device_overflow(const bg_plan_t *p) {
     return most;
 }
 
+/* 1 if a is a better choice than b (NULL: none yet); plans that fit carry
+ * their simulated step (same batch: the shorter is the faster); of two
+ * that do not, the one whose fullest device overflows less. */
 static int better(const bg_plan_t *a, const bg_plan_t *b) {
     if (b == NULL) return 1;
     if (a->partition->fits != b->partition->fits) return a->partition->fits;
