@@ -365,6 +365,14 @@ bg_status_t bg_checkpoint_verify(const char *name, const bg_safetensors_t *file)
                             "%s: metadata 'brigade.model' is '%.40s%s', not a model fingerprint "
                             "(16 lowercase hex digits)",
                             name, model, strlen(model) > 40 ? "..." : "");
+    /* A kind brigade did not write, forged or from a later brigade: until
+     * 2026-12-06 it read as a file of weights. */
+    const char *kind = bg_safetensors_metadata(file, "brigade.kind");
+    if (kind != NULL && strcmp(kind, "training-state") != 0)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: metadata 'brigade.kind' is '%.40s%s', not one brigade writes "
+                            "('training-state' in a training state; a file of weights has none)",
+                            name, kind, strlen(kind) > 40 ? "..." : "");
     return tensors_verify(name, file);
 }
 

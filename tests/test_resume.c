@@ -803,6 +803,17 @@ static void test_state_inconsistent(void **state) {
         write_state(f, path, "brigade.model", malformed[i], NULL, NULL);
         expect_state_error(f, path, BG_ERR_PARSE, want);
     }
+    /* A kind brigade does not write is refused, not read as weights only. */
+    static const char *const kinds[] = {"", "foo", "Training-State", "training-state "};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        char want[200];
+        snprintf(want, sizeof want,
+                 "metadata 'brigade.kind' is '%s', not one brigade writes ('training-state' in a "
+                 "training state; a file of weights has none)",
+                 kinds[i]);
+        write_state(f, path, "brigade.kind", kinds[i], NULL, NULL);
+        expect_state_error(f, path, BG_ERR_PARSE, want);
+    }
     /* Another model's, well formed: the file lacks brigade.layers, so no
      * layer is named. */
     char want[160];
