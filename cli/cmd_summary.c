@@ -168,10 +168,10 @@ int bg_cmd_summary(int argc, char **argv) {
     bg_text_table_print(table, stdout);
     bg_text_table_destroy(table);
     /* The weights' size in the largest unit that leaves at least 1. */
-    static const char *const units[] = {"MiB", "GiB", "TiB", "PiB"};
+    static const char *const units[] = {"MiB", "GiB", "TiB", "PiB", "EiB"};
     double size = (double)spec->total_params * 4.0 / (1024.0 * 1024.0);
     int unit = 0;
-    while (size >= 1024.0 && unit < 3) {
+    while (size >= 1024.0 && unit < 4) {
         size /= 1024.0;
         unit++;
     }

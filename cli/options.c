@@ -239,6 +239,12 @@ bg_status_t bg_cli_unknown_option(const char *arg, const char *const *options, s
                             "unknown option '%s' (brigade takes an option's value as the next "
                             "word: '%s %s')",
                             arg, name, equals + 1);
+    /* The end-of-options marker of getopt's tools: said so, with the way
+     * to name such a file here. */
+    if (strcmp(arg, "--") == 0)
+        return bg_error_set(BG_ERR_INVALID,
+                            "unknown option '--' (brigade reads no end-of-options marker; a file "
+                            "whose name starts with - can be written ./-NAME)");
     return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
 }
 

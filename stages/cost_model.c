@@ -263,6 +263,7 @@ static layer_work_t layer_work(const bg_layer_spec_t *l) {
  * it), in double from the model spec, and the FLOPs of a whole backward. */
 static bg_status_t check_size(const bg_cost_model_t *m) {
     const bg_model_spec_t *spec = m->cfg.spec;
+    const char *name = spec->source_name != NULL ? spec->source_name : "model";
     double params = 0, outputs = 0, widest = 0, workspace = 0;
     for (int i = 0; i < m->layers; i++) {
         const bg_layer_spec_t *l = &spec->layers[i];
@@ -286,10 +287,10 @@ static bg_status_t check_size(const bg_cost_model_t *m) {
                            (double)m->micro * workspace);
     if (!(bytes <= COST_MAX_BYTES))
         return bg_error_set(BG_ERR_INVALID,
-                            "model too large to plan: at micro-batches of %lld sample%s its "
+                            "%s: model too large to plan: at micro-batches of %lld sample%s its "
                             "stages could need up to %.3g bytes, past the 2^60 (an exbibyte) "
                             "that a plan counts",
-                            (long long)m->micro, m->micro == 1 ? "" : "s", bytes);
+                            name, (long long)m->micro, m->micro == 1 ? "" : "s", bytes);
     /* The prefix sums of tabulate: each layer's work, a backward's dX and
      * dW together. */
     double work = 0;
@@ -300,9 +301,9 @@ static bg_status_t check_size(const bg_cost_model_t *m) {
     /* Half of int64's range: room for the rounding of `work` in double. */
     if (!(work < 0x1p62))
         return bg_error_set(BG_ERR_INVALID,
-                            "model too large to plan: its forward or backward could take up to "
-                            "%.3g FLOPs per sample, past what 64-bit counts hold",
-                            work);
+                            "%s: model too large to plan: its forward or backward could take up "
+                            "to %.3g FLOPs per sample, past what 64-bit counts hold",
+                            name, work);
     return BG_OK;
 }
 
@@ -342,7 +343,9 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         const bg_status_t st = bg_layer_workspace_bytes(l, be, m->micro, &bytes);
         if (st != BG_OK) {
             free(workspace);
-            return bg_error_prefix(st, "cost model: layer %d's workspace: ", i);
+            return bg_error_prefix(st, "%s:%d:%d: layer %d (%s): its workspace: ",
+                                   spec->source_name != NULL ? spec->source_name : "model", l->line,
+                                   l->col, i, bg_layer_kind_name(l->kind));
         }
         workspace[i] = (int64_t)bytes;
         other[i] = l->kind == BG_LAYER_CONV2D ? 0 : (int64_t)bytes;

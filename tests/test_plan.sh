@@ -681,7 +681,7 @@ expect 2 "cuda:200: " -- sweep "$MODEL" --simulate --devices cuda:200,cuda:0 --m
 # A model whose figures would wrap the plan's integers: refused, not
 # planned with negative times and a peak smaller than its parameters.
 printf 'input channels=1048576 height=1048576 width=1\nconv2d filters=1048576 kernel=1\nflatten\ndense units=1048576\nsoftmax_cross_entropy\n' >"$T/vast.model"
-expect 2 "model too large to plan: at micro-batches of 64 samples its stages could need up to" -- \
+expect 2 "$T/vast.model: model too large to plan: at micro-batches of 64 samples its stages could need up to" -- \
     plan "$T/vast.model" --device-mem 8192T
 expect 2 "model too large to plan" -- simulate "$T/vast.model" --devices cpu:2 --split 2
 # Seven tanh layers over 2^50 values, priced at 1,160 FLOPs a value each
@@ -694,6 +694,11 @@ expect 2 "model too large to plan" -- simulate "$T/vast.model" --devices cpu:2 -
 } >"$T/tanh_flops.model"
 expect 2 "model too large to plan: its forward or backward could take up to 9.15e+18 FLOPs per sample, past what 64-bit counts hold" \
     -- plan "$T/tanh_flops.model" --devices cpu:2 --batch 1 --microbatches 1
+# A convolution past BLAS's sizes is named by its line (it read "cost
+# model: layer 0's workspace").
+printf 'input channels=3 height=7 width=5\nconv2d filters=4 kernel=1048575 padding=same\nflatten\nsoftmax_cross_entropy\n' >"$T/kernel_vast.model"
+expect 2 "$T/kernel_vast.model:2:1: layer 0 (conv2d): its workspace: cpu:0: a convolution of 4 filters of 1048575x1048575 over 3x7x5 needs a matrix side of 3298528591876" \
+    -- plan "$T/kernel_vast.model" --devices cpu:2
 # CPU devices share the XML machine's memory (2 GiB on two NUMA nodes), not
 # this one's: 1 GiB each at cpu:2, which 8,192 x 8,192 dense layers with
 # Adam overflow; a file that gives no memory caps nothing.
