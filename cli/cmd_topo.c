@@ -50,10 +50,20 @@ static const char help[] =
     "what the planner gives that GPU's stages when --device-mem is not set. Only\n"
     "GPU work loads the module: commands on CPU devices never do.\n";
 
+/* `index` in buf, or "-" for one the topology does not give (-1). */
+static const char *index_text(int index, char *buf, size_t size) {
+    if (index < 0) return "-";
+    snprintf(buf, size, "%d", index);
+    return buf;
+}
+
 static void print_cores(const bg_topology_t *t, int cores) {
     printf("\n%6s %8s %6s\n", "core", "package", "NUMA");
+    char package[16], numa[16];
     for (int c = 0; c < cores; c++)
-        printf("%6d %8d %6d\n", c, bg_topology_core_package(t, c), bg_topology_core_numa(t, c));
+        printf("%6d %8s %6s\n", c,
+               index_text(bg_topology_core_package(t, c), package, sizeof package),
+               index_text(bg_topology_core_numa(t, c), numa, sizeof numa));
     if (cores > MATRIX_LIMIT) {
         printf("\n(%d cores: the link matrix is left out above %d)\n", cores, MATRIX_LIMIT);
         return;
@@ -167,8 +177,10 @@ static void print_gpus(const bg_topology_t *t, const bg_cuda_device_info_t *live
         if (memory_bytes[g] > 0)
             snprintf(memory, sizeof memory, "%.1f GiB",
                      (double)memory_bytes[g] / (1024.0 * 1024.0 * 1024.0));
-        printf("%4d %-14s %04x:%04x   %6d %8d %-8s %10s\n", g, info.busid, info.vendor, info.device,
-               info.numa, info.package, cuda, memory);
+        char numa[16], package[16];
+        printf("%4d %-14s %04x:%04x   %6s %8s %-8s %10s\n", g, info.busid, info.vendor, info.device,
+               index_text(info.numa, numa, sizeof numa),
+               index_text(info.package, package, sizeof package), cuda, memory);
     }
     free(cuda_index);
     free(memory_bytes);
@@ -211,13 +223,26 @@ int bg_cmd_topo(int argc, char **argv) {
     bg_status_t st = bg_topology_create_with_pci(xml, &t);
     if (st != BG_OK) return bg_cli_fail("topo", st);
     bg_topology_summary_t s = bg_topology_summary(t);
-    printf("%s: %d package%s, %d NUMA node%s (%.1f GiB), %d core%s, %d hardware thread%s\n",
+    /* A node whose memory the file does not give reads so, not as 0 GiB
+     * (plan then caps no CPU device's memory). */
+    int unknown = 0;
+    for (int n = 0; n < s.numa_nodes; n++) unknown += bg_topology_numa_memory(t, n) == 0;
+    char total[48] = "memory unknown";
+    if (s.memory_bytes > 0)
+        snprintf(total, sizeof total, "%.1f GiB%s",
+                 (double)s.memory_bytes / (1024.0 * 1024.0 * 1024.0),
+                 unknown > 0 ? " where known" : "");
+    printf("%s: %d package%s, %d NUMA node%s (%s), %d core%s, %d hardware thread%s\n",
            xml ? xml : "this machine", s.packages, s.packages == 1 ? "" : "s", s.numa_nodes,
-           s.numa_nodes == 1 ? "" : "s", (double)s.memory_bytes / (1024.0 * 1024.0 * 1024.0),
-           s.cores, s.cores == 1 ? "" : "s", s.pus, s.pus == 1 ? "" : "s");
-    for (int n = 0; n < s.numa_nodes; n++)
-        printf("  NUMA node %d: %.1f GiB\n", n,
-               (double)bg_topology_numa_memory(t, n) / (1024.0 * 1024.0 * 1024.0));
+           s.numa_nodes == 1 ? "" : "s", total, s.cores, s.cores == 1 ? "" : "s", s.pus,
+           s.pus == 1 ? "" : "s");
+    for (int n = 0; n < s.numa_nodes; n++) {
+        const uint64_t bytes = bg_topology_numa_memory(t, n);
+        if (bytes > 0)
+            printf("  NUMA node %d: %.1f GiB\n", n, (double)bytes / (1024.0 * 1024.0 * 1024.0));
+        else
+            printf("  NUMA node %d: memory unknown\n", n);
+    }
     /* On this machine plan and simulate share among CPU devices what the
      * system gives processes (placement.c, host_memory_bytes), which in a
      * container or a virtual machine can differ from what its NUMA nodes

@@ -361,6 +361,14 @@ static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b) {
     return NULL;
 }
 
+/* The bridges between `obj` and its ancestor `top`, neither counted. */
+static int bridges_below(hwloc_obj_t obj, hwloc_obj_t top) {
+    int bridges = 0;
+    for (hwloc_obj_t o = obj->parent; o != NULL && o != top; o = o->parent)
+        bridges += o->type == HWLOC_OBJ_BRIDGE;
+    return bridges;
+}
+
 const char *bg_topology_gpu_link(const bg_topology_t *t, int a, int b) {
     hwloc_obj_t x = gpu_object(t, a), y = gpu_object(t, b);
     if (x == NULL || y == NULL) return "?";
@@ -369,12 +377,10 @@ const char *bg_topology_gpu_link(const bg_topology_t *t, int a, int b) {
     if (common != NULL && common->type == HWLOC_OBJ_BRIDGE) {
         if (common->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) return "PHB";
         /* Below one switch's upstream port, each GPU sits behind one of its
-         * downstream ports; more bridges on the way mean a chain of
-         * switches. */
-        int bridges = 0;
-        for (hwloc_obj_t o = x->parent; o != NULL && o != common; o = o->parent)
-            bridges += o->type == HWLOC_OBJ_BRIDGE;
-        return bridges <= 1 ? "PIX" : "PXB";
+         * downstream ports; more bridges on either side mean a chain of
+         * switches (until 2026-12-06 only x's side was counted, so a pair
+         * read PIX one way and PXB the other). */
+        return bridges_below(x, common) <= 1 && bridges_below(y, common) <= 1 ? "PIX" : "PXB";
     }
     bg_topology_gpu_t gx = bg_topology_gpu(t, a), gy = bg_topology_gpu(t, b);
     if (gx.numa >= 0 && gx.numa == gy.numa) return "NODE";

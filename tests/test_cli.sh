@@ -213,8 +213,13 @@ expect 0 "" -- topo --topology "$T/seventeen.xml"
 stdout_has "(17 cores: the link matrix is left out above 16)" "topo: a core matrix left out is said"
 stdout_has "(17 GPUs: the link and NVLink matrices are left out above 16)" \
     "topo: a GPU matrix left out is said"
-stdout_has " 16 0000:11:00.0   10de:2335        0       -1 cuda:16    80.0 GiB" \
-    "topo: the 17th GPU is listed"
+stdout_has " 16 0000:11:00.0   10de:2335        0        - cuda:16    80.0 GiB" \
+    "topo: the 17th GPU is listed, in no package ('-', where it read -1)"
+# A file without the NUMA nodes' memory: unknown, not 0.0 GiB.
+sed 's/ local_memory="[0-9]*"//' "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml" >"$T/no-memory.xml"
+expect 0 "" -- topo --topology "$T/no-memory.xml"
+stdout_has "1 package, 1 NUMA node (memory unknown), " "topo: the machine's memory unknown"
+stdout_has "  NUMA node 0: memory unknown" "topo: a NUMA node's memory unknown"
 # A topology whose first GPU is hidden from CUDA (CUDA_VISIBLE_DEVICES):
 # hwloc names the other seven cuda0 to cuda6, and cuda:7 is none of them.
 python3 - "$ROOT/tests/fixtures/two-socket-8-gpu.xml" "$T/hidden.xml" <<'EOF2'
@@ -285,6 +290,11 @@ printf 'input channels=4096 height=1 width=1\ndense units=65536\ndense units=10\
     >"$T/gib.model"
 expect 0 "" -- summary "$T/gib.model"
 stdout_has "parameters: 269,156,362 (1.00 GiB fp32)" "summary: weights in GiB"
+# Past 1024 PiB in EiB (it said 4092.00 PiB).
+printf 'input channels=1048576 height=1 width=1\nconv2d filters=1048576 kernel=1023 padding=same\nflatten\nsoftmax_cross_entropy\n' \
+    >"$T/eib.model"
+expect 0 "" -- summary "$T/eib.model"
+stdout_has "parameters: 1,150,670,804,305,838,080 (3.99 EiB fp32)" "summary: weights in EiB"
 # A convolution's 1x1 output is still an image (a dense layer after it needs
 # flatten), so it reads CxHxW; flatten's vector reads as its length.
 printf 'input channels=3 height=1 width=1\nconv2d filters=4 kernel=1\nrelu\nflatten\ndense units=2\nsoftmax_cross_entropy\n' >"$T/one_pixel.model"
@@ -407,6 +417,8 @@ usage_error "residual, shortcut and add layers take numbers too, so a block adde
     -- train "$T/residual_more.model" --data synthetic --steps 0 --load "$T/residual.safetensors"
 usage_error "no MODEL" -- summary
 usage_error "unknown option '--bogus'" -- summary --bogus "$MODEL"
+usage_error "unknown option '--' (brigade reads no end-of-options marker; a file whose name starts with - can be written ./-NAME)" \
+    -- summary -- "$MODEL"
 usage_error "more than one MODEL" -- summary "$MODEL" "$MODEL"
 # A model file that cannot be read is bad input (2), naming the path.
 usage_error "cannot read '$T/missing.model': No such file or directory" -- \

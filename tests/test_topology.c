@@ -94,6 +94,23 @@ static void test_uneven_pcie(void **state) {
     bg_topology_destroy(t);
 }
 
+/* GPU 0 on a downstream port of a switch; GPUs 1 and 2 on a second switch
+ * below another of its ports, and GPU 3 on the root port. A pair is one
+ * link whichever way it is read: until 2026-12-06 only the first GPU's
+ * bridges were counted, so 0-1 read PIX and 1-0 PXB. */
+static void test_chained_switches(void **state) {
+    (void)state;
+    bg_topology_t *t = load_fixture("chained-pcie-switches.xml");
+    assert_int_equal(bg_topology_gpu_count(t), 4);
+    const char *want[4][4] = {{"X", "PXB", "PXB", "PHB"},
+                              {"PXB", "X", "PIX", "PHB"},
+                              {"PXB", "PIX", "X", "PHB"},
+                              {"PHB", "PHB", "PHB", "X"}};
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++) assert_string_equal(bg_topology_gpu_link(t, a, b), want[a][b]);
+    bg_topology_destroy(t);
+}
+
 static void test_gpu_links(void **state) {
     (void)state;
     bg_topology_t *t = load_fixture("two-socket-8-gpu.xml");
@@ -256,10 +273,10 @@ static void test_alloc_on_node(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gpu_server),    cmocka_unit_test(test_uneven_pcie),
-        cmocka_unit_test(test_gpu_links),     cmocka_unit_test(test_nvlink_switches),
-        cmocka_unit_test(test_nvlink_pairs),  cmocka_unit_test(test_cpu_links),
-        cmocka_unit_test(test_alloc_on_node),
+        cmocka_unit_test(test_gpu_server),       cmocka_unit_test(test_uneven_pcie),
+        cmocka_unit_test(test_chained_switches), cmocka_unit_test(test_gpu_links),
+        cmocka_unit_test(test_nvlink_switches),  cmocka_unit_test(test_nvlink_pairs),
+        cmocka_unit_test(test_cpu_links),        cmocka_unit_test(test_alloc_on_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
