@@ -610,6 +610,7 @@ int bg_cmd_train(int argc, char **argv) {
             st, fail);
         BG_CHECK_GOTO(resume_seed(&o, &resume), st, fail);
         o.train.resume = &resume;
+        o.train.resume_name = resume_name;
         fprintf(stderr, "resuming %s at step %lld (epoch %d, sample %lld)\n", resume_name,
                 (long long)resume.step, resume.epoch, (long long)resume.position);
     }

@@ -106,31 +106,38 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total,
                                 const uint32_t *data_crc32) {
     const bg_train_state_t *rs = cfg->resume;
     if (rs == NULL) return BG_OK;
+    /* "--resume: FILE: ", as the file's own refusals begin (train_state.c;
+     * until 2026-12-06 these named no file). */
+    char who[BG_ERROR_MAX / 4];
+    if (cfg->resume_name != NULL)
+        snprintf(who, sizeof who, "--resume: %s: ", cfg->resume_name);
+    else
+        snprintf(who, sizeof who, "--resume: ");
     if (rs->batch > 0 && rs->batch != cfg->batch)
         return bg_error_set(BG_ERR_INVALID,
-                            "--resume: the run was saved at --batch %lld, this one has --batch "
+                            "%sthe run was saved at --batch %lld, this one has --batch "
                             "%lld (a resumed run continues the same one; --load starts another "
                             "from its weights)",
-                            (long long)rs->batch, (long long)cfg->batch);
+                            who, (long long)rs->batch, (long long)cfg->batch);
     if (rs->train_samples > 0 && rs->train_samples != cfg->train->count)
         return bg_error_set(BG_ERR_INVALID,
-                            "--resume: the run was saved training on %lld samples, this data has "
+                            "%sthe run was saved training on %lld samples, this data has "
                             "%lld (a resumed run continues on the same data)",
-                            (long long)rs->train_samples, (long long)cfg->train->count);
+                            who, (long long)rs->train_samples, (long long)cfg->train->count);
     if (data_crc32 != NULL && rs->data_crc32_saved && rs->data_crc32 != *data_crc32)
         return bg_error_set(BG_ERR_INVALID,
-                            "--resume: the run was saved training on other data%s (CRC-32 of "
+                            "%sthe run was saved training on other data%s (CRC-32 of "
                             "its images and labels %08" PRIx32 ", this data's %08" PRIx32
                             "; a resumed run continues on the same data, --load starts another "
                             "from its weights)",
-                            rs->train_samples > 0 ? " of as many samples" : "", rs->data_crc32,
+                            who, rs->train_samples > 0 ? " of as many samples" : "", rs->data_crc32,
                             *data_crc32);
     if (rs->position >= cfg->train->count)
         return bg_error_set(BG_ERR_INVALID,
-                            "--resume: the run was saved at sample %lld of its epoch, at or "
+                            "%sthe run was saved at sample %lld of its epoch, at or "
                             "past the end of the %lld of this data (a resumed run continues on "
                             "the same data)",
-                            (long long)rs->position, (long long)cfg->train->count);
+                            who, (long long)rs->position, (long long)cfg->train->count);
     if (rs->step >= total)
         return bg_error_set(BG_ERR_INVALID,
                             "nothing to do: --resume is at step %lld and this run ends at step "
@@ -140,10 +147,10 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total,
      * would stop at the next step it skips (until 2026-12-05 after a step). */
     if (cfg->nan_skip && rs->skipped_steps > cfg->nan_limit)
         return bg_error_set(BG_ERR_INVALID,
-                            "--resume: the run skipped %lld steps for non-finite values already, "
+                            "%sthe run skipped %lld steps for non-finite values already, "
                             "more than --nan-limit %lld, which counts the whole run's (a larger "
                             "--nan-limit goes on)",
-                            (long long)rs->skipped_steps, (long long)cfg->nan_limit);
+                            who, (long long)rs->skipped_steps, (long long)cfg->nan_limit);
     /* A checkpoint that records no batch or no training set (an older one,
      * or an edited one) has not had its position and step checked against
      * each other (train_state.c): checked here, at this run's batch. At
@@ -154,9 +161,9 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total,
         (double)rs->step !=
             bg_train_step_at(rs->epoch, rs->position, cfg->train->count, cfg->batch))
         return bg_error_set(BG_ERR_INVALID,
-                            "--resume: at --batch %lld the checkpoint's position, sample %lld of "
+                            "%sat --batch %lld the checkpoint's position, sample %lld of "
                             "epoch %d, is not its step %lld (epochs of %lld steps)%s",
-                            (long long)cfg->batch, (long long)rs->position, rs->epoch,
+                            who, (long long)cfg->batch, (long long)rs->position, rs->epoch,
                             (long long)rs->step, (long long)per_epoch,
                             rs->batch == 0 && rs->train_samples == 0
                                 ? "; it records neither its batch nor its training set's size "

@@ -77,6 +77,7 @@ typedef struct bg_train_config {
     /* Continue a run from a training-state checkpoint (scheduler/train_state.h);
      * steps and epochs still count from the start of the run. */
     const bg_train_state_t *resume;
+    const char *resume_name; /* the file `resume` was read from, named in its refusals; or NULL */
     /* Write the training state to save_path every save_every steps (0: only
      * at the end) and at the end. */
     const char *save_path;

@@ -41,6 +41,28 @@ typedef struct gpu_place {
     size_t memory_bytes;
 } gpu_place_t;
 
+/* Whether the topology's GPUs, every one named by hwloc's CUDA devices,
+ * are not cuda:0 to cuda:N-1; if so their names into buf ("cuda:0,
+ * cuda:1, cuda:5, cuda:7", cut short with "..." where buf ends). */
+static int cuda_names_have_gaps(const bg_topology_t *topo, char *buf, size_t size) {
+    const int gpus = bg_topology_gpu_count(topo);
+    int gaps = 0;
+    for (int g = 0; g < gpus; g++) gaps |= bg_topology_gpu(topo, g).cuda >= gpus;
+    if (!gaps || size < 4) return 0;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int g = 0; g < gpus; g++) {
+        const int n = snprintf(buf + used, size - used, "%scuda:%d", g > 0 ? ", " : "",
+                               bg_topology_gpu(topo, g).cuda);
+        if (n < 0 || (size_t)n >= size - used) {
+            snprintf(buf + (used < size - 4 ? used : size - 4), 4, "...");
+            break;
+        }
+        used += (size_t)n;
+    }
+    return 1;
+}
+
 static bg_status_t place_gpu(const bg_topology_t *topo, const bg_device_t *d, int live,
                              gpu_place_t *out) {
     gpu_place_t g = {.topo_gpu = -1};
@@ -67,6 +89,14 @@ static bg_status_t place_gpu(const bg_topology_t *topo, const bg_device_t *d, in
                                 "others were hidden from CUDA), none of them %d (see brigade topo "
                                 "--topology)",
                                 d->name, cuda, gpus, d->physical);
+        /* All named, but not 0 to N-1: the names, not "no GPU 2" of a
+         * file whose cuda:7 is there (a tester's). */
+        char names[160];
+        if (g.topo_gpu < 0 && cuda_names_have_gaps(topo, names, sizeof names))
+            return bg_error_set(BG_ERR_INVALID,
+                                "%s: the topology's %d GPUs are %s as hwloc's CUDA devices name "
+                                "them; none is cuda:%d (see brigade topo --topology)",
+                                d->name, gpus, names, d->physical);
         if (g.topo_gpu < 0)
             return bg_error_set(BG_ERR_INVALID,
                                 "%s: the topology has %d GPU%s%s; there is no GPU %d on it",

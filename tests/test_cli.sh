@@ -240,6 +240,12 @@ assert sorted(s["device"] for s in p["stages"]) == ["cuda:%d" % i for i in range
 usage_error "GPU 0 is listed twice in 'cuda:0,cuda:1,cuda:0' (for several stages on one GPU, write cuda:0x2)" \
     -- plan "$MODEL" --topology "$ROOT/tests/fixtures/two-socket-8-gpu.xml" \
     --devices cuda:0,cuda:1,cuda:0
+# CUDA names with gaps (cuda5 renamed cuda9): the names, not "no GPU 5"
+# of a file whose cuda:9 is there.
+sed 's/name="cuda5"/name="cuda9"/' "$ROOT/tests/fixtures/two-socket-8-gpu.xml" >"$T/gaps.xml"
+usage_error "cuda:5: the topology's 8 GPUs are cuda:0, cuda:1, cuda:2, cuda:3, cuda:4, cuda:9, cuda:6, cuda:7 as hwloc's CUDA devices name them; none is cuda:5 (see brigade topo --topology)" \
+    -- plan "$MODEL" --topology "$T/gaps.xml" --devices cuda:5
+expect 0 "" -- plan "$MODEL" --topology "$T/gaps.xml" --devices cuda:9
 # A CUDA number past int's range is no CUDA number (not a wrapped one).
 sed 's/name="cuda5"/name="cuda4294967301"/' "$ROOT/tests/fixtures/two-socket-8-gpu.xml" \
     >"$T/bignum.xml"
@@ -639,7 +645,7 @@ stdout_has "ran 3 steps, all skipped (no update) in " "every step skipped: none 
 check "every step skipped: the progress line has no loss" grep -qF "step 3/3 loss - " "$ERR"
 # --nan-limit counts the whole run's skipped steps: a resumed run already
 # past it is refused before its first step (until 2026-12-05 it ran one).
-expect 2 "--resume: the run skipped 38 steps for non-finite values already, more than --nan-limit 5, which counts the whole run's (a larger --nan-limit goes on)" \
+expect 2 "--resume: $T/huge.st: the run skipped 38 steps for non-finite values already, more than --nan-limit 5, which counts the whole run's (a larger --nan-limit goes on)" \
     -- train "$MLP" --data synthetic --optimizer sgd --lr 1000000 --nan skip --nan-limit 5 \
     --steps 41 --batch 16 --test-samples 64 --resume "$T/huge.st"
 # At the limit it runs: its next skipped step is the one past it.
@@ -770,7 +776,7 @@ expect 0 "resuming $T/older.st at step 4 (epoch 1, sample 64)" -- train "$MLP" -
 # Its run's checkpoints record both again (their position was checked).
 expect 0 "resuming $T/older-on.st at step 6" -- train "$MLP" --data synthetic --steps 7 \
     --batch 16 --resume "$T/older-on.st" --test-samples 64
-usage_error "--resume: the run was saved at --batch 16, this one has --batch 32" -- \
+usage_error "--resume: $T/older-on.st: the run was saved at --batch 16, this one has --batch 32" -- \
     train "$MLP" --data synthetic --steps 7 --batch 32 --resume "$T/older-on.st"
 for edit in brigade.epoch=5 brigade.position=8000 brigade.position=72; do
     edit_checkpoint "$T/clean.st" "$T/older.st" -brigade.batch -brigade.train_samples "$edit"
@@ -783,7 +789,7 @@ expect 2 "; it records no batch (an older checkpoint): resume it with the --batc
 # A batch without a training set's size is checked as well (until
 # 2026-12-05: epoch 5 at step 4 ran nothing, exit 0).
 edit_checkpoint "$T/clean.st" "$T/halved.st" -brigade.train_samples brigade.epoch=5
-expect 2 "--resume: at --batch 16 the checkpoint's position, sample 64 of epoch 5, is not its step 4 (epochs of 512 steps); it records no training set's size: resume it with the --data it was saved with" \
+expect 2 "--resume: $T/halved.st: at --batch 16 the checkpoint's position, sample 64 of epoch 5, is not its step 4 (epochs of 512 steps); it records no training set's size: resume it with the --data it was saved with" \
     -- train "$MLP" --data synthetic --steps 300 --batch 16 --resume "$T/halved.st"
 # A position into an epoch at step 0 names no batch the file lacks.
 edit_checkpoint "$T/clean.st" "$T/older.st" -brigade.batch -brigade.train_samples brigade.step=0 \
@@ -1298,10 +1304,10 @@ usage_error "--data: empty (expected fashion-mnist, synthetic or a directory)" -
 usage_error "--steps 4611686018427387903 takes 288230376151711744 epochs of 8192 samples at batch 512; a run has at most 1000000" \
     -- train "$MODEL" --data synthetic --batch 512 --steps 4611686018427387903
 # A resumed run continues the same one: same batch, same data, steps left.
-usage_error "--resume: the run was saved at --batch 16, this one has --batch 32" -- \
+usage_error "--resume: $R: the run was saved at --batch 16, this one has --batch 32" -- \
     train "$MODEL" --data synthetic --steps 6 --batch 32 --resume "$R"
 # ... before the plan: the reason, not memory advice for a run refused anyway.
-usage_error "--resume: the run was saved at --batch 16, this one has --batch 4096" -- \
+usage_error "--resume: $R: the run was saved at --batch 16, this one has --batch 4096" -- \
     train "$MODEL" --data synthetic --steps 6 --batch 4096 --resume "$R" --device-mem 10M
 check "--resume at another batch: no memory advice" sh -c "! grep -q 'does not fit' '$ERR'"
 mkdir -p "$T/fewer"
@@ -1314,7 +1320,7 @@ for name, n in (("train", 40), ("t10k", 8)):
     with open("%s/%s-labels-idx1-ubyte" % (sys.argv[1], name), "wb") as f:
         f.write(struct.pack(">II", 0x801, n) + bytes(n))
 PY
-usage_error "--resume: the run was saved training on 8192 samples, this data has 40" \
+usage_error "--resume: $R: the run was saved training on 8192 samples, this data has 40" \
     -- train "$MODEL" --data "$T/fewer" --steps 6 --batch 16 --resume "$R"
 # Other data of as many samples (every training label changed): refused.
 if expect 0 "" -- train "$MODEL" --data "$T/fewer" --steps 2 --batch 16 --save "$T/fewer.st"; then
@@ -1323,7 +1329,7 @@ if expect 0 "" -- train "$MODEL" --data "$T/fewer" --steps 2 --batch 16 --save "
     python3 -c 'import struct, sys
 open(sys.argv[1], "wb").write(struct.pack(">II", 0x801, 40) + bytes([1] * 40))' \
         "$T/relabelled/train-labels-idx1-ubyte"
-    usage_error "--resume: the run was saved training on other data of as many samples (CRC-32 of its images and labels " \
+    usage_error "--resume: $T/fewer.st: the run was saved training on other data of as many samples (CRC-32 of its images and labels " \
         -- train "$MODEL" --data "$T/relabelled" --steps 4 --batch 16 --resume "$T/fewer.st"
     expect 0 "resuming $T/fewer.st at step 2" -- train "$MODEL" --data "$T/fewer" --steps 4 \
         --batch 16 --resume "$T/fewer.st"
