@@ -1,5 +1,6 @@
 #include "cost_model.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -555,6 +556,26 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
     return m->cfg.forward_only ? forward_part(t) : t;
 }
 
+static int double_compare(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of the figure at byte `offset` of bg_stage_profile_t over
+ * the profile's entries of the range [first, last) (at least one); the
+ * lower middle of an even count. */
+static double range_median(const bg_profile_t *prof, int first, int last, size_t offset) {
+    double values[16];
+    int n = 0;
+    for (int i = 0; i < prof->stage_count && n < (int)(sizeof values / sizeof values[0]); i++) {
+        const bg_stage_profile_t *sp = &prof->stage[i];
+        if (sp->first == first && sp->last == last)
+            memcpy(&values[n++], (const char *)sp + offset, sizeof values[0]);
+    }
+    qsort(values, (size_t)n, sizeof values[0], double_compare);
+    return values[(n - 1) / 2];
+}
+
 int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int slots,
                            bg_cost_measured_stage_t *out) {
     const bg_profile_t *prof = m->cfg.profile;
@@ -583,8 +604,12 @@ int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int sl
     r.time.forward = best->forward_s * (forward_then > 0 ? forward_now / forward_then : scale);
     r.time.backward = best->backward_s * (backward_then > 0 ? backward_now / backward_then : scale);
     r.time.weight = m->weight_s[last] - m->weight_s[first];
-    r.time.update = best->update_s;
-    r.time.check = best->weight_check_s;
+    /* Once a step, whatever the slots: every entry of the range timed it,
+     * and their median leaves one slow pass out (a profile's 1.72 ms
+     * beside 0.39 and 0.40 for the same layers, under load, once priced a
+     * split 40% slow). */
+    r.time.update = range_median(prof, first, last, offsetof(bg_stage_profile_t, update_s));
+    r.time.check = range_median(prof, first, last, offsetof(bg_stage_profile_t, weight_check_s));
     r.time.recompute = recompute_seconds(m, r.time.forward);
     r.recv_s = scale * best->recv_s;
     r.send_s = scale * best->send_s;
