@@ -127,7 +127,9 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *r) {
         fflush(p->out);
         return;
     }
-    int64_t tenth = p->steps_per_epoch / 10 > 0 ? p->steps_per_epoch / 10 : 1;
+    /* A line per tenth of an epoch, rounded up: an epoch of 19 steps
+     * printed every step. */
+    const int64_t tenth = p->steps_per_epoch > 10 ? (p->steps_per_epoch + 9) / 10 : 1;
     if (!r->epoch_done && in_epoch % tenth != 0) return;
     char loss[32];
     format_loss(r->loss, loss, sizeof loss);

@@ -157,7 +157,12 @@ bg_status_t bg_cli_train_write_metrics(const char *path, const train_options_t *
         }
     }
     cJSON_AddNumberToObject(root, "batch", (double)o->train.batch);
-    bg_cli_json_add_uint(root, "seed", o->train.seed);
+    /* null where the seed made nothing: an evaluation of a file's weights
+     * on data read in order (cmd_train.c refuses --seed there). */
+    if (o->train.evaluate_only && o->load != NULL && strcmp(o->data, "synthetic") != 0)
+        cJSON_AddNullToObject(root, "seed");
+    else
+        bg_cli_json_add_uint(root, "seed", o->train.seed);
     cJSON_AddNumberToObject(root, "steps", (double)r->steps);
     cJSON_AddNumberToObject(root, "first_step", (double)r->first_step);
     if (o->save != NULL) {

@@ -60,11 +60,18 @@ static bg_status_t idx_check_header(const char *name, const uint8_t *bytes, size
         return bg_error_set(BG_ERR_PARSE,
                             "%s: truncated: %zu bytes, too short for the 4-byte IDX magic", name,
                             size);
-    if (bytes[0] != 0 || bytes[1] != 0)
+    if (bytes[0] != 0 || bytes[1] != 0) {
+        /* Read as IDX because it is no gzip stream, whatever its name says. */
+        const size_t length = strlen(name);
+        const int named_gz = length >= 3 && strcmp(name + length - 3, ".gz") == 0;
         return bg_error_set(BG_ERR_PARSE,
                             "%s: bad magic 0x%02X%02X%02X%02X: not an IDX file (an IDX file "
-                            "starts with two zero bytes, a type code and a dimension count)",
-                            name, bytes[0], bytes[1], bytes[2], bytes[3]);
+                            "starts with two zero bytes, a type code and a dimension count)%s",
+                            name, bytes[0], bytes[1], bytes[2], bytes[3],
+                            named_gz ? "; nor gzip, which its name says (a gzip file starts "
+                                       "with 1F 8B)"
+                                     : "");
+    }
     if (bytes[2] != IDX_TYPE_UBYTE)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: unsupported IDX element type 0x%02X (brigade reads unsigned "
@@ -123,8 +130,9 @@ static bg_status_t idx_check(const char *name, const uint8_t *bytes, size_t size
                             "%s: truncated: header promises %zu data bytes, file has %zu", name,
                             layout->data_bytes, available);
     if (available > layout->data_bytes)
-        return bg_error_set(BG_ERR_PARSE, "%s: %zu unexpected bytes after the data", name,
-                            available - layout->data_bytes);
+        return bg_error_set(BG_ERR_PARSE, "%s: %zu unexpected byte%s after the data", name,
+                            available - layout->data_bytes,
+                            available - layout->data_bytes == 1 ? "" : "s");
     return BG_OK;
 }
 
@@ -336,8 +344,9 @@ bg_status_t bg_idx_load_expecting(const char *path, const bg_idx_expect_t *expec
                                     (unsigned long long)(s.size > layout.header_bytes
                                                              ? s.size - layout.header_bytes
                                                              : 0))
-                     : bg_error_set(BG_ERR_PARSE, "%s: %llu unexpected bytes after the data", path,
-                                    (unsigned long long)(s.size - want));
+                     : bg_error_set(BG_ERR_PARSE, "%s: %llu unexpected byte%s after the data", path,
+                                    (unsigned long long)(s.size - want),
+                                    s.size - want == 1 ? "" : "s");
             goto done;
         }
     }
@@ -379,7 +388,8 @@ bg_status_t bg_idx_load_expecting(const char *path, const bg_idx_expect_t *expec
         goto done;
     }
     if (trailing > 0) {
-        st = bg_error_set(BG_ERR_PARSE, "%s: %zu unexpected bytes after the data", path, trailing);
+        st = bg_error_set(BG_ERR_PARSE, "%s: %zu unexpected byte%s after the data", path, trailing,
+                          trailing == 1 ? "" : "s");
         goto done;
     }
     source_close(&s);

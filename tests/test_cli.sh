@@ -867,6 +867,9 @@ usage_error "--data fashion: no such directory; it takes fashion-mnist, syntheti
     -- train "$MODEL" --data fashion --steps 1
 usage_error "$T: no train-images-idx3-ubyte: tried $T/train-images-idx3-ubyte and" \
     -- train "$MODEL" --data "$T" --steps 1
+# A folder given with its slash: one between it and a file's name.
+usage_error "$T/: no train-images-idx3-ubyte: tried $T/train-images-idx3-ubyte and $T/train-images-idx3-ubyte.gz" \
+    -- train "$MODEL" --data "$T/" --steps 1
 
 # IDX files of the wrong shape: 2 images of 4x4 where the model wants 28x28.
 mkdir "$T/idx4x4"
@@ -1333,6 +1336,17 @@ open(sys.argv[1], "wb").write(struct.pack(">II", 0x801, 40) + bytes([1] * 40))' 
         -- train "$MODEL" --data "$T/relabelled" --steps 4 --batch 16 --resume "$T/fewer.st"
     expect 0 "resuming $T/fewer.st at step 2" -- train "$MODEL" --data "$T/fewer" --steps 4 \
         --batch 16 --resume "$T/fewer.st"
+    # An evaluation of a file's weights on data read from files: no seed
+    # made anything, and the metrics say null (they said 1).
+    expect 0 "" -- train "$MODEL" --data "$T/fewer" --steps 0 --load "$T/fewer.st" \
+        --metrics "$T/evaluated.json"
+    file_check "an evaluation on files: seed null" "$T/evaluated.json" 'assert p["seed"] is None, p'
+fi
+# A line per tenth of an epoch, rounded up: 14 steps (40 samples at batch 3)
+# print every second step, 7 lines (they printed all 14).
+if expect 0 "" -- train "$MODEL" --data "$T/fewer" --epochs 1 --batch 3 --test-samples 8; then
+    check "14 steps: 7 progress lines" sh -c "test \"\$(grep -c '^epoch 1/1 step' '$ERR')\" -eq 7"
+    check "14 steps: the second is the first line" grep -q '^epoch 1/1 step 2/14 ' "$ERR"
 fi
 usage_error "nothing to do: --resume is at step 3 and this run ends at step 2" -- \
     train "$MODEL" --data synthetic --steps 2 --batch 16 --resume "$R"

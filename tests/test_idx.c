@@ -289,7 +289,20 @@ static void test_trailing_byte(void **state) {
     uint8_t buf[IDX_CAPACITY];
     uint32_t dims[] = {2, 3, 4};
     size_t n = make_idx(buf, 0x08, 3, dims, 25);
-    check_plain_refused(f, "long-idx3-ubyte", buf, n, "1 unexpected bytes after the data");
+    check_plain_refused(f, "long-idx3-ubyte", buf, n, "1 unexpected byte after the data");
+    n = make_idx(buf, 0x08, 3, dims, 26);
+    check_plain_refused(f, "longer-idx3-ubyte", buf, n, "2 unexpected bytes after the data");
+}
+
+/* A file named .gz that is no gzip stream (zlib's, here) is read as IDX,
+ * and its refusal says that it is neither. */
+static void test_named_gz_not_gzip(void **state) {
+    fixture_t *f = *state;
+    const uint8_t zlib[] = {0x78, 0x9C, 0x00, 0x08, 0x00, 0x00};
+    check_plain_refused(f, "zlib-idx3-ubyte.gz", zlib, sizeof zlib,
+                        "bad magic 0x789C0008: not an IDX file (an IDX file starts with two zero "
+                        "bytes, a type code and a dimension count); nor gzip, which its name says "
+                        "(a gzip file starts with 1F 8B)");
 }
 
 static void test_truncated_header(void **state) {
@@ -669,6 +682,7 @@ int main(void) {
         cmocka_unit_test(test_size_limit),
         cmocka_unit_test_setup_teardown(test_truncated_by_one, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trailing_byte, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_named_gz_not_gzip, setup, teardown),
         cmocka_unit_test(test_truncated_header),
         cmocka_unit_test_setup_teardown(test_empty_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_gzip, setup, teardown),
