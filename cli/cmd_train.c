@@ -153,7 +153,7 @@ static bg_status_t check_evaluate_only(const train_options_t *o, int argc, char 
                                     training_only[i]);
     /* The seed makes the initial weights and synthetic data; an evaluation
      * of a file's weights on a data set read in order has neither. */
-    if (o->load != NULL && o->seed_given && strcmp(o->data, "synthetic") != 0)
+    if (o->seed_given && bg_cli_train_seed_unused(o))
         return bg_error_set(BG_ERR_INVALID,
                             "--seed changes nothing with --steps 0 --load: the weights are the "
                             "file's and the test set is read in order (with --data synthetic "
@@ -401,7 +401,8 @@ static bg_status_t check_warmup(const train_options_t *o, const bg_dataset_t *tr
 /* A resumed run keeps its seed: synthetic data are made from it (the
  * weights and the data order come from the file). Without --seed it is
  * taken from the file; a different one is refused, as another batch is. */
-static bg_status_t resume_seed(train_options_t *o, const bg_train_state_t *saved) {
+static bg_status_t resume_seed(train_options_t *o, const bg_train_state_t *saved,
+                               const char *name) {
     if (!saved->seed_saved) return BG_OK; /* saved before checkpoints held it */
     if (!o->seed_given) {
         o->train.seed = saved->seed;
@@ -409,10 +410,11 @@ static bg_status_t resume_seed(train_options_t *o, const bg_train_state_t *saved
     }
     if (saved->seed != o->train.seed)
         return bg_error_set(BG_ERR_INVALID,
-                            "--resume: the run was saved with --seed %llu, this one has --seed "
-                            "%llu (a resumed run continues the same one; synthetic data are "
-                            "made from the seed; --load starts another)",
-                            (unsigned long long)saved->seed, (unsigned long long)o->train.seed);
+                            "--resume: %s: the run was saved with --seed %llu, this one has "
+                            "--seed %llu (a resumed run continues the same one; synthetic data "
+                            "are made from the seed; --load starts another)",
+                            name, (unsigned long long)saved->seed,
+                            (unsigned long long)o->train.seed);
     return BG_OK;
 }
 
@@ -608,7 +610,7 @@ int bg_cmd_train(int argc, char **argv) {
             bg_cli_option_input_status(
                 bg_train_state_load(o.resume, spec, &o.train.optimizer, &resume), "--resume"),
             st, fail);
-        BG_CHECK_GOTO(resume_seed(&o, &resume), st, fail);
+        BG_CHECK_GOTO(resume_seed(&o, &resume, resume_name), st, fail);
         o.train.resume = &resume;
         o.train.resume_name = resume_name;
         fprintf(stderr, "resuming %s at step %lld (epoch %d, sample %lld)\n", resume_name,

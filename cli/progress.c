@@ -127,8 +127,8 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *r) {
         fflush(p->out);
         return;
     }
-    /* A line per tenth of an epoch, rounded up: an epoch of 19 steps
-     * printed every step. */
+    /* A line per tenth of an epoch, rounded up (until 2026-12-06 down: an
+     * epoch of 10 to 19 steps printed every step). */
     const int64_t tenth = p->steps_per_epoch > 10 ? (p->steps_per_epoch + 9) / 10 : 1;
     if (!r->epoch_done && in_epoch % tenth != 0) return;
     char loss[32];

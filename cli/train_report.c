@@ -16,6 +16,10 @@
 #include "text_table.h"
 #include "train_report.h"
 
+int bg_cli_train_seed_unused(const train_options_t *o) {
+    return o->train.evaluate_only && o->load != NULL && strcmp(o->data, "synthetic") != 0;
+}
+
 void bg_cli_train_print_stages(const bg_train_result_t *r) {
     static const bg_text_column_t columns[] = {
         {"stage", 'r', 5, 0},      {"layers", 'l', 8, 2},    {"device", 'l', 10, 1},
@@ -157,9 +161,7 @@ bg_status_t bg_cli_train_write_metrics(const char *path, const train_options_t *
         }
     }
     cJSON_AddNumberToObject(root, "batch", (double)o->train.batch);
-    /* null where the seed made nothing: an evaluation of a file's weights
-     * on data read in order (cmd_train.c refuses --seed there). */
-    if (o->train.evaluate_only && o->load != NULL && strcmp(o->data, "synthetic") != 0)
+    if (bg_cli_train_seed_unused(o))
         cJSON_AddNullToObject(root, "seed");
     else
         bg_cli_json_add_uint(root, "seed", o->train.seed);

@@ -24,6 +24,11 @@ typedef struct train_options {
     int data_given;         /* and --data */
 } train_options_t;
 
+/* Whether the seed makes nothing in this run: an evaluation (--steps 0)
+ * of --load's weights on data read from files in order (synthetic data
+ * are made from it). --seed is refused there, and --metrics says null. */
+int bg_cli_train_seed_unused(const train_options_t *o);
+
 /* Each stage's memory as it ran; a figure wider than its column widens it. */
 void bg_cli_train_print_stages(const bg_train_result_t *r);
 

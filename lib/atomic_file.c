@@ -40,11 +40,11 @@ static int write_all(int fd, const void *buf, size_t len) {
 
 /* fsync(fd) with the signals a process is sent blocked in this thread:
  * a sync can wait in the kernel for most of a second, and a handler due
- * to run on this thread would wait with it (a stop signal answered 0.74 s
+ * to run on this thread would wait with it (a stop signal answered 0.71 s
  * late during a 605 MB checkpoint's sync), where another thread of the
  * process (a pipeline's workers) can take it at once. With no other
  * thread the signal waits, as it would have. Faults stay unblocked. */
-static int sync_elsewhere_signalled(int fd) {
+static int fsync_signals_blocked(int fd) {
     sigset_t all, old;
     sigfillset(&all);
     static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
@@ -70,7 +70,7 @@ static bg_status_t directory_sync(const char *path) {
     } else {
         /* Some file systems cannot fsync a directory and say EINVAL; there
          * is nothing more to make durable there. */
-        if (sync_elsewhere_signalled(fd) != 0 && errno != EINVAL)
+        if (fsync_signals_blocked(fd) != 0 && errno != EINVAL)
             status = bg_error_set(BG_ERR_IO, "cannot write '%s': fsync directory '%s': %s", path,
                                   dir, strerror(errno));
         close(fd);
@@ -327,7 +327,7 @@ void bg_atomic_file_abort(bg_atomic_file_t *file) {
 bg_status_t bg_atomic_file_commit(bg_atomic_file_t *file) {
     const char *path = file->path;
     bg_status_t status = BG_OK;
-    if (sync_elsewhere_signalled(file->fd) != 0) {
+    if (fsync_signals_blocked(file->fd) != 0) {
         status = io_error(path, "fsync", errno);
         bg_atomic_file_abort(file);
         return status;

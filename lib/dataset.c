@@ -16,6 +16,7 @@
 #include "crc32.h"
 #include "host_memory.h"
 #include "idx.h"
+#include "path.h"
 
 enum {
     DATASET_PATH_MAX = BG_DATASET_PATH_MAX,
@@ -160,20 +161,13 @@ static bg_status_t refuse_broken_link(const char *path) {
                         target, strerror(error));
 }
 
-/* "/" between `dir` and a file's name, or "" where `dir` ends in one (a
- * --data given as "folder/" named "folder//train-..."). */
-static const char *dir_separator(const char *dir) {
-    const size_t length = strlen(dir);
-    return length > 0 && dir[length - 1] == '/' ? "" : "/";
-}
-
 /* Finds `dir`/`name`, else `dir`/`name`.gz, writing the one that exists into
  * `path` (the plain one where both are, as `gunzip -k` leaves them; the
  * docs say so; a plain one that is a broken link is refused, not passed
  * over). `hint` ends the message when neither is there. */
 static bg_status_t find_file(const char *dir, const char *name, const char *hint,
                              char path[DATASET_PATH_MAX]) {
-    int n = snprintf(path, DATASET_PATH_MAX, "%s%s%s", dir, dir_separator(dir), name);
+    int n = snprintf(path, DATASET_PATH_MAX, "%s%s%s", dir, bg_path_separator(dir), name);
     if (n < 0 || n + 3 >= DATASET_PATH_MAX)
         return bg_error_set(BG_ERR_INVALID, "%s: dataset directory path is too long", dir);
     if (access(path, F_OK) == 0) return BG_OK;
@@ -181,7 +175,7 @@ static bg_status_t find_file(const char *dir, const char *name, const char *hint
     strcat(path, ".gz");
     if (access(path, F_OK) == 0) return BG_OK;
     BG_CHECK(refuse_broken_link(path));
-    const char *sep = dir_separator(dir);
+    const char *sep = bg_path_separator(dir);
     return bg_error_set(BG_ERR_IO, "%s: no %s: tried %s%s%s and %s%s%s.gz%s", dir, name, dir, sep,
                         name, dir, sep, name, hint);
 }
@@ -286,7 +280,7 @@ int bg_dataset_files(const char *source, char paths[BG_DATASET_FILES][BG_DATASET
     for (int k = 0; k < 4; k++)
         for (int gz = 0; gz < 2; gz++) {
             const int n = snprintf(paths[2 * k + gz], BG_DATASET_PATH_MAX, "%s%s%s%s", dir,
-                                   dir_separator(dir), names[k], gz ? ".gz" : "");
+                                   bg_path_separator(dir), names[k], gz ? ".gz" : "");
             if (n < 0 || n >= BG_DATASET_PATH_MAX) return 0;
         }
     return 8;

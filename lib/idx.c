@@ -53,25 +53,23 @@ static void format_dims(char *text, size_t capacity, const uint64_t *dims, int n
 
 /* Validates a header: magic, type, dimensions and the data's size they
  * give, from the first `size` bytes of a file (at least the header's, or it
- * is truncated). */
+ * is truncated). `plain_named_gz`: the file, named .gz, was read as it is
+ * (no gzip stream), which a bad magic then says. */
 static bg_status_t idx_check_header(const char *name, const uint8_t *bytes, size_t size,
-                                    const bg_idx_expect_t *expect, idx_layout_t *layout) {
+                                    const bg_idx_expect_t *expect, int plain_named_gz,
+                                    idx_layout_t *layout) {
     if (size < IDX_MAGIC_BYTES)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: truncated: %zu bytes, too short for the 4-byte IDX magic", name,
                             size);
-    if (bytes[0] != 0 || bytes[1] != 0) {
-        /* Read as IDX because it is no gzip stream, whatever its name says. */
-        const size_t length = strlen(name);
-        const int named_gz = length >= 3 && strcmp(name + length - 3, ".gz") == 0;
+    if (bytes[0] != 0 || bytes[1] != 0)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: bad magic 0x%02X%02X%02X%02X: not an IDX file (an IDX file "
                             "starts with two zero bytes, a type code and a dimension count)%s",
                             name, bytes[0], bytes[1], bytes[2], bytes[3],
-                            named_gz ? "; nor gzip, which its name says (a gzip file starts "
-                                       "with 1F 8B)"
-                                     : "");
-    }
+                            plain_named_gz ? "; nor gzip, which its name says (a gzip file "
+                                             "starts with 1F 8B)"
+                                           : "");
     if (bytes[2] != IDX_TYPE_UBYTE)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: unsupported IDX element type 0x%02X (brigade reads unsigned "
@@ -123,7 +121,7 @@ static bg_status_t idx_check_header(const char *name, const uint8_t *bytes, size
  * exactly the promised data follows it. */
 static bg_status_t idx_check(const char *name, const uint8_t *bytes, size_t size,
                              idx_layout_t *layout) {
-    BG_CHECK(idx_check_header(name, bytes, size, NULL, layout));
+    BG_CHECK(idx_check_header(name, bytes, size, NULL, 0, layout));
     const size_t available = size - layout->header_bytes;
     if (available < layout->data_bytes)
         return bg_error_set(BG_ERR_PARSE,
@@ -332,7 +330,10 @@ bg_status_t bg_idx_load_expecting(const char *path, const bg_idx_expect_t *expec
         size += got;
     }
     idx_layout_t layout;
-    BG_CHECK_GOTO(idx_check_header(path, header, size, expect, &layout), st, done);
+    /* Read as IDX because it is no gzip stream, whatever its name says. */
+    const size_t length = strlen(path);
+    const int plain_named_gz = !s.gzip && length >= 3 && strcmp(path + length - 3, ".gz") == 0;
+    BG_CHECK_GOTO(idx_check_header(path, header, size, expect, plain_named_gz, &layout), st, done);
     /* A plain file's size says at once whether the data are all there. */
     if (!s.gzip) {
         const uint64_t want = layout.header_bytes + (uint64_t)layout.data_bytes;

@@ -22,10 +22,15 @@ const char *bg_path_name(const char *path) {
     return slash != NULL ? slash + 1 : path;
 }
 
+const char *bg_path_separator(const char *folder) {
+    const size_t length = strlen(folder);
+    return length > 0 && folder[length - 1] == '/' ? "" : "/";
+}
+
 char *bg_path_join(const char *folder, const char *name) {
     const size_t size = strlen(folder) + strlen(name) + 2;
     char *joined = malloc(size);
-    if (joined != NULL) snprintf(joined, size, "%s/%s", folder, name);
+    if (joined != NULL) snprintf(joined, size, "%s%s%s", folder, bg_path_separator(folder), name);
     return joined;
 }
 

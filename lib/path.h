@@ -17,6 +17,10 @@ char *bg_path_folder(const char *path);
 /* The last component of `path` (after its last slash), inside `path`. */
 const char *bg_path_name(const char *path);
 
+/* What goes between `folder` and a name in it: "/", or "" where the folder
+ * ends in one ("data/" named "data//train-..." before 2026-12-06). */
+const char *bg_path_separator(const char *folder);
+
 /* "folder/name": a new string to free, or NULL when memory runs out. */
 char *bg_path_join(const char *folder, const char *name);
 

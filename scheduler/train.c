@@ -108,7 +108,7 @@ static bg_status_t check_resume(const bg_train_config_t *cfg, int64_t total,
     if (rs == NULL) return BG_OK;
     /* "--resume: FILE: ", as the file's own refusals begin (train_state.c;
      * until 2026-12-06 these named no file). */
-    char who[BG_ERROR_MAX / 4];
+    char who[BG_ERROR_MAX]; /* a message's length: the name cut only where the message is */
     if (cfg->resume_name != NULL)
         snprintf(who, sizeof who, "--resume: %s: ", cfg->resume_name);
     else

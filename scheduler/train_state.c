@@ -449,11 +449,12 @@ static bg_status_t read_state(const char *path, const bg_safetensors_t *file,
     const char *model = bg_safetensors_metadata(file, "brigade.model");
     const char *kind = bg_safetensors_metadata(file, "brigade.kind");
     /* A file of another tool, or brigade's weights: said as such, before
-     * the fingerprint it may not have. */
-    if ((kind == NULL || strcmp(kind, "training-state") != 0) && file->count == 0)
+     * the fingerprint it may not have. (A kind other than training-state
+     * was refused as the file was read, bg_checkpoint_verify.) */
+    if (kind == NULL && file->count == 0)
         return bg_error_set(BG_ERR_INVALID, "%s: holds no tensors, not a training state to resume",
                             path);
-    if (kind == NULL || strcmp(kind, "training-state") != 0)
+    if (kind == NULL)
         return bg_error_set(BG_ERR_INVALID,
                             "%s: holds weights only, not a training state to resume (use --load)",
                             path);

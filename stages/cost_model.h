@@ -297,8 +297,9 @@ typedef struct bg_cost_measured_stage {
 } bg_cost_measured_stage_t;
 
 /* Fills *out for layers [first, last) with `slots` micro-batches in flight
- * (the entry with the nearest slot count) and returns 1, or returns 0 when
- * the profile has no such range (or there is no profile). */
+ * (the entry with the nearest slot count; the update and the gradients'
+ * check, once a step, typical over the range's entries) and returns 1, or
+ * returns 0 when the profile has no such range (or there is no profile). */
 int bg_cost_measured_stage(const bg_cost_model_t *model, int first, int last, int slots,
                            bg_cost_measured_stage_t *out);
 

@@ -43,21 +43,26 @@ typedef struct gpu_place {
 
 /* Whether the topology's GPUs, every one named by hwloc's CUDA devices,
  * are not cuda:0 to cuda:N-1; if so their names into buf ("cuda:0,
- * cuda:1, cuda:5, cuda:7", cut short with "..." where buf ends). */
+ * cuda:1, cuda:5, cuda:7", ending ", ..." where the next would not fit). */
 static int cuda_names_have_gaps(const bg_topology_t *topo, char *buf, size_t size) {
     const int gpus = bg_topology_gpu_count(topo);
     int gaps = 0;
     for (int g = 0; g < gpus; g++) gaps |= bg_topology_gpu(topo, g).cuda >= gpus;
-    if (!gaps || size < 4) return 0;
+    static const char more[] = ", ...";
+    if (!gaps || size < sizeof more) return 0;
     size_t used = 0;
     buf[0] = '\0';
     for (int g = 0; g < gpus; g++) {
-        const int n = snprintf(buf + used, size - used, "%scuda:%d", g > 0 ? ", " : "",
+        char name[24];
+        const int n = snprintf(name, sizeof name, "%scuda:%d", g > 0 ? ", " : "",
                                bg_topology_gpu(topo, g).cuda);
-        if (n < 0 || (size_t)n >= size - used) {
-            snprintf(buf + (used < size - 4 ? used : size - 4), 4, "...");
+        /* Room for this name and, unless it is the last, for ", ...". */
+        const size_t after = g + 1 < gpus ? sizeof more - 1 : 0;
+        if (n < 0 || used + (size_t)n + after >= size) {
+            memcpy(buf + used, more, sizeof more);
             break;
         }
+        memcpy(buf + used, name, (size_t)n + 1);
         used += (size_t)n;
     }
     return 1;
@@ -94,9 +99,10 @@ static bg_status_t place_gpu(const bg_topology_t *topo, const bg_device_t *d, in
         char names[160];
         if (g.topo_gpu < 0 && cuda_names_have_gaps(topo, names, sizeof names))
             return bg_error_set(BG_ERR_INVALID,
-                                "%s: the topology's %d GPUs are %s as hwloc's CUDA devices name "
-                                "them; none is cuda:%d (see brigade topo --topology)",
-                                d->name, gpus, names, d->physical);
+                                "%s: the topology's %d GPU%s %s %s as hwloc's CUDA devices "
+                                "name %s; none is cuda:%d (see brigade topo --topology)",
+                                d->name, gpus, gpus == 1 ? "" : "s", gpus == 1 ? "is" : "are",
+                                names, gpus == 1 ? "it" : "them", d->physical);
         if (g.topo_gpu < 0)
             return bg_error_set(BG_ERR_INVALID,
                                 "%s: the topology has %d GPU%s%s; there is no GPU %d on it",

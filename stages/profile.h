@@ -202,6 +202,14 @@ typedef struct bg_profile_config {
         .progress = NULL, .progress_ctx = NULL                                                     \
     }
 
+/* The figure a profile keeps of n timings of one thing (sorted in place; 0
+ * for none): their mean, leaving out any above 3 times their median (a
+ * thread descheduled mid-op). Not the median: a step is a sum of
+ * many ops, and the median of such a sum follows the ops' means, which on
+ * a loaded machine lie a few percent above their medians (timings skew
+ * right: docs/sim-accuracy-log.md, "Means, not medians"). */
+double bg_profile_typical(double *values, int n);
+
 /* Times every layer on one CPU device (this thread, one OpenBLAS thread; a
  * round runs stash_slots forwards, their backwards and an update), and the
  * channel costs with a second thread on peer_core. */

@@ -8,14 +8,6 @@
 
 enum { PROFILE_WARMUP = 2 };
 
-/* The figure a profile keeps of n timings of one thing (sorted in place; 0
- * for none): their mean, leaving out any above 3 times their median (a
- * thread descheduled mid-op). Not the median: a step is a sum of
- * many ops, and the median of such a sum follows the ops' means, which on
- * a loaded machine lie a few percent above their medians (timings skew
- * right: docs/sim-accuracy-log.md, "Means, not medians"). */
-double bg_profile_typical(double *values, int n);
-
 /* How far n timings of one thing lie apart (sorted in place): the second
  * largest over the smallest, so that one slow timing, which
  * bg_profile_typical may leave out, does not count; 1 for fewer than three

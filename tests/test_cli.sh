@@ -189,9 +189,9 @@ xmlfile_refused -qF "$T/no-cores.xml" \
     "HWLOC_XMLFILE of no cores: the variable named"
 # 17 cores and 17 GPUs: their link matrices are left out, and each omission
 # is said (until 2026-12-05 the GPUs' was silent).
-python3 - "$T/seventeen.xml" <<'EOF2'
+cat >"$T/make_gpus.py" <<'EOF2'
 import sys
-n = 17
+n = int(sys.argv[2])
 sets = lambda mask: f'cpuset="{mask}" complete_cpuset="{mask}" nodeset="0x1" complete_nodeset="0x1"'
 every = hex((1 << n) - 1)
 cores = "".join(f'<object type="Core" os_index="{i}" {sets(hex(1 << i))}>'
@@ -209,6 +209,7 @@ open(sys.argv[1], "w").write(
     '<object type="Bridge" os_index="0" bridge_type="0-1" depth="0" bridge_pci="0000:[00-ff]">'
     f'{gpus}</object></object></topology>\n')
 EOF2
+python3 "$T/make_gpus.py" "$T/seventeen.xml" 17
 expect 0 "" -- topo --topology "$T/seventeen.xml"
 stdout_has "(17 cores: the link matrix is left out above 16)" "topo: a core matrix left out is said"
 stdout_has "(17 GPUs: the link and NVLink matrices are left out above 16)" \
@@ -220,6 +221,18 @@ sed 's/ local_memory="[0-9]*"//' "$ROOT/tests/fixtures/nvlink-bridged-pairs.xml"
 expect 0 "" -- topo --topology "$T/no-memory.xml"
 stdout_has "1 package, 1 NUMA node (memory unknown), " "topo: the machine's memory unknown"
 stdout_has "  NUMA node 0: memory unknown" "topo: a NUMA node's memory unknown"
+# One node's memory unknown: the total says it covers the others.
+sed '0,/ local_memory="[0-9]*"/s///' "$ROOT/tests/fixtures/two-socket-8-gpu.xml" >"$T/half-memory.xml"
+expect 0 "" -- topo --topology "$T/half-memory.xml"
+stdout_has "2 packages, 2 NUMA nodes (512.0 GiB where known), " "topo: a total of the nodes known"
+stdout_has "  NUMA node 0: memory unknown" "topo: the node without memory"
+stdout_has "  NUMA node 1: 512.0 GiB" "topo: the node with memory"
+# 25 GPUs, cuda3 named cuda40: the names listed, cut with ", ..." where the
+# message has no room (a cut once read cuda:17 as "cuda:1...").
+python3 "$T/make_gpus.py" "$T/twenty-five.xml" 25
+sed -i 's/name="cuda3"/name="cuda40"/' "$T/twenty-five.xml"
+usage_error "cuda:3: the topology's 25 GPUs are cuda:0, cuda:1, cuda:2, cuda:40, cuda:4, cuda:5, cuda:6, cuda:7, cuda:8, cuda:9, cuda:10, cuda:11, cuda:12, cuda:13, cuda:14, cuda:15, cuda:16, cuda:17, ... as hwloc's CUDA devices name them; none is cuda:3" \
+    -- plan "$MODEL" --topology "$T/twenty-five.xml" --devices cuda:3
 # A topology whose first GPU is hidden from CUDA (CUDA_VISIBLE_DEVICES):
 # hwloc names the other seven cuda0 to cuda6, and cuda:7 is none of them.
 python3 - "$ROOT/tests/fixtures/two-socket-8-gpu.xml" "$T/hidden.xml" <<'EOF2'
@@ -1377,7 +1390,7 @@ fi
 # (and continues bit for bit), and refuses another.
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 4 --batch 16 --seed 3 \
     --save "$T/seed3.st"; then
-    usage_error "--resume: the run was saved with --seed 3, this one has --seed 5" -- \
+    usage_error "--resume: $T/seed3.st: the run was saved with --seed 3, this one has --seed 5" -- \
         train "$MODEL" --data synthetic --steps 6 --batch 16 --resume "$T/seed3.st" --seed 5
     expect 0 "" -- train "$MODEL" --data synthetic --steps 6 --batch 16 --resume "$T/seed3.st" \
         --metrics "$T/resumed3.json"

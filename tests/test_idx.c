@@ -303,6 +303,14 @@ static void test_named_gz_not_gzip(void **state) {
                         "bad magic 0x789C0008: not an IDX file (an IDX file starts with two zero "
                         "bytes, a type code and a dimension count); nor gzip, which its name says "
                         "(a gzip file starts with 1F 8B)");
+    /* A real gzip stream of something else: not IDX, and nothing said of
+     * gzip. */
+    write_gzip(path_of(f, "text-idx3-ubyte.gz"), (const uint8_t *)"hello, not idx", 14);
+    bg_idx_t *idx = NULL;
+    check_error(bg_idx_load(f->path, &idx), BG_ERR_PARSE, f->path,
+                "bad magic 0x68656C6C: not an IDX file (an IDX file starts with two zero bytes, a "
+                "type code and a dimension count)");
+    assert_null(strstr(bg_error_message(), "gzip"));
 }
 
 static void test_truncated_header(void **state) {

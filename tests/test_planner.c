@@ -1031,8 +1031,8 @@ static void test_measured_stage_costs(void **state) {
          9e-5},
         {2, 4, 1, 1e-3, 4e-3, 2e-4, 3e-4, 0, 0, 4e-4, 0, 6e-5, {0, 0, 0, 0}, {{0}, {0}}, 3e-5},
         /* The same range at 2 and 4 slots, its update and check slow in
-         * the second (a pass the machine was busy in): GPipe's stage
-         * takes the range's median, not that entry's. */
+         * the second (a pass the machine was busy in): GPipe's stage,
+         * nearest that entry, takes the range's typical figures. */
         {2, 4, 2, 1e-3, 4e-3, 2e-4, 3e-4, 0, 0, 4e-4, 0, 6e-5, {0, 0, 0, 0}, {{0}, {0}}, 3e-5},
         {2, 4, 4, 1e-3, 4e-3, 9e-3, 3e-4, 0, 0, 4e-4, 0, 6e-5, {0, 0, 0, 0}, {{0}, {0}}, 8e-3},
     };
@@ -1057,9 +1057,12 @@ static void test_measured_stage_costs(void **state) {
         /* Micro-batches of 16 samples from a profile at 8: times x 2. */
         assert_true(close_to(c->forward[0], 4e-3) && close_to(c->forward[1], 2e-3));
         assert_true(close_to(c->backward[0], 6e-3) && close_to(c->backward[1], 8e-3));
-        assert_true(close_to(c->step[0], 1e-4) && close_to(c->step[1], 2e-4));
+        /* The update, once a step: typical over the range's entries,
+         * whatever the slots (stage 0's two, 1e-4 and 5e-4, averaged;
+         * stage 1's 9e-3 beside two of 2e-4 left out). */
+        assert_true(close_to(c->step[0], 3e-4) && close_to(c->step[1], 2e-4));
         /* The gradients' checks, once a step: not scaled. */
-        assert_true(close_to(c->weight_check[0], 7e-5) && close_to(c->weight_check[1], 3e-5));
+        assert_true(close_to(c->weight_check[0], 8e-5) && close_to(c->weight_check[1], 3e-5));
         assert_true(c->sim.weight_check == c->weight_check);
         assert_true(close_to(c->activation_send[0], 2e-4));
         assert_true(close_to(c->activation_recv[0], 6e-4));

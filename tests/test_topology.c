@@ -95,7 +95,7 @@ static void test_uneven_pcie(void **state) {
 }
 
 /* GPU 0 on a downstream port of a switch; GPUs 1 and 2 on a second switch
- * below another of its ports, and GPU 3 on the root port. A pair is one
+ * below another of its ports, and GPU 3 on the host bridge. A pair is one
  * link whichever way it is read: until 2026-12-06 only the first GPU's
  * bridges were counted, so 0-1 read PIX and 1-0 PXB. */
 static void test_chained_switches(void **state) {
