@@ -196,7 +196,8 @@ static bg_status_t load_other_sizes(const char *path, const cJSON *layer, const 
     if (list == NULL && p->other_sizes == 0) return BG_OK;
     if (p->other_sizes == 0)
         return bg_error_set(BG_ERR_PARSE,
-                            "%s: %s has 'at_other_sizes' but the profile has no 'other_sizes'",
+                            "%s: %s has 'at_other_sizes' but the profile times no other sizes "
+                            "('other_sizes' absent or empty)",
                             path, where);
     if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) != p->other_sizes)
         return bg_error_set(BG_ERR_PARSE,
@@ -251,6 +252,11 @@ static bg_status_t load_optimizer(const char *path, const cJSON *root, bg_profil
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
     p->optimizer[0] = '\0';
     p->optimizer_states = -1;
+    if (name == NULL && cJSON_GetObjectItemCaseSensitive(root, "optimizer_states") != NULL)
+        return bg_error_set(BG_ERR_PARSE,
+                            "%s: 'optimizer_states' without 'optimizer' (brigade profile writes "
+                            "both, older profiles neither)",
+                            path);
     if (name == NULL) return BG_OK;
     bg_optimizer_kind_t kind;
     double states = 0;
@@ -430,6 +436,18 @@ static bg_status_t load_stages(const char *path, const cJSON *root, bg_profile_t
             BG_CHECK(time_field(path, lo, "backward_s", loaded_where, &l->backward_s));
             BG_CHECK(time_field(path, lo, "update_s", loaded_where, &l->update_s));
             BG_CHECK(time_field(path, lo, "copies_s", loaded_where, &l->copies_s));
+            /* A slowdown beside a co-runner is tens of percent, as one after a
+             * wait is: past the same bound the figures are corrupt (a tester's
+             * 1e9 times priced a step at 36 minutes). */
+            const double alone = sp->forward_s + sp->backward_s,
+                         loaded = l->forward_s + l->backward_s;
+            if (alone > 0 && loaded > BG_PROFILE_MAX_AFTER_WAIT_RATIO * alone)
+                return bg_error_set(BG_ERR_PARSE,
+                                    "%s: %s forward_s and backward_s are %.3g times the stage's "
+                                    "alone; a stage beside a co-runner runs at most %d times as "
+                                    "slow",
+                                    path, loaded_where, loaded / alone,
+                                    BG_PROFILE_MAX_AFTER_WAIT_RATIO);
         }
         /* Optional too: ops after a wait (profiles of two CPU devices). */
         const cJSON *aw = cJSON_GetObjectItemCaseSensitive(o, "after_wait");
@@ -562,8 +580,15 @@ bg_status_t bg_profile_parse(const char *path, const char *text, const bg_model_
                           path);
         goto done;
     }
+    /* Optional (older profiles lack it): words, for the message below. */
+    const cJSON *words = cJSON_GetObjectItemCaseSensitive(root, "model_layers");
+    if (words != NULL && !cJSON_IsString(words)) {
+        st =
+            bg_error_set(BG_ERR_PARSE,
+                         "%s: 'model_layers' must be the model's layers in words (a string)", path);
+        goto done;
+    }
     if (strcmp(model->valuestring, want) != 0) {
-        const cJSON *words = cJSON_GetObjectItemCaseSensitive(root, "model_layers");
         char difference[BG_MODEL_DIFFERENCE_MAX] = "";
         if (cJSON_IsString(words))
             bg_model_spec_difference(spec, words->valuestring, difference, sizeof difference);

@@ -557,6 +557,13 @@ static bg_stage_profile_t range_profile(int first, int last, int layers, int slo
         load[p] = fig->passes > 0 && !absent ? fig->loaded[p] / fig->passes : 0;
     }
     bg_stage_load_t under_load = {0};
+    /* As after a wait: past the bound a tiny range's timing under load is
+     * noise, kept as not measured (0), which the simulator prices alone
+     * and a profile's reader would refuse. */
+    const double alone_ops = alone[PART_FORWARD] + alone[PART_BACKWARD];
+    if (loaded &&
+        load[PART_FORWARD] + load[PART_BACKWARD] > BG_PROFILE_MAX_AFTER_WAIT_RATIO * alone_ops)
+        loaded = 0;
     if (loaded) {
         under_load.forward_s = load[PART_FORWARD];
         under_load.backward_s = load[PART_BACKWARD];

@@ -178,18 +178,25 @@ fi
 P2=$T/cnn2.profile.json
 if expect 0 "" -- profile "$MODEL" --batch 64 --microbatches 2 --devices cpu:2 \
     --repetitions 3 -o "$P2"; then
-    stdout_has "under load: 72 timings of 36 layer ranges" "profile table of two devices"
-    stdout_has "after a wait: 72 timings of 36 layer ranges" "profile table of two devices: after waits"
-    file_check "a profile of two devices has every range under load" "$P2" '
+    # 72 entries of 36 ranges, less any a busy machine swamped (kept as not
+    # measured; the file's check below counts them).
+    check "profile table of two devices" grep -qE "^under load: [0-9]+ timings of [0-9]+ layer ranges" "$OUT"
+    check "profile table of two devices: after waits" \
+        grep -qE "^after a wait: [0-9]+ timings of [0-9]+ layer ranges" "$OUT"
+    file_check "a profile of two devices has its ranges under load (nine in ten at least)" "$P2" '
 assert p["version"] == 2
 assert len(p["stages"]) == 36 * 2, len(p["stages"])
+# A tiny range swamped by noise under load (past 100 times its time alone)
+# keeps 0s, not measured, which the file leaves out: most are measured.
 for s in p["stages"]:
-    l = s["loaded"]
-    assert l["forward_s"] > 0 and l["backward_s"] > 0, s
-    assert l["update_s"] >= 0 and l["copies_s"] >= 0, s
+    l = s.get("loaded", {"forward_s": 0, "backward_s": 0, "update_s": 0, "copies_s": 0})
+    assert all(l[k] >= 0 for k in ("forward_s", "backward_s", "update_s", "copies_s")), s
+    assert (l["forward_s"] + l["backward_s"]) <= 100 * (s["forward_s"] + s["backward_s"]), s
+measured = [s for s in p["stages"] if "loaded" in s and s["loaded"]["forward_s"] > 0]
+assert len(measured) >= 0.9 * len(p["stages"]), len(measured)
 # A tiny range whose ratio was swamped by noise (past 100) keeps 0, not
 # measured (a busy machine gave one of 8 us ranges so): most are measured.
-ratios = [s["after_wait"]["%s_after_%s" % (op, theirs)] for s in p["stages"]
+ratios = [s.get("after_wait", {}).get("%s_after_%s" % (op, theirs), 0) for s in p["stages"]
           for op in ("forward", "backward") for theirs in ("forward", "backward", "update")]
 assert all(r >= 0 for r in ratios), ratios
 assert sum(r > 0 for r in ratios) >= 0.9 * len(ratios), ratios'
@@ -246,6 +253,16 @@ p = json.load(open(sys.argv[1]))
 p['stages'][5]['loaded']['backward_s'] = -1
 json.dump(p, open(sys.argv[2], 'w'))" "$P2" "$T/badload.profile.json"
     expect 2 "stage entry 5 'loaded'" -- simulate "$MODEL" --profile "$T/badload.profile.json"
+    # Past the bound of a slowdown after a wait, a slowdown under load is a
+    # damaged file (a tester's 1e9 times simulated a 36-minute step).
+    python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))
+s = p['stages'][5]
+s['loaded']['forward_s'] = 1000 * (s['forward_s'] + s['backward_s'])
+s['loaded']['backward_s'] = 0
+json.dump(p, open(sys.argv[2], 'w'))" "$P2" "$T/slowload.profile.json"
+    expect 2 "stage entry 5 'loaded' forward_s and backward_s are 1e+03 times the stage's alone; a stage beside a co-runner runs at most 100 times as slow" \
+        -- simulate "$MODEL" --profile "$T/slowload.profile.json"
 fi
 
 # --split: only that split's stages are timed, at any model size; a plan
@@ -507,8 +524,15 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
         'del p["layers"][3]["at_other_sizes"]'
     bad_profile sizes_short "layer 3 needs 'at_other_sizes', a list of 3 objects" \
         'del p["layers"][3]["at_other_sizes"][1]'
-    bad_profile sizes_unasked "layer 0 has 'at_other_sizes' but the profile has no 'other_sizes'" \
+    bad_profile sizes_unasked "layer 0 has 'at_other_sizes' but the profile times no other sizes ('other_sizes' absent or empty)" \
         'del p["other_sizes"]'
+    bad_profile sizes_empty "layer 0 has 'at_other_sizes' but the profile times no other sizes ('other_sizes' absent or empty)" \
+        'p["other_sizes"] = []'
+    bad_profile layers_words "'model_layers' must be the model's layers in words (a string)" \
+        'p["model_layers"] = 5'
+    # brigade profile writes the optimizer and its buffers together.
+    bad_profile states_alone "'optimizer_states' without 'optimizer' (brigade profile writes both, older profiles neither)" \
+        'del p["optimizer"]'
     bad_profile sizes_not_object "layer 2 at 64 samples: not an object of times" \
         'p["layers"][2]["at_other_sizes"][2] = [1, 2, 3]'
     bad_profile sizes_negative "layer 4 at 1 sample: 'backward_weights_s' must be a number >= 0" \
