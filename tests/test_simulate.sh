@@ -740,6 +740,12 @@ expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --trace "$T/cp
 file_check "simulate on CPU devices: no link events" "$T/cpus.trace.json" '
 assert not [e for e in p["traceEvents"] if e.get("cat") == "link" or "link" in e["name"]]
 assert [e for e in p["traceEvents"] if e.get("cat") == "send"]'
+# A trace past 100 MiB says its size and how to make it smaller; a small
+# one says nothing of it.
+check "a small trace: no note of its size" sh -c "! grep -q 'the trace is' '$ERR'"
+expect 0 " MiB, 600 steps: a trace viewer reads all of it before it shows any; fewer --steps makes it smaller" \
+    -- simulate "$MODEL" --devices cpu:4 --microbatches 64 --steps 600 --trace "$T/large.trace.json"
+rm -f "$T/large.trace.json"
 
 if [ -s "$P" ]; then
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$P"
