@@ -59,6 +59,19 @@ void bg_cli_note_data(const char *data, int given, bg_shape_t shape, int64_t cla
 void bg_cli_flush_stdout(void);
 extern int bg_cli_stdout_errno; /* 0 until a flush of stdout fails */
 
+/* Around the writing of a command's output files: a reader of stdout gone
+ * (`| head`) ends the command by SIGPIPE, as main.c's help says, but only
+ * once every file is written (simulate wrote its first and lost the rest;
+ * a profile's table longer than stdio's buffer lost the profile). A
+ * command that ignores SIGPIPE throughout (train, sweep) goes on ignoring
+ * it. */
+typedef struct bg_cli_files_guard {
+    struct sigaction before;
+    int saved;
+} bg_cli_files_guard_t;
+void bg_cli_files_begin(bg_cli_files_guard_t *guard);
+void bg_cli_files_end(bg_cli_files_guard_t *guard);
+
 /* The most steps a report records (train --record-steps, simulate --steps,
  * sweep --steps): each step's events are kept for the timeline. */
 enum { BG_CLI_MAX_RECORDED_STEPS = 1000 };
@@ -170,6 +183,11 @@ int bg_cli_same_file(const char *a, const char *b);
  * file by its device and inode (links included), a new one by its folder's
  * real path and its name. */
 bg_status_t bg_cli_check_distinct(const bg_cli_file_t *files, int count);
+
+/* The file hwloc reads this machine from (HWLOC_XMLFILE), an input for
+ * bg_cli_check_distinct where `topology_path` (--topology) does not
+ * replace it; NULL where there is none. */
+const char *bg_cli_env_topology(const char *topology_path);
 
 /* Appends to files[count..] the IDX files that --data `source` reads
  * (bg_dataset_files: inputs named even before they exist, since an output

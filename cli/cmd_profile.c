@@ -237,8 +237,10 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
                             "--sizes: at most %d sizes besides the micro-batch's own, %lld",
                             BG_PROFILE_MAX_OTHER_SIZES, (long long)micro);
     BG_CHECK(bg_cli_check_output("-o", o->output)); /* now, not after the measuring */
-    const bg_cli_file_t files[] = {{"MODEL", o->model, 0, NULL, 0}, {"-o", o->output, 1, NULL, 0}};
-    return bg_cli_check_distinct(files, 2);
+    const bg_cli_file_t files[] = {{"MODEL", o->model, 0, NULL, 0},
+                                   {"HWLOC_XMLFILE", bg_cli_env_topology(NULL), 0, NULL, 0},
+                                   {"-o", o->output, 1, NULL, 0}};
+    return bg_cli_check_distinct(files, 3);
 }
 
 /* Whether p->stage[i] times another layer range than entry *last, the
@@ -559,11 +561,14 @@ int bg_cmd_profile(int argc, char **argv) {
                 "them, or the CPU's clock changed, and the figures may mislead the planner and "
                 "the simulator; profile again on an idle machine\n",
                 profile->layer_round_spread, SPREAD_NOTED);
+    bg_cli_files_guard_t guard;
+    bg_cli_files_begin(&guard);
     print_profile(spec, profile);
-    if (o.output != NULL) {
-        BG_CHECK_GOTO(bg_profile_save(profile, o.output), st, fail);
+    st = o.output != NULL ? bg_profile_save(profile, o.output) : BG_OK;
+    if (st == BG_OK && o.output != NULL)
         fprintf(stderr, "profile written to %s\n", bg_cli_shown(o.output, shown, sizeof shown));
-    }
+    bg_cli_files_end(&guard);
+    if (st != BG_OK) goto fail;
     goto done;
 fail:
     /* An unfinished progress bar keeps its line; the error goes below it. */

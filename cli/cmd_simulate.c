@@ -101,6 +101,7 @@ static bg_status_t parse_args(int argc, char **argv, simulate_options_t *o, int 
         {"MODEL", o->model, 0, NULL, 0},
         {"--profile", o->placement.profile_path, 0, NULL, 0},
         {"--topology", o->placement.topology_path, 0, NULL, 0},
+        {"HWLOC_XMLFILE", bg_cli_env_topology(o->placement.topology_path), 0, NULL, 0},
         {"--metrics", o->metrics, 1, NULL, 0},
         {"--trace", o->trace, 1, NULL, 0},
         {"--timeline", o->timeline, 1, NULL, 0},
@@ -157,8 +158,14 @@ static bg_status_t report(const simulate_options_t *o, const bg_plan_t *plan,
     BG_ALLOC_CHECK_GOTO(peaks, st, done);
     for (int s = 0; s < stages; s++) peaks[s] = plan->partition->stage[s].peak_bytes;
     BG_CHECK_GOTO(bg_timeline_summarize(tl, &summary), st, done);
+    bg_cli_files_guard_t guard;
+    bg_cli_files_begin(&guard);
     printf("%d step%s, as simulated:\n", tl->steps, tl->steps == 1 ? "" : "s");
-    BG_CHECK_GOTO(bg_summary_print(stdout, summary, peaks), st, done);
+    st = bg_summary_print(stdout, summary, peaks);
+    if (st != BG_OK) {
+        bg_cli_files_end(&guard);
+        goto done;
+    }
     char rate[32];
     printf("simulated: %s samples/s (step %.3f ms)\n",
            bg_cli_rate(summary->step_s > 0 ? (double)plan->request.batch / summary->step_s : 0.0,
@@ -167,6 +174,7 @@ static bg_status_t report(const simulate_options_t *o, const bg_plan_t *plan,
     bg_cli_write_timeline_files(outputs, o->trace, o->timeline, tl);
     if (o->metrics != NULL)
         bg_cli_output_written(outputs, write_metrics(o, plan, summary), "metrics", o->metrics);
+    bg_cli_files_end(&guard);
 done:
     bg_timeline_summary_destroy(summary);
     free(peaks);

@@ -207,16 +207,17 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
     /* Now, not after every point. */
     BG_CHECK(bg_cli_check_output("--chart", o->chart));
     BG_CHECK(bg_cli_check_output("--metrics", o->metrics));
-    bg_cli_file_t files[5 + BG_DATASET_FILES] = {
+    bg_cli_file_t files[6 + BG_DATASET_FILES] = {
         {"MODEL", o->model, 0, NULL, 0},
         {"--profile", o->placement.profile_path, 0, NULL, 0},
         {"--topology", o->placement.topology_path, 0, NULL, 0},
+        {"HWLOC_XMLFILE", bg_cli_env_topology(o->placement.topology_path), 0, NULL, 0},
         {"--chart", o->chart, 1, NULL, 0},
         {"--metrics", o->metrics, 1, NULL, 0},
     };
     /* A measured sweep reads the data's files: an output must not replace one. */
     BG_CHECK(
-        bg_cli_check_distinct(files, o->simulate ? 5 : bg_cli_add_data_files(files, 5, o->data)));
+        bg_cli_check_distinct(files, o->simulate ? 6 : bg_cli_add_data_files(files, 6, o->data)));
     if (o->m_count == 0)
         return bg_error_set(BG_ERR_INVALID, "--microbatches LIST is required (e.g. 1,2,4,8)");
     /* A count no schedule can run is a typo in the list, not a point. */

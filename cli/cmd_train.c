@@ -323,18 +323,19 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
     BG_CHECK(bg_cli_check_output("--metrics", o->metrics));
     BG_CHECK(bg_cli_check_output("--trace", o->trace));
     BG_CHECK(bg_cli_check_output("--timeline", o->timeline));
-    bg_cli_file_t files[8 + BG_DATASET_FILES] = {
+    bg_cli_file_t files[9 + BG_DATASET_FILES] = {
         {"MODEL", o->model, 0, NULL, 0},
         {"--load", o->load, 0, NULL, 0},
         {"--resume", o->resume, 0, "--save", 0},
         {"--profile", o->placement.profile_path, 0, NULL, 0},
+        {"HWLOC_XMLFILE", bg_cli_env_topology(NULL), 0, NULL, 0},
         {"--save", o->save, 1, NULL, 0},
         {"--metrics", o->metrics, 1, NULL, 0},
         {"--trace", o->trace, 1, NULL, 0},
         {"--timeline", o->timeline, 1, NULL, 0},
     };
     /* The data's files are inputs too: an output there would replace them. */
-    return bg_cli_check_distinct(files, bg_cli_add_data_files(files, 8, o->data));
+    return bg_cli_check_distinct(files, bg_cli_add_data_files(files, 9, o->data));
 }
 
 /* --tf32 changes only what cuBLAS and cuDNN do: on CPU devices alone it

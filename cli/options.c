@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,21 @@ int bg_cli_stdout_errno;
 
 void bg_cli_flush_stdout(void) {
     if (fflush(stdout) != 0 && bg_cli_stdout_errno == 0) bg_cli_stdout_errno = errno;
+}
+
+void bg_cli_files_begin(bg_cli_files_guard_t *guard) {
+    struct sigaction ignore;
+    memset(&ignore, 0, sizeof ignore);
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    guard->saved = sigaction(SIGPIPE, &ignore, &guard->before) == 0;
+}
+
+void bg_cli_files_end(bg_cli_files_guard_t *guard) {
+    bg_cli_flush_stdout(); /* the report, where it is still buffered */
+    if (!guard->saved) return;
+    sigaction(SIGPIPE, &guard->before, NULL);
+    if (guard->before.sa_handler == SIG_DFL && bg_cli_stdout_errno == EPIPE) raise(SIGPIPE);
 }
 
 void bg_cli_note_busy_machine(void) {
@@ -597,6 +613,11 @@ int bg_cli_same_file(const char *a, const char *b) {
     free(ka.where);
     free(kb.where);
     return same;
+}
+
+const char *bg_cli_env_topology(const char *topology_path) {
+    const char *env = getenv("HWLOC_XMLFILE");
+    return topology_path == NULL && env != NULL && env[0] != '\0' ? env : NULL;
 }
 
 int bg_cli_add_data_files(bg_cli_file_t *files, int count, const char *source) {

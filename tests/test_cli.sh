@@ -1630,6 +1630,20 @@ assert p["complete"] is True and [q["microbatches"] for q in p["points"]] == [1,
 check "sweep into a closed pipe: the chart" test -s "$T/piped_sweep.svg"
 check "sweep into a closed pipe: says the table was not written, and why" \
     grep -qFx "brigade sweep: cannot write the standard output: Broken pipe" "$ERR"
+# simulate ends by SIGPIPE, as other tools do (main.c's help), but only once
+# every file is written (until 2026-12-06 it wrote the first and lost the
+# others). The reader is gone before it writes a line.
+rm -f "$T"/piped_sim.*
+{
+    sleep 0.2
+    "$BRIGADE" simulate "$MODEL" --devices cpu:2 --microbatches 4 --metrics "$T/piped_sim.json" \
+        --trace "$T/piped_sim.trace.json" --timeline "$T/piped_sim.svg" 2>/dev/null
+    echo $? >"$T/status"
+} | true
+check "simulate into a closed pipe: ended by SIGPIPE (exit status $(cat "$T/status"))" \
+    test "$(cat "$T/status")" -eq 141
+check "simulate into a closed pipe: all three files written" \
+    test -s "$T/piped_sim.json" -a -s "$T/piped_sim.trace.json" -a -s "$T/piped_sim.svg"
 # Another tool's file (no brigade metadata) is weights at most.
 python3 - "$T/foreign.safetensors" <<'PY'
 import json, struct, sys

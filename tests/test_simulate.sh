@@ -278,6 +278,19 @@ usage_error "--optimizer: unknown optimizer 'foo' (expected sgd or adam)" -- \
 usage_error "--split: stage 2 would start at layer 2; boundaries must increase and lie within 1..7" \
     -- profile "$MODEL" --split 4,2
 usage_error "--split: expected layer numbers like 3,5, got 'x'" -- profile "$MODEL" --split x
+# A reader of the table gone: the profile is written all the same, and
+# then SIGPIPE ends the command (the 17 KB table of 93 layers, longer than
+# stdio's buffer, once ended it before the profile was saved).
+deep_mlp "$T/deep45.model" 45
+{
+    sleep 0.2
+    "$BRIGADE" profile "$T/deep45.model" --microbatches 2 --devices cpu:2 --repetitions 1 \
+        --split 4 -o "$T/piped.profile.json" 2>/dev/null
+    echo $? >"$T/status"
+} | true
+check "profile into a closed pipe: ended by SIGPIPE (exit status $(cat "$T/status"))" \
+    test "$(cat "$T/status")" -eq 141
+check "profile into a closed pipe: the profile written" test -s "$T/piped.profile.json"
 PS=$T/split.profile.json
 if expect 0 "" -- profile "$MODEL" --batch 64 --microbatches 2 --devices cpu:2 \
     --repetitions 3 --split 4 -o "$PS"; then
