@@ -711,10 +711,12 @@ void bg_cli_write_timeline_files(bg_cli_outputs_t *outputs, const char *trace, c
             info.st_size > TRACE_NOTED_BYTES)
             fprintf(stderr,
                     "note: the trace is %.0f MiB, %d step%s: a trace viewer reads all of it "
-                    "before it shows any; %s makes it smaller\n",
+                    "before it shows any%s\n",
                     (double)info.st_size / (1024.0 * 1024.0), tl->steps, tl->steps == 1 ? "" : "s",
-                    strcmp(outputs->cmd, "train") == 0 ? "a smaller --record-steps"
-                                                       : "fewer --steps");
+                    tl->steps == 1 ? ""
+                    : strcmp(outputs->cmd, "train") == 0
+                        ? "; a smaller --record-steps makes it smaller"
+                        : "; fewer --steps make it smaller");
     }
     if (svg != NULL)
         bg_cli_output_written(outputs, bg_svg_timeline_write(svg, tl, tl->steps - 1), "timeline",

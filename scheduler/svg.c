@@ -359,8 +359,8 @@ static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point
     static const char *const classes[] = {"throughput", "bubble", "theory"};
     const double narrower = k < 3 ? 1.2 * k : 2.4; /* of the line, and the markers' radius */
     double max = series == 0 ? c->left_max : c->right_max;
-    /* A schedule with no figure to draw (every point skipped) has no line:
-     * a path without points (d="") is not SVG 1.1. */
+    /* A schedule with no figure to draw (every point skipped) has no line,
+     * not a path that draws nothing (d=""), which some tools warn of. */
     int drawn = 0;
     for (int i = 0; i < count && !drawn; i++)
         drawn =

@@ -105,6 +105,16 @@ typedef struct bg_stage_after_wait {
  * machine's noise, which the profiler records as 0 (not measured). */
 #define BG_PROFILE_MAX_AFTER_WAIT_RATIO 100
 
+/* Whether a range's forward plus backward beside a co-runner, `loaded`
+ * seconds, is a slowdown a profile keeps against `alone` seconds without
+ * it: at most BG_PROFILE_MAX_AFTER_WAIT_RATIO times, as after a wait. Past
+ * that (or NaN) the profiler keeps none, and a file's is read as none
+ * (until 2026-12-06 the profiler kept any, and a tester's 1e9 times priced
+ * a step at 36 minutes). */
+static inline int bg_profile_load_plausible(double alone, double loaded) {
+    return loaded <= BG_PROFILE_MAX_AFTER_WAIT_RATIO * alone;
+}
+
 /* A layer range [first, last) timed as a stage of its own with `slots`
  * micro-batches in flight (profile_stages.c): per micro-batch its forward,
  * backward (dX and dW) and the copies around them; its update per step.

@@ -557,12 +557,11 @@ static bg_stage_profile_t range_profile(int first, int last, int layers, int slo
         load[p] = fig->passes > 0 && !absent ? fig->loaded[p] / fig->passes : 0;
     }
     bg_stage_load_t under_load = {0};
-    /* As after a wait: past the bound a tiny range's timing under load is
-     * noise, kept as not measured (0), which the simulator prices alone
-     * and a profile's reader would refuse. */
-    const double alone_ops = alone[PART_FORWARD] + alone[PART_BACKWARD];
-    if (loaded &&
-        load[PART_FORWARD] + load[PART_BACKWARD] > BG_PROFILE_MAX_AFTER_WAIT_RATIO * alone_ops)
+    /* As after a wait: a timing under load past the bound is the machine's
+     * noise swamping the range's ops, kept as not measured (0s, priced as
+     * alone by the simulator). */
+    if (loaded && !bg_profile_load_plausible(alone[PART_FORWARD] + alone[PART_BACKWARD],
+                                             load[PART_FORWARD] + load[PART_BACKWARD]))
         loaded = 0;
     if (loaded) {
         under_load.forward_s = load[PART_FORWARD];

@@ -79,6 +79,22 @@ xmlfile_refused() {
 xmlfile_refused -qFx "$T/version9.xml" \
     "brigade topo: HWLOC_XMLFILE=$T/version9.xml: not a readable hwloc XML topology (hwloc: cannot import XML version 9.0 > 2) (hwloc reads it for this machine; unset it)" \
     "HWLOC_XMLFILE refused: hwloc's words, by the file's base name too"
+# The file HWLOC_XMLFILE names is an input: no output may replace it
+# (a tester's --trace did, and the next run could not read the machine).
+cp "$ROOT/tests/fixtures/two-socket-8-core.xml" "$T/env-topology.json"
+for args in "train --data synthetic --steps 1" "simulate --steps 1"; do
+    # shellcheck disable=SC2086 # the command and its options, split on purpose
+    set -- $args
+    cmd=$1
+    shift
+    HWLOC_XMLFILE="$T/env-topology.json" "$BRIGADE" "$cmd" "$MODEL" "$@" \
+        --trace "$T/env-topology.json" </dev/null >"$OUT" 2>"$ERR"
+    status=$?
+    check "$cmd --trace over HWLOC_XMLFILE's file: exit status 2 (was $status)" test "$status" -eq 2
+    check "$cmd --trace over HWLOC_XMLFILE's file: the message" grep -qF -- \
+        "--trace '$T/env-topology.json' is the file HWLOC_XMLFILE reads: writing it would destroy it" "$ERR"
+done
+check "HWLOC_XMLFILE's file kept" cmp -s "$ROOT/tests/fixtures/two-socket-8-core.xml" "$T/env-topology.json"
 # hwloc reads a file whole: a device or a directory is refused before.
 usage_error "/dev/zero: not a regular file" -- topo --topology /dev/zero
 # A file lstopo would never write that crashes hwloc 2.9 as it loads it (a

@@ -259,7 +259,7 @@ static void test_no_time_at_all(void **state) {
         bg_profile_t *p = make_profile(spec, 2, first, last);
         p->stage[1].forward_s = 0;
         p->stage[1].backward_s = ns ? 1e-9 : 0;
-        p->stage[1].loaded = (bg_stage_load_t){0}; /* no slowdown past 100 times that */
+        p->stage[1].loaded = (bg_stage_load_t){0}; /* its 4e-5 s would be past 100 x 1e-9 */
         assert_int_equal(bg_profile_save(p, path), BG_OK);
         bg_profile_destroy(p);
         bg_profile_t *back = NULL;
@@ -301,6 +301,39 @@ static void test_default_sizes(void **state) {
     }
 }
 
+/* A range's time beside a co-runner is kept up to 100 times its time
+ * alone (the bound after a wait has), and past it read as not measured:
+ * 0s, which the simulator prices as alone. */
+static void test_load_bound(void **state) {
+    const char *path = ((bg_test_scratch_file_t *)*state)->path;
+    bg_model_spec_t *spec = parse_model();
+    const int first[] = {0, 1}, last[] = {1, 3};
+    for (int past = 0; past < 2; past++) {
+        bg_profile_t *p = make_profile(spec, 2, first, last);
+        bg_stage_profile_t *s = &p->stage[1];
+        const double bound = BG_PROFILE_MAX_AFTER_WAIT_RATIO * (s->forward_s + s->backward_s);
+        /* Either side by a part in 1e12: cJSON writes 15 digits where they
+         * read back within its epsilon, so the bound itself may move by one
+         * unit in the last place. */
+        s->loaded.forward_s = bound * (past ? 1 + 1e-12 : 1 - 1e-12);
+        s->loaded.backward_s = 0;
+        assert_int_equal(bg_profile_save(p, path), BG_OK);
+        bg_profile_destroy(p);
+        bg_profile_t *back = NULL;
+        assert_int_equal(bg_profile_load(path, spec, &back), BG_OK);
+        if (past) {
+            assert_true(back->stage[1].loaded.forward_s == 0 &&
+                        back->stage[1].loaded.update_s == 0 && back->stage[1].loaded.copies_s == 0);
+        } else {
+            assert_true(fabs(back->stage[1].loaded.forward_s - bound * (1 - 1e-12)) <
+                        1e-14 * bound);
+        }
+        assert_true(back->stage[0].loaded.forward_s == 1.5e-5); /* the other, kept */
+        bg_profile_destroy(back);
+    }
+    bg_model_spec_destroy(spec);
+}
+
 static int setup(void **state) { return bg_test_scratch_file_setup(state, "profile", "p.json"); }
 
 int main(void) {
@@ -310,6 +343,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_no_time_at_all, setup, bg_test_scratch_file_teardown),
         cmocka_unit_test_setup_teardown(test_repeated_stage_entries, setup,
                                         bg_test_scratch_file_teardown),
+        cmocka_unit_test_setup_teardown(test_load_bound, setup, bg_test_scratch_file_teardown),
         cmocka_unit_test(test_default_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
