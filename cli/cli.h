@@ -72,6 +72,10 @@ typedef struct bg_cli_files_guard {
 void bg_cli_files_begin(bg_cli_files_guard_t *guard);
 void bg_cli_files_end(bg_cli_files_guard_t *guard);
 
+/* Whether stdout is a pipe or FIFO whose reader has gone (`| head` done):
+ * where a write failed inside printf, which leaves no errno to ask. */
+int bg_cli_stdout_reader_gone(void);
+
 /* The most steps a report records (train --record-steps, simulate --steps,
  * sweep --steps): each step's events are kept for the timeline. */
 enum { BG_CLI_MAX_RECORDED_STEPS = 1000 };

@@ -238,7 +238,7 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
                             BG_PROFILE_MAX_OTHER_SIZES, (long long)micro);
     BG_CHECK(bg_cli_check_output("-o", o->output)); /* now, not after the measuring */
     const bg_cli_file_t files[] = {{"MODEL", o->model, 0, NULL, 0},
-                                   {"HWLOC_XMLFILE", bg_cli_env_topology(NULL), 0, NULL, 0},
+                                   {"hwloc (HWLOC_XMLFILE)", bg_cli_env_topology(NULL), 0, NULL, 1},
                                    {"-o", o->output, 1, NULL, 0}};
     return bg_cli_check_distinct(files, 3);
 }
@@ -567,8 +567,12 @@ int bg_cmd_profile(int argc, char **argv) {
     st = o.output != NULL ? bg_profile_save(profile, o.output) : BG_OK;
     if (st == BG_OK && o.output != NULL)
         fprintf(stderr, "profile written to %s\n", bg_cli_shown(o.output, shown, sizeof shown));
+    /* Said before a closed pipe's SIGPIPE can end the command. */
+    if (st != BG_OK) {
+        bg_progress_end_line(&progress);
+        code = bg_cli_fail("profile", st);
+    }
     bg_cli_files_end(&guard);
-    if (st != BG_OK) goto fail;
     goto done;
 fail:
     /* An unfinished progress bar keeps its line; the error goes below it. */

@@ -101,7 +101,7 @@ static bg_status_t parse_args(int argc, char **argv, simulate_options_t *o, int 
         {"MODEL", o->model, 0, NULL, 0},
         {"--profile", o->placement.profile_path, 0, NULL, 0},
         {"--topology", o->placement.topology_path, 0, NULL, 0},
-        {"HWLOC_XMLFILE", bg_cli_env_topology(o->placement.topology_path), 0, NULL, 0},
+        {"hwloc (HWLOC_XMLFILE)", bg_cli_env_topology(o->placement.topology_path), 0, NULL, 1},
         {"--metrics", o->metrics, 1, NULL, 0},
         {"--trace", o->trace, 1, NULL, 0},
         {"--timeline", o->timeline, 1, NULL, 0},

@@ -211,7 +211,7 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
         {"MODEL", o->model, 0, NULL, 0},
         {"--profile", o->placement.profile_path, 0, NULL, 0},
         {"--topology", o->placement.topology_path, 0, NULL, 0},
-        {"HWLOC_XMLFILE", bg_cli_env_topology(o->placement.topology_path), 0, NULL, 0},
+        {"hwloc (HWLOC_XMLFILE)", bg_cli_env_topology(o->placement.topology_path), 0, NULL, 1},
         {"--chart", o->chart, 1, NULL, 0},
         {"--metrics", o->metrics, 1, NULL, 0},
     };

@@ -328,7 +328,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
         {"--load", o->load, 0, NULL, 0},
         {"--resume", o->resume, 0, "--save", 0},
         {"--profile", o->placement.profile_path, 0, NULL, 0},
-        {"HWLOC_XMLFILE", bg_cli_env_topology(NULL), 0, NULL, 0},
+        {"hwloc (HWLOC_XMLFILE)", bg_cli_env_topology(NULL), 0, NULL, 1},
         {"--save", o->save, 1, NULL, 0},
         {"--metrics", o->metrics, 1, NULL, 0},
         {"--trace", o->trace, 1, NULL, 0},

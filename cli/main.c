@@ -2,12 +2,10 @@
  * subcommands (cli/cmd_*.c). */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -94,15 +92,8 @@ static int close_stdout(const char *cmd, int code) {
      * (`>&-`) is the usual cause, and says so when asked. */
     if (stdout_closed) errno = EBADF;
     int saved = errno != 0 ? errno : bg_cli_stdout_errno;
-    /* A write that failed inside printf left none either; where its cause
-       was a pipe's reader gone (| head), the pipe still says so: POLLERR on
-       a pipe or FIFO means just that, and every write fails with EPIPE (a
-       terminal or a socket reports other errors so). */
-    struct stat info;
-    struct pollfd out = {.fd = STDOUT_FILENO, .events = POLLOUT};
-    if (saved == 0 && fstat(STDOUT_FILENO, &info) == 0 && S_ISFIFO(info.st_mode) &&
-        poll(&out, 1, 0) == 1 && (out.revents & POLLERR))
-        saved = EPIPE;
+    /* A write that failed inside printf left none either. */
+    if (saved == 0 && bg_cli_stdout_reader_gone()) saved = EPIPE;
     fprintf(stderr, "brigade%s%s: cannot write the standard output%s%s\n", cmd != NULL ? " " : "",
             cmd != NULL ? cmd : "", saved != 0 ? ": " : "", saved != 0 ? strerror(saved) : "");
     return code != 0 ? code : 1;

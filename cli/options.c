@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -120,11 +121,24 @@ void bg_cli_files_begin(bg_cli_files_guard_t *guard) {
     guard->saved = sigaction(SIGPIPE, &ignore, &guard->before) == 0;
 }
 
+int bg_cli_stdout_reader_gone(void) {
+    /* POLLERR on a pipe or FIFO means just that, and every write fails with
+       EPIPE (a terminal or a socket reports other errors so). */
+    struct stat info;
+    struct pollfd out = {.fd = STDOUT_FILENO, .events = POLLOUT};
+    return fstat(STDOUT_FILENO, &info) == 0 && S_ISFIFO(info.st_mode) && poll(&out, 1, 0) == 1 &&
+           (out.revents & POLLERR);
+}
+
 void bg_cli_files_end(bg_cli_files_guard_t *guard) {
     bg_cli_flush_stdout(); /* the report, where it is still buffered */
     if (!guard->saved) return;
     sigaction(SIGPIPE, &guard->before, NULL);
-    if (guard->before.sa_handler == SIG_DFL && bg_cli_stdout_errno == EPIPE) raise(SIGPIPE);
+    /* A write that failed inside printf left stdio no errno to keep: the
+     * pipe says whether its reader is gone. */
+    const int gone = bg_cli_stdout_errno == EPIPE ||
+                     (bg_cli_stdout_errno == 0 && ferror(stdout) && bg_cli_stdout_reader_gone());
+    if (guard->before.sa_handler == SIG_DFL && gone) raise(SIGPIPE);
 }
 
 void bg_cli_note_busy_machine(void) {
@@ -666,7 +680,7 @@ bg_status_t bg_cli_check_distinct(const bg_cli_file_t *files, int count) {
             if (!in_key->exists) {
                 st = bg_error_set(BG_ERR_INVALID,
                                   "%s '%s' is a name %s reads first where it is: writing it "
-                                  "would take the data's place",
+                                  "would put a file there for it to read",
                                   out->option, out->path, in->option);
                 continue;
             }

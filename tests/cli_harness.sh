@@ -133,6 +133,21 @@ deep_mlp() {
     } >"$1"
 }
 
+# into_closed_pipe STATUS_FILE COMMAND...: runs COMMAND with its standard
+# output a pipe whose reader is already gone, SIGPIPE at its default
+# whatever the test's runner set (Python's subprocess restores it), and
+# standard error discarded; writes 141 into STATUS_FILE where SIGPIPE ended
+# it, else its exit status.
+into_closed_pipe() {
+    status_file=$1
+    shift
+    python3 -c 'import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+code = subprocess.run(sys.argv[1:], stdout=w, stderr=subprocess.DEVNULL).returncode
+print(128 - code if code < 0 else code)' "$@" >"$status_file"
+}
+
 # json_check WHAT PYTHON-CODE: runs the code on the last command's stdout
 # parsed as JSON (bound to `p`); sys.argv[2] is the scratch directory.
 json_check() {

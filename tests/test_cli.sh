@@ -92,9 +92,17 @@ for args in "train --data synthetic --steps 1" "simulate --steps 1"; do
     status=$?
     check "$cmd --trace over HWLOC_XMLFILE's file: exit status 2 (was $status)" test "$status" -eq 2
     check "$cmd --trace over HWLOC_XMLFILE's file: the message" grep -qF -- \
-        "--trace '$T/env-topology.json' is the file HWLOC_XMLFILE reads: writing it would destroy it" "$ERR"
+        "--trace '$T/env-topology.json' is the file hwloc (HWLOC_XMLFILE) reads: writing it would destroy it" "$ERR"
 done
 check "HWLOC_XMLFILE's file kept" cmp -s "$ROOT/tests/fixtures/two-socket-8-core.xml" "$T/env-topology.json"
+# ... and one not there yet, which hwloc would read once an output made it.
+HWLOC_XMLFILE="$T/env-missing.json" "$BRIGADE" simulate "$MODEL" --metrics "$T/env-missing.json" \
+    </dev/null >"$OUT" 2>"$ERR"
+status=$?
+check "simulate --metrics onto a missing HWLOC_XMLFILE: exit status 2 (was $status)" test "$status" -eq 2
+check "simulate --metrics onto a missing HWLOC_XMLFILE: the message" grep -qF -- \
+    "--metrics '$T/env-missing.json' is a name hwloc (HWLOC_XMLFILE) reads first where it is: writing it would put a file there for it to read" "$ERR"
+check "simulate --metrics onto a missing HWLOC_XMLFILE: nothing written" test ! -e "$T/env-missing.json"
 # hwloc reads a file whole: a device or a directory is refused before.
 usage_error "/dev/zero: not a regular file" -- topo --topology /dev/zero
 # A file lstopo would never write that crashes hwloc 2.9 as it loads it (a
@@ -1650,12 +1658,8 @@ check "sweep into a closed pipe: says the table was not written, and why" \
 # every file is written (until 2026-12-06 it wrote the first and lost the
 # others). The reader is gone before it writes a line.
 rm -f "$T"/piped_sim.*
-{
-    sleep 0.2
-    "$BRIGADE" simulate "$MODEL" --devices cpu:2 --microbatches 4 --metrics "$T/piped_sim.json" \
-        --trace "$T/piped_sim.trace.json" --timeline "$T/piped_sim.svg" 2>/dev/null
-    echo $? >"$T/status"
-} | true
+into_closed_pipe "$T/status" "$BRIGADE" simulate "$MODEL" --devices cpu:2 --microbatches 4 \
+    --metrics "$T/piped_sim.json" --trace "$T/piped_sim.trace.json" --timeline "$T/piped_sim.svg"
 check "simulate into a closed pipe: ended by SIGPIPE (exit status $(cat "$T/status"))" \
     test "$(cat "$T/status")" -eq 141
 check "simulate into a closed pipe: all three files written" \
@@ -1997,7 +2001,7 @@ printf 'not read' >"$T/idx/train-images-idx3-ubyte.gz"
 usage_error "--save '$T/idx/train-images-idx3-ubyte.gz' is the file --data reads: writing it would destroy it" \
     -- train "$MODEL" --data "$T/idx" --steps 1 --save "$T/idx/train-images-idx3-ubyte.gz"
 check "the data file is left whole" grep -qx 'not read' "$T/idx/train-images-idx3-ubyte.gz"
-usage_error "--metrics '$T/idx/t10k-labels-idx1-ubyte' is a name --data reads first where it is: writing it would take the data's place" \
+usage_error "--metrics '$T/idx/t10k-labels-idx1-ubyte' is a name --data reads first where it is: writing it would put a file there for it to read" \
     -- train "$MODEL" --data "$T/idx" --steps 1 --metrics "$T/idx/t10k-labels-idx1-ubyte"
 usage_error "--chart '$T/idx/train-labels-idx1-ubyte.gz' is a name --data reads" -- sweep "$MODEL" \
     --data "$T/idx" --microbatches 1 --chart "$T/idx/train-labels-idx1-ubyte.gz"

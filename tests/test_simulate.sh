@@ -298,12 +298,8 @@ usage_error "--split: expected layer numbers like 3,5, got 'x'" -- profile "$MOD
 # then SIGPIPE ends the command (the 17 KB table of 93 layers, longer than
 # stdio's buffer, once ended it before the profile was saved).
 deep_mlp "$T/deep45.model" 45
-{
-    sleep 0.2
-    "$BRIGADE" profile "$T/deep45.model" --microbatches 2 --devices cpu:2 --repetitions 1 \
-        --split 4 -o "$T/piped.profile.json" 2>/dev/null
-    echo $? >"$T/status"
-} | true
+into_closed_pipe "$T/status" "$BRIGADE" profile "$T/deep45.model" --microbatches 2 \
+    --devices cpu:2 --repetitions 1 --split 4 -o "$T/piped.profile.json"
 check "profile into a closed pipe: ended by SIGPIPE (exit status $(cat "$T/status"))" \
     test "$(cat "$T/status")" -eq 141
 check "profile into a closed pipe: the profile written" test -s "$T/piped.profile.json"
