@@ -289,15 +289,14 @@ bg_status_t bg_profile_check_optimizer(const bg_profile_t *p, const char *path,
                         bg_optimizer_kind_name(optimizer->kind), states);
 }
 
-/* One ratio of an "after_wait" object: a number from 0 to
- * BG_PROFILE_MAX_AFTER_WAIT_RATIO. */
+/* One ratio of an "after_wait" object: a number >= 0; one past
+ * BG_PROFILE_MAX_AFTER_WAIT_RATIO is read as 0, not measured, as the
+ * profiler has kept such since 2026-12-04 (a file from before, refused
+ * whole until 2026-12-06, or an edited one). */
 static bg_status_t ratio_field(const char *path, const cJSON *aw, const char *key,
                                const char *where, double *out) {
     BG_CHECK(number_field(path, aw, key, where, out));
-    if (*out > BG_PROFILE_MAX_AFTER_WAIT_RATIO)
-        return bg_error_set(BG_ERR_PARSE,
-                            "%s: %s: '%s' is %g; a ratio after a wait must be from 0 to %d", path,
-                            where, key, *out, BG_PROFILE_MAX_AFTER_WAIT_RATIO);
+    if (*out > BG_PROFILE_MAX_AFTER_WAIT_RATIO) *out = 0;
     return BG_OK;
 }
 
