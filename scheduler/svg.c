@@ -359,32 +359,30 @@ static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point
     static const char *const classes[] = {"throughput", "bubble", "theory"};
     const double narrower = k < 3 ? 1.2 * k : 2.4; /* of the line, and the markers' radius */
     double max = series == 0 ? c->left_max : c->right_max;
-    /* A schedule with no figure to draw (every point skipped) has no line,
-     * not a path that draws nothing (d=""), which some tools warn of. */
-    int drawn = 0;
-    for (int i = 0; i < count && !drawn; i++)
-        drawn =
-            strcmp(sorted[i].schedule, schedule) == 0 && isfinite(series_value(&sorted[i], series));
-    if (drawn) {
-        fprintf(out, "<path class=\"%s\" data-schedule=\"", classes[series]);
-        put_escaped(out, schedule);
-        fprintf(out, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s d=\"", colour,
-                (series == 0 ? 3.5 : 2.0) - (series == 0 ? narrower : narrower / 2),
-                series == 2 ? " stroke-dasharray=\"6 4\"" : "");
-        int pen_up = 1;
-        for (int i = 0; i < count; i++) {
-            double v = series_value(&sorted[i], series);
-            if (strcmp(sorted[i].schedule, schedule) != 0) continue;
-            if (!isfinite(v)) {
-                pen_up = 1;
-                continue;
-            }
-            fprintf(out, "%c%.2f %.2f ", pen_up ? 'M' : 'L', chart_x(c, sorted[i].microbatches),
-                    chart_y(c, v, max));
-            pen_up = 0;
+    /* The path starts at the first figure drawn: a schedule with none
+     * (every point skipped) has no line, not a path that draws nothing
+     * (d=""), which some tools warn of. */
+    int pen_up = 1, started = 0;
+    for (int i = 0; i < count; i++) {
+        double v = series_value(&sorted[i], series);
+        if (strcmp(sorted[i].schedule, schedule) != 0) continue;
+        if (!isfinite(v)) {
+            pen_up = 1;
+            continue;
         }
-        fprintf(out, "\"/>\n");
+        if (!started) {
+            fprintf(out, "<path class=\"%s\" data-schedule=\"", classes[series]);
+            put_escaped(out, schedule);
+            fprintf(out, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s d=\"", colour,
+                    (series == 0 ? 3.5 : 2.0) - (series == 0 ? narrower : narrower / 2),
+                    series == 2 ? " stroke-dasharray=\"6 4\"" : "");
+            started = 1;
+        }
+        fprintf(out, "%c%.2f %.2f ", pen_up ? 'M' : 'L', chart_x(c, sorted[i].microbatches),
+                chart_y(c, v, max));
+        pen_up = 0;
     }
+    if (started) fprintf(out, "\"/>\n");
     /* A theory figure with no drawn neighbour (one point, or one between
      * skipped ones) is no line at all: a short dash at it instead. */
     for (int i = 0; series == 2 && i < count; i++) {

@@ -1,6 +1,5 @@
 #include "cost_model.h"
 
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -256,6 +255,12 @@ static layer_work_t layer_work(const bg_layer_spec_t *l) {
     return w;
 }
 
+/* The model's file, as its refusals name it ("model" for one parsed from
+ * memory). */
+static const char *spec_name(const bg_model_spec_t *spec) {
+    return spec->source_name != NULL ? spec->source_name : "model";
+}
+
 /* Refuses a model whose figures at this micro-batch could pass what the
  * plan's integers hold, before any is summed: a generous bound on any
  * stage's memory (every parameter with its gradient and optimizer state,
@@ -264,7 +269,7 @@ static layer_work_t layer_work(const bg_layer_spec_t *l) {
  * it), in double from the model spec, and the FLOPs of a whole backward. */
 static bg_status_t check_size(const bg_cost_model_t *m) {
     const bg_model_spec_t *spec = m->cfg.spec;
-    const char *name = spec->source_name != NULL ? spec->source_name : "model";
+    const char *name = spec_name(spec);
     double params = 0, outputs = 0, widest = 0, workspace = 0;
     for (int i = 0; i < m->layers; i++) {
         const bg_layer_spec_t *l = &spec->layers[i];
@@ -344,9 +349,8 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         const bg_status_t st = bg_layer_workspace_bytes(l, be, m->micro, &bytes);
         if (st != BG_OK) {
             free(workspace);
-            return bg_error_prefix(st, "%s:%d:%d: layer %d (%s): its workspace: ",
-                                   spec->source_name != NULL ? spec->source_name : "model", l->line,
-                                   l->col, i, bg_layer_kind_name(l->kind));
+            return bg_error_prefix(st, "%s:%d:%d: layer %d (%s): its workspace: ", spec_name(spec),
+                                   l->line, l->col, i, bg_layer_kind_name(l->kind));
         }
         workspace[i] = (int64_t)bytes;
         other[i] = l->kind == BG_LAYER_CONV2D ? 0 : (int64_t)bytes;
@@ -556,31 +560,24 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
     return m->cfg.forward_only ? forward_part(t) : t;
 }
 
-/* A once-a-step figure of the range [first, last), the one at byte
- * `offset` of bg_stage_profile_t: typical over the profile's entries of
- * the range (at least one; bg_profile_typical, the mean of those within 3
- * times their median), whatever their slots. Entries past the first 64 of
- * a range (the profiler writes 3; a file repeats none) are not counted. */
-static double range_typical(const bg_profile_t *prof, int first, int last, size_t offset) {
-    double values[64];
-    int n = 0;
-    for (int i = 0; i < prof->stage_count && n < (int)(sizeof values / sizeof values[0]); i++) {
-        const bg_stage_profile_t *sp = &prof->stage[i];
-        if (sp->first == first && sp->last == last)
-            memcpy(&values[n++], (const char *)sp + offset, sizeof values[0]);
-    }
-    return bg_profile_typical(values, n);
-}
-
 int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int slots,
                            bg_cost_measured_stage_t *out) {
     const bg_profile_t *prof = m->cfg.profile;
     if (prof == NULL) return 0;
+    /* The range's entry nearest these slots, and the once-a-step figures
+     * of all its entries (the profiler writes 3; a file repeats none, and
+     * entries past the first 64 are not counted). */
     const bg_stage_profile_t *best = NULL;
+    double update[64], check[64];
+    int entries = 0;
     for (int i = 0; i < prof->stage_count; i++) {
         const bg_stage_profile_t *sp = &prof->stage[i];
         if (sp->first != first || sp->last != last) continue;
         if (best == NULL || abs(sp->slots - slots) < abs(best->slots - slots)) best = sp;
+        if (entries < (int)(sizeof update / sizeof update[0])) {
+            update[entries] = sp->update_s;
+            check[entries++] = sp->weight_check_s;
+        }
     }
     if (best == NULL) return 0;
     /* The range's own figures, measured at the profile's batch, follow its
@@ -601,11 +598,12 @@ int bg_cost_measured_stage(const bg_cost_model_t *m, int first, int last, int sl
     r.time.backward = best->backward_s * (backward_then > 0 ? backward_now / backward_then : scale);
     r.time.weight = m->weight_s[last] - m->weight_s[first];
     /* Once a step, whatever the slots: every entry of the range timed it,
-     * and their typical figure leaves one slow pass out (a profile's 1.72
-     * ms beside 0.39 and 0.40 for the same layers, under load, priced a
-     * GPipe step 20% slow). */
-    r.time.update = range_typical(prof, first, last, offsetof(bg_stage_profile_t, update_s));
-    r.time.check = range_typical(prof, first, last, offsetof(bg_stage_profile_t, weight_check_s));
+     * and their typical figure (bg_profile_typical: the mean of those
+     * within 3 times their median) leaves one slow pass out (a profile's
+     * 1.72 ms beside 0.39 and 0.40 for the same layers, under load, priced
+     * a GPipe step 20% slow). */
+    r.time.update = bg_profile_typical(update, entries);
+    r.time.check = bg_profile_typical(check, entries);
     r.time.recompute = recompute_seconds(m, r.time.forward);
     r.recv_s = scale * best->recv_s;
     r.send_s = scale * best->send_s;

@@ -105,6 +105,13 @@ typedef struct bg_stage_after_wait {
  * machine's noise, which the profiler records as 0 (not measured). */
 #define BG_PROFILE_MAX_AFTER_WAIT_RATIO 100
 
+/* An after-wait ratio as a profile keeps it: measured, or 0 (not measured)
+ * past the bound or not finite, as the profiler takes it and a reader of
+ * a file written before it did (2026-12-04). */
+static inline double bg_profile_plausible_ratio(double ratio) {
+    return ratio <= BG_PROFILE_MAX_AFTER_WAIT_RATIO ? ratio : 0;
+}
+
 /* Whether a range's forward plus backward beside a co-runner, `loaded`
  * seconds, is a slowdown a profile keeps against `alone` seconds without
  * it: at most BG_PROFILE_MAX_AFTER_WAIT_RATIO times, as after a wait. Past

@@ -100,9 +100,7 @@ bg_status_t bg_profile_save(const bg_profile_t *p, const char *path) {
         add_number(&ok, o, "grad_check_s", sp->grad_check_s);
         add_number(&ok, o, "weight_check_s", sp->weight_check_s);
         const bg_stage_load_t *l = &sp->loaded;
-        if ((l->forward_s > 0 || l->backward_s > 0) &&
-            bg_profile_load_plausible(sp->forward_s + sp->backward_s,
-                                      l->forward_s + l->backward_s)) {
+        if (l->forward_s > 0 || l->backward_s > 0) {
             cJSON *lo = cJSON_AddObjectToObject(o, "loaded");
             add_number(&ok, lo, "forward_s", l->forward_s);
             add_number(&ok, lo, "backward_s", l->backward_s);
@@ -296,7 +294,7 @@ bg_status_t bg_profile_check_optimizer(const bg_profile_t *p, const char *path,
 static bg_status_t ratio_field(const char *path, const cJSON *aw, const char *key,
                                const char *where, double *out) {
     BG_CHECK(number_field(path, aw, key, where, out));
-    if (*out > BG_PROFILE_MAX_AFTER_WAIT_RATIO) *out = 0;
+    *out = bg_profile_plausible_ratio(*out);
     return BG_OK;
 }
 

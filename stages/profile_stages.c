@@ -525,12 +525,6 @@ done:
     return st;
 }
 
-/* A measured after-wait ratio, or 0 (not measured) past what a profile
- * holds: noise, not a slowdown (BG_PROFILE_MAX_AFTER_WAIT_RATIO). */
-static double plausible_ratio(double ratio) {
-    return isfinite(ratio) && ratio <= BG_PROFILE_MAX_AFTER_WAIT_RATIO ? ratio : 0;
-}
-
 /* The profile of the range [first, last) of a model of `layers` layers
  * from its passes: each part's mean over them, and 0 for the copies and
  * checks at an end the range does not have (their rounds timed nothing). */
@@ -542,10 +536,10 @@ static bg_stage_profile_t range_profile(int first, int last, int layers, int slo
         waited[PART_WARM_BACKWARD] > 0) {
         /* Sums over the passes: their ratios are ratios of the means. */
         for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++) {
-            after_wait.forward[k] =
-                plausible_ratio(waited[PART_FORWARD_AFTER + k] / waited[PART_WARM_FORWARD]);
-            after_wait.backward[k] =
-                plausible_ratio(waited[PART_BACKWARD_AFTER + k] / waited[PART_WARM_BACKWARD]);
+            after_wait.forward[k] = bg_profile_plausible_ratio(waited[PART_FORWARD_AFTER + k] /
+                                                               waited[PART_WARM_FORWARD]);
+            after_wait.backward[k] = bg_profile_plausible_ratio(waited[PART_BACKWARD_AFTER + k] /
+                                                                waited[PART_WARM_BACKWARD]);
         }
     }
     double alone[PARTS], load[PARTS];

@@ -789,29 +789,30 @@ static void test_state_inconsistent(void **state) {
         write_state(f, path, cases[i].key, cases[i].value, NULL, NULL);
         expect_state_error(f, path, BG_ERR_PARSE, cases[i].message);
     }
-    /* A fingerprint brigade did not write (empty, long, upper case) is
-     * malformed, not another model's (until 2026-12-05 it was told as one,
-     * and --load loaded the file beside that note). */
-    static const char *const malformed[] = {"", "0123456789abcdef0123456789abcdef",
-                                            "0123456789ABCDEF", "0123456789abcde"};
+    /* Values brigade does not write, refused as malformed: a fingerprint
+     * (empty, long, upper case), not taken for another model's (until
+     * 2026-12-05 it was told as one, and --load loaded the file beside that
+     * note), and a kind, not read as weights only (until 2026-12-06). */
+    static const char fingerprint[] =
+        "metadata 'brigade.model' is '%s', not a model fingerprint (16 lowercase hex digits)";
+    static const char kind[] = "metadata 'brigade.kind' is '%s', not one brigade writes "
+                               "('training-state' in a training state; a file of weights has none)";
+    static const struct {
+        const char *key, *value, *format;
+    } malformed[] = {
+        {"brigade.model", "", fingerprint},
+        {"brigade.model", "0123456789abcdef0123456789abcdef", fingerprint},
+        {"brigade.model", "0123456789ABCDEF", fingerprint},
+        {"brigade.model", "0123456789abcde", fingerprint},
+        {"brigade.kind", "", kind},
+        {"brigade.kind", "foo", kind},
+        {"brigade.kind", "Training-State", kind},
+        {"brigade.kind", "training-state ", kind},
+    };
     for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
-        char want[160];
-        snprintf(want, sizeof want,
-                 "metadata 'brigade.model' is '%s', not a model fingerprint (16 lowercase hex "
-                 "digits)",
-                 malformed[i]);
-        write_state(f, path, "brigade.model", malformed[i], NULL, NULL);
-        expect_state_error(f, path, BG_ERR_PARSE, want);
-    }
-    /* A kind brigade does not write is refused, not read as weights only. */
-    static const char *const kinds[] = {"", "foo", "Training-State", "training-state "};
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         char want[200];
-        snprintf(want, sizeof want,
-                 "metadata 'brigade.kind' is '%s', not one brigade writes ('training-state' in a "
-                 "training state; a file of weights has none)",
-                 kinds[i]);
-        write_state(f, path, "brigade.kind", kinds[i], NULL, NULL);
+        snprintf(want, sizeof want, malformed[i].format, malformed[i].value);
+        write_state(f, path, malformed[i].key, malformed[i].value, NULL, NULL);
         expect_state_error(f, path, BG_ERR_PARSE, want);
     }
     /* Another model's, well formed: the file lacks brigade.layers, so no

@@ -173,6 +173,19 @@ assert all("loaded" not in s and "after_wait" not in s for s in p["stages"])'
         -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$P"
 fi
 
+# same_simulated_step WHAT A B: simulates split 4 at M = 2 on cpu:2 from
+# $T/A.profile.json and $T/B.profile.json; the two steps are one figure,
+# and under a second (a slowdown priced in would make it far longer).
+same_simulated_step() {
+    for kind in "$2" "$3"; do
+        expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --split 4 \
+            --profile "$T/$kind.profile.json" --metrics "$T/$kind.metrics.json"
+    done
+    check "$1" python3 -c "import json, sys
+a, b = (json.load(open(f))['timeline']['step_s'] for f in sys.argv[1:])
+assert a == b and a < 1, (a, b)" "$T/$2.metrics.json" "$T/$3.metrics.json"
+}
+
 # Two CPU devices: every range is timed again beside a co-runner on the
 # second core; a malformed time under load is refused, naming the entry.
 P2=$T/cnn2.profile.json
@@ -259,13 +272,7 @@ for value, path in ((1000, sys.argv[2]), (0, sys.argv[3])):
                            for op in ('forward', 'backward')
                            for theirs in ('forward', 'backward', 'update')}
     json.dump(p, open(path, 'w'))" "$P2" "$T/badwait.profile.json" "$T/zerowait.profile.json"
-    for kind in badwait zerowait; do
-        expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --split 4 \
-            --profile "$T/$kind.profile.json" --metrics "$T/$kind.metrics.json"
-    done
-    check "ratios after a wait past 100: simulated as not measured" python3 -c "import json, sys
-bad, zero = (json.load(open(f))['timeline']['step_s'] for f in sys.argv[1:])
-assert bad == zero, (bad, zero)" "$T/badwait.metrics.json" "$T/zerowait.metrics.json"
+    same_simulated_step "ratios after a wait past 100: simulated as not measured" badwait zerowait
     python3 -c "import json, sys
 p = json.load(open(sys.argv[1]))
 p['stages'][5]['loaded'] = {'forward_s': 1e-3, 'backward_s': -1, 'update_s': 0, 'copies_s': 0}
@@ -284,13 +291,7 @@ json.dump(p, open(sys.argv[2], 'w'))
 for s in p['stages']:
     del s['loaded']
 json.dump(p, open(sys.argv[3], 'w'))" "$P2" "$T/slowload.profile.json" "$T/noload.profile.json"
-    for kind in slowload noload; do
-        expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --split 4 \
-            --profile "$T/$kind.profile.json" --metrics "$T/$kind.metrics.json"
-    done
-    check "a slowdown under load past 100 times: simulated as none" python3 -c "import json, sys
-slow, none = (json.load(open(f))['timeline']['step_s'] for f in sys.argv[1:])
-assert slow == none and slow < 1, (slow, none)" "$T/slowload.metrics.json" "$T/noload.metrics.json"
+    same_simulated_step "a slowdown under load past 100 times: simulated as none" slowload noload
 fi
 
 # --split: only that split's stages are timed, at any model size; a plan
