@@ -210,9 +210,6 @@ const char *bg_cli_loss(double loss, char *buf, size_t size);
 /* Formats n with thousands separators ("693,962") into buf. */
 const char *bg_cli_group_digits(int64_t n, char *buf, size_t size);
 
-/* Writes the timeline's Chrome trace to `trace` and its SVG picture (the
- * last step) to `svg`, each when not NULL, saying so on stdout: train's
- * and simulate's --trace and --timeline. */
 /* The signal that asked a long command (train, sweep) to stop (SIGINT,
  * SIGTERM, SIGHUP), or 0 (cli/stop_signals.c): the command stops after
  * what is in progress, keeps what it has, and then ends by that signal
@@ -235,6 +232,11 @@ typedef struct bg_cli_stop_handlers {
  * the command begins; a repeat within a second of the first (the same
  * request), that it is already stopping. */
 void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *cmd, const char *reply);
+
+/* From now on, the first signal is answered with `reply` (a string that
+ * outlives the handlers): a command past its long work, writing its
+ * results, says that it ends once they are written. */
+void bg_cli_set_stop_reply(const char *reply);
 
 /* What the answer to a second signal adds after "nothing more is written"
  * (as "; F holds step 40 (...)": what is kept), from now on; copied, its

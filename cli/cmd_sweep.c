@@ -702,6 +702,8 @@ int bg_cmd_sweep(int argc, char **argv) {
     bg_sweep_point_t *points = calloc(MAX_POINTS, sizeof *points);
     cJSON *metrics = NULL;
     int count = 0, code = 0;
+    bg_cli_stop_handlers_t old_handlers;
+    int caught = 0; /* old_handlers hold what to restore */
     BG_ALLOC_CHECK_GOTO(points, st, fail);
     if (o.metrics != NULL) {
         metrics = metrics_create(&o);
@@ -744,13 +746,16 @@ int bg_cmd_sweep(int argc, char **argv) {
     bg_status_t failed;
     /* A stop signal ends the sweep after the point in progress, with the
        chart and metrics of the points done; so does a point that fails. */
-    bg_cli_stop_handlers_t old_handlers;
+    caught = 1;
     bg_cli_catch_stop_signals(&old_handlers, "sweep",
                               "\nbrigade sweep: stopping once the point in progress ends, keeping "
                               "the points done; a second signal a second from now quits at "
                               "once\n");
     failed = sweep_points(&c, points, &count, &done_points, error, detail);
-    bg_cli_restore_stop_signals(&old_handlers);
+    /* The handlers stay until the chart and metrics are written (until
+     * 2026-12-06 a signal then ended the sweep at once, silently). */
+    bg_cli_set_stop_reply("\nbrigade sweep: stopping once the chart and metrics are written; a "
+                          "second signal a second from now quits at once\n");
     /* As train and simulate say it of one device's bubble. */
     int run_points = 0;
     for (int i = 0; i < count; i++) run_points += !points[i].skipped;
@@ -825,6 +830,7 @@ done:
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);
     bg_cli_setup_close(&setup);
+    if (caught) bg_cli_restore_stop_signals(&old_handlers);
     if (bg_cli_stop_signal != 0) bg_cli_end_by_stop_signal();
     return code;
 }

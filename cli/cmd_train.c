@@ -598,6 +598,8 @@ int bg_cmd_train(int argc, char **argv) {
     bg_timeline_summary_t *summary = NULL;
     bg_train_state_t resume = {0};
     bg_plan_t *plan = NULL;
+    bg_cli_stop_handlers_t old_handlers;
+    int caught = 0; /* old_handlers hold what to restore */
     float *params = NULL;
     int code = 0;
     bg_cli_outputs_t outputs = {.cmd = "train", .failed = BG_OK};
@@ -703,8 +705,8 @@ int bg_cmd_train(int argc, char **argv) {
     o.train.recompute = o.placement.recompute;
     o.train.conv_workspace_limit = o.placement.conv_workspace;
     o.train.stop = &bg_cli_stop_signal;
-    bg_cli_stop_handlers_t old_handlers;
     note_first_held(&report, &o, resume.step);
+    caught = 1;
     bg_cli_catch_stop_signals(
         &old_handlers, "train",
         o.train.evaluate_only
@@ -713,7 +715,11 @@ int bg_cmd_train(int argc, char **argv) {
             : "\nbrigade train: stopping once the step or the evaluation in progress ends, "
               "keeping what the run has; a second signal a second from now quits at once\n");
     st = bg_train_run(&o.train, &r, NULL); /* a --save file holds the final weights */
-    bg_cli_restore_stop_signals(&old_handlers);
+    /* The handlers stay until the results are printed and the reports
+     * written (until 2026-12-06 a signal then ended the run at once,
+     * silently, its results and reports lost). */
+    bg_cli_set_stop_reply("\nbrigade train: stopping once the results are printed and the "
+                          "reports written; a second signal a second from now quits at once\n");
     if (st == BG_ERR_INTERRUPTED) {
         bg_progress_end_line(progress);
         bg_cli_fail("train", st);
@@ -784,6 +790,7 @@ done:
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);
     bg_cli_setup_close(&setup);
+    if (caught) bg_cli_restore_stop_signals(&old_handlers);
     /* A stop signal ends the process by that signal, also when it came
      * during the final evaluation, after the results are printed. */
     if (bg_cli_stop_signal != 0) bg_cli_end_by_stop_signal();

@@ -20,7 +20,11 @@ volatile sig_atomic_t bg_cli_stop_signal;
  * the first, nor one find the first signal without its time. */
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the stop signal handler needs lock-free atomics");
 static atomic_llong first_ns;
-static const char *stop_reply; /* what the first signal is answered with */
+/* What the first signal is answered with: set again as the command moves
+ * on (bg_cli_set_stop_reply), so atomic, as the handler may run on any
+ * thread. */
+_Static_assert(ATOMIC_POINTER_LOCK_FREE == 2, "the stop signal handler needs lock-free pointers");
+static _Atomic(const char *) stop_reply;
 static char quit_reply[96];    /* and a second one, before any note */
 static char repeat_reply[160]; /* and one within a second of the first */
 static int stderr_terminal;    /* where a progress bar may hold a line open */
@@ -71,7 +75,8 @@ static void on_stop_signal(int signo) {
     long long first = 0;
     if (atomic_compare_exchange_strong(&first_ns, &first, ns > 0 ? ns : 1)) {
         bg_cli_stop_signal = signo;
-        if (stop_reply != NULL) say(stop_reply);
+        const char *reply = atomic_load(&stop_reply);
+        if (reply != NULL) say(reply);
     } else if (ns - first < 1000000000) {
         if (ns - first >= 100000000) say(repeat_reply); /* heard, not ignored in silence */
     } else {
@@ -89,7 +94,7 @@ static void on_stop_signal(int signo) {
 }
 
 void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *cmd, const char *reply) {
-    stop_reply = reply;
+    atomic_store(&stop_reply, reply);
     snprintf(quit_reply, sizeof quit_reply,
              "\nbrigade %s: a second signal: quitting at once; nothing more is written", cmd);
     snprintf(repeat_reply, sizeof repeat_reply,
@@ -108,6 +113,8 @@ void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *cmd, con
         if (old->old[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &sa, NULL);
     }
 }
+
+void bg_cli_set_stop_reply(const char *reply) { atomic_store(&stop_reply, reply); }
 
 void bg_cli_set_quit_note(const char *note) {
     if (atomic_load(&quitting)) return;

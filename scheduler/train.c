@@ -428,6 +428,19 @@ static bg_status_t step_failed(const bg_train_config_t *cfg, bg_status_t st, int
 /* The error a stop signal ends the run with, after step `step`. */
 static bg_status_t interrupted(const bg_train_config_t *cfg, int64_t step, int64_t total) {
     char word[BG_PATH_SHELL_WORD_MAX];
+    if (step == total && cfg->save_path != NULL)
+        return bg_error_set(BG_ERR_INTERRUPTED,
+                            "interrupted after step %lld of %lld, the run's last, before the test "
+                            "set's evaluation; the training state is saved in %s (--steps 0 "
+                            "--load %s scores it)",
+                            (long long)step, (long long)total, cfg->save_path,
+                            bg_path_shell_word(cfg->save_path, word, sizeof word));
+    if (step == total)
+        return bg_error_set(BG_ERR_INTERRUPTED,
+                            "interrupted after step %lld of %lld, the run's last, before the test "
+                            "set's evaluation; nothing is saved (--save FILE keeps the training "
+                            "state)",
+                            (long long)step, (long long)total);
     if (cfg->save_path != NULL)
         return bg_error_set(BG_ERR_INTERRUPTED,
                             "interrupted after step %lld of %lld; the training state is saved "
@@ -682,7 +695,11 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                 r.grad_norm = loss.grad_norm;
             }
             const int epoch_over = at + n >= train->count;
-            const int stopping = cfg->stop != NULL && *cfg->stop != 0 && step < total;
+            /* Also at the run's last step: its save, and not the test
+             * set's evaluation, is the last thing a stopped run does
+             * (until 2026-12-06 a signal during the last step or its save
+             * let the evaluation run). */
+            const int stopping = cfg->stop != NULL && *cfg->stop != 0;
             if (cfg->save_path != NULL && (step == total || stopping ||
                                            (cfg->save_every > 0 && step % cfg->save_every == 0))) {
                 const run_point_t after = {.step = step,
@@ -706,11 +723,12 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
                     snprintf(r.save_error, sizeof r.save_error, "%s", bg_error_message());
                 }
             }
-            /* A stop signal during a --save-every save: the state saved is
-             * this step's, so the run stops here, with no step and no save
-             * more (until 2026-12-05 it ran one more step and saved again). */
-            const int stop_in_save = !stopping && r.saved_step == step && step < total &&
-                                     cfg->stop != NULL && *cfg->stop != 0;
+            /* A stop signal during a save (--save-every's, or the run's
+             * last): the state saved is this step's, so the run stops here,
+             * with no step, save or evaluation more (until 2026-12-05 it ran
+             * one more step and saved again). */
+            const int stop_in_save =
+                !stopping && r.saved_step == step && cfg->stop != NULL && *cfg->stop != 0;
             const int64_t taken = bg_pipeline_steps(pipe);
             const int64_t optimizer_step = taken > 0 ? taken : 1;
             r.last_lr = moving_lr ? bg_optimizer_lr_at(&optimizer, optimizer_step) : -1;

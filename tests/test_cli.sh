@@ -1536,6 +1536,58 @@ check "an interrupted run: --metrics not written, said" grep -qxF \
     "brigade train: the run was interrupted, so --metrics $T/repeat.json was not written (the file there is an earlier run's)" \
     "$ERR"
 check "an interrupted run: the earlier --metrics file stays" grep -qx earlier "$T/repeat.json"
+# A signal during the run's last step stops the run after it and its
+# save, before the test set's evaluation, as during any other step (until
+# 2026-12-06 the evaluation ran, and the answer's "once the step ... ends"
+# was not kept).
+: >"$ERR"
+env --default-signal=TERM "$BRIGADE" train "$T/slow_eval.model" --data synthetic --steps 2 \
+    --batch 1024 --save "$T/last-step.st" --test-samples 16 </dev/null >"$OUT" 2>"$ERR" &
+signal_when " step 1/2 " TERM $! # step 2 of seconds under way
+check "SIGTERM in the last step: exit status 143 (was $status)" test "$status" -eq 143
+check "SIGTERM in the last step: stopped before the evaluation, said" grep -qxF \
+    "brigade train: interrupted after step 2 of 2, the run's last, before the test set's evaluation; the training state is saved in $T/last-step.st (--steps 0 --load $T/last-step.st scores it)" \
+    "$ERR"
+check "SIGTERM in the last step: the test set is not scored" sh -c "! grep -q 'test accuracy' '$OUT'"
+expect 0 "" -- train "$T/slow_eval.model" --data synthetic --steps 0 --load "$T/last-step.st" \
+    --test-samples 16
+stdout_has "evaluated the weights of $T/last-step.st" "the last step's save, scored"
+# A signal once the run is over, while its reports are written (here a
+# trace of some 20 MB), is answered and waits for them and the results
+# (until 2026-12-06 the handlers were gone by then: the process ended at
+# once, silently, its results and reports lost).
+printf '%s\n' 'input channels=1 height=28 width=28' flatten 'dense units=32 activation=relu' \
+    'dense units=10' softmax_cross_entropy >"$T/late.model"
+rm -f "$T/late.json" "$T/late-metrics.json"
+: >"$ERR"
+env --default-signal=TERM "$BRIGADE" train "$T/late.model" --data synthetic --devices cpu:4 \
+    --microbatches 64 --batch 64 --steps 100 --record-steps 100 --test-samples 64 \
+    --trace "$T/late.json" --metrics "$T/late-metrics.json" </dev/null >"$OUT" 2>"$ERR" &
+late=$!
+tries=0 # (a temporary file also tries the folder before the run: after the run's end here)
+until grep -q " step 100/100 .*(done)" "$ERR" || [ $tries -gt 600 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+tries=0
+until set -- "$T"/late.json.tmp.* && [ -e "$1" ] || [ $tries -gt 600000 ]; do
+    tries=$((tries + 1)) # a busy wait: the write takes a second or so
+done
+kill -TERM $late
+wait $late
+status=$?
+check "SIGTERM while the reports are written: exit status 143 (was $status)" \
+    test "$status" -eq 143
+check "SIGTERM while the reports are written: answered" grep -qxF \
+    "brigade train: stopping once the results are printed and the reports written; a second signal a second from now quits at once" \
+    "$ERR"
+check "SIGTERM while the reports are written: the results printed" grep -q "^test accuracy: " "$OUT"
+check "SIGTERM while the reports are written: the trace written" grep -qxF \
+    "trace written to $T/late.json" "$ERR"
+check "SIGTERM while the reports are written: the metrics written" python3 -c "
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m['steps'] == 100, m['steps']" "$T/late-metrics.json"
 # Mid-run, within a step of 1,024 samples (seconds), the last save is
 # told, with how to go on from it.
 : >"$ERR"
