@@ -257,7 +257,8 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             BG_CHECK(bg_cli_parse_int(arg, v, 0, INT64_MAX / 2, &o->train.nan_limit));
             nan_limit_given = 1;
         } else if (strcmp(arg, "--stall-timeout") == 0) {
-            BG_CHECK(bg_cli_parse_double(arg, v, 0, 1e9, &o->train.stall_timeout_s));
+            BG_CHECK(
+                bg_cli_parse_double(arg, v, 0, BG_PIPELINE_STALL_MAX_S, &o->train.stall_timeout_s));
             o->stall_given = 1;
         } else if (strcmp(arg, "--test-samples") == 0) {
             BG_CHECK(bg_cli_parse_int(arg, v, 1, INT64_C(1000000000000), &o->test_samples));

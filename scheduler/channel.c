@@ -117,6 +117,9 @@ static void staging_free(const bg_channel_t *ch, void *ptr) {
 bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out) {
     if (cfg->capacity < 1)
         return bg_error_set(BG_ERR_INTERNAL, "channel: capacity %d < 1", cfg->capacity);
+    if (!(cfg->timeout_s >= 0 && cfg->timeout_s <= BG_CHANNEL_TIMEOUT_MAX_S))
+        return bg_error_set(BG_ERR_INTERNAL, "channel: timeout %g s outside 0..%g", cfg->timeout_s,
+                            BG_CHANNEL_TIMEOUT_MAX_S);
     bg_channel_t *ch = bg_calloc(1, sizeof *ch);
     if (ch == NULL) return bg_error_set(BG_ERR_NOMEM, "channel: out of memory");
     ch->capacity = cfg->capacity;

@@ -54,12 +54,17 @@ typedef struct bg_channel_timing {
  * thread can have a core of its own. */
 #define BG_CHANNEL_POLL_S 50e-6
 
+/* The longest timeout (about 31 years): a deadline past it would not fit
+ * the clock's seconds everywhere. */
+#define BG_CHANNEL_TIMEOUT_MAX_S 1e9
+
 typedef struct bg_channel_config {
     size_t slot_bytes; /* largest message */
     int capacity;      /* slots in the ring, >= 1 */
     const char *name;  /* for messages: "activations stage 0 -> 1" */
     double timeout_s;  /* a send or receive waiting longer fails with
-                        * BG_ERR_STALLED; 0 waits forever */
+                        * BG_ERR_STALLED; 0 waits forever; at most
+                        * BG_CHANNEL_TIMEOUT_MAX_S */
     /* A send or receive that must wait polls the ring this long before it
      * sleeps (0: sleeps at once), so that a message coming within it is
      * taken in about a microsecond instead of the several to tens of

@@ -267,6 +267,19 @@ static bg_status_t pin_batch(bg_pipeline_t *p, const float *images, const int32_
     return BG_OK;
 }
 
+bg_status_t bg_pipeline_check_batch(const bg_pipeline_t *p, int64_t batch, bg_shape_t sample) {
+    const bg_shape_t in = p->cfg.spec->input;
+    if (batch < 1 || batch > p->cfg.batch)
+        return bg_error_set(BG_ERR_INVALID, "a batch of %lld samples; the pipeline takes 1..%lld",
+                            (long long)batch, (long long)p->cfg.batch);
+    if (sample.c != in.c || sample.h != in.h || sample.w != in.w)
+        return bg_error_set(BG_ERR_INVALID,
+                            "samples of %lldx%lldx%lld; the pipeline's model takes %lldx%lldx%lld",
+                            (long long)sample.c, (long long)sample.h, (long long)sample.w,
+                            (long long)in.c, (long long)in.h, (long long)in.w);
+    return BG_OK;
+}
+
 static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *images,
                            const int32_t *labels, int64_t n, bg_pipeline_result_t *result,
                            bg_pipeline_meanwhile_fn meanwhile, void *ctx) {
@@ -388,9 +401,10 @@ static bg_status_t create_clock(bg_pipeline_t *p, int d, int events) {
 
 /* The most events device d records in a step. Per op at most: a wait and
  * a copy in, the op, a wait and a copy out and that copy's link; the step
- * op a wait and an event per stage of the device. */
+ * op a wait and two events per stage of the device (with clipping, its
+ * pass over the gradients before the wait, and the update). */
 static int step_events_most(const bg_pipeline_t *p, int d) {
-    return 6 * p->train->op_counts[d] + 8 + p->stages / p->devices;
+    return 6 * p->train->op_counts[d] + 8 + 2 * (p->stages / p->devices);
 }
 
 bg_status_t bg_pipeline_check_record_room(const bg_pipeline_t *p, int64_t steps) {
@@ -399,28 +413,62 @@ bg_status_t bg_pipeline_check_record_room(const bg_pipeline_t *p, int64_t steps)
     return bg_timeline_check_room(steps * events, BG_ERR_INVALID);
 }
 
+void bg_pipeline_free_recording(bg_pipeline_t *p) {
+    for (int d = 0; p->clocks != NULL && d < p->devices; d++) bg_cuda_clock_destroy(p->clocks[d]);
+    for (int d = 0; p->events != NULL && d < p->devices; d++) free(p->events[d]);
+    for (int d = 0; p->event_marks != NULL && d < p->devices; d++) free(p->event_marks[d]);
+    for (int d = 0; p->event_link != NULL && d < p->devices; d++) free(p->event_link[d]);
+    free(p->clocks);
+    free(p->event_marks);
+    free(p->event_link);
+    free(p->clock_zero);
+    free(p->events);
+    free(p->event_count);
+    free(p->event_capacity);
+    p->clocks = NULL;
+    p->event_marks = NULL;
+    p->event_link = NULL;
+    p->clock_zero = NULL;
+    p->events = NULL;
+    p->event_count = NULL;
+    p->event_capacity = NULL;
+}
+
+/* Every device's event buffer, and the clocks of those on GPUs and of the
+ * channels between them. */
+static bg_status_t start_recording(bg_pipeline_t *p) {
+    p->events = bg_calloc((size_t)p->devices, sizeof *p->events);
+    p->event_count = bg_calloc((size_t)p->devices, sizeof *p->event_count);
+    p->event_capacity = bg_calloc((size_t)p->devices, sizeof *p->event_capacity);
+    if (!p->events || !p->event_count || !p->event_capacity)
+        return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
+    for (int d = 0; d < p->devices; d++) {
+        const int capacity = step_events_most(p, d);
+        p->events[d] = bg_malloc(sizeof **p->events * (size_t)capacity);
+        if (p->events[d] == NULL)
+            return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
+        p->event_capacity[d] = capacity;
+        if (bg_backend_is_cuda(p->backends[d])) BG_CHECK(create_clock(p, d, capacity));
+    }
+    /* Each channel between GPUs carries one message per micro-batch and
+     * step; its copies are timed on the receiver's copy stream (and the
+     * first legs of those through host memory on the sender's). A
+     * channel's clocks, once made, stay (a retry keeps them). */
+    for (int s = 0; s + 1 < p->stages; s++) {
+        BG_CHECK(bg_channel_time_links(p->forward[s], p->microbatches));
+        BG_CHECK(bg_channel_time_links(p->backward[s], p->microbatches));
+    }
+    return BG_OK;
+}
+
 bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl) {
     if (tl != NULL && p->events == NULL) {
-        p->events = bg_calloc((size_t)p->devices, sizeof *p->events);
-        p->event_count = bg_calloc((size_t)p->devices, sizeof *p->event_count);
-        p->event_capacity = bg_calloc((size_t)p->devices, sizeof *p->event_capacity);
-        if (!p->events || !p->event_count || !p->event_capacity)
-            return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
-        for (int d = 0; d < p->devices; d++) {
-            const int capacity = step_events_most(p, d);
-            p->events[d] = bg_malloc(sizeof **p->events * (size_t)capacity);
-            if (p->events[d] == NULL)
-                return bg_error_set(BG_ERR_NOMEM, "pipeline: out of memory for recording");
-            p->event_capacity[d] = capacity;
-            if (bg_backend_is_cuda(p->backends[d])) BG_CHECK(create_clock(p, d, capacity));
-        }
-        /* Each channel between GPUs carries one message per micro-batch
-         * and step; its copies are timed on the receiver's copy stream
-         * (and the first legs of those through host memory on the
-         * sender's). */
-        for (int s = 0; s + 1 < p->stages; s++) {
-            BG_CHECK(bg_channel_time_links(p->forward[s], p->microbatches));
-            BG_CHECK(bg_channel_time_links(p->backward[s], p->microbatches));
+        /* Whole or not at all: a call after a failure starts again (until
+         * 2026-12-06 it found the buffers half made and recorded into them). */
+        const bg_status_t st = start_recording(p);
+        if (st != BG_OK) {
+            bg_pipeline_free_recording(p);
+            return st;
         }
     }
     /* A timeline's times count from the start of its first recorded step. */

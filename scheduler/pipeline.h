@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "channel.h"
 #include "cuda/backend_cuda.h"
 #include "devices.h"
 #include "model_spec.h"
@@ -52,7 +53,8 @@ typedef struct bg_pipeline_config {
     size_t conv_workspace_limit; /* CUDA devices' bg_cuda_config_t.conv_workspace_limit */
     /* A stage waiting on a neighbour longer than this stops the whole step
      * with BG_ERR_STALLED and a report of what every device was doing (the
-     * last ops of each, like a flight recorder); 0 waits forever. */
+     * last ops of each, like a flight recorder); 0 waits forever. At most
+     * BG_PIPELINE_STALL_MAX_S. */
     double stall_timeout_s;
     /* Check losses, activations sent between stages, gradients sent back and
      * the accumulated weight gradients for NaN/Inf; if any is found, every
@@ -87,6 +89,8 @@ typedef struct bg_pipeline_config {
 #define BG_PIPELINE_DONE_POLL_S 2e-3
 /* The longest poll_s a pipeline takes. */
 #define BG_PIPELINE_POLL_MAX_S 0.1
+/* The longest stall timeout: the channels' (about 31 years). */
+#define BG_PIPELINE_STALL_MAX_S BG_CHANNEL_TIMEOUT_MAX_S
 
 #define BG_PIPELINE_CONFIG_INIT                                                                    \
     {                                                                                              \
@@ -142,6 +146,11 @@ void bg_pipeline_destroy(bg_pipeline_t *p);
  * one). A job given a set reads it in place; one given other buffers
  * copies them into a free set. Not to be called while a job runs. */
 bg_status_t bg_pipeline_batch_buffers(bg_pipeline_t *p, float **images, int32_t **labels);
+
+/* Whether jobs of up to `batch` samples of shape `sample` fit p: at most
+ * its B, each sample its model's input. BG_ERR_INVALID saying which does
+ * not. */
+bg_status_t bg_pipeline_check_batch(const bg_pipeline_t *p, int64_t batch, bg_shape_t sample);
 
 /* One optimizer step on n <= B samples: images (n, in), labels (n). */
 bg_status_t bg_pipeline_train_step(bg_pipeline_t *p, const float *images, const int32_t *labels,

@@ -352,6 +352,13 @@ bg_status_t bg_pipeline_create(const bg_pipeline_config_t *cfg, bg_pipeline_t **
                             "pipeline: waits poll 0 to %g s before they sleep (< 0 chooses); "
                             "asked for %g s",
                             BG_PIPELINE_POLL_MAX_S, cfg->poll_s);
+    /* Past the bound (or not a number) the waits' deadlines would not be
+     * times (until 2026-12-06 a library caller's infinite timeout made a
+     * wait spin holding its lock, and 1e300 a deadline in the past). */
+    if (!(cfg->stall_timeout_s >= 0 && cfg->stall_timeout_s <= BG_PIPELINE_STALL_MAX_S))
+        return bg_error_set(BG_ERR_INVALID,
+                            "pipeline: the stall timeout is 0 (none) to %g s; asked for %g s",
+                            BG_PIPELINE_STALL_MAX_S, cfg->stall_timeout_s);
     /* Counted in 64 bits: devices x chunks is not wrapped into range. */
     const int64_t stage_count = (int64_t)cfg->devices->count * cfg->chunks;
     if (stage_count > BG_MAX_STAGES)
@@ -437,7 +444,7 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
                 ->ops->host_free(stage_backend(p, p->stages - 1), p->pinned_labels[set]);
     }
     /* The clocks' events before the backends they were made on. */
-    for (int d = 0; p->clocks != NULL && d < p->devices; d++) bg_cuda_clock_destroy(p->clocks[d]);
+    bg_pipeline_free_recording(p);
     for (int d = 0; p->backends != NULL && d < p->devices; d++) bg_backend_destroy(p->backends[d]);
     bg_schedule_destroy(p->train);
     bg_schedule_destroy(p->eval);
@@ -461,15 +468,5 @@ void bg_pipeline_destroy(bg_pipeline_t *p) {
     free(p->micro_offset);
     free(p->micro_size);
     free(p->layer_squares);
-    for (int d = 0; p->events != NULL && d < p->devices; d++) free(p->events[d]);
-    for (int d = 0; p->event_marks != NULL && d < p->devices; d++) free(p->event_marks[d]);
-    for (int d = 0; p->event_link != NULL && d < p->devices; d++) free(p->event_link[d]);
-    free(p->clocks);
-    free(p->event_marks);
-    free(p->event_link);
-    free(p->clock_zero);
-    free(p->events);
-    free(p->event_count);
-    free(p->event_capacity);
     free(p);
 }

@@ -180,6 +180,11 @@ static inline int gpu_timed(const bg_pipeline_t *p, int device) {
     return p->record != NULL && p->clocks != NULL && p->clocks[device] != NULL;
 }
 
+/* Frees what recording made (bg_pipeline_record: the event buffers and
+ * the GPU devices' clocks), leaving their pointers NULL; before the
+ * backends the clocks were made on are destroyed. */
+void bg_pipeline_free_recording(bg_pipeline_t *p);
+
 /* Runs device `device`'s ops of the current job (p->job) in schedule
  * order, from its worker thread. */
 bg_status_t bg_pipeline_run_device(bg_pipeline_t *p, int device);

@@ -396,9 +396,16 @@ static bg_status_t run_op_marked(bg_pipeline_t *p, int device, const bg_op_t *op
         note(p, device, BG_EVENT_WEIGHT, op->stage, op->microbatch, -1, start, stamp(p, device));
         return BG_OK;
     case BG_OP_STEP: {
+        /* Clipping's pass over each stage's gradients is work of its
+         * update, recorded so, not as the barrier's wait after it (until
+         * 2026-12-06 it was counted as waiting). */
         if (p->job == JOB_TRAIN && p->cfg.clip_grad_norm > 0)
-            for (int s = device; s < p->stages; s += p->devices)
+            for (int s = device; s < p->stages; s += p->devices) {
                 BG_CHECK(bg_stage_grad_square_sums(p->stage[s], p->layer_squares + p->first[s]));
+                const stamp_t summed = stamp(p, device);
+                note(p, device, BG_EVENT_STEP, s, -1, -1, start, summed);
+                start = summed;
+            }
         snprintf(p->workers[device].doing, sizeof p->workers[device].doing,
                  "waiting for every device to reach the optimizer step");
         bg_status_t st = step_barrier(p, device);

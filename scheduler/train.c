@@ -12,6 +12,8 @@
 
 bg_status_t bg_train_evaluate(bg_pipeline_t *p, int64_t batch, const bg_dataset_t *data,
                               double *loss, double *accuracy) {
+    /* The pipeline's batch buffers hold its batch of its input's samples. */
+    BG_CHECK(bg_pipeline_check_batch(p, batch, data->shape));
     bg_status_t st = BG_OK;
     int64_t numel = bg_shape_numel(data->shape);
     float *images = malloc(sizeof(float) * (size_t)(batch * numel));
@@ -81,6 +83,19 @@ static bg_status_t check_batch(const bg_train_config_t *cfg) {
     return BG_OK;
 }
 
+/* Whether `data`'s samples have the model's input shape: the first stage
+ * reads that many values a sample (until 2026-12-06 a library caller's
+ * other shape was read past its end). `which`: "training" or "test". */
+static bg_status_t check_data_shape(const bg_dataset_t *data, const char *which,
+                                    const bg_model_spec_t *spec) {
+    const bg_shape_t d = data->shape, m = spec->input;
+    if (d.c == m.c && d.h == m.h && d.w == m.w) return BG_OK;
+    return bg_error_set(BG_ERR_INVALID,
+                        "the %s set's samples are %lldx%lldx%lld, the model's input %lldx%lldx%lld",
+                        which, (long long)d.c, (long long)d.h, (long long)d.w, (long long)m.c,
+                        (long long)m.h, (long long)m.w);
+}
+
 /* The config's own checks: its batch, its length given, its data. */
 static bg_status_t check_basics(const bg_train_config_t *cfg) {
     BG_CHECK(check_batch(cfg));
@@ -88,6 +103,8 @@ static bg_status_t check_basics(const bg_train_config_t *cfg) {
         return bg_error_set(BG_ERR_INVALID, "nothing to do: --epochs 0 and no --steps");
     if (cfg->train->count < 1 || cfg->test->count < 1)
         return bg_error_set(BG_ERR_INVALID, "the training or test set is empty");
+    BG_CHECK(check_data_shape(cfg->train, "training", cfg->spec));
+    BG_CHECK(check_data_shape(cfg->test, "test", cfg->spec));
     if (cfg->batch > cfg->train->count)
         return bg_error_set(BG_ERR_INVALID, "--batch %lld is larger than the %lld training samples",
                             (long long)cfg->batch, (long long)cfg->train->count);
@@ -511,6 +528,7 @@ static bg_status_t evaluate_only(const bg_train_config_t *cfg, bg_train_result_t
     BG_CHECK(check_batch(cfg));
     if (cfg->test == NULL || cfg->test->count < 1)
         return bg_error_set(BG_ERR_INVALID, "the test set is empty");
+    BG_CHECK(check_data_shape(cfg->test, "test", cfg->spec));
     bg_device_list_t one_cpu;
     bg_pipeline_t *pipe = NULL;
     BG_CHECK(open_pipeline(cfg, 0, &one_cpu, &pipe)); /* no step */

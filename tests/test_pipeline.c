@@ -47,6 +47,8 @@ typedef struct run_config {
 
 /* The pipelines' cfg.poll_s: < 0 chooses (CPU devices never poll). */
 static double poll_s = -1;
+/* expect_create_error's cfg.stall_timeout_s. */
+static double stall_timeout_s = 300;
 
 static bg_optimizer_config_t optimizer(void) {
     bg_optimizer_config_t o = BG_OPTIMIZER_CONFIG_INIT; /* Adam */
@@ -687,6 +689,15 @@ static void test_evaluate(void **state) {
     assert_int_equal(ra.correct, rb.correct);
     assert_true(fabs(ra.loss_sum - rb.loss_sum) <= 1e-5 * ra.loss_sum);
     assert_true(ra.loss_sum > 0);
+    /* What a caller's buffers for a job must hold: at most B samples of
+     * the model's input (bg_train_evaluate asks before it gathers). */
+    assert_int_equal(bg_pipeline_check_batch(b, BATCH, f->spec->input), BG_OK);
+    assert_int_equal(bg_pipeline_check_batch(b, BATCH + 1, f->spec->input), BG_ERR_INVALID);
+    assert_string_equal(bg_error_message(), "a batch of 17 samples; the pipeline takes 1..16");
+    const bg_shape_t other = {1, 9, 10};
+    assert_int_equal(bg_pipeline_check_batch(b, BATCH, other), BG_ERR_INVALID);
+    assert_string_equal(bg_error_message(),
+                        "samples of 1x9x10; the pipeline's model takes 1x10x10");
     /* Evaluation changes nothing: the same call gives the same figures. */
     assert_int_equal(bg_pipeline_evaluate(b, f->images, f->data->labels, 13, &ra), BG_OK);
     assert_true(ra.loss_sum == rb.loss_sum);
@@ -735,6 +746,7 @@ static void expect_create_error(fixture_t *f, const char *devices_text, bg_sched
     cfg.batch = BATCH;
     cfg.split = split;
     cfg.poll_s = poll_s;
+    cfg.stall_timeout_s = stall_timeout_s;
     bg_pipeline_t *p = NULL;
     assert_int_equal(bg_pipeline_create(&cfg, &p), want);
     assert_null(p);
@@ -766,6 +778,30 @@ static void test_invalid_requests(void **state) {
                             "waits poll 0 to 0.1 s");
     }
     poll_s = -1;
+    /* A stall timeout whose deadline is no time: until 2026-12-06 an
+     * infinite one made a wait spin holding its lock, and 1e300 stalled at
+     * once. */
+    static const double bad_timeouts[] = {INFINITY, NAN, 1e300, 1.5e9, -1};
+    for (int i = 0; i < 5; i++) {
+        stall_timeout_s = bad_timeouts[i];
+        expect_create_error(f, "cpu:2", BG_SCHEDULE_1F1B, 1, 2, NULL, BG_ERR_INVALID,
+                            "the stall timeout is 0 (none) to 1e+09 s");
+    }
+    stall_timeout_s = BG_PIPELINE_STALL_MAX_S; /* the bound itself is a time */
+    bg_device_list_t devices;
+    assert_int_equal(bg_device_list_parse("cpu:2", 2, &devices), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.devices = &devices;
+    cfg.microbatches = 2;
+    cfg.batch = BATCH;
+    cfg.stall_timeout_s = stall_timeout_s;
+    bg_pipeline_t *p = NULL;
+    assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
+    bg_pipeline_result_t r;
+    assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
+    bg_pipeline_destroy(p);
+    stall_timeout_s = 300;
 }
 
 /* The default split balances FLOPs: on the origin-like CNN the conv and the
@@ -870,6 +906,49 @@ static void test_recording(void **state) {
         /* stage 0 sends activations and receives gradients; stage 1 the reverse */
         assert_int_equal(count[d][BG_EVENT_SEND], 2 * 4);
         assert_int_equal(count[d][BG_EVENT_RECV], 2 * 4);
+    }
+    bg_timeline_destroy(tl);
+    bg_pipeline_destroy(p);
+}
+
+/* With clipping, each stage's pass over its gradients before the barrier
+ * is recorded as its update's work (a step event), the barrier's wait only
+ * after it (until 2026-12-06 the wait took it in, counted as idle). */
+static void test_recording_clipping(void **state) {
+    fixture_t *f = *state;
+    bg_device_list_t devices;
+    assert_int_equal(bg_device_list_parse("cpu:2", 2, &devices), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.devices = &devices;
+    cfg.microbatches = 4;
+    cfg.batch = BATCH;
+    cfg.clip_grad_norm = 1;
+    bg_pipeline_t *p;
+    assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
+    bg_timeline_t *tl;
+    assert_int_equal(bg_pipeline_timeline_create(p, &tl), BG_OK);
+    assert_int_equal(bg_pipeline_record(p, tl), BG_OK);
+    bg_pipeline_result_t r;
+    assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
+    bg_timeline_sort(tl);
+    for (int d = 0; d < 2; d++) {
+        const bg_event_t *steps[2] = {NULL, NULL}, *barrier = NULL;
+        int step_count = 0;
+        for (int i = 0; i < tl->count; i++) {
+            const bg_event_t *e = &tl->events[i];
+            if (e->device != d) continue;
+            if (e->kind == BG_EVENT_STEP && step_count < 2) steps[step_count] = e;
+            step_count += e->kind == BG_EVENT_STEP;
+            if (e->kind == BG_EVENT_WAIT && e->peer_stage < 0) barrier = e;
+        }
+        assert_int_equal(step_count, 2);
+        assert_non_null(barrier);
+        assert_int_equal(steps[0]->stage, d);
+        assert_int_equal(steps[1]->stage, d);
+        /* The pass, the wait, the update, one after another. */
+        assert_true(steps[0]->end == barrier->start);
+        assert_true(barrier->end == steps[1]->start);
     }
     bg_timeline_destroy(tl);
     bg_pipeline_destroy(p);
@@ -1218,6 +1297,7 @@ int main(void) {
         cmocka_unit_test(test_invalid_requests),
         cmocka_unit_test(test_balance_split),
         cmocka_unit_test(test_recording),
+        cmocka_unit_test(test_recording_clipping), /* with clip_grad_norm */
         cmocka_unit_test(test_state_transfer),
         cmocka_unit_test(test_nan_guard),
         cmocka_unit_test(test_nan_in_gradients),

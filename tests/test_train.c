@@ -167,6 +167,28 @@ static void test_rejects_bad_config(void **state) {
     assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INVALID);
     assert_non_null(
         strstr(bg_error_message(), "the data has 5 classes but the model outputs only 4"));
+    /* Samples of another shape than the model's input: refused before the
+     * first stage reads past them (until 2026-12-06 a smaller one was read
+     * past its end), also for an evaluation (--steps 0). */
+    bg_dataset_t smaller = *f->train;
+    smaller.shape.h = smaller.shape.w = 10;
+    cfg = config(f);
+    cfg.train = &smaller;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INVALID);
+    assert_string_equal(bg_error_message(),
+                        "the training set's samples are 1x10x10, the model's input 1x12x12");
+    bg_dataset_t deeper = *f->test;
+    deeper.shape.c = 3;
+    cfg = config(f);
+    cfg.test = &deeper;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INVALID);
+    assert_string_equal(bg_error_message(),
+                        "the test set's samples are 3x12x12, the model's input 1x12x12");
+    cfg.evaluate_only = 1;
+    cfg.train = NULL;
+    assert_int_equal(bg_train_run(&cfg, &r, NULL), BG_ERR_INVALID);
+    assert_string_equal(bg_error_message(),
+                        "the test set's samples are 3x12x12, the model's input 1x12x12");
 }
 
 /* A diverging run stops with a numeric error naming the step. */
