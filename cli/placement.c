@@ -444,16 +444,19 @@ bg_status_t bg_placement_resolve(bg_placement_t *p, const bg_model_spec_t *spec,
  * Else of each GPU's virtual devices the first c - 1 in the order given, c
  * the least that leaves K, and the c-th of as many GPUs as make K: those
  * of most `memory` first (so that the smallest share is the largest), then
- * in the order given. Every CPU device (a list is of one kind). Returns how
+ * in the order given. CPU devices likewise share cores (cpu:N runs on core
+ * N mod cores; a list is of one kind): with K at most the cores, each
+ * core's first device (until 2026-12-06 every CPU device was kept, and the
+ * links' choice could put two stages on a core and leave others idle, which
+ * the planner, counting a core per device, took for faster). Returns how
  * many are kept. */
-static int share_gpus_least(const bg_device_list_t *list, const double *memory, int k, int *keep) {
+static int share_least(const bg_device_list_t *list, const double *memory, int k, int *keep) {
     const int n = list->count;
-    int rank[BG_MAX_DEVICES]; /* a CUDA device's place among its GPU's, from 0 */
+    int rank[BG_MAX_DEVICES]; /* a device's place among its GPU's or core's, from 0 */
     for (int d = 0; d < n; d++) {
         rank[d] = 0;
         for (int e = 0; e < d; e++)
-            rank[d] += list->devices[e].kind == BG_DEVICE_CUDA &&
-                       list->devices[d].kind == BG_DEVICE_CUDA &&
+            rank[d] += list->devices[e].kind == list->devices[d].kind &&
                        list->devices[e].physical == list->devices[d].physical;
     }
     int c = 1, kept = 0;
@@ -484,7 +487,7 @@ bg_status_t bg_placement_choose(bg_placement_t *p, const bg_device_links_t *all,
     double gpu_memory[BG_MAX_DEVICES];
     for (int d = 0; d < listed; d++) /* CPU devices all 0: the order given */
         gpu_memory[d] = (double)all->memory_bytes[d];
-    const int n = share_gpus_least(&p->devices, gpu_memory, k, keep);
+    const int n = share_least(&p->devices, gpu_memory, k, keep);
     for (int d = 0, i = 0; d < listed; d++)
         if (keep[d]) index[i++] = d;
     double *speed = malloc(sizeof(double) * (size_t)(n * n));
@@ -655,18 +658,23 @@ void bg_placement_plan_request(const bg_placement_t *p, const bg_model_spec_t *s
 }
 
 void bg_placement_note_shared_cores(const bg_placement_t *p, int cores) {
+    /* The cores that run two devices or more: each counted at its second. */
     int shared = 0;
-    for (int a = 0; a < p->devices.count; a++)
-        for (int b = a + 1; b < p->devices.count; b++)
-            shared += p->devices.devices[a].kind == BG_DEVICE_CPU &&
+    for (int a = 0; a < p->devices.count; a++) {
+        int before = 0;
+        for (int b = 0; b < a; b++)
+            before += p->devices.devices[a].kind == BG_DEVICE_CPU &&
                       p->devices.devices[b].kind == BG_DEVICE_CPU &&
                       p->devices.devices[a].physical == p->devices.devices[b].physical;
+        shared += before == 1;
+    }
     if (shared > 0)
         fprintf(stderr,
-                "note: %d CPU devices on %d core%s share them (cpu:N runs on core N mod %d); "
-                "the planner and the simulator count a core per device, so their figures for "
-                "this placement are optimistic\n",
-                p->devices.count, cores, cores == 1 ? "" : "s", cores);
+                "note: %d CPU devices on %d core%s (cpu:N runs on core N mod %d): %d core%s "
+                "run%s two or more; the planner and the simulator count a core per device, so "
+                "their figures for this placement are optimistic\n",
+                p->devices.count, cores, cores == 1 ? "" : "s", cores, shared,
+                shared == 1 ? "" : "s", shared == 1 ? "s" : "");
 }
 
 /* Notes a GPU whose memory nothing gives (a --topology file without

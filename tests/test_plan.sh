@@ -654,9 +654,26 @@ assert [l["kind"] for l in p["links"]] == ["NODE"] * 3, p["links"]
 if grep -q "share" "$ERR"; then fail "8 CPU devices on 8 cores: a note of sharing"; else pass; fi
 # More CPU devices than cores in use: said, since the figures assume a core
 # each. Two of ten devices on the 8 cores, each on its own, are not.
-expect 0 "note: 10 CPU devices on 8 cores share them (cpu:N runs on core N mod 8)" -- \
-    plan "$ROOT/examples/mlp_balanced.model" \
+expect 0 "note: 10 CPU devices on 8 cores (cpu:N runs on core N mod 8): 2 cores run two or more;" \
+    -- plan "$ROOT/examples/mlp_balanced.model" \
     --topology "$ROOT/tests/fixtures/two-socket-8-core.xml" --devices cpu:10
+# K stages of more CPU devices than cores: one device a core while K allows
+# (until 2026-12-06 the links chose cpu:0-3 and cpu:8-11, which cores 0-3
+# ran two each, cores 4-7 idle, priced as faster for a SYS link fewer).
+expect 0 "" -- plan "$ROOT/examples/conv_balanced.model" \
+    --topology "$ROOT/tests/fixtures/two-socket-8-core.xml" --devices cpu:16 --stages 8 \
+    --microbatches 8 --json
+json_check "8 stages of 16 CPU devices on 8 cores: a core each" '
+assert [s["device"] for s in p["stages"]] == ["cpu:%d" % d for d in range(8)], p["stages"]
+'
+if grep -q "share\|run two" "$ERR"; then fail "8 of 16 devices, a core each: a note of sharing"; else pass; fi
+expect 0 "" -- plan "$ROOT/examples/conv_balanced.model" \
+    --topology "$ROOT/tests/fixtures/two-socket-8-core.xml" --devices cpu:16 --stages 10 \
+    --microbatches 10 --json
+json_check "10 stages of 16 CPU devices on 8 cores: two cores run two" '
+devices = [s["device"] for s in p["stages"]]
+assert sorted(int(d[4:]) % 8 for d in devices) == [0, 0, 1, 1, 2, 3, 4, 5, 6, 7], devices
+'
 expect 0 "" -- plan "$MODEL" --topology "$ROOT/tests/fixtures/two-socket-8-core.xml" \
     --devices cpu:10 --stages 2
 if grep -q "share" "$ERR"; then fail "2 of 10 devices, on 2 cores: a note of sharing"; else pass; fi
