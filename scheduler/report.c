@@ -334,7 +334,7 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
         fprintf(out, ")\n");
     }
     fprintf(out, "bubble: %s %.1f%% vs theory %.1f%% (%s, K=%d",
-            s->measured ? "measured" : "predicted", 100 * s->bubble_measured,
+            s->measured ? "measured" : "simulated", 100 * s->bubble_measured,
             100 * s->bubble_theory, bg_schedule_kind_name(s->schedule), s->devices);
     if (s->chunks > 1) fprintf(out, ", V=%d", s->chunks);
     const double step_ms = 1e3 * s->step_s;
@@ -344,7 +344,7 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
     fprintf(out, ", M=%d); %s imbalance %.1f%%; exposed transfer %.1f%%; step %.*f ms (%s)\n",
             s->microbatches, s->chunks > 1 ? "device" : "stage", 100 * s->imbalance,
             100 * s->exposed_transfer_frac, decimals, step_ms,
-            s->measured ? "measured" : "predicted");
+            s->measured ? "measured" : "simulated");
     /* A busy machine disturbs a step or two: the medians stand firm. */
     if (s->measured && s->steps >= 3) {
         const double median_ms = 1e3 * s->step_median_s;

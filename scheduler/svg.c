@@ -191,12 +191,12 @@ static void draw_title(FILE *out, const bg_timeline_t *tl, const bg_timeline_sum
     fprintf(out, "<text x=\"%.1f\" y=\"26\" " FONT " font-size=\"17\" font-weight=\"bold\">", x);
     fprintf(out, "%s schedule: K=%d", bg_schedule_kind_name(tl->schedule), tl->devices);
     if (tl->chunks > 1) fprintf(out, ", V=%d", tl->chunks);
-    fprintf(out, ", M=%d, %s</text>\n", tl->microbatches, tl->measured ? "measured" : "predicted");
+    fprintf(out, ", M=%d, %s</text>\n", tl->microbatches, tl->measured ? "measured" : "simulated");
     fprintf(out, "<text x=\"%.1f\" y=\"46\" " FONT " font-size=\"13\" fill=\"#444\">", x);
     double step_ms = 1e3 * s->step_s;
     const int decimals = bg_report_ms_decimals(step_ms);
     fprintf(out, "bubble %.1f%% %s vs %.1f%% theory; step %.*f ms", 100 * s->bubble_measured,
-            tl->measured ? "measured" : "predicted", 100 * s->bubble_theory, decimals, step_ms);
+            tl->measured ? "measured" : "simulated", 100 * s->bubble_theory, decimals, step_ms);
     if (s->steps > 1) fprintf(out, " (mean of %d steps)", s->steps);
     /* The step shown: by the run's number where the timeline knows it
        (train's), else by its index among the recorded steps, said so, as

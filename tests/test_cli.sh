@@ -1927,12 +1927,12 @@ expect 0 "" -- simulate "$MODEL" --metrics /dev/null --trace /dev/null
 # written over the other (a second open of the file would start again at
 # its first byte); the line saying where they went is on stderr.
 if expect 0 "" -- simulate "$MODEL" --metrics /dev/stdout; then
-    stdout_has "bubble: predicted" "simulate --metrics /dev/stdout: the report"
+    stdout_has "bubble: simulated" "simulate --metrics /dev/stdout: the report"
     check "simulate --metrics /dev/stdout: the whole metrics after the report" python3 -c '
 import json, sys
 text = open(sys.argv[1]).read()
 at = text.index("{")
-assert "bubble: predicted" in text[:at], text[:at]
+assert "bubble: simulated" in text[:at], text[:at]
 metrics, end = json.JSONDecoder().raw_decode(text[at:])
 assert metrics["model"].endswith("fashion_cnn.model"), metrics
 assert text[at + end:].strip() == "", text[at + end:]' "$OUT"

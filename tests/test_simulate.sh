@@ -159,10 +159,10 @@ json.dump(p, open(sys.argv[3], 'w'))" "$P" "$T/v1.profile.json" "$T/v3.profile.j
         "$T/v2-unchecked.profile.json"
     expect 0 "note: $T/v1.profile.json holds no stage times (a version 1 profile, older than stage times)" \
         -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$T/v1.profile.json"
-    stdout_has "bubble: predicted" "simulate with a version 1 profile"
+    stdout_has "bubble: simulated" "simulate with a version 1 profile"
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 \
         --profile "$T/v2-unchecked.profile.json"
-    stdout_has "bubble: predicted" "simulate with a version 2 profile without weight_check_s"
+    stdout_has "bubble: simulated" "simulate with a version 2 profile without weight_check_s"
     expect 2 "$T/v3.profile.json" -- simulate "$MODEL" --profile "$T/v3.profile.json"
     check "a newer profile version: says to profile again" grep -qF "run brigade profile again" "$ERR"
     # One device: no co-runner, so no range is timed under load.
@@ -220,7 +220,7 @@ ratios = [s.get("after_wait", {}).get("%s_after_%s" % (op, theirs), 0) for s in 
 assert all(r >= 0 for r in ratios), ratios
 assert sum(r > 0 for r in ratios) >= 0.9 * len(ratios), ratios'
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --profile "$P2"
-    stdout_has "bubble: predicted" "simulate with times under load"
+    stdout_has "bubble: simulated" "simulate with times under load"
     check "a profile of two devices: no note that its stages ran alone" \
         sh -c "! grep -q 'times its stages running alone' '$ERR'"
     # Ops after a wait: with every range's ops 4 times as slow after whatever
@@ -693,9 +693,9 @@ expect 2 "multiple of the device count" -- simulate "$MODEL" --devices cpu:4 \
 
 expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4
 stdout_has "3 steps, as simulated" "simulate"
-stdout_has "bubble: predicted" "simulate"
+stdout_has "bubble: simulated" "simulate"
 stdout_has "vs theory 20.0% (1f1b, K=2, M=4)" "simulate"
-stdout_has "(predicted)" "simulate"
+stdout_has "(simulated)" "simulate"
 stdout_has "simulated: " "simulate"
 check "simulate prints a row for each of 2 stages" \
     test "$(grep -cE '^ +[01] +cpu:[01] ' "$OUT")" -eq 2
@@ -704,7 +704,7 @@ check "simulate prints a row for each of 2 stages" \
 # not -0.0% (a difference of sums rounding below 0).
 expect 0 "" -- simulate "$ROOT/examples/conv_balanced.model" --devices cpu:1 \
     --schedule interleaved --chunks 2 --microbatches 4 --metrics "$T/one.json"
-stdout_has "bubble: predicted 0.0% vs theory 0.0%" "simulate on one busy device"
+stdout_has "bubble: simulated 0.0% vs theory 0.0%" "simulate on one busy device"
 file_check "simulate on one busy device: idle 0, not below" "$T/one.json" '
 t = p["timeline"]
 assert t["bubble_measured"] >= 0 and t["devices"][0]["idle_s"] >= 0, t'
@@ -788,7 +788,7 @@ rm -f "$T/large.trace.json"
 if [ -s "$P" ]; then
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$P"
     stdout_has "costs from $P" "simulate --profile"
-    stdout_has "bubble: predicted" "simulate --profile"
+    stdout_has "bubble: simulated" "simulate --profile"
     expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 4 --profile "$P" --json
     json_check "plan --profile predicts from the profile" '
 assert p["fits"] is True and p["step_ms"] > 0'
