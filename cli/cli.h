@@ -58,6 +58,9 @@ void bg_cli_note_data(const char *data, int given, bg_shape_t shape, int64_t cla
  * full disk's table would be reported without a reason. */
 void bg_cli_flush_stdout(void);
 extern int bg_cli_stdout_errno; /* 0 until a flush of stdout fails */
+/* 1 when the standard output was closed as brigade started (`>&-`): main.c
+ * gave the descriptor /dev/full, where every write fails. */
+extern int bg_cli_stdout_closed;
 
 /* Around the writing of a command's output files: a reader of stdout gone
  * (`| head`) ends the command by SIGPIPE, as main.c's help says, but only

@@ -57,9 +57,6 @@ static int (*command(const char *name))(int, char **) {
     return NULL;
 }
 
-/* Standard output closed when brigade started (`>&-`). */
-static int stdout_closed;
-
 /* Gives a closed standard input /dev/null, and a closed standard output or
  * error /dev/full: otherwise the next file opened (a checkpoint's
  * temporary file, a trace) would take the number and receive what is
@@ -76,7 +73,7 @@ static void fill_closed_descriptors(void) {
             (void)dup2(got, fd);
             (void)close(got);
         }
-        if (fd == 1) stdout_closed = 1;
+        if (fd == 1) bg_cli_stdout_closed = 1;
     }
 }
 
@@ -90,7 +87,7 @@ static int close_stdout(const char *cmd, int code) {
     if (fflush(stdout) == 0 && !ferror(stdout)) return ferror(stderr) && code == 0 ? 1 : code;
     /* A write that failed earlier left no errno here; a closed descriptor
      * (`>&-`) is the usual cause, and says so when asked. */
-    if (stdout_closed) errno = EBADF;
+    if (bg_cli_stdout_closed) errno = EBADF;
     int saved = errno != 0 ? errno : bg_cli_stdout_errno;
     /* A write that failed inside printf left none either. */
     if (saved == 0 && bg_cli_stdout_reader_gone()) saved = EPIPE;

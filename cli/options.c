@@ -108,6 +108,7 @@ static void note_data_keyword(const char *data, int given) {
 }
 
 int bg_cli_stdout_errno;
+int bg_cli_stdout_closed;
 
 void bg_cli_flush_stdout(void) {
     if (fflush(stdout) != 0 && bg_cli_stdout_errno == 0) bg_cli_stdout_errno = errno;
@@ -695,6 +696,16 @@ done:
     return st;
 }
 
+/* Whether `path` is the standard output that was closed as brigade
+ * started (/dev/stdout, /dev/fd/1): it was given /dev/full, whose "No space
+ * left on device" would say nothing of why (until 2026-12-06 it was the
+ * reason given). */
+static int names_closed_stdout(const char *path) {
+    struct stat file, out;
+    return bg_cli_stdout_closed && stat(path, &file) == 0 && fstat(STDOUT_FILENO, &out) == 0 &&
+           file.st_dev == out.st_dev && file.st_ino == out.st_ino;
+}
+
 void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const char *what,
                            const char *path) {
     if (status == BG_OK) {
@@ -707,7 +718,15 @@ void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const 
     }
     bg_cli_flush_stdout(); /* what it follows comes first, also into a pipe */
     fprintf(stderr, "brigade %s: ", outputs->cmd);
-    put_error();
+    if (names_closed_stdout(path)) {
+        char shown[BG_CLI_SHOWN_MAX];
+        fprintf(stderr,
+                "%s: cannot write '%s': it is the standard output, which was closed when brigade "
+                "started\n",
+                what, bg_cli_shown(path, shown, sizeof shown));
+    } else {
+        put_error();
+    }
     if (outputs->failed == BG_OK) outputs->failed = status;
 }
 

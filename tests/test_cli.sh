@@ -2070,6 +2070,14 @@ status=$?
 check "summary >&-: exit status 1 (was $status)" test "$status" -eq 1
 check "summary >&-: said, with why" grep -qFx \
     "brigade summary: cannot write the standard output: Bad file descriptor" "$ERR"
+# --metrics /dev/stdout of a closed standard output: said so (until
+# 2026-12-06 "No space left on device", of the /dev/full that stands in).
+"$BRIGADE" simulate "$MODEL" --metrics /dev/stdout >&- 2>"$ERR"
+status=$?
+check "simulate --metrics /dev/stdout >&-: exit status 1 (was $status)" test "$status" -eq 1
+check "simulate --metrics /dev/stdout >&-: said why" grep -qFx \
+    "brigade simulate: metrics: cannot write '/dev/stdout': it is the standard output, which was closed when brigade started" \
+    "$ERR"
 # A folder that is there but takes no new file (/proc answers ENOENT) is
 # not called missing (until 2026-12-04: "folder '/proc' does not exist").
 if [ -d /proc/self ]; then
