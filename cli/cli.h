@@ -62,15 +62,23 @@ extern int bg_cli_stdout_errno; /* 0 until a flush of stdout fails */
  * gave the descriptor /dev/full, where every write fails. */
 extern int bg_cli_stdout_closed;
 
+/* The stop signals (SIGINT, SIGTERM, SIGHUP) and the handlers they had. */
+enum { BG_CLI_STOP_SIGNALS = 3 };
+typedef struct bg_cli_stop_handlers {
+    struct sigaction old[BG_CLI_STOP_SIGNALS];
+} bg_cli_stop_handlers_t;
+
 /* Around the writing of a command's output files: a reader of stdout gone
  * (`| head`) ends the command by SIGPIPE, as main.c's help says, but only
  * once every file is written (simulate wrote its first and lost the rest;
  * a profile's table longer than stdio's buffer lost the profile). A
  * command that ignores SIGPIPE throughout (train, sweep) goes on ignoring
- * it. */
+ * it. A stop signal meanwhile leaves no temporary file
+ * (bg_cli_clean_stop_signals). */
 typedef struct bg_cli_files_guard {
     struct sigaction before;
     int saved;
+    bg_cli_stop_handlers_t stops; /* (bg_cli_clean_stop_signals) */
 } bg_cli_files_guard_t;
 void bg_cli_files_begin(bg_cli_files_guard_t *guard);
 void bg_cli_files_end(bg_cli_files_guard_t *guard);
@@ -221,11 +229,6 @@ const char *bg_cli_group_digits(int64_t n, char *buf, size_t size);
  * process at once. */
 extern volatile sig_atomic_t bg_cli_stop_signal;
 
-enum { BG_CLI_STOP_SIGNALS = 3 };
-typedef struct bg_cli_stop_handlers {
-    struct sigaction old[BG_CLI_STOP_SIGNALS];
-} bg_cli_stop_handlers_t;
-
 /* Catches the stop signals, leaving ignored ones ignored (a job started
  * with nohup or in the background); *old to restore. The first signal is
  * answered on stderr with `reply` (a string that outlives the handlers:
@@ -246,7 +249,16 @@ void bg_cli_set_stop_reply(const char *reply);
  * control characters shown as \xNN (bg_cli_shown), cut at BG_ERROR_MAX. */
 void bg_cli_set_quit_note(const char *note);
 
-/* Puts back the handlers of before bg_cli_catch_stop_signals. */
+/* For a command that does not catch the stop signals (simulate, profile)
+ * while it writes its files: a stop signal removes the temporary file of a
+ * write in progress and then ends the process as its default action would
+ * (until 2026-12-06 the temporary file stayed, up to the trace's size,
+ * until a later write of the same path). Signals ignored stay ignored; *old
+ * to restore (bg_cli_restore_stop_signals). */
+void bg_cli_clean_stop_signals(bg_cli_stop_handlers_t *old);
+
+/* Puts back the handlers of before bg_cli_catch_stop_signals or
+ * bg_cli_clean_stop_signals. */
 void bg_cli_restore_stop_signals(const bg_cli_stop_handlers_t *old);
 
 /* After a stop signal: ends the process by it (its default action), once

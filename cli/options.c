@@ -120,6 +120,7 @@ void bg_cli_files_begin(bg_cli_files_guard_t *guard) {
     ignore.sa_handler = SIG_IGN;
     sigemptyset(&ignore.sa_mask);
     guard->saved = sigaction(SIGPIPE, &ignore, &guard->before) == 0;
+    bg_cli_clean_stop_signals(&guard->stops);
 }
 
 int bg_cli_stdout_reader_gone(void) {
@@ -133,6 +134,7 @@ int bg_cli_stdout_reader_gone(void) {
 
 void bg_cli_files_end(bg_cli_files_guard_t *guard) {
     bg_cli_flush_stdout(); /* the report, where it is still buffered */
+    bg_cli_restore_stop_signals(&guard->stops);
     if (!guard->saved) return;
     sigaction(SIGPIPE, &guard->before, NULL);
     /* A write that failed inside printf left stdio no errno to keep: the

@@ -114,6 +114,24 @@ void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *cmd, con
     }
 }
 
+/* The stop signal during a command's writes (bg_cli_clean_stop_signals). */
+static void on_stop_while_writing(int signo) {
+    bg_atomic_file_remove_unfinished();
+    die_by(signo);
+}
+
+void bg_cli_clean_stop_signals(bg_cli_stop_handlers_t *old) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_while_writing;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < BG_CLI_STOP_SIGNALS; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
+    for (int i = 0; i < BG_CLI_STOP_SIGNALS; i++) {
+        sigaction(stop_signals[i], NULL, &old->old[i]);
+        if (old->old[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &sa, NULL);
+    }
+}
+
 void bg_cli_set_stop_reply(const char *reply) { atomic_store(&stop_reply, reply); }
 
 void bg_cli_set_quit_note(const char *note) {

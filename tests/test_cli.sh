@@ -1641,6 +1641,28 @@ check "SIGTERM, save failed: why, and that nothing is saved" grep -qE \
     "$ERR"
 check "SIGTERM, save failed: the test set is not scored" sh -c "! grep -q 'test accuracy' '$OUT'"
 check "SIGTERM, save failed: no metrics" test ! -e "$T/stop-limited.json"
+# simulate, which ends at once on a stop signal, removes first the
+# temporary file of the trace it is writing (until 2026-12-06 a TERM sent
+# then left it, its size, beside the file it was to replace).
+rm -f "$T"/stopped-trace.json*
+env --default-signal=TERM "$BRIGADE" simulate "$ROOT/examples/mlp_balanced.model" \
+    --devices cpu:4 --microbatches 64 --steps 300 --trace "$T/stopped-trace.json" \
+    </dev/null >"$OUT" 2>"$ERR" &
+writer=$!
+tries=0 # (the folder's check before the run makes an empty one)
+until [ -n "$(find "$T" -maxdepth 1 -name 'stopped-trace.json.tmp.*' -size +1M)" ] ||
+    [ $tries -gt 6000 ]; do
+    sleep 0.01
+    tries=$((tries + 1))
+done
+kill -TERM $writer
+wait $writer
+status=$?
+check "simulate, TERM while writing its trace: exit status 143 (was $status)" \
+    test "$status" -eq 143
+check "simulate, TERM while writing its trace: no temporary file left" \
+    sh -c "! find '$T' -maxdepth 1 -name 'stopped-trace.json.tmp.*' | grep -q ."
+check "simulate, TERM while writing its trace: no trace" test ! -e "$T/stopped-trace.json"
 # A sweep stops after the point in progress, says how far it got, and
 # draws the chart of the points done (SIGTERM: a background job of a script
 # ignores SIGINT).
