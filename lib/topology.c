@@ -135,6 +135,22 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
     /* A HWLOC_XMLFILE that is not there: hwloc passes it over for the
      * machine itself (the CLI says so: bg_cli_note_xmlfile). */
     if (xml_path == NULL && file != NULL && access(file, F_OK) != 0) file = NULL;
+    /* What --topology's file is refused for, the same file as
+     * HWLOC_XMLFILE is too (until 2026-12-06 hwloc read one of 3 GiB whole;
+     * a pipe is left to hwloc alone); named so in messages. */
+    char env_name[BG_ERROR_MAX]; /* a message's length: cut only where it would be */
+    const char *name = xml_path;
+    if (xml_path == NULL && file != NULL) {
+        snprintf(env_name, sizeof env_name, "HWLOC_XMLFILE=%s", file);
+        name = env_name;
+        if (bg_topology_xml_regular(file)) {
+            st = bg_topology_xml_check_file(file);
+            if (st != BG_OK) {
+                bg_error_prefix(st, "HWLOC_XMLFILE=");
+                goto fail;
+            }
+        }
+    }
     /* The machine itself: only the cores this process may run on (taskset,
      * a batch scheduler's affinity), so that devices wrap onto those and
      * no thread is bound outside them. */
@@ -175,9 +191,9 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
                               strerror(errno));
         goto fail;
     }
-    if (xml_path != NULL) {
-        st = pci ? check_gpus(t->hw, xml_path) : BG_OK;
-        if (st == BG_OK) st = check_numa_nodes(t->hw, xml_path);
+    if (name != NULL) {
+        st = pci ? check_gpus(t->hw, name) : BG_OK;
+        if (st == BG_OK) st = check_numa_nodes(t->hw, name);
         if (st != BG_OK) goto fail;
     }
     if (pci) load_nvlink(t);

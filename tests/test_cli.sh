@@ -121,6 +121,18 @@ sed 's/<object type="Machine" os_index="0" cpuset="0x1"/& complete_cpuset="0x1"/
 usage_error "$T/complete.xml: not a readable hwloc XML topology" -- topo --topology "$T/complete.xml"
 xmlfile_refused -qF "$T/no_complete.xml" "HWLOC_XMLFILE=$T/no_complete.xml: hwloc crashed reading it" \
     "HWLOC_XMLFILE crashing hwloc: the variable is named"
+# HWLOC_XMLFILE's file is checked as --topology's (until 2026-12-06 a sparse
+# file of 3 GiB was read whole by hwloc, and a negative NUMA memory summed).
+truncate -s 3G "$T/huge-topology.xml"
+xmlfile_refused -qFx "$T/huge-topology.xml" \
+    "brigade topo: HWLOC_XMLFILE=$T/huge-topology.xml: 3221225472 bytes, more than the 1073741824 an hwloc XML topology may have" \
+    "HWLOC_XMLFILE past 1 GiB: refused before hwloc reads it"
+rm -f "$T/huge-topology.xml"
+sed '0,/local_memory="[0-9]*"/s//local_memory="-5"/' "$ROOT/tests/fixtures/two-socket-8-core.xml" \
+    >"$T/negative-memory.xml"
+xmlfile_refused -qF "$T/negative-memory.xml" \
+    "brigade topo: HWLOC_XMLFILE=$T/negative-memory.xml: NUMA node 0: local_memory reads as 18446744073709551611 bytes" \
+    "HWLOC_XMLFILE with a negative NUMA memory: refused"
 # A pipe can be read once: it is not probed, and hwloc reads it as before.
 mkfifo "$T/topology.fifo"
 cat "$ROOT/tests/fixtures/two-socket-8-core.xml" >"$T/topology.fifo" &
