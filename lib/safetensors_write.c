@@ -136,6 +136,15 @@ static bg_status_t header_build(const char *path, const bg_safetensors_tensor_t 
     BG_ALLOC_CHECK_GOTO(text, status, cleanup);
     size_t len = strlen(text);
     size_t padded = len + (8 - len % 8) % 8;
+    /* What the reader would refuse is not written (until 2026-12-06 a header
+     * past its limit was). */
+    if (padded > BG_SAFETENSORS_MAX_HEADER) {
+        status = bg_error_set(BG_ERR_INVALID,
+                              "%s: a header of %zu bytes, past the %llu a safetensors file may "
+                              "have (brigade's reader's limit)",
+                              path, padded, (unsigned long long)BG_SAFETENSORS_MAX_HEADER);
+        goto cleanup;
+    }
     uint8_t *header = malloc(8 + padded);
     BG_ALLOC_CHECK_GOTO(header, status, cleanup);
     for (int i = 0; i < 8; i++) header[i] = (uint8_t)((uint64_t)padded >> (8 * i));
@@ -245,9 +254,13 @@ static bg_status_t encoded_header_check(const char *path, const uint8_t *header,
                                         const uint64_t *bytes) {
     uint64_t data_size = 0;
     for (int i = 0; i < count; i++) data_size += bytes[i];
-    if (header_size < 8 || bg_safetensors_le64_decode(header) != header_size - 8 ||
-        header_size - 8 > BG_SAFETENSORS_MAX_HEADER)
+    if (header_size < 8 || bg_safetensors_le64_decode(header) != header_size - 8)
         return bg_error_set(BG_ERR_INVALID, "%s: header to write: bad length prefix", path);
+    if (header_size - 8 > BG_SAFETENSORS_MAX_HEADER)
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s: a header of %zu bytes, past the %llu a safetensors file may have "
+                            "(brigade's reader's limit)",
+                            path, header_size - 8, (unsigned long long)BG_SAFETENSORS_MAX_HEADER);
     char *text = malloc(header_size - 8 + 1);
     if (!text) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);
     memcpy(text, header + 8, header_size - 8);
@@ -256,7 +269,15 @@ static bg_status_t encoded_header_check(const char *path, const uint8_t *header,
     laid_out_t *expected = NULL;
     bg_status_t status = bg_safetensors_header_parse(path, text, header_size - 8, data_size, &st);
     free(text);
-    if (status != BG_OK) return bg_error_prefix(BG_ERR_INVALID, "header to write does not parse: ");
+    if (status != BG_OK) { /* the parser's message begins with the path: kept first */
+        char why[BG_ERROR_MAX];
+        const char *message = bg_error_message();
+        const size_t named = strlen(path);
+        const int path_first = strncmp(message, path, named) == 0 && message[named] == ':' &&
+                               message[named + 1] == ' ';
+        snprintf(why, sizeof why, "%s", path_first ? message + named + 2 : message);
+        return bg_error_set(BG_ERR_INVALID, "%s: header to write does not parse: %s", path, why);
+    }
     expected = calloc(count > 0 ? (size_t)count : 1, sizeof *expected);
     if (!expected) {
         status = bg_error_set(BG_ERR_NOMEM, "%s: out of memory", path);

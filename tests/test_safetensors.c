@@ -945,7 +945,7 @@ static void test_write_encoded(void **state) {
     /* One tensor fewer: the header's last one lies past the data. */
     char expected[512];
     snprintf(expected, sizeof expected,
-             "header to write does not parse: %s: tensor 'b': data_offsets [24, 32] exceed the 24 "
+             "%s: header to write does not parse: tensor 'b': data_offsets [24, 32] exceed the 24 "
              "bytes of data",
              path);
     assert_string_equal(bg_error_message(), expected);
@@ -976,6 +976,35 @@ static void test_write_encoded(void **state) {
 }
 
 /* ---- corruption ---- */
+
+/* A header past the reader's limit (a metadata value of 100 MB) is not
+ * written: the writer refuses what its reader would (until 2026-12-06 it
+ * wrote a file of 100 MB that no load took). */
+static void test_write_refuses_header_past_limit(void **state) {
+    (void)state;
+    char *dir = dir_create();
+    char *path = path_join(dir, "big-header.safetensors");
+    const size_t n = (size_t)BG_SAFETENSORS_MAX_HEADER;
+    char *long_value = malloc(n + 1);
+    assert_non_null(long_value);
+    memset(long_value, 'a', n);
+    long_value[n] = '\0';
+    float x = 1;
+    const bg_safetensors_tensor_t tensor = {.name = "w", .ndim = 1, .shape = {1}, .data = &x};
+    const char *keys[] = {"note"};
+    const char *values[] = {long_value};
+    assert_int_equal(bg_safetensors_write(path, &tensor, 1, keys, values, 1), BG_ERR_INVALID);
+    char expected[512];
+    snprintf(expected, sizeof expected,
+             "%s: a header of 100000088 bytes, past the 100000000 a safetensors file may have "
+             "(brigade's reader's limit)",
+             path);
+    assert_string_equal(bg_error_message(), expected);
+    assert_int_equal(bg_test_scratch_entries(dir), 0);
+    free(long_value);
+    free(path);
+    dir_remove(dir);
+}
 
 /* Every single-byte corruption and every truncation of a valid file: parse
  * must never crash or read out of bounds (ASan allocations are exact), and
@@ -1107,6 +1136,7 @@ int main(void) {
         cmocka_unit_test(test_reject_bad_metadata),
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_write_encoded),
+        cmocka_unit_test(test_write_refuses_header_past_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
