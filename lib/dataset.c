@@ -161,6 +161,15 @@ static bg_status_t refuse_broken_link(const char *path) {
                         target, strerror(error));
 }
 
+/* After access(path, F_OK) failed with `error`: a path that may be there
+ * but cannot be looked at (a folder on the way without search permission,
+ * EACCES) is no missing file, and is said so (until 2026-12-06 "no FILE:
+ * tried ..."). */
+static bg_status_t refuse_unreachable(const char *path, int error) {
+    if (error == ENOENT || error == ENOTDIR) return BG_OK;
+    return bg_error_set(BG_ERR_IO, "cannot look for '%s': %s", path, strerror(error));
+}
+
 /* Finds `dir`/`name`, else `dir`/`name`.gz, writing the one that exists into
  * `path` (the plain one where both are, as `gunzip -k` leaves them; the
  * docs say so; a plain one that is a broken link is refused, not passed
@@ -171,10 +180,14 @@ static bg_status_t find_file(const char *dir, const char *name, const char *hint
     if (n < 0 || n + 3 >= DATASET_PATH_MAX)
         return bg_error_set(BG_ERR_INVALID, "%s: dataset directory path is too long", dir);
     if (access(path, F_OK) == 0) return BG_OK;
+    int error = errno;
     BG_CHECK(refuse_broken_link(path));
+    BG_CHECK(refuse_unreachable(path, error));
     strcat(path, ".gz");
     if (access(path, F_OK) == 0) return BG_OK;
+    error = errno;
     BG_CHECK(refuse_broken_link(path));
+    BG_CHECK(refuse_unreachable(path, error));
     const char *sep = bg_path_separator(dir);
     return bg_error_set(BG_ERR_IO, "%s: no %s: tried %s%s%s and %s%s%s.gz%s", dir, name, dir, sep,
                         name, dir, sep, name, hint);

@@ -916,6 +916,24 @@ usage_error "--data fashion: no such directory; it takes fashion-mnist, syntheti
     -- train "$MODEL" --data fashion --steps 1
 usage_error "$T: no train-images-idx3-ubyte: tried $T/train-images-idx3-ubyte and" \
     -- train "$MODEL" --data "$T" --steps 1
+# A folder whose files cannot be looked for (no search permission, for a
+# user other than root) is not called empty (until 2026-12-06 "no
+# train-images-idx3-ubyte: tried ..."). Where root can run brigade as
+# nobody.
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$BRIGADE" --version >/dev/null 2>&1 &&
+    setpriv --reuid=65534 --regid=65534 --clear-groups test -r "$MODEL"; then
+    unsearchable=$(mktemp -d /tmp/brigade-unsearchable.XXXXXX)
+    chmod 755 "$unsearchable"
+    mkdir -m 644 "$unsearchable/data"
+    (cd "$unsearchable" && setpriv --reuid=65534 --regid=65534 --clear-groups "$BRIGADE" train \
+        "$MODEL" --data data --steps 1) </dev/null >"$OUT" 2>"$ERR"
+    status=$?
+    check "--data a folder nobody may search: exit status 2 (was $status)" test "$status" -eq 2
+    check "--data a folder nobody may search: said so" grep -qxF \
+        "brigade train: cannot look for 'data/train-images-idx3-ubyte': Permission denied" "$ERR"
+    rm -rf "$unsearchable"
+fi
 # A folder given with its slash: one between it and a file's name.
 usage_error "$T/: no train-images-idx3-ubyte: tried $T/train-images-idx3-ubyte and $T/train-images-idx3-ubyte.gz" \
     -- train "$MODEL" --data "$T/" --steps 1
