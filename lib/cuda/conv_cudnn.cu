@@ -128,6 +128,13 @@ static int same_shape(const bg_conv2d_geometry_t *a, const bg_conv2d_geometry_t 
            a->out_h == b->out_h && a->out_w == b->out_w;
 }
 
+/* Whether a * b * c * d (each in 0..INT_MAX) is at most INT_MAX. */
+static int product_fits(int64_t a, int64_t b, int64_t c, int64_t d) {
+    int64_t ab, abc, abcd;
+    return !__builtin_mul_overflow(a, b, &ab) && !__builtin_mul_overflow(ab, c, &abc) &&
+           !__builtin_mul_overflow(abc, d, &abcd) && abcd <= INT_MAX;
+}
+
 /* cuDNN's legacy API takes int sizes and tensors of fewer than 2^31
  * elements. */
 static bg_status_t check_geometry(bg_backend_t *be, const bg_conv2d_geometry_t *g) {
@@ -136,9 +143,12 @@ static bg_status_t check_geometry(bg_backend_t *be, const bg_conv2d_geometry_t *
     int fits = g->stride >= 1 && g->kernel >= 1;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         fits = fits && sizes[i] >= 0 && sizes[i] <= INT_MAX;
-    fits = fits && g->n * g->c * g->h * g->w <= INT_MAX &&
-           g->n * g->filters * g->out_h * g->out_w <= INT_MAX &&
-           g->filters * g->c * g->kernel * g->kernel <= INT_MAX;
+    /* Each factor is at most INT_MAX, so a product of four can pass 2^63:
+     * each is taken only where it did not (a wrapped one could pass the
+     * bound). */
+    fits = fits && product_fits(g->n, g->c, g->h, g->w) &&
+           product_fits(g->n, g->filters, g->out_h, g->out_w) &&
+           product_fits(g->filters, g->c, g->kernel, g->kernel);
     if (!fits)
         return bg_error_set(BG_ERR_UNSUPPORTED,
                             "%s: conv2d of (%lld, %lld, %lld, %lld) with %lld filters %lldx%lld "

@@ -130,7 +130,7 @@ static bg_status_t fill_staged(bg_cuda_slot_t *slot, bg_cuda_backend_t *from, bg
     BG_CHECK(mark_link(slot, leg1_clock, leg1, &marks[0]));
     BG_CUDA_CHECK(sender, cudaMemcpyAsync(slot->staging, src, bytes, cudaMemcpyDeviceToHost, leg1));
     BG_CUDA_CHECK(sender, cudaEventRecord(slot->staged, leg1));
-    BG_CUDA_CHECK(sender, cudaSetDevice(to->device));
+    BG_CUDA_CHECK(slot->receiver, cudaSetDevice(to->device)); /* the receiver's GPU, named */
     /* Leg 2, on the receiver's copy stream: it reads the staging buffer once
      * leg 1 has filled it... */
     BG_CUDA_CHECK(slot->receiver, cudaStreamWaitEvent(leg2, slot->staged, 0));
@@ -240,14 +240,14 @@ extern "C" bg_status_t bg_cuda_enable_peer_access(bg_backend_t *a, bg_backend_t 
      * memory, so access is enabled both ways. */
     int back = 0;
     BG_CUDA_CHECK(a, cudaDeviceCanAccessPeer(&can, from, to));
-    BG_CUDA_CHECK(a, cudaDeviceCanAccessPeer(&back, to, from));
+    BG_CUDA_CHECK(b, cudaDeviceCanAccessPeer(&back, to, from)); /* failures name the GPU asked */
     if (!can || !back) return BG_OK; /* the caller stages through host memory */
     int enabled = 1, caller = 0;
     BG_CUDA_CHECK(a, cudaGetDevice(&caller));
     const int pair[2][2] = {{from, to}, {to, from}};
     bg_status_t st = BG_OK;
     for (int i = 0; i < 2; i++) {
-        BG_CUDA_CHECK_GOTO(a, cudaSetDevice(pair[i][0]), st, done);
+        BG_CUDA_CHECK_GOTO(i == 0 ? a : b, cudaSetDevice(pair[i][0]), st, done);
         cudaError_t e = cudaDeviceEnablePeerAccess(pair[i][1], 0);
         /* Refused (too many peers, say): copies then go through host memory. */
         if (e != cudaSuccess) (void)cudaGetLastError();
