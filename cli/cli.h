@@ -62,6 +62,12 @@ extern int bg_cli_stdout_errno; /* 0 until a flush of stdout fails */
  * gave the descriptor /dev/full, where every write fails. */
 extern int bg_cli_stdout_closed;
 
+/* Whether `path` is a link to the standard output that was closed as
+ * brigade started (/dev/stdout, /dev/fd/1): it was given /dev/full, whose
+ * "No space left on device" would say nothing of why (until 2026-12-06 it
+ * was the reason given). */
+int bg_cli_names_closed_stdout(const char *path);
+
 /* The stop signals (SIGINT, SIGTERM, SIGHUP) and the handlers they had. */
 enum { BG_CLI_STOP_SIGNALS = 3 };
 typedef struct bg_cli_stop_handlers {
@@ -74,7 +80,8 @@ typedef struct bg_cli_stop_handlers {
  * a profile's table longer than stdio's buffer lost the profile). A
  * command that ignores SIGPIPE throughout (train, sweep) goes on ignoring
  * it. A stop signal meanwhile leaves no temporary file
- * (bg_cli_clean_stop_signals). */
+ * (bg_cli_clean_stop_signals): for commands that do not catch the stop
+ * signals themselves (simulate, profile; not train or sweep). */
 typedef struct bg_cli_files_guard {
     struct sigaction before;
     int saved;

@@ -36,7 +36,7 @@ static const char help[] =
     "simulated passes. Prints the same per-stage summary as 'brigade train'\n"
     "(busy, idle, waits, bubble beside the schedule's in theory: (K-1)/(M+K-1)\n"
     "for gpipe and 1f1b) with the plan's peak memory per stage, and the\n"
-    "predicted samples/s. A plan that does not fit is refused as plan does.\n"
+    "simulated samples/s. A plan that does not fit is refused as plan does.\n"
     "\n"
     "simulate:\n"
     "  --batch B          samples per optimizer step (default 64)\n"

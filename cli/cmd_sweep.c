@@ -752,6 +752,7 @@ int bg_cmd_sweep(int argc, char **argv) {
                               "the points done; a second signal a second from now quits at "
                               "once\n");
     failed = sweep_points(&c, points, &count, &done_points, error, detail);
+    const int stopped_in_points = bg_cli_stop_signal != 0;
     /* The handlers stay until the chart and metrics are written (until
      * 2026-12-06 a signal then ended the sweep at once, silently). */
     bg_cli_set_stop_reply("\nbrigade sweep: stopping once the chart and metrics are written; a "
@@ -809,9 +810,9 @@ int bg_cmd_sweep(int argc, char **argv) {
                 kept);
         code = 128 + bg_cli_stop_signal;
     } else if (bg_cli_stop_signal != 0) {
-        fprintf(stderr,
-                "brigade sweep: a stop signal came during the last point; every point "
-                "is done%s\n",
+        fprintf(stderr, "brigade sweep: a stop signal came %s; every point is done%s\n",
+                stopped_in_points ? "during the last point"
+                                  : "while the chart and metrics were written",
                 kept[0] != '\0' ? ", and written" : "");
     } else if (run_points == 0) {
         /* Like plan when nothing fits: a result, but not a usable one. */

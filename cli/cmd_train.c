@@ -791,6 +791,9 @@ done:
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);
     bg_cli_setup_close(&setup);
+    /* The results out of stdio's buffer first: a signal after the handlers
+     * are back would lose them. */
+    bg_cli_flush_stdout();
     if (caught) bg_cli_restore_stop_signals(&old_handlers);
     /* A stop signal ends the process by that signal, also when it came
      * during the final evaluation, after the results are printed. */

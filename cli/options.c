@@ -698,14 +698,13 @@ done:
     return st;
 }
 
-/* Whether `path` is the standard output that was closed as brigade
- * started (/dev/stdout, /dev/fd/1): it was given /dev/full, whose "No space
- * left on device" would say nothing of why (until 2026-12-06 it was the
- * reason given). */
-static int names_closed_stdout(const char *path) {
-    struct stat file, out;
-    return bg_cli_stdout_closed && stat(path, &file) == 0 && fstat(STDOUT_FILENO, &out) == 0 &&
-           file.st_dev == out.st_dev && file.st_ino == out.st_ino;
+int bg_cli_names_closed_stdout(const char *path) {
+    struct stat link, file, out;
+    /* A link (/dev/stdout, /dev/fd/1) to it: /dev/full named itself is
+     * full. */
+    return bg_cli_stdout_closed && lstat(path, &link) == 0 && S_ISLNK(link.st_mode) &&
+           stat(path, &file) == 0 && fstat(STDOUT_FILENO, &out) == 0 && file.st_dev == out.st_dev &&
+           file.st_ino == out.st_ino;
 }
 
 void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const char *what,
@@ -720,7 +719,7 @@ void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const 
     }
     bg_cli_flush_stdout(); /* what it follows comes first, also into a pipe */
     fprintf(stderr, "brigade %s: ", outputs->cmd);
-    if (names_closed_stdout(path)) {
+    if (bg_cli_names_closed_stdout(path)) {
         char shown[BG_CLI_SHOWN_MAX];
         fprintf(stderr,
                 "%s: cannot write '%s': it is the standard output, which was closed when brigade "

@@ -24,7 +24,9 @@ typedef enum bg_event_kind {
     BG_EVENT_FORWARD,  /* F: a stage's forward of one micro-batch */
     BG_EVENT_BACKWARD, /* B: backward (dX, plus dW unless the schedule splits it) */
     BG_EVENT_WEIGHT,   /* W: weight gradients (split schedules) */
-    BG_EVENT_STEP,     /* optimizer update of one stage (a device's step: one each) */
+    BG_EVENT_STEP,     /* optimizer update of one stage (a device's step: one each;
+                        * with clipping, also its pass over the gradients before
+                        * the barrier, one more each) */
     BG_EVENT_SEND,     /* copying a tensor into the channel to peer_stage */
     BG_EVENT_RECV,     /* copying a tensor out of the channel from peer_stage */
     BG_EVENT_WAIT,     /* blocked on peer_stage: its data has not arrived, or the
