@@ -93,18 +93,13 @@ static void on_stop_signal(int signo) {
     errno = saved_errno;
 }
 
-void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *cmd, const char *reply) {
-    atomic_store(&stop_reply, reply);
-    snprintf(quit_reply, sizeof quit_reply,
-             "\nbrigade %s: a second signal: quitting at once; nothing more is written", cmd);
-    snprintf(repeat_reply, sizeof repeat_reply,
-             "\nbrigade %s: already stopping (a signal within a second of the first is the same "
-             "request); a signal a second or more after it quits at once\n",
-             cmd);
-    stderr_terminal = isatty(STDERR_FILENO);
+/* Gives every stop signal not ignored `handler` (the others blocked while
+ * it runs; calls interrupted restarted), keeping the handlers before in
+ * *old. */
+static void install(void (*handler)(int), bg_cli_stop_handlers_t *old) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
+    sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
     for (int i = 0; i < BG_CLI_STOP_SIGNALS; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
     sa.sa_flags = SA_RESTART;
@@ -114,23 +109,25 @@ void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *cmd, con
     }
 }
 
+void bg_cli_catch_stop_signals(bg_cli_stop_handlers_t *old, const char *cmd, const char *reply) {
+    atomic_store(&stop_reply, reply);
+    snprintf(quit_reply, sizeof quit_reply,
+             "\nbrigade %s: a second signal: quitting at once; nothing more is written", cmd);
+    snprintf(repeat_reply, sizeof repeat_reply,
+             "\nbrigade %s: already stopping (a signal within a second of the first is the same "
+             "request); a signal a second or more after it quits at once\n",
+             cmd);
+    stderr_terminal = isatty(STDERR_FILENO);
+    install(on_stop_signal, old);
+}
+
 /* The stop signal during a command's writes (bg_cli_clean_stop_signals). */
 static void on_stop_while_writing(int signo) {
     bg_atomic_file_remove_unfinished();
     die_by(signo);
 }
 
-void bg_cli_clean_stop_signals(bg_cli_stop_handlers_t *old) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_while_writing;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < BG_CLI_STOP_SIGNALS; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
-    for (int i = 0; i < BG_CLI_STOP_SIGNALS; i++) {
-        sigaction(stop_signals[i], NULL, &old->old[i]);
-        if (old->old[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &sa, NULL);
-    }
-}
+void bg_cli_clean_stop_signals(bg_cli_stop_handlers_t *old) { install(on_stop_while_writing, old); }
 
 void bg_cli_set_stop_reply(const char *reply) { atomic_store(&stop_reply, reply); }
 
