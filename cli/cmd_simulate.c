@@ -171,6 +171,9 @@ static bg_status_t report(const simulate_options_t *o, const bg_plan_t *plan,
            bg_cli_rate(summary->step_s > 0 ? (double)plan->request.batch / summary->step_s : 0.0,
                        rate, sizeof rate),
            summary->step_s * 1e3);
+    /* The summary out of stdio's buffer before the files: a stop signal
+     * while they are written ends the process without flushing it. */
+    bg_cli_flush_stdout();
     bg_cli_write_timeline_files(outputs, o->trace, o->timeline, tl);
     if (o->metrics != NULL)
         bg_cli_output_written(outputs, write_metrics(o, plan, summary), "metrics", o->metrics);

@@ -21,11 +21,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The most one write(2) is given: a signal is taken when the call returns,
+ * so a stop signal waits for at most this much (a trace of 723 MiB in one
+ * call held a Ctrl-C's answer back about a second, and merged a second
+ * signal into the first). */
+#define WRITE_PIECE_BYTES ((size_t)8 << 20)
+
 /* 0 on success, -1 with errno set. */
 static int write_all(int fd, const void *buf, size_t len) {
     const uint8_t *p = buf;
     while (len > 0) {
-        ssize_t n = write(fd, p, len);
+        ssize_t n = write(fd, p, len < WRITE_PIECE_BYTES ? len : WRITE_PIECE_BYTES);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return -1;
         if (n == 0) {

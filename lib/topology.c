@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include <hwloc.h>
 
@@ -136,14 +137,16 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
      * machine itself (the CLI says so: bg_cli_note_xmlfile). */
     if (xml_path == NULL && file != NULL && access(file, F_OK) != 0) file = NULL;
     /* What --topology's file is refused for, the same file as
-     * HWLOC_XMLFILE is too (until 2026-12-06 hwloc read one of 3 GiB whole;
-     * a pipe is left to hwloc alone); named so in messages. */
+     * HWLOC_XMLFILE is too (until 2026-12-06 hwloc read one of 3 GiB, or
+     * /dev/zero without end); a pipe is left to hwloc alone. Named so in
+     * messages. */
     char env_name[BG_ERROR_MAX]; /* a message's length: cut only where it would be */
     const char *name = xml_path;
     if (xml_path == NULL && file != NULL) {
         snprintf(env_name, sizeof env_name, "HWLOC_XMLFILE=%s", file);
         name = env_name;
-        if (bg_topology_xml_regular(file)) {
+        struct stat info;
+        if (stat(file, &info) == 0 && !S_ISFIFO(info.st_mode)) { /* a device read without end */
             st = bg_topology_xml_check_file(file);
             if (st != BG_OK) {
                 bg_error_prefix(st, "HWLOC_XMLFILE=");

@@ -128,6 +128,9 @@ xmlfile_refused -qFx "$T/huge-topology.xml" \
     "brigade topo: HWLOC_XMLFILE=$T/huge-topology.xml: 3221225472 bytes, more than the 1073741824 an hwloc XML topology may have" \
     "HWLOC_XMLFILE past 1 GiB: refused before hwloc reads it"
 rm -f "$T/huge-topology.xml"
+xmlfile_refused -qFx /dev/zero \
+    "brigade topo: HWLOC_XMLFILE=/dev/zero: not a regular file (brigade reads a topology from an hwloc XML file, as lstopo --of xml writes it)" \
+    "HWLOC_XMLFILE a device: refused before hwloc reads it without end"
 sed '0,/local_memory="[0-9]*"/s//local_memory="-5"/' "$ROOT/tests/fixtures/two-socket-8-core.xml" \
     >"$T/negative-memory.xml"
 xmlfile_refused -qF "$T/negative-memory.xml" \
@@ -1701,6 +1704,7 @@ check "simulate, TERM while writing its trace: exit status 143 (was $status)" \
 check "simulate, TERM while writing its trace: no temporary file left" \
     sh -c "! find '$T' -maxdepth 1 -name 'stopped-trace.json.tmp.*' | grep -q ."
 check "simulate, TERM while writing its trace: no trace" test ! -e "$T/stopped-trace.json"
+stdout_has "simulated: " "simulate, TERM while writing its trace: the summary printed before"
 # A sweep stops after the point in progress, says how far it got, and
 # draws the chart of the points done (SIGTERM: a background job of a script
 # ignores SIGINT).
