@@ -23,27 +23,52 @@ static const char small_cnn[] = "input channels=1 height=8 width=8\n"
                                 "dense units=4\n"
                                 "softmax_cross_entropy\n";
 
+/* The small CNN, 16 samples of synthetic data for it, and the devices
+ * the pipelines run on. */
+typedef struct small {
+    bg_model_spec_t *spec;
+    bg_dataset_t *data;
+    float *images;
+    bg_device_list_t devices;
+} small_t;
+
+static void small_create(small_t *f, const char *devices_text) {
+    assert_int_equal(bg_model_spec_parse("small", small_cnn, strlen(small_cnn), &f->spec), BG_OK);
+    assert_int_equal(bg_dataset_synthetic(f->spec->input, 4, 16, 1, 0, &f->data), BG_OK);
+    f->images = bg_dataset_all_images(f->data);
+    assert_non_null(f->images);
+    assert_int_equal(bg_device_list_parse(devices_text, 2, &f->devices), BG_OK);
+}
+
+static void small_destroy(small_t *f) {
+    bg_dataset_destroy(f->data);
+    free(f->images);
+    bg_model_spec_destroy(f->spec);
+}
+
+/* A pipeline of f's model on its devices, a batch of 16 in m micro-batches. */
+static bg_pipeline_config_t small_config(small_t *f, int m) {
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.devices = &f->devices;
+    cfg.microbatches = m;
+    cfg.batch = 16;
+    return cfg;
+}
+
 /* Walks n = 0, 1, ... until setup succeeds with the n-th allocation failing
  * (it made fewer than n). Returns how many allocations setup makes; each
  * device's one allocation for its stages fails once on the way, with a
  * message naming the device and the stages' shares, which *named counts. */
 static int walk(bg_schedule_kind_t kind, const char *devices_text, int m, int recompute,
                 int *named) {
-    bg_model_spec_t *spec;
-    assert_int_equal(bg_model_spec_parse("small", small_cnn, strlen(small_cnn), &spec), BG_OK);
-    bg_dataset_t *data;
-    assert_int_equal(bg_dataset_synthetic(spec->input, 4, 16, 1, 0, &data), BG_OK);
-    float *images = bg_dataset_all_images(data);
-    assert_non_null(images);
-    bg_device_list_t devices;
-    assert_int_equal(bg_device_list_parse(devices_text, 2, &devices), BG_OK);
-    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
-    cfg.spec = spec;
-    cfg.devices = &devices;
+    small_t f;
+    small_create(&f, devices_text);
+    bg_pipeline_config_t cfg = small_config(&f, m);
     cfg.schedule = kind;
-    cfg.microbatches = m;
-    cfg.batch = 16;
     cfg.recompute = recompute;
+    float *images = f.images;
+    const bg_dataset_t *data = f.data;
     int n = 0;
     for (;; n++) {
         bg_pipeline_t *p = NULL;
@@ -80,9 +105,7 @@ static int walk(bg_schedule_kind_t kind, const char *devices_text, int m, int re
         bg_timeline_destroy(tl);
         bg_pipeline_destroy(p);
     }
-    bg_dataset_destroy(data);
-    free(images);
-    bg_model_spec_destroy(spec);
+    small_destroy(&f);
     return n;
 }
 
@@ -109,19 +132,9 @@ static void test_every_allocation_fails_cleanly(void **state) {
  * made, took them, and the step crashed or recorded no event). */
 static void test_record_after_a_failure(void **state) {
     (void)state;
-    bg_model_spec_t *spec;
-    assert_int_equal(bg_model_spec_parse("small", small_cnn, strlen(small_cnn), &spec), BG_OK);
-    bg_dataset_t *data;
-    assert_int_equal(bg_dataset_synthetic(spec->input, 4, 16, 1, 0, &data), BG_OK);
-    float *images = bg_dataset_all_images(data);
-    assert_non_null(images);
-    bg_device_list_t devices;
-    assert_int_equal(bg_device_list_parse("cpu:2", 2, &devices), BG_OK);
-    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
-    cfg.spec = spec;
-    cfg.devices = &devices;
-    cfg.microbatches = 4;
-    cfg.batch = 16;
+    small_t f;
+    small_create(&f, "cpu:2");
+    const bg_pipeline_config_t cfg = small_config(&f, 4);
     int n = 0;
     for (;; n++) {
         bg_pipeline_t *p = NULL;
@@ -136,7 +149,7 @@ static void test_record_after_a_failure(void **state) {
             assert_int_equal(bg_pipeline_record(p, tl), BG_OK);
         }
         bg_pipeline_result_t r;
-        assert_int_equal(bg_pipeline_train_step(p, images, data->labels, 16, &r), BG_OK);
+        assert_int_equal(bg_pipeline_train_step(p, f.images, f.data->labels, 16, &r), BG_OK);
         assert_int_equal(tl->steps, 1);
         /* Each device's 4 forwards, 4 backwards and optimizer step, at
          * least (waits are recorded where they happened). */
@@ -147,9 +160,7 @@ static void test_record_after_a_failure(void **state) {
     }
     /* Two devices' buffers and the three lists they hang from. */
     assert_int_equal(n, 5);
-    bg_dataset_destroy(data);
-    free(images);
-    bg_model_spec_destroy(spec);
+    small_destroy(&f);
 }
 
 int main(void) {
