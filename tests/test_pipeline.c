@@ -732,6 +732,36 @@ static void test_evaluate(void **state) {
     bg_pipeline_destroy(c);
 }
 
+/* A pipeline of f's model on `devices_text` (*devices must outlive it),
+ * a batch of BATCH in m micro-batches, with `adjust(cfg, arg)` (if not
+ * NULL) changing its config before it is made. */
+static bg_pipeline_t *make_pipeline(fixture_t *f, const char *devices_text, bg_schedule_kind_t kind,
+                                    int m, bg_device_list_t *devices,
+                                    void (*adjust)(bg_pipeline_config_t *, int), int arg) {
+    assert_int_equal(bg_device_list_parse(devices_text, 2, devices), BG_OK);
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = f->spec;
+    cfg.devices = devices;
+    cfg.schedule = kind;
+    cfg.microbatches = m;
+    cfg.batch = BATCH;
+    if (adjust != NULL) adjust(&cfg, arg);
+    bg_pipeline_t *p = NULL;
+    if (bg_pipeline_create(&cfg, &p) != BG_OK) fail_msg("%s", bg_error_message());
+    return p;
+}
+
+/* make_pipeline's adjustments: the longest stall timeout; clipping at 1. */
+static void longest_stall_timeout(bg_pipeline_config_t *cfg, int unused) {
+    (void)unused;
+    cfg->stall_timeout_s = BG_PIPELINE_STALL_MAX_S;
+}
+
+static void clip_at_one(bg_pipeline_config_t *cfg, int unused) {
+    (void)unused;
+    cfg->clip_grad_norm = 1;
+}
+
 static void expect_create_error(fixture_t *f, const char *devices_text, bg_schedule_kind_t kind,
                                 int chunks, int m, const int *split, bg_status_t want,
                                 const char *needle) {
@@ -787,21 +817,14 @@ static void test_invalid_requests(void **state) {
         expect_create_error(f, "cpu:2", BG_SCHEDULE_1F1B, 1, 2, NULL, BG_ERR_INVALID,
                             "the stall timeout is 0 (none) to 1e+09 s");
     }
-    stall_timeout_s = BG_PIPELINE_STALL_MAX_S; /* the bound itself is a time */
+    stall_timeout_s = 300;
+    /* The bound itself is a time. */
     bg_device_list_t devices;
-    assert_int_equal(bg_device_list_parse("cpu:2", 2, &devices), BG_OK);
-    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
-    cfg.spec = f->spec;
-    cfg.devices = &devices;
-    cfg.microbatches = 2;
-    cfg.batch = BATCH;
-    cfg.stall_timeout_s = stall_timeout_s;
-    bg_pipeline_t *p = NULL;
-    assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
+    bg_pipeline_t *p =
+        make_pipeline(f, "cpu:2", BG_SCHEDULE_1F1B, 2, &devices, longest_stall_timeout, 0);
     bg_pipeline_result_t r;
     assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
     bg_pipeline_destroy(p);
-    stall_timeout_s = 300;
 }
 
 /* The default split balances FLOPs: on the origin-like CNN the conv and the
@@ -917,15 +940,7 @@ static void test_recording(void **state) {
 static void test_recording_clipping(void **state) {
     fixture_t *f = *state;
     bg_device_list_t devices;
-    assert_int_equal(bg_device_list_parse("cpu:2", 2, &devices), BG_OK);
-    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
-    cfg.spec = f->spec;
-    cfg.devices = &devices;
-    cfg.microbatches = 4;
-    cfg.batch = BATCH;
-    cfg.clip_grad_norm = 1;
-    bg_pipeline_t *p;
-    assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
+    bg_pipeline_t *p = make_pipeline(f, "cpu:2", BG_SCHEDULE_1F1B, 4, &devices, clip_at_one, 0);
     bg_timeline_t *tl;
     assert_int_equal(bg_pipeline_timeline_create(p, &tl), BG_OK);
     assert_int_equal(bg_pipeline_record(p, tl), BG_OK);
@@ -1046,22 +1061,6 @@ static void test_state_transfer(void **state) {
     free(pb);
     bg_pipeline_destroy(a);
     bg_pipeline_destroy(b);
-}
-
-static bg_pipeline_t *make_pipeline(fixture_t *f, const char *devices_text, bg_schedule_kind_t kind,
-                                    int m, bg_device_list_t *devices,
-                                    void (*adjust)(bg_pipeline_config_t *, int), int arg) {
-    assert_int_equal(bg_device_list_parse(devices_text, 2, devices), BG_OK);
-    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
-    cfg.spec = f->spec;
-    cfg.devices = devices;
-    cfg.schedule = kind;
-    cfg.microbatches = m;
-    cfg.batch = BATCH;
-    if (adjust != NULL) adjust(&cfg, arg);
-    bg_pipeline_t *p = NULL;
-    if (bg_pipeline_create(&cfg, &p) != BG_OK) fail_msg("%s", bg_error_message());
-    return p;
 }
 
 /* What the work done while a step runs saw (test_meanwhile). */
