@@ -62,11 +62,12 @@ extern int bg_cli_stdout_errno; /* 0 until a flush of stdout fails */
  * gave the descriptor /dev/full, where every write fails. */
 extern int bg_cli_stdout_closed;
 
-/* Whether `path` is a link to the standard output that was closed as
- * brigade started (/dev/stdout, /dev/fd/1): it was given /dev/full, whose
- * "No space left on device" would say nothing of why (until 2026-12-06 it
- * was the reason given). */
-int bg_cli_names_closed_stdout(const char *path);
+/* A failed write of `path` (status, message set), said so where `path` is
+ * a link to the standard output that was closed as brigade started
+ * (/dev/stdout, /dev/fd/1): it was given /dev/full, whose "No space left on
+ * device" would say nothing of why (until 2026-12-06 it was the reason
+ * given). The message then becomes `prefix` and why; status as given. */
+bg_status_t bg_cli_closed_stdout_status(bg_status_t status, const char *prefix, const char *path);
 
 /* The stop signals (SIGINT, SIGTERM, SIGHUP) and the handlers they had. */
 enum { BG_CLI_STOP_SIGNALS = 3 };

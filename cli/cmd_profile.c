@@ -565,11 +565,7 @@ int bg_cmd_profile(int argc, char **argv) {
     bg_cli_files_begin(&guard);
     print_profile(spec, profile);
     st = o.output != NULL ? bg_profile_save(profile, o.output) : BG_OK;
-    if (st != BG_OK && bg_cli_names_closed_stdout(o.output))
-        st = bg_error_set(st,
-                          "cannot write '%s': it is the standard output, which was closed when "
-                          "brigade started",
-                          bg_cli_shown(o.output, shown, sizeof shown));
+    if (o.output != NULL) st = bg_cli_closed_stdout_status(st, "", o.output);
     if (st == BG_OK && o.output != NULL)
         fprintf(stderr, "profile written to %s\n", bg_cli_shown(o.output, shown, sizeof shown));
     /* Said before a closed pipe's SIGPIPE can end the command. */

@@ -698,13 +698,24 @@ done:
     return st;
 }
 
-int bg_cli_names_closed_stdout(const char *path) {
+/* Whether `path` is a link to the standard output that was closed at
+ * start. */
+static int names_closed_stdout(const char *path) {
     struct stat link, file, out;
     /* A link (/dev/stdout, /dev/fd/1) to it: /dev/full named itself is
      * full. */
     return bg_cli_stdout_closed && lstat(path, &link) == 0 && S_ISLNK(link.st_mode) &&
            stat(path, &file) == 0 && fstat(STDOUT_FILENO, &out) == 0 && file.st_dev == out.st_dev &&
            file.st_ino == out.st_ino;
+}
+
+bg_status_t bg_cli_closed_stdout_status(bg_status_t status, const char *prefix, const char *path) {
+    if (status == BG_OK || !names_closed_stdout(path)) return status;
+    char shown[BG_CLI_SHOWN_MAX];
+    return bg_error_set(status,
+                        "%scannot write '%s': it is the standard output, which was closed when "
+                        "brigade started",
+                        prefix, bg_cli_shown(path, shown, sizeof shown));
 }
 
 void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const char *what,
@@ -718,16 +729,11 @@ void bg_cli_output_written(bg_cli_outputs_t *outputs, bg_status_t status, const 
         return;
     }
     bg_cli_flush_stdout(); /* what it follows comes first, also into a pipe */
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s: ", what);
+    status = bg_cli_closed_stdout_status(status, prefix, path);
     fprintf(stderr, "brigade %s: ", outputs->cmd);
-    if (bg_cli_names_closed_stdout(path)) {
-        char shown[BG_CLI_SHOWN_MAX];
-        fprintf(stderr,
-                "%s: cannot write '%s': it is the standard output, which was closed when brigade "
-                "started\n",
-                what, bg_cli_shown(path, shown, sizeof shown));
-    } else {
-        put_error();
-    }
+    put_error();
     if (outputs->failed == BG_OK) outputs->failed = status;
 }
 

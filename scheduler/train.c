@@ -444,30 +444,23 @@ static bg_status_t step_failed(const bg_train_config_t *cfg, bg_status_t st, int
 
 /* The error a stop signal ends the run with, after step `step`. */
 static bg_status_t interrupted(const bg_train_config_t *cfg, int64_t step, int64_t total) {
+    /* At the run's last step, what is left is the evaluation, which --load
+     * gives; before it, steps, which --resume goes on with. */
+    const int last = step == total;
+    const char *when = last ? ", the run's last, before the test set's evaluation" : "";
+    if (cfg->save_path == NULL)
+        return bg_error_set(BG_ERR_INTERRUPTED,
+                            "interrupted after step %lld of %lld%s; nothing is saved (--save FILE "
+                            "keeps the training state)",
+                            (long long)step, (long long)total, when);
     char word[BG_PATH_SHELL_WORD_MAX];
-    if (step == total && cfg->save_path != NULL)
-        return bg_error_set(BG_ERR_INTERRUPTED,
-                            "interrupted after step %lld of %lld, the run's last, before the test "
-                            "set's evaluation; the training state is saved in %s (--steps 0 "
-                            "--load %s scores it)",
-                            (long long)step, (long long)total, cfg->save_path,
-                            bg_path_shell_word(cfg->save_path, word, sizeof word));
-    if (step == total)
-        return bg_error_set(BG_ERR_INTERRUPTED,
-                            "interrupted after step %lld of %lld, the run's last, before the test "
-                            "set's evaluation; nothing is saved (--save FILE keeps the training "
-                            "state)",
-                            (long long)step, (long long)total);
-    if (cfg->save_path != NULL)
-        return bg_error_set(BG_ERR_INTERRUPTED,
-                            "interrupted after step %lld of %lld; the training state is saved "
-                            "in %s (go on with --resume %s)",
-                            (long long)step, (long long)total, cfg->save_path,
-                            bg_path_shell_word(cfg->save_path, word, sizeof word));
+    bg_path_shell_word(cfg->save_path, word, sizeof word);
     return bg_error_set(BG_ERR_INTERRUPTED,
-                        "interrupted after step %lld of %lld; nothing is saved (--save FILE "
-                        "keeps the training state)",
-                        (long long)step, (long long)total);
+                        "interrupted after step %lld of %lld%s; the training state is saved in %s "
+                        "(%s%s%s)",
+                        (long long)step, (long long)total, when, cfg->save_path,
+                        last ? "--steps 0 --load " : "go on with --resume ", word,
+                        last ? " scores it" : "");
 }
 
 /* After a stop for non-finite values (status `st`, message set): saves the
