@@ -454,12 +454,12 @@ static bg_status_t interrupted(const bg_train_config_t *cfg, int64_t step, int64
                             "keeps the training state)",
                             (long long)step, (long long)total, when);
     char word[BG_PATH_SHELL_WORD_MAX];
-    bg_path_shell_word(cfg->save_path, word, sizeof word);
+    const char *shell = bg_path_shell_word(cfg->save_path, word, sizeof word);
     return bg_error_set(BG_ERR_INTERRUPTED,
                         "interrupted after step %lld of %lld%s; the training state is saved in %s "
                         "(%s%s%s)",
                         (long long)step, (long long)total, when, cfg->save_path,
-                        last ? "--steps 0 --load " : "go on with --resume ", word,
+                        last ? "--steps 0 --load " : "go on with --resume ", shell,
                         last ? " scores it" : "");
 }
 
