@@ -442,8 +442,9 @@ static void print_stages(const bg_plan_t *p, FILE *out) {
             bg_text_table_add(t, "-");
         bg_text_table_add(t, "%s", use);
         const size_t categories[] = {
-            st->memory.params, st->memory.grads,   st->memory.optimizer,
-            st->memory.stash,  st->memory.buffers, st->memory.channels + st->memory.workspace};
+            st->memory.params,    st->memory.grads,
+            st->memory.optimizer, st->memory.stash,
+            st->memory.buffers,   st->memory.channels + st->memory.workspace + st->memory.padding};
         for (size_t k = 0; k < sizeof categories / sizeof categories[0]; k++)
             bg_text_table_add(t, "%.2f", (double)categories[k] / mib);
     }
@@ -455,7 +456,8 @@ void bg_cli_plan_print_table(const bg_plan_t *p, FILE *out) {
     const bg_partition_t *part = p->partition;
     print_stages(p, out);
     fprintf(out, "(peak MiB is the sum of the columns from params on; other: the slots of "
-                 "the channels into the stage and the ops' workspace)\n");
+                 "the channels into the stage, the ops' workspace and the padding of each "
+                 "buffer to 256 bytes)\n");
     print_conv_workspace(p, out);
     if (p->request.recompute && p->schedule->split_backward)
         fprintf(out, "(bwd ms holds the recomputed forward, which --recompute runs before each "
@@ -529,6 +531,7 @@ void bg_cli_json_add_memory(cJSON *stage, const bg_cost_memory_t *m) {
     bg_cli_json_add_uint(peak, "buffers", m->buffers);
     bg_cli_json_add_uint(peak, "channels", m->channels);
     bg_cli_json_add_uint(peak, "workspace", m->workspace);
+    bg_cli_json_add_uint(peak, "padding", m->padding);
 }
 
 bg_status_t bg_cli_run_devices_json(cJSON *root, const bg_pipeline_stage_info_t *info, int count) {
@@ -574,7 +577,8 @@ cJSON *bg_cli_run_stage_json(const bg_pipeline_stage_info_t *info) {
                                        .stash = m->stash_peak,
                                        .buffers = m->buffers,
                                        .channels = info->channel_bytes,
-                                       .workspace = m->workspace};
+                                       .workspace = m->workspace,
+                                       .padding = m->padding};
     bg_cli_json_add_memory(stage, &measured);
     cJSON_AddNumberToObject(stage, "stash_slots", info->stash_slots);
     cJSON_AddNumberToObject(stage, "peak_microbatches_in_flight", m->peak_in_flight);

@@ -45,7 +45,7 @@ void bg_cli_train_print_stages(const bg_train_result_t *r) {
                                 m->optimizer,
                                 m->stash_peak,
                                 m->buffers,
-                                m->workspace + info->channel_bytes};
+                                m->workspace + m->padding + info->channel_bytes};
         for (size_t k = 0; k < sizeof bytes / sizeof bytes[0]; k++)
             bg_text_table_add(t, "%.2f", (double)bytes[k] / mib);
         bg_text_table_add(t, "%d", m->peak_in_flight);
@@ -53,8 +53,9 @@ void bg_cli_train_print_stages(const bg_train_result_t *r) {
     bg_text_table_print(t, stdout);
     bg_text_table_destroy(t);
     printf("(peak MiB is the sum of the columns from params to other; other: the slots of the "
-           "channels into the stage and the ops' workspace; in-flight: the most micro-batches "
-           "whose activations the stage held at once)\n");
+           "channels into the stage, the ops' workspace and the padding of each buffer to 256 "
+           "bytes; in-flight: the most micro-batches whose activations the stage held at "
+           "once)\n");
 }
 
 void bg_cli_train_report_failed_save(const train_options_t *o, const bg_train_result_t *r,

@@ -13,10 +13,10 @@ bg_status_t bg_arena_reserve(bg_arena_t *a, size_t bytes, void **dst) {
     if (a->base != NULL)
         return bg_error_set(BG_ERR_INVALID, "%s: arena already allocated; reserve before commit",
                             a->be->name);
-    size_t units = bytes / BG_ARENA_ALIGNMENT + (bytes % BG_ARENA_ALIGNMENT != 0);
-    if (units == 0) units = 1;
-    /* Offsets past PTRDIFF_MAX could not be added to the base. */
-    if (units > ((size_t)PTRDIFF_MAX - a->bytes) / BG_ARENA_ALIGNMENT)
+    /* Offsets past PTRDIFF_MAX could not be added to the base (and sizes
+     * near SIZE_MAX would wrap in bg_arena_rounded_bytes). */
+    if (bytes > (size_t)PTRDIFF_MAX - a->bytes ||
+        bg_arena_rounded_bytes(bytes) > (size_t)PTRDIFF_MAX - a->bytes)
         return bg_error_set(BG_ERR_NOMEM,
                             "%s: %zu bytes on top of %zu overflow what one allocation can address",
                             a->be->name, bytes, a->bytes);
@@ -30,7 +30,7 @@ bg_status_t bg_arena_reserve(bg_arena_t *a, size_t bytes, void **dst) {
         a->capacity = capacity;
     }
     a->requests[a->count++] = (bg_arena_request_t){.dst = dst, .offset = a->bytes};
-    a->bytes += units * BG_ARENA_ALIGNMENT;
+    a->bytes += bg_arena_rounded_bytes(bytes);
     *dst = NULL;
     return BG_OK;
 }

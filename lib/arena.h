@@ -28,6 +28,20 @@ extern "C" {
  * multiple of any CPU vector width. */
 #define BG_ARENA_ALIGNMENT ((size_t)256)
 
+/* The bytes a reservation of `bytes` takes in an arena: a whole number of
+ * BG_ARENA_ALIGNMENT units, at least one. For sizes below SIZE_MAX - 255
+ * (bg_arena_reserve refuses larger ones). */
+static inline size_t bg_arena_rounded_bytes(size_t bytes) {
+    const size_t units = bytes / BG_ARENA_ALIGNMENT + (bytes % BG_ARENA_ALIGNMENT != 0);
+    return (units > 0 ? units : 1) * BG_ARENA_ALIGNMENT;
+}
+
+/* What that adds to `bytes`: the padding the planner counts beside each
+ * buffer (stages/cost_model.h). */
+static inline size_t bg_arena_padding(size_t bytes) {
+    return bg_arena_rounded_bytes(bytes) - bytes;
+}
+
 typedef struct bg_arena_request {
     void **dst;    /* set to base + offset by bg_arena_commit */
     size_t offset; /* a multiple of BG_ARENA_ALIGNMENT */

@@ -516,7 +516,7 @@ bg_pipeline_stage_info_t bg_pipeline_stage_info(const bg_pipeline_t *p, int s) {
 size_t bg_pipeline_stage_peak_bytes(const bg_pipeline_stage_info_t *info) {
     const bg_stage_memory_t *m = &info->memory;
     return m->params + m->grads + m->optimizer + m->stash_peak + m->buffers + m->workspace +
-           info->channel_bytes;
+           m->padding + info->channel_bytes;
 }
 
 bg_status_t bg_pipeline_download_params(bg_pipeline_t *p, float *host) {

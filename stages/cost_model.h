@@ -314,9 +314,15 @@ typedef struct bg_cost_stage {
     const bg_cost_device_t *device;
 } bg_cost_stage_t;
 
-/* Predicted bytes by category; the peak is their sum. */
+/* Predicted bytes by category; the peak is their sum. `padding` is what the
+ * stage's arena adds to the others by starting each buffer on a
+ * BG_ARENA_ALIGNMENT boundary (up to 255 bytes a buffer: a parameter
+ * tensor, a layer's output in each stash slot, a gradient buffer; much of
+ * a stack of tiny layers). The channels' rings are not counted in it: a CPU
+ * device allocates them apart, and on a GPU their few slots add at most
+ * 255 bytes each. */
 typedef struct bg_cost_memory {
-    size_t params, grads, optimizer, stash, buffers, channels, workspace;
+    size_t params, grads, optimizer, stash, buffers, channels, workspace, padding;
     size_t stash_slot; /* one micro-batch's stash */
 } bg_cost_memory_t;
 
@@ -340,7 +346,8 @@ bg_cost_memory_t bg_cost_range_floor(const bg_cost_model_t *model, int first, in
 size_t bg_cost_stage_input_bytes(const bg_cost_model_t *model, const bg_cost_stage_t *stage);
 
 static inline size_t bg_cost_memory_peak(const bg_cost_memory_t *m) {
-    return m->params + m->grads + m->optimizer + m->stash + m->buffers + m->channels + m->workspace;
+    return m->params + m->grads + m->optimizer + m->stash + m->buffers + m->channels +
+           m->workspace + m->padding;
 }
 
 #ifdef __cplusplus

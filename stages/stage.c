@@ -288,6 +288,9 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
     BG_CHECK_GOTO(reserve_params(s), st, fail);
     BG_CHECK_GOTO(reserve_buffers(s), st, fail);
     s->memory.arena = s->arena->bytes - arena_before;
+    s->memory.padding =
+        s->memory.arena - (s->memory.params + s->memory.grads + s->memory.optimizer +
+                           s->memory.stash + s->memory.buffers + s->memory.workspace);
     if (cfg->arena == NULL) {
         st = bg_arena_commit(s->arena);
         if (st != BG_OK) {
@@ -297,9 +300,10 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
             bg_error_drop_name(s->be->name);
             bg_error_prefix(st,
                             "one allocation of %zu bytes for parameters %zu, gradients %zu, "
-                            "optimizer state %zu, stash %zu, buffers %zu, workspace %zu: ",
+                            "optimizer state %zu, stash %zu, buffers %zu, workspace %zu and "
+                            "the padding of each buffer to 256 bytes %zu: ",
                             m->arena, m->params, m->grads, m->optimizer, m->stash, m->buffers,
-                            m->workspace);
+                            m->workspace, m->padding);
             goto fail;
         }
         BG_CHECK_GOTO(bind_buffers(s), st, fail);

@@ -62,10 +62,11 @@ typedef struct bg_stage_config {
  * needs); buffers are the gradients passed between layers and stages. All of
  * it lies in one arena (lib/arena.h): the stage's own allocation, or its
  * share of its device's; `arena` is the stage's bytes there, the
- * categories' sum plus each buffer's padding to 256 bytes. */
+ * categories' sum (the stash of every slot) plus `padding`, what starting
+ * each buffer on a 256-byte boundary adds (bg_arena_padding). */
 typedef struct bg_stage_memory {
     size_t params, grads, optimizer, stash, buffers, workspace;
-    size_t arena;
+    size_t arena, padding;
     size_t stash_slot;    /* stash bytes of one micro-batch */
     size_t stash_current; /* stash_slot * micro-batches now in flight */
     size_t stash_peak;    /* stash_slot * most micro-batches ever in flight */

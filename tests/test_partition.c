@@ -870,9 +870,10 @@ static void test_dp_equals_brute_force_forward_only(void **state) {
 }
 
 /* Two stages a device: the least step's split balances each device's two
- * stages. Of the 213 instances of 1,500 that fit, 193 get the brute
- * force's step (215 and 200 before the analytic costs left out the first
- * layer's dX, 1c025a6; the programme's splits alone, before
+ * stages. Of the 218 instances of 1,500 that fit, 200 get the brute
+ * force's step (213 and 193 before the cost model counted the arena's
+ * padding of each buffer; 215 and 200 before the analytic costs left out
+ * the first layer's dX, 1c025a6; the programme's splits alone, before
  * balance_devices, got 162 of those 200); at least 90% must. */
 static void test_least_step_two_chunks(void **state) {
     (void)state;
@@ -882,13 +883,15 @@ static void test_least_step_two_chunks(void **state) {
     check_against_brute_force(5, 1500, 2, MAX_STAGES, 0, 0, 0, 0, 0);
     assert_true(chunked_fits >= 200);
     assert_true(chunked_optimal >= 0.9 * chunked_fits);
-    /* The search per device found splits in 84 instances where none keeps
-     * each stage within 1/V of its device (the programme's check); in 221
-     * its least step's split is not its slowest stage's. */
+    /* The search per device found splits in 58 instances where none keeps
+     * each stage within 1/V of its device (the programme's check; 84 before
+     * the padding: these random models' tensors are small, so it moves
+     * their capacities, drawn from the whole model's peak); in 208 its
+     * least step's split is not its slowest stage's. */
     print_message("fit: %d, the brute force's step: %d; per device only: %d, least step "
                   "differs: %d\n",
                   chunked_fits, chunked_optimal, searched_chunked, step_searches_differ);
-    assert_true(searched_chunked >= 80);
+    assert_true(searched_chunked >= 50);
     assert_true(step_searches_differ >= 200);
 }
 
@@ -922,6 +925,10 @@ static void expect_same_memory(const bg_cost_memory_t *want, const bg_stage_memo
     assert_int_equal(want->stash, got->stash);
     assert_int_equal(want->buffers, got->buffers);
     assert_int_equal(want->workspace, got->workspace);
+    assert_int_equal(want->padding, got->padding);
+    assert_int_equal(want->params + want->grads + want->optimizer + want->stash + want->buffers +
+                         want->workspace + want->padding,
+                     got->arena);
 }
 
 /* A random stage of `spec`, from and to boundaries where a stage may start
