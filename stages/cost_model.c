@@ -41,10 +41,15 @@ struct bg_cost_model {
     int64_t *output_elems;   /* per-sample outputs of layers with a buffer of their own */
     int64_t *weighted_elems; /* per-sample outputs of layers with weights */
     /* What the arena's rounding of each buffer to BG_ARENA_ALIGNMENT adds
-     * (bg_arena_padding), in bytes: to one copy of the layers' weights and
-     * biases; to their outputs, a micro-batch each, of the layers counted
-     * in output_elems, and of those in weighted_elems. */
-    int64_t *param_padding, *output_padding, *weighted_padding;
+     * (bg_arena_padding), in bytes: to the layers' weights and biases with
+     * their gradients and optimizer state; to one micro-batch's stash of
+     * their outputs (those of output_elems unless recomputed, and with
+     * split_backward those of weighted_elems again); to their outputs of
+     * output_elems, a micro-batch each (recompute's work buffers). */
+    int64_t *state_padding, *stash_padding, *output_padding;
+    /* Not a prefix sum: a micro-batch of layer i's output in bytes where
+     * it runs in place (a stage starting there keeps it), else 0. */
+    int64_t *own_output;
     int64_t *boundary;     /* per-sample numel at each boundary (not a prefix sum) */
     int64_t *convolutions; /* conv2d layers */
     /* With a profile: prefix sums of measured seconds per micro-batch. */
@@ -124,9 +129,10 @@ void bg_cost_model_destroy(bg_cost_model_t *m) {
     free(m->param_elems);
     free(m->output_elems);
     free(m->weighted_elems);
-    free(m->param_padding);
+    free(m->state_padding);
+    free(m->stash_padding);
     free(m->output_padding);
-    free(m->weighted_padding);
+    free(m->own_output);
     free(m->boundary);
     free(m->convolutions);
     range_max_free(&m->widest);
@@ -353,13 +359,17 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         m->output_elems[i + 1] = m->output_elems[i] + (aliases ? 0 : out);
         m->weighted_elems[i + 1] = m->weighted_elems[i] + (weighted ? out : 0);
         const size_t e = m->elem, nb = (size_t)m->micro;
-        m->param_padding[i + 1] =
-            m->param_padding[i] + (weighted ? (int64_t)(bg_arena_padding((size_t)weights * e) +
-                                                        bg_arena_padding((size_t)biases * e))
-                                            : 0);
+        const int64_t copies = 1 + (m->cfg.forward_only ? 0 : 1) + m->states;
+        const int64_t param_padding = weighted ? (int64_t)(bg_arena_padding((size_t)weights * e) +
+                                                           bg_arena_padding((size_t)biases * e))
+                                               : 0;
+        m->state_padding[i + 1] = m->state_padding[i] + copies * param_padding;
         const int64_t out_padding = (int64_t)bg_arena_padding(nb * (size_t)out * e);
         m->output_padding[i + 1] = m->output_padding[i] + (aliases ? 0 : out_padding);
-        m->weighted_padding[i + 1] = m->weighted_padding[i] + (weighted ? out_padding : 0);
+        m->stash_padding[i + 1] = m->stash_padding[i] +
+                                  (m->cfg.recompute || aliases ? 0 : out_padding) +
+                                  (m->cfg.split_backward && weighted ? out_padding : 0);
+        m->own_output[i] = bg_layer_runs_in_place(spec, i) ? (int64_t)(nb * (size_t)out * e) : 0;
         m->boundary[i] = bg_shape_numel(l->in);
         m->convolutions[i + 1] = m->convolutions[i] + (l->kind == BG_LAYER_CONV2D);
         size_t bytes;
@@ -445,9 +455,10 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     m->param_elems = calloc(count, sizeof(int64_t));
     m->output_elems = calloc(count, sizeof(int64_t));
     m->weighted_elems = calloc(count, sizeof(int64_t));
-    m->param_padding = calloc(count, sizeof(int64_t));
+    m->state_padding = calloc(count, sizeof(int64_t));
+    m->stash_padding = calloc(count, sizeof(int64_t));
     m->output_padding = calloc(count, sizeof(int64_t));
-    m->weighted_padding = calloc(count, sizeof(int64_t));
+    m->own_output = calloc(count, sizeof(int64_t));
     m->boundary = calloc(count, sizeof(int64_t));
     m->convolutions = calloc(count, sizeof(int64_t));
     m->forward_s = calloc(count, sizeof(double));
@@ -462,9 +473,9 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     if (!m->forward_flops || !m->backward_flops || !m->weight_flops || !m->priced_forward ||
         !m->priced_backward || !m->priced_weight || !m->streamed_forward || !m->streamed_backward ||
         !m->streamed_weight || !m->backward_ops || !m->param_elems || !m->output_elems ||
-        !m->weighted_elems || !m->param_padding || !m->output_padding || !m->weighted_padding ||
-        !m->boundary || !m->convolutions || !m->forward_s || !m->backward_s || !m->weight_s ||
-        !m->update_s || !m->check_s || !m->cuts || !m->cut_index) {
+        !m->weighted_elems || !m->state_padding || !m->stash_padding || !m->output_padding ||
+        !m->own_output || !m->boundary || !m->convolutions || !m->forward_s || !m->backward_s ||
+        !m->weight_s || !m->update_s || !m->check_s || !m->cuts || !m->cut_index) {
         st = bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
         goto fail;
     }
@@ -672,16 +683,6 @@ int bg_cost_has_convolution(const bg_cost_model_t *m, int first, int last) {
     return m->convolutions[last] > m->convolutions[first];
 }
 
-/* The arena's padding (bg_arena_padding) of one micro-batch's stash of the
- * layers' own outputs: as range_floor counts them in stash_slot. */
-static size_t slot_padding(const bg_cost_model_t *m, int first, int last) {
-    size_t padding = 0;
-    if (!m->cfg.recompute) padding += (size_t)(m->output_padding[last] - m->output_padding[first]);
-    if (m->cfg.split_backward)
-        padding += (size_t)(m->weighted_padding[last] - m->weighted_padding[first]);
-    return padding;
-}
-
 /* bg_cost_range_floor, here where bg_cost_stage_memory (which the planner
  * calls for every stage it prices) may inline it. */
 static bg_cost_memory_t range_floor(const bg_cost_model_t *m, int first, int last,
@@ -720,9 +721,8 @@ static bg_cost_memory_t range_floor(const bg_cost_model_t *m, int first, int las
         r.workspace = (size_t)range_max_query(&m->workspace, first, last - 1);
     /* Each of those buffers rounded up in the arena: the parameters, their
      * gradients and each optimizer state tensor alike. */
-    const size_t param_copies = 1 + (m->cfg.forward_only ? 0 : 1) + (size_t)m->states;
-    r.padding += param_copies * (size_t)(m->param_padding[last] - m->param_padding[first]) +
-                 slot_padding(m, first, last);
+    r.padding += (size_t)(m->state_padding[last] - m->state_padding[first]) +
+                 (size_t)(m->stash_padding[last] - m->stash_padding[first]);
     if (r.workspace > 0) r.padding += bg_arena_padding(r.workspace);
     return r;
 }
@@ -752,9 +752,7 @@ bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_st
      * would run in place keeps its own output when its predecessor is on
      * the previous stage; the labels on the last. */
     const size_t input = nb * (size_t)m->boundary[first] * e;
-    const size_t own_output = bg_layer_runs_in_place(m->cfg.spec, first)
-                                  ? nb * (size_t)bg_shape_numel(m->cfg.spec->layers[first].out) * e
-                                  : 0;
+    const size_t own_output = (size_t)m->own_output[first];
     r.stash_slot += input + (m->cfg.recompute ? 0 : own_output);
     if (has_loss) r.stash_slot += nb * sizeof(int32_t);
     const size_t slots = (size_t)(stage->stash_slots > 1 ? stage->stash_slots : 1);
@@ -764,7 +762,8 @@ bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_st
     size_t slot_ends = bg_arena_padding(input);
     if (own_output > 0 && !m->cfg.recompute) slot_ends += bg_arena_padding(own_output);
     if (has_loss) slot_ends += bg_arena_padding(nb * sizeof(int32_t));
-    r.padding += (slots - 1) * slot_padding(m, first, last) + slots * slot_ends;
+    r.padding += (slots - 1) * (size_t)(m->stash_padding[last] - m->stash_padding[first]) +
+                 slots * slot_ends;
     if (first > 0) r.channels += (size_t)stage->input_channel_slots * input;
     if (!m->cfg.forward_only) {
         /* The gradient it receives, held while its backward runs, and the
