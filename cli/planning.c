@@ -578,7 +578,7 @@ cJSON *bg_cli_run_stage_json(const bg_pipeline_stage_info_t *info) {
                                        .buffers = m->buffers,
                                        .channels = info->channel_bytes,
                                        .workspace = m->workspace,
-                                       .padding = m->padding};
+                                       .padding = m->padding + info->channel_padding};
     bg_cli_json_add_memory(stage, &measured);
     cJSON_AddNumberToObject(stage, "stash_slots", info->stash_slots);
     cJSON_AddNumberToObject(stage, "peak_microbatches_in_flight", m->peak_in_flight);

@@ -45,7 +45,8 @@ void bg_cli_train_print_stages(const bg_train_result_t *r) {
                                 m->optimizer,
                                 m->stash_peak,
                                 m->buffers,
-                                m->workspace + m->padding + info->channel_bytes};
+                                m->workspace + m->padding + info->channel_bytes +
+                                    info->channel_padding};
         for (size_t k = 0; k < sizeof bytes / sizeof bytes[0]; k++)
             bg_text_table_add(t, "%.2f", (double)bytes[k] / mib);
         bg_text_table_add(t, "%d", m->peak_in_flight);

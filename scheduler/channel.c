@@ -39,6 +39,7 @@ struct bg_channel {
     size_t slot_bytes;
     channel_slot_t *slots;
     int on_device;          /* slots are bg_cuda_slot_t on the receiver */
+    int in_arena;           /* and their data lies in the receiver's arena */
     bg_backend_t *sender;   /* the sending backend (CUDA slots) */
     bg_backend_t *receiver; /* the receiving backend (CUDA slots) */
     int copy_lane;          /* its copy streams that fill the slots */
@@ -144,6 +145,7 @@ bg_status_t bg_channel_create(const bg_channel_config_t *cfg, bg_channel_t **out
         bg_status_t st = bg_cuda_enable_peer_access(cfg->sender, cfg->receiver, &direct);
         const int staged = !direct || cfg->force_staging;
         ch->topology = cfg->topology;
+        ch->in_arena = cfg->arena != NULL;
         for (int i = 0; st == BG_OK && i < ch->capacity; i++) {
             channel_slot_t *slot = &ch->slots[i];
             slot->microbatch = SLOT_FREE;
@@ -391,4 +393,8 @@ void bg_channel_reset(bg_channel_t *ch) {
 
 size_t bg_channel_bytes(const bg_channel_t *ch) {
     return ch != NULL ? (size_t)ch->capacity * ch->slot_bytes : 0;
+}
+
+size_t bg_channel_padding(const bg_channel_t *ch) {
+    return ch != NULL && ch->in_arena ? (size_t)ch->capacity * bg_arena_padding(ch->slot_bytes) : 0;
 }

@@ -172,6 +172,11 @@ void bg_channel_reset(bg_channel_t *ch);
  * backends. */
 size_t bg_channel_bytes(const bg_channel_t *ch);
 
+/* What the receiver's arena adds to those bytes by rounding each slot up to
+ * 256 bytes (bg_arena_padding): a channel between CUDA backends lays its
+ * slots out there; 0 for host rings (allocated apart) and NULL. */
+size_t bg_channel_padding(const bg_channel_t *ch);
+
 #ifdef __cplusplus
 }
 #endif

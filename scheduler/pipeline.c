@@ -508,15 +508,21 @@ bg_pipeline_stage_info_t bg_pipeline_stage_info(const bg_pipeline_t *p, int s) {
     };
     snprintf(info.device_name, sizeof info.device_name, "%s",
              p->cfg.devices->devices[s % p->devices].name);
-    if (s > 0) info.channel_bytes += bg_channel_bytes(p->forward[s - 1]);
-    if (s + 1 < p->stages) info.channel_bytes += bg_channel_bytes(p->backward[s]);
+    if (s > 0) {
+        info.channel_bytes += bg_channel_bytes(p->forward[s - 1]);
+        info.channel_padding += bg_channel_padding(p->forward[s - 1]);
+    }
+    if (s + 1 < p->stages) {
+        info.channel_bytes += bg_channel_bytes(p->backward[s]);
+        info.channel_padding += bg_channel_padding(p->backward[s]);
+    }
     return info;
 }
 
 size_t bg_pipeline_stage_peak_bytes(const bg_pipeline_stage_info_t *info) {
     const bg_stage_memory_t *m = &info->memory;
     return m->params + m->grads + m->optimizer + m->stash_peak + m->buffers + m->workspace +
-           m->padding + info->channel_bytes;
+           m->padding + info->channel_bytes + info->channel_padding;
 }
 
 bg_status_t bg_pipeline_download_params(bg_pipeline_t *p, float *host) {

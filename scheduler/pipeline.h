@@ -123,6 +123,9 @@ typedef struct bg_pipeline_stage_info {
     int stash_slots; /* from the schedule's theory */
     bg_stage_memory_t memory;
     size_t channel_bytes; /* ring buffers of the channels it receives from */
+    /* What their slots add in the device's arena, where they lie there
+     * (between GPUs: bg_channel_padding). */
+    size_t channel_padding;
 } bg_pipeline_stage_info_t;
 
 /* Cuts the model into S = K * V stages (cfg->split, or balancing FLOPs),

@@ -734,11 +734,17 @@ bg_cost_memory_t bg_cost_range_floor(const bg_cost_model_t *m, int first, int la
 
 size_t bg_cost_stage_input_bytes(const bg_cost_model_t *m, const bg_cost_stage_t *stage) {
     /* As bg_cost_stage_memory counts them: the stash's slots, each holding
-     * the input; the input gradient among its buffers. */
-    size_t copies = (size_t)(stage->stash_slots > 1 ? stage->stash_slots : 1);
-    if (stage->first_layer > 0)
-        copies += (size_t)stage->input_channel_slots + (m->cfg.forward_only ? 0 : 1);
-    return copies * bg_cost_boundary_bytes(m, stage->first_layer);
+     * the input; the input gradient among its buffers; the channel's slots,
+     * padded only where they lie in the device's arena. */
+    const size_t bytes = bg_cost_boundary_bytes(m, stage->first_layer);
+    const size_t buffer = bg_arena_rounded_bytes(bytes);
+    size_t total = (size_t)(stage->stash_slots > 1 ? stage->stash_slots : 1) * buffer;
+    if (stage->first_layer > 0) {
+        const int in_arena = stage->device != NULL && stage->device->channels_in_arena;
+        total += (size_t)stage->input_channel_slots * (in_arena ? buffer : bytes) +
+                 (m->cfg.forward_only ? 0 : buffer);
+    }
+    return total;
 }
 
 bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_stage_t *stage) {
@@ -783,6 +789,12 @@ bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *m, const bg_cost_st
         }
         if (last < m->layers)
             r.channels += (size_t)stage->grad_channel_slots * bg_cost_boundary_bytes(m, last);
+    }
+    if (stage->device != NULL && stage->device->channels_in_arena) {
+        if (first > 0) r.padding += (size_t)stage->input_channel_slots * bg_arena_padding(input);
+        if (!m->cfg.forward_only && last < m->layers)
+            r.padding += (size_t)stage->grad_channel_slots *
+                         bg_arena_padding(bg_cost_boundary_bytes(m, last));
     }
     return r;
 }

@@ -132,6 +132,10 @@ typedef struct bg_cost_device {
      * on the CPU backend). */
     int own_conv_workspace;
     size_t conv_workspace_bytes;
+    /* 1 where the slots of the channels into the device lie in its one
+     * allocation, each rounded up like a buffer (a GPU's, from another
+     * GPU: counted in padding); 0 where they are allocated apart. */
+    int channels_in_arena;
     /* 1 where tanh, sigmoid, gelu, layernorm and dropout are bound by
      * memory (a GPU): each pass takes the time to stream its values (2 a
      * value forward, 3 for dX but 2 for dropout's, 2 for layernorm's dW) at
@@ -317,10 +321,9 @@ typedef struct bg_cost_stage {
 /* Predicted bytes by category; the peak is their sum. `padding` is what the
  * stage's arena adds to the others by starting each buffer on a
  * BG_ARENA_ALIGNMENT boundary (up to 255 bytes a buffer: a parameter
- * tensor, a layer's output in each stash slot, a gradient buffer; much of
- * a stack of tiny layers). The channels' rings are not counted in it: a CPU
- * device allocates them apart, and on a GPU their few slots add at most
- * 255 bytes each. */
+ * tensor, a layer's output in each stash slot, a gradient buffer, a
+ * channel's slot on a device with channels_in_arena; much of a stack of
+ * tiny layers). */
 typedef struct bg_cost_memory {
     size_t params, grads, optimizer, stash, buffers, channels, workspace, padding;
     size_t stash_slot; /* one micro-batch's stash */
@@ -341,8 +344,10 @@ bg_cost_memory_t bg_cost_range_floor(const bg_cost_model_t *model, int first, in
 
 /* The part of bg_cost_stage_memory's peak that scales with the stage's
  * input activation: the input kept in each stash slot, the ring of the
- * channel into the stage, and (a stage that trains) its input gradient. The
- * rest only grows as the stage takes more layers before its last. */
+ * channel into the stage, and (a stage that trains) its input gradient,
+ * each with its padding. The rest only grows as the stage takes more
+ * layers before its last (the padding of a layer's own buffers is added,
+ * never taken back). */
 size_t bg_cost_stage_input_bytes(const bg_cost_model_t *model, const bg_cost_stage_t *stage);
 
 static inline size_t bg_cost_memory_peak(const bg_cost_memory_t *m) {

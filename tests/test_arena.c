@@ -155,6 +155,7 @@ static void test_stage_holds_its_buffers_in_one_arena(void **state) {
     assert_int_equal(m.optimizer, 2 * m.params);
     /* The arena is the sum plus at most 255 bytes of padding per buffer
      * (a few dozen buffers here). */
+    assert_int_equal(m.arena, stage->arena->bytes); /* its own: the whole block */
     assert_int_equal(m.arena, sum + m.padding);
     assert_true(m.padding > 0 && m.padding < 64 * 256);
     assert_int_equal(m.arena % 256, 0);

@@ -22,8 +22,10 @@
 
 #include "arena.h"
 #include "channel.h"
+#include "cost_model.h"
 #include "cuda/backend_cuda.h"
 #include "dataset.h"
+#include "partition.h"
 #include "pipeline.h"
 #include "support/models.h"
 #include "topology.h"
@@ -439,6 +441,82 @@ static void test_conv_workspace_limit_on_gpu(void **state) {
     origin_batch_close(&b);
 }
 
+/* What a workspace of `bytes` adds in the arena: none is reserved at 0. */
+static size_t workspace_padding(size_t bytes) { return bytes > 0 ? bg_arena_padding(bytes) : 0; }
+
+/* The planner's memory of two stages sharing the GPU (cuda:0x2, the origin
+ * CNN split at 4) against what they hold: the dense stage byte for byte,
+ * the padding of the slots of its input channel, which lie in the GPU's
+ * arena, included; the convolution's stage alike but for its workspace,
+ * which the plan counts at the limit. */
+static void test_memory_as_planned_on_gpu(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("origin", origin_cnn, strlen(origin_cnn), &spec), BG_OK);
+    bg_device_list_t devices;
+    assert_int_equal(bg_device_list_parse("cuda:0x2", 1, &devices), BG_OK);
+    const int split[] = {4};
+    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
+    cfg.spec = spec;
+    cfg.devices = &devices;
+    cfg.batch = 28; /* micro-batches of 7: 7 x 5,408 floats at the cut, 128 bytes short of 256s */
+    cfg.microbatches = 4;
+    cfg.split = split;
+    bg_pipeline_t *pipe = NULL;
+    if (bg_pipeline_create(&cfg, &pipe) != BG_OK) fail_msg("%s", bg_error_message());
+    const bg_schedule_t *sched = bg_pipeline_schedule(pipe);
+    bg_cost_config_t cc = BG_COST_CONFIG_INIT;
+    cc.spec = spec;
+    cc.batch = cfg.batch;
+    cc.microbatches = cfg.microbatches;
+    cc.optimizer = cfg.optimizer;
+    bg_cost_model_t *model = NULL;
+    assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
+    int slots[2], first[2] = {0, split[0]};
+    bg_cost_device_t dev[2];
+    for (int s = 0; s < 2; s++) {
+        slots[s] = bg_schedule_stash_slots(sched, s);
+        dev[s] = (bg_cost_device_t)BG_COST_DEVICE_CPU_CORE_INIT;
+        dev[s].own_conv_workspace = 1;
+        dev[s].conv_workspace_bytes = BG_CUDA_CONV_WORKSPACE_LIMIT;
+        dev[s].channels_in_arena = 1;
+    }
+    bg_partition_config_t pc = BG_PARTITION_CONFIG_INIT;
+    pc.model = model;
+    pc.devices = 2;
+    pc.device = dev;
+    pc.stash_slots = slots;
+    bg_partition_t *p = NULL;
+    assert_int_equal(bg_partition_evaluate(&pc, first, &p), BG_OK);
+    for (int s = 0; s < 2; s++) {
+        const bg_cost_memory_t *want = &p->stage[s].memory;
+        const bg_pipeline_stage_info_t got = bg_pipeline_stage_info(pipe, s);
+        printf("stage %d: padding planned %zu, held %zu (%zu of it the channels' slots)\n", s,
+               want->padding, got.memory.padding + got.channel_padding, got.channel_padding);
+        assert_int_equal(want->params, got.memory.params);
+        assert_int_equal(want->grads, got.memory.grads);
+        assert_int_equal(want->optimizer, got.memory.optimizer);
+        assert_int_equal(want->stash, got.memory.stash);
+        assert_int_equal(want->buffers, got.memory.buffers);
+        assert_int_equal(want->channels, got.channel_bytes);
+        assert_true(got.channel_padding > 0 && got.channel_padding % 128 == 0);
+        if (s == 1) {
+            assert_int_equal(want->workspace, got.memory.workspace);
+            assert_int_equal(want->padding, got.memory.padding + got.channel_padding);
+        } else {
+            /* cuDNN's choice within the limit, and its own padding. */
+            assert_true(got.memory.workspace <= want->workspace);
+            assert_int_equal(want->padding - workspace_padding(want->workspace),
+                             got.memory.padding + got.channel_padding -
+                                 workspace_padding(got.memory.workspace));
+        }
+    }
+    bg_partition_destroy(p);
+    bg_cost_model_destroy(model);
+    bg_pipeline_destroy(pipe);
+    bg_model_spec_destroy(spec);
+}
+
 /* An evaluation on forward-only stages sharing the GPU, through the
  * device-to-device channel and through host memory: the loss and the
  * count of one CPU device's, and no gradients held. */
@@ -689,7 +767,8 @@ int main(void) {
                                        cmocka_unit_test(test_new_layers_match_cpu),
                                        cmocka_unit_test(test_residual_blocks_match_cpu),
                                        cmocka_unit_test(test_clipping_matches_cpu),
-                                       cmocka_unit_test(test_forward_only_on_gpu)};
+                                       cmocka_unit_test(test_forward_only_on_gpu),
+                                       cmocka_unit_test(test_memory_as_planned_on_gpu)};
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     bg_topology_destroy(live);
     return failed;

@@ -1450,7 +1450,9 @@ assert peaks == [12695296, 13152256, 13541376, 72448], peaks
 # Each buffer rounded up to 256 bytes in the one allocation of a device: 1,120
 # bytes on the first stage (the 288 weights and 32 biases of the convolution,
 # with their gradients and Adam states, 4 x (128 + 128), and 96 of its
-# 28,320-byte im2col workspace), none on the second.
+# 28,320-byte im2col workspace), none on the second; 1,312 on the last (the
+# 10 biases of its dense layer, 216 bytes in each of 4 copies, the labels
+# 192, its two outputs of 640 bytes 128 each).
 assert [s["peak_by_category"]["padding"] for s in p["stages"]] == [1120, 0, 0, 1312], p["stages"]
 assert p["fits"] is True and p["memory_check"] == "per_device", p
 assert all(s["capacity_bytes"] == 26236672 for s in p["stages"]), p["stages"]
@@ -1646,6 +1648,19 @@ stdout_has "(other holds no convolution workspace on the GPU stages: --conv-work
     "the table says a GPU stage counts none"
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --split 4
 check "CPU stages: no word of a GPU's workspace" sh -c "! grep -q 'convolution workspace' '$OUT'"
+# Between GPUs the slots of a channel lie in the receiving device's one
+# allocation, each rounded up to 256 bytes as a stage's buffers are: at
+# micro-batches of 7 the cut's 7 x 5,408 floats are 128 bytes short, and
+# each stage receives by a channel of two slots. On CPU devices the rings
+# are allocated apart (and the GPU's stage 0 pads its 256 MiB workspace
+# not at all, the CPU's im2col block by 96 bytes).
+set -- "$MODEL" --split 4 --batch 28 --microbatches 4 --json
+expect 0 "" -- plan "$@" --topology "$GPUS" --devices cuda:0x2
+json_check "GPU stages count the padding of the slots into them" '
+assert [s["peak_by_category"]["padding"] for s in p["stages"]] == [1792, 2324], p["stages"]'
+expect 0 "" -- plan "$@" --devices cpu:2
+json_check "CPU stages count none for their rings" '
+assert [s["peak_by_category"]["padding"] for s in p["stages"]] == [1632, 2068], p["stages"]'
 # Where the limit is what does not fit, the advice gives the largest that does.
 expect 2 "stage 0 (layers 0-7 on cuda:0) needs 297,777,408 bytes (283.98 MiB)" -- \
     plan "$MODEL" --topology "$GPUS" --devices cuda:0 --device-mem 100M
