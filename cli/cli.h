@@ -13,6 +13,7 @@
 #include "optimizer.h"
 #include "status.h"
 #include "timeline.h"
+#include "topology.h"
 
 int bg_cmd_summary(int argc, char **argv);
 int bg_cmd_train(int argc, char **argv);
@@ -211,6 +212,10 @@ bg_status_t bg_cli_check_distinct(const bg_cli_file_t *files, int count);
  * bg_cli_check_distinct where `topology_path` (--topology) does not
  * replace it; NULL where there is none. */
 const char *bg_cli_env_topology(const char *topology_path);
+
+/* Before a run on `topology`: a note where it cannot bind the worker
+ * threads to cores because hwloc read HWLOC_XMLFILE as another machine's. */
+void bg_cli_note_unbound(const bg_topology_t *topology);
 
 /* Appends to files[count..] the IDX files that --data `source` reads
  * (bg_dataset_files: inputs named even before they exist, since an output

@@ -717,6 +717,7 @@ int bg_cmd_sweep(int argc, char **argv) {
     BG_CHECK_GOTO(bg_cli_setup_open(o.model, &o.placement, &o.optimizer, &setup), st, fail);
     const bg_model_spec_t *spec = setup.spec;
     if (!o.simulate) {
+        bg_cli_note_unbound(setup.topology);
         bg_cli_note_data(o.data, o.data_given, spec->input, spec->classes);
         bg_cli_note_busy_machine();
         bg_cli_note_address_limit();

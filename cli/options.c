@@ -637,6 +637,17 @@ const char *bg_cli_env_topology(const char *topology_path) {
     return topology_path == NULL && env != NULL && env[0] != '\0' ? env : NULL;
 }
 
+void bg_cli_note_unbound(const bg_topology_t *topology) {
+    const char *file = bg_cli_env_topology(NULL);
+    if (file == NULL || bg_topology_can_bind(topology)) return;
+    char shown[BG_CLI_SHOWN_MAX];
+    fprintf(stderr,
+            "note: hwloc read HWLOC_XMLFILE=%s for this machine and takes it for another, so the "
+            "worker threads run on no core of their own (unbound); HWLOC_THISSYSTEM=1 says the "
+            "file is this machine's\n",
+            bg_cli_shown(file, shown, sizeof shown));
+}
+
 int bg_cli_add_data_files(bg_cli_file_t *files, int count, const char *source) {
     static char paths[BG_DATASET_FILES][BG_DATASET_PATH_MAX];
     const int found = bg_dataset_files(source, paths);

@@ -853,6 +853,7 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
     BG_CHECK(bg_placement_resolve(placement, out->spec, out->topology));
     /* Refused before it is read, so no note about its contents comes first. */
     if (placement->run != NULL) BG_CHECK(bg_cli_check_profile_used(placement->run, placement));
+    if (placement->run != NULL) bg_cli_note_unbound(out->topology);
     BG_CHECK(bg_cli_profile_load(placement, out->spec, optimizer, &out->profile));
     bg_cost_link_t host = BG_COST_LINK_HOST_INIT;
     if (out->profile != NULL) host = bg_plan_profile_link(out->profile);

@@ -241,6 +241,10 @@ void bg_topology_destroy(bg_topology_t *t) {
 
 int bg_topology_core_count(const bg_topology_t *t) { return t->cores; }
 
+int bg_topology_can_bind(const bg_topology_t *t) {
+    return !t->from_xml && hwloc_topology_is_thissystem(t->hw);
+}
+
 bg_status_t bg_topology_bind_thread(bg_topology_t *t, int core) {
     if (t->from_xml)
         return bg_error_set(BG_ERR_UNSUPPORTED, "cannot bind threads on a topology read from XML");

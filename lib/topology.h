@@ -31,6 +31,11 @@ void bg_topology_destroy(bg_topology_t *topo);
 /* Physical cores (processing units when hwloc reports no cores); >= 1. */
 int bg_topology_core_count(const bg_topology_t *topo);
 
+/* 1 where worker threads can be bound to its cores: this machine as hwloc
+ * read it, not a file (a --topology; HWLOC_XMLFILE's, which hwloc takes
+ * for another machine unless HWLOC_THISSYSTEM=1 says it is this one). */
+int bg_topology_can_bind(const bg_topology_t *topo);
+
 /* What `brigade topo` shows of a machine. */
 typedef struct bg_topology_summary {
     int packages, numa_nodes, cores, pus;

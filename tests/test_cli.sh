@@ -155,6 +155,22 @@ check "HWLOC_XMLFILE not there: said" grep -qxF \
     "note: HWLOC_XMLFILE=$T/nowhere.xml: No such file or directory, so hwloc reads this machine itself instead" \
     "$ERR"
 stdout_has "this machine: " "HWLOC_XMLFILE not there: topo shows this machine"
+# One that is there: hwloc takes it for another machine and binds nothing,
+# which a run says (until 2026-12-06 its threads ran unbound, unsaid), and
+# how to say it is this one; plan runs nothing and says nothing of it.
+HWLOC_XMLFILE="$ROOT/tests/fixtures/two-socket-8-core.xml" "$BRIGADE" train "$MODEL" --data synthetic \
+    --steps 1 --devices cpu:2 </dev/null >"$OUT" 2>"$ERR"
+status=$?
+check "HWLOC_XMLFILE there: train runs (exit status $status)" test "$status" -eq 0
+check "HWLOC_XMLFILE there: train says its threads are unbound" grep -qxF \
+    "note: hwloc read HWLOC_XMLFILE=$ROOT/tests/fixtures/two-socket-8-core.xml for this machine and takes it for another, so the worker threads run on no core of their own (unbound); HWLOC_THISSYSTEM=1 says the file is this machine's" \
+    "$ERR"
+HWLOC_THISSYSTEM=1 HWLOC_XMLFILE="$ROOT/tests/fixtures/two-socket-8-core.xml" "$BRIGADE" train \
+    "$MODEL" --data synthetic --steps 1 --devices cpu:2 </dev/null >"$OUT" 2>"$ERR"
+check "HWLOC_THISSYSTEM=1: no such note" sh -c "! grep -q 'run on no core' '$ERR'"
+HWLOC_XMLFILE="$ROOT/tests/fixtures/two-socket-8-core.xml" "$BRIGADE" plan "$MODEL" --devices cpu:2 \
+    </dev/null >"$OUT" 2>"$ERR"
+check "HWLOC_XMLFILE there: plan says nothing of binding" sh -c "! grep -q 'run on no core' '$ERR'"
 # This machine as the process may use it: under taskset, the cores it
 # allows (until 2026-12-05 cpu:1 was bound to core 1 all the same).
 if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then
