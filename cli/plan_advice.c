@@ -14,9 +14,25 @@
 #include "cuda/backend_cuda.h"
 #include "optimizer.h"
 #include "planning.h"
+#include "progress.h"
 #include "schedule.h"
 
 static const double mib = 1024.0 * 1024.0;
+
+/* The search's progress while bg_cli_plan_explain_overflow looks (a model
+ * of 30,000 layers took 10 s, silent until 2026-12-06): on a terminal,
+ * once it has run a second, the plans made so far, erased before each
+ * line of advice. */
+static struct {
+    bg_progress_t line;
+    int64_t plans;
+    int active;
+} advice_search;
+
+/* Erases the search's progress line, if drawn, before a line of advice. */
+static void clear_search_line(void) {
+    if (advice_search.active) bg_progress_clear_line(&advice_search.line);
+}
 
 /* The bytes of the model's parameters, gradients and the state of
  * r's optimizer (an evaluation's: its parameters alone), in the planner's
@@ -59,7 +75,9 @@ static bg_plan_t *fitting_plan(const bg_plan_request_t *r, int *reversed) {
      * plan agree. */
     v.fits_only = r->chunks == 1;
     bg_plan_t *p = NULL;
-    if (bg_plan_create_either_way(&v, &p, reversed) == BG_OK && p->partition->fits) return p;
+    const bg_status_t made = bg_plan_create_either_way(&v, &p, reversed);
+    if (advice_search.active) bg_progress_tick(&advice_search.line, ++advice_search.plans);
+    if (made == BG_OK && p->partition->fits) return p;
     bg_plan_destroy(p);
     return NULL;
 }
@@ -90,6 +108,7 @@ int bg_advice_try_variant(const bg_plan_request_t *r, const char *what, cJSON *f
     char step[64] = "";
     if (!r->forward_only)
         snprintf(step, sizeof step, ", step %.3f ms without the optimizer step", p->step_s * 1e3);
+    clear_search_line();
     fprintf(stderr, "  %-32s fits: largest %s %.2f MiB%s%s\n", what,
             per_device ? "device's stages" : "stage",
             (double)(per_device ? device_peak : peak) / mib, step,
@@ -315,6 +334,7 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
     else
         snprintf(what, sizeof what, "layer %d (%s) needs", layer,
                  bg_layer_kind_name(r->spec->layers[layer].kind));
+    clear_search_line();
     fprintf(stderr,
             "  none of these fits, alone or together: %s at least %s bytes (%.2f MiB) on "
             "any stage that holds it%s, over the %s byte%s a stage may have here, so more %s "
@@ -591,6 +611,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
     }
     /* --json: the verdict as stderr says it, with the counts tried. */
     cJSON *verdict = plan_json != NULL ? cJSON_AddObjectToObject(plan_json, "none_fits") : NULL;
+    clear_search_line();
     if (bg_advice_shares_one_gpu(placement)) {
         fprintf(stderr, "  none of these fits, alone or together: the virtual devices share one "
                         "GPU's memory, so more of them hold no more; use more GPUs\n");
@@ -798,6 +819,11 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     const int n = savings_of(r, p->model, savings);
     bg_cost_device_t *scratch = malloc(sizeof *scratch * (size_t)r->devices);
     if (scratch == NULL) return; /* the advice is a courtesy: the refusal stands */
+    bg_progress_init(&advice_search.line, stderr, 1);
+    advice_search.line.what = "  looking for what fits: plans made:";
+    advice_search.line.quiet_s = 1.0;
+    advice_search.plans = 0;
+    advice_search.active = 1;
     for (int i = 0; i < n; i++) {
         bg_plan_request_t v;
         char what[64];
@@ -812,5 +838,7 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         bg_advice_try_device_counts(r, placement, host_share, "", 0, found))
         helped = 1;
     if (!helped) try_every_saving(p, savings, n, scratch, placement, host_share, found, plan_json);
+    clear_search_line();
+    advice_search.active = 0;
     free(scratch);
 }

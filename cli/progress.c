@@ -147,3 +147,21 @@ void bg_progress_end_line(bg_progress_t *p) {
     fputc('\n', p->out);
     p->line_open = 0;
 }
+
+void bg_progress_tick(bg_progress_t *p, int64_t done) {
+    if (!p->terminal) return;
+    const double now = bg_monotonic_seconds(), elapsed = now - p->started;
+    if (elapsed < p->quiet_s || now - p->last_draw < 0.1) return;
+    p->last_draw = now;
+    char took[32];
+    format_duration(elapsed, took, sizeof took);
+    fprintf(p->out, "\r\033[K%s %lld so far, %s", p->what, (long long)done, took);
+    p->line_open = 1;
+    fflush(p->out);
+}
+
+void bg_progress_clear_line(bg_progress_t *p) {
+    if (!p->line_open) return;
+    fputs("\r\033[K", p->out);
+    p->line_open = 0;
+}

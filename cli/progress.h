@@ -36,4 +36,15 @@ void bg_progress_count(void *ctx, int64_t done, int64_t total);
  * that a message after it starts on a line of its own. */
 void bg_progress_end_line(bg_progress_t *p);
 
+/* Work of no known size: `done` units of `what` so far, and the time since
+ * bg_progress_init. Only on a terminal, once quiet_s have passed, a line
+ * redrawn in place, which bg_progress_clear_line erases; nothing
+ * otherwise, as a log needs no count of what it will not be told the end
+ * of. */
+void bg_progress_tick(bg_progress_t *p, int64_t done);
+
+/* Erases a terminal line bg_progress_tick left, so that what is printed
+ * next takes its place. */
+void bg_progress_clear_line(bg_progress_t *p);
+
 #endif /* BG_CLI_PROGRESS_H */
