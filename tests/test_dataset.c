@@ -336,7 +336,9 @@ static void test_open_shape_mismatch(void **state) {
     assert_int_equal(bg_dataset_open(f->dir, shape, 10, 1, &train, &test), BG_ERR_INVALID);
     char expected[2 * PATH_CAPACITY];
     snprintf(expected, sizeof expected,
-             "%s/train-images-idx3-ubyte: images are 1x28x28 but the model's input is 3x32x32",
+             "%s/train-images-idx3-ubyte: images are 1x28x28 but the model's input is 3x32x32 "
+             "(--data synthetic makes samples of any shape, for timing a model that has no data "
+             "set)",
              f->dir);
     assert_string_equal(bg_error_message(), expected);
     assert_null(train);
