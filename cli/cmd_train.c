@@ -500,10 +500,7 @@ static void print_header(const train_options_t *o, const bg_plan_t *plan, const 
                 (long long)o->train.batch, settings);
     fputs("placement: ", stderr);
     bg_placement_describe(&o->placement, o->train.evaluate_only, stderr);
-    for (int s = 1; s < plan->partition->stages; s++)
-        fprintf(stderr, "%s%d", s == 1 ? "; split " : ",", plan->first_layer[s]);
-    if (plan->partition->stages > 1)
-        fputs(o->placement.split_count > 0 ? " (--split)" : " (the planner's)", stderr);
+    bg_cli_print_split(plan, stderr);
     fputc('\n', stderr);
 }
 

@@ -654,6 +654,13 @@ const char *bg_cli_plan_split_source(const bg_plan_t *p, char *buf, size_t size)
     return buf;
 }
 
+void bg_cli_print_split(const bg_plan_t *p, FILE *out) {
+    for (int s = 1; s < p->partition->stages; s++)
+        fprintf(out, "%s%d", s == 1 ? "; split " : ",", p->first_layer[s]);
+    if (p->partition->stages > 1)
+        fputs(p->request.split != NULL ? " (--split)" : " (the planner's)", out);
+}
+
 const char *bg_cli_plan_split_key(const bg_plan_t *p) {
     if (p->request.split != NULL) return "given";
     if (!p->partition->fits) return "least_overflow";

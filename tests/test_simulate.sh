@@ -186,6 +186,16 @@ a, b = (json.load(open(f))['timeline']['step_s'] for f in sys.argv[1:])
 assert a == b and a < 1, (a, b)" "$T/$2.metrics.json" "$T/$3.metrics.json"
 }
 
+# The header names the split simulated, as train's placement line does
+# (until 2026-12-06 only "split chosen by the planner": a new user could
+# not tell it from the profile's).
+expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4
+check "simulate names the planner's split, at the end of its first line" grep -qE \
+    "^simulation of .*: 2 stages on cpu:0, cpu:1; 1f1b, 4 micro-batches; split 4 \(the planner's\)$" \
+    "$OUT"
+expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --split 3
+stdout_has "1f1b, 4 micro-batches; split 3 (--split)" "simulate names a given split"
+
 # Two CPU devices: every range is timed again beside a co-runner on the
 # second core; a malformed time under load is refused, naming the entry.
 P2=$T/cnn2.profile.json
