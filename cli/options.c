@@ -256,6 +256,63 @@ bg_status_t bg_cli_flag(char **argv, int i) {
     return BG_OK;
 }
 
+/* The edit distance between a and b (insertions, deletions, substitutions
+ * and swaps of neighbours), or more than `most` as soon as it must be. */
+static size_t edit_distance(const char *a, const char *b, size_t most) {
+    enum { LONGEST = 40 };
+    const size_t n = strlen(a), m = strlen(b);
+    if (n > LONGEST || m > LONGEST || (n > m ? n - m : m - n) > most) return most + 1;
+    size_t d[LONGEST + 1][LONGEST + 1];
+    for (size_t i = 0; i <= n; i++) d[i][0] = i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+/* The option among `a` and `b` that `arg` most likely misspells: the only
+ * one it begins (--step for --steps), else the only nearest within two
+ * edits (one for names of six letters or fewer); NULL where none is, or
+ * two are as near. */
+static const char *nearest_option(const char *arg, const char *const *a, size_t na,
+                                  const char *const *b, size_t nb) {
+    if (strncmp(arg, "--", 2) != 0 || strlen(arg) < 4) return NULL;
+    const char *found = NULL;
+    int prefixed = 0;
+    for (size_t k = 0; k < na + nb; k++) {
+        const char *name = k < na ? a[k] : b[k - na];
+        if (strncmp(name, arg, strlen(arg)) == 0) {
+            found = name;
+            prefixed++;
+        }
+    }
+    if (prefixed == 1) return found;
+    if (prefixed > 1) return NULL;
+    const size_t most = strlen(arg) <= 8 ? 1 : 2; /* "--" and six letters */
+    size_t best = most + 1;
+    int ties = 0;
+    for (size_t k = 0; k < na + nb; k++) {
+        const char *name = k < na ? a[k] : b[k - na];
+        const size_t d = edit_distance(arg, name, most);
+        if (d < best) {
+            best = d;
+            found = name;
+            ties = 1;
+        } else if (d == best) {
+            ties++;
+        }
+    }
+    return best <= most && ties == 1 ? found : NULL;
+}
+
 bg_status_t bg_cli_unknown_option(const char *arg, const char *const *options, size_t count,
                                   int placement) {
     const char *equals = strchr(arg, '=');
@@ -278,6 +335,12 @@ bg_status_t bg_cli_unknown_option(const char *arg, const char *const *options, s
         return bg_error_set(BG_ERR_INVALID,
                             "unknown option '--' (brigade reads no end-of-options marker; a file "
                             "whose name starts with - can be written ./-NAME)");
+    size_t placement_count = 0;
+    const char *const *placement_names =
+        placement ? bg_placement_option_names(&placement_count) : NULL;
+    const char *near = nearest_option(arg, options, count, placement_names, placement_count);
+    if (near != NULL)
+        return bg_error_set(BG_ERR_INVALID, "unknown option '%s' (did you mean %s?)", arg, near);
     return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);
 }
 

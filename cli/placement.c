@@ -93,13 +93,21 @@ void bg_placement_init(bg_placement_t *p) {
     p->conv_workspace = BG_CUDA_CONV_WORKSPACE_LIMIT;
 }
 
+/* The options that take a value, then the one flag. */
+static const char *const placement_options[] = {
+    "--devices",    "--stages",  "--split",    "--schedule",       "--chunks",   "--microbatches",
+    "--device-mem", "--profile", "--topology", "--conv-workspace", "--recompute"};
+enum { PLACEMENT_OPTIONS = sizeof placement_options / sizeof placement_options[0] };
+
 int bg_placement_is_option(const char *arg) {
-    static const char *const with_value[] = {
-        "--devices",      "--stages",     "--split",   "--schedule", "--chunks",
-        "--microbatches", "--device-mem", "--profile", "--topology", "--conv-workspace"};
-    for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
-        if (strcmp(arg, with_value[i]) == 0) return 1;
-    return strcmp(arg, "--recompute") == 0 ? 2 : 0;
+    for (size_t i = 0; i < PLACEMENT_OPTIONS; i++)
+        if (strcmp(arg, placement_options[i]) == 0) return i + 1 < PLACEMENT_OPTIONS ? 1 : 2;
+    return 0;
+}
+
+const char *const *bg_placement_option_names(size_t *count) {
+    *count = PLACEMENT_OPTIONS;
+    return placement_options;
 }
 
 bg_status_t bg_placement_parse_split(const char *text, int *split, int *count) {

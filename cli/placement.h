@@ -85,6 +85,10 @@ void bg_placement_init(bg_placement_t *p);
 /* 1 if `arg` is a placement option taking a value, 2 if a flag. */
 int bg_placement_is_option(const char *arg);
 
+/* The placement options' names, those taking a value first, then the
+ * flag; *count of them. */
+const char *const *bg_placement_option_names(size_t *count);
+
 /* Parses a --split value, "I,J,...": the first layer of stages 1, 2, ...
  * into split[] (room for BG_MAX_STAGES - 1), their number into *count.
  * Checks the form only; bg_model_spec_check_split checks it against a

@@ -539,6 +539,17 @@ usage_error "no MODEL given" -- train
 usage_error "no MODEL given" -- train --steps 1
 usage_error "unknown option '--bogus'" -- train "$MODEL" --bogus 3
 usage_error "unknown option '--bogus'" -- train "$MODEL" --bogus
+check "--bogus is near no option: no guess" sh -c "! grep -q 'did you mean' '$ERR'"
+# A misspelt option: the one it most likely is (a new user's --step), by
+# its beginning or within an edit or two (a swap counts one), among the
+# command's own and the placement's; none where two are as near.
+usage_error "unknown option '--step' (did you mean --steps?)" -- train "$MODEL" --step 5
+usage_error "unknown option '--mircobatches' (did you mean --microbatches?)" -- \
+    plan "$MODEL" --mircobatches 4
+usage_error "unknown option '--lr-shedule' (did you mean --lr-schedule?)" -- \
+    train "$MODEL" --lr-shedule cosine
+usage_error "unknown option '--sa'" -- train "$MODEL" --sa 1
+check "--sa begins --save and --save-every: no guess" sh -c "! grep -q 'did you mean' '$ERR'"
 usage_error "more than one MODEL given ('$MODEL', '$MODEL')" -- train "$MODEL" "$MODEL"
 usage_error "more than one MODEL given ('$MODEL', 'M'); 'M' is no file: the end of an option's value, written with a space?" \
     -- plan "$MODEL" --device-mem 512 M
