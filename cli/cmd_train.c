@@ -750,7 +750,7 @@ int bg_cmd_train(int argc, char **argv) {
     bg_cli_train_print_trained(&o, &r);
     bg_cli_train_print_stages(&r);
     if (r.timeline != NULL && r.timeline->steps > 0) {
-        BG_CHECK_GOTO(bg_cli_train_print_recorded(&r, &summary), st, fail);
+        BG_CHECK_GOTO(bg_cli_train_print_recorded(&o, &r, &summary), st, fail);
         bg_cli_write_timeline_files(&outputs, o.trace, o.timeline, r.timeline);
     } else if (o.trace != NULL || o.timeline != NULL) {
         /* A run stopped by a failed save, before the steps it records. */

@@ -293,7 +293,39 @@ void bg_cli_train_print_trained(const train_options_t *o, const bg_train_result_
                (long long)r->first_step + 1);
 }
 
-bg_status_t bg_cli_train_print_recorded(const bg_train_result_t *r,
+/* Says which recorded steps took an epoch's last batch, shorter than the
+ * others where the batch does not divide the training set (a new user read
+ * the last step of an epoch of 60,000 at batch 64, 32 samples, as a fast
+ * one): their figures are a short step's, in the summary's means too. */
+static void note_short_steps(const train_options_t *o, const bg_timeline_t *tl) {
+    const int64_t batch = o->train.batch, count = o->train.train->count;
+    const int64_t per_epoch = bg_train_steps_per_epoch(count, batch), rest = count % batch;
+    if (rest == 0 || tl->first_step <= 0) return;
+    char steps[96] = "";
+    size_t at = 0;
+    int shorts = 0;
+    for (int j = 0; j < tl->steps; j++) {
+        const int64_t run_step = bg_timeline_run_step(tl, j); /* from 1 */
+        if (run_step % per_epoch != 0) continue;              /* not an epoch's last */
+        shorts++;
+        if (at < sizeof steps)
+            at += (size_t)snprintf(steps + at, sizeof steps - at, "%s%lld", shorts > 1 ? ", " : "",
+                                   (long long)run_step);
+    }
+    if (shorts == 0) return;
+    char rest_text[32], count_text[32], batch_text[32];
+    printf("(step%s %s %stook an epoch's last batch, %s of its %s samples where the others take "
+           "%s: %s, %s)\n",
+           shorts > 1 ? "s" : "", steps, shorts > 1 ? "each " : "",
+           bg_cli_group_digits(rest, rest_text, sizeof rest_text),
+           bg_cli_group_digits(count, count_text, sizeof count_text),
+           bg_cli_group_digits(batch, batch_text, sizeof batch_text),
+           shorts > 1 ? "short steps" : "a short step",
+           tl->steps == 1 ? "which --trace and --timeline show too"
+                          : "counted in the means below, and in --trace and --timeline");
+}
+
+bg_status_t bg_cli_train_print_recorded(const train_options_t *o, const bg_train_result_t *r,
                                         bg_timeline_summary_t **summary) {
     size_t *peaks = calloc((size_t)r->stages, sizeof *peaks);
     if (peaks == NULL)
@@ -308,6 +340,7 @@ bg_status_t bg_cli_train_print_recorded(const bg_train_result_t *r,
                    from + n - 1);
         else
             printf("\nlast step (%lld of the run), as recorded:\n", from);
+        note_short_steps(o, r->timeline);
         st = bg_summary_print(stdout, *summary, peaks);
     }
     free(peaks);

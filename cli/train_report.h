@@ -61,9 +61,10 @@ void bg_cli_train_print_test(const train_options_t *o, const bg_train_result_t *
 void bg_cli_train_print_trained(const train_options_t *o, const bg_train_result_t *r);
 
 /* The summary of the recorded steps (r->timeline, which holds one or
- * more) beside each stage's peak memory; *summary gets it, for the
- * metrics, and the caller destroys it. */
-bg_status_t bg_cli_train_print_recorded(const bg_train_result_t *r,
+ * more) beside each stage's peak memory, saying which of them were an
+ * epoch's short last batch; *summary gets it, for the metrics, and the
+ * caller destroys it. */
+bg_status_t bg_cli_train_print_recorded(const train_options_t *o, const bg_train_result_t *r,
                                         bg_timeline_summary_t **summary);
 
 #endif

@@ -1059,6 +1059,15 @@ if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --batch 4096 --metri
     check "--steps 5 at 2 steps an epoch: 5 steps over 3 epochs" \
         python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["steps"] == 5' "$M"
     check "progress reaches epoch 3/3 step 5/5" grep -q '^epoch 3/3 step 5/5' "$ERR"
+    check "a batch that divides the set: no step is short" sh -c "! grep -q 'last batch' '$OUT'"
+fi
+# Where it does not, an epoch's last step is short, and the summary of the
+# recorded steps says which (a new user took a step of 32 samples for a
+# fast one): 8,192 samples at batch 3,000 leave 2,192 for step 3, and
+# step 6 the same in the next epoch.
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 6 --batch 3000 --record-steps 5; then
+    stdout_has "(steps 3, 6 each took an epoch's last batch, 2,192 of its 8,192 samples where the others take 3,000: short steps, counted in the means below, and in --trace and --timeline)" \
+        "the short steps recorded are named"
 fi
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --epochs 1 --batch 4096 --metrics "$M"; then
     check "--steps 5 --epochs 1 at 2 steps an epoch: the epoch ends first" \
