@@ -743,8 +743,13 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             const int64_t taken = bg_pipeline_steps(pipe);
             const int64_t optimizer_step = taken > 0 ? taken : 1;
             r.last_lr = moving_lr ? bg_optimizer_lr_at(&optimizer, optimizer_step) : -1;
+            /* The steps' time so far, which the run's figures end with: the
+             * last progress report and the summary give one samples/s
+             * (until 2026-12-06 the summary's clock ran on through the
+             * report, 4,161 samples/s against 3,723 in a run of 2 steps). */
+            const double elapsed = bg_monotonic_seconds() - start - r.save_seconds;
+            r.train_seconds = elapsed;
             if (cfg->progress != NULL) {
-                const double elapsed = bg_monotonic_seconds() - start - r.save_seconds;
                 const int64_t here = step - first_step;
                 const bg_train_progress_t p = {
                     .epoch = epoch,
@@ -768,7 +773,7 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             }
         }
     }
-    r.train_seconds = bg_monotonic_seconds() - start - r.save_seconds;
+    if (step == first_step) r.train_seconds = 0; /* no step ran */
     BG_CHECK_GOTO(bg_pipeline_record(pipe, NULL), st, done);
     r.steps = step;
     r.first_step = first_step;
