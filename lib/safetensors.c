@@ -96,7 +96,7 @@ int bg_safetensors_entry_compare(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-static bg_status_t entry_parse(const char *name, const cJSON *item, uint64_t data_size,
+static bg_status_t entry_parse(const char *name, const cJSON *item, uint64_t data_size, int in_file,
                                bg_safetensors_entry_t *entry) {
     const char *tensor = item->string;
     const cJSON *dtype = NULL, *shape = NULL, *offsets = NULL;
@@ -177,8 +177,10 @@ static bg_status_t entry_parse(const char *name, const cJSON *item, uint64_t dat
     if (end > data_size)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
-                            "] exceed the %" PRIu64 " bytes of data",
-                            name, tensor, begin, end, data_size);
+                            "] exceed the %" PRIu64 " bytes of data%s",
+                            name, tensor, begin, end, data_size,
+                            in_file ? " after the header, where the file ends: is it cut short?"
+                                    : "");
     char shape_text[256];
     shape_format(shape_text, sizeof shape_text, dims, ndim);
     if (overflow)
@@ -341,7 +343,7 @@ static size_t non_integer_number_at(const char *s, size_t len, size_t *length) {
  * byte past the given length on truncated input (DaveGamble/cJSON#800), and
  * the NUL makes that byte ours and harmless. */
 bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size_t json_len,
-                                        uint64_t data_size, bg_safetensors_t **out) {
+                                        uint64_t data_size, int in_file, bg_safetensors_t **out) {
     bg_status_t status = BG_OK;
     cJSON *root = NULL;
     const char **keys = NULL;
@@ -454,8 +456,8 @@ bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size
     }
     for (const cJSON *item = root->child; item; item = item->next) {
         if (item == metadata) continue;
-        BG_CHECK_GOTO(entry_parse(name, item, data_size, &file->entries[file->count]), status,
-                      cleanup);
+        BG_CHECK_GOTO(entry_parse(name, item, data_size, in_file, &file->entries[file->count]),
+                      status, cleanup);
         file->count++;
     }
     qsort(file->entries, (size_t)file->count, sizeof *file->entries, bg_safetensors_entry_compare);
@@ -572,7 +574,7 @@ bg_status_t bg_safetensors_parse(const char *name, const uint8_t *bytes, size_t 
     bg_status_t status = other_format_check(name, header, header_len);
     if (status == BG_OK)
         status = bg_safetensors_header_parse(name, (const char *)header + 8, header_len, data_size,
-                                             &file);
+                                             1, &file);
     if (status != BG_OK) {
         free(header);
         return status;
@@ -647,9 +649,9 @@ bg_status_t bg_safetensors_load(const char *path, bg_safetensors_t **out) {
     }
     header[8 + header_len] = '\0';
     BG_CHECK_GOTO(other_format_check(path, header, header_len), status, cleanup);
-    BG_CHECK_GOTO(
-        bg_safetensors_header_parse(path, (const char *)header + 8, header_len, data_size, &file),
-        status, cleanup);
+    BG_CHECK_GOTO(bg_safetensors_header_parse(path, (const char *)header + 8, header_len, data_size,
+                                              1, &file),
+                  status, cleanup);
     file->header = header;
     file->header_size = 8 + header_len;
     header = NULL;

@@ -26,8 +26,9 @@ uint64_t bg_safetensors_le64_decode(const uint8_t *b);
 
 /* Builds everything but the data from the JSON header text (json[json_len]
  * must be a NUL) for `data_size` bytes of data; BG_ERR_PARSE naming `name`
- * on a bad header. */
+ * on a bad header. `in_file`: the data is what a file holds after the
+ * header, so a tensor past it says the file may be cut short. */
 bg_status_t bg_safetensors_header_parse(const char *name, const char *json, size_t json_len,
-                                        uint64_t data_size, bg_safetensors_t **out);
+                                        uint64_t data_size, int in_file, bg_safetensors_t **out);
 
 #endif /* BG_SAFETENSORS_IMPL_H */

@@ -267,7 +267,8 @@ static bg_status_t encoded_header_check(const char *path, const uint8_t *header,
     text[header_size - 8] = '\0';
     bg_safetensors_t *st = NULL;
     laid_out_t *expected = NULL;
-    bg_status_t status = bg_safetensors_header_parse(path, text, header_size - 8, data_size, &st);
+    bg_status_t status =
+        bg_safetensors_header_parse(path, text, header_size - 8, data_size, 0, &st);
     free(text);
     if (status != BG_OK) { /* the parser's message begins with the path: kept first */
         char why[BG_ERROR_MAX];

@@ -1218,6 +1218,11 @@ stdout_has "evaluated the weights of $W; trained nothing (--steps 0)" \
 head -c 100 "$W" >"$T/corrupt.safetensors"
 usage_error "$T/corrupt.safetensors" -- train "$MODEL" --data synthetic --steps 1 \
     --load "$T/corrupt.safetensors"
+# Cut past its header, the file is said to be so (a new user read only
+# "data_offsets [1280, 2770176] exceed the 96944 bytes of data").
+head -c 100000 "$W" >"$T/cut.safetensors"
+usage_error "bytes of data after the header, where the file ends: is it cut short?" -- \
+    train "$MODEL" --data synthetic --steps 0 --load "$T/cut.safetensors"
 usage_error "cannot read '$T/nothing.safetensors': No such file or directory" -- \
     train "$MODEL" --data synthetic --steps 1 --load "$T/nothing.safetensors"
 

@@ -814,7 +814,8 @@ static void test_reject_bad_offsets(void **state) {
 static void test_reject_offsets_out_of_bounds(void **state) {
     (void)state;
     expect_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4,
-                    BAD_NAME ": tensor 'w': data_offsets [0, 8] exceed the 4 bytes of data");
+                    BAD_NAME ": tensor 'w': data_offsets [0, 8] exceed the 4 bytes of data after "
+                             "the header, where the file ends: is it cut short?");
 }
 
 static void test_reject_begin_after_end(void **state) {
