@@ -134,9 +134,12 @@ bg_status_t bg_cli_flag(char **argv, int i);
 /* BG_ERR_INVALID for an option the command does not know. Where it is
  * "--steps=2" and --steps is one of the command's options that take a value
  * (`options`, `count` of them, and the placement's when `placement` is 1),
- * the message shows the form brigade reads, "--steps 2". */
+ * the message shows the form brigade reads, "--steps 2"; where it is a
+ * flag's (`flags`, its flags apart from --help, space-separated, or NULL)
+ * with a value, that it takes none; else the option it most likely
+ * misspells, if one is. */
 bg_status_t bg_cli_unknown_option(const char *arg, const char *const *options, size_t count,
-                                  int placement);
+                                  int placement, const char *flags);
 
 /* BG_ERR_INVALID for a second MODEL word. Where the command has options
  * that take values (`values` 1), a word that names no file is most often

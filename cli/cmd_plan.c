@@ -118,7 +118,7 @@ static bg_status_t parse_args(int argc, char **argv, plan_options_t *o, int *sho
         }
         int known = 0;
         for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) known |= !strcmp(arg, own[k]);
-        if (!known) return bg_cli_unknown_option(arg, own, sizeof own / sizeof own[0], 1);
+        if (!known) return bg_cli_unknown_option(arg, own, sizeof own / sizeof own[0], 1, "--json");
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--batch") == 0)
             BG_CHECK(bg_cli_parse_int(arg, v, 1, 1 << 20, &o->batch));

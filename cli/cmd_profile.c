@@ -193,7 +193,7 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
             known |= strcmp(arg, with_value[k]) == 0;
         if (!known)
             return bg_cli_unknown_option(arg, with_value, sizeof with_value / sizeof with_value[0],
-                                         0);
+                                         0, NULL);
         const char *v;
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--batch") == 0)

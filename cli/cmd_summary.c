@@ -114,7 +114,7 @@ int bg_cmd_summary(int argc, char **argv) {
             return 0;
         }
         if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            (void)bg_cli_unknown_option(argv[i], NULL, 0, 0);
+            (void)bg_cli_unknown_option(argv[i], NULL, 0, 0, NULL);
             return bg_cli_usage_error("summary", "%s", bg_error_message());
         }
         if (path != NULL) {

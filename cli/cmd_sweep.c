@@ -174,7 +174,8 @@ static bg_status_t parse_args(int argc, char **argv, sweep_options_t *o, int *sh
             o->simulate = 1;
             continue;
         }
-        if (!known) return bg_cli_unknown_option(arg, own, sizeof own / sizeof own[0], 1);
+        if (!known)
+            return bg_cli_unknown_option(arg, own, sizeof own / sizeof own[0], 1, "--simulate");
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--microbatches") == 0) {
             o->m_count = 0;

@@ -214,7 +214,7 @@ int bg_cmd_topo(int argc, char **argv) {
         }
         static const char *const own[] = {"--topology"};
         if (argv[i][0] == '-') {
-            (void)bg_cli_unknown_option(argv[i], own, 1, 0);
+            (void)bg_cli_unknown_option(argv[i], own, 1, 0, NULL);
             return bg_cli_usage_error("topo", "%s", bg_error_message());
         }
         return bg_cli_usage_error("topo", "unknown argument '%s'", argv[i]);

@@ -189,7 +189,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             continue;
         }
         if (!is_option(arg))
-            return bg_cli_unknown_option(arg, options_with_value, OPTIONS_WITH_VALUE, 1);
+            return bg_cli_unknown_option(arg, options_with_value, OPTIONS_WITH_VALUE, 1, "--tf32");
         BG_CHECK(bg_cli_option_value(argc, argv, &i, &v));
         if (strcmp(arg, "--data") == 0) {
             o->data = v;
@@ -267,7 +267,7 @@ static bg_status_t parse_args(int argc, char **argv, train_options_t *o, int *sh
             o->train.record_steps = (int)value;
             o->record_steps_given = 1;
         } else {
-            return bg_cli_unknown_option(arg, options_with_value, OPTIONS_WITH_VALUE, 1);
+            return bg_cli_unknown_option(arg, options_with_value, OPTIONS_WITH_VALUE, 1, "--tf32");
         }
     }
     if (*show_help) return BG_OK;

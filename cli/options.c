@@ -278,67 +278,91 @@ static size_t edit_distance(const char *a, const char *b, size_t most) {
     return d[n][m];
 }
 
-/* The option among `a` and `b` that `arg` most likely misspells: the only
- * one it begins (--step for --steps), else the only nearest within two
- * edits (one for names of six letters or fewer); NULL where none is, or
- * two are as near. */
-static const char *nearest_option(const char *arg, const char *const *a, size_t na,
-                                  const char *const *b, size_t nb) {
+/* The names an unknown option is weighed against: the command's options
+ * that take a value, the placement's, its flags and --help; each once. */
+typedef struct option_names {
+    const char *name[96];
+    char flag_text[128]; /* the flags, split in place */
+    size_t count;
+} option_names_t;
+
+static void add_name(option_names_t *n, const char *name) {
+    for (size_t k = 0; k < n->count; k++)
+        if (strcmp(n->name[k], name) == 0) return; /* sweep's --schedule is the placement's too */
+    if (n->count < sizeof n->name / sizeof n->name[0]) n->name[n->count++] = name;
+}
+
+static void gather_names(option_names_t *n, const char *const *options, size_t count, int placement,
+                         const char *flags) {
+    n->count = 0;
+    for (size_t k = 0; k < count; k++) add_name(n, options[k]);
+    size_t placement_count = 0;
+    const char *const *placement_names =
+        placement ? bg_placement_option_names(&placement_count) : NULL;
+    for (size_t k = 0; k < placement_count; k++) add_name(n, placement_names[k]);
+    snprintf(n->flag_text, sizeof n->flag_text, "%s", flags != NULL ? flags : "");
+    for (char *save = NULL, *flag = strtok_r(n->flag_text, " ", &save); flag != NULL;
+         flag = strtok_r(NULL, " ", &save))
+        add_name(n, flag);
+    add_name(n, "--help");
+}
+
+/* The option among `n` that `arg` most likely misspells: the nearest
+ * within two edits (one for names of six letters or fewer), else the only
+ * one it begins (--epoch for --epochs); NULL where none is, or two are as
+ * near (--device is one edit from --devices and begins --device-mem too:
+ * --devices). */
+static const char *nearest_option(const char *arg, const option_names_t *n) {
     if (strncmp(arg, "--", 2) != 0 || strlen(arg) < 4) return NULL;
-    const char *found = NULL;
-    int prefixed = 0;
-    for (size_t k = 0; k < na + nb; k++) {
-        const char *name = k < na ? a[k] : b[k - na];
-        if (strncmp(name, arg, strlen(arg)) == 0) {
-            found = name;
-            prefixed++;
-        }
-    }
-    if (prefixed == 1) return found;
-    if (prefixed > 1) return NULL;
     const size_t most = strlen(arg) <= 8 ? 1 : 2; /* "--" and six letters */
     size_t best = most + 1;
-    int ties = 0;
-    for (size_t k = 0; k < na + nb; k++) {
-        const char *name = k < na ? a[k] : b[k - na];
-        const size_t d = edit_distance(arg, name, most);
+    int ties = 0, prefixed = 0;
+    const char *nearest = NULL, *begun = NULL;
+    for (size_t k = 0; k < n->count; k++) {
+        if (strncmp(n->name[k], arg, strlen(arg)) == 0) {
+            begun = n->name[k];
+            prefixed++;
+        }
+        const size_t d = edit_distance(arg, n->name[k], most);
         if (d < best) {
             best = d;
-            found = name;
+            nearest = n->name[k];
             ties = 1;
         } else if (d == best) {
             ties++;
         }
     }
-    return best <= most && ties == 1 ? found : NULL;
+    if (best <= most) return ties == 1 ? nearest : NULL;
+    return prefixed == 1 ? begun : NULL;
 }
 
 bg_status_t bg_cli_unknown_option(const char *arg, const char *const *options, size_t count,
-                                  int placement) {
+                                  int placement, const char *flags) {
+    option_names_t names;
+    gather_names(&names, options, count, placement, flags);
     const char *equals = strchr(arg, '=');
-    char name[64];
-    int known = 0;
-    if (arg[0] == '-' && arg[1] == '-' && equals != NULL && equals[1] != '\0' &&
-        (size_t)(equals - arg) < sizeof name) {
+    char name[64] = "";
+    int known = 0, flag = 0;
+    if (arg[0] == '-' && arg[1] == '-' && equals != NULL && (size_t)(equals - arg) < sizeof name) {
         snprintf(name, sizeof name, "%.*s", (int)(equals - arg), arg);
         for (size_t k = 0; k < count; k++) known |= strcmp(name, options[k]) == 0;
         known |= placement && bg_placement_is_option(name) == 1;
+        for (size_t k = 0; k < names.count && !known; k++) flag |= strcmp(name, names.name[k]) == 0;
     }
-    if (known)
+    if (known && equals[1] != '\0')
         return bg_error_set(BG_ERR_INVALID,
                             "unknown option '%s' (brigade takes an option's value as the next "
                             "word: '%s %s')",
                             arg, name, equals + 1);
+    if (flag)
+        return bg_error_set(BG_ERR_INVALID, "unknown option '%s' (%s takes no value)", arg, name);
     /* The end-of-options marker of getopt's tools: said so, with the way
      * to name such a file here. */
     if (strcmp(arg, "--") == 0)
         return bg_error_set(BG_ERR_INVALID,
                             "unknown option '--' (brigade reads no end-of-options marker; a file "
                             "whose name starts with - can be written ./-NAME)");
-    size_t placement_count = 0;
-    const char *const *placement_names =
-        placement ? bg_placement_option_names(&placement_count) : NULL;
-    const char *near = nearest_option(arg, options, count, placement_names, placement_count);
+    const char *near = nearest_option(arg, &names);
     if (near != NULL)
         return bg_error_set(BG_ERR_INVALID, "unknown option '%s' (did you mean %s?)", arg, near);
     return bg_error_set(BG_ERR_INVALID, "unknown option '%s'", arg);

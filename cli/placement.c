@@ -101,7 +101,7 @@ enum { PLACEMENT_OPTIONS = sizeof placement_options / sizeof placement_options[0
 
 int bg_placement_is_option(const char *arg) {
     for (size_t i = 0; i < PLACEMENT_OPTIONS; i++)
-        if (strcmp(arg, placement_options[i]) == 0) return i + 1 < PLACEMENT_OPTIONS ? 1 : 2;
+        if (strcmp(arg, placement_options[i]) == 0) return strcmp(arg, "--recompute") == 0 ? 2 : 1;
     return 0;
 }
 
@@ -229,7 +229,7 @@ bg_status_t bg_placement_apply(bg_placement_t *p, const char *arg, const char *v
     } else if (strcmp(arg, "--recompute") == 0) {
         p->recompute = 1;
     } else {
-        return bg_cli_unknown_option(arg, NULL, 0, 1);
+        return bg_cli_unknown_option(arg, NULL, 0, 1, NULL);
     }
     return BG_OK;
 }

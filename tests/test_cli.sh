@@ -550,6 +550,18 @@ usage_error "unknown option '--lr-shedule' (did you mean --lr-schedule?)" -- \
     train "$MODEL" --lr-shedule cosine
 usage_error "unknown option '--sa'" -- train "$MODEL" --sa 1
 check "--sa begins --save and --save-every: no guess" sh -c "! grep -q 'did you mean' '$ERR'"
+# A reviewer's: the nearest by edits before the only one begun (--device
+# begins --device-mem too); flags and --help weighed as well; a name both
+# the command and the placement list counted once (sweep's --schedule).
+usage_error "unknown option '--device' (did you mean --devices?)" -- train "$MODEL" --device cpu:2
+usage_error "unknown option '--tf23' (did you mean --tf32?)" -- train "$MODEL" --tf23
+usage_error "unknown option '--jsn' (did you mean --json?)" -- plan "$MODEL" --jsn
+usage_error "unknown option '--shedule' (did you mean --schedule?)" -- \
+    sweep "$MODEL" --shedule 1f1b --simulate
+usage_error "unknown option '--hlep' (did you mean --help?)" -- simulate "$MODEL" --hlep
+# A flag given a value: it takes none (it was guessed as itself).
+usage_error "unknown option '--recompute=1' (--recompute takes no value)" -- \
+    train "$MODEL" --recompute=1
 usage_error "more than one MODEL given ('$MODEL', '$MODEL')" -- train "$MODEL" "$MODEL"
 usage_error "more than one MODEL given ('$MODEL', 'M'); 'M' is no file: the end of an option's value, written with a space?" \
     -- plan "$MODEL" --device-mem 512 M
