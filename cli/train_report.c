@@ -293,6 +293,12 @@ void bg_cli_train_print_trained(const train_options_t *o, const bg_train_result_
                (long long)r->first_step + 1);
 }
 
+/* "st", "nd", "rd" or "th" after n. */
+static const char *ordinal_suffix(int64_t n) {
+    if (n % 100 >= 11 && n % 100 <= 13) return "th";
+    return n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+}
+
 /* Says which recorded steps took an epoch's last batch, shorter than the
  * others where the batch does not divide the training set (a new user read
  * the last step of an epoch of 60,000 at batch 64, 32 samples, as a fast
@@ -301,18 +307,27 @@ static void note_short_steps(const train_options_t *o, const bg_timeline_t *tl) 
     const int64_t batch = o->train.batch, count = o->train.train->count;
     const int64_t per_epoch = bg_train_steps_per_epoch(count, batch), rest = count % batch;
     if (rest == 0 || tl->first_step <= 0) return;
-    char steps[96] = "";
-    size_t at = 0;
-    int shorts = 0;
+    /* The epochs' last steps among the recorded: every per_epoch-th. */
+    int64_t first = 0, last = 0, shorts = 0;
     for (int j = 0; j < tl->steps; j++) {
         const int64_t run_step = bg_timeline_run_step(tl, j); /* from 1 */
-        if (run_step % per_epoch != 0) continue;              /* not an epoch's last */
-        shorts++;
-        if (at < sizeof steps)
-            at += (size_t)snprintf(steps + at, sizeof steps - at, "%s%lld", shorts > 1 ? ", " : "",
-                                   (long long)run_step);
+        if (run_step % per_epoch != 0) continue;
+        if (shorts++ == 0) first = run_step;
+        last = run_step;
     }
     if (shorts == 0) return;
+    /* Up to 4 by number, more as a range (a run of 100 recorded steps of
+     * 2 an epoch has 50). */
+    char steps[160];
+    size_t at = 0;
+    if (shorts <= 4)
+        for (int64_t s = first; s <= last && at < sizeof steps; s += per_epoch)
+            at += (size_t)snprintf(steps + at, sizeof steps - at, "%s%lld", s > first ? ", " : "",
+                                   (long long)s);
+    else
+        snprintf(steps, sizeof steps, "%lld, %lld, ..., %lld, every %lld%s and %lld in all,",
+                 (long long)first, (long long)(first + per_epoch), (long long)last,
+                 (long long)per_epoch, ordinal_suffix(per_epoch), (long long)shorts);
     char rest_text[32], count_text[32], batch_text[32];
     printf("(step%s %s %stook an epoch's last batch, %s of its %s samples where the others take "
            "%s: %s, %s)\n",

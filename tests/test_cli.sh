@@ -1081,6 +1081,11 @@ if expect 0 "" -- train "$MODEL" --data synthetic --steps 6 --batch 3000 --recor
     stdout_has "(steps 3, 6 each took an epoch's last batch, 2,192 of its 8,192 samples where the others take 3,000: short steps, counted in the means below, and in --trace and --timeline)" \
         "the short steps recorded are named"
 fi
+# Many, as a range (a reviewer's 50 were cut at 25, ending on a comma).
+if expect 0 "" -- train "$MODEL" --data synthetic --steps 10 --batch 4097 --record-steps 10; then
+    stdout_has "(steps 2, 4, ..., 10, every 2nd and 5 in all, each took an epoch's last batch, 4,095 of its 8,192 samples where the others take 4,097:" \
+        "many short steps: a range"
+fi
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --epochs 1 --batch 4096 --metrics "$M"; then
     check "--steps 5 --epochs 1 at 2 steps an epoch: the epoch ends first" \
         python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["steps"] == 2' "$M"
