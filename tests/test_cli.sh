@@ -167,6 +167,8 @@ check "HWLOC_XMLFILE there: train says its threads are unbound" grep -qxF \
     "$ERR"
 HWLOC_THISSYSTEM=1 HWLOC_XMLFILE="$ROOT/tests/fixtures/two-socket-8-core.xml" "$BRIGADE" train \
     "$MODEL" --data synthetic --steps 1 --devices cpu:2 </dev/null >"$OUT" 2>"$ERR"
+status=$?
+check "HWLOC_THISSYSTEM=1: train runs (exit status $status)" test "$status" -eq 0
 check "HWLOC_THISSYSTEM=1: no such note" sh -c "! grep -q 'run on no core' '$ERR'"
 HWLOC_XMLFILE="$ROOT/tests/fixtures/two-socket-8-core.xml" "$BRIGADE" plan "$MODEL" --devices cpu:2 \
     </dev/null >"$OUT" 2>"$ERR"
