@@ -719,8 +719,9 @@ static bg_cost_memory_t range_floor(const bg_cost_model_t *m, int first, int las
         r.workspace = conv > other ? conv : other;
     } else
         r.workspace = (size_t)range_max_query(&m->workspace, first, last - 1);
-    /* Each of those buffers rounded up in the arena: the parameters, their
-     * gradients and each optimizer state tensor alike. */
+    /* Each of those buffers rounded up in the arena (the gradients' above):
+     * the parameters, their gradients and each optimizer state tensor, one
+     * stash slot's outputs, the workspace. */
     r.padding += (size_t)(m->state_padding[last] - m->state_padding[first]) +
                  (size_t)(m->stash_padding[last] - m->stash_padding[first]);
     if (r.workspace > 0) r.padding += bg_arena_padding(r.workspace);
