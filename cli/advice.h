@@ -6,23 +6,35 @@
 #define BG_CLI_ADVICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
 #include "placement.h"
 #include "planner.h"
+#include "progress.h"
 
 /* plan_advice.c */
 
-/* Whether request r fits, said nowhere. */
-int bg_advice_variant_fits(const bg_plan_request_t *r);
+/* What the search for what would help carries from change to change: the
+ * changes found, for --json (NULL without), and its progress on a
+ * terminal (bg_progress_tick: the plans made so far, erased before each
+ * line of advice). */
+typedef struct bg_advice {
+    cJSON *found;
+    bg_progress_t progress;
+    int64_t plans;
+} bg_advice_t;
+
+/* Whether request r fits, said nowhere (a plan made, for `advice`'s count). */
+int bg_advice_variant_fits(const bg_plan_request_t *r, bg_advice_t *advice);
 
 /* Tries one change; prints it if the plan then fits, and adds it to
- * `found` (when not NULL) as {"change", "largest_stage_bytes", "step_ms"},
+ * `advice->found` (when not NULL) as {"change", "largest_stage_bytes", "step_ms"},
  * and "largest_device_bytes" where the plan is checked per device (with
  * --chunks V, a given split or one no split fits 1/V a stage). Returns 1
  * if it fit. */
-int bg_advice_try_variant(const bg_plan_request_t *r, const char *what, cJSON *found);
+int bg_advice_try_variant(const bg_plan_request_t *r, const char *what, bg_advice_t *advice);
 
 /* The smallest GPU convolution workspace limit among r's devices; SIZE_MAX
  * where none is a GPU. */
@@ -90,6 +102,6 @@ int bg_advice_scans_every_count(const bg_plan_request_t *r, int limit);
  * bg_advice_most_tried. `with` (may be "") names the changes r already
  * holds, for the lines printed. */
 int bg_advice_try_device_counts(const bg_plan_request_t *r, const bg_placement_t *placement,
-                                int host_share, const char *with, int quiet, cJSON *found);
+                                int host_share, const char *with, int quiet, bg_advice_t *advice);
 
 #endif

@@ -136,6 +136,7 @@ typedef struct count_search {
     int host_share;
     bg_cost_device_t *devices;
     const char *with;
+    bg_advice_t *advice; /* the changes found, and the plans made */
 } count_search_t;
 
 /* Tries the search's request on k devices in place of its own; returns 1
@@ -144,7 +145,7 @@ typedef struct count_search {
  * for the fewest). Where k of the devices listed give it (--stages K
  * chose among more, or one GPU's virtual devices), the k are chosen as the
  * setup chooses them; past the list, more come like the last one. */
-static int try_device_count(const count_search_t *search, int k, int quiet, cJSON *found) {
+static int try_device_count(const count_search_t *search, int k, int quiet) {
     const bg_plan_request_t *r = search->r;
     const bg_placement_t *placement = search->placement;
     bg_cost_device_t *devices = search->devices;
@@ -228,7 +229,7 @@ static int try_device_count(const count_search_t *search, int k, int quiet, cJSO
             devices[d].conv_workspace_bytes = conv_limit;
     int fits = 0;
     if (quiet) {
-        fits = bg_advice_variant_fits(&v);
+        fits = bg_advice_variant_fits(&v, search->advice);
     } else {
         /* The options that give k devices: cores are there for the asking;
          * GPUs must be listed, or, on one GPU, made virtual devices of it. */
@@ -261,7 +262,7 @@ static int try_device_count(const count_search_t *search, int k, int quiet, cJSO
         snprintf(what, sizeof what, "%s%s%d device%s (%s%s%s)", with, with[0] ? ", " : "", k,
                  k == 1 ? "" : "s", devices_option, microbatches,
                  r->split != NULL ? ", without --split" : "");
-        fits = bg_advice_try_variant(&v, what, found);
+        fits = bg_advice_try_variant(&v, what, search->advice);
     }
     bg_device_links_destroy(chosen);
     free(made);
@@ -322,20 +323,20 @@ static int nearest_fitting_count(const count_search_t *search, int from, int dir
     const bg_plan_request_t *r = search->r;
     if (bg_advice_scans_every_count(r, limit)) {
         for (int k = from + dir; dir * (limit - k) >= 0; k += dir)
-            if (try_device_count(search, k, 1, NULL)) return k;
+            if (try_device_count(search, k, 1)) return k;
         return 0;
     }
     int fail = from, fit = 0;
     for (int step = 1; fit == 0 && dir * (limit - fail) > 0; step *= 2) {
         const int k = dir * (limit - fail) > step ? fail + dir * step : limit;
-        if (try_device_count(search, k, 1, NULL))
+        if (try_device_count(search, k, 1))
             fit = k;
         else
             fail = k;
     }
     while (fit != 0 && abs(fit - fail) > 1) {
         const int mid = fail + (fit - fail) / 2;
-        if (try_device_count(search, mid, 1, NULL))
+        if (try_device_count(search, mid, 1))
             fit = mid;
         else
             fail = mid;
@@ -344,13 +345,13 @@ static int nearest_fitting_count(const count_search_t *search, int from, int dir
 }
 
 int bg_advice_try_device_counts(const bg_plan_request_t *r, const bg_placement_t *placement,
-                                int host_share, const char *with, int quiet, cJSON *found) {
+                                int host_share, const char *with, int quiet, bg_advice_t *advice) {
     const int most = bg_advice_most_tried(r, placement);
     /* Room for the fewer counts too, where `most` is below the request's. */
     const int room = most > r->devices ? most : r->devices;
     bg_cost_device_t *devices = calloc((size_t)(room > 0 ? room : 1), sizeof *devices);
     if (devices == NULL) return 0;
-    const count_search_t search = {r, placement, host_share, devices, with};
+    const count_search_t search = {r, placement, host_share, devices, with, advice};
     /* Past `most` (the GPUs there are, without --device-mem) a count only
      * divides GPUs: the fewer counts start at `most` itself (cuda:0x4 on
      * two GPUs: cuda:0,cuda:5, not cuda:0x2,cuda:5 first). */
@@ -364,11 +365,11 @@ int bg_advice_try_device_counts(const bg_plan_request_t *r, const bg_placement_t
     const int regroup = r->devices <= most && bg_advice_other_gpus(placement) &&
                         bg_advice_gpu_held_twice(&placement->devices);
     const int same = regroup && (!quiet || (fewer == 0 && more == 0)) &&
-                     try_device_count(&search, r->devices, 1, NULL);
+                     try_device_count(&search, r->devices, 1);
     int fits = quiet && (fewer > 0 || more > 0 || same);
-    if (!quiet && same) fits |= try_device_count(&search, r->devices, 0, found);
-    if (!quiet && fewer > 0) fits |= try_device_count(&search, fewer, 0, found);
-    if (!quiet && more > 0) fits |= try_device_count(&search, more, 0, found);
+    if (!quiet && same) fits |= try_device_count(&search, r->devices, 0);
+    if (!quiet && fewer > 0) fits |= try_device_count(&search, fewer, 0);
+    if (!quiet && more > 0) fits |= try_device_count(&search, more, 0);
     free(devices);
     return fits;
 }

@@ -19,20 +19,8 @@
 
 static const double mib = 1024.0 * 1024.0;
 
-/* The search's progress while bg_cli_plan_explain_overflow looks (a model
- * of 30,000 layers took 10 s, silent until 2026-12-06): on a terminal,
- * once it has run a second, the plans made so far, erased before each
- * line of advice. */
-static struct {
-    bg_progress_t line;
-    int64_t plans;
-    int active;
-} advice_search;
-
 /* Erases the search's progress line, if drawn, before a line of advice. */
-static void clear_search_line(void) {
-    if (advice_search.active) bg_progress_clear_line(&advice_search.line);
-}
+static void clear_search_line(bg_advice_t *advice) { bg_progress_clear_line(&advice->progress); }
 
 /* The bytes of the model's parameters, gradients and the state of
  * r's optimizer (an evaluation's: its parameters alone), in the planner's
@@ -65,7 +53,7 @@ static int could_hold(const bg_cost_device_t *devices, int k, double state) {
  * chain the other way round counts too, as the run would take it
  * (bg_cli_plan_make; *reversed says so); out of memory planning that is
  * no fit. */
-static bg_plan_t *fitting_plan(const bg_plan_request_t *r, int *reversed) {
+static bg_plan_t *fitting_plan(const bg_plan_request_t *r, bg_advice_t *advice, int *reversed) {
     *reversed = 0;
     if (!could_hold(r->device, r->devices, model_state_bytes(r))) return NULL;
     bg_plan_request_t v = *r;
@@ -76,23 +64,24 @@ static bg_plan_t *fitting_plan(const bg_plan_request_t *r, int *reversed) {
     v.fits_only = r->chunks == 1;
     bg_plan_t *p = NULL;
     const bg_status_t made = bg_plan_create_either_way(&v, &p, reversed);
-    if (advice_search.active) bg_progress_tick(&advice_search.line, ++advice_search.plans);
+    bg_progress_tick(&advice->progress, ++advice->plans);
     if (made == BG_OK && p->partition->fits) return p;
     bg_plan_destroy(p);
     return NULL;
 }
 
-int bg_advice_variant_fits(const bg_plan_request_t *r) {
+int bg_advice_variant_fits(const bg_plan_request_t *r, bg_advice_t *advice) {
     int reversed;
-    bg_plan_t *p = fitting_plan(r, &reversed);
+    bg_plan_t *p = fitting_plan(r, advice, &reversed);
     const int fits = p != NULL;
     bg_plan_destroy(p);
     return fits;
 }
 
-int bg_advice_try_variant(const bg_plan_request_t *r, const char *what, cJSON *found) {
+int bg_advice_try_variant(const bg_plan_request_t *r, const char *what, bg_advice_t *advice) {
     int reversed;
-    bg_plan_t *p = fitting_plan(r, &reversed); /* a variant that does not fit is not shown */
+    bg_plan_t *p =
+        fitting_plan(r, advice, &reversed); /* a variant that does not fit is not shown */
     if (p == NULL) return 0;
     size_t peak = 0, device_peak = 0;
     for (int s = 0; s < p->partition->stages; s++)
@@ -108,19 +97,19 @@ int bg_advice_try_variant(const bg_plan_request_t *r, const char *what, cJSON *f
     char step[64] = "";
     if (!r->forward_only)
         snprintf(step, sizeof step, ", step %.3f ms without the optimizer step", p->step_s * 1e3);
-    clear_search_line();
+    clear_search_line(advice);
     fprintf(stderr, "  %-32s fits: largest %s %.2f MiB%s%s\n", what,
             per_device ? "device's stages" : "stage",
             (double)(per_device ? device_peak : peak) / mib, step,
             reversed ? ", on the devices the other way round" : "");
-    cJSON *change = found != NULL ? cJSON_CreateObject() : NULL;
+    cJSON *change = advice->found != NULL ? cJSON_CreateObject() : NULL;
     if (change != NULL) {
         cJSON_AddStringToObject(change, "change", what);
         bg_cli_json_add_uint(change, "largest_stage_bytes", peak);
         if (per_device) bg_cli_json_add_uint(change, "largest_device_bytes", device_peak);
         cJSON_AddNumberToObject(change, "step_ms", p->step_s * 1e3);
         if (reversed) cJSON_AddTrueToObject(change, "devices_reversed");
-        cJSON_AddItemToArray(found, change);
+        cJSON_AddItemToArray(advice->found, change);
     }
     bg_plan_destroy(p);
     return 1;
@@ -154,7 +143,7 @@ size_t bg_advice_conv_limit(const bg_plan_request_t *r) {
  * a plan is checked otherwise than it failed (with --chunks V, against
  * 1/V of a device, then as a device holds its stages together). Returns 1
  * if one fit. */
-static int try_conv_workspace(const bg_plan_t *p, cJSON *found) {
+static int try_conv_workspace(const bg_plan_t *p, bg_advice_t *advice) {
     const bg_plan_request_t *r = &p->request;
     const bg_partition_t *part = p->partition;
     const int per_device = part->memory_check == BG_PARTITION_CHECK_DEVICES;
@@ -178,16 +167,16 @@ static int try_conv_workspace(const bg_plan_t *p, cJSON *found) {
     bg_plan_request_t v = *r;
     v.device = less;
     with_conv_limit(r, lo * mib_bytes, less);
-    int fits = bg_advice_variant_fits(&v);
+    int fits = bg_advice_variant_fits(&v, advice);
     if (!fits && lo > 0) {
         lo = 0;
         with_conv_limit(r, 0, less);
-        fits = bg_advice_variant_fits(&v);
+        fits = bg_advice_variant_fits(&v, advice);
     }
     while (fits && hi > lo + 1) {
         const size_t mid = lo + (hi - lo) / 2;
         with_conv_limit(r, mid * mib_bytes, less);
-        if (bg_advice_variant_fits(&v))
+        if (bg_advice_variant_fits(&v, advice))
             lo = mid;
         else
             hi = mid;
@@ -196,7 +185,7 @@ static int try_conv_workspace(const bg_plan_t *p, cJSON *found) {
         char what[64];
         snprintf(what, sizeof what, "--conv-workspace %zu%s", lo, lo > 0 ? "M" : "");
         with_conv_limit(r, lo * mib_bytes, less);
-        fits = bg_advice_try_variant(&v, what, found);
+        fits = bg_advice_try_variant(&v, what, advice);
     }
     free(less);
     return fits;
@@ -281,7 +270,7 @@ static size_t largest_capacity(const bg_plan_t *failed, const bg_placement_t *pl
  * "layer_too_large". */
 static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement_t *placement,
                                   int layer, int last, size_t need, size_t capacity,
-                                  const char *with, cJSON *plan_json) {
+                                  const char *with, bg_advice_t *advice, cJSON *plan_json) {
     cJSON *bound = plan_json != NULL ? cJSON_AddObjectToObject(plan_json, "layer_too_large") : NULL;
     if (bound != NULL) {
         cJSON_AddNumberToObject(bound, "layer", layer);
@@ -334,7 +323,7 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
     else
         snprintf(what, sizeof what, "layer %d (%s) needs", layer,
                  bg_layer_kind_name(r->spec->layers[layer].kind));
-    clear_search_line();
+    clear_search_line(advice);
     fprintf(stderr,
             "  none of these fits, alone or together: %s at least %s bytes (%.2f MiB) on "
             "any stage that holds it%s, over the %s byte%s a stage may have here, so more %s "
@@ -451,7 +440,7 @@ typedef struct device_search {
  * does, and the fewest such devices are printed with it. Returns 1 if one
  * did. */
 static int try_microbatches(const bg_plan_request_t *r, const char *with,
-                            const device_search_t *devices, cJSON *found) {
+                            const device_search_t *devices, bg_advice_t *advice) {
     const int multiple = bg_plan_microbatch_multiple(r, 0);
     const int count = bg_plan_microbatch_candidates(r->batch, multiple, NULL, 0);
     int *ms = malloc(sizeof *ms * (size_t)(count > 0 ? count : 1));
@@ -468,12 +457,12 @@ static int try_microbatches(const bg_plan_request_t *r, const char *with,
             snprintf(what, sizeof what, "%s%s--microbatches %d", with, with[0] ? " " : "", m);
             int fits;
             if (devices == NULL)
-                fits = bg_advice_try_variant(&v, what, found);
+                fits = bg_advice_try_variant(&v, what, advice);
             else
                 fits = device_counts_may_help(&v, devices->failed, devices->placement,
                                               devices->host_share) &&
                        bg_advice_try_device_counts(&v, devices->placement, devices->host_share,
-                                                   what, 0, found);
+                                                   what, 0, advice);
             if (fits) {
                 helped = 1;
                 break;
@@ -495,7 +484,7 @@ static int try_microbatches(const bg_plan_request_t *r, const char *with,
  * as slowly. */
 static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, int n,
                               bg_cost_device_t *scratch, const bg_placement_t *placement,
-                              int host_share, cJSON *found) {
+                              int host_share, bg_advice_t *advice) {
     const bg_plan_request_t *r = &failed->request;
     const device_search_t search = {failed, placement, host_share};
     char what[160];
@@ -517,7 +506,7 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
                 if (bits != size - counts) continue;
                 apply_savings(r, savings, n, mask, &v, scratch, what, sizeof what);
                 if (counts == 0) {
-                    fits |= bg_advice_try_variant(&v, what, found);
+                    fits |= bg_advice_try_variant(&v, what, advice);
                     continue;
                 }
                 if (counts == 2) {
@@ -530,15 +519,15 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
                         both_may_fit =
                             device_counts_may_help(&least, failed, placement, host_share) &&
                             bg_advice_try_device_counts(&least, placement, host_share, all, 1,
-                                                        NULL);
+                                                        advice);
                         apply_savings(r, savings, n, mask, &v, scratch, what, sizeof what);
                     }
-                    if (both_may_fit) fits |= try_microbatches(&v, what, &search, found);
+                    if (both_may_fit) fits |= try_microbatches(&v, what, &search, advice);
                     continue;
                 }
-                fits |= try_microbatches(&v, what, NULL, found);
+                fits |= try_microbatches(&v, what, NULL, advice);
                 if (device_counts_may_help(&v, failed, placement, host_share))
-                    fits |= bg_advice_try_device_counts(&v, placement, host_share, what, 0, found);
+                    fits |= bg_advice_try_device_counts(&v, placement, host_share, what, 0, advice);
             }
         }
         if (fits) return 1;
@@ -579,9 +568,9 @@ static const char *fewest_devices(const bg_plan_request_t *r, char *buf, size_t 
  * devices cannot help; else that none fits. */
 static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, int n,
                              bg_cost_device_t *scratch, const bg_placement_t *placement,
-                             int host_share, cJSON *found, cJSON *plan_json) {
+                             int host_share, bg_advice_t *advice, cJSON *plan_json) {
     const bg_plan_request_t *r = &failed->request;
-    if (try_fewest_changes(failed, savings, n, scratch, placement, host_share, found)) return;
+    if (try_fewest_changes(failed, savings, n, scratch, placement, host_share, advice)) return;
     /* Then every saving with the smallest micro-batches, on the devices
      * given and on other counts of them. */
     bg_plan_request_t v;
@@ -592,7 +581,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
     if (v.microbatches != r->microbatches) {
         at += snprintf(what + at, sizeof what - (size_t)at, "%s--microbatches %d",
                        at > 0 ? " " : "", v.microbatches);
-        if (bg_advice_try_variant(&v, what, found)) return;
+        if (bg_advice_try_variant(&v, what, advice)) return;
     }
     const size_t capacity = largest_capacity(failed, placement);
     int layer = 0, last = 0;
@@ -602,16 +591,16 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
      * hold what the request's own settings could not; fewer, where each
      * then has more memory. */
     if ((!layer_too_large || bg_advice_fewer_have_more(placement, host_share)) && at > 0 &&
-        bg_advice_try_device_counts(&v, placement, host_share, what, 0, found))
+        bg_advice_try_device_counts(&v, placement, host_share, what, 0, advice))
         return;
     if (layer_too_large) {
         print_layer_too_large(r, placement, layer, last, need, capacity,
-                              at > 0 ? " even with all of these" : "", plan_json);
+                              at > 0 ? " even with all of these" : "", advice, plan_json);
         return;
     }
     /* --json: the verdict as stderr says it, with the counts tried. */
     cJSON *verdict = plan_json != NULL ? cJSON_AddObjectToObject(plan_json, "none_fits") : NULL;
-    clear_search_line();
+    clear_search_line(advice);
     if (bg_advice_shares_one_gpu(placement)) {
         fprintf(stderr, "  none of these fits, alone or together: the virtual devices share one "
                         "GPU's memory, so more of them hold no more; use more GPUs\n");
@@ -819,26 +808,25 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     const int n = savings_of(r, p->model, savings);
     bg_cost_device_t *scratch = malloc(sizeof *scratch * (size_t)r->devices);
     if (scratch == NULL) return; /* the advice is a courtesy: the refusal stands */
-    bg_progress_init(&advice_search.line, stderr, 1);
-    advice_search.line.what = "  looking for what fits: plans made:";
-    advice_search.line.quiet_s = 1.0;
-    advice_search.plans = 0;
-    advice_search.active = 1;
+    bg_advice_t advice_state = {.found = found};
+    bg_advice_t *advice = &advice_state;
+    bg_progress_init(&advice->progress, stderr, 1);
+    advice->progress.what = "  looking for what fits: plans made:";
+    advice->progress.quiet_s = 1.0;
     for (int i = 0; i < n; i++) {
         bg_plan_request_t v;
         char what[64];
         if (savings[i].apply == without_conv_workspace) continue;
         apply_savings(r, savings, n, 1u << i, &v, scratch, what, sizeof what);
         helped |= bg_advice_try_variant(
-            &v, savings[i].apply == without_split ? "leave out --split" : what, found);
+            &v, savings[i].apply == without_split ? "leave out --split" : what, advice);
     }
-    helped |= try_conv_workspace(p, found);
-    helped |= try_microbatches(r, "", NULL, found);
+    helped |= try_conv_workspace(p, advice);
+    helped |= try_microbatches(r, "", NULL, advice);
     if (device_counts_may_help(r, p, placement, host_share) &&
-        bg_advice_try_device_counts(r, placement, host_share, "", 0, found))
+        bg_advice_try_device_counts(r, placement, host_share, "", 0, advice))
         helped = 1;
-    if (!helped) try_every_saving(p, savings, n, scratch, placement, host_share, found, plan_json);
-    clear_search_line();
-    advice_search.active = 0;
+    if (!helped) try_every_saving(p, savings, n, scratch, placement, host_share, advice, plan_json);
+    clear_search_line(advice);
     free(scratch);
 }
