@@ -301,7 +301,7 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
             bg_error_prefix(st,
                             "one allocation of %zu bytes for parameters %zu, gradients %zu, "
                             "optimizer state %zu, stash %zu, buffers %zu, workspace %zu and "
-                            "the padding of each buffer to 256 bytes %zu: ",
+                            "padding %zu (each buffer rounded up to 256 bytes): ",
                             m->arena, m->params, m->grads, m->optimizer, m->stash, m->buffers,
                             m->workspace, m->padding);
             goto fail;

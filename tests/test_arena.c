@@ -299,7 +299,7 @@ static void test_stage_out_of_memory_names_stage_and_bytes(void **state) {
     assert_true(padding > 0 && padding < 64 * 256);
     char want[160];
     snprintf(want, sizeof want,
-             ", workspace 0 and the padding of each buffer to 256 bytes %zu: out of memory "
+             ", workspace 0 and padding %zu (each buffer rounded up to 256 bytes): out of memory "
              "allocating ",
              padding);
     assert_non_null(strstr(block_message, want));
