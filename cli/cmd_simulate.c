@@ -207,7 +207,8 @@ int bg_cmd_simulate(int argc, char **argv) {
     char shown[BG_CLI_SHOWN_MAX];
     printf("simulation of %s: ", bg_cli_shown(o.model, shown, sizeof shown));
     bg_placement_describe(&o.placement, 0, stdout);
-    bg_cli_print_split(plan, stdout); /* the layers of each stage (a new user's) */
+    /* The layers of each stage (a new user's); the next line says whose. */
+    bg_cli_print_split(plan, 0, stdout);
     char sizes[64];
     printf("\nbatch %lld (%s), %s; %s; costs from %s\n\n", (long long)o.batch,
            bg_cli_microbatch_sizes(o.batch, plan->request.microbatches, sizes, sizeof sizes),

@@ -500,7 +500,7 @@ static void print_header(const train_options_t *o, const bg_plan_t *plan, const 
                 (long long)o->train.batch, settings);
     fputs("placement: ", stderr);
     bg_placement_describe(&o->placement, o->train.evaluate_only, stderr);
-    bg_cli_print_split(plan, stderr);
+    bg_cli_print_split(plan, 1, stderr);
     fputc('\n', stderr);
 }
 

@@ -654,10 +654,10 @@ const char *bg_cli_plan_split_source(const bg_plan_t *p, char *buf, size_t size)
     return buf;
 }
 
-void bg_cli_print_split(const bg_plan_t *p, FILE *out) {
+void bg_cli_print_split(const bg_plan_t *p, int source, FILE *out) {
     for (int s = 1; s < p->partition->stages; s++)
         fprintf(out, "%s%d", s == 1 ? "; split " : ",", p->first_layer[s]);
-    if (p->partition->stages > 1)
+    if (source && p->partition->stages > 1)
         fputs(p->request.split != NULL ? " (--split)" : " (the planner's)", out);
 }
 
@@ -859,8 +859,10 @@ bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
         BG_CHECK(bg_topology_create(NULL, &out->topology));
     BG_CHECK(bg_placement_resolve(placement, out->spec, out->topology));
     /* Refused before it is read, so no note about its contents comes first. */
-    if (placement->run != NULL) BG_CHECK(bg_cli_check_profile_used(placement->run, placement));
-    if (placement->run != NULL) bg_cli_note_unbound(out->topology);
+    if (placement->run != NULL) {
+        BG_CHECK(bg_cli_check_profile_used(placement->run, placement));
+        bg_cli_note_unbound(out->topology);
+    }
     BG_CHECK(bg_cli_profile_load(placement, out->spec, optimizer, &out->profile));
     bg_cost_link_t host = BG_COST_LINK_HOST_INIT;
     if (out->profile != NULL) host = bg_plan_profile_link(out->profile);
