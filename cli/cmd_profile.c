@@ -493,9 +493,9 @@ int bg_cmd_profile(int argc, char **argv) {
             loaded = peer_core != list.devices[0].physical;
         }
     }
+    bg_cli_note_unbound(topology);
     /* Like a CPU device's thread: on one core, so timings do not wander. A
      * machine that refuses binding still gets a profile. */
-    bg_cli_note_unbound(topology);
     if (bg_topology_bind_thread(topology, 0) != BG_OK) bg_error_clear();
     bg_profile_config_t pc = BG_PROFILE_CONFIG_INIT;
     pc.spec = spec;

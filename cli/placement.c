@@ -619,8 +619,9 @@ void bg_placement_cost_devices(const bg_placement_t *p, int count, int host_shar
             /* cuDNN's choice, within the limit, is known only on the GPU. */
             c.own_conv_workspace = 1;
             c.conv_workspace_bytes = p->conv_workspace;
-            /* The slots of the channels into it, from another GPU (a list
-             * mixing CPU and CUDA devices is refused), lie in its arena. */
+            /* The slots of the channels into it, from another CUDA device
+             * (a list mixing CPU and CUDA devices is refused), lie in its
+             * arena. */
             c.channels_in_arena = 1;
             c.elementwise_memory_bound = 1;
             c.weight_bytes_per_s = c.memory_bytes_per_s; /* weights from its own memory */

@@ -14,8 +14,8 @@ typedef struct bg_progress {
     double started;     /* monotonic seconds at init */
     double last_draw;   /* monotonic seconds of the last redraw */
     int64_t last_tenth; /* bg_progress_count without a terminal: tenths printed */
-    const char *what;   /* bg_progress_count: what is counted */
-    double quiet_s;     /* bg_progress_count: nothing shown until the count has run this long */
+    const char *what;   /* bg_progress_count and _tick: what is counted */
+    double quiet_s;     /* they show nothing until the count has run this long */
     int line_open;      /* a terminal line drawn, not yet ended (bg_progress_end_line) */
 } bg_progress_t;
 

@@ -174,7 +174,8 @@ size_t bg_channel_bytes(const bg_channel_t *ch);
 
 /* What the receiver's arena adds to those bytes by rounding each slot up to
  * 256 bytes (bg_arena_padding): a channel between CUDA backends lays its
- * slots out there; 0 for host rings (allocated apart) and NULL. */
+ * slots out there when given one; 0 for host rings (allocated apart), for
+ * slots allocated apart (no arena in its config) and for NULL. */
 size_t bg_channel_padding(const bg_channel_t *ch);
 
 #ifdef __cplusplus

@@ -133,8 +133,9 @@ typedef struct bg_cost_device {
     int own_conv_workspace;
     size_t conv_workspace_bytes;
     /* 1 where the slots of the channels into the device lie in its one
-     * allocation, each rounded up like a buffer (a GPU's, from another
-     * GPU: counted in padding); 0 where they are allocated apart. */
+     * allocation, each rounded up like a buffer (a GPU's, from another GPU
+     * or another virtual device of its own: counted in padding); 0 where
+     * they are allocated apart. */
     int channels_in_arena;
     /* 1 where tanh, sigmoid, gelu, layernorm and dropout are bound by
      * memory (a GPU): each pass takes the time to stream its values (2 a
@@ -335,10 +336,12 @@ bg_cost_memory_t bg_cost_stage_memory(const bg_cost_model_t *model, const bg_cos
  * the model's own workspace figure), whatever else it holds and wherever
  * it is cut: their parameters, gradients and optimizer state, one
  * micro-batch's stash of their own outputs, gradient buffers as wide as
- * the widest activation they touch, and their workspace. A bound from
- * below on bg_cost_stage_memory of any stage that contains them: what a
- * stage's ends add (its input, the channels, an in-place first layer's
- * output, the labels) is left out, since another cut may avoid it. */
+ * the widest activation they touch, and their workspace, each with its
+ * padding. A bound from below on bg_cost_stage_memory of any stage that
+ * contains them, category by category but for the padding (a wider buffer
+ * may have less), and as a peak: what a stage's ends add (its input, the
+ * channels, an in-place first layer's output, the labels) is left out,
+ * since another cut may avoid it. */
 bg_cost_memory_t bg_cost_range_floor(const bg_cost_model_t *model, int first, int last,
                                      const bg_cost_device_t *device);
 
