@@ -80,8 +80,8 @@ int bg_advice_variant_fits(const bg_plan_request_t *r, bg_advice_t *advice) {
 
 int bg_advice_try_variant(const bg_plan_request_t *r, const char *what, bg_advice_t *advice) {
     int reversed;
-    bg_plan_t *p =
-        fitting_plan(r, advice, &reversed); /* a variant that does not fit is not shown */
+    /* A variant that does not fit is not shown. */
+    bg_plan_t *p = fitting_plan(r, advice, &reversed);
     if (p == NULL) return 0;
     size_t peak = 0, device_peak = 0;
     for (int s = 0; s < p->partition->stages; s++)
