@@ -173,8 +173,16 @@ static int run(int argc, char **argv) {
         note_xmlfile();
         return close_stdout(cmd, command(cmd)(argc - 1, argv + 1));
     }
+    const char *names[sizeof commands / sizeof commands[0]];
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) names[i] = commands[i].name;
+    const char *near =
+        strlen(cmd) >= 2
+            ? bg_cli_nearest_name(cmd, names, sizeof names / sizeof names[0], strlen(cmd))
+            : NULL;
     if (strcmp(cmd, "version") == 0)
         fprintf(stderr, "brigade: unknown command 'version' (brigade --version prints it)\n");
+    else if (near != NULL) /* a misspelt one: its usage would bury the guess */
+        fprintf(stderr, "brigade: unknown command '%s' (did you mean %s?)\n", cmd, near);
     else
         fprintf(stderr, "brigade: unknown command '%s'\n\n%s", cmd, usage);
     return 2;

@@ -307,26 +307,21 @@ static void gather_names(option_names_t *n, const char *const *options, size_t c
     add_name(n, "--help");
 }
 
-/* The option among `n` that `arg` most likely misspells: the nearest
- * within two edits (one for names of six letters or fewer), else the only
- * one it begins (--epoch for --epochs); NULL where none is, or two are as
- * near (--device is one edit from --devices and begins --device-mem too:
- * --devices). */
-static const char *nearest_option(const char *arg, const option_names_t *n) {
-    if (strncmp(arg, "--", 2) != 0 || strlen(arg) < 4) return NULL;
-    const size_t most = strlen(arg) <= 8 ? 1 : 2; /* "--" and six letters */
+const char *bg_cli_nearest_name(const char *word, const char *const *names, size_t count,
+                                size_t letters) {
+    const size_t most = letters <= 6 ? 1 : 2;
     size_t best = most + 1;
     int ties = 0, prefixed = 0;
     const char *nearest = NULL, *begun = NULL;
-    for (size_t k = 0; k < n->count; k++) {
-        if (strncmp(n->name[k], arg, strlen(arg)) == 0) {
-            begun = n->name[k];
+    for (size_t k = 0; k < count; k++) {
+        if (strncmp(names[k], word, strlen(word)) == 0) {
+            begun = names[k];
             prefixed++;
         }
-        const size_t d = edit_distance(arg, n->name[k], most);
+        const size_t d = edit_distance(word, names[k], most);
         if (d < best) {
             best = d;
-            nearest = n->name[k];
+            nearest = names[k];
             ties = 1;
         } else if (d == best) {
             ties++;
@@ -334,6 +329,15 @@ static const char *nearest_option(const char *arg, const option_names_t *n) {
     }
     if (best <= most) return ties == 1 ? nearest : NULL;
     return prefixed == 1 ? begun : NULL;
+}
+
+/* The option among `n` that `arg` most likely misspells
+ * (bg_cli_nearest_name; --device is one edit from --devices and begins
+ * --device-mem too: --devices); NULL for a word of fewer than two letters
+ * after "--". */
+static const char *nearest_option(const char *arg, const option_names_t *n) {
+    if (strncmp(arg, "--", 2) != 0 || strlen(arg) < 4) return NULL;
+    return bg_cli_nearest_name(arg, n->name, n->count, strlen(arg) - 2);
 }
 
 bg_status_t bg_cli_unknown_option(const char *arg, const char *const *options, size_t count,

@@ -17,6 +17,12 @@ expect 0 "" -- --help
 stdout_has "train" "brigade --help"
 stdout_has "summary" "brigade --help"
 usage_error "unknown command 'frobnicate'" -- frobnicate
+check "a command near none: the usage follows" grep -qF "usage: brigade COMMAND" "$ERR"
+# A misspelt command: the one it most likely is, alone (the usage would
+# bury it).
+usage_error "unknown command 'trian' (did you mean train?)" -- trian "$MODEL"
+check "a guessed command: no usage after it" sh -c "! grep -q 'usage: brigade' '$ERR'"
+usage_error "unknown command 'simulat' (did you mean simulate?)" -- simulat "$MODEL"
 usage_error "unknown command 'version' (brigade --version prints it)" -- version
 # The version, from meson.build's project(); help COMMAND is COMMAND --help.
 expect 0 "" -- --version
