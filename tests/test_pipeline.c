@@ -735,8 +735,8 @@ static void test_evaluate(void **state) {
 /* A pipeline of f's model on `devices_text` (*devices must outlive it),
  * a batch of BATCH in m micro-batches, with `adjust(cfg, arg)` (if not
  * NULL) changing its config before it is made. */
-static bg_pipeline_t *make_pipeline(fixture_t *f, const char *devices_text, bg_schedule_kind_t kind,
-                                    int m, bg_device_list_t *devices,
+static bg_pipeline_t *make_pipeline(const fixture_t *f, const char *devices_text,
+                                    bg_schedule_kind_t kind, int m, bg_device_list_t *devices,
                                     void (*adjust)(bg_pipeline_config_t *, int), int arg) {
     assert_int_equal(bg_device_list_parse(devices_text, 2, devices), BG_OK);
     bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
@@ -856,20 +856,14 @@ static void test_balance_split(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* make_pipeline's adjustment: `chunks` stages a device. */
+static void with_chunks(bg_pipeline_config_t *cfg, int chunks) { cfg->chunks = chunks; }
+
 /* A pipeline on cpu:2 with a timeline of its shape (*devices must outlive
  * it). */
 static bg_pipeline_t *two_devices(const fixture_t *f, bg_schedule_kind_t kind, int chunks, int m,
                                   bg_device_list_t *devices, bg_timeline_t **tl) {
-    assert_int_equal(bg_device_list_parse("cpu:2", 2, devices), BG_OK);
-    bg_pipeline_config_t cfg = BG_PIPELINE_CONFIG_INIT;
-    cfg.spec = f->spec;
-    cfg.devices = devices;
-    cfg.schedule = kind;
-    cfg.chunks = chunks;
-    cfg.microbatches = m;
-    cfg.batch = BATCH;
-    bg_pipeline_t *p;
-    assert_int_equal(bg_pipeline_create(&cfg, &p), BG_OK);
+    bg_pipeline_t *p = make_pipeline(f, "cpu:2", kind, m, devices, with_chunks, chunks);
     assert_int_equal(bg_pipeline_timeline_create(p, tl), BG_OK);
     return p;
 }
