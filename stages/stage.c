@@ -288,13 +288,10 @@ bg_status_t bg_stage_create(const bg_stage_config_t *cfg, bg_stage_t **out) {
     BG_CHECK_GOTO(reserve_params(s), st, fail);
     BG_CHECK_GOTO(reserve_buffers(s), st, fail);
     s->memory.arena = s->arena->bytes - arena_before;
-    s->memory.padding =
-        s->memory.arena - (s->memory.params + s->memory.grads + s->memory.optimizer +
-                           s->memory.stash + s->memory.buffers + s->memory.workspace);
     if (cfg->arena == NULL) {
         st = bg_arena_commit(s->arena);
         if (st != BG_OK) {
-            const bg_stage_memory_t *m = &s->memory;
+            const bg_stage_memory_t memory = bg_stage_memory(s), *m = &memory;
             /* The backend's message names the device, as the prefix below
              * does (it said "on cpu:0: ...: cpu:0: out of memory"). */
             bg_error_drop_name(s->be->name);
@@ -537,6 +534,7 @@ void bg_stage_set_steps(bg_stage_t *s, int64_t steps) { s->steps = steps; }
 
 bg_stage_memory_t bg_stage_memory(const bg_stage_t *s) {
     bg_stage_memory_t m = s->memory;
+    m.padding = m.arena - (m.params + m.grads + m.optimizer + m.stash + m.buffers + m.workspace);
     m.stash_current = m.stash_slot * (size_t)m.in_flight;
     m.stash_peak = m.stash_slot * (size_t)m.peak_in_flight;
     return m;

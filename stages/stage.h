@@ -63,7 +63,8 @@ typedef struct bg_stage_config {
  * it lies in one arena (lib/arena.h): the stage's own allocation, or its
  * share of its device's; `arena` is the stage's bytes there, the
  * categories' sum (the stash of every slot) plus `padding`, what starting
- * each buffer on a 256-byte boundary adds (bg_arena_padding). */
+ * each buffer on a 256-byte boundary adds (bg_arena_padding; worked out
+ * by bg_stage_memory, as the stash figures are). */
 typedef struct bg_stage_memory {
     size_t params, grads, optimizer, stash, buffers, workspace;
     size_t arena, padding;
