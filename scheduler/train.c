@@ -773,7 +773,6 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
             }
         }
     }
-    if (step == first_step) r.train_seconds = 0; /* no step ran */
     BG_CHECK_GOTO(bg_pipeline_record(pipe, NULL), st, done);
     r.steps = step;
     r.first_step = first_step;
