@@ -33,7 +33,7 @@ typedef struct bg_channel bg_channel_t;
 /* When a send or receive waited and copied (monotonic seconds): it waited
  * from `call` to `ready` (for ring space, or for the message; `blocked` is
  * 1 when it had to wait for it, polling or asleep, 0 when it only took the
- * lock), then copied
+ * lock), then copied and woke the peer asleep on the channel, if any,
  * until `done`. On CUDA backends these are the host's times of enqueuing.
  * Given the caller's GPU `clock`, a transfer between GPUs also records in
  * `ready_mark` the clock mark at which it stopped waiting on the GPU: a

@@ -217,10 +217,14 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     /* Before the load or receive, which may write the output (a stage of
      * aliasing layers only). */
     BG_CHECK(wait_sent(p, s, slot, WRITES_OUTPUT));
+    const int device = s % p->devices;
+    /* The forward's event holds the loading of its samples and labels
+     * (as the profile's forward does) and the check of what it sends (the
+     * profile's check; the simulator adds it to the op's event too). */
+    stamp_t start = stamp(p, device);
     if (s == 0 && n > 0)
         BG_CHECK(bg_stage_load_slot_async(stage, slot, n, p->images + at * in_numel,
                                           last ? p->labels + at : NULL));
-    const int device = s % p->devices;
     bg_channel_timing_t t = {.clock = gpu_timed(p, device) ? p->clocks[device] : NULL,
                              .time_link = gpu_timed(p, device)};
     if (s > 0) {
@@ -231,6 +235,7 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
                                          bg_stage_slot_input_ref(stage, slot),
                                          stage_bytes(p, p->first[s], p->max_micro), &got, &t));
         note_transfer(p, device, BG_EVENT_RECV, s, mb, s - 1, &t, before, gpu_mark(p, device));
+        start = stamp(p, device);
         if (last && n > 0) BG_CHECK(bg_stage_load_slot_async(stage, slot, n, NULL, p->labels + at));
     }
     const int out_layer = p->first[s + 1] - 1;
@@ -240,22 +245,22 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
         BG_CHECK(log_check(p, s, mb, out_layer, "the loss", &loss_tag));
     set_doing(p, s, "computing a forward on stage %d", s);
     bg_stage_slot_set_first_sample(stage, slot, at); /* dropout's draw */
-    stamp_t start = stamp(p, device);
     if (last) {
         BG_CHECK(bg_stage_forward_slot_deferred(stage, slot, n, p->job == JOB_TRAIN, loss_tag));
         p->workers[device].loss_pending = 1;
     } else {
         BG_CHECK(bg_stage_forward_slot(stage, slot, n, p->job == JOB_TRAIN, NULL));
     }
-    note(p, device, BG_EVENT_FORWARD, s, mb, -1, start, stamp(p, device));
     if (s == p->cfg.nan_stage && mb == p->cfg.nan_microbatch && p->job == JOB_TRAIN && n > 0) {
         const double nan = NAN;
         BG_CHECK(bg_backend_upload_doubles(be, (void *)bg_stage_slot_output(stage, slot), &nan, 1));
     }
-    if (!last) {
+    if (!last)
         BG_CHECK(check_finite(p, s, mb, out_layer, bg_stage_slot_output(stage, slot),
                               n * bg_shape_numel(p->cfg.spec->layers[out_layer].out),
                               "the forward output"));
+    note(p, device, BG_EVENT_FORWARD, s, mb, -1, start, stamp(p, device));
+    if (!last) {
         set_doing(p, s, "sending activations to stage %d", s + 1);
         int before = gpu_mark(p, device);
         BG_CHECK(bg_channel_send(p->forward[s], be, mb, bg_stage_slot_output(stage, slot),
@@ -300,11 +305,12 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
     stamp_t start = stamp(p, device);
     BG_CHECK(bg_stage_backward_slot(stage, mb % p->slots[s], n, 1.0 / (double)p->batch));
     BG_CHECK(check_weight_gradients(p, s, mb, BG_OP_BACKWARD));
-    note(p, device, BG_EVENT_BACKWARD, s, mb, -1, start, stamp(p, device));
-    if (s > 0) {
+    if (s > 0) /* within the backward's event, as in the forward's */
         BG_CHECK(check_finite(p, s, mb, p->first[s], bg_stage_input_grad(stage),
                               n * bg_shape_numel(p->cfg.spec->layers[p->first[s]].in),
                               "the gradient of its input"));
+    note(p, device, BG_EVENT_BACKWARD, s, mb, -1, start, stamp(p, device));
+    if (s > 0) {
         set_doing(p, s, "sending gradients to stage %d", s - 1);
         int before = gpu_mark(p, device);
         BG_CHECK(bg_channel_send(p->backward[s - 1], be, mb, bg_stage_input_grad(stage),

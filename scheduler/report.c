@@ -90,22 +90,30 @@ static bg_status_t account_link_waits(bg_timeline_summary_t *s, const bg_timelin
     return BG_OK;
 }
 
-/* Each device's end_wait_s (summed, before finish_summary's means): the
- * end of the step's last event on any device less the end of this
- * device's last (the host's own time after that, waking and joining, is
- * no device's). A timeline without recorded steps is one step. */
-static bg_status_t account_end_waits(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
+/* Each device's start_wait_s and end_wait_s (summed, before
+ * finish_summary's means): its first event of a step less the step's
+ * start (its thread woken by the caller; recorded steps only), and the end
+ * of the step's last event on any device less the end of this device's
+ * last (the host's own time after that, waking and joining, is no
+ * device's). A timeline without recorded steps is one step. */
+static bg_status_t account_edge_waits(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
     const int n = tl->steps > 0 ? tl->steps : 1, k = tl->devices;
     if (tl->count == 0) return BG_OK;
-    double *last = malloc(sizeof(double) * (size_t)n * (size_t)k);
-    if (last == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory");
-    for (size_t i = 0; i < (size_t)n * (size_t)k; i++) last[i] = -INFINITY;
+    const size_t cells = (size_t)n * (size_t)k;
+    double *first = malloc(sizeof(double) * 2 * cells);
+    if (first == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory");
+    double *last = first + cells;
+    for (size_t i = 0; i < cells; i++) {
+        first[i] = INFINITY;
+        last[i] = -INFINITY;
+    }
     for (int i = 0; i < tl->count; i++) {
         const bg_event_t *e = &tl->events[i];
         const int step = tl->steps > 0 ? e->step : 0;
         if (step < 0 || step >= n || e->kind == BG_EVENT_LINK) continue; /* links: copy engines */
-        double *at = &last[(size_t)step * (size_t)k + (size_t)e->device];
-        if (e->end > *at) *at = e->end;
+        const size_t at = (size_t)step * (size_t)k + (size_t)e->device;
+        if (e->start < first[at]) first[at] = e->start;
+        if (e->end > last[at]) last[at] = e->end;
     }
     for (int j = 0; j < n; j++) {
         double latest = -INFINITY;
@@ -113,11 +121,14 @@ static bg_status_t account_end_waits(bg_timeline_summary_t *s, const bg_timeline
             if (last[(size_t)j * (size_t)k + (size_t)d] > latest)
                 latest = last[(size_t)j * (size_t)k + (size_t)d];
         for (int d = 0; d < k; d++) {
-            const double at = last[(size_t)j * (size_t)k + (size_t)d];
-            if (at > -INFINITY && latest > at) s->device[d].end_wait_s += latest - at;
+            const size_t at = (size_t)j * (size_t)k + (size_t)d;
+            if (last[at] > -INFINITY && latest > last[at])
+                s->device[d].end_wait_s += latest - last[at];
+            if (tl->steps > 0 && first[at] < INFINITY && first[at] > tl->step_start[j])
+                s->device[d].start_wait_s += first[at] - tl->step_start[j];
         }
     }
-    free(last);
+    free(first);
     return BG_OK;
 }
 
@@ -144,6 +155,7 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
         dev->wait_s /= steps;
         dev->link_wait_s /= steps;
         dev->barrier_s /= steps;
+        dev->start_wait_s /= steps;
         dev->end_wait_s /= steps;
         dev->idle_s = s->step_s - dev->compute_s - dev->copy_s;
         /* A device busy all step: the difference of sums may round below 0
@@ -262,7 +274,7 @@ bg_status_t bg_timeline_summarize(const bg_timeline_t *tl, bg_timeline_summary_t
         account_event(s, e);
     }
     BG_CHECK_GOTO(account_link_waits(s, tl), st, fail);
-    BG_CHECK_GOTO(account_end_waits(s, tl), st, fail);
+    BG_CHECK_GOTO(account_edge_waits(s, tl), st, fail);
     for (int i = 0; i < tl->stages; i++)
         if (s->stage[i].device < 0) s->stage[i].device = i % tl->devices;
     finish_summary(s, tl);
@@ -373,14 +385,17 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
                     i, 1e3 * (k ? s->stage[i].room_next_s : s->stage[i].room_prev_s),
                     k ? "activations" : "gradients", next, chain);
         }
-    /* The rest of a device's waits: at the optimizer step, until every
-     * device has finished its step's ops; and after its own optimizer
-     * step, idle until the others' end. */
+    /* The rest of a device's waits: at the step's start, until its thread
+     * was woken; at the optimizer step, until every device has finished
+     * its step's ops; and after its own optimizer step, idle until the
+     * others' end. */
     for (int d = 0; s->devices > 1 && d < s->devices; d++) {
         const struct {
             double seconds;
             const char *verb, *where;
         } lines[] = {
+            {s->device[d].start_wait_s, "was idle",
+             "at the step's start, until its thread was woken"},
             {s->device[d].barrier_s, "waited",
              "at the optimizer step, for the other devices to reach it"},
             {s->device[d].end_wait_s, "was idle",
@@ -403,13 +418,14 @@ static int add_numbers(cJSON *object, const char *const *names, const double *va
 }
 
 static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
-    static const char *const names[] = {"compute_s", "copy_s",     "wait_s", "link_wait_s",
-                                        "barrier_s", "end_wait_s", "idle_s", "compute_frac",
-                                        "copy_frac", "idle_frac"};
+    static const char *const names[] = {"compute_s",    "copy_s",       "wait_s",     "link_wait_s",
+                                        "barrier_s",    "start_wait_s", "end_wait_s", "idle_s",
+                                        "compute_frac", "copy_frac",    "idle_frac"};
     const bg_device_summary_t *dev = &s->device[d];
-    const double values[] = {dev->compute_s, dev->copy_s,     dev->wait_s, dev->link_wait_s,
-                             dev->barrier_s, dev->end_wait_s, dev->idle_s, dev->compute_frac,
-                             dev->copy_frac, dev->idle_frac};
+    const double values[] = {dev->compute_s,   dev->copy_s,    dev->wait_s,
+                             dev->link_wait_s, dev->barrier_s, dev->start_wait_s,
+                             dev->end_wait_s,  dev->idle_s,    dev->compute_frac,
+                             dev->copy_frac,   dev->idle_frac};
     cJSON *item = cJSON_CreateObject();
     if (item == NULL) return 0;
     if (!cJSON_AddItemToArray(array, item)) {
@@ -417,7 +433,7 @@ static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
         return 0;
     }
     return cJSON_AddStringToObject(item, "name", s->device_names[d]) != NULL &&
-           add_numbers(item, names, values, 10);
+           add_numbers(item, names, values, (int)(sizeof values / sizeof values[0]));
 }
 
 static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {

@@ -26,6 +26,9 @@ typedef struct bg_device_summary {
     double wait_s;      /* WAIT events */
     double link_wait_s; /* of wait_s: for messages while they crossed a link (LINK) */
     double barrier_s;   /* of wait_s: at the optimizer step, for the other devices */
+    /* Of idle_s, outside any event: from a recorded step's start to the
+     * device's first event in it, while the caller woke its thread. */
+    double start_wait_s;
     /* Of idle_s, outside any event: from the device's last event of a step
      * to the last event of any device in it, while the others finished
      * their optimizer steps (which run at once, after the barrier). */

@@ -300,9 +300,7 @@ static double send_start(const sim_state_t *sim, int d, double *ready, int *slot
     const bg_op_t *op = sim->pending[d];
     int boundary;
     const int c = pending_channel(sim, op, &boundary);
-    *ready = sim->device_free[d] + (op->kind == BG_OP_FORWARD
-                                        ? cost(sim->costs->activation_check, boundary)
-                                        : cost(sim->costs->gradient_check, boundary));
+    *ready = sim->device_free[d]; /* its op's event holds the check (commit_op) */
     const double free_at = first_free_slot(sim, c, slot);
     if (free_at < 0) return -1;
     return free_at <= *ready ? *ready : free_at + sim->costs->handoff_s;
@@ -319,10 +317,10 @@ static int blocked_on(const sim_state_t *sim, int sender, int c, double t) {
     return send_start(sim, sender, &ready, &slot) < 0 && ready <= t;
 }
 
-/* Ships device d's pending output: the sender checks it, waits for a free
- * ring slot if the ring is full (a WAIT, as the executor records it), copies
- * it out (SEND) and wakes a receiver already waiting for it; then the link.
- * Records when it reaches the neighbour stage. */
+/* Ships device d's pending output (which its op checked): the sender waits
+ * for a free ring slot if the ring is full (a WAIT, as the executor records
+ * it), copies it out and wakes a receiver already waiting for it (SEND);
+ * then the link. Records when it reaches the neighbour stage. */
 static bg_status_t send_output(sim_state_t *sim, int d, int step, bg_timeline_t *tl) {
     const bg_op_t *op = sim->pending[d];
     const bg_sim_costs_t *c = sim->costs;
@@ -340,14 +338,15 @@ static bg_status_t send_output(sim_state_t *sim, int d, int step, bg_timeline_t 
     sim->held[ch * sim->microbatches + op->microbatch] = slot;
     const double copy =
         forward ? cost(c->activation_send, boundary) : cost(c->gradient_send, boundary);
-    if (copy > 0)
-        BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_SEND, d, s, op->microbatch, peer, step,
-                                                   start, start + copy, 0}));
     double sent = start + copy, arrival = sent;
     sim->pending[d] = NULL;
     int woken = r != d && waits_for(sim, r, forward ? BG_OP_FORWARD : BG_OP_BACKWARD, peer,
                                     op->microbatch, sent);
     sim->device_free[d] = sent + (woken ? c->wake_s : 0);
+    /* The send's event holds its wake of the receiver, as the executor's. */
+    if (sim->device_free[d] > start)
+        BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_SEND, d, s, op->microbatch, peer, step,
+                                                   start, sim->device_free[d], 0}));
     sim->last_busy[d] = sim->device_free[d];
     if (r != d) {
         double *link = forward ? &sim->forward_link[boundary] : &sim->backward_link[boundary];
@@ -401,20 +400,21 @@ static bg_status_t commit_op(sim_state_t *sim, int d, double start, double ready
         BG_CHECK(bg_timeline_add(
             tl, &(bg_event_t){BG_EVENT_WAIT, d, op->kind == BG_OP_STEP ? d : op->stage,
                               op->microbatch, peer, step, sim->device_free[d], ready, 0}));
-    double copy = receive_cost(sim, op);
-    if (copy > 0)
-        BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_RECV, d, op->stage, op->microbatch,
-                                                   peer, step, start, start + copy, 0}));
-    start += copy;
+    const double received = start;
+    start += receive_cost(sim, op);
     const int rc = receiving_channel(sim, op);
     if (rc >= 0) {
         /* The receive frees its slot, waking a sender asleep on the full
-         * ring (which costs this device wake_s, as a send's wake does). */
+         * ring (which costs this device wake_s, as a send's wake does, in
+         * the receive's event as the executor records it). */
         const int sender = device_of(sim, peer);
         const int wakes = sender != d && blocked_on(sim, sender, rc, start);
         BG_CHECK(slot_frees(sim, rc, sim->held[rc * sim->microbatches + op->microbatch], start));
         if (wakes) start += sim->costs->wake_s;
     }
+    if (start > received)
+        BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_RECV, d, op->stage, op->microbatch,
+                                                   peer, step, received, start, 0}));
     if (op->kind == BG_OP_STEP) {
         /* The executor updates the device's stages one after another. */
         for (int s = d; s < sim->stages; s += sim->schedule->devices) {
@@ -427,11 +427,19 @@ static bg_status_t commit_op(sim_state_t *sim, int d, double start, double ready
         sim->device_free[d] = sim->last_busy[d] = start;
         return BG_OK;
     }
-    double end = start + duration(sim, op, slowdown);
+    const double computed = start + duration(sim, op, slowdown);
+    note_busy(sim, d, start, computed,
+              op->kind == BG_OP_FORWARD ? BG_SIM_AFTER_FORWARD : BG_SIM_AFTER_BACKWARD);
+    double end = computed;
+    if (sends_output(sim, op)) {
+        /* The check of what it sends, in the op's event as the executor's. */
+        int boundary;
+        pending_channel(sim, op, &boundary);
+        end += op->kind == BG_OP_FORWARD ? cost(sim->costs->activation_check, boundary)
+                                         : cost(sim->costs->gradient_check, boundary);
+    }
     BG_CHECK(bg_timeline_add(tl, &(bg_event_t){event_kind(op->kind), d, op->stage, op->microbatch,
                                                -1, step, start, end, 0}));
-    note_busy(sim, d, start, end,
-              op->kind == BG_OP_FORWARD ? BG_SIM_AFTER_FORWARD : BG_SIM_AFTER_BACKWARD);
     sim->device_free[d] = sim->last_busy[d] = end;
     const int at = op->stage * sim->microbatches + op->microbatch;
     if (op->kind == BG_OP_FORWARD) sim->forward_done[at] = end;
@@ -736,14 +744,14 @@ static bg_status_t check_costs(const bg_schedule_t *sc, const bg_sim_costs_t *c)
 
 /* The most events `op` records a step: the op itself; where it takes a
  * neighbour's output, a wait for it and the copy in; where it sends its
- * own, a wait for a free slot and the copy out (or the link); an
- * optimizer step, a wait at the barrier and one event a stage of its
- * device. */
+ * own, a wait for a free slot, the copy out (or, with no copy, the wake of
+ * the receiver alone) and the link; an optimizer step, a wait at the
+ * barrier and one event a stage of its device. */
 static int op_events_most(const bg_schedule_t *schedule, const bg_op_t *op) {
     const int last = schedule->stages - 1;
     switch (op->kind) {
-    case BG_OP_FORWARD: return 1 + (op->stage > 0 ? 2 : 0) + (op->stage < last ? 2 : 0);
-    case BG_OP_BACKWARD: return 1 + (op->stage < last ? 2 : 0) + (op->stage > 0 ? 2 : 0);
+    case BG_OP_FORWARD: return 1 + (op->stage > 0 ? 2 : 0) + (op->stage < last ? 3 : 0);
+    case BG_OP_BACKWARD: return 1 + (op->stage < last ? 2 : 0) + (op->stage > 0 ? 3 : 0);
     case BG_OP_WEIGHT: return 1;
     case BG_OP_STEP: break;
     }

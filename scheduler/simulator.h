@@ -7,7 +7,8 @@
  * starts when its device is free and its inputs have arrived.
  *
  * A tensor crossing between stages goes in three parts. The sending
- * device checks it (no event) and copies it out (a SEND event: on CPU
+ * device checks it (part of the op's event that made it) and copies it
+ * out (a SEND event: on CPU
  * devices the thread copies it into the channel's ring itself); then it
  * crosses the link between the two devices (one transfer at a time per
  * direction between two stages; a transfer overlaps compute; between
@@ -22,13 +23,14 @@
  * copying, and the receive frees it once it has copied the message in. A
  * sender that finds every slot taken waits (a WAIT with the receiver's
  * stage as peer, as the executor records it) until a receive frees one;
- * that receive wakes it (wake_s more on the receiving device, before its
- * op), and it copies handoff_s after the slot freed.
+ * that receive wakes it (wake_s more on the receiving device, part of its
+ * RECV event), and it copies handoff_s after the slot freed.
  *
  * Hand-overs between threads cost time too (measured on CPU devices, where
  * a blocked thread sleeps on a condition variable): a send to a device that
  * is already waiting for it keeps the sender busy wake_s longer (waking the
- * sleeper; no event, as the executor records none); every device starts a
+ * sleeper, part of its SEND event, as the executor records it; until
+ * 2026-12-06 neither recorded it, nor the check); every device starts a
  * step handoff_s after the step begins (its thread is woken by the caller),
  * and the step ends handoff_s after its last op (the caller is woken).
  *
@@ -94,8 +96,8 @@ typedef struct bg_sim_costs {
     const double *gradient_send, *gradient_recv;
     /* Per boundary, may be NULL (0): what the sending device does with the
      * tensor before it copies it out (the executor's check for NaN and Inf
-     * on CPU devices), activations and gradients; no event (the executor
-     * records none), so it counts as idle in the bubble as measured. */
+     * on CPU devices), activations and gradients; part of the event of the
+     * op that made it, as the executor records it. */
     const double *activation_check, *gradient_check;
     /* The optimizer's update of each stage (stages entries); may be NULL.
      * A device's STEP updates its stages in order, one STEP event each. */

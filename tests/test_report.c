@@ -363,6 +363,47 @@ static void test_link_waits(void **state) {
     bg_timeline_destroy(tl);
 }
 
+/* A device whose thread starts late in a step is idle from the step's
+ * start to its first event: two steps of 4 ms, device 1's first event
+ * 0.5 ms in (a wait for stage 0) in step 0 and 0.3 ms in step 1; device
+ * 0's at the start. A timeline without steps has no start to count from. */
+static void test_start_waits(void **state) {
+    (void)state;
+    static const char *const names[] = {"cpu:0", "cpu:1"};
+    bg_timeline_t *tl = make_timeline(BG_SCHEDULE_GPIPE, 2, 2, 1, 1, names);
+    for (int step = 0; step < 2; step++) {
+        const double at = 4 * step;
+        check_ok(bg_timeline_reserve(tl, 0));
+        bg_timeline_add_step(tl, at * 1e-3, (at + 4) * 1e-3);
+        add(tl, BG_EVENT_FORWARD, 0, 0, 0, -1, step, at, at + 1);
+        add(tl, BG_EVENT_WAIT, 1, 1, 0, 0, step, at + (step == 0 ? 0.5 : 0.3), at + 1);
+        add(tl, BG_EVENT_FORWARD, 1, 1, 0, -1, step, at + 1, at + 3);
+    }
+    bg_timeline_summary_t *s = NULL;
+    check_ok(bg_timeline_summarize(tl, &s));
+    expect_near(s->device[0].start_wait_s, 0, EPS);
+    expect_near(s->device[1].start_wait_s, 0.4e-3, EPS);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    check_ok(bg_summary_print(out, s, NULL));
+    fclose(out);
+    assert_non_null(strstr(text, "cpu:1 was idle 0.400 ms per step at the step's start, until its "
+                                 "thread was woken\n"));
+    /* Device 0 started at once: its only idle line is at the step's end. */
+    assert_non_null(strstr(text, "cpu:0 was idle 2.000 ms per step at the step's end"));
+    assert_null(strstr(strstr(text, "at the step's start") + 1, "at the step's start"));
+    free(text);
+    cJSON *object = cJSON_CreateObject();
+    check_ok(bg_summary_to_json(s, object));
+    const cJSON *devices = cJSON_GetObjectItem(object, "devices");
+    expect_near(number(cJSON_GetArrayItem(devices, 0), "start_wait_s"), 0, EPS);
+    expect_near(number(cJSON_GetArrayItem(devices, 1), "start_wait_s"), 0.4e-3, EPS);
+    cJSON_Delete(object);
+    bg_timeline_summary_destroy(s);
+    bg_timeline_destroy(tl);
+}
+
 static void test_summary_json(void **state) {
     (void)state;
     bg_timeline_t *tl = hand_timeline();
@@ -1209,6 +1250,7 @@ int main(void) {
         cmocka_unit_test(test_theoretical_bubble),
         cmocka_unit_test(test_summary_print),
         cmocka_unit_test(test_summary_room_chain),
+        cmocka_unit_test(test_start_waits),
         cmocka_unit_test(test_summary_print_interleaved),
         cmocka_unit_test(test_summary_print_one_device),
         cmocka_unit_test(test_summary_json),

@@ -294,26 +294,39 @@ static void test_device_copies(void **state) {
     bg_timeline_summary_destroy(summary);
     bg_timeline_destroy(tl);
     /* The sender's check before its copy (0.5 forward, 0.25 backward)
-     * delays each SEND and shows as no event: idle, as the executor's. */
+     * delays each SEND and is part of the op's event, as the executor's
+     * (until 2026-12-06 it was no event's: idle). */
     double check_f[1] = {0.5}, check_b[1] = {0.25};
     costs.activation_check = check_f;
     costs.gradient_check = check_b;
     tl = simulate_two(BG_SCHEDULE_GPIPE, 1, &costs);
     assert_true(near(tl->step_end[1] - tl->step_start[1], 6.5));
+    e = step_event(tl, BG_EVENT_FORWARD, 0, 0);
+    assert_true(near(e.start, 0) && near(e.end, 1.5));
     e = step_event(tl, BG_EVENT_SEND, 0, 0);
     assert_true(near(e.start, 1.5) && near(e.end, 1.75));
+    e = step_event(tl, BG_EVENT_BACKWARD, 1, 0);
+    assert_true(near(e.end, 4.625));
     e = step_event(tl, BG_EVENT_SEND, 1, 0);
     assert_true(near(e.start, 4.625) && near(e.end, 4.875));
+    /* Neither the last stage's forward nor the first's backward sends. */
+    e = step_event(tl, BG_EVENT_FORWARD, 1, 0);
+    assert_true(near(e.end - e.start, 1));
+    e = step_event(tl, BG_EVENT_BACKWARD, 0, 0);
+    assert_true(near(e.end - e.start, 1));
     assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
     assert_true(near(summary->device[0].copy_s, 0.375));
-    assert_true(near(summary->bubble_measured, (6.5 - 2.375) / 6.5));
+    assert_true(near(summary->device[0].compute_s, 2.5));
+    assert_true(near(summary->device[1].compute_s, 2.25));
+    assert_true(near(summary->bubble_measured, (6.5 - 2.375 - 0.375) / 6.5));
     bg_timeline_summary_destroy(summary);
     bg_timeline_destroy(tl);
 }
 
 /* Hand-overs: devices start handoff 0.2 into the step; a send to a device
  * already waiting keeps the sender wake 0.1 longer, one to a busy device
- * does not; the optimizer step waits for every device (the last to arrive
+ * does not (the wake is a SEND event, as the executor records it, here
+ * with no copy); the optimizer step waits for every device (the last to arrive
  * starts wake later, the others handoff later); the step ends handoff after
  * the last op. GPipe, K = 2, M = 2, F = B = 1, link 0.5, steps 0.3 and 0.4:
  *   dev 0: F0 0.2-1.2 (dev 1 waits: free at 1.3), F1 1.3-2.3 (dev 1 busy
@@ -341,6 +354,10 @@ static void test_handoffs_and_barrier(void **state) {
     assert_true(near(e.start, 1.3));
     e = step_event(tl, BG_EVENT_FORWARD, 1, 1);
     assert_true(near(e.start, 2.8));
+    e = step_event(tl, BG_EVENT_SEND, 1, 0);
+    assert_true(near(e.start, 4.8) && near(e.end, 4.9));
+    e = step_event(tl, BG_EVENT_SEND, 0, 0); /* F0's, to a device waiting for it */
+    assert_true(near(e.start, 1.2) && near(e.end, 1.3));
     e = step_event(tl, BG_EVENT_BACKWARD, 1, 1);
     assert_true(near(e.start, 4.9) && near(e.end, 5.9));
     e = step_event(tl, BG_EVENT_BACKWARD, 0, 0);
@@ -484,8 +501,8 @@ static bg_event_t step_wait(const bg_timeline_t *tl, int device, int i) {
  *          5-18 for the first gradient; B0 to B3 18-22;
  *   dev 1: F0 1-5, F1 5-9, F2 9-13, F3 13-17, B0 to B3 17-21: step 22.
  * With wake 0.125 and hand-off 0.25 the receive that frees the slot wakes
- * the sender (dev 1's F1 starts wake later), which resumes a hand-off after
- * the slot freed:
+ * the sender (dev 1's F1 starts wake later: the wake ends its RECV), which
+ * resumes a hand-off after the slot freed:
  *   dev 0: F0 0.25-1.25 (waking dev 1), F1 1.375-2.375, F2 to 3.375, F3 to
  *          4.375, waits 4.375-5.5, then waits for the first gradient to
  *          18.375; dev 1: F0 1.25-5.25, F1 5.375-9.375. */
@@ -522,6 +539,8 @@ static void test_full_ring_holds_the_sender(void **state) {
     assert_true(near(e.start, 5.5) && near(e.end, 18.375));
     e = step_event(tl, BG_EVENT_FORWARD, 1, 1);
     assert_true(near(e.start, 5.375) && near(e.end, 9.375));
+    e = step_event(tl, BG_EVENT_RECV, 1, 1);
+    assert_true(near(e.start, 5.25) && near(e.end, 5.375));
     bg_timeline_destroy(tl);
 
     /* With M slots (two stages on one device, or M = 2 here) nobody waits
