@@ -220,6 +220,7 @@ static bg_status_t load(const char *xml_path, int pci, bg_topology_t **out) {
     return BG_OK;
 fail:
     hwloc_topology_destroy(t->hw);
+    free(t->nvlink);
     free(t);
     return st;
 }

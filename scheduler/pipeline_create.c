@@ -22,7 +22,8 @@ bg_status_t bg_pipeline_balance_split(const bg_model_spec_t *spec, int stages, i
     if (stages < 1 || stages > n)
         return bg_error_set(BG_ERR_INVALID, "cannot cut %d layers into %d stages", n, stages);
     /* Cost of a layer: forward plus backward, about 3x the forward for layers
-     * with weights (dX and dW) and 2x for the others. In doubles: three
+     * with weights (dX and dW) and 2x for the others, plus 1 (so that a layer
+     * of no FLOPs, a flatten, still weighs something). In doubles: three
      * times a model's FLOPs may pass 64-bit integers (its FLOPs do not). */
     double *prefix = bg_calloc((size_t)n + 1, sizeof *prefix);
     double *best = bg_malloc(sizeof(double) * (size_t)(n + 1) * (size_t)(stages + 1));

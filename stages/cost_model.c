@@ -332,9 +332,9 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
     const bg_model_spec_t *spec = m->cfg.spec;
     const int n = m->layers;
     BG_CHECK(check_size(m)); /* first: the sums below are in int64 */
-    int64_t *workspace = malloc(sizeof(int64_t) * 3 * (size_t)n), *other = workspace + n,
-            *depth = workspace + 2 * n;
+    int64_t *workspace = malloc(sizeof(int64_t) * 3 * (size_t)n);
     if (workspace == NULL) return bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
+    int64_t *other = workspace + n, *depth = workspace + 2 * n;
     for (int i = 0; i < n; i++) {
         const bg_layer_spec_t *l = &spec->layers[i];
         int64_t weights, biases;
