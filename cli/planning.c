@@ -207,23 +207,29 @@ bg_status_t bg_cli_check_microbatches(int64_t microbatches, int64_t batch) {
 void bg_cli_note_turns(const bg_plan_t *plan, const bg_placement_t *p, int64_t batch) {
     const int stages = plan->partition->stages;
     if (stages < 2 || p->microbatches != 1) return;
+    /* ZB-H1 runs a stage's weight gradients (W) beside the backward of the
+     * stage before it: the one overlap a single micro-batch allows. */
+    const int zb = p->schedule == BG_SCHEDULE_ZB_H1;
+    const char *turns = zb ? "take turns but for their weight gradients (each stage's W runs "
+                             "beside the backward of the stage before it)"
+                           : "take turns and never work at once";
+    const char *speed = zb ? "little faster" : "no faster";
     if (batch == 1)
         fprintf(stderr,
-                "note: a batch of one sample is one micro-batch: the %d stages take turns "
-                "and never work at once, so this runs no faster than one device\n",
-                stages);
+                "note: a batch of one sample is one micro-batch: the %d stages %s, so this "
+                "runs %s than one device\n",
+                stages, turns, speed);
     else if (p->auto_microbatches)
         fprintf(stderr,
-                "note: --microbatches auto chose one micro-batch: the %d stages take turns, "
-                "which the planner predicts faster here than smaller micro-batches that "
-                "overlap ('brigade sweep --simulate' shows each count)\n",
-                stages);
+                "note: --microbatches auto chose one micro-batch: the %d stages %s, which the "
+                "planner predicts faster here than smaller micro-batches that overlap "
+                "('brigade sweep --simulate' shows each count)\n",
+                stages, zb ? turns : "take turns");
     else /* a micro-batch a sample at most: 4, or as many as the batch has */
         fprintf(stderr,
-                "note: with one micro-batch the %d stages take turns and never work at "
-                "once, so this runs no faster than one device; --microbatches %lld (or "
-                "auto) lets them overlap\n",
-                stages, (long long)(batch < 4 ? batch : 4));
+                "note: with one micro-batch the %d stages %s, so this runs %s than one "
+                "device; --microbatches %lld (or auto) lets them overlap\n",
+                stages, turns, speed, (long long)(batch < 4 ? batch : 4));
 }
 
 const char *bg_cli_plan_device_stages(const bg_plan_t *p, int device, int words, char *buf,
