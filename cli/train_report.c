@@ -328,13 +328,17 @@ static void note_short_steps(const train_options_t *o, const bg_timeline_t *tl) 
         snprintf(steps, sizeof steps, "%lld, %lld, ..., %lld, every %lld%s and %lld in all,",
                  (long long)first, (long long)(first + per_epoch), (long long)last,
                  (long long)per_epoch, ordinal_suffix(per_epoch), (long long)shorts);
-    char rest_text[32], count_text[32], batch_text[32];
+    char rest_text[32], count_text[32], batch_text[32], empty[80] = "";
+    const int64_t m = o->placement.microbatches;
+    if (rest < m)
+        snprintf(empty, sizeof empty, ", %lld of its %lld micro-batches empty",
+                 (long long)(m - rest), (long long)m);
     printf("(step%s %s %stook an epoch's last batch, %s of its %s samples where the others take "
-           "%s: %s, %s)\n",
+           "%s%s: %s, %s)\n",
            shorts > 1 ? "s" : "", steps, shorts > 1 ? "each " : "",
            bg_cli_group_digits(rest, rest_text, sizeof rest_text),
            bg_cli_group_digits(count, count_text, sizeof count_text),
-           bg_cli_group_digits(batch, batch_text, sizeof batch_text),
+           bg_cli_group_digits(batch, batch_text, sizeof batch_text), empty,
            shorts > 1 ? "short steps" : "a short step",
            tl->steps == 1 ? "which --trace and --timeline show too"
                           : "counted in the means below, and in --trace and --timeline");
