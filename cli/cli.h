@@ -216,13 +216,6 @@ bg_status_t bg_cli_check_distinct(const bg_cli_file_t *files, int count);
  * replace it; NULL where there is none. */
 const char *bg_cli_env_topology(const char *topology_path);
 
-/* The name among `names` that `word` most likely misspells: the nearest
- * within two edits (insertions, deletions, substitutions, swaps of
- * neighbours; one where `word` has six letters or fewer, `letters`), else
- * the only one it begins; NULL where none is, or two are as near. */
-const char *bg_cli_nearest_name(const char *word, const char *const *names, size_t count,
-                                size_t letters);
-
 /* Before a run on `topology`: a note where it cannot bind the worker
  * threads to cores because hwloc read HWLOC_XMLFILE as another machine's. */
 void bg_cli_note_unbound(const bg_topology_t *topology);

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "cuda/backend_cuda.h"
+#include "spelling.h"
 
 static const char usage[] =
     "usage: brigade COMMAND [ARGS]\n"
@@ -176,9 +177,8 @@ static int run(int argc, char **argv) {
     const char *names[sizeof commands / sizeof commands[0]];
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) names[i] = commands[i].name;
     const char *near =
-        strlen(cmd) >= 2
-            ? bg_cli_nearest_name(cmd, names, sizeof names / sizeof names[0], strlen(cmd))
-            : NULL;
+        strlen(cmd) >= 2 ? bg_nearest_word(cmd, names, sizeof names / sizeof names[0], strlen(cmd))
+                         : NULL;
     if (strcmp(cmd, "version") == 0)
         fprintf(stderr, "brigade: unknown command 'version' (brigade --version prints it)\n");
     else if (near != NULL) /* a misspelt one: its usage would bury the guess */

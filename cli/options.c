@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "path.h"
 #include "placement.h"
+#include "spelling.h"
 #include "svg.h"
 #include "trace.h"
 #include "utf8.h"
@@ -256,28 +257,6 @@ bg_status_t bg_cli_flag(char **argv, int i) {
     return BG_OK;
 }
 
-/* The edit distance between a and b (insertions, deletions, substitutions
- * and swaps of neighbours), or more than `most` as soon as it must be. */
-static size_t edit_distance(const char *a, const char *b, size_t most) {
-    enum { LONGEST = 40 };
-    const size_t n = strlen(a), m = strlen(b);
-    if (n > LONGEST || m > LONGEST || (n > m ? n - m : m - n) > most) return most + 1;
-    size_t d[LONGEST + 1][LONGEST + 1];
-    for (size_t i = 0; i <= n; i++) d[i][0] = i;
-    for (size_t j = 0; j <= m; j++) d[0][j] = j;
-    for (size_t i = 1; i <= n; i++)
-        for (size_t j = 1; j <= m; j++) {
-            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    return d[n][m];
-}
-
 /* The names an unknown option is weighed against: the command's options
  * that take a value, the placement's, its flags and --help; each once. */
 typedef struct option_names {
@@ -307,37 +286,13 @@ static void gather_names(option_names_t *n, const char *const *options, size_t c
     add_name(n, "--help");
 }
 
-const char *bg_cli_nearest_name(const char *word, const char *const *names, size_t count,
-                                size_t letters) {
-    const size_t most = letters <= 6 ? 1 : 2;
-    size_t best = most + 1;
-    int ties = 0, prefixed = 0;
-    const char *nearest = NULL, *begun = NULL;
-    for (size_t k = 0; k < count; k++) {
-        if (strncmp(names[k], word, strlen(word)) == 0) {
-            begun = names[k];
-            prefixed++;
-        }
-        const size_t d = edit_distance(word, names[k], most);
-        if (d < best) {
-            best = d;
-            nearest = names[k];
-            ties = 1;
-        } else if (d == best) {
-            ties++;
-        }
-    }
-    if (best <= most) return ties == 1 ? nearest : NULL;
-    return prefixed == 1 ? begun : NULL;
-}
-
 /* The option among `n` that `arg` most likely misspells
- * (bg_cli_nearest_name; --device is one edit from --devices and begins
+ * (bg_nearest_word; --device is one edit from --devices and begins
  * --device-mem too: --devices); NULL for a word of fewer than two letters
  * after "--". */
 static const char *nearest_option(const char *arg, const option_names_t *n) {
     if (strncmp(arg, "--", 2) != 0 || strlen(arg) < 4) return NULL;
-    return bg_cli_nearest_name(arg, n->name, n->count, strlen(arg) - 2);
+    return bg_nearest_word(arg, n->name, n->count, strlen(arg) - 2);
 }
 
 bg_status_t bg_cli_unknown_option(const char *arg, const char *const *options, size_t count,

@@ -1,7 +1,9 @@
 #include "model_spec.h"
 #include "dropout.h"
+#include "spelling.h"
 #include "text_file.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -114,6 +116,7 @@ typedef struct layer_line {
     double rate;                 /* the OPTION_RATE option's value, when written */
     int value_cols[OPTIONS_MAX]; /* 0 when the option was not written */
     int key_cols[OPTIONS_MAX];
+    const char *comment; /* the line's '#', or NULL */
 } layer_line_t;
 
 typedef struct parser {
@@ -354,6 +357,20 @@ static void option_keys(const layer_def_t *def, char *out, size_t size) {
                                  def->options[i].key);
 }
 
+/* "; did you mean WORD?" where text[0..length) most likely misspells one of
+ * `words` (bg_nearest_word, in lower case: "Dense" is dense), else "". */
+static const char *guess(const char *text, size_t length, const char *const *words, size_t count,
+                         char *out, size_t size) {
+    char word[48];
+    out[0] = '\0';
+    if (length < 2 || length >= sizeof word) return out;
+    for (size_t i = 0; i < length; i++) word[i] = (char)tolower((unsigned char)text[i]);
+    word[length] = '\0';
+    const char *near = bg_nearest_word(word, words, count, length);
+    if (near != NULL) snprintf(out, size, "; did you mean %s?", near);
+    return out;
+}
+
 static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const char *token,
                                 size_t length, int line, int col) {
     const char *equals = memchr(token, '=', length);
@@ -391,15 +408,25 @@ static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const ch
                            token_shown(length), token, token_cut(length));
     }
     if (index < 0) {
-        return parse_error(p, line, col, "unknown option '%.*s%s' for %s (expected %s)",
-                           token_shown(key_length), token, token_cut(key_length), layer->def->word,
-                           expected);
+        const char *keys[OPTIONS_MAX];
+        for (int i = 0; i < layer->def->num_options; i++) keys[i] = layer->def->options[i].key;
+        char near[80];
+        return parse_error(
+            p, line, col, "unknown option '%.*s%s' for %s%s (expected %s)", token_shown(key_length),
+            token, token_cut(key_length), layer->def->word,
+            guess(token, key_length, keys, (size_t)layer->def->num_options, near, sizeof near),
+            expected);
     }
     if (layer->key_cols[index] != 0) {
         return parse_error(p, line, col, "duplicate option '%.*s' (first at column %d)",
                            (int)key_length, token, layer->key_cols[index]);
     }
     size_t value_length = length - key_length - 1;
+    if (value_length == 0 && layer->comment == token + length) /* "filters=#8" */
+        return parse_error(p, line, col,
+                           "empty value for option '%.*s' (what follows '#' at column %d is a "
+                           "comment)",
+                           (int)key_length, token, col + (int)length);
     if (value_length == 0) {
         return parse_error(p, line, col,
                            "empty value for option '%.*s' (%.*s=VALUE, with no space around '=')",
@@ -933,15 +960,19 @@ static bg_status_t parse_line(parser_t *p, const char *text, size_t length, int 
         }
     }
     if (def == NULL) {
+        const char *words[NUM_LAYER_DEFS];
+        for (int d = 0; d < NUM_LAYER_DEFS; d++) words[d] = layer_defs[d].word;
+        char near[80];
         return parse_error(p, line, word_col,
-                           "unknown layer '%.*s%s' (expected input, conv2d, maxpool, avgpool, "
+                           "unknown layer '%.*s%s'%s (expected input, conv2d, maxpool, avgpool, "
                            "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, "
                            "dropout, residual, shortcut, add, softmax_cross_entropy)",
-                           token_shown(word_length), word, token_cut(word_length));
+                           token_shown(word_length), word, token_cut(word_length),
+                           guess(word, word_length, words, NUM_LAYER_DEFS, near, sizeof near));
     }
     BG_CHECK(check_order(p, def, line, word_col));
 
-    layer_line_t layer = {.def = def, .line = line, .col = word_col};
+    layer_line_t layer = {.def = def, .line = line, .col = word_col, .comment = comment};
     for (;;) {
         while (i < length && is_blank(text[i])) i++;
         if (i == length) break;
@@ -996,11 +1027,30 @@ static const char *other_text_format(const char *text, size_t size, int *line, i
     return NULL;
 }
 
+/* "little-endian" or "big-endian" where the text is UTF-16 (Windows
+ * editors' "Unicode"): by its byte-order mark, or without one by the zero
+ * byte beside each ASCII character of its first two; else NULL. */
+static const char *utf16_order(const unsigned char *text, size_t size) {
+    if (size >= 2 && text[0] == 0xFF && text[1] == 0xFE) return "little-endian";
+    if (size >= 2 && text[0] == 0xFE && text[1] == 0xFF) return "big-endian";
+    if (size >= 4 && text[0] != 0 && text[1] == 0 && text[2] != 0 && text[3] == 0)
+        return "little-endian";
+    if (size >= 4 && text[0] == 0 && text[1] != 0 && text[2] == 0 && text[3] != 0)
+        return "big-endian";
+    return NULL;
+}
+
 static bg_status_t parse_text(parser_t *p, const char *text, size_t size) {
     if (looks_like_safetensors(text, size))
         return parse_error(p, 1, 1,
                            "a safetensors file (a checkpoint: --load or --resume takes it), "
                            "not a model spec");
+    const char *order = utf16_order((const unsigned char *)text, size);
+    if (order != NULL)
+        return parse_error(p, 1, 1,
+                           "%s UTF-16 text (what Windows editors save as \"Unicode\"); a model "
+                           "spec is UTF-8 or ASCII: save it as UTF-8",
+                           order);
     /* A UTF-8 byte-order mark, which some editors write first, is no text. */
     size_t position = size >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
     int other_line = 0, other_col = 0;

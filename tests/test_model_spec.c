@@ -409,6 +409,23 @@ static void test_byte_order_mark(void **state) {
                  "may hold one");
 }
 
+/* UTF-16 (Windows editors' "Unicode"), with a byte-order mark or without,
+ * is named as such, not as a stray zero byte at 1:4. */
+static void test_utf16(void **state) {
+    (void)state;
+    const char *le = "little-endian UTF-16 text (what Windows editors save as \"Unicode\"); a "
+                     "model spec is UTF-8 or ASCII: save it as UTF-8";
+    char want[256];
+    snprintf(want, sizeof want, "spec:1:1: %s", le);
+    expect_error_sized("\xFF\xFEi\0n\0", 6, want);
+    expect_error_sized("i\0n\0p\0", 6, want);
+    snprintf(want, sizeof want, "spec:1:1: big-%s", le + strlen("little-"));
+    expect_error_sized("\xFE\xFF\0i\0n", 6, want);
+    expect_error_sized("\0i\0n\0p", 6, want);
+    /* One zero byte is no UTF-16: still a stray byte where it is. */
+    expect_error_sized("inp\0ut", 6, "spec:1:4: unexpected byte 0x00; a model spec is text");
+}
+
 static void test_explicit_relu_and_largest_size(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse_ok("input channels=1048576 height=1 width=1\n"
@@ -455,10 +472,11 @@ static void test_not_nul_terminated(void **state) {
                        "spec:1:1: missing final softmax_cross_entropy (the model must end "
                        "with the loss layer)");
     /* A layer word that ends the buffer. */
-    expect_error_sized(exact, 3,
-                       "spec:1:1: unknown layer 'inp' (expected input, conv2d, "
-                       "maxpool, avgpool, flatten, dense, relu, tanh, sigmoid, "
-                       "gelu, layernorm, dropout, residual, shortcut, add, softmax_cross_entropy)");
+    expect_error_sized(
+        exact, 3,
+        "spec:1:1: unknown layer 'inp'; did you mean input? (expected input, conv2d, "
+        "maxpool, avgpool, flatten, dense, relu, tanh, sigmoid, "
+        "gelu, layernorm, dropout, residual, shortcut, add, softmax_cross_entropy)");
     /* A \r that ends the buffer ends no line: refused like any other. */
     memcpy(exact, "# x\r", 4);
     expect_error_sized(exact, 4,
@@ -643,7 +661,8 @@ static void test_load_parse_error_names_file(void **state) {
     char expected[256];
     snprintf(
         expected, sizeof expected,
-        "%s:2:1: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
+        "%s:2:1: unknown layer 'conv3d'; did you mean conv2d? (expected input, conv2d, maxpool, "
+        "avgpool, "
         "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, shortcut, add, "
         "softmax_cross_entropy)",
         path);
@@ -758,22 +777,26 @@ static void test_error_unknown_layer(void **state) {
     (void)state;
     expect_error(
         MNIST_INPUT "\n  conv3d filters=1 kernel=3\n",
-        "spec:3:3: unknown layer 'conv3d' (expected input, conv2d, maxpool, avgpool, "
+        "spec:3:3: unknown layer 'conv3d'; did you mean conv2d? (expected input, conv2d, maxpool, "
+        "avgpool, "
         "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, shortcut, add, "
         "softmax_cross_entropy)");
     /* Case matters. */
     expect_error(
         "Input channels=1 height=1 width=1\n",
-        "spec:1:1: unknown layer 'Input' (expected input, conv2d, maxpool, avgpool, "
+        "spec:1:1: unknown layer 'Input'; did you mean input? (expected input, conv2d, maxpool, "
+        "avgpool, "
         "flatten, dense, relu, tanh, sigmoid, gelu, layernorm, dropout, residual, shortcut, add, "
         "softmax_cross_entropy)");
 }
 
 static void test_error_unknown_option(void **state) {
     (void)state;
-    expect_error(MNIST_INPUT "conv2d filters=32 kernal=3\n",
-                 "spec:2:19: unknown option 'kernal' for conv2d (expected filters, kernel, "
-                 "stride, padding, activation)");
+    expect_error(
+        MNIST_INPUT "conv2d filters=32 kernal=3\n",
+        "spec:2:19: unknown option 'kernal' for conv2d; did you mean kernel? (expected filters, "
+        "kernel, "
+        "stride, padding, activation)");
     expect_error(MNIST_INPUT "maxpool size=2 padding=same\n",
                  "spec:2:16: unknown option 'padding' for maxpool (expected size, stride)");
     expect_error(MNIST_INPUT "dense units=3 kernel=3\n",
@@ -1103,6 +1126,12 @@ static void test_lookalikes_and_hints(void **state) {
     expect_error(MNIST_INPUT "conv2d filters=8#note kernel=3\n",
                  "spec:2:1: missing option 'kernel' for conv2d (what follows '#' at column 17 "
                  "is a comment)");
+    expect_error(MNIST_INPUT "conv2d filters=#8 kernel=3\n",
+                 "spec:2:8: empty value for option 'filters' (what follows '#' at column 16 is a "
+                 "comment)");
+    expect_error(MNIST_INPUT "conv2d filters= kernel=3\n",
+                 "spec:2:8: empty value for option 'filters' (filters=VALUE, with no space around "
+                 "'=')");
     expect_error(MNIST_INPUT "conv2d filters = 8 kernel=3\n",
                  "spec:2:8: option 'filters' needs a value (filters=VALUE, with no space around "
                  "'=')");
@@ -1384,6 +1413,7 @@ int main(void) {
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_layout_comments_crlf_tabs),
         cmocka_unit_test(test_byte_order_mark),
+        cmocka_unit_test(test_utf16),
         cmocka_unit_test(test_explicit_relu_and_largest_size),
         cmocka_unit_test(test_leading_zeros),
         cmocka_unit_test(test_not_nul_terminated),
