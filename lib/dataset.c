@@ -206,16 +206,31 @@ static bg_status_t load_split(const char *dir, const char *images_name, const ch
     bg_dataset_t *ds = NULL;
     BG_CHECK(bg_dataset_load_idx(images_path, labels_path, 256, &ds));
     bg_status_t st = BG_OK;
+    const int64_t pixels = bg_shape_numel(ds->shape);
+    /* A vector input of as many values (channels=784 height=1 width=1, a
+     * model spec's vector) takes each image as its pixels in order, as a
+     * flatten layer would give them: an MLP's natural input. */
+    if (shape.h == 1 && shape.w == 1 && shape.c == pixels) ds->shape = shape;
     if (ds->shape.c != shape.c || ds->shape.h != shape.h || ds->shape.w != shape.w) {
         /* A model made for timing (examples/conv_balanced.model) has no
          * data of its shape: the way to run it said (a new user's). */
+        char fix[160];
+        if (bg_shape_numel(shape) == pixels)
+            snprintf(fix, sizeof fix,
+                     "input channels=%lld height=%lld width=%lld takes them as they are, "
+                     "channels=%lld height=1 width=1 as vectors of their values",
+                     (long long)ds->shape.c, (long long)ds->shape.h, (long long)ds->shape.w,
+                     (long long)pixels);
+        else
+            snprintf(fix, sizeof fix,
+                     "--data synthetic makes samples of any shape, for timing a model that has "
+                     "no data set");
         st = bg_error_set(BG_ERR_INVALID,
                           "%s: images are %lldx%lldx%lld but the model's input is %lldx%lldx%lld "
-                          "(--data synthetic makes samples of any shape, for timing a model "
-                          "that has no data set)",
+                          "(%s)",
                           images_path, (long long)ds->shape.c, (long long)ds->shape.h,
                           (long long)ds->shape.w, (long long)shape.c, (long long)shape.h,
-                          (long long)shape.w);
+                          (long long)shape.w, fix);
         bg_dataset_destroy(ds);
         return st;
     }

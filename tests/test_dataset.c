@@ -366,8 +366,33 @@ static void test_open_shape_mismatch(void **state) {
     assert_null(test);
     assert_int_equal(bg_dataset_open(f->dir, shape, 2, 1, &train, &test), BG_OK);
     assert_int_equal(train->classes, 2);
+
+    /* A vector input of as many values (an MLP's 784x1x1) takes each
+     * image's pixels in order; another shape of as many values is told
+     * both ways to write it (a new user's MLP was sent to --data synthetic). */
+    bg_dataset_t *vectors = NULL, *test_vectors = NULL;
+    assert_int_equal(
+        bg_dataset_open(f->dir, (bg_shape_t){784, 1, 1}, 2, 1, &vectors, &test_vectors), BG_OK);
+    assert_int_equal(vectors->shape.c, 784);
+    assert_int_equal(vectors->shape.h, 1);
+    assert_int_equal(vectors->shape.w, 1);
+    assert_int_equal(test_vectors->shape.c, 784);
+    assert_int_equal(vectors->count, train->count);
+    assert_memory_equal(vectors->pixels, train->pixels, (size_t)train->count * 784);
+    bg_dataset_destroy(vectors);
+    bg_dataset_destroy(test_vectors);
     bg_dataset_destroy(train);
     bg_dataset_destroy(test);
+    train = test = NULL;
+    check_error(bg_dataset_open(f->dir, (bg_shape_t){1, 784, 1}, 2, 1, &train, &test),
+                BG_ERR_INVALID, "train-images-idx3-ubyte",
+                "images are 1x28x28 but the model's input is 1x784x1 (input channels=1 height=28 "
+                "width=28 takes them as they are, channels=784 height=1 width=1 as vectors of "
+                "their values)");
+    assert_null(train);
+    check_error(bg_dataset_open(f->dir, (bg_shape_t){783, 1, 1}, 2, 1, &train, &test),
+                BG_ERR_INVALID, "train-images-idx3-ubyte",
+                "images are 1x28x28 but the model's input is 783x1x1 (--data synthetic");
 }
 
 static void test_fashion_mnist(void **state) {
