@@ -200,6 +200,36 @@ static double median(double *values, int n) {
     return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+/* Adds each event's compute and copy time to busy[step * devices + device],
+ * or with `only` >= 0 that step's to busy[device]. */
+static void add_busy(const bg_timeline_t *tl, int only, double *busy) {
+    const int n = tl->steps, k = tl->devices;
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (e->step < 0 || e->step >= n || (only >= 0 && e->step != only)) continue;
+        if (is_compute(e->kind) || is_copy(e->kind))
+            busy[(only >= 0 ? 0 : (size_t)e->step * (size_t)k) + (size_t)e->device] +=
+                e->end - e->start;
+    }
+}
+
+/* The mean over devices of the idle fraction of a step of `length`. */
+static double bubble_of(const double *busy, int devices, double length) {
+    double bubble = 0;
+    for (int d = 0; d < devices && length > 0; d++) bubble += (1 - busy[d] / length) / devices;
+    return bubble;
+}
+
+double bg_timeline_step_bubble(const bg_timeline_t *tl, int step) {
+    if (step < 0 || step >= tl->steps) return NAN;
+    double *busy = calloc((size_t)tl->devices, sizeof(double));
+    if (busy == NULL) return NAN;
+    add_busy(tl, step, busy);
+    const double bubble = bubble_of(busy, tl->devices, tl->step_end[step] - tl->step_start[step]);
+    free(busy);
+    return bubble;
+}
+
 /* step_median_s, step_min_s, step_max_s and bubble_median from each
  * recorded step's own figures. */
 static bg_status_t step_spread(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
@@ -216,16 +246,10 @@ static bg_status_t step_spread(bg_timeline_summary_t *s, const bg_timeline_t *tl
         free(bubble);
         return bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory");
     }
-    for (int i = 0; i < tl->count; i++) {
-        const bg_event_t *e = &tl->events[i];
-        if (e->step >= 0 && e->step < n && (is_compute(e->kind) || is_copy(e->kind)))
-            busy[(size_t)e->step * (size_t)k + (size_t)e->device] += e->end - e->start;
-    }
+    add_busy(tl, -1, busy);
     for (int j = 0; j < n; j++) {
         length[j] = tl->step_end[j] - tl->step_start[j];
-        bubble[j] = 0;
-        for (int d = 0; d < k && length[j] > 0; d++)
-            bubble[j] += (1 - busy[(size_t)j * (size_t)k + (size_t)d] / length[j]) / k;
+        bubble[j] = bubble_of(busy + (size_t)j * (size_t)k, k, length[j]);
     }
     s->step_median_s = median(length, n); /* which sorts them */
     s->step_min_s = length[0];

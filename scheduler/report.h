@@ -101,6 +101,10 @@ void bg_timeline_summary_destroy(bg_timeline_summary_t *s);
  * BG_ERR_IO if writing to out fails. */
 bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const size_t *peak_bytes);
 
+/* Recorded step `step`'s own bubble (as bubble_measured, of that step
+ * alone); NAN for a step out of range, or without memory. */
+double bg_timeline_step_bubble(const bg_timeline_t *tl, int step);
+
 /* Adds every figure to an existing JSON object: "schedule" (its name),
  * "chunks", "microbatches", "steps", "measured" (bool), "step_s",
  * "bubble_measured", "step_median_s", "bubble_median", "step_min_s", "step_max_s",

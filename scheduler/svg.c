@@ -102,7 +102,15 @@ typedef struct timeline_layout {
     int lane;                /* 1: a transfer lane below each row */
     const bg_timeline_t *tl; /* drawn */
     int present[BG_EVENT_KINDS];
+    int room_waits; /* 1: a wait for room to send is drawn (its own hatch) */
 } timeline_layout_t;
+
+/* A wait for a message is hatched red; one for room to send (the next
+ * stage had not taken the earlier messages: it is the slower) blue, the
+ * other way, so that which of two stages held the other up shows. */
+static const char *wait_fill(const bg_event_t *e) {
+    return e->to_send ? "url(#hatch-room)" : "url(#hatch)";
+}
 
 static double x_of(const timeline_layout_t *l, double t) {
     return l->x0 + (t - l->t0) / (l->t1 - l->t0) * l->width;
@@ -124,7 +132,7 @@ static void draw_event(FILE *out, const timeline_layout_t *l, const bg_event_t *
                 "y=\"%.1f\" width=\"%.2f\" height=\"4\" fill=\"%s\">",
                 e->stage, kind, x, y + 36, w, kind_colours[e->kind]);
     } else {
-        const char *fill = e->kind == BG_EVENT_WAIT ? "url(#hatch)" : kind_colours[e->kind];
+        const char *fill = e->kind == BG_EVENT_WAIT ? wait_fill(e) : kind_colours[e->kind];
         fprintf(out,
                 "<rect class=\"%s\" data-stage=\"%d\" data-kind=\"%s\" x=\"%.2f\" y=\"%.1f\" "
                 "width=\"%.2f\" height=\"7\" fill=\"%s\">",
@@ -175,12 +183,21 @@ static void draw_legend(FILE *out, const timeline_layout_t *l, double y) {
     fprintf(out, "<g class=\"legend\" " FONT " font-size=\"12\" fill=\"#222\">\n");
     for (int k = 0; k < BG_EVENT_KINDS; k++) {
         if (!l->present[k] || k == BG_EVENT_RECV) continue;
-        const char *label = k == BG_EVENT_SEND ? "send/receive" : kind_labels[k];
+        const char *label = k == BG_EVENT_SEND                    ? "send/receive"
+                            : k == BG_EVENT_WAIT && l->room_waits ? "wait for a message"
+                                                                  : kind_labels[k];
         fprintf(out,
                 "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"%d\" fill=\"%s\"/>"
                 "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
                 x, y + (is_op(k) ? 0 : 4), is_op(k) ? 14 : 7,
                 k == BG_EVENT_WAIT ? "url(#hatch)" : kind_colours[k], x + 28, y + 11, label);
+        x += 28 + 7.0 * (double)strlen(label) + 24;
+        if (k != BG_EVENT_WAIT || !l->room_waits) continue;
+        label = "wait for room to send";
+        fprintf(out,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"7\" "
+                "fill=\"url(#hatch-room)\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                x, y + 4, x + 28, y + 11, label);
         x += 28 + 7.0 * (double)strlen(label) + 24;
     }
     fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#666\">empty: idle</text>\n</g>\n", x, y + 11);
@@ -212,10 +229,13 @@ static void draw_title(FILE *out, const bg_timeline_t *tl, const bg_timeline_sum
         else if (step != s->steps - 1)
             fprintf(out, "; showing recorded step %d (from 0, as in the boxes' titles)", step);
     }
-    /* The step drawn need not be the mean: its own length beside it. */
+    /* The step drawn need not be the mean: its own length and bubble
+     * beside it (a tester read the mean's bubble as the drawn step's). */
     if (step >= 0 && s->steps > 1 && step < tl->steps) {
         const double shown_ms = 1e3 * (tl->step_end[step] - tl->step_start[step]);
         fprintf(out, ", %.*f ms", bg_report_ms_decimals(shown_ms), shown_ms);
+        const double bubble = bg_timeline_step_bubble(tl, step);
+        if (!isnan(bubble)) fprintf(out, ", bubble %.1f%%", 100 * bubble);
     }
     fprintf(out, "</text>\n");
 }
@@ -241,6 +261,7 @@ static void plan_timeline(const bg_timeline_t *tl, int step, timeline_layout_t *
         if (!have || e->end > l->t1) l->t1 = e->end;
         have = 1;
         l->present[e->kind] = 1;
+        if (e->kind == BG_EVENT_WAIT && e->to_send) l->room_waits = 1;
         if (!is_op(e->kind)) l->lane = 1;
         int row = event_row(e);
         if (is_op(e->kind) && row >= 0 && row < tl->stages) ops[row]++;
@@ -285,7 +306,11 @@ bg_status_t bg_svg_timeline_write(const char *path, const bg_timeline_t *tl, int
             "id=\"hatch\" width=\"5\" height=\"5\" patternUnits=\"userSpaceOnUse\" "
             "patternTransform=\"rotate(45)\"><rect width=\"5\" height=\"5\" fill=\"#fbdada\"/>"
             "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"5\" stroke=\"#d62728\" stroke-width=\"2\"/>"
-            "</pattern></defs>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
+            "</pattern><pattern id=\"hatch-room\" width=\"5\" height=\"5\" "
+            "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(-45)\"><rect "
+            "width=\"5\" height=\"5\" fill=\"#dae4f6\"/><line x1=\"0\" y1=\"0\" x2=\"0\" "
+            "y2=\"5\" stroke=\"#2c5fa8\" stroke-width=\"2\"/></pattern></defs>\n<rect "
+            "width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
             total_width, height, total_width, height);
     draw_title(out, tl, summary, step, 20);
     draw_axis(out, &l, axis_y);

@@ -118,6 +118,11 @@ static void test_summary_figures(void **state) {
     double step = 11e-3;
     expect_near(s->step_s, step, EPS);
 
+    /* Each step's own bubble: step 0 (10 ms) device 0 busy 6.5 + 1.5,
+     * device 1 7 + 0.5; step 1 (12 ms) 1 and 1.5, no copies. */
+    expect_near(bg_timeline_step_bubble(tl, 0), (2.0 / 10 + 2.5 / 10) / 2, EPS);
+    expect_near(bg_timeline_step_bubble(tl, 1), (11.0 / 12 + 10.5 / 12) / 2, EPS);
+    assert_true(isnan(bg_timeline_step_bubble(tl, 2)));
     const bg_device_summary_t *d0 = &s->device[0], *d1 = &s->device[1];
     expect_near(d0->compute_s, (6.5e-3 + 1e-3) / 2, EPS);
     expect_near(d0->copy_s, 1.5e-3 / 2, EPS);
@@ -849,6 +854,10 @@ static void test_svg_timeline(void **state) {
     expect_well_formed(text);
     assert_int_equal(count_of(text, "<title>wait for room"), 1);
     assert_int_equal(count_of(text, title), 1);
+    /* ... drawn with its own hatch, in the legend beside the other waits. */
+    assert_int_equal(count_of(text, "fill=\"url(#hatch-room)\"><title>wait for room"), 1);
+    assert_int_equal(count_of(text, ">wait for room to send</text>"), 1);
+    assert_int_equal(count_of(text, ">wait for a message</text>"), 1);
     assert_int_equal(count_of(text, "<g class=\"row\""), 4);
     assert_int_equal(count_of(text, "<rect class=\"op\""), ops);
     assert_int_equal(count_of(text, "data-kind=\"W\""), weights);
@@ -871,12 +880,12 @@ static void test_svg_timeline(void **state) {
         /* ... with the length of the step shown, which the mean need not be. */
         char shown[64];
         const double ms = 1e3 * (tl->step_end[1] - tl->step_start[1]);
-        snprintf(shown, sizeof shown, "; showing the last, %.*f ms</text>",
+        snprintf(shown, sizeof shown, "; showing the last, %.*f ms, bubble %.1f%%</text>",
                  ms >= 100  ? 0
                  : ms >= 10 ? 1
                  : ms >= 1  ? 2
                             : 3,
-                 ms);
+                 ms, 100 * bg_timeline_step_bubble(tl, 1));
         assert_int_equal(count_of(text, shown), 1);
     }
     /* A box's title gives its times on the axis's clock: from the start of
