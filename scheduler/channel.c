@@ -274,6 +274,7 @@ bg_status_t bg_channel_send(bg_channel_t *ch, bg_backend_t *be, int microbatch, 
     pthread_mutex_lock(&ch->lock);
     slot->microbatch = st == BG_OK ? microbatch : SLOT_FREE;
     slot->bytes = bytes;
+    if (timing != NULL) timing->copied = bg_monotonic_seconds();
     announce_and_unlock(ch);
     /* After the wake of a receiver asleep on the channel: the sender's
      * work, tens of microseconds on a busy machine. */
@@ -361,6 +362,7 @@ static bg_status_t receive(bg_channel_t *ch, bg_backend_t *be, int microbatch, v
     else if (slot->bytes > 0)
         st = be->ops->upload(be, *dst, slot->data, slot->bytes);
     *bytes = slot->bytes;
+    if (timing != NULL) timing->copied = bg_monotonic_seconds();
     pthread_mutex_lock(&ch->lock);
     slot->microbatch = SLOT_FREE;
     announce_and_unlock(ch);

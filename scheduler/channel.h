@@ -33,8 +33,9 @@ typedef struct bg_channel bg_channel_t;
 /* When a send or receive waited and copied (monotonic seconds): it waited
  * from `call` to `ready` (for ring space, or for the message; `blocked` is
  * 1 when it had to wait for it, polling or asleep, 0 when it only took the
- * lock), then copied and woke the peer asleep on the channel, if any,
- * until `done`. On CUDA backends these are the host's times of enqueuing.
+ * lock), then copied until `copied` and woke the peer asleep on the
+ * channel, if any, until `done`. On CUDA backends these are the host's
+ * times of enqueuing.
  * Given the caller's GPU `clock`, a transfer between GPUs also records in
  * `ready_mark` the clock mark at which it stopped waiting on the GPU: a
  * receive's, once the message is there; a send's that waited for ring
@@ -42,7 +43,7 @@ typedef struct bg_channel bg_channel_t;
  * on a channel whose links are timed (bg_channel_time_links) records the
  * marks of the link clocks between which the copy ran (-1 otherwise). */
 typedef struct bg_channel_timing {
-    double call, ready, done;
+    double call, ready, copied, done;
     int blocked;
     bg_cuda_clock_t *clock;   /* in: the caller's GPU clock, or NULL */
     int ready_mark;           /* out: a mark of `clock`, or -1 */

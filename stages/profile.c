@@ -260,17 +260,19 @@ static bg_status_t run_end(channel_end_t *e) {
         size_t got;
         if (!e->first) {
             BG_CHECK(bg_channel_recv(e->in, e->be, k, e->dst, e->capacity, &got, &t));
-            e->recv[k] = t.done - t.ready;
+            e->recv[k] = t.copied - t.ready;
             e->ready_at[k] = t.ready;
         }
         produce(e->src, e->bytes);
+        /* The copies alone (`copied`): the wake is timed apart, from the
+         * message's publication to the send's return. */
         BG_CHECK(bg_channel_send(e->out, e->be, k, e->src, e->bytes, &t, NULL));
         e->woke_at[k] = bg_monotonic_seconds();
-        e->send[k] = t.done - t.ready;
-        e->sent_at[k] = t.done;
+        e->send[k] = t.copied - t.ready;
+        e->sent_at[k] = t.copied;
         if (e->first) {
             BG_CHECK(bg_channel_recv(e->in, e->be, k, e->dst, e->capacity, &got, &t));
-            e->recv[k] = t.done - t.ready;
+            e->recv[k] = t.copied - t.ready;
             e->ready_at[k] = t.ready;
         }
     }

@@ -161,6 +161,20 @@ static void test_waits_that_sleep_are_blocked(void **state) {
     bg_channel_timing_t t = receive_after_pause(f, 3, 50);
     assert_int_equal(t.blocked, 1);
     assert_true(t.ready - t.call >= 0.03); /* it slept through the sender's pause */
+    assert_true(t.ready <= t.copied && t.copied <= t.done);
+    /* The sender's copy ends when the message is published, before the
+     * receiver it woke could take it; its send, after that wake. */
+    peer_t sender = {.f = f, .microbatch = 4, .pause_ms = 50, .send = 1};
+    pthread_t sending;
+    assert_int_equal(pthread_create(&sending, NULL, peer_main, &sender), 0);
+    float in[FLOATS];
+    size_t got = 0;
+    assert_int_equal(bg_channel_recv(f->ch, f->be, 4, in, sizeof in, &got, &t), BG_OK);
+    pthread_join(sending, NULL);
+    assert_int_equal(sender.status, BG_OK);
+    assert_true(sender.timing.ready <= sender.timing.copied &&
+                sender.timing.copied <= sender.timing.done);
+    assert_true(sender.timing.copied <= t.ready);
 
     float x[FLOATS];
     fill(x, 0);
