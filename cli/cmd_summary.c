@@ -8,15 +8,21 @@
 #include "layer.h"
 #include "model_spec.h"
 #include "model_words.h"
+#include "planning.h"
 #include "text_table.h"
 
 static const char help[] =
-    "usage: brigade summary MODEL\n"
+    "usage: brigade summary MODEL [--json]\n"
     "\n"
     "Prints each layer of MODEL (a model spec file) with its output shape,\n"
     "trainable parameters, forward FLOPs per sample (a multiply-add counts 2)\n"
     "and the bytes of its output activation per sample (fp32), then totals.\n"
-    "Layer numbers are the names used in checkpoints (\"0.weight\", ...).\n";
+    "Layer numbers are the names used in checkpoints (\"0.weight\", ...).\n"
+    "\n"
+    "  --json   the same as JSON on stdout, for scripts: input, classes,\n"
+    "           layers (index, kind, what the table's kind column says,\n"
+    "           line in MODEL, output as [c, h, w] or [n], params, flops,\n"
+    "           activation_bytes) and the totals\n";
 
 /* Blocks nested deeper than this are indented as this deep, and their
  * ends say their depth. */
@@ -106,15 +112,70 @@ static bool makes_image(bg_layer_kind_t kind, bool input_image) {
     }
 }
 
+/* A layer's output: [c, h, w] for an image, [n] for a vector. */
+static cJSON *shape_json(bg_shape_t s, bool image) {
+    const double dims[] = {(double)s.c, (double)s.h, (double)s.w};
+    return cJSON_CreateDoubleArray(dims, image ? 3 : 1);
+}
+
+/* The table as JSON on stdout; 0, or 1 where memory ran out. */
+static int print_json(const char *path, const bg_model_spec_t *spec) {
+    cJSON *root = cJSON_CreateObject();
+    int ok = root != NULL && cJSON_AddStringToObject(root, "model", path) != NULL &&
+             cJSON_AddItemToObject(root, "input", shape_json(spec->input, true)) &&
+             bg_cli_json_add_uint(root, "classes", (uint64_t)spec->classes) != NULL;
+    cJSON *layers = ok ? cJSON_AddArrayToObject(root, "layers") : NULL;
+    ok = layers != NULL;
+    char what[64];
+    for (int i = 0; ok && i < spec->num_layers; i++) {
+        const bg_layer_spec_t *l = &spec->layers[i];
+        const int input_image =
+            l->kind == BG_LAYER_SHORTCUT ? spec->layers[l->partner].in_image : l->in_image;
+        describe(l, what, sizeof what);
+        const char *text = what;
+        while (*text == ' ') text++; /* the table's indent of blocks */
+        cJSON *layer = cJSON_CreateObject();
+        ok = layer != NULL && cJSON_AddItemToArray(layers, layer) &&
+             cJSON_AddNumberToObject(layer, "index", i) != NULL &&
+             cJSON_AddStringToObject(layer, "kind", bg_layer_kind_name(l->kind)) != NULL &&
+             cJSON_AddStringToObject(layer, "text", text) != NULL &&
+             cJSON_AddNumberToObject(layer, "line", l->line) != NULL &&
+             cJSON_AddItemToObject(layer, "output",
+                                   shape_json(l->out, makes_image(l->kind, input_image > 0))) &&
+             bg_cli_json_add_uint(layer, "params", (uint64_t)l->params) != NULL &&
+             bg_cli_json_add_uint(layer, "flops", (uint64_t)l->flops) != NULL &&
+             bg_cli_json_add_uint(layer, "activation_bytes", (uint64_t)l->activation_bytes) != NULL;
+    }
+    ok = ok && bg_cli_json_add_uint(root, "total_params", (uint64_t)spec->total_params) != NULL &&
+         bg_cli_json_add_uint(root, "total_flops", (uint64_t)spec->total_flops) != NULL &&
+         bg_cli_json_add_uint(root, "total_activation_bytes",
+                              (uint64_t)spec->total_activation_bytes) != NULL;
+    char *text = ok ? bg_cli_json_print(root) : NULL;
+    cJSON_Delete(root);
+    if (text == NULL) {
+        fprintf(stderr, "brigade summary: out of memory writing the JSON\n");
+        return 1;
+    }
+    puts(text);
+    free(text);
+    return 0;
+}
+
 int bg_cmd_summary(int argc, char **argv) {
     const char *path = NULL;
+    int json = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(help, stdout);
             return 0;
         }
+        if (strcmp(argv[i], "--json") == 0) {
+            if (json) return bg_cli_usage_error("summary", "--json given twice");
+            json = 1;
+            continue;
+        }
         if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            (void)bg_cli_unknown_option(argv[i], NULL, 0, 0, NULL);
+            (void)bg_cli_unknown_option(argv[i], NULL, 0, 0, "--json");
             return bg_cli_usage_error("summary", "%s", bg_error_message());
         }
         if (path != NULL) {
@@ -127,6 +188,11 @@ int bg_cmd_summary(int argc, char **argv) {
     bg_model_spec_t *spec;
     bg_status_t st = bg_model_spec_load(path, &spec);
     if (st != BG_OK) return bg_cli_fail("summary", bg_cli_input_status(st));
+    if (json) {
+        const int code = print_json(path, spec);
+        bg_model_spec_destroy(spec);
+        return code;
+    }
 
     char shape[48], what[64], params[32], flops[32], bytes[32];
     bool image = true; /* the input line gives channels, height and width */

@@ -391,6 +391,30 @@ printf 'input channels=3 height=1 width=1\nlayernorm\ndense units=2\nsoftmax_cro
     >"$T/one_pixel_vector.model"
 expect 0 "" -- summary "$T/one_pixel_vector.model"
 stdout_has "    0  layernorm              3 " "summary: a layernorm on a 1x1 input taken as a vector"
+# --json: the table's figures for scripts (a tester's wish), exact at any
+# size, the layers adding up to the totals.
+if expect 0 "" -- summary "$MODEL" --json; then
+    check "summary --json: the origin CNN's layers and totals" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["input"] == [1, 28, 28] and p["classes"] == 10, p
+layers = p["layers"]
+assert [l["kind"] for l in layers] == ["conv2d", "relu", "maxpool", "flatten", "dense", "relu",
+                                       "dense", "softmax_cross_entropy"], layers
+assert [l["index"] for l in layers] == list(range(8)), layers
+assert layers[0]["text"] == "conv2d 3x3/1 pad 0" and layers[0]["params"] == 320, layers[0]
+assert layers[2]["output"] == [32, 13, 13] and layers[3]["output"] == [5408], layers
+assert p["total_params"] == 693962 == sum(l["params"] for l in layers), p
+assert p["total_flops"] == sum(l["flops"] for l in layers), p
+assert p["total_activation_bytes"] == sum(l["activation_bytes"] for l in layers), p' "$OUT"
+fi
+if expect 0 "" -- summary "$T/eib.model" --json; then
+    check "summary --json: 3.99 EiB of weights to the parameter" python3 -c '
+import json, sys
+assert json.load(open(sys.argv[1]))["total_params"] == 1150670804305838080' "$OUT"
+fi
+usage_error "--json given twice" -- summary "$MODEL" --json --json
+usage_error "unknown option '--jsn' (did you mean --json?)" -- summary "$MODEL" --jsn
 # The smooth activations and layernorm: rows of their own, one FLOP per
 # element (layernorm 7, and 2 weights); the example trains on two stages,
 # and a misspelt activation lists the choices.
