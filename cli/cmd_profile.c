@@ -382,7 +382,10 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
     print_sizes(spec, p);
     printf("copy bandwidth: %.2f GB/s per memcpy (a channel copies twice per transfer)\n",
            p->copy_bytes_per_s / 1e9);
-    printf("channels: hand-off %.1f us, wake %.1f us; per boundary (us): send/recv",
+    /* A boundary is named by the layer after it, as --split names a cut:
+     * "3-4" is the cuts before layers 3 and 4 (a tester read it as one). */
+    printf("channels: hand-off %.1f us, wake %.1f us; per boundary (us, by the first layer after "
+           "it, as --split): send/recv",
            1e6 * p->handoff_s, 1e6 * p->wake_s);
     /* A run of boundaries with the same figures (tensors of one size,
      * timed once) is one entry, "2-4:0.3/0.2". */

@@ -160,7 +160,10 @@ static bg_status_t report(const simulate_options_t *o, const bg_plan_t *plan,
     BG_CHECK_GOTO(bg_timeline_summarize(tl, &summary), st, done);
     bg_cli_files_guard_t guard;
     bg_cli_files_begin(&guard);
-    printf("%d step%s, as simulated:\n", tl->steps, tl->steps == 1 ? "" : "s");
+    if (tl->steps > 1)
+        printf("%d steps, as simulated; ms and %% per step, their mean:\n", tl->steps);
+    else
+        printf("1 step, as simulated:\n");
     st = bg_summary_print(stdout, summary, peaks);
     if (st != BG_OK) {
         bg_cli_files_end(&guard);

@@ -268,10 +268,13 @@ static const char *ms_text(double ms, char *buf, size_t size) {
 
 /* Prints a point's row of the table: its figures, a measured point's
  * `predicted_ms` (the simulated step of its plan; 0 for a simulated point)
- * with its error, each stage's peak MiB, then `after`. */
+ * with its error, the plan's split (each point's own without --split: a
+ * tester compared schedules whose points were cut otherwise, unsaid), each
+ * stage's peak MiB, then `after`. */
 static void print_row(FILE *out, const bg_sweep_point_t *point, const char *schedule,
                       const bg_timeline_summary_t *summary, double predicted_ms,
-                      const size_t *peaks, int stages, const char *after) {
+                      const bg_plan_t *plan, const size_t *peaks, const char *after) {
+    const int stages = plan->partition->stages;
     char spread[32] = "-", low[16], high[16], step[16]; /* a simulated point's steps are alike */
     if (!point->simulated)
         snprintf(spread, sizeof spread, "%s-%s",
@@ -289,6 +292,11 @@ static void print_row(FILE *out, const bg_sweep_point_t *point, const char *sche
                  100 * (predicted_ms - point->step_ms) / point->step_ms);
         fprintf(out, "%15s  ", predicted);
     }
+    char split[64] = "-";
+    for (int s = 1, at = 0; s < stages && at < (int)sizeof split; s++)
+        at += snprintf(split + at, sizeof split - (size_t)at, "%s%d", s > 1 ? "," : "",
+                       plan->first_layer[s]);
+    fprintf(out, "%-8s  ", split);
     for (int s = 0; s < stages; s++)
         fprintf(out, "%s%.1f", s ? "/" : "", (double)peaks[s] / (1024.0 * 1024.0));
     fprintf(out, "%s\n", after);
@@ -483,7 +491,7 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
     point->bubble_measured = summary->bubble_measured;
     point->simulated = o->simulate;
     point->bubble_theory = summary->bubble_theory;
-    print_row(out, point, bg_schedule_kind_name(kind), summary, predicted_ms, peaks, part->stages,
+    print_row(out, point, bg_schedule_kind_name(kind), summary, predicted_ms, plan, peaks,
               reversed ? "  (devices the other way round)" : "");
     if (reversed) c->reversed_points++;
     if (!o->simulate) {
@@ -642,7 +650,7 @@ static void print_header(const sweep_options_t *o, const bg_cli_setup_t *setup) 
     printf("%4s  %-11s %9s %15s %11s %9s %9s %9s  ", "M", "schedule", "step ms", "min-max ms",
            "samples/s", "bubble %", "theory %", "imbal. %");
     if (!o->simulate) printf("%15s  ", "sim ms (err)");
-    printf("peak MiB per stage\n");
+    printf("%-8s  peak MiB per stage\n", "split");
 }
 
 /* Runs each schedule's points in turn, each printed as its row, into

@@ -355,8 +355,9 @@ bg_status_t bg_cli_train_print_recorded(const train_options_t *o, const bg_train
         const int n = r->timeline->steps;
         const long long from = (long long)r->timeline->first_step;
         if (n > 1)
-            printf("\nlast %d steps (%lld to %lld of the run), as recorded:\n", n, from,
-                   from + n - 1);
+            printf("\nlast %d steps (%lld to %lld of the run), as recorded; ms and %% per step, "
+                   "their mean:\n",
+                   n, from, from + n - 1);
         else
             printf("\nlast step (%lld of the run), as recorded:\n", from);
         note_short_steps(o, r->timeline);

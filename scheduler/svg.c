@@ -378,11 +378,12 @@ static double series_value(const bg_sweep_point_t *p, int series) {
 /* One schedule's line of one series, then its markers. The k-th schedule
  * drawn is thinner and its markers smaller than those before it, so that
  * schedules with the same figures (simulated gpipe and 1f1b often are)
- * show as rings rather than one hiding the other. */
+ * show as rings rather than one hiding the other: each of the four
+ * schedules (until 2026-12-06 the third and fourth were drawn alike). */
 static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point_t *sorted,
                         int count, const char *schedule, int k, int series, const char *colour) {
     static const char *const classes[] = {"throughput", "bubble", "theory"};
-    const double narrower = k < 3 ? 1.2 * k : 2.4; /* of the line, and the markers' radius */
+    const double narrower = 0.9 * (k < 3 ? k : 3); /* of the line, and the markers' radius */
     double max = series == 0 ? c->left_max : c->right_max;
     /* The path starts at the first figure drawn: a schedule with none
      * (every point skipped) has no line, not a path that draws nothing

@@ -1444,7 +1444,7 @@ fi
 if expect 0 "note: --record-steps 3: this run has 2 steps to take, all recorded" -- train \
     "$MODEL" --data synthetic --steps 5 --batch 16 --resume "$R" \
     --record-steps 3 --trace "$T/resumed.json"; then
-    stdout_has "last 2 steps (4 to 5 of the run), as recorded:" "a resumed run records its steps"
+    stdout_has "last 2 steps (4 to 5 of the run), as recorded; ms and % per step, their mean:" "a resumed run records its steps"
     check "a resumed run's trace has its steps" python3 -c '
 import json, sys
 spans = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "span"]
@@ -2362,7 +2362,7 @@ fi
 # the recorded index; a simulated trace has no run to number.
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 5 --batch 16 --devices cpu:2 \
     --microbatches 2 --record-steps 2 --trace "$T/T2.json" --timeline "$T/T2.svg"; then
-    stdout_has "last 2 steps (4 to 5 of the run), as recorded:" "the summary says which steps"
+    stdout_has "last 2 steps (4 to 5 of the run), as recorded; ms and % per step, their mean:" "the summary says which steps"
     check "the trace numbers the recorded steps as the run's" python3 -c '
 import json, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]
@@ -2506,7 +2506,7 @@ lines = open(sys.argv[1]).read().splitlines()
 assert len(lines) == 4, lines
 assert lines[0].split()[:2] == ["M", "schedule"] and "sim ms (err)" in lines[0], lines[0]
 row = (r" +{} +1f1b +[0-9.]+ +[0-9.]+-[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ "
-       r"\([+-][0-9]+%\) +[0-9.]+/[0-9.]+$")
+       r"\([+-][0-9]+%\) +([0-9]+|-) +[0-9.]+(/[0-9.]+)?$")
 for m, line in zip((1, 2), lines[1:3]):
     assert re.fullmatch(row.format(m), line), line
 assert re.fullmatch(r"simulated against measured: mean \|error\| [0-9]+% over 2 points "
@@ -2535,6 +2535,8 @@ assert [s["device"] for s in q["stages"]] == ["cpu:0", "cpu:1"], q["stages"]
 assert all(s["peak_by_category"]["params"] > 0 for s in q["stages"]), q["stages"]
 sim, step = q["simulated_step_ms"], t["step_s"] * 1e3
 assert row[8] == "%.2f" % sim and row[9] == "(%+.0f%%)" % (100 * (sim - step) / step), row
+# The split: the first layer of the second stage.
+assert row[10] == "%d" % q["stages"][1]["layers"][0], (row, q["stages"])
 assert abs(p["simulated_mean_abs_error"] - abs(sim - step) / step) < 1e-12, p' \
         "$T/measured.json" "$OUT"
     # sim ms is the step simulate predicts for the same placement.

@@ -1031,7 +1031,27 @@ static void test_svg_chart(void **state) {
     assert_int_equal(count_of(text, "<path class=\"theory-point\""), 2);
     assert_non_null(strstr(text, "data-schedule=\"1f1b\" stroke=\"#4c78a8\" stroke-width=\"3.0\""));
     assert_non_null(
-        strstr(text, "data-schedule=\"gpipe\" stroke=\"#e45756\" stroke-width=\"1.8\""));
+        strstr(text, "data-schedule=\"gpipe\" stroke=\"#e45756\" stroke-width=\"2.1\""));
+    free(text);
+    /* Four schedules of one figure: four widths, four marker sizes. */
+    bg_sweep_point_t four[4] = {pair[0], pair[0], pair[0], pair[0]};
+    const char *names[4] = {"gpipe", "1f1b", "zb-h1", "interleaved"};
+    for (int i = 0; i < 4; i++) four[i].schedule = names[i];
+    check_ok(bg_svg_chart_write(path, four, 4, NULL));
+    text = read_all(path);
+    expect_well_formed(text);
+    const char *widths[4] = {"3.0", "2.1", "1.2", "0.3"}, *radii[4] = {"5.0", "4.1", "3.2", "2.3"};
+    for (int i = 0; i < 4; i++) {
+        char want[128];
+        snprintf(want, sizeof want,
+                 "<path class=\"theory-point\" data-schedule=\"%s\" stroke=", names[i]);
+        const char *dash = strstr(text, want);
+        assert_non_null(dash);
+        snprintf(want, sizeof want, "stroke-width=\"%s\" d=", widths[i]);
+        assert_ptr_equal(strstr(dash, "stroke-width="), strstr(dash, want));
+        snprintf(want, sizeof want, " r=\"%s\"", radii[i]);
+        assert_int_equal(count_of(text, want), 1);
+    }
     free(text);
     /* The counts swept are the ticks (3, 5 and 6 had only a 4); close
      * ones are thinned, not drawn over each other (90 to 95 had none). */

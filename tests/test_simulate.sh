@@ -52,7 +52,7 @@ done
 check "the default's table: a column per size, the profile's marked" \
     grep -qE "^layer  fwd \+ dX \+ dW ms at +1 +2\* +8$" "$OUT"
 check "boundaries handing tensors of one size are one entry" \
-    grep -qE "per boundary \(us\): send/recv 1-2:[0-9.]+/[0-9.]+ 3-4:[0-9.]+/[0-9.]+ 5-6:" "$OUT"
+    grep -qE "per boundary \(us, by the first layer after it, as --split\): send/recv 1-2:[0-9.]+/[0-9.]+ 3-4:[0-9.]+/[0-9.]+ 5-6:" "$OUT"
 # The micro-batch's own size among those given is said to be timed anyway
 # (until 2026-12-05 it was dropped without a word, --sizes 2 here the
 # same as --sizes 0).
@@ -396,17 +396,18 @@ fi
 
 # A simulation whose timeline could not be held is refused before it runs
 # (1,000 steps of 8 stages x 65,536 micro-batches x 3 ops, F and B each
-# recording up to 5 events, W one: past the half an int's count a timeline
+# recording up to 6 events (a wait and a copy in, a wait, a copy out and a
+# link), W one: past the half an int's count a timeline
 # holds, on any machine), not after minutes of growing memory; as a
 # request, with exit 2, before the header.
-usage_error "timeline: recording up to 5242896000 events (234.4 GiB) is past the 1073741823 a timeline holds" \
+usage_error "timeline: recording up to 6160400000 events (275.4 GiB) is past the 1073741823 a timeline holds" \
     -- simulate "$MODEL" --devices cpu:8 --split 1,2,3,4,5,6,7 --schedule zb-h1 \
     --batch 1048576 --microbatches 65536 --steps 1000
 # So is a simulated sweep's point (until 2026-12-04 counted at one event an
 # op, and 100,000 steps of 64 micro-batches on cpu:8 grew to 12.6 GB in 34 s
 # before the refusal, exit 1); and it takes at most 1,000 steps, as
 # simulate does.
-expect 2 "timeline: recording up to 5242896000 events (234.4 GiB) is past the 1073741823 a timeline holds" \
+expect 2 "timeline: recording up to 6160400000 events (275.4 GiB) is past the 1073741823 a timeline holds" \
     -- sweep "$MODEL" --simulate --devices cpu:8 --split 1,2,3,4,5,6,7 --schedule zb-h1 \
     --batch 1048576 --microbatches 65536 --steps 1000
 # A point's timeline holds each step, measured or simulated: at most 1,000
@@ -1015,6 +1016,7 @@ assert row[2] == "%.*f" % (3 if ms < 0.1 else 2, ms), (row, ms)
 assert row[3] == "-", row
 assert row[4] == "%.0f" % p["samples_per_s"], (row, p["samples_per_s"])
 assert row[5] == "%.1f" % (100 * p["timeline"]["bubble_measured"]), row
+assert row[8] == "%d" % p["stages"][1]["layers"][0], (row, p["stages"])  # the split
 sweep = json.load(open(sys.argv[1].replace("sim4.json", "sweep.json")))
 assert sweep["complete"] is True and sweep["simulated"] is True, sweep
 assert [(q["schedule"], q["microbatches"]) for q in sweep["points"]] == [
