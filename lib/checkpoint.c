@@ -469,6 +469,25 @@ bool bg_checkpoint_other_model(const bg_safetensors_t *file, const bg_model_spec
 
 /* Copies the model's tensors out of a verified file. Lookups go through
  * name-sorted arrays: a model may have 200,000 tensors. */
+/* Where the file names a missing tensor `name` with a prefix (a wrapped
+ * PyTorch model saves "model.0.weight" for "0.weight"), "; the file's
+ * names carry a prefix: it has 'model.0.weight'" into out, else "". */
+static const char *prefixed_hint(const bg_safetensors_t *st_file, const char *name, char *out,
+                                 size_t size) {
+    const size_t length = strlen(name);
+    out[0] = '\0';
+    for (int i = 0; i < st_file->count; i++) {
+        const char *other = st_file->entries[i].name;
+        const size_t other_length = strlen(other);
+        if (other_length > length + 1 && other[other_length - length - 1] == '.' &&
+            strcmp(other + other_length - length, name) == 0) {
+            snprintf(out, size, "; the file's names carry a prefix: it has '%s'", other);
+            break;
+        }
+    }
+    return out;
+}
+
 static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file,
                                const bg_model_spec_t *spec, float *params,
                                bg_checkpoint_info_t *info) {
@@ -487,7 +506,9 @@ static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file
     for (int i = 0; i < count; i++) {
         const bg_safetensors_entry_t *found = bg_safetensors_find(st_file, slots[i].name);
         if (found == NULL) {
-            st = bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' is missing", path, slots[i].name);
+            char hint[320];
+            st = bg_error_set(BG_ERR_INVALID, "%s: tensor '%s' is missing%s", path, slots[i].name,
+                              prefixed_hint(st_file, slots[i].name, hint, sizeof hint));
             mismatch = 1;
             goto done;
         }

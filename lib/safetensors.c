@@ -541,7 +541,7 @@ static bg_status_t header_length_check(const char *name, const uint8_t prefix[8]
     if (n > file_size - 8)
         return bg_error_set(BG_ERR_PARSE,
                             "%s: header length %" PRIu64 " runs past the end of the file (%" PRIu64
-                            " bytes)",
+                            " bytes): is it cut short?",
                             name, n, file_size);
     *header_len = n;
     return BG_OK;

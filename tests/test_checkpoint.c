@@ -417,6 +417,23 @@ static void test_missing_tensor(void **state) {
                 "'4.bias' is missing");
 }
 
+/* A wrapped PyTorch model's file names its tensors with a prefix
+ * ("model.0.weight"): the missing tensor's message says so. */
+static void test_prefixed_names(void **state) {
+    fixture_t *f = *state;
+    bg_safetensors_tensor_t tensors[ORIGIN_TENSORS];
+    origin_tensor_list(f->params, tensors);
+    char names[ORIGIN_TENSORS][32];
+    for (int i = 0; i < ORIGIN_TENSORS; i++) {
+        snprintf(names[i], sizeof names[i], "model.%s", tensors[i].name);
+        tensors[i].name = names[i];
+    }
+    assert_int_equal(bg_safetensors_write(f->path, tensors, ORIGIN_TENSORS, NULL, NULL, 0), BG_OK);
+    check_error(bg_checkpoint_load(f->path, f->spec, f->loaded, NULL), BG_ERR_INVALID, f->path,
+                "tensor '0.weight' is missing; the file's names carry a prefix: it has "
+                "'model.0.weight'");
+}
+
 /* A tensor holding a NaN or an infinity is refused, naming it and the
  * first bad element (0.weight has 288 values, so 290 is 0.bias's third). */
 static void test_non_finite_tensor(void **state) {
@@ -936,6 +953,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_other_model_without_fingerprint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_model_same_tensors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_tensor, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prefixed_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_non_finite_tensor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extra_tensor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_dtype, setup, teardown),
