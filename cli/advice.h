@@ -104,4 +104,9 @@ int bg_advice_scans_every_count(const bg_plan_request_t *r, int limit);
 int bg_advice_try_device_counts(const bg_plan_request_t *r, const bg_placement_t *placement,
                                 int host_share, const char *with, int quiet, bg_advice_t *advice);
 
+/* Whether request r fits on k devices, chosen or made as
+ * bg_advice_try_device_counts would have them; prints nothing. */
+int bg_advice_fits_on(const bg_plan_request_t *r, const bg_placement_t *placement, int host_share,
+                      int k, bg_advice_t *advice);
+
 #endif

@@ -373,3 +373,13 @@ int bg_advice_try_device_counts(const bg_plan_request_t *r, const bg_placement_t
     free(devices);
     return fits;
 }
+
+int bg_advice_fits_on(const bg_plan_request_t *r, const bg_placement_t *placement, int host_share,
+                      int k, bg_advice_t *advice) {
+    bg_cost_device_t *devices = calloc((size_t)(k > r->devices ? k : r->devices), sizeof *devices);
+    if (devices == NULL) return 0;
+    const count_search_t search = {r, placement, host_share, devices, "", advice};
+    const int fits = try_device_count(&search, k, 1);
+    free(devices);
+    return fits;
+}

@@ -624,7 +624,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                      every ? "" : " (sampled in doubling steps, not each count planned)");
         /* Past a layer a stage, or the most devices brigade takes, no
          * more can be had (until 2026-12-05 "use more devices still"). */
-        char no_more[224] = "", limit[160];
+        char no_more[288] = "", limit[160];
         const int possible = bg_advice_most_possible(&v),
                   places = bg_model_spec_stage_places(v.spec);
         const char *per_device = v.chunks > 1 ? ", and --chunks per device" : "";
@@ -642,6 +642,13 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
         if (most >= possible)
             snprintf(no_more, sizeof no_more,
                      "give each more memory (--device-mem): %d devices are %s", possible, limit);
+        /* Short of the most, whether the most would hold it: where a layer
+         * needs a little more than its lower bound, no count may (until
+         * 2026-12-06 "use more devices still" was said there too). */
+        else if (!gpus && !bg_advice_fits_on(&v, placement, host_share, possible, advice))
+            snprintf(no_more, sizeof no_more,
+                     "give each more memory (--device-mem): not even %d devices, %s, hold it",
+                     possible, limit);
         const char *remedy = all_gpus     ? "it takes GPUs with more memory, or more of them"
                              : gpus       ? "it takes more GPUs, or GPUs with more memory"
                              : no_more[0] ? no_more

@@ -1342,6 +1342,19 @@ check "one split: not called the fastest simulated" sh -c "! grep -q 'fastest si
 expect 2 "  none of these fits, alone or together, on 4 to 8 devices: give each more memory (--device-mem): 8 devices are the most a model of 8 layers can have (a layer a stage)" \
     -- plan "$MODEL" --devices cpu:8 --device-mem 5582849
 stderr_has "this is the planner's only split; what would help:" "a layer a stage"
+# Above a layer's lower bound but below what a stage holding it needs,
+# no count of devices fits, short of the most too: said so (until
+# 2026-12-06 "use more devices still", which cpu:9 to cpu:21 refuse; a
+# tester's).
+{
+    echo 'input channels=1 height=64 width=64'
+    echo flatten
+    for _ in 1 2 3 4 5 6; do printf '%s\n' 'dense units=4096 activation=gelu' layernorm; done
+    printf '%s\n' 'dense units=1000' softmax_cross_entropy
+} >"$T/wide.model"
+expect 2 "  none of these fits, alone or together, on 4 to 16 devices: give each more memory (--device-mem): not even 21 devices, the most a model of 21 layers can have (a layer a stage), hold it" \
+    -- plan "$T/wide.model" --devices cpu:8 --optimizer sgd --recompute --microbatches 64 \
+    --device-mem 134350000
 # Residual blocks: a stage starts only outside them, so 100 blocks of
 # three layers give 102 places, not 302 stages (a review: it counted
 # layers, and below that said "use more devices still").
