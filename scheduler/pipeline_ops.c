@@ -220,8 +220,11 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
     const int device = s % p->devices;
     /* The forward's event holds the loading of its samples and labels
      * (as the profile's forward does) and the check of what it sends (the
-     * profile's check; the simulator adds it to the op's event too). */
-    stamp_t start = stamp(p, device);
+     * profile's check; the simulator adds it to the op's event too). It
+     * starts here on the first stage, after the receive on the others: one
+     * stamp either way, as a GPU's clock has room for so many marks. */
+    stamp_t start = {0, -1};
+    if (s == 0) start = stamp(p, device);
     if (s == 0 && n > 0)
         BG_CHECK(bg_stage_load_slot_async(stage, slot, n, p->images + at * in_numel,
                                           last ? p->labels + at : NULL));
