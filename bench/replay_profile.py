@@ -11,9 +11,11 @@ the run's mean per micro-batch over the recorded steps: forward and backward
 (the F and B ops; a step's last B, which also checks the weight gradients,
 apart: what it takes beyond the others is the check, weight_check_s, unless
 a step has one B only, when the check stays in the backward's mean),
-update (the step op), each copy (the send and recv lanes;
-sends that first waited for room count only their copy) and each NaN/Inf
-check (the gap between an op's end and its send's start). The figures under
+update (the step op), each copy (the send and recv lanes, less the wake
+of a sleeping peer at their end, the args' wake_us; sends that first waited
+for room count only their copy) and each NaN/Inf check (the end of the op
+whose output it checks, its args' check_us, taken out of the op's time as
+the profile times it apart). The figures under
 load are zeroed and those after a wait dropped, so the simulator does not
 stretch times that were measured with the other stage running already, or
 after the waits they had; hand-off and wake stay the profile's.
@@ -39,26 +41,25 @@ def stage_figures(events, stage, last_stage):
     """The run's per-micro-batch means for one stage (a device of its own)."""
     mine = sorted((e for e in events if e["args"]["stage"] == stage), key=lambda e: e["ts"])
 
+    def tail(e):
+        """What ends an event apart from its own work: an op's check of what
+        it sends, a copy's wake of a sleeping peer (seconds)."""
+        return (e["args"].get("check_us", 0) + e["args"].get("wake_us", 0)) * 1e-6
+
     def durations(cat, prefix=""):
-        return [e["dur"] * 1e-6 for e in mine if e["cat"] == cat and e["name"].startswith(prefix)]
+        return [e["dur"] * 1e-6 - tail(e) for e in mine
+                if e["cat"] == cat and e["name"].startswith(prefix)]
 
     def checks(op_cat):
-        """From the end of each op of op_cat to the start of the send after it."""
-        gaps, last_op = [], None
-        for e in mine:
-            if e["cat"] in ("F", "B", "step"):
-                last_op = e
-            elif e["cat"] == "send" and last_op is not None and last_op["cat"] == op_cat:
-                gaps.append((e["ts"] - last_op["ts"] - last_op["dur"]) * 1e-6)
-                last_op = None
-        return gaps
+        """The check at the end of each op of op_cat."""
+        return [e["args"].get("check_us", 0) * 1e-6 for e in mine if e["cat"] == op_cat]
 
     def backward_and_check():
         """The mean B but a step's last, and how much longer the last ran."""
         by_step = {}
         for e in mine:
             if e["cat"] == "B":
-                by_step.setdefault(e["args"]["step"], []).append(e["dur"] * 1e-6)
+                by_step.setdefault(e["args"]["step"], []).append(e["dur"] * 1e-6 - tail(e))
         if not by_step or min(len(b) for b in by_step.values()) < 2:
             return mean(durations("B"), "backward of stage %d" % stage), 0.0
         backward = statistics.fmean(d for b in by_step.values() for d in b[:-1])

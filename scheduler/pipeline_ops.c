@@ -86,7 +86,9 @@ static void note_transfer(bg_pipeline_t *p, int device, bg_event_kind_t copy, in
                         host_stamp(t->ready));
         /* A send waits for a free slot, a receive for its message. */
         if (wait != NULL) wait->to_send = copy == BG_EVENT_SEND;
-        note(p, device, copy, stage, mb, peer, host_stamp(t->ready), host_stamp(t->done));
+        bg_event_t *e =
+            note(p, device, copy, stage, mb, peer, host_stamp(t->ready), host_stamp(t->done));
+        if (e != NULL) e->tail_s = t->done - t->copied; /* the wake */
     } else if (t->ready_mark >= 0) {
         const stamp_t ready = {t->ready, t->ready_mark};
         bg_event_t *wait = note(p, device, BG_EVENT_WAIT, stage, mb, peer, start, ready);
@@ -95,6 +97,16 @@ static void note_transfer(bg_pipeline_t *p, int device, bg_event_kind_t copy, in
     } else {
         note(p, device, copy, stage, mb, peer, start, end);
     }
+}
+
+/* Records an F or B of stage s from `start` to now, whose check of what
+ * it sends began at `checked` (host time; the event's tail on a CPU; -1:
+ * it sends nothing). */
+static void note_op(bg_pipeline_t *p, int device, bg_event_kind_t kind, int s, int mb,
+                    stamp_t start, double checked) {
+    const stamp_t end = stamp(p, device);
+    bg_event_t *e = note(p, device, kind, s, mb, -1, start, end);
+    if (e != NULL && checked >= 0 && !gpu_timed(p, device)) e->tail_s = end.host - checked;
 }
 
 static void set_doing(bg_pipeline_t *p, int s, const char *format, int peer) {
@@ -258,11 +270,12 @@ static bg_status_t run_forward(bg_pipeline_t *p, int s, int mb) {
         const double nan = NAN;
         BG_CHECK(bg_backend_upload_doubles(be, (void *)bg_stage_slot_output(stage, slot), &nan, 1));
     }
+    const double checked = last ? -1 : bg_monotonic_seconds();
     if (!last)
         BG_CHECK(check_finite(p, s, mb, out_layer, bg_stage_slot_output(stage, slot),
                               n * bg_shape_numel(p->cfg.spec->layers[out_layer].out),
                               "the forward output"));
-    note(p, device, BG_EVENT_FORWARD, s, mb, -1, start, stamp(p, device));
+    note_op(p, device, BG_EVENT_FORWARD, s, mb, start, checked);
     if (!last) {
         set_doing(p, s, "sending activations to stage %d", s + 1);
         int before = gpu_mark(p, device);
@@ -308,11 +321,12 @@ static bg_status_t run_backward(bg_pipeline_t *p, int s, int mb) {
     stamp_t start = stamp(p, device);
     BG_CHECK(bg_stage_backward_slot(stage, mb % p->slots[s], n, 1.0 / (double)p->batch));
     BG_CHECK(check_weight_gradients(p, s, mb, BG_OP_BACKWARD));
+    const double checked = s > 0 ? bg_monotonic_seconds() : -1;
     if (s > 0) /* within the backward's event, as in the forward's */
         BG_CHECK(check_finite(p, s, mb, p->first[s], bg_stage_input_grad(stage),
                               n * bg_shape_numel(p->cfg.spec->layers[p->first[s]].in),
                               "the gradient of its input"));
-    note(p, device, BG_EVENT_BACKWARD, s, mb, -1, start, stamp(p, device));
+    note_op(p, device, BG_EVENT_BACKWARD, s, mb, start, checked);
     if (s > 0) {
         set_doing(p, s, "sending gradients to stage %d", s - 1);
         int before = gpu_mark(p, device);

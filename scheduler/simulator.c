@@ -332,8 +332,8 @@ static bg_status_t send_output(sim_state_t *sim, int d, int step, bg_timeline_t 
     double ready;
     const double start = send_start(sim, d, &ready, &slot);
     if (start > ready)
-        BG_CHECK(bg_timeline_add(
-            tl, &(bg_event_t){BG_EVENT_WAIT, d, s, op->microbatch, peer, step, ready, start, 1}));
+        BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_WAIT, d, s, op->microbatch, peer, step,
+                                                   ready, start, 1, 0}));
     slot_taken(sim, ch); /* `slot`, its first to free */
     sim->held[ch * sim->microbatches + op->microbatch] = slot;
     const double copy =
@@ -346,7 +346,8 @@ static bg_status_t send_output(sim_state_t *sim, int d, int step, bg_timeline_t 
     /* The send's event holds its wake of the receiver, as the executor's. */
     if (sim->device_free[d] > start)
         BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_SEND, d, s, op->microbatch, peer, step,
-                                                   start, sim->device_free[d], 0}));
+                                                   start, sim->device_free[d], 0,
+                                                   woken ? c->wake_s : 0}));
     sim->last_busy[d] = sim->device_free[d];
     if (r != d) {
         double *link = forward ? &sim->forward_link[boundary] : &sim->backward_link[boundary];
@@ -361,7 +362,7 @@ static bg_status_t send_output(sim_state_t *sim, int d, int step, bg_timeline_t 
             forward ? cost(c->activation_recv, boundary) : cost(c->gradient_recv, boundary);
         if (copy == 0 && copy_in == 0 && arrival > link_start)
             BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_LINK, r, peer, op->microbatch, s,
-                                                       step, link_start, arrival, 0}));
+                                                       step, link_start, arrival, 0, 0}));
     }
     if (forward)
         sim->activation_ready[peer * sim->microbatches + op->microbatch] = arrival;
@@ -399,28 +400,30 @@ static bg_status_t commit_op(sim_state_t *sim, int d, double start, double ready
         /* The executor records the barrier's wait on the device's own lane. */
         BG_CHECK(bg_timeline_add(
             tl, &(bg_event_t){BG_EVENT_WAIT, d, op->kind == BG_OP_STEP ? d : op->stage,
-                              op->microbatch, peer, step, sim->device_free[d], ready, 0}));
+                              op->microbatch, peer, step, sim->device_free[d], ready, 0, 0}));
     const double received = start;
     start += receive_cost(sim, op);
+    int woke = 0;
     const int rc = receiving_channel(sim, op);
     if (rc >= 0) {
         /* The receive frees its slot, waking a sender asleep on the full
          * ring (which costs this device wake_s, as a send's wake does, in
          * the receive's event as the executor records it). */
         const int sender = device_of(sim, peer);
-        const int wakes = sender != d && blocked_on(sim, sender, rc, start);
+        woke = sender != d && blocked_on(sim, sender, rc, start);
         BG_CHECK(slot_frees(sim, rc, sim->held[rc * sim->microbatches + op->microbatch], start));
-        if (wakes) start += sim->costs->wake_s;
+        if (woke) start += sim->costs->wake_s;
     }
     if (start > received)
         BG_CHECK(bg_timeline_add(tl, &(bg_event_t){BG_EVENT_RECV, d, op->stage, op->microbatch,
-                                                   peer, step, received, start, 0}));
+                                                   peer, step, received, start, 0,
+                                                   woke ? sim->costs->wake_s : 0}));
     if (op->kind == BG_OP_STEP) {
         /* The executor updates the device's stages one after another. */
         for (int s = d; s < sim->stages; s += sim->schedule->devices) {
             const double end = start + cost(sim->costs->step, s);
             BG_CHECK(bg_timeline_add(
-                tl, &(bg_event_t){BG_EVENT_STEP, d, s, -1, -1, step, start, end, 0}));
+                tl, &(bg_event_t){BG_EVENT_STEP, d, s, -1, -1, step, start, end, 0, 0}));
             note_busy(sim, d, start, end, BG_SIM_AFTER_STEP);
             start = end;
         }
@@ -430,16 +433,17 @@ static bg_status_t commit_op(sim_state_t *sim, int d, double start, double ready
     const double computed = start + duration(sim, op, slowdown);
     note_busy(sim, d, start, computed,
               op->kind == BG_OP_FORWARD ? BG_SIM_AFTER_FORWARD : BG_SIM_AFTER_BACKWARD);
-    double end = computed;
+    double check = 0;
     if (sends_output(sim, op)) {
         /* The check of what it sends, in the op's event as the executor's. */
         int boundary;
         pending_channel(sim, op, &boundary);
-        end += op->kind == BG_OP_FORWARD ? cost(sim->costs->activation_check, boundary)
-                                         : cost(sim->costs->gradient_check, boundary);
+        check = op->kind == BG_OP_FORWARD ? cost(sim->costs->activation_check, boundary)
+                                          : cost(sim->costs->gradient_check, boundary);
     }
+    const double end = computed + check;
     BG_CHECK(bg_timeline_add(tl, &(bg_event_t){event_kind(op->kind), d, op->stage, op->microbatch,
-                                               -1, step, start, end, 0}));
+                                               -1, step, start, end, 0, check}));
     sim->device_free[d] = sim->last_busy[d] = end;
     const int at = op->stage * sim->microbatches + op->microbatch;
     if (op->kind == BG_OP_FORWARD) sim->forward_done[at] = end;
@@ -650,7 +654,7 @@ static bg_status_t settle_stretch(sim_state_t *sim, const bg_timeline_t *tl, int
         for (int k = 0; k < 2; k++) {
             coverage_t *c = &coverage[sets[k]];
             c->start[filled[sets[k]]] = e->start;
-            c->end[filled[sets[k]]++] = e->end;
+            c->end[filled[sets[k]]++] = e->end - e->tail_s; /* its work, not a check or wake */
         }
     }
     for (int d = 0; d <= devices; d++) coverage_finish(&coverage[d]);
@@ -660,10 +664,11 @@ static bg_status_t settle_stretch(sim_state_t *sim, const bg_timeline_t *tl, int
                    : e->kind == BG_EVENT_BACKWARD ? STRETCH_BACKWARD
                    : e->kind == BG_EVENT_WEIGHT   ? STRETCH_WEIGHT
                                                   : -1;
-        const double length = e->end - e->start;
+        /* The op's compute alone, as the stretch applies to it. */
+        const double end = e->end - e->tail_s, length = end - e->start;
         if (kind < 0 || length <= 0) continue;
-        const double overlap = covered_between(&coverage[devices], e->start, e->end) -
-                               covered_between(&coverage[e->device], e->start, e->end);
+        const double overlap = covered_between(&coverage[devices], e->start, end) -
+                               covered_between(&coverage[e->device], e->start, end);
         const double c = sim->costs->contention[e->stage];
         const double fraction = fmin(1, fmax(0, overlap) / length);
         sim->stretch[kind * cells + e->stage * sim->microbatches + e->microbatch] =

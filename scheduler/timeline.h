@@ -52,6 +52,10 @@ typedef struct bg_event {
      * earlier messages yet), 0 when it waited for a message or at the
      * barrier. */
     int to_send;
+    /* Of its length, what ended it (CPU devices; 0 where none): an F's or
+     * B's check for NaN and Inf of what it sends, a SEND's or RECV's wake
+     * of the peer asleep on the channel (the trace's check_us, wake_us). */
+    double tail_s;
 } bg_event_t;
 
 typedef struct bg_timeline_config {

@@ -106,7 +106,9 @@ static cJSON *complete_event(const char *name, const char *category, int pid, in
 /* args: stage, microbatch (not for an event of the whole step, as the
  * optimizer step and the barrier before it are), step (which recorded
  * step, from 0), run_step (the run's, from 1) where the timeline knows it,
- * and peer_stage for transfers and links (not the barrier's wait). */
+ * peer_stage for transfers and links (not the barrier's wait), and where
+ * an event has a tail (bg_event_t.tail_s) check_us (F, B) or wake_us
+ * (send, recv). */
 static int add_event(trace_text_t *out, const bg_timeline_t *tl, const bg_event_t *e) {
     const int64_t run_step = bg_timeline_run_step(tl, e->step);
     char name[BG_EVENT_NAME_MAX];
@@ -121,7 +123,10 @@ static int add_event(trace_text_t *out, const bg_timeline_t *tl, const bg_event_
          cJSON_AddNumberToObject(args, "step", e->step) == NULL ||
          (run_step > 0 && cJSON_AddNumberToObject(args, "run_step", (double)run_step) == NULL) ||
          ((is_transfer(e->kind) || e->kind == BG_EVENT_LINK) && e->peer_stage >= 0 &&
-          cJSON_AddNumberToObject(args, "peer_stage", e->peer_stage) == NULL))) {
+          cJSON_AddNumberToObject(args, "peer_stage", e->peer_stage) == NULL) ||
+         (e->tail_s > 0 &&
+          cJSON_AddNumberToObject(args, is_transfer(e->kind) ? "wake_us" : "check_us",
+                                  1e6 * e->tail_s) == NULL))) {
         cJSON_Delete(item);
         item = NULL;
     }

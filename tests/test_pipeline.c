@@ -903,6 +903,14 @@ static void test_recording(void **state) {
         if (e->kind >= BG_EVENT_SEND && e->peer_stage >= 0)
             assert_int_equal(e->peer_stage, 1 - e->stage);
         if (e->kind == BG_EVENT_WAIT && e->peer_stage < 0) barrier_waits[e->device]++;
+        /* An op that sends holds its check at its end, a copy its wake
+         * (0 where the peer was not asleep): a tail within the event; an
+         * op that sends nothing (stage 1's F, stage 0's B, W) has none. */
+        assert_true(e->tail_s >= 0 && e->tail_s <= e->end - e->start);
+        const int sends = (e->kind == BG_EVENT_FORWARD && e->stage == 0) ||
+                          (e->kind == BG_EVENT_BACKWARD && e->stage == 1);
+        if (sends) assert_true(e->tail_s > 0);
+        if (e->kind <= BG_EVENT_STEP && !sends) assert_true(e->tail_s == 0);
         /* A wait for a peer comes right before its copy: a send's wait (for
          * ring space) says so, a receive's (for the message) does not. */
         if (e->kind == BG_EVENT_WAIT && e->peer_stage >= 0) {

@@ -531,7 +531,7 @@ static void sim_event(sim_state_t *sim, bg_event_kind_t kind, int device, int st
                       int peer, double length) {
     bg_event_t e = {
         kind, device, stage, mb, peer, sim->step, sim->clock[device], sim->clock[device] + length,
-        0};
+        0,    0};
     check_ok(bg_timeline_add(sim->tl, &e));
     sim->clock[device] = e.end;
 }
@@ -698,6 +698,13 @@ static void test_trace(void **state) {
         if (tl->events[i].kind == BG_EVENT_WAIT && tl->events[i].peer_stage >= 0) room = i;
     assert_true(room >= 0);
     tl->events[room].to_send = 1;
+    /* The first F's check and the first send's wake: in args, in us. */
+    int tails = 0;
+    for (int i = 0; i < tl->count && tails < 2; i++)
+        if ((tails == 0 && tl->events[i].kind == BG_EVENT_FORWARD) ||
+            (tails == 1 && tl->events[i].kind == BG_EVENT_SEND))
+            tl->events[i].tail_s = tails++ == 0 ? 25e-6 : 7e-6;
+    assert_int_equal(tails, 2);
     /* Two tensors crossing the link into stage 1 on its device's copy
      * engine, one from each side. */
     bg_event_t link = {.kind = BG_EVENT_LINK,
@@ -774,7 +781,11 @@ static void test_trace(void **state) {
         else
             assert_int_equal((int)number(args, "microbatch"), want->microbatch);
         assert_int_equal((int)number(args, "step"), want->step);
-        expect_near(number(e, "ts"), want->start * 1e6, 1e-3);
+        const char *tail = want->kind == BG_EVENT_SEND ? "wake_us" : "check_us";
+        if (want->tail_s > 0)
+            expect_near(number(args, tail), want->tail_s * 1e6, 1e-9), tails--;
+        else
+            assert_null(cJSON_GetObjectItem(args, tail));
         expect_near(number(e, "dur"), (want->end - want->start) * 1e6, 1e-3);
         if (want->kind == BG_EVENT_FORWARD && want->microbatch == 3) {
             assert_string_equal(name, "F3");
@@ -810,6 +821,7 @@ static void test_trace(void **state) {
         }
     }
     assert_int_equal(complete, tl->count);
+    assert_int_equal(tails, 0);        /* both found in the args */
     assert_int_equal(found_f3, 3 * 2); /* 3 stages, 2 steps */
     assert_int_equal(found_room, 1);
     assert_int_equal(process_names, 3 + 1);
@@ -857,7 +869,7 @@ static void test_svg_timeline(void **state) {
     /* ... drawn with its own hatch, in the legend beside the other waits. */
     assert_int_equal(count_of(text, "fill=\"url(#hatch-room)\"><title>wait for room"), 1);
     assert_int_equal(count_of(text, ">wait for room to send</text>"), 1);
-    assert_int_equal(count_of(text, ">wait for a message</text>"), 1);
+    assert_int_equal(count_of(text, ">wait</text>"), 1);
     assert_int_equal(count_of(text, "<g class=\"row\""), 4);
     assert_int_equal(count_of(text, "<rect class=\"op\""), ops);
     assert_int_equal(count_of(text, "data-kind=\"W\""), weights);
@@ -1031,7 +1043,7 @@ static void test_svg_chart(void **state) {
     assert_int_equal(count_of(text, "<path class=\"theory-point\""), 2);
     assert_non_null(strstr(text, "data-schedule=\"1f1b\" stroke=\"#4c78a8\" stroke-width=\"3.0\""));
     assert_non_null(
-        strstr(text, "data-schedule=\"gpipe\" stroke=\"#e45756\" stroke-width=\"2.1\""));
+        strstr(text, "data-schedule=\"gpipe\" stroke=\"#e45756\" stroke-width=\"2.2\""));
     free(text);
     /* Four schedules of one figure: four widths, four marker sizes. */
     bg_sweep_point_t four[4] = {pair[0], pair[0], pair[0], pair[0]};
@@ -1040,7 +1052,7 @@ static void test_svg_chart(void **state) {
     check_ok(bg_svg_chart_write(path, four, 4, NULL));
     text = read_all(path);
     expect_well_formed(text);
-    const char *widths[4] = {"3.0", "2.1", "1.2", "0.3"}, *radii[4] = {"5.0", "4.1", "3.2", "2.3"};
+    const char *widths[4] = {"3.0", "2.2", "1.4", "0.6"}, *radii[4] = {"5.0", "4.2", "3.4", "2.6"};
     for (int i = 0; i < 4; i++) {
         char want[128];
         snprintf(want, sizeof want,

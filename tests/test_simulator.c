@@ -302,18 +302,18 @@ static void test_device_copies(void **state) {
     tl = simulate_two(BG_SCHEDULE_GPIPE, 1, &costs);
     assert_true(near(tl->step_end[1] - tl->step_start[1], 6.5));
     e = step_event(tl, BG_EVENT_FORWARD, 0, 0);
-    assert_true(near(e.start, 0) && near(e.end, 1.5));
+    assert_true(near(e.start, 0) && near(e.end, 1.5) && near(e.tail_s, 0.5)); /* its check */
     e = step_event(tl, BG_EVENT_SEND, 0, 0);
     assert_true(near(e.start, 1.5) && near(e.end, 1.75));
     e = step_event(tl, BG_EVENT_BACKWARD, 1, 0);
-    assert_true(near(e.end, 4.625));
+    assert_true(near(e.end, 4.625) && near(e.tail_s, 0.25));
     e = step_event(tl, BG_EVENT_SEND, 1, 0);
     assert_true(near(e.start, 4.625) && near(e.end, 4.875));
     /* Neither the last stage's forward nor the first's backward sends. */
     e = step_event(tl, BG_EVENT_FORWARD, 1, 0);
-    assert_true(near(e.end - e.start, 1));
+    assert_true(near(e.end - e.start, 1) && e.tail_s == 0);
     e = step_event(tl, BG_EVENT_BACKWARD, 0, 0);
-    assert_true(near(e.end - e.start, 1));
+    assert_true(near(e.end - e.start, 1) && e.tail_s == 0);
     assert_int_equal(bg_timeline_summarize(tl, &summary), BG_OK);
     assert_true(near(summary->device[0].copy_s, 0.375));
     assert_true(near(summary->device[0].compute_s, 2.5));
@@ -355,9 +355,9 @@ static void test_handoffs_and_barrier(void **state) {
     e = step_event(tl, BG_EVENT_FORWARD, 1, 1);
     assert_true(near(e.start, 2.8));
     e = step_event(tl, BG_EVENT_SEND, 1, 0);
-    assert_true(near(e.start, 4.8) && near(e.end, 4.9));
+    assert_true(near(e.start, 4.8) && near(e.end, 4.9) && near(e.tail_s, 0.1));
     e = step_event(tl, BG_EVENT_SEND, 0, 0); /* F0's, to a device waiting for it */
-    assert_true(near(e.start, 1.2) && near(e.end, 1.3));
+    assert_true(near(e.start, 1.2) && near(e.end, 1.3) && near(e.tail_s, 0.1));
     e = step_event(tl, BG_EVENT_BACKWARD, 1, 1);
     assert_true(near(e.start, 4.9) && near(e.end, 5.9));
     e = step_event(tl, BG_EVENT_BACKWARD, 0, 0);
@@ -540,7 +540,7 @@ static void test_full_ring_holds_the_sender(void **state) {
     e = step_event(tl, BG_EVENT_FORWARD, 1, 1);
     assert_true(near(e.start, 5.375) && near(e.end, 9.375));
     e = step_event(tl, BG_EVENT_RECV, 1, 1);
-    assert_true(near(e.start, 5.25) && near(e.end, 5.375));
+    assert_true(near(e.start, 5.25) && near(e.end, 5.375) && near(e.tail_s, 0.125));
     bg_timeline_destroy(tl);
 
     /* With M slots (two stages on one device, or M = 2 here) nobody waits
