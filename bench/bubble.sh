@@ -19,7 +19,7 @@ out=$("$build/cli/brigade" sweep "$model" --devices cpu:2 --split "$split" \
 echo "$out"
 echo
 # Columns: M, schedule, step ms, min-max ms, samples/s, bubble %, theory %,
-# imbalance %, peak MiB per stage.
+# imbalance %, sim ms (err), peak MiB per stage, split.
 echo "$out" | awk '$2 == "gpipe" || $2 == "1f1b" {
     limit = $7 + $8 + 3;
     verdict = ($6 <= limit) ? "within" : "OUTSIDE";

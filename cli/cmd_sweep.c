@@ -268,9 +268,9 @@ static const char *ms_text(double ms, char *buf, size_t size) {
 
 /* Prints a point's row of the table: its figures, a measured point's
  * `predicted_ms` (the simulated step of its plan; 0 for a simulated point)
- * with its error, the plan's split (each point's own without --split: a
- * tester compared schedules whose points were cut otherwise, unsaid), each
- * stage's peak MiB, then `after`. */
+ * with its error, each stage's peak MiB, the plan's split (each point's
+ * own without --split: a tester compared schedules whose points were cut
+ * otherwise, unsaid; last, whole, as long as it is), then `after`. */
 static void print_row(FILE *out, const bg_sweep_point_t *point, const char *schedule,
                       const bg_timeline_summary_t *summary, double predicted_ms,
                       const bg_plan_t *plan, const size_t *peaks, const char *after) {
@@ -292,13 +292,12 @@ static void print_row(FILE *out, const bg_sweep_point_t *point, const char *sche
                  100 * (predicted_ms - point->step_ms) / point->step_ms);
         fprintf(out, "%15s  ", predicted);
     }
-    char split[64] = "-";
-    for (int s = 1, at = 0; s < stages && at < (int)sizeof split; s++)
-        at += snprintf(split + at, sizeof split - (size_t)at, "%s%d", s > 1 ? "," : "",
-                       plan->first_layer[s]);
-    fprintf(out, "%-8s  ", split);
+    int width = 0; /* of the peaks, padded to their heading's */
     for (int s = 0; s < stages; s++)
-        fprintf(out, "%s%.1f", s ? "/" : "", (double)peaks[s] / (1024.0 * 1024.0));
+        width += fprintf(out, "%s%.1f", s ? "/" : "", (double)peaks[s] / (1024.0 * 1024.0));
+    fprintf(out, "%*s", width < 18 ? 20 - width : 2, "");
+    if (stages < 2) fputc('-', out);
+    for (int s = 1; s < stages; s++) fprintf(out, "%s%d", s > 1 ? "," : "", plan->first_layer[s]);
     fprintf(out, "%s\n", after);
     fflush(out);
 }
@@ -624,33 +623,35 @@ static const char *kept_outputs(int chart, int metrics) {
     return "";
 }
 
-/* The sweep's first line on stderr (what is swept, how, on which
- * devices) and its table's header on stdout. */
+/* The sweep's first line (what is swept, how, on which devices) and its
+ * table's header, on stdout with the table: a table redirected to a file
+ * kept no word of what it measured (a tester's; until 2026-12-06 the first
+ * line went to the standard error). */
 static void print_header(const sweep_options_t *o, const bg_cli_setup_t *setup) {
     char shown[BG_CLI_SHOWN_MAX];
     if (!o->simulate)
-        fprintf(stderr, "sweep of %s, batch %lld, %lld warm-up + %lld timed step%s per point: ",
-                bg_cli_shown(o->model, shown, sizeof shown), (long long)o->batch,
-                (long long)o->warmup, (long long)o->steps, o->steps == 1 ? "" : "s");
+        printf("sweep of %s, batch %lld, %lld warm-up + %lld timed step%s per point: ",
+               bg_cli_shown(o->model, shown, sizeof shown), (long long)o->batch,
+               (long long)o->warmup, (long long)o->steps, o->steps == 1 ? "" : "s");
     else
-        fprintf(stderr, "simulated sweep of %s, batch %lld, %lld step%s per point, costs from %s: ",
-                bg_cli_shown(o->model, shown, sizeof shown), (long long)o->batch,
-                (long long)o->steps, o->steps == 1 ? "" : "s",
-                setup->profile != NULL ? o->placement.profile_path : "the analytic cost model");
+        printf("simulated sweep of %s, batch %lld, %lld step%s per point, costs from %s: ",
+               bg_cli_shown(o->model, shown, sizeof shown), (long long)o->batch,
+               (long long)o->steps, o->steps == 1 ? "" : "s",
+               setup->profile != NULL ? o->placement.profile_path : "the analytic cost model");
     /* Stages per point vary with --chunks (interleaved only): devices here. */
-    fputs("on ", stderr);
-    bg_placement_describe_devices(&o->placement, stderr);
-    if (o->placement.recompute) fputs(", recompute", stderr);
+    fputs("on ", stdout);
+    bg_placement_describe_devices(&o->placement, stdout);
+    if (o->placement.recompute) fputs(", recompute", stdout);
     if (o->placement.chunks > 1) {
-        fprintf(stderr, ", %d chunks per device for interleaved", o->placement.chunks);
-        describe_path(o, stderr);
+        printf(", %d chunks per device for interleaved", o->placement.chunks);
+        describe_path(o, stdout);
     }
-    fputc('\n', stderr);
+    fputc('\n', stdout);
     if (o->simulate) printf("(simulated) predicted by the planner and the simulator, not run\n");
     printf("%4s  %-11s %9s %15s %11s %9s %9s %9s  ", "M", "schedule", "step ms", "min-max ms",
            "samples/s", "bubble %", "theory %", "imbal. %");
     if (!o->simulate) printf("%15s  ", "sim ms (err)");
-    printf("%-8s  peak MiB per stage\n", "split");
+    printf("peak MiB per stage  split\n");
 }
 
 /* Runs each schedule's points in turn, each printed as its row, into

@@ -105,9 +105,10 @@ typedef struct timeline_layout {
     int room_waits; /* 1: a wait for room to send is drawn (its own hatch) */
 } timeline_layout_t;
 
-/* A wait for a message is hatched red; one for room to send (the next
- * stage had not taken the earlier messages: it is the slower) blue, the
- * other way, so that which of two stages held the other up shows. */
+/* A wait for a message (or at the optimizer step) is hatched red; one for
+ * room to send (the neighbour had not taken the earlier messages: it is
+ * the slower) blue, the other way, so that which of two stages held the
+ * other up shows. */
 static const char *wait_fill(const bg_event_t *e) {
     return e->to_send ? "url(#hatch-room)" : "url(#hatch)";
 }
@@ -183,9 +184,7 @@ static void draw_legend(FILE *out, const timeline_layout_t *l, double y) {
     fprintf(out, "<g class=\"legend\" " FONT " font-size=\"12\" fill=\"#222\">\n");
     for (int k = 0; k < BG_EVENT_KINDS; k++) {
         if (!l->present[k] || k == BG_EVENT_RECV) continue;
-        const char *label = k == BG_EVENT_SEND                    ? "send/receive"
-                            : k == BG_EVENT_WAIT && l->room_waits ? "wait for a message"
-                                                                  : kind_labels[k];
+        const char *label = k == BG_EVENT_SEND ? "send/receive" : kind_labels[k];
         fprintf(out,
                 "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"%d\" fill=\"%s\"/>"
                 "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
@@ -383,7 +382,7 @@ static double series_value(const bg_sweep_point_t *p, int series) {
 static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point_t *sorted,
                         int count, const char *schedule, int k, int series, const char *colour) {
     static const char *const classes[] = {"throughput", "bubble", "theory"};
-    const double narrower = 0.9 * (k < 3 ? k : 3); /* of the line, and the markers' radius */
+    const double narrower = 0.8 * (k < 3 ? k : 3); /* of the line, and the markers' radius */
     double max = series == 0 ? c->left_max : c->right_max;
     /* The path starts at the first figure drawn: a schedule with none
      * (every point skipped) has no line, not a path that draws nothing

@@ -2415,8 +2415,12 @@ usage_error "--chart: cannot write '$T/no/d/C.svg': folder '$T/no/d'" -- sweep "
 # a step.
 printf 'input channels=256 height=256 width=256\nconv2d filters=512 kernel=3\nflatten\ndense units=10\nsoftmax_cross_entropy\n' \
     >"$T/slow.model"
-expect 0 "simulated sweep of $T/slow.model, batch 4096, 1 step per point" -- sweep \
-    "$T/slow.model" --simulate --batch 4096 --device-mem 1T --microbatches 8 --steps 1
+# The first line, on stdout with the table (a table redirected to a file
+# kept no word of what it measured), says what is swept and how.
+expect 0 "" -- sweep "$T/slow.model" --simulate --batch 4096 --device-mem 1T --microbatches 8 \
+    --steps 1
+stdout_has "simulated sweep of $T/slow.model, batch 4096, 1 step per point" "sweep: its first line"
+check "sweep: the first line not on stderr" sh -c "! grep -q 'sweep of' '$ERR'"
 check "sweep: a slow point's samples/s in 3 digits" \
     grep -qE '^   8  1f1b +[0-9.]+ +- +0\.[0-9]{3} ' "$OUT"
 # Figures wider than their columns widen them: each right-aligned figure
@@ -2484,13 +2488,15 @@ assert " ".join(lines).endswith("deep12.model, batch 64, on cpu:0, cpu:1, cpu:2,
 ' "$T/twelve.svg"
 fi
 # --chunks is interleaved's: the other schedules of the same sweep run.
-if expect 0 "on cpu:0, cpu:1, 2 chunks per device for interleaved" -- sweep "$MODEL" --simulate \
+if expect 0 "" -- sweep "$MODEL" --simulate \
     --devices cpu:2 --microbatches 2 --schedule 1f1b,interleaved --chunks 2; then
+    stdout_has "on cpu:0, cpu:1, 2 chunks per device for interleaved" "sweep --chunks 2: its first line"
     check "a sweep with --chunks 2 has a 1f1b row and an interleaved one" python3 -c '
 import re, sys
 rows = [l.split() for l in open(sys.argv[1]) if re.match(r" +2 +", l)]
 assert [r[1] for r in rows] == ["1f1b", "interleaved"], rows
-assert len(rows[0][-1].split("/")) == 2 and len(rows[1][-1].split("/")) == 4, rows
+assert len(rows[0][-2].split("/")) == 2 and len(rows[1][-2].split("/")) == 4, rows
+assert rows[0][-1] == "5" and rows[1][-1] == "5,6,7", rows  # the split of each point
 ' "$OUT"
 fi
 expect 0 "" -- sweep --help
@@ -2503,14 +2509,15 @@ if expect 0 "" -- sweep "$MODEL" --devices cpu:2 --steps 1 --warmup 0 --microbat
     check "a measured sweep prints a header, 2 rows (1f1b at M=1 and M=2) and the simulation's gap" python3 -c '
 import re, sys
 lines = open(sys.argv[1]).read().splitlines()
-assert len(lines) == 4, lines
-assert lines[0].split()[:2] == ["M", "schedule"] and "sim ms (err)" in lines[0], lines[0]
+assert len(lines) == 5, lines
+assert lines[0].startswith("sweep of ") and "1 timed step per point: on cpu:0, cpu:1" in lines[0], lines
+assert lines[1].split()[:2] == ["M", "schedule"] and "sim ms (err)" in lines[1], lines[1]
 row = (r" +{} +1f1b +[0-9.]+ +[0-9.]+-[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ "
-       r"\([+-][0-9]+%\) +([0-9]+|-) +[0-9.]+(/[0-9.]+)?$")
-for m, line in zip((1, 2), lines[1:3]):
+       r"\([+-][0-9]+%\) +[0-9.]+(/[0-9.]+)* +([0-9,]+|-)$")
+for m, line in zip((1, 2), lines[2:4]):
     assert re.fullmatch(row.format(m), line), line
 assert re.fullmatch(r"simulated against measured: mean \|error\| [0-9]+% over 2 points "
-                    r"\(costs from the analytic cost model; .*\)", lines[3]), lines[3]
+                    r"\(costs from the analytic cost model; .*\)", lines[4]), lines[4]
 ' "$OUT"
 fi
 # --metrics: each point's steps, spread and stages, as the table prints them.
@@ -2530,13 +2537,13 @@ assert 0 < t["step_min_s"] <= t["step_median_s"] <= t["step_max_s"], t
 assert t["step_min_s"] <= t["step_s"] <= t["step_max_s"], t
 assert row[2] == "%.2f" % (t["step_s"] * 1e3), row
 assert row[3] == "%.2f-%.2f" % (t["step_min_s"] * 1e3, t["step_max_s"] * 1e3), row
-assert row[-1] == "/".join("%.1f" % (s["peak_bytes"] / 2**20) for s in q["stages"]), row
+assert row[-2] == "/".join("%.1f" % (s["peak_bytes"] / 2**20) for s in q["stages"]), row
 assert [s["device"] for s in q["stages"]] == ["cpu:0", "cpu:1"], q["stages"]
 assert all(s["peak_by_category"]["params"] > 0 for s in q["stages"]), q["stages"]
 sim, step = q["simulated_step_ms"], t["step_s"] * 1e3
 assert row[8] == "%.2f" % sim and row[9] == "(%+.0f%%)" % (100 * (sim - step) / step), row
-# The split: the first layer of the second stage.
-assert row[10] == "%d" % q["stages"][1]["layers"][0], (row, q["stages"])
+# The split, last: the first layer of the second stage.
+assert row[-1] == "%d" % q["stages"][1]["layers"][0], (row, q["stages"])
 assert abs(p["simulated_mean_abs_error"] - abs(sim - step) / step) < 1e-12, p' \
         "$T/measured.json" "$OUT"
     # sim ms is the step simulate predicts for the same placement.
@@ -2584,12 +2591,15 @@ usage_error "--tf32 given twice" -- train "$MODEL" --tf32 --steps 1 --tf32
 # key=value is not read; the message shows the form that is.
 usage_error "unknown option '--steps=2' (brigade takes an option's value as the next word: '--steps 2')" \
     -- train "$MODEL" --steps=2
+# ... and with nothing after '=': the same form, not a guess of --steps.
+usage_error "unknown option '--steps=' (brigade takes an option's value as the next word: '--steps VALUE')" \
+    -- train "$MODEL" --steps=
 usage_error "unknown option '--devices=cpu:2' (brigade takes an option's value as the next word: '--devices cpu:2')" \
     -- plan "$MODEL" --devices=cpu:2
 usage_error "unknown option '--topology=t.xml' (brigade takes an option's value as the next word: '--topology t.xml')" \
     -- topo --topology=t.xml
 # ... but only for an option of the command that takes a value.
-for args in "plan --foo=3" "plan --json=1" "summary --steps=2" "train --steps="; do
+for args in "plan --foo=3" "plan --json=1" "summary --steps=2"; do
     cmd=${args%% *} opt=${args#* }
     usage_error "unknown option '$opt'" -- "$cmd" "$MODEL" "$opt"
     check "$cmd $opt: no form suggested" sh -c "! grep -q 'next word' '$ERR'"
