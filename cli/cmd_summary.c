@@ -19,7 +19,7 @@ static const char help[] =
     "and the bytes of its output activation per sample (fp32), then totals.\n"
     "Layer numbers are the names used in checkpoints (\"0.weight\", ...).\n"
     "\n"
-    "  --json   the same as JSON on stdout, for scripts: input, classes,\n"
+    "  --json   the same as JSON on stdout, for scripts: model, input, classes,\n"
     "           layers (index, kind, what the table's kind column says,\n"
     "           line in MODEL, output as [c, h, w] or [n], params, flops,\n"
     "           activation_bytes) and the totals\n";

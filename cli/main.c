@@ -177,8 +177,9 @@ static int run(int argc, char **argv) {
     const char *names[sizeof commands / sizeof commands[0]];
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) names[i] = commands[i].name;
     const char *near =
-        strlen(cmd) >= 2 ? bg_nearest_word(cmd, names, sizeof names / sizeof names[0], strlen(cmd))
-                         : NULL;
+        strlen(cmd) >= 2
+            ? bg_spelling_nearest(cmd, names, sizeof names / sizeof names[0], strlen(cmd))
+            : NULL;
     if (strcmp(cmd, "version") == 0)
         fprintf(stderr, "brigade: unknown command 'version' (brigade --version prints it)\n");
     else if (near != NULL) /* a misspelt one: its usage would bury the guess */

@@ -287,12 +287,12 @@ static void gather_names(option_names_t *n, const char *const *options, size_t c
 }
 
 /* The option among `n` that `arg` most likely misspells
- * (bg_nearest_word; --device is one edit from --devices and begins
+ * (bg_spelling_nearest; --device is one edit from --devices and begins
  * --device-mem too: --devices); NULL for a word of fewer than two letters
  * after "--". */
 static const char *nearest_option(const char *arg, const option_names_t *n) {
     if (strncmp(arg, "--", 2) != 0 || strlen(arg) < 4) return NULL;
-    return bg_nearest_word(arg, n->name, n->count, strlen(arg) - 2);
+    return bg_spelling_nearest(arg, n->name, n->count, strlen(arg) - 2);
 }
 
 bg_status_t bg_cli_unknown_option(const char *arg, const char *const *options, size_t count,
@@ -313,6 +313,11 @@ bg_status_t bg_cli_unknown_option(const char *arg, const char *const *options, s
                             "unknown option '%s' (brigade takes an option's value as the next "
                             "word: '%s %s')",
                             arg, name, equals + 1);
+    if (known) /* "--steps=": the value left out, or a space after '=' */
+        return bg_error_set(BG_ERR_INVALID,
+                            "unknown option '%s' (brigade takes an option's value as the next "
+                            "word: '%s VALUE')",
+                            arg, name);
     if (flag)
         return bg_error_set(BG_ERR_INVALID, "unknown option '%s' (%s takes no value)", arg, name);
     /* The end-of-options marker of getopt's tools: said so, with the way

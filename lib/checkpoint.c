@@ -467,8 +467,6 @@ bool bg_checkpoint_other_model(const bg_safetensors_t *file, const bg_model_spec
     return true;
 }
 
-/* Copies the model's tensors out of a verified file. Lookups go through
- * name-sorted arrays: a model may have 200,000 tensors. */
 /* Where the file names a missing tensor `name` with a prefix (a wrapped
  * PyTorch model saves "model.0.weight" for "0.weight"), "; the file's
  * names carry a prefix: it has 'model.0.weight'" into out, else "". */
@@ -488,6 +486,8 @@ static const char *prefixed_hint(const bg_safetensors_t *st_file, const char *na
     return out;
 }
 
+/* Copies the model's tensors out of a verified file. Lookups go through
+ * name-sorted arrays: a model may have 200,000 tensors. */
 static bg_status_t params_take(const char *path, const bg_safetensors_t *st_file,
                                const bg_model_spec_t *spec, float *params,
                                bg_checkpoint_info_t *info) {

@@ -358,7 +358,7 @@ static void option_keys(const layer_def_t *def, char *out, size_t size) {
 }
 
 /* "; did you mean WORD?" where text[0..length) most likely misspells one of
- * `words` (bg_nearest_word, in lower case: "Dense" is dense), else "". */
+ * `words` (bg_spelling_nearest, in lower case: "Dense" is dense), else "". */
 static const char *guess(const char *text, size_t length, const char *const *words, size_t count,
                          char *out, size_t size) {
     char word[48];
@@ -366,7 +366,7 @@ static const char *guess(const char *text, size_t length, const char *const *wor
     if (length < 2 || length >= sizeof word) return out;
     for (size_t i = 0; i < length; i++) word[i] = (char)tolower((unsigned char)text[i]);
     word[length] = '\0';
-    const char *near = bg_nearest_word(word, words, count, length);
+    const char *near = bg_spelling_nearest(word, words, count, length);
     if (near != NULL) snprintf(out, size, "; did you mean %s?", near);
     return out;
 }
@@ -408,14 +408,16 @@ static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const ch
                            token_shown(length), token, token_cut(length));
     }
     if (index < 0) {
+        /* The guess among the keys not given yet ("kernel=3 kernal=3" is
+         * no misspelt kernel). */
         const char *keys[OPTIONS_MAX];
-        for (int i = 0; i < layer->def->num_options; i++) keys[i] = layer->def->options[i].key;
+        size_t open_keys = 0;
+        for (int i = 0; i < layer->def->num_options; i++)
+            if (layer->key_cols[i] == 0) keys[open_keys++] = layer->def->options[i].key;
         char near[80];
-        return parse_error(
-            p, line, col, "unknown option '%.*s%s' for %s%s (expected %s)", token_shown(key_length),
-            token, token_cut(key_length), layer->def->word,
-            guess(token, key_length, keys, (size_t)layer->def->num_options, near, sizeof near),
-            expected);
+        return parse_error(p, line, col, "unknown option '%.*s%s' for %s%s (expected %s)",
+                           token_shown(key_length), token, token_cut(key_length), layer->def->word,
+                           guess(token, key_length, keys, open_keys, near, sizeof near), expected);
     }
     if (layer->key_cols[index] != 0) {
         return parse_error(p, line, col, "duplicate option '%.*s' (first at column %d)",

@@ -25,8 +25,8 @@ static size_t edit_distance(const char *a, const char *b, size_t most) {
     return d[n][m];
 }
 
-const char *bg_nearest_word(const char *word, const char *const *words, size_t count,
-                            size_t letters) {
+const char *bg_spelling_nearest(const char *word, const char *const *words, size_t count,
+                                size_t letters) {
     const size_t most = letters <= 6 ? 1 : 2;
     size_t best = most + 1;
     int ties = 0, prefixed = 0;

@@ -14,7 +14,7 @@ extern "C" {
  * neighbours; one where `word` has six letters or fewer, `letters`), else
  * the only one it begins; NULL where none is, or two are as near. Words of
  * more than 40 bytes are never near. */
-const char *bg_nearest_word(const char *word, const char *const *words, size_t count,
+const char *bg_spelling_nearest(const char *word, const char *const *words, size_t count,
                             size_t letters);
 
 #ifdef __cplusplus

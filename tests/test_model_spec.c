@@ -792,11 +792,12 @@ static void test_error_unknown_layer(void **state) {
 
 static void test_error_unknown_option(void **state) {
     (void)state;
-    expect_error(
-        MNIST_INPUT "conv2d filters=32 kernal=3\n",
-        "spec:2:19: unknown option 'kernal' for conv2d; did you mean kernel? (expected filters, "
-        "kernel, "
-        "stride, padding, activation)");
+    expect_error(MNIST_INPUT "conv2d filters=32 kernel=3 kernal=3\n",
+                 "spec:2:28: unknown option 'kernal' for conv2d (expected filters, kernel, stride, "
+                 "padding, activation)");
+    expect_error(MNIST_INPUT "conv2d filters=32 kernal=3\n",
+                 "spec:2:19: unknown option 'kernal' for conv2d; did you mean kernel? (expected "
+                 "filters, kernel, stride, padding, activation)");
     expect_error(MNIST_INPUT "maxpool size=2 padding=same\n",
                  "spec:2:16: unknown option 'padding' for maxpool (expected size, stride)");
     expect_error(MNIST_INPUT "dense units=3 kernel=3\n",
