@@ -644,11 +644,15 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                      "give each more memory (--device-mem): %d devices are %s", possible, limit);
         /* Short of the most, whether the most would hold it: where a layer
          * needs a little more than its lower bound, no count may (until
-         * 2026-12-06 "use more devices still" was said there too). */
-        else if (!gpus && !bg_advice_fits_on(&v, placement, host_share, possible, advice))
+         * 2026-12-06 "use more devices still" was said there too). Not
+         * under interleaved, whose counts also need M a multiple of K: a
+         * count refused for that is no count that lacks memory. */
+        else if (!gpus && v.schedule != BG_SCHEDULE_INTERLEAVED &&
+                 !bg_advice_fits_on(&v, placement, host_share, possible, advice))
             snprintf(no_more, sizeof no_more,
                      "give each more memory (--device-mem): not even %d devices, %s, hold it",
                      possible, limit);
+        clear_search_line(advice); /* the probe's plan may have drawn it again */
         const char *remedy = all_gpus     ? "it takes GPUs with more memory, or more of them"
                              : gpus       ? "it takes more GPUs, or GPUs with more memory"
                              : no_more[0] ? no_more

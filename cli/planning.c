@@ -210,7 +210,7 @@ void bg_cli_note_turns(const bg_plan_t *plan, const bg_placement_t *p, int64_t b
     /* ZB-H1 runs a stage's weight gradients (W) beside the backward of the
      * stage before it: the one overlap a single micro-batch allows. */
     const int zb = p->schedule == BG_SCHEDULE_ZB_H1;
-    const char *turns = zb ? "take turns but for their weight gradients (each stage's W runs "
+    const char *turns = zb ? "take turns but for their weight gradients (a stage's W runs "
                              "beside the backward of the stage before it)"
                            : "take turns and never work at once";
     const char *speed = zb ? "little faster" : "no faster";

@@ -108,7 +108,7 @@ stdout_has "with the optimizer step (1.03e-05 samples/s)" "plan of a huge model"
 # --- a plan that fits --------------------------------------------------------
 
 # ZB-H1 overlaps a stage's W with the backward before it even at M = 1.
-expect 0 "note: with one micro-batch the 2 stages take turns but for their weight gradients (each stage's W runs beside the backward of the stage before it), so this runs little faster than one device; --microbatches 4 (or auto) lets them overlap" \
+expect 0 "note: with one micro-batch the 2 stages take turns but for their weight gradients (a stage's W runs beside the backward of the stage before it), so this runs little faster than one device; --microbatches 4 (or auto) lets them overlap" \
     -- plan "$MODEL" --devices cpu:2 --schedule zb-h1
 expect 0 "note: with one micro-batch the 2 stages take turns and never work at once" -- \
     plan "$MODEL" --devices cpu:2
