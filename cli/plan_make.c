@@ -161,6 +161,31 @@ static bg_status_t try_reversed_chain(const char *cmd, bg_placement_t *p, bg_cli
     return BG_OK;
 }
 
+/* Where --profile left --microbatches auto fewer counts to try (those
+ * whose micro-batch sizes it timed), which they were: a tester's sweep
+ * --simulate showed a count faster than auto's choice that auto never
+ * tried, unsaid. */
+static void note_profiled_counts(const bg_placement_t *p, const bg_plan_request_t *request) {
+    if (request->profile == NULL) return;
+    const unsigned flags =
+        BG_PLAN_SEARCH_MICROBATCHES | (p->auto_schedule ? BG_PLAN_SEARCH_SCHEDULE : 0);
+    const int multiple = bg_plan_microbatch_multiple(request, flags);
+    const int all = bg_plan_microbatch_candidates(request->batch, multiple, NULL, 0);
+    int *ms = malloc(sizeof *ms * (size_t)(all > 0 ? all : 1));
+    if (ms == NULL) return;
+    bg_plan_microbatch_candidates(request->batch, multiple, ms, all);
+    const int kept = bg_plan_keep_profiled_counts(request, ms, all);
+    if (kept < all) {
+        fprintf(stderr, "note: --microbatches auto tried M =");
+        for (int i = 0; i < kept; i++) fprintf(stderr, "%s %d", i ? "," : "", ms[i]);
+        fprintf(stderr,
+                " only, of its %d counts: those whose micro-batches --profile timed ('brigade "
+                "profile --sizes' times more)\n",
+                all);
+    }
+    free(ms);
+}
+
 bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, bg_cli_setup_t *setup,
                              const bg_plan_request_t *request, int host_share, bg_plan_t **out) {
     if (!p->auto_microbatches)
@@ -212,5 +237,6 @@ bg_status_t bg_cli_plan_make(const char *cmd, bg_placement_t *p, bg_cli_setup_t 
         fprintf(stderr, ": nothing fits; this overflows least\n");
     else
         fprintf(stderr, ", every stage fits\n");
+    if (p->auto_microbatches) note_profiled_counts(p, request);
     return BG_OK;
 }

@@ -535,14 +535,11 @@ int bg_plan_microbatch_multiple(const bg_plan_request_t *r, unsigned flags) {
     return interleaved && r->devices > 1 ? r->devices : 1;
 }
 
-/* With a profile, of the micro-batch counts ms[0..count) those it covers
- * (bg_profile_covers), kept in order at the front; their number, or
- * `count` where none is (the array untouched: every count is priced by
- * extrapolation, as a note says). A profile's times outside its sizes are
- * guesses, and the fastest-looking guess wins a search too easily: a
- * one-size profile at M=4 put M=32 of the origin CNN at 5.6 ms, which runs
- * measured at about 19. */
-static int keep_profiled_counts(const bg_plan_request_t *r, int *ms, int count) {
+/* (planner.h) A profile's times outside its sizes are guesses, and the
+ * fastest-looking guess wins a search too easily: a one-size profile at
+ * M=4 put M=32 of the origin CNN at 5.6 ms, which runs measured at about
+ * 19. */
+int bg_plan_keep_profiled_counts(const bg_plan_request_t *r, int *ms, int count) {
     const bg_profile_t *prof = r->profile;
     if (prof == NULL || prof->batch < 1) return count;
     int kept = 0;
@@ -578,7 +575,7 @@ bg_status_t bg_plan_search_progress(const bg_plan_request_t *r, unsigned flags,
         ms = malloc(sizeof *ms * (size_t)(m_count > 0 ? m_count : 1));
         if (ms == NULL) return bg_error_set(BG_ERR_NOMEM, "planner: out of memory");
         bg_plan_microbatch_candidates(r->batch, multiple, ms, m_count);
-        m_count = keep_profiled_counts(r, ms, m_count);
+        m_count = bg_plan_keep_profiled_counts(r, ms, m_count);
     }
     bg_plan_t *best = NULL;
     bg_status_t st = BG_OK;

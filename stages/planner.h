@@ -247,6 +247,12 @@ int bg_plan_microbatch_candidates(int64_t batch, int multiple, int *out, int cap
  * chunks > 1, one of the schedules searched; else 1. */
 int bg_plan_microbatch_multiple(const bg_plan_request_t *r, unsigned flags);
 
+/* With a profile, of the micro-batch counts ms[0..count) those it covers
+ * (bg_profile_covers), kept in order at the front; their number, or
+ * `count` where none is (the array untouched: every count is priced by
+ * extrapolation, as a note says). The counts a search of M tries. */
+int bg_plan_keep_profiled_counts(const bg_plan_request_t *r, int *ms, int count);
+
 /* Plans every combination `flags` opens up (the request's own M and
  * schedule otherwise) and keeps the one with the highest throughput among
  * those where every stage fits, as the simulator predicts it (B over
