@@ -671,6 +671,10 @@ json.dump(p, open(sys.argv[2], 'w'))" "$T/b64.profile.json" "$T/b16.profile.json
     expect 0 "brigade plan: chose --microbatches 4:" -- plan "$MODEL" --devices cpu:2 --split 4 \
         --microbatches auto --profile "$T/b16.profile.json"
     check "auto within the sizes: no note" sh -c "! grep -q '^note: M=' '$ERR'"
+    # ... and it names the counts it tried (a tester's sweep found a count
+    # faster than auto's choice that auto had never tried, unsaid).
+    stderr_has "note: --microbatches auto tried M = 4 only, of its 7 counts: those whose micro-batches --profile timed ('brigade profile --sizes' times more)" \
+        "auto names the counts a profile left it"
     expect 0 "the sizes --profile timed (22)" -- plan "$MODEL" --devices cpu:2 --split 4 \
         --microbatches auto --profile "$T/b22.profile.json"
     # Older profiles did not say their optimizer: accepted for any.
