@@ -15,7 +15,7 @@ extern "C" {
  * the only one it begins; NULL where none is, or two are as near. Words of
  * more than 40 bytes are never near. */
 const char *bg_spelling_nearest(const char *word, const char *const *words, size_t count,
-                            size_t letters);
+                                size_t letters);
 
 #ifdef __cplusplus
 }
