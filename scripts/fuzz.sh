@@ -41,9 +41,11 @@ targets=${*:-model_spec idx safetensors profile}
 
 # The library code the targets reach (checkpoint.c needs crc32.c for its
 # checksums, layer.c and rng.c for parameter counts, model_words.c for the
-# layers in words; the profile loader the optimizers' names).
+# layers in words, spelling.c for its guess of a misspelt word; the profile
+# loader the optimizers' names).
 sources="fuzz/targets.c lib/checkpoint.c lib/crc32.c lib/idx.c lib/layer.c lib/model_spec.c lib/rng.c \
-lib/regular_file.c lib/safetensors.c lib/safetensors_write.c lib/atomic_file.c lib/byte_order.c \
+lib/regular_file.c lib/safetensors.c lib/safetensors_write.c lib/spelling.c lib/atomic_file.c \
+lib/byte_order.c \
 lib/json_depth.c lib/model_words.c lib/parse.c lib/path.c lib/status.c lib/text_file.c lib/optimizer.c lib/utf8.c stages/profile_io.c \
 stages/profile_pricing.c"
 cc=${CLANG:-clang}
