@@ -116,7 +116,8 @@ static void note_alone(const bg_placement_t *p, const bg_profile_t *prof, const 
     for (int i = 0; i < prof->stage_count; i++)
         if (prof->stage[i].loaded.forward_s > 0) return;
     fprintf(stderr,
-            "note: %s times its stages running alone (it was made on one device), so the %d CPU "
+            "note: %s times its stages running alone only (a profile made on one device has no "
+            "times beside another), so the %d CPU "
             "devices here, which share the machine's memory and caches, are priced as if each "
             "ran alone; brigade profile --devices cpu:%d also times them beside each other\n",
             path, p->devices.count, p->devices.count);

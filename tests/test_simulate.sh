@@ -169,7 +169,9 @@ json.dump(p, open(sys.argv[3], 'w'))" "$P" "$T/v1.profile.json" "$T/v3.profile.j
     file_check "a profile of one device has no times under load or after waits" "$P" '
 assert all("loaded" not in s and "after_wait" not in s for s in p["stages"])'
     # So stages on two CPU devices are priced as if alone, and said so.
-    expect 0 "note: $P times its stages running alone (it was made on one device), so the 2 CPU devices here" \
+    # (A profile whose times under load were all left out reads so too: a
+    # tester's said "made on one device" of a profile made on two.)
+    expect 0 "note: $P times its stages running alone only (a profile made on one device has no times beside another), so the 2 CPU devices here" \
         -- simulate "$MODEL" --devices cpu:2 --microbatches 4 --profile "$P"
 fi
 
