@@ -299,8 +299,7 @@ static void print_row(FILE *out, const bg_sweep_point_t *point, const char *sche
     for (int s = 0; s < stages; s++)
         width += fprintf(out, "%s%.1f", s ? "/" : "", (double)peaks[s] / (1024.0 * 1024.0));
     fprintf(out, "%*s", width < 18 ? 20 - width : 2, "");
-    if (stages < 2) fputc('-', out);
-    for (int s = 1; s < stages; s++) fprintf(out, "%s%d", s > 1 ? "," : "", plan->first_layer[s]);
+    if (bg_cli_print_split_layers(plan, out) == 0) fputc('-', out); /* one stage */
     fprintf(out, "%s\n", after);
     fflush(out);
 }

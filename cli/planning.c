@@ -661,11 +661,18 @@ const char *bg_cli_plan_split_source(const bg_plan_t *p, char *buf, size_t size)
     return buf;
 }
 
-void bg_cli_print_split(const bg_plan_t *p, int source, FILE *out) {
+int bg_cli_print_split_layers(const bg_plan_t *p, FILE *out) {
+    int printed = 0;
     for (int s = 1; s < p->partition->stages; s++)
-        fprintf(out, "%s%d", s == 1 ? "; split " : ",", p->first_layer[s]);
-    if (source && p->partition->stages > 1)
-        fputs(p->request.split != NULL ? " (--split)" : " (the planner's)", out);
+        printed += fprintf(out, "%s%d", s > 1 ? "," : "", p->first_layer[s]);
+    return printed;
+}
+
+void bg_cli_print_split(const bg_plan_t *p, int source, FILE *out) {
+    if (p->partition->stages < 2) return;
+    fputs("; split ", out);
+    bg_cli_print_split_layers(p, out);
+    if (source) fputs(p->request.split != NULL ? " (--split)" : " (the planner's)", out);
 }
 
 const char *bg_cli_plan_split_key(const bg_plan_t *p) {

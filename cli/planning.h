@@ -101,9 +101,13 @@ bg_status_t bg_cli_plan_open(const char *cmd, const char *model, bg_placement_t 
  * simulated step when it differed. Returns buf. */
 const char *bg_cli_plan_split_source(const bg_plan_t *plan, char *buf, size_t size);
 
-/* "; split 4,6" after a placement's words: the first layer of each stage
- * after the first, and with `source` whose split it is ("(the planner's)"
- * or "(--split)"); nothing for one stage. */
+/* "4,6": the first layer of each stage after the first, as --split takes
+ * it; nothing for one stage. Returns the characters printed. */
+int bg_cli_print_split_layers(const bg_plan_t *plan, FILE *out);
+
+/* "; split 4,6" after a placement's words (bg_cli_print_split_layers),
+ * and with `source` whose split it is ("(the planner's)" or "(--split)");
+ * nothing for one stage. */
 void bg_cli_print_split(const bg_plan_t *plan, int source, FILE *out);
 
 /* The same as a JSON word: "given", "slowest_stage" or "least_step". */
