@@ -439,14 +439,15 @@ typedef struct step_report {
  * takes such a batch. */
 static void note_empty_microbatches(const train_options_t *o, int64_t count, int64_t after,
                                     int64_t last) {
-    const int64_t batch = o->train.batch, m = o->placement.microbatches;
-    const int64_t per_epoch = bg_train_steps_per_epoch(count, batch), rest = count % batch;
-    if (rest == 0 || rest >= m || per_epoch <= 0 || last / per_epoch == after / per_epoch) return;
+    const int64_t empty = bg_cli_train_empty_microbatches(o, count);
+    const int64_t per_epoch = bg_train_steps_per_epoch(count, o->train.batch);
+    if (empty == 0 || per_epoch <= 0 || last / per_epoch == after / per_epoch) return;
+    const int64_t rest = count % o->train.batch;
     fprintf(stderr,
             "note: an epoch's last batch holds %lld sample%s, which leaves %lld of the %lld "
             "micro-batches of its step empty (--microbatches %lld or fewer would not)\n",
-            (long long)rest, rest == 1 ? "" : "s", (long long)(m - rest), (long long)m,
-            (long long)rest);
+            (long long)rest, rest == 1 ? "" : "s", (long long)empty,
+            (long long)o->placement.microbatches, (long long)rest);
 }
 
 /* The answer to a second signal from now: what --save holds. */

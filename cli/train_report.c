@@ -299,6 +299,11 @@ static const char *ordinal_suffix(int64_t n) {
     return n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
 }
 
+int64_t bg_cli_train_empty_microbatches(const train_options_t *o, int64_t count) {
+    const int64_t rest = count % o->train.batch, m = o->placement.microbatches;
+    return rest > 0 && rest < m ? m - rest : 0;
+}
+
 /* Says which recorded steps took an epoch's last batch, shorter than the
  * others where the batch does not divide the training set (a new user read
  * the last step of an epoch of 60,000 at batch 64, 32 samples, as a fast
@@ -329,10 +334,10 @@ static void note_short_steps(const train_options_t *o, const bg_timeline_t *tl) 
                  (long long)first, (long long)(first + per_epoch), (long long)last,
                  (long long)per_epoch, ordinal_suffix(per_epoch), (long long)shorts);
     char rest_text[32], count_text[32], batch_text[32], empty[80] = "";
-    const int64_t m = o->placement.microbatches;
-    if (rest < m)
+    const int64_t empty_count = bg_cli_train_empty_microbatches(o, count);
+    if (empty_count > 0)
         snprintf(empty, sizeof empty, ", %lld of its %lld micro-batches empty",
-                 (long long)(m - rest), (long long)m);
+                 (long long)empty_count, (long long)o->placement.microbatches);
     printf("(step%s %s %stook an epoch's last batch, %s of its %s samples where the others take "
            "%s%s: %s, %s)\n",
            shorts > 1 ? "s" : "", steps, shorts > 1 ? "each " : "",

@@ -60,6 +60,11 @@ void bg_cli_train_print_test(const train_options_t *o, const bg_train_result_t *
  * values. */
 void bg_cli_train_print_trained(const train_options_t *o, const bg_train_result_t *r);
 
+/* The micro-batches an epoch's last batch of `count` training samples
+ * leaves empty, where the batch does not divide them and the rest is fewer
+ * than the micro-batches; else 0. */
+int64_t bg_cli_train_empty_microbatches(const train_options_t *o, int64_t count);
+
 /* The summary of the recorded steps (r->timeline, which holds one or
  * more) beside each stage's peak memory, saying which of them were an
  * epoch's short last batch; *summary gets it, for the metrics, and the
