@@ -31,7 +31,7 @@ struct bg_cost_model {
     int64_t *backward_flops; /* dX and dW work per sample */
     int64_t *weight_flops;   /* dW work per sample */
     /* The part of those three of the layers priced per value (tanh,
-     * sigmoid, gelu, layernorm, dropout), and the values their forward,
+     * sigmoid, gelu, layernorm, dropout, the pools and the loss), and the values their forward,
      * dX and dW read and write, for a device on which they are
      * memory-bound instead (layer_work). */
     int64_t *priced_forward, *priced_backward, *priced_weight;
@@ -198,8 +198,19 @@ static double weight_excess(const bg_cost_model_t *m, const bg_cost_device_t *d,
  * forward, 0.50 backward; sigmoid 2.58 and 0.48; gelu 8.32 and 11.74;
  * layernorm 1.58, 2.38 for dX and 1.78 for dW; dropout, a 32-bit hash per
  * value eight at a time, 0.30 and 0.28 (measured when it was added, as
- * above). (relu, at 0.16 and 0.38 ns, stays at its one FLOP.) On a GPU
- * these passes are memory-bound and far cheaper, so a device marked
+ * above). (relu, at 0.16 and 0.38 ns, stays at its one FLOP.)
+ * The pools and the loss, per value of their input, measured the same way
+ * on 2026-12-06 on a 2-core Intel Xeon (AVX-512) at 64 samples, the means
+ * of three profiles of 21 rounds: max-pool over 2x2 windows at stride 2,
+ * 0.45 ns forward and 0.38 dX through the origin CNN's 32 x 26 x 26 (a
+ * memory-bound pass: 0.23 forward through 32 x 8 x 8, in the cache; 0.60
+ * dX, its rows short); over other windows 0.71 and 0.99 (3x3 at stride 3
+ * through 32 x 27 x 27); avg-pool 2x2 0.56 and 0.81 (32 x 26 x 26);
+ * softmax-cross-entropy 5.2 ns forward and 0.33 dX at 1000 classes (an
+ * exp() a value; 5.9 and 0.47 at 100, 8.2 and 0.42 at 10, the row's
+ * fixed part showing). Their FLOPs had priced the CNN's max-pool at a
+ * thirtieth of its time, a fifth of a step.
+ * On a GPU these passes are memory-bound and far cheaper, so a device marked
  * elementwise_memory_bound prices them by the values they stream instead
  * (layer_work_t): at these figures and the assumed 10 TFLOP/s a million
  * tanh values would take 72.5 us, where a pass streams them in a few. */
@@ -209,7 +220,11 @@ static const double TANH_FORWARD = PER_VALUE(14.5), TANH_BACKWARD = PER_VALUE(0.
                     GELU_FORWARD = PER_VALUE(8.32), GELU_BACKWARD = PER_VALUE(11.74),
                     LAYERNORM_FORWARD = PER_VALUE(1.58), LAYERNORM_DX = PER_VALUE(2.38),
                     LAYERNORM_DW = PER_VALUE(1.78), DROPOUT_FORWARD = PER_VALUE(0.30),
-                    DROPOUT_BACKWARD = PER_VALUE(0.28);
+                    DROPOUT_BACKWARD = PER_VALUE(0.28), MAXPOOL2_FORWARD = PER_VALUE(0.45),
+                    MAXPOOL2_BACKWARD = PER_VALUE(0.38), MAXPOOL_FORWARD = PER_VALUE(0.71),
+                    MAXPOOL_BACKWARD = PER_VALUE(0.99), AVGPOOL_FORWARD = PER_VALUE(0.56),
+                    AVGPOOL_BACKWARD = PER_VALUE(0.81), SOFTMAX_XENT_FORWARD = PER_VALUE(5.2),
+                    SOFTMAX_XENT_BACKWARD = PER_VALUE(0.33);
 
 /* A layer's work per sample: its forward, dX and dW (0 without weights)
  * in FLOPs or FLOP-equivalents. A convolution's or dense layer's dX and
@@ -257,6 +272,29 @@ static layer_work_t layer_work(const bg_layer_spec_t *l) {
     case BG_LAYER_SHORTCUT: /* forward nothing; dX swaps two gradients */
         w.fwd = 0;
         w.dx = (double)values;
+        break;
+    case BG_LAYER_MAXPOOL: {
+        const int tiled = l->kernel == 2 && l->stride == 2;
+        w.fwd = (tiled ? MAXPOOL2_FORWARD : MAXPOOL_FORWARD) * (double)values;
+        w.dx = (tiled ? MAXPOOL2_BACKWARD : MAXPOOL_BACKWARD) * (double)values;
+        /* x in, y out; dX reads x, y and dy, writes dx */
+        w.fwd_values = values + bg_shape_numel(l->out);
+        w.dx_values = 2 * (values + bg_shape_numel(l->out));
+        w.priced = 1;
+        break;
+    }
+    case BG_LAYER_AVGPOOL:
+        w.fwd = AVGPOOL_FORWARD * (double)values;
+        w.dx = AVGPOOL_BACKWARD * (double)values;
+        /* x in, y out; dX reads dy, writes dx */
+        w.fwd_values = w.dx_values = values + bg_shape_numel(l->out);
+        w.priced = 1;
+        break;
+    case BG_LAYER_SOFTMAX_CROSS_ENTROPY:
+        w.fwd = SOFTMAX_XENT_FORWARD * (double)values;
+        w.dx = SOFTMAX_XENT_BACKWARD * (double)values;
+        w.dx_values = 2 * values; /* probabilities in, dx out */
+        w.priced = 1;
         break;
     case BG_LAYER_DROPOUT:
         w.fwd = DROPOUT_FORWARD * (double)values;
@@ -535,7 +573,7 @@ static bg_cost_time_t analytic_time(const bg_cost_model_t *m, const bg_cost_devi
     const double bwd_ops = (double)(m->backward_ops[last] - m->backward_ops[first]);
     /* The forward and dX each read the weights once. */
     const double streaming = weight_excess(m, d, first, last);
-    /* Where tanh, sigmoid, gelu, layernorm and dropout are memory-bound,
+    /* Where the layers priced per value are memory-bound,
      * their passes stream their values instead of taking a core's time. */
     double fwd_bytes_s = 0, bwd_bytes_s = 0, w_bytes_s = 0;
     if (d->elementwise_memory_bound) {

@@ -17,8 +17,9 @@
  *                     split as zb-h1 has it, again before W)
  *   transfer(bytes) = bytes / bandwidth + latency
  * where flops are bg_layer_spec_t.flops (forward FLOPs per sample) but for
- * tanh, sigmoid, gelu, layernorm and dropout, whose forward, dX and dW are priced
- * apart from a CPU core's measured time per value (layer_work in
+ * tanh, sigmoid, gelu, layernorm, dropout, the pools and softmax-cross-entropy,
+ * whose forward, dX and dW are priced apart from a CPU core's measured time
+ * per value (layer_work in
  * cost_model.c; summary's one FLOP a tanh value takes 14.5 ns there), or on
  * a device where they are memory-bound by the bytes they stream, w the
  * layer's weight and bias bytes and R the rate the device streams them: a
@@ -137,9 +138,11 @@ typedef struct bg_cost_device {
      * or another virtual device of its own: counted in padding); 0 where
      * they are allocated apart. */
     int channels_in_arena;
-    /* 1 where tanh, sigmoid, gelu, layernorm and dropout are bound by
-     * memory (a GPU): each pass takes the time to stream its values (2 a
-     * value forward, 3 for dX but 2 for dropout's, 2 for layernorm's dW) at
+    /* 1 where tanh, sigmoid, gelu, layernorm, dropout, the pools and the
+     * loss are bound by memory (a GPU): each pass takes the time to stream
+     * its values (2 a value forward, 3 for dX but 2 for dropout's and the
+     * loss's, 2 for layernorm's dW; a pool's input and output forward,
+     * twice both for max-pool's dX, once for avg-pool's) at
      * memory_bytes_per_s. 0: a CPU core's
      * measured time per value (cost_model.c). */
     int elementwise_memory_bound;

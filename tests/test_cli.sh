@@ -2496,7 +2496,7 @@ import re, sys
 rows = [l.split() for l in open(sys.argv[1]) if re.match(r" +2 +", l)]
 assert [r[1] for r in rows] == ["1f1b", "interleaved"], rows
 assert len(rows[0][-2].split("/")) == 2 and len(rows[1][-2].split("/")) == 4, rows
-assert rows[0][-1] == "5" and rows[1][-1] == "5,6,7", rows  # the split of each point
+assert rows[0][-1] == "4" and rows[1][-1] == "4,5,7", rows  # the split of each point
 ' "$OUT"
 fi
 expect 0 "" -- sweep --help

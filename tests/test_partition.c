@@ -1462,7 +1462,10 @@ static void test_gpu_conv_workspace(void **state) {
  * forward is its FLOPs plus an op; backward twice the FLOPs and two ops for
  * the 3 layers with weights, once and one op for the other 5; W, the dW
  * part of backward that zb-h1 runs apart, the weighted layers' FLOPs and
- * their 3 dW ops. */
+ * their 3 dW ops. But the max-pool and the loss go by what they take a
+ * value on a CPU core (cost_model.c), in FLOPs of BG_COST_CPU_CORE_FLOPS:
+ * 0.45 ns forward and 0.38 dX for each of the pool's 32 x 26 x 26 inputs,
+ * 5.2 and 0.33 for each of the loss's 10 logits. */
 static void test_analytic_times(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse(origin_cnn);
@@ -1474,18 +1477,33 @@ static void test_analytic_times(void **state) {
     bg_cost_device_t dev = BG_COST_DEVICE_CPU_CORE_INIT;
     dev.flops_per_s = 1e9;
     dev.op_overhead_s = 1e-3;
-    double flops = 0, weighted = 0;
+    const double per_ns = BG_COST_CPU_CORE_FLOPS / 1e9; /* FLOPs a nanosecond */
+    double forward = 0, dx = 0, weighted = 0;
     for (int l = 0; l < spec->num_layers; l++) {
-        flops += (double)spec->layers[l].flops;
-        if (spec->layers[l].params > 0) weighted += (double)spec->layers[l].flops;
+        const double flops = (double)spec->layers[l].flops;
+        /* (whole FLOP-equivalents a sample, as the model sums them) */
+        forward += l == 2   ? floor(0.45 * per_ns * 21632)
+                   : l == 7 ? floor(5.2 * per_ns * 10)
+                            : flops;
+        /* Every layer's dX but the first's, which the executor never runs
+         * (the convolution's: its FLOPs and its op). */
+        if (l > 0)
+            dx += l == 2   ? floor(0.38 * per_ns * 21632)
+                  : l == 7 ? floor(0.33 * per_ns * 10)
+                           : flops;
+        if (spec->layers[l].params > 0) weighted += flops;
     }
     const bg_cost_time_t t = bg_cost_stage_time(model, &dev, 0, spec->num_layers);
     assert_int_equal(spec->num_layers, 8);
-    assert_true(fabs(t.forward - (16 * flops / 1e9 + 8e-3)) < 1e-12);
-    /* Every layer's dX but the first's, which the executor never runs (the
-     * convolution's: its FLOPs and its op), and three dW. */
+    assert_int_equal(spec->layers[2].kind, BG_LAYER_MAXPOOL);
+    assert_int_equal(bg_shape_numel(spec->layers[2].in), 21632);
+    assert_true(fabs(t.forward - (16 * forward / 1e9 + 8e-3)) < 1e-12);
+    /* The pool alone: 16 x 21632 x 0.45 ns of a core (0.156 ms; its 4 FLOPs
+     * a window had priced it at 0.017), here at 1 GFLOP/s. */
+    const bg_cost_time_t pool = bg_cost_stage_time(model, &dev, 2, 3);
+    assert_true(fabs(pool.forward - (16 * floor(21632 * 0.45 * per_ns) / 1e9 + 1e-3)) < 1e-12);
+    assert_true(fabs(t.backward - (16 * (dx + weighted) / 1e9 + 10e-3)) < 1e-12);
     const double first = (double)spec->layers[0].flops;
-    assert_true(fabs(t.backward - (16 * (flops - first + weighted) / 1e9 + 10e-3)) < 1e-12);
     assert_true(fabs(t.weight - (16 * weighted / 1e9 + 3e-3)) < 1e-12);
     /* The first layer alone: its dW; two stages add up to the whole. */
     const bg_cost_time_t conv = bg_cost_stage_time(model, &dev, 0, 1);
@@ -1532,16 +1550,15 @@ static void test_analytic_times(void **state) {
                  "dropout\nsoftmax_cross_entropy\n");
     cc.spec = spec;
     assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
-    const double per_ns = BG_COST_CPU_CORE_FLOPS / 1e9; /* FLOPs a nanosecond */
     static const double fwd_ns[5] = {14.5, 2.58, 8.32, 1.58, 0.30},
                         dx_ns[5] = {0.50, 0.48, 11.74, 2.38, 0.28};
     for (int l = 0; l < 5; l++) {
-        const double fwd = fwd_ns[l] * per_ns, dx = dx_ns[l] * per_ns;
+        const double fwd = fwd_ns[l] * per_ns, back = dx_ns[l] * per_ns;
         const bg_cost_time_t u = bg_cost_stage_time(model, &dev, l, l + 1);
         assert_true(fabs(u.forward - (16 * 10 * fwd / 1e9 + 1e-3)) < 1e-12);
         const double dw = l == 3 ? 1.78 * per_ns : 0;
         /* Layer 0 (tanh) has no dX run, and no weights: no backward. */
-        const double backward = l == 0 ? 0 : 16 * 10 * (dx + dw) / 1e9 + (l == 3 ? 2e-3 : 1e-3);
+        const double backward = l == 0 ? 0 : 16 * 10 * (back + dw) / 1e9 + (l == 3 ? 2e-3 : 1e-3);
         assert_true(fabs(u.backward - backward) < 1e-12);
         assert_true(fabs(u.weight - (16 * 10 * dw / 1e9 + (l == 3 ? 1e-3 : 0))) < 1e-12);
     }
@@ -1563,9 +1580,44 @@ static void test_analytic_times(void **state) {
         assert_true(fabs(u.backward - backward) < 1e-12);
         assert_true(fabs(u.weight - (dw + (l == 3 ? 1e-3 : 0))) < 1e-12);
     }
-    /* The other layers keep their FLOPs: the loss at 3 a class. */
+    /* The loss streams its logits and probabilities, 2 a value each way. */
     const bg_cost_time_t loss = bg_cost_stage_time(model, &streaming, 5, 6);
-    assert_true(fabs(loss.forward - (16 * 30 / 1e9 + 1e-3)) < 1e-12);
+    assert_true(fabs(loss.forward - (2 * pass + 1e-3)) < 1e-12);
+    assert_true(fabs(loss.backward - (2 * pass + 1e-3)) < 1e-12);
+    bg_cost_model_destroy(model);
+    bg_model_spec_destroy(spec);
+
+    /* The pools and the loss, per value of their input: max-pool over 2x2
+     * windows at stride 2 0.45 / 0.38 ns (forward / dX), over others 0.71 /
+     * 0.99, avg-pool 0.56 / 0.81, the loss 5.2 / 0.33. Inputs of 288, 72, 18
+     * and 2 values a sample after a relu, whose dX is never run. */
+    spec = parse("input channels=2 height=12 width=12\nrelu\nmaxpool size=2\navgpool size=2\n"
+                 "maxpool size=3\nflatten\nsoftmax_cross_entropy\n");
+    cc.spec = spec;
+    assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
+    static const int layer[4] = {1, 2, 3, 5};
+    static const double values[4] = {288, 72, 18, 2}, outputs[4] = {72, 18, 2, 2},
+                        pool_fwd_ns[4] = {0.45, 0.56, 0.71, 5.2},
+                        pool_dx_ns[4] = {0.38, 0.81, 0.99, 0.33};
+    /* On a GPU, what each pass streams: a pool's input and output forward;
+     * for dX twice both for max-pool (x, y and dy read, dx written), once
+     * for avg-pool (dy and dx); 2 a value for the loss, both ways. */
+    const double streamed_fwd[4] = {360, 90, 20, 4}, streamed_dx[4] = {720, 90, 40, 4};
+    for (int k = 0; k < 4; k++) {
+        const int l = layer[k];
+        assert_int_equal(bg_shape_numel(spec->layers[l].in), (int64_t)values[k]);
+        assert_int_equal(bg_shape_numel(spec->layers[l].out), (int64_t)outputs[k]);
+        const bg_cost_time_t u = bg_cost_stage_time(model, &dev, l, l + 1);
+        /* whole FLOP-equivalents a sample, as the model sums them */
+        const double fwd = floor(values[k] * per_ns * pool_fwd_ns[k]),
+                     back = floor(values[k] * per_ns * pool_dx_ns[k]);
+        assert_true(fabs(u.forward - (16 * fwd / 1e9 + 1e-3)) < 1e-12);
+        assert_true(fabs(u.backward - (16 * back / 1e9 + 1e-3)) < 1e-12);
+        assert_true(fabs(u.weight) < 1e-15);
+        const bg_cost_time_t g = bg_cost_stage_time(model, &streaming, l, l + 1);
+        assert_true(fabs(g.forward - (16 * streamed_fwd[k] * 4 / 1e9 + 1e-3)) < 1e-12);
+        assert_true(fabs(g.backward - (16 * streamed_dx[k] * 4 / 1e9 + 1e-3)) < 1e-12);
+    }
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
 }
