@@ -138,12 +138,11 @@ typedef struct bg_cost_device {
      * or another virtual device of its own: counted in padding); 0 where
      * they are allocated apart. */
     int channels_in_arena;
-    /* 1 where tanh, sigmoid, gelu, layernorm, dropout, the pools and the
-     * loss are bound by memory (a GPU): each pass takes the time to stream
-     * its values (2 a value forward, 3 for dX but 2 for dropout's and the
-     * loss's, 2 for layernorm's dW; a pool's input and output forward,
-     * twice both for max-pool's dX, once for avg-pool's) at
-     * memory_bytes_per_s. 0: a CPU core's
+    /* 1 where tanh, sigmoid, gelu, layernorm and dropout are bound by
+     * memory (a GPU): each pass takes the time to stream its values (2 a
+     * value forward, 3 for dX but 2 for dropout's, 2 for layernorm's dW) at
+     * memory_bytes_per_s, and the pools and the loss their FLOPs
+     * (cost_model.c says why). 0: a CPU core's
      * measured time per value (cost_model.c). */
     int elementwise_memory_bound;
 } bg_cost_device_t;

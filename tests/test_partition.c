@@ -1580,10 +1580,10 @@ static void test_analytic_times(void **state) {
         assert_true(fabs(u.backward - backward) < 1e-12);
         assert_true(fabs(u.weight - (dw + (l == 3 ? 1e-3 : 0))) < 1e-12);
     }
-    /* The loss streams its logits and probabilities, 2 a value each way. */
+    /* The loss keeps its FLOPs there, 3 a class. */
     const bg_cost_time_t loss = bg_cost_stage_time(model, &streaming, 5, 6);
-    assert_true(fabs(loss.forward - (2 * pass + 1e-3)) < 1e-12);
-    assert_true(fabs(loss.backward - (2 * pass + 1e-3)) < 1e-12);
+    assert_true(fabs(loss.forward - (16 * 30 / 1e9 + 1e-3)) < 1e-12);
+    assert_true(fabs(loss.backward - (16 * 30 / 1e9 + 1e-3)) < 1e-12);
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
 
@@ -1599,10 +1599,9 @@ static void test_analytic_times(void **state) {
     static const double values[4] = {288, 72, 18, 2}, outputs[4] = {72, 18, 2, 2},
                         pool_fwd_ns[4] = {0.45, 0.56, 0.71, 5.2},
                         pool_dx_ns[4] = {0.38, 0.81, 0.99, 0.33};
-    /* On a GPU, what each pass streams: a pool's input and output forward;
-     * for dX twice both for max-pool (x, y and dy read, dx written), once
-     * for avg-pool (dy and dx); 2 a value for the loss, both ways. */
-    const double streamed_fwd[4] = {360, 90, 20, 4}, streamed_dx[4] = {720, 90, 40, 4};
+    /* On a GPU, their FLOPs: a pool's outputs times its window, the loss's
+     * 3 a class. */
+    const double bound[4] = {72 * 4, 18 * 4, 2 * 9, 2 * 3};
     for (int k = 0; k < 4; k++) {
         const int l = layer[k];
         assert_int_equal(bg_shape_numel(spec->layers[l].in), (int64_t)values[k]);
@@ -1614,9 +1613,10 @@ static void test_analytic_times(void **state) {
         assert_true(fabs(u.forward - (16 * fwd / 1e9 + 1e-3)) < 1e-12);
         assert_true(fabs(u.backward - (16 * back / 1e9 + 1e-3)) < 1e-12);
         assert_true(fabs(u.weight) < 1e-15);
+        assert_int_equal(spec->layers[l].flops, (int64_t)bound[k]);
         const bg_cost_time_t g = bg_cost_stage_time(model, &streaming, l, l + 1);
-        assert_true(fabs(g.forward - (16 * streamed_fwd[k] * 4 / 1e9 + 1e-3)) < 1e-12);
-        assert_true(fabs(g.backward - (16 * streamed_dx[k] * 4 / 1e9 + 1e-3)) < 1e-12);
+        assert_true(fabs(g.forward - (16 * bound[k] / 1e9 + 1e-3)) < 1e-12);
+        assert_true(fabs(g.backward - (16 * bound[k] / 1e9 + 1e-3)) < 1e-12);
     }
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
