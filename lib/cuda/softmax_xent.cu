@@ -22,7 +22,9 @@ typedef struct row_results {
 
 /* logits, probs: (n, classes) labels: (n). The CPU's row: first maximum
  * (ties: lowest index), exponentials of the float differences summed in
- * double, probabilities rounded to float. */
+ * double and kept in probs as floats until the sum is known, each then
+ * divided by it in double and rounded to float again (the CPU computes
+ * each exp() once so). */
 __global__ static void softmax_xent_rows_kernel(float *probs, row_results_t rows,
                                                 const float *logits, const int32_t *labels,
                                                 int64_t n, int64_t classes) {
@@ -34,8 +36,12 @@ __global__ static void softmax_xent_rows_kernel(float *probs, row_results_t rows
             if (z[k] > z[best]) best = k;
         /* Subtract the maximum so exp() cannot overflow. */
         double sum = 0;
-        for (int64_t k = 0; k < classes; k++) sum += exp((double)(z[k] - z[best]));
-        for (int64_t k = 0; k < classes; k++) p[k] = (float)(exp((double)(z[k] - z[best])) / sum);
+        for (int64_t k = 0; k < classes; k++) {
+            const double e = exp((double)(z[k] - z[best]));
+            p[k] = (float)e;
+            sum += e;
+        }
+        for (int64_t k = 0; k < classes; k++) p[k] = (float)((double)p[k] / sum);
         const int32_t label = labels[i];
         if (label < 0 || label >= classes) {
             rows.loss[i] = 0;
