@@ -200,32 +200,35 @@ static double weight_excess(const bg_cost_model_t *m, const bg_cost_device_t *d,
  * layernorm 1.58, 2.38 for dX and 1.78 for dW; dropout, a 32-bit hash per
  * value eight at a time, 0.30 and 0.28 (measured when it was added, as
  * above). (relu, at 0.16 and 0.38 ns, stays at its one FLOP.)
- * The pools and the loss, per value of their input, measured the same way
- * on 2026-12-06 on a 2-core Intel Xeon (AVX-512) at 64 samples, the means
- * of three profiles of 21 rounds: max-pool over 2x2 windows at stride 2,
- * 0.45 ns forward and 0.38 dX through the origin CNN's 32 x 26 x 26 (a
- * memory-bound pass: 0.23 forward through 32 x 8 x 8, in the cache; 0.60
- * dX, its rows short); over other windows 0.71 and 0.99 (3x3 at stride 3
- * through 32 x 27 x 27); avg-pool 2x2 0.56 and 0.81 (32 x 26 x 26);
- * softmax-cross-entropy 5.2 ns forward and 0.33 dX at 1000 classes (an
- * exp() a value; 5.9 and 0.47 at 100, 8.2 and 0.42 at 10, the row's
- * fixed part showing). Their FLOPs had priced the CNN's max-pool at a
- * thirtieth of its time, a fifth of a step.
- * On a GPU these passes are memory-bound and far cheaper, so a device marked
- * elementwise_memory_bound prices them by the values they stream instead
- * (layer_work_t): at these figures and the assumed 10 TFLOP/s a million
- * tanh values would take 72.5 us, where a pass streams them in a few. */
+ * The pools per value of their windows (their FLOPs: outputs x size^2)
+ * and the loss per logit, measured the same way on 2026-12-06 on a 2-core
+ * Intel Xeon (AVX-512) at 64 samples through 32 x 26 x 26 or 32 x 27 x 27
+ * inputs, each figure the mean of two or three profiles of 21 rounds:
+ * max-pool 0.45 ns forward (0.42 to 0.47 for 2x2 windows at stride 2,
+ * 0.23 for 3x3 at stride 1, 0.61 at 2, 0.78 at 3); dX 0.40 for 2x2
+ * windows tiling an even input (0.37 to 0.41; a memory-bound pass, the
+ * origin CNN's), 0.95 for others (0.82 to 1.17); avg-pool 0.60 forward
+ * (0.29 to 0.70) and 0.85 dX (0.67 to 1.03); softmax-cross-entropy 5.2 ns
+ * forward and 0.33 dX at 1000 classes (an exp() a logit; 5.9 and 0.47 at
+ * 100, 8.2 and 0.42 at 10, the row's fixed part showing). Per value of
+ * their input, the pools' figures spread eight times as wide. By their
+ * FLOPs alone the origin CNN's max-pool had been priced at a thirtieth of
+ * its time, which is a fifth of the step.
+ * On a GPU the elementwise passes are memory-bound and far cheaper, so a
+ * device marked elementwise_memory_bound prices them by the values they
+ * stream instead, and the pools and the loss by their FLOPs (layer_work_t): at these figures and
+ * the assumed 10 TFLOP/s a million tanh values would take 72.5 us, where a pass streams them in a
+ * few. */
 #define PER_VALUE(ns) ((ns) * (BG_COST_CPU_CORE_FLOPS / 1e9))
 static const double TANH_FORWARD = PER_VALUE(14.5), TANH_BACKWARD = PER_VALUE(0.50),
                     SIGMOID_FORWARD = PER_VALUE(2.58), SIGMOID_BACKWARD = PER_VALUE(0.48),
                     GELU_FORWARD = PER_VALUE(8.32), GELU_BACKWARD = PER_VALUE(11.74),
                     LAYERNORM_FORWARD = PER_VALUE(1.58), LAYERNORM_DX = PER_VALUE(2.38),
                     LAYERNORM_DW = PER_VALUE(1.78), DROPOUT_FORWARD = PER_VALUE(0.30),
-                    DROPOUT_BACKWARD = PER_VALUE(0.28), MAXPOOL2_FORWARD = PER_VALUE(0.45),
-                    MAXPOOL2_BACKWARD = PER_VALUE(0.38), MAXPOOL_FORWARD = PER_VALUE(0.71),
-                    MAXPOOL_BACKWARD = PER_VALUE(0.99), AVGPOOL_FORWARD = PER_VALUE(0.56),
-                    AVGPOOL_BACKWARD = PER_VALUE(0.81), SOFTMAX_XENT_FORWARD = PER_VALUE(5.2),
-                    SOFTMAX_XENT_BACKWARD = PER_VALUE(0.33);
+                    DROPOUT_BACKWARD = PER_VALUE(0.28), MAXPOOL_FORWARD = PER_VALUE(0.45),
+                    MAXPOOL2_BACKWARD = PER_VALUE(0.40), MAXPOOL_BACKWARD = PER_VALUE(0.95),
+                    AVGPOOL_FORWARD = PER_VALUE(0.60), AVGPOOL_BACKWARD = PER_VALUE(0.85),
+                    SOFTMAX_XENT_FORWARD = PER_VALUE(5.2), SOFTMAX_XENT_BACKWARD = PER_VALUE(0.33);
 
 /* A layer's work per sample: its forward, dX and dW (0 without weights)
  * in FLOPs or FLOP-equivalents. A convolution's or dense layer's dX and
@@ -243,7 +246,7 @@ typedef struct layer_work {
     double fwd, dx, dw;
     int priced;                               /* priced per value */
     int64_t fwd_values, dx_values, dw_values; /* streamed, when priced */
-    double bound_fwd, bound_dx;               /* FLOPs kept, when priced */
+    int64_t bound_fwd, bound_dx;              /* FLOPs kept, when priced */
 } layer_work_t;
 
 static layer_work_t layer_work(const bg_layer_spec_t *l) {
@@ -282,26 +285,27 @@ static layer_work_t layer_work(const bg_layer_spec_t *l) {
         w.dx = (double)values;
         break;
     case BG_LAYER_MAXPOOL: {
-        const int tiled = l->kernel == 2 && l->stride == 2;
-        w.fwd = (tiled ? MAXPOOL2_FORWARD : MAXPOOL_FORWARD) * (double)values;
-        w.dx = (tiled ? MAXPOOL2_BACKWARD : MAXPOOL_BACKWARD) * (double)values;
+        /* dX's fast path: 2x2 windows tiling an even input */
+        const int tiled = l->kernel == 2 && l->stride == 2 && l->in.h % 2 == 0 && l->in.w % 2 == 0;
+        w.fwd = MAXPOOL_FORWARD * flops;
+        w.dx = (tiled ? MAXPOOL2_BACKWARD : MAXPOOL_BACKWARD) * flops;
         w.fwd_values = w.dx_values = 0;
-        w.bound_fwd = w.bound_dx = flops;
+        w.bound_fwd = w.bound_dx = l->flops;
         w.priced = 1;
         break;
     }
     case BG_LAYER_AVGPOOL:
-        w.fwd = AVGPOOL_FORWARD * (double)values;
-        w.dx = AVGPOOL_BACKWARD * (double)values;
+        w.fwd = AVGPOOL_FORWARD * flops;
+        w.dx = AVGPOOL_BACKWARD * flops;
         w.fwd_values = w.dx_values = 0;
-        w.bound_fwd = w.bound_dx = flops;
+        w.bound_fwd = w.bound_dx = l->flops;
         w.priced = 1;
         break;
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY:
         w.fwd = SOFTMAX_XENT_FORWARD * (double)values;
         w.dx = SOFTMAX_XENT_BACKWARD * (double)values;
         w.fwd_values = w.dx_values = 0;
-        w.bound_fwd = w.bound_dx = flops;
+        w.bound_fwd = w.bound_dx = l->flops;
         w.priced = 1;
         break;
     case BG_LAYER_DROPOUT:
@@ -393,7 +397,7 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         m->weight_flops[i + 1] = m->weight_flops[i] + (int64_t)w.dw;
         /* Less the FLOPs a memory-bound device still counts of them. */
         m->priced_forward[i + 1] =
-            m->priced_forward[i] + (w.priced ? (int64_t)w.fwd - (int64_t)w.bound_fwd : 0);
+            m->priced_forward[i] + (w.priced ? (int64_t)w.fwd - w.bound_fwd : 0);
         m->priced_backward[i + 1] =
             m->priced_backward[i] + (w.priced ? (int64_t)(w.dx + w.dw) - (int64_t)w.bound_dx : 0);
         m->priced_weight[i + 1] = m->priced_weight[i] + (w.priced ? (int64_t)w.dw : 0);

@@ -344,14 +344,14 @@ static bg_status_t plan_try_device_search(bg_plan_t *p, bg_partition_objective_t
     return st;
 }
 
-/* The number of ways to choose k of n, or BG_PLAN_EVERY_SPLIT_MAX + 1 once
- * past that: C(n - k + i, i) grows with i, so the first past it says. */
-static long choices_up_to_max(int n, int k) {
+/* The number of ways to choose k of n, or most + 1 once past most: C(n -
+ * k + i, i) grows with i, so the first past it says. */
+static long choices_up_to(int n, int k, long most) {
     if (k < 0 || k > n) return 0;
     long count = 1;
     for (int i = 1; i <= k; i++) {
         count = count * (n - k + i) / i; /* exact: C(n - k + i, i) */
-        if (count > BG_PLAN_EVERY_SPLIT_MAX) return BG_PLAN_EVERY_SPLIT_MAX + 1;
+        if (count > most) return most + 1;
     }
     return count;
 }
@@ -367,8 +367,9 @@ static int next_choice(int *pick, int k, int n) {
     return 1;
 }
 
-/* A small model's every split (at most BG_PLAN_EVERY_SPLIT_MAX; none
- * starting a stage inside a residual block), checked as a device holds
+/* A small model's every split (BG_PLAN_EVERY_SPLIT_MAX, or as many as
+ * BG_PLAN_EVERY_SPLIT_WORK allows at its stages and M; none starting a
+ * stage inside a residual block), checked as a device holds
  * its stages and simulated where it fits: the fastest becomes the plan's
  * (on a tie, the searches' split stays). The searches above predict the
  * step; this settles it by the simulation. Out of memory, the plan stands
@@ -388,8 +389,10 @@ static bg_status_t plan_simulate_every_split(bg_plan_t *p) {
     int n = 0;
     for (int l = 1; l < layers; l++)
         if (bg_cost_model_cut_index(p->model, l) >= 0) start[n++] = l;
-    const long count = choices_up_to_max(n, k);
-    if (count > BG_PLAN_EVERY_SPLIT_MAX) goto done;
+    const long cheap = BG_PLAN_EVERY_SPLIT_WORK / ((long)stages * p->request.microbatches);
+    const long most = cheap > BG_PLAN_EVERY_SPLIT_MAX ? cheap : BG_PLAN_EVERY_SPLIT_MAX;
+    const long count = choices_up_to(n, k, most);
+    if (count > most) goto done;
     bg_partition_config_t pc = p->config;
     pc.memory_check =
         p->request.chunks > 1 ? BG_PARTITION_CHECK_DEVICES : BG_PARTITION_CHECK_STAGES;

@@ -1464,7 +1464,8 @@ static void test_gpu_conv_workspace(void **state) {
  * part of backward that zb-h1 runs apart, the weighted layers' FLOPs and
  * their 3 dW ops. But the max-pool and the loss go by what they take a
  * value on a CPU core (cost_model.c), in FLOPs of BG_COST_CPU_CORE_FLOPS:
- * 0.45 ns forward and 0.38 dX for each of the pool's 32 x 26 x 26 inputs,
+ * 0.45 ns forward and 0.40 dX for each of the pool's 32 x 13 x 13 x 4 window
+ * values (its 32 x 26 x 26 inputs, which its 2x2 windows tile),
  * 5.2 and 0.33 for each of the loss's 10 logits. */
 static void test_analytic_times(void **state) {
     (void)state;
@@ -1488,7 +1489,7 @@ static void test_analytic_times(void **state) {
         /* Every layer's dX but the first's, which the executor never runs
          * (the convolution's: its FLOPs and its op). */
         if (l > 0)
-            dx += l == 2   ? floor(0.38 * per_ns * 21632)
+            dx += l == 2   ? floor(0.40 * per_ns * 21632)
                   : l == 7 ? floor(0.33 * per_ns * 10)
                            : flops;
         if (spec->layers[l].params > 0) weighted += flops;
@@ -1501,7 +1502,7 @@ static void test_analytic_times(void **state) {
     /* The pool alone: 16 x 21632 x 0.45 ns of a core (0.156 ms; its 4 FLOPs
      * a window had priced it at 0.017), here at 1 GFLOP/s. */
     const bg_cost_time_t pool = bg_cost_stage_time(model, &dev, 2, 3);
-    assert_true(fabs(pool.forward - (16 * floor(21632 * 0.45 * per_ns) / 1e9 + 1e-3)) < 1e-12);
+    assert_true(fabs(pool.forward - (16 * floor(0.45 * per_ns * 21632) / 1e9 + 1e-3)) < 1e-12);
     assert_true(fabs(t.backward - (16 * (dx + weighted) / 1e9 + 10e-3)) < 1e-12);
     const double first = (double)spec->layers[0].flops;
     assert_true(fabs(t.weight - (16 * weighted / 1e9 + 3e-3)) < 1e-12);
@@ -1587,36 +1588,37 @@ static void test_analytic_times(void **state) {
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
 
-    /* The pools and the loss, per value of their input: max-pool over 2x2
-     * windows at stride 2 0.45 / 0.38 ns (forward / dX), over others 0.71 /
-     * 0.99, avg-pool 0.56 / 0.81, the loss 5.2 / 0.33. Inputs of 288, 72, 18
-     * and 2 values a sample after a relu, whose dX is never run. */
-    spec = parse("input channels=2 height=12 width=12\nrelu\nmaxpool size=2\navgpool size=2\n"
-                 "maxpool size=3\nflatten\nsoftmax_cross_entropy\n");
+    /* The pools per value of their windows (their FLOPs, outputs x size^2),
+     * the loss per logit: max-pool 0.45 ns forward, dX 0.40 where 2x2
+     * windows tile an even input and 0.95 elsewhere, avg-pool 0.60 / 0.85,
+     * the loss 5.2 / 0.33. After a relu, whose dX is never run: a max-pool
+     * tiling 2 x 12 x 12, an avg-pool of 2x2 windows at stride 1 (72
+     * inputs, 200 window values), a max-pool tiling all but the last row
+     * and column of 2 x 5 x 5, and the loss over 8 logits. */
+    spec = parse("input channels=2 height=12 width=12\nrelu\nmaxpool size=2\n"
+                 "avgpool size=2 stride=1\nmaxpool size=2\nflatten\nsoftmax_cross_entropy\n");
     cc.spec = spec;
     assert_int_equal(bg_cost_model_create(&cc, &model), BG_OK);
     static const int layer[4] = {1, 2, 3, 5};
-    static const double values[4] = {288, 72, 18, 2}, outputs[4] = {72, 18, 2, 2},
-                        pool_fwd_ns[4] = {0.45, 0.56, 0.71, 5.2},
-                        pool_dx_ns[4] = {0.38, 0.81, 0.99, 0.33};
-    /* On a GPU, their FLOPs: a pool's outputs times its window, the loss's
-     * 3 a class. */
-    const double bound[4] = {72 * 4, 18 * 4, 2 * 9, 2 * 3};
+    static const int64_t inputs[4] = {288, 72, 50, 8}, priced[4] = {288, 200, 32, 8};
+    static const double pool_fwd_ns[4] = {0.45, 0.60, 0.45, 5.2},
+                        pool_dx_ns[4] = {0.40, 0.85, 0.95, 0.33};
+    /* On a GPU, their FLOPs: the pools' window values, the loss's 3 a class. */
+    static const int64_t bound[4] = {288, 200, 32, 24};
     for (int k = 0; k < 4; k++) {
         const int l = layer[k];
-        assert_int_equal(bg_shape_numel(spec->layers[l].in), (int64_t)values[k]);
-        assert_int_equal(bg_shape_numel(spec->layers[l].out), (int64_t)outputs[k]);
+        assert_int_equal(bg_shape_numel(spec->layers[l].in), inputs[k]);
+        assert_int_equal(spec->layers[l].flops, bound[k]);
         const bg_cost_time_t u = bg_cost_stage_time(model, &dev, l, l + 1);
         /* whole FLOP-equivalents a sample, as the model sums them */
-        const double fwd = floor(values[k] * per_ns * pool_fwd_ns[k]),
-                     back = floor(values[k] * per_ns * pool_dx_ns[k]);
+        const double fwd = floor(pool_fwd_ns[k] * per_ns * (double)priced[k]),
+                     back = floor(pool_dx_ns[k] * per_ns * (double)priced[k]);
         assert_true(fabs(u.forward - (16 * fwd / 1e9 + 1e-3)) < 1e-12);
         assert_true(fabs(u.backward - (16 * back / 1e9 + 1e-3)) < 1e-12);
         assert_true(fabs(u.weight) < 1e-15);
-        assert_int_equal(spec->layers[l].flops, (int64_t)bound[k]);
         const bg_cost_time_t g = bg_cost_stage_time(model, &streaming, l, l + 1);
-        assert_true(fabs(g.forward - (16 * bound[k] / 1e9 + 1e-3)) < 1e-12);
-        assert_true(fabs(g.backward - (16 * bound[k] / 1e9 + 1e-3)) < 1e-12);
+        assert_true(fabs(g.forward - (16 * (double)bound[k] / 1e9 + 1e-3)) < 1e-12);
+        assert_true(fabs(g.backward - (16 * (double)bound[k] / 1e9 + 1e-3)) < 1e-12);
     }
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);

@@ -636,14 +636,16 @@ static void test_interleaved_least_step_out_of_memory(void **state) {
     bg_model_spec_destroy(spec);
 }
 
-/* The uneven model on cpu:5 at M = 2, with too many splits to simulate
- * each: the least predicted step's split is simulated too, and slower. */
+/* The uneven model on cpu:5 at M = 64, with too many splits to simulate
+ * each (14,950 into 5 stages, 4.8 million stage micro-batches, past
+ * BG_PLAN_EVERY_SPLIT_WORK; at M = 2, 149,500, each is): the least
+ * predicted step's split is simulated too, and slower. */
 static void test_least_step_simulated_slower(void **state) {
     (void)state;
     bg_model_spec_t *spec = parse(uneven_model);
     bg_cost_device_t devices[5];
     cpu_cores(devices, 5);
-    bg_plan_request_t r = request_for(spec, devices, 5, 2, 64);
+    bg_plan_request_t r = request_for(spec, devices, 5, 64, 64);
     bg_plan_t *chosen = NULL;
     assert_int_equal(bg_plan_create(&r, &chosen), BG_OK);
     assert_true(chosen->partition->fits);
