@@ -39,7 +39,7 @@ static const char help[] =
     "a large dense layer are bound by that, not by FLOPs); backward is twice\n"
     "that for layers with weights (dX and dW) and once for the others (the\n"
     "model's first layer has no dX: nothing comes before it), but\n"
-    "for tanh, sigmoid, gelu, layernorm, dropout, the pools and the loss,\n"
+    "for tanh, sigmoid, gelu, layernorm, dropout, relu, the pools and the loss,\n"
     "priced by their time measured on a CPU core (a tanh value's forward as\n"
     "14.5 ns of it, not 1 FLOP; a max-pool's window value as 0.45 ns:\n"
     "docs/planner.md), on a GPU the elementwise ones by the bytes they stream;\n"

@@ -31,9 +31,9 @@ struct bg_cost_model {
     int64_t *backward_flops; /* dX and dW work per sample */
     int64_t *weight_flops;   /* dW work per sample */
     /* The part of those three of the layers priced per value (tanh,
-     * sigmoid, gelu, layernorm, dropout, the pools and the loss) that a
-     * device on which they are memory-bound leaves out (all but the pools'
-     * and the loss's FLOPs), and the values their forward, dX and dW read
+     * sigmoid, gelu, layernorm, dropout, relu, the pools and the loss) that
+     * a device on which they are memory-bound leaves out (all but relu's,
+     * the pools' and the loss's FLOPs), and the values their forward, dX and dW read
      * and write there instead (layer_work). */
     int64_t *priced_forward, *priced_backward, *priced_weight;
     int64_t *streamed_forward, *streamed_backward, *streamed_weight;
@@ -199,7 +199,11 @@ static double weight_excess(const bg_cost_model_t *m, const bg_cost_device_t *d,
  * forward, 0.50 backward; sigmoid 2.58 and 0.48; gelu 8.32 and 11.74;
  * layernorm 1.58, 2.38 for dX and 1.78 for dW; dropout, a 32-bit hash per
  * value eight at a time, 0.30 and 0.28 (measured when it was added, as
- * above). (relu, at 0.16 and 0.38 ns, stays at its one FLOP.)
+ * above). relu, where it runs on its own (not inside a convolution's
+ * forward or a max-pool's dX), 0.12 forward and 0.35 dX (2026-12-06, as
+ * below: 0.11 to 0.13 forward after a dense layer of 1024 or 4096; dX
+ * 0.15 through 1024 values, in the cache, 0.33 through 4096, 0.50 through
+ * 32 x 26 x 26); its one FLOP had priced it at a thirtieth of that.
  * The pools per value of their windows (their FLOPs: outputs x size^2)
  * and the loss per logit, measured the same way on 2026-12-06 on a 2-core
  * Intel Xeon (AVX-512) at 64 samples through 32 x 26 x 26 or 32 x 27 x 27
@@ -216,9 +220,9 @@ static double weight_excess(const bg_cost_model_t *m, const bg_cost_device_t *d,
  * its time, which is a fifth of the step.
  * On a GPU the elementwise passes are memory-bound and far cheaper, so a
  * device marked elementwise_memory_bound prices them by the values they
- * stream instead, and the pools and the loss by their FLOPs (layer_work_t): at these figures and
- * the assumed 10 TFLOP/s a million tanh values would take 72.5 us, where a pass streams them in a
- * few. */
+ * stream instead, and relu, the pools and the loss by their FLOPs
+ * (layer_work_t): at these figures and the assumed 10 TFLOP/s a million
+ * tanh values would take 72.5 us, where a pass streams them in a few. */
 #define PER_VALUE(ns) ((ns) * (BG_COST_CPU_CORE_FLOPS / 1e9))
 static const double TANH_FORWARD = PER_VALUE(14.5), TANH_BACKWARD = PER_VALUE(0.50),
                     SIGMOID_FORWARD = PER_VALUE(2.58), SIGMOID_BACKWARD = PER_VALUE(0.48),
@@ -228,7 +232,8 @@ static const double TANH_FORWARD = PER_VALUE(14.5), TANH_BACKWARD = PER_VALUE(0.
                     DROPOUT_BACKWARD = PER_VALUE(0.28), MAXPOOL_FORWARD = PER_VALUE(0.45),
                     MAXPOOL2_BACKWARD = PER_VALUE(0.40), MAXPOOL_BACKWARD = PER_VALUE(0.95),
                     AVGPOOL_FORWARD = PER_VALUE(0.60), AVGPOOL_BACKWARD = PER_VALUE(0.85),
-                    SOFTMAX_XENT_FORWARD = PER_VALUE(5.2), SOFTMAX_XENT_BACKWARD = PER_VALUE(0.33);
+                    SOFTMAX_XENT_FORWARD = PER_VALUE(5.2), SOFTMAX_XENT_BACKWARD = PER_VALUE(0.33),
+                    RELU_FORWARD = PER_VALUE(0.12), RELU_BACKWARD = PER_VALUE(0.35);
 
 /* A layer's work per sample: its forward, dX and dW (0 without weights)
  * in FLOPs or FLOP-equivalents. A convolution's or dense layer's dX and
@@ -236,8 +241,8 @@ static const double TANH_FORWARD = PER_VALUE(14.5), TANH_BACKWARD = PER_VALUE(0.
  * their forward, but for the ones priced per value above, which also say
  * what each pass takes where they are memory-bound instead: the values it
  * reads and writes (0 for the others), for the elementwise layers; their
- * FLOPs, for the pools and the loss (bound_fwd, bound_dx). Those two were
- * priced so when the GPU's host costs were fitted to an H200's steps of
+ * FLOPs, for relu, the pools and the loss (bound_fwd, bound_dx). Those
+ * were priced so when the GPU's host costs were fitted to an H200's steps of
  * the origin CNN (docs/cuda.md), which streaming its max-pool at the
  * assumed 1 TB/s put up to 16% over the measured medians, its mean error
  * 6.5% at best refitted, against 1.3% (2026-12-06): the GPU streams them
@@ -249,7 +254,8 @@ typedef struct layer_work {
     int64_t bound_fwd, bound_dx;              /* FLOPs kept, when priced */
 } layer_work_t;
 
-static layer_work_t layer_work(const bg_layer_spec_t *l) {
+static layer_work_t layer_work(const bg_model_spec_t *spec, int i, const bg_backend_t *be) {
+    const bg_layer_spec_t *l = &spec->layers[i];
     const int64_t values = bg_shape_numel(l->in);
     const double flops = (double)l->flops;
     /* priced: x and y forward; dy, dx and x or y for dX */
@@ -279,6 +285,23 @@ static layer_work_t layer_work(const bg_layer_spec_t *l) {
         w.dw_values = 2 * values; /* x and dy */
         w.priced = 1;
         break;
+    case BG_LAYER_RELU: {
+        /* Nothing left of a pass that the backend does inside a neighbour's:
+         * the forward in a convolution's before it, dX in a max-pool's
+         * after it (whose price counts it). */
+        const bg_layer_spec_t *before = i > 0 ? &spec->layers[i - 1] : NULL;
+        const bg_layer_spec_t *after = i + 1 < spec->num_layers ? &spec->layers[i + 1] : NULL;
+        const int in_forward =
+            before != NULL && before->kind == BG_LAYER_CONV2D && bg_layer_fuses_relu(before, be);
+        const int in_dx =
+            after != NULL && after->kind == BG_LAYER_MAXPOOL && bg_layer_fuses_relu(after, be);
+        w.fwd = in_forward ? 0 : RELU_FORWARD * (double)values;
+        w.dx = in_dx ? 0 : RELU_BACKWARD * (double)values;
+        w.fwd_values = w.dx_values = 0;
+        w.bound_fwd = w.bound_dx = l->flops;
+        w.priced = 1;
+        break;
+    }
     case BG_LAYER_RESIDUAL: /* forward nothing; dX adds the add's dy to the block's */
     case BG_LAYER_SHORTCUT: /* forward nothing; dX swaps two gradients */
         w.fwd = 0;
@@ -332,7 +355,7 @@ static const char *spec_name(const bg_model_spec_t *spec) {
  * every activation stashed for more micro-batches than a schedule keeps,
  * and the largest convolution's im2col workspace, as the CPU backend sizes
  * it), in double from the model spec, and the FLOPs of a whole backward. */
-static bg_status_t check_size(const bg_cost_model_t *m) {
+static bg_status_t check_size(const bg_cost_model_t *m, const bg_backend_t *be) {
     const bg_model_spec_t *spec = m->cfg.spec;
     const char *name = spec_name(spec);
     double params = 0, outputs = 0, widest = 0, workspace = 0;
@@ -366,7 +389,7 @@ static bg_status_t check_size(const bg_cost_model_t *m) {
      * dW together. */
     double work = 0;
     for (int i = 0; i < m->layers; i++) {
-        const layer_work_t w = layer_work(&spec->layers[i]);
+        const layer_work_t w = layer_work(spec, i, be);
         work += w.fwd > w.dx + w.dw ? w.fwd : w.dx + w.dw;
     }
     /* Half of int64's range: room for the rounding of `work` in double. */
@@ -381,7 +404,7 @@ static bg_status_t check_size(const bg_cost_model_t *m) {
 static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
     const bg_model_spec_t *spec = m->cfg.spec;
     const int n = m->layers;
-    BG_CHECK(check_size(m)); /* first: the sums below are in int64 */
+    BG_CHECK(check_size(m, be)); /* first: the sums below are in int64 */
     int64_t *workspace = malloc(sizeof(int64_t) * 3 * (size_t)n);
     if (workspace == NULL) return bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
     int64_t *other = workspace + n, *depth = workspace + 2 * n;
@@ -391,7 +414,7 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         bg_layer_param_counts(l, &weights, &biases);
         int weighted = weights > 0;
         int64_t out = bg_shape_numel(l->out);
-        const layer_work_t w = layer_work(l);
+        const layer_work_t w = layer_work(spec, i, be);
         m->forward_flops[i + 1] = m->forward_flops[i] + (int64_t)w.fwd;
         m->backward_flops[i + 1] = m->backward_flops[i] + (int64_t)(w.dx + w.dw);
         m->weight_flops[i + 1] = m->weight_flops[i] + (int64_t)w.dw;

@@ -17,7 +17,7 @@
  *                     split as zb-h1 has it, again before W)
  *   transfer(bytes) = bytes / bandwidth + latency
  * where flops are bg_layer_spec_t.flops (forward FLOPs per sample) but for
- * tanh, sigmoid, gelu, layernorm, dropout, the pools and softmax-cross-entropy,
+ * tanh, sigmoid, gelu, layernorm, dropout, relu, the pools and softmax-cross-entropy,
  * whose forward, dX and dW are priced apart from a CPU core's measured time
  * per value (layer_work in cost_model.c; summary's one FLOP a tanh value
  * takes 14.5 ns there), or on a device where they are memory-bound, the
@@ -142,7 +142,7 @@ typedef struct bg_cost_device {
     /* 1 where tanh, sigmoid, gelu, layernorm and dropout are bound by
      * memory (a GPU): each pass takes the time to stream its values (2 a
      * value forward, 3 for dX but 2 for dropout's, 2 for layernorm's dW) at
-     * memory_bytes_per_s, and the pools and the loss their FLOPs
+     * memory_bytes_per_s, and relu, the pools and the loss their FLOPs
      * (cost_model.c says why). 0: a CPU core's
      * measured time per value (cost_model.c). */
     int elementwise_memory_bound;

@@ -145,7 +145,7 @@ enum {
  * fifth of a second to a plan. (Until 2026-12-06 only the splits' count was limited: a 27-layer
  * model on cpu:2 with --chunks 2 and M = 4, 2,600 splits, 41,600 stage
  * micro-batches, planned 4.862 ms simulated at --device-mem 6750K and
- * 5.053 at 7500K; 4.813 now.) */
+ * 5.053 at 7500K, at the costs of then; 4.813 with each split simulated.) */
 #define BG_PLAN_EVERY_SPLIT_MAX  512
 #define BG_PLAN_EVERY_SPLIT_WORK 1048576L
 

@@ -263,7 +263,7 @@ TIGHT="--devices cpu:2 --microbatches 4 --schedule interleaved --chunks 2 --devi
 "$BRIGADE" simulate "$BALANCED" $TIGHT --metrics "$T/tight-sim.json" >/dev/null 2>&1
 # shellcheck disable=SC2086
 expect 0 "" -- plan "$BALANCED" $TIGHT
-stdout_has "bubble: 17.4% predicted (the planner's estimate), 15.7% simulated, 11.1% in theory" \
+stdout_has "bubble: 17.3% predicted (the planner's estimate), 15.6% simulated, 11.1% in theory" \
     "plan prints the simulated bubble beside its estimate"
 stdout_has "(a split that keeps each stage within 1/2 of its device's capacity fits, but this one is faster and is the fastest of those that fit as a device holds it:" \
     "a faster split that fits per device, where an even one fits too"
@@ -1027,7 +1027,7 @@ expect 0 "" -- plan "$T/gpu-wider.model" --topology "$GPUS" --devices cuda:0,cud
 expect 2 "25,368,832 bytes over its 10,485,760-byte capacity" -- \
     plan "$ROOT/examples/mlp_balanced.model" --devices cpu:2 --device-mem 10M
 check "SGD with both counts is the fewest changes" grep -qE -- \
-    '^  --optimizer sgd --microbatches 2, 4 devices \(--devices cpu:4\) fits: largest stage 9\.51 MiB, step 12\.866 ms' \
+    '^  --optimizer sgd --microbatches 2, 4 devices \(--devices cpu:4\) fits: largest stage 9\.51 MiB, step 12\.939 ms' \
     "$ERR"
 check "only changes of that many are told" sh -c "! grep -q -- '--recompute --optimizer sgd' '$ERR'"
 # Interleaved on more devices needs M a multiple of their count: a line
@@ -1292,25 +1292,26 @@ printf '%s\n' "input channels=3 height=16 width=16" \
     softmax_cross_entropy >"$T/uneven.model"
 UNEVEN="$T/uneven.model --devices cpu:3 --schedule interleaved --chunks 2 --microbatches 3"
 # shellcheck disable=SC2086 # UNEVEN is a list of arguments
-expect 0 "" -- plan $UNEVEN --device-mem 8M --json
+expect 0 "" -- plan $UNEVEN --device-mem 10M --json
 json_check "uneven: the least predicted step of the splits that fit per device" '
 assert p["split"] == "least_step" and p["memory_check"] == "per_device", p
 assert p["device_search"] == "searched" and "splits_simulated" not in p, p
-assert [s["layers"][0] for s in p["stages"]] == [0, 3, 5, 12, 13, 14], p["stages"]
+assert [s["layers"][0] for s in p["stages"]] == [0, 3, 6, 12, 13, 14], p["stages"]
 assert p["simulated_step_ms"] < p["other_split_simulated_step_ms"], p'
 # shellcheck disable=SC2086
-expect 0 "" -- plan $UNEVEN --device-mem 8M
+expect 0 "" -- plan $UNEVEN --device-mem 10M
 stdout_has "fits, but this one is faster and has the shortest predicted step of those that fit as a device holds it" \
     "uneven: the note under the device table says the split has the least predicted step"
 # On cpu:2 at M = 4 its 2,600 splits are 41,600 stage micro-batches to
 # simulate, within BG_PLAN_EVERY_SPLIT_WORK: each is simulated, and more
-# memory never plans slower (until 2026-12-06, 512 splits at most were:
-# 4.862 ms simulated at 6750K, 4.918 at 7000K and 5.053 from 7500K).
+# memory never plans slower (until 2026-12-06, when 512 splits at most
+# were, the costs of then planned 4.862 ms simulated at 6750K, 4.918 at
+# 7000K and 5.053 from 7500K; 4.862, 4.818 and 4.813 each simulated).
 expect 0 "" -- plan "$T/uneven.model" --devices cpu:2 --schedule interleaved --chunks 2 \
     --microbatches 4 --device-mem 7500K --json
 json_check "uneven on cpu:2: past 512 splits, each simulated where cheap" '
 assert p["splits_simulated"] == 2600 and p["split"] == "fastest_simulated", p
-assert abs(p["simulated_step_ms"] - 4.813) < 0.0006, p["simulated_step_ms"]'
+assert abs(p["simulated_step_ms"] - 4.949) < 0.0006, p["simulated_step_ms"]'
 no_slower_with_more_memory "uneven interleaved" "6750K 7000K 7250K 7500K 8000K" \
     "$T/uneven.model" --devices cpu:2 --schedule interleaved --chunks 2 --microbatches 4
 # A small model's every split is simulated, and the plan's is the fastest

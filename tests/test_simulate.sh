@@ -816,8 +816,9 @@ fi
 # layer on stage 1 keep its bubble off 1/9). The exact figures, from the analytic cost model (stages/cost_model.h) and
 # the layer shapes: micro-batches of n = 64/8 = 8 samples on cores of
 # R = 80 GFLOP/s and o = 0.1 us an op; FLOPs per sample: dense 2*in*units,
-# relu its size, softmax_cross_entropy 416 a class forward and 26 dX (5.2
-# and 0.33 ns at R, whole FLOPs a sample: 4160 and 264); a backward twice the
+# relu 9.6 a value forward and 28 dX (0.12 and 0.35 ns at R: 9830 and 28672
+# a sample, whole FLOPs), softmax_cross_entropy 416 a class forward and 26
+# dX (5.2 and 0.33 ns: 4160 and 264); a backward twice the
 # forward (2 ops) for a layer with weights, once (1 op) for the others; a
 # dense layer's forward and dX at least its weights' bytes at W = 12 GB/s
 # (both dense layers here are past it: 0.35 ms against 0.21 ms).
@@ -835,19 +836,20 @@ expect 0 "" -- simulate "$MLP" --devices cpu:2 --split 5 --microbatches 8 --sche
     --metrics "$T/mlp.json"
 file_check "mlp_balanced split at 5: step and bubble from the cost model" "$T/mlp.json" '
 n, R, o, W = 8, 80e9, 1e-7, 12e9
-d, r, c = 2 * 1024 * 1024, 1024, 2 * 1024 * 10
+d, c = 2 * 1024 * 1024, 2 * 1024 * 10
 D = max(d * n / R, 4 * (1024 * 1024 + 1024) / W)  # a dense 1024 forward, or its dX
 C = max(c * n / R, 4 * (1024 * 10 + 10) / W)  # the dense 10
-F0 = 2 * D + 2 * r * n / R + 5 * o
-B0 = 2 * (D + d * n / R) + 2 * r * n / R + 6 * o
-F1 = 2 * D + C + (2 * r + 4160) * n / R + 6 * o
-B1 = 2 * (D + d * n / R) + C + (2 * r + c + 264) * n / R + 9 * o
+rf, rb = 9830, 28672  # a relu forward and dX, a sample
+F0 = 2 * D + 2 * rf * n / R + 5 * o
+B0 = 2 * (D + d * n / R) + 2 * rb * n / R + 6 * o
+F1 = 2 * D + C + (2 * rf + 4160) * n / R + 6 * o
+B1 = 2 * (D + d * n / R) + C + (2 * rb + c + 264) * n / R + 9 * o
 assert D > d * n / R and C > c * n / R, "the weights bound both"
 c, t = 8 * 1024 * 4 / 10e9, 5e-6
 P0, P1 = 2 * (1024 * 1024 + 1024), 2 * (1024 * 1024 + 1024) + 1024 * 10 + 10
 S0, S1 = 8 * 4 * P0 / 50e9, 8 * 4 * P1 / 50e9
 K0, K1 = 4 * P0 / 50e9, 4 * P1 / 50e9
-step = F0 + c + t + 8 * (c + F1) + 8 * (B1 + c) + K1 + t + c + B0 + K0 + S1  # 18.2172 ms
+step = F0 + c + t + 8 * (c + F1) + 8 * (B1 + c) + K1 + t + c + B0 + K0 + S1  # 18.2828 ms
 busy = 8 * (F0 + B0 + 2 * c) + K0 + S0 + 8 * (F1 + B1 + 2 * c) + K1 + S1
 bubble = 1 - busy / (2 * step)
 tl = p["timeline"]
@@ -927,7 +929,7 @@ expect 2 "--microbatches: expected an integer" -- plan "$MODEL" --microbatches m
 expect 2 "what would help (each at --microbatches 64, what auto fell back on; once a change fits, auto may choose another):" \
     -- plan "$MODEL" --devices cpu:2 --microbatches auto --device-mem 8M
 check "the advice's step is the fallback count's" grep -qF \
-    "  --optimizer sgd                  fits: largest stage 5.42 MiB, step 31.408 ms" "$ERR"
+    "  --optimizer sgd                  fits: largest stage 5.42 MiB, step 31.412 ms" "$ERR"
 # --chunks is interleaved's: at M = 1 < K interleaved cannot run, so auto
 # picks another schedule with one chunk a device, and train runs it.
 expect 0 "(one chunk a device: --chunks is interleaved's)" -- train "$MODEL" --data synthetic \
