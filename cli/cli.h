@@ -107,6 +107,29 @@ enum { BG_CLI_MAX_RECORDED_STEPS = 1000 };
  * slower and noisier than on an idle machine. */
 void bg_cli_note_busy_machine(void);
 
+/* The CPU time the machine and this process had used at the start of a
+ * measurement (cli/machine_load.c), to tell afterwards how much of the
+ * machine other processes took meanwhile: a load average taken before
+ * misses a machine that gets busy during the measurement. */
+typedef struct bg_cli_cpu_sample {
+    double busy_s, own_s, wall_s; /* busy_s or own_s < 0: unknown */
+} bg_cli_cpu_sample_t;
+
+void bg_cli_cpu_start(bg_cli_cpu_sample_t *s);
+
+/* The share of the machine's CPU time (all its logical CPUs over the wall
+ * time since `start`) that other processes took: the CPU time in use
+ * (/proc/stat) less this process's own (getrusage), in [0, 1]; -1 where
+ * either cannot be read. */
+double bg_cli_others_cpu_share(const bg_cli_cpu_sample_t *start);
+
+/* A share of the machine at which a measurement notes other processes. */
+#define BG_CLI_OTHERS_CPU_NOTE 0.10
+
+/* A note on stderr where `share` (bg_cli_others_cpu_share) is at least
+ * BG_CLI_OTHERS_CPU_NOTE; `what`: while what ran ("the points ran"). */
+void bg_cli_note_others_cpu(double share, const char *what);
+
 /* Whether an address-space or data limit (ulimit -v or -d: RLIMIT_AS,
  * RLIMIT_DATA) is set. */
 int bg_cli_address_limited(void);

@@ -550,7 +550,10 @@ int bg_cmd_profile(int argc, char **argv) {
                 "times the median of its figure's runs) with fewer than 3, so one slow run (the "
                 "core taken by another process) counts whole; the default is 7\n",
                 pc.repetitions);
+    bg_cli_cpu_sample_t cpu;
+    bg_cli_cpu_start(&cpu);
     BG_CHECK_GOTO(bg_profile_measure(&pc, &profile), st, fail);
+    bg_cli_note_others_cpu(bg_cli_others_cpu_share(&cpu), "it measured");
     if (profile->other_sizes < pc.other_sizes)
         fprintf(stderr,
                 "note: the layers were timed at %d of the %d other sizes; the rest did not fit "

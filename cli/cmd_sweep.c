@@ -29,13 +29,15 @@ static const char help[] =
     "For each micro-batch count (and each schedule), builds the pipeline, runs\n"
     "warm-up steps, records timed steps, and prints, under a line saying what\n"
     "is swept: M, schedule, step ms and min-max ms (the mean of the timed\n"
-    "steps and their spread: a busy machine widens it; simulated steps have\n"
-    "none), samples/s, measured bubble %%, theoretical bubble %%, stage\n"
-    "imbalance %%, each stage's peak memory and, last, the split (the first\n"
-    "layer of each stage after the first, as --split takes it: each point's\n"
-    "own without --split); a measured sweep also prints each point's\n"
-    "simulated step beside it, its error against the measured one, and their\n"
-    "mean |error| on a last line.\n"
+    "steps and their spread: a busy machine widens it, and a note says when\n"
+    "other processes took 10%% or more of its CPU time while the points ran;\n"
+    "simulated steps have none), samples/s, measured bubble %%, theoretical\n"
+    "bubble %%, stage imbalance %%, each stage's peak memory and, last, the\n"
+    "split (the first layer of each stage after the first, as --split takes\n"
+    "it: each point's own without --split); a measured sweep also prints each\n"
+    "point's simulated step beside it, its error against the measured one\n"
+    "((sim - measured) / measured: negative where the simulation is faster),\n"
+    "and their mean |error| on a last line.\n"
     "samples/s is the batch over the mean step (train's closing rate also\n"
     "counts the host's work between steps, a few %% slower).\n"
     "Figures are measured on this machine; with --simulate they are predicted\n"
@@ -764,8 +766,13 @@ int bg_cmd_sweep(int argc, char **argv) {
                               "\nbrigade sweep: stopping once the point in progress ends, keeping "
                               "the points done; a second signal a second from now quits at "
                               "once\n");
+    bg_cli_cpu_sample_t cpu;
+    bg_cli_cpu_start(&cpu);
     failed = sweep_points(&c, points, &count, &done_points, error, detail);
     const int stopped_in_points = bg_cli_stop_signal != 0;
+    /* The load average before the points (bg_cli_note_busy_machine) misses
+     * a machine that gets busy while they run. */
+    const double others_cpu = o.simulate ? -1 : bg_cli_others_cpu_share(&cpu);
     /* The handlers stay until the chart and metrics are written (until
      * 2026-12-06 a signal then ended the sweep at once, silently). */
     bg_cli_set_stop_reply("\nbrigade sweep: stopping once the chart and metrics are written; a "
@@ -784,11 +791,17 @@ int bg_cmd_sweep(int argc, char **argv) {
     /* The gap between the planner's world and this machine, reported. */
     if (c.errors > 0) {
         printf("simulated against measured: mean |error| %.0f%% over %d point%s (costs from %s; "
-               "sim ms: each point's plan simulated)\n",
+               "sim ms: each point's plan simulated; err: (sim - measured) / measured, negative "
+               "where the simulation is faster)\n",
                100 * c.error_sum / c.errors, c.errors, c.errors == 1 ? "" : "s",
                setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
         if (metrics != NULL)
             cJSON_AddNumberToObject(metrics, "simulated_mean_abs_error", c.error_sum / c.errors);
+    }
+    if (run_points > 0 && !o.simulate) {
+        bg_cli_note_others_cpu(others_cpu, "the points ran");
+        if (metrics != NULL && others_cpu >= 0)
+            cJSON_AddNumberToObject(metrics, "others_cpu_share", others_cpu);
     }
     /* A stop signal during the last point ends nothing early: the sweep is
      * whole, and ends by the signal once it is written. */

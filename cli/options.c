@@ -145,16 +145,6 @@ void bg_cli_files_end(bg_cli_files_guard_t *guard) {
     if (guard->before.sa_handler == SIG_DFL && gone) raise(SIGPIPE);
 }
 
-void bg_cli_note_busy_machine(void) {
-    double load = 0;
-    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (getloadavg(&load, 1) != 1 || cores < 1 || load < 0.5 * (double)cores) return;
-    fprintf(stderr,
-            "note: this machine is busy (load average %.2f over the last minute, %ld logical "
-            "CPU%s): what is measured now comes out slower and noisier than on an idle machine\n",
-            load, cores, cores == 1 ? "" : "s");
-}
-
 /* The address-space limit (ulimit -v), else the data limit (ulimit -d,
  * which anonymous mappings count against since Linux 4.7), in bytes; 0:
  * neither is set. `*option` names the ulimit option. */

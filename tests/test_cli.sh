@@ -2544,7 +2544,8 @@ sim, step = q["simulated_step_ms"], t["step_s"] * 1e3
 assert row[8] == "%.2f" % sim and row[9] == "(%+.0f%%)" % (100 * (sim - step) / step), row
 # The split, last: the first layer of the second stage.
 assert row[-1] == "%d" % q["stages"][1]["layers"][0], (row, q["stages"])
-assert abs(p["simulated_mean_abs_error"] - abs(sim - step) / step) < 1e-12, p' \
+assert abs(p["simulated_mean_abs_error"] - abs(sim - step) / step) < 1e-12, p
+assert 0 <= p["others_cpu_share"] <= 1, p' \
         "$T/measured.json" "$OUT"
     # sim ms is the step simulate predicts for the same placement.
     expect 0 "" -- simulate "$MODEL" --devices cpu:2 --microbatches 2 --batch 16 \
@@ -2555,6 +2556,23 @@ sweep, sim = (json.load(open(f)) for f in sys.argv[1:])
 got, want = sweep["points"][0]["simulated_step_ms"], sim["timeline"]["step_s"] * 1e3
 assert abs(got - want) <= 1e-9 * want, (got, want)' "$T/measured.json" "$T/measured-sim.json"
 fi
+# Other processes busy on every logical CPU while the points run: the
+# sweep says how much of the machine they took (a load average taken
+# before the points would miss them, the loops being new).
+busy_pids=""
+for _ in $(seq "$(nproc)"); do
+    sh -c 'while :; do :; done' &
+    busy_pids="$busy_pids $!"
+done
+expect 0 "" -- sweep "$MODEL" --devices cpu:2 --steps 20 --warmup 0 --microbatches 2 \
+    --batch 16 --metrics "$T/crowded.json"
+# shellcheck disable=SC2086 # a list of process ids
+kill $busy_pids
+check "a measured sweep beside busy loops notes the CPU time others took" grep -qE \
+    "^note: other processes took [0-9]+% of this machine's [0-9]+ logical CPUs? while the points ran: " \
+    "$ERR"
+file_check "and says how much in its metrics" "$T/crowded.json" '
+assert p["others_cpu_share"] >= 0.1, p["others_cpu_share"]'
 usage_error "--chart and --metrics both name '$T/m.out': each output needs a file of its own" -- sweep "$MODEL" --simulate \
     --microbatches 1 --chart "$T/m.out" --metrics "$T/m.out"
 
