@@ -85,7 +85,9 @@ static const char help[] =
     "the planner prices other splits from the layers' sums, so give the\n"
     "same --split to plan, simulate and train.\n"
     "\n"
-    "Prints a table and, with -o, writes the profile (JSON, format version 2;\n"
+    "Prints a table (beside each layer's measured fwd + dX + dW, model ms: what\n"
+    "the analytic cost model prices it at without a profile, to show where it\n"
+    "errs) and, with -o, writes the profile (JSON, format version 2;\n"
     "version 1 files still load) that plan, train, simulate and sweep take with\n"
     "--profile: their cost model then uses these times at their micro-batch\n"
     "size, instead of FLOPs over an assumed speed, and the\n"
@@ -357,28 +359,64 @@ static void print_zero_times(const bg_model_spec_t *spec) {
     printf(")\n");
 }
 
+/* Each layer's fwd + dX + dW for a micro-batch of `batch` samples as the
+ * analytic cost model prices it on one CPU core (what plan, simulate and
+ * sweep go by without --profile), in seconds; NULL where the model cannot
+ * be made (the column is then left out). */
+static double *analytic_layer_seconds(const bg_model_spec_t *spec, int64_t batch) {
+    bg_cost_config_t cc = BG_COST_CONFIG_INIT;
+    cc.spec = spec;
+    cc.batch = batch;
+    bg_cost_model_t *model = NULL;
+    double *seconds = malloc(sizeof *seconds * (size_t)spec->num_layers);
+    if (seconds == NULL || bg_cost_model_create(&cc, &model) != BG_OK) {
+        bg_error_clear();
+        free(seconds);
+        return NULL;
+    }
+    const bg_cost_device_t core = BG_COST_DEVICE_CPU_CORE_INIT;
+    for (int i = 0; i < spec->num_layers; i++) {
+        const bg_cost_time_t t = bg_cost_stage_time(model, &core, i, i + 1);
+        seconds[i] = t.forward + t.backward; /* backward: dX (none for layer 0) and dW */
+    }
+    bg_cost_model_destroy(model);
+    return seconds;
+}
+
 static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
-    printf("%5s  %-22s %9s %9s %9s %10s %9s\n", "layer", "kind", "fwd ms", "dX ms", "dW ms",
+    double *model = analytic_layer_seconds(spec, p->batch), model_sum = 0;
+    printf("%5s  %-22s %9s %9s %9s %10s %9s", "layer", "kind", "fwd ms", "dX ms", "dW ms",
            "update ms", "total ms");
+    printf(model != NULL ? " %9s\n" : "\n", "model ms");
     bg_layer_profile_t sum = {0};
     for (int i = 0; i < p->layers; i++) {
         const bg_layer_profile_t *l = &p->layer[i];
         double total = l->forward_s + l->backward_data_s + l->backward_weights_s;
-        printf("%5d  %-22s %9.4f %9.4f %9.4f %10.4f %9.4f\n", i,
+        printf("%5d  %-22s %9.4f %9.4f %9.4f %10.4f %9.4f", i,
                bg_layer_kind_name(spec->layers[i].kind), l->forward_s * 1e3,
                l->backward_data_s * 1e3, l->backward_weights_s * 1e3, l->update_s * 1e3,
                total * 1e3);
+        if (model != NULL) printf(" %9.4f", model[i] * 1e3);
+        putchar('\n');
         sum.forward_s += l->forward_s;
         sum.backward_data_s += l->backward_data_s;
         sum.backward_weights_s += l->backward_weights_s;
         sum.update_s += l->update_s;
+        if (model != NULL) model_sum += model[i];
     }
-    printf("%5s  %-22s %9.4f %9.4f %9.4f %10.4f %9.4f\n", "", "total", sum.forward_s * 1e3,
+    printf("%5s  %-22s %9.4f %9.4f %9.4f %10.4f %9.4f", "", "total", sum.forward_s * 1e3,
            sum.backward_data_s * 1e3, sum.backward_weights_s * 1e3, sum.update_s * 1e3,
            (sum.forward_s + sum.backward_data_s + sum.backward_weights_s) * 1e3);
+    if (model != NULL) printf(" %9.4f", model_sum * 1e3);
+    putchar('\n');
     print_zero_times(spec);
     printf("\ntotal ms: fwd + dX + dW of one micro-batch of %lld sample%s (update: once a step)\n",
            (long long)p->batch, p->batch == 1 ? "" : "s");
+    if (model != NULL)
+        printf("model ms: the same as the analytic cost model prices it on one core (what plan, "
+               "simulate and sweep go by without --profile): where it is far from total ms, "
+               "they misjudge that layer without this profile\n");
+    free(model);
     print_sizes(spec, p);
     printf("copy bandwidth: %.2f GB/s per memcpy (a channel copies twice per transfer)\n",
            p->copy_bytes_per_s / 1e9);

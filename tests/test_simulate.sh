@@ -87,6 +87,20 @@ if expect 0 "" -- profile "$MODEL" --batch 64 --microbatches 4 --repetitions 3 -
         grep -q "^timing layer ranges as stages: 324/324 (100%), 0:00 left$" "$ERR"
     check "profile tables have a row per layer each (times, and totals by size)" \
         test "$(grep -cE '^ +[0-7] +[a-z_0-9]+ +[0-9.]+ ' "$OUT")" -eq 16
+    # Beside each layer's measured total, the analytic model's: the
+    # flatten's two ops at 0.1 us, the max-pool's near its measured time
+    # (its 4 FLOPs a window priced it at a thirtieth until 2026-12-06).
+    check "profile: the analytic model's ms beside the measured" python3 -c '
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+head = lines[0].split()
+assert head[-2:] == ["model", "ms"] and "total" in head, head
+rows = {int(l.split()[0]): l.split() for l in lines[1:9]}
+assert all(len(r) == 8 for r in rows.values()), rows
+assert rows[3][1] == "flatten" and rows[3][-1] == "0.0002", rows[3]
+pool_measured, pool_model = float(rows[2][-2]), float(rows[2][-1])
+assert rows[2][1] == "maxpool" and pool_measured / 3 < pool_model < 3 * pool_measured, rows[2]
+assert any(l.startswith("model ms: ") for l in lines), lines' "$OUT"
     file_check "profile JSON parses, 8 layers at micro-batch 16" "$P" '
 assert p["batch"] == 16, p["batch"]
 assert p["copy_bytes_per_s"] > 0
@@ -618,7 +632,7 @@ open(sys.argv[2], 'w').write(json.dumps(p).replace('\"MARK\": 1', '\"forward_s\"
     # given or not; a simulated one predicts with it.
     expect 0 "" -- sweep "$MODEL" --devices cpu:2 --split 4 --microbatches 2 --steps 1 \
         --warmup 0 --profile "$P"
-    stdout_has "(costs from $P; sim ms: each point's plan simulated)" \
+    stdout_has "(costs from $P; sim ms: each point's plan simulated; err: (sim - measured) / measured, negative where the simulation is faster)" \
         "a measured sweep on --split 4 with --profile"
     expect 0 "" -- sweep "$MODEL" --simulate --devices cpu:2 --split 4 --microbatches 2 \
         --profile "$P"
