@@ -631,6 +631,29 @@ static const char *kept_outputs(int chart, int metrics) {
  * table's header, on stdout with the table: a table redirected to a file
  * kept no word of what it measured (a tester's; until 2026-12-06 the first
  * line went to the standard error). */
+/* The counts that do not divide the batch run micro-batches one sample
+ * apart (as plan and simulate say of theirs), each point's step their sum:
+ * a note names them, so that a row is not read as of equal ones. */
+static void note_unequal_microbatches(const sweep_options_t *o) {
+    char list[512] = "";
+    int at = 0, unequal = 0;
+    for (int k = 0; k < o->m_count; k++) {
+        if (o->batch % o->ms[k] == 0) continue;
+        char sizes[64];
+        bg_cli_microbatch_sizes(o->batch, o->ms[k], sizes, sizeof sizes);
+        const int n = snprintf(list + at, sizeof list - (size_t)at, "%sM=%d: %s",
+                               unequal > 0 ? "; " : "", o->ms[k], sizes);
+        if (n < 0 || (size_t)(at + n) >= sizeof list) break; /* the rest left out */
+        at += n;
+        unequal++;
+    }
+    if (unequal > 0)
+        fprintf(stderr,
+                "note: a batch of %lld does not divide evenly into every count swept, and "
+                "those points run micro-batches one sample apart (%s)\n",
+                (long long)o->batch, list);
+}
+
 static void print_header(const sweep_options_t *o, const bg_cli_setup_t *setup) {
     char shown[BG_CLI_SHOWN_MAX];
     if (!o->simulate)
@@ -755,6 +778,7 @@ int bg_cmd_sweep(int argc, char **argv) {
                          .devices = setup.devices,
                          .points = cJSON_GetObjectItem(metrics, "points")};
     bg_cli_note_profile_sizes(setup.profile, o.batch, o.ms, o.m_count);
+    note_unequal_microbatches(&o);
     const int total = o.schedule_count * o.m_count;
     int done_points = 0;
     char error[BG_ERROR_MAX] = "", detail[BG_ERROR_MAX] = ""; /* of the point that failed */

@@ -2487,6 +2487,14 @@ assert 2 <= len(lines) <= 4 and all(len(l.encode()) <= 104 for l in lines), line
 assert " ".join(lines).endswith("deep12.model, batch 64, on cpu:0, cpu:1, cpu:2, ..., cpu:11 (12 devices); simulated from the analytic cost model"), lines
 ' "$T/twelve.svg"
 fi
+# Counts that do not divide the batch: a note names their micro-batches'
+# sizes (plan and simulate say them on their own lines); none where all do.
+expect 0 "" -- sweep "$MODEL" --simulate --devices cpu:2 --microbatches 2,3,5,8
+check "a sweep notes the counts of unequal micro-batches" grep -qxF \
+    "note: a batch of 64 does not divide evenly into every count swept, and those points run micro-batches one sample apart (M=3: micro-batches of 21 or 22; M=5: micro-batches of 12 or 13)" \
+    "$ERR"
+expect 0 "" -- sweep "$MODEL" --simulate --devices cpu:2 --microbatches 2,4
+check "no such note where every count divides the batch" sh -c "! grep -q 'does not divide' '$ERR'"
 # --chunks is interleaved's: the other schedules of the same sweep run.
 if expect 0 "" -- sweep "$MODEL" --simulate \
     --devices cpu:2 --microbatches 2 --schedule 1f1b,interleaved --chunks 2; then
