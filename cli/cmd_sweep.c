@@ -106,6 +106,7 @@ typedef struct sweep_context {
     /* Points that did not fit their chain and ran on it the other way
      * round (bg_plan_create_either_way). */
     int reversed_points;
+    int unfit_m; /* the M of the first point skipped as not fitting, else 0 */
 } sweep_context_t;
 
 /* Chart line names of simulated points, by bg_schedule_kind_t. */
@@ -471,6 +472,7 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
                      over, plural,
                      bg_plan_may_fit_reversed(plan) ? ", nor do the devices fit the other way round"
                                                     : "");
+        if (c->unfit_m == 0) c->unfit_m = m;
         goto add_point;
     }
     peaks = calloc((size_t)part->stages, sizeof *peaks);
@@ -809,6 +811,10 @@ int bg_cmd_sweep(int argc, char **argv) {
                "header names and ran on its devices the other way round, as plan, simulate and "
                "train run them)\n",
                c.reversed_points, c.reversed_points == 1 ? "" : "s");
+    if (c.unfit_m > 0)
+        printf("(a point that does not fit: 'brigade plan' with the sweep's options and that "
+               "point's --microbatches, such as %d, says what would help)\n",
+               c.unfit_m);
     if (o.placement.devices.count == 1 && run_points > 0 && !o.simulate) /* measured only */
         printf("(one device: its bubble %% is the host's work between ops and steps, not a "
                "pipeline bubble)\n");

@@ -2452,6 +2452,8 @@ fi
 expect 2 "every point was skipped (above); no chart written" -- sweep "$MODEL" --simulate \
     --devices cpu:2 --device-mem 1M --microbatches 1,4 --chart "$T/none.svg"
 check "a sweep with no point writes no chart" test ! -e "$T/none.svg"
+stdout_has "(a point that does not fit: 'brigade plan' with the sweep's options and that point's --microbatches, such as 1, says what would help)" \
+    "a sweep of points that do not fit points to plan's advice"
 # Some skipped: each a cross on the M axis; a schedule with none left keeps
 # its colour and says so; the title names what was swept.
 if expect 0 "" -- sweep "$MODEL" --simulate --devices cpu:2 --device-mem 12M --microbatches 1,8 \
@@ -2495,6 +2497,7 @@ check "a sweep notes the counts of unequal micro-batches" grep -qxF \
     "$ERR"
 expect 0 "" -- sweep "$MODEL" --simulate --devices cpu:2 --microbatches 2,4
 check "no such note where every count divides the batch" sh -c "! grep -q 'does not divide' '$ERR'"
+check "nor a pointer to plan's advice where every point fits" sh -c "! grep -q 'does not fit' '$OUT'"
 # --chunks is interleaved's: the other schedules of the same sweep run.
 if expect 0 "" -- sweep "$MODEL" --simulate \
     --devices cpu:2 --microbatches 2 --schedule 1f1b,interleaved --chunks 2; then
