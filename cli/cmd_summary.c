@@ -77,7 +77,7 @@ static void describe(const bg_layer_spec_t *l, char *buf, size_t size) {
 
 static const bg_text_column_t columns[] = {
     {"layer", 'r', 5, 0},   {"kind", 'l', 22, 2},         {"output", 'l', 12, 1},
-    {"params", 'r', 12, 1}, {"FLOPs/sample", 'r', 14, 1}, {"act bytes", 'r', 12, 1},
+    {"params", 'r', 12, 1}, {"FLOPs/sample", 'r', 14, 1}, {"act B/sample", 'r', 13, 1},
 };
 
 /* An image as CxHxW (even at 1x1, as a convolution's or a pool's output
