@@ -51,6 +51,11 @@ struct bg_cost_model {
     /* Not a prefix sum: a micro-batch of layer i's output in bytes where
      * it runs in place (a stage starting there keeps it), else 0. */
     int64_t *own_output;
+    /* Not prefix sums: a relu's forward (dX) where the convolution before
+     * it (the max-pool after it) does it, for a stage that starts (ends)
+     * at the relu, cut from that neighbour, in FLOP-equivalents a sample;
+     * else 0 (layer_work's apart_fwd and apart_dx). */
+    int64_t *apart_forward, *apart_dx;
     int64_t *boundary;     /* per-sample numel at each boundary (not a prefix sum) */
     int64_t *convolutions; /* conv2d layers */
     /* With a profile: prefix sums of measured seconds per micro-batch. */
@@ -134,6 +139,8 @@ void bg_cost_model_destroy(bg_cost_model_t *m) {
     free(m->stash_padding);
     free(m->output_padding);
     free(m->own_output);
+    free(m->apart_forward);
+    free(m->apart_dx);
     free(m->boundary);
     free(m->convolutions);
     range_max_free(&m->widest);
@@ -252,6 +259,9 @@ typedef struct layer_work {
     int priced;                               /* priced per value */
     int64_t fwd_values, dx_values, dw_values; /* streamed, when priced */
     int64_t bound_fwd, bound_dx;              /* FLOPs kept, when priced */
+    /* A relu's forward and dX that a neighbour does (fwd or dx 0 then),
+     * as they cost where a stage boundary separates the two. */
+    double apart_fwd, apart_dx;
 } layer_work_t;
 
 static layer_work_t layer_work(const bg_model_spec_t *spec, int i, const bg_backend_t *be) {
@@ -286,9 +296,10 @@ static layer_work_t layer_work(const bg_model_spec_t *spec, int i, const bg_back
         w.priced = 1;
         break;
     case BG_LAYER_RELU: {
-        /* Nothing left of a pass that the backend does inside a neighbour's:
-         * the forward in a convolution's before it, dX in a max-pool's
-         * after it (whose price counts it). */
+        /* Nothing left of a pass that the backend does inside a neighbour's
+         * in the same stage: the forward in a convolution's before it, dX
+         * in a max-pool's after it (whose price counts it). A stage cut
+         * between them pays it (apart_fwd, apart_dx). */
         const bg_layer_spec_t *before = i > 0 ? &spec->layers[i - 1] : NULL;
         const bg_layer_spec_t *after = i + 1 < spec->num_layers ? &spec->layers[i + 1] : NULL;
         const int in_forward =
@@ -297,6 +308,8 @@ static layer_work_t layer_work(const bg_model_spec_t *spec, int i, const bg_back
             after != NULL && after->kind == BG_LAYER_MAXPOOL && bg_layer_fuses_relu(after, be);
         w.fwd = in_forward ? 0 : RELU_FORWARD * (double)values;
         w.dx = in_dx ? 0 : RELU_BACKWARD * (double)values;
+        w.apart_fwd = in_forward ? RELU_FORWARD * (double)values : 0;
+        w.apart_dx = in_dx ? RELU_BACKWARD * (double)values : 0;
         w.fwd_values = w.dx_values = 0;
         w.bound_fwd = w.bound_dx = l->flops;
         w.priced = 1;
@@ -418,6 +431,8 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         m->forward_flops[i + 1] = m->forward_flops[i] + (int64_t)w.fwd;
         m->backward_flops[i + 1] = m->backward_flops[i] + (int64_t)(w.dx + w.dw);
         m->weight_flops[i + 1] = m->weight_flops[i] + (int64_t)w.dw;
+        m->apart_forward[i] = (int64_t)w.apart_fwd;
+        m->apart_dx[i] = (int64_t)w.apart_dx;
         /* Less the FLOPs a memory-bound device still counts of them. */
         m->priced_forward[i + 1] =
             m->priced_forward[i] + (w.priced ? (int64_t)w.fwd - w.bound_fwd : 0);
@@ -535,6 +550,8 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
     m->stash_padding = calloc(count, sizeof(int64_t));
     m->output_padding = calloc(count, sizeof(int64_t));
     m->own_output = calloc(count, sizeof(int64_t));
+    m->apart_forward = calloc(count, sizeof(int64_t));
+    m->apart_dx = calloc(count, sizeof(int64_t));
     m->boundary = calloc(count, sizeof(int64_t));
     m->convolutions = calloc(count, sizeof(int64_t));
     m->forward_s = calloc(count, sizeof(double));
@@ -550,8 +567,9 @@ bg_status_t bg_cost_model_create(const bg_cost_config_t *cfg, bg_cost_model_t **
         !m->priced_backward || !m->priced_weight || !m->streamed_forward || !m->streamed_backward ||
         !m->streamed_weight || !m->backward_ops || !m->param_elems || !m->output_elems ||
         !m->weighted_elems || !m->state_padding || !m->stash_padding || !m->output_padding ||
-        !m->own_output || !m->boundary || !m->convolutions || !m->forward_s || !m->backward_s ||
-        !m->weight_s || !m->update_s || !m->check_s || !m->cuts || !m->cut_index) {
+        !m->own_output || !m->apart_forward || !m->apart_dx || !m->boundary || !m->convolutions ||
+        !m->forward_s || !m->backward_s || !m->weight_s || !m->update_s || !m->check_s ||
+        !m->cuts || !m->cut_index) {
         st = bg_error_set(BG_ERR_NOMEM, "cost model: out of memory");
         goto fail;
     }
@@ -614,7 +632,12 @@ static bg_cost_time_t analytic_time(const bg_cost_model_t *m, const bg_cost_devi
     /* Where the layers priced per value are memory-bound,
      * their passes stream their values instead of taking a core's time. */
     double fwd_bytes_s = 0, bwd_bytes_s = 0, w_bytes_s = 0;
-    if (d->elementwise_memory_bound) {
+    if (!d->elementwise_memory_bound) {
+        /* A relu cut from the neighbour that would do its pass runs it on
+         * its own: stage_compute.c fuses only within a stage. */
+        fwd_flops += (double)m->apart_forward[first];
+        bwd_flops += (double)m->apart_dx[last - 1];
+    } else {
         fwd_flops -= (double)(m->priced_forward[last] - m->priced_forward[first]);
         bwd_flops -= (double)(m->priced_backward[last] - m->priced_backward[first]);
         w_flops -= (double)(m->priced_weight[last] - m->priced_weight[first]);

@@ -20,9 +20,9 @@
  * tanh, sigmoid, gelu, layernorm, dropout, relu, the pools and softmax-cross-entropy,
  * whose forward, dX and dW are priced apart from a CPU core's measured time
  * per value (layer_work in cost_model.c; summary's one FLOP a tanh value
- * takes 14.5 ns there), or on a device where they are memory-bound, the
- * elementwise ones by the bytes they stream and the others by their
- * FLOPs, w the
+ * takes 14.5 ns there), or on a device where they are memory-bound, tanh,
+ * sigmoid, gelu, layernorm and dropout by the bytes they stream and relu,
+ * the pools and the loss by their FLOPs, w the
  * layer's weight and bias bytes and R the rate the device streams them: a
  * product over few samples reads every weight for little arithmetic, so
  * its forward and dX take at least w / R. dW, an outer product summed into

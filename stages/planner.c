@@ -367,9 +367,9 @@ static int next_choice(int *pick, int k, int n) {
     return 1;
 }
 
-/* A small model's every split (BG_PLAN_EVERY_SPLIT_MAX, or as many as
- * BG_PLAN_EVERY_SPLIT_WORK allows at its stages and M; none starting a
- * stage inside a residual block), checked as a device holds
+/* A small model's every split (BG_PLAN_EVERY_SPLIT_MAX, or up to
+ * BG_PLAN_EVERY_SPLIT_MORE as BG_PLAN_EVERY_SPLIT_WORK allows at its stages
+ * and M; none starting a stage inside a residual block), checked as a device holds
  * its stages and simulated where it fits: the fastest becomes the plan's
  * (on a tie, the searches' split stays). The searches above predict the
  * step; this settles it by the simulation. Out of memory, the plan stands
@@ -390,7 +390,9 @@ static bg_status_t plan_simulate_every_split(bg_plan_t *p) {
     for (int l = 1; l < layers; l++)
         if (bg_cost_model_cut_index(p->model, l) >= 0) start[n++] = l;
     const long cheap = BG_PLAN_EVERY_SPLIT_WORK / ((long)stages * p->request.microbatches);
-    const long most = cheap > BG_PLAN_EVERY_SPLIT_MAX ? cheap : BG_PLAN_EVERY_SPLIT_MAX;
+    const long most = cheap <= BG_PLAN_EVERY_SPLIT_MAX    ? BG_PLAN_EVERY_SPLIT_MAX
+                      : cheap >= BG_PLAN_EVERY_SPLIT_MORE ? BG_PLAN_EVERY_SPLIT_MORE
+                                                          : cheap;
     const long count = choices_up_to(n, k, most);
     if (count > most) goto done;
     bg_partition_config_t pc = p->config;

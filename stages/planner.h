@@ -115,8 +115,8 @@ typedef struct bg_plan {
     /* With V > 1 and the planner's own split: 1 when a split keeping each
      * stage within 1/V of its device fits (the programme's). */
     int even_split_fits;
-    /* Where the planner simulated every split (BG_PLAN_EVERY_SPLIT_MAX or
-     * within BG_PLAN_EVERY_SPLIT_WORK): how many, and how many of them fit
+    /* Where the planner simulated every split (BG_PLAN_EVERY_SPLIT_MAX, or
+     * more within BG_PLAN_EVERY_SPLIT_MORE and _WORK): how many, and how many of them fit
      * (else 0 and 0); the plan's is the fastest simulated of those that
      * fit. simulated_split is 1 where that is not the split the searches
      * chose (config.objective's): other_split_step_s is then that split's
@@ -131,23 +131,27 @@ enum {
 };
 
 /* Every split of a model is simulated one by one, the fastest that fits
- * kept, where there are at most BG_PLAN_EVERY_SPLIT_MAX, or more where
- * that is at most BG_PLAN_EVERY_SPLIT_WORK stage micro-batches (splits x
- * stages x M): every split of a small model (the origin CNN's 8 layers into 4
- * stages are 35; fashion_resnet's 12 places to start a stage, into 8, 330;
- * a 27-layer model into 4 stages, 2,600). The searches' objectives only
- * predict the step, and where the prediction and the simulation disagree,
- * more memory could give a slower plan; simulating each split settles it
- * by the simulation, which is what --microbatches auto and --schedule auto
- * go by. The simulator plays about 6 million stage micro-batches a second
- * (fashion_resnet's 330 splits into 8 stages at M = 384 are 1.01 million,
- * a plan of 0.17 s), so past 512 splits the simulations add at most a
- * fifth of a second to a plan. (Until 2026-12-06 only the splits' count was limited: a 27-layer
- * model on cpu:2 with --chunks 2 and M = 4, 2,600 splits, 41,600 stage
- * micro-batches, planned 4.862 ms simulated at --device-mem 6750K and
- * 5.053 at 7500K, at the costs of then; 4.813 with each split simulated.) */
+ * kept, where there are at most BG_PLAN_EVERY_SPLIT_MAX, or up to
+ * BG_PLAN_EVERY_SPLIT_MORE where that is at most BG_PLAN_EVERY_SPLIT_WORK
+ * stage micro-batches (splits x stages x M): every split of a small model
+ * (the origin CNN's 8 layers into 4 stages are 35; fashion_resnet's 12
+ * places to start a stage, into 8, 330; a 27-layer model into 4 stages,
+ * 2,600). The searches' objectives only predict the step, and where the
+ * prediction and the simulation disagree, more memory could give a slower
+ * plan; simulating each split settles it by the simulation, which is what
+ * --microbatches auto and --schedule auto go by. Past 512 splits the two
+ * limits keep it to about 0.1 s a plan (a split costs about 2.5 us and the
+ * simulator plays 1.6 to 6 million stage micro-batches a second here), as
+ * auto plans every count it tries: with one limit of 1,048,576 stage
+ * micro-batches, a reviewer's 27-layer model on cpu:4 at a batch of 5,040
+ * took 6.1 s to plan with auto, 0.10 s before. (Until 2026-12-06 only the
+ * 512 splits: a 27-layer model on cpu:2 with --chunks 2 and M = 4, 2,600
+ * splits, 41,600 stage micro-batches, planned 4.862 ms simulated at
+ * --device-mem 6750K and 5.053 at 7500K, at the costs of then; 4.813 with
+ * each split simulated.) */
 #define BG_PLAN_EVERY_SPLIT_MAX  512
-#define BG_PLAN_EVERY_SPLIT_WORK 1048576L
+#define BG_PLAN_EVERY_SPLIT_MORE 4096
+#define BG_PLAN_EVERY_SPLIT_WORK 262144L
 
 /* The stage prices each search per device may take: 25 to 46 ms where it
  * runs out on 1,000 layers into 64 stages (bench_partition prints its
@@ -165,9 +169,10 @@ enum {
  * predicted faster (by its slowest stage or by its step) and simulates
  * faster or, where no split fits 1/V a stage, one that fits per device at
  * all (bg_partition_search_devices; device_search says how they ended).
- * Then, on a model of at most BG_PLAN_EVERY_SPLIT_MAX splits, or of more
- * whose simulations are within BG_PLAN_EVERY_SPLIT_WORK, every split that
- * fits is simulated and the fastest kept (splits_simulated).
+ * Then, on a model of at most BG_PLAN_EVERY_SPLIT_MAX splits, or of up to
+ * BG_PLAN_EVERY_SPLIT_MORE whose simulations are within
+ * BG_PLAN_EVERY_SPLIT_WORK, every split that fits is simulated and the
+ * fastest kept (splits_simulated).
  * BG_ERR_INVALID for an impossible request, with the message of the part
  * that refused it: M > B ("would leave some empty"), a schedule that
  * rejects K/V/M, a bad split, more stages than layers, a profile of

@@ -642,8 +642,7 @@ static void test_interleaved_least_step_out_of_memory(void **state) {
 }
 
 /* The uneven model on cpu:5 at M = 64, with too many splits to simulate
- * each (14,950 into 5 stages, 4.8 million stage micro-batches, past
- * BG_PLAN_EVERY_SPLIT_WORK; at M = 2, 149,500, each is): the least
+ * each (14,950 into 5 stages, past BG_PLAN_EVERY_SPLIT_MORE): the least
  * predicted step's split is simulated too, and slower. */
 static void test_least_step_simulated_slower(void **state) {
     (void)state;
