@@ -635,25 +635,30 @@ static const char *kept_outputs(int chart, int metrics) {
  * line went to the standard error). */
 /* The counts that do not divide the batch run micro-batches one sample
  * apart (as plan and simulate say of theirs), each point's step their sum:
- * a note names them, so that a row is not read as of equal ones. */
+ * a note names them, so that a row is not read as of equal ones; past
+ * what a line holds, the rest as "and N more". */
 static void note_unequal_microbatches(const sweep_options_t *o) {
-    char list[512] = "";
-    int at = 0, unequal = 0;
+    char list[400] = "";
+    int at = 0, listed = 0, unequal = 0;
     for (int k = 0; k < o->m_count; k++) {
         if (o->batch % o->ms[k] == 0) continue;
-        char sizes[64];
-        bg_cli_microbatch_sizes(o->batch, o->ms[k], sizes, sizeof sizes);
-        const int n = snprintf(list + at, sizeof list - (size_t)at, "%sM=%d: %s",
-                               unequal > 0 ? "; " : "", o->ms[k], sizes);
-        if (n < 0 || (size_t)(at + n) >= sizeof list) break; /* the rest left out */
-        at += n;
         unequal++;
+        char sizes[64], entry[96];
+        bg_cli_microbatch_sizes(o->batch, o->ms[k], sizes, sizeof sizes);
+        const int n =
+            snprintf(entry, sizeof entry, "%sM=%d: %s", listed > 0 ? "; " : "", o->ms[k], sizes);
+        if (listed < unequal - 1 || n < 0 || (size_t)(at + n) >= sizeof list) continue;
+        memcpy(list + at, entry, (size_t)n + 1);
+        at += n;
+        listed++;
     }
-    if (unequal > 0)
-        fprintf(stderr,
-                "note: a batch of %lld does not divide evenly into every count swept, and "
-                "those points run micro-batches one sample apart (%s)\n",
-                (long long)o->batch, list);
+    if (unequal == 0) return;
+    char more[32] = "";
+    if (unequal > listed) snprintf(more, sizeof more, "; and %d more", unequal - listed);
+    fprintf(stderr,
+            "note: a batch of %lld does not divide evenly into every count swept, and those "
+            "points run micro-batches one sample apart (%s%s)\n",
+            (long long)o->batch, list, more);
 }
 
 static void print_header(const sweep_options_t *o, const bg_cli_setup_t *setup) {

@@ -19,7 +19,9 @@ void bg_cli_note_busy_machine(void) {
 }
 
 /* The machine's CPU seconds in use since boot, all processes together (the
- * first line of /proc/stat less its idle and iowait), or -1. */
+ * first line of /proc/stat less its idle and iowait), or -1. Steal, the
+ * time a virtual machine's host ran something else while a CPU here had
+ * work, counts as in use: it slows a measurement as another process does. */
 static double machine_busy_seconds(void) {
     FILE *f = fopen("/proc/stat", "r");
     if (f == NULL) return -1;
@@ -67,7 +69,8 @@ void bg_cli_note_others_cpu(double share, const char *what) {
     if (!(share >= BG_CLI_OTHERS_CPU_NOTE)) return;
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     fprintf(stderr,
-            "note: other processes took %.0f%% of this machine's %ld logical CPU%s while %s: "
+            "note: other processes (or a virtual machine's host) took %.0f%% of this "
+            "machine's %ld logical CPU%s while %s: "
             "what was measured then comes out slower and noisier than on an idle machine\n",
             100 * share, cores, cores == 1 ? "" : "s", what);
 }
