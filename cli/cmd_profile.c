@@ -234,6 +234,14 @@ static bg_status_t parse_args(int argc, char **argv, profile_options_t *o, int *
                 (long long)micro, (long long)o->batch, (long long)o->microbatches,
                 kept == 0 ? "; no other size is (as --sizes 0)" : "");
     o->size_count = kept;
+    /* Sizes past B are no micro-batch of this batch: they serve plans of
+     * a larger one, which a user may not have meant (a tester). Sorted:
+     * the largest is last. */
+    if (given && kept > 0 && o->sizes[kept - 1] > o->batch)
+        fprintf(stderr,
+                "note: --sizes: %lld is larger than the batch of %lld, so no micro-batch of it "
+                "has that many samples; a size past the batch serves plans of a larger --batch\n",
+                (long long)o->sizes[kept - 1], (long long)o->batch);
     if (kept > BG_PROFILE_MAX_OTHER_SIZES)
         return bg_error_set(BG_ERR_INVALID,
                             "--sizes: at most %d sizes besides the micro-batch's own, %lld",

@@ -68,6 +68,11 @@ expect 0 "note: the layers are not timed at 1048576 samples: the stage of the wh
     -o "$T/sizes.json"
 file_check "the size left out is not in the profile" "$T/sizes.json" '
 assert p["other_sizes"] == [1], p["other_sizes"]'
+check "a size past the batch is said to serve a larger one" grep -qxF \
+    "note: --sizes: 1048576 is larger than the batch of 8, so no micro-batch of it has that many samples; a size past the batch serves plans of a larger --batch" \
+    "$ERR"
+expect 0 "" -- profile "$MODEL" --batch 8 --microbatches 4 --sizes 1,8 --split 4 --repetitions 1
+check "no such note for sizes within the batch" sh -c "! grep -q 'larger than the batch' '$ERR'"
 expect 0 "" -- profile "$MODEL" --batch 1 --split 4 --repetitions 1
 check "--batch 1: one size, priced in proportion" \
     grep -q "^other micro-batch sizes are priced in proportion to the samples (one size timed; --sizes names others to time)$" \
