@@ -384,7 +384,7 @@ static double *analytic_layer_seconds(const bg_model_spec_t *spec, int64_t batch
     }
     const bg_cost_device_t core = BG_COST_DEVICE_CPU_CORE_INIT;
     for (int i = 0; i < spec->num_layers; i++) {
-        const bg_cost_time_t t = bg_cost_stage_time(model, &core, i, i + 1);
+        const bg_cost_time_t t = bg_cost_layer_time(model, &core, i);
         seconds[i] = t.forward + t.backward; /* backward: dX (none for layer 0) and dW */
     }
     bg_cost_model_destroy(model);

@@ -619,9 +619,12 @@ static double recompute_seconds(const bg_cost_model_t *m, double forward) {
 }
 
 /* Layers [first, last)'s figures per micro-batch on `d` from the model's
- * FLOPs and values, every layer's dX included. */
+ * FLOPs and values, every layer's dX included; with `cut`, as a stage of
+ * their own, whose ends may cut a relu from the neighbour that would do a
+ * pass of it (apart_forward, apart_dx); without, as in a stage of the whole
+ * model. */
 static bg_cost_time_t analytic_time(const bg_cost_model_t *m, const bg_cost_device_t *d, int first,
-                                    int last) {
+                                    int last, int cut) {
     const double samples = m->mean_micro;
     double fwd_flops = (double)(m->forward_flops[last] - m->forward_flops[first]);
     double bwd_flops = (double)(m->backward_flops[last] - m->backward_flops[first]);
@@ -635,8 +638,8 @@ static bg_cost_time_t analytic_time(const bg_cost_model_t *m, const bg_cost_devi
     if (!d->elementwise_memory_bound) {
         /* A relu cut from the neighbour that would do its pass runs it on
          * its own: stage_compute.c fuses only within a stage. */
-        fwd_flops += (double)m->apart_forward[first];
-        bwd_flops += (double)m->apart_dx[last - 1];
+        if (cut) fwd_flops += (double)m->apart_forward[first];
+        if (cut) bwd_flops += (double)m->apart_dx[last - 1];
     } else {
         fwd_flops -= (double)(m->priced_forward[last] - m->priced_forward[first]);
         bwd_flops -= (double)(m->priced_backward[last] - m->priced_backward[first]);
@@ -679,14 +682,24 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
         t.check = m->check_s[last] - m->check_s[first];
         if (first == 0) t.backward -= m->first_dx_s;
     } else {
-        t = analytic_time(m, d, first, last);
+        t = analytic_time(m, d, first, last, 1);
         /* Layer 0's dX, which the executor never runs: its backward less
-         * its dW is that pass alone, streaming and op included. */
+         * its dW is that pass alone, streaming and op included (and a
+         * relu's cut from the max-pool after it, where the stage ends
+         * there). */
         if (first == 0) {
-            const bg_cost_time_t layer0 = analytic_time(m, d, 0, 1);
+            const bg_cost_time_t layer0 = analytic_time(m, d, 0, 1, last == 1);
             t.backward -= layer0.backward - layer0.weight;
         }
     }
+    t.recompute = recompute_seconds(m, t.forward);
+    return m->cfg.forward_only ? forward_part(t) : t;
+}
+
+bg_cost_time_t bg_cost_layer_time(const bg_cost_model_t *m, const bg_cost_device_t *d, int layer) {
+    if (m->cfg.profile != NULL) return bg_cost_stage_time(m, d, layer, layer + 1);
+    bg_cost_time_t t = analytic_time(m, d, layer, layer + 1, 0);
+    if (layer == 0) t.backward = t.weight; /* its dX never runs */
     t.recompute = recompute_seconds(m, t.forward);
     return m->cfg.forward_only ? forward_part(t) : t;
 }

@@ -267,6 +267,13 @@ typedef struct bg_cost_time {
 bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *model, const bg_cost_device_t *device,
                                   int first, int last);
 
+/* One layer's figures as it runs in a stage of the whole model, beside its
+ * neighbours (a relu's pass that the convolution before it or the max-pool
+ * after it does costs nothing of its own, where bg_cost_stage_time of the
+ * layer alone charges it): what `brigade profile` times of each layer. */
+bg_cost_time_t bg_cost_layer_time(const bg_cost_model_t *model, const bg_cost_device_t *device,
+                                  int layer);
+
 /* Bytes of one micro-batch's activation at boundary `layer`: the input of
  * that layer (0 <= layer < layers), or the model's output (layer == layers).
  * The same bytes flow back as the gradient. */

@@ -1541,6 +1541,14 @@ static void test_analytic_times(void **state) {
     const bg_cost_time_t with_pool = bg_cost_stage_time(model, &dev, 1, 3);
     assert_true(fabs(with_pool.forward - (relu.forward + pool.forward)) < 1e-12);
     assert_true(fabs(with_pool.backward - (pool.backward + 1e-3)) < 1e-12); /* in the pool's */
+    /* Each layer as a stage of the whole model runs it (what a profile
+     * times): the fused relu its two ops alone, layer 0 no dX. */
+    const bg_cost_time_t relu_in_model = bg_cost_layer_time(model, &dev, 1);
+    assert_true(fabs(relu_in_model.forward - 1e-3) < 1e-15);
+    assert_true(fabs(relu_in_model.backward - 1e-3) < 1e-15);
+    const bg_cost_time_t conv_in_model = bg_cost_layer_time(model, &dev, 0);
+    assert_true(fabs(conv_in_model.backward - conv.backward) < 1e-15);
+    assert_true(fabs(conv_in_model.forward - conv.forward) < 1e-15);
 
     /* Streaming weights at 100 MB/s, the dense layer's 2.8 MB take longer
      * than its FLOPs: its forward and its dX take the weights' time
@@ -1648,6 +1656,14 @@ static void test_analytic_times(void **state) {
         assert_true(fabs(g.forward - (16 * (double)bound[k] / 1e9 + 1e-3)) < 1e-12);
         assert_true(fabs(g.backward - (16 * (double)bound[k] / 1e9 + 1e-3)) < 1e-12);
     }
+    /* Layer 0, the relu, has no dX run, and the max-pool after it in the
+     * same stage does none for it either: a stage from layer 0 has the
+     * backward of the same stage from layer 1 (a first version took the
+     * relu's dX cut from the pool off it too). */
+    const bg_cost_time_t from0 = bg_cost_stage_time(model, &dev, 0, 3),
+                         from1 = bg_cost_stage_time(model, &dev, 1, 3);
+    assert_true(fabs(from0.backward - from1.backward) < 1e-15);
+    assert_true(fabs(bg_cost_stage_time(model, &dev, 0, 1).backward) < 1e-15);
     bg_cost_model_destroy(model);
     bg_model_spec_destroy(spec);
 }
