@@ -421,9 +421,10 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
     printf("\ntotal ms: fwd + dX + dW of one micro-batch of %lld sample%s (update: once a step)\n",
            (long long)p->batch, p->batch == 1 ? "" : "s");
     if (model != NULL)
-        printf("model ms: the same as the analytic cost model prices it on one core (what plan, "
-               "simulate and sweep go by without --profile): where it is far from total ms, "
-               "they misjudge that layer without this profile\n");
+        printf("model ms: the same fwd + dX + dW as the analytic cost model prices it on one "
+               "core, beside its neighbours in a stage of the whole model (what plan, simulate "
+               "and sweep go by without --profile): where it is far from total ms, they "
+               "misjudge that layer without this profile\n");
     free(model);
     print_sizes(spec, p);
     printf("copy bandwidth: %.2f GB/s per memcpy (a channel copies twice per transfer)\n",

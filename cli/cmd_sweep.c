@@ -629,10 +629,6 @@ static const char *kept_outputs(int chart, int metrics) {
     return "";
 }
 
-/* The sweep's first line (what is swept, how, on which devices) and its
- * table's header, on stdout with the table: a table redirected to a file
- * kept no word of what it measured (a tester's; until 2026-12-06 the first
- * line went to the standard error). */
 /* The counts that do not divide the batch run micro-batches one sample
  * apart (as plan and simulate say of theirs), each point's step their sum:
  * a note names them, so that a row is not read as of equal ones; past
@@ -661,6 +657,10 @@ static void note_unequal_microbatches(const sweep_options_t *o) {
             (long long)o->batch, list, more);
 }
 
+/* The sweep's first line (what is swept, how, on which devices) and its
+ * table's header, on stdout with the table: a table redirected to a file
+ * kept no word of what it measured (a tester's; until 2026-12-06 the first
+ * line went to the standard error). */
 static void print_header(const sweep_options_t *o, const bg_cli_setup_t *setup) {
     char shown[BG_CLI_SHOWN_MAX];
     if (!o->simulate)
