@@ -31,10 +31,10 @@ struct bg_cost_model {
     int64_t *backward_flops; /* dX and dW work per sample */
     int64_t *weight_flops;   /* dW work per sample */
     /* The part of those three of the layers priced per value (tanh,
-     * sigmoid, gelu, layernorm, dropout, relu, the pools and the loss) that
-     * a device on which they are memory-bound leaves out (all but relu's,
-     * the pools' and the loss's FLOPs), and the values their forward, dX and dW read
-     * and write there instead (layer_work). */
+     * sigmoid, gelu, layernorm, dropout, relu, the pools and the loss)
+     * that a device on which they are memory-bound leaves out (all but
+     * relu's, the pools' and the loss's FLOPs), and the values their
+     * forward, dX and dW read and write there instead (layer_work). */
     int64_t *priced_forward, *priced_backward, *priced_weight;
     int64_t *streamed_forward, *streamed_backward, *streamed_weight;
     int64_t *backward_ops;   /* 2 ops with weights, else 1 */
@@ -437,7 +437,7 @@ static bg_status_t tabulate(bg_cost_model_t *m, bg_backend_t *be) {
         m->priced_forward[i + 1] =
             m->priced_forward[i] + (w.priced ? (int64_t)w.fwd - w.bound_fwd : 0);
         m->priced_backward[i + 1] =
-            m->priced_backward[i] + (w.priced ? (int64_t)(w.dx + w.dw) - (int64_t)w.bound_dx : 0);
+            m->priced_backward[i] + (w.priced ? (int64_t)(w.dx + w.dw) - w.bound_dx : 0);
         m->priced_weight[i + 1] = m->priced_weight[i] + (w.priced ? (int64_t)w.dw : 0);
         m->streamed_forward[i + 1] = m->streamed_forward[i] + w.fwd_values;
         m->streamed_backward[i + 1] = m->streamed_backward[i] + w.dx_values;
