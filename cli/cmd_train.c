@@ -763,7 +763,10 @@ int bg_cmd_train(int argc, char **argv) {
         goto done;
     }
     bg_progress_end_line(progress);
-    bg_cli_note_others_cpu(others_cpu, "it ran");
+    /* Only where the run's timings were asked for: a training run's own
+     * figures are its loss and accuracy, which no neighbour changes. */
+    if (o.trace != NULL || o.timeline != NULL || o.metrics != NULL || o.record_steps_given)
+        bg_cli_note_others_cpu(others_cpu, "it ran");
     bg_cli_train_print_test(&o, &r);
     if (o.train.evaluate_only) {
         if (o.load != NULL)

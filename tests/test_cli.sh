@@ -2584,14 +2584,14 @@ expect 0 "" -- sweep "$MODEL" --devices cpu:2 --steps 20 --warmup 0 --microbatch
     --batch 16 --metrics "$T/crowded.json"
 cp "$ERR" "$T/crowded-sweep.err"
 expect 0 "" -- train "$MODEL" --data synthetic --steps 30 --batch 16 --devices cpu:2 \
-    --microbatches 2
+    --microbatches 2 --metrics "$T/crowded-train.json"
 # shellcheck disable=SC2086
 kill $busy_pids
 trap 'exit 1' HUP INT TERM # the harness's again
 check "a measured sweep beside busy loops notes the CPU time others took" grep -qE \
     "^note: other processes \(or a virtual machine's host\) took [0-9]+% of this machine's [0-9]+ logical CPUs? while the points ran: " \
     "$T/crowded-sweep.err"
-check "and so does train" grep -qE \
+check "and so does train, its timings asked for (--metrics)" grep -qE \
     "^note: other processes \(or a virtual machine's host\) took [0-9]+% of this machine's [0-9]+ logical CPUs? while it ran: " \
     "$ERR"
 file_check "and says how much in its metrics" "$T/crowded.json" '
