@@ -643,6 +643,7 @@ static void note_unequal_microbatches(const sweep_options_t *o) {
         bg_cli_microbatch_sizes(o->batch, o->ms[k], sizes, sizeof sizes);
         const int n =
             snprintf(entry, sizeof entry, "%sM=%d: %s", listed > 0 ? "; " : "", o->ms[k], sizes);
+        /* Once one does not fit the line, the rest are only counted. */
         if (listed < unequal - 1 || n < 0 || (size_t)(at + n) >= sizeof list) continue;
         memcpy(list + at, entry, (size_t)n + 1);
         at += n;

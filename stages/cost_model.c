@@ -264,6 +264,17 @@ typedef struct layer_work {
     double apart_fwd, apart_dx;
 } layer_work_t;
 
+/* A layer priced per value on a CPU core, `fwd` and `dx` in FLOP-equivalents
+ * a sample, whose own FLOPs a memory-bound device keeps (relu, the pools,
+ * the loss: layer_work_t says why). */
+static void price_keeping_flops(layer_work_t *w, const bg_layer_spec_t *l, double fwd, double dx) {
+    w->fwd = fwd;
+    w->dx = dx;
+    w->fwd_values = w->dx_values = 0;
+    w->bound_fwd = w->bound_dx = l->flops;
+    w->priced = 1;
+}
+
 static layer_work_t layer_work(const bg_model_spec_t *spec, int i, const bg_backend_t *be) {
     const bg_layer_spec_t *l = &spec->layers[i];
     const int64_t values = bg_shape_numel(l->in);
@@ -306,13 +317,10 @@ static layer_work_t layer_work(const bg_model_spec_t *spec, int i, const bg_back
             before != NULL && before->kind == BG_LAYER_CONV2D && bg_layer_fuses_relu(before, be);
         const int in_dx =
             after != NULL && after->kind == BG_LAYER_MAXPOOL && bg_layer_fuses_relu(after, be);
-        w.fwd = in_forward ? 0 : RELU_FORWARD * (double)values;
-        w.dx = in_dx ? 0 : RELU_BACKWARD * (double)values;
-        w.apart_fwd = in_forward ? RELU_FORWARD * (double)values : 0;
-        w.apart_dx = in_dx ? RELU_BACKWARD * (double)values : 0;
-        w.fwd_values = w.dx_values = 0;
-        w.bound_fwd = w.bound_dx = l->flops;
-        w.priced = 1;
+        const double fwd = RELU_FORWARD * (double)values, dx = RELU_BACKWARD * (double)values;
+        price_keeping_flops(&w, l, in_forward ? 0 : fwd, in_dx ? 0 : dx);
+        w.apart_fwd = in_forward ? fwd : 0;
+        w.apart_dx = in_dx ? dx : 0;
         break;
     }
     case BG_LAYER_RESIDUAL: /* forward nothing; dX adds the add's dy to the block's */
@@ -323,26 +331,16 @@ static layer_work_t layer_work(const bg_model_spec_t *spec, int i, const bg_back
     case BG_LAYER_MAXPOOL: {
         /* dX's fast path: 2x2 windows tiling an even input */
         const int tiled = l->kernel == 2 && l->stride == 2 && l->in.h % 2 == 0 && l->in.w % 2 == 0;
-        w.fwd = MAXPOOL_FORWARD * flops;
-        w.dx = (tiled ? MAXPOOL2_BACKWARD : MAXPOOL_BACKWARD) * flops;
-        w.fwd_values = w.dx_values = 0;
-        w.bound_fwd = w.bound_dx = l->flops;
-        w.priced = 1;
+        price_keeping_flops(&w, l, MAXPOOL_FORWARD * flops,
+                            (tiled ? MAXPOOL2_BACKWARD : MAXPOOL_BACKWARD) * flops);
         break;
     }
     case BG_LAYER_AVGPOOL:
-        w.fwd = AVGPOOL_FORWARD * flops;
-        w.dx = AVGPOOL_BACKWARD * flops;
-        w.fwd_values = w.dx_values = 0;
-        w.bound_fwd = w.bound_dx = l->flops;
-        w.priced = 1;
+        price_keeping_flops(&w, l, AVGPOOL_FORWARD * flops, AVGPOOL_BACKWARD * flops);
         break;
     case BG_LAYER_SOFTMAX_CROSS_ENTROPY:
-        w.fwd = SOFTMAX_XENT_FORWARD * (double)values;
-        w.dx = SOFTMAX_XENT_BACKWARD * (double)values;
-        w.fwd_values = w.dx_values = 0;
-        w.bound_fwd = w.bound_dx = l->flops;
-        w.priced = 1;
+        price_keeping_flops(&w, l, SOFTMAX_XENT_FORWARD * (double)values,
+                            SOFTMAX_XENT_BACKWARD * (double)values);
         break;
     case BG_LAYER_DROPOUT:
         w.fwd = DROPOUT_FORWARD * (double)values;
