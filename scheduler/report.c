@@ -63,30 +63,127 @@ static int compare_links(const void *a, const void *b) {
     return 0;
 }
 
-/* Adds to each device's and stage's link_wait_s the part of each of its
- * waits for a message during which that message crossed the link. */
-static bg_status_t account_link_waits(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
-    int n = 0;
-    for (int i = 0; i < tl->count; i++) n += tl->events[i].kind == BG_EVENT_LINK;
-    if (n == 0) return BG_OK;
-    const bg_event_t **links = malloc(sizeof *links * (size_t)n);
-    if (links == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory");
-    n = 0;
+/* The time a SEND or RECV made its message or its freed slot ready for
+ * the peer: before the wake of a peer asleep on the channel (its tail). */
+static double ready_time(const bg_event_t *e) { return e->end - e->tail_s; }
+
+/* Orders the copies that end waits (is_waker) by kind, step, stage, peer, then by
+ * micro-batch for sends (which a wait for that message looks up) and by
+ * ready time for receives (a wait for room looks up the latest before its
+ * end: the receive that freed its slot). */
+static int compare_wakers(const void *a, const void *b) {
+    const bg_event_t *x = *(const bg_event_t *const *)a, *y = *(const bg_event_t *const *)b;
+    const int kx[] = {x->kind, x->step, x->stage, x->peer_stage},
+              ky[] = {y->kind, y->step, y->stage, y->peer_stage};
+    for (int i = 0; i < 4; i++)
+        if (kx[i] != ky[i]) return (kx[i] > ky[i]) - (kx[i] < ky[i]);
+    if (x->kind == BG_EVENT_SEND)
+        return (x->microbatch > y->microbatch) - (x->microbatch < y->microbatch);
+    const double tx = ready_time(x), ty = ready_time(y);
+    return (tx > ty) - (tx < ty);
+}
+
+/* The copy that ended wait `w`: for a message, the peer's send of it; for
+ * room, the peer's latest receive from w's stage ready before w ended.
+ * NULL when there is none among the `n` wakers. */
+static const bg_event_t *waker_of(const bg_event_t *w, const bg_event_t **wakers, int n) {
+    const bg_event_t key = {.kind = w->to_send ? BG_EVENT_RECV : BG_EVENT_SEND,
+                            .step = w->step,
+                            .stage = w->peer_stage,
+                            .peer_stage = w->stage,
+                            .microbatch = w->microbatch,
+                            .end = w->end},
+                     *k = &key;
+    int lo = 0, hi = n; /* first waker not before `key` */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (compare_wakers(&wakers[mid], &k) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!w->to_send) return lo < n && compare_wakers(&wakers[lo], &k) == 0 ? wakers[lo] : NULL;
+    /* The receive just before the key (ready at or before w's end), if it
+     * is of the same step, stage and peer and came after the wait began (a
+     * slot freed before it would have been taken without waiting). */
+    if (lo < n && compare_wakers(&wakers[lo], &k) == 0) lo++;
+    if (lo == 0) return NULL;
+    const bg_event_t *r = wakers[lo - 1];
+    return r->kind == key.kind && r->step == key.step && r->stage == key.stage &&
+                   r->peer_stage == key.peer_stage && ready_time(r) >= w->start
+               ? r
+               : NULL;
+}
+
+/* Whether a copy counts as ending a neighbour's wait (waker_of): one that
+ * recorded its wake of a sleeper; in a simulation, every one (the
+ * analytic model may charge no wake). */
+static int is_waker(const bg_timeline_t *tl, const bg_event_t *e) {
+    return is_copy(e->kind) && (e->tail_s > 0 || !tl->measured);
+}
+
+static int is_link(const bg_timeline_t *tl, const bg_event_t *e) {
+    (void)tl;
+    return e->kind == BG_EVENT_LINK;
+}
+
+/* Sets *out to the timeline's events for which keep() holds, sorted by
+ * `compare`, and *n to their number (*out NULL when there are none). */
+static bg_status_t sorted_events(const bg_timeline_t *tl,
+                                 int (*keep)(const bg_timeline_t *, const bg_event_t *),
+                                 int (*compare)(const void *, const void *),
+                                 const bg_event_t ***out, int *n) {
+    *out = NULL;
+    *n = 0;
+    for (int i = 0; i < tl->count; i++) *n += keep(tl, &tl->events[i]);
+    if (*n == 0) return BG_OK;
+    const bg_event_t **events = malloc(sizeof *events * (size_t)*n);
+    if (events == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory");
+    int k = 0;
     for (int i = 0; i < tl->count; i++)
-        if (tl->events[i].kind == BG_EVENT_LINK) links[n++] = &tl->events[i];
-    qsort(links, (size_t)n, sizeof *links, compare_links);
+        if (keep(tl, &tl->events[i])) events[k++] = &tl->events[i];
+    qsort(events, (size_t)k, sizeof *events, compare);
+    *out = events;
+    return BG_OK;
+}
+
+/* For each wait on a neighbour: adds to its device's and stage's
+ * link_wait_s the part during which its message crossed the link (a wait
+ * for a message), and to its stage's wake_s the part after the message
+ * (or the room) was ready, past the link's crossing, counting it. */
+static bg_status_t account_neighbour_waits(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
+    const bg_event_t **links, **wakers;
+    int links_n, wakers_n;
+    BG_CHECK(sorted_events(tl, is_link, compare_links, &links, &links_n));
+    bg_status_t st = sorted_events(tl, is_waker, compare_wakers, &wakers, &wakers_n);
+    if (st != BG_OK) {
+        free(links);
+        return st;
+    }
     for (int i = 0; i < tl->count; i++) {
         const bg_event_t *e = &tl->events[i];
-        if (e->kind != BG_EVENT_WAIT || e->to_send || e->peer_stage < 0 || e->stage < 0) continue;
-        const bg_event_t *key = e,
-                         **match = bsearch(&key, links, (size_t)n, sizeof *links, compare_links);
-        if (match == NULL) continue;
-        const double overlap = fmin(e->end, (*match)->end) - fmax(e->start, (*match)->start);
-        if (overlap <= 0) continue;
-        s->device[e->device].link_wait_s += overlap;
-        s->stage[e->stage].link_wait_s += overlap;
+        if (e->kind != BG_EVENT_WAIT || e->peer_stage < 0 || e->stage < 0) continue;
+        const bg_event_t *key = e, **link = NULL;
+        if (!e->to_send && links_n > 0)
+            link = bsearch(&key, links, (size_t)links_n, sizeof *links, compare_links);
+        double ready = -INFINITY;
+        if (link != NULL) {
+            const double overlap = fmin(e->end, (*link)->end) - fmax(e->start, (*link)->start);
+            if (overlap > 0) {
+                s->device[e->device].link_wait_s += overlap;
+                s->stage[e->stage].link_wait_s += overlap;
+            }
+            ready = (*link)->end;
+        }
+        const bg_event_t *waker = waker_of(e, wakers, wakers_n);
+        if (waker == NULL) continue;
+        const double after = e->end - fmax(e->start, fmax(ready, ready_time(waker)));
+        if (after < 0) continue;
+        s->stage[e->stage].wake_s += after;
+        s->stage[e->stage].wakes += 1;
     }
     free(links);
+    free(wakers);
     return BG_OK;
 }
 
@@ -185,6 +282,8 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
         st->room_next_s /= steps;
         st->copy_s /= steps;
         st->link_wait_s /= steps;
+        st->wake_s /= steps;
+        st->wakes /= steps;
     }
 }
 
@@ -297,7 +396,7 @@ bg_status_t bg_timeline_summarize(const bg_timeline_t *tl, bg_timeline_summary_t
         if (e->stage >= 0 && s->stage[e->stage].device < 0) s->stage[e->stage].device = e->device;
         account_event(s, e);
     }
-    BG_CHECK_GOTO(account_link_waits(s, tl), st, fail);
+    BG_CHECK_GOTO(account_neighbour_waits(s, tl), st, fail);
     BG_CHECK_GOTO(account_edge_waits(s, tl), st, fail);
     for (int i = 0; i < tl->stages; i++)
         if (s->stage[i].device < 0) s->stage[i].device = i % tl->devices;
@@ -409,6 +508,16 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
                     i, 1e3 * (k ? s->stage[i].room_next_s : s->stage[i].room_prev_s),
                     k ? "activations" : "gradients", next, chain);
         }
+    /* The hand-offs: the part of a stage's waits after its neighbour was
+     * ready, which a busy machine stretches. */
+    for (int i = 0; i < s->stages; i++) {
+        const bg_stage_summary_t *st = &s->stage[i];
+        if (st->wake_s <= 0 || st->wake_s < 0.02 * s->step_s) continue;
+        fprintf(out,
+                "stage %d: %.3f ms per step of its waits came after its neighbours were ready "
+                "(%.0f waits, %.0f us each): the hand-off to its thread, not their slowness\n",
+                i, 1e3 * st->wake_s, st->wakes, 1e6 * st->wake_s / st->wakes);
+    }
     /* The rest of a device's waits: at the step's start, until its thread
      * was woken; at the optimizer step, until every device has finished
      * its step's ops; and after its own optimizer step, idle until the
@@ -463,7 +572,8 @@ static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
 static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
     static const char *const names[] = {"stage",       "device",      "compute_s",   "forward_s",
                                         "backward_s",  "weight_s",    "wait_prev_s", "wait_next_s",
-                                        "room_prev_s", "room_next_s", "copy_s",      "link_wait_s"};
+                                        "room_prev_s", "room_next_s", "copy_s",      "link_wait_s",
+                                        "wake_s",      "wakes"};
     const bg_stage_summary_t *st = &s->stage[i];
     const double values[] = {i,
                              st->device,
@@ -476,14 +586,16 @@ static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
                              st->room_prev_s,
                              st->room_next_s,
                              st->copy_s,
-                             st->link_wait_s};
+                             st->link_wait_s,
+                             st->wake_s,
+                             st->wakes};
     cJSON *item = cJSON_CreateObject();
     if (item == NULL) return 0;
     if (!cJSON_AddItemToArray(array, item)) {
         cJSON_Delete(item);
         return 0;
     }
-    return add_numbers(item, names, values, 12);
+    return add_numbers(item, names, values, (int)(sizeof values / sizeof values[0]));
 }
 
 bg_status_t bg_summary_to_json(const bg_timeline_summary_t *s, cJSON *object) {

@@ -52,6 +52,15 @@ typedef struct bg_stage_summary {
      * link into it (a LINK event of the same step, stage, peer and
      * micro-batch): transfer time the stage could not hide. */
     double link_wait_s;
+    /* Of its waits (for messages and for room), the time after the
+     * neighbour had made it ready (sent the message, or taken one and so
+     * freed a slot) until this stage's thread ran again: the hand-off
+     * between threads, tens of microseconds a wait on a quiet machine and
+     * more where other work holds the cores; not the neighbour's slowness.
+     * From waits whose neighbour's copy recorded its wake of a sleeper
+     * (bg_event_t.tail_s > 0: host-timed devices, and the simulator's
+     * hand-offs); `wakes` counts those waits. */
+    double wake_s, wakes;
 } bg_stage_summary_t;
 
 typedef struct bg_timeline_summary {
@@ -97,7 +106,10 @@ void bg_timeline_summary_destroy(bg_timeline_summary_t *s);
  * stage imbalance 3.1%; exposed transfer 0.8%; step 12.3 ms (measured)",
  * then for each wait for room to send of at least 2% of the step a line
  * such as "stage 0 waited 1.500 ms per step for room to send activations
- * to stage 1, which had not taken the earlier ones".
+ * to stage 1, which had not taken the earlier ones", and for each stage
+ * whose wake_s is at least 2% of the step a line such as "stage 1: 0.640
+ * ms per step of its waits came after its neighbours were ready (16 waits,
+ * 40 us each): the hand-off to its thread, not their slowness".
  * BG_ERR_IO if writing to out fails. */
 bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const size_t *peak_bytes);
 
