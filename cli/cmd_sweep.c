@@ -64,7 +64,8 @@ static const char help[] =
     "                       update part of the step\n"
     "  --momentum X         sgd momentum (default 0; > 0 keeps a velocity buffer)\n"
     "  --data SOURCE        synthetic (default), fashion-mnist or a directory\n"
-    "  --chart FILE.svg     draw samples/s and bubble against M\n"
+    "  --chart FILE.svg     draw samples/s and bubble against M (measured: with\n"
+    "                       each point's plan simulated, dotted)\n"
     "  --metrics FILE.json  every point's figures (a simulated point's stages as\n"
     "                       simulate --metrics has them, a measured one's as\n"
     "                       train --metrics), and the skipped points with the\n"
@@ -496,6 +497,7 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
     point->bubble_measured = summary->bubble_measured;
     point->simulated = o->simulate;
     point->bubble_theory = summary->bubble_theory;
+    if (predicted_ms > 0) point->simulated_samples_per_s = (double)o->batch / (predicted_ms * 1e-3);
     print_row(out, point, bg_schedule_kind_name(kind), summary, predicted_ms, plan, peaks,
               reversed ? "  (devices the other way round)" : "");
     if (reversed) c->reversed_points++;

@@ -366,12 +366,19 @@ static int compare_points(const void *a, const void *b) {
     return (x->microbatches > y->microbatches) - (x->microbatches < y->microbatches);
 }
 
-/* value of a point in series 0 (samples/s), 1 (bubble %), 2 (theory %);
- * NaN for a skipped point. */
+enum { SERIES_RATE, SERIES_BUBBLE, SERIES_THEORY, SERIES_SIMULATED, SERIES_COUNT };
+
+/* value of a point in a series: samples/s, bubble %, theory %, or the
+ * simulated samples/s of a measured point; NaN for a skipped point or a
+ * point without a simulated figure. */
 static double series_value(const bg_sweep_point_t *p, int series) {
     if (p->skipped) return NAN;
-    return series == 0 ? p->samples_per_s
-                       : 100 * (series == 1 ? p->bubble_measured : p->bubble_theory);
+    switch (series) {
+    case SERIES_RATE: return p->samples_per_s;
+    case SERIES_BUBBLE: return 100 * p->bubble_measured;
+    case SERIES_THEORY: return 100 * p->bubble_theory;
+    default: return p->simulated_samples_per_s > 0 ? p->simulated_samples_per_s : NAN;
+    }
 }
 
 /* One schedule's line of one series, then its markers. The k-th schedule
@@ -381,9 +388,14 @@ static double series_value(const bg_sweep_point_t *p, int series) {
  * schedules (until 2026-12-06 the third and fourth were drawn alike). */
 static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point_t *sorted,
                         int count, const char *schedule, int k, int series, const char *colour) {
-    static const char *const classes[] = {"throughput", "bubble", "theory"};
+    static const char *const classes[] = {"throughput", "bubble", "theory", "simulated"};
+    /* Each series' line: width (before narrowing) and dashes. */
+    static const double widths[] = {3.5, 2.0, 2.0, 2.0};
+    static const char *const dashes[] = {"", "", " stroke-dasharray=\"6 4\"",
+                                         " stroke-dasharray=\"1.5 3\" stroke-linecap=\"round\""};
     const double narrower = 0.8 * (k < 3 ? k : 3); /* of the line, and the markers' radius */
-    double max = series == 0 ? c->left_max : c->right_max;
+    const int left = series == SERIES_RATE || series == SERIES_SIMULATED;
+    double max = left ? c->left_max : c->right_max;
     /* The path starts at the first figure drawn: a schedule with none
      * (every point skipped) has no line, not a path that draws nothing
      * (d=""), which some tools warn of. */
@@ -399,18 +411,24 @@ static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point
             fprintf(out, "<path class=\"%s\" data-schedule=\"", classes[series]);
             put_escaped(out, schedule);
             fprintf(out, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s d=\"", colour,
-                    (series == 0 ? 3.5 : 2.0) - (series == 0 ? narrower : narrower / 2),
-                    series == 2 ? " stroke-dasharray=\"6 4\"" : "");
+                    widths[series] - (series == SERIES_RATE ? narrower : narrower / 2),
+                    dashes[series]);
             started = 1;
         }
         fprintf(out, "%c%.2f %.2f ", pen_up ? 'M' : 'L', chart_x(c, sorted[i].microbatches),
                 chart_y(c, v, max));
         pen_up = 0;
     }
-    if (started) fprintf(out, "\"/>\n");
+    if (started && series == SERIES_SIMULATED) {
+        fprintf(out, "\"><title>");
+        put_escaped(out, schedule);
+        fprintf(out, ": samples/s of each point's plan simulated</title></path>\n");
+    } else if (started) {
+        fprintf(out, "\"/>\n");
+    }
     /* A theory figure with no drawn neighbour (one point, or one between
      * skipped ones) is no line at all: a short dash at it instead. */
-    for (int i = 0; series == 2 && i < count; i++) {
+    for (int i = 0; series == SERIES_THEORY && i < count; i++) {
         double v = series_value(&sorted[i], series);
         if (strcmp(sorted[i].schedule, schedule) != 0 || !isfinite(v)) continue;
         int before = 0, after = 0; /* the schedule's points next to this one, drawn */
@@ -436,7 +454,7 @@ static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point
         fprintf(out, ", M=%d: bubble %.1f%% in theory</title></path>\n", sorted[i].microbatches, v);
     }
     /* Skipped points: a cross on the M axis, once (with the first series). */
-    for (int i = 0; series == 0 && i < count; i++) {
+    for (int i = 0; series == SERIES_RATE && i < count; i++) {
         if (strcmp(sorted[i].schedule, schedule) != 0 || !sorted[i].skipped) continue;
         const double x = chart_x(c, sorted[i].microbatches), y = c->y0 + c->height - 8 - 6 * k;
         fprintf(out,
@@ -447,11 +465,11 @@ static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point
         fprintf(out, ", M=%d: skipped (the sweep's table says why)</title></path>\n",
                 sorted[i].microbatches);
     }
-    for (int i = 0; series < 2 && i < count; i++) {
+    for (int i = 0; (series == SERIES_RATE || series == SERIES_BUBBLE) && i < count; i++) {
         double v = series_value(&sorted[i], series);
         if (strcmp(sorted[i].schedule, schedule) != 0 || !isfinite(v)) continue;
         double x = chart_x(c, sorted[i].microbatches), y = chart_y(c, v, max);
-        if (series == 0)
+        if (series == SERIES_RATE)
             fprintf(out, "<circle class=\"point\" cx=\"%.2f\" cy=\"%.2f\" r=\"%.1f\" fill=\"%s\">",
                     x, y, 5.0 - narrower, colour);
         else
@@ -462,11 +480,12 @@ static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point
                     colour);
         fprintf(out, "<title>");
         put_escaped(out, schedule);
-        fprintf(out,
-                ", M=%d: %.1f samples/s, bubble %.1f%% (theory %.1f%%), step %.3f ms</title>%s\n",
-                sorted[i].microbatches, sorted[i].samples_per_s, 100 * sorted[i].bubble_measured,
-                100 * sorted[i].bubble_theory, sorted[i].step_ms,
-                series == 0 ? "</circle>" : "</rect>");
+        fprintf(out, ", M=%d: %.1f samples/s", sorted[i].microbatches, sorted[i].samples_per_s);
+        const double simulated = series_value(&sorted[i], SERIES_SIMULATED);
+        if (isfinite(simulated)) fprintf(out, " (%.1f simulated)", simulated);
+        fprintf(out, ", bubble %.1f%% (theory %.1f%%), step %.3f ms</title>%s\n",
+                100 * sorted[i].bubble_measured, 100 * sorted[i].bubble_theory, sorted[i].step_ms,
+                series == SERIES_RATE ? "</circle>" : "</rect>");
     }
 }
 
@@ -541,12 +560,16 @@ static void draw_chart_axes(FILE *out, const chart_layout_t *c, double left_step
 }
 
 /* `bubble`: the key of the bubble line, measured or simulated;
- * drawn[i]: whether names[i] has a point not skipped. */
+ * drawn[i]: whether names[i] has a point not skipped; with_simulated: a
+ * key for the simulated samples/s too. */
 static void draw_chart_legend(FILE *out, const char **names, const int *drawn, int schedules,
-                              const char *bubble, double x, double y) {
-    const char *const keys[] = {"samples/s (left)", bubble, "bubble theory (right)"};
-    static const char *const styles[] = {"stroke-width=\"2.5\"", "stroke-width=\"1.5\"",
-                                         "stroke-width=\"1.5\" stroke-dasharray=\"6 4\""};
+                              const char *bubble, int with_simulated, double x, double y) {
+    const char *const keys[] = {"samples/s (left)", bubble, "bubble theory (right)",
+                                "simulated samples/s (left)"};
+    static const char *const styles[] = {
+        "stroke-width=\"2.5\"", "stroke-width=\"1.5\"",
+        "stroke-width=\"1.5\" stroke-dasharray=\"6 4\"",
+        "stroke-width=\"2\" stroke-dasharray=\"1.5 3\" stroke-linecap=\"round\""};
     fprintf(out, "<g class=\"legend\" " FONT " font-size=\"12\" fill=\"#222\">\n");
     double at = x;
     for (int i = 0; i < schedules; i++) {
@@ -560,7 +583,7 @@ static void draw_chart_legend(FILE *out, const char **names, const int *drawn, i
         at += 24 + 7.0 * (double)(strlen(names[i]) + (drawn[i] ? 0 : 22)) + 20;
     }
     at = x;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 3 + with_simulated; k++) {
         fprintf(out,
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\" %s/>"
                 "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
@@ -651,15 +674,19 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
     qsort(sorted, (size_t)count, sizeof *sorted, compare_points);
     int schedules = 0;
     double max_rate = 0, max_bubble = 0;
+    int with_simulated = 0; /* a point has a simulated samples/s */
     for (int i = 0; i < count; i++) {
         int seen = -1;
         for (int j = 0; j < schedules && seen < 0; j++)
             if (strcmp(names[j], points[i].schedule) == 0) seen = j;
         if (seen < 0) names[seen = schedules++] = points[i].schedule;
         drawn[seen] |= !points[i].skipped;
-        const double rate = series_value(&points[i], 0);
-        if (isfinite(rate) && rate > max_rate) max_rate = rate;
-        for (int series = 1; series < 3; series++) {
+        for (int series = SERIES_RATE; series <= SERIES_SIMULATED; series += 3) {
+            const double rate = series_value(&points[i], series);
+            if (isfinite(rate) && rate > max_rate) max_rate = rate;
+            with_simulated |= series == SERIES_SIMULATED && isfinite(rate);
+        }
+        for (int series = SERIES_BUBBLE; series <= SERIES_THEORY; series++) {
             double v = series_value(&points[i], series);
             if (isfinite(v) && v > max_bubble) max_bubble = v;
         }
@@ -690,7 +717,7 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
     if (subtitle != NULL) put_subtitle(out, subtitle, c.x0);
     draw_chart_axes(out, &c, left_step, right_step, sorted, count);
     for (int i = 0; i < schedules; i++)
-        for (int series = 0; series < 3; series++)
+        for (int series = 0; series < SERIES_COUNT; series++)
             draw_series(out, &c, sorted, count, names[i], i, series, palette[i % 8]);
     int simulated = 0;
     for (int i = 0; i < count; i++) simulated += points[i].simulated != 0;
@@ -698,7 +725,7 @@ bg_status_t bg_svg_chart_write(const char *path, const bg_sweep_point_t *points,
                       simulated == count ? "bubble predicted (right)"
                       : simulated > 0    ? "bubble measured or predicted (right)"
                                          : "bubble measured (right)",
-                      c.x0, c.y0 + c.height + 72);
+                      with_simulated, c.x0, c.y0 + c.height + 72);
     fputs("</svg>", out);
     st = svg_close(&doc, path, "svg chart");
 done:

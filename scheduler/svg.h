@@ -43,6 +43,9 @@ typedef struct bg_sweep_point {
     double step_ms;
     int simulated; /* predicted by the simulator, not measured */
     int skipped;   /* did not fit, or could not run: no figures (they are not read) */
+    /* A measured point's plan simulated: its samples/s; 0 (or not finite)
+     * where there is none. */
+    double simulated_samples_per_s;
 } bg_sweep_point_t;
 
 /* Writes a chart of points to path: M on a log2 x axis, samples/s on the
@@ -55,7 +58,9 @@ typedef struct bg_sweep_point {
  * schedule whose every point was skipped keeps its colour and says so in
  * the legend. <path class="throughput">, <path class="bubble"> and <path
  * class="theory"> per schedule; <circle class="point"> per finite
- * samples/s value.
+ * samples/s value. Where measured points carry a simulated samples/s, a
+ * dotted line on the left axis per schedule (<path class="simulated">,
+ * with a legend key) sets the simulator's figures beside them.
  *
  * BG_ERR_INVALID for NULL arguments, count < 1, no point that was not
  * skipped, a NULL schedule name or M < 1; BG_ERR_IO naming the path when it

@@ -2533,9 +2533,19 @@ assert re.fullmatch(r"simulated against measured: mean \|error\| [0-9]+% over 2 
 fi
 # --metrics: each point's steps, spread and stages, as the table prints them.
 if expect 0 "" -- sweep "$MODEL" --devices cpu:2 --steps 3 --warmup 0 --microbatches 2 \
-    --batch 16 --metrics "$T/measured.json"; then
+    --batch 16 --metrics "$T/measured.json" --chart "$T/measured.svg"; then
     check "sweep --metrics says where it wrote" \
         grep -qxF "metrics written to $T/measured.json" "$ERR"
+    # The chart draws the point's plan simulated beside the measured one.
+    check "a measured sweep's chart has the simulated samples/s" python3 -c '
+import json, sys
+(q,) = json.load(open(sys.argv[1]))["points"]
+text = open(sys.argv[2]).read()
+assert text.count("<path class=\"simulated\"") == 1, text
+want = "1f1b, M=2: %.1f samples/s (%.1f simulated)" % (16 / q["timeline"]["step_s"],
+                                                      16 / (q["simulated_step_ms"] * 1e-3))
+assert want in text, (want, text)
+assert ">simulated samples/s (left)<" in text, text' "$T/measured.json" "$T/measured.svg"
     check "a measured sweep's metrics hold its row's figures" python3 -c '
 import json, sys
 p = json.load(open(sys.argv[1]))

@@ -1053,16 +1053,16 @@ static void test_svg_timeline(void **state) {
 static void test_svg_chart(void **state) {
     (void)state;
     bg_sweep_point_t points[] = {
-        {"1f1b", 8, 1000, 0.27, 3.0 / 11, 8.9, 0, 0},
-        {"1f1b", 1, 300, 0.75, 0.75, 3.3, 0, 0},
-        {"gpipe", 2, 480, 0.61, 0.6, 4.2, 0, 0},
-        {"1f1b", 4, 700, 0.43, 3.0 / 7, 5.7, 0, 0},
-        {"1f1b", 2, 500, 0.6, 0.6, 4.0, 0, 0},
-        {"gpipe", 8, NAN, 0.28, 3.0 / 11, 9.0, 0, 0},
-        {"gpipe", 1, 290, 0.76, 0.75, 3.4, 0, 0},
-        {"a<b", 4, 650, 0.2, 0.2, 6, 0, 0},
+        {"1f1b", 8, 1000, 0.27, 3.0 / 11, 8.9, 0, 0, 0},
+        {"1f1b", 1, 300, 0.75, 0.75, 3.3, 0, 0, 0},
+        {"gpipe", 2, 480, 0.61, 0.6, 4.2, 0, 0, 0},
+        {"1f1b", 4, 700, 0.43, 3.0 / 7, 5.7, 0, 0, 0},
+        {"1f1b", 2, 500, 0.6, 0.6, 4.0, 0, 0, 0},
+        {"gpipe", 8, NAN, 0.28, 3.0 / 11, 9.0, 0, 0, 0},
+        {"gpipe", 1, 290, 0.76, 0.75, 3.4, 0, 0, 0},
+        {"a<b", 4, 650, 0.2, 0.2, 6, 0, 0, 0},
         /* Skipped: its figures are not read, whatever they hold. */
-        {"zb-h1", 4, 9999, 9, 9, 9, 0, 1},
+        {"zb-h1", 4, 9999, 9, 9, 9, 0, 1, 0},
     };
     const char *path = temp_path("chart.svg");
     check_ok(bg_svg_chart_write(path, points, 9, "model.model, batch 64, on cpu:0, cpu:1"));
@@ -1110,7 +1110,28 @@ static void test_svg_chart(void **state) {
        past the fastest point (1000, in steps of 200), not to it. */
     assert_non_null(strstr(text, ">bubble measured (right)<"));
     assert_non_null(strstr(text, ">1200<"));
+    /* No point has a simulated figure: no dotted line, no key for one. */
+    assert_null(strstr(text, "class=\"simulated\""));
+    assert_null(strstr(text, "simulated samples/s"));
     free(text);
+    /* Measured points with their plans' simulated samples/s: a dotted line
+     * per schedule beside the measured one, on the same axis (1400 lifts
+     * it to 1500), in the points' titles and the legend. gpipe's M = 8
+     * rate is NaN, but its simulated figure is drawn. */
+    const double simulated[] = {1400, 320, 450, 690, 520, 700, 280, 600};
+    for (int i = 0; i < 8; i++) points[i].simulated_samples_per_s = simulated[i];
+    check_ok(bg_svg_chart_write(path, points, 9, NULL));
+    text = read_all(path);
+    expect_well_formed(text);
+    assert_int_equal(count_of(text, "<path class=\"simulated\""), 3);
+    assert_int_equal(path_points(text, "simulated", "1f1b", "MLLL", xs), 4);
+    expect_near(xs[3], 786.67, 1e-9);
+    assert_int_equal(path_points(text, "simulated", "gpipe", "MLL", xs), 3);
+    assert_non_null(strstr(text, ">simulated samples/s (left)<"));
+    assert_non_null(strstr(text, "1f1b, M=8: 1000.0 samples/s (1400.0 simulated), bubble"));
+    assert_non_null(strstr(text, ">1500<"));
+    free(text);
+    for (int i = 0; i < 8; i++) points[i].simulated_samples_per_s = 0;
     /* Simulated points: a predicted bubble. */
     for (int i = 0; i < 8; i++) points[i].simulated = 1;
     check_ok(bg_svg_chart_write(path, points, 8, NULL));
@@ -1273,7 +1294,7 @@ static void test_unwritable_paths(void **state) {
     const char *path = "/nonexistent-brigade-dir/out.file";
     expect_io_error(bg_trace_write(path, tl), path);
     expect_io_error(bg_svg_timeline_write(path, tl, -1), path);
-    bg_sweep_point_t point = {"1f1b", 4, 100, 0.4, 0.4, 1, 0, 0};
+    bg_sweep_point_t point = {"1f1b", 4, 100, 0.4, 0.4, 1, 0, 0, 0};
     expect_io_error(bg_svg_chart_write(path, &point, 1, NULL), path);
     if (access("/dev/full", W_OK) == 0) {
         expect_io_error(bg_trace_write("/dev/full", tl), "/dev/full");
