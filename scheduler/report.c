@@ -147,11 +147,13 @@ static bg_status_t sorted_events(const bg_timeline_t *tl,
     return BG_OK;
 }
 
-/* For each wait on a neighbour: adds to its device's and stage's
- * link_wait_s the part during which its message crossed the link (a wait
- * for a message), and to its stage's wake_s the part after the message
- * (or the room) was ready, past the link's crossing, counting it. */
-static bg_status_t account_neighbour_waits(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
+/* For each event i of tl that is a wait on a neighbour: link[i], the LINK
+ * event of its message's crossing (a wait for a message) or NULL, and
+ * ready[i], when the neighbour made its message or room ready, past that
+ * crossing (NAN where no copy ended it: is_waker). Other events get NULL
+ * and NAN. Either array may be NULL. */
+static bg_status_t match_neighbour_waits(const bg_timeline_t *tl, const bg_event_t **link,
+                                         double *ready) {
     const bg_event_t **links, **wakers;
     int links_n, wakers_n;
     BG_CHECK(sorted_events(tl, is_link, compare_links, &links, &links_n));
@@ -161,30 +163,65 @@ static bg_status_t account_neighbour_waits(bg_timeline_summary_t *s, const bg_ti
         return st;
     }
     for (int i = 0; i < tl->count; i++) {
-        const bg_event_t *e = &tl->events[i];
-        if (e->kind != BG_EVENT_WAIT || e->peer_stage < 0 || e->stage < 0) continue;
-        const bg_event_t *key = e, **link = NULL;
-        if (!e->to_send && links_n > 0)
-            link = bsearch(&key, links, (size_t)links_n, sizeof *links, compare_links);
-        double ready = -INFINITY;
-        if (link != NULL) {
-            const double overlap = fmin(e->end, (*link)->end) - fmax(e->start, (*link)->start);
-            if (overlap > 0) {
-                s->device[e->device].link_wait_s += overlap;
-                s->stage[e->stage].link_wait_s += overlap;
-            }
-            ready = (*link)->end;
-        }
-        const bg_event_t *waker = waker_of(e, wakers, wakers_n);
-        if (waker == NULL) continue;
-        const double after = e->end - fmax(e->start, fmax(ready, ready_time(waker)));
-        if (after < 0) continue;
-        s->stage[e->stage].wake_s += after;
-        s->stage[e->stage].wakes += 1;
+        const bg_event_t *e = &tl->events[i], *key = e, **crossing = NULL, *waker = NULL;
+        const int waits = e->kind == BG_EVENT_WAIT && e->peer_stage >= 0 && e->stage >= 0;
+        if (waits && !e->to_send && links_n > 0)
+            crossing = bsearch(&key, links, (size_t)links_n, sizeof *links, compare_links);
+        if (waits) waker = waker_of(e, wakers, wakers_n);
+        if (link != NULL) link[i] = crossing != NULL ? *crossing : NULL;
+        if (ready != NULL)
+            ready[i] = waker == NULL ? NAN
+                                     : fmax(ready_time(waker),
+                                            crossing != NULL ? (*crossing)->end : -INFINITY);
     }
     free(links);
     free(wakers);
     return BG_OK;
+}
+
+bg_status_t bg_timeline_wait_ready(const bg_timeline_t *tl, double **out) {
+    if (tl == NULL || out == NULL) return bg_error_set(BG_ERR_INVALID, "timeline: NULL argument");
+    *out = NULL;
+    double *ready = malloc(sizeof *ready * (size_t)(tl->count > 0 ? tl->count : 1));
+    if (ready == NULL) return bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory");
+    bg_status_t st = match_neighbour_waits(tl, NULL, ready);
+    if (st != BG_OK) {
+        free(ready);
+        return st;
+    }
+    *out = ready;
+    return BG_OK;
+}
+
+/* For each wait on a neighbour: adds to its device's and stage's
+ * link_wait_s the part during which its message crossed the link (a wait
+ * for a message), and to its stage's wake_s the part after the message
+ * (or the room) was ready, past the link's crossing, counting it. */
+static bg_status_t account_neighbour_waits(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
+    if (tl->count == 0) return BG_OK;
+    const bg_event_t **link = malloc(sizeof *link * (size_t)tl->count);
+    double *ready = malloc(sizeof *ready * (size_t)tl->count);
+    bg_status_t st = BG_OK;
+    if (link == NULL || ready == NULL)
+        st = bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory");
+    if (st == BG_OK) st = match_neighbour_waits(tl, link, ready);
+    for (int i = 0; st == BG_OK && i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (link[i] != NULL) {
+            const double overlap = fmin(e->end, link[i]->end) - fmax(e->start, link[i]->start);
+            if (overlap > 0) {
+                s->device[e->device].link_wait_s += overlap;
+                s->stage[e->stage].link_wait_s += overlap;
+            }
+        }
+        const double after = e->end - fmax(e->start, ready[i]);
+        if (isnan(ready[i]) || after < 0) continue;
+        s->stage[e->stage].wake_s += after;
+        s->stage[e->stage].wakes += 1;
+    }
+    free(link);
+    free(ready);
+    return st;
 }
 
 /* Each device's start_wait_s and end_wait_s (summed, before

@@ -117,6 +117,13 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
  * alone); NAN for a step out of range, or without memory. */
 double bg_timeline_step_bubble(const bg_timeline_t *tl, int step);
 
+/* Sets *out to an array of tl->count times (freed with free()): for each
+ * event that is a wait on a neighbour, when that neighbour made the wait's
+ * message or room ready (past the message's crossing of a link), as
+ * wake_s counts it; NAN for the other events and where no copy that ended
+ * the wait is known. BG_ERR_INVALID for NULL arguments; BG_ERR_NOMEM. */
+bg_status_t bg_timeline_wait_ready(const bg_timeline_t *tl, double **out);
+
 /* Adds every figure to an existing JSON object: "schedule" (its name),
  * "chunks", "microbatches", "steps", "measured" (bool), "step_s",
  * "bubble_measured", "step_median_s", "bubble_median", "step_min_s", "step_max_s",

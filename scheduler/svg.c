@@ -103,7 +103,11 @@ typedef struct timeline_layout {
     const bg_timeline_t *tl; /* drawn */
     int present[BG_EVENT_KINDS];
     int room_waits; /* 1: a wait for room to send is drawn (its own hatch) */
+    int handoffs;   /* 1: a wait's hand-off is drawn */
 } timeline_layout_t;
+
+/* A wait's hand-off: its part after the neighbour was ready. */
+static const char *const handoff_fill = "#3b3b3b";
 
 /* A wait for a message (or at the optimizer step) is hatched red; one for
  * room to send (the neighbour had not taken the earlier messages: it is
@@ -117,7 +121,24 @@ static double x_of(const timeline_layout_t *l, double t) {
     return l->x0 + (t - l->t0) / (l->t1 - l->t0) * l->width;
 }
 
-static void draw_event(FILE *out, const timeline_layout_t *l, const bg_event_t *e, double y) {
+/* Over a wait, its hand-off: from `ready` (bg_timeline_wait_ready), when
+ * the neighbour had sent the message or freed the room, to its end, when
+ * this stage's thread ran again. */
+static void draw_handoff(FILE *out, const timeline_layout_t *l, const bg_event_t *e, double ready,
+                         double y) {
+    const double from = fmax(e->start, ready);
+    if (!(e->end > from)) return;
+    fprintf(out,
+            "<rect class=\"handoff\" data-stage=\"%d\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+            "height=\"7\" fill=\"%s\"><title>hand-off: stage %d was ready at %.3f ms, this "
+            "thread ran at %.3f ms (%.0f us)</title></rect>\n",
+            e->stage, x_of(l, from), y + 28, x_of(l, e->end) - x_of(l, from), handoff_fill,
+            e->peer_stage, 1e3 * (from - l->t0), 1e3 * (e->end - l->t0), 1e6 * (e->end - from));
+}
+
+/* `ready`: for a wait, when its neighbour was ready (NAN: not known). */
+static void draw_event(FILE *out, const timeline_layout_t *l, const bg_event_t *e, double ready,
+                       double y) {
     double x = x_of(l, e->start), w = x_of(l, e->end) - x;
     const char *kind = bg_event_kind_name(e->kind);
     if (is_op(e->kind)) {
@@ -147,6 +168,7 @@ static void draw_event(FILE *out, const timeline_layout_t *l, const bg_event_t *
     fprintf(out, ", stage %d, step %" PRId64 ": %.3f to %.3f ms</title></rect>\n", e->stage,
             bg_timeline_step_number(l->tl, e->step), 1e3 * (e->start - l->t0),
             1e3 * (e->end - l->t0));
+    if (e->kind == BG_EVENT_WAIT && !isnan(ready)) draw_handoff(out, l, e, ready, y);
     if (!is_op(e->kind)) return;
     char label[16];
     if (e->kind == BG_EVENT_STEP)
@@ -191,13 +213,16 @@ static void draw_legend(FILE *out, const timeline_layout_t *l, double y) {
                 x, y + (is_op(k) ? 0 : 4), is_op(k) ? 14 : 7,
                 k == BG_EVENT_WAIT ? "url(#hatch)" : kind_colours[k], x + 28, y + 11, label);
         x += 28 + 7.0 * (double)strlen(label) + 24;
-        if (k != BG_EVENT_WAIT || !l->room_waits) continue;
-        label = "wait for room to send";
-        fprintf(out,
-                "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"7\" "
-                "fill=\"url(#hatch-room)\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-                x, y + 4, x + 28, y + 11, label);
-        x += 28 + 7.0 * (double)strlen(label) + 24;
+        if (k != BG_EVENT_WAIT) continue;
+        for (int extra = 0; extra < 2; extra++) {
+            if (!(extra ? l->handoffs : l->room_waits)) continue;
+            label = extra ? "hand-off (neighbour ready)" : "wait for room to send";
+            fprintf(out,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"7\" "
+                    "fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                    x, y + 4, extra ? handoff_fill : "url(#hatch-room)", x + 28, y + 11, label);
+            x += 28 + 7.0 * (double)strlen(label) + 24;
+        }
     }
     fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#666\">empty: idle</text>\n</g>\n", x, y + 11);
 }
@@ -285,10 +310,17 @@ bg_status_t bg_svg_timeline_write(const char *path, const bg_timeline_t *tl, int
     bg_status_t st = BG_OK;
     timeline_layout_t l = {.tl = tl};
     int *ops = calloc((size_t)tl->stages, sizeof *ops);
+    double *ready = NULL; /* each wait's neighbour ready */
     svg_doc_t doc = {0};
     FILE *out = NULL;
     BG_ALLOC_CHECK_GOTO(ops, st, done);
+    BG_CHECK_GOTO(bg_timeline_wait_ready(tl, &ready), st, done);
     plan_timeline(tl, step, &l, ops);
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if ((step < 0 || e->step == step) && !isnan(ready[i]) && e->end > fmax(e->start, ready[i]))
+            l.handoffs = 1;
+    }
     size_t name_chars = 0;
     for (int d = 0; d < tl->devices; d++)
         if (strlen(tl->device_names[d]) > name_chars) name_chars = strlen(tl->device_names[d]);
@@ -331,7 +363,8 @@ bg_status_t bg_svg_timeline_write(const char *path, const bg_timeline_t *tl, int
         fprintf(out, ")</text>\n");
         for (int i = 0; i < tl->count; i++) {
             const bg_event_t *e = &tl->events[i];
-            if (event_row(e) == s && (step < 0 || e->step == step)) draw_event(out, &l, e, y);
+            if (event_row(e) == s && (step < 0 || e->step == step))
+                draw_event(out, &l, e, ready[i], y);
         }
         fprintf(out, "</g>\n");
     }
@@ -340,6 +373,7 @@ bg_status_t bg_svg_timeline_write(const char *path, const bg_timeline_t *tl, int
     st = svg_close(&doc, path, "svg timeline");
 done:
     free(ops);
+    free(ready);
     bg_timeline_summary_destroy(summary);
     return st;
 }

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "report.h"
 #include "text_file.h"
 
 static int is_transfer(bg_event_kind_t kind) {
@@ -108,8 +109,11 @@ static cJSON *complete_event(const char *name, const char *category, int pid, in
  * step, from 0), run_step (the run's, from 1) where the timeline knows it,
  * peer_stage for transfers and links (not the barrier's wait), and where
  * an event has a tail (bg_event_t.tail_s) check_us (F, B) or wake_us
- * (send, recv). */
-static int add_event(trace_text_t *out, const bg_timeline_t *tl, const bg_event_t *e) {
+ * (send, recv), and for a wait on a neighbour whose readiness is known
+ * (`ready`, bg_timeline_wait_ready) handoff_us, its part after it. */
+static int add_event(trace_text_t *out, const bg_timeline_t *tl, const bg_event_t *e,
+                     double ready) {
+    const double handoff = isnan(ready) ? -1 : e->end - fmax(e->start, ready);
     const int64_t run_step = bg_timeline_run_step(tl, e->step);
     char name[BG_EVENT_NAME_MAX];
     bg_event_describe(e, name, sizeof name);
@@ -126,7 +130,8 @@ static int add_event(trace_text_t *out, const bg_timeline_t *tl, const bg_event_
           cJSON_AddNumberToObject(args, "peer_stage", e->peer_stage) == NULL) ||
          (e->tail_s > 0 &&
           cJSON_AddNumberToObject(args, is_transfer(e->kind) ? "wake_us" : "check_us",
-                                  1e6 * e->tail_s) == NULL))) {
+                                  1e6 * e->tail_s) == NULL) ||
+         (handoff >= 0 && cJSON_AddNumberToObject(args, "handoff_us", 1e6 * handoff) == NULL))) {
         cJSON_Delete(item);
         item = NULL;
     }
@@ -203,7 +208,9 @@ static int add_step_spans(trace_text_t *out, const bg_timeline_t *tl) {
 
 bg_status_t bg_trace_write(const char *path, const bg_timeline_t *tl) {
     if (path == NULL || tl == NULL) return bg_error_set(BG_ERR_INVALID, "trace: NULL argument");
-    bg_status_t st = BG_OK;
+    double *ready = NULL; /* each wait's neighbour ready */
+    bg_status_t st = bg_timeline_wait_ready(tl, &ready);
+    if (st != BG_OK) return st;
     int lanes = tl->stages > tl->devices ? tl->stages : tl->devices;
     unsigned char *used = calloc((size_t)tl->devices * (size_t)lanes * BG_TRACE_LANES, 1);
     trace_text_t out = {0};
@@ -211,7 +218,7 @@ bg_status_t bg_trace_write(const char *path, const bg_timeline_t *tl) {
     if (used == NULL || !append(&out, head, strlen(head)) || !add_lane_names(&out, tl, used))
         goto nomem;
     for (int i = 0; i < tl->count; i++)
-        if (!add_event(&out, tl, &tl->events[i])) goto nomem;
+        if (!add_event(&out, tl, &tl->events[i], ready[i])) goto nomem;
     if (!add_step_spans(&out, tl) || !append(&out, tail, strlen(tail))) goto nomem;
     st = bg_text_file_write(path, out.text, "trace");
     goto done;
@@ -220,5 +227,6 @@ nomem:
 done:
     free(out.text);
     free(used);
+    free(ready);
     return st;
 }

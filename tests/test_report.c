@@ -368,105 +368,6 @@ static void test_link_waits(void **state) {
     bg_timeline_destroy(tl);
 }
 
-/* Adds a copy (SEND or RECV) whose last tail_ms was its wake of the peer. */
-static void add_copy(bg_timeline_t *tl, bg_event_kind_t kind, int stage, int mb, int peer,
-                     double start_ms, double end_ms, double tail_ms) {
-    check_ok(bg_timeline_add(tl, &(bg_event_t){.kind = kind,
-                                               .device = stage,
-                                               .stage = stage,
-                                               .microbatch = mb,
-                                               .peer_stage = peer,
-                                               .start = start_ms * 1e-3,
-                                               .end = end_ms * 1e-3,
-                                               .tail_s = tail_ms * 1e-3}));
-}
-
-static void add_room_wait(bg_timeline_t *tl, int stage, int mb, int peer, double start_ms,
-                          double end_ms) {
-    check_ok(bg_timeline_add(tl, &(bg_event_t){.kind = BG_EVENT_WAIT,
-                                               .device = stage,
-                                               .stage = stage,
-                                               .microbatch = mb,
-                                               .peer_stage = peer,
-                                               .start = start_ms * 1e-3,
-                                               .end = end_ms * 1e-3,
-                                               .to_send = 1}));
-}
-
-/* The part of a wait after the neighbour was ready (its copy done, before
- * its wake of the sleeper) is the hand-off, counted as wake_s: one
- * measured step of 10 ms on two devices. */
-static void test_wake_waits(void **state) {
-    (void)state;
-    static const char *const names[] = {"cpu:0", "cpu:1"};
-    bg_timeline_t *tl = make_timeline(BG_SCHEDULE_1F1B, 2, 2, 1, 2, names);
-    check_ok(bg_timeline_reserve(tl, 0));
-    bg_timeline_add_step(tl, 0, 10e-3);
-    /* F0's output ready at 1.4 ms (its wake 0.1): stage 1 ran at 1.45. */
-    add_copy(tl, BG_EVENT_SEND, 0, 0, 1, 1, 1.5, 0.1);
-    add(tl, BG_EVENT_WAIT, 1, 1, 0, 0, 0, 0, 1.45);
-    add_copy(tl, BG_EVENT_RECV, 1, 0, 0, 1.45, 1.6, 0.05);
-    /* B0's gradient ready at 4.1: stage 0, waiting since 2, ran at 4.6. */
-    add_copy(tl, BG_EVENT_SEND, 1, 0, 0, 4, 4.3, 0.2);
-    add(tl, BG_EVENT_WAIT, 0, 0, 0, 1, 0, 2, 4.6);
-    add_copy(tl, BG_EVENT_RECV, 0, 0, 1, 4.6, 4.8, 0.05);
-    /* Stage 0 waits for room from 5 to 6.3: stage 1's receive ready at 6.1
-     * freed the slot (not the one ready before the wait, nor the one
-     * after it). */
-    add_room_wait(tl, 0, 1, 1, 5, 6.3);
-    add_copy(tl, BG_EVENT_RECV, 1, 1, 0, 6, 6.2, 0.1);
-    add_copy(tl, BG_EVENT_RECV, 1, 2, 0, 7, 7.5, 0.1);
-    /* Stage 1 waits for room from 8 to 9, but stage 0's last receive was
-     * ready before: no receive ends the wait. */
-    add_room_wait(tl, 1, 1, 0, 8, 9);
-    /* A send that recorded no wake (a GPU's, enqueued) ends no wait. */
-    add_copy(tl, BG_EVENT_SEND, 0, 1, 1, 2.5, 2.6, 0);
-    add(tl, BG_EVENT_WAIT, 1, 1, 1, 0, 0, 2, 3);
-    bg_timeline_summary_t *s = NULL;
-    check_ok(bg_timeline_summarize(tl, &s));
-    expect_near(s->stage[0].wake_s, 0.5e-3 + 0.2e-3, 1e-15);
-    expect_near(s->stage[0].wakes, 2, 0);
-    expect_near(s->stage[1].wake_s, 0.05e-3, 1e-15);
-    expect_near(s->stage[1].wakes, 1, 0);
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    check_ok(bg_summary_print(out, s, NULL));
-    fclose(out);
-    /* Stage 0's 7% of the step is named; stage 1's 0.5% is not. */
-    assert_non_null(strstr(text, "stage 0: 0.700 ms per step of its waits came after its "
-                                 "neighbours were ready (2 waits, 350 us each): the hand-off to "
-                                 "its thread, not their slowness\n"));
-    assert_null(strstr(text, "stage 1: "));
-    free(text);
-    cJSON *object = cJSON_CreateObject();
-    check_ok(bg_summary_to_json(s, object));
-    const cJSON *stage = cJSON_GetArrayItem(cJSON_GetObjectItem(object, "stages"), 0);
-    expect_near(number(stage, "wake_s"), 0.7e-3, 1e-15);
-    expect_near(number(stage, "wakes"), 2, 0);
-    cJSON_Delete(object);
-    bg_timeline_summary_destroy(s);
-    bg_timeline_destroy(tl);
-
-    /* Simulated: every copy counts, and a wait for a message that crossed
-     * a link counts from the link's end (2.8 of a wait ending at 3). */
-    bg_timeline_config_t cfg = {.schedule = BG_SCHEDULE_GPIPE,
-                                .devices = 2,
-                                .stages = 2,
-                                .chunks = 1,
-                                .microbatches = 1,
-                                .device_names = names};
-    check_ok(bg_timeline_create(&cfg, &tl));
-    add_copy(tl, BG_EVENT_SEND, 0, 0, 1, 1, 1.2, 0);
-    add(tl, BG_EVENT_LINK, 1, 1, 0, 0, 0, 1.2, 2.8);
-    add(tl, BG_EVENT_WAIT, 1, 1, 0, 0, 0, 0, 3);
-    check_ok(bg_timeline_summarize(tl, &s));
-    expect_near(s->stage[1].link_wait_s, 1.6e-3, 1e-15);
-    expect_near(s->stage[1].wake_s, 0.2e-3, 1e-15);
-    bg_timeline_summary_destroy(s);
-    bg_timeline_destroy(tl);
-}
-
 /* A device whose thread starts late in a step is idle from the step's
  * start to its first event: two steps of 4 ms, device 1's first event
  * 0.5 ms in (a wait for stage 0) in step 0 and 0.3 ms in step 1; device
@@ -1286,6 +1187,153 @@ static void expect_io_error(bg_status_t st, const char *path) {
     assert_int_equal(st, BG_ERR_IO);
     if (strstr(bg_error_message(), path) == NULL)
         fail_msg("message \"%s\" does not name %s", bg_error_message(), path);
+}
+
+/* Adds a copy (SEND or RECV) whose last tail_ms was its wake of the peer. */
+static void add_copy(bg_timeline_t *tl, bg_event_kind_t kind, int stage, int mb, int peer,
+                     double start_ms, double end_ms, double tail_ms) {
+    check_ok(bg_timeline_add(tl, &(bg_event_t){.kind = kind,
+                                               .device = stage,
+                                               .stage = stage,
+                                               .microbatch = mb,
+                                               .peer_stage = peer,
+                                               .start = start_ms * 1e-3,
+                                               .end = end_ms * 1e-3,
+                                               .tail_s = tail_ms * 1e-3}));
+}
+
+static void add_room_wait(bg_timeline_t *tl, int stage, int mb, int peer, double start_ms,
+                          double end_ms) {
+    check_ok(bg_timeline_add(tl, &(bg_event_t){.kind = BG_EVENT_WAIT,
+                                               .device = stage,
+                                               .stage = stage,
+                                               .microbatch = mb,
+                                               .peer_stage = peer,
+                                               .start = start_ms * 1e-3,
+                                               .end = end_ms * 1e-3,
+                                               .to_send = 1}));
+}
+
+/* The part of a wait after the neighbour was ready (its copy done, before
+ * its wake of the sleeper) is the hand-off, counted as wake_s: one
+ * measured step of 10 ms on two devices. */
+static void test_wake_waits(void **state) {
+    (void)state;
+    static const char *const names[] = {"cpu:0", "cpu:1"};
+    bg_timeline_t *tl = make_timeline(BG_SCHEDULE_1F1B, 2, 2, 1, 2, names);
+    check_ok(bg_timeline_reserve(tl, 0));
+    bg_timeline_add_step(tl, 0, 10e-3);
+    /* F0's output ready at 1.4 ms (its wake 0.1): stage 1 ran at 1.45. */
+    add_copy(tl, BG_EVENT_SEND, 0, 0, 1, 1, 1.5, 0.1);
+    add(tl, BG_EVENT_WAIT, 1, 1, 0, 0, 0, 0, 1.45);
+    add_copy(tl, BG_EVENT_RECV, 1, 0, 0, 1.45, 1.6, 0.05);
+    /* B0's gradient ready at 4.1: stage 0, waiting since 2, ran at 4.6. */
+    add_copy(tl, BG_EVENT_SEND, 1, 0, 0, 4, 4.3, 0.2);
+    add(tl, BG_EVENT_WAIT, 0, 0, 0, 1, 0, 2, 4.6);
+    add_copy(tl, BG_EVENT_RECV, 0, 0, 1, 4.6, 4.8, 0.05);
+    /* Stage 0 waits for room from 5 to 6.3: stage 1's receive ready at 6.1
+     * freed the slot (not the one ready before the wait, nor the one
+     * after it). */
+    add_room_wait(tl, 0, 1, 1, 5, 6.3);
+    add_copy(tl, BG_EVENT_RECV, 1, 1, 0, 6, 6.2, 0.1);
+    add_copy(tl, BG_EVENT_RECV, 1, 2, 0, 7, 7.5, 0.1);
+    /* Stage 1 waits for room from 8 to 9, but stage 0's last receive was
+     * ready before: no receive ends the wait. */
+    add_room_wait(tl, 1, 1, 0, 8, 9);
+    /* A send that recorded no wake (a GPU's, enqueued) ends no wait. */
+    add_copy(tl, BG_EVENT_SEND, 0, 1, 1, 2.5, 2.6, 0);
+    add(tl, BG_EVENT_WAIT, 1, 1, 1, 0, 0, 2, 3);
+    bg_timeline_summary_t *s = NULL;
+    check_ok(bg_timeline_summarize(tl, &s));
+    expect_near(s->stage[0].wake_s, 0.5e-3 + 0.2e-3, 1e-15);
+    expect_near(s->stage[0].wakes, 2, 0);
+    expect_near(s->stage[1].wake_s, 0.05e-3, 1e-15);
+    expect_near(s->stage[1].wakes, 1, 0);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    check_ok(bg_summary_print(out, s, NULL));
+    fclose(out);
+    /* Stage 0's 7% of the step is named; stage 1's 0.5% is not. */
+    assert_non_null(strstr(text, "stage 0: 0.700 ms per step of its waits came after its "
+                                 "neighbours were ready (2 waits, 350 us each): the hand-off to "
+                                 "its thread, not their slowness\n"));
+    assert_null(strstr(text, "stage 1: "));
+    free(text);
+    cJSON *object = cJSON_CreateObject();
+    check_ok(bg_summary_to_json(s, object));
+    const cJSON *stage = cJSON_GetArrayItem(cJSON_GetObjectItem(object, "stages"), 0);
+    expect_near(number(stage, "wake_s"), 0.7e-3, 1e-15);
+    expect_near(number(stage, "wakes"), 2, 0);
+    cJSON_Delete(object);
+    /* The picture draws each hand-off over its wait, in the legend too:
+     * stage 0's second from 6.1 to 6.3 ms. */
+    const char *path = temp_path("wakes.svg");
+    check_ok(bg_svg_timeline_write(path, tl, 0));
+    text = read_all(path);
+    unlink(path);
+    expect_well_formed(text);
+    assert_int_equal(count_of(text, "<rect class=\"handoff\""), 3);
+    assert_non_null(strstr(text, ">hand-off: stage 1 was ready at 6.100 ms, this thread ran at "
+                                 "6.300 ms (200 us)</title>"));
+    assert_non_null(strstr(text, ">hand-off (neighbour ready)</text>"));
+    free(text);
+    /* The trace gives each wait's hand-off in its args: stage 0's wait
+     * for B0's gradient, 0.5 ms after it was ready; none for a send. */
+    path = temp_path("wakes.json");
+    check_ok(bg_trace_write(path, tl));
+    text = read_all(path);
+    unlink(path);
+    cJSON *trace = cJSON_Parse(text);
+    free(text);
+    assert_non_null(trace);
+    int handoffs = 0;
+    const cJSON *event;
+    cJSON_ArrayForEach(event, cJSON_GetObjectItem(trace, "traceEvents")) {
+        const cJSON *args = cJSON_GetObjectItem(event, "args"),
+                    *handoff = cJSON_GetObjectItem(args, "handoff_us");
+        if (handoff == NULL) continue;
+        handoffs++;
+        assert_string_equal(cJSON_GetObjectItem(event, "cat")->valuestring, "wait");
+        if (number(args, "stage") == 0 && number(args, "microbatch") == 0)
+            expect_near(handoff->valuedouble, 500, 1e-9);
+    }
+    assert_int_equal(handoffs, 3);
+    cJSON_Delete(trace);
+    double *ready = NULL;
+    check_ok(bg_timeline_wait_ready(tl, &ready));
+    expect_near(ready[1], 1.4e-3, 1e-15); /* the first wait's, F0's send */
+    assert_true(isnan(ready[0]));         /* a send */
+    free(ready);
+    bg_timeline_summary_destroy(s);
+    bg_timeline_destroy(tl);
+
+    /* Simulated: every copy counts, and a wait for a message that crossed
+     * a link counts from the link's end (2.8 of a wait ending at 3). */
+    bg_timeline_config_t cfg = {.schedule = BG_SCHEDULE_GPIPE,
+                                .devices = 2,
+                                .stages = 2,
+                                .chunks = 1,
+                                .microbatches = 1,
+                                .device_names = names};
+    check_ok(bg_timeline_create(&cfg, &tl));
+    add_copy(tl, BG_EVENT_SEND, 0, 0, 1, 1, 1.2, 0);
+    add(tl, BG_EVENT_LINK, 1, 1, 0, 0, 0, 1.2, 2.8);
+    add(tl, BG_EVENT_WAIT, 1, 1, 0, 0, 0, 0, 3);
+    check_ok(bg_timeline_summarize(tl, &s));
+    expect_near(s->stage[1].link_wait_s, 1.6e-3, 1e-15);
+    expect_near(s->stage[1].wake_s, 0.2e-3, 1e-15);
+    bg_timeline_summary_destroy(s);
+    bg_timeline_destroy(tl);
+    /* A measured timeline whose copies recorded no wake: no hand-off
+     * drawn, none in the legend. */
+    tl = hand_timeline();
+    check_ok(bg_svg_timeline_write(path, tl, -1));
+    text = read_all(path);
+    assert_null(strstr(text, "hand-off"));
+    free(text);
+    unlink(path);
+    bg_timeline_destroy(tl);
 }
 
 static void test_unwritable_paths(void **state) {
