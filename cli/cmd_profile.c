@@ -274,6 +274,17 @@ static const char *ratio_range(double lo, double hi, int count, char *buf, size_
     return buf;
 }
 
+/* Says, where a slowdown ratio printed above came out below 1 (`lowest`,
+ * printed x0.99 or less), what that means: the op ran faster than its
+ * reference, which only a busy or throttling machine's noise makes; the
+ * simulator applies none. */
+static void note_ratio_below_one(double lowest, const char *what) {
+    if (lowest < 0.995)
+        printf("  (%s below x1.00 are noise of a busy or frequency-scaling machine, not a "
+               "speed-up: the simulator slows ops by ratios above 1 only)\n",
+               what);
+}
+
 /* Over the ranges timed after waits: each ratio's lowest and highest of
  * those measured. */
 static void print_after_wait(const bg_profile_t *p) {
@@ -310,6 +321,11 @@ static void print_after_wait(const bg_profile_t *p) {
                ratio_range(lo[op][BG_NEIGHBOUR_UPDATE], hi[op][BG_NEIGHBOUR_UPDATE],
                            kept[op][BG_NEIGHBOUR_UPDATE], u, sizeof u));
     }
+    double lowest = 1;
+    for (int op = 0; op < 2; op++)
+        for (int k = 0; k < BG_NEIGHBOUR_KINDS; k++)
+            if (kept[op][k] > 0 && lo[op][k] < lowest) lowest = lo[op][k];
+    note_ratio_below_one(lowest, "ratios after a wait");
 }
 
 /* Each layer's fwd + dX + dW at every size timed, ascending (the profile's
@@ -466,6 +482,7 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
         printf("under load: %d timings of %d layer ranges, their fwd + bwd beside a co-runner "
                "on the other core, x%.2f to x%.2f of alone\n",
                loaded, ranges, lowest, highest);
+    if (loaded > 0) note_ratio_below_one(lowest, "ratios under load");
     print_after_wait(p);
 }
 

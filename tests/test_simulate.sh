@@ -234,6 +234,18 @@ want = "under load: %d timings of %d layer ranges" % (len(loaded), len(ranges))
 assert want in open(sys.argv[2]).read(), want' "$P2" "$OUT"
     check "profile table of two devices: after waits" \
         grep -qE "^after a wait: [0-9]+ timings of [0-9]+ layer ranges" "$OUT"
+    # A ratio printed below x1.00 (a busy machine's noise) is said to be
+    # noise, under its table; one at or above it is not.
+    check "profile table: ratios below x1.00 noted as noise, where printed" python3 -c '
+import re, sys
+text = open(sys.argv[1]).read()
+load = re.search(r"^under load: .* x([0-9.]+) to x[0-9.]+ of alone$", text, re.M)
+waits = re.search(r"^after a wait: .*\n(  fwd .*\n  bwd .*)$", text, re.M)
+assert load and waits, text
+for low, what in ((float(load.group(1)), "under load"),
+                  (min(map(float, re.findall(r"x([0-9.]+) to", waits.group(1)))), "after a wait")):
+    noted = "  (ratios %s below x1.00 are noise of a busy" % what in text
+    assert noted == (low < 1), (what, low, noted)' "$OUT"
     file_check "a profile of two devices has its ranges under load (nine in ten at least)" "$P2" '
 assert p["version"] == 2
 assert len(p["stages"]) == 36 * 2, len(p["stages"])
