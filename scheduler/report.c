@@ -228,8 +228,9 @@ static bg_status_t account_neighbour_waits(bg_timeline_summary_t *s, const bg_ti
  * finish_summary's means): its first event of a step less the step's
  * start (its thread woken by the caller; recorded steps only), and the end
  * of the step's last event on any device less the end of this device's
- * last (the host's own time after that, waking and joining, is no
- * device's). A timeline without recorded steps is one step. */
+ * last; and host_end_s, the step's end less that last event (the caller's
+ * joining, recorded steps only). A timeline without recorded steps is one
+ * step. */
 static bg_status_t account_edge_waits(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
     const int n = tl->steps > 0 ? tl->steps : 1, k = tl->devices;
     if (tl->count == 0) return BG_OK;
@@ -254,6 +255,8 @@ static bg_status_t account_edge_waits(bg_timeline_summary_t *s, const bg_timelin
         for (int d = 0; d < k; d++)
             if (last[(size_t)j * (size_t)k + (size_t)d] > latest)
                 latest = last[(size_t)j * (size_t)k + (size_t)d];
+        if (tl->steps > 0 && latest > -INFINITY && tl->step_end[j] > latest)
+            s->host_end_s += tl->step_end[j] - latest;
         for (int d = 0; d < k; d++) {
             const size_t at = (size_t)j * (size_t)k + (size_t)d;
             if (last[at] > -INFINITY && latest > last[at])
@@ -282,6 +285,7 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
         s->step_s = last - first;
     }
     double min_compute = 0, max_compute = 0;
+    s->host_end_s /= steps;
     for (int d = 0; d < s->devices; d++) {
         bg_device_summary_t *dev = &s->device[d];
         dev->compute_s /= steps;
@@ -295,6 +299,8 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
         /* A device busy all step: the difference of sums may round below 0
          * (a bubble of -0.0%). */
         if (dev->idle_s < 0 && dev->idle_s > -1e-9 * s->step_s) dev->idle_s = 0;
+        dev->other_idle_s = fmax(0, dev->idle_s - dev->wait_s - dev->start_wait_s -
+                                        dev->end_wait_s - s->host_end_s);
         if (s->step_s > 0) {
             dev->compute_frac = dev->compute_s / s->step_s;
             dev->copy_frac = dev->copy_s / s->step_s;
@@ -576,6 +582,19 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
                 fprintf(out, "%s %s %.3f ms per step %s\n", s->device_names[d], lines[k].verb,
                         1e3 * lines[k].seconds, lines[k].where);
     }
+    /* And the idle time no wait or edge of the step explains, which a busy
+     * machine grows. */
+    if (s->devices > 1 && s->host_end_s > 0 && s->host_end_s >= 0.02 * s->step_s)
+        fprintf(out,
+                "every device was idle %.3f ms per step after the step's last event, while the "
+                "caller joined their threads\n",
+                1e3 * s->host_end_s);
+    for (int d = 0; s->devices > 1 && d < s->devices; d++)
+        if (s->device[d].other_idle_s > 0 && s->device[d].other_idle_s >= 0.02 * s->step_s)
+            fprintf(out,
+                    "%s was idle %.3f ms per step between its events, in no wait: its thread's "
+                    "own work between ops, or its thread not running\n",
+                    s->device_names[d], 1e3 * s->device[d].other_idle_s);
     if (ferror(out)) return bg_error_set(BG_ERR_IO, "timeline summary: writing the table failed");
     return BG_OK;
 }
@@ -590,12 +609,12 @@ static int add_numbers(cJSON *object, const char *const *names, const double *va
 static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
     static const char *const names[] = {"compute_s",    "copy_s",       "wait_s",     "link_wait_s",
                                         "barrier_s",    "start_wait_s", "end_wait_s", "idle_s",
-                                        "compute_frac", "copy_frac",    "idle_frac"};
+                                        "other_idle_s", "compute_frac", "copy_frac",  "idle_frac"};
     const bg_device_summary_t *dev = &s->device[d];
-    const double values[] = {dev->compute_s,   dev->copy_s,    dev->wait_s,
-                             dev->link_wait_s, dev->barrier_s, dev->start_wait_s,
-                             dev->end_wait_s,  dev->idle_s,    dev->compute_frac,
-                             dev->copy_frac,   dev->idle_frac};
+    const double values[] = {dev->compute_s,    dev->copy_s,    dev->wait_s,
+                             dev->link_wait_s,  dev->barrier_s, dev->start_wait_s,
+                             dev->end_wait_s,   dev->idle_s,    dev->other_idle_s,
+                             dev->compute_frac, dev->copy_frac, dev->idle_frac};
     cJSON *item = cJSON_CreateObject();
     if (item == NULL) return 0;
     if (!cJSON_AddItemToArray(array, item)) {
@@ -638,17 +657,19 @@ static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
 bg_status_t bg_summary_to_json(const bg_timeline_summary_t *s, cJSON *object) {
     if (s == NULL || object == NULL)
         return bg_error_set(BG_ERR_INVALID, "timeline summary: NULL argument");
-    static const char *const names[] = {
-        "chunks",          "microbatches",  "steps",      "step_s",
-        "bubble_measured", "step_median_s", "step_min_s", "step_max_s",
-        "bubble_median",   "bubble_theory", "imbalance",  "exposed_transfer_frac"};
+    static const char *const names[] = {"chunks",        "microbatches",    "steps",
+                                        "step_s",        "bubble_measured", "step_median_s",
+                                        "step_min_s",    "step_max_s",      "bubble_median",
+                                        "bubble_theory", "imbalance",       "exposed_transfer_frac",
+                                        "host_end_s"};
     const double values[] = {s->chunks,        s->microbatches,    s->steps,
                              s->step_s,        s->bubble_measured, s->step_median_s,
                              s->step_min_s,    s->step_max_s,      s->bubble_median,
-                             s->bubble_theory, s->imbalance,       s->exposed_transfer_frac};
+                             s->bubble_theory, s->imbalance,       s->exposed_transfer_frac,
+                             s->host_end_s};
     if (cJSON_AddStringToObject(object, "schedule", bg_schedule_kind_name(s->schedule)) == NULL ||
         cJSON_AddBoolToObject(object, "measured", s->measured != 0) == NULL ||
-        !add_numbers(object, names, values, 12))
+        !add_numbers(object, names, values, (int)(sizeof values / sizeof values[0])))
         goto nomem;
     cJSON *devices = cJSON_AddArrayToObject(object, "devices");
     if (devices == NULL) goto nomem;

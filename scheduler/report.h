@@ -33,6 +33,11 @@ typedef struct bg_device_summary {
      * to the last event of any device in it, while the others finished
      * their optimizer steps (which run at once, after the barrier). */
     double end_wait_s;
+    /* Of idle_s, the rest: in no wait, not at the step's edges above nor in
+     * the caller's time after the last event (host_end_s): between its
+     * events, its thread's own work between ops, or its thread not
+     * running (0 where the parts round past idle_s). */
+    double other_idle_s;
     double idle_s;                             /* step_s - compute_s - copy_s: waits and gaps */
     double compute_frac, copy_frac, idle_frac; /* of step_s (0 when step_s is 0) */
 } bg_device_summary_t;
@@ -77,7 +82,11 @@ typedef struct bg_timeline_summary {
     /* The shortest and longest recorded step; step_s without one. */
     double step_min_s, step_max_s;
     double bubble_theory; /* bg_schedule_theoretical_bubble */
-    double imbalance;     /* (max - min device compute_s) / step_s */
+    /* From the last event of any device in a recorded step to the step's
+     * end: the caller joining the device threads; idle on every device (0
+     * without recorded steps). */
+    double host_end_s;
+    double imbalance; /* (max - min device compute_s) / step_s */
     /* Mean over devices of (copy_s + link_wait_s) / step_s: transfer time
      * not hidden behind compute. */
     double exposed_transfer_frac;

@@ -368,6 +368,51 @@ static void test_link_waits(void **state) {
     bg_timeline_destroy(tl);
 }
 
+/* A device's idle time that no wait nor edge of the step explains, and
+ * the caller's time after the step's last event: one step of 10 ms; each
+ * device has a 1 ms gap between events, and the last event ends at 6. */
+static void test_other_idle(void **state) {
+    (void)state;
+    static const char *const names[] = {"cpu:0", "cpu:1"};
+    bg_timeline_t *tl = make_timeline(BG_SCHEDULE_GPIPE, 2, 2, 1, 1, names);
+    check_ok(bg_timeline_reserve(tl, 0));
+    bg_timeline_add_step(tl, 0, 10e-3);
+    add(tl, BG_EVENT_FORWARD, 0, 0, 0, -1, 0, 0, 2);
+    add(tl, BG_EVENT_WAIT, 0, 0, 0, 1, 0, 3, 4); /* after a gap of 1 */
+    add(tl, BG_EVENT_BACKWARD, 0, 0, 0, -1, 0, 4, 6);
+    add(tl, BG_EVENT_WAIT, 1, 1, 0, 0, 0, 0, 1);
+    add(tl, BG_EVENT_FORWARD, 1, 1, 0, -1, 0, 1, 3);
+    add(tl, BG_EVENT_BACKWARD, 1, 1, 0, -1, 0, 3, 4);
+    add(tl, BG_EVENT_STEP, 1, 1, -1, -1, 0, 5, 6); /* after a gap of 1 */
+    bg_timeline_summary_t *s = NULL;
+    check_ok(bg_timeline_summarize(tl, &s));
+    expect_near(s->host_end_s, 4e-3, EPS);
+    for (int d = 0; d < 2; d++) {
+        expect_near(s->device[d].idle_s, 6e-3, EPS);
+        expect_near(s->device[d].other_idle_s, 1e-3, EPS);
+    }
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    check_ok(bg_summary_print(out, s, NULL));
+    fclose(out);
+    assert_non_null(strstr(text, "every device was idle 4.000 ms per step after the step's last "
+                                 "event, while the caller joined their threads\n"));
+    assert_non_null(strstr(text, "cpu:1 was idle 1.000 ms per step between its events, in no "
+                                 "wait: its thread's own work between ops, or its thread not "
+                                 "running\n"));
+    free(text);
+    cJSON *object = cJSON_CreateObject();
+    check_ok(bg_summary_to_json(s, object));
+    expect_near(number(object, "host_end_s"), 4e-3, EPS);
+    expect_near(
+        number(cJSON_GetArrayItem(cJSON_GetObjectItem(object, "devices"), 0), "other_idle_s"), 1e-3,
+        EPS);
+    cJSON_Delete(object);
+    bg_timeline_summary_destroy(s);
+    bg_timeline_destroy(tl);
+}
+
 /* A device whose thread starts late in a step is idle from the step's
  * start to its first event: two steps of 4 ms, device 1's first event
  * 0.5 ms in (a wait for stage 0) in step 0 and 0.3 ms in step 1; device
@@ -1460,6 +1505,7 @@ int main(void) {
         cmocka_unit_test(test_summary_print),
         cmocka_unit_test(test_summary_room_chain),
         cmocka_unit_test(test_start_waits),
+        cmocka_unit_test(test_other_idle),
         cmocka_unit_test(test_summary_print_interleaved),
         cmocka_unit_test(test_summary_print_one_device),
         cmocka_unit_test(test_summary_json),
