@@ -279,7 +279,9 @@ static const char *ratio_range(double lo, double hi, int count, char *buf, size_
  * reference, which only a busy or throttling machine's noise makes; the
  * simulator applies none. */
 static void note_ratio_below_one(double lowest, const char *what) {
-    if (lowest < 0.995)
+    char printed[32]; /* as the ranges above print it */
+    snprintf(printed, sizeof printed, "%.2f", lowest);
+    if (strtod(printed, NULL) < 1)
         printf("  (%s below x1.00 are noise of a busy or frequency-scaling machine, not a "
                "speed-up: the simulator slows ops by ratios above 1 only)\n",
                what);

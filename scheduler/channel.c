@@ -362,9 +362,11 @@ static bg_status_t receive(bg_channel_t *ch, bg_backend_t *be, int microbatch, v
     else if (slot->bytes > 0)
         st = be->ops->upload(be, *dst, slot->data, slot->bytes);
     *bytes = slot->bytes;
-    if (timing != NULL) timing->copied = bg_monotonic_seconds();
     pthread_mutex_lock(&ch->lock);
     slot->microbatch = SLOT_FREE;
+    /* Once the slot is free, as a send stamps its message published: a
+     * sender waiting for room could have it from here. */
+    if (timing != NULL) timing->copied = bg_monotonic_seconds();
     announce_and_unlock(ch);
     /* After the wake of a sender asleep for room, as a send's done. */
     if (timing != NULL) timing->done = bg_monotonic_seconds();

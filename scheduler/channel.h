@@ -33,9 +33,10 @@ typedef struct bg_channel bg_channel_t;
 /* When a send or receive waited and copied (monotonic seconds): it waited
  * from `call` to `ready` (for ring space, or for the message; `blocked` is
  * 1 when it had to wait for it, polling or asleep, 0 when it only took the
- * lock), then copied until `copied` and woke the peer asleep on the
- * channel, if any, until `done`. On CUDA backends these are the host's
- * times of enqueuing.
+ * lock), then copied and published what the peer waits for (a send its
+ * message, a receive the slot it freed) at `copied`, with the lock held,
+ * and woke the peer asleep on the channel, if any, until `done`. On CUDA
+ * backends these are the host's times of enqueuing.
  * Given the caller's GPU `clock`, a transfer between GPUs also records in
  * `ready_mark` the clock mark at which it stopped waiting on the GPU: a
  * receive's, once the message is there; a send's that waited for ring

@@ -84,16 +84,18 @@ static int compare_wakers(const void *a, const void *b) {
 }
 
 /* The copy that ended wait `w`: for a message, the peer's send of it; for
- * room, the peer's latest receive from w's stage ready before w ended.
- * NULL when there is none among the `n` wakers. */
+ * room, the peer's first receive from w's stage ready once w began (the
+ * first slot freed wakes the sender; a slot freed before would have been
+ * taken without waiting), if ready by w's end. NULL when there is none
+ * among the `n` wakers. */
 static const bg_event_t *waker_of(const bg_event_t *w, const bg_event_t **wakers, int n) {
     const bg_event_t key = {.kind = w->to_send ? BG_EVENT_RECV : BG_EVENT_SEND,
                             .step = w->step,
                             .stage = w->peer_stage,
                             .peer_stage = w->stage,
                             .microbatch = w->microbatch,
-                            .end = w->end},
-                     *k = &key;
+                            .end = w->start}, /* a receive's ready time: the wait's start */
+        *k = &key;
     int lo = 0, hi = n; /* first waker not before `key` */
     while (lo < hi) {
         const int mid = lo + (hi - lo) / 2;
@@ -102,22 +104,19 @@ static const bg_event_t *waker_of(const bg_event_t *w, const bg_event_t **wakers
         else
             hi = mid;
     }
-    if (!w->to_send) return lo < n && compare_wakers(&wakers[lo], &k) == 0 ? wakers[lo] : NULL;
-    /* The receive just before the key (ready at or before w's end), if it
-     * is of the same step, stage and peer and came after the wait began (a
-     * slot freed before it would have been taken without waiting). */
-    if (lo < n && compare_wakers(&wakers[lo], &k) == 0) lo++;
-    if (lo == 0) return NULL;
-    const bg_event_t *r = wakers[lo - 1];
-    return r->kind == key.kind && r->step == key.step && r->stage == key.stage &&
-                   r->peer_stage == key.peer_stage && ready_time(r) >= w->start
-               ? r
+    if (lo == n) return NULL;
+    const bg_event_t *found = wakers[lo];
+    if (!w->to_send) return compare_wakers(&found, &k) == 0 ? found : NULL;
+    return found->kind == key.kind && found->step == key.step && found->stage == key.stage &&
+                   found->peer_stage == key.peer_stage && ready_time(found) <= w->end
+               ? found
                : NULL;
 }
 
 /* Whether a copy counts as ending a neighbour's wait (waker_of): one that
- * recorded its wake of a sleeper; in a simulation, every one (the
- * analytic model may charge no wake). */
+ * recorded its wake of a sleeper (a GPU's copies, only enqueued, record
+ * none); in a simulation, every one (the analytic model may charge no
+ * wake). */
 static int is_waker(const bg_timeline_t *tl, const bg_event_t *e) {
     return is_copy(e->kind) && (e->tail_s > 0 || !tl->measured);
 }
@@ -215,9 +214,12 @@ static bg_status_t account_neighbour_waits(bg_timeline_summary_t *s, const bg_ti
             }
         }
         const double after = e->end - fmax(e->start, ready[i]);
-        if (isnan(ready[i]) || after < 0) continue;
-        s->stage[e->stage].wake_s += after;
-        s->stage[e->stage].wakes += 1;
+        if (isnan(ready[i]) || !(after > 0)) continue;
+        bg_stage_summary_t *stage = &s->stage[e->stage];
+        stage->wake_s += after;
+        stage->wakes += 1;
+        if (e->to_send && e->peer_stage == e->stage - 1) stage->room_prev_wake_s += after;
+        if (e->to_send && e->peer_stage == e->stage + 1) stage->room_next_wake_s += after;
     }
     free(link);
     free(ready);
@@ -327,6 +329,8 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
         st->link_wait_s /= steps;
         st->wake_s /= steps;
         st->wakes /= steps;
+        st->room_prev_wake_s /= steps;
+        st->room_next_wake_s /= steps;
     }
 }
 
@@ -454,12 +458,19 @@ fail:
 
 int bg_report_ms_decimals(double ms) { return ms >= 100 ? 0 : ms >= 10 ? 1 : ms >= 1 ? 2 : 3; }
 
+/* A stage's waits for room to send toward its next stage (`next` 1) or
+ * its previous one (0), until the neighbour had taken a message: less
+ * their hand-offs. */
+static double room_before_handoff(const bg_stage_summary_t *st, int next) {
+    return next ? st->room_next_s - st->room_next_wake_s : st->room_prev_s - st->room_prev_wake_s;
+}
+
 /* Whether stage `i` waited for room to send toward its next stage (`next`
  * 1) or its previous one (0) for at least 2% of the step: what the summary
  * names in a line of its own. */
 static bool waits_for_room(const bg_timeline_summary_t *s, int i, int next) {
     if (i < 0 || i >= s->stages) return false;
-    const double room = next ? s->stage[i].room_next_s : s->stage[i].room_prev_s;
+    const double room = room_before_handoff(&s->stage[i], next);
     return room > 0 && room >= 0.02 * s->step_s;
 }
 
@@ -541,25 +552,35 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
              * on: the slower stage is where that chain of full rings ends. */
             int end = next;
             while (waits_for_room(s, end, k)) end += k ? 1 : -1;
-            char chain[96] = "";
+            char chain[96] = "", more[96] = "";
             if (end != next)
                 snprintf(chain, sizeof chain,
                          ", waiting for room itself: the full rings end at stage %d", end);
+            /* The rest of those waits is the hand-off once the neighbour
+             * had taken one: counted in its own line, not the neighbour's. */
+            const double handoff = k ? s->stage[i].room_next_wake_s : s->stage[i].room_prev_wake_s;
+            if (handoff >= 0.5e-6)
+                snprintf(more, sizeof more, ", and %.3f ms more after it had (hand-off, below)",
+                         1e3 * handoff);
             fprintf(out,
                     "stage %d waited %.3f ms per step for room to send %s to stage %d, which had "
-                    "not taken the earlier ones%s\n",
-                    i, 1e3 * (k ? s->stage[i].room_next_s : s->stage[i].room_prev_s),
-                    k ? "activations" : "gradients", next, chain);
+                    "not taken the earlier ones%s%s\n",
+                    i, 1e3 * room_before_handoff(&s->stage[i], k), k ? "activations" : "gradients",
+                    next, chain, more);
         }
     /* The hand-offs: the part of a stage's waits after its neighbour was
      * ready, which a busy machine stretches. */
     for (int i = 0; i < s->stages; i++) {
         const bg_stage_summary_t *st = &s->stage[i];
         if (st->wake_s <= 0 || st->wake_s < 0.02 * s->step_s) continue;
+        /* A mean over steps: a whole count where it is one. */
+        const int whole = fabs(st->wakes - round(st->wakes)) < 0.05;
         fprintf(out,
-                "stage %d: %.3f ms per step of its waits came after its neighbours were ready "
-                "(%.0f waits, %.0f us each): the hand-off to its thread, not their slowness\n",
-                i, 1e3 * st->wake_s, st->wakes, 1e6 * st->wake_s / st->wakes);
+                "stage %d: %.3f ms per step of its waits came after the neighbour was ready "
+                "(%.*f wait%s a step, %.0f us on average): the hand-off to its thread, not the "
+                "neighbour's slowness\n",
+                i, 1e3 * st->wake_s, whole ? 0 : 1, st->wakes,
+                whole && round(st->wakes) == 1 ? "" : "s", 1e6 * st->wake_s / st->wakes);
     }
     /* The rest of a device's waits: at the step's start, until its thread
      * was woken; at the optimizer step, until every device has finished
@@ -626,10 +647,11 @@ static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
 }
 
 static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
-    static const char *const names[] = {"stage",       "device",      "compute_s",   "forward_s",
-                                        "backward_s",  "weight_s",    "wait_prev_s", "wait_next_s",
-                                        "room_prev_s", "room_next_s", "copy_s",      "link_wait_s",
-                                        "wake_s",      "wakes"};
+    static const char *const names[] = {
+        "stage",       "device",      "compute_s",        "forward_s",
+        "backward_s",  "weight_s",    "wait_prev_s",      "wait_next_s",
+        "room_prev_s", "room_next_s", "copy_s",           "link_wait_s",
+        "wake_s",      "wakes",       "room_prev_wake_s", "room_next_wake_s"};
     const bg_stage_summary_t *st = &s->stage[i];
     const double values[] = {i,
                              st->device,
@@ -644,7 +666,9 @@ static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
                              st->copy_s,
                              st->link_wait_s,
                              st->wake_s,
-                             st->wakes};
+                             st->wakes,
+                             st->room_prev_wake_s,
+                             st->room_next_wake_s};
     cJSON *item = cJSON_CreateObject();
     if (item == NULL) return 0;
     if (!cJSON_AddItemToArray(array, item)) {

@@ -63,9 +63,13 @@ typedef struct bg_stage_summary {
      * between threads, tens of microseconds a wait on a quiet machine and
      * more where other work holds the cores; not the neighbour's slowness.
      * From waits whose neighbour's copy recorded its wake of a sleeper
-     * (bg_event_t.tail_s > 0: host-timed devices, and the simulator's
-     * hand-offs); `wakes` counts those waits. */
+     * (bg_event_t.tail_s > 0: host-timed devices) and a simulation's;
+     * `wakes` counts those waits with a hand-off (over 0). */
     double wake_s, wakes;
+    /* Of wake_s, the waits for room to send to the previous stage and to
+     * the next one: of room_prev_s and room_next_s, the part after the
+     * neighbour had taken a message. */
+    double room_prev_wake_s, room_next_wake_s;
 } bg_stage_summary_t;
 
 typedef struct bg_timeline_summary {
@@ -113,12 +117,14 @@ void bg_timeline_summary_destroy(bg_timeline_summary_t *s);
  * copy ms, peak MiB from peak_bytes[stage] or "-" when peak_bytes is NULL),
  * then one line: "bubble: measured 18.2% vs theory 20.0% (1f1b, K=2, M=4);
  * stage imbalance 3.1%; exposed transfer 0.8%; step 12.3 ms (measured)",
- * then for each wait for room to send of at least 2% of the step a line
- * such as "stage 0 waited 1.500 ms per step for room to send activations
- * to stage 1, which had not taken the earlier ones", and for each stage
- * whose wake_s is at least 2% of the step a line such as "stage 1: 0.640
- * ms per step of its waits came after its neighbours were ready (16 waits,
- * 40 us each): the hand-off to its thread, not their slowness".
+ * then for each wait for room to send of at least 2% of the step (less
+ * its hand-off) a line such as "stage 0 waited 1.500 ms per step for room
+ * to send activations to stage 1, which had not taken the earlier ones"
+ * (with ", and 0.200 ms more after it had (hand-off, below)" where the
+ * hand-off is 0.0005 ms or more), and for each stage whose wake_s is at
+ * least 2% of the step a line such as "stage 1: 0.640 ms per step of its
+ * waits came after the neighbour was ready (16 waits a step, 40 us on
+ * average): the hand-off to its thread, not the neighbour's slowness".
  * BG_ERR_IO if writing to out fails. */
 bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const size_t *peak_bytes);
 

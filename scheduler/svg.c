@@ -130,10 +130,11 @@ static void draw_handoff(FILE *out, const timeline_layout_t *l, const bg_event_t
     if (!(e->end > from)) return;
     fprintf(out,
             "<rect class=\"handoff\" data-stage=\"%d\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
-            "height=\"7\" fill=\"%s\"><title>hand-off: stage %d was ready at %.3f ms, this "
-            "thread ran at %.3f ms (%.0f us)</title></rect>\n",
+            "height=\"7\" fill=\"%s\"><title>hand-off: stage %d %s at %.3f ms, this thread "
+            "ran at %.3f ms (%.0f us)</title></rect>\n",
             e->stage, x_of(l, from), y + 28, x_of(l, e->end) - x_of(l, from), handoff_fill,
-            e->peer_stage, 1e3 * (from - l->t0), 1e3 * (e->end - l->t0), 1e6 * (e->end - from));
+            e->peer_stage, e->to_send ? "took a message, freeing room," : "had sent the message",
+            1e3 * (from - l->t0), 1e3 * (e->end - l->t0), 1e6 * (e->end - from));
 }
 
 /* `ready`: for a wait, when its neighbour was ready (NAN: not known). */
@@ -201,30 +202,51 @@ static void draw_axis(FILE *out, const timeline_layout_t *l, double y) {
             l->x0 + l->width / 2, y + 36);
 }
 
-static void draw_legend(FILE *out, const timeline_layout_t *l, double y) {
-    double x = l->x0;
-    fprintf(out, "<g class=\"legend\" " FONT " font-size=\"12\" fill=\"#222\">\n");
+typedef struct legend_key {
+    const char *fill; /* NULL: the label alone */
+    const char *label;
+    int op; /* an op's box: taller than a transfer's bar */
+} legend_key_t;
+
+/* The legend's keys from y, left to right, wrapped onto a new line 22 px
+ * lower where a key would pass the plot's right edge (out NULL: nothing
+ * drawn); returns how many lines. */
+static int draw_legend(FILE *out, const timeline_layout_t *l, double y) {
+    legend_key_t keys[BG_EVENT_KINDS + 3];
+    int n = 0;
     for (int k = 0; k < BG_EVENT_KINDS; k++) {
         if (!l->present[k] || k == BG_EVENT_RECV) continue;
-        const char *label = k == BG_EVENT_SEND ? "send/receive" : kind_labels[k];
-        fprintf(out,
-                "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"%d\" fill=\"%s\"/>"
-                "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-                x, y + (is_op(k) ? 0 : 4), is_op(k) ? 14 : 7,
-                k == BG_EVENT_WAIT ? "url(#hatch)" : kind_colours[k], x + 28, y + 11, label);
-        x += 28 + 7.0 * (double)strlen(label) + 24;
-        if (k != BG_EVENT_WAIT) continue;
-        for (int extra = 0; extra < 2; extra++) {
-            if (!(extra ? l->handoffs : l->room_waits)) continue;
-            label = extra ? "hand-off (neighbour ready)" : "wait for room to send";
-            fprintf(out,
-                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"7\" "
-                    "fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-                    x, y + 4, extra ? handoff_fill : "url(#hatch-room)", x + 28, y + 11, label);
-            x += 28 + 7.0 * (double)strlen(label) + 24;
-        }
+        keys[n++] = (legend_key_t){k == BG_EVENT_WAIT ? "url(#hatch)" : kind_colours[k],
+                                   k == BG_EVENT_SEND ? "send/receive" : kind_labels[k], is_op(k)};
+        if (k == BG_EVENT_WAIT && l->room_waits)
+            keys[n++] = (legend_key_t){"url(#hatch-room)", "wait for room to send", 0};
+        if (k == BG_EVENT_WAIT && l->handoffs)
+            keys[n++] = (legend_key_t){handoff_fill, "hand-off (neighbour ready)", 0};
     }
-    fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#666\">empty: idle</text>\n</g>\n", x, y + 11);
+    keys[n++] = (legend_key_t){NULL, "empty: idle", 0};
+    if (out != NULL) fprintf(out, "<g class=\"legend\" " FONT " font-size=\"12\" fill=\"#222\">\n");
+    double x = l->x0;
+    int lines = 1;
+    for (int i = 0; i < n; i++) {
+        const double width = (keys[i].fill != NULL ? 28 : 0) + 7.0 * (double)strlen(keys[i].label);
+        if (x > l->x0 && x + width > l->x0 + l->width) {
+            x = l->x0;
+            y += 22;
+            lines++;
+        }
+        if (out != NULL && keys[i].fill != NULL)
+            fprintf(out,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"%d\" fill=\"%s\"/>"
+                    "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                    x, y + (keys[i].op ? 0 : 4), keys[i].op ? 14 : 7, keys[i].fill, x + 28, y + 11,
+                    keys[i].label);
+        else if (out != NULL)
+            fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#666\">%s</text>\n", x, y + 11,
+                    keys[i].label);
+        x += width + 24;
+    }
+    if (out != NULL) fprintf(out, "</g>\n");
+    return lines;
 }
 
 static void draw_title(FILE *out, const bg_timeline_t *tl, const bg_timeline_summary_t *s, int step,
@@ -328,7 +350,7 @@ bg_status_t bg_svg_timeline_write(const char *path, const bg_timeline_t *tl, int
     double total_width = l.width;
     l.width = total_width - l.x0 - 30;
     double axis_y = l.top + tl->stages * l.pitch + 4;
-    double height = axis_y + 90;
+    double height = axis_y + 90 + 22.0 * (draw_legend(NULL, &l, 0) - 1);
     BG_CHECK_GOTO(svg_open(&doc), st, done);
     out = doc.out;
     fprintf(out,
@@ -444,9 +466,14 @@ static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point
         if (!started) {
             fprintf(out, "<path class=\"%s\" data-schedule=\"", classes[series]);
             put_escaped(out, schedule);
-            fprintf(out, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s d=\"", colour,
+            fprintf(out, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s", colour,
                     widths[series] - (series == SERIES_RATE ? narrower : narrower / 2),
                     dashes[series]);
+            /* Dotted lines of equal figures would cover each other: each
+             * schedule's dots fall between the others' (a period of 4.5). */
+            if (series == SERIES_SIMULATED && k % 3 > 0)
+                fprintf(out, " stroke-dashoffset=\"%.1f\"", 1.5 * (k % 3));
+            fprintf(out, " d=\"");
             started = 1;
         }
         fprintf(out, "%c%.2f %.2f ", pen_up ? 'M' : 'L', chart_x(c, sorted[i].microbatches),
@@ -486,6 +513,19 @@ static void draw_series(FILE *out, const chart_layout_t *c, const bg_sweep_point
                 colour, 3.0 - narrower, x - 9, y, x + 9, y);
         put_escaped(out, schedule);
         fprintf(out, ", M=%d: bubble %.1f%% in theory</title></path>\n", sorted[i].microbatches, v);
+    }
+    /* Each simulated figure a small ring, so that a point with no drawn
+     * neighbour (a lone M) shows too, with its figure as its title. */
+    for (int i = 0; series == SERIES_SIMULATED && i < count; i++) {
+        const double v = series_value(&sorted[i], series);
+        if (strcmp(sorted[i].schedule, schedule) != 0 || !isfinite(v)) continue;
+        fprintf(out,
+                "<circle class=\"simulated-point\" cx=\"%.2f\" cy=\"%.2f\" r=\"2.5\" "
+                "fill=\"#fff\" stroke=\"%s\" stroke-width=\"1.2\"><title>",
+                chart_x(c, sorted[i].microbatches), chart_y(c, v, max), colour);
+        put_escaped(out, schedule);
+        fprintf(out, ", M=%d: %.1f samples/s simulated</title></circle>\n", sorted[i].microbatches,
+                v);
     }
     /* Skipped points: a cross on the M axis, once (with the first series). */
     for (int i = 0; series == SERIES_RATE && i < count; i++) {
@@ -632,6 +672,11 @@ static void draw_chart_legend(FILE *out, const char **names, const int *drawn, i
                     "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" fill=\"#fff\" "
                     "stroke=\"#444\" stroke-width=\"1.5\"/>\n",
                     at + 10, y + 14);
+        if (k == 3)
+            fprintf(out,
+                    "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"#fff\" stroke=\"#444\" "
+                    "stroke-width=\"1.2\"/>\n",
+                    at + 14, y + 18);
         at += 34 + 7.0 * (double)strlen(keys[k]) + 24;
     }
     fprintf(out, "</g>\n");

@@ -131,7 +131,8 @@ static int add_event(trace_text_t *out, const bg_timeline_t *tl, const bg_event_
          (e->tail_s > 0 &&
           cJSON_AddNumberToObject(args, is_transfer(e->kind) ? "wake_us" : "check_us",
                                   1e6 * e->tail_s) == NULL) ||
-         (handoff >= 0 && cJSON_AddNumberToObject(args, "handoff_us", 1e6 * handoff) == NULL))) {
+         (handoff >= 0 && cJSON_AddNumberToObject(args, "handoff_us",
+                                                  (double)llround(1e9 * handoff) / 1e3) == NULL))) {
         cJSON_Delete(item);
         item = NULL;
     }

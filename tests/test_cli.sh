@@ -2536,12 +2536,14 @@ if expect 0 "" -- sweep "$MODEL" --devices cpu:2 --steps 3 --warmup 0 --microbat
     --batch 16 --metrics "$T/measured.json" --chart "$T/measured.svg"; then
     check "sweep --metrics says where it wrote" \
         grep -qxF "metrics written to $T/measured.json" "$ERR"
-    # The chart draws the point's plan simulated beside the measured one.
+    # The chart draws the point's plan simulated beside the measured one: a
+    # lone point as a ring (its line is a move only).
     check "a measured sweep's chart has the simulated samples/s" python3 -c '
 import json, sys
 (q,) = json.load(open(sys.argv[1]))["points"]
 text = open(sys.argv[2]).read()
 assert text.count("<path class=\"simulated\"") == 1, text
+assert text.count("<circle class=\"simulated-point\"") == 1, text
 want = "1f1b, M=2: %.1f samples/s (%.1f simulated)" % (16 / q["timeline"]["step_s"],
                                                       16 / (q["simulated_step_ms"] * 1e-3))
 assert want in text, (want, text)

@@ -921,6 +921,33 @@ static void test_svg_timeline(void **state) {
     assert_int_equal(weights, 4 * 8 * 2);
     assert_non_null(strstr(text, "stage 2 (gpu&lt;2&gt; &amp; &quot;x&quot;)"));
     assert_non_null(strstr(text, "zb-h1 schedule: K=4, M=8, measured"));
+    /* The legend's eight keys (F, B, W, step, send/receive, both kinds of
+     * wait and idle) take two lines: each ends within the picture, at 7 px
+     * a character (until 2026-12-06 one line ran past its edge). */
+    {
+        const char *legend = strstr(text, "<g class=\"legend\"");
+        double width = 0, x, y, first_y = -1, last_y = -1;
+        assert_non_null(legend);
+        assert_int_equal(sscanf(strstr(text, "<svg "),
+                                "<svg xmlns=\"http://www.w3.org/2000/svg\" "
+                                "width=\"%lf\"",
+                                &width),
+                         1);
+        int keys = 0;
+        for (const char *at = strstr(legend, "<text x="); at != NULL;
+             at = strstr(at + 1, "<text x=")) {
+            assert_int_equal(sscanf(at, "<text x=\"%lf\" y=\"%lf\"", &x, &y), 2);
+            const char *label = strchr(at, '>') + 1;
+            const double end = x + 7.0 * (double)(strchr(label, '<') - label);
+            if (end > width)
+                fail_msg("legend key at x=%.1f ends at %.1f, past %.0f", x, end, width);
+            if (first_y < 0) first_y = y;
+            last_y = y;
+            keys++;
+        }
+        assert_int_equal(keys, 8);
+        expect_near(last_y - first_y, 22, 1e-9);
+    }
     free(text);
     check_ok(bg_svg_timeline_write(path, tl, 0));
     text = read_all(path);
@@ -1073,8 +1100,17 @@ static void test_svg_chart(void **state) {
     assert_int_equal(path_points(text, "simulated", "1f1b", "MLLL", xs), 4);
     expect_near(xs[3], 786.67, 1e-9);
     assert_int_equal(path_points(text, "simulated", "gpipe", "MLL", xs), 3);
+    /* The second schedule's dots fall between the first's. */
+    assert_non_null(strstr(text, "data-schedule=\"gpipe\" fill=\"none\" stroke=\"#e45756\" "
+                                 "stroke-width=\"1.6\" stroke-dasharray=\"1.5 3\" "
+                                 "stroke-linecap=\"round\" stroke-dashoffset=\"1.5\""));
     assert_non_null(strstr(text, ">simulated samples/s (left)<"));
     assert_non_null(strstr(text, "1f1b, M=8: 1000.0 samples/s (1400.0 simulated), bubble"));
+    /* ... and a ring at each simulated figure, a lone one (a&lt;b's M = 4,
+     * whose line is one move, drawing nothing) included. */
+    assert_int_equal(count_of(text, "<circle class=\"simulated-point\""), 8);
+    assert_int_equal(path_points(text, "simulated", "a&lt;b", "M", xs), 1);
+    assert_non_null(strstr(text, "<title>a&lt;b, M=4: 600.0 samples/s simulated</title>"));
     assert_non_null(strstr(text, ">1500<"));
     free(text);
     for (int i = 0; i < 8; i++) points[i].simulated_samples_per_s = 0;
@@ -1277,10 +1313,12 @@ static void test_wake_waits(void **state) {
     add(tl, BG_EVENT_WAIT, 0, 0, 0, 1, 0, 2, 4.6);
     add_copy(tl, BG_EVENT_RECV, 0, 0, 1, 4.6, 4.8, 0.05);
     /* Stage 0 waits for room from 5 to 6.3: stage 1's receive ready at 6.1
-     * freed the slot (not the one ready before the wait, nor the one
-     * after it). */
+     * freed the slot, the first once the wait began (not the one ready
+     * before the wait, nor a later one within it, at 6.25: stage 0 was
+     * still asleep when stage 1 took another, nor one after it). */
     add_room_wait(tl, 0, 1, 1, 5, 6.3);
     add_copy(tl, BG_EVENT_RECV, 1, 1, 0, 6, 6.2, 0.1);
+    add_copy(tl, BG_EVENT_RECV, 1, 3, 0, 6.2, 6.27, 0.02);
     add_copy(tl, BG_EVENT_RECV, 1, 2, 0, 7, 7.5, 0.1);
     /* Stage 1 waits for room from 8 to 9, but stage 0's last receive was
      * ready before: no receive ends the wait. */
@@ -1299,18 +1337,44 @@ static void test_wake_waits(void **state) {
     FILE *out = open_memstream(&text, &size);
     check_ok(bg_summary_print(out, s, NULL));
     fclose(out);
-    /* Stage 0's 7% of the step is named; stage 1's 0.5% is not. */
-    assert_non_null(strstr(text, "stage 0: 0.700 ms per step of its waits came after its "
-                                 "neighbours were ready (2 waits, 350 us each): the hand-off to "
-                                 "its thread, not their slowness\n"));
+    /* Stage 0's 7% of the step is named; stage 1's 0.5% is not. Its wait
+     * for room is named less its hand-off, which is said apart. */
+    assert_non_null(strstr(text, "stage 0: 0.700 ms per step of its waits came after the "
+                                 "neighbour was ready (2 waits a step, 350 us on average): the "
+                                 "hand-off to its thread, not the neighbour's slowness\n"));
     assert_null(strstr(text, "stage 1: "));
+    expect_near(s->stage[0].room_next_wake_s, 0.2e-3, 1e-15);
+    expect_near(s->stage[0].room_prev_wake_s, 0, 0);
+    assert_non_null(strstr(text, "stage 0 waited 1.100 ms per step for room to send activations "
+                                 "to stage 1, which had not taken the earlier ones, and 0.200 ms "
+                                 "more after it had (hand-off, below)\n"));
     free(text);
     cJSON *object = cJSON_CreateObject();
     check_ok(bg_summary_to_json(s, object));
     const cJSON *stage = cJSON_GetArrayItem(cJSON_GetObjectItem(object, "stages"), 0);
     expect_near(number(stage, "wake_s"), 0.7e-3, 1e-15);
     expect_near(number(stage, "wakes"), 2, 0);
+    expect_near(number(stage, "room_next_wake_s"), 0.2e-3, 1e-15);
     cJSON_Delete(object);
+    /* A mean count over steps keeps a decimal where it is no whole one;
+     * one wait is "1 wait". */
+    bg_stage_summary_t counted = s->stage[0];
+    bg_timeline_summary_t mean = *s;
+    mean.stage = &counted;
+    mean.stages = 1;
+    const struct {
+        double wakes;
+        const char *said;
+    } counts[] = {{2.6, "(2.6 waits a step, 269 us on average)"},
+                  {1, "(1 wait a step, 700 us on average)"}};
+    for (int k = 0; k < 2; k++) {
+        counted.wakes = counts[k].wakes;
+        out = open_memstream(&text, &size);
+        check_ok(bg_summary_print(out, &mean, NULL));
+        fclose(out);
+        assert_non_null(strstr(text, counts[k].said));
+        free(text);
+    }
     /* The picture draws each hand-off over its wait, in the legend too:
      * stage 0's second from 6.1 to 6.3 ms. */
     const char *path = temp_path("wakes.svg");
@@ -1319,8 +1383,10 @@ static void test_wake_waits(void **state) {
     unlink(path);
     expect_well_formed(text);
     assert_int_equal(count_of(text, "<rect class=\"handoff\""), 3);
-    assert_non_null(strstr(text, ">hand-off: stage 1 was ready at 6.100 ms, this thread ran at "
-                                 "6.300 ms (200 us)</title>"));
+    assert_non_null(strstr(text, ">hand-off: stage 1 took a message, freeing room, at 6.100 ms, "
+                                 "this thread ran at 6.300 ms (200 us)</title>"));
+    assert_non_null(strstr(text, ">hand-off: stage 0 had sent the message at 1.400 ms, this "
+                                 "thread ran at 1.450 ms (50 us)</title>"));
     assert_non_null(strstr(text, ">hand-off (neighbour ready)</text>"));
     free(text);
     /* The trace gives each wait's hand-off in its args: stage 0's wait
