@@ -54,9 +54,13 @@ fail:
 static bg_status_t mark_zero(bg_cuda_clock_t *clock, double *host_zero, double *window) {
     bg_backend_t *be = clock->be;
     clock->count = 0;
+    if (clock->capacity < 1)
+        return bg_error_set(BG_ERR_INTERNAL, "%s: a clock without marks", be->name);
+    /* Recorded here rather than by bg_cuda_clock_mark, which drops CUDA's
+     * error: a failure says which call failed and why. */
     const double before = bg_monotonic_seconds();
-    if (bg_cuda_clock_mark(clock) != 0)
-        return bg_error_set(BG_ERR_BACKEND, "%s: could not record a clock mark", be->name);
+    BG_CUDA_CHECK(be, cudaEventRecord(clock->marks[0], clock->stream));
+    clock->count = 1;
     BG_CUDA_CHECK(be, cudaEventSynchronize(clock->marks[0]));
     const double after = bg_monotonic_seconds();
     *host_zero = 0.5 * (before + after);
@@ -83,11 +87,10 @@ extern "C" bg_status_t bg_cuda_clock_restart(bg_cuda_clock_t *clock, double *hos
     BG_CUDA_CHECK(be, cudaSetDevice(bg_cuda_of(be)->device));
     const bg_status_t st = restart_here(clock, host_zero);
     /* The caller's GPU again, after a failure too (its message stays). */
-    if (cudaSetDevice(caller) != cudaSuccess) {
+    const cudaError_t back = cudaSetDevice(caller);
+    if (back != cudaSuccess) {
         (void)cudaGetLastError();
-        if (st == BG_OK)
-            return bg_error_set(BG_ERR_BACKEND, "%s: could not make GPU %d current again", be->name,
-                                caller);
+        if (st == BG_OK) return bg_cuda_fail(be, back, "cudaSetDevice(caller)", __FILE__, __LINE__);
     }
     return st;
 }

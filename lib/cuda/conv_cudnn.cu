@@ -281,33 +281,54 @@ static int choose(const Perf *results, int count, size_t limit, int allow_tf32, 
     return -1;
 }
 
+/* The error when choose() found none among cuDNN's `count` results:
+ * blaming the workspace only where a result would have been taken but for
+ * it (else every one failed, is untrusted, or needs tensor-op math). */
+template <typename Perf>
 static bg_status_t none_fits(bg_backend_t *be, const char *which, const bg_conv2d_geometry_t *g,
-                             size_t limit) {
+                             const Perf *results, int count, size_t limit) {
+    const unsigned char none_passed_over[64] = {0};
+    const int by_workspace = choose(results, count < 64 ? count : 64, SIZE_MAX,
+                                    bg_cuda_of(be)->allow_tf32, g->kernel, none_passed_over) >= 0;
+    char reason[256];
+    if (by_workspace)
+        snprintf(reason, sizeof reason,
+                 "within %zu bytes of workspace (the backend's conv_workspace_limit, brigade's "
+                 "--conv-workspace, or what the GPU had free for its search)",
+                 limit);
+    else
+        snprintf(reason, sizeof reason,
+                 "that brigade takes: each failed, is Winograd's for filters over 3x3, or needs "
+                 "tensor-op math%s",
+                 bg_cuda_of(be)->allow_tf32 ? "" : " (--tf32 allows TF32)");
     return bg_error_set(BG_ERR_BACKEND,
                         "%s: cuDNN has no %s algorithm for conv2d of (%lld, %lld, %lld, %lld) with "
-                        "%lld filters %lldx%lld within %zu bytes of workspace (the backend's "
-                        "conv_workspace_limit, brigade's --conv-workspace, or what the GPU had "
-                        "free for its search)",
+                        "%lld filters %lldx%lld %s",
                         be->name, which, (long long)g->n, (long long)g->c, (long long)g->h,
                         (long long)g->w, (long long)g->filters, (long long)g->kernel,
-                        (long long)g->kernel, limit);
+                        (long long)g->kernel, reason);
 }
 
 /* Scratch for a search: `limit` bytes, or less when the device has less
- * free (halving, and giving up below 1 MiB). *got is what was allocated. */
-static void search_workspace(bg_backend_t *be, size_t limit, void **out, size_t *got) {
+ * free (halving, and giving up below 1 MiB). *got is what was allocated.
+ * Running short only narrows the choice; any other CUDA error (a fault of
+ * an earlier kernel, say) is returned, under its own call's name. */
+static bg_status_t search_workspace(bg_backend_t *be, size_t limit, void **out, size_t *got) {
     size_t bytes = limit;
     *out = NULL;
     *got = 0;
     while (bytes > 0) {
-        if (bg_cuda_malloc(be, bytes, out) == BG_OK) {
+        const bg_status_t st = bg_cuda_malloc(be, bytes, out);
+        if (st == BG_OK) {
             *got = bytes;
-            return;
+            return BG_OK;
         }
         *out = NULL;
+        if (st != BG_ERR_NOMEM) return st;
         bytes = bytes > ((size_t)1 << 20) ? bytes / 2 : 0;
     }
-    bg_error_clear(); /* running short of scratch only narrows the choice */
+    bg_error_clear();
+    return BG_OK;
 }
 
 /* cuDNN's workspace query for one algorithm of one direction (g's
@@ -355,7 +376,7 @@ static bg_status_t take(bg_backend_t *be, const char *which, const bg_conv2d_geo
         if (pick < 0 && refused != CUDNN_STATUS_SUCCESS)
             return bg_cudnn_fail(be, refused, "the workspace query of every fitting algorithm",
                                  __FILE__, __LINE__);
-        if (pick < 0) return none_fits(be, which, g, limit);
+        if (pick < 0) return none_fits(be, which, g, results, count, limit);
         size_t queried = 0;
         BG_CUDNN_CHECK(
             be, cudnnSetConvolutionMathType(cu->conv_desc, run_math(cu, results[pick].mathType)));
@@ -405,9 +426,7 @@ static void set_workspace_bytes(bg_cuda_conv_algos_t *a) {
 static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_t limit,
                           bg_cuda_conv_algos_t *a) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
-    const size_t x_bytes = sizeof(float) * (size_t)(g->n * g->c * g->h * g->w);
-    const size_t w_bytes = sizeof(float) * (size_t)(g->filters * g->c * g->kernel * g->kernel);
-    const size_t y_bytes = sizeof(float) * (size_t)(g->n * g->filters * g->out_h * g->out_w);
+    size_t x_bytes = 0, w_bytes = 0, y_bytes = 0; /* once describe() has checked g's sizes */
     void *x = NULL, *w = NULL, *y = NULL, *workspace = NULL;
     cudnnConvolutionFwdAlgoPerf_t forward[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     cudnnConvolutionBwdDataAlgoPerf_t backward_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -427,6 +446,9 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
                           be->name, (long long)g->out_h, (long long)g->out_w, out_h, out_w);
         goto done;
     }
+    x_bytes = sizeof(float) * (size_t)(g->n * g->c * g->h * g->w);
+    w_bytes = sizeof(float) * (size_t)(g->filters * g->c * g->kernel * g->kernel);
+    y_bytes = sizeof(float) * (size_t)(g->n * g->filters * g->out_h * g->out_w);
     BG_CHECK_GOTO(bg_cuda_malloc(be, x_bytes, &x), st, done);
     BG_CHECK_GOTO(bg_cuda_malloc(be, w_bytes, &w), st, done);
     BG_CHECK_GOTO(bg_cuda_malloc(be, y_bytes, &y), st, done);
@@ -434,7 +456,7 @@ static bg_status_t search(bg_backend_t *be, const bg_conv2d_geometry_t *g, size_
     BG_CUDA_CHECK_GOTO(be, cudaMemsetAsync(x, 0, x_bytes, cu->compute), st, done);
     BG_CUDA_CHECK_GOTO(be, cudaMemsetAsync(w, 0, w_bytes, cu->compute), st, done);
     BG_CUDA_CHECK_GOTO(be, cudaMemsetAsync(y, 0, y_bytes, cu->compute), st, done);
-    if (limit > 0) search_workspace(be, limit, &workspace, &limit);
+    if (limit > 0) BG_CHECK_GOTO(search_workspace(be, limit, &workspace, &limit), st, done);
     if (log) log_geometry(be, g, "cudnnFind* timed (ms) within the scratch it got");
 
     BG_CUDNN_CHECK_GOTO(be,
