@@ -109,4 +109,10 @@ int bg_advice_try_device_counts(const bg_plan_request_t *r, const bg_placement_t
 int bg_advice_fits_on(const bg_plan_request_t *r, const bg_placement_t *placement, int host_share,
                       int k, bg_advice_t *advice);
 
+/* The fewest devices past `from`, up to `limit`, on which request r fits,
+ * searched as bg_advice_try_device_counts searches past the request's
+ * count; 0 for none. Prints nothing. */
+int bg_advice_fewest_fitting(const bg_plan_request_t *r, const bg_placement_t *placement,
+                             int host_share, int from, int limit, bg_advice_t *advice);
+
 #endif

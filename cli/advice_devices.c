@@ -383,3 +383,14 @@ int bg_advice_fits_on(const bg_plan_request_t *r, const bg_placement_t *placemen
     free(devices);
     return fits;
 }
+
+int bg_advice_fewest_fitting(const bg_plan_request_t *r, const bg_placement_t *placement,
+                             int host_share, int from, int limit, bg_advice_t *advice) {
+    bg_cost_device_t *devices =
+        calloc((size_t)(limit > r->devices ? limit : r->devices), sizeof *devices);
+    if (devices == NULL) return 0;
+    const count_search_t search = {r, placement, host_share, devices, "", advice};
+    const int k = nearest_fitting_count(&search, from, 1, limit);
+    free(devices);
+    return k;
+}

@@ -221,17 +221,30 @@ static int given_before(char **argv, int i) {
     return 0;
 }
 
+/* Whether an option's value names a file or folder (where a name
+ * starting with -- would need writing as ./--NAME). */
+static int takes_path(const char *option) {
+    static const char *const options[] = {"--chart",    "--data",   "--load", "--metrics",
+                                          "--profile",  "--resume", "--save", "--timeline",
+                                          "--topology", "--trace",  "-o"};
+    for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+        if (strcmp(option, options[k]) == 0) return 1;
+    return 0;
+}
+
 bg_status_t bg_cli_option_value(int argc, char **argv, int *i, const char **out) {
     const char *option = argv[*i];
     if (*i + 1 >= argc) return bg_error_set(BG_ERR_INVALID, "%s needs a value", option);
     const char *value = argv[*i + 1];
     /* "--metrics --recompute" forgot the file name; taking the next option
      * as one would write a file named --recompute and drop the option. */
-    if (value[0] == '-' && value[1] == '-')
+    if (value[0] == '-' && value[1] == '-' && takes_path(option))
         return bg_error_set(BG_ERR_INVALID,
                             "%s needs a value, got the option '%s' (a file whose name starts "
                             "with -- can be written ./%s)",
                             option, value, value);
+    if (value[0] == '-' && value[1] == '-')
+        return bg_error_set(BG_ERR_INVALID, "%s needs a value, got the option '%s'", option, value);
     /* The last would win unseen. */
     const int before = given_before(argv, *i);
     if (before > 0)

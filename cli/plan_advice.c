@@ -652,6 +652,37 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
             snprintf(no_more, sizeof no_more,
                      "give each more memory (--device-mem): not even %d devices, %s, hold it",
                      possible, limit);
+        /* Where the most devices the model can have would hold it, the
+         * fewest past those tried that do (a user asked how many). */
+        else if (!gpus && v.schedule != BG_SCHEDULE_INTERLEAVED) {
+            /* As asked, and with every saving where that takes fewer. */
+            const int asked =
+                bg_advice_fewest_fitting(r, placement, host_share, most, possible, advice);
+            const int saving =
+                at > 0 ? bg_advice_fewest_fitting(&v, placement, host_share, most,
+                                                  asked > 0 ? asked - 1 : possible, advice)
+                       : 0;
+            char counts_that_fit[224] = "";
+            if (asked > 0 && saving > 0)
+                snprintf(counts_that_fit, sizeof counts_that_fit,
+                         "%d devices (the fewest that hold it), or %d with %s", asked, saving,
+                         what);
+            else if (asked > 0)
+                snprintf(counts_that_fit, sizeof counts_that_fit,
+                         "%d devices (the fewest that hold it)", asked);
+            else if (saving > 0)
+                snprintf(counts_that_fit, sizeof counts_that_fit,
+                         "%d devices with %s (the fewest that hold it so)", saving, what);
+            if (counts_that_fit[0] != '\0')
+                snprintf(no_more, sizeof no_more, "give each more memory (--device-mem), or use %s",
+                         counts_that_fit);
+            if (verdict != NULL && asked > 0)
+                cJSON_AddNumberToObject(verdict, "fewest_devices_that_fit", asked);
+            if (verdict != NULL && saving > 0) {
+                cJSON_AddNumberToObject(verdict, "fewest_devices_that_fit_with_savings", saving);
+                cJSON_AddStringToObject(verdict, "savings", what);
+            }
+        }
         clear_search_line(advice); /* the probe's plan may have drawn it again */
         const char *remedy = all_gpus     ? "it takes GPUs with more memory, or more of them"
                              : gpus       ? "it takes more GPUs, or GPUs with more memory"
@@ -699,6 +730,49 @@ static void describe_overflow(const bg_plan_t *p, char *buf, size_t size) {
         at += (size_t)n;
     }
     snprintf(buf, size, "%s's stages %s (layers %s) need", p->device[d].name, stages, layers);
+}
+
+/* Under the refusal, what the stage over its capacity holds, largest part
+ * first, as the plan table's columns name them (those of 0.01 MiB or
+ * more); whether its weights'
+ * share alone is over (then neither more micro-batches nor --recompute can
+ * bring it under); and how many other stages are over theirs. */
+static void print_overflow_parts(const bg_partition_t *part, const bg_partition_stage_t *st) {
+    const bg_cost_memory_t *m = &st->memory;
+    struct {
+        const char *name;
+        size_t bytes;
+    } parts[] = {{"params", m->params},       {"grads", m->grads},
+                 {"optimizer", m->optimizer}, {"stash", m->stash},
+                 {"buffers", m->buffers},     {"other", m->channels + m->workspace + m->padding}};
+    enum { PARTS = sizeof parts / sizeof parts[0] };
+    int shown[PARTS] = {0};
+    fprintf(stderr, "  of it:");
+    for (int k = 0; k < PARTS; k++) {
+        int largest = -1;
+        for (int j = 0; j < PARTS; j++)
+            if (!shown[j] && (double)parts[j].bytes >= 0.005 * mib && /* prints as 0.01 */
+                (largest < 0 || parts[j].bytes > parts[largest].bytes))
+                largest = j;
+        if (largest < 0) break;
+        shown[largest] = 1;
+        fprintf(stderr, "%s %s %.2f%s", k == 0 ? "" : ",", parts[largest].name,
+                (double)parts[largest].bytes / mib, k == 0 ? " MiB" : "");
+    }
+    const size_t weights = m->params + m->grads + m->optimizer;
+    if (st->capacity_bytes > 0 && weights > st->capacity_bytes)
+        fprintf(stderr,
+                " (params, grads and optimizer alone, %.2f MiB, are over its capacity: more "
+                "micro-batches or --recompute cannot help this stage)",
+                (double)weights / mib);
+    int others = 0;
+    for (int i = 0; i < part->stages; i++)
+        others += &part->stage[i] != st && part->stage[i].capacity_bytes > 0 &&
+                  part->stage[i].peak_bytes > part->stage[i].capacity_bytes;
+    if (others > 0)
+        fprintf(stderr, "; %d other stage%s over %s too", others, others == 1 ? " is" : "s are",
+                others == 1 ? "its" : "theirs");
+    fprintf(stderr, "\n");
 }
 
 void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
@@ -773,6 +847,24 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
             bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over),
             part->overflow_bytes == 1 ? "" : "s", owner,
             bg_cli_group_digits((int64_t)st->capacity_bytes, cap, sizeof cap), share);
+    if (!per_device) print_overflow_parts(part, st);
+    /* Checked per stage at 1/V of a device, what the second search (each
+     * device's stages together) went by is over too: the worst device. */
+    if (!per_device && r->chunks > 1) {
+        int worst = -1;
+        double worst_over = 0;
+        for (int d = 0; d < r->devices; d++) {
+            const double excess =
+                (double)bg_partition_device_peak_bytes(part, d) - (double)r->device[d].memory_bytes;
+            if (r->device[d].memory_bytes > 0 && excess > 0 && (worst < 0 || excess > worst_over))
+                worst = d, worst_over = excess;
+        }
+        if (worst >= 0)
+            fprintf(stderr, "  %s's stages together need %.2f MiB of its %.2f MiB (%.2f over)\n",
+                    p->device[worst].name,
+                    (double)bg_partition_device_peak_bytes(part, worst) / mib,
+                    (double)r->device[worst].memory_bytes / mib, worst_over / mib);
+    }
     char none_fits[160] = "";     /* where the planner tried every split */
     if (p->splits_simulated == 1) /* a layer a stage */
         snprintf(none_fits, sizeof none_fits, "this is the planner's only split");

@@ -231,6 +231,20 @@ static uint64_t spec_fingerprint(const bg_model_spec_t *spec) {
     return hash;
 }
 
+/* "; did you mean WORD?" where text[0..length) most likely misspells one of
+ * `words` (bg_spelling_nearest, in lower case: "Dense" is dense), else "". */
+static const char *guess(const char *text, size_t length, const char *const *words, size_t count,
+                         char *out, size_t size) {
+    char word[48];
+    out[0] = '\0';
+    if (length < 2 || length >= sizeof word) return out;
+    for (size_t i = 0; i < length; i++) word[i] = (char)tolower((unsigned char)text[i]);
+    word[length] = '\0';
+    const char *near = bg_spelling_nearest(word, words, count, length);
+    if (near != NULL) snprintf(out, size, "; did you mean %s?", near);
+    return out;
+}
+
 /* A rate: digits with at most one decimal point, in [0, 1). Checked by
  * hand first, because strtod would also take signs, exponents, hex, "inf"
  * and "nan". */
@@ -320,9 +334,13 @@ static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, in
                 return BG_OK;
             }
         }
-        return parse_error(p, line, value_col,
-                           "activation=%.*s%s: expected relu, tanh, sigmoid, gelu, none or linear",
-                           token_shown(value_length), value, token_cut(value_length));
+        static const char *const words[] = {"relu", "tanh", "sigmoid", "gelu", "none", "linear"};
+        char near[64];
+        guess(value, value_length, words, sizeof words / sizeof words[0], near, sizeof near);
+        return parse_error(
+            p, line, value_col,
+            "activation=%.*s%s: expected relu, tanh, sigmoid, gelu, none or linear%s",
+            token_shown(value_length), value, token_cut(value_length), near);
     }
     if (option->type == OPTION_RATE)
         return parse_rate(p, layer, key, key_length, value, value_length, line, value_col);
@@ -355,20 +373,6 @@ static void option_keys(const layer_def_t *def, char *out, size_t size) {
     for (int i = 0; i < def->num_options && used < size; i++)
         used += (size_t)snprintf(out + used, size - used, "%s%s", i > 0 ? ", " : "",
                                  def->options[i].key);
-}
-
-/* "; did you mean WORD?" where text[0..length) most likely misspells one of
- * `words` (bg_spelling_nearest, in lower case: "Dense" is dense), else "". */
-static const char *guess(const char *text, size_t length, const char *const *words, size_t count,
-                         char *out, size_t size) {
-    char word[48];
-    out[0] = '\0';
-    if (length < 2 || length >= sizeof word) return out;
-    for (size_t i = 0; i < length; i++) word[i] = (char)tolower((unsigned char)text[i]);
-    word[length] = '\0';
-    const char *near = bg_spelling_nearest(word, words, count, length);
-    if (near != NULL) snprintf(out, size, "; did you mean %s?", near);
-    return out;
 }
 
 static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const char *token,

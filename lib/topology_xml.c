@@ -273,6 +273,8 @@ void bg_topology_xml_refusal(const char *path, bg_topology_xml_heard_t *heard, c
         snprintf(out, size, " (%s)", heard->where);
     else if (reasons[0] != '\0')
         snprintf(out, size, " (hwloc: %s)", reasons);
-    else
-        out[0] = '\0';
+    else /* well-formed XML of something else, say: what one should be */
+        snprintf(out, size,
+                 " (hwloc gave no reason; a topology is what 'lstopo FILE.xml' writes, under a "
+                 "root element <topology>)");
 }

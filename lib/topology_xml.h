@@ -51,7 +51,8 @@ void bg_topology_xml_restore_stderr(int kept);
 /* Why hwloc refused the XML file at `path`, for its message, into `out`:
  * " (line L, column C: ...)" where it is not well-formed XML (libxml2's
  * words), else " (hwloc: ...)" with the lines of heard->said that say why
- * (cut apart in place), else "". */
+ * (cut apart in place), else what such a file should be (hwloc refuses
+ * well-formed XML of something else silently). */
 void bg_topology_xml_refusal(const char *path, bg_topology_xml_heard_t *heard, char *out,
                              size_t size);
 

@@ -212,8 +212,9 @@ static bg_status_t check_config(const bg_schedule_config_t *cfg) {
                             (long long)K * V * M, BG_SCHEDULE_MAX_CELLS);
     if (V > 1 && cfg->kind != BG_SCHEDULE_INTERLEAVED)
         return bg_error_set(BG_ERR_INVALID,
-                            "--chunks applies only to the interleaved schedule (V=%d with %s)", V,
-                            bg_schedule_kind_name(cfg->kind));
+                            "--chunks applies only to the interleaved schedule (V=%d with %s): "
+                            "add --schedule interleaved, or leave --chunks out",
+                            V, bg_schedule_kind_name(cfg->kind));
     if (cfg->kind == BG_SCHEDULE_INTERLEAVED && M % K != 0)
         return bg_error_set(BG_ERR_INVALID,
                             "interleaved needs the micro-batch count (M=%d) to be a multiple of "

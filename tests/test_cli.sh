@@ -73,6 +73,11 @@ sed 's/<topology version="2.0">/<topology version="9.0">/' \
 usage_error "$T/version9.xml: not a readable hwloc XML topology (hwloc: cannot import XML version 9.0 > 2)" \
     -- plan "$MODEL" --topology "$T/version9.xml"
 check "hwloc's words said once" test "$(wc -l <"$ERR")" -eq 1
+# Well-formed XML that is no topology, which hwloc refuses without a word:
+# what one should be.
+printf '<foo/>\n' >"$T/foo.xml"
+usage_error "$T/foo.xml: not a readable hwloc XML topology (hwloc gave no reason; a topology is what 'lstopo FILE.xml' writes, under a root element <topology>)" \
+    -- plan "$MODEL" --topology "$T/foo.xml"
 # xmlfile_refused GREP_OPTIONS FILE 'stderr' WHAT: `topo` with HWLOC_XMLFILE
 # naming FILE, which hwloc reads for this machine: exit 2, and stderr as
 # grep GREP_OPTIONS (-qF a part, -qFx a whole line) finds it.
@@ -2633,6 +2638,9 @@ done
 usage_error "--metrics needs a value, got the option '--recompute' (a file whose name starts with -- can be written ./--recompute)" \
     -- simulate "$MODEL" --metrics --recompute
 check "no file named after the next option" test ! -e ./--recompute
+# A size is no file name: no hint at writing one as ./--NAME.
+usage_error "--device-mem needs a value, got the option '--json'" -- plan "$MODEL" --device-mem --json
+check "a size's missing value: no file hint" sh -c "! grep -qF './--json' '$ERR'"
 usage_error "--stages given twice ('2' and '3')" -- plan "$MODEL" --stages 2 --stages 3
 usage_error "--batch given twice ('8' and '16')" -- profile "$MODEL" --batch 8 --batch 16
 usage_error "--topology given twice" -- topo --topology a.xml --topology b.xml

@@ -898,12 +898,16 @@ static void test_error_bad_enum_value(void **state) {
     expect_error(MNIST_INPUT "flatten\ndense units=10 activation=swish\n",
                  "spec:3:27: activation=swish: expected relu, tanh, sigmoid, gelu, none or "
                  "linear");
+    /* A near miss is named, as a misspelt layer or option is. */
     expect_error(MNIST_INPUT "flatten\ndense units=10 activation=Tanh\n",
                  "spec:3:27: activation=Tanh: expected relu, tanh, sigmoid, gelu, none or "
-                 "linear");
+                 "linear; did you mean tanh?");
     expect_error(MNIST_INPUT "flatten\ndense units=10 activation=tan\n",
                  "spec:3:27: activation=tan: expected relu, tanh, sigmoid, gelu, none or "
-                 "linear");
+                 "linear; did you mean tanh?");
+    expect_error(MNIST_INPUT "flatten\ndense units=10 activation=rleu\n",
+                 "spec:3:27: activation=rleu: expected relu, tanh, sigmoid, gelu, none or "
+                 "linear; did you mean relu?");
 }
 
 static void test_error_duplicate_option(void **state) {

@@ -793,9 +793,19 @@ expect 2 "add --simulate" -- sweep "$MODEL" --topology "$GPUS" --microbatches 1,
 expect 2 "does not fit: stage 0 (layers 0-3 on cpu:0) needs 22,386,432 bytes" -- \
     plan "$MODEL" --devices cpu:2 --device-mem 4M
 check "the overflow is in bytes" grep -qF "18,192,128 bytes over its 4,194,304-byte capacity" "$ERR"
+# Under it, what the stage holds, largest part first, and the other stages
+# over theirs: the CNN's first stage is its activations (buffers and stash).
+check "a stage over its capacity: its parts, largest first" grep -qxF \
+    "  of it: buffers 11.88 MiB, stash 6.79, other 2.67; 1 other stage is over its too" "$ERR"
 check "a plan that does not fit still prints its table: a row for each of 2 stages" \
     test "$(grep -cE '^ +[01] +[0-9]+-[0-9]+ +cpu:[01] ' "$OUT")" -eq 2
 check "a plan that does not fit still prints stage 1's row" grep -qE '^ +1 +4-7 +cpu:1 ' "$OUT"
+# The MLP's first stage at 1 MiB: its weights' share alone is over.
+expect 2 "does not fit: stage 0 (layers 0-1 on cpu:0)" -- \
+    plan "$ROOT/examples/fashion_mlp.model" --devices cpu:2 --device-mem 1M
+check "a stage whose weights alone are over: said" grep -qxF \
+    "  of it: optimizer 1.53 MiB, params 0.77, grads 0.77, buffers 0.45, stash 0.25, other 0.12 (params, grads and optimizer alone, 3.07 MiB, are over its capacity: more micro-batches or --recompute cannot help this stage); 1 other stage is over its too" \
+    "$ERR"
 # 20 MiB is too little for a 64-sample micro-batch, enough for 32-sample ones.
 expect 2 "what would help" -- plan "$MODEL" --devices cpu:2 --device-mem 20M
 check "smaller micro-batches are suggested" grep -qF -- "--microbatches 2 " "$ERR"
@@ -881,7 +891,8 @@ expect 2 "needs 22,386,432 bytes (21.35 MiB), 1 byte over its 22,386,431-byte ca
 check "a stage a byte over reads as over, not 100%" grep -qE '^ +0 +0-3 +cpu:0 .* >100% ' "$OUT"
 # Eight 1024 x 1024 layers: with SGD each fits 10 MiB alone (with Adam
 # none does), but no count of devices tried (up to 4) holds them all, even
-# with every saving.
+# with every saving: the fewest that do are searched past those (8, with
+# every saving; until 2026-12-06 only "use more devices still").
 {
     echo 'input channels=1 height=1 width=1024'
     echo flatten
@@ -890,7 +901,7 @@ check "a stage a byte over reads as over, not 100%" grep -qE '^ +0 +0-3 +cpu:0 .
 } >"$T/deep-wide.model"
 expect 2 "does not fit" -- plan "$T/deep-wide.model" --devices cpu:2 --device-mem 10M
 check "every layer could fit alone: more devices than those tried (at least the 7 that SGD's state fills), or more memory" grep -qFx -- \
-    "  none of these fits, alone or together, on 1 to 4 devices: give each more memory (--device-mem) or use more devices still, at least 7: its parameters and their gradients alone fill 7 devices of 10.00 MiB" \
+    "  none of these fits, alone or together, on 1 to 4 devices: give each more memory (--device-mem), or use 8 devices with --recompute --optimizer sgd --microbatches 64 (the fewest that hold it so), at least 7: its parameters and their gradients alone fill 7 devices of 10.00 MiB" \
     "$ERR"
 if expect 2 "" -- plan "$T/deep-wide.model" --devices cpu:2 --device-mem 10M --json; then
     check "--json: none fits, and the devices the model's state fills" python3 -c '
@@ -898,7 +909,9 @@ import json, sys
 p = json.load(open(sys.argv[1]))
 assert p["none_fits"] == {"fewest_devices_tried": 1, "most_devices_tried": 4,
     "every_count_planned": True,
-    "remedy": "give each more memory (--device-mem) or use more devices still",
+    "remedy": "give each more memory (--device-mem), or use 8 devices with --recompute --optimizer sgd --microbatches 64 (the fewest that hold it so)",
+    "fewest_devices_that_fit_with_savings": 8,
+    "savings": "--recompute --optimizer sgd --microbatches 64",
     "devices_at_least": 7}, p["none_fits"]' "$OUT"
 fi
 check "with Adam no layer fits alone: no count of devices is tried without SGD" \
@@ -917,6 +930,23 @@ expect 2 "does not fit" -- plan "$T/four-wide.model" --stages 2 --device-mem 40M
 # --recompute --optimizer sgd --microbatches 64 with 4 devices.)
 check "a saving with more devices is suggested" grep -qE -- \
     '^  --optimizer sgd, 4 devices \(--devices cpu:4 --stages 4\) +fits: ' "$ERR"
+expect 0 "" -- plan "$T/deep-wide.model" --devices cpu:8 --device-mem 10M --recompute \
+    --optimizer sgd --microbatches 64
+expect 2 "does not fit" -- plan "$T/deep-wide.model" --devices cpu:7 --device-mem 10M \
+    --recompute --optimizer sgd --microbatches 64
+# Ten 1024-unit layers at 24 MiB: as asked (Adam) 10 devices hold them,
+# and 5 with every saving: both said.
+dense_stack "$T/deep10.model" 1024 'dense units=1024 activation=relu' 10 10
+expect 2 "  none of these fits, alone or together, on 1 to 4 devices: give each more memory (--device-mem), or use 10 devices (the fewest that hold it), or 5 with --recompute --optimizer sgd --microbatches 64" \
+    -- plan "$T/deep10.model" --devices cpu:2 --device-mem 24M
+expect 0 "" -- plan "$T/deep10.model" --devices cpu:10 --device-mem 24M
+expect 2 "does not fit" -- plan "$T/deep10.model" --devices cpu:9 --device-mem 24M
+# Interleaved refused at 1/V of a device: the device whose stages together
+# are furthest over is named too, which the search per device went by.
+expect 2 "does not fit: stage 3 (layers 4-7 on cpu:1)" -- plan "$MODEL" --devices cpu:2 \
+    --microbatches 4 --schedule interleaved --chunks 2 --device-mem 8M
+check "interleaved: the device furthest over, its stages together" grep -qxF \
+    "  cpu:1's stages together need 25.12 MiB of its 8.00 MiB (17.12 over)" "$ERR"
 check "no count of devices alone is suggested" sh -c "! grep -qE '^  [0-9]+ devices' '$ERR'"
 expect 0 "" -- plan "$T/four-wide.model" --devices cpu:4 --stages 4 --device-mem 40M \
     --optimizer sgd
@@ -1154,7 +1184,7 @@ assert [s["device"] for s in p["stages"]] == ["cuda:0/0", "cuda:1/0"], p["stages
 # Nothing fits on the counts sampled (600 layers on 32 to 128 devices are
 # too many to plan each count): said so.
 dense_stack "$T/d600.model" 128 'dense units=128' 600 4
-expect 2 "  none of these fits, alone or together, on 32 to 128 devices (sampled in doubling steps, not each count planned): give each more memory (--device-mem) or use more devices still, at least 139: " \
+expect 2 "  none of these fits, alone or together, on 32 to 128 devices (sampled in doubling steps, not each count planned): give each more memory (--device-mem), or use 150 devices with --recompute --microbatches 64 (the fewest that hold it so), at least 139: " \
     -- plan "$T/d600.model" --devices cpu:64 --device-mem 560K --optimizer sgd
 # Both autos: the changes are priced at the count and under the schedule
 # they fell back on.

@@ -732,7 +732,8 @@ static void test_invalid_requests(void **state) {
                    "count (K=4): --microbatches 4, 8, 12 and so on, up to the batch");
     expect_invalid(create(BG_SCHEDULE_INTERLEAVED, 4, 1, 6), "(M=6)");
     expect_invalid(create(BG_SCHEDULE_1F1B, 2, 2, 4),
-                   "--chunks applies only to the interleaved schedule (V=2 with 1f1b)");
+                   "--chunks applies only to the interleaved schedule (V=2 with 1f1b): add "
+                   "--schedule interleaved, or leave --chunks out");
     expect_invalid(create(BG_SCHEDULE_ZB_H1, 2, 3, 4), "(V=3 with zb-h1)");
     expect_invalid(create(BG_SCHEDULE_GPIPE, 2, 2, 4), "(V=2 with gpipe)");
     expect_invalid(create(BG_SCHEDULE_1F1B, 2, 1, 0), "at least 1 micro-batch (M=0)");
