@@ -488,6 +488,19 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
     print_after_wait(p);
 }
 
+/* The profiler's bg_profile_config_t.phase: the progress line's `what`,
+ * kept (the profiler's text is its own). The layers' rounds say nothing
+ * where they end within a second (a small model's); the ranges' phase,
+ * the longest, always ends with its count. */
+static void name_phase(void *ctx, const char *what) {
+    static char kept[96];
+    bg_progress_t *progress = ctx;
+    bg_progress_end_line(progress); /* the last phase's line, if left open */
+    snprintf(kept, sizeof kept, "%s", what);
+    progress->what = kept;
+    progress->quiet_s = strcmp(what, BG_PROFILE_PHASE_RANGES) == 0 ? 0 : 1.0;
+}
+
 /* Leaves out of pc's other sizes those at which the stage of the whole
  * model that times the layers would hold over half of this machine's
  * memory (a large B of a large model), saying so: their times are then
@@ -582,8 +595,9 @@ int bg_cmd_profile(int argc, char **argv) {
     pc.split = o.split_count > 0 ? o.split : NULL;
     pc.split_count = o.split_count;
     bg_progress_init(&progress, stderr, 1);
-    progress.what = "timing layer ranges as stages:";
+    progress.what = BG_PROFILE_PHASE_RANGES;
     pc.progress = bg_progress_count;
+    pc.phase = name_phase;
     pc.progress_ctx = &progress;
     BG_CHECK_GOTO(keep_sizes_that_fit(&pc), st, fail);
     char sizes[96] = "";

@@ -172,8 +172,18 @@ static bg_status_t measure_layers(bg_backend_t *be, const bg_profile_config_t *c
                                     ls.now[OP_WEIGHT_CHECK]};
     BG_CHECK_GOTO(bg_stage_zero_grads(stage), st, done); /* before timing: rounds zero after */
     bg_stage_set_layer_times(stage, &times);
-    for (int r = 0; r < WARMUP + reps; r++)
+    if (cfg->phase != NULL) {
+        char what[80];
+        snprintf(what, sizeof what,
+                 "timing the layers at %lld sample%s, in rounds:", (long long)batch,
+                 batch == 1 ? "" : "s");
+        cfg->phase(cfg->progress_ctx, what);
+    }
+    if (cfg->progress != NULL) cfg->progress(cfg->progress_ctx, 0, WARMUP + reps);
+    for (int r = 0; r < WARMUP + reps; r++) {
         BG_CHECK_GOTO(run_round(stage, batch, slots, &ls, r >= WARMUP), st, done);
+        if (cfg->progress != NULL) cfg->progress(cfg->progress_ctx, r + 1, WARMUP + reps);
+    }
     if (spread != NULL) *spread = round_spread(&ls, reps, slots);
     for (int i = 0; i < n; i++) {
         bg_layer_profile_t *l = &layer[i];

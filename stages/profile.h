@@ -204,19 +204,27 @@ typedef struct bg_profile_config {
      * to BG_PROFILE_MAX_STAGE_LAYERS layers. */
     const int *split;
     int split_count;
-    /* Called with done = 0 before the layer ranges are timed, then after
-     * each timing of one with how many of the `total` are done, for a
-     * progress display; NULL: not called. */
+    /* Called with done = 0 before each phase of timings (the layers at
+     * each size, in rounds; then the layer ranges), then after each timing
+     * with how many of the phase's `total` are done, for a progress
+     * display; NULL: not called. */
     void (*progress)(void *ctx, int64_t done, int64_t total);
+    /* Called before each phase's first progress call with what it times
+     * ("timing the layers at 64 samples, in rounds:", then
+     * BG_PROFILE_PHASE_RANGES); NULL: not called. */
+    void (*phase)(void *ctx, const char *what);
     void *progress_ctx;
 } bg_profile_config_t;
+
+/* The phase that times the layer ranges as stages (the longest). */
+#define BG_PROFILE_PHASE_RANGES "timing layer ranges as stages:"
 
 #define BG_PROFILE_CONFIG_INIT                                                                     \
     {                                                                                              \
         .spec = NULL, .batch = 64, .other_sizes = 0, .other_size = {0}, .repetitions = 7,          \
         .optimizer = BG_OPTIMIZER_CONFIG_INIT, .stash_slots = 2, .microbatches = 1,                \
         .topology = NULL, .peer_core = 1, .loaded = 0, .split = NULL, .split_count = 0,            \
-        .progress = NULL, .progress_ctx = NULL                                                     \
+        .progress = NULL, .phase = NULL, .progress_ctx = NULL                                      \
     }
 
 /* The figure a profile keeps of n timings of one thing (sorted in place; 0

@@ -640,6 +640,7 @@ bg_status_t bg_profile_measure_stages(bg_backend_t *be, const bg_profile_config_
         return bg_error_set(BG_ERR_NOMEM, "profile: out of memory");
     }
     bg_status_t st = BG_OK;
+    if (cfg->phase != NULL) cfg->phase(cfg->progress_ctx, BG_PROFILE_PHASE_RANGES);
     if (cfg->progress != NULL) cfg->progress(cfg->progress_ctx, 0, (int64_t)PASSES * total);
     for (int pass = 0; pass < PASSES && st == BG_OK; pass++)
         for (int entry = 0; entry < total && st == BG_OK; entry++) {

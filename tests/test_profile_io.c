@@ -1,5 +1,6 @@
 /* Profiles on disk: a save that runs out of memory writes nothing, a load
- * gives back what was saved, and repeated stage entries are named. */
+ * gives back what was saved, and repeated stage entries are named; and
+ * what a measurement tells a progress display. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -335,6 +336,66 @@ static void test_load_bound(void **state) {
     bg_model_spec_destroy(spec);
 }
 
+/* What a measurement tells a progress display: each phase named, then
+ * its count from 0 to its total, one call a unit. */
+typedef struct phases_seen {
+    char name[4][80];
+    int64_t last_done[4], total[4], calls[4];
+    int count;
+    int out_of_order; /* a count that did not follow the one before it */
+} phases_seen_t;
+
+static void seen_phase(void *ctx, const char *what) {
+    phases_seen_t *seen = ctx;
+    if (seen->count < 4) snprintf(seen->name[seen->count], sizeof seen->name[0], "%s", what);
+    seen->count++;
+}
+
+static void seen_progress(void *ctx, int64_t done, int64_t total) {
+    phases_seen_t *seen = ctx;
+    const int k = seen->count - 1;
+    if (k < 0 || k >= 4) return;
+    if (seen->calls[k] > 0 ? done != seen->last_done[k] + 1 : done != 0) seen->out_of_order = 1;
+    seen->last_done[k] = done;
+    seen->total[k] = total;
+    seen->calls[k]++;
+}
+
+/* A profile of the small model at 4 samples, and at 2: three phases, the
+ * layers' rounds at each size (2 untimed and the 1 timed), then the layer
+ * ranges, each counted through to its end. */
+static void test_measure_phases(void **state) {
+    (void)state;
+    bg_model_spec_t *spec = NULL;
+    assert_int_equal(bg_model_spec_parse("spec", model_text, strlen(model_text), &spec), BG_OK);
+    phases_seen_t seen = {0};
+    bg_profile_config_t cfg = BG_PROFILE_CONFIG_INIT;
+    cfg.spec = spec;
+    cfg.batch = 4;
+    cfg.other_sizes = 1;
+    cfg.other_size[0] = 2;
+    cfg.repetitions = 1;
+    cfg.stash_slots = 1;
+    cfg.progress = seen_progress;
+    cfg.phase = seen_phase;
+    cfg.progress_ctx = &seen;
+    bg_profile_t *p = NULL;
+    assert_int_equal(bg_profile_measure(&cfg, &p), BG_OK);
+    assert_int_equal(seen.count, 3);
+    assert_false(seen.out_of_order);
+    assert_string_equal(seen.name[0], "timing the layers at 4 samples, in rounds:");
+    assert_string_equal(seen.name[1], "timing the layers at 2 samples, in rounds:");
+    assert_string_equal(seen.name[2], BG_PROFILE_PHASE_RANGES);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(seen.total[k], 3);
+        assert_int_equal(seen.last_done[k], 3);
+    }
+    assert_true(seen.total[2] > 0);
+    assert_int_equal(seen.last_done[2], seen.total[2]);
+    bg_profile_destroy(p);
+    bg_model_spec_destroy(spec);
+}
+
 static int setup(void **state) { return bg_test_scratch_file_setup(state, "profile", "p.json"); }
 
 int main(void) {
@@ -346,6 +407,7 @@ int main(void) {
                                         bg_test_scratch_file_teardown),
         cmocka_unit_test_setup_teardown(test_load_bound, setup, bg_test_scratch_file_teardown),
         cmocka_unit_test(test_default_sizes),
+        cmocka_unit_test(test_measure_phases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
