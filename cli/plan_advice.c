@@ -624,7 +624,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                      every ? "" : " (sampled in doubling steps, not each count planned)");
         /* Past a layer a stage, or the most devices brigade takes, no
          * more can be had (until 2026-12-05 "use more devices still"). */
-        char no_more[288] = "", limit[160];
+        char no_more[352] = "", limit[160];
         const int possible = bg_advice_most_possible(&v),
                   places = bg_model_spec_stage_places(v.spec);
         const char *per_device = v.chunks > 1 ? ", and --chunks per device" : "";
@@ -654,25 +654,39 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                      possible, limit);
         /* Where the most devices the model can have would hold it, the
          * fewest past those tried that do (a user asked how many). */
-        else if (!gpus && v.schedule != BG_SCHEDULE_INTERLEAVED) {
-            /* As asked, and with every saving where that takes fewer. */
+        /* CPU devices only, counted as --devices cpu:N (GPUs past the
+         * machine's are no count to suggest; --stages counts otherwise). */
+        else if (bg_placement_all_of_kind(placement, BG_DEVICE_CPU) && placement->stages == 0 &&
+                 v.schedule != BG_SCHEDULE_INTERLEAVED) {
+            /* As asked, where each layer fits a device so, and with every
+             * saving where that takes fewer. */
+            int as_asked_layer = 0, as_asked_last = 0;
+            const size_t as_asked_need = largest_layer_floor(r, &as_asked_layer, &as_asked_last);
             const int asked =
-                bg_advice_fewest_fitting(r, placement, host_share, most, possible, advice);
+                capacity > 0 && as_asked_need > capacity
+                    ? 0
+                    : bg_advice_fewest_fitting(r, placement, host_share, most, possible, advice);
             const int saving =
                 at > 0 ? bg_advice_fewest_fitting(&v, placement, host_share, most,
                                                   asked > 0 ? asked - 1 : possible, advice)
                        : 0;
-            char counts_that_fit[224] = "";
+            /* Sampled counts (bg_advice_scans_every_count) find a count
+             * that fits past one that does not, not surely the fewest. */
+            const char *fewest_said = bg_advice_scans_every_count(r, possible)
+                                          ? "the fewest that hold it"
+                                          : "the fewest found, counts sampled";
+            char counts_that_fit[256] = "";
             if (asked > 0 && saving > 0)
                 snprintf(counts_that_fit, sizeof counts_that_fit,
-                         "%d devices (the fewest that hold it), or %d with %s", asked, saving,
-                         what);
+                         "%d devices (%s), or %d with %s (every saving; fewer may do)", asked,
+                         fewest_said, saving, what);
             else if (asked > 0)
-                snprintf(counts_that_fit, sizeof counts_that_fit,
-                         "%d devices (the fewest that hold it)", asked);
+                snprintf(counts_that_fit, sizeof counts_that_fit, "%d devices (%s)", asked,
+                         fewest_said);
             else if (saving > 0)
                 snprintf(counts_that_fit, sizeof counts_that_fit,
-                         "%d devices with %s (the fewest that hold it so)", saving, what);
+                         "%d devices with %s (%s so; every saving, fewer may do)", saving, what,
+                         fewest_said);
             if (counts_that_fit[0] != '\0')
                 snprintf(no_more, sizeof no_more, "give each more memory (--device-mem), or use %s",
                          counts_that_fit);
@@ -737,7 +751,8 @@ static void describe_overflow(const bg_plan_t *p, char *buf, size_t size) {
  * more); whether its weights'
  * share alone is over (then neither more micro-batches nor --recompute can
  * bring it under); and how many other stages are over theirs. */
-static void print_overflow_parts(const bg_partition_t *part, const bg_partition_stage_t *st) {
+static void print_overflow_parts(const bg_partition_t *part, const bg_partition_stage_t *st,
+                                 size_t weights_room) {
     const bg_cost_memory_t *m = &st->memory;
     struct {
         const char *name;
@@ -746,25 +761,42 @@ static void print_overflow_parts(const bg_partition_t *part, const bg_partition_
                  {"optimizer", m->optimizer}, {"stash", m->stash},
                  {"buffers", m->buffers},     {"other", m->channels + m->workspace + m->padding}};
     enum { PARTS = sizeof parts / sizeof parts[0] };
+    /* MiB, or KiB for a stage of less than one. */
+    const int kib = st->peak_bytes < (size_t)1 << 20;
+    const double unit = kib ? 1024.0 : mib;
     int shown[PARTS] = {0};
     fprintf(stderr, "  of it:");
     for (int k = 0; k < PARTS; k++) {
         int largest = -1;
         for (int j = 0; j < PARTS; j++)
-            if (!shown[j] && (double)parts[j].bytes >= 0.005 * mib && /* prints as 0.01 */
+            if (!shown[j] && (double)parts[j].bytes >= 0.005 * unit && /* prints as 0.01 */
                 (largest < 0 || parts[j].bytes > parts[largest].bytes))
                 largest = j;
         if (largest < 0) break;
         shown[largest] = 1;
         fprintf(stderr, "%s %s %.2f%s", k == 0 ? "" : ",", parts[largest].name,
-                (double)parts[largest].bytes / mib, k == 0 ? " MiB" : "");
+                (double)parts[largest].bytes / unit,
+                k > 0 ? ""
+                : kib ? " KiB"
+                      : " MiB");
+        /* Where most of it, a GPU's convolution workspace, which
+         * --conv-workspace sets. */
+        if (largest == PARTS - 1 && 2 * m->workspace >= parts[largest].bytes &&
+            (double)m->workspace >= 0.005 * unit)
+            fprintf(stderr, " (workspace %.2f)", (double)m->workspace / unit);
     }
+    /* Against what the stage could have (a device's whole memory, where
+     * its stages are checked together): its weights' share alone over it
+     * is what neither more micro-batches nor --recompute can help. */
     const size_t weights = m->params + m->grads + m->optimizer;
-    if (st->capacity_bytes > 0 && weights > st->capacity_bytes)
+    if (weights_room > 1 && weights > weights_room)
         fprintf(stderr,
-                " (params, grads and optimizer alone, %.2f MiB, are over its capacity: more "
-                "micro-batches or --recompute cannot help this stage)",
-                (double)weights / mib);
+                " (%s alone, %.2f %s, are over %s: more micro-batches%s cannot help this "
+                "stage)",
+                m->grads == 0 && m->optimizer == 0 ? "params" : "params, grads and optimizer",
+                (double)weights / unit, kib ? "KiB" : "MiB",
+                weights_room > st->capacity_bytes ? "its device's capacity" : "its capacity",
+                m->grads == 0 ? "" : " or --recompute");
     int others = 0;
     for (int i = 0; i < part->stages; i++)
         others += &part->stage[i] != st && part->stage[i].capacity_bytes > 0 &&
@@ -847,7 +879,9 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
             bg_cli_group_digits((int64_t)part->overflow_bytes, over, sizeof over),
             part->overflow_bytes == 1 ? "" : "s", owner,
             bg_cli_group_digits((int64_t)st->capacity_bytes, cap, sizeof cap), share);
-    if (!per_device) print_overflow_parts(part, st);
+    if (!per_device)
+        print_overflow_parts(
+            part, st, r->chunks > 1 ? r->device[st->device].memory_bytes : st->capacity_bytes);
     /* Checked per stage at 1/V of a device, what the second search (each
      * device's stages together) went by is over too: the worst device. */
     if (!per_device && r->chunks > 1) {

@@ -33,8 +33,11 @@ void bg_progress_count(void *ctx, int64_t done, int64_t total) {
     bg_progress_t *p = ctx;
     if (total < 1) return;
     if (done == 0) {
-        /* The count starts now: the time left follows from this work alone. */
+        /* The count starts now: the time left follows from this work alone,
+         * and its tenths are printed afresh (an earlier count's are not). */
         p->started = bg_monotonic_seconds();
+        p->last_tenth = 0;
+        p->last_draw = 0;
         return;
     }
     const double now = bg_monotonic_seconds(), elapsed = now - p->started;

@@ -28,8 +28,9 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *progress);
 /* Progress of work counted in units ("layer range timings"), ctx a
  * bg_progress_t whose `what` names them: a bar with the time left on a
  * terminal, a line at each tenth otherwise; the last call (done == total)
- * ends the line. done == 0 (re)starts the clock and prints nothing; so
- * does work that ends within quiet_s of that (0 from bg_progress_init). */
+ * ends the line. done == 0 (re)starts the clock and the tenths, and
+ * prints nothing; so does work that ends within quiet_s of that (0 from
+ * bg_progress_init). */
 void bg_progress_count(void *ctx, int64_t done, int64_t total);
 
 /* Ends a terminal line the bar left open (work stopped before its end), so

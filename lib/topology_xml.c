@@ -275,6 +275,6 @@ void bg_topology_xml_refusal(const char *path, bg_topology_xml_heard_t *heard, c
         snprintf(out, size, " (hwloc: %s)", reasons);
     else /* well-formed XML of something else, say: what one should be */
         snprintf(out, size,
-                 " (hwloc gave no reason; a topology is what 'lstopo FILE.xml' writes, under a "
-                 "root element <topology>)");
+                 " (hwloc gave no reason; a topology is what 'lstopo FILE.xml' writes: a "
+                 "root element <topology> holding the machine's objects)");
 }

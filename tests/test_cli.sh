@@ -76,7 +76,7 @@ check "hwloc's words said once" test "$(wc -l <"$ERR")" -eq 1
 # Well-formed XML that is no topology, which hwloc refuses without a word:
 # what one should be.
 printf '<foo/>\n' >"$T/foo.xml"
-usage_error "$T/foo.xml: not a readable hwloc XML topology (hwloc gave no reason; a topology is what 'lstopo FILE.xml' writes, under a root element <topology>)" \
+usage_error "$T/foo.xml: not a readable hwloc XML topology (hwloc gave no reason; a topology is what 'lstopo FILE.xml' writes: a root element <topology> holding the machine's objects)" \
     -- plan "$MODEL" --topology "$T/foo.xml"
 # xmlfile_refused GREP_OPTIONS FILE 'stderr' WHAT: `topo` with HWLOC_XMLFILE
 # naming FILE, which hwloc reads for this machine: exit 2, and stderr as
