@@ -747,10 +747,12 @@ static void describe_overflow(const bg_plan_t *p, char *buf, size_t size) {
 }
 
 /* Under the refusal, what the stage over its capacity holds, largest part
- * first, as the plan table's columns name them (those of 0.01 MiB or
- * more); whether its weights'
- * share alone is over (then neither more micro-batches nor --recompute can
- * bring it under); and how many other stages are over theirs. */
+ * first, as the plan table's columns name them (those that print as 0.01
+ * or more, in MiB, or KiB for a stage under a MiB; "other" with its GPU
+ * workspace where that is most of it); whether its weights' share alone is
+ * over `weights_room`, what the stage could have (then neither more
+ * micro-batches nor --recompute can bring it under); and how many other
+ * stages are over theirs. */
 static void print_overflow_parts(const bg_partition_t *part, const bg_partition_stage_t *st,
                                  size_t weights_room) {
     const bg_cost_memory_t *m = &st->memory;

@@ -67,10 +67,10 @@ static int compare_links(const void *a, const void *b) {
  * the peer: before the wake of a peer asleep on the channel (its tail). */
 static double ready_time(const bg_event_t *e) { return e->end - e->tail_s; }
 
-/* Orders the copies that end waits (is_waker) by kind, step, stage, peer, then by
- * micro-batch for sends (which a wait for that message looks up) and by
- * ready time for receives (a wait for room looks up the latest before its
- * end: the receive that freed its slot). */
+/* Orders the copies that end waits (is_waker) by kind, step, stage, peer,
+ * then by micro-batch for sends (which a wait for that message looks up)
+ * and by ready time for receives (a wait for room looks up the first once
+ * it began: the receive that freed its slot). */
 static int compare_wakers(const void *a, const void *b) {
     const bg_event_t *x = *(const bg_event_t *const *)a, *y = *(const bg_event_t *const *)b;
     const int kx[] = {x->kind, x->step, x->stage, x->peer_stage},

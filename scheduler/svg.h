@@ -25,8 +25,11 @@ extern "C" {
  * (data-stage, data-kind "F"/"B"/"W"/"step", data-mb; F blue, B green, W
  * orange, step grey; the micro-batch written inside when the box is wide
  * enough) and, in a thin lane below, sends and receives (<rect
- * class="copy">) and waits (<rect class="wait">, hatched light red); idle
- * time is left empty; a time axis in ms and a legend. A stage-less optimizer
+ * class="copy">) and waits (<rect class="wait">, hatched light red), over
+ * each wait on a neighbour its hand-off where known (<rect class="handoff">,
+ * dark grey, from bg_timeline_wait_ready's time to the wait's end); idle
+ * time is left empty; a time axis in ms and a legend, wrapped onto as many
+ * lines as its keys need. A stage-less optimizer
  * step is drawn in the row of the stage numbered like its device. The width
  * grows with the number of ops per row, from 1200 to 2400 px.
  *
