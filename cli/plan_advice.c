@@ -559,6 +559,38 @@ static const char *fewest_devices(const bg_plan_request_t *r, char *buf, size_t 
     return buf;
 }
 
+/* Into `out`, the fewest of the savings (and the most micro-batches, as
+ * a change of its own) with which request r fits on `count` devices, as
+ * their options ("--optimizer sgd"); "" where none does or memory runs
+ * out. Tries each set of savings by size, the smallest first. */
+static void fewest_changes_at(const bg_plan_request_t *r, const saving_t *savings, int n, int count,
+                              const bg_placement_t *placement, int host_share, bg_advice_t *advice,
+                              char *out, size_t size) {
+    out[0] = '\0';
+    bg_cost_device_t *devices = malloc(sizeof *devices * (size_t)r->devices);
+    if (devices == NULL) return;
+    const int most = most_microbatches(r);
+    for (int size_of_set = 0; size_of_set <= n + 1 && out[0] == '\0'; size_of_set++)
+        for (unsigned mask = 0; mask < 1u << n && out[0] == '\0'; mask++)
+            for (int more = 0; more <= (most != r->microbatches) && out[0] == '\0'; more++) {
+                int bits = more;
+                for (unsigned m = mask; m != 0; m &= m - 1) bits++;
+                if (bits != size_of_set) continue;
+                bg_plan_request_t v;
+                char what[160];
+                apply_savings(r, savings, n, mask, &v, devices, what, sizeof what);
+                if (more) {
+                    v.microbatches = most;
+                    const size_t at = strlen(what);
+                    snprintf(what + at, sizeof what - at, "%s--microbatches %d", at > 0 ? " " : "",
+                             most);
+                }
+                if (bits > 0 && bg_advice_fits_on(&v, placement, host_share, count, advice))
+                    snprintf(out, size, "%s", what);
+            }
+    free(devices);
+}
+
 /* The fewest changes together that fit (try_fewest_changes: of
  * `savings`, savings_of the failed request's, with the micro-batch count
  * or the device count), else every saving with the most micro-batches, on
@@ -670,6 +702,15 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                 at > 0 ? bg_advice_fewest_fitting(&v, placement, host_share, most,
                                                   asked > 0 ? asked - 1 : possible, advice)
                        : 0;
+            /* At that count, the fewest of the changes that fit there
+             * (every saving may be more than it takes: SGD alone may do);
+             * where every count is planned, the search being small. */
+            char fewest_changes[160] = "";
+            if (saving > 0 && bg_advice_scans_every_count(r, saving))
+                fewest_changes_at(r, savings, n, saving, placement, host_share, advice,
+                                  fewest_changes, sizeof fewest_changes);
+            const char *changes = fewest_changes[0] != '\0' ? fewest_changes : what;
+            const char *more_may = fewest_changes[0] != '\0' ? "" : "every saving, fewer may do";
             /* Sampled counts (bg_advice_scans_every_count) find a count
              * that fits past one that does not, not surely the fewest. */
             const char *fewest_said = bg_advice_scans_every_count(r, possible)
@@ -678,15 +719,14 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
             char counts_that_fit[256] = "";
             if (asked > 0 && saving > 0)
                 snprintf(counts_that_fit, sizeof counts_that_fit,
-                         "%d devices (%s), or %d with %s (every saving; fewer may do)", asked,
-                         fewest_said, saving, what);
+                         "%d devices (%s), or %d with %s%s%s%s", asked, fewest_said, saving,
+                         changes, more_may[0] ? " (" : "", more_may, more_may[0] ? ")" : "");
             else if (asked > 0)
                 snprintf(counts_that_fit, sizeof counts_that_fit, "%d devices (%s)", asked,
                          fewest_said);
             else if (saving > 0)
-                snprintf(counts_that_fit, sizeof counts_that_fit,
-                         "%d devices with %s (%s so; every saving, fewer may do)", saving, what,
-                         fewest_said);
+                snprintf(counts_that_fit, sizeof counts_that_fit, "%d devices with %s (%s so%s%s)",
+                         saving, changes, fewest_said, more_may[0] ? "; " : "", more_may);
             if (counts_that_fit[0] != '\0')
                 snprintf(no_more, sizeof no_more, "give each more memory (--device-mem), or use %s",
                          counts_that_fit);
@@ -694,7 +734,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
                 cJSON_AddNumberToObject(verdict, "fewest_devices_that_fit", asked);
             if (verdict != NULL && saving > 0) {
                 cJSON_AddNumberToObject(verdict, "fewest_devices_that_fit_with_savings", saving);
-                cJSON_AddStringToObject(verdict, "savings", what);
+                cJSON_AddStringToObject(verdict, "savings", changes);
             }
         }
         clear_search_line(advice); /* the probe's plan may have drawn it again */

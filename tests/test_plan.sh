@@ -901,7 +901,7 @@ check "a stage a byte over reads as over, not 100%" grep -qE '^ +0 +0-3 +cpu:0 .
 } >"$T/deep-wide.model"
 expect 2 "does not fit" -- plan "$T/deep-wide.model" --devices cpu:2 --device-mem 10M
 check "every layer could fit alone: more devices than those tried (at least the 7 that SGD's state fills), or more memory" grep -qFx -- \
-    "  none of these fits, alone or together, on 1 to 4 devices: give each more memory (--device-mem), or use 8 devices with --recompute --optimizer sgd --microbatches 64 (the fewest that hold it so; every saving, fewer may do), at least 7: its parameters and their gradients alone fill 7 devices of 10.00 MiB" \
+    "  none of these fits, alone or together, on 1 to 4 devices: give each more memory (--device-mem), or use 8 devices with --optimizer sgd --microbatches 64 (the fewest that hold it so), at least 7: its parameters and their gradients alone fill 7 devices of 10.00 MiB" \
     "$ERR"
 if expect 2 "" -- plan "$T/deep-wide.model" --devices cpu:2 --device-mem 10M --json; then
     check "--json: none fits, and the devices the model's state fills" python3 -c '
@@ -909,9 +909,9 @@ import json, sys
 p = json.load(open(sys.argv[1]))
 assert p["none_fits"] == {"fewest_devices_tried": 1, "most_devices_tried": 4,
     "every_count_planned": True,
-    "remedy": "give each more memory (--device-mem), or use 8 devices with --recompute --optimizer sgd --microbatches 64 (the fewest that hold it so; every saving, fewer may do)",
+    "remedy": "give each more memory (--device-mem), or use 8 devices with --optimizer sgd --microbatches 64 (the fewest that hold it so)",
     "fewest_devices_that_fit_with_savings": 8,
-    "savings": "--recompute --optimizer sgd --microbatches 64",
+    "savings": "--optimizer sgd --microbatches 64",
     "devices_at_least": 7}, p["none_fits"]' "$OUT"
 fi
 check "with Adam no layer fits alone: no count of devices is tried without SGD" \
@@ -933,16 +933,23 @@ check "a saving with more devices is suggested" grep -qE -- \
 check "no count of devices alone is suggested" sh -c "! grep -qE '^  [0-9]+ devices' '$ERR'"
 expect 0 "" -- plan "$T/four-wide.model" --devices cpu:4 --stages 4 --device-mem 40M \
     --optimizer sgd
-expect 0 "" -- plan "$T/deep-wide.model" --devices cpu:8 --device-mem 10M --recompute \
-    --optimizer sgd --microbatches 64
+expect 0 "" -- plan "$T/deep-wide.model" --devices cpu:8 --device-mem 10M --optimizer sgd \
+    --microbatches 64
 expect 2 "does not fit" -- plan "$T/deep-wide.model" --devices cpu:7 --device-mem 10M \
-    --recompute --optimizer sgd --microbatches 64
+    --optimizer sgd --microbatches 64
+# ... and on 8 devices neither change alone fits: the fewest changes.
+expect 2 "does not fit" -- plan "$T/deep-wide.model" --devices cpu:8 --device-mem 10M \
+    --optimizer sgd
 # Ten 1024-unit layers at 24 MiB: as asked (Adam) 10 devices hold them,
-# and 5 with every saving: both said.
+# and 5 with SGD, the fewest changes that fit there: both said (until
+# 2026-12-06 every saving, --recompute among them, was named).
 dense_stack "$T/deep10.model" 1024 'dense units=1024 activation=relu' 10 10
-expect 2 "  none of these fits, alone or together, on 1 to 4 devices: give each more memory (--device-mem), or use 10 devices (the fewest that hold it), or 5 with --recompute --optimizer sgd --microbatches 64 (every saving; fewer may do)" \
+expect 2 "  none of these fits, alone or together, on 1 to 4 devices: give each more memory (--device-mem), or use 10 devices (the fewest that hold it), or 5 with --optimizer sgd" \
     -- plan "$T/deep10.model" --devices cpu:2 --device-mem 24M
 expect 0 "" -- plan "$T/deep10.model" --devices cpu:10 --device-mem 24M
+expect 0 "" -- plan "$T/deep10.model" --devices cpu:5 --device-mem 24M --optimizer sgd
+expect 2 "does not fit" -- plan "$T/deep10.model" --devices cpu:4 --device-mem 24M \
+    --optimizer sgd --recompute --microbatches 64
 expect 2 "does not fit" -- plan "$T/deep10.model" --devices cpu:9 --device-mem 24M
 # Interleaved refused at 1/V of a device: the device whose stages together
 # are furthest over is named too, which the search per device went by.
