@@ -52,15 +52,20 @@ static void account_event(bg_timeline_summary_t *s, const bg_event_t *e) {
     }
 }
 
+/* Orders two keys of n ints, the first that differs deciding. */
+static int compare_keys(const int *x, const int *y, int n) {
+    for (int i = 0; i < n; i++)
+        if (x[i] != y[i]) return (x[i] > y[i]) - (x[i] < y[i]);
+    return 0;
+}
+
 /* Orders LINK events by step, receiving stage, sending stage and
  * micro-batch. */
 static int compare_links(const void *a, const void *b) {
     const bg_event_t *x = *(const bg_event_t *const *)a, *y = *(const bg_event_t *const *)b;
     const int kx[] = {x->step, x->stage, x->peer_stage, x->microbatch},
               ky[] = {y->step, y->stage, y->peer_stage, y->microbatch};
-    for (int i = 0; i < 4; i++)
-        if (kx[i] != ky[i]) return (kx[i] > ky[i]) - (kx[i] < ky[i]);
-    return 0;
+    return compare_keys(kx, ky, 4);
 }
 
 /* The time a SEND or RECV made its message or its freed slot ready for
@@ -73,12 +78,11 @@ static double ready_time(const bg_event_t *e) { return e->end - e->tail_s; }
  * it began: the receive that freed its slot). */
 static int compare_wakers(const void *a, const void *b) {
     const bg_event_t *x = *(const bg_event_t *const *)a, *y = *(const bg_event_t *const *)b;
-    const int kx[] = {x->kind, x->step, x->stage, x->peer_stage},
-              ky[] = {y->kind, y->step, y->stage, y->peer_stage};
-    for (int i = 0; i < 4; i++)
-        if (kx[i] != ky[i]) return (kx[i] > ky[i]) - (kx[i] < ky[i]);
-    if (x->kind == BG_EVENT_SEND)
-        return (x->microbatch > y->microbatch) - (x->microbatch < y->microbatch);
+    const int kx[] = {x->kind, x->step, x->stage, x->peer_stage, x->microbatch},
+              ky[] = {y->kind, y->step, y->stage, y->peer_stage, y->microbatch};
+    if (x->kind == BG_EVENT_SEND || y->kind == BG_EVENT_SEND) return compare_keys(kx, ky, 5);
+    const int by_keys = compare_keys(kx, ky, 4);
+    if (by_keys != 0) return by_keys;
     const double tx = ready_time(x), ty = ready_time(y);
     return (tx > ty) - (tx < ty);
 }

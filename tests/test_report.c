@@ -37,6 +37,21 @@ static void check_ok(bg_status_t st) {
     if (st != BG_OK) fail_msg("status %s: %s", bg_status_name(st), bg_error_message());
 }
 
+/* The summary as bg_summary_print writes it (peak_bytes as it takes
+ * them), in a string to free. */
+static char *summary_text(const bg_timeline_summary_t *s, const size_t *peak_bytes) {
+    /* Static, where the stream keeps their addresses (GCC sees a local's
+     * address escape and warns of a dangling pointer once inlined). */
+    static char *text;
+    static size_t size;
+    text = NULL;
+    FILE *out = open_memstream(&text, &size);
+    assert_non_null(out);
+    check_ok(bg_summary_print(out, s, peak_bytes));
+    fclose(out);
+    return text;
+}
+
 static bg_timeline_t *make_timeline(bg_schedule_kind_t kind, int devices, int stages, int chunks,
                                     int microbatches, const char *const *names) {
     bg_timeline_config_t cfg = {.schedule = kind,
@@ -295,11 +310,7 @@ static void test_summary_room_chain(void **state) {
     stage[2].room_prev_s = 0.020;
     stage[1].room_prev_s = 0.001;
     stage[0].room_next_s = 0.005;
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    check_ok(bg_summary_print(out, &s, NULL));
-    fclose(out);
+    char *text = summary_text(&s, NULL);
     const char *room = strstr(text, "stage 0 waited");
     assert_non_null(room);
     assert_string_equal(room,
@@ -391,11 +402,7 @@ static void test_other_idle(void **state) {
         expect_near(s->device[d].idle_s, 6e-3, EPS);
         expect_near(s->device[d].other_idle_s, 1e-3, EPS);
     }
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    check_ok(bg_summary_print(out, s, NULL));
-    fclose(out);
+    char *text = summary_text(s, NULL);
     assert_non_null(strstr(text, "every device was idle 4.000 ms per step after the step's last "
                                  "event, while the caller joined their threads\n"));
     assert_non_null(strstr(text, "cpu:1 was idle 1.000 ms per step between its events, in no "
@@ -433,11 +440,7 @@ static void test_start_waits(void **state) {
     check_ok(bg_timeline_summarize(tl, &s));
     expect_near(s->device[0].start_wait_s, 0, EPS);
     expect_near(s->device[1].start_wait_s, 0.4e-3, EPS);
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    check_ok(bg_summary_print(out, s, NULL));
-    fclose(out);
+    char *text = summary_text(s, NULL);
     assert_non_null(strstr(text, "cpu:1 was idle 0.400 ms per step at the step's start, until its "
                                  "thread was woken\n"));
     /* Device 0 started at once: its only idle line is at the step's end. */
@@ -1332,11 +1335,7 @@ static void test_wake_waits(void **state) {
     expect_near(s->stage[0].wakes, 2, 0);
     expect_near(s->stage[1].wake_s, 0.05e-3, 1e-15);
     expect_near(s->stage[1].wakes, 1, 0);
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    check_ok(bg_summary_print(out, s, NULL));
-    fclose(out);
+    char *text = summary_text(s, NULL);
     /* Stage 0's 7% of the step is named; stage 1's 0.5% is not. Its wait
      * for room is named less its hand-off, which is said apart. */
     assert_non_null(strstr(text, "stage 0: 0.700 ms per step of its waits came after the "
@@ -1369,9 +1368,7 @@ static void test_wake_waits(void **state) {
                   {1, "(1 wait a step, 700 us on average)"}};
     for (int k = 0; k < 2; k++) {
         counted.wakes = counts[k].wakes;
-        out = open_memstream(&text, &size);
-        check_ok(bg_summary_print(out, &mean, NULL));
-        fclose(out);
+        text = summary_text(&mean, NULL);
         assert_non_null(strstr(text, counts[k].said));
         free(text);
     }
@@ -1482,11 +1479,7 @@ static void test_summary_print_interleaved(void **state) {
     bg_timeline_t *tl = simulate_timeline(BG_SCHEDULE_INTERLEAVED, 2, 2, 4, 1);
     bg_timeline_summary_t *s = NULL;
     check_ok(bg_timeline_summarize(tl, &s));
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    check_ok(bg_summary_print(out, s, NULL));
-    fclose(out);
+    char *text = summary_text(s, NULL);
     char idle[2][16];
     for (int d = 0; d < 2; d++)
         snprintf(idle[d], sizeof idle[d], " %6.1f ", 100.0 * s->device[d].idle_frac);
@@ -1513,9 +1506,7 @@ static void test_summary_print_interleaved(void **state) {
     /* With the stages' peaks, each device's together: stages 0 and 2 are
      * the first device's, 1 and 3 the second's. */
     const size_t mib = 1024 * 1024, peaks[4] = {1 * mib, 2 * mib, mib / 2, mib / 4};
-    out = open_memstream(&text, &size);
-    check_ok(bg_summary_print(out, s, peaks));
-    fclose(out);
+    text = summary_text(s, peaks);
     char want[160];
     snprintf(want, sizeof want,
              "share its time; peak MiB of a device's stages together: %s 1.5, %s 2.2)\n",
@@ -1540,11 +1531,7 @@ static void test_summary_print_one_device(void **state) {
     bg_timeline_summary_t *s = NULL;
     check_ok(bg_timeline_summarize(tl, &s));
     expect_near(s->bubble_measured, 0.1, EPS);
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    check_ok(bg_summary_print(out, s, NULL));
-    fclose(out);
+    char *text = summary_text(s, NULL);
     static const char line[] = "(one device: its idle time is the host's work between ops and "
                                "steps, not a pipeline bubble)\n";
     assert_non_null(strstr(text, line));
@@ -1554,9 +1541,7 @@ static void test_summary_print_one_device(void **state) {
 
     tl = hand_timeline();
     check_ok(bg_timeline_summarize(tl, &s));
-    out = open_memstream(&text, &size);
-    check_ok(bg_summary_print(out, s, NULL));
-    fclose(out);
+    text = summary_text(s, NULL);
     assert_null(strstr(text, "one device"));
     free(text);
     bg_timeline_summary_destroy(s);
