@@ -264,13 +264,22 @@ static size_t largest_capacity(const bg_plan_t *failed, const bg_placement_t *pl
     return searched == 0 ? 0 : searched > gpu ? searched : gpu;
 }
 
+/* How the advice's last line begins, after `savings` listed above it: with
+ * none (the request makes every one already), only micro-batch and device
+ * counts were tried, and "these" would name nothing (until 2026-12-06). */
+static const char *none_fits_words(int savings) {
+    return savings > 0 ? "none of these fits, alone or together"
+                       : "no micro-batch count or device count fits";
+}
+
 /* Says that layer `layer` needs at least `need` bytes on any stage that
  * holds it, over the `capacity` a stage may have, so more devices cannot help; `with`
- * names the settings (may be ""). With `plan_json`, also there as
- * "layer_too_large". */
+ * names the settings (may be ""), after the `savings` tried (none_fits_words).
+ * With `plan_json`, also there as "layer_too_large". */
 static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement_t *placement,
                                   int layer, int last, size_t need, size_t capacity,
-                                  const char *with, bg_advice_t *advice, cJSON *plan_json) {
+                                  const char *with, int savings, bg_advice_t *advice,
+                                  cJSON *plan_json) {
     cJSON *bound = plan_json != NULL ? cJSON_AddObjectToObject(plan_json, "layer_too_large") : NULL;
     if (bound != NULL) {
         cJSON_AddNumberToObject(bound, "layer", layer);
@@ -325,10 +334,9 @@ static void print_layer_too_large(const bg_plan_request_t *r, const bg_placement
                  bg_layer_kind_name(r->spec->layers[layer].kind));
     clear_search_line(advice);
     fprintf(stderr,
-            "  none of these fits, alone or together: %s at least %s bytes (%.2f MiB) on "
-            "any stage that holds it%s, over the %s byte%s a stage may have here, so more %s "
-            "cannot help; %s\n",
-            what, need_text, (double)need / mib, with,
+            "  %s: %s at least %s bytes (%.2f MiB) on any stage that holds it%s, over the %s "
+            "byte%s a stage may have here, so more %s cannot help; %s\n",
+            none_fits_words(savings), what, need_text, (double)need / mib, with,
             bg_cli_group_digits((int64_t)capacity, cap_text, sizeof cap_text),
             capacity == 1 ? "" : "s", virtual_devices ? "virtual devices" : "devices", remedy);
 }
@@ -627,15 +635,21 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
         return;
     if (layer_too_large) {
         print_layer_too_large(r, placement, layer, last, need, capacity,
-                              at > 0 ? " even with all of these" : "", advice, plan_json);
+                              n > 0 ? " even with all of these"
+                              : v.microbatches != r->microbatches
+                                  ? " even at the most micro-batches"
+                                  : "",
+                              n, advice, plan_json);
         return;
     }
     /* --json: the verdict as stderr says it, with the counts tried. */
     cJSON *verdict = plan_json != NULL ? cJSON_AddObjectToObject(plan_json, "none_fits") : NULL;
     clear_search_line(advice);
     if (bg_advice_shares_one_gpu(placement)) {
-        fprintf(stderr, "  none of these fits, alone or together: the virtual devices share one "
-                        "GPU's memory, so more of them hold no more; use more GPUs\n");
+        fprintf(stderr,
+                "  %s: the virtual devices share one GPU's memory, so more of them hold no more; "
+                "use more GPUs\n",
+                none_fits_words(n));
         if (verdict != NULL) cJSON_AddStringToObject(verdict, "remedy", "use more GPUs");
     } else {
         /* The counts tried, and what is left: a GPU's memory is not an
@@ -748,7 +762,7 @@ static void try_every_saving(const bg_plan_t *failed, const saving_t *savings, i
         const char *at_least = bg_advice_gpu_held_twice(&placement->devices)
                                    ? ""
                                    : fewest_devices(&v, what, sizeof what, &least);
-        fprintf(stderr, "  none of these fits, alone or together, %s%s: %s%s\n", counts,
+        fprintf(stderr, "  %s, %s%s: %s%s\n", none_fits_words(n), counts,
                 all_gpus ? " (every GPU there is)" : "", remedy, at_least);
         if (verdict != NULL) {
             cJSON_AddNumberToObject(verdict, "fewest_devices_tried", fewest < most ? fewest : most);

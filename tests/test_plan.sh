@@ -951,6 +951,14 @@ expect 0 "" -- plan "$T/deep10.model" --devices cpu:5 --device-mem 24M --optimiz
 expect 2 "does not fit" -- plan "$T/deep10.model" --devices cpu:4 --device-mem 24M \
     --optimizer sgd --recompute --microbatches 64
 expect 2 "does not fit" -- plan "$T/deep10.model" --devices cpu:9 --device-mem 24M
+# With every saving made already, nothing is listed above the last line:
+# it names what was tried, not "these" (until 2026-12-06).
+expect 2 "  no micro-batch count or device count fits, on 1 to 4 devices: give each more memory (--device-mem), or use 5 devices (the fewest that hold it)" \
+    -- plan "$T/deep10.model" --devices cpu:2 --device-mem 24M --optimizer sgd --recompute \
+    --schedule 1f1b
+expect 2 "  no micro-batch count or device count fits: layer 0 (dense) needs at least 8,409,088 bytes (8.02 MiB) on any stage that holds it even at the most micro-batches, over the 3,145,728 bytes" \
+    -- plan "$T/deep10.model" --devices cpu:2 --device-mem 3M --optimizer sgd --recompute \
+    --schedule 1f1b
 # Interleaved refused at 1/V of a device: the device whose stages together
 # are furthest over is named too, which the search per device went by.
 expect 2 "does not fit: stage 3 (layers 4-7 on cpu:1)" -- plan "$MODEL" --devices cpu:2 \
@@ -1424,7 +1432,7 @@ stderr_has "this is the planner's only split; what would help:" "a layer a stage
     for _ in 1 2 3 4 5 6; do printf '%s\n' 'dense units=4096 activation=gelu' layernorm; done
     printf '%s\n' 'dense units=1000' softmax_cross_entropy
 } >"$T/wide.model"
-expect 2 "  none of these fits, alone or together, on 4 to 16 devices: give each more memory (--device-mem): not even 21 devices, the most a model of 21 layers can have (a layer a stage), hold it" \
+expect 2 "  no micro-batch count or device count fits, on 4 to 16 devices: give each more memory (--device-mem): not even 21 devices, the most a model of 21 layers can have (a layer a stage), hold it" \
     -- plan "$T/wide.model" --devices cpu:8 --optimizer sgd --recompute --microbatches 64 \
     --device-mem 134350000
 # Residual blocks: a stage starts only outside them, so 100 blocks of
