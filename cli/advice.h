@@ -17,11 +17,13 @@
 /* plan_advice.c */
 
 /* What the search for what would help carries from change to change: the
- * changes found, for --json (NULL without), and its progress on a
- * terminal (bg_progress_tick: the plans made so far, erased before each
- * line of advice). */
+ * changes found, for --json (NULL without), the fastest step of those
+ * printed (0 before any), and its progress on a terminal
+ * (bg_progress_tick: the plans made so far, erased before each line of
+ * advice). */
 typedef struct bg_advice {
     cJSON *found;
+    double fastest_s;
     bg_progress_t progress;
     int64_t plans;
 } bg_advice_t;
