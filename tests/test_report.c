@@ -1548,6 +1548,45 @@ static void test_summary_print_one_device(void **state) {
     bg_timeline_destroy(tl);
 }
 
+/* Two stages at M = 1 whose optimizer steps take most of the step: the
+ * bubble reads below theory, and a line says why (the optimizer step is
+ * busy time theory leaves out); not where the bubble is at or above it. */
+static void test_summary_print_below_theory(void **state) {
+    (void)state;
+    static const char *const names[] = {"cuda:0", "cuda:1"};
+    bg_timeline_t *tl = make_timeline(BG_SCHEDULE_1F1B, 2, 2, 1, 1, names);
+    check_ok(bg_timeline_reserve(tl, 0));
+    bg_timeline_add_step(tl, 0, 10e-3);
+    add(tl, BG_EVENT_FORWARD, 0, 0, 0, -1, 0, 0, 1);
+    add(tl, BG_EVENT_WAIT, 0, 0, 0, 1, 0, 1, 3);
+    add(tl, BG_EVENT_BACKWARD, 0, 0, 0, -1, 0, 3, 4);
+    add(tl, BG_EVENT_STEP, 0, 0, -1, -1, 0, 4, 10);
+    add(tl, BG_EVENT_WAIT, 1, 1, 0, 0, 0, 0, 1);
+    add(tl, BG_EVENT_FORWARD, 1, 1, 0, -1, 0, 1, 2);
+    add(tl, BG_EVENT_BACKWARD, 1, 1, 0, -1, 0, 2, 3);
+    add(tl, BG_EVENT_WAIT, 1, -1, -1, -1, 0, 3, 4);
+    add(tl, BG_EVENT_STEP, 1, 1, -1, -1, 0, 4, 10);
+    bg_timeline_summary_t *s = NULL;
+    check_ok(bg_timeline_summarize(tl, &s));
+    expect_near(s->bubble_measured, 0.2, EPS);
+    expect_near(s->bubble_theory, 0.5, EPS);
+    char *text = summary_text(s, NULL);
+    assert_non_null(strstr(text, "(below theory: the optimizer step, 60.0% of a device's step on "
+                                 "average, is busy time, which the theory, of F and B alone, "
+                                 "leaves out)\n"));
+    free(text);
+    bg_timeline_summary_destroy(s);
+    bg_timeline_destroy(tl);
+
+    tl = hand_timeline();
+    check_ok(bg_timeline_summarize(tl, &s));
+    text = summary_text(s, NULL);
+    assert_null(strstr(text, "below theory"));
+    free(text);
+    bg_timeline_summary_destroy(s);
+    bg_timeline_destroy(tl);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_summary_figures),
@@ -1559,6 +1598,7 @@ int main(void) {
         cmocka_unit_test(test_other_idle),
         cmocka_unit_test(test_summary_print_interleaved),
         cmocka_unit_test(test_summary_print_one_device),
+        cmocka_unit_test(test_summary_print_below_theory),
         cmocka_unit_test(test_summary_json),
         cmocka_unit_test(test_link_waits),
         cmocka_unit_test(test_wake_waits),
