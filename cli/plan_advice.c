@@ -488,7 +488,7 @@ static int try_microbatches(const bg_plan_request_t *r, const char *with,
  * above (advice->fastest_s): a saving with another, or with a micro-batch
  * count `--microbatches auto` would try. Under gpipe at 24 MiB a device the
  * origin CNN (batch 256, M = 4, cpu:2) fits with --recompute alone in 22.0
- * ms a step, and with --schedule 1f1b --microbatches 8 in 15.5 (a walk
+ * ms a step, and with --schedule 1f1b --microbatches 16 in 15.1 (a walk
  * found such a pair 35% faster, unsaid). Only changes that train the same
  * model the same way: no other optimizer, which a user chose for its
  * training, not its speed. Prints the fastest pair that fits where it is
