@@ -18,7 +18,8 @@
 
 /* What the search for what would help carries from change to change: the
  * changes found, for --json (NULL without), the fastest step of those
- * printed (0 before any), and its progress on a terminal
+ * printed (0 before any, and for an evaluation, whose steps are not
+ * priced), and its progress on a terminal
  * (bg_progress_tick: the plans made so far, erased before each line of
  * advice). */
 typedef struct bg_advice {

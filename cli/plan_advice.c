@@ -484,32 +484,40 @@ static int try_microbatches(const bg_plan_request_t *r, const char *with,
     return helped;
 }
 
-/* Two changes together that run faster than every change alone listed
- * above (advice->fastest_s): a saving with another, or with a micro-batch
- * count `--microbatches auto` would try. Under gpipe at 24 MiB a device the
- * origin CNN (batch 256, M = 4, cpu:2) fits with --recompute alone in 22.0
- * ms a step, and with --schedule 1f1b --microbatches 16 in 15.1 (a walk
- * found such a pair 35% faster, unsaid). Only changes that train the same
- * model the same way: no other optimizer, which a user chose for its
- * training, not its speed. Prints the fastest pair that fits where it is
- * at least 5% faster; nothing for an evaluation, whose steps are not
- * priced. */
-static void try_faster_pair(const bg_plan_request_t *r, const saving_t *savings, int n,
-                            bg_cost_device_t *scratch, bg_advice_t *advice) {
-    if (r->forward_only || !(advice->fastest_s > 0)) return;
+/* Whether saving i may be one of a faster pair (try_faster_pair): not
+ * another optimizer, which a user chose for its training, not its speed,
+ * nor a GPU's convolution workspace of 0, which the cost model does not
+ * price (it would look free, where cuDNN then has fewer algorithms). */
+static int may_pair(const saving_t *saving) {
+    return !saving->changes_training && saving->apply != without_conv_workspace;
+}
+
+/* Where a change alone fits (the lines above), a faster way that fits:
+ * another micro-batch count alone, past the nearest ones listed, or two
+ * changes together, a saving with another or with a micro-batch count
+ * `--microbatches auto` would try, among the savings that train the same
+ * model the same way (may_pair). Under gpipe at 24 MiB a device the origin
+ * CNN (batch 256, M = 4, cpu:2) fits with --recompute alone in 22.0 ms a
+ * step, and with --schedule 1f1b --microbatches 16 in 15.1 (a walk found
+ * such a pair 35% faster, unsaid). Prints the fastest where it is at least
+ * 5% faster than every change listed (advice->fastest_s). Not under
+ * --microbatches auto, which chooses the count itself once a change fits,
+ * nor for an evaluation, whose steps are not priced. */
+static void try_faster_way(const bg_plan_request_t *r, const saving_t *savings, int n,
+                           int auto_microbatches, bg_cost_device_t *scratch, bg_advice_t *advice) {
+    if (r->forward_only || auto_microbatches || !(advice->fastest_s > 0)) return;
     double best_s = advice->fastest_s * 0.95;
-    unsigned best_mask = 0;
-    int best_m = 0;
+    int best_mask = -1, best_m = 0;
     char what[192];
     bg_plan_request_t v;
-    for (unsigned mask = 1; mask < 1u << n; mask++) {
-        int bits = 0, changes_training = 0;
+    for (unsigned mask = 0; mask < 1u << n; mask++) {
+        int bits = 0, pairs = 1;
         for (int i = 0; i < n; i++)
-            changes_training |= (mask >> i & 1u) && savings[i].changes_training;
-        for (unsigned m = mask; m != 0; m &= m - 1) bits++;
-        if (bits > 2 || changes_training) continue;
+            if (mask >> i & 1u) bits++, pairs &= may_pair(&savings[i]);
+        if (bits > 2 || !pairs) continue;
         apply_savings(r, savings, n, mask, &v, scratch, what, sizeof what);
-        /* Two savings at the request's count; one with each other count. */
+        /* Two savings at the request's count; one, or none, with each
+         * other count. */
         const int multiple = bg_plan_microbatch_multiple(&v, 0);
         const int count = bits == 2 ? 1 : bg_plan_microbatch_candidates(v.batch, multiple, NULL, 0);
         int *ms = malloc(sizeof *ms * (size_t)(count > 0 ? count : 1));
@@ -519,25 +527,25 @@ static void try_faster_pair(const bg_plan_request_t *r, const saving_t *savings,
         else
             bg_plan_microbatch_candidates(v.batch, multiple, ms, count);
         for (int k = 0; k < count; k++) {
-            if (bits == 1 && ms[k] == r->microbatches) continue; /* a change alone */
+            if (bits < 2 && ms[k] == r->microbatches) continue; /* the request, or a change alone */
             v.microbatches = ms[k];
             int reversed;
             bg_plan_t *p = fitting_plan(&v, advice, &reversed);
-            if (p != NULL && p->step_s < best_s) {
+            if (p != NULL && p->step_s <= best_s) {
                 best_s = p->step_s;
-                best_mask = mask;
+                best_mask = (int)mask;
                 best_m = ms[k];
             }
             bg_plan_destroy(p);
         }
         free(ms);
     }
-    if (best_mask == 0) return;
-    apply_savings(r, savings, n, best_mask, &v, scratch, what, sizeof what);
+    if (best_mask < 0) return;
+    apply_savings(r, savings, n, (unsigned)best_mask, &v, scratch, what, sizeof what);
     v.microbatches = best_m;
     if (best_m != r->microbatches) {
         const size_t at = strlen(what);
-        snprintf(what + at, sizeof what - at, " --microbatches %d", best_m);
+        snprintf(what + at, sizeof what - at, "%s--microbatches %d", at > 0 ? " " : "", best_m);
     }
     bg_advice_try_variant(&v, what, advice);
 }
@@ -1081,7 +1089,7 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
         bg_advice_try_device_counts(r, placement, host_share, "", 0, advice))
         helped = 1;
     if (helped)
-        try_faster_pair(r, savings, n, scratch, advice);
+        try_faster_way(r, savings, n, placement->auto_microbatches, scratch, advice);
     else
         try_every_saving(p, savings, n, scratch, placement, host_share, advice, plan_json);
     clear_search_line(advice);
