@@ -40,7 +40,7 @@ check "the example models are installed in DATADIR/brigade/examples" \
     test -f "$T/root$share/examples/fashion_cnn.model"
 check "the guides are installed in DATADIR/brigade/docs" test -f "$T/root$share/docs/training.md"
 check "brigade --help says where they are installed" sh -c "'$exe' --help >'$T/out' 2>&1 && \
-    tr '\\n' ' ' <'$T/out' | grep -qF 'installed in $share.'"
+    tr '\\n' ' ' <'$T/out' | grep -qF 'installed in $share/docs and $share/examples.'"
 check "the installed program runs its installed example" sh -c "'$exe' summary \
     '$T/root$share/examples/fashion_cnn.model' >'$T/out' 2>&1 && grep -q '^parameters: 693,962' '$T/out'"
 if [ "$cuda" = 1 ]; then
