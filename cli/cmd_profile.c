@@ -15,6 +15,7 @@
 #include "model_spec.h"
 #include "placement.h"
 #include "profile.h"
+#include "monotonic.h"
 #include "progress.h"
 #include "topology.h"
 
@@ -80,7 +81,8 @@ static const char help[] =
     "\n"
     "The layer ranges take most of the time (32 s for the origin CNN at\n"
     "--microbatches 4 --devices cpu:2 on a 2-core AMD EPYC, 2 s with\n"
-    "--split 4; minutes for larger models); their progress and the time left go to\n"
+    "--split 4; minutes for larger models, and a note names --split where\n"
+    "they would take over ten); their progress and the time left go to\n"
     "stderr. --split times the few ranges of a placement chosen already:\n"
     "the planner prices other splits from the layers' sums, so give the\n"
     "same --split to plan, simulate and train.\n"
@@ -488,17 +490,53 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
     print_after_wait(p);
 }
 
+/* The measurement's progress (bg_profile_config_t.progress_ctx): its line,
+ * and whether the note on a long timing of every layer range was said. */
+typedef struct profile_progress {
+    bg_progress_t line;
+    int split_given; /* --split: only its stages' ranges are timed */
+    int long_noted;
+    int layers;
+} profile_progress_t;
+
 /* The profiler's bg_profile_config_t.phase: the progress line's `what`,
  * kept (the profiler's text is its own). The layers' rounds say nothing
  * where they end within a second (a small model's); the ranges' phase,
  * the longest, always ends with its count. */
 static void name_phase(void *ctx, const char *what) {
     static char kept[96];
-    bg_progress_t *progress = ctx;
-    bg_progress_end_line(progress); /* the last phase's line, if left open */
+    profile_progress_t *progress = ctx;
+    bg_progress_end_line(&progress->line); /* the last phase's line, if left open */
     snprintf(kept, sizeof kept, "%s", what);
-    progress->what = kept;
-    progress->quiet_s = strcmp(what, BG_PROFILE_PHASE_RANGES) == 0 ? 0 : 1.0;
+    progress->line.what = kept;
+    progress->line.quiet_s = strcmp(what, BG_PROFILE_PHASE_RANGES) == 0 ? 0 : 1.0;
+}
+
+/* Past this many seconds left of timing every layer range, once 30 s of
+ * it tell, a note names --split: a 13-layer MLP of 3072-wide layers (47M
+ * parameters) on cpu:2 at B = 64, M = 4 was to take 1 h 21 min over all
+ * 91 ranges, and took 2 min with --split 6 (2026-12-06, this Xeon). */
+#define LONG_RANGES_S 600.0
+
+/* The profiler's bg_profile_config_t.progress: the line, and in the
+ * ranges' phase without --split, once it shows the rest will take over
+ * LONG_RANGES_S, a note that --split times one placement's stages only. */
+static void count_progress(void *ctx, int64_t done, int64_t total) {
+    profile_progress_t *progress = ctx;
+    bg_progress_count(&progress->line, done, total);
+    if (progress->split_given || progress->long_noted || done <= 0 || done >= total ||
+        strcmp(progress->line.what, BG_PROFILE_PHASE_RANGES) != 0)
+        return;
+    const double elapsed = bg_monotonic_seconds() - progress->line.started;
+    const double left = elapsed * (double)(total - done) / (double)done;
+    if (elapsed < 30 || left < LONG_RANGES_S) return;
+    progress->long_noted = 1;
+    bg_progress_end_line(&progress->line);
+    fprintf(stderr,
+            "note: timing every range of the %d layers as a stage will take about %.0f "
+            "minutes more; --split I,J,.. (the planner's split: 'brigade plan' shows it) times "
+            "that placement's stages alone (interrupt this and profile again with it)\n",
+            progress->layers, left / 60);
 }
 
 /* Leaves out of pc's other sizes those at which the stage of the whole
@@ -553,7 +591,7 @@ int bg_cmd_profile(int argc, char **argv) {
     bg_model_spec_t *spec = NULL;
     bg_topology_t *topology = NULL;
     bg_profile_t *profile = NULL;
-    bg_progress_t progress = {0}; /* set up before the measurement */
+    profile_progress_t progress = {0}; /* set up before the measurement */
     int code = 0;
     BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
     /* Before the progress lines start, though the profiler checks it too. */
@@ -594,9 +632,11 @@ int bg_cmd_profile(int argc, char **argv) {
     pc.loaded = loaded;
     pc.split = o.split_count > 0 ? o.split : NULL;
     pc.split_count = o.split_count;
-    bg_progress_init(&progress, stderr, 1);
-    progress.what = BG_PROFILE_PHASE_RANGES;
-    pc.progress = bg_progress_count;
+    bg_progress_init(&progress.line, stderr, 1);
+    progress.line.what = BG_PROFILE_PHASE_RANGES;
+    progress.split_given = o.split_count > 0;
+    progress.layers = spec->num_layers;
+    pc.progress = count_progress;
     pc.phase = name_phase;
     pc.progress_ctx = &progress;
     BG_CHECK_GOTO(keep_sizes_that_fit(&pc), st, fail);
@@ -657,14 +697,14 @@ int bg_cmd_profile(int argc, char **argv) {
         fprintf(stderr, "profile written to %s\n", bg_cli_shown(o.output, shown, sizeof shown));
     /* Said before a closed pipe's SIGPIPE can end the command. */
     if (st != BG_OK) {
-        bg_progress_end_line(&progress);
+        bg_progress_end_line(&progress.line);
         code = bg_cli_fail("profile", st);
     }
     bg_cli_files_end(&guard);
     goto done;
 fail:
     /* An unfinished progress bar keeps its line; the error goes below it. */
-    bg_progress_end_line(&progress);
+    bg_progress_end_line(&progress.line);
     code = bg_cli_fail("profile", st);
 done:
     bg_profile_destroy(profile);
