@@ -514,8 +514,9 @@ static void name_phase(void *ctx, const char *what) {
 
 /* Past this many seconds left of timing every layer range, once 30 s of
  * it tell, a note names --split: a 13-layer MLP of 3072-wide layers (47M
- * parameters) on cpu:2 at B = 64, M = 4 was to take 1 h 21 min over all
- * 91 ranges, and took 2 min with --split 6 (2026-12-06, this Xeon). */
+ * parameters) on cpu:2 at B = 64, M = 4 had about 68 minutes more to go
+ * over its 91 ranges 30 s in, and took 2 minutes in all with --split 6
+ * (2026-12-06, a 2-core Xeon). */
 #define LONG_RANGES_S 600.0
 
 /* The profiler's bg_profile_config_t.progress: the line, and in the

@@ -480,13 +480,17 @@ static bool waits_for_room(const bg_timeline_summary_t *s, int i, int next) {
 
 /* The share of the step the devices spend in their optimizer steps (their
  * stages' STEP events), on average over the devices, and (*without) the
- * bubble over the rest of the step: each device's idle time over its step
- * less its optimizer step, on average. */
+ * bubble over the rest of the step: each device's idle time over its step,
+ * both less its optimizer step and its wait after it for the others' to
+ * end (end_wait_s), on average. Stage imbalance and transfers may leave
+ * that above theory or below it. */
 static double optimizer_step_frac(const bg_timeline_summary_t *s, double *without) {
     *without = s->bubble_measured;
     if (!(s->step_s > 0) || s->devices == 0) return 0;
     double share = 0, bubble = 0;
+    int counted = 0;
     for (int d = 0; d < s->devices; d++) {
+        const bg_device_summary_t *dev = &s->device[d];
         double update_s = 0;
         for (int i = 0; i < s->stages; i++) {
             const bg_stage_summary_t *st = &s->stage[i];
@@ -494,10 +498,13 @@ static double optimizer_step_frac(const bg_timeline_summary_t *s, double *withou
                 update_s += fmax(0, st->compute_s - st->forward_s - st->backward_s - st->weight_s);
         }
         share += update_s / s->step_s / s->devices;
-        if (s->step_s > update_s)
-            bubble += s->device[d].idle_s / (s->step_s - update_s) / s->devices;
+        const double rest = s->step_s - update_s - dev->end_wait_s;
+        if (rest > 0) {
+            bubble += fmax(0, dev->idle_s - dev->end_wait_s) / rest;
+            counted++;
+        }
     }
-    *without = bubble;
+    if (counted > 0) *without = bubble / counted;
     return share;
 }
 

@@ -846,6 +846,12 @@ check "the change alone is listed first, then the pair" test \
 expect 2 "  --microbatches 32                fits: largest stage 1.98 MiB, step 15.061 ms" \
     -- plan "$ROOT/examples/conv_balanced.model" --devices cpu:4 --microbatches 1 --device-mem 16M
 check "no pair where a count alone is faster" sh -c "! grep -qF -- '--recompute --microbatches' '$ERR'"
+# ... and where a saving with that count is as fast (leaving out a given
+# --split), the fewer changes are said.
+expect 2 "  --microbatches 32                fits: largest stage 1.98 MiB, step 15.061 ms" \
+    -- plan "$ROOT/examples/conv_balanced.model" --devices cpu:4 --microbatches 1 \
+    --device-mem 16M --split 2,4,6
+check "not with a saving as fast" sh -c "! grep -qF -- 'without --split --microbatches' '$ERR'"
 # Under --microbatches auto, which then chooses the count itself, none.
 expect 2 "  --schedule 1f1b                  fits:" -- plan "$MODEL" --devices cpu:4 \
     --microbatches auto --schedule gpipe --device-mem 12M
