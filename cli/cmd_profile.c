@@ -13,9 +13,9 @@
 #include "cost_model.h"
 #include "devices.h"
 #include "model_spec.h"
+#include "monotonic.h"
 #include "placement.h"
 #include "profile.h"
-#include "monotonic.h"
 #include "progress.h"
 #include "topology.h"
 
