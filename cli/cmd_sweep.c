@@ -108,6 +108,12 @@ typedef struct sweep_context {
      * round (bg_plan_create_either_way). */
     int reversed_points;
     int unfit_m; /* the M of the first point skipped as not fitting, else 0 */
+    /* Points whose bubble reads below theory because their optimizer steps
+     * count as busy (bg_summary_below_theory_by_update), and the first of
+     * them: its M, schedule, optimizer step's share and bubble without it. */
+    int below_theory_points, below_theory_m;
+    const char *below_theory_schedule;
+    double below_theory_update, below_theory_without;
 } sweep_context_t;
 
 /* Chart line names of simulated points, by bg_schedule_kind_t. */
@@ -501,6 +507,14 @@ static bg_status_t run_point(sweep_context_t *c, bg_schedule_kind_t kind, int m,
     print_row(out, point, bg_schedule_kind_name(kind), summary, predicted_ms, plan, peaks,
               reversed ? "  (devices the other way round)" : "");
     if (reversed) c->reversed_points++;
+    double update_frac = 0, without = 0;
+    if (bg_summary_below_theory_by_update(summary, &update_frac, &without) &&
+        c->below_theory_points++ == 0) {
+        c->below_theory_m = m;
+        c->below_theory_schedule = bg_schedule_kind_name(kind);
+        c->below_theory_update = update_frac;
+        c->below_theory_without = without;
+    }
     if (!o->simulate) {
         c->error_sum += fabs(predicted_ms - point->step_ms) / point->step_ms;
         c->errors++;
@@ -826,6 +840,13 @@ int bg_cmd_sweep(int argc, char **argv) {
     if (o.placement.devices.count == 1 && run_points > 0 && !o.simulate) /* measured only */
         printf("(one device: its bubble %% is the host's work between ops and steps, not a "
                "pipeline bubble)\n");
+    /* As train and simulate say it under their summary. */
+    if (c.below_theory_points > 0)
+        printf("(bubble %% below theory at %d point%s, such as M = %d under %s: the optimizer "
+               "step, %.1f%% of its step on average, is busy time, which the theory, of F and B "
+               "alone, leaves out; without it that point's bubble is %.1f%%)\n",
+               c.below_theory_points, c.below_theory_points == 1 ? "" : "s", c.below_theory_m,
+               c.below_theory_schedule, 100 * c.below_theory_update, 100 * c.below_theory_without);
     /* The gap between the planner's world and this machine, reported. */
     if (c.errors > 0) {
         printf("simulated against measured: mean |error| %.0f%% over %d point%s (costs from %s; "

@@ -480,10 +480,7 @@ static bool waits_for_room(const bg_timeline_summary_t *s, int i, int next) {
 
 /* The share of the step the devices spend in their optimizer steps (their
  * stages' STEP events), on average over the devices, and (*without) the
- * bubble over the rest of the step: each device's idle time over its step,
- * both less its optimizer step and its wait after it for the others' to
- * end (end_wait_s), on average. Stage imbalance and transfers may leave
- * that above theory or below it. */
+ * bubble over the rest of the step (bg_summary_below_theory_by_update). */
 static double optimizer_step_frac(const bg_timeline_summary_t *s, double *without) {
     *without = s->bubble_measured;
     if (!(s->step_s > 0) || s->devices == 0) return 0;
@@ -506,6 +503,12 @@ static double optimizer_step_frac(const bg_timeline_summary_t *s, double *withou
     }
     if (counted > 0) *without = bubble / counted;
     return share;
+}
+
+int bg_summary_below_theory_by_update(const bg_timeline_summary_t *s, double *update_frac,
+                                      double *without) {
+    *update_frac = optimizer_step_frac(s, without);
+    return s->devices > 1 && s->bubble_measured < s->bubble_theory && *update_frac >= 0.05;
 }
 
 bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const size_t *peak_bytes) {
@@ -580,9 +583,8 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
     /* Below theory: the optimizer steps, busy time on every device at
      * once, dilute the idle time that theory counts over F and B alone
      * (two GPU stages at M = 1 read 26.0% against 50.0%: a walk). */
-    double bubble_without = 0;
-    const double update_frac = optimizer_step_frac(s, &bubble_without);
-    if (s->devices > 1 && s->bubble_measured < s->bubble_theory && update_frac >= 0.05)
+    double update_frac = 0, bubble_without = 0;
+    if (bg_summary_below_theory_by_update(s, &update_frac, &bubble_without))
         fprintf(out,
                 "(below theory: the optimizer step, %.1f%% of a device's step on average, is "
                 "busy time, which the theory, of F and B alone, leaves out; without it the "

@@ -112,6 +112,17 @@ bg_status_t bg_timeline_summarize(const bg_timeline_t *tl, bg_timeline_summary_t
 /* NULL is a no-op. */
 void bg_timeline_summary_destroy(bg_timeline_summary_t *s);
 
+/* Whether s's bubble reads below theory because its optimizer steps count
+ * as busy (theory's (K-1)/(M+K-1) is of F and B alone): more than one
+ * device, the bubble below theory, and the optimizer step at least 5% of
+ * the step, on average over the devices (*update_frac, set either way).
+ * *without: the bubble without it, each device's idle time over its step,
+ * both less its optimizer step and its wait after it for the others' to
+ * end, on average (stage imbalance and transfers may leave that above or
+ * below theory). */
+int bg_summary_below_theory_by_update(const bg_timeline_summary_t *s, double *update_frac,
+                                      double *without);
+
 /* Prints a table, one row per stage (device, compute ms, busy % of the
  * step, idle % of its device, waits on the previous and next stage in ms,
  * copy ms, peak MiB from peak_bytes[stage] or "-" when peak_bytes is NULL),
@@ -124,7 +135,8 @@ void bg_timeline_summary_destroy(bg_timeline_summary_t *s);
  * hand-off is 0.0005 ms or more), and for each stage whose wake_s is at
  * least 2% of the step a line such as "stage 1: 0.640 ms per step of its
  * waits came after the neighbour was ready (16 waits a step, 40 us on
- * average): the hand-off to its thread, not the neighbour's slowness".
+ * average): the hand-off to its thread, not the neighbour's slowness",
+ * and where bg_summary_below_theory_by_update, a line saying so.
  * BG_ERR_IO if writing to out fails. */
 bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const size_t *peak_bytes);
 

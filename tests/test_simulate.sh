@@ -806,6 +806,24 @@ waits = [d["link_wait_s"] for d in t["devices"]]
 assert all(w > 0 for w in waits), waits
 exposed = sum(d["copy_s"] + d["link_wait_s"] for d in t["devices"]) / len(waits) / t["step_s"]
 assert abs(t["exposed_transfer_frac"] - exposed) < 1e-9 and exposed > 0, (t, exposed)'
+# Two GPU stages of a linear model at M = 1: the optimizer step, busy on
+# both at once, takes the bubble below theory (26.0% against 50.0%), and
+# simulate and sweep say why (a model author's walk, 2026-12-06); at M = 4,
+# above theory, not.
+printf '%s\n' 'input channels=784 height=1 width=1' 'dense units=10' softmax_cross_entropy \
+    >"$T/linear.model"
+expect 0 "" -- simulate "$T/linear.model" --topology "$GPUS" --devices cuda:0,cuda:1 \
+    --microbatches 1
+stdout_has "bubble: simulated 26.0% vs theory 50.0%" "simulate: a bubble below theory"
+stdout_has "(below theory: the optimizer step, 59.0% of a device's step on average, is busy time, which the theory, of F and B alone, leaves out; without it the bubble is 63.2%)" \
+    "simulate: the bubble below theory is explained"
+expect 0 "" -- sweep "$T/linear.model" --simulate --topology "$GPUS" --devices cuda:0,cuda:1 \
+    --microbatches 1,2,4
+stdout_has "(bubble % below theory at 2 points, such as M = 1 under 1f1b: the optimizer step, 59.0% of its step on average, is busy time, which the theory, of F and B alone, leaves out; without it that point's bubble is 63.2%)" \
+    "sweep: the points below theory are counted and explained"
+expect 0 "" -- simulate "$T/linear.model" --topology "$GPUS" --devices cuda:0,cuda:1 \
+    --microbatches 4
+check "simulate: no such line above theory" sh -c "! grep -qF 'below theory' '$OUT'"
 # Virtual devices of one GPU share its arithmetic: four stages on cuda:0x4
 # are not predicted much faster than the whole GPU's one stage, as four GPUs
 # are (before, each virtual device counted as a GPU: 0.722 ms against
