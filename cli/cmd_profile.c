@@ -528,9 +528,9 @@ static void count_progress(void *ctx, int64_t done, int64_t total) {
     if (progress->split_given || progress->long_noted || done <= 0 || done >= total ||
         strcmp(progress->line.what, BG_PROFILE_PHASE_RANGES) != 0)
         return;
-    const double elapsed = bg_monotonic_seconds() - progress->line.started;
-    const double left = elapsed * (double)(total - done) / (double)done;
-    if (elapsed < 30 || left < LONG_RANGES_S) return;
+    const double now = bg_monotonic_seconds();
+    const double left = bg_progress_left_s(&progress->line, done, total, now);
+    if (now - progress->line.started < 30 || left < LONG_RANGES_S) return;
     progress->long_noted = 1;
     bg_progress_end_line(&progress->line);
     fprintf(stderr,

@@ -423,6 +423,13 @@ static void apply_savings(const bg_plan_request_t *r, const saving_t *savings, i
     }
 }
 
+/* How many savings a set of them (a mask over savings_of's) makes. */
+static int savings_in(unsigned mask) {
+    int count = 0;
+    for (; mask != 0; mask &= mask - 1) count++;
+    return count;
+}
+
 /* Whether more (or fewer) devices could help request v, whose stages the
  * failed plan searched: only where every layer may fit some stage on some
  * device (largest_searched_capacity), or where fewer devices each
@@ -508,13 +515,14 @@ static void try_faster_way(const bg_plan_request_t *r, const saving_t *savings, 
                            int auto_microbatches, bg_cost_device_t *scratch, bg_advice_t *advice) {
     if (r->forward_only || auto_microbatches || !(advice->fastest_s > 0)) return;
     double best_s = advice->fastest_s * 0.95;
-    int best_mask = -1, best_m = 0, best_bits = 0;
+    int best_mask = -1, best_m = 0;
     char what[192];
     bg_plan_request_t v;
     for (unsigned mask = 0; mask < 1u << n; mask++) {
-        int bits = 0, pairs = 1;
+        const int bits = savings_in(mask);
+        int pairs = 1;
         for (int i = 0; i < n; i++)
-            if (mask >> i & 1u) bits++, pairs &= may_pair(&savings[i]);
+            if (mask >> i & 1u) pairs &= may_pair(&savings[i]);
         if (bits > 2 || !pairs) continue;
         apply_savings(r, savings, n, mask, &v, scratch, what, sizeof what);
         /* Two savings at the request's count; one, or none, with each
@@ -535,11 +543,10 @@ static void try_faster_way(const bg_plan_request_t *r, const saving_t *savings, 
             /* The first at the bar, then only faster ones, or as fast with
              * fewer changes. */
             if (p != NULL && (p->step_s < best_s || (best_mask < 0 && p->step_s <= best_s) ||
-                              (p->step_s == best_s && bits < best_bits))) {
+                              (p->step_s == best_s && bits < savings_in((unsigned)best_mask)))) {
                 best_s = p->step_s;
                 best_mask = (int)mask;
                 best_m = ms[k];
-                best_bits = bits;
             }
             bg_plan_destroy(p);
         }
@@ -583,9 +590,7 @@ static int try_fewest_changes(const bg_plan_t *failed, const saving_t *savings, 
          * then with both. */
         for (int counts = 0; counts <= 2; counts++) {
             for (unsigned mask = 0; mask < 1u << n; mask++) {
-                int bits = 0;
-                for (unsigned m = mask; m != 0; m &= m - 1) bits++;
-                if (bits != size - counts) continue;
+                if (savings_in(mask) != size - counts) continue;
                 apply_savings(r, savings, n, mask, &v, scratch, what, sizeof what);
                 if (counts == 0) {
                     fits |= bg_advice_try_variant(&v, what, advice);
@@ -655,8 +660,7 @@ static void fewest_changes_at(const bg_plan_request_t *r, const saving_t *saving
     for (int size_of_set = 0; size_of_set <= n + 1 && out[0] == '\0'; size_of_set++)
         for (unsigned mask = 0; mask < 1u << n && out[0] == '\0'; mask++)
             for (int more = 0; more <= (most != r->microbatches) && out[0] == '\0'; more++) {
-                int bits = more;
-                for (unsigned m = mask; m != 0; m &= m - 1) bits++;
+                const int bits = more + savings_in(mask);
                 if (bits != size_of_set) continue;
                 bg_plan_request_t v;
                 char what[160];

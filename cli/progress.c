@@ -29,6 +29,10 @@ void bg_progress_init(bg_progress_t *p, FILE *out, int64_t steps_per_epoch) {
     p->line_open = 0;
 }
 
+double bg_progress_left_s(const bg_progress_t *p, int64_t done, int64_t total, double now) {
+    return done > 0 ? (now - p->started) * (double)(total - done) / (double)done : 0;
+}
+
 void bg_progress_count(void *ctx, int64_t done, int64_t total) {
     bg_progress_t *p = ctx;
     if (total < 1) return;
@@ -43,8 +47,7 @@ void bg_progress_count(void *ctx, int64_t done, int64_t total) {
     const double now = bg_monotonic_seconds(), elapsed = now - p->started;
     if (elapsed < p->quiet_s) return;
     char left[32];
-    format_duration(done > 0 ? elapsed * (double)(total - done) / (double)done : 0, left,
-                    sizeof left);
+    format_duration(bg_progress_left_s(p, done, total, now), left, sizeof left);
     const int finished = done >= total;
     if (p->terminal) {
         if (!finished && now - p->last_draw < 0.1) return;

@@ -33,6 +33,11 @@ void bg_progress_report(void *ctx, const bg_train_progress_t *progress);
  * bg_progress_init). */
 void bg_progress_count(void *ctx, int64_t done, int64_t total);
 
+/* The time a count has left at `now` (monotonic seconds), going on at the
+ * rate since it started (bg_progress_count's done == 0): elapsed x (total
+ * - done) / done; 0 before any unit is done. */
+double bg_progress_left_s(const bg_progress_t *p, int64_t done, int64_t total, double now);
+
 /* Ends a terminal line the bar left open (work stopped before its end), so
  * that a message after it starts on a line of its own. */
 void bg_progress_end_line(bg_progress_t *p);

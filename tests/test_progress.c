@@ -51,9 +51,23 @@ static void test_counts_print_their_tenths(void **state) {
     fclose(out);
 }
 
+/* The time left goes on at the rate so far: 30 s for 1 of 10 units
+ * leaves 270 s; none before the first unit, none after the last. */
+static void test_time_left(void **state) {
+    (void)state;
+    bg_progress_t p;
+    bg_progress_init(&p, stderr, 1);
+    p.started = 100;
+    assert_float_equal(bg_progress_left_s(&p, 1, 10, 130), 270, 1e-9);
+    assert_float_equal(bg_progress_left_s(&p, 5, 10, 130), 30, 1e-9);
+    assert_float_equal(bg_progress_left_s(&p, 0, 10, 130), 0, 1e-9);
+    assert_float_equal(bg_progress_left_s(&p, 10, 10, 130), 0, 1e-9);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts_print_their_tenths),
+        cmocka_unit_test(test_time_left),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
