@@ -27,6 +27,7 @@ static void account_event(bg_timeline_summary_t *s, const bg_event_t *e) {
     double length = e->end - e->start;
     bg_device_summary_t *d = &s->device[e->device];
     if (is_compute(e->kind)) d->compute_s += length;
+    if (e->kind == BG_EVENT_STEP) d->update_s += length;
     if (is_copy(e->kind)) d->copy_s += length;
     if (e->kind == BG_EVENT_WAIT) d->wait_s += length;
     /* A wait with no peer (-1) is the optimizer step's barrier. */
@@ -72,17 +73,24 @@ static int compare_links(const void *a, const void *b) {
  * the peer: before the wake of a peer asleep on the channel (its tail). */
 static double ready_time(const bg_event_t *e) { return e->end - e->tail_s; }
 
-/* Orders the copies that end waits (is_waker) by kind, step, stage, peer,
- * then by micro-batch for sends (which a wait for that message looks up)
- * and by ready time for receives (a wait for room looks up the first once
- * it began: the receive that freed its slot). */
+/* Orders copies by kind, step, stage and peer: 0 for two of one kind on
+ * one channel in one step. */
+static int compare_channel(const bg_event_t *x, const bg_event_t *y) {
+    const int kx[] = {x->kind, x->step, x->stage, x->peer_stage},
+              ky[] = {y->kind, y->step, y->stage, y->peer_stage};
+    return compare_keys(kx, ky, 4);
+}
+
+/* Orders the copies that end waits (is_waker) by compare_channel, then by
+ * micro-batch for sends (which a wait for that message looks up) and by
+ * ready time for receives (a wait for room looks up the first once it
+ * began: the receive that freed its slot). */
 static int compare_wakers(const void *a, const void *b) {
     const bg_event_t *x = *(const bg_event_t *const *)a, *y = *(const bg_event_t *const *)b;
-    const int kx[] = {x->kind, x->step, x->stage, x->peer_stage, x->microbatch},
-              ky[] = {y->kind, y->step, y->stage, y->peer_stage, y->microbatch};
-    if (x->kind == BG_EVENT_SEND || y->kind == BG_EVENT_SEND) return compare_keys(kx, ky, 5);
-    const int by_keys = compare_keys(kx, ky, 4);
-    if (by_keys != 0) return by_keys;
+    const int by_channel = compare_channel(x, y);
+    if (by_channel != 0) return by_channel;
+    if (x->kind == BG_EVENT_SEND)
+        return (x->microbatch > y->microbatch) - (x->microbatch < y->microbatch);
     const double tx = ready_time(x), ty = ready_time(y);
     return (tx > ty) - (tx < ty);
 }
@@ -111,10 +119,7 @@ static const bg_event_t *waker_of(const bg_event_t *w, const bg_event_t **wakers
     if (lo == n) return NULL;
     const bg_event_t *found = wakers[lo];
     if (!w->to_send) return compare_wakers(&found, &k) == 0 ? found : NULL;
-    return found->kind == key.kind && found->step == key.step && found->stage == key.stage &&
-                   found->peer_stage == key.peer_stage && ready_time(found) <= w->end
-               ? found
-               : NULL;
+    return compare_channel(found, &key) == 0 && ready_time(found) <= w->end ? found : NULL;
 }
 
 /* Whether a copy counts as ending a neighbour's wait (waker_of): one that
@@ -295,6 +300,7 @@ static void finish_summary(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
     for (int d = 0; d < s->devices; d++) {
         bg_device_summary_t *dev = &s->device[d];
         dev->compute_s /= steps;
+        dev->update_s /= steps;
         dev->copy_s /= steps;
         dev->wait_s /= steps;
         dev->link_wait_s /= steps;
@@ -488,14 +494,8 @@ static double optimizer_step_frac(const bg_timeline_summary_t *s, double *withou
     int counted = 0;
     for (int d = 0; d < s->devices; d++) {
         const bg_device_summary_t *dev = &s->device[d];
-        double update_s = 0;
-        for (int i = 0; i < s->stages; i++) {
-            const bg_stage_summary_t *st = &s->stage[i];
-            if (st->device == d)
-                update_s += fmax(0, st->compute_s - st->forward_s - st->backward_s - st->weight_s);
-        }
-        share += update_s / s->step_s / s->devices;
-        const double rest = s->step_s - update_s - dev->end_wait_s;
+        share += dev->update_s / s->step_s / s->devices;
+        const double rest = s->step_s - dev->update_s - dev->end_wait_s;
         if (rest > 0) {
             bubble += fmax(0, dev->idle_s - dev->end_wait_s) / rest;
             counted++;

@@ -22,6 +22,7 @@ extern "C" {
 
 typedef struct bg_device_summary {
     double compute_s;   /* F, B, W and STEP events */
+    double update_s;    /* of compute_s: STEP events, the optimizer step */
     double copy_s;      /* SEND and RECV events */
     double wait_s;      /* WAIT events */
     double link_wait_s; /* of wait_s: for messages while they crossed a link (LINK) */

@@ -82,6 +82,9 @@ static int add_metadata(trace_text_t *out, const char *meta, int pid, int tid, c
     return emit(out, item);
 }
 
+/* Seconds as microseconds to the whole nanosecond, as the events' times. */
+static double whole_ns_us(double seconds) { return (double)llround(1e9 * seconds) / 1e3; }
+
 /* A complete event ("ph": "X") from `start` to `end` seconds, with its
  * "args" object in *args for the caller's fields; NULL when out of
  * memory. Whole nanoseconds: short numbers, and ts + dur of one event
@@ -130,9 +133,9 @@ static int add_event(trace_text_t *out, const bg_timeline_t *tl, const bg_event_
           cJSON_AddNumberToObject(args, "peer_stage", e->peer_stage) == NULL) ||
          (e->tail_s > 0 &&
           cJSON_AddNumberToObject(args, is_transfer(e->kind) ? "wake_us" : "check_us",
-                                  1e6 * e->tail_s) == NULL) ||
-         (handoff >= 0 && cJSON_AddNumberToObject(args, "handoff_us",
-                                                  (double)llround(1e9 * handoff) / 1e3) == NULL))) {
+                                  whole_ns_us(e->tail_s)) == NULL) ||
+         (handoff >= 0 &&
+          cJSON_AddNumberToObject(args, "handoff_us", whole_ns_us(handoff)) == NULL))) {
         cJSON_Delete(item);
         item = NULL;
     }

@@ -1614,6 +1614,8 @@ static void test_summary_print_below_theory(void **state) {
     check_ok(bg_timeline_summarize(tl, &s));
     expect_near(s->bubble_measured, 0.2, EPS);
     expect_near(s->bubble_theory, 0.5, EPS);
+    expect_near(s->device[0].update_s, 6e-3, EPS);
+    expect_near(s->device[1].update_s, 6e-3, EPS);
     bg_timeline_summary_destroy(s);
     assert_true(says_below_theory(tl, line, sizeof line));
     assert_string_equal(line, "(below theory: the optimizer step, 60.0% of a device's step on "
