@@ -238,13 +238,13 @@ bg_status_t bg_cli_option_value(int argc, char **argv, int *i, const char **out)
     const char *value = argv[*i + 1];
     /* "--metrics --recompute" forgot the file name; taking the next option
      * as one would write a file named --recompute and drop the option. */
-    if (value[0] == '-' && value[1] == '-' && takes_path(option))
-        return bg_error_set(BG_ERR_INVALID,
-                            "%s needs a value, got the option '%s' (a file whose name starts "
-                            "with -- can be written ./%s)",
-                            option, value, value);
-    if (value[0] == '-' && value[1] == '-')
-        return bg_error_set(BG_ERR_INVALID, "%s needs a value, got the option '%s'", option, value);
+    if (value[0] == '-' && value[1] == '-') {
+        const int path = takes_path(option);
+        return bg_error_set(BG_ERR_INVALID, "%s needs a value, got the option '%s'%s%s%s", option,
+                            value,
+                            path ? " (a file whose name starts with -- can be written ./" : "",
+                            path ? value : "", path ? ")" : "");
+    }
     /* The last would win unseen. */
     const int before = given_before(argv, *i);
     if (before > 0)

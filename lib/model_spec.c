@@ -320,21 +320,16 @@ static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, in
         return BG_OK;
     }
     if (option->type == OPTION_ACTIVATION) {
-        static const bg_layer_kind_t activations[] = {BG_LAYER_RELU, BG_LAYER_TANH,
-                                                      BG_LAYER_SIGMOID, BG_LAYER_GELU};
-        if ((value_length == 4 && memcmp(value, "none", 4) == 0) ||
-            (value_length == 6 && memcmp(value, "linear", 6) == 0)) {
-            layer->values[index] = ACTIVATION_NONE;
-            return BG_OK;
-        }
-        for (size_t a = 0; a < sizeof activations / sizeof activations[0]; a++) {
-            const char *name = bg_layer_kind_name(activations[a]);
-            if (value_length == strlen(name) && memcmp(value, name, value_length) == 0) {
-                layer->values[index] = activations[a];
+        /* The names an activation may have (each kind's own, as
+         * bg_layer_kind_name gives it, and none's two), and what each sets. */
+        static const char *const words[] = {"relu", "tanh", "sigmoid", "gelu", "none", "linear"};
+        static const int values[] = {BG_LAYER_RELU, BG_LAYER_TANH,   BG_LAYER_SIGMOID,
+                                     BG_LAYER_GELU, ACTIVATION_NONE, ACTIVATION_NONE};
+        for (size_t a = 0; a < sizeof words / sizeof words[0]; a++)
+            if (value_length == strlen(words[a]) && memcmp(value, words[a], value_length) == 0) {
+                layer->values[index] = values[a];
                 return BG_OK;
             }
-        }
-        static const char *const words[] = {"relu", "tanh", "sigmoid", "gelu", "none", "linear"};
         char near[64];
         guess(value, value_length, words, sizeof words / sizeof words[0], near, sizeof near);
         return parse_error(
