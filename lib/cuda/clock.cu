@@ -24,6 +24,9 @@ extern "C" bg_status_t bg_cuda_clock_create(bg_backend_t *be, int lane, int capa
                                             bg_cuda_clock_t **out) {
     if (lane < BG_CUDA_CLOCK_COMPUTE || lane >= BG_CUDA_CLOCK_OUTGOING + BG_CUDA_LANES)
         return bg_error_set(BG_ERR_INTERNAL, "%s: no stream %d to put a clock on", be->name, lane);
+    /* Mark 0 is the clock's zero: a clock holds at least that one. */
+    if (capacity < 1)
+        return bg_error_set(BG_ERR_INTERNAL, "%s: a clock of %d marks", be->name, capacity);
     bg_cuda_clock_t *clock = (bg_cuda_clock_t *)calloc(1, sizeof *clock);
     if (clock != NULL) clock->marks = (cudaEvent_t *)calloc((size_t)capacity, sizeof(cudaEvent_t));
     if (clock == NULL || clock->marks == NULL) {
@@ -54,8 +57,6 @@ fail:
 static bg_status_t mark_zero(bg_cuda_clock_t *clock, double *host_zero, double *window) {
     bg_backend_t *be = clock->be;
     clock->count = 0;
-    if (clock->capacity < 1)
-        return bg_error_set(BG_ERR_INTERNAL, "%s: a clock without marks", be->name);
     /* Recorded here rather than by bg_cuda_clock_mark, which drops CUDA's
      * error: a failure says which call failed and why. */
     const double before = bg_monotonic_seconds();

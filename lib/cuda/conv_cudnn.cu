@@ -281,15 +281,20 @@ static int choose(const Perf *results, int count, size_t limit, int allow_tf32, 
     return -1;
 }
 
-/* The error when choose() found none among cuDNN's `count` results:
+/* The most of cuDNN's results an algorithm is chosen from: more than any
+ * direction has algorithms. */
+enum { MAX_RESULTS = 64 };
+
+/* The error when choose() found none among cuDNN's `count` results (at
+ * most MAX_RESULTS):
  * blaming the workspace only where a result would have been taken but for
  * it (else every one failed, is untrusted, or needs tensor-op math). */
 template <typename Perf>
 static bg_status_t none_fits(bg_backend_t *be, const char *which, const bg_conv2d_geometry_t *g,
                              const Perf *results, int count, size_t limit) {
-    const unsigned char none_passed_over[64] = {0};
-    const int by_workspace = choose(results, count < 64 ? count : 64, SIZE_MAX,
-                                    bg_cuda_of(be)->allow_tf32, g->kernel, none_passed_over) >= 0;
+    const unsigned char none_passed_over[MAX_RESULTS] = {0};
+    const int by_workspace = choose(results, count, SIZE_MAX, bg_cuda_of(be)->allow_tf32, g->kernel,
+                                    none_passed_over) >= 0;
     char reason[256];
     if (by_workspace)
         snprintf(reason, sizeof reason,
@@ -366,8 +371,8 @@ static bg_status_t take(bg_backend_t *be, const char *which, const bg_conv2d_geo
                         const Perf *results, int count, size_t limit, Algo *algo,
                         cudnnMathType_t *math, size_t *bytes) {
     bg_cuda_backend_t *cu = bg_cuda_of(be);
-    unsigned char passed_over[64] = {0}; /* more than any direction's algorithm count */
-    if (count > (int)sizeof passed_over) count = (int)sizeof passed_over;
+    unsigned char passed_over[MAX_RESULTS] = {0};
+    if (count > MAX_RESULTS) count = MAX_RESULTS;
     cudnnStatus_t refused = CUDNN_STATUS_SUCCESS; /* the last query that failed */
     for (;;) {
         const int pick = choose(results, count, limit, cu->allow_tf32, g->kernel, passed_over);
