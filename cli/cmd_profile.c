@@ -494,6 +494,7 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
  * and whether the note on a long timing of every layer range was said. */
 typedef struct profile_progress {
     bg_progress_t line;
+    int ranges;      /* the phase is the layer ranges' (BG_PROFILE_PHASE_RANGES) */
     int split_given; /* --split: only its stages' ranges are timed */
     int long_noted;
     int layers;
@@ -509,7 +510,8 @@ static void name_phase(void *ctx, const char *what) {
     bg_progress_end_line(&progress->line); /* the last phase's line, if left open */
     snprintf(kept, sizeof kept, "%s", what);
     progress->line.what = kept;
-    progress->line.quiet_s = strcmp(what, BG_PROFILE_PHASE_RANGES) == 0 ? 0 : 1.0;
+    progress->ranges = strcmp(what, BG_PROFILE_PHASE_RANGES) == 0;
+    progress->line.quiet_s = progress->ranges ? 0 : 1.0;
 }
 
 /* Past this many seconds left of timing every layer range, once 30 s of
@@ -525,8 +527,8 @@ static void name_phase(void *ctx, const char *what) {
 static void count_progress(void *ctx, int64_t done, int64_t total) {
     profile_progress_t *progress = ctx;
     bg_progress_count(&progress->line, done, total);
-    if (progress->split_given || progress->long_noted || done <= 0 || done >= total ||
-        strcmp(progress->line.what, BG_PROFILE_PHASE_RANGES) != 0)
+    if (!progress->ranges || progress->split_given || progress->long_noted || done <= 0 ||
+        done >= total)
         return;
     const double now = bg_monotonic_seconds();
     const double left = bg_progress_left_s(&progress->line, done, total, now);
@@ -635,6 +637,7 @@ int bg_cmd_profile(int argc, char **argv) {
     pc.split_count = o.split_count;
     bg_progress_init(&progress.line, stderr, 1);
     progress.line.what = BG_PROFILE_PHASE_RANGES;
+    progress.ranges = 1;
     progress.split_given = o.split_count > 0;
     progress.layers = spec->num_layers;
     pc.progress = count_progress;
