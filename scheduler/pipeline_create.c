@@ -239,7 +239,7 @@ static bg_status_t create_channels(bg_pipeline_t *p) {
         char name[64];
         bg_channel_config_t cc = {
             .slot_bytes = stage_bytes(p, p->first[s + 1], p->max_micro),
-            .capacity = bg_schedule_ring_slots(p->devices, p->microbatches, s, s + 1),
+            .capacity = bg_schedule_ring_slots(p->devices, s, s + 1),
             .name = name,
             .timeout_s = p->cfg.stall_timeout_s,
             .poll_s = poll_s,

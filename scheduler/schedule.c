@@ -76,19 +76,17 @@ static int cell_index(const bg_schedule_t *s, bg_op_kind_t kind, int stage, int 
     return ((int)kind * s->stages + stage) * s->microbatches + mb;
 }
 
-/* Channels: one per direction between adjacent stages, when they sit on
- * different devices (always for K > 1; never for K = 1, where every
- * transfer is local). Channel c < S-1 carries F(c)'s activation to
+/* Channels: one per direction between adjacent stages, on one device too
+ * (K = 1, interleaved), whose thread hands its messages to itself through
+ * them: the executor gives that channel one slot and so must never send
+ * into it while it holds one. Channel c < S-1 carries F(c)'s activation to
  * F(c+1); channel S-1 + c carries B(c+1)'s gradient to B(c). A channel
  * holds one message: a send completes once the previous message on it has
  * been taken, and the receiver takes messages in the order they were sent. */
-static int channel_count(const bg_schedule_t *s) {
-    return s->devices > 1 ? 2 * (s->stages - 1) : 0;
-}
+static int channel_count(const bg_schedule_t *s) { return 2 * (s->stages - 1); }
 
 /* The channel `op` takes its input from, or -1. */
 static int input_channel(const bg_schedule_t *s, const bg_op_t *op) {
-    if (s->devices == 1) return -1;
     if (op->kind == BG_OP_FORWARD && op->stage > 0) return op->stage - 1;
     if (op->kind == BG_OP_BACKWARD && op->stage < s->stages - 1) return s->stages - 1 + op->stage;
     return -1;
@@ -96,7 +94,6 @@ static int input_channel(const bg_schedule_t *s, const bg_op_t *op) {
 
 /* The channel `op` sends its output on, or -1. */
 static int output_channel(const bg_schedule_t *s, const bg_op_t *op) {
-    if (s->devices == 1) return -1;
     if (op->kind == BG_OP_FORWARD && op->stage < s->stages - 1) return op->stage;
     if (op->kind == BG_OP_BACKWARD && op->stage > 0) return s->stages - 1 + op->stage - 1;
     return -1;
@@ -598,8 +595,8 @@ int bg_schedule_last_gradient_microbatch(const bg_schedule_t *s, int stage) {
     return last;
 }
 
-int bg_schedule_ring_slots(int devices, int microbatches, int from, int to) {
-    return from % devices == to % devices ? microbatches : 2;
+int bg_schedule_ring_slots(int devices, int from, int to) {
+    return from % devices == to % devices ? 1 : 2;
 }
 
 int bg_schedule_stash_slots(const bg_schedule_t *schedule, int stage) {

@@ -171,12 +171,16 @@ bg_status_t bg_schedule_validate(const bg_schedule_t *schedule);
 int bg_schedule_stash_slots(const bg_schedule_t *schedule, int stage);
 
 /* Ring slots of the channel between adjacent stages `from` and `to` with K
- * devices and M micro-batches, stage s on device s % K: M when both stages
- * share a device (the thread hands over to itself and must never wait on
- * itself), else 2 (double buffering). The executor sizes its channels by
- * this, and the cost model and the simulator count their bytes and
- * slots by it. */
-int bg_schedule_ring_slots(int devices, int microbatches, int from, int to);
+ * devices, stage s on device s % K: 2 between devices (double buffering),
+ * 1 where both stages share a device (K = 1). The thread hands over to
+ * itself there and must never wait on itself, which one slot ensures: the
+ * dry run of bg_schedule_validate runs every schedule with channels of one
+ * message and refuses one that would send into a full one. (Until
+ * 2026-12-06 such a ring had M slots, a mini-batch's activations per
+ * boundary, of which the schedules never fill more than one.) The executor
+ * sizes its channels by this, and the cost model and the simulator count
+ * their bytes and slots by it. */
+int bg_schedule_ring_slots(int devices, int from, int to);
 
 /* The kind of op that adds to the weight gradients: W when the schedule
  * splits the backward (zb-h1), else B. */

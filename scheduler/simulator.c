@@ -818,8 +818,7 @@ bg_status_t bg_simulate(const bg_schedule_t *schedule, const bg_sim_costs_t *cos
         /* No more than M: a channel carries M messages a step, so the
          * executor's slots past M (2 at M = 1) are never taken, and the
          * channels' arrays hold M slots each. */
-        const int slots_there =
-            bg_schedule_ring_slots(schedule->devices, sim.microbatches, b, b + 1);
+        const int slots_there = bg_schedule_ring_slots(schedule->devices, b, b + 1);
         sim.ring[b] = slots_there < sim.microbatches ? slots_there : sim.microbatches;
     }
     bg_status_t status = BG_OK;

@@ -33,11 +33,11 @@ static const bg_cost_link_t *link_between(const partition_context_t *c, int from
 /* The schedule's stash slots and the channel slots of stage s. */
 static bg_cost_stage_t stage_slots(const partition_context_t *c, int s) {
     const bg_partition_config_t *cfg = c->cfg;
-    const int k = cfg->devices, mb = bg_cost_model_config(cfg->model)->microbatches;
+    const int k = cfg->devices;
     bg_cost_stage_t stage = {
         .stash_slots = cfg->stash_slots != NULL ? cfg->stash_slots[s] : 1,
-        .input_channel_slots = s > 0 ? bg_schedule_ring_slots(k, mb, s - 1, s) : 0,
-        .grad_channel_slots = s + 1 < c->stages ? bg_schedule_ring_slots(k, mb, s + 1, s) : 0,
+        .input_channel_slots = s > 0 ? bg_schedule_ring_slots(k, s - 1, s) : 0,
+        .grad_channel_slots = s + 1 < c->stages ? bg_schedule_ring_slots(k, s + 1, s) : 0,
         .device = &cfg->device[s % k],
     };
     if (stage.stash_slots < 1) stage.stash_slots = 1;

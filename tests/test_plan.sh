@@ -1844,4 +1844,13 @@ expect 0 "" -- plan "$MODEL" --devices cpu:2 --recompute --microbatches 4
 stdout_has "(bwd ms holds the recomputed forward, which --recompute runs before each backward;" \
     "with --recompute the table says where the recompute is"
 
+# Interleaved on one device: a channel between two of its stages holds one
+# micro-batch (the thread hands its messages to itself), not M of them:
+# stage 1's other is one slot of 8 samples of 32 x 26 x 26 floats, 0.66
+# MiB, where the 32 slots of M = 32 took 21.13 (until 2026-12-06).
+expect 0 "" -- plan "$MODEL" --devices cpu --schedule interleaved --chunks 2 --split 1 \
+    --batch 256 --microbatches 32
+check "interleaved on one device: one slot in the channel between its stages" \
+    grep -qE '^ +1 +1-7 +cpu:0 .* 0\.66$' "$OUT"
+
 finish
