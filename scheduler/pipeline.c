@@ -177,6 +177,21 @@ static bg_status_t read_gpu_times(bg_pipeline_t *p, int d, double *end) {
     return BG_OK;
 }
 
+/* The monotonic clock's seconds at `tl`'s time 0, a step about to be
+ * recorded into it starting at `now`: its first recorder's start, kept in
+ * the timeline. One with steps that no pipeline recorded (a simulator's)
+ * goes on from its last step's end. Until 2026-12-06 the origin was the
+ * pipeline's: recording into two timelines in turn timed the first's later
+ * steps from the second's start, and a second pipeline going on with a
+ * timeline timed its steps from the clock's zero (a review). */
+static double clock_origin(bg_timeline_t *tl, double now) {
+    if (!tl->has_clock) {
+        tl->clock_origin = now - (tl->steps > 0 ? tl->step_end[tl->steps - 1] : 0);
+        tl->has_clock = 1;
+    }
+    return tl->clock_origin;
+}
+
 /* Moves the devices' events of the step just run into the timeline. */
 static bg_status_t merge_events(bg_pipeline_t *p, double job_end) {
     int total = 0;
@@ -189,7 +204,6 @@ static bg_status_t merge_events(bg_pipeline_t *p, double job_end) {
             BG_CHECK(bg_timeline_add(p->record, &p->events[d][i]));
     /* A GPU may finish the step after its host thread has. */
     bg_timeline_add_step(p->record, p->job_start - p->origin, job_end - p->origin);
-    p->recorded_steps++;
     return BG_OK;
 }
 
@@ -300,7 +314,8 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
     const int recording = p->record != NULL && job == JOB_TRAIN;
     p->job_start = bg_monotonic_seconds();
     if (recording) {
-        if (p->recorded_steps == 0) p->origin = p->job_start;
+        p->origin = clock_origin(p->record, p->job_start);
+        p->record_step = p->record->steps;
         for (int d = 0; d < p->devices; d++) p->event_count[d] = 0;
     }
     bg_timeline_t *record = p->record;
@@ -471,8 +486,6 @@ bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl) {
             return st;
         }
     }
-    /* A timeline's times count from the start of its first recorded step. */
-    if (tl != p->record) p->recorded_steps = tl != NULL ? tl->steps : 0;
     p->record = tl;
     return BG_OK;
 }

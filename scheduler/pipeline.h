@@ -187,8 +187,10 @@ const bg_schedule_t *bg_pipeline_schedule(const bg_pipeline_t *p);
 /* Records every following training step into `tl` (created with
  * bg_pipeline_timeline_create), until called with NULL: each op, each copy
  * into or out of a channel, and each wait on a neighbour, with monotonic
- * clock times. Evaluation is not recorded. Recording adds two clock reads per
- * event and no allocation during a step. */
+ * clock times, in seconds from the start of the timeline's first recorded
+ * step (by this pipeline or another: the timeline keeps it). Evaluation is
+ * not recorded. Recording adds two clock reads per event and no allocation
+ * during a step. */
 bg_status_t bg_pipeline_record(bg_pipeline_t *p, bg_timeline_t *tl);
 
 /* A timeline shaped for this pipeline (devices, stages, schedule). */

@@ -40,7 +40,7 @@ static bg_event_t *note(bg_pipeline_t *p, int device, bg_event_kind_t kind, int 
                                         .stage = stage,
                                         .microbatch = mb,
                                         .peer_stage = peer,
-                                        .step = p->recorded_steps,
+                                        .step = p->record_step,
                                         .start = start.host - p->origin,
                                         .end = end.host - p->origin};
     if (p->event_marks != NULL && p->event_marks[device] != NULL) {

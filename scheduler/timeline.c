@@ -122,6 +122,7 @@ void bg_timeline_clear(bg_timeline_t *tl) {
     tl->count = 0;
     tl->steps = 0;
     tl->first_step = 0;
+    tl->has_clock = 0; /* the next step recorded is time 0 again */
 }
 
 const char *bg_event_kind_name(bg_event_kind_t kind) {

@@ -75,6 +75,12 @@ typedef struct bg_timeline {
      * that recorded step 0 was; 0 where the steps are not a training
      * run's (simulated, or a sweep's point). Recorded steps follow on. */
     int64_t first_step;
+    /* Where a pipeline records (bg_pipeline_record): the monotonic clock's
+     * seconds at time 0, set by the first to record into it, so that steps
+     * recorded by turns (by pipelines, or into timelines in turn) keep one
+     * origin; has_clock 0 until then. */
+    int has_clock;
+    double clock_origin;
     double *step_start, *step_end; /* per step */
     int step_capacity;
     bg_event_t *events;
@@ -118,7 +124,7 @@ int bg_timeline_add_step(bg_timeline_t *tl, double start, double end);
 /* Sorts events by device, then start time (reports expect this order). */
 void bg_timeline_sort(bg_timeline_t *tl);
 
-/* Drops all events and steps (keeps the buffers). */
+/* Drops all events and steps (keeps the buffers) and the clock's origin. */
 void bg_timeline_clear(bg_timeline_t *tl);
 
 /* Short name of an event kind: "F", "B", "W", "step", "send", "recv", "wait",

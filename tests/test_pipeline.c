@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dataset.h"
 #include "layer.h"
@@ -936,6 +937,57 @@ static void test_recording(void **state) {
     bg_pipeline_destroy(p);
 }
 
+/* One recorded step of p into tl after a pause of 50 ms; its events'
+ * step numbers and times lie within its span. */
+static void record_step_after_pause(const fixture_t *f, bg_pipeline_t *p, bg_timeline_t *tl) {
+    const struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    assert_int_equal(bg_pipeline_record(p, tl), BG_OK);
+    bg_pipeline_result_t r;
+    assert_int_equal(bg_pipeline_train_step(p, f->images, f->data->labels, BATCH, &r), BG_OK);
+    assert_int_equal(bg_pipeline_record(p, NULL), BG_OK);
+    const int step = tl->steps - 1;
+    int events = 0;
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (e->step != step) continue;
+        assert_true(e->start >= tl->step_start[step] && e->end <= tl->step_end[step]);
+        events++;
+    }
+    assert_true(events > 0);
+}
+
+/* Steps recorded by turns keep their timeline's origin: into A, into B,
+ * into A again, then by a second pipeline going on with A, each after a
+ * pause of 50 ms. A's steps follow one another with the pauses between
+ * them (until 2026-12-06 its second step was timed from B's start, over
+ * its first, and the second pipeline's from the clock's zero, hours on). */
+static void test_recording_by_turns(void **state) {
+    fixture_t *f = *state;
+    bg_device_list_t devices;
+    bg_timeline_t *a, *b;
+    bg_pipeline_t *p = two_devices(f, BG_SCHEDULE_1F1B, 1, 4, &devices, &a);
+    assert_int_equal(bg_pipeline_timeline_create(p, &b), BG_OK);
+    record_step_after_pause(f, p, a);
+    record_step_after_pause(f, p, b);
+    record_step_after_pause(f, p, a);
+    assert_int_equal(b->steps, 1);
+    assert_true(b->step_start[0] == 0);
+    assert_int_equal(a->steps, 2);
+    assert_true(a->step_start[0] == 0);
+    /* B's step and two pauses between A's. */
+    assert_true(a->step_start[1] >= a->step_end[0] + 0.1 + (b->step_end[0] - b->step_start[0]));
+    bg_pipeline_destroy(p);
+    p = make_pipeline(f, "cpu:2", BG_SCHEDULE_1F1B, 4, &devices, with_chunks, 1);
+    record_step_after_pause(f, p, a);
+    assert_int_equal(a->steps, 3);
+    assert_true(a->step_start[2] >= a->step_end[1] + 0.05);
+    assert_true(a->step_start[2] < a->step_end[1] + 60);
+    bg_timeline_destroy(a);
+    bg_timeline_destroy(b);
+    bg_pipeline_destroy(p);
+}
+
 /* With clipping, each stage's pass over its gradients before the barrier
  * is recorded as its update's work (a step event), the barrier's wait only
  * after it (until 2026-12-06 the wait took it in, counted as idle). */
@@ -1298,6 +1350,7 @@ int main(void) {
         cmocka_unit_test(test_invalid_requests),
         cmocka_unit_test(test_balance_split),
         cmocka_unit_test(test_recording),
+        cmocka_unit_test(test_recording_by_turns),
         cmocka_unit_test(test_recording_clipping), /* with clip_grad_norm */
         cmocka_unit_test(test_state_transfer),
         cmocka_unit_test(test_nan_guard),
