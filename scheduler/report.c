@@ -675,14 +675,15 @@ static int add_numbers(cJSON *object, const char *const *names, const double *va
 }
 
 static int add_device(cJSON *array, const bg_timeline_summary_t *s, int d) {
-    static const char *const names[] = {"compute_s",    "copy_s",       "wait_s",     "link_wait_s",
-                                        "barrier_s",    "start_wait_s", "end_wait_s", "idle_s",
-                                        "other_idle_s", "compute_frac", "copy_frac",  "idle_frac"};
+    static const char *const names[] = {"compute_s",   "update_s",     "copy_s",       "wait_s",
+                                        "link_wait_s", "barrier_s",    "start_wait_s", "end_wait_s",
+                                        "idle_s",      "other_idle_s", "compute_frac", "copy_frac",
+                                        "idle_frac"};
     const bg_device_summary_t *dev = &s->device[d];
-    const double values[] = {dev->compute_s,    dev->copy_s,    dev->wait_s,
-                             dev->link_wait_s,  dev->barrier_s, dev->start_wait_s,
-                             dev->end_wait_s,   dev->idle_s,    dev->other_idle_s,
-                             dev->compute_frac, dev->copy_frac, dev->idle_frac};
+    const double values[] = {
+        dev->compute_s,    dev->update_s,     dev->copy_s,     dev->wait_s, dev->link_wait_s,
+        dev->barrier_s,    dev->start_wait_s, dev->end_wait_s, dev->idle_s, dev->other_idle_s,
+        dev->compute_frac, dev->copy_frac,    dev->idle_frac};
     cJSON *item = cJSON_CreateObject();
     if (item == NULL) return 0;
     if (!cJSON_AddItemToArray(array, item)) {

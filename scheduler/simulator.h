@@ -37,7 +37,8 @@
  * The optimizer step is a barrier, as in the executor: every device's STEP
  * starts only when every device has finished its other ops. The last to
  * arrive wakes the others (a WAIT of wake_s), which start handoff_s after
- * that arrival (a WAIT on no stage, peer -1).
+ * that arrival (a WAIT of the device's first stage, peer -1, as the
+ * executor records it).
  *
  * Contention (costs->contention): how long an op takes depends on what the
  * other devices do meanwhile, which depends on how long ops take. The

@@ -415,6 +415,10 @@ static void test_other_idle(void **state) {
     expect_near(
         number(cJSON_GetArrayItem(cJSON_GetObjectItem(object, "devices"), 0), "other_idle_s"), 1e-3,
         EPS);
+    /* Device 1's optimizer step, of its 4 ms of compute. */
+    const cJSON *device1 = cJSON_GetArrayItem(cJSON_GetObjectItem(object, "devices"), 1);
+    expect_near(number(device1, "compute_s"), 4e-3, EPS);
+    expect_near(number(device1, "update_s"), 1e-3, EPS);
     cJSON_Delete(object);
     bg_timeline_summary_destroy(s);
     bg_timeline_destroy(tl);
