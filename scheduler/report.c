@@ -622,12 +622,16 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
         if (st->wake_s <= 0 || st->wake_s < 0.02 * s->step_s) continue;
         /* A mean over steps: a whole count where it is one. */
         const int whole = fabs(st->wakes - round(st->wakes)) < 0.05;
+        /* In us, as a hand-off takes; in ms where a stalled thread made it
+         * a wait of its own (a walk: "612381 us"). */
+        const double each_us = 1e6 * st->wake_s / st->wakes;
         fprintf(out,
                 "stage %d: %.3f ms per step of its waits came after the neighbour was ready "
-                "(%.*f wait%s a step, %.0f us on average): the hand-off to its thread, not the "
+                "(%.*f wait%s a step, %.*f %s on average): the hand-off to its thread, not the "
                 "neighbour's slowness\n",
                 i, 1e3 * st->wake_s, whole ? 0 : 1, st->wakes,
-                whole && round(st->wakes) == 1 ? "" : "s", 1e6 * st->wake_s / st->wakes);
+                whole && round(st->wakes) == 1 ? "" : "s", each_us < 1e3 ? 0 : 3,
+                each_us < 1e3 ? each_us : each_us / 1e3, each_us < 1e3 ? "us" : "ms");
     }
     /* The rest of a device's waits: at the step's start, until its thread
      * was woken; at the optimizer step, until every device has finished
