@@ -386,35 +386,57 @@ double bg_timeline_step_bubble(const bg_timeline_t *tl, int step) {
     return bubble;
 }
 
-/* step_median_s, step_min_s, step_max_s and bubble_median from each
- * recorded step's own figures. */
+/* The spread between the devices' compute of a step of `length`. */
+static double imbalance_of(const double *compute, int devices, double length) {
+    double least = compute[0], most = compute[0];
+    for (int d = 1; d < devices; d++) {
+        if (compute[d] < least) least = compute[d];
+        if (compute[d] > most) most = compute[d];
+    }
+    return length > 0 ? (most - least) / length : 0;
+}
+
+/* step_median_s, step_min_s, step_max_s, bubble_median and
+ * imbalance_median from each recorded step's own figures. */
 static bg_status_t step_spread(bg_timeline_summary_t *s, const bg_timeline_t *tl) {
     s->step_median_s = s->step_min_s = s->step_max_s = s->step_s;
     s->bubble_median = s->bubble_measured;
+    s->imbalance_median = s->imbalance;
     if (tl->steps < 1) return BG_OK;
     const int n = tl->steps, k = tl->devices;
-    double *busy = calloc((size_t)n * (size_t)k, sizeof(double));
+    double *busy = calloc((size_t)n * (size_t)k, sizeof(double)),
+           *compute = calloc((size_t)n * (size_t)k, sizeof(double));
     double *length = malloc(sizeof(double) * (size_t)n),
-           *bubble = malloc(sizeof(double) * (size_t)n);
-    if (busy == NULL || length == NULL || bubble == NULL) {
-        free(busy);
-        free(length);
-        free(bubble);
-        return bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory");
+           *bubble = malloc(sizeof(double) * (size_t)n),
+           *imbalance = malloc(sizeof(double) * (size_t)n);
+    bg_status_t st = BG_OK;
+    if (busy == NULL || compute == NULL || length == NULL || bubble == NULL || imbalance == NULL) {
+        st = bg_error_set(BG_ERR_NOMEM, "timeline summary: out of memory");
+        goto done;
     }
     add_busy(tl, -1, busy);
+    for (int i = 0; i < tl->count; i++) {
+        const bg_event_t *e = &tl->events[i];
+        if (e->step >= 0 && e->step < n && is_compute(e->kind))
+            compute[(size_t)e->step * (size_t)k + (size_t)e->device] += e->end - e->start;
+    }
     for (int j = 0; j < n; j++) {
         length[j] = tl->step_end[j] - tl->step_start[j];
         bubble[j] = bubble_of(busy + (size_t)j * (size_t)k, k, length[j]);
+        imbalance[j] = imbalance_of(compute + (size_t)j * (size_t)k, k, length[j]);
     }
     s->step_median_s = median(length, n); /* which sorts them */
     s->step_min_s = length[0];
     s->step_max_s = length[n - 1];
     s->bubble_median = median(bubble, n);
+    s->imbalance_median = median(imbalance, n);
+done:
     free(busy);
+    free(compute);
     free(length);
     free(bubble);
-    return BG_OK;
+    free(imbalance);
+    return st;
 }
 
 bg_status_t bg_timeline_summarize(const bg_timeline_t *tl, bg_timeline_summary_t **out) {
@@ -574,8 +596,9 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
     /* A busy machine disturbs a step or two: the medians stand firm. */
     if (s->measured && s->steps >= 3) {
         const double median_ms = 1e3 * s->step_median_s;
-        fprintf(out, "median of the %d steps: step %.*f ms, bubble %.1f%%\n", s->steps,
-                bg_report_ms_decimals(median_ms), median_ms, 100 * s->bubble_median);
+        fprintf(out, "median of the %d steps: step %.*f ms, bubble %.1f%%, %s imbalance %.1f%%\n",
+                s->steps, bg_report_ms_decimals(median_ms), median_ms, 100 * s->bubble_median,
+                s->chunks > 1 ? "device" : "stage", 100 * s->imbalance_median);
     }
     if (s->devices == 1 && s->bubble_measured > 0)
         fprintf(out, "(one device: its idle time is the host's work between ops and steps, "
@@ -733,15 +756,33 @@ static int add_stage(cJSON *array, const bg_timeline_summary_t *s, int i) {
 bg_status_t bg_summary_to_json(const bg_timeline_summary_t *s, cJSON *object) {
     if (s == NULL || object == NULL)
         return bg_error_set(BG_ERR_INVALID, "timeline summary: NULL argument");
-    static const char *const names[] = {"chunks",        "microbatches",    "steps",
-                                        "step_s",        "bubble_measured", "step_median_s",
-                                        "step_min_s",    "step_max_s",      "bubble_median",
-                                        "bubble_theory", "imbalance",       "exposed_transfer_frac",
+    static const char *const names[] = {"chunks",
+                                        "microbatches",
+                                        "steps",
+                                        "step_s",
+                                        "bubble_measured",
+                                        "step_median_s",
+                                        "step_min_s",
+                                        "step_max_s",
+                                        "bubble_median",
+                                        "bubble_theory",
+                                        "imbalance",
+                                        "imbalance_median",
+                                        "exposed_transfer_frac",
                                         "host_end_s"};
-    const double values[] = {s->chunks,        s->microbatches,    s->steps,
-                             s->step_s,        s->bubble_measured, s->step_median_s,
-                             s->step_min_s,    s->step_max_s,      s->bubble_median,
-                             s->bubble_theory, s->imbalance,       s->exposed_transfer_frac,
+    const double values[] = {s->chunks,
+                             s->microbatches,
+                             s->steps,
+                             s->step_s,
+                             s->bubble_measured,
+                             s->step_median_s,
+                             s->step_min_s,
+                             s->step_max_s,
+                             s->bubble_median,
+                             s->bubble_theory,
+                             s->imbalance,
+                             s->imbalance_median,
+                             s->exposed_transfer_frac,
                              s->host_end_s};
     if (cJSON_AddStringToObject(object, "schedule", bg_schedule_kind_name(s->schedule)) == NULL ||
         cJSON_AddBoolToObject(object, "measured", s->measured != 0) == NULL ||

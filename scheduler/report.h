@@ -84,6 +84,9 @@ typedef struct bg_timeline_summary {
      * devices of that step's idle fraction); step_s and bubble_measured
      * when no step is recorded. */
     double step_median_s, bubble_median;
+    /* And of their imbalances (each the spread of that step's devices'
+     * compute over its length); imbalance without recorded steps. */
+    double imbalance_median;
     /* The shortest and longest recorded step; step_s without one. */
     double step_min_s, step_max_s;
     double bubble_theory; /* bg_schedule_theoretical_bubble */
@@ -155,7 +158,7 @@ bg_status_t bg_timeline_wait_ready(const bg_timeline_t *tl, double **out);
 /* Adds every figure to an existing JSON object: "schedule" (its name),
  * "chunks", "microbatches", "steps", "measured" (bool), "step_s",
  * "bubble_measured", "step_median_s", "bubble_median", "step_min_s", "step_max_s",
- * "bubble_theory", "imbalance",
+ * "bubble_theory", "imbalance", "imbalance_median",
  * "exposed_transfer_frac", "devices" (array, one object per device: "name" and the
  * bg_device_summary_t fields by name) and "stages" (array, one object per
  * stage: "stage" and the bg_stage_summary_t fields by name). Times in

@@ -1423,15 +1423,16 @@ fi
 # as the metrics hold them.
 if expect 0 "" -- train "$MODEL" --data synthetic --steps 3 --batch 16 --devices cpu:2 \
     --microbatches 2 --metrics "$T/medians.json"; then
-    check "the summary prints the median step and bubble of the metrics" python3 -c '
+    check "the summary prints the median step, bubble and imbalance of the metrics" python3 -c '
 import json, re, sys
 t = json.load(open(sys.argv[1]))["timeline"]
-line = re.search(r"^median of the 3 steps: step ([0-9.]+) ms, bubble ([0-9.]+)%$",
-                 open(sys.argv[2]).read(), re.M)
+line = re.search(r"^median of the 3 steps: step ([0-9.]+) ms, bubble ([0-9.]+)%, "
+                 r"stage imbalance ([0-9.]+)%$", open(sys.argv[2]).read(), re.M)
 assert line, "no median line"
 ms = t["step_median_s"] * 1e3
 assert line.group(1) == "%.*f" % (0 if ms >= 100 else 1 if ms >= 10 else 2 if ms >= 1 else 3, ms)
-assert line.group(2) == "%.1f" % (100 * t["bubble_median"]), (line.group(2), t)' \
+assert line.group(2) == "%.1f" % (100 * t["bubble_median"]), (line.group(2), t)
+assert line.group(3) == "%.1f" % (100 * t["imbalance_median"]), (line.group(3), t)' \
         "$T/medians.json" "$OUT"
 fi
 

@@ -190,6 +190,9 @@ static void test_summary_figures(void **state) {
      * (12 ms) 11 and 10.5 ms; the median of two is their mean. */
     expect_near(s->step_median_s, 11e-3, EPS);
     expect_near(s->bubble_median, ((2 + 2.5) / 20 + (11 + 10.5) / 24) / 2, EPS);
+    /* And imbalance: compute of 6.5 and 7 ms in step 0, 1 and 1.5 in step
+     * 1. */
+    expect_near(s->imbalance_median, (0.5 / 10 + 0.5 / 12) / 2, EPS);
     /* The shortest and longest of them. */
     expect_near(s->step_min_s, 10e-3, EPS);
     expect_near(s->step_max_s, 12e-3, EPS);
@@ -220,6 +223,7 @@ static void test_summary_edge_cases(void **state) {
     /* No recorded step: the medians are the span's figures. */
     expect_near(s->step_median_s, 4e-3, EPS);
     expect_near(s->bubble_median, 0.25, EPS);
+    expect_near(s->imbalance_median, 0, EPS);
     expect_near(s->step_min_s, 4e-3, EPS);
     expect_near(s->step_max_s, 4e-3, EPS);
     bg_timeline_summary_destroy(s);
@@ -482,6 +486,7 @@ static void test_summary_json(void **state) {
     expect_near(number(root, "step_min_s"), s->step_min_s, EPS);
     expect_near(number(root, "step_max_s"), s->step_max_s, EPS);
     expect_near(number(root, "bubble_median"), s->bubble_median, EPS);
+    expect_near(number(root, "imbalance_median"), s->imbalance_median, EPS);
     expect_near(number(root, "bubble_measured"), s->bubble_measured, EPS);
     expect_near(number(root, "bubble_theory"), 1.0 / 3, EPS);
     expect_near(number(root, "imbalance"), s->imbalance, EPS);
