@@ -1844,6 +1844,19 @@ expect 0 "" -- plan "$MODEL" --devices cpu:2 --recompute --microbatches 4
 stdout_has "(bwd ms holds the recomputed forward, which --recompute runs before each backward;" \
     "with --recompute the table says where the recompute is"
 
+# The table's times are per step, and send ms holds the link's latency,
+# which a profile measures as a hand-off (a walk read a stage of 0.02 ms of
+# ops as busy for 1.4 ms); busy ms is the sum of the three.
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 4
+stdout_has "(ms per step, its 4 micro-batches together; send ms: its sends, each its bytes over the link and the link's latency, which a profile measures as the hand-off to the receiving thread; busy ms: all three)" \
+    "plan's table says what its times hold"
+check "busy ms is fwd + bwd + send" python3 -c '
+import re, sys
+rows = [l.split() for l in open(sys.argv[1]) if re.match(r"^ +[0-9]+ +[0-9]+-[0-9]+ +cpu:", l)]
+assert len(rows) == 2, rows
+for r in rows:
+    assert abs(float(r[3]) + float(r[4]) + float(r[5]) - float(r[6])) <= 0.002, r' "$OUT"
+
 # Interleaved on one device: a channel between two of its stages holds one
 # micro-batch (the thread hands its messages to itself), not M of them:
 # stage 1's other is one slot of 8 samples of 32 x 26 x 26 floats, 0.66
