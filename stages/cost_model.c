@@ -773,10 +773,20 @@ double bg_cost_transfer_seconds(const bg_cost_link_t *link, size_t bytes) {
     return (double)bytes / link->bytes_per_s + link->latency_s;
 }
 
+/* A mean micro-batch's bytes at boundary `layer`, which times go by (the
+ * slots are sized for the largest, bg_cost_boundary_bytes). */
+static size_t mean_boundary_bytes(const bg_cost_model_t *m, int layer) {
+    return (size_t)((double)(m->boundary[layer] * (int64_t)m->elem) * m->mean_micro);
+}
+
+double bg_cost_boundary_send_seconds(const bg_cost_model_t *m, const bg_cost_link_t *link,
+                                     int layer) {
+    return bg_cost_transfer_seconds(link, mean_boundary_bytes(m, layer));
+}
+
 bg_cost_crossing_t bg_cost_boundary_crossing(const bg_cost_model_t *m, const bg_cost_link_t *link,
                                              int layer) {
-    /* A mean micro-batch's bytes: the slots are sized for the largest. */
-    const size_t bytes = (size_t)((double)(m->boundary[layer] * (int64_t)m->elem) * m->mean_micro);
+    const size_t bytes = mean_boundary_bytes(m, layer);
     if (link->copy_bytes_per_s <= 0)
         return (bg_cost_crossing_t){0, bg_cost_transfer_seconds(link, bytes), 0};
     const bg_profile_t *prof = m->cfg.profile;

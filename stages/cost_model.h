@@ -282,6 +282,13 @@ size_t bg_cost_boundary_bytes(const bg_cost_model_t *model, int layer);
 /* Seconds `link` takes to carry `bytes`. */
 double bg_cost_transfer_seconds(const bg_cost_link_t *link, size_t bytes);
 
+/* The planner's estimate of a send of boundary `layer`'s activation (or
+ * gradient) over `link`: a mean micro-batch's bytes, as times go by (until
+ * 2026-12-06 the largest's, which where M does not divide B put a send at
+ * up to twice the mean's: a review). */
+double bg_cost_boundary_send_seconds(const bg_cost_model_t *model, const bg_cost_link_t *link,
+                                     int layer);
+
 /* The parts of one crossing of boundary `layer` (as bytes of
  * bg_cost_boundary_bytes) over `link`: the sending device's own copy, the
  * link's part, the receiving device's own copy. With copy_bytes_per_s > 0

@@ -59,11 +59,9 @@ static double stage_seconds(const partition_context_t *c, int s, int first, int 
     *time = bg_partition_stage_time(c, s, first, last);
     *send = 0;
     if (last < c->units)
-        *send += bg_cost_transfer_seconds(link_between(c, s, s + 1),
-                                          bg_cost_boundary_bytes(m, c->cut[last]));
+        *send += bg_cost_boundary_send_seconds(m, link_between(c, s, s + 1), c->cut[last]);
     if (first > 0 && !bg_cost_model_config(m)->forward_only) /* the gradient back */
-        *send += bg_cost_transfer_seconds(link_between(c, s, s - 1),
-                                          bg_cost_boundary_bytes(m, c->cut[first]));
+        *send += bg_cost_boundary_send_seconds(m, link_between(c, s, s - 1), c->cut[first]);
     return bg_partition_compute_of(time) + *send;
 }
 

@@ -1857,6 +1857,14 @@ assert len(rows) == 2, rows
 for r in rows:
     assert abs(float(r[3]) + float(r[4]) + float(r[5]) - float(r[6])) <= 0.002, r' "$OUT"
 
+# Sends priced at a mean micro-batch, as compute is: batch 33 in 32
+# micro-batches sends 1.03 samples' activations each, 0.303 ms a step
+# against batch 32's 0.298 (until 2026-12-06 the largest micro-batch's two
+# samples, 0.437, as at batch 64: a review).
+expect 0 "" -- plan "$MODEL" --devices cpu:2 --microbatches 32 --split 4 --batch 33
+check "sends at batch 33 in 32 micro-batches: a mean micro-batch's" \
+    grep -qE '^ +0 +0-3 +cpu:0 +0\.495 +0\.459 +0\.303 ' "$OUT"
+
 # Interleaved on one device: a channel between two of its stages holds one
 # micro-batch (the thread hands its messages to itself), not M of them:
 # stage 1's other is one slot of 8 samples of 32 x 26 x 26 floats, 0.66
