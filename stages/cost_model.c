@@ -694,6 +694,12 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
     return m->cfg.forward_only ? forward_part(t) : t;
 }
 
+double bg_cost_stage_start_excess(const bg_cost_model_t *m, const bg_cost_device_t *d, int first) {
+    if (m->cfg.profile != NULL || d->elementwise_memory_bound) return 0;
+    const double forward = (double)m->apart_forward[first] * m->mean_micro / d->flops_per_s;
+    return m->cfg.forward_only ? forward : forward + recompute_seconds(m, forward);
+}
+
 bg_cost_time_t bg_cost_layer_time(const bg_cost_model_t *m, const bg_cost_device_t *d, int layer) {
     if (m->cfg.profile != NULL) return bg_cost_stage_time(m, d, layer, layer + 1);
     bg_cost_time_t t = analytic_time(m, d, layer, layer + 1, 0);

@@ -274,6 +274,16 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *model, const bg_cost_de
 bg_cost_time_t bg_cost_layer_time(const bg_cost_model_t *model, const bg_cost_device_t *device,
                                   int layer);
 
+/* What starting at layer `first` adds to a stage's compute (forward,
+ * backward and recompute) on `device`, beyond what the same layers cost
+ * within a stage that starts earlier: the own forward pass of a relu cut
+ * from the convolution before it, and its recomputes (analytic model on a
+ * device whose elementwise layers are not memory-bound; else 0). A stage
+ * that starts earlier computes at least a later one's compute less this,
+ * which the partition's search stops by. */
+double bg_cost_stage_start_excess(const bg_cost_model_t *model, const bg_cost_device_t *device,
+                                  int first);
+
 /* Bytes of one micro-batch's activation at boundary `layer`: the input of
  * that layer (0 <= layer < layers), or the model's output (layer == layers).
  * The same bytes flow back as the gradient. */

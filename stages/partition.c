@@ -295,8 +295,12 @@ typedef struct dp_tables {
 
 /* Prices stage s on [i, j) as a candidate: its value (DBL_MAX when over
  * capacity in DP_TIME), and through *stop whether every longer stage
- * ending at j is ruled out too (compute and the growing floor only grow
- * as i falls) given `best`. */
+ * ending at j is ruled out too given `best`: the growing floor only grows
+ * as i falls, and compute, less what starting at i adds (a relu cut from
+ * its convolution runs its own pass), too. Until 2026-12-06 the stop took
+ * the whole compute, and a stage starting at such a relu, dearer than the
+ * longer one from the convolution (a 1x1 convolution over one channel),
+ * ended the search before it (a review). */
 static double candidate(const partition_context_t *c, dp_mode_t mode, int s, int i, int j,
                         double before, double best, const bg_cost_stage_t *slots, int *stop) {
     bg_partition_stage_t st;
@@ -307,7 +311,11 @@ static double candidate(const partition_context_t *c, dp_mode_t mode, int s, int
     if (mode == DP_TIME) {
         const size_t limit = st.capacity_bytes + c->allowance;
         const int limited = st.capacity_bytes != 0;
-        *stop = bg_partition_compute_of(&st.time) >= best || (limited && floor > limit);
+        const double longer =
+            bg_partition_compute_of(&st.time) -
+            bg_cost_stage_start_excess(c->cfg->model, &c->cfg->device[s % c->cfg->devices],
+                                       st.first_layer);
+        *stop = longer >= best || (limited && floor > limit);
         if (*stop || (limited && st.peak_bytes > limit)) return DBL_MAX;
         value = st.seconds;
     } else {
