@@ -277,8 +277,8 @@ bg_cost_time_t bg_cost_layer_time(const bg_cost_model_t *model, const bg_cost_de
 /* What starting at layer `first` adds to a stage's compute (forward,
  * backward and recompute) on `device`, beyond what the same layers cost
  * within a stage that starts earlier: the own forward pass of a relu cut
- * from the convolution before it, and its recomputes (analytic model on a
- * device whose elementwise layers are not memory-bound; else 0). A stage
+ * from the convolution before it, and its recomputes (0 on a device whose
+ * elementwise layers are memory-bound, as the pass is priced). A stage
  * that starts earlier computes at least a later one's compute less this,
  * which the partition's search stops by. */
 double bg_cost_stage_start_excess(const bg_cost_model_t *model, const bg_cost_device_t *device,
