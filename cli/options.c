@@ -481,6 +481,29 @@ bg_status_t bg_cli_check_replaced(const char *option, const char *path) {
  * do not tell (root passes them; /proc and read-only mounts refuse anyway),
  * so the temporary file the write at the end will make is made now and
  * removed (lib/atomic_file.h). `shown` is the path the user gave. */
+/* In a sticky folder (like /tmp) only the owner of a file, or of the
+ * folder, may replace it (rename(2) over it fails with EPERM), however
+ * writable the file: found now, not when the finished run's output is
+ * renamed into place (a walk: a whole run, then "rename: Operation not
+ * permitted"). `file` is the regular file at `path`. */
+static bg_status_t check_sticky_folder(const char *option, const char *path,
+                                       const struct stat *file) {
+    char *folder = bg_path_folder(path);
+    if (folder == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
+    struct stat st;
+    const uid_t me = geteuid();
+    bg_status_t status = BG_OK;
+    if (stat(folder, &st) == 0 && (st.st_mode & S_ISVTX) && me != 0 && me != file->st_uid &&
+        me != st.st_uid)
+        status = bg_error_set(BG_ERR_INVALID,
+                              "%s: cannot replace '%s': it is another user's, in folder '%s', "
+                              "whose sticky bit (as on /tmp) lets only its owner replace it "
+                              "(give another name)",
+                              option, path, folder);
+    free(folder);
+    return status;
+}
+
 static bg_status_t check_folder(const char *option, const char *shown, const char *path) {
     char *folder = bg_path_folder(path);
     if (folder == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
@@ -614,6 +637,7 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
          * replaced whole through a temporary file beside it (lib/text_file.c,
          * lib/atomic_file.c), so its folder must take files too. */
         if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return BG_OK;
+        BG_CHECK(check_sticky_folder(option, path, &st));
         /* Replacing the file standard output or error goes to (`> m.json`)
          * would lose what they hold, in silence. */
         static const char *const streams[] = {"standard output", "standard error"};

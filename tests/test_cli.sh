@@ -1017,6 +1017,26 @@ if [ "$as_user" != none ]; then
         "brigade train: cannot look for 'data/train-images-idx3-ubyte': Permission denied" "$ERR"
     chmod 755 "$unsearchable/data"
     rm -rf "$unsearchable"
+    # A writable file of root's in a sticky folder (as in /tmp), which the
+    # user nobody cannot replace: said before the run (until 2026-12-06
+    # after it, when the rename failed).
+    if [ -n "$as_user" ]; then # the file must be another user's
+        sticky=$(mktemp -d /tmp/brigade-sticky.XXXXXX)
+        chmod 1777 "$sticky"
+        echo '{}' >"$sticky/m.json"
+        chmod 666 "$sticky/m.json"
+        # shellcheck disable=SC2086 # as above
+        $as_user "$BRIGADE" train "$MODEL" --data synthetic --steps 1 --test-samples 10 \
+            --metrics "$sticky/m.json" </dev/null >"$OUT" 2>"$ERR"
+        status=$?
+        check "--metrics another user's file in a sticky folder: exit status 2 (was $status)" \
+            test "$status" -eq 2
+        check "--metrics another user's file in a sticky folder: said so before the run" grep -qxF \
+            "brigade train: --metrics: cannot replace '$sticky/m.json': it is another user's, in folder '$sticky', whose sticky bit (as on /tmp) lets only its owner replace it (give another name)" \
+            "$ERR"
+        check "--metrics another user's file in a sticky folder: kept" test "$(cat "$sticky/m.json")" = '{}'
+        rm -rf "$sticky"
+    fi
 fi
 # A folder given with its slash: one between it and a file's name.
 usage_error "$T/: no train-images-idx3-ubyte: tried $T/train-images-idx3-ubyte and $T/train-images-idx3-ubyte.gz" \
