@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "text_file.h"
 #include "dataset.h"
 #include "cli.h"
 #include "path.h"
@@ -633,9 +634,18 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
         if (access(path, W_OK) != 0)
             return bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': %s", option, path,
                                 strerror(errno));
-        /* A device, a FIFO or a link is written into; a regular file is
-         * replaced whole through a temporary file beside it (lib/text_file.c,
-         * lib/atomic_file.c), so its folder must take files too. */
+        /* A regular file, or one a link of one's own leads to, is replaced
+         * whole through a temporary file beside it (lib/text_file.c,
+         * lib/atomic_file.c), so its folder must take files too; a device,
+         * a FIFO or another link is written into. */
+        char *target = bg_text_file_link_target(path);
+        if (target != NULL) {
+            bg_status_t status = BG_OK;
+            if (stat(target, &st) == 0) status = check_sticky_folder(option, target, &st);
+            if (status == BG_OK) status = check_folder(option, path, target);
+            free(target);
+            return status;
+        }
         if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return BG_OK;
         BG_CHECK(check_sticky_folder(option, path, &st));
         /* Replacing the file standard output or error goes to (`> m.json`)

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,9 +93,33 @@ static bg_status_t write_in_place(const char *path, const char *text, const char
     return BG_OK;
 }
 
-bg_status_t bg_text_file_write(const char *path, const char *text, const char *what) {
+static int starts_with(const char *text, const char *prefix) {
+    return strncmp(text, prefix, strlen(prefix)) == 0;
+}
+
+/* Under /dev or /proc, where a redirection's links live. */
+static int redirection_path(const char *path) {
+    return starts_with(path, "/dev/") || starts_with(path, "/proc/");
+}
+
+char *bg_text_file_link_target(const char *path) {
     struct stat info;
-    if (lstat(path, &info) == 0 && !S_ISREG(info.st_mode)) return write_in_place(path, text, what);
+    if (lstat(path, &info) != 0 || !S_ISLNK(info.st_mode) || redirection_path(path)) return NULL;
+    char first[PATH_MAX];
+    const ssize_t length = readlink(path, first, sizeof first - 1);
+    if (length < 0) return NULL;
+    first[length] = '\0';
+    if (redirection_path(first) || standard_stream(path) != NULL) return NULL;
+    char *target = realpath(path, NULL);
+    if (target != NULL && (stat(target, &info) != 0 || !S_ISREG(info.st_mode))) {
+        free(target);
+        target = NULL;
+    }
+    return target;
+}
+
+/* Replaces the regular file (or makes the file) at `path` whole. */
+static bg_status_t write_whole(const char *path, const char *text, const char *what) {
     bg_atomic_file_t file;
     bg_status_t st = bg_atomic_file_open(&file, path);
     if (st == BG_OK) st = bg_atomic_file_write(&file, text, strlen(text));
@@ -104,6 +129,18 @@ bg_status_t bg_text_file_write(const char *path, const char *text, const char *w
     else
         bg_atomic_file_abort(&file);
     if (st != BG_OK) bg_error_prefix(st, "%s: ", what);
+    return st;
+}
+
+bg_status_t bg_text_file_write(const char *path, const char *text, const char *what) {
+    struct stat info;
+    if (lstat(path, &info) != 0 || S_ISREG(info.st_mode)) return write_whole(path, text, what);
+    /* Until 2026-12-06 a link was written through, in place: a full disk
+     * left the file it led to cut short (a walk). */
+    char *target = bg_text_file_link_target(path);
+    if (target == NULL) return write_in_place(path, text, what);
+    const bg_status_t st = write_whole(target, text, what);
+    free(target);
     return st;
 }
 

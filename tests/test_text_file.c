@@ -1,6 +1,7 @@
 /* lib/text_file: results (metrics, traces, profiles, pictures) replace a
- * regular file whole, leaving no temporary file behind, and are written
- * into devices and through symbolic links as a redirection would; inputs
+ * regular file whole (or the file a symbolic link leads to), leaving no
+ * temporary file behind, and are written into devices as a redirection
+ * would; inputs
  * are read whole, from files and pipes, up to a limit. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -58,19 +59,40 @@ static void test_a_reader_keeps_the_old_file_whole(void **state) {
     assert_string_equal(buf, "{\"loss\": 0.5, \"steps\": 2}\n");
 }
 
-static void test_writes_through_a_symbolic_link(void **state) {
+/* A link to a regular file has that file replaced whole, as a regular
+ * file is: a new file in its place (until 2026-12-06 it was written
+ * through the link, in place, and a full disk left it cut short). */
+static void test_replaces_what_a_symbolic_link_leads_to(void **state) {
     fixture_t *f = *state;
     char target[160], buf[64];
     snprintf(target, sizeof target, "%s/kept.json", f->dir);
     assert_int_equal(bg_text_file_write(target, "old", "metrics"), BG_OK);
+    assert_int_equal(chmod(target, 0600), 0);
     assert_int_equal(symlink("kept.json", f->path), 0);
+    struct stat before, info;
+    assert_int_equal(stat(target, &before), 0);
+    char *real = bg_text_file_link_target(f->path);
+    assert_non_null(real);
+    assert_non_null(strstr(real, "/kept.json"));
+    free(real);
     assert_int_equal(bg_text_file_write(f->path, "new", "metrics"), BG_OK);
-    struct stat info;
     assert_int_equal(lstat(f->path, &info), 0);
     assert_true(S_ISLNK(info.st_mode)); /* the link is still a link */
+    assert_int_equal(stat(target, &info), 0);
+    assert_true(info.st_ino != before.st_ino);   /* a new file, renamed in */
+    assert_int_equal(info.st_mode & 0777, 0600); /* with the old one's mode */
     assert_int_equal(bg_test_file_text(target, buf, sizeof buf), 4);
     assert_string_equal(buf, "new\n");
     assert_int_equal(bg_test_scratch_entries(f->dir), 2);
+    /* Links a redirection sets up, or to no regular file, are written into. */
+    assert_null(bg_text_file_link_target("/dev/stdout"));
+    assert_null(bg_text_file_link_target(target)); /* no link */
+    assert_int_equal(unlink(f->path), 0);
+    assert_int_equal(symlink("/dev/null", f->path), 0);
+    assert_null(bg_text_file_link_target(f->path));
+    assert_int_equal(bg_text_file_write(f->path, "gone", "metrics"), BG_OK);
+    assert_int_equal(lstat(f->path, &info), 0);
+    assert_true(S_ISLNK(info.st_mode));
 }
 
 static void test_writes_into_a_device(void **state) {
@@ -173,7 +195,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_replaces_a_regular_file_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_reader_keeps_the_old_file_whole, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_writes_through_a_symbolic_link, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replaces_what_a_symbolic_link_leads_to, setup,
+                                        teardown),
         cmocka_unit_test(test_writes_into_a_device),
         cmocka_unit_test_setup_teardown(test_errors_name_what_and_where, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reads_whole_up_to_a_limit, setup, teardown),
