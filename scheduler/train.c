@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "checkpoint.h"
 #include "monotonic.h"
 #include "path.h"
@@ -567,16 +568,21 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     const int64_t numel = bg_shape_numel(train->shape);
     /* Two sets: a step reads one while the next step's batch is gathered
      * into the other (the pipeline's pinned sets replace them on GPUs). */
-    float *images[2] = {malloc(sizeof(float) * (size_t)(batch * numel)),
-                        malloc(sizeof(float) * (size_t)(batch * numel))};
-    int32_t *labels[2] = {malloc(sizeof(int32_t) * (size_t)batch),
-                          malloc(sizeof(int32_t) * (size_t)batch)};
-    int64_t *order = malloc(sizeof(int64_t) * (size_t)train->count);
-    for (int k = 0; k < 2; k++) {
-        BG_ALLOC_CHECK_GOTO(images[k], st, done);
-        BG_ALLOC_CHECK_GOTO(labels[k], st, done);
+    const size_t set_bytes = sizeof(float) * (size_t)(batch * numel);
+    float *images[2] = {bg_malloc(set_bytes), bg_malloc(set_bytes)};
+    int32_t *labels[2] = {bg_malloc(sizeof(int32_t) * (size_t)batch),
+                          bg_malloc(sizeof(int32_t) * (size_t)batch)};
+    int64_t *order = bg_malloc(sizeof(int64_t) * (size_t)train->count);
+    if (images[0] == NULL || images[1] == NULL || labels[0] == NULL || labels[1] == NULL ||
+        order == NULL) {
+        /* Said as a user can act on it (a walk under ulimit -v read
+         * "train.c:576: out of memory (images[k])"). */
+        st = bg_error_set(BG_ERR_NOMEM,
+                          "out of memory for the batches: two sets of %lld samples of %lld "
+                          "values, %zu bytes each (a smaller --batch takes less)",
+                          (long long)batch, (long long)numel, set_bytes);
+        goto done;
     }
-    BG_ALLOC_CHECK_GOTO(order, st, done);
     bg_device_list_t one_cpu;
     BG_CHECK_GOTO(open_pipeline(cfg, total, &one_cpu, &pipe), st, done);
     bg_optimizer_config_t optimizer = cfg->optimizer; /* its schedule, for the progress */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "dataset.h"
 #include "model_spec.h"
 #include "train.h"
@@ -66,6 +67,21 @@ static void test_learns_synthetic(void **state) {
     print_message("loss %.4f test accuracy %.4f\n", r.loss, r.test_accuracy);
     assert_true(r.loss < 0.8); /* from about ln 4 = 1.39 */
     assert_true(r.samples_per_s > 0);
+}
+
+/* No memory for the batches: said with their size and what takes less,
+ * and nothing run (two sets of 32 samples of 144 values, 18,432 bytes each). */
+static void test_no_memory_for_the_batches(void **state) {
+    fixture_t *f = *state;
+    bg_train_config_t cfg = config(f);
+    bg_train_result_t r;
+    bg_alloc_fail_after(0);
+    const bg_status_t st = bg_train_run(&cfg, &r, NULL);
+    bg_alloc_fail_after(-1);
+    assert_int_equal(st, BG_ERR_NOMEM);
+    assert_string_equal(bg_error_message(),
+                        "out of memory for the batches: two sets of 32 samples of 144 values, "
+                        "18432 bytes each (a smaller --batch takes less)");
 }
 
 /* Same configuration, bit-identical weights (DESIGN: synchronous semantics). */
@@ -212,9 +228,13 @@ static void test_divergence_reported(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_learns_synthetic),        cmocka_unit_test(test_deterministic),
-        cmocka_unit_test(test_steps_and_partial_batch), cmocka_unit_test(test_initial_params_used),
-        cmocka_unit_test(test_rejects_bad_config),      cmocka_unit_test(test_divergence_reported),
+        cmocka_unit_test(test_learns_synthetic),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_no_memory_for_the_batches),
+        cmocka_unit_test(test_steps_and_partial_batch),
+        cmocka_unit_test(test_initial_params_used),
+        cmocka_unit_test(test_rejects_bad_config),
+        cmocka_unit_test(test_divergence_reported),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
