@@ -611,6 +611,14 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
                             "%s %s: this is JSON; name it .json (a .svg name is for an SVG "
                             "picture)",
                             option, path);
+    /* And a report under a checkpoint's name, which --load and --resume
+     * would take for one (a walk: --metrics m.safetensors was written). */
+    if ((json || picture) && has_extension(path, ".safetensors"))
+        return bg_error_set(BG_ERR_INVALID,
+                            "%s %s: this is %s; name it %s (a .safetensors name is for a "
+                            "checkpoint, --save)",
+                            option, path, json ? "JSON" : "an SVG picture",
+                            json ? ".json" : ".svg");
     /* A checkpoint under a report's name (--save run.json beside --metrics
      * run.json's kin) is one mix-up from being overwritten by one. */
     if (strcmp(option, "--save") == 0 &&

@@ -2246,7 +2246,12 @@ usage_error "--metrics $T/m.svg: this is JSON; name it .json" -- simulate "$MODE
 usage_error "--chart $T/c.json: this is an SVG picture; name it .svg (a .json name is for a JSON output, such as --metrics)" -- sweep "$MODEL" \
     --microbatches 1 --simulate --chart "$T/c.json"
 usage_error "-o $T/p.svg: this is JSON; name it .json (a .svg name is for an SVG picture)" -- profile "$MODEL" -o "$T/p.svg"
-check "no file was written under a swapped name" sh -c "! ls '$T'/t.svg '$T'/t.json 2>/dev/null"
+# A report under a checkpoint's name, which --load would take for one.
+usage_error "--metrics $T/m.safetensors: this is JSON; name it .json (a .safetensors name is for a checkpoint, --save)" \
+    -- simulate "$MODEL" --metrics "$T/m.safetensors"
+usage_error "--timeline $T/t.SafeTensors: this is an SVG picture; name it .svg (a .safetensors name is for a checkpoint, --save)" \
+    -- simulate "$MODEL" --timeline "$T/t.SafeTensors"
+check "no file was written under a swapped name" sh -c "! ls '$T'/t.svg '$T'/t.json '$T'/m.safetensors 2>/dev/null"
 expect 0 "" -- simulate "$MODEL" --timeline "$T/t.svg.d" --trace "$T/t.png"
 check "a picture not named as another format, and a trace named .png, are written" \
     test -s "$T/t.svg.d" -a -s "$T/t.png"
