@@ -478,10 +478,6 @@ bg_status_t bg_cli_check_replaced(const char *option, const char *path) {
     return bg_cli_check_output(option, path);
 }
 
-/* Whether the folder of `path` exists and takes new files. Permission bits
- * do not tell (root passes them; /proc and read-only mounts refuse anyway),
- * so the temporary file the write at the end will make is made now and
- * removed (lib/atomic_file.h). `shown` is the path the user gave. */
 /* In a sticky folder (like /tmp) only the owner of a file, or of the
  * folder, may replace it (rename(2) over it fails with EPERM), however
  * writable the file: found now, not when the finished run's output is
@@ -505,6 +501,10 @@ static bg_status_t check_sticky_folder(const char *option, const char *path,
     return status;
 }
 
+/* Whether the folder of `path` exists and takes new files. Permission bits
+ * do not tell (root passes them; /proc and read-only mounts refuse anyway),
+ * so the temporary file the write at the end will make is made now and
+ * removed (lib/atomic_file.h). `shown` is the path the user gave. */
 static bg_status_t check_folder(const char *option, const char *shown, const char *path) {
     char *folder = bg_path_folder(path);
     if (folder == NULL) return bg_error_set(BG_ERR_NOMEM, "%s: out of memory", option);
