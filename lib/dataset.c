@@ -18,11 +18,14 @@
 #include "idx.h"
 #include "path.h"
 
-enum {
-    DATASET_PATH_MAX = BG_DATASET_PATH_MAX,
-    SYNTHETIC_PROTOTYPE_STREAM = 1000,
-    SYNTHETIC_SAMPLE_STREAM = 2000,
-};
+enum { DATASET_PATH_MAX = BG_DATASET_PATH_MAX };
+
+/* The generator streams of synthetic data, tagged ("SYNTP", "SYNTS") past
+ * every layer's (layer.c seeds layer i's weights with stream i), as the
+ * shuffle's is: until 2026-12-06 they were 1000 and 2000, and layer 1000's
+ * initial weights were the class prototypes scaled (a review). */
+static const uint64_t SYNTHETIC_PROTOTYPE_STREAM = UINT64_C(0x53594e5450),
+                      SYNTHETIC_SAMPLE_STREAM = UINT64_C(0x53594e5300);
 
 /* Noise around each class prototype: with prototypes uniform in [0, 1) the
  * classes overlap pixel by pixel, so a model has to combine many pixels. */
