@@ -217,7 +217,8 @@ int bg_cmd_simulate(int argc, char **argv) {
            bg_cli_microbatch_sizes(o.batch, plan->request.microbatches, sizes, sizeof sizes),
            bg_optimizer_kind_name(o.optimizer.kind),
            bg_cli_plan_split_source(plan, source, sizeof source),
-           setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
+           setup.profile != NULL ? bg_cli_shown(o.placement.profile_path, shown, sizeof shown)
+                                 : "the analytic cost model");
     if (!plan->partition->fits) {
         bg_cli_plan_explain_overflow("simulate", plan, &o.placement, 1, NULL, NULL);
         code = 2;

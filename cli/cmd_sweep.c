@@ -680,7 +680,7 @@ static void note_unequal_microbatches(const sweep_options_t *o) {
  * kept no word of what it measured (a tester's; until 2026-12-06 the first
  * line went to the standard error). */
 static void print_header(const sweep_options_t *o, const bg_cli_setup_t *setup) {
-    char shown[BG_CLI_SHOWN_MAX];
+    char shown[BG_CLI_SHOWN_MAX], profile_shown[BG_CLI_SHOWN_MAX];
     if (!o->simulate)
         printf("sweep of %s, batch %lld, %lld warm-up + %lld timed step%s per point: ",
                bg_cli_shown(o->model, shown, sizeof shown), (long long)o->batch,
@@ -689,7 +689,9 @@ static void print_header(const sweep_options_t *o, const bg_cli_setup_t *setup) 
         printf("simulated sweep of %s, batch %lld, %lld step%s per point, costs from %s: ",
                bg_cli_shown(o->model, shown, sizeof shown), (long long)o->batch,
                (long long)o->steps, o->steps == 1 ? "" : "s",
-               setup->profile != NULL ? o->placement.profile_path : "the analytic cost model");
+               setup->profile != NULL
+                   ? bg_cli_shown(o->placement.profile_path, profile_shown, sizeof profile_shown)
+                   : "the analytic cost model");
     /* Stages per point vary with --chunks (interleaved only): devices here. */
     fputs("on ", stdout);
     bg_placement_describe_devices(&o->placement, stdout);
@@ -850,11 +852,13 @@ int bg_cmd_sweep(int argc, char **argv) {
                c.below_theory_schedule, 100 * c.below_theory_update, 100 * c.below_theory_without);
     /* The gap between the planner's world and this machine, reported. */
     if (c.errors > 0) {
+        char shown[BG_CLI_SHOWN_MAX];
         printf("simulated against measured: mean |error| %.0f%% over %d point%s (costs from %s; "
                "sim ms: each point's plan simulated; err: (sim - measured) / measured, negative "
                "where the simulation is faster)\n",
                100 * c.error_sum / c.errors, c.errors, c.errors == 1 ? "" : "s",
-               setup.profile != NULL ? o.placement.profile_path : "the analytic cost model");
+               setup.profile != NULL ? bg_cli_shown(o.placement.profile_path, shown, sizeof shown)
+                                     : "the analytic cost model");
         if (metrics != NULL)
             cJSON_AddNumberToObject(metrics, "simulated_mean_abs_error", c.error_sum / c.errors);
     }

@@ -232,10 +232,11 @@ int bg_cmd_topo(int argc, char **argv) {
         snprintf(total, sizeof total, "%.1f GiB%s",
                  (double)s.memory_bytes / (1024.0 * 1024.0 * 1024.0),
                  unknown > 0 ? " where known" : "");
+    char shown[BG_CLI_SHOWN_MAX];
     printf("%s: %d package%s, %d NUMA node%s (%s), %d core%s, %d hardware thread%s\n",
-           xml ? xml : "this machine", s.packages, s.packages == 1 ? "" : "s", s.numa_nodes,
-           s.numa_nodes == 1 ? "" : "s", total, s.cores, s.cores == 1 ? "" : "s", s.pus,
-           s.pus == 1 ? "" : "s");
+           xml ? bg_cli_shown(xml, shown, sizeof shown) : "this machine", s.packages,
+           s.packages == 1 ? "" : "s", s.numa_nodes, s.numa_nodes == 1 ? "" : "s", total, s.cores,
+           s.cores == 1 ? "" : "s", s.pus, s.pus == 1 ? "" : "s");
     for (int n = 0; n < s.numa_nodes; n++) {
         const uint64_t bytes = bg_topology_numa_memory(t, n);
         if (bytes > 0)

@@ -50,9 +50,11 @@ const char *bg_cli_microbatch_sizes(int64_t batch, int microbatches, char *buf, 
  * from the layers' sums. Says so when `plan` is on another split, since
  * its figures (and the planner's choice, where it chose) then compare
  * unlike figures; returns whether it did. */
-int bg_cli_note_split_profile(const bg_plan_t *plan, const char *path) {
+int bg_cli_note_split_profile(const bg_plan_t *plan, const char *profile_path) {
     const bg_profile_t *prof = plan->request.profile;
     if (prof == NULL) return 0;
+    char shown[BG_CLI_SHOWN_MAX];
+    const char *path = bg_cli_shown(profile_path, shown, sizeof shown);
     int split[BG_MAX_STAGES], count = 0, end = 0;
     for (int i = 0; i < prof->stage_count; i++) {
         const bg_stage_profile_t *s = &prof->stage[i];
@@ -140,8 +142,10 @@ bg_status_t bg_cli_profile_load(const bg_placement_t *p, const bg_model_spec_t *
         *out = NULL;
         return st;
     }
-    note_no_stage_times(p, *out, p->profile_path);
-    note_alone(p, *out, p->profile_path);
+    char shown[BG_CLI_SHOWN_MAX];
+    const char *path = bg_cli_shown(p->profile_path, shown, sizeof shown);
+    note_no_stage_times(p, *out, path);
+    note_alone(p, *out, path);
     return BG_OK;
 }
 

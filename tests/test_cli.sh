@@ -2203,6 +2203,25 @@ if expect 0 "" -- simulate "$esc_name" --metrics "$esc_name.json"; then
     check "an escape sequence in a name: no ESC byte in any output" \
         sh -c "! grep -q \"$(printf '\033')\" '$OUT' '$ERR'"
 fi
+# And a profile's and a topology file's names, where the headers and
+# notes of simulate, sweep and topo give them (until 2026-12-06 raw: a
+# review).
+esc_profile=$(printf '%s/esc\033[31m.profile.json' "$T")
+if expect 0 "" -- profile "$MLP" --repetitions 1 --split 2 -o "$esc_profile"; then
+    expect 0 "" -- simulate "$MLP" --devices cpu:2 --profile "$esc_profile"
+    stdout_has "costs from $T/esc\x1b[31m.profile.json" "an escape sequence in a profile's name: simulate"
+    check "an escape sequence in a profile's name: no ESC byte from simulate" \
+        sh -c "! grep -q \"$(printf '\033')\" '$OUT' '$ERR'"
+    expect 0 "" -- sweep "$MLP" --devices cpu:2 --microbatches 1,2 --simulate --profile "$esc_profile"
+    check "an escape sequence in a profile's name: no ESC byte from sweep" \
+        sh -c "! grep -q \"$(printf '\033')\" '$OUT' '$ERR'"
+fi
+esc_topology=$(printf '%s/esc\033[31m.xml' "$T")
+cp "$ROOT/tests/fixtures/two-socket-8-core.xml" "$esc_topology"
+expect 0 "" -- topo --topology "$esc_topology"
+stdout_has "$T/esc\x1b[31m.xml: 2 packages" "an escape sequence in a topology's name: topo"
+check "an escape sequence in a topology's name: no ESC byte from topo" \
+    sh -c "! grep -q \"$(printf '\033')\" '$OUT' '$ERR'"
 # So do the notes that name a checkpoint, and what a training state says
 # of its run (until 2026-12-04 --load and --resume's notes showed it raw).
 esc_state=$(printf '%s/esc\033[31m.st' "$T")
