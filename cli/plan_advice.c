@@ -93,7 +93,9 @@ int bg_advice_try_variant(const bg_plan_request_t *r, const char *what, bg_advic
         const size_t bytes = bg_partition_device_peak_bytes(p->partition, d);
         if (bytes > device_peak) device_peak = bytes;
     }
-    /* An evaluation's plan prices training steps: no time said. */
+    /* An evaluation's advice names what fits, without times: its
+     * forward-only steps are simulated, but a fit, not speed, is what an
+     * evaluation asks of a change. */
     char step[64] = "";
     if (!r->forward_only)
         snprintf(step, sizeof step, ", step %.3f ms without the optimizer step", p->step_s * 1e3);
@@ -510,7 +512,7 @@ static int may_pair(const saving_t *saving) {
  * changes where steps tie, where it is at least 5% faster than every
  * change listed (advice->fastest_s). Not under --microbatches auto, which
  * chooses the count itself once a change fits, nor for an evaluation,
- * whose steps are not priced. */
+ * whose advice says no times (above). */
 static void try_faster_way(const bg_plan_request_t *r, const saving_t *savings, int n,
                            int auto_microbatches, bg_cost_device_t *scratch, bg_advice_t *advice) {
     if (r->forward_only || auto_microbatches || !(advice->fastest_s > 0)) return;
