@@ -642,10 +642,11 @@ bg_status_t bg_cli_check_output(const char *option, const char *path) {
         if (access(path, W_OK) != 0)
             return bg_error_set(BG_ERR_INVALID, "%s: cannot write '%s': %s", option, path,
                                 strerror(errno));
-        /* A regular file, or one a link of one's own leads to, is replaced
-         * whole through a temporary file beside it (lib/text_file.c,
-         * lib/atomic_file.c), so its folder must take files too; a device,
-         * a FIFO or another link is written into. */
+        /* A regular file, or the regular file a link leads to
+         * (bg_text_file_link_target), is replaced whole through a temporary
+         * file beside it (lib/text_file.c, lib/atomic_file.c), so its folder
+         * must take files too; a device, a FIFO or another link is written
+         * into. */
         char *target = bg_text_file_link_target(path);
         if (target != NULL) {
             bg_status_t status = BG_OK;

@@ -20,12 +20,14 @@
 
 enum { DATASET_PATH_MAX = BG_DATASET_PATH_MAX };
 
-/* The generator streams of synthetic data, tagged ("SYNTP", "SYNTS") past
- * every layer's (layer.c seeds layer i's weights with stream i), as the
- * shuffle's is: until 2026-12-06 they were 1000 and 2000, and layer 1000's
- * initial weights were the class prototypes scaled (a review). */
+/* The generator streams of synthetic data, tagged past every layer's
+ * (layer.c seeds layer i's weights with stream i), as the shuffle's is:
+ * the prototypes' "SYNTP" in ASCII, a set's samples "SYNTS" with the set's
+ * stream (0 training, 1 test) in a byte below it. Until 2026-12-06 they
+ * were 1000 and 2000, and layer 1000's initial weights were the class
+ * prototypes scaled (a review). */
 static const uint64_t SYNTHETIC_PROTOTYPE_STREAM = UINT64_C(0x53594e5450),
-                      SYNTHETIC_SAMPLE_STREAM = UINT64_C(0x53594e5300);
+                      SYNTHETIC_SAMPLE_STREAM = UINT64_C(0x53594e545300);
 
 /* Noise around each class prototype: with prototypes uniform in [0, 1) the
  * classes overlap pixel by pixel, so a model has to combine many pixels. */
@@ -340,6 +342,9 @@ void bg_dataset_synthetic_counts(bg_shape_t shape, int64_t classes, int64_t *tra
 bg_status_t bg_dataset_synthetic(bg_shape_t shape, int64_t classes, int64_t count, uint64_t seed,
                                  uint64_t stream, bg_dataset_t **out) {
     if (out == NULL) return bg_error_set(BG_ERR_INVALID, "bg_dataset_synthetic: NULL out");
+    if (stream > 0xff) /* its byte of SYNTHETIC_SAMPLE_STREAM */
+        return bg_error_set(BG_ERR_INVALID, "bg_dataset_synthetic: stream %llu past 255",
+                            (unsigned long long)stream);
     bg_status_t st = BG_OK;
     bg_dataset_t *ds = NULL;
     float *prototypes = NULL;

@@ -75,8 +75,8 @@ enum {
 void bg_dataset_synthetic_counts(bg_shape_t shape, int64_t classes, int64_t *train, int64_t *test);
 
 /* Synthetic dataset of `count` samples (see bg_dataset_open). `seed` fixes the
- * class prototypes; `stream` selects which samples are drawn around them, so
- * a train and a test set share prototypes but not samples. */
+ * class prototypes; `stream` (0 to 255) selects which samples are drawn
+ * around them, so a train and a test set share prototypes but not samples. */
 bg_status_t bg_dataset_synthetic(bg_shape_t shape, int64_t classes, int64_t count, uint64_t seed,
                                  uint64_t stream, bg_dataset_t **out);
 

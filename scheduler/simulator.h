@@ -19,7 +19,7 @@
  * an input is recorded as a WAIT event with the peer stage.
  *
  * Channels are rings of bg_schedule_ring_slots() slots, as the executor's
- * (two between devices, M within one): a send takes a slot when it starts
+ * (two between devices, one within one): a send takes a slot when it starts
  * copying, and the receive frees it once it has copied the message in. A
  * sender that finds every slot taken waits (a WAIT with the receiver's
  * stage as peer, as the executor records it) until a receive frees one;

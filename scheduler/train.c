@@ -573,14 +573,19 @@ bg_status_t bg_train_run(const bg_train_config_t *cfg, bg_train_result_t *result
     int32_t *labels[2] = {bg_malloc(sizeof(int32_t) * (size_t)batch),
                           bg_malloc(sizeof(int32_t) * (size_t)batch)};
     int64_t *order = bg_malloc(sizeof(int64_t) * (size_t)train->count);
-    if (images[0] == NULL || images[1] == NULL || labels[0] == NULL || labels[1] == NULL ||
-        order == NULL) {
+    if (images[0] == NULL || images[1] == NULL || labels[0] == NULL || labels[1] == NULL) {
         /* Said as a user can act on it (a walk under ulimit -v read
          * "train.c:576: out of memory (images[k])"). */
         st = bg_error_set(BG_ERR_NOMEM,
                           "out of memory for the batches: two sets of %lld samples of %lld "
                           "values, %zu bytes each (a smaller --batch takes less)",
                           (long long)batch, (long long)numel, set_bytes);
+        goto done;
+    }
+    if (order == NULL) {
+        st = bg_error_set(BG_ERR_NOMEM,
+                          "out of memory for the order of the %lld training samples (%zu bytes)",
+                          (long long)train->count, sizeof(int64_t) * (size_t)train->count);
         goto done;
     }
     bg_device_list_t one_cpu;

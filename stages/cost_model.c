@@ -697,9 +697,19 @@ bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device
         t = profiled_time(m, first, last);
         /* The profile has a relu's pass that its convolution or max-pool
          * did at 0; a stage cut between them runs it, priced as the
-         * analytic model prices it (until 2026-12-06 at 0: a review). */
+         * analytic model prices it (until 2026-12-06 at 0: a review). The
+         * dX no dearer than the max-pool after it as profiled, which did
+         * it besides its own passes: a stage then costs no more than the
+         * longer one that takes the max-pool in, as the searches over a
+         * stage's end assume (a second review's profile of a 10 us
+         * max-pool had the shorter stage 0.46 ms dearer). */
         t.forward += apart_seconds(m, d, m->apart_forward[first]);
-        t.backward += apart_seconds(m, d, m->apart_dx[last - 1]);
+        const double dx = apart_seconds(m, d, m->apart_dx[last - 1]);
+        if (dx > 0) {
+            const double pool = m->forward_s[last + 1] - m->forward_s[last] +
+                                m->backward_s[last + 1] - m->backward_s[last];
+            t.backward += dx < pool ? dx : pool;
+        }
     } else {
         t = analytic_time(m, d, first, last, 1);
         /* Layer 0's dX, which the executor never runs: its backward less

@@ -805,8 +805,8 @@ check "weights that are not finite: nothing written" test ! -e "$T/inf-none.st"
 # Four steps stop short of infinity: the progress line and the closing one
 # give the mean loss with an exponent (until 2026-12-05 "%.4f", cut to 31
 # digits in the progress line's 32 bytes, 36 digits in the closing line).
-expect 0 "epoch 1/1 step 4/4 loss 2.047e+35 " -- "$@" --steps 4
-stdout_has "last epoch's mean loss 2.047e+35" "the closing line's loss with an exponent too"
+expect 0 "epoch 1/1 step 4/4 loss 2.315e+35 " -- "$@" --steps 4
+stdout_has "last epoch's mean loss 2.315e+35" "the closing line's loss with an exponent too"
 # A recording no timeline can hold is refused before the run, not once its
 # steps are reached (until 2026-12-05 after every step before them): 16
 # devices of 8,192 micro-batches a step, 1,000 steps, whose bound on the

@@ -442,6 +442,11 @@ static void test_synthetic_deterministic(void **state) {
     assert_int_equal(bg_dataset_synthetic(shape, 7, 500, 42, 0, &b), BG_OK);
     assert_int_equal(bg_dataset_synthetic(shape, 7, 500, 42, 1, &other_stream), BG_OK);
     assert_int_equal(bg_dataset_synthetic(shape, 7, 500, 43, 0, &other_seed), BG_OK);
+    /* A stream has a byte of the samples' generator stream. */
+    bg_dataset_t *past = NULL;
+    assert_int_equal(bg_dataset_synthetic(shape, 7, 500, 42, 256, &past), BG_ERR_INVALID);
+    assert_null(past);
+    assert_string_equal(bg_error_message(), "bg_dataset_synthetic: stream 256 past 255");
     assert_int_equal(a->count, 500);
     assert_int_equal(a->classes, 7);
     assert_int_equal(a->shape.c, 2);

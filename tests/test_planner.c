@@ -124,6 +124,25 @@ static void test_profile_prices_a_cut_relu(void **state) {
         assert_true(0.12e-9 * values > 1e-4 && 0.35e-9 * values > 4e-4);
         bg_plan_destroy(plan);
     }
+    /* A max-pool profiled at 10 us a pass: the relu's dX, cut from it, at
+     * no more than its 20 us, so stage 0 ending at the relu costs no more
+     * than ending after the max-pool. */
+    layers[2].forward_s = layers[2].backward_data_s = 10e-6;
+    double compute[2];
+    for (int cut = 2; cut <= 3; cut++) {
+        const int split[] = {cut};
+        bg_plan_request_t r = request_for(spec, devices, 2, 1, 64);
+        r.profile = &profile;
+        r.link = bg_plan_profile_link(&profile);
+        r.split = split;
+        bg_plan_t *plan = NULL;
+        assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+        const bg_cost_time_t *t = &plan->partition->stage[0].time;
+        compute[cut - 2] = t->forward + t->backward;
+        bg_plan_destroy(plan);
+    }
+    assert_true(fabs(compute[0] - (1e-3 + 2e-3 + 20e-6)) < 1e-9);
+    assert_true(compute[0] <= compute[1]);
     bg_model_spec_destroy(spec);
 }
 

@@ -543,8 +543,8 @@ static void test_full_ring_holds_the_sender(void **state) {
     assert_true(near(e.start, 5.25) && near(e.end, 5.375) && near(e.tail_s, 0.125));
     bg_timeline_destroy(tl);
 
-    /* With M slots (two stages on one device, or M = 2 here) nobody waits
-     * for ring space: dev 0's only WAIT is for the first gradient. */
+    /* With M slots (M = 2 here: two) nobody waits for ring space: dev 0's
+     * only WAIT is for the first gradient. */
     tl = simulate_two(
         BG_SCHEDULE_GPIPE, 2,
         &(bg_sim_costs_t){

@@ -82,6 +82,13 @@ static void test_no_memory_for_the_batches(void **state) {
     assert_string_equal(bg_error_message(),
                         "out of memory for the batches: two sets of 32 samples of 144 values, "
                         "18432 bytes each (a smaller --batch takes less)");
+    /* The fifth allocation, the samples' order, said as that. */
+    bg_alloc_fail_after(4);
+    const bg_status_t order = bg_train_run(&cfg, &r, NULL);
+    bg_alloc_fail_after(-1);
+    assert_int_equal(order, BG_ERR_NOMEM);
+    assert_string_equal(bg_error_message(),
+                        "out of memory for the order of the 1024 training samples (8192 bytes)");
 }
 
 /* Same configuration, bit-identical weights (DESIGN: synchronous semantics). */
