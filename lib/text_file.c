@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "path.h"
 
 /* The standard stream (stdout or stderr) that `path` names, as
  * /dev/stdout does, or NULL. Opening the file again would start a second
@@ -102,14 +103,47 @@ static int redirection_path(const char *path) {
     return starts_with(path, "/dev/") || starts_with(path, "/proc/");
 }
 
+/* Whether the link at `hop` lies under /dev or /proc, its folder resolved
+ * (w/../dev/fd/3 does); 1 where that cannot be told. */
+static int redirection_hop(const char *hop) {
+    char *folder = bg_path_folder(hop);
+    char *real = folder != NULL ? realpath(folder, NULL) : NULL;
+    const int under = real == NULL || redirection_path(real) || redirection_path(hop);
+    free(real);
+    free(folder);
+    return under;
+}
+
 char *bg_text_file_link_target(const char *path) {
     struct stat info;
-    if (lstat(path, &info) != 0 || !S_ISLNK(info.st_mode) || redirection_path(path)) return NULL;
-    char first[PATH_MAX];
-    const ssize_t length = readlink(path, first, sizeof first - 1);
-    if (length < 0) return NULL;
-    first[length] = '\0';
-    if (redirection_path(first) || standard_stream(path) != NULL) return NULL;
+    if (lstat(path, &info) != 0 || !S_ISLNK(info.st_mode) || standard_stream(path) != NULL)
+        return NULL;
+    /* Every link on the way, not only the first: w/via.json -> fd3 ->
+     * /dev/fd/3 is a redirection's too (a review). Past 40 links, as
+     * realpath gives up, it is written into. */
+    char hop[PATH_MAX], next[PATH_MAX];
+    snprintf(hop, sizeof hop, "%s", path);
+    for (int hops = 0;; hops++) {
+        if (hops == 40 || redirection_hop(hop)) return NULL;
+        const ssize_t length = readlink(hop, next, sizeof next - 1);
+        if (length < 0) return NULL;
+        next[length] = '\0';
+        if (next[0] == '/') {
+            snprintf(hop, sizeof hop, "%s", next);
+        } else {
+            char *folder = bg_path_folder(hop);
+            char *joined = folder != NULL ? bg_path_join(folder, next) : NULL;
+            free(folder);
+            if (joined == NULL || strlen(joined) >= sizeof hop) {
+                free(joined);
+                return NULL;
+            }
+            snprintf(hop, sizeof hop, "%s", joined);
+            free(joined);
+        }
+        if (lstat(hop, &info) != 0 || !S_ISLNK(info.st_mode)) break;
+    }
+    if (redirection_hop(hop)) return NULL; /* the file the links end at */
     char *target = realpath(path, NULL);
     if (target != NULL && (stat(target, &info) != 0 || !S_ISREG(info.st_mode))) {
         free(target);

@@ -1035,7 +1035,35 @@ if [ "$as_user" != none ]; then
             "brigade train: --metrics: cannot replace '$sticky/m.json': it is another user's, in folder '$sticky', whose sticky bit (as on /tmp) lets only its owner replace it (give another name)" \
             "$ERR"
         check "--metrics another user's file in a sticky folder: kept" test "$(cat "$sticky/m.json")" = '{}'
-        rm -rf "$sticky"
+        # The same file through a link of nobody's, which leads there: the
+        # file would be replaced, so the same refusal. And a link to a
+        # writable file in a folder nobody cannot write: no new file can
+        # be made there (both until 2026-12-06 written through the link).
+        links=$(mktemp -d /tmp/brigade-links.XXXXXX)
+        chmod 777 "$links"
+        ln -s "$sticky/m.json" "$links/m.json"
+        mkdir -m 755 "$links/closed"
+        echo '{}' >"$links/closed/m.json"
+        chmod 666 "$links/closed/m.json"
+        ln -s closed/m.json "$links/c.json"
+        # shellcheck disable=SC2086 # as above
+        $as_user "$BRIGADE" simulate "$MODEL" --metrics "$links/m.json" </dev/null >"$OUT" 2>"$ERR"
+        status=$?
+        check "--metrics through a link to another user's file in a sticky folder: exit status 2 (was $status)" \
+            test "$status" -eq 2
+        check "--metrics through a link to another user's file in a sticky folder: said so" grep -qF \
+            "cannot replace '$sticky/m.json': it is another user's" "$ERR"
+        # shellcheck disable=SC2086 # as above
+        $as_user "$BRIGADE" simulate "$MODEL" --metrics "$links/c.json" </dev/null >"$OUT" 2>"$ERR"
+        status=$?
+        check "--metrics through a link into a closed folder: exit status 2 (was $status)" \
+            test "$status" -eq 2
+        check "--metrics through a link into a closed folder: said so" grep -qxF \
+            "brigade simulate: --metrics: cannot write '$links/c.json': folder '$links/closed': Permission denied" \
+            "$ERR"
+        check "--metrics through a link into a closed folder: kept" \
+            test "$(cat "$links/closed/m.json")" = '{}'
+        rm -rf "$sticky" "$links"
     fi
 fi
 # A folder given with its slash: one between it and a file's name.

@@ -84,6 +84,27 @@ static void test_replaces_what_a_symbolic_link_leads_to(void **state) {
     assert_int_equal(bg_test_file_text(target, buf, sizeof buf), 4);
     assert_string_equal(buf, "new\n");
     assert_int_equal(bg_test_scratch_entries(f->dir), 2);
+    /* A chain through a link of a redirection's (a descriptor's, under
+     * /proc) is written into, its file the same: not replaced. */
+    char log[160], via[160], proc[64];
+    snprintf(log, sizeof log, "%s/log.json", f->dir);
+    snprintf(via, sizeof via, "%s/via", f->dir);
+    FILE *held = fopen(log, "w");
+    assert_non_null(held);
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fileno(held));
+    assert_int_equal(symlink(proc, via), 0);
+    assert_int_equal(unlink(f->path), 0);
+    assert_int_equal(symlink("via", f->path), 0);
+    assert_null(bg_text_file_link_target(f->path));
+    assert_int_equal(stat(log, &before), 0);
+    assert_int_equal(bg_text_file_write(f->path, "through", "metrics"), BG_OK);
+    assert_int_equal(stat(log, &info), 0);
+    assert_true(info.st_ino == before.st_ino);
+    fclose(held);
+    assert_int_equal(bg_test_file_text(log, buf, sizeof buf), 8);
+    assert_string_equal(buf, "through\n");
+    assert_int_equal(unlink(via), 0);
+    assert_int_equal(unlink(log), 0);
     /* Links a redirection sets up, or to no regular file, are written into. */
     assert_null(bg_text_file_link_target("/dev/stdout"));
     assert_null(bg_text_file_link_target(target)); /* no link */
