@@ -9,8 +9,9 @@
  * gradient to the previous one (bg_cost_boundary_send_seconds: a mean
  * micro-batch's bytes over the link between their devices). Sends are
  * counted as if nothing hid them: on the CPU backend the sending thread
- * does the copy, and on a GPU the copy engine overlaps them only partly. The partition minimises the largest stage time
- * (the pipeline's steady-state period); ties keep the first split found.
+ * does the copy, and on a GPU the copy engine overlaps them only partly.
+ * The partition minimises the largest stage time (the pipeline's
+ * steady-state period); ties keep the first split found.
  *
  * Constraint. Every stage's predicted peak (bg_cost_stage_memory with its
  * schedule's stash slots and channel slots) is at most its device's

@@ -932,10 +932,11 @@ static void test_dp_equals_brute_force_forward_only(void **state) {
 
 /* Two stages a device: the least step's split balances each device's two
  * stages. Of the 218 instances of 1,500 that fit, 203 get the brute
- * force's step (200 in an earlier count of this comment; 213 and 193 before the cost model counted the arena's
- * padding of each buffer; 215 and 200 before the analytic costs left out
- * the first layer's dX, 1c025a6; the programme's splits alone, before
- * balance_devices, got 162 of those 200); at least 90% must. */
+ * force's step (200 in an earlier count of this comment; 213 and 193
+ * before the cost model counted the arena's padding of each buffer; 215
+ * and 200 before the analytic costs left out the first layer's dX,
+ * 1c025a6; the programme's splits alone, before balance_devices, got 162
+ * of those 200); at least 90% must. */
 static void test_least_step_two_chunks(void **state) {
     (void)state;
     chunked_only = 1;
