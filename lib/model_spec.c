@@ -139,6 +139,10 @@ typedef struct parser {
      * (-1: none; the residual's `partner` holds the block around it until
      * its add closes it), and how many are open. */
     int open_residual, open_blocks;
+    /* The text after the line being parsed, and that line's number. */
+    const char *rest;
+    size_t rest_size;
+    int line;
 } parser_t;
 
 const char *bg_layer_kind_name(bg_layer_kind_t kind) {
@@ -648,9 +652,43 @@ static bg_status_t build_pool(parser_t *p, const layer_line_t *source, bg_layer_
     return finish_layer(p, layer);
 }
 
+/* The first layer after the line being parsed: its line into *line and
+ * its word into `word` ("" and 0 where none follows). */
+static void next_layer(const parser_t *p, int *line, char *word, size_t size) {
+    *line = 0;
+    word[0] = '\0';
+    const char *c = p->rest, *end = p->rest + p->rest_size;
+    for (int at = p->line + 1; c < end; at++) {
+        const char *eol = memchr(c, '\n', (size_t)(end - c));
+        if (eol == NULL) eol = end;
+        const char *w = c;
+        while (w < eol && is_blank(*w)) w++;
+        const char *stop = w;
+        while (stop < eol && !is_blank(*stop) && *stop != '#' && *stop != '\r') stop++;
+        if (stop > w) {
+            *line = at;
+            snprintf(word, size, "%.*s", (int)(stop - w), w);
+            return;
+        }
+        c = eol + 1;
+    }
+}
+
 static bg_status_t build_flat_layer(parser_t *p, const layer_line_t *source, bg_layer_kind_t kind) {
     bg_shape_t in = p->shape;
     if (in.h != 1 || in.w != 1 || p->form == FORM_IMAGE) {
+        /* A loss with layers after it: that mistake first, which the
+         * flatten the message below asks for would not mend (a new user's
+         * loss on line 5 of 17: adding flatten brought "'maxpool' after
+         * softmax_cross_entropy"). */
+        int after = 0;
+        char word[32];
+        if (kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) next_layer(p, &after, word, sizeof word);
+        if (after > 0)
+            return parse_error(p, source->line, source->col,
+                               "softmax_cross_entropy is not the last layer ('%s' follows at "
+                               "line %d); the loss must be the last layer, after 'flatten'",
+                               word, after);
         return parse_error(p, source->line, source->col,
                            "%s needs a flat input, got %" PRId64 "x%" PRId64 "x%" PRId64
                            "%s; add 'flatten' before it",
@@ -1096,6 +1134,9 @@ static bg_status_t parse_text(parser_t *p, const char *text, size_t size) {
             return parse_error(p, line, BG_MODEL_SPEC_MAX_LINE + 1, "line longer than %d bytes",
                                BG_MODEL_SPEC_MAX_LINE);
         }
+        p->rest = text + position;
+        p->rest_size = size - position;
+        p->line = line;
         BG_CHECK(parse_line(p, start, length, line));
     }
     if (!p->seen_input) {

@@ -1027,6 +1027,15 @@ static void test_error_dense_needs_flat_input(void **state) {
     (void)state;
     expect_error(MNIST_INPUT "conv2d filters=32 kernel=3\nmaxpool size=2\ndense units=10\n",
                  "spec:4:1: dense needs a flat input, got 32x13x13; add 'flatten' before it");
+    /* A loss with layers after it (past comments and blank lines) says so
+     * first: the flatten asked for would not mend it. Last, the flatten. */
+    expect_error(MNIST_INPUT "conv2d filters=8 kernel=3\nsoftmax_cross_entropy\n# more\n\n"
+                             "  maxpool size=2 # pool\nflatten\n",
+                 "spec:3:1: softmax_cross_entropy is not the last layer ('maxpool' follows at "
+                 "line 6); the loss must be the last layer, after 'flatten'");
+    expect_error(MNIST_INPUT "conv2d filters=8 kernel=3\nsoftmax_cross_entropy\n# the end\n",
+                 "spec:3:1: softmax_cross_entropy needs a flat input, got 8x26x26; add 'flatten' "
+                 "before it");
 }
 
 /* What nn.Sequential would see: a convolution's or a pool's output is an
