@@ -105,6 +105,18 @@ static int run(int argc, char **argv);
  * end where it could not map its buffer (bg_cli_note_address_limit), so
  * even --version hung at exit under ulimit -v 150000. Every output is
  * written and closed by then. */
+/* The command `word` most likely misspells, or with `options` also
+ * --help or --version (a new user's --hlep); NULL where none is near. */
+static const char *nearest_word(const char *word, int options) {
+    enum { COMMANDS = sizeof commands / sizeof commands[0] };
+    const char *names[COMMANDS + 2];
+    for (size_t i = 0; i < COMMANDS; i++) names[i] = commands[i].name;
+    names[COMMANDS] = "--help";
+    names[COMMANDS + 1] = "--version";
+    const size_t count = COMMANDS + (options ? 2 : 0);
+    return strlen(word) >= 2 ? bg_spelling_nearest(word, names, count, strlen(word)) : NULL;
+}
+
 int main(int argc, char **argv) {
     const int code = run(argc, argv);
     if (bg_cli_address_limited()) {
@@ -165,7 +177,12 @@ static int run(int argc, char **argv) {
             return 2;
         }
         if (argc == 3) {
-            fprintf(stderr, "brigade: no command '%s' to explain\n\n%s", argv[2], usage);
+            const char *near = nearest_word(argv[2], 0);
+            if (near != NULL) /* as `brigade trian` has it (a new user's `help trian`) */
+                fprintf(stderr, "brigade: no command '%s' to explain (did you mean %s?)\n", argv[2],
+                        near);
+            else
+                fprintf(stderr, "brigade: no command '%s' to explain\n\n%s", argv[2], usage);
             return 2;
         }
         fputs(usage, stdout);
@@ -175,12 +192,7 @@ static int run(int argc, char **argv) {
         note_xmlfile();
         return close_stdout(cmd, command(cmd)(argc - 1, argv + 1));
     }
-    const char *names[sizeof commands / sizeof commands[0]];
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) names[i] = commands[i].name;
-    const char *near =
-        strlen(cmd) >= 2
-            ? bg_spelling_nearest(cmd, names, sizeof names / sizeof names[0], strlen(cmd))
-            : NULL;
+    const char *near = nearest_word(cmd, 1);
     if (strcmp(cmd, "version") == 0)
         fprintf(stderr, "brigade: unknown command 'version' (brigade --version prints it)\n");
     else if (near != NULL) /* a misspelt one: its usage would bury the guess */

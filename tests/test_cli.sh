@@ -24,6 +24,11 @@ usage_error "unknown command 'trian' (did you mean train?)" -- trian "$MODEL"
 check "a guessed command: no usage after it" sh -c "! grep -q 'usage: brigade' '$ERR'"
 usage_error "unknown command 'simulat' (did you mean simulate?)" -- simulat "$MODEL"
 usage_error "unknown command 'version' (brigade --version prints it)" -- version
+# And --help, --version and help's command misspelt (a new user's).
+usage_error "unknown command '--hlep' (did you mean --help?)" -- --hlep
+usage_error "unknown command '-help' (did you mean --help?)" -- -help
+usage_error "no command 'trian' to explain (did you mean train?)" -- help trian
+check "help's guessed command: no usage after it" sh -c "! grep -q 'usage: brigade' '$ERR'"
 # The version, from meson.build's project(); help COMMAND is COMMAND --help.
 expect 0 "" -- --version
 version=$(sed -n "s/^ *version : '\([^']*\)',\$/\1/p" "$ROOT/meson.build")
