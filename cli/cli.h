@@ -44,6 +44,12 @@ int bg_cli_fail(const char *cmd, bg_status_t status);
  * (exit 2), so BG_ERR_IO becomes BG_ERR_INVALID; others pass unchanged. */
 bg_status_t bg_cli_input_status(bg_status_t status);
 
+/* Loads the model spec at `path` for a command, its failure as
+ * bg_cli_input_status has it; where no file is there and the name is one of
+ * the example models (examples/NAME), the message names where they are
+ * installed (BG_SHARE_DIR/examples/NAME), where that file exists. */
+bg_status_t bg_cli_model_load(const char *path, bg_model_spec_t **out);
+
 /* Notes on stderr about --data, before the data is read: where it names a
  * keyword (fashion-mnist, synthetic) that is also a folder here, that the
  * keyword is read and how to reach the folder (`given`: --data was on the

@@ -596,7 +596,7 @@ int bg_cmd_profile(int argc, char **argv) {
     bg_profile_t *profile = NULL;
     profile_progress_t progress = {0}; /* set up before the measurement */
     int code = 0;
-    BG_CHECK_GOTO(bg_cli_input_status(bg_model_spec_load(o.model, &spec)), st, fail);
+    BG_CHECK_GOTO(bg_cli_model_load(o.model, &spec), st, fail);
     /* Before the progress lines start, though the profiler checks it too. */
     if (o.split_count > 0)
         BG_CHECK_GOTO(bg_model_spec_check_split(spec, o.split_count + 1, o.split, NULL), st, fail);

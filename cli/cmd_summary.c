@@ -186,8 +186,8 @@ int bg_cmd_summary(int argc, char **argv) {
     }
     if (path == NULL) return bg_cli_usage_error("summary", "no MODEL given");
     bg_model_spec_t *spec;
-    bg_status_t st = bg_model_spec_load(path, &spec);
-    if (st != BG_OK) return bg_cli_fail("summary", bg_cli_input_status(st));
+    bg_status_t st = bg_cli_model_load(path, &spec);
+    if (st != BG_OK) return bg_cli_fail("summary", st);
     if (json) {
         const int code = print_json(path, spec);
         bg_model_spec_destroy(spec);

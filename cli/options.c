@@ -99,6 +99,24 @@ bg_status_t bg_cli_input_status(bg_status_t status) {
     return status == BG_ERR_IO ? BG_ERR_INVALID : status;
 }
 
+bg_status_t bg_cli_model_load(const char *path, bg_model_spec_t **out) {
+    const bg_status_t status = bg_model_spec_load(path, out);
+    if (status != BG_ERR_IO) return status;
+    struct stat info;
+    const char *prefix = "examples/";
+    if (strncmp(path, prefix, strlen(prefix)) != 0 || stat(path, &info) == 0)
+        return bg_cli_input_status(status);
+    /* A new user's `brigade summary examples/fashion_cnn.model` outside
+     * the source tree, after meson install, read only "cannot read". */
+    char installed[BG_CLI_SHOWN_MAX];
+    snprintf(installed, sizeof installed, "%s/%s", BG_SHARE_DIR, path);
+    if (stat(installed, &info) != 0) return bg_cli_input_status(status);
+    char why[BG_ERROR_MAX];
+    snprintf(why, sizeof why, "%s", bg_error_message());
+    return bg_error_set(BG_ERR_INVALID, "%s (the example models are installed in %s/examples: %s)",
+                        why, BG_SHARE_DIR, installed);
+}
+
 static void note_data_keyword(const char *data, int given) {
     if (strcmp(data, "fashion-mnist") != 0 && strcmp(data, "synthetic") != 0) return;
     struct stat info;

@@ -877,7 +877,7 @@ static bg_status_t list_more_cores(bg_placement_t *placement, bg_cli_setup_t *se
 bg_status_t bg_cli_setup_open(const char *model, bg_placement_t *placement,
                               const bg_optimizer_config_t *optimizer, bg_cli_setup_t *out) {
     *out = (bg_cli_setup_t){0};
-    BG_CHECK(bg_cli_input_status(bg_model_spec_load(model, &out->spec)));
+    BG_CHECK(bg_cli_model_load(model, &out->spec));
     /* An XML file describes another machine, GPUs and all; on this one the
      * PCI devices are read only where the devices may be GPUs and CUDA sees
      * some (hwloc's PCI scan is slow). */
