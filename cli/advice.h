@@ -27,6 +27,9 @@ typedef struct bg_advice {
     double fastest_s;
     bg_progress_t progress;
     int64_t plans;
+    /* Said once under the first line that names it: that --optimizer sgd
+     * (1) or --momentum 0 (2) trains another way. */
+    int noted_training;
 } bg_advice_t;
 
 /* Whether request r fits, said nowhere (a plan made, for `advice`'s count). */

@@ -884,6 +884,11 @@ check "the pairs of changes that fit, and nothing more" test "$(grep ' fits: ' "
     sed 's/ *fits: .*//')" = "  --recompute --optimizer sgd
   --optimizer sgd --schedule 1f1b
   --optimizer sgd --microbatches 8"
+# That SGD trains another way is said once, under the first line naming it
+# (a new user took it, and learnt far slower).
+check "--optimizer sgd: said once to train another way, under its first line" sh -c "
+    test \"\$(grep -c 'trains another way' '$ERR')\" -eq 1 &&
+    grep -A1 -- '^  --recompute --optimizer sgd' '$ERR' | grep -qxF '    (--optimizer sgd trains another way: plain SGD, at --lr 0.01 unless given and without momentum unless --momentum is; it may need another --lr or more steps to learn as well)'"
 expect 0 "" -- plan "$MODEL" --devices cpu:2 --device-mem 10M --microbatches 8 --schedule gpipe \
     --optimizer sgd
 # Even all savings at once leave stage 0's stash too large for 1 MiB; with
@@ -1262,6 +1267,8 @@ expect 0 "" -- plan "$MODEL" --devices cpu:5 --schedule zb-h1 --microbatches 64 
 expect 2 "1 (layers 4-7 on cpu:1) needs 9,368,064 bytes" -- plan "$MODEL" --devices cpu:2 \
     --optimizer sgd --momentum 0.9 --microbatches 8 --device-mem 8M
 check "--momentum 0 is suggested" grep -qE -- '^  --momentum 0 +fits: largest stage 6\.29 MiB' "$ERR"
+check "--momentum 0: said to train another way, under it" sh -c "grep -A1 -E -- '^  --momentum 0 +fits' '$ERR' |
+    grep -qxF '    (--momentum 0 trains another way: SGD without momentum, which may need another --lr or more steps to learn as well)'"
 # Interleaved: a stage's capacity is 1/V of its device's, and the message
 # says so, and that no split fits with each device's two stages together
 # either. A change fits where a split fits as the devices hold it (before
