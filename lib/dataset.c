@@ -219,17 +219,19 @@ static bg_status_t load_split(const char *dir, const char *images_name, const ch
     if (ds->shape.c != shape.c || ds->shape.h != shape.h || ds->shape.w != shape.w) {
         /* A model made for timing (examples/conv_balanced.model) has no
          * data of its shape: the way to run it said (a new user's). */
-        char fix[160];
+        char fix[256];
         if (bg_shape_numel(shape) == pixels)
             snprintf(fix, sizeof fix,
                      "input channels=%lld height=%lld width=%lld takes them as they are, "
                      "channels=%lld height=1 width=1 as vectors of their values",
                      (long long)ds->shape.c, (long long)ds->shape.h, (long long)ds->shape.w,
                      (long long)pixels);
-        else
+        else /* a mistyped input line first (a new user's 3x32x32) */
             snprintf(fix, sizeof fix,
-                     "--data synthetic makes samples of any shape, for timing a model that has "
-                     "no data set");
+                     "an input line of channels=%lld height=%lld width=%lld takes them; --data "
+                     "synthetic makes samples of any shape, for timing a model that has no data "
+                     "set",
+                     (long long)ds->shape.c, (long long)ds->shape.h, (long long)ds->shape.w);
         st = bg_error_set(BG_ERR_INVALID,
                           "%s: images are %lldx%lldx%lld but the model's input is %lldx%lldx%lld "
                           "(%s)",

@@ -1084,7 +1084,7 @@ for set in train t10k; do
     } >"$T/idx4x4/$set-images-idx3-ubyte"
     printf '\000\000\010\001\000\000\000\002\001\002' >"$T/idx4x4/$set-labels-idx1-ubyte"
 done
-usage_error "$T/idx4x4/train-images-idx3-ubyte: images are 1x4x4 but the model's input is 1x28x28 (--data synthetic makes samples of any shape, for timing a model that has no data set)" \
+usage_error "$T/idx4x4/train-images-idx3-ubyte: images are 1x4x4 but the model's input is 1x28x28 (an input line of channels=1 height=4 width=4 takes them; --data synthetic makes samples of any shape, for timing a model that has no data set)" \
     -- train "$MODEL" --data "$T/idx4x4" --steps 1
 # Their labels are 1 and 2: a model of 2 classes is told about label 2, and
 # only once the shape fits (the shape first, as the more basic fit).

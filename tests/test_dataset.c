@@ -337,8 +337,8 @@ static void test_open_shape_mismatch(void **state) {
     char expected[2 * PATH_CAPACITY];
     snprintf(expected, sizeof expected,
              "%s/train-images-idx3-ubyte: images are 1x28x28 but the model's input is 3x32x32 "
-             "(--data synthetic makes samples of any shape, for timing a model that has no data "
-             "set)",
+             "(an input line of channels=1 height=28 width=28 takes them; --data synthetic makes "
+             "samples of any shape, for timing a model that has no data set)",
              f->dir);
     assert_string_equal(bg_error_message(), expected);
     assert_null(train);
@@ -392,7 +392,8 @@ static void test_open_shape_mismatch(void **state) {
     assert_null(train);
     check_error(bg_dataset_open(f->dir, (bg_shape_t){783, 1, 1}, 2, 1, &train, &test),
                 BG_ERR_INVALID, "train-images-idx3-ubyte",
-                "images are 1x28x28 but the model's input is 783x1x1 (--data synthetic");
+                "images are 1x28x28 but the model's input is 783x1x1 (an input line of "
+                "channels=1 height=28 width=28 takes them; --data synthetic");
 }
 
 static void test_fashion_mnist(void **state) {
