@@ -34,6 +34,11 @@ enum { PADDING_VALID = 0, PADDING_SAME = 1 };
 /* An activation option's value is the layer it adds (ACTIVATION_NONE: none). */
 enum { ACTIVATION_NONE = -1 };
 
+/* The names an activation may have (each kind's own, as bg_layer_kind_name
+ * gives it, and none's two). */
+static const char *const ACTIVATION_WORDS[] = {"relu", "tanh", "sigmoid", "gelu", "none", "linear"};
+enum { ACTIVATION_WORD_COUNT = sizeof ACTIVATION_WORDS / sizeof ACTIVATION_WORDS[0] };
+
 typedef struct option_def {
     const char *key;
     option_type_t type;
@@ -324,18 +329,16 @@ static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, in
         return BG_OK;
     }
     if (option->type == OPTION_ACTIVATION) {
-        /* The names an activation may have (each kind's own, as
-         * bg_layer_kind_name gives it, and none's two), and what each sets. */
-        static const char *const words[] = {"relu", "tanh", "sigmoid", "gelu", "none", "linear"};
+        const char *const *words = ACTIVATION_WORDS;
         static const int values[] = {BG_LAYER_RELU, BG_LAYER_TANH,   BG_LAYER_SIGMOID,
                                      BG_LAYER_GELU, ACTIVATION_NONE, ACTIVATION_NONE};
-        for (size_t a = 0; a < sizeof words / sizeof words[0]; a++)
+        for (size_t a = 0; a < ACTIVATION_WORD_COUNT; a++)
             if (value_length == strlen(words[a]) && memcmp(value, words[a], value_length) == 0) {
                 layer->values[index] = values[a];
                 return BG_OK;
             }
         char near[64];
-        guess(value, value_length, words, sizeof words / sizeof words[0], near, sizeof near);
+        guess(value, value_length, words, ACTIVATION_WORD_COUNT, near, sizeof near);
         return parse_error(
             p, line, value_col,
             "activation=%.*s%s: expected relu, tanh, sigmoid, gelu, none or linear%s",
@@ -398,7 +401,18 @@ static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const ch
     char expected[128] = "";
     if (equals == NULL || (key_length > 0 && index < 0))
         option_keys(layer->def, expected, sizeof expected);
-    /* A bare word or number ("dense 2"): options are written KEY=VALUE. */
+    /* A bare word or number ("dense 2"): options are written KEY=VALUE; an
+     * activation's name, as Keras's habit has it, is activation=NAME (a new
+     * user's "conv2d filters=32 kernel=3 relu"). */
+    int takes_activation = 0;
+    for (int i = 0; i < layer->def->num_options; i++)
+        takes_activation |= layer->def->options[i].type == OPTION_ACTIVATION;
+    for (size_t a = 0; equals == NULL && takes_activation && a < ACTIVATION_WORD_COUNT; a++)
+        if (length == strlen(ACTIVATION_WORDS[a]) &&
+            memcmp(token, ACTIVATION_WORDS[a], length) == 0)
+            return parse_error(p, line, col,
+                               "'%s' is not an option of %s: activation=%s sets its activation",
+                               ACTIVATION_WORDS[a], layer->def->word, ACTIVATION_WORDS[a]);
     if (equals == NULL)
         return parse_error(
             p, line, col,
@@ -998,6 +1012,13 @@ static bg_status_t parse_line(parser_t *p, const char *text, size_t length, int 
             def = &layer_defs[d];
         }
     }
+    /* Python's call syntax (a new user's "conv2d(filters=32, kernel=3)"). */
+    const char *paren = memchr(word, '(', word_length);
+    if (def == NULL && paren != NULL && paren > word)
+        return parse_error(p, line, word_col,
+                           "'%.*s%s': a layer is its name and KEY=VALUE words after it, with "
+                           "spaces, no parentheses or commas (as: conv2d filters=32 kernel=3)",
+                           token_shown(word_length), word, token_cut(word_length));
     if (def == NULL) {
         const char *words[NUM_LAYER_DEFS];
         for (int d = 0; d < NUM_LAYER_DEFS; d++) words[d] = layer_defs[d].word;

@@ -826,6 +826,18 @@ static void test_error_option_without_value(void **state) {
     expect_error(MNIST_INPUT "flatten\ndense 2\n",
                  "spec:3:7: '2' is not an option of dense: options are KEY=VALUE (as units=...), "
                  "KEY one of units, activation");
+    /* An activation's name alone, where the layer takes one (Keras's
+     * habit), and Python's call syntax: said as what to write (a new
+     * user's). A pool takes none, so its message lists its keys. */
+    expect_error(MNIST_INPUT "conv2d filters=32 kernel=3 relu\n",
+                 "spec:2:28: 'relu' is not an option of conv2d: activation=relu sets its "
+                 "activation");
+    expect_error(MNIST_INPUT "maxpool size=2 relu\n",
+                 "spec:2:16: 'relu' is not an option of maxpool: options are KEY=VALUE (as "
+                 "size=...), KEY one of size, stride");
+    expect_error(MNIST_INPUT "conv2d(filters=32, kernel=3)\n",
+                 "spec:2:1: 'conv2d(filters=32,': a layer is its name and KEY=VALUE words after "
+                 "it, with spaces, no parentheses or commas (as: conv2d filters=32 kernel=3)");
 }
 
 static void test_error_empty_value(void **state) {
