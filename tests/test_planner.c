@@ -72,6 +72,20 @@ static bg_plan_request_t request_for(const bg_model_spec_t *spec, const bg_cost_
     return r;
 }
 
+/* The plan of `spec` on two `devices` at batch 64, M = 1, priced from
+ * `profile`, split at layer `cut`. */
+static bg_plan_t *profiled_split(const bg_model_spec_t *spec, const bg_cost_device_t *devices,
+                                 const bg_profile_t *profile, int cut) {
+    const int split[] = {cut};
+    bg_plan_request_t r = request_for(spec, devices, 2, 1, 64);
+    r.profile = profile;
+    r.link = bg_plan_profile_link(profile);
+    r.split = split;
+    bg_plan_t *plan = NULL;
+    assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+    return plan;
+}
+
 /* A profile times each layer in a stage of the whole model, where the
  * origin CNN's relu (layer 1) costs nothing: its convolution does its
  * forward, the max-pool after it its dX. A stage cut between them runs
@@ -98,13 +112,7 @@ static void test_profile_prices_a_cut_relu(void **state) {
     cpu_cores(devices, 2);
     const double values = 64.0 * 32 * 26 * 26;
     for (int cut = 1; cut <= 3; cut++) {
-        const int split[] = {cut};
-        bg_plan_request_t r = request_for(spec, devices, 2, 1, 64);
-        r.profile = &profile;
-        r.link = bg_plan_profile_link(&profile);
-        r.split = split;
-        bg_plan_t *plan = NULL;
-        assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+        bg_plan_t *plan = profiled_split(spec, devices, &profile, cut);
         const bg_partition_stage_t *s0 = &plan->partition->stage[0],
                                    *s1 = &plan->partition->stage[1];
         double forward[2] = {0, 0}, backward[2] = {0, 0};
@@ -130,13 +138,7 @@ static void test_profile_prices_a_cut_relu(void **state) {
     layers[2].forward_s = layers[2].backward_data_s = 10e-6;
     double compute[2];
     for (int cut = 2; cut <= 3; cut++) {
-        const int split[] = {cut};
-        bg_plan_request_t r = request_for(spec, devices, 2, 1, 64);
-        r.profile = &profile;
-        r.link = bg_plan_profile_link(&profile);
-        r.split = split;
-        bg_plan_t *plan = NULL;
-        assert_int_equal(bg_plan_create(&r, &plan), BG_OK);
+        bg_plan_t *plan = profiled_split(spec, devices, &profile, cut);
         const bg_cost_time_t *t = &plan->partition->stage[0].time;
         compute[cut - 2] = t->forward + t->backward;
         bg_plan_destroy(plan);
