@@ -100,11 +100,6 @@ static int close_stdout(const char *cmd, int code) {
 
 static int run(int argc, char **argv);
 
-/* Under an address-space limit, the process ends without the libraries'
- * exit handlers: OpenBLAS's joins a worker thread that may spin without
- * end where it could not map its buffer (bg_cli_note_address_limit), so
- * even --version hung at exit under ulimit -v 150000. Every output is
- * written and closed by then. */
 /* The command `word` most likely misspells, or with `options` also
  * --help or --version (a new user's --hlep); NULL where none is near. */
 static const char *nearest_word(const char *word, int options) {
@@ -117,6 +112,11 @@ static const char *nearest_word(const char *word, int options) {
     return strlen(word) >= 2 ? bg_spelling_nearest(word, names, count, strlen(word)) : NULL;
 }
 
+/* Under an address-space limit, the process ends without the libraries'
+ * exit handlers: OpenBLAS's joins a worker thread that may spin without
+ * end where it could not map its buffer (bg_cli_note_address_limit), so
+ * even --version hung at exit under ulimit -v 150000. Every output is
+ * written and closed by then. */
 int main(int argc, char **argv) {
     const int code = run(argc, argv);
     if (bg_cli_address_limited()) {

@@ -108,13 +108,17 @@ bg_status_t bg_cli_model_load(const char *path, bg_model_spec_t **out) {
         return bg_cli_input_status(status);
     /* A new user's `brigade summary examples/fashion_cnn.model` outside
      * the source tree, after meson install, read only "cannot read". */
-    char installed[BG_CLI_SHOWN_MAX];
-    snprintf(installed, sizeof installed, "%s/%s", BG_SHARE_DIR, path);
-    if (stat(installed, &info) != 0) return bg_cli_input_status(status);
+    char *installed = bg_path_join(BG_SHARE_DIR, path);
+    if (installed == NULL || stat(installed, &info) != 0) {
+        free(installed);
+        return bg_cli_input_status(status);
+    }
     char why[BG_ERROR_MAX];
     snprintf(why, sizeof why, "%s", bg_error_message());
-    return bg_error_set(BG_ERR_INVALID, "%s (the example models are installed in %s/examples: %s)",
-                        why, BG_SHARE_DIR, installed);
+    bg_error_set(BG_ERR_INVALID, "%s (the example models are installed in %s/examples: %s)", why,
+                 BG_SHARE_DIR, installed);
+    free(installed);
+    return BG_ERR_INVALID;
 }
 
 static void note_data_keyword(const char *data, int given) {

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,29 +120,17 @@ char *bg_text_file_link_target(const char *path) {
     /* Every link on the way, not only the first: w/via.json -> fd3 ->
      * /dev/fd/3 is a redirection's too (a review). Past 40 links, as
      * realpath gives up, it is written into. */
-    char hop[PATH_MAX], next[PATH_MAX];
-    snprintf(hop, sizeof hop, "%s", path);
-    for (int hops = 0;; hops++) {
-        if (hops == 40 || redirection_hop(hop)) return NULL;
-        const ssize_t length = readlink(hop, next, sizeof next - 1);
-        if (length < 0) return NULL;
-        next[length] = '\0';
-        if (next[0] == '/') {
-            snprintf(hop, sizeof hop, "%s", next);
-        } else {
-            char *folder = bg_path_folder(hop);
-            char *joined = folder != NULL ? bg_path_join(folder, next) : NULL;
-            free(folder);
-            if (joined == NULL || strlen(joined) >= sizeof hop) {
-                free(joined);
-                return NULL;
-            }
-            snprintf(hop, sizeof hop, "%s", joined);
-            free(joined);
-        }
-        if (lstat(hop, &info) != 0 || !S_ISLNK(info.st_mode)) break;
+    char *hop = strdup(path);
+    int redirection = 0;
+    for (int hops = 0; hop != NULL && !(redirection = redirection_hop(hop)); hops++) {
+        if (hops == 40 || lstat(hop, &info) != 0 || !S_ISLNK(info.st_mode)) break;
+        char *next = bg_path_link_target(hop);
+        free(hop);
+        hop = next; /* NULL: a link that could not be read */
     }
-    if (redirection_hop(hop)) return NULL; /* the file the links end at */
+    const int written_into = hop == NULL || redirection;
+    free(hop);
+    if (written_into) return NULL;
     char *target = realpath(path, NULL);
     if (target != NULL && (stat(target, &info) != 0 || !S_ISREG(info.st_mode))) {
         free(target);

@@ -315,7 +315,6 @@ static bg_status_t run_job(bg_pipeline_t *p, pipeline_job_t job, const float *im
     p->job_start = bg_monotonic_seconds();
     if (recording) {
         p->origin = clock_origin(p->record, p->job_start);
-        p->record_step = p->record->steps;
         for (int d = 0; d < p->devices; d++) p->event_count[d] = 0;
     }
     bg_timeline_t *record = p->record;

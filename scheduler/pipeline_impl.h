@@ -115,7 +115,6 @@ struct bg_pipeline {
     /* Recording (bg_pipeline_record): each device appends to its own buffer,
      * sized from the schedule, merged into the timeline after the step. */
     bg_timeline_t *record;
-    int record_step; /* the recorded step's index in p->record */
     double origin, job_start;
     bg_event_t **events; /* per device */
     int *event_count, *event_capacity;

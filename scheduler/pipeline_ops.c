@@ -35,14 +35,15 @@ static bg_event_t *note(bg_pipeline_t *p, int device, bg_event_kind_t kind, int 
                         int peer, stamp_t start, stamp_t end) {
     if (p->record == NULL || p->event_count[device] >= p->event_capacity[device]) return NULL;
     int i = p->event_count[device]++;
-    p->events[device][i] = (bg_event_t){.kind = kind,
-                                        .device = device,
-                                        .stage = stage,
-                                        .microbatch = mb,
-                                        .peer_stage = peer,
-                                        .step = p->record_step,
-                                        .start = start.host - p->origin,
-                                        .end = end.host - p->origin};
+    p->events[device][i] =
+        (bg_event_t){.kind = kind,
+                     .device = device,
+                     .stage = stage,
+                     .microbatch = mb,
+                     .peer_stage = peer,
+                     .step = p->record->steps, /* this step's, merged at its end */
+                     .start = start.host - p->origin,
+                     .end = end.host - p->origin};
     if (p->event_marks != NULL && p->event_marks[device] != NULL) {
         p->event_marks[device][2 * i] = start.mark;
         p->event_marks[device][2 * i + 1] = end.mark;

@@ -653,7 +653,8 @@ bg_status_t bg_summary_print(FILE *out, const bg_timeline_summary_t *s, const si
                 "(%.*f wait%s a step, %.*f %s on average): the hand-off to its thread, not the "
                 "neighbour's slowness\n",
                 i, 1e3 * st->wake_s, whole ? 0 : 1, st->wakes,
-                whole && round(st->wakes) == 1 ? "" : "s", each_us < 1e3 ? 0 : 3,
+                whole && round(st->wakes) == 1 ? "" : "s",
+                each_us < 1e3 ? 0 : bg_report_ms_decimals(each_us / 1e3),
                 each_us < 1e3 ? each_us : each_us / 1e3, each_us < 1e3 ? "us" : "ms");
     }
     /* The rest of a device's waits: at the step's start, until its thread

@@ -1375,7 +1375,7 @@ static void test_wake_waits(void **state) {
         const char *said;
     } counts[] = {{2.6, "(2.6 waits a step, 269 us on average)"},
                   {1, "(1 wait a step, 700 us on average)"},
-                  {0.5, "(0.5 waits a step, 1.400 ms on average)"}};
+                  {0.5, "(0.5 waits a step, 1.40 ms on average)"}};
     for (int k = 0; k < 3; k++) {
         counted.wakes = counts[k].wakes;
         text = summary_text(&mean, NULL);
