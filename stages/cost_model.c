@@ -616,6 +616,14 @@ static double recompute_seconds(const bg_cost_model_t *m, double forward) {
     return m->cfg.split_backward ? 2 * forward : forward;
 }
 
+/* Seconds on d of a relu's pass of `flops` FLOP-equivalents a sample
+ * (apart_forward, apart_dx) that a stage runs on its own where its end cuts
+ * the relu from the neighbour that would do it; 0 where elementwise layers
+ * are memory-bound, as analytic_time prices them. */
+static double apart_seconds(const bg_cost_model_t *m, const bg_cost_device_t *d, int64_t flops) {
+    return d->elementwise_memory_bound ? 0 : (double)flops * m->mean_micro / d->flops_per_s;
+}
+
 /* Layers [first, last)'s figures per micro-batch on `d` from the model's
  * FLOPs and values, every layer's dX included; with `cut`, as a stage of
  * their own, whose ends may cut a relu from the neighbour that would do a
@@ -633,12 +641,7 @@ static bg_cost_time_t analytic_time(const bg_cost_model_t *m, const bg_cost_devi
     /* Where the layers priced per value are memory-bound,
      * their passes stream their values instead of taking a core's time. */
     double fwd_bytes_s = 0, bwd_bytes_s = 0, w_bytes_s = 0;
-    if (!d->elementwise_memory_bound) {
-        /* A relu cut from the neighbour that would do its pass runs it on
-         * its own: stage_compute.c fuses only within a stage. */
-        if (cut) fwd_flops += (double)m->apart_forward[first];
-        if (cut) bwd_flops += (double)m->apart_dx[last - 1];
-    } else {
+    if (d->elementwise_memory_bound) {
         fwd_flops -= (double)(m->priced_forward[last] - m->priced_forward[first]);
         bwd_flops -= (double)(m->priced_backward[last] - m->priced_backward[first]);
         w_flops -= (double)(m->priced_weight[last] - m->priced_weight[first]);
@@ -655,6 +658,12 @@ static bg_cost_time_t analytic_time(const bg_cost_model_t *m, const bg_cost_devi
                 (last - first) * d->op_overhead_s + streaming;
     t.backward =
         bwd_flops * samples / d->flops_per_s + bwd_bytes_s + bwd_ops * d->op_overhead_s + streaming;
+    /* A relu cut from the neighbour that would do its pass runs it on its
+     * own: stage_compute.c fuses only within a stage. */
+    if (cut) {
+        t.forward += apart_seconds(m, d, m->apart_forward[first]);
+        t.backward += apart_seconds(m, d, m->apart_dx[last - 1]);
+    }
     /* dW, and one op for each layer with weights (of backward's two ops per
      * such layer). */
     const double weighted_layers = bwd_ops - (last - first);
@@ -680,14 +689,6 @@ static bg_cost_time_t profiled_time(const bg_cost_model_t *m, int first, int las
     t.check = m->check_s[last] - m->check_s[first];
     if (first == 0) t.backward -= m->first_dx_s;
     return t;
-}
-
-/* Seconds on d of a relu's pass of `flops` FLOP-equivalents a sample
- * (apart_forward, apart_dx) that a stage runs on its own where its end cuts
- * the relu from the neighbour that would do it; 0 where elementwise layers
- * are memory-bound, as analytic_time prices them. */
-static double apart_seconds(const bg_cost_model_t *m, const bg_cost_device_t *d, int64_t flops) {
-    return d->elementwise_memory_bound ? 0 : (double)flops * m->mean_micro / d->flops_per_s;
 }
 
 bg_cost_time_t bg_cost_stage_time(const bg_cost_model_t *m, const bg_cost_device_t *d, int first,

@@ -252,7 +252,13 @@ const int *bg_cost_model_cuts(const bg_cost_model_t *model, int *count);
 int bg_cost_model_cut_index(const bg_cost_model_t *model, int layer);
 
 /* Seconds one micro-batch spends in layers [first, last) on `device`; an
- * evaluation's (bg_cost_config_t.forward_only) has the forward alone. */
+ * evaluation's (bg_cost_config_t.forward_only) has the forward alone. A
+ * stage whose ends cut a relu from the convolution or max-pool that would
+ * do its pass pays that pass. Its compute never falls as `last` grows (a
+ * relu's dX cut from its max-pool, priced from a profile, is capped at the
+ * max-pool's profiled time for this), which the searches over a stage's
+ * end rely on; as `first` falls it may, by at most
+ * bg_cost_stage_start_excess, which the partition's search allows for. */
 typedef struct bg_cost_time {
     double forward, backward; /* backward: B and W together */
     double weight;            /* the W part of backward (dW) */

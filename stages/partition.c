@@ -313,8 +313,7 @@ static double candidate(const partition_context_t *c, dp_mode_t mode, int s, int
         const int limited = st.capacity_bytes != 0;
         const double longer =
             bg_partition_compute_of(&st.time) -
-            bg_cost_stage_start_excess(c->cfg->model, &c->cfg->device[s % c->cfg->devices],
-                                       st.first_layer);
+            bg_cost_stage_start_excess(c->cfg->model, slots->device, st.first_layer);
         *stop = longer >= best || (limited && floor > limit);
         if (*stop || (limited && st.peak_bytes > limit)) return DBL_MAX;
         value = st.seconds;
