@@ -39,6 +39,14 @@ enum { ACTIVATION_NONE = -1 };
 static const char *const ACTIVATION_WORDS[] = {"relu", "tanh", "sigmoid", "gelu", "none", "linear"};
 enum { ACTIVATION_WORD_COUNT = sizeof ACTIVATION_WORDS / sizeof ACTIVATION_WORDS[0] };
 
+/* The index in ACTIVATION_WORDS of the `length` bytes at `text`, or -1. */
+static int activation_index(const char *text, size_t length) {
+    for (int a = 0; a < ACTIVATION_WORD_COUNT; a++)
+        if (length == strlen(ACTIVATION_WORDS[a]) && memcmp(text, ACTIVATION_WORDS[a], length) == 0)
+            return a;
+    return -1;
+}
+
 typedef struct option_def {
     const char *key;
     option_type_t type;
@@ -144,10 +152,11 @@ typedef struct parser {
      * (-1: none; the residual's `partner` holds the block around it until
      * its add closes it), and how many are open. */
     int open_residual, open_blocks;
-    /* The text after the line being parsed, and that line's number. */
-    const char *rest;
-    size_t rest_size;
-    int line;
+    /* A loss whose input is not flat, said at the end unless a layer
+     * follows it (which check_order says first: the flatten the message
+     * asks for would not mend that); line 0: none. */
+    int flat_loss_line, flat_loss_col;
+    bg_shape_t flat_loss_in;
 } parser_t;
 
 const char *bg_layer_kind_name(bg_layer_kind_t kind) {
@@ -329,16 +338,16 @@ static bg_status_t parse_option_value(const parser_t *p, layer_line_t *layer, in
         return BG_OK;
     }
     if (option->type == OPTION_ACTIVATION) {
-        const char *const *words = ACTIVATION_WORDS;
+        /* What each of ACTIVATION_WORDS sets. */
         static const int values[] = {BG_LAYER_RELU, BG_LAYER_TANH,   BG_LAYER_SIGMOID,
                                      BG_LAYER_GELU, ACTIVATION_NONE, ACTIVATION_NONE};
-        for (size_t a = 0; a < ACTIVATION_WORD_COUNT; a++)
-            if (value_length == strlen(words[a]) && memcmp(value, words[a], value_length) == 0) {
-                layer->values[index] = values[a];
-                return BG_OK;
-            }
+        const int a = activation_index(value, value_length);
+        if (a >= 0) {
+            layer->values[index] = values[a];
+            return BG_OK;
+        }
         char near[64];
-        guess(value, value_length, words, ACTIVATION_WORD_COUNT, near, sizeof near);
+        guess(value, value_length, ACTIVATION_WORDS, ACTIVATION_WORD_COUNT, near, sizeof near);
         return parse_error(
             p, line, value_col,
             "activation=%.*s%s: expected relu, tanh, sigmoid, gelu, none or linear%s",
@@ -404,15 +413,16 @@ static bg_status_t parse_option(const parser_t *p, layer_line_t *layer, const ch
     /* A bare word or number ("dense 2"): options are written KEY=VALUE; an
      * activation's name, as Keras's habit has it, is activation=NAME (a new
      * user's "conv2d filters=32 kernel=3 relu"). */
-    int takes_activation = 0;
-    for (int i = 0; i < layer->def->num_options; i++)
-        takes_activation |= layer->def->options[i].type == OPTION_ACTIVATION;
-    for (size_t a = 0; equals == NULL && takes_activation && a < ACTIVATION_WORD_COUNT; a++)
-        if (length == strlen(ACTIVATION_WORDS[a]) &&
-            memcmp(token, ACTIVATION_WORDS[a], length) == 0)
+    if (equals == NULL) {
+        const int a = activation_index(token, length);
+        int takes_activation = 0;
+        for (int i = 0; i < layer->def->num_options; i++)
+            takes_activation |= layer->def->options[i].type == OPTION_ACTIVATION;
+        if (a >= 0 && takes_activation)
             return parse_error(p, line, col,
                                "'%s' is not an option of %s: activation=%s sets its activation",
                                ACTIVATION_WORDS[a], layer->def->word, ACTIVATION_WORDS[a]);
+    }
     if (equals == NULL)
         return parse_error(
             p, line, col,
@@ -666,48 +676,28 @@ static bg_status_t build_pool(parser_t *p, const layer_line_t *source, bg_layer_
     return finish_layer(p, layer);
 }
 
-/* The first layer after the line being parsed: its line into *line and
- * its word into `word` ("" and 0 where none follows). */
-static void next_layer(const parser_t *p, int *line, char *word, size_t size) {
-    *line = 0;
-    word[0] = '\0';
-    const char *c = p->rest, *end = p->rest + p->rest_size;
-    for (int at = p->line + 1; c < end; at++) {
-        const char *eol = memchr(c, '\n', (size_t)(end - c));
-        if (eol == NULL) eol = end;
-        const char *w = c;
-        while (w < eol && is_blank(*w)) w++;
-        const char *stop = w;
-        while (stop < eol && !is_blank(*stop) && *stop != '#' && *stop != '\r') stop++;
-        if (stop > w) {
-            *line = at;
-            snprintf(word, size, "%.*s", (int)(stop - w), w);
-            return;
-        }
-        c = eol + 1;
-    }
+static bg_status_t flat_input_error(parser_t *p, int line, int col, bg_layer_kind_t kind,
+                                    bg_shape_t in) {
+    return parse_error(p, line, col,
+                       "%s needs a flat input, got %" PRId64 "x%" PRId64 "x%" PRId64
+                       "%s; add 'flatten' before it",
+                       bg_layer_kind_name(kind), in.c, in.h, in.w,
+                       in.h == 1 && in.w == 1 ? " (an image, 1x1)" : "");
 }
 
 static bg_status_t build_flat_layer(parser_t *p, const layer_line_t *source, bg_layer_kind_t kind) {
     bg_shape_t in = p->shape;
     if (in.h != 1 || in.w != 1 || p->form == FORM_IMAGE) {
-        /* A loss with layers after it: that mistake first, which the
-         * flatten the message below asks for would not mend (a new user's
-         * loss on line 5 of 17: adding flatten brought "'maxpool' after
-         * softmax_cross_entropy"). */
-        int after = 0;
-        char word[32];
-        if (kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) next_layer(p, &after, word, sizeof word);
-        if (after > 0)
-            return parse_error(p, source->line, source->col,
-                               "softmax_cross_entropy is not the last layer ('%s' follows at "
-                               "line %d); the loss must be the last layer, after 'flatten'",
-                               word, after);
-        return parse_error(p, source->line, source->col,
-                           "%s needs a flat input, got %" PRId64 "x%" PRId64 "x%" PRId64
-                           "%s; add 'flatten' before it",
-                           bg_layer_kind_name(kind), in.c, in.h, in.w,
-                           in.h == 1 && in.w == 1 ? " (an image, 1x1)" : "");
+        /* A loss with layers after it: check_order says that first (a new
+         * user's loss on line 5 of 17 was told to add a flatten, then that
+         * the loss must be last); the end of the file says this. */
+        if (kind == BG_LAYER_SOFTMAX_CROSS_ENTROPY) {
+            p->flat_loss_line = source->line;
+            p->flat_loss_col = source->col;
+            p->flat_loss_in = in;
+            return BG_OK;
+        }
+        return flat_input_error(p, source->line, source->col, kind, in);
     }
     bg_layer_spec_t *layer = NULL;
     BG_CHECK(append_layer(p, source, &layer));
@@ -1155,11 +1145,11 @@ static bg_status_t parse_text(parser_t *p, const char *text, size_t size) {
             return parse_error(p, line, BG_MODEL_SPEC_MAX_LINE + 1, "line longer than %d bytes",
                                BG_MODEL_SPEC_MAX_LINE);
         }
-        p->rest = text + position;
-        p->rest_size = size - position;
-        p->line = line;
         BG_CHECK(parse_line(p, start, length, line));
     }
+    if (p->flat_loss_line > 0)
+        return flat_input_error(p, p->flat_loss_line, p->flat_loss_col,
+                                BG_LAYER_SOFTMAX_CROSS_ENTROPY, p->flat_loss_in);
     if (!p->seen_input) {
         return parse_error(p, 1, 1, "empty model spec: expected an 'input' line");
     }

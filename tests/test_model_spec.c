@@ -1043,8 +1043,8 @@ static void test_error_dense_needs_flat_input(void **state) {
      * first: the flatten asked for would not mend it. Last, the flatten. */
     expect_error(MNIST_INPUT "conv2d filters=8 kernel=3\nsoftmax_cross_entropy\n# more\n\n"
                              "  maxpool size=2 # pool\nflatten\n",
-                 "spec:3:1: softmax_cross_entropy is not the last layer ('maxpool' follows at "
-                 "line 6); the loss must be the last layer, after 'flatten'");
+                 "spec:6:3: 'maxpool' after softmax_cross_entropy (line 3); the loss must be the "
+                 "last layer");
     expect_error(MNIST_INPUT "conv2d filters=8 kernel=3\nsoftmax_cross_entropy\n# the end\n",
                  "spec:3:1: softmax_cross_entropy needs a flat input, got 8x26x26; add 'flatten' "
                  "before it");
