@@ -27,9 +27,11 @@ typedef struct bg_advice {
     double fastest_s;
     bg_progress_t progress;
     int64_t plans;
-    /* Said once under the first line that names it: that --optimizer sgd
-     * (1) or --momentum 0 (2) trains another way. */
-    int noted_training;
+    /* The request's optimizer, against which a variant's trains another
+     * way (SGD for Adam, none of SGD's momentum), said once under the first
+     * line whose variant does: noted_sgd, noted_momentum. */
+    bg_optimizer_config_t optimizer;
+    int noted_sgd, noted_momentum;
 } bg_advice_t;
 
 /* Whether request r fits, said nowhere (a plan made, for `advice`'s count). */

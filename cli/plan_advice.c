@@ -107,14 +107,16 @@ int bg_advice_try_variant(const bg_plan_request_t *r, const char *what, bg_advic
     /* Memory it saves, but the run it makes learns otherwise (a new user
      * took it, and reached 0.13 test accuracy in 100 steps where Adam had
      * 0.76 in 150). */
-    if (strstr(what, "--optimizer sgd") != NULL && !(advice->noted_training & 1)) {
-        advice->noted_training |= 1;
+    const int sgd = r->optimizer.kind == BG_OPTIMIZER_SGD;
+    if (sgd && advice->optimizer.kind != BG_OPTIMIZER_SGD && !advice->noted_sgd) {
+        advice->noted_sgd = 1;
         fprintf(stderr, "    (--optimizer sgd trains another way: plain SGD, at --lr 0.01 unless "
                         "given and without momentum unless --momentum is; it may need another "
                         "--lr or more steps to learn as well)\n");
     }
-    if (strstr(what, "--momentum 0") != NULL && !(advice->noted_training & 2)) {
-        advice->noted_training |= 2;
+    if (sgd && r->optimizer.sgd.momentum == 0 && advice->optimizer.kind == BG_OPTIMIZER_SGD &&
+        advice->optimizer.sgd.momentum != 0 && !advice->noted_momentum) {
+        advice->noted_momentum = 1;
         fprintf(stderr, "    (--momentum 0 trains another way: SGD without momentum, which may "
                         "need another --lr or more steps to learn as well)\n");
     }
@@ -1095,7 +1097,7 @@ void bg_cli_plan_explain_overflow(const char *cmd, const bg_plan_t *p,
     const int n = savings_of(r, p->model, savings);
     bg_cost_device_t *scratch = malloc(sizeof *scratch * (size_t)r->devices);
     if (scratch == NULL) return; /* the advice is a courtesy: the refusal stands */
-    bg_advice_t advice_state = {.found = found};
+    bg_advice_t advice_state = {.found = found, .optimizer = r->optimizer};
     bg_advice_t *advice = &advice_state;
     bg_progress_init(&advice->progress, stderr, 1);
     advice->progress.what = "  looking for what fits: plans made:";
