@@ -494,8 +494,7 @@ static void print_profile(const bg_model_spec_t *spec, const bg_profile_t *p) {
  * and whether the note on a long timing of every layer range was said. */
 typedef struct profile_progress {
     bg_progress_t line;
-    int ranges;      /* the phase is the layer ranges' (BG_PROFILE_PHASE_RANGES) */
-    int split_given; /* --split: only its stages' ranges are timed */
+    int ranges; /* the phase is the layer ranges' (BG_PROFILE_PHASE_RANGES) */
     int long_noted;
     int layers;
 } profile_progress_t;
@@ -521,15 +520,19 @@ static void name_phase(void *ctx, const char *what) {
  * (2026-12-06, a 2-core Xeon). */
 #define LONG_RANGES_S 600.0
 
-/* The profiler's bg_profile_config_t.progress: the line, and in the
- * ranges' phase without --split, once it shows the rest will take over
- * LONG_RANGES_S, a note that --split times one placement's stages only. */
+/* The profiler's bg_profile_config_t.progress with --split, which times
+ * only its stages' ranges: the line. */
 static void count_progress(void *ctx, int64_t done, int64_t total) {
+    bg_progress_count(&((profile_progress_t *)ctx)->line, done, total);
+}
+
+/* And without --split: the line, and in the ranges' phase, once it shows
+ * the rest will take over LONG_RANGES_S, a note that --split times one
+ * placement's stages only. */
+static void count_progress_noting_split(void *ctx, int64_t done, int64_t total) {
     profile_progress_t *progress = ctx;
     bg_progress_count(&progress->line, done, total);
-    if (!progress->ranges || progress->split_given || progress->long_noted || done <= 0 ||
-        done >= total)
-        return;
+    if (!progress->ranges || progress->long_noted || done <= 0 || done >= total) return;
     const double now = bg_monotonic_seconds();
     const double left = bg_progress_left_s(&progress->line, done, total, now);
     if (now - progress->line.started < 30 || left < LONG_RANGES_S) return;
@@ -638,9 +641,8 @@ int bg_cmd_profile(int argc, char **argv) {
     bg_progress_init(&progress.line, stderr, 1);
     progress.line.what = BG_PROFILE_PHASE_RANGES;
     progress.ranges = 1;
-    progress.split_given = o.split_count > 0;
     progress.layers = spec->num_layers;
-    pc.progress = count_progress;
+    pc.progress = o.split_count > 0 ? count_progress : count_progress_noting_split;
     pc.phase = name_phase;
     pc.progress_ctx = &progress;
     BG_CHECK_GOTO(keep_sizes_that_fit(&pc), st, fail);
